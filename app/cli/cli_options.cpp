@@ -1,0 +1,169 @@
+#include "app/cli/cli_options.h"
+
+#include <filesystem>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include "app/cli/context.h"
+#include "core/json_reader.h"
+#include "core/model_json.h"
+
+namespace cs::cli {
+
+bool looks_like_file(const std::string& argument) {
+  std::error_code ec;
+  return std::filesystem::is_regular_file(argument, ec) ||
+         (argument.size() > 5 && argument.ends_with(".json"));
+}
+
+void ClusterOptions::add_to(CLI::App& command, bool positional) {
+  const char* what = "Cluster: a preset name (see `clusterscope presets clusters`), "
+                     "\"this-machine\", or a cluster JSON file";
+  if (positional) {
+    command.add_option("cluster", cluster, what);
+  } else {
+    command.add_option("--cluster", cluster, what);
+  }
+  command.add_option("--gpu", gpu, "GPU preset, to build a cluster inline or replace its GPU");
+  command.add_option("--nodes", nodes, "Number of nodes")->check(CLI::PositiveNumber);
+  command.add_option("--gpus-per-node", gpus_per_node, "GPUs per node (default 8 inline)")
+      ->check(CLI::Range(0, 1024));
+  command.add_option("--intra-link", intra_link,
+                     "Link preset between the GPUs of a node (default: the GPU's own fabric, else pcie4)");
+  command.add_option("--inter-link", inter_link,
+                     "Link preset between nodes, one port per GPU (default ib-ndr)");
+  command.add_option("--price", price_per_gpu_hour, "Price per GPU-hour in USD")
+      ->check(CLI::NonNegativeNumber);
+}
+
+Cluster ClusterOptions::resolve(const PresetCatalog& catalog) const {
+  Cluster c;
+  if (!cluster.empty()) {
+    if (looks_like_file(cluster)) {
+      auto j = take(read_json_file(cluster));
+      // A plan file carries its cluster inside.
+      if (j.is_object() && j.contains("parallel") && j.contains("cluster")) {
+        c = take(plan_from_json(j, cluster, &catalog)).cluster;
+      } else {
+        c = take(cluster_from_json(j, cluster, &catalog));
+      }
+    } else {
+      c = take(catalog.cluster(cluster));
+    }
+  } else if (!gpu.empty()) {
+    c.name = "custom";
+    c.display_name = "Custom cluster";
+    c.source = "command line";
+    c.gpus_per_node = 8;
+  } else {
+    throw CliError(
+        "no cluster given: name a preset or a JSON file, or use --gpu NAME --nodes N "
+        "--gpus-per-node G");
+  }
+
+  const bool inline_build = cluster.empty();
+  if (!gpu.empty()) {
+    const GpuSpec* g = catalog.find_gpu(gpu);
+    if (!g) throw CliError(catalog.unknown_name_message("GPU preset", gpu, catalog.gpu_names()));
+    c.gpu = *g;
+  }
+  if (nodes) c.nodes = *nodes;
+  if (gpus_per_node) c.gpus_per_node = *gpus_per_node;
+  if (c.gpus_per_node == 0) c.gpu.reset();
+  if (c.gpus_per_node > 0 && !c.gpu) {
+    throw CliError("--gpus-per-node " + std::to_string(c.gpus_per_node) +
+                   " needs a GPU: add --gpu NAME");
+  }
+
+  auto link = [&](const std::string& name) {
+    const Link* l = catalog.find_link(name);
+    if (!l) throw CliError(catalog.unknown_name_message("link preset", name, catalog.link_names()));
+    return *l;
+  };
+  if (!intra_link.empty()) {
+    c.intra_node = link(intra_link);
+  } else if (inline_build || !gpu.empty()) {
+    const std::string board = c.gpu ? c.gpu->board_link : std::string();
+    c.intra_node = link(board.empty() ? "pcie4" : board);
+  }
+  if (!inter_link.empty()) {
+    c.inter_node = link(inter_link);
+  } else if (c.nodes > 1 && !c.inter_node) {
+    c.inter_node = link("ib-ndr");
+  }
+  if (c.inter_node && c.nics_per_node == 0) c.nics_per_node = std::max(1, c.gpus_per_node);
+  if (price_per_gpu_hour) c.price_per_gpu_hour = *price_per_gpu_hour;
+
+  // The same rules as a cluster file.
+  return take(cluster_from_json(to_json(c), "command line", &catalog));
+}
+
+void ModelOptions::add_to(CLI::App& command) {
+  command.add_option("--model", model,
+                     "Model: a preset name (see `clusterscope presets models`) or a workload JSON file");
+  command.add_option("--layers", layers, "Transformer layers")->check(CLI::PositiveNumber);
+  command.add_option("--hidden", hidden, "Hidden size")->check(CLI::PositiveNumber);
+  command.add_option("--heads", heads, "Attention heads")->check(CLI::PositiveNumber);
+  command.add_option("--kv-heads", kv_heads, "Key/value heads (grouped-query attention)")
+      ->check(CLI::PositiveNumber);
+  command.add_option("--ffn", ffn_hidden, "MLP inner size (default 4 x hidden)")
+      ->check(CLI::PositiveNumber);
+  command.add_option("--seq", seq_len, "Sequence length")->check(CLI::PositiveNumber);
+  command.add_option("--vocab", vocab, "Vocabulary size")->check(CLI::PositiveNumber);
+  command.add_flag("--gated-mlp", gated_mlp, "SwiGLU-style gated MLP");
+  command.add_option("--tokens", training_tokens, "Tokens to train on")
+      ->check(CLI::NonNegativeNumber);
+}
+
+bool ModelOptions::given() const {
+  return !model.empty() || layers || hidden || heads || seq_len || vocab;
+}
+
+Workload ModelOptions::resolve(const PresetCatalog& catalog) const {
+  Workload w;
+  if (!model.empty()) {
+    if (looks_like_file(model)) {
+      auto j = take(read_json_file(model));
+      if (j.is_object() && j.contains("parallel") && j.contains("workload")) {
+        w = take(plan_from_json(j, model, &catalog)).workload;
+      } else {
+        w = take(workload_from_json(j, model));
+      }
+    } else if (const Workload* preset = catalog.find_model(model)) {
+      w = *preset;
+    } else {
+      throw CliError(catalog.unknown_name_message("model preset", model, catalog.model_names()));
+    }
+  } else {
+    if (!(layers && hidden && heads && seq_len && vocab)) {
+      throw CliError(
+          "no model given: name a preset or a JSON file with --model, or give --layers "
+          "--hidden --heads --seq --vocab");
+    }
+    w.name = "custom";
+    w.display_name = "Custom transformer";
+    w.source = "command line";
+    w.transformer.ffn_hidden = 4 * *hidden;
+  }
+  if (w.kind == WorkloadKind::generic && (layers || hidden || heads || seq_len || vocab)) {
+    throw CliError("--layers/--hidden/--heads/--seq/--vocab apply to transformers, and \"" +
+                   w.name + "\" is a generic model");
+  }
+  TransformerShape& s = w.transformer;
+  if (layers) s.layers = *layers;
+  if (hidden) s.hidden = *hidden;
+  if (heads) {
+    if (s.kv_heads == s.heads || s.kv_heads == 0) s.kv_heads = *heads;
+    s.heads = *heads;
+  }
+  if (kv_heads) s.kv_heads = *kv_heads;
+  if (ffn_hidden) s.ffn_hidden = *ffn_hidden;
+  if (gated_mlp) s.gated_mlp = true;
+  if (seq_len) s.seq_len = *seq_len;
+  if (vocab) s.vocab = *vocab;
+  if (training_tokens) w.training_tokens = *training_tokens;
+  return take(workload_from_json(to_json(w), "command line"));
+}
+
+}  // namespace cs::cli

@@ -1,0 +1,50 @@
+#pragma once
+// What every `clusterscope` subcommand shares, and how commands are added.
+// A command registers itself on the root CLI::App; its callback does the work
+// through core/planners/profiler calls and throws CliError for a user-facing
+// failure, which main() prints as one line and turns into exit status 1.
+
+#include <optional>
+#include <stdexcept>
+#include <string>
+
+#include "core/presets.h"
+
+namespace CLI {
+class App;
+}
+
+namespace cs::cli {
+
+struct CliError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+class Context {
+ public:
+  // The preset catalog, loaded on first use.
+  const PresetCatalog& catalog();
+
+ private:
+  std::optional<PresetCatalog> catalog_;
+};
+
+// Unwraps a result or throws its message as a CliError.
+template <class T>
+T take(Result<T> result) {
+  if (!result) throw CliError(result.message());
+  return std::move(result).value();
+}
+inline void take(const Status& status) {
+  if (!status) throw CliError(status.message());
+}
+
+// Adds `--json` to a subcommand.
+void add_json_flag(CLI::App& command, bool& json);
+
+// The registrars, one per subcommand (each in its own <name>_command.cpp).
+void register_presets(CLI::App& app, Context& ctx);
+void register_validate(CLI::App& app, Context& ctx);
+void register_describe(CLI::App& app, Context& ctx);
+
+}  // namespace cs::cli

@@ -1,0 +1,44 @@
+#include "app/cli/text_table.h"
+
+#include <algorithm>
+
+namespace cs::cli {
+
+namespace {
+// Display width: count UTF-8 code points, not bytes ("µs" is two columns).
+std::size_t width(const std::string& s) {
+  return static_cast<std::size_t>(
+      std::count_if(s.begin(), s.end(), [](char c) { return (static_cast<unsigned char>(c) & 0xC0) != 0x80; }));
+}
+}  // namespace
+
+void TextTable::print(std::ostream& out) const {
+  std::vector<std::size_t> widths(header_.size(), 0);
+  auto measure = [&](const std::vector<std::string>& row) {
+    for (std::size_t i = 0; i < row.size() && i < widths.size(); ++i) {
+      widths[i] = std::max(widths[i], width(row[i]));
+    }
+  };
+  measure(header_);
+  for (const auto& row : rows_) measure(row);
+
+  auto print_row = [&](const std::vector<std::string>& row) {
+    std::string line;
+    for (std::size_t i = 0; i < widths.size(); ++i) {
+      const std::string cell = i < row.size() ? row[i] : "";
+      const std::string pad(widths[i] - width(cell), ' ');
+      const bool right = std::find(right_.begin(), right_.end(), i) != right_.end();
+      if (i > 0) line += "  ";
+      line += right ? pad + cell : cell + pad;
+    }
+    while (!line.empty() && line.back() == ' ') line.pop_back();
+    out << line << '\n';
+  };
+  print_row(header_);
+  std::vector<std::string> rule;
+  for (std::size_t w : widths) rule.push_back(std::string(w, '-'));
+  print_row(rule);
+  for (const auto& row : rows_) print_row(row);
+}
+
+}  // namespace cs::cli

@@ -1,0 +1,74 @@
+// clusterscope validate FILE... [--json]
+
+#include <iostream>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include "app/cli/context.h"
+#include "core/model_json.h"
+
+namespace cs::cli {
+
+namespace {
+
+struct ValidateOptions {
+  std::vector<std::string> files;
+  bool json = false;
+};
+
+void run(const ValidateOptions& o, Context& ctx) {
+  const PresetCatalog& catalog = ctx.catalog();
+  nlohmann::json report = nlohmann::json::array();
+  int failures = 0;
+  for (const std::string& file : o.files) {
+    auto kinds = validate_file(file, &catalog);
+    nlohmann::json entry = {{"file", file}, {"valid", kinds.ok()}};
+    if (kinds) {
+      std::vector<std::string> names;
+      for (DocumentKind k : *kinds) names.emplace_back(to_string(k));
+      entry["kinds"] = names;
+      if (!o.json) {
+        std::cout << file << ": valid ";
+        if (names.size() == 1) {
+          std::cout << names.front() << '\n';
+        } else {
+          std::cout << "list of " << names.size() << " documents\n";
+        }
+      }
+    } else {
+      ++failures;
+      entry["errors"] = nlohmann::json::array();
+      std::string text = kinds.message();
+      std::size_t start = 0;
+      while (start <= text.size()) {
+        std::size_t end = text.find('\n', start);
+        if (end == std::string::npos) end = text.size();
+        entry["errors"].push_back(text.substr(start, end - start));
+        start = end + 1;
+      }
+      if (!o.json) std::cerr << text << '\n';
+    }
+    report.push_back(entry);
+  }
+  if (o.json) std::cout << report.dump(2) << '\n';
+  if (failures > 0) {
+    throw CliError(std::to_string(failures) + " of " + std::to_string(o.files.size()) +
+                   (o.files.size() == 1 ? " file is" : " files are") + " invalid");
+  }
+}
+
+}  // namespace
+
+void register_validate(CLI::App& app, Context& ctx) {
+  auto o = std::make_shared<ValidateOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "validate",
+      "Check JSON files (cluster, GPU, link, workload, parallel or precision plan, plan, or a "
+      "list of them); the kind is read from \"kind\" or detected");
+  cmd->add_option("files", o->files, "JSON files to check")->required();
+  add_json_flag(*cmd, o->json);
+  cmd->callback([o, &ctx] { run(*o, ctx); });
+}
+
+}  // namespace cs::cli

@@ -1,0 +1,104 @@
+#pragma once
+// The hardware vocabulary: a GPU's datasheet, the links between GPUs, and a
+// cluster built from them. Units are SI inside the program (bytes, bytes/s,
+// seconds, FLOP/s, watts); JSON uses the units of datasheets (see model_json.h).
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/precision.h"
+
+namespace cs {
+
+// Dense (no sparsity) peak throughput per precision in FLOP/s (OP/s for INT8);
+// 0 means the GPU has no such tensor-core path.
+struct PeakRates {
+  double fp32 = 0;
+  double tf32 = 0;
+  double bf16 = 0;
+  double fp16 = 0;
+  double fp8 = 0;
+  double int8 = 0;
+
+  // INT4 falls back to the INT8 rate (INT4 weights are dequantised to compute).
+  double of(Precision p) const;
+  bool supports(Precision p) const { return of(p) > 0; }
+};
+
+// What a real kernel reaches against the datasheet: properties of the GPU,
+// used by the planners' roofline with size-dependent efficiency.
+struct GpuEfficiency {
+  double gemm_max = 0.80;        // fraction of peak that a large GEMM reaches
+  double gemm_half_gflop = 1.0;  // GEMM work (GFLOP) at which half of gemm_max is reached
+  double memory_max = 0.85;      // fraction of memory bandwidth a streaming kernel reaches
+  double kernel_launch_us = 4.0; // fixed cost of one kernel, launch and tail
+};
+
+struct GpuSpec {
+  std::string name;          // preset key, e.g. "h100-sxm"
+  std::string display_name;  // e.g. "NVIDIA H100 SXM5 80GB"
+  std::string vendor;
+  std::string architecture;  // e.g. "hopper"
+  double memory_bytes = 0;
+  double memory_bandwidth = 0;  // bytes/s
+  PeakRates peak;
+  double tdp_watts = 0;
+  GpuEfficiency efficiency;
+  // Substrings of the CUDA device name that identify this model, so that
+  // "this machine" finds its datasheet (e.g. "H200", "H100 80GB HBM3").
+  std::vector<std::string> device_names;
+  std::string board_link;  // link preset of the board's own GPU fabric, e.g. "nvlink4"; "" for PCIe cards
+  std::string source;  // where the figures come from
+};
+
+enum class LinkKind { nvlink, pcie, infiniband, roce, ethernet, infinity_fabric, shared_memory };
+std::string_view to_string(LinkKind kind);
+std::optional<LinkKind> link_kind_from_string(std::string_view text);
+
+// One tier of the network: bandwidth per direction of one port (one GPU's
+// share inside a node; one NIC between nodes).
+struct Link {
+  std::string name;
+  std::string display_name;
+  LinkKind kind = LinkKind::nvlink;
+  double bandwidth = 0;      // bytes/s, per direction, per port
+  double latency = 0;        // seconds, one message end to end (the alpha of alpha-beta)
+  double efficiency = 0.85;  // fraction of bandwidth that collectives reach as bus bandwidth
+  std::string source;
+};
+
+struct Cluster {
+  std::string name;
+  std::string display_name;
+  int nodes = 1;
+  int gpus_per_node = 0;        // 0: a machine with no GPU (the CPU engine runs there)
+  std::optional<GpuSpec> gpu;   // present exactly when gpus_per_node > 0
+  Link intra_node;              // between the GPUs of one node
+  std::optional<Link> inter_node;  // between nodes; required when nodes > 1
+  int nics_per_node = 0;        // ports of inter_node per node
+  double price_per_gpu_hour = 0;  // USD; 0 when unknown
+  double power_per_gpu_watts = 0; // board power used for energy; 0: the GPU's TDP
+  int cpu_cores_per_node = 0;
+  double host_memory_bytes = 0;
+  std::string source;
+
+  int total_gpus() const { return nodes * gpus_per_node; }
+};
+
+// Figures derived from a cluster, as `clusterscope describe` shows them.
+struct ClusterTotals {
+  int gpus = 0;
+  PeakRates peak;             // aggregate FLOP/s per precision
+  double gpu_memory_bytes = 0;
+  double per_gpu_intra_bandwidth = 0;  // bytes/s per direction
+  double per_gpu_inter_bandwidth = 0;  // bytes/s per direction, NIC share per GPU
+  double bisection_bandwidth = 0;      // bytes/s per direction across the worst cut in half
+  double power_watts = 0;
+  double price_per_hour = 0;           // USD for the whole cluster
+};
+
+ClusterTotals totals(const Cluster& cluster);
+double gpu_power_watts(const Cluster& cluster);
+
+}  // namespace cs

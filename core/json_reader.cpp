@@ -1,0 +1,236 @@
+#include "core/json_reader.h"
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+namespace cs {
+
+void Diagnostics::add(std::string pointer, std::string message) {
+  problems_.push_back({std::move(pointer), std::move(message)});
+}
+
+Error Diagnostics::to_error(std::string_view document) const {
+  std::string text;
+  for (const Problem& p : problems_) {
+    if (!text.empty()) text += '\n';
+    text += document;
+    text += ": ";
+    text += p.pointer.empty() ? "/" : p.pointer;
+    text += ": ";
+    text += p.message;
+  }
+  return {text};
+}
+
+namespace {
+std::string number_text(double v) {
+  std::ostringstream out;
+  out << v;
+  return out.str();
+}
+}  // namespace
+
+bool Range::contains(double v) const {
+  if (std::isnan(v)) return false;
+  if (lo_open ? !(v > lo) : !(v >= lo)) return false;
+  return v <= hi;
+}
+
+std::string Range::rule() const {
+  const bool low = std::isfinite(lo);
+  const bool high = std::isfinite(hi);
+  if (low && high && !lo_open) return "must be between " + number_text(lo) + " and " + number_text(hi);
+  if (low && high) return "must be > " + number_text(lo) + " and <= " + number_text(hi);
+  if (low) return std::string(lo_open ? "must be > " : "must be >= ") + number_text(lo);
+  if (high) return "must be <= " + number_text(hi);
+  return "must be a number";
+}
+
+std::string json_pointer_append(std::string_view pointer, std::string_view key) {
+  std::string out(pointer);
+  out += '/';
+  for (char c : key) {  // RFC 6901 escaping
+    if (c == '~') {
+      out += "~0";
+    } else if (c == '/') {
+      out += "~1";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+ObjectReader::ObjectReader(const nlohmann::json& j, std::string pointer, Diagnostics& diag)
+    : pointer_(std::move(pointer)), diag_(diag) {
+  if (j.is_object()) {
+    object_ = &j;
+  } else {
+    diag_.add(pointer_, "must be an object");
+  }
+}
+
+bool ObjectReader::has(std::string_view key) const {
+  return object_ && object_->contains(key);
+}
+
+const nlohmann::json* ObjectReader::field(std::string_view key, bool required) {
+  known_.emplace_back(key);
+  if (!object_) return nullptr;
+  auto it = object_->find(key);
+  if (it == object_->end() || it->is_null()) {
+    if (required) diag_.add(pointer(key), "is required");
+    return nullptr;
+  }
+  return &*it;
+}
+
+void ObjectReader::accept(std::initializer_list<std::string_view> keys) {
+  for (auto k : keys) known_.emplace_back(k);
+}
+
+void ObjectReader::number(std::string_view key, double& out, Range range, bool required) {
+  const nlohmann::json* v = field(key, required);
+  if (!v) return;
+  if (!v->is_number()) {
+    diag_.add(pointer(key), "must be a number");
+    return;
+  }
+  const double value = v->get<double>();
+  if (!range.contains(value)) {
+    diag_.add(pointer(key), range.rule() + " (got " + number_text(value) + ")");
+    return;
+  }
+  out = value;
+}
+
+void ObjectReader::integer(std::string_view key, int& out, Range range, bool required) {
+  const nlohmann::json* v = field(key, required);
+  if (!v) return;
+  const bool whole = v->is_number_integer() ||
+                     (v->is_number_float() && std::floor(v->get<double>()) == v->get<double>());
+  if (!whole) {
+    diag_.add(pointer(key), "must be an integer");
+    return;
+  }
+  const double value = v->get<double>();
+  if (value > std::numeric_limits<int>::max() || value < std::numeric_limits<int>::min()) {
+    diag_.add(pointer(key), "must fit in a 32-bit integer (got " + number_text(value) + ")");
+    return;
+  }
+  if (!range.contains(value)) {
+    diag_.add(pointer(key), range.rule() + " (got " + number_text(value) + ")");
+    return;
+  }
+  out = static_cast<int>(value);
+}
+
+void ObjectReader::boolean(std::string_view key, bool& out) {
+  const nlohmann::json* v = field(key);
+  if (!v) return;
+  if (!v->is_boolean()) {
+    diag_.add(pointer(key), "must be true or false");
+    return;
+  }
+  out = v->get<bool>();
+}
+
+void ObjectReader::text(std::string_view key, std::string& out, bool required) {
+  const nlohmann::json* v = field(key, required);
+  if (!v) return;
+  if (!v->is_string()) {
+    diag_.add(pointer(key), "must be a string");
+    return;
+  }
+  out = v->get<std::string>();
+  if (required && out.empty()) diag_.add(pointer(key), "must not be empty");
+}
+
+void ObjectReader::text_list(std::string_view key, std::vector<std::string>& out) {
+  const nlohmann::json* v = field(key);
+  if (!v) return;
+  if (!v->is_array() || !std::all_of(v->begin(), v->end(), [](const auto& e) { return e.is_string(); })) {
+    diag_.add(pointer(key), "must be a list of strings");
+    return;
+  }
+  out = v->get<std::vector<std::string>>();
+}
+
+void ObjectReader::finish() {
+  if (!object_) return;
+  for (const auto& [key, value] : object_->items()) {
+    if (std::find(known_.begin(), known_.end(), key) != known_.end()) continue;
+    std::string message = "unknown field";
+    if (std::string near = closest_name(key, known_); !near.empty()) {
+      message += " (did you mean \"" + near + "\"?)";
+    }
+    diag_.add(pointer(key), message);
+  }
+}
+
+namespace {
+std::size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<std::size_t> row(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    std::size_t diagonal = row[0];
+    row[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      const std::size_t above = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = above;
+    }
+  }
+  return row[b.size()];
+}
+}  // namespace
+
+std::string closest_name(std::string_view wrong, const std::vector<std::string>& names) {
+  std::string best;
+  std::size_t best_distance = std::max<std::size_t>(2, wrong.size() / 3) + 1;
+  for (const std::string& n : names) {
+    const std::size_t d = edit_distance(wrong, n);
+    if (d < best_distance) {
+      best_distance = d;
+      best = n;
+    }
+  }
+  return best;
+}
+
+Result<nlohmann::json> read_json_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Error{path + ": cannot open file"};
+  std::ostringstream buffer;
+  buffer << in.rdbuf();
+  const std::string text = buffer.str();
+  nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_discarded()) return j;
+
+  // Parse again with exceptions only to learn where it failed.
+  try {
+    const nlohmann::json unreachable = nlohmann::json::parse(text);
+    (void)unreachable;
+  } catch (const nlohmann::json::parse_error& e) {
+    const std::size_t offset = std::min(e.byte, text.size());
+    std::size_t line = 1;
+    std::size_t column = 1;
+    for (std::size_t i = 0; i + 1 < offset; ++i) {
+      if (text[i] == '\n') {
+        ++line;
+        column = 1;
+      } else {
+        ++column;
+      }
+    }
+    std::string what = e.what();
+    if (auto pos = what.rfind(": "); pos != std::string::npos) what = what.substr(pos + 2);
+    return Error{path + ":" + std::to_string(line) + ":" + std::to_string(column) +
+                 ": invalid JSON: " + what};
+  }
+  return Error{path + ": invalid JSON"};
+}
+
+}  // namespace cs

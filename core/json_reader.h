@@ -1,0 +1,107 @@
+#pragma once
+// Reading JSON objects field by field while collecting every problem with the
+// JSON pointer where it sits, so that a message can say
+// `cluster.json: /inter_node/bandwidth_gbps: must be > 0`. Fields a reader did
+// not ask for are reported as unknown (with the closest known name), never
+// silently dropped. Internal to core: it includes nlohmann/json.hpp.
+
+#include <initializer_list>
+#include <limits>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/enum_names.h"
+#include "core/problem.h"
+#include "core/result.h"
+
+namespace cs {
+
+class Diagnostics {
+ public:
+  void add(std::string pointer, std::string message);
+  bool empty() const { return problems_.empty(); }
+  const std::vector<Problem>& problems() const { return problems_; }
+  // One line per problem: "<document>: <pointer>: <message>".
+  Error to_error(std::string_view document) const;
+
+ private:
+  std::vector<Problem> problems_;
+};
+
+// Allowed interval of a number, and the rule's wording.
+struct Range {
+  double lo = -std::numeric_limits<double>::infinity();
+  double hi = std::numeric_limits<double>::infinity();
+  bool lo_open = false;
+
+  static Range any() { return {}; }
+  static Range positive() { return {0, std::numeric_limits<double>::infinity(), true}; }
+  static Range non_negative() { return {0, std::numeric_limits<double>::infinity(), false}; }
+  static Range at_least(double v) { return {v, std::numeric_limits<double>::infinity(), false}; }
+  static Range between(double a, double b) { return {a, b, false}; }
+  static Range fraction() { return {0, 1, true}; }  // 0 < x <= 1
+
+  bool contains(double v) const;
+  std::string rule() const;  // "must be > 0", "must be between 0 and 1", ...
+};
+
+std::string json_pointer_append(std::string_view pointer, std::string_view key);
+
+class ObjectReader {
+ public:
+  // Reports "must be an object" (and reads nothing) when j is not one.
+  ObjectReader(const nlohmann::json& j, std::string pointer, Diagnostics& diag);
+
+  bool is_object() const { return object_ != nullptr; }
+  bool has(std::string_view key) const;
+  std::string pointer(std::string_view key) const { return json_pointer_append(pointer_, key); }
+  Diagnostics& diagnostics() { return diag_; }
+
+  // Each getter marks the key as known. Absent optional keys leave `out` as it is.
+  void number(std::string_view key, double& out, Range range = Range::any(), bool required = false);
+  void integer(std::string_view key, int& out, Range range = Range::any(), bool required = false);
+  void boolean(std::string_view key, bool& out);
+  void text(std::string_view key, std::string& out, bool required = false);
+  void text_list(std::string_view key, std::vector<std::string>& out);
+
+  template <class E, std::size_t N>
+  void choice(std::string_view key, E& out, const EnumNames<E, N>& names, bool required = false) {
+    const nlohmann::json* v = field(key, required);
+    if (!v) return;
+    if (!v->is_string()) {
+      diag_.add(pointer(key), "must be one of " + names.choices());
+      return;
+    }
+    if (auto parsed = names.parse(v->get_ref<const std::string&>())) {
+      out = *parsed;
+    } else {
+      diag_.add(pointer(key), "must be one of " + names.choices() + " (got \"" +
+                                  v->get<std::string>() + "\")");
+    }
+  }
+
+  // The raw value of a key (marked known), or nullptr when absent; reports
+  // "is required" when required and absent.
+  const nlohmann::json* field(std::string_view key, bool required = false);
+  // Marks keys as known without reading them (handled elsewhere).
+  void accept(std::initializer_list<std::string_view> keys);
+  // Reports every key no getter asked for.
+  void finish();
+
+ private:
+  const nlohmann::json* object_ = nullptr;
+  std::string pointer_;
+  Diagnostics& diag_;
+  std::vector<std::string> known_;
+};
+
+// Closest name within a small edit distance, or "" when none is close.
+std::string closest_name(std::string_view wrong, const std::vector<std::string>& names);
+
+// Reads a JSON file; errors name the file and, for a syntax error, the line and column.
+Result<nlohmann::json> read_json_file(const std::string& path);
+
+}  // namespace cs

@@ -1,0 +1,665 @@
+#include "core/model_json.h"
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "core/enum_tables.h"
+#include "core/json_reader.h"
+#include "core/presets.h"
+
+namespace cs {
+
+using nlohmann::json;
+
+namespace {
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+constexpr double kGB = 1e9;
+constexpr double kTera = 1e12;
+constexpr double kMicro = 1e-6;
+constexpr double kGbitToBytes = 1e9 / 8.0;
+
+using DocNames = Named<DocumentKind>;
+constexpr auto kDocumentKindNames = enum_names<DocumentKind>(
+    DocNames{DocumentKind::gpu, "gpu"}, DocNames{DocumentKind::link, "link"},
+    DocNames{DocumentKind::cluster, "cluster"}, DocNames{DocumentKind::workload, "workload"},
+    DocNames{DocumentKind::parallel_plan, "parallel_plan"},
+    DocNames{DocumentKind::precision_plan, "precision_plan"}, DocNames{DocumentKind::plan, "plan"});
+
+// "kind", when present, must name the kind being read.
+void check_kind(ObjectReader& r, DocumentKind expected) {
+  const json* k = r.field("kind");
+  if (!k) return;
+  if (!k->is_string() || k->get<std::string>() != kDocumentKindNames.name(expected)) {
+    r.diagnostics().add(r.pointer("kind"),
+                        "must be \"" + std::string(kDocumentKindNames.name(expected)) + "\"");
+  }
+}
+
+// Scaled number: JSON holds `value * 1/scale`, the model holds SI units.
+void scaled(ObjectReader& r, std::string_view key, double& out, double scale, Range range,
+            bool required = false) {
+  double v = out / scale;
+  const bool present = r.has(key);
+  r.number(key, v, range, required);
+  if (present) out = v * scale;
+}
+
+// --- readers into an existing value (so that nested documents share diagnostics)
+
+void read_gpu(const json& j, const std::string& ptr, Diagnostics& d, GpuSpec& g) {
+  ObjectReader r(j, ptr, d);
+  if (!r.is_object()) return;
+  check_kind(r, DocumentKind::gpu);
+  r.text("name", g.name, true);
+  r.text("display_name", g.display_name);
+  r.text("vendor", g.vendor);
+  r.text("architecture", g.architecture);
+  scaled(r, "memory_gib", g.memory_bytes, kGiB, Range::positive(), true);
+  scaled(r, "memory_bandwidth_gb_s", g.memory_bandwidth, kGB, Range::positive(), true);
+  if (const json* p = r.field("peak_tflops", true)) {
+    ObjectReader pr(*p, r.pointer("peak_tflops"), d);
+    scaled(pr, "fp32", g.peak.fp32, kTera, Range::positive(), true);
+    scaled(pr, "tf32", g.peak.tf32, kTera, Range::non_negative());
+    scaled(pr, "bf16", g.peak.bf16, kTera, Range::non_negative());
+    scaled(pr, "fp16", g.peak.fp16, kTera, Range::non_negative());
+    scaled(pr, "fp8", g.peak.fp8, kTera, Range::non_negative());
+    scaled(pr, "int8", g.peak.int8, kTera, Range::non_negative());
+    pr.finish();
+  }
+  r.number("tdp_watts", g.tdp_watts, Range::non_negative());
+  if (const json* e = r.field("efficiency")) {
+    ObjectReader er(*e, r.pointer("efficiency"), d);
+    er.number("gemm_max", g.efficiency.gemm_max, Range::fraction());
+    er.number("gemm_half_gflop", g.efficiency.gemm_half_gflop, Range::non_negative());
+    er.number("memory_max", g.efficiency.memory_max, Range::fraction());
+    er.number("kernel_launch_us", g.efficiency.kernel_launch_us, Range::non_negative());
+    er.finish();
+  }
+  r.text_list("device_names", g.device_names);
+  r.text("board_link", g.board_link);
+  r.text("source", g.source);
+  r.finish();
+}
+
+void read_link(const json& j, const std::string& ptr, Diagnostics& d, Link& l) {
+  ObjectReader r(j, ptr, d);
+  if (!r.is_object()) return;
+  check_kind(r, DocumentKind::link);
+  r.text("name", l.name, true);
+  r.text("display_name", l.display_name);
+  r.choice("type", l.kind, kLinkKindNames, true);
+  scaled(r, "bandwidth_gbps", l.bandwidth, kGbitToBytes, Range::positive(), true);
+  scaled(r, "latency_us", l.latency, kMicro, Range::non_negative(), true);
+  r.number("efficiency", l.efficiency, Range::fraction());
+  r.text("source", l.source);
+  r.finish();
+}
+
+// A field that is either a preset name (string) or an inline object.
+template <class T, class ReadInline, class Find>
+void preset_or_inline(ObjectReader& r, std::string_view key, bool required, T& out,
+                      const PresetCatalog* catalog, std::string_view what,
+                      const std::vector<std::string>& names, ReadInline read_inline, Find find) {
+  const json* v = r.field(key, required);
+  if (!v) return;
+  const std::string ptr = r.pointer(key);
+  if (v->is_string()) {
+    const std::string name = v->get<std::string>();
+    if (!catalog) {
+      r.diagnostics().add(ptr, "names the preset \"" + name + "\" but no presets are loaded");
+    } else if (const T* found = find(name)) {
+      out = *found;
+    } else {
+      r.diagnostics().add(ptr, catalog->unknown_name_message(what, name, names));
+    }
+  } else {
+    read_inline(*v, ptr, r.diagnostics(), out);
+  }
+}
+
+void read_cluster(const json& j, const std::string& ptr, Diagnostics& d, Cluster& c,
+                  const PresetCatalog* catalog) {
+  ObjectReader r(j, ptr, d);
+  if (!r.is_object()) return;
+  check_kind(r, DocumentKind::cluster);
+  r.text("name", c.name, true);
+  r.text("display_name", c.display_name);
+  r.integer("nodes", c.nodes, Range::at_least(1), true);
+  r.integer("gpus_per_node", c.gpus_per_node, Range::between(0, 1024), true);
+
+  const bool has_gpus = c.gpus_per_node > 0;
+  const std::vector<std::string> no_names;
+  if (has_gpus) {
+    GpuSpec gpu;
+    preset_or_inline(
+        r, "gpu", true, gpu, catalog, "GPU preset", catalog ? catalog->gpu_names() : no_names,
+        read_gpu, [&](const std::string& n) { return catalog->find_gpu(n); });
+    c.gpu = gpu;
+  } else if (r.field("gpu")) {
+    d.add(r.pointer("gpu"), "must be absent when gpus_per_node is 0");
+  }
+
+  const auto link_names = catalog ? catalog->link_names() : no_names;
+  auto find_link = [&](const std::string& n) { return catalog->find_link(n); };
+  preset_or_inline(r, "intra_node", c.gpus_per_node > 1, c.intra_node, catalog, "link preset",
+                   link_names, read_link, find_link);
+  if (r.has("inter_node") || c.nodes > 1) {
+    Link inter;
+    preset_or_inline(r, "inter_node", c.nodes > 1, inter, catalog, "link preset", link_names,
+                     read_link, find_link);
+    c.inter_node = inter;
+    c.nics_per_node = c.gpus_per_node > 0 ? c.gpus_per_node : 1;  // one NIC per GPU (DGX)
+  } else {
+    r.field("inter_node");
+  }
+  r.integer("nics_per_node", c.nics_per_node, Range::at_least(c.inter_node ? 1 : 0));
+  r.number("price_per_gpu_hour", c.price_per_gpu_hour, Range::non_negative());
+  r.number("power_per_gpu_watts", c.power_per_gpu_watts, Range::non_negative());
+  r.integer("cpu_cores_per_node", c.cpu_cores_per_node, Range::non_negative());
+  scaled(r, "host_memory_gib", c.host_memory_bytes, kGiB, Range::non_negative());
+  r.text("source", c.source);
+  r.finish();
+}
+
+void read_workload(const json& j, const std::string& ptr, Diagnostics& d, Workload& w) {
+  ObjectReader r(j, ptr, d);
+  if (!r.is_object()) return;
+  check_kind(r, DocumentKind::workload);
+  r.text("name", w.name, true);
+  r.text("display_name", w.display_name);
+  r.choice("type", w.kind, kWorkloadKindNames);
+  r.choice("optimizer", w.optimizer, kOptimizerNames);
+  r.text("source", w.source);
+
+  if (w.kind == WorkloadKind::transformer) {
+    TransformerShape& s = w.transformer;
+    r.integer("layers", s.layers, Range::at_least(1), true);
+    r.integer("hidden", s.hidden, Range::at_least(1), true);
+    r.integer("heads", s.heads, Range::at_least(1), true);
+    s.kv_heads = s.heads;
+    r.integer("kv_heads", s.kv_heads, Range::at_least(1));
+    r.boolean("gated_mlp", s.gated_mlp);
+    s.ffn_hidden = 4 * s.hidden;
+    r.integer("ffn_hidden", s.ffn_hidden, Range::at_least(1), s.gated_mlp);
+    r.integer("seq_len", s.seq_len, Range::at_least(1), true);
+    r.integer("vocab", s.vocab, Range::at_least(1), true);
+    r.boolean("tied_embeddings", s.tied_embeddings);
+    r.boolean("bias", s.bias);
+    r.choice("norm", s.norm, kNormNames);
+    r.choice("positions", s.positions, kPositionNames);
+    scaled(r, "training_tokens", w.training_tokens, 1.0, Range::non_negative());
+    if (s.heads > 0 && s.hidden > 0 && s.hidden % s.heads != 0) {
+      d.add(r.pointer("hidden"), "must be divisible by heads (" + std::to_string(s.heads) + ")");
+    }
+    if (s.kv_heads > 0 && s.heads % s.kv_heads != 0) {
+      d.add(r.pointer("kv_heads"), "must divide heads (" + std::to_string(s.heads) + ")");
+    }
+  } else {
+    GenericModel& g = w.generic;
+    r.number("parameters", g.parameters, Range::positive(), true);
+    r.number("forward_flops_per_sample", g.forward_flops_per_sample, Range::positive(), true);
+    r.number("activation_bytes_per_sample", g.activation_bytes_per_sample, Range::non_negative());
+    r.text("input", g.input);
+    r.number("dataset_samples", w.dataset_samples, Range::non_negative());
+    r.number("epochs", w.epochs, Range::positive());
+  }
+  r.finish();
+}
+
+void read_parallel(const json& j, const std::string& ptr, Diagnostics& d, ParallelPlan& p) {
+  ObjectReader r(j, ptr, d);
+  if (!r.is_object()) return;
+  check_kind(r, DocumentKind::parallel_plan);
+  r.integer("dp", p.dp, Range::at_least(1));
+  r.integer("tp", p.tp, Range::at_least(1));
+  r.integer("pp", p.pp, Range::at_least(1));
+  r.integer("virtual_stages", p.virtual_stages, Range::at_least(1));
+  r.boolean("sequence_parallel", p.sequence_parallel);
+  r.integer("zero_stage", p.zero_stage, Range::between(0, 3));
+  r.integer("micro_batch", p.micro_batch, Range::at_least(1));
+  const bool has_global = r.has("global_batch");
+  const bool has_accumulation = r.has("gradient_accumulation");
+  int accumulation = 1;
+  r.integer("gradient_accumulation", accumulation, Range::at_least(1));
+  if (has_global) {
+    r.integer("global_batch", p.global_batch, Range::at_least(1));
+  } else {
+    r.field("global_batch");
+    p.global_batch = accumulation * p.dp * p.micro_batch;
+  }
+  if (has_global && has_accumulation && p.gradient_accumulation() != accumulation) {
+    d.add(r.pointer("gradient_accumulation"),
+          "must equal global_batch / (dp x micro_batch) = " +
+              std::to_string(p.gradient_accumulation()));
+  }
+  if (r.has("virtual_stages") && p.virtual_stages > 1 && !r.has("schedule")) {
+    p.schedule = PipelineSchedule::interleaved;
+  }
+  r.choice("recompute", p.recompute, kRecomputeNames);
+  r.choice("schedule", p.schedule, kScheduleNames);
+  r.boolean("flash_attention", p.flash_attention);
+  r.number("bucket_mib", p.bucket_mib, Range::positive());
+  r.finish();
+  for (const Problem& problem : check_parallel_plan(p)) {
+    d.add(ptr + problem.pointer, problem.message);
+  }
+}
+
+void read_precision(const json& j, const std::string& ptr, Diagnostics& d, PrecisionPlan& p) {
+  if (j.is_string()) {  // "bf16": the usual plan for that compute type
+    if (auto c = kPrecisionNames.parse(j.get<std::string>())) {
+      p = PrecisionPlan::for_compute(*c);
+    } else {
+      d.add(ptr, "must be one of " + kPrecisionNames.choices());
+    }
+    return;
+  }
+  ObjectReader r(j, ptr, d);
+  if (!r.is_object()) return;
+  check_kind(r, DocumentKind::precision_plan);
+  Precision compute = p.compute;
+  r.choice("compute", compute, kPrecisionNames);
+  p = PrecisionPlan::for_compute(compute);
+  r.choice("weights", p.weights, kPrecisionNames);
+  r.boolean("master_weights", p.master_weights);
+  r.choice("gradients", p.gradients, kPrecisionNames);
+  r.boolean("fp32_main_grad", p.fp32_main_grad);
+  r.choice("optimizer_state", p.optimizer_state, kPrecisionNames);
+  r.choice("loss_scaling", p.loss_scaling, kLossScalingNames);
+  r.number("initial_loss_scale", p.initial_loss_scale, Range::positive());
+  r.boolean("inference", p.inference);
+  if (const json* f = r.field("fp8")) {
+    if (compute != Precision::fp8) d.add(r.pointer("fp8"), "applies only when compute is fp8");
+    ObjectReader fr(*f, r.pointer("fp8"), d);
+    fr.choice("format", p.fp8.format, kFp8FormatNames);
+    fr.choice("recipe", p.fp8.recipe, kFp8RecipeNames);
+    fr.integer("amax_history", p.fp8.amax_history, Range::at_least(1));
+    fr.finish();
+  }
+  const bool integer_weights = p.weights == Precision::int8 || p.weights == Precision::int4;
+  if (const json* q = r.field("quantization")) {
+    if (!integer_weights) d.add(r.pointer("quantization"), "applies only to int8 or int4 weights");
+    ObjectReader qr(*q, r.pointer("quantization"), d);
+    qr.boolean("symmetric", p.quant.symmetric);
+    qr.boolean("per_channel", p.quant.per_channel);
+    qr.finish();
+  }
+  r.finish();
+  if ((compute == Precision::int8 || compute == Precision::int4) && !p.inference) {
+    d.add(r.pointer("inference"), "must be true: int8 and int4 plans are for inference only");
+  }
+  if (integer_weights && !p.inference) {
+    d.add(r.pointer("weights"), "int8 or int4 weights need \"inference\": true");
+  }
+}
+
+void read_plan(const json& j, const std::string& ptr, Diagnostics& d, Plan& plan,
+               const PresetCatalog* catalog) {
+  ObjectReader r(j, ptr, d);
+  if (!r.is_object()) return;
+  check_kind(r, DocumentKind::plan);
+  const std::vector<std::string> no_names;
+  if (const json* c = r.field("cluster", true)) {
+    if (c->is_string()) {
+      if (!catalog) {
+        d.add(r.pointer("cluster"), "names a preset but no presets are loaded");
+      } else if (auto cl = catalog->cluster(c->get<std::string>())) {
+        plan.cluster = std::move(cl).value();
+      } else {
+        d.add(r.pointer("cluster"), cl.message());
+      }
+    } else {
+      read_cluster(*c, r.pointer("cluster"), d, plan.cluster, catalog);
+    }
+  }
+  preset_or_inline(
+      r, "workload", true, plan.workload, catalog, "model preset",
+      catalog ? catalog->model_names() : no_names, read_workload,
+      [&](const std::string& n) { return catalog->find_model(n); });
+  if (const json* p = r.field("parallel")) read_parallel(*p, r.pointer("parallel"), d, plan.parallel);
+  if (const json* p = r.field("precision")) {
+    read_precision(*p, r.pointer("precision"), d, plan.precision);
+  }
+  r.finish();
+}
+
+template <class T, class Read>
+Result<T> read_document(const json& j, std::string_view document, Read read,
+                        const std::string& root = {}) {
+  Diagnostics d;
+  T value{};
+  read(j, root, d, value);
+  if (!d.empty()) return d.to_error(document);
+  return value;
+}
+
+json peak_json(const PeakRates& p) {
+  return {{"fp32", p.fp32 / kTera}, {"tf32", p.tf32 / kTera}, {"bf16", p.bf16 / kTera},
+          {"fp16", p.fp16 / kTera}, {"fp8", p.fp8 / kTera},   {"int8", p.int8 / kTera}};
+}
+
+}  // namespace
+
+std::string_view to_string(DocumentKind kind) { return kDocumentKindNames.name(kind); }
+
+Result<GpuSpec> gpu_from_json(const json& j, std::string_view document) {
+  return read_document<GpuSpec>(j, document, read_gpu);
+}
+Result<Link> link_from_json(const json& j, std::string_view document) {
+  return read_document<Link>(j, document, read_link);
+}
+Result<Cluster> cluster_from_json(const json& j, std::string_view document,
+                                  const PresetCatalog* catalog) {
+  return read_document<Cluster>(j, document, [&](const json& v, const std::string& p,
+                                                 Diagnostics& d, Cluster& c) {
+    read_cluster(v, p, d, c, catalog);
+  });
+}
+Result<Workload> workload_from_json(const json& j, std::string_view document) {
+  return read_document<Workload>(j, document, read_workload);
+}
+Result<ParallelPlan> parallel_plan_from_json(const json& j, std::string_view document) {
+  return read_document<ParallelPlan>(j, document, read_parallel);
+}
+Result<PrecisionPlan> precision_plan_from_json(const json& j, std::string_view document) {
+  return read_document<PrecisionPlan>(j, document, read_precision);
+}
+Result<Plan> plan_from_json(const json& j, std::string_view document,
+                            const PresetCatalog* catalog) {
+  return read_document<Plan>(j, document, [&](const json& v, const std::string& p,
+                                              Diagnostics& d, Plan& plan) {
+    read_plan(v, p, d, plan, catalog);
+  });
+}
+
+std::vector<Problem> check_parallel_plan(const ParallelPlan& p) {
+  std::vector<Problem> problems;
+  if (p.dp < 1) problems.push_back({"/dp", "must be >= 1"});
+  if (p.tp < 1) problems.push_back({"/tp", "must be >= 1"});
+  if (p.pp < 1) problems.push_back({"/pp", "must be >= 1"});
+  if (p.micro_batch < 1) problems.push_back({"/micro_batch", "must be >= 1"});
+  if (p.zero_stage < 0 || p.zero_stage > 3) {
+    problems.push_back({"/zero_stage", "must be between 0 and 3"});
+  }
+  if (p.virtual_stages < 1) problems.push_back({"/virtual_stages", "must be >= 1"});
+  if (!problems.empty()) return problems;
+
+  const int per_step = p.dp * p.micro_batch;
+  if (p.global_batch < per_step || p.global_batch % per_step != 0) {
+    problems.push_back({"/global_batch", "must be a multiple of dp x micro_batch = " +
+                                             std::to_string(per_step) + " (got " +
+                                             std::to_string(p.global_batch) + ")"});
+  }
+  if (p.schedule == PipelineSchedule::interleaved) {
+    if (p.pp < 2) problems.push_back({"/schedule", "interleaved needs pp >= 2"});
+    if (p.virtual_stages < 2) {
+      problems.push_back({"/virtual_stages", "must be >= 2 for the interleaved schedule"});
+    }
+  } else if (p.virtual_stages > 1) {
+    problems.push_back({"/virtual_stages", "must be 1 unless the schedule is interleaved"});
+  }
+  if (p.sequence_parallel && p.tp < 2) {
+    problems.push_back({"/sequence_parallel", "needs tp >= 2 (it splits the tensor-parallel group's "
+                                              "layer norms and dropouts)"});
+  }
+  if (!(p.bucket_mib > 0)) problems.push_back({"/bucket_mib", "must be > 0"});
+  return problems;
+}
+
+json to_json(const GpuSpec& g) {
+  json j = {{"kind", "gpu"},
+            {"name", g.name},
+            {"display_name", g.display_name},
+            {"vendor", g.vendor},
+            {"architecture", g.architecture},
+            {"memory_gib", g.memory_bytes / kGiB},
+            {"memory_bandwidth_gb_s", g.memory_bandwidth / kGB},
+            {"peak_tflops", peak_json(g.peak)},
+            {"tdp_watts", g.tdp_watts},
+            {"efficiency",
+             {{"gemm_max", g.efficiency.gemm_max},
+              {"gemm_half_gflop", g.efficiency.gemm_half_gflop},
+              {"memory_max", g.efficiency.memory_max},
+              {"kernel_launch_us", g.efficiency.kernel_launch_us}}},
+            {"device_names", g.device_names},
+            {"board_link", g.board_link},
+            {"source", g.source}};
+  return j;
+}
+
+json to_json(const Link& l) {
+  return {{"kind", "link"},
+          {"name", l.name},
+          {"display_name", l.display_name},
+          {"type", to_string(l.kind)},
+          {"bandwidth_gbps", l.bandwidth / kGbitToBytes},
+          {"latency_us", l.latency / kMicro},
+          {"efficiency", l.efficiency},
+          {"source", l.source}};
+}
+
+json to_json(const Cluster& c) {
+  json j = {{"kind", "cluster"},
+            {"name", c.name},
+            {"display_name", c.display_name},
+            {"nodes", c.nodes},
+            {"gpus_per_node", c.gpus_per_node},
+            {"nics_per_node", c.nics_per_node},
+            {"price_per_gpu_hour", c.price_per_gpu_hour},
+            {"power_per_gpu_watts", c.power_per_gpu_watts},
+            {"cpu_cores_per_node", c.cpu_cores_per_node},
+            {"host_memory_gib", c.host_memory_bytes / kGiB},
+            {"source", c.source}};
+  if (c.gpu) j["gpu"] = to_json(*c.gpu);
+  if (!c.intra_node.name.empty()) j["intra_node"] = to_json(c.intra_node);
+  if (c.inter_node) j["inter_node"] = to_json(*c.inter_node);
+  return j;
+}
+
+json to_json(const Workload& w) {
+  json j = {{"kind", "workload"},
+            {"name", w.name},
+            {"display_name", w.display_name},
+            {"type", kWorkloadKindNames.name(w.kind)},
+            {"optimizer", to_string(w.optimizer)},
+            {"source", w.source}};
+  if (w.kind == WorkloadKind::transformer) {
+    const TransformerShape& s = w.transformer;
+    j.update({{"layers", s.layers},
+              {"hidden", s.hidden},
+              {"heads", s.heads},
+              {"kv_heads", s.kv_heads},
+              {"ffn_hidden", s.ffn_hidden},
+              {"gated_mlp", s.gated_mlp},
+              {"seq_len", s.seq_len},
+              {"vocab", s.vocab},
+              {"tied_embeddings", s.tied_embeddings},
+              {"bias", s.bias},
+              {"norm", to_string(s.norm)},
+              {"positions", to_string(s.positions)},
+              {"training_tokens", w.training_tokens}});
+  } else {
+    const GenericModel& g = w.generic;
+    j.update({{"parameters", g.parameters},
+              {"forward_flops_per_sample", g.forward_flops_per_sample},
+              {"activation_bytes_per_sample", g.activation_bytes_per_sample},
+              {"input", g.input},
+              {"dataset_samples", w.dataset_samples},
+              {"epochs", w.epochs}});
+  }
+  return j;
+}
+
+json to_json(const ParallelPlan& p) {
+  return {{"kind", "parallel_plan"},
+          {"dp", p.dp},
+          {"tp", p.tp},
+          {"pp", p.pp},
+          {"virtual_stages", p.virtual_stages},
+          {"sequence_parallel", p.sequence_parallel},
+          {"zero_stage", p.zero_stage},
+          {"micro_batch", p.micro_batch},
+          {"global_batch", p.global_batch},
+          {"recompute", to_string(p.recompute)},
+          {"schedule", to_string(p.schedule)},
+          {"flash_attention", p.flash_attention},
+          {"bucket_mib", p.bucket_mib}};
+}
+
+json to_json(const PrecisionPlan& p) {
+  json j = {{"kind", "precision_plan"},
+            {"compute", to_string(p.compute)},
+            {"weights", to_string(p.weights)},
+            {"master_weights", p.master_weights},
+            {"gradients", to_string(p.gradients)},
+            {"fp32_main_grad", p.fp32_main_grad},
+            {"optimizer_state", to_string(p.optimizer_state)},
+            {"loss_scaling", to_string(p.loss_scaling)},
+            {"initial_loss_scale", p.initial_loss_scale},
+            {"inference", p.inference}};
+  if (p.compute == Precision::fp8) {
+    j["fp8"] = {{"format", to_string(p.fp8.format)},
+                {"recipe", to_string(p.fp8.recipe)},
+                {"amax_history", p.fp8.amax_history}};
+  }
+  if (p.weights == Precision::int8 || p.weights == Precision::int4) {
+    j["quantization"] = {{"symmetric", p.quant.symmetric}, {"per_channel", p.quant.per_channel}};
+  }
+  return j;
+}
+
+json to_json(const Plan& p) {
+  json parallel = to_json(p.parallel);
+  parallel.erase("kind");
+  json precision = to_json(p.precision);
+  precision.erase("kind");
+  json cluster = to_json(p.cluster);
+  cluster.erase("kind");
+  json workload = to_json(p.workload);
+  workload.erase("kind");
+  return {{"kind", "plan"},
+          {"cluster", cluster},
+          {"workload", workload},
+          {"parallel", parallel},
+          {"precision", precision}};
+}
+
+namespace {
+Result<DocumentKind> detect_kind_at(const json& j, std::string_view document,
+                                    const std::string& root) {
+  const std::string where = std::string(document) + ": " + (root.empty() ? "/" : root) + ": ";
+  if (!j.is_object()) return Error{where + "must be an object"};
+  if (auto k = j.find("kind"); k != j.end()) {
+    if (k->is_string()) {
+      if (auto kind = kDocumentKindNames.parse(k->get<std::string>())) return *kind;
+    }
+    return Error{std::string(document) + ": " + root + "/kind: must be one of " +
+                 kDocumentKindNames.choices()};
+  }
+  auto has = [&](const char* key) { return j.contains(key); };
+  if (has("parallel") || (has("cluster") && has("workload"))) return DocumentKind::plan;
+  if (has("gpus_per_node") || has("nodes")) return DocumentKind::cluster;
+  if (has("peak_tflops") || has("memory_gib")) return DocumentKind::gpu;
+  if (has("bandwidth_gbps") || has("latency_us")) return DocumentKind::link;
+  if (has("layers") || has("hidden") || has("parameters")) return DocumentKind::workload;
+  if (has("compute") || has("master_weights") || has("loss_scaling")) {
+    return DocumentKind::precision_plan;
+  }
+  if (has("dp") || has("tp") || has("pp") || has("micro_batch") || has("global_batch") ||
+      has("zero_stage")) {
+    return DocumentKind::parallel_plan;
+  }
+  return Error{where + "cannot tell what this document is; add \"kind\": one of " +
+               kDocumentKindNames.choices()};
+}
+
+// AnyDocument's alternatives follow DocumentKind's order.
+Result<AnyDocument> read_any(const json& j, std::string_view document,
+                             const PresetCatalog* catalog, const std::string& root) {
+  auto kind = detect_kind_at(j, document, root);
+  if (!kind) return kind.error();
+  auto wrap = [](auto result) -> Result<AnyDocument> {
+    if (!result) return result.error();
+    return AnyDocument(std::move(result).value());
+  };
+  auto with_catalog = [&](auto read) {
+    return [read, catalog](const json& v, const std::string& p, Diagnostics& d, auto& out) {
+      read(v, p, d, out, catalog);
+    };
+  };
+  switch (*kind) {
+    case DocumentKind::gpu: return wrap(read_document<GpuSpec>(j, document, read_gpu, root));
+    case DocumentKind::link: return wrap(read_document<Link>(j, document, read_link, root));
+    case DocumentKind::cluster:
+      return wrap(read_document<Cluster>(j, document, with_catalog(read_cluster), root));
+    case DocumentKind::workload:
+      return wrap(read_document<Workload>(j, document, read_workload, root));
+    case DocumentKind::parallel_plan:
+      return wrap(read_document<ParallelPlan>(j, document, read_parallel, root));
+    case DocumentKind::precision_plan:
+      return wrap(read_document<PrecisionPlan>(j, document, read_precision, root));
+    case DocumentKind::plan:
+      return wrap(read_document<Plan>(j, document, with_catalog(read_plan), root));
+  }
+  return Error{std::string(document) + ": unknown document kind"};
+}
+}  // namespace
+
+Result<DocumentKind> detect_kind(const json& j, std::string_view document) {
+  return detect_kind_at(j, document, {});
+}
+
+Result<AnyDocument> document_from_json(const json& j, std::string_view document,
+                                       const PresetCatalog* catalog) {
+  return read_any(j, document, catalog, {});
+}
+
+Result<std::vector<DocumentKind>> validate_file(const std::string& path,
+                                                const PresetCatalog* catalog) {
+  auto j = read_json_file(path);
+  if (!j) return j.error();
+  std::vector<DocumentKind> kinds;
+  std::string errors;
+  auto check = [&](const json& doc, const std::string& root) {
+    auto parsed = read_any(doc, path, catalog, root);
+    if (parsed) {
+      kinds.push_back(static_cast<DocumentKind>(parsed->index()));
+    } else {
+      if (!errors.empty()) errors += '\n';
+      errors += parsed.message();
+    }
+  };
+  if (j->is_array()) {
+    if (j->empty()) return Error{path + ": /: the list holds no documents"};
+    for (std::size_t i = 0; i < j->size(); ++i) check((*j)[i], "/" + std::to_string(i));
+  } else {
+    check(*j, {});
+  }
+  if (!errors.empty()) return Error{errors};
+  return kinds;
+}
+
+Status write_json_file(const std::string& path, const json& j) {
+  const std::string temporary = path + ".tmp";
+  {
+    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
+    if (!out) return Error{path + ": cannot write (cannot create " + temporary + ")"};
+    out << j.dump(2) << '\n';
+    out.flush();
+    if (!out) {
+      std::filesystem::remove(temporary);
+      return Error{path + ": cannot write (disk full?)"};
+    }
+  }
+  std::error_code ec;
+  std::filesystem::rename(temporary, path, ec);
+  if (ec) {
+    std::filesystem::remove(temporary);
+    return Error{path + ": cannot write: " + ec.message()};
+  }
+  return {};
+}
+
+}  // namespace cs

@@ -1,0 +1,87 @@
+#pragma once
+// How a workload is split over GPUs (ParallelPlan) and in which number
+// formats it computes and stores (PrecisionPlan).
+
+#include <optional>
+#include <string_view>
+
+#include "core/hardware.h"
+#include "core/precision.h"
+#include "core/workload.h"
+
+namespace cs {
+
+enum class Recompute { none, selective, full };
+enum class PipelineSchedule { one_f_one_b, interleaved };
+
+std::string_view to_string(Recompute r);
+std::string_view to_string(PipelineSchedule s);
+std::optional<Recompute> recompute_from_string(std::string_view text);
+std::optional<PipelineSchedule> schedule_from_string(std::string_view text);
+
+struct ParallelPlan {
+  int dp = 1;  // data-parallel replicas
+  int tp = 1;  // tensor-parallel degree (Megatron column/row split)
+  int pp = 1;  // pipeline stages
+  int virtual_stages = 1;  // model chunks per pipeline rank (interleaved schedule)
+  bool sequence_parallel = false;
+  int zero_stage = 0;      // 0-3: what the data-parallel group shards
+  int micro_batch = 1;     // sequences (samples) per micro-batch
+  int global_batch = 1;    // sequences (samples) per optimizer step, all replicas
+  Recompute recompute = Recompute::none;
+  PipelineSchedule schedule = PipelineSchedule::one_f_one_b;
+  bool flash_attention = true;  // fused attention that never stores the s x s scores
+  double bucket_mib = 25;       // data-parallel gradient bucket (PyTorch DDP's default)
+
+  int world_size() const { return dp * tp * pp; }
+  // Micro-batches each replica runs per step; exact when the plan is valid.
+  int gradient_accumulation() const { return global_batch / (dp * micro_batch); }
+};
+
+enum class LossScaling { none, fixed, dynamic };
+enum class Fp8Format { e4m3, hybrid };  // hybrid: E4M3 forward, E5M2 gradients
+enum class Fp8Recipe { delayed, current };
+
+std::string_view to_string(LossScaling l);
+std::string_view to_string(Fp8Format f);
+std::string_view to_string(Fp8Recipe r);
+
+struct Fp8Options {
+  Fp8Format format = Fp8Format::hybrid;
+  Fp8Recipe recipe = Fp8Recipe::delayed;
+  int amax_history = 1024;  // delayed scaling keeps this many amax values per tensor
+};
+
+struct IntQuantOptions {
+  bool symmetric = false;   // symmetric: zero point 0; else asymmetric with a zero point
+  bool per_channel = true;  // one scale per output channel, else per tensor
+};
+
+struct PrecisionPlan {
+  Precision compute = Precision::bf16;     // GEMM input type
+  Precision weights = Precision::bf16;     // the working copy of the weights
+  bool master_weights = true;              // an fp32 copy the optimizer updates
+  Precision gradients = Precision::bf16;   // gradient type communicated
+  bool fp32_main_grad = false;             // Megatron accumulates into an fp32 main gradient
+  Precision optimizer_state = Precision::fp32;
+  LossScaling loss_scaling = LossScaling::none;
+  double initial_loss_scale = 65536;
+  Fp8Options fp8;                          // when compute == fp8
+  IntQuantOptions quant;                   // when weights are int8 / int4
+  bool inference = false;                  // no gradients or optimizer: weights only
+
+  // The usual plan for a compute type: fp32 and tf32 keep everything in fp32;
+  // bf16/fp16/fp8 train with fp32 master weights and Adam state (fp16 with
+  // dynamic loss scaling); int8/int4 are weight-only inference.
+  static PrecisionPlan for_compute(Precision compute);
+};
+
+// Everything a run or an estimate needs: what to train, on what, and how.
+struct Plan {
+  Cluster cluster;
+  Workload workload;
+  ParallelPlan parallel;
+  PrecisionPlan precision;
+};
+
+}  // namespace cs

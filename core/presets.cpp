@@ -1,0 +1,191 @@
+#include "core/presets.h"
+
+#include <algorithm>
+#include <cstdlib>
+
+#include "core/host_probe.h"
+#include "core/json_reader.h"
+#include "core/model_json.h"
+
+#ifndef CLUSTERSCOPE_SOURCE_RESOURCES
+#define CLUSTERSCOPE_SOURCE_RESOURCES ""
+#endif
+#ifndef CLUSTERSCOPE_INSTALL_RESOURCES
+#define CLUSTERSCOPE_INSTALL_RESOURCES "share/clusterscope"
+#endif
+
+namespace cs {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+bool is_presets_dir(const fs::path& dir) {
+  std::error_code ec;
+  return fs::is_regular_file(dir / "gpus.json", ec) && fs::is_regular_file(dir / "clusters.json", ec);
+}
+
+fs::path executable_dir() {
+  std::error_code ec;
+  fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  return ec ? fs::path() : exe.parent_path();
+}
+
+template <class T>
+std::vector<std::string> names_of(const std::vector<T>& items) {
+  std::vector<std::string> out;
+  out.reserve(items.size());
+  for (const T& item : items) out.push_back(item.name);
+  return out;
+}
+
+template <class T>
+const T* find_named(const std::vector<T>& items, std::string_view name) {
+  auto it = std::find_if(items.begin(), items.end(), [&](const T& t) { return t.name == name; });
+  return it == items.end() ? nullptr : &*it;
+}
+
+template <class T>
+void add_named(std::vector<T>& items, T item) {
+  auto it = std::find_if(items.begin(), items.end(), [&](const T& t) { return t.name == item.name; });
+  if (it == items.end()) {
+    items.push_back(std::move(item));
+  } else {
+    *it = std::move(item);
+  }
+}
+
+// Reads one preset file: a list of documents of one kind, each with a unique
+// name and a "source".
+template <class T, class Parse>
+Status load_list(const fs::path& file, std::vector<T>& out, Parse parse) {
+  auto j = read_json_file(file.string());
+  if (!j) return j.error();
+  if (!j->is_array()) return Error{file.string() + ": /: must be a list of presets"};
+  std::string errors;
+  auto fail = [&](std::string message) {
+    if (!errors.empty()) errors += '\n';
+    errors += std::move(message);
+  };
+  for (std::size_t i = 0; i < j->size(); ++i) {
+    const std::string where = file.string() + " [" + std::to_string(i) + "]";
+    Result<T> item = parse((*j)[i], where);
+    if (!item) {
+      fail(item.message());
+      continue;
+    }
+    if (item->source.empty()) fail(where + ": /source: is required for a preset");
+    if (find_named(out, item->name)) fail(where + ": /name: \"" + item->name + "\" is listed twice");
+    out.push_back(std::move(item).value());
+  }
+  if (!errors.empty()) return Error{errors};
+  return {};
+}
+
+}  // namespace
+
+std::optional<fs::path> find_presets_dir() {
+  std::vector<fs::path> candidates;
+  if (const char* env = std::getenv("CLUSTERSCOPE_PRESETS"); env && *env) {
+    candidates.emplace_back(env);
+  }
+  if (fs::path exe = executable_dir(); !exe.empty()) {
+    candidates.push_back(exe.parent_path() / CLUSTERSCOPE_INSTALL_RESOURCES / "presets");
+  }
+  if (*CLUSTERSCOPE_SOURCE_RESOURCES) {
+    candidates.push_back(fs::path(CLUSTERSCOPE_SOURCE_RESOURCES) / "presets");
+  }
+  for (const fs::path& dir : candidates) {
+    if (is_presets_dir(dir)) return dir;
+  }
+  return std::nullopt;
+}
+
+Result<PresetCatalog> PresetCatalog::load(const fs::path& dir) {
+  if (!is_presets_dir(dir)) {
+    return Error{dir.string() + ": not a presets folder (gpus.json and clusters.json missing)"};
+  }
+  PresetCatalog c;
+  c.dir_ = dir;
+  Status s = load_list(dir / "gpus.json", c.gpus_, gpu_from_json);
+  if (s) s = load_list(dir / "links.json", c.links_, link_from_json);
+  if (s) s = load_list(dir / "models.json", c.models_, workload_from_json);
+  if (s) {
+    s = load_list(dir / "clusters.json", c.clusters_, [&](const auto& j, const std::string& where) {
+      return cluster_from_json(j, where, &c);
+    });
+  }
+  if (!s) return s.error();
+  if (find_named(c.clusters_, kThisMachine)) {
+    return Error{(dir / "clusters.json").string() + ": \"" + std::string(kThisMachine) +
+                 "\" is reserved for the detected machine"};
+  }
+  return c;
+}
+
+Result<PresetCatalog> PresetCatalog::load_default() {
+  auto dir = find_presets_dir();
+  if (!dir) {
+    return Error{
+        "presets not found: set CLUSTERSCOPE_PRESETS to the resources/presets folder "
+        "(looked beside the executable and in the source tree)"};
+  }
+  return load(*dir);
+}
+
+const GpuSpec* PresetCatalog::find_gpu(std::string_view name) const { return find_named(gpus_, name); }
+const Link* PresetCatalog::find_link(std::string_view name) const { return find_named(links_, name); }
+const Workload* PresetCatalog::find_model(std::string_view name) const {
+  return find_named(models_, name);
+}
+
+Result<Cluster> PresetCatalog::cluster(std::string_view name) const {
+  if (name == kThisMachine) return this_machine_cluster(probe_host(), *this);
+  if (const Cluster* c = find_named(clusters_, name)) return *c;
+  return Error{unknown_name_message("cluster preset", name, cluster_names())};
+}
+
+const GpuSpec* PresetCatalog::match_device(std::string_view cuda_device_name) const {
+  // The longest matching pattern wins ("H100 PCIe" before "H100").
+  const GpuSpec* best = nullptr;
+  std::size_t best_length = 0;
+  for (const GpuSpec& g : gpus_) {
+    for (const std::string& pattern : g.device_names) {
+      if (pattern.size() > best_length && cuda_device_name.find(pattern) != std::string_view::npos) {
+        best = &g;
+        best_length = pattern.size();
+      }
+    }
+  }
+  return best;
+}
+
+std::string PresetCatalog::unknown_name_message(std::string_view what, std::string_view name,
+                                                const std::vector<std::string>& names) const {
+  std::string message = "unknown " + std::string(what) + " \"" + std::string(name) + "\"";
+  if (std::string near = closest_name(name, names); !near.empty()) {
+    message += ": did you mean \"" + near + "\"?";
+  }
+  message += " (known: ";
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    if (i > 0) message += ", ";
+    message += names[i];
+  }
+  return message + ")";
+}
+
+std::vector<std::string> PresetCatalog::gpu_names() const { return names_of(gpus_); }
+std::vector<std::string> PresetCatalog::link_names() const { return names_of(links_); }
+std::vector<std::string> PresetCatalog::model_names() const { return names_of(models_); }
+std::vector<std::string> PresetCatalog::cluster_names() const {
+  std::vector<std::string> names = names_of(clusters_);
+  names.emplace_back(kThisMachine);
+  return names;
+}
+
+void PresetCatalog::add(GpuSpec gpu) { add_named(gpus_, std::move(gpu)); }
+void PresetCatalog::add(Link link) { add_named(links_, std::move(link)); }
+void PresetCatalog::add(Workload model) { add_named(models_, std::move(model)); }
+void PresetCatalog::add(Cluster cluster) { add_named(clusters_, std::move(cluster)); }
+
+}  // namespace cs

@@ -1,0 +1,66 @@
+#pragma once
+// The preset catalog: GPUs, links, models and clusters from
+// resources/presets/*.json, each entry citing its public source, plus the
+// cluster "this-machine", detected at run time.
+
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/plans.h"
+#include "core/result.h"
+
+namespace cs {
+
+inline constexpr std::string_view kThisMachine = "this-machine";
+
+// Where presets live, first found wins: $CLUSTERSCOPE_PRESETS, then
+// <exe>/../share/clusterscope/presets (installed), then the source tree.
+std::optional<std::filesystem::path> find_presets_dir();
+
+class PresetCatalog {
+ public:
+  // Reads gpus.json, links.json, models.json and clusters.json from `dir`.
+  static Result<PresetCatalog> load(const std::filesystem::path& dir);
+  // load(find_presets_dir()), with a clear message when none is found.
+  static Result<PresetCatalog> load_default();
+
+  const std::vector<GpuSpec>& gpus() const { return gpus_; }
+  const std::vector<Link>& links() const { return links_; }
+  const std::vector<Workload>& models() const { return models_; }
+  const std::vector<Cluster>& clusters() const { return clusters_; }  // without this-machine
+  const std::filesystem::path& directory() const { return dir_; }
+
+  const GpuSpec* find_gpu(std::string_view name) const;
+  const Link* find_link(std::string_view name) const;
+  const Workload* find_model(std::string_view name) const;
+  // A cluster preset, or this machine when name is "this-machine".
+  Result<Cluster> cluster(std::string_view name) const;
+  // The GPU preset whose device_names match a CUDA device name, if any.
+  const GpuSpec* match_device(std::string_view cuda_device_name) const;
+
+  // "unknown GPU preset "h10": did you mean "h100-sxm"? (presets: a, b, ...)"
+  std::string unknown_name_message(std::string_view what, std::string_view name,
+                                   const std::vector<std::string>& names) const;
+  std::vector<std::string> gpu_names() const;
+  std::vector<std::string> link_names() const;
+  std::vector<std::string> model_names() const;
+  std::vector<std::string> cluster_names() const;  // with this-machine
+
+  // Adds entries (tests, calibrated presets). Replaces an entry of the same name.
+  void add(GpuSpec gpu);
+  void add(Link link);
+  void add(Workload model);
+  void add(Cluster cluster);
+
+ private:
+  std::filesystem::path dir_;
+  std::vector<GpuSpec> gpus_;
+  std::vector<Link> links_;
+  std::vector<Workload> models_;
+  std::vector<Cluster> clusters_;
+};
+
+}  // namespace cs

@@ -1,0 +1,439 @@
+// The domain model's JSON form: round trips, every validation rule with the
+// message a user sees, kind detection, and parameter counts against published
+// exact figures.
+
+#include <QTemporaryDir>
+#include <QtTest>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "core/json_reader.h"
+#include "core/model_json.h"
+#include "core/presets.h"
+
+using nlohmann::json;
+
+namespace {
+
+const cs::PresetCatalog& catalog() {
+  static const cs::PresetCatalog c = [] {
+    auto loaded = cs::PresetCatalog::load(CS_SOURCE_DIR "/resources/presets");
+    if (!loaded) qFatal("%s", loaded.message().c_str());
+    return std::move(loaded).value();
+  }();
+  return c;
+}
+
+// Reads `text` as the given kind and returns the error text ("" on success).
+QString read_error(const QString& kind, const std::string& text) {
+  const json j = json::parse(text);
+  const std::string doc = kind.toStdString() + ".json";
+  auto message = [](const auto& r) { return r ? QString() : QString::fromStdString(r.message()); };
+  if (kind == "cluster") return message(cs::cluster_from_json(j, doc, &catalog()));
+  if (kind == "gpu") return message(cs::gpu_from_json(j, doc));
+  if (kind == "link") return message(cs::link_from_json(j, doc));
+  if (kind == "workload") return message(cs::workload_from_json(j, doc));
+  if (kind == "parallel") return message(cs::parallel_plan_from_json(j, doc));
+  if (kind == "precision") return message(cs::precision_plan_from_json(j, doc));
+  if (kind == "plan") return message(cs::plan_from_json(j, doc, &catalog()));
+  qFatal("unknown kind");
+}
+
+const char* kGoodCluster = R"({"name": "c", "nodes": 2, "gpus_per_node": 8, "gpu": "h100-sxm",
+  "intra_node": "nvlink4", "inter_node": "ib-ndr"})";
+
+}  // namespace
+
+class TestModelJson : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void presetsRoundTrip_data();
+  void presetsRoundTrip();
+  void planRoundTrip();
+  void validationErrors_data();
+  void validationErrors();
+  void validDocuments_data();
+  void validDocuments();
+  void detectKind_data();
+  void detectKind();
+  void parameterCount_data();
+  void parameterCount();
+  void precisionDefaults();
+  void clusterTotals();
+  void readJsonFileErrors();
+  void writeJsonFileRoundTrip();
+  void validateFileLists();
+};
+
+// Every preset written with to_json reads back to the same JSON.
+void TestModelJson::presetsRoundTrip_data() {
+  QTest::addColumn<QString>("kind");
+  QTest::addColumn<QString>("name");
+  for (const auto& g : catalog().gpus()) QTest::addRow("gpu %s", g.name.c_str()) << "gpu" << QString::fromStdString(g.name);
+  for (const auto& l : catalog().links()) QTest::addRow("link %s", l.name.c_str()) << "link" << QString::fromStdString(l.name);
+  for (const auto& m : catalog().models()) QTest::addRow("model %s", m.name.c_str()) << "workload" << QString::fromStdString(m.name);
+  for (const auto& c : catalog().clusters()) QTest::addRow("cluster %s", c.name.c_str()) << "cluster" << QString::fromStdString(c.name);
+}
+
+void TestModelJson::presetsRoundTrip() {
+  QFETCH(QString, kind);
+  QFETCH(QString, name);
+  const std::string n = name.toStdString();
+  json first;
+  json second;
+  if (kind == "gpu") {
+    first = cs::to_json(*catalog().find_gpu(n));
+    auto back = cs::gpu_from_json(first, "round trip");
+    QVERIFY2(back.ok(), back.ok() ? "" : back.message().c_str());
+    second = cs::to_json(*back);
+  } else if (kind == "link") {
+    first = cs::to_json(*catalog().find_link(n));
+    auto back = cs::link_from_json(first, "round trip");
+    QVERIFY2(back.ok(), back.ok() ? "" : back.message().c_str());
+    second = cs::to_json(*back);
+  } else if (kind == "workload") {
+    first = cs::to_json(*catalog().find_model(n));
+    auto back = cs::workload_from_json(first, "round trip");
+    QVERIFY2(back.ok(), back.ok() ? "" : back.message().c_str());
+    second = cs::to_json(*back);
+  } else {
+    first = cs::to_json(*catalog().cluster(n));
+    auto back = cs::cluster_from_json(first, "round trip", nullptr);  // self-contained
+    QVERIFY2(back.ok(), back.ok() ? "" : back.message().c_str());
+    second = cs::to_json(*back);
+  }
+  QCOMPARE(QString::fromStdString(second.dump()), QString::fromStdString(first.dump()));
+}
+
+void TestModelJson::planRoundTrip() {
+  const json j = json::parse(R"({"kind": "plan", "cluster": "dgx-h100-64", "workload": "llama2-70b",
+    "parallel": {"dp": 2, "tp": 8, "pp": 4, "virtual_stages": 2, "sequence_parallel": true,
+                 "zero_stage": 1, "micro_batch": 1, "global_batch": 64, "recompute": "selective"},
+    "precision": {"compute": "fp8", "fp8": {"format": "hybrid", "amax_history": 16}}})");
+  auto plan = cs::plan_from_json(j, "plan.json", &catalog());
+  QVERIFY2(plan.ok(), plan.ok() ? "" : plan.message().c_str());
+  QCOMPARE(plan->parallel.schedule, cs::PipelineSchedule::interleaved);
+  QCOMPARE(plan->parallel.gradient_accumulation(), 32);
+  QCOMPARE(plan->parallel.world_size(), 64);
+  QCOMPARE(plan->precision.fp8.amax_history, 16);
+  QCOMPARE(plan->workload.transformer.kv_heads, 8);
+  QCOMPARE(plan->cluster.total_gpus(), 64);
+
+  const json written = cs::to_json(*plan);
+  auto again = cs::plan_from_json(written, "written", nullptr);  // needs no presets
+  QVERIFY2(again.ok(), again.ok() ? "" : again.message().c_str());
+  QCOMPARE(QString::fromStdString(cs::to_json(*again).dump()), QString::fromStdString(written.dump()));
+}
+
+void TestModelJson::validationErrors_data() {
+  QTest::addColumn<QString>("kind");
+  QTest::addColumn<QString>("text");
+  QTest::addColumn<QString>("expected");  // one whole line of the error
+
+  // Clusters
+  QTest::addRow("negative bandwidth")
+      << "cluster"
+      << R"({"name": "c", "nodes": 2, "gpus_per_node": 8, "gpu": "h100-sxm", "intra_node": "nvlink4",
+            "inter_node": {"name": "ib", "type": "infiniband", "bandwidth_gbps": -1, "latency_us": 2}})"
+      << "cluster.json: /inter_node/bandwidth_gbps: must be > 0 (got -1)";
+  QTest::addRow("zero nodes") << "cluster"
+      << R"({"name": "c", "nodes": 0, "gpus_per_node": 8, "gpu": "h100-sxm", "intra_node": "nvlink4"})"
+      << "cluster.json: /nodes: must be >= 1 (got 0)";
+  QTest::addRow("fractional nodes") << "cluster"
+      << R"({"name": "c", "nodes": 1.5, "gpus_per_node": 8, "gpu": "h100-sxm", "intra_node": "nvlink4"})"
+      << "cluster.json: /nodes: must be an integer";
+  QTest::addRow("gpu missing") << "cluster"
+      << R"({"name": "c", "nodes": 1, "gpus_per_node": 8, "intra_node": "nvlink4"})"
+      << "cluster.json: /gpu: is required";
+  QTest::addRow("gpu with no gpus") << "cluster"
+      << R"({"name": "c", "nodes": 1, "gpus_per_node": 0, "gpu": "h100-sxm"})"
+      << "cluster.json: /gpu: must be absent when gpus_per_node is 0";
+  QTest::addRow("inter-node link missing") << "cluster"
+      << R"({"name": "c", "nodes": 4, "gpus_per_node": 8, "gpu": "h100-sxm", "intra_node": "nvlink4"})"
+      << "cluster.json: /inter_node: is required";
+  QTest::addRow("intra-node link missing") << "cluster"
+      << R"({"name": "c", "nodes": 1, "gpus_per_node": 8, "gpu": "h100-sxm"})"
+      << "cluster.json: /intra_node: is required";
+  QTest::addRow("unknown gpu preset") << "cluster"
+      << R"({"name": "c", "nodes": 1, "gpus_per_node": 8, "gpu": "h10-sxm", "intra_node": "nvlink4"})"
+      << "cluster.json: /gpu: unknown GPU preset \"h10-sxm\": did you mean \"h100-sxm\"?";
+  QTest::addRow("unknown field") << "cluster"
+      << R"({"name": "c", "nodse": 1, "gpus_per_node": 1, "gpu": "h100-sxm"})"
+      << "cluster.json: /nodse: unknown field (did you mean \"nodes\"?)";
+  QTest::addRow("not an object") << "cluster" << R"([1, 2])" << "cluster.json: /: must be an object";
+  QTest::addRow("wrong kind") << "cluster"
+      << R"({"kind": "gpu", "name": "c", "nodes": 1, "gpus_per_node": 0})"
+      << "cluster.json: /kind: must be \"cluster\"";
+  QTest::addRow("negative price") << "cluster"
+      << R"({"name": "c", "nodes": 1, "gpus_per_node": 1, "gpu": "h100-sxm", "price_per_gpu_hour": -2})"
+      << "cluster.json: /price_per_gpu_hour: must be >= 0 (got -2)";
+
+  // GPUs
+  QTest::addRow("gpu peak missing") << "gpu"
+      << R"({"name": "g", "memory_gib": 80, "memory_bandwidth_gb_s": 2000})"
+      << "gpu.json: /peak_tflops: is required";
+  QTest::addRow("gpu fp32 peak zero") << "gpu"
+      << R"({"name": "g", "memory_gib": 80, "memory_bandwidth_gb_s": 2000, "peak_tflops": {"fp32": 0}})"
+      << "gpu.json: /peak_tflops/fp32: must be > 0 (got 0)";
+  QTest::addRow("gpu unknown precision") << "gpu"
+      << R"({"name": "g", "memory_gib": 80, "memory_bandwidth_gb_s": 2000, "peak_tflops": {"fp32": 1, "fp6": 3}})"
+      << "gpu.json: /peak_tflops/fp6: unknown field (did you mean \"fp16\"?)";
+  QTest::addRow("gpu efficiency above one") << "gpu"
+      << R"({"name": "g", "memory_gib": 80, "memory_bandwidth_gb_s": 2000, "peak_tflops": {"fp32": 1},
+            "efficiency": {"gemm_max": 1.5}})"
+      << "gpu.json: /efficiency/gemm_max: must be > 0 and <= 1 (got 1.5)";
+  QTest::addRow("gpu name empty") << "gpu"
+      << R"({"name": "", "memory_gib": 80, "memory_bandwidth_gb_s": 2000, "peak_tflops": {"fp32": 1}})"
+      << "gpu.json: /name: must not be empty";
+  QTest::addRow("gpu memory as text") << "gpu"
+      << R"({"name": "g", "memory_gib": "80", "memory_bandwidth_gb_s": 2000, "peak_tflops": {"fp32": 1}})"
+      << "gpu.json: /memory_gib: must be a number";
+
+  // Links
+  QTest::addRow("link type") << "link"
+      << R"({"name": "l", "type": "fibre", "bandwidth_gbps": 100, "latency_us": 1})"
+      << "link.json: /type: must be one of nvlink, pcie, infiniband, roce, ethernet, infinity_fabric "
+         "or shared_memory (got \"fibre\")";
+  QTest::addRow("link latency missing") << "link"
+      << R"({"name": "l", "type": "pcie", "bandwidth_gbps": 100})"
+      << "link.json: /latency_us: is required";
+  QTest::addRow("link efficiency zero") << "link"
+      << R"({"name": "l", "type": "pcie", "bandwidth_gbps": 100, "latency_us": 1, "efficiency": 0})"
+      << "link.json: /efficiency: must be > 0 and <= 1 (got 0)";
+
+  // Workloads
+  QTest::addRow("hidden not divisible") << "workload"
+      << R"({"name": "m", "layers": 2, "hidden": 100, "heads": 3, "seq_len": 8, "vocab": 10})"
+      << "workload.json: /hidden: must be divisible by heads (3)";
+  QTest::addRow("kv heads not dividing") << "workload"
+      << R"({"name": "m", "layers": 2, "hidden": 96, "heads": 12, "kv_heads": 5, "seq_len": 8, "vocab": 10})"
+      << "workload.json: /kv_heads: must divide heads (12)";
+  QTest::addRow("gated mlp needs ffn") << "workload"
+      << R"({"name": "m", "layers": 2, "hidden": 96, "heads": 12, "gated_mlp": true, "seq_len": 8, "vocab": 10})"
+      << "workload.json: /ffn_hidden: is required";
+  QTest::addRow("layers missing") << "workload"
+      << R"({"name": "m", "hidden": 96, "heads": 12, "seq_len": 8, "vocab": 10})"
+      << "workload.json: /layers: is required";
+  QTest::addRow("generic needs parameters") << "workload"
+      << R"({"name": "cnn", "type": "generic", "forward_flops_per_sample": 1e9})"
+      << "workload.json: /parameters: is required";
+  QTest::addRow("transformer fields on generic") << "workload"
+      << R"({"name": "cnn", "type": "generic", "parameters": 1e6, "forward_flops_per_sample": 1e9, "layers": 3})"
+      << "workload.json: /layers: unknown field";
+  QTest::addRow("bad optimizer") << "workload"
+      << R"({"name": "m", "layers": 2, "hidden": 96, "heads": 12, "seq_len": 8, "vocab": 10, "optimizer": "lion"})"
+      << "workload.json: /optimizer: must be one of adamw, adam, sgd or sgd_momentum (got \"lion\")";
+
+  // Parallel plans
+  QTest::addRow("global batch not a multiple") << "parallel"
+      << R"({"dp": 4, "micro_batch": 2, "global_batch": 12})"
+      << "parallel.json: /global_batch: must be a multiple of dp x micro_batch = 8 (got 12)";
+  QTest::addRow("zero stage 4") << "parallel" << R"({"zero_stage": 4})"
+      << "parallel.json: /zero_stage: must be between 0 and 3 (got 4)";
+  QTest::addRow("sequence parallel without tp") << "parallel" << R"({"sequence_parallel": true})"
+      << "parallel.json: /sequence_parallel: needs tp >= 2 (it splits the tensor-parallel group's "
+         "layer norms and dropouts)";
+  QTest::addRow("virtual stages with 1f1b") << "parallel"
+      << R"({"pp": 4, "virtual_stages": 2, "schedule": "1f1b"})"
+      << "parallel.json: /virtual_stages: must be 1 unless the schedule is interleaved";
+  QTest::addRow("interleaved without pp") << "parallel"
+      << R"({"virtual_stages": 2})" << "parallel.json: /schedule: interleaved needs pp >= 2";
+  QTest::addRow("accumulation disagrees") << "parallel"
+      << R"({"dp": 2, "micro_batch": 1, "global_batch": 8, "gradient_accumulation": 3})"
+      << "parallel.json: /gradient_accumulation: must equal global_batch / (dp x micro_batch) = 4";
+  QTest::addRow("recompute name") << "parallel" << R"({"recompute": "some"})"
+      << "parallel.json: /recompute: must be one of none, selective or full (got \"some\")";
+  QTest::addRow("tp zero") << "parallel" << R"({"tp": 0})" << "parallel.json: /tp: must be >= 1 (got 0)";
+
+  // Precision plans
+  QTest::addRow("compute fp12") << "precision" << R"({"compute": "fp12"})"
+      << "precision.json: /compute: must be one of fp32, tf32, bf16, fp16, fp8, int8 or int4 (got \"fp12\")";
+  QTest::addRow("fp8 options on bf16") << "precision"
+      << R"({"compute": "bf16", "fp8": {"format": "e4m3"}})"
+      << "precision.json: /fp8: applies only when compute is fp8";
+  QTest::addRow("int8 training") << "precision" << R"({"compute": "int8", "inference": false})"
+      << "precision.json: /inference: must be true: int8 and int4 plans are for inference only";
+  QTest::addRow("fp8 format") << "precision" << R"({"compute": "fp8", "fp8": {"format": "e6m1"}})"
+      << "precision.json: /fp8/format: must be one of e4m3 or hybrid (got \"e6m1\")";
+
+  // Plans: problems point into the nested documents.
+  QTest::addRow("plan nested tp") << "plan"
+      << R"({"cluster": "dgx-h100-8", "workload": "llama2-7b", "parallel": {"tp": -2}})"
+      << "plan.json: /parallel/tp: must be >= 1 (got -2)";
+  QTest::addRow("plan unknown model") << "plan"
+      << R"({"cluster": "dgx-h100-8", "workload": "llama-7b", "parallel": {}})"
+      << "plan.json: /workload: unknown model preset \"llama-7b\": did you mean \"llama2-7b\"?";
+  QTest::addRow("plan unknown cluster") << "plan"
+      << R"({"cluster": "dgx-h100-9", "workload": "llama2-7b", "parallel": {}})"
+      << "plan.json: /cluster: unknown cluster preset \"dgx-h100-9\": did you mean \"dgx-h100-8\"?";
+  QTest::addRow("plan precision string") << "plan"
+      << R"({"cluster": "dgx-h100-8", "workload": "llama2-7b", "precision": "fp64"})"
+      << "plan.json: /precision: must be one of fp32, tf32, bf16, fp16, fp8, int8 or int4";
+}
+
+void TestModelJson::validationErrors() {
+  QFETCH(QString, kind);
+  QFETCH(QString, text);
+  QFETCH(QString, expected);
+  const QString error = read_error(kind, text.toStdString());
+  QVERIFY2(!error.isEmpty(), "the document was accepted");
+  bool found = false;
+  for (const QString& line : error.split('\n')) {
+    // Unknown preset messages go on to list the known names.
+    if (line == expected || line.startsWith(expected + " (known:")) found = true;
+  }
+  QVERIFY2(found, qPrintable("expected line: " + expected + "\ngot:\n" + error));
+}
+
+void TestModelJson::validDocuments_data() {
+  QTest::addColumn<QString>("kind");
+  QTest::addColumn<QString>("text");
+  QTest::addRow("cluster by presets") << "cluster" << kGoodCluster;
+  QTest::addRow("cpu-only cluster") << "cluster" << R"({"name": "lap", "nodes": 1, "gpus_per_node": 0})";
+  QTest::addRow("parallel from accumulation") << "parallel"
+      << R"({"dp": 2, "micro_batch": 2, "gradient_accumulation": 4})";
+  QTest::addRow("precision fp16") << "precision" << R"({"compute": "fp16"})";
+  QTest::addRow("int4 inference") << "precision"
+      << R"({"compute": "int4", "quantization": {"symmetric": true}})";
+  QTest::addRow("generic cnn") << "workload"
+      << R"({"name": "cnn", "type": "generic", "parameters": 1e6, "forward_flops_per_sample": 2e9,
+            "activation_bytes_per_sample": 1e7, "dataset_samples": 50000, "epochs": 3})";
+}
+
+void TestModelJson::validDocuments() {
+  QFETCH(QString, kind);
+  QFETCH(QString, text);
+  const QString error = read_error(kind, text.toStdString());
+  QVERIFY2(error.isEmpty(), qPrintable(error));
+}
+
+void TestModelJson::detectKind_data() {
+  QTest::addColumn<QString>("text");
+  QTest::addColumn<QString>("kind");
+  QTest::addRow("declared") << R"({"kind": "workload"})" << "workload";
+  QTest::addRow("cluster") << kGoodCluster << "cluster";
+  QTest::addRow("gpu") << R"({"name": "g", "peak_tflops": {}})" << "gpu";
+  QTest::addRow("link") << R"({"name": "l", "bandwidth_gbps": 1})" << "link";
+  QTest::addRow("transformer") << R"({"layers": 1})" << "workload";
+  QTest::addRow("generic") << R"({"parameters": 1})" << "workload";
+  QTest::addRow("parallel") << R"({"tp": 2})" << "parallel_plan";
+  QTest::addRow("precision") << R"({"compute": "bf16"})" << "precision_plan";
+  QTest::addRow("plan") << R"({"cluster": "x", "workload": "y"})" << "plan";
+}
+
+void TestModelJson::detectKind() {
+  QFETCH(QString, text);
+  QFETCH(QString, kind);
+  auto k = cs::detect_kind(json::parse(text.toStdString()), "doc");
+  QVERIFY(k.ok());
+  QCOMPARE(QString::fromStdString(std::string(cs::to_string(*k))), kind);
+
+  auto unknown = cs::detect_kind(json::parse(R"({"colour": "blue"})"), "doc.json");
+  QVERIFY(!unknown.ok());
+  QVERIFY(unknown.message().starts_with("doc.json: /: cannot tell what this document is"));
+}
+
+// Exact counts as the released checkpoints report them.
+void TestModelJson::parameterCount_data() {
+  QTest::addColumn<QString>("model");
+  QTest::addColumn<double>("parameters");
+  // Hugging Face model cards / num_parameters() of the released weights.
+  QTest::addRow("gpt2-small") << "gpt2-small" << 124439808.0;
+  QTest::addRow("llama2-7b") << "llama2-7b" << 6738415616.0;
+  QTest::addRow("llama2-70b") << "llama2-70b" << 68976648192.0;
+  QTest::addRow("llama3-8b") << "llama3-8b" << 8030261248.0;
+  // torchvision's documented counts.
+  QTest::addRow("resnet18") << "resnet18" << 11689512.0;
+  QTest::addRow("resnet50") << "resnet50" << 25557032.0;
+}
+
+void TestModelJson::parameterCount() {
+  QFETCH(QString, model);
+  QFETCH(double, parameters);
+  const cs::Workload* w = catalog().find_model(model.toStdString());
+  QVERIFY(w);
+  QCOMPARE(cs::parameter_count(*w), parameters);
+}
+
+void TestModelJson::precisionDefaults() {
+  auto fp16 = cs::PrecisionPlan::for_compute(cs::Precision::fp16);
+  QCOMPARE(fp16.loss_scaling, cs::LossScaling::dynamic);
+  QVERIFY(fp16.master_weights);
+  auto fp32 = cs::PrecisionPlan::for_compute(cs::Precision::fp32);
+  QVERIFY(!fp32.master_weights);
+  QCOMPARE(fp32.gradients, cs::Precision::fp32);
+  auto int8 = cs::PrecisionPlan::for_compute(cs::Precision::int8);
+  QVERIFY(int8.inference);
+  QCOMPARE(cs::bytes_per_element(cs::Precision::int4), 0.5);
+  QCOMPARE(cs::precision_from_string("bf16"), std::optional(cs::Precision::bf16));
+  QVERIFY(!cs::precision_from_string("fp64"));
+}
+
+void TestModelJson::clusterTotals() {
+  auto c = catalog().cluster("dgx-h100-32");
+  QVERIFY(c.ok());
+  const cs::ClusterTotals t = cs::totals(*c);
+  QCOMPARE(t.gpus, 32);
+  QCOMPARE(t.peak.bf16, 32 * 989.4e12);
+  QCOMPARE(t.gpu_memory_bytes, 32 * 80.0 * (1 << 30));
+  QCOMPARE(t.per_gpu_intra_bandwidth, 450e9);            // NVLink 4 per direction
+  QCOMPARE(t.per_gpu_inter_bandwidth, 50e9);             // one NDR port per GPU
+  QCOMPARE(t.bisection_bandwidth, 2 * 8 * 50e9);         // half the nodes' NICs
+  QCOMPARE(t.power_watts, 32 * 700.0);
+
+  auto one = catalog().cluster("dgx-a100-8");
+  QVERIFY(one.ok());
+  QCOMPARE(cs::totals(*one).bisection_bandwidth, 4 * 300e9);  // NVSwitch, 4 GPUs each way
+  QCOMPARE(cs::totals(*one).per_gpu_inter_bandwidth, 0.0);
+}
+
+void TestModelJson::readJsonFileErrors() {
+  QTemporaryDir dir;
+  const std::string missing = dir.filePath("missing.json").toStdString();
+  auto r = cs::read_json_file(missing);
+  QVERIFY(!r.ok());
+  QCOMPARE(QString::fromStdString(r.message()), QString::fromStdString(missing + ": cannot open file"));
+
+  const std::string broken = dir.filePath("broken.json").toStdString();
+  std::ofstream(broken) << "{\n  \"nodes\": 2,\n  \"gpu\": ]\n}\n";
+  auto b = cs::read_json_file(broken);
+  QVERIFY(!b.ok());
+  QVERIFY2(b.message().starts_with(broken + ":3:10: invalid JSON"), b.message().c_str());
+}
+
+void TestModelJson::writeJsonFileRoundTrip() {
+  QTemporaryDir dir;
+  const std::string path = dir.filePath("cluster.json").toStdString();
+  const json written = cs::to_json(*catalog().cluster("dgx-a100-64"));
+  QVERIFY(cs::write_json_file(path, written).ok());
+  QVERIFY(!QFile::exists(QString::fromStdString(path + ".tmp")));
+  auto read = cs::read_json_file(path);
+  QVERIFY(read.ok());
+  QCOMPARE(QString::fromStdString(read->dump()), QString::fromStdString(written.dump()));
+
+  auto refused = cs::write_json_file(dir.filePath("no/such/dir/x.json").toStdString(), written);
+  QVERIFY(!refused.ok());
+  QVERIFY(refused.message().find("cannot write") != std::string::npos);
+}
+
+void TestModelJson::validateFileLists() {
+  QTemporaryDir dir;
+  const std::string path = dir.filePath("list.json").toStdString();
+  std::ofstream(path) << R"([{"kind": "parallel_plan", "tp": 2}, {"kind": "link", "name": "x"}])";
+  auto r = cs::validate_file(path, &catalog());
+  QVERIFY(!r.ok());
+  QVERIFY2(r.message().find(path + ": /1/type: is required") != std::string::npos, r.message().c_str());
+  QVERIFY2(r.message().find(path + ": /1/bandwidth_gbps: is required") != std::string::npos,
+           r.message().c_str());
+
+  for (const char* f : {"gpus.json", "links.json", "models.json", "clusters.json"}) {
+    auto ok = cs::validate_file(std::string(CS_SOURCE_DIR "/resources/presets/") + f, &catalog());
+    QVERIFY2(ok.ok(), ok.ok() ? "" : ok.message().c_str());
+    QVERIFY(ok->size() >= 10);
+  }
+}
+
+QTEST_GUILESS_MAIN(TestModelJson)
+#include "tst_model_json.moc"

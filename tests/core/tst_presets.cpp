@@ -1,0 +1,256 @@
+// The preset catalog: the presets the product promises, their sources, the
+// loader's refusals, where presets are found, and "this machine".
+
+#include <QTemporaryDir>
+#include <QtTest>
+
+#include <cstdlib>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "core/host_probe.h"
+#include "core/presets.h"
+
+namespace {
+
+const char* kPresetsDir = CS_SOURCE_DIR "/resources/presets";
+
+cs::PresetCatalog load_catalog() {
+  auto c = cs::PresetCatalog::load(kPresetsDir);
+  if (!c) qFatal("%s", c.message().c_str());
+  return std::move(c).value();
+}
+
+// A presets folder in `dir` with the real files, one of them replaced by `text`.
+void copy_presets(const QTemporaryDir& dir, const QString& replace = {}, const std::string& text = {}) {
+  for (const char* f : {"gpus.json", "links.json", "models.json", "clusters.json"}) {
+    const QString target = dir.filePath(f);
+    if (f == replace) {
+      std::ofstream(target.toStdString()) << text;
+    } else {
+      QFile::copy(QString(kPresetsDir) + "/" + f, target);
+    }
+  }
+}
+
+}  // namespace
+
+class TestPresets : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void promisedPresets_data();
+  void promisedPresets();
+  void everyPresetCitesASource();
+  void clusterPresetsResolve();
+  void loaderRefusals_data();
+  void loaderRefusals();
+  void findsPresetsFromEnvironment();
+  void matchDevice_data();
+  void matchDevice();
+  void thisMachineWithoutGpu();
+  void thisMachineWithGpus();
+  void probeThisHost();
+  void unknownNameMessage();
+};
+
+void TestPresets::promisedPresets_data() {
+  QTest::addColumn<QString>("kind");
+  QTest::addColumn<QString>("name");
+  for (const char* g : {"v100-sxm2-32gb", "a100-40gb", "a100-80gb", "h100-sxm", "h100-pcie", "h200",
+                        "b200", "l40s", "rtx-4090", "mi300x"}) {
+    QTest::addRow("gpu %s", g) << "gpu" << g;
+  }
+  for (const char* l : {"nvlink3", "nvlink4", "nvlink5", "pcie4", "pcie5", "ib-hdr", "ib-ndr", "ib-xdr",
+                        "roce-100", "roce-200", "roce-400"}) {
+    QTest::addRow("link %s", l) << "link" << l;
+  }
+  for (const char* m : {"gpt2-small", "gpt2-medium", "gpt2-large", "gpt2-xl", "gpt3-125m", "gpt3-1.3b",
+                        "gpt3-13b", "gpt3-175b", "llama2-7b", "llama2-13b", "llama2-70b", "llama3-8b",
+                        "llama3-70b", "llama3-405b", "bert-base", "bert-large", "resnet18", "resnet50",
+                        "resnet18-cifar10", "megatron-22b", "megatron-175b", "megatron-530b",
+                        "megatron-1t", "megatron-1.7b", "megatron-145.6b"}) {
+    QTest::addRow("model %s", m) << "model" << m;
+  }
+  for (const char* c : {"dgx-a100-8", "dgx-a100-64", "dgx-a100-1024", "dgx-h100-8", "dgx-h100-32",
+                        "dgx-h100-256", "rtx4090-8-pcie", "laptop-cpu", "this-machine"}) {
+    QTest::addRow("cluster %s", c) << "cluster" << c;
+  }
+}
+
+void TestPresets::promisedPresets() {
+  QFETCH(QString, kind);
+  QFETCH(QString, name);
+  const cs::PresetCatalog c = load_catalog();
+  const std::string n = name.toStdString();
+  if (kind == "gpu") QVERIFY(c.find_gpu(n));
+  if (kind == "link") QVERIFY(c.find_link(n));
+  if (kind == "model") QVERIFY(c.find_model(n));
+  if (kind == "cluster") {
+    auto cl = c.cluster(n);
+    QVERIFY2(cl.ok(), cl.ok() ? "" : cl.message().c_str());
+  }
+}
+
+void TestPresets::everyPresetCitesASource() {
+  const cs::PresetCatalog c = load_catalog();
+  for (const auto& g : c.gpus()) QVERIFY2(!g.source.empty(), g.name.c_str());
+  for (const auto& l : c.links()) QVERIFY2(!l.source.empty(), l.name.c_str());
+  for (const auto& m : c.models()) QVERIFY2(!m.source.empty(), m.name.c_str());
+  for (const auto& cl : c.clusters()) QVERIFY2(!cl.source.empty(), cl.name.c_str());
+}
+
+void TestPresets::clusterPresetsResolve() {
+  const cs::PresetCatalog c = load_catalog();
+  auto pod = c.cluster("dgx-a100-280");  // the 530B run of Korthikanti et al.
+  QVERIFY(pod.ok());
+  QCOMPARE(pod->total_gpus(), 280);
+  QCOMPARE(pod->gpu->name, std::string("a100-80gb"));
+  QCOMPARE(pod->intra_node.name, std::string("nvlink3"));
+  QCOMPARE(pod->inter_node->name, std::string("ib-hdr"));
+  QCOMPARE(pod->nics_per_node, 8);
+
+  auto laptop = c.cluster("laptop-cpu");
+  QVERIFY(laptop.ok());
+  QCOMPARE(laptop->gpus_per_node, 0);
+  QVERIFY(!laptop->gpu);
+}
+
+void TestPresets::loaderRefusals_data() {
+  QTest::addColumn<QString>("file");
+  QTest::addColumn<QString>("text");
+  QTest::addColumn<QString>("expected");
+  QTest::addRow("no source") << "links.json"
+      << R"([{"name": "x", "type": "pcie", "bandwidth_gbps": 1, "latency_us": 1}])"
+      << "links.json [0]: /source: is required for a preset";
+  QTest::addRow("duplicate") << "links.json"
+      << R"([{"name": "x", "type": "pcie", "bandwidth_gbps": 1, "latency_us": 1, "source": "s"},
+            {"name": "x", "type": "pcie", "bandwidth_gbps": 2, "latency_us": 1, "source": "s"}])"
+      << "links.json [1]: /name: \"x\" is listed twice";
+  QTest::addRow("not a list") << "gpus.json" << R"({"name": "g"})" << "gpus.json: /: must be a list of presets";
+  QTest::addRow("broken json") << "models.json" << "[{" << "models.json:1:2: invalid JSON";
+  QTest::addRow("reserved name") << "clusters.json"
+      << R"([{"name": "this-machine", "nodes": 1, "gpus_per_node": 0, "source": "s"}])"
+      << "clusters.json: \"this-machine\" is reserved for the detected machine";
+}
+
+void TestPresets::loaderRefusals() {
+  QFETCH(QString, file);
+  QFETCH(QString, text);
+  QFETCH(QString, expected);
+  QTemporaryDir dir;
+  copy_presets(dir, file, text.toStdString());
+  auto c = cs::PresetCatalog::load(dir.path().toStdString());
+  QVERIFY(!c.ok());
+  QVERIFY2(c.message().find(expected.toStdString()) != std::string::npos, c.message().c_str());
+  QVERIFY2(c.message().starts_with(dir.path().toStdString()), "the message names the file");
+}
+
+void TestPresets::findsPresetsFromEnvironment() {
+  QTemporaryDir dir;
+  copy_presets(dir);
+  const QByteArray old = qgetenv("CLUSTERSCOPE_PRESETS");
+  qputenv("CLUSTERSCOPE_PRESETS", dir.path().toUtf8());
+  auto found = cs::find_presets_dir();
+  QVERIFY(found);
+  QCOMPARE(QString::fromStdString(found->string()), dir.path());
+
+  // A folder without presets is passed over for the next place (the source tree).
+  qputenv("CLUSTERSCOPE_PRESETS", "/nonexistent");
+  found = cs::find_presets_dir();
+  QVERIFY(found);
+  QCOMPARE(QString::fromStdString(found->string()), QString(kPresetsDir));
+  qputenv("CLUSTERSCOPE_PRESETS", old);
+}
+
+void TestPresets::matchDevice_data() {
+  QTest::addColumn<QString>("device");
+  QTest::addColumn<QString>("preset");
+  // Names as the CUDA driver reports them.
+  QTest::addRow("H100 SXM") << "NVIDIA H100 80GB HBM3" << "h100-sxm";
+  QTest::addRow("H100 PCIe") << "NVIDIA H100 PCIe" << "h100-pcie";
+  QTest::addRow("H200") << "NVIDIA H200" << "h200";
+  QTest::addRow("A100 80GB") << "NVIDIA A100-SXM4-80GB" << "a100-80gb";
+  QTest::addRow("A100 40GB") << "NVIDIA A100-SXM4-40GB" << "a100-40gb";
+  QTest::addRow("RTX 4090") << "NVIDIA GeForce RTX 4090" << "rtx-4090";
+  QTest::addRow("L40S") << "NVIDIA L40S" << "l40s";
+  QTest::addRow("unknown") << "NVIDIA T4" << "";
+}
+
+void TestPresets::matchDevice() {
+  QFETCH(QString, device);
+  QFETCH(QString, preset);
+  const cs::PresetCatalog c = load_catalog();
+  const cs::GpuSpec* g = c.match_device(device.toStdString());
+  QCOMPARE(g ? QString::fromStdString(g->name) : QString(), preset);
+}
+
+void TestPresets::thisMachineWithoutGpu() {
+  cs::HostInfo host;
+  host.hostname = "laptop";
+  host.cpu_cores = 8;
+  host.memory_bytes = 16.0 * (1 << 30);
+  host.gpu_status = "no GPU: the NVIDIA driver (libcuda.so.1) is not installed";
+  const cs::Cluster c = cs::this_machine_cluster(host, load_catalog());
+  QCOMPARE(c.name, std::string("this-machine"));
+  QCOMPARE(c.gpus_per_node, 0);
+  QVERIFY(!c.gpu);
+  QCOMPARE(c.cpu_cores_per_node, 8);
+  QVERIFY(c.source.find("no GPU") != std::string::npos);
+}
+
+void TestPresets::thisMachineWithGpus() {
+  cs::HostInfo host;
+  host.cpu_cores = 16;
+  for (int i = 0; i < 2; ++i) {
+    cs::GpuDevice d;
+    d.index = i;
+    d.name = "NVIDIA H200";
+    d.memory_bytes = 143771.0 * (1 << 20);
+    d.multiprocessors = 132;
+    d.clock_hz = 1.98e9;
+    host.gpus.push_back(d);
+  }
+  const cs::PresetCatalog catalog = load_catalog();
+  cs::Cluster c = cs::this_machine_cluster(host, catalog);
+  QCOMPARE(c.gpus_per_node, 2);
+  QCOMPARE(c.gpu->name, std::string("h200"));
+  QCOMPARE(c.gpu->peak.bf16, 989.4e12);                 // datasheet of the matched preset
+  QCOMPARE(c.gpu->memory_bytes, 143771.0 * (1 << 20));  // the board's own memory
+  QCOMPARE(c.intra_node.name, std::string("nvlink4"));
+
+  host.gpus.resize(1);
+  host.gpus[0].name = "NVIDIA T4";
+  c = cs::this_machine_cluster(host, catalog);
+  QCOMPARE(c.gpu->name, std::string("detected-gpu"));
+  QCOMPARE(c.gpu->peak.fp32, 132 * 1.98e9 * 128);  // the FP32 floor
+  QVERIFY(c.gpu->source.find("calibrate") != std::string::npos);
+}
+
+void TestPresets::probeThisHost() {
+  const cs::HostInfo host = cs::probe_host();
+  QVERIFY(host.cpu_cores > 0);
+  QVERIFY(host.memory_bytes > 0);
+  QVERIFY(!host.gpu_status.empty());
+  if (host.gpus.empty()) {
+    QVERIFY2(host.gpu_status.starts_with("no GPU: "), host.gpu_status.c_str());
+  } else {
+    QVERIFY(host.gpus.front().memory_bytes > 0);
+  }
+  auto c = load_catalog().cluster("this-machine");
+  QVERIFY(c.ok());
+  QCOMPARE(c->gpus_per_node, static_cast<int>(host.gpus.size()));
+}
+
+void TestPresets::unknownNameMessage() {
+  const cs::PresetCatalog c = load_catalog();
+  auto r = c.cluster("dgx-h100-31");
+  QVERIFY(!r.ok());
+  QVERIFY(r.message().starts_with("unknown cluster preset \"dgx-h100-31\": did you mean \"dgx-h100-32\"?"));
+  auto far = c.cluster("zzz");
+  QVERIFY(far.message().find("did you mean") == std::string::npos);
+  QVERIFY(far.message().find("this-machine") != std::string::npos);
+}
+
+QTEST_GUILESS_MAIN(TestPresets)
+#include "tst_presets.moc"
