@@ -1,0 +1,124 @@
+#pragma once
+// The vocabulary of the trace store: what an event is, where it sits (a lane
+// of a rank), and what it means (kind, category, collective). Events are
+// integer rows; names live once in the store's string table. Times are int64
+// nanoseconds on the run's clock; intervals are closed-open [start, end).
+// Light on purpose: the worker, the tracers and the GUI all include it.
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+namespace cs::trace {
+
+struct LaneId {
+  std::uint32_t value = 0;
+  friend bool operator==(LaneId, LaneId) = default;
+};
+struct StringId {
+  std::uint32_t value = 0;  // 0 is the empty string
+  friend bool operator==(StringId, StringId) = default;
+};
+
+// What happened. Stored as integers: append new kinds at the end only.
+enum class EventKind : std::uint8_t {
+  kernel = 0,      // a GPU kernel, or a CPU-engine compute operation on the compute lane
+  memcpy = 1,
+  memset = 2,
+  collective = 3,  // all-reduce, all-gather, ... (an NCCL kernel, an MPI call)
+  p2p = 4,         // point-to-point send or receive (pipeline activations)
+  annotation = 5,  // an NVTX range or a user annotation
+  cpu_op = 6,      // a host-side operation (PyTorch op, worker phase)
+  api_call = 7,    // CUDA runtime or driver API call
+  step = 8,        // one training step
+  sync = 9,        // synchronisation (cudaStreamSynchronize, events, barriers)
+  overhead = 10,   // the tracer's own overhead (CUPTI OVERHEAD records)
+};
+
+// What the time was spent on, as Holistic Trace Analysis classifies it.
+enum class Category : std::uint8_t {
+  compute = 0,
+  communication = 1,
+  memory = 2,
+  synchronization = 3,
+  other = 4,  // idle and everything else
+};
+
+// The kind of timeline row an event is drawn in.
+enum class LaneKind : std::uint8_t {
+  gpu_stream = 0,     // one CUDA stream of one device
+  cpu_thread = 1,     // one host thread
+  annotation = 2,     // one NVTX domain (or the worker's phase annotations)
+  communication = 3,  // the CPU engine's communication thread
+  steps = 4,          // training steps of a rank
+  predicted = 5,      // the planner's predicted step
+};
+
+enum class Collective : std::uint8_t {
+  none = 0,
+  all_reduce = 1,
+  all_gather = 2,
+  reduce_scatter = 3,
+  broadcast = 4,
+  reduce = 5,
+  all_to_all = 6,
+  send = 7,
+  recv = 8,
+  barrier = 9,
+};
+
+enum class DataType : std::uint8_t {
+  none = 0, fp32 = 1, fp16 = 2, bf16 = 3, fp8_e4m3 = 4, fp8_e5m2 = 5,
+  int8 = 6, uint8 = 7, int32 = 8, int64 = 9, fp64 = 10,
+};
+
+std::string_view to_string(EventKind k);
+std::string_view to_string(Category c);
+std::string_view to_string(LaneKind k);
+std::string_view to_string(Collective c);
+std::string_view to_string(DataType t);
+std::optional<EventKind> event_kind_from_string(std::string_view text);
+std::optional<Category> category_from_string(std::string_view text);
+std::optional<Collective> collective_from_string(std::string_view text);
+std::optional<DataType> data_type_from_string(std::string_view text);
+int data_type_bytes(DataType t);
+
+struct Event {
+  LaneId lane;
+  EventKind kind = EventKind::kernel;
+  Category category = Category::compute;
+  std::int64_t start_ns = 0;
+  std::int64_t end_ns = 0;
+  StringId name;
+  std::int64_t correlation = 0;  // links a launch (api_call) to its GPU work; 0 = none
+  std::int64_t bytes = 0;        // bytes moved (copies, collectives: the message size)
+  double flops = 0;              // floating-point work, when known (GEMMs)
+  Collective collective = Collective::none;
+  DataType dtype = DataType::none;
+  std::int64_t count = 0;        // elements of a collective
+  std::int32_t peer = -1;        // the other rank of a p2p event, or the root
+  std::int32_t step = -1;        // training step the event belongs to, when known
+
+  std::int64_t duration_ns() const { return end_ns - start_ns; }
+};
+
+// Per-step figures a rank reports.
+struct StepMetrics {
+  std::int32_t rank = 0;
+  std::int32_t step = 0;
+  std::int64_t start_ns = 0;
+  std::int64_t end_ns = 0;
+  double loss = 0;
+  double tokens = 0;             // tokens (samples for generic models) this rank processed
+  double loss_scale = 0;         // FP16 dynamic loss scale, 0 when unused
+};
+
+// A value sampled over time (GPU memory in use, utilisation, ...).
+struct CounterSample {
+  std::int32_t rank = 0;
+  StringId name;
+  std::int64_t time_ns = 0;
+  double value = 0;
+};
+
+}  // namespace cs::trace

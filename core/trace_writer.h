@@ -1,0 +1,71 @@
+#pragma once
+// Writes a trace store (SQLite, schema in docs/trace-schema.md): run metadata,
+// ranks, lanes, interned names, events, step metrics and counters. Rows are
+// buffered and committed in batches inside transactions (WAL), when a bound of
+// rows or of time is reached, so that a writer killed mid-run leaves a store
+// that opens with everything committed before the kill. Every add is safe to
+// call from several threads (a tracer's decoding thread, the worker's
+// compute and communication threads).
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "core/result.h"
+#include "core/trace_types.h"
+
+namespace cs::trace {
+
+// What the store records about the run (its meta table).
+struct RunInfo {
+  std::string title;
+  std::string source;            // "cpu-engine", "cuda-engine", "cupti", "nsys-import", "kineto-import", "planner", ...
+  std::int64_t start_utc_ns = 0; // wall-clock start, UTC nanoseconds
+  std::string clock;             // the clock event times are on, e.g. "CLOCK_REALTIME"
+  std::string host;
+  std::string command_line;
+  std::string plan_json;         // the Plan (cluster, workload, parallel, precision) as JSON, or ""
+  std::string tool_versions_json;  // {"clusterscope": "0.1.0", "cuda": "13.0", "nccl": "2.28.9", ...}
+};
+
+struct RankInfo {
+  std::int32_t rank = 0;
+  std::string host;
+  std::string device;            // "NVIDIA H200 (GPU 0)", "CPU"
+  std::int64_t pid = 0;
+  std::int64_t clock_offset_ns = 0;  // add to this rank's times to reach the run clock
+};
+
+struct WriterOptions {
+  std::size_t flush_rows = 65536;  // commit when this many rows wait
+  std::chrono::milliseconds flush_interval{500};  // ... or when the oldest waits this long
+};
+
+class TraceWriter {
+ public:
+  // Creates the store at `path`, replacing any file there.
+  static Result<std::unique_ptr<TraceWriter>> create(const std::string& path, const RunInfo& run,
+                                                     WriterOptions options = {});
+  virtual ~TraceWriter() = default;  // closes as "complete" if close() was not called
+
+  virtual void add_rank(const RankInfo& rank) = 0;
+  virtual LaneId add_lane(std::int32_t rank, LaneKind kind, std::string_view name,
+                          std::int32_t sort_index = 0) = 0;
+  virtual StringId intern(std::string_view text) = 0;
+  virtual void add(const Event& event) = 0;
+  virtual void add(const StepMetrics& metrics) = 0;
+  virtual void add(const CounterSample& sample) = 0;
+  virtual void set_meta(std::string_view key, std::string_view value) = 0;
+
+  // Commits everything buffered so far.
+  virtual Status flush() = 0;
+  // Flushes and records how the run ended: "complete", "cancelled", "crashed", ...
+  virtual Status close(std::string_view status = "complete") = 0;
+  // The first write failure (a full disk, ...); rows committed before it stay.
+  virtual Status error() const = 0;
+  virtual const std::string& path() const = 0;
+};
+
+}  // namespace cs::trace
