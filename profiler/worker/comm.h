@@ -1,0 +1,40 @@
+#pragma once
+// Collectives and point-to-point transfers of one parallel dimension's group
+// (its data-, tensor- or pipeline-parallel communicator). The CPU engine runs
+// them through MPI, the CUDA engine through NCCL. Reductions are sums.
+
+#include <cstdint>
+#include <string_view>
+
+#include "profiler/worker/tensor.h"
+
+namespace cs::worker {
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  virtual int rank() const = 0;   // rank inside this group
+  virtual int size() const = 0;
+  virtual std::string_view name() const = 0;  // "dp", "tp", "pp"
+
+  // In program order on the compute thread (CUDA: on the compute stream).
+  virtual void all_reduce(Tensor t) = 0;
+  // Point-to-point with `peer` (a rank of this group). send may return before
+  // the data has left; wait_sends() ends every pending send.
+  virtual void send(Tensor t, int peer) = 0;
+  virtual void recv(Tensor t, int peer) = 0;
+  virtual void wait_sends() = 0;
+
+  // Overlapping the compute thread (the communication thread or stream): a
+  // ticket per operation, waited on before its result is used. The tensors
+  // must stay untouched until then.
+  using Ticket = std::uint64_t;
+  virtual Ticket all_reduce_async(Tensor t) = 0;
+  // full (size() equal shards) -> this rank's shard, summed over the group.
+  virtual Ticket reduce_scatter_async(Tensor full, Tensor shard) = 0;
+  // this rank's shard -> full (every rank's shard in rank order).
+  virtual Ticket all_gather_async(Tensor shard, Tensor full) = 0;
+  virtual void wait(Ticket ticket) = 0;
+};
+
+}  // namespace cs::worker

@@ -1,0 +1,370 @@
+#include "profiler/worker/gpt_model.h"
+
+#include <cmath>
+#include <numbers>
+#include <stdexcept>
+
+namespace cs::worker {
+
+namespace {
+
+std::uint64_t splitmix64(std::uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+std::uint64_t hash_name(const std::string& s) {
+  std::uint64_t h = 1469598103934665603ull;  // FNV-1a
+  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+// A standard normal number that depends only on (key, index): the same
+// element of a full matrix gets the same value on every rank and split.
+float normal_at(std::uint64_t key, std::int64_t index) {
+  const std::uint64_t a = splitmix64(key ^ splitmix64(2 * static_cast<std::uint64_t>(index)));
+  const std::uint64_t b = splitmix64(key ^ splitmix64(2 * static_cast<std::uint64_t>(index) + 1));
+  const double u1 = (static_cast<double>(a >> 11) + 1.0) / 9007199254740993.0;  // (0, 1]
+  const double u2 = static_cast<double>(b >> 11) / 9007199254740992.0;
+  return static_cast<float>(std::sqrt(-2.0 * std::log(u1)) * std::cos(2 * std::numbers::pi * u2));
+}
+
+std::vector<std::int64_t> range(std::int64_t begin, std::int64_t count) {
+  std::vector<std::int64_t> v(count);
+  for (std::int64_t i = 0; i < count; ++i) v[i] = begin + i;
+  return v;
+}
+
+}  // namespace
+
+std::vector<ParamInfo> gpt_parameter_layout(const GptConfig& c, const ModelParallel& parallel) {
+  std::vector<ParamInfo> params;
+  std::int64_t offset = 0;
+  auto add = [&](const std::string& name, std::int64_t full_rows, std::int64_t full_cols,
+                 std::vector<std::int64_t> rows, std::int64_t col_begin, std::int64_t cols,
+                 float std, float value, bool replicated) {
+    ParamInfo p;
+    p.name = name;
+    p.full_rows = full_rows;
+    p.full_cols = full_cols;
+    p.rows = std::move(rows);
+    p.col_begin = col_begin;
+    p.cols = cols;
+    p.offset = offset;
+    p.init_std = std;
+    p.init_value = value;
+    p.replicated_over_tp = replicated;
+    offset += p.numel();
+    params.push_back(std::move(p));
+  };
+  const int per_stage = c.layers / parallel.pp;
+  const int first = parallel.pp_rank * per_stage;
+  const std::int64_t C = c.hidden;
+  const std::int64_t Cl = C / c.heads * (c.heads / parallel.tp);
+  const std::int64_t Fl = c.ffn / parallel.tp;
+  const std::int64_t tr = parallel.tp_rank;
+  const float residual_std = 0.02f / std::sqrt(2.0f * c.layers);
+
+  if (parallel.pp_rank == 0) {
+    add("wte", c.vocab, C, range(0, c.vocab), 0, C, 0.02f, 0, true);
+    add("wpe", c.seq, C, range(0, c.seq), 0, C, 0.02f, 0, true);
+  }
+  // Rows of the QKV projection this rank holds: its heads' rows of q, k and v.
+  std::vector<std::int64_t> qkv_rows;
+  for (int part = 0; part < 3; ++part) {
+    for (std::int64_t r = 0; r < Cl; ++r) qkv_rows.push_back(part * C + tr * Cl + r);
+  }
+  for (int l = first; l < first + per_stage; ++l) {
+    const std::string p = "h" + std::to_string(l) + ".";
+    add(p + "ln1.weight", C, 1, range(0, C), 0, 1, 0.0f, 1.0f, true);
+    add(p + "ln1.bias", C, 1, range(0, C), 0, 1, 0.0f, 0.0f, true);
+    add(p + "attn.qkv.weight", 3 * C, C, qkv_rows, 0, C, 0.02f, 0.0f, false);
+    add(p + "attn.qkv.bias", 3 * C, 1, qkv_rows, 0, 1, 0.0f, 0.0f, false);
+    add(p + "attn.proj.weight", C, C, range(0, C), tr * Cl, Cl, residual_std, 0.0f, false);
+    add(p + "attn.proj.bias", C, 1, range(0, C), 0, 1, 0.0f, 0.0f, true);
+    add(p + "ln2.weight", C, 1, range(0, C), 0, 1, 0.0f, 1.0f, true);
+    add(p + "ln2.bias", C, 1, range(0, C), 0, 1, 0.0f, 0.0f, true);
+    add(p + "mlp.fc.weight", c.ffn, C, range(tr * Fl, Fl), 0, C, 0.02f, 0.0f, false);
+    add(p + "mlp.fc.bias", c.ffn, 1, range(tr * Fl, Fl), 0, 1, 0.0f, 0.0f, false);
+    add(p + "mlp.proj.weight", C, c.ffn, range(0, C), tr * Fl, Fl, residual_std, 0.0f, false);
+    add(p + "mlp.proj.bias", C, 1, range(0, C), 0, 1, 0.0f, 0.0f, true);
+  }
+  if (parallel.pp_rank == parallel.pp - 1) {
+    add("lnf.weight", C, 1, range(0, C), 0, 1, 0.0f, 1.0f, true);
+    add("lnf.bias", C, 1, range(0, C), 0, 1, 0.0f, 0.0f, true);
+    add("lm_head.weight", c.vocab, C, range(0, c.vocab), 0, C, 0.02f, 0.0f, true);
+  }
+  return params;
+}
+
+// Activations of one micro-batch in flight on this stage.
+struct GptModel::Slot {
+  std::vector<Tensor> residual;  // nl + 1: input of each layer, then the stage output
+  std::vector<Tensor> ln1, ln1_mean, ln1_rstd, qkv, att, atty, residual2, ln2, ln2_mean, ln2_rstd,
+      fch, fch_gelu;
+  Tensor projection;  // scratch: attention and MLP projections before the residual add
+  Tensor tokens;      // first stage: kept for the embedding's backward
+  Tensor lnf, lnf_mean, lnf_rstd, logits, losses;  // last stage
+};
+
+GptModel::GptModel(Backend& backend, const GptConfig& config, const ModelParallel& parallel,
+                   DType compute, int micro_batch, int slots, Communicator* tp_comm)
+    : backend_(backend),
+      config_(config),
+      parallel_(parallel),
+      compute_(compute),
+      B_(micro_batch),
+      slot_count_(slots),
+      tp_comm_(tp_comm) {
+  const GptConfig& c = config_;
+  if (c.heads % parallel.tp != 0 || c.ffn % parallel.tp != 0 || c.hidden % c.heads != 0) {
+    throw std::invalid_argument("tensor parallelism must divide the heads and the MLP width");
+  }
+  if (c.layers % parallel.pp != 0) {
+    throw std::invalid_argument("pipeline parallelism must divide the layers");
+  }
+  const int per_stage = c.layers / parallel.pp;
+  first_layer_ = parallel.pp_rank * per_stage;
+  last_layer_ = first_layer_ + per_stage;
+  local_heads_ = c.heads / parallel.tp;
+  local_ffn_ = c.ffn / parallel.tp;
+  params_ = gpt_parameter_layout(c, parallel);
+  for (const ParamInfo& p : params_) num_params_ += p.numel();
+
+  auto index = [&](const std::string& name) {
+    for (std::size_t i = 0; i < params_.size(); ++i) {
+      if (params_[i].name == name) return static_cast<int>(i);
+    }
+    throw std::logic_error("no parameter " + name);
+  };
+  if (first_stage()) {
+    wte_ = index("wte");
+    wpe_ = index("wpe");
+  }
+  for (int l = first_layer_; l < last_layer_; ++l) {
+    const std::string p = "h" + std::to_string(l) + ".";
+    layer_params_.push_back({index(p + "ln1.weight"), index(p + "ln1.bias"),
+                             index(p + "attn.qkv.weight"), index(p + "attn.qkv.bias"),
+                             index(p + "attn.proj.weight"), index(p + "attn.proj.bias"),
+                             index(p + "ln2.weight"), index(p + "ln2.bias"),
+                             index(p + "mlp.fc.weight"), index(p + "mlp.fc.bias"),
+                             index(p + "mlp.proj.weight"), index(p + "mlp.proj.bias")});
+  }
+  if (last_stage()) {
+    lnf_w_ = index("lnf.weight");
+    lnf_b_ = index("lnf.bias");
+    lm_head_ = index("lm_head.weight");
+  }
+  alloc_activations();
+}
+
+GptModel::~GptModel() {
+  for (Slot* s : slots_) {
+    for (auto* list : {&s->residual, &s->ln1, &s->ln1_mean, &s->ln1_rstd, &s->qkv, &s->att,
+                       &s->atty, &s->residual2, &s->ln2, &s->ln2_mean, &s->ln2_rstd, &s->fch,
+                       &s->fch_gelu}) {
+      for (Tensor& t : *list) backend_.release(t);
+    }
+    for (Tensor* t : {&s->projection, &s->tokens, &s->lnf, &s->lnf_mean, &s->lnf_rstd, &s->logits,
+                      &s->losses}) {
+      backend_.release(*t);
+    }
+    delete s;
+  }
+  for (Tensor* t : {&d_residual_, &d_ln_, &d_qkv_, &d_atty_, &d_fch_, &d_fch_gelu_, &d_output_,
+                    &tokens_, &targets_}) {
+    backend_.release(*t);
+  }
+}
+
+Tensor GptModel::weight(int index) const {
+  const ParamInfo& p = params_[index];
+  return weights_.slice(p.offset, p.numel());
+}
+
+Tensor GptModel::grad(int index) const {
+  const ParamInfo& p = params_[index];
+  return grads_.slice(p.offset, p.numel());
+}
+
+void GptModel::alloc_activations() {
+  const GptConfig& c = config_;
+  const std::int64_t N = static_cast<std::int64_t>(B_) * c.seq;
+  const std::int64_t C = c.hidden;
+  const std::int64_t Cl = C / c.heads * local_heads_;
+  const std::int64_t Fl = local_ffn_;
+  const int nl = last_layer_ - first_layer_;
+  auto act = [&](std::int64_t n, const char* what) { return backend_.alloc(n, compute_, what); };
+  auto f32 = [&](std::int64_t n, const char* what) { return backend_.alloc(n, DType::f32, what); };
+  for (int s = 0; s < slot_count_; ++s) {
+    auto* slot = new Slot;
+    for (int l = 0; l <= nl; ++l) slot->residual.push_back(act(N * C, "residual"));
+    for (int l = 0; l < nl; ++l) {
+      slot->ln1.push_back(act(N * C, "ln1"));
+      slot->ln1_mean.push_back(f32(N, "ln1.mean"));
+      slot->ln1_rstd.push_back(f32(N, "ln1.rstd"));
+      slot->qkv.push_back(act(N * 3 * Cl, "qkv"));
+      slot->att.push_back(act(static_cast<std::int64_t>(B_) * local_heads_ * c.seq * c.seq, "att"));
+      slot->atty.push_back(act(N * Cl, "attn.out"));
+      slot->residual2.push_back(act(N * C, "residual2"));
+      slot->ln2.push_back(act(N * C, "ln2"));
+      slot->ln2_mean.push_back(f32(N, "ln2.mean"));
+      slot->ln2_rstd.push_back(f32(N, "ln2.rstd"));
+      slot->fch.push_back(act(N * Fl, "mlp.fc"));
+      slot->fch_gelu.push_back(act(N * Fl, "mlp.gelu"));
+    }
+    slot->projection = act(N * C, "projection");
+    if (first_stage()) slot->tokens = backend_.alloc(N, DType::i32, "tokens");
+    if (last_stage()) {
+      slot->lnf = act(N * C, "lnf");
+      slot->lnf_mean = f32(N, "lnf.mean");
+      slot->lnf_rstd = f32(N, "lnf.rstd");
+      slot->logits = act(N * c.vocab, "logits");
+      slot->losses = f32(N, "losses");
+    }
+    slots_.push_back(slot);
+  }
+  d_residual_ = act(N * C, "grad.residual");
+  d_ln_ = act(N * C, "grad.ln");
+  d_qkv_ = act(N * 3 * Cl, "grad.qkv");
+  d_atty_ = act(N * Cl, "grad.attn.out");
+  d_fch_ = act(N * Fl, "grad.mlp.fc");
+  d_fch_gelu_ = act(N * Fl, "grad.mlp.gelu");
+  d_output_ = act(N * C, "grad.stage.output");
+  if (last_stage()) targets_ = backend_.alloc(N, DType::i32, "targets");
+}
+
+Tensor GptModel::stage_input(int slot) const { return slots_[slot]->residual.front(); }
+Tensor GptModel::stage_output(int slot) const { return slots_[slot]->residual.back(); }
+
+double GptModel::forward_flops() const {
+  const GptConfig& c = config_;
+  const double N = static_cast<double>(B_) * c.seq;
+  const double C = c.hidden;
+  const double Cl = C / c.heads * local_heads_;
+  const double Fl = local_ffn_;
+  const double per_layer = 2 * N * (C * 3 * Cl + Cl * C + C * Fl + Fl * C) +
+                           4.0 * B_ * static_cast<double>(c.seq) * c.seq * Cl;
+  double total = per_layer * (last_layer_ - first_layer_);
+  if (last_stage()) total += 2 * N * C * c.vocab;
+  return total;
+}
+
+void GptModel::initialize(std::uint64_t seed, Tensor master) {
+  std::vector<float> host(static_cast<std::size_t>(master.numel), 0.0f);
+  for (const ParamInfo& p : params_) {
+    const std::uint64_t key = splitmix64(seed ^ hash_name(p.name));
+    float* out = host.data() + p.offset;
+    for (std::size_t i = 0; i < p.rows.size(); ++i) {
+      for (std::int64_t j = 0; j < p.cols; ++j) {
+        const std::int64_t full = p.rows[i] * p.full_cols + p.col_begin + j;
+        out[i * p.cols + j] = p.init_std > 0 ? p.init_std * normal_at(key, full) : p.init_value;
+      }
+    }
+  }
+  backend_.upload(master, host.data());
+}
+
+double GptModel::forward(int slot_index, const std::int32_t* tokens, const std::int32_t* targets) {
+  Slot& s = *slots_[slot_index];
+  const GptConfig& c = config_;
+  const int N = B_ * c.seq;
+  const int C = c.hidden;
+  const int Cl = C / c.heads * local_heads_;
+  const int Fl = local_ffn_;
+  const bool tp = tp_comm_ && tp_comm_->size() > 1;
+  const bool adds_bias = parallel_.tp_rank == 0;  // row-parallel biases are added once
+
+  if (first_stage()) {
+    backend_.upload(s.tokens, tokens);
+    backend_.embedding_forward(s.residual[0], s.tokens, weight(wte_), weight(wpe_), B_, c.seq, C);
+  }
+  for (std::size_t li = 0; li < layer_params_.size(); ++li) {
+    const LayerParams& L = layer_params_[li];
+    backend_.layernorm_forward(s.ln1[li], s.ln1_mean[li], s.ln1_rstd[li], s.residual[li],
+                               weight(L.ln1_w), weight(L.ln1_b), N, C);
+    backend_.matmul_forward(s.qkv[li], s.ln1[li], weight(L.qkv_w), weight(L.qkv_b), N, C, 3 * Cl,
+                            "attn.qkv");
+    backend_.attention_forward(s.atty[li], s.att[li], s.qkv[li], B_, c.seq, Cl, local_heads_);
+    backend_.matmul_forward(s.projection, s.atty[li], weight(L.proj_w),
+                            adds_bias ? weight(L.proj_b) : Tensor{}, N, Cl, C, "attn.proj");
+    if (tp) tp_comm_->all_reduce(s.projection);
+    backend_.residual_forward(s.residual2[li], s.residual[li], s.projection,
+                              static_cast<std::int64_t>(N) * C);
+    backend_.layernorm_forward(s.ln2[li], s.ln2_mean[li], s.ln2_rstd[li], s.residual2[li],
+                               weight(L.ln2_w), weight(L.ln2_b), N, C);
+    backend_.matmul_forward(s.fch[li], s.ln2[li], weight(L.fc_w), weight(L.fc_b), N, C, Fl,
+                            "mlp.fc");
+    backend_.gelu_forward(s.fch_gelu[li], s.fch[li], static_cast<std::int64_t>(N) * Fl);
+    backend_.matmul_forward(s.projection, s.fch_gelu[li], weight(L.fcproj_w),
+                            adds_bias ? weight(L.fcproj_b) : Tensor{}, N, Fl, C, "mlp.proj");
+    if (tp) tp_comm_->all_reduce(s.projection);
+    backend_.residual_forward(s.residual[li + 1], s.residual2[li], s.projection,
+                              static_cast<std::int64_t>(N) * C);
+  }
+  if (!last_stage()) return 0;
+
+  backend_.layernorm_forward(s.lnf, s.lnf_mean, s.lnf_rstd, s.residual.back(), weight(lnf_w_),
+                             weight(lnf_b_), N, C);
+  backend_.matmul_forward(s.logits, s.lnf, weight(lm_head_), Tensor{}, N, C, c.vocab, "lm_head");
+  backend_.upload(targets_, targets);
+  // The logits become (softmax - onehot); backward scales them.
+  backend_.crossentropy_forward_backward(s.losses, s.logits, targets_, N, c.vocab, 1.0f);
+  return backend_.sum(s.losses) / N;
+}
+
+void GptModel::backward(int slot_index, float dloss,
+                        const std::function<void(std::int64_t)>& on_grads_ready) {
+  Slot& s = *slots_[slot_index];
+  const GptConfig& c = config_;
+  const int N = B_ * c.seq;
+  const int C = c.hidden;
+  const int Cl = C / c.heads * local_heads_;
+  const int Fl = local_ffn_;
+  const bool tp = tp_comm_ && tp_comm_->size() > 1;
+
+  if (last_stage()) {
+    backend_.scale(s.logits, dloss / N);  // d(mean loss)/d(logits)
+    backend_.matmul_backward(d_ln_, grad(lm_head_), Tensor{}, s.logits, s.lnf, weight(lm_head_), N,
+                             C, c.vocab, "lm_head");
+    backend_.zero(d_residual_);
+    backend_.layernorm_backward(d_residual_, grad(lnf_w_), grad(lnf_b_), d_ln_, s.residual.back(),
+                                weight(lnf_w_), s.lnf_mean, s.lnf_rstd, N, C);
+    if (on_grads_ready) on_grads_ready(params_[lnf_w_].offset);
+  } else {
+    backend_.convert(d_residual_, d_output_);
+  }
+
+  for (int li = static_cast<int>(layer_params_.size()) - 1; li >= 0; --li) {
+    const LayerParams& L = layer_params_[li];
+    // MLP: the gradient reaching its output is the residual stream's.
+    backend_.matmul_backward(d_fch_gelu_, grad(L.fcproj_w), grad(L.fcproj_b), d_residual_,
+                             s.fch_gelu[li], weight(L.fcproj_w), N, Fl, C, "mlp.proj");
+    backend_.gelu_backward(d_fch_, s.fch[li], d_fch_gelu_, static_cast<std::int64_t>(N) * Fl);
+    backend_.matmul_backward(d_ln_, grad(L.fc_w), grad(L.fc_b), d_fch_, s.ln2[li], weight(L.fc_w),
+                             N, C, Fl, "mlp.fc");
+    if (tp) tp_comm_->all_reduce(d_ln_);
+    backend_.layernorm_backward(d_residual_, grad(L.ln2_w), grad(L.ln2_b), d_ln_, s.residual2[li],
+                                weight(L.ln2_w), s.ln2_mean[li], s.ln2_rstd[li], N, C);
+    // Attention.
+    backend_.matmul_backward(d_atty_, grad(L.proj_w), grad(L.proj_b), d_residual_, s.atty[li],
+                             weight(L.proj_w), N, Cl, C, "attn.proj");
+    backend_.attention_backward(d_qkv_, d_atty_, s.qkv[li], s.att[li], B_, c.seq, Cl,
+                                local_heads_);
+    backend_.matmul_backward(d_ln_, grad(L.qkv_w), grad(L.qkv_b), d_qkv_, s.ln1[li],
+                             weight(L.qkv_w), N, C, 3 * Cl, "attn.qkv");
+    if (tp) tp_comm_->all_reduce(d_ln_);
+    backend_.layernorm_backward(d_residual_, grad(L.ln1_w), grad(L.ln1_b), d_ln_, s.residual[li],
+                                weight(L.ln1_w), s.ln1_mean[li], s.ln1_rstd[li], N, C);
+    if (on_grads_ready) on_grads_ready(params_[L.ln1_w].offset);
+  }
+
+  if (first_stage()) {
+    backend_.embedding_backward(grad(wte_), grad(wpe_), d_residual_, s.tokens, B_, c.seq, C);
+    if (on_grads_ready) on_grads_ready(0);
+  }
+}
+
+}  // namespace cs::worker

@@ -1,0 +1,148 @@
+#pragma once
+// A GPT-style decoder (token and position embeddings, L blocks of causal
+// multi-head self-attention and a GELU MLP with pre-layer norms and residual
+// connections, a final layer norm, an untied LM head, cross-entropy) with
+// its own forward and backward passes, written once against Backend.
+//
+// Parallelism inside the model: tensor parallelism splits attention by heads
+// and the MLP by its inner width (Megatron: QKV and fc column-parallel,
+// the projections row-parallel, an all-reduce after each in forward and
+// before each layer norm in backward); pipeline parallelism gives each stage
+// a contiguous range of layers (the first holds the embeddings, the last the
+// final norm and the LM head). Data parallelism and ZeRO live in the trainer.
+//
+// Parameters of this rank sit in one flat buffer, embeddings first and the LM
+// head last, so that backward produces gradients from the end of the buffer
+// towards its start (what bucketed data-parallel reduction relies on).
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "profiler/worker/backend.h"
+#include "profiler/worker/comm.h"
+
+namespace cs::worker {
+
+struct GptConfig {
+  int vocab = 256;   // byte-level tokens
+  int seq = 64;      // T
+  int layers = 2;    // L
+  int hidden = 64;   // C
+  int heads = 4;     // NH
+  int ffn = 256;     // F, usually 4C
+};
+
+struct ModelParallel {
+  int tp = 1;
+  int tp_rank = 0;
+  int pp = 1;
+  int pp_rank = 0;
+};
+
+// The rows and columns of a parameter's full (unsplit) matrix that this rank
+// holds: element (i, j) of the shard is (rows[i], col_begin + j) of the full one.
+struct ParamInfo {
+  std::string name;
+  std::int64_t full_rows = 0;
+  std::int64_t full_cols = 1;     // 1 for vectors
+  std::vector<std::int64_t> rows;  // full-matrix rows held, in order
+  std::int64_t col_begin = 0;
+  std::int64_t cols = 1;          // columns held
+  std::int64_t offset = 0;        // in the flat buffer
+  float init_std = 0;             // normal(0, std); 0 means constant init_value
+  float init_value = 0;
+  bool replicated_over_tp = true;
+
+  std::int64_t numel() const { return static_cast<std::int64_t>(rows.size()) * cols; }
+};
+
+// The parameters a rank holds, in flat-buffer order, for any split; the
+// unsplit layout (tp = pp = 1) is the canonical order of a whole model.
+std::vector<ParamInfo> gpt_parameter_layout(const GptConfig& config, const ModelParallel& parallel);
+
+class GptModel {
+ public:
+  // `tp_comm` is null when tp == 1. `slots` activation sets are kept, one per
+  // micro-batch in flight (pipeline 1F1B keeps up to pp - stage).
+  GptModel(Backend& backend, const GptConfig& config, const ModelParallel& parallel,
+           DType compute, int micro_batch, int slots, Communicator* tp_comm);
+  ~GptModel();
+  GptModel(const GptModel&) = delete;
+  GptModel& operator=(const GptModel&) = delete;
+
+  const GptConfig& config() const { return config_; }
+  const std::vector<ParamInfo>& params() const { return params_; }
+  std::int64_t num_params() const { return num_params_; }  // this rank, unpadded
+  int first_layer() const { return first_layer_; }
+  int last_layer() const { return last_layer_; }      // exclusive
+  bool first_stage() const { return parallel_.pp_rank == 0; }
+  bool last_stage() const { return parallel_.pp_rank == parallel_.pp - 1; }
+  DType compute_type() const { return compute_; }
+  int micro_batch() const { return B_; }
+  // Floating-point work of one micro-batch's forward on this rank (GEMMs and attention).
+  double forward_flops() const;
+
+  // Fills fp32 master values from `seed`, the same numbers whatever the split,
+  // so that a split run starts from exactly the unsplit model's weights.
+  void initialize(std::uint64_t seed, Tensor master);
+  // Points the model at its weights in the compute type (flat, num_params()).
+  void bind_weights(Tensor weights) { weights_ = weights; }
+  // Parameter gradients (fp32, flat) that backward accumulates into.
+  void bind_gradients(Tensor grads) { grads_ = grads; }
+
+  // The residual stream entering this stage (written by the pipeline's
+  // receive on later stages) and leaving it (sent to the next stage).
+  Tensor stage_input(int slot) const;
+  Tensor stage_output(int slot) const;
+  // Gradient of the loss with respect to stage_output (received from the
+  // next stage) and to stage_input (sent to the previous stage).
+  Tensor output_grad() const { return d_output_; }
+  Tensor input_grad() const { return d_residual_; }
+
+  // Forward of one micro-batch in activation slot `slot`. tokens/targets are
+  // host arrays of B*T ids (tokens used on the first stage, targets on the
+  // last). Returns the mean loss on the last stage, else 0.
+  double forward(int slot, const std::int32_t* tokens, const std::int32_t* targets);
+  // Backward of the micro-batch in `slot`; dloss scales the loss gradient
+  // (1 / micro-batches, times the loss scale). After each layer's parameter
+  // gradients are final for this micro-batch, calls on_grads_ready with the
+  // lowest flat offset whose gradients are now complete.
+  void backward(int slot, float dloss, const std::function<void(std::int64_t)>& on_grads_ready);
+
+ private:
+  struct Slot;
+  Tensor weight(int index) const;
+  Tensor grad(int index) const;
+  void alloc_activations();
+
+  Backend& backend_;
+  GptConfig config_;
+  ModelParallel parallel_;
+  DType compute_;
+  int B_;
+  int slot_count_;
+  Communicator* tp_comm_;
+  int first_layer_ = 0;
+  int last_layer_ = 0;
+  int local_heads_ = 0;
+  int local_ffn_ = 0;
+
+  std::vector<ParamInfo> params_;
+  std::int64_t num_params_ = 0;
+  // Index of each named parameter: embeddings, per-layer block, final.
+  int wte_ = -1, wpe_ = -1, lnf_w_ = -1, lnf_b_ = -1, lm_head_ = -1;
+  struct LayerParams {
+    int ln1_w, ln1_b, qkv_w, qkv_b, proj_w, proj_b, ln2_w, ln2_b, fc_w, fc_b, fcproj_w, fcproj_b;
+  };
+  std::vector<LayerParams> layer_params_;
+
+  Tensor weights_;
+  Tensor grads_;
+  std::vector<Slot*> slots_;
+  // Gradient buffers shared by all slots (one backward at a time).
+  Tensor d_residual_, d_ln_, d_qkv_, d_atty_, d_fch_, d_fch_gelu_, d_output_, tokens_, targets_;
+};
+
+}  // namespace cs::worker

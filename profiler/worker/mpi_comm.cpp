@@ -1,0 +1,290 @@
+#include "profiler/worker/mpi_comm.h"
+
+#include <mpi.h>
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "profiler/worker/op_tracer.h"
+
+namespace cs::worker {
+
+WorldLayout WorldLayout::of(int world_rank, int dp, int tp, int pp) {
+  WorldLayout l;
+  l.world_rank = world_rank;
+  l.world_size = dp * tp * pp;
+  l.dp = dp;
+  l.tp = tp;
+  l.pp = pp;
+  l.tp_rank = world_rank % tp;
+  l.dp_rank = (world_rank / tp) % dp;
+  l.pp_rank = world_rank / (tp * dp);
+  return l;
+}
+
+int WorldLayout::rank_of(int dp_rank_, int tp_rank_, int pp_rank_) const {
+  return (pp_rank_ * dp + dp_rank_) * tp + tp_rank_;
+}
+
+// The communication thread: runs submitted operations one after another.
+struct MpiWorld::Impl {
+  std::thread thread;
+  std::mutex mutex;
+  std::condition_variable work_cv;
+  std::condition_variable done_cv;
+  std::deque<std::pair<Communicator::Ticket, std::function<void()>>> queue;
+  Communicator::Ticket next = 1;
+  Communicator::Ticket completed = 0;
+  bool stopping = false;
+  OpTracer* tracer = nullptr;
+
+  Impl() {
+    thread = std::thread([this] { run(); });
+  }
+  ~Impl() {
+    {
+      std::lock_guard lock(mutex);
+      stopping = true;
+    }
+    work_cv.notify_all();
+    thread.join();
+  }
+  void run() {
+    for (;;) {
+      std::pair<Communicator::Ticket, std::function<void()>> item;
+      {
+        std::unique_lock lock(mutex);
+        work_cv.wait(lock, [&] { return stopping || !queue.empty(); });
+        if (queue.empty()) return;
+        item = std::move(queue.front());
+        queue.pop_front();
+      }
+      item.second();
+      {
+        std::lock_guard lock(mutex);
+        completed = item.first;
+      }
+      done_cv.notify_all();
+    }
+  }
+  Communicator::Ticket submit(std::function<void()> work) {
+    std::lock_guard lock(mutex);
+    const Communicator::Ticket t = next++;
+    queue.emplace_back(t, std::move(work));
+    work_cv.notify_one();
+    return t;
+  }
+  void wait(Communicator::Ticket t) {
+    std::unique_lock lock(mutex);
+    done_cv.wait(lock, [&] { return completed >= t; });
+  }
+};
+
+namespace {
+
+trace::DataType trace_type(DType t) {
+  switch (t) {
+    case DType::f32: return trace::DataType::fp32;
+    case DType::bf16: return trace::DataType::bf16;
+    case DType::f16: return trace::DataType::fp16;
+    case DType::i32: return trace::DataType::int32;
+  }
+  return trace::DataType::none;
+}
+
+const char* collective_label(trace::Collective c) {
+  switch (c) {
+    case trace::Collective::all_reduce: return "all-reduce";
+    case trace::Collective::all_gather: return "all-gather";
+    case trace::Collective::reduce_scatter: return "reduce-scatter";
+    case trace::Collective::send: return "send";
+    case trace::Collective::recv: return "recv";
+    default: return "collective";
+  }
+}
+
+class MpiComm final : public Communicator {
+ public:
+  MpiComm(MPI_Comm comm, std::string name, MpiWorld::Impl& impl)
+      : comm_(comm), name_(std::move(name)), impl_(impl) {
+    MPI_Comm_rank(comm_, &rank_);
+    MPI_Comm_size(comm_, &size_);
+  }
+  ~MpiComm() override {
+    if (comm_ != MPI_COMM_WORLD) MPI_Comm_free(&comm_);
+  }
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  std::string_view name() const override { return name_; }
+
+  void all_reduce(Tensor t) override {
+    traced(false, trace::Collective::all_reduce, t, -1, [&] { all_reduce_now(t); });
+  }
+
+  void send(Tensor t, int peer) override {
+    traced(false, trace::Collective::send, t, peer, [&] {
+      MPI_Request request;
+      MPI_Isend(t.data, static_cast<int>(t.bytes()), MPI_BYTE, peer, kTag, comm_, &request);
+      pending_sends_.push_back(request);
+    });
+  }
+
+  void recv(Tensor t, int peer) override {
+    traced(false, trace::Collective::recv, t, peer, [&] {
+      MPI_Recv(t.data, static_cast<int>(t.bytes()), MPI_BYTE, peer, kTag, comm_, MPI_STATUS_IGNORE);
+    });
+  }
+
+  void wait_sends() override {
+    if (pending_sends_.empty()) return;
+    MPI_Waitall(static_cast<int>(pending_sends_.size()), pending_sends_.data(),
+                MPI_STATUSES_IGNORE);
+    pending_sends_.clear();
+  }
+
+  Ticket all_reduce_async(Tensor t) override {
+    return impl_.submit([this, t] {
+      traced(true, trace::Collective::all_reduce, t, -1, [&] { all_reduce_now(t); });
+    });
+  }
+
+  Ticket reduce_scatter_async(Tensor full, Tensor shard) override {
+    return impl_.submit([this, full, shard] {
+      traced(true, trace::Collective::reduce_scatter, full, -1, [&] {
+        // Gradients and master weights are fp32 (the only reduce-scattered data).
+        MPI_Reduce_scatter_block(full.data, shard.data, static_cast<int>(shard.numel), MPI_FLOAT,
+                                 MPI_SUM, comm_);
+      });
+    });
+  }
+
+  Ticket all_gather_async(Tensor shard, Tensor full) override {
+    return impl_.submit([this, shard, full] {
+      traced(true, trace::Collective::all_gather, full, -1, [&] {
+        MPI_Allgather(shard.data, static_cast<int>(shard.bytes()), MPI_BYTE, full.data,
+                      static_cast<int>(shard.bytes()), MPI_BYTE, comm_);
+      });
+    });
+  }
+
+  void wait(Ticket ticket) override {
+    OpTracer* tracer = impl_.tracer;
+    const std::int64_t start = tracer ? OpTracer::now_ns() : 0;
+    impl_.wait(ticket);
+    if (tracer) {
+      const std::int64_t end = OpTracer::now_ns();
+      // Only a real wait is worth a row: the compute thread stood still.
+      if (end - start > 1000) {
+        tracer->record(tracer->compute_lane(), trace::EventKind::sync,
+                       trace::Category::synchronization, start, end, "wait " + name_);
+      }
+    }
+  }
+
+ private:
+  static constexpr int kTag = 7;
+
+  void all_reduce_now(Tensor t) {
+    if (t.dtype == DType::f32) {
+      MPI_Allreduce(MPI_IN_PLACE, t.data, static_cast<int>(t.numel), MPI_FLOAT, MPI_SUM, comm_);
+      return;
+    }
+    // MPI has no 16-bit float: sum in fp32, store back in the tensor's type.
+    widened_.resize(static_cast<std::size_t>(t.numel));
+    const bf16* src = t.as<bf16>();
+    for (std::int64_t i = 0; i < t.numel; ++i) widened_[i] = to_float(src[i]);
+    MPI_Allreduce(MPI_IN_PLACE, widened_.data(), static_cast<int>(t.numel), MPI_FLOAT, MPI_SUM,
+                  comm_);
+    bf16* dst = t.as<bf16>();
+    for (std::int64_t i = 0; i < t.numel; ++i) dst[i] = to_bf16(widened_[i]);
+  }
+
+  template <class F>
+  void traced(bool on_comm_thread, trace::Collective what, Tensor t, int peer, F&& op) {
+    OpTracer* tracer = impl_.tracer;
+    if (!tracer) {
+      op();
+      return;
+    }
+    const std::int64_t start = OpTracer::now_ns();
+    op();
+    const std::int64_t end = OpTracer::now_ns();
+    const bool p2p = what == trace::Collective::send || what == trace::Collective::recv;
+    std::string label = name_ + " " + collective_label(what);
+    tracer->record(on_comm_thread ? tracer->communication_lane() : tracer->compute_lane(),
+                   p2p ? trace::EventKind::p2p : trace::EventKind::collective,
+                   trace::Category::communication, start, end, label, 0, t.bytes(), what,
+                   trace_type(t.dtype), t.numel, peer);
+  }
+
+  MPI_Comm comm_;
+  std::string name_;
+  MpiWorld::Impl& impl_;
+  int rank_ = 0;
+  int size_ = 1;
+  std::vector<MPI_Request> pending_sends_;
+  std::vector<float> widened_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<MpiWorld>> MpiWorld::create(int* argc, char*** argv, int dp, int tp,
+                                                    int pp) {
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (!initialized) {
+    int provided = 0;
+    MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided);
+    if (provided < MPI_THREAD_MULTIPLE) {
+      MPI_Finalize();
+      return Error{"MPI does not provide MPI_THREAD_MULTIPLE, which the communication thread needs"};
+    }
+  }
+  int world_rank = 0;
+  int world_size = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &world_size);
+  if (world_size != dp * tp * pp) {
+    const std::string message = "the plan needs dp x tp x pp = " + std::to_string(dp) + " x " +
+                                std::to_string(tp) + " x " + std::to_string(pp) + " = " +
+                                std::to_string(dp * tp * pp) + " ranks, but " +
+                                std::to_string(world_size) + " were started";
+    MPI_Finalize();
+    return Error{message};
+  }
+  std::unique_ptr<MpiWorld> world(new MpiWorld);
+  world->layout_ = WorldLayout::of(world_rank, dp, tp, pp);
+  world->impl_ = std::make_unique<Impl>();
+  const WorldLayout& l = world->layout_;
+  // Colours group the ranks that share the other two coordinates.
+  auto split = [&](int colour, const char* name) -> std::unique_ptr<Communicator> {
+    MPI_Comm comm;
+    MPI_Comm_split(MPI_COMM_WORLD, colour, world_rank, &comm);
+    return std::make_unique<MpiComm>(comm, name, *world->impl_);
+  };
+  world->dp_ = split(l.pp_rank * tp + l.tp_rank, "dp");
+  world->tp_ = split(l.pp_rank * dp + l.dp_rank, "tp");
+  world->pp_ = split(l.dp_rank * tp + l.tp_rank, "pp");
+  world->world_ = std::make_unique<MpiComm>(MPI_COMM_WORLD, "world", *world->impl_);
+  return world;
+}
+
+MpiWorld::~MpiWorld() {
+  impl_.reset();  // the communication thread ends before MPI does
+  dp_.reset();
+  tp_.reset();
+  pp_.reset();
+  world_.reset();
+  MPI_Finalize();
+}
+
+void MpiWorld::set_tracer(OpTracer* tracer) { impl_->tracer = tracer; }
+
+void MpiWorld::abort(int code) { MPI_Abort(MPI_COMM_WORLD, code); std::abort(); }
+
+}  // namespace cs::worker

@@ -1,0 +1,56 @@
+#pragma once
+// The CPU engine's communication: MPI (Open MPI) with one sub-communicator
+// per parallel dimension. Collectives called from the compute thread block
+// it; asynchronous ones run in order on a communication thread, so that data-
+// parallel gradient buckets overlap the rest of backward (the DDP design).
+// MPI is initialised with MPI_THREAD_MULTIPLE: both threads call MPI.
+
+#include <memory>
+#include <string>
+
+#include "core/result.h"
+#include "profiler/worker/comm.h"
+
+namespace cs::worker {
+
+class OpTracer;
+
+// Rank layout of a dp x tp x pp world, as Megatron lays it out: tensor
+// parallel innermost (neighbours on one node), then data, then pipeline.
+struct WorldLayout {
+  int world_rank = 0;
+  int world_size = 1;
+  int dp = 1, tp = 1, pp = 1;
+  int dp_rank = 0, tp_rank = 0, pp_rank = 0;
+
+  static WorldLayout of(int world_rank, int dp, int tp, int pp);
+  int rank_of(int dp_rank, int tp_rank, int pp_rank) const;
+};
+
+class MpiWorld {
+ public:
+  // Initialises MPI (once per process); fails with a message when the world
+  // size is not dp x tp x pp or MPI lacks thread support.
+  static Result<std::unique_ptr<MpiWorld>> create(int* argc, char*** argv, int dp, int tp, int pp);
+  ~MpiWorld();  // finalises MPI
+
+  const WorldLayout& layout() const { return layout_; }
+  Communicator& dp() { return *dp_; }
+  Communicator& tp() { return *tp_; }
+  Communicator& pp() { return *pp_; }
+  Communicator& world() { return *world_; }
+  // Traces every collective from now on (nullptr: off).
+  void set_tracer(OpTracer* tracer);
+  // Ends the whole job from one rank (a fatal error): every rank exits.
+  [[noreturn]] void abort(int code);
+
+  struct Impl;
+
+ private:
+  MpiWorld() = default;
+  WorldLayout layout_;
+  std::unique_ptr<Impl> impl_;
+  std::unique_ptr<Communicator> dp_, tp_, pp_, world_;
+};
+
+}  // namespace cs::worker

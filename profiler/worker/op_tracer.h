@@ -1,0 +1,76 @@
+#pragma once
+// Records the worker's own operations into its rank's trace store: each op
+// on the calling thread's lane, with its FLOPs or bytes, at CLOCK_REALTIME
+// nanoseconds (the run clock of every store). Safe from several threads;
+// names are interned once.
+
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+
+#include "core/trace_types.h"
+
+namespace cs::trace {
+class TraceWriter;
+}
+
+namespace cs::worker {
+
+class OpTracer {
+ public:
+  OpTracer(trace::TraceWriter& writer, int rank);
+
+  static std::int64_t now_ns();
+
+  trace::TraceWriter& writer() { return writer_; }
+  int rank() const { return rank_; }
+  trace::LaneId compute_lane() const { return compute_lane_; }
+  trace::LaneId communication_lane() const { return communication_lane_; }
+  trace::LaneId phase_lane() const { return phase_lane_; }
+  trace::LaneId steps_lane() const { return steps_lane_; }
+
+  void set_step(int step) { step_ = step; }
+  int step() const { return step_; }
+
+  trace::StringId name(std::string_view text);
+  // A finished operation [start, end).
+  void record(trace::LaneId lane, trace::EventKind kind, trace::Category category,
+              std::int64_t start_ns, std::int64_t end_ns, std::string_view name, double flops = 0,
+              std::int64_t bytes = 0, trace::Collective collective = trace::Collective::none,
+              trace::DataType dtype = trace::DataType::none, std::int64_t count = 0,
+              std::int32_t peer = -1);
+  void counter(std::string_view name, std::int64_t time_ns, double value);
+
+ private:
+  trace::TraceWriter& writer_;
+  int rank_;
+  int step_ = -1;
+  trace::LaneId compute_lane_, communication_lane_, phase_lane_, steps_lane_;
+  std::mutex names_mutex_;
+  std::unordered_map<std::string, trace::StringId> names_;
+};
+
+// Times the enclosing scope as one compute op on the compute lane.
+class ScopedOp {
+ public:
+  ScopedOp(OpTracer* tracer, std::string_view name, double flops = 0)
+      : tracer_(tracer), name_(name), flops_(flops), start_(tracer ? OpTracer::now_ns() : 0) {}
+  ~ScopedOp() {
+    if (tracer_) {
+      tracer_->record(tracer_->compute_lane(), trace::EventKind::kernel, trace::Category::compute,
+                      start_, OpTracer::now_ns(), name_, flops_);
+    }
+  }
+  ScopedOp(const ScopedOp&) = delete;
+  ScopedOp& operator=(const ScopedOp&) = delete;
+
+ private:
+  OpTracer* tracer_;
+  std::string_view name_;
+  double flops_;
+  std::int64_t start_;
+};
+
+}  // namespace cs::worker

@@ -1,0 +1,293 @@
+#include "profiler/worker/trainer.h"
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+
+#include "core/trace_writer.h"
+#include "profiler/worker/corpus.h"
+#include "profiler/worker/op_tracer.h"
+
+namespace cs::worker {
+
+namespace {
+
+struct ScheduledOp {
+  bool forward;
+  int micro_batch;
+};
+
+// Pipeline 1F1B (Narayanan et al. 2021): stage s of p runs p - s - 1 warm-up
+// forwards, then alternates one forward and one backward, then drains the
+// backwards. Without a pipeline it is forward, backward per micro-batch.
+std::vector<ScheduledOp> one_f_one_b(int pp, int stage, int micro_batches) {
+  const int warmup = std::min(pp - stage - 1, micro_batches);
+  std::vector<ScheduledOp> ops;
+  int next_forward = 0;
+  int next_backward = 0;
+  for (; next_forward < warmup; ++next_forward) ops.push_back({true, next_forward});
+  while (next_forward < micro_batches) {
+    ops.push_back({true, next_forward++});
+    ops.push_back({false, next_backward++});
+  }
+  while (next_backward < micro_batches) ops.push_back({false, next_backward++});
+  return ops;
+}
+
+}  // namespace
+
+Trainer::Trainer(Backend& backend, Communicator& dp, Communicator& tp, Communicator& pp,
+                 const TrainConfig& config, std::string_view corpus, OpTracer* tracer)
+    : backend_(backend),
+      dp_(dp),
+      tp_(tp),
+      pp_(pp),
+      config_(config),
+      tracer_(tracer),
+      corpus_(corpus) {
+  if (config_.zero_stage != 0 && config_.zero_stage != 1) {
+    throw std::invalid_argument("the worker implements ZeRO stages 0 and 1");
+  }
+  const int slots = std::min(config_.pp - config_.pp_rank, config_.accumulation);
+  ModelParallel mp{config_.tp, config_.tp_rank, config_.pp, config_.pp_rank};
+  model_ = std::make_unique<GptModel>(backend_, config_.model, mp, config_.compute,
+                                      config_.micro_batch, std::max(1, slots),
+                                      config_.tp > 1 ? &tp_ : nullptr);
+
+  n_ = model_->num_params();
+  const bool zero = config_.zero_stage == 1 && config_.dp > 1;
+  padded_ = zero ? (n_ + config_.dp - 1) / config_.dp * config_.dp : n_;
+  shard_ = zero ? padded_ / config_.dp : padded_;
+
+  weights_ = backend_.alloc(padded_, config_.compute, "weights");
+  grads_ = backend_.alloc(padded_, DType::f32, "gradients");
+  Tensor full_master = backend_.alloc(padded_, DType::f32, "init");
+  model_->initialize(config_.seed, full_master.slice(0, n_));
+
+  const std::int64_t shard_begin = zero ? config_.dp_rank * shard_ : 0;
+  if (config_.compute == DType::f32) {
+    backend_.convert(weights_, full_master);
+    master_ = weights_.slice(shard_begin, shard_);
+    master_aliases_weights_ = true;
+  } else {
+    backend_.convert(weights_, full_master);
+    master_ = backend_.alloc(shard_, DType::f32, "master weights");
+    backend_.convert(master_, full_master.slice(shard_begin, shard_));
+  }
+  backend_.release(full_master);
+  adam_m_ = backend_.alloc(shard_, DType::f32, "adam.m");
+  adam_v_ = backend_.alloc(shard_, DType::f32, "adam.v");
+  if (zero) grad_shard_ = backend_.alloc(shard_, DType::f32, "gradient shard");
+  scalar_ = backend_.alloc(1, DType::f32, "loss");
+  model_->bind_weights(weights_.slice(0, n_));
+  model_->bind_gradients(grads_.slice(0, n_));
+
+  if (config_.dp > 1 && !zero) {
+    const std::int64_t per_bucket = std::max<std::int64_t>(1, config_.bucket_bytes / 4);
+    for (std::int64_t end = n_; end > 0; end -= per_bucket) {
+      buckets_.push_back({std::max<std::int64_t>(0, end - per_bucket), end});
+    }
+  }
+}
+
+Trainer::~Trainer() {
+  for (Tensor* t : {&weights_, &grads_, &grad_shard_, &adam_m_, &adam_v_, &scalar_}) {
+    backend_.release(*t);
+  }
+  if (!master_aliases_weights_) backend_.release(master_);
+}
+
+void Trainer::annotate(std::string_view what, std::int64_t start_ns) {
+  if (!tracer_) return;
+  tracer_->record(tracer_->phase_lane(), trace::EventKind::annotation, trace::Category::other,
+                  start_ns, OpTracer::now_ns(), what);
+}
+
+void Trainer::launch_ready_buckets(std::int64_t ready_from) {
+  for (Bucket& b : buckets_) {
+    if (!b.launched && b.begin >= ready_from) {
+      b.launched = true;
+      b.ticket = dp_.all_reduce_async(grads_.slice(b.begin, b.end - b.begin));
+    }
+  }
+}
+
+void Trainer::reduce_gradients() {
+  if (config_.dp == 1) return;
+  const std::int64_t start = tracer_ ? OpTracer::now_ns() : 0;
+  const float average = 1.0f / config_.dp;
+  if (config_.zero_stage == 1) {
+    dp_.wait(dp_.reduce_scatter_async(grads_, grad_shard_));
+    backend_.scale(grad_shard_, average);
+  } else {
+    launch_ready_buckets(0);
+    for (Bucket& b : buckets_) dp_.wait(b.ticket);
+    backend_.scale(grads_, average);
+  }
+  annotate("gradient reduction", start);
+}
+
+void Trainer::optimizer_step() {
+  const std::int64_t start = tracer_ ? OpTracer::now_ns() : 0;
+  const bool zero = config_.zero_stage == 1 && config_.dp > 1;
+  const std::int64_t shard_begin = zero ? config_.dp_rank * shard_ : 0;
+  Tensor grads = zero ? grad_shard_ : grads_;
+  backend_.adamw(master_, grads, adam_m_, adam_v_, config_.lr, config_.beta1, config_.beta2,
+                 config_.eps, config_.weight_decay, step_ + 1);
+  if (!master_aliases_weights_) backend_.convert(weights_.slice(shard_begin, shard_), master_);
+  if (zero) {
+    // Every rank updated its shard; all gather the new weights.
+    dp_.wait(dp_.all_gather_async(weights_.slice(shard_begin, shard_), weights_));
+  }
+  annotate("optimizer", start);
+}
+
+StepResult Trainer::step() {
+  const std::int64_t step_start = OpTracer::now_ns();
+  if (tracer_) tracer_->set_step(step_);
+  backend_.zero(grads_);
+  for (Bucket& b : buckets_) b.launched = false;
+
+  const int M = config_.accumulation;
+  const int B = config_.micro_batch;
+  const GptModel& model = *model_;
+  Sampler sampler(corpus_, config_.model.seq, config_.seed);
+  std::vector<std::int32_t> tokens;
+  std::vector<std::int32_t> targets;
+  const int replica_first = config_.dp_rank * B * M;
+  const int slots = std::max(1, std::min(config_.pp - config_.pp_rank, M));
+  const bool overlap = config_.overlap_dp && !buckets_.empty();
+
+  double loss_sum = 0;
+  for (const ScheduledOp& op : one_f_one_b(config_.pp, config_.pp_rank, M)) {
+    const int slot = op.micro_batch % slots;
+    const std::int64_t start = tracer_ ? OpTracer::now_ns() : 0;
+    if (op.forward) {
+      if (!model.first_stage()) pp_.recv(model_->stage_input(slot), config_.pp_rank - 1);
+      sampler.fill(step_, replica_first + op.micro_batch * B, B, tokens, targets);
+      loss_sum += model_->forward(slot, tokens.data(), targets.data());
+      if (!model.last_stage()) pp_.send(model_->stage_output(slot), config_.pp_rank + 1);
+      annotate("forward " + std::to_string(op.micro_batch), start);
+    } else {
+      if (!model.last_stage()) pp_.recv(model_->output_grad(), config_.pp_rank + 1);
+      const bool last = op.micro_batch == M - 1;
+      model_->backward(slot, 1.0f / M, [&](std::int64_t ready_from) {
+        if (last && overlap) launch_ready_buckets(ready_from);
+      });
+      if (!model.first_stage()) {
+        pp_.send(model_->input_grad(), config_.pp_rank - 1);
+        // The gradient buffer is reused by the next backward: the send must end first.
+        pp_.wait_sends();
+      }
+      annotate("backward " + std::to_string(op.micro_batch), start);
+    }
+  }
+  pp_.wait_sends();
+  reduce_gradients();
+  optimizer_step();
+
+  // The step's loss: the last stage's mean, averaged over replicas, sent to
+  // every stage.
+  float loss = model.last_stage() ? static_cast<float>(loss_sum / M) : 0.0f;
+  backend_.upload(scalar_, &loss);
+  if (config_.dp > 1) dp_.all_reduce(scalar_);
+  if (config_.pp > 1) pp_.all_reduce(scalar_);
+  backend_.download(&loss, scalar_);
+  if (config_.dp > 1) loss /= config_.dp;
+  backend_.synchronize();
+
+  const std::int64_t step_end = OpTracer::now_ns();
+  StepResult r;
+  r.step = step_;
+  r.loss = loss;
+  r.seconds = (step_end - step_start) * 1e-9;
+  r.tokens = static_cast<double>(config_.global_batch()) * config_.model.seq;
+  if (tracer_) {
+    tracer_->record(tracer_->steps_lane(), trace::EventKind::step, trace::Category::other,
+                    step_start, step_end, "step " + std::to_string(step_));
+    trace::StepMetrics m;
+    m.rank = tracer_->rank();
+    m.step = step_;
+    m.start_ns = step_start;
+    m.end_ns = step_end;
+    m.loss = loss;
+    m.tokens = r.tokens / config_.dp;
+    tracer_->writer().add(m);
+    tracer_->counter("memory in use (bytes)", step_end, static_cast<double>(backend_.bytes_in_use()));
+  }
+  ++step_;
+  return r;
+}
+
+std::vector<float> Trainer::local_weights() {
+  std::vector<float> out(static_cast<std::size_t>(n_));
+  Tensor whole = backend_.alloc(padded_, DType::f32, "weights export");
+  if (config_.zero_stage == 1 && config_.dp > 1) {
+    // The fp32 master is sharded: gather it.
+    dp_.wait(dp_.all_gather_async(master_, whole));
+  } else {
+    backend_.convert(whole, master_aliases_weights_ ? weights_ : master_);
+  }
+  std::vector<float> host(static_cast<std::size_t>(padded_));
+  backend_.download(host.data(), whole);
+  backend_.release(whole);
+  std::copy(host.begin(), host.begin() + n_, out.begin());
+  return out;
+}
+
+std::vector<float> Trainer::gather_full_weights(Communicator& world) {
+  // Every rank takes part in the ZeRO gather; replicas 1.. hold copies.
+  std::vector<float> mine = local_weights();
+  const GptConfig& c = config_.model;
+  const std::vector<ParamInfo> canonical = gpt_parameter_layout(c, ModelParallel{});
+  std::int64_t total = 0;
+  for (const ParamInfo& p : canonical) total += p.numel();
+
+  Tensor buffer{};
+  if (world.rank() != 0) {
+    if (config_.dp_rank == 0) {
+      buffer = backend_.alloc(n_, DType::f32, "weights export");
+      backend_.upload(buffer, mine.data());
+      world.send(buffer, 0);
+      world.wait_sends();
+      backend_.release(buffer);
+    }
+    return {};
+  }
+  std::vector<float> full(static_cast<std::size_t>(total));
+  auto place = [&](const std::vector<ParamInfo>& layout, const std::vector<float>& values) {
+    for (const ParamInfo& p : layout) {
+      const ParamInfo* target = nullptr;
+      for (const ParamInfo& q : canonical) {
+        if (q.name == p.name) target = &q;
+      }
+      for (std::size_t i = 0; i < p.rows.size(); ++i) {
+        for (std::int64_t j = 0; j < p.cols; ++j) {
+          full[target->offset + p.rows[i] * p.full_cols + p.col_begin + j] =
+              values[p.offset + i * p.cols + j];
+        }
+      }
+    }
+  };
+  for (int pp_rank = 0; pp_rank < config_.pp; ++pp_rank) {
+    for (int tp_rank = 0; tp_rank < config_.tp; ++tp_rank) {
+      const int source = (pp_rank * config_.dp) * config_.tp + tp_rank;  // dp_rank 0
+      const auto layout = gpt_parameter_layout(c, ModelParallel{config_.tp, tp_rank, config_.pp, pp_rank});
+      if (source == 0) {
+        place(layout, mine);
+        continue;
+      }
+      std::int64_t count = 0;
+      for (const ParamInfo& p : layout) count += p.numel();
+      buffer = backend_.alloc(count, DType::f32, "weights import");
+      world.recv(buffer, source);
+      std::vector<float> values(static_cast<std::size_t>(count));
+      backend_.download(values.data(), buffer);
+      backend_.release(buffer);
+      place(layout, values);
+    }
+  }
+  return full;
+}
+
+}  // namespace cs::worker

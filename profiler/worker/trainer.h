@@ -1,0 +1,99 @@
+#pragma once
+// One rank's training loop: the micro-batch schedule (gradient accumulation,
+// pipeline 1F1B), data-parallel gradient reduction in buckets overlapping
+// backward (or ZeRO-1: reduce-scatter, a sharded optimizer, all-gather),
+// AdamW with fp32 master weights, and the step's trace rows and metrics.
+
+#include <cstdint>
+#include <memory>
+#include <string_view>
+#include <vector>
+
+#include "profiler/worker/gpt_model.h"
+
+namespace cs::worker {
+
+class OpTracer;
+
+struct TrainConfig {
+  GptConfig model;
+  int dp = 1, tp = 1, pp = 1;
+  int dp_rank = 0, tp_rank = 0, pp_rank = 0;
+  int zero_stage = 0;  // 0 or 1
+  int micro_batch = 1;
+  int accumulation = 1;  // micro-batches per replica per step
+  DType compute = DType::f32;
+  float lr = 1e-3f;
+  float beta1 = 0.9f;
+  float beta2 = 0.95f;
+  float eps = 1e-8f;
+  float weight_decay = 0.0f;
+  std::uint64_t seed = 1234;
+  std::int64_t bucket_bytes = 1 << 20;  // data-parallel gradient bucket
+  bool overlap_dp = true;  // start buckets during backward (false: after it)
+
+  int global_batch() const { return dp * micro_batch * accumulation; }
+};
+
+struct StepResult {
+  int step = 0;
+  double loss = 0;       // mean over the global batch (every rank gets it)
+  double seconds = 0;    // this rank's step time
+  double tokens = 0;     // tokens of the global batch
+};
+
+class Trainer {
+ public:
+  Trainer(Backend& backend, Communicator& dp, Communicator& tp, Communicator& pp,
+          const TrainConfig& config, std::string_view corpus, OpTracer* tracer);
+  ~Trainer();
+  Trainer(const Trainer&) = delete;
+  Trainer& operator=(const Trainer&) = delete;
+
+  StepResult step();
+  const GptModel& model() const { return *model_; }
+  int steps_done() const { return step_; }
+
+  // This rank's fp32 weights, whole (ZeRO shards gathered), in its layout.
+  std::vector<float> local_weights();
+  // The whole model's fp32 weights on world rank 0 in the unsplit layout
+  // (gpt_parameter_layout with tp = pp = 1); other ranks send theirs. `world`
+  // orders ranks as WorldLayout does.
+  std::vector<float> gather_full_weights(Communicator& world);
+
+ private:
+  void launch_ready_buckets(std::int64_t ready_from);
+  void reduce_gradients();
+  void optimizer_step();
+  void annotate(std::string_view what, std::int64_t start_ns);
+
+  Backend& backend_;
+  Communicator& dp_;
+  Communicator& tp_;
+  Communicator& pp_;
+  TrainConfig config_;
+  OpTracer* tracer_;
+  std::unique_ptr<GptModel> model_;
+  std::string_view corpus_;
+
+  std::int64_t n_ = 0;       // parameters of this rank
+  std::int64_t padded_ = 0;  // n_ rounded up to a multiple of dp (ZeRO shards)
+  std::int64_t shard_ = 0;   // padded_ / dp
+  Tensor weights_;           // compute type, padded_
+  Tensor grads_;             // fp32, padded_
+  Tensor master_;            // fp32: whole (ZeRO-0) or this rank's shard (ZeRO-1); may alias weights_
+  Tensor grad_shard_;        // ZeRO-1: this rank's summed gradient shard
+  Tensor adam_m_, adam_v_;   // fp32, sized like master_
+  Tensor scalar_;            // fp32, 1: the loss on its way to every rank
+  bool master_aliases_weights_ = false;
+
+  struct Bucket {
+    std::int64_t begin, end;
+    bool launched = false;
+    std::uint64_t ticket = 0;
+  };
+  std::vector<Bucket> buckets_;  // from the end of the buffer to its start
+  int step_ = 0;
+};
+
+}  // namespace cs::worker

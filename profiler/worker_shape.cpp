@@ -1,0 +1,54 @@
+#include "profiler/worker_shape.h"
+
+#include <algorithm>
+
+namespace cs {
+
+Result<WorkerShape> worker_shape_for(const Workload& w, int tp, int pp, const ShapeLimits& limits) {
+  if (w.kind != WorkloadKind::transformer) {
+    return Error{"the worker trains GPT-style transformers; \"" + w.name +
+                 "\" is a generic model, which the planner estimates but the engines do not run"};
+  }
+  const TransformerShape& s = w.transformer;
+  worker::GptConfig c;
+  c.vocab = 256;  // byte-level tokens of the built-in corpus
+
+  // Layers: at most the limit, a multiple of pp.
+  c.layers = std::min(s.layers, std::max(limits.max_layers, pp));
+  c.layers = std::max(pp, c.layers / pp * pp);
+
+  // Heads: keep the model's count where the hidden size allows it, a multiple of tp.
+  c.hidden = std::min(s.hidden, limits.max_hidden);
+  int heads = std::min(s.heads, std::max(1, c.hidden / limits.min_head_dim));
+  heads = std::max(tp, heads / tp * tp);
+  const int head_dim = std::max(1, c.hidden / heads);
+  c.heads = heads;
+  c.hidden = heads * head_dim;
+  c.ffn = s.ffn_hidden * c.hidden / s.hidden;
+  c.ffn = std::max(tp, c.ffn / tp * tp);
+  c.seq = std::min(s.seq_len, limits.max_seq);
+
+  if (s.heads % tp != 0 && c.heads % tp != 0) {
+    return Error{"tp = " + std::to_string(tp) + " does not divide the heads"};
+  }
+  WorkerShape out;
+  out.config = c;
+  auto note = [&](const char* what, long from, long to) {
+    if (from == to) return;
+    if (!out.scaled.empty()) out.scaled += ", ";
+    out.scaled += std::string(what) + " " + std::to_string(from) + " -> " + std::to_string(to);
+  };
+  note("layers", s.layers, c.layers);
+  note("hidden", s.hidden, c.hidden);
+  note("heads", s.heads, c.heads);
+  note("ffn", s.ffn_hidden, c.ffn);
+  note("sequence", s.seq_len, c.seq);
+  note("vocabulary", s.vocab, c.vocab);
+  if (s.gated_mlp) out.scaled += std::string(out.scaled.empty() ? "" : ", ") + "gated MLP -> GELU MLP";
+  if (s.kv_heads != s.heads) {
+    out.scaled += std::string(out.scaled.empty() ? "" : ", ") + "grouped-query -> multi-head attention";
+  }
+  return out;
+}
+
+}  // namespace cs

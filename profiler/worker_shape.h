@@ -1,0 +1,29 @@
+#pragma once
+// The shape the worker trains for a plan: the plan's transformer scaled down
+// to fit this machine, keeping what the parallel plan needs (heads divisible
+// by tp, layers by pp), and a sentence saying what was scaled.
+
+#include <string>
+
+#include "core/result.h"
+#include "core/workload.h"
+#include "profiler/worker/gpt_model.h"
+
+namespace cs {
+
+struct ShapeLimits {
+  int max_hidden = 256;
+  int max_layers = 8;
+  int max_seq = 128;
+  int min_head_dim = 16;
+};
+
+struct WorkerShape {
+  worker::GptConfig config;
+  std::string scaled;  // "hidden 4096 -> 256, layers 32 -> 8, ..." or "" when unscaled
+};
+
+Result<WorkerShape> worker_shape_for(const Workload& workload, int tp, int pp,
+                                     const ShapeLimits& limits = {});
+
+}  // namespace cs

@@ -1,0 +1,161 @@
+// The worker's backward pass against finite differences of its forward pass,
+// parameter tensor by parameter tensor (every layer: embeddings, layer norms,
+// attention, MLP, LM head), and the gradient a pipeline stage sends back.
+
+#include <QtTest>
+
+#include <cmath>
+#include <random>
+
+#include "profiler/worker/cpu_backend.h"
+#include "profiler/worker/gpt_model.h"
+
+using namespace cs::worker;
+
+namespace {
+
+constexpr int kB = 2;
+GptConfig tiny() {
+  GptConfig c;
+  c.vocab = 16;
+  c.seq = 6;
+  c.layers = 2;
+  c.hidden = 16;
+  c.heads = 2;
+  c.ffn = 32;
+  return c;
+}
+
+struct Fixture {
+  std::unique_ptr<Backend> backend = make_cpu_backend(1);
+  std::unique_ptr<GptModel> model;
+  Tensor weights, grads;
+  std::vector<std::int32_t> tokens, targets;
+
+  explicit Fixture(ModelParallel mp = {}) {
+    model = std::make_unique<GptModel>(*backend, tiny(), mp, DType::f32, kB, 1, nullptr);
+    weights = backend->alloc(model->num_params(), DType::f32, "w");
+    grads = backend->alloc(model->num_params(), DType::f32, "g");
+    model->initialize(42, weights);
+    // Larger than the 0.02 of training so that every path carries signal.
+    for (std::int64_t i = 0; i < weights.numel; ++i) weights.as<float>()[i] *= 3.0f;
+    model->bind_weights(weights);
+    model->bind_gradients(grads);
+    std::mt19937 rng(7);
+    for (int i = 0; i < kB * tiny().seq; ++i) {
+      tokens.push_back(static_cast<std::int32_t>(rng() % tiny().vocab));
+      targets.push_back(static_cast<std::int32_t>(rng() % tiny().vocab));
+    }
+  }
+  ~Fixture() {
+    backend->release(weights);
+    backend->release(grads);
+  }
+  double loss() { return model->forward(0, tokens.data(), targets.data()); }
+};
+
+}  // namespace
+
+class TestWorkerGradients : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void parameterGradients_data();
+  void parameterGradients();
+  void stageInputGradient();
+  void bf16ForwardTracksFp32();
+};
+
+void TestWorkerGradients::parameterGradients_data() {
+  QTest::addColumn<QString>("param");
+  Fixture f;
+  for (const ParamInfo& p : f.model->params()) QTest::addRow("%s", p.name.c_str()) << QString::fromStdString(p.name);
+}
+
+void TestWorkerGradients::parameterGradients() {
+  QFETCH(QString, param);
+  Fixture f;
+  const ParamInfo* info = nullptr;
+  for (const ParamInfo& p : f.model->params()) {
+    if (p.name == param.toStdString()) info = &p;
+  }
+  QVERIFY(info);
+
+  f.backend->zero(f.grads);
+  f.loss();
+  f.model->backward(0, 1.0f, nullptr);
+
+  // Central differences on up to 24 elements spread over the tensor.
+  const double eps = 3e-3;
+  float* w = f.weights.as<float>() + info->offset;
+  const float* g = f.grads.as<float>() + info->offset;
+  const std::int64_t n = info->numel();
+  const std::int64_t stride = std::max<std::int64_t>(1, n / 24);
+  double worst = 0;
+  for (std::int64_t i = 0; i < n; i += stride) {
+    const float saved = w[i];
+    w[i] = static_cast<float>(saved + eps);
+    const double up = f.loss();
+    w[i] = static_cast<float>(saved - eps);
+    const double down = f.loss();
+    w[i] = saved;
+    const double numeric = (up - down) / (2 * eps);
+    const double error = std::fabs(numeric - g[i]) / (1e-3 + std::fabs(numeric));
+    worst = std::max(worst, error);
+    QVERIFY2(error < 0.05, qPrintable(QString("%1[%2]: backward %3, finite differences %4")
+                                           .arg(param).arg(i).arg(g[i]).arg(numeric)));
+  }
+  qInfo("%s: worst relative error %.2e", qPrintable(param), worst);
+}
+
+// A later pipeline stage: the gradient of its input, which it sends back.
+void TestWorkerGradients::stageInputGradient() {
+  Fixture f(ModelParallel{1, 0, 2, 1});
+  QVERIFY(!f.model->first_stage());
+  const std::int64_t n = f.model->stage_input(0).numel;
+  std::mt19937 rng(3);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  float* x = f.model->stage_input(0).as<float>();
+  for (std::int64_t i = 0; i < n; ++i) x[i] = normal(rng);
+
+  f.backend->zero(f.grads);
+  f.loss();
+  f.model->backward(0, 1.0f, nullptr);
+  std::vector<float> analytic(f.model->input_grad().as<float>(),
+                              f.model->input_grad().as<float>() + n);
+  const double eps = 3e-3;
+  for (std::int64_t i = 0; i < n; i += n / 20) {
+    const float saved = x[i];
+    x[i] = static_cast<float>(saved + eps);
+    const double up = f.loss();
+    x[i] = static_cast<float>(saved - eps);
+    const double down = f.loss();
+    x[i] = saved;
+    const double numeric = (up - down) / (2 * eps);
+    const double error = std::fabs(numeric - analytic[i]) / (1e-3 + std::fabs(numeric));
+    QVERIFY2(error < 0.05, qPrintable(QString("input[%1]: backward %2, finite differences %3")
+                                          .arg(i).arg(analytic[i]).arg(numeric)));
+  }
+}
+
+// bf16 storage changes the numbers a little, not the function.
+void TestWorkerGradients::bf16ForwardTracksFp32() {
+  Fixture f32;
+  const double loss32 = f32.loss();
+  auto backend = make_cpu_backend(1);
+  GptModel model(*backend, tiny(), ModelParallel{}, DType::bf16, kB, 1, nullptr);
+  Tensor master = backend->alloc(model.num_params(), DType::f32, "m");
+  Tensor weights = backend->alloc(model.num_params(), DType::bf16, "w");
+  backend->download(master.data, f32.weights);  // the same (scaled) weights
+  backend->convert(weights, master);
+  model.bind_weights(weights);
+  const double loss16 = model.forward(0, f32.tokens.data(), f32.targets.data());
+  QVERIFY2(std::fabs(loss16 - loss32) < 0.05 * loss32,
+           qPrintable(QString("fp32 %1, bf16 %2").arg(loss32).arg(loss16)));
+  QVERIFY(loss16 != loss32);  // bf16 really rounds
+  backend->release(master);
+  backend->release(weights);
+}
+
+QTEST_GUILESS_MAIN(TestWorkerGradients)
+#include "tst_worker_gradients.moc"
