@@ -87,6 +87,9 @@ class Backend {
   // Sum of squares of a fp32 tensor, on the host (gradient norm).
   virtual double sum_of_squares(Tensor t) = 0;
 
+  // True when every element of a fp32 tensor is finite (FP16 loss scaling).
+  virtual bool all_finite(Tensor t) = 0;
+
   // AdamW on fp32 params with fp32 grads and moments; step t starts at 1.
   virtual void adamw(Tensor params, Tensor grads, Tensor m, Tensor v, float lr, float beta1,
                      float beta2, float eps, float weight_decay, int t) = 0;

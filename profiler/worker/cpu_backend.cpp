@@ -460,6 +460,14 @@ class CpuBackend final : public Backend {
     return s;
   }
 
+  bool all_finite(Tensor t) override {
+    const float* p = ptr<float>(t);
+    for (std::int64_t i = 0; i < t.numel; ++i) {
+      if (!std::isfinite(p[i])) return false;
+    }
+    return true;
+  }
+
   void adamw(Tensor params, Tensor grads, Tensor m, Tensor v, float lr, float beta1, float beta2,
              float eps, float weight_decay, int t) override {
     ScopedOp op(tracer_, "adamw");

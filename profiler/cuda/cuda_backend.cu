@@ -1,0 +1,994 @@
+#include "profiler/cuda/cuda_backend.h"
+
+#include <cublasLt.h>
+#include <cublas_v2.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+#include <cuda_runtime.h>
+#include <nvtx3/nvToolsExt.h>
+
+#include <atomic>
+#include <cmath>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace cs::worker {
+
+namespace {
+
+// ---------------------------------------------------------------- checks
+[[noreturn]] void fail(const char* what, const std::string& detail, const char* file, int line) {
+  throw std::runtime_error(std::string(what) + " failed: " + detail + " (" + file + ":" +
+                           std::to_string(line) + ")");
+}
+#define CS_CUDA(call)                                                                 \
+  do {                                                                                \
+    cudaError_t e_ = (call);                                                          \
+    if (e_ != cudaSuccess) fail(#call, cudaGetErrorString(e_), __FILE__, __LINE__);   \
+  } while (0)
+#define CS_CUBLAS(call)                                                                          \
+  do {                                                                                           \
+    cublasStatus_t s_ = (call);                                                                  \
+    if (s_ != CUBLAS_STATUS_SUCCESS) fail(#call, cublasGetStatusString(s_), __FILE__, __LINE__); \
+  } while (0)
+
+// ---------------------------------------------------------------- element access
+__device__ __forceinline__ float tof(float v) { return v; }
+__device__ __forceinline__ float tof(__nv_bfloat16 v) { return __bfloat162float(v); }
+__device__ __forceinline__ float tof(__half v) { return __half2float(v); }
+template <class T>
+__device__ __forceinline__ T fromf(float v);
+template <>
+__device__ __forceinline__ float fromf<float>(float v) { return v; }
+template <>
+__device__ __forceinline__ __nv_bfloat16 fromf<__nv_bfloat16>(float v) { return __float2bfloat16(v); }
+template <>
+__device__ __forceinline__ __half fromf<__half>(float v) { return __float2half(v); }
+
+template <class F>
+void dispatch(DType t, F&& f) {
+  switch (t) {
+    case DType::f32: f(static_cast<float*>(nullptr)); return;
+    case DType::bf16: f(static_cast<__nv_bfloat16*>(nullptr)); return;
+    case DType::f16: f(static_cast<__half*>(nullptr)); return;
+    default: throw std::invalid_argument("unsupported tensor type for the CUDA engine");
+  }
+}
+#define CS_T(tag) std::remove_pointer_t<decltype(tag)>
+
+cudaDataType_t cuda_type(DType t) {
+  switch (t) {
+    case DType::f32: return CUDA_R_32F;
+    case DType::bf16: return CUDA_R_16BF;
+    case DType::f16: return CUDA_R_16F;
+    default: return CUDA_R_32F;
+  }
+}
+
+int blocks_for(std::int64_t n, int threads = 256) {
+  return static_cast<int>(std::min<std::int64_t>((n + threads - 1) / threads, 65535 * 8));
+}
+
+// ---------------------------------------------------------------- kernels
+// Grid-stride loops: any size works with a bounded grid.
+#define GRID_LOOP(i, n) \
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < (n); i += static_cast<std::int64_t>(blockDim.x) * gridDim.x)
+
+template <class D, class S>
+__global__ void convert_kernel(D* dst, const S* src, std::int64_t n) {
+  GRID_LOOP(i, n) dst[i] = fromf<D>(tof(src[i]));
+}
+
+template <class T>
+__global__ void scale_kernel(T* p, float factor, std::int64_t n) {
+  GRID_LOOP(i, n) p[i] = fromf<T>(tof(p[i]) * factor);
+}
+
+template <class T>
+__global__ void accumulate_kernel(T* dst, const T* src, std::int64_t n) {
+  GRID_LOOP(i, n) dst[i] = fromf<T>(tof(dst[i]) + tof(src[i]));
+}
+
+template <class T>
+__global__ void embedding_forward_kernel(T* out, const int* tokens, const T* wte, const T* wpe,
+                                         int T_, int C, std::int64_t n) {
+  GRID_LOOP(i, n) {
+    const std::int64_t row = i / C;
+    const int c = static_cast<int>(i % C);
+    const int t = static_cast<int>(row % T_);
+    out[i] = fromf<T>(tof(wte[static_cast<std::int64_t>(tokens[row]) * C + c]) +
+                      tof(wpe[static_cast<std::int64_t>(t) * C + c]));
+  }
+}
+
+template <class T>
+__global__ void embedding_backward_kernel(float* dwte, float* dwpe, const T* dout,
+                                          const int* tokens, int T_, int C, std::int64_t n) {
+  GRID_LOOP(i, n) {
+    const std::int64_t row = i / C;
+    const int c = static_cast<int>(i % C);
+    const int t = static_cast<int>(row % T_);
+    const float g = tof(dout[i]);
+    atomicAdd(&dwte[static_cast<std::int64_t>(tokens[row]) * C + c], g);
+    atomicAdd(&dwpe[static_cast<std::int64_t>(t) * C + c], g);
+  }
+}
+
+template <class T>
+__global__ void add_bias_kernel(T* out, const T* bias, int OC, std::int64_t n) {
+  GRID_LOOP(i, n) out[i] = fromf<T>(tof(out[i]) + tof(bias[i % OC]));
+}
+
+// dbias[o] += sum over rows of dout[row, o]; one thread per column, rows split over blockIdx.y.
+template <class T>
+__global__ void bias_grad_kernel(float* dbias, const T* dout, int N, int OC) {
+  const int o = blockIdx.x * blockDim.x + threadIdx.x;
+  if (o >= OC) return;
+  float s = 0;
+  for (int r = blockIdx.y; r < N; r += gridDim.y) s += tof(dout[static_cast<std::int64_t>(r) * OC + o]);
+  atomicAdd(&dbias[o], s);
+}
+
+__device__ __forceinline__ float warp_sum(float v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffff, v, o);
+  return v;
+}
+__device__ __forceinline__ float warp_max(float v) {
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffff, v, o));
+  return v;
+}
+
+// One warp per row.
+template <class T>
+__global__ void layernorm_forward_kernel(T* out, float* mean, float* rstd, const T* inp,
+                                         const T* weight, const T* bias, int N, int C) {
+  const int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  if (row >= N) return;
+  const T* x = inp + static_cast<std::int64_t>(row) * C;
+  float s = 0;
+  for (int i = lane; i < C; i += 32) s += tof(x[i]);
+  const float m = warp_sum(s) / C;
+  float v = 0;
+  for (int i = lane; i < C; i += 32) {
+    const float d = tof(x[i]) - m;
+    v += d * d;
+  }
+  const float r = rsqrtf(warp_sum(v) / C + 1e-5f);
+  T* o = out + static_cast<std::int64_t>(row) * C;
+  for (int i = lane; i < C; i += 32) o[i] = fromf<T>((tof(x[i]) - m) * r * tof(weight[i]) + tof(bias[i]));
+  if (lane == 0) {
+    mean[row] = m;
+    rstd[row] = r;
+  }
+}
+
+// One warp per row; weight and bias gradients summed per block in shared
+// memory, then added once per block.
+template <class T>
+__global__ void layernorm_backward_kernel(T* dinp, float* dweight, float* dbias, const T* dout,
+                                          const T* inp, const T* weight, const float* mean,
+                                          const float* rstd, int N, int C) {
+  extern __shared__ float shared[];  // 2C
+  float* sw = shared;
+  float* sb = shared + C;
+  for (int i = threadIdx.x; i < 2 * C; i += blockDim.x) shared[i] = 0;
+  __syncthreads();
+  const int warps = blockDim.x / 32;
+  const int lane = threadIdx.x % 32;
+  for (int row = blockIdx.x * warps + threadIdx.x / 32; row < N; row += gridDim.x * warps) {
+    const std::int64_t base = static_cast<std::int64_t>(row) * C;
+    const float m = mean[row];
+    const float r = rstd[row];
+    float dnorm_mean = 0;
+    float dnorm_norm_mean = 0;
+    for (int i = lane; i < C; i += 32) {
+      const float norm = (tof(inp[base + i]) - m) * r;
+      const float dnorm = tof(weight[i]) * tof(dout[base + i]);
+      dnorm_mean += dnorm;
+      dnorm_norm_mean += dnorm * norm;
+    }
+    dnorm_mean = warp_sum(dnorm_mean) / C;
+    dnorm_norm_mean = warp_sum(dnorm_norm_mean) / C;
+    for (int i = lane; i < C; i += 32) {
+      const float norm = (tof(inp[base + i]) - m) * r;
+      const float g = tof(dout[base + i]);
+      atomicAdd(&sb[i], g);
+      atomicAdd(&sw[i], norm * g);
+      const float dnorm = tof(weight[i]) * g;
+      dinp[base + i] = fromf<T>(tof(dinp[base + i]) + (dnorm - dnorm_mean - norm * dnorm_norm_mean) * r);
+    }
+  }
+  __syncthreads();
+  for (int i = threadIdx.x; i < C; i += blockDim.x) {
+    atomicAdd(&dweight[i], sw[i]);
+    atomicAdd(&dbias[i], sb[i]);
+  }
+}
+
+// qkv [B,T,3C] -> q, k, v [B,NH,T,hs]
+template <class T>
+__global__ void split_heads_kernel(T* q, T* k, T* v, const T* qkv, int B, int T_, int NH, int hs) {
+  const std::int64_t n = static_cast<std::int64_t>(B) * NH * T_ * hs;
+  const int C = NH * hs;
+  GRID_LOOP(i, n) {
+    const int d = static_cast<int>(i % hs);
+    const int t = static_cast<int>((i / hs) % T_);
+    const int h = static_cast<int>((i / (static_cast<std::int64_t>(hs) * T_)) % NH);
+    const int b = static_cast<int>(i / (static_cast<std::int64_t>(hs) * T_ * NH));
+    const std::int64_t src = (static_cast<std::int64_t>(b) * T_ + t) * 3 * C + h * hs + d;
+    q[i] = qkv[src];
+    k[i] = qkv[src + C];
+    v[i] = qkv[src + 2 * C];
+  }
+}
+
+// [B,NH,T,hs] -> [B,T,C]
+template <class T>
+__global__ void merge_heads_kernel(T* out, const T* in, int B, int T_, int NH, int hs) {
+  const std::int64_t n = static_cast<std::int64_t>(B) * NH * T_ * hs;
+  const int C = NH * hs;
+  GRID_LOOP(i, n) {
+    const int d = static_cast<int>(i % hs);
+    const int t = static_cast<int>((i / hs) % T_);
+    const int h = static_cast<int>((i / (static_cast<std::int64_t>(hs) * T_)) % NH);
+    const int b = static_cast<int>(i / (static_cast<std::int64_t>(hs) * T_ * NH));
+    out[(static_cast<std::int64_t>(b) * T_ + t) * C + h * hs + d] = in[i];
+  }
+}
+
+// dq, dk, dv [B,NH,T,hs] -> dqkv [B,T,3C]
+template <class T>
+__global__ void join_heads_kernel(T* dqkv, const T* dq, const T* dk, const T* dv, int B, int T_,
+                                  int NH, int hs) {
+  const std::int64_t n = static_cast<std::int64_t>(B) * NH * T_ * hs;
+  const int C = NH * hs;
+  GRID_LOOP(i, n) {
+    const int d = static_cast<int>(i % hs);
+    const int t = static_cast<int>((i / hs) % T_);
+    const int h = static_cast<int>((i / (static_cast<std::int64_t>(hs) * T_)) % NH);
+    const int b = static_cast<int>(i / (static_cast<std::int64_t>(hs) * T_ * NH));
+    const std::int64_t dst = (static_cast<std::int64_t>(b) * T_ + t) * 3 * C + h * hs + d;
+    dqkv[dst] = dq[i];
+    dqkv[dst + C] = dk[i];
+    dqkv[dst + 2 * C] = dv[i];
+  }
+}
+
+// Causal softmax of scale * preatt, row by row (one warp per row of T).
+template <class T>
+__global__ void causal_softmax_kernel(T* att, const float* preatt, float scale, int rows, int T_) {
+  const int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  if (row >= rows) return;
+  const int t = row % T_;
+  const float* x = preatt + static_cast<std::int64_t>(row) * T_;
+  float m = -INFINITY;
+  for (int j = lane; j <= t; j += 32) m = fmaxf(m, x[j] * scale);
+  m = warp_max(m);
+  float s = 0;
+  for (int j = lane; j <= t; j += 32) s += __expf(x[j] * scale - m);
+  s = warp_sum(s);
+  T* o = att + static_cast<std::int64_t>(row) * T_;
+  for (int j = lane; j < T_; j += 32) o[j] = fromf<T>(j <= t ? __expf(x[j] * scale - m) / s : 0.0f);
+}
+
+// dpreatt = scale * att * (datt - sum(att * datt)), causal.
+template <class T>
+__global__ void softmax_backward_kernel(float* dpreatt, const float* datt, const T* att,
+                                        float scale, int rows, int T_) {
+  const int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  if (row >= rows) return;
+  const int t = row % T_;
+  const std::int64_t base = static_cast<std::int64_t>(row) * T_;
+  float dot = 0;
+  for (int j = lane; j <= t; j += 32) dot += tof(att[base + j]) * datt[base + j];
+  dot = warp_sum(dot);
+  for (int j = lane; j < T_; j += 32) {
+    dpreatt[base + j] = j <= t ? scale * tof(att[base + j]) * (datt[base + j] - dot) : 0.0f;
+  }
+}
+
+constexpr float kGeluScale = 0.7978845608028654f;
+
+template <class T>
+__global__ void gelu_forward_kernel(T* out, const T* inp, std::int64_t n) {
+  GRID_LOOP(i, n) {
+    const float x = tof(inp[i]);
+    out[i] = fromf<T>(0.5f * x * (1.0f + tanhf(kGeluScale * (x + 0.044715f * x * x * x))));
+  }
+}
+
+template <class T>
+__global__ void gelu_backward_kernel(T* dinp, const T* inp, const T* dout, std::int64_t n) {
+  GRID_LOOP(i, n) {
+    const float x = tof(inp[i]);
+    const float th = tanhf(kGeluScale * (x + 0.044715f * x * x * x));
+    const float grad = 0.5f * (1.0f + th) +
+                       0.5f * x * (1.0f - th * th) * kGeluScale * (1.0f + 3.0f * 0.044715f * x * x);
+    dinp[i] = fromf<T>(grad * tof(dout[i]));
+  }
+}
+
+template <class T>
+__global__ void residual_kernel(T* out, const T* a, const T* b, std::int64_t n) {
+  GRID_LOOP(i, n) out[i] = fromf<T>(tof(a[i]) + tof(b[i]));
+}
+
+// One block per row: softmax, the loss, and (softmax - onehot) * dloss in place.
+template <class T>
+__global__ void crossentropy_kernel(float* losses, T* logits, const int* targets, int V, float dloss) {
+  __shared__ float reduce[32];
+  const int row = blockIdx.x;
+  T* l = logits + static_cast<std::int64_t>(row) * V;
+  float m = -INFINITY;
+  for (int v = threadIdx.x; v < V; v += blockDim.x) m = fmaxf(m, tof(l[v]));
+  m = warp_max(m);
+  if (threadIdx.x % 32 == 0) reduce[threadIdx.x / 32] = m;
+  __syncthreads();
+  if (threadIdx.x < 32) {
+    float x = threadIdx.x < blockDim.x / 32 ? reduce[threadIdx.x] : -INFINITY;
+    x = warp_max(x);
+    if (threadIdx.x == 0) reduce[0] = x;
+  }
+  __syncthreads();
+  m = reduce[0];
+  __syncthreads();
+  float s = 0;
+  for (int v = threadIdx.x; v < V; v += blockDim.x) s += __expf(tof(l[v]) - m);
+  s = warp_sum(s);
+  if (threadIdx.x % 32 == 0) reduce[threadIdx.x / 32] = s;
+  __syncthreads();
+  if (threadIdx.x < 32) {
+    float x = threadIdx.x < blockDim.x / 32 ? reduce[threadIdx.x] : 0.0f;
+    x = warp_sum(x);
+    if (threadIdx.x == 0) reduce[0] = x;
+  }
+  __syncthreads();
+  const float log_sum = logf(reduce[0]) + m;
+  const int target = targets[row];
+  if (threadIdx.x == 0) losses[row] = log_sum - tof(l[target]);
+  __syncthreads();
+  for (int v = threadIdx.x; v < V; v += blockDim.x) {
+    const float p = __expf(tof(l[v]) - log_sum);
+    l[v] = fromf<T>((p - (v == target ? 1.0f : 0.0f)) * dloss);
+  }
+}
+
+__global__ void sum_kernel(double* out, const float* x, std::int64_t n, int squares) {
+  double s = 0;
+  GRID_LOOP(i, n) s += squares ? static_cast<double>(x[i]) * x[i] : x[i];
+  for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffff, s, o);
+  if (threadIdx.x % 32 == 0) atomicAdd(out, s);
+}
+
+__global__ void count_non_finite_kernel(int* out, const float* x, std::int64_t n) {
+  GRID_LOOP(i, n) {
+    if (!isfinite(x[i])) atomicAdd(out, 1);
+  }
+}
+
+__global__ void adamw_kernel(float* p, const float* g, float* m, float* v, std::int64_t n, float lr,
+                             float b1, float b2, float eps, float wd, float c1, float c2) {
+  GRID_LOOP(i, n) {
+    const float gi = g[i];
+    const float mi = b1 * m[i] + (1 - b1) * gi;
+    const float vi = b2 * v[i] + (1 - b2) * gi * gi;
+    m[i] = mi;
+    v[i] = vi;
+    p[i] -= lr * ((mi / c1) / (sqrtf(vi / c2) + eps) + wd * p[i]);
+  }
+}
+
+// FP8: the largest magnitude of a tensor, then the tensor scaled into E4M3.
+template <class T>
+__global__ void amax_kernel(float* amax, const T* x, std::int64_t n) {
+  float m = 0;
+  GRID_LOOP(i, n) m = fmaxf(m, fabsf(tof(x[i])));
+  m = warp_max(m);
+  if (threadIdx.x % 32 == 0) atomicMax(reinterpret_cast<int*>(amax), __float_as_int(m));
+}
+
+template <class T>
+__global__ void to_fp8_kernel(__nv_fp8_e4m3* out, const T* x, const float* amax, float* inverse_scale,
+                              std::int64_t n) {
+  // scale maps amax to 448 (E4M3's largest normal); the GEMM multiplies by 1/scale.
+  const float a = *amax > 0 ? *amax : 1.0f;
+  const float scale = 448.0f / a;
+  if (blockIdx.x == 0 && threadIdx.x == 0) *inverse_scale = 1.0f / scale;
+  GRID_LOOP(i, n) out[i] = __nv_fp8_e4m3(tof(x[i]) * scale);
+}
+
+// ---------------------------------------------------------------- the backend
+class CudaBackend final : public Backend {
+ public:
+  CudaBackend(int device, CudaCompute compute) : device_(device), compute_(compute) {
+    CS_CUDA(cudaSetDevice(device_));
+    CS_CUDA(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    CS_CUBLAS(cublasCreate(&cublas_));
+    CS_CUBLAS(cublasSetStream(cublas_, stream_));
+    CS_CUBLAS(cublasLtCreate(&lt_));
+    CS_CUDA(cudaMalloc(&workspace_, kWorkspace));
+    CS_CUDA(cudaMalloc(&scratch_scalars_, 64));
+    cudaDeviceProp prop{};
+    CS_CUDA(cudaGetDeviceProperties(&prop, device_));
+    name_ = prop.name;
+    fp8_capable_ = prop.major >= 9;
+    if (compute_ == CudaCompute::fp8 && !fp8_capable_) {
+      throw std::runtime_error(name_ + " has no FP8 tensor cores (compute capability " +
+                               std::to_string(prop.major) + "." + std::to_string(prop.minor) +
+                               "; FP8 needs 9.0 or newer)");
+    }
+    // TF32 tensor cores for fp32 storage only when asked for.
+    gemm_compute_ = compute_ == CudaCompute::tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32
+                    : compute_ == CudaCompute::fp32 ? CUBLAS_COMPUTE_32F_PEDANTIC
+                                                    : CUBLAS_COMPUTE_32F;
+  }
+  ~CudaBackend() override {
+    cudaSetDevice(device_);
+    cudaStreamSynchronize(stream_);
+    for (void* p : fp8_buffers_) cudaFree(p);
+    cudaFree(workspace_);
+    cudaFree(scratch_scalars_);
+    cublasLtDestroy(lt_);
+    cublasDestroy(cublas_);
+    cudaStreamDestroy(stream_);
+  }
+
+  std::string_view name() const override { return "cuda"; }
+  std::string device_name() const override { return name_ + " (GPU " + std::to_string(device_) + ")"; }
+  cudaStream_t stream() const { return stream_; }
+  void set_hooks(GemmHooks hooks) { hooks_ = std::move(hooks); }
+
+  Tensor alloc(std::int64_t numel, DType dtype, std::string_view what) override {
+    Tensor t{nullptr, numel, dtype};
+    if (numel == 0) return t;
+    const cudaError_t e = cudaMalloc(&t.data, static_cast<std::size_t>(t.bytes()));
+    if (e != cudaSuccess) {
+      throw std::runtime_error("out of GPU memory allocating " + std::string(what) + " (" +
+                               std::to_string(t.bytes()) + " bytes, " +
+                               std::to_string(bytes_.load()) + " already in use)");
+    }
+    CS_CUDA(cudaMemsetAsync(t.data, 0, static_cast<std::size_t>(t.bytes()), stream_));
+    bytes_ += t.bytes();
+    return t;
+  }
+  void release(Tensor& t) override {
+    if (t.data) {
+      cudaStreamSynchronize(stream_);
+      cudaFree(t.data);
+      bytes_ -= t.bytes();
+    }
+    t = Tensor{};
+  }
+  std::int64_t bytes_in_use() const override { return bytes_; }
+  void upload(Tensor dst, const void* host) override {
+    CS_CUDA(cudaMemcpyAsync(dst.data, host, static_cast<std::size_t>(dst.bytes()),
+                            cudaMemcpyHostToDevice, stream_));
+    // The host buffer may change right after: wait for the copy.
+    CS_CUDA(cudaStreamSynchronize(stream_));
+  }
+  void download(void* host, Tensor src) override {
+    CS_CUDA(cudaMemcpyAsync(host, src.data, static_cast<std::size_t>(src.bytes()),
+                            cudaMemcpyDeviceToHost, stream_));
+    CS_CUDA(cudaStreamSynchronize(stream_));
+  }
+  void zero(Tensor t) override {
+    CS_CUDA(cudaMemsetAsync(t.data, 0, static_cast<std::size_t>(t.bytes()), stream_));
+  }
+  void synchronize() override { CS_CUDA(cudaStreamSynchronize(stream_)); }
+
+  void convert(Tensor dst, Tensor src) override {
+    if (dst.dtype == src.dtype) {
+      CS_CUDA(cudaMemcpyAsync(dst.data, src.data, static_cast<std::size_t>(src.bytes()),
+                              cudaMemcpyDeviceToDevice, stream_));
+      return;
+    }
+    dispatch(dst.dtype, [&](auto* d) {
+      dispatch(src.dtype, [&](auto* s) {
+        convert_kernel<<<blocks_for(src.numel), 256, 0, stream_>>>(dst.as<CS_T(d)>(), src.as<CS_T(s)>(),
+                                                                   src.numel);
+      });
+    });
+    check_launch();
+  }
+  void scale(Tensor t, float factor) override {
+    dispatch(t.dtype, [&](auto* tag) {
+      scale_kernel<<<blocks_for(t.numel), 256, 0, stream_>>>(t.as<CS_T(tag)>(), factor, t.numel);
+    });
+    check_launch();
+  }
+  void accumulate(Tensor dst, Tensor src) override {
+    dispatch(dst.dtype, [&](auto* tag) {
+      accumulate_kernel<<<blocks_for(dst.numel), 256, 0, stream_>>>(dst.as<CS_T(tag)>(),
+                                                                    src.as<CS_T(tag)>(), dst.numel);
+    });
+    check_launch();
+  }
+
+  void embedding_forward(Tensor out, Tensor tokens, Tensor wte, Tensor wpe, int B, int T,
+                         int C) override {
+    const std::int64_t n = static_cast<std::int64_t>(B) * T * C;
+    dispatch(out.dtype, [&](auto* tag) {
+      using X = CS_T(tag);
+      embedding_forward_kernel<<<blocks_for(n), 256, 0, stream_>>>(
+          out.as<X>(), tokens.as<int>(), wte.as<X>(), wpe.as<X>(), T, C, n);
+    });
+    check_launch();
+  }
+  void embedding_backward(Tensor dwte, Tensor dwpe, Tensor dout, Tensor tokens, int B, int T,
+                          int C) override {
+    const std::int64_t n = static_cast<std::int64_t>(B) * T * C;
+    dispatch(dout.dtype, [&](auto* tag) {
+      embedding_backward_kernel<<<blocks_for(n), 256, 0, stream_>>>(
+          dwte.as<float>(), dwpe.as<float>(), dout.as<CS_T(tag)>(), tokens.as<int>(), T, C, n);
+    });
+    check_launch();
+  }
+
+  // Column-major view of row-major operands (see matmul_forward in backend.h):
+  // out^T[OC,N] = W^T' . inp^T.
+  void matmul_forward(Tensor out, Tensor inp, Tensor weight, Tensor bias, int N, int C, int OC,
+                      std::string_view op_name) override {
+    const double flops = 2.0 * N * C * OC;
+    Hooked h(*this, op_name, "", flops);
+    if (compute_ == CudaCompute::fp8 && C % 16 == 0 && OC % 16 == 0 && N % 16 == 0) {
+      fp8_gemm_nt(out, inp, weight, N, C, OC);
+    } else {
+      gemm(CUBLAS_OP_T, CUBLAS_OP_N, OC, N, C, weight, C, inp, C, out, OC, 0.0f);
+    }
+    if (!bias.empty()) {
+      const std::int64_t n = static_cast<std::int64_t>(N) * OC;
+      dispatch(out.dtype, [&](auto* tag) {
+        add_bias_kernel<<<blocks_for(n), 256, 0, stream_>>>(out.as<CS_T(tag)>(), bias.as<CS_T(tag)>(), OC, n);
+      });
+      check_launch();
+    }
+  }
+
+  void matmul_backward(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Tensor inp,
+                       Tensor weight, int N, int C, int OC, std::string_view op_name) override {
+    const double flops = 2.0 * N * C * OC;
+    if (!dinp.empty()) {
+      Hooked h(*this, op_name, " dgrad", flops);
+      // dinp^T[C,N] = W^T[C,OC] . dout^T[OC,N]
+      gemm(CUBLAS_OP_N, CUBLAS_OP_N, C, N, OC, weight, C, dout, OC, dinp, C, 0.0f);
+    }
+    {
+      Hooked h(*this, op_name, " wgrad", flops);
+      // dW^T[C,OC] += inp^T[C,N] . dout[N,OC]
+      gemm(CUBLAS_OP_N, CUBLAS_OP_T, C, OC, N, inp, C, dout, OC, dweight, C, 1.0f);
+    }
+    if (!dbias.empty()) {
+      dim3 grid((OC + 255) / 256, std::min(N, 128));
+      dispatch(dout.dtype, [&](auto* tag) {
+        bias_grad_kernel<<<grid, 256, 0, stream_>>>(dbias.as<float>(), dout.as<CS_T(tag)>(), N, OC);
+      });
+      check_launch();
+    }
+  }
+
+  void layernorm_forward(Tensor out, Tensor mean, Tensor rstd, Tensor inp, Tensor weight,
+                         Tensor bias, int N, int C) override {
+    const int warps = 8;
+    dispatch(out.dtype, [&](auto* tag) {
+      using X = CS_T(tag);
+      layernorm_forward_kernel<<<(N + warps - 1) / warps, 32 * warps, 0, stream_>>>(
+          out.as<X>(), mean.as<float>(), rstd.as<float>(), inp.as<X>(), weight.as<X>(), bias.as<X>(), N, C);
+    });
+    check_launch();
+  }
+
+  void layernorm_backward(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Tensor inp,
+                          Tensor weight, Tensor mean, Tensor rstd, int N, int C) override {
+    const int warps = 8;
+    const int blocks = std::max(1, std::min((N + warps - 1) / warps, 1024));
+    const std::size_t shared = 2 * static_cast<std::size_t>(C) * sizeof(float);
+    dispatch(dinp.dtype, [&](auto* tag) {
+      using X = CS_T(tag);
+      if (shared > 48 * 1024) {
+        CS_CUDA(cudaFuncSetAttribute(layernorm_backward_kernel<X>,
+                                     cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared)));
+      }
+      layernorm_backward_kernel<<<blocks, 32 * warps, shared, stream_>>>(
+          dinp.as<X>(), dweight.as<float>(), dbias.as<float>(), dout.as<X>(), inp.as<X>(),
+          weight.as<X>(), mean.as<float>(), rstd.as<float>(), N, C);
+    });
+    check_launch();
+  }
+
+  // Attention through batched GEMMs: preatt = q k^T, att = causal softmax,
+  // out = att v; q, k, v split per head first.
+  void attention_forward(Tensor out, Tensor att, Tensor qkv, int B, int T, int C, int NH) override {
+    const int hs = C / NH;
+    const std::int64_t per_head = static_cast<std::int64_t>(B) * NH * T * hs;
+    const std::int64_t scores = static_cast<std::int64_t>(B) * NH * T * T;
+    Tensor q = scratch(0, per_head, qkv.dtype), k = scratch(1, per_head, qkv.dtype),
+           v = scratch(2, per_head, qkv.dtype), y = scratch(3, per_head, qkv.dtype);
+    Tensor preatt = scratch(4, scores, DType::f32);
+    dispatch(qkv.dtype, [&](auto* tag) {
+      using X = CS_T(tag);
+      split_heads_kernel<<<blocks_for(per_head), 256, 0, stream_>>>(q.as<X>(), k.as<X>(), v.as<X>(),
+                                                                     qkv.as<X>(), B, T, NH, hs);
+    });
+    check_launch();
+    const double flops = 4.0 * B * static_cast<double>(T) * T * C;
+    Hooked h(*this, "attention", "", flops);
+    // preatt[T,T] (row-major) = q[T,hs] k^T: column-major preatt^T = k . q^T
+    batched_gemm(CUBLAS_OP_T, CUBLAS_OP_N, T, T, hs, k, hs, static_cast<std::int64_t>(T) * hs, q, hs,
+                 static_cast<std::int64_t>(T) * hs, preatt, T, static_cast<std::int64_t>(T) * T, B * NH, 0.0f);
+    const int rows = B * NH * T;
+    dispatch(att.dtype, [&](auto* tag) {
+      causal_softmax_kernel<<<(rows + 7) / 8, 256, 0, stream_>>>(att.as<CS_T(tag)>(), preatt.as<float>(),
+                                                                 1.0f / std::sqrt(static_cast<float>(hs)), rows, T);
+    });
+    check_launch();
+    // y[T,hs] = att[T,T] . v[T,hs]: column-major y^T = v^T . att^T
+    batched_gemm(CUBLAS_OP_N, CUBLAS_OP_N, hs, T, T, v, hs, static_cast<std::int64_t>(T) * hs, att, T,
+                 static_cast<std::int64_t>(T) * T, y, hs, static_cast<std::int64_t>(T) * hs, B * NH, 0.0f);
+    dispatch(out.dtype, [&](auto* tag) {
+      using X = CS_T(tag);
+      merge_heads_kernel<<<blocks_for(per_head), 256, 0, stream_>>>(out.as<X>(), y.as<X>(), B, T, NH, hs);
+    });
+    check_launch();
+  }
+
+  void attention_backward(Tensor dqkv, Tensor dout, Tensor qkv, Tensor att, int B, int T, int C,
+                          int NH) override {
+    const int hs = C / NH;
+    const std::int64_t per_head = static_cast<std::int64_t>(B) * NH * T * hs;
+    const std::int64_t scores = static_cast<std::int64_t>(B) * NH * T * T;
+    const std::int64_t sh = static_cast<std::int64_t>(T) * hs;
+    const std::int64_t ss = static_cast<std::int64_t>(T) * T;
+    Tensor q = scratch(0, per_head, qkv.dtype), k = scratch(1, per_head, qkv.dtype),
+           v = scratch(2, per_head, qkv.dtype), dy = scratch(3, per_head, qkv.dtype);
+    Tensor datt = scratch(4, scores, DType::f32), dpre = scratch(5, scores, DType::f32);
+    Tensor dq = scratch(6, per_head, qkv.dtype), dk = scratch(7, per_head, qkv.dtype),
+           dv = scratch(8, per_head, qkv.dtype);
+    Tensor dpre_t = scratch(9, scores, qkv.dtype);
+    dispatch(qkv.dtype, [&](auto* tag) {
+      using X = CS_T(tag);
+      split_heads_kernel<<<blocks_for(per_head), 256, 0, stream_>>>(q.as<X>(), k.as<X>(), v.as<X>(),
+                                                                     qkv.as<X>(), B, T, NH, hs);
+      // dout [B,T,C] -> [B,NH,T,hs]: split_heads on a 3C layout does not fit; use merge's inverse.
+      split_single<X>(dy.as<X>(), dout.as<X>(), B, T, NH, hs);
+    });
+    check_launch();
+    const double flops = 8.0 * B * static_cast<double>(T) * T * C;
+    Hooked h(*this, "attention backward", "", flops);
+    // datt[T,T] = dy[T,hs] . v^T : column-major datt^T = v . dy^T
+    batched_gemm(CUBLAS_OP_T, CUBLAS_OP_N, T, T, hs, v, hs, sh, dy, hs, sh, datt, T, ss, B * NH, 0.0f);
+    // dv[T,hs] = att^T[T,T] . dy[T,hs]: column-major dv^T = dy^T . att
+    batched_gemm(CUBLAS_OP_N, CUBLAS_OP_T, hs, T, T, dy, hs, sh, att, T, ss, dv, hs, sh, B * NH, 0.0f);
+    const int rows = B * NH * T;
+    dispatch(att.dtype, [&](auto* tag) {
+      softmax_backward_kernel<<<(rows + 7) / 8, 256, 0, stream_>>>(
+          dpre.as<float>(), datt.as<float>(), att.as<CS_T(tag)>(), 1.0f / std::sqrt(static_cast<float>(hs)), rows, T);
+    });
+    check_launch();
+    convert(dpre_t, dpre);  // the GEMMs take the storage type
+    // dq[T,hs] = dpre[T,T] . k[T,hs]: column-major dq^T = k^T . dpre^T
+    batched_gemm(CUBLAS_OP_N, CUBLAS_OP_N, hs, T, T, k, hs, sh, dpre_t, T, ss, dq, hs, sh, B * NH, 0.0f);
+    // dk[T,hs] = dpre^T . q: column-major dk^T = q^T . dpre
+    batched_gemm(CUBLAS_OP_N, CUBLAS_OP_T, hs, T, T, q, hs, sh, dpre_t, T, ss, dk, hs, sh, B * NH, 0.0f);
+    dispatch(qkv.dtype, [&](auto* tag) {
+      using X = CS_T(tag);
+      join_heads_kernel<<<blocks_for(per_head), 256, 0, stream_>>>(dqkv.as<X>(), dq.as<X>(), dk.as<X>(),
+                                                                    dv.as<X>(), B, T, NH, hs);
+    });
+    check_launch();
+  }
+
+  void gelu_forward(Tensor out, Tensor inp, std::int64_t n) override {
+    dispatch(out.dtype, [&](auto* tag) {
+      gelu_forward_kernel<<<blocks_for(n), 256, 0, stream_>>>(out.as<CS_T(tag)>(), inp.as<CS_T(tag)>(), n);
+    });
+    check_launch();
+  }
+  void gelu_backward(Tensor dinp, Tensor inp, Tensor dout, std::int64_t n) override {
+    dispatch(dinp.dtype, [&](auto* tag) {
+      using X = CS_T(tag);
+      gelu_backward_kernel<<<blocks_for(n), 256, 0, stream_>>>(dinp.as<X>(), inp.as<X>(), dout.as<X>(), n);
+    });
+    check_launch();
+  }
+  void residual_forward(Tensor out, Tensor a, Tensor b, std::int64_t n) override {
+    dispatch(out.dtype, [&](auto* tag) {
+      using X = CS_T(tag);
+      residual_kernel<<<blocks_for(n), 256, 0, stream_>>>(out.as<X>(), a.as<X>(), b.as<X>(), n);
+    });
+    check_launch();
+  }
+  void crossentropy_forward_backward(Tensor losses, Tensor logits, Tensor targets, int N, int V,
+                                     float dloss) override {
+    dispatch(logits.dtype, [&](auto* tag) {
+      crossentropy_kernel<<<N, 256, 0, stream_>>>(losses.as<float>(), logits.as<CS_T(tag)>(),
+                                                  targets.as<int>(), V, dloss);
+    });
+    check_launch();
+  }
+
+  double sum(Tensor t) override { return reduce(t, 0); }
+  double sum_of_squares(Tensor t) override { return reduce(t, 1); }
+
+  bool all_finite(Tensor t) override {
+    int* count = static_cast<int*>(scratch_scalars_);
+    CS_CUDA(cudaMemsetAsync(count, 0, sizeof(int), stream_));
+    count_non_finite_kernel<<<blocks_for(t.numel), 256, 0, stream_>>>(count, t.as<float>(), t.numel);
+    check_launch();
+    int host = 0;
+    CS_CUDA(cudaMemcpyAsync(&host, count, sizeof host, cudaMemcpyDeviceToHost, stream_));
+    CS_CUDA(cudaStreamSynchronize(stream_));
+    return host == 0;
+  }
+
+  void adamw(Tensor params, Tensor grads, Tensor m, Tensor v, float lr, float beta1, float beta2,
+             float eps, float weight_decay, int t) override {
+    const float c1 = 1.0f - std::pow(beta1, static_cast<float>(t));
+    const float c2 = 1.0f - std::pow(beta2, static_cast<float>(t));
+    adamw_kernel<<<blocks_for(params.numel), 256, 0, stream_>>>(
+        params.as<float>(), grads.as<float>(), m.as<float>(), v.as<float>(), params.numel, lr,
+        beta1, beta2, eps, weight_decay, c1, c2);
+    check_launch();
+  }
+
+ private:
+  static constexpr std::size_t kWorkspace = 32u << 20;
+
+  // Names the GEMM for the tracer (NVTX range + the hooks' correlation).
+  struct Hooked {
+    Hooked(CudaBackend& b, std::string_view name, const char* suffix, double flops) : backend(b) {
+      std::string label(name);
+      label += suffix;
+      id = ++b.gemm_ids_;
+      nvtxRangePushA(label.c_str());
+      if (backend.hooks_.before) backend.hooks_.before(id, label, flops);
+    }
+    ~Hooked() {
+      if (backend.hooks_.after) backend.hooks_.after(id);
+      nvtxRangePop();
+    }
+    CudaBackend& backend;
+    std::uint64_t id = 0;
+  };
+
+  void check_launch() { CS_CUDA(cudaGetLastError()); }
+
+  template <class X>
+  void split_single(X* out, const X* in, int B, int T, int NH, int hs) {
+    // [B,T,C] -> [B,NH,T,hs], the inverse of merge_heads.
+    const std::int64_t n = static_cast<std::int64_t>(B) * NH * T * hs;
+    split_single_launch(out, in, B, T, NH, hs, n);
+  }
+  template <class X>
+  void split_single_launch(X* out, const X* in, int B, int T, int NH, int hs, std::int64_t n);
+
+  Tensor scratch(int index, std::int64_t numel, DType dtype) {
+    if (scratch_.size() <= static_cast<std::size_t>(index)) scratch_.resize(index + 1);
+    Tensor& t = scratch_[index];
+    if (t.bytes() < numel * dtype_bytes(dtype)) {
+      release(t);
+      t = alloc(numel * dtype_bytes(dtype) / 2 + 1, DType::f16, "attention scratch");
+    }
+    return Tensor{t.data, numel, dtype};
+  }
+
+  void gemm(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, Tensor a, int lda,
+            Tensor b, int ldb, Tensor c, int ldc, float beta) {
+    const float alpha = 1.0f;
+    CS_CUBLAS(cublasGemmEx(cublas_, ta, tb, m, n, k, &alpha, a.data, cuda_type(a.dtype), lda, b.data,
+                           cuda_type(b.dtype), ldb, &beta, c.data, cuda_type(c.dtype), ldc,
+                           gemm_compute_, CUBLAS_GEMM_DEFAULT));
+  }
+
+  void batched_gemm(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, Tensor a,
+                    int lda, std::int64_t sa, Tensor b, int ldb, std::int64_t sb, Tensor c, int ldc,
+                    std::int64_t sc, int batches, float beta) {
+    const float alpha = 1.0f;
+    CS_CUBLAS(cublasGemmStridedBatchedEx(cublas_, ta, tb, m, n, k, &alpha, a.data, cuda_type(a.dtype),
+                                         lda, sa, b.data, cuda_type(b.dtype), ldb, sb, &beta, c.data,
+                                         cuda_type(c.dtype), ldc, sc, batches, gemm_compute_,
+                                         CUBLAS_GEMM_DEFAULT));
+  }
+
+  // FP8 E4M3 forward GEMM, out = inp . W^T, with per-tensor scales from the
+  // current amax of each operand (current scaling).
+  void fp8_gemm_nt(Tensor out, Tensor inp, Tensor weight, int N, int C, int OC) {
+    const std::int64_t na = static_cast<std::int64_t>(OC) * C;
+    const std::int64_t nb = static_cast<std::int64_t>(N) * C;
+    __nv_fp8_e4m3* a8 = fp8_buffer(0, na);
+    __nv_fp8_e4m3* b8 = fp8_buffer(1, nb);
+    float* scalars = static_cast<float*>(scratch_scalars_) + 4;  // amax a, amax b, 1/scale a, 1/scale b
+    CS_CUDA(cudaMemsetAsync(scalars, 0, 2 * sizeof(float), stream_));
+    dispatch(weight.dtype, [&](auto* tag) {
+      using X = CS_T(tag);
+      amax_kernel<<<blocks_for(na), 256, 0, stream_>>>(scalars, weight.as<X>(), na);
+      amax_kernel<<<blocks_for(nb), 256, 0, stream_>>>(scalars + 1, inp.as<X>(), nb);
+      to_fp8_kernel<<<blocks_for(na), 256, 0, stream_>>>(a8, weight.as<X>(), scalars, scalars + 2, na);
+      to_fp8_kernel<<<blocks_for(nb), 256, 0, stream_>>>(b8, inp.as<X>(), scalars + 1, scalars + 3, nb);
+    });
+    check_launch();
+
+    cublasLtMatmulDesc_t desc;
+    cublasLtMatrixLayout_t la, lb, lc;
+    const cublasOperation_t opT = CUBLAS_OP_T;
+    const cublasOperation_t opN = CUBLAS_OP_N;
+    CS_CUBLAS(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    CS_CUBLAS(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &opT, sizeof opT));
+    CS_CUBLAS(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &opN, sizeof opN));
+    float* scale_a = scalars + 2;
+    float* scale_b = scalars + 3;
+    CS_CUBLAS(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &scale_a, sizeof scale_a));
+    CS_CUBLAS(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &scale_b, sizeof scale_b));
+    CS_CUBLAS(cublasLtMatrixLayoutCreate(&la, CUDA_R_8F_E4M3, C, OC, C));
+    CS_CUBLAS(cublasLtMatrixLayoutCreate(&lb, CUDA_R_8F_E4M3, C, N, C));
+    CS_CUBLAS(cublasLtMatrixLayoutCreate(&lc, cuda_type(out.dtype), OC, N, OC));
+    const float alpha = 1.0f;
+    const float beta = 0.0f;
+    cublasLtMatmulPreference_t pref;
+    CS_CUBLAS(cublasLtMatmulPreferenceCreate(&pref));
+    CS_CUBLAS(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                   &kWorkspace, sizeof kWorkspace));
+    cublasLtMatmulHeuristicResult_t heuristic{};
+    int found = 0;
+    CS_CUBLAS(cublasLtMatmulAlgoGetHeuristic(lt_, desc, la, lb, lc, lc, pref, 1, &heuristic, &found));
+    if (found == 0) throw std::runtime_error("cuBLASLt has no FP8 algorithm for this GEMM shape");
+    CS_CUBLAS(cublasLtMatmul(lt_, desc, &alpha, a8, la, b8, lb, &beta, out.data, lc, out.data, lc,
+                             &heuristic.algo, workspace_, kWorkspace, stream_));
+    cublasLtMatmulPreferenceDestroy(pref);
+    cublasLtMatrixLayoutDestroy(la);
+    cublasLtMatrixLayoutDestroy(lb);
+    cublasLtMatrixLayoutDestroy(lc);
+    cublasLtMatmulDescDestroy(desc);
+  }
+
+  __nv_fp8_e4m3* fp8_buffer(int index, std::int64_t n) {
+    if (fp8_buffers_.size() <= static_cast<std::size_t>(index)) {
+      fp8_buffers_.resize(index + 1, nullptr);
+      fp8_sizes_.resize(index + 1, 0);
+    }
+    if (fp8_sizes_[index] < n) {
+      if (fp8_buffers_[index]) {
+        cudaStreamSynchronize(stream_);
+        cudaFree(fp8_buffers_[index]);
+      }
+      CS_CUDA(cudaMalloc(&fp8_buffers_[index], static_cast<std::size_t>(n)));
+      fp8_sizes_[index] = n;
+    }
+    return static_cast<__nv_fp8_e4m3*>(fp8_buffers_[index]);
+  }
+
+  double reduce(Tensor t, int squares) {
+    double* out = static_cast<double*>(scratch_scalars_);
+    CS_CUDA(cudaMemsetAsync(out, 0, sizeof(double), stream_));
+    sum_kernel<<<blocks_for(t.numel), 256, 0, stream_>>>(out, t.as<float>(), t.numel, squares);
+    check_launch();
+    double host = 0;
+    CS_CUDA(cudaMemcpyAsync(&host, out, sizeof host, cudaMemcpyDeviceToHost, stream_));
+    CS_CUDA(cudaStreamSynchronize(stream_));
+    return host;
+  }
+
+  int device_;
+  CudaCompute compute_;
+  std::string name_;
+  bool fp8_capable_ = false;
+  cudaStream_t stream_ = nullptr;
+  cublasHandle_t cublas_ = nullptr;
+  cublasLtHandle_t lt_ = nullptr;
+  cublasComputeType_t gemm_compute_ = CUBLAS_COMPUTE_32F;
+  void* workspace_ = nullptr;
+  void* scratch_scalars_ = nullptr;
+  std::vector<Tensor> scratch_;
+  std::vector<void*> fp8_buffers_;
+  std::vector<std::int64_t> fp8_sizes_;
+  std::atomic<std::int64_t> bytes_{0};
+  std::uint64_t gemm_ids_ = 0;
+  GemmHooks hooks_;
+};
+
+template <class T>
+__global__ void split_single_kernel(T* out, const T* in, int B, int T_, int NH, int hs, std::int64_t n) {
+  const int C = NH * hs;
+  GRID_LOOP(i, n) {
+    const int d = static_cast<int>(i % hs);
+    const int t = static_cast<int>((i / hs) % T_);
+    const int h = static_cast<int>((i / (static_cast<std::int64_t>(hs) * T_)) % NH);
+    const int b = static_cast<int>(i / (static_cast<std::int64_t>(hs) * T_ * NH));
+    out[i] = in[(static_cast<std::int64_t>(b) * T_ + t) * C + h * hs + d];
+  }
+}
+
+template <class X>
+void CudaBackend::split_single_launch(X* out, const X* in, int B, int T, int NH, int hs, std::int64_t n) {
+  split_single_kernel<<<blocks_for(n), 256, 0, stream_>>>(out, in, B, T, NH, hs, n);
+}
+
+}  // namespace
+
+DType cuda_storage_type(CudaCompute compute) {
+  switch (compute) {
+    case CudaCompute::fp32:
+    case CudaCompute::tf32: return DType::f32;
+    case CudaCompute::bf16:
+    case CudaCompute::fp8: return DType::bf16;
+    case CudaCompute::fp16: return DType::f16;
+  }
+  return DType::f32;
+}
+
+Result<CudaCompute> cuda_compute_from_string(const std::string& p) {
+  if (p == "fp32") return CudaCompute::fp32;
+  if (p == "tf32") return CudaCompute::tf32;
+  if (p == "bf16") return CudaCompute::bf16;
+  if (p == "fp16") return CudaCompute::fp16;
+  if (p == "fp8") return CudaCompute::fp8;
+  return Error{"the CUDA engine computes in fp32, tf32, bf16, fp16 or fp8, not " + p};
+}
+
+Result<int> cuda_device_count() {
+  int count = 0;  // the static runtime may leave it unwritten when there is no driver
+  const cudaError_t e = cudaGetDeviceCount(&count);
+  if (e == cudaErrorInsufficientDriver || e == cudaErrorNoDevice || e == cudaErrorInitializationError) {
+    cudaGetLastError();
+    return Error{std::string("no GPU: ") + (e == cudaErrorNoDevice ? "the CUDA driver reports no device"
+                                                                  : "no usable NVIDIA driver (" +
+                                                                        std::string(cudaGetErrorString(e)) + ")")};
+  }
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    return Error{std::string("no GPU: ") + cudaGetErrorString(e)};
+  }
+  if (count <= 0) return Error{"no GPU: the CUDA driver reports no device"};
+  return count;
+}
+
+Result<CudaDeviceInfo> cuda_device_info(int device) {
+  auto count = cuda_device_count();
+  if (!count) return count.error();
+  if (device >= *count) {
+    return Error{"GPU " + std::to_string(device) + " does not exist (" + std::to_string(*count) +
+                 " found)"};
+  }
+  cudaDeviceProp prop{};
+  if (cudaGetDeviceProperties(&prop, device) != cudaSuccess) return Error{"cannot query GPU " + std::to_string(device)};
+  CudaDeviceInfo info;
+  info.name = prop.name;
+  info.compute_major = prop.major;
+  info.compute_minor = prop.minor;
+  info.memory_bytes = static_cast<double>(prop.totalGlobalMem);
+  cudaRuntimeGetVersion(&info.runtime_version);
+  cudaDriverGetVersion(&info.driver_version);
+  return info;
+}
+
+Result<std::unique_ptr<Backend>> make_cuda_backend(int device, CudaCompute compute) {
+  auto info = cuda_device_info(device);
+  if (!info) return info.error();
+  try {
+    return std::unique_ptr<Backend>(std::make_unique<CudaBackend>(device, compute));
+  } catch (const std::exception& e) {
+    return Error{e.what()};
+  }
+}
+
+void set_gemm_hooks(Backend& backend, GemmHooks hooks) {
+  static_cast<CudaBackend&>(backend).set_hooks(std::move(hooks));
+}
+
+void* cuda_compute_stream(Backend& backend) { return static_cast<CudaBackend&>(backend).stream(); }
+
+double cuda_device_memory_used(int device) {
+  int current = 0;
+  cudaGetDevice(&current);
+  cudaSetDevice(device);
+  std::size_t free_bytes = 0, total = 0;
+  const bool ok = cudaMemGetInfo(&free_bytes, &total) == cudaSuccess;
+  cudaSetDevice(current);
+  return ok ? static_cast<double>(total - free_bytes) : 0.0;
+}
+
+}  // namespace cs::worker

@@ -1,0 +1,51 @@
+#pragma once
+// The CUDA engine's backend: GEMMs through cuBLAS (FP32, TF32, BF16, FP16)
+// and cuBLASLt (FP8 E4M3 on Hopper and newer, forward GEMMs with per-tensor
+// scaling; their backward runs in BF16), the engine's own kernels for the
+// rest, everything in order on one compute stream. No CUDA header here: the
+// worker and the CLI include this without the toolkit's headers.
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "core/result.h"
+#include "profiler/worker/backend.h"
+
+namespace cs::worker {
+
+enum class CudaCompute { fp32, tf32, bf16, fp16, fp8 };
+
+// The storage type of activations and weights for a compute mode.
+DType cuda_storage_type(CudaCompute compute);
+Result<CudaCompute> cuda_compute_from_string(const std::string& precision);
+
+struct CudaDeviceInfo {
+  std::string name;
+  int compute_major = 0, compute_minor = 0;
+  double memory_bytes = 0;
+  int runtime_version = 0, driver_version = 0;
+};
+
+// The devices, or the sentence saying why there are none ("no GPU: ...").
+Result<int> cuda_device_count();
+Result<CudaDeviceInfo> cuda_device_info(int device);
+
+// Called around every GEMM launch with a fresh id and the GEMM's name and
+// FLOPs, so that a tracer can tie the kernels cuBLAS launches to the work they
+// do (CUPTI external correlation); the engine itself knows nothing of CUPTI.
+struct GemmHooks {
+  std::function<void(std::uint64_t id, std::string_view name, double flops)> before;
+  std::function<void(std::uint64_t id)> after;
+};
+
+Result<std::unique_ptr<Backend>> make_cuda_backend(int device, CudaCompute compute);
+void set_gemm_hooks(Backend& cuda_backend, GemmHooks hooks);
+// The backend's compute stream (a cudaStream_t), for NCCL and events.
+void* cuda_compute_stream(Backend& cuda_backend);
+// Bytes the engine has allocated (what torch.cuda.memory_allocated reports),
+// and the device's used memory (cudaMemGetInfo), for the memory counters.
+double cuda_device_memory_used(int device);
+
+}  // namespace cs::worker

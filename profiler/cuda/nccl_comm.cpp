@@ -1,0 +1,258 @@
+#include "profiler/cuda/nccl_comm.h"
+
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+#include <cstring>
+#include <deque>
+#include <stdexcept>
+#include <utility>
+
+#include "profiler/worker/op_tracer.h"
+
+namespace cs::worker {
+
+namespace {
+
+[[noreturn]] void nccl_fail(const char* what, ncclResult_t r) {
+  throw std::runtime_error(std::string(what) + " failed: " + ncclGetErrorString(r));
+}
+#define CS_NCCL(call)                                     \
+  do {                                                    \
+    ncclResult_t r_ = (call);                             \
+    if (r_ != ncclSuccess) nccl_fail(#call, r_);          \
+  } while (0)
+#define CS_CUDA_OK(call)                                                                   \
+  do {                                                                                     \
+    cudaError_t e_ = (call);                                                               \
+    if (e_ != cudaSuccess) throw std::runtime_error(std::string(#call) + " failed: " +     \
+                                                    cudaGetErrorString(e_));               \
+  } while (0)
+
+ncclDataType_t nccl_type(DType t) {
+  switch (t) {
+    case DType::f32: return ncclFloat32;
+    case DType::bf16: return ncclBfloat16;
+    case DType::f16: return ncclFloat16;
+    case DType::i32: return ncclInt32;
+  }
+  return ncclFloat32;
+}
+
+}  // namespace
+
+struct NcclWorld::Impl {
+  OpTracer* tracer = nullptr;
+};
+
+namespace {
+
+class NcclComm final : public Communicator {
+ public:
+  NcclComm(ncclComm_t comm, std::string name, cudaStream_t compute, int device,
+           NcclWorld::Impl& impl)
+      : comm_(comm), name_(std::move(name)), compute_(compute), device_(device), impl_(impl) {
+    CS_NCCL(ncclCommUserRank(comm_, &rank_));
+    CS_NCCL(ncclCommCount(comm_, &size_));
+    CS_CUDA_OK(cudaSetDevice(device_));
+    CS_CUDA_OK(cudaStreamCreateWithFlags(&side_, cudaStreamNonBlocking));
+  }
+  ~NcclComm() override {
+    cudaSetDevice(device_);
+    cudaStreamSynchronize(side_);
+    for (auto& [ticket, event] : events_) cudaEventDestroy(event);
+    cudaStreamDestroy(side_);
+    ncclCommDestroy(comm_);
+  }
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  std::string_view name() const override { return name_; }
+
+  void all_reduce(Tensor t) override {
+    flush_sends();
+    CS_NCCL(ncclAllReduce(t.data, t.data, static_cast<std::size_t>(t.numel), nccl_type(t.dtype),
+                          ncclSum, comm_, compute_));
+  }
+
+  // Held back until the next receive or wait_sends (see the header).
+  void send(Tensor t, int peer) override { pending_.emplace_back(t, peer); }
+
+  void recv(Tensor t, int peer) override {
+    CS_NCCL(ncclGroupStart());
+    for (auto& [tensor, to] : pending_) {
+      CS_NCCL(ncclSend(tensor.data, static_cast<std::size_t>(tensor.bytes()), ncclUint8, to, comm_, compute_));
+    }
+    pending_.clear();
+    CS_NCCL(ncclRecv(t.data, static_cast<std::size_t>(t.bytes()), ncclUint8, peer, comm_, compute_));
+    CS_NCCL(ncclGroupEnd());
+  }
+
+  void wait_sends() override { flush_sends(); }
+
+  Ticket all_reduce_async(Tensor t) override {
+    return on_side_stream([&] {
+      CS_NCCL(ncclAllReduce(t.data, t.data, static_cast<std::size_t>(t.numel), nccl_type(t.dtype),
+                            ncclSum, comm_, side_));
+    });
+  }
+  Ticket reduce_scatter_async(Tensor full, Tensor shard) override {
+    return on_side_stream([&] {
+      CS_NCCL(ncclReduceScatter(full.data, shard.data, static_cast<std::size_t>(shard.numel),
+                                nccl_type(full.dtype), ncclSum, comm_, side_));
+    });
+  }
+  Ticket all_gather_async(Tensor shard, Tensor full) override {
+    return on_side_stream([&] {
+      CS_NCCL(ncclAllGather(shard.data, full.data, static_cast<std::size_t>(shard.numel),
+                            nccl_type(shard.dtype), comm_, side_));
+    });
+  }
+
+  void wait(Ticket ticket) override {
+    for (auto it = events_.begin(); it != events_.end(); ++it) {
+      if (it->first == ticket) {
+        // The compute stream waits on the GPU; the host does not.
+        CS_CUDA_OK(cudaStreamWaitEvent(compute_, it->second, 0));
+        cudaEventDestroy(it->second);
+        events_.erase(it);
+        return;
+      }
+    }
+  }
+
+ private:
+  void flush_sends() {
+    if (pending_.empty()) return;
+    CS_NCCL(ncclGroupStart());
+    for (auto& [tensor, to] : pending_) {
+      CS_NCCL(ncclSend(tensor.data, static_cast<std::size_t>(tensor.bytes()), ncclUint8, to, comm_, compute_));
+    }
+    CS_NCCL(ncclGroupEnd());
+    pending_.clear();
+  }
+
+  // Work on the side stream starts after everything queued on the compute
+  // stream so far (the gradients it reduces are final there).
+  template <class F>
+  Ticket on_side_stream(F&& launch) {
+    cudaEvent_t ready;
+    CS_CUDA_OK(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming));
+    CS_CUDA_OK(cudaEventRecord(ready, compute_));
+    CS_CUDA_OK(cudaStreamWaitEvent(side_, ready, 0));
+    cudaEventDestroy(ready);
+    launch();
+    cudaEvent_t done;
+    CS_CUDA_OK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
+    CS_CUDA_OK(cudaEventRecord(done, side_));
+    const Ticket t = ++next_;
+    events_.emplace_back(t, done);
+    return t;
+  }
+
+  ncclComm_t comm_;
+  std::string name_;
+  cudaStream_t compute_;
+  cudaStream_t side_ = nullptr;
+  int device_;
+  NcclWorld::Impl& impl_;
+  int rank_ = 0;
+  int size_ = 1;
+  Ticket next_ = 0;
+  std::deque<std::pair<Ticket, cudaEvent_t>> events_;
+  std::vector<std::pair<Tensor, int>> pending_;
+};
+
+}  // namespace
+
+Result<std::vector<char>> NcclWorld::make_unique_id() {
+  ncclUniqueId id;
+  const ncclResult_t r = ncclGetUniqueId(&id);
+  if (r != ncclSuccess) return Error{std::string("ncclGetUniqueId failed: ") + ncclGetErrorString(r)};
+  std::vector<char> bytes(sizeof id.internal);
+  std::memcpy(bytes.data(), id.internal, sizeof id.internal);
+  return bytes;
+}
+
+std::string NcclWorld::version() {
+  int v = 0;
+  ncclGetVersion(&v);
+  return std::to_string(v / 10000) + "." + std::to_string((v / 100) % 100) + "." + std::to_string(v % 100);
+}
+
+Result<std::unique_ptr<NcclWorld>> NcclWorld::create(const NcclBootstrap& boot, int dp, int tp,
+                                                     int pp, int device, void* stream) {
+  if (boot.world_size != dp * tp * pp) {
+    return Error{"the plan needs dp x tp x pp = " + std::to_string(dp * tp * pp) + " ranks, but " +
+                 std::to_string(boot.world_size) + " were started"};
+  }
+  try {
+    CS_CUDA_OK(cudaSetDevice(device));
+    ncclUniqueId id;
+    if (!boot.unique_id.empty()) {
+      std::memcpy(id.internal, boot.unique_id.data(), sizeof id.internal);
+    } else {
+      // With NCCL_COMM_ID set every rank derives the same id from rank 0's address.
+      CS_NCCL(ncclGetUniqueId(&id));
+    }
+    ncclComm_t world_comm;
+    CS_NCCL(ncclCommInitRank(&world_comm, boot.world_size, id, boot.world_rank));
+    std::unique_ptr<NcclWorld> w(new NcclWorld);
+    w->layout_ = WorldLayout::of(boot.world_rank, dp, tp, pp);
+    w->impl_ = std::make_unique<Impl>();
+    const WorldLayout& l = w->layout_;
+    auto s = static_cast<cudaStream_t>(stream);
+    auto split = [&](int colour, const char* name) -> std::unique_ptr<Communicator> {
+      ncclComm_t comm;
+      CS_NCCL(ncclCommSplit(world_comm, colour, boot.world_rank, &comm, nullptr));
+      return std::make_unique<NcclComm>(comm, name, s, device, *w->impl_);
+    };
+    w->dp_ = split(l.pp_rank * tp + l.tp_rank, "dp");
+    w->tp_ = split(l.pp_rank * dp + l.dp_rank, "tp");
+    w->pp_ = split(l.dp_rank * tp + l.tp_rank, "pp");
+    w->world_ = std::make_unique<NcclComm>(world_comm, "world", s, device, *w->impl_);
+    return w;
+  } catch (const std::exception& e) {
+    return Error{e.what()};
+  }
+}
+
+Result<std::vector<std::unique_ptr<NcclWorld>>> NcclWorld::create_all(
+    const std::vector<int>& devices, const std::vector<void*>& streams) {
+  if (devices.empty() || devices.size() != streams.size()) {
+    return Error{"single-process mode needs one stream per GPU and at least one GPU"};
+  }
+  try {
+    const int n = static_cast<int>(devices.size());
+    std::vector<ncclComm_t> comms(devices.size());
+    CS_NCCL(ncclCommInitAll(comms.data(), n, devices.data()));
+    std::vector<std::unique_ptr<NcclWorld>> worlds;
+    for (int r = 0; r < n; ++r) {
+      std::unique_ptr<NcclWorld> w(new NcclWorld);
+      w->layout_ = WorldLayout::of(r, n, 1, 1);
+      w->impl_ = std::make_unique<Impl>();
+      auto s = static_cast<cudaStream_t>(streams[r]);
+      // Pure data parallelism: the world is the data-parallel group; tp and pp are single ranks.
+      ncclComm_t tp_comm, pp_comm;
+      ncclUniqueId solo;
+      CS_NCCL(ncclGetUniqueId(&solo));
+      CS_CUDA_OK(cudaSetDevice(devices[r]));
+      CS_NCCL(ncclCommInitRank(&tp_comm, 1, solo, 0));
+      CS_NCCL(ncclGetUniqueId(&solo));
+      CS_NCCL(ncclCommInitRank(&pp_comm, 1, solo, 0));
+      w->dp_ = std::make_unique<NcclComm>(comms[r], "dp", s, devices[r], *w->impl_);
+      w->tp_ = std::make_unique<NcclComm>(tp_comm, "tp", s, devices[r], *w->impl_);
+      w->pp_ = std::make_unique<NcclComm>(pp_comm, "pp", s, devices[r], *w->impl_);
+      worlds.push_back(std::move(w));
+    }
+    return worlds;
+  } catch (const std::exception& e) {
+    return Error{e.what()};
+  }
+}
+
+NcclWorld::~NcclWorld() = default;
+
+void NcclWorld::set_tracer(OpTracer* tracer) { impl_->tracer = tracer; }
+
+}  // namespace cs::worker
