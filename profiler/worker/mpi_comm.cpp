@@ -270,4 +270,26 @@ void MpiWorld::set_tracer(OpTracer* tracer) { impl_->tracer = tracer; }
 
 void MpiWorld::abort(int code) { MPI_Abort(MPI_COMM_WORLD, code); std::abort(); }
 
+Result<std::vector<char>> mpi_broadcast_from_rank0(const std::vector<char>& bytes, int* argc,
+                                                   char*** argv) {
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (!initialized) MPI_Init(argc, argv);
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  int size = static_cast<int>(bytes.size());
+  MPI_Bcast(&size, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  std::vector<char> out = rank == 0 ? bytes : std::vector<char>(static_cast<std::size_t>(size));
+  MPI_Bcast(out.data(), size, MPI_BYTE, 0, MPI_COMM_WORLD);
+  return out;
+}
+
+void mpi_finalize_if_initialized() {
+  int initialized = 0;
+  int finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (initialized && !finalized) MPI_Finalize();
+}
+
 }  // namespace cs::worker

@@ -7,6 +7,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/result.h"
 #include "profiler/worker/comm.h"
@@ -41,5 +42,12 @@ class MpiWorld {
   std::unique_ptr<Impl> impl_;
   std::unique_ptr<Communicator> dp_, tp_, pp_, world_;
 };
+
+// For the CUDA engine under mpirun: rank 0's bytes (NCCL's unique id) given
+// to every rank through MPI, which this initialises when nothing else has.
+Result<std::vector<char>> mpi_broadcast_from_rank0(const std::vector<char>& bytes, int* argc,
+                                                   char*** argv);
+// Finalises MPI when the broadcast above started it.
+void mpi_finalize_if_initialized();
 
 }  // namespace cs::worker

@@ -82,6 +82,7 @@ Trainer::Trainer(Backend& backend, Communicator& dp, Communicator& tp, Communica
   model_->bind_weights(weights_.slice(0, n_));
   model_->bind_gradients(grads_.slice(0, n_));
 
+  if (config_.dynamic_loss_scale) loss_scale_ = config_.initial_loss_scale;
   if (config_.dp > 1 && !zero) {
     const std::int64_t per_bucket = std::max<std::int64_t>(1, config_.bucket_bytes / 4);
     for (std::int64_t end = n_; end > 0; end -= per_bucket) {
@@ -171,7 +172,7 @@ StepResult Trainer::step() {
     } else {
       if (!model.last_stage()) pp_.recv(model_->output_grad(), config_.pp_rank + 1);
       const bool last = op.micro_batch == M - 1;
-      model_->backward(slot, 1.0f / M, [&](std::int64_t ready_from) {
+      model_->backward(slot, loss_scale_ / M, [&](std::int64_t ready_from) {
         if (last && overlap) launch_ready_buckets(ready_from);
       });
       if (!model.first_stage()) {
@@ -184,7 +185,23 @@ StepResult Trainer::step() {
   }
   pp_.wait_sends();
   reduce_gradients();
-  optimizer_step();
+  bool skipped = false;
+  const float used_scale = loss_scale_;
+  if (config_.dynamic_loss_scale) {
+    skipped = gradients_overflowed();
+    if (skipped) {
+      loss_scale_ = std::max(1.0f, loss_scale_ / 2);
+      clean_steps_ = 0;
+    } else {
+      const bool zero = config_.zero_stage == 1 && config_.dp > 1;
+      backend_.scale(zero ? grad_shard_ : grads_, 1.0f / used_scale);
+      if (++clean_steps_ == config_.loss_scale_window) {
+        loss_scale_ *= 2;
+        clean_steps_ = 0;
+      }
+    }
+  }
+  if (!skipped) optimizer_step();
 
   // The step's loss: the last stage's mean, averaged over replicas, sent to
   // every stage.
@@ -202,6 +219,8 @@ StepResult Trainer::step() {
   r.loss = loss;
   r.seconds = (step_end - step_start) * 1e-9;
   r.tokens = static_cast<double>(config_.global_batch()) * config_.model.seq;
+  r.loss_scale = config_.dynamic_loss_scale ? used_scale : 0;
+  r.skipped = skipped;
   if (tracer_) {
     tracer_->record(tracer_->steps_lane(), trace::EventKind::step, trace::Category::other,
                     step_start, step_end, "step " + std::to_string(step_));
@@ -212,11 +231,24 @@ StepResult Trainer::step() {
     m.end_ns = step_end;
     m.loss = loss;
     m.tokens = r.tokens / config_.dp;
+    m.loss_scale = r.loss_scale;
     tracer_->writer().add(m);
     tracer_->counter("memory in use (bytes)", step_end, static_cast<double>(backend_.bytes_in_use()));
   }
   ++step_;
   return r;
+}
+
+// Every rank must skip together: any rank's overflow counts.
+bool Trainer::gradients_overflowed() {
+  const bool zero = config_.zero_stage == 1 && config_.dp > 1;
+  float overflow = backend_.all_finite(zero ? grad_shard_ : grads_) ? 0.0f : 1.0f;
+  backend_.upload(scalar_, &overflow);
+  if (config_.dp > 1) dp_.all_reduce(scalar_);
+  if (config_.tp > 1) tp_.all_reduce(scalar_);
+  if (config_.pp > 1) pp_.all_reduce(scalar_);
+  backend_.download(&overflow, scalar_);
+  return overflow > 0;
 }
 
 std::vector<float> Trainer::local_weights() {

@@ -31,6 +31,11 @@ struct TrainConfig {
   std::uint64_t seed = 1234;
   std::int64_t bucket_bytes = 1 << 20;  // data-parallel gradient bucket
   bool overlap_dp = true;  // start buckets during backward (false: after it)
+  // FP16: scale the loss so small gradients survive, skip steps whose
+  // gradients overflow and halve the scale, double it after a clean window.
+  bool dynamic_loss_scale = false;
+  float initial_loss_scale = 65536.0f;
+  int loss_scale_window = 2000;
 
   int global_batch() const { return dp * micro_batch * accumulation; }
 };
@@ -40,6 +45,8 @@ struct StepResult {
   double loss = 0;       // mean over the global batch (every rank gets it)
   double seconds = 0;    // this rank's step time
   double tokens = 0;     // tokens of the global batch
+  double loss_scale = 0; // the scale used (0 without loss scaling)
+  bool skipped = false;  // gradients overflowed: no update this step
 };
 
 class Trainer {
@@ -65,6 +72,7 @@ class Trainer {
   void launch_ready_buckets(std::int64_t ready_from);
   void reduce_gradients();
   void optimizer_step();
+  bool gradients_overflowed();
   void annotate(std::string_view what, std::int64_t start_ns);
 
   Backend& backend_;
@@ -94,6 +102,8 @@ class Trainer {
   };
   std::vector<Bucket> buckets_;  // from the end of the buffer to its start
   int step_ = 0;
+  float loss_scale_ = 1.0f;
+  int clean_steps_ = 0;
 };
 
 }  // namespace cs::worker

@@ -1,6 +1,7 @@
 // clusterscope-worker: one rank of a training run. Started by the launcher
-// (mpirun, Slurm), it trains the plan's model on a backend, records its
-// timeline into its own trace store and prints a JSON line per step.
+// (mpirun, torchrun-style environments, Slurm), it trains the plan's model on
+// the CPU engine (OpenBLAS + MPI) or the CUDA engine (cuBLAS + NCCL), records
+// its timeline into its own trace store and prints a JSON line per step.
 
 #include <pthread.h>
 #include <unistd.h>
@@ -9,6 +10,7 @@
 #include <csignal>
 #include <cstdio>
 #include <iostream>
+#include <mutex>
 #include <thread>
 
 #include <CLI/CLI.hpp>
@@ -18,13 +20,21 @@
 #include "core/model_json.h"
 #include "core/presets.h"
 #include "core/trace_writer.h"
+#include "profiler/launch_env.h"
 #include "profiler/worker/corpus.h"
-#include "profiler/worker/cpu_backend.h"
-#include "profiler/worker/mpi_comm.h"
 #include "profiler/worker/op_tracer.h"
 #include "profiler/worker/trainer.h"
 #include "profiler/worker/weights_file.h"
 #include "profiler/worker_shape.h"
+
+#ifdef CLUSTERSCOPE_CPU_ENGINE
+#include "profiler/worker/cpu_backend.h"
+#include "profiler/worker/mpi_comm.h"
+#endif
+#ifdef CLUSTERSCOPE_CUDA_ENGINE
+#include "profiler/cuda/cuda_backend.h"
+#include "profiler/cuda/nccl_comm.h"
+#endif
 
 namespace {
 
@@ -49,11 +59,15 @@ struct Options {
   std::string dump_weights;
   int threads = 0;
   std::string title;
+  bool single_process = false;
+  int gpus = 0;
 };
 
 // One JSON line, whole, on stdout (the launcher reads them).
+std::mutex g_emit_mutex;
 void emit(const json& line) {
   const std::string text = line.dump() + "\n";
+  std::lock_guard lock(g_emit_mutex);
   std::fwrite(text.data(), 1, text.size(), stdout);
   std::fflush(stdout);
 }
@@ -66,42 +80,61 @@ std::string store_path(const std::string& pattern, int rank) {
   return path + ".rank" + std::to_string(rank) + ".db";
 }
 
-// Signals reach one thread, which flushes the store and ends the process: a
+// Signals reach one thread, which closes the stores and ends the process: a
 // cancelled or aborted run keeps everything recorded up to that moment.
-std::atomic<trace::TraceWriter*> g_writer{nullptr};
+std::mutex g_writers_mutex;
+std::vector<trace::TraceWriter*> g_writers;
 std::atomic<int> g_rank{0};
 
-void block_signals(sigset_t& set) {
+void register_writer(trace::TraceWriter* w, bool add) {
+  std::lock_guard lock(g_writers_mutex);
+  if (add) {
+    g_writers.push_back(w);
+  } else {
+    std::erase(g_writers, w);
+  }
+}
+
+void close_all_writers(std::string_view status) {
+  std::lock_guard lock(g_writers_mutex);
+  for (trace::TraceWriter* w : g_writers) (void)w->close(status);
+  g_writers.clear();
+}
+
+sigset_t block_signals() {
+  sigset_t set;
   sigemptyset(&set);
   sigaddset(&set, SIGTERM);
   sigaddset(&set, SIGINT);
   sigaddset(&set, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  return set;
 }
 
 void start_signal_thread(sigset_t set) {
   std::thread([set] {
     int sig = 0;
     sigwait(&set, &sig);
-    if (trace::TraceWriter* w = g_writer.load()) (void)w->close("cancelled");
+    close_all_writers("cancelled");
     emit({{"event", "cancelled"}, {"rank", g_rank.load()}, {"signal", sig}});
     std::_Exit(128 + sig);
   }).detach();
 }
 
-DType compute_type(const std::string& precision) {
-  if (precision == "fp32") return DType::f32;
-  if (precision == "bf16") return DType::bf16;
-  throw CLI::ValidationError("--precision", "the CPU engine computes in fp32 or bf16, not " + precision);
+std::string host_name() {
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  return host;
 }
 
-int train(Options o, int argc, char** argv, const WorkerShape& shape, const std::string& plan_json,
-          DType compute, MpiWorld& world);
-
-int run(Options o, int argc, char** argv) {
-  // The model shape: a plan's workload scaled to this machine, or given directly.
+// The shape to train: a plan's workload scaled to this machine, or flags.
+struct Job {
   WorkerShape shape;
   std::string plan_json;
+};
+
+Job resolve_job(const Options& o) {
+  Job job;
   if (!o.plan_file.empty() || !o.model.empty()) {
     auto catalog = PresetCatalog::load_default();
     if (!catalog) throw std::runtime_error(catalog.message());
@@ -112,62 +145,29 @@ int run(Options o, int argc, char** argv) {
       auto plan = plan_from_json(*j, o.plan_file, &*catalog);
       if (!plan) throw std::runtime_error(plan.message());
       workload = plan->workload;
-      plan_json = to_json(*plan).dump();
+      job.plan_json = to_json(*plan).dump();
     } else {
       const Workload* w = catalog->find_model(o.model);
-      if (!w) throw std::runtime_error(catalog->unknown_name_message("model preset", o.model, catalog->model_names()));
+      if (!w) {
+        throw std::runtime_error(
+            catalog->unknown_name_message("model preset", o.model, catalog->model_names()));
+      }
       workload = *w;
     }
     auto scaled = worker_shape_for(workload, o.tp, o.pp);
     if (!scaled) throw std::runtime_error(scaled.message());
-    shape = *scaled;
+    job.shape = *scaled;
   }
-  GptConfig& c = shape.config;
+  GptConfig& c = job.shape.config;
   if (o.layers) c.layers = o.layers;
   if (o.hidden) c.hidden = o.hidden;
   if (o.heads) c.heads = o.heads;
   if (o.seq) c.seq = o.seq;
   c.ffn = o.ffn ? o.ffn : (o.hidden ? 4 * c.hidden : c.ffn);
-
-  if (o.backend != "cpu") {
-    throw std::runtime_error("the CUDA engine is not built into this worker; use --backend cpu");
-  }
-  const DType compute = compute_type(o.precision);
-
-  sigset_t signals;
-  block_signals(signals);  // before MPI and every other thread starts
-  auto world = MpiWorld::create(&argc, &argv, o.dp, o.tp, o.pp);
-  if (!world) throw std::runtime_error(world.message());
-  const WorldLayout& layout = (*world)->layout();
-  g_rank = layout.world_rank;
-  start_signal_thread(signals);
-  try {
-    return train(o, argc, argv, shape, plan_json, compute, **world);
-  } catch (const std::exception& e) {
-    // One rank failing alone would leave the others waiting in a collective:
-    // end the whole job.
-    std::cerr << "clusterscope-worker: rank " << layout.world_rank << ": error: " << e.what() << '\n';
-    emit({{"event", "error"}, {"rank", layout.world_rank}, {"message", e.what()}});
-    if (trace::TraceWriter* w = g_writer.exchange(nullptr)) (void)w->close("failed");
-    (*world)->abort(1);
-  }
+  return job;
 }
 
-int train(Options o, int argc, char** argv, const WorkerShape& shape, const std::string& plan_json,
-          DType compute, MpiWorld& world_ref) {
-  MpiWorld* world = &world_ref;
-  const WorldLayout& layout = world->layout();
-  const GptConfig& c = shape.config;
-
-  if (o.accumulation == 0) {
-    const int per_step = o.dp * o.micro_batch;
-    if (o.global_batch % per_step != 0 || o.global_batch == 0) {
-      throw std::runtime_error("--global-batch must be a multiple of dp x micro-batch = " +
-                               std::to_string(per_step));
-    }
-    o.accumulation = o.global_batch / per_step;
-  }
-
+TrainConfig train_config(const Options& o, const GptConfig& c, const WorldLayout& layout, DType storage) {
   TrainConfig tc;
   tc.model = c;
   tc.dp = o.dp;
@@ -179,100 +179,321 @@ int train(Options o, int argc, char** argv, const WorkerShape& shape, const std:
   tc.zero_stage = o.zero;
   tc.micro_batch = o.micro_batch;
   tc.accumulation = o.accumulation;
-  tc.compute = compute;
+  tc.compute = storage;
   tc.lr = o.lr;
   tc.seed = o.seed;
   tc.bucket_bytes = static_cast<std::int64_t>(o.bucket_kib * 1024);
   tc.overlap_dp = !o.no_overlap;
+  tc.dynamic_loss_scale = o.precision == "fp16";
+  return tc;
+}
 
-  int threads = o.threads;
-  if (threads <= 0) {
-    const long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
-    const int local_ranks = local ? std::max(1, std::atoi(local)) : layout.world_size;
-    threads = std::max(1L, cores / local_ranks);
-  }
-  auto backend = make_cpu_backend(threads);
-  (void)argc;
-
+// The store of one rank, and the tracer that fills it.
+struct RankTrace {
   std::unique_ptr<trace::TraceWriter> writer;
   std::unique_ptr<OpTracer> tracer;
   std::string path;
-  if (!o.no_trace && !o.out.empty()) {
-    path = store_path(o.out, layout.world_rank);
-    trace::RunInfo info;
-    info.title = o.title.empty() ? "CPU engine run" : o.title;
-    info.source = "cpu-engine";
-    info.start_utc_ns = OpTracer::now_ns();
-    info.clock = "CLOCK_REALTIME";
-    char host[256] = {};
-    gethostname(host, sizeof host - 1);
-    info.host = host;
-    for (int i = 0; i < argc; ++i) info.command_line += (i ? " " : "") + std::string(argv[i]);
-    info.plan_json = plan_json;
-    info.tool_versions_json = json{{"clusterscope", CLUSTERSCOPE_VERSION}}.dump();
-    auto created = trace::TraceWriter::create(path, info);
-    if (!created) throw std::runtime_error(created.message());
-    writer = std::move(created).value();
-    writer->add_rank({layout.world_rank, host, backend->device_name(), getpid(), 0});
-    writer->set_meta("worker_shape", json{{"layers", c.layers}, {"hidden", c.hidden},
-                                           {"heads", c.heads}, {"seq", c.seq}, {"ffn", c.ffn},
-                                           {"vocab", c.vocab}, {"scaled", shape.scaled}}.dump());
-    writer->set_meta("parallel", json{{"dp", o.dp}, {"tp", o.tp}, {"pp", o.pp}, {"zero_stage", o.zero},
-                                      {"micro_batch", o.micro_batch},
+};
+
+RankTrace open_trace(const Options& o, const Job& job, int rank, const std::string& device,
+                     const char* source, const json& versions, int argc, char** argv) {
+  RankTrace t;
+  if (o.no_trace || o.out.empty()) return t;
+  t.path = store_path(o.out, rank);
+  trace::RunInfo info;
+  info.title = o.title.empty() ? std::string(source) + " run" : o.title;
+  info.source = source;
+  info.start_utc_ns = OpTracer::now_ns();
+  info.clock = "CLOCK_REALTIME";
+  info.host = host_name();
+  for (int i = 0; i < argc; ++i) info.command_line += (i ? " " : "") + std::string(argv[i]);
+  info.plan_json = job.plan_json;
+  info.tool_versions_json = versions.dump();
+  auto created = trace::TraceWriter::create(t.path, info);
+  if (!created) throw std::runtime_error(created.message());
+  t.writer = std::move(created).value();
+  t.writer->add_rank({rank, info.host, device, getpid(), 0});
+  const GptConfig& c = job.shape.config;
+  t.writer->set_meta("worker_shape", json{{"layers", c.layers}, {"hidden", c.hidden},
+                                          {"heads", c.heads}, {"seq", c.seq}, {"ffn", c.ffn},
+                                          {"vocab", c.vocab}, {"scaled", job.shape.scaled}}
+                                         .dump());
+  t.writer->set_meta("parallel", json{{"dp", o.dp}, {"tp", o.tp}, {"pp", o.pp},
+                                      {"zero_stage", o.zero}, {"micro_batch", o.micro_batch},
                                       {"accumulation", o.accumulation},
-                                      {"precision", o.precision}}.dump());
-    tracer = std::make_unique<OpTracer>(*writer, layout.world_rank);
-    g_writer = writer.get();
-    backend->set_tracer(tracer.get());
-    world->set_tracer(tracer.get());
-  }
+                                      {"precision", o.precision}, {"backend", o.backend}}
+                                     .dump());
+  t.tracer = std::make_unique<OpTracer>(*t.writer, rank);
+  register_writer(t.writer.get(), true);
+  return t;
+}
 
-  Trainer trainer(*backend, world->dp(), world->tp(), world->pp(), tc, builtin_corpus(),
-                  tracer.get());
-  emit({{"event", "start"},
-        {"rank", layout.world_rank},
-        {"world_size", layout.world_size},
-        {"dp_rank", layout.dp_rank},
-        {"tp_rank", layout.tp_rank},
-        {"pp_rank", layout.pp_rank},
-        {"backend", "cpu"},
-        {"device", backend->device_name()},
-        {"parameters", trainer.model().num_params()},
-        {"model", {{"layers", c.layers}, {"hidden", c.hidden}, {"heads", c.heads}, {"seq", c.seq},
-                   {"ffn", c.ffn}, {"vocab", c.vocab}}},
-        {"scaled", shape.scaled},
-        {"steps", o.steps},
-        {"store", path}});
+void close_trace(RankTrace& t) {
+  if (!t.writer) return;
+  register_writer(t.writer.get(), false);
+  if (Status s = t.writer->close("complete"); !s) throw std::runtime_error(s.message());
+}
 
+// The steps, with a progress line each; extra() adds engine figures.
+void train_steps(Trainer& trainer, const Options& o, int rank, Backend& backend,
+                 const std::function<void(json&)>& extra) {
   for (int s = 0; s < o.steps; ++s) {
     const StepResult r = trainer.step();
-    emit({{"event", "step"},
-          {"rank", layout.world_rank},
-          {"step", r.step},
-          {"steps", o.steps},
-          {"loss", r.loss},
-          {"step_seconds", r.seconds},
-          {"tokens_per_second", r.tokens / r.seconds},
-          {"memory_bytes", backend->bytes_in_use()}});
+    json line = {{"event", "step"},
+                 {"rank", rank},
+                 {"step", r.step},
+                 {"steps", o.steps},
+                 {"loss", r.loss},
+                 {"step_seconds", r.seconds},
+                 {"tokens_per_second", r.tokens / r.seconds},
+                 {"memory_bytes", backend.bytes_in_use()}};
+    if (r.loss_scale > 0) line["loss_scale"] = r.loss_scale;
+    if (r.skipped) line["skipped"] = true;
+    if (extra) extra(line);
+    emit(line);
   }
+}
 
-  if (!o.dump_weights.empty()) {
-    std::vector<float> full = trainer.gather_full_weights(world->world());
-    if (layout.world_rank == 0) {
-      NamedWeights named;
-      for (const ParamInfo& p : gpt_parameter_layout(c, ModelParallel{})) {
-        named[p.name].assign(full.begin() + p.offset, full.begin() + p.offset + p.numel());
+void dump_weights(Trainer& trainer, Communicator& world, const GptConfig& c, int rank,
+                  const std::string& path) {
+  std::vector<float> full = trainer.gather_full_weights(world);
+  if (rank != 0) return;
+  NamedWeights named;
+  for (const ParamInfo& p : gpt_parameter_layout(c, ModelParallel{})) {
+    named[p.name].assign(full.begin() + p.offset, full.begin() + p.offset + p.numel());
+  }
+  if (Status s = write_weights(path, named); !s) throw std::runtime_error(s.message());
+}
+
+json start_line(int rank, const WorldLayout& layout, const char* engine, const std::string& device,
+                const Trainer& trainer, const Job& job, const Options& o, const std::string& store) {
+  const GptConfig& c = job.shape.config;
+  return {{"event", "start"},
+          {"rank", rank},
+          {"pid", getpid()},
+          {"world_size", layout.world_size},
+          {"dp_rank", layout.dp_rank},
+          {"tp_rank", layout.tp_rank},
+          {"pp_rank", layout.pp_rank},
+          {"backend", engine},
+          {"device", device},
+          {"precision", o.precision},
+          {"parameters", trainer.model().num_params()},
+          {"model", {{"layers", c.layers}, {"hidden", c.hidden}, {"heads", c.heads},
+                     {"seq", c.seq}, {"ffn", c.ffn}, {"vocab", c.vocab}}},
+          {"scaled", job.shape.scaled},
+          {"steps", o.steps},
+          {"store", store}};
+}
+
+#ifdef CLUSTERSCOPE_CPU_ENGINE
+int run_cpu(Options o, const Job& job, int argc, char** argv) {
+  if (o.precision != "fp32" && o.precision != "bf16") {
+    throw std::runtime_error("the CPU engine computes in fp32 or bf16, not " + o.precision);
+  }
+  const DType storage = o.precision == "bf16" ? DType::bf16 : DType::f32;
+  start_signal_thread(block_signals());  // before MPI's threads start
+  auto world = MpiWorld::create(&argc, &argv, o.dp, o.tp, o.pp);
+  if (!world) throw std::runtime_error(world.message());
+  MpiWorld& w = **world;
+  const WorldLayout& layout = w.layout();
+  g_rank = layout.world_rank;
+  try {
+    int threads = o.threads;
+    if (threads <= 0) {
+      const long cores = sysconf(_SC_NPROCESSORS_ONLN);
+      const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+      const int local_ranks = local ? std::max(1, std::atoi(local)) : layout.world_size;
+      threads = static_cast<int>(std::max(1L, cores / local_ranks));
+    }
+    auto backend = make_cpu_backend(threads);
+    RankTrace trace = open_trace(o, job, layout.world_rank, backend->device_name(), "cpu-engine",
+                                 {{"clusterscope", CLUSTERSCOPE_VERSION}}, argc, argv);
+    backend->set_tracer(trace.tracer.get());
+    w.set_tracer(trace.tracer.get());
+    Trainer trainer(*backend, w.dp(), w.tp(), w.pp(), train_config(o, job.shape.config, layout, storage),
+                    builtin_corpus(), trace.tracer.get());
+    emit(start_line(layout.world_rank, layout, "cpu", backend->device_name(), trainer, job, o, trace.path));
+    train_steps(trainer, o, layout.world_rank, *backend, nullptr);
+    if (!o.dump_weights.empty()) dump_weights(trainer, w.world(), job.shape.config, layout.world_rank, o.dump_weights);
+    w.set_tracer(nullptr);
+    close_trace(trace);
+    emit({{"event", "done"}, {"rank", layout.world_rank}, {"store", trace.path}});
+    return 0;
+  } catch (const std::exception& e) {
+    // One rank failing alone would leave the others waiting in a collective:
+    // end the whole job.
+    std::cerr << "clusterscope-worker: rank " << layout.world_rank << ": error: " << e.what() << '\n';
+    emit({{"event", "error"}, {"rank", layout.world_rank}, {"message", e.what()}});
+    close_all_writers("failed");
+    w.abort(1);
+  }
+}
+#endif
+
+#ifdef CLUSTERSCOPE_CUDA_ENGINE
+json cuda_versions(const CudaDeviceInfo& info) {
+  return {{"clusterscope", CLUSTERSCOPE_VERSION},
+          {"cuda_runtime", info.runtime_version},
+          {"cuda_driver", info.driver_version},
+          {"nccl", NcclWorld::version()}};
+}
+
+int run_cuda(Options o, const Job& job, int argc, char** argv) {
+  auto compute = cuda_compute_from_string(o.precision);
+  if (!compute) throw std::runtime_error(compute.message());
+  auto launch = profiler::parse_launch_env(profiler::current_environment());
+  if (!launch) throw std::runtime_error(launch.message());
+  auto count = cuda_device_count();
+  if (!count) throw std::runtime_error(count.message());
+  const int device = launch->local_rank;
+  if (device >= *count) {
+    throw std::runtime_error("local rank " + std::to_string(device) + " has no GPU of its own (" +
+                             std::to_string(*count) + " on this node); start one rank per GPU");
+  }
+  auto info = cuda_device_info(device);
+  if (!info) throw std::runtime_error(info.message());
+  start_signal_thread(block_signals());
+  g_rank = launch->rank;
+
+  auto backend_result = make_cuda_backend(device, *compute);
+  if (!backend_result) throw std::runtime_error(backend_result.message());
+  std::unique_ptr<Backend> backend = std::move(backend_result).value();
+
+  NcclBootstrap boot;
+  boot.world_rank = launch->rank;
+  boot.world_size = launch->world_size;
+  auto rendezvous = profiler::nccl_rendezvous_from(profiler::current_environment());
+  if (!rendezvous) throw std::runtime_error(rendezvous.message());
+  if (boot.world_size > 1 && !rendezvous->has_value()) {
+#ifdef CLUSTERSCOPE_CPU_ENGINE
+    if (launch->launcher == profiler::Launcher::open_mpi) {
+      std::vector<char> id;
+      if (launch->rank == 0) {
+        auto made = NcclWorld::make_unique_id();
+        if (!made) throw std::runtime_error(made.message());
+        id = *made;
       }
-      if (Status s = write_weights(o.dump_weights, named); !s) throw std::runtime_error(s.message());
+      auto shared = mpi_broadcast_from_rank0(id, &argc, &argv);
+      if (!shared) throw std::runtime_error(shared.message());
+      boot.unique_id = *shared;
+    } else
+#endif
+    {
+      throw std::runtime_error(
+          "several ranks need a rendezvous: set NCCL_COMM_ID=host:port (rank 0's address) or "
+          "launch with mpirun");
     }
   }
-  if (writer) {
-    g_writer = nullptr;
-    if (Status s = writer->close("complete"); !s) throw std::runtime_error(s.message());
-  }
-  emit({{"event", "done"}, {"rank", layout.world_rank}, {"store", path}});
+  auto world = NcclWorld::create(boot, o.dp, o.tp, o.pp, device, cuda_compute_stream(*backend));
+  if (!world) throw std::runtime_error(world.message());
+  NcclWorld& w = **world;
+  const WorldLayout& layout = w.layout();
+
+  RankTrace trace = open_trace(o, job, launch->rank, backend->device_name(), "cuda-engine",
+                               cuda_versions(*info), argc, argv);
+  Trainer trainer(*backend, w.dp(), w.tp(), w.pp(),
+                  train_config(o, job.shape.config, layout, cuda_storage_type(*compute)),
+                  builtin_corpus(), trace.tracer.get());
+  emit(start_line(launch->rank, layout, "cuda", backend->device_name(), trainer, job, o, trace.path));
+  train_steps(trainer, o, launch->rank, *backend, [&](json& line) {
+    line["device_memory_bytes"] = cuda_device_memory_used(device);
+    if (trace.tracer) {
+      trace.tracer->counter("GPU memory used (bytes)", OpTracer::now_ns(), cuda_device_memory_used(device));
+    }
+  });
+  if (!o.dump_weights.empty()) dump_weights(trainer, w.world(), job.shape.config, launch->rank, o.dump_weights);
+  close_trace(trace);
+  emit({{"event", "done"}, {"rank", launch->rank}, {"store", trace.path}});
+  world->reset();
+#ifdef CLUSTERSCOPE_CPU_ENGINE
+  mpi_finalize_if_initialized();
+#endif
   return 0;
+}
+
+// One process, every local GPU a data-parallel rank on its own thread.
+int run_cuda_single_process(Options o, const Job& job, int argc, char** argv) {
+  auto compute = cuda_compute_from_string(o.precision);
+  if (!compute) throw std::runtime_error(compute.message());
+  auto count = cuda_device_count();
+  if (!count) throw std::runtime_error(count.message());
+  const int gpus = o.gpus > 0 ? o.gpus : *count;
+  if (gpus > *count) {
+    throw std::runtime_error("--gpus " + std::to_string(gpus) + " asks for more GPUs than the " +
+                             std::to_string(*count) + " here");
+  }
+  if (o.tp != 1 || o.pp != 1 || o.dp != gpus) {
+    throw std::runtime_error("single-process mode runs pure data parallelism: use --dp " +
+                             std::to_string(gpus) + " --tp 1 --pp 1 (one rank per GPU)");
+  }
+  start_signal_thread(block_signals());
+  std::vector<std::unique_ptr<Backend>> backends;
+  std::vector<int> devices;
+  std::vector<void*> streams;
+  for (int d = 0; d < gpus; ++d) {
+    auto b = make_cuda_backend(d, *compute);
+    if (!b) throw std::runtime_error(b.message());
+    streams.push_back(cuda_compute_stream(**b));
+    backends.push_back(std::move(b).value());
+    devices.push_back(d);
+  }
+  auto worlds = NcclWorld::create_all(devices, streams);
+  if (!worlds) throw std::runtime_error(worlds.message());
+  auto info = cuda_device_info(0);
+  std::vector<std::string> errors(gpus);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < gpus; ++r) {
+    threads.emplace_back([&, r] {
+      try {
+        NcclWorld& w = *(*worlds)[r];
+        RankTrace trace = open_trace(o, job, r, backends[r]->device_name(), "cuda-engine",
+                                     cuda_versions(*info), argc, argv);
+        Trainer trainer(*backends[r], w.dp(), w.tp(), w.pp(),
+                        train_config(o, job.shape.config, w.layout(), cuda_storage_type(*compute)),
+                        builtin_corpus(), trace.tracer.get());
+        emit(start_line(r, w.layout(), "cuda", backends[r]->device_name(), trainer, job, o, trace.path));
+        train_steps(trainer, o, r, *backends[r], nullptr);
+        close_trace(trace);
+        emit({{"event", "done"}, {"rank", r}, {"store", trace.path}});
+      } catch (const std::exception& e) {
+        errors[r] = e.what();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < gpus; ++r) {
+    if (!errors[r].empty()) throw std::runtime_error("rank " + std::to_string(r) + ": " + errors[r]);
+  }
+  return 0;
+}
+#endif
+
+int run(Options o, int argc, char** argv) {
+  if (o.accumulation == 0) {
+    const int per_step = o.dp * o.micro_batch;
+    if (o.global_batch == 0) {
+      o.accumulation = 1;
+    } else if (o.global_batch % per_step != 0) {
+      throw std::runtime_error("--global-batch " + std::to_string(o.global_batch) +
+                               " must be a multiple of dp x micro-batch = " + std::to_string(per_step));
+    } else {
+      o.accumulation = o.global_batch / per_step;
+    }
+  }
+  const Job job = resolve_job(o);
+  if (o.backend == "cpu") {
+#ifdef CLUSTERSCOPE_CPU_ENGINE
+    return run_cpu(o, job, argc, argv);
+#else
+    throw std::runtime_error("this worker was built without the CPU engine (MPI and OpenBLAS were not found)");
+#endif
+  }
+#ifdef CLUSTERSCOPE_CUDA_ENGINE
+  return o.single_process ? run_cuda_single_process(o, job, argc, argv) : run_cuda(o, job, argc, argv);
+#else
+  throw std::runtime_error("this worker was built without the CUDA engine (no CUDA toolkit at build time)");
+#endif
 }
 
 }  // namespace
@@ -298,7 +519,8 @@ int main(int argc, char** argv) {
   app.add_option("--global-batch", o.global_batch, "Sequences per step (all replicas)")
       ->check(CLI::PositiveNumber)
       ->excludes(acc);
-  app.add_option("--precision", o.precision, "fp32 or bf16 (CPU); tf32, fp16, fp8 too on CUDA");
+  app.add_option("--precision", o.precision, "fp32 or bf16 (CPU); tf32, fp16 and fp8 too on CUDA")
+      ->check(CLI::IsMember({"fp32", "tf32", "bf16", "fp16", "fp8"}));
   app.add_option("--steps", o.steps, "Optimizer steps")->check(CLI::NonNegativeNumber);
   app.add_option("--lr", o.lr, "AdamW learning rate");
   app.add_option("--seed", o.seed, "Seed of the weights and the data order");
@@ -309,15 +531,21 @@ int main(int argc, char** argv) {
   app.add_option("--dump-weights", o.dump_weights, "Write the final weights (rank 0, unsplit layout)");
   app.add_option("--threads", o.threads, "BLAS threads (default: cores / local ranks)");
   app.add_option("--title", o.title, "Run title");
+  app.add_flag("--single-process", o.single_process,
+               "CUDA: drive every local GPU from this one process (ncclCommInitAll), data parallel");
+  app.add_option("--gpus", o.gpus, "GPUs in single-process mode (default all)")->check(CLI::PositiveNumber);
   try {
     app.parse(argc, argv);
-    if (o.accumulation == 0 && o.global_batch == 0) o.accumulation = 1;
+    if (o.single_process && o.backend != "cuda") {
+      throw std::runtime_error("--single-process drives GPUs: it needs --backend cuda");
+    }
     return run(o, argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   } catch (const std::exception& e) {
     std::cerr << "clusterscope-worker: error: " << e.what() << '\n';
     emit({{"event", "error"}, {"rank", g_rank.load()}, {"message", e.what()}});
+    close_all_writers("failed");
     return 1;
   }
 }
