@@ -22,6 +22,7 @@
 #include "core/trace_writer.h"
 #include "profiler/launch_env.h"
 #include "profiler/worker/corpus.h"
+#include "profiler/worker/sweeps.h"
 #include "profiler/worker/op_tracer.h"
 #include "profiler/worker/trainer.h"
 #include "profiler/worker/weights_file.h"
@@ -61,6 +62,9 @@ struct Options {
   std::string title;
   bool single_process = false;
   int gpus = 0;
+  std::string sweep;                 // gemm, bandwidth or all_reduce: measure instead of training
+  std::vector<std::int64_t> sizes;   // GEMM n, or message / buffer bytes
+  double sweep_seconds = 0.2;        // per GEMM size
 };
 
 // One JSON line, whole, on stdout (the launcher reads them).
@@ -265,6 +269,34 @@ void dump_weights(Trainer& trainer, Communicator& world, const GptConfig& c, int
   if (Status s = write_weights(path, named); !s) throw std::runtime_error(s.message());
 }
 
+// Measures instead of training; one JSON line per sample.
+void run_sweep(const Options& o, Backend& backend, Communicator& world, DType storage, int rank) {
+  std::vector<std::int64_t> sizes = o.sizes;
+  if (o.sweep == "gemm") {
+    if (sizes.empty()) sizes = {256, 512, 1024, 2048, 4096, 8192};
+    std::vector<int> n(sizes.begin(), sizes.end());
+    gemm_sweep(backend, storage, n, o.sweep_seconds, [&](const GemmSample& s) {
+      emit({{"event", "gemm"}, {"rank", rank}, {"precision", o.precision}, {"m", s.m}, {"n", s.n},
+            {"k", s.k}, {"seconds", s.seconds}, {"tflops", s.flops_per_second / 1e12}});
+    });
+  } else if (o.sweep == "bandwidth") {
+    if (sizes.empty()) sizes = {1 << 20, 16 << 20, 256 << 20};
+    for (const BandwidthSample& s : bandwidth_sweep(backend, sizes, 20)) {
+      emit({{"event", "bandwidth"}, {"rank", rank}, {"bytes", s.bytes}, {"seconds", s.seconds},
+            {"gb_per_s", s.bytes_per_second / 1e9}});
+    }
+  } else {
+    if (sizes.empty()) {
+      for (std::int64_t b = 1024; b <= (64 << 20); b *= 4) sizes.push_back(b);
+    }
+    for (const CollectiveSample& s : all_reduce_sweep(backend, world, sizes, 20)) {
+      emit({{"event", "collective"}, {"rank", rank}, {"operation", s.operation}, {"bytes", s.bytes},
+            {"ranks", s.ranks}, {"seconds", s.seconds}, {"algbw_gb_per_s", s.algorithm_bandwidth / 1e9},
+            {"busbw_gb_per_s", s.bus_bandwidth / 1e9}});
+    }
+  }
+}
+
 json start_line(int rank, const WorldLayout& layout, const char* engine, const std::string& device,
                 const Trainer& trainer, const Job& job, const Options& o, const std::string& store) {
   const GptConfig& c = job.shape.config;
@@ -311,6 +343,13 @@ int run_cpu(Options o, const Job& job, int argc, char** argv) {
                                  {{"clusterscope", CLUSTERSCOPE_VERSION}}, argc, argv);
     backend->set_tracer(trace.tracer.get());
     w.set_tracer(trace.tracer.get());
+    if (!o.sweep.empty()) {
+      run_sweep(o, *backend, w.world(), storage, layout.world_rank);
+      w.set_tracer(nullptr);
+      close_trace(trace);
+      emit({{"event", "done"}, {"rank", layout.world_rank}, {"store", trace.path}});
+      return 0;
+    }
     Trainer trainer(*backend, w.dp(), w.tp(), w.pp(), train_config(o, job.shape.config, layout, storage),
                     builtin_corpus(), trace.tracer.get());
     emit(start_line(layout.world_rank, layout, "cpu", backend->device_name(), trainer, job, o, trace.path));
@@ -392,6 +431,13 @@ int run_cuda(Options o, const Job& job, int argc, char** argv) {
 
   RankTrace trace = open_trace(o, job, launch->rank, backend->device_name(), "cuda-engine",
                                cuda_versions(*info), argc, argv);
+  if (!o.sweep.empty()) {
+    run_sweep(o, *backend, w.world(), cuda_storage_type(*compute), launch->rank);
+    close_trace(trace);
+    emit({{"event", "done"}, {"rank", launch->rank}, {"store", trace.path}});
+    world->reset();
+    return 0;
+  }
   Trainer trainer(*backend, w.dp(), w.tp(), w.pp(),
                   train_config(o, job.shape.config, layout, cuda_storage_type(*compute)),
                   builtin_corpus(), trace.tracer.get());
@@ -533,6 +579,10 @@ int main(int argc, char** argv) {
   app.add_option("--title", o.title, "Run title");
   app.add_flag("--single-process", o.single_process,
                "CUDA: drive every local GPU from this one process (ncclCommInitAll), data parallel");
+  app.add_option("--sweep", o.sweep, "Measure instead of training: gemm, bandwidth or all_reduce")
+      ->check(CLI::IsMember({"gemm", "bandwidth", "all_reduce"}));
+  app.add_option("--sizes", o.sizes, "Sweep sizes: GEMM n, or bytes per buffer / message");
+  app.add_option("--sweep-seconds", o.sweep_seconds, "Time spent per GEMM size")->check(CLI::PositiveNumber);
   app.add_option("--gpus", o.gpus, "GPUs in single-process mode (default all)")->check(CLI::PositiveNumber);
   try {
     app.parse(argc, argv);

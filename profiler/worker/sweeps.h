@@ -1,0 +1,56 @@
+#pragma once
+// Measurements of the machine at hand through an engine's own backend and
+// communicators: GEMM throughput over sizes, memory bandwidth, and collective
+// bandwidth over message sizes (with nccl-tests' bus-bandwidth factors). The
+// GPU check and calibration run these; with a tracer set, every measured
+// operation also lands in the rank's trace store.
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "profiler/worker/backend.h"
+#include "profiler/worker/comm.h"
+
+namespace cs::worker {
+
+struct GemmSample {
+  std::int64_t m = 0, n = 0, k = 0;
+  double seconds = 0;  // one GEMM, averaged over the repetitions
+  double flops_per_second = 0;
+};
+
+struct BandwidthSample {
+  std::int64_t bytes = 0;  // bytes read and written by one pass
+  double seconds = 0;
+  double bytes_per_second = 0;
+};
+
+struct CollectiveSample {
+  std::string operation;   // "all_reduce"
+  std::int64_t bytes = 0;  // message size per rank
+  int ranks = 0;
+  double seconds = 0;
+  double algorithm_bandwidth = 0;  // bytes / seconds
+  double bus_bandwidth = 0;        // algbw x 2(n-1)/n for all-reduce
+};
+
+// Square GEMMs out[n,n] = a[n,n] . b[n,n]^T in the backend's compute type.
+std::vector<GemmSample> gemm_sweep(Backend& backend, DType storage, const std::vector<int>& sizes,
+                                   double seconds_per_size,
+                                   const std::function<void(const GemmSample&)>& on_sample = {});
+
+// accumulate(dst, src) over tensors of each size: reads 2 and writes 1.
+std::vector<BandwidthSample> bandwidth_sweep(Backend& backend, const std::vector<std::int64_t>& bytes,
+                                             int repetitions);
+
+// All-reduce of fp32 messages of each size across the communicator's group;
+// every rank of the group must call it with the same sizes.
+std::vector<CollectiveSample> all_reduce_sweep(Backend& backend, Communicator& comm,
+                                               const std::vector<std::int64_t>& bytes,
+                                               int repetitions);
+
+double all_reduce_bus_factor(int ranks);  // 2(n-1)/n
+
+}  // namespace cs::worker
