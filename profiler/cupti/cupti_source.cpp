@@ -1,0 +1,204 @@
+#include "profiler/cupti/cupti_source.h"
+
+#include <atomic>
+#include <string>
+#include <vector>
+
+#include <cupti.h>
+#include <time.h>
+
+#include "profiler/cupti/api_filter.h"
+
+namespace cs::profiler {
+
+static_assert(kStepCorrelationKind == CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM2);
+
+namespace {
+
+std::string cupti_error(CUptiResult result) {
+  const char* text = nullptr;
+  if (cuptiGetResultString(result, &text) == CUPTI_SUCCESS && text) return text;
+  return "CUPTI error " + std::to_string(static_cast<int>(result));
+}
+
+struct Kind {
+  CUpti_ActivityKind kind;
+  const char* name;
+  bool required;  // without it there is nothing worth tracing
+};
+
+constexpr Kind kKinds[] = {
+    {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, "CONCURRENT_KERNEL", true},
+    {CUPTI_ACTIVITY_KIND_MEMCPY, "MEMCPY", false},
+    {CUPTI_ACTIVITY_KIND_MEMCPY2, "MEMCPY2", false},
+    {CUPTI_ACTIVITY_KIND_MEMSET, "MEMSET", false},
+    {CUPTI_ACTIVITY_KIND_RUNTIME, "RUNTIME", false},
+    {CUPTI_ACTIVITY_KIND_DRIVER, "DRIVER", false},
+    {CUPTI_ACTIVITY_KIND_SYNCHRONIZATION, "SYNCHRONIZATION", false},
+    {CUPTI_ACTIVITY_KIND_MARKER, "MARKER", false},
+    {CUPTI_ACTIVITY_KIND_MARKER_DATA, "MARKER_DATA", false},
+    {CUPTI_ACTIVITY_KIND_OVERHEAD, "OVERHEAD", false},
+    {CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION, "EXTERNAL_CORRELATION", false},
+};
+
+std::uint64_t CUPTIAPI realtime_timestamp() {
+  timespec ts{};
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000ull +
+         static_cast<std::uint64_t>(ts.tv_nsec);
+}
+
+class CuptiSource;
+// The source CUPTI's process-wide callbacks deliver to.
+std::atomic<CuptiSource*> g_active{nullptr};
+
+class CuptiSource final : public ActivitySource {
+ public:
+  explicit CuptiSource(CuptiSourceOptions options) : options_(options) {}
+  ~CuptiSource() override {
+    CuptiSource* self = this;
+    g_active.compare_exchange_strong(self, nullptr);
+  }
+
+  std::string describe() const override {
+    return "CUPTI " + std::to_string(loaded_cupti_version());
+  }
+
+  Status start(BufferPool& pool, BufferQueue& queue) override {
+    CuptiSource* expected = nullptr;
+    if (!g_active.compare_exchange_strong(expected, this)) {
+      return Error{"a CUPTI tracer is already running in this process"};
+    }
+    pool_ = &pool;
+    queue_ = &queue;
+    std::uint32_t version = 0;
+    if (CUptiResult r = cuptiGetVersion(&version); r != CUPTI_SUCCESS) {
+      return fail("CUPTI is not usable here (cuptiGetVersion: " + cupti_error(r) + ")");
+    }
+    if (CUptiResult r = cuptiSetThreadIdType(CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM);
+        r != CUPTI_SUCCESS) {
+      warnings_.push_back("thread ids are pthread_self() values, not system ids (" +
+                          cupti_error(r) + ")");
+    }
+    if (CUptiResult r = cuptiActivityRegisterTimestampCallback(realtime_timestamp);
+        r != CUPTI_SUCCESS) {
+      warnings_.push_back("timestamps are on CUPTI's default clock (" + cupti_error(r) + ")");
+    }
+    if (CUptiResult r = cuptiActivityRegisterCallbacks(on_buffer_requested, on_buffer_completed);
+        r != CUPTI_SUCCESS) {
+      return fail("CUPTI refused the activity buffer callbacks (" + cupti_error(r) + ")");
+    }
+    for (const Kind& k : kKinds) {
+      const CUptiResult r = cuptiActivityEnable(k.kind);
+      if (r == CUPTI_SUCCESS) {
+        enabled_.push_back(k.kind);
+        continue;
+      }
+      if (k.required) {
+        return fail(std::string("CUPTI could not trace kernels (cuptiActivityEnable(") + k.name +
+                    "): " + cupti_error(r) + "): this process has no usable NVIDIA GPU and driver");
+      }
+      warnings_.push_back(std::string("CUPTI did not enable ") + k.name + " records (" +
+                          cupti_error(r) + ")");
+    }
+    // After enabling the kinds: enabling RUNTIME/DRIVER resets these.
+    for (CUpti_CallbackId cbid : cupti_api::noisy_runtime_calls())
+      cuptiActivityEnableRuntimeApi(cbid, 0);
+    for (CUpti_CallbackId cbid : cupti_api::noisy_driver_calls())
+      cuptiActivityEnableDriverApi(cbid, 0);
+    return {};
+  }
+
+  void flush() override {
+    if (g_active.load() == this) cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+  }
+
+  void flush_completed() override {
+    if (g_active.load() == this && !stopped_.load()) cuptiActivityFlushAll(0);
+  }
+
+  std::uint64_t take_dropped_records() override {
+    if (g_active.load() != this) return 0;
+    std::size_t dropped = 0;
+    // Outside every lock of ours: CUPTI takes its own lock here, and its
+    // buffer callbacks take the pool's and the queue's under it.
+    if (cuptiActivityGetNumDroppedRecords(nullptr, 0, &dropped) != CUPTI_SUCCESS) return 0;
+    return dropped;
+  }
+
+  void stop() override {
+    if (g_active.load() != this || stopped_.exchange(true)) return;
+    for (CUpti_ActivityKind kind : enabled_)
+      cuptiActivityDisable(kind);
+    cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+  }
+
+  void finalize() override {
+    if (g_active.load() != this) return;
+    if (options_.finalize_cupti) cuptiFinalize();
+    g_active.store(nullptr);
+  }
+
+  std::vector<std::string> warnings() const override { return warnings_; }
+
+ private:
+  static void CUPTIAPI on_buffer_requested(std::uint8_t** buffer, std::size_t* size,
+                                           std::size_t* max_records) {
+    *max_records = 0;
+    CuptiSource* source = g_active.load();
+    std::uint8_t* data = source ? source->pool_->acquire() : nullptr;
+    *buffer = data;
+    *size = data ? source->pool_->buffer_bytes() : 0;
+  }
+
+  static void CUPTIAPI on_buffer_completed(CUcontext, std::uint32_t, std::uint8_t* buffer,
+                                           std::size_t size, std::size_t valid) {
+    CuptiSource* source = g_active.load();
+    if (!buffer || !source) return;
+    if (valid == 0) {
+      source->pool_->release(buffer);
+      return;
+    }
+    source->queue_->push(ActivityBuffer{buffer, size, valid, true});
+  }
+
+  Error fail(std::string message) {
+    for (CUpti_ActivityKind kind : enabled_)
+      cuptiActivityDisable(kind);
+    enabled_.clear();
+    CuptiSource* self = this;
+    g_active.compare_exchange_strong(self, nullptr);
+    return Error{std::move(message)};
+  }
+
+  CuptiSourceOptions options_;
+  BufferPool* pool_ = nullptr;
+  BufferQueue* queue_ = nullptr;
+  std::vector<CUpti_ActivityKind> enabled_;
+  std::vector<std::string> warnings_;
+  std::atomic<bool> stopped_{false};
+};
+
+}  // namespace
+
+std::unique_ptr<ActivitySource> make_cupti_source(CuptiSourceOptions options) {
+  return std::make_unique<CuptiSource>(options);
+}
+
+std::uint32_t loaded_cupti_version() {
+  std::uint32_t version = 0;
+  if (cuptiGetVersion(&version) != CUPTI_SUCCESS) return 0;
+  return version;
+}
+
+void push_step_correlation(std::int32_t step) {
+  cuptiActivityPushExternalCorrelationId(
+      CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM2,
+      static_cast<std::uint64_t>(static_cast<std::uint32_t>(step)));
+}
+
+void pop_step_correlation() {
+  cuptiActivityPopExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM2, nullptr);
+}
+
+}  // namespace cs::profiler

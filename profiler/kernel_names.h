@@ -1,0 +1,53 @@
+#pragma once
+// Kernel names as a tracer meets them: C++ demangling, and what NCCL's kernel
+// names and NVTX range names say about a collective.
+//
+// NCCL kernels (any name starting with "nccl") are communication. Their names:
+//   ncclDevKernel_<Coll>_<Op>_<type>_<ALGO>_<PROTO>   NCCL >= 2.19, e.g.
+//       ncclDevKernel_AllReduce_Sum_bf16_RING_LL, ncclDevKernel_AllGather_RING_LL,
+//       ncclDevKernel_SendRecv, ncclDevKernel_Generic (several collectives)
+//   ncclSymkDevKernel_<Coll>_<algo>[_<op>_<type>]     symmetric-memory kernels
+//   ncclKernel_<Coll>_<ALGO>_<PROTO>_<Op>_<ctype>     NCCL < 2.19, e.g.
+//       ncclKernel_AllReduce_RING_LL_Sum_float, ..._Sum___nv_bfloat16
+// NCCL runs signed-integer sums on its unsigned kernels, so u32/u64 kernels
+// are reported as int32/int64 (same size, and what the caller most likely passed).
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "core/trace_types.h"
+
+namespace cs::profiler {
+
+// The readable form of a mangled C++ name ("_Z3addPfS_" -> "add(float*, float*)");
+// the name itself when it is not mangled or cannot be demangled.
+std::string demangle(const char* name);
+
+// The function name without return type, template arguments or parameters:
+// "void at::native::foo<float>(int)" -> "at::native::foo".
+std::string_view kernel_base_name(std::string_view demangled);
+
+struct NcclKernel {
+  trace::Collective collective = trace::Collective::none;  // none: Generic kernels
+  trace::DataType dtype = trace::DataType::none;
+  bool point_to_point = false;  // SendRecv kernels (also all-to-all, gather, scatter)
+};
+
+// What an NCCL kernel's name says; nothing when the name is not an NCCL kernel.
+// Takes a mangled or demangled name.
+std::optional<NcclKernel> parse_nccl_kernel_name(std::string_view name);
+
+// An NCCL API call as NCCL's NVTX range in domain "NCCL" names it ("ncclAllReduce").
+struct NcclCall {
+  trace::Collective collective = trace::Collective::none;  // none for gather/scatter
+  bool point_to_point = false;                             // send, recv
+  bool third_field_is_peer_or_root = false;  // the payload's int after the size: peer or root
+};
+
+std::optional<NcclCall> nccl_call_from_range_name(std::string_view name);
+
+// Size in bytes of one element, 0 when unknown.
+int element_bytes(trace::DataType dtype);
+
+}  // namespace cs::profiler

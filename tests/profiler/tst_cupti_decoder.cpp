@@ -1,0 +1,992 @@
+// The CUPTI tracer without a GPU: real CUPTI record structs (CUDA 13:
+// Kernel10, Memcpy6, MemcpyPtoP4, Memset4, API, Synchronization2, Marker2,
+// MarkerData2, Overhead3, ExternalCorrelation) laid out in buffers as CUPTI
+// hands them over, replayed through the same pool, queue, decoding thread and
+// decoder as live records. Also the recording file, the buffer cap and its
+// dropped records, and the CUPTI source failing cleanly with no driver.
+
+#include <QTemporaryDir>
+#include <QtTest>
+#include <cstddef>
+#include <fstream>
+
+#include <cupti.h>
+#include <nlohmann/json.hpp>
+
+#include "profiler/activity_buffers.h"
+#include "profiler/cupti/activity_decoder.h"
+#include "profiler/cupti/cupti_source.h"
+#include "profiler/cupti/replay_source.h"
+#include "profiler/cupti/tracer.h"
+#include "profiler/kernel_names.h"
+#include "profiler/replay_file.h"
+#include "tests/profiler/memory_trace_writer.h"
+
+using cs::profiler::ReplayBuilder;
+using cs::profiler::ReplayRecording;
+using cs::test::MemoryTraceWriter;
+using cs::trace::Category;
+using cs::trace::Collective;
+using cs::trace::DataType;
+using cs::trace::Event;
+using cs::trace::EventKind;
+using cs::trace::LaneKind;
+
+namespace {
+
+// Nanoseconds on CLOCK_REALTIME, as CUPTI reports them with our clock.
+constexpr std::uint64_t T0 = 1'760'000'000'000'000'000ull;
+
+constexpr const char* kGemm = "_Z11gemm_kernelILi128EEvPKfS1_Pfiii";
+constexpr const char* kAllReduceBf16 =
+    "_Z40ncclDevKernel_AllReduce_Sum_bf16_RING_LL24ncclDevKernelArgsStorageILm4096EE";
+constexpr const char* kSendRecv = "_Z22ncclDevKernel_SendRecv24ncclDevKernelArgsStorageILm4096EE";
+constexpr const char* kGeneric = "_Z21ncclDevKernel_Generic24ncclDevKernelArgsStorageILm4096EE";
+constexpr std::uint64_t kNcclSchema = (1u << 24);  // NVTX_PAYLOAD_SCHEMA_ID_STATIC_START
+
+CUpti_ActivityKernel10 kernel(std::uint64_t start, std::uint64_t end, std::uint32_t device,
+                              std::uint32_t stream, std::uint32_t correlation) {
+  CUpti_ActivityKernel10 k{};
+  k.kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
+  k.start = start;
+  k.end = end;
+  k.deviceId = device;
+  k.contextId = 1;
+  k.streamId = stream;
+  k.correlationId = correlation;
+  k.gridX = 128;
+  k.gridY = k.gridZ = 1;
+  k.blockX = 256;
+  k.blockY = k.blockZ = 1;
+  return k;
+}
+
+CUpti_ActivityAPI api(CUpti_ActivityKind kind, CUpti_CallbackId cbid, std::uint64_t start,
+                      std::uint64_t end, std::uint32_t thread, std::uint32_t correlation) {
+  CUpti_ActivityAPI a{};
+  a.kind = kind;
+  a.cbid = cbid;
+  a.start = start;
+  a.end = end;
+  a.processId = 4242;
+  a.threadId = thread;
+  a.correlationId = correlation;
+  return a;
+}
+
+CUpti_ActivityMemcpy6 memcpy_record(std::uint64_t start, std::uint64_t end, std::uint8_t copy_kind,
+                                    std::uint64_t bytes, std::uint32_t correlation) {
+  CUpti_ActivityMemcpy6 m{};
+  m.kind = CUPTI_ACTIVITY_KIND_MEMCPY;
+  m.copyKind = copy_kind;
+  m.bytes = bytes;
+  m.start = start;
+  m.end = end;
+  m.deviceId = 0;
+  m.streamId = 13;
+  m.correlationId = correlation;
+  m.runtimeCorrelationId = correlation;
+  m.copyCount = 1;
+  return m;
+}
+
+CUpti_ActivityMarker2 marker(std::uint32_t flags, std::uint64_t time, std::uint32_t id,
+                             std::uint32_t thread) {
+  CUpti_ActivityMarker2 m{};
+  m.kind = CUPTI_ACTIVITY_KIND_MARKER;
+  m.flags = static_cast<CUpti_ActivityFlag>(flags);
+  m.timestamp = time;
+  m.id = id;
+  m.objectKind = CUPTI_ACTIVITY_OBJECT_THREAD;
+  m.objectId.pt.processId = 4242;
+  m.objectId.pt.threadId = thread;
+  return m;
+}
+
+// NCCL's payload for ncclAllReduce & co.: {commHash, bytes, op or peer or root}.
+struct NcclPayload {
+  std::uint64_t comm;
+  std::size_t bytes;
+  int third;
+};
+struct NvtxPayloadData {
+  std::uint64_t schema_id;
+  std::size_t size;
+  const void* payload;
+};
+
+// An NCCL range as CUPTI records it: START (name, domain "NCCL"), MARKER_DATA
+// with the extended payload, later END.
+void nccl_range_start(ReplayBuilder& b, const char* call, std::uint32_t id, std::uint64_t time,
+                      std::uint32_t thread, int schema, NcclPayload payload) {
+  b.add_record(marker(CUPTI_ACTIVITY_FLAG_MARKER_START, time, id, thread),
+               {{offsetof(CUpti_ActivityMarker2, name), b.add_string(call)},
+                {offsetof(CUpti_ActivityMarker2, domain), b.add_string("NCCL")}});
+  const auto bytes = b.add_blob(&payload, sizeof payload);
+  NvtxPayloadData header{kNcclSchema + schema, sizeof payload, nullptr};
+  const auto holder =
+      b.add_blob(&header, sizeof header, {{offsetof(NvtxPayloadData, payload), bytes}});
+  CUpti_ActivityMarkerData2 data{};
+  data.kind = CUPTI_ACTIVITY_KIND_MARKER_DATA;
+  data.flags = CUPTI_ACTIVITY_FLAG_MARKER_COLOR_NONE;
+  data.id = id;
+  data.payloadKind = CUPTI_METRIC_VALUE_KIND_NVTX_EXTENDED_PAYLOAD;
+  b.add_record(data, {{offsetof(CUpti_ActivityMarkerData2, payload), holder}});
+}
+
+void nccl_range_end(ReplayBuilder& b, std::uint32_t id, std::uint64_t time, std::uint32_t thread) {
+  b.add_record(marker(CUPTI_ACTIVITY_FLAG_MARKER_END, time, id, thread));
+}
+
+void add_kernel(ReplayBuilder& b, const CUpti_ActivityKernel10& k, const char* name) {
+  b.add_record(k, {{offsetof(CUpti_ActivityKernel10, name), b.add_string(name)}});
+}
+
+struct Replayed {
+  MemoryTraceWriter writer;
+  cs::profiler::TracerReport report;
+
+  std::vector<Event> of_kind(EventKind kind) const {
+    std::vector<Event> found;
+    for (const Event& e : writer.events) {
+      if (e.kind == kind) found.push_back(e);
+    }
+    return found;
+  }
+  const Event* named(const std::string& name) const {
+    for (const Event& e : writer.events) {
+      if (writer.text(e.name) == name) return &e;
+    }
+    return nullptr;
+  }
+  std::string lane_name(const Event& e) const { return writer.lane(e.lane).name; }
+};
+
+cs::profiler::TracerOptions replay_options(std::size_t buffer_bytes = 64 * 1024,
+                                           std::size_t cap_bytes = 16 << 20) {
+  cs::profiler::TracerOptions o;
+  o.rank.rank = 3;
+  o.rank.host = "replay-host";
+  o.rank.device = "NVIDIA H200 (GPU 0)";
+  o.rank.pid = 4242;
+  o.buffer_bytes = buffer_bytes;
+  o.buffer_cap_bytes = cap_bytes;
+  o.memory_sample_period = std::chrono::milliseconds(0);
+  return o;
+}
+
+std::unique_ptr<Replayed> replay(ReplayRecording recording,
+                                 cs::profiler::TracerOptions options = replay_options()) {
+  auto run = std::make_unique<Replayed>();
+  auto tracer = cs::profiler::Tracer::start(
+      cs::profiler::make_replay_source(std::move(recording), "test replay"), run->writer, options);
+  if (!tracer) qFatal("tracer did not start: %s", tracer.message().c_str());
+  run->report = (*tracer)->finalize();
+  return run;
+}
+
+}  // namespace
+
+class TestCuptiDecoder : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void recordsWalkAsCuptiLaysThemOut();
+  void everyKind_data();
+  void everyKind();
+  void launchesLinkToTheirWork();
+  void ncclKernelNames_data();
+  void ncclKernelNames();
+  void kernelBaseNames_data();
+  void kernelBaseNames();
+  void ncclKernelTakesItsNvtxRange();
+  void ncclKernelWaitsForTheRangeEnd();
+  void groupedNcclCallsSizeOneKernel();
+  void ncclKernelWithoutNvtxIsStillCommunication();
+  void lanesPerStreamThreadAndDomain();
+  void timestampsPassThroughExactly();
+  void noisyAndOwnApiCallsAreFiltered();
+  void stepsFromExternalCorrelation();
+  void syncWaitsForItsCall();
+  void overflowDropsAndReports();
+  void recordingFileRoundTrip();
+  void damagedRecordings_data();
+  void damagedRecordings();
+  void cuptiSourceWithoutDriverFailsCleanly();
+  void memoryCounterNeedsADriver();
+};
+
+void TestCuptiDecoder::recordsWalkAsCuptiLaysThemOut() {
+  // cuptiActivityGetNextRecord needs no driver: it walks our buffers of real
+  // structs at sizeof(struct) strides, which is how the replay lays them out.
+  ReplayBuilder b(CUPTI_API_VERSION);
+  b.begin_buffer();
+  std::vector<std::pair<std::size_t, int>> expected;
+  auto add = [&](const auto& record) {
+    expected.emplace_back(b.buffer_size(), int(record.kind));
+    b.add_record(record);
+  };
+  add(kernel(T0, T0 + 10, 0, 7, 1));
+  add(api(CUPTI_ACTIVITY_KIND_RUNTIME, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000, T0, T0 + 5,
+          1, 1));
+  add(memcpy_record(T0, T0 + 3, CUPTI_ACTIVITY_MEMCPY_KIND_HTOD, 64, 2));
+  CUpti_ActivityMemset4 ms{};
+  ms.kind = CUPTI_ACTIVITY_KIND_MEMSET;
+  add(ms);
+  CUpti_ActivityMemcpyPtoP4 p2p{};
+  p2p.kind = CUPTI_ACTIVITY_KIND_MEMCPY2;
+  add(p2p);
+  CUpti_ActivitySynchronization2 sync{};
+  sync.kind = CUPTI_ACTIVITY_KIND_SYNCHRONIZATION;
+  add(sync);
+  add(marker(CUPTI_ACTIVITY_FLAG_MARKER_INSTANTANEOUS, T0, 1, 1));
+  CUpti_ActivityMarkerData2 data{};
+  data.kind = CUPTI_ACTIVITY_KIND_MARKER_DATA;
+  add(data);
+  CUpti_ActivityOverhead3 overhead{};
+  overhead.kind = CUPTI_ACTIVITY_KIND_OVERHEAD;
+  add(overhead);
+  CUpti_ActivityExternalCorrelation ext{};
+  ext.kind = CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION;
+  add(ext);
+  b.end_buffer();
+  auto& bytes = const_cast<std::vector<std::uint8_t>&>(b.recording().segments[0].bytes);
+  CUpti_Activity* record = nullptr;
+  std::size_t i = 0;
+  while (cuptiActivityGetNextRecord(bytes.data(), bytes.size(), &record) == CUPTI_SUCCESS) {
+    QVERIFY(i < expected.size());
+    QCOMPARE(std::size_t(reinterpret_cast<std::uint8_t*>(record) - bytes.data()),
+             expected[i].first);
+    QCOMPARE(int(record->kind), expected[i].second);
+    ++i;
+  }
+  QCOMPARE(i, expected.size());
+  QCOMPARE(cs::profiler::count_records(bytes.data(), bytes.size()), expected.size());
+}
+
+void TestCuptiDecoder::everyKind_data() {
+  QTest::addColumn<int>("which");
+  QTest::addColumn<int>("kind");
+  QTest::addColumn<int>("category");
+  QTest::addColumn<int>("lane_kind");
+  QTest::addColumn<QString>("name");
+  QTest::addColumn<QString>("lane");
+  QTest::addColumn<qint64>("bytes");
+
+  QTest::addRow("kernel")
+      << 0 << int(EventKind::kernel) << int(Category::compute) << int(LaneKind::gpu_stream)
+      << "void gemm_kernel<128>(float const*, float const*, float*, int, int, int)"
+      << "GPU 1 stream 7" << qint64(0);
+  QTest::addRow("nccl kernel")
+      << 1 << int(EventKind::collective) << int(Category::communication)
+      << int(LaneKind::gpu_stream)
+      << "ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)"
+      << "GPU 1 stream 21" << qint64(0);
+  QTest::addRow("memcpy") << 2 << int(EventKind::memcpy) << int(Category::memory)
+                          << int(LaneKind::gpu_stream) << "Memcpy DtoH"
+                          << "GPU 0 stream 13" << qint64(1 << 20);
+  QTest::addRow("peer memcpy") << 3 << int(EventKind::memcpy) << int(Category::memory)
+                               << int(LaneKind::gpu_stream) << "Memcpy PtoP"
+                               << "GPU 1 stream 9" << qint64(4096);
+  QTest::addRow("memset") << 4 << int(EventKind::memset) << int(Category::memory)
+                          << int(LaneKind::gpu_stream) << "Memset"
+                          << "GPU 0 stream 7" << qint64(256);
+  QTest::addRow("runtime") << 5 << int(EventKind::api_call) << int(Category::other)
+                           << int(LaneKind::cpu_thread) << "cudaMemcpyAsync"
+                           << "Thread 100" << qint64(0);
+  QTest::addRow("driver") << 6 << int(EventKind::api_call) << int(Category::other)
+                          << int(LaneKind::cpu_thread) << "cuLaunchKernel"
+                          << "Thread 101" << qint64(0);
+  QTest::addRow("sync") << 7 << int(EventKind::sync) << int(Category::synchronization)
+                        << int(LaneKind::cpu_thread) << "Stream synchronize"
+                        << "Thread 100" << qint64(0);
+  QTest::addRow("nvtx range") << 8 << int(EventKind::annotation) << int(Category::other)
+                              << int(LaneKind::annotation) << "forward"
+                              << "NVTX thread 100" << qint64(0);
+  QTest::addRow("nvtx mark") << 9 << int(EventKind::annotation) << int(Category::other)
+                             << int(LaneKind::annotation) << "checkpoint"
+                             << "NVTX app thread 100" << qint64(0);
+  QTest::addRow("overhead on a thread") << 10 << int(EventKind::overhead) << int(Category::other)
+                                        << int(LaneKind::cpu_thread) << "CUPTI instrumentation"
+                                        << "Thread 100" << qint64(0);
+  QTest::addRow("overhead of the tracer") << 11 << int(EventKind::overhead) << int(Category::other)
+                                          << int(LaneKind::cpu_thread) << "CUPTI buffer flush"
+                                          << "Tracer overhead" << qint64(0);
+}
+
+void TestCuptiDecoder::everyKind() {
+  QFETCH(int, which);
+  QFETCH(int, kind);
+  QFETCH(int, category);
+  QFETCH(int, lane_kind);
+  QFETCH(QString, name);
+  QFETCH(QString, lane);
+  QFETCH(qint64, bytes);
+
+  ReplayBuilder b(CUPTI_API_VERSION);
+  b.begin_buffer();
+  switch (which) {
+    case 0:
+      add_kernel(b, kernel(T0 + 100, T0 + 900, 1, 7, 5), kGemm);
+      break;
+    case 1:
+      add_kernel(b, kernel(T0 + 100, T0 + 900, 1, 21, 5), kAllReduceBf16);
+      break;
+    case 2:
+      b.add_record(memcpy_record(T0 + 100, T0 + 900, CUPTI_ACTIVITY_MEMCPY_KIND_DTOH, 1 << 20, 5));
+      break;
+    case 3: {
+      CUpti_ActivityMemcpyPtoP4 m{};
+      m.kind = CUPTI_ACTIVITY_KIND_MEMCPY2;
+      m.copyKind = CUPTI_ACTIVITY_MEMCPY_KIND_PTOP;
+      m.bytes = 4096;
+      m.start = T0 + 100;
+      m.end = T0 + 900;
+      m.deviceId = 1;
+      m.streamId = 9;
+      m.srcDeviceId = 0;
+      m.dstDeviceId = 1;
+      m.correlationId = 5;
+      b.add_record(m);
+      break;
+    }
+    case 4: {
+      CUpti_ActivityMemset4 m{};
+      m.kind = CUPTI_ACTIVITY_KIND_MEMSET;
+      m.bytes = 256;
+      m.start = T0 + 100;
+      m.end = T0 + 900;
+      m.streamId = 7;
+      m.correlationId = 5;
+      b.add_record(m);
+      break;
+    }
+    case 5:
+      b.add_record(api(CUPTI_ACTIVITY_KIND_RUNTIME, CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020,
+                       T0 + 100, T0 + 900, 100, 5));
+      break;
+    case 6:
+      b.add_record(api(CUPTI_ACTIVITY_KIND_DRIVER, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, T0 + 100,
+                       T0 + 900, 101, 5));
+      break;
+    case 7: {
+      b.add_record(api(CUPTI_ACTIVITY_KIND_RUNTIME,
+                       CUPTI_RUNTIME_TRACE_CBID_cudaStreamSynchronize_v3020, T0 + 50, T0 + 950, 100,
+                       6));
+      CUpti_ActivitySynchronization2 s{};
+      s.kind = CUPTI_ACTIVITY_KIND_SYNCHRONIZATION;
+      s.type = CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE;
+      s.start = T0 + 100;
+      s.end = T0 + 900;
+      s.correlationId = 6;
+      s.contextId = 1;
+      s.streamId = 7;
+      s.cudaEventId = CUPTI_SYNCHRONIZATION_INVALID_VALUE;
+      b.add_record(s);
+      break;
+    }
+    case 8:
+      b.add_record(marker(CUPTI_ACTIVITY_FLAG_MARKER_START, T0 + 100, 9, 100),
+                   {{offsetof(CUpti_ActivityMarker2, name), b.add_string("forward")}});
+      b.add_record(marker(CUPTI_ACTIVITY_FLAG_MARKER_END, T0 + 900, 9, 100));
+      break;
+    case 9:
+      b.add_record(marker(CUPTI_ACTIVITY_FLAG_MARKER_INSTANTANEOUS, T0 + 100, 10, 100),
+                   {{offsetof(CUpti_ActivityMarker2, name), b.add_string("checkpoint")},
+                    {offsetof(CUpti_ActivityMarker2, domain), b.add_string("app")}});
+      break;
+    case 10:
+    case 11: {
+      CUpti_ActivityOverhead3 o{};
+      o.kind = CUPTI_ACTIVITY_KIND_OVERHEAD;
+      o.start = T0 + 100;
+      o.end = T0 + 900;
+      if (which == 10) {
+        o.overheadKind = CUPTI_ACTIVITY_OVERHEAD_CUPTI_INSTRUMENTATION;
+        o.objectKind = CUPTI_ACTIVITY_OBJECT_THREAD;
+        o.objectId.pt.threadId = 100;
+      } else {
+        o.overheadKind = CUPTI_ACTIVITY_OVERHEAD_CUPTI_BUFFER_FLUSH;
+        o.objectKind = CUPTI_ACTIVITY_OBJECT_DEVICE;
+        o.objectId.dcs.deviceId = 0;
+      }
+      b.add_record(o);
+      break;
+    }
+  }
+  b.end_buffer();
+  const auto run = replay(b.take());
+  const Event* e = run->named(name.toStdString());
+  QVERIFY2(e, qPrintable("no event named " + name));
+  QCOMPARE(int(e->kind), kind);
+  QCOMPARE(int(e->category), category);
+  QCOMPARE(int(run->writer.lane(e->lane).kind), lane_kind);
+  QCOMPARE(QString::fromStdString(run->lane_name(*e)), lane);
+  QCOMPARE(run->writer.lane(e->lane).rank, 3);
+  QCOMPARE(e->bytes, bytes);
+  if (which == 9) {
+    QCOMPARE(e->start_ns, qint64(T0 + 100));
+    QCOMPARE(e->end_ns, qint64(T0 + 100));
+  } else {
+    QCOMPARE(e->start_ns, qint64(T0 + 100));
+    QCOMPARE(e->end_ns, qint64(T0 + 900));
+  }
+  QCOMPARE(run->report.dropped_records, std::uint64_t(0));
+  QCOMPARE(run->report.counts.invalid_buffers, std::uint64_t(0));
+  // The rank row and the report are in the store.
+  QCOMPARE(run->writer.ranks.size(), std::size_t(1));
+  QCOMPARE(run->writer.ranks[0].rank, 3);
+  QCOMPARE(run->writer.meta.at("tracer.clock"), std::string("CLOCK_REALTIME"));
+  QCOMPARE(run->writer.meta.at("tracer.dropped_records"), std::string("0"));
+}
+
+void TestCuptiDecoder::launchesLinkToTheirWork() {
+  ReplayBuilder b(CUPTI_API_VERSION);
+  b.begin_buffer();
+  b.add_record(api(CUPTI_ACTIVITY_KIND_RUNTIME, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000, T0,
+                   T0 + 4000, 100, 71));
+  b.add_record(api(CUPTI_ACTIVITY_KIND_RUNTIME, CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020,
+                   T0 + 5000, T0 + 6000, 100, 72));
+  b.add_record(api(CUPTI_ACTIVITY_KIND_DRIVER, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx, T0 + 7000,
+                   T0 + 8000, 101, 73));
+  b.end_buffer();
+  // GPU work arrives in a later buffer, as CUPTI delivers it once complete.
+  b.begin_buffer();
+  add_kernel(b, kernel(T0 + 10000, T0 + 20000, 0, 7, 71), kGemm);
+  b.add_record(memcpy_record(T0 + 21000, T0 + 22000, CUPTI_ACTIVITY_MEMCPY_KIND_HTOD, 4096, 72));
+  add_kernel(b, kernel(T0 + 23000, T0 + 24000, 0, 9, 73), "triton_poi_fused_add_0");
+  b.end_buffer();
+  const auto run = replay(b.take());
+  QCOMPARE(run->writer.events.size(), std::size_t(6));
+  for (std::int64_t c : {71, 72, 73}) {
+    int launches = 0;
+    int work = 0;
+    for (const Event& e : run->writer.events) {
+      if (e.correlation != c) continue;
+      if (e.kind == EventKind::api_call) {
+        ++launches;
+        QCOMPARE(run->writer.lane(e.lane).kind, LaneKind::cpu_thread);
+      } else {
+        ++work;
+        QCOMPARE(run->writer.lane(e.lane).kind, LaneKind::gpu_stream);
+      }
+    }
+    QCOMPARE(launches, 1);
+    QCOMPARE(work, 1);
+  }
+  QVERIFY(run->named("cudaLaunchKernel"));
+  QVERIFY(run->named("cuLaunchKernelEx"));
+  QVERIFY(run->named("triton_poi_fused_add_0"));
+}
+
+void TestCuptiDecoder::ncclKernelNames_data() {
+  QTest::addColumn<QString>("name");
+  QTest::addColumn<bool>("nccl");
+  QTest::addColumn<int>("collective");
+  QTest::addColumn<int>("dtype");
+  QTest::addColumn<bool>("p2p");
+
+  QTest::addRow("2.19+ mangled") << kAllReduceBf16 << true << int(Collective::all_reduce)
+                                 << int(DataType::bf16) << false;
+  QTest::addRow("2.19+ demangled")
+      << "ncclDevKernel_ReduceScatter_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)" << true
+      << int(Collective::reduce_scatter) << int(DataType::fp32) << false;
+  QTest::addRow("all-gather, no type")
+      << "ncclDevKernel_AllGather_RING_LL" << true << int(Collective::all_gather)
+      << int(DataType::none) << false;
+  QTest::addRow("broadcast") << "ncclDevKernel_Broadcast_RING_SIMPLE" << true
+                             << int(Collective::broadcast) << int(DataType::none) << false;
+  QTest::addRow("reduce, fp16 tree") << "ncclDevKernel_Reduce_Sum_f16_TREE_LL128" << true
+                                     << int(Collective::reduce) << int(DataType::fp16) << false;
+  QTest::addRow("fp8 nvls") << "ncclDevKernel_AllReduce_Sum_f8e4m3_NVLS_SIMPLE" << true
+                            << int(Collective::all_reduce) << int(DataType::fp8_e4m3) << false;
+  QTest::addRow("signed sum on the unsigned kernel")
+      << "ncclDevKernel_AllReduce_Sum_u32_RING_LL" << true << int(Collective::all_reduce)
+      << int(DataType::int32) << false;
+  QTest::addRow("sendrecv") << kSendRecv << true << int(Collective::none) << int(DataType::none)
+                            << true;
+  QTest::addRow("generic") << kGeneric << true << int(Collective::none) << int(DataType::none)
+                           << false;
+  QTest::addRow("symmetric") << "ncclSymkDevKernel_AllReduce_AGxLL_R_sum_bf16" << true
+                             << int(Collective::all_reduce) << int(DataType::bf16) << false;
+  QTest::addRow("old float") << "ncclKernel_AllReduce_RING_LL_Sum_float" << true
+                             << int(Collective::all_reduce) << int(DataType::fp32) << false;
+  QTest::addRow("old mangled int8")
+      << "_Z39ncclKernel_AllGather_RING_LL_Sum_int8_t12ncclWorkElem" << true
+      << int(Collective::all_gather) << int(DataType::int8) << false;
+  QTest::addRow("mangled beyond the demangler")
+      << "_Z38ncclKernel_AllReduce_RING_LL_Sum_float13ncclWorkElemX" << true
+      << int(Collective::all_reduce) << int(DataType::fp32) << false;
+  QTest::addRow("old uint8 is not int8")
+      << "ncclKernel_ReduceScatter_RING_SIMPLE_Sum_uint8_t" << true
+      << int(Collective::reduce_scatter) << int(DataType::uint8) << false;
+  QTest::addRow("old bfloat16") << "ncclKernel_AllReduce_TREE_LL128_Sum___nv_bfloat16" << true
+                                << int(Collective::all_reduce) << int(DataType::bf16) << false;
+  QTest::addRow("old sendrecv") << "ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t" << true
+                                << int(Collective::none) << int(DataType::int8) << true;
+  QTest::addRow("compute kernel") << kGemm << false << 0 << 0 << false;
+  QTest::addRow("a name merely containing nccl")
+      << "void my_ncclish_kernel<float>(float*)" << false << 0 << 0 << false;
+  QTest::addRow("pytorch kernel")
+      << "void at::native::(anonymous namespace)::vectorized_elementwise_kernel<4, "
+         "at::native::FillFunctor<float>, std::array<char*, 1ul> >(int, "
+         "at::native::FillFunctor<float>, std::array<char*, 1ul>)"
+      << false << 0 << 0 << false;
+}
+
+void TestCuptiDecoder::ncclKernelNames() {
+  QFETCH(QString, name);
+  QFETCH(bool, nccl);
+  QFETCH(int, collective);
+  QFETCH(int, dtype);
+  QFETCH(bool, p2p);
+  const auto parsed = cs::profiler::parse_nccl_kernel_name(name.toStdString());
+  QCOMPARE(parsed.has_value(), nccl);
+  if (!parsed) return;
+  QCOMPARE(int(parsed->collective), collective);
+  QCOMPARE(int(parsed->dtype), dtype);
+  QCOMPARE(parsed->point_to_point, p2p);
+}
+
+void TestCuptiDecoder::kernelBaseNames_data() {
+  QTest::addColumn<QString>("demangled");
+  QTest::addColumn<QString>("base");
+  QTest::addRow("plain") << "ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<4096ul>)"
+                         << "ncclDevKernel_SendRecv";
+  QTest::addRow("template with return type") << "void gemm_kernel<128>(float const*, float*)"
+                                             << "gemm_kernel";
+  QTest::addRow("anonymous namespace") << "void at::native::(anonymous namespace)::fill<float>(int)"
+                                       << "at::native::(anonymous namespace)::fill";
+  QTest::addRow("not mangled") << "triton_poi_fused_add_0"
+                               << "triton_poi_fused_add_0";
+}
+
+void TestCuptiDecoder::kernelBaseNames() {
+  QFETCH(QString, demangled);
+  QFETCH(QString, base);
+  const std::string text = demangled.toStdString();
+  QCOMPARE(QString::fromStdString(std::string(cs::profiler::kernel_base_name(text))), base);
+  QCOMPARE(QString::fromStdString(cs::profiler::demangle("_Z3addPfS_")),
+           QString("add(float*, float*)"));
+  QCOMPARE(QString::fromStdString(cs::profiler::demangle("_Znot-a-name")), QString("_Znot-a-name"));
+}
+
+void TestCuptiDecoder::ncclKernelTakesItsNvtxRange() {
+  ReplayBuilder b(CUPTI_API_VERSION);
+  b.begin_buffer();
+  nccl_range_start(b, "ncclAllReduce", 40, T0 + 1000, 200, 5, {0x1234abcdULL, 1 << 20, 0});
+  b.add_record(api(CUPTI_ACTIVITY_KIND_DRIVER, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx, T0 + 1500,
+                   T0 + 1800, 200, 11));
+  nccl_range_end(b, 40, T0 + 2000, 200);
+  add_kernel(b, kernel(T0 + 3000, T0 + 9000, 0, 21, 11), kAllReduceBf16);
+  b.end_buffer();
+  const auto run = replay(b.take());
+  const auto collectives = run->of_kind(EventKind::collective);
+  QCOMPARE(collectives.size(), std::size_t(1));
+  const Event& k = collectives[0];
+  QCOMPARE(k.category, Category::communication);
+  QCOMPARE(k.collective, Collective::all_reduce);
+  QCOMPARE(k.dtype, DataType::bf16);
+  QCOMPARE(k.bytes, std::int64_t(1 << 20));
+  QCOMPARE(k.count, std::int64_t(1 << 19));
+  QCOMPARE(k.correlation, std::int64_t(11));
+  QCOMPARE(run->report.counts.nccl_kernels, std::uint64_t(1));
+  QCOMPARE(run->report.counts.nccl_annotated, std::uint64_t(1));
+  // The NCCL call itself, on the NCCL domain's lane, named with its communicator.
+  const Event* range = run->named("ncclAllReduce (comm 000000001234abcd)");
+  QVERIFY(range);
+  QCOMPARE(range->kind, EventKind::annotation);
+  QCOMPARE(range->collective, Collective::all_reduce);
+  QCOMPARE(range->bytes, std::int64_t(1 << 20));
+  QCOMPARE(QString::fromStdString(run->lane_name(*range)), QString("NVTX NCCL thread 200"));
+}
+
+void TestCuptiDecoder::ncclKernelWaitsForTheRangeEnd() {
+  ReplayBuilder b(CUPTI_API_VERSION);
+  b.begin_buffer();
+  nccl_range_start(b, "ncclBroadcast", 41, T0 + 1000, 200, 6, {0x77, 65536, 2});
+  b.add_record(api(CUPTI_ACTIVITY_KIND_DRIVER, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx, T0 + 1500,
+                   T0 + 1800, 200, 12));
+  add_kernel(b, kernel(T0 + 3000, T0 + 4000, 0, 21, 12), "ncclDevKernel_Broadcast_RING_LL");
+  b.end_buffer();
+  b.begin_buffer();  // the range's end comes in the next buffer
+  nccl_range_end(b, 41, T0 + 5000, 200);
+  b.end_buffer();
+  const auto run = replay(b.take());
+  const auto collectives = run->of_kind(EventKind::collective);
+  QCOMPARE(collectives.size(), std::size_t(1));
+  QCOMPARE(collectives[0].collective, Collective::broadcast);
+  QCOMPARE(collectives[0].bytes, std::int64_t(65536));
+  QCOMPARE(collectives[0].peer, 2);  // the root
+}
+
+void TestCuptiDecoder::groupedNcclCallsSizeOneKernel() {
+  // ncclGroupStart(); ncclSend(peer 1); ncclRecv(peer 1); ncclGroupEnd():
+  // one SendRecv kernel, launched from ncclGroupEnd after both ranges ended.
+  ReplayBuilder b(CUPTI_API_VERSION);
+  b.begin_buffer();
+  nccl_range_start(b, "ncclSend", 50, T0 + 100, 300, 9, {0x99, 4096, 1});
+  nccl_range_end(b, 50, T0 + 200, 300);
+  nccl_range_start(b, "ncclRecv", 51, T0 + 300, 300, 10, {0x99, 8192, 1});
+  nccl_range_end(b, 51, T0 + 400, 300);
+  b.add_record(api(CUPTI_ACTIVITY_KIND_DRIVER, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx, T0 + 500,
+                   T0 + 600, 300, 13));
+  add_kernel(b, kernel(T0 + 1000, T0 + 5000, 0, 22, 13), kSendRecv);
+  b.end_buffer();
+  const auto run = replay(b.take());
+  const auto p2p = run->of_kind(EventKind::p2p);
+  QCOMPARE(p2p.size(), std::size_t(1));
+  QCOMPARE(p2p[0].category, Category::communication);
+  QCOMPARE(p2p[0].bytes, std::int64_t(4096 + 8192));
+  QCOMPARE(p2p[0].peer, 1);
+  QCOMPARE(p2p[0].collective, Collective::none);  // a send and a receive
+  QVERIFY(run->named("ncclSend (comm 0000000000000099)"));
+  QCOMPARE(run->named("ncclRecv (comm 0000000000000099)")->collective, Collective::recv);
+}
+
+void TestCuptiDecoder::ncclKernelWithoutNvtxIsStillCommunication() {
+  // No NCCL range at all (NVTX not injected): the kernel is written at once,
+  // classified by its name only.
+  ReplayBuilder b(CUPTI_API_VERSION);
+  b.begin_buffer();
+  b.add_record(api(CUPTI_ACTIVITY_KIND_DRIVER, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx, T0,
+                   T0 + 10, 200, 14));
+  add_kernel(b, kernel(T0 + 100, T0 + 900, 0, 21, 14), kGeneric);
+  add_kernel(b, kernel(T0 + 1000, T0 + 1900, 0, 21, 15), kAllReduceBf16);  // launch not seen either
+  b.end_buffer();
+  const auto run = replay(b.take());
+  const auto collectives = run->of_kind(EventKind::collective);
+  QCOMPARE(collectives.size(), std::size_t(2));
+  for (const Event& e : collectives) {
+    QCOMPARE(e.category, Category::communication);
+    QCOMPARE(e.bytes, std::int64_t(0));
+  }
+  QCOMPARE(run->report.counts.nccl_annotated, std::uint64_t(0));
+}
+
+void TestCuptiDecoder::lanesPerStreamThreadAndDomain() {
+  ReplayBuilder b(CUPTI_API_VERSION);
+  b.begin_buffer();
+  add_kernel(b, kernel(T0, T0 + 10, 0, 7, 1), kGemm);
+  add_kernel(b, kernel(T0 + 20, T0 + 30, 0, 7, 2), kGemm);
+  add_kernel(b, kernel(T0, T0 + 10, 0, 13, 3), kGemm);
+  add_kernel(b, kernel(T0, T0 + 10, 1, 7, 4), kGemm);
+  for (std::uint32_t thread : {100u, 101u, 100u}) {
+    b.add_record(api(CUPTI_ACTIVITY_KIND_RUNTIME, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000,
+                     T0, T0 + 1, thread, 9));
+  }
+  b.add_record(marker(CUPTI_ACTIVITY_FLAG_MARKER_INSTANTANEOUS, T0, 1, 100),
+               {{offsetof(CUpti_ActivityMarker2, name), b.add_string("a")}});
+  b.add_record(marker(CUPTI_ACTIVITY_FLAG_MARKER_INSTANTANEOUS, T0, 2, 100),
+               {{offsetof(CUpti_ActivityMarker2, name), b.add_string("b")},
+                {offsetof(CUpti_ActivityMarker2, domain), b.add_string("NCCL")}});
+  b.add_record(marker(CUPTI_ACTIVITY_FLAG_MARKER_INSTANTANEOUS, T0, 3, 101),
+               {{offsetof(CUpti_ActivityMarker2, name), b.add_string("c")}});
+  b.end_buffer();
+  const auto run = replay(b.take());
+  QStringList names;
+  for (const auto& lane : run->writer.lanes)
+    names << QString::fromStdString(lane.name);
+  names.sort();
+  QCOMPARE(names, QStringList({"GPU 0 stream 13", "GPU 0 stream 7", "GPU 1 stream 7",
+                               "NVTX NCCL thread 100", "NVTX thread 100", "NVTX thread 101",
+                               "Thread 100", "Thread 101"}));
+  // GPU lanes sort by (device, stream), before threads, before NVTX lanes.
+  auto sort_of = [&](const char* name) {
+    for (const auto& lane : run->writer.lanes) {
+      if (lane.name == name) return lane.sort_index;
+    }
+    return -1;
+  };
+  QVERIFY(sort_of("GPU 0 stream 7") < sort_of("GPU 0 stream 13"));
+  QVERIFY(sort_of("GPU 0 stream 13") < sort_of("GPU 1 stream 7"));
+  QVERIFY(sort_of("GPU 1 stream 7") < sort_of("Thread 100"));
+  QVERIFY(sort_of("Thread 101") < sort_of("NVTX thread 100"));
+  for (const auto& lane : run->writer.lanes)
+    QCOMPARE(lane.rank, 3);
+}
+
+void TestCuptiDecoder::timestampsPassThroughExactly() {
+  ReplayBuilder b(CUPTI_API_VERSION);
+  b.begin_buffer();
+  add_kernel(b, kernel(T0 + 123'456'789, T0 + 123'458'289, 0, 7, 1), kGemm);
+  add_kernel(b, kernel(0, 0, 0, 7, 2), kGemm);             // CUPTI had no timestamps for it
+  add_kernel(b, kernel(T0 + 10, T0 + 5, 0, 7, 3), kGemm);  // ends before it starts
+  b.end_buffer();
+  const auto run = replay(b.take());
+  QCOMPARE(run->writer.events.size(), std::size_t(1));
+  QCOMPARE(run->writer.events[0].start_ns, std::int64_t(T0 + 123'456'789));
+  QCOMPARE(run->writer.events[0].end_ns, std::int64_t(T0 + 123'458'289));
+  QCOMPARE(run->writer.events[0].duration_ns(), std::int64_t(1500));
+  QCOMPARE(run->report.counts.kernels, std::uint64_t(3));
+  QCOMPARE(run->report.counts.without_timestamps, std::uint64_t(2));
+}
+
+void TestCuptiDecoder::noisyAndOwnApiCallsAreFiltered() {
+  MemoryTraceWriter writer;
+  cs::profiler::ActivityDecoder decoder(writer, {});
+  decoder.ignore_thread(555);  // as the tracer's memory sampler registers itself
+  ReplayBuilder b(CUPTI_API_VERSION);
+  b.begin_buffer();
+  b.add_record(api(CUPTI_ACTIVITY_KIND_RUNTIME, CUPTI_RUNTIME_TRACE_CBID_cudaGetDevice_v3020, T0,
+                   T0 + 1, 1, 1));
+  b.add_record(api(CUPTI_ACTIVITY_KIND_RUNTIME, CUPTI_RUNTIME_TRACE_CBID_cudaGetLastError_v3020, T0,
+                   T0 + 1, 1, 2));
+  b.add_record(api(CUPTI_ACTIVITY_KIND_RUNTIME, CUPTI_RUNTIME_TRACE_CBID_cudaEventDestroy_v3020, T0,
+                   T0 + 1, 1, 3));
+  b.add_record(
+      api(CUPTI_ACTIVITY_KIND_DRIVER, CUPTI_DRIVER_TRACE_CBID_cuCtxGetCurrent, T0, T0 + 1, 1, 4));
+  b.add_record(
+      api(CUPTI_ACTIVITY_KIND_DRIVER, CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoD_v2, T0, T0 + 1, 1, 5));
+  b.add_record(api(CUPTI_ACTIVITY_KIND_DRIVER, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx, T0, T0 + 1,
+                   555, 6));
+  b.add_record(api(CUPTI_ACTIVITY_KIND_RUNTIME, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000, T0,
+                   T0 + 1, 1, 7));
+  b.add_record(
+      api(CUPTI_ACTIVITY_KIND_DRIVER, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, T0, T0 + 1, 1, 8));
+  b.end_buffer();
+  auto& bytes = const_cast<std::vector<std::uint8_t>&>(b.recording().segments[0].bytes);
+  decoder.decode({bytes.data(), bytes.size(), bytes.size(), false});
+  decoder.finish();
+  QCOMPARE(decoder.counts().filtered_api_calls, std::uint64_t(6));
+  QCOMPARE(decoder.counts().api_calls, std::uint64_t(2));
+  QCOMPARE(writer.events.size(), std::size_t(2));
+  QCOMPARE(writer.text(writer.events[0].name), std::string("cudaLaunchKernel"));
+  QCOMPARE(writer.text(writer.events[1].name), std::string("cuLaunchKernel"));
+}
+
+void TestCuptiDecoder::stepsFromExternalCorrelation() {
+  ReplayBuilder b(CUPTI_API_VERSION);
+  b.begin_buffer();
+  CUpti_ActivityExternalCorrelation x{};
+  x.kind = CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION;
+  x.externalKind = CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM2;  // kStepCorrelationKind
+  x.externalId = 17;
+  x.correlationId = 30;
+  b.add_record(x);
+  CUpti_ActivityExternalCorrelation other = x;  // someone else's kind: not a step
+  other.externalKind = CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0;
+  other.externalId = 99;
+  other.correlationId = 31;
+  b.add_record(other);
+  b.add_record(api(CUPTI_ACTIVITY_KIND_RUNTIME, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000, T0,
+                   T0 + 1, 1, 30));
+  b.add_record(api(CUPTI_ACTIVITY_KIND_RUNTIME, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000, T0,
+                   T0 + 1, 1, 31));
+  add_kernel(b, kernel(T0 + 5, T0 + 9, 0, 7, 30), kGemm);
+  add_kernel(b, kernel(T0 + 10, T0 + 19, 0, 7, 31), kGemm);
+  b.end_buffer();
+  const auto run = replay(b.take());
+  QCOMPARE(run->report.counts.external_correlations, std::uint64_t(2));
+  for (const Event& e : run->writer.events)
+    QCOMPARE(e.step, e.correlation == 30 ? 17 : -1);
+  QCOMPARE(cs::profiler::kStepCorrelationKind, int(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM2));
+}
+
+void TestCuptiDecoder::syncWaitsForItsCall() {
+  ReplayBuilder b(CUPTI_API_VERSION);
+  CUpti_ActivitySynchronization2 s{};
+  s.kind = CUPTI_ACTIVITY_KIND_SYNCHRONIZATION;
+  s.type = CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_EVENT_SYNCHRONIZE;
+  s.start = T0 + 10;
+  s.end = T0 + 90;
+  s.correlationId = 61;
+  b.begin_buffer();
+  b.add_record(s);  // before the call that made it
+  CUpti_ActivitySynchronization2 orphan = s;
+  orphan.correlationId = 62;  // its call is never seen
+  b.add_record(orphan);
+  b.end_buffer();
+  b.begin_buffer();
+  b.add_record(api(CUPTI_ACTIVITY_KIND_RUNTIME, CUPTI_RUNTIME_TRACE_CBID_cudaEventSynchronize_v3020,
+                   T0, T0 + 100, 123, 61));
+  b.end_buffer();
+  const auto run = replay(b.take());
+  const auto syncs = run->of_kind(EventKind::sync);
+  QCOMPARE(syncs.size(), std::size_t(2));
+  for (const Event& e : syncs) {
+    QCOMPARE(e.category, Category::synchronization);
+    QCOMPARE(QString::fromStdString(run->lane_name(e)),
+             e.correlation == 61 ? QString("Thread 123")
+                                 : QString("Synchronization (calling thread unknown)"));
+  }
+}
+
+void TestCuptiDecoder::overflowDropsAndReports() {
+  // Six buffers of three kernels; a pool of two 4 KiB buffers. CUPTI asks for
+  // buffers ahead of filling them, so the last four are refused: their twelve
+  // records are dropped, and CUPTI reported five more dropped after buffer six.
+  ReplayBuilder b(CUPTI_API_VERSION);
+  std::uint32_t correlation = 1;
+  for (int buffer = 0; buffer < 6; ++buffer) {
+    b.begin_buffer();
+    for (int i = 0; i < 3; ++i, ++correlation) {
+      add_kernel(b, kernel(T0 + correlation * 100, T0 + correlation * 100 + 50, 0, 7, correlation),
+                 kGemm);
+    }
+    b.end_buffer(buffer == 5 ? 5 : 0);
+  }
+  const auto run = replay(b.take(), replay_options(4096, 8192));
+  QCOMPARE(run->writer.events.size(), std::size_t(6));
+  QCOMPARE(run->report.refused_buffers, std::uint64_t(4));
+  QCOMPARE(run->report.dropped_records, std::uint64_t(17));
+  QCOMPARE(run->report.peak_buffer_bytes, std::size_t(8192));
+  QCOMPARE(run->writer.meta.at("tracer.dropped_records"), std::string("17"));
+  QCOMPARE(run->writer.meta.at("tracer.refused_buffers"), std::string("4"));
+  const auto warnings = nlohmann::json::parse(run->writer.meta.at("tracer.warnings"));
+  QVERIFY2(warnings.dump().find("17 activity records were dropped") != std::string::npos,
+           warnings.dump().c_str());
+  QVERIFY(run->report.summary().find("17 records dropped") != std::string::npos);
+  const auto counts = nlohmann::json::parse(run->writer.meta.at("tracer.counts"));
+  QCOMPARE(counts.at("kernels").get<int>(), 6);
+}
+
+void TestCuptiDecoder::recordingFileRoundTrip() {
+  auto build = [] {
+    ReplayBuilder b(CUPTI_API_VERSION);
+    b.begin_buffer();
+    nccl_range_start(b, "ncclAllGather", 70, T0 + 100, 400, 4, {0xabc, 3 << 20, 0});
+    b.add_record(api(CUPTI_ACTIVITY_KIND_RUNTIME,
+                     CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_v11060, T0 + 200, T0 + 300, 400,
+                     90));
+    nccl_range_end(b, 70, T0 + 400, 400);
+    add_kernel(b, kernel(T0 + 500, T0 + 900, 0, 30, 90), kGeneric);
+    b.end_buffer(2);
+    return b.take();
+  };
+  QTemporaryDir dir;
+  const std::string path = dir.filePath("run.cupti").toStdString();
+  QVERIFY(cs::profiler::write_replay(path, build()).ok());
+  auto from_file = cs::profiler::open_replay_source(path);
+  QVERIFY2(from_file.ok(), from_file.ok() ? "" : from_file.message().c_str());
+  QVERIFY((*from_file)->describe().find("run.cupti") != std::string::npos);
+
+  MemoryTraceWriter writer;
+  auto tracer = cs::profiler::Tracer::start(std::move(from_file).value(), writer, replay_options());
+  QVERIFY(tracer.ok());
+  const auto report = (*tracer)->finalize();
+  const auto direct = replay(build());
+  QCOMPARE(writer.events.size(), direct->writer.events.size());
+  for (std::size_t i = 0; i < writer.events.size(); ++i) {
+    const Event& a = writer.events[i];
+    const Event& b = direct->writer.events[i];
+    QCOMPARE(writer.text(a.name), direct->writer.text(b.name));
+    QCOMPARE(a.start_ns, b.start_ns);
+    QCOMPARE(a.end_ns, b.end_ns);
+    QCOMPARE(a.bytes, b.bytes);
+    QCOMPARE(a.collective, b.collective);
+  }
+  // The Generic kernel took its collective from the ncclAllGather range.
+  const auto collectives = direct->of_kind(EventKind::collective);
+  QCOMPARE(collectives.size(), std::size_t(1));
+  QCOMPARE(collectives[0].collective, Collective::all_gather);
+  QCOMPARE(collectives[0].bytes, std::int64_t(3 << 20));
+  QCOMPARE(report.dropped_records, std::uint64_t(2));
+}
+
+void TestCuptiDecoder::damagedRecordings_data() {
+  QTest::addColumn<QString>("damage");
+  QTest::addColumn<QString>("message");  // empty: reads, and replays without a crash
+  QTest::addRow("not a recording") << "magic"
+                                   << "not a CUPTI activity recording";
+  QTest::addRow("future format") << "version"
+                                 << "recording format version 2 is not the supported version 1";
+  QTest::addRow("cut short") << "truncate"
+                             << "truncated";
+  QTest::addRow("fixup out of range") << "fixup"
+                                      << "points outside the recording";
+  QTest::addRow("huge segment") << "size"
+                                << "claims";
+  QTest::addRow("trailing bytes") << "append"
+                                  << "unexpected bytes after the fixup table";
+  QTest::addRow("scrambled records") << "scramble"
+                                     << "";
+  QTest::addRow("missing file") << "missing"
+                                << "cannot open file";
+}
+
+void TestCuptiDecoder::damagedRecordings() {
+  QFETCH(QString, damage);
+  QFETCH(QString, message);
+  ReplayBuilder b(CUPTI_API_VERSION);
+  b.begin_buffer();
+  add_kernel(b, kernel(T0, T0 + 10, 0, 7, 1), kAllReduceBf16);
+  b.add_record(marker(CUPTI_ACTIVITY_FLAG_MARKER_START, T0, 3, 1),
+               {{offsetof(CUpti_ActivityMarker2, name), b.add_string("x")}});
+  b.end_buffer();
+  QTemporaryDir dir;
+  const std::string path = dir.filePath("damaged.cupti").toStdString();
+  QVERIFY(cs::profiler::write_replay(path, b.recording()).ok());
+  std::string bytes;
+  {
+    std::ifstream in(path, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  const std::size_t first_segment = 24;  // after magic, version, CUPTI version, count
+  if (damage == "magic") bytes[0] = 'X';
+  if (damage == "version") bytes[8] = 2;
+  if (damage == "truncate") bytes.resize(bytes.size() / 2);
+  if (damage == "fixup") bytes[bytes.size() - 20] = 9;  // the last fixup's target segment
+  if (damage == "size") bytes[first_segment + 16 + 6] = 0x7f;
+  if (damage == "append") bytes += "junk";
+  if (damage == "scramble") {
+    // Keep the kernel's kind but garble everything after it in the buffer.
+    for (std::size_t i = first_segment + 24 + 40; i < first_segment + 24 + 216 + 56; ++i) {
+      bytes[i] = static_cast<char>(i * 37 + 11);
+    }
+  }
+  if (damage != "missing") {
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    out << bytes;
+  }
+  auto source = cs::profiler::open_replay_source(damage == "missing" ? path + ".gone" : path);
+  if (!message.isEmpty()) {
+    QVERIFY(!source.ok());
+    QVERIFY2(QString::fromStdString(source.message()).contains(message), source.message().c_str());
+    QVERIFY2(QString::fromStdString(source.message()).contains("damaged.cupti"),
+             source.message().c_str());
+    return;
+  }
+  QVERIFY(source.ok());
+  MemoryTraceWriter writer;
+  auto tracer = cs::profiler::Tracer::start(std::move(source).value(), writer, replay_options());
+  QVERIFY(tracer.ok());
+  (*tracer)->finalize();  // whatever the garbage says, no crash and no stray pointer followed
+}
+
+void TestCuptiDecoder::cuptiSourceWithoutDriverFailsCleanly() {
+  // This machine has CUPTI but no driver and no GPU: starting fails with a
+  // sentence, and a second attempt (or the tracer) fails the same way.
+  cs::profiler::BufferPool pool(1 << 20, 4 << 20);
+  cs::profiler::BufferQueue queue;
+  auto source = cs::profiler::make_cupti_source();
+  const cs::Status started = source->start(pool, queue);
+  QVERIFY(!started.ok());
+  QVERIFY2(QString::fromStdString(started.message()).contains("no usable NVIDIA GPU and driver"),
+           started.message().c_str());
+  MemoryTraceWriter writer;
+  auto tracer =
+      cs::profiler::Tracer::start(cs::profiler::make_cupti_source(), writer, replay_options());
+  QVERIFY(!tracer.ok());
+  QVERIFY(writer.events.empty());
+  QVERIFY(writer.ranks.empty());
+  QVERIFY(cs::profiler::loaded_cupti_version() >= 130000);
+}
+
+void TestCuptiDecoder::memoryCounterNeedsADriver() {
+  auto options = replay_options();
+  options.memory_sample_period = std::chrono::milliseconds(10);
+  ReplayBuilder b(CUPTI_API_VERSION);
+  b.begin_buffer();
+  add_kernel(b, kernel(T0, T0 + 10, 0, 7, 1), kGemm);
+  b.end_buffer();
+  const auto run = replay(b.take(), options);
+  QVERIFY(run->writer.counters.empty());
+  const auto warnings = nlohmann::json::parse(run->writer.meta.at("tracer.warnings"));
+  QVERIFY2(
+      warnings.dump().find("no GPU memory counter: no CUDA driver is loaded") != std::string::npos,
+      warnings.dump().c_str());
+}
+
+QTEST_GUILESS_MAIN(TestCuptiDecoder)
+#include "tst_cupti_decoder.moc"
