@@ -33,8 +33,12 @@
 #include "profiler/worker/mpi_comm.h"
 #endif
 #ifdef CLUSTERSCOPE_CUDA_ENGINE
+#include <dlfcn.h>
+
 #include "profiler/cuda/cuda_backend.h"
 #include "profiler/cuda/nccl_comm.h"
+#include "profiler/cupti/cupti_source.h"
+#include "profiler/cupti/tracer.h"
 #endif
 
 namespace {
@@ -200,7 +204,8 @@ struct RankTrace {
 };
 
 RankTrace open_trace(const Options& o, const Job& job, int rank, const std::string& device,
-                     const char* source, const json& versions, int argc, char** argv) {
+                     const char* source, const json& versions, int argc, char** argv,
+                     bool write_rank_row = true) {
   RankTrace t;
   if (o.no_trace || o.out.empty()) return t;
   t.path = store_path(o.out, rank);
@@ -216,7 +221,7 @@ RankTrace open_trace(const Options& o, const Job& job, int rank, const std::stri
   auto created = trace::TraceWriter::create(t.path, info);
   if (!created) throw std::runtime_error(created.message());
   t.writer = std::move(created).value();
-  t.writer->add_rank({rank, info.host, device, getpid(), 0});
+  if (write_rank_row) t.writer->add_rank({rank, info.host, device, getpid(), 0});
   const GptConfig& c = job.shape.config;
   t.writer->set_meta("worker_shape", json{{"layers", c.layers}, {"hidden", c.hidden},
                                           {"heads", c.heads}, {"seq", c.seq}, {"ffn", c.ffn},
@@ -240,9 +245,12 @@ void close_trace(RankTrace& t) {
 
 // The steps, with a progress line each; extra() adds engine figures.
 void train_steps(Trainer& trainer, const Options& o, int rank, Backend& backend,
-                 const std::function<void(json&)>& extra) {
+                 const std::function<void(json&)>& extra,
+                 const std::function<void(int, bool)>& around_step = {}) {
   for (int s = 0; s < o.steps; ++s) {
+    if (around_step) around_step(s, true);
     const StepResult r = trainer.step();
+    if (around_step) around_step(s, false);
     json line = {{"event", "step"},
                  {"rank", rank},
                  {"step", r.step},
@@ -378,7 +386,50 @@ json cuda_versions(const CudaDeviceInfo& info) {
           {"nccl", NcclWorld::version()}};
 }
 
+// NVTX ranges reach CUPTI only through an NVTX injection: name the libcupti
+// this process loaded, before the first NVTX call.
+void route_nvtx_to_cupti() {
+  if (std::getenv("NVTX_INJECTION64_PATH")) return;
+  Dl_info info{};
+  void* symbol = dlsym(RTLD_DEFAULT, "cuptiGetVersion");
+  if (symbol && dladdr(symbol, &info) && info.dli_fname) setenv("NVTX_INJECTION64_PATH", info.dli_fname, 1);
+}
+
+// The rank's CUPTI tracer, unless the process is already traced by the
+// injection library (clusterscope profile): CUPTI allows one subscriber.
+std::unique_ptr<profiler::Tracer> start_cupti(RankTrace& trace, int rank, const std::string& device) {
+  if (!trace.writer || std::getenv("CLUSTERSCOPE_PROFILE_DIR")) return nullptr;
+  profiler::TracerOptions options;
+  options.rank = {rank, host_name(), device, getpid(), 0};
+  if (const char* capture = std::getenv("CLUSTERSCOPE_CUPTI_CAPTURE")) options.capture_path = capture;
+  auto tracer = profiler::Tracer::start(profiler::make_cupti_source(), *trace.writer, options);
+  if (!tracer) throw std::runtime_error("the CUPTI tracer did not start: " + tracer.message());
+  return std::move(tracer).value();
+}
+
+// GEMMs as host-side ops with their FLOPs; the kernels they launch are the
+// CUPTI launches inside each op's interval on the same thread.
+void trace_gemms(Backend& backend, OpTracer* tracer) {
+  if (!tracer) return;
+  auto starts = std::make_shared<std::vector<std::pair<std::uint64_t, std::int64_t>>>();
+  auto names = std::make_shared<std::vector<std::pair<std::string, double>>>();
+  GemmHooks hooks;
+  hooks.before = [starts, names](std::uint64_t id, std::string_view name, double flops) {
+    starts->emplace_back(id, OpTracer::now_ns());
+    names->emplace_back(std::string(name), flops);
+  };
+  hooks.after = [starts, names, tracer](std::uint64_t) {
+    const std::int64_t start = starts->back().second;
+    tracer->record(tracer->compute_lane(), trace::EventKind::cpu_op, trace::Category::compute, start,
+                   OpTracer::now_ns(), "gemm " + names->back().first, names->back().second);
+    starts->pop_back();
+    names->pop_back();
+  };
+  set_gemm_hooks(backend, std::move(hooks));
+}
+
 int run_cuda(Options o, const Job& job, int argc, char** argv) {
+  route_nvtx_to_cupti();
   auto compute = cuda_compute_from_string(o.precision);
   if (!compute) throw std::runtime_error(compute.message());
   auto launch = profiler::parse_launch_env(profiler::current_environment());
@@ -429,10 +480,22 @@ int run_cuda(Options o, const Job& job, int argc, char** argv) {
   NcclWorld& w = **world;
   const WorldLayout& layout = w.layout();
 
+  const bool cupti = !o.no_trace && !o.out.empty() && !std::getenv("CLUSTERSCOPE_PROFILE_DIR");
   RankTrace trace = open_trace(o, job, launch->rank, backend->device_name(), "cuda-engine",
-                               cuda_versions(*info), argc, argv);
+                               cuda_versions(*info), argc, argv, /*write_rank_row=*/!cupti);
+  std::unique_ptr<profiler::Tracer> tracer = start_cupti(trace, launch->rank, backend->device_name());
+  trace_gemms(*backend, trace.tracer.get());
+  auto finish_tracer = [&] {
+    if (!tracer) return;
+    backend->synchronize();
+    const profiler::TracerReport& report = tracer->finalize();
+    emit({{"event", "tracer"}, {"rank", launch->rank}, {"summary", report.summary()},
+          {"dropped_records", report.dropped_records}, {"events", report.counts.events}});
+    tracer.reset();
+  };
   if (!o.sweep.empty()) {
     run_sweep(o, *backend, w.world(), cuda_storage_type(*compute), launch->rank);
+    finish_tracer();
     close_trace(trace);
     emit({{"event", "done"}, {"rank", launch->rank}, {"store", trace.path}});
     world->reset();
@@ -442,13 +505,19 @@ int run_cuda(Options o, const Job& job, int argc, char** argv) {
                   train_config(o, job.shape.config, layout, cuda_storage_type(*compute)),
                   builtin_corpus(), trace.tracer.get());
   emit(start_line(launch->rank, layout, "cuda", backend->device_name(), trainer, job, o, trace.path));
-  train_steps(trainer, o, launch->rank, *backend, [&](json& line) {
-    line["device_memory_bytes"] = cuda_device_memory_used(device);
-    if (trace.tracer) {
-      trace.tracer->counter("GPU memory used (bytes)", OpTracer::now_ns(), cuda_device_memory_used(device));
-    }
-  });
+  train_steps(
+      trainer, o, launch->rank, *backend,
+      [&](json& line) { line["device_memory_bytes"] = cuda_device_memory_used(device); },
+      [&](int step, bool begin) {
+        if (!tracer) return;
+        if (begin) {
+          profiler::push_step_correlation(step);
+        } else {
+          profiler::pop_step_correlation();
+        }
+      });
   if (!o.dump_weights.empty()) dump_weights(trainer, w.world(), job.shape.config, launch->rank, o.dump_weights);
+  finish_tracer();
   close_trace(trace);
   emit({{"event", "done"}, {"rank", launch->rank}, {"store", trace.path}});
   world->reset();

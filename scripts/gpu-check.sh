@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# The GPU check: on a machine with NVIDIA GPUs (CUDA toolkit, CMake, Ninja; no
+# Qt needed), build the Qt-free parts, then run the CUDA engine and the CUPTI
+# tracer for real and keep every store and a summary in one folder:
+#   - the worker on the GPU for each precision the GPU has, traced by CUPTI;
+#   - the tracer's overhead: the same run traced and untraced;
+#   - a cuBLAS GEMM sweep per precision, and the memory bandwidth;
+#   - an NCCL all-reduce sweep over the GPUs when there are two or more;
+#   - a small PyTorch DDP program under `clusterscope profile`, when torch imports;
+#   - summary.json and summary.md: GPU, driver and CUDA versions, GEMM TFLOP/s
+#     against the GPU's peak, tracer overhead, events per kind, predicted
+#     versus measured step time.
+# Usage: scripts/gpu-check.sh [OUT_DIR]   (default: gpu-check-out)
+#   CLUSTERSCOPE_DEPS_DIR  a prefix with nlohmann, CLI11, sqlite3 and zlib when
+#                          the machine lacks their development packages
+#                          (scripts/gpu-deps.sh makes one)
+#   GPU_CHECK_STEPS        worker steps per precision (default 12)
+set -uo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+OUT_DIR="$(mkdir -p "${1:-$ROOT/gpu-check-out}" && cd "${1:-$ROOT/gpu-check-out}" && pwd)"
+BUILD="${GPU_CHECK_BUILD:-$ROOT/build-gpu}"
+STEPS="${GPU_CHECK_STEPS:-12}"
+LOG="$OUT_DIR/log.txt"
+START=$(date +%s)
+: > "$LOG"
+
+say() { echo "== $(( $(date +%s) - START ))s: $*" | tee -a "$LOG"; }
+run() {  # run and log a command; keep going on failure
+  say "$*"
+  "$@" >>"$LOG" 2>&1
+  local rc=$?
+  [ $rc -eq 0 ] || say "exit status $rc: $1"
+  return $rc
+}
+
+say "GPU check into $OUT_DIR"
+nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap --format=csv,noheader > "$OUT_DIR/gpus.csv" 2>>"$LOG"
+if [ ! -s "$OUT_DIR/gpus.csv" ]; then
+  say "no NVIDIA GPU answers nvidia-smi: nothing to check"
+  exit 1
+fi
+cat "$OUT_DIR/gpus.csv" | tee -a "$LOG"
+GPUS=$(wc -l < "$OUT_DIR/gpus.csv")
+CC=$(head -1 "$OUT_DIR/gpus.csv" | awk -F', ' '{print $4}' | tr -d '.')
+nvcc --version | tail -2 >> "$LOG" 2>&1
+
+# --- Build (Qt-free) -------------------------------------------------------
+deps=()
+[ -n "${CLUSTERSCOPE_DEPS_DIR:-}" ] && deps=(-DCLUSTERSCOPE_DEPS_DIR="$CLUSTERSCOPE_DEPS_DIR")
+run cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCLUSTERSCOPE_GUI=OFF \
+  -DCLUSTERSCOPE_TESTS=OFF -DCLUSTERSCOPE_BENCH=OFF -DCLUSTERSCOPE_CUDA=ON \
+  -DCMAKE_CUDA_ARCHITECTURES="${CC:-90}" "${deps[@]}" || exit 1
+run cmake --build "$BUILD" --parallel "$(nproc)" --target clusterscope clusterscope-worker clusterscope-inject || exit 1
+BIN="$BUILD/bin"
+say "built"
+
+# --- The worker on the GPU, every precision, traced -------------------------
+PRECISIONS="fp32 tf32 bf16 fp16"
+[ "${CC:-0}" -ge 89 ] && PRECISIONS="$PRECISIONS fp8"
+SHAPE=(--layers 12 --hidden 768 --heads 12 --seq 1024 --micro-batch 8 --steps "$STEPS")
+for p in $PRECISIONS; do
+  run env CUDA_VISIBLE_DEVICES=0 "$BIN/clusterscope-worker" --backend cuda --precision "$p" "${SHAPE[@]}" \
+    --title "GPU check: GPT-2 small shape, $p" --out "$OUT_DIR/worker-$p.db" \
+    > "$OUT_DIR/worker-$p.jsonl"
+  [ -f "$OUT_DIR/worker-$p.rank0.db" ] && mv "$OUT_DIR/worker-$p.rank0.db" "$OUT_DIR/worker-$p.db"
+done
+# The tracer's overhead: the bf16 run again, untraced.
+run env CUDA_VISIBLE_DEVICES=0 "$BIN/clusterscope-worker" --backend cuda --precision bf16 "${SHAPE[@]}" \
+  --no-trace > "$OUT_DIR/worker-bf16-untraced.jsonl"
+
+# --- Sweeps ----------------------------------------------------------------
+for p in $PRECISIONS; do
+  run env CUDA_VISIBLE_DEVICES=0 "$BIN/clusterscope-worker" --backend cuda --precision "$p" \
+    --sweep gemm --sizes 1024 2048 4096 8192 --sweep-seconds 0.3 >> "$OUT_DIR/gemm.jsonl"
+done
+run env CUDA_VISIBLE_DEVICES=0 "$BIN/clusterscope-worker" --backend cuda --precision bf16 \
+  --sweep bandwidth --out "$OUT_DIR/sweep-bandwidth.db" >> "$OUT_DIR/bandwidth.jsonl"
+if [ "$GPUS" -ge 2 ]; then
+  port=$((29500 + RANDOM % 1000))
+  pids=()
+  for r in $(seq 0 $((GPUS - 1))); do
+    env RANK=$r WORLD_SIZE=$GPUS LOCAL_RANK=$r LOCAL_WORLD_SIZE=$GPUS NCCL_COMM_ID=127.0.0.1:$port \
+      "$BIN/clusterscope-worker" --backend cuda --precision fp32 --dp "$GPUS" --sweep all_reduce \
+      >> "$OUT_DIR/allreduce.jsonl" 2>>"$LOG" &
+    pids+=($!)
+  done
+  for pid in "${pids[@]}"; do wait "$pid"; done
+  say "all-reduce sweep over $GPUS GPUs done"
+else
+  say "one GPU: no NCCL all-reduce sweep (NCCL allows one rank per GPU)"
+fi
+
+# --- A PyTorch program under the injection library ---------------------------
+if python3 -c "import torch; assert torch.cuda.is_available()" >>"$LOG" 2>&1; then
+  TORCHRUN=(python3 -m torch.distributed.run --standalone --nproc_per_node 1)
+  run "$BIN/clusterscope" profile --out "$OUT_DIR/torch-ddp.db" -- "${TORCHRUN[@]}" \
+    "$ROOT/scripts/gpu/torch_ddp_smoke.py" --steps 20
+else
+  say "PyTorch with CUDA is not importable: no profiled PyTorch run"
+fi
+
+# --- Summary -----------------------------------------------------------------
+run python3 "$ROOT/scripts/gpu/summarize.py" "$OUT_DIR" "$BIN/clusterscope"
+say "done in $(( $(date +%s) - START )) s"
+cat "$OUT_DIR/summary.md" 2>/dev/null
