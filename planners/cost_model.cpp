@@ -211,12 +211,14 @@ MemoryBreakdown stage_memory(const Machine& m, const Model& x, const Knobs& k, d
       mem.activations = chunks * (x.layers / (k.pp * k.v)) * per_layer;
       if (first) {
         const int in_flight = (chunks + k.v - 1) / k.v;
-        mem.activations += in_flight * tokens * x.hidden * sp_share;  // embedding dropout mask
+        mem.embedding_activations += in_flight * tokens * x.hidden * sp_share;  // dropout mask
       }
       if (last) {
-        mem.activations += 2 * e * tokens * x.hidden * sp_share + logits;  // final norm, head input
-        mem.activation_workspace += logits;                                // its gradient
+        mem.embedding_activations +=
+            2 * e * tokens * x.hidden * sp_share + logits;  // norm, head input
+        mem.activation_workspace += logits;                 // the logits' gradient
       }
+      mem.activations += mem.embedding_activations;
       if (k.recompute == Recompute::full) {
         mem.activation_workspace +=
             activation_bytes_per_layer(shape, k.tp, k.sp, Recompute::none, k.flash, e);
@@ -872,27 +874,27 @@ void evaluate(const Machine& m, const Model& x, const Knobs& k, const LayerCosts
   th = {};
   const double samples = k.global_batch;
   const double tokens_per_sample = x.transformer ? x.seq : 1;
+  // Model FLOPs: forward + backward of every matrix multiply, attention over
+  // the full square (Narayanan et al. 2021); hardware FLOPs add what
+  // recomputation repeats (Korthikanti et al. 2022, Appendix A). Fused
+  // causal attention skips half the square, which neither counts.
   double model_forward = 0;
-  double executed_forward = 0;
   double recompute_flops = 0;
   if (x.transformer) {
     model_forward = x.layers * c.layer.model_flops_forward + c.head.model_flops_forward;
-    executed_forward = x.layers * c.layer.flops_forward + c.head.flops_forward;
     if (k.recompute == Recompute::selective)
       recompute_flops = x.layers * c.layer.flops_attention_core;
-    if (k.recompute == Recompute::full) recompute_flops = x.layers * c.layer.flops_forward;
+    if (k.recompute == Recompute::full) recompute_flops = x.layers * c.layer.model_flops_forward;
     // Per micro-batch per tensor rank -> whole step, all ranks.
     const double scale = static_cast<double>(mb) * k.dp * k.tp;
     model_forward *= scale;
-    executed_forward *= scale;
     recompute_flops *= scale;
   } else {
     model_forward = c.layer.model_flops_forward * mb * k.dp;
-    executed_forward = model_forward;
   }
   const double passes = k.inference ? 1.0 : 3.0;  // forward, or forward + 2 x backward
   th.model_flops_per_step = passes * model_forward;
-  th.hardware_flops_per_step = passes * executed_forward + (k.inference ? 0 : recompute_flops);
+  th.hardware_flops_per_step = th.model_flops_per_step + (k.inference ? 0 : recompute_flops);
   if (step > 0) {
     th.samples_per_second = samples / step;
     th.tokens_per_second = th.samples_per_second * tokens_per_sample;
