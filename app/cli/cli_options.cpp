@@ -167,22 +167,25 @@ Workload ModelOptions::resolve(const PresetCatalog& catalog) const {
 }
 
 void PlanOptions::add_to(CLI::App& command) {
-  command.add_option("--plan", plan_file,
-                     "Plan JSON document (cluster, workload, parallel, precision); flags override it");
+  command.add_option(
+      "--plan", plan_file,
+      "Plan JSON document (cluster, workload, parallel, precision); flags override it");
   command.add_option("--tp", tp, "Tensor-parallel degree")->check(CLI::PositiveNumber);
   command.add_option("--pp", pp, "Pipeline stages")->check(CLI::PositiveNumber);
   command.add_option("--dp", dp, "Data-parallel replicas (default: the GPUs left by tp x pp)")
       ->check(CLI::PositiveNumber);
-  command.add_option("--virtual-stages", virtual_stages,
-                     "Model chunks per pipeline rank (> 1: the interleaved schedule)")
+  command
+      .add_option("--virtual-stages", virtual_stages,
+                  "Model chunks per pipeline rank (> 1: the interleaved schedule)")
       ->check(CLI::PositiveNumber);
   command.add_flag("--sequence-parallel", sequence_parallel,
                    "Split layer norms and dropouts over the tensor-parallel group");
   command.add_option("--zero", zero_stage, "ZeRO stage: 0, 1, 2 or 3")->check(CLI::Range(0, 3));
   command.add_option("--micro-batch", micro_batch, "Sequences (samples) per micro-batch")
       ->check(CLI::PositiveNumber);
-  command.add_option("--global-batch", global_batch,
-                     "Sequences (samples) per optimizer step (default: dp x micro-batch)")
+  command
+      .add_option("--global-batch", global_batch,
+                  "Sequences (samples) per optimizer step (default: dp x micro-batch)")
       ->check(CLI::PositiveNumber);
   command.add_option("--recompute", recompute, "Activation recomputation")
       ->check(CLI::IsMember({"none", "selective", "full"}));
@@ -190,9 +193,11 @@ void PlanOptions::add_to(CLI::App& command) {
       ->check(CLI::IsMember({"fp32", "tf32", "bf16", "fp16", "fp8", "int8", "int4"}));
   command.add_flag("--flash-attention", flash_attention,
                    "Fused attention that never stores the s x s scores (the default)");
-  command.add_flag("--no-flash-attention", no_flash_attention, "Unfused attention (softmax in memory)");
-  command.add_flag("--fp32-main-grad", fp32_main_grad,
-                   "Accumulate gradients in fp32 (Megatron-LM's main gradient, 18 bytes per parameter)");
+  command.add_flag("--no-flash-attention", no_flash_attention,
+                   "Unfused attention (softmax in memory)");
+  command.add_flag(
+      "--fp32-main-grad", fp32_main_grad,
+      "Accumulate gradients in fp32 (Megatron-LM's main gradient, 18 bytes per parameter)");
 }
 
 Plan PlanOptions::resolve(const PresetCatalog& catalog, const ClusterOptions& cluster_options,
@@ -216,7 +221,8 @@ Plan PlanOptions::resolve(const PresetCatalog& catalog, const ClusterOptions& cl
   if (!pp && !from_file && p.pp < 1) p.pp = 1;
   if (virtual_stages) {
     p.virtual_stages = *virtual_stages;
-    p.schedule = *virtual_stages > 1 ? PipelineSchedule::interleaved : PipelineSchedule::one_f_one_b;
+    p.schedule =
+        *virtual_stages > 1 ? PipelineSchedule::interleaved : PipelineSchedule::one_f_one_b;
   }
   if (sequence_parallel) p.sequence_parallel = true;
   if (zero_stage) p.zero_stage = *zero_stage;
