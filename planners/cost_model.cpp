@@ -687,6 +687,28 @@ bool check_rules(const Machine& m, const Model& x, const Knobs& k, const Names* 
       return false;
     return ok;
   }
+  // Documents read from JSON already obey these; a GUI editing a model may not.
+  if (!(m.memory_bytes > 0) || !(m.peak_of(Precision::fp32) > 0) || !(m.memory_rate > 0)) {
+    if (!fail("/cluster/gpu",
+              [&] { return gpu + " needs memory, memory bandwidth and an fp32 peak above 0"; }))
+      return false;
+    return ok;
+  }
+  if (x.transformer && !(x.layers >= 1 && x.hidden >= 1 && x.heads >= 1 && x.seq >= 1 &&
+                         x.vocab >= 1 && x.kv_heads >= 1 && x.ffn >= 1)) {
+    if (!fail("/workload", [&] {
+          return model +
+                 " needs layers, hidden, heads, kv_heads, ffn_hidden, seq_len and vocab >= 1";
+        }))
+      return false;
+    return ok;
+  }
+  if (!x.transformer && !(x.params_total > 0 && x.generic_forward_flops > 0)) {
+    if (!fail("/workload",
+              [&] { return model + " needs parameters and forward_flops_per_sample above 0"; }))
+      return false;
+    return ok;
+  }
   const long long world = static_cast<long long>(k.dp) * k.tp * k.pp;
   if (world > m.total_gpus()) {
     if (!fail("/parallel/dp", [&] {

@@ -135,6 +135,12 @@ void TestPlanner::problems_data() {
   QTest::addRow("recompute in inference") << "int8 full"
                                           << "/parallel/recompute"
                                           << "inference plan";
+  QTest::addRow("model with no layers") << "layers=0"
+                                        << "/workload"
+                                        << "needs layers";
+  QTest::addRow("GPU with no memory") << "memory=0"
+                                      << "/cluster/gpu"
+                                      << "needs memory";
 }
 
 void TestPlanner::problems() {
@@ -164,6 +170,8 @@ void TestPlanner::problems() {
     if (c == "laptop") p.cluster = *catalog().cluster("laptop-cpu");
     if (c == "int8") p.precision = cs::PrecisionPlan::for_compute(cs::Precision::int8);
     if (c == "full") p.parallel.recompute = cs::Recompute::full;
+    if (c == "layers=0") p.workload.transformer.layers = 0;
+    if (c == "memory=0") p.cluster.gpu->memory_bytes = 0;
   }
   const std::vector<cs::Problem> problems = cs::plan::check_plan(p);
   QVERIFY2(!problems.empty(), qPrintable(change));
