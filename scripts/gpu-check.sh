@@ -51,7 +51,8 @@ deps=()
 run cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCLUSTERSCOPE_GUI=OFF \
   -DCLUSTERSCOPE_TESTS=OFF -DCLUSTERSCOPE_BENCH=OFF -DCLUSTERSCOPE_CUDA=ON \
   -DCMAKE_CUDA_ARCHITECTURES="${CC:-90}" "${deps[@]}" || exit 1
-run cmake --build "$BUILD" --parallel "$(nproc)" --target clusterscope clusterscope-worker clusterscope-inject || exit 1
+run cmake --build "$BUILD" --parallel "$(nproc)" --target clusterscope clusterscope-worker || exit 1
+run cmake --build "$BUILD" --parallel "$(nproc)" --target clusterscope-inject
 BIN="$BUILD/bin"
 say "built"
 
@@ -60,7 +61,10 @@ PRECISIONS="fp32 tf32 bf16 fp16"
 [ "${CC:-0}" -ge 89 ] && PRECISIONS="$PRECISIONS fp8"
 SHAPE=(--layers 12 --hidden 768 --heads 12 --seq 1024 --micro-batch 8 --steps "$STEPS")
 for p in $PRECISIONS; do
-  run env CUDA_VISIBLE_DEVICES=0 "$BIN/clusterscope-worker" --backend cuda --precision "$p" "${SHAPE[@]}" \
+  capture=()
+  # The bf16 run also keeps CUPTI's raw buffers: a replay fixture for tests without a GPU.
+  [ "$p" = bf16 ] && capture=(CLUSTERSCOPE_CUPTI_CAPTURE="$OUT_DIR/cupti-bf16.replay")
+  run env CUDA_VISIBLE_DEVICES=0 "${capture[@]}" "$BIN/clusterscope-worker" --backend cuda --precision "$p" "${SHAPE[@]}" \
     --title "GPU check: GPT-2 small shape, $p" --out "$OUT_DIR/worker-$p.db" \
     > "$OUT_DIR/worker-$p.jsonl"
   [ -f "$OUT_DIR/worker-$p.rank0.db" ] && mv "$OUT_DIR/worker-$p.rank0.db" "$OUT_DIR/worker-$p.db"
