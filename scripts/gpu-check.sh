@@ -11,9 +11,9 @@
 #     against the GPU's peak, tracer overhead, events per kind, predicted
 #     versus measured step time.
 # Usage: scripts/gpu-check.sh [OUT_DIR]   (default: gpu-check-out)
-#   CLUSTERSCOPE_DEPS_DIR  a prefix with nlohmann, CLI11, sqlite3 and zlib when
-#                          the machine lacks their development packages
-#                          (scripts/gpu-deps.sh makes one)
+#   CLUSTERSCOPE_DEPS_DIR  a folder of prefixes (nlohmann, CLI11, sqlite3, zlib)
+#                          for a machine without their development packages
+#                          (scripts/gpu-deps.sh makes it)
 #   GPU_CHECK_STEPS        worker steps per precision (default 12)
 set -uo pipefail
 
@@ -47,7 +47,11 @@ nvcc --version | tail -2 >> "$LOG" 2>&1
 
 # --- Build (Qt-free) -------------------------------------------------------
 deps=()
-[ -n "${CLUSTERSCOPE_DEPS_DIR:-}" ] && deps=(-DCLUSTERSCOPE_DEPS_DIR="$CLUSTERSCOPE_DEPS_DIR")
+if [ -n "${CLUSTERSCOPE_DEPS_DIR:-}" ]; then
+  # One prefix per library (scripts/gpu-deps.sh), as a CMake list.
+  list=$(ls -d "$CLUSTERSCOPE_DEPS_DIR"/*/ 2>/dev/null | sed 's:/$::' | paste -sd';')
+  deps=(-DCLUSTERSCOPE_DEPS_DIR="${list:-$CLUSTERSCOPE_DEPS_DIR}")
+fi
 run cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCLUSTERSCOPE_GUI=OFF \
   -DCLUSTERSCOPE_TESTS=OFF -DCLUSTERSCOPE_BENCH=OFF -DCLUSTERSCOPE_CUDA=ON \
   -DCMAKE_CUDA_ARCHITECTURES="${CC:-90}" "${deps[@]}" || exit 1
