@@ -33,6 +33,15 @@ run() {  # run and log a command; keep going on failure
   [ $rc -eq 0 ] || say "exit status $rc: $1"
   return $rc
 }
+run_to() {  # run with stdout into a file (appended), stderr into the log
+  local file=$1
+  shift
+  say "$* >> $(basename "$file")"
+  "$@" >>"$file" 2>>"$LOG"
+  local rc=$?
+  [ $rc -eq 0 ] || say "exit status $rc: $1"
+  return $rc
+}
 
 say "GPU check into $OUT_DIR"
 nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap --format=csv,noheader > "$OUT_DIR/gpus.csv" 2>>"$LOG"
@@ -68,22 +77,23 @@ for p in $PRECISIONS; do
   capture=()
   # The bf16 run also keeps CUPTI's raw buffers: a replay fixture for tests without a GPU.
   [ "$p" = bf16 ] && capture=(CLUSTERSCOPE_CUPTI_CAPTURE="$OUT_DIR/cupti-bf16.replay")
-  run env CUDA_VISIBLE_DEVICES=0 "${capture[@]}" "$BIN/clusterscope-worker" --backend cuda --precision "$p" "${SHAPE[@]}" \
-    --title "GPU check: GPT-2 small shape, $p" --out "$OUT_DIR/worker-$p.db" \
-    > "$OUT_DIR/worker-$p.jsonl"
+  run_to "$OUT_DIR/worker-$p.jsonl" env CUDA_VISIBLE_DEVICES=0 "${capture[@]}" "$BIN/clusterscope-worker" \
+    --backend cuda --precision "$p" "${SHAPE[@]}" --title "GPU check: GPT-2 small shape, $p" \
+    --out "$OUT_DIR/worker-$p.db"
   [ -f "$OUT_DIR/worker-$p.rank0.db" ] && mv "$OUT_DIR/worker-$p.rank0.db" "$OUT_DIR/worker-$p.db"
 done
 # The tracer's overhead: the bf16 run again, untraced.
-run env CUDA_VISIBLE_DEVICES=0 "$BIN/clusterscope-worker" --backend cuda --precision bf16 "${SHAPE[@]}" \
-  --no-trace > "$OUT_DIR/worker-bf16-untraced.jsonl"
+run_to "$OUT_DIR/worker-bf16-untraced.jsonl" env CUDA_VISIBLE_DEVICES=0 "$BIN/clusterscope-worker" \
+  --backend cuda --precision bf16 "${SHAPE[@]}" --no-trace
 
 # --- Sweeps ----------------------------------------------------------------
 for p in $PRECISIONS; do
-  run env CUDA_VISIBLE_DEVICES=0 "$BIN/clusterscope-worker" --backend cuda --precision "$p" \
-    --sweep gemm --sizes 1024 2048 4096 8192 --sweep-seconds 0.3 >> "$OUT_DIR/gemm.jsonl"
+  run_to "$OUT_DIR/gemm.jsonl" env CUDA_VISIBLE_DEVICES=0 "$BIN/clusterscope-worker" --backend cuda \
+    --precision "$p" --sweep gemm --sizes 1024 2048 4096 8192 --sweep-seconds 0.3
 done
-run env CUDA_VISIBLE_DEVICES=0 "$BIN/clusterscope-worker" --backend cuda --precision bf16 \
-  --sweep bandwidth --out "$OUT_DIR/sweep-bandwidth.db" >> "$OUT_DIR/bandwidth.jsonl"
+run_to "$OUT_DIR/bandwidth.jsonl" env CUDA_VISIBLE_DEVICES=0 "$BIN/clusterscope-worker" --backend cuda \
+  --precision bf16 --sweep bandwidth --out "$OUT_DIR/sweep-bandwidth.db"
+[ -f "$OUT_DIR/sweep-bandwidth.rank0.db" ] && mv "$OUT_DIR/sweep-bandwidth.rank0.db" "$OUT_DIR/sweep-bandwidth.db"
 if [ "$GPUS" -ge 2 ]; then
   port=$((29500 + RANDOM % 1000))
   pids=()
@@ -107,6 +117,12 @@ if python3 -c "import torch; assert torch.cuda.is_available()" >>"$LOG" 2>&1; th
 else
   say "PyTorch with CUDA is not importable: no profiled PyTorch run"
 fi
+
+# Fold each store's write-ahead log into it, so that one file per store travels.
+for db in "$OUT_DIR"/*.db; do
+  python3 -c "import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); c.execute('PRAGMA wal_checkpoint(TRUNCATE)'); c.execute('PRAGMA journal_mode=DELETE'); c.close()" "$db" >>"$LOG" 2>&1
+done
+rm -f "$OUT_DIR"/*.db-wal "$OUT_DIR"/*.db-shm
 
 # --- Summary -----------------------------------------------------------------
 run python3 "$ROOT/scripts/gpu/summarize.py" "$OUT_DIR" "$BIN/clusterscope"

@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <cmath>
+#include <cstdio>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -832,12 +833,25 @@ class CudaBackend final : public Backend {
     CS_CUBLAS(cublasLtMatmulPreferenceCreate(&pref));
     CS_CUBLAS(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                                                    &kWorkspace, sizeof kWorkspace));
-    cublasLtMatmulHeuristicResult_t heuristic{};
+    // Try the heuristic's candidates in order; a shape no FP8 kernel takes
+    // runs in BF16 instead, and the fallback is counted and reported.
+    cublasLtMatmulHeuristicResult_t heuristics[8] = {};
     int found = 0;
-    CS_CUBLAS(cublasLtMatmulAlgoGetHeuristic(lt_, desc, la, lb, lc, lc, pref, 1, &heuristic, &found));
-    if (found == 0) throw std::runtime_error("cuBLASLt has no FP8 algorithm for this GEMM shape");
-    CS_CUBLAS(cublasLtMatmul(lt_, desc, &alpha, a8, la, b8, lb, &beta, out.data, lc, out.data, lc,
-                             &heuristic.algo, workspace_, kWorkspace, stream_));
+    cublasLtMatmulAlgoGetHeuristic(lt_, desc, la, lb, lc, lc, pref, 8, heuristics, &found);
+    cublasStatus_t status = CUBLAS_STATUS_NOT_SUPPORTED;
+    for (int i = 0; i < found && status != CUBLAS_STATUS_SUCCESS; ++i) {
+      status = cublasLtMatmul(lt_, desc, &alpha, a8, la, b8, lb, &beta, out.data, lc, out.data, lc,
+                              &heuristics[i].algo, workspace_, kWorkspace, stream_);
+    }
+    if (status != CUBLAS_STATUS_SUCCESS) {
+      if (fp8_fallbacks_++ == 0) {
+        std::fprintf(stderr, "clusterscope-worker: FP8 GEMM %dx%dx%d not supported by cuBLASLt (%s, %d "
+                     "candidates): running such GEMMs in BF16\n", N, OC, C, cublasGetStatusString(status), found);
+      }
+      gemm(CUBLAS_OP_T, CUBLAS_OP_N, OC, N, C, weight, C, inp, C, out, OC, 0.0f);
+    } else {
+      ++fp8_gemms_;
+    }
     cublasLtMatmulPreferenceDestroy(pref);
     cublasLtMatrixLayoutDestroy(la);
     cublasLtMatrixLayoutDestroy(lb);
@@ -888,6 +902,10 @@ class CudaBackend final : public Backend {
   std::atomic<std::int64_t> bytes_{0};
   std::uint64_t gemm_ids_ = 0;
   GemmHooks hooks_;
+
+ public:
+  std::uint64_t fp8_gemms_ = 0;      // forward GEMMs that ran in FP8
+  std::uint64_t fp8_fallbacks_ = 0;  // ... and those that fell back to BF16
 };
 
 template <class T>
@@ -977,6 +995,11 @@ Result<std::unique_ptr<Backend>> make_cuda_backend(int device, CudaCompute compu
 
 void set_gemm_hooks(Backend& backend, GemmHooks hooks) {
   static_cast<CudaBackend&>(backend).set_hooks(std::move(hooks));
+}
+
+std::pair<std::uint64_t, std::uint64_t> cuda_fp8_gemm_counts(Backend& backend) {
+  auto& b = static_cast<CudaBackend&>(backend);
+  return {b.fp8_gemms_, b.fp8_fallbacks_};
 }
 
 void* cuda_compute_stream(Backend& backend) { return static_cast<CudaBackend&>(backend).stream(); }

@@ -9,6 +9,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "core/result.h"
 #include "profiler/worker/backend.h"
@@ -42,6 +43,8 @@ struct GemmHooks {
 
 Result<std::unique_ptr<Backend>> make_cuda_backend(int device, CudaCompute compute);
 void set_gemm_hooks(Backend& cuda_backend, GemmHooks hooks);
+// FP8 forward GEMMs run in FP8 and those that fell back to BF16 (no cuBLASLt kernel).
+std::pair<std::uint64_t, std::uint64_t> cuda_fp8_gemm_counts(Backend& cuda_backend);
 // The backend's compute stream (a cudaStream_t), for NCCL and events.
 void* cuda_compute_stream(Backend& cuda_backend);
 // Bytes the engine has allocated (what torch.cuda.memory_allocated reports),

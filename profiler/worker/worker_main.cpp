@@ -201,6 +201,12 @@ struct RankTrace {
   std::unique_ptr<trace::TraceWriter> writer;
   std::unique_ptr<OpTracer> tracer;
   std::string path;
+
+  RankTrace() = default;
+  RankTrace(RankTrace&&) = default;
+  ~RankTrace() {
+    if (writer) register_writer(writer.get(), false);
+  }
 };
 
 RankTrace open_trace(const Options& o, const Job& job, int rank, const std::string& device,
@@ -428,7 +434,19 @@ void trace_gemms(Backend& backend, OpTracer* tracer) {
   set_gemm_hooks(backend, std::move(hooks));
 }
 
+int run_cuda_rank(Options o, const Job& job, int argc, char** argv);
+
+// A failing rank closes its store as "failed" while everything is alive.
 int run_cuda(Options o, const Job& job, int argc, char** argv) {
+  try {
+    return run_cuda_rank(o, job, argc, argv);
+  } catch (...) {
+    close_all_writers("failed");
+    throw;
+  }
+}
+
+int run_cuda_rank(Options o, const Job& job, int argc, char** argv) {
   route_nvtx_to_cupti();
   auto compute = cuda_compute_from_string(o.precision);
   if (!compute) throw std::runtime_error(compute.message());
@@ -493,8 +511,17 @@ int run_cuda(Options o, const Job& job, int argc, char** argv) {
           {"dropped_records", report.dropped_records}, {"events", report.counts.events}});
     tracer.reset();
   };
+  auto report_fp8 = [&] {
+    if (*compute != CudaCompute::fp8) return;
+    const auto [fp8, fallbacks] = cuda_fp8_gemm_counts(*backend);
+    emit({{"event", "fp8"}, {"rank", launch->rank}, {"fp8_gemms", fp8}, {"bf16_fallbacks", fallbacks}});
+    if (trace.writer) {
+      trace.writer->set_meta("fp8_gemms", json{{"fp8", fp8}, {"bf16_fallbacks", fallbacks}}.dump());
+    }
+  };
   if (!o.sweep.empty()) {
     run_sweep(o, *backend, w.world(), cuda_storage_type(*compute), launch->rank);
+    report_fp8();
     finish_tracer();
     close_trace(trace);
     emit({{"event", "done"}, {"rank", launch->rank}, {"store", trace.path}});
@@ -517,6 +544,7 @@ int run_cuda(Options o, const Job& job, int argc, char** argv) {
         }
       });
   if (!o.dump_weights.empty()) dump_weights(trainer, w.world(), job.shape.config, launch->rank, o.dump_weights);
+  report_fp8();
   finish_tracer();
   close_trace(trace);
   emit({{"event", "done"}, {"rank", launch->rank}, {"store", trace.path}});
