@@ -17,39 +17,32 @@
 //   CLUSTERSCOPE_CUPTI_FINALIZE=0  skip cuptiFinalize() at the end
 //   CLUSTERSCOPE_PROFILE_VERBOSE=1 one summary line per process at the end
 //
-// The store is flushed and closed at exit (atexit), and on SIGINT or SIGTERM
-// when the program leaves them at their default action: a watcher thread
-// finishes the store, then the signal ends the process as it would have.
-// Finishing is bounded in time, so a wedged GPU cannot hang the exit.
+// The store is flushed and closed at exit, and on SIGINT or SIGTERM when the
+// program leaves them at their default action (profiler/exit_guard.h), within
+// 20 s, so that a wedged GPU cannot hang the exit.
 //
 // It never breaks the program it is loaded into: any failure is one line on
 // stderr ("clusterscope-inject: ...") and the program runs untraced.
 
-#include <atomic>
 #include <cerrno>
 #include <chrono>
-#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <fstream>
 #include <memory>
 #include <mutex>
 #include <string>
-#include <thread>
 
 #include <cupti.h>
 #include <dlfcn.h>
-#include <fcntl.h>
 #include <nlohmann/json.hpp>
-#include <pthread.h>
-#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "core/trace_writer.h"
 #include "profiler/cupti/cupti_source.h"
 #include "profiler/cupti/tracer.h"
+#include "profiler/exit_guard.h"
 #include "profiler/launch_env.h"
 
 #define CS_EXPORT extern "C" __attribute__((visibility("default")))
@@ -60,7 +53,7 @@ using cs::Error;
 using cs::Result;
 using cs::Status;
 
-constexpr auto kFinishTimeout = std::chrono::seconds(20);
+constexpr auto kFinishTimeout = std::chrono::milliseconds(20'000);
 
 void log_line(const std::string& text) {
   const std::string line = "clusterscope-inject: " + text + "\n";
@@ -136,130 +129,26 @@ void remove_store(const std::string& path) {
     std::remove((path + suffix).c_str());
 }
 
-// One traced process.
+// One traced process. Never deleted: exit handlers and CUPTI's threads may
+// still look at it while the process ends.
 struct Session {
   pid_t pid = 0;
   std::string path;
   bool verbose = false;
   std::unique_ptr<cs::trace::TraceWriter> writer;
   std::unique_ptr<cs::profiler::Tracer> tracer;
-
-  std::mutex mutex;
-  std::condition_variable finished;
-  bool finishing = false;
-  bool done = false;
 };
 
-// Never deleted: CUPTI's threads and exit handlers may still look at it.
-std::atomic<Session*> g_session{nullptr};
-std::atomic<bool> g_in_forked_child{false};
-pid_t g_traced_pid = 0;
-int g_signal_pipe[2] = {-1, -1};
-constexpr int kHandledSignals[] = {SIGINT, SIGTERM};
-
-// Finishes the store once; a second caller waits for the first. Bounded by
-// kFinishTimeout: past it the process goes on exiting with what was written.
-void finish_session(const char* how) {
-  Session* s = g_session.load();
-  if (!s || g_in_forked_child.load() || getpid() != s->pid) return;
-  {
-    std::unique_lock lock(s->mutex);
-    if (s->finishing) {
-      s->finished.wait_for(lock, kFinishTimeout, [s] { return s->done; });
-      return;
-    }
-    s->finishing = true;
+void finish(Session* s, const char* how) {
+  const cs::profiler::TracerReport& report = s->tracer->finalize();
+  const Status closed = s->writer->close(how);
+  if (!closed)
+    log_line("the trace store " + s->path + " was not closed cleanly: " + closed.message());
+  if (s->verbose || report.dropped_records > 0) {
+    log_line("pid " + std::to_string(s->pid) + ": " + report.summary() + " -> " + s->path);
+    for (const std::string& warning : report.warnings)
+      log_line(warning);
   }
-  std::thread worker([s, how] {
-    const cs::profiler::TracerReport& report = s->tracer->finalize();
-    const Status closed = s->writer->close(how);
-    if (!closed)
-      log_line("the trace store " + s->path + " was not closed cleanly: " + closed.message());
-    if (s->verbose || report.dropped_records > 0) {
-      log_line("pid " + std::to_string(s->pid) + ": " + report.summary() + " -> " + s->path);
-    }
-    for (const std::string& warning : report.warnings) {
-      if (report.dropped_records > 0 || s->verbose) log_line(warning);
-    }
-    {
-      std::lock_guard lock(s->mutex);
-      s->done = true;
-    }
-    s->finished.notify_all();
-  });
-  std::unique_lock lock(s->mutex);
-  if (s->finished.wait_for(lock, kFinishTimeout, [s] { return s->done; })) {
-    lock.unlock();
-    worker.join();
-  } else {
-    lock.unlock();
-    worker.detach();
-    log_line("gave up waiting for the trace of pid " + std::to_string(s->pid) + " after " +
-             std::to_string(kFinishTimeout.count()) + " s; " + s->path + " keeps what was written");
-  }
-}
-
-void on_exit() {
-  finish_session("complete");
-}
-
-// Installed only where the program left SIGINT/SIGTERM at their default
-// action. Async-signal-safe: it only writes to the watcher's pipe.
-void on_signal(int number) {
-  if (g_in_forked_child.load() || getpid() != g_traced_pid) {
-    signal(number, SIG_DFL);
-    raise(number);
-    return;
-  }
-  const unsigned char byte = static_cast<unsigned char>(number);
-  const ssize_t ignored = write(g_signal_pipe[1], &byte, 1);
-  (void)ignored;
-}
-
-void watch_signals() {
-  unsigned char byte = 0;
-  while (read(g_signal_pipe[0], &byte, 1) != 1) {
-    if (errno != EINTR) return;
-  }
-  finish_session("cancelled");
-  // End the process the way the signal would have.
-  signal(byte, SIG_DFL);
-  kill(getpid(), byte);
-}
-
-void on_fork_child() {
-  // The child has none of the tracer's threads: it traces nothing, and its
-  // signals get back their default action.
-  g_in_forked_child.store(true);
-  for (int number : kHandledSignals) {
-    struct sigaction current {};
-    if (sigaction(number, nullptr, &current) == 0 && current.sa_handler == on_signal) {
-      signal(number, SIG_DFL);
-    }
-  }
-}
-
-void install_exit_handlers() {
-  g_traced_pid = getpid();
-  std::atexit(on_exit);
-  pthread_atfork(nullptr, nullptr, on_fork_child);
-  if (pipe2(g_signal_pipe, O_CLOEXEC) != 0) {
-    log_line("no signal pipe (" + std::string(std::strerror(errno)) +
-             "): the trace is finished at exit only");
-    return;
-  }
-  bool any = false;
-  for (int number : kHandledSignals) {
-    struct sigaction previous {};
-    if (sigaction(number, nullptr, &previous) != 0) continue;
-    if ((previous.sa_flags & SA_SIGINFO) || previous.sa_handler != SIG_DFL) continue;
-    struct sigaction mine {};
-    mine.sa_handler = on_signal;
-    sigemptyset(&mine.sa_mask);
-    mine.sa_flags = SA_RESTART;
-    any = sigaction(number, &mine, nullptr) == 0 || any;
-  }
-  if (any) std::thread(watch_signals).detach();
 }
 
 Status start_session() {
@@ -344,8 +233,9 @@ Status start_session() {
   session->verbose = verbose && std::string(verbose) == "1";
   session->writer = std::move(writer).value();
   session->tracer = std::move(tracer).value();
-  g_session.store(session);
-  install_exit_handlers();
+  const Status guarded = cs::profiler::exit_guard::install(
+      [session](const char* how) { finish(session, how); }, kFinishTimeout);
+  if (!guarded) log_line(guarded.message());
   return {};
 }
 

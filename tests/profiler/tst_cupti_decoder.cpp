@@ -210,6 +210,7 @@ class TestCuptiDecoder : public QObject {
   void syncWaitsForItsCall();
   void overflowDropsAndReports();
   void recordingFileRoundTrip();
+  void captureRecordsWhatItDecodes();
   void damagedRecordings_data();
   void damagedRecordings();
   void cuptiSourceWithoutDriverFailsCleanly();
@@ -882,6 +883,55 @@ void TestCuptiDecoder::recordingFileRoundTrip() {
   QCOMPARE(collectives[0].collective, Collective::all_gather);
   QCOMPARE(collectives[0].bytes, std::int64_t(3 << 20));
   QCOMPARE(report.dropped_records, std::uint64_t(2));
+}
+
+void TestCuptiDecoder::captureRecordsWhatItDecodes() {
+  // What a run on a GPU keeps with CLUSTERSCOPE_CUPTI_CAPTURE: the buffers as
+  // handed over, names and NVTX payloads copied out. Replaying the capture
+  // gives the same events.
+  ReplayBuilder b(CUPTI_API_VERSION);
+  b.begin_buffer();
+  nccl_range_start(b, "ncclReduceScatter", 80, T0 + 100, 500, 7, {0xfeed, 1 << 16, 0});
+  b.add_record(api(CUPTI_ACTIVITY_KIND_DRIVER, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx, T0 + 200,
+                   T0 + 300, 500, 95));
+  nccl_range_end(b, 80, T0 + 400, 500);
+  b.end_buffer();
+  b.begin_buffer();
+  add_kernel(b, kernel(T0 + 500, T0 + 900, 0, 31, 95),
+             "_Z43ncclDevKernel_ReduceScatter_Sum_f32_RING_LL24ncclDevKernelArgsStorageILm4096EE");
+  add_kernel(b, kernel(T0 + 1000, T0 + 1900, 0, 7, 96), kGemm);
+  b.end_buffer(3);
+  QTemporaryDir dir;
+  auto options = replay_options();
+  options.capture_path = dir.filePath("captured.cupti").toStdString();
+  const auto first = replay(b.take(), options);
+  QVERIFY(QFile::exists(dir.filePath("captured.cupti")));
+
+  auto captured = cs::profiler::open_replay_source(options.capture_path);
+  QVERIFY2(captured.ok(), captured.ok() ? "" : captured.message().c_str());
+  MemoryTraceWriter writer;
+  auto tracer = cs::profiler::Tracer::start(std::move(captured).value(), writer, replay_options());
+  QVERIFY(tracer.ok());
+  const auto report = (*tracer)->finalize();
+  QCOMPARE(writer.events.size(), first->writer.events.size());
+  QCOMPARE(writer.events.size(), std::size_t(4));
+  for (std::size_t i = 0; i < writer.events.size(); ++i) {
+    const Event& a = writer.events[i];
+    const Event& c = first->writer.events[i];
+    QCOMPARE(writer.text(a.name), first->writer.text(c.name));
+    QCOMPARE(a.kind, c.kind);
+    QCOMPARE(a.start_ns, c.start_ns);
+    QCOMPARE(a.end_ns, c.end_ns);
+    QCOMPARE(a.bytes, c.bytes);
+    QCOMPARE(a.collective, c.collective);
+    QCOMPARE(a.correlation, c.correlation);
+  }
+  const auto collectives = first->of_kind(EventKind::collective);
+  QCOMPARE(collectives.size(), std::size_t(1));
+  QCOMPARE(collectives[0].collective, Collective::reduce_scatter);
+  QCOMPARE(collectives[0].bytes, std::int64_t(1 << 16));
+  QCOMPARE(collectives[0].count, std::int64_t(1 << 14));
+  QCOMPARE(report.dropped_records, std::uint64_t(3));  // CUPTI's drop report is captured too
 }
 
 void TestCuptiDecoder::damagedRecordings_data() {
