@@ -142,10 +142,20 @@ struct Session {
 void finish(Session* s, const char* how) {
   const cs::profiler::TracerReport& report = s->tracer->finalize();
   const Status closed = s->writer->close(how);
-  if (!closed)
+  if (!closed) {
     log_line("the trace store " + s->path + " was not closed cleanly: " + closed.message());
+  }
+  // A process that initialised CUDA but ran nothing on a GPU (torchrun's
+  // agent asking for the device count) is not a rank of the run.
+  const auto& c = report.counts;
+  const bool gpu_work = c.kernels + c.memcpys + c.memsets > 0;
+  if (!gpu_work && closed) {
+    s->writer.reset();
+    remove_store(s->path);
+  }
   if (s->verbose || report.dropped_records > 0) {
-    log_line("pid " + std::to_string(s->pid) + ": " + report.summary() + " -> " + s->path);
+    log_line("pid " + std::to_string(s->pid) + ": " + report.summary() +
+             (gpu_work ? " -> " + s->path : std::string("; no GPU work, no store kept")));
     for (const std::string& warning : report.warnings)
       log_line(warning);
   }
