@@ -13,8 +13,8 @@
 #    OUT_DIR/probe.cupti for the replay tests.
 # 2. torchrun --nproc_per_node 1 scripts/gpu/torch_ddp_smoke.py under the
 #    injection library (CUDA_INJECTION64_PATH, NVTX_INJECTION64_PATH), its
-#    store checked (tests/gpu/check_injected_store.py), and the same run
-#    untraced for the step time.
+#    store checked (tests/gpu/check_injected_store.py); then its step time
+#    untraced, traced, and traced without the memory counter or NVTX.
 # 3. The injection library failing (no profile directory): the program runs.
 # 4. SIGTERM during a traced PyTorch program: the store is closed "cancelled".
 # Exit status: the number of failed parts.
@@ -110,9 +110,20 @@ tail -n 20 "$OUT/torch_traced.log" | tee -a "$LOG"
 [ $code -eq 0 ] || { say "2. the traced run exited with $code"; failed=$((failed + 1)); }
 python3 "$ROOT/tests/gpu/check_injected_store.py" "$OUT/torch" torch "$OUT/torch_summary.json" 2>&1 | tee -a "$LOG"
 [ "${PIPESTATUS[0]}" -eq 0 ] || { say "2. store checks FAILED"; failed=$((failed + 1)); }
-say "2b. torch_ddp_smoke.py untraced"
-timeout 240 "${TORCHRUN[@]}" "$SMOKE" --steps 30 > "$OUT/torch_untraced.log" 2>&1
-grep -h "mean step time" "$OUT/torch_traced.log" "$OUT/torch_untraced.log" | sed 's/^/   traced, untraced: /' | tee -a "$LOG"
+say "2b. step time, untraced and traced (tracer overhead)"
+step_time() {  # LABEL ENV...: runs the smoke script, prints its mean step time
+  local label="$1"; shift
+  env "$@" timeout 240 "${TORCHRUN[@]}" "$SMOKE" --steps 60 > "$OUT/time_$label.log" 2>&1
+  printf '   %-28s %s\n' "$label" "$(grep -h 'mean step time' "$OUT/time_$label.log")" | tee -a "$LOG"
+}
+mkdir -p "$OUT/timing"
+TRACE=(CUDA_INJECTION64_PATH="$INJECT" NVTX_INJECTION64_PATH="$INJECT" CLUSTERSCOPE_PROFILE_DIR="$OUT/timing")
+step_time untraced CS_UNTRACED=1
+step_time traced "${TRACE[@]}"
+step_time traced_no_memory_counter "${TRACE[@]}" CLUSTERSCOPE_MEMORY_SAMPLE_MS=0
+step_time traced_no_nvtx CUDA_INJECTION64_PATH="$INJECT" CLUSTERSCOPE_PROFILE_DIR="$OUT/timing"
+step_time untraced_again CS_UNTRACED=1
+rm -rf "$OUT/timing"
 
 # --- 3. the injection failing leaves the program alone ---------------------------------
 say "3. injection without a profile directory"
