@@ -11,7 +11,7 @@
 //   CLUSTERSCOPE_PROFILE_DIR       where the store goes: rank<R>-pid<P>.db,
 //                                  the rank read from the launcher (launch_env.h)
 //   CLUSTERSCOPE_CUPTI_BUFFER_MB   cap on trace buffers (default 128)
-//   CLUSTERSCOPE_MEMORY_SAMPLE_MS  GPU memory counter period (default 10, 0: off)
+//   CLUSTERSCOPE_MEMORY_SAMPLE_MS  GPU memory counter period (default 100, 0: off)
 //   CLUSTERSCOPE_CUPTI_CAPTURE     a directory: also keep the raw CUPTI buffers
 //                                  (rank<R>-pid<P>.cupti, a replay recording)
 //   CLUSTERSCOPE_CUPTI_FINALIZE=0  skip cuptiFinalize() at the end
@@ -134,6 +134,7 @@ void remove_store(const std::string& path) {
 struct Session {
   pid_t pid = 0;
   std::string path;
+  std::string capture_path;  // "" unless CLUSTERSCOPE_CUPTI_CAPTURE
   bool verbose = false;
   std::unique_ptr<cs::trace::TraceWriter> writer;
   std::unique_ptr<cs::profiler::Tracer> tracer;
@@ -152,6 +153,7 @@ void finish(Session* s, const char* how) {
   if (!gpu_work && closed) {
     s->writer.reset();
     remove_store(s->path);
+    if (!s->capture_path.empty()) std::remove(s->capture_path.c_str());
   }
   if (s->verbose || report.dropped_records > 0) {
     log_line("pid " + std::to_string(s->pid) + ": " + report.summary() +
@@ -182,7 +184,7 @@ Status start_session() {
   if (!launch) return Error{"cannot tell this process's rank: " + launch.message()};
   auto cap_mb = env_number("CLUSTERSCOPE_CUPTI_BUFFER_MB", 128, 8, 1 << 16);
   if (!cap_mb) return cap_mb.error();
-  auto sample_ms = env_number("CLUSTERSCOPE_MEMORY_SAMPLE_MS", 10, 0, 60'000);
+  auto sample_ms = env_number("CLUSTERSCOPE_MEMORY_SAMPLE_MS", 100, 0, 60'000);
   if (!sample_ms) return sample_ms.error();
   const char* finalize = std::getenv("CLUSTERSCOPE_CUPTI_FINALIZE");
   const char* verbose = std::getenv("CLUSTERSCOPE_PROFILE_VERBOSE");
@@ -240,6 +242,7 @@ Status start_session() {
   auto* session = new Session;
   session->pid = pid;
   session->path = path;
+  session->capture_path = options.capture_path;
   session->verbose = verbose && std::string(verbose) == "1";
   session->writer = std::move(writer).value();
   session->tracer = std::move(tracer).value();
