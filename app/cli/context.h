@@ -20,6 +20,12 @@ struct CliError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// Ends the program with `code`; the command has already said why (e.g. the
+// exit status of a program it ran).
+struct CliExitCode {
+  int code = 1;
+};
+
 class Context {
  public:
   // The preset catalog, loaded on first use.
@@ -48,5 +54,6 @@ void register_validate(CLI::App& app, Context& ctx);
 void register_describe(CLI::App& app, Context& ctx);
 void register_plan(CLI::App& app, Context& ctx);
 void register_search(CLI::App& app, Context& ctx);
+void register_profile(CLI::App& app, Context& ctx);
 
 }  // namespace cs::cli

@@ -20,6 +20,7 @@ int main(int argc, char** argv) {
   cs::cli::register_describe(app, ctx);
   cs::cli::register_plan(app, ctx);
   cs::cli::register_search(app, ctx);
+  cs::cli::register_profile(app, ctx);
 
   try {
     app.parse(argc, argv);
@@ -32,6 +33,8 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     std::cerr << "clusterscope: error: " << e.what() << " (see --help)\n";
     return 2;
+  } catch (const cs::cli::CliExitCode& e) {
+    return e.code;
   } catch (const cs::cli::CliError& e) {
     std::cerr << "clusterscope: error: " << e.what() << '\n';
     return 1;

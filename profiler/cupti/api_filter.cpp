@@ -7,7 +7,7 @@ namespace cs::profiler::cupti_api {
 
 namespace {
 
-constexpr std::array<CUpti_CallbackId, 10> kNoisyRuntime = {
+constexpr std::array<CUpti_CallbackId, 11> kNoisyRuntime = {
     CUPTI_RUNTIME_TRACE_CBID_cudaGetDevice_v3020,
     CUPTI_RUNTIME_TRACE_CBID_cudaSetDevice_v3020,
     CUPTI_RUNTIME_TRACE_CBID_cudaGetLastError_v3020,
@@ -18,6 +18,8 @@ constexpr std::array<CUpti_CallbackId, 10> kNoisyRuntime = {
     CUPTI_RUNTIME_TRACE_CBID_cudaStreamIsCapturing_v10000,
     CUPTI_RUNTIME_TRACE_CBID_cudaStreamGetCaptureInfo_v12030,
     CUPTI_RUNTIME_TRACE_CBID_cudaStreamGetCaptureInfo_ptsz_v12030,
+    // PyTorch's allocator and NCCL call it around allocations, thousands of times.
+    CUPTI_RUNTIME_TRACE_CBID_cudaThreadExchangeStreamCaptureMode_v10010,
 };
 
 constexpr std::array<CUpti_CallbackId, 12> kNoisyDriver = {

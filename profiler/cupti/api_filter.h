@@ -1,7 +1,8 @@
 #pragma once
 // Which CUDA API calls are worth a trace event, as PyTorch's kineto decides:
-// every runtime call except a few that programs make around every launch
-// (cudaGetDevice, cudaGetLastError, event create/destroy, ...), and of the
+// every runtime call except a few that programs make around every launch or
+// allocation (cudaGetDevice, cudaGetLastError, event create/destroy, stream
+// capture queries), and of the
 // driver calls only those that launch work or map memory (what Triton, NCCL
 // and CUDA graphs call directly). Internal to the CUPTI tracer: includes CUPTI.
 

@@ -238,7 +238,6 @@ const TracerReport& Tracer::finalize() {
   if (d.decoding.joinable()) d.decoding.join();
   d.decoder.finish();
   d.dropped += d.source->take_dropped_records();
-  d.source->finalize();
   d.write_rank_if_missing();
 
   TracerReport& r = d.report;
@@ -281,6 +280,9 @@ const TracerReport& Tracer::finalize() {
     }
   }
   if (Status flushed = w.flush(); !flushed) r.warnings.push_back(flushed.message());
+  // Last: everything is decoded and committed before CUPTI lets go of its
+  // kernel names (and before anything it does at teardown can go wrong).
+  d.source->finalize();
   d.finalized = true;
   return r;
 }

@@ -7,7 +7,10 @@
 
 #include <QTemporaryDir>
 #include <QtTest>
+#include <algorithm>
 #include <cstddef>
+#include <map>
+#include <set>
 #include <fstream>
 
 #include <cupti.h>
@@ -210,8 +213,11 @@ class TestCuptiDecoder : public QObject {
   void syncWaitsForItsCall();
   void overflowDropsAndReports();
   void recordingFileRoundTrip();
+  void captureRecordsWhatItDecodes();
   void damagedRecordings_data();
   void damagedRecordings();
+  void realH200Probe();
+  void realH200PyTorchDdp();
   void cuptiSourceWithoutDriverFailsCleanly();
   void memoryCounterNeedsADriver();
 };
@@ -884,6 +890,55 @@ void TestCuptiDecoder::recordingFileRoundTrip() {
   QCOMPARE(report.dropped_records, std::uint64_t(2));
 }
 
+void TestCuptiDecoder::captureRecordsWhatItDecodes() {
+  // What a run on a GPU keeps with CLUSTERSCOPE_CUPTI_CAPTURE: the buffers as
+  // handed over, names and NVTX payloads copied out. Replaying the capture
+  // gives the same events.
+  ReplayBuilder b(CUPTI_API_VERSION);
+  b.begin_buffer();
+  nccl_range_start(b, "ncclReduceScatter", 80, T0 + 100, 500, 7, {0xfeed, 1 << 16, 0});
+  b.add_record(api(CUPTI_ACTIVITY_KIND_DRIVER, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx, T0 + 200,
+                   T0 + 300, 500, 95));
+  nccl_range_end(b, 80, T0 + 400, 500);
+  b.end_buffer();
+  b.begin_buffer();
+  add_kernel(b, kernel(T0 + 500, T0 + 900, 0, 31, 95),
+             "_Z43ncclDevKernel_ReduceScatter_Sum_f32_RING_LL24ncclDevKernelArgsStorageILm4096EE");
+  add_kernel(b, kernel(T0 + 1000, T0 + 1900, 0, 7, 96), kGemm);
+  b.end_buffer(3);
+  QTemporaryDir dir;
+  auto options = replay_options();
+  options.capture_path = dir.filePath("captured.cupti").toStdString();
+  const auto first = replay(b.take(), options);
+  QVERIFY(QFile::exists(dir.filePath("captured.cupti")));
+
+  auto captured = cs::profiler::open_replay_source(options.capture_path);
+  QVERIFY2(captured.ok(), captured.ok() ? "" : captured.message().c_str());
+  MemoryTraceWriter writer;
+  auto tracer = cs::profiler::Tracer::start(std::move(captured).value(), writer, replay_options());
+  QVERIFY(tracer.ok());
+  const auto report = (*tracer)->finalize();
+  QCOMPARE(writer.events.size(), first->writer.events.size());
+  QCOMPARE(writer.events.size(), std::size_t(4));
+  for (std::size_t i = 0; i < writer.events.size(); ++i) {
+    const Event& a = writer.events[i];
+    const Event& c = first->writer.events[i];
+    QCOMPARE(writer.text(a.name), first->writer.text(c.name));
+    QCOMPARE(a.kind, c.kind);
+    QCOMPARE(a.start_ns, c.start_ns);
+    QCOMPARE(a.end_ns, c.end_ns);
+    QCOMPARE(a.bytes, c.bytes);
+    QCOMPARE(a.collective, c.collective);
+    QCOMPARE(a.correlation, c.correlation);
+  }
+  const auto collectives = first->of_kind(EventKind::collective);
+  QCOMPARE(collectives.size(), std::size_t(1));
+  QCOMPARE(collectives[0].collective, Collective::reduce_scatter);
+  QCOMPARE(collectives[0].bytes, std::int64_t(1 << 16));
+  QCOMPARE(collectives[0].count, std::int64_t(1 << 14));
+  QCOMPARE(report.dropped_records, std::uint64_t(3));  // CUPTI's drop report is captured too
+}
+
 void TestCuptiDecoder::damagedRecordings_data() {
   QTest::addColumn<QString>("damage");
   QTest::addColumn<QString>("message");  // empty: reads, and replays without a crash
@@ -952,6 +1007,107 @@ void TestCuptiDecoder::damagedRecordings() {
   auto tracer = cs::profiler::Tracer::start(std::move(source).value(), writer, replay_options());
   QVERIFY(tracer.ok());
   (*tracer)->finalize();  // whatever the garbage says, no crash and no stray pointer followed
+}
+
+namespace {
+
+// Replays a recording made on an H200 (tests/data/gpu/README.md) through the
+// tracer, with the checks that hold for any healthy trace.
+std::unique_ptr<Replayed> replay_h200(const char* file) {
+  const std::string path = std::string(CS_DATA_DIR) + "/gpu/" + file;
+  auto source = cs::profiler::open_replay_source(path);
+  if (!source) qFatal("%s", source.message().c_str());
+  auto run = std::make_unique<Replayed>();
+  auto options = replay_options(std::size_t{1} << 20, std::size_t{256} << 20);  // room for every buffer
+  auto tracer = cs::profiler::Tracer::start(std::move(source).value(), run->writer, options);
+  if (!tracer) qFatal("%s", tracer.message().c_str());
+  run->report = (*tracer)->finalize();
+  return run;
+}
+
+// Every kernel's launch is in the trace; GPU work on a stream never overlaps.
+void check_healthy(const Replayed& run) {
+  QCOMPARE(run.report.dropped_records, std::uint64_t(0));
+  QCOMPARE(run.report.counts.invalid_buffers, std::uint64_t(0));
+  QCOMPARE(run.report.counts.without_timestamps, std::uint64_t(0));
+  std::set<std::int64_t> calls;
+  for (const Event& e : run.writer.events) {
+    if (e.kind == EventKind::api_call) calls.insert(e.correlation);
+  }
+  std::map<std::uint32_t, std::vector<const Event*>> streams;
+  for (const Event& e : run.writer.events) {
+    QVERIFY(e.end_ns >= e.start_ns);
+    QVERIFY(e.start_ns > std::int64_t(T0));  // CLOCK_REALTIME nanoseconds of 2026
+    if (e.kind == EventKind::kernel) QVERIFY2(calls.count(e.correlation), run.writer.text(e.name).c_str());
+    if (run.writer.lane(e.lane).kind == LaneKind::gpu_stream) streams[e.lane.value].push_back(&e);
+  }
+  for (auto& [lane, events] : streams) {
+    std::sort(events.begin(), events.end(), [](auto* a, auto* b) { return a->start_ns < b->start_ns; });
+    for (std::size_t i = 1; i < events.size(); ++i) QVERIFY(events[i]->start_ns >= events[i - 1]->end_ns);
+  }
+}
+
+}  // namespace
+
+void TestCuptiDecoder::realH200Probe() {
+  // tests/gpu/cupti_gpu_probe.cpp's known work, recorded on the GPU.
+  const auto run = replay_h200("h200_probe.cupti");
+  check_healthy(*run);
+  const auto& c = run->report.counts;
+  // As decoded live on the H200 (its report: 6 kernels, 134 copies, 195
+  // memsets, 137 syncs, 10 NVTX ranges, 109 overheads).
+  QCOMPARE(c.kernels, std::uint64_t(6));
+  QCOMPARE(c.memcpys, std::uint64_t(134));
+  QCOMPARE(c.memsets, std::uint64_t(195));
+  QCOMPARE(c.syncs, std::uint64_t(137));
+  QCOMPARE(c.nvtx_ranges, std::uint64_t(10));
+  QCOMPARE(c.overheads, std::uint64_t(109));
+  int scales = 0, stepped = 0, sized_ranges = 0, comm_ranges = 0, nccl_copies = 0, htod = 0;
+  for (const Event& e : run->writer.events) {
+    const std::string name = run->writer.text(e.name);
+    if (name == "scale_kernel(float*, float, int)") ++scales;
+    if (e.kind == EventKind::kernel && e.step == 7) ++stepped;
+    if (e.kind == EventKind::annotation && name.rfind("ncclAllReduce (comm ", 0) == 0) {
+      ++comm_ranges;
+      if (e.bytes == 2 << 20 && e.collective == Collective::all_reduce) ++sized_ranges;
+    }
+    if (name == "Memcpy DtoD" && e.bytes == 2 << 20) ++nccl_copies;
+    if (name == "Memcpy HtoD" && e.bytes == 4 << 20) ++htod;
+  }
+  QCOMPARE(scales, 4);
+  QCOMPARE(stepped, 6);
+  QCOMPARE(comm_ranges, 6);
+  QCOMPARE(sized_ranges, 4);
+  QCOMPARE(nccl_copies, 1);
+  QCOMPARE(htod, 2);
+}
+
+void TestCuptiDecoder::realH200PyTorchDdp() {
+  // scripts/gpu/torch_ddp_smoke.py, 30 steps, rank 0 of 1 under torchrun,
+  // recorded by the injection library.
+  const auto run = replay_h200("h200_torch_ddp_rank0.cupti");
+  check_healthy(*run);
+  QCOMPARE(run->report.counts.kernels, std::uint64_t(1733));
+  QCOMPARE(run->report.counts.memcpys, std::uint64_t(404));
+  QCOMPARE(run->report.counts.syncs, std::uint64_t(994));
+  int steps = 0, all_reduces = 0, known_size = 0, ddp_buckets = 0;
+  for (const Event& e : run->writer.events) {
+    const std::string name = run->writer.text(e.name);
+    if (e.kind != EventKind::annotation) continue;
+    if (name.rfind("step ", 0) == 0 && run->lane_name(e).rfind("NVTX thread ", 0) == 0) ++steps;
+    if (name.rfind("ncclAllReduce (comm ", 0) == 0 && run->lane_name(e).rfind("NVTX NCCL thread ", 0) == 0) {
+      ++all_reduces;
+      if (e.bytes == 2 << 20) ++known_size;  // the script's 2 MiB bf16 all-reduce
+      if (e.bytes > 4 << 20) ++ddp_buckets;
+    }
+  }
+  QCOMPARE(steps, 30);
+  QCOMPARE(all_reduces, 119);
+  QCOMPARE(known_size, 1);
+  QVERIFY(ddp_buckets >= 30);
+  // PyTorch's noise is filtered: no cudaThreadExchangeStreamCaptureMode.
+  QVERIFY(!run->named("cudaThreadExchangeStreamCaptureMode"));
+  QVERIFY(run->named("cudaLaunchKernel"));
 }
 
 void TestCuptiDecoder::cuptiSourceWithoutDriverFailsCleanly() {

@@ -1,0 +1,89 @@
+// clusterscope profile --out RUN.db [--keep-parts DIR] [--no-nvtx] -- COMMAND ARGS...
+
+#include <iostream>
+
+#include <CLI/CLI.hpp>
+
+#include "app/cli/context.h"
+#include "core/host_probe.h"
+#include "profiler/profile_run.h"
+
+namespace cs::cli {
+
+namespace {
+
+struct ProfileOptions {
+  std::vector<std::string> command;
+  std::string out;
+  std::string keep_parts;
+  bool no_nvtx = false;
+};
+
+std::string file_names(const std::vector<std::string>& paths) {
+  std::string text;
+  for (const std::string& path : paths) {
+    if (!text.empty()) text += ", ";
+    text += path.substr(path.find_last_of('/') + 1);
+  }
+  return text;
+}
+
+void run(const ProfileOptions& o) {
+  profiler::ProfileRequest request;
+  request.command = o.command;
+  request.out = o.out;
+  request.keep_parts = o.keep_parts;
+  request.nvtx = !o.no_nvtx;
+  const profiler::ProfileOutcome outcome = take(profiler::run_profiled(request));
+
+  for (const std::string& note : outcome.notes)
+    std::cerr << "clusterscope: note: " << note << '\n';
+  const std::string program = o.command.front();
+  if (!outcome.status.success()) {
+    std::cerr << "clusterscope: " << program << ' ' << outcome.status.describe() << '\n';
+  }
+  if (outcome.parts.empty()) {
+    const HostInfo host = probe_host();
+    std::string why = host.gpus.empty()
+                          ? host.gpu_status
+                          : "the command did not initialise CUDA, or tracing failed in it (see any "
+                            "clusterscope-inject line above)";
+    std::cerr << "clusterscope: error: no CUDA process was traced, so " << o.out
+              << " was not written (" << why << ")\n";
+    throw CliExitCode{outcome.status.success() ? 1 : outcome.status.shell_code()};
+  }
+  if (!outcome.gathered.ok()) {
+    std::cerr << "clusterscope: error: " << outcome.gathered.message() << "; the "
+              << outcome.parts.size() << " per-process stores are kept in " << outcome.parts_dir
+              << '\n';
+    throw CliExitCode{outcome.status.success() ? 1 : outcome.status.shell_code()};
+  }
+  std::cout << "Wrote " << o.out << ": " << outcome.parts.size()
+            << (outcome.parts.size() == 1 ? " process" : " processes") << " traced ("
+            << file_names(outcome.parts) << ")";
+  if (outcome.parts_kept) std::cout << "; per-process stores in " << outcome.parts_dir;
+  std::cout << '\n';
+  if (!outcome.status.success()) throw CliExitCode{outcome.status.shell_code()};
+}
+
+}  // namespace
+
+void register_profile(CLI::App& app, Context& /*ctx*/) {
+  auto o = std::make_shared<ProfileOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "profile",
+      "Run a CUDA program under the CUPTI tracer and write one run store. Every CUDA process it "
+      "starts is traced (torchrun's and mpirun's workers too), each as the rank its launcher gave "
+      "it. Example: clusterscope profile --out run.db -- torchrun --nproc_per_node 8 train.py");
+  cmd->add_option("--out", o->out, "The run store to write (SQLite); replaced if it exists")
+      ->required();
+  cmd->add_option("--keep-parts", o->keep_parts,
+                  "Keep the per-process stores in this directory (created if missing)");
+  cmd->add_flag("--no-nvtx", o->no_nvtx,
+                "Do not route NVTX ranges to CUPTI (no NCCL call sizes, no NVTX lanes)");
+  cmd->add_option("command", o->command, "The command to run and its arguments, after --")
+      ->required();
+  cmd->callback([o] { run(*o); });
+}
+
+}  // namespace cs::cli

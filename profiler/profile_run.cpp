@@ -1,0 +1,305 @@
+#include "profiler/profile_run.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <system_error>
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+namespace fs = std::filesystem;
+
+namespace cs::profiler {
+
+namespace {
+
+constexpr const char* kLibraryName = "libclusterscope-inject.so";
+
+std::string signal_name(int number) {
+  switch (number) {
+    case SIGHUP:
+      return "SIGHUP";
+    case SIGINT:
+      return "SIGINT";
+    case SIGQUIT:
+      return "SIGQUIT";
+    case SIGILL:
+      return "SIGILL";
+    case SIGABRT:
+      return "SIGABRT";
+    case SIGBUS:
+      return "SIGBUS";
+    case SIGFPE:
+      return "SIGFPE";
+    case SIGKILL:
+      return "SIGKILL";
+    case SIGSEGV:
+      return "SIGSEGV";
+    case SIGPIPE:
+      return "SIGPIPE";
+    case SIGTERM:
+      return "SIGTERM";
+    default:
+      return "signal " + std::to_string(number);
+  }
+}
+
+std::atomic<pid_t> g_child{0};
+constexpr int kForwarded[] = {SIGINT, SIGTERM};
+
+// Passes a signal on to the command unless a terminal sent it (SI_KERNEL):
+// the terminal already signalled the command's process group.
+void forward_signal(int number, siginfo_t* info, void*) {
+  if (info && info->si_code > 0) return;
+  const pid_t child = g_child.load();
+  if (child > 0) kill(child, number);
+}
+
+fs::path this_program() {
+  std::error_code error;
+  fs::path self = fs::read_symlink("/proc/self/exe", error);
+  return error ? fs::path() : self;
+}
+
+Status copy_store_file(const fs::path& from, const fs::path& to) {
+  std::error_code error;
+  fs::copy_file(from, to, fs::copy_options::overwrite_existing, error);
+  if (error)
+    return Error{"cannot copy " + from.string() + " to " + to.string() + ": " + error.message()};
+  return {};
+}
+
+Status move_store_file(const fs::path& from, const fs::path& to) {
+  std::error_code error;
+  fs::rename(from, to, error);
+  if (!error) return {};
+  if (error != std::errc::cross_device_link) {
+    return Error{"cannot move " + from.string() + " to " + to.string() + ": " + error.message()};
+  }
+  if (Status copied = copy_store_file(from, to); !copied) return copied;
+  fs::remove(from, error);
+  return {};
+}
+
+}  // namespace
+
+std::string ExitStatus::describe() const {
+  if (signal) return "was killed by " + signal_name(signal);
+  return "exited with status " + std::to_string(code);
+}
+
+Result<std::string> find_injection_library(const Environment& env) {
+  if (auto it = env.find("CLUSTERSCOPE_INJECT"); it != env.end() && !it->second.empty()) {
+    std::error_code error;
+    if (!fs::is_regular_file(it->second, error)) {
+      return Error{"CLUSTERSCOPE_INJECT=" + it->second + " is not a file"};
+    }
+    return fs::absolute(it->second).string();
+  }
+  const fs::path bin = this_program().parent_path();
+  std::vector<fs::path> candidates = {bin / ".." / "lib" / kLibraryName};
+  if (std::string(CLUSTERSCOPE_INSTALL_LIBDIR) != "lib") {
+    candidates.push_back(bin / ".." / CLUSTERSCOPE_INSTALL_LIBDIR / kLibraryName);
+  }
+  std::string looked;
+  for (const fs::path& candidate : candidates) {
+    std::error_code error;
+    if (fs::is_regular_file(candidate, error)) return fs::weakly_canonical(candidate).string();
+    looked += (looked.empty() ? "" : ", ") + candidate.lexically_normal().string();
+  }
+  if (!CLUSTERSCOPE_BUILT_WITH_CUDA) {
+    return Error{
+        "this build has no CUDA tracer (it was built without the CUDA toolkit), so it cannot "
+        "profile"};
+  }
+  return Error{"cannot find " + std::string(kLibraryName) + " (looked at " + looked +
+               "); set CLUSTERSCOPE_INJECT to its path"};
+}
+
+std::vector<std::string> find_process_stores(const std::string& dir) {
+  std::vector<std::string> stores;
+  std::error_code error;
+  for (const auto& entry : fs::directory_iterator(dir, error)) {
+    if (entry.is_regular_file(error) && entry.path().extension() == ".db") {
+      stores.push_back(entry.path().string());
+    }
+  }
+  std::sort(stores.begin(), stores.end());
+  return stores;
+}
+
+Status gather_process_stores(const std::vector<std::string>& parts, const std::string& out,
+                             bool keep_parts) {
+  if (parts.empty()) return Error{"no CUDA process was traced, so there is no store to gather"};
+  // A stale write-ahead log beside the old run store would be read as part of the new one.
+  std::error_code error;
+  for (const char* suffix : {"-wal", "-shm", "-journal"})
+    fs::remove(out + suffix, error);
+  if (parts.size() == 1) {
+    // One process: its store is the run store, with its write-ahead log when
+    // the process ended before checkpointing.
+    auto place = keep_parts ? copy_store_file : move_store_file;
+    if (Status placed = place(parts[0], out); !placed) return placed;
+    if (fs::exists(parts[0] + "-wal", error)) {
+      if (Status placed = place(parts[0] + "-wal", out + "-wal"); !placed) return placed;
+    }
+    return {};
+  }
+  return Error{"merging " + std::to_string(parts.size()) +
+               " per-process stores into one run store needs the trace store's merge, which this "
+               "build does not have"};
+}
+
+Result<ExitStatus> run_command(const std::vector<std::string>& command,
+                               const std::vector<std::pair<std::string, std::string>>& set) {
+  if (command.empty() || command.front().empty()) return Error{"no command to run"};
+  // Everything the child needs is built before fork: nothing allocates after it.
+  std::vector<std::string> environment;
+  for (char** entry = environ; entry && *entry; ++entry) {
+    const std::string text(*entry);
+    const std::string name = text.substr(0, text.find('='));
+    const bool replaced =
+        std::any_of(set.begin(), set.end(), [&](const auto& v) { return v.first == name; });
+    if (!replaced) environment.push_back(text);
+  }
+  for (const auto& [name, value] : set)
+    environment.push_back(name + "=" + value);
+  std::vector<char*> envp;
+  for (std::string& text : environment)
+    envp.push_back(text.data());
+  envp.push_back(nullptr);
+  std::vector<std::string> args(command);
+  std::vector<char*> argv;
+  for (std::string& arg : args)
+    argv.push_back(arg.data());
+  argv.push_back(nullptr);
+
+  int exec_error[2];
+  if (pipe2(exec_error, O_CLOEXEC) != 0) {
+    return Error{std::string("cannot start the command: ") + std::strerror(errno)};
+  }
+  struct sigaction previous[2]{};
+  struct sigaction forward {};
+  forward.sa_sigaction = forward_signal;
+  sigemptyset(&forward.sa_mask);
+  forward.sa_flags = SA_SIGINFO | SA_RESTART;
+  for (int i = 0; i < 2; ++i)
+    sigaction(kForwarded[i], &forward, &previous[i]);
+
+  const pid_t child = fork();
+  if (child == 0) {
+    // The child takes the default dispositions the profiler had.
+    for (int i = 0; i < 2; ++i)
+      sigaction(kForwarded[i], &previous[i], nullptr);
+    close(exec_error[0]);
+    execvpe(argv[0], argv.data(), envp.data());
+    const int code = errno;
+    const ssize_t ignored = write(exec_error[1], &code, sizeof code);
+    (void)ignored;
+    _exit(127);
+  }
+  auto restore = [&] {
+    g_child.store(0);
+    for (int i = 0; i < 2; ++i)
+      sigaction(kForwarded[i], &previous[i], nullptr);
+  };
+  close(exec_error[1]);
+  if (child < 0) {
+    const int code = errno;
+    close(exec_error[0]);
+    restore();
+    return Error{std::string("cannot start the command: ") + std::strerror(code)};
+  }
+  g_child.store(child);
+  int exec_code = 0;
+  ssize_t got = 0;
+  do {
+    got = read(exec_error[0], &exec_code, sizeof exec_code);
+  } while (got < 0 && errno == EINTR);
+  close(exec_error[0]);
+  int status = 0;
+  pid_t waited = 0;
+  do {
+    waited = waitpid(child, &status, 0);
+  } while (waited < 0 && errno == EINTR);
+  restore();
+  if (got == sizeof exec_code) {
+    return Error{"cannot run " + command.front() + ": " + std::strerror(exec_code)};
+  }
+  if (waited < 0) return Error{std::string("lost track of the command: ") + std::strerror(errno)};
+  ExitStatus result;
+  if (WIFEXITED(status)) result.code = WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) result.signal = WTERMSIG(status);
+  return result;
+}
+
+Result<ProfileOutcome> run_profiled(const ProfileRequest& request) {
+  if (request.command.empty()) return Error{"no command to profile (give it after --)"};
+  if (request.out.empty()) return Error{"no run store to write (--out)"};
+  const Environment env = current_environment();
+  std::string library = request.inject_library;
+  if (library.empty()) {
+    auto found = find_injection_library(env);
+    if (!found) return found.error();
+    library = std::move(found).value();
+  }
+
+  ProfileOutcome outcome;
+  std::error_code error;
+  if (!request.keep_parts.empty()) {
+    fs::create_directories(request.keep_parts, error);
+    if (error) return Error{"cannot create " + request.keep_parts + ": " + error.message()};
+    if (!find_process_stores(request.keep_parts).empty()) {
+      return Error{request.keep_parts +
+                   " already holds trace stores (*.db); give an empty directory"};
+    }
+    outcome.parts_dir = fs::absolute(request.keep_parts).string();
+    outcome.parts_kept = true;
+  } else {
+    const char* tmp = std::getenv("TMPDIR");
+    std::string pattern = std::string(tmp && *tmp ? tmp : "/tmp") + "/clusterscope-profile-XXXXXX";
+    if (!mkdtemp(pattern.data())) {
+      return Error{"cannot create a temporary directory from " + pattern + ": " +
+                   std::strerror(errno)};
+    }
+    outcome.parts_dir = pattern;
+  }
+
+  for (const char* name : {"CUDA_INJECTION64_PATH", "NVTX_INJECTION64_PATH"}) {
+    auto it = env.find(name);
+    if (it != env.end() && !it->second.empty() && it->second != library &&
+        (request.nvtx || std::string(name) != "NVTX_INJECTION64_PATH")) {
+      outcome.notes.push_back(std::string(name) + "=" + it->second + " was replaced by " + library);
+    }
+  }
+  std::vector<std::pair<std::string, std::string>> set = {
+      {"CUDA_INJECTION64_PATH", library},
+      {"CLUSTERSCOPE_PROFILE_DIR", outcome.parts_dir},
+  };
+  if (request.nvtx) set.emplace_back("NVTX_INJECTION64_PATH", library);
+
+  auto status = run_command(request.command, set);
+  if (!status) {
+    if (!outcome.parts_kept) fs::remove_all(outcome.parts_dir, error);
+    return status.error();
+  }
+  outcome.status = *status;
+  outcome.parts = find_process_stores(outcome.parts_dir);
+  outcome.gathered = gather_process_stores(outcome.parts, request.out, outcome.parts_kept);
+  if (!outcome.parts_kept) {
+    if (outcome.gathered.ok() || outcome.parts.empty()) {
+      fs::remove_all(outcome.parts_dir, error);
+    } else {
+      outcome.parts_kept = true;
+    }
+  }
+  return outcome;
+}
+
+}  // namespace cs::profiler

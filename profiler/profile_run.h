@@ -1,0 +1,74 @@
+#pragma once
+// Profiling any CUDA program: run a command with the injection library on
+// every CUDA process it starts (CUDA_INJECTION64_PATH is inherited, so
+// torchrun's or mpirun's workers are traced too), each writing its own store
+// into a parts directory, then gather those stores into one run store.
+//
+// The command is started with fork/exec from an argument list, never through
+// a shell. SIGINT and SIGTERM sent to the profiler alone (kill, timeout, a
+// scheduler) are passed on to the command; a terminal's Ctrl-C already
+// reaches the whole foreground process group and is not sent twice.
+
+#include <string>
+#include <vector>
+
+#include "core/result.h"
+#include "profiler/launch_env.h"
+
+namespace cs::profiler {
+
+struct ProfileRequest {
+  std::vector<std::string> command;  // program and arguments; the program is looked up in PATH
+  std::string out;                   // the run store to write
+  std::string keep_parts;  // keep the per-process stores here ("" = a temporary directory, removed)
+  std::string inject_library;  // libclusterscope-inject.so; "" = find_injection_library()
+  bool nvtx = true;            // route NVTX ranges to CUPTI (NVTX_INJECTION64_PATH)
+};
+
+struct ExitStatus {
+  int code = 0;    // exit status when it exited
+  int signal = 0;  // the signal that ended it, or 0
+
+  bool success() const { return code == 0 && signal == 0; }
+  // What a shell would report: the code, or 128 + the signal.
+  int shell_code() const { return signal ? 128 + signal : code; }
+  // "exited with status 3", "was killed by SIGTERM"
+  std::string describe() const;
+};
+
+struct ProfileOutcome {
+  ExitStatus status;               // of the command
+  std::string parts_dir;           // where the per-process stores were written
+  bool parts_kept = false;         // parts_dir is still there (asked for, or gathering failed)
+  std::vector<std::string> parts;  // the stores found there, sorted
+  Status gathered;                 // the run store written, or why not
+  std::vector<std::string> notes;  // e.g. an inherited CUDA_INJECTION64_PATH that was replaced
+};
+
+// libclusterscope-inject.so: CLUSTERSCOPE_INJECT when set, else beside this
+// program's binary in ../lib (the build tree, and an install under a prefix),
+// else in ../<CMAKE_INSTALL_LIBDIR>.
+Result<std::string> find_injection_library(const Environment& env);
+
+// Runs the command traced, then gathers the stores it left into
+// request.out. A temporary parts directory is removed once gathered, and kept
+// when gathering failed. Errors only for what stops the command from running
+// (no injection library, no parts directory, a command that cannot start);
+// the command failing and gathering failing are in the outcome.
+Result<ProfileOutcome> run_profiled(const ProfileRequest& request);
+
+// The per-process stores (*.db) in a directory, sorted by name.
+std::vector<std::string> find_process_stores(const std::string& dir);
+
+// Gathers the per-process stores into the run store `out`, replacing it.
+// `keep_parts`: leave the per-process stores where they are.
+Status gather_process_stores(const std::vector<std::string>& parts, const std::string& out,
+                             bool keep_parts);
+
+// Runs `command` (fork/exec, PATH lookup) with `set` added to this process's
+// environment, passing on SIGINT/SIGTERM sent to this process alone, and
+// waits for it.
+Result<ExitStatus> run_command(const std::vector<std::string>& command,
+                               const std::vector<std::pair<std::string, std::string>>& set);
+
+}  // namespace cs::profiler

@@ -1,0 +1,246 @@
+// `clusterscope profile` as a user runs it, on a machine without a GPU: it
+// runs the command with the injection library in its environment, passes on
+// its exit status and signals, says plainly that nothing was traced, and
+// gathers the per-process stores the command's processes leave (here written
+// by the command itself, since no CUDA process can run on this machine).
+
+#include <QDir>
+#include <QElapsedTimer>
+#include <QFile>
+#include <QFileInfo>
+#include <QProcess>
+#include <QTemporaryDir>
+#include <QtTest>
+
+namespace {
+
+const QString kLibrary = CS_BINARY_DIR "/lib/libclusterscope-inject.so";
+
+struct Run {
+  int exit_code = -1;
+  QString out;
+  QString err;
+};
+
+Run profile(const QStringList& args,
+            const QProcessEnvironment& env = QProcessEnvironment::systemEnvironment()) {
+  QProcess p;
+  p.setProcessEnvironment(env);
+  p.start(CS_BIN_DIR "/clusterscope", QStringList{"profile"} + args);
+  if (!p.waitForFinished(60000)) qFatal("clusterscope profile did not finish");
+  return {p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1,
+          QString::fromUtf8(p.readAllStandardOutput()),
+          QString::fromUtf8(p.readAllStandardError())};
+}
+
+// An environment whose temporary directory is `tmp`, to see what is left there.
+QProcessEnvironment with_tmp(const QTemporaryDir& tmp) {
+  QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+  env.insert("TMPDIR", tmp.path());
+  env.remove("CLUSTERSCOPE_INJECT");
+  return env;
+}
+
+QStringList entries(const QString& dir) {
+  return QDir(dir).entryList(QDir::NoDotAndDotDot | QDir::AllEntries, QDir::Name);
+}
+
+bool have_tracer() {
+  return QFile::exists(kLibrary);
+}
+
+}  // namespace
+
+class TestProfileCommand : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void init();
+  void nothingTracedIsSaidPlainly();
+  void exitStatusPassesThrough_data();
+  void exitStatusPassesThrough();
+  void commandRunsWithTheInjection_data();
+  void commandRunsWithTheInjection();
+  void signalsReachTheCommand();
+  void gathersTheStoreOfOneProcess();
+  void severalStoresWaitForTheMerge();
+  void refusesAPartsDirectoryInUse();
+  void missingInjectionLibrary();
+};
+
+void TestProfileCommand::init() {
+  if (!have_tracer() && QString(QTest::currentTestFunction()) != "nothingTracedIsSaidPlainly") {
+    QSKIP("this build has no CUDA tracer (no CUDA toolkit)");
+  }
+}
+
+void TestProfileCommand::nothingTracedIsSaidPlainly() {
+  QTemporaryDir tmp;
+  const QString out = tmp.filePath("run.db");
+  const Run r = profile({"--out", out, "--", "/bin/true"}, with_tmp(tmp));
+  QVERIFY2(r.exit_code == 1, qPrintable(QString::number(r.exit_code) + r.err));
+  QVERIFY2(r.out.isEmpty(), qPrintable(r.out));
+  if (!have_tracer()) {
+    QVERIFY2(r.err.contains("built without the CUDA toolkit"), qPrintable(r.err));
+    return;
+  }
+  // One sentence, with the reason: on this machine, no GPU.
+  QCOMPARE(r.err.count('\n'), 1);
+  QVERIFY2(r.err.startsWith("clusterscope: error: no CUDA process was traced, so " + out +
+                            " was not written ("),
+           qPrintable(r.err));
+  QVERIFY(!QFile::exists(out));
+  QCOMPARE(entries(tmp.path()), QStringList());  // the temporary parts directory is gone
+}
+
+void TestProfileCommand::exitStatusPassesThrough_data() {
+  QTest::addColumn<QStringList>("command");
+  QTest::addColumn<int>("code");
+  QTest::addColumn<QString>("said");
+  QTest::addRow("exit status") << QStringList{"sh", "-c", "exit 3"} << 3
+                               << "clusterscope: sh exited with status 3";
+  QTest::addRow("killed") << QStringList{"sh", "-c", "kill -TERM $$"} << 143
+                          << "clusterscope: sh was killed by SIGTERM";
+  QTest::addRow("not a program")
+      << QStringList{"/nonexistent/trainer"} << 1
+      << "clusterscope: error: cannot run /nonexistent/trainer: No such file or directory";
+  QTest::addRow("found in PATH") << QStringList{"true"} << 1 << "no CUDA process was traced";
+}
+
+void TestProfileCommand::exitStatusPassesThrough() {
+  QFETCH(QStringList, command);
+  QFETCH(int, code);
+  QFETCH(QString, said);
+  QTemporaryDir tmp;
+  const Run r =
+      profile(QStringList{"--out", tmp.filePath("run.db"), "--"} + command, with_tmp(tmp));
+  QVERIFY2(r.exit_code == code, qPrintable(QString::number(r.exit_code) + "\n" + r.err));
+  QVERIFY2(r.err.contains(said), qPrintable(r.err));
+  QCOMPARE(entries(tmp.path()), QStringList());
+}
+
+void TestProfileCommand::commandRunsWithTheInjection_data() {
+  QTest::addColumn<bool>("nvtx");
+  QTest::addRow("with NVTX") << true;
+  QTest::addRow("--no-nvtx") << false;
+}
+
+void TestProfileCommand::commandRunsWithTheInjection() {
+  QFETCH(bool, nvtx);
+  QTemporaryDir tmp;
+  QProcessEnvironment env = with_tmp(tmp);
+  env.insert("CUDA_INJECTION64_PATH", "/some/other/injection.so");  // replaced, and said so
+  const QString script =
+      "printf '%s\\n' \"$CUDA_INJECTION64_PATH\" \"$CLUSTERSCOPE_PROFILE_DIR\" "
+      "\"${NVTX_INJECTION64_PATH:-none}\" "
+      "\"$1\" >&2; test -d \"$CLUSTERSCOPE_PROFILE_DIR\"";
+  QStringList args{"--out", tmp.filePath("run.db")};
+  if (!nvtx) args << "--no-nvtx";
+  args << "--"
+       << "sh"
+       << "-c" << script << "sh"
+       << "an argument with spaces";
+  const Run r = profile(args, env);
+  QCOMPARE(r.exit_code, 1);  // the shell ran fine but traced nothing
+  const QStringList lines = r.err.split('\n');
+  QVERIFY2(lines.size() >= 5, qPrintable(r.err));
+  // The command's own lines come first, then what clusterscope says after it.
+  QCOMPARE(QFileInfo(lines[0]).canonicalFilePath(), QFileInfo(kLibrary).canonicalFilePath());
+  QVERIFY2(lines[1].startsWith(tmp.path() + "/clusterscope-profile-"), qPrintable(lines[1]));
+  QCOMPARE(lines[2], nvtx ? lines[0] : QString("none"));
+  QCOMPARE(lines[3], QString("an argument with spaces"));  // no shell re-splits the arguments
+  QVERIFY2(lines[4].contains("CUDA_INJECTION64_PATH=/some/other/injection.so was replaced"),
+           qPrintable(r.err));
+}
+
+void TestProfileCommand::signalsReachTheCommand() {
+  QTemporaryDir tmp;
+  QProcess p;
+  p.setProcessEnvironment(with_tmp(tmp));
+  p.start(CS_BIN_DIR "/clusterscope", {"profile", "--out", tmp.filePath("run.db"), "--", "sh", "-c",
+                                       "echo ready; exec sleep 60"});
+  QVERIFY(p.waitForStarted());
+  // Wait until the command runs (it prints "ready"), so the signal finds it.
+  QByteArray seen;
+  QElapsedTimer waited;
+  waited.start();
+  while (!seen.contains("ready") && p.state() == QProcess::Running && waited.elapsed() < 20000) {
+    p.waitForReadyRead(200);
+    seen += p.readAllStandardOutput();
+  }
+  QVERIFY2(seen.contains("ready"), seen.constData());
+  p.terminate();  // SIGTERM to clusterscope alone, as a scheduler sends it
+  QVERIFY(p.waitForFinished(30000));
+  const QString err = QString::fromUtf8(p.readAllStandardError());
+  QCOMPARE(p.exitStatus(), QProcess::NormalExit);
+  QVERIFY2(p.exitCode() == 143, qPrintable(QString::number(p.exitCode()) + err));
+  QVERIFY2(err.contains("clusterscope: sh was killed by SIGTERM"), qPrintable(err));
+}
+
+void TestProfileCommand::gathersTheStoreOfOneProcess() {
+  QTemporaryDir tmp;
+  const QString out = tmp.filePath("run.db");
+  const QString parts = tmp.filePath("parts");
+  // A stale write-ahead log beside an old run store must not survive.
+  QFile stale(out + "-wal");
+  QVERIFY(stale.open(QIODevice::WriteOnly));
+  stale.write("stale");
+  stale.close();
+  const Run r = profile({"--out", out, "--keep-parts", parts, "--", "sh", "-c",
+                         "printf store > \"$CLUSTERSCOPE_PROFILE_DIR/rank0-pid77.db\""},
+                        with_tmp(tmp));
+  QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+  QCOMPARE(r.out.trimmed(), "Wrote " + out +
+                                ": 1 process traced (rank0-pid77.db); per-process stores in " +
+                                QFileInfo(parts).absoluteFilePath());
+  QFile written(out);
+  QVERIFY(written.open(QIODevice::ReadOnly));
+  QCOMPARE(written.readAll(), QByteArray("store"));
+  QVERIFY(!QFile::exists(out + "-wal"));
+  QCOMPARE(entries(parts), QStringList{"rank0-pid77.db"});  // kept, as asked
+}
+
+void TestProfileCommand::severalStoresWaitForTheMerge() {
+  QTemporaryDir tmp;
+  const Run r = profile({"--out", tmp.filePath("run.db"), "--", "sh", "-c",
+                         "touch \"$CLUSTERSCOPE_PROFILE_DIR/rank0-pid1.db\" "
+                         "\"$CLUSTERSCOPE_PROFILE_DIR/rank1-pid2.db\""},
+                        with_tmp(tmp));
+  QCOMPARE(r.exit_code, 1);
+  QVERIFY2(r.err.contains(
+               "merging 2 per-process stores into one run store needs the trace store's merge"),
+           qPrintable(r.err));
+  // Nothing is lost: the temporary parts directory stays, and says where.
+  const QStringList dirs = entries(tmp.path());
+  QCOMPARE(dirs.size(), 1);
+  const QString parts = tmp.filePath(dirs[0]);
+  QVERIFY2(r.err.contains("kept in " + parts), qPrintable(r.err));
+  QCOMPARE(entries(parts), (QStringList{"rank0-pid1.db", "rank1-pid2.db"}));
+  QVERIFY(!QFile::exists(tmp.filePath("run.db")));
+}
+
+void TestProfileCommand::refusesAPartsDirectoryInUse() {
+  QTemporaryDir tmp;
+  QFile old(tmp.filePath("rank0-pid9.db"));
+  QVERIFY(old.open(QIODevice::WriteOnly));
+  old.close();
+  const Run r =
+      profile({"--out", tmp.filePath("run.db"), "--keep-parts", tmp.path(), "--", "true"});
+  QCOMPARE(r.exit_code, 1);
+  QVERIFY2(r.err.contains("already holds trace stores (*.db); give an empty directory"),
+           qPrintable(r.err));
+}
+
+void TestProfileCommand::missingInjectionLibrary() {
+  QTemporaryDir tmp;
+  QProcessEnvironment env = with_tmp(tmp);
+  env.insert("CLUSTERSCOPE_INJECT", "/nonexistent/libclusterscope-inject.so");
+  const Run r = profile({"--out", tmp.filePath("run.db"), "--", "true"}, env);
+  QCOMPARE(r.exit_code, 1);
+  QVERIFY2(
+      r.err.contains("CLUSTERSCOPE_INJECT=/nonexistent/libclusterscope-inject.so is not a file"),
+      qPrintable(r.err));
+}
+
+QTEST_GUILESS_MAIN(TestProfileCommand)
+#include "tst_profile_command.moc"
