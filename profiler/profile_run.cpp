@@ -1,5 +1,7 @@
 #include "profiler/profile_run.h"
 
+#include "core/trace_merge.h"
+
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
@@ -151,9 +153,16 @@ Status gather_process_stores(const std::vector<std::string>& parts, const std::s
     }
     return {};
   }
-  return Error{"merging " + std::to_string(parts.size()) +
-               " per-process stores into one run store needs the trace store's merge, which this "
-               "build does not have"};
+  trace::MergeOptions options;
+  options.run.source = "cupti";
+  auto merged = trace::merge_stores(parts, out, options);
+  if (!merged) return merged.error();
+  if (!keep_parts) {
+    for (const std::string& part : parts) {
+      for (const char* suffix : {"", "-wal", "-shm"}) fs::remove(part + suffix, error);
+    }
+  }
+  return {};
 }
 
 Result<ExitStatus> run_command(const std::vector<std::string>& command,

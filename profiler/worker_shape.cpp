@@ -17,11 +17,11 @@ Result<WorkerShape> worker_shape_for(const Workload& w, int tp, int pp, const Sh
   c.layers = std::min(s.layers, std::max(limits.max_layers, pp));
   c.layers = std::max(pp, c.layers / pp * pp);
 
-  // Heads: keep the model's count where the hidden size allows it, a multiple of tp.
-  c.hidden = std::min(s.hidden, limits.max_hidden);
-  int heads = std::min(s.heads, std::max(1, c.hidden / limits.min_head_dim));
+  // Heads of the model's width (at most 64), as many as the hidden limit
+  // holds, a multiple of tp.
+  const int head_dim = std::max(limits.min_head_dim, std::min(s.hidden / s.heads, 64));
+  int heads = std::min(s.heads, std::max(1, limits.max_hidden / head_dim));
   heads = std::max(tp, heads / tp * tp);
-  const int head_dim = std::max(1, c.hidden / heads);
   c.heads = heads;
   c.hidden = heads * head_dim;
   c.ffn = s.ffn_hidden * c.hidden / s.hidden;

@@ -12,6 +12,9 @@
 #include <QTemporaryDir>
 #include <QtTest>
 
+#include "core/trace_reader.h"
+#include "core/trace_writer.h"
+
 namespace {
 
 const QString kLibrary = CS_BINARY_DIR "/lib/libclusterscope-inject.so";
@@ -63,7 +66,8 @@ class TestProfileCommand : public QObject {
   void commandRunsWithTheInjection();
   void signalsReachTheCommand();
   void gathersTheStoreOfOneProcess();
-  void severalStoresWaitForTheMerge();
+  void severalStoresAreMerged();
+  void unreadableStoresAreKept();
   void refusesAPartsDirectoryInUse();
   void missingInjectionLibrary();
 };
@@ -200,23 +204,52 @@ void TestProfileCommand::gathersTheStoreOfOneProcess() {
   QCOMPARE(entries(parts), QStringList{"rank0-pid77.db"});  // kept, as asked
 }
 
-void TestProfileCommand::severalStoresWaitForTheMerge() {
+// Several processes: their stores become one run store, a rank each.
+void TestProfileCommand::severalStoresAreMerged() {
+  QTemporaryDir tmp;
+  for (int rank = 0; rank < 2; ++rank) {
+    cs::trace::RunInfo info{"rank", "cupti", 0, "CLOCK_REALTIME"};
+    auto writer = cs::trace::TraceWriter::create(
+        tmp.filePath(QString("made-rank%1.db").arg(rank)).toStdString(), info);
+    QVERIFY(writer.ok());
+    (*writer)->add_rank({rank, "host", "GPU " + std::to_string(rank), 100 + rank, 0});
+    const cs::trace::LaneId lane = (*writer)->add_lane(rank, cs::trace::LaneKind::gpu_stream, "stream 7");
+    cs::trace::Event e;
+    e.lane = lane;
+    e.start_ns = 1000 + rank;
+    e.end_ns = 2000;
+    e.name = (*writer)->intern("kernel");
+    (*writer)->add(e);
+    QVERIFY((*writer)->close().ok());
+  }
+  const QString out = tmp.filePath("run.db");
+  const Run r = profile({"--out", out, "--", "sh", "-c",
+                         "cp \"$TMPDIR/made-rank0.db\" \"$CLUSTERSCOPE_PROFILE_DIR/rank0-pid1.db\" && "
+                         "cp \"$TMPDIR/made-rank1.db\" \"$CLUSTERSCOPE_PROFILE_DIR/rank1-pid2.db\""},
+                        with_tmp(tmp));
+  QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+  auto merged = cs::trace::TraceReader::open(out.toStdString());
+  QVERIFY2(merged.ok(), merged.ok() ? "" : merged.message().c_str());
+  QCOMPARE(static_cast<int>((*merged)->ranks().size()), 2);
+  QCOMPARE((*merged)->event_count(), std::int64_t{2});
+}
+
+// Stores that are not stores: the error names the file, and nothing is lost.
+void TestProfileCommand::unreadableStoresAreKept() {
   QTemporaryDir tmp;
   const Run r = profile({"--out", tmp.filePath("run.db"), "--", "sh", "-c",
                          "touch \"$CLUSTERSCOPE_PROFILE_DIR/rank0-pid1.db\" "
                          "\"$CLUSTERSCOPE_PROFILE_DIR/rank1-pid2.db\""},
                         with_tmp(tmp));
   QCOMPARE(r.exit_code, 1);
-  QVERIFY2(r.err.contains(
-               "merging 2 per-process stores into one run store needs the trace store's merge"),
-           qPrintable(r.err));
+  QVERIFY2(r.err.contains("rank0-pid1.db is not a ClusterScope trace store"), qPrintable(r.err));
   // Nothing is lost: the temporary parts directory stays, and says where.
-  const QStringList dirs = entries(tmp.path());
+  QStringList dirs = entries(tmp.path());
+  dirs.removeAll("run.db");
   QCOMPARE(dirs.size(), 1);
   const QString parts = tmp.filePath(dirs[0]);
   QVERIFY2(r.err.contains("kept in " + parts), qPrintable(r.err));
   QCOMPARE(entries(parts), (QStringList{"rank0-pid1.db", "rank1-pid2.db"}));
-  QVERIFY(!QFile::exists(tmp.filePath("run.db")));
 }
 
 void TestProfileCommand::refusesAPartsDirectoryInUse() {

@@ -1,0 +1,121 @@
+// clusterscope-worker as the launcher starts it: the CUDA engine without a GPU
+// says so in one sentence, the CPU engine runs a plan scaled to this machine
+// and says what it scaled, and its store holds the run.
+
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QProcess>
+#include <QTemporaryDir>
+#include <QtTest>
+
+#include "core/host_probe.h"
+#include "core/trace_reader.h"
+
+namespace {
+
+struct Run {
+  int exit_code = -1;
+  QList<QJsonObject> lines;
+  QString err;
+};
+
+Run run_worker(const QStringList& args) {
+  QProcess p;
+  QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+  env.insert("OMPI_ALLOW_RUN_AS_ROOT", "1");
+  env.insert("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
+  env.insert("OMPI_MCA_rmaps_base_oversubscribe", "1");
+  p.setProcessEnvironment(env);
+  p.start(CS_BIN_DIR "/clusterscope-worker", args);
+  if (!p.waitForFinished(120000)) qFatal("the worker did not finish");
+  Run r;
+  r.exit_code = p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1;
+  for (const QByteArray& line : p.readAllStandardOutput().split('\n')) {
+    if (line.startsWith('{')) r.lines << QJsonDocument::fromJson(line).object();
+  }
+  r.err = QString::fromUtf8(p.readAllStandardError());
+  return r;
+}
+
+QJsonObject first(const Run& r, const QString& event) {
+  for (const QJsonObject& o : r.lines) {
+    if (o["event"].toString() == event) return o;
+  }
+  return {};
+}
+
+}  // namespace
+
+class TestWorkerCli : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void cudaWithoutGpuSaysSo();
+  void refusals_data();
+  void refusals();
+  void cpuRunScalesThePlanAndRecordsIt();
+};
+
+void TestWorkerCli::cudaWithoutGpuSaysSo() {
+  if (!cs::probe_host().gpus.empty()) QSKIP("this machine has a GPU: the CUDA engine would run");
+  const Run r = run_worker({"--backend", "cuda", "--steps", "1"});
+  QCOMPARE(r.exit_code, 1);
+  QVERIFY2(r.err.startsWith("clusterscope-worker: error: no GPU: "), qPrintable(r.err));
+  QCOMPARE(r.err.count('\n'), 1);  // one sentence
+  QVERIFY(first(r, "error")["message"].toString().startsWith("no GPU: "));
+}
+
+void TestWorkerCli::refusals_data() {
+  QTest::addColumn<QStringList>("args");
+  QTest::addColumn<QString>("message");
+  QTest::addRow("fp8 on the CPU") << QStringList{"--backend", "cpu", "--precision", "fp8"}
+                                  << "the CPU engine computes in fp32 or bf16, not fp8";
+  QTest::addRow("global batch") << QStringList{"--dp", "1", "--micro-batch", "3", "--global-batch", "8"}
+                                << "--global-batch 8 must be a multiple of dp x micro-batch = 3";
+  QTest::addRow("generic model") << QStringList{"--model", "resnet50"}
+                                 << "is a generic model, which the planner estimates but the engines do not run";
+  QTest::addRow("unknown model") << QStringList{"--model", "llama-7b"} << "did you mean \"llama2-7b\"?";
+  QTest::addRow("single process on cpu") << QStringList{"--single-process"}
+                                         << "--single-process drives GPUs: it needs --backend cuda";
+  QTest::addRow("world size") << QStringList{"--dp", "2", "--steps", "1"}
+                              << "the plan needs dp x tp x pp = 2 x 1 x 1 = 2 ranks, but 1 were started";
+}
+
+void TestWorkerCli::refusals() {
+  QFETCH(QStringList, args);
+  QFETCH(QString, message);
+  const Run r = run_worker(args);
+  QVERIFY2(r.exit_code != 0, qPrintable(r.err));
+  QVERIFY2(r.err.contains(message), qPrintable(r.err));
+}
+
+void TestWorkerCli::cpuRunScalesThePlanAndRecordsIt() {
+  QTemporaryDir dir;
+  const QString plan = dir.filePath("plan.json");
+  QFile f(plan);
+  QVERIFY(f.open(QIODevice::WriteOnly));
+  f.write(R"({"cluster": "laptop-cpu", "workload": "gpt2-small",
+              "parallel": {"micro_batch": 2, "global_batch": 2}, "precision": "bf16"})");
+  f.close();
+  const Run r = run_worker({"--plan", plan, "--precision", "bf16", "--layers", "2", "--steps", "3",
+                            "--micro-batch", "2", "--out", dir.filePath("run-{rank}.db")});
+  QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+  const QJsonObject start = first(r, "start");
+  QCOMPARE(start["backend"].toString(), QString("cpu"));
+  QCOMPARE(start["model"].toObject()["layers"].toInt(), 2);
+  QCOMPARE(start["model"].toObject()["hidden"].toInt(), 256);  // 768 scaled to this machine
+  QVERIFY2(start["scaled"].toString().contains("hidden 768 -> 256"), qPrintable(start["scaled"].toString()));
+  int steps = 0;
+  for (const QJsonObject& o : r.lines) steps += o["event"].toString() == "step";
+  QCOMPARE(steps, 3);
+
+  auto reader = cs::trace::TraceReader::open(dir.filePath("run-0.db").toStdString());
+  QVERIFY2(reader.ok(), reader.ok() ? "" : reader.message().c_str());
+  QCOMPARE(QString::fromStdString((*reader)->run().source), QString("cpu-engine"));
+  QVERIFY((*reader)->run().plan_json.find("gpt2-small") != std::string::npos);
+  QCOMPARE(static_cast<int>((*reader)->steps()->size()), 3);
+  QVERIFY((*reader)->event_count() > 50);
+}
+
+QTEST_GUILESS_MAIN(TestWorkerCli)
+#include "tst_worker_cli.moc"
