@@ -310,12 +310,15 @@ Result<std::vector<std::pair<std::int64_t, std::int64_t>>> launches(const TraceR
   auto segments = impl.segments_of(lanes.host);
   if (!segments) return segments.error();
   auto stmt = impl.db.prepare(
-      "SELECT correlation, start_ns FROM events WHERE id >= ? AND id <= ? AND kind = ? AND "
-      "correlation != 0");
+      "SELECT correlation, start_ns FROM events WHERE id >= ? AND id <= ? AND kind IN (?, ?) "
+      "AND correlation != 0");
   if (!stmt) return stmt.error();
   for (const store::Segment& s : *segments) {
     stmt->reset();
-    stmt->bind(1, s.first_id).bind(2, s.last_id).bind(3, static_cast<int>(EventKind::api_call));
+    stmt->bind(1, s.first_id)
+        .bind(2, s.last_id)
+        .bind(3, static_cast<int>(EventKind::api_call))
+        .bind(4, static_cast<int>(EventKind::sync));
     int rc;
     while ((rc = stmt->step()) == SQLITE_ROW)
       out.emplace_back(stmt->int64_at(0), stmt->int64_at(1));
