@@ -58,10 +58,10 @@ std::vector<std::string> notes_of(const Plan& plan, const Estimate& e) {
     notes.push_back("the cluster has no price per GPU-hour: cost is 0");
   if (e.inference)
     notes.push_back("forward-only plan: a step is one forward pass of the global batch");
-  if (plan.workload.kind == WorkloadKind::generic) {
+  if (plan.workload.kind == WorkloadKind::generic && plan.workload.generic.weight_layers <= 0) {
     notes.push_back(
-        "generic model: FLOPs at GEMM efficiency plus activation traffic; per-layer "
-        "kernel launches are not known and not counted");
+        "generic model with no layer count: kernel launches are not counted, so a small "
+        "model's step is underestimated");
   }
   if (!e.fits) {
     notes.push_back("does not fit: needs " + format_bytes(e.memory.total()) + " per GPU, " +

@@ -1,5 +1,6 @@
 // clusterscope plan [--cluster C] [--model M] [--plan FILE] [--tp ... --precision ...] [--json]
 
+#include <cstdio>
 #include <iostream>
 
 #include <CLI/CLI.hpp>
@@ -12,6 +13,7 @@
 #include "core/model_json.h"
 #include "planners/estimate.h"
 #include "planners/estimate_json.h"
+#include "planners/seed_formulas.h"
 
 namespace cs::cli {
 
@@ -26,6 +28,16 @@ struct PlanCommandOptions {
 
 std::string percent(double part, double whole) {
   return whole > 0 ? format_fixed(100.0 * part / whole, 1) + " %" : "-";
+}
+
+// Three significant figures for small amounts ("0.0031"), grouped counts above.
+std::string amount(double v) {
+  if (v != 0 && v < 100) {
+    char buffer[32];
+    std::snprintf(buffer, sizeof buffer, "%.3g", v);
+    return buffer;
+  }
+  return format_count(v);
 }
 
 std::string describe_plan(const Plan& plan) {
@@ -120,9 +132,9 @@ void print_text(const Plan& plan, const plan::Estimate& e) {
   const plan::TrainingCost& r = e.training;
   if (r.steps > 0) {
     std::cout << "Training run: " << format_count(r.steps) << " steps, "
-              << format_seconds(r.seconds) << ", " << format_count(r.gpu_hours) << " GPU-hours";
-    if (r.cost_usd > 0) std::cout << ", $" << format_count(r.cost_usd);
-    std::cout << ", " << format_count(r.energy_kwh) << " kWh\n";
+              << format_seconds(r.seconds) << ", " << amount(r.gpu_hours) << " GPU-hours";
+    if (r.cost_usd > 0) std::cout << ", $" << amount(r.cost_usd);
+    std::cout << ", " << amount(r.energy_kwh) << " kWh\n";
     std::cout << "  compute " << format_rate(r.flops, "FLOP")
               << " (6PD: " << format_rate(r.flops_6pd, "FLOP") << ")\n\n";
   }
@@ -140,7 +152,16 @@ void print_text(const Plan& plan, const plan::Estimate& e) {
     std::cout << "Quantisation: INT" << q.bits << " weights, " << q.levels
               << " levels: worst error " << format_fixed(q.relative_max_error * 100, 3)
               << " % of the range, RMS " << format_fixed(q.relative_rms_error * 100, 3)
-              << " %; saves " << format_bytes(q.weight_bytes_saved) << " per GPU against bf16\n\n";
+              << " %; saves " << format_bytes(q.weight_bytes_saved) << " per GPU against bf16\n";
+    // The seed article's worked example, with this plan's integer width.
+    const bool symmetric = plan.precision.quant.symmetric;
+    const double lo = symmetric ? -0.8 : -0.5, hi = 0.8;
+    const plan::QuantParams qp = plan::quant_params(lo, hi, q.bits, /*signed_range=*/true);
+    const plan::Quantized x = plan::quantize(0.3, qp);
+    std::cout << "  e.g. a tensor in [" << format_fixed(lo, 1) << ", " << format_fixed(hi, 1)
+              << "]: scale " << format_fixed(qp.scale, 6) << ", zero point " << qp.zero_point
+              << "; 0.3 -> " << x.q << " -> " << format_fixed(x.dequantized, 4) << " (error "
+              << format_fixed(x.error, 4) << ")\n\n";
   }
   for (const std::string& note : e.notes)
     std::cout << "Note: " << note << "\n";

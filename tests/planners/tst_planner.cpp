@@ -435,6 +435,24 @@ void TestPlanner::genericModel() {
   QVERIFY2(per_gpu > 500 && per_gpu < 20000, qPrintable(QString::number(per_gpu)));
   // Training length: 90 epochs of ImageNet.
   QCOMPARE(e.training.steps, std::ceil(1281167.0 / 256) * 90);
+  // Without its layer count the kernels go uncounted, and the estimate says so.
+  QVERIFY(e.notes.empty() || std::none_of(e.notes.begin(), e.notes.end(), [](const std::string& n) {
+            return n.find("no layer count") != std::string::npos;
+          }));
+  cs::Plan unknown = p;
+  unknown.workload.generic.weight_layers = 0;
+  const cs::plan::Estimate u = must_estimate(unknown);
+  QVERIFY(u.time.step() < e.time.step());
+  QVERIFY(std::any_of(u.notes.begin(), u.notes.end(), [](const std::string& n) {
+    return n.find("no layer count") != std::string::npos;
+  }));
+  // A small model is bound by the host issuing its kernels: the seed
+  // article's ResNet-18 on CIFAR-10 at batch 256 runs (3 + 5) x 21 kernels of
+  // at least 10 us each per step.
+  cs::Plan cifar = make_plan("h200-1", "resnet18-cifar10", 1, 1, 1, 256);
+  cifar.parallel.micro_batch = 256;
+  const cs::plan::Estimate c = must_estimate(cifar);
+  QVERIFY(c.time.forward + c.time.backward >= 8 * 21 * 10e-6 - 1e-12);
 }
 
 void TestPlanner::inferencePlan() {
