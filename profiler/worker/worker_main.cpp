@@ -58,6 +58,14 @@ void emit(const json& line) {
   std::fflush(stdout);
 }
 
+// One line on stderr in a single write, so that mpirun does not interleave it
+// with another rank's.
+void report_error(const std::string& text) {
+  const std::string line = "clusterscope-worker: " + text + "\n";
+  std::fwrite(line.data(), 1, line.size(), stderr);
+  std::fflush(stderr);
+}
+
 std::string store_path(const std::string& pattern, int rank) {
   std::string path = pattern;
   const auto at = path.find("{rank}");
@@ -146,7 +154,7 @@ int run(Options o, int argc, char** argv) {
   } catch (const std::exception& e) {
     // One rank failing alone would leave the others waiting in a collective:
     // end the whole job.
-    std::cerr << "clusterscope-worker: rank " << layout.world_rank << ": error: " << e.what() << '\n';
+    report_error("rank " + std::to_string(layout.world_rank) + ": error: " + e.what());
     emit({{"event", "error"}, {"rank", layout.world_rank}, {"message", e.what()}});
     if (trace::TraceWriter* w = g_writer.exchange(nullptr)) (void)w->close("failed");
     (*world)->abort(1);
@@ -230,8 +238,12 @@ int train(Options o, int argc, char** argv, const WorkerShape& shape, const std:
 
   Trainer trainer(*backend, world->dp(), world->tp(), world->pp(), tc, builtin_corpus(),
                   tracer.get());
+  char host_name[256] = {};
+  gethostname(host_name, sizeof host_name - 1);
   emit({{"event", "start"},
         {"rank", layout.world_rank},
+        {"host", host_name},
+        {"pid", static_cast<std::int64_t>(getpid())},
         {"world_size", layout.world_size},
         {"dp_rank", layout.dp_rank},
         {"tp_rank", layout.tp_rank},
@@ -316,7 +328,7 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   } catch (const std::exception& e) {
-    std::cerr << "clusterscope-worker: error: " << e.what() << '\n';
+    report_error(std::string("error: ") + e.what());
     emit({{"event", "error"}, {"rank", g_rank.load()}, {"message", e.what()}});
     return 1;
   }
