@@ -101,12 +101,12 @@ Result<std::vector<Host>> parse_hostfile(std::string_view text, std::string_view
         line_ok = false;
         break;
       }
-      (key == "slots" ? host.slots : host.max_slots) = number;
+      (key == "slots" ? host.slot_count : host.max_slot_count) = number;
     }
     if (!line_ok) continue;
-    if (host.max_slots > 0 && host.slots > host.max_slots) {
-      problems.push_back(where + "slots=" + std::to_string(host.slots) +
-                         " exceeds max_slots=" + std::to_string(host.max_slots));
+    if (host.max_slot_count > 0 && host.slot_count > host.max_slot_count) {
+      problems.push_back(where + "slots=" + std::to_string(host.slot_count) +
+                         " exceeds max_slots=" + std::to_string(host.max_slot_count));
       continue;
     }
     hosts.push_back(std::move(host));
@@ -134,15 +134,15 @@ Result<std::vector<Host>> read_hostfile(const std::string& path) {
 int total_slots(const std::vector<Host>& hosts) {
   int total = 0;
   for (const Host& h : hosts)
-    total += h.slots;
+    total += h.slot_count;
   return total;
 }
 
 std::string format_hostfile(const std::vector<Host>& hosts) {
   std::string out;
   for (const Host& h : hosts) {
-    out += h.name + " slots=" + std::to_string(h.slots);
-    if (h.max_slots > 0) out += " max_slots=" + std::to_string(h.max_slots);
+    out += h.name + " slots=" + std::to_string(h.slot_count);
+    if (h.max_slot_count > 0) out += " max_slots=" + std::to_string(h.max_slot_count);
     out += '\n';
   }
   return out;

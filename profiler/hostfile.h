@@ -15,9 +15,9 @@ namespace cs::launch {
 
 struct Host {
   std::string name;
-  int slots = 1;      // ranks mpirun places there
-  int max_slots = 0;  // 0: no limit given
-  int line = 0;       // where it was read, for messages
+  int slot_count = 1;      // ranks mpirun places there ("slots"; the name is a Qt macro)
+  int max_slot_count = 0;  // 0: no limit given
+  int line = 0;            // where it was read, for messages
 };
 
 Result<std::vector<Host>> parse_hostfile(std::string_view text, std::string_view file_name);

@@ -377,6 +377,7 @@ struct Launcher::State {
   // Owned by the monitor thread.
   Child child;
   MpirunNotices notices;
+  TaggedLineAssembler assembler[2];  // mpirun's stdout, stderr
   std::string out_buffer, err_buffer;
   Clock::time_point last_progress;
   bool stopping = false;
@@ -434,6 +435,7 @@ struct Launcher::State {
         r->step = j.value("step", -1);
         r->steps = j.value("steps", r->steps);
         r->loss = j.value("loss", 0.0);
+        r->grad_norm = j.value("grad_norm", 0.0);
         r->step_seconds = j.value("step_seconds", 0.0);
         r->tokens_per_second = j.value("tokens_per_second", 0.0);
         r->memory_bytes = j.value("memory_bytes", std::int64_t{0});
@@ -441,6 +443,7 @@ struct Launcher::State {
         e.step = r->step;
         e.steps = r->steps;
         e.loss = r->loss;
+        e.grad_norm = r->grad_norm;
         e.step_seconds = r->step_seconds;
         e.tokens_per_second = r->tokens_per_second;
         last_progress = Clock::now();
@@ -467,7 +470,11 @@ struct Launcher::State {
   }
 
   void handle_line(bool from_stderr, std::string_view line) {
-    const TaggedLine tagged = parse_tagged_line(line);
+    assembler[from_stderr].feed(line, [this](const TaggedLine& tagged) { handle_tagged(tagged); });
+  }
+
+  void handle_tagged(const TaggedLine& tagged) {
+    const std::string_view line = tagged.text;
     if (tagged.rank < 0) {
       notices.feed(line);
       const bool rule = line.find_first_not_of('-') == std::string_view::npos;
@@ -479,7 +486,6 @@ struct Launcher::State {
       note(std::string(line));
       return;
     }
-    (void)from_stderr;
     if (!tagged.stderr_stream && tagged.text.starts_with("{")) {
       const auto j = nlohmann::json::parse(tagged.text, nullptr, /*allow_exceptions=*/false);
       if (j.is_object() && j.contains("event")) {

@@ -98,6 +98,7 @@ struct RankStatus {
   int step = -1;  // last finished step, -1 before the first
   int steps = 0;  // steps of the run
   double loss = 0;
+  double grad_norm = 0;
   double step_seconds = 0;
   double tokens_per_second = 0;
   std::int64_t memory_bytes = 0;
@@ -124,6 +125,7 @@ struct LaunchEvent {
   int step = -1;
   int steps = 0;
   double loss = 0;
+  double grad_norm = 0;
   double step_seconds = 0;
   double tokens_per_second = 0;
   std::string text;

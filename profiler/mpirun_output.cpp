@@ -46,6 +46,25 @@ TaggedLine parse_tagged_line(std::string_view line) {
   return out;
 }
 
+std::vector<TaggedLine> TaggedLineAssembler::split(std::string_view line) {
+  // Where tags start: a '[' that parses as a whole tag.
+  std::vector<std::size_t> starts;
+  for (std::size_t at = line.find('['); at != std::string_view::npos; at = line.find('[', at + 1)) {
+    if (parse_tagged_line(line.substr(at)).rank >= 0) starts.push_back(at);
+  }
+  std::vector<TaggedLine> pieces;
+  if (starts.empty() || starts.front() > 0) {
+    TaggedLine own;
+    own.text = line.substr(0, starts.empty() ? line.size() : starts.front());
+    pieces.push_back(own);
+  }
+  for (std::size_t i = 0; i < starts.size(); ++i) {
+    const std::size_t end = i + 1 < starts.size() ? starts[i + 1] : line.size();
+    pieces.push_back(parse_tagged_line(line.substr(starts[i], end - starts[i])));
+  }
+  return pieces;
+}
+
 void MpirunNotices::feed(std::string_view line) {
   static const std::regex signal_re(
       R"(process rank (\d+) with PID (\d+) on node (\S+) exited on signal (\d+)(?: \(([^)]*)\))?)");

@@ -6,9 +6,11 @@
 // followed by "Exit code:    3", "MPI_ABORT was invoked on rank 1 ...").
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace cs::launch {
 
@@ -19,6 +21,49 @@ struct TaggedLine {
 };
 
 TaggedLine parse_tagged_line(std::string_view line);
+
+// Reassembles the ranks' lines from mpirun's output. Open MPI tags what it
+// reads from a rank, not whole lines: a line read in two pieces comes out as
+// "[1,0]<stdout>:first half" with another rank's tagged line right after it on
+// the same output line, and "[1,0]<stdout>:second half" later. A piece
+// followed by another tag on the same line is therefore incomplete, and is
+// held until its rank's next piece.
+class TaggedLineAssembler {
+ public:
+  // `sink(const TaggedLine&)` is called for each whole line, in order.
+  template <class Sink>
+  void feed(std::string_view physical_line, Sink&& sink) {
+    std::vector<TaggedLine> pieces = split(physical_line);
+    for (std::size_t i = 0; i < pieces.size(); ++i) {
+      TaggedLine& piece = pieces[i];
+      if (piece.rank < 0) {
+        sink(piece);
+        continue;
+      }
+      std::string& held = pending_[key(piece)];
+      if (i + 1 < pieces.size()) {
+        held.append(piece.text);
+        continue;
+      }
+      if (held.empty()) {
+        sink(piece);
+      } else {
+        held.append(piece.text);
+        TaggedLine whole = piece;
+        whole.text = held;
+        sink(whole);
+        held.clear();
+      }
+    }
+  }
+
+ private:
+  static std::int64_t key(const TaggedLine& l) {
+    return 2 * static_cast<std::int64_t>(l.rank) + l.stderr_stream;
+  }
+  static std::vector<TaggedLine> split(std::string_view line);
+  std::map<std::int64_t, std::string> pending_;
+};
 
 struct RankFailureNotice {
   int rank = -1;

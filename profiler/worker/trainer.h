@@ -40,6 +40,7 @@ struct StepResult {
   double loss = 0;       // mean over the global batch (every rank gets it)
   double seconds = 0;    // this rank's step time
   double tokens = 0;     // tokens of the global batch
+  double grad_norm = 0;  // L2 norm of the whole model's averaged gradient (every rank gets it)
 };
 
 class Trainer {
@@ -65,6 +66,9 @@ class Trainer {
   void launch_ready_buckets(std::int64_t ready_from);
   void reduce_gradients();
   void optimizer_step();
+  // The whole model's gradient norm: each parameter counted once whatever
+  // the split (replicated over tp: on tp rank 0; ZeRO: per shard).
+  double gradient_norm();
   void annotate(std::string_view what, std::int64_t start_ns);
 
   Backend& backend_;

@@ -264,6 +264,7 @@ int train(Options o, int argc, char** argv, const WorkerShape& shape, const std:
           {"step", r.step},
           {"steps", o.steps},
           {"loss", r.loss},
+          {"grad_norm", r.grad_norm},
           {"step_seconds", r.seconds},
           {"tokens_per_second", r.tokens / r.seconds},
           {"memory_bytes", backend->bytes_in_use()}});
