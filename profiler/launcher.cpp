@@ -32,8 +32,8 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-constexpr std::size_t kLastLines = 20;    // kept per rank
-constexpr std::size_t kMpirunLines = 60;  // mpirun's own lines kept
+constexpr std::size_t kLastLines = 20;     // kept per rank
+constexpr std::size_t kMpirunLines = 400;  // mpirun's own lines kept (it says little)
 
 std::string strip_db(const std::string& path) {
   if (path.size() > 3 && path.ends_with(".db")) return path.substr(0, path.size() - 3);
@@ -67,6 +67,12 @@ std::string job_name(std::string_view title) {
     if (name.size() >= 64) break;
   }
   return name.empty() ? "clusterscope" : name;
+}
+
+std::string seconds_text(std::chrono::milliseconds d) {
+  char buffer[32];
+  std::snprintf(buffer, sizeof buffer, "%g s", static_cast<double>(d.count()) / 1000.0);
+  return buffer;
 }
 
 int cpu_cores() {
@@ -166,10 +172,18 @@ Result<Captured> run_to_end(const std::vector<std::string>& argv) {
   return c;
 }
 
-std::string join_lines(const std::vector<std::string>& lines, std::size_t last) {
+std::string join_last(const std::vector<std::string>& lines, std::size_t count) {
   std::string out;
-  const std::size_t from = lines.size() > last ? lines.size() - last : 0;
+  const std::size_t from = lines.size() > count ? lines.size() - count : 0;
   for (std::size_t i = from; i < lines.size(); ++i)
+    out += (out.empty() ? "" : "\n") + lines[i];
+  return out;
+}
+
+// mpirun's first lines say what went wrong; the rest is advice.
+std::string join_first(const std::vector<std::string>& lines, std::size_t count) {
+  std::string out;
+  for (std::size_t i = 0; i < lines.size() && i < count; ++i)
     out += (out.empty() ? "" : "\n") + lines[i];
   return out;
 }
@@ -539,8 +553,8 @@ struct Launcher::State {
     }
     for (std::int64_t pid : pids)
       ::kill(static_cast<pid_t>(pid), SIGKILL);
-    note("the job did not end " + std::to_string(spec.kill_grace.count() / 1000) +
-         " s after SIGTERM: killed it (SIGKILL)");
+    note("the job did not end " + seconds_text(spec.kill_grace) +
+         " after SIGTERM: killed it (SIGKILL)");
   }
 
   std::string last_steps_text() {
@@ -596,9 +610,8 @@ struct Launcher::State {
       if (!stopping && spec.hang_timeout.count() > 0 &&
           Clock::now() - last_progress > spec.hang_timeout) {
         hung = true;
-        const std::string text = "no progress for " +
-                                 std::to_string(spec.hang_timeout.count() / 1000.0).substr(0, 5) +
-                                 " s; last steps: " + last_steps_text();
+        const std::string text = "no progress for " + seconds_text(spec.hang_timeout) +
+                                 "; last steps: " + last_steps_text();
         LaunchEvent e;
         e.kind = LaunchEvent::Kind::hung;
         e.text = text;
@@ -665,9 +678,8 @@ struct Launcher::State {
       r.message = "the run was cancelled; last steps: " + last_steps_text();
     } else if (hung) {
       r.outcome = Outcome::hung;
-      r.message = "the run hung (no progress for " +
-                  std::to_string(spec.hang_timeout.count() / 1000.0).substr(0, 5) +
-                  " s) and was stopped; last steps: " + last_steps_text();
+      r.message = "the run hung (no progress for " + seconds_text(spec.hang_timeout) +
+                  ") and was stopped; last steps: " + last_steps_text();
     } else if (errored) {
       r.outcome = Outcome::failed;
       RankFailure f = failure_of(errored->rank);
@@ -695,13 +707,13 @@ struct Launcher::State {
       }
       r.message = "rank " + std::to_string(f.rank) + (f.host.empty() ? "" : " on " + f.host) + " " +
                   f.description;
-      if (!f.last_lines.empty()) r.message += "; its last lines:\n" + join_lines(f.last_lines, 10);
+      if (!f.last_lines.empty()) r.message += "; its last lines:\n" + join_last(f.last_lines, 10);
       r.failure = f;
     } else {
       r.outcome = any_started ? Outcome::crashed : Outcome::failed;
       r.message = spec.mpirun + " exited with status " + std::to_string(exit_status) +
                   (any_started ? " before every rank finished" : " before any rank started");
-      if (!r.mpirun_lines.empty()) r.message += ":\n" + join_lines(r.mpirun_lines, 12);
+      if (!r.mpirun_lines.empty()) r.message += ":\n" + join_first(r.mpirun_lines, 12);
     }
     // Ranks that neither finished nor said why: the failed one, or stopped.
     for (RankStatus& s : r.ranks) {
@@ -867,10 +879,12 @@ Status Launcher::start() {
                    std::to_string(spec.ranks) + " ranks (add slots=N to the host lines)"};
     }
     // mpirun reads only the validated hosts, written afresh.
-    const std::string base = spec.run_store.empty()
-                                 ? (fs::temp_directory_path() / "clusterscope").string()
-                                 : strip_db(spec.run_store);
-    hostfile_copy = base + ".hosts";
+    static std::atomic<int> copies{0};
+    hostfile_copy = spec.run_store.empty()
+                        ? (fs::temp_directory_path() / ("clusterscope-" + std::to_string(getpid()) +
+                                                        "-" + std::to_string(++copies) + ".hosts"))
+                              .string()
+                        : strip_db(spec.run_store) + ".hosts";
     std::ofstream out(hostfile_copy, std::ios::trunc);
     out << format_hostfile(*hosts);
     out.close();
