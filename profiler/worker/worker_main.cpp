@@ -2,14 +2,17 @@
 // (mpirun, Slurm), it trains the plan's model on a backend, records its
 // timeline into its own trace store and prints a JSON line per step.
 
-#include <pthread.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <csignal>
 #include <cstdio>
 #include <iostream>
+#include <mutex>
 #include <thread>
+#include <utility>
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
@@ -74,27 +77,78 @@ std::string store_path(const std::string& pattern, int rank) {
   return path + ".rank" + std::to_string(rank) + ".db";
 }
 
-// Signals reach one thread, which flushes the store and ends the process: a
-// cancelled or aborted run keeps everything recorded up to that moment.
-std::atomic<trace::TraceWriter*> g_writer{nullptr};
+// Signals reach one thread. SIGTERM, SIGINT, SIGHUP: close the store and
+// end the process. SIGUSR1 (what the launcher sends, through mpirun, to
+// cancel): close the store and stop training, then wait to be ended; mpirun
+// kills ranks one second after it forwards a SIGTERM, which can be too soon
+// to close a large store. Either way a cancelled or aborted run keeps
+// everything recorded up to that moment.
+std::mutex g_store_mutex;
+trace::TraceWriter* g_writer = nullptr;  // guarded by g_store_mutex; null once closed
+std::atomic<bool> g_stop{false};
 std::atomic<int> g_rank{0};
 
-void block_signals(sigset_t& set) {
-  sigemptyset(&set);
-  sigaddset(&set, SIGTERM);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGHUP);
-  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+void set_store(trace::TraceWriter* writer) {
+  std::lock_guard lock(g_store_mutex);
+  g_writer = writer;
 }
 
-void start_signal_thread(sigset_t set) {
-  std::thread([set] {
-    int sig = 0;
-    sigwait(&set, &sig);
-    if (trace::TraceWriter* w = g_writer.load()) (void)w->close("cancelled");
-    emit({{"event", "cancelled"}, {"rank", g_rank.load()}, {"signal", sig}});
-    std::_Exit(128 + sig);
+// Commits what is buffered, then records how the run ended; the first call
+// closes the store, later ones do nothing.
+Status close_store(std::string_view status) {
+  std::lock_guard lock(g_store_mutex);
+  trace::TraceWriter* writer = std::exchange(g_writer, nullptr);
+  if (!writer) return {};
+  (void)writer->flush();  // the rows first: a kill during close keeps them
+  return writer->close(status);
+}
+
+int g_signal_pipe[2] = {-1, -1};
+
+extern "C" void on_signal(int sig) {
+  const unsigned char byte = static_cast<unsigned char>(sig);
+  [[maybe_unused]] const ssize_t written = write(g_signal_pipe[1], &byte, 1);
+}
+
+// A handler on every thread hands the signal to the signal thread through a
+// pipe: blocking signals would not do, as threads that libraries start
+// before main (OpenBLAS starts its pool when it is loaded) do not block them,
+// and the default action would end the rank with its store open.
+void install_signal_handlers() {
+  if (pipe2(g_signal_pipe, O_CLOEXEC) != 0) throw std::runtime_error("cannot create a pipe");
+  struct sigaction action {};
+  action.sa_handler = on_signal;
+  sigemptyset(&action.sa_mask);
+  action.sa_flags = SA_RESTART;
+  for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGUSR1}) sigaction(sig, &action, nullptr);
+}
+
+void start_signal_thread() {
+  std::thread([] {
+    for (;;) {
+      unsigned char byte = 0;
+      const ssize_t n = read(g_signal_pipe[0], &byte, 1);
+      if (n < 0 && errno == EINTR) continue;
+      if (n != 1) return;
+      const int sig = byte;
+      const bool first = !g_stop.exchange(true);
+      (void)close_store("cancelled");
+      if (first) emit({{"event", "cancelled"}, {"rank", g_rank.load()}, {"signal", sig}});
+      if (sig != SIGUSR1) std::_Exit(128 + sig);
+    }
   }).detach();
+}
+
+// A step line only for a step the store holds (once a signal has come, the
+// store may be closed): the launcher relies on it.
+void emit_step(const json& line) {
+  std::lock_guard lock(g_store_mutex);
+  if (!g_stop) emit(line);
+}
+
+// After SIGUSR1: the store is closed; the rank idles until it is ended.
+[[noreturn]] void wait_to_be_ended() {
+  for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
 }
 
 DType compute_type(const std::string& precision) {
@@ -142,13 +196,12 @@ int run(Options o, int argc, char** argv) {
   }
   const DType compute = compute_type(o.precision);
 
-  sigset_t signals;
-  block_signals(signals);  // before MPI and every other thread starts
+  install_signal_handlers();  // before MPI starts its threads
   auto world = MpiWorld::create(&argc, &argv, o.dp, o.tp, o.pp);
   if (!world) throw std::runtime_error(world.message());
   const WorldLayout& layout = (*world)->layout();
   g_rank = layout.world_rank;
-  start_signal_thread(signals);
+  start_signal_thread();
   try {
     return train(o, argc, argv, shape, plan_json, compute, **world);
   } catch (const std::exception& e) {
@@ -156,7 +209,7 @@ int run(Options o, int argc, char** argv) {
     // end the whole job.
     report_error("rank " + std::to_string(layout.world_rank) + ": error: " + e.what());
     emit({{"event", "error"}, {"rank", layout.world_rank}, {"message", e.what()}});
-    if (trace::TraceWriter* w = g_writer.exchange(nullptr)) (void)w->close("failed");
+    (void)close_store("failed");
     (*world)->abort(1);
   }
 }
@@ -204,6 +257,10 @@ int train(Options o, int argc, char** argv, const WorkerShape& shape, const std:
   (void)argc;
 
   std::unique_ptr<trace::TraceWriter> writer;
+  // Closes the store before the writer goes, also when an error unwinds.
+  struct StoreCloser {
+    ~StoreCloser() { (void)close_store(std::uncaught_exceptions() > 0 ? "failed" : "complete"); }
+  } store_closer;
   std::unique_ptr<OpTracer> tracer;
   std::string path;
   if (!o.no_trace && !o.out.empty()) {
@@ -231,7 +288,7 @@ int train(Options o, int argc, char** argv, const WorkerShape& shape, const std:
                                       {"accumulation", o.accumulation},
                                       {"precision", o.precision}}.dump());
     tracer = std::make_unique<OpTracer>(*writer, layout.world_rank);
-    g_writer = writer.get();
+    set_store(writer.get());
     backend->set_tracer(tracer.get());
     world->set_tracer(tracer.get());
   }
@@ -258,8 +315,9 @@ int train(Options o, int argc, char** argv, const WorkerShape& shape, const std:
         {"store", path}});
 
   for (int s = 0; s < o.steps; ++s) {
+    if (g_stop) wait_to_be_ended();
     const StepResult r = trainer.step();
-    emit({{"event", "step"},
+    emit_step({{"event", "step"},
           {"rank", layout.world_rank},
           {"step", r.step},
           {"steps", o.steps},
@@ -280,10 +338,7 @@ int train(Options o, int argc, char** argv, const WorkerShape& shape, const std:
       if (Status s = write_weights(o.dump_weights, named); !s) throw std::runtime_error(s.message());
     }
   }
-  if (writer) {
-    g_writer = nullptr;
-    if (Status s = writer->close("complete"); !s) throw std::runtime_error(s.message());
-  }
+  if (Status s = close_store("complete"); !s) throw std::runtime_error(s.message());
   emit({{"event", "done"}, {"rank", layout.world_rank}, {"store", path}});
   return 0;
 }
