@@ -394,10 +394,16 @@ struct Launcher::State {
   TaggedLineAssembler assembler[2];  // mpirun's stdout, stderr
   std::string out_buffer, err_buffer;
   Clock::time_point last_progress;
-  bool stopping = false;
+  // Stopping a run (cancel, hang): SIGUSR1 to mpirun, which forwards it to
+  // every rank on every host; each closes its store and idles. Once every
+  // rank has said so (or kill_grace has passed), SIGTERM to mpirun, which
+  // ends the ranks; SIGKILL if that has not worked 10 s later. (A SIGTERM
+  // first would not do: mpirun kills the ranks one second after forwarding
+  // it, too soon to close a large store.)
+  enum class Stop { none, closing, terminating, killed };
+  Stop stop = Stop::none;
+  Clock::time_point stop_deadline;
   bool hung = false;
-  bool force_killed = false;
-  Clock::time_point kill_deadline;
 
   void emit(LaunchEvent e) {
     if (callback) {
@@ -526,21 +532,37 @@ struct Launcher::State {
     buffer.erase(0, start);
   }
 
-  void terminate_job(const char* why) {
-    if (stopping) return;
-    stopping = true;
-    kill_deadline = Clock::now() + spec.kill_grace;
-    // mpirun forwards SIGTERM to every rank (after a SIGCONT, so a stopped
-    // rank gets it too); each closes its store and exits.
-    if (child.pid > 0) ::kill(child.pid, SIGTERM);
+  void request_stop(const std::string& why) {
+    if (stop != Stop::none) return;
+    stop = Stop::closing;
+    stop_deadline = Clock::now() + spec.kill_grace;
+    if (child.pid > 0) ::kill(child.pid, SIGUSR1);
     LaunchEvent e;
     e.kind = LaunchEvent::Kind::stopping;
     e.text = why;
     emit(std::move(e));
   }
 
+  bool every_rank_closed() {
+    std::lock_guard lock(mutex);
+    return std::all_of(ranks.begin(), ranks.end(), [](const RankStatus& r) {
+      return r.state == RankState::cancelled || r.state == RankState::done ||
+             r.state == RankState::failed;
+    });
+  }
+
+  void advance_stop() {
+    if (stop == Stop::closing && (every_rank_closed() || Clock::now() > stop_deadline)) {
+      stop = Stop::terminating;
+      stop_deadline = Clock::now() + std::chrono::seconds(10);
+      if (child.pid > 0) ::kill(child.pid, SIGTERM);
+    } else if (stop == Stop::terminating && Clock::now() > stop_deadline) {
+      stop = Stop::killed;
+      force_kill();
+    }
+  }
+
   void force_kill() {
-    force_killed = true;
     if (child.pid > 0) ::kill(-child.pid, SIGKILL);
     std::vector<std::int64_t> pids;
     {
@@ -553,8 +575,7 @@ struct Launcher::State {
     }
     for (std::int64_t pid : pids)
       ::kill(static_cast<pid_t>(pid), SIGKILL);
-    note("the job did not end " + seconds_text(spec.kill_grace) +
-         " after SIGTERM: killed it (SIGKILL)");
+    note("the job did not end 10 s after SIGTERM: killed it (SIGKILL)");
   }
 
   std::string last_steps_text() {
@@ -606,8 +627,11 @@ struct Launcher::State {
                      Clock::now() - reaped_at > std::chrono::seconds(2))) {
         break;
       }
-      if (cancel_requested && !stopping) terminate_job("cancelling: SIGTERM sent to the job");
-      if (!stopping && spec.hang_timeout.count() > 0 &&
+      if (reaped) continue;
+      if (cancel_requested && stop == Stop::none) {
+        request_stop("cancelling: every rank closes its store, then the job ends");
+      }
+      if (stop == Stop::none && spec.hang_timeout.count() > 0 &&
           Clock::now() - last_progress > spec.hang_timeout) {
         hung = true;
         const std::string text = "no progress for " + seconds_text(spec.hang_timeout) +
@@ -616,9 +640,9 @@ struct Launcher::State {
         e.kind = LaunchEvent::Kind::hung;
         e.text = text;
         emit(std::move(e));
-        terminate_job("the run is hung: SIGTERM sent to the job");
+        request_stop("the run is hung: every rank closes its store, then the job ends");
       }
-      if (stopping && !force_killed && !reaped && Clock::now() > kill_deadline) force_kill();
+      advance_stop();
     }
     for (pollfd& f : fds) {
       if (f.fd >= 0) close(f.fd);

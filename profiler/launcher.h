@@ -2,7 +2,7 @@
 // Starts the ranks of a training run and watches them: locally or on the
 // hosts of a hostfile through Open MPI's mpirun, or as a Slurm batch script.
 // It streams the workers' progress (their JSON lines) to the caller, cancels
-// cleanly (SIGTERM: every rank closes its store, then mpirun ends), notices a
+// cleanly (every rank closes its store, then the job ends), notices a
 // crashed rank (which one, how it ended, its last lines) and a hung run (no
 // progress for a set time), and merges the per-rank trace stores into one
 // run store recording the plan, the command line and how the run ended.
@@ -59,8 +59,9 @@ struct RunSpec {
   bool keep_rank_stores = false;  // after a merge of a complete run
   // No new step from any rank for this long: the run is hung (0: never).
   std::chrono::milliseconds hang_timeout{std::chrono::minutes(5)};
-  // After SIGTERM, how long the ranks get to close their stores before SIGKILL.
-  std::chrono::milliseconds kill_grace{std::chrono::seconds(15)};
+  // Cancel and hang: how long the ranks get to close their stores (after
+  // SIGUSR1, forwarded by mpirun) before the job is ended with SIGTERM.
+  std::chrono::milliseconds kill_grace{std::chrono::seconds(30)};
   // Recorded in the run store.
   std::string plan_json;     // the Plan (cluster, workload, parallel, precision) as JSON
   std::string command_line;  // what the user typed
@@ -116,7 +117,7 @@ struct LaunchEvent {
     rank_failed,   // a rank crashed or reported an error (rank, text: what happened)
     message,       // mpirun's own line, or the launcher's note (text)
     hung,          // no progress for the hang timeout (text: last step of each rank)
-    stopping,      // cancel or hang: SIGTERM sent to the job
+    stopping,      // cancel or hang: the ranks are asked to close their stores
     merging,       // merging the rank stores into the run store
     finished,      // the run ended (text: the report's message)
   };
@@ -180,7 +181,8 @@ class Launcher {
   // Starts the run (or writes and submits the Slurm script) and returns;
   // fails when nothing could be started (bad hostfile, no mpirun, ...).
   Status start();
-  // Asks the run to stop: SIGTERM to the job, SIGKILL after kill_grace.
+  // Asks the run to stop: every rank closes its store (SIGUSR1, which mpirun
+  // forwards), then SIGTERM ends the job (SIGKILL if that fails).
   void cancel();
   bool finished() const;
   // Blocks until the run has ended and its stores are merged.
