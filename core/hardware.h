@@ -26,13 +26,48 @@ struct PeakRates {
   bool supports(Precision p) const { return of(p) > 0; }
 };
 
+// Devices whose non-GEMM work runs as plain loops (the CPU engine: one
+// rank's share of the cores): measured time per element of each kind of
+// operation. 0 keeps the GPU model for that kind (a memory-bound kernel at
+// memory_max of the bandwidth; the attention core as batched GEMMs).
+struct LoopCosts {
+  double norm_ns = 0;                 // layer norm forward, per element
+  double norm_backward_ns = 0;        // layer norm backward, per element
+  double activation_ns = 0;           // GELU forward, per element
+  double activation_backward_ns = 0;  // GELU backward, per element
+  double elementwise_ns =
+      0;                  // residual add, embedding lookup and its gradient, GEMM bias, per element
+  double softmax_ns = 0;  // cross-entropy forward and backward together, per logit
+  double optimizer_ns = 0;      // per updated parameter and step: AdamW, gradient scaling and norm
+  double attention_gflops = 0;  // causal attention as loops: GFLOP/s of 4·b·s²·h (the full square)
+  double attention_backward_gflops = 0;  // its backward: GFLOP/s of 8·b·s²·h
+
+  bool any() const {
+    return norm_ns > 0 || norm_backward_ns > 0 || activation_ns > 0 || activation_backward_ns > 0 ||
+           elementwise_ns > 0 || softmax_ns > 0 || optimizer_ns > 0 || attention_gflops > 0 ||
+           attention_backward_gflops > 0;
+  }
+};
+
 // What a real kernel reaches against the datasheet: properties of the GPU,
-// used by the planners' roofline with size-dependent efficiency.
+// used by the planners' roofline with size-dependent efficiency. The fields
+// after kernel_launch_us are optional refinements (calibration sets them);
+// their defaults leave the datasheet model as it is.
 struct GpuEfficiency {
-  double gemm_max = 0.80;        // fraction of peak that a large GEMM reaches
-  double gemm_half_gflop = 1.0;  // GEMM work (GFLOP) at which half of gemm_max is reached
-  double memory_max = 0.85;      // fraction of memory bandwidth a streaming kernel reaches
-  double kernel_launch_us = 4.0; // fixed cost of one kernel, launch and tail
+  double gemm_max = 0.80;         // fraction of peak that a large GEMM reaches
+  double gemm_half_gflop = 1.0;   // GEMM work (GFLOP) at which half of gemm_max is reached
+  double memory_max = 0.85;       // fraction of memory bandwidth a streaming kernel reaches
+  double kernel_launch_us = 4.0;  // fixed cost of one kernel, launch and tail
+  // gemm_max per compute precision (fractions; 0 = gemm_max), for GPUs whose
+  // GEMMs reach a different share of each precision's peak.
+  PeakRates gemm_max_by_precision;
+  // The least time any operation takes: what the host spends issuing it (an
+  // eager framework: about 10 µs per operation; the CPU engine: none).
+  double host_dispatch_us = 10.0;
+  LoopCosts loops;
+  // Compute slows by this fraction of the communication time it overlaps
+  // (a communication thread sharing the cores with compute); 0 on GPUs.
+  double overlap_slowdown = 0;
 };
 
 struct GpuSpec {

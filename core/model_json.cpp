@@ -75,6 +75,32 @@ void read_gpu(const json& j, const std::string& ptr, Diagnostics& d, GpuSpec& g)
     er.number("gemm_half_gflop", g.efficiency.gemm_half_gflop, Range::non_negative());
     er.number("memory_max", g.efficiency.memory_max, Range::fraction());
     er.number("kernel_launch_us", g.efficiency.kernel_launch_us, Range::non_negative());
+    if (const json* by = er.field("gemm_max_by_precision")) {
+      ObjectReader br(*by, er.pointer("gemm_max_by_precision"), d);
+      PeakRates& f = g.efficiency.gemm_max_by_precision;
+      for (auto [key, value] :
+           {std::pair{"fp32", &f.fp32}, std::pair{"tf32", &f.tf32}, std::pair{"bf16", &f.bf16},
+            std::pair{"fp16", &f.fp16}, std::pair{"fp8", &f.fp8}, std::pair{"int8", &f.int8}}) {
+        br.number(key, *value, Range::between(0, 1));
+      }
+      br.finish();
+    }
+    er.number("host_dispatch_us", g.efficiency.host_dispatch_us, Range::non_negative());
+    if (const json* l = er.field("loops")) {
+      ObjectReader lr(*l, er.pointer("loops"), d);
+      LoopCosts& c = g.efficiency.loops;
+      lr.number("norm_ns", c.norm_ns, Range::non_negative());
+      lr.number("norm_backward_ns", c.norm_backward_ns, Range::non_negative());
+      lr.number("activation_ns", c.activation_ns, Range::non_negative());
+      lr.number("activation_backward_ns", c.activation_backward_ns, Range::non_negative());
+      lr.number("elementwise_ns", c.elementwise_ns, Range::non_negative());
+      lr.number("softmax_ns", c.softmax_ns, Range::non_negative());
+      lr.number("optimizer_ns", c.optimizer_ns, Range::non_negative());
+      lr.number("attention_gflops", c.attention_gflops, Range::non_negative());
+      lr.number("attention_backward_gflops", c.attention_backward_gflops, Range::non_negative());
+      lr.finish();
+    }
+    er.number("overlap_slowdown", g.efficiency.overlap_slowdown, Range::non_negative());
     er.finish();
   }
   r.text_list("device_names", g.device_names);
@@ -427,6 +453,34 @@ json to_json(const GpuSpec& g) {
             {"device_names", g.device_names},
             {"board_link", g.board_link},
             {"source", g.source}};
+  // The optional refinements only when set, so datasheet presets read as before.
+  const GpuEfficiency& e = g.efficiency;
+  json& ej = j["efficiency"];
+  const PeakRates& by = e.gemm_max_by_precision;
+  if (by.fp32 > 0 || by.tf32 > 0 || by.bf16 > 0 || by.fp16 > 0 || by.fp8 > 0 || by.int8 > 0) {
+    json f = json::object();
+    for (auto [key, value] :
+         {std::pair{"fp32", by.fp32}, std::pair{"tf32", by.tf32}, std::pair{"bf16", by.bf16},
+          std::pair{"fp16", by.fp16}, std::pair{"fp8", by.fp8}, std::pair{"int8", by.int8}}) {
+      if (value > 0) f[key] = value;
+    }
+    ej["gemm_max_by_precision"] = f;
+  }
+  if (e.host_dispatch_us != GpuEfficiency{}.host_dispatch_us)
+    ej["host_dispatch_us"] = e.host_dispatch_us;
+  if (e.loops.any()) {
+    const LoopCosts& c = e.loops;
+    ej["loops"] = {{"norm_ns", c.norm_ns},
+                   {"norm_backward_ns", c.norm_backward_ns},
+                   {"activation_ns", c.activation_ns},
+                   {"activation_backward_ns", c.activation_backward_ns},
+                   {"elementwise_ns", c.elementwise_ns},
+                   {"softmax_ns", c.softmax_ns},
+                   {"optimizer_ns", c.optimizer_ns},
+                   {"attention_gflops", c.attention_gflops},
+                   {"attention_backward_gflops", c.attention_backward_gflops}};
+  }
+  if (e.overlap_slowdown > 0) ej["overlap_slowdown"] = e.overlap_slowdown;
   return j;
 }
 

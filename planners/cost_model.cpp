@@ -19,12 +19,6 @@ constexpr double kNcclPerCommunicator = 4 * kMiB * 2 * 8;
 // CUDA context (with lazy module loading), cuBLAS and cuDNN workspaces,
 // the framework's own pools; capped at 5 % of a small device.
 constexpr double kFrameworkReserve = 0.75 * kGiB;
-// The host issues one operation at a time: a framework running eagerly
-// (PyTorch) spends about 10 us of CPU per operation (10.6 us measured with
-// bench/calibrate_gpu.py on the H200 machine's host), so a kernel shorter
-// than that leaves the GPU waiting. CUDA graphs remove it; large kernels
-// hide it.
-constexpr double kHostDispatch = 10e-6;
 // The caching allocator reserves more than it hands out (block rounding,
 // streams, fragmentation): about 5 % in steady-state training.
 constexpr double kFragmentation = 0.05;
@@ -39,12 +33,17 @@ double linear_flops(double tokens, double n, double k) {
   return 2 * tokens * n * k;
 }
 
-// The GPU's timing primitives.
+// The GPU's timing primitives. Every kernel takes at least the host's
+// dispatch time (m.dispatch; GpuEfficiency::host_dispatch_us).
 struct Kernels {
   const Machine& m;
   double linear_peak;     // GEMMs of the linear layers
   double attention_peak;  // attention matmuls (16-bit when linear layers are FP8/INT8)
   double ramp;            // seconds: the hyperbolic efficiency's half-work point
+  double linear_max;      // gemm_max at the linear layers' precision
+  double attention_max;   // ... and at the attention matmuls'
+
+  double floor(double seconds) const { return std::max(seconds, m.dispatch); }
 
   // One GEMM (m x k) . (k x n): the tensor-core time at gemm_max of peak
   // (slowed below the ramp work) plus the time to stream its operands and
@@ -52,17 +51,17 @@ struct Kernels {
   // GEMMs show (bench/calibrate_gpu.py on an H200: within 5 % for layer
   // shapes from 77 GFLOP to 2 TFLOP); the pure-compute roofline overrates
   // thin (small-K) GEMMs.
-  double gemm(double peak, double rows, double cols, double inner, double in_bytes,
-              double out_bytes) const {
+  double gemm(double peak, double efficiency, double rows, double cols, double inner,
+              double in_bytes, double out_bytes) const {
     if (rows <= 0 || cols <= 0 || inner <= 0) return 0;
     const double flops = 2 * rows * cols * inner;
-    const double compute = flops / (peak * m.gemm_max) + ramp;
+    const double compute = flops / (peak * efficiency) + ramp;
     const double memory =
         ((rows * inner + inner * cols) * in_bytes + rows * cols * out_bytes) / m.memory_rate;
-    return std::max(compute + memory + m.launch, kHostDispatch);
+    return floor(compute + memory + m.launch);
   }
   double linear(double rows, double cols, double inner, double in_bytes, double out_bytes) const {
-    return gemm(linear_peak, rows, cols, inner, in_bytes, out_bytes);
+    return gemm(linear_peak, linear_max, rows, cols, inner, in_bytes, out_bytes);
   }
   // Forward GEMM plus its two backward GEMMs (input gradient, weight gradient).
   double linear_dgrad(double rows, double cols, double inner, double e) const {
@@ -73,20 +72,38 @@ struct Kernels {
   }
   // A memory-bound kernel moving `bytes`.
   double stream(double bytes) const {
-    return bytes > 0 ? std::max(bytes / m.memory_rate + m.launch, kHostDispatch) : 0;
+    return bytes > 0 ? floor(bytes / m.memory_rate + m.launch) : 0;
+  }
+  // An operation over `elements` at `ns_per_element` on a device that runs it
+  // as a loop (LoopCosts), else the memory-bound kernel moving `bytes`.
+  // Elements 0 with a loop cost: the device does it inside another operation.
+  double loop(double ns_per_element, double elements, double bytes) const {
+    if (ns_per_element <= 0) return stream(bytes);
+    return elements > 0 ? floor(elements * ns_per_element * 1e-9 + m.launch) : 0;
   }
   // A fused kernel with both FLOPs and traffic (fused attention).
   double fused(double peak, double flops, double bytes) const {
-    const double compute = flops / (peak * m.gemm_max) + ramp;
-    return std::max(std::max(compute, bytes / m.memory_rate) + m.launch, kHostDispatch);
+    const double compute = flops / (peak * attention_max) + ramp;
+    return floor(std::max(compute, bytes / m.memory_rate) + m.launch);
   }
 };
 
 Kernels kernels_of(const Machine& m, const Knobs& k) {
-  Kernels kn{m, m.peak_of(k.compute), m.peak_of(k.compute), 0};
-  if (k.compute == Precision::fp8 || is_integer(k.compute)) kn.attention_peak = m.rate16;
-  if (kn.linear_peak <= 0) kn.linear_peak = m.peak_of(Precision::fp32);
-  if (kn.attention_peak <= 0) kn.attention_peak = m.peak_of(Precision::fp32);
+  Kernels kn{m, m.peak_of(k.compute),      m.peak_of(k.compute),
+             0, m.gemm_max_for(k.compute), m.gemm_max_for(k.compute)};
+  if (k.compute == Precision::fp8 || is_integer(k.compute)) {
+    kn.attention_peak = m.rate16;
+    kn.attention_max =
+        m.gemm_max_for(m.peak_of(Precision::bf16) > 0 ? Precision::bf16 : Precision::fp16);
+  }
+  if (kn.linear_peak <= 0) {
+    kn.linear_peak = m.peak_of(Precision::fp32);
+    kn.linear_max = m.gemm_max_for(Precision::fp32);
+  }
+  if (kn.attention_peak <= 0) {
+    kn.attention_peak = m.peak_of(Precision::fp32);
+    kn.attention_max = m.gemm_max_for(Precision::fp32);
+  }
   kn.ramp = m.rate16 > 0 ? m.gemm_ramp_flops / (m.rate16 * m.gemm_max) : 0;
   return kn;
 }
@@ -272,10 +289,15 @@ Machine machine_of(const Cluster& c) {
     for (Precision p : kAllPrecisions)
       m.peak[static_cast<int>(p)] = g.peak.of(p);
     m.gemm_max = g.efficiency.gemm_max;
+    for (Precision p : kAllPrecisions)
+      m.gemm_max_of[static_cast<int>(p)] = g.efficiency.gemm_max_by_precision.of(p);
     m.gemm_ramp_flops = g.efficiency.gemm_half_gflop * 1e9;
     m.rate16 = g.peak.bf16 > 0 ? g.peak.bf16 : (g.peak.fp16 > 0 ? g.peak.fp16 : g.peak.fp32);
     m.memory_rate = g.memory_bandwidth * g.efficiency.memory_max;
     m.launch = g.efficiency.kernel_launch_us * 1e-6;
+    m.dispatch = g.efficiency.host_dispatch_us * 1e-6;
+    m.loops = g.efficiency.loops;
+    m.overlap_slowdown = g.efficiency.overlap_slowdown;
     m.memory_bytes = g.memory_bytes;
   }
   m.gpus_per_node = std::max(c.gpus_per_node, 1);
@@ -374,13 +396,15 @@ LayerCosts layer_costs(const Machine& m, const Model& x, const Knobs& k) {
     const double flops = x.generic_forward_flops * b;
     const double bytes = x.generic_activation_bytes * e / 4.0 * b;
     LayerCost& l = out.layer;
-    l.forward = flops / (kn.linear_peak * m.gemm_max) + kn.ramp + bytes * 2 / m.memory_rate;
+    l.forward = flops / (kn.linear_peak * kn.linear_max) + kn.ramp + bytes * 2 / m.memory_rate;
     l.backward =
-        2 * flops / (kn.linear_peak * m.gemm_max) + 2 * kn.ramp + bytes * 3 / m.memory_rate;
+        2 * flops / (kn.linear_peak * kn.linear_max) + 2 * kn.ramp + bytes * 3 / m.memory_rate;
     l.forward =
-        std::max(l.forward + 3 * x.generic_layers * m.launch, 3 * x.generic_layers * kHostDispatch);
-    l.backward = std::max(l.backward + 5 * x.generic_layers * m.launch,
-                          5 * x.generic_layers * kHostDispatch);
+        std::max(l.forward + 3 * x.generic_layers * m.launch, 3 * x.generic_layers * m.dispatch);
+    l.backward =
+        std::max(l.backward + 5 * x.generic_layers * m.launch, 5 * x.generic_layers * m.dispatch);
+    l.forward_kinds.gemm = l.forward;
+    l.backward_kinds.gemm = l.backward;
     l.flops_forward = flops;
     l.model_flops_forward = flops;
     return out;
@@ -398,23 +422,32 @@ LayerCosts layer_costs(const Machine& m, const Model& x, const Knobs& k) {
   const double up_cols = (x.gated ? 2 : 1) * ffn;
   // FP8 linear layers read FP8 inputs; everything else moves e-byte elements.
   const double in_e = (k.compute == Precision::fp8) ? 1.0 : e;
+  const LoopCosts& lc = m.loops;
 
   // --- forward, one layer. Bytes of the memory-bound kernels first: the
-  // backward kernels read about twice what the forward ones did.
+  // backward kernels read about twice what the forward ones did. A device
+  // with loop costs (the CPU engine) times each kind per element instead:
+  // no dropout, the residual gradient accumulated inside the norm backward.
   const double norm_bytes = 2 * local_tokens * h * e;
   const double dropout_residual_bytes = local_tokens * h * (3 * e + 1);
   const double activation_bytes = (x.gated ? 3 : 2) * tokens * ffn * e;
+  const double activation_elements = tokens * ffn;
   // FP8: the projection and down-projection inputs are cast by their own
   // kernels (the other two are cast inside the fused layer norm).
   const bool fp8 = k.compute == Precision::fp8;
   const double cast_bytes[2] = {fp8 ? 3 * tokens * heads * d : 0, fp8 ? 3 * tokens * ffn : 0};
-  const double norm = kn.stream(norm_bytes);
-  const double dropout_residual = kn.stream(dropout_residual_bytes);
+  const double norm = kn.loop(lc.norm_ns, local_tokens * h, norm_bytes);
+  const double dropout_residual =
+      kn.loop(lc.elementwise_ns, local_tokens * h, dropout_residual_bytes);
+  // Bias adds ride in the GEMM on a loop device: one pass over each output.
+  const double bias_elements =
+      lc.elementwise_ns > 0 && x.bias ? tokens * (qkv_cols + h + up_cols + h) : 0;
+  const double bias = bias_elements * lc.elementwise_ns * 1e-9;
   const double qkv = kn.linear(tokens, qkv_cols, h, in_e, e);
   const double proj = kn.linear(tokens, h, heads * d, in_e, e);
   const double up = kn.linear(tokens, up_cols, h, in_e, e);
   const double down = kn.linear(tokens, h, ffn, in_e, e);
-  const double activation = kn.stream(activation_bytes);
+  const double activation = kn.loop(lc.activation_ns, activation_elements, activation_bytes);
   const double casts = kn.stream(cast_bytes[0]) + kn.stream(cast_bytes[1]);
 
   const double scores = k.micro_batch * heads * x.seq * x.seq;  // s x s elements, this rank's heads
@@ -429,18 +462,24 @@ LayerCosts layer_costs(const Machine& m, const Model& x, const Knobs& k) {
     attention_forward = kn.fused(kn.attention_peak, attention_executed, io);
     // Backward recomputes the scores: 5 matmuls against the forward's 2.
     attention_backward = kn.fused(kn.attention_peak, 2.5 * attention_executed, 2 * io);
+  } else if (lc.attention_gflops > 0) {
+    // Loops over the causal triangle (scores, softmax and the weighted sum
+    // in one pass), at the device's measured rate on the full-square FLOPs.
+    attention_forward = kn.floor(attention_flops / (lc.attention_gflops * 1e9) + m.launch);
+    const double backward_rate =
+        (lc.attention_backward_gflops > 0 ? lc.attention_backward_gflops : lc.attention_gflops) *
+        1e9;
+    attention_backward = kn.floor(2 * attention_flops / backward_rate + m.launch);
   } else {
     // QK^T and AV as batched GEMMs over micro-batch x heads (K = head
     // dimension): the scores go out to memory and come back, timed like
     // every GEMM (compute plus traffic).
     const double matmul =
-        2 * tokens * x.seq * heads * d / (kn.attention_peak * m.gemm_max) + kn.ramp;
+        2 * tokens * x.seq * heads * d / (kn.attention_peak * kn.attention_max) + kn.ramp;
     const double qk =
-        std::max(matmul + (tokens * (heads + kv) * d * e + scores * e) / m.memory_rate + m.launch,
-                 kHostDispatch);
+        kn.floor(matmul + (tokens * (heads + kv) * d * e + scores * e) / m.memory_rate + m.launch);
     const double av =
-        std::max(matmul + (scores * e + tokens * (kv + heads) * d * e) / m.memory_rate + m.launch,
-                 kHostDispatch);
+        kn.floor(matmul + (scores * e + tokens * (kv + heads) * d * e) / m.memory_rate + m.launch);
     const double softmax = kn.stream(2 * scores * e);
     const double dropout = kn.stream(scores * (2 * e + 1));
     attention_forward = qk + softmax + dropout + av;
@@ -451,9 +490,15 @@ LayerCosts layer_costs(const Machine& m, const Model& x, const Knobs& k) {
   }
 
   LayerCost& l = out.layer;
-  l.forward = 2 * norm + qkv + attention_forward + proj + 2 * dropout_residual + up + activation +
-              down + casts;
+  KindTimes& fk = l.forward_kinds;
+  fk.norm = 2 * norm;
+  fk.gemm = qkv + proj + up + down + bias;
+  fk.attention = attention_forward;
+  fk.elementwise = 2 * dropout_residual + casts;
+  fk.activation = activation;
+  l.forward = fk.total();
   l.attention_core = k.flash ? 0 : attention_forward;
+  l.attention_core_kinds.attention = l.attention_core;
 
   // --- backward: input-gradient and weight-gradient GEMMs, elementwise
   // kernels reading twice what they read forward.
@@ -465,11 +510,14 @@ LayerCosts layer_costs(const Machine& m, const Model& x, const Knobs& k) {
       kn.linear_dgrad(tokens, h, heads * d, in_e) + kn.linear_wgrad(tokens, h, heads * d, in_e);
   const double down_back =
       kn.linear_dgrad(tokens, h, ffn, in_e) + kn.linear_wgrad(tokens, h, ffn, in_e);
-  const double elementwise_back =
-      2 * kn.stream(2 * norm_bytes) + 2 * kn.stream(2 * dropout_residual_bytes) +
-      kn.stream(2 * activation_bytes) + kn.stream(2 * cast_bytes[0]) + kn.stream(2 * cast_bytes[1]);
-  l.backward = qkv_dgrad + qkv_wgrad + up_dgrad + up_wgrad + proj_back + down_back +
-               attention_backward + elementwise_back;
+  KindTimes& bk = l.backward_kinds;
+  bk.gemm = qkv_dgrad + qkv_wgrad + up_dgrad + up_wgrad + proj_back + down_back + bias;
+  bk.attention = attention_backward;
+  bk.norm = 2 * kn.loop(lc.norm_backward_ns, local_tokens * h, 2 * norm_bytes);
+  bk.elementwise = 2 * kn.loop(lc.elementwise_ns, 0, 2 * dropout_residual_bytes) +
+                   kn.stream(2 * cast_bytes[0]) + kn.stream(2 * cast_bytes[1]);
+  bk.activation = kn.loop(lc.activation_backward_ns, activation_elements, 2 * activation_bytes);
+  l.backward = bk.total();
 
   // --- tensor-parallel collectives on b x s x h activations
   if (k.tp > 1) {
@@ -507,8 +555,13 @@ LayerCosts layer_costs(const Machine& m, const Model& x, const Knobs& k) {
 
   // --- embedding: vocabulary-parallel lookup, combined over the tensor group
   EdgeCost& emb = out.embedding;
-  emb.forward = kn.stream(2 * tokens * h * e) + kn.stream(local_tokens * h * (3 * e + 1));
-  emb.backward = kn.stream(tokens * h * (e + 8)) + kn.stream(2 * local_tokens * h * (2 * e + 1));
+  emb.forward_kinds.elementwise = kn.loop(lc.elementwise_ns, tokens * h, 2 * tokens * h * e) +
+                                  kn.loop(lc.elementwise_ns, 0, local_tokens * h * (3 * e + 1));
+  emb.backward_kinds.elementwise =
+      kn.loop(lc.elementwise_ns, tokens * h, tokens * h * (e + 8)) +
+      kn.loop(lc.elementwise_ns, 0, 2 * local_tokens * h * (2 * e + 1));
+  emb.forward = emb.forward_kinds.total();
+  emb.backward = emb.backward_kinds.total();
   if (k.tp > 1) {
     const GroupPlacement g = tp_placement(m, k.tp);
     const double bytes = tokens * h * e;
@@ -517,15 +570,21 @@ LayerCosts layer_costs(const Machine& m, const Model& x, const Knobs& k) {
     emb.tp_backward = k.sp ? collective(m, CollectiveOp::all_gather, bytes, g) : 0;
   }
 
-  // --- LM head and vocabulary-parallel cross-entropy (fp32 logits)
+  // --- LM head and vocabulary-parallel cross-entropy (fp32 logits); a loop
+  // device computes the loss and its gradient in one forward pass.
   EdgeCost& head = out.head;
   const double vocab = x.vocab / t;
   const double head_gemm = kn.linear(tokens, vocab, h, in_e, e);
   const double head_wgrad = kn.linear_wgrad(tokens, vocab, h, in_e);
-  head.forward =
-      kn.stream(2 * local_tokens * h * e) + head_gemm + kn.stream(tokens * vocab * (e + 12));
-  head.backward = kn.stream(tokens * vocab * (8 + e)) + kn.linear_dgrad(tokens, vocab, h, in_e) +
-                  head_wgrad + kn.stream(4 * local_tokens * h * e);
+  head.forward_kinds.norm = kn.loop(lc.norm_ns, local_tokens * h, 2 * local_tokens * h * e);
+  head.forward_kinds.gemm = head_gemm;
+  head.forward_kinds.loss = kn.loop(lc.softmax_ns, tokens * vocab, tokens * vocab * (e + 12));
+  head.backward_kinds.loss = kn.loop(lc.softmax_ns, 0, tokens * vocab * (8 + e));
+  head.backward_kinds.gemm = kn.linear_dgrad(tokens, vocab, h, in_e) + head_wgrad;
+  head.backward_kinds.norm =
+      kn.loop(lc.norm_backward_ns, local_tokens * h, 4 * local_tokens * h * e);
+  head.forward = head.forward_kinds.total();
+  head.backward = head.backward_kinds.total();
   if (k.tp > 1) {
     const GroupPlacement g = tp_placement(m, k.tp);
     const double bytes = tokens * h * e;
@@ -581,21 +640,29 @@ StageCost chunk_cost(const Model& x, const Knobs& k, const LayerCosts& c, double
   s.backward = layers * l.backward;
   s.tp_forward = layers * l.tp_forward;
   s.tp_backward = layers * l.tp_backward_exposed;
+  s.kinds = l.forward_kinds * layers;
+  if (!k.inference) s.kinds += l.backward_kinds * layers;
   if (k.recompute == Recompute::selective) {
     s.recompute = layers * l.attention_core;
+    s.kinds += l.attention_core_kinds * layers;
   } else if (k.recompute == Recompute::full) {
     s.recompute = layers * l.forward;
+    s.kinds += l.forward_kinds * layers;
     s.tp_backward += layers * l.tp_forward;  // the recomputed forward repeats its collectives
   }
   if (x.transformer && embedding) {
     s.forward += c.embedding.forward;
     s.backward += c.embedding.backward;
+    s.kinds += c.embedding.forward_kinds;
+    if (!k.inference) s.kinds += c.embedding.backward_kinds;
     s.tp_forward += c.embedding.tp_forward;
     s.tp_backward += c.embedding.tp_backward;
   }
   if (x.transformer && head) {
     s.forward += c.head.forward;
     s.backward += c.head.backward;
+    s.kinds += c.head.forward_kinds;
+    if (!k.inference) s.kinds += c.head.backward_kinds;
     s.tp_forward += c.head.tp_forward;
     s.tp_backward += c.head.tp_backward;
   }
@@ -657,6 +724,8 @@ PipelineCosts pipeline_costs(const Machine& m, const Model& x, const Knobs& k,
                    grad_bytes, k.bucket_bytes, g);
       p.dp_total = r.total;
       p.dp_exposed = std::max(r.total - backward_window, r.last);
+      // A communication thread sharing the cores slows the backward it overlaps.
+      p.dp_exposed += m.overlap_slowdown * std::max(0.0, r.total - p.dp_exposed);
     } else if (k.zero == 2) {
       const Bucketed r = bucketed(m, CollectiveOp::reduce_scatter, grad_bytes, k.bucket_bytes, g);
       p.dp_total = mb * r.total;
@@ -683,7 +752,11 @@ PipelineCosts pipeline_costs(const Machine& m, const Model& x, const Knobs& k,
   const StageParams last_params = stage_params(x, k, single, true);
   const double params_updated =
       std::max(params.total(), last_params.total()) / (k.zero >= 1 ? k.dp : 1);
-  p.optimizer = params_updated * optimizer_bytes_per_param(x, k) / m.memory_rate + 4 * m.launch;
+  if (m.loops.optimizer_ns > 0) {
+    p.optimizer = params_updated * m.loops.optimizer_ns * 1e-9 + 4 * m.launch;
+  } else {
+    p.optimizer = params_updated * optimizer_bytes_per_param(x, k) / m.memory_rate + 4 * m.launch;
+  }
   return p;
 }
 
@@ -879,6 +952,9 @@ void evaluate(const Machine& m, const Model& x, const Knobs& k, const LayerCosts
   time = {};
   time.forward = mb * slow->forward;
   time.tp_communication = mb * slow->tp_forward;
+  const KindTimes kinds = slow->kinds * mb;
+  out.compute_by_kind = {kinds.gemm,       kinds.attention,   kinds.norm,
+                         kinds.activation, kinds.elementwise, kinds.loss};
   if (!k.inference) {
     time.backward = mb * slow->backward;
     time.recompute = mb * slow->recompute;

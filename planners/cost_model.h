@@ -21,11 +21,15 @@ struct Machine {
   bool has_gpu = false;
   double peak[7] = {};  // FLOP/s by Precision
   double gemm_max = 0.8;
+  double gemm_max_of[7] = {};  // by Precision, when the GPU sets one (0: gemm_max)
   double gemm_ramp_flops =
       1e9;                  // GEMM work at which half of gemm_max is reached, at the 16-bit rate
   double rate16 = 0;        // the GPU's 16-bit tensor rate (bf16, else fp16, else fp32)
   double memory_rate = 0;   // bytes/s a streaming kernel reaches
   double launch = 4e-6;     // seconds per kernel
+  double dispatch = 10e-6;  // the least time of any kernel: the host issuing it
+  LoopCosts loops;          // per-element costs as the GPU preset has them (ns, GFLOP/s)
+  double overlap_slowdown = 0;
   double memory_bytes = 0;  // per GPU
   int gpus_per_node = 1;
   int nodes = 1;
@@ -37,6 +41,10 @@ struct Machine {
 
   int total_gpus() const { return gpus_per_node * nodes; }
   double peak_of(Precision p) const { return peak[static_cast<int>(p)]; }
+  double gemm_max_for(Precision p) const {
+    const double f = gemm_max_of[static_cast<int>(p)];
+    return f > 0 ? f : gemm_max;
+  }
 };
 
 // The workload, as the cost model reads it.
@@ -87,10 +95,32 @@ struct Knobs {
 };
 Knobs knobs_of(const ParallelPlan& parallel, const PrecisionPlan& precision);
 
+// Compute seconds by kind of operation (what a trace names them: GEMMs, the
+// attention core, layer norms, the MLP activation, elementwise kernels, the
+// loss over the logits); they add up to the compute they split.
+struct KindTimes {
+  double gemm = 0, attention = 0, norm = 0, activation = 0, elementwise = 0, loss = 0;
+  double total() const { return gemm + attention + norm + activation + elementwise + loss; }
+  KindTimes& operator+=(const KindTimes& o) {
+    gemm += o.gemm;
+    attention += o.attention;
+    norm += o.norm;
+    activation += o.activation;
+    elementwise += o.elementwise;
+    loss += o.loss;
+    return *this;
+  }
+  KindTimes operator*(double f) const {
+    return {gemm * f, attention * f, norm * f, activation * f, elementwise * f, loss * f};
+  }
+};
+
 // One transformer layer, one micro-batch, one GPU. Seconds unless named.
 struct LayerCost {
   double forward = 0;  // compute and memory-bound kernels, no communication
   double backward = 0;
+  KindTimes forward_kinds, backward_kinds;  // forward and backward split by kind
+  KindTimes attention_core_kinds;           // attention_core split by kind
   double attention_core = 0;  // forward s x s part that selective recomputation repeats
   double tp_forward = 0;      // tensor-parallel collectives in forward (all exposed)
   double tp_backward_exposed = 0;
@@ -103,6 +133,7 @@ struct LayerCost {
 // Embedding (first stage) and LM head (last stage), one micro-batch, one GPU.
 struct EdgeCost {
   double forward = 0, backward = 0;
+  KindTimes forward_kinds, backward_kinds;
   double tp_forward = 0, tp_backward = 0;
   double flops_forward = 0;
   double model_flops_forward = 0;
@@ -145,6 +176,7 @@ struct StageCost {
   double tp_forward = 0;
   double tp_backward = 0;  // exposed
   double p2p = 0;          // one send/receive of activations or gradients
+  KindTimes kinds;         // forward + backward + recompute by kind
 };
 // One model chunk of `layers` transformer layers (with the embedding and/or
 // the LM head), one micro-batch: recomputation as the plan asks.

@@ -61,6 +61,20 @@ struct TimeBreakdown {
   }
 };
 
+// The compute of one step on the critical path (forward + backward +
+// recompute of TimeBreakdown) split by kind of operation, as traces name
+// them; the kinds add up to that compute.
+struct ComputeByKind {
+  double gemm = 0;         // linear layers (and the LM head)
+  double attention = 0;    // the attention core (scores, softmax, weighted sum)
+  double norm = 0;         // layer norms
+  double activation = 0;   // GELU / SwiGLU
+  double elementwise = 0;  // residual adds, dropout, embedding lookup, casts
+  double loss = 0;         // cross-entropy over the logits
+
+  double total() const { return gemm + attention + norm + activation + elementwise + loss; }
+};
+
 // Communication per step before overlap, and how it was hidden.
 struct CommunicationDetail {
   double tp_seconds = 0;        // all tensor-parallel collectives of one step
@@ -131,6 +145,7 @@ struct Estimate {
   bool fits = false;
 
   TimeBreakdown time;
+  ComputeByKind compute_by_kind;
   CommunicationDetail communication;
   Throughput throughput;
   TrainingCost training;

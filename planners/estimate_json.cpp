@@ -95,7 +95,14 @@ json to_json(const Estimate& e) {
                      {"pipeline_bubble_seconds", t.pipeline_bubble},
                      {"dp_communication_seconds", t.dp_communication},
                      {"zero_gather_seconds", t.zero_gather},
-                     {"bubble_fraction", e.bubble_fraction}};
+                     {"bubble_fraction", e.bubble_fraction},
+                     {"compute_by_kind",
+                      {{"gemm_seconds", e.compute_by_kind.gemm},
+                       {"attention_seconds", e.compute_by_kind.attention},
+                       {"norm_seconds", e.compute_by_kind.norm},
+                       {"activation_seconds", e.compute_by_kind.activation},
+                       {"elementwise_seconds", e.compute_by_kind.elementwise},
+                       {"loss_seconds", e.compute_by_kind.loss}}}};
   const CommunicationDetail& c = e.communication;
   const json communication = {{"tp_seconds", c.tp_seconds},
                               {"pp_seconds", c.pp_seconds},
