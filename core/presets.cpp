@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <map>
+
+#include <nlohmann/json.hpp>
 
 #include "core/host_probe.h"
 #include "core/json_reader.h"
@@ -130,11 +133,130 @@ Result<PresetCatalog> PresetCatalog::load_default() {
         "presets not found: set CLUSTERSCOPE_PRESETS to the resources/presets folder "
         "(looked beside the executable and in the source tree)"};
   }
-  return load(*dir);
+  auto catalog = load(*dir);
+  if (!catalog) return catalog;
+  if (const fs::path user = user_presets_dir(); !user.empty()) {
+    if (Status s = catalog->load_user_presets(user); !s) {
+      return Error{s.message() + "\n(user presets in " + user.string() +
+                   ": fix or remove the file named above)"};
+    }
+  }
+  return catalog;
 }
 
-const GpuSpec* PresetCatalog::find_gpu(std::string_view name) const { return find_named(gpus_, name); }
-const Link* PresetCatalog::find_link(std::string_view name) const { return find_named(links_, name); }
+fs::path user_presets_dir() {
+  if (const char* env = std::getenv("CLUSTERSCOPE_USER_PRESETS"); env && *env) return env;
+  if (const char* data = std::getenv("XDG_DATA_HOME"); data && *data) {
+    return fs::path(data) / "clusterscope" / "presets";
+  }
+  if (const char* home = std::getenv("HOME"); home && *home) {
+    return fs::path(home) / ".local" / "share" / "clusterscope" / "presets";
+  }
+  return {};
+}
+
+Status PresetCatalog::load_user_presets(const fs::path& dir) {
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return {};
+  std::vector<fs::path> files;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    if (entry.path().extension() == ".json" && entry.is_regular_file(ec)) {
+      files.push_back(entry.path());
+    }
+  }
+  if (ec) return Error{dir.string() + ": cannot list the user presets: " + ec.message()};
+  std::sort(files.begin(), files.end());
+
+  // Everything is read into a copy first: a broken file leaves the catalog as it was.
+  PresetCatalog merged = *this;
+  std::map<std::string, std::string> seen;  // "kind name" -> file, for duplicates
+  for (const fs::path& file : files) {
+    auto j = read_json_file(file.string());
+    if (!j) return j.error();
+    std::vector<nlohmann::json> docs;
+    if (j->is_array()) {
+      docs.assign(j->begin(), j->end());
+    } else if (j->is_object()) {
+      docs.push_back(*j);
+    } else {
+      return Error{file.string() + ": /: must be a preset document or a list of them"};
+    }
+    std::string errors;
+    auto fail = [&](std::string message) {
+      errors += (errors.empty() ? "" : "\n") + std::move(message);
+    };
+    // Clusters last, so that they can name the file's GPUs and links.
+    for (const bool clusters : {false, true}) {
+      for (std::size_t i = 0; i < docs.size(); ++i) {
+        const std::string where =
+            file.string() + (j->is_array() ? " [" + std::to_string(i) + "]" : "");
+        auto kind = detect_kind(docs[i], where);
+        if (!kind) {
+          if (!clusters) fail(kind.message());
+          continue;
+        }
+        if ((*kind == DocumentKind::cluster) != clusters) continue;
+        auto doc = document_from_json(docs[i], where, &merged);
+        if (!doc) {
+          fail(doc.message());
+          continue;
+        }
+        std::string key;
+        std::visit(
+            [&](auto& d) {
+              using T = std::decay_t<decltype(d)>;
+              if constexpr (std::is_same_v<T, GpuSpec> || std::is_same_v<T, Link> ||
+                            std::is_same_v<T, Workload> || std::is_same_v<T, Cluster>) {
+                key = std::string(to_string(*kind)) + " " + d.name;
+                if (d.source.empty()) fail(where + ": /source: is required for a preset");
+                if constexpr (std::is_same_v<T, Cluster>) {
+                  if (d.name == kThisMachine) {
+                    fail(where + ": /name: \"" + std::string(kThisMachine) +
+                         "\" is reserved for the detected machine");
+                  }
+                }
+                merged.add(std::move(d));
+              } else {
+                fail(where + ": a " + std::string(to_string(*kind)) +
+                     " is not a preset (user presets hold GPUs, links, models and clusters)");
+              }
+            },
+            *doc);
+        if (key.empty()) continue;
+        if (auto [it, fresh] = seen.emplace(key, where); !fresh) {
+          fail(where + ": /name: " + key + " is also defined in " + it->second);
+        }
+      }
+    }
+    if (!errors.empty()) return Error{errors};
+    merged.user_files_.push_back(file);
+  }
+  *this = std::move(merged);
+  return {};
+}
+
+Status write_preset_bundle(const fs::path& file, const PresetBundle& bundle) {
+  std::error_code ec;
+  if (file.has_parent_path()) fs::create_directories(file.parent_path(), ec);
+  if (ec) return Error{file.parent_path().string() + ": cannot create the folder: " + ec.message()};
+  nlohmann::json list = nlohmann::json::array();
+  for (const GpuSpec& g : bundle.gpus)
+    list.push_back(to_json(g));
+  for (const Link& l : bundle.links)
+    list.push_back(to_json(l));
+  for (const Workload& w : bundle.models)
+    list.push_back(to_json(w));
+  for (const Cluster& c : bundle.clusters)
+    list.push_back(to_json(c));
+  return write_json_file(file.string(), list);
+}
+
+const GpuSpec* PresetCatalog::find_gpu(std::string_view name) const {
+  return find_named(gpus_, name);
+}
+const Link* PresetCatalog::find_link(std::string_view name) const {
+  return find_named(links_, name);
+}
 const Workload* PresetCatalog::find_model(std::string_view name) const {
   return find_named(models_, name);
 }

@@ -20,12 +20,43 @@ inline constexpr std::string_view kThisMachine = "this-machine";
 // <exe>/../share/clusterscope/presets (installed), then the source tree.
 std::optional<std::filesystem::path> find_presets_dir();
 
+// Where the user's own presets live (calibrated machines, their own GPUs and
+// clusters), merged over the shipped ones: $CLUSTERSCOPE_USER_PRESETS, else
+// $XDG_DATA_HOME/clusterscope/presets, else ~/.local/share/clusterscope/presets.
+// Empty when none of those variables is set.
+std::filesystem::path user_presets_dir();
+
+// Presets of several kinds, as one user preset file holds them.
+struct PresetBundle {
+  std::vector<GpuSpec> gpus;
+  std::vector<Link> links;
+  std::vector<Workload> models;
+  std::vector<Cluster> clusters;
+};
+
+// Writes a user preset file: a JSON list of the bundle's documents, each with
+// its "kind" (clusters inline their GPU and links), atomically. Creates the
+// folder.
+Status write_preset_bundle(const std::filesystem::path& file, const PresetBundle& bundle);
+
 class PresetCatalog {
  public:
   // Reads gpus.json, links.json, models.json and clusters.json from `dir`.
   static Result<PresetCatalog> load(const std::filesystem::path& dir);
-  // load(find_presets_dir()), with a clear message when none is found.
+  // load(find_presets_dir()) and the user's presets over them
+  // (load_user_presets(user_presets_dir())), with a clear message when none
+  // is found or a user file is broken.
   static Result<PresetCatalog> load_default();
+
+  // Adds every *.json file of `dir`, in name order, over the presets loaded:
+  // each file holds one preset document or a list of them, of any kind
+  // (GPUs, links and models first, then clusters, which may name presets of
+  // either folder); an entry replaces a shipped one of the same name. A
+  // missing folder adds nothing; a file that does not read is an error that
+  // names it, and nothing of that folder is added.
+  Status load_user_presets(const std::filesystem::path& dir);
+  // The user files merged so far.
+  const std::vector<std::filesystem::path>& user_files() const { return user_files_; }
 
   const std::vector<GpuSpec>& gpus() const { return gpus_; }
   const std::vector<Link>& links() const { return links_; }
@@ -57,6 +88,7 @@ class PresetCatalog {
 
  private:
   std::filesystem::path dir_;
+  std::vector<std::filesystem::path> user_files_;
   std::vector<GpuSpec> gpus_;
   std::vector<Link> links_;
   std::vector<Workload> models_;

@@ -3,12 +3,13 @@
 
 #include <QTemporaryDir>
 #include <QtTest>
-
 #include <cstdlib>
 #include <fstream>
+
 #include <nlohmann/json.hpp>
 
 #include "core/host_probe.h"
+#include "core/model_json.h"
 #include "core/presets.h"
 
 namespace {
@@ -52,6 +53,12 @@ class TestPresets : public QObject {
   void thisMachineWithGpus();
   void probeThisHost();
   void unknownNameMessage();
+  void userPresetsMergeOverShipped();
+  void userPresetsRefusals_data();
+  void userPresetsRefusals();
+  void userPresetsFolder();
+  void calibratedGpuRoundTrip();
+  void loadDefaultNamesBrokenUserFile();
 };
 
 void TestPresets::promisedPresets_data() {
@@ -250,6 +257,194 @@ void TestPresets::unknownNameMessage() {
   auto far = c.cluster("zzz");
   QVERIFY(far.message().find("did you mean") == std::string::npos);
   QVERIFY(far.message().find("this-machine") != std::string::npos);
+}
+
+namespace {
+
+void write_file(const QString& path, const std::string& text) {
+  std::ofstream(path.toStdString()) << text;
+}
+
+// A CPU-engine device as calibration writes it: every optional refinement set.
+cs::GpuSpec calibrated_cpu_device() {
+  cs::GpuSpec g;
+  g.name = "calibrated-box-cpu2";
+  g.display_name = "One of 2 CPU-engine ranks on box";
+  g.vendor = "CPU";
+  g.memory_bytes = 4.0 * 1024 * 1024 * 1024;
+  g.memory_bandwidth = 9.5e9;
+  g.peak.fp32 = 31.25e9;
+  g.peak.bf16 = 12.5e9;
+  g.efficiency.gemm_max = 1.0;
+  g.efficiency.gemm_half_gflop = 0.0021;
+  g.efficiency.memory_max = 1.0;
+  g.efficiency.kernel_launch_us = 1.5;
+  g.efficiency.gemm_max_by_precision.bf16 = 0.75;
+  g.efficiency.host_dispatch_us = 0;
+  g.efficiency.loops = {3.5, 5.25, 19.5, 21.25, 1.5, 8.5, 40.5, 1.75, 1.25};
+  g.efficiency.overlap_slowdown = 0.375;
+  g.source = "clusterscope calibrate on box";
+  return g;
+}
+
+}  // namespace
+
+void TestPresets::userPresetsMergeOverShipped() {
+  QTemporaryDir dir;
+  // A GPU replacing a shipped one, a new link, and a cluster naming both
+  // folders' presets (its file comes first in name order, the GPU's after).
+  write_file(dir.filePath("b-gpu.json"),
+             R"({"kind": "gpu", "name": "h100-sxm", "memory_gib": 80, "memory_bandwidth_gb_s": 3000,
+                 "peak_tflops": {"fp32": 60, "bf16": 900}, "source": "measured here"})");
+  write_file(dir.filePath("a-cluster.json"),
+             R"([{"kind": "link", "name": "my-link", "type": "nvlink", "bandwidth_gbps": 1000,
+                  "latency_us": 3, "source": "nccl-tests here"},
+                 {"kind": "cluster", "name": "my-box", "nodes": 1, "gpus_per_node": 2,
+                  "gpu": "a100-80gb", "intra_node": "my-link", "source": "mine"}])");
+  write_file(dir.filePath("notes.txt"), "not a preset");
+  cs::PresetCatalog catalog = load_catalog();
+  const std::size_t shipped_gpus = catalog.gpus().size();
+  QVERIFY(catalog.load_user_presets(dir.path().toStdString()).ok());
+  QCOMPARE(catalog.user_files().size(), std::size_t(2));
+  QCOMPARE(catalog.gpus().size(), shipped_gpus);  // replaced, not added
+  QCOMPARE(catalog.find_gpu("h100-sxm")->source, std::string("measured here"));
+  QCOMPARE(catalog.find_gpu("h100-sxm")->peak.bf16, 900e12);
+  auto cluster = catalog.cluster("my-box");
+  QVERIFY2(cluster.ok(), cluster.ok() ? "" : cluster.message().c_str());
+  QCOMPARE(cluster->gpu->name, std::string("a100-80gb"));
+  QCOMPARE(cluster->intra_node.latency, 3e-6);
+  // A missing folder adds nothing.
+  QVERIFY(catalog.load_user_presets("/nonexistent/clusterscope").ok());
+}
+
+void TestPresets::userPresetsRefusals_data() {
+  QTest::addColumn<QString>("text");
+  QTest::addColumn<QString>("expected");
+  QTest::addRow("broken json") << "[{"
+                               << "bad.json:1:2: invalid JSON";
+  QTest::addRow("not a document") << "42"
+                                  << "bad.json: /: must be a preset document or a list of them";
+  QTest::addRow("bad field")
+      << R"({"kind": "link", "name": "l", "type": "pcie", "bandwidth_gbps": -1, "latency_us": 1, "source": "s"})"
+      << "bad.json: /bandwidth_gbps: must be > 0";
+  QTest::addRow("no source")
+      << R"([{"kind": "link", "name": "l", "type": "pcie", "bandwidth_gbps": 1, "latency_us": 1}])"
+      << "bad.json [0]: /source: is required for a preset";
+  QTest::addRow("reserved name")
+      << R"({"kind": "cluster", "name": "this-machine", "nodes": 1, "gpus_per_node": 0, "source": "s"})"
+      << "bad.json: /name: \"this-machine\" is reserved for the detected machine";
+  QTest::addRow("unknown preset named")
+      << R"({"kind": "cluster", "name": "c", "nodes": 1, "gpus_per_node": 1, "gpu": "h1000", "source": "s"})"
+      << "bad.json: /gpu: unknown GPU preset \"h1000\"";
+  QTest::addRow("not a preset kind") << R"({"kind": "parallel_plan", "dp": 2})"
+                                     << "bad.json: a parallel_plan is not a preset";
+  QTest::addRow("twice in the folder")
+      << R"({"kind": "link", "name": "dup", "type": "pcie", "bandwidth_gbps": 1, "latency_us": 1, "source": "s"})"
+      << "bad.json: /name: link dup is also defined in ";
+}
+
+void TestPresets::userPresetsRefusals() {
+  QFETCH(QString, text);
+  QFETCH(QString, expected);
+  QTemporaryDir dir;
+  write_file(
+      dir.filePath("a-good.json"),
+      R"({"kind": "link", "name": "dup", "type": "pcie", "bandwidth_gbps": 1, "latency_us": 1, "source": "s"})");
+  write_file(dir.filePath("bad.json"), text.toStdString());
+  cs::PresetCatalog catalog = load_catalog();
+  const std::size_t links = catalog.links().size();
+  const cs::Status s = catalog.load_user_presets(dir.path().toStdString());
+  QVERIFY(!s.ok());
+  QVERIFY2(s.message().find(expected.toStdString()) != std::string::npos, s.message().c_str());
+  QVERIFY2(s.message().find(dir.filePath("bad.json").toStdString()) != std::string::npos,
+           "the message names the file");
+  // Nothing of a broken folder is merged, not even its good files.
+  QCOMPARE(catalog.links().size(), links);
+  QVERIFY(catalog.user_files().empty());
+}
+
+void TestPresets::userPresetsFolder() {
+  const QByteArray user = qgetenv("CLUSTERSCOPE_USER_PRESETS");
+  const QByteArray data = qgetenv("XDG_DATA_HOME");
+  const QByteArray home = qgetenv("HOME");
+  qunsetenv("CLUSTERSCOPE_USER_PRESETS");
+  qputenv("XDG_DATA_HOME", "/data/home");
+  QCOMPARE(QString::fromStdString(cs::user_presets_dir().string()),
+           QString("/data/home/clusterscope/presets"));
+  qunsetenv("XDG_DATA_HOME");
+  qputenv("HOME", "/home/someone");
+  QCOMPARE(QString::fromStdString(cs::user_presets_dir().string()),
+           QString("/home/someone/.local/share/clusterscope/presets"));
+  qputenv("CLUSTERSCOPE_USER_PRESETS", "/elsewhere");
+  QCOMPARE(QString::fromStdString(cs::user_presets_dir().string()), QString("/elsewhere"));
+  qputenv("CLUSTERSCOPE_USER_PRESETS", user);
+  if (data.isNull())
+    qunsetenv("XDG_DATA_HOME");
+  else
+    qputenv("XDG_DATA_HOME", data);
+  qputenv("HOME", home);
+}
+
+void TestPresets::calibratedGpuRoundTrip() {
+  QTemporaryDir dir;
+  cs::PresetBundle bundle;
+  bundle.gpus.push_back(calibrated_cpu_device());
+  cs::Link link;
+  link.name = "calibrated-box-mpi2";
+  link.kind = cs::LinkKind::shared_memory;
+  link.bandwidth = 4e9;
+  link.latency = 12.5e-6;
+  link.efficiency = 1;
+  link.source = "all-reduce sweep";
+  bundle.links.push_back(link);
+  cs::Cluster c;
+  c.name = "calibrated-box-cpu2";
+  c.nodes = 1;
+  c.gpus_per_node = 2;
+  c.gpu = bundle.gpus.front();
+  c.intra_node = link;
+  c.source = "clusterscope calibrate";
+  bundle.clusters.push_back(c);
+  const std::string file = dir.filePath("sub/calibrated-box.json").toStdString();
+  QVERIFY(cs::write_preset_bundle(file, bundle).ok());
+
+  cs::PresetCatalog catalog = load_catalog();
+  const cs::Status s = catalog.load_user_presets(dir.filePath("sub").toStdString());
+  QVERIFY2(s.ok(), s.message().c_str());
+  const cs::GpuSpec* g = catalog.find_gpu("calibrated-box-cpu2");
+  QVERIFY(g);
+  const cs::GpuSpec want = calibrated_cpu_device();
+  QCOMPARE(g->efficiency.gemm_max_by_precision.bf16, 0.75);
+  QCOMPARE(g->efficiency.gemm_max_by_precision.fp32, 0.0);
+  QCOMPARE(g->efficiency.host_dispatch_us, 0.0);
+  QCOMPARE(g->efficiency.loops.norm_ns, want.efficiency.loops.norm_ns);
+  QCOMPARE(g->efficiency.loops.softmax_ns, want.efficiency.loops.softmax_ns);
+  QCOMPARE(g->efficiency.loops.attention_backward_gflops, 1.25);
+  QCOMPARE(g->efficiency.overlap_slowdown, 0.375);
+  QCOMPARE(g->peak.bf16, 12.5e9);
+  auto cluster = catalog.cluster("calibrated-box-cpu2");
+  QVERIFY2(cluster.ok(), cluster.ok() ? "" : cluster.message().c_str());
+  QCOMPARE(cluster->intra_node.latency, 12.5e-6);
+  QCOMPARE(cluster->gpu->efficiency.loops.optimizer_ns, 40.5);
+
+  // A datasheet preset writes none of the optional fields.
+  const nlohmann::json h100 = cs::to_json(*catalog.find_gpu("h100-sxm"));
+  QVERIFY(!h100["efficiency"].contains("loops"));
+  QVERIFY(!h100["efficiency"].contains("host_dispatch_us"));
+  QVERIFY(!h100["efficiency"].contains("gemm_max_by_precision"));
+}
+
+void TestPresets::loadDefaultNamesBrokenUserFile() {
+  QTemporaryDir dir;
+  write_file(dir.filePath("broken.json"), "{");
+  const QByteArray user = qgetenv("CLUSTERSCOPE_USER_PRESETS");
+  qputenv("CLUSTERSCOPE_USER_PRESETS", dir.path().toUtf8());
+  auto c = cs::PresetCatalog::load_default();
+  qputenv("CLUSTERSCOPE_USER_PRESETS", user);
+  QVERIFY(!c.ok());
+  QVERIFY2(c.message().find(dir.filePath("broken.json").toStdString()) != std::string::npos,
+           c.message().c_str());
+  QVERIFY2(c.message().find("user presets in") != std::string::npos, c.message().c_str());
 }
 
 QTEST_GUILESS_MAIN(TestPresets)
