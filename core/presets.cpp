@@ -235,6 +235,43 @@ Status PresetCatalog::load_user_presets(const fs::path& dir) {
   return {};
 }
 
+Result<PresetBundle> read_preset_bundle(const fs::path& file, const PresetCatalog& catalog) {
+  PresetCatalog scratch = catalog;
+  auto j = read_json_file(file.string());
+  if (!j) return j.error();
+  std::vector<nlohmann::json> docs;
+  if (j->is_array()) {
+    docs.assign(j->begin(), j->end());
+  } else {
+    docs.push_back(*j);
+  }
+  PresetBundle bundle;
+  for (const bool clusters : {false, true}) {
+    for (std::size_t i = 0; i < docs.size(); ++i) {
+      const std::string where = file.string() + (j->is_array() ? " [" + std::to_string(i) + "]" : "");
+      auto kind = detect_kind(docs[i], where);
+      if (!kind) return kind.error();
+      if ((*kind == DocumentKind::cluster) != clusters) continue;
+      auto doc = document_from_json(docs[i], where, &scratch);
+      if (!doc) return doc.error();
+      if (auto* g = std::get_if<GpuSpec>(&*doc)) {
+        scratch.add(*g);
+        bundle.gpus.push_back(*g);
+      } else if (auto* l = std::get_if<Link>(&*doc)) {
+        scratch.add(*l);
+        bundle.links.push_back(*l);
+      } else if (auto* w = std::get_if<Workload>(&*doc)) {
+        bundle.models.push_back(*w);
+      } else if (auto* c = std::get_if<Cluster>(&*doc)) {
+        bundle.clusters.push_back(*c);
+      } else {
+        return Error{where + ": a " + std::string(to_string(*kind)) + " is not a preset"};
+      }
+    }
+  }
+  return bundle;
+}
+
 Status write_preset_bundle(const fs::path& file, const PresetBundle& bundle) {
   std::error_code ec;
   if (file.has_parent_path()) fs::create_directories(file.parent_path(), ec);

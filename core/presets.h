@@ -38,6 +38,11 @@ struct PresetBundle {
 // its "kind" (clusters inline their GPU and links), atomically. Creates the
 // folder.
 Status write_preset_bundle(const std::filesystem::path& file, const PresetBundle& bundle);
+class PresetCatalog;
+// Reads a preset file (one document or a list; clusters may name presets
+// of `catalog`), with errors that name the file.
+Result<PresetBundle> read_preset_bundle(const std::filesystem::path& file,
+                                        const PresetCatalog& catalog);
 
 class PresetCatalog {
  public:

@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/format.h"
 #include "core/trace_reader_internal.h"
 
 namespace cs::trace {
@@ -580,7 +581,8 @@ StragglerReport stragglers_from(const std::vector<RankAnalysis>& ranks, std::vec
 
 Status parse_prediction(const std::string& text, PredictionComparison& out,
                         std::map<std::string, double>& categories,
-                        std::map<std::string, double>& parts) {
+                        std::map<std::string, double>& parts,
+                        std::map<std::string, double>& breakdown) {
   const std::string where = "meta predicted_step";
   nlohmann::json j;
   try {
@@ -592,19 +594,65 @@ Status parse_prediction(const std::string& text, PredictionComparison& out,
   if (!j.contains("step_seconds") || !j["step_seconds"].is_number())
     return Error{where + ": /step_seconds: must be a number"};
   out.predicted_step_s = j["step_seconds"].get<double>();
-  for (const char* group : {"categories", "parts"}) {
+  for (const char* group : {"categories", "parts", "breakdown"}) {
     if (!j.contains(group)) continue;
     if (!j[group].is_object()) return Error{where + ": /" + group + ": must be an object"};
     for (const auto& [key, value] : j[group].items()) {
       if (!value.is_number())
         return Error{where + ": /" + group + "/" + key + ": must be a number of seconds"};
-      (std::string(group) == "categories" ? categories : parts)[key] = value.get<double>();
+      const std::string g = group;
+      (g == "categories" ? categories : g == "parts" ? parts : breakdown)[key] = value.get<double>();
     }
   }
   return {};
 }
 
 }  // namespace
+
+// The prediction's breakdown against measure_step_parts, and the verdict.
+static Status compare_breakdown(const TraceReader& reader, const std::map<std::string, double>& predicted,
+                         PredictionComparison& out) {
+  auto measured = measure_step_parts(reader);
+  if (!measured) return measured.error();
+  out.critical_rank = measured->rank;
+  out.measured_step_median_s = measured->step_s;
+  std::vector<std::string> names;
+  for (const auto& [name, value] : measured->parts) names.push_back(name);
+  for (const auto& [name, value] : predicted) {
+    if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
+  }
+  double largest = -1;
+  for (const std::string& name : names) {
+    const auto p = predicted.find(name);
+    const double m = measured->part(name);
+    // Parts neither predicted nor measured say nothing.
+    if (p == predicted.end() && m <= 0) continue;
+    PredictedVsMeasured row{name, p == predicted.end() ? 0.0 : p->second, m};
+    const double gap = std::fabs(*row.measured_s - row.predicted_s);
+    if (gap > largest) {
+      largest = gap;
+      out.largest = static_cast<int>(out.breakdown.size());
+    }
+    out.breakdown.push_back(row);
+  }
+  if (out.largest < 0) return {};
+  const PredictedVsMeasured& r = out.breakdown[static_cast<std::size_t>(out.largest)];
+  const double total = out.measured_step_median_s - out.predicted_step_s;
+  const double gap = *r.measured_s - r.predicted_s;
+  auto s = [](double v) { return format_seconds(std::fabs(v)); };
+  out.verdict = "the plan said " + s(out.predicted_step_s) + " per step, the run took " +
+                s(out.measured_step_median_s);
+  if ((gap > 0) == (total > 0) && std::fabs(gap) > 0) {
+    out.verdict += ", and " + s(std::min(std::fabs(gap), std::fabs(total))) + " of the difference is " +
+                   describe_part(r.name) + ", which the model " +
+                   (gap > 0 ? "under-rated" : "over-rated") + " (" + s(r.predicted_s) +
+                   " predicted, " + s(*r.measured_s) + " measured)";
+  } else {
+    out.verdict += "; the largest disagreement is " + describe_part(r.name) + ": " + s(gap) +
+                   (gap > 0 ? " more" : " less") + " than the " + s(r.predicted_s) + " predicted";
+  }
+  return {};
+}
 
 double bus_bandwidth_factor(Collective c, int ranks) {
   const double n = std::max(1, ranks);
@@ -722,9 +770,12 @@ Result<std::optional<PredictionComparison>> compare_with_prediction(
   const auto text = reader.meta("predicted_step");
   if (!text || text->empty()) return std::optional<PredictionComparison>{};
   PredictionComparison out;
-  std::map<std::string, double> categories, parts;
-  if (Status s = parse_prediction(*text, out, categories, parts); !s)
+  std::map<std::string, double> categories, parts, breakdown;
+  if (Status s = parse_prediction(*text, out, categories, parts, breakdown); !s)
     return Error{reader.path() + ": " + s.message()};
+  if (!breakdown.empty()) {
+    if (Status s = compare_breakdown(reader, breakdown, out); !s) return s.error();
+  }
 
   // Mean over every (rank, step) of the measured quantities, in seconds.
   double step = 0, compute = 0, comm = 0, memory = 0, sync = 0, other = 0;

@@ -141,7 +141,49 @@ struct PredictionComparison {
   int steps = 0;  // steps averaged (over all ranks); 0: the whole trace counted as one
   std::vector<PredictedVsMeasured> categories;
   std::vector<PredictedVsMeasured> parts;
+  // The prediction's "breakdown" (compute per operation kind, communication
+  // per kind, bubble, optimizer, idle) against measure_step_parts(): the
+  // critical rank's median step and parts. Empty when the prediction has none.
+  std::vector<PredictedVsMeasured> breakdown;
+  std::int32_t critical_rank = -1;
+  double measured_step_median_s = 0;  // the critical rank's median step
+  int largest = -1;                   // index in breakdown of the largest disagreement
+  // "the plan said 1.8 s per step, the run took 2.3 s, and 0.4 s of the
+  // difference is exposed data-parallel communication, which the model
+  // under-rated"; empty without a breakdown.
+  std::string verdict;
 };
+
+// What each part of a step took, measured from a store's events, on the
+// critical rank (the one with the most compute: the slowest stage, which the
+// planner times), as the median over its steps (the first step, a warm-up,
+// left out when there are three or more). Parts (seconds per step):
+// - "compute.<kind>": compute events by operation_kind(); on a rank with
+//   forward/backward annotations, kernels of no known kind outside them are
+//   "optimizer" work (zeroing, averaging, casting around the update);
+// - "optimizer": the optimizer's kernels (adamw, gradient norm) and the above;
+// - "communication.tp" / ".dp" / ".pp" / ".other": communication (and waits
+//   on it, "wait dp") of each group not under compute, by the group its name
+//   starts with ("tp all-reduce", "wait dp"; point-to-point is pp);
+// - "bubble": the part of pipeline receives beyond the transfer itself (a
+//   receive takes at least its fastest time; the rest is waiting for the
+//   other stage);
+// - "idle": the step's time none of the above covers.
+struct StepParts {
+  std::int32_t rank = -1;
+  int steps = 0;
+  double step_s = 0;
+  std::vector<std::pair<std::string, double>> parts;  // in the order above
+  double part(std::string_view name) const;
+};
+Result<StepParts> measure_step_parts(const TraceReader& reader);
+
+// The kind of operation a compute event's name says: "gemm", "attention",
+// "norm", "activation", "loss", "optimizer", else "elementwise".
+std::string_view operation_kind(std::string_view name);
+
+// "exposed data-parallel communication", "GEMM compute", ... for a part name.
+std::string describe_part(std::string_view part);
 
 struct AnalysisOptions {
   std::int64_t kernel_wait_ns = 30;

@@ -199,4 +199,29 @@ json to_json(const Timeline& t) {
   return {{"stages", t.stages}, {"step_ns", t.step_ns}, {"spans", spans}};
 }
 
+json predicted_step_json(const Estimate& e) {
+  const TimeBreakdown& t = e.time;
+  const ComputeByKind& k = e.compute_by_kind;
+  const double communication =
+      t.tp_communication + t.pp_communication + t.dp_communication + t.zero_gather;
+  return {{"step_seconds", t.step()},
+          {"categories",
+           {{"compute", t.forward + t.backward + t.recompute + t.optimizer},
+            {"communication", communication},
+            {"other", t.pipeline_bubble}}},
+          {"breakdown",
+           {{"compute.gemm", k.gemm},
+            {"compute.attention", k.attention},
+            {"compute.norm", k.norm},
+            {"compute.activation", k.activation},
+            {"compute.elementwise", k.elementwise},
+            {"compute.loss", k.loss},
+            {"optimizer", t.optimizer},
+            {"communication.tp", t.tp_communication},
+            {"communication.dp", t.dp_communication + t.zero_gather},
+            {"communication.pp", t.pp_communication},
+            {"bubble", t.pipeline_bubble},
+            {"idle", 0.0}}}};
+}
+
 }  // namespace cs::plan

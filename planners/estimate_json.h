@@ -19,4 +19,11 @@ nlohmann::json to_json(const RankedPlan& plan);
 nlohmann::json to_json(const SearchResult& result);
 nlohmann::json to_json(const Timeline& timeline);
 
+// A run store's meta "predicted_step" (docs/calibration.md): the step and
+// its parts as the trace analyses measure them — "categories" (compute,
+// communication, other), and "breakdown": compute.<kind> for every
+// ComputeByKind kind, optimizer, communication.tp / .dp / .pp (exposed),
+// bubble and idle (0: the plan expects none) — in seconds.
+nlohmann::json predicted_step_json(const Estimate& estimate);
+
 }  // namespace cs::plan

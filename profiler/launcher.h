@@ -18,6 +18,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "core/result.h"
@@ -65,6 +66,9 @@ struct RunSpec {
   // Recorded in the run store.
   std::string plan_json;     // the Plan (cluster, workload, parallel, precision) as JSON
   std::string command_line;  // what the user typed
+  // More meta rows for the run store (e.g. "predicted_step": the planner's
+  // estimate of this run, docs/calibration.md).
+  std::vector<std::pair<std::string, std::string>> extra_meta;
   SlurmOptions slurm;
 };
 

@@ -40,6 +40,7 @@ Status merge_run_stores(const RunSpec& spec, Outcome outcome, std::string& note)
                   {"run_outcome", std::string(to_string(outcome))},
                   {"worker_command", command_text(worker_command(spec))},
                   {"ranks_without_store_json", missing.dump()}};
+  options.meta.insert(options.meta.end(), spec.extra_meta.begin(), spec.extra_meta.end());
   auto merged = trace::merge_stores(inputs, spec.run_store, options);
   if (!merged) return merged.error();
   if (!problems.empty()) {

@@ -57,5 +57,6 @@ void register_search(CLI::App& app, Context& ctx);
 void register_profile(CLI::App& app, Context& ctx);
 void register_trace(CLI::App& app, Context& ctx);
 void register_run(CLI::App& app, Context& ctx);
+void register_calibrate(CLI::App& app, Context& ctx);
 
 }  // namespace cs::cli

@@ -23,6 +23,7 @@ int main(int argc, char** argv) {
   cs::cli::register_profile(app, ctx);
   cs::cli::register_trace(app, ctx);
   cs::cli::register_run(app, ctx);
+  cs::cli::register_calibrate(app, ctx);
 
   try {
     app.parse(argc, argv);

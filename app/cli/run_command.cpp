@@ -21,6 +21,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include "app/calibration/calibration_workflow.h"
 #include "app/cli/cli_options.h"
 #include "app/cli/context.h"
 #include "app/cli/run_summary.h"
@@ -130,6 +131,7 @@ struct RunOptions {
   float lr = 1e-3f;
   std::uint64_t seed = 1234;
   bool keep_rank_stores = false;
+  int threads = 0;  // BLAS threads per rank (CPU); 0: the worker's default
   bool json = false;
 };
 
@@ -438,12 +440,29 @@ void run(RunOptions& o, Context& ctx, const std::string& command_line) {
                       "--steps",        std::to_string(o.steps),
                       "--lr",           format_float(o.lr),
                       "--seed",         std::to_string(o.seed)};
+  if (o.threads > 0) {
+    spec.worker_args.push_back("--threads");
+    spec.worker_args.push_back(std::to_string(o.threads));
+  }
   spec.ranks = ranks;
   spec.run_store = out;
   spec.keep_rank_stores = o.keep_rank_stores;
   spec.hang_timeout = std::chrono::milliseconds(static_cast<std::int64_t>(o.hang_timeout_s * 1000));
   spec.plan_json = to_json(plan).dump();
   spec.command_line = command_line;
+  // The planner's estimate of this very run, for the run store (meta
+  // "predicted_step"): its analyses then hold the plan against the measurement.
+  if (o.hostfile.empty() && !o.slurm) {
+    auto prediction = calib::predict_run(catalog, plan, backend, ranks, probe_host().hostname);
+    if (prediction) {
+      spec.extra_meta.emplace_back("predicted_step", prediction->predicted_step_json);
+      notes.push_back("the planner predicts " + format_seconds(prediction->step_seconds) +
+                      " per step on " + prediction->cluster +
+                      (prediction->calibrated ? " (calibrated)" : ""));
+    } else {
+      notes.push_back("no prediction in the run store: " + prediction.message());
+    }
+  }
   if (!o.hostfile.empty()) {
     spec.placement = launch::Placement::hostfile;
     spec.hostfile = o.hostfile;
@@ -508,6 +527,8 @@ void register_run(CLI::App& app, Context& ctx) {
   cmd->add_option("--ranks", options->ranks, "Ranks to start (default dp x tp x pp)")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--steps", options->steps, "Training steps")->check(CLI::PositiveNumber);
+  cmd->add_option("--threads", options->threads, "BLAS threads per rank (CPU; default cores / ranks)")
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--out", options->out, "The run store (default run-<date>-<time>.db)");
   cmd->add_option("--title", options->title, "Title of the run");
   cmd->add_option("--lr", options->lr, "AdamW learning rate");

@@ -258,6 +258,14 @@ void run_stats(const StatsOptions& o) {
                            {"steps", a.prediction->steps},
                            {"categories", rows(a.prediction->categories)},
                            {"parts", rows(a.prediction->parts)}};
+      if (!a.prediction->breakdown.empty()) {
+        json& pj = out["prediction"];
+        pj["critical_rank"] = a.prediction->critical_rank;
+        pj["measured_step_median_s"] = a.prediction->measured_step_median_s;
+        pj["breakdown"] = rows(a.prediction->breakdown);
+        pj["largest_disagreement"] = a.prediction->breakdown[a.prediction->largest].name;
+        pj["verdict"] = a.prediction->verdict;
+      }
     }
     std::cout << out.dump(2) << '\n';
     return;
@@ -338,6 +346,27 @@ void run_stats(const StatsOptions& o) {
     for (const auto& r2 : p.parts)
       row("part: " + r2.name, r2.predicted_s, r2.measured_s);
     t2.print(std::cout);
+    if (!p.breakdown.empty()) {
+      std::cout << "\nEach part of the step, predicted against measured (rank " << p.critical_rank
+                << ", the most compute; median of its steps)\n";
+      TextTable t3({"part", "predicted", "measured", "error", ""});
+      for (std::size_t i = 1; i < 4; ++i) t3.right_align(i);
+      auto error = [](double predicted, double measured) -> std::string {
+        if (measured <= 0) return predicted > 0 ? "not measured" : "-";
+        return (predicted >= measured ? "+" : "") + format_fixed(100 * (predicted / measured - 1), 1) + " %";
+      };
+      t3.add({"step", format_seconds(p.predicted_step_s), format_seconds(p.measured_step_median_s),
+              error(p.predicted_step_s, p.measured_step_median_s), ""});
+      for (std::size_t i = 0; i < p.breakdown.size(); ++i) {
+        const auto& r2 = p.breakdown[i];
+        const double m = r2.measured_s.value_or(0);
+        t3.add({r2.name, format_seconds(r2.predicted_s), format_seconds(m),
+                r2.predicted_s > 0 ? error(r2.predicted_s, m) : "not predicted",
+                static_cast<int>(i) == p.largest ? "<- largest disagreement" : ""});
+      }
+      t3.print(std::cout);
+      std::cout << p.verdict << ".\n";
+    }
   }
 }
 

@@ -1,15 +1,15 @@
 #include "profiler/worker/cpu_backend.h"
 
-#include <cblas.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <stdexcept>
 #include <string>
-#include <unistd.h>
 #include <vector>
+
+#include <cblas.h>
+#include <unistd.h>
 
 #include "profiler/worker/op_tracer.h"
 
@@ -51,6 +51,25 @@ const float* as_f32(const Tensor& t, std::int64_t n, std::vector<float>& scratch
 
 constexpr float kGeluScale = 0.7978845608028654f;  // sqrt(2 / pi)
 
+trace::DataType trace_type(DType t) {
+  switch (t) {
+    case DType::f32:
+      return trace::DataType::fp32;
+    case DType::bf16:
+      return trace::DataType::bf16;
+    case DType::f16:
+      return trace::DataType::fp16;
+    case DType::i32:
+      return trace::DataType::int32;
+  }
+  return trace::DataType::none;
+}
+
+// A loop over `elements` of type `t` (the trace records what it processed).
+OpSize loop_size(std::int64_t elements, DType t, std::int64_t bytes = 0) {
+  return {0, bytes, elements, trace_type(t)};
+}
+
 class CpuBackend final : public Backend {
  public:
   explicit CpuBackend(int blas_threads) { openblas_set_num_threads(std::max(1, blas_threads)); }
@@ -82,7 +101,10 @@ class CpuBackend final : public Backend {
   std::int64_t bytes_in_use() const override { return bytes_; }
   void upload(Tensor dst, const void* host) override { std::memcpy(dst.data, host, dst.bytes()); }
   void download(void* host, Tensor src) override { std::memcpy(host, src.data, src.bytes()); }
-  void zero(Tensor t) override { std::memset(t.data, 0, t.bytes()); }
+  void zero(Tensor t) override {
+    ScopedOp op(tracer_, "zero", loop_size(t.numel, t.dtype, t.bytes()));
+    std::memset(t.data, 0, t.bytes());
+  }
   void synchronize() override {}
 
   void convert(Tensor dst, Tensor src) override {
@@ -90,7 +112,8 @@ class CpuBackend final : public Backend {
       std::memcpy(dst.data, src.data, src.bytes());
       return;
     }
-    ScopedOp op(tracer_, "convert");
+    ScopedOp op(tracer_, "convert",
+                loop_size(src.numel, dst.dtype, src.bytes() + src.numel * dtype_bytes(dst.dtype)));
     dispatch(dst.dtype, [&](auto* d_tag) {
       using D = std::remove_pointer_t<decltype(d_tag)>;
       dispatch(src.dtype, [&](auto* s_tag) {
@@ -103,6 +126,7 @@ class CpuBackend final : public Backend {
   }
 
   void scale(Tensor t, float factor) override {
+    ScopedOp op(tracer_, "scale", loop_size(t.numel, t.dtype, 2 * t.bytes()));
     dispatch(t.dtype, [&](auto* tag) {
       using T = std::remove_pointer_t<decltype(tag)>;
       T* p = ptr<T>(t);
@@ -111,6 +135,7 @@ class CpuBackend final : public Backend {
   }
 
   void accumulate(Tensor dst, Tensor src) override {
+    ScopedOp op(tracer_, "accumulate", loop_size(dst.numel, dst.dtype, 3 * dst.bytes()));
     dispatch(dst.dtype, [&](auto* tag) {
       using T = std::remove_pointer_t<decltype(tag)>;
       T* d = ptr<T>(dst);
@@ -121,7 +146,7 @@ class CpuBackend final : public Backend {
 
   void embedding_forward(Tensor out, Tensor tokens, Tensor wte, Tensor wpe, int B, int T,
                          int C) override {
-    ScopedOp op(tracer_, "embedding");
+    ScopedOp op(tracer_, "embedding", loop_size(std::int64_t{B} * T * C, out.dtype));
     const std::int32_t* tok = ptr<std::int32_t>(tokens);
     dispatch(out.dtype, [&](auto* tag) {
       using A = std::remove_pointer_t<decltype(tag)>;
@@ -142,7 +167,7 @@ class CpuBackend final : public Backend {
 
   void embedding_backward(Tensor dwte, Tensor dwpe, Tensor dout, Tensor tokens, int B, int T,
                           int C) override {
-    ScopedOp op(tracer_, "embedding backward");
+    ScopedOp op(tracer_, "embedding backward", loop_size(std::int64_t{B} * T * C, dout.dtype));
     const std::int32_t* tok = ptr<std::int32_t>(tokens);
     float* dte = ptr<float>(dwte);
     float* dpe = ptr<float>(dwpe);
@@ -165,7 +190,11 @@ class CpuBackend final : public Backend {
 
   void matmul_forward(Tensor out, Tensor inp, Tensor weight, Tensor bias, int N, int C, int OC,
                       std::string_view op_name) override {
-    ScopedOp op(tracer_, op_name, 2.0 * N * C * OC);
+    ScopedOp op(tracer_, op_name,
+                OpSize{2.0 * N * C * OC,
+                       (std::int64_t{N} * C + std::int64_t{OC} * C) * dtype_bytes(inp.dtype) +
+                           std::int64_t{N} * OC * dtype_bytes(out.dtype),
+                       std::int64_t{N} * OC, trace_type(inp.dtype)});
     const float* a = as_f32(inp, static_cast<std::int64_t>(N) * C, scratch_a_);
     const float* w = as_f32(weight, static_cast<std::int64_t>(OC) * C, scratch_b_);
     float* c = out.dtype == DType::f32 ? ptr<float>(out) : grow(scratch_c_, std::int64_t{N} * OC);
@@ -184,7 +213,11 @@ class CpuBackend final : public Backend {
     const float* d = as_f32(dout, static_cast<std::int64_t>(N) * OC, scratch_c_);
     if (!dinp.empty()) {
       std::string name(op_name);
-      ScopedOp op(tracer_, name += " dgrad", 2.0 * N * C * OC);
+      ScopedOp op(tracer_, name += " dgrad",
+                  OpSize{2.0 * N * C * OC,
+                         (std::int64_t{N} * OC + std::int64_t{OC} * C + std::int64_t{N} * C) *
+                             dtype_bytes(dout.dtype),
+                         std::int64_t{N} * C, trace_type(dout.dtype)});
       const float* w = as_f32(weight, static_cast<std::int64_t>(OC) * C, scratch_b_);
       float* di = dinp.dtype == DType::f32 ? ptr<float>(dinp) : grow(scratch_d_, std::int64_t{N} * C);
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, C, OC, 1.0f, d, OC, w, C, 0.0f, di,
@@ -193,7 +226,11 @@ class CpuBackend final : public Backend {
     }
     {
       std::string name(op_name);
-      ScopedOp op(tracer_, name += " wgrad", 2.0 * N * C * OC);
+      ScopedOp op(tracer_, name += " wgrad",
+                  OpSize{2.0 * N * C * OC,
+                         (std::int64_t{N} * OC + std::int64_t{N} * C) * dtype_bytes(dout.dtype) +
+                             std::int64_t{OC} * C * 4,
+                         std::int64_t{OC} * C, trace_type(dout.dtype)});
       const float* a = as_f32(inp, static_cast<std::int64_t>(N) * C, scratch_a_);
       cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, C, N, 1.0f, d, OC, a, C, 1.0f,
                   ptr<float>(dweight), C);
@@ -208,7 +245,7 @@ class CpuBackend final : public Backend {
 
   void layernorm_forward(Tensor out, Tensor mean, Tensor rstd, Tensor inp, Tensor weight,
                          Tensor bias, int N, int C) override {
-    ScopedOp op(tracer_, "layernorm");
+    ScopedOp op(tracer_, "layernorm", loop_size(std::int64_t{N} * C, out.dtype));
     float* m = ptr<float>(mean);
     float* r = ptr<float>(rstd);
     dispatch(out.dtype, [&](auto* tag) {
@@ -239,7 +276,7 @@ class CpuBackend final : public Backend {
 
   void layernorm_backward(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Tensor inp,
                           Tensor weight, Tensor mean, Tensor rstd, int N, int C) override {
-    ScopedOp op(tracer_, "layernorm backward");
+    ScopedOp op(tracer_, "layernorm backward", loop_size(std::int64_t{N} * C, dinp.dtype));
     const float* m = ptr<float>(mean);
     const float* r = ptr<float>(rstd);
     float* dw = ptr<float>(dweight);
@@ -277,7 +314,8 @@ class CpuBackend final : public Backend {
   void attention_forward(Tensor out, Tensor att, Tensor qkv, int B, int T, int C,
                          int NH) override {
     const double flops = 4.0 * B * static_cast<double>(T) * T * C;
-    ScopedOp op(tracer_, "attention", flops);
+    ScopedOp op(tracer_, "attention",
+                OpSize{flops, 0, std::int64_t{B} * NH * T * T, trace_type(out.dtype)});
     const int hs = C / NH;
     const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
     std::vector<float> row(T);
@@ -324,7 +362,8 @@ class CpuBackend final : public Backend {
   void attention_backward(Tensor dqkv, Tensor dout, Tensor qkv, Tensor att, int B, int T, int C,
                           int NH) override {
     const double flops = 8.0 * B * static_cast<double>(T) * T * C;
-    ScopedOp op(tracer_, "attention backward", flops);
+    ScopedOp op(tracer_, "attention backward",
+                OpSize{flops, 0, std::int64_t{B} * NH * T * T, trace_type(qkv.dtype)});
     const int hs = C / NH;
     const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
     const std::int64_t n = static_cast<std::int64_t>(B) * T * 3 * C;
@@ -378,7 +417,7 @@ class CpuBackend final : public Backend {
   }
 
   void gelu_forward(Tensor out, Tensor inp, std::int64_t n) override {
-    ScopedOp op(tracer_, "gelu");
+    ScopedOp op(tracer_, "gelu", loop_size(n, out.dtype));
     dispatch(out.dtype, [&](auto* tag) {
       using A = std::remove_pointer_t<decltype(tag)>;
       const A* x = ptr<A>(inp);
@@ -392,7 +431,7 @@ class CpuBackend final : public Backend {
   }
 
   void gelu_backward(Tensor dinp, Tensor inp, Tensor dout, std::int64_t n) override {
-    ScopedOp op(tracer_, "gelu backward");
+    ScopedOp op(tracer_, "gelu backward", loop_size(n, dinp.dtype));
     dispatch(dinp.dtype, [&](auto* tag) {
       using A = std::remove_pointer_t<decltype(tag)>;
       const A* x = ptr<A>(inp);
@@ -412,7 +451,7 @@ class CpuBackend final : public Backend {
   }
 
   void residual_forward(Tensor out, Tensor a, Tensor b, std::int64_t n) override {
-    ScopedOp op(tracer_, "residual");
+    ScopedOp op(tracer_, "residual", loop_size(n, out.dtype));
     dispatch(out.dtype, [&](auto* tag) {
       using A = std::remove_pointer_t<decltype(tag)>;
       const A* x = ptr<A>(a);
@@ -424,7 +463,7 @@ class CpuBackend final : public Backend {
 
   void crossentropy_forward_backward(Tensor losses, Tensor logits, Tensor targets, int N, int V,
                                      float dloss) override {
-    ScopedOp op(tracer_, "cross-entropy");
+    ScopedOp op(tracer_, "cross-entropy", loop_size(std::int64_t{N} * V, logits.dtype));
     float* loss = ptr<float>(losses);
     const std::int32_t* tgt = ptr<std::int32_t>(targets);
     dispatch(logits.dtype, [&](auto* tag) {
@@ -454,6 +493,7 @@ class CpuBackend final : public Backend {
   }
 
   double sum_of_squares(Tensor t) override {
+    ScopedOp op(tracer_, "gradient norm", loop_size(t.numel, t.dtype, t.bytes()));
     double s = 0;
     const float* p = ptr<float>(t);
     for (std::int64_t i = 0; i < t.numel; ++i) s += static_cast<double>(p[i]) * p[i];
@@ -470,7 +510,7 @@ class CpuBackend final : public Backend {
 
   void adamw(Tensor params, Tensor grads, Tensor m, Tensor v, float lr, float beta1, float beta2,
              float eps, float weight_decay, int t) override {
-    ScopedOp op(tracer_, "adamw");
+    ScopedOp op(tracer_, "adamw", loop_size(params.numel, params.dtype, 7 * params.bytes()));
     float* p = ptr<float>(params);
     const float* g = ptr<float>(grads);
     float* mm = ptr<float>(m);

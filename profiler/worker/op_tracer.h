@@ -52,15 +52,26 @@ class OpTracer {
   std::unordered_map<std::string, trace::StringId> names_;
 };
 
+// What an op processed, for the trace (calibration fits times against it).
+struct OpSize {
+  double flops = 0;           // floating-point work (GEMMs, attention)
+  std::int64_t bytes = 0;     // operands and result (GEMMs), or bytes streamed
+  std::int64_t elements = 0;  // elements processed (the event's count)
+  trace::DataType dtype = trace::DataType::none;
+};
+
 // Times the enclosing scope as one compute op on the compute lane.
 class ScopedOp {
  public:
   ScopedOp(OpTracer* tracer, std::string_view name, double flops = 0)
-      : tracer_(tracer), name_(name), flops_(flops), start_(tracer ? OpTracer::now_ns() : 0) {}
+      : ScopedOp(tracer, name, OpSize{flops, 0, 0, trace::DataType::none}) {}
+  ScopedOp(OpTracer* tracer, std::string_view name, const OpSize& size)
+      : tracer_(tracer), name_(name), size_(size), start_(tracer ? OpTracer::now_ns() : 0) {}
   ~ScopedOp() {
     if (tracer_) {
       tracer_->record(tracer_->compute_lane(), trace::EventKind::kernel, trace::Category::compute,
-                      start_, OpTracer::now_ns(), name_, flops_);
+                      start_, OpTracer::now_ns(), name_, size_.flops, size_.bytes,
+                      trace::Collective::none, size_.dtype, size_.elements);
     }
   }
   ScopedOp(const ScopedOp&) = delete;
@@ -69,7 +80,7 @@ class ScopedOp {
  private:
   OpTracer* tracer_;
   std::string_view name_;
-  double flops_;
+  OpSize size_;
   std::int64_t start_;
 };
 

@@ -1,6 +1,7 @@
 #include "profiler/worker/sweeps.h"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 
 namespace cs::worker {
@@ -99,6 +100,161 @@ std::vector<CollectiveSample> all_reduce_sweep(Backend& backend, Communicator& c
     s.bus_bandwidth = s.algorithm_bandwidth * all_reduce_bus_factor(s.ranks);
     samples.push_back(s);
     backend.release(t);
+  }
+  return samples;
+}
+
+namespace {
+
+// Repeats `op` until `seconds` have passed (at least twice, after one warm-up).
+OpSample repeat(const std::string& name, std::int64_t elements, double seconds,
+                const std::function<void()>& op, Backend& backend) {
+  op();
+  backend.synchronize();
+  OpSample s;
+  s.operation = name;
+  s.elements = elements;
+  const double t0 = now_seconds();
+  double elapsed = 0;
+  while (s.repetitions < 2 || elapsed < seconds) {
+    op();
+    ++s.repetitions;
+    if (s.repetitions % 4 == 0 || s.repetitions < 4) {
+      backend.synchronize();
+      elapsed = now_seconds() - t0;
+    }
+    if (s.repetitions >= 100000) break;
+  }
+  backend.synchronize();
+  s.seconds = (now_seconds() - t0) / s.repetitions;
+  return s;
+}
+
+void fill(Backend& backend, Tensor t, float scale) {
+  std::vector<float> host(static_cast<std::size_t>(t.numel));
+  for (std::size_t i = 0; i < host.size(); ++i) {
+    host[i] = scale * (static_cast<float>((i * 2654435761u) % 1000) / 1000.0f - 0.5f);
+  }
+  if (t.dtype == DType::f32) {
+    backend.upload(t, host.data());
+    return;
+  }
+  Tensor staging = backend.alloc(t.numel, DType::f32, "staging");
+  backend.upload(staging, host.data());
+  backend.convert(t, staging);
+  backend.release(staging);
+}
+
+}  // namespace
+
+std::vector<OpSample> op_sweep(Backend& backend, DType storage, double seconds_per_point,
+                               const std::function<void(const OpSample&)>& on_sample) {
+  std::vector<OpSample> samples;
+  auto keep = [&](OpSample s) {
+    if (on_sample) on_sample(s);
+    samples.push_back(std::move(s));
+  };
+  constexpr int kVocab = 256;
+  // Rows x channels of a small GPT's activations: tokens 128..1024, width 64..256.
+  const std::vector<std::pair<int, int>> shapes = {{128, 64}, {512, 128}, {1024, 256}};
+  for (const auto& [N, C] : shapes) {
+    const std::int64_t nc = std::int64_t{N} * C;
+    Tensor x = backend.alloc(nc, storage, "x");
+    Tensor y = backend.alloc(nc, storage, "y");
+    Tensor dx = backend.alloc(nc, storage, "dx");
+    Tensor w = backend.alloc(C, storage, "norm weight");
+    Tensor b = backend.alloc(C, storage, "norm bias");
+    Tensor dw = backend.alloc(C, DType::f32, "norm dweight");
+    Tensor db = backend.alloc(C, DType::f32, "norm dbias");
+    Tensor mean = backend.alloc(N, DType::f32, "mean");
+    Tensor rstd = backend.alloc(N, DType::f32, "rstd");
+    fill(backend, x, 2.0f);
+    fill(backend, y, 1.0f);
+    fill(backend, w, 1.0f);
+    keep(repeat("layernorm", nc, seconds_per_point,
+                [&] { backend.layernorm_forward(y, mean, rstd, x, w, b, N, C); }, backend));
+    keep(repeat("layernorm backward", nc, seconds_per_point,
+                [&] { backend.layernorm_backward(dx, dw, db, y, x, w, mean, rstd, N, C); },
+                backend));
+    keep(repeat("residual", nc, seconds_per_point, [&] { backend.residual_forward(dx, x, y, nc); },
+                backend));
+    // GELU runs on the MLP's 4C-wide activations.
+    Tensor h = backend.alloc(4 * nc, storage, "h");
+    Tensor hg = backend.alloc(4 * nc, storage, "h gelu");
+    fill(backend, h, 4.0f);
+    keep(repeat("gelu", 4 * nc, seconds_per_point, [&] { backend.gelu_forward(hg, h, 4 * nc); },
+                backend));
+    keep(repeat("gelu backward", 4 * nc, seconds_per_point,
+                [&] { backend.gelu_backward(h, hg, hg, 4 * nc); }, backend));
+    // Embedding lookup and its gradient over a byte vocabulary.
+    Tensor tokens = backend.alloc(N, DType::i32, "tokens");
+    std::vector<std::int32_t> ids(static_cast<std::size_t>(N));
+    for (int i = 0; i < N; ++i) ids[i] = (i * 37) % kVocab;
+    backend.upload(tokens, ids.data());
+    Tensor wte = backend.alloc(std::int64_t{kVocab} * C, storage, "wte");
+    Tensor wpe = backend.alloc(nc, storage, "wpe");
+    Tensor dwte = backend.alloc(std::int64_t{kVocab} * C, DType::f32, "dwte");
+    Tensor dwpe = backend.alloc(nc, DType::f32, "dwpe");
+    keep(repeat("embedding", nc, seconds_per_point,
+                [&] { backend.embedding_forward(y, tokens, wte, wpe, 1, N, C); }, backend));
+    keep(repeat("embedding backward", nc, seconds_per_point,
+                [&] { backend.embedding_backward(dwte, dwpe, x, tokens, 1, N, C); }, backend));
+    // Cross-entropy over the byte vocabulary (forward and backward in one pass).
+    Tensor logits = backend.alloc(std::int64_t{N} * kVocab, storage, "logits");
+    Tensor losses = backend.alloc(N, DType::f32, "losses");
+    fill(backend, logits, 1.0f);  // its gradient, written in place, stays finite when repeated
+    keep(repeat("cross-entropy", std::int64_t{N} * kVocab, seconds_per_point,
+                [&] { backend.crossentropy_forward_backward(losses, logits, tokens, N, kVocab, 1.0f); },
+                backend));
+    for (Tensor* t : {&x, &y, &dx, &w, &b, &dw, &db, &mean, &rstd, &h, &hg, &tokens, &wte, &wpe,
+                      &dwte, &dwpe, &logits, &losses}) {
+      backend.release(*t);
+    }
+  }
+  // The causal attention core: batch x heads x sequence² scores, head width 16..64.
+  for (const auto& [B, T, C, NH] : std::vector<std::array<int, 4>>{
+           {1, 64, 64, 4}, {2, 128, 128, 4}, {2, 128, 256, 8}}) {
+    const std::int64_t n = std::int64_t{B} * T;
+    Tensor qkv = backend.alloc(n * 3 * C, storage, "qkv");
+    Tensor out = backend.alloc(n * C, storage, "out");
+    Tensor att = backend.alloc(std::int64_t{B} * NH * T * T, storage, "att");
+    Tensor dqkv = backend.alloc(n * 3 * C, storage, "dqkv");
+    fill(backend, qkv, 1.0f);
+    fill(backend, out, 1.0f);
+    const std::int64_t scores = std::int64_t{B} * NH * T * T;
+    OpSample forward = repeat("attention", scores, seconds_per_point,
+                              [&] { backend.attention_forward(out, att, qkv, B, T, C, NH); }, backend);
+    forward.flops = 4.0 * B * T * static_cast<double>(T) * C;
+    keep(forward);
+    OpSample backward =
+        repeat("attention backward", scores, seconds_per_point,
+               [&] { backend.attention_backward(dqkv, out, qkv, att, B, T, C, NH); }, backend);
+    backward.flops = 8.0 * B * T * static_cast<double>(T) * C;
+    keep(backward);
+    for (Tensor* t : {&qkv, &out, &att, &dqkv}) backend.release(*t);
+  }
+  // The optimizer's passes over the parameters (fp32 gradients and state).
+  for (std::int64_t P : {std::int64_t{1} << 16, std::int64_t{1} << 18, std::int64_t{1} << 20}) {
+    Tensor params = backend.alloc(P, DType::f32, "params");
+    Tensor grads = backend.alloc(P, DType::f32, "grads");
+    Tensor m = backend.alloc(P, DType::f32, "adam.m");
+    Tensor v = backend.alloc(P, DType::f32, "adam.v");
+    fill(backend, grads, 0.01f);
+    int t = 0;
+    keep(repeat("adamw", P, seconds_per_point,
+                [&] { backend.adamw(params, grads, m, v, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, ++t); },
+                backend));
+    keep(repeat("gradient norm", P, seconds_per_point, [&] { (void)backend.sum_of_squares(grads); },
+                backend));
+    keep(repeat("scale", P, seconds_per_point, [&] { backend.scale(grads, 1.0f); }, backend));
+    keep(repeat("zero", P, seconds_per_point, [&] { backend.zero(m); }, backend));
+    if (storage != DType::f32) {
+      Tensor working = backend.alloc(P, storage, "weights");
+      keep(repeat("convert", P, seconds_per_point, [&] { backend.convert(working, params); },
+                  backend));
+      backend.release(working);
+    }
+    for (Tensor* x : {&params, &grads, &m, &v}) backend.release(*x);
   }
   return samples;
 }

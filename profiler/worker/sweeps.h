@@ -53,4 +53,22 @@ std::vector<CollectiveSample> all_reduce_sweep(Backend& backend, Communicator& c
 
 double all_reduce_bus_factor(int ranks);  // 2(n-1)/n
 
+// One measured point of the operation sweep: an operation of the model at
+// one size, repeated; the backend's tracer records every repetition.
+struct OpSample {
+  std::string operation;     // the traced name: "layernorm", "gelu backward", "attention", ...
+  std::int64_t elements = 0;  // what the operation processed (scores for attention)
+  double flops = 0;           // attention: the full square's FLOPs, as the tracer counts them
+  int repetitions = 0;
+  double seconds = 0;  // one operation, averaged
+};
+
+// The model's non-GEMM operations (layer norm, GELU, residual add, attention,
+// cross-entropy, embedding, AdamW and the gradient passes around it) at
+// sizes around a small GPT's, `seconds_per_point` each, in `storage`. The
+// per-element costs a CPU-engine device needs (core/hardware.h LoopCosts)
+// are fitted from what the tracer records.
+std::vector<OpSample> op_sweep(Backend& backend, DType storage, double seconds_per_point,
+                               const std::function<void(const OpSample&)>& on_sample = {});
+
 }  // namespace cs::worker

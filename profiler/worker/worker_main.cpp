@@ -68,9 +68,12 @@ struct Options {
   std::string title;
   bool single_process = false;
   int gpus = 0;
-  std::string sweep;                 // gemm, bandwidth or all_reduce: measure instead of training
-  std::vector<std::int64_t> sizes;   // GEMM n, or message / buffer bytes
-  double sweep_seconds = 0.2;        // per GEMM size
+  std::string sweep;  // gemm, bandwidth, ops, all_reduce (or a comma list): measure instead of training
+  std::vector<std::int64_t> sizes;   // GEMM n, or message / buffer bytes (one sweep)
+  std::vector<std::int64_t> gemm_sizes, buffer_sizes, message_sizes;  // per sweep of a list
+  std::vector<std::string> sweep_precisions;  // CPU: GEMM sweeps in each (default --precision)
+  double sweep_seconds = 0.2;        // per GEMM size (and per point of the operation sweep / 4)
+  int trace_rank_offset = 0;         // added to the rank recorded in the store
 };
 
 // One JSON line, whole, on stdout (the launcher reads them).
@@ -275,7 +278,8 @@ RankTrace open_trace(const Options& o, const Job& job, int rank, const std::stri
   auto created = trace::TraceWriter::create(t.path, info);
   if (!created) throw std::runtime_error(created.message());
   t.writer = std::move(created).value();
-  if (write_rank_row) t.writer->add_rank({rank, info.host, device, getpid(), 0});
+  const int recorded_rank = rank + o.trace_rank_offset;
+  if (write_rank_row) t.writer->add_rank({recorded_rank, info.host, device, getpid(), 0});
   const GptConfig& c = job.shape.config;
   t.writer->set_meta("worker_shape", json{{"layers", c.layers}, {"hidden", c.hidden},
                                           {"heads", c.heads}, {"seq", c.seq}, {"ffn", c.ffn},
@@ -284,9 +288,10 @@ RankTrace open_trace(const Options& o, const Job& job, int rank, const std::stri
   t.writer->set_meta("parallel", json{{"dp", o.dp}, {"tp", o.tp}, {"pp", o.pp},
                                       {"zero_stage", o.zero}, {"micro_batch", o.micro_batch},
                                       {"accumulation", o.accumulation},
-                                      {"precision", o.precision}, {"backend", o.backend}}
+                                      {"precision", o.precision}, {"backend", o.backend},
+                                      {"threads", o.threads}}
                                      .dump());
-  t.tracer = std::make_unique<OpTracer>(*t.writer, rank);
+  t.tracer = std::make_unique<OpTracer>(*t.writer, recorded_rank);
   register_writer(t.writer.get(), true);
   return t;
 }
@@ -333,32 +338,90 @@ void dump_weights(Trainer& trainer, Communicator& world, const GptConfig& c, int
   if (Status s = write_weights(path, named); !s) throw std::runtime_error(s.message());
 }
 
-// Measures instead of training; one JSON line per sample.
-void run_sweep(const Options& o, Backend& backend, Communicator& world, DType storage, int rank) {
-  std::vector<std::int64_t> sizes = o.sizes;
-  if (o.sweep == "gemm") {
-    if (sizes.empty()) sizes = {256, 512, 1024, 2048, 4096, 8192};
-    std::vector<int> n(sizes.begin(), sizes.end());
-    gemm_sweep(backend, storage, n, o.sweep_seconds, [&](const GemmSample& s) {
-      emit({{"event", "gemm"}, {"rank", rank}, {"precision", o.precision}, {"m", s.m}, {"n", s.n},
-            {"k", s.k}, {"seconds", s.seconds}, {"tflops", s.flops_per_second / 1e12}});
-    });
-  } else if (o.sweep == "bandwidth") {
-    if (sizes.empty()) sizes = {1 << 20, 16 << 20, 256 << 20};
-    for (const BandwidthSample& s : bandwidth_sweep(backend, sizes, 20)) {
-      emit({{"event", "bandwidth"}, {"rank", rank}, {"bytes", s.bytes}, {"seconds", s.seconds},
-            {"gb_per_s", s.bytes_per_second / 1e9}});
-    }
-  } else {
-    if (sizes.empty()) {
-      for (std::int64_t b = 1024; b <= (64 << 20); b *= 4) sizes.push_back(b);
-    }
-    for (const CollectiveSample& s : all_reduce_sweep(backend, world, sizes, 20)) {
-      emit({{"event", "collective"}, {"rank", rank}, {"operation", s.operation}, {"bytes", s.bytes},
-            {"ranks", s.ranks}, {"seconds", s.seconds}, {"algbw_gb_per_s", s.algorithm_bandwidth / 1e9},
-            {"busbw_gb_per_s", s.bus_bandwidth / 1e9}});
+std::vector<std::string> split_list(const std::string& text) {
+  std::vector<std::string> out;
+  std::size_t start = 0;
+  while (start <= text.size()) {
+    const std::size_t comma = text.find(',', start);
+    const std::string item = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    if (!item.empty()) out.push_back(item);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return out;
+}
+
+DType cpu_storage(const std::string& precision) {
+  if (precision == "fp32" || precision == "tf32") return DType::f32;
+  if (precision == "bf16") return DType::bf16;
+  throw std::runtime_error("the CPU engine computes in fp32 or bf16, not " + precision);
+}
+
+// Measures instead of training; one JSON line per sample. Each sweep of the
+// list runs in turn; all ranks run every sweep together (so that each
+// measures its share of a machine every rank is using). All-reduces run on
+// every group size the layout has: the tensor-parallel groups, then the world.
+void run_sweep(const Options& o, Backend& backend, const std::vector<Communicator*>& groups,
+               DType storage, int rank) {
+  const std::vector<std::string> sweeps = split_list(o.sweep);
+  auto sizes_for = [&](const std::vector<std::int64_t>& own) {
+    return !own.empty() ? own : (sweeps.size() == 1 ? o.sizes : std::vector<std::int64_t>{});
+  };
+  for (const std::string& sweep : sweeps) {
+    if (sweep == "gemm") {
+      std::vector<std::int64_t> sizes = sizes_for(o.gemm_sizes);
+      if (sizes.empty()) sizes = {256, 512, 1024, 2048, 4096, 8192};
+      std::vector<int> n(sizes.begin(), sizes.end());
+      const std::vector<std::string> precisions =
+          backend.name() == "cpu" && !o.sweep_precisions.empty() ? o.sweep_precisions
+                                                                 : std::vector<std::string>{o.precision};
+      for (const std::string& precision : precisions) {
+        const DType type = backend.name() == "cpu" ? cpu_storage(precision) : storage;
+        gemm_sweep(backend, type, n, o.sweep_seconds, [&](const GemmSample& s) {
+          emit({{"event", "gemm"}, {"rank", rank}, {"precision", precision}, {"m", s.m}, {"n", s.n},
+                {"k", s.k}, {"seconds", s.seconds}, {"tflops", s.flops_per_second / 1e12}});
+        });
+      }
+    } else if (sweep == "bandwidth") {
+      std::vector<std::int64_t> sizes = sizes_for(o.buffer_sizes);
+      if (sizes.empty()) sizes = {1 << 20, 16 << 20, 256 << 20};
+      for (const BandwidthSample& s : bandwidth_sweep(backend, sizes, 20)) {
+        emit({{"event", "bandwidth"}, {"rank", rank}, {"bytes", s.bytes}, {"seconds", s.seconds},
+              {"gb_per_s", s.bytes_per_second / 1e9}});
+      }
+    } else if (sweep == "ops") {
+      op_sweep(backend, storage, o.sweep_seconds / 4, [&](const OpSample& s) {
+        emit({{"event", "op"}, {"rank", rank}, {"operation", s.operation}, {"elements", s.elements},
+              {"flops", s.flops}, {"repetitions", s.repetitions}, {"seconds", s.seconds}});
+      });
+    } else if (sweep == "all_reduce") {
+      std::vector<std::int64_t> sizes = sizes_for(o.message_sizes);
+      if (sizes.empty()) {
+        for (std::int64_t b = 1024; b <= (64 << 20); b *= 4) sizes.push_back(b);
+      }
+      for (Communicator* group : groups) {
+        for (const CollectiveSample& s : all_reduce_sweep(backend, *group, sizes, 20)) {
+          emit({{"event", "collective"}, {"rank", rank}, {"operation", s.operation},
+                {"group", std::string(group->name())}, {"bytes", s.bytes}, {"ranks", s.ranks},
+                {"seconds", s.seconds}, {"algbw_gb_per_s", s.algorithm_bandwidth / 1e9},
+                {"busbw_gb_per_s", s.bus_bandwidth / 1e9}});
+        }
+      }
+    } else {
+      throw std::runtime_error("--sweep: unknown sweep \"" + sweep +
+                               "\" (gemm, bandwidth, ops, all_reduce)");
     }
   }
+}
+
+// The communicators an all-reduce sweep measures: the tensor-parallel groups
+// when they are smaller than the world, then the world.
+template <class World>
+std::vector<Communicator*> sweep_groups(World& w) {
+  std::vector<Communicator*> groups;
+  if (w.tp().size() > 1 && w.tp().size() < w.world().size()) groups.push_back(&w.tp());
+  groups.push_back(&w.world());
+  return groups;
 }
 
 json start_line(int rank, const WorldLayout& layout, const char* engine, const std::string& device,
@@ -403,13 +466,14 @@ int run_cpu(Options o, const Job& job, int argc, char** argv) {
       const int local_ranks = local ? std::max(1, std::atoi(local)) : layout.world_size;
       threads = static_cast<int>(std::max(1L, cores / local_ranks));
     }
+    o.threads = threads;  // recorded in the store
     auto backend = make_cpu_backend(threads);
     RankTrace trace = open_trace(o, job, layout.world_rank, backend->device_name(), "cpu-engine",
                                  {{"clusterscope", CLUSTERSCOPE_VERSION}}, argc, argv);
     backend->set_tracer(trace.tracer.get());
     w.set_tracer(trace.tracer.get());
     if (!o.sweep.empty()) {
-      run_sweep(o, *backend, w.world(), storage, layout.world_rank);
+      run_sweep(o, *backend, sweep_groups(w), storage, layout.world_rank);
       w.set_tracer(nullptr);
       close_trace(trace);
       emit({{"event", "done"}, {"rank", layout.world_rank}, {"store", trace.path}});
@@ -552,7 +616,7 @@ int run_cuda_rank(Options o, const Job& job, int argc, char** argv) {
   const bool cupti = !o.no_trace && !o.out.empty() && !std::getenv("CLUSTERSCOPE_PROFILE_DIR");
   RankTrace trace = open_trace(o, job, launch->rank, backend->device_name(), "cuda-engine",
                                cuda_versions(*info), argc, argv, /*write_rank_row=*/!cupti);
-  std::unique_ptr<profiler::Tracer> tracer = start_cupti(trace, launch->rank, backend->device_name());
+  std::unique_ptr<profiler::Tracer> tracer = start_cupti(trace, launch->rank + o.trace_rank_offset, backend->device_name());
   trace_gemms(*backend, trace.tracer.get());
   auto finish_tracer = [&] {
     if (!tracer) return;
@@ -571,7 +635,7 @@ int run_cuda_rank(Options o, const Job& job, int argc, char** argv) {
     }
   };
   if (!o.sweep.empty()) {
-    run_sweep(o, *backend, w.world(), cuda_storage_type(*compute), launch->rank);
+    run_sweep(o, *backend, sweep_groups(w), cuda_storage_type(*compute), launch->rank);
     report_fp8();
     finish_tracer();
     close_trace(trace);
@@ -727,10 +791,22 @@ int main(int argc, char** argv) {
   app.add_option("--title", o.title, "Run title");
   app.add_flag("--single-process", o.single_process,
                "CUDA: drive every local GPU from this one process (ncclCommInitAll), data parallel");
-  app.add_option("--sweep", o.sweep, "Measure instead of training: gemm, bandwidth or all_reduce")
-      ->check(CLI::IsMember({"gemm", "bandwidth", "all_reduce"}));
+  app.add_option("--sweep", o.sweep,
+                 "Measure instead of training: gemm, bandwidth, ops, all_reduce, or a comma list");
   app.add_option("--sizes", o.sizes, "Sweep sizes: GEMM n, or bytes per buffer / message");
   app.add_option("--sweep-seconds", o.sweep_seconds, "Time spent per GEMM size")->check(CLI::PositiveNumber);
+  app.add_option("--gemm-sizes", o.gemm_sizes, "GEMM sweep: n of each square GEMM")
+      ->delimiter(',');
+  app.add_option("--buffer-sizes", o.buffer_sizes, "Bandwidth sweep: bytes per buffer")
+      ->delimiter(',');
+  app.add_option("--message-sizes", o.message_sizes, "All-reduce sweep: bytes per message")
+      ->delimiter(',');
+  app.add_option("--sweep-precisions", o.sweep_precisions,
+                 "CPU GEMM sweep: every precision listed (fp32, bf16), else --precision")
+      ->delimiter(',');
+  app.add_option("--trace-rank-offset", o.trace_rank_offset,
+                 "Added to the rank recorded in the store (calibration merges several runs)")
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--gpus", o.gpus, "GPUs in single-process mode (default all)")->check(CLI::PositiveNumber);
   try {
     app.parse(argc, argv);

@@ -1,0 +1,262 @@
+#include "app/calibration/calibration_workflow.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+
+#include <nlohmann/json.hpp>
+
+#include "core/host_probe.h"
+#include "core/trace_reader.h"
+#include "planners/estimate.h"
+#include "planners/estimate_json.h"
+#include "profiler/worker_shape.h"
+
+namespace cs::calib {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+template <class T>
+void replace_named(std::vector<T>& items, const T& item) {
+  auto it = std::find_if(items.begin(), items.end(), [&](const T& t) { return t.name == item.name; });
+  if (it == items.end()) {
+    items.push_back(item);
+  } else {
+    *it = item;
+  }
+}
+
+fs::path presets_dir_or_default(const fs::path& dir) {
+  return dir.empty() ? user_presets_dir() : dir;
+}
+
+}  // namespace
+
+fs::path presets_file_for(const fs::path& dir, std::string_view host, std::string_view engine) {
+  // The same spelling as the presets' names.
+  std::string name = plan::calibrated_name(host, engine, 1, "cluster");
+  if (engine == "cpu") name = name.substr(0, name.size() - std::string("-cpu1").size()) + "-cpu";
+  return dir / (name + ".json");
+}
+
+Status merge_into_presets_file(const fs::path& file, const PresetBundle& bundle,
+                               const PresetCatalog& catalog) {
+  PresetBundle merged;
+  std::error_code ec;
+  if (fs::exists(file, ec)) {
+    auto existing = read_preset_bundle(file, catalog);
+    if (!existing) return existing.error();
+    merged = std::move(existing).value();
+  }
+  for (const GpuSpec& g : bundle.gpus) replace_named(merged.gpus, g);
+  for (const Link& l : bundle.links) replace_named(merged.links, l);
+  for (const Workload& w : bundle.models) replace_named(merged.models, w);
+  for (const Cluster& c : bundle.clusters) replace_named(merged.clusters, c);
+  return write_preset_bundle(file, merged);
+}
+
+Result<MachineCalibration> fit_calibration_store(const std::string& store,
+                                                 const std::optional<GpuSpec>& datasheet) {
+  auto reader = trace::TraceReader::open(store);
+  if (!reader) return reader.error();
+  plan::FitOptions fit_options;
+  fit_options.datasheet = datasheet;
+  auto fit = plan::fit_store(**reader, fit_options);
+  if (!fit) return fit.error();
+  MachineCalibration out;
+  out.record.store = store;
+  out.fit = std::move(fit).value();
+  out.presets = plan::calibrated_presets(out.fit, datasheet);
+  return out;
+}
+
+Result<MachineCalibration> calibrate_machine(
+    const MachineCalibrationOptions& options,
+    const std::function<void(const launch::CalibrationProgress&)>& progress,
+    const std::atomic<bool>* cancel) {
+  launch::CalibrationRunOptions run = options.run;
+  if (run.host.empty() || run.host_memory_bytes <= 0 || run.cpu_cores <= 0) {
+    const HostInfo host = probe_host();
+    if (run.host.empty()) run.host = host.hostname;
+    if (run.host_memory_bytes <= 0) run.host_memory_bytes = host.memory_bytes;
+    if (run.cpu_cores <= 0) run.cpu_cores = host.cpu_cores;
+  }
+  auto record = launch::record_calibration(run, progress, cancel);
+  if (!record) return record.error();
+  auto out = fit_calibration_store(record->store, options.datasheet);
+  if (!out) return out.error();
+  out->record = std::move(record).value();
+  if (options.save) {
+    auto catalog = PresetCatalog::load_default();
+    if (!catalog) return catalog.error();
+    const fs::path dir = presets_dir_or_default(options.presets_dir);
+    if (dir.empty()) return Error{"no presets folder to save into: set CLUSTERSCOPE_USER_PRESETS or HOME"};
+    out->presets_file = presets_file_for(dir, out->fit.host, out->fit.engine);
+    if (Status s = merge_into_presets_file(out->presets_file, out->presets, *catalog); !s) {
+      return s.error();
+    }
+  }
+  return out;
+}
+
+Result<RunRefinement> refine_from_run(const std::string& run_store, const PresetCatalog& catalog,
+                                      const std::string& base_cluster, bool save,
+                                      const fs::path& presets_dir) {
+  auto reader = trace::TraceReader::open(run_store);
+  if (!reader) return reader.error();
+  auto fit = plan::fit_store(**reader);
+  if (!fit) return fit.error();
+  if (fit->devices.empty()) return Error{run_store + ": no configuration to learn from"};
+  const plan::DeviceFit& device = fit->devices.front();
+  const std::string name = base_cluster.empty()
+                               ? plan::calibrated_name(fit->host, fit->engine, device.ranks, "cluster")
+                               : base_cluster;
+  auto base = catalog.cluster(name);
+  if (!base) {
+    return Error{base.message() + (base_cluster.empty()
+                                       ? " (no calibration of " + std::to_string(device.ranks) +
+                                             " ranks on " + fit->host +
+                                             " to refine: run clusterscope calibrate first, or "
+                                             "name a cluster to refine)"
+                                       : "")};
+  }
+  if (!base->gpu) return Error{"cluster " + name + " has no device to refine"};
+  RunRefinement out;
+  out.base_cluster = name;
+  const std::string source = "the run " + fs::path(run_store).filename().string();
+  Cluster refined = *base;
+  refined.gpu = plan::refine_device(*base->gpu, device, source);
+  if (device.link && !base->intra_node.name.empty()) {
+    refined.intra_node = plan::refine_link(base->intra_node, *device.link, source);
+    out.presets.links.push_back(refined.intra_node);
+  }
+  refined.source = base->source + "; refined by " + source;
+  out.presets.gpus.push_back(*refined.gpu);
+  out.presets.clusters.push_back(refined);
+  out.fit = std::move(fit).value();
+  if (save) {
+    const fs::path dir = presets_dir_or_default(presets_dir);
+    if (dir.empty()) return Error{"no presets folder to save into: set CLUSTERSCOPE_USER_PRESETS or HOME"};
+    out.presets_file = presets_file_for(dir, out.fit.host, out.fit.engine);
+    if (Status s = merge_into_presets_file(out.presets_file, out.presets, catalog); !s) return s.error();
+  }
+  return out;
+}
+
+Result<NetworkCalibration> calibrate_network(const std::vector<std::string>& logs,
+                                             const std::string& name, LinkKind kind,
+                                             const std::optional<Link>& intra, int nics_per_node,
+                                             std::string_view collective) {
+  NetworkCalibration out;
+  for (const std::string& path : logs) {
+    auto log = plan::read_nccl_tests(path, collective);
+    if (!log) return log.error();
+    if (log->errors > 0) {
+      return Error{path + ": nccl-tests found " + std::to_string(log->errors) +
+                   " wrong values: its times do not describe a working network"};
+    }
+    out.logs.push_back(std::move(log).value());
+  }
+  auto fit = plan::fit_nccl_tests(out.logs, intra, nics_per_node);
+  if (!fit) return fit.error();
+  out.fit = std::move(fit).value();
+  Link& l = out.link;
+  l.name = name;
+  l.display_name = name + " (nccl-tests)";
+  l.kind = kind;
+  l.bandwidth = out.fit.port_bandwidth;
+  l.latency = out.fit.fit.latency;
+  l.efficiency = 1.0;
+  std::string files;
+  for (const plan::NcclTestsLog& log : out.logs) {
+    files += (files.empty() ? "" : ", ") + fs::path(log.file).filename().string();
+  }
+  char quality[128];
+  std::snprintf(quality, sizeof quality, "R² %.3f, RMS error %.1f %%", out.fit.fit.quality.r2,
+                100 * out.fit.fit.quality.rms_error);
+  l.source = "nccl-tests (" + files + "), " + std::to_string(out.logs.front().ranks) + " ranks on " +
+             std::to_string(out.fit.nodes) + (out.fit.nodes == 1 ? " host" : " hosts") + ", " +
+             quality + "; bandwidth per port, busbw = algbw × the nccl-tests factors";
+  return out;
+}
+
+Result<Workload> executed_workload(const Workload& planned, int tp, int pp, std::string* scaled) {
+  auto shape = worker_shape_for(planned, tp, pp);
+  if (!shape) return shape.error();
+  const worker::GptConfig& c = shape->config;
+  Workload w = planned;
+  w.name = planned.name + "-worker";
+  w.display_name = planned.display_name + " (as the worker trains it)";
+  TransformerShape& s = w.transformer;
+  s.layers = c.layers;
+  s.hidden = c.hidden;
+  s.heads = c.heads;
+  s.kv_heads = c.heads;
+  s.ffn_hidden = c.ffn;
+  s.gated_mlp = false;
+  s.seq_len = c.seq;
+  s.vocab = c.vocab;
+  s.tied_embeddings = false;  // the worker's LM head is its own matrix
+  s.bias = true;
+  s.norm = Norm::layernorm;
+  s.positions = PositionEmbedding::learned;
+  w.optimizer = Optimizer::adamw;
+  if (scaled) *scaled = shape->scaled;
+  return w;
+}
+
+Result<RunPrediction> predict_run(const PresetCatalog& catalog, const Plan& planned,
+                                  std::string_view backend, int ranks, std::string_view host) {
+  RunPrediction out;
+  std::string scaled;
+  auto workload = executed_workload(planned.workload, planned.parallel.tp, planned.parallel.pp, &scaled);
+  if (!workload) return workload.error();
+  if (!scaled.empty()) out.notes.push_back("predicted for the shape the worker trains (" + scaled + ")");
+
+  Plan plan = planned;
+  plan.workload = *workload;
+  ParallelPlan& p = plan.parallel;
+  p.flash_attention = false;  // the engines compute attention from the full score matrix
+  p.sequence_parallel = false;
+  p.recompute = Recompute::none;
+  p.schedule = PipelineSchedule::one_f_one_b;
+  p.virtual_stages = 1;
+  p.bucket_mib = 1;  // clusterscope-worker --bucket-kib 1024
+  // Gradients and optimizer state stay fp32 in both engines.
+  plan.precision.fp32_main_grad = plan.precision.compute != Precision::fp32 &&
+                                  plan.precision.compute != Precision::tf32;
+
+  const std::string name = plan::calibrated_name(host, backend, ranks, "cluster");
+  if (auto calibrated = catalog.cluster(name)) {
+    plan.cluster = std::move(calibrated).value();
+    out.cluster = name;
+    out.calibrated = true;
+  } else if (backend == "cpu") {
+    return Error{"no calibration of the CPU engine with " + std::to_string(ranks) +
+                 (ranks == 1 ? " rank" : " ranks") + " on " + std::string(host) +
+                 " (preset " + name + "): run clusterscope calibrate --ranks " +
+                 std::to_string(ranks) + " for a prediction"};
+  } else {
+    out.cluster = plan.cluster.name;
+    out.notes.push_back("no calibration of this GPU: predicted with the datasheet of " +
+                        (plan.cluster.gpu ? plan.cluster.gpu->name : std::string("the cluster's GPU")));
+  }
+  if (plan.cluster.total_gpus() < p.world_size()) {
+    return Error{"cluster " + out.cluster + " has " + std::to_string(plan.cluster.total_gpus()) +
+                 " devices, the run " + std::to_string(p.world_size()) + " ranks"};
+  }
+  auto estimate = plan::estimate(plan);
+  if (!estimate) return Error{"the planner cannot estimate the run: " + estimate.message()};
+  nlohmann::json j = plan::predicted_step_json(*estimate);
+  j["cluster"] = out.cluster;
+  j["calibrated"] = out.calibrated;
+  j["workload"] = workload->display_name;
+  j["notes"] = out.notes;
+  out.step_seconds = estimate->time.step();
+  out.predicted_step_json = j.dump();
+  return out;
+}
+
+}  // namespace cs::calib

@@ -1,0 +1,120 @@
+#pragma once
+// The calibration loop as the CLI and the GUI run it (Qt-free): calibrate
+// this machine (record the sweeps, fit them, save presets), learn from a
+// run store, read nccl-tests logs, and predict a run before it starts so
+// that its store holds the plan's estimate.
+//
+// For the GUI: call calibrate_machine() on a worker thread; `progress` is
+// called on that thread (post it to the GUI thread), and setting `cancel`
+// stops the sweep running (the call then returns an error saying so). The
+// fit and the presets come back as values; the presets file is written to
+// the user's presets folder unless `save` is off, and the catalog reloads
+// with PresetCatalog::load_default().
+
+#include <atomic>
+#include <filesystem>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/plans.h"
+#include "core/presets.h"
+#include "core/result.h"
+#include "planners/calibration.h"
+#include "planners/nccl_tests.h"
+#include "profiler/calibration_run.h"
+
+namespace cs::calib {
+
+// ---- calibrating this machine
+
+struct MachineCalibrationOptions {
+  launch::CalibrationRunOptions run;  // what to sweep; run.store is the calibration store
+  // The GPU's datasheet (CUDA engine): efficiencies are fitted against its
+  // peaks. Empty for the CPU engine.
+  std::optional<GpuSpec> datasheet;
+  bool save = true;                   // write the presets file
+  std::filesystem::path presets_dir;  // where (default: user_presets_dir())
+};
+
+struct MachineCalibration {
+  launch::CalibrationRecord record;
+  plan::Calibration fit;
+  PresetBundle presets;
+  std::filesystem::path presets_file;  // written, or empty
+};
+
+Result<MachineCalibration> calibrate_machine(
+    const MachineCalibrationOptions& options,
+    const std::function<void(const launch::CalibrationProgress&)>& progress = {},
+    const std::atomic<bool>* cancel = nullptr);
+
+// Fits a calibration store already recorded (or imported) and makes its presets.
+Result<MachineCalibration> fit_calibration_store(const std::string& store,
+                                                 const std::optional<GpuSpec>& datasheet);
+
+// The presets file of one host and engine in `dir`: calibrated-<host>-<engine>.json.
+std::filesystem::path presets_file_for(const std::filesystem::path& dir, std::string_view host,
+                                       std::string_view engine);
+
+// Adds (replacing entries of the same name) `bundle` to the presets file
+// `file`, keeping what else it holds.
+Status merge_into_presets_file(const std::filesystem::path& file, const PresetBundle& bundle,
+                               const PresetCatalog& catalog);
+
+// ---- learning from a run
+
+struct RunRefinement {
+  plan::Calibration fit;           // what the run's kernels and collectives show
+  std::string base_cluster;        // the preset refined
+  PresetBundle presets;            // the refined device, link and cluster
+  std::filesystem::path presets_file;  // written, or empty
+};
+
+// Fits the run store and refines `base_cluster` (default: this machine's
+// calibrated cluster for the run's rank count) with it; saves into the
+// presets file of that cluster's host unless `save` is off.
+Result<RunRefinement> refine_from_run(const std::string& run_store, const PresetCatalog& catalog,
+                                      const std::string& base_cluster, bool save,
+                                      const std::filesystem::path& presets_dir = {});
+
+// ---- nccl-tests
+
+struct NetworkCalibration {
+  std::vector<plan::NcclTestsLog> logs;
+  plan::NetworkFit fit;
+  Link link;  // the fitted tier as a link preset
+};
+// `name` names the link preset; `kind` its type; `intra` the link inside a
+// node (needed for logs that span hosts).
+Result<NetworkCalibration> calibrate_network(const std::vector<std::string>& logs,
+                                             const std::string& name, LinkKind kind,
+                                             const std::optional<Link>& intra, int nics_per_node,
+                                             std::string_view collective = {});
+
+// ---- predicting a run
+
+// The workload a worker trains for a plan (what clusterscope-worker --plan
+// does: scaled to the machine), as the planner's Workload.
+Result<Workload> executed_workload(const Workload& planned, int tp, int pp, std::string* scaled);
+
+struct RunPrediction {
+  std::string predicted_step_json;  // the run store's meta "predicted_step"
+  std::string cluster;              // the cluster preset the planner used
+  bool calibrated = false;
+  double step_seconds = 0;
+  std::vector<std::string> notes;
+};
+
+// The planner's estimate for a run about to start: the plan as the engines
+// run it (the worker's scaled shape, naive attention, 1 MiB gradient buckets,
+// fp32 gradients, no recomputation or sequence parallelism) on this
+// machine's calibrated cluster for `ranks` ranks (the CPU engine) or its
+// calibrated GPU (CUDA, else the plan's cluster with datasheet figures). An
+// error says why there is none (no calibration for the CPU engine).
+Result<RunPrediction> predict_run(const PresetCatalog& catalog, const Plan& plan,
+                                  std::string_view backend, int ranks, std::string_view host);
+
+}  // namespace cs::calib

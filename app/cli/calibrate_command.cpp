@@ -1,0 +1,423 @@
+// clusterscope calibrate [--backend cpu|cuda|auto] [--ranks 1,2,4] [--threads N]
+//                        [--precisions fp32,bf16] [--gemm-sizes ...] [--seconds S]
+//                        [--out CAL.db] [--no-save] [--presets-dir DIR] [--json]
+// clusterscope calibrate --from-store CAL.db [--gpu PRESET]     fit a recorded calibration again
+// clusterscope calibrate --from-run RUN.db [--base CLUSTER]      learn from a run
+// clusterscope calibrate --from-sweeps gemm.jsonl ... --gpu PRESET --out CAL.db
+// clusterscope calibrate --nccl-tests LOG... --link-name NAME [--link-type ib] [--intra LINK]
+//
+// Measures the machine (or reads measurements), fits the planner's device
+// and link parameters with the quality of each fit, and saves them as user
+// presets the planner uses like datasheet presets.
+
+#include <atomic>
+#include <csignal>
+#include <ctime>
+#include <iostream>
+#include <thread>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+#include <unistd.h>
+
+#include "app/calibration/calibration_workflow.h"
+#include "app/cli/context.h"
+#include "app/cli/text_table.h"
+#include "core/format.h"
+#include "core/host_probe.h"
+#include "core/model_json.h"
+
+namespace cs::cli {
+
+namespace {
+
+using nlohmann::json;
+
+struct CalibrateOptions {
+  std::string backend = "auto";
+  std::vector<int> ranks;
+  int threads = 0;
+  std::vector<std::string> precisions;
+  std::vector<std::int64_t> gemm_sizes, buffer_sizes, message_sizes;
+  double seconds = 0.2;
+  bool no_ops = false;
+  std::string out;
+  bool no_save = false;
+  std::string presets_dir;
+  std::string gpu;  // datasheet GPU preset (CUDA, imported sweeps)
+  std::string from_store;
+  std::string from_run;
+  std::string base;
+  std::vector<std::string> from_sweeps;
+  std::vector<std::string> nccl_tests;
+  std::string collective;
+  std::string link_name;
+  std::string link_type = "infiniband";
+  std::string intra;
+  int nics = 0;
+  bool json = false;
+};
+
+std::string percent(double fraction) { return format_fixed(100 * fraction, 1) + " %"; }
+
+json quality_json(const plan::FitQuality& q) {
+  json points = json::array();
+  for (const plan::FitPoint& p : q.points) {
+    points.push_back({{"label", p.label},
+                      {"size", p.size},
+                      {"measured_seconds", p.measured_s},
+                      {"fitted_seconds", p.predicted_s},
+                      {"error", p.error()},
+                      {"samples", p.samples}});
+  }
+  return {{"r2", q.r2}, {"rms_error", q.rms_error}, {"max_error", q.max_error}, {"points", points}};
+}
+
+json fit_json(const plan::Calibration& c) {
+  json devices = json::array();
+  for (const plan::DeviceFit& d : c.devices) {
+    json gemm = json::array();
+    for (const plan::GemmCurve& g : d.gemm) {
+      gemm.push_back({{"precision", std::string(to_string(g.precision))},
+                      {"peak_flops", g.peak},
+                      {"efficiency", g.efficiency},
+                      {"quality", quality_json(g.quality)}});
+    }
+    json loops = json::array();
+    for (const plan::LoopFit& l : d.loops) {
+      loops.push_back({{"kind", l.kind},
+                       {l.kind.starts_with("attention") ? "gflops" : "ns_per_element", l.value},
+                       {"quality", quality_json(l.quality)}});
+    }
+    json j = {{"ranks", d.ranks},
+              {"threads", d.threads},
+              {"gemm", gemm},
+              {"gemm_ramp_seconds", d.ramp},
+              {"loops", loops}};
+    if (d.memory_rate) {
+      j["memory"] = {{"bytes_per_second", *d.memory_rate}, {"quality", quality_json(d.memory_quality)}};
+    }
+    if (d.link) {
+      j["link"] = {{"latency_seconds", d.link->latency},
+                   {"bandwidth_bytes_per_second", d.link->bandwidth},
+                   {"group_sizes", d.link->group_sizes},
+                   {"quality", quality_json(d.link->quality)}};
+    }
+    devices.push_back(j);
+  }
+  return {{"host", c.host}, {"engine", c.engine}, {"device", c.device}, {"devices", devices},
+          {"notes", c.notes}};
+}
+
+json presets_json(const PresetBundle& b) {
+  json gpus = json::array(), links = json::array(), clusters = json::array();
+  for (const GpuSpec& g : b.gpus) gpus.push_back(to_json(g));
+  for (const Link& l : b.links) links.push_back(to_json(l));
+  for (const Cluster& c : b.clusters) clusters.push_back(c.name);
+  return {{"gpus", gpus}, {"links", links}, {"clusters", clusters}};
+}
+
+std::string quality_cell(const plan::FitQuality& q) {
+  return "R² " + format_fixed(q.r2, 3) + ", RMS " + percent(q.rms_error) + ", worst " +
+         percent(q.max_error) + " (" + std::to_string(q.points.size()) + " pts)";
+}
+
+void print_fit(std::ostream& out, const plan::Calibration& c) {
+  for (const plan::DeviceFit& d : c.devices) {
+    out << "\n" << c.device << ", " << d.ranks << (d.ranks == 1 ? " rank" : " ranks at once")
+        << (d.threads > 0 ? ", " + std::to_string(d.threads) + " BLAS threads each" : std::string())
+        << ":\n";
+    TextTable table({"quantity", "fitted", "quality"});
+    for (const plan::GemmCurve& g : d.gemm) {
+      table.add({std::string(to_string(g.precision)) + " GEMM",
+                 format_rate(g.peak * g.efficiency, "FLOP/s") +
+                     (g.efficiency < 1 ? " (" + percent(g.efficiency) + " of peak)" : std::string()),
+                 quality_cell(g.quality)});
+    }
+    if (!d.gemm.empty()) table.add({"GEMM ramp", format_seconds(d.ramp), ""});
+    if (d.memory_rate) {
+      table.add({"memory streaming", format_rate(*d.memory_rate, "B/s"), quality_cell(d.memory_quality)});
+    }
+    for (const plan::LoopFit& l : d.loops) {
+      const bool attention = l.kind.starts_with("attention");
+      table.add({l.kind, attention ? format_fixed(l.value, 2) + " GFLOP/s" : format_fixed(l.value, 2) + " ns/element",
+                 l.quality.points.empty() ? "sum of its passes" : quality_cell(l.quality)});
+    }
+    if (d.link) {
+      table.add({"link latency (α)", format_seconds(d.link->latency), quality_cell(d.link->quality)});
+      table.add({"link bandwidth (bus)", format_rate(d.link->bandwidth, "B/s"), ""});
+    }
+    table.print(out);
+  }
+  for (const std::string& n : c.notes) out << "note: " << n << '\n';
+}
+
+void print_presets(std::ostream& out, const PresetBundle& b, const std::filesystem::path& file) {
+  out << '\n';
+  for (const Cluster& c : b.clusters) out << "cluster preset: " << c.name << '\n';
+  if (!file.empty()) {
+    out << "saved in " << file.string() << " (plan with --cluster <name>)\n";
+  } else {
+    out << "not saved (--no-save)\n";
+  }
+}
+
+std::optional<GpuSpec> datasheet_of(Context& ctx, const std::string& gpu) {
+  if (gpu.empty()) return std::nullopt;
+  const GpuSpec* g = ctx.catalog().find_gpu(gpu);
+  if (!g) throw CliError(ctx.catalog().unknown_name_message("GPU preset", gpu, ctx.catalog().gpu_names()));
+  return *g;
+}
+
+std::string default_store() {
+  const std::time_t now = std::time(nullptr);
+  char buffer[64];
+  std::strftime(buffer, sizeof buffer, "calibration-%Y%m%d-%H%M%S.db", std::localtime(&now));
+  return buffer;
+}
+
+void save_fitted(Context& ctx, calib::MachineCalibration& m, const CalibrateOptions& o) {
+  if (o.no_save) return;
+  std::filesystem::path dir = o.presets_dir.empty() ? user_presets_dir() : std::filesystem::path(o.presets_dir);
+  if (dir.empty()) throw CliError("no presets folder: give --presets-dir, or set HOME");
+  m.presets_file = calib::presets_file_for(dir, m.fit.host, m.fit.engine);
+  take(calib::merge_into_presets_file(m.presets_file, m.presets, ctx.catalog()));
+}
+
+void report(const CalibrateOptions& o, const plan::Calibration& fit, const PresetBundle& presets,
+            const std::filesystem::path& file, json extra = json::object()) {
+  if (o.json) {
+    json j = {{"fit", fit_json(fit)}, {"presets", presets_json(presets)}, {"presets_file", file.string()}};
+    for (auto& [k, v] : extra.items()) j[k] = v;
+    std::cout << j.dump(2) << '\n';
+    return;
+  }
+  print_fit(std::cout, fit);
+  print_presets(std::cout, presets, file);
+}
+
+// Ctrl-C stops the sweep running (every rank closes its store).
+class CancelFlag {
+ public:
+  CancelFlag() {
+    sigemptyset(&set_);
+    sigaddset(&set_, SIGINT);
+    sigaddset(&set_, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &set_, &old_);
+    thread_ = std::thread([this] {
+      while (!stop_) {
+        timespec timeout{0, 200'000'000};
+        if (sigtimedwait(&set_, nullptr, &timeout) > 0) {
+          std::cerr << "\nclusterscope: stopping the calibration...\n";
+          cancel = true;
+        }
+      }
+    });
+  }
+  ~CancelFlag() {
+    stop_ = true;
+    thread_.join();
+    pthread_sigmask(SIG_SETMASK, &old_, nullptr);
+  }
+  std::atomic<bool> cancel{false};
+
+ private:
+  sigset_t set_{}, old_{};
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+void run_nccl_tests(Context& ctx, const CalibrateOptions& o) {
+  if (o.link_name.empty()) throw CliError("--nccl-tests needs --link-name for the link preset it makes");
+  auto kind = link_kind_from_string(o.link_type);
+  if (!kind) throw CliError("--link-type: unknown link type \"" + o.link_type + "\"");
+  std::optional<Link> intra;
+  if (!o.intra.empty()) {
+    const Link* l = ctx.catalog().find_link(o.intra);
+    if (!l) throw CliError(ctx.catalog().unknown_name_message("link preset", o.intra, ctx.catalog().link_names()));
+    intra = *l;
+  }
+  const calib::NetworkCalibration net =
+      take(calib::calibrate_network(o.nccl_tests, o.link_name, *kind, intra, o.nics, o.collective));
+  std::filesystem::path file;
+  if (!o.no_save) {
+    std::filesystem::path dir = o.presets_dir.empty() ? user_presets_dir() : std::filesystem::path(o.presets_dir);
+    if (dir.empty()) throw CliError("no presets folder: give --presets-dir, or set HOME");
+    file = dir / (net.link.name + ".json");
+    PresetBundle b;
+    b.links.push_back(net.link);
+    take(calib::merge_into_presets_file(file, b, ctx.catalog()));
+  }
+  const plan::LinkFit& f = net.fit.fit;
+  if (o.json) {
+    json logs = json::array();
+    for (const plan::NcclTestsLog& l : net.logs) {
+      logs.push_back({{"file", l.file},
+                      {"collective", l.collective},
+                      {"ranks", l.ranks},
+                      {"hosts", l.hosts},
+                      {"device", l.device},
+                      {"sizes", l.samples.size()},
+                      {"average_busbw_bytes_per_second", l.average_busbw}});
+    }
+    std::cout << json{{"logs", logs},
+                      {"inter_node", net.fit.inter_node},
+                      {"latency_seconds", f.latency},
+                      {"bus_bandwidth_bytes_per_second", f.bandwidth},
+                      {"port_bandwidth_bytes_per_second", net.fit.port_bandwidth},
+                      {"quality", quality_json(f.quality)},
+                      {"link", to_json(net.link)},
+                      {"presets_file", file.string()}}
+                     .dump(2)
+              << '\n';
+    return;
+  }
+  for (const plan::NcclTestsLog& l : net.logs) {
+    std::cout << l.file << ": " << l.collective << ", " << l.ranks << " ranks on " << l.hosts.size()
+              << (l.hosts.size() == 1 ? " host" : " hosts") << ", " << l.samples.size() << " sizes"
+              << (l.average_busbw > 0 ? ", avg busbw " + format_rate(l.average_busbw, "B/s") : std::string())
+              << '\n';
+  }
+  std::cout << (net.fit.inter_node ? "network between nodes" : "link inside a node") << ": α "
+            << format_seconds(f.latency) << " per step, bus bandwidth " << format_rate(f.bandwidth, "B/s")
+            << (net.fit.inter_node ? " per GPU (" + format_rate(net.fit.port_bandwidth, "B/s") + " per port)"
+                                   : std::string())
+            << "; " << quality_cell(f.quality) << '\n';
+  TextTable table({"size", "measured", "fitted", "error"});
+  for (int c = 1; c <= 3; ++c) table.right_align(c);
+  for (const plan::FitPoint& p : f.quality.points) {
+    table.add({p.label, format_seconds(p.measured_s), format_seconds(p.predicted_s), percent(p.error())});
+  }
+  table.print(std::cout);
+  std::cout << "link preset: " << net.link.name
+            << (file.empty() ? " (not saved)" : " saved in " + file.string()) << '\n';
+}
+
+void run(Context& ctx, const CalibrateOptions& o) {
+  const int sources = !o.from_store.empty() + !o.from_run.empty() + !o.from_sweeps.empty() +
+                      !o.nccl_tests.empty();
+  if (sources > 1) {
+    throw CliError("--from-store, --from-run, --from-sweeps and --nccl-tests exclude each other");
+  }
+  if (!o.nccl_tests.empty()) return run_nccl_tests(ctx, o);
+
+  if (!o.from_run.empty()) {
+    const calib::RunRefinement r =
+        take(calib::refine_from_run(o.from_run, ctx.catalog(), o.base, !o.no_save, o.presets_dir));
+    if (!o.json) std::cout << "learning from " << o.from_run << " (refines " << r.base_cluster << ")\n";
+    report(o, r.fit, r.presets, r.presets_file, {{"base_cluster", r.base_cluster}});
+    return;
+  }
+
+  if (!o.from_sweeps.empty() || !o.from_store.empty()) {
+    std::optional<GpuSpec> datasheet = datasheet_of(ctx, o.gpu);
+    std::string store = o.from_store;
+    if (!o.from_sweeps.empty()) {
+      if (o.out.empty()) throw CliError("--from-sweeps needs --out for the calibration store it writes");
+      store = o.out;
+      const std::string engine = datasheet ? "cuda" : "cpu";
+      take(plan::import_sweep_lines(o.from_sweeps, store, engine,
+                                    datasheet ? datasheet->display_name : std::string("CPU")));
+    }
+    calib::MachineCalibration m = take(calib::fit_calibration_store(store, datasheet));
+    save_fitted(ctx, m, o);
+    report(o, m.fit, m.presets, m.presets_file, {{"store", store}});
+    return;
+  }
+
+  // Measure this machine.
+  std::string backend = o.backend;
+  const HostInfo host = probe_host();
+  if (backend == "auto") backend = host.gpus.empty() ? "cpu" : "cuda";
+  calib::MachineCalibrationOptions mo;
+  launch::CalibrationRunOptions& run = mo.run;
+  run.backend = backend;
+  run.store = std::filesystem::absolute(o.out.empty() ? default_store() : o.out).string();
+  run.host = host.hostname;
+  run.host_memory_bytes = host.memory_bytes;
+  run.cpu_cores = host.cpu_cores;
+  run.threads = o.threads;
+  if (!o.ranks.empty()) {
+    run.rank_counts = o.ranks;
+  } else if (backend == "cuda") {
+    run.rank_counts = {std::max(1, static_cast<int>(host.gpus.size()))};
+  }
+  if (!o.precisions.empty()) {
+    run.precisions = o.precisions;
+  } else if (backend == "cuda") {
+    run.precisions = {"fp32", "tf32", "bf16", "fp16"};
+  }
+  if (!o.gemm_sizes.empty()) run.gemm_sizes = o.gemm_sizes;
+  if (backend == "cuda" && o.gemm_sizes.empty()) run.gemm_sizes = {1024, 2048, 4096, 8192};
+  if (!o.buffer_sizes.empty()) run.buffer_sizes = o.buffer_sizes;
+  if (!o.message_sizes.empty()) run.message_sizes = o.message_sizes;
+  run.seconds_per_size = o.seconds;
+  run.ops = !o.no_ops;
+  if (backend == "cuda") {
+    if (host.gpus.empty()) throw CliError("--backend cuda: " + host.gpu_status);
+    if (const GpuSpec* g = ctx.catalog().match_device(host.gpus.front().name)) mo.datasheet = *g;
+    if (!o.gpu.empty()) mo.datasheet = datasheet_of(ctx, o.gpu);
+  }
+  mo.save = !o.no_save;
+  mo.presets_dir = o.presets_dir;
+  const bool terminal = isatty(STDERR_FILENO) != 0;
+  CancelFlag cancel;
+  calib::MachineCalibration m = take(calib::calibrate_machine(
+      mo,
+      [&](const launch::CalibrationProgress& p) {
+        if (o.json) return;
+        std::cerr << (terminal ? "\r\033[K" : "") << "[" << std::min(p.phase + 1, p.phases) << "/"
+                  << p.phases << "] " << p.text << (terminal ? "" : "\n") << std::flush;
+      },
+      &cancel.cancel));
+  if (terminal && !o.json) std::cerr << '\n';
+  if (!o.json) {
+    std::cout << "calibration store: " << m.record.store << " ("
+              << format_seconds(m.record.seconds) << ")\n";
+  }
+  report(o, m.fit, m.presets, m.presets_file, {{"store", m.record.store}, {"seconds", m.record.seconds}});
+}
+
+}  // namespace
+
+void register_calibrate(CLI::App& app, Context& ctx) {
+  auto o = std::make_shared<CalibrateOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "calibrate",
+      "Measure this machine (or read measurements) and save the planner's calibrated presets");
+  cmd->add_option("--backend", o->backend, "cpu, cuda, or auto (CUDA when a GPU is present)")
+      ->check(CLI::IsMember({"cpu", "cuda", "auto"}));
+  cmd->add_option("--ranks", o->ranks, "Rank counts to measure (CPU engine: ranks sharing the cores)")
+      ->delimiter(',')
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--threads", o->threads, "BLAS threads per rank (default: cores / ranks)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--precisions", o->precisions, "Precisions of the GEMM sweep")->delimiter(',');
+  cmd->add_option("--gemm-sizes", o->gemm_sizes, "n of the square GEMMs swept")->delimiter(',');
+  cmd->add_option("--buffer-sizes", o->buffer_sizes, "Bytes per buffer of the bandwidth sweep")
+      ->delimiter(',');
+  cmd->add_option("--message-sizes", o->message_sizes, "Bytes per message of the all-reduce sweep")
+      ->delimiter(',');
+  cmd->add_option("--seconds", o->seconds, "Seconds per GEMM size (a quarter per operation size)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_flag("--no-ops", o->no_ops, "Skip the sweep of the model's loop operations (CPU)");
+  cmd->add_option("--out", o->out, "The calibration store (default calibration-<date>-<time>.db)");
+  cmd->add_flag("--no-save", o->no_save, "Fit and show, but do not save presets");
+  cmd->add_option("--presets-dir", o->presets_dir, "Where presets are saved (default: the user's presets folder)");
+  cmd->add_option("--gpu", o->gpu, "The GPU's datasheet preset (CUDA, imported sweeps)");
+  cmd->add_option("--from-store", o->from_store, "Fit a calibration store recorded before");
+  cmd->add_option("--from-run", o->from_run, "Learn from a run store: refine the calibrated presets");
+  cmd->add_option("--base", o->base, "With --from-run: the cluster preset to refine");
+  cmd->add_option("--from-sweeps", o->from_sweeps, "Import sweep JSON lines of clusterscope-worker --sweep");
+  cmd->add_option("--nccl-tests", o->nccl_tests, "Calibrate a network tier from nccl-tests output logs");
+  cmd->add_option("--collective", o->collective, "With --nccl-tests: the collective, when the logs do not say");
+  cmd->add_option("--link-name", o->link_name, "With --nccl-tests: the link preset's name");
+  cmd->add_option("--link-type", o->link_type, "With --nccl-tests: nvlink, pcie, infiniband, roce, ethernet");
+  cmd->add_option("--intra", o->intra, "With --nccl-tests across hosts: the link preset inside a node");
+  cmd->add_option("--nics", o->nics, "With --nccl-tests across hosts: NIC ports per node (default: one per GPU)")
+      ->check(CLI::PositiveNumber);
+  add_json_flag(*cmd, o->json);
+  cmd->callback([o, &ctx] { run(ctx, *o); });
+}
+
+}  // namespace cs::cli

@@ -1,0 +1,38 @@
+#pragma once
+// What a calibration store holds, in its meta row "calibration": the engine
+// and host measured and, per configuration, how many ranks ran at once and
+// under which store ranks their events were recorded (several mpirun worlds
+// share one store). Written by the recorder (profiler), read by the fit
+// (planners).
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/result.h"
+
+namespace cs {
+
+inline constexpr std::string_view kCalibrationMetaKey = "calibration";
+
+struct CalibrationPhase {
+  int ranks = 1;       // ranks that ran at once (the machine's share each got)
+  int first_rank = 0;  // store rank of the world's rank 0
+  int threads = 0;     // BLAS threads per rank (CPU engine); 0 when unknown
+  std::string precision = "fp32";
+};
+
+struct CalibrationInfo {
+  std::string engine;  // "cpu" or "cuda"
+  std::string host;
+  std::string device;  // "CPU (host)", "NVIDIA H200"
+  double host_memory_bytes = 0;
+  int cpu_cores = 0;
+  std::vector<CalibrationPhase> phases;
+};
+
+std::string calibration_meta_json(const CalibrationInfo& info);
+// `where` names the source in messages ("run.db: meta calibration").
+Result<CalibrationInfo> calibration_info_from_json(std::string_view text, std::string_view where);
+
+}  // namespace cs

@@ -1,0 +1,313 @@
+// The parts of a step as a run measured them, for the comparison with the
+// planner's prediction (core/trace_analysis.h: measure_step_parts).
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <limits>
+#include <map>
+
+#include "core/trace_analysis.h"
+
+namespace cs::trace {
+
+namespace {
+
+using Interval = std::pair<std::int64_t, std::int64_t>;
+
+constexpr std::array<std::string_view, 12> kPartOrder = {
+    "compute.gemm",     "compute.attention", "compute.norm",       "compute.activation",
+    "compute.elementwise", "compute.loss",   "optimizer",          "communication.tp",
+    "communication.dp", "communication.pp",  "communication.other", "bubble"};
+
+bool contains(std::string_view text, std::string_view what) {
+  return text.find(what) != std::string_view::npos;
+}
+
+std::string lower(std::string_view text) {
+  std::string out(text);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+// Sorted, merged.
+std::vector<Interval> merged(std::vector<Interval> v) {
+  std::sort(v.begin(), v.end());
+  std::vector<Interval> out;
+  for (const Interval& i : v) {
+    if (i.second <= i.first) continue;
+    if (!out.empty() && i.first <= out.back().second) {
+      out.back().second = std::max(out.back().second, i.second);
+    } else {
+      out.push_back(i);
+    }
+  }
+  return out;
+}
+
+std::int64_t length(const std::vector<Interval>& v) {
+  std::int64_t total = 0;
+  for (const Interval& i : v) total += i.second - i.first;
+  return total;
+}
+
+// |a minus b| for merged interval lists.
+std::int64_t length_outside(const std::vector<Interval>& a, const std::vector<Interval>& b) {
+  std::int64_t total = 0;
+  std::size_t j = 0;
+  for (const Interval& i : a) {
+    std::int64_t start = i.first;
+    while (j < b.size() && b[j].second <= start) ++j;
+    std::size_t k = j;
+    while (start < i.second) {
+      if (k >= b.size() || b[k].first >= i.second) {
+        total += i.second - start;
+        break;
+      }
+      if (b[k].first > start) total += b[k].first - start;
+      start = std::max(start, b[k].second);
+      ++k;
+    }
+  }
+  return total;
+}
+
+Interval clip(const Interval& i, const Interval& window) {
+  return {std::max(i.first, window.first), std::min(i.second, window.second)};
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+// The communication group an event's name starts with: "tp all-reduce",
+// "wait dp", "pp send"; NCCL kernels and unnamed groups are "other".
+std::string_view group_of(std::string_view name, EventKind kind) {
+  if (kind == EventKind::p2p) return "pp";
+  if (name.starts_with("wait ")) name.remove_prefix(5);
+  for (std::string_view g : {"tp", "dp", "pp"}) {
+    if (name.starts_with(g) && (name.size() == 2 || name[2] == ' ' || name[2] == '.')) return g;
+  }
+  return "other";
+}
+
+struct RankEvents {
+  std::vector<Interval> steps;
+  std::vector<Interval> passes;  // forward / backward annotations
+  struct Compute {
+    Interval when;
+    std::string_view kind;
+  };
+  std::vector<Compute> compute;
+  std::map<std::string, std::vector<Interval>> communication;  // by group
+  std::vector<Interval> pp_sends, pp_receives;  // the pipeline's p2p events
+};
+
+}  // namespace
+
+std::string_view operation_kind(std::string_view name) {
+  const std::string n = lower(name);
+  if (contains(n, "adamw") || contains(n, "adam_") || n == "gradient norm" || contains(n, "optimizer")) {
+    return "optimizer";
+  }
+  if (n.starts_with("attention") || contains(n, "softmax_backward") || contains(n, "causal_softmax") ||
+      contains(n, "split_heads") || contains(n, "merge_heads") || contains(n, "join_heads") ||
+      contains(n, "flash") || contains(n, "fmha") || contains(n, "attn_")) {
+    return "attention";
+  }
+  if (contains(n, "layernorm") || contains(n, "layer_norm") || contains(n, "rmsnorm") ||
+      contains(n, "rms_norm")) {
+    return "norm";
+  }
+  if (contains(n, "gelu") || contains(n, "silu") || contains(n, "swiglu")) return "activation";
+  if (contains(n, "cross-entropy") || contains(n, "crossentropy") || contains(n, "cross_entropy") ||
+      contains(n, "nll_loss")) {
+    return "loss";
+  }
+  if (contains(n, "gemm") || contains(n, "nvjet") || contains(n, "cutlass") || contains(n, "xmma") ||
+      contains(n, "sgemm") || contains(n, "attn.") || contains(n, "mlp.") || contains(n, "lm_head") ||
+      contains(n, "matmul")) {
+    return "gemm";
+  }
+  return "elementwise";
+}
+
+std::string describe_part(std::string_view part) {
+  static const std::map<std::string_view, std::string_view> kText = {
+      {"compute.gemm", "GEMM compute"},
+      {"compute.attention", "attention compute"},
+      {"compute.norm", "layer-norm compute"},
+      {"compute.activation", "activation (GELU) compute"},
+      {"compute.elementwise", "elementwise compute"},
+      {"compute.loss", "the loss over the logits"},
+      {"optimizer", "the optimizer step"},
+      {"communication.tp", "exposed tensor-parallel communication"},
+      {"communication.dp", "exposed data-parallel communication"},
+      {"communication.pp", "pipeline transfers"},
+      {"communication.other", "other exposed communication"},
+      {"bubble", "the pipeline bubble"},
+      {"idle", "idle time (host work no traced operation covers)"}};
+  auto it = kText.find(part);
+  return it == kText.end() ? std::string(part) : std::string(it->second);
+}
+
+double StepParts::part(std::string_view name) const {
+  for (const auto& [n, v] : parts) {
+    if (n == name) return v;
+  }
+  return 0;
+}
+
+Result<StepParts> measure_step_parts(const TraceReader& reader) {
+  std::vector<std::int32_t> ranks;
+  for (const RankInfo& r : reader.ranks()) ranks.push_back(r.rank);
+  for (const LaneInfo& l : reader.lanes()) {
+    if (std::find(ranks.begin(), ranks.end(), l.rank) == ranks.end()) ranks.push_back(l.rank);
+  }
+  std::sort(ranks.begin(), ranks.end());
+  if (ranks.empty()) return Error{reader.path() + ": no rank to measure"};
+
+  StepParts best;
+  double best_compute = -1;
+  for (std::int32_t rank : ranks) {
+    RankEvents ev;
+    auto metrics = reader.steps(rank);
+    if (!metrics) return metrics.error();
+    for (const StepMetrics& m : *metrics) {
+      if (m.end_ns > m.start_ns) ev.steps.emplace_back(m.start_ns, m.end_ns);
+    }
+    std::vector<LaneId> lanes;
+    bool gpu = false;
+    for (const LaneInfo& l : reader.lanes_of(rank)) {
+      lanes.push_back(l.id);
+      gpu = gpu || l.kind == LaneKind::gpu_stream;
+    }
+    if (lanes.empty()) continue;
+    const TimeRange range = reader.time_range();
+    const bool from_step_events = ev.steps.empty();
+    Status s = reader.for_each_event(lanes, range.start_ns, range.end_ns + 1, [&](const StoredEvent& se) {
+      const Event& e = se.event;
+      const Interval when{e.start_ns, e.end_ns};
+      const std::string& name = reader.string(e.name);
+      switch (e.kind) {
+        case EventKind::step:
+          if (from_step_events) ev.steps.push_back(when);
+          return true;
+        case EventKind::annotation:
+          if (name.starts_with("forward") || name.starts_with("backward")) ev.passes.push_back(when);
+          return true;
+        case EventKind::collective:
+        case EventKind::p2p:
+          ev.communication[std::string(group_of(name, e.kind))].push_back(when);
+          if (e.kind == EventKind::p2p) {
+            (e.collective == Collective::recv ? ev.pp_receives : ev.pp_sends).push_back(when);
+          }
+          return true;
+        case EventKind::sync:
+          if (name.starts_with("wait ")) ev.communication[std::string(group_of(name, e.kind))].push_back(when);
+          return true;
+        case EventKind::kernel:
+          if (e.category == Category::communication) {
+            ev.communication[std::string(group_of(name, e.kind))].push_back(when);
+          } else if (e.category == Category::compute) {
+            ev.compute.push_back({when, operation_kind(name)});
+          }
+          return true;
+        case EventKind::cpu_op:
+          // Host-side ranges stand for compute only where no GPU stream does.
+          if (!gpu && e.category == Category::compute) ev.compute.push_back({when, operation_kind(name)});
+          return true;
+        default:
+          return true;
+      }
+    });
+    if (!s) return s.error();
+    std::sort(ev.steps.begin(), ev.steps.end());
+    if (ev.steps.empty()) ev.steps.emplace_back(range.start_ns, range.end_ns);
+    const std::vector<Interval> passes = merged(ev.passes);
+    auto in_passes = [&](std::int64_t t) {
+      auto it = std::upper_bound(passes.begin(), passes.end(), Interval{t, std::numeric_limits<std::int64_t>::max()});
+      return it != passes.begin() && std::prev(it)->second > t;
+    };
+    // A receive takes at least its fastest time: the transfer; the rest of
+    // it is waiting for the other stage.
+    std::int64_t fastest_receive = 0;
+    if (!ev.pp_receives.empty()) {
+      std::vector<std::int64_t> d;
+      for (const Interval& i : ev.pp_receives) d.push_back(i.second - i.first);
+      std::sort(d.begin(), d.end());
+      fastest_receive = d[d.size() / 10];  // the 10th percentile: robust to one lucky receive
+    }
+
+    // Per step: each part.
+    std::map<std::string, std::vector<double>> per_part;
+    std::vector<double> step_lengths;
+    const std::size_t first = ev.steps.size() >= 3 ? 1 : 0;
+    for (std::size_t si = first; si < ev.steps.size(); ++si) {
+      const Interval w = ev.steps[si];
+      const double step_ns = static_cast<double>(w.second - w.first);
+      step_lengths.push_back(step_ns);
+      std::map<std::string, double> part;
+      std::vector<Interval> compute_union;
+      for (const RankEvents::Compute& c : ev.compute) {
+        const Interval i = clip(c.when, w);
+        if (i.second <= i.first) continue;
+        compute_union.push_back(i);
+        std::string_view kind = c.kind;
+        if (kind == "elementwise" && !passes.empty() && !in_passes(c.when.first)) kind = "optimizer";
+        part[kind == "optimizer" ? "optimizer" : "compute." + std::string(kind)] +=
+            static_cast<double>(i.second - i.first);
+      }
+      compute_union = merged(std::move(compute_union));
+      double accounted = 0;
+      for (const auto& [k, v] : part) accounted += v;
+      for (const auto& [group, intervals] : ev.communication) {
+        std::vector<Interval> in;
+        for (const Interval& i : intervals) in.push_back(clip(i, w));
+        const std::vector<Interval> u = merged(std::move(in));
+        const double exposed = static_cast<double>(length_outside(u, compute_union));
+        if (group == "pp") {
+          std::int64_t transfer_ns = 0;
+          for (const Interval& i : ev.pp_receives) {
+            if (i.first >= w.first && i.first < w.second) transfer_ns += fastest_receive;
+          }
+          for (const Interval& i : ev.pp_sends) {
+            const Interval c = clip(i, w);
+            if (c.second > c.first) transfer_ns += c.second - c.first;
+          }
+          const double transfer = std::min(exposed, static_cast<double>(transfer_ns));
+          part["communication.pp"] += transfer;
+          part["bubble"] += exposed - transfer;
+        } else {
+          part["communication." + group] += exposed;
+        }
+        accounted += exposed;
+      }
+      part["idle"] = std::max(0.0, step_ns - accounted);
+      for (std::string_view name : kPartOrder) per_part[std::string(name)].push_back(part[std::string(name)]);
+      per_part["idle"].push_back(part["idle"]);
+    }
+    StepParts parts;
+    parts.rank = rank;
+    parts.steps = static_cast<int>(step_lengths.size());
+    parts.step_s = median(step_lengths) * 1e-9;
+    double compute = 0;
+    for (std::string_view name : kPartOrder) {
+      const double v = median(per_part[std::string(name)]) * 1e-9;
+      parts.parts.emplace_back(std::string(name), v);
+      if (name.starts_with("compute.") || name == "optimizer") compute += v;
+    }
+    parts.parts.emplace_back("idle", median(per_part["idle"]) * 1e-9);
+    if (compute > best_compute) {
+      best_compute = compute;
+      best = std::move(parts);
+    }
+  }
+  if (best.rank < 0) return Error{reader.path() + ": no rank with events to measure"};
+  return best;
+}
+
+}  // namespace cs::trace

@@ -1,0 +1,860 @@
+#include "planners/calibration.h"
+
+#include <algorithm>
+#include <cmath>
+#include <ctime>
+#include <fstream>
+#include <limits>
+#include <map>
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+#include "core/trace_reader.h"
+#include "core/trace_writer.h"
+#include "planners/collectives.h"
+
+namespace cs::plan {
+
+namespace {
+
+using nlohmann::json;
+
+// --- small weighted least squares -----------------------------------------
+
+// Solves min sum_i w_i (x_i . beta - y_i)^2 by the normal equations (the
+// problems here have at most a handful of unknowns). Empty when singular.
+std::optional<std::vector<double>> least_squares(const std::vector<std::vector<double>>& x,
+                                                 const std::vector<double>& y,
+                                                 const std::vector<double>& w) {
+  if (x.empty()) return std::nullopt;
+  const std::size_t k = x.front().size();
+  std::vector<std::vector<double>> a(k, std::vector<double>(k + 1, 0.0));
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    for (std::size_t r = 0; r < k; ++r) {
+      for (std::size_t c = 0; c < k; ++c) a[r][c] += w[i] * x[i][r] * x[i][c];
+      a[r][k] += w[i] * x[i][r] * y[i];
+    }
+  }
+  // Gaussian elimination with partial pivoting.
+  for (std::size_t col = 0; col < k; ++col) {
+    std::size_t pivot = col;
+    for (std::size_t r = col + 1; r < k; ++r) {
+      if (std::fabs(a[r][col]) > std::fabs(a[pivot][col])) pivot = r;
+    }
+    if (std::fabs(a[pivot][col]) < 1e-300) return std::nullopt;
+    std::swap(a[col], a[pivot]);
+    for (std::size_t r = 0; r < k; ++r) {
+      if (r == col) continue;
+      const double f = a[r][col] / a[col][col];
+      for (std::size_t c = col; c <= k; ++c) a[r][c] -= f * a[col][c];
+    }
+  }
+  std::vector<double> beta(k);
+  for (std::size_t r = 0; r < k; ++r) beta[r] = a[r][k] / a[r][r];
+  return beta;
+}
+
+FitQuality quality_of(std::vector<FitPoint> points) {
+  FitQuality q;
+  if (points.empty()) return q;
+  double mean = 0;
+  for (const FitPoint& p : points) mean += p.measured_s;
+  mean /= static_cast<double>(points.size());
+  double ss_res = 0, ss_tot = 0, sq = 0;
+  for (const FitPoint& p : points) {
+    ss_res += (p.predicted_s - p.measured_s) * (p.predicted_s - p.measured_s);
+    ss_tot += (p.measured_s - mean) * (p.measured_s - mean);
+    sq += p.error() * p.error();
+    q.max_error = std::max(q.max_error, std::fabs(p.error()));
+  }
+  q.r2 = ss_tot > 0 ? 1 - ss_res / ss_tot : (ss_res == 0 ? 1 : 0);
+  q.rms_error = std::sqrt(sq / static_cast<double>(points.size()));
+  std::sort(points.begin(), points.end(),
+            [](const FitPoint& a, const FitPoint& b) { return a.size < b.size; });
+  q.points = std::move(points);
+  return q;
+}
+
+std::string format_bytes(double bytes) {
+  char buffer[32];
+  if (bytes >= 1 << 20) {
+    std::snprintf(buffer, sizeof buffer, "%.3g MiB", bytes / (1 << 20));
+  } else if (bytes >= 1024) {
+    std::snprintf(buffer, sizeof buffer, "%.3g KiB", bytes / 1024);
+  } else {
+    std::snprintf(buffer, sizeof buffer, "%.0f B", bytes);
+  }
+  return buffer;
+}
+
+// --- what the store holds ----------------------------------------------------
+
+// Mean time of equal operations.
+struct Mean {
+  double total_s = 0;
+  std::int64_t count = 0;
+  void add(double seconds) {
+    total_s += seconds;
+    ++count;
+  }
+  double mean() const { return count ? total_s / static_cast<double>(count) : 0; }
+};
+
+struct GemmKey {
+  Precision precision;
+  double flops;
+  double bytes;
+  auto operator<=>(const GemmKey&) const = default;
+};
+
+// The loop kinds of LoopCosts and the trace names that measure them. The
+// optimizer's cost per parameter is the sum of its passes' costs.
+struct LoopName {
+  std::string_view name;
+  std::string_view kind;
+};
+constexpr LoopName kLoopNames[] = {
+    {"layernorm", "norm"},
+    {"layernorm backward", "norm_backward"},
+    {"gelu", "activation"},
+    {"gelu backward", "activation_backward"},
+    {"residual", "elementwise"},
+    {"embedding", "elementwise"},
+    {"embedding backward", "elementwise"},
+    {"cross-entropy", "softmax"},
+    {"adamw", "optimizer:adamw"},
+    {"gradient norm", "optimizer:gradient norm"},
+    {"scale", "optimizer:scale"},
+    {"zero", "optimizer:zero"},
+    {"convert", "optimizer:convert"},
+    {"attention", "attention"},
+    {"attention backward", "attention_backward"},
+};
+
+std::optional<std::string_view> loop_kind_of(std::string_view name) {
+  for (const LoopName& l : kLoopNames) {
+    if (l.name == name) return l.kind;
+  }
+  return std::nullopt;
+}
+
+struct PhaseData {
+  CalibrationPhase phase;
+  std::map<GemmKey, Mean> gemm;
+  std::map<double, Mean> memory;  // by bytes
+  // kind -> size (elements, or FLOPs for attention) -> mean
+  std::map<std::string, std::map<double, Mean>> loops;
+  std::map<std::tuple<std::string, int, double>, Mean> collectives;  // (collective, ranks, bytes)
+};
+
+std::optional<Precision> precision_of_name(std::string_view name) {
+  const auto space = name.rfind(' ');
+  if (space == std::string_view::npos) return std::nullopt;
+  return precision_from_string(name.substr(space + 1));
+}
+
+std::optional<Precision> precision_of_type(trace::DataType t) {
+  switch (t) {
+    case trace::DataType::fp32: return Precision::fp32;
+    case trace::DataType::bf16: return Precision::bf16;
+    case trace::DataType::fp16: return Precision::fp16;
+    case trace::DataType::fp8_e4m3:
+    case trace::DataType::fp8_e5m2: return Precision::fp8;
+    case trace::DataType::int8: return Precision::int8;
+    default: return std::nullopt;
+  }
+}
+
+std::optional<CollectiveOp> collective_op(std::string_view name) {
+  if (name == "all_reduce") return CollectiveOp::all_reduce;
+  if (name == "all_gather") return CollectiveOp::all_gather;
+  if (name == "reduce_scatter") return CollectiveOp::reduce_scatter;
+  if (name == "broadcast") return CollectiveOp::broadcast;
+  if (name == "reduce") return CollectiveOp::reduce;
+  if (name == "all_to_all") return CollectiveOp::all_to_all;
+  return std::nullopt;
+}
+
+Result<std::vector<CalibrationPhase>> phases_of(const trace::TraceReader& r, Calibration& out) {
+  std::vector<CalibrationPhase> phases;
+  if (auto text = r.meta(kCalibrationMetaKey); text && !text->empty()) {
+    auto info = calibration_info_from_json(*text, r.path() + ": meta calibration");
+    if (!info) return info.error();
+    out.engine = info->engine;
+    out.host = info->host;
+    out.device = info->device;
+    out.host_memory_bytes = info->host_memory_bytes;
+    out.cpu_cores = info->cpu_cores;
+    return info->phases;
+  }
+  // A run store: one configuration, its world.
+  CalibrationPhase ph;
+  ph.ranks = std::max(1, r.world_size());
+  ph.first_rank = std::numeric_limits<int>::max();
+  for (const trace::RankInfo& rank : r.ranks()) ph.first_rank = std::min(ph.first_rank, rank.rank);
+  if (ph.first_rank == std::numeric_limits<int>::max()) ph.first_rank = 0;
+  if (auto parallel = r.meta("parallel")) {
+    try {
+      const json p = json::parse(*parallel);
+      ph.threads = p.value("threads", 0);
+      ph.precision = p.value("precision", "fp32");
+      out.engine = p.value("backend", "");
+    } catch (const json::exception&) {
+      // The store's own analyses report a broken meta row; the defaults stand.
+    }
+  }
+  const trace::RunInfo run = r.run();
+  if (out.engine.empty()) out.engine = run.source == "cuda-engine" || run.source == "cupti" ? "cuda" : "cpu";
+  out.host = run.host;
+  if (!r.ranks().empty()) out.device = r.ranks().front().device;
+  phases.push_back(ph);
+  return phases;
+}
+
+Status collect(const trace::TraceReader& r, std::vector<PhaseData>& data) {
+  auto phase_of = [&](std::int32_t rank) -> PhaseData* {
+    for (PhaseData& d : data) {
+      if (rank >= d.phase.first_rank && rank < d.phase.first_rank + d.phase.ranks) return &d;
+    }
+    return nullptr;
+  };
+  const trace::TimeRange range = r.time_range();
+  return r.for_each_event({}, range.start_ns, range.end_ns + 1, [&](const trace::StoredEvent& se) {
+    const trace::Event& e = se.event;
+    // The first step warms caches up and allocates: measured from the second.
+    if (e.step == 0) return true;
+    PhaseData* d = phase_of(se.rank);
+    if (!d) return true;
+    const double seconds = static_cast<double>(e.end_ns - e.start_ns) * 1e-9;
+    if (seconds <= 0) return true;
+    const std::string& name = r.string(e.name);
+    if (e.kind == trace::EventKind::collective && e.collective != trace::Collective::none &&
+        e.bytes > 0) {
+      const int ranks = e.group_size > 0 ? e.group_size : d->phase.ranks;
+      if (ranks > 1) {
+        d->collectives[{std::string(trace::to_string(e.collective)), ranks,
+                        static_cast<double>(e.bytes)}]
+            .add(seconds);
+      }
+      return true;
+    }
+    if (e.kind != trace::EventKind::kernel || e.category != trace::Category::compute) return true;
+    if (auto kind = loop_kind_of(name)) {
+      const bool attention = kind->starts_with("attention");
+      const double size = attention ? e.flops : static_cast<double>(e.count);
+      if (size > 0) d->loops[std::string(*kind)][size].add(seconds);
+      return true;
+    }
+    if (name == "accumulate" && e.bytes > 0) {
+      d->memory[static_cast<double>(e.bytes)].add(seconds);
+      return true;
+    }
+    if (e.flops > 0) {
+      auto precision = precision_of_name(name);
+      if (!precision) precision = precision_of_type(e.dtype);
+      if (!precision) precision = precision_from_string(d->phase.precision);
+      if (precision) d->gemm[{*precision, e.flops, static_cast<double>(e.bytes)}].add(seconds);
+    }
+    return true;
+  });
+}
+
+// --- fits ------------------------------------------------------------------
+
+void fit_memory(const PhaseData& d, DeviceFit& fit) {
+  if (d.memory.empty()) return;
+  double bytes = 0, seconds = 0;
+  for (const auto& [b, m] : d.memory) {
+    bytes += b * static_cast<double>(m.count);
+    seconds += m.total_s;
+  }
+  if (seconds <= 0) return;
+  // The bus-streaming rate of the largest buffers: small ones live in cache.
+  const double largest = d.memory.rbegin()->first;
+  const Mean& big = d.memory.rbegin()->second;
+  const double rate = largest / big.mean();
+  fit.memory_rate = rate;
+  std::vector<FitPoint> points;
+  for (const auto& [b, m] : d.memory) {
+    points.push_back({"stream " + format_bytes(b), b, m.mean(), b / rate, m.count});
+  }
+  fit.memory_quality = quality_of(std::move(points));
+  (void)bytes;
+}
+
+// Joint fit of every precision's rate and one ramp:
+//   t = F a_p + b + bytes / memory_rate,
+// with the memory rate known (a GPU's HBM, measured by the bandwidth sweep)
+// or, on the CPU (where BLAS keeps operands in cache and pays for packing
+// them instead), fitted with the rest as the rate the GEMMs stream their
+// operands at (`operand_rate`).
+void fit_gemm(const PhaseData& d, const FitOptions& options, double memory_rate,
+              bool operand_rate, DeviceFit& fit, std::vector<std::string>& notes) {
+  if (d.gemm.empty()) return;
+  std::vector<Precision> precisions;
+  for (const auto& [key, m] : d.gemm) {
+    if (std::find(precisions.begin(), precisions.end(), key.precision) == precisions.end()) {
+      precisions.push_back(key.precision);
+    }
+  }
+  const std::size_t k = precisions.size();
+  auto column = [&](Precision p) {
+    return static_cast<std::size_t>(std::find(precisions.begin(), precisions.end(), p) -
+                                    precisions.begin());
+  };
+  const double known_rate = operand_rate ? 0.0 : memory_rate;
+  auto memory_time = [&](double bytes) { return known_rate > 0 ? bytes / known_rate : 0.0; };
+  // Columns k (bytes) and k + 1 (ramp) are dropped when they come out negative.
+  bool use_bytes = operand_rate, use_ramp = true;
+  std::optional<std::vector<double>> beta;
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    std::vector<std::vector<double>> x;
+    std::vector<double> y, w;
+    for (const auto& [key, m] : d.gemm) {
+      const double t = m.mean();
+      std::vector<double> row(k + 2, 0.0);
+      row[column(key.precision)] = key.flops;
+      row[k] = use_bytes ? key.bytes : 0.0;
+      row[k + 1] = use_ramp ? 1.0 : 0.0;
+      std::vector<double> active(row.begin(), row.begin() + static_cast<std::ptrdiff_t>(k));
+      if (use_bytes) active.push_back(row[k]);
+      if (use_ramp) active.push_back(row[k + 1]);
+      x.push_back(active);
+      y.push_back(t - memory_time(key.bytes));
+      // Relative error, each size counted once whatever its repetitions.
+      w.push_back(1 / (t * t));
+    }
+    auto solved = least_squares(x, y, w);
+    if (!solved) break;
+    std::vector<double> full(k + 2, 0.0);
+    std::size_t i = 0;
+    for (; i < k; ++i) full[i] = (*solved)[i];
+    if (use_bytes) full[k] = (*solved)[i++];
+    if (use_ramp) full[k + 1] = (*solved)[i++];
+    beta = full;
+    if (use_bytes && full[k] < 0) {
+      use_bytes = false;
+      continue;
+    }
+    if (use_ramp && full[k + 1] < 0) {
+      use_ramp = false;
+      continue;
+    }
+    break;
+  }
+  if (!beta) {
+    notes.push_back("the GEMM sizes measured cannot separate a rate from a fixed cost");
+    return;
+  }
+  fit.ramp = std::max(0.0, (*beta)[k + 1]);
+  if (operand_rate && (*beta)[k] > 0) fit.gemm_operand_rate = 1 / (*beta)[k];
+  const double c = operand_rate ? std::max(0.0, (*beta)[k]) : 0.0;
+  for (Precision p : precisions) {
+    const double a = (*beta)[column(p)];
+    if (!(a > 0)) {
+      notes.push_back(std::string(to_string(p)) + " GEMMs: no rate could be fitted");
+      continue;
+    }
+    GemmCurve curve;
+    curve.precision = p;
+    const double rate = 1 / a;
+    const double datasheet = options.datasheet ? options.datasheet->peak.of(p) : 0;
+    if (datasheet > 0) {
+      curve.peak = datasheet;
+      curve.efficiency = std::min(1.0, rate / datasheet);
+      if (rate > datasheet) {
+        notes.push_back(std::string(to_string(p)) + " GEMMs ran above the datasheet peak (" +
+                        std::to_string(rate / 1e12) + " TFLOP/s): efficiency 1 kept");
+      }
+    } else {
+      curve.peak = rate;
+      curve.efficiency = 1;
+    }
+    std::vector<FitPoint> points;
+    for (const auto& [key, m] : d.gemm) {
+      if (key.precision != p) continue;
+      const double predicted = key.flops * a + fit.ramp + memory_time(key.bytes) + c * key.bytes;
+      char label[64];
+      std::snprintf(label, sizeof label, "gemm %.3g GFLOP %s", key.flops / 1e9,
+                    std::string(to_string(p)).c_str());
+      points.push_back({label, key.flops, m.mean(), predicted, m.count});
+    }
+    curve.quality = quality_of(std::move(points));
+    fit.gemm.push_back(std::move(curve));
+  }
+}
+
+void fit_loops(const PhaseData& d, DeviceFit& fit) {
+  // Each kind through the origin: the work-weighted mean cost per element.
+  std::map<std::string, double> value;
+  for (const auto& [kind, sizes] : d.loops) {
+    double size = 0, seconds = 0;
+    for (const auto& [s, m] : sizes) {
+      size += s * static_cast<double>(m.count);
+      seconds += m.total_s;
+    }
+    if (size <= 0 || seconds <= 0) continue;
+    const bool attention = kind.starts_with("attention");
+    LoopFit f;
+    f.kind = kind;
+    f.value = attention ? size / seconds / 1e9 : seconds / size * 1e9;  // GFLOP/s or ns
+    std::vector<FitPoint> points;
+    for (const auto& [s, m] : sizes) {
+      const double predicted = attention ? s / (f.value * 1e9) : s * f.value * 1e-9;
+      char label[80];
+      std::snprintf(label, sizeof label, "%s %s %.3g", kind.c_str(),
+                    attention ? "GFLOP" : "x", attention ? s / 1e9 : s);
+      points.push_back({label, s, m.mean(), predicted, m.count});
+    }
+    f.quality = quality_of(std::move(points));
+    value[kind] = f.value;
+    fit.loops.push_back(std::move(f));
+  }
+  LoopCosts& c = fit.loop_costs;
+  auto get = [&](const char* kind) { return value.count(kind) ? value.at(kind) : 0.0; };
+  c.norm_ns = get("norm");
+  c.norm_backward_ns = get("norm_backward");
+  c.activation_ns = get("activation");
+  c.activation_backward_ns = get("activation_backward");
+  c.elementwise_ns = get("elementwise");
+  c.softmax_ns = get("softmax");
+  c.attention_gflops = get("attention");
+  c.attention_backward_gflops = get("attention_backward");
+  // One optimizer step per parameter: the update and the passes around it
+  // (gradient norm, averaging, zeroing for the next step; the cast of
+  // low-precision working weights when there are any).
+  c.optimizer_ns = get("optimizer:adamw") + get("optimizer:gradient norm") +
+                   get("optimizer:scale") + get("optimizer:zero") +
+                   (d.phase.precision == "fp32" ? 0.0 : get("optimizer:convert"));
+  if (c.optimizer_ns > 0) {
+    LoopFit f;
+    f.kind = "optimizer";
+    f.value = c.optimizer_ns;
+    fit.loops.push_back(f);
+  }
+}
+
+}  // namespace
+
+Result<LinkFit> fit_alpha_beta(const std::vector<AlphaBetaPoint>& points) {
+  std::vector<std::vector<double>> x;
+  std::vector<double> y, w;
+  for (const AlphaBetaPoint& p : points) {
+    if (p.seconds <= 0 || p.bytes <= 0) continue;
+    x.push_back({p.steps, p.bytes});
+    y.push_back(p.seconds - p.offset);
+    w.push_back(1 / (p.seconds * p.seconds));
+  }
+  if (x.size() < 2) return Error{"a link needs collectives of at least two sizes over 2 or more ranks"};
+  auto beta = least_squares(x, y, w);
+  if (beta && (*beta)[0] < 0) {
+    // No fixed cost shows: bandwidth alone.
+    std::vector<std::vector<double>> x1;
+    for (const auto& row : x) x1.push_back({row[1]});
+    beta = least_squares(x1, y, w);
+    if (beta) beta = std::vector<double>{0.0, (*beta)[0]};
+  }
+  if (!beta || !((*beta)[1] > 0)) {
+    return Error{"the collectives measured show no bandwidth term (messages too small, or "
+                 "times not growing with size)"};
+  }
+  LinkFit fit;
+  fit.latency = (*beta)[0];
+  fit.bandwidth = 1 / (*beta)[1];
+  std::vector<FitPoint> fitted;
+  for (const AlphaBetaPoint& p : points) {
+    if (p.seconds <= 0 || p.bytes <= 0) continue;
+    fitted.push_back({p.label, p.size > 0 ? p.size : p.bytes, p.seconds,
+                      p.offset + p.steps * fit.latency + p.bytes / fit.bandwidth, p.samples});
+  }
+  fit.quality = quality_of(std::move(fitted));
+  return fit;
+}
+
+Result<LinkFit> fit_link(const std::vector<CollectiveSample>& samples) {
+  std::vector<AlphaBetaPoint> points;
+  std::set<int> sizes;
+  for (const CollectiveSample& s : samples) {
+    auto op = collective_op(s.collective);
+    if (!op) return Error{"unknown collective \"" + s.collective + "\""};
+    if (s.ranks < 2 || s.seconds <= 0 || s.bytes <= 0) continue;
+    AlphaBetaPoint p;
+    p.label = s.collective + " " + format_bytes(s.bytes) + " / " + std::to_string(s.ranks) + " ranks";
+    p.steps = ring_steps(*op, s.ranks);
+    p.bytes = bytes_per_rank(*op, s.ranks, s.bytes);
+    p.seconds = s.seconds;
+    p.size = s.bytes;
+    p.samples = s.samples;
+    points.push_back(p);
+    sizes.insert(s.ranks);
+  }
+  auto fit = fit_alpha_beta(points);
+  if (fit) fit->group_sizes.assign(sizes.begin(), sizes.end());
+  return fit;
+}
+
+Result<Calibration> fit_store(const trace::TraceReader& store, const FitOptions& options) {
+  Calibration out;
+  auto phases = phases_of(store, out);
+  if (!phases) return phases.error();
+  std::vector<PhaseData> data;
+  for (const CalibrationPhase& p : *phases) data.push_back({p, {}, {}, {}, {}});
+  if (Status s = collect(store, data); !s) return Error{store.path() + ": " + s.message()};
+
+  for (const PhaseData& d : data) {
+    DeviceFit fit;
+    fit.ranks = d.phase.ranks;
+    fit.threads = d.phase.threads;
+    std::vector<std::string> notes;
+    fit_memory(d, fit);
+    double memory_rate = fit.memory_rate.value_or(0);
+    if (memory_rate <= 0 && options.datasheet) {
+      memory_rate = options.datasheet->memory_bandwidth * options.datasheet->efficiency.memory_max;
+    }
+    // Without a datasheet (the CPU engine) the GEMMs' operand traffic is fitted with them.
+    fit_gemm(d, options, memory_rate, !options.datasheet, fit, notes);
+    fit_loops(d, fit);
+    std::vector<CollectiveSample> samples;
+    for (const auto& [key, m] : d.collectives) {
+      const auto& [collective, ranks, bytes] = key;
+      if (!collective_op(collective)) continue;
+      samples.push_back({collective, bytes, ranks, m.mean(), m.count});
+    }
+    if (!samples.empty()) {
+      if (auto link = fit_link(samples)) {
+        fit.link = std::move(link).value();
+      } else {
+        notes.push_back("link: " + link.message());
+      }
+    }
+    if (fit.gemm.empty() && !fit.memory_rate && fit.loops.empty() && !fit.link) {
+      notes.push_back("nothing to fit among the events of " + std::to_string(d.phase.ranks) +
+                      "-rank configuration (no GEMM with FLOPs, streaming kernel, known loop or "
+                      "sized collective)");
+    }
+    for (std::string& n : notes) {
+      out.notes.push_back(std::to_string(d.phase.ranks) + (d.phase.ranks == 1 ? " rank: " : " ranks: ") +
+                          std::move(n));
+    }
+    out.devices.push_back(std::move(fit));
+  }
+  return out;
+}
+
+std::string calibrated_name(std::string_view host, std::string_view engine, int ranks,
+                            std::string_view what) {
+  std::string h;
+  for (char c : host) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-';
+    h += ok ? c : (c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : '-');
+  }
+  if (h.empty()) h = "host";
+  std::string name = "calibrated-" + h + "-";
+  if (engine == "cpu") {
+    name += (what == "link" ? "mpi" : "cpu") + std::to_string(ranks);
+  } else {
+    name += std::string(what == "link" ? "nccl" : "cuda");
+  }
+  return name;
+}
+
+namespace {
+
+std::string today() {
+  const std::time_t now = std::time(nullptr);
+  char buffer[32];
+  std::strftime(buffer, sizeof buffer, "%Y-%m-%d", std::gmtime(&now));
+  return buffer;
+}
+
+std::string quality_text(const FitQuality& q) {
+  char buffer[96];
+  std::snprintf(buffer, sizeof buffer, "R² %.3f, RMS error %.1f %% over %zu points", q.r2,
+                100 * q.rms_error, q.points.size());
+  return buffer;
+}
+
+void apply_gemm(GpuSpec& g, const DeviceFit& fit, bool cpu) {
+  for (const GemmCurve& c : fit.gemm) {
+    if (cpu) {
+      // The CPU "datasheet" is the measured asymptote of each precision.
+      switch (c.precision) {
+        case Precision::fp32:
+          g.peak.fp32 = c.peak;
+          g.peak.tf32 = c.peak;  // tf32 computes as fp32 on the CPU
+          break;
+        case Precision::bf16: g.peak.bf16 = c.peak; break;
+        case Precision::fp16: g.peak.fp16 = c.peak; break;
+        default: break;
+      }
+    }
+  }
+  const double rate16 = g.peak.bf16 > 0 ? g.peak.bf16 : (g.peak.fp16 > 0 ? g.peak.fp16 : g.peak.fp32);
+  if (!cpu) {
+    // gemm_max at the 16-bit rate's precision (else the first measured); the
+    // others as per-precision fractions.
+    const Precision base = g.peak.bf16 > 0 ? Precision::bf16 : Precision::fp16;
+    const GemmCurve* main = nullptr;
+    for (const GemmCurve& c : fit.gemm) {
+      if (c.precision == base) main = &c;
+    }
+    if (!main && !fit.gemm.empty()) main = &fit.gemm.front();
+    if (main) g.efficiency.gemm_max = main->efficiency;
+    for (const GemmCurve& c : fit.gemm) {
+      const double value = c.efficiency;
+      switch (c.precision) {
+        case Precision::fp32: g.efficiency.gemm_max_by_precision.fp32 = value; break;
+        case Precision::tf32: g.efficiency.gemm_max_by_precision.tf32 = value; break;
+        case Precision::bf16: g.efficiency.gemm_max_by_precision.bf16 = value; break;
+        case Precision::fp16: g.efficiency.gemm_max_by_precision.fp16 = value; break;
+        case Precision::fp8: g.efficiency.gemm_max_by_precision.fp8 = value; break;
+        case Precision::int8:
+        case Precision::int4: g.efficiency.gemm_max_by_precision.int8 = value; break;
+      }
+    }
+  } else {
+    g.efficiency.gemm_max = 1.0;
+  }
+  if (!fit.gemm.empty() && rate16 > 0) {
+    // The planner's ramp is gemm_half_gflop at the 16-bit rate and gemm_max.
+    g.efficiency.gemm_half_gflop = fit.ramp * rate16 * g.efficiency.gemm_max / 1e9;
+  }
+}
+
+}  // namespace
+
+PresetBundle calibrated_presets(const Calibration& cal, const std::optional<GpuSpec>& datasheet,
+                                std::string_view source) {
+  PresetBundle bundle;
+  const bool cpu = cal.engine == "cpu";
+  const std::string origin = std::string(source) + " on " + cal.host + ", " + today();
+  for (const DeviceFit& fit : cal.devices) {
+    GpuSpec g;
+    if (!cpu && datasheet) g = *datasheet;
+    g.name = calibrated_name(cal.host, cal.engine, fit.ranks, "gpu");
+    g.device_names.clear();
+    if (cpu) {
+      g.display_name = "CPU-engine rank (1 of " + std::to_string(fit.ranks) + " on " + cal.host + ")";
+      g.vendor = "CPU";
+      g.architecture = "cpu";
+      g.memory_bytes = cal.host_memory_bytes > 0 ? cal.host_memory_bytes / fit.ranks : 4.0 * (1 << 30);
+      // On a loop device the memory rate only times GEMM operands (every
+      // other kind has its loop cost): the rate the GEMMs were fitted with.
+      // With no operand cost showing, a rate that makes it vanish.
+      g.memory_bandwidth = fit.gemm_operand_rate.value_or(fit.gemm.empty() ? fit.memory_rate.value_or(10e9) : 1e15);
+      g.efficiency.memory_max = 1.0;
+      g.efficiency.kernel_launch_us = fit.launch * 1e6;
+      g.efficiency.host_dispatch_us = 0;  // the engine's ops start at once; no framework in between
+      g.efficiency.loops = fit.loop_costs;
+      g.tdp_watts = 0;
+    } else {
+      g.display_name = (datasheet ? datasheet->display_name : cal.device) + " (calibrated)";
+      if (fit.memory_rate && g.memory_bandwidth > 0) {
+        g.efficiency.memory_max = std::min(1.0, *fit.memory_rate / g.memory_bandwidth);
+      } else if (fit.memory_rate) {
+        g.memory_bandwidth = *fit.memory_rate;
+        g.efficiency.memory_max = 1.0;
+      }
+      if (fit.loop_costs.any()) g.efficiency.loops = fit.loop_costs;
+    }
+    apply_gemm(g, fit, cpu);
+    std::string why = origin + ": " + std::to_string(fit.ranks) +
+                      (fit.ranks == 1 ? " rank" : " ranks at once") +
+                      (fit.threads > 0 ? ", " + std::to_string(fit.threads) + " BLAS threads each" : "");
+    for (const GemmCurve& c : fit.gemm) {
+      why += "; " + std::string(to_string(c.precision)) + " GEMMs " + quality_text(c.quality);
+    }
+    if (fit.memory_rate) why += "; streaming " + quality_text(fit.memory_quality);
+    if (!fit.loops.empty()) why += "; " + std::to_string(fit.loops.size()) + " loop kinds";
+    g.source = why;
+    bundle.gpus.push_back(g);
+
+    Cluster c;
+    c.name = calibrated_name(cal.host, cal.engine, fit.ranks, "cluster");
+    c.display_name = cpu ? "This machine, CPU engine, " + std::to_string(fit.ranks) +
+                               (fit.ranks == 1 ? " rank" : " ranks") + " (calibrated)"
+                         : "This machine (calibrated)";
+    c.nodes = 1;
+    c.gpus_per_node = fit.ranks;
+    c.gpu = g;
+    c.cpu_cores_per_node = cal.cpu_cores;
+    c.host_memory_bytes = cal.host_memory_bytes;
+    if (fit.link) {
+      Link l;
+      l.name = calibrated_name(cal.host, cal.engine, fit.ranks, "link");
+      l.display_name = cpu ? "MPI between " + std::to_string(fit.ranks) + " ranks on " + cal.host
+                           : "NCCL on " + cal.host;
+      l.kind = cpu ? LinkKind::shared_memory : LinkKind::nvlink;
+      l.bandwidth = fit.link->bandwidth;
+      l.latency = fit.link->latency;
+      l.efficiency = 1.0;
+      l.source = origin + ": all-reduces over " + std::to_string(fit.link->group_sizes.size()) +
+                 " group size(s), " + quality_text(fit.link->quality);
+      bundle.links.push_back(l);
+      c.intra_node = l;
+    }
+    c.source = origin + " (" + (cpu ? "CPU engine" : "CUDA engine") + ")";
+    bundle.clusters.push_back(std::move(c));
+  }
+  return bundle;
+}
+
+GpuSpec refine_device(const GpuSpec& base, const DeviceFit& run, std::string_view source) {
+  GpuSpec g = base;
+  const bool cpu = base.vendor == "CPU";
+  for (const GemmCurve& c : run.gemm) {
+    // What the run's GEMMs reached, against the base's peak at that precision.
+    const double peak = base.peak.of(c.precision);
+    if (peak <= 0) continue;
+    const double efficiency = std::min(1.0, c.peak * c.efficiency / peak);
+    const bool main = (c.precision == Precision::bf16 && base.peak.bf16 > 0) ||
+                      (cpu && c.precision == Precision::fp32 && base.peak.bf16 <= 0);
+    if (main && !cpu) {
+      g.efficiency.gemm_max = efficiency;
+    } else {
+      switch (c.precision) {
+        case Precision::fp32: g.efficiency.gemm_max_by_precision.fp32 = efficiency; break;
+        case Precision::tf32: g.efficiency.gemm_max_by_precision.tf32 = efficiency; break;
+        case Precision::bf16: g.efficiency.gemm_max_by_precision.bf16 = efficiency; break;
+        case Precision::fp16: g.efficiency.gemm_max_by_precision.fp16 = efficiency; break;
+        case Precision::fp8: g.efficiency.gemm_max_by_precision.fp8 = efficiency; break;
+        default: break;
+      }
+    }
+  }
+  if (!run.gemm.empty()) {
+    const double rate16 =
+        g.peak.bf16 > 0 ? g.peak.bf16 : (g.peak.fp16 > 0 ? g.peak.fp16 : g.peak.fp32);
+    g.efficiency.gemm_half_gflop = run.ramp * rate16 * g.efficiency.gemm_max / 1e9;
+  }
+  if (cpu && run.gemm_operand_rate) {
+    g.memory_bandwidth = *run.gemm_operand_rate;
+  } else if (!cpu && run.memory_rate && g.memory_bandwidth > 0) {
+    g.efficiency.memory_max = std::min(1.0, *run.memory_rate / g.memory_bandwidth);
+  }
+  const LoopCosts& r = run.loop_costs;
+  LoopCosts& c = g.efficiency.loops;
+  for (auto [from, to] : {std::pair{r.norm_ns, &c.norm_ns}, std::pair{r.norm_backward_ns, &c.norm_backward_ns},
+                          std::pair{r.activation_ns, &c.activation_ns},
+                          std::pair{r.activation_backward_ns, &c.activation_backward_ns},
+                          std::pair{r.elementwise_ns, &c.elementwise_ns},
+                          std::pair{r.softmax_ns, &c.softmax_ns},
+                          std::pair{r.optimizer_ns, &c.optimizer_ns},
+                          std::pair{r.attention_gflops, &c.attention_gflops},
+                          std::pair{r.attention_backward_gflops, &c.attention_backward_gflops}}) {
+    if (from > 0) *to = from;
+  }
+  g.source = base.source + "; refined by " + std::string(source);
+  return g;
+}
+
+Link refine_link(const Link& base, const LinkFit& run, std::string_view source) {
+  Link l = base;
+  l.latency = run.latency;
+  l.bandwidth = run.bandwidth;
+  l.efficiency = 1.0;
+  l.source = base.source + "; refined by " + std::string(source) + " (" + quality_text(run.quality) + ")";
+  return l;
+}
+
+Status import_sweep_lines(const std::vector<std::string>& files, const std::string& store,
+                          std::string_view engine, std::string_view device) {
+  struct Line {
+    json j;
+    std::string where;
+  };
+  std::vector<Line> lines;
+  int ranks = 1;
+  std::string host;
+  for (const std::string& file : files) {
+    std::ifstream in(file);
+    if (!in) return Error{file + ": cannot open"};
+    std::string text;
+    int number = 0;
+    while (std::getline(in, text)) {
+      ++number;
+      if (text.empty() || text.front() != '{') continue;
+      json j;
+      try {
+        j = json::parse(text);
+      } catch (const json::exception& e) {
+        return Error{file + ":" + std::to_string(number) + ": not a JSON line: " + e.what()};
+      }
+      const std::string event = j.value("event", "");
+      if (event != "gemm" && event != "bandwidth" && event != "op" && event != "collective") continue;
+      if (!j.contains("seconds") || !j["seconds"].is_number() || !(j["seconds"].get<double>() > 0)) {
+        return Error{file + ":" + std::to_string(number) + ": /seconds: must be a number > 0"};
+      }
+      ranks = std::max(ranks, j.value("rank", 0) + 1);
+      lines.push_back({j, file + ":" + std::to_string(number)});
+    }
+  }
+  if (lines.empty()) {
+    return Error{"no sweep line (gemm, bandwidth, op, collective) in the files given"};
+  }
+  trace::RunInfo info;
+  info.title = "Imported sweeps";
+  info.source = "sweep-import";
+  info.clock = "synthetic: one event per sample, back to back";
+  auto created = trace::TraceWriter::create(store, info);
+  if (!created) return created.error();
+  trace::TraceWriter& w = **created;
+  std::map<int, trace::LaneId> lanes;
+  for (int r = 0; r < ranks; ++r) {
+    w.add_rank({r, host, std::string(device), 0, 0});
+    lanes[r] = w.add_lane(r, trace::LaneKind::cpu_thread, "imported sweep");
+  }
+  std::map<int, std::int64_t> cursor;
+  for (const Line& line : lines) {
+    const json& j = line.j;
+    const int rank = j.value("rank", 0);
+    trace::Event e;
+    e.lane = lanes[rank];
+    e.kind = trace::EventKind::kernel;
+    e.category = trace::Category::compute;
+    e.start_ns = cursor[rank];
+    e.end_ns = e.start_ns + std::max<std::int64_t>(1, std::llround(j["seconds"].get<double>() * 1e9));
+    cursor[rank] = e.end_ns + 1000;
+    const std::string event = j.value("event", "");
+    std::string name;
+    if (event == "gemm") {
+      const double m = j.value("m", 0.0), n = j.value("n", 0.0), k = j.value("k", 0.0);
+      const std::string precision = j.value("precision", "fp32");
+      const auto p = precision_from_string(precision);
+      if (!p || m <= 0 || n <= 0 || k <= 0) {
+        return Error{line.where + ": a gemm line needs m, n, k > 0 and a known precision"};
+      }
+      const double in = bytes_per_element(*p);
+      const double out = *p == Precision::fp32 || *p == Precision::tf32 ? 4 : 2;
+      e.flops = 2 * m * n * k;
+      e.bytes = static_cast<std::int64_t>((m * k + k * n) * in + m * n * out);
+      name = "gemm " + std::to_string(static_cast<long long>(n)) + " " + precision;
+    } else if (event == "bandwidth") {
+      e.bytes = j.value("bytes", std::int64_t{0});
+      name = "accumulate";
+    } else if (event == "op") {
+      name = j.value("operation", "");
+      e.count = j.value("elements", std::int64_t{0});
+      e.flops = j.value("flops", 0.0);
+    } else {
+      e.kind = trace::EventKind::collective;
+      e.category = trace::Category::communication;
+      e.bytes = j.value("bytes", std::int64_t{0});
+      e.group_size = j.value("ranks", 0);
+      e.collective = trace::collective_from_string(j.value("operation", "all_reduce"))
+                         .value_or(trace::Collective::all_reduce);
+      name = j.value("operation", "all_reduce");
+    }
+    e.name = w.intern(name);
+    w.add(e);
+  }
+  CalibrationInfo meta;
+  meta.engine = engine;
+  meta.device = device;
+  meta.phases = {{ranks, 0, 0, "fp32"}};
+  w.set_meta(kCalibrationMetaKey, calibration_meta_json(meta));
+  return w.close("complete");
+}
+
+}  // namespace cs::plan

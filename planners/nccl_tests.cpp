@@ -1,0 +1,249 @@
+#include "planners/nccl_tests.h"
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <regex>
+#include <set>
+#include <sstream>
+
+#include "planners/collectives.h"
+
+namespace cs::plan {
+
+namespace {
+
+// nccl-tests program names, with or without an MPI build's suffix.
+std::optional<std::string> collective_of_program(std::string_view program) {
+  static const std::pair<std::string_view, std::string_view> kPrograms[] = {
+      {"all_reduce_perf", "all_reduce"},         {"all_gather_perf", "all_gather"},
+      {"reduce_scatter_perf", "reduce_scatter"}, {"broadcast_perf", "broadcast"},
+      {"reduce_perf", "reduce"},                 {"alltoall_perf", "all_to_all"}};
+  // The longest name that the text holds ("reduce_scatter_perf" before "reduce_perf").
+  std::optional<std::string> best;
+  std::size_t best_length = 0;
+  for (const auto& [name, collective] : kPrograms) {
+    if (program.find(name) != std::string_view::npos && name.size() > best_length) {
+      best = std::string(collective);
+      best_length = name.size();
+    }
+  }
+  return best;
+}
+
+// mpirun --tag-output prefixes every line with "[job,rank]<stdout>:".
+std::string_view strip_tag(std::string_view line) {
+  static const std::regex kTag(R"(^\[\d+,\d+\]<std(out|err)>:\s?)");
+  std::cmatch m;
+  if (std::regex_search(line.begin(), line.end(), m, kTag)) line.remove_prefix(m.length());
+  return line;
+}
+
+std::optional<double> number(const std::string& token) {
+  try {
+    std::size_t used = 0;
+    const double v = std::stod(token, &used);
+    if (used != token.size() || !std::isfinite(v)) return std::nullopt;
+    return v;
+  } catch (...) {
+    return std::nullopt;
+  }
+}
+
+bool is_integer(const std::string& token) {
+  return !token.empty() &&
+         std::all_of(token.begin() + (token[0] == '-' ? 1 : 0), token.end(),
+                     [](unsigned char c) { return std::isdigit(c); }) &&
+         token != "-";
+}
+
+}  // namespace
+
+Result<NcclTestsLog> parse_nccl_tests(std::string_view text, std::string_view file,
+                                      std::string_view collective) {
+  NcclTestsLog log;
+  log.file = std::string(file);
+  static const std::regex kRank(
+      R"(^#\s*Rank\s+(\d+)\s+(?:Group\s+\d+\s+)?Pid\s+(\d+)\s+on\s+(\S+)\s+device\s+(\d+)\s+\[[^\]]*\]\s*(.*)$)");
+  static const std::regex kStarting(R"(^#\s*Collective test (?:starting|concluded):\s*(\S+))");
+  static const std::regex kAverage(R"(^#\s*Avg bus bandwidth\s*:\s*([0-9.eE+-]+))");
+  static const std::regex kErrors(R"(^#\s*Out of bounds values\s*:\s*(\d+))");
+  std::set<std::tuple<std::string, std::string, std::string>> seen_ranks;  // host, pid, device
+  std::vector<std::string> hosts;
+  bool root_column = false;
+  bool header_seen = false;
+  std::istringstream in{std::string(text)};
+  std::string raw;
+  int line_number = 0;
+  std::set<double> sizes_seen;
+  while (std::getline(in, raw)) {
+    ++line_number;
+    if (!raw.empty() && raw.back() == '\r') raw.pop_back();
+    const std::string line(strip_tag(raw));
+    std::smatch m;
+    if (std::regex_search(line, m, kStarting)) {
+      if (auto c = collective_of_program(m[1].str())) log.collective = *c;
+      continue;
+    }
+    if (std::regex_search(line, m, kRank)) {
+      // Old versions print every process's ranks from 0: count (host, pid, device).
+      if (seen_ranks.emplace(m[3].str(), m[2].str(), m[4].str()).second) {
+        ++log.ranks;
+        if (std::find(hosts.begin(), hosts.end(), m[3].str()) == hosts.end()) hosts.push_back(m[3].str());
+        if (log.device.empty()) log.device = m[5].str();
+      }
+      continue;
+    }
+    if (std::regex_search(line, m, kAverage)) {
+      if (auto v = number(m[1].str())) log.average_busbw = *v * 1e9;
+      continue;
+    }
+    if (std::regex_search(line, m, kErrors)) {
+      log.errors = std::stoi(m[1].str());
+      continue;
+    }
+    if (!line.empty() && line[0] == '#') {
+      if (line.find("size") != std::string::npos && line.find("count") != std::string::npos &&
+          line.find("type") != std::string::npos) {
+        header_seen = true;
+        root_column = line.find("root") != std::string::npos;
+      }
+      continue;
+    }
+    // A table row: size count type redop [root] time algbw busbw wrong time algbw busbw wrong
+    std::istringstream fields(line);
+    std::vector<std::string> t;
+    for (std::string f; fields >> f;) t.push_back(f);
+    if (t.size() < 8 || !is_integer(t[0]) || !is_integer(t[1])) continue;
+    const std::string where = std::string(file) + ":" + std::to_string(line_number);
+    if (!header_seen) {
+      return Error{where + ": a result row before the table's header (is this nccl-tests output?)"};
+    }
+    const std::size_t first = root_column ? 5 : 4;
+    if (t.size() < first + 3) return Error{where + ": too few columns for a result row"};
+    const auto size = number(t[0]);
+    const auto oop = number(t[first]);
+    std::optional<double> ip;
+    if (t.size() >= first + 7) ip = number(t[first + 4]);
+    if (!size || !oop) return Error{where + ": size and time must be numbers"};
+    if (*size <= 0) continue;
+    double us = *oop;
+    if (ip && *ip > 0) us = std::min(us, *ip);
+    if (!(us > 0)) return Error{where + ": the time must be > 0 microseconds"};
+    CollectiveSample s;
+    s.bytes = *size;
+    s.seconds = us * 1e-6;
+    log.samples.push_back(s);
+    sizes_seen.insert(*size);
+  }
+  if (log.collective.empty()) {
+    if (auto c = collective_of_program(file)) log.collective = *c;
+  }
+  if (log.collective.empty() && !collective.empty()) log.collective = std::string(collective);
+  if (log.collective.empty()) {
+    return Error{std::string(file) +
+                 ": cannot tell which collective this is (no \"Collective test\" line and no "
+                 "program name in the file name): name it (all_reduce, all_gather, ...)"};
+  }
+  if (log.samples.empty()) return Error{std::string(file) + ": no result rows (size, count, type, ... time)"};
+  if (log.ranks < 1) {
+    return Error{std::string(file) + ": no \"#  Rank N ... on HOST device D\" lines: the rank count is unknown"};
+  }
+  for (CollectiveSample& s : log.samples) {
+    s.collective = log.collective;
+    s.ranks = log.ranks;
+  }
+  log.hosts = std::move(hosts);
+  return log;
+}
+
+Result<NcclTestsLog> read_nccl_tests(const std::string& path, std::string_view collective) {
+  std::ifstream in(path);
+  if (!in) return Error{path + ": cannot open"};
+  std::stringstream text;
+  text << in.rdbuf();
+  return parse_nccl_tests(text.str(), path, collective);
+}
+
+Result<NetworkFit> fit_nccl_tests(const std::vector<NcclTestsLog>& logs,
+                                  const std::optional<Link>& intra, int nics_per_node) {
+  if (logs.empty()) return Error{"no nccl-tests log given"};
+  NetworkFit out;
+  const std::size_t nodes = logs.front().hosts.size();
+  const int ranks = logs.front().ranks;
+  for (const NcclTestsLog& l : logs) {
+    if (l.hosts.size() != nodes || l.ranks != ranks) {
+      return Error{l.file + ": " + std::to_string(l.ranks) + " ranks on " +
+                   std::to_string(l.hosts.size()) + " hosts, but " + logs.front().file + " has " +
+                   std::to_string(ranks) + " on " + std::to_string(nodes) +
+                   ": fit one tier's logs together"};
+    }
+    if (l.ranks < 2) return Error{l.file + ": one rank moves no data between ranks"};
+  }
+  out.nodes = static_cast<int>(nodes);
+  out.gpus_per_node = ranks / std::max(1, out.nodes);
+  if (nodes <= 1) {
+    std::vector<CollectiveSample> samples;
+    for (const NcclTestsLog& l : logs) samples.insert(samples.end(), l.samples.begin(), l.samples.end());
+    auto fit = fit_link(samples);
+    if (!fit) return fit.error();
+    out.fit = std::move(fit).value();
+    out.port_bandwidth = out.fit.bandwidth;
+    return out;
+  }
+  if (ranks % out.nodes != 0) {
+    return Error{logs.front().file + ": " + std::to_string(ranks) + " ranks do not split evenly over " +
+                 std::to_string(nodes) + " hosts"};
+  }
+  const int g = out.gpus_per_node;
+  if (g > 1 && !intra) {
+    return Error{"the logs span " + std::to_string(nodes) + " hosts with " + std::to_string(g) +
+                 " GPUs each: give the link inside a node, whose part of each time is taken out "
+                 "before fitting the network"};
+  }
+  // The planner's hierarchical collective (planners/collectives.cpp): the
+  // node's part on `intra`, the rest on the network share of each GPU.
+  const double intra_rate = intra ? intra->bandwidth * intra->efficiency : 0;
+  const double intra_latency = intra ? intra->latency : 0;
+  const double n = out.nodes;
+  std::vector<AlphaBetaPoint> points;
+  for (const NcclTestsLog& l : logs) {
+    for (const CollectiveSample& s : l.samples) {
+      const bool all_reduce = s.collective == "all_reduce";
+      const bool spread = s.collective == "all_gather" || s.collective == "reduce_scatter" ||
+                          s.collective == "all_to_all";
+      double intra_s = 0, inter_bytes = 0;
+      const double steps =
+          std::min((all_reduce ? 2 : 1) * (n - 1), (all_reduce ? 2 : 1) * std::ceil(std::log2(n)));
+      if (all_reduce) {
+        if (g > 1) intra_s = 2 * ((g - 1.0) / g * s.bytes / intra_rate + (g - 1) * intra_latency);
+        inter_bytes = 2 * (n - 1) / n * s.bytes / g;
+      } else if (spread) {
+        if (g > 1) intra_s = (g - 1.0) / g * s.bytes / intra_rate + (g - 1) * intra_latency;
+        inter_bytes = (n - 1) / n * s.bytes / g;
+      } else {
+        if (g > 1) intra_s = s.bytes / intra_rate + (g - 1) * intra_latency;
+        inter_bytes = s.bytes / g;
+      }
+      AlphaBetaPoint p;
+      p.label = s.collective + " " + std::to_string(static_cast<long long>(s.bytes)) + " B / " +
+                std::to_string(s.ranks) + " ranks on " + std::to_string(out.nodes) + " nodes";
+      p.steps = steps;
+      p.bytes = inter_bytes;
+      p.seconds = s.seconds;
+      p.offset = intra_s;
+      p.size = s.bytes;
+      points.push_back(p);
+    }
+  }
+  auto fit = fit_alpha_beta(points);
+  if (!fit) return fit.error();
+  out.fit = std::move(fit).value();
+  out.fit.group_sizes = {ranks};
+  out.inter_node = true;
+  const int nics = nics_per_node > 0 ? nics_per_node : g;
+  out.port_bandwidth = out.fit.bandwidth * g / nics;
+  return out;
+}
+
+}  // namespace cs::plan

@@ -1,0 +1,203 @@
+#include "profiler/calibration_run.h"
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "core/trace_merge.h"
+#include "profiler/launcher.h"
+
+namespace cs::launch {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string join(const std::vector<std::int64_t>& values) {
+  std::string text;
+  for (std::int64_t v : values) text += (text.empty() ? "" : ",") + std::to_string(v);
+  return text;
+}
+
+std::string join(const std::vector<std::string>& values) {
+  std::string text;
+  for (const std::string& v : values) text += (text.empty() ? "" : ",") + v;
+  return text;
+}
+
+std::string this_host() {
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  return host;
+}
+
+std::string strip_db(const std::string& path) {
+  return path.size() > 3 && path.ends_with(".db") ? path.substr(0, path.size() - 3) : path;
+}
+
+// The parallel layout a phase launches: groups of two in tensor parallelism
+// when the world is larger (the all-reduce sweep measures those groups and
+// the world), the world as one group otherwise.
+std::vector<std::string> layout_args(int ranks) {
+  const int tp = ranks > 2 && ranks % 2 == 0 ? 2 : ranks;
+  return {"--dp", std::to_string(ranks / tp), "--tp", std::to_string(tp), "--pp", "1"};
+}
+
+struct Phase {
+  CalibrationPhase info;
+  std::vector<std::string> sweeps;
+  std::vector<std::string> precisions;  // the GEMM sweep's
+};
+
+}  // namespace
+
+Result<CalibrationRecord> record_calibration(
+    const CalibrationRunOptions& o, const std::function<void(const CalibrationProgress&)>& progress,
+    const std::atomic<bool>* cancel) {
+  const auto started = std::chrono::steady_clock::now();
+  if (o.store.empty()) return Error{"calibration: no store to write"};
+  if (o.rank_counts.empty()) return Error{"calibration: no rank count to measure"};
+  if (o.backend != "cpu" && o.backend != "cuda") {
+    return Error{"calibration: backend \"" + o.backend + "\": cpu or cuda"};
+  }
+  std::string worker = o.worker;
+  if (worker.empty()) {
+    auto found = find_worker();
+    if (!found) return Error{"clusterscope-worker was not found beside this program or on PATH"};
+    worker = *found;
+  }
+  for (int r : o.rank_counts) {
+    if (r < 1) return Error{"calibration: rank counts must be >= 1 (got " + std::to_string(r) + ")"};
+  }
+
+  // The phases: per rank count one launch (CPU: every precision's GEMMs in
+  // it), per precision one more on CUDA, whose backend computes in one.
+  std::vector<Phase> phases;
+  int next_rank = 0;
+  for (int ranks : o.rank_counts) {
+    std::vector<std::vector<std::string>> precision_sets;
+    if (o.backend == "cpu") {
+      precision_sets.push_back(o.precisions.empty() ? std::vector<std::string>{"fp32"} : o.precisions);
+    } else {
+      for (const std::string& p : o.precisions) precision_sets.push_back({p});
+    }
+    for (std::size_t i = 0; i < precision_sets.size(); ++i) {
+      Phase ph;
+      ph.info.ranks = ranks;
+      ph.info.first_rank = next_rank;
+      ph.info.threads = o.threads;
+      ph.info.precision = precision_sets[i].front();
+      ph.precisions = precision_sets[i];
+      ph.sweeps = {"gemm"};
+      if (i == 0) {
+        ph.sweeps.push_back("bandwidth");
+        if (o.ops && o.backend == "cpu") ph.sweeps.push_back("ops");
+        if (ranks > 1) ph.sweeps.push_back("all_reduce");
+      }
+      next_rank += ranks;
+      phases.push_back(std::move(ph));
+    }
+  }
+
+  CalibrationRecord record;
+  record.store = o.store;
+  record.info.engine = o.backend;
+  record.info.host = o.host.empty() ? this_host() : o.host;
+  record.info.host_memory_bytes = o.host_memory_bytes;
+  record.info.cpu_cores = o.cpu_cores;
+
+  std::vector<std::string> phase_stores;
+  auto cleanup = [&] {
+    std::error_code ec;
+    for (const std::string& s : phase_stores) {
+      fs::remove(s, ec);
+      fs::remove_all(strip_db(s) + ".ranks", ec);
+    }
+  };
+  const int total = static_cast<int>(phases.size());
+  for (int i = 0; i < total; ++i) {
+    const Phase& ph = phases[static_cast<std::size_t>(i)];
+    auto say = [&](const std::string& text) {
+      if (progress) progress({i, total, text});
+    };
+    RunSpec spec;
+    spec.title = o.title + ": " + std::to_string(ph.info.ranks) +
+                 (ph.info.ranks == 1 ? " rank" : " ranks") + ", " + join(ph.sweeps);
+    spec.worker = worker;
+    spec.mpirun = o.mpirun;
+    spec.ranks = ph.info.ranks;
+    spec.hang_timeout = o.hang_timeout;
+    spec.run_store = strip_db(o.store) + ".phase" + std::to_string(i) + ".db";
+    phase_stores.push_back(spec.run_store);
+    spec.worker_args = {"--backend", o.backend, "--precision", ph.info.precision,
+                        "--sweep", join(ph.sweeps), "--sweep-seconds", std::to_string(o.seconds_per_size),
+                        "--gemm-sizes", join(o.gemm_sizes), "--buffer-sizes", join(o.buffer_sizes),
+                        "--message-sizes", join(o.message_sizes),
+                        "--trace-rank-offset", std::to_string(ph.info.first_rank)};
+    if (o.backend == "cpu") {
+      spec.worker_args.push_back("--sweep-precisions");
+      spec.worker_args.push_back(join(ph.precisions));
+      if (o.threads > 0) {
+        spec.worker_args.push_back("--threads");
+        spec.worker_args.push_back(std::to_string(o.threads));
+      }
+    }
+    for (const std::string& a : layout_args(ph.info.ranks)) spec.worker_args.push_back(a);
+    say("phase " + std::to_string(i + 1) + "/" + std::to_string(total) + ": " + spec.title);
+
+    Launcher launcher(spec, [&](const LaunchEvent& e) {
+      if (e.kind == LaunchEvent::Kind::rank_failed || e.kind == LaunchEvent::Kind::message) {
+        if (!e.text.empty()) say(e.text);
+      }
+    });
+    if (Status s = launcher.start(); !s) {
+      cleanup();
+      return Error{"calibration phase " + std::to_string(i + 1) + ": " + s.message()};
+    }
+    record.commands.push_back(command_text(mpirun_command(spec)));
+    while (!launcher.finished()) {
+      if (cancel && cancel->load()) launcher.cancel();
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    const RunReport report = launcher.wait();
+    if (cancel && cancel->load()) {
+      cleanup();
+      record.cancelled = true;
+      return Error{"calibration cancelled during phase " + std::to_string(i + 1) + " of " +
+                   std::to_string(total)};
+    }
+    if (report.outcome != Outcome::completed || report.run_store.empty()) {
+      cleanup();
+      std::string why = report.message;
+      if (report.failure && !report.failure->last_lines.empty()) {
+        why += ": " + report.failure->last_lines.back();
+      }
+      if (!report.merge_note.empty()) why += " (" + report.merge_note + ")";
+      return Error{"calibration phase " + std::to_string(i + 1) + " (" + spec.title + "): " + why};
+    }
+    record.info.phases.push_back(ph.info);
+  }
+
+  if (record.info.device.empty()) {
+    record.info.device = o.backend == "cpu" ? "CPU (" + record.info.host + ")" : "GPU";
+  }
+  trace::MergeOptions merge;
+  merge.run.title = o.title + " of " + record.info.host;
+  merge.run.source = "calibration";
+  merge.meta = {{std::string(kCalibrationMetaKey), calibration_meta_json(record.info)},
+                {"calibration_commands", nlohmann::json(record.commands).dump()}};
+  // Phases ran one after another on one host: one clock, no shift.
+  merge.alignment = trace::ClockAlignment::none;
+  auto merged = trace::merge_stores(phase_stores, o.store, merge);
+  cleanup();
+  if (!merged) return Error{"calibration: merging the phases into " + o.store + ": " + merged.message()};
+  record.seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  if (progress) progress({total, total, "calibration store " + o.store});
+  return record;
+}
+
+}  // namespace cs::launch
