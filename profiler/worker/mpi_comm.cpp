@@ -202,7 +202,7 @@ class MpiComm final : public Communicator {
     tracer->record(on_comm_thread ? tracer->communication_lane() : tracer->compute_lane(),
                    p2p ? trace::EventKind::p2p : trace::EventKind::collective,
                    trace::Category::communication, start, end, label, 0, t.bytes(), what,
-                   trace_type(t.dtype), t.numel, peer);
+                   trace_type(t.dtype), t.numel, peer, size_);
   }
 
   MPI_Comm comm_;

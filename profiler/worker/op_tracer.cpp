@@ -31,7 +31,8 @@ trace::StringId OpTracer::name(std::string_view text) {
 void OpTracer::record(trace::LaneId lane, trace::EventKind kind, trace::Category category,
                       std::int64_t start_ns, std::int64_t end_ns, std::string_view op_name,
                       double flops, std::int64_t bytes, trace::Collective collective,
-                      trace::DataType dtype, std::int64_t count, std::int32_t peer) {
+                      trace::DataType dtype, std::int64_t count, std::int32_t peer,
+                      std::int32_t group_size) {
   trace::Event e;
   e.lane = lane;
   e.kind = kind;
@@ -45,6 +46,7 @@ void OpTracer::record(trace::LaneId lane, trace::EventKind kind, trace::Category
   e.dtype = dtype;
   e.count = count;
   e.peer = peer;
+  e.group_size = group_size;
   e.step = step_;
   writer_.add(e);
 }

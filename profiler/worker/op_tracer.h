@@ -40,7 +40,7 @@ class OpTracer {
               std::int64_t start_ns, std::int64_t end_ns, std::string_view name, double flops = 0,
               std::int64_t bytes = 0, trace::Collective collective = trace::Collective::none,
               trace::DataType dtype = trace::DataType::none, std::int64_t count = 0,
-              std::int32_t peer = -1);
+              std::int32_t peer = -1, std::int32_t group_size = 0);
   void counter(std::string_view name, std::int64_t time_ns, double value);
 
  private:

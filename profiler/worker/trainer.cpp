@@ -1,6 +1,8 @@
 #include "profiler/worker/trainer.h"
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <stdexcept>
 #include <string>
 
@@ -128,6 +130,27 @@ void Trainer::reduce_gradients() {
   annotate("gradient reduction", start);
 }
 
+double Trainer::gradient_norm() {
+  const bool zero = config_.zero_stage == 1 && config_.dp > 1;
+  const std::int64_t begin = zero ? config_.dp_rank * shard_ : 0;
+  const std::int64_t end = std::min(n_, begin + shard_);
+  const Tensor grads = zero ? grad_shard_ : grads_;  // element i is flat offset begin + i
+  double local = 0;
+  for (const ParamInfo& p : model_->params()) {
+    if (p.replicated_over_tp && config_.tp_rank != 0) continue;
+    const std::int64_t lo = std::max(p.offset, begin);
+    const std::int64_t hi = std::min(p.offset + p.numel(), end);
+    if (lo < hi) local += backend_.sum_of_squares(grads.slice(lo - begin, hi - lo));
+  }
+  float total = static_cast<float>(local);
+  backend_.upload(scalar_, &total);
+  if (config_.tp > 1) tp_.all_reduce(scalar_);
+  if (config_.pp > 1) pp_.all_reduce(scalar_);
+  if (zero) dp_.all_reduce(scalar_);
+  backend_.download(&total, scalar_);
+  return std::sqrt(static_cast<double>(total));
+}
+
 void Trainer::optimizer_step() {
   const std::int64_t start = tracer_ ? OpTracer::now_ns() : 0;
   const bool zero = config_.zero_stage == 1 && config_.dp > 1;
@@ -201,6 +224,8 @@ StepResult Trainer::step() {
       }
     }
   }
+  // Overflowed gradients have no norm worth reporting: infinity (null in JSON).
+  const double grad_norm = skipped ? std::numeric_limits<double>::infinity() : gradient_norm();
   if (!skipped) optimizer_step();
 
   // The step's loss: the last stage's mean, averaged over replicas, sent to
@@ -221,6 +246,7 @@ StepResult Trainer::step() {
   r.tokens = static_cast<double>(config_.global_batch()) * config_.model.seq;
   r.loss_scale = config_.dynamic_loss_scale ? used_scale : 0;
   r.skipped = skipped;
+  r.grad_norm = grad_norm;
   if (tracer_) {
     tracer_->record(tracer_->steps_lane(), trace::EventKind::step, trace::Category::other,
                     step_start, step_end, "step " + std::to_string(step_));

@@ -47,6 +47,7 @@ struct StepResult {
   double tokens = 0;     // tokens of the global batch
   double loss_scale = 0; // the scale used (0 without loss scaling)
   bool skipped = false;  // gradients overflowed: no update this step
+  double grad_norm = 0;  // L2 norm of the whole model's averaged gradient (every rank gets it)
 };
 
 class Trainer {
@@ -73,6 +74,9 @@ class Trainer {
   void reduce_gradients();
   void optimizer_step();
   bool gradients_overflowed();
+  // The whole model's gradient norm: each parameter counted once whatever
+  // the split (replicated over tp: on tp rank 0; ZeRO: per shard).
+  double gradient_norm();
   void annotate(std::string_view what, std::int64_t start_ns);
 
   Backend& backend_;

@@ -3,11 +3,13 @@
 // the CPU engine (OpenBLAS + MPI) or the CUDA engine (cuBLAS + NCCL), records
 // its timeline into its own trace store and prints a JSON line per step.
 
-#include <pthread.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <csignal>
+#include <ctime>
 #include <cstdio>
 #include <iostream>
 #include <mutex>
@@ -80,6 +82,14 @@ void emit(const json& line) {
   std::fflush(stdout);
 }
 
+// One line on stderr in a single write, so that mpirun does not interleave it
+// with another rank's.
+void report_error(const std::string& text) {
+  const std::string line = "clusterscope-worker: " + text + "\n";
+  std::fwrite(line.data(), 1, line.size(), stderr);
+  std::fflush(stderr);
+}
+
 std::string store_path(const std::string& pattern, int rank) {
   std::string path = pattern;
   const auto at = path.find("{rank}");
@@ -88,10 +98,15 @@ std::string store_path(const std::string& pattern, int rank) {
   return path + ".rank" + std::to_string(rank) + ".db";
 }
 
-// Signals reach one thread, which closes the stores and ends the process: a
-// cancelled or aborted run keeps everything recorded up to that moment.
+// Signals reach one thread. SIGTERM, SIGINT, SIGHUP: close the stores and
+// end the process. SIGUSR1 (what the launcher sends, through mpirun, to
+// cancel): close the stores and stop training, then wait to be ended; mpirun
+// kills ranks one second after it forwards a SIGTERM, which can be too soon to
+// close a large store. Either way a cancelled or aborted run keeps everything
+// recorded up to that moment.
 std::mutex g_writers_mutex;
-std::vector<trace::TraceWriter*> g_writers;
+std::vector<trace::TraceWriter*> g_writers;  // guarded by g_writers_mutex; open stores
+std::atomic<bool> g_stop{false};
 std::atomic<int> g_rank{0};
 
 void register_writer(trace::TraceWriter* w, bool add) {
@@ -103,30 +118,60 @@ void register_writer(trace::TraceWriter* w, bool add) {
   }
 }
 
+// Commits what is buffered, then records how the run ended; a store is closed once.
 void close_all_writers(std::string_view status) {
   std::lock_guard lock(g_writers_mutex);
-  for (trace::TraceWriter* w : g_writers) (void)w->close(status);
+  for (trace::TraceWriter* w : g_writers) {
+    (void)w->flush();  // the rows first: a kill during close keeps them
+    (void)w->close(status);
+  }
   g_writers.clear();
 }
 
-sigset_t block_signals() {
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGTERM);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGHUP);
-  pthread_sigmask(SIG_BLOCK, &set, nullptr);
-  return set;
+int g_signal_pipe[2] = {-1, -1};
+
+extern "C" void on_signal(int sig) {
+  const unsigned char byte = static_cast<unsigned char>(sig);
+  [[maybe_unused]] const ssize_t written = write(g_signal_pipe[1], &byte, 1);
 }
 
-void start_signal_thread(sigset_t set) {
-  std::thread([set] {
-    int sig = 0;
-    sigwait(&set, &sig);
-    close_all_writers("cancelled");
-    emit({{"event", "cancelled"}, {"rank", g_rank.load()}, {"signal", sig}});
-    std::_Exit(128 + sig);
+// A handler on every thread hands the signal to the signal thread through a
+// pipe: blocking signals would not do, as threads that libraries start before
+// main (OpenBLAS starts its pool when it is loaded) do not block them, and the
+// default action would end the rank with its store open.
+void install_signal_handling() {
+  if (pipe2(g_signal_pipe, O_CLOEXEC) != 0) throw std::runtime_error("cannot create a pipe");
+  struct sigaction action {};
+  action.sa_handler = on_signal;
+  sigemptyset(&action.sa_mask);
+  action.sa_flags = SA_RESTART;
+  for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGUSR1}) sigaction(sig, &action, nullptr);
+  std::thread([] {
+    for (;;) {
+      unsigned char byte = 0;
+      const ssize_t n = read(g_signal_pipe[0], &byte, 1);
+      if (n < 0 && errno == EINTR) continue;
+      if (n != 1) return;
+      const int sig = byte;
+      const bool first = !g_stop.exchange(true);
+      close_all_writers("cancelled");
+      if (first) emit({{"event", "cancelled"}, {"rank", g_rank.load()}, {"signal", sig}});
+      if (sig != SIGUSR1) std::_Exit(128 + sig);
+    }
   }).detach();
+}
+
+// CPU time of every thread of this process (compute, communication, BLAS,
+// the trace writer's): what a step costs whatever else the machine runs.
+double process_cpu_seconds() {
+  timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + ts.tv_nsec * 1e-9;
+}
+
+// After SIGUSR1: the store is closed; the rank idles until it is ended.
+[[noreturn]] void wait_to_be_ended() {
+  for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
 }
 
 std::string host_name() {
@@ -254,21 +299,29 @@ void train_steps(Trainer& trainer, const Options& o, int rank, Backend& backend,
                  const std::function<void(json&)>& extra,
                  const std::function<void(int, bool)>& around_step = {}) {
   for (int s = 0; s < o.steps; ++s) {
+    if (g_stop) wait_to_be_ended();
+    const double cpu_before = process_cpu_seconds();
     if (around_step) around_step(s, true);
     const StepResult r = trainer.step();
     if (around_step) around_step(s, false);
+    const double cpu_seconds = process_cpu_seconds() - cpu_before;
     json line = {{"event", "step"},
                  {"rank", rank},
                  {"step", r.step},
                  {"steps", o.steps},
                  {"loss", r.loss},
+                 {"grad_norm", r.grad_norm},
                  {"step_seconds", r.seconds},
+                 {"cpu_seconds", cpu_seconds},
                  {"tokens_per_second", r.tokens / r.seconds},
                  {"memory_bytes", backend.bytes_in_use()}};
     if (r.loss_scale > 0) line["loss_scale"] = r.loss_scale;
     if (r.skipped) line["skipped"] = true;
     if (extra) extra(line);
-    emit(line);
+    // A step line only for a step the store holds (once a signal has come,
+    // the store may be closed): the launcher relies on it.
+    std::lock_guard lock(g_writers_mutex);
+    if (!g_stop) emit(line);
   }
 }
 
@@ -316,7 +369,8 @@ json start_line(int rank, const WorldLayout& layout, const char* engine, const s
   const GptConfig& c = job.shape.config;
   return {{"event", "start"},
           {"rank", rank},
-          {"pid", getpid()},
+          {"host", host_name()},
+          {"pid", static_cast<std::int64_t>(getpid())},
           {"world_size", layout.world_size},
           {"dp_rank", layout.dp_rank},
           {"tp_rank", layout.tp_rank},
@@ -338,7 +392,7 @@ int run_cpu(Options o, const Job& job, int argc, char** argv) {
     throw std::runtime_error("the CPU engine computes in fp32 or bf16, not " + o.precision);
   }
   const DType storage = o.precision == "bf16" ? DType::bf16 : DType::f32;
-  start_signal_thread(block_signals());  // before MPI's threads start
+  install_signal_handling();  // before MPI starts its threads
   auto world = MpiWorld::create(&argc, &argv, o.dp, o.tp, o.pp);
   if (!world) throw std::runtime_error(world.message());
   MpiWorld& w = **world;
@@ -376,7 +430,7 @@ int run_cpu(Options o, const Job& job, int argc, char** argv) {
   } catch (const std::exception& e) {
     // One rank failing alone would leave the others waiting in a collective:
     // end the whole job.
-    std::cerr << "clusterscope-worker: rank " << layout.world_rank << ": error: " << e.what() << '\n';
+    report_error("rank " + std::to_string(layout.world_rank) + ": error: " + e.what());
     emit({{"event", "error"}, {"rank", layout.world_rank}, {"message", e.what()}});
     close_all_writers("failed");
     w.abort(1);
@@ -461,7 +515,7 @@ int run_cuda_rank(Options o, const Job& job, int argc, char** argv) {
   }
   auto info = cuda_device_info(device);
   if (!info) throw std::runtime_error(info.message());
-  start_signal_thread(block_signals());
+  install_signal_handling();
   g_rank = launch->rank;
 
   auto backend_result = make_cuda_backend(device, *compute);
@@ -570,7 +624,7 @@ int run_cuda_single_process(Options o, const Job& job, int argc, char** argv) {
     throw std::runtime_error("single-process mode runs pure data parallelism: use --dp " +
                              std::to_string(gpus) + " --tp 1 --pp 1 (one rank per GPU)");
   }
-  start_signal_thread(block_signals());
+  install_signal_handling();
   std::vector<std::unique_ptr<Backend>> backends;
   std::vector<int> devices;
   std::vector<void*> streams;
@@ -690,7 +744,7 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   } catch (const std::exception& e) {
-    std::cerr << "clusterscope-worker: error: " << e.what() << '\n';
+    report_error(std::string("error: ") + e.what());
     emit({{"event", "error"}, {"rank", g_rank.load()}, {"message", e.what()}});
     close_all_writers("failed");
     return 1;
