@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <limits>
 #include <map>
 #include <memory>
@@ -703,12 +704,6 @@ struct Tile {
   LodRow row;
 };
 
-struct Level {
-  bool alive = true;
-  std::vector<LodRow> rows;
-  std::vector<Tile> tiles;  // one per depth
-};
-
 struct LaneStats {
   std::int64_t count = 0;
   std::int64_t first = 0;
@@ -719,23 +714,34 @@ struct LaneStats {
   int coarsest = -1;
 };
 
+// Builds levels [lo, hi] in one pass over a lane in time order. Counting
+// (no sink): only counts each level's rows, and gives up on a level past
+// `cap` rows. Emitting: hands every row of every level to the sink as soon
+// as it is complete, holding nothing but one open tile per level and depth.
 class LodBuilder {
  public:
-  LodBuilder(std::int64_t events, std::int64_t span) : cap_(events / kLodRowsDivisor) {
+  using Sink = std::function<Status(int level, const LodRow&)>;
+
+  LodBuilder(int lo, int hi, std::int64_t cap, Sink sink)
+      : lo_(lo), cap_(cap), sink_(std::move(sink)) {
+    levels_.resize(static_cast<std::size_t>(hi - lo + 1));
+  }
+
+  static int top_level(std::int64_t span) {
     int top = 0;
     while (top < kLodMaxLevel && lod_width(top) < span)
       ++top;
-    levels_.resize(static_cast<std::size_t>(top) + 1);
+    return top;
   }
 
   void add(const ScanRow& e, std::int32_t depth) {
     const std::int64_t duration = e.end - e.start;
-    for (std::size_t l = lowest_alive_; l < levels_.size(); ++l) {
+    for (std::size_t l = lowest_alive_; l < levels_.size() && status_; ++l) {
       Level& level = levels_[l];
       if (!level.alive) continue;
-      const int shift = kLodBaseShift + static_cast<int>(l);
+      const int shift = kLodBaseShift + lo_ + static_cast<int>(l);
       if (duration >= (std::int64_t{2} << shift)) {
-        level.rows.push_back({e.start, e.end, 1, e.id, e.name, e.kind, e.category, depth});
+        emit(l, {e.start, e.end, 1, e.id, e.name, e.kind, e.category, depth});
       } else {
         if (level.tiles.size() <= static_cast<std::size_t>(depth)) level.tiles.resize(depth + 1);
         Tile& tile = level.tiles[depth];
@@ -751,47 +757,67 @@ class LodBuilder {
             tile.row.category = e.category;
           }
         } else {
-          if (tile.open) level.rows.push_back(tile.row);
+          if (tile.open) {
+            const LodRow done = tile.row;
+            emit(l, done);  // may give the level up, freeing its tiles
+            if (!level.alive) continue;
+          }
           tile.open = true;
           tile.index = index;
           tile.longest = duration;
           tile.row = {e.start, e.end, 1, e.id, e.name, e.kind, e.category, depth};
         }
       }
-      if (static_cast<std::int64_t>(level.rows.size()) > cap_) {
-        level.alive = false;
-        std::vector<LodRow>().swap(level.rows);
-        std::vector<Tile>().swap(level.tiles);
-        while (lowest_alive_ < levels_.size() && !levels_[lowest_alive_].alive)
-          ++lowest_alive_;
-      }
     }
   }
 
-  // Closes open tiles; returns the kept levels: every level from the finest
-  // one whose coarser levels all stayed small.
+  // Emits the open tiles. Counting: returns the levels to keep — every level
+  // from the finest one whose coarser levels all stayed within the cap.
   std::pair<int, int> finish() {
-    for (Level& level : levels_) {
-      if (!level.alive) continue;
-      for (Tile& tile : level.tiles) {
-        if (tile.open) level.rows.push_back(tile.row);
+    for (std::size_t l = 0; l < levels_.size(); ++l) {
+      if (!levels_[l].alive) continue;
+      for (Tile& tile : levels_[l].tiles) {
+        if (tile.open) emit(l, tile.row);
         tile.open = false;
       }
-      if (static_cast<std::int64_t>(level.rows.size()) > cap_) level.alive = false;
     }
     int finest = static_cast<int>(levels_.size());
     while (finest > 0 && levels_[finest - 1].alive)
       --finest;
     if (finest == static_cast<int>(levels_.size())) return {-1, -1};
-    return {finest, static_cast<int>(levels_.size()) - 1};
+    return {lo_ + finest, lo_ + static_cast<int>(levels_.size()) - 1};
   }
 
-  std::vector<LodRow>& rows(int level) { return levels_[level].rows; }
+  const Status& status() const { return status_; }
 
  private:
+  struct Level {
+    bool alive = true;
+    std::int64_t rows = 0;
+    std::vector<Tile> tiles;  // one per depth
+  };
+
+  void emit(std::size_t l, const LodRow& row) {
+    Level& level = levels_[l];
+    ++level.rows;
+    if (sink_) {
+      if (Status s = sink_(lo_ + static_cast<int>(l), row); !s) status_ = s;
+      return;
+    }
+    if (level.rows > cap_) {
+      level.alive = false;
+      std::vector<Tile>().swap(level.tiles);
+      while (lowest_alive_ < levels_.size() && !levels_[lowest_alive_].alive)
+        ++lowest_alive_;
+    }
+  }
+
+  int lo_;
   std::int64_t cap_;
+  Sink sink_;
   std::vector<Level> levels_;
   std::size_t lowest_alive_ = 0;
+  Status status_;
 };
 
 struct FinalizeStatements {
@@ -818,8 +844,11 @@ Status finalize_lane(sql::Database& db, std::uint32_t lane, bool chunked, Finali
     stats.last = last;
   }
 
+  // Pass 1 counts the rows of every level (no rows kept); pass 2, over the
+  // chunks, writes the levels worth keeping.
   std::optional<LodBuilder> lod;
-  if (stats.count >= kLodMinEvents) lod.emplace(stats.count, stats.last - stats.first);
+  const int top = LodBuilder::top_level(stats.last - stats.first);
+  if (stats.count >= kLodMinEvents) lod.emplace(0, top, stats.count / kLodRowsDivisor, nullptr);
 
   // The lane's events in time order: from the chunks the writer already
   // wrote, or from the rows (then its chunks are written here).
@@ -868,12 +897,11 @@ Status finalize_lane(sql::Database& db, std::uint32_t lane, bool chunked, Finali
 
   if (lod) {
     std::tie(stats.finest, stats.coarsest) = lod->finish();
-    for (int level = stats.finest; level >= 0 && level <= stats.coarsest; ++level) {
-      auto& rows = lod->rows(level);
-      std::sort(rows.begin(), rows.end(), [](const LodRow& a, const LodRow& b) {
-        return a.depth != b.depth ? a.depth < b.depth : a.start < b.start;
-      });
-      for (const LodRow& r : rows) {
+    if (stats.finest >= 0) {
+      auto written = load_chunks(db, lane);
+      if (!written) return written.error();
+      ChunkMerge again(db, std::vector<const std::vector<Chunk>*>{&*written}, -kAll, kAll);
+      LodBuilder write(stats.finest, stats.coarsest, 0, [&](int level, const LodRow& r) -> Status {
         q.insert_lod.reset();
         q.insert_lod.bind(1, lane)
             .bind(2, level)
@@ -888,8 +916,19 @@ Status finalize_lane(sql::Database& db, std::uint32_t lane, bool chunked, Finali
             .bind(11, r.event_id);
         if (const int rc = q.insert_lod.step(); rc != SQLITE_DONE)
           return db.error("cannot write level-of-detail rows", rc);
+        return {};
+      });
+      open_ends.clear();
+      while (again.next(row) && write.status()) {
+        while (!open_ends.empty() && open_ends.back() <= row.start)
+          open_ends.pop_back();
+        const auto depth = static_cast<std::int32_t>(open_ends.size());
+        open_ends.push_back(row.end);
+        write.add(row, depth);
       }
-      std::vector<LodRow>().swap(rows);
+      if (!again.status()) return again.status();
+      write.finish();
+      if (!write.status()) return write.status();
     }
   }
 

@@ -29,7 +29,7 @@ inline constexpr int kLodMaxLevel = 50;
 // Lanes with fewer events are read raw; a level is kept only when it has at
 // most 1/kLodRowsDivisor of the lane's events as rows.
 inline constexpr std::int64_t kLodMinEvents = 2048;
-inline constexpr std::int64_t kLodRowsDivisor = 4;
+inline constexpr std::int64_t kLodRowsDivisor = 16;
 inline std::int64_t lod_width(int level) {
   return std::int64_t{1} << (kLodBaseShift + level);
 }

@@ -290,6 +290,10 @@ class SqliteTraceWriter final : public TraceWriter {
   void add(const Event& event) override {
     std::unique_lock lock(mu_);
     if (closed_) return;  // after close() nothing more is written
+    if (event.lane.value == 0 || event.lane.value >= next_lane_) {
+      ++unknown_lane_;  // not a lane of this writer: dropped, counted in meta
+      return;
+    }
     if (pending_.events.size() >= options_.max_buffered_rows && !stop_) {
       wake_.notify_one();
       drained_.wait(lock, [&] {
@@ -358,6 +362,8 @@ class SqliteTraceWriter final : public TraceWriter {
       if (s) s = write_meta("status", status);
       if (s && ends_before_start_ > 0)
         s = write_meta("events_with_end_before_start", std::to_string(ends_before_start_));
+      if (s && unknown_lane_ > 0)
+        s = write_meta("events_dropped_with_unknown_lane", std::to_string(unknown_lane_));
       if (s && dropped_events_ > 0)
         s = write_meta("events_dropped_after_write_failure", std::to_string(dropped_events_));
       if (s) s = tx.commit();
@@ -665,6 +671,7 @@ class SqliteTraceWriter final : public TraceWriter {
   std::vector<std::pair<LaneKey, std::uint32_t>> lane_ids_;
   std::uint32_t next_lane_ = 1;
   std::int64_t ends_before_start_ = 0;
+  std::int64_t unknown_lane_ = 0;
 
   // The flusher thread's own (and close()'s, after the flusher ended).
   sql::Database db_;

@@ -244,6 +244,9 @@ void TestTraceStore::roundTrip() {
     a.name = launch;
     a.correlation = 11;
     w.add(a);
+    Event stray = a;  // a lane this writer never made: dropped and counted, not a crash
+    stray.lane = LaneId{4'000'000'000u};
+    w.add(stray);
     Event backwards = a;  // an end before its start is stored as a zero-length event
     backwards.start_ns = 2'000'100'000;
     backwards.end_ns = 2'000'000'000;
@@ -280,6 +283,7 @@ void TestTraceStore::roundTrip() {
   QCOMPARE(back.tool_versions_json, run.tool_versions_json);
   QCOMPARE(r->world_size(), 2);
   QCOMPARE(r->meta("events_with_end_before_start"), std::optional<std::string>("1"));
+  QCOMPARE(r->meta("events_dropped_with_unknown_lane"), std::optional<std::string>("1"));
 
   QCOMPARE(r->ranks().size(), std::size_t{2});
   QCOMPARE(r->ranks()[1].host, std::string("node-02"));
