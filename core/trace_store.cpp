@@ -1013,6 +1013,56 @@ Result<StoreState> inspect_store(const std::string& path) {
   return state;
 }
 
+Status verify_store(const std::string& path) {
+  StoreState state;
+  auto db = store::open_store(path, false, &state);
+  if (!db) return db.error();
+  {
+    auto check = db->prepare("PRAGMA quick_check");
+    if (!check) return Error{path + " is damaged: " + check.message()};
+    int rc;
+    std::string problems;
+    while ((rc = check->step()) == SQLITE_ROW) {
+      const std::string line(check->text_at(0));
+      if (line != "ok") problems += (problems.empty() ? "" : "; ") + line;
+    }
+    if (rc != SQLITE_DONE) return Error{path + " is damaged: " + sqlite3_errmsg(db->get())};
+    if (!problems.empty()) return Error{path + " is damaged: " + problems};
+  }
+  if (!state.finalized) return {};
+  // Each lane's chunks hold exactly its events, in time order.
+  auto lanes = db->prepare("SELECT id FROM lanes");
+  if (!lanes) return lanes.error();
+  while (lanes->step() == SQLITE_ROW) {
+    const auto lane = static_cast<std::uint32_t>(lanes->int64_at(0));
+    auto segments = store::load_segments(*db, {lane});
+    if (!segments) return segments.error();
+    std::int64_t rows = 0;
+    for (const store::Segment& seg : *segments)
+      rows += seg.last_id - seg.first_id + 1;
+    auto chunks = store::load_chunks(*db, lane);
+    if (!chunks) return chunks.error();
+    store::ChunkMerge scan(*db, {&*chunks}, std::numeric_limits<std::int64_t>::min(),
+                           std::numeric_limits<std::int64_t>::max());
+    store::ScanRow row;
+    std::int64_t seen = 0, previous = std::numeric_limits<std::int64_t>::min();
+    while (scan.next(row)) {
+      if (row.start < previous || row.end < row.start || row.id < 1 || row.id > state.events) {
+        return Error{path + " is damaged: the event chunks of lane " + std::to_string(lane) +
+                     " do not decode to its events"};
+      }
+      previous = row.start;
+      ++seen;
+    }
+    if (!scan.status()) return scan.status();
+    if (seen != rows) {
+      return Error{path + " is damaged: lane " + std::to_string(lane) + " has " +
+                   std::to_string(rows) + " events but its chunks hold " + std::to_string(seen)};
+    }
+  }
+  return {};
+}
+
 Status finalize_store(const std::string& path) {
   StoreState state;
   auto db = store::open_store(path, true, &state);
