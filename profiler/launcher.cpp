@@ -457,6 +457,7 @@ struct Launcher::State {
         r->loss = j.value("loss", 0.0);
         r->grad_norm = j.value("grad_norm", 0.0);
         r->step_seconds = j.value("step_seconds", 0.0);
+        r->cpu_seconds = j.value("cpu_seconds", 0.0);
         r->tokens_per_second = j.value("tokens_per_second", 0.0);
         r->memory_bytes = j.value("memory_bytes", std::int64_t{0});
         e.kind = LaunchEvent::Kind::step;
@@ -465,6 +466,7 @@ struct Launcher::State {
         e.loss = r->loss;
         e.grad_norm = r->grad_norm;
         e.step_seconds = r->step_seconds;
+        e.cpu_seconds = r->cpu_seconds;
         e.tokens_per_second = r->tokens_per_second;
         last_progress = Clock::now();
       } else if (event == "done") {

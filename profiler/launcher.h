@@ -101,6 +101,7 @@ struct RankStatus {
   double loss = 0;
   double grad_norm = 0;
   double step_seconds = 0;
+  double cpu_seconds = 0;  // CPU time of the rank's process over its last step
   double tokens_per_second = 0;
   std::int64_t memory_bytes = 0;
   std::string store;                    // its trace store, "" when not tracing
@@ -128,6 +129,7 @@ struct LaunchEvent {
   double loss = 0;
   double grad_norm = 0;
   double step_seconds = 0;
+  double cpu_seconds = 0;
   double tokens_per_second = 0;
   std::string text;
 };

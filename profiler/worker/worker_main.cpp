@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
+#include <ctime>
 #include <iostream>
 #include <mutex>
 #include <thread>
@@ -137,6 +138,14 @@ void start_signal_thread() {
       if (sig != SIGUSR1) std::_Exit(128 + sig);
     }
   }).detach();
+}
+
+// CPU time of every thread of this process (compute, communication, BLAS,
+// the trace writer's): what a step costs whatever else the machine runs.
+double process_cpu_seconds() {
+  timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + ts.tv_nsec * 1e-9;
 }
 
 // A step line only for a step the store holds (once a signal has come, the
@@ -316,7 +325,9 @@ int train(Options o, int argc, char** argv, const WorkerShape& shape, const std:
 
   for (int s = 0; s < o.steps; ++s) {
     if (g_stop) wait_to_be_ended();
+    const double cpu_before = process_cpu_seconds();
     const StepResult r = trainer.step();
+    const double cpu_seconds = process_cpu_seconds() - cpu_before;
     emit_step({{"event", "step"},
           {"rank", layout.world_rank},
           {"step", r.step},
@@ -324,6 +335,7 @@ int train(Options o, int argc, char** argv, const WorkerShape& shape, const std:
           {"loss", r.loss},
           {"grad_norm", r.grad_norm},
           {"step_seconds", r.seconds},
+          {"cpu_seconds", cpu_seconds},
           {"tokens_per_second", r.tokens / r.seconds},
           {"memory_bytes", backend->bytes_in_use()}});
   }
