@@ -46,6 +46,7 @@ void add_json_flag(CLI::App& command, bool& json);
 void register_presets(CLI::App& app, Context& ctx);
 void register_validate(CLI::App& app, Context& ctx);
 void register_describe(CLI::App& app, Context& ctx);
+void register_trace(CLI::App& app, Context& ctx);
 void register_run(CLI::App& app, Context& ctx);
 
 }  // namespace cs::cli

@@ -18,6 +18,7 @@ int main(int argc, char** argv) {
   cs::cli::register_presets(app, ctx);
   cs::cli::register_validate(app, ctx);
   cs::cli::register_describe(app, ctx);
+  cs::cli::register_trace(app, ctx);
   cs::cli::register_run(app, ctx);
 
   try {
