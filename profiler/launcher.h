@@ -206,4 +206,10 @@ class Launcher {
 // unreadable are named in `note`; the merge fails only when none is readable.
 Status merge_run_stores(const RunSpec& spec, Outcome outcome, std::string& note);
 
+// How a run ended, read from its rank stores when the launcher did not watch
+// it (a Slurm job): complete when every store is; cancelled when one was
+// cancelled; failed when one failed; crashed when one was cut short or is
+// missing.
+Outcome outcome_from_rank_stores(const RunSpec& spec);
+
 }  // namespace cs::launch
