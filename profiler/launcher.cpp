@@ -591,6 +591,12 @@ struct Launcher::State {
   }
 
   void monitor() {
+    {
+      LaunchEvent e;
+      e.kind = LaunchEvent::Kind::started;
+      e.text = command_text(report.command);  // set before this thread started
+      emit(std::move(e));
+    }
     last_progress = Clock::now();
     pollfd fds[2] = {{child.out_fd, POLLIN, 0}, {child.err_fd, POLLIN, 0}};
     bool reaped = false;
@@ -697,8 +703,10 @@ struct Launcher::State {
 
     if (all_done && exit_status == 0) {
       r.outcome = Outcome::completed;
-      r.message = "the run completed: " + std::to_string(r.ranks.size()) + " ranks, " +
-                  std::to_string(r.ranks.empty() ? 0 : r.ranks.front().step + 1) + " steps";
+      const int steps = r.ranks.empty() ? 0 : r.ranks.front().step + 1;
+      r.message = "the run completed: " + std::to_string(r.ranks.size()) +
+                  (r.ranks.size() == 1 ? " rank, " : " ranks, ") + std::to_string(steps) +
+                  (steps == 1 ? " step" : " steps");
     } else if (cancel_requested) {
       r.outcome = Outcome::cancelled;
       r.message = "the run was cancelled; last steps: " + last_steps_text();
@@ -931,10 +939,6 @@ Status Launcher::start() {
   s.child = *child;
   s.report.command = argv;
   s.started = true;
-  LaunchEvent e;
-  e.kind = LaunchEvent::Kind::started;
-  e.text = command_text(argv);
-  s.emit(std::move(e));
   s.thread = std::thread([&s] { s.monitor(); });
   return {};
 }

@@ -117,7 +117,7 @@ void TestRunCli::plainProgressWhenNotATerminal() {
     QVERIFY2(r.err.contains(QString("\nstep %1/3  loss ").arg(s)), qPrintable(r.err));
   }
   QVERIFY(!r.err.contains('\r'));  // no bar redrawn in place
-  QVERIFY2(r.out.contains("the run completed: 1 ranks, 3 steps"), qPrintable(r.out));
+  QVERIFY2(r.out.contains("the run completed: 1 rank, 3 steps"), qPrintable(r.out));
   QVERIFY2(r.out.contains("Where each rank's time went"), qPrintable(r.out));
   QVERIFY2(r.out.contains("run store: " + store), qPrintable(r.out));
   // A complete run keeps only the merged store.
