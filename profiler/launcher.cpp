@@ -511,8 +511,12 @@ struct Launcher::State {
     if (!tagged.stderr_stream && tagged.text.starts_with("{")) {
       const auto j = nlohmann::json::parse(tagged.text, nullptr, /*allow_exceptions=*/false);
       if (j.is_object() && j.contains("event")) {
-        handle_rank_json(tagged.rank, j);
-        return;
+        try {
+          handle_rank_json(tagged.rank, j);
+          return;
+        } catch (const nlohmann::json::exception&) {
+          // A field of the wrong type: not a line of ours; kept as text below.
+        }
       }
     }
     std::lock_guard lock(mutex);
@@ -629,10 +633,13 @@ struct Launcher::State {
           reaped_at = Clock::now();
         }
       }
-      // mpirun has ended: its pipes close with it, unless a rank it left
-      // behind still holds them; then stop waiting after a moment.
-      if (reaped && (!(fds[0].fd >= 0 || fds[1].fd >= 0) ||
-                     Clock::now() - reaped_at > std::chrono::seconds(2))) {
+      // mpirun has ended: its pipes close with it, unless ranks it left
+      // behind still hold them; those are ended (they are in its process
+      // group) after a moment.
+      if (reaped && !(fds[0].fd >= 0 || fds[1].fd >= 0)) break;
+      if (reaped && Clock::now() - reaped_at > std::chrono::seconds(2)) {
+        ::kill(-child.pid, SIGKILL);
+        note("ranks outlived mpirun: killed them (SIGKILL)");
         break;
       }
       if (reaped) continue;
