@@ -376,7 +376,7 @@ Result<MergeReport> merge_stores(const std::vector<std::string>& inputs, const s
       return s.error();
     }
   }
-  if (Status s = w.close("complete"); !s) return s.error();
+  if (Status s = w.close(options.status); !s) return s.error();
   return report;
 }
 

@@ -33,6 +33,8 @@ struct MergeOptions {
   // The run's metadata. Empty fields are taken from the first input that has
   // them; plan_json and command_line are how the launcher records the run.
   RunInfo run;
+  // The output's status: how the run ended ("complete", "cancelled", "crashed", "hung", ...).
+  std::string status = "complete";
   // More meta rows for the output (e.g. "predicted_step", "world_size").
   std::vector<std::pair<std::string, std::string>> meta;
   WriterOptions writer;

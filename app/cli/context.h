@@ -56,5 +56,6 @@ void register_plan(CLI::App& app, Context& ctx);
 void register_search(CLI::App& app, Context& ctx);
 void register_profile(CLI::App& app, Context& ctx);
 void register_trace(CLI::App& app, Context& ctx);
+void register_run(CLI::App& app, Context& ctx);
 
 }  // namespace cs::cli

@@ -22,6 +22,7 @@ int main(int argc, char** argv) {
   cs::cli::register_search(app, ctx);
   cs::cli::register_profile(app, ctx);
   cs::cli::register_trace(app, ctx);
+  cs::cli::register_run(app, ctx);
 
   try {
     app.parse(argc, argv);

@@ -1,0 +1,628 @@
+// clusterscope run [--plan FILE | --cluster C --model M --dp --tp --pp ...]
+//                  [--backend cpu|cuda|auto] [--ranks N] [--steps N] [--out RUN.db]
+//                  [--hostfile FILE | --slurm ...] [--hang-timeout S] [--json]
+//
+// Trains the plan for real: one worker per rank through mpirun (or a Slurm
+// batch script), progress on the terminal, and at the end the run store and
+// its per-rank compute / communication / overlap summary.
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <mutex>
+#include <thread>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+#include <signal.h>
+#include <unistd.h>
+
+#include "app/cli/cli_options.h"
+#include "app/cli/context.h"
+#include "app/cli/run_summary.h"
+#include "app/cli/text_table.h"
+#include "core/format.h"
+#include "core/host_probe.h"
+#include "core/json_reader.h"
+#include "core/model_json.h"
+#include "core/workload.h"
+#include "profiler/launcher.h"
+#include "profiler/worker/gpt_model.h"
+#include "profiler/worker_shape.h"
+
+namespace cs::cli {
+
+namespace {
+
+namespace fs = std::filesystem;
+using launch::LaunchEvent;
+
+// The plan a run trains: a plan file, or a cluster, a model and the parallel
+// and precision flags (flags override the file). One group, so that it can
+// give way to the planner's shared plan options.
+struct RunPlanOptions {
+  std::string plan_file;
+  ClusterOptions cluster;
+  ModelOptions model;
+  std::optional<int> dp, tp, pp, zero, micro_batch, global_batch;
+  std::string precision;
+
+  void add_to(CLI::App& command) {
+    command.add_option("--plan", plan_file,
+                       "Plan JSON file (cluster, workload, parallel, precision)");
+    cluster.add_to(command, false);
+    model.add_to(command);
+    command.add_option("--dp", dp, "Data-parallel replicas")->check(CLI::PositiveNumber);
+    command.add_option("--tp", tp, "Tensor-parallel degree")->check(CLI::PositiveNumber);
+    command.add_option("--pp", pp, "Pipeline stages")->check(CLI::PositiveNumber);
+    command.add_option("--zero", zero, "ZeRO stage (the engines run 0 and 1)")
+        ->check(CLI::Range(0, 3));
+    command.add_option("--micro-batch", micro_batch, "Sequences per micro-batch")
+        ->check(CLI::PositiveNumber);
+    command.add_option("--global-batch", global_batch, "Sequences per step, all replicas")
+        ->check(CLI::PositiveNumber);
+    command.add_option("--precision", precision,
+                       "Compute precision: fp32 or bf16 (CPU); tf32, fp16, fp8 too on CUDA");
+  }
+
+  // The plan file's model with the shape flags given over it. (ModelOptions
+  // resolves presets and files; this is the same override, on a plan's model.)
+  Workload with_shape_flags(Workload w) const {
+    if (w.kind != WorkloadKind::transformer) {
+      throw CliError("--layers/--hidden/--heads/--seq apply to transformers, and \"" + w.name +
+                     "\" is a generic model");
+    }
+    TransformerShape& t = w.transformer;
+    if (model.layers) t.layers = *model.layers;
+    if (model.hidden) t.hidden = *model.hidden;
+    if (model.heads) {
+      if (t.kv_heads == t.heads) t.kv_heads = *model.heads;
+      t.heads = *model.heads;
+    }
+    if (model.kv_heads) t.kv_heads = *model.kv_heads;
+    if (model.ffn_hidden) t.ffn_hidden = *model.ffn_hidden;
+    if (model.seq_len) t.seq_len = *model.seq_len;
+    if (model.vocab) t.vocab = *model.vocab;
+    return w;
+  }
+
+  // `ranks` fills dp when only the rank count is given.
+  Plan resolve(const PresetCatalog& catalog, std::optional<int> ranks) const {
+    Plan plan;
+    if (!plan_file.empty()) {
+      auto j = take(read_json_file(plan_file));
+      plan = take(plan_from_json(j, plan_file, &catalog));
+      if (!cluster.cluster.empty() || !cluster.gpu.empty()) plan.cluster = cluster.resolve(catalog);
+      if (!model.model.empty()) {
+        plan.workload = model.resolve(catalog);
+      } else if (model.given()) {
+        plan.workload = with_shape_flags(plan.workload);
+      }
+    } else {
+      ClusterOptions c = cluster;
+      if (c.cluster.empty() && c.gpu.empty()) c.cluster = std::string(kThisMachine);
+      plan.cluster = c.resolve(catalog);
+      ModelOptions m = model;
+      if (!m.given()) m.model = "gpt2-small";
+      plan.workload = m.resolve(catalog);
+      plan.precision = PrecisionPlan::for_compute(Precision::fp32);
+      plan.parallel.global_batch = 0;
+    }
+    ParallelPlan& p = plan.parallel;
+    if (tp) p.tp = *tp;
+    if (pp) p.pp = *pp;
+    if (dp) {
+      p.dp = *dp;
+    } else if (ranks && plan_file.empty()) {
+      if (*ranks % (p.tp * p.pp) != 0) {
+        throw CliError("--ranks " + std::to_string(*ranks) +
+                       " is not a multiple of tp x pp = " + std::to_string(p.tp * p.pp));
+      }
+      p.dp = *ranks / (p.tp * p.pp);
+    }
+    if (zero) p.zero_stage = *zero;
+    if (micro_batch) p.micro_batch = *micro_batch;
+    if (global_batch) {
+      p.global_batch = *global_batch;
+    } else if (p.global_batch == 0 || dp || micro_batch) {
+      if (p.global_batch == 0 || p.global_batch % (p.dp * p.micro_batch) != 0) {
+        p.global_batch = p.dp * p.micro_batch;
+      }
+    }
+    if (!precision.empty()) {
+      const auto parsed = precision_from_string(precision);
+      if (!parsed) throw CliError("--precision: unknown precision \"" + precision + "\"");
+      plan.precision = PrecisionPlan::for_compute(*parsed);
+    }
+    // The same rules as a plan file.
+    return take(
+        plan_from_json(to_json(plan), plan_file.empty() ? "command line" : plan_file, &catalog));
+  }
+};
+
+struct RunOptions {
+  RunPlanOptions plan;
+  std::string backend = "auto";
+  std::optional<int> ranks;
+  int steps = 20;
+  std::string out;
+  std::string hostfile;
+  bool slurm = false;
+  launch::SlurmOptions slurm_options;
+  double hang_timeout_s = 300;
+  std::string title;
+  double lr = 1e-3;
+  std::uint64_t seed = 1234;
+  bool keep_rank_stores = false;
+  bool merge_only = false;
+  bool json = false;
+};
+
+// The command as the user typed it, for the run store.
+std::string own_command_line() {
+  std::ifstream in("/proc/self/cmdline", std::ios::binary);
+  std::vector<std::string> argv;
+  std::string arg;
+  while (std::getline(in, arg, '\0'))
+    argv.push_back(arg);
+  return launch::command_text(argv);
+}
+
+std::string own_executable() {
+  std::error_code ec;
+  const fs::path self = fs::read_symlink("/proc/self/exe", ec);
+  return ec ? std::string("clusterscope") : self.string();
+}
+
+std::string format_float(double v) {
+  char buffer[32];
+  std::snprintf(buffer, sizeof buffer, "%.9g", v);
+  return buffer;
+}
+
+std::string default_store_name() {
+  const std::time_t now = std::time(nullptr);
+  char buffer[64];
+  std::strftime(buffer, sizeof buffer, "run-%Y%m%d-%H%M%S.db", std::localtime(&now));
+  return buffer;
+}
+
+// What the engines can run of a plan, and what they run instead, said plainly.
+std::vector<std::string> engine_notes(const Plan& plan, const std::string& backend) {
+  std::vector<std::string> notes;
+  const ParallelPlan& p = plan.parallel;
+  if (p.zero_stage > 1) {
+    throw CliError("the engines implement ZeRO stages 0 and 1; the plan asks for ZeRO-" +
+                   std::to_string(p.zero_stage));
+  }
+  if (p.virtual_stages > 1 || p.schedule == PipelineSchedule::interleaved) {
+    notes.push_back("the interleaved pipeline schedule runs as plain 1F1B");
+  }
+  if (p.sequence_parallel)
+    notes.push_back("sequence parallelism is not implemented: it runs without it");
+  if (p.recompute != Recompute::none)
+    notes.push_back("activation recomputation is not implemented: it runs without it");
+  if (backend == "cpu") {
+    const Precision c = plan.precision.compute;
+    if (c == Precision::tf32) {
+      notes.push_back("tf32 has no meaning on the CPU: it computes in fp32");
+    } else if (c != Precision::fp32 && c != Precision::bf16) {
+      throw CliError("the CPU engine computes in fp32 or bf16; the plan asks for " +
+                     std::string(to_string(c)) + " (use --precision bf16, or --backend cuda)");
+    }
+  }
+  return notes;
+}
+
+std::string worker_precision(const Plan& plan, const std::string& backend) {
+  const Precision c = plan.precision.compute;
+  if (backend == "cpu" && c == Precision::tf32) return "fp32";
+  return std::string(to_string(c));
+}
+
+std::string format_eta(double seconds) {
+  if (!(seconds >= 0) || seconds > 1e7) return "--:--";
+  const long s = std::lround(seconds);
+  char buffer[32];
+  if (s >= 3600) {
+    std::snprintf(buffer, sizeof buffer, "%ld:%02ld:%02ld", s / 3600, s / 60 % 60, s % 60);
+  } else {
+    std::snprintf(buffer, sizeof buffer, "%ld:%02ld", s / 60, s % 60);
+  }
+  return buffer;
+}
+
+// Progress from the launcher's events: a bar with an ETA on a terminal,
+// plain lines otherwise. Events arrive on the launcher's thread.
+class ProgressPrinter {
+ public:
+  ProgressPrinter(int ranks, int steps, bool terminal, bool quiet)
+      : steps_(steps), terminal_(terminal), quiet_(quiet), rank_steps_(ranks, -1) {}
+
+  void on_event(const LaunchEvent& e) {
+    std::lock_guard lock(mutex_);
+    if (quiet_) return;
+    switch (e.kind) {
+      case LaunchEvent::Kind::step:
+        on_step(e);
+        break;
+      case LaunchEvent::Kind::started:
+        line("running: " + e.text);
+        break;
+      case LaunchEvent::Kind::rank_started:
+        if (!terminal_) line(e.text);
+        break;
+      case LaunchEvent::Kind::rank_done:
+        break;
+      case LaunchEvent::Kind::finished:
+        end_bar();
+        break;
+      default:
+        line(e.text);
+        break;
+    }
+  }
+
+  void end_bar() {
+    if (bar_shown_) std::cerr << '\n';
+    bar_shown_ = false;
+  }
+
+ private:
+  void on_step(const LaunchEvent& e) {
+    if (e.rank >= 0 && e.rank < static_cast<int>(rank_steps_.size())) rank_steps_[e.rank] = e.step;
+    if (e.rank == 0) {
+      loss_ = e.loss;
+      step_seconds_ = e.step_seconds;
+      tokens_per_second_ = e.tokens_per_second;
+    }
+    // A step counts once every rank has finished it.
+    int done = rank_steps_.front();
+    for (int s : rank_steps_)
+      done = std::min(done, s);
+    if (done <= shown_step_) return;
+    shown_step_ = done;
+    const auto now = std::chrono::steady_clock::now();
+    if (done == 0) first_step_end_ = now;
+    // After the first step (start-up, warm-up), the mean of the rest.
+    double per_step = step_seconds_;
+    if (done > 0) {
+      per_step = std::chrono::duration<double>(now - first_step_end_).count() / done;
+    }
+    const double eta = per_step * (steps_ - done - 1);
+    char figures[160];
+    std::snprintf(figures, sizeof figures, "loss %.4f  %s/step  %s tokens/s  ETA %s", loss_,
+                  format_seconds(step_seconds_).c_str(),
+                  format_count(std::round(tokens_per_second_)).c_str(), format_eta(eta).c_str());
+    const std::string count = "step " + std::to_string(done + 1) + "/" + std::to_string(steps_);
+    if (!terminal_) {
+      std::cerr << count << "  " << figures << '\n';
+      return;
+    }
+    constexpr int kWidth = 30;
+    const int filled = steps_ > 0 ? (done + 1) * kWidth / steps_ : kWidth;
+    std::string bar(static_cast<std::size_t>(filled), '#');
+    bar.resize(kWidth, '.');
+    std::cerr << "\r\033[K[" << bar << "] " << count << "  " << figures << std::flush;
+    bar_shown_ = true;
+  }
+
+  void line(const std::string& text) {
+    if (bar_shown_) std::cerr << "\r\033[K";
+    std::cerr << text << '\n';
+    if (bar_shown_) bar_shown_ = false;
+  }
+
+  std::mutex mutex_;
+  int steps_;
+  bool terminal_;
+  bool quiet_;
+  std::vector<int> rank_steps_;
+  int shown_step_ = -1;
+  double loss_ = 0, step_seconds_ = 0, tokens_per_second_ = 0;
+  bool bar_shown_ = false;
+  std::chrono::steady_clock::time_point first_step_end_;
+};
+
+// SIGINT / SIGTERM cancel the run cleanly instead of killing the launcher.
+class CancelOnSignal {
+ public:
+  explicit CancelOnSignal(launch::Launcher& launcher) {
+    sigemptyset(&set_);
+    sigaddset(&set_, SIGINT);
+    sigaddset(&set_, SIGTERM);
+    sigaddset(&set_, SIGHUP);
+    pthread_sigmask(SIG_BLOCK, &set_, &old_);
+    thread_ = std::thread([this, &launcher] {
+      while (!stop_) {
+        timespec timeout{0, 200'000'000};
+        if (sigtimedwait(&set_, nullptr, &timeout) > 0) {
+          std::cerr << "\nclusterscope: stopping the run (every rank closes its store)...\n";
+          launcher.cancel();
+        }
+      }
+    });
+  }
+  ~CancelOnSignal() {
+    stop_ = true;
+    thread_.join();
+    pthread_sigmask(SIG_SETMASK, &old_, nullptr);
+  }
+
+ private:
+  sigset_t set_{}, old_{};
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+nlohmann::json report_json(const launch::RunReport& r, const nlohmann::json& summary) {
+  nlohmann::json ranks = nlohmann::json::array();
+  for (const launch::RankStatus& s : r.ranks) {
+    ranks.push_back({{"rank", s.rank},
+                     {"state", std::string(to_string(s.state))},
+                     {"host", s.host},
+                     {"pid", s.pid},
+                     {"last_step", s.step},
+                     {"loss", s.loss},
+                     {"step_seconds", s.step_seconds},
+                     {"tokens_per_second", s.tokens_per_second},
+                     {"memory_bytes", s.memory_bytes}});
+  }
+  nlohmann::json j = {{"outcome", std::string(to_string(r.outcome))},
+                      {"message", r.message},
+                      {"command", r.command},
+                      {"exit_status", r.exit_status},
+                      {"run_store", r.run_store},
+                      {"merge_note", r.merge_note},
+                      {"ranks", ranks},
+                      {"summary", summary}};
+  if (r.failure) {
+    j["failure"] = {{"rank", r.failure->rank},
+                    {"host", r.failure->host},
+                    {"pid", r.failure->pid},
+                    {"signal", r.failure->signal},
+                    {"exit_code", r.failure->exit_code},
+                    {"description", r.failure->description},
+                    {"last_lines", r.failure->last_lines}};
+  }
+  if (!r.slurm_script.empty()) j["slurm_script"] = r.slurm_script;
+  if (!r.slurm_job.empty()) j["slurm_job"] = r.slurm_job;
+  return j;
+}
+
+void print_rank_table(const launch::RunReport& r) {
+  TextTable table({"rank", "host", "state", "last step", "loss", "step time", "tokens/s"});
+  for (int c = 3; c <= 6; ++c)
+    table.right_align(c);
+  for (const launch::RankStatus& s : r.ranks) {
+    table.add({std::to_string(s.rank), s.host, std::string(to_string(s.state)),
+               s.step < 0 ? "-" : std::to_string(s.step),
+               s.step < 0 ? "-" : format_fixed(s.loss, 4),
+               s.step < 0 ? "-" : format_seconds(s.step_seconds),
+               s.step < 0 ? "-" : format_count(std::round(s.tokens_per_second))});
+  }
+  table.print(std::cout);
+}
+
+// A run whose ranks ended without the launcher watching (a Slurm job): its
+// rank stores, merged, and how it ended read from them.
+void merge_only(const launch::RunSpec& spec, bool json) {
+  const launch::Outcome outcome = launch::outcome_from_rank_stores(spec);
+  std::string note;
+  take(launch::merge_run_stores(spec, outcome, note));
+  const nlohmann::json summary = run_summary_json(spec.run_store);
+  if (json) {
+    std::cout << nlohmann::json{{"outcome", std::string(to_string(outcome))},
+                                {"run_store", spec.run_store},
+                                {"merge_note", note},
+                                {"summary", summary}}
+                     .dump(2)
+              << '\n';
+  } else {
+    std::cout << "merged the rank stores of a run that ended " << to_string(outcome) << " into "
+              << spec.run_store << '\n';
+    print_run_summary(std::cout, summary);
+    if (!note.empty()) std::cout << "note: " << note << '\n';
+  }
+}
+
+void run(RunOptions& o, Context& ctx, const std::string& command_line) {
+  const PresetCatalog& catalog = ctx.catalog();
+  if (!o.hostfile.empty() && o.slurm) throw CliError("--hostfile and --slurm exclude each other");
+
+  // The engine.
+  std::string backend = o.backend;
+  std::vector<std::string> notes;
+  if (backend == "auto") {
+    const HostInfo host = probe_host();
+    if (!host.gpus.empty()) {
+      backend = "cuda";
+      notes.push_back("backend auto: " + host.gpu_status + ": the CUDA engine runs");
+    } else {
+      backend = "cpu";
+      notes.push_back("backend auto: no GPU here (" + host.gpu_status +
+                      "): the CPU engine runs (OpenBLAS + MPI)");
+    }
+  }
+
+  const Plan plan = o.plan.resolve(catalog, o.ranks);
+  const ParallelPlan& p = plan.parallel;
+  const int world = p.world_size();
+  const int ranks = o.ranks.value_or(world);
+  if (ranks != world) {
+    throw CliError("--ranks " + std::to_string(ranks) +
+                   " does not match the plan's dp x tp x pp = " + std::to_string(p.dp) + " x " +
+                   std::to_string(p.tp) + " x " + std::to_string(p.pp) + " = " +
+                   std::to_string(world));
+  }
+  for (std::string& n : engine_notes(plan, backend))
+    notes.push_back(std::move(n));
+
+  // What the worker trains: the plan's model scaled to this machine, with the
+  // data-parallel buckets scaled alike (the plan's 25 MiB would hold a scaled
+  // model whole, and nothing would overlap backward).
+  const WorkerShape shape = take(worker_shape_for(plan.workload, p.tp, p.pp));
+  if (!shape.scaled.empty())
+    notes.push_back("the model is scaled to this machine: " + shape.scaled);
+  double scaled_params = 0;
+  for (const worker::ParamInfo& info : worker::gpt_parameter_layout(shape.config, {})) {
+    scaled_params += static_cast<double>(info.numel());
+  }
+  const double plan_bucket_kib = p.bucket_mib * 1024;
+  const double full_params = parameter_count(plan.workload);
+  const double bucket_kib =
+      full_params > 0
+          ? std::clamp(plan_bucket_kib * scaled_params / full_params, 16.0, plan_bucket_kib)
+          : plan_bucket_kib;
+
+  // Files: the run store, its rank stores beside it, the plan the workers read.
+  std::string out = o.out.empty() ? default_store_name() : o.out;
+  out = fs::absolute(out).lexically_normal().string();
+  {
+    std::error_code ec;
+    const fs::path parent = fs::path(out).parent_path();
+    if (!parent.empty()) fs::create_directories(parent, ec);
+  }
+  const std::string plan_path =
+      (out.ends_with(".db") ? out.substr(0, out.size() - 3) : out) + ".plan.json";
+  take(write_json_file(plan_path, to_json(plan)));
+
+  launch::RunSpec spec;
+  spec.title = o.title.empty() ? plan.workload.display_name + " on " + std::to_string(ranks) +
+                                     (ranks == 1 ? " rank" : " ranks")
+                               : o.title;
+  const auto worker = launch::find_worker();
+  if (!worker) {
+    throw CliError("clusterscope-worker was not found beside clusterscope or on PATH");
+  }
+  spec.worker = *worker;
+  spec.worker_args = {"--plan",         plan_path,
+                      "--backend",      backend,
+                      "--dp",           std::to_string(p.dp),
+                      "--tp",           std::to_string(p.tp),
+                      "--pp",           std::to_string(p.pp),
+                      "--zero",         std::to_string(p.zero_stage),
+                      "--micro-batch",  std::to_string(p.micro_batch),
+                      "--global-batch", std::to_string(p.global_batch),
+                      "--precision",    worker_precision(plan, backend),
+                      "--steps",        std::to_string(o.steps),
+                      "--lr",           format_float(o.lr),
+                      "--seed",         std::to_string(o.seed),
+                      "--bucket-kib",   format_float(bucket_kib)};
+  spec.ranks = ranks;
+  spec.run_store = out;
+  spec.keep_rank_stores = o.keep_rank_stores;
+  spec.hang_timeout = std::chrono::milliseconds(static_cast<std::int64_t>(o.hang_timeout_s * 1000));
+  spec.plan_json = to_json(plan).dump();
+  spec.command_line = command_line;
+  if (!o.hostfile.empty()) {
+    spec.placement = launch::Placement::hostfile;
+    spec.hostfile = o.hostfile;
+  }
+  if (o.slurm) {
+    spec.placement = launch::Placement::slurm;
+    spec.slurm = o.slurm_options;
+    // Inside the job, after srun: merge the rank stores into the run store.
+    spec.slurm.after_command = {own_executable(),
+                                "run",
+                                "--merge-only",
+                                "--plan",
+                                plan_path,
+                                "--out",
+                                out,
+                                "--ranks",
+                                std::to_string(ranks),
+                                "--title",
+                                spec.title};
+  }
+  if (o.merge_only) return merge_only(spec, o.json);
+
+  const bool terminal = isatty(STDERR_FILENO) != 0;
+  if (!o.json) {
+    for (const std::string& n : notes)
+      std::cerr << "note: " << n << '\n';
+  }
+  ProgressPrinter progress(ranks, o.steps, terminal, o.json);
+  launch::Launcher launcher(spec, [&progress](const LaunchEvent& e) { progress.on_event(e); });
+  launch::RunReport report;
+  {
+    CancelOnSignal cancel_on_signal(launcher);
+    take(launcher.start());
+    report = launcher.wait();
+  }
+  progress.end_bar();
+
+  nlohmann::json summary;
+  if (!report.run_store.empty()) summary = run_summary_json(report.run_store);
+  if (o.json) {
+    std::cout << report_json(report, summary).dump(2) << '\n';
+  } else {
+    std::cout << report.message << '\n';
+    if (!report.ranks.empty() && report.outcome != launch::Outcome::submitted &&
+        report.outcome != launch::Outcome::script_only) {
+      print_rank_table(report);
+    }
+    if (!report.run_store.empty()) {
+      std::cout << "\nrun store: " << report.run_store << '\n';
+      print_run_summary(std::cout, summary);
+    }
+    if (!report.merge_note.empty()) std::cout << "note: " << report.merge_note << '\n';
+  }
+  switch (report.outcome) {
+    case launch::Outcome::completed:
+    case launch::Outcome::submitted:
+    case launch::Outcome::script_only:
+      return;
+    default:
+      throw CliError(
+          "the run " + std::string(to_string(report.outcome)) +
+          (report.failure ? " (rank " + std::to_string(report.failure->rank) + ")" : ""));
+  }
+}
+
+}  // namespace
+
+void register_run(CLI::App& app, Context& ctx) {
+  auto options = std::make_shared<RunOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "run", "Train a plan for real: one worker per rank through mpirun or Slurm, traced");
+  options->plan.add_to(*cmd);
+  cmd->add_option("--backend", options->backend, "cpu, cuda, or auto (CUDA when a GPU is present)")
+      ->check(CLI::IsMember({"cpu", "cuda", "auto"}));
+  cmd->add_option("--ranks", options->ranks, "Ranks to start (default dp x tp x pp)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--steps", options->steps, "Training steps")->check(CLI::PositiveNumber);
+  cmd->add_option("--out", options->out, "The run store (default run-<date>-<time>.db)");
+  cmd->add_option("--title", options->title, "Title of the run");
+  cmd->add_option("--lr", options->lr, "AdamW learning rate");
+  cmd->add_option("--seed", options->seed, "Seed of the initial weights and the data order");
+  cmd->add_option("--hostfile", options->hostfile, "Run on the hosts of an Open MPI hostfile");
+  cmd->add_flag("--slurm", options->slurm, "Write a Slurm batch script and submit it with sbatch");
+  cmd->add_option("--slurm-partition", options->slurm_options.partition, "Slurm partition");
+  cmd->add_option("--slurm-account", options->slurm_options.account, "Slurm account");
+  cmd->add_option("--slurm-time", options->slurm_options.time_limit,
+                  "Slurm time limit (e.g. 1:00:00)");
+  cmd->add_option("--slurm-nodes", options->slurm_options.nodes, "Slurm nodes")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--slurm-cpus-per-task", options->slurm_options.cpus_per_task,
+                  "CPUs per rank under Slurm")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--slurm-script", options->slurm_options.script_path,
+                  "Where to write the batch script (default beside the run store)");
+  cmd->add_option("--hang-timeout", options->hang_timeout_s,
+                  "Seconds without progress after which the run is stopped as hung (0: never)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_flag("--merge-only", options->merge_only,
+                "Start nothing: merge the rank stores a run left (e.g. a Slurm job) into --out");
+  cmd->add_flag("--keep-rank-stores", options->keep_rank_stores,
+                "Keep the per-rank stores after merging them");
+  add_json_flag(*cmd, options->json);
+  cmd->callback([options, &ctx] { run(*options, ctx, own_command_line()); });
+}
+
+}  // namespace cs::cli

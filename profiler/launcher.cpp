@@ -1,0 +1,990 @@
+#include "profiler/launcher.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <sstream>
+#include <thread>
+
+#include <fcntl.h>
+#include <nlohmann/json.hpp>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "profiler/mpirun_output.h"
+
+extern char** environ;
+
+namespace cs::launch {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+constexpr std::size_t kLastLines = 20;     // kept per rank
+constexpr std::size_t kMpirunLines = 400;  // mpirun's own lines kept (it says little)
+
+std::string strip_db(const std::string& path) {
+  if (path.size() > 3 && path.ends_with(".db")) return path.substr(0, path.size() - 3);
+  return path;
+}
+
+bool is_executable(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(path.c_str(), X_OK) == 0;
+}
+
+// Characters a #SBATCH value may hold: they are read by sbatch, not a shell,
+// and cannot be quoted there.
+bool plain_sbatch_value(std::string_view v) {
+  if (v.empty()) return false;
+  for (unsigned char c : v) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    c == '-' || c == '_' || c == '.' || c == ',' || c == ':' || c == '/' ||
+                    c == '%' || c == '+' || c == '=';
+    if (!ok) return false;
+  }
+  return true;
+}
+
+std::string job_name(std::string_view title) {
+  std::string name;
+  for (unsigned char c : title) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    c == '-' || c == '_' || c == '.';
+    name += ok ? static_cast<char>(c) : '_';
+    if (name.size() >= 64) break;
+  }
+  return name.empty() ? "clusterscope" : name;
+}
+
+std::string seconds_text(std::chrono::milliseconds d) {
+  char buffer[32];
+  std::snprintf(buffer, sizeof buffer, "%g s", static_cast<double>(d.count()) / 1000.0);
+  return buffer;
+}
+
+int cpu_cores() {
+  const long n = sysconf(_SC_NPROCESSORS_ONLN);
+  return n > 0 ? static_cast<int>(n) : 1;
+}
+
+// A child process with its stdout and stderr on pipes, in its own process
+// group (so that a terminal's Ctrl-C reaches the launcher, which cancels
+// cleanly), with default signal handling whatever the caller blocked.
+struct Child {
+  pid_t pid = -1;
+  int out_fd = -1;
+  int err_fd = -1;
+};
+
+Result<Child> spawn(const std::vector<std::string>& argv) {
+  if (argv.empty()) return Error{"no command to run"};
+  const auto program = find_program(argv[0]);
+  if (!program) return Error{argv[0] + ": not found (is it installed and on PATH?)"};
+  int out_pipe[2];
+  int err_pipe[2];
+  if (pipe2(out_pipe, O_CLOEXEC) != 0) return Error{std::string("pipe: ") + std::strerror(errno)};
+  if (pipe2(err_pipe, O_CLOEXEC) != 0) {
+    close(out_pipe[0]);
+    close(out_pipe[1]);
+    return Error{std::string("pipe: ") + std::strerror(errno)};
+  }
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_adddup2(&actions, out_pipe[1], 1);
+  posix_spawn_file_actions_adddup2(&actions, err_pipe[1], 2);
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  sigset_t none;
+  sigemptyset(&none);
+  sigset_t defaults;
+  sigemptyset(&defaults);
+  for (int s : {SIGINT, SIGTERM, SIGHUP, SIGPIPE, SIGQUIT})
+    sigaddset(&defaults, s);
+  posix_spawnattr_setsigmask(&attr, &none);
+  posix_spawnattr_setsigdefault(&attr, &defaults);
+  posix_spawnattr_setpgroup(&attr, 0);
+  posix_spawnattr_setflags(&attr,
+                           POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP);
+  std::vector<char*> args;
+  for (const std::string& a : argv)
+    args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  pid_t pid = -1;
+  const int rc = posix_spawn(&pid, program->c_str(), &actions, &attr, args.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  posix_spawnattr_destroy(&attr);
+  close(out_pipe[1]);
+  close(err_pipe[1]);
+  if (rc != 0) {
+    close(out_pipe[0]);
+    close(err_pipe[0]);
+    return Error{*program + ": cannot start: " + std::strerror(rc)};
+  }
+  return Child{pid, out_pipe[0], err_pipe[0]};
+}
+
+// Runs a short command to its end and returns its exit status and output.
+struct Captured {
+  int status = -1;
+  std::string out;
+  std::string err;
+};
+
+Result<Captured> run_to_end(const std::vector<std::string>& argv) {
+  auto child = spawn(argv);
+  if (!child) return child.error();
+  Captured c;
+  pollfd fds[2] = {{child->out_fd, POLLIN, 0}, {child->err_fd, POLLIN, 0}};
+  int open_fds = 2;
+  char buffer[4096];
+  while (open_fds > 0) {
+    if (poll(fds, 2, -1) < 0 && errno != EINTR) break;
+    for (int i = 0; i < 2; ++i) {
+      if (fds[i].fd < 0 || !(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+      const ssize_t n = read(fds[i].fd, buffer, sizeof buffer);
+      if (n > 0) {
+        (i == 0 ? c.out : c.err).append(buffer, static_cast<std::size_t>(n));
+      } else if (n == 0 || errno != EINTR) {
+        close(fds[i].fd);
+        fds[i].fd = -1;
+        --open_fds;
+      }
+    }
+  }
+  int status = 0;
+  while (waitpid(child->pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  c.status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return c;
+}
+
+std::string join_last(const std::vector<std::string>& lines, std::size_t count) {
+  std::string out;
+  const std::size_t from = lines.size() > count ? lines.size() - count : 0;
+  for (std::size_t i = from; i < lines.size(); ++i)
+    out += (out.empty() ? "" : "\n") + lines[i];
+  return out;
+}
+
+// mpirun's first lines say what went wrong; the rest is advice.
+std::string join_first(const std::vector<std::string>& lines, std::size_t count) {
+  std::string out;
+  for (std::size_t i = 0; i < lines.size() && i < count; ++i)
+    out += (out.empty() ? "" : "\n") + lines[i];
+  return out;
+}
+
+}  // namespace
+
+// --- Commands ---------------------------------------------------------------
+
+std::string rank_store_pattern(const std::string& run_store) {
+  return strip_db(run_store) + ".ranks/rank{rank}.db";
+}
+
+std::string rank_store_path(const std::string& run_store, int rank) {
+  return strip_db(run_store) + ".ranks/rank" + std::to_string(rank) + ".db";
+}
+
+std::vector<std::string> worker_command(const RunSpec& spec) {
+  std::vector<std::string> argv{spec.worker};
+  argv.insert(argv.end(), spec.worker_args.begin(), spec.worker_args.end());
+  if (!spec.run_store.empty()) {
+    argv.push_back("--out");
+    argv.push_back(rank_store_pattern(spec.run_store));
+  }
+  if (!spec.title.empty()) {
+    argv.push_back("--title");
+    argv.push_back(spec.title);
+  }
+  return argv;
+}
+
+std::vector<std::string> mpirun_command(const RunSpec& spec, const std::string& hostfile_copy) {
+  std::vector<std::string> argv{spec.mpirun, "-n", std::to_string(spec.ranks), "--tag-output"};
+  // The worker sizes its BLAS threads to the cores: binding each rank to one
+  // core would serialise them.
+  argv.insert(argv.end(), {"--bind-to", "none"});
+  if (geteuid() == 0) argv.push_back("--allow-run-as-root");
+  if (spec.placement == Placement::hostfile) {
+    argv.push_back("--hostfile");
+    argv.push_back(hostfile_copy);
+  } else if (spec.ranks > cpu_cores()) {
+    argv.push_back("--oversubscribe");
+  }
+  const auto worker = worker_command(spec);
+  argv.insert(argv.end(), worker.begin(), worker.end());
+  return argv;
+}
+
+std::string shell_quote(std::string_view argument) {
+  if (!argument.empty() && std::all_of(argument.begin(), argument.end(), [](unsigned char c) {
+        return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+               c == '-' || c == '_' || c == '.' || c == '/' || c == '=' || c == ',' || c == ':' ||
+               c == '+' || c == '@' || c == '%';
+      })) {
+    return std::string(argument);
+  }
+  std::string out = "'";
+  for (char c : argument) {
+    if (c == '\'') {
+      out += "'\\''";
+    } else {
+      out += c;
+    }
+  }
+  return out + "'";
+}
+
+std::string command_text(const std::vector<std::string>& argv) {
+  std::string out;
+  for (const std::string& a : argv)
+    out += (out.empty() ? "" : " ") + shell_quote(a);
+  return out;
+}
+
+Result<std::string> slurm_script(const RunSpec& spec) {
+  const SlurmOptions& s = spec.slurm;
+  auto check = [](std::string_view field, const std::string& value) -> Status {
+    if (value.empty() || plain_sbatch_value(value)) return {};
+    return Error{
+        "Slurm " + std::string(field) + " \"" + value +
+        "\" holds characters a #SBATCH line cannot carry (letters, digits and -_.,:/%+= only)"};
+  };
+  for (const auto& [field, value] :
+       {std::pair<std::string_view, const std::string&>{"partition", s.partition},
+        {"account", s.account},
+        {"time limit", s.time_limit}}) {
+    if (Status st = check(field, value); !st) return st.error();
+  }
+  const std::string output =
+      strip_db(spec.run_store.empty() ? "clusterscope-run" : spec.run_store) + ".slurm-%j.out";
+  if (Status st = check("output path", output); !st) return st.error();
+  if (spec.ranks < 1) return Error{"a Slurm job needs at least one rank"};
+
+  std::ostringstream out;
+  out << "#!/bin/bash\n";
+  out << "# ClusterScope training run, generated by the launcher. Every value below\n";
+  out << "# is quoted: nothing from the plan or the title is run by the shell.\n";
+  out << "#SBATCH --job-name=" << job_name(spec.title) << '\n';
+  out << "#SBATCH --ntasks=" << spec.ranks << '\n';
+  if (s.nodes > 0) out << "#SBATCH --nodes=" << s.nodes << '\n';
+  if (s.cpus_per_task > 0) out << "#SBATCH --cpus-per-task=" << s.cpus_per_task << '\n';
+  if (!s.partition.empty()) out << "#SBATCH --partition=" << s.partition << '\n';
+  if (!s.account.empty()) out << "#SBATCH --account=" << s.account << '\n';
+  if (!s.time_limit.empty()) out << "#SBATCH --time=" << s.time_limit << '\n';
+  out << "#SBATCH --output=" << output << '\n';
+  out << "set -u\n";
+  if (!spec.run_store.empty()) {
+    out << "mkdir -p " << shell_quote(strip_db(spec.run_store) + ".ranks") << '\n';
+  }
+  std::vector<std::string> srun{"srun", "--mpi=" + (s.srun_mpi.empty() ? "pmix" : s.srun_mpi),
+                                "--kill-on-bad-exit=1"};
+  std::vector<std::string> worker = worker_command(spec);
+  if (s.cpus_per_task > 0) {
+    worker.insert(worker.begin() + 1, {"--threads", std::to_string(s.cpus_per_task)});
+  }
+  srun.insert(srun.end(), worker.begin(), worker.end());
+  out << command_text(srun) << '\n';
+  out << "status=$?\n";
+  if (!s.after_command.empty()) out << command_text(s.after_command) << '\n';
+  out << "exit $status\n";
+  return out.str();
+}
+
+std::optional<std::string> find_program(const std::string& name) {
+  if (name.empty()) return std::nullopt;
+  if (name.find('/') != std::string::npos) {
+    if (is_executable(name)) return name;
+    return std::nullopt;
+  }
+  const char* path = std::getenv("PATH");
+  std::string_view dirs = path ? path : "/usr/local/bin:/usr/bin:/bin";
+  while (!dirs.empty()) {
+    const auto colon = dirs.find(':');
+    const std::string_view dir = dirs.substr(0, colon);
+    const std::string candidate = (dir.empty() ? std::string(".") : std::string(dir)) + "/" + name;
+    if (is_executable(candidate)) return candidate;
+    if (colon == std::string_view::npos) break;
+    dirs.remove_prefix(colon + 1);
+  }
+  return std::nullopt;
+}
+
+std::optional<std::string> find_worker() {
+  std::error_code ec;
+  const fs::path self = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    const std::string beside = (self.parent_path() / "clusterscope-worker").string();
+    if (is_executable(beside)) return beside;
+  }
+  return find_program("clusterscope-worker");
+}
+
+std::string_view to_string(RankState s) {
+  switch (s) {
+    case RankState::starting:
+      return "starting";
+    case RankState::running:
+      return "running";
+    case RankState::done:
+      return "done";
+    case RankState::cancelled:
+      return "cancelled";
+    case RankState::failed:
+      return "failed";
+  }
+  return "unknown";
+}
+
+std::string_view to_string(Outcome o) {
+  switch (o) {
+    case Outcome::completed:
+      return "complete";
+    case Outcome::cancelled:
+      return "cancelled";
+    case Outcome::crashed:
+      return "crashed";
+    case Outcome::hung:
+      return "hung";
+    case Outcome::failed:
+      return "failed";
+    case Outcome::submitted:
+      return "submitted";
+    case Outcome::script_only:
+      return "script-only";
+  }
+  return "unknown";
+}
+
+// --- The running launcher -----------------------------------------------------
+
+struct Launcher::State {
+  RunSpec spec;
+  Callback callback;
+
+  mutable std::mutex mutex;
+  std::condition_variable done_cv;
+  std::deque<LaunchEvent> queue;
+  std::vector<RankStatus> ranks;
+  std::vector<std::string> mpirun_lines;
+  RunReport report;
+  bool started = false;
+  bool done = false;
+  std::atomic<bool> cancel_requested{false};
+  std::thread thread;
+
+  // Owned by the monitor thread.
+  Child child;
+  MpirunNotices notices;
+  TaggedLineAssembler assembler[2];  // mpirun's stdout, stderr
+  std::string out_buffer, err_buffer;
+  Clock::time_point last_progress;
+  // Stopping a run (cancel, hang): SIGUSR1 to mpirun, which forwards it to
+  // every rank on every host; each closes its store and idles. Once every
+  // rank has said so (or kill_grace has passed), SIGTERM to mpirun, which
+  // ends the ranks; SIGKILL if that has not worked 10 s later. (A SIGTERM
+  // first would not do: mpirun kills the ranks one second after forwarding
+  // it, too soon to close a large store.)
+  enum class Stop { none, closing, terminating, killed };
+  Stop stop = Stop::none;
+  Clock::time_point stop_deadline;
+  bool hung = false;
+
+  void emit(LaunchEvent e) {
+    if (callback) {
+      callback(e);
+      return;
+    }
+    std::lock_guard lock(mutex);
+    queue.push_back(std::move(e));
+  }
+
+  void note(std::string text) {
+    LaunchEvent e;
+    e.kind = LaunchEvent::Kind::message;
+    e.text = std::move(text);
+    emit(std::move(e));
+  }
+
+  RankStatus* rank_status(int rank) {
+    if (rank < 0 || rank >= static_cast<int>(ranks.size())) return nullptr;
+    return &ranks[static_cast<std::size_t>(rank)];
+  }
+
+  static void keep_last(std::vector<std::string>& lines, std::string line, std::size_t limit) {
+    lines.push_back(std::move(line));
+    if (lines.size() > limit) lines.erase(lines.begin(), lines.begin() + (lines.size() - limit));
+  }
+
+  void handle_rank_json(int rank, const nlohmann::json& j) {
+    const std::string event = j.value("event", "");
+    LaunchEvent e;
+    e.rank = rank;
+    {
+      std::lock_guard lock(mutex);
+      RankStatus* r = rank_status(rank);
+      if (!r) return;
+      if (event == "start") {
+        r->state = RankState::running;
+        r->host = j.value("host", "");
+        r->pid = j.value("pid", std::int64_t{0});
+        r->steps = j.value("steps", 0);
+        r->store = j.value("store", "");
+        e.kind = LaunchEvent::Kind::rank_started;
+        e.steps = r->steps;
+        e.text = "rank " + std::to_string(rank) + " started" +
+                 (r->host.empty() ? "" : " on " + r->host) +
+                 (r->pid ? " (pid " + std::to_string(r->pid) + ")" : "");
+        last_progress = Clock::now();
+      } else if (event == "step") {
+        r->step = j.value("step", -1);
+        r->steps = j.value("steps", r->steps);
+        r->loss = j.value("loss", 0.0);
+        r->grad_norm = j.value("grad_norm", 0.0);
+        r->step_seconds = j.value("step_seconds", 0.0);
+        r->cpu_seconds = j.value("cpu_seconds", 0.0);
+        r->tokens_per_second = j.value("tokens_per_second", 0.0);
+        r->memory_bytes = j.value("memory_bytes", std::int64_t{0});
+        e.kind = LaunchEvent::Kind::step;
+        e.step = r->step;
+        e.steps = r->steps;
+        e.loss = r->loss;
+        e.grad_norm = r->grad_norm;
+        e.step_seconds = r->step_seconds;
+        e.cpu_seconds = r->cpu_seconds;
+        e.tokens_per_second = r->tokens_per_second;
+        last_progress = Clock::now();
+      } else if (event == "done") {
+        r->state = RankState::done;
+        e.kind = LaunchEvent::Kind::rank_done;
+        e.step = r->step;
+        e.text = "rank " + std::to_string(rank) + " finished";
+      } else if (event == "cancelled") {
+        r->state = RankState::cancelled;
+        e.kind = LaunchEvent::Kind::message;
+        e.text = "rank " + std::to_string(rank) + " stopped (signal " +
+                 std::to_string(j.value("signal", 0)) + ") and closed its store";
+      } else if (event == "error") {
+        r->state = RankState::failed;
+        r->error = j.value("message", "");
+        e.kind = LaunchEvent::Kind::rank_failed;
+        e.text = "rank " + std::to_string(rank) + ": " + r->error;
+      } else {
+        return;
+      }
+    }
+    emit(std::move(e));
+  }
+
+  void handle_line(bool from_stderr, std::string_view line) {
+    assembler[from_stderr].feed(line, [this](const TaggedLine& tagged) { handle_tagged(tagged); });
+  }
+
+  void handle_tagged(const TaggedLine& tagged) {
+    const std::string_view line = tagged.text;
+    if (tagged.rank < 0) {
+      notices.feed(line);
+      const bool rule = line.find_first_not_of('-') == std::string_view::npos;
+      if (line.empty() || rule) return;
+      {
+        std::lock_guard lock(mutex);
+        keep_last(mpirun_lines, std::string(line), kMpirunLines);
+      }
+      note(std::string(line));
+      return;
+    }
+    if (!tagged.stderr_stream && tagged.text.starts_with("{")) {
+      const auto j = nlohmann::json::parse(tagged.text, nullptr, /*allow_exceptions=*/false);
+      if (j.is_object() && j.contains("event")) {
+        try {
+          handle_rank_json(tagged.rank, j);
+          return;
+        } catch (const nlohmann::json::exception&) {
+          // A field of the wrong type: not a line of ours; kept as text below.
+        }
+      }
+    }
+    std::lock_guard lock(mutex);
+    if (RankStatus* r = rank_status(tagged.rank)) {
+      keep_last(r->last_lines, std::string(tagged.text), kLastLines);
+    }
+  }
+
+  // Splits what arrived into lines; a partial last line waits for its end.
+  void consume(std::string& buffer, bool from_stderr, const char* data, std::size_t n) {
+    buffer.append(data, n);
+    std::size_t start = 0;
+    for (;;) {
+      const std::size_t end = buffer.find('\n', start);
+      if (end == std::string::npos) break;
+      handle_line(from_stderr, std::string_view(buffer).substr(start, end - start));
+      start = end + 1;
+    }
+    buffer.erase(0, start);
+  }
+
+  void request_stop(const std::string& why) {
+    if (stop != Stop::none) return;
+    stop = Stop::closing;
+    stop_deadline = Clock::now() + spec.kill_grace;
+    if (child.pid > 0) ::kill(child.pid, SIGUSR1);
+    LaunchEvent e;
+    e.kind = LaunchEvent::Kind::stopping;
+    e.text = why;
+    emit(std::move(e));
+  }
+
+  bool every_rank_closed() {
+    std::lock_guard lock(mutex);
+    return std::all_of(ranks.begin(), ranks.end(), [](const RankStatus& r) {
+      return r.state == RankState::cancelled || r.state == RankState::done ||
+             r.state == RankState::failed;
+    });
+  }
+
+  void advance_stop() {
+    if (stop == Stop::closing && (every_rank_closed() || Clock::now() > stop_deadline)) {
+      stop = Stop::terminating;
+      stop_deadline = Clock::now() + std::chrono::seconds(10);
+      if (child.pid > 0) ::kill(child.pid, SIGTERM);
+    } else if (stop == Stop::terminating && Clock::now() > stop_deadline) {
+      stop = Stop::killed;
+      force_kill();
+    }
+  }
+
+  void force_kill() {
+    if (child.pid > 0) ::kill(-child.pid, SIGKILL);
+    std::vector<std::int64_t> pids;
+    {
+      std::lock_guard lock(mutex);
+      char host[256] = {};
+      gethostname(host, sizeof host - 1);
+      for (const RankStatus& r : ranks) {
+        if (r.pid > 0 && (r.host.empty() || r.host == host)) pids.push_back(r.pid);
+      }
+    }
+    for (std::int64_t pid : pids)
+      ::kill(static_cast<pid_t>(pid), SIGKILL);
+    note("the job did not end 10 s after SIGTERM: killed it (SIGKILL)");
+  }
+
+  std::string last_steps_text() {
+    std::lock_guard lock(mutex);
+    std::string out;
+    for (const RankStatus& r : ranks) {
+      out += (out.empty() ? "" : ", ") + std::string("rank ") + std::to_string(r.rank) + " " +
+             (r.step < 0 ? std::string("no step") : "step " + std::to_string(r.step));
+    }
+    return out;
+  }
+
+  void monitor() {
+    {
+      LaunchEvent e;
+      e.kind = LaunchEvent::Kind::started;
+      e.text = command_text(report.command);  // set before this thread started
+      emit(std::move(e));
+    }
+    last_progress = Clock::now();
+    pollfd fds[2] = {{child.out_fd, POLLIN, 0}, {child.err_fd, POLLIN, 0}};
+    bool reaped = false;
+    int status = 0;
+    Clock::time_point reaped_at;
+    char buffer[65536];
+    for (;;) {
+      const bool pipes_open = fds[0].fd >= 0 || fds[1].fd >= 0;
+      if (pipes_open) {
+        const int n = poll(fds, 2, 100);
+        if (n < 0 && errno != EINTR) break;
+        for (int i = 0; i < 2; ++i) {
+          if (fds[i].fd < 0 || !(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+          const ssize_t got = read(fds[i].fd, buffer, sizeof buffer);
+          if (got > 0) {
+            consume(i == 0 ? out_buffer : err_buffer, i == 1, buffer,
+                    static_cast<std::size_t>(got));
+          } else if (got == 0 || (errno != EINTR && errno != EAGAIN)) {
+            close(fds[i].fd);
+            fds[i].fd = -1;
+          }
+        }
+      } else {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      }
+      if (!reaped) {
+        const pid_t r = waitpid(child.pid, &status, WNOHANG);
+        if (r == child.pid) {
+          reaped = true;
+          reaped_at = Clock::now();
+        }
+      }
+      // mpirun has ended: its pipes close with it, unless ranks it left
+      // behind still hold them; those are ended (they are in its process
+      // group) after a moment.
+      if (reaped && !(fds[0].fd >= 0 || fds[1].fd >= 0)) break;
+      if (reaped && Clock::now() - reaped_at > std::chrono::seconds(2)) {
+        ::kill(-child.pid, SIGKILL);
+        note("ranks outlived mpirun: killed them (SIGKILL)");
+        break;
+      }
+      if (reaped) continue;
+      if (cancel_requested && stop == Stop::none) {
+        request_stop("cancelling: every rank closes its store, then the job ends");
+      }
+      if (stop == Stop::none && spec.hang_timeout.count() > 0 &&
+          Clock::now() - last_progress > spec.hang_timeout) {
+        hung = true;
+        const std::string text = "no progress for " + seconds_text(spec.hang_timeout) +
+                                 "; last steps: " + last_steps_text();
+        LaunchEvent e;
+        e.kind = LaunchEvent::Kind::hung;
+        e.text = text;
+        emit(std::move(e));
+        request_stop("the run is hung: every rank closes its store, then the job ends");
+      }
+      advance_stop();
+    }
+    for (pollfd& f : fds) {
+      if (f.fd >= 0) close(f.fd);
+    }
+    if (!out_buffer.empty()) handle_line(false, out_buffer);
+    if (!err_buffer.empty()) handle_line(true, err_buffer);
+    if (!reaped) {
+      while (waitpid(child.pid, &status, 0) < 0 && errno == EINTR) {
+      }
+    }
+    const int exit_status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    finish(exit_status);
+  }
+
+  void finish(int exit_status) {
+    RunReport r;
+    {
+      std::lock_guard lock(mutex);
+      r.command = report.command;
+      r.exit_status = exit_status;
+      r.mpirun_lines = mpirun_lines;
+      r.ranks = ranks;
+    }
+    const bool all_done = std::all_of(r.ranks.begin(), r.ranks.end(), [](const RankStatus& s) {
+      return s.state == RankState::done;
+    });
+    const bool any_started = std::any_of(r.ranks.begin(), r.ranks.end(), [](const RankStatus& s) {
+      return s.state != RankState::starting;
+    });
+    const RankStatus* errored = nullptr;
+    for (const RankStatus& s : r.ranks) {
+      if (!s.error.empty()) {
+        errored = &s;
+        break;
+      }
+    }
+    const auto& notice = notices.failure();
+
+    auto failure_of = [&](int rank) {
+      RankFailure f;
+      f.rank = rank;
+      if (rank >= 0 && rank < static_cast<int>(r.ranks.size())) {
+        const RankStatus& s = r.ranks[static_cast<std::size_t>(rank)];
+        f.host = s.host;
+        f.pid = s.pid;
+        f.last_lines = s.last_lines;
+      }
+      return f;
+    };
+
+    if (all_done && exit_status == 0) {
+      r.outcome = Outcome::completed;
+      const int steps = r.ranks.empty() ? 0 : r.ranks.front().step + 1;
+      r.message = "the run completed: " + std::to_string(r.ranks.size()) +
+                  (r.ranks.size() == 1 ? " rank, " : " ranks, ") + std::to_string(steps) +
+                  (steps == 1 ? " step" : " steps");
+    } else if (cancel_requested) {
+      r.outcome = Outcome::cancelled;
+      r.message = "the run was cancelled; last steps: " + last_steps_text();
+    } else if (hung) {
+      r.outcome = Outcome::hung;
+      r.message = "the run hung (no progress for " + seconds_text(spec.hang_timeout) +
+                  ") and was stopped; last steps: " + last_steps_text();
+    } else if (errored) {
+      r.outcome = Outcome::failed;
+      RankFailure f = failure_of(errored->rank);
+      f.exit_code = notice && notice->rank == errored->rank ? notice->exit_code : -1;
+      f.description = "reported an error: " + errored->error;
+      r.failure = f;
+      r.message = "rank " + std::to_string(errored->rank) + " failed: " + errored->error;
+    } else if (notice) {
+      r.outcome = any_started ? Outcome::crashed : Outcome::failed;
+      RankFailure f = failure_of(notice->rank);
+      if (f.host.empty()) f.host = notice->host;
+      if (f.pid == 0) f.pid = notice->pid;
+      f.signal = notice->signal;
+      f.exit_code = notice->exit_code;
+      if (notice->signal) {
+        f.description = "killed by signal " + std::to_string(notice->signal) +
+                        (notice->signal_name.empty() ? "" : " (" + notice->signal_name + ")");
+      } else if (notice->mpi_abort) {
+        f.description =
+            "called MPI_Abort" + (notice->exit_code >= 0
+                                      ? " with error code " + std::to_string(notice->exit_code)
+                                      : std::string());
+      } else {
+        f.description = "exited with status " + std::to_string(notice->exit_code);
+      }
+      r.message = "rank " + std::to_string(f.rank) + (f.host.empty() ? "" : " on " + f.host) + " " +
+                  f.description;
+      if (!f.last_lines.empty()) r.message += "; its last lines:\n" + join_last(f.last_lines, 10);
+      r.failure = f;
+    } else {
+      r.outcome = any_started ? Outcome::crashed : Outcome::failed;
+      r.message = spec.mpirun + " exited with status " + std::to_string(exit_status) +
+                  (any_started ? " before every rank finished" : " before any rank started");
+      if (!r.mpirun_lines.empty()) r.message += ":\n" + join_first(r.mpirun_lines, 12);
+    }
+    // Ranks that neither finished nor said why: the failed one, or stopped.
+    for (RankStatus& s : r.ranks) {
+      if (r.failure && s.rank == r.failure->rank) s.state = RankState::failed;
+    }
+
+    if (!spec.run_store.empty() && any_started) {
+      LaunchEvent e;
+      e.kind = LaunchEvent::Kind::merging;
+      e.text = "merging the rank stores into " + spec.run_store;
+      emit(std::move(e));
+      std::string note_text;
+      if (Status st = merge_run_stores(spec, r.outcome, note_text); st) {
+        r.run_store = spec.run_store;
+        r.merge_note = note_text;
+        if (r.outcome == Outcome::completed && !spec.keep_rank_stores && note_text.empty()) {
+          std::error_code ec;
+          fs::remove_all(strip_db(spec.run_store) + ".ranks", ec);
+        }
+      } else {
+        r.merge_note = st.message();
+      }
+    }
+
+    LaunchEvent e;
+    e.kind = LaunchEvent::Kind::finished;
+    e.text = r.message;
+    {
+      std::lock_guard lock(mutex);
+      report = r;
+    }
+    emit(std::move(e));
+    {
+      std::lock_guard lock(mutex);
+      done = true;
+    }
+    done_cv.notify_all();
+  }
+
+  void run_slurm() {
+    RunReport r;
+    auto script = slurm_script(spec);
+    if (!script) {
+      r.outcome = Outcome::failed;
+      r.message = script.message();
+      return conclude(std::move(r));
+    }
+    const std::string path =
+        spec.slurm.script_path.empty()
+            ? strip_db(spec.run_store.empty() ? "clusterscope-run" : spec.run_store) + ".sbatch"
+            : spec.slurm.script_path;
+    {
+      std::ofstream out(path, std::ios::trunc);
+      out << *script;
+      out.close();
+      if (!out) {
+        r.outcome = Outcome::failed;
+        r.message = path + ": cannot write the Slurm script";
+        return conclude(std::move(r));
+      }
+      fs::permissions(path, fs::perms::owner_exec | fs::perms::group_exec, fs::perm_options::add);
+    }
+    r.slurm_script = path;
+    const auto sbatch = spec.slurm.submit ? find_program("sbatch") : std::nullopt;
+    if (!sbatch) {
+      r.outcome = Outcome::script_only;
+      r.message = spec.slurm.submit
+                      ? "sbatch is not on PATH: wrote the batch script " + path +
+                            "; submit it with `sbatch " + shell_quote(path) + "` where Slurm runs"
+                      : "wrote the batch script " + path;
+      return conclude(std::move(r));
+    }
+    r.command = {*sbatch, "--parsable", path};
+    {
+      LaunchEvent e;
+      e.kind = LaunchEvent::Kind::started;
+      e.text = command_text(r.command);
+      emit(std::move(e));
+    }
+    auto captured = run_to_end(r.command);
+    if (!captured) {
+      r.outcome = Outcome::failed;
+      r.message = captured.message();
+      return conclude(std::move(r));
+    }
+    r.exit_status = captured->status;
+    if (captured->status != 0) {
+      r.outcome = Outcome::failed;
+      r.message = "sbatch refused the job (status " + std::to_string(captured->status) +
+                  "): " + captured->err;
+      return conclude(std::move(r));
+    }
+    std::string job = captured->out;
+    job.erase(std::remove_if(job.begin(), job.end(), [](char c) { return c == '\n' || c == '\r'; }),
+              job.end());
+    r.slurm_job = job.substr(0, job.find(';'));
+    r.outcome = Outcome::submitted;
+    r.message = "submitted Slurm job " + r.slurm_job + " (" + path + ")";
+    conclude(std::move(r));
+  }
+
+  void conclude(RunReport r) {
+    LaunchEvent e;
+    e.kind = LaunchEvent::Kind::finished;
+    e.text = r.message;
+    {
+      std::lock_guard lock(mutex);
+      report = std::move(r);
+    }
+    emit(std::move(e));
+    {
+      std::lock_guard lock(mutex);
+      done = true;
+    }
+    done_cv.notify_all();
+  }
+};
+
+Launcher::Launcher(RunSpec spec, Callback on_event) : state_(std::make_unique<State>()) {
+  state_->spec = std::move(spec);
+  state_->callback = std::move(on_event);
+}
+
+Launcher::~Launcher() {
+  if (state_->thread.joinable()) {
+    cancel();
+    state_->thread.join();
+  }
+}
+
+const RunSpec& Launcher::spec() const {
+  return state_->spec;
+}
+
+Status Launcher::start() {
+  State& s = *state_;
+  if (s.started) return Error{"the launcher was already started"};
+  RunSpec& spec = s.spec;
+  if (spec.ranks < 1) return Error{"a run needs at least one rank"};
+  s.ranks.clear();
+  for (int r = 0; r < spec.ranks; ++r) {
+    RankStatus st;
+    st.rank = r;
+    s.ranks.push_back(st);
+  }
+  if (spec.placement == Placement::slurm) {
+    s.started = true;
+    s.thread = std::thread([&s] { s.run_slurm(); });
+    return {};
+  }
+  if (spec.worker.empty()) return Error{"no worker executable given"};
+  if (!find_program(spec.worker))
+    return Error{spec.worker + ": the worker is not an executable file"};
+
+  std::string hostfile_copy;
+  if (spec.placement == Placement::hostfile) {
+    auto hosts = read_hostfile(spec.hostfile);
+    if (!hosts) return hosts.error();
+    const int slots = total_slots(*hosts);
+    if (slots < spec.ranks) {
+      return Error{spec.hostfile + ": lists " + std::to_string(slots) + " slots on " +
+                   std::to_string(hosts->size()) + " hosts, but the run needs " +
+                   std::to_string(spec.ranks) + " ranks (add slots=N to the host lines)"};
+    }
+    // mpirun reads only the validated hosts, written afresh.
+    static std::atomic<int> copies{0};
+    hostfile_copy = spec.run_store.empty()
+                        ? (fs::temp_directory_path() / ("clusterscope-" + std::to_string(getpid()) +
+                                                        "-" + std::to_string(++copies) + ".hosts"))
+                              .string()
+                        : strip_db(spec.run_store) + ".hosts";
+    std::ofstream out(hostfile_copy, std::ios::trunc);
+    out << format_hostfile(*hosts);
+    out.close();
+    if (!out) return Error{hostfile_copy + ": cannot write the validated hostfile"};
+  }
+  if (!spec.run_store.empty()) {
+    std::error_code ec;
+    const fs::path ranks_dir = strip_db(spec.run_store) + ".ranks";
+    fs::create_directories(ranks_dir, ec);
+    if (ec) return Error{ranks_dir.string() + ": cannot create: " + ec.message()};
+    for (int r = 0; r < spec.ranks; ++r)
+      fs::remove(rank_store_path(spec.run_store, r), ec);
+  }
+
+  const std::vector<std::string> argv = mpirun_command(spec, hostfile_copy);
+  auto child = spawn(argv);
+  if (!child) return child.error();
+  s.child = *child;
+  s.report.command = argv;
+  s.started = true;
+  s.thread = std::thread([&s] { s.monitor(); });
+  return {};
+}
+
+void Launcher::cancel() {
+  state_->cancel_requested = true;
+}
+
+bool Launcher::finished() const {
+  std::lock_guard lock(state_->mutex);
+  return state_->done;
+}
+
+RunReport Launcher::wait() {
+  State& s = *state_;
+  if (!s.started) {
+    RunReport r;
+    r.message = "the run was not started";
+    return r;
+  }
+  {
+    std::unique_lock lock(s.mutex);
+    s.done_cv.wait(lock, [&] { return s.done; });
+  }
+  if (s.thread.joinable()) s.thread.join();
+  std::lock_guard lock(s.mutex);
+  return s.report;
+}
+
+std::vector<LaunchEvent> Launcher::take_events() {
+  std::lock_guard lock(state_->mutex);
+  std::vector<LaunchEvent> out(state_->queue.begin(), state_->queue.end());
+  state_->queue.clear();
+  return out;
+}
+
+std::vector<RankStatus> Launcher::ranks() const {
+  std::lock_guard lock(state_->mutex);
+  return state_->ranks;
+}
+
+}  // namespace cs::launch

@@ -1,0 +1,215 @@
+#pragma once
+// Starts the ranks of a training run and watches them: locally or on the
+// hosts of a hostfile through Open MPI's mpirun, or as a Slurm batch script.
+// It streams the workers' progress (their JSON lines) to the caller, cancels
+// cleanly (every rank closes its store, then the job ends), notices a
+// crashed rank (which one, how it ended, its last lines) and a hung run (no
+// progress for a set time), and merges the per-rank trace stores into one
+// run store recording the plan, the command line and how the run ended.
+//
+// Commands are argument vectors run with posix_spawn, never through a shell;
+// the one shell text made (the Slurm script) quotes every value. Qt-free:
+// the CLI and the GUI drive the same object, from any thread.
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/result.h"
+#include "profiler/hostfile.h"
+
+namespace cs::launch {
+
+enum class Placement {
+  local,     // mpirun on this machine
+  hostfile,  // mpirun on the hosts of a hostfile
+  slurm,     // a Slurm batch script, submitted with sbatch when it is found
+};
+
+struct SlurmOptions {
+  std::string script_path;  // default: the run store's path with ".sbatch"
+  std::string partition;
+  std::string account;
+  std::string time_limit;         // as sbatch takes it: "30", "1:00:00", "2-00:00:00"
+  int nodes = 0;                  // 0: let Slurm choose
+  int cpus_per_task = 0;          // 0: Slurm's default
+  std::string srun_mpi = "pmix";  // srun --mpi=...
+  bool submit = true;             // run sbatch when it is on PATH
+  // Run after srun inside the job (e.g. the merge of the rank stores); empty: none.
+  std::vector<std::string> after_command;
+};
+
+struct RunSpec {
+  std::string title;
+  std::string worker;                    // the clusterscope-worker executable
+  std::vector<std::string> worker_args;  // its options, without --out and --title
+  int ranks = 1;
+  Placement placement = Placement::local;
+  std::string hostfile;  // Placement::hostfile
+  std::string mpirun = "mpirun";
+  // The merged run store ("" records nothing). Rank stores go to
+  // rank_store_path(run_store, rank); with several hosts that folder must be
+  // on a file system every host shares.
+  std::string run_store;
+  bool keep_rank_stores = false;  // after a merge of a complete run
+  // No new step from any rank for this long: the run is hung (0: never).
+  std::chrono::milliseconds hang_timeout{std::chrono::minutes(5)};
+  // Cancel and hang: how long the ranks get to close their stores (after
+  // SIGUSR1, forwarded by mpirun) before the job is ended with SIGTERM.
+  std::chrono::milliseconds kill_grace{std::chrono::seconds(30)};
+  // Recorded in the run store.
+  std::string plan_json;     // the Plan (cluster, workload, parallel, precision) as JSON
+  std::string command_line;  // what the user typed
+  SlurmOptions slurm;
+};
+
+// Where rank `rank`'s store of a run goes: "<run store>.ranks/rank<N>.db".
+std::string rank_store_path(const std::string& run_store, int rank);
+std::string rank_store_pattern(const std::string& run_store);  // with "{rank}"
+
+// The commands, as argument vectors (program first).
+std::vector<std::string> worker_command(const RunSpec& spec);
+// `hostfile_copy` is the validated hostfile handed to mpirun (hostfile placement).
+std::vector<std::string> mpirun_command(const RunSpec& spec, const std::string& hostfile_copy = {});
+// The Slurm batch script's text; every value from the spec is quoted.
+Result<std::string> slurm_script(const RunSpec& spec);
+// One argument as a POSIX shell word: 'it'\''s'.
+std::string shell_quote(std::string_view argument);
+// The argument vector as one line a user could paste into a shell.
+std::string command_text(const std::vector<std::string>& argv);
+
+// Where a program is: `name` with a '/' as it is, else the first match on PATH.
+std::optional<std::string> find_program(const std::string& name);
+// clusterscope-worker beside the running executable, else on PATH.
+std::optional<std::string> find_worker();
+
+enum class RankState { starting, running, done, cancelled, failed };
+std::string_view to_string(RankState s);
+
+struct RankStatus {
+  int rank = 0;
+  RankState state = RankState::starting;
+  std::string host;
+  std::int64_t pid = 0;
+  int step = -1;  // last finished step, -1 before the first
+  int steps = 0;  // steps of the run
+  double loss = 0;
+  double grad_norm = 0;
+  double step_seconds = 0;
+  double cpu_seconds = 0;  // CPU time of the rank's process over its last step
+  double tokens_per_second = 0;
+  std::int64_t memory_bytes = 0;
+  std::string store;                    // its trace store, "" when not tracing
+  std::string error;                    // its "error" line, when it sent one
+  std::vector<std::string> last_lines;  // its last stderr (and non-JSON stdout) lines
+};
+
+struct LaunchEvent {
+  enum class Kind {
+    started,       // mpirun (or sbatch) runs; text: the command
+    rank_started,  // a rank reported in (rank, text: host and pid)
+    step,          // a rank finished a step (rank, step, loss, ...)
+    rank_done,     // a rank finished training
+    rank_failed,   // a rank crashed or reported an error (rank, text: what happened)
+    message,       // mpirun's own line, or the launcher's note (text)
+    hung,          // no progress for the hang timeout (text: last step of each rank)
+    stopping,      // cancel or hang: the ranks are asked to close their stores
+    merging,       // merging the rank stores into the run store
+    finished,      // the run ended (text: the report's message)
+  };
+  Kind kind = Kind::message;
+  int rank = -1;
+  int step = -1;
+  int steps = 0;
+  double loss = 0;
+  double grad_norm = 0;
+  double step_seconds = 0;
+  double cpu_seconds = 0;
+  double tokens_per_second = 0;
+  std::string text;
+};
+
+enum class Outcome {
+  completed,
+  cancelled,
+  crashed,  // a rank died (signal, non-zero exit) or mpirun failed
+  hung,
+  failed,       // did not start, or a rank reported an error
+  submitted,    // Slurm: the job was submitted
+  script_only,  // Slurm: sbatch was not found; the script was written
+};
+std::string_view to_string(Outcome o);
+
+struct RankFailure {
+  int rank = -1;
+  std::string host;
+  std::int64_t pid = 0;
+  int signal = 0;           // the signal that ended it, or 0
+  int exit_code = -1;       // its exit status, or -1
+  std::string description;  // "killed by signal 9 (Killed)", "exited with status 3", ...
+  std::vector<std::string> last_lines;
+};
+
+struct RunReport {
+  Outcome outcome = Outcome::failed;
+  std::string message;               // what happened, in a sentence or a few
+  std::vector<std::string> command;  // what was run (mpirun ... or sbatch ...)
+  int exit_status = -1;              // mpirun's (128 + signal when killed)
+  std::vector<RankStatus> ranks;
+  std::optional<RankFailure> failure;     // crashed / failed: the first rank that failed
+  std::vector<std::string> mpirun_lines;  // mpirun's own last lines
+  std::string run_store;                  // the merged store, "" when none was made
+  std::string merge_note;                 // about the merge: missing ranks, or why none
+  std::string slurm_script;               // Slurm: the script written
+  std::string slurm_job;                  // Slurm: the job id sbatch gave
+};
+
+class Launcher {
+ public:
+  using Callback = std::function<void(const LaunchEvent&)>;
+
+  // With a callback, events are delivered to it on the launcher's own thread;
+  // without, they queue up for take_events().
+  explicit Launcher(RunSpec spec, Callback on_event = {});
+  ~Launcher();  // cancels a run still going and waits for it
+  Launcher(const Launcher&) = delete;
+  Launcher& operator=(const Launcher&) = delete;
+
+  // Starts the run (or writes and submits the Slurm script) and returns;
+  // fails when nothing could be started (bad hostfile, no mpirun, ...).
+  Status start();
+  // Asks the run to stop: every rank closes its store (SIGUSR1, which mpirun
+  // forwards), then SIGTERM ends the job (SIGKILL if that fails).
+  void cancel();
+  bool finished() const;
+  // Blocks until the run has ended and its stores are merged.
+  RunReport wait();
+  // Events since the last call (when constructed without a callback).
+  std::vector<LaunchEvent> take_events();
+  // Every rank's latest status.
+  std::vector<RankStatus> ranks() const;
+  const RunSpec& spec() const;
+
+  struct State;
+
+ private:
+  std::unique_ptr<State> state_;
+};
+
+// Merges the rank stores of a finished run into spec.run_store, recording the
+// plan, the command line and the outcome. Ranks whose store is missing or
+// unreadable are named in `note`; the merge fails only when none is readable.
+Status merge_run_stores(const RunSpec& spec, Outcome outcome, std::string& note);
+
+// How a run ended, read from its rank stores when the launcher did not watch
+// it (a Slurm job): complete when every store is; cancelled when one was
+// cancelled; failed when one failed; crashed when one was cut short or is
+// missing.
+Outcome outcome_from_rank_stores(const RunSpec& spec);
+
+}  // namespace cs::launch

@@ -1,0 +1,77 @@
+#include <nlohmann/json.hpp>
+
+#include "core/trace_merge.h"
+#include "core/trace_store.h"
+#include "profiler/launcher.h"
+
+namespace cs::launch {
+
+Status merge_run_stores(const RunSpec& spec, Outcome outcome, std::string& note) {
+  note.clear();
+  std::vector<std::string> inputs;
+  std::vector<std::string> problems;
+  nlohmann::json missing = nlohmann::json::array();
+  for (int rank = 0; rank < spec.ranks; ++rank) {
+    const std::string path = rank_store_path(spec.run_store, rank);
+    // A store cut short by a crash still opens (the reader completes it as
+    // "interrupted"); a rank that never wrote one is named.
+    if (auto state = trace::inspect_store(path); !state) {
+      problems.push_back("rank " + std::to_string(rank) + ": " + state.message());
+      missing.push_back(rank);
+      continue;
+    }
+    inputs.push_back(path);
+  }
+  auto joined = [&] {
+    std::string text;
+    for (const std::string& p : problems)
+      text += (text.empty() ? "" : "; ") + p;
+    return text;
+  };
+  if (inputs.empty())
+    return Error{"no rank store to merge into " + spec.run_store + ": " + joined()};
+
+  trace::MergeOptions options;
+  options.run.title = spec.title;
+  options.run.plan_json = spec.plan_json;
+  options.run.command_line = spec.command_line;
+  options.status = std::string(to_string(outcome));
+  options.meta = {{"world_size", std::to_string(spec.ranks)},
+                  {"run_outcome", std::string(to_string(outcome))},
+                  {"worker_command", command_text(worker_command(spec))},
+                  {"ranks_without_store_json", missing.dump()}};
+  auto merged = trace::merge_stores(inputs, spec.run_store, options);
+  if (!merged) return merged.error();
+  if (!problems.empty()) {
+    note = "the run store lacks " + std::to_string(problems.size()) + " of " +
+           std::to_string(spec.ranks) + " ranks: " + joined();
+  }
+  return {};
+}
+
+Outcome outcome_from_rank_stores(const RunSpec& spec) {
+  bool cancelled = false;
+  bool failed = false;
+  bool crashed = false;
+  for (int rank = 0; rank < spec.ranks; ++rank) {
+    auto state = trace::inspect_store(rank_store_path(spec.run_store, rank));
+    if (!state) {
+      crashed = true;
+      continue;
+    }
+    const std::string& status = state->status;
+    if (status == "cancelled") {
+      cancelled = true;
+    } else if (status == "failed") {
+      failed = true;
+    } else if (status != "complete") {
+      crashed = true;  // "writing" (its writer died) or "interrupted"
+    }
+  }
+  if (failed) return Outcome::failed;
+  if (crashed) return Outcome::crashed;
+  if (cancelled) return Outcome::cancelled;
+  return Outcome::completed;
+}
+
+}  // namespace cs::launch
