@@ -1,0 +1,51 @@
+#pragma once
+// The cost of collectives, as tiny pure functions: bytes each rank moves and
+// the bus-bandwidth factors of nccl-tests (doc/PERFORMANCE.md), and the
+// alpha-beta time of a ring on one link tier or hierarchically across two
+// (inside a node, then between nodes).
+
+#include "core/hardware.h"
+
+namespace cs::plan {
+
+enum class CollectiveOp { all_reduce, all_gather, reduce_scatter, broadcast, reduce, all_to_all };
+
+// busbw = algbw x factor: 2(n-1)/n for all-reduce, (n-1)/n for all-gather,
+// reduce-scatter and all-to-all, 1 for broadcast and reduce; 0 when n <= 1.
+double bus_bandwidth_factor(CollectiveOp op, int ranks);
+
+// Bytes each rank sends for a collective over `bytes` (the full buffer: the
+// all-reduced tensor, or the gathered result): factor x bytes.
+double bytes_per_rank(CollectiveOp op, int ranks, double bytes);
+
+// Latency steps of a ring: 2(n-1) for all-reduce, n-1 for the others.
+int ring_steps(CollectiveOp op, int ranks);
+
+// One tier of links: bandwidth per direction per rank (bytes/s), the share of
+// it collectives reach, and the alpha of one message.
+struct Tier {
+  double bandwidth = 0;
+  double efficiency = 1;
+  double latency = 0;
+};
+Tier tier_of(const Link& link, double bandwidth_per_rank);
+
+// Ring time on one tier: steps x alpha + bytes_per_rank / (bandwidth x efficiency).
+double ring_seconds(CollectiveOp op, int ranks, double bytes, const Tier& tier);
+
+// Where a group's ranks sit: `per_node` ranks in each of `nodes` nodes.
+struct GroupPlacement {
+  int per_node = 1;
+  int nodes = 1;
+  int size() const { return per_node * nodes; }
+};
+
+// Hierarchical collective: inside each node on `intra`, between nodes on
+// `inter` (the per-rank share of the node's NICs), as NCCL does for
+// multi-node groups: reduce-scatter in the node, all-reduce of 1/per_node of
+// the data across nodes, all-gather in the node. Latency is the lesser of a
+// ring's and a tree's (2 log2 nodes) across nodes.
+double group_seconds(CollectiveOp op, double bytes, const GroupPlacement& group, const Tier& intra,
+                     const Tier& inter);
+
+}  // namespace cs::plan

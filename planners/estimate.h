@@ -1,0 +1,189 @@
+#pragma once
+// The estimate of one plan: memory per GPU by part, step time by part,
+// throughput, MFU, and the time, GPU-hours, cost and energy to train; plus
+// every reason a plan cannot run, and the valid values of each plan control.
+// Pure functions of a cs::Plan: no I/O, no globals, safe on any thread.
+// docs/planner.md gives every formula with its source.
+//
+// Units: bytes, seconds, FLOP, FLOP/s, watts, USD (SI, as in core/hardware.h).
+
+#include <string>
+#include <vector>
+
+#include "core/plans.h"
+#include "core/problem.h"
+#include "core/result.h"
+
+namespace cs::plan {
+
+// Memory of one GPU in bytes. "Model state" (weights + gradients + optimizer
+// state) follows the ZeRO paper's accounting; activations follow Korthikanti
+// et al. 2022 (Table 2) times the micro-batches in flight of the schedule.
+struct MemoryBreakdown {
+  double weights = 0;          // working copy in the compute format (+ FP8 casts, INT8/INT4 scales)
+  double gradients = 0;        // gradient buffers (Megatron's fp32 main gradient when chosen)
+  double optimizer_state = 0;  // fp32 master weights + optimizer moments (+ FP8 amax history)
+  double activations = 0;      // kept for backward, all micro-batches in flight
+  double activation_workspace = 0;  // transient: one layer recomputed, attention scores, logits
+  double communication_buffers = 0; // NCCL channels, DP buckets, PP send/recv, ZeRO-3 gathers
+  double framework_reserve = 0;     // CUDA context, cuBLAS workspaces, allocator pools
+  double fragmentation = 0;         // caching-allocator slack over what is allocated
+  // Informative, already inside weights + gradients + optimizer_state: the
+  // share held for the embedding and the LM head (0 on a stage without them).
+  double embedding_model_state = 0;
+
+  double model_state() const { return weights + gradients + optimizer_state; }
+  double total() const {
+    return weights + gradients + optimizer_state + activations + activation_workspace +
+           communication_buffers + framework_reserve + fragmentation;
+  }
+};
+
+// Seconds of one optimizer step on the critical path (the slowest pipeline
+// stage); the parts add up to step(). Communication parts are what is left
+// exposed after overlap; CommunicationDetail has the totals.
+struct TimeBreakdown {
+  double forward = 0;           // forward compute, all micro-batches
+  double backward = 0;          // backward compute (data and weight gradients)
+  double recompute = 0;         // forward work repeated in backward (selective or full)
+  double optimizer = 0;         // optimizer update (memory-bound)
+  double tp_communication = 0;  // tensor-parallel all-reduce / all-gather / reduce-scatter, exposed
+  double pp_communication = 0;  // pipeline send/recv and the tied-embedding gradient sync
+  double pipeline_bubble = 0;   // fill and drain: (p-1)/v of a stage's micro-batch work
+  double dp_communication = 0;  // data-parallel gradient reduction (and ZeRO-1/2 gathers), exposed
+  double zero_gather = 0;       // ZeRO-3 parameter all-gathers, exposed
+
+  double step() const {
+    return forward + backward + recompute + optimizer + tp_communication + pp_communication +
+           pipeline_bubble + dp_communication + zero_gather;
+  }
+};
+
+// Communication per step before overlap, and how it was hidden.
+struct CommunicationDetail {
+  double tp_seconds = 0;        // all tensor-parallel collectives of one step
+  double pp_seconds = 0;        // all pipeline transfers of one step
+  double dp_seconds = 0;        // gradient reduction (all buckets) + ZeRO parameter gathers
+  double dp_overlapped = 0;     // the part of dp_seconds hidden behind backward
+  double dp_bytes_per_gpu = 0;  // gradient bytes each GPU reduces per step
+  int dp_buckets = 0;
+  double zero3_seconds = 0;     // ZeRO-3 gathers before overlap
+};
+
+struct Throughput {
+  double tokens_per_second = 0;   // whole cluster (samples x sequence length)
+  double samples_per_second = 0;  // sequences (transformers) or samples (generic models)
+  double model_flops_per_step = 0;     // 72 B s L h^2 (1 + s/6h + V/12Lh) for GPT, 6-factor for others
+  double hardware_flops_per_step = 0;  // what the GPUs execute, recomputation included
+  double model_tflops_per_gpu = 0;
+  double hardware_tflops_per_gpu = 0;
+  double mfu = 0;  // model FLOPs utilisation against the dense peak of the compute precision
+  double hfu = 0;  // hardware FLOPs utilisation
+};
+
+struct TrainingCost {
+  double steps = 0;          // optimizer steps to process the workload's tokens (or epochs)
+  double seconds = 0;
+  double gpu_hours = 0;
+  double cost_usd = 0;       // 0 when the cluster has no price
+  double energy_kwh = 0;     // GPU board power x time
+  double flops = 0;          // model FLOPs of the whole run
+  double flops_6pd = 0;      // 6 x parameters x tokens (Kaplan et al. 2020), for comparison
+};
+
+// The seed article's simple model T = S*N/B + L*(N-1) beside the ring
+// all-reduce 2(N-1)/N * S/B + 2(N-1)*L, for this plan's data-parallel
+// gradients on its slowest tier. Zero when dp == 1.
+struct SeedCommunication {
+  double gradient_bytes = 0;  // S per GPU
+  int ranks = 0;              // N
+  double bandwidth = 0;       // B, bytes/s of the slowest tier per GPU
+  double latency = 0;         // L, seconds
+  double simple_seconds = 0;
+  double ring_seconds = 0;
+};
+
+// INT8 / INT4 weight plans: what the quantisation costs in precision.
+struct QuantizationSummary {
+  int bits = 0;                    // 0: the plan does not quantise weights
+  int levels = 0;                  // 2^bits
+  double relative_max_error = 0;   // half a step, as a fraction of the quantised range
+  double relative_rms_error = 0;   // step / sqrt(12), same unit
+  double weight_bytes_saved = 0;   // per GPU, against bf16 weights
+};
+
+struct Estimate {
+  // The plan's shape, as the estimate read it.
+  int gpus = 0;                 // dp x tp x pp
+  int micro_batches = 0;        // per replica per step (gradient accumulation)
+  int layers_per_stage = 0;     // transformer layers per pipeline stage (0 for generic models)
+  double parameters = 0;        // whole model
+  double parameters_per_gpu = 0;  // on the most loaded GPU, before ZeRO sharding
+
+  MemoryBreakdown memory;       // the most loaded GPU
+  MemoryBreakdown first_stage;  // pipeline stage 0 (embedding)
+  MemoryBreakdown last_stage;   // stage pp-1 (LM head); equal to first_stage when pp == 1
+  int most_loaded_stage = 0;
+  double memory_capacity = 0;   // bytes per GPU
+  double headroom_bytes = 0;    // capacity - memory.total(); negative when it does not fit
+  bool fits = false;
+
+  TimeBreakdown time;
+  CommunicationDetail communication;
+  Throughput throughput;
+  TrainingCost training;
+  SeedCommunication seed_communication;
+  QuantizationSummary quantization;
+
+  double bubble_fraction = 0;   // (p-1)/(v m), Narayanan et al. 2021
+  bool inference = false;       // forward-only plan (INT8/INT4 weights): a "step" is one forward pass
+  std::vector<std::string> notes;  // assumptions worth telling (e.g. "uses 64 of 1024 GPUs")
+};
+
+// Every reason the plan cannot run, each at the plan document's JSON pointer
+// of the control to change ("/parallel/tp", "/precision/compute", ...), with a
+// message that names the parameter and the rule. Memory is not checked here
+// (see estimate(...).fits and memory_problem()); empty when the plan is valid.
+std::vector<Problem> check_plan(const Plan& plan);
+
+// The estimate of a valid plan. A plan with problems gives an Error listing
+// them one per line ("/parallel/tp: must divide the 96 heads (got 5)"). A plan
+// that does not fit in memory still gives its estimate, with fits == false.
+Result<Estimate> estimate(const Plan& plan);
+
+// "Out of memory" as a Problem at "/parallel", naming the largest parts and
+// what would shrink them; a Problem with an empty message when it fits.
+Problem memory_problem(const Plan& plan, const Estimate& estimate);
+
+// The controls of a plan, for a GUI that marks each one.
+enum class Control {
+  tp,
+  pp,
+  dp,
+  virtual_stages,
+  sequence_parallel,
+  zero_stage,
+  micro_batch,
+  global_batch,
+  recompute,
+  precision,
+  flash_attention,
+};
+std::string_view to_string(Control control);
+std::string_view json_pointer(Control control);  // "/parallel/tp", "/precision/compute", ...
+
+// One value a control could take, tried with every other control unchanged.
+struct ControlOption {
+  int value = 0;          // the integer, the enum value (Recompute, Precision), or 0/1 for flags
+  std::string label;      // "8", "selective", "bf16", "on"
+  bool valid = false;     // check_plan finds no problem with it
+  bool fits = false;      // valid and fits in GPU memory
+  std::string reason;     // why not: the first problem, or the memory shortfall; "" when it fits
+};
+
+// The values worth offering for a control on this cluster and model (divisors
+// of the GPU count, heads, layers and batch; the precisions the GPU has; ...),
+// each checked. Costs one estimate per value (microseconds).
+std::vector<ControlOption> control_options(const Plan& plan, Control control);
+
+}  // namespace cs::plan
