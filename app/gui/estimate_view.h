@@ -1,0 +1,58 @@
+#pragma once
+// The estimate of the current plan, redrawn on every change: headline
+// figures (tokens/s, MFU, step time, time to train, GPU-hours, cost, energy),
+// memory per GPU as a stacked bar against the GPU's capacity, step time as a
+// stacked bar, and the predicted timeline of one step for one rank per
+// pipeline stage. A plan that cannot run shows why instead.
+
+#include <QWidget>
+#include <cstdint>
+#include <map>
+#include <memory>
+
+#include "app/gui/analysis.h"
+
+class QLabel;
+class QGridLayout;
+
+namespace cs::gui {
+
+class StackedBarWidget;
+class PredictedTimeline;
+
+class EstimateView : public QWidget {
+  Q_OBJECT
+
+ public:
+  EstimateView(AnalysisService* analysis, QWidget* parent = nullptr);
+
+  StackedBarWidget* memoryBar() const { return memory_; }
+  StackedBarWidget* timeBar() const { return time_; }
+  PredictedTimeline* timeline() const { return timeline_; }
+  QLabel* headline(const QString& key) const;  // "tokens_per_second", "mfu", ...
+  QLabel* messageLabel() const { return message_; }
+  // The job whose estimate both bars have painted (0 before the first).
+  std::uint64_t paintedJob() const;
+  std::uint64_t shownJob() const { return shown_job_; }
+
+  void showAnalysis(const std::shared_ptr<const PlanAnalysis>& analysis);
+
+  // The headline figures of an estimate as (caption, value) pairs, in the
+  // order they are shown: the report uses the same.
+  static std::vector<std::pair<QString, QString>> headlineFigures(const plan::Estimate& e,
+                                                                  const Plan& plan);
+
+ signals:
+  void painted(std::uint64_t job);
+
+ private:
+  AnalysisService* analysis_;
+  std::map<QString, QLabel*> headlines_;
+  QLabel* message_;
+  StackedBarWidget* memory_;
+  StackedBarWidget* time_;
+  PredictedTimeline* timeline_;
+  std::uint64_t shown_job_ = 0;
+};
+
+}  // namespace cs::gui
