@@ -24,10 +24,10 @@ struct MemoryBreakdown {
   double gradients = 0;        // gradient buffers (Megatron's fp32 main gradient when chosen)
   double optimizer_state = 0;  // fp32 master weights + optimizer moments (+ FP8 amax history)
   double activations = 0;      // kept for backward, all micro-batches in flight
-  double activation_workspace = 0;  // transient: one layer recomputed, attention scores, logits
-  double communication_buffers = 0; // NCCL channels, DP buckets, PP send/recv, ZeRO-3 gathers
-  double framework_reserve = 0;     // CUDA context, cuBLAS workspaces, allocator pools
-  double fragmentation = 0;         // caching-allocator slack over what is allocated
+  double activation_workspace = 0;   // transient: one layer recomputed, attention scores, logits
+  double communication_buffers = 0;  // NCCL channels, DP buckets, PP send/recv, ZeRO-3 gathers
+  double framework_reserve = 0;      // CUDA context, cuBLAS workspaces, allocator pools
+  double fragmentation = 0;          // caching-allocator slack over what is allocated
   // Informative, already inside weights + gradients + optimizer_state: the
   // share held for the embedding and the LM head (0 on a stage without them).
   double embedding_model_state = 0;
@@ -67,13 +67,13 @@ struct CommunicationDetail {
   double dp_overlapped = 0;     // the part of dp_seconds hidden behind backward
   double dp_bytes_per_gpu = 0;  // gradient bytes each GPU reduces per step
   int dp_buckets = 0;
-  double zero3_seconds = 0;     // ZeRO-3 gathers before overlap
+  double zero3_seconds = 0;  // ZeRO-3 gathers before overlap
 };
 
 struct Throughput {
-  double tokens_per_second = 0;   // whole cluster (samples x sequence length)
-  double samples_per_second = 0;  // sequences (transformers) or samples (generic models)
-  double model_flops_per_step = 0;     // 72 B s L h^2 (1 + s/6h + V/12Lh) for GPT, 6-factor for others
+  double tokens_per_second = 0;     // whole cluster (samples x sequence length)
+  double samples_per_second = 0;    // sequences (transformers) or samples (generic models)
+  double model_flops_per_step = 0;  // 72 B s L h^2 (1 + s/6h + V/12Lh) for GPT, 6-factor for others
   double hardware_flops_per_step = 0;  // what the GPUs execute, recomputation included
   double model_tflops_per_gpu = 0;
   double hardware_tflops_per_gpu = 0;
@@ -82,13 +82,13 @@ struct Throughput {
 };
 
 struct TrainingCost {
-  double steps = 0;          // optimizer steps to process the workload's tokens (or epochs)
+  double steps = 0;  // optimizer steps to process the workload's tokens (or epochs)
   double seconds = 0;
   double gpu_hours = 0;
-  double cost_usd = 0;       // 0 when the cluster has no price
-  double energy_kwh = 0;     // GPU board power x time
-  double flops = 0;          // model FLOPs of the whole run
-  double flops_6pd = 0;      // 6 x parameters x tokens (Kaplan et al. 2020), for comparison
+  double cost_usd = 0;    // 0 when the cluster has no price
+  double energy_kwh = 0;  // GPU board power x time
+  double flops = 0;       // model FLOPs of the whole run
+  double flops_6pd = 0;   // 6 x parameters x tokens (Kaplan et al. 2020), for comparison
 };
 
 // The seed article's simple model T = S*N/B + L*(N-1) beside the ring
@@ -105,27 +105,27 @@ struct SeedCommunication {
 
 // INT8 / INT4 weight plans: what the quantisation costs in precision.
 struct QuantizationSummary {
-  int bits = 0;                    // 0: the plan does not quantise weights
-  int levels = 0;                  // 2^bits
-  double relative_max_error = 0;   // half a step, as a fraction of the quantised range
-  double relative_rms_error = 0;   // step / sqrt(12), same unit
-  double weight_bytes_saved = 0;   // per GPU, against bf16 weights
+  int bits = 0;                   // 0: the plan does not quantise weights
+  int levels = 0;                 // 2^bits
+  double relative_max_error = 0;  // half a step, as a fraction of the quantised range
+  double relative_rms_error = 0;  // step / sqrt(12), same unit
+  double weight_bytes_saved = 0;  // per GPU, against bf16 weights
 };
 
 struct Estimate {
   // The plan's shape, as the estimate read it.
-  int gpus = 0;                 // dp x tp x pp
-  int micro_batches = 0;        // per replica per step (gradient accumulation)
-  int layers_per_stage = 0;     // transformer layers per pipeline stage (0 for generic models)
-  double parameters = 0;        // whole model
+  int gpus = 0;                   // dp x tp x pp
+  int micro_batches = 0;          // per replica per step (gradient accumulation)
+  int layers_per_stage = 0;       // transformer layers per pipeline stage (0 for generic models)
+  double parameters = 0;          // whole model
   double parameters_per_gpu = 0;  // on the most loaded GPU, before ZeRO sharding
 
   MemoryBreakdown memory;       // the most loaded GPU
   MemoryBreakdown first_stage;  // pipeline stage 0 (embedding)
   MemoryBreakdown last_stage;   // stage pp-1 (LM head); equal to first_stage when pp == 1
   int most_loaded_stage = 0;
-  double memory_capacity = 0;   // bytes per GPU
-  double headroom_bytes = 0;    // capacity - memory.total(); negative when it does not fit
+  double memory_capacity = 0;  // bytes per GPU
+  double headroom_bytes = 0;   // capacity - memory.total(); negative when it does not fit
   bool fits = false;
 
   TimeBreakdown time;
@@ -135,8 +135,8 @@ struct Estimate {
   SeedCommunication seed_communication;
   QuantizationSummary quantization;
 
-  double bubble_fraction = 0;   // (p-1)/(v m), Narayanan et al. 2021
-  bool inference = false;       // forward-only plan (INT8/INT4 weights): a "step" is one forward pass
+  double bubble_fraction = 0;  // (p-1)/(v m), Narayanan et al. 2021
+  bool inference = false;  // forward-only plan (INT8/INT4 weights): a "step" is one forward pass
   std::vector<std::string> notes;  // assumptions worth telling (e.g. "uses 64 of 1024 GPUs")
 };
 
@@ -174,11 +174,11 @@ std::string_view json_pointer(Control control);  // "/parallel/tp", "/precision/
 
 // One value a control could take, tried with every other control unchanged.
 struct ControlOption {
-  int value = 0;          // the integer, the enum value (Recompute, Precision), or 0/1 for flags
-  std::string label;      // "8", "selective", "bf16", "on"
-  bool valid = false;     // check_plan finds no problem with it
-  bool fits = false;      // valid and fits in GPU memory
-  std::string reason;     // why not: the first problem, or the memory shortfall; "" when it fits
+  int value = 0;       // the integer, the enum value (Recompute, Precision), or 0/1 for flags
+  std::string label;   // "8", "selective", "bf16", "on"
+  bool valid = false;  // check_plan finds no problem with it
+  bool fits = false;   // valid and fits in GPU memory
+  std::string reason;  // why not: the first problem, or the memory shortfall; "" when it fits
 };
 
 // The values worth offering for a control on this cluster and model (divisors

@@ -26,25 +26,25 @@ enum class Objective {
   cost,             // cheapest run to train the workload (needs a price, else GPU-hours)
   time_to_train,    // shortest run to train the workload
   memory_headroom,  // most free GPU memory, then throughput
-  gpus,             // fewest GPUs (with node_counts and max_days: the smallest cluster that makes it)
+  gpus,  // fewest GPUs (with node_counts and max_days: the smallest cluster that makes it)
 };
 std::string_view to_string(Objective objective);
 std::optional<Objective> objective_from_string(std::string_view text);
 
 // What to try. Empty lists mean "every value that makes sense here".
 struct SearchSpace {
-  std::vector<int> global_batches;       // sequences (samples) per step; required, one or more
-  std::vector<Precision> precisions;     // default: every training precision the GPU computes in
-  std::vector<Recompute> recomputes;     // default: none, selective, full
-  std::vector<int> zero_stages;          // default: 0, 1, 2, 3
-  std::vector<int> micro_batches;        // default: powers of two up to max_micro_batch
+  std::vector<int> global_batches;    // sequences (samples) per step; required, one or more
+  std::vector<Precision> precisions;  // default: every training precision the GPU computes in
+  std::vector<Recompute> recomputes;  // default: none, selective, full
+  std::vector<int> zero_stages;       // default: 0, 1, 2, 3
+  std::vector<int> micro_batches;     // default: powers of two up to max_micro_batch
   int max_micro_batch = 64;
-  int max_virtual_stages = 8;            // interleaved chunks per pipeline rank tried up to this
-  bool try_sequence_parallel = true;     // both on and off (on needs tp >= 2)
+  int max_virtual_stages = 8;               // interleaved chunks per pipeline rank tried up to this
+  bool try_sequence_parallel = true;        // both on and off (on needs tp >= 2)
   bool try_without_flash_attention = true;  // both fused and unfused attention
-  bool fp32_main_grad = false;           // Megatron's fp32 gradient accumulation, for every candidate
-  bool use_all_gpus = true;              // dp x tp x pp == GPUs; false: also fewer GPUs
-  std::vector<int> node_counts;          // cluster sizes to try; default: the cluster's own
+  bool fp32_main_grad = false;   // Megatron's fp32 gradient accumulation, for every candidate
+  bool use_all_gpus = true;      // dp x tp x pp == GPUs; false: also fewer GPUs
+  std::vector<int> node_counts;  // cluster sizes to try; default: the cluster's own
 };
 
 struct SearchLimits {
@@ -78,14 +78,15 @@ struct RankedPlan {
 };
 
 struct SearchResult {
-  std::vector<RankedPlan> best;           // top_k by the objective, best first
-  std::vector<RankedPlan> pareto_memory;  // no other plan is faster with less memory; by memory ascending
-  std::vector<RankedPlan> pareto_gpus;    // no other plan is faster on fewer GPUs; by GPUs ascending
-  std::int64_t candidates = 0;            // combinations enumerated
-  std::int64_t valid = 0;                 // passing check_plan's rules
-  std::int64_t fitting = 0;               // valid and fitting in memory (these are timed)
-  std::int64_t kept = 0;                  // fitting and within the limits
-  double seconds = 0;                     // wall-clock time of the search
+  std::vector<RankedPlan> best;  // top_k by the objective, best first
+  std::vector<RankedPlan>
+      pareto_memory;  // no other plan is faster with less memory; by memory ascending
+  std::vector<RankedPlan> pareto_gpus;  // no other plan is faster on fewer GPUs; by GPUs ascending
+  std::int64_t candidates = 0;          // combinations enumerated
+  std::int64_t valid = 0;               // passing check_plan's rules
+  std::int64_t fitting = 0;             // valid and fitting in memory (these are timed)
+  std::int64_t kept = 0;                // fitting and within the limits
+  double seconds = 0;                   // wall-clock time of the search
   int threads = 0;
   bool cancelled = false;
 };

@@ -23,9 +23,9 @@ double ring_all_reduce_seconds(double bytes, int devices, double bandwidth, doub
 
 // Asymmetric linear quantisation of [min, max] onto `bits`-bit integers.
 struct QuantParams {
-  double scale = 0;     // s = (max - min) / (2^bits - 1)
-  int zero_point = 0;   // the integer that represents 0.0
-  int q_min = 0;        // integer range the values are clamped to
+  double scale = 0;    // s = (max - min) / (2^bits - 1)
+  int zero_point = 0;  // the integer that represents 0.0
+  int q_min = 0;       // integer range the values are clamped to
   int q_max = 0;
 };
 

@@ -1,0 +1,92 @@
+#include "planners/collectives.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace cs::plan {
+
+double bus_bandwidth_factor(CollectiveOp op, int ranks) {
+  if (ranks <= 1) return 0;
+  const double n = ranks;
+  switch (op) {
+    case CollectiveOp::all_reduce:
+      return 2 * (n - 1) / n;
+    case CollectiveOp::all_gather:
+    case CollectiveOp::reduce_scatter:
+    case CollectiveOp::all_to_all:
+      return (n - 1) / n;
+    case CollectiveOp::broadcast:
+    case CollectiveOp::reduce:
+      return 1;
+  }
+  return 0;
+}
+
+double bytes_per_rank(CollectiveOp op, int ranks, double bytes) {
+  return bus_bandwidth_factor(op, ranks) * bytes;
+}
+
+int ring_steps(CollectiveOp op, int ranks) {
+  if (ranks <= 1) return 0;
+  return op == CollectiveOp::all_reduce ? 2 * (ranks - 1) : ranks - 1;
+}
+
+Tier tier_of(const Link& link, double bandwidth_per_rank) {
+  return {bandwidth_per_rank, link.efficiency, link.latency};
+}
+
+double ring_seconds(CollectiveOp op, int ranks, double bytes, const Tier& tier) {
+  if (ranks <= 1 || bytes <= 0) return 0;
+  const double rate = tier.bandwidth * tier.efficiency;
+  if (rate <= 0) return 0;
+  return ring_steps(op, ranks) * tier.latency + bytes_per_rank(op, ranks, bytes) / rate;
+}
+
+double group_seconds(CollectiveOp op, double bytes, const GroupPlacement& g, const Tier& intra,
+                     const Tier& inter) {
+  if (g.size() <= 1 || bytes <= 0) return 0;
+  if (g.nodes <= 1) return ring_seconds(op, g.per_node, bytes, intra);
+
+  // Inside the node: each of the g ranks ends up with (or starts from) 1/g
+  // of the data; across nodes each rank handles its 1/g share on its NIC.
+  const double g_ranks = g.per_node;
+  double intra_seconds = 0;
+  const double inter_rate = inter.bandwidth * inter.efficiency;
+  const double intra_rate = intra.bandwidth * intra.efficiency;
+  double inter_bytes = 0;
+  double inter_steps = 0;
+  const double n = g.nodes;
+  const double ring_latency = (op == CollectiveOp::all_reduce ? 2 : 1) * (n - 1);
+  const double tree_latency = (op == CollectiveOp::all_reduce ? 2 : 1) * std::ceil(std::log2(n));
+  inter_steps = std::min(ring_latency, tree_latency);
+  switch (op) {
+    case CollectiveOp::all_reduce:
+      if (g.per_node > 1) {
+        intra_seconds =
+            2 * ((g_ranks - 1) / g_ranks * bytes / intra_rate + (g_ranks - 1) * intra.latency);
+      }
+      inter_bytes = 2 * (n - 1) / n * bytes / g_ranks;
+      break;
+    case CollectiveOp::all_gather:
+    case CollectiveOp::reduce_scatter:
+    case CollectiveOp::all_to_all:
+      if (g.per_node > 1) {
+        intra_seconds =
+            (g_ranks - 1) / g_ranks * bytes / intra_rate + (g_ranks - 1) * intra.latency;
+      }
+      // Each rank's node-local share crosses to the other nodes.
+      inter_bytes = (n - 1) / n * bytes / g_ranks;
+      break;
+    case CollectiveOp::broadcast:
+    case CollectiveOp::reduce:
+      if (g.per_node > 1) {
+        intra_seconds = bytes / intra_rate + (g_ranks - 1) * intra.latency;
+      }
+      inter_bytes = bytes / g_ranks;
+      break;
+  }
+  const double inter_seconds = inter_rate > 0 ? inter_bytes / inter_rate : 0;
+  return intra_seconds + inter_seconds + inter_steps * inter.latency;
+}
+
+}  // namespace cs::plan

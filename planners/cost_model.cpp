@@ -1,0 +1,952 @@
+#include "planners/cost_model.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "planners/formulas.h"
+#include "planners/seed_formulas.h"
+
+namespace cs::plan::detail {
+
+namespace {
+
+constexpr double kMiB = 1024.0 * 1024.0;
+constexpr double kGiB = 1024.0 * kMiB;
+
+// NCCL keeps NCCL_BUFFSIZE (4 MiB) per channel and direction; 8 channels
+// is what it opens on one NVLink or InfiniBand ring of a DGX.
+constexpr double kNcclPerCommunicator = 4 * kMiB * 2 * 8;
+// CUDA context (with lazy module loading), cuBLAS and cuDNN workspaces,
+// the framework's own pools; capped at 5 % of a small device.
+constexpr double kFrameworkReserve = 0.75 * kGiB;
+// The caching allocator reserves more than it hands out (block rounding,
+// streams, fragmentation): about 5 % in steady-state training.
+constexpr double kFragmentation = 0.05;
+
+bool is_integer(Precision p) {
+  return p == Precision::int8 || p == Precision::int4;
+}
+
+// Forward FLOPs each weight matrix does per token (2 per multiply-add); the
+// same figure is the model FLOPs of one linear layer.
+double linear_flops(double tokens, double n, double k) {
+  return 2 * tokens * n * k;
+}
+
+// The GPU's timing primitives.
+struct Kernels {
+  const Machine& m;
+  double linear_peak;     // GEMMs of the linear layers
+  double attention_peak;  // attention matmuls (16-bit when linear layers are FP8/INT8)
+  double ramp;            // seconds: the hyperbolic efficiency's half-work point
+
+  // One GEMM (m x k) . (k x n): the tensor-core time at gemm_max of peak
+  // (slowed below the ramp work) plus the time to stream its operands and
+  // result. Adding, not overlapping, the two is what measured transformer
+  // GEMMs show (bench/calibrate_gpu.py on an H200: within 5 % for layer
+  // shapes from 77 GFLOP to 2 TFLOP); the pure-compute roofline overrates
+  // thin (small-K) GEMMs.
+  double gemm(double peak, double rows, double cols, double inner, double in_bytes,
+              double out_bytes) const {
+    if (rows <= 0 || cols <= 0 || inner <= 0) return 0;
+    const double flops = 2 * rows * cols * inner;
+    const double compute = flops / (peak * m.gemm_max) + ramp;
+    const double memory =
+        ((rows * inner + inner * cols) * in_bytes + rows * cols * out_bytes) / m.memory_rate;
+    return compute + memory + m.launch;
+  }
+  double linear(double rows, double cols, double inner, double in_bytes, double out_bytes) const {
+    return gemm(linear_peak, rows, cols, inner, in_bytes, out_bytes);
+  }
+  // Forward GEMM plus its two backward GEMMs (input gradient, weight gradient).
+  double linear_dgrad(double rows, double cols, double inner, double e) const {
+    return linear(rows, inner, cols, e, e);
+  }
+  double linear_wgrad(double rows, double cols, double inner, double e) const {
+    return linear(inner, cols, rows, e, 4);  // accumulates into an fp32 (or e-byte) weight gradient
+  }
+  // A memory-bound kernel moving `bytes`.
+  double stream(double bytes) const { return bytes > 0 ? bytes / m.memory_rate + m.launch : 0; }
+  // A fused kernel with both FLOPs and traffic (fused attention).
+  double fused(double peak, double flops, double bytes) const {
+    const double compute = flops / (peak * m.gemm_max) + ramp;
+    return std::max(compute, bytes / m.memory_rate) + m.launch;
+  }
+};
+
+Kernels kernels_of(const Machine& m, const Knobs& k) {
+  Kernels kn{m, m.peak_of(k.compute), m.peak_of(k.compute), 0};
+  if (k.compute == Precision::fp8 || is_integer(k.compute)) kn.attention_peak = m.rate16;
+  if (kn.linear_peak <= 0) kn.linear_peak = m.peak_of(Precision::fp32);
+  if (kn.attention_peak <= 0) kn.attention_peak = m.peak_of(Precision::fp32);
+  kn.ramp = m.rate16 > 0 ? m.gemm_ramp_flops / (m.rate16 * m.gemm_max) : 0;
+  return kn;
+}
+
+double activation_bytes_of(Precision compute) {
+  return (compute == Precision::fp32 || compute == Precision::tf32) ? 4.0 : 2.0;
+}
+
+// Where a data-parallel group sits with Megatron's rank order (tensor rank
+// fastest, then data, then pipeline).
+GroupPlacement dp_placement(const Machine& m, const Knobs& k) {
+  const int per_node = std::clamp(m.gpus_per_node / std::max(k.tp, 1), 1, k.dp);
+  return {per_node, (k.dp + per_node - 1) / per_node};
+}
+
+// Pipeline neighbours are tp x dp ranks apart: on the network as soon as
+// the pipeline leaves one node.
+bool pipeline_crosses_nodes(const Machine& m, const Knobs& k) {
+  return static_cast<long long>(k.tp) * k.dp * k.pp > m.gpus_per_node;
+}
+
+double collective(const Machine& m, CollectiveOp op, double bytes, const GroupPlacement& g) {
+  return group_seconds(op, bytes, g, m.intra, m.has_inter ? m.inter : m.intra);
+}
+
+// The tensor-parallel group: tp consecutive ranks, inside one node when the
+// rules hold; spread over nodes otherwise (estimated, and refused by the rules).
+GroupPlacement tp_placement(const Machine& m, int tp) {
+  if (tp <= m.gpus_per_node) return {tp, 1};
+  return {m.gpus_per_node, (tp + m.gpus_per_node - 1) / m.gpus_per_node};
+}
+
+struct StageParams {
+  double layers = 0;     // transformer parameters on this GPU
+  double embedding = 0;  // embedding / LM head parameters on this GPU
+  double total() const { return layers + embedding; }
+};
+
+StageParams stage_params(const Model& x, const Knobs& k, bool first, bool last) {
+  StageParams s;
+  if (!x.transformer) {
+    s.layers = x.params_total;
+    return s;
+  }
+  const double t = k.tp;
+  const double per_layer = (x.params_layer - x.params_layer_norms) / t + x.params_layer_norms;
+  s.layers = per_layer * (x.layers / k.pp);
+  if (first) s.embedding += x.params_embedding / t + x.params_positions;
+  if (last) {
+    s.embedding += x.params_final_norm;
+    if (x.params_lm_head > 0) {
+      s.embedding += x.params_lm_head / t;
+    } else if (k.pp > 1) {
+      s.embedding += x.params_embedding / t;  // the tied head keeps its own copy on the last stage
+    }
+  }
+  return s;
+}
+
+struct StateBytes {
+  double weights = 0, gradients = 0, optimizer = 0;  // per parameter, after ZeRO sharding
+};
+
+StateBytes state_bytes(const Model& x, const Knobs& k) {
+  StateBytes b;
+  const double dp = k.dp;
+  b.weights = bytes_per_element(k.weights);
+  if (!k.inference) {
+    b.gradients = k.fp32_main_grad ? 4.0 : bytes_per_element(k.gradients);
+    b.optimizer =
+        (k.master_weights ? 4.0 : 0.0) + x.optimizer_words * bytes_per_element(k.optimizer_state);
+  }
+  if (k.zero >= 1) b.optimizer /= dp;
+  if (k.zero >= 2) b.gradients /= dp;
+  if (k.zero >= 3) b.weights /= dp;
+  return b;
+}
+
+// Bytes one optimizer step streams per parameter, pass by pass as
+// Megatron-LM runs them: the gradient norm (read gradients), the update
+// (read gradients, master weights and moments; write master weights and
+// moments), the copy of the master weights into the working weights, and
+// zeroing the gradients for the next step.
+double optimizer_bytes_per_param(const Model& x, const Knobs& k) {
+  const double g = k.fp32_main_grad ? 4.0 : bytes_per_element(k.gradients);
+  const double w = bytes_per_element(k.weights);
+  const double moments = 2 * x.optimizer_words * bytes_per_element(k.optimizer_state);
+  const double weights = k.master_weights ? 2 * 4.0 + 4.0 + w : 2 * w;
+  return 3 * g + weights + moments;
+}
+
+MemoryBreakdown stage_memory(const Machine& m, const Model& x, const Knobs& k, double e, bool first,
+                             bool last) {
+  MemoryBreakdown mem;
+  const StageParams params = stage_params(x, k, first, last);
+  const StateBytes per = state_bytes(x, k);
+  const double t = k.tp;
+  const int micro_batches = k.global_batch / std::max(k.dp * k.micro_batch, 1);
+
+  mem.weights = params.total() * per.weights;
+  mem.gradients = params.total() * per.gradients;
+  mem.optimizer_state = params.total() * per.optimizer;
+  mem.embedding_model_state = params.embedding * (per.weights + per.gradients + per.optimizer);
+  if (k.compute == Precision::fp8 && x.transformer) {
+    // Transformer Engine keeps an FP8 copy of each weight and its transpose,
+    // and per GEMM an amax history of its input, weight and gradient.
+    mem.weights += params.layers * 2.0 / (k.zero >= 3 ? k.dp : 1);
+    mem.weights += (x.layers / k.pp) * 4 * 3 * k.fp8_amax_history * 4.0;
+  }
+  if (is_integer(k.weights) && x.transformer) {
+    mem.weights += params.total() * 2.0 / x.hidden;  // one fp16 scale per output channel
+  }
+
+  const double tokens = static_cast<double>(k.micro_batch) * x.seq;
+  const double sp_share = k.sp ? 1.0 / t : 1.0;
+  if (x.transformer) {
+    const LayerShape shape{
+        x.seq, static_cast<double>(k.micro_batch), x.hidden, x.heads, x.kv_heads, x.ffn, x.gated};
+    const double logits = 4 * tokens * x.vocab / t;  // fp32, vocabulary-parallel
+    if (k.inference) {
+      // Forward only: one layer's tensors live at a time.
+      mem.activation_workspace =
+          activation_bytes_per_layer(shape, k.tp, k.sp, Recompute::none, k.flash, e);
+      if (last) mem.activation_workspace += logits;
+    } else {
+      const double per_layer =
+          activation_bytes_per_layer(shape, k.tp, k.sp, k.recompute, k.flash, e);
+      const int rank = first ? 0 : k.pp - 1;
+      const int chunks = chunks_in_flight(k.pp, rank, k.v, micro_batches);
+      mem.activations = chunks * (x.layers / (k.pp * k.v)) * per_layer;
+      if (first) {
+        const int in_flight = (chunks + k.v - 1) / k.v;
+        mem.activations += in_flight * tokens * x.hidden * sp_share;  // embedding dropout mask
+      }
+      if (last) {
+        mem.activations += 2 * e * tokens * x.hidden * sp_share + logits;  // final norm, head input
+        mem.activation_workspace += logits;                                // its gradient
+      }
+      if (k.recompute == Recompute::full) {
+        mem.activation_workspace +=
+            activation_bytes_per_layer(shape, k.tp, k.sp, Recompute::none, k.flash, e);
+      } else if (k.recompute == Recompute::selective && !k.flash) {
+        mem.activation_workspace += (2 * e + 1) * x.heads * x.seq * x.seq * k.micro_batch / t;
+      }
+    }
+  } else {
+    const double per_sample = x.generic_activation_bytes * e / 4.0;
+    if (k.inference) {
+      mem.activation_workspace = per_sample * k.micro_batch;
+    } else {
+      mem.activations = per_sample * k.micro_batch;
+    }
+  }
+
+  int communicators = 0;
+  if (k.tp > 1) ++communicators;
+  if (k.dp > 1) ++communicators;
+  if (k.pp > 1) ++communicators;
+  mem.communication_buffers = communicators * kNcclPerCommunicator;
+  if (k.dp > 1 && k.zero < 3 && !k.inference) mem.communication_buffers += 2 * k.bucket_bytes;
+  if (k.pp > 1) mem.communication_buffers += 2 * 2 * e * tokens * x.hidden;
+  if (k.zero >= 3 && k.dp > 1) {
+    // Prefetched, gathered parameters: two layers (a tenth of a generic model).
+    const double gathered =
+        x.transformer ? 2 * (params.layers / (x.layers / k.pp)) : 0.1 * params.total();
+    mem.communication_buffers += gathered * bytes_per_element(k.weights);
+  }
+
+  mem.framework_reserve = std::min(kFrameworkReserve, 0.05 * m.memory_bytes);
+  mem.fragmentation = kFragmentation * (mem.total() - mem.framework_reserve);
+  return mem;
+}
+
+}  // namespace
+
+Machine machine_of(const Cluster& c) {
+  Machine m;
+  if (c.gpu && c.gpus_per_node > 0) {
+    m.has_gpu = true;
+    const GpuSpec& g = *c.gpu;
+    for (Precision p : kAllPrecisions)
+      m.peak[static_cast<int>(p)] = g.peak.of(p);
+    m.gemm_max = g.efficiency.gemm_max;
+    m.gemm_ramp_flops = g.efficiency.gemm_half_gflop * 1e9;
+    m.rate16 = g.peak.bf16 > 0 ? g.peak.bf16 : (g.peak.fp16 > 0 ? g.peak.fp16 : g.peak.fp32);
+    m.memory_rate = g.memory_bandwidth * g.efficiency.memory_max;
+    m.launch = g.efficiency.kernel_launch_us * 1e-6;
+    m.memory_bytes = g.memory_bytes;
+  }
+  m.gpus_per_node = std::max(c.gpus_per_node, 1);
+  m.nodes = std::max(c.nodes, 1);
+  m.intra = tier_of(c.intra_node, c.intra_node.bandwidth);
+  if (c.inter_node) {
+    m.has_inter = true;
+    const double share = c.inter_node->bandwidth * std::max(c.nics_per_node, 1) / m.gpus_per_node;
+    m.inter = tier_of(*c.inter_node, share);
+  }
+  if (m.intra.bandwidth <= 0) m.intra = m.has_inter ? m.inter : Tier{1e12, 1, 0};
+  m.price_per_gpu_hour = c.price_per_gpu_hour;
+  m.power_watts = gpu_power_watts(c);
+  return m;
+}
+
+Model model_of(const Workload& w) {
+  Model x;
+  x.transformer = w.kind == WorkloadKind::transformer;
+  x.optimizer_words = optimizer_state_words(w.optimizer);
+  x.training_tokens = w.training_tokens;
+  x.training_samples = training_samples(w);
+  x.dataset_samples = w.dataset_samples;
+  x.epochs = w.epochs;
+  if (x.transformer) {
+    const TransformerShape& s = w.transformer;
+    x.layers = s.layers;
+    x.hidden = s.hidden;
+    x.heads = s.heads;
+    x.kv_heads = s.kv_heads > 0 ? s.kv_heads : s.heads;
+    x.head_dim = s.heads > 0 ? static_cast<double>(s.hidden) / s.heads : 0;
+    x.ffn = s.ffn_hidden > 0 ? s.ffn_hidden : 4.0 * s.hidden;
+    x.seq = s.seq_len;
+    x.vocab = s.vocab;
+    x.gated = s.gated_mlp;
+    x.tied = s.tied_embeddings;
+    x.bias = s.bias;
+    x.learned_positions = s.positions == PositionEmbedding::learned;
+    x.layernorm = s.norm == Norm::layernorm;
+    const ParameterCount c = parameter_count(s);
+    x.params_total = c.total;
+    x.params_layer = c.per_layer;
+    const double norm = x.layernorm ? 2 * x.hidden : x.hidden;
+    x.params_layer_norms = 2 * norm + (x.bias ? 2 * x.hidden : 0);  // norms and row-parallel biases
+    x.params_embedding = static_cast<double>(s.vocab) * s.hidden;
+    x.params_positions = x.learned_positions ? static_cast<double>(s.seq_len) * s.hidden : 0;
+    x.params_final_norm = c.final_norm;
+    x.params_lm_head = c.lm_head;
+  } else {
+    x.params_total = w.generic.parameters;
+    x.generic_forward_flops = w.generic.forward_flops_per_sample;
+    x.generic_activation_bytes = w.generic.activation_bytes_per_sample;
+  }
+  return x;
+}
+
+Knobs knobs_of(const ParallelPlan& p, const PrecisionPlan& q) {
+  Knobs k;
+  k.dp = p.dp;
+  k.tp = p.tp;
+  k.pp = p.pp;
+  k.v = p.schedule == PipelineSchedule::interleaved ? std::max(p.virtual_stages, 1) : 1;
+  k.sp = p.sequence_parallel;
+  k.zero = p.zero_stage;
+  k.micro_batch = p.micro_batch;
+  k.global_batch = p.global_batch;
+  k.recompute = p.recompute;
+  k.flash = p.flash_attention;
+  k.bucket_bytes = p.bucket_mib * kMiB;
+  k.compute = q.compute;
+  k.weights = q.weights;
+  k.gradients = q.gradients;
+  k.optimizer_state = q.optimizer_state;
+  k.master_weights = q.master_weights;
+  k.fp32_main_grad = q.fp32_main_grad;
+  k.inference = q.inference;
+  k.fp8_amax_history = q.fp8.amax_history;
+  return k;
+}
+
+LayerCosts layer_costs(const Machine& m, const Model& x, const Knobs& k) {
+  LayerCosts out;
+  const Kernels kn = kernels_of(m, k);
+  const double e = activation_bytes_of(k.compute);
+  out.activation_element_bytes = e;
+
+  if (!x.transformer) {
+    // Generic model: its FLOPs at GEMM efficiency, and the activations it
+    // keeps streamed once forward (write, read) and backward (read saved and
+    // incoming gradient, write gradient).
+    const double b = k.micro_batch;
+    const double flops = x.generic_forward_flops * b;
+    const double bytes = x.generic_activation_bytes * e / 4.0 * b;
+    LayerCost& l = out.layer;
+    l.forward = flops / (kn.linear_peak * m.gemm_max) + kn.ramp + kn.stream(2 * bytes);
+    l.backward = 2 * flops / (kn.linear_peak * m.gemm_max) + 2 * kn.ramp + kn.stream(3 * bytes);
+    l.flops_forward = flops;
+    l.model_flops_forward = flops;
+    return out;
+  }
+
+  const double t = k.tp;
+  const double tokens = static_cast<double>(k.micro_batch) * x.seq;
+  const double local_tokens = k.sp ? tokens / t : tokens;  // outside the tensor-parallel region
+  const double h = x.hidden;
+  const double d = x.head_dim;
+  const double heads = x.heads / t;
+  const double kv = x.kv_heads / t;
+  const double qkv_cols = (heads + 2 * kv) * d;
+  const double ffn = x.ffn / t;
+  const double up_cols = (x.gated ? 2 : 1) * ffn;
+  // FP8 linear layers read FP8 inputs; everything else moves e-byte elements.
+  const double in_e = (k.compute == Precision::fp8) ? 1.0 : e;
+
+  // --- forward, one layer
+  const double norm = kn.stream(2 * local_tokens * h * e);
+  const double dropout_residual = kn.stream(local_tokens * h * (3 * e + 1));
+  const double qkv = kn.linear(tokens, qkv_cols, h, in_e, e);
+  const double proj = kn.linear(tokens, h, heads * d, in_e, e);
+  const double up = kn.linear(tokens, up_cols, h, in_e, e);
+  const double down = kn.linear(tokens, h, ffn, in_e, e);
+  const double activation = kn.stream((x.gated ? 3 : 2) * tokens * ffn * e);
+  // FP8: the projection and down-projection inputs are cast by their own
+  // kernels (the other two are cast inside the fused layer norm).
+  const double casts = k.compute == Precision::fp8
+                           ? kn.stream(3 * tokens * heads * d) + kn.stream(3 * tokens * ffn)
+                           : 0;
+
+  const double scores = k.micro_batch * heads * x.seq * x.seq;  // s x s elements, this rank's heads
+  const double attention_flops = 4 * tokens * x.seq * heads * d;  // QK^T and AV, full square
+  double attention_forward = 0;
+  double attention_backward = 0;
+  double attention_executed = attention_flops;
+  if (k.flash) {
+    // One fused kernel; with causal masking it skips the upper triangle.
+    attention_executed = attention_flops / 2;
+    const double io = tokens * (qkv_cols + heads * d) * e;
+    attention_forward = kn.fused(kn.attention_peak, attention_executed, io);
+    // Backward recomputes the scores: 5 matmuls against the forward's 2.
+    attention_backward = kn.fused(kn.attention_peak, 2.5 * attention_executed, 2 * io);
+  } else {
+    // QK^T and AV as batched GEMMs over micro-batch x heads (K = head
+    // dimension): the scores go out to memory and come back, timed like
+    // every GEMM (compute plus traffic).
+    const double matmul =
+        2 * tokens * x.seq * heads * d / (kn.attention_peak * m.gemm_max) + kn.ramp;
+    const double qk =
+        matmul + (tokens * (heads + kv) * d * e + scores * e) / m.memory_rate + m.launch;
+    const double av =
+        matmul + (scores * e + tokens * (kv + heads) * d * e) / m.memory_rate + m.launch;
+    const double softmax = kn.stream(2 * scores * e);
+    const double dropout = kn.stream(scores * (2 * e + 1));
+    attention_forward = qk + softmax + dropout + av;
+    // Two matmuls per forward matmul; softmax and dropout backward read
+    // output and gradient and write a gradient.
+    attention_backward =
+        2 * qk + 2 * av + kn.stream(3 * scores * e) + kn.stream(scores * (2 * e + 1));
+  }
+
+  LayerCost& l = out.layer;
+  l.forward = 2 * norm + qkv + attention_forward + proj + 2 * dropout_residual + up + activation +
+              down + casts;
+  l.attention_core = k.flash ? 0 : attention_forward;
+
+  // --- backward: input-gradient and weight-gradient GEMMs, elementwise
+  // kernels reading twice what they read forward.
+  const double qkv_dgrad = kn.linear_dgrad(tokens, qkv_cols, h, in_e);
+  const double qkv_wgrad = kn.linear_wgrad(tokens, qkv_cols, h, in_e);
+  const double up_dgrad = kn.linear_dgrad(tokens, up_cols, h, in_e);
+  const double up_wgrad = kn.linear_wgrad(tokens, up_cols, h, in_e);
+  const double proj_back =
+      kn.linear_dgrad(tokens, h, heads * d, in_e) + kn.linear_wgrad(tokens, h, heads * d, in_e);
+  const double down_back =
+      kn.linear_dgrad(tokens, h, ffn, in_e) + kn.linear_wgrad(tokens, h, ffn, in_e);
+  const double elementwise_back =
+      2 * (2 * (norm - m.launch) + 2 * (dropout_residual - m.launch) + (activation - m.launch) +
+           (casts > 0 ? casts - 2 * m.launch : 0)) +
+      7 * m.launch;
+  l.backward = qkv_dgrad + qkv_wgrad + up_dgrad + up_wgrad + proj_back + down_back +
+               attention_backward + elementwise_back;
+
+  // --- tensor-parallel collectives on b x s x h activations
+  if (k.tp > 1) {
+    const GroupPlacement g = tp_placement(m, k.tp);
+    const double bytes = tokens * h * e;
+    if (k.sp) {
+      const double ag = collective(m, CollectiveOp::all_gather, bytes, g);
+      const double rs = collective(m, CollectiveOp::reduce_scatter, bytes, g);
+      // Forward: all-gather before QKV and MLP-up, reduce-scatter after the
+      // projection and MLP-down. Backward: the all-gathers that undo the
+      // reduce-scatters are exposed; the reduce-scatter of the input
+      // gradient hides behind the weight-gradient GEMM, and the re-gather
+      // of the saved sharded input behind the input-gradient GEMM.
+      l.tp_forward = 2 * (ag + rs);
+      l.tp_backward_total = 2 * (2 * ag + rs);
+      l.tp_backward_exposed = 2 * ag + std::max(0.0, ag - qkv_dgrad) +
+                              std::max(0.0, rs - qkv_wgrad) + std::max(0.0, ag - up_dgrad) +
+                              std::max(0.0, rs - up_wgrad);
+    } else {
+      const double ar = collective(m, CollectiveOp::all_reduce, bytes, g);
+      // Forward: all-reduce after the projection and MLP-down. Backward: the
+      // all-reduce of the input gradient before QKV and MLP-up runs while the
+      // weight gradient is computed.
+      l.tp_forward = 2 * ar;
+      l.tp_backward_total = 2 * ar;
+      l.tp_backward_exposed = std::max(0.0, ar - qkv_wgrad) + std::max(0.0, ar - up_wgrad);
+    }
+  }
+
+  const double linear_fwd = linear_flops(tokens, qkv_cols, h) + linear_flops(tokens, h, heads * d) +
+                            linear_flops(tokens, up_cols, h) + linear_flops(tokens, h, ffn);
+  l.flops_forward = linear_fwd + attention_executed;
+  l.flops_attention_core = k.flash ? 0 : attention_flops;
+  l.model_flops_forward = linear_fwd + attention_flops;
+
+  // --- embedding: vocabulary-parallel lookup, combined over the tensor group
+  EdgeCost& emb = out.embedding;
+  emb.forward = kn.stream(2 * tokens * h * e) + kn.stream(local_tokens * h * (3 * e + 1));
+  emb.backward = kn.stream(tokens * h * (e + 8)) + kn.stream(2 * local_tokens * h * (2 * e + 1));
+  if (k.tp > 1) {
+    const GroupPlacement g = tp_placement(m, k.tp);
+    const double bytes = tokens * h * e;
+    emb.tp_forward =
+        collective(m, k.sp ? CollectiveOp::reduce_scatter : CollectiveOp::all_reduce, bytes, g);
+    emb.tp_backward = k.sp ? collective(m, CollectiveOp::all_gather, bytes, g) : 0;
+  }
+
+  // --- LM head and vocabulary-parallel cross-entropy (fp32 logits)
+  EdgeCost& head = out.head;
+  const double vocab = x.vocab / t;
+  const double head_gemm = kn.linear(tokens, vocab, h, in_e, e);
+  const double head_wgrad = kn.linear_wgrad(tokens, vocab, h, in_e);
+  head.forward =
+      kn.stream(2 * local_tokens * h * e) + head_gemm + kn.stream(tokens * vocab * (e + 12));
+  head.backward = kn.stream(tokens * vocab * (8 + e)) + kn.linear_dgrad(tokens, vocab, h, in_e) +
+                  head_wgrad + kn.stream(4 * local_tokens * h * e);
+  if (k.tp > 1) {
+    const GroupPlacement g = tp_placement(m, k.tp);
+    const double bytes = tokens * h * e;
+    // Cross-entropy combines max, sum and target logits: three small all-reduces.
+    const double small = 3 * collective(m, CollectiveOp::all_reduce, tokens * 4, g);
+    head.tp_forward = small + (k.sp ? collective(m, CollectiveOp::all_gather, bytes, g) : 0);
+    const double back =
+        collective(m, k.sp ? CollectiveOp::reduce_scatter : CollectiveOp::all_reduce, bytes, g);
+    head.tp_backward = std::max(0.0, back - head_wgrad);
+  }
+  head.flops_forward = linear_flops(tokens, vocab, h);
+  head.model_flops_forward = head.flops_forward;
+  return out;
+}
+
+namespace {
+
+StageCost stage_cost(const Model& x, const Knobs& k, const LayerCosts& c, bool first, bool last) {
+  return chunk_cost(x, k, c, x.transformer ? x.layers / k.pp : 1, first, last);
+}
+
+double stage_total(const StageCost& s, bool inference) {
+  if (inference) return s.forward + s.tp_forward;
+  return s.forward + s.backward + s.recompute + s.tp_forward + s.tp_backward;
+}
+
+// Reduction of `bytes` in buckets: every full bucket and the last one.
+struct Bucketed {
+  double total = 0;
+  double last = 0;
+  int buckets = 0;
+};
+Bucketed bucketed(const Machine& m, CollectiveOp op, double bytes, double bucket,
+                  const GroupPlacement& g) {
+  Bucketed b;
+  if (bytes <= 0 || g.size() <= 1) return b;
+  const double full = std::floor(bytes / bucket);
+  const double rest = bytes - full * bucket;
+  const double one = collective(m, op, bucket, g);
+  b.buckets = static_cast<int>(full) + (rest > 0 ? 1 : 0);
+  b.last = rest > 0 ? collective(m, op, rest, g) : one;
+  b.total = full * one + (rest > 0 ? b.last : 0);
+  return b;
+}
+
+}  // namespace
+
+StageCost chunk_cost(const Model& x, const Knobs& k, const LayerCosts& c, double layers,
+                     bool embedding, bool head) {
+  StageCost s;
+  const LayerCost& l = c.layer;
+  s.forward = layers * l.forward;
+  s.backward = layers * l.backward;
+  s.tp_forward = layers * l.tp_forward;
+  s.tp_backward = layers * l.tp_backward_exposed;
+  if (k.recompute == Recompute::selective) {
+    s.recompute = layers * l.attention_core;
+  } else if (k.recompute == Recompute::full) {
+    s.recompute = layers * l.forward;
+    s.tp_backward += layers * l.tp_forward;  // the recomputed forward repeats its collectives
+  }
+  if (x.transformer && embedding) {
+    s.forward += c.embedding.forward;
+    s.backward += c.embedding.backward;
+    s.tp_forward += c.embedding.tp_forward;
+    s.tp_backward += c.embedding.tp_backward;
+  }
+  if (x.transformer && head) {
+    s.forward += c.head.forward;
+    s.backward += c.head.backward;
+    s.tp_forward += c.head.tp_forward;
+    s.tp_backward += c.head.tp_backward;
+  }
+  return s;
+}
+
+double p2p_seconds(const Machine& m, const Model& x, const Knobs& k, double e) {
+  if (k.pp <= 1) return 0;
+  // Megatron sends 1/t of the activation from each tensor rank and
+  // gathers it on the receiving node.
+  const double tokens = static_cast<double>(k.micro_batch) * x.seq;
+  const Tier& tier = (pipeline_crosses_nodes(m, k) && m.has_inter) ? m.inter : m.intra;
+  const double bytes = tokens * x.hidden * e / k.tp;
+  double hop = tier.latency + bytes / (tier.bandwidth * tier.efficiency);
+  if (k.tp > 1 && !k.sp) {
+    hop += collective(m, CollectiveOp::all_gather, tokens * x.hidden * e, tp_placement(m, k.tp));
+  }
+  return hop;
+}
+
+PipelineCosts pipeline_costs(const Machine& m, const Model& x, const Knobs& k,
+                             const LayerCosts& c) {
+  PipelineCosts p;
+  const bool single = k.pp == 1;
+  p.first = stage_cost(x, k, c, true, single);
+  p.last = stage_cost(x, k, c, single, true);
+  p.middle = stage_cost(x, k, c, false, false);
+  p.micro_batches = k.global_batch / std::max(k.dp * k.micro_batch, 1);
+
+  const double e = c.activation_element_bytes;
+  if (k.pp > 1) {
+    p.first.p2p = p.middle.p2p = p.last.p2p = p2p_seconds(m, x, k, e);
+    if (x.transformer && x.tied && !k.inference) {
+      // The tied embedding's gradient is summed between the first and last stage.
+      const double bytes_grad =
+          x.params_embedding / k.tp * (k.fp32_main_grad ? 4.0 : bytes_per_element(k.gradients));
+      const GroupPlacement pair =
+          pipeline_crosses_nodes(m, k) ? GroupPlacement{1, 2} : GroupPlacement{2, 1};
+      p.tied_embedding_sync = collective(m, CollectiveOp::all_reduce, bytes_grad, pair);
+    }
+  }
+
+  if (k.inference) return p;
+
+  // Data-parallel gradient reduction of stage 0 (the last to finish backward).
+  const StageParams params = stage_params(x, k, true, single);
+  const double grad_element = k.fp32_main_grad ? 4.0 : bytes_per_element(k.gradients);
+  const double grad_bytes = params.total() * grad_element;
+  const double weight_bytes = params.total() * bytes_per_element(k.weights);
+  const StageCost& s0 = p.first;
+  const double backward_window = s0.backward + s0.recompute + s0.tp_backward;
+  const double forward_window = s0.forward + s0.tp_forward;
+  if (k.dp > 1) {
+    const GroupPlacement g = dp_placement(m, k);
+    const int mb = p.micro_batches;
+    if (k.zero <= 1) {
+      const Bucketed r =
+          bucketed(m, k.zero == 0 ? CollectiveOp::all_reduce : CollectiveOp::reduce_scatter,
+                   grad_bytes, k.bucket_bytes, g);
+      p.dp_total = r.total;
+      p.dp_exposed = std::max(r.total - backward_window, r.last);
+    } else if (k.zero == 2) {
+      const Bucketed r = bucketed(m, CollectiveOp::reduce_scatter, grad_bytes, k.bucket_bytes, g);
+      p.dp_total = mb * r.total;
+      p.dp_exposed = mb * std::max(r.total - backward_window, r.last);
+    } else {
+      const double layers = x.transformer ? std::max(x.layers / k.pp, 1.0) : 1.0;
+      const double gather = collective(m, CollectiveOp::all_gather, weight_bytes, g);
+      const Bucketed r = bucketed(m, CollectiveOp::reduce_scatter, grad_bytes, k.bucket_bytes, g);
+      // Forward and backward each gather every parameter again (prefetched
+      // layer by layer: at least one layer's gather is exposed).
+      p.zero3_exposed = mb * (std::max(gather - forward_window, gather / layers) +
+                              std::max(gather - backward_window, gather / layers));
+      p.dp_total = mb * (2 * gather + r.total);
+      p.dp_exposed = mb * std::max(r.total - std::max(0.0, backward_window - gather), r.last);
+    }
+    if (k.zero == 1 || k.zero == 2) {
+      // The updated shards are gathered back after the optimizer step.
+      p.zero_param_gather = collective(m, CollectiveOp::all_gather, weight_bytes, g);
+      p.dp_total += p.zero_param_gather;
+    }
+  }
+
+  // Optimizer: memory-bound over this GPU's (sharded) parameters.
+  const StageParams last_params = stage_params(x, k, single, true);
+  const double params_updated =
+      std::max(params.total(), last_params.total()) / (k.zero >= 1 ? k.dp : 1);
+  p.optimizer = params_updated * optimizer_bytes_per_param(x, k) / m.memory_rate + 4 * m.launch;
+  return p;
+}
+
+bool check_rules(const Machine& m, const Model& x, const Knobs& k, const Names* names,
+                 std::vector<Problem>* problems) {
+  bool ok = true;
+  // Adds a problem (building its message only when someone reads it).
+  auto fail = [&](const char* pointer, auto message) {
+    ok = false;
+    if (problems) problems->push_back({pointer, message()});
+    return problems != nullptr;  // keep checking only when collecting
+  };
+  const std::string gpu = names && !names->gpu.empty() ? names->gpu : std::string("the GPU");
+  const std::string model =
+      names && !names->model.empty() ? names->model : std::string("the model");
+  auto n = [](double v) { return std::to_string(static_cast<long long>(v)); };
+
+  if (!m.has_gpu) {
+    if (!fail("/cluster/gpus_per_node", [&] {
+          return std::string(
+              "the cluster has no GPU to plan for (give a GPU preset and gpus_per_node)");
+        }))
+      return false;
+    return ok;
+  }
+  const long long world = static_cast<long long>(k.dp) * k.tp * k.pp;
+  if (world > m.total_gpus()) {
+    if (!fail("/parallel/dp", [&] {
+          return "dp x tp x pp = " + n(k.dp) + " x " + n(k.tp) + " x " + n(k.pp) + " = " +
+                 n(world) + " GPUs, but the cluster has " + n(m.total_gpus());
+        }))
+      return false;
+  }
+  if (m.peak_of(k.compute) <= 0) {
+    if (!fail("/precision/compute", [&] {
+          return gpu + " has no " + std::string(to_string(k.compute)) +
+                 " path (its peak is 0 in the GPU preset)";
+        }))
+      return false;
+  }
+  if (k.inference && k.recompute != Recompute::none) {
+    if (!fail("/parallel/recompute", [&] {
+          return std::string(
+              "an inference plan keeps no activations for backward: recompute must be none");
+        }))
+      return false;
+  }
+  if (k.zero >= 2 && k.pp > 1) {
+    if (!fail("/parallel/zero_stage", [&] {
+          return "ZeRO-" + n(k.zero) +
+                 " shards gradients every micro-batch and does not combine with "
+                 "pipeline parallelism (pp " +
+                 n(k.pp) + "): use ZeRO-1 or pp 1";
+        }))
+      return false;
+  }
+
+  if (!x.transformer) {
+    if (k.tp > 1 && !fail("/parallel/tp", [&] {
+          return model +
+                 " is a generic model: it splits by data parallelism and ZeRO only, so tp must be "
+                 "1";
+        }))
+      return false;
+    if (k.pp > 1 && !fail("/parallel/pp", [&] {
+          return model +
+                 " is a generic model: it splits by data parallelism and ZeRO only, so pp must be "
+                 "1";
+        }))
+      return false;
+    if (k.recompute != Recompute::none && !fail("/parallel/recompute", [&] {
+          return model + " is a generic model (no layer structure known): recompute must be none";
+        }))
+      return false;
+    return ok;
+  }
+
+  const long long heads = static_cast<long long>(x.heads);
+  const long long kv = static_cast<long long>(x.kv_heads);
+  const long long layers = static_cast<long long>(x.layers);
+  if (heads % k.tp != 0 && !fail("/parallel/tp", [&] {
+        return "must divide the " + n(heads) + " attention heads of " + model + " (got " + n(k.tp) +
+               ")";
+      }))
+    return false;
+  if (kv != heads && kv % k.tp != 0 && !fail("/parallel/tp", [&] {
+        return "must divide the " + n(kv) + " key/value heads of " + model + " (got " + n(k.tp) +
+               ")";
+      }))
+    return false;
+  if (static_cast<long long>(x.ffn) % k.tp != 0 && !fail("/parallel/tp", [&] {
+        return "must divide the MLP width " + n(x.ffn) + " of " + model + " (got " + n(k.tp) + ")";
+      }))
+    return false;
+  if ((k.tp > m.gpus_per_node || m.gpus_per_node % k.tp != 0) && !fail("/parallel/tp", [&] {
+        return "tensor parallelism must stay inside a node: tp " + n(k.tp) +
+               " does not divide the " + n(m.gpus_per_node) +
+               " GPUs per node (its collectives run every layer)";
+      }))
+    return false;
+  if (layers % k.pp != 0 && !fail("/parallel/pp", [&] {
+        return "must divide the " + n(layers) + " layers of " + model + " (got " + n(k.pp) + ")";
+      }))
+    return false;
+  if (k.v > 1) {
+    if (layers % (static_cast<long long>(k.pp) * k.v) != 0 && layers % k.pp == 0 &&
+        !fail("/parallel/virtual_stages", [&] {
+          return "pp x virtual_stages = " + n(k.pp) + " x " + n(k.v) + " = " + n(k.pp * k.v) +
+                 " must divide the " + n(layers) + " layers of " + model;
+        }))
+      return false;
+    const int micro_batches = k.global_batch / std::max(k.dp * k.micro_batch, 1);
+    if (micro_batches % k.pp != 0 && !fail("/parallel/virtual_stages", [&] {
+          return "the interleaved schedule needs the micro-batches per step (" + n(micro_batches) +
+                 ") to be a multiple of pp (" + n(k.pp) + ")";
+        }))
+      return false;
+  }
+  return ok;
+}
+
+double memory_total(const Machine& m, const Model& x, const Knobs& k, double e) {
+  const bool single = k.pp == 1;
+  const double first = stage_memory(m, x, k, e, true, single).total();
+  if (single) return first;
+  return std::max(first, stage_memory(m, x, k, e, false, true).total());
+}
+
+void evaluate(const Machine& m, const Model& x, const Knobs& k, const LayerCosts& c,
+              Estimate& out) {
+  const bool single = k.pp == 1;
+  const double e = c.activation_element_bytes;
+  const PipelineCosts p = pipeline_costs(m, x, k, c);
+  const int mb = p.micro_batches;
+
+  out.gpus = k.dp * k.tp * k.pp;
+  out.micro_batches = mb;
+  out.layers_per_stage = x.transformer ? static_cast<int>(x.layers) / k.pp : 0;
+  out.parameters = x.params_total;
+  out.inference = k.inference;
+
+  // --- memory
+  out.first_stage = stage_memory(m, x, k, e, true, single);
+  out.last_stage = single ? out.first_stage : stage_memory(m, x, k, e, false, true);
+  const bool last_heavier = out.last_stage.total() > out.first_stage.total();
+  out.memory = last_heavier ? out.last_stage : out.first_stage;
+  out.most_loaded_stage = last_heavier ? k.pp - 1 : 0;
+  out.parameters_per_gpu =
+      std::max(stage_params(x, k, true, single).total(), stage_params(x, k, single, true).total());
+  out.memory_capacity = m.memory_bytes;
+  out.headroom_bytes = m.memory_bytes - out.memory.total();
+  out.fits = out.headroom_bytes >= 0;
+
+  // --- time: the slowest stage sets the pace; fill and drain pass every stage once per chunk
+  const double t_first = stage_total(p.first, k.inference);
+  const double t_last = stage_total(p.last, k.inference);
+  const double t_middle = stage_total(p.middle, k.inference);
+  const StageCost* slow = &p.first;
+  double t_slow = t_first;
+  if (t_last > t_slow) {
+    slow = &p.last;
+    t_slow = t_last;
+  }
+  if (k.pp > 2 && t_middle > t_slow) {
+    slow = &p.middle;
+    t_slow = t_middle;
+  }
+  const double average = k.pp == 1 ? t_first : (t_first + t_last + (k.pp - 2) * t_middle) / k.pp;
+
+  TimeBreakdown& time = out.time;
+  time = {};
+  time.forward = mb * slow->forward;
+  time.tp_communication = mb * slow->tp_forward;
+  if (!k.inference) {
+    time.backward = mb * slow->backward;
+    time.recompute = mb * slow->recompute;
+    time.tp_communication += mb * slow->tp_backward;
+    time.optimizer = p.optimizer;
+    time.dp_communication = p.dp_exposed + p.zero_param_gather;
+    time.zero_gather = p.zero3_exposed;
+  }
+  if (k.pp > 1) {
+    time.pipeline_bubble = (k.pp - 1.0) / k.v * average;
+    const double exchanges = (k.inference ? 1.0 : 2.0) * (static_cast<double>(mb) * k.v + k.pp - 1);
+    time.pp_communication = exchanges * slow->p2p + p.tied_embedding_sync;
+  }
+  out.bubble_fraction = pipeline_bubble_fraction(k.pp, mb, k.v);
+
+  CommunicationDetail& comm = out.communication;
+  comm = {};
+  const double layers = x.transformer ? x.layers / k.pp : 0;
+  comm.tp_seconds =
+      mb * (layers * (c.layer.tp_forward + (k.inference ? 0 : c.layer.tp_backward_total)));
+  if (k.recompute == Recompute::full && !k.inference)
+    comm.tp_seconds += mb * layers * c.layer.tp_forward;
+  comm.pp_seconds = time.pp_communication;
+  comm.dp_seconds = p.dp_total;
+  comm.dp_overlapped = std::max(0.0, p.dp_total - time.dp_communication - time.zero_gather);
+  comm.zero3_seconds = k.zero >= 3 ? p.dp_total : 0;
+  const StageParams params0 = stage_params(x, k, true, single);
+  if (k.dp > 1 && !k.inference) {
+    comm.dp_bytes_per_gpu =
+        params0.total() * (k.fp32_main_grad ? 4.0 : bytes_per_element(k.gradients));
+    comm.dp_buckets = static_cast<int>(std::ceil(comm.dp_bytes_per_gpu / k.bucket_bytes));
+  }
+
+  // --- throughput
+  const double step = time.step();
+  Throughput& th = out.throughput;
+  th = {};
+  const double samples = k.global_batch;
+  const double tokens_per_sample = x.transformer ? x.seq : 1;
+  double model_forward = 0;
+  double executed_forward = 0;
+  double recompute_flops = 0;
+  if (x.transformer) {
+    model_forward = x.layers * c.layer.model_flops_forward + c.head.model_flops_forward;
+    executed_forward = x.layers * c.layer.flops_forward + c.head.flops_forward;
+    if (k.recompute == Recompute::selective)
+      recompute_flops = x.layers * c.layer.flops_attention_core;
+    if (k.recompute == Recompute::full) recompute_flops = x.layers * c.layer.flops_forward;
+    // Per micro-batch per tensor rank -> whole step, all ranks.
+    const double scale = static_cast<double>(mb) * k.dp * k.tp;
+    model_forward *= scale;
+    executed_forward *= scale;
+    recompute_flops *= scale;
+  } else {
+    model_forward = c.layer.model_flops_forward * mb * k.dp;
+    executed_forward = model_forward;
+  }
+  const double passes = k.inference ? 1.0 : 3.0;  // forward, or forward + 2 x backward
+  th.model_flops_per_step = passes * model_forward;
+  th.hardware_flops_per_step = passes * executed_forward + (k.inference ? 0 : recompute_flops);
+  if (step > 0) {
+    th.samples_per_second = samples / step;
+    th.tokens_per_second = th.samples_per_second * tokens_per_sample;
+    th.model_tflops_per_gpu = th.model_flops_per_step / step / out.gpus / 1e12;
+    th.hardware_tflops_per_gpu = th.hardware_flops_per_step / step / out.gpus / 1e12;
+    const double peak = m.peak_of(k.compute);
+    if (peak > 0) {
+      th.mfu = th.model_tflops_per_gpu * 1e12 / peak;
+      th.hfu = th.hardware_tflops_per_gpu * 1e12 / peak;
+    }
+  }
+
+  // --- the whole training run
+  TrainingCost& run = out.training;
+  run = {};
+  if (x.transformer) {
+    run.steps = x.training_samples > 0 ? std::ceil(x.training_samples / samples) : 0;
+    run.flops_6pd = six_pd_flops(x.params_total, x.training_tokens);
+  } else {
+    run.steps = iterations_per_run(x.dataset_samples, samples, x.epochs);
+    run.flops_6pd = six_pd_flops(x.params_total, x.dataset_samples * x.epochs);
+  }
+  run.seconds = run.steps * step;
+  run.gpu_hours = run.seconds * out.gpus / 3600.0;
+  run.cost_usd = run.gpu_hours * m.price_per_gpu_hour;
+  run.energy_kwh = m.power_watts * out.gpus * run.seconds / 3.6e6;
+  run.flops = run.steps * th.model_flops_per_step;
+
+  // --- the seed article's communication model beside the ring
+  SeedCommunication& seed = out.seed_communication;
+  seed = {};
+  if (k.dp > 1 && !k.inference) {
+    const GroupPlacement g = dp_placement(m, k);
+    const Tier& slowest = (g.nodes > 1 && m.has_inter) ? m.inter : m.intra;
+    seed.gradient_bytes = comm.dp_bytes_per_gpu;
+    seed.ranks = k.dp;
+    seed.bandwidth = slowest.bandwidth;
+    seed.latency = slowest.latency;
+    seed.simple_seconds =
+        simple_communication_seconds(seed.gradient_bytes, k.dp, seed.bandwidth, seed.latency);
+    seed.ring_seconds =
+        ring_all_reduce_seconds(seed.gradient_bytes, k.dp, seed.bandwidth, seed.latency);
+  }
+
+  QuantizationSummary& q = out.quantization;
+  q = {};
+  if (is_integer(k.weights)) {
+    q.bits = k.weights == Precision::int8 ? 8 : 4;
+    q.levels = 1 << q.bits;
+    const double step_fraction = 1.0 / (q.levels - 1);
+    q.relative_max_error = step_fraction / 2;
+    q.relative_rms_error = step_fraction / std::sqrt(12.0);
+    q.weight_bytes_saved = out.parameters_per_gpu * (2.0 - bytes_per_element(k.weights));
+  }
+}
+
+}  // namespace cs::plan::detail

@@ -1,0 +1,167 @@
+#pragma once
+// Internal to planners: the cost model behind estimate(), search() and
+// predict_timeline(). A Machine and a Model hold the plain numbers read once
+// from a Cluster and a Workload; evaluate() turns one candidate into an
+// Estimate without allocating, so that the search can time a million of them.
+// The search caches the per-layer costs (layer_costs) that do not depend on
+// data or pipeline parallelism.
+
+#include <string>
+#include <vector>
+
+#include "core/plans.h"
+#include "core/problem.h"
+#include "planners/collectives.h"
+#include "planners/estimate.h"
+
+namespace cs::plan::detail {
+
+// The cluster, as the cost model reads it.
+struct Machine {
+  bool has_gpu = false;
+  double peak[7] = {};  // FLOP/s by Precision
+  double gemm_max = 0.8;
+  double gemm_ramp_flops =
+      1e9;                  // GEMM work at which half of gemm_max is reached, at the 16-bit rate
+  double rate16 = 0;        // the GPU's 16-bit tensor rate (bf16, else fp16, else fp32)
+  double memory_rate = 0;   // bytes/s a streaming kernel reaches
+  double launch = 4e-6;     // seconds per kernel
+  double memory_bytes = 0;  // per GPU
+  int gpus_per_node = 1;
+  int nodes = 1;
+  Tier intra;  // per GPU inside a node
+  Tier inter;  // per GPU's share of the node's NICs
+  bool has_inter = false;
+  double price_per_gpu_hour = 0;
+  double power_watts = 0;
+
+  int total_gpus() const { return gpus_per_node * nodes; }
+  double peak_of(Precision p) const { return peak[static_cast<int>(p)]; }
+};
+
+// The workload, as the cost model reads it.
+struct Model {
+  bool transformer = true;
+  double layers = 0, hidden = 0, heads = 0, kv_heads = 0, head_dim = 0, ffn = 0, seq = 0, vocab = 0;
+  bool gated = false, tied = true, bias = true, learned_positions = true, layernorm = true;
+  double params_total = 0;
+  double params_layer = 0;  // one transformer block
+  double params_layer_norms =
+      0;  // of which replicated over tensor-parallel ranks (norms, row biases)
+  double params_embedding = 0;  // token embedding (vocab x hidden)
+  double params_positions = 0;  // learned positions (replicated)
+  double params_final_norm = 0;
+  double params_lm_head = 0;  // untied head; 0 when tied
+  int optimizer_words = 2;
+  // Generic models
+  double generic_forward_flops = 0;     // per sample
+  double generic_activation_bytes = 0;  // per sample at 4 bytes per element
+  // Training length
+  double training_samples = 0;
+  double dataset_samples = 0, epochs = 1;
+  double training_tokens = 0;
+};
+
+Machine machine_of(const Cluster& cluster);
+Model model_of(const Workload& workload);
+
+// The knobs of one candidate.
+struct Knobs {
+  int dp = 1, tp = 1, pp = 1, v = 1;
+  bool sp = false;
+  int zero = 0;
+  int micro_batch = 1;
+  int global_batch = 1;
+  Recompute recompute = Recompute::none;
+  bool flash = true;
+  double bucket_bytes = 25.0 * 1024 * 1024;
+  Precision compute = Precision::bf16;
+  Precision weights = Precision::bf16;
+  Precision gradients = Precision::bf16;
+  Precision optimizer_state = Precision::fp32;
+  bool master_weights = true;
+  bool fp32_main_grad = false;
+  bool inference = false;
+  int fp8_amax_history = 1024;
+};
+Knobs knobs_of(const ParallelPlan& parallel, const PrecisionPlan& precision);
+
+// One transformer layer, one micro-batch, one GPU. Seconds unless named.
+struct LayerCost {
+  double forward = 0;  // compute and memory-bound kernels, no communication
+  double backward = 0;
+  double attention_core = 0;  // forward s x s part that selective recomputation repeats
+  double tp_forward = 0;      // tensor-parallel collectives in forward (all exposed)
+  double tp_backward_exposed = 0;
+  double tp_backward_total = 0;
+  double flops_forward = 0;  // executed
+  double flops_attention_core = 0;
+  double model_flops_forward = 0;  // what model FLOPs count (full attention, no recomputation)
+};
+
+// Embedding (first stage) and LM head (last stage), one micro-batch, one GPU.
+struct EdgeCost {
+  double forward = 0, backward = 0;
+  double tp_forward = 0, tp_backward = 0;
+  double flops_forward = 0;
+  double model_flops_forward = 0;
+};
+
+// Costs that depend only on (tp, sp, micro-batch, precision, fused attention).
+struct LayerCosts {
+  LayerCost layer;
+  EdgeCost embedding;
+  EdgeCost head;
+  double activation_element_bytes = 2;
+};
+LayerCosts layer_costs(const Machine& m, const Model& x, const Knobs& k);
+
+// What rule messages name: the GPU's and the model's display names.
+struct Names {
+  std::string gpu;    // "NVIDIA A100 SXM4 80GB"
+  std::string model;  // "GPT-3 175B"
+};
+
+// True when every rule passes. With `problems`, collects every broken rule
+// (messages are built only then, so the search checks cheaply without).
+bool check_rules(const Machine& m, const Model& x, const Knobs& k, const Names* names,
+                 std::vector<Problem>* problems);
+
+// The estimate of a candidate whose rules pass; fills every numeric field of
+// `out` (not notes). `costs` must come from layer_costs with the same knobs.
+void evaluate(const Machine& m, const Model& x, const Knobs& k, const LayerCosts& costs,
+              Estimate& out);
+
+// Only memory (for pruning before timing): the most loaded GPU's total bytes.
+double memory_total(const Machine& m, const Model& x, const Knobs& k,
+                    double activation_element_bytes);
+
+// Per-micro-batch figures of one pipeline stage, for the timeline.
+struct StageCost {
+  double forward = 0;   // compute of one micro-batch through all the stage's chunks
+  double backward = 0;  // backward compute (recomputation apart)
+  double recompute = 0;
+  double tp_forward = 0;
+  double tp_backward = 0;  // exposed
+  double p2p = 0;          // one send/receive of activations or gradients
+};
+// One model chunk of `layers` transformer layers (with the embedding and/or
+// the LM head), one micro-batch: recomputation as the plan asks.
+StageCost chunk_cost(const Model& x, const Knobs& k, const LayerCosts& costs, double layers,
+                     bool embedding, bool head);
+// One send/receive of a micro-batch's activations (or gradients) between stages.
+double p2p_seconds(const Machine& m, const Model& x, const Knobs& k, double element_bytes);
+
+struct PipelineCosts {
+  StageCost first, middle, last;
+  int micro_batches = 0;
+  double dp_total = 0, dp_exposed = 0;
+  double zero3_exposed = 0;
+  double optimizer = 0;
+  double tied_embedding_sync = 0;
+  double zero_param_gather = 0;  // ZeRO-1/2 all-gather after the optimizer
+};
+PipelineCosts pipeline_costs(const Machine& m, const Model& x, const Knobs& k,
+                             const LayerCosts& costs);
+
+}  // namespace cs::plan::detail

@@ -1,0 +1,335 @@
+#include "planners/estimate.h"
+
+#include <algorithm>
+#include <cmath>
+#include <utility>
+
+#include "core/format.h"
+#include "core/model_json.h"
+#include "planners/cost_model.h"
+
+namespace cs::plan {
+
+namespace {
+
+using detail::Knobs;
+using detail::Machine;
+using detail::Model;
+
+detail::Names names_of(const Plan& plan) {
+  detail::Names names;
+  if (plan.cluster.gpu) {
+    names.gpu = plan.cluster.gpu->display_name.empty() ? plan.cluster.gpu->name
+                                                       : plan.cluster.gpu->display_name;
+  }
+  names.model =
+      plan.workload.display_name.empty() ? plan.workload.name : plan.workload.display_name;
+  return names;
+}
+
+std::string join(const std::vector<Problem>& problems) {
+  std::string text;
+  for (const Problem& p : problems) {
+    if (!text.empty()) text += '\n';
+    text += (p.pointer.empty() ? std::string("/") : p.pointer) + ": " + p.message;
+  }
+  return text;
+}
+
+std::vector<std::string> notes_of(const Plan& plan, const Estimate& e) {
+  std::vector<std::string> notes;
+  const Cluster& c = plan.cluster;
+  const ParallelPlan& p = plan.parallel;
+  if (e.gpus < c.total_gpus()) {
+    notes.push_back("uses " + std::to_string(e.gpus) + " of the cluster's " +
+                    std::to_string(c.total_gpus()) + " GPUs");
+  }
+  if (p.zero_stage > 0 && p.dp == 1) {
+    notes.push_back("ZeRO shards over data-parallel ranks: with dp 1 it changes nothing");
+  }
+  if (plan.precision.compute == Precision::fp16 &&
+      plan.precision.loss_scaling == LossScaling::none && !plan.precision.inference) {
+    notes.push_back("fp16 training without loss scaling loses small gradients to underflow");
+  }
+  if (plan.workload.kind == WorkloadKind::transformer && plan.workload.training_tokens <= 0) {
+    notes.push_back("the workload gives no training tokens: no time or cost to train");
+  }
+  if (c.price_per_gpu_hour <= 0)
+    notes.push_back("the cluster has no price per GPU-hour: cost is 0");
+  if (e.inference)
+    notes.push_back("forward-only plan: a step is one forward pass of the global batch");
+  if (plan.workload.kind == WorkloadKind::generic) {
+    notes.push_back(
+        "generic model: FLOPs at GEMM efficiency plus activation traffic; per-layer "
+        "kernel launches are not known and not counted");
+  }
+  if (!e.fits) {
+    notes.push_back("does not fit: needs " + format_bytes(e.memory.total()) + " per GPU, " +
+                    format_bytes(e.memory_capacity) + " available");
+  }
+  return notes;
+}
+
+}  // namespace
+
+std::vector<Problem> check_plan(const Plan& plan) {
+  std::vector<Problem> problems;
+  for (const Problem& p : check_parallel_plan(plan.parallel)) {
+    problems.push_back({"/parallel" + p.pointer, p.message});
+  }
+  if (!problems.empty()) return problems;  // the rules below assume sane degrees
+  const Machine m = detail::machine_of(plan.cluster);
+  const Model x = detail::model_of(plan.workload);
+  const Knobs k = detail::knobs_of(plan.parallel, plan.precision);
+  const detail::Names names = names_of(plan);
+  detail::check_rules(m, x, k, &names, &problems);
+  return problems;
+}
+
+Result<Estimate> estimate(const Plan& plan) {
+  const std::vector<Problem> problems = check_plan(plan);
+  if (!problems.empty()) return Error{join(problems)};
+  const Machine m = detail::machine_of(plan.cluster);
+  const Model x = detail::model_of(plan.workload);
+  const Knobs k = detail::knobs_of(plan.parallel, plan.precision);
+  const detail::LayerCosts costs = detail::layer_costs(m, x, k);
+  Estimate e;
+  detail::evaluate(m, x, k, costs, e);
+  e.notes = notes_of(plan, e);
+  return e;
+}
+
+Problem memory_problem(const Plan& plan, const Estimate& e) {
+  if (e.fits) return {};
+  const MemoryBreakdown& mem = e.memory;
+  std::vector<std::pair<double, std::string>> parts = {
+      {mem.weights, "weights"},
+      {mem.gradients, "gradients"},
+      {mem.optimizer_state, "optimizer state"},
+      {mem.activations, "activations"},
+      {mem.activation_workspace, "activation workspace"},
+      {mem.communication_buffers, "communication buffers"}};
+  std::sort(parts.begin(), parts.end(),
+            [](const auto& a, const auto& b) { return a.first > b.first; });
+  std::string message = "needs " + format_bytes(mem.total()) + " on GPU stage " +
+                        std::to_string(e.most_loaded_stage) + ", the " +
+                        (plan.cluster.gpu ? plan.cluster.gpu->display_name : std::string("GPU")) +
+                        " has " + format_bytes(e.memory_capacity) +
+                        "; largest: " + parts[0].second + " " + format_bytes(parts[0].first) +
+                        ", " + parts[1].second + " " + format_bytes(parts[1].first);
+  const bool activations_lead = parts[0].second == "activations";
+  if (activations_lead) {
+    message += " (try recompute, sequence parallelism, a smaller micro-batch, more tp or pp)";
+  } else {
+    message += " (try a higher ZeRO stage, more tp or pp)";
+  }
+  return {"/parallel", message};
+}
+
+std::string_view to_string(Control c) {
+  switch (c) {
+    case Control::tp:
+      return "tp";
+    case Control::pp:
+      return "pp";
+    case Control::dp:
+      return "dp";
+    case Control::virtual_stages:
+      return "virtual_stages";
+    case Control::sequence_parallel:
+      return "sequence_parallel";
+    case Control::zero_stage:
+      return "zero_stage";
+    case Control::micro_batch:
+      return "micro_batch";
+    case Control::global_batch:
+      return "global_batch";
+    case Control::recompute:
+      return "recompute";
+    case Control::precision:
+      return "precision";
+    case Control::flash_attention:
+      return "flash_attention";
+  }
+  return "";
+}
+
+std::string_view json_pointer(Control c) {
+  switch (c) {
+    case Control::tp:
+      return "/parallel/tp";
+    case Control::pp:
+      return "/parallel/pp";
+    case Control::dp:
+      return "/parallel/dp";
+    case Control::virtual_stages:
+      return "/parallel/virtual_stages";
+    case Control::sequence_parallel:
+      return "/parallel/sequence_parallel";
+    case Control::zero_stage:
+      return "/parallel/zero_stage";
+    case Control::micro_batch:
+      return "/parallel/micro_batch";
+    case Control::global_batch:
+      return "/parallel/global_batch";
+    case Control::recompute:
+      return "/parallel/recompute";
+    case Control::precision:
+      return "/precision/compute";
+    case Control::flash_attention:
+      return "/parallel/flash_attention";
+  }
+  return "";
+}
+
+namespace {
+
+std::vector<int> divisors(int n) {
+  std::vector<int> out;
+  for (int d = 1; d <= n; ++d) {
+    if (n % d == 0) out.push_back(d);
+  }
+  return out;
+}
+
+// Powers of two up to `limit`, with the extra values merged in (sorted, unique).
+std::vector<int> powers_of_two_and(int limit, std::vector<int> extra) {
+  for (int v = 1; v <= limit; v *= 2)
+    extra.push_back(v);
+  std::sort(extra.begin(), extra.end());
+  extra.erase(std::unique(extra.begin(), extra.end()), extra.end());
+  extra.erase(std::remove_if(extra.begin(), extra.end(), [&](int v) { return v < 1 || v > limit; }),
+              extra.end());
+  return extra;
+}
+
+ControlOption try_option(const Plan& plan, int value, std::string label) {
+  ControlOption o;
+  o.value = value;
+  o.label = std::move(label);
+  const std::vector<Problem> problems = check_plan(plan);
+  if (!problems.empty()) {
+    o.reason = problems.front().pointer + ": " + problems.front().message;
+    return o;
+  }
+  o.valid = true;
+  auto e = estimate(plan);
+  if (!e) {
+    o.reason = e.message();
+    return o;
+  }
+  o.fits = e->fits;
+  if (!o.fits) {
+    const Problem p = memory_problem(plan, *e);
+    o.reason = p.pointer + ": " + p.message;
+  }
+  return o;
+}
+
+}  // namespace
+
+std::vector<ControlOption> control_options(const Plan& plan, Control control) {
+  std::vector<ControlOption> out;
+  const int gpus = std::max(plan.cluster.total_gpus(), 1);
+  const bool transformer = plan.workload.kind == WorkloadKind::transformer;
+  const TransformerShape& s = plan.workload.transformer;
+  Plan trial = plan;
+  auto integers = [&](const std::vector<int>& values, auto set) {
+    for (int v : values) {
+      trial = plan;
+      set(trial.parallel, v);
+      out.push_back(try_option(trial, v, std::to_string(v)));
+    }
+  };
+  switch (control) {
+    case Control::tp:
+      integers(powers_of_two_and(std::min(gpus, 1024),
+                                 transformer ? divisors(s.heads) : std::vector<int>{}),
+               [](ParallelPlan& p, int v) {
+                 p.tp = v;
+                 if (v < 2) p.sequence_parallel = false;
+               });
+      break;
+    case Control::pp:
+      integers(powers_of_two_and(std::min(gpus, 1024),
+                                 transformer ? divisors(s.layers) : std::vector<int>{}),
+               [](ParallelPlan& p, int v) {
+                 p.pp = v;
+                 if (v < 2) {
+                   p.virtual_stages = 1;
+                   p.schedule = PipelineSchedule::one_f_one_b;
+                 }
+               });
+      break;
+    case Control::dp:
+      integers(divisors(gpus), [](ParallelPlan& p, int v) { p.dp = v; });
+      break;
+    case Control::virtual_stages: {
+      std::vector<int> values = {1};
+      if (transformer && plan.parallel.pp > 1) {
+        for (int v = 2; v <= s.layers / plan.parallel.pp; ++v) {
+          if ((s.layers / plan.parallel.pp) % v == 0) values.push_back(v);
+        }
+      }
+      integers(values, [](ParallelPlan& p, int v) {
+        p.virtual_stages = v;
+        p.schedule = v > 1 ? PipelineSchedule::interleaved : PipelineSchedule::one_f_one_b;
+      });
+      break;
+    }
+    case Control::sequence_parallel:
+      for (int v : {0, 1}) {
+        trial = plan;
+        trial.parallel.sequence_parallel = v == 1;
+        out.push_back(try_option(trial, v, v ? "on" : "off"));
+      }
+      break;
+    case Control::zero_stage:
+      integers({0, 1, 2, 3}, [](ParallelPlan& p, int v) { p.zero_stage = v; });
+      break;
+    case Control::micro_batch:
+      integers(powers_of_two_and(std::max(plan.parallel.global_batch, 1), {}),
+               [](ParallelPlan& p, int v) { p.micro_batch = v; });
+      break;
+    case Control::global_batch: {
+      // Multiples of dp x micro-batch around the current value.
+      const int unit = std::max(plan.parallel.dp * plan.parallel.micro_batch, 1);
+      std::vector<int> values;
+      for (int f = 1; f <= 4096 && values.size() < 16; f *= 2)
+        values.push_back(unit * f);
+      if (std::find(values.begin(), values.end(), plan.parallel.global_batch) == values.end()) {
+        values.push_back(plan.parallel.global_batch);
+        std::sort(values.begin(), values.end());
+      }
+      integers(values, [](ParallelPlan& p, int v) { p.global_batch = v; });
+      break;
+    }
+    case Control::recompute:
+      for (Recompute r : {Recompute::none, Recompute::selective, Recompute::full}) {
+        trial = plan;
+        trial.parallel.recompute = r;
+        out.push_back(try_option(trial, static_cast<int>(r), std::string(to_string(r))));
+      }
+      break;
+    case Control::precision:
+      for (Precision p : kAllPrecisions) {
+        trial = plan;
+        trial.precision = PrecisionPlan::for_compute(p);
+        trial.precision.fp32_main_grad =
+            plan.precision.fp32_main_grad && !trial.precision.inference;
+        if (trial.precision.inference) trial.parallel.recompute = Recompute::none;
+        out.push_back(try_option(trial, static_cast<int>(p), std::string(cs::to_string(p))));
+      }
+      break;
+    case Control::flash_attention:
+      for (int v : {0, 1}) {
+        trial = plan;
+        trial.parallel.flash_attention = v == 1;
+        out.push_back(try_option(trial, v, v ? "on" : "off"));
+      }
+      break;
+  }
+  return out;
+}
+
+}  // namespace cs::plan

@@ -1,0 +1,81 @@
+#include "planners/formulas.h"
+
+#include <algorithm>
+
+namespace cs::plan {
+
+double activation_bytes_per_layer(const LayerShape& x, int tp, bool sequence_parallel,
+                                  Recompute recompute, bool flash_attention, double e) {
+  const double t = std::max(tp, 1);
+  const double sbh = x.seq * x.batch * x.hidden;
+  const double sp_share = sequence_parallel ? 1.0 / t : 1.0;
+  if (recompute == Recompute::full) return e * sbh * sp_share;  // 2sbh at e = 2
+
+  constexpr double mask = 1;  // dropout masks are one byte per element
+  const double kv_ratio = x.heads > 0 ? x.kv_heads / x.heads : 1;
+  const double ffn_ratio = x.hidden > 0 ? x.ffn / x.hidden : 4;
+
+  // Outside the tensor-parallel region (replicated unless sequence parallel):
+  // two layer-norm inputs, the QKV and MLP inputs, two dropout masks: 4e + 2 (10 at e = 2).
+  const double replicated = 4 * e + 2 * mask;
+  // Inside it (split over t): Q and K, V, the projection input, the MLP's
+  // inner activations (GeLU in and out; SwiGLU's gate and up, and their product).
+  const double qk = (1 + kv_ratio) * e;
+  const double v = kv_ratio * e;
+  const double projection_input = e;
+  const double mlp_inner = (x.gated_mlp ? 3 : 2) * ffn_ratio * e;
+  const double split = qk + v + projection_input + mlp_inner;  // 24 at e = 2, GPT shapes
+
+  double bytes = sbh * (replicated * sp_share + split / t);
+  const bool keeps_scores = recompute == Recompute::none && !flash_attention;
+  if (keeps_scores) {
+    // Softmax output, its dropout mask and the dropout output: (2e + 1) a s^2 b (5as^2b at e = 2).
+    bytes += (2 * e + mask) * x.heads * x.seq * x.seq * x.batch / t;
+  } else if (flash_attention) {
+    // Fused attention keeps the softmax log-sum-exp: one fp32 per head and token.
+    bytes += 4 * x.heads * x.seq * x.batch / t;
+  }
+  return bytes;
+}
+
+double megatron_model_flops(double b, double s, double l, double h, double v) {
+  return 72 * b * s * l * h * h * (1 + s / (6 * h) + v / (12 * l * h));
+}
+
+double six_pd_flops(double parameters, double tokens) {
+  return 6 * parameters * tokens;
+}
+
+double zero_model_state_bytes(double psi, int ranks, int zero_stage) {
+  const double n = std::max(ranks, 1);
+  switch (zero_stage) {
+    case 1:
+      return 4 * psi + 12 * psi / n;
+    case 2:
+      return 2 * psi + 14 * psi / n;
+    case 3:
+      return 16 * psi / n;
+    default:
+      return 16 * psi;
+  }
+}
+
+double megatron_model_state_bytes(double psi, int ranks, bool distributed_optimizer) {
+  if (!distributed_optimizer) return 18 * psi;
+  return 6 * psi + 12 * psi / std::max(ranks, 1);
+}
+
+double pipeline_bubble_fraction(int stages, int micro_batches, int virtual_stages) {
+  if (stages <= 1 || micro_batches <= 0) return 0;
+  return static_cast<double>(stages - 1) /
+         (static_cast<double>(std::max(virtual_stages, 1)) * micro_batches);
+}
+
+int chunks_in_flight(int stages, int rank, int virtual_stages, int micro_batches) {
+  const int v = std::max(virtual_stages, 1);
+  const int total = micro_batches * v;
+  const int warmup = v == 1 ? stages - rank - 1 : 2 * (stages - rank - 1) + (v - 1) * stages;
+  return std::clamp(warmup + 1, 1, std::max(total, 1));
+}
+
+}  // namespace cs::plan

@@ -1,0 +1,488 @@
+#include "planners/search.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <limits>
+#include <thread>
+
+#include "planners/cost_model.h"
+
+namespace cs::plan {
+
+std::string_view to_string(Objective o) {
+  switch (o) {
+    case Objective::throughput:
+      return "throughput";
+    case Objective::cost:
+      return "cost";
+    case Objective::time_to_train:
+      return "time";
+    case Objective::memory_headroom:
+      return "memory";
+    case Objective::gpus:
+      return "gpus";
+  }
+  return "throughput";
+}
+
+std::optional<Objective> objective_from_string(std::string_view text) {
+  for (Objective o : {Objective::throughput, Objective::cost, Objective::time_to_train,
+                      Objective::memory_headroom, Objective::gpus}) {
+    if (to_string(o) == text) return o;
+  }
+  if (text == "time_to_train" || text == "time-to-train") return Objective::time_to_train;
+  if (text == "memory_headroom" || text == "headroom") return Objective::memory_headroom;
+  return std::nullopt;
+}
+
+namespace {
+
+using detail::Knobs;
+using detail::LayerCosts;
+using detail::Machine;
+using detail::Model;
+using Clock = std::chrono::steady_clock;
+
+std::vector<int> divisors(int n) {
+  std::vector<int> out;
+  for (int d = 1; d <= n; ++d) {
+    if (n % d == 0) out.push_back(d);
+  }
+  return out;
+}
+
+// One outer unit of work: everything the per-layer costs depend on.
+struct Unit {
+  int cluster = 0;  // index into the cluster sizes
+  int global_batch = 0;
+  Precision precision = Precision::bf16;
+  int tp = 1;
+  bool sp = false;
+  int micro_batch = 1;
+  bool flash = true;
+};
+
+// The inner combinations of one unit, in a fixed order.
+struct Inner {
+  int pp = 1, dp = 1, v = 1, zero = 0;
+  Recompute recompute = Recompute::none;
+};
+
+struct Sizes {
+  Cluster cluster;
+  Machine machine;
+};
+
+// A candidate kept by a worker: enough to rebuild and rank it.
+struct Kept {
+  double score = 0;
+  double tokens = 0;
+  double memory = 0;
+  int gpus = 0;
+  long long id = 0;  // enumeration order, for deterministic ties
+  int cluster = 0;
+  Knobs knobs;
+  Estimate estimate;
+};
+
+// a ranks before b: higher score, then throughput, then fewer GPUs, then enumeration order.
+bool better(const Kept& a, const Kept& b) {
+  if (a.score != b.score) return a.score > b.score;
+  if (a.tokens != b.tokens) return a.tokens > b.tokens;
+  if (a.gpus != b.gpus) return a.gpus < b.gpus;
+  return a.id < b.id;
+}
+
+double score_of(Objective objective, const Estimate& e) {
+  switch (objective) {
+    case Objective::throughput:
+      return e.throughput.tokens_per_second;
+    case Objective::cost:
+      if (e.training.cost_usd > 0) return -e.training.cost_usd;
+      if (e.training.gpu_hours > 0) return -e.training.gpu_hours;
+      return -e.gpus / std::max(e.throughput.tokens_per_second, 1e-30);  // GPU-seconds per token
+    case Objective::time_to_train:
+      if (e.training.seconds > 0) return -e.training.seconds;
+      return -1.0 / std::max(e.throughput.tokens_per_second, 1e-30);
+    case Objective::memory_headroom:
+      return e.headroom_bytes;
+    case Objective::gpus:
+      return -static_cast<double>(e.gpus);
+  }
+  return 0;
+}
+
+// Non-dominated points: maximise tokens, minimise `x` (memory or GPUs).
+class Front {
+ public:
+  explicit Front(bool by_gpus) : by_gpus_(by_gpus) {}
+  double x_of(const Kept& k) const { return by_gpus_ ? k.gpus : k.memory; }
+  // Cheap test before copying an estimate in.
+  bool would_keep(double tokens, double x) const {
+    for (const Kept& p : points_) {
+      const double px = x_of(p);
+      if (p.tokens >= tokens && px <= x) return false;
+    }
+    return true;
+  }
+  void add(const Kept& k) {
+    const double x = x_of(k);
+    if (!would_keep(k.tokens, x)) return;
+    points_.erase(
+        std::remove_if(points_.begin(), points_.end(),
+                       [&](const Kept& p) { return k.tokens >= p.tokens && x <= x_of(p); }),
+        points_.end());
+    points_.push_back(k);
+  }
+  const std::vector<Kept>& points() const { return points_; }
+
+ private:
+  bool by_gpus_;
+  std::vector<Kept> points_;
+};
+
+struct Worker {
+  std::vector<Kept> best;  // at most top_k, unsorted until the end
+  Front memory_front{false};
+  Front gpu_front{true};
+  long long valid = 0, fitting = 0, kept = 0;
+};
+
+void keep_best(std::vector<Kept>& best, std::size_t top_k, const Kept& k) {
+  if (best.size() < top_k) {
+    best.push_back(k);
+    return;
+  }
+  auto worst = std::min_element(best.begin(), best.end(),
+                                [](const Kept& a, const Kept& b) { return better(b, a); });
+  if (better(k, *worst)) *worst = k;
+}
+
+std::vector<Inner> inner_combinations(const Model& x, const SearchSpace& space, int gpus,
+                                      int global_batch, int tp, int micro_batch,
+                                      const std::vector<Recompute>& recomputes,
+                                      const std::vector<int>& zeros) {
+  std::vector<Inner> out;
+  const int layers = x.transformer ? static_cast<int>(x.layers) : 1;
+  for (int pp : divisors(layers)) {
+    if (static_cast<long long>(tp) * pp > gpus) break;
+    if (!x.transformer && pp > 1) break;
+    std::vector<int> dps;
+    if (space.use_all_gpus) {
+      if (gpus % (tp * pp) != 0) continue;
+      dps.push_back(gpus / (tp * pp));
+    } else {
+      for (int dp = 1; static_cast<long long>(dp) * tp * pp <= gpus; ++dp)
+        dps.push_back(dp);
+    }
+    for (int dp : dps) {
+      if (global_batch % (dp * micro_batch) != 0) continue;
+      const int micro_batches = global_batch / (dp * micro_batch);
+      std::vector<int> vs = {1};
+      if (pp > 1) {
+        for (int v = 2; v <= space.max_virtual_stages; ++v) {
+          if ((layers / pp) % v == 0 && micro_batches % pp == 0) vs.push_back(v);
+        }
+      }
+      for (int v : vs) {
+        for (int zero : zeros) {
+          if (zero > 0 && dp == 1) continue;  // nothing to shard over
+          if (zero >= 2 && pp > 1) continue;  // the rules refuse it
+          for (Recompute r : recomputes) {
+            if (!x.transformer && r != Recompute::none) continue;
+            out.push_back({pp, dp, v, zero, r});
+          }
+        }
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+Result<SearchResult> search(const Cluster& cluster, const Workload& workload,
+                            const SearchSpace& space, Objective objective,
+                            const SearchLimits& limits, const SearchControl& control) {
+  const auto started = Clock::now();
+  if (!cluster.gpu || cluster.gpus_per_node <= 0) {
+    return Error{"search: the cluster \"" + cluster.name + "\" has no GPU to plan for"};
+  }
+  if (space.global_batches.empty()) return Error{"search: give at least one global batch"};
+  for (int gb : space.global_batches) {
+    if (gb < 1) return Error{"search: global batch must be >= 1 (got " + std::to_string(gb) + ")"};
+  }
+  if (limits.top_k < 1) return Error{"search: top_k must be >= 1"};
+  if (workload.kind == WorkloadKind::transformer &&
+      (workload.transformer.layers < 1 || workload.transformer.heads < 1)) {
+    return Error{"search: the workload \"" + workload.name + "\" has no layers or heads"};
+  }
+
+  // Cluster sizes.
+  std::vector<Sizes> sizes;
+  std::vector<int> node_counts = space.node_counts;
+  if (node_counts.empty()) node_counts.push_back(cluster.nodes);
+  for (int n : node_counts) {
+    if (n < 1) return Error{"search: node counts must be >= 1 (got " + std::to_string(n) + ")"};
+    if (n > 1 && !cluster.inter_node) {
+      return Error{"search: the cluster \"" + cluster.name +
+                   "\" has no link between nodes, so it cannot "
+                   "grow to " +
+                   std::to_string(n) + " nodes"};
+    }
+    Sizes s;
+    s.cluster = cluster;
+    s.cluster.nodes = n;
+    s.machine = detail::machine_of(s.cluster);
+    sizes.push_back(std::move(s));
+  }
+  const Model x = detail::model_of(workload);
+
+  // What to try.
+  std::vector<Precision> precisions = space.precisions;
+  if (precisions.empty()) {
+    for (Precision p :
+         {Precision::fp32, Precision::tf32, Precision::bf16, Precision::fp16, Precision::fp8}) {
+      if (cluster.gpu->peak.of(p) > 0) precisions.push_back(p);
+    }
+  }
+  std::vector<Recompute> recomputes = space.recomputes;
+  if (recomputes.empty()) recomputes = {Recompute::none, Recompute::selective, Recompute::full};
+  std::vector<int> zeros = space.zero_stages;
+  if (zeros.empty()) zeros = {0, 1, 2, 3};
+  std::vector<int> micro_batches = space.micro_batches;
+  if (micro_batches.empty()) {
+    for (int mb = 1; mb <= std::max(space.max_micro_batch, 1); mb *= 2)
+      micro_batches.push_back(mb);
+  }
+
+  // Outer units, each with its inner combinations counted up front.
+  std::vector<Unit> units;
+  std::vector<std::vector<Inner>> inners;
+  long long total = 0;
+  const int heads = x.transformer ? static_cast<int>(x.heads) : 1;
+  for (int c = 0; c < static_cast<int>(sizes.size()); ++c) {
+    const int gpus = sizes[c].cluster.total_gpus();
+    for (int gb : space.global_batches) {
+      for (Precision p : precisions) {
+        if (cluster.gpu->peak.of(p) <= 0) continue;
+        for (int tp : divisors(cluster.gpus_per_node)) {
+          if (tp > gpus || heads % tp != 0) continue;
+          if (!x.transformer && tp > 1) continue;
+          for (int spv = 0; spv < 2; ++spv) {
+            const bool sp = spv == 1;
+            if (sp && (tp < 2 || !space.try_sequence_parallel)) continue;
+            for (int mb : micro_batches) {
+              if (mb > gb) continue;
+              for (int fl = 1; fl >= 0; --fl) {
+                if (fl == 0 && (!space.try_without_flash_attention || !x.transformer)) continue;
+                Unit u{c, gb, p, tp, sp, mb, fl == 1};
+                // With fused attention selective recomputation has nothing
+                // left to recompute: the same plan as none, listed once.
+                std::vector<Recompute> tried = recomputes;
+                if (u.flash) {
+                  tried.erase(std::remove(tried.begin(), tried.end(), Recompute::selective),
+                              tried.end());
+                }
+                std::vector<Inner> in =
+                    inner_combinations(x, space, gpus, gb, tp, mb, tried, zeros);
+                if (in.empty()) continue;
+                total += static_cast<long long>(in.size());
+                units.push_back(u);
+                inners.push_back(std::move(in));
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+
+  const int threads =
+      std::max(1, limits.threads > 0 ? limits.threads
+                                     : static_cast<int>(std::thread::hardware_concurrency()));
+  std::vector<Worker> workers(threads);
+  std::atomic<std::size_t> next_unit{0};
+  std::atomic<long long> evaluated{0};
+  std::atomic<long long> fitting_so_far{0};
+  std::atomic<bool> stop{false};
+  std::atomic<double> best_score{-std::numeric_limits<double>::infinity()};
+  const std::size_t top_k = static_cast<std::size_t>(limits.top_k);
+
+  auto work_unit = [&](std::size_t index, Worker& w) {
+    const Unit& u = units[index];
+    const Sizes& s = sizes[u.cluster];
+    Knobs k;
+    k.tp = u.tp;
+    k.sp = u.sp;
+    k.micro_batch = u.micro_batch;
+    k.global_batch = u.global_batch;
+    k.flash = u.flash;
+    const PrecisionPlan precision = PrecisionPlan::for_compute(u.precision);
+    k.compute = precision.compute;
+    k.weights = precision.weights;
+    k.gradients = precision.gradients;
+    k.optimizer_state = precision.optimizer_state;
+    k.master_weights = precision.master_weights;
+    k.fp32_main_grad = space.fp32_main_grad && !precision.inference;
+    k.inference = precision.inference;
+    k.fp8_amax_history = precision.fp8.amax_history;
+    const LayerCosts costs = detail::layer_costs(s.machine, x, k);
+    Kept candidate;
+    long long local_fitting = 0;
+    const std::vector<Inner>& in = inners[index];
+    for (std::size_t i = 0; i < in.size(); ++i) {
+      const Inner& c = in[i];
+      k.pp = c.pp;
+      k.dp = c.dp;
+      k.v = c.v;
+      k.zero = c.zero;
+      k.recompute = c.recompute;
+      if (!detail::check_rules(s.machine, x, k, nullptr, nullptr)) continue;
+      ++w.valid;
+      // Memory first: most candidates of a large model stop here.
+      const double memory = detail::memory_total(s.machine, x, k, costs.activation_element_bytes);
+      if (memory > s.machine.memory_bytes) continue;
+      ++w.fitting;
+      ++local_fitting;
+      detail::evaluate(s.machine, x, k, costs, candidate.estimate);
+      const Estimate& e = candidate.estimate;
+      if (e.headroom_bytes < limits.min_headroom_bytes) continue;
+      if (limits.max_days > 0 && e.training.seconds > limits.max_days * 86400) continue;
+      if (limits.max_cost_usd > 0 && e.training.cost_usd > limits.max_cost_usd) continue;
+      ++w.kept;
+      candidate.score = score_of(objective, e);
+      double seen = best_score.load(std::memory_order_relaxed);
+      while (candidate.score > seen &&
+             !best_score.compare_exchange_weak(seen, candidate.score, std::memory_order_relaxed)) {
+      }
+      candidate.tokens = e.throughput.tokens_per_second;
+      candidate.memory = e.memory.total();
+      candidate.gpus = e.gpus;
+      candidate.id = static_cast<long long>(index) * 1000000 + static_cast<long long>(i);
+      candidate.cluster = u.cluster;
+      candidate.knobs = k;
+      keep_best(w.best, top_k, candidate);
+      w.memory_front.add(candidate);
+      w.gpu_front.add(candidate);
+    }
+    evaluated.fetch_add(static_cast<long long>(in.size()), std::memory_order_relaxed);
+    fitting_so_far.fetch_add(local_fitting, std::memory_order_relaxed);
+  };
+
+  auto run_worker = [&](Worker& w) {
+    while (!stop.load(std::memory_order_relaxed)) {
+      const std::size_t index = next_unit.fetch_add(1);
+      if (index >= units.size()) break;
+      work_unit(index, w);
+    }
+  };
+
+  auto report = [&]() {
+    if (!control.on_progress) return;
+    SearchProgress progress;
+    progress.evaluated = evaluated.load();
+    progress.total = total;
+    progress.fitting = fitting_so_far.load();
+    progress.elapsed_seconds = std::chrono::duration<double>(Clock::now() - started).count();
+    const double best = best_score.load();
+    progress.best_score = std::isfinite(best) ? best : 0;
+    control.on_progress(progress);
+  };
+
+  std::vector<std::thread> pool;
+  for (int t = 1; t < threads; ++t)
+    pool.emplace_back([&, t] { run_worker(workers[t]); });
+  // The calling thread works too, and reports progress between its units.
+  auto last_report = Clock::now();
+  while (!stop.load()) {
+    if (control.stop.stop_requested()) {
+      stop = true;
+      break;
+    }
+    const std::size_t index = next_unit.fetch_add(1);
+    if (index >= units.size()) break;
+    work_unit(index, workers[0]);
+    if (Clock::now() - last_report > std::chrono::milliseconds(50)) {
+      report();
+      last_report = Clock::now();
+    }
+  }
+  // Other threads watch `stop`; the stop token is polled here while they finish.
+  while (true) {
+    if (control.stop.stop_requested()) stop = true;
+    bool busy = next_unit.load() < units.size() && !stop.load();
+    if (!busy) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  for (std::thread& t : pool)
+    t.join();
+
+  // Merge.
+  SearchResult result;
+  result.threads = threads;
+  result.candidates = evaluated.load();
+  result.cancelled = stop.load() && result.candidates < total;
+  std::vector<Kept> best;
+  Front memory_front(false);
+  Front gpu_front(true);
+  for (Worker& w : workers) {
+    result.valid += w.valid;
+    result.fitting += w.fitting;
+    result.kept += w.kept;
+    for (const Kept& k : w.best)
+      keep_best(best, top_k, k);
+    for (const Kept& k : w.memory_front.points())
+      memory_front.add(k);
+    for (const Kept& k : w.gpu_front.points())
+      gpu_front.add(k);
+  }
+  std::sort(best.begin(), best.end(), better);
+
+  auto ranked = [&](const Kept& k) {
+    RankedPlan r;
+    const Sizes& s = sizes[k.cluster];
+    r.nodes = s.cluster.nodes;
+    const Knobs& kn = k.knobs;
+    r.parallel.dp = kn.dp;
+    r.parallel.tp = kn.tp;
+    r.parallel.pp = kn.pp;
+    r.parallel.virtual_stages = kn.v;
+    r.parallel.schedule = kn.v > 1 ? PipelineSchedule::interleaved : PipelineSchedule::one_f_one_b;
+    r.parallel.sequence_parallel = kn.sp;
+    r.parallel.zero_stage = kn.zero;
+    r.parallel.micro_batch = kn.micro_batch;
+    r.parallel.global_batch = kn.global_batch;
+    r.parallel.recompute = kn.recompute;
+    r.parallel.flash_attention = kn.flash;
+    r.precision = PrecisionPlan::for_compute(kn.compute);
+    r.precision.fp32_main_grad = kn.fp32_main_grad;
+    // The full estimate (with its notes) of the plan as a user would enter it.
+    Plan plan{s.cluster, workload, r.parallel, r.precision};
+    auto e = estimate(plan);
+    r.estimate = e ? std::move(e).value() : k.estimate;
+    r.score = k.score;
+    return r;
+  };
+  for (const Kept& k : best)
+    result.best.push_back(ranked(k));
+  std::vector<Kept> mem = memory_front.points();
+  std::sort(mem.begin(), mem.end(), [](const Kept& a, const Kept& b) {
+    return a.memory != b.memory ? a.memory < b.memory : a.id < b.id;
+  });
+  for (const Kept& k : mem)
+    result.pareto_memory.push_back(ranked(k));
+  std::vector<Kept> gp = gpu_front.points();
+  std::sort(gp.begin(), gp.end(), [](const Kept& a, const Kept& b) {
+    return a.gpus != b.gpus ? a.gpus < b.gpus : a.id < b.id;
+  });
+  for (const Kept& k : gp)
+    result.pareto_gpus.push_back(ranked(k));
+  result.seconds = std::chrono::duration<double>(Clock::now() - started).count();
+  report();
+  return result;
+}
+
+}  // namespace cs::plan

@@ -1,0 +1,67 @@
+#include "planners/seed_formulas.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace cs::plan {
+
+double simple_communication_seconds(double bytes, int devices, double bandwidth, double latency) {
+  if (devices <= 1 || bandwidth <= 0) return 0;
+  return bytes * devices / bandwidth + latency * (devices - 1);
+}
+
+double ring_all_reduce_seconds(double bytes, int devices, double bandwidth, double latency) {
+  if (devices <= 1 || bandwidth <= 0) return 0;
+  const double n = devices;
+  return 2 * (n - 1) / n * bytes / bandwidth + 2 * (n - 1) * latency;
+}
+
+QuantParams quant_params(double min, double max, int bits, bool signed_range) {
+  QuantParams q;
+  const int levels = (1 << bits) - 1;  // 255 for 8 bits
+  // The range must hold 0 exactly (padding and ReLU zeros stay exact).
+  min = std::min(min, 0.0);
+  max = std::max(max, 0.0);
+  q.scale = (max > min) ? (max - min) / levels : 1.0;
+  const int unsigned_zero = static_cast<int>(std::lround(-min / q.scale));
+  if (signed_range) {
+    q.q_min = -(1 << (bits - 1));
+    q.q_max = (1 << (bits - 1)) - 1;
+    q.zero_point = unsigned_zero + q.q_min;
+  } else {
+    q.q_min = 0;
+    q.q_max = levels;
+    q.zero_point = unsigned_zero;
+  }
+  return q;
+}
+
+QuantParams article_int8_params(double min, double max) {
+  QuantParams q = quant_params(min, max, 8, false);
+  q.q_min = -128;
+  q.q_max = 127;
+  return q;
+}
+
+Quantized quantize(double x, const QuantParams& p) {
+  Quantized out;
+  out.unclamped = std::llround(x / p.scale) + p.zero_point;
+  const std::int64_t clamped = std::clamp<std::int64_t>(out.unclamped, p.q_min, p.q_max);
+  out.clamped = clamped != out.unclamped;
+  out.q = static_cast<int>(clamped);
+  out.dequantized = p.scale * (out.q - p.zero_point);
+  out.error = out.dequantized - x;
+  return out;
+}
+
+double training_flops(double forward_flops_per_sample, double batch, double iterations) {
+  // 1 forward + 2 backward (gradients of the inputs and of the weights).
+  return forward_flops_per_sample * 3 * batch * iterations;
+}
+
+double iterations_per_run(double samples, double batch, double epochs) {
+  if (batch <= 0) return 0;
+  return std::ceil(samples / batch) * epochs;
+}
+
+}  // namespace cs::plan

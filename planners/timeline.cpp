@@ -1,0 +1,275 @@
+#include "planners/timeline.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "planners/cost_model.h"
+
+namespace cs::plan {
+
+namespace {
+
+using detail::Knobs;
+using detail::StageCost;
+
+std::int64_t ns(double seconds) {
+  return static_cast<std::int64_t>(std::llround(seconds * 1e9));
+}
+
+struct Op {
+  bool forward = true;
+  int micro_batch = 0;
+  int chunk = 0;
+};
+
+// The order a pipeline rank runs its forward and backward passes in
+// Megatron-LM: warm-up forwards, then one forward / one backward, then the
+// remaining backwards. Interleaved: virtual micro-batches walk the chunks
+// p micro-batches at a time.
+std::vector<Op> schedule(int stages, int stage, int micro_batches, int chunks) {
+  const int total = micro_batches * chunks;
+  auto forward_op = [&](int k) {
+    if (chunks == 1) return Op{true, k, 0};
+    const int group = k / (stages * chunks);
+    const int in_group = k % (stages * chunks);
+    return Op{true, group * stages + in_group % stages, in_group / stages};
+  };
+  auto backward_op = [&](int k) {
+    Op op = forward_op(k);
+    op.forward = false;
+    if (chunks > 1) op.chunk = chunks - 1 - op.chunk;
+    return op;
+  };
+  const int warmup = std::min(
+      total, chunks == 1 ? stages - stage - 1 : 2 * (stages - stage - 1) + (chunks - 1) * stages);
+  std::vector<Op> ops;
+  ops.reserve(2 * static_cast<std::size_t>(total));
+  for (int k = 0; k < warmup; ++k)
+    ops.push_back(forward_op(k));
+  for (int k = 0; k < total - warmup; ++k) {
+    ops.push_back(forward_op(warmup + k));
+    ops.push_back(backward_op(k));
+  }
+  for (int k = total - warmup; k < total; ++k)
+    ops.push_back(backward_op(k));
+  return ops;
+}
+
+void add(Timeline& t, int stage, int lane, double start, double end, trace::Category category,
+         trace::EventKind kind, trace::Collective collective, std::string name,
+         int micro_batch = -1, int chunk = -1) {
+  const std::int64_t s = ns(start);
+  const std::int64_t e = ns(end);
+  if (e <= s) return;
+  t.spans.push_back(
+      {stage, lane, s, e, category, kind, collective, std::move(name), micro_batch, chunk});
+}
+
+}  // namespace
+
+Result<Timeline> predict_timeline(const Plan& plan) {
+  const std::vector<Problem> problems = check_plan(plan);
+  if (!problems.empty()) {
+    return Error{"predict_timeline: " + problems.front().pointer + ": " + problems.front().message};
+  }
+  const detail::Machine m = detail::machine_of(plan.cluster);
+  const detail::Model x = detail::model_of(plan.workload);
+  const Knobs k = detail::knobs_of(plan.parallel, plan.precision);
+  const detail::LayerCosts costs = detail::layer_costs(m, x, k);
+  const detail::PipelineCosts pipe = detail::pipeline_costs(m, x, k, costs);
+  const int p = k.pp;
+  const int v = k.v;
+  const int mb = std::max(pipe.micro_batches, 1);
+  const double layers_per_chunk = x.transformer ? x.layers / (p * v) : 1;
+  const double hop = detail::p2p_seconds(m, x, k, costs.activation_element_bytes);
+  const bool sp = k.sp;
+  const trace::Collective tp_collective =
+      sp ? trace::Collective::all_gather : trace::Collective::all_reduce;
+  const char* tp_name = sp ? "tp all-gather / reduce-scatter" : "tp all-reduce";
+
+  // Costs of one chunk on one stage.
+  auto chunk = [&](int stage, int c) {
+    const bool embedding = stage == 0 && c == 0;
+    const bool head = stage == p - 1 && c == v - 1;
+    return detail::chunk_cost(x, k, costs, layers_per_chunk, embedding, head);
+  };
+
+  // Simulate: each stage runs its ops in order; an op starts when the stage
+  // is free and its input has arrived (one hop after the producer finished).
+  std::vector<std::vector<Op>> ops(p);
+  for (int s = 0; s < p; ++s)
+    ops[s] = schedule(p, s, mb, v);
+  if (k.inference) {
+    for (auto& list : ops) {
+      list.erase(std::remove_if(list.begin(), list.end(), [](const Op& o) { return !o.forward; }),
+                 list.end());
+      std::stable_sort(list.begin(), list.end(), [](const Op& a, const Op& b) {
+        return a.micro_batch != b.micro_batch ? a.micro_batch < b.micro_batch : a.chunk < b.chunk;
+      });
+    }
+  }
+  const double unset = -1;
+  auto index = [&](int micro_batch, int c) {
+    return static_cast<std::size_t>(micro_batch) * v + c;
+  };
+  std::vector<std::vector<double>> forward_end(
+      p, std::vector<double>(static_cast<std::size_t>(mb) * v, unset));
+  std::vector<std::vector<double>> backward_end = forward_end;
+  std::vector<std::size_t> next(p, 0);
+  std::vector<double> free_at(p, 0.0);
+
+  Timeline t;
+  t.stages = p;
+  const double pp_hop = p > 1 ? hop : 0;
+  bool progress = true;
+  while (progress) {
+    progress = false;
+    for (int s = 0; s < p; ++s) {
+      while (next[s] < ops[s].size()) {
+        const Op op = ops[s][next[s]];
+        double ready = 0;
+        bool remote = false;
+        if (op.forward) {
+          if (s > 0) {
+            ready = forward_end[s - 1][index(op.micro_batch, op.chunk)];
+            remote = true;
+          } else if (op.chunk > 0) {
+            ready = forward_end[p - 1][index(op.micro_batch, op.chunk - 1)];
+            remote = p > 1;
+          }
+        } else if (s < p - 1) {
+          ready = backward_end[s + 1][index(op.micro_batch, op.chunk)];
+          remote = true;
+        } else if (op.chunk < v - 1) {
+          ready = backward_end[0][index(op.micro_batch, op.chunk + 1)];
+          remote = p > 1;
+        } else {
+          ready = forward_end[s][index(op.micro_batch, op.chunk)];
+        }
+        if (ready == unset) break;  // input not produced yet
+        const double arrival = ready + (remote ? pp_hop : 0);
+        const double start = std::max(free_at[s], arrival);
+        if (remote && pp_hop > 0) {
+          add(t, s, 1, arrival - pp_hop, arrival, trace::Category::communication,
+              trace::EventKind::p2p, trace::Collective::recv,
+              op.forward ? "pp recv activations" : "pp recv gradients", op.micro_batch, op.chunk);
+        }
+        // Idle until the input arrives; the transfer itself is the recv span.
+        const double idle_end = (remote && pp_hop > 0) ? std::min(start, arrival - pp_hop) : start;
+        if (idle_end > free_at[s]) {
+          add(t, s, 0, free_at[s], idle_end, trace::Category::other, trace::EventKind::annotation,
+              trace::Collective::none, "bubble");
+        }
+        const StageCost c = chunk(s, op.chunk);
+        double at = start;
+        if (op.forward) {
+          add(t, s, 0, at, at + c.forward, trace::Category::compute, trace::EventKind::kernel,
+              trace::Collective::none, "forward", op.micro_batch, op.chunk);
+          at += c.forward;
+          add(t, s, 0, at, at + c.tp_forward, trace::Category::communication,
+              trace::EventKind::collective, tp_collective, tp_name, op.micro_batch, op.chunk);
+          at += c.tp_forward;
+          forward_end[s][index(op.micro_batch, op.chunk)] = at;
+        } else {
+          add(t, s, 0, at, at + c.recompute, trace::Category::compute, trace::EventKind::kernel,
+              trace::Collective::none, "recompute", op.micro_batch, op.chunk);
+          at += c.recompute;
+          add(t, s, 0, at, at + c.backward, trace::Category::compute, trace::EventKind::kernel,
+              trace::Collective::none, "backward", op.micro_batch, op.chunk);
+          at += c.backward;
+          add(t, s, 0, at, at + c.tp_backward, trace::Category::communication,
+              trace::EventKind::collective, tp_collective, tp_name, op.micro_batch, op.chunk);
+          at += c.tp_backward;
+          backward_end[s][index(op.micro_batch, op.chunk)] = at;
+        }
+        free_at[s] = at;
+        ++next[s];
+        progress = true;
+      }
+    }
+  }
+  for (int s = 0; s < p; ++s) {
+    if (next[s] < ops[s].size()) {
+      return Error{"predict_timeline: the schedule of stage " + std::to_string(s) + " deadlocked"};
+    }
+  }
+
+  // Data-parallel gradient reduction, overlapped with the last backward;
+  // then every rank waits for the slowest before the optimizer step.
+  std::vector<double> reduced(p);
+  const bool zero3 = k.zero >= 3;
+  const trace::Collective dp_collective =
+      k.zero == 0 ? trace::Collective::all_reduce : trace::Collective::reduce_scatter;
+  for (int s = 0; s < p; ++s) {
+    const double end = free_at[s];
+    reduced[s] = end;
+    if (k.inference || k.dp <= 1) continue;
+    const double exposed = pipe.dp_exposed + pipe.zero3_exposed;
+    const double hidden = std::max(0.0, pipe.dp_total - exposed - pipe.zero_param_gather);
+    add(t, s, 1, end - hidden, end + exposed, trace::Category::communication,
+        trace::EventKind::collective, dp_collective,
+        zero3 ? "zero-3 gathers / gradient reduce-scatter" : "dp gradient reduction");
+    reduced[s] = end + exposed;
+  }
+  const double tied = pipe.tied_embedding_sync;
+  double sync = *std::max_element(reduced.begin(), reduced.end());
+  if (tied > 0) {
+    for (int s : {0, p - 1}) {
+      add(t, s, 1, sync, sync + tied, trace::Category::communication, trace::EventKind::collective,
+          trace::Collective::all_reduce, "embedding gradient sync");
+    }
+    sync += tied;
+  }
+  double end = sync;
+  for (int s = 0; s < p; ++s) {
+    if (sync > reduced[s] + 1e-12) {
+      add(t, s, 0, reduced[s], sync, trace::Category::other, trace::EventKind::annotation,
+          trace::Collective::none, "bubble");
+    }
+    if (k.inference) continue;
+    add(t, s, 0, sync, sync + pipe.optimizer, trace::Category::compute, trace::EventKind::kernel,
+        trace::Collective::none, "optimizer");
+    end = std::max(end, sync + pipe.optimizer);
+    if (pipe.zero_param_gather > 0) {
+      add(t, s, 0, sync + pipe.optimizer, sync + pipe.optimizer + pipe.zero_param_gather,
+          trace::Category::communication, trace::EventKind::collective,
+          trace::Collective::all_gather, "zero parameter all-gather");
+      end = std::max(end, sync + pipe.optimizer + pipe.zero_param_gather);
+    }
+  }
+  t.step_ns = ns(end);
+  std::stable_sort(t.spans.begin(), t.spans.end(),
+                   [](const TimelineSpan& a, const TimelineSpan& b) {
+                     if (a.stage != b.stage) return a.stage < b.stage;
+                     if (a.lane != b.lane) return a.lane < b.lane;
+                     return a.start_ns < b.start_ns;
+                   });
+  return t;
+}
+
+double category_seconds(const Timeline& timeline, int stage, trace::Category category) {
+  // Lane 0 spans of the category, plus the part of lane 1 spans of it that
+  // no lane 0 span other than a bubble covers.
+  std::vector<std::pair<std::int64_t, std::int64_t>> busy;
+  std::int64_t total = 0;
+  for (const TimelineSpan& s : timeline.spans) {
+    if (s.stage != stage || s.lane != 0) continue;
+    if (s.category == category) total += s.duration_ns();
+    if (s.category != trace::Category::other) busy.emplace_back(s.start_ns, s.end_ns);
+  }
+  std::sort(busy.begin(), busy.end());
+  for (const TimelineSpan& s : timeline.spans) {
+    if (s.stage != stage || s.lane != 1 || s.category != category) continue;
+    std::int64_t covered = 0;
+    for (const auto& [b, e] : busy) {
+      if (e <= s.start_ns) continue;
+      if (b >= s.end_ns) break;
+      covered += std::min(e, s.end_ns) - std::max(b, s.start_ns);
+    }
+    total += s.duration_ns() - covered;
+  }
+  return static_cast<double>(total) / 1e9;
+}
+
+}  // namespace cs::plan
