@@ -44,8 +44,21 @@ FieldEdit::FieldEdit(QString pointer, Kind kind, QWidget* parent)
 }
 
 void FieldEdit::showValue(const QString& value) {
-  if (edit_->hasFocus() && hasProblem()) return;
-  if (edit_->text() != value) edit_->setText(value);
+  QString shown = value;
+  bool is_number = false;
+  const double v = value.toDouble(&is_number);
+  // Whole numbers without the JSON writer's ".0".
+  if (is_number && kind_ != Kind::text && v == std::floor(v) && std::abs(v) < 1e15) {
+    shown = QString::number(v, 'f', 0);
+  }
+  if (edit_->hasFocus()) {
+    // The user is typing: keep their text while it means the same value.
+    if (hasProblem()) return;
+    bool typed_ok = false;
+    const double typed = edit_->text().toDouble(&typed_ok);
+    if (kind_ != Kind::text && is_number && typed_ok && typed == v) return;
+  }
+  if (edit_->text() != shown) edit_->setText(shown);
 }
 
 void FieldEdit::setProblem(const QString& reason) {

@@ -88,7 +88,7 @@ WorkloadPanel::WorkloadPanel(Workspace* workspace, QWidget* parent)
     preset_->setCurrentIndex(0);
   });
 
-  auto* form = new QFormLayout;
+  auto* form = form_ = new QFormLayout;
   form->setFieldGrowthPolicy(QFormLayout::AllNonFixedFieldsGrow);
   for (const FieldSpec& spec : kFields) {
     auto* f = new FieldEdit(QString::fromLatin1(spec.pointer), spec.kind);
@@ -200,15 +200,12 @@ void WorkloadPanel::refresh() {
   for (auto& [pointer, f] : fields_) {
     const bool shown = pointer == QLatin1String("/display_name") ||
                        f->property("transformer").toBool() == transformer;
-    f->setVisible(shown);
-    if (auto* form = qobject_cast<QFormLayout*>(f->parentWidget()->layout())) {
-      if (QWidget* label = form->labelForField(f)) label->setVisible(shown);
-    }
+    form_->setRowVisible(f, shown);
     if (!(f->lineEdit()->hasFocus() && f->hasProblem())) f->setProblem({});
     f->showValue(q(workload_field(*w, pointer.toStdString())));
   }
-  gated_->setVisible(transformer);
-  tied_->setVisible(transformer);
+  form_->setRowVisible(gated_, transformer);
+  form_->setRowVisible(tied_, transformer);
   gated_->setChecked(w->transformer.gated_mlp);
   tied_->setChecked(w->transformer.tied_embeddings);
   refreshing_ = false;

@@ -9,6 +9,7 @@
 
 class QCheckBox;
 class QComboBox;
+class QFormLayout;
 class QLabel;
 
 namespace cs {
@@ -40,6 +41,7 @@ class WorkloadPanel : public QWidget {
 
   Workspace* workspace_;
   QComboBox* preset_;
+  QFormLayout* form_;
   QCheckBox* gated_;
   QCheckBox* tied_;
   std::map<QString, FieldEdit*> fields_;
