@@ -65,6 +65,7 @@ enum class Collective : std::uint8_t {
   send = 7,
   recv = 8,
   barrier = 9,
+  send_recv = 10,  // NCCL's fused send/receive kernel (all-to-all, pipeline exchanges)
 };
 
 enum class DataType : std::uint8_t {
@@ -81,6 +82,7 @@ std::optional<EventKind> event_kind_from_string(std::string_view text);
 std::optional<Category> category_from_string(std::string_view text);
 std::optional<Collective> collective_from_string(std::string_view text);
 std::optional<DataType> data_type_from_string(std::string_view text);
+std::optional<LaneKind> lane_kind_from_string(std::string_view text);
 int data_type_bytes(DataType t);
 
 struct Event {
@@ -98,6 +100,7 @@ struct Event {
   std::int64_t count = 0;        // elements of a collective
   std::int32_t peer = -1;        // the other rank of a p2p event, or the root
   std::int32_t step = -1;        // training step the event belongs to, when known
+  std::int32_t group_size = 0;   // ranks in the collective's communicator; 0 = unknown
 
   std::int64_t duration_ns() const { return end_ns - start_ns; }
 };

@@ -36,11 +36,15 @@ struct RankInfo {
   std::string device;            // "NVIDIA H200 (GPU 0)", "CPU"
   std::int64_t pid = 0;
   std::int64_t clock_offset_ns = 0;  // add to this rank's times to reach the run clock
+  bool clock_offset_measured = false;  // the tracer measured the offset (even when it is 0)
 };
 
 struct WriterOptions {
   std::size_t flush_rows = 65536;  // commit when this many rows wait
   std::chrono::milliseconds flush_interval{500};  // ... or when the oldest waits this long
+  // add() blocks while this many events wait, so a writer that cannot keep
+  // up bounds its memory instead of growing without end.
+  std::size_t max_buffered_rows = 1 << 20;
 };
 
 class TraceWriter {

@@ -1,0 +1,802 @@
+#include "core/trace_analysis.h"
+
+#include <algorithm>
+#include <atomic>
+#include <bit>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <mutex>
+#include <queue>
+#include <thread>
+#include <unordered_map>
+
+#include <nlohmann/json.hpp>
+
+#include "core/trace_reader_internal.h"
+
+namespace cs::trace {
+
+namespace {
+
+constexpr std::int64_t kMinTime = std::numeric_limits<std::int64_t>::min() / 4;
+constexpr std::int64_t kMaxTime = std::numeric_limits<std::int64_t>::max() / 4;
+
+// Activity classes of the sweep, one bit each.
+enum Bit : unsigned { kCompute = 1, kComm = 2, kMemory = 4, kSync = 8, kOther = 16 };
+constexpr int kMasks = 32;
+
+unsigned bit_of(Category c) {
+  switch (c) {
+    case Category::compute:
+      return kCompute;
+    case Category::communication:
+      return kComm;
+    case Category::memory:
+      return kMemory;
+    case Category::synchronization:
+      return kSync;
+    case Category::other:
+      return kOther;
+  }
+  return kOther;
+}
+int bit_index(unsigned bit) {
+  return std::countr_zero(bit);
+}
+
+bool is_device_work(EventKind k) {
+  return k == EventKind::kernel || k == EventKind::memcpy || k == EventKind::memset ||
+         k == EventKind::collective || k == EventKind::p2p;
+}
+
+struct RankLanes {
+  std::vector<LaneId> device;
+  std::vector<LaneId> host;   // where launches (API calls) are
+  std::vector<LaneId> steps;  // LaneKind::steps
+  bool gpu = true;
+};
+
+RankLanes rank_lanes(const TraceReader& r, std::int32_t rank) {
+  RankLanes out;
+  for (const LaneInfo& l : r.lanes()) {
+    if (l.rank != rank) continue;
+    if (l.kind == LaneKind::gpu_stream) out.device.push_back(l.id);
+    if (l.kind == LaneKind::cpu_thread) out.host.push_back(l.id);
+    if (l.kind == LaneKind::steps) out.steps.push_back(l.id);
+  }
+  if (out.device.empty()) {
+    // The CPU engine: its compute thread and communication lanes do the work.
+    out.gpu = false;
+    for (const LaneInfo& l : r.lanes()) {
+      if (l.rank == rank && (l.kind == LaneKind::cpu_thread || l.kind == LaneKind::communication))
+        out.device.push_back(l.id);
+    }
+  }
+  return out;
+}
+
+struct StepWindow {
+  std::int32_t step = 0;
+  std::int64_t start = 0;
+  std::int64_t end = 0;
+};
+
+Result<std::vector<StepWindow>> step_windows(const TraceReader& r, std::int32_t rank,
+                                             const RankLanes& lanes) {
+  std::vector<StepWindow> out;
+  auto rows = r.steps(rank);
+  if (!rows) return rows.error();
+  for (const StepMetrics& m : *rows)
+    out.push_back({m.step, m.start_ns, m.end_ns});
+  if (out.empty() && !lanes.steps.empty()) {
+    Status s = r.for_each_event(lanes.steps, kMinTime, kMaxTime, [&](const StoredEvent& e) {
+      if (e.event.kind == EventKind::step) {
+        out.push_back({e.event.step >= 0 ? e.event.step : static_cast<std::int32_t>(out.size()),
+                       e.event.start_ns, e.event.end_ns});
+      }
+      return true;
+    });
+    if (!s) return s.error();
+  }
+  std::sort(out.begin(), out.end(),
+            [](const StepWindow& a, const StepWindow& b) { return a.start < b.start; });
+  return out;
+}
+
+// Time per activity mask, and idle time by cause, inside one window.
+struct Accumulator {
+  std::int64_t start = 0;
+  std::int64_t end = 0;
+  std::int64_t by_mask[kMasks] = {};
+  std::int64_t host_wait = 0;
+  std::int64_t kernel_wait = 0;
+  std::int64_t idle_other = 0;
+  std::int64_t events = 0;
+
+  Breakdown finish() const {
+    Breakdown b;
+    b.window_start_ns = start;
+    b.window_end_ns = end;
+    b.span_ns = std::max<std::int64_t>(0, end - start);
+    for (int m = 1; m < kMasks; ++m) {
+      const std::int64_t t = by_mask[m];
+      b.busy_ns += t;
+      if (m & kCompute) b.compute_ns += t;
+      if (m & kComm) b.communication_ns += t;
+      if ((m & kComm) && (m & kCompute)) b.overlap_ns += t;
+      if (m & kMemory) b.memory_ns += t;
+      if ((m & kMemory) && !(m & (kCompute | kComm))) b.exposed_memory_ns += t;
+      if ((m & kSync) && !(m & (kCompute | kComm | kMemory))) b.exposed_synchronization_ns += t;
+    }
+    b.exposed_communication_ns = b.communication_ns - b.overlap_ns;
+    b.other_busy_ns = b.busy_ns - b.compute_ns - b.exposed_communication_ns - b.exposed_memory_ns -
+                      b.exposed_synchronization_ns;
+    b.idle_ns = b.span_ns - b.busy_ns;
+    b.idle_host_wait_ns = host_wait;
+    b.idle_kernel_wait_ns = kernel_wait;
+    // Idle time the sweep did not see (a step window reaching past the first
+    // or last device event) counts as other.
+    b.idle_other_ns = b.idle_ns - host_wait - kernel_wait;
+    b.events = events;
+    return b;
+  }
+};
+
+enum class IdleCause { none, host_wait, kernel_wait, other };
+
+// Walks device events in start order and hands out elementary intervals
+// (constant set of active classes) to the total and to the step windows.
+class Sweep {
+ public:
+  Sweep(std::int64_t window_start, std::int64_t window_end, std::vector<StepWindow> steps)
+      : steps_(std::move(steps)) {
+    total_.start = window_start;
+    total_.end = window_end;
+    step_acc_.resize(steps_.size());
+    for (std::size_t i = 0; i < steps_.size(); ++i) {
+      step_acc_[i].start = steps_[i].start;
+      step_acc_[i].end = steps_[i].end;
+    }
+  }
+
+  void interval(std::int64_t a, std::int64_t b, unsigned mask, IdleCause cause) {
+    if (b <= a) return;
+    add(total_, a, b, mask, cause);
+    while (next_step_ < steps_.size() && steps_[next_step_].end <= a)
+      ++next_step_;
+    for (std::size_t i = next_step_; i < steps_.size() && steps_[i].start < b; ++i)
+      add(step_acc_[i], a, b, mask, cause);
+  }
+
+  void count_event(std::int64_t start) {
+    if (start >= total_.start && start < total_.end) ++total_.events;
+    for (std::size_t i = next_step_; i < steps_.size() && steps_[i].start <= start; ++i) {
+      if (start < steps_[i].end) ++step_acc_[i].events;
+    }
+  }
+
+  void set_total_window(std::int64_t start, std::int64_t end) {
+    total_.start = start;
+    total_.end = std::max(start, end);
+  }
+  const Accumulator& total() const { return total_; }
+  const std::vector<Accumulator>& steps() const { return step_acc_; }
+  const std::vector<StepWindow>& windows() const { return steps_; }
+
+ private:
+  static void add(Accumulator& acc, std::int64_t a, std::int64_t b, unsigned mask,
+                  IdleCause cause) {
+    const std::int64_t lo = std::max(a, acc.start), hi = std::min(b, acc.end);
+    if (hi <= lo) return;
+    acc.by_mask[mask] += hi - lo;
+    if (cause == IdleCause::host_wait) acc.host_wait += hi - lo;
+    if (cause == IdleCause::kernel_wait) acc.kernel_wait += hi - lo;
+  }
+
+  std::vector<StepWindow> steps_;
+  Accumulator total_;
+  std::vector<Accumulator> step_acc_;
+  std::size_t next_step_ = 0;
+};
+
+struct NameStats {
+  EventKind kind = EventKind::kernel;
+  Category category = Category::compute;
+  std::vector<std::int64_t> durations;
+};
+
+struct CollectiveKey {
+  Collective collective = Collective::none;
+  std::uint32_t name = 0;  // only when the collective is unknown
+  DataType dtype = DataType::none;
+  std::int64_t bytes = 0;
+  std::int32_t ranks = 0;
+  auto operator<=>(const CollectiveKey&) const = default;
+};
+
+// What one rank's scan collects beyond its breakdown, for run-wide summaries
+// and the straggler search.
+struct RankRaw {
+  std::unordered_map<std::uint32_t, NameStats> kernels;
+  std::map<CollectiveKey, std::vector<std::int64_t>> collectives;
+  // Start times of communication, by collective type (bit 40 set) or name id.
+  std::map<std::uint64_t, std::vector<std::int64_t>> comm_starts;
+  std::vector<std::int64_t> step_durations;
+};
+
+double median_of(std::vector<std::int64_t>& v) {
+  if (v.empty()) return 0;
+  const std::size_t n = v.size();
+  auto mid = v.begin() + static_cast<std::ptrdiff_t>(n / 2);
+  std::nth_element(v.begin(), mid, v.end());
+  if (n % 2) return static_cast<double>(*mid);
+  const std::int64_t upper = *mid;
+  const std::int64_t lower = *std::max_element(v.begin(), mid);
+  return (static_cast<double>(lower) + static_cast<double>(upper)) / 2;
+}
+
+double median_of(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+template <class Stats>
+void fill_duration_stats(Stats& s, std::vector<std::int64_t>& durations) {
+  s.count = static_cast<std::int64_t>(durations.size());
+  if (durations.empty()) return;
+  s.min_ns = *std::min_element(durations.begin(), durations.end());
+  s.max_ns = *std::max_element(durations.begin(), durations.end());
+  s.total_ns = 0;
+  for (std::int64_t d : durations)
+    s.total_ns += d;
+  s.mean_ns = static_cast<double>(s.total_ns) / static_cast<double>(s.count);
+  s.median_ns = median_of(durations);
+}
+
+std::vector<KernelStats> kernel_stats(const TraceReader& r,
+                                      std::unordered_map<std::uint32_t, NameStats>& by_name) {
+  std::vector<KernelStats> out;
+  std::int64_t all = 0;
+  for (auto& [name, stats] : by_name) {
+    KernelStats k;
+    k.name = r.string(StringId{name});
+    k.kind = stats.kind;
+    k.category = stats.category;
+    fill_duration_stats(k, stats.durations);
+    all += k.total_ns;
+    out.push_back(std::move(k));
+  }
+  for (KernelStats& k : out)
+    k.share = all > 0 ? static_cast<double>(k.total_ns) / static_cast<double>(all) : 0;
+  std::sort(out.begin(), out.end(), [](const KernelStats& a, const KernelStats& b) {
+    return a.total_ns != b.total_ns ? a.total_ns > b.total_ns : a.name < b.name;
+  });
+  return out;
+}
+
+std::vector<CollectiveStats> collective_stats(
+    const TraceReader& r, std::map<CollectiveKey, std::vector<std::int64_t>>& groups) {
+  std::vector<CollectiveStats> out;
+  for (auto& [key, durations] : groups) {
+    CollectiveStats c;
+    c.collective = key.collective;
+    c.name = key.collective != Collective::none ? std::string(to_string(key.collective))
+                                                : r.string(StringId{key.name});
+    c.dtype = key.dtype;
+    c.bytes = key.bytes;
+    c.ranks = key.ranks;
+    fill_duration_stats(c, durations);
+    if (c.bytes > 0 && c.mean_ns > 0) {
+      c.algbw_gbps = static_cast<double>(c.bytes) / c.mean_ns;  // bytes per ns = GB/s
+      c.busbw_gbps = c.algbw_gbps * bus_bandwidth_factor(c.collective, c.ranks);
+    }
+    out.push_back(std::move(c));
+  }
+  std::sort(out.begin(), out.end(), [](const CollectiveStats& a, const CollectiveStats& b) {
+    return a.total_ns != b.total_ns ? a.total_ns > b.total_ns : a.name < b.name;
+  });
+  return out;
+}
+
+// Launch start of each correlation id of the rank's API calls, sorted by id.
+Result<std::vector<std::pair<std::int64_t, std::int64_t>>> launches(const TraceReader& r,
+                                                                    const RankLanes& lanes) {
+  std::vector<std::pair<std::int64_t, std::int64_t>> out;
+  if (lanes.host.empty() || !lanes.gpu) return out;
+  auto& impl = r.impl();
+  auto segments = impl.segments_of(lanes.host);
+  if (!segments) return segments.error();
+  auto stmt = impl.db.prepare(
+      "SELECT correlation, start_ns FROM events WHERE id >= ? AND id <= ? AND kind = ? AND "
+      "correlation != 0");
+  if (!stmt) return stmt.error();
+  for (const store::Segment& s : *segments) {
+    stmt->reset();
+    stmt->bind(1, s.first_id).bind(2, s.last_id).bind(3, static_cast<int>(EventKind::api_call));
+    int rc;
+    while ((rc = stmt->step()) == SQLITE_ROW)
+      out.emplace_back(stmt->int64_at(0), stmt->int64_at(1));
+    if (rc != SQLITE_DONE) return impl.db.error("cannot read API calls", rc);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+Result<std::unordered_map<std::int64_t, store::EventDetails>> communication_details(
+    const TraceReader& r, const RankLanes& lanes) {
+  std::unordered_map<std::int64_t, store::EventDetails> out;
+  auto& impl = r.impl();
+  auto stmt = impl.db.prepare(
+      "SELECT d.event_id, d.bytes, d.flops, d.collective, d.dtype, d.count, d.peer, d.group_size "
+      "FROM event_details d JOIN events e ON e.id = d.event_id WHERE e.lane = ? AND "
+      "e.category = ?");
+  if (!stmt) return stmt.error();
+  for (LaneId lane : lanes.device) {
+    stmt->reset();
+    stmt->bind(1, lane.value).bind(2, static_cast<int>(Category::communication));
+    int rc;
+    while ((rc = stmt->step()) == SQLITE_ROW) {
+      out[stmt->int64_at(0)] = {stmt->int64_at(1),
+                                stmt->double_at(2),
+                                static_cast<Collective>(stmt->int_at(3)),
+                                static_cast<DataType>(stmt->int_at(4)),
+                                stmt->int64_at(5),
+                                stmt->int_at(6),
+                                stmt->int_at(7)};
+    }
+    if (rc != SQLITE_DONE) return impl.db.error("cannot read collective details", rc);
+  }
+  return out;
+}
+
+Result<RankAnalysis> analyze_rank_raw(const TraceReader& r, std::int32_t rank,
+                                      const AnalysisOptions& options, RankRaw* raw) {
+  RankAnalysis out;
+  out.rank = rank;
+  const RankLanes lanes = rank_lanes(r, rank);
+  out.gpu = lanes.gpu;
+  if (lanes.device.empty()) return out;
+
+  std::vector<StepWindow> windows;
+  if (options.per_step) {
+    auto w = step_windows(r, rank, lanes);
+    if (!w) return w.error();
+    windows = std::move(w).value();
+  }
+  auto launch = launches(r, lanes);
+  if (!launch) return launch.error();
+  auto details = communication_details(r, lanes);
+  if (!details) return details.error();
+  const int world = r.world_size();
+
+  // Elementary intervals go straight to the accumulators; the device span
+  // (first start to last end of device work) is known only at the end, and
+  // no interval lies outside it.
+  const std::int64_t window_lo = options.window ? options.window->start_ns : kMinTime;
+  const std::int64_t window_hi = options.window ? options.window->end_ns : kMaxTime;
+  Sweep sweep(window_lo, window_hi, windows);
+  RankRaw local;
+  RankRaw& sink = raw ? *raw : local;
+
+  struct Active {
+    std::int64_t end;
+    unsigned bit;
+    bool operator>(const Active& o) const { return end > o.end; }
+  };
+  std::priority_queue<Active, std::vector<Active>, std::greater<>> active;
+  int counts[5] = {};
+  unsigned mask = 0;
+  std::int64_t now = kMinTime;  // time attributed so far
+  std::int64_t device_first = kMaxTime, device_last = kMinTime;
+  auto retire_until = [&](std::int64_t t) {
+    while (!active.empty() && active.top().end <= t) {
+      const Active top = active.top();
+      active.pop();
+      sweep.interval(now, top.end, mask, IdleCause::none);
+      now = std::max(now, top.end);
+      if (--counts[bit_index(top.bit)] == 0) mask &= ~top.bit;
+    }
+  };
+
+  auto segments = r.impl().segments_of(lanes.device);
+  if (!segments) return segments.error();
+  store::SegmentMerge scan(r.impl().db, std::move(segments).value(), kMinTime, kMaxTime);
+  store::ScanRow e;
+  while (scan.next(e)) {
+    if (!is_device_work(e.kind)) continue;
+    const std::int64_t duration = e.end - e.start;
+    device_first = std::min(device_first, e.start);
+    device_last = std::max(device_last, e.end);
+    retire_until(e.start);
+    if (e.start > now) {
+      IdleCause cause = IdleCause::none;
+      if (mask == 0 && now != kMinTime) {
+        // A gap: nothing ran on the device between `now` and this start.
+        cause = IdleCause::other;
+        bool host_wait = false;
+        if (e.correlation != 0) {
+          auto it =
+              std::lower_bound(launch->begin(), launch->end(), std::pair{e.correlation, kMinTime});
+          if (it != launch->end() && it->first == e.correlation && it->second > now)
+            host_wait = true;
+        }
+        if (host_wait)
+          cause = IdleCause::host_wait;
+        else if (e.start - now < options.kernel_wait_ns)
+          cause = IdleCause::kernel_wait;
+      }
+      if (now != kMinTime) sweep.interval(now, e.start, mask, cause);
+      now = e.start;
+    }
+    const unsigned b = bit_of(e.category);
+    if (counts[bit_index(b)]++ == 0) mask |= b;
+    active.push({e.end, b});
+    sweep.count_event(e.start);
+
+    NameStats& k = sink.kernels[e.name];
+    if (k.durations.empty()) {
+      k.kind = e.kind;
+      k.category = e.category;
+    }
+    k.durations.push_back(duration);
+    if (e.category == Category::communication) {
+      CollectiveKey key;
+      auto d = details->find(e.id);
+      if (d != details->end()) {
+        key.collective = d->second.collective;
+        key.dtype = d->second.dtype;
+        key.bytes = d->second.bytes;
+        key.ranks = d->second.group_size > 0 ? d->second.group_size : world;
+      } else {
+        key.ranks = world;
+      }
+      if (key.collective == Collective::none) key.name = e.name;
+      sink.collectives[key].push_back(duration);
+      const std::uint64_t order_key =
+          key.collective != Collective::none
+              ? (std::uint64_t{1} << 40) | static_cast<unsigned>(key.collective)
+              : e.name;
+      sink.comm_starts[order_key].push_back(e.start);
+    }
+  }
+  if (!scan.status()) return scan.status().error();
+  retire_until(kMaxTime);
+  if (device_first > device_last) return out;  // no device work at all
+
+  sweep.set_total_window(std::max(device_first, window_lo), std::min(device_last, window_hi));
+  out.total = sweep.total().finish();
+  for (std::size_t i = 0; i < windows.size(); ++i) {
+    out.steps.push_back({windows[i].step, sweep.steps()[i].finish()});
+    sink.step_durations.push_back(windows[i].end - windows[i].start);
+  }
+  out.kernels = kernel_stats(r, sink.kernels);
+  {
+    auto copy = sink.collectives;  // medians reorder; keep the raw lists for the run summary
+    out.collectives = collective_stats(r, copy);
+  }
+  return out;
+}
+
+StragglerReport stragglers_from(const std::vector<RankAnalysis>& ranks, std::vector<RankRaw>& raws,
+                                const AnalysisOptions& options) {
+  StragglerReport report;
+  const std::size_t n = ranks.size();
+  report.ranks.resize(n);
+  std::vector<double> step_medians;
+  for (std::size_t i = 0; i < n; ++i) {
+    report.ranks[i].rank = ranks[i].rank;
+    if (!raws[i].step_durations.empty()) {
+      report.ranks[i].step_ns = median_of(raws[i].step_durations);
+      step_medians.push_back(report.ranks[i].step_ns);
+    }
+  }
+  if (n < 2) return report;
+  const double step_median = median_of(step_medians);
+  std::vector<double> step_dev;
+  for (double s : step_medians)
+    step_dev.push_back(std::fabs(s - step_median));
+  const double step_mad = median_of(step_dev);
+
+  // Lateness of each rank's collectives against the median start of the same
+  // collective (n-th of its kind) over the ranks that have it.
+  std::vector<double> late_sum(n, 0.0);
+  std::vector<std::int64_t> late_count(n, 0);
+  std::map<std::uint64_t, bool> keys;
+  for (const RankRaw& raw : raws)
+    for (const auto& [key, starts] : raw.comm_starts)
+      keys[key] = true;
+  for (const auto& [key, unused] : keys) {
+    std::size_t most = 0;
+    for (const RankRaw& raw : raws) {
+      auto it = raw.comm_starts.find(key);
+      if (it != raw.comm_starts.end()) most = std::max(most, it->second.size());
+    }
+    for (std::size_t k = 0; k < most; ++k) {
+      std::vector<std::pair<std::size_t, double>> present;
+      for (std::size_t i = 0; i < n; ++i) {
+        auto it = raws[i].comm_starts.find(key);
+        if (it != raws[i].comm_starts.end() && k < it->second.size())
+          present.emplace_back(i, static_cast<double>(it->second[k]));
+      }
+      if (present.size() < 2) continue;
+      std::vector<double> values;
+      for (const auto& [i, s] : present)
+        values.push_back(s);
+      const double mid = median_of(values);
+      for (const auto& [i, s] : present) {
+        late_sum[i] += s - mid;
+        ++late_count[i];
+      }
+    }
+  }
+  std::vector<double> lateness;
+  for (std::size_t i = 0; i < n; ++i) {
+    RankStraggler& s = report.ranks[i];
+    s.collectives = late_count[i];
+    s.late_start_ns = late_count[i] ? late_sum[i] / static_cast<double>(late_count[i]) : 0;
+    if (late_count[i]) lateness.push_back(s.late_start_ns);
+  }
+  const double late_median = median_of(lateness);
+  std::vector<double> late_dev;
+  for (double l : lateness)
+    late_dev.push_back(std::fabs(l - late_median));
+  const double late_mad = median_of(late_dev);
+  std::vector<double> spans;
+  for (const RankAnalysis& a : ranks)
+    spans.push_back(static_cast<double>(a.total.span_ns));
+  const double reference = step_median > 0 ? step_median : median_of(spans);
+
+  for (RankStraggler& s : report.ranks) {
+    std::vector<std::string> reasons;
+    if (s.step_ns > 0 && step_median > 0) {
+      s.step_excess = s.step_ns / step_median - 1;
+      if (s.step_excess > options.straggler_step_excess && s.step_ns - step_median > 3 * step_mad)
+        reasons.push_back("median step " + std::to_string(std::lround(s.step_ns / 1e3)) + " us, " +
+                          std::to_string(std::lround(s.step_excess * 100)) +
+                          "% above the median rank");
+    }
+    if (s.collectives > 0 && reference > 0 &&
+        s.late_start_ns > options.straggler_late_fraction * reference &&
+        s.late_start_ns - late_median > 3 * late_mad) {
+      reasons.push_back("its collectives start " +
+                        std::to_string(std::lround(s.late_start_ns / 1e3)) +
+                        " us after the median rank's, on average");
+    }
+    if (!reasons.empty()) {
+      s.straggler = true;
+      for (std::size_t i = 0; i < reasons.size(); ++i)
+        s.reason += (i ? "; " : "") + reasons[i];
+      report.stragglers.push_back(s.rank);
+    }
+  }
+  return report;
+}
+
+Status parse_prediction(const std::string& text, PredictionComparison& out,
+                        std::map<std::string, double>& categories,
+                        std::map<std::string, double>& parts) {
+  const std::string where = "meta predicted_step";
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    return Error{where + ": not valid JSON: " + e.what()};
+  }
+  if (!j.is_object()) return Error{where + ": must be a JSON object"};
+  if (!j.contains("step_seconds") || !j["step_seconds"].is_number())
+    return Error{where + ": /step_seconds: must be a number"};
+  out.predicted_step_s = j["step_seconds"].get<double>();
+  for (const char* group : {"categories", "parts"}) {
+    if (!j.contains(group)) continue;
+    if (!j[group].is_object()) return Error{where + ": /" + group + ": must be an object"};
+    for (const auto& [key, value] : j[group].items()) {
+      if (!value.is_number())
+        return Error{where + ": /" + group + "/" + key + ": must be a number of seconds"};
+      (std::string(group) == "categories" ? categories : parts)[key] = value.get<double>();
+    }
+  }
+  return {};
+}
+
+}  // namespace
+
+double bus_bandwidth_factor(Collective c, int ranks) {
+  const double n = std::max(1, ranks);
+  switch (c) {
+    case Collective::all_reduce:
+      return 2 * (n - 1) / n;
+    case Collective::all_gather:
+    case Collective::reduce_scatter:
+    case Collective::all_to_all:
+      return (n - 1) / n;
+    default:
+      return 1.0;
+  }
+}
+
+Result<RankAnalysis> analyze_rank(const TraceReader& reader, std::int32_t rank,
+                                  const AnalysisOptions& options) {
+  return analyze_rank_raw(reader, rank, options, nullptr);
+}
+
+Result<RunAnalysis> analyze_run(const TraceReader& reader, const AnalysisOptions& options) {
+  RunAnalysis run;
+  const auto& ranks = reader.ranks();
+  std::vector<std::int32_t> ids;
+  for (const RankInfo& r : ranks)
+    ids.push_back(r.rank);
+  // Ranks that appear only through lanes (a store without a ranks row).
+  for (const LaneInfo& l : reader.lanes()) {
+    if (std::find(ids.begin(), ids.end(), l.rank) == ids.end()) ids.push_back(l.rank);
+  }
+  std::sort(ids.begin(), ids.end());
+  const std::size_t n = ids.size();
+  std::vector<std::optional<RankAnalysis>> results(n);
+  std::vector<RankRaw> raws(n);
+  std::vector<std::string> errors(n);
+
+  unsigned threads = options.threads > 0 ? static_cast<unsigned>(options.threads)
+                                         : std::max(1u, std::thread::hardware_concurrency());
+  threads = std::min<unsigned>(threads, static_cast<unsigned>(n));
+  if (threads <= 1) {
+    for (std::size_t i = 0; i < n; ++i) {
+      auto a = analyze_rank_raw(reader, ids[i], options, &raws[i]);
+      if (!a) return a.error();
+      results[i] = std::move(a).value();
+    }
+  } else {
+    std::atomic<std::size_t> next{0};
+    auto work = [&] {
+      auto own = TraceReader::open(reader.path(), TraceReader::Options{false});
+      for (std::size_t i; (i = next.fetch_add(1)) < n;) {
+        if (!own) {
+          errors[i] = own.message();
+          continue;
+        }
+        auto a = analyze_rank_raw(**own, ids[i], options, &raws[i]);
+        if (!a)
+          errors[i] = a.message();
+        else
+          results[i] = std::move(a).value();
+      }
+    };
+    std::vector<std::thread> pool;
+    for (unsigned t = 0; t < threads; ++t)
+      pool.emplace_back(work);
+    for (auto& t : pool)
+      t.join();
+    for (const std::string& e : errors) {
+      if (!e.empty()) return Error{e};
+    }
+  }
+  for (auto& r : results)
+    run.ranks.push_back(std::move(*r));
+
+  std::unordered_map<std::uint32_t, NameStats> kernels;
+  std::map<CollectiveKey, std::vector<std::int64_t>> collectives;
+  for (RankRaw& raw : raws) {
+    for (auto& [name, stats] : raw.kernels) {
+      NameStats& k = kernels[name];
+      if (k.durations.empty()) {
+        k.kind = stats.kind;
+        k.category = stats.category;
+      }
+      k.durations.insert(k.durations.end(), stats.durations.begin(), stats.durations.end());
+      std::vector<std::int64_t>().swap(stats.durations);
+    }
+    for (auto& [key, durations] : raw.collectives) {
+      auto& all = collectives[key];
+      all.insert(all.end(), durations.begin(), durations.end());
+    }
+  }
+  run.kernels = kernel_stats(reader, kernels);
+  run.collectives = collective_stats(reader, collectives);
+  run.stragglers = stragglers_from(run.ranks, raws, options);
+  auto prediction = compare_with_prediction(reader, run.ranks);
+  if (!prediction) return prediction.error();
+  run.prediction = std::move(prediction).value();
+  return run;
+}
+
+Result<StragglerReport> find_stragglers(const TraceReader& reader,
+                                        const std::vector<RankAnalysis>& ranks,
+                                        const AnalysisOptions& options) {
+  std::vector<RankRaw> raws(ranks.size());
+  AnalysisOptions quick = options;
+  quick.threads = 1;
+  for (std::size_t i = 0; i < ranks.size(); ++i) {
+    auto a = analyze_rank_raw(reader, ranks[i].rank, quick, &raws[i]);
+    if (!a) return a.error();
+  }
+  return stragglers_from(ranks, raws, options);
+}
+
+Result<std::optional<PredictionComparison>> compare_with_prediction(
+    const TraceReader& reader, const std::vector<RankAnalysis>& ranks) {
+  const auto text = reader.meta("predicted_step");
+  if (!text || text->empty()) return std::optional<PredictionComparison>{};
+  PredictionComparison out;
+  std::map<std::string, double> categories, parts;
+  if (Status s = parse_prediction(*text, out, categories, parts); !s)
+    return Error{reader.path() + ": " + s.message()};
+
+  // Mean over every (rank, step) of the measured quantities, in seconds.
+  double step = 0, compute = 0, comm = 0, memory = 0, sync = 0, other = 0;
+  int samples = 0;
+  auto add = [&](const Breakdown& b) {
+    step += static_cast<double>(b.span_ns);
+    compute += static_cast<double>(b.compute_ns);
+    comm += static_cast<double>(b.exposed_communication_ns);
+    memory += static_cast<double>(b.exposed_memory_ns);
+    sync += static_cast<double>(b.exposed_synchronization_ns);
+    other += static_cast<double>(b.other_busy_ns + b.idle_ns);
+    ++samples;
+  };
+  bool any_steps = false;
+  for (const RankAnalysis& r : ranks)
+    any_steps = any_steps || !r.steps.empty();
+  for (const RankAnalysis& r : ranks) {
+    if (any_steps) {
+      for (const StepBreakdown& s : r.steps)
+        add(s.breakdown);
+    } else if (r.total.span_ns > 0) {
+      add(r.total);
+    }
+  }
+  const double scale = samples > 0 ? 1e-9 / samples : 0;
+  out.steps = any_steps ? samples : 0;
+  out.measured_step_s = step * scale;
+  const std::map<std::string, double> measured = {{"compute", compute * scale},
+                                                  {"communication", comm * scale},
+                                                  {"memory", memory * scale},
+                                                  {"synchronization", sync * scale},
+                                                  {"other", other * scale}};
+  for (const auto& [name, predicted] : categories) {
+    PredictedVsMeasured row{name, predicted, std::nullopt};
+    if (samples > 0 && measured.count(name)) row.measured_s = measured.at(name);
+    out.categories.push_back(row);
+  }
+
+  // Parts: annotation ranges named like the part, union per rank, per step.
+  for (const auto& [name, predicted] : parts) {
+    PredictedVsMeasured row{name, predicted, std::nullopt};
+    auto events =
+        reader.find_events(name, NameMatch::exact, std::numeric_limits<std::size_t>::max());
+    if (!events) return events.error();
+    if (!events->empty()) {
+      std::map<std::int32_t, std::vector<std::pair<std::int64_t, std::int64_t>>> by_rank;
+      for (const StoredEvent& e : *events)
+        by_rank[e.rank].emplace_back(e.event.start_ns, e.event.end_ns);
+      double sum = 0;
+      int counted = 0;
+      for (const RankAnalysis& r : ranks) {
+        auto it = by_rank.find(r.rank);
+        if (it == by_rank.end()) continue;
+        auto& iv = it->second;
+        std::sort(iv.begin(), iv.end());
+        std::int64_t total = 0, cur_start = iv.front().first, cur_end = iv.front().second;
+        for (const auto& [a, b] : iv) {
+          if (a > cur_end) {
+            total += cur_end - cur_start;
+            cur_start = a;
+            cur_end = b;
+          } else {
+            cur_end = std::max(cur_end, b);
+          }
+        }
+        total += cur_end - cur_start;
+        const double steps = r.steps.empty() ? 1.0 : static_cast<double>(r.steps.size());
+        sum += static_cast<double>(total) / steps;
+        ++counted;
+      }
+      if (counted > 0) row.measured_s = sum / counted * 1e-9;
+    }
+    out.parts.push_back(row);
+  }
+  return std::optional<PredictionComparison>{std::move(out)};
+}
+
+}  // namespace cs::trace

@@ -1,0 +1,182 @@
+#pragma once
+// What a run's time went to, per rank and per step, with the definitions of
+// Holistic Trace Analysis (HTA) so the numbers can be cross-checked:
+//
+// - The device events of a rank are its kernels, copies, sets, collectives
+//   and point-to-point transfers on its GPU streams (for the CPU engine, which
+//   has no GPU stream: on its compute and communication lanes). They are
+//   classed by category: compute, communication, memory, synchronization,
+//   other (HTA: communication = name starts with "nccl", memory =
+//   Memcpy/Memset, compute = the rest; importers and tracers set categories
+//   that way).
+// - span = last device end − first device start; busy = the union of all
+//   device events; idle = span − busy; compute = the union of compute events;
+//   communication = the union of communication events; overlap = the time a
+//   communication and a compute event both run; exposed communication =
+//   communication − overlap; overlap % = overlap / communication.
+// - Idle gaps (no device event at all) are split: host wait when the next
+//   device event was launched (its API call, matched by correlation id)
+//   after the previous device activity ended; kernel wait when the gap is
+//   shorter than `kernel_wait_ns` (HTA's consecutive_kernel_delay, 30 ns);
+//   other otherwise.
+// - Per step: the same quantities inside each step's time window (steps
+//   table rows, or else step events), all steps included (HTA drops the last
+//   ProfilerStep by default; this does not).
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/result.h"
+#include "core/trace_reader.h"
+#include "core/trace_types.h"
+
+namespace cs::trace {
+
+struct Breakdown {
+  std::int64_t window_start_ns = 0;
+  std::int64_t window_end_ns = 0;
+  std::int64_t span_ns = 0;
+  std::int64_t busy_ns = 0;
+  std::int64_t compute_ns = 0;
+  std::int64_t communication_ns = 0;
+  std::int64_t overlap_ns = 0;  // communication under compute
+  std::int64_t exposed_communication_ns = 0;
+  std::int64_t memory_ns = 0;
+  std::int64_t exposed_memory_ns = 0;           // memory under neither compute nor communication
+  std::int64_t exposed_synchronization_ns = 0;  // synchronization events under none of the above
+  std::int64_t other_busy_ns = 0;               // busy time left: other device work
+  std::int64_t idle_ns = 0;
+  std::int64_t idle_host_wait_ns = 0;
+  std::int64_t idle_kernel_wait_ns = 0;
+  std::int64_t idle_other_ns = 0;
+  std::int64_t events = 0;  // device events that start in the window
+
+  double overlap_percent() const {
+    return communication_ns > 0
+               ? 100.0 * static_cast<double>(overlap_ns) / static_cast<double>(communication_ns)
+               : 0.0;
+  }
+  // HTA's non-compute time: span − compute − idle.
+  std::int64_t non_compute_ns() const { return span_ns - compute_ns - idle_ns; }
+};
+
+struct StepBreakdown {
+  std::int32_t step = 0;
+  Breakdown breakdown;  // window = the step's [start, end)
+};
+
+struct KernelStats {
+  std::string name;
+  EventKind kind = EventKind::kernel;
+  Category category = Category::compute;
+  std::int64_t count = 0;
+  std::int64_t total_ns = 0;
+  std::int64_t min_ns = 0;
+  std::int64_t max_ns = 0;
+  double mean_ns = 0;
+  double median_ns = 0;
+  double share = 0;  // of the summed duration of all device events summarised (0..1)
+};
+
+struct CollectiveStats {
+  Collective collective = Collective::none;
+  std::string name;  // the collective ("all_reduce") or, when its type is unknown, the kernel name
+  DataType dtype = DataType::none;
+  std::int64_t bytes = 0;  // the nccl-tests "size" (see docs/trace-schema.md); 0 = unknown
+  std::int32_t ranks = 0;  // n: the communicator's size (its group size, else the world size)
+  std::int64_t count = 0;
+  std::int64_t total_ns = 0;
+  std::int64_t min_ns = 0;
+  std::int64_t max_ns = 0;
+  double mean_ns = 0;
+  double median_ns = 0;
+  double algbw_gbps = 0;  // bytes / mean time, in GB/s (10^9 bytes per second)
+  double busbw_gbps = 0;  // algbw × bus_bandwidth_factor
+};
+
+// nccl-tests: all-reduce 2(n−1)/n; all-gather, reduce-scatter, all-to-all
+// (n−1)/n; broadcast, reduce and point-to-point 1.
+double bus_bandwidth_factor(Collective c, int ranks);
+
+struct RankAnalysis {
+  std::int32_t rank = 0;
+  bool gpu = true;  // false: the CPU engine's lanes stood in for GPU streams
+  Breakdown total;
+  std::vector<StepBreakdown> steps;
+  std::vector<KernelStats> kernels;          // by total time, descending
+  std::vector<CollectiveStats> collectives;  // by total time, descending
+};
+
+struct RankStraggler {
+  std::int32_t rank = 0;
+  double step_ns = 0;            // median step time; 0 when the rank has no steps
+  double step_excess = 0;        // step_ns / (median over ranks) − 1
+  double late_start_ns = 0;      // mean lateness of its collective starts against the median rank
+  std::int64_t collectives = 0;  // collectives compared
+  bool straggler = false;
+  std::string reason;
+};
+
+struct StragglerReport {
+  std::vector<RankStraggler> ranks;
+  std::vector<std::int32_t> stragglers;
+};
+
+struct PredictedVsMeasured {
+  std::string name;
+  double predicted_s = 0;
+  std::optional<double> measured_s;  // empty when nothing in the trace measures it
+};
+
+// The planner's estimate (meta "predicted_step") against the mean measured
+// step. Measured categories: compute = compute; communication = exposed
+// communication; memory = exposed memory; synchronization = exposed
+// synchronization; other = other device work + idle; they add up to the
+// step. A part is measured by the annotation ranges named exactly like it.
+struct PredictionComparison {
+  double predicted_step_s = 0;
+  double measured_step_s = 0;
+  int steps = 0;  // steps averaged (over all ranks); 0: the whole trace counted as one
+  std::vector<PredictedVsMeasured> categories;
+  std::vector<PredictedVsMeasured> parts;
+};
+
+struct AnalysisOptions {
+  std::int64_t kernel_wait_ns = 30;
+  bool per_step = true;
+  int threads = 0;  // ranks analysed at once; 0 = one per hardware thread
+  // Only time inside this window counts (all when unset).
+  std::optional<TimeRange> window;
+  // Straggler thresholds: a rank whose median step is this much slower than
+  // the median rank, or whose collectives start this fraction of a step late
+  // on average (and beyond 3 median absolute deviations of all ranks).
+  double straggler_step_excess = 0.05;
+  double straggler_late_fraction = 0.02;
+};
+
+struct RunAnalysis {
+  std::vector<RankAnalysis> ranks;
+  std::vector<KernelStats> kernels;          // all ranks together
+  std::vector<CollectiveStats> collectives;  // all ranks together
+  StragglerReport stragglers;
+  std::optional<PredictionComparison> prediction;
+};
+
+Result<RankAnalysis> analyze_rank(const TraceReader& reader, std::int32_t rank,
+                                  const AnalysisOptions& options = {});
+
+// Every rank (in parallel, a reader per thread), the run-wide summaries,
+// stragglers, and the prediction comparison when the store holds one.
+Result<RunAnalysis> analyze_run(const TraceReader& reader, const AnalysisOptions& options = {});
+
+Result<StragglerReport> find_stragglers(const TraceReader& reader,
+                                        const std::vector<RankAnalysis>& ranks,
+                                        const AnalysisOptions& options = {});
+
+// Empty when the store has no "predicted_step"; an error names the bad field.
+Result<std::optional<PredictionComparison>> compare_with_prediction(
+    const TraceReader& reader, const std::vector<RankAnalysis>& ranks);
+
+}  // namespace cs::trace

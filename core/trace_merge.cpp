@@ -1,0 +1,383 @@
+#include "core/trace_merge.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <limits>
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+#include "core/enum_names.h"
+#include "core/trace_reader.h"
+#include "core/trace_reader_internal.h"
+
+namespace cs::trace {
+
+namespace {
+
+constexpr auto kAlignmentNames = enum_names<ClockAlignment>(
+    std::pair{ClockAlignment::automatic, std::string_view("auto")},
+    std::pair{ClockAlignment::recorded, std::string_view("recorded")},
+    std::pair{ClockAlignment::collectives, std::string_view("collectives")},
+    std::pair{ClockAlignment::none, std::string_view("none")});
+
+// Meta rows that describe one file, not the run: never copied.
+const std::set<std::string> kFileMeta = {"format",
+                                         "schema_version",
+                                         "status",
+                                         "writer",
+                                         "created_utc_ns",
+                                         "finalized",
+                                         "events_with_end_before_start",
+                                         "events_dropped_after_write_failure",
+                                         "clock_alignment",
+                                         "clock_offsets_json",
+                                         "clock_alignment_spread_json",
+                                         "merged_from_json"};
+
+struct Input {
+  std::string path;
+  std::unique_ptr<TraceReader> reader;
+};
+
+std::int64_t median(std::vector<std::int64_t> v) {
+  if (v.empty()) return 0;
+  const auto mid = v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2);
+  std::nth_element(v.begin(), mid, v.end());
+  return *mid;
+}
+
+// The lanes whose communication events are the rank's collectives: its GPU
+// streams, or the CPU engine's communication lanes.
+std::vector<LaneId> communication_lanes(const TraceReader& r, std::int32_t rank) {
+  std::vector<LaneId> gpu, cpu;
+  for (const LaneInfo& l : r.lanes()) {
+    if (l.rank != rank) continue;
+    if (l.kind == LaneKind::gpu_stream) gpu.push_back(l.id);
+    if (l.kind == LaneKind::communication) cpu.push_back(l.id);
+  }
+  return gpu.empty() ? cpu : gpu;
+}
+
+// End times of each kind of communication event, in start order. The key is
+// the collective type when known, else the event's name.
+Result<std::map<std::string, std::vector<std::int64_t>>> communication_ends(const TraceReader& r,
+                                                                            std::int32_t rank) {
+  std::map<std::string, std::vector<std::int64_t>> out;
+  const auto lanes = communication_lanes(r, rank);
+  if (lanes.empty()) return out;
+  Status s =
+      r.for_each_event(lanes, std::numeric_limits<std::int64_t>::min() / 4,
+                       std::numeric_limits<std::int64_t>::max() / 4, [&](const StoredEvent& e) {
+                         const Event& ev = e.event;
+                         if (ev.kind != EventKind::collective && ev.kind != EventKind::p2p)
+                           return true;
+                         const std::string key = ev.collective != Collective::none
+                                                     ? std::string(to_string(ev.collective))
+                                                     : r.string(ev.name);
+                         out[key].push_back(ev.end_ns);
+                         return true;
+                       });
+  if (!s) return s.error();
+  return out;
+}
+
+struct Alignment {
+  std::string method;
+  std::map<std::int32_t, std::int64_t> offsets;
+  std::map<std::int32_t, std::string> rank_method;
+  std::map<std::int32_t, std::int64_t> spread;  // median absolute deviation of the matches
+};
+
+Result<Alignment> align(const std::vector<Input>& inputs, ClockAlignment wanted) {
+  struct RankRef {
+    const TraceReader* reader;
+    RankInfo info;
+  };
+  std::vector<RankRef> ranks;
+  for (const Input& in : inputs) {
+    for (const RankInfo& r : in.reader->ranks())
+      ranks.push_back({in.reader.get(), r});
+  }
+  std::sort(ranks.begin(), ranks.end(),
+            [](const RankRef& a, const RankRef& b) { return a.info.rank < b.info.rank; });
+  Alignment a;
+  for (const RankRef& r : ranks)
+    a.offsets[r.info.rank] = 0;
+  if (ranks.size() <= 1) {
+    if (wanted == ClockAlignment::recorded && !ranks.empty()) {
+      a.method = "recorded";
+      a.offsets[ranks[0].info.rank] = ranks[0].info.clock_offset_ns;
+    } else {
+      a.method = "none (one rank)";
+    }
+    return a;
+  }
+
+  ClockAlignment method = wanted;
+  if (wanted == ClockAlignment::automatic) {
+    const bool all_measured = std::all_of(ranks.begin(), ranks.end(), [](const RankRef& r) {
+      return r.info.clock_offset_measured || r.info.clock_offset_ns != 0;
+    });
+    const bool one_host = !ranks.front().info.host.empty() &&
+                          std::all_of(ranks.begin(), ranks.end(), [&](const RankRef& r) {
+                            return r.info.host == ranks.front().info.host;
+                          });
+    if (all_measured) {
+      method = ClockAlignment::recorded;
+    } else if (one_host) {
+      a.method = "same-host";
+      for (const RankRef& r : ranks)
+        a.offsets[r.info.rank] = r.info.clock_offset_ns;
+      return a;
+    } else {
+      method = ClockAlignment::collectives;
+    }
+  }
+  if (method == ClockAlignment::none) {
+    a.method = "none";
+    return a;
+  }
+  if (method == ClockAlignment::recorded) {
+    a.method = "recorded";
+    for (const RankRef& r : ranks)
+      a.offsets[r.info.rank] = r.info.clock_offset_ns;
+    return a;
+  }
+
+  // Collectives: the reference is the lowest rank; every other rank moves so
+  // that its n-th collective of each kind ends when the reference's does.
+  auto reference = communication_ends(*ranks.front().reader, ranks.front().info.rank);
+  if (!reference) return reference.error();
+  int aligned = 0;
+  for (std::size_t i = 1; i < ranks.size(); ++i) {
+    auto ends = communication_ends(*ranks[i].reader, ranks[i].info.rank);
+    if (!ends) return ends.error();
+    std::vector<std::int64_t> diffs;
+    for (const auto& [key, ref_ends] : *reference) {
+      auto it = ends->find(key);
+      if (it == ends->end()) continue;
+      const std::size_t n = std::min(ref_ends.size(), it->second.size());
+      for (std::size_t k = 0; k < n; ++k)
+        diffs.push_back(ref_ends[k] - it->second[k]);
+    }
+    const std::int32_t rank = ranks[i].info.rank;
+    if (diffs.empty()) {
+      a.rank_method[rank] =
+          "none (no collective matches rank " + std::to_string(ranks.front().info.rank) + "'s)";
+      continue;
+    }
+    const std::int64_t offset = median(diffs);
+    std::vector<std::int64_t> deviations;
+    for (std::int64_t d : diffs)
+      deviations.push_back(d > offset ? d - offset : offset - d);
+    a.offsets[rank] = offset;
+    a.spread[rank] = median(deviations);
+    a.rank_method[rank] = "collectives (" + std::to_string(diffs.size()) + " matched)";
+    ++aligned;
+  }
+  a.method = aligned == 0                                    ? "none (no matching collectives)"
+             : aligned + 1 == static_cast<int>(ranks.size()) ? "collectives"
+                                                             : "collectives (some ranks)";
+  return a;
+}
+
+// Copies every row of one input, shifting its ranks' times, in id order
+// (segments stay whole, so the writer's batches stay sorted).
+Status copy_input(const Input& in, TraceWriter& w,
+                  const std::map<std::int32_t, std::int64_t>& offsets, std::int64_t& events) {
+  TraceReader& r = *in.reader;
+  auto& db = r.impl().db;
+
+  std::vector<std::int64_t> strings;  // input id -> output id, -1 until used
+  {
+    auto stmt = db.prepare("SELECT coalesce(max(id), 0) FROM strings");
+    if (!stmt || stmt->step() != SQLITE_ROW) return db.error("cannot read strings");
+    strings.assign(static_cast<std::size_t>(stmt->int64_at(0)) + 1, -1);
+  }
+  auto map_string = [&](std::uint32_t id) -> StringId {
+    if (id >= strings.size()) return StringId{0};
+    if (strings[id] < 0) strings[id] = w.intern(r.string(StringId{id})).value;
+    return StringId{static_cast<std::uint32_t>(strings[id])};
+  };
+
+  std::map<std::uint32_t, std::pair<LaneId, std::int64_t>> lanes;  // input lane -> output, offset
+  for (const LaneInfo& l : r.lanes()) {
+    const auto off = offsets.count(l.rank) ? offsets.at(l.rank) : 0;
+    lanes[l.id.value] = {w.add_lane(l.rank, l.kind, l.name, l.sort_index), off};
+  }
+  for (const RankInfo& rank : r.ranks()) {
+    RankInfo out = rank;
+    out.clock_offset_ns = 0;
+    out.clock_offset_measured = false;
+    w.add_rank(out);
+  }
+
+  auto rows = db.prepare(
+      "SELECT id, lane, kind, category, start_ns, end_ns, name, correlation, step FROM events "
+      "ORDER BY id");
+  auto details = db.prepare(
+      "SELECT event_id, bytes, flops, collective, dtype, count, peer, group_size "
+      "FROM event_details ORDER BY event_id");
+  if (!rows) return rows.error();
+  if (!details) return details.error();
+  int detail_rc = details->step();
+  int rc;
+  while ((rc = rows->step()) == SQLITE_ROW) {
+    const std::int64_t id = rows->int64_at(0);
+    const auto lane = lanes.find(static_cast<std::uint32_t>(rows->int64_at(1)));
+    if (lane == lanes.end())
+      return Error{in.path + ": event " + std::to_string(id) + " has no lane"};
+    const std::int64_t off = lane->second.second;
+    Event e;
+    e.lane = lane->second.first;
+    e.kind = static_cast<EventKind>(rows->int_at(2));
+    e.category = static_cast<Category>(rows->int_at(3));
+    e.start_ns = rows->int64_at(4) + off;
+    e.end_ns = rows->int64_at(5) + off;
+    e.name = map_string(static_cast<std::uint32_t>(rows->int64_at(6)));
+    e.correlation = rows->int64_at(7);
+    e.step = rows->int_at(8);
+    while (detail_rc == SQLITE_ROW && details->int64_at(0) < id)
+      detail_rc = details->step();
+    if (detail_rc == SQLITE_ROW && details->int64_at(0) == id) {
+      e.bytes = details->int64_at(1);
+      e.flops = details->double_at(2);
+      e.collective = static_cast<Collective>(details->int_at(3));
+      e.dtype = static_cast<DataType>(details->int_at(4));
+      e.count = details->int64_at(5);
+      e.peer = details->int_at(6);
+      e.group_size = details->int_at(7);
+    }
+    w.add(e);
+    ++events;
+  }
+  if (rc != SQLITE_DONE) return db.error("cannot read events", rc);
+  if (detail_rc != SQLITE_ROW && detail_rc != SQLITE_DONE)
+    return db.error("cannot read event details", detail_rc);
+
+  auto steps = r.steps();
+  if (!steps) return steps.error();
+  for (StepMetrics m : *steps) {
+    const auto off = offsets.count(m.rank) ? offsets.at(m.rank) : 0;
+    m.start_ns += off;
+    m.end_ns += off;
+    w.add(m);
+  }
+  auto series = r.counter_series();
+  if (!series) return series.error();
+  for (const auto& [rank, name] : *series) {
+    auto samples = r.counters(rank, name);
+    if (!samples) return samples.error();
+    const auto off = offsets.count(rank) ? offsets.at(rank) : 0;
+    for (CounterSample c : *samples) {
+      c.time_ns += off;
+      c.name = map_string(name.value);
+      w.add(c);
+    }
+  }
+  return {};
+}
+
+}  // namespace
+
+std::string_view to_string(ClockAlignment a) {
+  return kAlignmentNames.name(a);
+}
+std::optional<ClockAlignment> clock_alignment_from_string(std::string_view text) {
+  return kAlignmentNames.parse(text);
+}
+
+Result<MergeReport> merge_stores(const std::vector<std::string>& inputs, const std::string& output,
+                                 const MergeOptions& options) {
+  if (inputs.empty()) return Error{"merge: no input stores"};
+  std::vector<Input> opened;
+  std::error_code ec;
+  for (const std::string& path : inputs) {
+    if (std::filesystem::equivalent(path, output, ec))
+      return Error{output + ": the output is also an input"};
+    auto reader = TraceReader::open(path);
+    if (!reader) return reader.error();
+    opened.push_back({path, std::move(reader).value()});
+  }
+  std::map<std::int32_t, std::string> owner;
+  for (const Input& in : opened) {
+    for (const RankInfo& r : in.reader->ranks()) {
+      auto [it, fresh] = owner.emplace(r.rank, in.path);
+      if (!fresh) {
+        return Error{"merge: rank " + std::to_string(r.rank) + " is in both " + it->second +
+                     " and " + in.path};
+      }
+    }
+  }
+
+  auto alignment = align(opened, options.alignment);
+  if (!alignment) return alignment.error();
+
+  RunInfo run = options.run;
+  for (const Input& in : opened) {
+    const RunInfo r = in.reader->run();
+    if (run.title.empty()) run.title = r.title;
+    if (run.source.empty()) run.source = r.source;
+    if (options.run.start_utc_ns == 0 && r.start_utc_ns != 0 &&
+        (run.start_utc_ns == 0 || r.start_utc_ns < run.start_utc_ns))
+      run.start_utc_ns = r.start_utc_ns;  // the earliest rank's start
+    if (run.clock.empty()) run.clock = r.clock;
+    if (run.host.empty()) run.host = r.host;
+    if (run.command_line.empty()) run.command_line = r.command_line;
+    if (run.plan_json.empty()) run.plan_json = r.plan_json;
+    if (run.tool_versions_json.empty()) run.tool_versions_json = r.tool_versions_json;
+  }
+
+  auto created = TraceWriter::create(output, run, options.writer);
+  if (!created) return created.error();
+  TraceWriter& w = **created;
+
+  // Meta of the inputs (the first one that has a key wins), then the caller's.
+  std::set<std::string> written;
+  int world_size = static_cast<int>(owner.size());
+  for (const Input& in : opened) {
+    world_size = std::max(world_size, in.reader->world_size());
+    for (const auto& [key, value] : in.reader->all_meta()) {
+      if (kFileMeta.count(key) || written.count(key)) continue;
+      if (key == "title" || key == "source" || key == "start_utc_ns" || key == "clock" ||
+          key == "host" || key == "command_line" || key == "plan_json" ||
+          key == "tool_versions_json" || key == "world_size")
+        continue;
+      w.set_meta(key, value);
+      written.insert(key);
+    }
+  }
+  w.set_meta("world_size", std::to_string(world_size));
+
+  MergeReport report;
+  report.method = alignment->method;
+  report.offsets_ns = alignment->offsets;
+  report.rank_method = alignment->rank_method;
+  report.ranks = static_cast<std::int32_t>(owner.size());
+  nlohmann::json offsets = nlohmann::json::object();
+  for (const auto& [rank, off] : alignment->offsets)
+    offsets[std::to_string(rank)] = off;
+  w.set_meta("clock_alignment", alignment->method);
+  w.set_meta("clock_offsets_json", offsets.dump());
+  if (!alignment->spread.empty()) {
+    nlohmann::json spread = nlohmann::json::object();
+    for (const auto& [rank, s] : alignment->spread)
+      spread[std::to_string(rank)] = s;
+    w.set_meta("clock_alignment_spread_json", spread.dump());
+  }
+  w.set_meta("merged_from_json", nlohmann::json(inputs).dump());
+  for (const auto& [key, value] : options.meta)
+    w.set_meta(key, value);
+
+  for (const Input& in : opened) {
+    if (Status s = copy_input(in, w, alignment->offsets, report.events); !s) {
+      (void)w.close("failed");
+      return s.error();
+    }
+  }
+  if (Status s = w.close("complete"); !s) return s.error();
+  return report;
+}
+
+}  // namespace cs::trace

@@ -1,0 +1,715 @@
+#include "core/trace_reader.h"
+
+#include <algorithm>
+#include <bit>
+#include <limits>
+
+#include "core/trace_reader_internal.h"
+
+namespace cs::trace {
+
+namespace {
+
+constexpr std::int64_t kMinTime = std::numeric_limits<std::int64_t>::min() / 4;
+constexpr std::int64_t kMaxTime = std::numeric_limits<std::int64_t>::max() / 4;
+
+const std::string kEmpty;
+
+// One level-of-detail row or one raw event, as the folder sees it.
+struct Item {
+  std::int64_t start = 0;
+  std::int64_t end = 0;
+  std::int64_t count = 1;
+  std::int64_t event_id = 0;
+  std::uint32_t name = 0;
+  EventKind kind = EventKind::kernel;
+  Category category = Category::compute;
+};
+
+// Folds items, depth by depth, into at most about one span per pixel: items
+// narrower than `wide` join the pending fold of their depth while they start
+// less than a pixel after it ends.
+class Folder {
+ public:
+  Folder(std::int64_t pixel_ns, std::int64_t wide_ns) : pixel_(pixel_ns), wide_(wide_ns) {}
+
+  void add(std::int32_t depth, const Item& item) {
+    if (pending_.size() <= static_cast<std::size_t>(depth)) pending_.resize(depth + 1);
+    Pending& p = pending_[depth];
+    if (item.count == 1 && item.end - item.start >= wide_) {
+      flush(depth);
+      emit(depth, item);
+      return;
+    }
+    if (p.open && item.start < p.item.end + pixel_) {
+      p.item.end = std::max(p.item.end, item.end);
+      p.item.count += item.count;
+      p.item.event_id = 0;
+      if (item.end - item.start > p.longest) {
+        p.longest = item.end - item.start;
+        p.item.name = item.name;
+        p.item.kind = item.kind;
+        p.item.category = item.category;
+      }
+      return;
+    }
+    flush(depth);
+    p.open = true;
+    p.item = item;
+    p.longest = item.end - item.start;
+  }
+
+  std::vector<Span> finish() {
+    for (std::size_t d = 0; d < pending_.size(); ++d)
+      flush(static_cast<std::int32_t>(d));
+    std::sort(out_.begin(), out_.end(), [](const Span& a, const Span& b) {
+      return a.depth != b.depth ? a.depth < b.depth : a.start_ns < b.start_ns;
+    });
+    return std::move(out_);
+  }
+
+ private:
+  struct Pending {
+    bool open = false;
+    std::int64_t longest = 0;
+    Item item;
+  };
+
+  void flush(std::int32_t depth) {
+    Pending& p = pending_[depth];
+    if (!p.open) return;
+    emit(depth, p.item);
+    p.open = false;
+  }
+  void emit(std::int32_t depth, const Item& i) {
+    out_.push_back({i.start, i.end, i.count, i.count == 1 ? i.event_id : 0, StringId{i.name},
+                    i.kind, i.category, depth});
+  }
+
+  std::int64_t pixel_;
+  std::int64_t wide_;
+  std::vector<Pending> pending_;
+  std::vector<Span> out_;
+};
+
+struct LodQuery {
+  sql::Statement before;  // the last row starting before a time
+  sql::Statement range;   // rows starting in [a, b)
+};
+
+Result<LodQuery> prepare_lod(sql::Database& db) {
+  const char* columns = "SELECT start_ns, end_ns, count, name, kind, category, event_id FROM lod ";
+  auto before = db.prepare(std::string(columns) +
+                           "WHERE lane = ? AND level = ? AND depth = ? AND start_ns < ? "
+                           "ORDER BY start_ns DESC LIMIT 1");
+  if (!before) return before.error();
+  auto range = db.prepare(std::string(columns) +
+                          "WHERE lane = ? AND level = ? AND depth = ? AND start_ns >= ? AND "
+                          "start_ns < ? ORDER BY start_ns");
+  if (!range) return range.error();
+  return LodQuery{std::move(before).value(), std::move(range).value()};
+}
+
+Item lod_item(const sql::Statement& s) {
+  return {s.int64_at(0),
+          s.int64_at(1),
+          s.int64_at(2),
+          s.int64_at(6),
+          static_cast<std::uint32_t>(s.int64_at(3)),
+          static_cast<EventKind>(s.int_at(4)),
+          static_cast<Category>(s.int_at(5))};
+}
+
+Item row_item(const store::ScanRow& r) {
+  return {r.start, r.end, 1, r.id, r.name, r.kind, r.category};
+}
+
+int floor_log2(std::int64_t v) {
+  return 63 - std::countl_zero(static_cast<std::uint64_t>(v));
+}
+
+// The long events of `lane` that contain `time` and started before it, one
+// per depth, from the finest level of detail: every event longer than twice
+// that level's tile width is kept there whole.
+Result<std::vector<std::pair<std::int32_t, Item>>> seeds_at(sql::Database& db, std::uint32_t lane,
+                                                            int level, std::int32_t max_depth,
+                                                            std::int64_t time) {
+  auto q = prepare_lod(db);
+  if (!q) return q.error();
+  std::vector<std::pair<std::int32_t, Item>> out;
+  for (std::int32_t d = 0; d <= max_depth; ++d) {
+    q->before.reset();
+    q->before.bind(1, lane).bind(2, level).bind(3, d).bind(4, time);
+    const int rc = q->before.step();
+    if (rc == SQLITE_DONE) break;
+    if (rc != SQLITE_ROW) return db.error("cannot read the level of detail", rc);
+    const Item item = lod_item(q->before);
+    if (item.count != 1 || item.end <= time) break;
+    out.emplace_back(d, item);
+  }
+  return out;
+}
+
+}  // namespace
+
+StoredEvent to_stored_event(const store::ScanRow& row, std::int32_t rank) {
+  StoredEvent s;
+  s.id = row.id;
+  s.rank = rank;
+  Event& e = s.event;
+  e.lane = LaneId{row.lane};
+  e.kind = row.kind;
+  e.category = row.category;
+  e.start_ns = row.start;
+  e.end_ns = row.end;
+  e.name = StringId{row.name};
+  e.correlation = row.correlation;
+  e.step = row.step;
+  e.bytes = row.details.bytes;
+  e.flops = row.details.flops;
+  e.collective = row.details.collective;
+  e.dtype = row.details.dtype;
+  e.count = row.details.count;
+  e.peer = row.details.peer;
+  e.group_size = row.details.group_size;
+  return s;
+}
+
+// ---------------------------------------------------------------------------
+// Impl
+
+Status TraceReader::Impl::load() {
+  ranks.clear();
+  lanes.clear();
+  lane_index.clear();
+  lod.clear();
+  segments.clear();
+  {
+    // A live writer may have closed and finalized the store since it was opened.
+    auto stmt = db.prepare("SELECT key, value FROM meta WHERE key IN ('status', 'finalized')");
+    if (!stmt) return stmt.error();
+    state.finalized = false;
+    while (stmt->step() == SQLITE_ROW) {
+      if (stmt->text_at(0) == "status") state.status = std::string(stmt->text_at(1));
+      if (stmt->text_at(0) == "finalized") state.finalized = stmt->text_at(1) == "1";
+    }
+    if (state.status != "writing") state.writer_alive = false;
+  }
+  {
+    auto stmt = db.prepare(
+        "SELECT rank, host, device, pid, clock_offset_ns, clock_offset_measured FROM ranks "
+        "ORDER BY rank");
+    if (!stmt) return stmt.error();
+    int rc;
+    while ((rc = stmt->step()) == SQLITE_ROW) {
+      ranks.push_back({stmt->int_at(0), std::string(stmt->text_at(1)),
+                       std::string(stmt->text_at(2)), stmt->int64_at(3), stmt->int64_at(4),
+                       stmt->int_at(5) != 0});
+    }
+    if (rc != SQLITE_DONE) return db.error("cannot read ranks", rc);
+  }
+  {
+    auto stmt = db.prepare(
+        "SELECT l.id, l.rank, l.kind, l.name, l.sort_index, s.event_count, s.first_ns, "
+        "s.last_ns, s.max_duration_ns, s.max_depth, s.lod_finest_level, s.lod_coarsest_level "
+        "FROM lanes l LEFT JOIN lane_stats s ON s.lane = l.id "
+        "ORDER BY l.rank, l.sort_index, l.id");
+    if (!stmt) return stmt.error();
+    int rc;
+    while ((rc = stmt->step()) == SQLITE_ROW) {
+      LaneInfo l;
+      l.id = LaneId{static_cast<std::uint32_t>(stmt->int64_at(0))};
+      l.rank = stmt->int_at(1);
+      l.kind = static_cast<LaneKind>(stmt->int_at(2));
+      l.name = std::string(stmt->text_at(3));
+      l.sort_index = stmt->int_at(4);
+      if (state.finalized && !stmt->is_null(5)) {
+        l.event_count = stmt->int64_at(5);
+        l.first_ns = stmt->int64_at(6);
+        l.last_ns = stmt->int64_at(7);
+        l.max_duration_ns = stmt->int64_at(8);
+        l.max_depth = stmt->int_at(9);
+        lod[l.id.value] = {stmt->int_at(10), stmt->int_at(11)};
+      }
+      lanes.push_back(std::move(l));
+    }
+    if (rc != SQLITE_DONE) return db.error("cannot read lanes", rc);
+  }
+  for (std::size_t i = 0; i < lanes.size(); ++i)
+    lane_index[lanes[i].id.value] = i;
+
+  if (!state.finalized) {
+    // No statistics yet: derive them from the segments.
+    auto all = store::load_segments(db);
+    if (!all) return all.error();
+    for (LaneInfo& l : lanes)
+      l.first_ns = kMaxTime;
+    for (const store::Segment& s : *all) {
+      LaneInfo* l = find_lane(s.lane);
+      if (!l) continue;
+      l->event_count += s.last_id - s.first_id + 1;
+      l->first_ns = std::min(l->first_ns, s.start_min);
+      l->last_ns = std::max(l->last_ns, s.end_max);
+      l->max_duration_ns = std::max(l->max_duration_ns, s.duration_max);
+    }
+    for (LaneInfo& l : lanes) {
+      if (l.event_count == 0) l.first_ns = 0;
+    }
+  }
+  auto version = db.prepare("PRAGMA data_version");
+  if (!version || version->step() != SQLITE_ROW) return db.error("cannot read the data version");
+  data_version = version->int64_at(0);
+  return {};
+}
+
+Status TraceReader::Impl::check_version() {
+  auto version = db.prepare("PRAGMA data_version");
+  if (!version || version->step() != SQLITE_ROW) return db.error("cannot read the data version");
+  if (version->int64_at(0) != data_version) return load();
+  return {};
+}
+
+LaneInfo* TraceReader::Impl::find_lane(std::uint32_t id) {
+  auto it = lane_index.find(id);
+  return it == lane_index.end() ? nullptr : &lanes[it->second];
+}
+
+std::int32_t TraceReader::Impl::rank_of(std::uint32_t lane) const {
+  auto it = lane_index.find(lane);
+  return it == lane_index.end() ? -1 : lanes[it->second].rank;
+}
+
+Result<const std::vector<store::Segment>*> TraceReader::Impl::lane_segments(std::uint32_t lane) {
+  auto it = segments.find(lane);
+  if (it == segments.end()) {
+    auto loaded = store::load_segments(db, {lane});
+    if (!loaded) return loaded.error();
+    it = segments.emplace(lane, std::move(loaded).value()).first;
+  }
+  return &it->second;
+}
+
+Result<std::vector<store::Segment>> TraceReader::Impl::segments_of(
+    const std::vector<LaneId>& wanted) {
+  std::vector<store::Segment> out;
+  std::vector<std::uint32_t> ids;
+  if (wanted.empty()) {
+    for (const LaneInfo& l : lanes)
+      ids.push_back(l.id.value);
+  } else {
+    for (LaneId l : wanted)
+      ids.push_back(l.value);
+  }
+  for (std::uint32_t id : ids) {
+    auto segs = lane_segments(id);
+    if (!segs) return segs.error();
+    out.insert(out.end(), (*segs)->begin(), (*segs)->end());
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------
+// TraceReader
+
+TraceReader::TraceReader(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+TraceReader::~TraceReader() = default;
+
+Result<std::unique_ptr<TraceReader>> TraceReader::open(const std::string& path, Options options) {
+  auto impl = std::make_unique<Impl>();
+  impl->path = path;
+  auto db = store::open_store(path, false, &impl->state);
+  if (!db) return db.error();
+  if (!impl->state.finalized && !impl->state.writer_alive && options.repair) {
+    // The writer died before closing: complete the store once, in place.
+    db->close();
+    if (Status s = finalize_store(path); s) {
+      db = store::open_store(path, false, &impl->state);
+      if (!db) return db.error();
+    } else {
+      db = store::open_store(path, false, &impl->state);  // read it as it is
+      if (!db) return db.error();
+    }
+  }
+  impl->db = std::move(db).value();
+  if (Status s = impl->load(); !s) return s.error();
+  return std::unique_ptr<TraceReader>(new TraceReader(std::move(impl)));
+}
+
+const std::string& TraceReader::path() const {
+  return impl_->path;
+}
+const StoreState& TraceReader::state() const {
+  return impl_->state;
+}
+
+std::optional<std::string> TraceReader::meta(std::string_view key) const {
+  auto stmt = impl_->db.prepare("SELECT value FROM meta WHERE key = ?");
+  if (!stmt) return std::nullopt;
+  stmt->bind(1, key);
+  if (stmt->step() != SQLITE_ROW) return std::nullopt;
+  return std::string(stmt->text_at(0));
+}
+
+std::vector<std::pair<std::string, std::string>> TraceReader::all_meta() const {
+  std::vector<std::pair<std::string, std::string>> out;
+  auto stmt = impl_->db.prepare("SELECT key, value FROM meta ORDER BY key");
+  if (!stmt) return out;
+  while (stmt->step() == SQLITE_ROW)
+    out.emplace_back(std::string(stmt->text_at(0)), std::string(stmt->text_at(1)));
+  return out;
+}
+
+RunInfo TraceReader::run() const {
+  RunInfo r;
+  auto get = [&](std::string_view key) { return meta(key).value_or(""); };
+  r.title = get("title");
+  r.source = get("source");
+  try {
+    r.start_utc_ns = std::stoll(get("start_utc_ns"));
+  } catch (...) {
+    r.start_utc_ns = 0;
+  }
+  r.clock = get("clock");
+  r.host = get("host");
+  r.command_line = get("command_line");
+  r.plan_json = get("plan_json");
+  r.tool_versions_json = get("tool_versions_json");
+  return r;
+}
+
+int TraceReader::world_size() const {
+  if (auto w = meta("world_size")) {
+    try {
+      const int n = std::stoi(*w);
+      if (n > 0) return n;
+    } catch (...) {
+    }
+  }
+  return std::max<int>(1, static_cast<int>(impl_->ranks.size()));
+}
+
+const std::vector<RankInfo>& TraceReader::ranks() const {
+  return impl_->ranks;
+}
+const std::vector<LaneInfo>& TraceReader::lanes() const {
+  return impl_->lanes;
+}
+
+std::vector<LaneInfo> TraceReader::lanes_of(std::int32_t rank) const {
+  std::vector<LaneInfo> out;
+  for (const LaneInfo& l : impl_->lanes) {
+    if (l.rank == rank) out.push_back(l);
+  }
+  return out;
+}
+
+const LaneInfo* TraceReader::lane(LaneId id) const {
+  return impl_->find_lane(id.value);
+}
+
+TimeRange TraceReader::time_range() const {
+  TimeRange r{kMaxTime, kMinTime};
+  for (const LaneInfo& l : impl_->lanes) {
+    if (l.event_count == 0) continue;
+    r.start_ns = std::min(r.start_ns, l.first_ns);
+    r.end_ns = std::max(r.end_ns, l.last_ns);
+  }
+  if (r.start_ns > r.end_ns) return {};
+  return r;
+}
+
+std::int64_t TraceReader::event_count() const {
+  std::int64_t n = 0;
+  for (const LaneInfo& l : impl_->lanes)
+    n += l.event_count;
+  return n;
+}
+
+const std::string& TraceReader::string(StringId id) const {
+  if (id.value == 0) return kEmpty;
+  auto& cache = impl_->strings;
+  if (auto it = cache.find(id.value); it != cache.end()) return it->second;
+  auto stmt = impl_->db.prepare("SELECT value FROM strings WHERE id = ?");
+  if (!stmt) return kEmpty;
+  stmt->bind(1, id.value);
+  if (stmt->step() != SQLITE_ROW) return kEmpty;
+  return cache.emplace(id.value, std::string(stmt->text_at(0))).first->second;
+}
+
+std::optional<StringId> TraceReader::find_string(std::string_view text) const {
+  if (text.empty()) return StringId{0};
+  auto stmt = impl_->db.prepare("SELECT id FROM strings WHERE value = ?");
+  if (!stmt) return std::nullopt;
+  stmt->bind(1, text);
+  if (stmt->step() != SQLITE_ROW) return std::nullopt;
+  return StringId{static_cast<std::uint32_t>(stmt->int64_at(0))};
+}
+
+Result<std::vector<Span>> TraceReader::spans(LaneId lane_id, std::int64_t t0, std::int64_t t1,
+                                             int pixels, int min_span_pixels) const {
+  Impl& d = *impl_;
+  if (Status s = d.check_version(); !s) return s.error();
+  LaneInfo* lane = d.find_lane(lane_id.value);
+  if (!lane) return Error{d.path + ": no lane " + std::to_string(lane_id.value)};
+  if (pixels <= 0 || t1 <= t0 || lane->event_count == 0) return std::vector<Span>{};
+  const std::int64_t pixel = std::max<std::int64_t>(1, (t1 - t0 + pixels - 1) / pixels);
+  Folder folder(pixel, pixel * std::max(1, min_span_pixels));
+  const Impl::LodRange lod = d.lod.count(lane_id.value) ? d.lod[lane_id.value] : Impl::LodRange{};
+
+  if (lod.finest >= 0 && pixel >= store::lod_width(lod.finest)) {
+    const int level =
+        std::clamp(floor_log2(pixel) - store::kLodBaseShift, lod.finest, lod.coarsest);
+    // A tile row reaches at most 3 widths past its start (its tile, plus an
+    // event narrower than 2 widths); longer rows are single events, found as
+    // the last row before the scanned range.
+    const std::int64_t reach = 3 * store::lod_width(level);
+    auto q = prepare_lod(d.db);
+    if (!q) return q.error();
+    for (std::int32_t depth = 0; depth <= lane->max_depth; ++depth) {
+      q->before.reset();
+      q->before.bind(1, lane_id.value).bind(2, level).bind(3, depth).bind(4, t0 - reach);
+      int rc = q->before.step();
+      if (rc == SQLITE_ROW) {
+        const Item item = lod_item(q->before);
+        if (item.end > t0) folder.add(depth, item);
+      } else if (rc != SQLITE_DONE) {
+        return d.db.error("cannot read the level of detail", rc);
+      }
+      q->range.reset();
+      q->range.bind(1, lane_id.value).bind(2, level).bind(3, depth).bind(4, t0 - reach).bind(5, t1);
+      while ((rc = q->range.step()) == SQLITE_ROW) {
+        const Item item = lod_item(q->range);
+        if (item.end > t0 || item.start >= t0) folder.add(depth, item);
+      }
+      if (rc != SQLITE_DONE) return d.db.error("cannot read the level of detail", rc);
+    }
+    return folder.finish();
+  }
+
+  // Raw events. Every event that overlaps t0 and started more than two
+  // finest-level widths before it is a seed; the rest start after scan_from.
+  std::int64_t scan_from;
+  std::vector<std::int64_t> open_ends;
+  if (lod.finest >= 0) {
+    scan_from = t0 - 2 * store::lod_width(lod.finest);
+    auto seeds = seeds_at(d.db, lane_id.value, lod.finest, lane->max_depth, scan_from);
+    if (!seeds) return seeds.error();
+    for (const auto& [depth, item] : *seeds) {
+      open_ends.push_back(item.end);
+      if (item.end > t0) folder.add(depth, item);
+    }
+  } else {
+    scan_from = t0 - lane->max_duration_ns - 1;
+  }
+  auto segs = d.lane_segments(lane_id.value);
+  if (!segs) return segs.error();
+  store::SegmentMerge scan(d.db, **segs, scan_from, t1);
+  store::ScanRow row;
+  while (scan.next(row)) {
+    while (!open_ends.empty() && open_ends.back() <= row.start)
+      open_ends.pop_back();
+    const auto depth = static_cast<std::int32_t>(open_ends.size());
+    open_ends.push_back(row.end);
+    if (depth > lane->max_depth && !d.state.finalized) lane->max_depth = depth;
+    if (row.end > t0 || row.start >= t0) folder.add(depth, row_item(row));
+  }
+  if (!scan.status()) return scan.status().error();
+  return folder.finish();
+}
+
+Result<StoredEvent> TraceReader::event(std::int64_t id) const {
+  Impl& d = *impl_;
+  auto stmt = d.db.prepare(
+      "SELECT e.id, e.start_ns, e.end_ns, e.name, e.kind, e.category, e.correlation, e.step, "
+      "d.bytes, d.flops, d.collective, d.dtype, d.count, d.peer, d.group_size, e.lane "
+      "FROM events e LEFT JOIN event_details d ON d.event_id = e.id WHERE e.id = ?");
+  if (!stmt) return stmt.error();
+  stmt->bind(1, id);
+  const int rc = stmt->step();
+  if (rc == SQLITE_DONE) return Error{d.path + ": no event " + std::to_string(id)};
+  if (rc != SQLITE_ROW) return d.db.error("cannot read event " + std::to_string(id), rc);
+  store::ScanRow r;
+  r.id = stmt->int64_at(0);
+  r.start = stmt->int64_at(1);
+  r.end = stmt->int64_at(2);
+  r.name = static_cast<std::uint32_t>(stmt->int64_at(3));
+  r.kind = static_cast<EventKind>(stmt->int_at(4));
+  r.category = static_cast<Category>(stmt->int_at(5));
+  r.correlation = stmt->int64_at(6);
+  r.step = stmt->int_at(7);
+  if (!stmt->is_null(8)) {
+    r.details = {stmt->int64_at(8),
+                 stmt->double_at(9),
+                 static_cast<Collective>(stmt->int_at(10)),
+                 static_cast<DataType>(stmt->int_at(11)),
+                 stmt->int64_at(12),
+                 stmt->int_at(13),
+                 stmt->int_at(14)};
+  }
+  r.lane = static_cast<std::uint32_t>(stmt->int64_at(15));
+  return to_stored_event(r, d.rank_of(r.lane));
+}
+
+Result<std::optional<StoredEvent>> TraceReader::event_at(LaneId lane_id, std::int64_t time) const {
+  Impl& d = *impl_;
+  if (Status s = d.check_version(); !s) return s.error();
+  const LaneInfo* lane = d.find_lane(lane_id.value);
+  if (!lane) return Error{d.path + ": no lane " + std::to_string(lane_id.value)};
+  const Impl::LodRange lod = d.lod.count(lane_id.value) ? d.lod[lane_id.value] : Impl::LodRange{};
+
+  struct Best {
+    std::int32_t depth = -1;
+    std::int64_t start = 0;
+    std::int64_t id = 0;
+  } best;
+  auto consider = [&](std::int32_t depth, std::int64_t start, std::int64_t end, std::int64_t id) {
+    const bool contains = start <= time && (time < end || (start == end && start == time));
+    if (contains && (depth > best.depth || (depth == best.depth && start >= best.start)))
+      best = {depth, start, id};
+  };
+  std::int64_t scan_from;
+  std::vector<std::int64_t> open_ends;
+  if (lod.finest >= 0) {
+    scan_from = time - 2 * store::lod_width(lod.finest);
+    auto seeds = seeds_at(d.db, lane_id.value, lod.finest, lane->max_depth, scan_from);
+    if (!seeds) return seeds.error();
+    for (const auto& [depth, item] : *seeds) {
+      open_ends.push_back(item.end);
+      consider(depth, item.start, item.end, item.event_id);
+    }
+  } else {
+    scan_from = time - lane->max_duration_ns - 1;
+  }
+  auto segs = d.lane_segments(lane_id.value);
+  if (!segs) return segs.error();
+  store::SegmentMerge scan(d.db, **segs, scan_from, time + 1);
+  store::ScanRow row;
+  while (scan.next(row)) {
+    while (!open_ends.empty() && open_ends.back() <= row.start)
+      open_ends.pop_back();
+    const auto depth = static_cast<std::int32_t>(open_ends.size());
+    open_ends.push_back(row.end);
+    consider(depth, row.start, row.end, row.id);
+  }
+  if (!scan.status()) return scan.status().error();
+  if (best.depth < 0) return std::optional<StoredEvent>{};
+  auto e = event(best.id);
+  if (!e) return e.error();
+  return std::optional<StoredEvent>{std::move(e).value()};
+}
+
+Result<std::vector<StoredEvent>> TraceReader::find_events(std::string_view text, NameMatch match,
+                                                          std::size_t limit,
+                                                          std::optional<std::int32_t> rank) const {
+  Impl& d = *impl_;
+  std::string pattern;
+  if (match == NameMatch::substring) {
+    pattern = "%";
+    for (char c : text) {
+      if (c == '%' || c == '_' || c == '\\') pattern += '\\';
+      pattern += c;
+    }
+    pattern += '%';
+  }
+  std::string sql =
+      "SELECT e.id, e.start_ns, e.end_ns, e.name, e.kind, e.category, e.correlation, e.step, "
+      "d.bytes, d.flops, d.collective, d.dtype, d.count, d.peer, d.group_size, e.lane "
+      "FROM events e LEFT JOIN event_details d ON d.event_id = e.id WHERE e.name IN ";
+  sql += match == NameMatch::exact ? "(SELECT id FROM strings WHERE value = ?1)"
+                                   : "(SELECT id FROM strings WHERE value LIKE ?1 ESCAPE '\\')";
+  if (rank) sql += " AND e.lane IN (SELECT id FROM lanes WHERE rank = ?3)";
+  sql += " ORDER BY e.id LIMIT ?2";
+  auto stmt = d.db.prepare(sql);
+  if (!stmt) return stmt.error();
+  stmt->bind(1, match == NameMatch::exact ? text : std::string_view(pattern));
+  stmt->bind(2, static_cast<std::int64_t>(std::min<std::size_t>(limit, INT64_MAX)));
+  if (rank) stmt->bind(3, *rank);
+  std::vector<StoredEvent> out;
+  int rc;
+  while ((rc = stmt->step()) == SQLITE_ROW) {
+    store::ScanRow r;
+    r.id = stmt->int64_at(0);
+    r.start = stmt->int64_at(1);
+    r.end = stmt->int64_at(2);
+    r.name = static_cast<std::uint32_t>(stmt->int64_at(3));
+    r.kind = static_cast<EventKind>(stmt->int_at(4));
+    r.category = static_cast<Category>(stmt->int_at(5));
+    r.correlation = stmt->int64_at(6);
+    r.step = stmt->int_at(7);
+    if (!stmt->is_null(8)) {
+      r.details = {stmt->int64_at(8),
+                   stmt->double_at(9),
+                   static_cast<Collective>(stmt->int_at(10)),
+                   static_cast<DataType>(stmt->int_at(11)),
+                   stmt->int64_at(12),
+                   stmt->int_at(13),
+                   stmt->int_at(14)};
+    }
+    r.lane = static_cast<std::uint32_t>(stmt->int64_at(15));
+    out.push_back(to_stored_event(r, d.rank_of(r.lane)));
+  }
+  if (rc != SQLITE_DONE) return d.db.error("cannot search events", rc);
+  return out;
+}
+
+Status TraceReader::for_each_event(const std::vector<LaneId>& lanes, std::int64_t t0,
+                                   std::int64_t t1,
+                                   const std::function<bool(const StoredEvent&)>& visit) const {
+  Impl& d = *impl_;
+  if (Status s = d.check_version(); !s) return s;
+  auto segs = d.segments_of(lanes);
+  if (!segs) return segs.error();
+  store::SegmentMerge scan(d.db, std::move(segs).value(), t0, t1, store::ScanColumns::full);
+  store::ScanRow row;
+  while (scan.next(row)) {
+    if (!visit(to_stored_event(row, d.rank_of(row.lane)))) return {};
+  }
+  return scan.status();
+}
+
+Result<std::vector<StepMetrics>> TraceReader::steps(std::optional<std::int32_t> rank) const {
+  Impl& d = *impl_;
+  auto stmt = d.db.prepare(
+      rank ? "SELECT rank, step, start_ns, end_ns, loss, tokens, loss_scale FROM steps "
+             "WHERE rank = ? ORDER BY rank, step"
+           : "SELECT rank, step, start_ns, end_ns, loss, tokens, loss_scale FROM steps "
+             "ORDER BY rank, step");
+  if (!stmt) return stmt.error();
+  if (rank) stmt->bind(1, *rank);
+  std::vector<StepMetrics> out;
+  int rc;
+  while ((rc = stmt->step()) == SQLITE_ROW) {
+    out.push_back({stmt->int_at(0), stmt->int_at(1), stmt->int64_at(2), stmt->int64_at(3),
+                   stmt->double_at(4), stmt->double_at(5), stmt->double_at(6)});
+  }
+  if (rc != SQLITE_DONE) return d.db.error("cannot read steps", rc);
+  return out;
+}
+
+Result<std::vector<std::pair<std::int32_t, StringId>>> TraceReader::counter_series() const {
+  Impl& d = *impl_;
+  auto stmt = d.db.prepare("SELECT DISTINCT rank, name FROM counters ORDER BY rank, name");
+  if (!stmt) return stmt.error();
+  std::vector<std::pair<std::int32_t, StringId>> out;
+  int rc;
+  while ((rc = stmt->step()) == SQLITE_ROW)
+    out.emplace_back(stmt->int_at(0), StringId{static_cast<std::uint32_t>(stmt->int64_at(1))});
+  if (rc != SQLITE_DONE) return d.db.error("cannot read counters", rc);
+  return out;
+}
+
+Result<std::vector<CounterSample>> TraceReader::counters(std::int32_t rank, StringId name) const {
+  Impl& d = *impl_;
+  auto stmt = d.db.prepare(
+      "SELECT time_ns, value FROM counters WHERE rank = ? AND name = ? ORDER BY time_ns");
+  if (!stmt) return stmt.error();
+  stmt->bind(1, rank).bind(2, name.value);
+  std::vector<CounterSample> out;
+  int rc;
+  while ((rc = stmt->step()) == SQLITE_ROW)
+    out.push_back({rank, name, stmt->int64_at(0), stmt->double_at(1)});
+  if (rc != SQLITE_DONE) return d.db.error("cannot read counters", rc);
+  return out;
+}
+
+}  // namespace cs::trace

@@ -1,0 +1,136 @@
+#pragma once
+// Reads a trace store: run metadata, ranks, lanes, and events — for the
+// timeline reduced to what a pixel width can show, by name, under a time, or
+// in time order for analyses and exports. No SQLite type crosses this header.
+//
+// A reader is not thread-safe: open one per thread (opening is cheap and
+// readers never block each other or a writer).
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "core/result.h"
+#include "core/trace_store.h"
+#include "core/trace_types.h"
+#include "core/trace_writer.h"
+
+namespace cs::trace {
+
+struct LaneInfo {
+  LaneId id;
+  std::int32_t rank = 0;
+  LaneKind kind = LaneKind::gpu_stream;
+  std::string name;
+  std::int32_t sort_index = 0;
+  std::int64_t event_count = 0;
+  std::int64_t first_ns = 0;  // earliest start
+  std::int64_t last_ns = 0;   // latest end
+  std::int64_t max_duration_ns = 0;
+  std::int32_t max_depth = 0;  // deepest nesting (0: no event inside another)
+};
+
+// One drawable item of a lane: a single event (count == 1, event_id set) or
+// `count` narrow events folded into one, named after the longest of them.
+struct Span {
+  std::int64_t start_ns = 0;
+  std::int64_t end_ns = 0;
+  std::int64_t count = 1;
+  std::int64_t event_id = 0;  // 0 for a fold
+  StringId name;
+  EventKind kind = EventKind::kernel;
+  Category category = Category::compute;
+  std::int32_t depth = 0;  // nesting level in the lane, 0 outermost
+};
+
+struct StoredEvent {
+  std::int64_t id = 0;
+  std::int32_t rank = 0;
+  Event event;
+};
+
+struct TimeRange {
+  std::int64_t start_ns = 0;
+  std::int64_t end_ns = 0;
+  bool empty() const { return end_ns <= start_ns; }
+};
+
+enum class NameMatch { exact, substring };
+
+class TraceReader {
+ public:
+  struct Options {
+    // A store whose writer died before closing it is finalized in place when
+    // the file is writable (lane statistics and level of detail are built and
+    // its status becomes "interrupted"); otherwise it is read as it is, slower.
+    bool repair = true;
+  };
+
+  static Result<std::unique_ptr<TraceReader>> open(const std::string& path, Options options);
+  static Result<std::unique_ptr<TraceReader>> open(const std::string& path) {
+    return open(path, Options{});
+  }
+  ~TraceReader();
+  TraceReader(const TraceReader&) = delete;
+  TraceReader& operator=(const TraceReader&) = delete;
+
+  const std::string& path() const;
+  const StoreState& state() const;
+  RunInfo run() const;
+  std::optional<std::string> meta(std::string_view key) const;
+  std::vector<std::pair<std::string, std::string>> all_meta() const;
+  // The run's world size: meta "world_size" when recorded, else the number of ranks.
+  int world_size() const;
+
+  const std::vector<RankInfo>& ranks() const;
+  const std::vector<LaneInfo>& lanes() const;  // by rank, then sort index, then id
+  std::vector<LaneInfo> lanes_of(std::int32_t rank) const;
+  const LaneInfo* lane(LaneId id) const;
+  TimeRange time_range() const;  // of all events
+  std::int64_t event_count() const;
+
+  // The string of an id ("" for an unknown id); cached.
+  const std::string& string(StringId id) const;
+  std::optional<StringId> find_string(std::string_view text) const;
+
+  // The timeline's query: the events of `lane` that overlap [t0, t1), for a
+  // view `pixels` wide. Events narrower than `min_span_pixels` fold with their
+  // neighbours less than a pixel away, so the result holds at most about one
+  // span per pixel and nesting depth. Sorted by depth, then start.
+  Result<std::vector<Span>> spans(LaneId lane, std::int64_t t0, std::int64_t t1, int pixels,
+                                  int min_span_pixels = 3) const;
+
+  // The innermost event of `lane` running at `time_ns` ([start, end)).
+  Result<std::optional<StoredEvent>> event_at(LaneId lane, std::int64_t time_ns) const;
+  Result<StoredEvent> event(std::int64_t id) const;
+  // Events whose name matches, in id order, at most `limit`; all ranks when
+  // `rank` is empty.
+  Result<std::vector<StoredEvent>> find_events(std::string_view text, NameMatch match,
+                                               std::size_t limit,
+                                               std::optional<std::int32_t> rank = {}) const;
+
+  // Events of the given lanes (all lanes when empty) starting in [t0, t1), in
+  // start order. The callback returns false to stop early.
+  Status for_each_event(const std::vector<LaneId>& lanes, std::int64_t t0, std::int64_t t1,
+                        const std::function<bool(const StoredEvent&)>& visit) const;
+
+  Result<std::vector<StepMetrics>> steps(std::optional<std::int32_t> rank = {}) const;
+  // The counter series present: (rank, name).
+  Result<std::vector<std::pair<std::int32_t, StringId>>> counter_series() const;
+  Result<std::vector<CounterSample>> counters(std::int32_t rank, StringId name) const;
+
+  // For the analyses and the merge, which live beside the reader in core.
+  struct Impl;
+  Impl& impl() const { return *impl_; }
+
+ private:
+  explicit TraceReader(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace cs::trace

@@ -1,0 +1,141 @@
+#pragma once
+// Internal to core: a thin RAII layer over sqlite3 for the trace store and the
+// importers. It includes sqlite3.h, so only core's .cpp files include it;
+// public headers stay free of SQLite types.
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include <sqlite3.h>
+
+#include "core/result.h"
+
+namespace cs::trace::sql {
+
+class Statement {
+ public:
+  Statement() = default;
+  Statement(sqlite3_stmt* stmt) : stmt_(stmt) {}
+  Statement(Statement&& other) noexcept : stmt_(std::exchange(other.stmt_, nullptr)) {}
+  Statement& operator=(Statement&& other) noexcept {
+    if (this != &other) {
+      sqlite3_finalize(stmt_);
+      stmt_ = std::exchange(other.stmt_, nullptr);
+    }
+    return *this;
+  }
+  Statement(const Statement&) = delete;
+  Statement& operator=(const Statement&) = delete;
+  ~Statement() { sqlite3_finalize(stmt_); }
+
+  explicit operator bool() const { return stmt_ != nullptr; }
+  sqlite3_stmt* get() const { return stmt_; }
+
+  // Parameters count from 1, as in sqlite3_bind_*.
+  Statement& bind(int i, std::int64_t v) {
+    sqlite3_bind_int64(stmt_, i, v);
+    return *this;
+  }
+  Statement& bind(int i, int v) {
+    sqlite3_bind_int64(stmt_, i, v);
+    return *this;
+  }
+  Statement& bind(int i, std::uint32_t v) {
+    sqlite3_bind_int64(stmt_, i, v);
+    return *this;
+  }
+  Statement& bind(int i, double v) {
+    sqlite3_bind_double(stmt_, i, v);
+    return *this;
+  }
+  // The text is copied: the view may die before the statement runs.
+  Statement& bind(int i, std::string_view v) {
+    sqlite3_bind_text(stmt_, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
+    return *this;
+  }
+  Statement& bind_null(int i) {
+    sqlite3_bind_null(stmt_, i);
+    return *this;
+  }
+
+  // SQLITE_ROW, SQLITE_DONE or an error code.
+  int step() { return sqlite3_step(stmt_); }
+  void reset() {
+    sqlite3_reset(stmt_);
+    sqlite3_clear_bindings(stmt_);
+  }
+
+  // Columns count from 0.
+  std::int64_t int64_at(int c) const { return sqlite3_column_int64(stmt_, c); }
+  int int_at(int c) const { return sqlite3_column_int(stmt_, c); }
+  double double_at(int c) const { return sqlite3_column_double(stmt_, c); }
+  bool is_null(int c) const { return sqlite3_column_type(stmt_, c) == SQLITE_NULL; }
+  std::string_view text_at(int c) const {
+    const auto* p = reinterpret_cast<const char*>(sqlite3_column_text(stmt_, c));
+    if (!p) return {};
+    return {p, static_cast<std::size_t>(sqlite3_column_bytes(stmt_, c))};
+  }
+  int column_count() const { return sqlite3_column_count(stmt_); }
+  std::string_view column_name(int c) const { return sqlite3_column_name(stmt_, c); }
+
+ private:
+  sqlite3_stmt* stmt_ = nullptr;
+};
+
+class Database {
+ public:
+  Database() = default;
+  Database(Database&& other) noexcept
+      : db_(std::exchange(other.db_, nullptr)), path_(std::move(other.path_)) {}
+  Database& operator=(Database&& other) noexcept {
+    if (this != &other) {
+      close();
+      db_ = std::exchange(other.db_, nullptr);
+      path_ = std::move(other.path_);
+    }
+    return *this;
+  }
+  Database(const Database&) = delete;
+  Database& operator=(const Database&) = delete;
+  ~Database() { close(); }
+
+  // flags: SQLITE_OPEN_READONLY or SQLITE_OPEN_READWRITE [| SQLITE_OPEN_CREATE].
+  // Each connection is used by one thread at a time (SQLITE_OPEN_NOMUTEX).
+  static Result<Database> open(const std::string& path, int flags);
+
+  void close();
+  sqlite3* get() const { return db_; }
+  const std::string& path() const { return path_; }
+  explicit operator bool() const { return db_ != nullptr; }
+
+  // "<path>: <context>: <sqlite's message>"
+  Error error(std::string_view context) const;
+  Error error(std::string_view context, int code) const;
+
+  Status exec(std::string_view sql);
+  Result<Statement> prepare(std::string_view sql, bool persistent = false);
+  bool has_table(std::string_view name);
+  std::int64_t changes() const { return sqlite3_changes64(db_); }
+
+ private:
+  sqlite3* db_ = nullptr;
+  std::string path_;
+};
+
+// Commits on commit(), rolls back when destroyed without it.
+class Transaction {
+ public:
+  explicit Transaction(Database& db, bool immediate = false);
+  ~Transaction();
+  Status begin_status() const { return begin_; }
+  Status commit();
+
+ private:
+  Database& db_;
+  Status begin_;
+  bool open_ = false;
+};
+
+}  // namespace cs::trace::sql

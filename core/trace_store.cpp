@@ -1,0 +1,687 @@
+#include "core/trace_store.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <sstream>
+
+#include <unistd.h>
+
+#include "core/trace_store_internal.h"
+
+namespace cs::trace {
+
+namespace store {
+
+namespace {
+
+// Version 1. Comments in docs/trace-schema.md; keep both in step.
+constexpr const char* kSchemaSql = R"sql(
+CREATE TABLE meta(key TEXT PRIMARY KEY NOT NULL, value TEXT NOT NULL) WITHOUT ROWID;
+CREATE TABLE ranks(
+  rank INTEGER PRIMARY KEY, host TEXT NOT NULL, device TEXT NOT NULL, pid INTEGER NOT NULL,
+  clock_offset_ns INTEGER NOT NULL, clock_offset_measured INTEGER NOT NULL);
+CREATE TABLE lanes(
+  id INTEGER PRIMARY KEY, rank INTEGER NOT NULL, kind INTEGER NOT NULL, name TEXT NOT NULL,
+  sort_index INTEGER NOT NULL);
+CREATE TABLE strings(id INTEGER PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE events(
+  id INTEGER PRIMARY KEY, lane INTEGER NOT NULL, kind INTEGER NOT NULL,
+  category INTEGER NOT NULL, start_ns INTEGER NOT NULL, end_ns INTEGER NOT NULL,
+  name INTEGER NOT NULL, correlation INTEGER NOT NULL, step INTEGER NOT NULL);
+CREATE TABLE segments(
+  lane INTEGER NOT NULL, first_id INTEGER NOT NULL, last_id INTEGER NOT NULL,
+  start_min INTEGER NOT NULL, start_max INTEGER NOT NULL, end_max INTEGER NOT NULL,
+  duration_max INTEGER NOT NULL, PRIMARY KEY(lane, first_id)) WITHOUT ROWID;
+CREATE TABLE event_details(
+  event_id INTEGER PRIMARY KEY, bytes INTEGER NOT NULL, flops REAL NOT NULL,
+  collective INTEGER NOT NULL, dtype INTEGER NOT NULL, count INTEGER NOT NULL,
+  peer INTEGER NOT NULL, group_size INTEGER NOT NULL);
+CREATE TABLE steps(
+  rank INTEGER NOT NULL, step INTEGER NOT NULL, start_ns INTEGER NOT NULL,
+  end_ns INTEGER NOT NULL, loss REAL NOT NULL, tokens REAL NOT NULL, loss_scale REAL NOT NULL,
+  PRIMARY KEY(rank, step)) WITHOUT ROWID;
+CREATE TABLE counters(
+  rank INTEGER NOT NULL, name INTEGER NOT NULL, time_ns INTEGER NOT NULL, value REAL NOT NULL);
+CREATE INDEX counters_by_series ON counters(rank, name, time_ns);
+CREATE TABLE lane_stats(
+  lane INTEGER PRIMARY KEY, event_count INTEGER NOT NULL, first_ns INTEGER NOT NULL,
+  last_ns INTEGER NOT NULL, max_duration_ns INTEGER NOT NULL, max_depth INTEGER NOT NULL,
+  lod_finest_level INTEGER NOT NULL, lod_coarsest_level INTEGER NOT NULL);
+CREATE TABLE lod(
+  lane INTEGER NOT NULL, level INTEGER NOT NULL, depth INTEGER NOT NULL,
+  start_ns INTEGER NOT NULL, seq INTEGER NOT NULL, end_ns INTEGER NOT NULL,
+  count INTEGER NOT NULL, name INTEGER NOT NULL, kind INTEGER NOT NULL,
+  category INTEGER NOT NULL, event_id INTEGER NOT NULL,
+  PRIMARY KEY(lane, level, depth, start_ns, seq)) WITHOUT ROWID;
+CREATE VIEW event_view AS
+  SELECT e.id, l.rank, e.lane, l.name AS lane_name, e.kind, e.category, e.start_ns, e.end_ns,
+         e.end_ns - e.start_ns AS duration_ns, s.value AS name, e.correlation, e.step,
+         coalesce(d.bytes, 0) AS bytes, coalesce(d.flops, 0) AS flops,
+         coalesce(d.collective, 0) AS collective, coalesce(d.dtype, 0) AS dtype,
+         coalesce(d.count, 0) AS count, coalesce(d.peer, -1) AS peer,
+         coalesce(d.group_size, 0) AS group_size
+  FROM events e JOIN lanes l ON l.id = e.lane JOIN strings s ON s.id = e.name
+  LEFT JOIN event_details d ON d.event_id = e.id;
+)sql";
+
+constexpr const char* kRequiredTables[] = {
+    "meta",          "ranks", "lanes",    "strings",    "events", "segments",
+    "event_details", "steps", "counters", "lane_stats", "lod"};
+
+std::string read_meta(sql::Database& db, std::string_view key) {
+  auto stmt = db.prepare("SELECT value FROM meta WHERE key = ?");
+  if (!stmt) return {};
+  stmt->bind(1, key);
+  if (stmt->step() == SQLITE_ROW) return std::string(stmt->text_at(0));
+  return {};
+}
+
+Status write_meta(sql::Database& db, std::string_view key, std::string_view value) {
+  auto stmt = db.prepare("INSERT OR REPLACE INTO meta(key, value) VALUES(?, ?)");
+  if (!stmt) return stmt.error();
+  stmt->bind(1, key).bind(2, value);
+  if (stmt->step() != SQLITE_DONE) return db.error("cannot write meta '" + std::string(key) + "'");
+  return {};
+}
+
+std::string host_name() {
+  char buffer[256] = {};
+  if (gethostname(buffer, sizeof buffer - 1) != 0) return "localhost";
+  return buffer;
+}
+
+// Field 22 of /proc/<pid>/stat: the start time in clock ticks since boot. With
+// the pid it names one process, even after the pid is reused.
+std::string process_start_time(long pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const auto close = text.rfind(')');
+  if (close == std::string::npos) return {};
+  std::istringstream fields(text.substr(close + 2));
+  std::string field;
+  for (int i = 3; i <= 22 && (fields >> field); ++i) {
+    if (i == 22) return field;
+  }
+  return {};
+}
+
+std::string list_tables(sql::Database& db) {
+  auto stmt = db.prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name");
+  if (!stmt) return {};
+  std::string out;
+  int n = 0;
+  while (stmt->step() == SQLITE_ROW) {
+    if (n == 6) {
+      out += ", ...";
+      break;
+    }
+    if (n++ > 0) out += ", ";
+    out += stmt->text_at(0);
+  }
+  return out;
+}
+
+}  // namespace
+
+Status create_schema(sql::Database& db) {
+  if (auto s = db.exec("PRAGMA application_id = " + std::to_string(kApplicationId)); !s) return s;
+  if (auto s = db.exec("PRAGMA user_version = " + std::to_string(kSchemaVersion)); !s) return s;
+  return db.exec(kSchemaSql);
+}
+
+Status tune_connection(sql::Database& db, bool writer) {
+  // 64 MiB page cache; memory-mapped reads avoid a copy per page.
+  std::string pragmas = "PRAGMA cache_size = -65536; PRAGMA temp_store = MEMORY;";
+  if (!writer) pragmas += "PRAGMA mmap_size = 17179869184;";
+  return db.exec(pragmas);
+}
+
+std::string this_process_identity() {
+  const long pid = static_cast<long>(getpid());
+  return host_name() + ":" + std::to_string(pid) + ":" + process_start_time(pid);
+}
+
+bool process_alive(const std::string& identity) {
+  // host:pid:start — the host may itself hold no ':'.
+  const auto last = identity.rfind(':');
+  if (last == std::string::npos || last == 0) return false;
+  const auto middle = identity.rfind(':', last - 1);
+  if (middle == std::string::npos) return false;
+  const std::string host = identity.substr(0, middle);
+  const std::string pid_text = identity.substr(middle + 1, last - middle - 1);
+  const std::string start = identity.substr(last + 1);
+  if (host != host_name()) return false;
+  long pid = 0;
+  try {
+    pid = std::stol(pid_text);
+  } catch (...) {
+    return false;
+  }
+  if (pid <= 0) return false;
+  const std::string now = process_start_time(pid);
+  return !now.empty() && now == start;
+}
+
+Result<sql::Database> open_store(const std::string& path, bool writable, StoreState* state) {
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) return Error{path + ": no such file"};
+  if (std::filesystem::is_directory(path, ec))
+    return Error{path + " is not a ClusterScope trace store: it is a directory"};
+  const auto size = std::filesystem::file_size(path, ec);
+  const std::string refuse = path + " is not a ClusterScope trace store: ";
+  if (!ec && size == 0) return Error{refuse + "the file is empty"};
+
+  auto opened = sql::Database::open(path, writable ? SQLITE_OPEN_READWRITE : SQLITE_OPEN_READONLY);
+  if (!opened) return opened.error();
+  sql::Database db = std::move(opened).value();
+
+  std::int64_t application_id = 0;
+  {
+    auto stmt = db.prepare("PRAGMA application_id");
+    if (!stmt) {
+      const int code = sqlite3_extended_errcode(db.get());
+      if ((code & 0xff) == SQLITE_NOTADB) return Error{refuse + "not an SQLite database"};
+      return stmt.error();
+    }
+    const int rc = stmt->step();
+    if ((rc & 0xff) == SQLITE_NOTADB) return Error{refuse + "not an SQLite database"};
+    if ((rc & 0xff) == SQLITE_CORRUPT) return db.error("the file is damaged", rc);
+    if (rc != SQLITE_ROW) return db.error("cannot read the file", rc);
+    application_id = stmt->int64_at(0);
+  }
+  {
+    // A file cut short (a copy that stopped half way): the header says how
+    // many pages there are. Only when no write-ahead log holds pages too.
+    std::error_code wal_ec;
+    const auto wal_size = std::filesystem::file_size(path + "-wal", wal_ec);
+    auto pages = db.prepare("PRAGMA page_count");
+    auto page_size = db.prepare("PRAGMA page_size");
+    if ((wal_ec || wal_size == 0) && pages && page_size && pages->step() == SQLITE_ROW &&
+        page_size->step() == SQLITE_ROW) {
+      const auto expected = static_cast<std::uintmax_t>(pages->int64_at(0)) *
+                            static_cast<std::uintmax_t>(page_size->int64_at(0));
+      if (!ec && size < expected) {
+        return Error{path + " is damaged: the file is cut short (" + std::to_string(size) + " of " +
+                     std::to_string(expected) + " bytes)"};
+      }
+    }
+  }
+  if (application_id != kApplicationId) {
+    const std::string tables = list_tables(db);
+    if (tables.empty()) return Error{refuse + "an SQLite database with no tables"};
+    return Error{refuse + "an SQLite database of another kind (tables: " + tables + ")"};
+  }
+
+  int version = 0;
+  {
+    auto stmt = db.prepare("PRAGMA user_version");
+    if (!stmt || stmt->step() != SQLITE_ROW) return db.error("cannot read the schema version");
+    version = stmt->int_at(0);
+  }
+  if (version > kSchemaVersion) {
+    return Error{path + " uses trace schema version " + std::to_string(version) +
+                 ", newer than this build of ClusterScope reads (up to " +
+                 std::to_string(kSchemaVersion) + "): open it with a newer ClusterScope"};
+  }
+  if (version < kSchemaVersion) {
+    // Migrations from older versions go here, one step per version, when a
+    // version 2 exists. Version 1 is the first one that was ever written.
+    return Error{path + " uses trace schema version " + std::to_string(version) +
+                 ", which this build cannot read or migrate (it reads version " +
+                 std::to_string(kSchemaVersion) + ")"};
+  }
+  for (const char* table : kRequiredTables) {
+    if (!db.has_table(table)) {
+      return Error{path + " is damaged: the trace store table '" + std::string(table) +
+                   "' is missing"};
+    }
+  }
+  if (auto s = tune_connection(db, writable); !s) return s.error();
+
+  if (state) {
+    state->schema_version = version;
+    state->status = read_meta(db, "status");
+    state->writer = read_meta(db, "writer");
+    state->finalized = read_meta(db, "finalized") == "1";
+    state->writer_alive = state->status == "writing" && process_alive(state->writer);
+    auto stmt = db.prepare("SELECT coalesce(max(id), 0) FROM events");
+    if (!stmt) return stmt.error();
+    const int rc = stmt->step();
+    if (rc != SQLITE_ROW) return db.error("cannot read events", rc);
+    state->events = stmt->int64_at(0);
+    // "host:pid:start" → "host:pid" for people.
+    if (const auto last = state->writer.rfind(':'); last != std::string::npos)
+      state->writer.resize(last);
+  }
+  return db;
+}
+
+Result<std::vector<Segment>> load_segments(sql::Database& db,
+                                           const std::vector<std::uint32_t>& lanes) {
+  std::vector<Segment> out;
+  auto stmt = db.prepare(
+      lanes.empty() ? "SELECT lane, first_id, last_id, start_min, start_max, end_max, duration_max "
+                      "FROM segments"
+                    : "SELECT lane, first_id, last_id, start_min, start_max, end_max, duration_max "
+                      "FROM segments WHERE lane = ?");
+  if (!stmt) return stmt.error();
+  auto read_all = [&]() -> Status {
+    int rc;
+    while ((rc = stmt->step()) == SQLITE_ROW) {
+      out.push_back({static_cast<std::uint32_t>(stmt->int64_at(0)), stmt->int64_at(1),
+                     stmt->int64_at(2), stmt->int64_at(3), stmt->int64_at(4), stmt->int64_at(5),
+                     stmt->int64_at(6)});
+    }
+    if (rc != SQLITE_DONE) return db.error("cannot read segments", rc);
+    return {};
+  };
+  if (lanes.empty()) {
+    if (auto s = read_all(); !s) return s.error();
+  } else {
+    for (std::uint32_t lane : lanes) {
+      stmt->reset();
+      stmt->bind(1, lane);
+      if (auto s = read_all(); !s) return s.error();
+    }
+  }
+  std::sort(out.begin(), out.end(), [](const Segment& a, const Segment& b) {
+    return a.start_min != b.start_min ? a.start_min < b.start_min : a.first_id < b.first_id;
+  });
+  return out;
+}
+
+// ---------------------------------------------------------------------------
+// SegmentMerge
+
+bool SegmentMerge::Later::operator()(int a, int b) const {
+  const ScanRow& x = (*sources)[a].head;
+  const ScanRow& y = (*sources)[b].head;
+  if (x.start != y.start) return x.start > y.start;
+  if (x.end != y.end) return x.end < y.end;
+  return x.id > y.id;
+}
+
+SegmentMerge::SegmentMerge(sql::Database& db, std::vector<Segment> segments, std::int64_t from,
+                           std::int64_t to, ScanColumns columns)
+    : db_(db), from_(from), to_(to), columns_(columns), heap_(Later{&sources_}) {
+  std::erase_if(segments,
+                [&](const Segment& s) { return s.start_max < from || s.start_min >= to; });
+  std::sort(segments.begin(), segments.end(), [](const Segment& a, const Segment& b) {
+    return a.start_min != b.start_min ? a.start_min < b.start_min : a.first_id < b.first_id;
+  });
+  segments_ = std::move(segments);
+}
+
+std::int64_t SegmentMerge::first_id_at_or_after(const Segment& s, std::int64_t start) {
+  if (start <= s.start_min) return s.first_id;
+  if (!probe_) {
+    auto p = db_.prepare("SELECT start_ns FROM events WHERE id = ?", true);
+    if (!p) {
+      status_ = p.error();
+      return s.last_id + 1;
+    }
+    probe_ = std::move(p).value();
+  }
+  std::int64_t lo = s.first_id, hi = s.last_id + 1;
+  while (lo < hi) {
+    const std::int64_t mid = lo + (hi - lo) / 2;
+    probe_.reset();
+    probe_.bind(1, mid);
+    const int rc = probe_.step();
+    if (rc != SQLITE_ROW) {
+      status_ = db_.error("cannot read event " + std::to_string(mid), rc);
+      return s.last_id + 1;
+    }
+    if (probe_.int64_at(0) < start)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo;
+}
+
+bool SegmentMerge::advance(Source& src) {
+  const int rc = src.stmt.step();
+  if (rc == SQLITE_ROW) {
+    ScanRow& r = src.head;
+    r.id = src.stmt.int64_at(0);
+    r.start = src.stmt.int64_at(1);
+    r.end = src.stmt.int64_at(2);
+    r.name = static_cast<std::uint32_t>(src.stmt.int64_at(3));
+    r.kind = static_cast<EventKind>(src.stmt.int_at(4));
+    r.category = static_cast<Category>(src.stmt.int_at(5));
+    r.correlation = src.stmt.int64_at(6);
+    r.step = src.stmt.int_at(7);
+    if (columns_ == ScanColumns::full) {
+      if (src.stmt.is_null(8)) {
+        r.details = {};
+      } else {
+        r.details.bytes = src.stmt.int64_at(8);
+        r.details.flops = src.stmt.double_at(9);
+        r.details.collective = static_cast<Collective>(src.stmt.int_at(10));
+        r.details.dtype = static_cast<DataType>(src.stmt.int_at(11));
+        r.details.count = src.stmt.int64_at(12);
+        r.details.peer = src.stmt.int_at(13);
+        r.details.group_size = src.stmt.int_at(14);
+      }
+    }
+    return r.start < to_;
+  }
+  if (rc != SQLITE_DONE) status_ = db_.error("cannot read events", rc);
+  return false;
+}
+
+bool SegmentMerge::open_segment(const Segment& s) {
+  const std::int64_t first = first_id_at_or_after(s, from_);
+  if (!status_ || first > s.last_id) return false;
+  int index;
+  if (!free_sources_.empty()) {
+    index = free_sources_.back();
+    free_sources_.pop_back();
+  } else {
+    const char* sql =
+        columns_ == ScanColumns::full
+            ? "SELECT e.id, e.start_ns, e.end_ns, e.name, e.kind, e.category, e.correlation, "
+              "e.step, d.bytes, d.flops, d.collective, d.dtype, d.count, d.peer, d.group_size "
+              "FROM events e LEFT JOIN event_details d ON d.event_id = e.id "
+              "WHERE e.id >= ? AND e.id <= ?"
+            : "SELECT id, start_ns, end_ns, name, kind, category, correlation, step "
+              "FROM events WHERE id >= ? AND id <= ?";
+    auto stmt = db_.prepare(sql, true);
+    if (!stmt) {
+      status_ = stmt.error();
+      return false;
+    }
+    sources_.push_back({std::move(stmt).value(), {}});
+    index = static_cast<int>(sources_.size()) - 1;
+  }
+  Source& src = sources_[index];
+  src.stmt.reset();
+  src.stmt.bind(1, first).bind(2, s.last_id);
+  src.head.lane = s.lane;
+  if (advance(src)) {
+    heap_.push(index);
+    return true;
+  }
+  free_sources_.push_back(index);
+  return false;
+}
+
+void SegmentMerge::open_until(std::int64_t start) {
+  while (next_segment_ < segments_.size() && status_ &&
+         (heap_.empty() || segments_[next_segment_].start_min <= start)) {
+    open_segment(segments_[next_segment_++]);
+    if (!heap_.empty()) start = sources_[heap_.top()].head.start;
+  }
+}
+
+bool SegmentMerge::next(ScanRow& row) {
+  if (!status_) return false;
+  open_until(heap_.empty() ? std::numeric_limits<std::int64_t>::min()
+                           : sources_[heap_.top()].head.start);
+  if (heap_.empty() || !status_) return false;
+  const int index = heap_.top();
+  heap_.pop();
+  row = sources_[index].head;
+  const std::uint32_t lane = row.lane;
+  if (advance(sources_[index])) {
+    sources_[index].head.lane = lane;
+    heap_.push(index);
+  } else {
+    free_sources_.push_back(index);
+  }
+  return status_.ok();
+}
+
+// ---------------------------------------------------------------------------
+// Finalize: lane statistics and level-of-detail tables.
+
+namespace {
+
+struct LodRow {
+  std::int64_t start = 0;
+  std::int64_t end = 0;
+  std::int64_t count = 0;
+  std::int64_t event_id = 0;  // the event, when count == 1
+  std::uint32_t name = 0;
+  EventKind kind = EventKind::kernel;
+  Category category = Category::compute;
+  std::int32_t depth = 0;
+};
+
+struct Tile {
+  bool open = false;
+  std::int64_t index = 0;
+  std::int64_t longest = -1;  // duration of the event that names the tile
+  LodRow row;
+};
+
+struct Level {
+  bool alive = true;
+  std::vector<LodRow> rows;
+  std::vector<Tile> tiles;  // one per depth
+};
+
+struct LaneStats {
+  std::int64_t count = 0;
+  std::int64_t first = 0;
+  std::int64_t last = 0;
+  std::int64_t max_duration = 0;
+  std::int32_t max_depth = 0;
+  int finest = -1;
+  int coarsest = -1;
+};
+
+class LodBuilder {
+ public:
+  LodBuilder(std::int64_t events, std::int64_t span) : cap_(events / kLodRowsDivisor) {
+    int top = 0;
+    while (top < kLodMaxLevel && lod_width(top) < span)
+      ++top;
+    levels_.resize(static_cast<std::size_t>(top) + 1);
+  }
+
+  void add(const ScanRow& e, std::int32_t depth) {
+    const std::int64_t duration = e.end - e.start;
+    for (std::size_t l = lowest_alive_; l < levels_.size(); ++l) {
+      Level& level = levels_[l];
+      if (!level.alive) continue;
+      const int shift = kLodBaseShift + static_cast<int>(l);
+      if (duration >= (std::int64_t{2} << shift)) {
+        level.rows.push_back({e.start, e.end, 1, e.id, e.name, e.kind, e.category, depth});
+      } else {
+        if (level.tiles.size() <= static_cast<std::size_t>(depth)) level.tiles.resize(depth + 1);
+        Tile& tile = level.tiles[depth];
+        const std::int64_t index = e.start >> shift;
+        if (tile.open && tile.index == index) {
+          tile.row.end = std::max(tile.row.end, e.end);
+          tile.row.count += 1;
+          tile.row.event_id = 0;
+          if (duration > tile.longest) {
+            tile.longest = duration;
+            tile.row.name = e.name;
+            tile.row.kind = e.kind;
+            tile.row.category = e.category;
+          }
+        } else {
+          if (tile.open) level.rows.push_back(tile.row);
+          tile.open = true;
+          tile.index = index;
+          tile.longest = duration;
+          tile.row = {e.start, e.end, 1, e.id, e.name, e.kind, e.category, depth};
+        }
+      }
+      if (static_cast<std::int64_t>(level.rows.size()) > cap_) {
+        level.alive = false;
+        std::vector<LodRow>().swap(level.rows);
+        std::vector<Tile>().swap(level.tiles);
+        while (lowest_alive_ < levels_.size() && !levels_[lowest_alive_].alive)
+          ++lowest_alive_;
+      }
+    }
+  }
+
+  // Closes open tiles; returns the kept levels: every level from the finest
+  // one whose coarser levels all stayed small.
+  std::pair<int, int> finish() {
+    for (Level& level : levels_) {
+      if (!level.alive) continue;
+      for (Tile& tile : level.tiles) {
+        if (tile.open) level.rows.push_back(tile.row);
+        tile.open = false;
+      }
+      if (static_cast<std::int64_t>(level.rows.size()) > cap_) level.alive = false;
+    }
+    int finest = static_cast<int>(levels_.size());
+    while (finest > 0 && levels_[finest - 1].alive)
+      --finest;
+    if (finest == static_cast<int>(levels_.size())) return {-1, -1};
+    return {finest, static_cast<int>(levels_.size()) - 1};
+  }
+
+  std::vector<LodRow>& rows(int level) { return levels_[level].rows; }
+
+ private:
+  std::int64_t cap_;
+  std::vector<Level> levels_;
+  std::size_t lowest_alive_ = 0;
+};
+
+Status finalize_lane(sql::Database& db, std::uint32_t lane, sql::Statement& insert_lod,
+                     sql::Statement& insert_stats, std::int64_t& seq) {
+  auto segments = load_segments(db, {lane});
+  if (!segments) return segments.error();
+  LaneStats stats;
+  std::int64_t first = std::numeric_limits<std::int64_t>::max();
+  std::int64_t last = std::numeric_limits<std::int64_t>::min();
+  for (const Segment& s : *segments) {
+    stats.count += s.last_id - s.first_id + 1;
+    first = std::min(first, s.start_min);
+    last = std::max(last, s.end_max);
+    stats.max_duration = std::max(stats.max_duration, s.duration_max);
+  }
+  if (stats.count > 0) {
+    stats.first = first;
+    stats.last = last;
+  }
+
+  std::optional<LodBuilder> lod;
+  if (stats.count >= kLodMinEvents) lod.emplace(stats.count, stats.last - stats.first);
+
+  SegmentMerge scan(db, *segments, std::numeric_limits<std::int64_t>::min(),
+                    std::numeric_limits<std::int64_t>::max());
+  std::vector<std::int64_t> open_ends;
+  ScanRow row;
+  while (scan.next(row)) {
+    while (!open_ends.empty() && open_ends.back() <= row.start)
+      open_ends.pop_back();
+    const auto depth = static_cast<std::int32_t>(open_ends.size());
+    open_ends.push_back(row.end);
+    stats.max_depth = std::max(stats.max_depth, depth);
+    if (lod) lod->add(row, depth);
+  }
+  if (!scan.status()) return scan.status();
+
+  if (lod) {
+    std::tie(stats.finest, stats.coarsest) = lod->finish();
+    for (int level = stats.finest; level >= 0 && level <= stats.coarsest; ++level) {
+      auto& rows = lod->rows(level);
+      std::sort(rows.begin(), rows.end(), [](const LodRow& a, const LodRow& b) {
+        return a.depth != b.depth ? a.depth < b.depth : a.start < b.start;
+      });
+      for (const LodRow& r : rows) {
+        insert_lod.reset();
+        insert_lod.bind(1, lane)
+            .bind(2, level)
+            .bind(3, r.depth)
+            .bind(4, r.start)
+            .bind(5, ++seq)
+            .bind(6, r.end)
+            .bind(7, r.count)
+            .bind(8, r.name)
+            .bind(9, static_cast<int>(r.kind))
+            .bind(10, static_cast<int>(r.category))
+            .bind(11, r.event_id);
+        if (const int rc = insert_lod.step(); rc != SQLITE_DONE)
+          return db.error("cannot write level-of-detail rows", rc);
+      }
+      std::vector<LodRow>().swap(rows);
+    }
+  }
+
+  insert_stats.reset();
+  insert_stats.bind(1, lane)
+      .bind(2, stats.count)
+      .bind(3, stats.first)
+      .bind(4, stats.last)
+      .bind(5, stats.max_duration)
+      .bind(6, stats.max_depth)
+      .bind(7, stats.finest)
+      .bind(8, stats.coarsest);
+  if (const int rc = insert_stats.step(); rc != SQLITE_DONE)
+    return db.error("cannot write lane statistics", rc);
+  return {};
+}
+
+}  // namespace
+
+Status finalize(sql::Database& db, std::string_view status_if_unclosed) {
+  sql::Transaction tx(db, true);
+  if (!tx.begin_status()) return tx.begin_status();
+  if (auto s = db.exec("DELETE FROM lod; DELETE FROM lane_stats;"); !s) return s;
+
+  std::vector<std::uint32_t> lanes;
+  {
+    auto stmt = db.prepare("SELECT id FROM lanes ORDER BY id");
+    if (!stmt) return stmt.error();
+    int rc;
+    while ((rc = stmt->step()) == SQLITE_ROW)
+      lanes.push_back(static_cast<std::uint32_t>(stmt->int64_at(0)));
+    if (rc != SQLITE_DONE) return db.error("cannot read lanes", rc);
+  }
+  auto insert_lod = db.prepare(
+      "INSERT INTO lod(lane, level, depth, start_ns, seq, end_ns, count, name, kind, category, "
+      "event_id) VALUES(?,?,?,?,?,?,?,?,?,?,?)",
+      true);
+  if (!insert_lod) return insert_lod.error();
+  auto insert_stats = db.prepare(
+      "INSERT INTO lane_stats(lane, event_count, first_ns, last_ns, max_duration_ns, max_depth, "
+      "lod_finest_level, lod_coarsest_level) VALUES(?,?,?,?,?,?,?,?)",
+      true);
+  if (!insert_stats) return insert_stats.error();
+  std::int64_t seq = 0;
+  for (std::uint32_t lane : lanes) {
+    if (auto s = finalize_lane(db, lane, *insert_lod, *insert_stats, seq); !s) return s;
+  }
+  if (read_meta(db, "status") == "writing" || read_meta(db, "status").empty()) {
+    if (auto s = write_meta(db, "status", status_if_unclosed); !s) return s;
+  }
+  if (auto s = write_meta(db, "finalized", "1"); !s) return s;
+  return tx.commit();
+}
+
+}  // namespace store
+
+Result<StoreState> inspect_store(const std::string& path) {
+  StoreState state;
+  auto db = store::open_store(path, false, &state);
+  if (!db) return db.error();
+  return state;
+}
+
+Status finalize_store(const std::string& path) {
+  StoreState state;
+  auto db = store::open_store(path, true, &state);
+  if (!db) return db.error();
+  if (state.finalized) return {};
+  if (state.writer_alive) {
+    return Error{path + ": still being written by process " + state.writer +
+                 "; it is finalized when that writer closes it"};
+  }
+  if (auto s = store::finalize(*db, "interrupted"); !s) return s;
+  return db->exec("PRAGMA wal_checkpoint(TRUNCATE)");
+}
+
+}  // namespace cs::trace

@@ -1,0 +1,42 @@
+#pragma once
+// The trace store file: its identity, schema version and state. The schema is
+// documented in docs/trace-schema.md. TraceWriter creates stores,
+// TraceReader reads them; these functions look at a file without reading its
+// events, and complete a store whose writer did not close it.
+
+#include <cstdint>
+#include <string>
+
+#include "core/result.h"
+
+namespace cs::trace {
+
+// The schema this build writes and reads. Stores of an older version are
+// migrated when opened for writing (there is none yet); newer ones are refused.
+inline constexpr int kSchemaVersion = 1;
+// PRAGMA application_id of every store: "CSTR".
+inline constexpr std::int32_t kApplicationId = 0x43535452;
+
+struct StoreState {
+  int schema_version = 0;
+  // "writing" while a writer has it open (or died before closing it), then
+  // what close() recorded: "complete", "cancelled", "crashed", ..., or
+  // "interrupted" when finalize_store() completed a store whose writer died.
+  std::string status;
+  bool finalized = false;     // level-of-detail tables and lane statistics are built
+  bool writer_alive = false;  // a writer process on this host still has it open
+  std::string writer;         // "host:pid" of the process that created it
+  std::int64_t events = 0;    // committed events
+};
+
+// Opens `path` read-only and checks that it is a trace store this build can
+// read. A non-SQLite file, a foreign SQLite database, an empty file and a
+// newer schema are refused with a message that names the file.
+Result<StoreState> inspect_store(const std::string& path);
+
+// Builds what a closed store has and a store cut short lacks (lane statistics,
+// level-of-detail tables) and records status "interrupted". Refused while the
+// writer is alive. A finalized store is left as it is.
+Status finalize_store(const std::string& path);
+
+}  // namespace cs::trace

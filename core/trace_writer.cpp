@@ -1,0 +1,666 @@
+#include "core/trace_writer.h"
+
+#include <algorithm>
+#include <condition_variable>
+#include <cstring>
+#include <filesystem>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "core/trace_store_internal.h"
+
+namespace cs::trace {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// ---------------------------------------------------------------------------
+// Bulk insert through a virtual table: `INSERT INTO events SELECT * FROM
+// cs_event_batch` runs one statement per batch instead of one per row, which
+// is what makes millions of rows per second possible.
+
+struct BatchView {
+  const Event* events = nullptr;
+  const std::uint32_t* order = nullptr;  // events in (lane, start, end desc) order
+  std::size_t size = 0;
+  std::int64_t first_id = 0;
+};
+
+struct BatchCursor {
+  sqlite3_vtab_cursor base;
+  const BatchView* view;
+  std::size_t index;
+};
+
+int batch_connect(sqlite3* db, void* aux, int, const char* const*, sqlite3_vtab** out, char**) {
+  const int rc = sqlite3_declare_vtab(
+      db, "CREATE TABLE x(id, lane, kind, category, start_ns, end_ns, name, correlation, step)");
+  if (rc != SQLITE_OK) return rc;
+  struct Table {
+    sqlite3_vtab base;
+    BatchView* view;
+  };
+  auto* table = static_cast<Table*>(sqlite3_malloc(sizeof(Table)));
+  if (!table) return SQLITE_NOMEM;
+  std::memset(table, 0, sizeof(Table));
+  table->view = static_cast<BatchView*>(aux);
+  *out = &table->base;
+  return SQLITE_OK;
+}
+int batch_disconnect(sqlite3_vtab* table) {
+  sqlite3_free(table);
+  return SQLITE_OK;
+}
+int batch_best_index(sqlite3_vtab*, sqlite3_index_info* info) {
+  info->estimatedCost = 1e6;
+  return SQLITE_OK;
+}
+int batch_open(sqlite3_vtab* table, sqlite3_vtab_cursor** out) {
+  struct Table {
+    sqlite3_vtab base;
+    BatchView* view;
+  };
+  auto* cursor = new (std::nothrow) BatchCursor{};
+  if (!cursor) return SQLITE_NOMEM;
+  cursor->view = reinterpret_cast<Table*>(table)->view;
+  *out = &cursor->base;
+  return SQLITE_OK;
+}
+int batch_close(sqlite3_vtab_cursor* cursor) {
+  delete reinterpret_cast<BatchCursor*>(cursor);
+  return SQLITE_OK;
+}
+int batch_filter(sqlite3_vtab_cursor* cursor, int, const char*, int, sqlite3_value**) {
+  reinterpret_cast<BatchCursor*>(cursor)->index = 0;
+  return SQLITE_OK;
+}
+int batch_next(sqlite3_vtab_cursor* cursor) {
+  reinterpret_cast<BatchCursor*>(cursor)->index++;
+  return SQLITE_OK;
+}
+int batch_eof(sqlite3_vtab_cursor* cursor) {
+  auto* c = reinterpret_cast<BatchCursor*>(cursor);
+  return c->index >= c->view->size;
+}
+int batch_column(sqlite3_vtab_cursor* cursor, sqlite3_context* ctx, int column) {
+  auto* c = reinterpret_cast<BatchCursor*>(cursor);
+  const Event& e = c->view->events[c->view->order[c->index]];
+  switch (column) {
+    case 0:
+      sqlite3_result_int64(ctx, c->view->first_id + static_cast<std::int64_t>(c->index));
+      break;
+    case 1:
+      sqlite3_result_int64(ctx, e.lane.value);
+      break;
+    case 2:
+      sqlite3_result_int(ctx, static_cast<int>(e.kind));
+      break;
+    case 3:
+      sqlite3_result_int(ctx, static_cast<int>(e.category));
+      break;
+    case 4:
+      sqlite3_result_int64(ctx, e.start_ns);
+      break;
+    case 5:
+      sqlite3_result_int64(ctx, e.end_ns);
+      break;
+    case 6:
+      sqlite3_result_int64(ctx, e.name.value);
+      break;
+    case 7:
+      sqlite3_result_int64(ctx, e.correlation);
+      break;
+    case 8:
+      sqlite3_result_int(ctx, e.step);
+      break;
+    default:
+      sqlite3_result_null(ctx);
+  }
+  return SQLITE_OK;
+}
+int batch_rowid(sqlite3_vtab_cursor* cursor, sqlite3_int64* rowid) {
+  *rowid = static_cast<sqlite3_int64>(reinterpret_cast<BatchCursor*>(cursor)->index);
+  return SQLITE_OK;
+}
+
+// Eponymous-only (no xCreate): usable as `FROM cs_event_batch` with no CREATE.
+const sqlite3_module kBatchModule = {
+    0,         nullptr,      batch_connect, batch_best_index, batch_disconnect,
+    nullptr,   batch_open,   batch_close,   batch_filter,     batch_next,
+    batch_eof, batch_column, batch_rowid};
+
+// ---------------------------------------------------------------------------
+
+struct LaneRow {
+  std::uint32_t id = 0;
+  std::int32_t rank = 0;
+  LaneKind kind = LaneKind::gpu_stream;
+  std::string name;
+  std::int32_t sort_index = 0;
+};
+
+// What waits to be committed. The flusher swaps it out whole, so one batch
+// always carries the strings and lanes its events refer to.
+struct Pending {
+  std::vector<Event> events;
+  std::vector<StepMetrics> steps;
+  std::vector<CounterSample> counters;
+  std::vector<std::pair<std::uint32_t, std::string>> strings;
+  std::vector<RankInfo> ranks;
+  std::vector<LaneRow> lanes;
+  std::vector<std::pair<std::string, std::string>> meta;
+
+  std::size_t rows() const {
+    return events.size() + steps.size() + counters.size() + strings.size() + ranks.size() +
+           lanes.size() + meta.size();
+  }
+  void clear() {
+    events.clear();
+    steps.clear();
+    counters.clear();
+    strings.clear();
+    ranks.clear();
+    lanes.clear();
+    meta.clear();
+  }
+};
+
+struct StringHash {
+  using is_transparent = void;
+  std::size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+};
+
+class SqliteTraceWriter final : public TraceWriter {
+ public:
+  SqliteTraceWriter(std::string path, WriterOptions options, sql::Database db)
+      : path_(std::move(path)), options_(options), db_(std::move(db)) {
+    if (options_.flush_rows == 0) options_.flush_rows = 1;
+    if (options_.max_buffered_rows < options_.flush_rows)
+      options_.max_buffered_rows = options_.flush_rows;
+    strings_.emplace(std::string(), 0);
+    const std::size_t reserve = std::min<std::size_t>(options_.flush_rows, 1 << 16);
+    pending_.events.reserve(reserve);
+    spare_.events.reserve(reserve);
+  }
+
+  ~SqliteTraceWriter() override {
+    if (!closed_) (void)close("complete");
+  }
+
+  Status start() {
+    if (sqlite3_create_module(db_.get(), "cs_event_batch", &kBatchModule, &view_) != SQLITE_OK)
+      return db_.error("cannot register the batch table");
+    auto prepare = [&](sql::Statement& out, const char* text) -> Status {
+      auto stmt = db_.prepare(text, true);
+      if (!stmt) return stmt.error();
+      out = std::move(stmt).value();
+      return {};
+    };
+    Status s;
+    if (!(s = prepare(insert_events_,
+                      "INSERT INTO events(id, lane, kind, category, start_ns, end_ns, name, "
+                      "correlation, step) SELECT * FROM cs_event_batch")))
+      return s;
+    if (!(s = prepare(insert_string_, "INSERT OR REPLACE INTO strings(id, value) VALUES(?, ?)")))
+      return s;
+    if (!(s = prepare(insert_rank_,
+                      "INSERT OR REPLACE INTO ranks(rank, host, device, pid, clock_offset_ns, "
+                      "clock_offset_measured) VALUES(?, ?, ?, ?, ?, ?)")))
+      return s;
+    if (!(s = prepare(insert_lane_,
+                      "INSERT INTO lanes(id, rank, kind, name, sort_index) VALUES(?, ?, ?, ?, ?)")))
+      return s;
+    if (!(s = prepare(insert_meta_, "INSERT OR REPLACE INTO meta(key, value) VALUES(?, ?)")))
+      return s;
+    if (!(s = prepare(insert_details_,
+                      "INSERT INTO event_details(event_id, bytes, flops, collective, dtype, "
+                      "count, peer, group_size) VALUES(?, ?, ?, ?, ?, ?, ?, ?)")))
+      return s;
+    if (!(s = prepare(insert_segment_,
+                      "INSERT INTO segments(lane, first_id, last_id, start_min, start_max, "
+                      "end_max, duration_max) VALUES(?, ?, ?, ?, ?, ?, ?)")))
+      return s;
+    if (!(s = prepare(insert_step_,
+                      "INSERT OR REPLACE INTO steps(rank, step, start_ns, end_ns, loss, tokens, "
+                      "loss_scale) VALUES(?, ?, ?, ?, ?, ?, ?)")))
+      return s;
+    if (!(s = prepare(insert_counter_,
+                      "INSERT INTO counters(rank, name, time_ns, value) VALUES(?, ?, ?, ?)")))
+      return s;
+    flusher_ = std::thread([this] { flusher_loop(); });
+    return {};
+  }
+
+  void add_rank(const RankInfo& rank) override {
+    std::lock_guard lock(mu_);
+    if (closed_) return;  // after close() nothing more is written
+    note_pending();
+    pending_.ranks.push_back(rank);
+  }
+
+  LaneId add_lane(std::int32_t rank, LaneKind kind, std::string_view name,
+                  std::int32_t sort_index) override {
+    std::lock_guard lock(mu_);
+    for (const auto& [key, id] : lane_ids_) {
+      if (key.rank == rank && key.kind == kind && key.name == name) return LaneId{id};
+    }
+    const std::uint32_t id = next_lane_++;
+    lane_ids_.push_back({{id, rank, kind, std::string(name), sort_index}, id});
+    note_pending();
+    pending_.lanes.push_back({id, rank, kind, std::string(name), sort_index});
+    return LaneId{id};
+  }
+
+  StringId intern(std::string_view text) override {
+    std::lock_guard lock(mu_);
+    if (auto it = strings_.find(text); it != strings_.end()) return StringId{it->second};
+    const std::uint32_t id = next_string_++;
+    strings_.emplace(std::string(text), id);
+    note_pending();
+    pending_.strings.emplace_back(id, std::string(text));
+    return StringId{id};
+  }
+
+  void add(const Event& event) override {
+    std::unique_lock lock(mu_);
+    if (closed_) return;  // after close() nothing more is written
+    if (pending_.events.size() >= options_.max_buffered_rows && !stop_) {
+      wake_.notify_one();
+      drained_.wait(lock, [&] {
+        return pending_.events.size() < options_.max_buffered_rows || stop_ || !error_.ok();
+      });
+    }
+    note_pending();
+    pending_.events.push_back(event);
+    Event& stored = pending_.events.back();
+    if (stored.end_ns < stored.start_ns) {
+      stored.end_ns = stored.start_ns;
+      ++ends_before_start_;
+    }
+    if (pending_.events.size() == options_.flush_rows) wake_.notify_one();
+  }
+
+  void add(const StepMetrics& metrics) override {
+    std::lock_guard lock(mu_);
+    if (closed_) return;  // after close() nothing more is written
+    note_pending();
+    pending_.steps.push_back(metrics);
+  }
+
+  void add(const CounterSample& sample) override {
+    std::lock_guard lock(mu_);
+    if (closed_) return;  // after close() nothing more is written
+    note_pending();
+    pending_.counters.push_back(sample);
+  }
+
+  void set_meta(std::string_view key, std::string_view value) override {
+    std::lock_guard lock(mu_);
+    if (closed_) return;  // after close() nothing more is written
+    note_pending();
+    pending_.meta.emplace_back(std::string(key), std::string(value));
+  }
+
+  Status flush() override {
+    std::unique_lock lock(mu_);
+    if (closed_ || stop_) return error_;
+    const std::uint64_t target = ++requested_;
+    wake_.notify_one();
+    drained_.wait(lock, [&] { return completed_ >= target || flusher_done_; });
+    return error_;
+  }
+
+  Status close(std::string_view status) override {
+    {
+      std::unique_lock lock(mu_);
+      if (closed_) return error_;
+      closed_ = true;
+      stop_ = true;
+      wake_.notify_one();
+    }
+    if (flusher_.joinable()) flusher_.join();
+
+    Status result;
+    {
+      std::lock_guard lock(mu_);
+      result = error_;
+    }
+    // The status and counts are written even after a failure when the disk
+    // allows it; what was committed before stays readable either way.
+    {
+      sql::Transaction tx(db_);
+      Status s = tx.begin_status();
+      if (s) s = write_meta("status", status);
+      if (s && ends_before_start_ > 0)
+        s = write_meta("events_with_end_before_start", std::to_string(ends_before_start_));
+      if (s && dropped_events_ > 0)
+        s = write_meta("events_dropped_after_write_failure", std::to_string(dropped_events_));
+      if (s) s = tx.commit();
+      if (!s && result.ok())
+        result = Error{path_ + ": cannot record the store's status: " + s.message()};
+    }
+    if (result.ok()) {
+      if (Status s = store::finalize(db_, status); !s) result = s;
+    }
+    if (Status s = db_.exec("PRAGMA wal_checkpoint(TRUNCATE)"); !s && result.ok()) result = s;
+    db_.close();
+    return result;
+  }
+
+  Status error() const override {
+    std::lock_guard lock(mu_);
+    return error_;
+  }
+
+  const std::string& path() const override { return path_; }
+
+ private:
+  struct LaneKey {
+    std::uint32_t id;
+    std::int32_t rank;
+    LaneKind kind;
+    std::string name;
+    std::int32_t sort_index;
+  };
+
+  // Under mu_: remembers when the oldest waiting row arrived.
+  void note_pending() {
+    if (pending_empty_) {
+      oldest_ = Clock::now();
+      pending_empty_ = false;
+      wake_.notify_one();
+    }
+  }
+
+  void flusher_loop() {
+    std::unique_lock lock(mu_);
+    while (true) {
+      auto due = [&] {
+        return stop_ || requested_ > completed_ || pending_.events.size() >= options_.flush_rows ||
+               pending_.events.size() >= options_.max_buffered_rows ||
+               (!pending_empty_ && Clock::now() >= oldest_ + options_.flush_interval);
+      };
+      while (!due()) {
+        if (pending_empty_)
+          wake_.wait(lock);
+        else
+          wake_.wait_until(lock, oldest_ + options_.flush_interval);
+      }
+      const std::uint64_t target = requested_;
+      std::swap(pending_, spare_);
+      pending_empty_ = true;
+      const bool failed = !error_.ok();
+      drained_.notify_all();
+      lock.unlock();
+
+      Status s;
+      if (spare_.rows() > 0) {
+        if (failed)
+          dropped_events_ += spare_.events.size();
+        else
+          s = write_batch(spare_);
+      }
+      if (!s) dropped_events_ += spare_.events.size();
+      spare_.clear();
+
+      lock.lock();
+      if (!s && error_.ok()) error_ = s;
+      completed_ = target;
+      drained_.notify_all();
+      if (stop_ && pending_empty_ && pending_.rows() == 0) break;
+    }
+    flusher_done_ = true;
+    drained_.notify_all();
+  }
+
+  Status write_meta(std::string_view key, std::string_view value) {
+    insert_meta_.reset();
+    insert_meta_.bind(1, key).bind(2, value);
+    if (const int rc = insert_meta_.step(); rc != SQLITE_DONE) return db_.error("write failed", rc);
+    return {};
+  }
+
+  Status step_done(sql::Statement& stmt) {
+    if (const int rc = stmt.step(); rc != SQLITE_DONE) return db_.error("write failed", rc);
+    return {};
+  }
+
+  // Flusher thread only: commits one batch, or nothing of it.
+  Status write_batch(Pending& batch) {
+    sql::Transaction tx(db_);
+    if (!tx.begin_status()) return db_.error("write failed");
+    Status s;
+    for (const auto& [id, text] : batch.strings) {
+      insert_string_.reset();
+      insert_string_.bind(1, id).bind(2, text);
+      if (!(s = step_done(insert_string_))) return s;
+    }
+    for (const RankInfo& r : batch.ranks) {
+      insert_rank_.reset();
+      insert_rank_.bind(1, r.rank)
+          .bind(2, r.host)
+          .bind(3, r.device)
+          .bind(4, r.pid)
+          .bind(5, r.clock_offset_ns)
+          .bind(6, r.clock_offset_measured ? 1 : 0);
+      if (!(s = step_done(insert_rank_))) return s;
+    }
+    for (const LaneRow& l : batch.lanes) {
+      insert_lane_.reset();
+      insert_lane_.bind(1, l.id)
+          .bind(2, l.rank)
+          .bind(3, static_cast<int>(l.kind))
+          .bind(4, l.name)
+          .bind(5, l.sort_index);
+      if (!(s = step_done(insert_lane_))) return s;
+    }
+    for (const auto& [key, value] : batch.meta) {
+      if (!(s = write_meta(key, value))) return s;
+    }
+    if (!batch.events.empty()) {
+      if (!(s = write_events(batch.events))) return s;
+    }
+    for (const StepMetrics& m : batch.steps) {
+      insert_step_.reset();
+      insert_step_.bind(1, m.rank)
+          .bind(2, m.step)
+          .bind(3, m.start_ns)
+          .bind(4, m.end_ns)
+          .bind(5, m.loss)
+          .bind(6, m.tokens)
+          .bind(7, m.loss_scale);
+      if (!(s = step_done(insert_step_))) return s;
+    }
+    for (const CounterSample& c : batch.counters) {
+      insert_counter_.reset();
+      insert_counter_.bind(1, c.rank).bind(2, c.name.value).bind(3, c.time_ns).bind(4, c.value);
+      if (!(s = step_done(insert_counter_))) return s;
+    }
+    if (!(s = tx.commit())) return db_.error("write failed");
+    next_event_id_ += static_cast<std::int64_t>(batch.events.size());
+    events_since_checkpoint_ += batch.events.size();
+    if (events_since_checkpoint_ > (std::size_t{1} << 24)) {
+      // Every 16 M events or so: keep the WAL from growing without end.
+      (void)db_.exec("PRAGMA wal_checkpoint(PASSIVE)");
+      events_since_checkpoint_ = 0;
+    }
+    return {};
+  }
+
+  // Orders the batch by (lane, start, end descending) — a counting sort by
+  // lane, then a sort only of the lanes whose events came out of order — and
+  // writes one segment per lane.
+  Status write_events(const std::vector<Event>& events) {
+    std::uint32_t max_lane = 0;
+    for (const Event& e : events)
+      max_lane = std::max(max_lane, e.lane.value);
+    lane_offsets_.assign(static_cast<std::size_t>(max_lane) + 2, 0);
+    for (const Event& e : events)
+      ++lane_offsets_[e.lane.value + 1];
+    for (std::size_t i = 1; i < lane_offsets_.size(); ++i)
+      lane_offsets_[i] += lane_offsets_[i - 1];
+    order_.resize(events.size());
+    {
+      std::vector<std::uint32_t> fill(lane_offsets_.begin(), lane_offsets_.end() - 1);
+      for (std::uint32_t i = 0; i < events.size(); ++i)
+        order_[fill[events[i].lane.value]++] = i;
+    }
+    auto before = [&](std::uint32_t a, std::uint32_t b) {
+      const Event& x = events[a];
+      const Event& y = events[b];
+      if (x.start_ns != y.start_ns) return x.start_ns < y.start_ns;
+      return x.end_ns > y.end_ns;
+    };
+    for (std::size_t lane = 0; lane + 1 < lane_offsets_.size(); ++lane) {
+      auto first = order_.begin() + lane_offsets_[lane];
+      auto last = order_.begin() + lane_offsets_[lane + 1];
+      if (!std::is_sorted(first, last, before)) std::stable_sort(first, last, before);
+    }
+
+    view_ = {events.data(), order_.data(), events.size(), next_event_id_};
+    insert_events_.reset();
+    if (const int rc = insert_events_.step(); rc != SQLITE_DONE)
+      return db_.error("write failed", rc);
+
+    Status s;
+    for (std::size_t i = 0; i < order_.size(); ++i) {
+      const auto d = store::EventDetails::of(events[order_[i]]);
+      if (d.is_default()) continue;
+      insert_details_.reset();
+      insert_details_.bind(1, next_event_id_ + static_cast<std::int64_t>(i))
+          .bind(2, d.bytes)
+          .bind(3, d.flops)
+          .bind(4, static_cast<int>(d.collective))
+          .bind(5, static_cast<int>(d.dtype))
+          .bind(6, d.count)
+          .bind(7, d.peer)
+          .bind(8, d.group_size);
+      if (!(s = step_done(insert_details_))) return s;
+    }
+    for (std::size_t lane = 0; lane + 1 < lane_offsets_.size(); ++lane) {
+      const std::uint32_t begin = lane_offsets_[lane], end = lane_offsets_[lane + 1];
+      if (begin == end) continue;
+      std::int64_t end_max = std::numeric_limits<std::int64_t>::min(), duration_max = 0;
+      for (std::uint32_t i = begin; i < end; ++i) {
+        const Event& e = events[order_[i]];
+        end_max = std::max(end_max, e.end_ns);
+        duration_max = std::max(duration_max, e.end_ns - e.start_ns);
+      }
+      insert_segment_.reset();
+      insert_segment_.bind(1, static_cast<std::int64_t>(lane))
+          .bind(2, next_event_id_ + begin)
+          .bind(3, next_event_id_ + end - 1)
+          .bind(4, events[order_[begin]].start_ns)
+          .bind(5, events[order_[end - 1]].start_ns)
+          .bind(6, end_max)
+          .bind(7, duration_max);
+      if (!(s = step_done(insert_segment_))) return s;
+    }
+    return {};
+  }
+
+  const std::string path_;
+  WriterOptions options_;
+
+  mutable std::mutex mu_;
+  std::condition_variable wake_;     // the flusher waits here
+  std::condition_variable drained_;  // flush() and a blocked add() wait here
+  Pending pending_;
+  bool pending_empty_ = true;
+  Clock::time_point oldest_;
+  std::uint64_t requested_ = 0;
+  std::uint64_t completed_ = 0;
+  bool stop_ = false;
+  bool closed_ = false;
+  bool flusher_done_ = false;
+  Status error_;
+  std::unordered_map<std::string, std::uint32_t, StringHash, std::equal_to<>> strings_;
+  std::uint32_t next_string_ = 1;
+  std::vector<std::pair<LaneKey, std::uint32_t>> lane_ids_;
+  std::uint32_t next_lane_ = 1;
+  std::int64_t ends_before_start_ = 0;
+
+  // The flusher thread's own (and close()'s, after the flusher ended).
+  sql::Database db_;
+  Pending spare_;
+  BatchView view_;
+  std::vector<std::uint32_t> order_;
+  std::vector<std::uint32_t> lane_offsets_;
+  std::int64_t next_event_id_ = 1;
+  std::size_t events_since_checkpoint_ = 0;
+  std::size_t dropped_events_ = 0;
+  sql::Statement insert_events_, insert_string_, insert_rank_, insert_lane_, insert_meta_,
+      insert_details_, insert_segment_, insert_step_, insert_counter_;
+  std::thread flusher_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<TraceWriter>> TraceWriter::create(const std::string& path,
+                                                         const RunInfo& run,
+                                                         WriterOptions options) {
+  std::error_code ec;
+  for (const char* suffix : {"", "-wal", "-shm", "-journal"}) {
+    const std::string file = path + suffix;
+    if (std::filesystem::exists(file, ec) && !std::filesystem::remove(file, ec))
+      return Error{file + ": cannot replace: " + ec.message()};
+  }
+  auto opened = sql::Database::open(path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
+  if (!opened) return opened.error();
+  sql::Database db = std::move(opened).value();
+  // Page size before WAL; no automatic checkpoints (the writer checkpoints
+  // itself, rarely); NORMAL sync: a killed process loses nothing committed.
+  if (auto s = db.exec("PRAGMA page_size = 16384; PRAGMA journal_mode = WAL; "
+                       "PRAGMA synchronous = NORMAL; PRAGMA wal_autocheckpoint = 0;");
+      !s)
+    return Error{path + ": cannot create the trace store: " + s.message()};
+  if (auto s = store::tune_connection(db, true); !s) return s.error();
+  {
+    sql::Transaction tx(db);
+    if (auto s = store::create_schema(db); !s)
+      return Error{path + ": cannot create the trace store: " + s.message()};
+    auto meta = db.prepare("INSERT OR REPLACE INTO meta(key, value) VALUES(?, ?)");
+    if (!meta) return meta.error();
+    auto put = [&](std::string_view key, std::string_view value) -> Status {
+      meta->reset();
+      meta->bind(1, key).bind(2, value);
+      if (const int rc = meta->step(); rc != SQLITE_DONE)
+        return db.error("cannot create the trace store", rc);
+      return {};
+    };
+    const std::string created =
+        std::to_string(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                           std::chrono::system_clock::now().time_since_epoch())
+                           .count());
+    const std::pair<std::string_view, std::string> rows[] = {
+        {"format", "clusterscope-trace"},
+        {"schema_version", std::to_string(kSchemaVersion)},
+        {"status", "writing"},
+        {"writer", store::this_process_identity()},
+        {"created_utc_ns", created},
+        {"title", run.title},
+        {"source", run.source},
+        {"start_utc_ns", std::to_string(run.start_utc_ns)},
+        {"clock", run.clock},
+        {"host", run.host},
+        {"command_line", run.command_line},
+        {"plan_json", run.plan_json},
+        {"tool_versions_json", run.tool_versions_json},
+    };
+    for (const auto& [key, value] : rows) {
+      if (auto s = put(key, value); !s) return s.error();
+    }
+    auto empty = db.exec("INSERT INTO strings(id, value) VALUES(0, '')");
+    if (!empty) return empty.error();
+    if (auto s = tx.commit(); !s)
+      return Error{path + ": cannot create the trace store: " + s.message()};
+  }
+  auto writer = std::make_unique<SqliteTraceWriter>(path, options, std::move(db));
+  if (auto s = writer->start(); !s) return s.error();
+  return std::unique_ptr<TraceWriter>(std::move(writer));
+}
+
+}  // namespace cs::trace

@@ -1,0 +1,416 @@
+// The analyses on stores whose answers were worked out by hand (the interval
+// tables in the comments): breakdown, overlap, idle causes, per step, the
+// CPU engine's lanes, kernel and collective summaries with nccl-tests
+// bandwidths, stragglers, and predicted against measured.
+
+#include <QTemporaryDir>
+#include <QtTest>
+
+#include "core/trace_analysis.h"
+#include "core/trace_reader.h"
+#include "core/trace_writer.h"
+
+using namespace cs::trace;
+
+namespace {
+
+struct Builder {
+  std::unique_ptr<TraceWriter> writer;
+  std::string path;
+
+  Builder(const QTemporaryDir& dir, const char* name) {
+    path = dir.filePath(name).toStdString();
+    auto created = TraceWriter::create(path, RunInfo{"analysis test", "test"});
+    if (!created) qFatal("%s", created.message().c_str());
+    writer = std::move(created).value();
+  }
+  Event& add(LaneId lane, EventKind kind, Category cat, std::int64_t s, std::int64_t e,
+             const char* name, std::int64_t correlation = 0) {
+    last = Event{};
+    last.lane = lane;
+    last.kind = kind;
+    last.category = cat;
+    last.start_ns = s;
+    last.end_ns = e;
+    last.name = writer->intern(name);
+    last.correlation = correlation;
+    return last;
+  }
+  void commit() { writer->add(last); }
+  std::unique_ptr<TraceReader> close() {
+    if (auto s = writer->close(); !s) qFatal("%s", s.message().c_str());
+    auto r = TraceReader::open(path);
+    if (!r) qFatal("%s", r.message().c_str());
+    return std::move(r).value();
+  }
+  Event last;
+};
+
+// Rank 0 of the worked example:
+//   [1000,1500) compute        [1500,2000) compute+comm    [2000,3000) comm
+//   [3000,3500) idle: K2 launched at 3200 > 3000            -> host wait 500
+//   [3500,4000) compute        [4000,4010) idle, 10 ns < 30 -> kernel wait 10
+//   [4010,4500) compute        [4500,5000) idle: M1 launched at 4400 -> other 500
+//   [5000,5500) memory         [5500,5600) memory+compute  [5600,6000) compute
+//   [6000,6100) synchronization                            [6100,6200) other
+void write_worked_example(Builder& b, std::int32_t rank = 0) {
+  TraceWriter& w = *b.writer;
+  w.add_rank({rank, "node", "GPU", 1, 0, false});
+  const LaneId compute = w.add_lane(rank, LaneKind::gpu_stream, "stream 7", 0);
+  const LaneId comm = w.add_lane(rank, LaneKind::gpu_stream, "stream 13", 1);
+  const LaneId cpu = w.add_lane(rank, LaneKind::cpu_thread, "main", 2);
+  auto launch = [&](std::int64_t at, std::int64_t corr) {
+    b.add(cpu, EventKind::api_call, Category::other, at, at + 50, "cudaLaunchKernel", corr);
+    b.commit();
+  };
+  b.add(compute, EventKind::kernel, Category::compute, 1000, 2000, "gemm", 1);
+  b.commit();
+  launch(500, 1);
+  Event& c1 = b.add(comm, EventKind::collective, Category::communication, 1500, 3000,
+                    "ncclDevKernel_AllReduce_Sum_f32_RING_LL", 2);
+  c1.collective = Collective::all_reduce;
+  c1.dtype = DataType::fp32;
+  c1.count = 750'000;
+  c1.bytes = 3'000'000;
+  c1.group_size = 8;
+  b.commit();
+  launch(600, 2);
+  b.add(compute, EventKind::kernel, Category::compute, 3500, 4000, "gemm", 3);
+  b.commit();
+  launch(3200, 3);
+  b.add(compute, EventKind::kernel, Category::compute, 4010, 4500, "gemm", 4);
+  b.commit();
+  launch(100, 4);
+  b.add(compute, EventKind::memcpy, Category::memory, 5000, 5600, "Memcpy HtoD", 5);
+  b.commit();
+  launch(4400, 5);
+  b.add(comm, EventKind::kernel, Category::compute, 5500, 6000, "gemm", 6);
+  b.commit();
+  b.add(compute, EventKind::kernel, Category::synchronization, 6000, 6100, "wait_kernel");
+  b.commit();
+  b.add(compute, EventKind::kernel, Category::other, 6100, 6200, "other_kernel");
+  b.commit();
+  // Annotations and API calls are not device work.
+  b.add(cpu, EventKind::annotation, Category::other, 0, 7000, "forward");
+  b.commit();
+  w.add(StepMetrics{rank, 0, 0, 3200, 2.0, 100, 0});
+  w.add(StepMetrics{rank, 1, 3200, 7000, 1.9, 100, 0});
+}
+
+}  // namespace
+
+class TestTraceAnalysis : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void workedExample();
+  void perStep();
+  void summaries();
+  void cpuEngineLanes();
+  void timeWindow();
+  void busBandwidthFactor_data();
+  void busBandwidthFactor();
+  void stragglers();
+  void predictedVersusMeasured();
+  void predictionErrorsNameTheField_data();
+  void predictionErrorsNameTheField();
+};
+
+void TestTraceAnalysis::workedExample() {
+  QTemporaryDir dir;
+  Builder b(dir, "worked.cstrace");
+  write_worked_example(b);
+  auto r = b.close();
+  auto a = analyze_rank(*r, 0);
+  QVERIFY2(a, a ? "" : a.message().c_str());
+  const Breakdown& t = a->total;
+  QVERIFY(a->gpu);
+  QCOMPARE(t.window_start_ns, 1000);
+  QCOMPARE(t.window_end_ns, 6200);
+  QCOMPARE(t.span_ns, 5200);
+  QCOMPARE(t.busy_ns, 4190);
+  QCOMPARE(t.compute_ns, 2490);
+  QCOMPARE(t.communication_ns, 1500);
+  QCOMPARE(t.overlap_ns, 500);
+  QCOMPARE(t.exposed_communication_ns, 1000);
+  QCOMPARE(t.memory_ns, 600);
+  QCOMPARE(t.exposed_memory_ns, 500);
+  QCOMPARE(t.exposed_synchronization_ns, 100);
+  QCOMPARE(t.other_busy_ns, 100);
+  QCOMPARE(t.idle_ns, 1010);
+  QCOMPARE(t.idle_host_wait_ns, 500);
+  QCOMPARE(t.idle_kernel_wait_ns, 10);
+  QCOMPARE(t.idle_other_ns, 500);
+  QCOMPARE(t.events, 8);
+  QCOMPARE(t.overlap_percent(), 100.0 / 3);
+  QCOMPARE(t.non_compute_ns(), 5200 - 2490 - 1010);
+}
+
+void TestTraceAnalysis::perStep() {
+  QTemporaryDir dir;
+  Builder b(dir, "steps.cstrace");
+  write_worked_example(b);
+  auto r = b.close();
+  auto a = analyze_rank(*r, 0);
+  QVERIFY(a);
+  QCOMPARE(a->steps.size(), std::size_t{2});
+  // Step 0, [0, 3200): busy [1000, 3000); the gap's first 200 ns is host
+  // wait, the 1000 ns before the first kernel idle for no device reason.
+  const Breakdown& s0 = a->steps[0].breakdown;
+  QCOMPARE(a->steps[0].step, 0);
+  QCOMPARE(s0.span_ns, 3200);
+  QCOMPARE(s0.busy_ns, 2000);
+  QCOMPARE(s0.compute_ns, 1000);
+  QCOMPARE(s0.communication_ns, 1500);
+  QCOMPARE(s0.overlap_ns, 500);
+  QCOMPARE(s0.idle_ns, 1200);
+  QCOMPARE(s0.idle_host_wait_ns, 200);
+  QCOMPARE(s0.idle_kernel_wait_ns, 0);
+  QCOMPARE(s0.idle_other_ns, 1000);
+  QCOMPARE(s0.events, 2);
+  // Step 1, [3200, 7000).
+  const Breakdown& s1 = a->steps[1].breakdown;
+  QCOMPARE(s1.span_ns, 3800);
+  QCOMPARE(s1.busy_ns, 2190);
+  QCOMPARE(s1.compute_ns, 1490);
+  QCOMPARE(s1.idle_host_wait_ns, 300);
+  QCOMPARE(s1.idle_kernel_wait_ns, 10);
+  QCOMPARE(s1.idle_other_ns, 1300);
+  QCOMPARE(s1.events, 6);
+  QCOMPARE(s0.busy_ns + s1.busy_ns, a->total.busy_ns);
+
+  AnalysisOptions no_steps;
+  no_steps.per_step = false;
+  QVERIFY(analyze_rank(*r, 0, no_steps)->steps.empty());
+}
+
+void TestTraceAnalysis::summaries() {
+  QTemporaryDir dir;
+  Builder b(dir, "summaries.cstrace");
+  write_worked_example(b);
+  auto r = b.close();
+  auto run = analyze_run(*r);
+  QVERIFY2(run, run ? "" : run.message().c_str());
+  QCOMPARE(run->ranks.size(), std::size_t{1});
+  const auto& k = run->kernels;
+  QCOMPARE(k.size(), std::size_t{5});
+  QCOMPARE(k[0].name, std::string("gemm"));  // largest total first
+  QCOMPARE(k[0].count, 4);
+  QCOMPARE(k[0].total_ns, 2490);
+  QCOMPARE(k[0].min_ns, 490);
+  QCOMPARE(k[0].max_ns, 1000);
+  QCOMPARE(k[0].mean_ns, 622.5);
+  QCOMPARE(k[0].median_ns, 500.0);
+  QCOMPARE(k[0].share, 2490.0 / 4790.0);
+  QCOMPARE(k[0].category, Category::compute);
+  QCOMPARE(k[1].name, std::string("ncclDevKernel_AllReduce_Sum_f32_RING_LL"));
+  QCOMPARE(k[1].kind, EventKind::collective);
+  QCOMPARE(k[2].name, std::string("Memcpy HtoD"));
+
+  QCOMPARE(run->collectives.size(), std::size_t{1});
+  const CollectiveStats& c = run->collectives[0];
+  QCOMPARE(c.collective, Collective::all_reduce);
+  QCOMPARE(c.name, std::string("all_reduce"));
+  QCOMPARE(c.dtype, DataType::fp32);
+  QCOMPARE(c.bytes, 3'000'000);
+  QCOMPARE(c.ranks, 8);
+  QCOMPARE(c.count, 1);
+  QCOMPARE(c.mean_ns, 1500.0);
+  QCOMPARE(c.algbw_gbps, 2000.0);         // 3e6 B / 1.5e-6 s = 2e12 B/s
+  QCOMPARE(c.busbw_gbps, 2000.0 * 1.75);  // 2(n-1)/n with n = 8
+  QCOMPARE(run->ranks[0].kernels.size(), std::size_t{5});
+  QVERIFY(run->stragglers.stragglers.empty());
+  QVERIFY(!run->prediction);
+}
+
+// The CPU engine has no GPU stream: its compute thread and communication lane
+// are the device. Host-side operations there are not device work.
+void TestTraceAnalysis::cpuEngineLanes() {
+  QTemporaryDir dir;
+  Builder b(dir, "cpu.cstrace");
+  TraceWriter& w = *b.writer;
+  w.add_rank({0, "node", "CPU", 1, 0, false});
+  const LaneId compute = w.add_lane(0, LaneKind::cpu_thread, "compute", 0);
+  const LaneId comm = w.add_lane(0, LaneKind::communication, "communication", 1);
+  b.add(compute, EventKind::kernel, Category::compute, 0, 4000, "gemm");
+  b.commit();
+  b.add(compute, EventKind::cpu_op, Category::other, 0, 10000, "worker step");
+  b.commit();
+  b.add(comm, EventKind::collective, Category::communication, 3000, 7000, "MPI_Allreduce");
+  b.commit();
+  b.add(compute, EventKind::kernel, Category::compute, 8000, 9000, "gemm");
+  b.commit();
+  auto r = b.close();
+  auto a = analyze_rank(*r, 0);
+  QVERIFY(a);
+  QVERIFY(!a->gpu);
+  QCOMPARE(a->total.span_ns, 9000);
+  QCOMPARE(a->total.compute_ns, 5000);
+  QCOMPARE(a->total.communication_ns, 4000);
+  QCOMPARE(a->total.overlap_ns, 1000);
+  QCOMPARE(a->total.exposed_communication_ns, 3000);
+  QCOMPARE(a->total.idle_ns, 1000);
+  QCOMPARE(a->total.idle_other_ns, 1000);  // no launches on the CPU engine
+  QCOMPARE(a->total.events, 3);
+  QCOMPARE(a->total.overlap_percent(), 25.0);
+}
+
+void TestTraceAnalysis::timeWindow() {
+  QTemporaryDir dir;
+  Builder b(dir, "window.cstrace");
+  write_worked_example(b);
+  auto r = b.close();
+  AnalysisOptions options;
+  options.window = TimeRange{1800, 3600};
+  options.per_step = false;
+  auto a = analyze_rank(*r, 0, options);
+  QVERIFY(a);
+  // [1800,2000) compute+comm, [2000,3000) comm, [3000,3500) host wait, [3500,3600) compute
+  QCOMPARE(a->total.span_ns, 1800);
+  QCOMPARE(a->total.compute_ns, 300);
+  QCOMPARE(a->total.communication_ns, 1200);
+  QCOMPARE(a->total.overlap_ns, 200);
+  QCOMPARE(a->total.idle_host_wait_ns, 500);
+  QCOMPARE(a->total.events, 1);  // only K2 starts inside
+}
+
+void TestTraceAnalysis::busBandwidthFactor_data() {
+  QTest::addColumn<int>("collective");
+  QTest::addColumn<int>("ranks");
+  QTest::addColumn<double>("factor");
+  // nccl-tests doc/PERFORMANCE.md
+  QTest::addRow("all-reduce 8") << int(Collective::all_reduce) << 8 << 1.75;
+  QTest::addRow("all-reduce 2") << int(Collective::all_reduce) << 2 << 1.0;
+  QTest::addRow("all-reduce 1") << int(Collective::all_reduce) << 1 << 0.0;
+  QTest::addRow("all-gather 8") << int(Collective::all_gather) << 8 << 0.875;
+  QTest::addRow("reduce-scatter 4") << int(Collective::reduce_scatter) << 4 << 0.75;
+  QTest::addRow("all-to-all 16") << int(Collective::all_to_all) << 16 << 0.9375;
+  QTest::addRow("broadcast 8") << int(Collective::broadcast) << 8 << 1.0;
+  QTest::addRow("reduce 8") << int(Collective::reduce) << 8 << 1.0;
+  QTest::addRow("send 2") << int(Collective::send) << 2 << 1.0;
+}
+
+void TestTraceAnalysis::busBandwidthFactor() {
+  QFETCH(int, collective);
+  QFETCH(int, ranks);
+  QFETCH(double, factor);
+  QCOMPARE(bus_bandwidth_factor(static_cast<Collective>(collective), ranks), factor);
+}
+
+// Four ranks, ten steps; rank 2's steps take 20% longer and it reaches every
+// all-reduce 1.5 ms after the others (whose arrival jitters by ±50 µs).
+void TestTraceAnalysis::stragglers() {
+  QTemporaryDir dir;
+  Builder b(dir, "stragglers.cstrace");
+  TraceWriter& w = *b.writer;
+  constexpr std::int64_t kStep = 20'000'000;
+  for (int rank = 0; rank < 4; ++rank) {
+    w.add_rank({rank, "node" + std::to_string(rank), "GPU", 1, 0, false});
+    const LaneId s = w.add_lane(rank, LaneKind::gpu_stream, "stream 7", 0);
+    for (int step = 0; step < 10; ++step) {
+      const std::int64_t t = step * kStep;
+      const std::int64_t jitter = ((rank * 7 + step * 3) % 5 - 2) * 25'000;
+      const std::int64_t late = rank == 2 ? 1'500'000 : jitter;
+      b.add(s, EventKind::kernel, Category::compute, t, t + 10'000'000 + late, "gemm");
+      b.commit();
+      b.add(s, EventKind::collective, Category::communication, t + 10'000'000 + late,
+            t + 14'000'000, "ncclDevKernel_AllReduce");
+      b.last.collective = Collective::all_reduce;
+      b.commit();
+      const std::int64_t length = rank == 2 ? kStep * 6 / 5 : kStep + jitter;
+      w.add(StepMetrics{rank, step, t, t + length, 1.0, 1, 0});
+    }
+  }
+  auto r = b.close();
+  auto run = analyze_run(*r);
+  QVERIFY2(run, run ? "" : run.message().c_str());
+  QCOMPARE(run->stragglers.stragglers, std::vector<std::int32_t>{2});
+  const RankStraggler& s = run->stragglers.ranks[2];
+  QVERIFY(s.straggler);
+  QCOMPARE(s.collectives, 10);
+  QVERIFY2(std::abs(s.step_excess - 0.2) < 0.01, qPrintable(QString::number(s.step_excess)));
+  QVERIFY2(s.late_start_ns > 1'400'000, qPrintable(QString::number(s.late_start_ns)));
+  QVERIFY(QString::fromStdString(s.reason).contains("above the median rank"));
+  QVERIFY(QString::fromStdString(s.reason).contains("collectives start"));
+  for (int rank : {0, 1, 3})
+    QVERIFY(!run->stragglers.ranks[rank].straggler);
+  auto again = find_stragglers(*r, run->ranks);
+  QVERIFY(again);
+  QCOMPARE(again->stragglers, std::vector<std::int32_t>{2});
+}
+
+void TestTraceAnalysis::predictedVersusMeasured() {
+  QTemporaryDir dir;
+  Builder b(dir, "predicted.cstrace");
+  write_worked_example(b);
+  // A part measured by annotation ranges with its name: 300 + 400 ns, one per step.
+  const LaneId nvtx = b.writer->add_lane(0, LaneKind::annotation, "NVTX", 3);
+  b.add(nvtx, EventKind::annotation, Category::other, 1000, 1300, "dp_allreduce");
+  b.commit();
+  b.add(nvtx, EventKind::annotation, Category::other, 5000, 5400, "dp_allreduce");
+  b.commit();
+  b.writer->set_meta("predicted_step",
+                     R"({"step_seconds": 3.5e-6,
+                         "categories": {"compute": 1.2e-6, "communication": 5e-7, "memory": 2e-7,
+                                        "synchronization": 1e-7, "other": 1.5e-6, "bubble": 0},
+                         "parts": {"dp_allreduce": 3e-7, "embedding": 1e-7}})");
+  auto r = b.close();
+  auto run = analyze_run(*r);
+  QVERIFY2(run, run ? "" : run.message().c_str());
+  QVERIFY(run->prediction);
+  const PredictionComparison& p = *run->prediction;
+  QCOMPARE(p.predicted_step_s, 3.5e-6);
+  QCOMPARE(p.steps, 2);
+  // Means of steps 0 and 1 (see perStep): spans 3200 and 3800.
+  QCOMPARE(p.measured_step_s, 3500e-9);
+  std::map<std::string, PredictedVsMeasured> c;
+  for (const auto& row : p.categories)
+    c[row.name] = row;
+  QCOMPARE(c.size(), std::size_t{6});
+  QCOMPARE(c["compute"].predicted_s, 1.2e-6);
+  QCOMPARE(*c["compute"].measured_s, (1000 + 1490) / 2.0 * 1e-9);
+  QCOMPARE(*c["communication"].measured_s, (1000 + 0) / 2.0 * 1e-9);
+  QCOMPARE(*c["memory"].measured_s, (0 + 500) / 2.0 * 1e-9);
+  QCOMPARE(*c["synchronization"].measured_s, (0 + 100) / 2.0 * 1e-9);
+  QCOMPARE(*c["other"].measured_s, (1200 + 100 + 1610) / 2.0 * 1e-9);
+  QVERIFY(!c["bubble"].measured_s);  // not a category the trace measures
+  double sum = 0;
+  for (const char* k : {"compute", "communication", "memory", "synchronization", "other"})
+    sum += *c[k].measured_s;
+  QVERIFY(std::abs(sum - p.measured_step_s) < 1e-15);
+  std::map<std::string, PredictedVsMeasured> parts;
+  for (const auto& row : p.parts)
+    parts[row.name] = row;
+  QCOMPARE(*parts["dp_allreduce"].measured_s, 700 / 2.0 * 1e-9);
+  QVERIFY(!parts["embedding"].measured_s);
+}
+
+void TestTraceAnalysis::predictionErrorsNameTheField_data() {
+  QTest::addColumn<QString>("json");
+  QTest::addColumn<QString>("message");
+  QTest::addRow("not JSON") << "{step"
+                            << "meta predicted_step: not valid JSON";
+  QTest::addRow("no step") << "{}"
+                           << "meta predicted_step: /step_seconds: must be a number";
+  QTest::addRow("bad category") << R"({"step_seconds": 1, "categories": {"compute": "1s"}})"
+                                << "/categories/compute: must be a number of seconds";
+  QTest::addRow("parts not object") << R"({"step_seconds": 1, "parts": [1]})"
+                                    << "/parts: must be an object";
+}
+
+void TestTraceAnalysis::predictionErrorsNameTheField() {
+  QFETCH(QString, json);
+  QFETCH(QString, message);
+  QTemporaryDir dir;
+  Builder b(dir, "bad.cstrace");
+  write_worked_example(b);
+  b.writer->set_meta("predicted_step", json.toStdString());
+  auto r = b.close();
+  auto run = analyze_run(*r);
+  QVERIFY(!run);
+  const QString got = QString::fromStdString(run.message());
+  QVERIFY2(got.contains(message) && got.contains(QString::fromStdString(b.path)), qPrintable(got));
+}
+
+QTEST_GUILESS_MAIN(TestTraceAnalysis)
+#include "tst_trace_analysis.moc"

@@ -1,0 +1,780 @@
+// The trace store written by TraceWriter and read back by TraceReader: every
+// record round trips; concurrent writers lose nothing; the timeline query
+// folds to about a span per pixel and agrees with a plain computation over
+// all events; a writer killed mid-run (a real child process, SIGKILL) leaves
+// a store that opens with everything it had committed; a failing write names
+// the file; foreign, truncated and newer files are refused by name.
+
+#include <QFile>
+#include <QProcess>
+#include <QTemporaryDir>
+#include <QtTest>
+#include <filesystem>
+#include <map>
+#include <set>
+#include <thread>
+
+#include <signal.h>
+#include <sqlite3.h>
+
+#include "core/trace_reader.h"
+#include "core/trace_store.h"
+#include "core/trace_writer.h"
+#include "trace_test_util.h"
+
+using namespace cs::trace;
+using namespace trace_test;
+
+namespace {
+
+std::string temp_path(const QTemporaryDir& dir, const char* name) {
+  return dir.filePath(name).toStdString();
+}
+
+std::unique_ptr<TraceReader> open_reader(const std::string& path, bool repair = true) {
+  auto r = TraceReader::open(path, TraceReader::Options{repair});
+  if (!r) qFatal("%s", r.message().c_str());
+  return std::move(r).value();
+}
+
+void exec_sql(const std::string& path, const char* sql) {
+  sqlite3* db = nullptr;
+  QCOMPARE(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  char* error = nullptr;
+  const int rc = sqlite3_exec(db, sql, nullptr, nullptr, &error);
+  const std::string message = error ? error : "";
+  sqlite3_free(error);
+  sqlite3_close(db);
+  QVERIFY2(rc == SQLITE_OK, message.c_str());
+}
+
+// The spans the documented folding rule gives when it sees every event.
+std::vector<Span> reference_spans(const std::vector<Placed>& events, std::int64_t t0,
+                                  std::int64_t t1, int pixels, int min_px = 3) {
+  const std::int64_t pixel = std::max<std::int64_t>(1, (t1 - t0 + pixels - 1) / pixels);
+  const std::int64_t wide = pixel * min_px;
+  struct Pending {
+    bool open = false;
+    std::int64_t longest = 0;
+    Span span;
+  };
+  std::vector<Pending> pending;
+  std::vector<Span> out;
+  auto flush = [&](std::size_t d) {
+    if (pending[d].open) out.push_back(pending[d].span);
+    pending[d].open = false;
+  };
+  for (const Placed& p : events) {
+    const Event& e = p.event;
+    if (e.start_ns >= t1 || !(e.end_ns > t0 || e.start_ns >= t0)) continue;
+    const auto d = static_cast<std::size_t>(p.depth);
+    if (pending.size() <= d) pending.resize(d + 1);
+    Span s{e.start_ns, e.end_ns, 1, 0, e.name, e.kind, e.category, p.depth};
+    if (e.end_ns - e.start_ns >= wide) {
+      flush(d);
+      out.push_back(s);
+      continue;
+    }
+    Pending& f = pending[d];
+    if (f.open && e.start_ns < f.span.end_ns + pixel) {
+      f.span.end_ns = std::max(f.span.end_ns, e.end_ns);
+      f.span.count += 1;
+      if (e.end_ns - e.start_ns > f.longest) {
+        f.longest = e.end_ns - e.start_ns;
+        f.span.name = e.name;
+        f.span.kind = e.kind;
+        f.span.category = e.category;
+      }
+      continue;
+    }
+    flush(d);
+    f.open = true;
+    f.span = s;
+    f.longest = e.end_ns - e.start_ns;
+  }
+  for (std::size_t d = 0; d < pending.size(); ++d)
+    flush(d);
+  std::sort(out.begin(), out.end(), [](const Span& a, const Span& b) {
+    return a.depth != b.depth ? a.depth < b.depth : a.start_ns < b.start_ns;
+  });
+  return out;
+}
+
+QString describe(const Span& s) {
+  return QString("[%1, %2) x%3 depth %4 name %5")
+      .arg(s.start_ns)
+      .arg(s.end_ns)
+      .arg(s.count)
+      .arg(s.depth)
+      .arg(s.name.value);
+}
+
+struct ChildRun {
+  QProcess process;
+  std::int64_t committed = 0;
+  QString output;
+
+  void start(const QStringList& args) {
+    process.setProcessChannelMode(QProcess::SeparateChannels);
+    process.start(CS_TRACE_WRITER_CHILD, args);
+    if (!process.waitForStarted(10000)) qFatal("cannot start the writer child");
+  }
+  // Reads "committed N" lines until at least `want` events are committed.
+  bool wait_committed(std::int64_t want, int timeout_ms = 60000) {
+    QElapsedTimer timer;
+    timer.start();
+    while (committed < want && timer.elapsed() < timeout_ms) {
+      if (!process.canReadLine() && !process.waitForReadyRead(1000)) {
+        if (process.state() != QProcess::Running) break;
+        continue;
+      }
+      while (process.canReadLine()) {
+        const QString line = QString::fromUtf8(process.readLine()).trimmed();
+        output += line + "\n";
+        if (line.startsWith("committed ")) committed = line.mid(10).toLongLong();
+      }
+    }
+    return committed >= want;
+  }
+  void kill_hard() {
+    ::kill(static_cast<pid_t>(process.processId()), SIGKILL);
+    process.waitForFinished(10000);
+  }
+};
+
+}  // namespace
+
+class TestTraceStore : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void enumNames();
+  void roundTrip();
+  void concurrentWriters();
+  void spansMatchReference_data();
+  void spansMatchReference();
+  void spansFoldToPixels_data();
+  void spansFoldToPixels();
+  void eventAtIsInnermost();
+  void findEvents();
+  void liveStoreOpensReadOnly();
+  void killedWriterKeepsCommitted();
+  void writeFailureNamesTheFile();
+  void refusesWhatIsNotAStore_data();
+  void refusesWhatIsNotAStore();
+};
+
+void TestTraceStore::enumNames() {
+  for (int k = 0; k <= static_cast<int>(EventKind::overhead); ++k) {
+    const auto kind = static_cast<EventKind>(k);
+    QCOMPARE(event_kind_from_string(to_string(kind)), std::optional<EventKind>(kind));
+  }
+  for (int c = 0; c <= static_cast<int>(Collective::send_recv); ++c) {
+    const auto coll = static_cast<Collective>(c);
+    QCOMPARE(collective_from_string(to_string(coll)), std::optional<Collective>(coll));
+  }
+  QCOMPARE(category_from_string("communication"), std::optional<Category>(Category::communication));
+  QCOMPARE(lane_kind_from_string("gpu_stream"), std::optional<LaneKind>(LaneKind::gpu_stream));
+  QVERIFY(!data_type_from_string("float128"));
+  QCOMPARE(data_type_bytes(DataType::bf16), 2);
+  QCOMPARE(data_type_bytes(DataType::fp32), 4);
+  QCOMPARE(data_type_bytes(DataType::fp8_e4m3), 1);
+}
+
+void TestTraceStore::roundTrip() {
+  QTemporaryDir dir;
+  const std::string path = temp_path(dir, "run.cstrace");
+  RunInfo run;
+  run.title = "round trip";
+  run.source = "cuda-engine";
+  run.start_utc_ns = 1'717'000'000'123'456'789;
+  run.clock = "CLOCK_REALTIME";
+  run.host = "node-01";
+  run.command_line = "clusterscope run --plan p.json";
+  run.plan_json = R"({"cluster":"c"})";
+  run.tool_versions_json = R"({"cuda":"13.0"})";
+  {
+    auto created = TraceWriter::create(path, run);
+    QVERIFY2(created, created ? "" : created.message().c_str());
+    TraceWriter& w = **created;
+    w.add_rank({1, "node-02", "NVIDIA H200 (GPU 1)", 4242, -1500, true});
+    w.add_rank({0, "node-01", "NVIDIA H200 (GPU 0)", 4241, 0, true});
+    const LaneId s0 = w.add_lane(0, LaneKind::gpu_stream, "stream 7", 2);
+    const LaneId c0 = w.add_lane(0, LaneKind::cpu_thread, "main thread", 1);
+    QCOMPARE(w.add_lane(0, LaneKind::gpu_stream, "stream 7", 2), s0);  // the same lane again
+    const LaneId s1 = w.add_lane(1, LaneKind::gpu_stream, "stream 7", 0);
+    const StringId gemm = w.intern("ampere_sgemm_128x64_nn");
+    QCOMPARE(w.intern("ampere_sgemm_128x64_nn"), gemm);
+    QCOMPARE(w.intern(""), StringId{0});
+    const StringId nccl = w.intern("ncclDevKernel_AllReduce_Sum_bf16_RING_LL");
+    const StringId launch = w.intern("cudaLaunchKernel");
+
+    Event k;
+    k.lane = s0;
+    k.kind = EventKind::kernel;
+    k.start_ns = 2'000'000'000;
+    k.end_ns = 2'000'050'000;
+    k.name = gemm;
+    k.correlation = 11;
+    k.flops = 2.5e9;
+    k.step = 3;
+    w.add(k);
+    Event c = k;
+    c.kind = EventKind::collective;
+    c.category = Category::communication;
+    c.start_ns = 2'000'060'000;
+    c.end_ns = 2'000'160'000;
+    c.name = nccl;
+    c.correlation = 12;
+    c.flops = 0;
+    c.bytes = 64 << 20;
+    c.collective = Collective::all_reduce;
+    c.dtype = DataType::bf16;
+    c.count = 32 << 20;
+    c.group_size = 8;
+    w.add(c);
+    Event a;
+    a.lane = c0;
+    a.kind = EventKind::api_call;
+    a.category = Category::other;
+    a.start_ns = 1'999'990'000;
+    a.end_ns = 1'999'995'000;
+    a.name = launch;
+    a.correlation = 11;
+    w.add(a);
+    Event backwards = a;  // an end before its start is stored as a zero-length event
+    backwards.start_ns = 2'000'100'000;
+    backwards.end_ns = 2'000'000'000;
+    w.add(backwards);
+    Event other = k;
+    other.lane = s1;
+    w.add(other);
+    w.add(StepMetrics{0, 3, 1'999'000'000, 2'001'000'000, 2.75, 4096, 65536});
+    w.add(CounterSample{0, w.intern("gpu_memory_used"), 2'000'000'000, 1.5e10});
+    w.add(CounterSample{0, w.intern("gpu_memory_used"), 2'000'100'000, 1.6e10});
+    w.set_meta("world_size", "2");
+    const cs::Status closed = w.close("complete");
+    QVERIFY2(closed, closed.message().c_str());
+    QVERIFY(w.close());  // a second close reports the first one's result
+  }
+
+  auto state = inspect_store(path);
+  QVERIFY2(state, state ? "" : state.message().c_str());
+  QCOMPARE(state->status, std::string("complete"));
+  QVERIFY(state->finalized);
+  QVERIFY(!state->writer_alive);
+  QCOMPARE(state->events, 5);
+  QCOMPARE(state->schema_version, kSchemaVersion);
+
+  auto r = open_reader(path);
+  const RunInfo back = r->run();
+  QCOMPARE(back.title, run.title);
+  QCOMPARE(back.source, run.source);
+  QCOMPARE(back.start_utc_ns, run.start_utc_ns);
+  QCOMPARE(back.clock, run.clock);
+  QCOMPARE(back.host, run.host);
+  QCOMPARE(back.command_line, run.command_line);
+  QCOMPARE(back.plan_json, run.plan_json);
+  QCOMPARE(back.tool_versions_json, run.tool_versions_json);
+  QCOMPARE(r->world_size(), 2);
+  QCOMPARE(r->meta("events_with_end_before_start"), std::optional<std::string>("1"));
+
+  QCOMPARE(r->ranks().size(), std::size_t{2});
+  QCOMPARE(r->ranks()[1].host, std::string("node-02"));
+  QCOMPARE(r->ranks()[1].clock_offset_ns, -1500);
+  QVERIFY(r->ranks()[1].clock_offset_measured);
+  QCOMPARE(r->ranks()[1].pid, 4242);
+
+  QCOMPARE(r->lanes().size(), std::size_t{3});
+  const auto lanes0 = r->lanes_of(0);
+  QCOMPARE(lanes0.size(), std::size_t{2});
+  QCOMPARE(lanes0[0].name, std::string("main thread"));  // sort index 1 before 2
+  QCOMPARE(lanes0[1].name, std::string("stream 7"));
+  QCOMPARE(lanes0[1].event_count, 2);
+  QCOMPARE(lanes0[1].first_ns, 2'000'000'000);
+  QCOMPARE(lanes0[1].last_ns, 2'000'160'000);
+  QCOMPARE(lanes0[1].max_duration_ns, 100'000);
+  QCOMPARE(r->event_count(), 5);
+
+  const auto found = r->find_events("AllReduce", NameMatch::substring, 10);
+  QVERIFY(found);
+  QCOMPARE(found->size(), std::size_t{1});
+  const Event& c = found->front().event;
+  QCOMPARE(c.kind, EventKind::collective);
+  QCOMPARE(c.category, Category::communication);
+  QCOMPARE(c.bytes, std::int64_t{64} << 20);
+  QCOMPARE(c.collective, Collective::all_reduce);
+  QCOMPARE(c.dtype, DataType::bf16);
+  QCOMPARE(c.count, std::int64_t{32} << 20);
+  QCOMPARE(c.group_size, 8);
+  QCOMPARE(c.peer, -1);
+  QCOMPARE(c.correlation, 12);
+  QCOMPARE(found->front().rank, 0);
+  QCOMPARE(r->string(c.name), std::string("ncclDevKernel_AllReduce_Sum_bf16_RING_LL"));
+
+  const auto gemm = r->find_events("ampere_sgemm_128x64_nn", NameMatch::exact, 10, 0);
+  QVERIFY(gemm);
+  QCOMPARE(gemm->size(), std::size_t{1});
+  QCOMPARE(gemm->front().event.flops, 2.5e9);
+  QCOMPARE(gemm->front().event.step, 3);
+  const auto by_id = r->event(gemm->front().id);
+  QVERIFY(by_id);
+  QCOMPARE(by_id->event.start_ns, 2'000'000'000);
+  QVERIFY(!r->event(999));
+  QCOMPARE(r->find_events("ampere_sgemm_128x64_nn", NameMatch::exact, 10)->size(), std::size_t{2});
+  QVERIFY(r->find_events("AMPERE", NameMatch::substring, 10)->size() == 2);  // case-insensitive
+  QVERIFY(r->find_events("100%", NameMatch::substring, 10)->empty());        // % is literal
+
+  const auto steps = r->steps();
+  QVERIFY(steps);
+  QCOMPARE(steps->size(), std::size_t{1});
+  QCOMPARE(steps->front().loss, 2.75);
+  QCOMPARE(steps->front().tokens, 4096.0);
+  const auto series = r->counter_series();
+  QVERIFY(series);
+  QCOMPARE(series->size(), std::size_t{1});
+  QCOMPARE(r->string(series->front().second), std::string("gpu_memory_used"));
+  const auto samples = r->counters(0, series->front().second);
+  QVERIFY(samples);
+  QCOMPARE(samples->size(), std::size_t{2});
+  QCOMPARE(samples->back().value, 1.6e10);
+
+  const TimeRange range = r->time_range();
+  QCOMPARE(range.start_ns, 1'999'990'000);
+  QCOMPARE(range.end_ns, 2'000'160'000);
+}
+
+void TestTraceStore::concurrentWriters() {
+  QTemporaryDir dir;
+  const std::string path = temp_path(dir, "threads.cstrace");
+  WriterOptions options;
+  options.flush_rows = 4096;  // many batches while the threads write
+  options.flush_interval = std::chrono::milliseconds(5);
+  options.max_buffered_rows = 8192;
+  auto created = TraceWriter::create(path, RunInfo{}, options);
+  QVERIFY(created);
+  TraceWriter& w = **created;
+  constexpr int kThreads = 3;
+  constexpr int kPerThread = 60000;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&w, t] {
+      const LaneId lane = w.add_lane(0, LaneKind::cpu_thread, "thread " + std::to_string(t), t);
+      std::int64_t time = 1'000'000;
+      for (int i = 0; i < kPerThread; ++i) {
+        Event e;
+        e.lane = lane;
+        e.kind = EventKind::cpu_op;
+        e.start_ns = time;
+        e.end_ns = time + 500;
+        e.name = w.intern("op_" + std::to_string(i % 97));  // all threads intern the same names
+        e.correlation = i;
+        w.add(e);
+        time += 1000;
+        if (i % 20000 == 0) QVERIFY(w.flush());
+      }
+    });
+  }
+  for (auto& t : threads)
+    t.join();
+  QVERIFY(w.close());
+  auto r = open_reader(path);
+  QCOMPARE(r->event_count(), kThreads * kPerThread);
+  for (const LaneInfo& l : r->lanes()) {
+    QCOMPARE(l.event_count, kPerThread);
+    QCOMPARE(l.last_ns - l.first_ns, std::int64_t{kPerThread} * 1000 - 500);
+  }
+  // 97 names, each interned once whatever the thread.
+  std::set<std::string> names;
+  QVERIFY(r->for_each_event({}, INT64_MIN / 4, INT64_MAX / 4, [&](const StoredEvent& e) {
+    names.insert(r->string(e.event.name));
+    return true;
+  }));
+  QCOMPARE(names.size(), std::size_t{97});
+  QCOMPARE(*r->find_string("op_96"), StringId{97});
+}
+
+void TestTraceStore::spansMatchReference_data() {
+  QTest::addColumn<int>("pattern");
+  QTest::addColumn<int>("events");
+  QTest::addColumn<double>("window_fraction");
+  QTest::addColumn<double>("window_offset");
+  QTest::addColumn<int>("pixels");
+  // Windows at 1-500 ns per pixel read raw events.
+  QTest::addRow("uniform, tiny window") << int(Pattern::uniform) << 20000 << 1e-5 << 0.5 << 1000;
+  QTest::addRow("uniform, 0.1%%") << int(Pattern::uniform) << 20000 << 1e-3 << 0.3 << 2000;
+  QTest::addRow("nested, tiny") << int(Pattern::nested) << 20000 << 1e-5 << 0.5 << 800;
+  QTest::addRow("nested, 0.05%%") << int(Pattern::nested) << 20000 << 5e-4 << 0.77 << 2000;
+  QTest::addRow("bursty, 0.01%%") << int(Pattern::bursty) << 20000 << 1e-4 << 0.2 << 2000;
+  QTest::addRow("small lane, whole") << int(Pattern::nested) << 500 << 1.0 << 0.0 << 300;
+  QTest::addRow("small lane, middle") << int(Pattern::uniform) << 1500 << 0.3 << 0.4 << 50;
+}
+
+// Where the query reads raw events, it must give exactly what the folding rule
+// gives over all events (the level of detail is checked by invariants below).
+void TestTraceStore::spansMatchReference() {
+  QFETCH(int, pattern);
+  QFETCH(int, events);
+  QFETCH(double, window_fraction);
+  QFETCH(double, window_offset);
+  QFETCH(int, pixels);
+  QTemporaryDir dir;
+  const std::string path = temp_path(dir, "spans.cstrace");
+  WriterOptions options;
+  options.flush_rows = 3000;  // many segments
+  const Written w = write_store(path, {static_cast<Pattern>(pattern)}, events, options);
+  auto r = open_reader(path);
+  const LaneInfo* lane = r->lane(w.lanes[0]);
+  QVERIFY(lane);
+  const auto all = placed(w, w.lanes[0]);
+  const std::int64_t span = lane->last_ns - lane->first_ns;
+  const std::int64_t t0 = lane->first_ns + static_cast<std::int64_t>(span * window_offset);
+  const std::int64_t t1 =
+      t0 + std::max<std::int64_t>(1, static_cast<std::int64_t>(span * window_fraction));
+  if (events >= 2048) QVERIFY2((t1 - t0) / pixels < 1024, "this row must read raw events");
+  auto got = r->spans(w.lanes[0], t0, t1, pixels);
+  QVERIFY2(got, got ? "" : got.message().c_str());
+  const auto want = reference_spans(all, t0, t1, pixels);
+  QCOMPARE(got->size(), want.size());
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    const Span& g = (*got)[i];
+    const Span& e = want[i];
+    QVERIFY2(g.start_ns == e.start_ns && g.end_ns == e.end_ns && g.count == e.count &&
+                 g.depth == e.depth,
+             qPrintable(QString("span %1: got %2, want %3").arg(i).arg(describe(g), describe(e))));
+    if (g.count == 1) QVERIFY(g.event_id > 0);
+  }
+  QCOMPARE(lane->max_depth,
+           all.empty() ? 0 : std::max_element(all.begin(), all.end(), [](auto& a, auto& b) {
+                               return a.depth < b.depth;
+                             })->depth);
+}
+
+void TestTraceStore::spansFoldToPixels_data() {
+  QTest::addColumn<int>("pattern");
+  QTest::addColumn<double>("window_fraction");
+  QTest::addColumn<double>("window_offset");
+  QTest::addColumn<int>("pixels");
+  for (Pattern p : {Pattern::uniform, Pattern::nested, Pattern::bursty}) {
+    const char* name = p == Pattern::uniform  ? "uniform"
+                       : p == Pattern::nested ? "nested"
+                                              : "bursty";
+    QTest::addRow("%s, whole, 2000 px", name) << int(p) << 1.0 << 0.0 << 2000;
+    QTest::addRow("%s, whole, 100 px", name) << int(p) << 1.0 << 0.0 << 100;
+    QTest::addRow("%s, 10%%, 1500 px", name) << int(p) << 0.1 << 0.45 << 1500;
+    QTest::addRow("%s, 1%%, 2000 px", name) << int(p) << 0.01 << 0.61 << 2000;
+  }
+}
+
+// At every zoom: about one span per pixel and depth; every event the window
+// overlaps lies inside a span at its depth; a whole-range query accounts for
+// every event exactly once; events wider than 3 pixels come back whole.
+void TestTraceStore::spansFoldToPixels() {
+  QFETCH(int, pattern);
+  QFETCH(double, window_fraction);
+  QFETCH(double, window_offset);
+  QFETCH(int, pixels);
+  QTemporaryDir dir;
+  const std::string path = temp_path(dir, "fold.cstrace");
+  const Written w = write_store(path, {static_cast<Pattern>(pattern)}, 60000);
+  auto r = open_reader(path);
+  const LaneInfo* lane = r->lane(w.lanes[0]);
+  const auto all = placed(w, w.lanes[0]);
+  const std::int64_t span = lane->last_ns - lane->first_ns;
+  const std::int64_t t0 = lane->first_ns + static_cast<std::int64_t>(span * window_offset);
+  const std::int64_t t1 = window_fraction >= 1.0
+                              ? lane->last_ns + 1
+                              : t0 + static_cast<std::int64_t>(span * window_fraction);
+  auto got = r->spans(w.lanes[0], t0, t1, pixels);
+  QVERIFY2(got, got ? "" : got.message().c_str());
+  const std::int64_t pixel = (t1 - t0 + pixels - 1) / pixels;
+
+  std::map<int, std::vector<Span>> by_depth;
+  for (const Span& s : *got)
+    by_depth[s.depth].push_back(s);
+  for (auto& [depth, spans] : by_depth) {
+    QVERIFY2(
+        static_cast<int>(spans.size()) <= pixels * 3 / 2 + 2,
+        qPrintable(
+            QString("depth %1: %2 spans for %3 pixels").arg(depth).arg(spans.size()).arg(pixels)));
+  }
+  std::int64_t counted = 0;
+  for (const Span& s : *got)
+    counted += s.count;
+  if (window_fraction >= 1.0) QCOMPARE(counted, static_cast<std::int64_t>(all.size()));
+
+  for (const Placed& p : all) {
+    const Event& e = p.event;
+    if (e.start_ns >= t1 || e.end_ns <= t0) continue;
+    const auto& spans = by_depth[p.depth];
+    auto it = std::upper_bound(spans.begin(), spans.end(), e.start_ns,
+                               [](std::int64_t t, const Span& s) { return t < s.start_ns; });
+    QVERIFY2(it != spans.begin(), "an event before every span of its depth");
+    --it;
+    QVERIFY2(it->start_ns <= e.start_ns && it->end_ns >= e.end_ns,
+             qPrintable(QString("event [%1, %2) depth %3 not inside %4")
+                            .arg(e.start_ns)
+                            .arg(e.end_ns)
+                            .arg(p.depth)
+                            .arg(describe(*it))));
+    if (e.end_ns - e.start_ns >= 4 * pixel + 2048) {
+      // Wide enough for every level the query may pick: a span of its own.
+      QVERIFY2(it->count == 1 && it->start_ns == e.start_ns && it->end_ns == e.end_ns,
+               qPrintable(QString("wide event [%1, %2) came back as %3")
+                              .arg(e.start_ns)
+                              .arg(e.end_ns)
+                              .arg(describe(*it))));
+    }
+  }
+}
+
+void TestTraceStore::eventAtIsInnermost() {
+  QTemporaryDir dir;
+  const std::string path = temp_path(dir, "at.cstrace");
+  const Written w = write_store(path, {Pattern::nested, Pattern::uniform}, 30000);
+  auto r = open_reader(path);
+  std::mt19937_64 rng(7);
+  for (LaneId lane_id : w.lanes) {
+    const auto all = placed(w, lane_id);
+    const LaneInfo* lane = r->lane(lane_id);
+    for (int i = 0; i < 300; ++i) {
+      const std::int64_t t =
+          lane->first_ns + static_cast<std::int64_t>(
+                               rng() % static_cast<std::uint64_t>(lane->last_ns - lane->first_ns));
+      const Placed* best = nullptr;
+      for (const Placed& p : all) {
+        if (p.event.start_ns <= t && t < p.event.end_ns &&
+            (!best || p.depth > best->depth ||
+             (p.depth == best->depth && p.event.start_ns >= best->event.start_ns)))
+          best = &p;
+      }
+      auto got = r->event_at(lane_id, t);
+      QVERIFY2(got, got ? "" : got.message().c_str());
+      if (!best) {
+        QVERIFY(!got->has_value());
+        continue;
+      }
+      QVERIFY2(got->has_value(), qPrintable(QString("nothing at %1").arg(t)));
+      QCOMPARE((*got)->event.start_ns, best->event.start_ns);
+      QCOMPARE((*got)->event.end_ns, best->event.end_ns);
+      QCOMPARE((*got)->event.lane, lane_id);
+    }
+  }
+}
+
+void TestTraceStore::findEvents() {
+  QTemporaryDir dir;
+  const std::string path = temp_path(dir, "find.cstrace");
+  const Written w = write_store(path, {Pattern::uniform, Pattern::nested}, 5000);
+  auto r = open_reader(path);
+  std::int64_t want = 0;
+  const std::string name = w.names[7];
+  for (const Event& e : w.events)
+    want += r->string(e.name) == name;
+  auto exact = r->find_events(name, NameMatch::exact, 1'000'000);
+  QVERIFY(exact);
+  QCOMPARE(static_cast<std::int64_t>(exact->size()), want);
+  for (const StoredEvent& e : *exact)
+    QCOMPARE(r->string(e.event.name), name);
+  auto limited = r->find_events("name_", NameMatch::substring, 25);
+  QCOMPARE(limited->size(), std::size_t{25});
+  QVERIFY(r->find_events("no such name", NameMatch::exact, 10)->empty());
+  QVERIFY(r->find_events(name, NameMatch::exact, 10, 5)->empty());  // rank 5 does not exist
+}
+
+void TestTraceStore::liveStoreOpensReadOnly() {
+  QTemporaryDir dir;
+  const std::string path = temp_path(dir, "live.cstrace");
+  ChildRun child;
+  child.start({"live", QString::fromStdString(path)});
+  QVERIFY2(child.wait_committed(10000), qPrintable(child.output));
+
+  {
+    auto r = open_reader(path);  // repair is asked for, but the writer is alive
+    QVERIFY(r->state().writer_alive);
+    QCOMPARE(r->state().status, std::string("writing"));
+    QVERIFY(!r->state().finalized);
+    QCOMPARE(r->event_count(), child.committed);
+    const LaneInfo gpu = r->lanes_of(0)[0];
+    auto spans = r->spans(gpu.id, gpu.first_ns, gpu.last_ns, 500);
+    QVERIFY2(spans, spans ? "" : spans.message().c_str());
+    std::int64_t n = 0;
+    for (const Span& s : *spans)
+      n += s.count;
+    QCOMPARE(n, child.committed / 2);
+    QVERIFY(!finalize_store(path));  // refused while the writer lives
+  }
+  child.kill_hard();
+  auto r = open_reader(path);
+  QVERIFY(!r->state().writer_alive);
+  QCOMPARE(r->state().status, std::string("interrupted"));
+  QVERIFY(r->state().finalized);
+  QCOMPARE(r->event_count(), child.committed);
+}
+
+void TestTraceStore::killedWriterKeepsCommitted() {
+  QTemporaryDir dir;
+  const std::string path = temp_path(dir, "killed.cstrace");
+  ChildRun child;
+  child.start({"crash", QString::fromStdString(path)});
+  QVERIFY2(child.wait_committed(80000), qPrintable(child.output));
+  child.kill_hard();
+  const std::int64_t committed = child.committed;
+
+  // Read as it was left first (no repair), then repaired.
+  {
+    auto r = open_reader(path, false);
+    QCOMPARE(r->state().status, std::string("writing"));
+    QVERIFY(!r->state().writer_alive);
+    QVERIFY(!r->state().finalized);
+    // Whole batches only: what the last report said, or the batch after it.
+    QVERIFY2(r->event_count() == committed || r->event_count() == committed + 10000,
+             qPrintable(QString("%1 events, %2 reported").arg(r->event_count()).arg(committed)));
+  }
+  auto r = open_reader(path);
+  QCOMPARE(r->state().status, std::string("interrupted"));
+  QVERIFY(r->state().finalized);
+  const std::int64_t n = r->event_count();
+  QVERIFY(n == committed || n == committed + 10000);
+  // Every kernel is whole and has its launch.
+  const auto lanes = r->lanes_of(0);
+  QCOMPARE(lanes.size(), std::size_t{2});
+  QCOMPARE(lanes[0].event_count, n / 2);
+  QCOMPARE(lanes[1].event_count, n / 2);
+  std::int64_t correlation_sum = 0;
+  QVERIFY(r->for_each_event({lanes[0].id}, INT64_MIN / 4, INT64_MAX / 4, [&](const StoredEvent& e) {
+    correlation_sum += e.event.correlation;
+    return e.event.end_ns - e.event.start_ns == 6000;
+  }));
+  QCOMPARE(correlation_sum, (n / 2) * (n / 2 + 1) / 2);
+}
+
+void TestTraceStore::writeFailureNamesTheFile() {
+  QTemporaryDir dir;
+  const std::string path = temp_path(dir, "full.cstrace");
+  ChildRun child;
+  child.start({"fsize", QString::fromStdString(path), QString::number(2 << 20)});
+  QVERIFY(child.process.waitForFinished(120000));
+  const QString out = child.output + QString::fromUtf8(child.process.readAllStandardOutput());
+  QCOMPARE(child.process.exitCode(), 0);
+  std::int64_t committed = 0;
+  QString error;
+  for (const QString& line : out.split('\n')) {
+    if (line.startsWith("committed ")) committed = line.mid(10).toLongLong();
+    if (line.startsWith("error ")) error = line.mid(6);
+  }
+  QVERIFY2(!error.isEmpty(), qPrintable(out));
+  QVERIFY2(error.contains(QString::fromStdString(path)), qPrintable(error));
+  QVERIFY2(error.contains("write failed"), qPrintable(error));
+  QVERIFY2(out.contains("close " + QString::fromStdString(path)), qPrintable(out));
+  QVERIFY(committed > 0);
+
+  auto r = TraceReader::open(path);
+  QVERIFY2(r, r ? "" : r.message().c_str());
+  QVERIFY2((*r)->event_count() >= committed,
+           qPrintable(QString("%1 < %2").arg((*r)->event_count()).arg(committed)));
+}
+
+void TestTraceStore::refusesWhatIsNotAStore_data() {
+  QTest::addColumn<QString>("kind");
+  QTest::addColumn<QString>("message");
+  QTest::addRow("text file") << "text"
+                             << "is not a ClusterScope trace store: not an SQLite database";
+  QTest::addRow("empty file") << "empty"
+                              << "is not a ClusterScope trace store: the file is empty";
+  QTest::addRow("foreign SQLite")
+      << "foreign"
+      << "is not a ClusterScope trace store: an SQLite database of another kind (tables: ";
+  QTest::addRow("empty SQLite") << "empty-sqlite"
+                                << "an SQLite database with no tables";
+  QTest::addRow("newer schema") << "newer"
+                                << "uses trace schema version 2, newer than this build";
+  QTest::addRow("older schema") << "older"
+                                << "uses trace schema version 0, which this build cannot read";
+  QTest::addRow("missing table") << "missing-table"
+                                 << "is damaged: the trace store table 'segments' is missing";
+  QTest::addRow("truncated") << "truncated"
+                             << "";
+  QTest::addRow("directory") << "directory"
+                             << "is not a ClusterScope trace store: it is a directory";
+  QTest::addRow("no file") << "none"
+                           << ": no such file";
+}
+
+void TestTraceStore::refusesWhatIsNotAStore() {
+  QFETCH(QString, kind);
+  QFETCH(QString, message);
+  QTemporaryDir dir;
+  std::string path = temp_path(dir, "x.cstrace");
+  auto write_text = [&](const QByteArray& bytes) {
+    QFile f(QString::fromStdString(path));
+    QVERIFY(f.open(QIODevice::WriteOnly));
+    f.write(bytes);
+  };
+  auto good_store = [&] { write_store(path, {Pattern::uniform, Pattern::nested}, 30000); };
+  if (kind == "text") write_text("step,loss\n1,2.5\n");
+  if (kind == "empty") write_text("");
+  if (kind == "foreign") {
+    std::filesystem::copy_file(CS_DATA_DIR "/validation/nsys/saxpy-mpi-cuda.sqlite", path);
+  }
+  if (kind == "empty-sqlite") exec_sql(path, "PRAGMA user_version = 0; VACUUM;");
+  if (kind == "newer") {
+    good_store();
+    exec_sql(path, "PRAGMA user_version = 2");
+  }
+  if (kind == "older") {
+    good_store();
+    exec_sql(path, "PRAGMA user_version = 0");
+  }
+  if (kind == "missing-table") {
+    good_store();
+    exec_sql(path, "DROP TABLE segments");
+  }
+  if (kind == "truncated") {
+    good_store();
+    std::filesystem::resize_file(path, std::filesystem::file_size(path) / 2);
+  }
+  if (kind == "directory") {
+    path = dir.path().toStdString();
+  }
+  if (kind == "none") path = temp_path(dir, "missing.cstrace");
+
+  if (kind == "truncated") {
+    // Whatever part fails — the open or a read past the cut — says so and
+    // names the file; nothing crashes.
+    auto r = TraceReader::open(path);
+    QString failure;
+    if (!r) {
+      failure = QString::fromStdString(r.message());
+    } else {
+      for (const LaneInfo& l : (*r)->lanes()) {
+        auto spans = (*r)->spans(l.id, l.first_ns, l.last_ns + 1, 1000);
+        if (!spans) {
+          failure = QString::fromStdString(spans.message());
+          break;
+        }
+        cs::Status s = (*r)->for_each_event({l.id}, INT64_MIN / 4, INT64_MAX / 4,
+                                            [](const StoredEvent&) { return true; });
+        if (!s) {
+          failure = QString::fromStdString(s.message());
+          break;
+        }
+      }
+    }
+    QVERIFY2(!failure.isEmpty(), "a store cut in half read as if whole");
+    QVERIFY2(failure.contains(QString::fromStdString(path)), qPrintable(failure));
+    QVERIFY2(failure.contains("damaged") || failure.contains("malformed") ||
+                 failure.contains("cut short"),
+             qPrintable(failure));
+    return;
+  }
+  auto r = TraceReader::open(path);
+  QVERIFY(!r);
+  const QString got = QString::fromStdString(r.message());
+  QVERIFY2(got.contains(QString::fromStdString(path)), qPrintable(got));
+  QVERIFY2(got.contains(message), qPrintable(got));
+  QCOMPARE(QString::fromStdString(inspect_store(path).message()), got);
+}
+
+QTEST_GUILESS_MAIN(TestTraceStore)
+#include "tst_trace_store.moc"
