@@ -5,7 +5,9 @@
 #include <QScrollArea>
 #include <QVBoxLayout>
 
+#include "app/gui/predicted_timeline.h"
 #include "app/gui/stacked_bar.h"
+#include "app/gui/timeline_widget.h"
 #include "core/format.h"
 
 namespace cs::gui {
@@ -78,14 +80,29 @@ EstimateView::EstimateView(AnalysisService* analysis, QWidget* parent)
   memory_->setObjectName(QStringLiteral("memoryBar"));
   time_ = new StackedBarWidget;
   time_->setObjectName(QStringLiteral("timeBar"));
-  timeline_ = nullptr;
+  timeline_title_ = new QLabel(tr("<b>Predicted timeline of one step</b>, one rank per pipeline stage "
+                                   "(wheel: zoom, drag: pan, double-click: whole step)"));
+  timeline_title_->setWordWrap(true);
+  timeline_ = new TimelineWidget;
+  timeline_->setObjectName(QStringLiteral("predictedTimeline"));
+  predicted_ = new PredictedTimelineService(this);
+  connect(predicted_, &PredictedTimelineService::ready, this,
+          [this](std::uint64_t job, const QString& path, const QString& error) {
+            if (job != predicted_->requestedJob()) return;
+            if (error.isEmpty()) {
+              timeline_->setStore(path);
+            } else {
+              timeline_->clear(error);
+            }
+          });
 
   auto* layout = new QVBoxLayout(this);
   layout->addLayout(grid);
   layout->addWidget(message_);
   layout->addWidget(memory_);
   layout->addWidget(time_);
-  layout->addStretch();
+  layout->addWidget(timeline_title_);
+  layout->addWidget(timeline_, 1);
 
   auto painted = [this](std::uint64_t) {
     const std::uint64_t job = paintedJob();
@@ -126,6 +143,7 @@ void EstimateView::showAnalysis(const std::shared_ptr<const PlanAnalysis>& a) {
     time_->clear();
     memory_->setVisible(false);
     time_->setVisible(false);
+    timeline_->clear(tr("No timeline: the plan cannot run."));
     emit painted(a->job);
     return;
   }
@@ -153,6 +171,7 @@ void EstimateView::showAnalysis(const std::shared_ptr<const PlanAnalysis>& a) {
   time_->setVisible(true);
   memory_->setData(cs::gui::memoryBar(e), a->job);
   time_->setData(cs::gui::timeBar(e), a->job);
+  predicted_->request(a->plan);  // follows the bars: written to a store off this thread
 }
 
 }  // namespace cs::gui

@@ -17,8 +17,9 @@ class QGridLayout;
 
 namespace cs::gui {
 
+class PredictedTimelineService;
 class StackedBarWidget;
-class PredictedTimeline;
+class TimelineWidget;
 
 class EstimateView : public QWidget {
   Q_OBJECT
@@ -28,7 +29,8 @@ class EstimateView : public QWidget {
 
   StackedBarWidget* memoryBar() const { return memory_; }
   StackedBarWidget* timeBar() const { return time_; }
-  PredictedTimeline* timeline() const { return timeline_; }
+  TimelineWidget* timeline() const { return timeline_; }
+  PredictedTimelineService* predictedTimeline() const { return predicted_; }
   QLabel* headline(const QString& key) const;  // "tokens_per_second", "mfu", ...
   QLabel* messageLabel() const { return message_; }
   // The job whose estimate both bars have painted (0 before the first).
@@ -51,7 +53,9 @@ class EstimateView : public QWidget {
   QLabel* message_;
   StackedBarWidget* memory_;
   StackedBarWidget* time_;
-  PredictedTimeline* timeline_;
+  QLabel* timeline_title_;
+  TimelineWidget* timeline_;
+  PredictedTimelineService* predicted_;
   std::uint64_t shown_job_ = 0;
 };
 

@@ -10,6 +10,7 @@
 #include <QKeySequence>
 #include <QMenuBar>
 #include <QMessageBox>
+#include <QPainter>
 #include <QScrollArea>
 #include <QSettings>
 #include <QStatusBar>
@@ -27,6 +28,7 @@
 #include "app/gui/plan_panel.h"
 #include "app/gui/report_export.h"
 #include "app/gui/theme.h"
+#include "app/gui/timeline_widget.h"
 #include "app/gui/workload_panel.h"
 #include "app/gui/workspace.h"
 
@@ -313,7 +315,16 @@ void MainWindow::showMessage(const QString& text, int level) {
 bool MainWindow::openProject(const QString& path) { return workspace_->open(path); }
 bool MainWindow::saveProjectAs(const QString& path) { return workspace_->saveAs(path); }
 
-std::vector<ReportFigure> MainWindow::reportFigures() const { return {}; }
+std::vector<ReportFigure> MainWindow::reportFigures() const {
+  TimelineWidget* timeline = estimate_->timeline();
+  if (timeline->frameJob() == 0) return {};
+  return {{tr("Predicted timeline of one step"),
+           [timeline](double) { return timeline->renderHeight(); },
+           [timeline](QPainter& p, const QRectF& r) {
+             p.fillRect(r, Qt::white);
+             timeline->render(p, r, Qt::black, Qt::white);
+           }}};
+}
 
 bool MainWindow::exportPdf(const QString& path) {
   auto a = analysis_->latest();
