@@ -41,6 +41,22 @@ AnalysisService::~AnalysisService() { pool_.waitForDone(); }
 
 std::uint64_t AnalysisService::request(const Plan& plan) {
   const std::uint64_t job = ++requested_;
+  if (!inBackground() && !running_) {
+    // Faster than a frame: no thread hop. Delivered from the event loop all
+    // the same, so that every view has seen the edit first.
+    pending_.reset();
+    auto analysis = std::make_shared<const PlanAnalysis>(analyse_plan(plan, job));
+    slow_ = analysis->seconds > kInlineBudget;
+    ++delivering_;
+    QMetaObject::invokeMethod(
+        this,
+        [this, analysis] {
+          --delivering_;
+          finished(analysis);
+        },
+        Qt::QueuedConnection);
+    return job;
+  }
   if (running_) {
     pending_ = Pending{plan, job};  // replaces an older waiting request
   } else {
@@ -68,6 +84,7 @@ void AnalysisService::start(Plan plan, std::uint64_t job) {
                     })
       .then(this, [this](std::shared_ptr<const PlanAnalysis> analysis) {
         running_ = false;
+        slow_ = analysis->seconds > kInlineBudget;
         finished(std::move(analysis));
         if (pending_) {
           Pending next = std::move(*pending_);

@@ -1,8 +1,11 @@
 #pragma once
-// What the views show about the current plan, computed off the GUI thread:
-// the plan's problems, its estimate, and every control's valid values. A new
-// request supersedes the one waiting; a result that is no longer the latest
-// requested is dropped, so a slow job never overwrites a fresh one.
+// What the views show about the current plan: the plan's problems, its
+// estimate, and every control's valid values. An analysis takes well under a
+// millisecond for most plans; one slower than kInlineBudget (a quarter of a
+// frame) moves every later request to a worker thread, where a new request
+// supersedes the one waiting and a result that is no longer the latest
+// requested is dropped, so a slow job never overwrites a fresh one. Results
+// are always delivered from the event loop, never inside request().
 
 #include <QObject>
 #include <QThreadPool>
@@ -54,7 +57,11 @@ class AnalysisService : public QObject {
 
   std::shared_ptr<const PlanAnalysis> latest() const { return latest_; }
   std::uint64_t requestedJob() const { return requested_; }
-  bool busy() const { return running_ || pending_.has_value(); }
+  bool busy() const { return running_ || pending_.has_value() || delivering_ > 0; }
+  // While analyses take longer than this, they run on the worker thread.
+  static constexpr double kInlineBudget = 0.004;
+  void setBackgroundOnly(bool on) { background_only_ = on; }
+  bool inBackground() const { return background_only_ || slow_; }
 
  signals:
   void analysed(std::shared_ptr<const cs::gui::PlanAnalysis> analysis);
@@ -66,6 +73,9 @@ class AnalysisService : public QObject {
   QThreadPool pool_;
   std::uint64_t requested_ = 0;
   bool running_ = false;
+  bool background_only_ = false;
+  bool slow_ = false;  // an analysis took longer than kInlineBudget
+  int delivering_ = 0;  // inline results queued for delivery
   struct Pending {
     Plan plan;
     std::uint64_t job = 0;

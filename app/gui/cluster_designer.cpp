@@ -240,6 +240,11 @@ void ClusterDesigner::editFields(const QString& text,
     if (FieldEdit* f = field(pointer)) f->setProblem({});
   }
   problem_->setVisible(false);
+  std::string before_json;
+  std::string after_json;
+  cluster_fields(*current, {}, &before_json);
+  cluster_fields(edited.value(), {}, &after_json);
+  if (before_json == after_json) return;  // the value it already had: no undo step
   Project after = project;
   after.clusters[std::size_t(project.cluster_index(current->name))] = std::move(edited).value();
   workspace_->edit(text, std::move(after), merge_key);
@@ -249,12 +254,20 @@ void ClusterDesigner::refresh() {
   const Cluster* c = workspace_->project().current_cluster();
   setEnabled(c != nullptr);
   if (!c) {
+    shown_.clear();
     totals_->setText(tr("No cluster: the project has no plan."));
     return;
   }
+  std::vector<std::string> pointers;
+  for (const auto& [pointer, f] : fields_) pointers.push_back(pointer.toStdString());
+  std::string whole;
+  const std::vector<std::string> values = cluster_fields(*c, pointers, &whole);
+  if (whole == shown_) return;  // an edit elsewhere: nothing here changed
+  shown_ = whole;
   refreshing_ = true;
+  std::size_t i = 0;
   for (auto& [pointer, f] : fields_) {
-    const std::string value = cluster_field(*c, pointer.toStdString());
+    const std::string& value = values[i++];
     const bool present = !value.empty() || pointer == QLatin1String("/display_name");
     f->setEnabled(present);
     if (!(f->lineEdit()->hasFocus() && f->hasProblem())) f->setProblem({});

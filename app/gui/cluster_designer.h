@@ -7,6 +7,7 @@
 
 #include <QWidget>
 #include <map>
+#include <string>
 
 class QComboBox;
 class QLabel;
@@ -51,6 +52,7 @@ class ClusterDesigner : public QWidget {
   QLabel* totals_;
   TopologyView* topology_;
   bool refreshing_ = false;
+  std::string shown_;  // the JSON of the cluster the fields show
 };
 
 }  // namespace cs::gui

@@ -3,6 +3,7 @@
 #include <QGridLayout>
 #include <QLabel>
 #include <QScrollArea>
+#include <QTimer>
 #include <QVBoxLayout>
 
 #include "app/gui/predicted_timeline.h"
@@ -106,7 +107,14 @@ EstimateView::EstimateView(AnalysisService* analysis, QWidget* parent)
 
   auto painted = [this](std::uint64_t) {
     const std::uint64_t job = paintedJob();
-    if (job == shown_job_ && job != 0) emit this->painted(job);
+    if (job != shown_job_ || job == 0) return;
+    emit this->painted(job);
+    // The timeline follows once the figures are on screen (after this paint
+    // pass), so that writing its store never competes with painting them.
+    if (timeline_plan_) {
+      QTimer::singleShot(0, this, [this, plan = std::move(*timeline_plan_)] { predicted_->request(plan); });
+      timeline_plan_.reset();
+    }
   };
   connect(memory_, &StackedBarWidget::painted, this, painted);
   connect(time_, &StackedBarWidget::painted, this, painted);
@@ -143,6 +151,7 @@ void EstimateView::showAnalysis(const std::shared_ptr<const PlanAnalysis>& a) {
     time_->clear();
     memory_->setVisible(false);
     time_->setVisible(false);
+    timeline_plan_.reset();
     timeline_->clear(tr("No timeline: the plan cannot run."));
     emit painted(a->job);
     return;
@@ -171,7 +180,7 @@ void EstimateView::showAnalysis(const std::shared_ptr<const PlanAnalysis>& a) {
   time_->setVisible(true);
   memory_->setData(cs::gui::memoryBar(e), a->job);
   time_->setData(cs::gui::timeBar(e), a->job);
-  predicted_->request(a->plan);  // follows the bars: written to a store off this thread
+  timeline_plan_ = a->plan;  // requested once the bars are painted
 }
 
 }  // namespace cs::gui

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 
 #include "app/gui/analysis.h"
 
@@ -57,6 +58,7 @@ class EstimateView : public QWidget {
   TimelineWidget* timeline_;
   PredictedTimelineService* predicted_;
   std::uint64_t shown_job_ = 0;
+  std::optional<Plan> timeline_plan_;  // to predict once the bars are painted
 };
 
 }  // namespace cs::gui

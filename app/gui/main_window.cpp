@@ -287,8 +287,14 @@ void MainWindow::refreshTitle() {
 
 void MainWindow::refreshPlanSelector() {
   const Project& p = workspace_->project();
-  plan_selector_->clear();
-  for (const ProjectPlan& plan : p.plans) plan_selector_->addItem(q(plan.name));
+  bool same = plan_selector_->count() == int(p.plans.size());
+  for (int i = 0; same && i < plan_selector_->count(); ++i) {
+    same = plan_selector_->itemText(i) == q(p.plans[std::size_t(i)].name);
+  }
+  if (!same) {
+    plan_selector_->clear();
+    for (const ProjectPlan& plan : p.plans) plan_selector_->addItem(q(plan.name));
+  }
   if (p.has_plan()) plan_selector_->setCurrentIndex(p.current_plan);
 }
 

@@ -214,14 +214,22 @@ void PlanPanel::refresh() {
   const ProjectPlan* p = project.current();
   setEnabled(p != nullptr);
   refreshing_ = true;
-  cluster_->clear();
-  workload_->clear();
-  for (const Cluster& c : project.clusters) {
-    cluster_->addItem(q(c.display_name.empty() ? c.name : c.display_name), q(c.name));
-  }
-  for (const Workload& w : project.workloads) {
-    workload_->addItem(q(w.display_name.empty() ? w.name : w.display_name), q(w.name));
-  }
+  // The lists change rarely; rebuilt only when they do.
+  auto fill = [](QComboBox* box, const auto& items) {
+    bool same = box->count() == int(items.size());
+    for (int i = 0; same && i < box->count(); ++i) {
+      const auto& item = items[std::size_t(i)];
+      same = box->itemData(i).toString() == q(item.name) &&
+             box->itemText(i) == q(item.display_name.empty() ? item.name : item.display_name);
+    }
+    if (same) return;
+    box->clear();
+    for (const auto& item : items) {
+      box->addItem(q(item.display_name.empty() ? item.name : item.display_name), q(item.name));
+    }
+  };
+  fill(cluster_, project.clusters);
+  fill(workload_, project.workloads);
   if (!p) {
     name_->clear();
     refreshing_ = false;
@@ -272,24 +280,39 @@ void PlanPanel::showAnalysis(const std::shared_ptr<const PlanAnalysis>& a) {
     QLabel* reason = reasons_[std::size_t(i)];
     const auto& options = a->optionsOf(c);
     const int current = controlValue(a->plan.parallel, a->plan.precision, c);
-    box->clear();
-    auto* model = qobject_cast<QStandardItemModel*>(box->model());
+
+    // The items: rebuilt only when the options changed (after most edits,
+    // most controls offer the same values for the same reasons).
+    auto& shown = shown_options_[std::size_t(i)];
+    const bool same = shown.size() == options.size() &&
+                      std::equal(shown.begin(), shown.end(), options.begin(),
+                                 [](const plan::ControlOption& x, const plan::ControlOption& y) {
+                                   return x.value == y.value && x.valid == y.valid &&
+                                          x.fits == y.fits && x.label == y.label &&
+                                          x.reason == y.reason;
+                                 });
     int valid = 0;
     int fitting = 0;
     QStringList why_not;
-    bool has_current = false;
     for (const plan::ControlOption& o : options) {
-      QString text = q(o.label);
-      if (!o.valid) {
-        text += QStringLiteral("  ✗ ") + q(o.reason);
-        why_not << QStringLiteral("%1: %2").arg(q(o.label), q(o.reason));
-      } else if (!o.fits) {
-        text += QStringLiteral("  ⚠ ") + q(o.reason);
-        why_not << QStringLiteral("%1: %2").arg(q(o.label), q(o.reason));
-      }
-      box->addItem(text, o.value);
-      QStandardItem* item = model ? model->item(box->count() - 1) : nullptr;
-      if (item) {
+      valid += o.valid ? 1 : 0;
+      fitting += o.fits ? 1 : 0;
+      if (!o.valid || !o.fits) why_not << QStringLiteral("%1: %2").arg(q(o.label), q(o.reason));
+    }
+    if (!same || box->findData(current) < 0) {
+      shown = options;
+      box->clear();
+      auto* model = qobject_cast<QStandardItemModel*>(box->model());
+      for (const plan::ControlOption& o : options) {
+        QString text = q(o.label);
+        if (!o.valid) {
+          text += QStringLiteral("  ✗ ") + q(o.reason);
+        } else if (!o.fits) {
+          text += QStringLiteral("  ⚠ ") + q(o.reason);
+        }
+        box->addItem(text, o.value);
+        QStandardItem* item = model ? model->item(box->count() - 1) : nullptr;
+        if (!item) continue;
         item->setToolTip(o.reason.empty() ? tr("valid, fits in memory") : q(o.reason));
         if (!o.valid) {
           item->setFlags(item->flags() & ~Qt::ItemIsEnabled);
@@ -297,32 +320,34 @@ void PlanPanel::showAnalysis(const std::shared_ptr<const PlanAnalysis>& a) {
           item->setForeground(kTight);
         }
       }
-      valid += o.valid ? 1 : 0;
-      fitting += o.fits ? 1 : 0;
-      has_current = has_current || o.value == current;
+      if (box->findData(current) < 0) {
+        box->addItem(valueLabel(c, current), current);
+        shown.clear();  // an extra item: rebuild next time
+      }
+      box->setToolTip(why_not.isEmpty() ? tr("Every value is valid and fits")
+                                        : tr("Why the others are not:\n") + why_not.join('\n'));
+      reason->setToolTip(why_not.join('\n'));
     }
-    if (!has_current) box->addItem(valueLabel(c, current), current);
     box->setCurrentIndex(box->findData(current));
     if (c == Control::global_batch) box->setEditText(QString::number(current));
 
-    // The current value's own problem first; else how many values are open.
+    // The line under it: the current value's own problem, else how many
+    // values are open.
     QString problem;
     const std::string pointer(plan::json_pointer(c));
     for (const Problem& pr : a->problems) {
       if (pr.pointer == pointer) problem = q(pr.message);
     }
-    if (!problem.isEmpty()) {
-      reason->setText(QStringLiteral("✗ ") + problem);
-      reason->setStyleSheet(QStringLiteral("color: #d03030;"));
-    } else if (!options.empty()) {
-      reason->setText(tr("%1 of %2 values valid, %3 fit").arg(valid).arg(options.size()).arg(fitting));
-      reason->setStyleSheet(QString());
-    } else {
-      reason->clear();
+    const bool bad = !problem.isEmpty();
+    const QString text = bad ? QStringLiteral("✗ ") + problem
+                         : options.empty()
+                             ? QString()
+                             : tr("%1 of %2 values valid, %3 fit").arg(valid).arg(options.size()).arg(fitting);
+    reason->setText(text);
+    if (reason->property("bad").toBool() != bad) {
+      reason->setProperty("bad", bad);
+      reason->setStyleSheet(bad ? QStringLiteral("color: #d03030;") : QString());
     }
-    reason->setToolTip(why_not.join('\n'));
-    box->setToolTip(why_not.isEmpty() ? tr("Every value is valid and fits")
-                                      : tr("Why the others are not:\n") + why_not.join('\n'));
   }
   refreshing_ = false;
 

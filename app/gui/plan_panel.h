@@ -52,6 +52,7 @@ class PlanPanel : public QWidget {
   QLabel* shape_;
   std::array<QComboBox*, kControlCount> boxes_{};
   std::array<QLabel*, kControlCount> reasons_{};
+  std::array<std::vector<plan::ControlOption>, kControlCount> shown_options_;
   QLabel* problems_;
   bool refreshing_ = false;
 };

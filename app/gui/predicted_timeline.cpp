@@ -102,6 +102,7 @@ void PredictedTimelineService::start(Plan plan, std::uint64_t job) {
             kept_.pop_front();
           }
           if (error.isEmpty()) kept_.push_back(path);
+          ready_ = job;
           emit ready(job, error.isEmpty() ? path : QString(), error);
         } else {
           for (const char* suffix : {"", "-wal", "-shm"}) QFile::remove(path + suffix);  // stale

@@ -38,6 +38,7 @@ class PredictedTimelineService : public QObject {
 
   std::uint64_t request(const Plan& plan);
   std::uint64_t requestedJob() const { return requested_; }
+  std::uint64_t readyJob() const { return ready_; }  // the last job handed on
 
  signals:
   // The store for job `job`, or why there is none.
@@ -49,6 +50,7 @@ class PredictedTimelineService : public QObject {
   QThreadPool pool_;
   QTemporaryDir dir_;
   std::uint64_t requested_ = 0;
+  std::uint64_t ready_ = 0;
   bool running_ = false;
   std::optional<std::pair<Plan, std::uint64_t>> pending_;
   std::deque<QString> kept_;  // store files that may still be shown, oldest first

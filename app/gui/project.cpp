@@ -352,6 +352,27 @@ std::string workload_field(const Workload& workload, std::string_view pointer) {
   return field_text(to_json(workload), pointer);
 }
 
+namespace {
+std::vector<std::string> fields_of(const json& j, const std::vector<std::string>& pointers,
+                                   std::string* whole) {
+  std::vector<std::string> out;
+  out.reserve(pointers.size());
+  for (const std::string& p : pointers) out.push_back(field_text(j, p));
+  if (whole) *whole = j.dump();
+  return out;
+}
+}  // namespace
+
+std::vector<std::string> cluster_fields(const Cluster& cluster, const std::vector<std::string>& pointers,
+                                        std::string* whole) {
+  return fields_of(to_json(cluster), pointers, whole);
+}
+
+std::vector<std::string> workload_fields(const Workload& workload,
+                                         const std::vector<std::string>& pointers, std::string* whole) {
+  return fields_of(to_json(workload), pointers, whole);
+}
+
 std::string plan_to_json_text(const Plan& plan) {
   json j = to_json(plan);
   return j.dump(2) + '\n';

@@ -92,6 +92,13 @@ Result<Workload> edit_workload(const Workload& workload, const std::vector<Field
 // text ("" when absent): what a field shows.
 std::string cluster_field(const Cluster& cluster, std::string_view pointer);
 std::string workload_field(const Workload& workload, std::string_view pointer);
+// Several fields at once (one conversion to JSON), and the whole JSON text
+// (to tell whether anything changed).
+std::vector<std::string> cluster_fields(const Cluster& cluster, const std::vector<std::string>& pointers,
+                                        std::string* whole = nullptr);
+std::vector<std::string> workload_fields(const Workload& workload,
+                                         const std::vector<std::string>& pointers,
+                                         std::string* whole = nullptr);
 
 // The plan as the JSON document `clusterscope run` and `clusterscope plan` read.
 std::string plan_to_json_text(const Plan& plan);

@@ -192,9 +192,12 @@ StackedBarWidget::StackedBarWidget(QWidget* parent) : QWidget(parent) {
 }
 
 void StackedBarWidget::setData(BarData data, std::uint64_t job) {
+  const int height_before = heightForWidth(width());
   data_ = std::move(data);
   job_ = job;
-  updateGeometry();
+  // A new layout only when the legend wraps differently: a relayout would
+  // repaint everything below the bar too.
+  if (heightForWidth(width()) != height_before) updateGeometry();
   update();
 }
 

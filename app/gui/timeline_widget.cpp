@@ -105,6 +105,7 @@ void TimelineWidget::setStore(const QString& path) {
   const std::uint64_t job = ++open_job_;
   path_ = path;
   message_.clear();
+  opening_ = true;
   QtConcurrent::run(&pool_,
                     [path, job] {
                       auto out = std::make_shared<Opened>();
@@ -122,10 +123,14 @@ void TimelineWidget::setStore(const QString& path) {
                       return out;
                     })
       .then(this, [this](std::shared_ptr<Opened> opened) {
-        if (opened->job != open_job_) return;  // another store was asked for since
+        if (opened->job != open_job_) {  // another store was asked for since
+          if (opened->reader) QtConcurrent::run(&pool_, [old = std::move(opened->reader)]() mutable { old.reset(); });
+          return;
+        }
+        opening_ = false;
         frame_.reset();
         if (!opened->error.isEmpty()) {
-          reader_.reset();
+          releaseReader();
           lanes_.clear();
           message_ = opened->error;
           emit storeOpened(path_, message_);
@@ -133,14 +138,16 @@ void TimelineWidget::setStore(const QString& path) {
           update();
           return;
         }
+        releaseReader();
         reader_ = std::move(opened->reader);
+        const bool same_rows = lanes_.size() == opened->lanes.size();
         lanes_ = std::move(opened->lanes);
         full_ = opened->range;
         if (full_.empty()) full_.end_ns = full_.start_ns + kMinWindowNs;
         window_ = full_;
         message_ = lanes_.empty() ? tr("The trace has no lanes.") : QString();
         emit storeOpened(path_, {});
-        updateGeometry();
+        if (!same_rows) updateGeometry();
         requestFrame();
         update();
       });
@@ -149,7 +156,8 @@ void TimelineWidget::setStore(const QString& path) {
 void TimelineWidget::clear(const QString& message) {
   ++open_job_;
   ++requested_;
-  reader_.reset();
+  opening_ = false;
+  releaseReader();
   lanes_.clear();
   frame_.reset();
   path_.clear();
@@ -177,6 +185,12 @@ void TimelineWidget::zoom(double factor, std::int64_t anchor_ns) {
 }
 
 void TimelineWidget::resetZoom() { setWindow(full_.start_ns, full_.end_ns); }
+
+void TimelineWidget::releaseReader() {
+  if (!reader_) return;
+  QtConcurrent::run(&pool_, [old = std::move(reader_)]() mutable { old.reset(); });
+  reader_.reset();
+}
 
 std::int64_t TimelineWidget::handedSpans() const {
   std::int64_t n = 0;
@@ -221,18 +235,24 @@ void TimelineWidget::startQuery(std::uint64_t job) {
                         } else {
                           lane.spans = std::move(spans).value();
                           lane.names.reserve(lane.spans.size());
-                          for (const trace::Span& s : lane.spans) lane.names.push_back(q(reader->string(s.name)));
+                          lane.colors.reserve(lane.spans.size());
+                          for (const trace::Span& s : lane.spans) {
+                            lane.names.push_back(q(reader->string(s.name)));
+                            QColor c = shade(categoryColor(s.category, s.kind), lane.names.back());
+                            if (s.count > 1) c = c.lighter(125);  // a fold of several narrow events
+                            lane.colors.push_back(c);
+                          }
                         }
                         frame->lanes.push_back(std::move(lane));
                       }
                       return std::shared_ptr<const Frame>(std::move(frame));
                     })
-      .then(this, [this, reader = reader_](std::shared_ptr<const Frame> frame) {
+      .then(this, [this, reader = static_cast<const void*>(reader_.get())](std::shared_ptr<const Frame> frame) {
         running_ = false;
         // A frame of a store no longer shown is dropped; one of an older
         // window of this store is drawn until the newest arrives (its spans
         // are true, only folded for another zoom).
-        if (reader == reader_) frameArrived(std::move(frame));
+        if (reader == reader_.get()) frameArrived(std::move(frame));
         if (pending_ && reader_) startQuery(requested_);
       });
 }
@@ -255,8 +275,25 @@ QSize TimelineWidget::sizeHint() const { return {600, int(std::ceil(renderHeight
 
 void TimelineWidget::paintEvent(QPaintEvent*) {
   QPainter painter(this);
-  painter.fillRect(rect(), palette().base());
-  paintInto(painter, QRectF(rect()), palette().color(QPalette::Text), palette().color(QPalette::Base), true);
+  const qint64 palette_key = palette().cacheKey();
+  const bool valid = !cache_.isNull() && cache_.size() == size() * devicePixelRatioF() &&
+                     cache_job_ == frameJob() && cache_window_.start_ns == window_.start_ns &&
+                     cache_window_.end_ns == window_.end_ns && cache_palette_ == palette_key &&
+                     cache_job_ != 0 && message_.isEmpty();
+  if (!valid) {
+    cache_ = QPixmap(size() * devicePixelRatioF());
+    cache_.setDevicePixelRatio(devicePixelRatioF());
+    cache_.fill(palette().color(QPalette::Base));
+    QPainter p(&cache_);
+    p.setFont(font());
+    paintInto(p, QRectF(rect()), palette().color(QPalette::Text), palette().color(QPalette::Base), true);
+    cache_job_ = frameJob();
+    cache_window_ = window_;
+    cache_palette_ = palette_key;
+    cache_items_ = drawn_items_;
+  }
+  drawn_items_ = cache_items_;
+  painter.drawPixmap(0, 0, cache_);
 }
 
 void TimelineWidget::render(QPainter& painter, const QRectF& area, const QColor& text, const QColor& base) {
@@ -320,9 +357,7 @@ void TimelineWidget::paintInto(QPainter& painter, const QRectF& area, const QCol
         const double x0 = std::max(left, x_of(s.start_ns));
         const double x1 = std::min(left + width, x_of(s.end_ns));
         const QRectF r(x0, y + s.depth * kRowHeight + 1, std::max(1.0, x1 - x0), kRowHeight - 2);
-        QColor c = shade(categoryColor(s.category, s.kind), lf.names[k]);
-        if (s.count > 1) c = c.lighter(125);  // a fold of several narrow events
-        painter.fillRect(r, c);
+        painter.fillRect(r, lf.colors[k]);
         ++items;
         if (r.width() > 28) {
           painter.setPen(Qt::white);

@@ -9,6 +9,8 @@
 // nanoseconds; they become doubles only after the window's start is
 // subtracted. Measured runs and the planner's prediction use this same widget.
 
+#include <QColor>
+#include <QPixmap>
 #include <QWidget>
 #include <QThreadPool>
 #include <cstdint>
@@ -45,8 +47,9 @@ class TimelineWidget : public QWidget {
   int laneCount() const { return int(lanes_.size()); }
   // The query the last frame answered, and what the last paint drew.
   std::uint64_t frameJob() const { return frame_ ? frame_->job : 0; }
+  std::uint64_t paintedJob() const { return cache_job_; }  // the frame the last paint drew
   std::uint64_t requestedJob() const { return requested_; }
-  bool busy() const { return running_ || pending_; }
+  bool busy() const { return opening_ || running_ || pending_; }
   std::int64_t handedSpans() const;  // spans in the last frame, all lanes
   int drawnItems() const { return drawn_items_; }
   int spanAreaWidth() const;          // pixels the spans are drawn across
@@ -77,7 +80,8 @@ class TimelineWidget : public QWidget {
   // One lane's answer to spans(lane, window, pixels), names resolved.
   struct LaneFrame {
     std::vector<trace::Span> spans;
-    std::vector<QString> names;  // parallel to spans
+    std::vector<QString> names;   // parallel to spans
+    std::vector<QColor> colors;   // parallel to spans, chosen on the worker thread
   };
   struct Frame {
     std::uint64_t job = 0;
@@ -94,6 +98,8 @@ class TimelineWidget : public QWidget {
 
  private:
   void requestFrame();
+  // Lets go of the reader on the worker thread (closing SQLite is I/O).
+  void releaseReader();
   void startQuery(std::uint64_t job);
   void frameArrived(std::shared_ptr<const Frame> frame);
   std::int64_t timeAt(double x) const;
@@ -111,10 +117,18 @@ class TimelineWidget : public QWidget {
   trace::TimeRange window_;
   std::shared_ptr<const Frame> frame_;
   std::uint64_t requested_ = 0;
+  bool opening_ = false;  // a store is being opened
   bool running_ = false;
   bool pending_ = false;
   int drawn_items_ = 0;
   std::optional<QPoint> drag_from_;
+  // The last paint of the spans, reused while neither the frame, the window,
+  // the size nor the palette changed (other widgets' repaints reach here too).
+  QPixmap cache_;
+  std::uint64_t cache_job_ = 0;
+  trace::TimeRange cache_window_;
+  qint64 cache_palette_ = 0;
+  int cache_items_ = 0;
   trace::TimeRange drag_window_;
 };
 

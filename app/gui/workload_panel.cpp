@@ -183,6 +183,11 @@ void WorkloadPanel::edit(const QString& text, const QString& pointer, const QStr
   }
   if (FieldEdit* f = field(pointer)) f->setProblem({});
   problem_->setVisible(false);
+  std::string before_json;
+  std::string after_json;
+  workload_fields(*current, {}, &before_json);
+  workload_fields(edited.value(), {}, &after_json);
+  if (before_json == after_json) return;  // the value it already had: no undo step
   Project after = project;
   after.workloads[std::size_t(project.workload_index(current->name))] = std::move(edited).value();
   workspace_->edit(text, std::move(after), QStringLiteral("workload") + pointer);
@@ -192,17 +197,26 @@ void WorkloadPanel::refresh() {
   const Workload* w = workspace_->project().current_workload();
   setEnabled(w != nullptr);
   if (!w) {
+    shown_.clear();
     figures_->setText(tr("No workload: the project has no plan."));
     return;
   }
+  std::vector<std::string> pointers;
+  for (const auto& [pointer, f] : fields_) pointers.push_back(pointer.toStdString());
+  std::string whole;
+  const std::vector<std::string> values = workload_fields(*w, pointers, &whole);
+  if (whole == shown_) return;  // an edit elsewhere: nothing here changed
+  shown_ = whole;
   refreshing_ = true;
   const bool transformer = w->kind == WorkloadKind::transformer;
+  std::size_t i = 0;
   for (auto& [pointer, f] : fields_) {
+    const std::string& value = values[i++];
     const bool shown = pointer == QLatin1String("/display_name") ||
                        f->property("transformer").toBool() == transformer;
     form_->setRowVisible(f, shown);
     if (!(f->lineEdit()->hasFocus() && f->hasProblem())) f->setProblem({});
-    f->showValue(q(workload_field(*w, pointer.toStdString())));
+    f->showValue(q(value));
   }
   form_->setRowVisible(gated_, transformer);
   form_->setRowVisible(tied_, transformer);

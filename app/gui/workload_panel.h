@@ -6,6 +6,7 @@
 
 #include <QWidget>
 #include <map>
+#include <string>
 
 class QCheckBox;
 class QComboBox;
@@ -48,6 +49,7 @@ class WorkloadPanel : public QWidget {
   QLabel* problem_;
   QLabel* figures_;
   bool refreshing_ = false;
+  std::string shown_;  // the JSON of the workload the fields show
 };
 
 }  // namespace cs::gui
