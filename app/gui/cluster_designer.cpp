@@ -70,6 +70,8 @@ ClusterDesigner::ClusterDesigner(Workspace* workspace, QWidget* parent)
   const PresetCatalog& catalog = workspace_->catalog();
 
   preset_ = new QComboBox;
+  preset_->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
+  preset_->setMinimumContentsLength(12);
   preset_->setObjectName(QStringLiteral("clusterPreset"));
   preset_->addItem(tr("Load a preset…"));
   for (const Cluster& c : catalog.clusters()) {
@@ -82,11 +84,17 @@ ClusterDesigner::ClusterDesigner(Workspace* workspace, QWidget* parent)
   });
 
   gpu_ = new QComboBox;
+  gpu_->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
+  gpu_->setMinimumContentsLength(12);
   gpu_->setObjectName(QStringLiteral("gpuModel"));
   for (const GpuSpec& g : catalog.gpus()) gpu_->addItem(q(g.display_name), q(g.name));
   intra_ = new QComboBox;
+  intra_->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
+  intra_->setMinimumContentsLength(12);
   intra_->setObjectName(QStringLiteral("intraLink"));
   inter_ = new QComboBox;
+  inter_->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
+  inter_->setMinimumContentsLength(12);
   inter_->setObjectName(QStringLiteral("interLink"));
   inter_->addItem(tr("none (one node)"), QString());
   for (const Link& l : catalog.links()) {
@@ -212,6 +220,34 @@ void ClusterDesigner::onFieldEdited(const QString& pointer, const QString& value
   editFields(tr("Edit cluster %1").arg(label), std::move(edits), QStringLiteral("cluster") + pointer);
 }
 
+void ClusterDesigner::showProblems(const std::vector<Problem>& problems,
+                                   const std::vector<std::pair<QString, QString>>& edits) {
+  // Each problem at its own field; the edited field says why its value was
+  // refused even when the rule broken sits elsewhere ("/inter_node: ...").
+  QStringList general;
+  QStringList elsewhere;
+  for (const Problem& p : problems) {
+    const QString line = QStringLiteral("%1: %2").arg(p.pointer.empty() ? "/" : q(p.pointer), q(p.message));
+    if (FieldEdit* f = field(q(p.pointer))) {
+      f->setProblem(q(p.message));
+    } else {
+      general << line;
+    }
+    bool edited_here = false;
+    for (const auto& [pointer, value] : edits) edited_here = edited_here || pointer == q(p.pointer);
+    if (!edited_here) elsewhere << line;
+  }
+  for (const auto& [pointer, value] : edits) {
+    FieldEdit* f = field(pointer);
+    if (!f) continue;
+    bool own = false;
+    for (const Problem& p : problems) own = own || q(p.pointer) == pointer;
+    if (!own) f->setProblem(elsewhere.join('\n'));
+  }
+  problem_->setText(general.join('\n'));
+  problem_->setVisible(!general.isEmpty());
+}
+
 void ClusterDesigner::editFields(const QString& text,
                                  std::vector<std::pair<QString, QString>> edits,
                                  const QString& merge_key) {
@@ -223,17 +259,7 @@ void ClusterDesigner::editFields(const QString& text,
   std::vector<Problem> problems;
   auto edited = edit_cluster(*current, values, workspace_->catalog(), &problems);
   if (!edited) {
-    QStringList general;
-    for (const Problem& p : problems) {
-      FieldEdit* f = field(q(p.pointer));
-      if (f) {
-        f->setProblem(q(p.message));
-      } else {
-        general << QStringLiteral("%1: %2").arg(p.pointer.empty() ? "/" : q(p.pointer), q(p.message));
-      }
-    }
-    problem_->setText(general.join('\n'));
-    problem_->setVisible(!general.isEmpty());
+    showProblems(problems, edits);
     return;
   }
   for (const auto& [pointer, value] : edits) {
@@ -262,6 +288,7 @@ void ClusterDesigner::refresh() {
   for (const auto& [pointer, f] : fields_) pointers.push_back(pointer.toStdString());
   std::string whole;
   const std::vector<std::string> values = cluster_fields(*c, pointers, &whole);
+  problem_->setVisible(false);  // a refused edit's message lasts until the next change
   if (whole == shown_) return;  // an edit elsewhere: nothing here changed
   shown_ = whole;
   refreshing_ = true;

@@ -8,6 +8,9 @@
 #include <QWidget>
 #include <map>
 #include <string>
+#include <vector>
+
+#include "core/problem.h"
 
 class QComboBox;
 class QLabel;
@@ -41,6 +44,8 @@ class ClusterDesigner : public QWidget {
   void editFields(const QString& text, std::vector<std::pair<QString, QString>> edits,
                   const QString& merge_key);
   void onFieldEdited(const QString& pointer, const QString& value);
+  void showProblems(const std::vector<Problem>& problems,
+                    const std::vector<std::pair<QString, QString>>& edits);
 
   Workspace* workspace_;
   QComboBox* preset_;

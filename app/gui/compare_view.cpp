@@ -114,7 +114,8 @@ CompareView::CompareView(PinnedPlans* pinned, QWidget* parent) : QWidget(parent)
   table_->setEditTriggers(QAbstractItemView::NoEditTriggers);
   table_->setSelectionBehavior(QAbstractItemView::SelectColumns);
   table_->setSelectionMode(QAbstractItemView::SingleSelection);
-  table_->horizontalHeader()->setSectionResizeMode(QHeaderView::Stretch);
+  table_->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
+  table_->horizontalHeader()->setStretchLastSection(true);
 
   bars_ = new QBarSeries;
   auto* chart = new QChart;
@@ -158,6 +159,9 @@ CompareView::CompareView(PinnedPlans* pinned, QWidget* parent) : QWidget(parent)
   auto* splitter = new QSplitter(Qt::Horizontal);
   splitter->addWidget(table_);
   splitter->addWidget(chart_view_);
+  splitter->setStretchFactor(0, 1);
+  splitter->setStretchFactor(1, 1);
+  splitter->setSizes({600, 600});
   auto* layout = new QVBoxLayout(this);
   layout->setContentsMargins(2, 2, 2, 2);
   layout->addWidget(splitter, 1);

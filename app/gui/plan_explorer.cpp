@@ -181,7 +181,7 @@ PlanExplorer::PlanExplorer(Workspace* workspace, PinnedPlans* pinned, QWidget* p
   auto* x = new QValueAxis;
   x->setTitleText(tr("memory per GPU (GiB)"));
   auto* y = new QValueAxis;
-  y->setTitleText(tr("thousand tokens/s"));
+  y->setTitleText(tr("k tokens/s"));
   y->setLabelFormat(QStringLiteral("%.0f"));
   chart->addAxis(x, Qt::AlignBottom);
   chart->addAxis(y, Qt::AlignLeft);

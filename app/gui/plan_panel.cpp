@@ -112,8 +112,12 @@ PlanPanel::PlanPanel(Workspace* workspace, AnalysisService* analysis, QWidget* p
   form->addRow(tr("Plan"), name_);
 
   cluster_ = new QComboBox;
+  cluster_->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
+  cluster_->setMinimumContentsLength(12);
   cluster_->setObjectName(QStringLiteral("planCluster"));
   workload_ = new QComboBox;
+  workload_->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
+  workload_->setMinimumContentsLength(12);
   workload_->setObjectName(QStringLiteral("planWorkload"));
   connect(cluster_, &QComboBox::activated, this, [this](int) {
     Project after = workspace_->project();

@@ -78,6 +78,8 @@ WorkloadPanel::WorkloadPanel(Workspace* workspace, QWidget* parent)
     : QWidget(parent), workspace_(workspace) {
   setObjectName(QStringLiteral("workloadPanel"));
   preset_ = new QComboBox;
+  preset_->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
+  preset_->setMinimumContentsLength(12);
   preset_->setObjectName(QStringLiteral("workloadPreset"));
   preset_->addItem(tr("Load a model preset…"));
   for (const Workload& m : workspace_->catalog().models()) {
@@ -169,14 +171,25 @@ void WorkloadPanel::edit(const QString& text, const QString& pointer, const QStr
   std::vector<Problem> problems;
   auto edited = edit_workload(*current, {{pointer.toStdString(), value.toStdString()}}, &problems);
   if (!edited) {
+    // Each problem at its own field; the edited field says why its value was
+    // refused even when the rule broken sits at another ("/hidden: ...").
     QStringList general;
+    QStringList elsewhere;
+    bool own = false;
     for (const Problem& p : problems) {
+      const QString line = QStringLiteral("%1: %2").arg(p.pointer.empty() ? "/" : q(p.pointer), q(p.message));
       if (FieldEdit* f = field(q(p.pointer))) {
         f->setProblem(q(p.message));
       } else {
-        general << QStringLiteral("%1: %2").arg(p.pointer.empty() ? "/" : q(p.pointer), q(p.message));
+        general << line;
+      }
+      if (q(p.pointer) == pointer) {
+        own = true;
+      } else {
+        elsewhere << line;
       }
     }
+    if (FieldEdit* f = field(pointer); f && !own) f->setProblem(elsewhere.join('\n'));
     problem_->setText(general.join('\n'));
     problem_->setVisible(!general.isEmpty());
     return;
@@ -205,6 +218,7 @@ void WorkloadPanel::refresh() {
   for (const auto& [pointer, f] : fields_) pointers.push_back(pointer.toStdString());
   std::string whole;
   const std::vector<std::string> values = workload_fields(*w, pointers, &whole);
+  problem_->setVisible(false);  // a refused edit's message lasts until the next change
   if (whole == shown_) return;  // an edit elsewhere: nothing here changed
   shown_ = whole;
   refreshing_ = true;

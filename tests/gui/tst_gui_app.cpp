@@ -23,6 +23,8 @@
 #include <QScatterSeries>
 #include <QSignalSpy>
 #include <QSpinBox>
+#include <QPainter>
+#include <QSvgRenderer>
 #include <QTableView>
 #include <QTableWidget>
 #include <QTemporaryDir>
@@ -44,6 +46,7 @@
 #include "app/gui/plan_panel.h"
 #include "app/gui/ranked_plan_model.h"
 #include "app/gui/stacked_bar.h"
+#include "app/gui/timeline_widget.h"
 #include "app/gui/topology_view.h"
 #include "app/gui/workload_panel.h"
 #include "app/gui/workspace.h"
@@ -131,6 +134,10 @@ void TestGuiApp::defaultProjectShown() {
   QVERIFY(headline("tokens_per_second") != QStringLiteral("—"));
   QVERIFY(!window_->estimateView()->memoryBar()->data().parts.empty());
   QVERIFY(!window_->workspace()->isModified());
+  // The panels show the project's values.
+  QCOMPARE(window_->clusterDesigner()->field(QStringLiteral("/nodes"))->text(), QStringLiteral("4"));
+  QCOMPARE(window_->clusterDesigner()->field(QStringLiteral("/gpus_per_node"))->text(), QStringLiteral("8"));
+  QCOMPARE(window_->workloadPanel()->field(QStringLiteral("/layers"))->text(), QStringLiteral("32"));
 }
 
 void TestGuiApp::editClusterChangesEstimate() {
@@ -229,9 +236,13 @@ void TestGuiApp::editWorkloadShowsFiguresLive() {
   QCOMPARE(window_->workspace()->project().current_workload()->transformer.layers, 40);
   QVERIFY(panel->figuresLabel()->text() != before);
   test::typeInto(panel->field(QStringLiteral("/heads"))->lineEdit(), QStringLiteral("33"));
-  QVERIFY2(panel->field(QStringLiteral("/heads"))->hasProblem() ||
-               panel->findChild<QLabel*>()->isVisible(),
-           "33 heads do not divide the hidden size: the panel must say so");
+  // 33 heads do not divide the hidden size: the rule sits at /hidden, and
+  // the heads field says so.
+  FieldEdit* heads = panel->field(QStringLiteral("/heads"));
+  QVERIFY2(heads->problem().contains(QStringLiteral("divisible by heads (33)")), qPrintable(heads->problem()));
+  QCOMPARE(window_->workspace()->project().current_workload()->transformer.heads, 32);
+  test::typeInto(heads->lineEdit(), QStringLiteral("32"));
+  QVERIFY(!heads->hasProblem());
   window_->workspace()->undoStack()->undo();
   waitForEstimate();
   QCOMPARE(window_->workspace()->project().current_workload()->transformer.layers, 32);
@@ -476,6 +487,9 @@ void TestGuiApp::missingPreset() {
 
 void TestGuiApp::exports() {
   waitForEstimate();
+  // The report carries the predicted timeline once it is drawn.
+  TimelineWidget* timeline = window_->estimateView()->timeline();
+  QTRY_VERIFY_WITH_TIMEOUT(!timeline->busy() && timeline->paintedJob() != 0, 20000);
   const QString pdf = dir_.filePath(QStringLiteral("report.pdf"));
   const QString html = dir_.filePath(QStringLiteral("report.html"));
   const QString json = dir_.filePath(QStringLiteral("plan.json"));
@@ -485,6 +499,8 @@ void TestGuiApp::exports() {
 
   QFile p(pdf);
   QVERIFY(p.open(QIODevice::ReadOnly));
+  QFile(html).copy(QStringLiteral(CS_SCREENSHOT_DIR "/report.html"));
+  QFile(pdf).copy(QStringLiteral(CS_SCREENSHOT_DIR "/report.pdf"));
   const QByteArray pdf_bytes = p.readAll();
   QVERIFY(pdf_bytes.startsWith("%PDF"));
   QVERIFY(pdf_bytes.size() > 5000);
@@ -493,7 +509,22 @@ void TestGuiApp::exports() {
   QVERIFY(h.open(QIODevice::ReadOnly));
   const QString page = QString::fromUtf8(h.readAll());
   QVERIFY(page.contains(QStringLiteral("<svg")));
-  QVERIFY(page.count(QStringLiteral("<svg")) >= 2);  // the memory and the time bars at least
+  QVERIFY(page.count(QStringLiteral("<svg")) >= 3);  // the memory and the time bars, the timeline
+  QVERIFY(page.contains(QStringLiteral("Predicted timeline")));
+  // Each inline chart is an SVG document an SVG renderer accepts.
+  for (qsizetype at = page.indexOf(QStringLiteral("<svg")); at >= 0; at = page.indexOf(QStringLiteral("<svg"), at + 4)) {
+    const qsizetype end = page.indexOf(QStringLiteral("</svg>"), at);
+    QVERIFY(end > at);
+    QSvgRenderer svg(page.mid(at, end + 6 - at).toUtf8());
+    QVERIFY(svg.isValid());
+    QVERIFY(!svg.defaultSize().isEmpty());
+    QImage drawn(svg.defaultSize(), QImage::Format_RGB32);
+    drawn.fill(Qt::white);
+    QPainter painter(&drawn);
+    svg.render(&painter);
+    painter.end();
+    QVERIFY2(test::distinctColours(drawn) > 8, "an inline chart draws nothing");
+  }
   QVERIFY(page.contains(headline("tokens_per_second")));
   QVERIFY(page.contains(QStringLiteral("LLaMA-2 7B")));
 
@@ -551,39 +582,53 @@ void TestGuiApp::seedCalculators() {
 }
 
 void TestGuiApp::screenshots() {
+  QCOMPARE(window_->clusterDesigner()->field(QStringLiteral("/nodes"))->text(), QStringLiteral("4"));
+  QCOMPARE(window_->clusterDesigner()->field(QStringLiteral("/gpus_per_node"))->text(), QStringLiteral("8"));
   QVERIFY2(test::glyphsRender(window_->font()), "the app's font draws no glyphs (is a font installed?)");
   waitForEstimate();
+  // The main window as a user sees it after a search: the cluster and the
+  // explorer in front, a whole search done.
+  window_->explorer()->runSearch();
+  QTRY_VERIFY_WITH_TIMEOUT(!window_->explorer()->running(), 180000);
+  waitForEstimate();
+  window_->dock(QStringLiteral("clusterDock"))->raise();
+  window_->dock(QStringLiteral("explorerDock"))->raise();
+  window_->messageBar()->dismiss();
   struct Shot {
-    QString name;
-    QWidget* widget;
+    const char* name;
+    const char* dock;  // raised before the shot; nullptr: the whole window
   };
-  auto dockShot = [this](const char* dock) {
-    QDockWidget* d = window_->dock(QString::fromLatin1(dock));
-    d->raise();
-    QCoreApplication::processEvents();
-    return d->widget();
+  const Shot shots[] = {
+      {"main-window", nullptr},
+      {"estimate-view", nullptr},
+      {"plan-panel", "planDock"},
+      {"cluster-designer", "clusterDock"},
+      {"workload-panel", "workloadDock"},
+      {"plan-explorer", "explorerDock"},
+      {"compare", "compareDock"},
+      {"calculator-int8", "calculatorsDock"},
   };
-  std::vector<Shot> shots;
-  shots.push_back({QStringLiteral("main-window"), window_.get()});
-  shots.push_back({QStringLiteral("estimate-view"), window_->estimateView()});
-  shots.push_back({QStringLiteral("plan-panel"), dockShot("planDock")});
-  shots.push_back({QStringLiteral("cluster-designer"), dockShot("clusterDock")});
-  shots.push_back({QStringLiteral("workload-panel"), dockShot("workloadDock")});
-  shots.push_back({QStringLiteral("plan-explorer"), dockShot("explorerDock")});
-  shots.push_back({QStringLiteral("compare"), dockShot("compareDock")});
   window_->calculators()->tabs()->setCurrentIndex(1);
-  shots.push_back({QStringLiteral("calculator-int8"), dockShot("calculatorsDock")});
   for (const Shot& s : shots) {
+    QWidget* widget = window_.get();
+    if (s.dock) {
+      QDockWidget* d = window_->dock(QString::fromLatin1(s.dock));
+      d->raise();
+      widget = d->widget();
+    } else if (QByteArray(s.name) == "estimate-view") {
+      widget = window_->estimateView();
+    }
     QCoreApplication::processEvents();
-    const QImage image = test::saveScreenshot(s.widget, s.name);
+    const QImage image = test::saveScreenshot(widget, QString::fromLatin1(s.name));
     double dominant = 1;
     const int colours = test::distinctColours(image, &dominant);
-    QVERIFY2(image.width() > 100 && image.height() > 100, qPrintable(s.name));
+    QVERIFY2(image.width() > 100 && image.height() > 100, s.name);
     QVERIFY2(colours > 16 && dominant < 0.97,
              qPrintable(QStringLiteral("%1: %2 colours, %3 of one").arg(s.name).arg(colours).arg(dominant)));
   }
   window_->calculators()->tabs()->setCurrentIndex(0);
-  const QImage comm = test::saveScreenshot(dockShot("calculatorsDock"), QStringLiteral("calculator-communication"));
+  QCoreApplication::processEvents();
+  const QImage comm = test::saveScreenshot(window_->calculators(), QStringLiteral("calculator-communication"));
   QVERIFY(test::distinctColours(comm) > 16);
   window_->dock(QStringLiteral("clusterDock"))->raise();
   window_->dock(QStringLiteral("explorerDock"))->raise();

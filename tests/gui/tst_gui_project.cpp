@@ -10,6 +10,7 @@
 #include <QTest>
 #include <QUndoStack>
 
+#include "app/gui/analysis.h"
 #include "app/gui/project.h"
 #include "app/gui/workspace.h"
 #include "core/presets.h"
@@ -55,6 +56,7 @@ class TestGuiProject : public QObject {
   void saveOpenAndRecentFiles();
   void openKeepsProjectOnFailure();
   void autosaveAndRecovery();
+  void analysisInlineAndInBackground();
 
  private:
   QTemporaryDir dir_;
@@ -332,6 +334,50 @@ void TestGuiProject::autosaveAndRecovery() {
   Workspace after_clean;
   QVERIFY(!after_clean.hasRecovery());
   after_clean.closeSession();
+}
+
+void TestGuiProject::analysisInlineAndInBackground() {
+  const cs::Plan plan = defaults().resolved_plan().value();
+  // Inline (the plan takes microseconds): never delivered inside request().
+  AnalysisService inline_service;
+  QSignalSpy inline_spy(&inline_service, &AnalysisService::analysed);
+  const std::uint64_t job = inline_service.request(plan);
+  QCOMPARE(inline_spy.count(), 0);
+  QTRY_COMPARE(inline_spy.count(), 1);
+  QCOMPARE(inline_service.latest()->job, job);
+  QVERIFY(inline_service.latest()->estimate.has_value());
+  QCOMPARE(inline_service.latest()->optionsOf(cs::plan::Control::tp).empty(), false);
+
+  // On the worker thread: three requests in a row; the first is running, the
+  // second is replaced while it waits, the first's result is stale. Only the
+  // last is delivered.
+  AnalysisService service;
+  service.setBackgroundOnly(true);
+  QSignalSpy spy(&service, &AnalysisService::analysed);
+  cs::Plan b = plan;
+  b.parallel.zero_stage = 2;
+  cs::Plan c = plan;
+  c.parallel.zero_stage = 3;
+  service.request(plan);
+  service.request(b);
+  const std::uint64_t last = service.request(c);
+  QVERIFY(service.busy());
+  QTRY_VERIFY(!service.busy());
+  QTest::qWait(50);
+  QCOMPARE(spy.count(), 1);
+  QCOMPARE(service.latest()->job, last);
+  QCOMPARE(service.latest()->plan.parallel.zero_stage, 3);
+
+  // A plan that cannot run: the reasons, no estimate, no crash.
+  cs::Plan bad = plan;
+  bad.parallel.tp = 3;
+  service.request(bad);
+  QTRY_COMPARE(spy.count(), 2);
+  QVERIFY(!service.latest()->estimate);
+  QVERIFY(!service.latest()->problems.empty());
+  bool tp_named = false;
+  for (const cs::Problem& p : service.latest()->problems) tp_named = tp_named || p.pointer == "/parallel/tp";
+  QVERIFY(tp_named);
 }
 
 QTEST_MAIN(TestGuiProject)
