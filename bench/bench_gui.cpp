@@ -175,20 +175,11 @@ int main(int argc, char** argv) {
     gui_edit.push_back(double(changed_at - edited_at) * 1e-6);
     hop.push_back(double(delivered_at - changed_at) * 1e-6);
     paint.push_back(double(painted_at - delivered_at) * 1e-6);
-    // The predicted timeline follows: its store written, opened and queried.
+    // The predicted timeline follows: its store written, opened, queried
+    // and painted.
     PredictedTimelineService* predicted = view->predictedTimeline();
-    if (waitUntil([&] { return predicted->readyJob() > timeline_before && predicted->readyJob() == predicted->requestedJob(); },
-                  30000)) {
-      const QString path = timeline->storePath();
-      if (waitUntil([&] {
-            return !timeline->busy() && timeline->frameJob() != 0 &&
-                   timeline->frameJob() == timeline->requestedJob() &&
-                   timeline->paintedJob() == timeline->frameJob();
-          },
-                    30000)) {
-        to_timeline.push_back(double(t.nsecsElapsed()) * 1e-6);
-      }
-      (void)path;
+    if (waitUntil([&] { return predicted->requestedJob() > timeline_before && view->timelineSettled(); }, 30000)) {
+      to_timeline.push_back(double(t.nsecsElapsed()) * 1e-6);
     }
   }
   const Stats painted = stats(to_painted);

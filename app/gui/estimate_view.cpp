@@ -122,6 +122,11 @@ EstimateView::EstimateView(AnalysisService* analysis, QWidget* parent)
   if (analysis_->latest()) showAnalysis(analysis_->latest());
 }
 
+bool EstimateView::timelineSettled() const {
+  return !timeline_plan_ && predicted_->readyJob() == predicted_->requestedJob() && !timeline_->busy() &&
+         (timeline_->frameJob() == 0 || timeline_->paintedJob() == timeline_->frameJob());
+}
+
 QLabel* EstimateView::headline(const QString& key) const {
   auto it = headlines_.find(key);
   return it == headlines_.end() ? nullptr : it->second;

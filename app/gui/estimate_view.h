@@ -37,6 +37,8 @@ class EstimateView : public QWidget {
   // The job whose estimate both bars have painted (0 before the first).
   std::uint64_t paintedJob() const;
   std::uint64_t shownJob() const { return shown_job_; }
+  // The predicted timeline of the shown estimate is on screen (or there is none).
+  bool timelineSettled() const;
 
   void showAnalysis(const std::shared_ptr<const PlanAnalysis>& analysis);
 

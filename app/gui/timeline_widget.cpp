@@ -25,9 +25,20 @@ constexpr std::int64_t kMinWindowNs = 1000;  // 1 us: deeper zoom shows nothing 
 
 QString q(const std::string& s) { return QString::fromStdString(s); }
 
-// Spans of one category told apart by name: the name's first words pick a
-// shade (forward, backward and recompute are all compute).
+// Spans of one category told apart by name: the planner's parts in the
+// colours of the step-time bar; other names get a shade of their category
+// from their first words.
 QColor shade(QColor base, const QString& name) {
+  static const std::pair<const char*, QColor> kParts[] = {
+      {"forward", QColor(0x4e, 0x79, 0xa7)},  {"backward", QColor(0x2c, 0x4f, 0x7c)},
+      {"recompute", QColor(0x76, 0xb7, 0xb2)}, {"optimizer", QColor(0x59, 0xa1, 0x4f)},
+      {"bubble", QColor(0xba, 0xb0, 0xac)},    {"tp ", QColor(0xf2, 0x8e, 0x2b)},
+      {"pp ", QColor(0xe1, 0x57, 0x59)},       {"dp ", QColor(0xb0, 0x7a, 0xa1)},
+      {"zero", QColor(0xff, 0x9d, 0xa7)},
+  };
+  for (const auto& [prefix, color] : kParts) {
+    if (name.startsWith(QLatin1String(prefix))) return color;
+  }
   const QString key = name.section(QStringLiteral(" · "), 0, 0);
   const std::size_t h = qHash(key, std::size_t(0)) % 5;  // seed 0: the same colours every run
   static constexpr int kFactors[] = {100, 130, 75, 115, 88};
@@ -80,11 +91,48 @@ QString laneTitle(const trace::TraceReader& reader, const trace::LaneInfo& lane)
   return QStringLiteral("%1 · %2").arg(rank, q(lane.name));
 }
 
+// The spans of every lane in `window` for a view `pixels` wide: the reader's
+// level-of-detail query, with names and colours resolved here, off the GUI
+// thread.
+std::shared_ptr<const TimelineWidget::Frame> queryFrame(const trace::TraceReader& reader,
+                                                        const std::vector<trace::LaneId>& ids,
+                                                        trace::TimeRange window, int pixels,
+                                                        std::uint64_t job) {
+  auto frame = std::make_shared<TimelineWidget::Frame>();
+  frame->job = job;
+  frame->window = window;
+  frame->pixels = pixels;
+  for (trace::LaneId id : ids) {
+    TimelineWidget::LaneFrame lane;
+    // Fold only what is under a pixel: a wider fold is named after its
+    // longest event, which can misname a lane of many short ones.
+    auto spans = reader.spans(id, window.start_ns, window.end_ns, pixels, /*min_span_pixels=*/1);
+    if (!spans) {
+      frame->error = q(spans.message());
+    } else {
+      lane.spans = std::move(spans).value();
+      lane.names.reserve(lane.spans.size());
+      lane.colors.reserve(lane.spans.size());
+      for (const trace::Span& s : lane.spans) {
+        lane.names.push_back(q(reader.string(s.name)));
+        QColor c = shade(categoryColor(s.category, s.kind), lane.names.back());
+        if (s.count > 1) c = c.lighter(125);  // a fold of several narrow events
+        lane.colors.push_back(c);
+      }
+    }
+    frame->lanes.push_back(std::move(lane));
+  }
+  return frame;
+}
+
+// A store opened on the worker thread, with its first frame (the whole
+// trace), so that the view swaps to it in one step.
 struct Opened {
   std::uint64_t job = 0;
   std::shared_ptr<trace::TraceReader> reader;
   std::vector<TimelineWidget::Lane> lanes;
   trace::TimeRange range;
+  std::shared_ptr<const TimelineWidget::Frame> frame;
   QString error;
 };
 
@@ -103,11 +151,12 @@ TimelineWidget::~TimelineWidget() { pool_.waitForDone(); }
 
 void TimelineWidget::setStore(const QString& path) {
   const std::uint64_t job = ++open_job_;
+  const std::uint64_t frame_job = ++requested_;
   path_ = path;
-  message_.clear();
   opening_ = true;
+  // The store on screen stays until the new one can be shown whole.
   QtConcurrent::run(&pool_,
-                    [path, job] {
+                    [path, job, frame_job, pixels = spanAreaWidth()] {
                       auto out = std::make_shared<Opened>();
                       out->job = job;
                       auto reader = trace::TraceReader::open(path.toStdString());
@@ -117,9 +166,13 @@ void TimelineWidget::setStore(const QString& path) {
                       }
                       out->reader = std::shared_ptr<trace::TraceReader>(std::move(reader).value());
                       out->range = out->reader->time_range();
+                      if (out->range.empty()) out->range.end_ns = out->range.start_ns + kMinWindowNs;
+                      std::vector<trace::LaneId> ids;
                       for (const trace::LaneInfo& l : out->reader->lanes()) {
                         out->lanes.push_back({l, laneTitle(*out->reader, l), l.max_depth + 1});
+                        ids.push_back(l.id);
                       }
+                      out->frame = queryFrame(*out->reader, ids, out->range, pixels, frame_job);
                       return out;
                     })
       .then(this, [this](std::shared_ptr<Opened> opened) {
@@ -128,28 +181,28 @@ void TimelineWidget::setStore(const QString& path) {
           return;
         }
         opening_ = false;
-        frame_.reset();
+        releaseReader();
         if (!opened->error.isEmpty()) {
-          releaseReader();
           lanes_.clear();
+          frame_.reset();
           message_ = opened->error;
           emit storeOpened(path_, message_);
           updateGeometry();
           update();
           return;
         }
-        releaseReader();
         reader_ = std::move(opened->reader);
         const bool same_rows = lanes_.size() == opened->lanes.size();
         lanes_ = std::move(opened->lanes);
         full_ = opened->range;
-        if (full_.empty()) full_.end_ns = full_.start_ns + kMinWindowNs;
         window_ = full_;
+        frame_.reset();
         message_ = lanes_.empty() ? tr("The trace has no lanes.") : QString();
         emit storeOpened(path_, {});
         if (!same_rows) updateGeometry();
-        requestFrame();
-        update();
+        frameArrived(std::move(opened->frame));
+        // The width may have changed, or a query been asked for, while it opened.
+        if (frame_ && (frame_->pixels != spanAreaWidth() || frame_->job != requested_)) requestFrame();
       });
 }
 
@@ -219,33 +272,7 @@ void TimelineWidget::startQuery(std::uint64_t job) {
   for (const Lane& l : lanes_) ids.push_back(l.info.id);
   QtConcurrent::run(&pool_,
                     [reader = reader_, ids, window = window_, pixels = spanAreaWidth(), job] {
-                      auto frame = std::make_shared<Frame>();
-                      frame->job = job;
-                      frame->window = window;
-                      frame->pixels = pixels;
-                      for (trace::LaneId id : ids) {
-                        LaneFrame lane;
-                        // Fold only what is under a pixel: a wider fold is named
-                        // after its longest event, which can misname a lane
-                        // of many short ones.
-                        auto spans = reader->spans(id, window.start_ns, window.end_ns, pixels,
-                                                   /*min_span_pixels=*/1);
-                        if (!spans) {
-                          frame->error = q(spans.message());
-                        } else {
-                          lane.spans = std::move(spans).value();
-                          lane.names.reserve(lane.spans.size());
-                          lane.colors.reserve(lane.spans.size());
-                          for (const trace::Span& s : lane.spans) {
-                            lane.names.push_back(q(reader->string(s.name)));
-                            QColor c = shade(categoryColor(s.category, s.kind), lane.names.back());
-                            if (s.count > 1) c = c.lighter(125);  // a fold of several narrow events
-                            lane.colors.push_back(c);
-                          }
-                        }
-                        frame->lanes.push_back(std::move(lane));
-                      }
-                      return std::shared_ptr<const Frame>(std::move(frame));
+                      return queryFrame(*reader, ids, window, pixels, job);
                     })
       .then(this, [this, reader = static_cast<const void*>(reader_.get())](std::shared_ptr<const Frame> frame) {
         running_ = false;
@@ -356,7 +383,10 @@ void TimelineWidget::paintInto(QPainter& painter, const QRectF& area, const QCol
         if (s.end_ns <= t0 || s.start_ns >= window_.end_ns) continue;
         const double x0 = std::max(left, x_of(s.start_ns));
         const double x1 = std::min(left + width, x_of(s.end_ns));
-        const QRectF r(x0, y + s.depth * kRowHeight + 1, std::max(1.0, x1 - x0), kRowHeight - 2);
+        // A pixel of gap ends spans wide enough to spare it, so that neighbours
+        // of one colour stay apart.
+        const double w = x1 - x0 > 3 ? x1 - x0 - 1 : std::max(1.0, x1 - x0);
+        const QRectF r(x0, y + s.depth * kRowHeight + 1, w, kRowHeight - 2);
         painter.fillRect(r, lf.colors[k]);
         ++items;
         if (r.width() > 28) {

@@ -488,8 +488,9 @@ void TestGuiApp::missingPreset() {
 void TestGuiApp::exports() {
   waitForEstimate();
   // The report carries the predicted timeline once it is drawn.
-  TimelineWidget* timeline = window_->estimateView()->timeline();
-  QTRY_VERIFY_WITH_TIMEOUT(!timeline->busy() && timeline->paintedJob() != 0, 20000);
+  QTest::qWait(0);
+  QTRY_VERIFY_WITH_TIMEOUT(window_->estimateView()->timelineSettled(), 20000);
+  QVERIFY(window_->estimateView()->timeline()->frameJob() != 0);
   const QString pdf = dir_.filePath(QStringLiteral("report.pdf"));
   const QString html = dir_.filePath(QStringLiteral("report.html"));
   const QString json = dir_.filePath(QStringLiteral("plan.json"));
@@ -590,7 +591,12 @@ void TestGuiApp::screenshots() {
   // explorer in front, a whole search done.
   window_->explorer()->runSearch();
   QTRY_VERIFY_WITH_TIMEOUT(!window_->explorer()->running(), 180000);
+  window_->explorer()->table()->sortByColumn(RankedPlanModel::rank, Qt::AscendingOrder);
+  window_->explorer()->makeRowCurrent(0);
   waitForEstimate();
+  QTest::qWait(0);  // the timeline is asked for once the estimate is painted
+  QTRY_VERIFY_WITH_TIMEOUT(window_->estimateView()->timelineSettled(), 20000);
+  QVERIFY(window_->estimateView()->timeline()->drawnItems() > 0);
   window_->dock(QStringLiteral("clusterDock"))->raise();
   window_->dock(QStringLiteral("explorerDock"))->raise();
   window_->messageBar()->dismiss();
