@@ -19,8 +19,8 @@
 #include <QTimer>
 #include <algorithm>
 #include <cstdio>
-#include <ctime>
 #include <cstring>
+#include <ctime>
 #include <vector>
 
 #include "app/gui/analysis.h"
@@ -135,11 +135,12 @@ int main(int argc, char** argv) {
     return 1;
   }
   const cs::plan::Estimate& e = *analysis->latest()->estimate;
-  std::printf("machine: %d hardware threads, load average %.1f at the start\n", QThread::idealThreadCount(),
-              loadAverage());
-  std::printf("plan: GPT-3 175B on 1024 A100 (tp 8, pp 8 x 3, dp 16, SP, selective), "
-              "%.1f s per step, %.1f GiB per GPU\n",
-              e.time.step(), e.memory.total() / (1024.0 * 1024 * 1024));
+  std::printf("machine: %d hardware threads, load average %.1f at the start\n",
+              QThread::idealThreadCount(), loadAverage());
+  std::printf(
+      "plan: GPT-3 175B on 1024 A100 (tp 8, pp 8 x 3, dp 16, SP, selective), "
+      "%.1f s per step, %.1f GiB per GPU\n",
+      e.time.step(), e.memory.total() / (1024.0 * 1024 * 1024));
 
   std::vector<double> to_painted;
   std::vector<double> analysis_seconds;
@@ -149,8 +150,10 @@ int main(int argc, char** argv) {
   QElapsedTimer clock;
   clock.start();
   qint64 edited_at = 0, changed_at = 0, delivered_at = 0;
-  QObject::connect(ws, &Workspace::projectChanged, &app, [&] { changed_at = clock.nsecsElapsed(); });
-  QObject::connect(analysis, &AnalysisService::analysed, &app, [&] { delivered_at = clock.nsecsElapsed(); });
+  QObject::connect(ws, &Workspace::projectChanged, &app,
+                   [&] { changed_at = clock.nsecsElapsed(); });
+  QObject::connect(analysis, &AnalysisService::analysed, &app,
+                   [&] { delivered_at = clock.nsecsElapsed(); });
   std::vector<double> gui_edit, hop, gui_result, paint, gui_cpu;
   std::vector<double> to_timeline;
   TimelineWidget* timeline = view->timeline();
@@ -178,27 +181,33 @@ int main(int argc, char** argv) {
     // The predicted timeline follows: its store written, opened, queried
     // and painted.
     PredictedTimelineService* predicted = view->predictedTimeline();
-    if (waitUntil([&] { return predicted->requestedJob() > timeline_before && view->timelineSettled(); }, 30000)) {
+    if (waitUntil(
+            [&] { return predicted->requestedJob() > timeline_before && view->timelineSettled(); },
+            30000)) {
       to_timeline.push_back(double(t.nsecsElapsed()) * 1e-6);
     }
   }
   const Stats painted = stats(to_painted);
   const Stats work = stats(analysis_seconds);
   const Stats tl = stats(to_timeline);
-  std::printf("plan edit -> estimate painted (%d edits): median %.2f ms, p90 %.2f ms, max %.2f ms "
-              "(target 16 ms: %.1fx %s)\n",
-              edits, painted.median, painted.p90, painted.max, 16.0 / std::max(1e-9, painted.median),
-              painted.median < 16 ? "under" : "OVER");
-  std::printf("  of which: the edit on the GUI thread (undo step, views refreshed) %.2f ms; then the "
-              "analysis (estimate + every control's options: %.2f ms, inline as it is under 4 ms) and "
-              "its delivery %.2f ms; then the views updated and painted %.2f ms (medians)\n",
-              stats(gui_edit).median, work.median, stats(hop).median, stats(paint).median);
-  std::printf("  CPU time of the GUI thread per edit (what the app spends, apart from waiting for a core): "
-              "median %.2f ms, p90 %.2f ms; load average now %.1f\n",
-              stats(gui_cpu).median, stats(gui_cpu).p90, loadAverage());
-  std::printf("plan edit -> predicted timeline painted (store written, opened, queried): "
-              "median %.1f ms, p90 %.1f ms (%zu of %d)\n",
-              tl.median, tl.p90, to_timeline.size(), edits);
+  std::printf(
+      "plan edit -> estimate painted (%d edits): median %.2f ms, p90 %.2f ms, max %.2f ms "
+      "(target 16 ms: %.1fx %s)\n",
+      edits, painted.median, painted.p90, painted.max, 16.0 / std::max(1e-9, painted.median),
+      painted.median < 16 ? "under" : "OVER");
+  std::printf(
+      "  of which: the edit on the GUI thread (undo step, views refreshed) %.2f ms; then the "
+      "analysis (estimate + every control's options: %.2f ms, inline as it is under 4 ms) and "
+      "its delivery %.2f ms; then the views updated and painted %.2f ms (medians)\n",
+      stats(gui_edit).median, work.median, stats(hop).median, stats(paint).median);
+  std::printf(
+      "  CPU time of the GUI thread per edit (what the app spends, apart from waiting for a core): "
+      "median %.2f ms, p90 %.2f ms; load average now %.1f\n",
+      stats(gui_cpu).median, stats(gui_cpu).p90, loadAverage());
+  std::printf(
+      "plan edit -> predicted timeline painted (store written, opened, queried): "
+      "median %.1f ms, p90 %.1f ms (%zu of %d)\n",
+      tl.median, tl.p90, to_timeline.size(), edits);
   ws->closeSession();
 
   // --- 2. app start -> default project shown ---------------------------------
@@ -208,7 +217,8 @@ int main(int argc, char** argv) {
   for (int i = 0; i < starts; ++i) {
     QProcess ui;
     QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
-    env.insert(QStringLiteral("QT_QPA_PLATFORM"), qEnvironmentVariable("QT_QPA_PLATFORM", QStringLiteral("offscreen")));
+    env.insert(QStringLiteral("QT_QPA_PLATFORM"),
+               qEnvironmentVariable("QT_QPA_PLATFORM", QStringLiteral("offscreen")));
     env.insert(QStringLiteral("XDG_CONFIG_HOME"), home.filePath(QStringLiteral("config")));
     env.insert(QStringLiteral("XDG_DATA_HOME"), home.filePath(QStringLiteral("data")));
     ui.setProcessEnvironment(env);
@@ -225,20 +235,23 @@ int main(int argc, char** argv) {
     ui.waitForFinished(10000);
     out += ui.readAllStandardOutput();
     double reported = -1;
-    if (const int at = out.indexOf("startup: "); at >= 0) reported = out.mid(at + 9).split(' ').front().toDouble();
+    if (const int at = out.indexOf("startup: "); at >= 0)
+      reported = out.mid(at + 9).split(' ').front().toDouble();
     if (reported < 0) {
-      std::fprintf(stderr, "bench_gui: clusterscope-ui did not report its start: %s\n%s\n", out.constData(),
-                   ui.readAllStandardError().constData());
+      std::fprintf(stderr, "bench_gui: clusterscope-ui did not report its start: %s\n%s\n",
+                   out.constData(), ui.readAllStandardError().constData());
       return 1;
     }
     wall.push_back(ms);
     inside.push_back(reported);
   }
-  const Stats warm = stats(std::vector<double>(wall.begin() + (wall.size() > 1 ? 1 : 0), wall.end()));
-  std::printf("app start -> default project painted (%d starts, a process each): first %.0f ms, "
-              "then median %.0f ms, max %.0f ms (target 1000 ms: %.1fx %s); "
-              "the app's own count from its process start: median %.0f ms\n",
-              starts, wall.front(), warm.median, warm.max, 1000.0 / std::max(1e-9, warm.median),
-              warm.median < 1000 ? "under" : "OVER", stats(inside).median);
+  const Stats warm =
+      stats(std::vector<double>(wall.begin() + (wall.size() > 1 ? 1 : 0), wall.end()));
+  std::printf(
+      "app start -> default project painted (%d starts, a process each): first %.0f ms, "
+      "then median %.0f ms, max %.0f ms (target 1000 ms: %.1fx %s); "
+      "the app's own count from its process start: median %.0f ms\n",
+      starts, wall.front(), warm.median, warm.max, 1000.0 / std::max(1e-9, warm.median),
+      warm.median < 1000 ? "under" : "OVER", stats(inside).median);
   return 0;
 }

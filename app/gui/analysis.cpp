@@ -3,6 +3,7 @@
 #include <QElapsedTimer>
 #include <QFuture>
 #include <QMetaObject>
+
 #include <QtConcurrent/QtConcurrentRun>
 
 namespace cs::gui {
@@ -37,7 +38,9 @@ AnalysisService::AnalysisService(QObject* parent) : QObject(parent) {
   pool_.setMaxThreadCount(1);
 }
 
-AnalysisService::~AnalysisService() { pool_.waitForDone(); }
+AnalysisService::~AnalysisService() {
+  pool_.waitForDone();
+}
 
 std::uint64_t AnalysisService::request(const Plan& plan) {
   const std::uint64_t job = ++requested_;
@@ -78,20 +81,18 @@ std::uint64_t AnalysisService::requestNone(const QString& reason) {
 
 void AnalysisService::start(Plan plan, std::uint64_t job) {
   running_ = true;
-  QtConcurrent::run(&pool_,
-                    [plan = std::move(plan), job] {
-                      return std::make_shared<const PlanAnalysis>(analyse_plan(plan, job));
-                    })
-      .then(this, [this](std::shared_ptr<const PlanAnalysis> analysis) {
-        running_ = false;
-        slow_ = analysis->seconds > kInlineBudget;
-        finished(std::move(analysis));
-        if (pending_) {
-          Pending next = std::move(*pending_);
-          pending_.reset();
-          start(std::move(next.plan), next.job);
-        }
-      });
+  QtConcurrent::run(&pool_, [plan = std::move(plan), job] {
+    return std::make_shared<const PlanAnalysis>(analyse_plan(plan, job));
+  }).then(this, [this](std::shared_ptr<const PlanAnalysis> analysis) {
+    running_ = false;
+    slow_ = analysis->seconds > kInlineBudget;
+    finished(std::move(analysis));
+    if (pending_) {
+      Pending next = std::move(*pending_);
+      pending_.reset();
+      start(std::move(next.plan), next.job);
+    }
+  });
 }
 
 void AnalysisService::finished(std::shared_ptr<const PlanAnalysis> analysis) {

@@ -74,7 +74,7 @@ class AnalysisService : public QObject {
   std::uint64_t requested_ = 0;
   bool running_ = false;
   bool background_only_ = false;
-  bool slow_ = false;  // an analysis took longer than kInlineBudget
+  bool slow_ = false;   // an analysis took longer than kInlineBudget
   int delivering_ = 0;  // inline results queued for delivery
   struct Pending {
     Plan plan;

@@ -15,8 +15,8 @@
 #include <QSplitter>
 #include <QTabWidget>
 #include <QTableWidget>
-#include <QValueAxis>
 #include <QVBoxLayout>
+#include <QValueAxis>
 #include <cmath>
 
 #include "app/gui/analysis.h"
@@ -27,7 +27,9 @@ namespace cs::gui {
 
 namespace {
 
-QString q(const std::string& s) { return QString::fromStdString(s); }
+QString q(const std::string& s) {
+  return QString::fromStdString(s);
+}
 
 QDoubleSpinBox* spin(double lo, double hi, double value, int decimals, const QString& suffix,
                      const char* name) {
@@ -208,7 +210,8 @@ QuantizationCalculator::QuantizationCalculator(QWidget* parent) : QWidget(parent
   mapping_->setObjectName(QStringLiteral("quantMapping"));
   mapping_->setWordWrap(true);
   mapping_->setTextInteractionFlags(Qt::TextSelectableByMouse);
-  for (QLabel* l : {scale_, zero_point_}) l->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  for (QLabel* l : {scale_, zero_point_})
+    l->setTextInteractionFlags(Qt::TextSelectableByMouse);
 
   auto* form = new QFormLayout;
   form->addRow(tr("Range min"), min_);
@@ -224,8 +227,8 @@ QuantizationCalculator::QuantizationCalculator(QWidget* parent) : QWidget(parent
   table_ = new QTableWidget;
   table_->setObjectName(QStringLiteral("quantTable"));
   table_->setColumnCount(6);
-  table_->setHorizontalHeaderLabels(
-      {tr("x"), tr("round(x/s) + z"), tr("q (clamped)"), tr("x' = s(q − z)"), tr("error x' − x"), tr("")});
+  table_->setHorizontalHeaderLabels({tr("x"), tr("round(x/s) + z"), tr("q (clamped)"),
+                                     tr("x' = s(q − z)"), tr("error x' − x"), tr("")});
   table_->setEditTriggers(QAbstractItemView::NoEditTriggers);
   table_->verticalHeader()->setVisible(false);
   table_->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
@@ -277,8 +280,9 @@ void QuantizationCalculator::recompute() {
   const auto mode = QuantMode(mode_->currentData().toInt());
   const bool article = mode == QuantMode::article;
   bits_->setEnabled(!article);  // the articles' mix is defined for INT8 only
-  const plan::QuantParams p = article ? plan::article_int8_params(lo, hi)
-                                      : plan::quant_params(lo, hi, bits, mode == QuantMode::signed_range);
+  const plan::QuantParams p =
+      article ? plan::article_int8_params(lo, hi)
+              : plan::quant_params(lo, hi, bits, mode == QuantMode::signed_range);
   scale_->setText(QString::number(p.scale, 'f', 6));
   zero_point_->setText(QString::number(p.zero_point));
   range_->setText(QStringLiteral("[%1, %2]").arg(p.q_min).arg(p.q_max));
@@ -293,7 +297,9 @@ void QuantizationCalculator::recompute() {
   if (v.clamped) {
     text += tr(", outside [%1, %2]: <b>clamped to %3</b>").arg(p.q_min).arg(p.q_max).arg(v.q);
   }
-  text += tr("; back to x' = %1, error <b>%2</b>").arg(v.dequantized, 0, 'g', 6).arg(v.error, 0, 'g', 4);
+  text += tr("; back to x' = %1, error <b>%2</b>")
+              .arg(v.dequantized, 0, 'g', 6)
+              .arg(v.error, 0, 'g', 4);
   if (article && v.clamped) {
     text += tr("<br>The articles' zero point assumes 0 to 255; stored as a signed int8 the values "
                "above %1 overflow. Unsigned storage (or z − 128) keeps them.")
@@ -303,13 +309,16 @@ void QuantizationCalculator::recompute() {
 
   // The mapping of eleven points across the range, and the value asked for.
   std::vector<double> xs;
-  for (int i = 0; i <= 10; ++i) xs.push_back(lo + (hi - lo) * i / 10.0);
+  for (int i = 0; i <= 10; ++i)
+    xs.push_back(lo + (hi - lo) * i / 10.0);
   xs.push_back(x);
   table_->setRowCount(int(xs.size()));
   for (int r = 0; r < int(xs.size()); ++r) {
     const plan::Quantized m = plan::quantize(xs[std::size_t(r)], p);
-    const QStringList cells{QString::number(xs[std::size_t(r)], 'g', 6), QString::number(m.unclamped),
-                            QString::number(m.q), QString::number(m.dequantized, 'g', 6),
+    const QStringList cells{QString::number(xs[std::size_t(r)], 'g', 6),
+                            QString::number(m.unclamped),
+                            QString::number(m.q),
+                            QString::number(m.dequantized, 'g', 6),
                             QString::number(m.error, 'g', 4),
                             m.clamped ? tr("clamped") : QString()};
     for (int c = 0; c < cells.size(); ++c) {

@@ -16,8 +16,12 @@ namespace cs::gui {
 
 namespace {
 
-QString q(const std::string& s) { return QString::fromStdString(s); }
-QString jsonString(const QString& s) { return '"' + s + '"'; }  // preset names are plain ASCII
+QString q(const std::string& s) {
+  return QString::fromStdString(s);
+}
+QString jsonString(const QString& s) {
+  return '"' + s + '"';
+}  // preset names are plain ASCII
 
 QString totalsHtml(const Cluster& c) {
   const ClusterTotals t = totals(c);
@@ -30,7 +34,8 @@ QString totalsHtml(const Cluster& c) {
   for (const auto& [name, value] : rates) {
     if (value <= 0) continue;
     peak += QStringLiteral("<tr><td>&nbsp;&nbsp;%1</td><td align=right>%2</td></tr>")
-                .arg(name, name == std::string_view("INT8") ? q(format_rate(value, "OP/s")) : rate(value));
+                .arg(name, name == std::string_view("INT8") ? q(format_rate(value, "OP/s"))
+                                                            : rate(value));
   }
   QString rows;
   auto row = [&rows](const QString& k, const QString& v) {
@@ -46,7 +51,8 @@ QString totalsHtml(const Cluster& c) {
   }
   row(QObject::tr("Power"), q(format_rate(t.power_watts, "W")));
   if (t.price_per_hour > 0) {
-    row(QObject::tr("Price"), QStringLiteral("$%1 / h").arg(QString::fromStdString(format_count(t.price_per_hour))));
+    row(QObject::tr("Price"),
+        QStringLiteral("$%1 / h").arg(QString::fromStdString(format_count(t.price_per_hour))));
   }
   return QStringLiteral("<table cellspacing=1 width=100%>%1</table>").arg(rows);
 }
@@ -55,7 +61,8 @@ QString totalsHtml(const Cluster& c) {
 QString defaultNetwork(const PresetCatalog& catalog) {
   if (catalog.find_link("ib-ndr")) return QStringLiteral("ib-ndr");
   for (const Link& l : catalog.links()) {
-    if (l.kind == LinkKind::infiniband || l.kind == LinkKind::roce || l.kind == LinkKind::ethernet) {
+    if (l.kind == LinkKind::infiniband || l.kind == LinkKind::roce ||
+        l.kind == LinkKind::ethernet) {
       return q(l.name);
     }
   }
@@ -87,7 +94,8 @@ ClusterDesigner::ClusterDesigner(Workspace* workspace, QWidget* parent)
   gpu_->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
   gpu_->setMinimumContentsLength(12);
   gpu_->setObjectName(QStringLiteral("gpuModel"));
-  for (const GpuSpec& g : catalog.gpus()) gpu_->addItem(q(g.display_name), q(g.name));
+  for (const GpuSpec& g : catalog.gpus())
+    gpu_->addItem(q(g.display_name), q(g.name));
   intra_ = new QComboBox;
   intra_->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
   intra_->setMinimumContentsLength(12);
@@ -115,7 +123,8 @@ ClusterDesigner::ClusterDesigner(Workspace* workspace, QWidget* parent)
 
   auto* form = new QFormLayout;
   form->setFieldGrowthPolicy(QFormLayout::AllNonFixedFieldsGrow);
-  auto add = [&](const QString& label, const char* pointer, FieldEdit::Kind kind, const QString& tip = {}) {
+  auto add = [&](const QString& label, const char* pointer, FieldEdit::Kind kind,
+                 const QString& tip = {}) {
     auto* f = new FieldEdit(QString::fromLatin1(pointer), kind);
     fields_[f->pointer()] = f;
     connect(f, &FieldEdit::edited, this, &ClusterDesigner::onFieldEdited);
@@ -212,12 +221,14 @@ void ClusterDesigner::onFieldEdited(const QString& pointer, const QString& value
   if (ok && pointer == QLatin1String("/gpus_per_node")) {
     if (n == 0 && c->gpu) edits.push_back({QStringLiteral("/gpu"), QStringLiteral("null")});
     if (n > 0 && !c->gpu && !workspace_->catalog().gpus().empty()) {
-      edits.push_back({QStringLiteral("/gpu"), jsonString(q(workspace_->catalog().gpus().front().name))});
+      edits.push_back(
+          {QStringLiteral("/gpu"), jsonString(q(workspace_->catalog().gpus().front().name))});
     }
   }
   const FieldEdit* f = field(pointer);
   const QString label = f ? pointer.mid(1).replace('/', ' ').replace('_', ' ') : pointer;
-  editFields(tr("Edit cluster %1").arg(label), std::move(edits), QStringLiteral("cluster") + pointer);
+  editFields(tr("Edit cluster %1").arg(label), std::move(edits),
+             QStringLiteral("cluster") + pointer);
 }
 
 void ClusterDesigner::showProblems(const std::vector<Problem>& problems,
@@ -227,21 +238,24 @@ void ClusterDesigner::showProblems(const std::vector<Problem>& problems,
   QStringList general;
   QStringList elsewhere;
   for (const Problem& p : problems) {
-    const QString line = QStringLiteral("%1: %2").arg(p.pointer.empty() ? "/" : q(p.pointer), q(p.message));
+    const QString line =
+        QStringLiteral("%1: %2").arg(p.pointer.empty() ? "/" : q(p.pointer), q(p.message));
     if (FieldEdit* f = field(q(p.pointer))) {
       f->setProblem(q(p.message));
     } else {
       general << line;
     }
     bool edited_here = false;
-    for (const auto& [pointer, value] : edits) edited_here = edited_here || pointer == q(p.pointer);
+    for (const auto& [pointer, value] : edits)
+      edited_here = edited_here || pointer == q(p.pointer);
     if (!edited_here) elsewhere << line;
   }
   for (const auto& [pointer, value] : edits) {
     FieldEdit* f = field(pointer);
     if (!f) continue;
     bool own = false;
-    for (const Problem& p : problems) own = own || q(p.pointer) == pointer;
+    for (const Problem& p : problems)
+      own = own || q(p.pointer) == pointer;
     if (!own) f->setProblem(elsewhere.join('\n'));
   }
   problem_->setText(general.join('\n'));
@@ -255,7 +269,8 @@ void ClusterDesigner::editFields(const QString& text,
   const Cluster* current = project.current_cluster();
   if (!current) return;
   std::vector<FieldValue> values;
-  for (const auto& [pointer, value] : edits) values.push_back({pointer.toStdString(), value.toStdString()});
+  for (const auto& [pointer, value] : edits)
+    values.push_back({pointer.toStdString(), value.toStdString()});
   std::vector<Problem> problems;
   auto edited = edit_cluster(*current, values, workspace_->catalog(), &problems);
   if (!edited) {
@@ -285,7 +300,8 @@ void ClusterDesigner::refresh() {
     return;
   }
   std::vector<std::string> pointers;
-  for (const auto& [pointer, f] : fields_) pointers.push_back(pointer.toStdString());
+  for (const auto& [pointer, f] : fields_)
+    pointers.push_back(pointer.toStdString());
   std::string whole;
   const std::vector<std::string> values = cluster_fields(*c, pointers, &whole);
   problem_->setVisible(false);  // a refused edit's message lasts until the next change
@@ -301,12 +317,12 @@ void ClusterDesigner::refresh() {
     f->showValue(q(value));
   }
   auto select = [](QComboBox* box, const QString& name, const QString& display) {
-    int i = box->findData(name);
-    if (i < 0 && !name.isEmpty()) {
+    int index = box->findData(name);
+    if (index < 0 && !name.isEmpty()) {
       box->addItem(display.isEmpty() ? name : display, name);  // a custom part from a file
-      i = box->count() - 1;
+      index = box->count() - 1;
     }
-    box->setCurrentIndex(std::max(0, i));
+    box->setCurrentIndex(std::max(0, index));
   };
   gpu_->setEnabled(c->gpus_per_node > 0);
   if (c->gpu) select(gpu_, q(c->gpu->name), q(c->gpu->display_name));

@@ -11,8 +11,8 @@
 #include <QPushButton>
 #include <QSplitter>
 #include <QTableWidget>
-#include <QValueAxis>
 #include <QVBoxLayout>
+#include <QValueAxis>
 
 #include "core/format.h"
 
@@ -20,7 +20,9 @@ namespace cs::gui {
 
 namespace {
 
-QString q(std::string_view s) { return QString::fromUtf8(s.data(), int(s.size())); }
+QString q(std::string_view s) {
+  return QString::fromUtf8(s.data(), int(s.size()));
+}
 
 struct Metric {
   const char* name;
@@ -31,33 +33,45 @@ struct Metric {
 
 const Metric kMetrics[] = {
     {"tokens/s", [](const plan::RankedPlan& r) { return r.estimate.throughput.tokens_per_second; },
-     [](const plan::RankedPlan& r) { return q(format_count(r.estimate.throughput.tokens_per_second)); }, true},
+     [](const plan::RankedPlan& r) {
+       return q(format_count(r.estimate.throughput.tokens_per_second));
+     },
+     true},
     {"MFU", [](const plan::RankedPlan& r) { return r.estimate.throughput.mfu; },
-     [](const plan::RankedPlan& r) { return QStringLiteral("%1 %").arg(100 * r.estimate.throughput.mfu, 0, 'f', 1); },
+     [](const plan::RankedPlan& r) {
+       return QStringLiteral("%1 %").arg(100 * r.estimate.throughput.mfu, 0, 'f', 1);
+     },
      true},
     {"memory/GPU", [](const plan::RankedPlan& r) { return r.estimate.memory.total(); },
      [](const plan::RankedPlan& r) { return q(format_bytes(r.estimate.memory.total())); }, true},
     {"step time", [](const plan::RankedPlan& r) { return r.estimate.time.step(); },
      [](const plan::RankedPlan& r) { return q(format_seconds(r.estimate.time.step())); }, true},
     {"time to train", [](const plan::RankedPlan& r) { return r.estimate.training.seconds; },
-     [](const plan::RankedPlan& r) { return q(format_seconds(r.estimate.training.seconds)); }, true},
+     [](const plan::RankedPlan& r) { return q(format_seconds(r.estimate.training.seconds)); },
+     true},
     {"cost", [](const plan::RankedPlan& r) { return r.estimate.training.cost_usd; },
      [](const plan::RankedPlan& r) {
-       return r.estimate.training.cost_usd > 0 ? QStringLiteral("$") + q(format_count(r.estimate.training.cost_usd))
-                                               : QStringLiteral("—");
+       return r.estimate.training.cost_usd > 0
+                  ? QStringLiteral("$") + q(format_count(r.estimate.training.cost_usd))
+                  : QStringLiteral("—");
      },
      true},
     {"GPUs", [](const plan::RankedPlan& r) { return double(r.estimate.gpus); },
      [](const plan::RankedPlan& r) { return QString::number(r.estimate.gpus); }, false},
     {"DP × TP × PP", [](const plan::RankedPlan&) { return 0.0; },
      [](const plan::RankedPlan& r) {
-       return QStringLiteral("%1 × %2 × %3").arg(r.parallel.dp).arg(r.parallel.tp).arg(r.parallel.pp);
+       return QStringLiteral("%1 × %2 × %3")
+           .arg(r.parallel.dp)
+           .arg(r.parallel.tp)
+           .arg(r.parallel.pp);
      },
      false},
     {"virtual stages", [](const plan::RankedPlan&) { return 0.0; },
      [](const plan::RankedPlan& r) { return QString::number(r.parallel.virtual_stages); }, false},
     {"sequence parallel", [](const plan::RankedPlan&) { return 0.0; },
-     [](const plan::RankedPlan& r) { return r.parallel.sequence_parallel ? QStringLiteral("on") : QStringLiteral("off"); },
+     [](const plan::RankedPlan& r) {
+       return r.parallel.sequence_parallel ? QStringLiteral("on") : QStringLiteral("off");
+     },
      false},
     {"ZeRO", [](const plan::RankedPlan&) { return 0.0; },
      [](const plan::RankedPlan& r) { return QString::number(r.parallel.zero_stage); }, false},
@@ -172,17 +186,20 @@ CompareView::CompareView(PinnedPlans* pinned, QWidget* parent) : QWidget(parent)
 
 void CompareView::refresh() {
   const int n = pinned_->size();
-  hint_->setText(n == 0 ? tr("Pin up to %1 plans from the explorer (or the current plan) to compare them.")
-                              .arg(kMaxPinned)
-                        : tr("%1 of %2 pinned").arg(n).arg(kMaxPinned));
+  hint_->setText(
+      n == 0 ? tr("Pin up to %1 plans from the explorer (or the current plan) to compare them.")
+                   .arg(kMaxPinned)
+             : tr("%1 of %2 pinned").arg(n).arg(kMaxPinned));
   table_->clear();
   table_->setColumnCount(n);
   table_->setRowCount(int(std::size(kMetrics)));
   QStringList headers;
-  for (int i = 0; i < n; ++i) headers << pinned_->nameAt(i);
+  for (int i = 0; i < n; ++i)
+    headers << pinned_->nameAt(i);
   table_->setHorizontalHeaderLabels(headers);
   QStringList rows;
-  for (const Metric& m : kMetrics) rows << tr(m.name);
+  for (const Metric& m : kMetrics)
+    rows << tr(m.name);
   table_->setVerticalHeaderLabels(rows);
   for (int r = 0; r < int(std::size(kMetrics)); ++r) {
     for (int c = 0; c < n; ++c) {
@@ -198,7 +215,8 @@ void CompareView::refresh() {
     for (const Metric& m : kMetrics) {
       if (!m.charted) continue;
       double largest = 0;
-      for (int k = 0; k < n; ++k) largest = std::max(largest, m.value(pinned_->at(k)));
+      for (int k = 0; k < n; ++k)
+        largest = std::max(largest, m.value(pinned_->at(k)));
       set->append(largest > 0 ? 100.0 * m.value(pinned_->at(c)) / largest : 0.0);
     }
     bars_->append(set);

@@ -15,16 +15,23 @@ namespace cs::gui {
 
 namespace {
 
-QString q(const std::string& s) { return QString::fromStdString(s); }
+QString q(const std::string& s) {
+  return QString::fromStdString(s);
+}
 
 struct Tile {
   const char* key;
   const char* caption;
 };
 constexpr Tile kTiles[] = {
-    {"tokens_per_second", "tokens/s"}, {"mfu", "MFU"},           {"step_time", "step time"},
-    {"time_to_train", "time to train"}, {"gpu_hours", "GPU-hours"}, {"cost", "cost"},
-    {"energy", "energy"},               {"memory", "memory per GPU"},
+    {"tokens_per_second", "tokens/s"},
+    {"mfu", "MFU"},
+    {"step_time", "step time"},
+    {"time_to_train", "time to train"},
+    {"gpu_hours", "GPU-hours"},
+    {"cost", "cost"},
+    {"energy", "energy"},
+    {"memory", "memory per GPU"},
 };
 
 }  // namespace
@@ -37,8 +44,10 @@ std::vector<std::pair<QString, QString>> EstimateView::headlineFigures(const pla
                    q(format_count(transformer ? e.throughput.tokens_per_second
                                               : e.throughput.samples_per_second)));
   out.emplace_back(tr("MFU"), QStringLiteral("%1 %").arg(100 * e.throughput.mfu, 0, 'f', 1));
-  out.emplace_back(e.inference ? tr("forward pass") : tr("step time"), q(format_seconds(e.time.step())));
-  out.emplace_back(tr("time to train"), e.training.seconds > 0 ? q(format_seconds(e.training.seconds)) : tr("—"));
+  out.emplace_back(e.inference ? tr("forward pass") : tr("step time"),
+                   q(format_seconds(e.time.step())));
+  out.emplace_back(tr("time to train"),
+                   e.training.seconds > 0 ? q(format_seconds(e.training.seconds)) : tr("—"));
   out.emplace_back(tr("GPU-hours"), q(format_count(e.training.gpu_hours)));
   out.emplace_back(tr("cost"), e.training.cost_usd > 0
                                    ? QStringLiteral("$%1").arg(q(format_count(e.training.cost_usd)))
@@ -81,8 +90,9 @@ EstimateView::EstimateView(AnalysisService* analysis, QWidget* parent)
   memory_->setObjectName(QStringLiteral("memoryBar"));
   time_ = new StackedBarWidget;
   time_->setObjectName(QStringLiteral("timeBar"));
-  timeline_title_ = new QLabel(tr("<b>Predicted timeline of one step</b>, one rank per pipeline stage "
-                                   "(wheel: zoom, drag: pan, double-click: whole step)"));
+  timeline_title_ =
+      new QLabel(tr("<b>Predicted timeline of one step</b>, one rank per pipeline stage "
+                    "(wheel: zoom, drag: pan, double-click: whole step)"));
   timeline_title_->setWordWrap(true);
   timeline_ = new TimelineWidget;
   timeline_->setObjectName(QStringLiteral("predictedTimeline"));
@@ -112,7 +122,8 @@ EstimateView::EstimateView(AnalysisService* analysis, QWidget* parent)
     // The timeline follows once the figures are on screen (after this paint
     // pass), so that writing its store never competes with painting them.
     if (timeline_plan_) {
-      QTimer::singleShot(0, this, [this, plan = std::move(*timeline_plan_)] { predicted_->request(plan); });
+      QTimer::singleShot(0, this,
+                         [this, plan = std::move(*timeline_plan_)] { predicted_->request(plan); });
       timeline_plan_.reset();
     }
   };
@@ -123,7 +134,8 @@ EstimateView::EstimateView(AnalysisService* analysis, QWidget* parent)
 }
 
 bool EstimateView::timelineSettled() const {
-  return !timeline_plan_ && predicted_->readyJob() == predicted_->requestedJob() && !timeline_->busy() &&
+  return !timeline_plan_ && predicted_->readyJob() == predicted_->requestedJob() &&
+         !timeline_->busy() &&
          (timeline_->frameJob() == 0 || timeline_->paintedJob() == timeline_->frameJob());
 }
 
@@ -144,11 +156,13 @@ void EstimateView::showAnalysis(const std::shared_ptr<const PlanAnalysis>& a) {
     // No estimate: every reason, each naming the control to change.
     lines << (a->has_plan ? tr("This plan cannot run:") : tr("No plan to estimate:"));
     if (!a->problems.empty()) {
-      for (const Problem& p : a->problems) lines << QStringLiteral("• %1: %2").arg(q(p.pointer), q(p.message));
+      for (const Problem& p : a->problems)
+        lines << QStringLiteral("• %1: %2").arg(q(p.pointer), q(p.message));
     } else {
       lines << q(a->error);
     }
-    for (auto& [key, label] : headlines_) label->setText(QStringLiteral("—"));
+    for (auto& [key, label] : headlines_)
+      label->setText(QStringLiteral("—"));
     message_->setText(lines.join('\n'));
     message_->setStyleSheet(QStringLiteral("color: #d03030;"));
     message_->setVisible(true);

@@ -68,8 +68,8 @@ void FieldEdit::setProblem(const QString& reason) {
   reason_->setVisible(!reason.isEmpty());
   edit_->setToolTip(reason);
   // A red frame and text at the field; the reason, in the same colour, under it.
-  edit_->setStyleSheet(reason.isEmpty() ? QString()
-                                        : QStringLiteral("QLineEdit { border: 2px solid #d03030; }"));
+  edit_->setStyleSheet(
+      reason.isEmpty() ? QString() : QStringLiteral("QLineEdit { border: 2px solid #d03030; }"));
   reason_->setStyleSheet(QStringLiteral("color: #d03030;"));
 }
 

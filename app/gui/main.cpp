@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+
 #include <unistd.h>
 
 #include "app/gui/estimate_view.h"
@@ -56,24 +57,27 @@ int main(int argc, char** argv) {
   QApplication::setApplicationVersion(QStringLiteral(CLUSTERSCOPE_VERSION));
 
   QCommandLineParser parser;
-  parser.setApplicationDescription(QStringLiteral("ClusterScope: plan, run and profile neural-network training on GPU clusters."));
+  parser.setApplicationDescription(QStringLiteral(
+      "ClusterScope: plan, run and profile neural-network training on GPU clusters."));
   parser.addHelpOption();
   parser.addVersionOption();
   parser.addPositionalArgument(QStringLiteral("project"), QStringLiteral("A project file to open"));
-  QCommandLineOption startup(QStringLiteral("startup-time"),
-                             QStringLiteral("Print the time until the first estimate is painted, then exit"));
+  QCommandLineOption startup(
+      QStringLiteral("startup-time"),
+      QStringLiteral("Print the time until the first estimate is painted, then exit"));
   parser.addOption(startup);
   parser.process(app);
 
   cs::gui::MainWindow window;
   if (parser.isSet(startup)) {
-    QObject::connect(window.estimateView(), &cs::gui::EstimateView::painted, &app, [&](std::uint64_t) {
-      std::printf("startup: %.1f ms since process start, %.1f ms since main()\n",
-                  1e3 * secondsSinceProcessStart(), double(since_main.nsecsElapsed()) * 1e-6);
-      std::fflush(stdout);
-      window.workspace()->closeSession();
-      QTimer::singleShot(0, &app, &QApplication::quit);
-    });
+    QObject::connect(
+        window.estimateView(), &cs::gui::EstimateView::painted, &app, [&](std::uint64_t) {
+          std::printf("startup: %.1f ms since process start, %.1f ms since main()\n",
+                      1e3 * secondsSinceProcessStart(), double(since_main.nsecsElapsed()) * 1e-6);
+          std::fflush(stdout);
+          window.workspace()->closeSession();
+          QTimer::singleShot(0, &app, &QApplication::quit);
+        });
   }
   const QStringList args = parser.positionalArguments();
   window.start(args.isEmpty() ? QString() : args.front());

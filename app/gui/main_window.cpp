@@ -36,8 +36,11 @@ namespace cs::gui {
 
 namespace {
 
-QString q(const std::string& s) { return QString::fromStdString(s); }
-const QString kFilter = QObject::tr("ClusterScope projects (*.clusterscope.json);;JSON (*.json);;All files (*)");
+QString q(const std::string& s) {
+  return QString::fromStdString(s);
+}
+const QString kFilter =
+    QObject::tr("ClusterScope projects (*.clusterscope.json);;JSON (*.json);;All files (*)");
 
 }  // namespace
 
@@ -144,9 +147,11 @@ void MainWindow::createDocks() {
   tabifyDockWidget(cluster, workload);
   cluster->raise();
   make(plan_, tr("Plan"), "planDock", Qt::RightDockWidgetArea);
-  QDockWidget* explorer = make(explorer_, tr("Plan explorer"), "explorerDock", Qt::BottomDockWidgetArea);
+  QDockWidget* explorer =
+      make(explorer_, tr("Plan explorer"), "explorerDock", Qt::BottomDockWidgetArea);
   QDockWidget* compare = make(compare_, tr("Compare"), "compareDock", Qt::BottomDockWidgetArea);
-  QDockWidget* calculators = make(calculators_, tr("Calculators"), "calculatorsDock", Qt::BottomDockWidgetArea);
+  QDockWidget* calculators =
+      make(calculators_, tr("Calculators"), "calculatorsDock", Qt::BottomDockWidgetArea);
   tabifyDockWidget(explorer, compare);
   tabifyDockWidget(explorer, calculators);
   explorer->raise();
@@ -164,73 +169,109 @@ void MainWindow::createActions() {
     connect(a, &QAction::triggered, this, slot);
     return a;
   };
-  add(file, tr("&New project"), QKeySequence::New, [this] {
-    if (confirmDiscard()) workspace_->newProject();
-  }, "actionNew");
-  add(file, tr("&Open…"), QKeySequence::Open, [this] {
-    if (!confirmDiscard()) return;
-    const QString path = QFileDialog::getOpenFileName(this, tr("Open project"), {}, kFilter);
-    if (!path.isEmpty()) openProject(path);
-  }, "actionOpen");
+  add(
+      file, tr("&New project"), QKeySequence::New,
+      [this] {
+        if (confirmDiscard()) workspace_->newProject();
+      },
+      "actionNew");
+  add(
+      file, tr("&Open…"), QKeySequence::Open,
+      [this] {
+        if (!confirmDiscard()) return;
+        const QString path = QFileDialog::getOpenFileName(this, tr("Open project"), {}, kFilter);
+        if (!path.isEmpty()) openProject(path);
+      },
+      "actionOpen");
   recent_menu_ = file->addMenu(tr("Open &recent"));
-  add(file, tr("&Save"), QKeySequence::Save, [this] {
-    if (!workspace_->save()) {
-      const QString path = QFileDialog::getSaveFileName(this, tr("Save project"), {}, kFilter);
-      if (!path.isEmpty()) saveProjectAs(path);
-    }
-  }, "actionSave");
-  add(file, tr("Save &as…"), QKeySequence::SaveAs, [this] {
-    const QString path = QFileDialog::getSaveFileName(this, tr("Save project as"), workspace_->filePath(), kFilter);
-    if (!path.isEmpty()) saveProjectAs(path);
-  }, "actionSaveAs");
+  add(
+      file, tr("&Save"), QKeySequence::Save,
+      [this] {
+        if (!workspace_->save()) {
+          const QString path = QFileDialog::getSaveFileName(this, tr("Save project"), {}, kFilter);
+          if (!path.isEmpty()) saveProjectAs(path);
+        }
+      },
+      "actionSave");
+  add(
+      file, tr("Save &as…"), QKeySequence::SaveAs,
+      [this] {
+        const QString path = QFileDialog::getSaveFileName(this, tr("Save project as"),
+                                                          workspace_->filePath(), kFilter);
+        if (!path.isEmpty()) saveProjectAs(path);
+      },
+      "actionSaveAs");
   file->addSeparator();
-  add(file, tr("Export report as &PDF…"), QKeySequence(tr("Ctrl+Shift+P")), [this] {
-    const QString path = QFileDialog::getSaveFileName(this, tr("Export PDF"), {}, tr("PDF (*.pdf)"));
-    if (!path.isEmpty()) exportPdf(path);
-  }, "actionExportPdf");
-  add(file, tr("Export report as &HTML…"), QKeySequence(tr("Ctrl+Shift+H")), [this] {
-    const QString path = QFileDialog::getSaveFileName(this, tr("Export HTML"), {}, tr("HTML (*.html)"));
-    if (!path.isEmpty()) exportHtml(path);
-  }, "actionExportHtml");
-  add(file, tr("Export plan as &JSON (for clusterscope run)…"), QKeySequence(tr("Ctrl+Shift+J")), [this] {
-    const QString path = QFileDialog::getSaveFileName(this, tr("Export plan"), {}, tr("JSON (*.json)"));
-    if (!path.isEmpty()) exportPlanJson(path);
-  }, "actionExportJson");
+  add(
+      file, tr("Export report as &PDF…"), QKeySequence(tr("Ctrl+Shift+P")),
+      [this] {
+        const QString path =
+            QFileDialog::getSaveFileName(this, tr("Export PDF"), {}, tr("PDF (*.pdf)"));
+        if (!path.isEmpty()) exportPdf(path);
+      },
+      "actionExportPdf");
+  add(
+      file, tr("Export report as &HTML…"), QKeySequence(tr("Ctrl+Shift+H")),
+      [this] {
+        const QString path =
+            QFileDialog::getSaveFileName(this, tr("Export HTML"), {}, tr("HTML (*.html)"));
+        if (!path.isEmpty()) exportHtml(path);
+      },
+      "actionExportHtml");
+  add(
+      file, tr("Export plan as &JSON (for clusterscope run)…"), QKeySequence(tr("Ctrl+Shift+J")),
+      [this] {
+        const QString path =
+            QFileDialog::getSaveFileName(this, tr("Export plan"), {}, tr("JSON (*.json)"));
+        if (!path.isEmpty()) exportPlanJson(path);
+      },
+      "actionExportJson");
   file->addSeparator();
   add(file, tr("&Quit"), QKeySequence::Quit, [this] { close(); });
 
   QMenu* edit = menuBar()->addMenu(tr("&Edit"));
   // Short texts (the toolbar shows them); what they undo is in the tooltip.
   QUndoStack* stack = workspace_->undoStack();
-  QAction* undo = add(edit, tr("&Undo"), QKeySequence::Undo, [stack] { stack->undo(); }, "actionUndo");
-  QAction* redo = add(edit, tr("&Redo"), QKeySequence::Redo, [stack] { stack->redo(); }, "actionRedo");
+  QAction* undo = add(
+      edit, tr("&Undo"), QKeySequence::Undo, [stack] { stack->undo(); }, "actionUndo");
+  QAction* redo = add(
+      edit, tr("&Redo"), QKeySequence::Redo, [stack] { stack->redo(); }, "actionRedo");
   redo->setShortcuts({QKeySequence::Redo, QKeySequence(tr("Ctrl+Y"))});
   auto track = [stack, undo, redo] {
     undo->setEnabled(stack->canUndo());
     redo->setEnabled(stack->canRedo());
-    undo->setToolTip(stack->canUndo() ? tr("Undo %1").arg(stack->undoText()) : tr("Nothing to undo"));
-    redo->setToolTip(stack->canRedo() ? tr("Redo %1").arg(stack->redoText()) : tr("Nothing to redo"));
+    undo->setToolTip(stack->canUndo() ? tr("Undo %1").arg(stack->undoText())
+                                      : tr("Nothing to undo"));
+    redo->setToolTip(stack->canRedo() ? tr("Redo %1").arg(stack->redoText())
+                                      : tr("Nothing to redo"));
   };
   connect(stack, &QUndoStack::indexChanged, this, track);
   connect(stack, &QUndoStack::cleanChanged, this, track);
   track();
 
   QMenu* plans = menuBar()->addMenu(tr("&Plan"));
-  QAction* new_plan = add(plans, tr("&New plan"), QKeySequence(tr("Ctrl+T")),
-                          [this] { addPlan(true); }, "actionNewPlan");
-  QAction* delete_plan = add(plans, tr("&Delete plan"), QKeySequence(tr("Ctrl+Shift+Del")),
-                             [this] { deletePlan(); }, "actionDeletePlan");
+  QAction* new_plan = add(
+      plans, tr("&New plan"), QKeySequence(tr("Ctrl+T")), [this] { addPlan(true); },
+      "actionNewPlan");
+  QAction* delete_plan = add(
+      plans, tr("&Delete plan"), QKeySequence(tr("Ctrl+Shift+Del")), [this] { deletePlan(); },
+      "actionDeletePlan");
   add(plans, tr("Next plan"), QKeySequence(tr("Ctrl+PgDown")), [this] { stepPlan(1); });
   add(plans, tr("Previous plan"), QKeySequence(tr("Ctrl+PgUp")), [this] { stepPlan(-1); });
   plans->addSeparator();
-  QAction* search = add(plans, tr("&Search plans"), QKeySequence(Qt::Key_F5), [this] {
-    dock(QStringLiteral("explorerDock"))->raise();
-    explorer_->runSearch();
-  }, "actionSearch");
-  add(plans, tr("&Cancel search"), QKeySequence(tr("Shift+F5")), [this] { explorer_->cancelSearch(); },
-      "actionCancelSearch");
-  QAction* pin = add(plans, tr("&Pin to compare"), QKeySequence(tr("Ctrl+D")),
-                     [this] { pinCurrentPlan(); }, "actionPin");
+  QAction* search = add(
+      plans, tr("&Search plans"), QKeySequence(Qt::Key_F5),
+      [this] {
+        dock(QStringLiteral("explorerDock"))->raise();
+        explorer_->runSearch();
+      },
+      "actionSearch");
+  add(
+      plans, tr("&Cancel search"), QKeySequence(tr("Shift+F5")),
+      [this] { explorer_->cancelSearch(); }, "actionCancelSearch");
+  QAction* pin = add(
+      plans, tr("&Pin to compare"), QKeySequence(tr("Ctrl+D")), [this] { pinCurrentPlan(); },
+      "actionPin");
 
   view_menu_ = menuBar()->addMenu(tr("&View"));
   int n = 1;
@@ -249,11 +290,12 @@ void MainWindow::createActions() {
 
   QMenu* help = menuBar()->addMenu(tr("&Help"));
   help->addAction(tr("&About ClusterScope"), this, [this] {
-    messages_->show(tr("ClusterScope %1: plan, run and profile neural-network training on GPU clusters. "
-                       "Presets from %2.")
-                        .arg(QStringLiteral(CLUSTERSCOPE_VERSION),
-                             QString::fromStdString(workspace_->catalog().directory().string())),
-                    MessageLevel::info);
+    messages_->show(
+        tr("ClusterScope %1: plan, run and profile neural-network training on GPU clusters. "
+           "Presets from %2.")
+            .arg(QStringLiteral(CLUSTERSCOPE_VERSION),
+                 QString::fromStdString(workspace_->catalog().directory().string())),
+        MessageLevel::info);
   });
 
   QToolBar* bar = addToolBar(tr("Main"));
@@ -267,7 +309,8 @@ void MainWindow::createActions() {
     if (index == workspace_->project().current_plan) return;
     Project after = workspace_->project();
     after.current_plan = index;
-    workspace_->edit(tr("Switch to plan %1").arg(plan_selector_->itemText(index)), std::move(after));
+    workspace_->edit(tr("Switch to plan %1").arg(plan_selector_->itemText(index)),
+                     std::move(after));
   });
   bar->addWidget(plan_selector_);
   bar->addAction(new_plan);
@@ -293,7 +336,8 @@ void MainWindow::refreshPlanSelector() {
   }
   if (!same) {
     plan_selector_->clear();
-    for (const ProjectPlan& plan : p.plans) plan_selector_->addItem(q(plan.name));
+    for (const ProjectPlan& plan : p.plans)
+      plan_selector_->addItem(q(plan.name));
   }
   if (p.has_plan()) plan_selector_->setCurrentIndex(p.current_plan);
 }
@@ -302,12 +346,16 @@ void MainWindow::refreshRecentMenu() {
   recent_menu_->clear();
   const QStringList files = workspace_->recentFiles();
   for (const QString& f : files) {
-    recent_menu_->addAction(QFileInfo(f).fileName(), this, [this, f] {
-      if (confirmDiscard()) openProject(f);
-    })->setToolTip(f);
+    recent_menu_
+        ->addAction(QFileInfo(f).fileName(), this,
+                    [this, f] {
+                      if (confirmDiscard()) openProject(f);
+                    })
+        ->setToolTip(f);
   }
   recent_menu_->addSeparator();
-  recent_menu_->addAction(tr("Clear"), workspace_, &Workspace::clearRecentFiles)->setEnabled(!files.isEmpty());
+  recent_menu_->addAction(tr("Clear"), workspace_, &Workspace::clearRecentFiles)
+      ->setEnabled(!files.isEmpty());
 }
 
 void MainWindow::showMessage(const QString& text, int level) {
@@ -318,8 +366,12 @@ void MainWindow::showMessage(const QString& text, int level) {
   }
 }
 
-bool MainWindow::openProject(const QString& path) { return workspace_->open(path); }
-bool MainWindow::saveProjectAs(const QString& path) { return workspace_->saveAs(path); }
+bool MainWindow::openProject(const QString& path) {
+  return workspace_->open(path);
+}
+bool MainWindow::saveProjectAs(const QString& path) {
+  return workspace_->saveAs(path);
+}
 
 std::vector<ReportFigure> MainWindow::reportFigures() const {
   TimelineWidget* timeline = estimate_->timeline();
@@ -334,7 +386,8 @@ std::vector<ReportFigure> MainWindow::reportFigures() const {
 
 bool MainWindow::exportPdf(const QString& path) {
   auto a = analysis_->latest();
-  const Status s = a ? cs::gui::exportPdf(path, *a, reportFigures()) : Status(Error{"no estimate yet"});
+  const Status s =
+      a ? cs::gui::exportPdf(path, *a, reportFigures()) : Status(Error{"no estimate yet"});
   showMessage(s ? tr("Exported %1").arg(QFileInfo(path).fileName()) : q(s.message()),
               int(s ? MessageLevel::info : MessageLevel::error));
   return bool(s);
@@ -342,7 +395,8 @@ bool MainWindow::exportPdf(const QString& path) {
 
 bool MainWindow::exportHtml(const QString& path) {
   auto a = analysis_->latest();
-  const Status s = a ? cs::gui::exportHtml(path, *a, reportFigures()) : Status(Error{"no estimate yet"});
+  const Status s =
+      a ? cs::gui::exportHtml(path, *a, reportFigures()) : Status(Error{"no estimate yet"});
   showMessage(s ? tr("Exported %1").arg(QFileInfo(path).fileName()) : q(s.message()),
               int(s ? MessageLevel::info : MessageLevel::error));
   return bool(s);
@@ -370,7 +424,8 @@ bool MainWindow::pinCurrentPlan() {
   auto a = analysis_->latest();
   const ProjectPlan* p = workspace_->project().current();
   if (!a || !a->estimate || !p) {
-    showMessage(tr("Nothing to pin: the current plan has no estimate."), int(MessageLevel::warning));
+    showMessage(tr("Nothing to pin: the current plan has no estimate."),
+                int(MessageLevel::warning));
     return false;
   }
   plan::RankedPlan r;
@@ -390,7 +445,8 @@ bool MainWindow::pinCurrentPlan() {
 void MainWindow::addPlan(bool duplicate) {
   Project after = workspace_->project();
   std::vector<std::string> names;
-  for (const ProjectPlan& p : after.plans) names.push_back(p.name);
+  for (const ProjectPlan& p : after.plans)
+    names.push_back(p.name);
   if (!after.current() || !duplicate) return;
   ProjectPlan copy = *after.current();
   copy.name = unique_name(copy.name, names);
@@ -423,7 +479,8 @@ bool MainWindow::confirmDiscard() {
   if (!workspace_->isModified()) return true;
   // The one question a panel cannot ask: the window is about to change under it.
   const auto answer = QMessageBox::question(
-      this, tr("Unsaved changes"), tr("Save the changes to %1 first?").arg(workspace_->displayName()),
+      this, tr("Unsaved changes"),
+      tr("Save the changes to %1 first?").arg(workspace_->displayName()),
       QMessageBox::Save | QMessageBox::Discard | QMessageBox::Cancel, QMessageBox::Save);
   if (answer == QMessageBox::Cancel) return false;
   if (answer == QMessageBox::Save) {

@@ -36,9 +36,18 @@ void MessageBar::show(const QString& text, MessageLevel level, std::vector<Actio
   label_->setText(text);
   QColor tint;
   switch (level) {
-    case MessageLevel::info: tint = QColor(0x3d, 0x7e, 0xc7); icon_->setText(QStringLiteral("ℹ")); break;
-    case MessageLevel::warning: tint = QColor(0xc0, 0x80, 0x00); icon_->setText(QStringLiteral("⚠")); break;
-    case MessageLevel::error: tint = QColor(0xd0, 0x30, 0x30); icon_->setText(QStringLiteral("✖")); break;
+    case MessageLevel::info:
+      tint = QColor(0x3d, 0x7e, 0xc7);
+      icon_->setText(QStringLiteral("ℹ"));
+      break;
+    case MessageLevel::warning:
+      tint = QColor(0xc0, 0x80, 0x00);
+      icon_->setText(QStringLiteral("⚠"));
+      break;
+    case MessageLevel::error:
+      tint = QColor(0xd0, 0x30, 0x30);
+      icon_->setText(QStringLiteral("✖"));
+      break;
   }
   QPalette pal = palette();
   QColor background = pal.color(QPalette::Window);
@@ -63,8 +72,12 @@ void MessageBar::show(const QString& text, MessageLevel level, std::vector<Actio
   setVisible(true);
 }
 
-void MessageBar::dismiss() { setVisible(false); }
+void MessageBar::dismiss() {
+  setVisible(false);
+}
 
-QString MessageBar::text() const { return isVisible() ? label_->text() : QString(); }
+QString MessageBar::text() const {
+  return isVisible() ? label_->text() : QString();
+}
 
 }  // namespace cs::gui

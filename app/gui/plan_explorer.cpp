@@ -8,9 +8,9 @@
 #include <QHBoxLayout>
 #include <QHeaderView>
 #include <QLabel>
-#include <QLineEdit>
 #include <QLegend>
 #include <QLegendMarker>
+#include <QLineEdit>
 #include <QLineSeries>
 #include <QLogValueAxis>
 #include <QProgressBar>
@@ -22,12 +22,13 @@
 #include <QSplitter>
 #include <QTableView>
 #include <QThread>
-#include <QValueAxis>
 #include <QVBoxLayout>
-#include <QtConcurrent/QtConcurrentRun>
+#include <QValueAxis>
 #include <algorithm>
 #include <cmath>
 #include <limits>
+
+#include <QtConcurrent/QtConcurrentRun>
 
 #include "app/gui/compare_view.h"
 #include "app/gui/ranked_plan_model.h"
@@ -38,7 +39,9 @@ namespace cs::gui {
 
 namespace {
 
-QString q(const std::string& s) { return QString::fromStdString(s); }
+QString q(const std::string& s) {
+  return QString::fromStdString(s);
+}
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
 struct SearchInput {
@@ -139,7 +142,8 @@ PlanExplorer::PlanExplorer(Workspace* workspace, PinnedPlans* pinned, QWidget* p
   table_->verticalHeader()->setVisible(false);
   table_->verticalHeader()->setDefaultSectionSize(table_->fontMetrics().height() + 4);
   table_->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
-  connect(table_, &QTableView::activated, this, [this](const QModelIndex& i) { makeRowCurrent(i.row()); });
+  connect(table_, &QTableView::activated, this,
+          [this](const QModelIndex& i) { makeRowCurrent(i.row()); });
   connect(make_current, &QPushButton::clicked, this, [this] {
     const QModelIndex i = table_->currentIndex();
     if (i.isValid()) makeRowCurrent(i.row());
@@ -175,7 +179,8 @@ PlanExplorer::PlanExplorer(Workspace* workspace, PinnedPlans* pinned, QWidget* p
   selected_->setMarkerSize(14);
   selected_->setColor(Qt::transparent);
   selected_->setBorderColor(QColor(0xf2, 0x8e, 0x2b));
-  for (QXYSeries* s : std::initializer_list<QXYSeries*>{points_, front_line_, front_points_, selected_}) {
+  for (QXYSeries* s :
+       std::initializer_list<QXYSeries*>{points_, front_line_, front_points_, selected_}) {
     chart->addSeries(s);
   }
   auto* x = new QValueAxis;
@@ -189,8 +194,10 @@ PlanExplorer::PlanExplorer(Workspace* workspace, PinnedPlans* pinned, QWidget* p
     s->attachAxis(x);
     s->attachAxis(y);
   }
-  for (QAbstractSeries* s : {static_cast<QAbstractSeries*>(front_line_), static_cast<QAbstractSeries*>(selected_)}) {
-    for (QLegendMarker* m : chart->legend()->markers(s)) m->setVisible(false);
+  for (QAbstractSeries* s :
+       {static_cast<QAbstractSeries*>(front_line_), static_cast<QAbstractSeries*>(selected_)}) {
+    for (QLegendMarker* m : chart->legend()->markers(s))
+      m->setVisible(false);
   }
   chart_view_ = new QChartView(chart);
   chart_view_->setObjectName(QStringLiteral("searchChart"));
@@ -213,8 +220,10 @@ PlanExplorer::PlanExplorer(Workspace* workspace, PinnedPlans* pinned, QWidget* p
   layout->addLayout(filter_row);
   layout->addWidget(splitter, 1);
 
-  connect(&watcher_, &QFutureWatcher<SearchOutcome>::progressValueChanged, this, &PlanExplorer::onProgress);
-  connect(&watcher_, &QFutureWatcher<SearchOutcome>::progressRangeChanged, progress_, &QProgressBar::setRange);
+  connect(&watcher_, &QFutureWatcher<SearchOutcome>::progressValueChanged, this,
+          &PlanExplorer::onProgress);
+  connect(&watcher_, &QFutureWatcher<SearchOutcome>::progressRangeChanged, progress_,
+          &QProgressBar::setRange);
   connect(&watcher_, &QFutureWatcher<SearchOutcome>::finished, this, &PlanExplorer::onFinished);
 }
 
@@ -234,8 +243,8 @@ void PlanExplorer::runSearch() {
   SearchInput input;
   input.cluster = resolved->cluster;
   input.workload = resolved->workload;
-  for (const QString& part : batches_->text().split(QRegularExpression(QStringLiteral("[,;\\s]+")),
-                                                   Qt::SkipEmptyParts)) {
+  for (const QString& part :
+       batches_->text().split(QRegularExpression(QStringLiteral("[,;\\s]+")), Qt::SkipEmptyParts)) {
     bool ok = false;
     const int b = part.toInt(&ok);
     if (!ok || b < 1) {
@@ -244,7 +253,8 @@ void PlanExplorer::runSearch() {
     }
     input.space.global_batches.push_back(b);
   }
-  if (input.space.global_batches.empty()) input.space.global_batches.push_back(resolved->parallel.global_batch);
+  if (input.space.global_batches.empty())
+    input.space.global_batches.push_back(resolved->parallel.global_batch);
   input.space.use_all_gpus = all_gpus_->isChecked();
   input.objective = plan::Objective(objective_->currentData().toInt());
   input.limits.top_k = top_k_->value();
@@ -339,7 +349,8 @@ void PlanExplorer::updateChart() {
     max_x = std::max(max_x, p.x());
     max_y = std::max(max_y, p.y());
   }
-  std::sort(front.begin(), front.end(), [](const QPointF& a, const QPointF& b) { return a.x() < b.x(); });
+  std::sort(front.begin(), front.end(),
+            [](const QPointF& a, const QPointF& b) { return a.x() < b.x(); });
   points_->replace(all);
   front_points_->replace(front);
   front_line_->replace(front);
@@ -394,7 +405,10 @@ void PlanExplorer::makeCurrent(const plan::RankedPlan& r) {
   if (!p) return;
   p->parallel = r.parallel;
   p->precision = r.precision;
-  workspace_->edit(tr("Use plan %1×%2×%3 from the explorer").arg(r.parallel.dp).arg(r.parallel.tp).arg(r.parallel.pp),
+  workspace_->edit(tr("Use plan %1×%2×%3 from the explorer")
+                       .arg(r.parallel.dp)
+                       .arg(r.parallel.tp)
+                       .arg(r.parallel.pp),
                    std::move(after));
 }
 

@@ -18,7 +18,9 @@ using plan::Control;
 
 namespace {
 
-QString q(std::string_view s) { return QString::fromUtf8(s.data(), int(s.size())); }
+QString q(std::string_view s) {
+  return QString::fromUtf8(s.data(), int(s.size()));
+}
 const QColor kBad(0xd0, 0x30, 0x30);
 const QColor kTight(0xc0, 0x70, 0x00);
 
@@ -26,10 +28,14 @@ const QColor kTight(0xc0, 0x70, 0x00);
 QString valueLabel(Control c, int value) {
   switch (c) {
     case Control::sequence_parallel:
-    case Control::flash_attention: return value ? QObject::tr("on") : QObject::tr("off");
-    case Control::recompute: return q(to_string(Recompute(value)));
-    case Control::precision: return q(to_string(Precision(value)));
-    default: return QString::number(value);
+    case Control::flash_attention:
+      return value ? QObject::tr("on") : QObject::tr("off");
+    case Control::recompute:
+      return q(to_string(Recompute(value)));
+    case Control::precision:
+      return q(to_string(Precision(value)));
+    default:
+      return QString::number(value);
   }
 }
 
@@ -37,58 +43,98 @@ QString valueLabel(Control c, int value) {
 
 int controlValue(const ParallelPlan& p, const PrecisionPlan& precision, Control c) {
   switch (c) {
-    case Control::tp: return p.tp;
-    case Control::pp: return p.pp;
-    case Control::dp: return p.dp;
-    case Control::virtual_stages: return p.virtual_stages;
-    case Control::sequence_parallel: return p.sequence_parallel ? 1 : 0;
-    case Control::zero_stage: return p.zero_stage;
-    case Control::micro_batch: return p.micro_batch;
-    case Control::global_batch: return p.global_batch;
-    case Control::recompute: return int(p.recompute);
-    case Control::precision: return int(precision.compute);
-    case Control::flash_attention: return p.flash_attention ? 1 : 0;
+    case Control::tp:
+      return p.tp;
+    case Control::pp:
+      return p.pp;
+    case Control::dp:
+      return p.dp;
+    case Control::virtual_stages:
+      return p.virtual_stages;
+    case Control::sequence_parallel:
+      return p.sequence_parallel ? 1 : 0;
+    case Control::zero_stage:
+      return p.zero_stage;
+    case Control::micro_batch:
+      return p.micro_batch;
+    case Control::global_batch:
+      return p.global_batch;
+    case Control::recompute:
+      return int(p.recompute);
+    case Control::precision:
+      return int(precision.compute);
+    case Control::flash_attention:
+      return p.flash_attention ? 1 : 0;
   }
   return 0;
 }
 
 void setControlValue(ParallelPlan& p, PrecisionPlan& precision, Control c, int value) {
   switch (c) {
-    case Control::tp: p.tp = value; break;
-    case Control::pp: p.pp = value; break;
-    case Control::dp: p.dp = value; break;
+    case Control::tp:
+      p.tp = value;
+      break;
+    case Control::pp:
+      p.pp = value;
+      break;
+    case Control::dp:
+      p.dp = value;
+      break;
     case Control::virtual_stages:
       p.virtual_stages = value;
       p.schedule = value > 1 ? PipelineSchedule::interleaved : PipelineSchedule::one_f_one_b;
       break;
-    case Control::sequence_parallel: p.sequence_parallel = value != 0; break;
-    case Control::zero_stage: p.zero_stage = value; break;
-    case Control::micro_batch: p.micro_batch = value; break;
-    case Control::global_batch: p.global_batch = value; break;
-    case Control::recompute: p.recompute = Recompute(value); break;
+    case Control::sequence_parallel:
+      p.sequence_parallel = value != 0;
+      break;
+    case Control::zero_stage:
+      p.zero_stage = value;
+      break;
+    case Control::micro_batch:
+      p.micro_batch = value;
+      break;
+    case Control::global_batch:
+      p.global_batch = value;
+      break;
+    case Control::recompute:
+      p.recompute = Recompute(value);
+      break;
     case Control::precision: {
       const bool main_grad = precision.fp32_main_grad;
       precision = PrecisionPlan::for_compute(Precision(value));
       precision.fp32_main_grad = main_grad && !precision.inference;
       break;
     }
-    case Control::flash_attention: p.flash_attention = value != 0; break;
+    case Control::flash_attention:
+      p.flash_attention = value != 0;
+      break;
   }
 }
 
 QString controlLabel(Control c) {
   switch (c) {
-    case Control::tp: return QObject::tr("&Tensor parallel (TP)");
-    case Control::pp: return QObject::tr("&Pipeline stages (PP)");
-    case Control::dp: return QObject::tr("&Data parallel (DP)");
-    case Control::virtual_stages: return QObject::tr("Virtual stages");
-    case Control::sequence_parallel: return QObject::tr("Sequence parallel");
-    case Control::zero_stage: return QObject::tr("&ZeRO stage");
-    case Control::micro_batch: return QObject::tr("&Micro-batch");
-    case Control::global_batch: return QObject::tr("&Global batch");
-    case Control::recompute: return QObject::tr("&Recomputation");
-    case Control::precision: return QObject::tr("Pre&cision");
-    case Control::flash_attention: return QObject::tr("Fused attention");
+    case Control::tp:
+      return QObject::tr("&Tensor parallel (TP)");
+    case Control::pp:
+      return QObject::tr("&Pipeline stages (PP)");
+    case Control::dp:
+      return QObject::tr("&Data parallel (DP)");
+    case Control::virtual_stages:
+      return QObject::tr("Virtual stages");
+    case Control::sequence_parallel:
+      return QObject::tr("Sequence parallel");
+    case Control::zero_stage:
+      return QObject::tr("&ZeRO stage");
+    case Control::micro_batch:
+      return QObject::tr("&Micro-batch");
+    case Control::global_batch:
+      return QObject::tr("&Global batch");
+    case Control::recompute:
+      return QObject::tr("&Recomputation");
+    case Control::precision:
+      return QObject::tr("Pre&cision");
+    case Control::flash_attention:
+      return QObject::tr("Fused attention");
   }
   return {};
 }
@@ -343,10 +389,11 @@ void PlanPanel::showAnalysis(const std::shared_ptr<const PlanAnalysis>& a) {
       if (pr.pointer == pointer) problem = q(pr.message);
     }
     const bool bad = !problem.isEmpty();
-    const QString text = bad ? QStringLiteral("✗ ") + problem
-                         : options.empty()
-                             ? QString()
-                             : tr("%1 of %2 values valid, %3 fit").arg(valid).arg(options.size()).arg(fitting);
+    const QString text =
+        bad ? QStringLiteral("✗ ") + problem
+        : options.empty()
+            ? QString()
+            : tr("%1 of %2 values valid, %3 fit").arg(valid).arg(options.size()).arg(fitting);
     reason->setText(text);
     if (reason->property("bad").toBool() != bad) {
       reason->setProperty("bad", bad);
@@ -359,9 +406,11 @@ void PlanPanel::showAnalysis(const std::shared_ptr<const PlanAnalysis>& a) {
   for (const Problem& pr : a->problems) {
     lines << QStringLiteral("✗ %1: %2").arg(q(pr.pointer), q(pr.message)).toHtmlEscaped();
   }
-  if (!a->memory.message.empty()) lines << (QStringLiteral("⚠ ") + q(a->memory.message)).toHtmlEscaped();
+  if (!a->memory.message.empty())
+    lines << (QStringLiteral("⚠ ") + q(a->memory.message)).toHtmlEscaped();
   if (a->estimate) {
-    for (const std::string& note : a->estimate->notes) lines << ("• " + q(note)).toHtmlEscaped();
+    for (const std::string& note : a->estimate->notes)
+      lines << ("• " + q(note)).toHtmlEscaped();
   }
   problems_->setText(lines.join(QStringLiteral("<br>")));
 }

@@ -1,9 +1,9 @@
 #include "app/gui/predicted_timeline.h"
 
 #include <QFile>
-#include <QtConcurrent/QtConcurrentRun>
 #include <map>
 
+#include <QtConcurrent/QtConcurrentRun>
 #include <nlohmann/json.hpp>
 
 #include "core/model_json.h"
@@ -16,9 +16,10 @@ Result<PredictedStore> write_predicted_timeline(const Plan& plan, const std::str
   auto timeline = plan::predict_timeline(plan);
   if (!timeline) return timeline.error();
   trace::RunInfo run;
-  run.title = "Predicted step: " +
-              (plan.workload.display_name.empty() ? plan.workload.name : plan.workload.display_name) +
-              " on " + (plan.cluster.display_name.empty() ? plan.cluster.name : plan.cluster.display_name);
+  run.title =
+      "Predicted step: " +
+      (plan.workload.display_name.empty() ? plan.workload.name : plan.workload.display_name) +
+      " on " + (plan.cluster.display_name.empty() ? plan.cluster.name : plan.cluster.display_name);
   run.source = "planner";
   run.clock = "predicted step, from its start";
   run.plan_json = to_json(plan).dump();
@@ -43,7 +44,8 @@ Result<PredictedStore> write_predicted_timeline(const Plan& plan, const std::str
   for (const plan::TimelineSpan& span : timeline->spans) {
     std::string name = span.name;
     if (span.micro_batch >= 0) name += " · mb " + std::to_string(span.micro_batch);
-    if (span.chunk >= 0 && plan.parallel.virtual_stages > 1) name += " · chunk " + std::to_string(span.chunk);
+    if (span.chunk >= 0 && plan.parallel.virtual_stages > 1)
+      name += " · chunk " + std::to_string(span.chunk);
     trace::Event e;
     e.lane = lanes[{span.stage, span.lane == 0 ? 0 : 1}];
     e.kind = span.kind;
@@ -65,14 +67,17 @@ Result<PredictedStore> write_predicted_timeline(const Plan& plan, const std::str
   }
   writer.set_meta("world_size", std::to_string(plan.parallel.world_size()));
   if (Status closed = writer.close("complete"); !closed) return closed.error();
-  return PredictedStore{path, timeline->stages, std::int64_t(timeline->spans.size()), timeline->step_ns};
+  return PredictedStore{path, timeline->stages, std::int64_t(timeline->spans.size()),
+                        timeline->step_ns};
 }
 
 PredictedTimelineService::PredictedTimelineService(QObject* parent) : QObject(parent) {
   pool_.setMaxThreadCount(1);
 }
 
-PredictedTimelineService::~PredictedTimelineService() { pool_.waitForDone(); }
+PredictedTimelineService::~PredictedTimelineService() {
+  pool_.waitForDone();
+}
 
 std::uint64_t PredictedTimelineService::request(const Plan& plan) {
   const std::uint64_t job = ++requested_;
@@ -87,32 +92,32 @@ std::uint64_t PredictedTimelineService::request(const Plan& plan) {
 void PredictedTimelineService::start(Plan plan, std::uint64_t job) {
   running_ = true;
   const QString path = dir_.filePath(QStringLiteral("predicted-%1.cstrace").arg(job));
-  QtConcurrent::run(&pool_,
-                    [plan = std::move(plan), path] {
-                      auto written = write_predicted_timeline(plan, path.toStdString());
-                      return written ? QString() : QString::fromStdString(written.message());
-                    })
-      .then(this, [this, job, path](const QString& error) {
-        running_ = false;
-        if (job == requested_) {
-          // The store two back is shown nowhere now (the view lets go of the
-          // previous one once it has opened this one): its files can go.
-          if (kept_.size() >= 2) {
-            for (const char* suffix : {"", "-wal", "-shm"}) QFile::remove(kept_.front() + suffix);
-            kept_.pop_front();
-          }
-          if (error.isEmpty()) kept_.push_back(path);
-          ready_ = job;
-          emit ready(job, error.isEmpty() ? path : QString(), error);
-        } else {
-          for (const char* suffix : {"", "-wal", "-shm"}) QFile::remove(path + suffix);  // stale
-        }
-        if (pending_) {
-          auto next = std::move(*pending_);
-          pending_.reset();
-          start(std::move(next.first), next.second);
-        }
-      });
+  QtConcurrent::run(&pool_, [plan = std::move(plan), path] {
+    auto written = write_predicted_timeline(plan, path.toStdString());
+    return written ? QString() : QString::fromStdString(written.message());
+  }).then(this, [this, job, path](const QString& error) {
+    running_ = false;
+    if (job == requested_) {
+      // The store two back is shown nowhere now (the view lets go of the
+      // previous one once it has opened this one): its files can go.
+      if (kept_.size() >= 2) {
+        for (const char* suffix : {"", "-wal", "-shm"})
+          QFile::remove(kept_.front() + suffix);
+        kept_.pop_front();
+      }
+      if (error.isEmpty()) kept_.push_back(path);
+      ready_ = job;
+      emit ready(job, error.isEmpty() ? path : QString(), error);
+    } else {
+      for (const char* suffix : {"", "-wal", "-shm"})
+        QFile::remove(path + suffix);  // stale
+    }
+    if (pending_) {
+      auto next = std::move(*pending_);
+      pending_.reset();
+      start(std::move(next.first), next.second);
+    }
+  });
 }
 
 }  // namespace cs::gui

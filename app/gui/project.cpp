@@ -41,8 +41,12 @@ std::string text_of(const json& j, const char* key) {
 
 }  // namespace
 
-int Project::cluster_index(std::string_view name) const { return index_of(clusters, name); }
-int Project::workload_index(std::string_view name) const { return index_of(workloads, name); }
+int Project::cluster_index(std::string_view name) const {
+  return index_of(clusters, name);
+}
+int Project::workload_index(std::string_view name) const {
+  return index_of(workloads, name);
+}
 
 const Cluster* Project::current_cluster() const {
   const ProjectPlan* plan = current();
@@ -61,7 +65,8 @@ Result<Plan> Project::resolved_plan() const {
   if (!plan) return Error{"the project has no plan: add one"};
   const Cluster* cluster = current_cluster();
   const Workload* workload = current_workload();
-  if (!cluster) return Error{"plan \"" + plan->name + "\": no cluster named \"" + plan->cluster + "\""};
+  if (!cluster)
+    return Error{"plan \"" + plan->name + "\": no cluster named \"" + plan->cluster + "\""};
   if (!workload) {
     return Error{"plan \"" + plan->name + "\": no workload named \"" + plan->workload + "\""};
   }
@@ -71,7 +76,8 @@ Result<Plan> Project::resolved_plan() const {
 Result<Project> project_from_json_text(std::string_view text, std::string_view document) {
   const std::string doc(document);
   const json j = json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return Error{doc + ": not a JSON document (the file is damaged or not a project)"};
+  if (j.is_discarded())
+    return Error{doc + ": not a JSON document (the file is damaged or not a project)"};
   if (!j.is_object()) return Error{doc + ": /: must be an object"};
   if (text_of(j, "kind") != kProjectKind) {
     return Error{doc + ": /kind: must be \"" + std::string(kProjectKind) +
@@ -140,11 +146,12 @@ Result<Project> project_from_json_text(std::string_view text, std::string_view d
       plan.workload = text_of(p, "workload");
       if (plan.name.empty()) append_line(errors, where + ": /name: is required");
       if (project.cluster_index(plan.cluster) < 0) {
-        append_line(errors, where + ": /cluster: no cluster named \"" + plan.cluster + "\" in the project");
+        append_line(errors,
+                    where + ": /cluster: no cluster named \"" + plan.cluster + "\" in the project");
       }
       if (project.workload_index(plan.workload) < 0) {
-        append_line(errors,
-                    where + ": /workload: no workload named \"" + plan.workload + "\" in the project");
+        append_line(errors, where + ": /workload: no workload named \"" + plan.workload +
+                                "\" in the project");
       }
       if (auto it = p.find("parallel"); it != p.end()) {
         auto parallel = parallel_plan_from_json(*it, where + " parallel");
@@ -169,7 +176,8 @@ Result<Project> project_from_json_text(std::string_view text, std::string_view d
     if (!it->is_number_integer() || it->get<int>() < 0 ||
         it->get<int>() >= std::max<int>(1, int(project.plans.size()))) {
       append_line(errors, doc + ": /current_plan: must index the plans (0 to " +
-                              std::to_string(std::max<int>(0, int(project.plans.size()) - 1)) + ")");
+                              std::to_string(std::max<int>(0, int(project.plans.size()) - 1)) +
+                              ")");
     } else {
       project.current_plan = it->get<int>();
     }
@@ -181,11 +189,14 @@ Result<Project> project_from_json_text(std::string_view text, std::string_view d
 std::string project_to_json_text(const Project& project) {
   json j = {{"kind", kProjectKind}, {"version", kProjectVersion}};
   j["clusters"] = json::array();
-  for (const Cluster& c : project.clusters) j["clusters"].push_back(to_json(c));
+  for (const Cluster& c : project.clusters)
+    j["clusters"].push_back(to_json(c));
   j["workloads"] = json::array();
-  for (const Workload& w : project.workloads) j["workloads"].push_back(to_json(w));
+  for (const Workload& w : project.workloads)
+    j["workloads"].push_back(to_json(w));
   j["plans"] = json::array();
-  for (const ProjectPlan& p : project.plans) j["plans"].push_back(plan_json(p));
+  for (const ProjectPlan& p : project.plans)
+    j["plans"].push_back(plan_json(p));
   j["current_plan"] = project.current_plan;
   j["runs"] = json::array();
   return j.dump(2) + '\n';
@@ -312,7 +323,8 @@ Result<T> edit_document(const T& original, const std::vector<FieldValue>& edits,
     problems = problems_from_message(result.message(), kDocument);
   }
   std::string text;
-  for (const Problem& p : problems) append_line(text, (p.pointer.empty() ? "/" : p.pointer) + ": " + p.message);
+  for (const Problem& p : problems)
+    append_line(text, (p.pointer.empty() ? "/" : p.pointer) + ": " + p.message);
   if (problems_out) *problems_out = std::move(problems);
   return Error{text};
 }
@@ -357,19 +369,22 @@ std::vector<std::string> fields_of(const json& j, const std::vector<std::string>
                                    std::string* whole) {
   std::vector<std::string> out;
   out.reserve(pointers.size());
-  for (const std::string& p : pointers) out.push_back(field_text(j, p));
+  for (const std::string& p : pointers)
+    out.push_back(field_text(j, p));
   if (whole) *whole = j.dump();
   return out;
 }
 }  // namespace
 
-std::vector<std::string> cluster_fields(const Cluster& cluster, const std::vector<std::string>& pointers,
+std::vector<std::string> cluster_fields(const Cluster& cluster,
+                                        const std::vector<std::string>& pointers,
                                         std::string* whole) {
   return fields_of(to_json(cluster), pointers, whole);
 }
 
 std::vector<std::string> workload_fields(const Workload& workload,
-                                         const std::vector<std::string>& pointers, std::string* whole) {
+                                         const std::vector<std::string>& pointers,
+                                         std::string* whole) {
   return fields_of(to_json(workload), pointers, whole);
 }
 

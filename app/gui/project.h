@@ -84,7 +84,8 @@ struct FieldValue {
   std::string json;
 };
 Result<Cluster> edit_cluster(const Cluster& cluster, const std::vector<FieldValue>& edits,
-                             const PresetCatalog& catalog, std::vector<Problem>* problems = nullptr);
+                             const PresetCatalog& catalog,
+                             std::vector<Problem>* problems = nullptr);
 Result<Workload> edit_workload(const Workload& workload, const std::vector<FieldValue>& edits,
                                std::vector<Problem>* problems = nullptr);
 
@@ -94,7 +95,8 @@ std::string cluster_field(const Cluster& cluster, std::string_view pointer);
 std::string workload_field(const Workload& workload, std::string_view pointer);
 // Several fields at once (one conversion to JSON), and the whole JSON text
 // (to tell whether anything changed).
-std::vector<std::string> cluster_fields(const Cluster& cluster, const std::vector<std::string>& pointers,
+std::vector<std::string> cluster_fields(const Cluster& cluster,
+                                        const std::vector<std::string>& pointers,
                                         std::string* whole = nullptr);
 std::vector<std::string> workload_fields(const Workload& workload,
                                          const std::vector<std::string>& pointers,

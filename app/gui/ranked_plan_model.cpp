@@ -6,7 +6,9 @@ namespace cs::gui {
 
 namespace {
 
-QString q(std::string_view s) { return QString::fromUtf8(s.data(), int(s.size())); }
+QString q(std::string_view s) {
+  return QString::fromUtf8(s.data(), int(s.size()));
+}
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
 }  // namespace
@@ -29,7 +31,8 @@ void RankedPlanModel::setResult(const plan::SearchResult& result) {
   // The front belongs in the table even where it is not among the best.
   for (const plan::RankedPlan& f : result.pareto_memory) {
     bool present = false;
-    for (const plan::RankedPlan& p : plans_) present = present || samePlan(p, f);
+    for (const plan::RankedPlan& p : plans_)
+      present = present || samePlan(p, f);
     if (!present) plans_.push_back(f);
   }
   front_.assign(plans_.size(), false);
@@ -57,31 +60,53 @@ int RankedPlanModel::columnCount(const QModelIndex& parent) const {
 }
 
 QVariant RankedPlanModel::headerData(int section, Qt::Orientation orientation, int role) const {
-  if (orientation != Qt::Horizontal) return QAbstractTableModel::headerData(section, orientation, role);
+  if (orientation != Qt::Horizontal)
+    return QAbstractTableModel::headerData(section, orientation, role);
   if (role == Qt::TextAlignmentRole) return int(Qt::AlignRight | Qt::AlignVCenter);
   if (role != Qt::DisplayRole && role != Qt::ToolTipRole) return {};
   switch (Column(section)) {
-    case rank: return tr("#");
-    case tokens_per_second: return tr("tokens/s");
-    case memory_per_gpu: return tr("memory/GPU");
-    case mfu: return tr("MFU");
-    case step_time: return tr("step");
-    case time_to_train: return tr("to train");
-    case cost: return tr("cost");
-    case gpus: return tr("GPUs");
-    case dp: return tr("DP");
-    case tp: return tr("TP");
-    case pp: return tr("PP");
-    case virtual_stages: return tr("v");
-    case sequence_parallel: return tr("SP");
-    case zero_stage: return tr("ZeRO");
-    case micro_batch: return tr("micro");
-    case global_batch: return tr("global");
-    case recompute: return tr("recompute");
-    case precision: return tr("precision");
-    case flash_attention: return tr("fused attn");
-    case pareto: return tr("front");
-    case column_count: break;
+    case rank:
+      return tr("#");
+    case tokens_per_second:
+      return tr("tokens/s");
+    case memory_per_gpu:
+      return tr("memory/GPU");
+    case mfu:
+      return tr("MFU");
+    case step_time:
+      return tr("step");
+    case time_to_train:
+      return tr("to train");
+    case cost:
+      return tr("cost");
+    case gpus:
+      return tr("GPUs");
+    case dp:
+      return tr("DP");
+    case tp:
+      return tr("TP");
+    case pp:
+      return tr("PP");
+    case virtual_stages:
+      return tr("v");
+    case sequence_parallel:
+      return tr("SP");
+    case zero_stage:
+      return tr("ZeRO");
+    case micro_batch:
+      return tr("micro");
+    case global_batch:
+      return tr("global");
+    case recompute:
+      return tr("recompute");
+    case precision:
+      return tr("precision");
+    case flash_attention:
+      return tr("fused attn");
+    case pareto:
+      return tr("front");
+    case column_count:
+      break;
   }
   return {};
 }
@@ -107,32 +132,56 @@ QVariant RankedPlanModel::data(const QModelIndex& index, int role) const {
   const bool sort = role == SortRole;
   const ParallelPlan& p = r.parallel;
   switch (Column(index.column())) {
-    case rank: return index.row() + 1;
+    case rank:
+      return index.row() + 1;
     case tokens_per_second:
-      return sort ? QVariant(e.throughput.tokens_per_second) : q(format_count(e.throughput.tokens_per_second));
+      return sort ? QVariant(e.throughput.tokens_per_second)
+                  : q(format_count(e.throughput.tokens_per_second));
     case memory_per_gpu:
       return sort ? QVariant(e.memory.total() / kGiB) : q(format_bytes(e.memory.total()));
-    case mfu: return sort ? QVariant(e.throughput.mfu) : QVariant(QStringLiteral("%1 %").arg(100 * e.throughput.mfu, 0, 'f', 1));
-    case step_time: return sort ? QVariant(e.time.step()) : q(format_seconds(e.time.step()));
-    case time_to_train: return sort ? QVariant(e.training.seconds) : q(format_seconds(e.training.seconds));
+    case mfu:
+      return sort ? QVariant(e.throughput.mfu)
+                  : QVariant(QStringLiteral("%1 %").arg(100 * e.throughput.mfu, 0, 'f', 1));
+    case step_time:
+      return sort ? QVariant(e.time.step()) : q(format_seconds(e.time.step()));
+    case time_to_train:
+      return sort ? QVariant(e.training.seconds) : q(format_seconds(e.training.seconds));
     case cost:
       return sort ? QVariant(e.training.cost_usd)
-                  : QVariant(e.training.cost_usd > 0 ? QStringLiteral("$") + q(format_count(e.training.cost_usd))
-                                                     : QStringLiteral("—"));
-    case gpus: return e.gpus;
-    case dp: return p.dp;
-    case tp: return p.tp;
-    case pp: return p.pp;
-    case virtual_stages: return p.virtual_stages;
-    case sequence_parallel: return sort ? QVariant(int(p.sequence_parallel)) : QVariant(p.sequence_parallel ? tr("on") : tr("off"));
-    case zero_stage: return p.zero_stage;
-    case micro_batch: return p.micro_batch;
-    case global_batch: return p.global_batch;
-    case recompute: return sort ? QVariant(int(p.recompute)) : QVariant(q(to_string(p.recompute)));
-    case precision: return sort ? QVariant(int(r.precision.compute)) : QVariant(q(to_string(r.precision.compute)));
-    case flash_attention: return sort ? QVariant(int(p.flash_attention)) : QVariant(p.flash_attention ? tr("on") : tr("off"));
-    case pareto: return sort ? QVariant(int(front)) : QVariant(front ? QStringLiteral("◆") : QString());
-    case column_count: break;
+                  : QVariant(e.training.cost_usd > 0
+                                 ? QStringLiteral("$") + q(format_count(e.training.cost_usd))
+                                 : QStringLiteral("—"));
+    case gpus:
+      return e.gpus;
+    case dp:
+      return p.dp;
+    case tp:
+      return p.tp;
+    case pp:
+      return p.pp;
+    case virtual_stages:
+      return p.virtual_stages;
+    case sequence_parallel:
+      return sort ? QVariant(int(p.sequence_parallel))
+                  : QVariant(p.sequence_parallel ? tr("on") : tr("off"));
+    case zero_stage:
+      return p.zero_stage;
+    case micro_batch:
+      return p.micro_batch;
+    case global_batch:
+      return p.global_batch;
+    case recompute:
+      return sort ? QVariant(int(p.recompute)) : QVariant(q(to_string(p.recompute)));
+    case precision:
+      return sort ? QVariant(int(r.precision.compute))
+                  : QVariant(q(to_string(r.precision.compute)));
+    case flash_attention:
+      return sort ? QVariant(int(p.flash_attention))
+                  : QVariant(p.flash_attention ? tr("on") : tr("off"));
+    case pareto:
+      return sort ? QVariant(int(front)) : QVariant(front ? QStringLiteral("◆") : QString());
+    case column_count:
+      break;
   }
   return {};
 }

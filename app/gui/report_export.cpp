@@ -21,7 +21,9 @@ namespace cs::gui {
 
 namespace {
 
-QString q(std::string_view s) { return QString::fromUtf8(s.data(), int(s.size())); }
+QString q(std::string_view s) {
+  return QString::fromUtf8(s.data(), int(s.size()));
+}
 constexpr double kChartWidth = 720;
 
 using Rows = std::vector<std::pair<QString, QString>>;
@@ -35,14 +37,17 @@ QString titleOf(const Plan& p) {
 Rows planRows(const Plan& plan) {
   const ParallelPlan& p = plan.parallel;
   return {
-      {QObject::tr("GPUs used"), QStringLiteral("%1 of %2").arg(p.world_size()).arg(plan.cluster.total_gpus())},
+      {QObject::tr("GPUs used"),
+       QStringLiteral("%1 of %2").arg(p.world_size()).arg(plan.cluster.total_gpus())},
       {QObject::tr("data parallel (DP)"), QString::number(p.dp)},
       {QObject::tr("tensor parallel (TP)"), QString::number(p.tp)},
       {QObject::tr("pipeline stages (PP)"), QString::number(p.pp)},
       {QObject::tr("virtual stages"), QString::number(p.virtual_stages)},
-      {QObject::tr("sequence parallel"), p.sequence_parallel ? QObject::tr("on") : QObject::tr("off")},
+      {QObject::tr("sequence parallel"),
+       p.sequence_parallel ? QObject::tr("on") : QObject::tr("off")},
       {QObject::tr("ZeRO stage"), QString::number(p.zero_stage)},
-      {QObject::tr("micro-batch / global batch"), QStringLiteral("%1 / %2").arg(p.micro_batch).arg(p.global_batch)},
+      {QObject::tr("micro-batch / global batch"),
+       QStringLiteral("%1 / %2").arg(p.micro_batch).arg(p.global_batch)},
       {QObject::tr("recomputation"), q(to_string(p.recompute))},
       {QObject::tr("precision"), q(to_string(plan.precision.compute))},
       {QObject::tr("fused attention"), p.flash_attention ? QObject::tr("on") : QObject::tr("off")},
@@ -51,36 +56,42 @@ Rows planRows(const Plan& plan) {
 
 Rows breakdownRows(const BarData& bar) {
   Rows rows;
-  for (const BarPart& part : bar.parts) rows.emplace_back(part.label, bar.format(part.value));
+  for (const BarPart& part : bar.parts)
+    rows.emplace_back(part.label, bar.format(part.value));
   rows.emplace_back(QObject::tr("total"), bar.summary());
   return rows;
 }
 
 Rows noteRows(const PlanAnalysis& a) {
   Rows rows;
-  for (const Problem& p : a.problems) rows.emplace_back(q(p.pointer), q(p.message));
+  for (const Problem& p : a.problems)
+    rows.emplace_back(q(p.pointer), q(p.message));
   if (!a.memory.message.empty()) rows.emplace_back(QObject::tr("memory"), q(a.memory.message));
   if (a.estimate) {
     const plan::SeedCommunication& s = a.estimate->seed_communication;
     if (s.ranks > 1) {
       rows.emplace_back(
           QObject::tr("gradient exchange"),
-          QObject::tr("%1 over %2 ranks at %3: the articles' S·N/B + L·(N−1) gives %4, a ring all-reduce %5")
+          QObject::tr("%1 over %2 ranks at %3: the articles' S·N/B + L·(N−1) gives %4, a ring "
+                      "all-reduce %5")
               .arg(q(format_bytes(s.gradient_bytes)))
               .arg(s.ranks)
               .arg(q(format_rate(s.bandwidth, "B/s")), q(format_seconds(s.simple_seconds)),
                    q(format_seconds(s.ring_seconds))));
     }
-    for (const std::string& n : a.estimate->notes) rows.emplace_back(QObject::tr("note"), q(n));
+    for (const std::string& n : a.estimate->notes)
+      rows.emplace_back(QObject::tr("note"), q(n));
   }
-  if (!a.estimate && a.problems.empty() && !a.error.empty()) rows.emplace_back(QObject::tr("error"), q(a.error));
+  if (!a.estimate && a.problems.empty() && !a.error.empty())
+    rows.emplace_back(QObject::tr("error"), q(a.error));
   return rows;
 }
 
 QString htmlTable(const Rows& rows) {
   QString out = QStringLiteral("<table>");
   for (const auto& [k, v] : rows) {
-    out += QStringLiteral("<tr><th>%1</th><td>%2</td></tr>").arg(k.toHtmlEscaped(), v.toHtmlEscaped());
+    out +=
+        QStringLiteral("<tr><th>%1</th><td>%2</td></tr>").arg(k.toHtmlEscaped(), v.toHtmlEscaped());
   }
   return out + QStringLiteral("</table>");
 }
@@ -122,7 +133,8 @@ class PdfFlow {
     const QFontMetricsF fm(base_font_);
     const double key_width = width() * 0.32;
     for (const auto& [k, v] : rows) {
-      const QRectF vb = painter_.boundingRect(QRectF(0, 0, width() - key_width, 1e6), Qt::TextWordWrap, v);
+      const QRectF vb =
+          painter_.boundingRect(QRectF(0, 0, width() - key_width, 1e6), Qt::TextWordWrap, v);
       const double h = std::max(fm.height(), vb.height());
       need(h);
       painter_.setPen(QColor(0x55, 0x55, 0x55));
@@ -181,13 +193,15 @@ QString reportHtml(const PlanAnalysis& a, const std::vector<ReportFigure>& figur
   QString body;
   body += QStringLiteral("<h1>%1</h1>").arg(titleOf(a.plan).toHtmlEscaped());
   body += QStringLiteral("<p class=sub>%1 · ClusterScope %2</p>")
-              .arg(QDateTime::currentDateTime().toString(Qt::ISODate), QStringLiteral(CLUSTERSCOPE_VERSION));
+              .arg(QDateTime::currentDateTime().toString(Qt::ISODate),
+                   QStringLiteral(CLUSTERSCOPE_VERSION));
   body += QStringLiteral("<h2>%1</h2>").arg(QObject::tr("Plan")) + htmlTable(planRows(a.plan));
   if (a.estimate) {
     const plan::Estimate& e = *a.estimate;
     body += QStringLiteral("<h2>%1</h2><div class=tiles>").arg(QObject::tr("Estimate"));
     for (const auto& [caption, value] : EstimateView::headlineFigures(e, a.plan)) {
-      body += QStringLiteral("<div class=tile><b>%1</b><br>%2</div>").arg(value.toHtmlEscaped(), caption.toHtmlEscaped());
+      body += QStringLiteral("<div class=tile><b>%1</b><br>%2</div>")
+                  .arg(value.toHtmlEscaped(), caption.toHtmlEscaped());
     }
     body += QStringLiteral("</div>");
     QFont font;
@@ -196,9 +210,11 @@ QString reportHtml(const PlanAnalysis& a, const std::vector<ReportFigure>& figur
       body += QStringLiteral("<figure>%1</figure>")
                   .arg(inlineSvg(svgOf(QSizeF(kChartWidth, h), [&](QPainter& p, const QRectF& r) {
                     p.fillRect(r, Qt::white);
-                    paintStackedBar(p, r.adjusted(4, 4, -4, -4), bar, Qt::black, QColor(0xf4, 0xf4, 0xf4));
+                    paintStackedBar(p, r.adjusted(4, 4, -4, -4), bar, Qt::black,
+                                    QColor(0xf4, 0xf4, 0xf4));
                   })));
-      body += QStringLiteral("<h3>%1</h3>").arg(bar.title.toHtmlEscaped()) + htmlTable(breakdownRows(bar));
+      body += QStringLiteral("<h3>%1</h3>").arg(bar.title.toHtmlEscaped()) +
+              htmlTable(breakdownRows(bar));
     }
     for (const ReportFigure& f : figures) {
       const double h = f.height(kChartWidth);
@@ -207,7 +223,8 @@ QString reportHtml(const PlanAnalysis& a, const std::vector<ReportFigure>& figur
     }
   }
   const Rows notes = noteRows(a);
-  if (!notes.empty()) body += QStringLiteral("<h2>%1</h2>").arg(QObject::tr("Notes")) + htmlTable(notes);
+  if (!notes.empty())
+    body += QStringLiteral("<h2>%1</h2>").arg(QObject::tr("Notes")) + htmlTable(notes);
   return QStringLiteral(
              "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>%1</title><style>"
              "body{font-family:sans-serif;max-width:760px;margin:2em auto;color:#222}"
@@ -218,12 +235,14 @@ QString reportHtml(const PlanAnalysis& a, const std::vector<ReportFigure>& figur
       .arg(titleOf(a.plan).toHtmlEscaped(), body);
 }
 
-Status exportHtml(const QString& path, const PlanAnalysis& a, const std::vector<ReportFigure>& figures) {
+Status exportHtml(const QString& path, const PlanAnalysis& a,
+                  const std::vector<ReportFigure>& figures) {
   if (!a.has_plan) return Error{"nothing to export: " + a.error};
   return writeWhole(path, reportHtml(a, figures).toUtf8());
 }
 
-Status exportPdf(const QString& path, const PlanAnalysis& a, const std::vector<ReportFigure>& figures) {
+Status exportPdf(const QString& path, const PlanAnalysis& a,
+                 const std::vector<ReportFigure>& figures) {
   if (!a.has_plan) return Error{"nothing to export: " + a.error};
   // Drawn to a temporary file first: a failed export leaves no half PDF.
   const QString temporary = path + QStringLiteral(".part");
@@ -244,7 +263,9 @@ Status exportPdf(const QString& path, const PlanAnalysis& a, const std::vector<R
     PdfFlow flow(writer, painter);
     flow.setFont(font);
     flow.text(titleOf(a.plan), 1.8, true);
-    flow.text(QDateTime::currentDateTime().toString(Qt::ISODate) + QStringLiteral(" · ClusterScope " CLUSTERSCOPE_VERSION), 0.9);
+    flow.text(QDateTime::currentDateTime().toString(Qt::ISODate) +
+                  QStringLiteral(" · ClusterScope " CLUSTERSCOPE_VERSION),
+              0.9);
     flow.text(QObject::tr("Plan"), 1.3, true);
     flow.table(planRows(a.plan));
     if (a.estimate) {

@@ -16,7 +16,9 @@ namespace {
 constexpr double kBarHeight = 22;
 constexpr double kSwatch = 10;
 
-QString q(const std::string& s) { return QString::fromStdString(s); }
+QString q(const std::string& s) {
+  return QString::fromStdString(s);
+}
 
 struct LegendItem {
   QRectF rect;
@@ -48,7 +50,8 @@ std::vector<LegendItem> legendLayout(const BarData& data, const QFontMetricsF& f
 
 double BarData::total() const {
   double t = 0;
-  for (const BarPart& p : parts) t += std::max(0.0, p.value);
+  for (const BarPart& p : parts)
+    t += std::max(0.0, p.value);
   return t;
 }
 
@@ -98,7 +101,8 @@ BarData timeBar(const plan::Estimate& e) {
   d.unit = BarData::Unit::seconds;
   d.parts = {
       {QObject::tr("forward"), t.forward, QColor(0x4e, 0x79, 0xa7), QObject::tr("Forward compute")},
-      {QObject::tr("backward"), t.backward, QColor(0x2c, 0x4f, 0x7c), QObject::tr("Backward compute")},
+      {QObject::tr("backward"), t.backward, QColor(0x2c, 0x4f, 0x7c),
+       QObject::tr("Backward compute")},
       {QObject::tr("recompute"), t.recompute, QColor(0x76, 0xb7, 0xb2),
        QObject::tr("Forward work repeated in backward")},
       {QObject::tr("TP comm"), t.tp_communication, QColor(0xf2, 0x8e, 0x2b),
@@ -125,8 +129,8 @@ double stackedBarHeight(const BarData& data, const QFont& font, double width) {
   return legend_bottom + 4;
 }
 
-void paintStackedBar(QPainter& painter, const QRectF& area, const BarData& data,
-                     const QColor& text, const QColor& base) {
+void paintStackedBar(QPainter& painter, const QRectF& area, const BarData& data, const QColor& text,
+                     const QColor& base) {
   painter.save();
   const QFontMetricsF fm(painter.font());
   const double line = fm.height();
@@ -135,8 +139,8 @@ void paintStackedBar(QPainter& painter, const QRectF& area, const BarData& data,
 
   painter.setPen(text);
   painter.setFont(bold);
-  painter.drawText(QRectF(area.left(), area.top(), area.width(), line), Qt::AlignLeft | Qt::AlignVCenter,
-                   data.title);
+  painter.drawText(QRectF(area.left(), area.top(), area.width(), line),
+                   Qt::AlignLeft | Qt::AlignVCenter, data.title);
   const double total = data.total();
   const bool over = data.capacity > 0 && total > data.capacity;
   painter.setPen(over ? QColor(0xd0, 0x30, 0x30) : text);
@@ -206,7 +210,9 @@ void StackedBarWidget::clear() {
   update();
 }
 
-QSize StackedBarWidget::sizeHint() const { return {400, heightForWidth(400)}; }
+QSize StackedBarWidget::sizeHint() const {
+  return {400, heightForWidth(400)};
+}
 
 int StackedBarWidget::heightForWidth(int width) const {
   return int(std::ceil(stackedBarHeight(data_, font(), std::max(100, width - 8)))) + 4;
@@ -215,8 +221,8 @@ int StackedBarWidget::heightForWidth(int width) const {
 void StackedBarWidget::paintEvent(QPaintEvent*) {
   QPainter painter(this);
   if (data_.parts.empty()) return;
-  paintStackedBar(painter, QRectF(rect()).adjusted(4, 2, -4, -2), data_, palette().color(QPalette::Text),
-                  palette().color(QPalette::Base));
+  paintStackedBar(painter, QRectF(rect()).adjusted(4, 2, -4, -2), data_,
+                  palette().color(QPalette::Text), palette().color(QPalette::Base));
   painted_job_ = job_;
   emit painted(job_);
 }
@@ -232,9 +238,10 @@ bool StackedBarWidget::event(QEvent* e) {
     if (p.value <= 0) continue;
     const double w = area.width() * p.value / scale;
     if (help->pos().x() >= x && help->pos().x() < x + w) {
-      QToolTip::showText(help->globalPos(),
-                         QStringLiteral("<b>%1</b>: %2<br>%3").arg(p.label, data_.format(p.value), p.detail),
-                         this);
+      QToolTip::showText(
+          help->globalPos(),
+          QStringLiteral("<b>%1</b>: %2<br>%3").arg(p.label, data_.format(p.value), p.detail),
+          this);
       return true;
     }
     x += w;

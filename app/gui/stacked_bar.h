@@ -41,8 +41,8 @@ BarData timeBar(const plan::Estimate& estimate);
 
 // Height the bar needs at `width` (title, bar, legend rows).
 double stackedBarHeight(const BarData& data, const QFont& font, double width);
-void paintStackedBar(QPainter& painter, const QRectF& area, const BarData& data,
-                     const QColor& text, const QColor& base);
+void paintStackedBar(QPainter& painter, const QRectF& area, const BarData& data, const QColor& text,
+                     const QColor& base);
 
 class StackedBarWidget : public QWidget {
   Q_OBJECT

@@ -50,11 +50,14 @@ QPalette lightPalette() {
 
 void applyTheme(bool dark) {
   g_dark = dark;
-  if (QApplication::style()->name() != QLatin1String("fusion")) QApplication::setStyle(QStringLiteral("Fusion"));
+  if (QApplication::style()->name() != QLatin1String("fusion"))
+    QApplication::setStyle(QStringLiteral("Fusion"));
   QApplication::setPalette(dark ? darkPalette() : lightPalette());
 }
 
-bool isDarkTheme() { return g_dark; }
+bool isDarkTheme() {
+  return g_dark;
+}
 
 void applyChartTheme(QWidget* root) {
   const QPalette pal = QApplication::palette();

@@ -7,9 +7,10 @@
 #include <QPainter>
 #include <QToolTip>
 #include <QWheelEvent>
-#include <QtConcurrent/QtConcurrentRun>
 #include <algorithm>
 #include <cmath>
+
+#include <QtConcurrent/QtConcurrentRun>
 
 #include "core/format.h"
 
@@ -17,20 +18,22 @@ namespace cs::gui {
 
 namespace {
 
-constexpr double kGutter = 150;     // lane titles
-constexpr double kRuler = 20;       // time axis
-constexpr double kRowHeight = 16;   // one nesting level
+constexpr double kGutter = 150;    // lane titles
+constexpr double kRuler = 20;      // time axis
+constexpr double kRowHeight = 16;  // one nesting level
 constexpr double kLaneGap = 4;
 constexpr std::int64_t kMinWindowNs = 1000;  // 1 us: deeper zoom shows nothing new
 
-QString q(const std::string& s) { return QString::fromStdString(s); }
+QString q(const std::string& s) {
+  return QString::fromStdString(s);
+}
 
 // Spans of one category told apart by name: the planner's parts in the
 // colours of the step-time bar; other names get a shade of their category
 // from their first words.
 QColor shade(QColor base, const QString& name) {
   static const std::pair<const char*, QColor> kParts[] = {
-      {"forward", QColor(0x4e, 0x79, 0xa7)},  {"backward", QColor(0x2c, 0x4f, 0x7c)},
+      {"forward", QColor(0x4e, 0x79, 0xa7)},   {"backward", QColor(0x2c, 0x4f, 0x7c)},
       {"recompute", QColor(0x76, 0xb7, 0xb2)}, {"optimizer", QColor(0x59, 0xa1, 0x4f)},
       {"bubble", QColor(0xba, 0xb0, 0xac)},    {"tp ", QColor(0xf2, 0x8e, 0x2b)},
       {"pp ", QColor(0xe1, 0x57, 0x59)},       {"dp ", QColor(0xb0, 0x7a, 0xa1)},
@@ -48,11 +51,16 @@ QColor shade(QColor base, const QString& name) {
 QColor categoryColor(trace::Category c, trace::EventKind kind) {
   switch (c) {
     case trace::Category::compute:
-      return kind == trace::EventKind::annotation ? QColor(0x8c, 0xa9, 0xcf) : QColor(0x4e, 0x79, 0xa7);
-    case trace::Category::communication: return QColor(0xf2, 0x8e, 0x2b);
-    case trace::Category::memory: return QColor(0x59, 0xa1, 0x4f);
-    case trace::Category::synchronization: return QColor(0xb0, 0x7a, 0xa1);
-    case trace::Category::other: return QColor(0xba, 0xb0, 0xac);
+      return kind == trace::EventKind::annotation ? QColor(0x8c, 0xa9, 0xcf)
+                                                  : QColor(0x4e, 0x79, 0xa7);
+    case trace::Category::communication:
+      return QColor(0xf2, 0x8e, 0x2b);
+    case trace::Category::memory:
+      return QColor(0x59, 0xa1, 0x4f);
+    case trace::Category::synchronization:
+      return QColor(0xb0, 0x7a, 0xa1);
+    case trace::Category::other:
+      return QColor(0xba, 0xb0, 0xac);
   }
   return Qt::gray;
 }
@@ -76,8 +84,11 @@ QString tickLabel(std::int64_t t, std::int64_t step) {
   static constexpr Unit kUnits[] = {{1e9, "s"}, {1e6, "ms"}, {1e3, "µs"}, {1, "ns"}};
   for (const Unit& u : kUnits) {
     if (u.ns <= double(std::max<std::int64_t>(step, 1)) * 1000 || u.ns == 1) {
-      const int decimals = std::max(0, int(std::ceil(std::log10(u.ns / double(std::max<std::int64_t>(step, 1))) - 1e-9)));
-      return QStringLiteral("%1 %2").arg(double(t) / u.ns, 0, 'f', decimals).arg(QString::fromUtf8(u.name));
+      const int decimals = std::max(
+          0, int(std::ceil(std::log10(u.ns / double(std::max<std::int64_t>(step, 1))) - 1e-9)));
+      return QStringLiteral("%1 %2")
+          .arg(double(t) / u.ns, 0, 'f', decimals)
+          .arg(QString::fromUtf8(u.name));
     }
   }
   return QString::number(t);
@@ -147,7 +158,9 @@ TimelineWidget::TimelineWidget(QWidget* parent) : QWidget(parent) {
   pool_.setExpiryTimeout(-1);
 }
 
-TimelineWidget::~TimelineWidget() { pool_.waitForDone(); }
+TimelineWidget::~TimelineWidget() {
+  pool_.waitForDone();
+}
 
 void TimelineWidget::setStore(const QString& path) {
   const std::uint64_t job = ++open_job_;
@@ -155,55 +168,53 @@ void TimelineWidget::setStore(const QString& path) {
   path_ = path;
   opening_ = true;
   // The store on screen stays until the new one can be shown whole.
-  QtConcurrent::run(&pool_,
-                    [path, job, frame_job, pixels = spanAreaWidth()] {
-                      auto out = std::make_shared<Opened>();
-                      out->job = job;
-                      auto reader = trace::TraceReader::open(path.toStdString());
-                      if (!reader) {
-                        out->error = q(reader.message());
-                        return out;
-                      }
-                      out->reader = std::shared_ptr<trace::TraceReader>(std::move(reader).value());
-                      out->range = out->reader->time_range();
-                      if (out->range.empty()) out->range.end_ns = out->range.start_ns + kMinWindowNs;
-                      std::vector<trace::LaneId> ids;
-                      for (const trace::LaneInfo& l : out->reader->lanes()) {
-                        out->lanes.push_back({l, laneTitle(*out->reader, l), l.max_depth + 1});
-                        ids.push_back(l.id);
-                      }
-                      out->frame = queryFrame(*out->reader, ids, out->range, pixels, frame_job);
-                      return out;
-                    })
-      .then(this, [this](std::shared_ptr<Opened> opened) {
-        if (opened->job != open_job_) {  // another store was asked for since
-          if (opened->reader) QtConcurrent::run(&pool_, [old = std::move(opened->reader)]() mutable { old.reset(); });
-          return;
-        }
-        opening_ = false;
-        releaseReader();
-        if (!opened->error.isEmpty()) {
-          lanes_.clear();
-          frame_.reset();
-          message_ = opened->error;
-          emit storeOpened(path_, message_);
-          updateGeometry();
-          update();
-          return;
-        }
-        reader_ = std::move(opened->reader);
-        const bool same_rows = lanes_.size() == opened->lanes.size();
-        lanes_ = std::move(opened->lanes);
-        full_ = opened->range;
-        window_ = full_;
-        frame_.reset();
-        message_ = lanes_.empty() ? tr("The trace has no lanes.") : QString();
-        emit storeOpened(path_, {});
-        if (!same_rows) updateGeometry();
-        frameArrived(std::move(opened->frame));
-        // The width may have changed, or a query been asked for, while it opened.
-        if (frame_ && (frame_->pixels != spanAreaWidth() || frame_->job != requested_)) requestFrame();
-      });
+  QtConcurrent::run(&pool_, [path, job, frame_job, pixels = spanAreaWidth()] {
+    auto out = std::make_shared<Opened>();
+    out->job = job;
+    auto reader = trace::TraceReader::open(path.toStdString());
+    if (!reader) {
+      out->error = q(reader.message());
+      return out;
+    }
+    out->reader = std::shared_ptr<trace::TraceReader>(std::move(reader).value());
+    out->range = out->reader->time_range();
+    if (out->range.empty()) out->range.end_ns = out->range.start_ns + kMinWindowNs;
+    std::vector<trace::LaneId> ids;
+    for (const trace::LaneInfo& l : out->reader->lanes()) {
+      out->lanes.push_back({l, laneTitle(*out->reader, l), l.max_depth + 1});
+      ids.push_back(l.id);
+    }
+    out->frame = queryFrame(*out->reader, ids, out->range, pixels, frame_job);
+    return out;
+  }).then(this, [this](std::shared_ptr<Opened> opened) {
+    if (opened->job != open_job_) {  // another store was asked for since
+      if (opened->reader) pool_.start([old = std::move(opened->reader)]() mutable { old.reset(); });
+      return;
+    }
+    opening_ = false;
+    releaseReader();
+    if (!opened->error.isEmpty()) {
+      lanes_.clear();
+      frame_.reset();
+      message_ = opened->error;
+      emit storeOpened(path_, message_);
+      updateGeometry();
+      update();
+      return;
+    }
+    reader_ = std::move(opened->reader);
+    const bool same_rows = lanes_.size() == opened->lanes.size();
+    lanes_ = std::move(opened->lanes);
+    full_ = opened->range;
+    window_ = full_;
+    frame_.reset();
+    message_ = lanes_.empty() ? tr("The trace has no lanes.") : QString();
+    emit storeOpened(path_, {});
+    if (!same_rows) updateGeometry();
+    frameArrived(std::move(opened->frame));
+    // The width may have changed, or a query been asked for, while it opened.
+    if (frame_ && (frame_->pixels != spanAreaWidth() || frame_->job != requested_)) requestFrame();
+  });
 }
 
 void TimelineWidget::clear(const QString& message) {
@@ -221,7 +232,8 @@ void TimelineWidget::clear(const QString& message) {
 
 void TimelineWidget::setWindow(std::int64_t start_ns, std::int64_t end_ns) {
   if (full_.empty()) return;
-  const std::int64_t span = std::clamp(end_ns - start_ns, kMinWindowNs, full_.end_ns - full_.start_ns);
+  const std::int64_t span =
+      std::clamp(end_ns - start_ns, kMinWindowNs, full_.end_ns - full_.start_ns);
   start_ns = std::clamp(start_ns, full_.start_ns, full_.end_ns - span);
   window_ = {start_ns, start_ns + span};
   requestFrame();
@@ -237,23 +249,28 @@ void TimelineWidget::zoom(double factor, std::int64_t anchor_ns) {
   setWindow(start, start + new_span);
 }
 
-void TimelineWidget::resetZoom() { setWindow(full_.start_ns, full_.end_ns); }
+void TimelineWidget::resetZoom() {
+  setWindow(full_.start_ns, full_.end_ns);
+}
 
 void TimelineWidget::releaseReader() {
   if (!reader_) return;
-  QtConcurrent::run(&pool_, [old = std::move(reader_)]() mutable { old.reset(); });
+  pool_.start([old = std::move(reader_)]() mutable { old.reset(); });
   reader_.reset();
 }
 
 std::int64_t TimelineWidget::handedSpans() const {
   std::int64_t n = 0;
   if (frame_) {
-    for (const LaneFrame& l : frame_->lanes) n += std::int64_t(l.spans.size());
+    for (const LaneFrame& l : frame_->lanes)
+      n += std::int64_t(l.spans.size());
   }
   return n;
 }
 
-int TimelineWidget::spanAreaWidth() const { return std::max(1, int(width() - kGutter - 4)); }
+int TimelineWidget::spanAreaWidth() const {
+  return std::max(1, int(width() - kGutter - 4));
+}
 
 void TimelineWidget::requestFrame() {
   if (!reader_ || lanes_.empty()) return;
@@ -269,12 +286,12 @@ void TimelineWidget::startQuery(std::uint64_t job) {
   running_ = true;
   pending_ = false;
   std::vector<trace::LaneId> ids;
-  for (const Lane& l : lanes_) ids.push_back(l.info.id);
-  QtConcurrent::run(&pool_,
-                    [reader = reader_, ids, window = window_, pixels = spanAreaWidth(), job] {
-                      return queryFrame(*reader, ids, window, pixels, job);
-                    })
-      .then(this, [this, reader = static_cast<const void*>(reader_.get())](std::shared_ptr<const Frame> frame) {
+  for (const Lane& l : lanes_)
+    ids.push_back(l.info.id);
+  QtConcurrent::run(&pool_, [reader = reader_, ids, window = window_, pixels = spanAreaWidth(),
+                             job] { return queryFrame(*reader, ids, window, pixels, job); })
+      .then(this, [this, reader = static_cast<const void*>(reader_.get())](
+                      std::shared_ptr<const Frame> frame) {
         running_ = false;
         // A frame of a store no longer shown is dropped; one of an older
         // window of this store is drawn until the newest arrives (its spans
@@ -294,11 +311,14 @@ void TimelineWidget::frameArrived(std::shared_ptr<const Frame> frame) {
 
 double TimelineWidget::renderHeight() const {
   double h = kRuler + 6;
-  for (const Lane& l : lanes_) h += l.depth * kRowHeight + kLaneGap;
+  for (const Lane& l : lanes_)
+    h += l.depth * kRowHeight + kLaneGap;
   return std::max(h, kRuler + 2 * kRowHeight);
 }
 
-QSize TimelineWidget::sizeHint() const { return {600, int(std::ceil(renderHeight())) + 8}; }
+QSize TimelineWidget::sizeHint() const {
+  return {600, int(std::ceil(renderHeight())) + 8};
+}
 
 void TimelineWidget::paintEvent(QPaintEvent*) {
   QPainter painter(this);
@@ -313,7 +333,8 @@ void TimelineWidget::paintEvent(QPaintEvent*) {
     cache_.fill(palette().color(QPalette::Base));
     QPainter p(&cache_);
     p.setFont(font());
-    paintInto(p, QRectF(rect()), palette().color(QPalette::Text), palette().color(QPalette::Base), true);
+    paintInto(p, QRectF(rect()), palette().color(QPalette::Text), palette().color(QPalette::Base),
+              true);
     cache_job_ = frameJob();
     cache_window_ = window_;
     cache_palette_ = palette_key;
@@ -323,7 +344,8 @@ void TimelineWidget::paintEvent(QPaintEvent*) {
   painter.drawPixmap(0, 0, cache_);
 }
 
-void TimelineWidget::render(QPainter& painter, const QRectF& area, const QColor& text, const QColor& base) {
+void TimelineWidget::render(QPainter& painter, const QRectF& area, const QColor& text,
+                            const QColor& base) {
   paintInto(painter, area, text, base, false);
 }
 
@@ -362,7 +384,8 @@ void TimelineWidget::paintInto(QPainter& painter, const QRectF& area, const QCol
     const QString label = tickLabel(t - full_.start_ns, step);
     if (x + 2 + fm.horizontalAdvance(label) > area.right()) continue;
     painter.setPen(text);
-    painter.drawText(QRectF(x + 2, area.top(), 90, kRuler - 4), Qt::AlignLeft | Qt::AlignVCenter, label);
+    painter.drawText(QRectF(x + 2, area.top(), 90, kRuler - 4), Qt::AlignLeft | Qt::AlignVCenter,
+                     label);
   }
 
   int items = 0;
@@ -371,7 +394,8 @@ void TimelineWidget::paintInto(QPainter& painter, const QRectF& area, const QCol
     const Lane& lane = lanes_[i];
     const double h = lane.depth * kRowHeight;
     painter.setPen(text);
-    painter.drawText(QRectF(area.left() + 4, y, kGutter - 8, kRowHeight), Qt::AlignLeft | Qt::AlignVCenter,
+    painter.drawText(QRectF(area.left() + 4, y, kGutter - 8, kRowHeight),
+                     Qt::AlignLeft | Qt::AlignVCenter,
                      fm.elidedText(lane.title, Qt::ElideMiddle, kGutter - 8));
     QColor band = text;
     band.setAlpha(12);
@@ -391,7 +415,8 @@ void TimelineWidget::paintInto(QPainter& painter, const QRectF& area, const QCol
         ++items;
         if (r.width() > 28) {
           painter.setPen(Qt::white);
-          const QString name = s.count > 1 ? tr("%1 +%2 more").arg(lf.names[k]).arg(s.count - 1) : lf.names[k];
+          const QString name =
+              s.count > 1 ? tr("%1 +%2 more").arg(lf.names[k]).arg(s.count - 1) : lf.names[k];
           painter.drawText(r.adjusted(3, 0, -2, 0), Qt::AlignLeft | Qt::AlignVCenter,
                            fm.elidedText(name, Qt::ElideRight, r.width() - 5));
         }
@@ -443,26 +468,43 @@ void TimelineWidget::mousePressEvent(QMouseEvent* event) {
 void TimelineWidget::mouseMoveEvent(QMouseEvent* event) {
   if (!drag_from_ || !(event->buttons() & Qt::LeftButton)) return;
   const double dx = event->position().x() - drag_from_->x();
-  const auto shift = std::int64_t(dx / spanAreaWidth() * double(drag_window_.end_ns - drag_window_.start_ns));
+  const auto shift =
+      std::int64_t(dx / spanAreaWidth() * double(drag_window_.end_ns - drag_window_.start_ns));
   setWindow(drag_window_.start_ns - shift, drag_window_.end_ns - shift);
 }
 
-void TimelineWidget::mouseReleaseEvent(QMouseEvent*) { drag_from_.reset(); }
+void TimelineWidget::mouseReleaseEvent(QMouseEvent*) {
+  drag_from_.reset();
+}
 
-void TimelineWidget::mouseDoubleClickEvent(QMouseEvent*) { resetZoom(); }
+void TimelineWidget::mouseDoubleClickEvent(QMouseEvent*) {
+  resetZoom();
+}
 
 void TimelineWidget::keyPressEvent(QKeyEvent* event) {
   const std::int64_t span = window_.end_ns - window_.start_ns;
   const std::int64_t middle = window_.start_ns + span / 2;
   switch (event->key()) {
     case Qt::Key_Plus:
-    case Qt::Key_Equal: zoom(1.5, middle); break;
-    case Qt::Key_Minus: zoom(1 / 1.5, middle); break;
+    case Qt::Key_Equal:
+      zoom(1.5, middle);
+      break;
+    case Qt::Key_Minus:
+      zoom(1 / 1.5, middle);
+      break;
     case Qt::Key_0:
-    case Qt::Key_Home: resetZoom(); break;
-    case Qt::Key_Left: setWindow(window_.start_ns - span / 8, window_.end_ns - span / 8); break;
-    case Qt::Key_Right: setWindow(window_.start_ns + span / 8, window_.end_ns + span / 8); break;
-    default: QWidget::keyPressEvent(event); return;
+    case Qt::Key_Home:
+      resetZoom();
+      break;
+    case Qt::Key_Left:
+      setWindow(window_.start_ns - span / 8, window_.end_ns - span / 8);
+      break;
+    case Qt::Key_Right:
+      setWindow(window_.start_ns + span / 8, window_.end_ns + span / 8);
+      break;
+    default:
+      QWidget::keyPressEvent(event);
+      return;
   }
   event->accept();
 }
@@ -477,13 +519,15 @@ bool TimelineWidget::event(QEvent* e) {
   }
   // From the spans in hand: no query on the GUI thread.
   const std::int64_t t = timeAt(help->pos().x());
-  const std::int64_t slack = std::int64_t(2.0 / spanAreaWidth() * double(window_.end_ns - window_.start_ns));
+  const std::int64_t slack =
+      std::int64_t(2.0 / spanAreaWidth() * double(window_.end_ns - window_.start_ns));
   const LaneFrame& lf = frame_->lanes[std::size_t(lane)];
   for (std::size_t k = lf.spans.size(); k-- > 0;) {
     const trace::Span& s = lf.spans[k];
     if (t >= s.start_ns - slack && t < s.end_ns + slack) {
       QString text = QStringLiteral("<b>%1</b><br>%2 at %3")
-                         .arg(lf.names[k].toHtmlEscaped(), q(format_seconds(double(s.end_ns - s.start_ns) * 1e-9)),
+                         .arg(lf.names[k].toHtmlEscaped(),
+                              q(format_seconds(double(s.end_ns - s.start_ns) * 1e-9)),
                               q(format_seconds(double(s.start_ns - full_.start_ns) * 1e-9)));
       if (s.count > 1) text += tr("<br>%1 events folded (zoom in to see them)").arg(s.count);
       QToolTip::showText(help->globalPos(), text, this);

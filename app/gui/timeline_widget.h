@@ -11,8 +11,8 @@
 
 #include <QColor>
 #include <QPixmap>
-#include <QWidget>
 #include <QThreadPool>
+#include <QWidget>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -52,7 +52,7 @@ class TimelineWidget : public QWidget {
   bool busy() const { return opening_ || running_ || pending_; }
   std::int64_t handedSpans() const;  // spans in the last frame, all lanes
   int drawnItems() const { return drawn_items_; }
-  int spanAreaWidth() const;          // pixels the spans are drawn across
+  int spanAreaWidth() const;  // pixels the spans are drawn across
 
   // Paints the last frame into `area` (a report): times map to the area's width.
   void render(QPainter& painter, const QRectF& area, const QColor& text, const QColor& base);
@@ -80,8 +80,8 @@ class TimelineWidget : public QWidget {
   // One lane's answer to spans(lane, window, pixels), names resolved.
   struct LaneFrame {
     std::vector<trace::Span> spans;
-    std::vector<QString> names;   // parallel to spans
-    std::vector<QColor> colors;   // parallel to spans, chosen on the worker thread
+    std::vector<QString> names;  // parallel to spans
+    std::vector<QColor> colors;  // parallel to spans, chosen on the worker thread
   };
   struct Frame {
     std::uint64_t job = 0;

@@ -42,7 +42,8 @@ NodeLayout layout_for(double gpu, int gpus_shown, const QSizeF& space, bool labe
 }
 
 QString link_label(const Link& link, const char* where) {
-  const QString name = QString::fromStdString(link.display_name.empty() ? link.name : link.display_name);
+  const QString name =
+      QString::fromStdString(link.display_name.empty() ? link.name : link.display_name);
   return QStringLiteral("%1 · %2 per port %3")
       .arg(name, QString::fromStdString(format_rate(link.bandwidth * 8, "bit/s")), where);
 }
@@ -91,8 +92,8 @@ void TopologyView::render(QPainter& painter, const QRectF& area) {
     painter.setBrush(fabric);
     painter.drawRoundedRect(fabric_bar, 4, 4);
     painter.setPen(Qt::white);
-    const QString label = link_label(*c.inter_node, "") +
-                          QStringLiteral("× %1 per node").arg(c.nics_per_node);
+    const QString label =
+        link_label(*c.inter_node, "") + QStringLiteral("× %1 per node").arg(c.nics_per_node);
     painter.drawText(fabric_bar.adjusted(6, 0, -6, 0), Qt::AlignVCenter | Qt::AlignLeft,
                      fm.elidedText(label, Qt::ElideRight, fabric_bar.width() - 12));
     r.setTop(fabric_bar.bottom() + 14);
@@ -162,7 +163,9 @@ void TopologyView::render(QPainter& painter, const QRectF& area) {
                      layout.box.height());
     if (!fabric_bar.isNull()) {
       painter.setPen(QPen(fabric, row == 0 ? 1.5 : 0.6));
-      if (row == 0) painter.drawLine(QPointF(box.center().x(), fabric_bar.bottom()), QPointF(box.center().x(), box.top()));
+      if (row == 0)
+        painter.drawLine(QPointF(box.center().x(), fabric_bar.bottom()),
+                         QPointF(box.center().x(), box.top()));
     }
     painter.setPen(QPen(text, 1));
     painter.setBrush(node_fill);
@@ -182,8 +185,7 @@ void TopologyView::render(QPainter& painter, const QRectF& area) {
     if (gpus > 1) {
       painter.setPen(Qt::NoPen);
       painter.setBrush(intra);
-      painter.drawRect(QRectF(box.left() + pad, box.bottom() - pad - 3,
-                              box.width() - 2 * pad, 3));
+      painter.drawRect(QRectF(box.left() + pad, box.bottom() - pad - 3, box.width() - 2 * pad, 3));
     }
     painter.setPen(Qt::NoPen);
     painter.setBrush(gpu_fill);
@@ -202,8 +204,8 @@ void TopologyView::render(QPainter& painter, const QRectF& area) {
   if (folded_nodes_ > 0) {
     // The nodes that do not fit, as one box across the last row.
     const int row = layout.rows - 1;
-    const QRectF box(x0, r.top() + row * (layout.box.height() + kGap),
-                     std::max(grid_width, 60.0), std::max(layout.box.height(), line + 4));
+    const QRectF box(x0, r.top() + row * (layout.box.height() + kGap), std::max(grid_width, 60.0),
+                     std::max(layout.box.height(), line + 4));
     painter.setPen(QPen(text, 1, Qt::DashLine));
     painter.setBrush(node_fill);
     painter.drawRoundedRect(box, 3, 3);

@@ -16,7 +16,9 @@ namespace cs::gui {
 
 namespace {
 
-QString q(const std::string& s) { return QString::fromStdString(s); }
+QString q(const std::string& s) {
+  return QString::fromStdString(s);
+}
 
 struct FieldSpec {
   const char* pointer;
@@ -55,8 +57,8 @@ QString WorkloadPanel::figuresHtml(const Workload& w) {
     const TransformerShape& s = w.transformer;
     // Training FLOPs of one token: Korthikanti et al.'s model FLOPs of one
     // sequence divided by its length (forward + backward, no recomputation).
-    const double per_token =
-        plan::megatron_model_flops(1, s.seq_len, s.layers, s.hidden, s.vocab) / std::max(1, s.seq_len);
+    const double per_token = plan::megatron_model_flops(1, s.seq_len, s.layers, s.hidden, s.vocab) /
+                             std::max(1, s.seq_len);
     row(tr("Training FLOPs per token"), q(format_rate(per_token, "FLOP")));
     row(tr("  forward only"), q(format_rate(per_token / 3, "FLOP")));
     row(tr("  6N (Kaplan et al.)"), q(format_rate(6 * params, "FLOP")));
@@ -64,7 +66,8 @@ QString WorkloadPanel::figuresHtml(const Workload& w) {
       row(tr("Training FLOPs, all tokens"), q(format_rate(per_token * w.training_tokens, "FLOP")));
     }
   } else {
-    row(tr("Training FLOPs per sample"), q(format_rate(3 * w.generic.forward_flops_per_sample, "FLOP")));
+    row(tr("Training FLOPs per sample"),
+        q(format_rate(3 * w.generic.forward_flops_per_sample, "FLOP")));
     const double samples = training_samples(w);
     if (samples > 0) {
       row(tr("Training FLOPs, all epochs"),
@@ -177,7 +180,8 @@ void WorkloadPanel::edit(const QString& text, const QString& pointer, const QStr
     QStringList elsewhere;
     bool own = false;
     for (const Problem& p : problems) {
-      const QString line = QStringLiteral("%1: %2").arg(p.pointer.empty() ? "/" : q(p.pointer), q(p.message));
+      const QString line =
+          QStringLiteral("%1: %2").arg(p.pointer.empty() ? "/" : q(p.pointer), q(p.message));
       if (FieldEdit* f = field(q(p.pointer))) {
         f->setProblem(q(p.message));
       } else {
@@ -215,7 +219,8 @@ void WorkloadPanel::refresh() {
     return;
   }
   std::vector<std::string> pointers;
-  for (const auto& [pointer, f] : fields_) pointers.push_back(pointer.toStdString());
+  for (const auto& [pointer, f] : fields_)
+    pointers.push_back(pointer.toStdString());
   std::string whole;
   const std::vector<std::string> values = workload_fields(*w, pointers, &whole);
   problem_->setVisible(false);  // a refused edit's message lasts until the next change

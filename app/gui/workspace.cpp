@@ -201,12 +201,15 @@ void Workspace::addRecentFile(const QString& path) {
   QStringList files = recentFiles();
   files.removeAll(path);
   files.prepend(path);
-  while (files.size() > kMaxRecentFiles) files.removeLast();
+  while (files.size() > kMaxRecentFiles)
+    files.removeLast();
   QSettings().setValue(kRecentKey, files);
   emit recentFilesChanged();
 }
 
-void Workspace::setAutosaveDelay(int milliseconds) { autosave_timer_.setInterval(milliseconds); }
+void Workspace::setAutosaveDelay(int milliseconds) {
+  autosave_timer_.setInterval(milliseconds);
+}
 
 void Workspace::scheduleAutosave() {
   if (!autosave_path_.isEmpty()) autosave_timer_.start();

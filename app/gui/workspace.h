@@ -49,7 +49,7 @@ class Workspace : public QObject {
   // then left as it was.
   bool newProject();  // the default project (DGX H100 pod, LLaMA-2 7B)
   bool open(const QString& path);
-  bool save();        // false when the project has no file yet (use saveAs)
+  bool save();  // false when the project has no file yet (use saveAs)
   bool saveAs(const QString& path);
 
   QStringList recentFiles() const;

@@ -33,10 +33,12 @@ int distinctColours(const QImage& image, double* dominant_share) {
   const QImage rgb = image.convertToFormat(QImage::Format_RGB32);
   for (int y = 0; y < rgb.height(); ++y) {
     const auto* line = reinterpret_cast<const QRgb*>(rgb.constScanLine(y));
-    for (int x = 0; x < rgb.width(); ++x) ++counts[line[x]];
+    for (int x = 0; x < rgb.width(); ++x)
+      ++counts[line[x]];
   }
   int most = 0;
-  for (int c : counts) most = std::max(most, c);
+  for (int c : counts)
+    most = std::max(most, c);
   if (dominant_share) {
     *dominant_share = rgb.isNull() ? 1.0 : double(most) / (double(rgb.width()) * rgb.height());
   }

@@ -12,18 +12,18 @@
 #include <QChart>
 #include <QChartView>
 #include <QCheckBox>
-#include <QLineSeries>
 #include <QComboBox>
 #include <QDockWidget>
 #include <QDoubleSpinBox>
 #include <QFile>
 #include <QLabel>
 #include <QLineEdit>
+#include <QLineSeries>
+#include <QPainter>
 #include <QProgressBar>
 #include <QScatterSeries>
 #include <QSignalSpy>
 #include <QSpinBox>
-#include <QPainter>
 #include <QSvgRenderer>
 #include <QTableView>
 #include <QTableWidget>
@@ -135,9 +135,12 @@ void TestGuiApp::defaultProjectShown() {
   QVERIFY(!window_->estimateView()->memoryBar()->data().parts.empty());
   QVERIFY(!window_->workspace()->isModified());
   // The panels show the project's values.
-  QCOMPARE(window_->clusterDesigner()->field(QStringLiteral("/nodes"))->text(), QStringLiteral("4"));
-  QCOMPARE(window_->clusterDesigner()->field(QStringLiteral("/gpus_per_node"))->text(), QStringLiteral("8"));
-  QCOMPARE(window_->workloadPanel()->field(QStringLiteral("/layers"))->text(), QStringLiteral("32"));
+  QCOMPARE(window_->clusterDesigner()->field(QStringLiteral("/nodes"))->text(),
+           QStringLiteral("4"));
+  QCOMPARE(window_->clusterDesigner()->field(QStringLiteral("/gpus_per_node"))->text(),
+           QStringLiteral("8"));
+  QCOMPARE(window_->workloadPanel()->field(QStringLiteral("/layers"))->text(),
+           QStringLiteral("32"));
 }
 
 void TestGuiApp::editClusterChangesEstimate() {
@@ -199,8 +202,9 @@ void TestGuiApp::badValueMarkedAtField() {
 
   test::typeInto(nodes->lineEdit(), QStringLiteral("4"));
   QVERIFY(!nodes->hasProblem());
-  test::typeInto(latency->lineEdit(), QString::fromStdString(
-      cs::gui::cluster_field(*window_->workspace()->project().current_cluster(), "/inter_node/latency_us")));
+  test::typeInto(latency->lineEdit(), QString::fromStdString(cs::gui::cluster_field(
+                                          *window_->workspace()->project().current_cluster(),
+                                          "/inter_node/latency_us")));
   QVERIFY(!latency->hasProblem());
   window_->setFocus();
 }
@@ -218,8 +222,9 @@ void TestGuiApp::topologyFoldsThousandsOfNodes() {
   QVERIFY(topology->drawnNodes() > 0);
   QVERIFY(topology->foldedNodes() > 0);
   QCOMPARE(topology->drawnNodes() + topology->foldedNodes(), 4096);
-  QVERIFY(designer->totalsLabel()->text().contains(QStringLiteral("32,768")) ||
-          designer->totalsLabel()->text().contains(QString::fromStdString(cs::format_count(32768))));
+  QVERIFY(
+      designer->totalsLabel()->text().contains(QStringLiteral("32,768")) ||
+      designer->totalsLabel()->text().contains(QString::fromStdString(cs::format_count(32768))));
   test::saveScreenshot(designer, QStringLiteral("cluster-designer-4096-nodes"));
   window_->workspace()->undoStack()->undo();
   waitForEstimate();
@@ -230,8 +235,8 @@ void TestGuiApp::topologyFoldsThousandsOfNodes() {
 void TestGuiApp::editWorkloadShowsFiguresLive() {
   WorkloadPanel* panel = window_->workloadPanel();
   const QString before = panel->figuresLabel()->text();
-  QVERIFY(before.contains(QString::fromStdString(cs::format_count(cs::parameter_count(
-      *window_->workspace()->project().current_workload())))));
+  QVERIFY(before.contains(QString::fromStdString(
+      cs::format_count(cs::parameter_count(*window_->workspace()->project().current_workload())))));
   test::typeInto(panel->field(QStringLiteral("/layers"))->lineEdit(), QStringLiteral("40"));
   QCOMPARE(window_->workspace()->project().current_workload()->transformer.layers, 40);
   QVERIFY(panel->figuresLabel()->text() != before);
@@ -239,7 +244,8 @@ void TestGuiApp::editWorkloadShowsFiguresLive() {
   // 33 heads do not divide the hidden size: the rule sits at /hidden, and
   // the heads field says so.
   FieldEdit* heads = panel->field(QStringLiteral("/heads"));
-  QVERIFY2(heads->problem().contains(QStringLiteral("divisible by heads (33)")), qPrintable(heads->problem()));
+  QVERIFY2(heads->problem().contains(QStringLiteral("divisible by heads (33)")),
+           qPrintable(heads->problem()));
   QCOMPARE(window_->workspace()->project().current_workload()->transformer.heads, 32);
   test::typeInto(heads->lineEdit(), QStringLiteral("32"));
   QVERIFY(!heads->hasProblem());
@@ -302,8 +308,10 @@ void TestGuiApp::impossiblePlanShowsWhy() {
 
 void TestGuiApp::searchPickAndCompare() {
   PlanExplorer* explorer = window_->explorer();
-  QAbstractItemModelTester model_tester(explorer->model(), QAbstractItemModelTester::FailureReportingMode::QtTest);
-  QAbstractItemModelTester proxy_tester(explorer->proxy(), QAbstractItemModelTester::FailureReportingMode::QtTest);
+  QAbstractItemModelTester model_tester(explorer->model(),
+                                        QAbstractItemModelTester::FailureReportingMode::QtTest);
+  QAbstractItemModelTester proxy_tester(explorer->proxy(),
+                                        QAbstractItemModelTester::FailureReportingMode::QtTest);
   window_->dock(QStringLiteral("explorerDock"))->raise();
   explorer->topKBox()->setValue(60);
   QSignalSpy finished(explorer, &PlanExplorer::searchFinished);
@@ -314,30 +322,37 @@ void TestGuiApp::searchPickAndCompare() {
   QVERIFY2(explorer->model()->rowCount() > 1, qPrintable(explorer->statusLabel()->text()));
   QVERIFY(explorer->statusLabel()->text().contains(QStringLiteral("candidates")));
   QVERIFY(explorer->frontSeries()->count() > 0);
-  QCOMPARE(explorer->pointsSeries()->count() + explorer->frontSeries()->count(), explorer->model()->rowCount());
+  QCOMPARE(explorer->pointsSeries()->count() + explorer->frontSeries()->count(),
+           explorer->model()->rowCount());
 
   // Sorting by throughput, descending, through the proxy.
   RankedPlanFilter* proxy = explorer->proxy();
   explorer->table()->sortByColumn(RankedPlanModel::tokens_per_second, Qt::DescendingOrder);
   for (int r = 1; r < proxy->rowCount(); ++r) {
-    QVERIFY(proxy->index(r - 1, RankedPlanModel::tokens_per_second).data(RankedPlanModel::SortRole).toDouble() >=
-            proxy->index(r, RankedPlanModel::tokens_per_second).data(RankedPlanModel::SortRole).toDouble());
+    QVERIFY(proxy->index(r - 1, RankedPlanModel::tokens_per_second)
+                .data(RankedPlanModel::SortRole)
+                .toDouble() >= proxy->index(r, RankedPlanModel::tokens_per_second)
+                                   .data(RankedPlanModel::SortRole)
+                                   .toDouble());
   }
   // Filtering by text and to the front.
   explorer->frontOnlyBox()->setChecked(true);
   QVERIFY(proxy->rowCount() > 0);
-  for (int r = 0; r < proxy->rowCount(); ++r) QVERIFY(proxy->index(r, 0).data(RankedPlanModel::ParetoRole).toBool());
+  for (int r = 0; r < proxy->rowCount(); ++r)
+    QVERIFY(proxy->index(r, 0).data(RankedPlanModel::ParetoRole).toBool());
   explorer->frontOnlyBox()->setChecked(false);
   test::typeInto(explorer->filterEdit(), QStringLiteral("selective"));
   for (int r = 0; r < proxy->rowCount(); ++r) {
-    QCOMPARE(proxy->index(r, RankedPlanModel::recompute).data().toString(), QStringLiteral("selective"));
+    QCOMPARE(proxy->index(r, RankedPlanModel::recompute).data().toString(),
+             QStringLiteral("selective"));
   }
   test::typeInto(explorer->filterEdit(), QString());
 
   // A row made current: Enter on the selected row.
   explorer->table()->setFocus();
   explorer->table()->setCurrentIndex(proxy->index(2, 0));
-  const cs::plan::RankedPlan row = explorer->model()->planAt(proxy->mapToSource(proxy->index(2, 0)).row());
+  const cs::plan::RankedPlan row =
+      explorer->model()->planAt(proxy->mapToSource(proxy->index(2, 0)).row());
   QTest::keyClick(explorer->table(), Qt::Key_Return);
   const cs::ParallelPlan& current = window_->workspace()->project().current()->parallel;
   QCOMPARE(current.dp, row.parallel.dp);
@@ -368,8 +383,12 @@ void TestGuiApp::searchPickAndCompare() {
       value = f;
     }
   }
-  QVERIFY2(clearance > 7, qPrintable(QStringLiteral("no front point stands clear of the others (%1 px, chart %2 x %3)")
-                                         .arg(clearance).arg(view->width()).arg(view->height())));
+  QVERIFY2(
+      clearance > 7,
+      qPrintable(QStringLiteral("no front point stands clear of the others (%1 px, chart %2 x %3)")
+                     .arg(clearance)
+                     .arg(view->width())
+                     .arg(view->height())));
   const QPoint in_view = view->mapFromScene(view->chart()->mapToScene(pixel(value)));
   QTest::mouseClick(view->viewport(), Qt::LeftButton, {}, in_view);
   waitForEstimate();
@@ -444,10 +463,12 @@ void TestGuiApp::corruptProjectFile() {
     const char* says;
   };
   const Case cases[] = {
-      {"garbage.clusterscope.json", QByteArray("{\"kind\": \"clusterscope_project\", \"clus\x01"), "invalid JSON"},
+      {"garbage.clusterscope.json", QByteArray("{\"kind\": \"clusterscope_project\", \"clus\x01"),
+       "invalid JSON"},
       {"empty.clusterscope.json", QByteArray(), "invalid JSON"},
       {"cluster.clusterscope.json",
-       QByteArray(R"({"kind": "clusterscope_project", "version": 1, "clusters": [{"name": "c", "nodes": 0,
+       QByteArray(
+           R"({"kind": "clusterscope_project", "version": 1, "clusters": [{"name": "c", "nodes": 0,
           "gpus_per_node": 8}], "workloads": [], "plans": []})"),
        "/nodes"},
   };
@@ -472,7 +493,8 @@ void TestGuiApp::corruptProjectFile() {
 void TestGuiApp::missingPreset() {
   const std::string before = project_to_json_text(window_->workspace()->project());
   QVERIFY(!window_->clusterDesigner()->applyPreset(QStringLiteral("dgx-h100-33")));
-  QLabel* problem = window_->clusterDesigner()->findChild<QLabel*>(QStringLiteral("clusterProblem"));
+  QLabel* problem =
+      window_->clusterDesigner()->findChild<QLabel*>(QStringLiteral("clusterProblem"));
   QVERIFY(problem && !problem->isHidden());
   QVERIFY2(problem->text().contains(QStringLiteral("dgx-h100-33")), qPrintable(problem->text()));
   QVERIFY(!window_->workloadPanel()->applyPreset(QStringLiteral("llama9-1t")));
@@ -513,7 +535,8 @@ void TestGuiApp::exports() {
   QVERIFY(page.count(QStringLiteral("<svg")) >= 3);  // the memory and the time bars, the timeline
   QVERIFY(page.contains(QStringLiteral("Predicted timeline")));
   // Each inline chart is an SVG document an SVG renderer accepts.
-  for (qsizetype at = page.indexOf(QStringLiteral("<svg")); at >= 0; at = page.indexOf(QStringLiteral("<svg"), at + 4)) {
+  for (qsizetype at = page.indexOf(QStringLiteral("<svg")); at >= 0;
+       at = page.indexOf(QStringLiteral("<svg"), at + 4)) {
     const qsizetype end = page.indexOf(QStringLiteral("</svg>"), at);
     QVERIFY(end > at);
     QSvgRenderer svg(page.mid(at, end + 6 - at).toUtf8());
@@ -535,7 +558,8 @@ void TestGuiApp::exports() {
   auto plan = cs::plan_from_json(nlohmann::json::parse(j.readAll().toStdString()), "plan.json");
   QVERIFY2(plan.ok(), plan.ok() ? "" : plan.message().c_str());
   QCOMPARE(plan->parallel.dp, window_->workspace()->project().current()->parallel.dp);
-  QCOMPARE(plan->cluster.total_gpus(), window_->workspace()->project().current_cluster()->total_gpus());
+  QCOMPARE(plan->cluster.total_gpus(),
+           window_->workspace()->project().current_cluster()->total_gpus());
 
   // A folder that does not exist: a message, no file, no crash.
   QVERIFY(!window_->exportPdf(dir_.filePath(QStringLiteral("no/such/dir/report.pdf"))));
@@ -550,7 +574,8 @@ void TestGuiApp::seedCalculators() {
   // which a signed int8 cannot hold: clamped to 127.
   QCOMPARE(quant->scaleLabel()->text(), QStringLiteral("0.005098"));
   QCOMPARE(quant->zeroPointLabel()->text(), QStringLiteral("98"));
-  QVERIFY2(quant->valueLabel()->text().contains(QStringLiteral("<b>157</b>")), qPrintable(quant->valueLabel()->text()));
+  QVERIFY2(quant->valueLabel()->text().contains(QStringLiteral("<b>157</b>")),
+           qPrintable(quant->valueLabel()->text()));
   QVERIFY(quant->valueLabel()->text().contains(QStringLiteral("clamped to 127")));
   QTableWidget* table = quant->table();
   const int last = table->rowCount() - 1;
@@ -583,9 +608,12 @@ void TestGuiApp::seedCalculators() {
 }
 
 void TestGuiApp::screenshots() {
-  QCOMPARE(window_->clusterDesigner()->field(QStringLiteral("/nodes"))->text(), QStringLiteral("4"));
-  QCOMPARE(window_->clusterDesigner()->field(QStringLiteral("/gpus_per_node"))->text(), QStringLiteral("8"));
-  QVERIFY2(test::glyphsRender(window_->font()), "the app's font draws no glyphs (is a font installed?)");
+  QCOMPARE(window_->clusterDesigner()->field(QStringLiteral("/nodes"))->text(),
+           QStringLiteral("4"));
+  QCOMPARE(window_->clusterDesigner()->field(QStringLiteral("/gpus_per_node"))->text(),
+           QStringLiteral("8"));
+  QVERIFY2(test::glyphsRender(window_->font()),
+           "the app's font draws no glyphs (is a font installed?)");
   waitForEstimate();
   // The main window as a user sees it after a search: the cluster and the
   // explorer in front, a whole search done.
@@ -605,14 +633,10 @@ void TestGuiApp::screenshots() {
     const char* dock;  // raised before the shot; nullptr: the whole window
   };
   const Shot shots[] = {
-      {"main-window", nullptr},
-      {"estimate-view", nullptr},
-      {"plan-panel", "planDock"},
-      {"cluster-designer", "clusterDock"},
-      {"workload-panel", "workloadDock"},
-      {"plan-explorer", "explorerDock"},
-      {"compare", "compareDock"},
-      {"calculator-int8", "calculatorsDock"},
+      {"main-window", nullptr},           {"estimate-view", nullptr},
+      {"plan-panel", "planDock"},         {"cluster-designer", "clusterDock"},
+      {"workload-panel", "workloadDock"}, {"plan-explorer", "explorerDock"},
+      {"compare", "compareDock"},         {"calculator-int8", "calculatorsDock"},
   };
   window_->calculators()->tabs()->setCurrentIndex(1);
   for (const Shot& s : shots) {
@@ -629,12 +653,15 @@ void TestGuiApp::screenshots() {
     double dominant = 1;
     const int colours = test::distinctColours(image, &dominant);
     QVERIFY2(image.width() > 100 && image.height() > 100, s.name);
-    QVERIFY2(colours > 16 && dominant < 0.97,
-             qPrintable(QStringLiteral("%1: %2 colours, %3 of one").arg(s.name).arg(colours).arg(dominant)));
+    QVERIFY2(
+        colours > 16 && dominant < 0.97,
+        qPrintable(
+            QStringLiteral("%1: %2 colours, %3 of one").arg(s.name).arg(colours).arg(dominant)));
   }
   window_->calculators()->tabs()->setCurrentIndex(0);
   QCoreApplication::processEvents();
-  const QImage comm = test::saveScreenshot(window_->calculators(), QStringLiteral("calculator-communication"));
+  const QImage comm =
+      test::saveScreenshot(window_->calculators(), QStringLiteral("calculator-communication"));
   QVERIFY(test::distinctColours(comm) > 16);
   window_->dock(QStringLiteral("clusterDock"))->raise();
   window_->dock(QStringLiteral("explorerDock"))->raise();

@@ -114,23 +114,32 @@ void TestGuiProject::badFiles_data() {
     if (!t.contains(from)) qFatal("fixture: %s not in the project", qPrintable(from));
     return t.replace(from, to);
   };
-  QTest::addRow("not json") << QStringLiteral("{\"kind\": ") << QStringLiteral("p.json: not a JSON document");
+  QTest::addRow("not json") << QStringLiteral("{\"kind\": ")
+                            << QStringLiteral("p.json: not a JSON document");
   QTest::addRow("empty") << QString() << QStringLiteral("not a JSON document");
   QTest::addRow("a list") << QStringLiteral("[]") << QStringLiteral("p.json: /: must be an object");
   QTest::addRow("another kind") << QStringLiteral(R"({"kind": "cluster", "nodes": 1})")
                                 << QStringLiteral("/kind: must be \"clusterscope_project\"");
-  QTest::addRow("newer version") << edited(QStringLiteral("\"version\": 1"), QStringLiteral("\"version\": 9"))
-                                 << QStringLiteral("/version: 9 was written by a newer ClusterScope");
-  QTest::addRow("cluster field") << edited(QStringLiteral("\"nodes\": 4"), QStringLiteral("\"nodes\": -2"))
-                                 << QStringLiteral("p.json, cluster 0: /nodes: must be >= 1 (got -2)");
-  QTest::addRow("workload field") << edited(QStringLiteral("\"layers\": 32"), QStringLiteral("\"layers\": \"many\""))
+  QTest::addRow("newer version") << edited(QStringLiteral("\"version\": 1"),
+                                           QStringLiteral("\"version\": 9"))
+                                 << QStringLiteral(
+                                        "/version: 9 was written by a newer ClusterScope");
+  QTest::addRow("cluster field") << edited(QStringLiteral("\"nodes\": 4"),
+                                           QStringLiteral("\"nodes\": -2"))
+                                 << QStringLiteral(
+                                        "p.json, cluster 0: /nodes: must be >= 1 (got -2)");
+  QTest::addRow("workload field") << edited(QStringLiteral("\"layers\": 32"),
+                                            QStringLiteral("\"layers\": \"many\""))
                                   << QStringLiteral("p.json, workload 0: /layers:");
   QTest::addRow("dangling cluster")
-      << edited(QStringLiteral("\"cluster\": \"dgx-h100-32\""), QStringLiteral("\"cluster\": \"gone\""))
+      << edited(QStringLiteral("\"cluster\": \"dgx-h100-32\""),
+                QStringLiteral("\"cluster\": \"gone\""))
       << QStringLiteral("p.json, plan 0: /cluster: no cluster named \"gone\" in the project");
-  QTest::addRow("bad plan") << edited(QStringLiteral("\"zero_stage\": 1"), QStringLiteral("\"zero_stage\": 7"))
+  QTest::addRow("bad plan") << edited(QStringLiteral("\"zero_stage\": 1"),
+                                      QStringLiteral("\"zero_stage\": 7"))
                             << QStringLiteral("p.json, plan 0 parallel: /zero_stage:");
-  QTest::addRow("current plan") << edited(QStringLiteral("\"current_plan\": 0"), QStringLiteral("\"current_plan\": 4"))
+  QTest::addRow("current plan") << edited(QStringLiteral("\"current_plan\": 0"),
+                                          QStringLiteral("\"current_plan\": 4"))
                                 << QStringLiteral("/current_plan: must index the plans");
 }
 
@@ -147,15 +156,38 @@ void TestGuiProject::clusterEdits_data() {
   QTest::addColumn<QString>("value");
   QTest::addColumn<QString>("problem_pointer");
   QTest::addColumn<QString>("problem");  // "" when the edit is valid
-  QTest::addRow("nodes") << "/nodes" << "16" << "" << "";
-  QTest::addRow("nodes zero") << "/nodes" << "0" << "/nodes" << "must be >= 1 (got 0)";
-  QTest::addRow("nodes text") << "/nodes" << "\"x\"" << "/nodes" << "must be an integer";
-  QTest::addRow("gpu preset") << "/gpu" << "\"a100-80gb\"" << "" << "";
-  QTest::addRow("gpu unknown") << "/gpu" << "\"h1000\"" << "/gpu" << "h1000";
-  QTest::addRow("bandwidth") << "/inter_node/bandwidth_gbps" << "-1" << "/inter_node/bandwidth_gbps"
+  QTest::addRow("nodes") << "/nodes"
+                         << "16"
+                         << ""
+                         << "";
+  QTest::addRow("nodes zero") << "/nodes"
+                              << "0"
+                              << "/nodes"
+                              << "must be >= 1 (got 0)";
+  QTest::addRow("nodes text") << "/nodes"
+                              << "\"x\""
+                              << "/nodes"
+                              << "must be an integer";
+  QTest::addRow("gpu preset") << "/gpu"
+                              << "\"a100-80gb\""
+                              << ""
+                              << "";
+  QTest::addRow("gpu unknown") << "/gpu"
+                               << "\"h1000\""
+                               << "/gpu"
+                               << "h1000";
+  QTest::addRow("bandwidth") << "/inter_node/bandwidth_gbps"
+                             << "-1"
+                             << "/inter_node/bandwidth_gbps"
                              << "must be > 0 (got -1)";
-  QTest::addRow("price") << "/price_per_gpu_hour" << "-3" << "/price_per_gpu_hour" << "must be >= 0";
-  QTest::addRow("no network") << "/inter_node" << "null" << "/inter_node" << "required";
+  QTest::addRow("price") << "/price_per_gpu_hour"
+                         << "-3"
+                         << "/price_per_gpu_hour"
+                         << "must be >= 0";
+  QTest::addRow("no network") << "/inter_node"
+                              << "null"
+                              << "/inter_node"
+                              << "required";
 }
 
 void TestGuiProject::clusterEdits() {
@@ -165,13 +197,15 @@ void TestGuiProject::clusterEdits() {
   QFETCH(QString, problem);
   const cs::Cluster original = defaults().clusters[0];
   std::vector<cs::Problem> problems;
-  auto edited = edit_cluster(original, {{pointer.toStdString(), value.toStdString()}}, catalog(), &problems);
+  auto edited =
+      edit_cluster(original, {{pointer.toStdString(), value.toStdString()}}, catalog(), &problems);
   if (problem.isEmpty()) {
     QVERIFY2(edited.ok(), edited.ok() ? "" : edited.message().c_str());
     QVERIFY(problems.empty());
     // A preset named by a string is inlined: its name is what the field holds.
     const QString shown = value.startsWith('"') ? pointer + QStringLiteral("/name") : pointer;
-    QCOMPARE(QString::fromStdString(cluster_field(edited.value(), shown.toStdString())), value.remove('"'));
+    QCOMPARE(QString::fromStdString(cluster_field(edited.value(), shown.toStdString())),
+             value.remove('"'));
     return;
   }
   QVERIFY(!edited.ok());
@@ -194,13 +228,15 @@ void TestGuiProject::workloadEdits() {
   QVERIFY(!bad.ok());
   QCOMPARE(problems.size(), std::size_t(1));
   QCOMPARE(QString::fromStdString(problems[0].pointer), QStringLiteral("/kv_heads"));
-  QVERIFY(QString::fromStdString(problems[0].message).contains(QStringLiteral("must divide heads")));
+  QVERIFY(
+      QString::fromStdString(problems[0].message).contains(QStringLiteral("must divide heads")));
   QCOMPARE(QString::fromStdString(workload_field(w, "/hidden")), QStringLiteral("4096"));
   QCOMPARE(QString::fromStdString(workload_field(w, "/nothing")), QString());
 }
 
 void TestGuiProject::problemsFromMessage() {
-  const auto p = problems_from_message("edit: /nodes: must be >= 1\nedit: /: must be an object\nother: /x: y", "edit");
+  const auto p = problems_from_message(
+      "edit: /nodes: must be >= 1\nedit: /: must be an object\nother: /x: y", "edit");
   QCOMPARE(p.size(), std::size_t(3));
   QCOMPARE(QString::fromStdString(p[0].pointer), QStringLiteral("/nodes"));
   QCOMPARE(QString::fromStdString(p[0].message), QStringLiteral("must be >= 1"));
@@ -210,7 +246,8 @@ void TestGuiProject::problemsFromMessage() {
 
 void TestGuiProject::uniqueNames() {
   QCOMPARE(QString::fromStdString(unique_name("plan", {})), QStringLiteral("plan"));
-  QCOMPARE(QString::fromStdString(unique_name("plan", {"plan", "plan 2"})), QStringLiteral("plan 3"));
+  QCOMPARE(QString::fromStdString(unique_name("plan", {"plan", "plan 2"})),
+           QStringLiteral("plan 3"));
 }
 
 void TestGuiProject::undoMergesTyping() {
@@ -242,7 +279,7 @@ void TestGuiProject::saveOpenAndRecentFiles() {
   Workspace ws;
   QVERIFY(ws.newProject());
   ws.clearRecentFiles();
-  QVERIFY(!ws.save());  // no file yet
+  QVERIFY(!ws.save());                                      // no file yet
   const QString path = dir_.filePath(QStringLiteral("a"));  // the suffix is added
   QVERIFY(ws.saveAs(path));
   QCOMPARE(ws.filePath(), path + QStringLiteral(".clusterscope.json"));
@@ -376,7 +413,8 @@ void TestGuiProject::analysisInlineAndInBackground() {
   QVERIFY(!service.latest()->estimate);
   QVERIFY(!service.latest()->problems.empty());
   bool tp_named = false;
-  for (const cs::Problem& p : service.latest()->problems) tp_named = tp_named || p.pointer == "/parallel/tp";
+  for (const cs::Problem& p : service.latest()->problems)
+    tp_named = tp_named || p.pointer == "/parallel/tp";
   QVERIFY(tp_named);
 }
 

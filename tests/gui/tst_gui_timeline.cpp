@@ -102,7 +102,8 @@ void TestGuiTimeline::initTestCase() {
 }
 
 void TestGuiTimeline::waitForFrame(TimelineWidget& w) {
-  QTRY_VERIFY_WITH_TIMEOUT(!w.busy() && w.frameJob() != 0 && w.frameJob() == w.requestedJob(), 20000);
+  QTRY_VERIFY_WITH_TIMEOUT(!w.busy() && w.frameJob() != 0 && w.frameJob() == w.requestedJob(),
+                           20000);
   w.repaint();
 }
 
@@ -155,8 +156,10 @@ void TestGuiTimeline::deepZoomKeepsNanoseconds() {
     const double off = left + (double(k * kPeriod) + kLength + (kPeriod - kLength) / 2.0) * per_ns;
     const QColor in_event = image.pixelColor(int(on), kernel_row_y);
     const QColor in_gap = image.pixelColor(int(off), kernel_row_y);
-    QVERIFY2(in_event != in_gap, qPrintable(QStringLiteral("event %1 is not where its nanoseconds say").arg(k)));
-    QVERIFY2(in_event.saturation() > 60, qPrintable(QStringLiteral("event %1: %2").arg(k).arg(in_event.name())));
+    QVERIFY2(in_event != in_gap,
+             qPrintable(QStringLiteral("event %1 is not where its nanoseconds say").arg(k)));
+    QVERIFY2(in_event.saturation() > 60,
+             qPrintable(QStringLiteral("event %1: %2").arg(k).arg(in_event.name())));
   }
   test::saveScreenshot(&w, QStringLiteral("timeline-deep-zoom"));
 }
@@ -173,7 +176,8 @@ void TestGuiTimeline::zoomAndPanStayInTheTrace() {
   QCOMPARE(w.window().start_ns, full.start_ns);
   QCOMPARE(w.window().end_ns - w.window().start_ns, (full.end_ns - full.start_ns) / 4);
   w.setFocus();
-  for (int i = 0; i < 50; ++i) QTest::keyClick(&w, Qt::Key_Right);
+  for (int i = 0; i < 50; ++i)
+    QTest::keyClick(&w, Qt::Key_Right);
   QCOMPARE(w.window().end_ns, full.end_ns);  // panned to the end, no further
   QTest::keyClick(&w, Qt::Key_Minus);
   QTest::keyClick(&w, Qt::Key_Home);
@@ -187,8 +191,9 @@ void TestGuiTimeline::zoomAndPanStayInTheTrace() {
   QVERIFY(w.window().end_ns - w.window().start_ns < full.end_ns - full.start_ns);
   const trace::TimeRange zoomed = w.window();
   QTest::mousePress(&w, Qt::LeftButton, {}, middle);
-  QMouseEvent move(QEvent::MouseMove, middle + QPoint(100, 0), w.mapToGlobal(middle + QPoint(100, 0)),
-                   Qt::NoButton, Qt::LeftButton, Qt::NoModifier);
+  QMouseEvent move(QEvent::MouseMove, middle + QPoint(100, 0),
+                   w.mapToGlobal(middle + QPoint(100, 0)), Qt::NoButton, Qt::LeftButton,
+                   Qt::NoModifier);
   QApplication::sendEvent(&w, &move);
   QTest::mouseRelease(&w, Qt::LeftButton, {}, middle + QPoint(100, 0));
   QVERIFY(w.window().start_ns < zoomed.start_ns);  // dragged right: earlier times come in
@@ -240,7 +245,8 @@ void TestGuiTimeline::predictedStepStore() {
   other.parallel.pp = 2;
   other.parallel.dp = 8;
   const std::uint64_t last = service.request(other);
-  QTRY_VERIFY_WITH_TIMEOUT(!ready.isEmpty() && ready.back().at(0).value<std::uint64_t>() == last, 20000);
+  QTRY_VERIFY_WITH_TIMEOUT(!ready.isEmpty() && ready.back().at(0).value<std::uint64_t>() == last,
+                           20000);
   QTest::qWait(100);
   for (const auto& args : ready) {
     if (args.at(0).value<std::uint64_t>() != last) QFAIL("a stale predicted store was handed on");
@@ -258,7 +264,8 @@ void TestGuiTimeline::badStores_data() {
 
 void TestGuiTimeline::badStores() {
   QFETCH(QByteArray, bytes);
-  const QString path = dir_.filePath(QStringLiteral("bad-%1.cstrace").arg(QTest::currentDataTag()).replace(' ', '-'));
+  const QString path = dir_.filePath(
+      QStringLiteral("bad-%1.cstrace").arg(QTest::currentDataTag()).replace(' ', '-'));
   if (QByteArray(QTest::currentDataTag()) != "missing") {
     QFile f(path);
     QVERIFY(f.open(QIODevice::WriteOnly));
