@@ -201,6 +201,7 @@ void read_workload(const json& j, const std::string& ptr, Diagnostics& d, Worklo
     r.number("parameters", g.parameters, Range::positive(), true);
     r.number("forward_flops_per_sample", g.forward_flops_per_sample, Range::positive(), true);
     r.number("activation_bytes_per_sample", g.activation_bytes_per_sample, Range::non_negative());
+    r.integer("weight_layers", g.weight_layers, Range::non_negative());
     r.text("input", g.input);
     r.number("dataset_samples", w.dataset_samples, Range::non_negative());
     r.number("epochs", w.epochs, Range::positive());
@@ -485,6 +486,7 @@ json to_json(const Workload& w) {
     j.update({{"parameters", g.parameters},
               {"forward_flops_per_sample", g.forward_flops_per_sample},
               {"activation_bytes_per_sample", g.activation_bytes_per_sample},
+              {"weight_layers", g.weight_layers},
               {"input", g.input},
               {"dataset_samples", w.dataset_samples},
               {"epochs", w.epochs}});

@@ -46,6 +46,9 @@ struct GenericModel {
   // Activation bytes kept for backward per sample, at 4 bytes per element;
   // planners scale it to the compute precision.
   double activation_bytes_per_sample = 0;
+  // Layers with weights (convolutions, linear layers); 0 when unknown. The
+  // planners count kernels from it (each such layer runs a few per pass).
+  int weight_layers = 0;
   std::string input;  // e.g. "3x32x32", informative
 };
 

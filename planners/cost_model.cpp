@@ -19,6 +19,12 @@ constexpr double kNcclPerCommunicator = 4 * kMiB * 2 * 8;
 // CUDA context (with lazy module loading), cuBLAS and cuDNN workspaces,
 // the framework's own pools; capped at 5 % of a small device.
 constexpr double kFrameworkReserve = 0.75 * kGiB;
+// The host issues one operation at a time: a framework running eagerly
+// (PyTorch) spends about 10 us of CPU per operation (10.6 us measured with
+// bench/calibrate_gpu.py on the H200 machine's host), so a kernel shorter
+// than that leaves the GPU waiting. CUDA graphs remove it; large kernels
+// hide it.
+constexpr double kHostDispatch = 10e-6;
 // The caching allocator reserves more than it hands out (block rounding,
 // streams, fragmentation): about 5 % in steady-state training.
 constexpr double kFragmentation = 0.05;
@@ -53,7 +59,7 @@ struct Kernels {
     const double compute = flops / (peak * m.gemm_max) + ramp;
     const double memory =
         ((rows * inner + inner * cols) * in_bytes + rows * cols * out_bytes) / m.memory_rate;
-    return compute + memory + m.launch;
+    return std::max(compute + memory + m.launch, kHostDispatch);
   }
   double linear(double rows, double cols, double inner, double in_bytes, double out_bytes) const {
     return gemm(linear_peak, rows, cols, inner, in_bytes, out_bytes);
@@ -66,11 +72,13 @@ struct Kernels {
     return linear(inner, cols, rows, e, 4);  // accumulates into an fp32 (or e-byte) weight gradient
   }
   // A memory-bound kernel moving `bytes`.
-  double stream(double bytes) const { return bytes > 0 ? bytes / m.memory_rate + m.launch : 0; }
+  double stream(double bytes) const {
+    return bytes > 0 ? std::max(bytes / m.memory_rate + m.launch, kHostDispatch) : 0;
+  }
   // A fused kernel with both FLOPs and traffic (fused attention).
   double fused(double peak, double flops, double bytes) const {
     const double compute = flops / (peak * m.gemm_max) + ramp;
-    return std::max(compute, bytes / m.memory_rate) + m.launch;
+    return std::max(std::max(compute, bytes / m.memory_rate) + m.launch, kHostDispatch);
   }
 };
 
@@ -211,12 +219,14 @@ MemoryBreakdown stage_memory(const Machine& m, const Model& x, const Knobs& k, d
       mem.activations = chunks * (x.layers / (k.pp * k.v)) * per_layer;
       if (first) {
         const int in_flight = (chunks + k.v - 1) / k.v;
-        mem.activations += in_flight * tokens * x.hidden * sp_share;  // embedding dropout mask
+        mem.embedding_activations += in_flight * tokens * x.hidden * sp_share;  // dropout mask
       }
       if (last) {
-        mem.activations += 2 * e * tokens * x.hidden * sp_share + logits;  // final norm, head input
-        mem.activation_workspace += logits;                                // its gradient
+        mem.embedding_activations +=
+            2 * e * tokens * x.hidden * sp_share + logits;  // norm, head input
+        mem.activation_workspace += logits;                 // the logits' gradient
       }
+      mem.activations += mem.embedding_activations;
       if (k.recompute == Recompute::full) {
         mem.activation_workspace +=
             activation_bytes_per_layer(shape, k.tp, k.sp, Recompute::none, k.flash, e);
@@ -318,6 +328,7 @@ Model model_of(const Workload& w) {
     x.params_total = w.generic.parameters;
     x.generic_forward_flops = w.generic.forward_flops_per_sample;
     x.generic_activation_bytes = w.generic.activation_bytes_per_sample;
+    x.generic_layers = w.generic.weight_layers;
   }
   return x;
 }
@@ -355,13 +366,21 @@ LayerCosts layer_costs(const Machine& m, const Model& x, const Knobs& k) {
   if (!x.transformer) {
     // Generic model: its FLOPs at GEMM efficiency, and the activations it
     // keeps streamed once forward (write, read) and backward (read saved and
-    // incoming gradient, write gradient).
+    // incoming gradient, write gradient). Each layer with weights runs about
+    // three kernels forward (convolution, normalisation, activation) and five
+    // backward (input and weight gradients, normalisation, activation,
+    // residual), none shorter than the host takes to issue it.
     const double b = k.micro_batch;
     const double flops = x.generic_forward_flops * b;
     const double bytes = x.generic_activation_bytes * e / 4.0 * b;
     LayerCost& l = out.layer;
-    l.forward = flops / (kn.linear_peak * m.gemm_max) + kn.ramp + kn.stream(2 * bytes);
-    l.backward = 2 * flops / (kn.linear_peak * m.gemm_max) + 2 * kn.ramp + kn.stream(3 * bytes);
+    l.forward = flops / (kn.linear_peak * m.gemm_max) + kn.ramp + bytes * 2 / m.memory_rate;
+    l.backward =
+        2 * flops / (kn.linear_peak * m.gemm_max) + 2 * kn.ramp + bytes * 3 / m.memory_rate;
+    l.forward =
+        std::max(l.forward + 3 * x.generic_layers * m.launch, 3 * x.generic_layers * kHostDispatch);
+    l.backward = std::max(l.backward + 5 * x.generic_layers * m.launch,
+                          5 * x.generic_layers * kHostDispatch);
     l.flops_forward = flops;
     l.model_flops_forward = flops;
     return out;
@@ -380,19 +399,23 @@ LayerCosts layer_costs(const Machine& m, const Model& x, const Knobs& k) {
   // FP8 linear layers read FP8 inputs; everything else moves e-byte elements.
   const double in_e = (k.compute == Precision::fp8) ? 1.0 : e;
 
-  // --- forward, one layer
-  const double norm = kn.stream(2 * local_tokens * h * e);
-  const double dropout_residual = kn.stream(local_tokens * h * (3 * e + 1));
+  // --- forward, one layer. Bytes of the memory-bound kernels first: the
+  // backward kernels read about twice what the forward ones did.
+  const double norm_bytes = 2 * local_tokens * h * e;
+  const double dropout_residual_bytes = local_tokens * h * (3 * e + 1);
+  const double activation_bytes = (x.gated ? 3 : 2) * tokens * ffn * e;
+  // FP8: the projection and down-projection inputs are cast by their own
+  // kernels (the other two are cast inside the fused layer norm).
+  const bool fp8 = k.compute == Precision::fp8;
+  const double cast_bytes[2] = {fp8 ? 3 * tokens * heads * d : 0, fp8 ? 3 * tokens * ffn : 0};
+  const double norm = kn.stream(norm_bytes);
+  const double dropout_residual = kn.stream(dropout_residual_bytes);
   const double qkv = kn.linear(tokens, qkv_cols, h, in_e, e);
   const double proj = kn.linear(tokens, h, heads * d, in_e, e);
   const double up = kn.linear(tokens, up_cols, h, in_e, e);
   const double down = kn.linear(tokens, h, ffn, in_e, e);
-  const double activation = kn.stream((x.gated ? 3 : 2) * tokens * ffn * e);
-  // FP8: the projection and down-projection inputs are cast by their own
-  // kernels (the other two are cast inside the fused layer norm).
-  const double casts = k.compute == Precision::fp8
-                           ? kn.stream(3 * tokens * heads * d) + kn.stream(3 * tokens * ffn)
-                           : 0;
+  const double activation = kn.stream(activation_bytes);
+  const double casts = kn.stream(cast_bytes[0]) + kn.stream(cast_bytes[1]);
 
   const double scores = k.micro_batch * heads * x.seq * x.seq;  // s x s elements, this rank's heads
   const double attention_flops = 4 * tokens * x.seq * heads * d;  // QK^T and AV, full square
@@ -413,9 +436,11 @@ LayerCosts layer_costs(const Machine& m, const Model& x, const Knobs& k) {
     const double matmul =
         2 * tokens * x.seq * heads * d / (kn.attention_peak * m.gemm_max) + kn.ramp;
     const double qk =
-        matmul + (tokens * (heads + kv) * d * e + scores * e) / m.memory_rate + m.launch;
+        std::max(matmul + (tokens * (heads + kv) * d * e + scores * e) / m.memory_rate + m.launch,
+                 kHostDispatch);
     const double av =
-        matmul + (scores * e + tokens * (kv + heads) * d * e) / m.memory_rate + m.launch;
+        std::max(matmul + (scores * e + tokens * (kv + heads) * d * e) / m.memory_rate + m.launch,
+                 kHostDispatch);
     const double softmax = kn.stream(2 * scores * e);
     const double dropout = kn.stream(scores * (2 * e + 1));
     attention_forward = qk + softmax + dropout + av;
@@ -441,9 +466,8 @@ LayerCosts layer_costs(const Machine& m, const Model& x, const Knobs& k) {
   const double down_back =
       kn.linear_dgrad(tokens, h, ffn, in_e) + kn.linear_wgrad(tokens, h, ffn, in_e);
   const double elementwise_back =
-      2 * (2 * (norm - m.launch) + 2 * (dropout_residual - m.launch) + (activation - m.launch) +
-           (casts > 0 ? casts - 2 * m.launch : 0)) +
-      7 * m.launch;
+      2 * kn.stream(2 * norm_bytes) + 2 * kn.stream(2 * dropout_residual_bytes) +
+      kn.stream(2 * activation_bytes) + kn.stream(2 * cast_bytes[0]) + kn.stream(2 * cast_bytes[1]);
   l.backward = qkv_dgrad + qkv_wgrad + up_dgrad + up_wgrad + proj_back + down_back +
                attention_backward + elementwise_back;
 
@@ -685,6 +709,28 @@ bool check_rules(const Machine& m, const Model& x, const Knobs& k, const Names* 
       return false;
     return ok;
   }
+  // Documents read from JSON already obey these; a GUI editing a model may not.
+  if (!(m.memory_bytes > 0) || !(m.peak_of(Precision::fp32) > 0) || !(m.memory_rate > 0)) {
+    if (!fail("/cluster/gpu",
+              [&] { return gpu + " needs memory, memory bandwidth and an fp32 peak above 0"; }))
+      return false;
+    return ok;
+  }
+  if (x.transformer && !(x.layers >= 1 && x.hidden >= 1 && x.heads >= 1 && x.seq >= 1 &&
+                         x.vocab >= 1 && x.kv_heads >= 1 && x.ffn >= 1)) {
+    if (!fail("/workload", [&] {
+          return model +
+                 " needs layers, hidden, heads, kv_heads, ffn_hidden, seq_len and vocab >= 1";
+        }))
+      return false;
+    return ok;
+  }
+  if (!x.transformer && !(x.params_total > 0 && x.generic_forward_flops > 0)) {
+    if (!fail("/workload",
+              [&] { return model + " needs parameters and forward_flops_per_sample above 0"; }))
+      return false;
+    return ok;
+  }
   const long long world = static_cast<long long>(k.dp) * k.tp * k.pp;
   if (world > m.total_gpus()) {
     if (!fail("/parallel/dp", [&] {
@@ -872,27 +918,27 @@ void evaluate(const Machine& m, const Model& x, const Knobs& k, const LayerCosts
   th = {};
   const double samples = k.global_batch;
   const double tokens_per_sample = x.transformer ? x.seq : 1;
+  // Model FLOPs: forward + backward of every matrix multiply, attention over
+  // the full square (Narayanan et al. 2021); hardware FLOPs add what
+  // recomputation repeats (Korthikanti et al. 2022, Appendix A). Fused
+  // causal attention skips half the square, which neither counts.
   double model_forward = 0;
-  double executed_forward = 0;
   double recompute_flops = 0;
   if (x.transformer) {
     model_forward = x.layers * c.layer.model_flops_forward + c.head.model_flops_forward;
-    executed_forward = x.layers * c.layer.flops_forward + c.head.flops_forward;
     if (k.recompute == Recompute::selective)
       recompute_flops = x.layers * c.layer.flops_attention_core;
-    if (k.recompute == Recompute::full) recompute_flops = x.layers * c.layer.flops_forward;
+    if (k.recompute == Recompute::full) recompute_flops = x.layers * c.layer.model_flops_forward;
     // Per micro-batch per tensor rank -> whole step, all ranks.
     const double scale = static_cast<double>(mb) * k.dp * k.tp;
     model_forward *= scale;
-    executed_forward *= scale;
     recompute_flops *= scale;
   } else {
     model_forward = c.layer.model_flops_forward * mb * k.dp;
-    executed_forward = model_forward;
   }
   const double passes = k.inference ? 1.0 : 3.0;  // forward, or forward + 2 x backward
   th.model_flops_per_step = passes * model_forward;
-  th.hardware_flops_per_step = passes * executed_forward + (k.inference ? 0 : recompute_flops);
+  th.hardware_flops_per_step = th.model_flops_per_step + (k.inference ? 0 : recompute_flops);
   if (step > 0) {
     th.samples_per_second = samples / step;
     th.tokens_per_second = th.samples_per_second * tokens_per_sample;

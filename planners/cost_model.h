@@ -56,6 +56,7 @@ struct Model {
   // Generic models
   double generic_forward_flops = 0;     // per sample
   double generic_activation_bytes = 0;  // per sample at 4 bytes per element
+  double generic_layers = 0;            // layers with weights; 0 when unknown
   // Training length
   double training_samples = 0;
   double dataset_samples = 0, epochs = 1;

@@ -58,10 +58,10 @@ std::vector<std::string> notes_of(const Plan& plan, const Estimate& e) {
     notes.push_back("the cluster has no price per GPU-hour: cost is 0");
   if (e.inference)
     notes.push_back("forward-only plan: a step is one forward pass of the global batch");
-  if (plan.workload.kind == WorkloadKind::generic) {
+  if (plan.workload.kind == WorkloadKind::generic && plan.workload.generic.weight_layers <= 0) {
     notes.push_back(
-        "generic model: FLOPs at GEMM efficiency plus activation traffic; per-layer "
-        "kernel launches are not known and not counted");
+        "generic model with no layer count: kernel launches are not counted, so a small "
+        "model's step is underestimated");
   }
   if (!e.fits) {
     notes.push_back("does not fit: needs " + format_bytes(e.memory.total()) + " per GPU, " +
@@ -203,13 +203,21 @@ std::vector<int> powers_of_two_and(int limit, std::vector<int> extra) {
   return extra;
 }
 
-ControlOption try_option(const Plan& plan, int value, std::string label) {
+// `pointer`: the control's own; its problem is the reason shown, when it has one.
+ControlOption try_option(const Plan& plan, int value, std::string label, std::string_view pointer) {
   ControlOption o;
   o.value = value;
   o.label = std::move(label);
   const std::vector<Problem> problems = check_plan(plan);
   if (!problems.empty()) {
-    o.reason = problems.front().pointer + ": " + problems.front().message;
+    const Problem* shown = &problems.front();
+    for (const Problem& p : problems) {
+      if (p.pointer == pointer) {
+        shown = &p;
+        break;
+      }
+    }
+    o.reason = shown->pointer + ": " + shown->message;
     return o;
   }
   o.valid = true;
@@ -238,7 +246,7 @@ std::vector<ControlOption> control_options(const Plan& plan, Control control) {
     for (int v : values) {
       trial = plan;
       set(trial.parallel, v);
-      out.push_back(try_option(trial, v, std::to_string(v)));
+      out.push_back(try_option(trial, v, std::to_string(v), json_pointer(control)));
     }
   };
   switch (control) {
@@ -281,7 +289,7 @@ std::vector<ControlOption> control_options(const Plan& plan, Control control) {
       for (int v : {0, 1}) {
         trial = plan;
         trial.parallel.sequence_parallel = v == 1;
-        out.push_back(try_option(trial, v, v ? "on" : "off"));
+        out.push_back(try_option(trial, v, v ? "on" : "off", json_pointer(control)));
       }
       break;
     case Control::zero_stage:
@@ -308,7 +316,8 @@ std::vector<ControlOption> control_options(const Plan& plan, Control control) {
       for (Recompute r : {Recompute::none, Recompute::selective, Recompute::full}) {
         trial = plan;
         trial.parallel.recompute = r;
-        out.push_back(try_option(trial, static_cast<int>(r), std::string(to_string(r))));
+        out.push_back(try_option(trial, static_cast<int>(r), std::string(to_string(r)),
+                                 json_pointer(control)));
       }
       break;
     case Control::precision:
@@ -318,14 +327,15 @@ std::vector<ControlOption> control_options(const Plan& plan, Control control) {
         trial.precision.fp32_main_grad =
             plan.precision.fp32_main_grad && !trial.precision.inference;
         if (trial.precision.inference) trial.parallel.recompute = Recompute::none;
-        out.push_back(try_option(trial, static_cast<int>(p), std::string(cs::to_string(p))));
+        out.push_back(try_option(trial, static_cast<int>(p), std::string(cs::to_string(p)),
+                                 json_pointer(control)));
       }
       break;
     case Control::flash_attention:
       for (int v : {0, 1}) {
         trial = plan;
         trial.parallel.flash_attention = v == 1;
-        out.push_back(try_option(trial, v, v ? "on" : "off"));
+        out.push_back(try_option(trial, v, v ? "on" : "off", json_pointer(control)));
       }
       break;
   }

@@ -20,17 +20,19 @@ namespace cs::plan {
 // state) follows the ZeRO paper's accounting; activations follow Korthikanti
 // et al. 2022 (Table 2) times the micro-batches in flight of the schedule.
 struct MemoryBreakdown {
-  double weights = 0;          // working copy in the compute format (+ FP8 casts, INT8/INT4 scales)
-  double gradients = 0;        // gradient buffers (Megatron's fp32 main gradient when chosen)
-  double optimizer_state = 0;  // fp32 master weights + optimizer moments (+ FP8 amax history)
-  double activations = 0;      // kept for backward, all micro-batches in flight
+  double weights = 0;    // working copy (+ FP8 weight casts and amax history, INT8/INT4 scales)
+  double gradients = 0;  // gradient buffers (Megatron's fp32 main gradient when chosen)
+  double optimizer_state = 0;        // fp32 master weights + optimizer moments
+  double activations = 0;            // kept for backward, all micro-batches in flight
   double activation_workspace = 0;   // transient: one layer recomputed, attention scores, logits
   double communication_buffers = 0;  // NCCL channels, DP buckets, PP send/recv, ZeRO-3 gathers
   double framework_reserve = 0;      // CUDA context, cuBLAS workspaces, allocator pools
   double fragmentation = 0;          // caching-allocator slack over what is allocated
-  // Informative, already inside weights + gradients + optimizer_state: the
-  // share held for the embedding and the LM head (0 on a stage without them).
+  // Informative, already counted above: the shares held for the embedding
+  // and the LM head (0 on a stage without them), in weights + gradients +
+  // optimizer_state, and in activations (dropout mask, final norm, logits).
   double embedding_model_state = 0;
+  double embedding_activations = 0;
 
   double model_state() const { return weights + gradients + optimizer_state; }
   double total() const {

@@ -45,12 +45,16 @@ using detail::Machine;
 using detail::Model;
 using Clock = std::chrono::steady_clock;
 
+// Divisors of n, ascending, in O(sqrt n).
 std::vector<int> divisors(int n) {
-  std::vector<int> out;
-  for (int d = 1; d <= n; ++d) {
-    if (n % d == 0) out.push_back(d);
+  std::vector<int> low, high;
+  for (int d = 1; static_cast<long long>(d) * d <= n; ++d) {
+    if (n % d != 0) continue;
+    low.push_back(d);
+    if (d != n / d) high.push_back(n / d);
   }
-  return out;
+  low.insert(low.end(), high.rbegin(), high.rend());
+  return low;
 }
 
 // One outer unit of work: everything the per-layer costs depend on.
@@ -169,13 +173,16 @@ std::vector<Inner> inner_combinations(const Model& x, const SearchSpace& space, 
   for (int pp : divisors(layers)) {
     if (static_cast<long long>(tp) * pp > gpus) break;
     if (!x.transformer && pp > 1) break;
+    // dp must divide the micro-batches of a step: try only those divisors.
     std::vector<int> dps;
     if (space.use_all_gpus) {
       if (gpus % (tp * pp) != 0) continue;
       dps.push_back(gpus / (tp * pp));
-    } else {
-      for (int dp = 1; static_cast<long long>(dp) * tp * pp <= gpus; ++dp)
+    } else if (global_batch % micro_batch == 0) {
+      for (int dp : divisors(global_batch / micro_batch)) {
+        if (static_cast<long long>(dp) * tp * pp > gpus) break;
         dps.push_back(dp);
+      }
     }
     for (int dp : dps) {
       if (global_batch % (dp * micro_batch) != 0) continue;

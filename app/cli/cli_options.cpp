@@ -166,4 +166,90 @@ Workload ModelOptions::resolve(const PresetCatalog& catalog) const {
   return take(workload_from_json(to_json(w), "command line"));
 }
 
+void PlanOptions::add_to(CLI::App& command) {
+  command.add_option(
+      "--plan", plan_file,
+      "Plan JSON document (cluster, workload, parallel, precision); flags override it");
+  command.add_option("--tp", tp, "Tensor-parallel degree")->check(CLI::PositiveNumber);
+  command.add_option("--pp", pp, "Pipeline stages")->check(CLI::PositiveNumber);
+  command.add_option("--dp", dp, "Data-parallel replicas (default: the GPUs left by tp x pp)")
+      ->check(CLI::PositiveNumber);
+  command
+      .add_option("--virtual-stages", virtual_stages,
+                  "Model chunks per pipeline rank (> 1: the interleaved schedule)")
+      ->check(CLI::PositiveNumber);
+  command.add_flag("--sequence-parallel", sequence_parallel,
+                   "Split layer norms and dropouts over the tensor-parallel group");
+  command.add_option("--zero", zero_stage, "ZeRO stage: 0, 1, 2 or 3")->check(CLI::Range(0, 3));
+  command.add_option("--micro-batch", micro_batch, "Sequences (samples) per micro-batch")
+      ->check(CLI::PositiveNumber);
+  command
+      .add_option("--global-batch", global_batch,
+                  "Sequences (samples) per optimizer step (default: dp x micro-batch)")
+      ->check(CLI::PositiveNumber);
+  command.add_option("--recompute", recompute, "Activation recomputation")
+      ->check(CLI::IsMember({"none", "selective", "full"}));
+  command.add_option("--precision", precision, "Compute precision (and its usual storage formats)")
+      ->check(CLI::IsMember({"fp32", "tf32", "bf16", "fp16", "fp8", "int8", "int4"}));
+  command.add_flag("--flash-attention", flash_attention,
+                   "Fused attention that never stores the s x s scores (the default)");
+  command.add_flag("--no-flash-attention", no_flash_attention,
+                   "Unfused attention (softmax in memory)");
+  command.add_flag(
+      "--fp32-main-grad", fp32_main_grad,
+      "Accumulate gradients in fp32 (Megatron-LM's main gradient, 18 bytes per parameter)");
+}
+
+Plan PlanOptions::resolve(const PresetCatalog& catalog, const ClusterOptions& cluster_options,
+                          const ModelOptions& model_options) const {
+  Plan plan;
+  const bool from_file = !plan_file.empty();
+  if (from_file) {
+    plan = take(plan_from_json(take(read_json_file(plan_file)), plan_file, &catalog));
+    if (cluster_options.given()) plan.cluster = cluster_options.resolve(catalog);
+    if (model_options.given()) plan.workload = model_options.resolve(catalog);
+  } else {
+    plan.cluster = cluster_options.resolve(catalog);
+    plan.workload = model_options.resolve(catalog);
+  }
+  if (flash_attention && no_flash_attention) {
+    throw CliError("--flash-attention and --no-flash-attention contradict each other");
+  }
+  ParallelPlan& p = plan.parallel;
+  if (tp) p.tp = *tp;
+  if (pp) p.pp = *pp;
+  if (!pp && !from_file && p.pp < 1) p.pp = 1;
+  if (virtual_stages) {
+    p.virtual_stages = *virtual_stages;
+    p.schedule =
+        *virtual_stages > 1 ? PipelineSchedule::interleaved : PipelineSchedule::one_f_one_b;
+  }
+  if (sequence_parallel) p.sequence_parallel = true;
+  if (zero_stage) p.zero_stage = *zero_stage;
+  if (micro_batch) p.micro_batch = *micro_batch;
+  if (dp) {
+    p.dp = *dp;
+  } else if (!from_file || tp || pp) {
+    const int gpus = plan.cluster.total_gpus();
+    const int model_parallel = std::max(p.tp * p.pp, 1);
+    p.dp = (gpus >= model_parallel && gpus % model_parallel == 0) ? gpus / model_parallel : 1;
+  }
+  if (global_batch) {
+    p.global_batch = *global_batch;
+  } else if (!from_file) {
+    p.global_batch = p.dp * p.micro_batch;
+  }
+  if (!recompute.empty()) p.recompute = *recompute_from_string(recompute);
+  if (flash_attention) p.flash_attention = true;
+  if (no_flash_attention) p.flash_attention = false;
+  if (!precision.empty()) {
+    plan.precision = PrecisionPlan::for_compute(*precision_from_string(precision));
+  }
+  if (fp32_main_grad) {
+    if (plan.precision.inference) throw CliError("--fp32-main-grad applies to training plans only");
+    plan.precision.fp32_main_grad = true;
+  }
+  return plan;
+}
+
 }  // namespace cs::cli

@@ -28,6 +28,7 @@ struct ClusterOptions {
   void add_to(CLI::App& command, bool positional);
   // The cluster described, with any inline flags applied over the preset or file.
   Cluster resolve(const PresetCatalog& catalog) const;
+  bool given() const { return !cluster.empty() || !gpu.empty(); }
 };
 
 struct ModelOptions {
@@ -39,6 +40,27 @@ struct ModelOptions {
   void add_to(CLI::App& command);
   bool given() const;
   Workload resolve(const PresetCatalog& catalog) const;
+};
+
+// How a plan is given: a plan JSON document (--plan FILE), flags over it, or
+// flags alone with the cluster and model options. Shared by `plan` and by
+// the commands that run a plan.
+struct PlanOptions {
+  std::string plan_file;  // a plan document: {"cluster", "workload", "parallel", "precision"}
+  std::optional<int> tp, pp, dp, virtual_stages, zero_stage, micro_batch, global_batch;
+  bool sequence_parallel = false;
+  bool flash_attention = false;     // --flash-attention (the default unless --plan says otherwise)
+  bool no_flash_attention = false;  // --no-flash-attention
+  bool fp32_main_grad = false;      // Megatron's fp32 main gradient
+  std::string recompute;            // none, selective, full
+  std::string precision;            // fp32, tf32, bf16, fp16, fp8, int8, int4
+
+  void add_to(CLI::App& command);
+  // The plan: --plan's document (its cluster and workload unless the cluster
+  // or model options name others), with every flag given applied over it.
+  // dp defaults to the GPUs left by tp x pp; the global batch to dp x micro-batch.
+  Plan resolve(const PresetCatalog& catalog, const ClusterOptions& cluster,
+               const ModelOptions& model) const;
 };
 
 // True when the argument names an existing file or ends in ".json".

@@ -46,5 +46,7 @@ void add_json_flag(CLI::App& command, bool& json);
 void register_presets(CLI::App& app, Context& ctx);
 void register_validate(CLI::App& app, Context& ctx);
 void register_describe(CLI::App& app, Context& ctx);
+void register_plan(CLI::App& app, Context& ctx);
+void register_search(CLI::App& app, Context& ctx);
 
 }  // namespace cs::cli

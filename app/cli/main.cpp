@@ -18,6 +18,8 @@ int main(int argc, char** argv) {
   cs::cli::register_presets(app, ctx);
   cs::cli::register_validate(app, ctx);
   cs::cli::register_describe(app, ctx);
+  cs::cli::register_plan(app, ctx);
+  cs::cli::register_search(app, ctx);
 
   try {
     app.parse(argc, argv);

@@ -1,0 +1,219 @@
+// clusterscope plan [--cluster C] [--model M] [--plan FILE] [--tp ... --precision ...] [--json]
+
+#include <cstdio>
+#include <iostream>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include "app/cli/cli_options.h"
+#include "app/cli/context.h"
+#include "app/cli/text_table.h"
+#include "core/format.h"
+#include "core/model_json.h"
+#include "planners/estimate.h"
+#include "planners/estimate_json.h"
+#include "planners/seed_formulas.h"
+
+namespace cs::cli {
+
+namespace {
+
+struct PlanCommandOptions {
+  ClusterOptions cluster;
+  ModelOptions model;
+  PlanOptions plan;
+  bool json = false;
+};
+
+std::string percent(double part, double whole) {
+  return whole > 0 ? format_fixed(100.0 * part / whole, 1) + " %" : "-";
+}
+
+// Three significant figures for small amounts ("0.0031"), grouped counts above.
+std::string amount(double v) {
+  if (v != 0 && v < 100) {
+    char buffer[32];
+    std::snprintf(buffer, sizeof buffer, "%.3g", v);
+    return buffer;
+  }
+  return format_count(v);
+}
+
+std::string describe_plan(const Plan& plan) {
+  const ParallelPlan& p = plan.parallel;
+  std::string text = "dp " + std::to_string(p.dp) + " x tp " + std::to_string(p.tp) + " x pp " +
+                     std::to_string(p.pp);
+  if (p.schedule == PipelineSchedule::interleaved) {
+    text += " (" + std::to_string(p.virtual_stages) + " chunks each, interleaved)";
+  }
+  text += ", sequence parallel " + std::string(p.sequence_parallel ? "on" : "off");
+  text += ", ZeRO-" + std::to_string(p.zero_stage);
+  text += ", micro-batch " + std::to_string(p.micro_batch) + ", global batch " +
+          std::to_string(p.global_batch);
+  text += ", recompute " + std::string(to_string(p.recompute));
+  text += ", " + std::string(to_string(plan.precision.compute));
+  if (plan.precision.fp32_main_grad) text += " (fp32 main gradient)";
+  text += ", fused attention " + std::string(p.flash_attention ? "on" : "off");
+  return text;
+}
+
+void print_text(const Plan& plan, const plan::Estimate& e) {
+  const std::string model =
+      plan.workload.display_name.empty() ? plan.workload.name : plan.workload.display_name;
+  const std::string cluster =
+      plan.cluster.display_name.empty() ? plan.cluster.name : plan.cluster.display_name;
+  std::cout << model << " on " << cluster << "\n";
+  std::cout << "Plan: " << describe_plan(plan) << "\n";
+  std::cout << "      " << e.gpus << " GPUs, " << e.micro_batches
+            << " micro-batches per replica per step";
+  if (e.layers_per_stage > 0) std::cout << ", " << e.layers_per_stage << " layers per stage";
+  std::cout << ", " << format_count(e.parameters) << " parameters ("
+            << format_count(e.parameters_per_gpu) << " on the most loaded GPU)\n\n";
+
+  const plan::MemoryBreakdown& m = e.memory;
+  std::cout << "Memory per GPU (stage " << e.most_loaded_stage
+            << ", the most loaded): " << format_bytes(m.total()) << " of "
+            << format_bytes(e.memory_capacity) << " - "
+            << (e.fits ? "fits, " + format_bytes(e.headroom_bytes) + " free"
+                       : "does NOT fit, " + format_bytes(-e.headroom_bytes) + " short")
+            << "\n";
+  TextTable mem({"part", "bytes", "share"});
+  mem.right_align(1);
+  mem.right_align(2);
+  auto row = [&](const char* name, double bytes) {
+    mem.add({name, format_bytes(bytes), percent(bytes, m.total())});
+  };
+  row("weights", m.weights);
+  row("gradients", m.gradients);
+  row("optimizer state", m.optimizer_state);
+  row("activations", m.activations);
+  row("activation workspace", m.activation_workspace);
+  row("communication buffers", m.communication_buffers);
+  row("framework reserve", m.framework_reserve);
+  row("fragmentation", m.fragmentation);
+  mem.print(std::cout);
+  std::cout << "\n";
+
+  const plan::TimeBreakdown& t = e.time;
+  std::cout << "Step time: " << format_seconds(t.step())
+            << (e.inference ? " (one forward pass)" : "") << "\n";
+  TextTable time({"part", "time", "share"});
+  time.right_align(1);
+  time.right_align(2);
+  auto trow = [&](const char* name, double seconds) {
+    time.add({name, format_seconds(seconds), percent(seconds, t.step())});
+  };
+  trow("forward", t.forward);
+  trow("backward", t.backward);
+  trow("recomputation", t.recompute);
+  trow("optimizer", t.optimizer);
+  trow("tensor-parallel communication", t.tp_communication);
+  trow("pipeline send/receive", t.pp_communication);
+  trow("pipeline bubble", t.pipeline_bubble);
+  trow("data-parallel communication", t.dp_communication);
+  trow("ZeRO-3 parameter gathers", t.zero_gather);
+  time.print(std::cout);
+  if (e.communication.dp_seconds > 0) {
+    std::cout << "  data-parallel reduction " << format_seconds(e.communication.dp_seconds)
+              << " in " << e.communication.dp_buckets << " buckets, "
+              << format_seconds(e.communication.dp_overlapped) << " hidden behind backward\n";
+  }
+  std::cout << "\n";
+
+  const plan::Throughput& th = e.throughput;
+  std::cout << "Throughput: " << format_rate(th.tokens_per_second, "tokens/s") << ", "
+            << format_rate(th.samples_per_second, "samples/s") << "\n";
+  std::cout << "  model " << format_fixed(th.model_tflops_per_gpu, 1) << " TFLOP/s per GPU, MFU "
+            << format_fixed(th.mfu * 100, 1) << " %; hardware "
+            << format_fixed(th.hardware_tflops_per_gpu, 1) << " TFLOP/s per GPU, HFU "
+            << format_fixed(th.hfu * 100, 1) << " %\n\n";
+
+  const plan::TrainingCost& r = e.training;
+  if (r.steps > 0) {
+    std::cout << "Training run: " << format_count(r.steps) << " steps, "
+              << format_seconds(r.seconds) << ", " << amount(r.gpu_hours) << " GPU-hours";
+    if (r.cost_usd > 0) std::cout << ", $" << amount(r.cost_usd);
+    std::cout << ", " << amount(r.energy_kwh) << " kWh\n";
+    std::cout << "  compute " << format_rate(r.flops, "FLOP")
+              << " (6PD: " << format_rate(r.flops_6pd, "FLOP") << ")\n\n";
+  }
+  const plan::SeedCommunication& s = e.seed_communication;
+  if (s.ranks > 1) {
+    std::cout << "Gradient sync, the seed article's model T = S*N/B + L*(N-1) beside the ring:\n"
+              << "  S = " << format_bytes(s.gradient_bytes) << ", N = " << s.ranks
+              << ", B = " << format_rate(s.bandwidth, "B/s")
+              << ", L = " << format_seconds(s.latency) << ": simple "
+              << format_seconds(s.simple_seconds) << ", ring all-reduce (2(N-1)/N*S/B + 2(N-1)L) "
+              << format_seconds(s.ring_seconds) << "\n\n";
+  }
+  if (e.quantization.bits > 0) {
+    const plan::QuantizationSummary& q = e.quantization;
+    std::cout << "Quantisation: INT" << q.bits << " weights, " << q.levels
+              << " levels: worst error " << format_fixed(q.relative_max_error * 100, 3)
+              << " % of the range, RMS " << format_fixed(q.relative_rms_error * 100, 3)
+              << " %; saves " << format_bytes(q.weight_bytes_saved) << " per GPU against bf16\n";
+    // The seed article's worked example, with this plan's integer width.
+    const bool symmetric = plan.precision.quant.symmetric;
+    const double lo = symmetric ? -0.8 : -0.5, hi = 0.8;
+    const plan::QuantParams qp = plan::quant_params(lo, hi, q.bits, /*signed_range=*/true);
+    const plan::Quantized x = plan::quantize(0.3, qp);
+    std::cout << "  e.g. a tensor in [" << format_fixed(lo, 1) << ", " << format_fixed(hi, 1)
+              << "]: scale " << format_fixed(qp.scale, 6) << ", zero point " << qp.zero_point
+              << "; 0.3 -> " << x.q << " -> " << format_fixed(x.dequantized, 4) << " (error "
+              << format_fixed(x.error, 4) << ")\n\n";
+  }
+  for (const std::string& note : e.notes)
+    std::cout << "Note: " << note << "\n";
+}
+
+void run(const PlanCommandOptions& o, Context& ctx) {
+  const Plan plan = o.plan.resolve(ctx.catalog(), o.cluster, o.model);
+  const std::vector<Problem> problems = plan::check_plan(plan);
+  if (!problems.empty()) {
+    if (o.json) {
+      nlohmann::json list = nlohmann::json::array();
+      for (const Problem& p : problems)
+        list.push_back({{"pointer", p.pointer}, {"message", p.message}});
+      std::cout << nlohmann::json{{"plan", cs::to_json(plan)}, {"valid", false}, {"problems", list}}
+                       .dump(2)
+                << '\n';
+    }
+    std::string text = "the plan cannot run (" + std::to_string(problems.size()) +
+                       (problems.size() == 1 ? " problem):" : " problems):");
+    for (const Problem& p : problems)
+      text += "\n  " + p.pointer + ": " + p.message;
+    throw CliError(text);
+  }
+  const plan::Estimate e = take(plan::estimate(plan));
+  if (o.json) {
+    nlohmann::json out = plan::to_json(e);
+    out["plan"] = cs::to_json(plan);
+    out["valid"] = true;
+    out["problems"] = nlohmann::json::array();
+    if (!e.fits) {
+      const Problem p = plan::memory_problem(plan, e);
+      out["problems"].push_back({{"pointer", p.pointer}, {"message", p.message}});
+    }
+    std::cout << out.dump(2) << '\n';
+  } else {
+    print_text(plan, e);
+  }
+}
+
+}  // namespace
+
+void register_plan(CLI::App& app, Context& ctx) {
+  auto o = std::make_shared<PlanCommandOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "plan",
+      "Estimate one plan: memory per GPU, step time by part, throughput, MFU, and the time, "
+      "cost and energy to train");
+  o->cluster.add_to(*cmd, /*positional=*/false);
+  o->model.add_to(*cmd);
+  o->plan.add_to(*cmd);
+  add_json_flag(*cmd, o->json);
+  cmd->callback([o, &ctx] { run(*o, ctx); });
+}
+
+}  // namespace cs::cli

@@ -1,0 +1,197 @@
+// clusterscope search [--cluster C] [--model M] --global-batch N[,N...] [--objective O] [--top K]
+// [--json]
+
+#include <csignal>
+#include <iostream>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include "app/cli/cli_options.h"
+#include "app/cli/context.h"
+#include "app/cli/text_table.h"
+#include "core/format.h"
+#include "planners/estimate_json.h"
+#include "planners/search.h"
+
+namespace cs::cli {
+
+namespace {
+
+struct SearchCommandOptions {
+  ClusterOptions cluster;
+  ModelOptions model;
+  std::vector<int> global_batches;
+  std::string objective = "throughput";
+  int top = 10;
+  int threads = 0;
+  std::vector<int> node_counts;
+  std::vector<std::string> precisions;
+  double max_days = 0;
+  double min_headroom_gib = 0;
+  int max_micro_batch = 64;
+  bool any_gpu_count = false;
+  bool fp32_main_grad = false;
+  bool json = false;
+};
+
+std::string plan_cells(const plan::RankedPlan& r) {
+  const ParallelPlan& p = r.parallel;
+  std::string text = std::to_string(p.dp) + "/" + std::to_string(p.tp) + "/" + std::to_string(p.pp);
+  if (p.virtual_stages > 1) text += "x" + std::to_string(p.virtual_stages);
+  return text;
+}
+
+void print_table(const char* title, const std::vector<plan::RankedPlan>& plans, bool show_nodes) {
+  std::cout << title << "\n";
+  std::vector<std::string> header = {"#",         "dp/tp/pp", "SP",    "ZeRO", "mb",
+                                     "recompute", "prec",     "fused", "step", "tokens/s",
+                                     "MFU",       "mem/GPU",  "train", "cost"};
+  if (show_nodes) header.insert(header.begin() + 1, "nodes");
+  TextTable t(header);
+  const std::size_t first_number = show_nodes ? 9 : 8;
+  for (std::size_t i = first_number; i < header.size(); ++i)
+    t.right_align(i);
+  int rank = 0;
+  for (const plan::RankedPlan& r : plans) {
+    const plan::Estimate& e = r.estimate;
+    std::vector<std::string> row = {
+        std::to_string(++rank),
+        plan_cells(r),
+        r.parallel.sequence_parallel ? "on" : "off",
+        std::to_string(r.parallel.zero_stage),
+        std::to_string(r.parallel.micro_batch),
+        std::string(to_string(r.parallel.recompute)),
+        std::string(to_string(r.precision.compute)),
+        r.parallel.flash_attention ? "on" : "off",
+        format_seconds(e.time.step()),
+        format_count(e.throughput.tokens_per_second),
+        format_fixed(e.throughput.mfu * 100, 1) + " %",
+        format_bytes(e.memory.total()),
+        e.training.seconds > 0 ? format_seconds(e.training.seconds) : "-",
+        e.training.cost_usd > 0 ? "$" + format_count(e.training.cost_usd) : "-"};
+    if (show_nodes) row.insert(row.begin() + 1, std::to_string(r.nodes));
+    t.add(row);
+  }
+  t.print(std::cout);
+  std::cout << "\n";
+}
+
+// Ctrl-C ends the search early with what it found so far.
+std::stop_source* g_stop = nullptr;
+extern "C" void on_interrupt(int) {
+  if (g_stop) g_stop->request_stop();
+}
+
+void run(const SearchCommandOptions& o, Context& ctx) {
+  const Cluster cluster = o.cluster.resolve(ctx.catalog());
+  const Workload workload = o.model.resolve(ctx.catalog());
+  auto objective = plan::objective_from_string(o.objective);
+  if (!objective) {
+    throw CliError("--objective must be throughput, cost, time, memory or gpus (got \"" +
+                   o.objective + "\")");
+  }
+  plan::SearchSpace space;
+  space.global_batches = o.global_batches;
+  if (space.global_batches.empty())
+    throw CliError("search needs --global-batch N (one or more, comma-separated)");
+  for (const std::string& name : o.precisions) {
+    auto p = precision_from_string(name);
+    if (!p) throw CliError("--precision: unknown precision \"" + name + "\"");
+    space.precisions.push_back(*p);
+  }
+  space.max_micro_batch = o.max_micro_batch;
+  space.use_all_gpus = !o.any_gpu_count;
+  space.fp32_main_grad = o.fp32_main_grad;
+  space.node_counts = o.node_counts;
+  plan::SearchLimits limits;
+  limits.top_k = o.top;
+  limits.threads = o.threads;
+  limits.max_days = o.max_days;
+  limits.min_headroom_bytes = o.min_headroom_gib * 1024.0 * 1024.0 * 1024.0;
+
+  std::stop_source stop;
+  g_stop = &stop;
+  auto previous = std::signal(SIGINT, on_interrupt);
+  plan::SearchControl control;
+  control.stop = stop.get_token();
+  auto result = plan::search(cluster, workload, space, *objective, limits, control);
+  std::signal(SIGINT, previous);
+  g_stop = nullptr;
+  const plan::SearchResult r = take(std::move(result));
+
+  if (o.json) {
+    nlohmann::json out = plan::to_json(r);
+    out["objective"] = std::string(plan::to_string(*objective));
+    out["cluster"] = cluster.name;
+    out["workload"] = workload.name;
+    std::cout << out.dump(2) << '\n';
+    return;
+  }
+  const std::string model = workload.display_name.empty() ? workload.name : workload.display_name;
+  std::cout << "Search: " << model << " on "
+            << (cluster.display_name.empty() ? cluster.name : cluster.display_name)
+            << ", objective " << plan::to_string(*objective) << "\n\n";
+  const bool show_nodes = o.node_counts.size() > 1;
+  if (r.best.empty()) {
+    std::cout << "No plan fits in GPU memory within the limits.\n\n";
+  } else {
+    print_table(
+        ("Best " + std::to_string(r.best.size()) + " (dp/tp/pp, x chunks when interleaved):")
+            .c_str(),
+        r.best, show_nodes);
+    print_table("Pareto front, throughput against memory per GPU:", r.pareto_memory, show_nodes);
+    if (show_nodes)
+      print_table("Pareto front, throughput against GPU count:", r.pareto_gpus, show_nodes);
+  }
+  std::cout << (r.cancelled ? "Stopped early: evaluated " : "Evaluated ")
+            << format_count(static_cast<double>(r.candidates)) << " candidate plans ("
+            << format_count(static_cast<double>(r.fitting)) << " fit in memory) in "
+            << format_seconds(r.seconds) << " on " << r.threads
+            << (r.threads == 1 ? " thread" : " threads") << ".\n";
+}
+
+}  // namespace
+
+void register_search(CLI::App& app, Context& ctx) {
+  auto o = std::make_shared<SearchCommandOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "search",
+      "Search every parallelism and precision plan for a cluster and model, ranked, with "
+      "the Pareto fronts of throughput against memory and GPU count");
+  o->cluster.add_to(*cmd, /*positional=*/false);
+  o->model.add_to(*cmd);
+  cmd->add_option("--global-batch", o->global_batches,
+                  "Sequences (samples) per step; several: 512,1024")
+      ->delimiter(',')
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--objective", o->objective,
+                  "throughput, cost, time, memory (headroom) or gpus (fewest)");
+  cmd->add_option("--top", o->top, "How many plans to list")->check(CLI::PositiveNumber);
+  cmd->add_option("--threads", o->threads, "Worker threads (default: every hardware thread)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--node-counts", o->node_counts,
+                  "Cluster sizes to try, e.g. 4,8,16,32 (how many nodes does it need?)")
+      ->delimiter(',')
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--precision", o->precisions,
+                  "Precisions to try (default: every one the GPU has)")
+      ->delimiter(',');
+  cmd->add_option("--max-days", o->max_days,
+                  "Keep plans that train the workload within this many days")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--min-headroom", o->min_headroom_gib,
+                  "Keep plans with at least this much GPU memory free (GiB)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--max-micro-batch", o->max_micro_batch,
+                  "Largest micro-batch tried (powers of two)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_flag("--any-gpu-count", o->any_gpu_count,
+                "Also try plans that leave GPUs idle (dp x tp x pp < GPUs)");
+  cmd->add_flag("--fp32-main-grad", o->fp32_main_grad,
+                "Accumulate gradients in fp32 (Megatron-LM)");
+  add_json_flag(*cmd, o->json);
+  cmd->callback([o, &ctx] { run(*o, ctx); });
+}
+
+}  // namespace cs::cli

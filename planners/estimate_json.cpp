@@ -1,0 +1,195 @@
+#include "planners/estimate_json.h"
+
+#include <nlohmann/json.hpp>
+
+#include "core/model_json.h"
+
+namespace cs::plan {
+
+using nlohmann::json;
+
+namespace {
+// The trace store's names (core/trace_types.h declares to_string for these,
+// defined with the trace store; spelled here so the planner links without it).
+const char* category_name(trace::Category c) {
+  switch (c) {
+    case trace::Category::compute:
+      return "compute";
+    case trace::Category::communication:
+      return "communication";
+    case trace::Category::memory:
+      return "memory";
+    case trace::Category::synchronization:
+      return "synchronization";
+    case trace::Category::other:
+      return "other";
+  }
+  return "other";
+}
+const char* kind_name(trace::EventKind k) {
+  switch (k) {
+    case trace::EventKind::kernel:
+      return "kernel";
+    case trace::EventKind::collective:
+      return "collective";
+    case trace::EventKind::p2p:
+      return "p2p";
+    case trace::EventKind::annotation:
+      return "annotation";
+    default:
+      return "other";
+  }
+}
+const char* collective_name(trace::Collective c) {
+  switch (c) {
+    case trace::Collective::all_reduce:
+      return "all_reduce";
+    case trace::Collective::all_gather:
+      return "all_gather";
+    case trace::Collective::reduce_scatter:
+      return "reduce_scatter";
+    case trace::Collective::send:
+      return "send";
+    case trace::Collective::recv:
+      return "recv";
+    case trace::Collective::none:
+      return "none";
+    default:
+      return "other";
+  }
+}
+}  // namespace
+
+json to_json(const MemoryBreakdown& m) {
+  return {{"per_gpu_bytes", m.total()},
+          {"weights_bytes", m.weights},
+          {"gradients_bytes", m.gradients},
+          {"optimizer_state_bytes", m.optimizer_state},
+          {"activations_bytes", m.activations},
+          {"activation_workspace_bytes", m.activation_workspace},
+          {"communication_buffers_bytes", m.communication_buffers},
+          {"framework_reserve_bytes", m.framework_reserve},
+          {"fragmentation_bytes", m.fragmentation},
+          {"model_state_bytes", m.model_state()},
+          {"embedding_model_state_bytes", m.embedding_model_state},
+          {"embedding_activations_bytes", m.embedding_activations}};
+}
+
+json to_json(const Estimate& e) {
+  json memory = to_json(e.memory);
+  memory["capacity_bytes"] = e.memory_capacity;
+  memory["headroom_bytes"] = e.headroom_bytes;
+  memory["fits"] = e.fits;
+  memory["most_loaded_stage"] = e.most_loaded_stage;
+  memory["first_stage"] = to_json(e.first_stage);
+  memory["last_stage"] = to_json(e.last_stage);
+
+  const TimeBreakdown& t = e.time;
+  const json time = {{"step_seconds", t.step()},
+                     {"forward_seconds", t.forward},
+                     {"backward_seconds", t.backward},
+                     {"recompute_seconds", t.recompute},
+                     {"optimizer_seconds", t.optimizer},
+                     {"tp_communication_seconds", t.tp_communication},
+                     {"pp_communication_seconds", t.pp_communication},
+                     {"pipeline_bubble_seconds", t.pipeline_bubble},
+                     {"dp_communication_seconds", t.dp_communication},
+                     {"zero_gather_seconds", t.zero_gather},
+                     {"bubble_fraction", e.bubble_fraction}};
+  const CommunicationDetail& c = e.communication;
+  const json communication = {{"tp_seconds", c.tp_seconds},
+                              {"pp_seconds", c.pp_seconds},
+                              {"dp_seconds", c.dp_seconds},
+                              {"dp_overlapped_seconds", c.dp_overlapped},
+                              {"dp_bytes_per_gpu", c.dp_bytes_per_gpu},
+                              {"dp_buckets", c.dp_buckets},
+                              {"zero3_seconds", c.zero3_seconds}};
+  const Throughput& th = e.throughput;
+  const json throughput = {{"tokens_per_second", th.tokens_per_second},
+                           {"samples_per_second", th.samples_per_second},
+                           {"model_flops_per_step", th.model_flops_per_step},
+                           {"hardware_flops_per_step", th.hardware_flops_per_step},
+                           {"model_tflops_per_gpu", th.model_tflops_per_gpu},
+                           {"hardware_tflops_per_gpu", th.hardware_tflops_per_gpu},
+                           {"mfu", th.mfu},
+                           {"hfu", th.hfu}};
+  const TrainingCost& r = e.training;
+  const json training = {{"steps", r.steps},          {"seconds", r.seconds},
+                         {"days", r.seconds / 86400}, {"gpu_hours", r.gpu_hours},
+                         {"cost_usd", r.cost_usd},    {"energy_kwh", r.energy_kwh},
+                         {"flops", r.flops},          {"flops_6pd", r.flops_6pd}};
+  const SeedCommunication& s = e.seed_communication;
+  const json seed = {{"gradient_bytes", s.gradient_bytes},        {"ranks", s.ranks},
+                     {"bandwidth_bytes_per_second", s.bandwidth}, {"latency_seconds", s.latency},
+                     {"simple_seconds", s.simple_seconds},        {"ring_seconds", s.ring_seconds}};
+  json out = {{"gpus", e.gpus},
+              {"micro_batches", e.micro_batches},
+              {"layers_per_stage", e.layers_per_stage},
+              {"parameters", e.parameters},
+              {"parameters_per_gpu", e.parameters_per_gpu},
+              {"inference", e.inference},
+              {"memory", memory},
+              {"time", time},
+              {"communication", communication},
+              {"throughput", throughput},
+              {"training", training},
+              {"seed_communication", seed},
+              {"notes", e.notes}};
+  if (e.quantization.bits > 0) {
+    const QuantizationSummary& q = e.quantization;
+    out["quantization"] = {{"bits", q.bits},
+                           {"levels", q.levels},
+                           {"relative_max_error", q.relative_max_error},
+                           {"relative_rms_error", q.relative_rms_error},
+                           {"weight_bytes_saved", q.weight_bytes_saved}};
+  }
+  return out;
+}
+
+json to_json(const RankedPlan& r) {
+  json parallel = cs::to_json(r.parallel);
+  parallel.erase("kind");
+  json precision = cs::to_json(r.precision);
+  precision.erase("kind");
+  return {{"nodes", r.nodes},
+          {"score", r.score},
+          {"parallel", parallel},
+          {"precision", precision},
+          {"estimate", to_json(r.estimate)}};
+}
+
+json to_json(const SearchResult& s) {
+  json best = json::array();
+  for (const RankedPlan& r : s.best)
+    best.push_back(to_json(r));
+  json memory = json::array();
+  for (const RankedPlan& r : s.pareto_memory)
+    memory.push_back(to_json(r));
+  json gpus = json::array();
+  for (const RankedPlan& r : s.pareto_gpus)
+    gpus.push_back(to_json(r));
+  return {{"best", best},         {"pareto_memory", memory},
+          {"pareto_gpus", gpus},  {"candidates", s.candidates},
+          {"valid", s.valid},     {"fitting", s.fitting},
+          {"kept", s.kept},       {"seconds", s.seconds},
+          {"threads", s.threads}, {"cancelled", s.cancelled}};
+}
+
+json to_json(const Timeline& t) {
+  json spans = json::array();
+  for (const TimelineSpan& s : t.spans) {
+    spans.push_back({{"stage", s.stage},
+                     {"lane", s.lane},
+                     {"start_ns", s.start_ns},
+                     {"end_ns", s.end_ns},
+                     {"category", category_name(s.category)},
+                     {"kind", kind_name(s.kind)},
+                     {"collective", collective_name(s.collective)},
+                     {"name", s.name},
+                     {"micro_batch", s.micro_batch},
+                     {"chunk", s.chunk}});
+  }
+  return {{"stages", t.stages}, {"step_ns", t.step_ns}, {"spans", spans}};
+}
+
+}  // namespace cs::plan

@@ -1,0 +1,292 @@
+// `clusterscope plan` and `clusterscope search` as a user runs them: the
+// documented --json keys, the readable breakdown, plan documents with flags
+// over them, and the one-line errors that name the control to change.
+
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QProcess>
+#include <QTemporaryDir>
+#include <QtTest>
+
+namespace {
+
+struct Run {
+  int exit_code = -1;
+  QString out;
+  QString err;
+};
+
+Run run_cli(const QStringList& args) {
+  QProcess p;
+  p.start(CS_BIN_DIR "/clusterscope", args);
+  if (!p.waitForFinished(120000)) qFatal("clusterscope did not finish");
+  return {p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1,
+          QString::fromUtf8(p.readAllStandardOutput()),
+          QString::fromUtf8(p.readAllStandardError())};
+}
+
+QJsonObject parse(const Run& r) {
+  QJsonParseError error;
+  const QJsonDocument doc = QJsonDocument::fromJson(r.out.toUtf8(), &error);
+  if (error.error != QJsonParseError::NoError)
+    qFatal("not JSON: %s\n%s", qPrintable(error.errorString()), qPrintable(r.out));
+  return doc.object();
+}
+
+const QStringList kGpt3Plan = {"plan",
+                               "--cluster",
+                               "dgx-a100-1024",
+                               "--model",
+                               "gpt3-175b",
+                               "--tp",
+                               "8",
+                               "--pp",
+                               "8",
+                               "--virtual-stages",
+                               "3",
+                               "--sequence-parallel",
+                               "--recompute",
+                               "selective",
+                               "--global-batch",
+                               "1536",
+                               "--zero",
+                               "1"};
+
+}  // namespace
+
+class TestPlanCli : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void planJsonKeys();
+  void planText();
+  void planErrors_data();
+  void planErrors();
+  void planDocument();
+  void planDoesNotFit();
+  void planHelpListsFlags();
+  void searchJson();
+  void searchText();
+  void searchClusterSizes();
+  void searchErrors_data();
+  void searchErrors();
+};
+
+void TestPlanCli::planJsonKeys() {
+  const Run r = run_cli(kGpt3Plan + QStringList{"--json"});
+  QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+  const QJsonObject o = parse(r);
+  QCOMPARE(o["valid"].toBool(), true);
+  QCOMPARE(o["gpus"].toInt(), 1024);
+  const QJsonObject memory = o["memory"].toObject();
+  double sum = 0;
+  for (const char* part :
+       {"weights_bytes", "gradients_bytes", "optimizer_state_bytes", "activations_bytes",
+        "activation_workspace_bytes", "communication_buffers_bytes", "framework_reserve_bytes",
+        "fragmentation_bytes"}) {
+    QVERIFY2(memory.contains(part), part);
+    sum += memory[part].toDouble();
+  }
+  QVERIFY(std::fabs(sum / memory["per_gpu_bytes"].toDouble() - 1) < 1e-9);
+  QVERIFY(memory["fits"].toBool());
+  QCOMPARE(memory["capacity_bytes"].toDouble(), 80.0 * 1024 * 1024 * 1024);
+  const QJsonObject time = o["time"].toObject();
+  double parts = 0;
+  for (const char* part :
+       {"forward_seconds", "backward_seconds", "recompute_seconds", "optimizer_seconds",
+        "tp_communication_seconds", "pp_communication_seconds", "pipeline_bubble_seconds",
+        "dp_communication_seconds", "zero_gather_seconds"}) {
+    QVERIFY2(time.contains(part), part);
+    parts += time[part].toDouble();
+  }
+  QVERIFY(std::fabs(parts / time["step_seconds"].toDouble() - 1) < 1e-9);
+  const QJsonObject th = o["throughput"].toObject();
+  QVERIFY(th["tokens_per_second"].toDouble() > 0);
+  QVERIFY(th["model_tflops_per_gpu"].toDouble() > 0);
+  QVERIFY(th["mfu"].toDouble() > 0.2 && th["mfu"].toDouble() < 0.8);
+  QVERIFY(o["training"].toObject()["gpu_hours"].toDouble() > 0);
+  QVERIFY(o["seed_communication"].toObject()["simple_seconds"].toDouble() > 0);
+  QCOMPARE(o["plan"].toObject()["parallel"].toObject()["dp"].toInt(), 16);  // 1024 / (8 x 8)
+}
+
+void TestPlanCli::planText() {
+  const Run r = run_cli(kGpt3Plan);
+  QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+  for (const char* text :
+       {"GPT-3 175B on DGX A100 pod, 128 nodes (1024 GPUs)", "dp 16 x tp 8 x pp 8",
+        "Memory per GPU", "fits", "Step time", "pipeline bubble", "Throughput", "MFU",
+        "Training run", "GPU-hours", "T = S*N/B + L*(N-1)", "ring all-reduce"}) {
+    QVERIFY2(r.out.contains(text), qPrintable(QString(text) + "\n" + r.out));
+  }
+}
+
+void TestPlanCli::planErrors_data() {
+  QTest::addColumn<QStringList>("args");
+  QTest::addColumn<int>("code");
+  QTest::addColumn<QString>("stderr_has");
+  const QStringList base = {"plan", "--cluster", "dgx-a100-64", "--model", "gpt3-175b"};
+  QTest::addRow("tp not dividing heads")
+      << base + QStringList{"--tp", "5", "--pp", "8"} << 1
+      << "/parallel/tp: must divide the 96 attention heads of GPT-3 175B (got 5)";
+  QTest::addRow("pp not dividing layers") << base + QStringList{"--tp", "8", "--pp", "7"} << 1
+                                          << "/parallel/pp: must divide the 96 layers";
+  QTest::addRow("fp8 on A100") << base + QStringList{"--tp", "8", "--pp", "8", "--precision", "fp8"}
+                               << 1 << "/precision/compute: NVIDIA A100 SXM4 80GB has no fp8 path";
+  QTest::addRow("global batch") << base +
+                                       QStringList{"--tp", "8", "--pp", "4", "--global-batch", "3"}
+                                << 1
+                                << "/parallel/global_batch: must be a multiple of dp x micro_batch";
+  QTest::addRow("tp across nodes") << base + QStringList{"--tp", "16", "--pp", "4"} << 1
+                                   << "tensor parallelism must stay inside a node";
+  QTest::addRow("unknown precision")
+      << base + QStringList{"--precision", "fp6"} << 2 << "--precision";
+  QTest::addRow("no cluster") << QStringList{"plan", "--model", "gpt3-175b"} << 1
+                              << "no cluster given";
+  QTest::addRow("no model") << QStringList{"plan", "--cluster", "dgx-a100-64"} << 1
+                            << "no model given";
+  QTest::addRow("missing plan file") << QStringList{"plan", "--plan", "/nonexistent/plan.json"} << 1
+                                     << "/nonexistent/plan.json: cannot open file";
+  QTest::addRow("flash both ways")
+      << base + QStringList{"--tp", "8", "--flash-attention", "--no-flash-attention"} << 1
+      << "contradict";
+}
+
+void TestPlanCli::planErrors() {
+  QFETCH(QStringList, args);
+  QFETCH(int, code);
+  QFETCH(QString, stderr_has);
+  const Run r = run_cli(args);
+  QVERIFY2(r.exit_code == code,
+           qPrintable(QString("exit %1\n%2%3").arg(r.exit_code).arg(r.out, r.err)));
+  QVERIFY2(r.err.contains(stderr_has), qPrintable(r.err));
+  QVERIFY2(r.err.startsWith("clusterscope: error: ") || r.err.contains(": cannot open file"),
+           qPrintable(r.err));
+}
+
+void TestPlanCli::planDocument() {
+  QTemporaryDir dir;
+  QFile file(dir.filePath("plan.json"));
+  QVERIFY(file.open(QIODevice::WriteOnly));
+  file.write(R"({"kind": "plan", "cluster": "dgx-h100-64", "workload": "llama2-70b",
+    "parallel": {"dp": 2, "tp": 8, "pp": 4, "virtual_stages": 2, "sequence_parallel": true,
+                 "zero_stage": 1, "micro_batch": 1, "global_batch": 64, "recompute": "selective"},
+    "precision": {"compute": "fp8"}})");
+  file.close();
+  const Run r = run_cli({"plan", "--plan", file.fileName(), "--json"});
+  QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+  const QJsonObject o = parse(r);
+  QCOMPARE(o["gpus"].toInt(), 64);
+  QCOMPARE(o["micro_batches"].toInt(), 32);
+  QCOMPARE(o["plan"].toObject()["precision"].toObject()["compute"].toString(), QString("fp8"));
+  // Flags go over the document: tp 4 leaves dp 4 to fill the 64 GPUs.
+  const Run over = run_cli({"plan", "--plan", file.fileName(), "--tp", "4", "--json"});
+  QVERIFY2(over.exit_code == 0, qPrintable(over.err));
+  const QJsonObject p = parse(over)["plan"].toObject()["parallel"].toObject();
+  QCOMPARE(p["tp"].toInt(), 4);
+  QCOMPARE(p["dp"].toInt(), 4);
+  QCOMPARE(p["global_batch"].toInt(), 64);
+  // An invalid document is refused with its file and pointer.
+  QFile bad(dir.filePath("bad.json"));
+  QVERIFY(bad.open(QIODevice::WriteOnly));
+  bad.write(
+      R"({"kind": "plan", "cluster": "dgx-h100-64", "workload": "llama2-70b", "parallel": {"tp": 0}})");
+  bad.close();
+  const Run refused = run_cli({"plan", "--plan", bad.fileName()});
+  QCOMPARE(refused.exit_code, 1);
+  QVERIFY2(refused.err.contains("bad.json: /parallel/tp: must be >= 1"), qPrintable(refused.err));
+}
+
+void TestPlanCli::planDoesNotFit() {
+  const Run r =
+      run_cli({"plan", "--cluster", "dgx-a100-8", "--model", "gpt3-175b", "--tp", "8", "--json"});
+  QCOMPARE(r.exit_code, 0);  // an estimate, with the shortfall said
+  const QJsonObject o = parse(r);
+  QCOMPARE(o["memory"].toObject()["fits"].toBool(), false);
+  QVERIFY(o["memory"].toObject()["headroom_bytes"].toDouble() < 0);
+  const QJsonArray problems = o["problems"].toArray();
+  QCOMPARE(problems.size(), 1);
+  QCOMPARE(problems[0].toObject()["pointer"].toString(), QString("/parallel"));
+  const Run text =
+      run_cli({"plan", "--cluster", "dgx-a100-8", "--model", "gpt3-175b", "--tp", "8"});
+  QVERIFY(text.out.contains("does NOT fit"));
+}
+
+void TestPlanCli::planHelpListsFlags() {
+  const Run r = run_cli({"plan", "--help"});
+  QCOMPARE(r.exit_code, 0);
+  for (const char* flag : {"--tp", "--pp", "--dp", "--virtual-stages", "--sequence-parallel",
+                           "--zero", "--micro-batch", "--global-batch", "--recompute",
+                           "--precision", "--flash-attention", "--plan", "--json"}) {
+    QVERIFY2(r.out.contains(flag), flag);
+  }
+}
+
+void TestPlanCli::searchJson() {
+  const Run r = run_cli({"search", "--cluster", "dgx-a100-64", "--model", "gpt3-175b",
+                         "--global-batch", "64", "--top", "3", "--json"});
+  QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+  const QJsonObject o = parse(r);
+  QCOMPARE(o["best"].toArray().size(), 3);
+  QVERIFY(o["candidates"].toInt() > 100);
+  QVERIFY(o["fitting"].toInt() > 0);
+  QVERIFY(o["seconds"].toDouble() >= 0);
+  QCOMPARE(o["objective"].toString(), QString("throughput"));
+  const QJsonObject first = o["best"].toArray()[0].toObject();
+  QVERIFY(first["estimate"].toObject()["memory"].toObject()["fits"].toBool());
+  QCOMPARE(first["parallel"].toObject()["global_batch"].toInt(), 64);
+  QVERIFY(!o["pareto_memory"].toArray().isEmpty());
+}
+
+void TestPlanCli::searchText() {
+  const Run r = run_cli({"search", "--cluster", "dgx-h100-32", "--model", "llama2-13b",
+                         "--global-batch", "128", "--objective", "cost", "--top", "4"});
+  QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+  QVERIFY(r.out.contains("objective cost"));
+  QVERIFY(r.out.contains("Pareto front"));
+  const QString last = r.out.trimmed().split('\n').last();
+  QVERIFY2(last.startsWith("Evaluated ") && last.contains("candidate plans") &&
+               last.contains(" in ") && last.contains("thread"),
+           qPrintable(last));
+}
+
+void TestPlanCli::searchClusterSizes() {
+  const Run r = run_cli({"search", "--cluster", "dgx-h100-256", "--model", "llama2-7b",
+                         "--global-batch", "512", "--node-counts", "1,2,4,8,16,32", "--objective",
+                         "gpus", "--max-days", "30", "--top", "1", "--json"});
+  QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+  const QJsonObject best = parse(r)["best"].toArray()[0].toObject();
+  QVERIFY(best["estimate"].toObject()["training"].toObject()["days"].toDouble() <= 30);
+  QVERIFY(best["nodes"].toInt() >= 2);
+}
+
+void TestPlanCli::searchErrors_data() {
+  QTest::addColumn<QStringList>("args");
+  QTest::addColumn<int>("code");
+  QTest::addColumn<QString>("stderr_has");
+  const QStringList base = {"search", "--cluster", "dgx-a100-8", "--model", "gpt3-13b"};
+  QTest::addRow("no global batch") << base << 1 << "needs --global-batch";
+  QTest::addRow("bad objective") << base +
+                                        QStringList{"--global-batch", "64", "--objective", "speed"}
+                                 << 1 << "--objective must be";
+  QTest::addRow("no GPU") << QStringList{"search",     "--cluster",      "laptop-cpu", "--model",
+                                         "gpt2-small", "--global-batch", "8"}
+                          << 1 << "has no GPU";
+  QTest::addRow("cannot grow") << base + QStringList{"--global-batch", "64", "--node-counts", "4"}
+                               << 1 << "no link between nodes";
+  QTest::addRow("bad precision") << base + QStringList{"--global-batch", "64", "--precision", "fp6"}
+                                 << 1 << "unknown precision";
+}
+
+void TestPlanCli::searchErrors() {
+  QFETCH(QStringList, args);
+  QFETCH(int, code);
+  QFETCH(QString, stderr_has);
+  const Run r = run_cli(args);
+  QVERIFY2(r.exit_code == code,
+           qPrintable(QString("exit %1\n%2%3").arg(r.exit_code).arg(r.out, r.err)));
+  QVERIFY2(r.err.contains(stderr_has), qPrintable(r.err));
+}
+
+QTEST_GUILESS_MAIN(TestPlanCli)
+#include "tst_plan_cli.moc"

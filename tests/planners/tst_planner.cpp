@@ -1,0 +1,817 @@
+// The planner's behaviour: every reason a plan is refused (with the JSON
+// pointer of the control), control options for a GUI, memory and time
+// accounting across precisions, ZeRO stages, GQA/SwiGLU models and generic
+// models, the search (ranking, Pareto fronts, cluster sizes, progress and
+// cancellation), and the predicted timeline of one step.
+
+#include <QtTest>
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <stop_token>
+
+#include <nlohmann/json.hpp>
+
+#include "core/presets.h"
+#include "planners/estimate.h"
+#include "planners/estimate_json.h"
+#include "planners/search.h"
+#include "planners/timeline.h"
+
+namespace {
+
+const cs::PresetCatalog& catalog() {
+  static const cs::PresetCatalog c = [] {
+    auto loaded = cs::PresetCatalog::load(CS_SOURCE_DIR "/resources/presets");
+    if (!loaded) qFatal("%s", loaded.message().c_str());
+    return std::move(loaded).value();
+  }();
+  return c;
+}
+
+cs::Plan make_plan(const char* cluster, const char* model, int dp, int tp, int pp, int global_batch,
+                   cs::Precision precision = cs::Precision::bf16) {
+  cs::Plan p;
+  p.cluster = *catalog().cluster(cluster);
+  p.workload = *catalog().find_model(model);
+  p.parallel.dp = dp;
+  p.parallel.tp = tp;
+  p.parallel.pp = pp;
+  p.parallel.global_batch = global_batch;
+  p.precision = cs::PrecisionPlan::for_compute(precision);
+  return p;
+}
+
+cs::plan::Estimate must_estimate(const cs::Plan& plan) {
+  auto e = cs::plan::estimate(plan);
+  if (!e) qFatal("%s", e.message().c_str());
+  return std::move(e).value();
+}
+
+// GPT-3 175B on 64 A100s, the way Megatron runs it.
+cs::Plan gpt3_on_64() {
+  cs::Plan p = make_plan("dgx-a100-64", "gpt3-175b", 1, 8, 8, 64);
+  p.parallel.sequence_parallel = true;
+  p.parallel.recompute = cs::Recompute::selective;
+  return p;
+}
+
+}  // namespace
+
+class TestPlanner : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void problems_data();
+  void problems();
+  void everyProblemIsListed();
+  void validPlanHasNoProblem();
+  void outOfMemory();
+  void controlOptions_data();
+  void controlOptions();
+  void precisions_data();
+  void precisions();
+  void zeroShrinksModelState();
+  void recomputationTradesMemoryForTime();
+  void groupedQueryAttention();
+  void genericModel();
+  void inferencePlan();
+  void dataParallelOverlap();
+  void trainingCost();
+  void estimateJson();
+  void searchRanksAndFits();
+  void searchMatchesEstimate();
+  void searchParetoFronts();
+  void searchClusterSizes();
+  void searchProgressAndCancel();
+  void searchErrors();
+  void timelineSchedule_data();
+  void timelineSchedule();
+  void timelineOneForwardOneBackwardOrder();
+  void timelineInference();
+};
+
+// --- Why a plan cannot run: each rule names its control.
+void TestPlanner::problems_data() {
+  QTest::addColumn<QString>("change");
+  QTest::addColumn<QString>("pointer");
+  QTest::addColumn<QString>("message");
+  QTest::addRow("tp not dividing heads") << "tp=5"
+                                         << "/parallel/tp"
+                                         << "must divide the 96 attention heads";
+  QTest::addRow("tp across nodes") << "tp=16"
+                                   << "/parallel/tp"
+                                   << "must stay inside a node";
+  QTest::addRow("pp not dividing layers") << "pp=5"
+                                          << "/parallel/pp"
+                                          << "must divide the 96 layers";
+  QTest::addRow("global batch") << "mb=2 gb=63"
+                                << "/parallel/global_batch"
+                                << "must be a multiple of dp x micro_batch";
+  QTest::addRow("too many GPUs") << "dp=2"
+                                 << "/parallel/dp"
+                                 << "GPUs, but the cluster has 64";
+  QTest::addRow("fp8 on A100") << "fp8"
+                               << "/precision/compute"
+                               << "has no fp8 path";
+  QTest::addRow("ZeRO-2 with pipeline") << "zero=2"
+                                        << "/parallel/zero_stage"
+                                        << "does not combine with pipeline";
+  QTest::addRow("chunks not dividing layers") << "v=5"
+                                              << "/parallel/virtual_stages"
+                                              << "must divide the 96 layers";
+  QTest::addRow("interleaving micro-batches") << "v=2 gb=4"
+                                              << "/parallel/virtual_stages"
+                                              << "multiple of pp";
+  QTest::addRow("sequence parallel without tp") << "sp tp=1 pp=8 dp=8"
+                                                << "/parallel/sequence_parallel"
+                                                << "needs tp >= 2";
+  QTest::addRow("generic model split by tp") << "resnet tp=8"
+                                             << "/parallel/tp"
+                                             << "generic model";
+  QTest::addRow("no GPU") << "laptop"
+                          << "/cluster/gpus_per_node"
+                          << "no GPU";
+  QTest::addRow("recompute in inference") << "int8 full"
+                                          << "/parallel/recompute"
+                                          << "inference plan";
+  QTest::addRow("model with no layers") << "layers=0"
+                                        << "/workload"
+                                        << "needs layers";
+  QTest::addRow("GPU with no memory") << "memory=0"
+                                      << "/cluster/gpu"
+                                      << "needs memory";
+}
+
+void TestPlanner::problems() {
+  QFETCH(QString, change);
+  QFETCH(QString, pointer);
+  QFETCH(QString, message);
+  cs::Plan p = gpt3_on_64();
+  for (const QString& c : change.split(' ')) {
+    if (c.startsWith("tp=")) p.parallel.tp = c.mid(3).toInt();
+    if (c.startsWith("pp=")) p.parallel.pp = c.mid(3).toInt();
+    if (c.startsWith("dp=")) p.parallel.dp = c.mid(3).toInt();
+    if (c.startsWith("gb=")) p.parallel.global_batch = c.mid(3).toInt();
+    if (c.startsWith("mb=")) p.parallel.micro_batch = c.mid(3).toInt();
+    if (c.startsWith("zero=")) p.parallel.zero_stage = c.mid(5).toInt();
+    if (c.startsWith("v=")) {
+      p.parallel.virtual_stages = c.mid(2).toInt();
+      p.parallel.schedule = cs::PipelineSchedule::interleaved;
+    }
+    if (c == "fp8") p.precision = cs::PrecisionPlan::for_compute(cs::Precision::fp8);
+    if (c == "sp") p.parallel.sequence_parallel = true;
+    if (c == "resnet") {
+      p.workload = *catalog().find_model("resnet50");
+      p.parallel.pp = 1;
+      p.parallel.sequence_parallel = false;
+      p.parallel.recompute = cs::Recompute::none;
+    }
+    if (c == "laptop") p.cluster = *catalog().cluster("laptop-cpu");
+    if (c == "int8") p.precision = cs::PrecisionPlan::for_compute(cs::Precision::int8);
+    if (c == "full") p.parallel.recompute = cs::Recompute::full;
+    if (c == "layers=0") p.workload.transformer.layers = 0;
+    if (c == "memory=0") p.cluster.gpu->memory_bytes = 0;
+  }
+  const std::vector<cs::Problem> problems = cs::plan::check_plan(p);
+  QVERIFY2(!problems.empty(), qPrintable(change));
+  bool found = false;
+  QString all;
+  for (const cs::Problem& problem : problems) {
+    all += QString::fromStdString(problem.pointer + ": " + problem.message) + "\n";
+    if (QString::fromStdString(problem.pointer) == pointer &&
+        QString::fromStdString(problem.message).contains(message)) {
+      found = true;
+    }
+  }
+  QVERIFY2(found, qPrintable(all));
+  // estimate() refuses it with the same text, one problem per line.
+  auto e = cs::plan::estimate(p);
+  QVERIFY(!e.ok());
+  QVERIFY(QString::fromStdString(e.message()).contains(pointer + ": "));
+}
+
+void TestPlanner::everyProblemIsListed() {
+  cs::Plan p = gpt3_on_64();
+  p.parallel.tp = 5;
+  p.parallel.pp = 7;
+  p.precision = cs::PrecisionPlan::for_compute(cs::Precision::fp8);
+  const std::vector<cs::Problem> problems = cs::plan::check_plan(p);
+  QStringList pointers;
+  for (const cs::Problem& problem : problems)
+    pointers << QString::fromStdString(problem.pointer);
+  QVERIFY(pointers.contains("/parallel/tp"));
+  QVERIFY(pointers.contains("/parallel/pp"));
+  QVERIFY(pointers.contains("/precision/compute"));
+  for (const cs::Problem& problem : problems) {
+    if (problem.pointer == "/parallel/tp")
+      QVERIFY(QString::fromStdString(problem.message).contains("(got 5)") ||
+              QString::fromStdString(problem.message).contains("tp 5"));
+  }
+}
+
+void TestPlanner::validPlanHasNoProblem() {
+  const cs::Plan p = gpt3_on_64();
+  QVERIFY(cs::plan::check_plan(p).empty());
+  const cs::plan::Estimate e = must_estimate(p);
+  QVERIFY(e.fits);
+  QVERIFY(e.headroom_bytes > 0);
+  QCOMPARE(e.gpus, 64);
+  QCOMPARE(e.micro_batches, 64);
+  QCOMPARE(e.layers_per_stage, 12);
+}
+
+void TestPlanner::outOfMemory() {
+  cs::Plan p = make_plan("dgx-a100-8", "gpt3-175b", 1, 8, 1, 1);
+  const cs::plan::Estimate e = must_estimate(p);  // valid, but 175B does not fit in 8 GPUs
+  QVERIFY(!e.fits);
+  QVERIFY(e.headroom_bytes < 0);
+  QCOMPARE(e.memory_capacity, p.cluster.gpu->memory_bytes);
+  QVERIFY(e.memory.total() > e.memory_capacity);
+  const cs::Problem problem = cs::plan::memory_problem(p, e);
+  QCOMPARE(QString::fromStdString(problem.pointer), QString("/parallel"));
+  QVERIFY(QString::fromStdString(problem.message).contains("needs"));
+  QVERIFY(QString::fromStdString(problem.message).contains("ZeRO") ||
+          QString::fromStdString(problem.message).contains("recompute"));
+  bool noted = false;
+  for (const std::string& n : e.notes)
+    noted |= n.find("does not fit") != std::string::npos;
+  QVERIFY(noted);
+  QVERIFY(cs::plan::memory_problem(gpt3_on_64(), must_estimate(gpt3_on_64())).message.empty());
+}
+
+// --- What a GUI shows next to each control.
+void TestPlanner::controlOptions_data() {
+  QTest::addColumn<int>("control");
+  QTest::addColumn<QString>("valid_label");
+  QTest::addColumn<QString>("invalid_label");
+  QTest::addColumn<QString>("reason");
+  QTest::addRow("tp") << int(cs::plan::Control::tp) << "8"
+                      << "3"
+                      << "/parallel/tp";
+  QTest::addRow("pp") << int(cs::plan::Control::pp) << "8"
+                      << "64"
+                      << "/parallel/pp";
+  QTest::addRow("zero") << int(cs::plan::Control::zero_stage) << "1"
+                        << "2"
+                        << "/parallel/zero_stage";
+  QTest::addRow("precision") << int(cs::plan::Control::precision) << "bf16"
+                             << "fp8"
+                             << "/precision/compute";
+  QTest::addRow("recompute") << int(cs::plan::Control::recompute) << "full"
+                             << ""
+                             << "";
+  QTest::addRow("virtual stages") << int(cs::plan::Control::virtual_stages) << "3"
+                                  << ""
+                                  << "";
+  QTest::addRow("micro-batch") << int(cs::plan::Control::micro_batch) << "1"
+                               << ""
+                               << "";
+  QTest::addRow("global batch") << int(cs::plan::Control::global_batch) << "64"
+                                << ""
+                                << "";
+  QTest::addRow("dp") << int(cs::plan::Control::dp) << "1"
+                      << "2"
+                      << "/parallel/dp";
+  QTest::addRow("sequence parallel") << int(cs::plan::Control::sequence_parallel) << "on"
+                                     << ""
+                                     << "";
+  QTest::addRow("flash") << int(cs::plan::Control::flash_attention) << "off"
+                         << ""
+                         << "";
+}
+
+void TestPlanner::controlOptions() {
+  QFETCH(int, control);
+  QFETCH(QString, valid_label);
+  QFETCH(QString, invalid_label);
+  QFETCH(QString, reason);
+  const auto c = static_cast<cs::plan::Control>(control);
+  const std::vector<cs::plan::ControlOption> options = cs::plan::control_options(gpt3_on_64(), c);
+  QVERIFY(!options.empty());
+  QVERIFY(QString::fromStdString(std::string(cs::plan::json_pointer(c))).startsWith("/"));
+  bool saw_valid = false;
+  bool saw_invalid = invalid_label.isEmpty();
+  for (const cs::plan::ControlOption& o : options) {
+    const QString label = QString::fromStdString(o.label);
+    if (o.fits) QVERIFY(o.valid && o.reason.empty());
+    if (!o.fits) QVERIFY2(!o.reason.empty(), qPrintable(label));
+    if (label == valid_label) {
+      saw_valid = true;
+      QVERIFY2(o.valid, o.reason.c_str());
+    }
+    if (label == invalid_label) {
+      saw_invalid = true;
+      QVERIFY(!o.valid);
+      QVERIFY2(QString::fromStdString(o.reason).startsWith(reason), o.reason.c_str());
+    }
+  }
+  QVERIFY(saw_valid);
+  QVERIFY(saw_invalid);
+}
+
+// --- Precisions: bytes per parameter and speed.
+void TestPlanner::precisions_data() {
+  QTest::addColumn<QString>("cluster");
+  QTest::addColumn<int>("precision");
+  QTest::addColumn<double>("state_bytes_per_param");  // weights + gradients + optimizer state
+  QTest::addRow("fp32 Adam") << "dgx-h100-8" << int(cs::Precision::fp32) << 16.0;
+  QTest::addRow("tf32 Adam") << "dgx-h100-8" << int(cs::Precision::tf32) << 16.0;
+  QTest::addRow("bf16 mixed") << "dgx-h100-8" << int(cs::Precision::bf16) << 16.0;
+  QTest::addRow("fp16 mixed") << "dgx-h100-8" << int(cs::Precision::fp16) << 16.0;
+  QTest::addRow("fp8 (Transformer Engine)") << "dgx-h100-8" << int(cs::Precision::fp8) << 18.0;
+}
+
+void TestPlanner::precisions() {
+  QFETCH(QString, cluster);
+  QFETCH(int, precision);
+  QFETCH(double, state_bytes_per_param);
+  const auto p = static_cast<cs::Precision>(precision);
+  cs::Plan plan = make_plan(cluster.toUtf8().constData(), "llama2-7b", 8, 1, 1, 64, p);
+  plan.parallel.dp = 1;
+  plan.parallel.tp = 8;
+  plan.parallel.global_batch = 8;
+  const cs::plan::Estimate e = must_estimate(plan);
+  const double per_param = (e.memory.model_state()) / e.parameters_per_gpu;
+  // FP8 keeps an FP8 copy and transpose of each layer weight beside bf16
+  // (not of the embedding and head, 4 % of LLaMA-2 7B), plus a small amax history.
+  const double tolerance = p == cs::Precision::fp8 ? 0.15 : 1e-9;
+  QVERIFY2(std::fabs(per_param - state_bytes_per_param) <= tolerance,
+           qPrintable(QString::number(per_param)));
+  if (p == cs::Precision::fp8) {
+    cs::Plan bf16 = plan;
+    bf16.precision = cs::PrecisionPlan::for_compute(cs::Precision::bf16);
+    QVERIFY(e.time.step() < must_estimate(bf16).time.step());
+  }
+  if (p == cs::Precision::fp32) {
+    cs::Plan tf32 = plan;
+    tf32.precision = cs::PrecisionPlan::for_compute(cs::Precision::tf32);
+    QVERIFY(must_estimate(tf32).time.step() < e.time.step());
+    QCOMPARE(must_estimate(tf32).memory.model_state(), e.memory.model_state());
+  }
+}
+
+void TestPlanner::zeroShrinksModelState() {
+  cs::Plan p = make_plan("dgx-h100-64", "llama2-13b", 64, 1, 1, 256);
+  p.parallel.micro_batch = 1;
+  p.parallel.recompute = cs::Recompute::full;
+  double previous = 1e300;
+  double previous_step = 0;
+  for (int stage = 0; stage <= 3; ++stage) {
+    p.parallel.zero_stage = stage;
+    const cs::plan::Estimate e = must_estimate(p);
+    QVERIFY(e.memory.model_state() < previous);
+    previous = e.memory.model_state();
+    if (stage == 0) previous_step = e.communication.dp_seconds;
+    if (stage == 3) {
+      QVERIFY(e.communication.zero3_seconds > 0);
+      QVERIFY(e.communication.dp_seconds > previous_step);  // gathers every micro-batch
+    }
+  }
+}
+
+void TestPlanner::recomputationTradesMemoryForTime() {
+  cs::Plan p = gpt3_on_64();
+  p.parallel.flash_attention = false;
+  p.parallel.sequence_parallel = false;
+  p.parallel.recompute = cs::Recompute::none;
+  const cs::plan::Estimate none = must_estimate(p);
+  p.parallel.recompute = cs::Recompute::selective;
+  const cs::plan::Estimate selective = must_estimate(p);
+  p.parallel.recompute = cs::Recompute::full;
+  const cs::plan::Estimate full = must_estimate(p);
+  QVERIFY(none.first_stage.activations > selective.first_stage.activations);
+  QVERIFY(selective.first_stage.activations > full.first_stage.activations);
+  QCOMPARE(none.time.recompute, 0.0);
+  QVERIFY(selective.time.recompute > 0);
+  QVERIFY(full.time.recompute > selective.time.recompute);
+  QVERIFY(full.time.step() > selective.time.step());
+  QVERIFY(full.throughput.hfu > full.throughput.mfu);
+  // Fused attention keeps no scores: selective has nothing left to recompute.
+  p.parallel.flash_attention = true;
+  p.parallel.recompute = cs::Recompute::selective;
+  const cs::plan::Estimate fused = must_estimate(p);
+  QCOMPARE(fused.time.recompute, 0.0);
+  QVERIFY(std::fabs(fused.first_stage.activations / selective.first_stage.activations - 1) < 0.01);
+  QVERIFY(fused.first_stage.activations < none.first_stage.activations);
+}
+
+void TestPlanner::groupedQueryAttention() {
+  // LLaMA-2 70B: 8 key/value heads, SwiGLU MLP of 28672, untied head.
+  cs::Plan p = make_plan("dgx-h100-64", "llama2-70b", 1, 8, 8, 64);
+  p.parallel.sequence_parallel = true;
+  const cs::plan::Estimate e = must_estimate(p);
+  QVERIFY(std::fabs(e.parameters / 68.98e9 - 1) < 0.01);  // 68.98B as Meta's config gives
+  // The same shape with full multi-head attention has more parameters and FLOPs.
+  cs::Plan mha = p;
+  mha.workload.transformer.kv_heads = 64;
+  const cs::plan::Estimate e_mha = must_estimate(mha);
+  QVERIFY(e_mha.parameters > e.parameters);
+  QVERIFY(e_mha.throughput.model_flops_per_step > e.throughput.model_flops_per_step);
+  // tp must divide the 8 key/value heads.
+  p.parallel.tp = 16;
+  p.parallel.pp = 4;
+  bool kv_problem = false;
+  for (const cs::Problem& problem : cs::plan::check_plan(p)) {
+    kv_problem |= problem.message.find("key/value heads") != std::string::npos;
+  }
+  QVERIFY(kv_problem);
+  // The last stage holds the untied LM head: more than a middle stage's share.
+  QVERIFY(e.last_stage.embedding_model_state > 0);
+}
+
+void TestPlanner::genericModel() {
+  cs::Plan p = make_plan("dgx-a100-8", "resnet50", 8, 1, 1, 256);
+  p.parallel.micro_batch = 32;
+  const cs::plan::Estimate e = must_estimate(p);
+  QVERIFY(e.fits);
+  QCOMPARE(e.layers_per_stage, 0);
+  QCOMPARE(e.parameters, 25557032.0);
+  QCOMPARE(e.throughput.tokens_per_second, e.throughput.samples_per_second);
+  QVERIFY(e.time.dp_communication > 0 || e.communication.dp_seconds > 0);
+  QCOMPARE(e.throughput.model_flops_per_step, 3 * 8178368512.0 * 256);
+  // A plausible A100 figure: a few thousand images per second per GPU.
+  const double per_gpu = e.throughput.samples_per_second / 8;
+  QVERIFY2(per_gpu > 500 && per_gpu < 20000, qPrintable(QString::number(per_gpu)));
+  // Training length: 90 epochs of ImageNet.
+  QCOMPARE(e.training.steps, std::ceil(1281167.0 / 256) * 90);
+  // Without its layer count the kernels go uncounted, and the estimate says so.
+  QVERIFY(e.notes.empty() || std::none_of(e.notes.begin(), e.notes.end(), [](const std::string& n) {
+            return n.find("no layer count") != std::string::npos;
+          }));
+  cs::Plan unknown = p;
+  unknown.workload.generic.weight_layers = 0;
+  const cs::plan::Estimate u = must_estimate(unknown);
+  QVERIFY(u.time.step() < e.time.step());
+  QVERIFY(std::any_of(u.notes.begin(), u.notes.end(), [](const std::string& n) {
+    return n.find("no layer count") != std::string::npos;
+  }));
+  // A small model is bound by the host issuing its kernels: the seed
+  // article's ResNet-18 on CIFAR-10 at batch 256 runs (3 + 5) x 21 kernels of
+  // at least 10 us each per step.
+  cs::Plan cifar = make_plan("h200-1", "resnet18-cifar10", 1, 1, 1, 256);
+  cifar.parallel.micro_batch = 256;
+  const cs::plan::Estimate c = must_estimate(cifar);
+  QVERIFY(c.time.forward + c.time.backward >= 8 * 21 * 10e-6 - 1e-12);
+}
+
+void TestPlanner::inferencePlan() {
+  cs::Plan p = make_plan("dgx-h100-8", "llama2-70b", 1, 8, 1, 8, cs::Precision::int8);
+  const cs::plan::Estimate e = must_estimate(p);
+  QVERIFY(e.inference);
+  QCOMPARE(e.memory.gradients, 0.0);
+  QCOMPARE(e.memory.optimizer_state, 0.0);
+  QCOMPARE(e.time.backward, 0.0);
+  QCOMPARE(e.time.optimizer, 0.0);
+  QCOMPARE(e.quantization.bits, 8);
+  QCOMPARE(e.quantization.levels, 256);
+  QCOMPARE(e.quantization.relative_max_error, 0.5 / 255);
+  QVERIFY(e.quantization.weight_bytes_saved > 0);
+  // One byte per weight (plus per-channel scales).
+  QVERIFY(std::fabs(e.memory.weights / e.parameters_per_gpu - 1) < 0.01);
+  cs::Plan int4 = p;
+  int4.precision = cs::PrecisionPlan::for_compute(cs::Precision::int4);
+  QVERIFY(must_estimate(int4).memory.weights < e.memory.weights * 0.6);
+}
+
+void TestPlanner::dataParallelOverlap() {
+  cs::Plan p = make_plan("dgx-a100-64", "gpt3-13b", 8, 8, 1, 64);
+  p.parallel.sequence_parallel = true;
+  const cs::plan::Estimate e = must_estimate(p);
+  QVERIFY(e.communication.dp_seconds > 0);
+  QVERIFY(e.communication.dp_buckets > 1);
+  // Buckets overlap backward: the exposed part is less than the whole.
+  QVERIFY(e.time.dp_communication < e.communication.dp_seconds);
+  QVERIFY(e.time.dp_communication > 0);
+  QCOMPARE(e.seed_communication.ranks, 8);
+  QVERIFY(e.seed_communication.simple_seconds > e.seed_communication.ring_seconds);
+  // The gradient bytes the article's S stands for.
+  QCOMPARE(e.seed_communication.gradient_bytes, e.communication.dp_bytes_per_gpu);
+}
+
+void TestPlanner::trainingCost() {
+  const cs::Plan p = gpt3_on_64();
+  const cs::plan::Estimate e = must_estimate(p);
+  const double steps = std::ceil(300e9 / 2048 / 64);
+  QCOMPARE(e.training.steps, steps);
+  QCOMPARE(e.training.seconds, steps * e.time.step());
+  QCOMPARE(e.training.gpu_hours, e.training.seconds * 64 / 3600);
+  QCOMPARE(e.training.cost_usd, e.training.gpu_hours * p.cluster.price_per_gpu_hour);
+  QCOMPARE(e.training.energy_kwh, 400.0 * 64 * e.training.seconds / 3.6e6);
+  QCOMPARE(e.throughput.tokens_per_second, 64 * 2048 / e.time.step());
+}
+
+void TestPlanner::estimateJson() {
+  const cs::plan::Estimate e = must_estimate(gpt3_on_64());
+  const nlohmann::json j = cs::plan::to_json(e);
+  for (const char* key :
+       {"per_gpu_bytes", "weights_bytes", "gradients_bytes", "optimizer_state_bytes",
+        "activations_bytes", "communication_buffers_bytes", "framework_reserve_bytes",
+        "fragmentation_bytes", "capacity_bytes", "headroom_bytes", "fits"}) {
+    QVERIFY2(j["memory"].contains(key), key);
+  }
+  for (const char* key :
+       {"step_seconds", "forward_seconds", "backward_seconds", "recompute_seconds",
+        "optimizer_seconds", "tp_communication_seconds", "pp_communication_seconds",
+        "pipeline_bubble_seconds", "dp_communication_seconds", "zero_gather_seconds"}) {
+    QVERIFY2(j["time"].contains(key), key);
+  }
+  for (const char* key :
+       {"tokens_per_second", "samples_per_second", "model_tflops_per_gpu", "mfu", "hfu"}) {
+    QVERIFY2(j["throughput"].contains(key), key);
+  }
+  QCOMPARE(j["memory"]["per_gpu_bytes"].get<double>(), e.memory.total());
+  QCOMPARE(j["time"]["step_seconds"].get<double>(), e.time.step());
+  QCOMPARE(j["throughput"]["mfu"].get<double>(), e.throughput.mfu);
+}
+
+// --- Search
+void TestPlanner::searchRanksAndFits() {
+  cs::plan::SearchSpace space;
+  space.global_batches = {64};
+  cs::plan::SearchLimits limits;
+  limits.top_k = 8;
+  auto r = cs::plan::search(*catalog().cluster("dgx-a100-64"), *catalog().find_model("gpt3-175b"),
+                            space, cs::plan::Objective::throughput, limits);
+  QVERIFY2(r.ok(), r.ok() ? "" : r.message().c_str());
+  QVERIFY(r->candidates > 1000);
+  QVERIFY(r->fitting > 0 && r->fitting <= r->valid && r->valid <= r->candidates);
+  QCOMPARE(int(r->best.size()), 8);
+  QVERIFY(!r->cancelled);
+  for (std::size_t i = 0; i < r->best.size(); ++i) {
+    const cs::plan::RankedPlan& b = r->best[i];
+    QVERIFY(b.estimate.fits);
+    QCOMPARE(b.estimate.gpus, 64);
+    if (i > 0) QVERIFY(r->best[i - 1].score >= b.score);
+    QCOMPARE(b.score, b.estimate.throughput.tokens_per_second);
+  }
+  // Each objective ranks by its own measure.
+  auto cost =
+      cs::plan::search(*catalog().cluster("dgx-a100-64"), *catalog().find_model("gpt3-175b"), space,
+                       cs::plan::Objective::memory_headroom, limits);
+  QVERIFY(cost.ok());
+  QVERIFY(cost->best.front().estimate.headroom_bytes >= r->best.front().estimate.headroom_bytes);
+}
+
+void TestPlanner::searchMatchesEstimate() {
+  cs::plan::SearchSpace space;
+  space.global_batches = {128};
+  cs::plan::SearchLimits limits;
+  limits.top_k = 5;
+  const cs::Cluster cluster = *catalog().cluster("dgx-h100-32");
+  const cs::Workload model = *catalog().find_model("llama2-13b");
+  auto r = cs::plan::search(cluster, model, space, cs::plan::Objective::time_to_train, limits);
+  QVERIFY(r.ok());
+  QVERIFY(!r->best.empty());
+  for (const cs::plan::RankedPlan& b : r->best) {
+    const cs::Plan plan{cluster, model, b.parallel, b.precision};
+    const cs::plan::Estimate e = must_estimate(plan);
+    QCOMPARE(e.time.step(), b.estimate.time.step());
+    QCOMPARE(e.memory.total(), b.estimate.memory.total());
+    QCOMPARE(b.score, -e.training.seconds);
+  }
+}
+
+void TestPlanner::searchParetoFronts() {
+  cs::plan::SearchSpace space;
+  space.global_batches = {256};
+  space.node_counts = {1, 2, 4};
+  cs::plan::SearchLimits limits;
+  auto r = cs::plan::search(*catalog().cluster("dgx-h100-32"), *catalog().find_model("llama2-7b"),
+                            space, cs::plan::Objective::throughput, limits);
+  QVERIFY(r.ok());
+  QVERIFY(r->pareto_memory.size() >= 2);
+  QVERIFY(r->pareto_gpus.size() >= 2);
+  // Sorted by memory, and each step up in memory buys throughput.
+  for (std::size_t i = 1; i < r->pareto_memory.size(); ++i) {
+    const auto& a = r->pareto_memory[i - 1].estimate;
+    const auto& b = r->pareto_memory[i].estimate;
+    QVERIFY(a.memory.total() <= b.memory.total());
+    QVERIFY(b.throughput.tokens_per_second > a.throughput.tokens_per_second);
+  }
+  for (std::size_t i = 1; i < r->pareto_gpus.size(); ++i) {
+    QVERIFY(r->pareto_gpus[i - 1].estimate.gpus < r->pareto_gpus[i].estimate.gpus);
+    QVERIFY(r->pareto_gpus[i].estimate.throughput.tokens_per_second >
+            r->pareto_gpus[i - 1].estimate.throughput.tokens_per_second);
+  }
+  // No kept plan dominates a front point: the best by throughput is on both fronts' ends.
+  QCOMPARE(r->pareto_memory.back().estimate.throughput.tokens_per_second,
+           r->best.front().estimate.throughput.tokens_per_second);
+}
+
+// "How many nodes do I need to train this in N days?"
+void TestPlanner::searchClusterSizes() {
+  cs::plan::SearchSpace space;
+  space.global_batches = {512};
+  space.node_counts = {1, 2, 4, 8, 16, 32};
+  cs::plan::SearchLimits limits;
+  limits.top_k = 3;
+  const cs::Workload model = *catalog().find_model("llama2-7b");  // 2T tokens
+  auto fast = cs::plan::search(*catalog().cluster("dgx-h100-256"), model, space,
+                               cs::plan::Objective::gpus, limits);
+  QVERIFY(fast.ok());
+  QVERIFY(!fast->best.empty());
+  const int fewest_any = fast->best.front().estimate.gpus;
+  limits.max_days = 30;
+  auto in_30_days = cs::plan::search(*catalog().cluster("dgx-h100-256"), model, space,
+                                     cs::plan::Objective::gpus, limits);
+  QVERIFY(in_30_days.ok());
+  QVERIFY(!in_30_days->best.empty());
+  const cs::plan::RankedPlan& b = in_30_days->best.front();
+  QVERIFY(b.estimate.training.seconds <= 30 * 86400);
+  QVERIFY(b.estimate.gpus >= fewest_any);
+  QCOMPARE(b.nodes * 8, b.estimate.gpus);
+  // One size smaller cannot make it in 30 days.
+  for (const cs::plan::RankedPlan& p : in_30_days->pareto_gpus)
+    QVERIFY(p.estimate.gpus >= b.estimate.gpus);
+}
+
+void TestPlanner::searchProgressAndCancel() {
+  cs::plan::SearchSpace space;
+  space.global_batches = {1536};
+  space.use_all_gpus = false;
+  cs::plan::SearchLimits limits;
+  std::atomic<int> calls{0};
+  std::int64_t last_total = 0;
+  cs::plan::SearchControl control;
+  control.on_progress = [&](const cs::plan::SearchProgress& p) {
+    ++calls;
+    last_total = p.total;
+    QVERIFY(p.evaluated <= p.total);
+  };
+  auto r = cs::plan::search(*catalog().cluster("dgx-a100-1024"), *catalog().find_model("gpt3-175b"),
+                            space, cs::plan::Objective::throughput, limits, control);
+  QVERIFY(r.ok());
+  QVERIFY(calls >= 1);
+  QCOMPARE(last_total, r->candidates);
+  QVERIFY(r->candidates > 100000);
+
+  // Stopped before it starts: nothing evaluated, and it says so.
+  std::stop_source stop;
+  stop.request_stop();
+  control.stop = stop.get_token();
+  control.on_progress = nullptr;
+  auto stopped =
+      cs::plan::search(*catalog().cluster("dgx-a100-1024"), *catalog().find_model("gpt3-175b"),
+                       space, cs::plan::Objective::throughput, limits, control);
+  QVERIFY(stopped.ok());
+  QVERIFY(stopped->cancelled);
+  QVERIFY(stopped->candidates < r->candidates);
+
+  // Stopped from the progress callback, part-way.
+  std::stop_source midway;
+  control.stop = midway.get_token();
+  control.on_progress = [&](const cs::plan::SearchProgress&) { midway.request_stop(); };
+  limits.threads = 1;
+  auto partial =
+      cs::plan::search(*catalog().cluster("dgx-a100-1024"), *catalog().find_model("gpt3-175b"),
+                       space, cs::plan::Objective::throughput, limits, control);
+  QVERIFY(partial.ok());
+  QVERIFY(partial->candidates <= r->candidates);
+}
+
+void TestPlanner::searchErrors() {
+  cs::plan::SearchSpace space;
+  cs::plan::SearchLimits limits;
+  auto none = cs::plan::search(*catalog().cluster("dgx-a100-8"), *catalog().find_model("gpt3-13b"),
+                               space, cs::plan::Objective::throughput, limits);
+  QVERIFY(!none.ok());
+  QVERIFY(QString::fromStdString(none.message()).contains("global batch"));
+  space.global_batches = {64};
+  auto cpu = cs::plan::search(*catalog().cluster("laptop-cpu"), *catalog().find_model("gpt2-small"),
+                              space, cs::plan::Objective::throughput, limits);
+  QVERIFY(!cpu.ok());
+  QVERIFY(QString::fromStdString(cpu.message()).contains("no GPU"));
+  space.node_counts = {4};
+  auto grow = cs::plan::search(*catalog().cluster("dgx-a100-8"), *catalog().find_model("gpt3-13b"),
+                               space, cs::plan::Objective::throughput, limits);
+  QVERIFY(!grow.ok());
+  QVERIFY(QString::fromStdString(grow.message()).contains("no link between nodes"));
+  QCOMPARE(cs::plan::objective_from_string("cost"), std::optional(cs::plan::Objective::cost));
+  QCOMPARE(cs::plan::objective_from_string("speed"), std::optional<cs::plan::Objective>());
+}
+
+// --- Predicted timeline
+void TestPlanner::timelineSchedule_data() {
+  QTest::addColumn<int>("pp");
+  QTest::addColumn<int>("chunks");
+  QTest::addColumn<int>("dp");
+  QTest::addRow("no pipeline") << 1 << 1 << 8;
+  QTest::addRow("1F1B") << 8 << 1 << 1;
+  QTest::addRow("interleaved") << 8 << 3 << 1;
+  QTest::addRow("1F1B with data parallel") << 4 << 1 << 2;
+}
+
+void TestPlanner::timelineSchedule() {
+  QFETCH(int, pp);
+  QFETCH(int, chunks);
+  QFETCH(int, dp);
+  cs::Plan p = make_plan("dgx-a100-64", "gpt3-175b", dp, 8, pp, 32 * dp);
+  if (pp == 1) {
+    p.workload = *catalog().find_model("gpt3-13b");
+    p.parallel.global_batch = 64;
+  }
+  p.parallel.virtual_stages = chunks;
+  p.parallel.schedule =
+      chunks > 1 ? cs::PipelineSchedule::interleaved : cs::PipelineSchedule::one_f_one_b;
+  p.parallel.sequence_parallel = true;
+  p.parallel.recompute = cs::Recompute::full;
+  auto t = cs::plan::predict_timeline(p);
+  QVERIFY2(t.ok(), t.ok() ? "" : t.message().c_str());
+  const cs::plan::Estimate e = must_estimate(p);
+  QCOMPARE(t->stages, pp);
+  // The simulated step agrees with the estimate's closed form.
+  const double step = t->step_ns / 1e9;
+  QVERIFY2(std::fabs(step / e.time.step() - 1) < 0.05,
+           qPrintable(QString("timeline %1 s, estimate %2 s").arg(step).arg(e.time.step())));
+  for (int s = 0; s < pp; ++s) {
+    std::int64_t last_end = 0;
+    int forwards = 0, backwards = 0, recomputes = 0;
+    for (const cs::plan::TimelineSpan& span : t->spans) {
+      QVERIFY(span.end_ns > span.start_ns);
+      QVERIFY(span.end_ns <= t->step_ns);
+      if (span.stage != s || span.lane != 0) continue;
+      QVERIFY2(span.start_ns >= last_end, "lane 0 spans overlap");  // one stream: no overlap
+      last_end = span.end_ns;
+      forwards += span.name == "forward";
+      backwards += span.name == "backward";
+      recomputes += span.name == "recompute";
+    }
+    QCOMPARE(forwards, e.micro_batches * chunks);
+    QCOMPARE(backwards, e.micro_batches * chunks);
+    QCOMPARE(recomputes, e.micro_batches * chunks);
+  }
+  // The slowest stage's compute is the estimate's compute.
+  double compute = 0;
+  for (int s = 0; s < pp; ++s)
+    compute = std::max(compute, cs::plan::category_seconds(*t, s, cs::trace::Category::compute));
+  const double expected = e.time.forward + e.time.backward + e.time.recompute + e.time.optimizer;
+  QVERIFY2(std::fabs(compute / expected - 1) < 0.01,
+           qPrintable(QString("%1 vs %2").arg(compute).arg(expected)));
+  // Pipelines idle in their bubbles; stage 0 waits at the end, the last stage at the start.
+  if (pp > 1) {
+    QVERIFY(cs::plan::category_seconds(*t, pp - 1, cs::trace::Category::other) > 0);
+    bool recv = false;
+    for (const auto& span : t->spans)
+      recv |= span.collective == cs::trace::Collective::recv;
+    QVERIFY(recv);
+  }
+  if (dp > 1) {
+    bool reduction = false;
+    for (const auto& span : t->spans)
+      reduction |= span.name == "dp gradient reduction" && span.lane == 1;
+    QVERIFY(reduction);
+  }
+  // Every stage ends with the optimizer.
+  for (int s = 0; s < pp; ++s) {
+    const cs::plan::TimelineSpan* last = nullptr;
+    for (const auto& span : t->spans) {
+      if (span.stage == s && span.lane == 0) last = &span;
+    }
+    QVERIFY(last);
+    QCOMPARE(QString::fromStdString(last->name), QString("optimizer"));
+  }
+  QVERIFY(cs::plan::to_json(*t)["spans"].size() == t->spans.size());
+}
+
+void TestPlanner::timelineOneForwardOneBackwardOrder() {
+  // Stage 0 of a 4-stage 1F1B pipeline warms up with 3 forwards.
+  cs::Plan p = make_plan("dgx-a100-64", "gpt3-175b", 1, 8, 4, 16);
+  p.cluster.nodes = 4;
+  auto t = cs::plan::predict_timeline(p);
+  QVERIFY(t.ok());
+  QStringList first_ops;
+  for (const auto& span : t->spans) {
+    if (span.stage == 0 && span.lane == 0 && (span.name == "forward" || span.name == "backward")) {
+      first_ops << QString::fromStdString(span.name) + QString::number(span.micro_batch);
+    }
+    if (first_ops.size() == 6) break;
+  }
+  QCOMPARE(first_ops,
+           QStringList({"forward0", "forward1", "forward2", "forward3", "backward0", "forward4"}));
+  // The last stage alternates from the start.
+  QStringList last_ops;
+  for (const auto& span : t->spans) {
+    if (span.stage == 3 && span.lane == 0 && (span.name == "forward" || span.name == "backward")) {
+      last_ops << QString::fromStdString(span.name) + QString::number(span.micro_batch);
+    }
+    if (last_ops.size() == 4) break;
+  }
+  QCOMPARE(last_ops, QStringList({"forward0", "backward0", "forward1", "backward1"}));
+}
+
+void TestPlanner::timelineInference() {
+  cs::Plan p = make_plan("dgx-h100-8", "llama2-70b", 1, 4, 2, 8, cs::Precision::int8);
+  auto t = cs::plan::predict_timeline(p);
+  QVERIFY2(t.ok(), t.ok() ? "" : t.message().c_str());
+  for (const auto& span : t->spans) {
+    QVERIFY(span.name != "backward");
+    QVERIFY(span.name != "optimizer");
+  }
+  cs::Plan bad = p;
+  bad.parallel.tp = 3;
+  QVERIFY(!cs::plan::predict_timeline(bad).ok());
+}
+
+QTEST_GUILESS_MAIN(TestPlanner)
+#include "tst_planner.moc"
