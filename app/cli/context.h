@@ -48,5 +48,6 @@ void register_validate(CLI::App& app, Context& ctx);
 void register_describe(CLI::App& app, Context& ctx);
 void register_plan(CLI::App& app, Context& ctx);
 void register_search(CLI::App& app, Context& ctx);
+void register_trace(CLI::App& app, Context& ctx);
 
 }  // namespace cs::cli

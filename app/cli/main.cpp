@@ -20,6 +20,7 @@ int main(int argc, char** argv) {
   cs::cli::register_describe(app, ctx);
   cs::cli::register_plan(app, ctx);
   cs::cli::register_search(app, ctx);
+  cs::cli::register_trace(app, ctx);
 
   try {
     app.parse(argc, argv);

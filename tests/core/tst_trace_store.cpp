@@ -13,6 +13,7 @@
 #include <map>
 #include <set>
 #include <thread>
+#include <tuple>
 
 #include <signal.h>
 #include <sqlite3.h>
@@ -156,6 +157,7 @@ class TestTraceStore : public QObject {
   void spansFoldToPixels_data();
   void spansFoldToPixels();
   void eventAtIsInnermost();
+  void orderOfArrivalDoesNotMatter();
   void findEvents();
   void liveStoreOpensReadOnly();
   void killedWriterKeepsCommitted();
@@ -562,6 +564,62 @@ void TestTraceStore::eventAtIsInnermost() {
   }
 }
 
+// Lanes whose events arrive in time order get their chunks from the writer;
+// others from finalize; a store cut short is read from its rows. All three
+// must read the same.
+void TestTraceStore::orderOfArrivalDoesNotMatter() {
+  QTemporaryDir dir;
+  const std::string ordered = temp_path(dir, "ordered.cstrace");
+  const std::string shuffled = temp_path(dir, "shuffled.cstrace");
+  WriterOptions small;
+  small.flush_rows = 2500;
+  const Written w =
+      write_store(shuffled, {Pattern::nested, Pattern::uniform, Pattern::bursty}, 12000, small);
+  {
+    auto created = TraceWriter::create(ordered, RunInfo{}, small);
+    QVERIFY(created);
+    TraceWriter& writer = **created;
+    writer.add_rank({0, "localhost", "test device", 1, 0, false});
+    for (const std::string& n : w.names)
+      writer.intern(n);
+    for (std::size_t i = 0; i < w.lanes.size(); ++i)
+      writer.add_lane(0, i == 0 ? LaneKind::cpu_thread : LaneKind::gpu_stream,
+                      "lane " + std::to_string(i), static_cast<int>(i));
+    for (LaneId lane : w.lanes) {
+      for (const Placed& p : placed(w, lane))
+        writer.add(p.event);
+    }
+    QVERIFY(writer.close());
+  }
+  auto a = open_reader(ordered);
+  auto b = open_reader(shuffled);
+  for (std::size_t i = 0; i < w.lanes.size(); ++i) {
+    const LaneId lane = w.lanes[i];
+    std::vector<std::tuple<std::int64_t, std::int64_t, std::uint32_t>> ea, eb;
+    QVERIFY(a->for_each_event({lane}, INT64_MIN / 4, INT64_MAX / 4, [&](const StoredEvent& e) {
+      ea.emplace_back(e.event.start_ns, e.event.end_ns, e.event.name.value);
+      return true;
+    }));
+    QVERIFY(b->for_each_event({lane}, INT64_MIN / 4, INT64_MAX / 4, [&](const StoredEvent& e) {
+      eb.emplace_back(e.event.start_ns, e.event.end_ns, e.event.name.value);
+      return true;
+    }));
+    QCOMPARE(ea.size(), std::size_t{12000});
+    QVERIFY(ea == eb);
+    const LaneInfo* la = a->lane(lane);
+    for (int px : {2000, 300}) {
+      auto sa = a->spans(lane, la->first_ns, la->last_ns + 1, px);
+      auto sb = b->spans(lane, la->first_ns, la->last_ns + 1, px);
+      QVERIFY(sa && sb);
+      QCOMPARE(sa->size(), sb->size());
+      for (std::size_t k = 0; k < sa->size(); ++k) {
+        QCOMPARE((*sa)[k].start_ns, (*sb)[k].start_ns);
+        QCOMPARE((*sa)[k].count, (*sb)[k].count);
+      }
+    }
+  }
+}
+
 void TestTraceStore::findEvents() {
   QTemporaryDir dir;
   const std::string path = temp_path(dir, "find.cstrace");
@@ -631,9 +689,23 @@ void TestTraceStore::killedWriterKeepsCommitted() {
     QVERIFY2(r->event_count() == committed || r->event_count() == committed + 10000,
              qPrintable(QString("%1 events, %2 reported").arg(r->event_count()).arg(committed)));
   }
+  // The rows as left (no chunks yet) and the repaired store read the same.
+  std::vector<std::pair<std::int64_t, std::int64_t>> raw, repaired;
+  {
+    auto unrepaired = open_reader(path, false);
+    QVERIFY(unrepaired->for_each_event({}, INT64_MIN / 4, INT64_MAX / 4, [&](const StoredEvent& e) {
+      raw.emplace_back(e.id, e.event.start_ns);
+      return true;
+    }));
+  }
   auto r = open_reader(path);
   QCOMPARE(r->state().status, std::string("interrupted"));
   QVERIFY(r->state().finalized);
+  QVERIFY(r->for_each_event({}, INT64_MIN / 4, INT64_MAX / 4, [&](const StoredEvent& e) {
+    repaired.emplace_back(e.id, e.event.start_ns);
+    return true;
+  }));
+  QVERIFY(raw == repaired);
   const std::int64_t n = r->event_count();
   QVERIFY(n == committed || n == committed + 10000);
   // Every kernel is whole and has its launch.

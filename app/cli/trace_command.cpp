@@ -1,0 +1,574 @@
+// clusterscope trace info STORE [--json]
+// clusterscope trace stats STORE [--top N] [--rank R...] [--json]
+// clusterscope trace export STORE -o OUT [--format chrome|csv|html] [--table T|all]
+//                           [--from T --to T] [--rank R...] [--file-per-rank]
+// clusterscope trace import FILE... -o STORE [--align A] [--title T] [--json]
+// clusterscope trace merge STORE... -o STORE [--align A] [--json]
+
+#include <cmath>
+#include <filesystem>
+#include <iostream>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include "app/cli/context.h"
+#include "app/cli/text_table.h"
+#include "core/format.h"
+#include "core/trace_analysis.h"
+#include "core/trace_export.h"
+#include "core/trace_import.h"
+#include "core/trace_merge.h"
+#include "core/trace_reader.h"
+
+namespace cs::cli {
+
+namespace {
+
+using nlohmann::json;
+using namespace cs::trace;
+
+std::unique_ptr<TraceReader> open_store(const std::string& path) {
+  return take(TraceReader::open(path));
+}
+
+std::string ms(std::int64_t ns) {
+  return format_fixed(static_cast<double>(ns) / 1e6, 3);
+}
+std::string pct(std::int64_t part, std::int64_t whole) {
+  return whole > 0 ? format_fixed(100.0 * static_cast<double>(part) / static_cast<double>(whole), 1)
+                   : "-";
+}
+std::string shorten(const std::string& s, std::size_t n) {
+  return s.size() <= n ? s : s.substr(0, n - 3) + "...";
+}
+
+// "1.5s", "200ms", "350us", "1000ns" or plain seconds → nanoseconds.
+std::int64_t parse_duration(const std::string& text, const char* option) {
+  std::size_t used = 0;
+  double value = 0;
+  try {
+    value = std::stod(text, &used);
+  } catch (...) {
+    throw CliError(std::string(option) + ": \"" + text +
+                   "\" is not a time (e.g. 1.5s, 200ms, 40us)");
+  }
+  const std::string unit = text.substr(used);
+  double scale = 1e9;
+  if (unit == "ns")
+    scale = 1;
+  else if (unit == "us" || unit == "µs")
+    scale = 1e3;
+  else if (unit == "ms")
+    scale = 1e6;
+  else if (unit == "s" || unit.empty())
+    scale = 1e9;
+  else if (unit == "min")
+    scale = 60e9;
+  else
+    throw CliError(std::string(option) + ": unknown unit \"" + unit + "\" (ns, us, ms, s, min)");
+  return static_cast<std::int64_t>(std::llround(value * scale));
+}
+
+ClockAlignment parse_alignment(const std::string& text) {
+  if (auto a = clock_alignment_from_string(text)) return *a;
+  throw CliError("--align: \"" + text + "\" is not one of auto, recorded, collectives, none");
+}
+
+json breakdown_json(const Breakdown& b) {
+  return {{"window_start_ns", b.window_start_ns},
+          {"window_end_ns", b.window_end_ns},
+          {"span_ns", b.span_ns},
+          {"busy_ns", b.busy_ns},
+          {"compute_ns", b.compute_ns},
+          {"communication_ns", b.communication_ns},
+          {"overlap_ns", b.overlap_ns},
+          {"overlap_percent", b.overlap_percent()},
+          {"exposed_communication_ns", b.exposed_communication_ns},
+          {"memory_ns", b.memory_ns},
+          {"exposed_memory_ns", b.exposed_memory_ns},
+          {"exposed_synchronization_ns", b.exposed_synchronization_ns},
+          {"other_busy_ns", b.other_busy_ns},
+          {"idle_ns", b.idle_ns},
+          {"idle_host_wait_ns", b.idle_host_wait_ns},
+          {"idle_kernel_wait_ns", b.idle_kernel_wait_ns},
+          {"idle_other_ns", b.idle_other_ns},
+          {"events", b.events}};
+}
+
+// --- info ---------------------------------------------------------------
+
+struct InfoOptions {
+  std::string store;
+  bool json = false;
+};
+
+void run_info(const InfoOptions& o) {
+  auto r = open_store(o.store);
+  const RunInfo run = r->run();
+  const StoreState& st = r->state();
+  const TimeRange range = r->time_range();
+  if (o.json) {
+    json ranks = json::array(), lanes = json::array(), meta = json::object();
+    for (const RankInfo& k : r->ranks())
+      ranks.push_back({{"rank", k.rank}, {"host", k.host}, {"device", k.device}, {"pid", k.pid}});
+    for (const LaneInfo& l : r->lanes())
+      lanes.push_back({{"id", l.id.value},
+                       {"rank", l.rank},
+                       {"kind", to_string(l.kind)},
+                       {"name", l.name},
+                       {"events", l.event_count},
+                       {"first_ns", l.first_ns},
+                       {"last_ns", l.last_ns},
+                       {"max_depth", l.max_depth}});
+    for (const auto& [k, v] : r->all_meta())
+      meta[k] = v;
+    std::cout << json{{"path", r->path()},
+                      {"schema_version", st.schema_version},
+                      {"status", st.status},
+                      {"finalized", st.finalized},
+                      {"writer_alive", st.writer_alive},
+                      {"events", r->event_count()},
+                      {"world_size", r->world_size()},
+                      {"time_range", {{"start_ns", range.start_ns}, {"end_ns", range.end_ns}}},
+                      {"ranks", ranks},
+                      {"lanes", lanes},
+                      {"meta", meta}}
+                     .dump(2)
+              << '\n';
+    return;
+  }
+  std::cout << r->path() << '\n';
+  std::cout << "  " << (run.title.empty() ? "(untitled)" : run.title);
+  if (!run.source.empty()) std::cout << " — " << run.source;
+  std::cout << "\n  trace schema " << st.schema_version << ", status " << st.status
+            << (st.writer_alive ? " (its writer is still running; read as committed so far)" : "")
+            << '\n';
+  std::cout << "  " << format_count(static_cast<double>(r->event_count())) << " events on "
+            << r->lanes().size() << " lanes, " << r->ranks().size() << " of " << r->world_size()
+            << " ranks, "
+            << format_seconds(static_cast<double>(range.end_ns - range.start_ns) / 1e9) << '\n';
+  if (!run.clock.empty()) std::cout << "  clock: " << run.clock << '\n';
+  if (auto a = r->meta("clock_alignment")) std::cout << "  ranks aligned by: " << *a << '\n';
+  if (!run.command_line.empty()) std::cout << "  command: " << run.command_line << '\n';
+  std::cout << '\n';
+  TextTable ranks({"rank", "host", "device", "pid"});
+  ranks.right_align(0);
+  ranks.right_align(3);
+  for (const RankInfo& k : r->ranks())
+    ranks.add({std::to_string(k.rank), k.host, k.device, std::to_string(k.pid)});
+  ranks.print(std::cout);
+  std::cout << '\n';
+  TextTable lanes({"rank", "lane", "kind", "events", "span", "depth"});
+  lanes.right_align(0);
+  lanes.right_align(3);
+  lanes.right_align(4);
+  lanes.right_align(5);
+  for (const LaneInfo& l : r->lanes()) {
+    lanes.add(
+        {std::to_string(l.rank), shorten(l.name, 48), std::string(to_string(l.kind)),
+         std::to_string(l.event_count),
+         l.event_count ? format_seconds(static_cast<double>(l.last_ns - l.first_ns) / 1e9) : "-",
+         std::to_string(l.max_depth)});
+  }
+  lanes.print(std::cout);
+}
+
+// --- stats --------------------------------------------------------------
+
+struct StatsOptions {
+  std::string store;
+  int top = 10;
+  bool json = false;
+  bool no_steps = false;
+  int threads = 0;
+};
+
+void run_stats(const StatsOptions& o) {
+  auto r = open_store(o.store);
+  AnalysisOptions options;
+  options.per_step = !o.no_steps;
+  options.threads = o.threads;
+  const RunAnalysis a = take(analyze_run(*r, options));
+  const std::size_t top = static_cast<std::size_t>(std::max(0, o.top));
+
+  if (o.json) {
+    json ranks = json::array();
+    for (const RankAnalysis& k : a.ranks) {
+      json steps = json::array();
+      for (const StepBreakdown& s : k.steps)
+        steps.push_back({{"step", s.step}, {"breakdown", breakdown_json(s.breakdown)}});
+      ranks.push_back(
+          {{"rank", k.rank}, {"gpu", k.gpu}, {"total", breakdown_json(k.total)}, {"steps", steps}});
+    }
+    json kernels = json::array(), collectives = json::array(), stragglers = json::array();
+    for (std::size_t i = 0; i < a.kernels.size() && i < top; ++i) {
+      const KernelStats& k = a.kernels[i];
+      kernels.push_back({{"name", k.name},
+                         {"kind", to_string(k.kind)},
+                         {"category", to_string(k.category)},
+                         {"count", k.count},
+                         {"total_ns", k.total_ns},
+                         {"mean_ns", k.mean_ns},
+                         {"median_ns", k.median_ns},
+                         {"min_ns", k.min_ns},
+                         {"max_ns", k.max_ns},
+                         {"share", k.share}});
+    }
+    for (std::size_t i = 0; i < a.collectives.size() && i < top; ++i) {
+      const CollectiveStats& c = a.collectives[i];
+      collectives.push_back({{"collective", to_string(c.collective)},
+                             {"name", c.name},
+                             {"dtype", to_string(c.dtype)},
+                             {"bytes", c.bytes},
+                             {"ranks", c.ranks},
+                             {"count", c.count},
+                             {"total_ns", c.total_ns},
+                             {"mean_ns", c.mean_ns},
+                             {"median_ns", c.median_ns},
+                             {"algbw_gbps", c.algbw_gbps},
+                             {"busbw_gbps", c.busbw_gbps}});
+    }
+    for (const RankStraggler& s : a.stragglers.ranks) {
+      stragglers.push_back({{"rank", s.rank},
+                            {"median_step_ns", s.step_ns},
+                            {"step_excess", s.step_excess},
+                            {"late_start_ns", s.late_start_ns},
+                            {"collectives", s.collectives},
+                            {"straggler", s.straggler},
+                            {"reason", s.reason}});
+    }
+    json out = {{"path", r->path()},
+                {"ranks", ranks},
+                {"kernels", kernels},
+                {"collectives", collectives},
+                {"stragglers", stragglers}};
+    if (a.prediction) {
+      auto rows = [](const std::vector<PredictedVsMeasured>& list) {
+        json j = json::array();
+        for (const auto& row : list) {
+          j.push_back({{"name", row.name},
+                       {"predicted_s", row.predicted_s},
+                       {"measured_s", row.measured_s ? json(*row.measured_s) : json(nullptr)}});
+        }
+        return j;
+      };
+      out["prediction"] = {{"predicted_step_s", a.prediction->predicted_step_s},
+                           {"measured_step_s", a.prediction->measured_step_s},
+                           {"steps", a.prediction->steps},
+                           {"categories", rows(a.prediction->categories)},
+                           {"parts", rows(a.prediction->parts)}};
+    }
+    std::cout << out.dump(2) << '\n';
+    return;
+  }
+
+  std::cout << r->path() << ": " << a.ranks.size() << (a.ranks.size() == 1 ? " rank" : " ranks")
+            << "\n\nWhere the time went (per rank, over its device span; HTA definitions)\n";
+  TextTable t({"rank", "span ms", "compute", "comm", "overlap", "exposed comm", "memory", "idle",
+               "host wait", "idle other", "steps"});
+  for (std::size_t i = 0; i < 11; ++i)
+    t.right_align(i);
+  for (const RankAnalysis& k : a.ranks) {
+    const Breakdown& b = k.total;
+    t.add({std::to_string(k.rank) + (k.gpu ? "" : " cpu"), ms(b.span_ns),
+           pct(b.compute_ns, b.span_ns) + "%", pct(b.communication_ns, b.span_ns) + "%",
+           format_fixed(b.overlap_percent(), 1) + "%",
+           pct(b.exposed_communication_ns, b.span_ns) + "%", pct(b.memory_ns, b.span_ns) + "%",
+           pct(b.idle_ns, b.span_ns) + "%", pct(b.idle_host_wait_ns, b.span_ns) + "%",
+           pct(b.idle_other_ns, b.span_ns) + "%", std::to_string(k.steps.size())});
+  }
+  t.print(std::cout);
+  std::cout << "  percentages of the span; overlap is the share of communication hidden under "
+               "compute\n";
+
+  if (!a.kernels.empty() && top > 0) {
+    std::cout << "\nTop kernels (all ranks)\n";
+    TextTable k({"name", "category", "count", "total ms", "mean us", "median us", "share"});
+    for (std::size_t i = 2; i < 7; ++i)
+      k.right_align(i);
+    for (std::size_t i = 0; i < a.kernels.size() && i < top; ++i) {
+      const KernelStats& s = a.kernels[i];
+      k.add({shorten(s.name, 60), std::string(to_string(s.category)), std::to_string(s.count),
+             ms(s.total_ns), format_fixed(s.mean_ns / 1e3, 2), format_fixed(s.median_ns / 1e3, 2),
+             format_fixed(s.share * 100, 1) + "%"});
+    }
+    k.print(std::cout);
+  }
+  if (!a.collectives.empty() && top > 0) {
+    std::cout << "\nCollectives (nccl-tests bandwidths)\n";
+    TextTable c(
+        {"collective", "type", "size", "ranks", "count", "mean us", "algbw GB/s", "busbw GB/s"});
+    for (std::size_t i = 2; i < 8; ++i)
+      c.right_align(i);
+    for (std::size_t i = 0; i < a.collectives.size() && i < top; ++i) {
+      const CollectiveStats& s = a.collectives[i];
+      const bool sized = s.bytes > 0;
+      c.add({shorten(s.name, 48), std::string(to_string(s.dtype)),
+             sized ? format_bytes(static_cast<double>(s.bytes)) : "-", std::to_string(s.ranks),
+             std::to_string(s.count), format_fixed(s.mean_ns / 1e3, 2),
+             sized ? format_fixed(s.algbw_gbps, 2) : "-",
+             sized ? format_fixed(s.busbw_gbps, 2) : "-"});
+    }
+    c.print(std::cout);
+  }
+  if (a.ranks.size() > 1) {
+    if (a.stragglers.stragglers.empty()) {
+      std::cout << "\nNo straggler: no rank's steps or collective starts stand out.\n";
+    } else {
+      std::cout << "\nStragglers\n";
+      for (const RankStraggler& s : a.stragglers.ranks) {
+        if (s.straggler) std::cout << "  rank " << s.rank << ": " << s.reason << '\n';
+      }
+    }
+  }
+  if (a.prediction) {
+    const PredictionComparison& p = *a.prediction;
+    std::cout << "\nPredicted against measured (per step)\n";
+    TextTable t2({"", "predicted", "measured", "measured/predicted"});
+    for (std::size_t i = 1; i < 4; ++i)
+      t2.right_align(i);
+    auto row = [&](const std::string& name, double predicted, std::optional<double> measured) {
+      t2.add({name, format_seconds(predicted), measured ? format_seconds(*measured) : "-",
+              measured && predicted > 0 ? format_fixed(*measured / predicted, 2) : "-"});
+    };
+    row("step", p.predicted_step_s, p.measured_step_s);
+    for (const auto& r2 : p.categories)
+      row(r2.name, r2.predicted_s, r2.measured_s);
+    for (const auto& r2 : p.parts)
+      row("part: " + r2.name, r2.predicted_s, r2.measured_s);
+    t2.print(std::cout);
+  }
+}
+
+// --- export -------------------------------------------------------------
+
+struct ExportOptions {
+  std::string store;
+  std::string output;
+  std::string format;
+  std::string table = "events";
+  std::string from, to;
+  std::vector<int> ranks;
+  bool file_per_rank = false;
+  bool json = false;
+};
+
+void run_export(const ExportOptions& o) {
+  auto r = open_store(o.store);
+  std::string format = o.format;
+  if (format.empty()) {
+    const std::string ext = std::filesystem::path(o.output).extension().string();
+    format = ext == ".csv" ? "csv" : ext == ".html" || ext == ".htm" ? "html" : "chrome";
+  }
+  std::optional<TimeRange> window;
+  if (!o.from.empty() || !o.to.empty()) {
+    const TimeRange all = r->time_range();
+    window =
+        TimeRange{o.from.empty() ? all.start_ns : all.start_ns + parse_duration(o.from, "--from"),
+                  o.to.empty() ? all.end_ns + 1 : all.start_ns + parse_duration(o.to, "--to")};
+    if (window->empty()) throw CliError("--from/--to: the window is empty");
+  }
+  ExportReport report;
+  if (format == "chrome" || format == "json") {
+    ChromeTraceOptions options;
+    options.window = window;
+    options.ranks.assign(o.ranks.begin(), o.ranks.end());
+    options.file_per_rank = o.file_per_rank;
+    report = take(export_chrome_trace(*r, o.output, options));
+  } else if (format == "csv") {
+    std::vector<CsvTable> tables;
+    if (o.table == "all") {
+      tables = {CsvTable::events,      CsvTable::breakdown,  CsvTable::kernels,
+                CsvTable::collectives, CsvTable::stragglers, CsvTable::prediction};
+    } else if (auto t = csv_table_from_string(o.table)) {
+      tables = {*t};
+    } else {
+      throw CliError("--table: \"" + o.table +
+                     "\" is not one of events, breakdown, kernels, collectives, stragglers, "
+                     "prediction, all");
+    }
+    std::optional<RunAnalysis> analysis;
+    if (tables.size() > 1 || tables[0] != CsvTable::events) analysis = take(analyze_run(*r));
+    const std::filesystem::path out(o.output);
+    for (CsvTable t : tables) {
+      const std::string file = tables.size() == 1 ? o.output
+                                                  : (out.parent_path() / out.stem()).string() +
+                                                        "." + std::string(to_string(t)) + ".csv";
+      ExportReport one = take(export_csv(*r, analysis ? &*analysis : nullptr, t, file, window));
+      report.files.insert(report.files.end(), one.files.begin(), one.files.end());
+      report.events += one.events;
+      report.bytes += one.bytes;
+    }
+  } else if (format == "html") {
+    const RunAnalysis analysis = take(analyze_run(*r));
+    report = take(export_html_report(*r, analysis, o.output));
+  } else {
+    throw CliError("--format: \"" + format + "\" is not one of chrome, csv, html");
+  }
+  for (const std::string& w : report.warnings)
+    std::cerr << "clusterscope: warning: " << w << '\n';
+  if (o.json) {
+    std::cout << json{{"files", report.files},
+                      {"events", report.events},
+                      {"bytes", report.bytes},
+                      {"warnings", report.warnings}}
+                     .dump(2)
+              << '\n';
+    return;
+  }
+  for (const std::string& f : report.files)
+    std::cout << "wrote " << f << '\n';
+  std::cout << "  " << report.events << " events, "
+            << format_bytes(static_cast<double>(report.bytes)) << '\n';
+}
+
+// --- import and merge -----------------------------------------------------
+
+struct ImportCliOptions {
+  std::vector<std::string> inputs;
+  std::string output;
+  std::string align = "auto";
+  std::string title;
+  bool json = false;
+};
+
+void run_import(const ImportCliOptions& o) {
+  ImportOptions options;
+  options.alignment = parse_alignment(o.align);
+  options.title = o.title;
+  const ImportReport report = take(import_traces(o.inputs, o.output, options));
+  if (o.json) {
+    std::cout << json{{"output", o.output},
+                      {"format", report.format},
+                      {"ranks", report.ranks},
+                      {"events", report.events},
+                      {"bytes_read", report.bytes_read},
+                      {"skipped", report.skipped},
+                      {"clock_alignment", report.clock_alignment},
+                      {"warnings", report.warnings}}
+                     .dump(2)
+              << '\n';
+    return;
+  }
+  std::cout << "imported " << report.events << " events of " << report.ranks
+            << (report.ranks == 1 ? " rank" : " ranks") << " (" << report.format << ") into "
+            << o.output << '\n';
+  if (!report.clock_alignment.empty())
+    std::cout << "  clocks aligned by: " << report.clock_alignment << '\n';
+  for (const auto& [what, n] : report.skipped)
+    std::cout << "  not imported: " << n << ' ' << what << '\n';
+  for (const std::string& w : report.warnings)
+    std::cerr << "clusterscope: warning: " << w << '\n';
+}
+
+struct MergeCliOptions {
+  std::vector<std::string> inputs;
+  std::string output;
+  std::string align = "auto";
+  std::string title;
+  bool json = false;
+};
+
+void run_merge(const MergeCliOptions& o) {
+  MergeOptions options;
+  options.alignment = parse_alignment(o.align);
+  options.run.title = o.title;
+  const MergeReport report = take(merge_stores(o.inputs, o.output, options));
+  if (o.json) {
+    json offsets = json::object(), methods = json::object();
+    for (const auto& [rank, off] : report.offsets_ns)
+      offsets[std::to_string(rank)] = off;
+    for (const auto& [rank, m] : report.rank_method)
+      methods[std::to_string(rank)] = m;
+    std::cout << json{{"output", o.output},      {"ranks", report.ranks},
+                      {"events", report.events}, {"clock_alignment", report.method},
+                      {"offsets_ns", offsets},   {"rank_methods", methods}}
+                     .dump(2)
+              << '\n';
+    return;
+  }
+  std::cout << "merged " << report.ranks << " ranks, " << report.events << " events into "
+            << o.output << "\n  clocks aligned by: " << report.method << '\n';
+  for (const auto& [rank, off] : report.offsets_ns) {
+    if (off != 0)
+      std::cout << "  rank " << rank << " shifted by "
+                << format_seconds(static_cast<double>(off) / 1e9) << '\n';
+  }
+  for (const auto& [rank, m] : report.rank_method)
+    std::cout << "  rank " << rank << ": " << m << '\n';
+}
+
+}  // namespace
+
+void register_trace(CLI::App& app, Context&) {
+  CLI::App* trace = app.add_subcommand(
+      "trace",
+      "Trace stores: inspect, analyse, export, import other profilers' traces, merge ranks");
+  trace->require_subcommand(1);
+
+  auto info = std::make_shared<InfoOptions>();
+  CLI::App* i = trace->add_subcommand("info", "Show a store's run metadata, ranks and lanes");
+  i->add_option("store", info->store, "Trace store (.cstrace)")->required();
+  add_json_flag(*i, info->json);
+  i->callback([info] { run_info(*info); });
+
+  auto stats = std::make_shared<StatsOptions>();
+  CLI::App* s = trace->add_subcommand(
+      "stats",
+      "Per-rank breakdown (compute, communication, overlap, idle), top kernels and "
+      "collectives, stragglers, predicted against measured");
+  s->add_option("store", stats->store, "Trace store")->required();
+  s->add_option("--top", stats->top, "Kernels and collectives to list")
+      ->check(CLI::NonNegativeNumber);
+  s->add_flag("--no-steps", stats->no_steps, "Skip the per-step breakdown");
+  s->add_option("--threads", stats->threads, "Ranks analysed at once (default: one per core)")
+      ->check(CLI::NonNegativeNumber);
+  add_json_flag(*s, stats->json);
+  s->callback([stats] { run_stats(*stats); });
+
+  auto exp = std::make_shared<ExportOptions>();
+  CLI::App* e = trace->add_subcommand(
+      "export",
+      "Write a store as Chrome trace JSON (Perfetto), CSV or a self-contained HTML report");
+  e->add_option("store", exp->store, "Trace store")->required();
+  e->add_option("-o,--output", exp->output, "Output file (its extension picks the format)")
+      ->required();
+  e->add_option("--format", exp->format, "chrome, csv or html")
+      ->check(CLI::IsMember({"chrome", "json", "csv", "html"}));
+  e->add_option("--table", exp->table,
+                "CSV table: events, breakdown, kernels, collectives, stragglers, prediction, or "
+                "all (one file each, named after --output)");
+  e->add_option("--from", exp->from, "Window start, from the trace's start (e.g. 1.5s, 200ms)");
+  e->add_option("--to", exp->to, "Window end, from the trace's start");
+  e->add_option("--rank", exp->ranks, "Only these ranks (Chrome JSON)");
+  e->add_flag("--file-per-rank", exp->file_per_rank,
+              "Chrome JSON: one file per rank, as Holistic Trace Analysis reads them");
+  add_json_flag(*e, exp->json);
+  e->callback([exp] { run_export(*exp); });
+
+  auto imp = std::make_shared<ImportCliOptions>();
+  CLI::App* im = trace->add_subcommand(
+      "import",
+      "Import PyTorch profiler (Kineto) JSON traces or Nsight Systems SQLite exports, "
+      "one file per rank, into one store");
+  im->add_option("files", imp->inputs, "Trace files")->required();
+  im->add_option("-o,--output", imp->output, "Store to write")->required();
+  im->add_option("--align", imp->align,
+                 "Clock alignment of several files: auto, recorded, "
+                 "collectives or none");
+  im->add_option("--title", imp->title, "Run title");
+  add_json_flag(*im, imp->json);
+  im->callback([imp] { run_import(*imp); });
+
+  auto mrg = std::make_shared<MergeCliOptions>();
+  CLI::App* m = trace->add_subcommand("merge", "Merge per-rank stores into one run store");
+  m->add_option("stores", mrg->inputs, "Per-rank stores")->required();
+  m->add_option("-o,--output", mrg->output, "Run store to write")->required();
+  m->add_option("--align", mrg->align, "auto, recorded, collectives or none");
+  m->add_option("--title", mrg->title, "Run title");
+  add_json_flag(*m, mrg->json);
+  m->callback([mrg] { run_merge(*mrg); });
+}
+
+}  // namespace cs::cli

@@ -1,0 +1,748 @@
+// PyTorch profiler (Kineto) Chrome-trace JSON → trace store.
+//
+// The file is decompressed (zlib reads gzip and plain files alike) and read
+// with a SAX parser that keeps only the fields the store needs, so a trace of
+// hundreds of megabytes never exists as a JSON tree. Timestamps are
+// microseconds with fractions; they are converted from their decimal text to
+// integer nanoseconds exactly.
+
+#if CLUSTERSCOPE_HAVE_ZLIB
+#include <zlib.h>
+#endif
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <unordered_map>
+
+#include <nlohmann/json.hpp>
+
+#include "core/trace_import.h"
+#include "core/trace_import_internal.h"
+
+namespace cs::trace {
+
+namespace {
+
+using importing::NcclKernel;
+
+// A file's bytes, uninitialised past `size`.
+struct Text {
+  std::unique_ptr<char[]> data;
+  std::size_t size = 0;
+  std::size_t capacity = 0;
+};
+
+Result<Text> read_possibly_gzipped(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) return Error{path + ": no such file"};
+  const auto size = std::filesystem::file_size(path, ec);
+#if CLUSTERSCOPE_HAVE_ZLIB
+  // zlib reads plain files as they are, so one path serves both. The buffer
+  // is sized once from the file (or, for gzip, from its trailer's length
+  // field) and not zero-filled: a 100 MB trace is read in one pass.
+  std::size_t expected = ec ? 0 : static_cast<std::size_t>(size);
+  {
+    std::ifstream probe(path, std::ios::binary);
+    unsigned char head[2] = {};
+    probe.read(reinterpret_cast<char*>(head), 2);
+    if (head[0] == 0x1f && head[1] == 0x8b && size >= 18) {
+      unsigned char tail[4] = {};
+      probe.seekg(-4, std::ios::end);
+      probe.read(reinterpret_cast<char*>(tail), 4);
+      expected = std::max<std::size_t>(expected, tail[0] | (tail[1] << 8) | (tail[2] << 16) |
+                                                     (static_cast<std::size_t>(tail[3]) << 24));
+    }
+  }
+  gzFile f = gzopen(path.c_str(), "rb");
+  if (!f) return Error{path + ": cannot open"};
+  gzbuffer(f, 1 << 20);
+  Text out;
+  out.capacity = expected + 1;
+  out.data.reset(new char[out.capacity]);
+  for (;;) {
+    if (out.size == out.capacity) {  // the trailer lied (a file of several gzip members)
+      std::unique_ptr<char[]> bigger(new char[out.capacity * 2]);
+      std::memcpy(bigger.get(), out.data.get(), out.size);
+      out.data = std::move(bigger);
+      out.capacity *= 2;
+    }
+    const std::size_t room = std::min<std::size_t>(out.capacity - out.size, 1u << 30);
+    const int n = gzread(f, out.data.get() + out.size, static_cast<unsigned>(room));
+    if (n < 0) {
+      int code = 0;
+      const std::string message = gzerror(f, &code);
+      gzclose(f);
+      return Error{path + ": cannot decompress: " + message};
+    }
+    if (n == 0) break;
+    out.size += static_cast<std::size_t>(n);
+  }
+  gzclose(f);
+  return out;
+#else
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Error{path + ": cannot open"};
+  Text out;
+  out.capacity = out.size = ec ? 0 : static_cast<std::size_t>(size);
+  out.data.reset(new char[out.capacity + 1]);
+  in.read(out.data.get(), static_cast<std::streamsize>(out.size));
+  if (out.size >= 2 && static_cast<unsigned char>(out.data[0]) == 0x1f &&
+      static_cast<unsigned char>(out.data[1]) == 0x8b)
+    return Error{path + ": a gzip file, and this build has no zlib: decompress it first"};
+  return out;
+#endif
+}
+
+// "4458676522690.655" µs → 4458676522690655 ns, exactly. Exponent forms fall
+// back to a double.
+std::int64_t micros_text_to_ns(std::string_view text) {
+  bool negative = false;
+  std::size_t i = 0;
+  if (i < text.size() && (text[i] == '-' || text[i] == '+')) negative = text[i++] == '-';
+  std::int64_t whole = 0;
+  for (; i < text.size() && text[i] >= '0' && text[i] <= '9'; ++i)
+    whole = whole * 10 + (text[i] - '0');
+  std::int64_t frac = 0;
+  int digits = 0;
+  bool round_up = false;
+  if (i < text.size() && text[i] == '.') {
+    for (++i; i < text.size() && text[i] >= '0' && text[i] <= '9'; ++i) {
+      if (digits < 3) {
+        frac = frac * 10 + (text[i] - '0');
+        ++digits;
+      } else if (digits == 3) {
+        round_up = text[i] >= '5';
+        ++digits;
+      }
+    }
+  }
+  if (i < text.size() && (text[i] == 'e' || text[i] == 'E')) {
+    double v = 0;
+    std::from_chars(text.data(), text.data() + text.size(), v);
+    return static_cast<std::int64_t>(std::llround(v * 1000.0));
+  }
+  while (digits < 3) {
+    frac *= 10;
+    ++digits;
+  }
+  std::int64_t ns = whole * 1000 + std::min<std::int64_t>(frac, 999) + (round_up ? 1 : 0);
+  return negative ? -ns : ns;
+}
+
+enum class Cat : std::uint8_t {
+  unknown,
+  kernel,
+  gpu_memcpy,
+  gpu_memset,
+  gpu_user_annotation,
+  cpu_op,
+  user_annotation,
+  cuda_runtime,
+  cuda_driver,
+  python_function,
+  overhead,
+  trace_span,
+};
+
+Cat category_of(std::string_view c) {
+  if (c == "kernel" || c == "Kernel") return Cat::kernel;
+  if (c == "gpu_memcpy" || c == "Memcpy") return Cat::gpu_memcpy;
+  if (c == "gpu_memset" || c == "Memset") return Cat::gpu_memset;
+  if (c == "gpu_user_annotation") return Cat::gpu_user_annotation;
+  if (c == "cpu_op" || c == "Operator") return Cat::cpu_op;
+  if (c == "user_annotation") return Cat::user_annotation;
+  if (c == "cuda_runtime" || c == "Runtime") return Cat::cuda_runtime;
+  if (c == "cuda_driver") return Cat::cuda_driver;
+  if (c == "python_function") return Cat::python_function;
+  if (c == "overhead") return Cat::overhead;
+  if (c == "Trace") return Cat::trace_span;
+  return Cat::unknown;
+}
+
+bool on_gpu(Cat c) {
+  return c == Cat::kernel || c == Cat::gpu_memcpy || c == Cat::gpu_memset ||
+         c == Cat::gpu_user_annotation;
+}
+
+// A pid or tid: Kineto writes numbers, and strings for its own rows ("Spans").
+struct Id {
+  bool text = false;
+  std::int64_t value = 0;
+  auto operator<=>(const Id&) const = default;
+};
+
+struct LaneKey {
+  Id pid, tid;
+  bool gpu_annotation = false;
+  auto operator<=>(const LaneKey&) const = default;
+};
+
+// One "X" event as read, names interned into the file's own table.
+struct Parsed {
+  std::uint32_t lane = 0;  // index into the lane table
+  Cat cat = Cat::unknown;
+  std::uint32_t name = 0;
+  std::int64_t start = 0;
+  std::int64_t end = 0;
+  std::int64_t correlation = 0;
+  std::int64_t bytes = 0;
+  std::int64_t in_elements = -1;
+  std::int64_t out_elements = -1;
+  std::int32_t group_size = 0;
+  std::uint32_t collective_name = 0;  // args "Collective name"
+  std::uint32_t dtype = 0;            // args "dtype"
+};
+
+enum class Key : std::uint8_t {
+  other,
+  ts,
+  dur,
+  ph,
+  cat,
+  name,
+  pid,
+  tid,
+  labels,
+  collective_name,
+  dtype,
+  backend,
+  nccl_version,
+  args,
+  distributed_info,
+  trace_events,
+  device_properties,
+  correlation,
+  bytes,
+  in_elements,
+  out_elements,
+  group_size,
+  sort_index,
+  rank,
+  world_size,
+  base_time_ns,
+};
+
+// The keys the handler reads; every other key is Key::other.
+Key key_of(std::string_view k) {
+  static const std::pair<std::string_view, Key> known[] = {
+      {"ts", Key::ts},
+      {"dur", Key::dur},
+      {"ph", Key::ph},
+      {"cat", Key::cat},
+      {"name", Key::name},
+      {"pid", Key::pid},
+      {"tid", Key::tid},
+      {"labels", Key::labels},
+      {"Collective name", Key::collective_name},
+      {"dtype", Key::dtype},
+      {"backend", Key::backend},
+      {"nccl_version", Key::nccl_version},
+      {"args", Key::args},
+      {"distributedInfo", Key::distributed_info},
+      {"traceEvents", Key::trace_events},
+      {"deviceProperties", Key::device_properties},
+      {"correlation", Key::correlation},
+      {"bytes", Key::bytes},
+      {"In msg nelems", Key::in_elements},
+      {"Out msg nelems", Key::out_elements},
+      {"Group size", Key::group_size},
+      {"sort_index", Key::sort_index},
+      {"rank", Key::rank},
+      {"world_size", Key::world_size},
+      {"baseTimeNanoseconds", Key::base_time_ns},
+  };
+  for (const auto& [text, key] : known) {
+    if (text == k) return key;
+  }
+  return Key::other;
+}
+
+class KinetoHandler : public nlohmann::json_sax<nlohmann::json> {
+ public:
+  // Parse state: what the innermost open object or array is.
+  enum class Ctx : std::uint8_t {
+    root,
+    events,
+    event,
+    args,
+    distributed,
+    device_properties,
+    device,
+    skip
+  };
+
+  std::vector<Parsed> events;
+  std::vector<std::string> strings{""};
+  std::unordered_map<std::string, std::uint32_t> string_ids{{"", 0}};
+  std::vector<LaneKey> lane_keys;
+  std::map<LaneKey, std::uint32_t> lane_index;
+  std::map<Id, std::string> process_names, process_labels;
+  std::map<std::pair<Id, Id>, std::string> thread_names;
+  std::map<std::string, std::int64_t> skipped;
+  bool saw_trace_events = false;
+  std::optional<std::int32_t> rank;
+  std::optional<std::int32_t> world_size;
+  std::optional<std::int64_t> base_time_ns;
+  std::string backend, nccl_version;
+  std::vector<std::string> devices;
+  std::string error;
+
+  bool null() override { return value_done(); }
+  bool boolean(bool) override { return value_done(); }
+  bool number_integer(number_integer_t v) override { return integer(v); }
+  bool number_unsigned(number_unsigned_t v) override {
+    return integer(static_cast<std::int64_t>(std::min<number_unsigned_t>(v, INT64_MAX)));
+  }
+  bool number_float(number_float_t v, const string_t& raw) override {
+    const Ctx c = stack_.back();
+    if (c == Ctx::event) {
+      if (key_ == Key::ts) {
+        ts_ = micros_text_to_ns(raw);
+        has_ts_ = true;
+      } else if (key_ == Key::dur) {
+        dur_ = micros_text_to_ns(raw);
+      }
+    } else if (c == Ctx::args) {
+      integer(static_cast<std::int64_t>(v));
+    }
+    return value_done();
+  }
+  bool string(string_t& v) override {
+    const Ctx c = stack_.back();
+    if (c == Ctx::event) {
+      if (key_ == Key::ph) {
+        ph_ = v.empty() ? '?' : v[0];
+      } else if (key_ == Key::cat) {
+        cat_ = category_of(v);
+        if (cat_ == Cat::unknown) unknown_cat_ = v;
+      } else if (key_ == Key::name) {
+        name_ = intern(v);
+      } else if (key_ == Key::pid) {
+        pid_ = {true, intern(v)};
+      } else if (key_ == Key::tid) {
+        tid_ = {true, intern(v)};
+      }
+    } else if (c == Ctx::args) {
+      if (key_ == Key::name) {
+        arg_name_ = v;
+      } else if (key_ == Key::labels) {
+        arg_labels_ = v;
+      } else if (key_ == Key::collective_name) {
+        current_.collective_name = intern(v);
+      } else if (key_ == Key::dtype) {
+        current_.dtype = intern(v);
+      }
+    } else if (c == Ctx::distributed) {
+      if (key_ == Key::backend) backend = v;
+      if (key_ == Key::nccl_version) nccl_version = v;
+    } else if (c == Ctx::device && key_ == Key::name) {
+      devices.push_back(v);
+    }
+    return value_done();
+  }
+  bool binary(binary_t&) override { return value_done(); }
+
+  bool start_object(std::size_t) override {
+    const Ctx parent = stack_.empty() ? Ctx::skip : stack_.back();
+    Ctx c = Ctx::skip;
+    if (stack_.empty())
+      c = Ctx::root;
+    else if (parent == Ctx::events)
+      c = Ctx::event;
+    else if (parent == Ctx::event && key_ == Key::args)
+      c = Ctx::args;
+    else if (parent == Ctx::root && key_ == Key::distributed_info)
+      c = Ctx::distributed;
+    else if (parent == Ctx::device_properties)
+      c = Ctx::device;
+    if (c == Ctx::event) begin_event();
+    stack_.push_back(c);
+    return true;
+  }
+  bool key(string_t& k) override {
+    key_ = key_of(k);
+    return true;
+  }
+  bool end_object() override {
+    const Ctx c = stack_.back();
+    stack_.pop_back();
+    if (c == Ctx::event) end_event();
+    return value_done();
+  }
+  bool start_array(std::size_t) override {
+    const Ctx parent = stack_.empty() ? Ctx::skip : stack_.back();
+    Ctx c = Ctx::skip;
+    if (stack_.empty() || (parent == Ctx::root && key_ == Key::trace_events)) {
+      // {"traceEvents": [...]}, or the bare array Chrome also accepts.
+      c = Ctx::events;
+      saw_trace_events = true;
+    } else if (parent == Ctx::root && key_ == Key::device_properties) {
+      c = Ctx::device_properties;
+    }
+    stack_.push_back(c);
+    return true;
+  }
+  bool end_array() override {
+    stack_.pop_back();
+    return value_done();
+  }
+  bool parse_error(std::size_t position, const std::string&,
+                   const nlohmann::detail::exception& ex) override {
+    error = "not valid JSON at byte " + std::to_string(position) + ": " + ex.what();
+    return false;
+  }
+
+ private:
+  bool value_done() { return true; }
+
+  bool integer(std::int64_t v) {
+    const Ctx c = stack_.back();
+    if (c == Ctx::event) {
+      if (key_ == Key::ts) {
+        ts_ = v * 1000;
+        has_ts_ = true;
+      } else if (key_ == Key::dur) {
+        dur_ = v * 1000;
+      } else if (key_ == Key::pid) {
+        pid_ = {false, v};
+      } else if (key_ == Key::tid) {
+        tid_ = {false, v};
+      }
+    } else if (c == Ctx::args) {
+      if (key_ == Key::correlation)
+        current_.correlation = v;
+      else if (key_ == Key::bytes)
+        current_.bytes = v;
+      else if (key_ == Key::in_elements)
+        current_.in_elements = v;
+      else if (key_ == Key::out_elements)
+        current_.out_elements = v;
+      else if (key_ == Key::group_size)
+        current_.group_size = static_cast<std::int32_t>(v);
+      else if (key_ == Key::sort_index)
+        arg_sort_index_ = v;
+    } else if (c == Ctx::distributed) {
+      if (key_ == Key::rank) rank = static_cast<std::int32_t>(v);
+      if (key_ == Key::world_size) world_size = static_cast<std::int32_t>(v);
+    } else if (c == Ctx::root && key_ == Key::base_time_ns) {
+      base_time_ns = v;
+    }
+    return value_done();
+  }
+
+  std::uint32_t intern(const std::string& s) {
+    auto [it, fresh] = string_ids.emplace(s, static_cast<std::uint32_t>(strings.size()));
+    if (fresh) strings.push_back(s);
+    return it->second;
+  }
+
+  void begin_event() {
+    ph_ = '?';
+    cat_ = Cat::unknown;
+    unknown_cat_.clear();
+    name_ = 0;
+    pid_ = tid_ = {};
+    ts_ = dur_ = 0;
+    has_ts_ = false;
+    current_ = {};
+    arg_name_.clear();
+    arg_labels_.clear();
+    arg_sort_index_ = 0;
+  }
+
+  void end_event() {
+    if (ph_ == 'M') {
+      const std::string& what = strings[name_];
+      if (what == "process_name") process_names[pid_] = arg_name_;
+      if (what == "process_labels") process_labels[pid_] = arg_labels_;
+      if (what == "thread_name") thread_names[{pid_, tid_}] = arg_name_;
+      return;
+    }
+    if (ph_ != 'X') {
+      ++skipped[ph_ == 's' || ph_ == 'f' || ph_ == 't' ? "flow events (ph s/f)"
+                : ph_ == 'i' || ph_ == 'I'             ? "instant events (ph i)"
+                : ph_ == 'C'                           ? "counter events (ph C)"
+                             : std::string("events with ph '") + ph_ + "'"];
+      return;
+    }
+    if (!has_ts_) {
+      ++skipped["events without ts"];
+      return;
+    }
+    if (cat_ == Cat::trace_span) {
+      ++skipped["profiler spans (cat Trace)"];
+      return;
+    }
+    if (cat_ == Cat::unknown && !unknown_cat_.empty()) ++imported_unknown_[unknown_cat_];
+    const LaneKey key{pid_, tid_, cat_ == Cat::gpu_user_annotation};
+    auto [it, fresh] = lane_index.emplace(key, static_cast<std::uint32_t>(lane_keys.size()));
+    if (fresh) lane_keys.push_back(key);
+    current_.lane = it->second;
+    current_.cat = cat_;
+    current_.name = name_;
+    current_.start = ts_;
+    current_.end = ts_ + std::max<std::int64_t>(0, dur_);
+    events.push_back(current_);
+  }
+
+ public:
+  std::map<std::string, std::int64_t> imported_unknown_;
+
+ private:
+  std::vector<Ctx> stack_;
+  Key key_ = Key::other;
+  char ph_ = '?';
+  Cat cat_ = Cat::unknown;
+  std::string unknown_cat_;
+  std::uint32_t name_ = 0;
+  Id pid_, tid_;
+  std::int64_t ts_ = 0, dur_ = 0;
+  bool has_ts_ = false;
+  Parsed current_;
+  std::string arg_name_, arg_labels_;
+  std::int64_t arg_sort_index_ = 0;
+};
+
+std::string id_text(const KinetoHandler& h, const Id& id) {
+  return id.text ? h.strings[static_cast<std::size_t>(id.value)] : std::to_string(id.value);
+}
+
+std::string trim(std::string s) {
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back())))
+    s.pop_back();
+  return s;
+}
+
+// nccl-tests' size of a collective from Kineto's element counts.
+std::int64_t collective_bytes(Collective c, const Parsed& p, DataType t) {
+  const int size = data_type_bytes(t);
+  if (size == 0) return 0;
+  switch (c) {
+    case Collective::all_gather:
+      return std::max<std::int64_t>(0, p.out_elements) * size;
+    default:
+      return std::max<std::int64_t>(0, p.in_elements) * size;
+  }
+}
+
+Collective collective_from_pytorch(std::string_view name) {
+  // PyTorch's record names: allreduce, _allgather_base, allgather_into_tensor_coalesced,
+  // reduce_scatter_tensor, _reduce_scatter_base, broadcast, reduce, all_to_all(_single),
+  // send, recv, barrier.
+  auto has = [&](std::string_view part) { return name.find(part) != std::string_view::npos; };
+  if (has("allreduce") || has("all_reduce")) return Collective::all_reduce;
+  if (has("reduce_scatter") || has("reducescatter")) return Collective::reduce_scatter;
+  if (has("allgather") || has("all_gather")) return Collective::all_gather;
+  if (has("all_to_all") || has("alltoall")) return Collective::all_to_all;
+  if (has("broadcast")) return Collective::broadcast;
+  if (has("barrier")) return Collective::barrier;
+  if (has("send")) return Collective::send;
+  if (has("recv")) return Collective::recv;
+  if (has("reduce")) return Collective::reduce;
+  return Collective::none;
+}
+
+Result<ImportReport> import_one_kineto(const std::string& file, const std::string& output,
+                                       int file_index, const ImportOptions& options) {
+  auto text = read_possibly_gzipped(file);
+  if (!text) return text.error();
+  KinetoHandler h;
+  h.events.reserve(text->size / 350);  // Kineto writes 300-600 bytes per event
+  const char* begin = text->data.get();
+  const bool ok = nlohmann::json::sax_parse(begin, begin + text->size, &h);
+  const std::size_t bytes = text->size;
+  text->data.reset();  // the events are all in `h` now
+  if (!ok) return Error{file + ": " + (h.error.empty() ? "cannot parse" : h.error)};
+  if (!h.saw_trace_events)
+    return Error{file + " is not a PyTorch profiler trace: it has no traceEvents array"};
+
+  ImportReport report;
+  report.format = "kineto";
+  report.bytes_read = static_cast<std::int64_t>(bytes);
+  report.skipped = h.skipped;
+  for (const auto& [cat, n] : h.imported_unknown_)
+    report.warnings.push_back(std::to_string(n) + " events of category '" + cat +
+                              "' imported as CPU operations");
+  const std::int32_t rank = h.rank.value_or(file_index);
+  if (!h.rank)
+    report.warnings.push_back("no distributedInfo.rank: rank " + std::to_string(rank) +
+                              " from the file order");
+
+  std::int64_t first = INT64_MAX;
+  for (const Parsed& p : h.events)
+    first = std::min(first, p.start);
+  RunInfo run;
+  run.title =
+      options.title.empty() ? std::filesystem::path(file).filename().string() : options.title;
+  run.source = "kineto-import";
+  // Kineto's host clock is the system clock on Linux: microseconds since the
+  // epoch. A trace on another clock (small values) gets no wall-clock start.
+  if (first != INT64_MAX && first > 946'684'800'000'000'000) run.start_utc_ns = first;
+  run.clock = "Kineto timestamps (microseconds, as recorded)";
+  run.command_line = file;
+  auto created = TraceWriter::create(output, run, options.writer);
+  if (!created) return created.error();
+  TraceWriter& w = **created;
+
+  // Ranks: one per file. Its device is the GPU the kernels ran on.
+  std::string device = "GPU";
+  std::int64_t pid = 0;
+  for (const Parsed& p : h.events) {
+    if (on_gpu(p.cat)) {
+      const LaneKey& k = h.lane_keys[p.lane];
+      const auto gpu = k.pid.value;
+      device = gpu >= 0 && static_cast<std::size_t>(gpu) < h.devices.size()
+                   ? h.devices[static_cast<std::size_t>(gpu)] + " (GPU " + std::to_string(gpu) + ")"
+                   : "GPU " + std::to_string(gpu);
+      break;
+    }
+  }
+  for (const Parsed& p : h.events) {
+    const LaneKey& k = h.lane_keys[p.lane];
+    if (!on_gpu(p.cat) && !k.pid.text) {
+      pid = k.pid.value;
+      break;
+    }
+  }
+  w.add_rank({rank, "", device, pid, 0, false});
+  if (h.world_size) w.set_meta("world_size", std::to_string(*h.world_size));
+  if (!h.backend.empty()) w.set_meta("distributed_backend", h.backend);
+  if (!h.nccl_version.empty()) w.set_meta("nccl_version", h.nccl_version);
+  if (h.base_time_ns) w.set_meta("kineto_base_time_ns", std::to_string(*h.base_time_ns));
+
+  // Lanes: which kind each (pid, tid) is, from what runs there.
+  std::vector<bool> gpu_lane(h.lane_keys.size(), false);
+  for (const Parsed& p : h.events)
+    gpu_lane[p.lane] = gpu_lane[p.lane] || on_gpu(p.cat);
+  std::vector<LaneId> lanes(h.lane_keys.size());
+  int cpu_order = 0;
+  for (std::size_t i = 0; i < h.lane_keys.size(); ++i) {
+    const LaneKey& k = h.lane_keys[i];
+    std::string name;
+    LaneKind kind;
+    std::int32_t sort;
+    if (gpu_lane[i]) {
+      const std::string gpu = id_text(h, k.pid);
+      auto tn = h.thread_names.find({k.pid, k.tid});
+      const std::string stream =
+          tn != h.thread_names.end() ? trim(tn->second) : "stream " + id_text(h, k.tid);
+      kind = k.gpu_annotation ? LaneKind::annotation : LaneKind::gpu_stream;
+      name = "GPU " + gpu + " " + stream + (k.gpu_annotation ? " annotations" : "");
+      sort = 1000 +
+             static_cast<std::int32_t>(std::clamp<std::int64_t>(k.pid.value, 0, 63)) * 10000 +
+             static_cast<std::int32_t>(std::clamp<std::int64_t>(k.tid.value, 0, 9000)) +
+             (k.gpu_annotation ? 1 : 0);
+    } else {
+      auto tn = h.thread_names.find({k.pid, k.tid});
+      name = tn != h.thread_names.end() ? trim(tn->second) : "thread " + id_text(h, k.tid);
+      kind = LaneKind::cpu_thread;
+      sort = cpu_order++;
+    }
+    lanes[i] = w.add_lane(rank, kind, name, sort);
+  }
+  const LaneId steps = w.add_lane(rank, LaneKind::steps, "steps", -1);
+
+  std::vector<StringId> names(h.strings.size());
+  std::vector<bool> named(h.strings.size(), false);
+  auto name_of = [&](std::uint32_t id) {
+    if (!named[id]) {
+      names[id] = w.intern(h.strings[id]);
+      named[id] = true;
+    }
+    return names[id];
+  };
+
+  for (const Parsed& p : h.events) {
+    const std::string& name = h.strings[p.name];
+    Event e;
+    e.lane = lanes[p.lane];
+    e.start_ns = p.start;
+    e.end_ns = p.end;
+    e.name = name_of(p.name);
+    e.correlation = p.correlation;
+    switch (p.cat) {
+      case Cat::kernel: {
+        e.kind = EventKind::kernel;
+        e.category = Category::compute;
+        if (auto nccl = importing::parse_nccl_kernel(name)) {
+          e.category = Category::communication;
+          e.kind = nccl->point_to_point ? EventKind::p2p : EventKind::collective;
+          Collective c = nccl->collective;
+          if (p.collective_name != 0) {
+            const Collective from_args = collective_from_pytorch(h.strings[p.collective_name]);
+            if (from_args != Collective::none && !nccl->point_to_point) c = from_args;
+          }
+          const DataType t =
+              p.dtype != 0 ? importing::data_type_from_any(h.strings[p.dtype]) : nccl->dtype;
+          e.collective = c;
+          e.dtype = t;
+          e.count = std::max<std::int64_t>(
+              0, c == Collective::all_gather ? p.out_elements : p.in_elements);
+          e.bytes = collective_bytes(c, p, t);
+          e.group_size = p.group_size;
+        }
+        break;
+      }
+      case Cat::gpu_memcpy:
+        e.kind = EventKind::memcpy;
+        e.category = Category::memory;
+        e.bytes = p.bytes;
+        break;
+      case Cat::gpu_memset:
+        e.kind = EventKind::memset;
+        e.category = Category::memory;
+        e.bytes = p.bytes;
+        break;
+      case Cat::gpu_user_annotation:
+      case Cat::user_annotation:
+        e.kind = EventKind::annotation;
+        e.category = Category::other;
+        if (p.cat == Cat::user_annotation && name.rfind("ProfilerStep#", 0) == 0) {
+          e.kind = EventKind::step;
+          e.lane = steps;
+          int number = -1;
+          std::from_chars(name.data() + 13, name.data() + name.size(), number);
+          e.step = number;
+        }
+        break;
+      case Cat::cuda_runtime:
+      case Cat::cuda_driver:
+        e.kind = EventKind::api_call;
+        e.category = Category::other;
+        if (importing::is_synchronizing_api(name)) {
+          e.kind = EventKind::sync;
+          e.category = Category::synchronization;
+        }
+        break;
+      case Cat::overhead:
+        e.kind = EventKind::overhead;
+        e.category = Category::other;
+        break;
+      default:
+        e.kind = EventKind::cpu_op;
+        e.category = Category::other;
+        break;
+    }
+    w.add(e);
+    ++report.events;
+  }
+  if (Status s = w.close("complete"); !s) return s.error();
+  report.ranks = 1;
+  return report;
+}
+
+}  // namespace
+
+Result<ImportReport> import_kineto(const std::vector<std::string>& files, const std::string& output,
+                                   const ImportOptions& options) {
+  return importing::import_files(files, output, options, import_one_kineto);
+}
+
+}  // namespace cs::trace

@@ -1,0 +1,516 @@
+// Nsight Systems SQLite export → trace store.
+//
+// Every table and column is looked up by name, because exports of different
+// Nsight Systems versions differ: the metadata table is EXPORT_META_DATA
+// (2022 and before) or META_DATA_EXPORT, columns come and go, and a table
+// may carry a version suffix (CUPTI_ACTIVITY_KIND_KERNEL_V2). A column the
+// import cannot do without is reported by table and name; an optional one
+// that is missing is read as absent.
+
+#include <algorithm>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <regex>
+#include <set>
+#include <unordered_map>
+
+#include "core/trace_import.h"
+#include "core/trace_import_internal.h"
+#include "core/trace_sqlite.h"
+
+namespace cs::trace {
+
+namespace {
+
+constexpr std::int64_t kNvtxPushPopRange = 59;
+constexpr std::int64_t kNvtxStartEndRange = 60;
+constexpr std::int64_t kNvtxDomainCreate = 75;
+
+struct Table {
+  std::string name;
+  std::set<std::string> columns;
+};
+
+class Export {
+ public:
+  Export(sql::Database db, std::string file) : db_(std::move(db)), file_(std::move(file)) {}
+
+  sql::Database& db() { return db_; }
+  const std::string& file() const { return file_; }
+  std::string schema_version;
+  std::string product_version;
+
+  // The table named `base`, or its highest versioned variant (BASE_V3).
+  Result<std::optional<Table>> table(const std::string& base) {
+    auto stmt = db_.prepare("SELECT name FROM sqlite_master WHERE type = 'table'");
+    if (!stmt) return stmt.error();
+    const std::regex versioned(base + "_[Vv]?([0-9]+)");
+    std::string best;
+    int best_version = -1;
+    while (stmt->step() == SQLITE_ROW) {
+      const std::string name(stmt->text_at(0));
+      std::smatch m;
+      if (name == base && best_version < 0) {
+        best = name;
+        best_version = 0;
+      } else if (std::regex_match(name, m, versioned) && std::stoi(m[1]) > best_version) {
+        best = name;
+        best_version = std::stoi(m[1]);
+      }
+    }
+    if (best.empty()) return std::optional<Table>{};
+    Table t{best, {}};
+    auto info = db_.prepare("SELECT name FROM pragma_table_info(?)");
+    if (!info) return info.error();
+    info->bind(1, best);
+    while (info->step() == SQLITE_ROW)
+      t.columns.emplace(info->text_at(0));
+    return std::optional<Table>{std::move(t)};
+  }
+
+  // SELECT over named columns, in the order given: a required one must exist
+  // (else an error naming the table and the column); an optional one reads as
+  // NULL when absent. "a|b" takes the first of the names present.
+  struct Column {
+    std::string names;
+    bool required = true;
+  };
+  Result<sql::Statement> select(const Table& t, const std::vector<Column>& columns,
+                                const std::string& tail = "") {
+    std::string sql = "SELECT ";
+    bool first = true;
+    for (const Column& c : columns) {
+      std::string chosen;
+      std::size_t start = 0;
+      for (;;) {
+        const std::size_t bar = c.names.find('|', start);
+        const std::string option = c.names.substr(start, bar - start);
+        if (t.columns.count(option)) {
+          chosen = option;
+          break;
+        }
+        if (bar == std::string::npos) break;
+        start = bar + 1;
+      }
+      if (chosen.empty() && c.required) {
+        std::string names = c.names;
+        std::replace(names.begin(), names.end(), '|', '/');
+        return Error{file_ + ": table " + t.name + " has no column '" + names +
+                     "', which the import needs (Nsight Systems export schema " +
+                     (schema_version.empty() ? "unknown" : schema_version) + ")"};
+      }
+      sql += first ? "" : ", ";
+      sql += chosen.empty() ? "NULL" : "\"" + chosen + "\"";
+      first = false;
+    }
+    sql += " FROM \"" + t.name + "\" " + tail;
+    return db_.prepare(sql);
+  }
+
+ private:
+  sql::Database db_;
+  std::string file_;
+};
+
+std::string memcpy_name(std::int64_t kind) {
+  // CUpti_ActivityMemcpyKind
+  static const char* const names[] = {"Memcpy",      "Memcpy HtoD", "Memcpy DtoH", "Memcpy HtoA",
+                                      "Memcpy AtoH", "Memcpy AtoA", "Memcpy AtoD", "Memcpy DtoA",
+                                      "Memcpy DtoD", "Memcpy HtoH", "Memcpy PtoP"};
+  return kind >= 0 && kind <= 10 ? names[kind] : "Memcpy";
+}
+
+std::int64_t pid_of(std::int64_t global_id) {
+  return (global_id >> 24) & 0xFFFFFF;
+}
+std::int64_t tid_of(std::int64_t global_id) {
+  return global_id & 0xFFFFFF;
+}
+
+Result<ImportReport> import_one_nsys(const std::string& file, const std::string& output,
+                                     int file_index, const ImportOptions& options) {
+  std::error_code ec;
+  if (!std::filesystem::exists(file, ec)) return Error{file + ": no such file"};
+  auto opened = sql::Database::open(file, SQLITE_OPEN_READONLY);
+  if (!opened) return opened.error();
+  Export x(std::move(opened).value(), file);
+  ImportReport report;
+  report.format = "nsys";
+  report.bytes_read = static_cast<std::int64_t>(std::filesystem::file_size(file, ec));
+
+  if (!x.db().has_table("StringIds")) {
+    auto probe = x.db().prepare("SELECT count(*) FROM sqlite_master");
+    if (!probe || probe->step() != SQLITE_ROW)
+      return Error{file + " is not an Nsight Systems export: not an SQLite database"};
+    return Error{file + " is not an Nsight Systems export: it has no StringIds table"};
+  }
+
+  // Export metadata: the table's name changed in 2023.
+  for (const char* meta : {"META_DATA_EXPORT", "EXPORT_META_DATA"}) {
+    auto t = x.table(meta);
+    if (!t) return t.error();
+    if (!*t) continue;
+    auto stmt = x.select(**t, {{"name"}, {"value"}});
+    if (!stmt) return stmt.error();
+    while (stmt->step() == SQLITE_ROW) {
+      const std::string name(stmt->text_at(0));
+      if (name == "EXPORT_SCHEMA_VERSION") x.schema_version = stmt->text_at(1);
+      if (name == "EXPORT_PRODUCT_VERSION") x.product_version = stmt->text_at(1);
+    }
+    break;
+  }
+
+  std::unordered_map<std::int64_t, std::string> strings;
+  {
+    auto t = x.table("StringIds");
+    if (!t) return t.error();
+    auto stmt = x.select(**t, {{"id"}, {"value"}});
+    if (!stmt) return stmt.error();
+    int rc;
+    while ((rc = stmt->step()) == SQLITE_ROW)
+      strings[stmt->int64_at(0)] = stmt->text_at(1);
+    if (rc != SQLITE_DONE) return x.db().error("cannot read StringIds", rc);
+  }
+  auto text_of = [&](std::int64_t id) -> std::string {
+    auto it = strings.find(id);
+    return it == strings.end() ? std::string() : it->second;
+  };
+
+  std::int64_t session_start = 0;
+  if (auto t = x.table("TARGET_INFO_SESSION_START_TIME"); t && *t) {
+    auto stmt = x.select(**t, {{"utcEpochNs"}});
+    if (stmt && stmt->step() == SQLITE_ROW && !stmt->is_null(0)) session_start = stmt->int64_at(0);
+  }
+  std::string host;
+  if (auto t = x.table("TARGET_INFO_SYSTEM_ENV"); t && *t) {
+    auto stmt = x.select(**t, {{"name"}, {"value"}}, "WHERE name = 'Hostname'");
+    if (stmt && stmt->step() == SQLITE_ROW) host = stmt->text_at(1);
+  }
+  std::map<std::int64_t, std::string> gpu_names;
+  if (auto t = x.table("TARGET_INFO_GPU"); t && *t) {
+    auto stmt = x.select(**t, {{"id"}, {"name", false}});
+    if (stmt) {
+      while (stmt->step() == SQLITE_ROW)
+        gpu_names[stmt->int64_at(0)] = stmt->text_at(1);
+    }
+  }
+  std::map<std::int64_t, std::string> thread_names;  // by globalTid
+  if (auto t = x.table("ThreadNames"); t && *t) {
+    auto stmt = x.select(**t, {{"nameId"}, {"globalTid"}});
+    if (!stmt) return stmt.error();
+    while (stmt->step() == SQLITE_ROW)
+      thread_names[stmt->int64_at(1)] = text_of(stmt->int64_at(0));
+  }
+  std::map<std::int64_t, std::string> process_names;  // by pid
+  if (auto t = x.table("PROCESSES"); t && *t) {
+    auto stmt = x.select(**t, {{"pid"}, {"name", false}});
+    if (stmt) {
+      while (stmt->step() == SQLITE_ROW)
+        process_names[stmt->int64_at(0)] = stmt->text_at(1);
+    }
+  }
+
+  // Read every record first: ranks and lanes are known only once all are seen.
+  struct Record {
+    EventKind kind;
+    Category category;
+    std::int64_t start, end;
+    std::string lane_key;  // "gpu:pid:device:stream", "cpu:globalTid", "nvtx:globalTid:domain"
+    std::int64_t pid;
+    std::int64_t device = -1;  // GPU records only
+    std::int64_t stream = -1;
+    std::string name;
+    std::int64_t correlation = 0;
+    std::int64_t bytes = 0;
+    Collective collective = Collective::none;
+    DataType dtype = DataType::none;
+  };
+  std::vector<Record> records;
+  std::map<std::string, std::pair<LaneKind, std::string>> lane_info;  // key -> kind, name
+  std::map<std::string, std::int32_t> lane_sort;
+
+  auto gpu_lane = [&](std::int64_t pid, std::int64_t device, std::int64_t stream) {
+    const std::string key =
+        "gpu:" + std::to_string(pid) + ":" + std::to_string(device) + ":" + std::to_string(stream);
+    if (!lane_info.count(key)) {
+      lane_info[key] = {LaneKind::gpu_stream,
+                        "GPU " + std::to_string(device) + " stream " + std::to_string(stream)};
+      lane_sort[key] =
+          1000 + static_cast<std::int32_t>(device) * 1000 + static_cast<std::int32_t>(stream);
+    }
+    return key;
+  };
+  auto cpu_lane = [&](std::int64_t global_tid) {
+    const std::string key = "cpu:" + std::to_string(global_tid);
+    if (!lane_info.count(key)) {
+      auto tn = thread_names.find(global_tid);
+      std::string name = "thread " + std::to_string(tid_of(global_tid));
+      if (tn != thread_names.end() && !tn->second.empty()) name += " (" + tn->second + ")";
+      lane_info[key] = {LaneKind::cpu_thread, name};
+      lane_sort[key] = static_cast<std::int32_t>(tid_of(global_tid) % 100000);
+    }
+    return key;
+  };
+
+  auto read_gpu_table = [&](const std::string& base, EventKind kind) -> Status {
+    auto t = x.table(base);
+    if (!t) return t.error();
+    if (!*t) return {};
+    // Columns 0-3 are common; 4 is the name (kernels) or the bytes.
+    const Export::Column fourth = kind == EventKind::kernel
+                                      ? Export::Column{"demangledName|shortName|name"}
+                                  : kind == EventKind::memcpy ? Export::Column{"bytes"}
+                                                              : Export::Column{"bytes", false};
+    auto stmt = x.select(**t, {{"start"},
+                               {"end"},
+                               {"deviceId"},
+                               {"streamId"},
+                               fourth,
+                               {"correlationId", false},
+                               {"globalPid", false},
+                               {"copyKind", false}});
+    if (!stmt) return stmt.error();
+    int rc;
+    while ((rc = stmt->step()) == SQLITE_ROW) {
+      Record r;
+      r.kind = kind;
+      r.category = kind == EventKind::kernel ? Category::compute : Category::memory;
+      r.start = stmt->int64_at(0) + session_start;
+      r.end = stmt->int64_at(1) + session_start;
+      r.pid = stmt->is_null(6) ? 0 : pid_of(stmt->int64_at(6));
+      r.device = stmt->int64_at(2);
+      r.stream = stmt->int64_at(3);
+      r.lane_key = gpu_lane(r.pid, r.device, r.stream);
+      r.correlation = stmt->is_null(5) ? 0 : stmt->int64_at(5);
+      if (kind == EventKind::kernel) {
+        // The name column is a StringIds reference; very old exports held text.
+        r.name = stmt->is_null(4) ? "" : text_of(stmt->int64_at(4));
+        if (auto nccl = importing::parse_nccl_kernel(r.name)) {
+          r.category = Category::communication;
+          r.kind = nccl->point_to_point ? EventKind::p2p : EventKind::collective;
+          r.collective = nccl->collective;
+          r.dtype = nccl->dtype;
+        }
+      } else if (kind == EventKind::memcpy) {
+        r.bytes = stmt->int64_at(4);
+        r.name = memcpy_name(stmt->is_null(7) ? 0 : stmt->int64_at(7));
+      } else {
+        r.bytes = stmt->is_null(4) ? 0 : stmt->int64_at(4);
+        r.name = "Memset";
+      }
+      records.push_back(std::move(r));
+    }
+    if (rc != SQLITE_DONE) return x.db().error("cannot read " + t->value().name, rc);
+    return {};
+  };
+  if (auto s = read_gpu_table("CUPTI_ACTIVITY_KIND_KERNEL", EventKind::kernel); !s)
+    return s.error();
+  if (auto s = read_gpu_table("CUPTI_ACTIVITY_KIND_MEMCPY", EventKind::memcpy); !s)
+    return s.error();
+  if (auto s = read_gpu_table("CUPTI_ACTIVITY_KIND_MEMSET", EventKind::memset); !s)
+    return s.error();
+
+  if (auto t = x.table("CUPTI_ACTIVITY_KIND_RUNTIME"); !t) {
+    return t.error();
+  } else if (*t) {
+    auto stmt =
+        x.select(**t, {{"start"}, {"end"}, {"globalTid"}, {"nameId"}, {"correlationId", false}});
+    if (!stmt) return stmt.error();
+    int rc;
+    while ((rc = stmt->step()) == SQLITE_ROW) {
+      Record r;
+      r.name = text_of(stmt->int64_at(3));
+      const bool sync = importing::is_synchronizing_api(r.name);
+      r.kind = sync ? EventKind::sync : EventKind::api_call;
+      r.category = sync ? Category::synchronization : Category::other;
+      r.start = stmt->int64_at(0) + session_start;
+      r.end = stmt->int64_at(1) + session_start;
+      r.pid = pid_of(stmt->int64_at(2));
+      r.lane_key = cpu_lane(stmt->int64_at(2));
+      r.correlation = stmt->is_null(4) ? 0 : stmt->int64_at(4);
+      records.push_back(std::move(r));
+    }
+    if (rc != SQLITE_DONE) return x.db().error("cannot read " + (*t)->name, rc);
+  }
+
+  if (auto t = x.table("NVTX_EVENTS"); !t) {
+    return t.error();
+  } else if (*t) {
+    auto stmt = x.select(**t,
+                         {{"start"},
+                          {"eventType"},
+                          {"globalTid"},
+                          {"end", false},
+                          {"text", false},
+                          {"textId", false},
+                          {"domainId", false}},
+                         "ORDER BY start");
+    if (!stmt) return stmt.error();
+    std::map<std::int64_t, std::string> domains = {{0, "default"}};
+    std::vector<std::tuple<std::int64_t, std::int64_t, std::int64_t, std::int64_t, std::string>>
+        ranges;
+    int rc;
+    while ((rc = stmt->step()) == SQLITE_ROW) {
+      const std::int64_t type = stmt->int64_at(1);
+      const std::int64_t domain = stmt->is_null(6) ? 0 : stmt->int64_at(6);
+      std::string text = stmt->is_null(4) ? (stmt->is_null(5) ? "" : text_of(stmt->int64_at(5)))
+                                          : std::string(stmt->text_at(4));
+      if (type == kNvtxDomainCreate) {
+        domains[domain] = text;
+        ++report.skipped["NVTX domain registrations"];
+        continue;
+      }
+      if ((type != kNvtxPushPopRange && type != kNvtxStartEndRange) || stmt->is_null(3)) {
+        ++report.skipped["NVTX records other than ranges (marks, thread names, ...)"];
+        continue;
+      }
+      ranges.emplace_back(stmt->int64_at(0), stmt->int64_at(3), stmt->int64_at(2), domain,
+                          std::move(text));
+    }
+    if (rc != SQLITE_DONE) return x.db().error("cannot read " + (*t)->name, rc);
+    for (auto& [start, end, tid, domain, text] : ranges) {
+      Record r;
+      r.kind = EventKind::annotation;
+      r.category = Category::other;
+      r.start = start + session_start;
+      r.end = end + session_start;
+      r.pid = pid_of(tid);
+      r.name = std::move(text);
+      r.lane_key = "nvtx:" + std::to_string(tid) + ":" + std::to_string(domain);
+      if (!lane_info.count(r.lane_key)) {
+        const std::string d =
+            domains.count(domain) ? domains[domain] : "domain " + std::to_string(domain);
+        lane_info[r.lane_key] = {LaneKind::annotation,
+                                 "NVTX " + d + " (thread " + std::to_string(tid_of(tid)) + ")"};
+        lane_sort[r.lane_key] = 500 + static_cast<std::int32_t>(domain);
+      }
+      records.push_back(std::move(r));
+    }
+  }
+  for (const char* skipped_table : {"CUPTI_ACTIVITY_KIND_SYNCHRONIZATION", "OSRT_API"}) {
+    auto t = x.table(skipped_table);
+    if (t && *t) {
+      auto stmt = x.db().prepare("SELECT count(*) FROM \"" + (*t)->name + "\"");
+      if (stmt && stmt->step() == SQLITE_ROW && stmt->int64_at(0) > 0)
+        report.skipped[(*t)->name + " rows (not imported)"] += stmt->int64_at(0);
+    }
+  }
+  // GPU records of exports without globalPid belong to the process whose
+  // runtime call launched them (same correlation id), else to the only one.
+  {
+    std::unordered_map<std::int64_t, std::int64_t> launcher;
+    std::set<std::int64_t> cpu_pids;
+    for (const Record& r : records) {
+      if (r.kind == EventKind::api_call || r.kind == EventKind::sync) {
+        cpu_pids.insert(r.pid);
+        if (r.correlation != 0) launcher.emplace(r.correlation, r.pid);
+      }
+    }
+    for (Record& r : records) {
+      if (r.device < 0 || r.pid != 0) continue;
+      auto it = launcher.find(r.correlation);
+      if (it != launcher.end())
+        r.pid = it->second;
+      else if (cpu_pids.size() == 1)
+        r.pid = *cpu_pids.begin();
+      r.lane_key = gpu_lane(r.pid, r.device, r.stream);
+    }
+  }
+  if (records.empty()) {
+    return Error{file + ": no CUDA kernels, copies, sets, runtime calls or NVTX ranges to import"};
+  }
+
+  // Ranks: each process that did CUDA work. "MPI Rank N" thread names give
+  // the rank; otherwise the file's place in the list (and the process order).
+  std::map<std::int64_t, std::int32_t> rank_of_pid;
+  {
+    std::set<std::int64_t> pids;
+    for (const Record& r : records) {
+      if (r.kind != EventKind::annotation) pids.insert(r.pid);
+    }
+    if (pids.empty()) pids.insert(records.front().pid);
+    const std::regex mpi_rank(R"(MPI Rank (\d+))");
+    int next = 0;
+    for (std::int64_t pid : pids) {
+      std::optional<std::int32_t> rank;
+      for (const auto& [tid, name] : thread_names) {
+        std::smatch m;
+        if (pid_of(tid) == pid && std::regex_search(name, m, mpi_rank)) rank = std::stoi(m[1]);
+      }
+      if (!rank) {
+        rank = file_index + next;
+        report.warnings.push_back("process " + std::to_string(pid) +
+                                  " has no \"MPI Rank N\" thread name: rank " +
+                                  std::to_string(*rank) + " from the file order");
+      }
+      rank_of_pid[pid] = *rank;
+      ++next;
+    }
+  }
+
+  RunInfo run;
+  run.title =
+      options.title.empty() ? std::filesystem::path(file).filename().string() : options.title;
+  run.source = "nsys-import";
+  run.start_utc_ns = session_start;
+  run.clock = session_start != 0 ? "CLOCK_REALTIME (Nsight Systems session start + offsets)"
+                                 : "Nsight Systems session clock";
+  run.host = host;
+  run.command_line = file;
+  if (!x.product_version.empty())
+    run.tool_versions_json = "{\"nsight-systems\": \"" + x.product_version + "\"}";
+  auto created = TraceWriter::create(output, run, options.writer);
+  if (!created) return created.error();
+  TraceWriter& w = **created;
+  if (!x.schema_version.empty()) w.set_meta("nsys_export_schema_version", x.schema_version);
+  for (const auto& [pid, rank] : rank_of_pid) {
+    std::string device = "GPU";
+    for (const Record& r : records) {
+      if (r.pid == pid && r.device >= 0) {
+        auto g = gpu_names.find(r.device);
+        device =
+            (g != gpu_names.end() ? g->second : "GPU") + " (GPU " + std::to_string(r.device) + ")";
+        break;
+      }
+    }
+    w.add_rank({rank, host, device, pid, 0, false});
+  }
+  std::map<std::string, LaneId> lanes;
+  std::unordered_map<std::string, StringId> names;
+  for (const Record& r : records) {
+    auto lane = lanes.find(r.lane_key);
+    if (lane == lanes.end()) {
+      const auto& [kind, name] = lane_info[r.lane_key];
+      const auto rank = rank_of_pid.count(r.pid) ? rank_of_pid[r.pid] : rank_of_pid.begin()->second;
+      lane = lanes.emplace(r.lane_key, w.add_lane(rank, kind, name, lane_sort[r.lane_key])).first;
+    }
+    auto name = names.find(r.name);
+    if (name == names.end()) name = names.emplace(r.name, w.intern(r.name)).first;
+    Event e;
+    e.lane = lane->second;
+    e.kind = r.kind;
+    e.category = r.category;
+    e.start_ns = r.start;
+    e.end_ns = r.end;
+    e.name = name->second;
+    e.correlation = r.correlation;
+    e.bytes = r.bytes;
+    e.collective = r.collective;
+    e.dtype = r.dtype;
+    w.add(e);
+    ++report.events;
+  }
+  if (Status s = w.close("complete"); !s) return s.error();
+  report.ranks = static_cast<std::int32_t>(rank_of_pid.size());
+  return report;
+}
+
+}  // namespace
+
+Result<ImportReport> import_nsys(const std::vector<std::string>& files, const std::string& output,
+                                 const ImportOptions& options) {
+  return importing::import_files(files, output, options, import_one_nsys);
+}
+
+}  // namespace cs::trace

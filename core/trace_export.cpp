@@ -1,0 +1,859 @@
+#include "core/trace_export.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <filesystem>
+#include <map>
+#include <set>
+
+#include "core/enum_names.h"
+#include "core/format.h"
+
+namespace cs::trace {
+
+namespace {
+
+constexpr std::int64_t kMinTime = std::numeric_limits<std::int64_t>::min() / 4;
+constexpr std::int64_t kMaxTime = std::numeric_limits<std::int64_t>::max() / 4;
+
+// Buffered output that reports a failed write by the file's name.
+class Output {
+ public:
+  explicit Output(std::string path) : path_(std::move(path)) {
+    file_ = std::fopen(path_.c_str(), "wb");
+    if (!file_) error_ = Error{path_ + ": cannot write: " + std::strerror(errno)};
+    buffer_.reserve(kChunk + 4096);
+  }
+  ~Output() {
+    if (file_) std::fclose(file_);
+  }
+  Output(const Output&) = delete;
+  Output& operator=(const Output&) = delete;
+
+  bool ok() const { return error_.ok(); }
+  const Status& status() const { return error_; }
+  std::int64_t bytes() const { return written_ + static_cast<std::int64_t>(buffer_.size()); }
+
+  Output& operator<<(std::string_view s) {
+    buffer_ += s;
+    if (buffer_.size() >= kChunk) drain();
+    return *this;
+  }
+  Output& operator<<(char c) {
+    buffer_ += c;
+    return *this;
+  }
+  Output& operator<<(std::int64_t v) {
+    char b[24];
+    auto [end, ec] = std::to_chars(b, b + sizeof b, v);
+    buffer_.append(b, end);
+    return *this;
+  }
+  Output& operator<<(int v) { return *this << static_cast<std::int64_t>(v); }
+  Output& operator<<(double v) {
+    if (!std::isfinite(v)) return *this << "0";
+    char b[32];
+    auto [end, ec] = std::to_chars(b, b + sizeof b, v);
+    buffer_.append(b, end);
+    return *this;
+  }
+
+  Status close() {
+    drain();
+    if (file_) {
+      if (std::fclose(file_) != 0 && error_.ok())
+        error_ = Error{path_ + ": write failed: " + std::strerror(errno)};
+      file_ = nullptr;
+    }
+    return error_;
+  }
+
+ private:
+  static constexpr std::size_t kChunk = 1 << 20;
+  void drain() {
+    if (file_ && error_.ok() && !buffer_.empty()) {
+      if (std::fwrite(buffer_.data(), 1, buffer_.size(), file_) != buffer_.size())
+        error_ = Error{path_ + ": write failed: " + std::strerror(errno)};
+    }
+    written_ += static_cast<std::int64_t>(buffer_.size());
+    buffer_.clear();
+  }
+
+  std::string path_;
+  std::FILE* file_ = nullptr;
+  std::string buffer_;
+  std::int64_t written_ = 0;
+  Status error_;
+};
+
+void json_string(Output& out, std::string_view s) {
+  out << '"';
+  std::size_t plain = 0;
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c >= 0x20 && c != '"' && c != '\\') continue;
+    out << s.substr(plain, i - plain);
+    switch (c) {
+      case '"':
+        out << "\\\"";
+        break;
+      case '\\':
+        out << "\\\\";
+        break;
+      case '\n':
+        out << "\\n";
+        break;
+      case '\t':
+        out << "\\t";
+        break;
+      case '\r':
+        out << "\\r";
+        break;
+      default: {
+        char b[8];
+        std::snprintf(b, sizeof b, "\\u%04x", c);
+        out << std::string_view(b);
+      }
+    }
+    plain = i + 1;
+  }
+  out << s.substr(plain) << '"';
+}
+
+// Nanoseconds as microseconds with three decimals, exactly.
+void micros(Output& out, std::int64_t ns) {
+  if (ns < 0) {
+    out << '-';
+    ns = -ns;
+  }
+  char b[8];
+  std::snprintf(b, sizeof b, ".%03d", static_cast<int>(ns % 1000));
+  out << ns / 1000 << std::string_view(b);
+}
+
+// The categories Kineto writes, which Holistic Trace Analysis reads.
+std::string_view kineto_category(EventKind kind, LaneKind lane) {
+  switch (kind) {
+    case EventKind::kernel:
+    case EventKind::collective:
+    case EventKind::p2p:
+      return lane == LaneKind::gpu_stream ? "kernel" : "cpu_op";
+    case EventKind::memcpy:
+      return "gpu_memcpy";
+    case EventKind::memset:
+      return "gpu_memset";
+    case EventKind::annotation:
+      return lane == LaneKind::gpu_stream || lane == LaneKind::annotation ? "gpu_user_annotation"
+                                                                          : "user_annotation";
+    case EventKind::cpu_op:
+      return "cpu_op";
+    case EventKind::api_call:
+    case EventKind::sync:
+      return "cuda_runtime";
+    case EventKind::step:
+      return "user_annotation";
+    case EventKind::overhead:
+      return "overhead";
+  }
+  return "cpu_op";
+}
+
+// "GPU 0 stream 7" → 7; other lanes: their id (unique, never -1).
+std::int64_t stream_of(const LaneInfo& lane) {
+  const auto pos = lane.name.rfind("stream ");
+  if (pos != std::string::npos) {
+    std::int64_t v = 0;
+    const char* b = lane.name.data() + pos + 7;
+    auto [end, ec] = std::from_chars(b, lane.name.data() + lane.name.size(), v);
+    if (ec == std::errc() && end != b) return v;
+  }
+  return lane.id.value;
+}
+
+struct RankFilter {
+  std::set<std::int32_t> ranks;
+  bool all = true;
+  bool has(std::int32_t r) const { return all || ranks.count(r); }
+};
+
+Status write_chrome(const TraceReader& reader, const std::string& path,
+                    const ChromeTraceOptions& options, const RankFilter& filter,
+                    std::optional<std::int32_t> distributed_rank, ExportReport& report) {
+  const TimeRange whole = reader.time_range();
+  const std::int64_t t0 = options.window ? options.window->start_ns : whole.start_ns;
+  const std::int64_t t1 = options.window ? options.window->end_ns : whole.end_ns + 1;
+  const std::int64_t base = std::max(t0, whole.start_ns);
+
+  Output out(path);
+  if (!out.ok()) return out.status();
+  out << "{\"schemaVersion\":1,\"displayTimeUnit\":\"ns\",\"distributedInfo\":{";
+  if (distributed_rank) out << "\"rank\":" << *distributed_rank << ',';
+  out << "\"world_size\":" << reader.world_size()
+      << "},\"otherData\":{\"producer\":\"ClusterScope\",";
+  out << "\"time_base_ns\":" << base << ",\"title\":";
+  json_string(out, reader.run().title);
+  out << ",\"source\":";
+  json_string(out, reader.run().source);
+  out << "},\n\"traceEvents\":[\n";
+  bool first = true;
+  auto begin_event = [&] {
+    if (!first) out << ",\n";
+    first = false;
+  };
+
+  for (const RankInfo& rank : reader.ranks()) {
+    if (!filter.has(rank.rank)) continue;
+    std::string label = "Rank " + std::to_string(rank.rank);
+    if (!rank.host.empty())
+      label += " (" + rank.host + (rank.device.empty() ? "" : ", " + rank.device) + ")";
+    else if (!rank.device.empty())
+      label += " (" + rank.device + ")";
+    begin_event();
+    out << "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":" << rank.rank
+        << ",\"tid\":0,\"args\":{\"name\":";
+    json_string(out, label);
+    out << "}},\n{\"ph\":\"M\",\"name\":\"process_sort_index\",\"pid\":" << rank.rank
+        << ",\"tid\":0,\"args\":{\"sort_index\":" << rank.rank << "}}";
+  }
+  std::vector<const LaneInfo*> lanes;
+  for (const LaneInfo& l : reader.lanes()) {
+    if (!filter.has(l.rank)) continue;
+    lanes.push_back(&l);
+    begin_event();
+    out << "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":" << l.rank
+        << ",\"tid\":" << static_cast<std::int64_t>(l.id.value) << ",\"args\":{\"name\":";
+    json_string(out, l.name);
+    out << "}},\n{\"ph\":\"M\",\"name\":\"thread_sort_index\",\"pid\":" << l.rank
+        << ",\"tid\":" << static_cast<std::int64_t>(l.id.value)
+        << ",\"args\":{\"sort_index\":" << l.sort_index << "}}";
+  }
+
+  std::vector<std::string> names;  // cache of escaped names by string id
+  for (const LaneInfo* lane : lanes) {
+    // Start early enough to take in the parents of what overlaps t0.
+    const std::int64_t from = options.window ? t0 - lane->max_duration_ns : kMinTime;
+    const std::int64_t stream = stream_of(*lane);
+    Status s = reader.for_each_event({lane->id}, from, t1, [&](const StoredEvent& se) {
+      const Event& e = se.event;
+      if (options.window && e.end_ns <= t0 && !(e.start_ns == e.end_ns && e.start_ns == t0))
+        return true;
+      begin_event();
+      out << "{\"ph\":\"X\",\"cat\":\"" << kineto_category(e.kind, lane->kind) << "\",\"name\":";
+      if (names.size() <= e.name.value) names.resize(e.name.value + 1);
+      std::string& cached = names[e.name.value];
+      if (cached.empty()) {
+        // Escape once, reuse: names repeat millions of times.
+        std::string escaped = "\"";
+        for (char c : reader.string(e.name)) {
+          const auto u = static_cast<unsigned char>(c);
+          if (c == '"' || c == '\\') {
+            escaped += '\\';
+            escaped += c;
+          } else if (u < 0x20) {
+            char b[8];
+            std::snprintf(b, sizeof b, "\\u%04x", u);
+            escaped += b;
+          } else {
+            escaped += c;
+          }
+        }
+        cached = escaped + "\"";
+      }
+      out << cached << ",\"pid\":" << se.rank
+          << ",\"tid\":" << static_cast<std::int64_t>(lane->id.value) << ",\"ts\":";
+      micros(out, e.start_ns - base);
+      out << ",\"dur\":";
+      micros(out, e.end_ns - e.start_ns);
+      out << ",\"args\":{\"category\":\"" << to_string(e.category) << "\",\"kind\":\""
+          << to_string(e.kind) << '"';
+      if (lane->kind == LaneKind::gpu_stream) out << ",\"stream\":" << stream;
+      if (e.correlation != 0) out << ",\"correlation\":" << e.correlation;
+      if (e.bytes != 0) out << ",\"bytes\":" << e.bytes;
+      if (e.flops != 0) out << ",\"flops\":" << e.flops;
+      if (e.step >= 0) out << ",\"step\":" << static_cast<std::int64_t>(e.step);
+      if (e.collective != Collective::none)
+        out << ",\"collective\":\"" << to_string(e.collective) << '"';
+      if (e.dtype != DataType::none) out << ",\"dtype\":\"" << to_string(e.dtype) << '"';
+      if (e.count != 0) out << ",\"count\":" << e.count;
+      if (e.peer >= 0) out << ",\"peer\":" << static_cast<std::int64_t>(e.peer);
+      if (e.group_size != 0) out << ",\"group_size\":" << static_cast<std::int64_t>(e.group_size);
+      out << "}}";
+      ++report.events;
+      return out.ok();
+    });
+    if (!s) return s;
+    if (!out.ok()) return out.status();
+  }
+
+  if (options.counters) {
+    auto series = reader.counter_series();
+    if (!series) return series.error();
+    for (const auto& [rank, name] : *series) {
+      if (!filter.has(rank)) continue;
+      auto samples = reader.counters(rank, name);
+      if (!samples) return samples.error();
+      for (const CounterSample& c : *samples) {
+        if (c.time_ns < t0 || c.time_ns >= t1) continue;
+        begin_event();
+        out << "{\"ph\":\"C\",\"name\":";
+        json_string(out, reader.string(name));
+        out << ",\"pid\":" << rank << ",\"ts\":";
+        micros(out, c.time_ns - base);
+        out << ",\"args\":{";
+        json_string(out, reader.string(name));
+        out << ':' << c.value << "}}";
+      }
+    }
+  }
+  out << "\n]}\n";
+  const std::int64_t bytes = out.bytes();
+  if (Status s = out.close(); !s) return s;
+  report.files.push_back(path);
+  report.bytes += bytes;
+  if (bytes > options.warn_bytes) {
+    report.warnings.push_back(path + " is " + format_bytes(static_cast<double>(bytes)) +
+                              ": browsers and the Perfetto UI struggle with JSON traces of a few "
+                              "hundred MB; export a time window or fewer ranks");
+  }
+  return {};
+}
+
+// ---------------------------------------------------------------------------
+// CSV
+
+void csv_field(Output& out, std::string_view s) {
+  if (s.find_first_of(",\"\n\r") == std::string_view::npos) {
+    out << s;
+    return;
+  }
+  out << '"';
+  for (char c : s) {
+    if (c == '"') out << '"';
+    out << c;
+  }
+  out << '"';
+}
+
+template <class... T>
+void csv_row(Output& out, const T&... fields) {
+  bool first = true;
+  auto one = [&](const auto& f) {
+    if (!first) out << ',';
+    first = false;
+    using F = std::decay_t<decltype(f)>;
+    if constexpr (std::is_convertible_v<F, std::string_view>)
+      csv_field(out, f);
+    else if constexpr (std::is_floating_point_v<F>)
+      out << static_cast<double>(f);
+    else
+      out << static_cast<std::int64_t>(f);
+  };
+  (one(fields), ...);
+  out << '\n';
+}
+
+constexpr auto kCsvNames =
+    enum_names<CsvTable>(std::pair{CsvTable::events, std::string_view("events")},
+                         std::pair{CsvTable::breakdown, std::string_view("breakdown")},
+                         std::pair{CsvTable::kernels, std::string_view("kernels")},
+                         std::pair{CsvTable::collectives, std::string_view("collectives")},
+                         std::pair{CsvTable::stragglers, std::string_view("stragglers")},
+                         std::pair{CsvTable::prediction, std::string_view("prediction")});
+
+void breakdown_row(Output& out, std::int32_t rank, std::string_view step, const Breakdown& b) {
+  csv_row(out, rank, step, b.window_start_ns, b.window_end_ns, b.span_ns, b.busy_ns, b.compute_ns,
+          b.communication_ns, b.overlap_ns, b.overlap_percent(), b.exposed_communication_ns,
+          b.memory_ns, b.exposed_memory_ns, b.exposed_synchronization_ns, b.other_busy_ns,
+          b.idle_ns, b.idle_host_wait_ns, b.idle_kernel_wait_ns, b.idle_other_ns, b.events);
+}
+
+// ---------------------------------------------------------------------------
+// HTML
+
+std::string html(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (char c : s) {
+    switch (c) {
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '&':
+        out += "&amp;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      default:
+        out += c;
+    }
+  }
+  return out;
+}
+
+std::string ms(std::int64_t ns) {
+  return format_fixed(static_cast<double>(ns) / 1e6, 3);
+}
+std::string pct(double part, double whole) {
+  return whole > 0 ? format_fixed(100.0 * part / whole, 1) + "%" : "-";
+}
+
+std::string utc_text(std::int64_t ns) {
+  if (ns <= 0) return "-";
+  const std::time_t seconds = static_cast<std::time_t>(ns / 1'000'000'000);
+  std::tm tm{};
+  gmtime_r(&seconds, &tm);
+  char b[64];
+  std::strftime(b, sizeof b, "%Y-%m-%d %H:%M:%S UTC", &tm);
+  return b;
+}
+
+struct Segment {
+  const char* name;
+  const char* color;
+  std::int64_t Breakdown::*field;
+};
+// The parts of a span, in drawing order; together they add up to it.
+const Segment kSegments[] = {
+    {"compute", "#4c78a8", &Breakdown::compute_ns},
+    {"exposed communication", "#e45756", &Breakdown::exposed_communication_ns},
+    {"exposed memory", "#f58518", &Breakdown::exposed_memory_ns},
+    {"synchronization", "#b279a2", &Breakdown::exposed_synchronization_ns},
+    {"other device work", "#9d755d", &Breakdown::other_busy_ns},
+    {"idle: host wait", "#bab0ac", &Breakdown::idle_host_wait_ns},
+    {"idle: kernel wait", "#d8d3cf", &Breakdown::idle_kernel_wait_ns},
+    {"idle: other", "#eeeeee", &Breakdown::idle_other_ns},
+};
+
+std::string breakdown_svg(const std::vector<RankAnalysis>& ranks) {
+  const int row = 26, label = 90, width = 640, top = 10;
+  const int height = top + row * static_cast<int>(ranks.size()) + 56;
+  std::string s = "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" +
+                  std::to_string(label + width + 20) + "\" height=\"" + std::to_string(height) +
+                  "\" role=\"img\" aria-label=\"time breakdown per rank\">";
+  int y = top;
+  for (const RankAnalysis& r : ranks) {
+    s += "<text x=\"0\" y=\"" + std::to_string(y + 16) + "\" font-size=\"12\">rank " +
+         std::to_string(r.rank) + "</text>";
+    const double span = static_cast<double>(std::max<std::int64_t>(1, r.total.span_ns));
+    double x = label;
+    for (const Segment& seg : kSegments) {
+      const double w = width * static_cast<double>(r.total.*seg.field) / span;
+      if (w <= 0) continue;
+      s += "<rect x=\"" + format_fixed(x, 2) + "\" y=\"" + std::to_string(y) + "\" width=\"" +
+           format_fixed(w, 2) + "\" height=\"" + std::to_string(row - 6) + "\" fill=\"" +
+           seg.color + "\"><title>" + seg.name + ": " + ms(r.total.*seg.field) + " ms (" +
+           pct(static_cast<double>(r.total.*seg.field), span) + ")</title></rect>";
+      x += w;
+    }
+    y += row;
+  }
+  int lx = label;
+  for (const Segment& seg : kSegments) {
+    const int item = 13 + static_cast<int>(std::strlen(seg.name)) * 6 + 10;
+    if (lx + item > label + width) {  // the legend wraps onto a second line
+      lx = label;
+      y += 16;
+    }
+    s += "<rect x=\"" + std::to_string(lx) + "\" y=\"" + std::to_string(y + 8) +
+         "\" width=\"10\" height=\"10\" fill=\"" + seg.color + "\" stroke=\"#999\"/>";
+    s += "<text x=\"" + std::to_string(lx + 13) + "\" y=\"" + std::to_string(y + 17) +
+         "\" font-size=\"10\">" + seg.name + "</text>";
+    lx += item;
+  }
+  return s + "</svg>";
+}
+
+std::string steps_svg(const std::vector<RankAnalysis>& ranks) {
+  std::int64_t longest = 1;
+  std::size_t most = 0;
+  for (const RankAnalysis& r : ranks) {
+    most = std::max(most, r.steps.size());
+    for (const StepBreakdown& s : r.steps)
+      longest = std::max(longest, s.breakdown.span_ns);
+  }
+  if (most == 0) return {};
+  const int width = 640, height = 160, left = 60;
+  std::string s = "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" +
+                  std::to_string(left + width + 20) + "\" height=\"" + std::to_string(height + 30) +
+                  "\" role=\"img\" aria-label=\"step times\">";
+  s += "<text x=\"0\" y=\"12\" font-size=\"10\">" + ms(longest) + " ms</text>";
+  s += "<line x1=\"" + std::to_string(left) + "\" y1=\"" + std::to_string(height) + "\" x2=\"" +
+       std::to_string(left + width) + "\" y2=\"" + std::to_string(height) + "\" stroke=\"#999\"/>";
+  static const char* const colors[] = {"#4c78a8", "#e45756", "#54a24b", "#f58518",
+                                       "#b279a2", "#72b7b2", "#9d755d", "#eeca3b"};
+  int index = 0;
+  for (const RankAnalysis& r : ranks) {
+    if (r.steps.empty()) continue;
+    std::string points;
+    for (std::size_t i = 0; i < r.steps.size(); ++i) {
+      const double x =
+          left + (most > 1 ? width * static_cast<double>(i) / (most - 1) : width / 2.0);
+      const double y = height - height * static_cast<double>(r.steps[i].breakdown.span_ns) /
+                                    static_cast<double>(longest);
+      points += format_fixed(x, 1) + "," + format_fixed(y, 1) + " ";
+    }
+    s += "<polyline fill=\"none\" stroke-width=\"1.5\" stroke=\"" +
+         std::string(colors[index++ % 8]) + "\" points=\"" + points + "\"><title>rank " +
+         std::to_string(r.rank) + "</title></polyline>";
+  }
+  s += "<text x=\"" + std::to_string(left) + "\" y=\"" + std::to_string(height + 20) +
+       "\" font-size=\"10\">step time, " + std::to_string(most) + " steps:</text>";
+  int lx = left + 110;
+  index = 0;
+  for (const RankAnalysis& r : ranks) {
+    if (r.steps.empty() || lx > left + width - 50) continue;
+    s += "<text x=\"" + std::to_string(lx) + "\" y=\"" + std::to_string(height + 20) +
+         "\" font-size=\"10\" fill=\"" + colors[index++ % 8] + "\">rank " + std::to_string(r.rank) +
+         "</text>";
+    lx += 50;
+  }
+  return s + "</svg>";
+}
+
+std::string prediction_svg(const PredictionComparison& p) {
+  double largest = 0;
+  for (const auto& row : p.categories) {
+    largest = std::max(largest, row.predicted_s);
+    if (row.measured_s) largest = std::max(largest, *row.measured_s);
+  }
+  if (largest <= 0) return {};
+  const int label = 130, width = 500, row = 34;
+  std::string s = "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" +
+                  std::to_string(label + width + 120) + "\" height=\"" +
+                  std::to_string(row * static_cast<int>(p.categories.size()) + 10) +
+                  "\" role=\"img\" aria-label=\"predicted against measured\">";
+  int y = 4;
+  for (const auto& r : p.categories) {
+    s += "<text x=\"0\" y=\"" + std::to_string(y + 18) + "\" font-size=\"12\">" + html(r.name) +
+         "</text>";
+    const double wp = width * r.predicted_s / largest;
+    s += "<rect x=\"" + std::to_string(label) + "\" y=\"" + std::to_string(y) + "\" width=\"" +
+         format_fixed(wp, 2) + "\" height=\"12\" fill=\"#bab0ac\"><title>predicted " +
+         format_seconds(r.predicted_s) + "</title></rect>";
+    if (r.measured_s) {
+      const double wm = width * *r.measured_s / largest;
+      s += "<rect x=\"" + std::to_string(label) + "\" y=\"" + std::to_string(y + 14) +
+           "\" width=\"" + format_fixed(wm, 2) +
+           "\" height=\"12\" fill=\"#4c78a8\"><title>measured " + format_seconds(*r.measured_s) +
+           "</title></rect>";
+    }
+    y += row;
+  }
+  return s + "</svg>";
+}
+
+}  // namespace
+
+Result<ExportReport> export_chrome_trace(const TraceReader& reader, const std::string& path,
+                                         const ChromeTraceOptions& options) {
+  RankFilter filter;
+  filter.all = options.ranks.empty();
+  filter.ranks.insert(options.ranks.begin(), options.ranks.end());
+  for (std::int32_t r : options.ranks) {
+    bool known = false;
+    for (const RankInfo& info : reader.ranks())
+      known = known || info.rank == r;
+    if (!known) return Error{reader.path() + ": no rank " + std::to_string(r)};
+  }
+  if (options.window && options.window->empty())
+    return Error{"export: the time window is empty (its end is not after its start)"};
+  ExportReport report;
+  if (!options.file_per_rank) {
+    std::optional<std::int32_t> rank;
+    if (reader.ranks().size() == 1) rank = reader.ranks()[0].rank;
+    if (options.ranks.size() == 1) rank = options.ranks[0];
+    if (Status s = write_chrome(reader, path, options, filter, rank, report); !s) return s.error();
+    return report;
+  }
+  std::filesystem::path p(path);
+  const std::string stem = (p.parent_path() / p.stem()).string();
+  for (const RankInfo& r : reader.ranks()) {
+    if (!filter.has(r.rank)) continue;
+    RankFilter one;
+    one.all = false;
+    one.ranks.insert(r.rank);
+    const std::string file = stem + ".rank" + std::to_string(r.rank) + ".json";
+    if (Status s = write_chrome(reader, file, options, one, r.rank, report); !s) return s.error();
+  }
+  return report;
+}
+
+std::string_view to_string(CsvTable t) {
+  return kCsvNames.name(t);
+}
+std::optional<CsvTable> csv_table_from_string(std::string_view text) {
+  return kCsvNames.parse(text);
+}
+
+Result<ExportReport> export_csv(const TraceReader& reader, const RunAnalysis* analysis,
+                                CsvTable table, const std::string& path,
+                                std::optional<TimeRange> window) {
+  if (table != CsvTable::events && !analysis)
+    return Error{"export: the " + std::string(to_string(table)) + " table needs an analysis"};
+  ExportReport report;
+  Output out(path);
+  if (!out.ok()) return out.status().error();
+  switch (table) {
+    case CsvTable::events: {
+      csv_row(out, "id", "rank", "lane", "lane_kind", "kind", "category", "name", "start_ns",
+              "end_ns", "duration_ns", "correlation", "bytes", "flops", "collective", "dtype",
+              "count", "peer", "group_size", "step");
+      const std::int64_t t0 = window ? window->start_ns : kMinTime;
+      const std::int64_t t1 = window ? window->end_ns : kMaxTime;
+      Status s = reader.for_each_event({}, t0, t1, [&](const StoredEvent& se) {
+        const Event& e = se.event;
+        const LaneInfo* lane = reader.lane(e.lane);
+        csv_row(out, se.id, se.rank, lane ? std::string_view(lane->name) : std::string_view(),
+                lane ? to_string(lane->kind) : std::string_view(), to_string(e.kind),
+                to_string(e.category), std::string_view(reader.string(e.name)), e.start_ns,
+                e.end_ns, e.end_ns - e.start_ns, e.correlation, e.bytes, e.flops,
+                to_string(e.collective), to_string(e.dtype), e.count, e.peer, e.group_size, e.step);
+        ++report.events;
+        return out.ok();
+      });
+      if (!s) return s.error();
+      break;
+    }
+    case CsvTable::breakdown:
+      csv_row(out, "rank", "step", "window_start_ns", "window_end_ns", "span_ns", "busy_ns",
+              "compute_ns", "communication_ns", "overlap_ns", "overlap_percent",
+              "exposed_communication_ns", "memory_ns", "exposed_memory_ns",
+              "exposed_synchronization_ns", "other_busy_ns", "idle_ns", "idle_host_wait_ns",
+              "idle_kernel_wait_ns", "idle_other_ns", "device_events");
+      for (const RankAnalysis& r : analysis->ranks) {
+        breakdown_row(out, r.rank, "all", r.total);
+        for (const StepBreakdown& s : r.steps)
+          breakdown_row(out, r.rank, std::to_string(s.step), s.breakdown);
+      }
+      break;
+    case CsvTable::kernels:
+      csv_row(out, "rank", "name", "kind", "category", "count", "total_ns", "mean_ns", "median_ns",
+              "min_ns", "max_ns", "share");
+      for (const KernelStats& k : analysis->kernels)
+        csv_row(out, "all", k.name, to_string(k.kind), to_string(k.category), k.count, k.total_ns,
+                k.mean_ns, k.median_ns, k.min_ns, k.max_ns, k.share);
+      for (const RankAnalysis& r : analysis->ranks) {
+        for (const KernelStats& k : r.kernels)
+          csv_row(out, std::to_string(r.rank), k.name, to_string(k.kind), to_string(k.category),
+                  k.count, k.total_ns, k.mean_ns, k.median_ns, k.min_ns, k.max_ns, k.share);
+      }
+      break;
+    case CsvTable::collectives:
+      csv_row(out, "rank", "collective", "name", "dtype", "bytes", "ranks", "count", "total_ns",
+              "mean_ns", "median_ns", "min_ns", "max_ns", "algbw_gbps", "busbw_gbps");
+      for (const CollectiveStats& c : analysis->collectives)
+        csv_row(out, "all", to_string(c.collective), c.name, to_string(c.dtype), c.bytes, c.ranks,
+                c.count, c.total_ns, c.mean_ns, c.median_ns, c.min_ns, c.max_ns, c.algbw_gbps,
+                c.busbw_gbps);
+      for (const RankAnalysis& r : analysis->ranks) {
+        for (const CollectiveStats& c : r.collectives)
+          csv_row(out, std::to_string(r.rank), to_string(c.collective), c.name, to_string(c.dtype),
+                  c.bytes, c.ranks, c.count, c.total_ns, c.mean_ns, c.median_ns, c.min_ns, c.max_ns,
+                  c.algbw_gbps, c.busbw_gbps);
+      }
+      break;
+    case CsvTable::stragglers:
+      csv_row(out, "rank", "median_step_ns", "step_excess", "late_start_ns", "collectives",
+              "straggler", "reason");
+      for (const RankStraggler& s : analysis->stragglers.ranks)
+        csv_row(out, s.rank, s.step_ns, s.step_excess, s.late_start_ns, s.collectives,
+                s.straggler ? 1 : 0, s.reason);
+      break;
+    case CsvTable::prediction:
+      csv_row(out, "group", "name", "predicted_s", "measured_s");
+      if (analysis->prediction) {
+        const PredictionComparison& p = *analysis->prediction;
+        csv_row(out, "step", "step", p.predicted_step_s, std::to_string(p.measured_step_s));
+        for (const auto& r : p.categories)
+          csv_row(out, "category", r.name, r.predicted_s,
+                  r.measured_s ? std::to_string(*r.measured_s) : std::string());
+        for (const auto& r : p.parts)
+          csv_row(out, "part", r.name, r.predicted_s,
+                  r.measured_s ? std::to_string(*r.measured_s) : std::string());
+      }
+      break;
+  }
+  report.bytes = out.bytes();
+  if (Status s = out.close(); !s) return s.error();
+  report.files.push_back(path);
+  return report;
+}
+
+Result<ExportReport> export_html_report(const TraceReader& reader, const RunAnalysis& analysis,
+                                        const std::string& path) {
+  const RunInfo run = reader.run();
+  Output out(path);
+  if (!out.ok()) return out.status().error();
+  const std::string title =
+      run.title.empty() ? std::filesystem::path(reader.path()).filename().string() : run.title;
+  out << "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<title>" << html(title)
+      << " - ClusterScope report</title>\n<style>\n"
+      << "body{font-family:system-ui,-apple-system,'DejaVu Sans',sans-serif;margin:2em;"
+         "color:#222;max-width:1100px}\n"
+      << "h1{font-size:1.5em}h2{font-size:1.15em;margin-top:2em;border-bottom:1px solid #ddd}\n"
+      << "table{border-collapse:collapse;margin:.5em 0;font-size:.85em}\n"
+      << "th,td{border:1px solid #ddd;padding:3px 8px;text-align:left}\n"
+      << "td.n{text-align:right;font-variant-numeric:tabular-nums}\n"
+      << "th{background:#f4f4f4}.note{color:#666;font-size:.85em}\n"
+      << ".bad{color:#b00;font-weight:bold}code{font-size:.9em}\n</style></head><body>\n";
+  out << "<h1>" << html(title) << "</h1>\n";
+
+  out << "<h2>Run</h2>\n<table>\n";
+  auto meta_row = [&](std::string_view k, const std::string& v) {
+    if (v.empty()) return;
+    out << "<tr><th>" << k << "</th><td>" << html(v) << "</td></tr>\n";
+  };
+  meta_row("store", reader.path());
+  meta_row("source", run.source);
+  meta_row("status", reader.state().status);
+  meta_row("started", utc_text(run.start_utc_ns));
+  meta_row("clock", run.clock);
+  meta_row("host", run.host);
+  meta_row("command line", run.command_line);
+  meta_row("world size", std::to_string(reader.world_size()));
+  meta_row("events", std::to_string(reader.event_count()));
+  meta_row("clock alignment", reader.meta("clock_alignment").value_or(""));
+  meta_row("tool versions", run.tool_versions_json);
+  out << "</table>\n";
+  if (!run.plan_json.empty()) {
+    out << "<details><summary>plan (JSON)</summary><pre>" << html(run.plan_json)
+        << "</pre></details>\n";
+  }
+  out << "<table><tr><th>rank</th><th>host</th><th>device</th><th>pid</th></tr>\n";
+  for (const RankInfo& r : reader.ranks()) {
+    out << "<tr><td class=n>" << r.rank << "</td><td>" << html(r.host) << "</td><td>"
+        << html(r.device) << "</td><td class=n>" << r.pid << "</td></tr>\n";
+  }
+  out << "</table>\n";
+
+  out << "<h2>Where the time went</h2>\n<p class=note>Over each rank's device span (first to "
+         "last GPU event; the CPU engine's compute and communication lanes where there is no "
+         "GPU), as Holistic Trace Analysis defines it.</p>\n";
+  out << breakdown_svg(analysis.ranks) << "\n<table>\n<tr><th>rank</th><th>span ms</th>"
+      << "<th>compute</th><th>communication</th><th>overlap %</th><th>exposed comm.</th>"
+      << "<th>memory</th><th>idle</th><th>host wait</th><th>idle other</th><th>events</th></tr>\n";
+  for (const RankAnalysis& r : analysis.ranks) {
+    const Breakdown& b = r.total;
+    const double span = static_cast<double>(b.span_ns);
+    out << "<tr><td class=n>" << r.rank << (r.gpu ? "" : " (CPU)") << "</td><td class=n>"
+        << ms(b.span_ns) << "</td><td class=n>" << pct(static_cast<double>(b.compute_ns), span)
+        << "</td><td class=n>" << pct(static_cast<double>(b.communication_ns), span)
+        << "</td><td class=n>" << format_fixed(b.overlap_percent(), 1) << "</td><td class=n>"
+        << pct(static_cast<double>(b.exposed_communication_ns), span) << "</td><td class=n>"
+        << pct(static_cast<double>(b.memory_ns), span) << "</td><td class=n>"
+        << pct(static_cast<double>(b.idle_ns), span) << "</td><td class=n>"
+        << pct(static_cast<double>(b.idle_host_wait_ns), span) << "</td><td class=n>"
+        << pct(static_cast<double>(b.idle_other_ns), span) << "</td><td class=n>" << b.events
+        << "</td></tr>\n";
+  }
+  out << "</table>\n";
+
+  const std::string steps = steps_svg(analysis.ranks);
+  if (!steps.empty()) {
+    out << "<h2>Steps</h2>\n"
+        << steps << "\n<table>\n<tr><th>rank</th><th>step</th>"
+        << "<th>time ms</th><th>compute ms</th><th>exposed comm. ms</th><th>idle ms</th></tr>\n";
+    for (const RankAnalysis& r : analysis.ranks) {
+      for (const StepBreakdown& s : r.steps) {
+        out << "<tr><td class=n>" << r.rank << "</td><td class=n>" << s.step << "</td><td class=n>"
+            << ms(s.breakdown.span_ns) << "</td><td class=n>" << ms(s.breakdown.compute_ns)
+            << "</td><td class=n>" << ms(s.breakdown.exposed_communication_ns)
+            << "</td><td class=n>" << ms(s.breakdown.idle_ns) << "</td></tr>\n";
+      }
+    }
+    out << "</table>\n";
+  }
+
+  if (analysis.prediction) {
+    const PredictionComparison& p = *analysis.prediction;
+    out << "<h2>Predicted against measured</h2>\n<p>Step: predicted "
+        << format_seconds(p.predicted_step_s) << ", measured " << format_seconds(p.measured_step_s)
+        << (p.steps > 0 ? " (mean of " + std::to_string(p.steps) + " rank-steps)"
+                        : " (the whole trace as one step)")
+        << ".</p>\n"
+        << prediction_svg(p)
+        << "\n<p class=note>Grey: predicted; blue: measured.</p>\n<table>\n<tr><th></th>"
+           "<th>name</th><th>predicted</th><th>measured</th><th>measured / predicted</th></tr>\n";
+    auto rows = [&](const char* group, const std::vector<PredictedVsMeasured>& list) {
+      for (const auto& r : list) {
+        out << "<tr><td>" << group << "</td><td>" << html(r.name) << "</td><td class=n>"
+            << format_seconds(r.predicted_s) << "</td><td class=n>"
+            << (r.measured_s ? format_seconds(*r.measured_s) : "-") << "</td><td class=n>"
+            << (r.measured_s && r.predicted_s > 0 ? format_fixed(*r.measured_s / r.predicted_s, 2)
+                                                  : "-")
+            << "</td></tr>\n";
+      }
+    };
+    rows("category", p.categories);
+    rows("part", p.parts);
+    out << "</table>\n";
+  }
+
+  out << "<h2>Top kernels</h2>\n<table>\n<tr><th>name</th><th>category</th><th>count</th>"
+      << "<th>total ms</th><th>mean us</th><th>median us</th><th>min us</th><th>max us</th>"
+      << "<th>share</th></tr>\n";
+  std::size_t shown = 0;
+  for (const KernelStats& k : analysis.kernels) {
+    if (shown++ == 25) break;
+    out << "<tr><td><code>" << html(k.name.size() > 120 ? k.name.substr(0, 117) + "..." : k.name)
+        << "</code></td><td>" << to_string(k.category) << "</td><td class=n>" << k.count
+        << "</td><td class=n>" << ms(k.total_ns) << "</td><td class=n>"
+        << format_fixed(k.mean_ns / 1e3, 2) << "</td><td class=n>"
+        << format_fixed(k.median_ns / 1e3, 2) << "</td><td class=n>"
+        << format_fixed(static_cast<double>(k.min_ns) / 1e3, 2) << "</td><td class=n>"
+        << format_fixed(static_cast<double>(k.max_ns) / 1e3, 2) << "</td><td class=n>"
+        << format_fixed(k.share * 100, 1) << "%</td></tr>\n";
+  }
+  out << "</table>\n";
+
+  if (!analysis.collectives.empty()) {
+    out << "<h2>Collectives</h2>\n<p class=note>Bandwidths by the nccl-tests formulas: algbw = "
+           "size / mean time; busbw = algbw &times; 2(n&minus;1)/n for all-reduce, (n&minus;1)/n "
+           "for all-gather, reduce-scatter and all-to-all.</p>\n<table>\n<tr><th>collective</th>"
+           "<th>type</th><th>size</th><th>ranks</th><th>count</th><th>mean us</th>"
+           "<th>algbw GB/s</th><th>busbw GB/s</th></tr>\n";
+    for (const CollectiveStats& c : analysis.collectives) {
+      out << "<tr><td><code>" << html(c.name) << "</code></td><td>" << to_string(c.dtype)
+          << "</td><td class=n>" << (c.bytes > 0 ? format_bytes(static_cast<double>(c.bytes)) : "-")
+          << "</td><td class=n>" << c.ranks << "</td><td class=n>" << c.count << "</td><td class=n>"
+          << format_fixed(c.mean_ns / 1e3, 2) << "</td><td class=n>"
+          << (c.bytes > 0 ? format_fixed(c.algbw_gbps, 2) : "-") << "</td><td class=n>"
+          << (c.bytes > 0 ? format_fixed(c.busbw_gbps, 2) : "-") << "</td></tr>\n";
+    }
+    out << "</table>\n";
+  }
+
+  if (analysis.ranks.size() > 1) {
+    out << "<h2>Stragglers</h2>\n";
+    if (analysis.stragglers.stragglers.empty()) out << "<p>No rank stands out.</p>\n";
+    out << "<table>\n<tr><th>rank</th><th>median step ms</th><th>vs median rank</th>"
+           "<th>collectives start late by (mean)</th><th></th></tr>\n";
+    for (const RankStraggler& s : analysis.stragglers.ranks) {
+      out << "<tr><td class=n>" << s.rank << "</td><td class=n>"
+          << (s.step_ns > 0 ? format_fixed(s.step_ns / 1e6, 3) : "-") << "</td><td class=n>"
+          << (s.step_ns > 0 ? format_fixed(s.step_excess * 100, 1) + "%" : "-")
+          << "</td><td class=n>"
+          << (s.collectives > 0 ? format_fixed(s.late_start_ns / 1e3, 1) + " us" : "-")
+          << "</td><td" << (s.straggler ? " class=bad>" : ">") << html(s.reason) << "</td></tr>\n";
+    }
+    out << "</table>\n";
+  }
+  out << "<p class=note>Written by ClusterScope from " << html(reader.path()) << ".</p>\n"
+      << "</body></html>\n";
+  ExportReport report;
+  report.bytes = out.bytes();
+  if (Status s = out.close(); !s) return s.error();
+  report.files.push_back(path);
+  return report;
+}
+
+}  // namespace cs::trace

@@ -1,0 +1,66 @@
+#pragma once
+// Doors out: a trace store as Chrome trace-event JSON (opens in Perfetto and
+// chrome://tracing, reads in Holistic Trace Analysis), as CSV tables, and as
+// a self-contained HTML report.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/result.h"
+#include "core/trace_analysis.h"
+#include "core/trace_reader.h"
+
+namespace cs::trace {
+
+struct ExportReport {
+  std::vector<std::string> files;  // written
+  std::int64_t events = 0;
+  std::int64_t bytes = 0;
+  std::vector<std::string> warnings;
+};
+
+// Browsers (and the Perfetto UI, which loads the file in the browser) choke
+// on JSON traces of a few hundred megabytes: past this the export warns and
+// suggests a time window or fewer ranks.
+inline constexpr std::int64_t kLargeJsonBytes = 256ll << 20;
+
+struct ChromeTraceOptions {
+  // Only events overlapping [start, end) (their parents too, so slices nest).
+  std::optional<TimeRange> window;
+  std::vector<std::int32_t> ranks;  // all when empty
+  // One file per rank (<stem>.rank<N>.json), each with its own
+  // distributedInfo.rank, the layout Holistic Trace Analysis reads.
+  bool file_per_rank = false;
+  bool counters = true;
+  std::int64_t warn_bytes = kLargeJsonBytes;  // a file larger than this gets a warning
+};
+
+// Layout: one process (pid) per rank, one thread (tid) per lane, so that the
+// slices of a lane nest; process and thread names and sort indexes as "M"
+// events; ts and dur in microseconds with three decimals (nanoseconds kept
+// exactly), counted from the export's time base (otherData.time_base_ns, the
+// earliest exported time) so that doubles hold them exactly; Kineto's
+// categories (kernel, gpu_memcpy, cuda_runtime, cpu_op, user_annotation...)
+// and args.stream / args.correlation, which HTA reads.
+Result<ExportReport> export_chrome_trace(const TraceReader& reader, const std::string& path,
+                                         const ChromeTraceOptions& options = {});
+
+enum class CsvTable { events, breakdown, kernels, collectives, stragglers, prediction };
+std::string_view to_string(CsvTable t);
+std::optional<CsvTable> csv_table_from_string(std::string_view text);
+
+// One table as CSV (RFC 4180 quoting, a header row). `analysis` is needed by
+// every table but `events`; `window` limits the events table.
+Result<ExportReport> export_csv(const TraceReader& reader, const RunAnalysis* analysis,
+                                CsvTable table, const std::string& path,
+                                std::optional<TimeRange> window = {});
+
+// A single HTML file with no external resource: run metadata, the per-rank
+// breakdown as inline SVG charts and tables, steps, top kernels, collectives
+// with bandwidths, stragglers and predicted against measured.
+Result<ExportReport> export_html_report(const TraceReader& reader, const RunAnalysis& analysis,
+                                        const std::string& path);
+
+}  // namespace cs::trace

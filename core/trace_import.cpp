@@ -1,0 +1,194 @@
+#include "core/trace_import.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+
+#include "core/trace_import_internal.h"
+#include "core/trace_reader.h"
+#include "core/trace_sqlite.h"
+#include "core/trace_store.h"
+
+namespace cs::trace {
+
+namespace importing {
+
+namespace {
+
+bool contains(std::string_view text, std::string_view part) {
+  return text.find(part) != std::string_view::npos;
+}
+
+std::string lower(std::string_view text) {
+  std::string out(text);
+  for (char& c : out)
+    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+}  // namespace
+
+Result<ImportReport> import_files(const std::vector<std::string>& files, const std::string& output,
+                                  const ImportOptions& options, const ImportOne& import_one) {
+  if (files.empty()) return Error{"import: no input files"};
+  std::error_code ec;
+  for (const std::string& f : files) {
+    if (std::filesystem::exists(output, ec) && std::filesystem::equivalent(f, output, ec))
+      return Error{output + ": the output is also an input"};
+  }
+  if (files.size() == 1) return import_one(files[0], output, 0, options);
+
+  std::vector<std::string> parts;
+  auto remove_parts = [&] {
+    for (const std::string& p : parts) {
+      for (const char* suffix : {"", "-wal", "-shm"})
+        std::filesystem::remove(p + suffix, ec);
+    }
+  };
+  ImportReport total;
+  for (std::size_t i = 0; i < files.size(); ++i) {
+    parts.push_back(output + ".part" + std::to_string(i) + ".tmp");
+    auto one = import_one(files[i], parts.back(), static_cast<int>(i), options);
+    if (!one) {
+      remove_parts();
+      return one.error();
+    }
+    total.format = one->format;
+    total.bytes_read += one->bytes_read;
+    for (const auto& [what, n] : one->skipped)
+      total.skipped[what] += n;
+    for (const std::string& w : one->warnings)
+      total.warnings.push_back(files[i] + ": " + w);
+  }
+  // A rank in two files is an error that names the files, not the temporaries.
+  std::map<std::int32_t, std::size_t> owner;
+  for (std::size_t i = 0; i < parts.size(); ++i) {
+    auto reader = TraceReader::open(parts[i]);
+    if (!reader) {
+      remove_parts();
+      return reader.error();
+    }
+    for (const RankInfo& r : (*reader)->ranks()) {
+      auto [it, fresh] = owner.emplace(r.rank, i);
+      if (!fresh) {
+        remove_parts();
+        return Error{"import: rank " + std::to_string(r.rank) + " is in both " + files[it->second] +
+                     " and " + files[i]};
+      }
+    }
+  }
+  MergeOptions merge;
+  merge.alignment = options.alignment;
+  merge.run.title = options.title;
+  merge.writer = options.writer;
+  auto merged = merge_stores(parts, output, merge);
+  remove_parts();
+  if (!merged) return merged.error();
+  total.ranks = merged->ranks;
+  total.events = merged->events;
+  total.clock_alignment = merged->method;
+  return total;
+}
+
+std::optional<NcclKernel> parse_nccl_kernel(std::string_view name) {
+  if (name.substr(0, 4) != "nccl") return std::nullopt;
+  // Only the kernel's own name, not its parameter list.
+  const std::string_view head = name.substr(0, name.find('('));
+  NcclKernel k;
+  // Longest names first: AllReduce before Reduce, ReduceScatter before Reduce.
+  if (contains(head, "AllReduce"))
+    k.collective = Collective::all_reduce;
+  else if (contains(head, "ReduceScatter"))
+    k.collective = Collective::reduce_scatter;
+  else if (contains(head, "AllGather"))
+    k.collective = Collective::all_gather;
+  else if (contains(head, "AllToAll") || contains(head, "Alltoall"))
+    k.collective = Collective::all_to_all;
+  else if (contains(head, "Broadcast"))
+    k.collective = Collective::broadcast;
+  else if (contains(head, "SendRecv"))
+    k.collective = Collective::send_recv;
+  else if (contains(head, "Send"))
+    k.collective = Collective::send;
+  else if (contains(head, "Recv"))
+    k.collective = Collective::recv;
+  else if (contains(head, "Reduce"))
+    k.collective = Collective::reduce;
+  k.point_to_point = k.collective == Collective::send_recv || k.collective == Collective::send ||
+                     k.collective == Collective::recv;
+  // The type is the last field of the older names: ..._Sum_float, ..._Sum_bf16.
+  const auto last = head.rfind('_');
+  if (last != std::string_view::npos) k.dtype = data_type_from_any(head.substr(last + 1));
+  return k;
+}
+
+DataType data_type_from_any(std::string_view text) {
+  const std::string t = lower(text);
+  if (t == "float" || t == "float32" || t == "f32" || t == "fp32") return DataType::fp32;
+  if (t == "bfloat16" || t == "bf16") return DataType::bf16;
+  if (t == "half" || t == "float16" || t == "f16" || t == "fp16") return DataType::fp16;
+  if (t == "double" || t == "float64" || t == "f64" || t == "fp64") return DataType::fp64;
+  if (t == "int" || t == "int32" || t == "int32_t" || t == "i32") return DataType::int32;
+  if (t == "long" || t == "int64" || t == "int64_t" || t == "i64") return DataType::int64;
+  if (t == "char" || t == "int8" || t == "int8_t" || t == "i8") return DataType::int8;
+  if (t == "byte" || t == "uint8" || t == "uint8_t" || t == "u8" || t == "bool")
+    return DataType::uint8;
+  if (t == "float8_e4m3fn" || t == "f8e4m3" || t == "fp8_e4m3") return DataType::fp8_e4m3;
+  if (t == "float8_e5m2" || t == "f8e5m2" || t == "fp8_e5m2") return DataType::fp8_e5m2;
+  return DataType::none;
+}
+
+bool is_synchronizing_api(std::string_view name) {
+  return contains(name, "Synchronize") || contains(name, "StreamWaitEvent") ||
+         contains(name, "cuStreamWaitEvent") || contains(name, "EventSynchronize") ||
+         contains(name, "StreamQuery") || contains(name, "EventQuery");
+}
+
+}  // namespace importing
+
+TraceFormat detect_trace_format(const std::string& path) {
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (!f) return TraceFormat::unknown;
+  unsigned char head[16] = {};
+  const std::size_t n = std::fread(head, 1, sizeof head, f);
+  std::fclose(f);
+  if (n >= 2 && head[0] == 0x1f && head[1] == 0x8b) return TraceFormat::kineto_json;
+  if (n == 16 && std::string_view(reinterpret_cast<char*>(head), 15) == "SQLite format 3") {
+    auto state = inspect_store(path);
+    if (state) return TraceFormat::trace_store;
+    auto db = sql::Database::open(path, SQLITE_OPEN_READONLY);
+    if (db && db->has_table("StringIds")) return TraceFormat::nsys_sqlite;
+    return TraceFormat::unknown;
+  }
+  for (std::size_t i = 0; i < n; ++i) {
+    if (std::isspace(head[i])) continue;
+    return head[i] == '{' ? TraceFormat::kineto_json : TraceFormat::unknown;
+  }
+  return TraceFormat::unknown;
+}
+
+Result<ImportReport> import_traces(const std::vector<std::string>& files, const std::string& output,
+                                   const ImportOptions& options) {
+  if (files.empty()) return Error{"import: no input files"};
+  TraceFormat format = TraceFormat::unknown;
+  for (const std::string& f : files) {
+    if (!std::filesystem::exists(f)) return Error{f + ": no such file"};
+    const TraceFormat this_one = detect_trace_format(f);
+    if (this_one == TraceFormat::unknown)
+      return Error{f +
+                   ": not a trace this build imports (a PyTorch profiler JSON trace, plain or "
+                   "gzip, or an Nsight Systems SQLite export)"};
+    if (this_one == TraceFormat::trace_store)
+      return Error{f +
+                   " is already a ClusterScope trace store (use `trace merge` to combine stores)"};
+    if (format != TraceFormat::unknown && this_one != format)
+      return Error{f + ": a different format from " + files.front() + "; import them separately"};
+    format = this_one;
+  }
+  return format == TraceFormat::kineto_json ? import_kineto(files, output, options)
+                                            : import_nsys(files, output, options);
+}
+
+}  // namespace cs::trace

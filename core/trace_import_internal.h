@@ -1,0 +1,42 @@
+#pragma once
+// Internal to core: what the importers share.
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "core/trace_import.h"
+#include "core/trace_types.h"
+
+namespace cs::trace::importing {
+
+// Imports one file into one store; `file_index` stands in for a rank the
+// file does not name.
+using ImportOne = std::function<Result<ImportReport>(
+    const std::string& file, const std::string& output, int file_index, const ImportOptions&)>;
+
+// One file: straight into `output`. Several: each into a temporary store
+// beside `output`, then merged (clocks aligned), then the temporaries removed.
+Result<ImportReport> import_files(const std::vector<std::string>& files, const std::string& output,
+                                  const ImportOptions& options, const ImportOne& import_one);
+
+// NCCL kernel names: ncclKernel_AllReduce_RING_LL_Sum_float(...),
+// ncclDevKernel_AllGather_RING_LL(...), ncclDevKernel_SendRecv(...).
+struct NcclKernel {
+  Collective collective = Collective::none;
+  DataType dtype = DataType::none;
+  bool point_to_point = false;
+};
+// Empty when the name does not start with "nccl".
+std::optional<NcclKernel> parse_nccl_kernel(std::string_view name);
+
+// PyTorch and NCCL spellings of a data type: "Float", "BFloat16", "float",
+// "bf16", "half", "int8_t", ...
+DataType data_type_from_any(std::string_view text);
+
+// Synchronising runtime calls (cudaDeviceSynchronize, cudaStreamSynchronize,
+// cudaEventSynchronize, cudaStreamWaitEvent, their cu* driver twins).
+bool is_synchronizing_api(std::string_view name);
+
+}  // namespace cs::trace::importing

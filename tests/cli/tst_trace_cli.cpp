@@ -1,0 +1,173 @@
+// `clusterscope trace ...` as a user runs it on real traces: import, info,
+// stats (with the breakdown the Python reference computed), export in every
+// format, merge, and the one-line errors.
+
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QProcess>
+#include <QTemporaryDir>
+#include <QtTest>
+
+namespace {
+
+struct Run {
+  int exit_code = -1;
+  QString out;
+  QString err;
+};
+
+Run run_cli(const QStringList& args) {
+  QProcess p;
+  p.start(CS_BIN_DIR "/clusterscope", args);
+  if (!p.waitForFinished(120000)) qFatal("clusterscope did not finish");
+  return {p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1,
+          QString::fromUtf8(p.readAllStandardOutput()),
+          QString::fromUtf8(p.readAllStandardError())};
+}
+
+QJsonObject json_of(const Run& r) {
+  return QJsonDocument::fromJson(r.out.toUtf8()).object();
+}
+
+const QString kData = CS_DATA_DIR "/validation/";
+
+}  // namespace
+
+class TestTraceCli : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void importInfoStats();
+  void exportFormats();
+  void mergeStores();
+  void errors_data();
+  void errors();
+};
+
+void TestTraceCli::importInfoStats() {
+  QTemporaryDir dir;
+  const QString store = dir.filePath("two.cstrace");
+  const Run imported = run_cli({"trace", "import", kData + "kineto/sampled_rank-0.json.gz",
+                                kData + "kineto/sampled_rank-1.json.gz", "-o", store, "--json"});
+  QVERIFY2(imported.exit_code == 0, qPrintable(imported.err));
+  const QJsonObject report = json_of(imported);
+  QCOMPARE(report["ranks"].toInt(), 2);
+  QCOMPARE(report["events"].toInt(), 4810 + 4675);
+  QCOMPARE(report["format"].toString(), QString("kineto"));
+
+  const Run info = run_cli({"trace", "info", store, "--json"});
+  QCOMPARE(info.exit_code, 0);
+  const QJsonObject i = json_of(info);
+  QCOMPARE(i["status"].toString(), QString("complete"));
+  QCOMPARE(i["world_size"].toInt(), 128);
+  QCOMPARE(i["ranks"].toArray().size(), 2);
+  QCOMPARE(i["meta"].toObject()["clock_alignment"].toString(), QString("collectives"));
+  const Run info_text = run_cli({"trace", "info", store});
+  QVERIFY(info_text.out.contains("GPU 0 stream 7"));
+
+  const Run stats = run_cli({"trace", "stats", store, "--json", "--top", "3"});
+  QVERIFY2(stats.exit_code == 0, qPrintable(stats.err));
+  const QJsonObject s = json_of(stats);
+  const QJsonObject rank1 = s["ranks"].toArray()[1].toObject()["total"].toObject();
+  // tests/core/kineto_reference.py on sampled_rank-1.json.gz
+  QCOMPARE(rank1["compute_ns"].toDouble(), 271973000.0);
+  QCOMPARE(rank1["communication_ns"].toDouble(), 379053000.0);
+  QCOMPARE(rank1["overlap_ns"].toDouble(), 75530000.0);
+  QCOMPARE(rank1["idle_host_wait_ns"].toDouble(), 341109000.0);
+  QCOMPARE(s["kernels"].toArray().size(), 3);
+  QVERIFY(
+      s["kernels"].toArray()[0].toObject()["name"].toString().startsWith("ncclKernel_SendRecv"));
+  QCOMPARE(s["collectives"].toArray()[0].toObject()["count"].toInt(), 20);
+
+  const Run text = run_cli({"trace", "stats", store});
+  QCOMPARE(text.exit_code, 0);
+  QVERIFY(text.out.contains("Where the time went"));
+  QVERIFY(text.out.contains("Top kernels"));
+  QVERIFY(text.out.contains("Collectives"));
+  QVERIFY(text.out.contains("22.1%"));  // rank 1 compute, 271.973 of 1231.186 ms
+}
+
+void TestTraceCli::exportFormats() {
+  QTemporaryDir dir;
+  const QString store = dir.filePath("saxpy.cstrace");
+  QCOMPARE(
+      run_cli({"trace", "import", kData + "nsys/saxpy-mpi-cuda.sqlite", "-o", store}).exit_code, 0);
+
+  const Run chrome = run_cli({"trace", "export", store, "-o", dir.filePath("s.json"), "--json"});
+  QVERIFY2(chrome.exit_code == 0, qPrintable(chrome.err));
+  QCOMPARE(json_of(chrome)["events"].toInt(), 137);
+  QFile f(dir.filePath("s.json"));
+  QVERIFY(f.open(QIODevice::ReadOnly));
+  const QJsonObject doc = QJsonDocument::fromJson(f.readAll()).object();
+  QVERIFY(doc["traceEvents"].toArray().size() > 137);
+  QCOMPARE(doc["distributedInfo"].toObject()["rank"].toInt(), 0);
+
+  const Run window = run_cli({"trace", "export", store, "-o", dir.filePath("w.json"), "--from",
+                              "300ms", "--to", "400ms", "--json"});
+  QCOMPARE(window.exit_code, 0);
+  QVERIFY(json_of(window)["events"].toInt() < 137);
+
+  const Run csv =
+      run_cli({"trace", "export", store, "-o", dir.filePath("t.csv"), "--table", "all"});
+  QVERIFY2(csv.exit_code == 0, qPrintable(csv.err));
+  for (const char* t :
+       {"events", "breakdown", "kernels", "collectives", "stragglers", "prediction"})
+    QVERIFY2(QFile::exists(dir.filePath(QString("t.%1.csv").arg(t))), t);
+
+  const Run html = run_cli({"trace", "export", store, "-o", dir.filePath("r.html")});
+  QCOMPARE(html.exit_code, 0);
+  QFile h(dir.filePath("r.html"));
+  QVERIFY(h.open(QIODevice::ReadOnly));
+  QVERIFY(h.readAll().contains("NVIDIA A100-SXM4-40GB"));
+}
+
+void TestTraceCli::mergeStores() {
+  QTemporaryDir dir;
+  const QString a = dir.filePath("r0.cstrace"), b = dir.filePath("r1.cstrace");
+  QCOMPARE(run_cli({"trace", "import", kData + "kineto/sampled_rank-0.json.gz", "-o", a}).exit_code,
+           0);
+  QCOMPARE(run_cli({"trace", "import", kData + "kineto/sampled_rank-1.json.gz", "-o", b}).exit_code,
+           0);
+  const Run merged = run_cli(
+      {"trace", "merge", a, b, "-o", dir.filePath("run.cstrace"), "--align", "none", "--json"});
+  QVERIFY2(merged.exit_code == 0, qPrintable(merged.err));
+  const QJsonObject m = json_of(merged);
+  QCOMPARE(m["ranks"].toInt(), 2);
+  QCOMPARE(m["events"].toInt(), 4810 + 4675);
+  QCOMPARE(m["clock_alignment"].toString(), QString("none"));
+}
+
+void TestTraceCli::errors_data() {
+  QTest::addColumn<QStringList>("args");
+  QTest::addColumn<int>("code");
+  QTest::addColumn<QString>("message");
+  QTest::addRow("no trace subcommand") << QStringList{"trace"} << 2 << "A subcommand is required";
+  QTest::addRow("missing store") << QStringList{"trace", "info", "/nonexistent.cstrace"} << 1
+                                 << "clusterscope: error: /nonexistent.cstrace: no such file";
+  QTest::addRow("foreign file") << QStringList{"trace", "stats",
+                                               kData + "nsys/saxpy-mpi-cuda.sqlite"}
+                                << 1 << "is not a ClusterScope trace store";
+  QTest::addRow("bad align") << QStringList{"trace", "merge", "a", "-o", "b", "--align", "sideways"}
+                             << 1 << "--align: \"sideways\" is not one of";
+  QTest::addRow("bad format") << QStringList{"trace", "export", "a", "-o", "b", "--format", "pdf"}
+                              << 2 << "--format";
+  QTest::addRow("import nothing") << QStringList{"trace", "import", "-o", "x.cstrace"} << 2
+                                  << "files";
+  QTest::addRow("import unknown") << QStringList{"trace", "import", CS_SOURCE_DIR "/README.md",
+                                                 "-o", "x.cstrace"}
+                                  << 1 << "not a trace this build imports";
+}
+
+void TestTraceCli::errors() {
+  QFETCH(QStringList, args);
+  QFETCH(int, code);
+  QFETCH(QString, message);
+  const Run r = run_cli(args);
+  QVERIFY2(r.exit_code == code, qPrintable(QString("exit %1: %2").arg(r.exit_code).arg(r.err)));
+  QVERIFY2(r.err.contains(message), qPrintable(r.err));
+  QVERIFY2(r.err.startsWith("clusterscope: error: "), qPrintable(r.err));
+}
+
+QTEST_GUILESS_MAIN(TestTraceCli)
+#include "tst_trace_cli.moc"

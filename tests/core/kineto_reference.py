@@ -1,0 +1,124 @@
+#!/usr/bin/env python3
+"""Reference numbers for tst_trace_import: the Holistic Trace Analysis
+breakdown of the real Kineto traces in tests/data/validation/kineto/,
+computed straight from the JSON, independently of ClusterScope's code.
+
+    python3 tests/core/kineto_reference.py tests/data/validation/kineto/*.json.gz
+
+Definitions (HTA): GPU events are X events of cat kernel, gpu_memcpy and
+gpu_memset. A kernel whose name starts with "nccl" is communication,
+copies and sets are memory, other kernels are compute. span = last end -
+first start; busy = union of all; idle = span - busy; overlap = time where
+a communication and a compute event both run. An idle gap is "host wait"
+when the next GPU event's launch (the cuda_runtime / cuda_driver event with
+the same args.correlation) started after the gap began, "kernel wait" when
+it is shorter than 30 ns, else "other". Times are converted from their
+decimal text to integer nanoseconds exactly.
+"""
+
+import decimal
+import gzip
+import json
+import sys
+
+
+def ns(value):
+    return int((decimal.Decimal(value) * 1000).to_integral_value(decimal.ROUND_HALF_UP))
+
+
+def union(intervals):
+    out = []
+    for s, e in sorted(intervals):
+        if out and s <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], e)
+        else:
+            out.append([s, e])
+    return out
+
+
+def length(intervals):
+    return sum(e - s for s, e in intervals)
+
+
+def intersect(a, b):
+    out, i, j = [], 0, 0
+    while i < len(a) and j < len(b):
+        s, e = max(a[i][0], b[j][0]), min(a[i][1], b[j][1])
+        if s < e:
+            out.append([s, e])
+        if a[i][1] < b[j][1]:
+            i += 1
+        else:
+            j += 1
+    return out
+
+
+def analyse(path):
+    with gzip.open(path, "rt") as f:
+        trace = json.load(f, parse_float=decimal.Decimal)
+    gpu, launches = [], {}
+    for ev in trace["traceEvents"]:
+        if ev.get("ph") != "X":
+            continue
+        cat = ev.get("cat")
+        start = ns(ev["ts"])
+        end = start + max(0, ns(ev.get("dur", 0)))
+        args = ev.get("args", {})
+        if cat in ("cuda_runtime", "cuda_driver") and "correlation" in args:
+            c = args["correlation"]
+            launches[c] = min(launches.get(c, start), start)
+        if cat == "kernel":
+            cls = "comm" if ev["name"].startswith("nccl") else "compute"
+        elif cat in ("gpu_memcpy", "gpu_memset"):
+            cls = "memory"
+        else:
+            continue
+        gpu.append((start, end, cls, args.get("correlation", 0)))
+
+    busy = union([(s, e) for s, e, _, _ in gpu])
+    compute = union([(s, e) for s, e, c, _ in gpu if c == "compute"])
+    comm = union([(s, e) for s, e, c, _ in gpu if c == "comm"])
+    memory = union([(s, e) for s, e, c, _ in gpu if c == "memory"])
+    overlap = intersect(compute, comm)
+    span = busy[-1][1] - busy[0][0]
+
+    # Idle gaps, each decided by the first GPU event that ends it (the one
+    # starting there that ends last, as the store orders them).
+    by_start = sorted(gpu, key=lambda g: (g[0], -g[1]))
+    host = kernel = other = 0
+    k = 0
+    ties = 0
+    for (s0, e0), (s1, e1) in zip(busy, busy[1:]):
+        while by_start[k][0] < s1:
+            k += 1
+        gap = s1 - e0
+        same_start = [g for g in by_start[k:k + 8] if g[0] == s1]
+        ties += len(same_start) > 1
+        corr = by_start[k][3]
+        if corr and corr in launches and launches[corr] > e0:
+            host += gap
+        elif gap < 30:
+            kernel += gap
+        else:
+            other += gap
+
+    return {
+        "events": len(gpu),
+        "span": span,
+        "busy": length(busy),
+        "compute": length(compute),
+        "communication": length(comm),
+        "overlap": length(overlap),
+        "memory": length(memory),
+        "exposed_memory": length(memory) - length(intersect(memory, union(compute + comm))),
+        "idle": span - length(busy),
+        "host_wait": host,
+        "kernel_wait": kernel,
+        "idle_other": other,
+        "gaps_with_tied_starts": ties,
+    }
+
+
+if __name__ == "__main__":
+    for path in sys.argv[1:]:
+        print(path, json.dumps(analyse(path)))

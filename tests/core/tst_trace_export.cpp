@@ -1,0 +1,343 @@
+// Exports of real stores (the imported Kineto and nsys traces): the Chrome
+// trace JSON parsed back — processes and threads named, slices nested on
+// every thread, times in microseconds that give back the stored nanoseconds,
+// HTA's args; time-window and per-rank exports; CSV tables that parse; an
+// HTML report that needs nothing from the network; failures naming the file.
+
+#include <QFile>
+#include <QTemporaryDir>
+#include <QtTest>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "core/trace_analysis.h"
+#include "core/trace_export.h"
+#include "core/trace_import.h"
+#include "core/trace_reader.h"
+
+using namespace cs::trace;
+using nlohmann::json;
+
+namespace {
+
+const std::string kKineto = CS_DATA_DIR "/validation/kineto/";
+const std::string kNsys = CS_DATA_DIR "/validation/nsys/saxpy-mpi-cuda.sqlite";
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+std::unique_ptr<TraceReader> imported(const QTemporaryDir& dir,
+                                      const std::vector<std::string>& files, const char* name) {
+  const std::string out = dir.filePath(name).toStdString();
+  auto report = import_traces(files, out);
+  if (!report) qFatal("%s", report.message().c_str());
+  auto r = TraceReader::open(out);
+  if (!r) qFatal("%s", r.message().c_str());
+  return std::move(r).value();
+}
+
+// "1234.567" → 1234567 ns, from the number's own text.
+std::int64_t micros_to_ns(const json& v) {
+  std::ostringstream text;
+  text << v.dump();
+  const std::string s = text.str();
+  const auto dot = s.find('.');
+  const std::int64_t whole = std::stoll(s.substr(0, dot));
+  std::int64_t frac = 0;
+  if (dot != std::string::npos) {
+    std::string f = s.substr(dot + 1);
+    f.resize(3, '0');
+    frac = std::stoll(f);
+  }
+  return whole * 1000 + (whole < 0 ? -frac : frac);
+}
+
+std::vector<std::string> csv_split(const std::string& line) {
+  std::vector<std::string> out(1);
+  bool quoted = false;
+  for (std::size_t i = 0; i < line.size(); ++i) {
+    const char c = line[i];
+    if (quoted) {
+      if (c == '"' && i + 1 < line.size() && line[i + 1] == '"') {
+        out.back() += '"';
+        ++i;
+      } else if (c == '"') {
+        quoted = false;
+      } else {
+        out.back() += c;
+      }
+    } else if (c == '"') {
+      quoted = true;
+    } else if (c == ',') {
+      out.emplace_back();
+    } else {
+      out.back() += c;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+class TestTraceExport : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void chromeTraceParsesBack();
+  void chromeTraceWindowAndRanks();
+  void chromeTraceWarnsWhenLarge();
+  void csvTables();
+  void htmlReportIsSelfContained();
+  void failuresNameTheFile();
+};
+
+void TestTraceExport::chromeTraceParsesBack() {
+  QTemporaryDir dir;
+  auto r = imported(dir, {kKineto + "sampled_rank-0.json.gz", kKineto + "sampled_rank-1.json.gz"},
+                    "two.cstrace");
+  const std::string path = dir.filePath("two.json").toStdString();
+  auto report = export_chrome_trace(*r, path);
+  QVERIFY2(report, report ? "" : report.message().c_str());
+  QCOMPARE(report->events, r->event_count());
+  QVERIFY(report->warnings.empty());
+  const json doc = json::parse(read_file(path));
+  QCOMPARE(doc["distributedInfo"]["world_size"].get<int>(), 128);
+  const std::int64_t base = doc["otherData"]["time_base_ns"].get<std::int64_t>();
+  QCOMPARE(base, r->time_range().start_ns);
+
+  std::map<std::int64_t, std::string> process_names;
+  std::map<std::pair<std::int64_t, std::int64_t>, std::string> thread_names;
+  std::map<std::pair<std::int64_t, std::int64_t>,
+           std::vector<std::pair<std::int64_t, std::int64_t>>>
+      slices;
+  std::int64_t x = 0, kernels_with_stream = 0;
+  for (const json& e : doc["traceEvents"]) {
+    const std::string ph = e["ph"];
+    if (ph == "M") {
+      if (e["name"] == "process_name") process_names[e["pid"]] = e["args"]["name"];
+      if (e["name"] == "thread_name") thread_names[{e["pid"], e["tid"]}] = e["args"]["name"];
+      continue;
+    }
+    QCOMPARE(ph, std::string("X"));
+    ++x;
+    const std::int64_t start = micros_to_ns(e["ts"]) + base;
+    const std::int64_t dur = micros_to_ns(e["dur"]);
+    QVERIFY(dur >= 0);
+    slices[{e["pid"], e["tid"]}].emplace_back(start, start + dur);
+    QVERIFY2(thread_names.count({e["pid"], e["tid"]}), "a slice on an unnamed thread");
+    if (e["cat"] == "kernel") {
+      QVERIFY(e["args"].contains("stream"));
+      QVERIFY(e["args"].contains("correlation"));
+      ++kernels_with_stream;
+    }
+  }
+  QCOMPARE(x, r->event_count());
+  QCOMPARE(process_names.size(), std::size_t{2});
+  QVERIFY(QString::fromStdString(process_names[1]).startsWith("Rank 1"));
+  QCOMPARE(thread_names.size(), r->lanes().size());
+  QCOMPARE(kernels_with_stream, 1154 + 1104);
+
+  // Slices nest on every thread: Perfetto lays out none of them aside.
+  for (auto& [thread, list] : slices) {
+    std::sort(list.begin(), list.end(), [](auto& a, auto& b) {
+      return a.first != b.first ? a.first < b.first : a.second > b.second;
+    });
+    std::vector<std::int64_t> open;
+    for (const auto& [s, e] : list) {
+      while (!open.empty() && open.back() <= s)
+        open.pop_back();
+      QVERIFY2(
+          open.empty() || e <= open.back(),
+          qPrintable(
+              QString("thread %1: [%2, %3) crosses its parent").arg(thread.second).arg(s).arg(e)));
+      open.push_back(e);
+    }
+  }
+
+  // Exact nanoseconds: the first kernel of the allreduce trace ("ts": 4458676983543.183).
+  auto one = imported(dir, {kKineto + "allreduce_rank-0.json.gz"}, "one.cstrace");
+  const std::string one_path = dir.filePath("one.json").toStdString();
+  QVERIFY(export_chrome_trace(*one, one_path));
+  const json one_doc = json::parse(read_file(one_path));
+  QCOMPARE(one_doc["distributedInfo"]["rank"].get<int>(), 0);
+  const std::int64_t one_base = one_doc["otherData"]["time_base_ns"];
+  bool found = false;
+  for (const json& e : one_doc["traceEvents"]) {
+    if (e["ph"] == "X" && e["args"].value("correlation", 0) == 57541 && e["cat"] == "kernel") {
+      QCOMPARE(micros_to_ns(e["ts"]) + one_base, 4458676983543183);
+      QCOMPARE(micros_to_ns(e["dur"]), 41407);
+      found = true;
+    }
+  }
+  QVERIFY(found);
+}
+
+void TestTraceExport::chromeTraceWindowAndRanks() {
+  QTemporaryDir dir;
+  auto r = imported(dir, {kKineto + "sampled_rank-0.json.gz", kKineto + "sampled_rank-1.json.gz"},
+                    "two.cstrace");
+  const TimeRange all = r->time_range();
+  ChromeTraceOptions options;
+  options.window = TimeRange{all.start_ns + (all.end_ns - all.start_ns) / 2,
+                             all.start_ns + (all.end_ns - all.start_ns) / 2 + 20'000'000};
+  options.ranks = {1};
+  const std::string path = dir.filePath("window.json").toStdString();
+  auto report = export_chrome_trace(*r, path, options);
+  QVERIFY2(report, report ? "" : report.message().c_str());
+  QVERIFY(report->events > 0 && report->events < r->event_count() / 4);
+  const json doc = json::parse(read_file(path));
+  QCOMPARE(doc["distributedInfo"]["rank"].get<int>(), 1);
+  const std::int64_t base = doc["otherData"]["time_base_ns"];
+  QCOMPARE(base, options.window->start_ns);
+  std::int64_t overlapping = 0;
+  for (const json& e : doc["traceEvents"]) {
+    QCOMPARE(e["pid"].get<int>(), 1);
+    if (e["ph"] != "X") continue;
+    const std::int64_t start = micros_to_ns(e["ts"]) + base;
+    const std::int64_t end = start + micros_to_ns(e["dur"]);
+    QVERIFY(start < options.window->end_ns && end > options.window->start_ns);
+    ++overlapping;
+  }
+  QCOMPARE(overlapping, report->events);
+
+  ChromeTraceOptions split;
+  split.file_per_rank = true;
+  auto files = export_chrome_trace(*r, dir.filePath("run.json").toStdString(), split);
+  QVERIFY2(files, files ? "" : files.message().c_str());
+  QCOMPARE(files->files.size(), std::size_t{2});
+  QVERIFY(files->files[1].ends_with("run.rank1.json"));
+  QCOMPARE(json::parse(read_file(files->files[1]))["distributedInfo"]["rank"].get<int>(), 1);
+  QCOMPARE(files->events, r->event_count());
+
+  options.ranks = {7};
+  auto missing = export_chrome_trace(*r, path, options);
+  QVERIFY(!missing);
+  QVERIFY(QString::fromStdString(missing.message()).contains("no rank 7"));
+}
+
+void TestTraceExport::chromeTraceWarnsWhenLarge() {
+  QTemporaryDir dir;
+  auto r = imported(dir, {kNsys}, "saxpy.cstrace");
+  ChromeTraceOptions options;
+  options.warn_bytes = 10'000;  // the real threshold is 256 MiB
+  auto report = export_chrome_trace(*r, dir.filePath("s.json").toStdString(), options);
+  QVERIFY(report);
+  QCOMPARE(report->warnings.size(), std::size_t{1});
+  QVERIFY(QString::fromStdString(report->warnings[0]).contains("export a time window"));
+}
+
+void TestTraceExport::csvTables() {
+  QTemporaryDir dir;
+  auto r = imported(dir, {kNsys}, "saxpy.cstrace");
+  auto analysis = analyze_run(*r);
+  QVERIFY(analysis);
+  const std::string events = dir.filePath("events.csv").toStdString();
+  auto report = export_csv(*r, nullptr, CsvTable::events, events);
+  QVERIFY2(report, report ? "" : report.message().c_str());
+  std::istringstream lines(read_file(events));
+  std::string line;
+  std::getline(lines, line);
+  const auto header = csv_split(line);
+  QCOMPARE(header.size(), std::size_t{19});
+  QCOMPARE(header[6], std::string("name"));
+  int rows = 0, kernels = 0;
+  while (std::getline(lines, line)) {
+    const auto f = csv_split(line);
+    QCOMPARE(f.size(), header.size());
+    if (f[4] == "kernel") {
+      // The name holds commas: it must come back whole.
+      QCOMPARE(f[6], std::string("saxpy(double *, double *, double *, double, int)"));
+      QCOMPARE(std::stoll(f[9]), std::stoll(f[8]) - std::stoll(f[7]));
+      ++kernels;
+    }
+    ++rows;
+  }
+  QCOMPARE(rows, 137);
+  QCOMPARE(kernels, 5);
+
+  const std::string breakdown = dir.filePath("breakdown.csv").toStdString();
+  QVERIFY(export_csv(*r, &*analysis, CsvTable::breakdown, breakdown));
+  std::istringstream b(read_file(breakdown));
+  std::getline(b, line);
+  const auto columns = csv_split(line);
+  std::getline(b, line);
+  const auto values = csv_split(line);
+  std::map<std::string, std::string> row;
+  for (std::size_t i = 0; i < columns.size(); ++i)
+    row[columns[i]] = values[i];
+  QCOMPARE(row["step"], std::string("all"));
+  QCOMPARE(std::stoll(row["compute_ns"]), analysis->ranks[0].total.compute_ns);
+  QCOMPARE(std::stoll(row["idle_host_wait_ns"]), analysis->ranks[0].total.idle_host_wait_ns);
+
+  for (CsvTable t :
+       {CsvTable::kernels, CsvTable::collectives, CsvTable::stragglers, CsvTable::prediction}) {
+    const std::string p =
+        dir.filePath(QString::fromUtf8(to_string(t).data()) + ".csv").toStdString();
+    auto written = export_csv(*r, &*analysis, t, p);
+    QVERIFY2(written, written ? "" : written.message().c_str());
+    QVERIFY(!read_file(p).empty());
+  }
+  auto needs = export_csv(*r, nullptr, CsvTable::kernels, dir.filePath("k.csv").toStdString());
+  QVERIFY(!needs);
+  QCOMPARE(csv_table_from_string("collectives"), std::optional<CsvTable>(CsvTable::collectives));
+}
+
+void TestTraceExport::htmlReportIsSelfContained() {
+  QTemporaryDir dir;
+  const std::string store = dir.filePath("two.cstrace").toStdString();
+  ImportOptions options;
+  options.title = "two ranks <of 128>";
+  QVERIFY(import_kineto({kKineto + "sampled_rank-0.json.gz", kKineto + "sampled_rank-1.json.gz"},
+                        store, options));
+  auto r = std::move(TraceReader::open(store)).value();
+  auto analysis = analyze_run(*r);
+  QVERIFY(analysis);
+  const std::string path = dir.filePath("report.html").toStdString();
+  auto report = export_html_report(*r, *analysis, path);
+  QVERIFY2(report, report ? "" : report.message().c_str());
+  const QString text = QString::fromStdString(read_file(path));
+  QVERIFY(text.startsWith("<!DOCTYPE html>"));
+  QVERIFY(text.contains("<h1>two ranks &lt;of 128&gt;</h1>"));  // escaped
+  QVERIFY(text.count("<svg") >= 2);                             // breakdown and steps
+  QVERIFY(text.contains("Where the time went"));
+  QVERIFY(text.contains("Top kernels"));
+  QVERIFY(text.contains("ncclKernel_SendRecv"));
+  QVERIFY(text.contains("Stragglers"));
+  // Nothing to fetch: no scripts, no stylesheets or images from elsewhere.
+  QVERIFY(!text.contains("<script"));
+  QVERIFY(!text.contains("src="));
+  QVERIFY(!text.contains("href="));
+  QVERIFY(!text.contains("url("));
+  QString rest = text;
+  rest.remove("http://www.w3.org/2000/svg");  // the SVG namespace is a name, not a fetch
+  QVERIFY(!rest.contains("http://") && !rest.contains("https://"));
+}
+
+void TestTraceExport::failuresNameTheFile() {
+  QTemporaryDir dir;
+  auto r = imported(dir, {kNsys}, "saxpy.cstrace");
+  const std::string nowhere = dir.filePath("no/such/dir/out.json").toStdString();
+  auto a = export_chrome_trace(*r, nowhere);
+  QVERIFY(!a);
+  QVERIFY2(QString::fromStdString(a.message())
+               .contains(QString::fromStdString(nowhere) + ": cannot write"),
+           a.message().c_str());
+  // A full disk: /dev/full accepts the open and fails every write.
+  auto full = export_csv(*r, nullptr, CsvTable::events, "/dev/full");
+  QVERIFY(!full);
+  QVERIFY2(QString::fromStdString(full.message())
+               .contains("/dev/full: write failed: No space left on device"),
+           full.message().c_str());
+  ChromeTraceOptions empty;
+  empty.window = TimeRange{10, 10};
+  QVERIFY(!export_chrome_trace(*r, dir.filePath("e.json").toStdString(), empty));
+}
+
+QTEST_GUILESS_MAIN(TestTraceExport)
+#include "tst_trace_export.moc"

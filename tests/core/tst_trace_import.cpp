@@ -1,0 +1,469 @@
+// Importers on real files: an Nsight Systems 2022.2 SQLite export of an MPI +
+// CUDA program; PyTorch profiler (Kineto) traces of real distributed runs,
+// imported and analysed with the breakdown checked against numbers computed
+// independently from the JSON (tests/core/kineto_reference.py). Newer nsys
+// exports are exercised by a file shaped like one (META_DATA_EXPORT,
+// versioned table, extra and missing columns), and a missing required column
+// must be reported by table and name.
+
+#include <QFile>
+#include <QTemporaryDir>
+#include <QtTest>
+#include <algorithm>
+#include <filesystem>
+#include <map>
+
+#include <sqlite3.h>
+#include <zlib.h>
+
+#include "core/trace_analysis.h"
+#include "core/trace_import.h"
+#include "core/trace_reader.h"
+
+using namespace cs::trace;
+
+namespace {
+
+const std::string kNsys = CS_DATA_DIR "/validation/nsys/saxpy-mpi-cuda.sqlite";
+const std::string kKineto = CS_DATA_DIR "/validation/kineto/";
+
+std::unique_ptr<TraceReader> open_reader(const std::string& path) {
+  auto r = TraceReader::open(path);
+  if (!r) qFatal("%s", r.message().c_str());
+  return std::move(r).value();
+}
+
+std::map<EventKind, std::int64_t> count_kinds(const TraceReader& r) {
+  std::map<EventKind, std::int64_t> out;
+  (void)r.for_each_event({}, INT64_MIN / 4, INT64_MAX / 4, [&](const StoredEvent& e) {
+    ++out[e.event.kind];
+    return true;
+  });
+  return out;
+}
+
+void exec(sqlite3* db, const std::string& sql) {
+  char* error = nullptr;
+  if (sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &error) != SQLITE_OK) {
+    const std::string m = error ? error : "?";
+    sqlite3_free(error);
+    qFatal("%s: %s", sql.c_str(), m.c_str());
+  }
+}
+
+// An export shaped like Nsight Systems 2024: the metadata table is
+// META_DATA_EXPORT, the kernel table carries a version suffix, columns are in
+// another order, some are new and some old ones are gone.
+std::string write_newer_nsys(const QTemporaryDir& dir, bool with_stream_id) {
+  const std::string path =
+      dir.filePath(with_stream_id ? "newer.sqlite" : "broken.sqlite").toStdString();
+  sqlite3* db = nullptr;
+  sqlite3_open(path.c_str(), &db);
+  exec(db, R"sql(
+    CREATE TABLE META_DATA_EXPORT(name TEXT NOT NULL, value TEXT);
+    INSERT INTO META_DATA_EXPORT VALUES ('EXPORT_SCHEMA_VERSION', '3.11.0'),
+                                        ('EXPORT_PRODUCT_VERSION', '2024.2.1.106');
+    CREATE TABLE StringIds(id INTEGER PRIMARY KEY, value TEXT NOT NULL);
+    INSERT INTO StringIds VALUES (1, 'gemm_kernel'), (2, 'ncclDevKernel_AllGather_RING_LL'),
+                                 (3, 'cudaLaunchKernel_v7000'), (4, 'MPI Rank 3'),
+                                 (5, 'forward'), (6, 'cudaStreamSynchronize_v3020');
+    CREATE TABLE TARGET_INFO_SESSION_START_TIME(utcEpochNs INTEGER, utcTime TEXT, localTime TEXT);
+    INSERT INTO TARGET_INFO_SESSION_START_TIME VALUES (1700000000000000000, '', '');
+    CREATE TABLE ThreadNames(nameId INTEGER, priority INTEGER, globalTid INTEGER);
+    INSERT INTO ThreadNames VALUES (4, 10, 16777216 * 4242 + 4242);
+    -- An older table left beside the versioned one must not be read.
+    CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL(start INTEGER, end INTEGER);
+    INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES (1, 2);
+    CREATE TABLE CUPTI_ACTIVITY_KIND_RUNTIME(
+      eventClass INTEGER, start INTEGER NOT NULL, end INTEGER NOT NULL, globalTid INTEGER,
+      correlationId INTEGER, nameId INTEGER NOT NULL, returnValue INTEGER, callchainId INTEGER,
+      newerColumn TEXT);
+    INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME VALUES
+      (0, 1000, 1500, 16777216 * 4242 + 4242, 7, 3, 0, NULL, 'x'),
+      (0, 1600, 1700, 16777216 * 4242 + 4242, 8, 3, 0, NULL, 'x'),
+      (0, 1800, 9000, 16777216 * 4242 + 4242, 9, 6, 0, NULL, 'x');
+    CREATE TABLE NVTX_EVENTS(start INTEGER NOT NULL, end INTEGER, eventType INTEGER NOT NULL,
+      rangeId INTEGER, category INTEGER, color INTEGER, text TEXT, globalTid INTEGER,
+      endGlobalTid INTEGER, textId INTEGER, domainId INTEGER, jsonTextId INTEGER, newField REAL);
+    INSERT INTO NVTX_EVENTS(start, end, eventType, text, textId, globalTid, domainId) VALUES
+      (900, 9500, 59, NULL, 5, 16777216 * 4242 + 4242, 0),
+      (950, NULL, 34, 'a mark', NULL, 16777216 * 4242 + 4242, 0);
+  )sql");
+  exec(db, std::string("CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL_V3(") +
+               "gridId INTEGER, shortName INTEGER NOT NULL, end INTEGER NOT NULL, "
+               "start INTEGER NOT NULL, deviceId INTEGER NOT NULL, " +
+               (with_stream_id ? "streamId INTEGER NOT NULL, " : "") +
+               "correlationId INTEGER, launchType INTEGER, isCooperative INTEGER);");
+  if (with_stream_id) {
+    exec(db,
+         "INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL_V3(gridId, shortName, end, start, deviceId, "
+         "streamId, correlationId) VALUES (1, 1, 4000, 2000, 0, 7, 7), (2, 2, 8000, 3000, 0, 13, "
+         "8)");
+  }
+  sqlite3_close(db);
+  return path;
+}
+
+// The Python reference's numbers (tests/core/kineto_reference.py).
+struct Reference {
+  const char* file;
+  std::int32_t rank;
+  std::int64_t imported, device_events, span, busy, compute, communication, overlap, memory,
+      exposed_memory, idle, host_wait, kernel_wait, idle_other;
+  int steps;
+};
+const Reference kReferences[] = {
+    {"sampled_rank-0.json.gz", 0, 4810, 1204, 1222847000, 547656000, 210320000, 396199000, 59216000,
+     1325000, 353000, 675191000, 362945000, 0, 312246000, 2},
+    {"sampled_rank-1.json.gz", 1, 4675, 1154, 1231186000, 580050000, 271973000, 379053000, 75530000,
+     16504000, 4554000, 651136000, 341109000, 0, 310027000, 2},
+    {"allreduce_rank-0.json.gz", 0, 26932, 3774, 660551005, 157500014, 115655847, 46876493, 7317025,
+     2653498, 2284699, 503050991, 501050857, 0, 2000134, 3},
+};
+
+void check_breakdown(const Breakdown& b, const Reference& ref) {
+  QCOMPARE(b.events, ref.device_events);
+  QCOMPARE(b.span_ns, ref.span);
+  QCOMPARE(b.busy_ns, ref.busy);
+  QCOMPARE(b.compute_ns, ref.compute);
+  QCOMPARE(b.communication_ns, ref.communication);
+  QCOMPARE(b.overlap_ns, ref.overlap);
+  QCOMPARE(b.memory_ns, ref.memory);
+  QCOMPARE(b.exposed_memory_ns, ref.exposed_memory);
+  QCOMPARE(b.idle_ns, ref.idle);
+  QCOMPARE(b.idle_host_wait_ns, ref.host_wait);
+  QCOMPARE(b.idle_kernel_wait_ns, ref.kernel_wait);
+  QCOMPARE(b.idle_other_ns, ref.idle_other);
+}
+
+}  // namespace
+
+class TestTraceImport : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void nsysRealExport();
+  void nsysRealExportAnalysed();
+  void nsysNewerExport();
+  void nsysMissingRequiredColumn();
+  void kinetoRealTraces_data();
+  void kinetoRealTraces();
+  void kinetoTimestampsExact();
+  void kinetoCollectives();
+  void kinetoRanksMerged();
+  void kinetoPlainJsonAndErrors();
+  void formatDetection();
+};
+
+void TestTraceImport::nsysRealExport() {
+  QTemporaryDir dir;
+  const std::string out = dir.filePath("saxpy.cstrace").toStdString();
+  auto report = import_nsys({kNsys}, out);
+  QVERIFY2(report, report ? "" : report.message().c_str());
+  QCOMPARE(report->format, std::string("nsys"));
+  QCOMPARE(report->ranks, 1);
+  QCOMPARE(report->events, 5 + 15 + 95 + 22);
+  // Of the 24 NVTX_EVENTS rows, 22 are push/pop ranges; one registers the
+  // "MPI" domain (type 75), one names the thread "MPI Rank 0" (type 39).
+  QCOMPARE(report->skipped["NVTX domain registrations"], 1);
+  QCOMPARE(report->skipped["NVTX records other than ranges (marks, thread names, ...)"], 1);
+
+  auto r = open_reader(out);
+  const auto kinds = count_kinds(*r);
+  QCOMPARE(kinds.at(EventKind::kernel), 5);
+  QCOMPARE(kinds.at(EventKind::memcpy), 15);
+  QCOMPARE(kinds.at(EventKind::api_call), 95);  // no synchronising call in this program
+  QCOMPARE(kinds.at(EventKind::annotation), 22);
+  QCOMPARE(kinds.size(), std::size_t{4});
+
+  QCOMPARE(r->ranks().size(), std::size_t{1});
+  const RankInfo& rank = r->ranks()[0];
+  QCOMPARE(rank.rank, 0);  // from the "MPI Rank 0" thread name
+  QCOMPARE(rank.host, std::string("nid001608"));
+  QCOMPARE(rank.device, std::string("NVIDIA A100-SXM4-40GB (GPU 0)"));
+  QCOMPARE(rank.pid, 1230493);
+  const RunInfo run = r->run();
+  QCOMPARE(run.source, std::string("nsys-import"));
+  QCOMPARE(run.start_utc_ns, 1687813257637297504);
+  QCOMPARE(run.tool_versions_json, std::string(R"({"nsight-systems": "2022.2.1.31"})"));
+  QCOMPARE(r->meta("nsys_export_schema_version"), std::optional<std::string>("2.9.1"));
+
+  std::map<std::string, LaneKind> lanes;
+  for (const LaneInfo& l : r->lanes())
+    lanes[l.name] = l.kind;
+  QCOMPARE(lanes.at("GPU 0 stream 7"), LaneKind::gpu_stream);
+  QCOMPARE(lanes.at("thread 1230493 (MPI Rank 0)"), LaneKind::cpu_thread);
+  QCOMPARE(lanes.at("NVTX MPI (thread 1230493)"), LaneKind::annotation);
+  QCOMPARE(lanes.at("NVTX default (thread 1230493)"), LaneKind::annotation);
+
+  auto kernels =
+      r->find_events("saxpy(double *, double *, double *, double, int)", NameMatch::exact, 100);
+  QCOMPARE(kernels->size(), std::size_t{5});
+  const Event& k = kernels->front().event;
+  QCOMPARE(k.start_ns, 1687813257637297504 + 924922186);  // session start + offset
+  QCOMPARE(k.end_ns, 1687813257637297504 + 942626994);
+  QCOMPARE(k.correlation, 140);
+  QCOMPARE(k.category, Category::compute);
+  auto launches = r->find_events("cudaLaunchKernel_v7000", NameMatch::exact, 100);
+  QCOMPARE(launches->size(), std::size_t{5});
+  QCOMPARE(launches->front().event.correlation, 140);
+  auto copies = r->find_events("Memcpy HtoD", NameMatch::exact, 100);
+  QCOMPARE(copies->size(), std::size_t{10});
+  QCOMPARE(copies->front().event.bytes, 262144000);
+  QCOMPARE(r->find_events("Memcpy DtoH", NameMatch::exact, 100)->size(), std::size_t{5});
+  QCOMPARE(r->find_events("MPI_Init", NameMatch::exact, 100)->size(), std::size_t{1});
+  QCOMPARE(r->find_events("saxpy", NameMatch::exact, 100)->size(), std::size_t{5});  // NVTX ranges
+}
+
+// Sums straight from the export with sqlite3 (kernels and copies run one at a
+// time on one stream, so their unions are their sums):
+//   SELECT sum(end-start) FROM CUPTI_ACTIVITY_KIND_KERNEL        -> 88573480
+//   SELECT sum(end-start) FROM CUPTI_ACTIVITY_KIND_MEMCPY        -> 284699600
+//   first GPU start 887857742 (a copy), last GPU end 1985185585 (a copy)
+void TestTraceImport::nsysRealExportAnalysed() {
+  QTemporaryDir dir;
+  const std::string out = dir.filePath("saxpy.cstrace").toStdString();
+  QVERIFY(import_nsys({kNsys}, out));
+  auto r = open_reader(out);
+  auto a = analyze_rank(*r, 0);
+  QVERIFY2(a, a ? "" : a.message().c_str());
+  QCOMPARE(a->total.span_ns, 1985185585 - 887857742);
+  QCOMPARE(a->total.compute_ns, 88573480);
+  QCOMPARE(a->total.memory_ns, 284699600);
+  QCOMPARE(a->total.busy_ns, 88573480 + 284699600);
+  QCOMPARE(a->total.communication_ns, 0);
+  QCOMPARE(a->total.events, 20);
+  QCOMPARE(a->total.idle_ns, a->total.span_ns - a->total.busy_ns);
+  // The copies are synchronous cudaMemcpy calls: each gap ends with work the
+  // host launched after the device went idle.
+  QCOMPARE(a->total.idle_host_wait_ns + a->total.idle_kernel_wait_ns + a->total.idle_other_ns,
+           a->total.idle_ns);
+  QVERIFY(a->total.idle_host_wait_ns > 0);
+}
+
+void TestTraceImport::nsysNewerExport() {
+  QTemporaryDir dir;
+  const std::string in = write_newer_nsys(dir, true);
+  const std::string out = dir.filePath("newer.cstrace").toStdString();
+  auto report = import_traces({in}, out);
+  QVERIFY2(report, report ? "" : report.message().c_str());
+  QCOMPARE(report->format, std::string("nsys"));
+  QCOMPARE(report->events, 2 + 3 + 1);
+  QCOMPARE(report->skipped["NVTX records other than ranges (marks, thread names, ...)"], 1);
+  auto r = open_reader(out);
+  QCOMPARE(r->ranks().size(), std::size_t{1});
+  QCOMPARE(r->ranks()[0].rank, 3);
+  QCOMPARE(r->ranks()[0].pid, 4242);
+  QCOMPARE(r->meta("nsys_export_schema_version"), std::optional<std::string>("3.11.0"));
+  QCOMPARE(r->run().tool_versions_json, std::string(R"({"nsight-systems": "2024.2.1.106"})"));
+  auto gemm = r->find_events("gemm_kernel", NameMatch::exact, 10);
+  QCOMPARE(gemm->size(), std::size_t{1});
+  QCOMPARE(gemm->front().event.start_ns, 1700000000000002000);
+  QCOMPARE(gemm->front().event.correlation, 7);
+  auto nccl = r->find_events("ncclDevKernel_AllGather_RING_LL", NameMatch::exact, 10);
+  QCOMPARE(nccl->size(), std::size_t{1});
+  QCOMPARE(nccl->front().event.kind, EventKind::collective);
+  QCOMPARE(nccl->front().event.category, Category::communication);
+  QCOMPARE(nccl->front().event.collective, Collective::all_gather);
+  const auto kinds = count_kinds(*r);
+  QCOMPARE(kinds.at(EventKind::sync), 1);  // cudaStreamSynchronize
+  QCOMPARE(kinds.at(EventKind::api_call), 2);
+  QCOMPARE(kinds.at(EventKind::annotation), 1);
+  auto a = analyze_rank(*r, 3);
+  QVERIFY(a);
+  QCOMPARE(a->total.overlap_ns, 1000);  // gemm [2000,4000) under all-gather [3000,8000)
+}
+
+void TestTraceImport::nsysMissingRequiredColumn() {
+  QTemporaryDir dir;
+  const std::string in = write_newer_nsys(dir, false);
+  auto report = import_nsys({in}, dir.filePath("x.cstrace").toStdString());
+  QVERIFY(!report);
+  const QString m = QString::fromStdString(report.message());
+  QVERIFY2(m.contains(QString::fromStdString(in)) &&
+               m.contains("table CUPTI_ACTIVITY_KIND_KERNEL_V3 has no column 'streamId', which "
+                          "the import needs (Nsight Systems export schema 3.11.0)"),
+           qPrintable(m));
+  QVERIFY(!std::filesystem::exists(dir.filePath("x.cstrace").toStdString()));
+}
+
+void TestTraceImport::kinetoRealTraces_data() {
+  QTest::addColumn<int>("index");
+  for (int i = 0; i < 3; ++i)
+    QTest::addRow("%s", kReferences[i].file) << i;
+}
+
+void TestTraceImport::kinetoRealTraces() {
+  QFETCH(int, index);
+  const Reference& ref = kReferences[index];
+  QTemporaryDir dir;
+  const std::string out = dir.filePath("k.cstrace").toStdString();
+  auto report = import_kineto({kKineto + ref.file}, out);
+  QVERIFY2(report, report ? "" : report.message().c_str());
+  QCOMPARE(report->events, ref.imported);
+  QCOMPARE(report->skipped["profiler spans (cat Trace)"], 1);
+
+  auto r = open_reader(out);
+  QCOMPARE(r->ranks().size(), std::size_t{1});
+  QCOMPARE(r->ranks()[0].rank, ref.rank);
+  QCOMPARE(r->meta("distributed_backend"), std::optional<std::string>("nccl"));
+  auto a = analyze_rank(*r, ref.rank);
+  QVERIFY2(a, a ? "" : a.message().c_str());
+  QVERIFY(a->gpu);
+  check_breakdown(a->total, ref);
+  QCOMPARE(static_cast<int>(a->steps.size()), ref.steps);
+  QCOMPARE(a->steps.front().step, ref.steps == 2 ? 551 : 4);  // ProfilerStep#N
+}
+
+void TestTraceImport::kinetoTimestampsExact() {
+  QTemporaryDir dir;
+  const std::string out = dir.filePath("k.cstrace").toStdString();
+  QVERIFY(import_kineto({kKineto + "allreduce_rank-0.json.gz"}, out));
+  auto r = open_reader(out);
+  QCOMPARE(r->world_size(), 2);
+  QCOMPARE(r->meta("nccl_version"), std::optional<std::string>("2.17.1"));
+  // "ts": 4458676983543.183, "dur": 41.407 (microseconds, fractions kept)
+  auto e = r->find_events("void cudnn::bn_bw_1C11_kernel_new", NameMatch::substring, 1000);
+  QVERIFY(!e->empty());
+  const auto first = std::find_if(
+      e->begin(), e->end(), [](const StoredEvent& x) { return x.event.correlation == 57541; });
+  QVERIFY(first != e->end());
+  QCOMPARE(first->event.start_ns, 4458676983543183);
+  QCOMPARE(first->event.end_ns, 4458676983543183 + 41407);
+  QCOMPARE(first->event.correlation, 57541);
+  QCOMPARE(r->ranks()[0].device, std::string("NVIDIA A100-PG509-200 (GPU 0)"));
+}
+
+// allreduce_rank-0 holds 15 all-reduces and 6 broadcasts, 3 of each size
+// (counted in the JSON: args "Collective name", "In msg nelems", "dtype").
+void TestTraceImport::kinetoCollectives() {
+  QTemporaryDir dir;
+  const std::string out = dir.filePath("k.cstrace").toStdString();
+  QVERIFY(import_kineto({kKineto + "allreduce_rank-0.json.gz"}, out));
+  auto r = open_reader(out);
+  auto run = analyze_run(*r);
+  QVERIFY2(run, run ? "" : run.message().c_str());
+  std::map<std::pair<Collective, std::int64_t>, CollectiveStats> by;
+  for (const CollectiveStats& c : run->collectives)
+    by[{c.collective, c.bytes}] = c;
+  QCOMPARE(by.size(), std::size_t{7});
+  const CollectiveStats& big = by.at({Collective::all_reduce, 6637568LL * 4});
+  QCOMPARE(big.count, 3);
+  QCOMPARE(big.ranks, 2);
+  QCOMPARE(big.dtype, DataType::fp32);
+  QVERIFY(std::abs(big.mean_ns - 2404885.333) < 1);  // mean "dur" of the three, µs → ns
+  QVERIFY(std::abs(big.algbw_gbps - 6637568.0 * 4 / 2404885.333) < 1e-3);
+  QCOMPARE(big.busbw_gbps, big.algbw_gbps);                   // 2(n-1)/n = 1 for n = 2
+  QCOMPARE(by.at({Collective::broadcast, 53 * 8}).count, 3);  // int64 ("Long")
+  QCOMPARE(by.at({Collective::broadcast, 53120 * 4}).count, 3);
+  QCOMPARE(by.at({Collective::all_reduce, 2049000 * 4}).count, 3);
+  // Kernel summary: the NCCL kernels are communication, by name.
+  bool found = false;
+  for (const KernelStats& k : run->kernels) {
+    if (k.name.rfind("ncclKernel_AllReduce", 0) == 0) {
+      found = true;
+      QCOMPARE(k.count, 15);
+      QCOMPARE(k.category, Category::communication);
+    }
+  }
+  QVERIFY(found);
+}
+
+void TestTraceImport::kinetoRanksMerged() {
+  QTemporaryDir dir;
+  const std::string out = dir.filePath("two.cstrace").toStdString();
+  auto report =
+      import_kineto({kKineto + "sampled_rank-0.json.gz", kKineto + "sampled_rank-1.json.gz"}, out);
+  QVERIFY2(report, report ? "" : report.message().c_str());
+  QCOMPARE(report->ranks, 2);
+  QCOMPARE(report->events, kReferences[0].imported + kReferences[1].imported);
+  // No host names and no measured offsets: the send/receive kernels align them.
+  QCOMPARE(report->clock_alignment, std::string("collectives"));
+  QVERIFY(!std::filesystem::exists(out + ".part0.tmp"));
+  auto r = open_reader(out);
+  QCOMPARE(r->ranks().size(), std::size_t{2});
+  QCOMPARE(r->world_size(), 128);
+  QCOMPARE(r->meta("clock_alignment"), std::optional<std::string>("collectives"));
+  auto run = analyze_run(*r);
+  QVERIFY2(run, run ? "" : run.message().c_str());
+  // A shift of a whole rank changes none of its own figures.
+  check_breakdown(run->ranks[0].total, kReferences[0]);
+  check_breakdown(run->ranks[1].total, kReferences[1]);
+}
+
+void TestTraceImport::kinetoPlainJsonAndErrors() {
+  QTemporaryDir dir;
+  // The same trace, decompressed.
+  const std::string plain = dir.filePath("rank0.json").toStdString();
+  {
+    gzFile in = gzopen((kKineto + "sampled_rank-0.json.gz").c_str(), "rb");
+    QFile out(QString::fromStdString(plain));
+    QVERIFY(in && out.open(QIODevice::WriteOnly));
+    char buffer[65536];
+    int n;
+    while ((n = gzread(in, buffer, sizeof buffer)) > 0)
+      out.write(buffer, n);
+    gzclose(in);
+  }
+  auto report = import_traces({plain}, dir.filePath("p.cstrace").toStdString());
+  QVERIFY2(report, report ? "" : report.message().c_str());
+  QCOMPARE(report->format, std::string("kineto"));
+  QCOMPARE(report->events, kReferences[0].imported);
+
+  auto write = [&](const char* name, const QByteArray& text) {
+    QFile f(dir.filePath(name));
+    f.open(QIODevice::WriteOnly);
+    f.write(text);
+    return f.fileName().toStdString();
+  };
+  const std::string broken = write("broken.json", R"({"traceEvents": [{"ph": "X", "ts": 1,)");
+  auto e1 = import_kineto({broken}, dir.filePath("b.cstrace").toStdString());
+  QVERIFY(!e1);
+  QVERIFY2(QString::fromStdString(e1.message())
+               .contains(QString::fromStdString(broken) + ": not valid JSON at byte"),
+           e1.message().c_str());
+  const std::string other = write("other.json", R"({"name": "not a trace"})");
+  auto e2 = import_kineto({other}, dir.filePath("o.cstrace").toStdString());
+  QVERIFY(!e2);
+  QVERIFY2(QString::fromStdString(e2.message())
+               .contains("is not a PyTorch profiler trace: it has no traceEvents array"),
+           e2.message().c_str());
+  auto e3 = import_kineto({dir.filePath("missing.json").toStdString()},
+                          dir.filePath("m.cstrace").toStdString());
+  QVERIFY(!e3);
+  QVERIFY(QString::fromStdString(e3.message()).contains("missing.json: no such file"));
+  // Two files claiming one rank.
+  auto e4 = import_kineto({plain, kKineto + "sampled_rank-0.json.gz"},
+                          dir.filePath("d.cstrace").toStdString());
+  QVERIFY(!e4);
+  QVERIFY2(QString::fromStdString(e4.message()).contains("rank 0 is in both"),
+           e4.message().c_str());
+}
+
+void TestTraceImport::formatDetection() {
+  QTemporaryDir dir;
+  QCOMPARE(detect_trace_format(kNsys), TraceFormat::nsys_sqlite);
+  QCOMPARE(detect_trace_format(kKineto + "allreduce_rank-0.json.gz"), TraceFormat::kineto_json);
+  const std::string store = dir.filePath("s.cstrace").toStdString();
+  QVERIFY(import_nsys({kNsys}, store));
+  QCOMPARE(detect_trace_format(store), TraceFormat::trace_store);
+  auto mixed = import_traces({kNsys, kKineto + "allreduce_rank-0.json.gz"},
+                             dir.filePath("m.cstrace").toStdString());
+  QVERIFY(!mixed);
+  QVERIFY(QString::fromStdString(mixed.message()).contains("a different format"));
+  auto again = import_traces({store}, dir.filePath("a.cstrace").toStdString());
+  QVERIFY(!again);
+  QVERIFY(
+      QString::fromStdString(again.message()).contains("is already a ClusterScope trace store"));
+  QFile text(dir.filePath("notes.txt"));
+  text.open(QIODevice::WriteOnly);
+  text.write("hello");
+  text.close();
+  auto unknown =
+      import_traces({text.fileName().toStdString()}, dir.filePath("u.cstrace").toStdString());
+  QVERIFY(!unknown);
+  QVERIFY(QString::fromStdString(unknown.message()).contains("not a trace this build imports"));
+}
+
+QTEST_GUILESS_MAIN(TestTraceImport)
+#include "tst_trace_import.moc"
