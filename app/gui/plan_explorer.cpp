@@ -187,7 +187,7 @@ PlanExplorer::PlanExplorer(Workspace* workspace, PinnedPlans* pinned, QWidget* p
   x->setTitleText(tr("memory per GPU (GiB)"));
   auto* y = new QValueAxis;
   y->setTitleText(tr("k tokens/s"));
-  y->setLabelFormat(QStringLiteral("%.0f"));
+  y->setLabelFormat(QStringLiteral("%g"));
   chart->addAxis(x, Qt::AlignBottom);
   chart->addAxis(y, Qt::AlignLeft);
   for (QAbstractSeries* s : chart->series()) {
