@@ -14,9 +14,11 @@
 #include <cctype>
 #include <charconv>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <unordered_map>
 
 #include <nlohmann/json.hpp>
@@ -30,40 +32,69 @@ namespace {
 
 using importing::NcclKernel;
 
-Result<std::string> read_possibly_gzipped(const std::string& path) {
+// A file's bytes, uninitialised past `size`.
+struct Text {
+  std::unique_ptr<char[]> data;
+  std::size_t size = 0;
+  std::size_t capacity = 0;
+};
+
+Result<Text> read_possibly_gzipped(const std::string& path) {
   std::error_code ec;
   if (!std::filesystem::exists(path, ec)) return Error{path + ": no such file"};
   const auto size = std::filesystem::file_size(path, ec);
 #if CLUSTERSCOPE_HAVE_ZLIB
-  // zlib reads plain files as they are, so one path serves both.
+  // zlib reads plain files as they are, so one path serves both. The buffer
+  // is sized once from the file (or, for gzip, from its trailer's length
+  // field) and not zero-filled: a 100 MB trace is read in one pass.
+  std::size_t expected = ec ? 0 : static_cast<std::size_t>(size);
+  {
+    std::ifstream probe(path, std::ios::binary);
+    unsigned char head[2] = {};
+    probe.read(reinterpret_cast<char*>(head), 2);
+    if (head[0] == 0x1f && head[1] == 0x8b && size >= 18) {
+      unsigned char tail[4] = {};
+      probe.seekg(-4, std::ios::end);
+      probe.read(reinterpret_cast<char*>(tail), 4);
+      expected = std::max<std::size_t>(expected, tail[0] | (tail[1] << 8) | (tail[2] << 16) |
+                                                     (static_cast<std::size_t>(tail[3]) << 24));
+    }
+  }
   gzFile f = gzopen(path.c_str(), "rb");
   if (!f) return Error{path + ": cannot open"};
   gzbuffer(f, 1 << 20);
-  std::string out;
-  if (!ec) out.reserve(static_cast<std::size_t>(size) * (gzdirect(f) ? 1 : 8));
-  constexpr std::size_t kChunk = 1 << 20;
+  Text out;
+  out.capacity = expected + 1;
+  out.data.reset(new char[out.capacity]);
   for (;;) {
-    const std::size_t old = out.size();
-    out.resize(old + kChunk);
-    const int n = gzread(f, out.data() + old, static_cast<unsigned>(kChunk));
+    if (out.size == out.capacity) {  // the trailer lied (a file of several gzip members)
+      std::unique_ptr<char[]> bigger(new char[out.capacity * 2]);
+      std::memcpy(bigger.get(), out.data.get(), out.size);
+      out.data = std::move(bigger);
+      out.capacity *= 2;
+    }
+    const std::size_t room = std::min<std::size_t>(out.capacity - out.size, 1u << 30);
+    const int n = gzread(f, out.data.get() + out.size, static_cast<unsigned>(room));
     if (n < 0) {
       int code = 0;
       const std::string message = gzerror(f, &code);
       gzclose(f);
       return Error{path + ": cannot decompress: " + message};
     }
-    out.resize(old + static_cast<std::size_t>(n));
     if (n == 0) break;
+    out.size += static_cast<std::size_t>(n);
   }
   gzclose(f);
   return out;
 #else
   std::ifstream in(path, std::ios::binary);
   if (!in) return Error{path + ": cannot open"};
-  std::string out(ec ? 0 : static_cast<std::size_t>(size), '\0');
-  in.read(out.data(), static_cast<std::streamsize>(out.size()));
-  if (out.size() >= 2 && static_cast<unsigned char>(out[0]) == 0x1f &&
-      static_cast<unsigned char>(out[1]) == 0x8b)
+  Text out;
+  out.capacity = out.size = ec ? 0 : static_cast<std::size_t>(size);
+  out.data.reset(new char[out.capacity + 1]);
+  in.read(out.data.get(), static_cast<std::streamsize>(out.size));
+  if (out.size >= 2 && static_cast<unsigned char>(out.data[0]) == 0x1f &&
+      static_cast<unsigned char>(out.data[1]) == 0x8b)
     return Error{path + ": a gzip file, and this build has no zlib: decompress it first"};
   return out;
 #endif
@@ -169,6 +200,70 @@ struct Parsed {
   std::uint32_t dtype = 0;            // args "dtype"
 };
 
+enum class Key : std::uint8_t {
+  other,
+  ts,
+  dur,
+  ph,
+  cat,
+  name,
+  pid,
+  tid,
+  labels,
+  collective_name,
+  dtype,
+  backend,
+  nccl_version,
+  args,
+  distributed_info,
+  trace_events,
+  device_properties,
+  correlation,
+  bytes,
+  in_elements,
+  out_elements,
+  group_size,
+  sort_index,
+  rank,
+  world_size,
+  base_time_ns,
+};
+
+// The keys the handler reads; every other key is Key::other.
+Key key_of(std::string_view k) {
+  static const std::pair<std::string_view, Key> known[] = {
+      {"ts", Key::ts},
+      {"dur", Key::dur},
+      {"ph", Key::ph},
+      {"cat", Key::cat},
+      {"name", Key::name},
+      {"pid", Key::pid},
+      {"tid", Key::tid},
+      {"labels", Key::labels},
+      {"Collective name", Key::collective_name},
+      {"dtype", Key::dtype},
+      {"backend", Key::backend},
+      {"nccl_version", Key::nccl_version},
+      {"args", Key::args},
+      {"distributedInfo", Key::distributed_info},
+      {"traceEvents", Key::trace_events},
+      {"deviceProperties", Key::device_properties},
+      {"correlation", Key::correlation},
+      {"bytes", Key::bytes},
+      {"In msg nelems", Key::in_elements},
+      {"Out msg nelems", Key::out_elements},
+      {"Group size", Key::group_size},
+      {"sort_index", Key::sort_index},
+      {"rank", Key::rank},
+      {"world_size", Key::world_size},
+      {"baseTimeNanoseconds", Key::base_time_ns},
+  };
+  for (const auto& [text, key] : known) {
+    if (text == k) return key;
+  }
+  return Key::other;
+}
+
 class KinetoHandler : public nlohmann::json_sax<nlohmann::json> {
  public:
   // Parse state: what the innermost open object or array is.
@@ -208,10 +303,10 @@ class KinetoHandler : public nlohmann::json_sax<nlohmann::json> {
   bool number_float(number_float_t v, const string_t& raw) override {
     const Ctx c = stack_.back();
     if (c == Ctx::event) {
-      if (key_ == "ts") {
+      if (key_ == Key::ts) {
         ts_ = micros_text_to_ns(raw);
         has_ts_ = true;
-      } else if (key_ == "dur") {
+      } else if (key_ == Key::dur) {
         dur_ = micros_text_to_ns(raw);
       }
     } else if (c == Ctx::args) {
@@ -222,32 +317,32 @@ class KinetoHandler : public nlohmann::json_sax<nlohmann::json> {
   bool string(string_t& v) override {
     const Ctx c = stack_.back();
     if (c == Ctx::event) {
-      if (key_ == "ph") {
+      if (key_ == Key::ph) {
         ph_ = v.empty() ? '?' : v[0];
-      } else if (key_ == "cat") {
+      } else if (key_ == Key::cat) {
         cat_ = category_of(v);
         if (cat_ == Cat::unknown) unknown_cat_ = v;
-      } else if (key_ == "name") {
+      } else if (key_ == Key::name) {
         name_ = intern(v);
-      } else if (key_ == "pid") {
+      } else if (key_ == Key::pid) {
         pid_ = {true, intern(v)};
-      } else if (key_ == "tid") {
+      } else if (key_ == Key::tid) {
         tid_ = {true, intern(v)};
       }
     } else if (c == Ctx::args) {
-      if (key_ == "name") {
+      if (key_ == Key::name) {
         arg_name_ = v;
-      } else if (key_ == "labels") {
+      } else if (key_ == Key::labels) {
         arg_labels_ = v;
-      } else if (key_ == "Collective name") {
+      } else if (key_ == Key::collective_name) {
         current_.collective_name = intern(v);
-      } else if (key_ == "dtype") {
+      } else if (key_ == Key::dtype) {
         current_.dtype = intern(v);
       }
     } else if (c == Ctx::distributed) {
-      if (key_ == "backend") backend = v;
-      if (key_ == "nccl_version") nccl_version = v;
-    } else if (c == Ctx::device && key_ == "name") {
+      if (key_ == Key::backend) backend = v;
+      if (key_ == Key::nccl_version) nccl_version = v;
+    } else if (c == Ctx::device && key_ == Key::name) {
       devices.push_back(v);
     }
     return value_done();
@@ -261,9 +356,9 @@ class KinetoHandler : public nlohmann::json_sax<nlohmann::json> {
       c = Ctx::root;
     else if (parent == Ctx::events)
       c = Ctx::event;
-    else if (parent == Ctx::event && key_ == "args")
+    else if (parent == Ctx::event && key_ == Key::args)
       c = Ctx::args;
-    else if (parent == Ctx::root && key_ == "distributedInfo")
+    else if (parent == Ctx::root && key_ == Key::distributed_info)
       c = Ctx::distributed;
     else if (parent == Ctx::device_properties)
       c = Ctx::device;
@@ -272,7 +367,7 @@ class KinetoHandler : public nlohmann::json_sax<nlohmann::json> {
     return true;
   }
   bool key(string_t& k) override {
-    key_.assign(k);
+    key_ = key_of(k);
     return true;
   }
   bool end_object() override {
@@ -284,11 +379,11 @@ class KinetoHandler : public nlohmann::json_sax<nlohmann::json> {
   bool start_array(std::size_t) override {
     const Ctx parent = stack_.empty() ? Ctx::skip : stack_.back();
     Ctx c = Ctx::skip;
-    if (stack_.empty() || (parent == Ctx::root && key_ == "traceEvents")) {
+    if (stack_.empty() || (parent == Ctx::root && key_ == Key::trace_events)) {
       // {"traceEvents": [...]}, or the bare array Chrome also accepts.
       c = Ctx::events;
       saw_trace_events = true;
-    } else if (parent == Ctx::root && key_ == "deviceProperties") {
+    } else if (parent == Ctx::root && key_ == Key::device_properties) {
       c = Ctx::device_properties;
     }
     stack_.push_back(c);
@@ -310,33 +405,33 @@ class KinetoHandler : public nlohmann::json_sax<nlohmann::json> {
   bool integer(std::int64_t v) {
     const Ctx c = stack_.back();
     if (c == Ctx::event) {
-      if (key_ == "ts") {
+      if (key_ == Key::ts) {
         ts_ = v * 1000;
         has_ts_ = true;
-      } else if (key_ == "dur") {
+      } else if (key_ == Key::dur) {
         dur_ = v * 1000;
-      } else if (key_ == "pid") {
+      } else if (key_ == Key::pid) {
         pid_ = {false, v};
-      } else if (key_ == "tid") {
+      } else if (key_ == Key::tid) {
         tid_ = {false, v};
       }
     } else if (c == Ctx::args) {
-      if (key_ == "correlation")
+      if (key_ == Key::correlation)
         current_.correlation = v;
-      else if (key_ == "bytes")
+      else if (key_ == Key::bytes)
         current_.bytes = v;
-      else if (key_ == "In msg nelems")
+      else if (key_ == Key::in_elements)
         current_.in_elements = v;
-      else if (key_ == "Out msg nelems")
+      else if (key_ == Key::out_elements)
         current_.out_elements = v;
-      else if (key_ == "Group size")
+      else if (key_ == Key::group_size)
         current_.group_size = static_cast<std::int32_t>(v);
-      else if (key_ == "sort_index")
+      else if (key_ == Key::sort_index)
         arg_sort_index_ = v;
     } else if (c == Ctx::distributed) {
-      if (key_ == "rank") rank = static_cast<std::int32_t>(v);
-      if (key_ == "world_size") world_size = static_cast<std::int32_t>(v);
-    } else if (c == Ctx::root && key_ == "baseTimeNanoseconds") {
+      if (key_ == Key::rank) rank = static_cast<std::int32_t>(v);
+      if (key_ == Key::world_size) world_size = static_cast<std::int32_t>(v);
+    } else if (c == Ctx::root && key_ == Key::base_time_ns) {
       base_time_ns = v;
     }
     return value_done();
@@ -402,7 +497,7 @@ class KinetoHandler : public nlohmann::json_sax<nlohmann::json> {
 
  private:
   std::vector<Ctx> stack_;
-  std::string key_;
+  Key key_ = Key::other;
   char ph_ = '?';
   Cat cat_ = Cat::unknown;
   std::string unknown_cat_;
@@ -459,10 +554,11 @@ Result<ImportReport> import_one_kineto(const std::string& file, const std::strin
   auto text = read_possibly_gzipped(file);
   if (!text) return text.error();
   KinetoHandler h;
-  const char* begin = text->data();
-  const bool ok = nlohmann::json::sax_parse(begin, begin + text->size(), &h);
-  const std::size_t bytes = text->size();
-  std::string().swap(text.value());  // the events are all in `h` now
+  h.events.reserve(text->size / 350);  // Kineto writes 300-600 bytes per event
+  const char* begin = text->data.get();
+  const bool ok = nlohmann::json::sax_parse(begin, begin + text->size, &h);
+  const std::size_t bytes = text->size;
+  text->data.reset();  // the events are all in `h` now
   if (!ok) return Error{file + ": " + (h.error.empty() ? "cannot parse" : h.error)};
   if (!h.saw_trace_events)
     return Error{file + " is not a PyTorch profiler trace: it has no traceEvents array"};

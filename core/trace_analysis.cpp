@@ -307,52 +307,15 @@ Result<std::vector<std::pair<std::int64_t, std::int64_t>>> launches(const TraceR
                                                                     const RankLanes& lanes) {
   std::vector<std::pair<std::int64_t, std::int64_t>> out;
   if (lanes.host.empty() || !lanes.gpu) return out;
-  auto& impl = r.impl();
-  auto segments = impl.segments_of(lanes.host);
-  if (!segments) return segments.error();
-  auto stmt = impl.db.prepare(
-      "SELECT correlation, start_ns FROM events WHERE id >= ? AND id <= ? AND kind IN (?, ?) "
-      "AND correlation != 0");
-  if (!stmt) return stmt.error();
-  for (const store::Segment& s : *segments) {
-    stmt->reset();
-    stmt->bind(1, s.first_id)
-        .bind(2, s.last_id)
-        .bind(3, static_cast<int>(EventKind::api_call))
-        .bind(4, static_cast<int>(EventKind::sync));
-    int rc;
-    while ((rc = stmt->step()) == SQLITE_ROW)
-      out.emplace_back(stmt->int64_at(0), stmt->int64_at(1));
-    if (rc != SQLITE_DONE) return impl.db.error("cannot read API calls", rc);
+  auto scan = r.impl().scan(lanes.host, kMinTime, kMaxTime, store::ScanColumns::light);
+  if (!scan) return scan.error();
+  store::ScanRow row;
+  while ((*scan)->next(row)) {
+    if ((row.kind == EventKind::api_call || row.kind == EventKind::sync) && row.correlation != 0)
+      out.emplace_back(row.correlation, row.start);
   }
+  if (!(*scan)->status()) return (*scan)->status().error();
   std::sort(out.begin(), out.end());
-  return out;
-}
-
-Result<std::unordered_map<std::int64_t, store::EventDetails>> communication_details(
-    const TraceReader& r, const RankLanes& lanes) {
-  std::unordered_map<std::int64_t, store::EventDetails> out;
-  auto& impl = r.impl();
-  auto stmt = impl.db.prepare(
-      "SELECT d.event_id, d.bytes, d.flops, d.collective, d.dtype, d.count, d.peer, d.group_size "
-      "FROM event_details d JOIN events e ON e.id = d.event_id WHERE e.lane = ? AND "
-      "e.category = ?");
-  if (!stmt) return stmt.error();
-  for (LaneId lane : lanes.device) {
-    stmt->reset();
-    stmt->bind(1, lane.value).bind(2, static_cast<int>(Category::communication));
-    int rc;
-    while ((rc = stmt->step()) == SQLITE_ROW) {
-      out[stmt->int64_at(0)] = {stmt->int64_at(1),
-                                stmt->double_at(2),
-                                static_cast<Collective>(stmt->int_at(3)),
-                                static_cast<DataType>(stmt->int_at(4)),
-                                stmt->int64_at(5),
-                                stmt->int_at(6),
-                                stmt->int_at(7)};
-    }
-    if (rc != SQLITE_DONE) return impl.db.error("cannot read collective details", rc);
-  }
   return out;
 }
 
@@ -372,8 +335,6 @@ Result<RankAnalysis> analyze_rank_raw(const TraceReader& r, std::int32_t rank,
   }
   auto launch = launches(r, lanes);
   if (!launch) return launch.error();
-  auto details = communication_details(r, lanes);
-  if (!details) return details.error();
   const int world = r.world_size();
 
   // Elementary intervals go straight to the accumulators; the device span
@@ -405,11 +366,10 @@ Result<RankAnalysis> analyze_rank_raw(const TraceReader& r, std::int32_t rank,
     }
   };
 
-  auto segments = r.impl().segments_of(lanes.device);
-  if (!segments) return segments.error();
-  store::SegmentMerge scan(r.impl().db, std::move(segments).value(), kMinTime, kMaxTime);
+  auto scan = r.impl().scan(lanes.device, kMinTime, kMaxTime, store::ScanColumns::communication);
+  if (!scan) return scan.error();
   store::ScanRow e;
-  while (scan.next(e)) {
+  while ((*scan)->next(e)) {
     if (!is_device_work(e.kind)) continue;
     const std::int64_t duration = e.end - e.start;
     device_first = std::min(device_first, e.start);
@@ -448,15 +408,10 @@ Result<RankAnalysis> analyze_rank_raw(const TraceReader& r, std::int32_t rank,
     k.durations.push_back(duration);
     if (e.category == Category::communication) {
       CollectiveKey key;
-      auto d = details->find(e.id);
-      if (d != details->end()) {
-        key.collective = d->second.collective;
-        key.dtype = d->second.dtype;
-        key.bytes = d->second.bytes;
-        key.ranks = d->second.group_size > 0 ? d->second.group_size : world;
-      } else {
-        key.ranks = world;
-      }
+      key.collective = e.details.collective;
+      key.dtype = e.details.dtype;
+      key.bytes = e.details.bytes;
+      key.ranks = e.details.group_size > 0 ? e.details.group_size : world;
       if (key.collective == Collective::none) key.name = e.name;
       sink.collectives[key].push_back(duration);
       const std::uint64_t order_key =
@@ -466,7 +421,7 @@ Result<RankAnalysis> analyze_rank_raw(const TraceReader& r, std::int32_t rank,
       sink.comm_starts[order_key].push_back(e.start);
     }
   }
-  if (!scan.status()) return scan.status().error();
+  if (!(*scan)->status()) return (*scan)->status().error();
   retire_until(kMaxTime);
   if (device_first > device_last) return out;  // no device work at all
 

@@ -206,7 +206,14 @@ Status write_chrome(const TraceReader& reader, const std::string& path,
     first = false;
   };
 
-  for (const RankInfo& rank : reader.ranks()) {
+  // Every rank that has a lane gets a process, even one without a ranks row.
+  std::vector<RankInfo> ranks = reader.ranks();
+  for (const LaneInfo& l : reader.lanes()) {
+    if (std::none_of(ranks.begin(), ranks.end(),
+                     [&](const RankInfo& r) { return r.rank == l.rank; }))
+      ranks.push_back(RankInfo{l.rank, "", "", 0, 0, false});
+  }
+  for (const RankInfo& rank : ranks) {
     if (!filter.has(rank.rank)) continue;
     std::string label = "Rank " + std::to_string(rank.rank);
     if (!rank.host.empty())

@@ -92,24 +92,6 @@ class Folder {
   std::vector<Span> out_;
 };
 
-struct LodQuery {
-  sql::Statement before;  // the last row starting before a time
-  sql::Statement range;   // rows starting in [a, b)
-};
-
-Result<LodQuery> prepare_lod(sql::Database& db) {
-  const char* columns = "SELECT start_ns, end_ns, count, name, kind, category, event_id FROM lod ";
-  auto before = db.prepare(std::string(columns) +
-                           "WHERE lane = ? AND level = ? AND depth = ? AND start_ns < ? "
-                           "ORDER BY start_ns DESC LIMIT 1");
-  if (!before) return before.error();
-  auto range = db.prepare(std::string(columns) +
-                          "WHERE lane = ? AND level = ? AND depth = ? AND start_ns >= ? AND "
-                          "start_ns < ? ORDER BY start_ns");
-  if (!range) return range.error();
-  return LodQuery{std::move(before).value(), std::move(range).value()};
-}
-
 Item lod_item(const sql::Statement& s) {
   return {s.int64_at(0),
           s.int64_at(1),
@@ -131,21 +113,21 @@ int floor_log2(std::int64_t v) {
 // The long events of `lane` that contain `time` and started before it, one
 // per depth, from the finest level of detail: every event longer than twice
 // that level's tile width is kept there whole.
-Result<std::vector<std::pair<std::int32_t, Item>>> seeds_at(sql::Database& db, std::uint32_t lane,
-                                                            int level, std::int32_t max_depth,
+Result<std::vector<std::pair<std::int32_t, Item>>> seeds_at(TraceReader::Impl& d,
+                                                            std::uint32_t lane, int level,
+                                                            std::int32_t max_depth,
                                                             std::int64_t time) {
-  auto q = prepare_lod(db);
-  if (!q) return q.error();
+  if (Status s = d.prepare_lod(); !s) return s.error();
   std::vector<std::pair<std::int32_t, Item>> out;
-  for (std::int32_t d = 0; d <= max_depth; ++d) {
-    q->before.reset();
-    q->before.bind(1, lane).bind(2, level).bind(3, d).bind(4, time);
-    const int rc = q->before.step();
+  for (std::int32_t depth = 0; depth <= max_depth; ++depth) {
+    d.lod_before.reset();
+    d.lod_before.bind(1, lane).bind(2, level).bind(3, depth).bind(4, time);
+    const int rc = d.lod_before.step();
     if (rc == SQLITE_DONE) break;
-    if (rc != SQLITE_ROW) return db.error("cannot read the level of detail", rc);
-    const Item item = lod_item(q->before);
+    if (rc != SQLITE_ROW) return d.db.error("cannot read the level of detail", rc);
+    const Item item = lod_item(d.lod_before);
     if (item.count != 1 || item.end <= time) break;
-    out.emplace_back(d, item);
+    out.emplace_back(depth, item);
   }
   return out;
 }
@@ -184,6 +166,7 @@ Status TraceReader::Impl::load() {
   lane_index.clear();
   lod.clear();
   segments.clear();
+  chunks.clear();
   {
     // A live writer may have closed and finalized the store since it was opened.
     auto stmt = db.prepare("SELECT key, value FROM meta WHERE key IN ('status', 'finalized')");
@@ -256,16 +239,46 @@ Status TraceReader::Impl::load() {
       if (l.event_count == 0) l.first_ns = 0;
     }
   }
-  auto version = db.prepare("PRAGMA data_version");
-  if (!version || version->step() != SQLITE_ROW) return db.error("cannot read the data version");
-  data_version = version->int64_at(0);
+  auto version = read_version();
+  if (!version) return version.error();
+  data_version = *version;
   return {};
 }
 
+Result<std::int64_t> TraceReader::Impl::read_version() {
+  if (!version_stmt) {
+    auto stmt = db.prepare("PRAGMA data_version", true);
+    if (!stmt) return stmt.error();
+    version_stmt = std::move(stmt).value();
+  }
+  version_stmt.reset();
+  if (version_stmt.step() != SQLITE_ROW) return db.error("cannot read the data version");
+  return version_stmt.int64_at(0);
+}
+
 Status TraceReader::Impl::check_version() {
-  auto version = db.prepare("PRAGMA data_version");
-  if (!version || version->step() != SQLITE_ROW) return db.error("cannot read the data version");
-  if (version->int64_at(0) != data_version) return load();
+  auto version = read_version();
+  if (!version) return version.error();
+  if (*version != data_version) return load();
+  return {};
+}
+
+Status TraceReader::Impl::prepare_lod() {
+  if (lod_before) return {};
+  const std::string columns =
+      "SELECT start_ns, end_ns, count, name, kind, category, event_id FROM lod ";
+  auto before = db.prepare(columns +
+                               "WHERE lane = ? AND level = ? AND depth = ? AND start_ns < ? "
+                               "ORDER BY start_ns DESC LIMIT 1",
+                           true);
+  if (!before) return before.error();
+  auto range = db.prepare(columns +
+                              "WHERE lane = ? AND level = ? AND depth = ? AND start_ns >= ? AND "
+                              "start_ns < ? ORDER BY start_ns",
+                          true);
+  if (!range) return range.error();
+  lod_before = std::move(before).value();
+  lod_range = std::move(range).value();
   return {};
 }
 
@@ -287,6 +300,45 @@ Result<const std::vector<store::Segment>*> TraceReader::Impl::lane_segments(std:
     it = segments.emplace(lane, std::move(loaded).value()).first;
   }
   return &it->second;
+}
+
+Result<const std::vector<store::Chunk>*> TraceReader::Impl::lane_chunks(std::uint32_t lane) {
+  auto it = chunks.find(lane);
+  if (it == chunks.end()) {
+    auto loaded = store::load_chunks(db, lane);
+    if (!loaded) return loaded.error();
+    it = chunks.emplace(lane, std::move(loaded).value()).first;
+  }
+  return &it->second;
+}
+
+Result<std::unique_ptr<store::EventScan>> TraceReader::Impl::scan(const std::vector<LaneId>& wanted,
+                                                                  std::int64_t from,
+                                                                  std::int64_t to,
+                                                                  store::ScanColumns columns) {
+  if (!state.finalized) {
+    auto segs = segments_of(wanted);
+    if (!segs) return segs.error();
+    return std::unique_ptr<store::EventScan>(
+        new store::SegmentMerge(db, std::move(segs).value(), from, to, columns));
+  }
+  std::vector<const std::vector<store::Chunk>*> lists;
+  auto add = [&](std::uint32_t lane) -> Status {
+    auto c = lane_chunks(lane);
+    if (!c) return c.error();
+    lists.push_back(*c);
+    return {};
+  };
+  if (wanted.empty()) {
+    for (const LaneInfo& l : lanes) {
+      if (Status s = add(l.id.value); !s) return s.error();
+    }
+  } else {
+    for (LaneId l : wanted) {
+      if (Status s = add(l.value); !s) return s.error();
+    }
+  }
+  return std::unique_ptr<store::EventScan>(new store::ChunkMerge(db, lists, from, to, columns));
 }
 
 Result<std::vector<store::Segment>> TraceReader::Impl::segments_of(
@@ -429,11 +481,16 @@ const std::string& TraceReader::string(StringId id) const {
   if (id.value == 0) return kEmpty;
   auto& cache = impl_->strings;
   if (auto it = cache.find(id.value); it != cache.end()) return it->second;
-  auto stmt = impl_->db.prepare("SELECT value FROM strings WHERE id = ?");
-  if (!stmt) return kEmpty;
-  stmt->bind(1, id.value);
-  if (stmt->step() != SQLITE_ROW) return kEmpty;
-  return cache.emplace(id.value, std::string(stmt->text_at(0))).first->second;
+  sql::Statement& stmt = impl_->string_stmt;
+  if (!stmt) {
+    auto prepared = impl_->db.prepare("SELECT value FROM strings WHERE id = ?", true);
+    if (!prepared) return kEmpty;
+    stmt = std::move(prepared).value();
+  }
+  stmt.reset();
+  stmt.bind(1, id.value);
+  if (stmt.step() != SQLITE_ROW) return kEmpty;
+  return cache.emplace(id.value, std::string(stmt.text_at(0))).first->second;
 }
 
 std::optional<StringId> TraceReader::find_string(std::string_view text) const {
@@ -463,22 +520,25 @@ Result<std::vector<Span>> TraceReader::spans(LaneId lane_id, std::int64_t t0, st
     // event narrower than 2 widths); longer rows are single events, found as
     // the last row before the scanned range.
     const std::int64_t reach = 3 * store::lod_width(level);
-    auto q = prepare_lod(d.db);
-    if (!q) return q.error();
+    if (Status s = d.prepare_lod(); !s) return s.error();
     for (std::int32_t depth = 0; depth <= lane->max_depth; ++depth) {
-      q->before.reset();
-      q->before.bind(1, lane_id.value).bind(2, level).bind(3, depth).bind(4, t0 - reach);
-      int rc = q->before.step();
+      d.lod_before.reset();
+      d.lod_before.bind(1, lane_id.value).bind(2, level).bind(3, depth).bind(4, t0 - reach);
+      int rc = d.lod_before.step();
       if (rc == SQLITE_ROW) {
-        const Item item = lod_item(q->before);
+        const Item item = lod_item(d.lod_before);
         if (item.end > t0) folder.add(depth, item);
       } else if (rc != SQLITE_DONE) {
         return d.db.error("cannot read the level of detail", rc);
       }
-      q->range.reset();
-      q->range.bind(1, lane_id.value).bind(2, level).bind(3, depth).bind(4, t0 - reach).bind(5, t1);
-      while ((rc = q->range.step()) == SQLITE_ROW) {
-        const Item item = lod_item(q->range);
+      d.lod_range.reset();
+      d.lod_range.bind(1, lane_id.value)
+          .bind(2, level)
+          .bind(3, depth)
+          .bind(4, t0 - reach)
+          .bind(5, t1);
+      while ((rc = d.lod_range.step()) == SQLITE_ROW) {
+        const Item item = lod_item(d.lod_range);
         if (item.end > t0 || item.start >= t0) folder.add(depth, item);
       }
       if (rc != SQLITE_DONE) return d.db.error("cannot read the level of detail", rc);
@@ -492,7 +552,7 @@ Result<std::vector<Span>> TraceReader::spans(LaneId lane_id, std::int64_t t0, st
   std::vector<std::int64_t> open_ends;
   if (lod.finest >= 0) {
     scan_from = t0 - 2 * store::lod_width(lod.finest);
-    auto seeds = seeds_at(d.db, lane_id.value, lod.finest, lane->max_depth, scan_from);
+    auto seeds = seeds_at(d, lane_id.value, lod.finest, lane->max_depth, scan_from);
     if (!seeds) return seeds.error();
     for (const auto& [depth, item] : *seeds) {
       open_ends.push_back(item.end);
@@ -501,11 +561,10 @@ Result<std::vector<Span>> TraceReader::spans(LaneId lane_id, std::int64_t t0, st
   } else {
     scan_from = t0 - lane->max_duration_ns - 1;
   }
-  auto segs = d.lane_segments(lane_id.value);
-  if (!segs) return segs.error();
-  store::SegmentMerge scan(d.db, **segs, scan_from, t1);
+  auto scan = d.scan({lane_id}, scan_from, t1, store::ScanColumns::light);
+  if (!scan) return scan.error();
   store::ScanRow row;
-  while (scan.next(row)) {
+  while ((*scan)->next(row)) {
     while (!open_ends.empty() && open_ends.back() <= row.start)
       open_ends.pop_back();
     const auto depth = static_cast<std::int32_t>(open_ends.size());
@@ -513,7 +572,7 @@ Result<std::vector<Span>> TraceReader::spans(LaneId lane_id, std::int64_t t0, st
     if (depth > lane->max_depth && !d.state.finalized) lane->max_depth = depth;
     if (row.end > t0 || row.start >= t0) folder.add(depth, row_item(row));
   }
-  if (!scan.status()) return scan.status().error();
+  if (!(*scan)->status()) return (*scan)->status().error();
   return folder.finish();
 }
 
@@ -571,7 +630,7 @@ Result<std::optional<StoredEvent>> TraceReader::event_at(LaneId lane_id, std::in
   std::vector<std::int64_t> open_ends;
   if (lod.finest >= 0) {
     scan_from = time - 2 * store::lod_width(lod.finest);
-    auto seeds = seeds_at(d.db, lane_id.value, lod.finest, lane->max_depth, scan_from);
+    auto seeds = seeds_at(d, lane_id.value, lod.finest, lane->max_depth, scan_from);
     if (!seeds) return seeds.error();
     for (const auto& [depth, item] : *seeds) {
       open_ends.push_back(item.end);
@@ -580,18 +639,17 @@ Result<std::optional<StoredEvent>> TraceReader::event_at(LaneId lane_id, std::in
   } else {
     scan_from = time - lane->max_duration_ns - 1;
   }
-  auto segs = d.lane_segments(lane_id.value);
-  if (!segs) return segs.error();
-  store::SegmentMerge scan(d.db, **segs, scan_from, time + 1);
+  auto scan = d.scan({lane_id}, scan_from, time + 1, store::ScanColumns::light);
+  if (!scan) return scan.error();
   store::ScanRow row;
-  while (scan.next(row)) {
+  while ((*scan)->next(row)) {
     while (!open_ends.empty() && open_ends.back() <= row.start)
       open_ends.pop_back();
     const auto depth = static_cast<std::int32_t>(open_ends.size());
     open_ends.push_back(row.end);
     consider(depth, row.start, row.end, row.id);
   }
-  if (!scan.status()) return scan.status().error();
+  if (!(*scan)->status()) return (*scan)->status().error();
   if (best.depth < 0) return std::optional<StoredEvent>{};
   auto e = event(best.id);
   if (!e) return e.error();
@@ -657,14 +715,13 @@ Status TraceReader::for_each_event(const std::vector<LaneId>& lanes, std::int64_
                                    const std::function<bool(const StoredEvent&)>& visit) const {
   Impl& d = *impl_;
   if (Status s = d.check_version(); !s) return s;
-  auto segs = d.segments_of(lanes);
-  if (!segs) return segs.error();
-  store::SegmentMerge scan(d.db, std::move(segs).value(), t0, t1, store::ScanColumns::full);
+  auto scan = d.scan(lanes, t0, t1, store::ScanColumns::full);
+  if (!scan) return scan.error();
   store::ScanRow row;
-  while (scan.next(row)) {
+  while ((*scan)->next(row)) {
     if (!visit(to_stored_event(row, d.rank_of(row.lane)))) return {};
   }
-  return scan.status();
+  return (*scan)->status();
 }
 
 Result<std::vector<StepMetrics>> TraceReader::steps(std::optional<std::int32_t> rank) const {

@@ -87,6 +87,8 @@ class TraceReader {
   // The run's world size: meta "world_size" when recorded, else the number of ranks.
   int world_size() const;
 
+  // For a store still being written, these are reloaded when the writer
+  // commits more: a reference is valid until the next query.
   const std::vector<RankInfo>& ranks() const;
   const std::vector<LaneInfo>& lanes() const;  // by rank, then sort index, then id
   std::vector<LaneInfo> lanes_of(std::int32_t rank) const;

@@ -3,6 +3,7 @@
 // merge so that they scan events with the same code the timeline uses.
 
 #include <map>
+#include <memory>
 #include <unordered_map>
 
 #include "core/trace_reader.h"
@@ -28,10 +29,26 @@ struct TraceReader::Impl {
   std::map<std::uint32_t, std::vector<store::Segment>> segments;
   std::unordered_map<std::uint32_t, std::string> strings;
 
+  // Statements every query uses, prepared once.
+  sql::Statement version_stmt;
+  sql::Statement string_stmt;
+  sql::Statement lod_before;  // the last level-of-detail row starting before a time
+  sql::Statement lod_range;   // the rows starting in [a, b)
+
   Status load();
+  Status prepare_lod();
+  Result<std::int64_t> read_version();
   // Drops the caches if the file changed since they were filled.
   Status check_version();
+  std::map<std::uint32_t, std::vector<store::Chunk>> chunks;
+
   Result<const std::vector<store::Segment>*> lane_segments(std::uint32_t lane);
+  Result<const std::vector<store::Chunk>*> lane_chunks(std::uint32_t lane);
+  // Events of `lanes` (all when empty) starting in [from, to), in time
+  // order: from the chunks of a finalized store, else from its rows.
+  Result<std::unique_ptr<store::EventScan>> scan(const std::vector<LaneId>& lanes,
+                                                 std::int64_t from, std::int64_t to,
+                                                 store::ScanColumns columns);
   Result<std::vector<store::Segment>> segments_of(const std::vector<LaneId>& lanes);
   LaneInfo* find_lane(std::uint32_t id);
   std::int32_t rank_of(std::uint32_t lane) const;

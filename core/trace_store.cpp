@@ -3,7 +3,11 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <limits>
+#include <map>
+#include <memory>
+#include <set>
 #include <sstream>
 
 #include <unistd.h>
@@ -55,6 +59,10 @@ CREATE TABLE lod(
   count INTEGER NOT NULL, name INTEGER NOT NULL, kind INTEGER NOT NULL,
   category INTEGER NOT NULL, event_id INTEGER NOT NULL,
   PRIMARY KEY(lane, level, depth, start_ns, seq)) WITHOUT ROWID;
+CREATE TABLE chunks(
+  id INTEGER PRIMARY KEY, lane INTEGER NOT NULL, first_start INTEGER NOT NULL,
+  last_start INTEGER NOT NULL, end_max INTEGER NOT NULL, count INTEGER NOT NULL,
+  data BLOB NOT NULL);
 CREATE VIEW event_view AS
   SELECT e.id, l.rank, e.lane, l.name AS lane_name, e.kind, e.category, e.start_ns, e.end_ns,
          e.end_ns - e.start_ns AS duration_ns, s.value AS name, e.correlation, e.step,
@@ -66,9 +74,9 @@ CREATE VIEW event_view AS
   LEFT JOIN event_details d ON d.event_id = e.id;
 )sql";
 
-constexpr const char* kRequiredTables[] = {
-    "meta",          "ranks", "lanes",    "strings",    "events", "segments",
-    "event_details", "steps", "counters", "lane_stats", "lod"};
+constexpr const char* kRequiredTables[] = {"meta",     "ranks",      "lanes",         "strings",
+                                           "events",   "segments",   "event_details", "steps",
+                                           "counters", "lane_stats", "lod",           "chunks"};
 
 std::string read_meta(sql::Database& db, std::string_view key) {
   auto stmt = db.prepare("SELECT value FROM meta WHERE key = ?");
@@ -123,7 +131,72 @@ std::string list_tables(sql::Database& db) {
   return out;
 }
 
+// Chunk encoding, per event, each field against the previous event of the
+// chunk: id (zigzag delta), start (zigzag delta), duration, name, kind (bit 7:
+// has an event_details row), category, correlation (zigzag delta), step
+// (zigzag). Integers are LEB128 varints.
+void put_varint(std::string& out, std::uint64_t v) {
+  while (v >= 0x80) {
+    out += static_cast<char>((v & 0x7f) | 0x80);
+    v >>= 7;
+  }
+  out += static_cast<char>(v);
+}
+std::uint64_t zigzag(std::int64_t v) {
+  return (static_cast<std::uint64_t>(v) << 1) ^ static_cast<std::uint64_t>(v >> 63);
+}
+std::int64_t unzigzag(std::uint64_t v) {
+  return static_cast<std::int64_t>(v >> 1) ^ -static_cast<std::int64_t>(v & 1);
+}
+// False when the blob ends early (a damaged chunk).
+bool get_varint(const unsigned char*& p, const unsigned char* end, std::uint64_t& v) {
+  v = 0;
+  for (int shift = 0; shift < 64 && p < end; shift += 7) {
+    const unsigned char b = *p++;
+    v |= static_cast<std::uint64_t>(b & 0x7f) << shift;
+    if (!(b & 0x80)) return true;
+  }
+  return false;
+}
+
 }  // namespace
+
+void ChunkEncoder::add(const ScanRow& r, bool has_details) {
+  if (count_ == 0) {
+    first_start_ = r.start;
+    end_max_ = r.end;
+  }
+  put_varint(data_, zigzag(r.id - prev_id_));
+  put_varint(data_, zigzag(r.start - prev_start_));
+  put_varint(data_, static_cast<std::uint64_t>(r.end - r.start));
+  put_varint(data_, r.name);
+  data_ += static_cast<char>(static_cast<unsigned>(r.kind) | (has_details ? 0x80u : 0u));
+  data_ += static_cast<char>(r.category);
+  put_varint(data_, zigzag(r.correlation - prev_correlation_));
+  put_varint(data_, zigzag(r.step));
+  prev_id_ = r.id;
+  prev_start_ = r.start;
+  prev_correlation_ = r.correlation;
+  last_start_ = r.start;
+  end_max_ = std::max(end_max_, r.end);
+  ++count_;
+}
+
+Status ChunkEncoder::write(sql::Database& db, sql::Statement& insert, std::uint32_t lane,
+                           std::int64_t seq) {
+  insert.reset();
+  insert.bind(1, (static_cast<std::int64_t>(lane) << 32) | seq)
+      .bind(2, lane)
+      .bind(3, first_start_)
+      .bind(4, last_start_)
+      .bind(5, end_max_)
+      .bind(6, count_);
+  sqlite3_bind_blob(insert.get(), 7, data_.data(), static_cast<int>(data_.size()), SQLITE_STATIC);
+  const int rc = insert.step();
+  if (rc != SQLITE_DONE) return db.error("cannot write event chunks", rc);
+  *this = {};
+  return {};
+}
 
 Status create_schema(sql::Database& db) {
   if (auto s = db.exec("PRAGMA application_id = " + std::to_string(kApplicationId)); !s) return s;
@@ -232,23 +305,38 @@ Result<sql::Database> open_store(const std::string& path, bool writable, StoreSt
                  ", which this build cannot read or migrate (it reads version " +
                  std::to_string(kSchemaVersion) + ")"};
   }
-  for (const char* table : kRequiredTables) {
-    if (!db.has_table(table)) {
-      return Error{path + " is damaged: the trace store table '" + std::string(table) +
-                   "' is missing"};
+  {
+    std::set<std::string, std::less<>> tables;
+    auto stmt = db.prepare("SELECT name FROM sqlite_master WHERE type = 'table'");
+    if (!stmt) return stmt.error();
+    while (stmt->step() == SQLITE_ROW)
+      tables.emplace(stmt->text_at(0));
+    for (const char* table : kRequiredTables) {
+      if (!tables.count(std::string_view(table))) {
+        return Error{path + " is damaged: the trace store table '" + std::string(table) +
+                     "' is missing"};
+      }
     }
   }
   if (auto s = tune_connection(db, writable); !s) return s.error();
 
   if (state) {
     state->schema_version = version;
-    state->status = read_meta(db, "status");
-    state->writer = read_meta(db, "writer");
-    state->finalized = read_meta(db, "finalized") == "1";
+    auto meta =
+        db.prepare("SELECT key, value FROM meta WHERE key IN ('status', 'writer', 'finalized')");
+    if (!meta) return meta.error();
+    int rc;
+    while ((rc = meta->step()) == SQLITE_ROW) {
+      const std::string_view key = meta->text_at(0);
+      if (key == "status") state->status = meta->text_at(1);
+      if (key == "writer") state->writer = meta->text_at(1);
+      if (key == "finalized") state->finalized = meta->text_at(1) == "1";
+    }
+    if (rc != SQLITE_DONE) return db.error("cannot read the meta table", rc);
     state->writer_alive = state->status == "writing" && process_alive(state->writer);
     auto stmt = db.prepare("SELECT coalesce(max(id), 0) FROM events");
     if (!stmt) return stmt.error();
-    const int rc = stmt->step();
+    rc = stmt->step();
     if (rc != SQLITE_ROW) return db.error("cannot read events", rc);
     state->events = stmt->int64_at(0);
     // "host:pid:start" → "host:pid" for people.
@@ -354,7 +442,7 @@ bool SegmentMerge::advance(Source& src) {
     r.category = static_cast<Category>(src.stmt.int_at(5));
     r.correlation = src.stmt.int64_at(6);
     r.step = src.stmt.int_at(7);
-    if (columns_ == ScanColumns::full) {
+    if (columns_ != ScanColumns::light) {
       if (src.stmt.is_null(8)) {
         r.details = {};
       } else {
@@ -382,7 +470,7 @@ bool SegmentMerge::open_segment(const Segment& s) {
     free_sources_.pop_back();
   } else {
     const char* sql =
-        columns_ == ScanColumns::full
+        columns_ != ScanColumns::light
             ? "SELECT e.id, e.start_ns, e.end_ns, e.name, e.kind, e.category, e.correlation, "
               "e.step, d.bytes, d.flops, d.collective, d.dtype, d.count, d.peer, d.group_size "
               "FROM events e LEFT JOIN event_details d ON d.event_id = e.id "
@@ -436,6 +524,164 @@ bool SegmentMerge::next(ScanRow& row) {
 }
 
 // ---------------------------------------------------------------------------
+// Chunks
+
+Result<std::vector<Chunk>> load_chunks(sql::Database& db, std::uint32_t lane) {
+  auto stmt = db.prepare(
+      "SELECT id, first_start, last_start, end_max, count FROM chunks "
+      "WHERE id >= ? AND id < ? ORDER BY id");
+  if (!stmt) return stmt.error();
+  const std::int64_t base = static_cast<std::int64_t>(lane) << 32;
+  stmt->bind(1, base).bind(2, base + (std::int64_t{1} << 32));
+  std::vector<Chunk> out;
+  int rc;
+  while ((rc = stmt->step()) == SQLITE_ROW) {
+    out.push_back({lane, stmt->int64_at(0) - base, stmt->int64_at(1), stmt->int64_at(2),
+                   stmt->int64_at(3), stmt->int64_at(4)});
+  }
+  if (rc != SQLITE_DONE) return db.error("cannot read event chunks", rc);
+  return out;
+}
+
+bool ChunkMerge::Later::operator()(int a, int b) const {
+  const ScanRow& x = (*cursors)[a].rows[(*cursors)[a].at];
+  const ScanRow& y = (*cursors)[b].rows[(*cursors)[b].at];
+  if (x.start != y.start) return x.start > y.start;
+  if (x.end != y.end) return x.end < y.end;
+  return x.id > y.id;
+}
+
+ChunkMerge::ChunkMerge(sql::Database& db, const std::vector<const std::vector<Chunk>*>& lanes,
+                       std::int64_t from, std::int64_t to, ScanColumns columns)
+    : db_(db), from_(from), to_(to), columns_(columns), heap_(Later{&cursors_}) {
+  cursors_.reserve(lanes.size());
+  for (const std::vector<Chunk>* chunks : lanes) {
+    if (!chunks || chunks->empty()) continue;
+    Cursor c;
+    c.chunks = chunks;
+    // The first chunk that can hold a start >= from: chunks are in time order.
+    c.next_chunk = static_cast<std::size_t>(
+        std::lower_bound(chunks->begin(), chunks->end(), from,
+                         [](const Chunk& k, std::int64_t t) { return k.last_start < t; }) -
+        chunks->begin());
+    cursors_.push_back(std::move(c));
+  }
+  for (std::size_t i = 0; i < cursors_.size(); ++i) {
+    if (settle(cursors_[i])) heap_.push(static_cast<int>(i));
+    if (!status_) return;
+  }
+}
+
+bool ChunkMerge::decode(Cursor& c, const Chunk& chunk) {
+  if (!blob_) {
+    auto stmt = db_.prepare("SELECT data FROM chunks WHERE id = ?", true);
+    if (!stmt) {
+      status_ = stmt.error();
+      return false;
+    }
+    blob_ = std::move(stmt).value();
+  }
+  blob_.reset();
+  blob_.bind(1, (static_cast<std::int64_t>(chunk.lane) << 32) | chunk.seq);
+  const int rc = blob_.step();
+  if (rc != SQLITE_ROW) {
+    status_ = db_.error("cannot read an event chunk", rc);
+    return false;
+  }
+  const auto* p = static_cast<const unsigned char*>(sqlite3_column_blob(blob_.get(), 0));
+  const unsigned char* end = p + sqlite3_column_bytes(blob_.get(), 0);
+  c.rows.resize(static_cast<std::size_t>(chunk.count));
+  c.has_details.resize(c.rows.size());
+  std::int64_t id = 0, start = 0, correlation = 0;
+  for (std::size_t i = 0; i < c.rows.size(); ++i) {
+    std::uint64_t v[6];
+    if (!get_varint(p, end, v[0]) || !get_varint(p, end, v[1]) || !get_varint(p, end, v[2]) ||
+        !get_varint(p, end, v[3]) || end - p < 2) {
+      status_ = Error{db_.path() + " is damaged: an event chunk of lane " +
+                      std::to_string(chunk.lane) + " ends early"};
+      return false;
+    }
+    const unsigned kind = *p++;
+    const unsigned category = *p++;
+    if (!get_varint(p, end, v[4]) || !get_varint(p, end, v[5])) {
+      status_ = Error{db_.path() + " is damaged: an event chunk of lane " +
+                      std::to_string(chunk.lane) + " ends early"};
+      return false;
+    }
+    ScanRow& r = c.rows[i];
+    id += unzigzag(v[0]);
+    start += unzigzag(v[1]);
+    correlation += unzigzag(v[4]);
+    r.id = id;
+    r.lane = chunk.lane;
+    r.start = start;
+    r.end = start + static_cast<std::int64_t>(v[2]);
+    r.name = static_cast<std::uint32_t>(v[3]);
+    r.kind = static_cast<EventKind>(kind & 0x7f);
+    r.category = static_cast<Category>(category);
+    r.correlation = correlation;
+    r.step = static_cast<std::int32_t>(unzigzag(v[5]));
+    r.details = {};
+    c.has_details[i] = (kind & 0x80) != 0;
+  }
+  c.at = 0;
+  return true;
+}
+
+bool ChunkMerge::settle(Cursor& c) {
+  for (;;) {
+    while (c.at < c.rows.size() && c.rows[c.at].start < from_)
+      ++c.at;
+    if (c.at < c.rows.size()) return c.rows[c.at].start < to_;
+    if (c.next_chunk >= c.chunks->size()) return false;
+    const Chunk& chunk = (*c.chunks)[c.next_chunk++];
+    if (chunk.first_start >= to_) {
+      c.next_chunk = c.chunks->size();
+      c.rows.clear();
+      return false;
+    }
+    if (!decode(c, chunk)) return false;
+  }
+}
+
+bool ChunkMerge::next(ScanRow& row) {
+  if (!status_ || heap_.empty()) return false;
+  const int index = heap_.top();
+  heap_.pop();
+  Cursor& c = cursors_[static_cast<std::size_t>(index)];
+  row = c.rows[c.at];
+  if (c.has_details[c.at] &&
+      (columns_ == ScanColumns::full ||
+       (columns_ == ScanColumns::communication && row.category == Category::communication))) {
+    if (!details_) {
+      auto stmt = db_.prepare(
+          "SELECT bytes, flops, collective, dtype, count, peer, group_size FROM event_details "
+          "WHERE event_id = ?",
+          true);
+      if (!stmt) {
+        status_ = stmt.error();
+        return false;
+      }
+      details_ = std::move(stmt).value();
+    }
+    details_.reset();
+    details_.bind(1, row.id);
+    if (details_.step() == SQLITE_ROW) {
+      row.details = {details_.int64_at(0),
+                     details_.double_at(1),
+                     static_cast<Collective>(details_.int_at(2)),
+                     static_cast<DataType>(details_.int_at(3)),
+                     details_.int64_at(4),
+                     details_.int_at(5),
+                     details_.int_at(6)};
+    }
+  }
+  ++c.at;
+  if (settle(c)) heap_.push(index);
+  return status_.ok();
+}
+
+// ---------------------------------------------------------------------------
 // Finalize: lane statistics and level-of-detail tables.
 
 namespace {
@@ -458,12 +704,6 @@ struct Tile {
   LodRow row;
 };
 
-struct Level {
-  bool alive = true;
-  std::vector<LodRow> rows;
-  std::vector<Tile> tiles;  // one per depth
-};
-
 struct LaneStats {
   std::int64_t count = 0;
   std::int64_t first = 0;
@@ -474,23 +714,34 @@ struct LaneStats {
   int coarsest = -1;
 };
 
+// Builds levels [lo, hi] in one pass over a lane in time order. Counting
+// (no sink): only counts each level's rows, and gives up on a level past
+// `cap` rows. Emitting: hands every row of every level to the sink as soon
+// as it is complete, holding nothing but one open tile per level and depth.
 class LodBuilder {
  public:
-  LodBuilder(std::int64_t events, std::int64_t span) : cap_(events / kLodRowsDivisor) {
+  using Sink = std::function<Status(int level, const LodRow&)>;
+
+  LodBuilder(int lo, int hi, std::int64_t cap, Sink sink)
+      : lo_(lo), cap_(cap), sink_(std::move(sink)) {
+    levels_.resize(static_cast<std::size_t>(hi - lo + 1));
+  }
+
+  static int top_level(std::int64_t span) {
     int top = 0;
     while (top < kLodMaxLevel && lod_width(top) < span)
       ++top;
-    levels_.resize(static_cast<std::size_t>(top) + 1);
+    return top;
   }
 
   void add(const ScanRow& e, std::int32_t depth) {
     const std::int64_t duration = e.end - e.start;
-    for (std::size_t l = lowest_alive_; l < levels_.size(); ++l) {
+    for (std::size_t l = lowest_alive_; l < levels_.size() && status_; ++l) {
       Level& level = levels_[l];
       if (!level.alive) continue;
-      const int shift = kLodBaseShift + static_cast<int>(l);
+      const int shift = kLodBaseShift + lo_ + static_cast<int>(l);
       if (duration >= (std::int64_t{2} << shift)) {
-        level.rows.push_back({e.start, e.end, 1, e.id, e.name, e.kind, e.category, depth});
+        emit(l, {e.start, e.end, 1, e.id, e.name, e.kind, e.category, depth});
       } else {
         if (level.tiles.size() <= static_cast<std::size_t>(depth)) level.tiles.resize(depth + 1);
         Tile& tile = level.tiles[depth];
@@ -506,51 +757,77 @@ class LodBuilder {
             tile.row.category = e.category;
           }
         } else {
-          if (tile.open) level.rows.push_back(tile.row);
+          if (tile.open) {
+            const LodRow done = tile.row;
+            emit(l, done);  // may give the level up, freeing its tiles
+            if (!level.alive) continue;
+          }
           tile.open = true;
           tile.index = index;
           tile.longest = duration;
           tile.row = {e.start, e.end, 1, e.id, e.name, e.kind, e.category, depth};
         }
       }
-      if (static_cast<std::int64_t>(level.rows.size()) > cap_) {
-        level.alive = false;
-        std::vector<LodRow>().swap(level.rows);
-        std::vector<Tile>().swap(level.tiles);
-        while (lowest_alive_ < levels_.size() && !levels_[lowest_alive_].alive)
-          ++lowest_alive_;
-      }
     }
   }
 
-  // Closes open tiles; returns the kept levels: every level from the finest
-  // one whose coarser levels all stayed small.
+  // Emits the open tiles. Counting: returns the levels to keep — every level
+  // from the finest one whose coarser levels all stayed within the cap.
   std::pair<int, int> finish() {
-    for (Level& level : levels_) {
-      if (!level.alive) continue;
-      for (Tile& tile : level.tiles) {
-        if (tile.open) level.rows.push_back(tile.row);
+    for (std::size_t l = 0; l < levels_.size(); ++l) {
+      if (!levels_[l].alive) continue;
+      for (Tile& tile : levels_[l].tiles) {
+        if (tile.open) emit(l, tile.row);
         tile.open = false;
       }
-      if (static_cast<std::int64_t>(level.rows.size()) > cap_) level.alive = false;
     }
     int finest = static_cast<int>(levels_.size());
     while (finest > 0 && levels_[finest - 1].alive)
       --finest;
     if (finest == static_cast<int>(levels_.size())) return {-1, -1};
-    return {finest, static_cast<int>(levels_.size()) - 1};
+    return {lo_ + finest, lo_ + static_cast<int>(levels_.size()) - 1};
   }
 
-  std::vector<LodRow>& rows(int level) { return levels_[level].rows; }
+  const Status& status() const { return status_; }
 
  private:
+  struct Level {
+    bool alive = true;
+    std::int64_t rows = 0;
+    std::vector<Tile> tiles;  // one per depth
+  };
+
+  void emit(std::size_t l, const LodRow& row) {
+    Level& level = levels_[l];
+    ++level.rows;
+    if (sink_) {
+      if (Status s = sink_(lo_ + static_cast<int>(l), row); !s) status_ = s;
+      return;
+    }
+    if (level.rows > cap_) {
+      level.alive = false;
+      std::vector<Tile>().swap(level.tiles);
+      while (lowest_alive_ < levels_.size() && !levels_[lowest_alive_].alive)
+        ++lowest_alive_;
+    }
+  }
+
+  int lo_;
   std::int64_t cap_;
+  Sink sink_;
   std::vector<Level> levels_;
   std::size_t lowest_alive_ = 0;
+  Status status_;
 };
 
-Status finalize_lane(sql::Database& db, std::uint32_t lane, sql::Statement& insert_lod,
-                     sql::Statement& insert_stats, std::int64_t& seq) {
+struct FinalizeStatements {
+  sql::Statement insert_lod, insert_stats, insert_chunk;
+  // Per lane, the sorted ids of its events that have an event_details row.
+  std::map<std::uint32_t, std::vector<std::int64_t>> with_details;
+};
+
+Status finalize_lane(sql::Database& db, std::uint32_t lane, bool chunked, FinalizeStatements& q,
+                     std::int64_t& seq) {
   auto segments = load_segments(db, {lane});
   if (!segments) return segments.error();
   LaneStats stats;
@@ -567,33 +844,66 @@ Status finalize_lane(sql::Database& db, std::uint32_t lane, sql::Statement& inse
     stats.last = last;
   }
 
+  // Pass 1 counts the rows of every level (no rows kept); pass 2, over the
+  // chunks, writes the levels worth keeping.
   std::optional<LodBuilder> lod;
-  if (stats.count >= kLodMinEvents) lod.emplace(stats.count, stats.last - stats.first);
+  const int top = LodBuilder::top_level(stats.last - stats.first);
+  if (stats.count >= kLodMinEvents) lod.emplace(0, top, stats.count / kLodRowsDivisor, nullptr);
 
-  SegmentMerge scan(db, *segments, std::numeric_limits<std::int64_t>::min(),
-                    std::numeric_limits<std::int64_t>::max());
+  // The lane's events in time order: from the chunks the writer already
+  // wrote, or from the rows (then its chunks are written here).
+  constexpr std::int64_t kAll = std::numeric_limits<std::int64_t>::max();
+  std::vector<Chunk> chunks;
+  std::unique_ptr<EventScan> scan;
+  if (chunked) {
+    auto loaded = load_chunks(db, lane);
+    if (!loaded) return loaded.error();
+    chunks = std::move(loaded).value();
+    scan = std::make_unique<ChunkMerge>(db, std::vector<const std::vector<Chunk>*>{&chunks}, -kAll,
+                                        kAll);
+  } else {
+    auto erase = db.prepare("DELETE FROM chunks WHERE id >= ? AND id < ?");
+    if (!erase) return erase.error();
+    const std::int64_t base = static_cast<std::int64_t>(lane) << 32;
+    erase->bind(1, base).bind(2, base + (std::int64_t{1} << 32));
+    if (const int rc = erase->step(); rc != SQLITE_DONE)
+      return db.error("cannot rebuild event chunks", rc);
+    scan = std::make_unique<SegmentMerge>(db, *segments, -kAll, kAll);
+  }
+  const std::vector<std::int64_t>& with_details = q.with_details[lane];
+
   std::vector<std::int64_t> open_ends;
+  ChunkEncoder chunk;
+  std::int64_t chunk_seq = 0;
   ScanRow row;
-  while (scan.next(row)) {
+  while (scan->next(row)) {
     while (!open_ends.empty() && open_ends.back() <= row.start)
       open_ends.pop_back();
     const auto depth = static_cast<std::int32_t>(open_ends.size());
     open_ends.push_back(row.end);
     stats.max_depth = std::max(stats.max_depth, depth);
     if (lod) lod->add(row, depth);
+    if (!chunked) {
+      chunk.add(row, std::binary_search(with_details.begin(), with_details.end(), row.id));
+      if (chunk.full()) {
+        if (Status s = chunk.write(db, q.insert_chunk, lane, chunk_seq++); !s) return s;
+      }
+    }
   }
-  if (!scan.status()) return scan.status();
+  if (!scan->status()) return scan->status();
+  if (!chunk.empty()) {
+    if (Status s = chunk.write(db, q.insert_chunk, lane, chunk_seq++); !s) return s;
+  }
 
   if (lod) {
     std::tie(stats.finest, stats.coarsest) = lod->finish();
-    for (int level = stats.finest; level >= 0 && level <= stats.coarsest; ++level) {
-      auto& rows = lod->rows(level);
-      std::sort(rows.begin(), rows.end(), [](const LodRow& a, const LodRow& b) {
-        return a.depth != b.depth ? a.depth < b.depth : a.start < b.start;
-      });
-      for (const LodRow& r : rows) {
-        insert_lod.reset();
-        insert_lod.bind(1, lane)
+    if (stats.finest >= 0) {
+      auto written = load_chunks(db, lane);
+      if (!written) return written.error();
+      ChunkMerge again(db, std::vector<const std::vector<Chunk>*>{&*written}, -kAll, kAll);
+      LodBuilder write(stats.finest, stats.coarsest, 0, [&](int level, const LodRow& r) -> Status {
+        q.insert_lod.reset();
+        q.insert_lod.bind(1, lane)
             .bind(2, level)
             .bind(3, r.depth)
             .bind(4, r.start)
@@ -604,15 +914,26 @@ Status finalize_lane(sql::Database& db, std::uint32_t lane, sql::Statement& inse
             .bind(9, static_cast<int>(r.kind))
             .bind(10, static_cast<int>(r.category))
             .bind(11, r.event_id);
-        if (const int rc = insert_lod.step(); rc != SQLITE_DONE)
+        if (const int rc = q.insert_lod.step(); rc != SQLITE_DONE)
           return db.error("cannot write level-of-detail rows", rc);
+        return {};
+      });
+      open_ends.clear();
+      while (again.next(row) && write.status()) {
+        while (!open_ends.empty() && open_ends.back() <= row.start)
+          open_ends.pop_back();
+        const auto depth = static_cast<std::int32_t>(open_ends.size());
+        open_ends.push_back(row.end);
+        write.add(row, depth);
       }
-      std::vector<LodRow>().swap(rows);
+      if (!again.status()) return again.status();
+      write.finish();
+      if (!write.status()) return write.status();
     }
   }
 
-  insert_stats.reset();
-  insert_stats.bind(1, lane)
+  q.insert_stats.reset();
+  q.insert_stats.bind(1, lane)
       .bind(2, stats.count)
       .bind(3, stats.first)
       .bind(4, stats.last)
@@ -620,14 +941,15 @@ Status finalize_lane(sql::Database& db, std::uint32_t lane, sql::Statement& inse
       .bind(6, stats.max_depth)
       .bind(7, stats.finest)
       .bind(8, stats.coarsest);
-  if (const int rc = insert_stats.step(); rc != SQLITE_DONE)
+  if (const int rc = q.insert_stats.step(); rc != SQLITE_DONE)
     return db.error("cannot write lane statistics", rc);
   return {};
 }
 
 }  // namespace
 
-Status finalize(sql::Database& db, std::string_view status_if_unclosed) {
+Status finalize(sql::Database& db, std::string_view status_if_unclosed,
+                const std::set<std::uint32_t>& chunked) {
   sql::Transaction tx(db, true);
   if (!tx.begin_status()) return tx.begin_status();
   if (auto s = db.exec("DELETE FROM lod; DELETE FROM lane_stats;"); !s) return s;
@@ -641,19 +963,39 @@ Status finalize(sql::Database& db, std::string_view status_if_unclosed) {
       lanes.push_back(static_cast<std::uint32_t>(stmt->int64_at(0)));
     if (rc != SQLITE_DONE) return db.error("cannot read lanes", rc);
   }
-  auto insert_lod = db.prepare(
-      "INSERT INTO lod(lane, level, depth, start_ns, seq, end_ns, count, name, kind, category, "
-      "event_id) VALUES(?,?,?,?,?,?,?,?,?,?,?)",
-      true);
-  if (!insert_lod) return insert_lod.error();
-  auto insert_stats = db.prepare(
-      "INSERT INTO lane_stats(lane, event_count, first_ns, last_ns, max_duration_ns, max_depth, "
-      "lod_finest_level, lod_coarsest_level) VALUES(?,?,?,?,?,?,?,?)",
-      true);
-  if (!insert_stats) return insert_stats.error();
+  FinalizeStatements q;
+  const std::pair<sql::Statement*, const char*> statements[] = {
+      {&q.insert_lod,
+       "INSERT INTO lod(lane, level, depth, start_ns, seq, end_ns, count, name, kind, category, "
+       "event_id) VALUES(?,?,?,?,?,?,?,?,?,?,?)"},
+      {&q.insert_stats,
+       "INSERT INTO lane_stats(lane, event_count, first_ns, last_ns, max_duration_ns, max_depth, "
+       "lod_finest_level, lod_coarsest_level) VALUES(?,?,?,?,?,?,?,?)"},
+      {&q.insert_chunk, kInsertChunkSql},
+  };
+  for (const auto& [stmt, text] : statements) {
+    auto prepared = db.prepare(text, true);
+    if (!prepared) return prepared.error();
+    *stmt = std::move(prepared).value();
+  }
+  {
+    // CROSS JOIN keeps event_details (few rows) as the outer loop.
+    auto details = db.prepare(
+        "SELECT e.lane, d.event_id FROM event_details d CROSS JOIN events e "
+        "ON e.id = d.event_id");
+    if (!details) return details.error();
+    int rc;
+    while ((rc = details->step()) == SQLITE_ROW) {
+      q.with_details[static_cast<std::uint32_t>(details->int64_at(0))].push_back(
+          details->int64_at(1));
+    }
+    if (rc != SQLITE_DONE) return db.error("cannot read event details", rc);
+    for (auto& [lane, ids] : q.with_details)
+      std::sort(ids.begin(), ids.end());
+  }
   std::int64_t seq = 0;
   for (std::uint32_t lane : lanes) {
-    if (auto s = finalize_lane(db, lane, *insert_lod, *insert_stats, seq); !s) return s;
+    if (auto s = finalize_lane(db, lane, chunked.count(lane) > 0, q, seq); !s) return s;
   }
   if (read_meta(db, "status") == "writing" || read_meta(db, "status").empty()) {
     if (auto s = write_meta(db, "status", status_if_unclosed); !s) return s;
@@ -669,6 +1011,56 @@ Result<StoreState> inspect_store(const std::string& path) {
   auto db = store::open_store(path, false, &state);
   if (!db) return db.error();
   return state;
+}
+
+Status verify_store(const std::string& path) {
+  StoreState state;
+  auto db = store::open_store(path, false, &state);
+  if (!db) return db.error();
+  {
+    auto check = db->prepare("PRAGMA quick_check");
+    if (!check) return Error{path + " is damaged: " + check.message()};
+    int rc;
+    std::string problems;
+    while ((rc = check->step()) == SQLITE_ROW) {
+      const std::string line(check->text_at(0));
+      if (line != "ok") problems += (problems.empty() ? "" : "; ") + line;
+    }
+    if (rc != SQLITE_DONE) return Error{path + " is damaged: " + sqlite3_errmsg(db->get())};
+    if (!problems.empty()) return Error{path + " is damaged: " + problems};
+  }
+  if (!state.finalized) return {};
+  // Each lane's chunks hold exactly its events, in time order.
+  auto lanes = db->prepare("SELECT id FROM lanes");
+  if (!lanes) return lanes.error();
+  while (lanes->step() == SQLITE_ROW) {
+    const auto lane = static_cast<std::uint32_t>(lanes->int64_at(0));
+    auto segments = store::load_segments(*db, {lane});
+    if (!segments) return segments.error();
+    std::int64_t rows = 0;
+    for (const store::Segment& seg : *segments)
+      rows += seg.last_id - seg.first_id + 1;
+    auto chunks = store::load_chunks(*db, lane);
+    if (!chunks) return chunks.error();
+    store::ChunkMerge scan(*db, {&*chunks}, std::numeric_limits<std::int64_t>::min(),
+                           std::numeric_limits<std::int64_t>::max());
+    store::ScanRow row;
+    std::int64_t seen = 0, previous = std::numeric_limits<std::int64_t>::min();
+    while (scan.next(row)) {
+      if (row.start < previous || row.end < row.start || row.id < 1 || row.id > state.events) {
+        return Error{path + " is damaged: the event chunks of lane " + std::to_string(lane) +
+                     " do not decode to its events"};
+      }
+      previous = row.start;
+      ++seen;
+    }
+    if (!scan.status()) return scan.status();
+    if (seen != rows) {
+      return Error{path + " is damaged: lane " + std::to_string(lane) + " has " +
+                   std::to_string(rows) + " events but its chunks hold " + std::to_string(seen)};
+    }
+  }
+  return {};
 }
 
 Status finalize_store(const std::string& path) {

@@ -39,4 +39,9 @@ Result<StoreState> inspect_store(const std::string& path);
 // writer is alive. A finalized store is left as it is.
 Status finalize_store(const std::string& path);
 
+// Reads the whole file to check it: SQLite's own structure check, then, for
+// a finalized store, that its event chunks decode and agree with its rows.
+// Slow (it reads everything); for `clusterscope trace info --check`.
+Status verify_store(const std::string& path);
+
 }  // namespace cs::trace

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <queue>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -28,7 +29,7 @@ inline constexpr int kLodMaxLevel = 50;
 // Lanes with fewer events are read raw; a level is kept only when it has at
 // most 1/kLodRowsDivisor of the lane's events as rows.
 inline constexpr std::int64_t kLodMinEvents = 2048;
-inline constexpr std::int64_t kLodRowsDivisor = 8;
+inline constexpr std::int64_t kLodRowsDivisor = 16;
 inline std::int64_t lod_width(int level) {
   return std::int64_t{1} << (kLodBaseShift + level);
 }
@@ -47,8 +48,12 @@ bool process_alive(const std::string& identity);
 // `state` receives what the meta table says.
 Result<sql::Database> open_store(const std::string& path, bool writable, StoreState* state);
 
-// Builds lane statistics and level-of-detail tables, in one transaction.
-Status finalize(sql::Database& db, std::string_view status_if_unclosed);
+// Builds lane statistics, level-of-detail tables and event chunks, in one
+// transaction. `chunked` lists lanes whose chunks a writer already wrote in
+// full while writing (their events came in time order); the others' chunks
+// are rebuilt from the rows.
+Status finalize(sql::Database& db, std::string_view status_if_unclosed,
+                const std::set<std::uint32_t>& chunked = {});
 
 struct Segment {
   std::uint32_t lane = 0;
@@ -97,17 +102,27 @@ struct ScanRow {
   EventDetails details;  // only with ScanColumns::full
 };
 
-enum class ScanColumns { light, full };
+// light: no event_details columns; full: all; communication: event_details
+// only for communication events (what the analyses need).
+enum class ScanColumns { light, full, communication };
 
-// Events of a set of segments with start in [from, to), in (start, end
-// descending, id) order. Opens segments lazily, so a scan over thousands of
-// disjoint segments holds one or two statements at a time.
-class SegmentMerge {
+// Events in (start, end descending, id) order with start in [from, to).
+class EventScan {
+ public:
+  virtual ~EventScan() = default;
+  virtual bool next(ScanRow& row) = 0;
+  virtual const Status& status() const = 0;
+};
+
+// Reads the events rows of a set of segments. Opens segments lazily, so a
+// scan over thousands of disjoint segments holds one or two statements at a
+// time. Works on every store, finalized or not.
+class SegmentMerge final : public EventScan {
  public:
   SegmentMerge(sql::Database& db, std::vector<Segment> segments, std::int64_t from, std::int64_t to,
                ScanColumns columns = ScanColumns::light);
-  bool next(ScanRow& row);
-  const Status& status() const { return status_; }
+  bool next(ScanRow& row) override;
+  const Status& status() const override { return status_; }
 
  private:
   struct Source {
@@ -134,6 +149,82 @@ class SegmentMerge {
   std::vector<int> free_sources_;
   std::priority_queue<int, std::vector<int>, Later> heap_;
   sql::Statement probe_;
+  Status status_;
+};
+
+// Chunks: a finalized store also keeps each lane's events in time order,
+// kChunkEvents to a blob, delta- and varint-encoded. They are derived data
+// (finalize builds them from the rows) that make scans a decode of a few
+// blobs instead of a statement step per event.
+inline constexpr int kChunkEvents = 4096;
+
+struct Chunk {
+  std::uint32_t lane = 0;
+  std::int64_t seq = 0;
+  std::int64_t first_start = 0;
+  std::int64_t last_start = 0;
+  std::int64_t end_max = 0;
+  std::int64_t count = 0;
+};
+
+// Chunk encoding, per event, each field against the previous event of the
+// chunk: id (zigzag delta), start (zigzag delta), duration, name, kind (bit 7:
+// has an event_details row), category, correlation (zigzag delta), step
+// (zigzag). Integers are LEB128 varints.
+class ChunkEncoder {
+ public:
+  void add(const ScanRow& r, bool has_details);
+  bool full() const { return count_ >= kChunkEvents; }
+  bool empty() const { return count_ == 0; }
+  // Inserts the chunk (lane, seq) with `insert` (the statement of
+  // kInsertChunkSql) and starts an empty one.
+  Status write(sql::Database& db, sql::Statement& insert, std::uint32_t lane, std::int64_t seq);
+
+ private:
+  std::string data_;
+  std::int64_t count_ = 0;
+  std::int64_t prev_id_ = 0, prev_start_ = 0, prev_correlation_ = 0;
+  std::int64_t first_start_ = 0, last_start_ = 0, end_max_ = 0;
+};
+inline constexpr const char* kInsertChunkSql =
+    "INSERT INTO chunks(id, lane, first_start, last_start, end_max, count, data) "
+    "VALUES(?,?,?,?,?,?,?)";
+
+// A lane's chunks, in order.
+Result<std::vector<Chunk>> load_chunks(sql::Database& db, std::uint32_t lane);
+
+// Events of several lanes' chunks in start order.
+class ChunkMerge final : public EventScan {
+ public:
+  ChunkMerge(sql::Database& db, const std::vector<const std::vector<Chunk>*>& lanes,
+             std::int64_t from, std::int64_t to, ScanColumns columns = ScanColumns::light);
+  bool next(ScanRow& row) override;
+  const Status& status() const override { return status_; }
+
+ private:
+  struct Cursor {
+    const std::vector<Chunk>* chunks = nullptr;
+    std::size_t next_chunk = 0;
+    std::vector<ScanRow> rows;  // the decoded chunk
+    std::vector<std::uint8_t> has_details;
+    std::size_t at = 0;
+  };
+  // Moves c to its next row that starts in [from, to); false at its end.
+  bool settle(Cursor& c);
+  bool decode(Cursor& c, const Chunk& chunk);
+  struct Later {
+    const std::vector<Cursor>* cursors;
+    bool operator()(int a, int b) const;
+  };
+
+  sql::Database& db_;
+  std::int64_t from_;
+  std::int64_t to_;
+  ScanColumns columns_;
+  std::vector<Cursor> cursors_;
+  std::priority_queue<int, std::vector<int>, Later> heap_;
+  sql::Statement blob_;
+  sql::Statement details_;
   Status status_;
 };
 

@@ -4,7 +4,9 @@
 #include <condition_variable>
 #include <cstring>
 #include <filesystem>
+#include <memory>
 #include <mutex>
+#include <set>
 #include <thread>
 #include <unordered_map>
 #include <vector>
@@ -22,8 +24,31 @@ using Clock = std::chrono::steady_clock;
 // cs_event_batch` runs one statement per batch instead of one per row, which
 // is what makes millions of rows per second possible.
 
+// Events in blocks that never move: growing the buffer copies nothing, and
+// cleared blocks are reused by the next batch.
+class EventBuffer {
+ public:
+  static constexpr std::size_t kBlock = 4096;
+
+  std::size_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+  Event& push_back(const Event& e) {
+    if (size_ == blocks_.size() * kBlock) blocks_.push_back(std::make_unique<Event[]>(kBlock));
+    Event& slot = blocks_[size_ / kBlock][size_ % kBlock];
+    slot = e;
+    ++size_;
+    return slot;
+  }
+  const Event& operator[](std::size_t i) const { return blocks_[i / kBlock][i % kBlock]; }
+  void clear() { size_ = 0; }
+
+ private:
+  std::vector<std::unique_ptr<Event[]>> blocks_;
+  std::size_t size_ = 0;
+};
+
 struct BatchView {
-  const Event* events = nullptr;
+  const EventBuffer* events = nullptr;
   const std::uint32_t* order = nullptr;  // events in (lane, start, end desc) order
   std::size_t size = 0;
   std::int64_t first_id = 0;
@@ -87,7 +112,7 @@ int batch_eof(sqlite3_vtab_cursor* cursor) {
 }
 int batch_column(sqlite3_vtab_cursor* cursor, sqlite3_context* ctx, int column) {
   auto* c = reinterpret_cast<BatchCursor*>(cursor);
-  const Event& e = c->view->events[c->view->order[c->index]];
+  const Event& e = (*c->view->events)[c->view->order[c->index]];
   switch (column) {
     case 0:
       sqlite3_result_int64(ctx, c->view->first_id + static_cast<std::int64_t>(c->index));
@@ -145,7 +170,7 @@ struct LaneRow {
 // What waits to be committed. The flusher swaps it out whole, so one batch
 // always carries the strings and lanes its events refer to.
 struct Pending {
-  std::vector<Event> events;
+  EventBuffer events;
   std::vector<StepMetrics> steps;
   std::vector<CounterSample> counters;
   std::vector<std::pair<std::uint32_t, std::string>> strings;
@@ -181,9 +206,6 @@ class SqliteTraceWriter final : public TraceWriter {
     if (options_.max_buffered_rows < options_.flush_rows)
       options_.max_buffered_rows = options_.flush_rows;
     strings_.emplace(std::string(), 0);
-    const std::size_t reserve = std::min<std::size_t>(options_.flush_rows, 1 << 16);
-    pending_.events.reserve(reserve);
-    spare_.events.reserve(reserve);
   }
 
   ~SqliteTraceWriter() override {
@@ -227,6 +249,7 @@ class SqliteTraceWriter final : public TraceWriter {
                       "INSERT OR REPLACE INTO steps(rank, step, start_ns, end_ns, loss, tokens, "
                       "loss_scale) VALUES(?, ?, ?, ?, ?, ?, ?)")))
       return s;
+    if (!(s = prepare(insert_chunk_, store::kInsertChunkSql))) return s;
     if (!(s = prepare(insert_counter_,
                       "INSERT INTO counters(rank, name, time_ns, value) VALUES(?, ?, ?, ?)")))
       return s;
@@ -267,6 +290,10 @@ class SqliteTraceWriter final : public TraceWriter {
   void add(const Event& event) override {
     std::unique_lock lock(mu_);
     if (closed_) return;  // after close() nothing more is written
+    if (event.lane.value == 0 || event.lane.value >= next_lane_) {
+      ++unknown_lane_;  // not a lane of this writer: dropped, counted in meta
+      return;
+    }
     if (pending_.events.size() >= options_.max_buffered_rows && !stop_) {
       wake_.notify_one();
       drained_.wait(lock, [&] {
@@ -274,8 +301,7 @@ class SqliteTraceWriter final : public TraceWriter {
       });
     }
     note_pending();
-    pending_.events.push_back(event);
-    Event& stored = pending_.events.back();
+    Event& stored = pending_.events.push_back(event);
     if (stored.end_ns < stored.start_ns) {
       stored.end_ns = stored.start_ns;
       ++ends_before_start_;
@@ -336,6 +362,8 @@ class SqliteTraceWriter final : public TraceWriter {
       if (s) s = write_meta("status", status);
       if (s && ends_before_start_ > 0)
         s = write_meta("events_with_end_before_start", std::to_string(ends_before_start_));
+      if (s && unknown_lane_ > 0)
+        s = write_meta("events_dropped_with_unknown_lane", std::to_string(unknown_lane_));
       if (s && dropped_events_ > 0)
         s = write_meta("events_dropped_after_write_failure", std::to_string(dropped_events_));
       if (s) s = tx.commit();
@@ -343,7 +371,11 @@ class SqliteTraceWriter final : public TraceWriter {
         result = Error{path_ + ": cannot record the store's status: " + s.message()};
     }
     if (result.ok()) {
-      if (Status s = store::finalize(db_, status); !s) result = s;
+      auto chunked = close_chunks();
+      if (!chunked)
+        result = chunked.error();
+      else if (Status s = store::finalize(db_, status, *chunked); !s)
+        result = s;
     }
     if (Status s = db_.exec("PRAGMA wal_checkpoint(TRUNCATE)"); !s && result.ok()) result = s;
     db_.close();
@@ -493,13 +525,13 @@ class SqliteTraceWriter final : public TraceWriter {
   // Orders the batch by (lane, start, end descending) — a counting sort by
   // lane, then a sort only of the lanes whose events came out of order — and
   // writes one segment per lane.
-  Status write_events(const std::vector<Event>& events) {
+  Status write_events(const EventBuffer& events) {
     std::uint32_t max_lane = 0;
-    for (const Event& e : events)
-      max_lane = std::max(max_lane, e.lane.value);
+    for (std::size_t i = 0; i < events.size(); ++i)
+      max_lane = std::max(max_lane, events[i].lane.value);
     lane_offsets_.assign(static_cast<std::size_t>(max_lane) + 2, 0);
-    for (const Event& e : events)
-      ++lane_offsets_[e.lane.value + 1];
+    for (std::size_t i = 0; i < events.size(); ++i)
+      ++lane_offsets_[events[i].lane.value + 1];
     for (std::size_t i = 1; i < lane_offsets_.size(); ++i)
       lane_offsets_[i] += lane_offsets_[i - 1];
     order_.resize(events.size());
@@ -520,7 +552,7 @@ class SqliteTraceWriter final : public TraceWriter {
       if (!std::is_sorted(first, last, before)) std::stable_sort(first, last, before);
     }
 
-    view_ = {events.data(), order_.data(), events.size(), next_event_id_};
+    view_ = {&events, order_.data(), events.size(), next_event_id_};
     insert_events_.reset();
     if (const int rc = insert_events_.step(); rc != SQLITE_DONE)
       return db_.error("write failed", rc);
@@ -559,7 +591,64 @@ class SqliteTraceWriter final : public TraceWriter {
           .bind(7, duration_max);
       if (!(s = step_done(insert_segment_))) return s;
     }
+    return append_chunks(events);
+  }
+
+  // A lane whose batches arrive in time order gets its chunks here, in the
+  // batch's transaction, so close() need not read its rows back. A lane with
+  // a late event gets them from finalize instead.
+  Status append_chunks(const EventBuffer& events) {
+    for (std::size_t lane = 0; lane + 1 < lane_offsets_.size(); ++lane) {
+      const std::uint32_t begin = lane_offsets_[lane], end = lane_offsets_[lane + 1];
+      if (begin == end) continue;
+      LaneChunks& c = chunks_[static_cast<std::uint32_t>(lane)];
+      if (c.out_of_order) continue;
+      const Event& first = events[order_[begin]];
+      if (c.any && !(first.start_ns > c.last_start ||
+                     (first.start_ns == c.last_start && first.end_ns <= c.last_end))) {
+        c.out_of_order = true;
+        c.open = {};
+        continue;
+      }
+      for (std::uint32_t i = begin; i < end; ++i) {
+        const Event& e = events[order_[i]];
+        store::ScanRow row;
+        row.id = next_event_id_ + i;
+        row.lane = static_cast<std::uint32_t>(lane);
+        row.start = e.start_ns;
+        row.end = e.end_ns;
+        row.name = e.name.value;
+        row.kind = e.kind;
+        row.category = e.category;
+        row.correlation = e.correlation;
+        row.step = e.step;
+        c.open.add(row, !store::EventDetails::of(e).is_default());
+        if (c.open.full()) {
+          if (Status s = c.open.write(db_, insert_chunk_, row.lane, c.seq++); !s) return s;
+        }
+      }
+      const Event& last = events[order_[end - 1]];
+      c.any = true;
+      c.last_start = last.start_ns;
+      c.last_end = last.end_ns;
+    }
     return {};
+  }
+
+  // close(): the last, partial chunk of each in-order lane; returns those lanes.
+  Result<std::set<std::uint32_t>> close_chunks() {
+    std::set<std::uint32_t> done;
+    sql::Transaction tx(db_);
+    if (!tx.begin_status()) return db_.error("write failed");
+    for (auto& [lane, c] : chunks_) {
+      if (c.out_of_order) continue;
+      if (!c.open.empty()) {
+        if (Status s = c.open.write(db_, insert_chunk_, lane, c.seq++); !s) return s.error();
+      }
+      done.insert(lane);
+    }
+    if (Status s = tx.commit(); !s) return db_.error("write failed");
+    return done;
   }
 
   const std::string path_;
@@ -582,6 +671,7 @@ class SqliteTraceWriter final : public TraceWriter {
   std::vector<std::pair<LaneKey, std::uint32_t>> lane_ids_;
   std::uint32_t next_lane_ = 1;
   std::int64_t ends_before_start_ = 0;
+  std::int64_t unknown_lane_ = 0;
 
   // The flusher thread's own (and close()'s, after the flusher ended).
   sql::Database db_;
@@ -592,8 +682,18 @@ class SqliteTraceWriter final : public TraceWriter {
   std::int64_t next_event_id_ = 1;
   std::size_t events_since_checkpoint_ = 0;
   std::size_t dropped_events_ = 0;
+  // Per lane, the event chunks built as batches arrive (see write_events).
+  struct LaneChunks {
+    store::ChunkEncoder open;
+    std::int64_t seq = 0;
+    bool any = false;
+    bool out_of_order = false;
+    std::int64_t last_start = 0;
+    std::int64_t last_end = 0;
+  };
+  std::unordered_map<std::uint32_t, LaneChunks> chunks_;
   sql::Statement insert_events_, insert_string_, insert_rank_, insert_lane_, insert_meta_,
-      insert_details_, insert_segment_, insert_step_, insert_counter_;
+      insert_details_, insert_segment_, insert_step_, insert_counter_, insert_chunk_;
   std::thread flusher_;
 };
 

@@ -457,6 +457,7 @@ struct Launcher::State {
         r->loss = j.value("loss", 0.0);
         r->grad_norm = j.value("grad_norm", 0.0);
         r->step_seconds = j.value("step_seconds", 0.0);
+        r->cpu_seconds = j.value("cpu_seconds", 0.0);
         r->tokens_per_second = j.value("tokens_per_second", 0.0);
         r->memory_bytes = j.value("memory_bytes", std::int64_t{0});
         e.kind = LaunchEvent::Kind::step;
@@ -465,6 +466,7 @@ struct Launcher::State {
         e.loss = r->loss;
         e.grad_norm = r->grad_norm;
         e.step_seconds = r->step_seconds;
+        e.cpu_seconds = r->cpu_seconds;
         e.tokens_per_second = r->tokens_per_second;
         last_progress = Clock::now();
       } else if (event == "done") {
@@ -509,8 +511,12 @@ struct Launcher::State {
     if (!tagged.stderr_stream && tagged.text.starts_with("{")) {
       const auto j = nlohmann::json::parse(tagged.text, nullptr, /*allow_exceptions=*/false);
       if (j.is_object() && j.contains("event")) {
-        handle_rank_json(tagged.rank, j);
-        return;
+        try {
+          handle_rank_json(tagged.rank, j);
+          return;
+        } catch (const nlohmann::json::exception&) {
+          // A field of the wrong type: not a line of ours; kept as text below.
+        }
       }
     }
     std::lock_guard lock(mutex);
@@ -589,6 +595,12 @@ struct Launcher::State {
   }
 
   void monitor() {
+    {
+      LaunchEvent e;
+      e.kind = LaunchEvent::Kind::started;
+      e.text = command_text(report.command);  // set before this thread started
+      emit(std::move(e));
+    }
     last_progress = Clock::now();
     pollfd fds[2] = {{child.out_fd, POLLIN, 0}, {child.err_fd, POLLIN, 0}};
     bool reaped = false;
@@ -621,10 +633,13 @@ struct Launcher::State {
           reaped_at = Clock::now();
         }
       }
-      // mpirun has ended: its pipes close with it, unless a rank it left
-      // behind still holds them; then stop waiting after a moment.
-      if (reaped && (!(fds[0].fd >= 0 || fds[1].fd >= 0) ||
-                     Clock::now() - reaped_at > std::chrono::seconds(2))) {
+      // mpirun has ended: its pipes close with it, unless ranks it left
+      // behind still hold them; those are ended (they are in its process
+      // group) after a moment.
+      if (reaped && !(fds[0].fd >= 0 || fds[1].fd >= 0)) break;
+      if (reaped && Clock::now() - reaped_at > std::chrono::seconds(2)) {
+        ::kill(-child.pid, SIGKILL);
+        note("ranks outlived mpirun: killed them (SIGKILL)");
         break;
       }
       if (reaped) continue;
@@ -695,8 +710,10 @@ struct Launcher::State {
 
     if (all_done && exit_status == 0) {
       r.outcome = Outcome::completed;
-      r.message = "the run completed: " + std::to_string(r.ranks.size()) + " ranks, " +
-                  std::to_string(r.ranks.empty() ? 0 : r.ranks.front().step + 1) + " steps";
+      const int steps = r.ranks.empty() ? 0 : r.ranks.front().step + 1;
+      r.message = "the run completed: " + std::to_string(r.ranks.size()) +
+                  (r.ranks.size() == 1 ? " rank, " : " ranks, ") + std::to_string(steps) +
+                  (steps == 1 ? " step" : " steps");
     } else if (cancel_requested) {
       r.outcome = Outcome::cancelled;
       r.message = "the run was cancelled; last steps: " + last_steps_text();
@@ -929,10 +946,6 @@ Status Launcher::start() {
   s.child = *child;
   s.report.command = argv;
   s.started = true;
-  LaunchEvent e;
-  e.kind = LaunchEvent::Kind::started;
-  e.text = command_text(argv);
-  s.emit(std::move(e));
   s.thread = std::thread([&s] { s.monitor(); });
   return {};
 }

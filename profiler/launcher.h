@@ -105,6 +105,7 @@ struct RankStatus {
   double loss = 0;
   double grad_norm = 0;
   double step_seconds = 0;
+  double cpu_seconds = 0;  // CPU time of the rank's process over its last step
   double tokens_per_second = 0;
   std::int64_t memory_bytes = 0;
   std::string store;                    // its trace store, "" when not tracing
@@ -132,6 +133,7 @@ struct LaunchEvent {
   double loss = 0;
   double grad_norm = 0;
   double step_seconds = 0;
+  double cpu_seconds = 0;
   double tokens_per_second = 0;
   std::string text;
 };
@@ -207,5 +209,11 @@ class Launcher {
 // plan, the command line and the outcome. Ranks whose store is missing or
 // unreadable are named in `note`; the merge fails only when none is readable.
 Status merge_run_stores(const RunSpec& spec, Outcome outcome, std::string& note);
+
+// How a run ended, read from its rank stores when the launcher did not watch
+// it (a Slurm job): complete when every store is; cancelled when one was
+// cancelled; failed when one failed; crashed when one was cut short or is
+// missing.
+Outcome outcome_from_rank_stores(const RunSpec& spec);
 
 }  // namespace cs::launch

@@ -50,4 +50,29 @@ Status merge_run_stores(const RunSpec& spec, Outcome outcome, std::string& note)
   return {};
 }
 
+Outcome outcome_from_rank_stores(const RunSpec& spec) {
+  bool cancelled = false;
+  bool failed = false;
+  bool crashed = false;
+  for (int rank = 0; rank < spec.ranks; ++rank) {
+    auto state = trace::inspect_store(rank_store_path(spec.run_store, rank));
+    if (!state) {
+      crashed = true;
+      continue;
+    }
+    const std::string& status = state->status;
+    if (status == "cancelled") {
+      cancelled = true;
+    } else if (status == "failed") {
+      failed = true;
+    } else if (status != "complete") {
+      crashed = true;  // "writing" (its writer died) or "interrupted"
+    }
+  }
+  if (failed) return Outcome::failed;
+  if (crashed) return Outcome::crashed;
+  if (cancelled) return Outcome::cancelled;
+  return Outcome::completed;
+}
+
 }  // namespace cs::launch

@@ -6,6 +6,7 @@
 // batch script), progress on the terminal, and at the end the run store and
 // its per-rank compute / communication / overlap summary.
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -30,7 +31,10 @@
 #include "core/host_probe.h"
 #include "core/json_reader.h"
 #include "core/model_json.h"
+#include "core/workload.h"
 #include "profiler/launcher.h"
+#include "profiler/worker/gpt_model.h"
+#include "profiler/worker_shape.h"
 
 namespace cs::cli {
 
@@ -67,6 +71,27 @@ struct RunPlanOptions {
                        "Compute precision: fp32 or bf16 (CPU); tf32, fp16, fp8 too on CUDA");
   }
 
+  // The plan file's model with the shape flags given over it. (ModelOptions
+  // resolves presets and files; this is the same override, on a plan's model.)
+  Workload with_shape_flags(Workload w) const {
+    if (w.kind != WorkloadKind::transformer) {
+      throw CliError("--layers/--hidden/--heads/--seq apply to transformers, and \"" + w.name +
+                     "\" is a generic model");
+    }
+    TransformerShape& t = w.transformer;
+    if (model.layers) t.layers = *model.layers;
+    if (model.hidden) t.hidden = *model.hidden;
+    if (model.heads) {
+      if (t.kv_heads == t.heads) t.kv_heads = *model.heads;
+      t.heads = *model.heads;
+    }
+    if (model.kv_heads) t.kv_heads = *model.kv_heads;
+    if (model.ffn_hidden) t.ffn_hidden = *model.ffn_hidden;
+    if (model.seq_len) t.seq_len = *model.seq_len;
+    if (model.vocab) t.vocab = *model.vocab;
+    return w;
+  }
+
   // `ranks` fills dp when only the rank count is given.
   Plan resolve(const PresetCatalog& catalog, std::optional<int> ranks) const {
     Plan plan;
@@ -74,7 +99,11 @@ struct RunPlanOptions {
       auto j = take(read_json_file(plan_file));
       plan = take(plan_from_json(j, plan_file, &catalog));
       if (!cluster.cluster.empty() || !cluster.gpu.empty()) plan.cluster = cluster.resolve(catalog);
-      if (model.given()) plan.workload = model.resolve(catalog);
+      if (!model.model.empty()) {
+        plan.workload = model.resolve(catalog);
+      } else if (model.given()) {
+        plan.workload = with_shape_flags(plan.workload);
+      }
     } else {
       ClusterOptions c = cluster;
       if (c.cluster.empty() && c.gpu.empty()) c.cluster = std::string(kThisMachine);
@@ -128,10 +157,11 @@ struct RunOptions {
   launch::SlurmOptions slurm_options;
   double hang_timeout_s = 300;
   std::string title;
-  float lr = 1e-3f;
+  double lr = 1e-3;
   std::uint64_t seed = 1234;
   bool keep_rank_stores = false;
   int threads = 0;  // BLAS threads per rank (CPU); 0: the worker's default
+  bool merge_only = false;
   bool json = false;
 };
 
@@ -143,6 +173,12 @@ std::string own_command_line() {
   while (std::getline(in, arg, '\0'))
     argv.push_back(arg);
   return launch::command_text(argv);
+}
+
+std::string own_executable() {
+  std::error_code ec;
+  const fs::path self = fs::read_symlink("/proc/self/exe", ec);
+  return ec ? std::string("clusterscope") : self.string();
 }
 
 std::string format_float(double v) {
@@ -375,6 +411,28 @@ void print_rank_table(const launch::RunReport& r) {
   table.print(std::cout);
 }
 
+// A run whose ranks ended without the launcher watching (a Slurm job): its
+// rank stores, merged, and how it ended read from them.
+void merge_only(const launch::RunSpec& spec, bool json) {
+  const launch::Outcome outcome = launch::outcome_from_rank_stores(spec);
+  std::string note;
+  take(launch::merge_run_stores(spec, outcome, note));
+  const nlohmann::json summary = run_summary_json(spec.run_store);
+  if (json) {
+    std::cout << nlohmann::json{{"outcome", std::string(to_string(outcome))},
+                                {"run_store", spec.run_store},
+                                {"merge_note", note},
+                                {"summary", summary}}
+                     .dump(2)
+              << '\n';
+  } else {
+    std::cout << "merged the rank stores of a run that ended " << to_string(outcome) << " into "
+              << spec.run_store << '\n';
+    print_run_summary(std::cout, summary);
+    if (!note.empty()) std::cout << "note: " << note << '\n';
+  }
+}
+
 void run(RunOptions& o, Context& ctx, const std::string& command_line) {
   const PresetCatalog& catalog = ctx.catalog();
   if (!o.hostfile.empty() && o.slurm) throw CliError("--hostfile and --slurm exclude each other");
@@ -406,6 +464,23 @@ void run(RunOptions& o, Context& ctx, const std::string& command_line) {
   }
   for (std::string& n : engine_notes(plan, backend))
     notes.push_back(std::move(n));
+
+  // What the worker trains: the plan's model scaled to this machine, with the
+  // data-parallel buckets scaled alike (the plan's 25 MiB would hold a scaled
+  // model whole, and nothing would overlap backward).
+  const WorkerShape shape = take(worker_shape_for(plan.workload, p.tp, p.pp));
+  if (!shape.scaled.empty())
+    notes.push_back("the model is scaled to this machine: " + shape.scaled);
+  double scaled_params = 0;
+  for (const worker::ParamInfo& info : worker::gpt_parameter_layout(shape.config, {})) {
+    scaled_params += static_cast<double>(info.numel());
+  }
+  const double plan_bucket_kib = p.bucket_mib * 1024;
+  const double full_params = parameter_count(plan.workload);
+  const double bucket_kib =
+      full_params > 0
+          ? std::clamp(plan_bucket_kib * scaled_params / full_params, 16.0, plan_bucket_kib)
+          : plan_bucket_kib;
 
   // Files: the run store, its rank stores beside it, the plan the workers read.
   std::string out = o.out.empty() ? default_store_name() : o.out;
@@ -439,7 +514,8 @@ void run(RunOptions& o, Context& ctx, const std::string& command_line) {
                       "--precision",    worker_precision(plan, backend),
                       "--steps",        std::to_string(o.steps),
                       "--lr",           format_float(o.lr),
-                      "--seed",         std::to_string(o.seed)};
+                      "--seed",         std::to_string(o.seed),
+                      "--bucket-kib",   format_float(bucket_kib)};
   if (o.threads > 0) {
     spec.worker_args.push_back("--threads");
     spec.worker_args.push_back(std::to_string(o.threads));
@@ -470,7 +546,20 @@ void run(RunOptions& o, Context& ctx, const std::string& command_line) {
   if (o.slurm) {
     spec.placement = launch::Placement::slurm;
     spec.slurm = o.slurm_options;
+    // Inside the job, after srun: merge the rank stores into the run store.
+    spec.slurm.after_command = {own_executable(),
+                                "run",
+                                "--merge-only",
+                                "--plan",
+                                plan_path,
+                                "--out",
+                                out,
+                                "--ranks",
+                                std::to_string(ranks),
+                                "--title",
+                                spec.title};
   }
+  if (o.merge_only) return merge_only(spec, o.json);
 
   const bool terminal = isatty(STDERR_FILENO) != 0;
   if (!o.json) {
@@ -549,6 +638,8 @@ void register_run(CLI::App& app, Context& ctx) {
   cmd->add_option("--hang-timeout", options->hang_timeout_s,
                   "Seconds without progress after which the run is stopped as hung (0: never)")
       ->check(CLI::NonNegativeNumber);
+  cmd->add_flag("--merge-only", options->merge_only,
+                "Start nothing: merge the rank stores a run left (e.g. a Slurm job) into --out");
   cmd->add_flag("--keep-rank-stores", options->keep_rank_stores,
                 "Keep the per-rank stores after merging them");
   add_json_flag(*cmd, options->json);

@@ -4,15 +4,79 @@
 
 #include <nlohmann/json.hpp>
 
+#include "app/cli/text_table.h"
+#include "core/format.h"
+#include "core/trace_analysis.h"
+#include "core/trace_reader.h"
+
 namespace cs::cli {
 
 nlohmann::json run_summary_json(const std::string& run_store) {
-  return {{"error", run_store + ": the trace store's analyses are not in this build yet"}};
+  auto reader = trace::TraceReader::open(run_store);
+  if (!reader) return {{"error", reader.message()}};
+  trace::AnalysisOptions options;
+  options.per_step = false;
+  auto analysis = trace::analyze_run(**reader, options);
+  if (!analysis) return {{"error", analysis.message()}};
+  nlohmann::json ranks = nlohmann::json::array();
+  for (const trace::RankAnalysis& r : analysis->ranks) {
+    const trace::Breakdown& b = r.total;
+    ranks.push_back({{"rank", r.rank},
+                     {"span_ns", b.span_ns},
+                     {"compute_ns", b.compute_ns},
+                     {"communication_ns", b.communication_ns},
+                     {"overlap_ns", b.overlap_ns},
+                     {"overlap_percent", b.overlap_percent()},
+                     {"exposed_communication_ns", b.exposed_communication_ns},
+                     {"idle_ns", b.idle_ns}});
+  }
+  nlohmann::json collectives = nlohmann::json::array();
+  for (const trace::CollectiveStats& c : analysis->collectives) {
+    if (c.bytes <= 0) continue;
+    collectives.push_back({{"name", c.name},
+                           {"collective", std::string(trace::to_string(c.collective))},
+                           {"bytes", c.bytes},
+                           {"ranks", c.ranks},
+                           {"count", c.count},
+                           {"mean_ns", c.mean_ns},
+                           {"busbw_gbps", c.busbw_gbps}});
+    if (collectives.size() == 3) break;
+  }
+  return {{"status", (*reader)->state().status}, {"ranks", ranks}, {"collectives", collectives}};
 }
 
 void print_run_summary(std::ostream& out, const nlohmann::json& summary) {
-  if (summary.contains("error"))
+  if (summary.contains("error")) {
     out << "no summary: " << summary["error"].get<std::string>() << '\n';
+    return;
+  }
+  auto ms = [](std::int64_t ns) { return format_fixed(static_cast<double>(ns) / 1e6, 1); };
+  auto share = [](std::int64_t part, std::int64_t whole) {
+    return whole > 0
+               ? format_fixed(100.0 * static_cast<double>(part) / static_cast<double>(whole), 1) +
+                     "%"
+               : std::string("-");
+  };
+  out << "Where each rank's time went (ms over its traced span; overlap: communication hidden "
+         "under compute)\n";
+  TextTable table({"rank", "span", "compute", "comm", "overlap", "exposed comm", "idle"});
+  for (std::size_t c = 1; c < 7; ++c)
+    table.right_align(c);
+  for (const auto& r : summary["ranks"]) {
+    const std::int64_t span = r["span_ns"];
+    table.add({std::to_string(r["rank"].get<int>()), ms(span),
+               ms(r["compute_ns"]) + " (" + share(r["compute_ns"], span) + ")",
+               ms(r["communication_ns"]) + " (" + share(r["communication_ns"], span) + ")",
+               format_fixed(r["overlap_percent"].get<double>(), 1) + "%",
+               ms(r["exposed_communication_ns"]), ms(r["idle_ns"])});
+  }
+  table.print(out);
+  for (const auto& c : summary["collectives"]) {
+    out << "  " << c["name"].get<std::string>() << ": " << c["count"].get<std::int64_t>() << " x "
+        << format_bytes(c["bytes"].get<double>()) << " over " << c["ranks"].get<int>() << " ranks, "
+        << format_fixed(c["mean_ns"].get<double>() / 1e3, 1) << " us each, bus "
+        << format_fixed(c["busbw_gbps"].get<double>(), 2) << " GB/s\n";
+  }
 }
 
 }  // namespace cs::cli

@@ -20,6 +20,7 @@
 #include "core/trace_import.h"
 #include "core/trace_merge.h"
 #include "core/trace_reader.h"
+#include "core/trace_store.h"
 
 namespace cs::cli {
 
@@ -101,9 +102,11 @@ json breakdown_json(const Breakdown& b) {
 struct InfoOptions {
   std::string store;
   bool json = false;
+  bool check = false;
 };
 
 void run_info(const InfoOptions& o) {
+  if (o.check) take(verify_store(o.store));
   auto r = open_store(o.store);
   const RunInfo run = r->run();
   const StoreState& st = r->state();
@@ -539,6 +542,8 @@ void register_trace(CLI::App& app, Context&) {
   auto info = std::make_shared<InfoOptions>();
   CLI::App* i = trace->add_subcommand("info", "Show a store's run metadata, ranks and lanes");
   i->add_option("store", info->store, "Trace store (.cstrace)")->required();
+  i->add_flag("--check", info->check,
+              "Read the whole file first and check it (SQLite's structure, the event chunks)");
   add_json_flag(*i, info->json);
   i->callback([info] { run_info(*info); });
 

@@ -70,6 +70,29 @@ OpSize loop_size(std::int64_t elements, DType t, std::int64_t bytes = 0) {
   return {0, bytes, elements, trace_type(t)};
 }
 
+// e^x, written so that the compiler vectorises the loops that call it
+// (std::exp is a libm call per element): x = n ln2 + r with |r| <= ln2 / 2
+// (ln2 split in two, Cody-Waite), e^r by its Taylor polynomial to r^6
+// (relative error below 2e-7), 2^n built in the exponent bits. x is clamped
+// to [-80, 80], where neither the result nor 1 / (1 + result) is subnormal.
+inline float fast_exp(float x) {
+  x = std::min(std::max(x, -80.0f), 80.0f);
+  constexpr float kRound = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
+  const float n = (x * 1.44269504088896341f + kRound) - kRound;
+  const float r = (x - n * 0.693145751953125f) - n * 1.428606765330187e-06f;
+  float p = 1.0f / 720.0f;
+  p = p * r + 1.0f / 120.0f;
+  p = p * r + 1.0f / 24.0f;
+  p = p * r + 1.0f / 6.0f;
+  p = p * r + 0.5f;
+  p = p * r + 1.0f;
+  p = p * r + 1.0f;
+  const std::int32_t bits = (static_cast<std::int32_t>(n) + 127) << 23;
+  float two_n;
+  std::memcpy(&two_n, &bits, sizeof two_n);
+  return p * two_n;
+}
+
 class CpuBackend final : public Backend {
  public:
   explicit CpuBackend(int blas_threads) { openblas_set_num_threads(std::max(1, blas_threads)); }
@@ -311,6 +334,12 @@ class CpuBackend final : public Backend {
     });
   }
 
+  // Attention per (batch, head) with BLAS: S = scale Q K^T, a causal softmax
+  // row by row, O = P V (Q, K, V and O are strided views of qkv and out). The
+  // upper triangle of S is computed and thrown away: a GEMM is still far
+  // faster than the loops it replaces. bf16 operands are widened to fp32;
+  // P is rounded to bf16 as it is stored, and O uses the rounded P, which is
+  // what backward reads back.
   void attention_forward(Tensor out, Tensor att, Tensor qkv, int B, int T, int C,
                          int NH) override {
     const double flops = 4.0 * B * static_cast<double>(T) * T * C;
@@ -318,47 +347,47 @@ class CpuBackend final : public Backend {
                 OpSize{flops, 0, std::int64_t{B} * NH * T * T, trace_type(out.dtype)});
     const int hs = C / NH;
     const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
-    std::vector<float> row(T);
-    dispatch(out.dtype, [&](auto* tag) {
-      using A = std::remove_pointer_t<decltype(tag)>;
-      const A* in = ptr<A>(qkv);
-      A* o = ptr<A>(out);
-      A* at = ptr<A>(att);
-      for (int b = 0; b < B; ++b) {
+    const std::int64_t TT = static_cast<std::int64_t>(T) * T;
+    const float* in = as_f32(qkv, static_cast<std::int64_t>(B) * T * 3 * C, scratch_a_);
+    const bool f32 = out.dtype == DType::f32;
+    float* o = f32 ? ptr<float>(out) : grow(scratch_c_, static_cast<std::int64_t>(B) * T * C);
+    float* p_buffer = f32 ? nullptr : grow(scratch_attn_, TT);
+    for (int b = 0; b < B; ++b) {
+      for (int h = 0; h < NH; ++h) {
+        const float* q = in + static_cast<std::int64_t>(b) * T * 3 * C + h * hs;
+        const float* k = q + C;
+        const float* v = q + 2 * C;
+        const std::int64_t slice = (static_cast<std::int64_t>(b) * NH + h) * TT;
+        float* p = f32 ? ptr<float>(att) + slice : p_buffer;
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, hs, scale, q, 3 * C, k, 3 * C,
+                    0.0f, p, T);
         for (int t = 0; t < T; ++t) {
-          for (int h = 0; h < NH; ++h) {
-            const std::int64_t q = (static_cast<std::int64_t>(b) * T + t) * 3 * C + h * hs;
-            float maxv = -1e30f;
-            for (int t2 = 0; t2 <= t; ++t2) {
-              const std::int64_t k = (static_cast<std::int64_t>(b) * T + t2) * 3 * C + h * hs + C;
-              float v = 0;
-              for (int i = 0; i < hs; ++i) v += ld(in, q + i) * ld(in, k + i);
-              row[t2] = v * scale;
-              maxv = std::max(maxv, row[t2]);
-            }
-            float sum = 0;
-            for (int t2 = 0; t2 <= t; ++t2) {
-              row[t2] = std::exp(row[t2] - maxv);
-              sum += row[t2];
-            }
-            const std::int64_t arow = ((static_cast<std::int64_t>(b) * NH + h) * T + t) * T;
-            for (int t2 = 0; t2 < T; ++t2) st(at, arow + t2, t2 <= t ? row[t2] / sum : 0.0f);
-            const std::int64_t orow = (static_cast<std::int64_t>(b) * T + t) * C + h * hs;
-            for (int i = 0; i < hs; ++i) {
-              float acc = 0;
-              for (int t2 = 0; t2 <= t; ++t2) {
-                const std::int64_t v =
-                    (static_cast<std::int64_t>(b) * T + t2) * 3 * C + h * hs + 2 * C;
-                acc += ld(at, arow + t2) * ld(in, v + i);
-              }
-              st(o, orow + i, acc);
-            }
+          float* row = p + static_cast<std::int64_t>(t) * T;
+          float maxv = row[0];
+          for (int t2 = 1; t2 <= t; ++t2) maxv = std::max(maxv, row[t2]);
+          for (int t2 = 0; t2 <= t; ++t2) row[t2] = fast_exp(row[t2] - maxv);
+          float sum = 0;
+          for (int t2 = 0; t2 <= t; ++t2) sum += row[t2];
+          const float inv = 1.0f / sum;
+          for (int t2 = 0; t2 <= t; ++t2) row[t2] *= inv;
+          for (int t2 = t + 1; t2 < T; ++t2) row[t2] = 0.0f;
+        }
+        if (!f32) {
+          bf16* a = ptr<bf16>(att) + slice;
+          for (std::int64_t i = 0; i < TT; ++i) {
+            a[i] = to_bf16(p[i]);
+            p[i] = to_float(a[i]);
           }
         }
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, hs, T, 1.0f, p, T, v, 3 * C,
+                    0.0f, o + static_cast<std::int64_t>(b) * T * C + h * hs, C);
       }
-    });
+    }
+    if (!f32) store(out, o);
   }
 
+  // dV = P^T dO, dP = dO V^T, dS = P (dP - rowsum(P dP)) scale (the softmax's
+  // backward), dQ = dS K, dK = dS^T Q; each of dQ, dK, dV written once.
   void attention_backward(Tensor dqkv, Tensor dout, Tensor qkv, Tensor att, int B, int T, int C,
                           int NH) override {
     const double flops = 8.0 * B * static_cast<double>(T) * T * C;
@@ -366,56 +395,53 @@ class CpuBackend final : public Backend {
                 OpSize{flops, 0, std::int64_t{B} * NH * T * T, trace_type(qkv.dtype)});
     const int hs = C / NH;
     const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
+    const std::int64_t TT = static_cast<std::int64_t>(T) * T;
     const std::int64_t n = static_cast<std::int64_t>(B) * T * 3 * C;
-    // Gradients add up over positions: accumulate in fp32.
-    std::vector<float>& acc = grow_vector(scratch_attn_, n);
-    std::fill(acc.begin(), acc.begin() + n, 0.0f);
-    std::vector<float> datt(T);
-    std::vector<float> dpre(T);
-    dispatch(qkv.dtype, [&](auto* tag) {
-      using A = std::remove_pointer_t<decltype(tag)>;
-      const A* in = ptr<A>(qkv);
-      const A* at = ptr<A>(att);
-      const A* d = ptr<A>(dout);
-      for (int b = 0; b < B; ++b) {
-        for (int t = 0; t < T; ++t) {
-          for (int h = 0; h < NH; ++h) {
-            const std::int64_t arow = ((static_cast<std::int64_t>(b) * NH + h) * T + t) * T;
-            const std::int64_t orow = (static_cast<std::int64_t>(b) * T + t) * C + h * hs;
-            const std::int64_t q = (static_cast<std::int64_t>(b) * T + t) * 3 * C + h * hs;
-            // out = sum_t2 att[t2] v[t2]
-            for (int t2 = 0; t2 <= t; ++t2) {
-              const std::int64_t v = (static_cast<std::int64_t>(b) * T + t2) * 3 * C + h * hs + 2 * C;
-              const float a = ld(at, arow + t2);
-              float s = 0;
-              for (int i = 0; i < hs; ++i) {
-                const float g = ld(d, orow + i);
-                s += ld(in, v + i) * g;
-                acc[v + i] += a * g;
-              }
-              datt[t2] = s;
-            }
-            // softmax
-            float dot = 0;
-            for (int t2 = 0; t2 <= t; ++t2) dot += ld(at, arow + t2) * datt[t2];
-            for (int t2 = 0; t2 <= t; ++t2) dpre[t2] = ld(at, arow + t2) * (datt[t2] - dot);
-            // preatt = scale * q . k[t2]
-            for (int t2 = 0; t2 <= t; ++t2) {
-              const std::int64_t k = (static_cast<std::int64_t>(b) * T + t2) * 3 * C + h * hs + C;
-              const float g = dpre[t2] * scale;
-              for (int i = 0; i < hs; ++i) {
-                acc[q + i] += ld(in, k + i) * g;
-                acc[k + i] += ld(in, q + i) * g;
-              }
-            }
-          }
+    const float* in = as_f32(qkv, n, scratch_a_);
+    const float* d = as_f32(dout, static_cast<std::int64_t>(B) * T * C, scratch_b_);
+    const bool f32 = dqkv.dtype == DType::f32;
+    float* dq = f32 ? ptr<float>(dqkv) : grow(scratch_d_, n);
+    float* buffers = grow(scratch_attn_, 2 * TT);
+    float* p_buffer = buffers;
+    float* ds = buffers + TT;
+    for (int b = 0; b < B; ++b) {
+      for (int h = 0; h < NH; ++h) {
+        const std::int64_t base = static_cast<std::int64_t>(b) * T * 3 * C + h * hs;
+        const float* q = in + base;
+        const float* k = q + C;
+        const float* v = q + 2 * C;
+        const float* d_out = d + static_cast<std::int64_t>(b) * T * C + h * hs;
+        const std::int64_t slice = (static_cast<std::int64_t>(b) * NH + h) * TT;
+        const float* p = p_buffer;
+        if (att.dtype == DType::f32) {
+          p = ptr<float>(att) + slice;
+        } else {
+          const bf16* a = ptr<bf16>(att) + slice;
+          for (std::int64_t i = 0; i < TT; ++i) p_buffer[i] = to_float(a[i]);
         }
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, hs, T, 1.0f, p, T, d_out, C, 0.0f,
+                    dq + base + 2 * C, 3 * C);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, hs, 1.0f, d_out, C, v, 3 * C,
+                    0.0f, ds, T);
+        for (int t = 0; t < T; ++t) {
+          const float* p_row = p + static_cast<std::int64_t>(t) * T;
+          float* row = ds + static_cast<std::int64_t>(t) * T;
+          float dot = 0;
+          for (int t2 = 0; t2 <= t; ++t2) dot += p_row[t2] * row[t2];
+          for (int t2 = 0; t2 <= t; ++t2) row[t2] = p_row[t2] * (row[t2] - dot) * scale;
+          for (int t2 = t + 1; t2 < T; ++t2) row[t2] = 0.0f;
+        }
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, hs, T, 1.0f, ds, T, k, 3 * C,
+                    0.0f, dq + base, 3 * C);
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, hs, T, 1.0f, ds, T, q, 3 * C, 0.0f,
+                    dq + base + C, 3 * C);
       }
-      A* dq = ptr<A>(dqkv);
-      for (std::int64_t i = 0; i < n; ++i) st(dq, i, acc[i]);
-    });
+    }
+    if (!f32) store(dqkv, dq);
   }
 
+  // GELU, tanh form: 0.5 x (1 + tanh(a)) = x sigmoid(2a), a = sqrt(2/pi)(x +
+  // 0.044715 x^3); one vectorised exp instead of a tanh (an expm1 and more).
   void gelu_forward(Tensor out, Tensor inp, std::int64_t n) override {
     ScopedOp op(tracer_, "gelu", loop_size(n, out.dtype));
     dispatch(out.dtype, [&](auto* tag) {
@@ -424,12 +450,13 @@ class CpuBackend final : public Backend {
       A* o = ptr<A>(out);
       for (std::int64_t i = 0; i < n; ++i) {
         const float v = ld(x, i);
-        const float cube = 0.044715f * v * v * v;
-        st(o, i, 0.5f * v * (1.0f + std::tanh(kGeluScale * (v + cube))));
+        const float a = kGeluScale * (v + 0.044715f * v * v * v);
+        st(o, i, v / (1.0f + fast_exp(-2.0f * a)));
       }
     });
   }
 
+  // d/dx: s + 2 x s (1 - s) a'(x), s = sigmoid(2a) (= (1 + tanh a) / 2).
   void gelu_backward(Tensor dinp, Tensor inp, Tensor dout, std::int64_t n) override {
     ScopedOp op(tracer_, "gelu backward", loop_size(n, dinp.dtype));
     dispatch(dinp.dtype, [&](auto* tag) {
@@ -439,13 +466,10 @@ class CpuBackend final : public Backend {
       A* dx = ptr<A>(dinp);
       for (std::int64_t i = 0; i < n; ++i) {
         const float v = ld(x, i);
-        const float cube = 0.044715f * v * v * v;
-        const float arg = kGeluScale * (v + cube);
-        const float th = std::tanh(arg);
-        const float sech2 = 1.0f - th * th;
-        const float grad =
-            0.5f * (1.0f + th) + 0.5f * v * sech2 * kGeluScale * (1.0f + 3.0f * 0.044715f * v * v);
-        st(dx, i, grad * ld(d, i));
+        const float a = kGeluScale * (v + 0.044715f * v * v * v);
+        const float s = 1.0f / (1.0f + fast_exp(-2.0f * a));
+        const float da = kGeluScale * (1.0f + 3.0f * 0.044715f * v * v);
+        st(dx, i, (s + 2.0f * v * s * (1.0f - s) * da) * ld(d, i));
       }
     });
   }
@@ -530,10 +554,6 @@ class CpuBackend final : public Backend {
   static float* grow(std::vector<float>& v, std::int64_t n) {
     if (static_cast<std::int64_t>(v.size()) < n) v.resize(static_cast<std::size_t>(n));
     return v.data();
-  }
-  static std::vector<float>& grow_vector(std::vector<float>& v, std::int64_t n) {
-    grow(v, n);
-    return v;
   }
   static void store(Tensor out, const float* values) {
     bf16* o = ptr<bf16>(out);

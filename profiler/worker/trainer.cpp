@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <stdexcept>
 #include <string>
 
@@ -223,8 +224,8 @@ StepResult Trainer::step() {
       }
     }
   }
-  // The norm of the unscaled gradient (0 when an overflow skips the step).
-  const double grad_norm = skipped ? 0.0 : gradient_norm();
+  // Overflowed gradients have no norm worth reporting: infinity (null in JSON).
+  const double grad_norm = skipped ? std::numeric_limits<double>::infinity() : gradient_norm();
   if (!skipped) optimizer_step();
 
   // The step's loss: the last stage's mean, averaged over replicas, sent to

@@ -9,11 +9,11 @@
 #include <atomic>
 #include <cerrno>
 #include <csignal>
+#include <ctime>
 #include <cstdio>
 #include <iostream>
 #include <mutex>
 #include <thread>
-#include <utility>
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
@@ -104,11 +104,11 @@ std::string store_path(const std::string& pattern, int rank) {
 // Signals reach one thread. SIGTERM, SIGINT, SIGHUP: close the stores and
 // end the process. SIGUSR1 (what the launcher sends, through mpirun, to
 // cancel): close the stores and stop training, then wait to be ended; mpirun
-// kills ranks one second after it forwards a SIGTERM, which can be too soon
-// to close a large store. Either way a cancelled or aborted run keeps
-// everything recorded up to that moment.
+// kills ranks one second after it forwards a SIGTERM, which can be too soon to
+// close a large store. Either way a cancelled or aborted run keeps everything
+// recorded up to that moment.
 std::mutex g_writers_mutex;
-std::vector<trace::TraceWriter*> g_writers;  // open stores (several in single-process CUDA)
+std::vector<trace::TraceWriter*> g_writers;  // guarded by g_writers_mutex; open stores
 std::atomic<bool> g_stop{false};
 std::atomic<int> g_rank{0};
 
@@ -121,7 +121,7 @@ void register_writer(trace::TraceWriter* w, bool add) {
   }
 }
 
-// Commits what is buffered, then records how the run ended; a store closes once.
+// Commits what is buffered, then records how the run ended; a store is closed once.
 void close_all_writers(std::string_view status) {
   std::lock_guard lock(g_writers_mutex);
   for (trace::TraceWriter* w : g_writers) {
@@ -139,43 +139,40 @@ extern "C" void on_signal(int sig) {
 }
 
 // A handler on every thread hands the signal to the signal thread through a
-// pipe: blocking signals would not do, as threads that libraries start
-// before main (OpenBLAS starts its pool when it is loaded) do not block them,
-// and the default action would end the rank with its store open. Once per
-// process, before MPI or NCCL start their threads.
-void start_signal_handling() {
-  static std::once_flag once;
-  std::call_once(once, [] {
-    if (pipe2(g_signal_pipe, O_CLOEXEC) != 0) throw std::runtime_error("cannot create a pipe");
-    struct sigaction action {};
-    action.sa_handler = on_signal;
-    sigemptyset(&action.sa_mask);
-    action.sa_flags = SA_RESTART;
-    for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGUSR1}) sigaction(sig, &action, nullptr);
-    std::thread([] {
-      for (;;) {
-        unsigned char byte = 0;
-        const ssize_t n = read(g_signal_pipe[0], &byte, 1);
-        if (n < 0 && errno == EINTR) continue;
-        if (n != 1) return;
-        const int sig = byte;
-        const bool first = !g_stop.exchange(true);
-        close_all_writers("cancelled");
-        if (first) emit({{"event", "cancelled"}, {"rank", g_rank.load()}, {"signal", sig}});
-        if (sig != SIGUSR1) std::_Exit(128 + sig);
-      }
-    }).detach();
-  });
+// pipe: blocking signals would not do, as threads that libraries start before
+// main (OpenBLAS starts its pool when it is loaded) do not block them, and the
+// default action would end the rank with its store open.
+void install_signal_handling() {
+  if (pipe2(g_signal_pipe, O_CLOEXEC) != 0) throw std::runtime_error("cannot create a pipe");
+  struct sigaction action {};
+  action.sa_handler = on_signal;
+  sigemptyset(&action.sa_mask);
+  action.sa_flags = SA_RESTART;
+  for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGUSR1}) sigaction(sig, &action, nullptr);
+  std::thread([] {
+    for (;;) {
+      unsigned char byte = 0;
+      const ssize_t n = read(g_signal_pipe[0], &byte, 1);
+      if (n < 0 && errno == EINTR) continue;
+      if (n != 1) return;
+      const int sig = byte;
+      const bool first = !g_stop.exchange(true);
+      close_all_writers("cancelled");
+      if (first) emit({{"event", "cancelled"}, {"rank", g_rank.load()}, {"signal", sig}});
+      if (sig != SIGUSR1) std::_Exit(128 + sig);
+    }
+  }).detach();
 }
 
-// A step line only for a step the store holds (once a signal has come, the
-// store may be closed): the launcher relies on it.
-void emit_step(const json& line) {
-  std::lock_guard lock(g_writers_mutex);
-  if (!g_stop) emit(line);
+// CPU time of every thread of this process (compute, communication, BLAS,
+// the trace writer's): what a step costs whatever else the machine runs.
+double process_cpu_seconds() {
+  timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + ts.tv_nsec * 1e-9;
 }
 
-// After SIGUSR1: the stores are closed; the rank idles until it is ended.
+// After SIGUSR1: the store is closed; the rank idles until it is ended.
 [[noreturn]] void wait_to_be_ended() {
   for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
 }
@@ -308,9 +305,11 @@ void train_steps(Trainer& trainer, const Options& o, int rank, Backend& backend,
                  const std::function<void(int, bool)>& around_step = {}) {
   for (int s = 0; s < o.steps; ++s) {
     if (g_stop) wait_to_be_ended();
+    const double cpu_before = process_cpu_seconds();
     if (around_step) around_step(s, true);
     const StepResult r = trainer.step();
     if (around_step) around_step(s, false);
+    const double cpu_seconds = process_cpu_seconds() - cpu_before;
     json line = {{"event", "step"},
                  {"rank", rank},
                  {"step", r.step},
@@ -318,12 +317,16 @@ void train_steps(Trainer& trainer, const Options& o, int rank, Backend& backend,
                  {"loss", r.loss},
                  {"grad_norm", r.grad_norm},
                  {"step_seconds", r.seconds},
+                 {"cpu_seconds", cpu_seconds},
                  {"tokens_per_second", r.tokens / r.seconds},
                  {"memory_bytes", backend.bytes_in_use()}};
     if (r.loss_scale > 0) line["loss_scale"] = r.loss_scale;
     if (r.skipped) line["skipped"] = true;
     if (extra) extra(line);
-    emit_step(line);
+    // A step line only for a step the store holds (once a signal has come,
+    // the store may be closed): the launcher relies on it.
+    std::lock_guard lock(g_writers_mutex);
+    if (!g_stop) emit(line);
   }
 }
 
@@ -452,7 +455,7 @@ int run_cpu(Options o, const Job& job, int argc, char** argv) {
     throw std::runtime_error("the CPU engine computes in fp32 or bf16, not " + o.precision);
   }
   const DType storage = o.precision == "bf16" ? DType::bf16 : DType::f32;
-  start_signal_handling();  // before MPI's threads start
+  install_signal_handling();  // before MPI starts its threads
   auto world = MpiWorld::create(&argc, &argv, o.dp, o.tp, o.pp);
   if (!world) throw std::runtime_error(world.message());
   MpiWorld& w = **world;
@@ -576,7 +579,7 @@ int run_cuda_rank(Options o, const Job& job, int argc, char** argv) {
   }
   auto info = cuda_device_info(device);
   if (!info) throw std::runtime_error(info.message());
-  start_signal_handling();
+  install_signal_handling();
   g_rank = launch->rank;
 
   auto backend_result = make_cuda_backend(device, *compute);
@@ -685,7 +688,7 @@ int run_cuda_single_process(Options o, const Job& job, int argc, char** argv) {
     throw std::runtime_error("single-process mode runs pure data parallelism: use --dp " +
                              std::to_string(gpus) + " --tp 1 --pp 1 (one rank per GPU)");
   }
-  start_signal_handling();
+  install_signal_handling();
   std::vector<std::unique_ptr<Backend>> backends;
   std::vector<int> devices;
   std::vector<void*> streams;

@@ -63,7 +63,8 @@ void TestTraceCli::importInfoStats() {
   QCOMPARE(i["world_size"].toInt(), 128);
   QCOMPARE(i["ranks"].toArray().size(), 2);
   QCOMPARE(i["meta"].toObject()["clock_alignment"].toString(), QString("collectives"));
-  const Run info_text = run_cli({"trace", "info", store});
+  const Run info_text = run_cli({"trace", "info", store, "--check"});
+  QCOMPARE(info_text.exit_code, 0);
   QVERIFY(info_text.out.contains("GPU 0 stream 7"));
 
   const Run stats = run_cli({"trace", "stats", store, "--json", "--top", "3"});

@@ -10,9 +10,11 @@
 #include <QTemporaryDir>
 #include <QtTest>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <set>
 #include <thread>
+#include <tuple>
 
 #include <signal.h>
 #include <sqlite3.h>
@@ -156,10 +158,12 @@ class TestTraceStore : public QObject {
   void spansFoldToPixels_data();
   void spansFoldToPixels();
   void eventAtIsInnermost();
+  void orderOfArrivalDoesNotMatter();
   void findEvents();
   void liveStoreOpensReadOnly();
   void killedWriterKeepsCommitted();
   void writeFailureNamesTheFile();
+  void corruptPagesAreReported();
   void refusesWhatIsNotAStore_data();
   void refusesWhatIsNotAStore();
 };
@@ -242,6 +246,9 @@ void TestTraceStore::roundTrip() {
     a.name = launch;
     a.correlation = 11;
     w.add(a);
+    Event stray = a;  // a lane this writer never made: dropped and counted, not a crash
+    stray.lane = LaneId{4'000'000'000u};
+    w.add(stray);
     Event backwards = a;  // an end before its start is stored as a zero-length event
     backwards.start_ns = 2'000'100'000;
     backwards.end_ns = 2'000'000'000;
@@ -278,6 +285,7 @@ void TestTraceStore::roundTrip() {
   QCOMPARE(back.tool_versions_json, run.tool_versions_json);
   QCOMPARE(r->world_size(), 2);
   QCOMPARE(r->meta("events_with_end_before_start"), std::optional<std::string>("1"));
+  QCOMPARE(r->meta("events_dropped_with_unknown_lane"), std::optional<std::string>("1"));
 
   QCOMPARE(r->ranks().size(), std::size_t{2});
   QCOMPARE(r->ranks()[1].host, std::string("node-02"));
@@ -562,6 +570,62 @@ void TestTraceStore::eventAtIsInnermost() {
   }
 }
 
+// Lanes whose events arrive in time order get their chunks from the writer;
+// others from finalize; a store cut short is read from its rows. All three
+// must read the same.
+void TestTraceStore::orderOfArrivalDoesNotMatter() {
+  QTemporaryDir dir;
+  const std::string ordered = temp_path(dir, "ordered.cstrace");
+  const std::string shuffled = temp_path(dir, "shuffled.cstrace");
+  WriterOptions small;
+  small.flush_rows = 2500;
+  const Written w =
+      write_store(shuffled, {Pattern::nested, Pattern::uniform, Pattern::bursty}, 12000, small);
+  {
+    auto created = TraceWriter::create(ordered, RunInfo{}, small);
+    QVERIFY(created);
+    TraceWriter& writer = **created;
+    writer.add_rank({0, "localhost", "test device", 1, 0, false});
+    for (const std::string& n : w.names)
+      writer.intern(n);
+    for (std::size_t i = 0; i < w.lanes.size(); ++i)
+      writer.add_lane(0, i == 0 ? LaneKind::cpu_thread : LaneKind::gpu_stream,
+                      "lane " + std::to_string(i), static_cast<int>(i));
+    for (LaneId lane : w.lanes) {
+      for (const Placed& p : placed(w, lane))
+        writer.add(p.event);
+    }
+    QVERIFY(writer.close());
+  }
+  auto a = open_reader(ordered);
+  auto b = open_reader(shuffled);
+  for (std::size_t i = 0; i < w.lanes.size(); ++i) {
+    const LaneId lane = w.lanes[i];
+    std::vector<std::tuple<std::int64_t, std::int64_t, std::uint32_t>> ea, eb;
+    QVERIFY(a->for_each_event({lane}, INT64_MIN / 4, INT64_MAX / 4, [&](const StoredEvent& e) {
+      ea.emplace_back(e.event.start_ns, e.event.end_ns, e.event.name.value);
+      return true;
+    }));
+    QVERIFY(b->for_each_event({lane}, INT64_MIN / 4, INT64_MAX / 4, [&](const StoredEvent& e) {
+      eb.emplace_back(e.event.start_ns, e.event.end_ns, e.event.name.value);
+      return true;
+    }));
+    QCOMPARE(ea.size(), std::size_t{12000});
+    QVERIFY(ea == eb);
+    const LaneInfo* la = a->lane(lane);
+    for (int px : {2000, 300}) {
+      auto sa = a->spans(lane, la->first_ns, la->last_ns + 1, px);
+      auto sb = b->spans(lane, la->first_ns, la->last_ns + 1, px);
+      QVERIFY(sa && sb);
+      QCOMPARE(sa->size(), sb->size());
+      for (std::size_t k = 0; k < sa->size(); ++k) {
+        QCOMPARE((*sa)[k].start_ns, (*sb)[k].start_ns);
+        QCOMPARE((*sa)[k].count, (*sb)[k].count);
+      }
+    }
+  }
+}
+
 void TestTraceStore::findEvents() {
   QTemporaryDir dir;
   const std::string path = temp_path(dir, "find.cstrace");
@@ -631,9 +695,23 @@ void TestTraceStore::killedWriterKeepsCommitted() {
     QVERIFY2(r->event_count() == committed || r->event_count() == committed + 10000,
              qPrintable(QString("%1 events, %2 reported").arg(r->event_count()).arg(committed)));
   }
+  // The rows as left (no chunks yet) and the repaired store read the same.
+  std::vector<std::pair<std::int64_t, std::int64_t>> raw, repaired;
+  {
+    auto unrepaired = open_reader(path, false);
+    QVERIFY(unrepaired->for_each_event({}, INT64_MIN / 4, INT64_MAX / 4, [&](const StoredEvent& e) {
+      raw.emplace_back(e.id, e.event.start_ns);
+      return true;
+    }));
+  }
   auto r = open_reader(path);
   QCOMPARE(r->state().status, std::string("interrupted"));
   QVERIFY(r->state().finalized);
+  QVERIFY(r->for_each_event({}, INT64_MIN / 4, INT64_MAX / 4, [&](const StoredEvent& e) {
+    repaired.emplace_back(e.id, e.event.start_ns);
+    return true;
+  }));
+  QVERIFY(raw == repaired);
   const std::int64_t n = r->event_count();
   QVERIFY(n == committed || n == committed + 10000);
   // Every kernel is whole and has its launch.
@@ -673,6 +751,47 @@ void TestTraceStore::writeFailureNamesTheFile() {
   QVERIFY2(r, r ? "" : r.message().c_str());
   QVERIFY2((*r)->event_count() >= committed,
            qPrintable(QString("%1 < %2").arg((*r)->event_count()).arg(committed)));
+}
+
+// Garbage written over pages inside a store: verify_store names the file
+// and the damage; reading everything else fails by name or succeeds, but
+// never crashes.
+void TestTraceStore::corruptPagesAreReported() {
+  QTemporaryDir dir;
+  const std::string path = temp_path(dir, "corrupt.cstrace");
+  write_store(path, {Pattern::uniform, Pattern::nested, Pattern::bursty}, 40000);
+  QVERIFY(verify_store(path));  // whole, it verifies
+  {
+    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+    const auto size = static_cast<std::int64_t>(std::filesystem::file_size(path));
+    std::mt19937 rng(3);
+    std::string garbage(16384, '\0');
+    for (char& c : garbage)
+      c = static_cast<char>(rng());
+    for (double at : {0.3, 0.55, 0.8}) {
+      f.seekp(static_cast<std::int64_t>(size * at) / 16384 * 16384);
+      f.write(garbage.data(), static_cast<std::streamsize>(garbage.size()));
+    }
+  }
+  const cs::Status verified = verify_store(path);
+  QVERIFY(!verified);
+  QVERIFY2(QString::fromStdString(verified.message())
+               .contains(QString::fromStdString(path) + " is damaged"),
+           verified.message().c_str());
+
+  auto r = TraceReader::open(path, TraceReader::Options{false});
+  if (!r) {
+    QVERIFY(QString::fromStdString(r.message()).contains(QString::fromStdString(path)));
+    return;
+  }
+  for (const LaneInfo& l : (*r)->lanes()) {
+    auto spans = (*r)->spans(l.id, l.first_ns, l.last_ns + 1, 1500);
+    if (!spans)
+      QVERIFY(QString::fromStdString(spans.message()).contains(QString::fromStdString(path)));
+    cs::Status s = (*r)->for_each_event({l.id}, INT64_MIN / 4, INT64_MAX / 4,
+                                        [](const StoredEvent&) { return true; });
+    if (!s) QVERIFY(QString::fromStdString(s.message()).contains(QString::fromStdString(path)));
+  }
 }
 
 void TestTraceStore::refusesWhatIsNotAStore_data() {

@@ -9,9 +9,9 @@
 #include <QtTest>
 #include <algorithm>
 #include <cstddef>
+#include <fstream>
 #include <map>
 #include <set>
-#include <fstream>
 
 #include <cupti.h>
 #include <nlohmann/json.hpp>
@@ -1018,7 +1018,8 @@ std::unique_ptr<Replayed> replay_h200(const char* file) {
   auto source = cs::profiler::open_replay_source(path);
   if (!source) qFatal("%s", source.message().c_str());
   auto run = std::make_unique<Replayed>();
-  auto options = replay_options(std::size_t{1} << 20, std::size_t{256} << 20);  // room for every buffer
+  auto options =
+      replay_options(std::size_t{1} << 20, std::size_t{256} << 20);  // room for every buffer
   auto tracer = cs::profiler::Tracer::start(std::move(source).value(), run->writer, options);
   if (!tracer) qFatal("%s", tracer.message().c_str());
   run->report = (*tracer)->finalize();
@@ -1038,12 +1039,15 @@ void check_healthy(const Replayed& run) {
   for (const Event& e : run.writer.events) {
     QVERIFY(e.end_ns >= e.start_ns);
     QVERIFY(e.start_ns > std::int64_t(T0));  // CLOCK_REALTIME nanoseconds of 2026
-    if (e.kind == EventKind::kernel) QVERIFY2(calls.count(e.correlation), run.writer.text(e.name).c_str());
+    if (e.kind == EventKind::kernel)
+      QVERIFY2(calls.count(e.correlation), run.writer.text(e.name).c_str());
     if (run.writer.lane(e.lane).kind == LaneKind::gpu_stream) streams[e.lane.value].push_back(&e);
   }
   for (auto& [lane, events] : streams) {
-    std::sort(events.begin(), events.end(), [](auto* a, auto* b) { return a->start_ns < b->start_ns; });
-    for (std::size_t i = 1; i < events.size(); ++i) QVERIFY(events[i]->start_ns >= events[i - 1]->end_ns);
+    std::sort(events.begin(), events.end(),
+              [](auto* a, auto* b) { return a->start_ns < b->start_ns; });
+    for (std::size_t i = 1; i < events.size(); ++i)
+      QVERIFY(events[i]->start_ns >= events[i - 1]->end_ns);
   }
 }
 
@@ -1095,7 +1099,8 @@ void TestCuptiDecoder::realH200PyTorchDdp() {
     const std::string name = run->writer.text(e.name);
     if (e.kind != EventKind::annotation) continue;
     if (name.rfind("step ", 0) == 0 && run->lane_name(e).rfind("NVTX thread ", 0) == 0) ++steps;
-    if (name.rfind("ncclAllReduce (comm ", 0) == 0 && run->lane_name(e).rfind("NVTX NCCL thread ", 0) == 0) {
+    if (name.rfind("ncclAllReduce (comm ", 0) == 0 &&
+        run->lane_name(e).rfind("NVTX NCCL thread ", 0) == 0) {
       ++all_reduces;
       if (e.bytes == 2 << 20) ++known_size;  // the script's 2 MiB bf16 all-reduce
       if (e.bytes > 4 << 20) ++ddp_buckets;

@@ -1,0 +1,338 @@
+#include "app/gui/cluster_designer.h"
+
+#include <QComboBox>
+#include <QFormLayout>
+#include <QLabel>
+#include <QScrollArea>
+#include <QSplitter>
+#include <QVBoxLayout>
+
+#include "app/gui/field_widgets.h"
+#include "app/gui/topology_view.h"
+#include "app/gui/workspace.h"
+#include "core/format.h"
+
+namespace cs::gui {
+
+namespace {
+
+QString q(const std::string& s) {
+  return QString::fromStdString(s);
+}
+QString jsonString(const QString& s) {
+  return '"' + s + '"';
+}  // preset names are plain ASCII
+
+QString totalsHtml(const Cluster& c) {
+  const ClusterTotals t = totals(c);
+  auto rate = [](double v) { return q(format_rate(v, "FLOP/s")); };
+  auto bw = [](double v) { return q(format_rate(v, "B/s")); };
+  QString peak;
+  const std::pair<const char*, double> rates[] = {{"FP8", t.peak.fp8},   {"BF16", t.peak.bf16},
+                                                  {"FP16", t.peak.fp16}, {"TF32", t.peak.tf32},
+                                                  {"FP32", t.peak.fp32}, {"INT8", t.peak.int8}};
+  for (const auto& [name, value] : rates) {
+    if (value <= 0) continue;
+    peak += QStringLiteral("<tr><td>&nbsp;&nbsp;%1</td><td align=right>%2</td></tr>")
+                .arg(name, name == std::string_view("INT8") ? q(format_rate(value, "OP/s"))
+                                                            : rate(value));
+  }
+  QString rows;
+  auto row = [&rows](const QString& k, const QString& v) {
+    rows += QStringLiteral("<tr><td>%1</td><td align=right><b>%2</b></td></tr>").arg(k, v);
+  };
+  row(QObject::tr("GPUs"), q(format_count(t.gpus)));
+  rows += QStringLiteral("<tr><td colspan=2>%1</td></tr>").arg(QObject::tr("Peak, dense")) + peak;
+  row(QObject::tr("GPU memory"), q(format_bytes(t.gpu_memory_bytes)));
+  row(QObject::tr("Per GPU, inside a node"), bw(t.per_gpu_intra_bandwidth));
+  if (c.nodes > 1) {
+    row(QObject::tr("Per GPU, between nodes"), bw(t.per_gpu_inter_bandwidth));
+    row(QObject::tr("Bisection"), bw(t.bisection_bandwidth));
+  }
+  row(QObject::tr("Power"), q(format_rate(t.power_watts, "W")));
+  if (t.price_per_hour > 0) {
+    row(QObject::tr("Price"),
+        QStringLiteral("$%1 / h").arg(QString::fromStdString(format_count(t.price_per_hour))));
+  }
+  return QStringLiteral("<table cellspacing=1 width=100%>%1</table>").arg(rows);
+}
+
+// The network preset to offer when a cluster grows past one node.
+QString defaultNetwork(const PresetCatalog& catalog) {
+  if (catalog.find_link("ib-ndr")) return QStringLiteral("ib-ndr");
+  for (const Link& l : catalog.links()) {
+    if (l.kind == LinkKind::infiniband || l.kind == LinkKind::roce ||
+        l.kind == LinkKind::ethernet) {
+      return q(l.name);
+    }
+  }
+  return {};
+}
+
+}  // namespace
+
+ClusterDesigner::ClusterDesigner(Workspace* workspace, QWidget* parent)
+    : QWidget(parent), workspace_(workspace) {
+  setObjectName(QStringLiteral("clusterDesigner"));
+  const PresetCatalog& catalog = workspace_->catalog();
+
+  preset_ = new QComboBox;
+  preset_->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
+  preset_->setMinimumContentsLength(12);
+  preset_->setObjectName(QStringLiteral("clusterPreset"));
+  preset_->addItem(tr("Load a preset…"));
+  for (const Cluster& c : catalog.clusters()) {
+    preset_->addItem(q(c.display_name.empty() ? c.name : c.display_name), q(c.name));
+  }
+  preset_->setToolTip(tr("Replaces the current cluster with a preset (undoable)"));
+  connect(preset_, &QComboBox::activated, this, [this](int index) {
+    if (index > 0) applyPreset(preset_->itemData(index).toString());
+    preset_->setCurrentIndex(0);
+  });
+
+  gpu_ = new QComboBox;
+  gpu_->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
+  gpu_->setMinimumContentsLength(12);
+  gpu_->setObjectName(QStringLiteral("gpuModel"));
+  for (const GpuSpec& g : catalog.gpus())
+    gpu_->addItem(q(g.display_name), q(g.name));
+  intra_ = new QComboBox;
+  intra_->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
+  intra_->setMinimumContentsLength(12);
+  intra_->setObjectName(QStringLiteral("intraLink"));
+  inter_ = new QComboBox;
+  inter_->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
+  inter_->setMinimumContentsLength(12);
+  inter_->setObjectName(QStringLiteral("interLink"));
+  inter_->addItem(tr("none (one node)"), QString());
+  for (const Link& l : catalog.links()) {
+    intra_->addItem(q(l.display_name), q(l.name));
+    inter_->addItem(q(l.display_name), q(l.name));
+  }
+  auto onCombo = [this](QComboBox* box, const QString& pointer, const QString& what) {
+    connect(box, &QComboBox::activated, this, [this, box, pointer, what](int) {
+      if (refreshing_) return;
+      const QString name = box->currentData().toString();
+      editFields(tr("Change %1 to %2").arg(what, box->currentText()),
+                 {{pointer, name.isEmpty() ? QStringLiteral("null") : jsonString(name)}}, {});
+    });
+  };
+  onCombo(gpu_, QStringLiteral("/gpu"), tr("GPU"));
+  onCombo(intra_, QStringLiteral("/intra_node"), tr("node link"));
+  onCombo(inter_, QStringLiteral("/inter_node"), tr("network"));
+
+  auto* form = new QFormLayout;
+  form->setFieldGrowthPolicy(QFormLayout::AllNonFixedFieldsGrow);
+  auto add = [&](const QString& label, const char* pointer, FieldEdit::Kind kind,
+                 const QString& tip = {}) {
+    auto* f = new FieldEdit(QString::fromLatin1(pointer), kind);
+    fields_[f->pointer()] = f;
+    connect(f, &FieldEdit::edited, this, &ClusterDesigner::onFieldEdited);
+    addRow(form, label, f, tip);
+  };
+  add(tr("Name"), "/display_name", FieldEdit::Kind::text);
+  add(tr("&Nodes"), "/nodes", FieldEdit::Kind::integer);
+  add(tr("&GPUs per node"), "/gpus_per_node", FieldEdit::Kind::integer);
+  addRow(form, tr("GPU model"), gpu_);
+  add(tr("GPU memory (GiB)"), "/gpu/memory_gib", FieldEdit::Kind::number);
+  addRow(form, tr("Link inside a node"), intra_);
+  add(tr("  bandwidth (Gbit/s)"), "/intra_node/bandwidth_gbps", FieldEdit::Kind::number,
+      tr("Per direction, per GPU port"));
+  add(tr("  latency (µs)"), "/intra_node/latency_us", FieldEdit::Kind::number);
+  addRow(form, tr("Network between nodes"), inter_);
+  add(tr("  bandwidth (Gbit/s)"), "/inter_node/bandwidth_gbps", FieldEdit::Kind::number,
+      tr("Per direction, per NIC"));
+  add(tr("  latency (µs)"), "/inter_node/latency_us", FieldEdit::Kind::number);
+  add(tr("NICs per node"), "/nics_per_node", FieldEdit::Kind::integer);
+  add(tr("Price per GPU-hour ($)"), "/price_per_gpu_hour", FieldEdit::Kind::number);
+  add(tr("Power per GPU (W)"), "/power_per_gpu_watts", FieldEdit::Kind::number,
+      tr("Board power used for energy; 0 uses the GPU's TDP"));
+
+  problem_ = new QLabel;
+  problem_->setObjectName(QStringLiteral("clusterProblem"));
+  problem_->setWordWrap(true);
+  problem_->setStyleSheet(QStringLiteral("color: #d03030;"));
+  problem_->setVisible(false);
+  totals_ = new QLabel;
+  totals_->setObjectName(QStringLiteral("clusterTotals"));
+  totals_->setTextFormat(Qt::RichText);
+
+  auto* top = new QWidget;
+  auto* top_layout = new QVBoxLayout(top);
+  top_layout->addWidget(preset_);
+  top_layout->addLayout(form);
+  top_layout->addWidget(problem_);
+  top_layout->addWidget(totals_);
+  top_layout->addStretch();
+  auto* scroll = new QScrollArea;
+  scroll->setWidget(top);
+  scroll->setWidgetResizable(true);
+  scroll->setFrameShape(QFrame::NoFrame);
+
+  topology_ = new TopologyView;
+  auto* splitter = new QSplitter(Qt::Vertical);
+  splitter->addWidget(scroll);
+  splitter->addWidget(topology_);
+  splitter->setStretchFactor(0, 3);
+  splitter->setStretchFactor(1, 2);
+  auto* layout = new QVBoxLayout(this);
+  layout->setContentsMargins(2, 2, 2, 2);
+  layout->addWidget(splitter);
+
+  connect(workspace_, &Workspace::projectChanged, this, &ClusterDesigner::refresh);
+  refresh();
+}
+
+FieldEdit* ClusterDesigner::field(const QString& pointer) const {
+  auto it = fields_.find(pointer);
+  return it == fields_.end() ? nullptr : it->second;
+}
+
+bool ClusterDesigner::applyPreset(const QString& name) {
+  const Project& project = workspace_->project();
+  const Cluster* current = project.current_cluster();
+  if (!current) return false;
+  auto preset = workspace_->catalog().cluster(name.toStdString());
+  if (!preset) {
+    problem_->setText(q(preset.message()));
+    problem_->setVisible(true);
+    return false;
+  }
+  Project after = project;
+  Cluster cluster = std::move(preset).value();
+  cluster.name = current->name;  // plans refer to the cluster by this name
+  after.clusters[std::size_t(project.cluster_index(current->name))] = std::move(cluster);
+  workspace_->edit(tr("Load cluster preset %1").arg(name), std::move(after));
+  return true;
+}
+
+void ClusterDesigner::onFieldEdited(const QString& pointer, const QString& value) {
+  const Cluster* c = workspace_->project().current_cluster();
+  if (!c) return;
+  std::vector<std::pair<QString, QString>> edits{{pointer, value}};
+  // Keep the cluster whole when its shape changes: a network once there is
+  // more than one node, a GPU model once nodes hold GPUs.
+  bool ok = false;
+  const int n = value.toInt(&ok);
+  if (ok && pointer == QLatin1String("/nodes") && n > 1 && !c->inter_node) {
+    const QString net = defaultNetwork(workspace_->catalog());
+    if (!net.isEmpty()) edits.push_back({QStringLiteral("/inter_node"), jsonString(net)});
+  }
+  if (ok && pointer == QLatin1String("/gpus_per_node")) {
+    if (n == 0 && c->gpu) edits.push_back({QStringLiteral("/gpu"), QStringLiteral("null")});
+    if (n > 0 && !c->gpu && !workspace_->catalog().gpus().empty()) {
+      edits.push_back(
+          {QStringLiteral("/gpu"), jsonString(q(workspace_->catalog().gpus().front().name))});
+    }
+  }
+  const FieldEdit* f = field(pointer);
+  const QString label = f ? pointer.mid(1).replace('/', ' ').replace('_', ' ') : pointer;
+  editFields(tr("Edit cluster %1").arg(label), std::move(edits),
+             QStringLiteral("cluster") + pointer);
+}
+
+void ClusterDesigner::showProblems(const std::vector<Problem>& problems,
+                                   const std::vector<std::pair<QString, QString>>& edits) {
+  // Each problem at its own field; the edited field says why its value was
+  // refused even when the rule broken sits elsewhere ("/inter_node: ...").
+  QStringList general;
+  QStringList elsewhere;
+  for (const Problem& p : problems) {
+    const QString line =
+        QStringLiteral("%1: %2").arg(p.pointer.empty() ? "/" : q(p.pointer), q(p.message));
+    if (FieldEdit* f = field(q(p.pointer))) {
+      f->setProblem(q(p.message));
+    } else {
+      general << line;
+    }
+    bool edited_here = false;
+    for (const auto& [pointer, value] : edits)
+      edited_here = edited_here || pointer == q(p.pointer);
+    if (!edited_here) elsewhere << line;
+  }
+  for (const auto& [pointer, value] : edits) {
+    FieldEdit* f = field(pointer);
+    if (!f) continue;
+    bool own = false;
+    for (const Problem& p : problems)
+      own = own || q(p.pointer) == pointer;
+    if (!own) f->setProblem(elsewhere.join('\n'));
+  }
+  problem_->setText(general.join('\n'));
+  problem_->setVisible(!general.isEmpty());
+}
+
+void ClusterDesigner::editFields(const QString& text,
+                                 std::vector<std::pair<QString, QString>> edits,
+                                 const QString& merge_key) {
+  const Project& project = workspace_->project();
+  const Cluster* current = project.current_cluster();
+  if (!current) return;
+  std::vector<FieldValue> values;
+  for (const auto& [pointer, value] : edits)
+    values.push_back({pointer.toStdString(), value.toStdString()});
+  std::vector<Problem> problems;
+  auto edited = edit_cluster(*current, values, workspace_->catalog(), &problems);
+  if (!edited) {
+    showProblems(problems, edits);
+    return;
+  }
+  for (const auto& [pointer, value] : edits) {
+    if (FieldEdit* f = field(pointer)) f->setProblem({});
+  }
+  problem_->setVisible(false);
+  std::string before_json;
+  std::string after_json;
+  cluster_fields(*current, {}, &before_json);
+  cluster_fields(edited.value(), {}, &after_json);
+  if (before_json == after_json) return;  // the value it already had: no undo step
+  Project after = project;
+  after.clusters[std::size_t(project.cluster_index(current->name))] = std::move(edited).value();
+  workspace_->edit(text, std::move(after), merge_key);
+}
+
+void ClusterDesigner::refresh() {
+  const Cluster* c = workspace_->project().current_cluster();
+  setEnabled(c != nullptr);
+  if (!c) {
+    shown_.clear();
+    totals_->setText(tr("No cluster: the project has no plan."));
+    return;
+  }
+  std::vector<std::string> pointers;
+  for (const auto& [pointer, f] : fields_)
+    pointers.push_back(pointer.toStdString());
+  std::string whole;
+  const std::vector<std::string> values = cluster_fields(*c, pointers, &whole);
+  problem_->setVisible(false);  // a refused edit's message lasts until the next change
+  if (whole == shown_) return;  // an edit elsewhere: nothing here changed
+  shown_ = whole;
+  refreshing_ = true;
+  std::size_t i = 0;
+  for (auto& [pointer, f] : fields_) {
+    const std::string& value = values[i++];
+    const bool present = !value.empty() || pointer == QLatin1String("/display_name");
+    f->setEnabled(present);
+    if (!(f->lineEdit()->hasFocus() && f->hasProblem())) f->setProblem({});
+    f->showValue(q(value));
+  }
+  auto select = [](QComboBox* box, const QString& name, const QString& display) {
+    int index = box->findData(name);
+    if (index < 0 && !name.isEmpty()) {
+      box->addItem(display.isEmpty() ? name : display, name);  // a custom part from a file
+      index = box->count() - 1;
+    }
+    box->setCurrentIndex(std::max(0, index));
+  };
+  gpu_->setEnabled(c->gpus_per_node > 0);
+  if (c->gpu) select(gpu_, q(c->gpu->name), q(c->gpu->display_name));
+  select(intra_, q(c->intra_node.name), q(c->intra_node.display_name));
+  select(inter_, c->inter_node ? q(c->inter_node->name) : QString(),
+         c->inter_node ? q(c->inter_node->display_name) : QString());
+  refreshing_ = false;
+  problem_->setVisible(false);
+  totals_->setText(totalsHtml(*c));
+  topology_->setCluster(*c);
+}
+
+}  // namespace cs::gui

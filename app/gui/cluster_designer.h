@@ -1,0 +1,63 @@
+#pragma once
+// The cluster designer: a preset or a cluster built field by field (nodes,
+// GPUs per node and their model, the link inside a node and the network
+// between nodes, prices and power), its drawn topology and its totals. Every
+// edit is an undo step; a bad value stays in its field, marked with the core
+// reader's reason, and is not applied.
+
+#include <QWidget>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/problem.h"
+
+class QComboBox;
+class QLabel;
+
+namespace cs::gui {
+
+class FieldEdit;
+class TopologyView;
+class Workspace;
+
+class ClusterDesigner : public QWidget {
+  Q_OBJECT
+
+ public:
+  explicit ClusterDesigner(Workspace* workspace, QWidget* parent = nullptr);
+
+  // The field for a JSON pointer of the cluster ("/nodes", "/inter_node/latency_us").
+  FieldEdit* field(const QString& pointer) const;
+  QComboBox* presetBox() const { return preset_; }
+  QComboBox* gpuBox() const { return gpu_; }
+  QComboBox* intraBox() const { return intra_; }
+  QComboBox* interBox() const { return inter_; }
+  TopologyView* topology() const { return topology_; }
+  QLabel* totalsLabel() const { return totals_; }
+
+  // Applies a preset by name; false (with a message in the panel) when missing.
+  bool applyPreset(const QString& name);
+
+ private:
+  void refresh();
+  void editFields(const QString& text, std::vector<std::pair<QString, QString>> edits,
+                  const QString& merge_key);
+  void onFieldEdited(const QString& pointer, const QString& value);
+  void showProblems(const std::vector<Problem>& problems,
+                    const std::vector<std::pair<QString, QString>>& edits);
+
+  Workspace* workspace_;
+  QComboBox* preset_;
+  QComboBox* gpu_;
+  QComboBox* intra_;
+  QComboBox* inter_;
+  std::map<QString, FieldEdit*> fields_;
+  QLabel* problem_;
+  QLabel* totals_;
+  TopologyView* topology_;
+  bool refreshing_ = false;
+  std::string shown_;  // the JSON of the cluster the fields show
+};
+
+}  // namespace cs::gui

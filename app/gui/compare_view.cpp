@@ -1,0 +1,226 @@
+#include "app/gui/compare_view.h"
+
+#include <QBarCategoryAxis>
+#include <QBarSeries>
+#include <QBarSet>
+#include <QChart>
+#include <QChartView>
+#include <QHBoxLayout>
+#include <QHeaderView>
+#include <QLabel>
+#include <QPushButton>
+#include <QSplitter>
+#include <QTableWidget>
+#include <QVBoxLayout>
+#include <QValueAxis>
+
+#include "core/format.h"
+
+namespace cs::gui {
+
+namespace {
+
+QString q(std::string_view s) {
+  return QString::fromUtf8(s.data(), int(s.size()));
+}
+
+struct Metric {
+  const char* name;
+  double (*value)(const plan::RankedPlan&);
+  QString (*text)(const plan::RankedPlan&);
+  bool charted;
+};
+
+const Metric kMetrics[] = {
+    {"tokens/s", [](const plan::RankedPlan& r) { return r.estimate.throughput.tokens_per_second; },
+     [](const plan::RankedPlan& r) {
+       return q(format_count(r.estimate.throughput.tokens_per_second));
+     },
+     true},
+    {"MFU", [](const plan::RankedPlan& r) { return r.estimate.throughput.mfu; },
+     [](const plan::RankedPlan& r) {
+       return QStringLiteral("%1 %").arg(100 * r.estimate.throughput.mfu, 0, 'f', 1);
+     },
+     true},
+    {"memory/GPU", [](const plan::RankedPlan& r) { return r.estimate.memory.total(); },
+     [](const plan::RankedPlan& r) { return q(format_bytes(r.estimate.memory.total())); }, true},
+    {"step time", [](const plan::RankedPlan& r) { return r.estimate.time.step(); },
+     [](const plan::RankedPlan& r) { return q(format_seconds(r.estimate.time.step())); }, true},
+    {"time to train", [](const plan::RankedPlan& r) { return r.estimate.training.seconds; },
+     [](const plan::RankedPlan& r) { return q(format_seconds(r.estimate.training.seconds)); },
+     true},
+    {"cost", [](const plan::RankedPlan& r) { return r.estimate.training.cost_usd; },
+     [](const plan::RankedPlan& r) {
+       return r.estimate.training.cost_usd > 0
+                  ? QStringLiteral("$") + q(format_count(r.estimate.training.cost_usd))
+                  : QStringLiteral("—");
+     },
+     true},
+    {"GPUs", [](const plan::RankedPlan& r) { return double(r.estimate.gpus); },
+     [](const plan::RankedPlan& r) { return QString::number(r.estimate.gpus); }, false},
+    {"DP × TP × PP", [](const plan::RankedPlan&) { return 0.0; },
+     [](const plan::RankedPlan& r) {
+       return QStringLiteral("%1 × %2 × %3")
+           .arg(r.parallel.dp)
+           .arg(r.parallel.tp)
+           .arg(r.parallel.pp);
+     },
+     false},
+    {"virtual stages", [](const plan::RankedPlan&) { return 0.0; },
+     [](const plan::RankedPlan& r) { return QString::number(r.parallel.virtual_stages); }, false},
+    {"sequence parallel", [](const plan::RankedPlan&) { return 0.0; },
+     [](const plan::RankedPlan& r) {
+       return r.parallel.sequence_parallel ? QStringLiteral("on") : QStringLiteral("off");
+     },
+     false},
+    {"ZeRO", [](const plan::RankedPlan&) { return 0.0; },
+     [](const plan::RankedPlan& r) { return QString::number(r.parallel.zero_stage); }, false},
+    {"micro / global batch", [](const plan::RankedPlan&) { return 0.0; },
+     [](const plan::RankedPlan& r) {
+       return QStringLiteral("%1 / %2").arg(r.parallel.micro_batch).arg(r.parallel.global_batch);
+     },
+     false},
+    {"recompute", [](const plan::RankedPlan&) { return 0.0; },
+     [](const plan::RankedPlan& r) { return q(to_string(r.parallel.recompute)); }, false},
+    {"precision", [](const plan::RankedPlan&) { return 0.0; },
+     [](const plan::RankedPlan& r) { return q(to_string(r.precision.compute)); }, false},
+};
+
+}  // namespace
+
+bool PinnedPlans::pin(const plan::RankedPlan& plan, const QString& name) {
+  if (int(plans_.size()) >= kMaxPinned) return false;
+  for (const plan::RankedPlan& p : plans_) {
+    const ParallelPlan& a = p.parallel;
+    const ParallelPlan& b = plan.parallel;
+    if (a.dp == b.dp && a.tp == b.tp && a.pp == b.pp && a.virtual_stages == b.virtual_stages &&
+        a.sequence_parallel == b.sequence_parallel && a.zero_stage == b.zero_stage &&
+        a.micro_batch == b.micro_batch && a.global_batch == b.global_batch &&
+        a.recompute == b.recompute && a.flash_attention == b.flash_attention &&
+        p.precision.compute == plan.precision.compute &&
+        p.estimate.memory.total() == plan.estimate.memory.total()) {
+      return false;
+    }
+  }
+  plans_.push_back(plan);
+  names_.push_back(name);
+  emit changed();
+  return true;
+}
+
+void PinnedPlans::unpin(int index) {
+  if (index < 0 || index >= size()) return;
+  plans_.erase(plans_.begin() + index);
+  names_.erase(names_.begin() + index);
+  emit changed();
+}
+
+void PinnedPlans::clear() {
+  plans_.clear();
+  names_.clear();
+  emit changed();
+}
+
+CompareView::CompareView(PinnedPlans* pinned, QWidget* parent) : QWidget(parent), pinned_(pinned) {
+  setObjectName(QStringLiteral("compareView"));
+  table_ = new QTableWidget;
+  table_->setObjectName(QStringLiteral("compareTable"));
+  table_->setEditTriggers(QAbstractItemView::NoEditTriggers);
+  table_->setSelectionBehavior(QAbstractItemView::SelectColumns);
+  table_->setSelectionMode(QAbstractItemView::SingleSelection);
+  table_->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
+  table_->horizontalHeader()->setStretchLastSection(true);
+
+  bars_ = new QBarSeries;
+  auto* chart = new QChart;
+  chart->addSeries(bars_);
+  chart->setTitle(tr("Pinned plans, % of the largest"));
+  chart->legend()->setAlignment(Qt::AlignBottom);
+  auto* x = new QBarCategoryAxis;
+  for (const Metric& m : kMetrics) {
+    if (m.charted) x->append(tr(m.name));
+  }
+  auto* y = new QValueAxis;
+  y->setRange(0, 100);
+  y->setLabelFormat(QStringLiteral("%d %%"));
+  chart->addAxis(x, Qt::AlignBottom);
+  chart->addAxis(y, Qt::AlignLeft);
+  bars_->attachAxis(x);
+  bars_->attachAxis(y);
+  chart_view_ = new QChartView(chart);
+  chart_view_->setRenderHint(QPainter::Antialiasing);
+  chart_view_->setMinimumHeight(180);
+
+  auto* current = new QPushButton(tr("Make current"));
+  current->setObjectName(QStringLiteral("compareMakeCurrent"));
+  auto* unpin = new QPushButton(tr("Unpin"));
+  unpin->setObjectName(QStringLiteral("compareUnpin"));
+  auto* clear = new QPushButton(tr("Unpin all"));
+  connect(current, &QPushButton::clicked, this, [this] {
+    const int c = table_->currentColumn();
+    if (c >= 0 && c < pinned_->size()) emit makeCurrent(pinned_->at(c));
+  });
+  connect(unpin, &QPushButton::clicked, this, [this] { pinned_->unpin(table_->currentColumn()); });
+  connect(clear, &QPushButton::clicked, pinned_, &PinnedPlans::clear);
+  hint_ = new QLabel;
+  hint_->setWordWrap(true);
+  auto* buttons = new QHBoxLayout;
+  buttons->addWidget(hint_, 1);
+  buttons->addWidget(current);
+  buttons->addWidget(unpin);
+  buttons->addWidget(clear);
+
+  auto* splitter = new QSplitter(Qt::Horizontal);
+  splitter->addWidget(table_);
+  splitter->addWidget(chart_view_);
+  splitter->setStretchFactor(0, 1);
+  splitter->setStretchFactor(1, 1);
+  splitter->setSizes({600, 600});
+  auto* layout = new QVBoxLayout(this);
+  layout->setContentsMargins(2, 2, 2, 2);
+  layout->addWidget(splitter, 1);
+  layout->addLayout(buttons);
+  connect(pinned_, &PinnedPlans::changed, this, &CompareView::refresh);
+  refresh();
+}
+
+void CompareView::refresh() {
+  const int n = pinned_->size();
+  hint_->setText(
+      n == 0 ? tr("Pin up to %1 plans from the explorer (or the current plan) to compare them.")
+                   .arg(kMaxPinned)
+             : tr("%1 of %2 pinned").arg(n).arg(kMaxPinned));
+  table_->clear();
+  table_->setColumnCount(n);
+  table_->setRowCount(int(std::size(kMetrics)));
+  QStringList headers;
+  for (int i = 0; i < n; ++i)
+    headers << pinned_->nameAt(i);
+  table_->setHorizontalHeaderLabels(headers);
+  QStringList rows;
+  for (const Metric& m : kMetrics)
+    rows << tr(m.name);
+  table_->setVerticalHeaderLabels(rows);
+  for (int r = 0; r < int(std::size(kMetrics)); ++r) {
+    for (int c = 0; c < n; ++c) {
+      auto* item = new QTableWidgetItem(kMetrics[r].text(pinned_->at(c)));
+      item->setTextAlignment(Qt::AlignRight | Qt::AlignVCenter);
+      table_->setItem(r, c, item);
+    }
+  }
+
+  bars_->clear();
+  for (int c = 0; c < n; ++c) {
+    auto* set = new QBarSet(pinned_->nameAt(c));
+    for (const Metric& m : kMetrics) {
+      if (!m.charted) continue;
+      double largest = 0;
+      for (int k = 0; k < n; ++k)
+        largest = std::max(largest, m.value(pinned_->at(k)));
+      set->append(largest > 0 ? 100.0 * m.value(pinned_->at(c)) / largest : 0.0);
+    }
+    bars_->append(set);
+  }
+}
+
+}  // namespace cs::gui

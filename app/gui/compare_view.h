@@ -1,0 +1,65 @@
+#pragma once
+// Up to four pinned plans side by side: a table of their figures and
+// controls, and grouped bars of the figures that matter (each relative to the
+// best of the pinned plans, so that throughput and memory share one axis).
+
+#include <QObject>
+#include <QWidget>
+#include <vector>
+
+#include "planners/search.h"
+
+class QTableWidget;
+class QPushButton;
+class QLabel;
+
+class QChartView;
+class QBarSeries;
+
+namespace cs::gui {
+
+inline constexpr int kMaxPinned = 4;
+
+class PinnedPlans : public QObject {
+  Q_OBJECT
+
+ public:
+  using QObject::QObject;
+  // False (and nothing pinned) when four are pinned already or it is pinned.
+  bool pin(const plan::RankedPlan& plan, const QString& name);
+  void unpin(int index);
+  void clear();
+  int size() const { return int(plans_.size()); }
+  const plan::RankedPlan& at(int i) const { return plans_[std::size_t(i)]; }
+  const QString& nameAt(int i) const { return names_[std::size_t(i)]; }
+
+ signals:
+  void changed();
+
+ private:
+  std::vector<plan::RankedPlan> plans_;
+  std::vector<QString> names_;
+};
+
+class CompareView : public QWidget {
+  Q_OBJECT
+
+ public:
+  CompareView(PinnedPlans* pinned, QWidget* parent = nullptr);
+  QTableWidget* table() const { return table_; }
+  QBarSeries* bars() const { return bars_; }
+
+ signals:
+  void makeCurrent(const cs::plan::RankedPlan& plan);
+
+ private:
+  void refresh();
+
+  PinnedPlans* pinned_;
+  QTableWidget* table_;
+  QChartView* chart_view_;
+  QBarSeries* bars_;
+  QLabel* hint_;
+};
+
+}  // namespace cs::gui

@@ -1,0 +1,205 @@
+#include "app/gui/estimate_view.h"
+
+#include <QGridLayout>
+#include <QLabel>
+#include <QScrollArea>
+#include <QTimer>
+#include <QVBoxLayout>
+
+#include "app/gui/predicted_timeline.h"
+#include "app/gui/stacked_bar.h"
+#include "app/gui/timeline_widget.h"
+#include "core/format.h"
+
+namespace cs::gui {
+
+namespace {
+
+QString q(const std::string& s) {
+  return QString::fromStdString(s);
+}
+
+struct Tile {
+  const char* key;
+  const char* caption;
+};
+constexpr Tile kTiles[] = {
+    {"tokens_per_second", "tokens/s"},
+    {"mfu", "MFU"},
+    {"step_time", "step time"},
+    {"time_to_train", "time to train"},
+    {"gpu_hours", "GPU-hours"},
+    {"cost", "cost"},
+    {"energy", "energy"},
+    {"memory", "memory per GPU"},
+};
+
+}  // namespace
+
+std::vector<std::pair<QString, QString>> EstimateView::headlineFigures(const plan::Estimate& e,
+                                                                       const Plan& plan) {
+  const bool transformer = plan.workload.kind == WorkloadKind::transformer;
+  std::vector<std::pair<QString, QString>> out;
+  out.emplace_back(transformer ? tr("tokens/s") : tr("samples/s"),
+                   q(format_count(transformer ? e.throughput.tokens_per_second
+                                              : e.throughput.samples_per_second)));
+  out.emplace_back(tr("MFU"), QStringLiteral("%1 %").arg(100 * e.throughput.mfu, 0, 'f', 1));
+  out.emplace_back(e.inference ? tr("forward pass") : tr("step time"),
+                   q(format_seconds(e.time.step())));
+  out.emplace_back(tr("time to train"),
+                   e.training.seconds > 0 ? q(format_seconds(e.training.seconds)) : tr("—"));
+  out.emplace_back(tr("GPU-hours"), q(format_count(e.training.gpu_hours)));
+  out.emplace_back(tr("cost"), e.training.cost_usd > 0
+                                   ? QStringLiteral("$%1").arg(q(format_count(e.training.cost_usd)))
+                                   : tr("no price"));
+  out.emplace_back(tr("energy"), q(format_rate(e.training.energy_kwh * 1000, "Wh")));
+  out.emplace_back(tr("memory per GPU"),
+                   QStringLiteral("%1 / %2").arg(q(format_bytes(e.memory.total())),
+                                                 q(format_bytes(e.memory_capacity))));
+  return out;
+}
+
+EstimateView::EstimateView(AnalysisService* analysis, QWidget* parent)
+    : QWidget(parent), analysis_(analysis) {
+  setObjectName(QStringLiteral("estimateView"));
+  auto* grid = new QGridLayout;
+  grid->setHorizontalSpacing(16);
+  int i = 0;
+  for (const Tile& tile : kTiles) {
+    auto* value = new QLabel(QStringLiteral("—"));
+    value->setObjectName(QStringLiteral("headline_") + tile.key);
+    QFont big = value->font();
+    big.setPointSizeF(big.pointSizeF() * 1.5);
+    big.setBold(true);
+    value->setFont(big);
+    value->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    auto* caption = new QLabel(tr(tile.caption));
+    grid->addWidget(value, (i / 4) * 2, i % 4);
+    grid->addWidget(caption, (i / 4) * 2 + 1, i % 4);
+    headlines_[QString::fromLatin1(tile.key)] = value;
+    ++i;
+  }
+
+  message_ = new QLabel;
+  message_->setObjectName(QStringLiteral("estimateMessage"));
+  message_->setWordWrap(true);
+  message_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  message_->setVisible(false);
+
+  memory_ = new StackedBarWidget;
+  memory_->setObjectName(QStringLiteral("memoryBar"));
+  time_ = new StackedBarWidget;
+  time_->setObjectName(QStringLiteral("timeBar"));
+  timeline_title_ =
+      new QLabel(tr("<b>Predicted timeline of one step</b>, one rank per pipeline stage "
+                    "(wheel: zoom, drag: pan, double-click: whole step)"));
+  timeline_title_->setWordWrap(true);
+  timeline_ = new TimelineWidget;
+  timeline_->setObjectName(QStringLiteral("predictedTimeline"));
+  predicted_ = new PredictedTimelineService(this);
+  connect(predicted_, &PredictedTimelineService::ready, this,
+          [this](std::uint64_t job, const QString& path, const QString& error) {
+            if (job != predicted_->requestedJob()) return;
+            if (error.isEmpty()) {
+              timeline_->setStore(path);
+            } else {
+              timeline_->clear(error);
+            }
+          });
+
+  auto* layout = new QVBoxLayout(this);
+  layout->addLayout(grid);
+  layout->addWidget(message_);
+  layout->addWidget(memory_);
+  layout->addWidget(time_);
+  layout->addWidget(timeline_title_);
+  layout->addWidget(timeline_, 1);
+
+  auto painted = [this](std::uint64_t) {
+    const std::uint64_t job = paintedJob();
+    if (job != shown_job_ || job == 0) return;
+    emit this->painted(job);
+    // The timeline follows once the figures are on screen (after this paint
+    // pass), so that writing its store never competes with painting them.
+    if (timeline_plan_) {
+      QTimer::singleShot(0, this,
+                         [this, plan = std::move(*timeline_plan_)] { predicted_->request(plan); });
+      timeline_plan_.reset();
+    }
+  };
+  connect(memory_, &StackedBarWidget::painted, this, painted);
+  connect(time_, &StackedBarWidget::painted, this, painted);
+  connect(analysis_, &AnalysisService::analysed, this, &EstimateView::showAnalysis);
+  if (analysis_->latest()) showAnalysis(analysis_->latest());
+}
+
+bool EstimateView::timelineSettled() const {
+  return !timeline_plan_ && predicted_->readyJob() == predicted_->requestedJob() &&
+         !timeline_->busy() &&
+         (timeline_->frameJob() == 0 || timeline_->paintedJob() == timeline_->frameJob());
+}
+
+QLabel* EstimateView::headline(const QString& key) const {
+  auto it = headlines_.find(key);
+  return it == headlines_.end() ? nullptr : it->second;
+}
+
+std::uint64_t EstimateView::paintedJob() const {
+  return std::min(memory_->paintedJob(), time_->paintedJob());
+}
+
+void EstimateView::showAnalysis(const std::shared_ptr<const PlanAnalysis>& a) {
+  if (!a) return;
+  shown_job_ = a->job;
+  QStringList lines;
+  if (!a->estimate) {
+    // No estimate: every reason, each naming the control to change.
+    lines << (a->has_plan ? tr("This plan cannot run:") : tr("No plan to estimate:"));
+    if (!a->problems.empty()) {
+      for (const Problem& p : a->problems)
+        lines << QStringLiteral("• %1: %2").arg(q(p.pointer), q(p.message));
+    } else {
+      lines << q(a->error);
+    }
+    for (auto& [key, label] : headlines_)
+      label->setText(QStringLiteral("—"));
+    message_->setText(lines.join('\n'));
+    message_->setStyleSheet(QStringLiteral("color: #d03030;"));
+    message_->setVisible(true);
+    memory_->clear();
+    time_->clear();
+    memory_->setVisible(false);
+    time_->setVisible(false);
+    timeline_plan_.reset();
+    timeline_->clear(tr("No timeline: the plan cannot run."));
+    emit painted(a->job);
+    return;
+  }
+  const plan::Estimate& e = *a->estimate;
+  const auto figures = headlineFigures(e, a->plan);
+  int i = 0;
+  for (const Tile& tile : kTiles) {
+    QLabel* label = headlines_[QString::fromLatin1(tile.key)];
+    label->setText(figures[std::size_t(i)].second);
+    if (QString::fromLatin1(tile.key) == QLatin1String("memory")) {
+      label->setStyleSheet(e.fits ? QString() : QStringLiteral("color: #d03030;"));
+    }
+    ++i;
+  }
+  if (!e.fits) {
+    message_->setText(tr("Does not fit: %1").arg(q(a->memory.message)));
+    message_->setStyleSheet(QStringLiteral("color: #d03030;"));
+    message_->setVisible(true);
+  } else {
+    message_->setText(tr("Fits with %1 to spare per GPU.").arg(q(format_bytes(e.headroom_bytes))));
+    message_->setStyleSheet(QString());
+    message_->setVisible(true);
+  }
+  memory_->setVisible(true);
+  time_->setVisible(true);
+  memory_->setData(cs::gui::memoryBar(e), a->job);
+  time_->setData(cs::gui::timeBar(e), a->job);
+  timeline_plan_ = a->plan;  // requested once the bars are painted
+}
+
+}  // namespace cs::gui

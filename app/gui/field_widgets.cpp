@@ -1,0 +1,100 @@
+#include "app/gui/field_widgets.h"
+
+#include <QFormLayout>
+#include <QVBoxLayout>
+#include <cmath>
+
+namespace cs::gui {
+
+namespace {
+// A JSON string literal.
+QString quoted(const QString& text) {
+  QString out = QStringLiteral("\"");
+  for (const QChar c : text) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (c.unicode() < 0x20) {
+      out += QStringLiteral("\\u%1").arg(c.unicode(), 4, 16, QChar('0'));
+    } else {
+      out += c;
+    }
+  }
+  return out + '"';
+}
+}  // namespace
+
+FieldEdit::FieldEdit(QString pointer, Kind kind, QWidget* parent)
+    : QWidget(parent), pointer_(std::move(pointer)), kind_(kind) {
+  auto* layout = new QVBoxLayout(this);
+  layout->setContentsMargins(0, 0, 0, 0);
+  layout->setSpacing(1);
+  edit_ = new QLineEdit(this);
+  edit_->setObjectName(pointer_);
+  reason_ = new QLabel(this);
+  reason_->setWordWrap(true);
+  reason_->setVisible(false);
+  QFont small = reason_->font();
+  small.setPointSizeF(small.pointSizeF() * 0.9);
+  reason_->setFont(small);
+  layout->addWidget(edit_);
+  layout->addWidget(reason_);
+  if (kind_ != Kind::text) edit_->setAlignment(Qt::AlignRight);
+  connect(edit_, &QLineEdit::textEdited, this, [this] { emit edited(pointer_, jsonValue()); });
+}
+
+void FieldEdit::showValue(const QString& value) {
+  QString shown = value;
+  bool is_number = false;
+  const double v = value.toDouble(&is_number);
+  // Whole numbers without the JSON writer's ".0".
+  if (is_number && kind_ != Kind::text && v == std::floor(v) && std::abs(v) < 1e15) {
+    shown = QString::number(v, 'f', 0);
+  }
+  if (edit_->hasFocus()) {
+    // The user is typing: keep their text while it means the same value.
+    if (hasProblem()) return;
+    bool typed_ok = false;
+    const double typed = edit_->text().toDouble(&typed_ok);
+    if (kind_ != Kind::text && is_number && typed_ok && typed == v) return;
+  }
+  if (edit_->text() != shown) edit_->setText(shown);
+}
+
+void FieldEdit::setProblem(const QString& reason) {
+  if (reason == problem_) return;
+  problem_ = reason;
+  reason_->setText(reason);
+  reason_->setVisible(!reason.isEmpty());
+  edit_->setToolTip(reason);
+  // A red frame and text at the field; the reason, in the same colour, under it.
+  edit_->setStyleSheet(
+      reason.isEmpty() ? QString() : QStringLiteral("QLineEdit { border: 2px solid #d03030; }"));
+  reason_->setStyleSheet(QStringLiteral("color: #d03030;"));
+}
+
+QString FieldEdit::jsonValue() const {
+  const QString t = edit_->text().trimmed();
+  if (kind_ == Kind::text) return quoted(t);
+  bool ok = false;
+  if (kind_ == Kind::integer) {
+    const qlonglong v = t.toLongLong(&ok);
+    if (ok) return QString::number(v);
+  }
+  const double d = t.toDouble(&ok);
+  if (ok && std::isfinite(d)) return QString::number(d, 'g', 17);
+  // Not a number: quoted, so that the core reader reports "must be a number".
+  return quoted(t);
+}
+
+void addRow(QFormLayout* form, const QString& label, QWidget* field, const QString& tip) {
+  auto* l = new QLabel(label);
+  l->setBuddy(field);
+  if (!tip.isEmpty()) {
+    l->setToolTip(tip);
+    field->setToolTip(tip);
+  }
+  form->addRow(l, field);
+}
+
+}  // namespace cs::gui

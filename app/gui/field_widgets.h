@@ -1,0 +1,55 @@
+#pragma once
+// Small widgets shared by the panels: a line edit that carries a JSON field
+// and marks a bad value in place with the reason, and a combo box that names
+// presets.
+
+#include <QLabel>
+#include <QLineEdit>
+#include <QString>
+#include <QWidget>
+
+class QComboBox;
+class QFormLayout;
+
+namespace cs::gui {
+
+// A value field bound to a JSON pointer of the document a panel edits. The
+// user's text is passed on as typed; the panel answers with setProblem().
+class FieldEdit : public QWidget {
+  Q_OBJECT
+
+ public:
+  enum class Kind { integer, number, text };
+  FieldEdit(QString pointer, Kind kind, QWidget* parent = nullptr);
+
+  const QString& pointer() const { return pointer_; }
+  Kind kind() const { return kind_; }
+  QLineEdit* lineEdit() const { return edit_; }
+  QString text() const { return edit_->text(); }
+
+  // Shows `value` unless the user is typing a value not yet accepted here.
+  void showValue(const QString& value);
+  // Marks the field as wrong with `reason` under it, or clears the mark.
+  void setProblem(const QString& reason);
+  QString problem() const { return problem_; }
+  bool hasProblem() const { return !problem_.isEmpty(); }
+
+  // The text as a JSON value ("12", "1.5e9", "\"name\""); a number field
+  // with no number gives the text quoted, so the reader says what is wrong.
+  QString jsonValue() const;
+
+ signals:
+  void edited(const QString& pointer, const QString& json_value);
+
+ private:
+  QString pointer_;
+  Kind kind_;
+  QLineEdit* edit_;
+  QLabel* reason_;
+  QString problem_;
+};
+
+// Adds a labelled row to a form.
+void addRow(QFormLayout* form, const QString& label, QWidget* field, const QString& tip = {});
+
+}  // namespace cs::gui

@@ -1,0 +1,506 @@
+#include "app/gui/main_window.h"
+
+#include <QAction>
+#include <QApplication>
+#include <QCloseEvent>
+#include <QComboBox>
+#include <QDockWidget>
+#include <QFileDialog>
+#include <QFileInfo>
+#include <QKeySequence>
+#include <QMenuBar>
+#include <QMessageBox>
+#include <QPainter>
+#include <QScrollArea>
+#include <QSettings>
+#include <QStatusBar>
+#include <QToolBar>
+#include <QUndoStack>
+#include <QVBoxLayout>
+
+#include "app/gui/analysis.h"
+#include "app/gui/calculators.h"
+#include "app/gui/cluster_designer.h"
+#include "app/gui/compare_view.h"
+#include "app/gui/estimate_view.h"
+#include "app/gui/message_bar.h"
+#include "app/gui/plan_explorer.h"
+#include "app/gui/plan_panel.h"
+#include "app/gui/report_export.h"
+#include "app/gui/theme.h"
+#include "app/gui/timeline_widget.h"
+#include "app/gui/workload_panel.h"
+#include "app/gui/workspace.h"
+
+namespace cs::gui {
+
+namespace {
+
+QString q(const std::string& s) {
+  return QString::fromStdString(s);
+}
+const QString kFilter =
+    QObject::tr("ClusterScope projects (*.clusterscope.json);;JSON (*.json);;All files (*)");
+
+}  // namespace
+
+MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
+  setObjectName(QStringLiteral("mainWindow"));
+  workspace_ = new Workspace(this);
+  analysis_ = new AnalysisService(this);
+  pinned_ = new PinnedPlans(this);
+
+  // The estimate in the middle, under the message bar.
+  messages_ = new MessageBar;
+  estimate_ = new EstimateView(analysis_);
+  auto* scroll = new QScrollArea;
+  scroll->setWidget(estimate_);
+  scroll->setWidgetResizable(true);
+  scroll->setFrameShape(QFrame::NoFrame);
+  auto* central = new QWidget;
+  auto* layout = new QVBoxLayout(central);
+  layout->setContentsMargins(0, 0, 0, 0);
+  layout->setSpacing(0);
+  layout->addWidget(messages_);
+  layout->addWidget(scroll, 1);
+  setCentralWidget(central);
+
+  cluster_ = new ClusterDesigner(workspace_);
+  workload_ = new WorkloadPanel(workspace_);
+  plan_ = new PlanPanel(workspace_, analysis_);
+  explorer_ = new PlanExplorer(workspace_, pinned_);
+  compare_ = new CompareView(pinned_);
+  calculators_ = new Calculators;
+  createDocks();
+  createActions();
+
+  connect(workspace_, &Workspace::projectChanged, this, [this] {
+    auto plan = workspace_->project().resolved_plan();
+    if (plan) {
+      analysis_->request(plan.value());
+    } else {
+      analysis_->requestNone(q(plan.message()));
+    }
+    refreshPlanSelector();
+  });
+  connect(workspace_, &Workspace::fileChanged, this, &MainWindow::refreshTitle);
+  connect(workspace_, &Workspace::recentFilesChanged, this, &MainWindow::refreshRecentMenu);
+  connect(workspace_, &Workspace::message, this,
+          [this](const QString& text, MessageLevel level) { showMessage(text, int(level)); });
+  connect(analysis_, &AnalysisService::analysed, calculators_, &Calculators::setAnalysis);
+  connect(compare_, &CompareView::makeCurrent, explorer_, &PlanExplorer::makeCurrent);
+
+  resize(1500, 950);
+  QSettings settings;
+  default_state_ = saveState();
+  restoreGeometry(settings.value(QStringLiteral("window/geometry")).toByteArray());
+  restoreState(settings.value(QStringLiteral("window/state")).toByteArray());
+  setDarkTheme(settings.value(QStringLiteral("view/dark"), false).toBool());
+  refreshTitle();
+  refreshRecentMenu();
+}
+
+MainWindow::~MainWindow() = default;
+
+void MainWindow::start(const QString& path) {
+  if (!workspace_->presetsError().isEmpty()) {
+    messages_->show(tr("The presets could not be loaded; preset lists are empty.\n%1")
+                        .arg(workspace_->presetsError()),
+                    MessageLevel::error);
+  }
+  bool opened = false;
+  if (!path.isEmpty()) opened = workspace_->open(path);
+  if (!opened) {
+    const QString kept = messages_->isVisible() ? messages_->text() : QString();
+    workspace_->newProject();
+    if (!kept.isEmpty() && messages_->text().isEmpty()) messages_->show(kept, MessageLevel::error);
+  }
+  offerRecovery();
+}
+
+void MainWindow::offerRecovery() {
+  if (!workspace_->hasRecovery()) return;
+  const QString source = workspace_->recoverySource();
+  messages_->show(
+      tr("ClusterScope did not close cleanly last time. Unsaved changes%1 were kept.")
+          .arg(source.isEmpty() ? QString() : tr(" to %1").arg(QFileInfo(source).fileName())),
+      MessageLevel::warning,
+      {{tr("Restore"), [this] { workspace_->recover(); }},
+       {tr("Discard"), [this] { workspace_->discardRecovery(); }}});
+}
+
+QDockWidget* MainWindow::dock(const QString& object_name) const {
+  return findChild<QDockWidget*>(object_name);
+}
+
+void MainWindow::createDocks() {
+  setDockOptions(AnimatedDocks | AllowTabbedDocks | AllowNestedDocks);
+  auto make = [this](QWidget* w, const QString& title, const char* name, Qt::DockWidgetArea area) {
+    auto* d = new QDockWidget(title, this);
+    d->setObjectName(QString::fromLatin1(name));
+    d->setWidget(w);
+    addDockWidget(area, d);
+    return d;
+  };
+  QDockWidget* cluster = make(cluster_, tr("Cluster"), "clusterDock", Qt::LeftDockWidgetArea);
+  QDockWidget* workload = make(workload_, tr("Workload"), "workloadDock", Qt::LeftDockWidgetArea);
+  tabifyDockWidget(cluster, workload);
+  cluster->raise();
+  make(plan_, tr("Plan"), "planDock", Qt::RightDockWidgetArea);
+  QDockWidget* explorer =
+      make(explorer_, tr("Plan explorer"), "explorerDock", Qt::BottomDockWidgetArea);
+  QDockWidget* compare = make(compare_, tr("Compare"), "compareDock", Qt::BottomDockWidgetArea);
+  QDockWidget* calculators =
+      make(calculators_, tr("Calculators"), "calculatorsDock", Qt::BottomDockWidgetArea);
+  tabifyDockWidget(explorer, compare);
+  tabifyDockWidget(explorer, calculators);
+  explorer->raise();
+  resizeDocks({cluster, dock(QStringLiteral("planDock"))}, {380, 340}, Qt::Horizontal);
+  resizeDocks({explorer}, {330}, Qt::Vertical);
+}
+
+void MainWindow::createActions() {
+  QMenu* file = menuBar()->addMenu(tr("&File"));
+  auto add = [this](QMenu* menu, const QString& text, const QKeySequence& key, auto slot,
+                    const char* name = nullptr) {
+    QAction* a = menu->addAction(text);
+    if (!key.isEmpty()) a->setShortcut(key);
+    if (name) a->setObjectName(QString::fromLatin1(name));
+    connect(a, &QAction::triggered, this, slot);
+    return a;
+  };
+  add(
+      file, tr("&New project"), QKeySequence::New,
+      [this] {
+        if (confirmDiscard()) workspace_->newProject();
+      },
+      "actionNew");
+  add(
+      file, tr("&Open…"), QKeySequence::Open,
+      [this] {
+        if (!confirmDiscard()) return;
+        const QString path = QFileDialog::getOpenFileName(this, tr("Open project"), {}, kFilter);
+        if (!path.isEmpty()) openProject(path);
+      },
+      "actionOpen");
+  recent_menu_ = file->addMenu(tr("Open &recent"));
+  add(
+      file, tr("&Save"), QKeySequence::Save,
+      [this] {
+        if (!workspace_->save()) {
+          const QString path = QFileDialog::getSaveFileName(this, tr("Save project"), {}, kFilter);
+          if (!path.isEmpty()) saveProjectAs(path);
+        }
+      },
+      "actionSave");
+  add(
+      file, tr("Save &as…"), QKeySequence::SaveAs,
+      [this] {
+        const QString path = QFileDialog::getSaveFileName(this, tr("Save project as"),
+                                                          workspace_->filePath(), kFilter);
+        if (!path.isEmpty()) saveProjectAs(path);
+      },
+      "actionSaveAs");
+  file->addSeparator();
+  add(
+      file, tr("Export report as &PDF…"), QKeySequence(tr("Ctrl+Shift+P")),
+      [this] {
+        const QString path =
+            QFileDialog::getSaveFileName(this, tr("Export PDF"), {}, tr("PDF (*.pdf)"));
+        if (!path.isEmpty()) exportPdf(path);
+      },
+      "actionExportPdf");
+  add(
+      file, tr("Export report as &HTML…"), QKeySequence(tr("Ctrl+Shift+H")),
+      [this] {
+        const QString path =
+            QFileDialog::getSaveFileName(this, tr("Export HTML"), {}, tr("HTML (*.html)"));
+        if (!path.isEmpty()) exportHtml(path);
+      },
+      "actionExportHtml");
+  add(
+      file, tr("Export plan as &JSON (for clusterscope run)…"), QKeySequence(tr("Ctrl+Shift+J")),
+      [this] {
+        const QString path =
+            QFileDialog::getSaveFileName(this, tr("Export plan"), {}, tr("JSON (*.json)"));
+        if (!path.isEmpty()) exportPlanJson(path);
+      },
+      "actionExportJson");
+  file->addSeparator();
+  add(file, tr("&Quit"), QKeySequence::Quit, [this] { close(); });
+
+  QMenu* edit = menuBar()->addMenu(tr("&Edit"));
+  // Short texts (the toolbar shows them); what they undo is in the tooltip.
+  QUndoStack* stack = workspace_->undoStack();
+  QAction* undo = add(
+      edit, tr("&Undo"), QKeySequence::Undo, [stack] { stack->undo(); }, "actionUndo");
+  QAction* redo = add(
+      edit, tr("&Redo"), QKeySequence::Redo, [stack] { stack->redo(); }, "actionRedo");
+  redo->setShortcuts({QKeySequence::Redo, QKeySequence(tr("Ctrl+Y"))});
+  auto track = [stack, undo, redo] {
+    undo->setEnabled(stack->canUndo());
+    redo->setEnabled(stack->canRedo());
+    undo->setToolTip(stack->canUndo() ? tr("Undo %1").arg(stack->undoText())
+                                      : tr("Nothing to undo"));
+    redo->setToolTip(stack->canRedo() ? tr("Redo %1").arg(stack->redoText())
+                                      : tr("Nothing to redo"));
+  };
+  connect(stack, &QUndoStack::indexChanged, this, track);
+  connect(stack, &QUndoStack::cleanChanged, this, track);
+  track();
+
+  QMenu* plans = menuBar()->addMenu(tr("&Plan"));
+  QAction* new_plan = add(
+      plans, tr("&New plan"), QKeySequence(tr("Ctrl+T")), [this] { addPlan(true); },
+      "actionNewPlan");
+  QAction* delete_plan = add(
+      plans, tr("&Delete plan"), QKeySequence(tr("Ctrl+Shift+Del")), [this] { deletePlan(); },
+      "actionDeletePlan");
+  add(plans, tr("Next plan"), QKeySequence(tr("Ctrl+PgDown")), [this] { stepPlan(1); });
+  add(plans, tr("Previous plan"), QKeySequence(tr("Ctrl+PgUp")), [this] { stepPlan(-1); });
+  plans->addSeparator();
+  QAction* search = add(
+      plans, tr("&Search plans"), QKeySequence(Qt::Key_F5),
+      [this] {
+        dock(QStringLiteral("explorerDock"))->raise();
+        explorer_->runSearch();
+      },
+      "actionSearch");
+  add(
+      plans, tr("&Cancel search"), QKeySequence(tr("Shift+F5")),
+      [this] { explorer_->cancelSearch(); }, "actionCancelSearch");
+  QAction* pin = add(
+      plans, tr("&Pin to compare"), QKeySequence(tr("Ctrl+D")), [this] { pinCurrentPlan(); },
+      "actionPin");
+
+  view_menu_ = menuBar()->addMenu(tr("&View"));
+  int n = 1;
+  for (QDockWidget* d : findChildren<QDockWidget*>()) {
+    QAction* toggle = d->toggleViewAction();
+    toggle->setShortcut(QKeySequence(QStringLiteral("Alt+%1").arg(n++)));
+    view_menu_->addAction(toggle);
+  }
+  view_menu_->addSeparator();
+  QAction* dark = view_menu_->addAction(tr("&Dark theme"));
+  dark->setObjectName(QStringLiteral("actionDark"));
+  dark->setCheckable(true);
+  dark->setShortcut(QKeySequence(tr("Ctrl+Shift+D")));
+  connect(dark, &QAction::toggled, this, &MainWindow::setDarkTheme);
+  view_menu_->addAction(tr("&Reset layout"), this, [this] { restoreState(default_state_); });
+
+  QMenu* help = menuBar()->addMenu(tr("&Help"));
+  help->addAction(tr("&About ClusterScope"), this, [this] {
+    messages_->show(
+        tr("ClusterScope %1: plan, run and profile neural-network training on GPU clusters. "
+           "Presets from %2.")
+            .arg(QStringLiteral(CLUSTERSCOPE_VERSION),
+                 QString::fromStdString(workspace_->catalog().directory().string())),
+        MessageLevel::info);
+  });
+
+  QToolBar* bar = addToolBar(tr("Main"));
+  bar->setToolButtonStyle(Qt::ToolButtonTextOnly);
+  bar->setObjectName(QStringLiteral("mainToolBar"));
+  plan_selector_ = new QComboBox;
+  plan_selector_->setObjectName(QStringLiteral("planSelector"));
+  plan_selector_->setMinimumContentsLength(24);
+  plan_selector_->setToolTip(tr("The current plan (Ctrl+PgUp / Ctrl+PgDown)"));
+  connect(plan_selector_, &QComboBox::activated, this, [this](int index) {
+    if (index == workspace_->project().current_plan) return;
+    Project after = workspace_->project();
+    after.current_plan = index;
+    workspace_->edit(tr("Switch to plan %1").arg(plan_selector_->itemText(index)),
+                     std::move(after));
+  });
+  bar->addWidget(plan_selector_);
+  bar->addAction(new_plan);
+  bar->addAction(delete_plan);
+  bar->addSeparator();
+  bar->addAction(undo);
+  bar->addAction(redo);
+  bar->addSeparator();
+  bar->addAction(search);
+  bar->addAction(pin);
+}
+
+void MainWindow::refreshTitle() {
+  setWindowTitle(QStringLiteral("%1[*] — ClusterScope").arg(workspace_->displayName()));
+  setWindowModified(workspace_->isModified());
+}
+
+void MainWindow::refreshPlanSelector() {
+  const Project& p = workspace_->project();
+  bool same = plan_selector_->count() == int(p.plans.size());
+  for (int i = 0; same && i < plan_selector_->count(); ++i) {
+    same = plan_selector_->itemText(i) == q(p.plans[std::size_t(i)].name);
+  }
+  if (!same) {
+    plan_selector_->clear();
+    for (const ProjectPlan& plan : p.plans)
+      plan_selector_->addItem(q(plan.name));
+  }
+  if (p.has_plan()) plan_selector_->setCurrentIndex(p.current_plan);
+}
+
+void MainWindow::refreshRecentMenu() {
+  recent_menu_->clear();
+  const QStringList files = workspace_->recentFiles();
+  for (const QString& f : files) {
+    recent_menu_
+        ->addAction(QFileInfo(f).fileName(), this,
+                    [this, f] {
+                      if (confirmDiscard()) openProject(f);
+                    })
+        ->setToolTip(f);
+  }
+  recent_menu_->addSeparator();
+  recent_menu_->addAction(tr("Clear"), workspace_, &Workspace::clearRecentFiles)
+      ->setEnabled(!files.isEmpty());
+}
+
+void MainWindow::showMessage(const QString& text, int level) {
+  if (MessageLevel(level) == MessageLevel::info) {
+    statusBar()->showMessage(text, 5000);
+  } else {
+    messages_->show(text, MessageLevel(level));
+  }
+}
+
+bool MainWindow::openProject(const QString& path) {
+  return workspace_->open(path);
+}
+bool MainWindow::saveProjectAs(const QString& path) {
+  return workspace_->saveAs(path);
+}
+
+std::vector<ReportFigure> MainWindow::reportFigures() const {
+  TimelineWidget* timeline = estimate_->timeline();
+  if (timeline->frameJob() == 0) return {};
+  return {{tr("Predicted timeline of one step"),
+           [timeline](double) { return timeline->renderHeight(); },
+           [timeline](QPainter& p, const QRectF& r) {
+             p.fillRect(r, Qt::white);
+             timeline->render(p, r, Qt::black, Qt::white);
+           }}};
+}
+
+bool MainWindow::exportPdf(const QString& path) {
+  auto a = analysis_->latest();
+  const Status s =
+      a ? cs::gui::exportPdf(path, *a, reportFigures()) : Status(Error{"no estimate yet"});
+  showMessage(s ? tr("Exported %1").arg(QFileInfo(path).fileName()) : q(s.message()),
+              int(s ? MessageLevel::info : MessageLevel::error));
+  return bool(s);
+}
+
+bool MainWindow::exportHtml(const QString& path) {
+  auto a = analysis_->latest();
+  const Status s =
+      a ? cs::gui::exportHtml(path, *a, reportFigures()) : Status(Error{"no estimate yet"});
+  showMessage(s ? tr("Exported %1").arg(QFileInfo(path).fileName()) : q(s.message()),
+              int(s ? MessageLevel::info : MessageLevel::error));
+  return bool(s);
+}
+
+bool MainWindow::exportPlanJson(const QString& path) {
+  auto a = analysis_->latest();
+  const Status s = a ? cs::gui::exportPlanJson(path, *a) : Status(Error{"no estimate yet"});
+  showMessage(s ? tr("Exported %1: run it with clusterscope run %1").arg(QFileInfo(path).fileName())
+                : q(s.message()),
+              int(s ? MessageLevel::info : MessageLevel::error));
+  return bool(s);
+}
+
+void MainWindow::setDarkTheme(bool dark) {
+  applyTheme(dark);
+  applyChartTheme(this);
+  if (auto* a = findChild<QAction*>(QStringLiteral("actionDark")); a && a->isChecked() != dark) {
+    a->setChecked(dark);
+  }
+  QSettings().setValue(QStringLiteral("view/dark"), dark);
+}
+
+bool MainWindow::pinCurrentPlan() {
+  auto a = analysis_->latest();
+  const ProjectPlan* p = workspace_->project().current();
+  if (!a || !a->estimate || !p) {
+    showMessage(tr("Nothing to pin: the current plan has no estimate."),
+                int(MessageLevel::warning));
+    return false;
+  }
+  plan::RankedPlan r;
+  r.nodes = a->plan.cluster.nodes;
+  r.parallel = a->plan.parallel;
+  r.precision = a->plan.precision;
+  r.estimate = *a->estimate;
+  if (!pinned_->pin(r, q(p->name))) {
+    showMessage(tr("Already pinned, or %1 plans pinned: unpin one first.").arg(kMaxPinned),
+                int(MessageLevel::warning));
+    return false;
+  }
+  dock(QStringLiteral("compareDock"))->raise();
+  return true;
+}
+
+void MainWindow::addPlan(bool duplicate) {
+  Project after = workspace_->project();
+  std::vector<std::string> names;
+  for (const ProjectPlan& p : after.plans)
+    names.push_back(p.name);
+  if (!after.current() || !duplicate) return;
+  ProjectPlan copy = *after.current();
+  copy.name = unique_name(copy.name, names);
+  after.plans.push_back(copy);
+  after.current_plan = int(after.plans.size()) - 1;
+  workspace_->edit(tr("New plan %1").arg(q(copy.name)), std::move(after));
+}
+
+void MainWindow::deletePlan() {
+  Project after = workspace_->project();
+  if (after.plans.size() <= 1) {
+    showMessage(tr("A project keeps at least one plan."), int(MessageLevel::warning));
+    return;
+  }
+  const QString name = q(after.plans[std::size_t(after.current_plan)].name);
+  after.plans.erase(after.plans.begin() + after.current_plan);
+  after.current_plan = std::min(after.current_plan, int(after.plans.size()) - 1);
+  workspace_->edit(tr("Delete plan %1").arg(name), std::move(after));
+}
+
+void MainWindow::stepPlan(int delta) {
+  Project after = workspace_->project();
+  const int n = int(after.plans.size());
+  if (n < 2) return;
+  after.current_plan = (after.current_plan + delta + n) % n;
+  workspace_->edit(tr("Switch plan"), std::move(after));
+}
+
+bool MainWindow::confirmDiscard() {
+  if (!workspace_->isModified()) return true;
+  // The one question a panel cannot ask: the window is about to change under it.
+  const auto answer = QMessageBox::question(
+      this, tr("Unsaved changes"),
+      tr("Save the changes to %1 first?").arg(workspace_->displayName()),
+      QMessageBox::Save | QMessageBox::Discard | QMessageBox::Cancel, QMessageBox::Save);
+  if (answer == QMessageBox::Cancel) return false;
+  if (answer == QMessageBox::Save) {
+    if (workspace_->save()) return true;
+    const QString path = QFileDialog::getSaveFileName(this, tr("Save project"), {}, kFilter);
+    return !path.isEmpty() && saveProjectAs(path);
+  }
+  return true;
+}
+
+void MainWindow::closeEvent(QCloseEvent* event) {
+  if (!confirmDiscard()) {
+    event->ignore();
+    return;
+  }
+  QSettings settings;
+  settings.setValue(QStringLiteral("window/geometry"), saveGeometry());
+  settings.setValue(QStringLiteral("window/state"), saveState());
+  workspace_->closeSession();
+  event->accept();
+}
+
+}  // namespace cs::gui

@@ -1,0 +1,102 @@
+#pragma once
+// The main window: the estimate in the middle; the cluster designer, the
+// workload and the plan panels, the plan explorer, the comparison and the
+// calculators in docks; menus and shortcuts for everything; the layout and
+// the preferences kept in QSettings.
+
+#include <QMainWindow>
+#include <memory>
+#include <vector>
+
+class QComboBox;
+class QDockWidget;
+class QMenu;
+
+namespace cs::gui {
+
+class AnalysisService;
+class Calculators;
+class ClusterDesigner;
+class CompareView;
+class EstimateView;
+class MessageBar;
+class PinnedPlans;
+class PlanExplorer;
+class PlanPanel;
+class WorkloadPanel;
+class Workspace;
+struct PlanAnalysis;
+struct ReportFigure;
+
+class MainWindow : public QMainWindow {
+  Q_OBJECT
+
+ public:
+  explicit MainWindow(QWidget* parent = nullptr);
+  ~MainWindow() override;
+
+  // Opens `path` when given (a message and the default project when it will
+  // not open), else the default project; then offers a crashed session's
+  // changes, if any.
+  void start(const QString& path = {});
+
+  Workspace* workspace() const { return workspace_; }
+  AnalysisService* analysis() const { return analysis_; }
+  ClusterDesigner* clusterDesigner() const { return cluster_; }
+  WorkloadPanel* workloadPanel() const { return workload_; }
+  PlanPanel* planPanel() const { return plan_; }
+  EstimateView* estimateView() const { return estimate_; }
+  PlanExplorer* explorer() const { return explorer_; }
+  CompareView* compareView() const { return compare_; }
+  Calculators* calculators() const { return calculators_; }
+  PinnedPlans* pinned() const { return pinned_; }
+  MessageBar* messageBar() const { return messages_; }
+  QComboBox* planSelector() const { return plan_selector_; }
+  QDockWidget* dock(const QString& object_name) const;
+
+  // File actions with a path instead of a file dialog (tests, scripts).
+  bool openProject(const QString& path);
+  bool saveProjectAs(const QString& path);
+  bool exportPdf(const QString& path);
+  bool exportHtml(const QString& path);
+  bool exportPlanJson(const QString& path);
+
+  void setDarkTheme(bool dark);
+  // Pins the current plan beside the explorer's pins.
+  bool pinCurrentPlan();
+
+ protected:
+  void closeEvent(QCloseEvent* event) override;
+
+ private:
+  void createDocks();
+  void createActions();
+  void refreshTitle();
+  void refreshPlanSelector();
+  void refreshRecentMenu();
+  void showMessage(const QString& text, int level);
+  void offerRecovery();
+  bool confirmDiscard();
+  void addPlan(bool duplicate);
+  void deletePlan();
+  void stepPlan(int delta);
+  std::vector<ReportFigure> reportFigures() const;
+
+  Workspace* workspace_;
+  AnalysisService* analysis_;
+  PinnedPlans* pinned_;
+  MessageBar* messages_;
+  EstimateView* estimate_;
+  ClusterDesigner* cluster_;
+  WorkloadPanel* workload_;
+  PlanPanel* plan_;
+  PlanExplorer* explorer_;
+  CompareView* compare_;
+  Calculators* calculators_;
+  QComboBox* plan_selector_;
+  QMenu* recent_menu_;
+  QMenu* view_menu_;
+  QByteArray default_state_;
+};
+
+}  // namespace cs::gui

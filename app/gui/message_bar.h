@@ -1,0 +1,40 @@
+#pragma once
+// A bar across the top of the window for what needs attention (a file that
+// would not open, a preset missing, a crash to recover from), with its
+// actions as buttons: a panel instead of a modal dialog.
+
+#include <QFrame>
+#include <QString>
+#include <functional>
+#include <vector>
+
+#include "app/gui/workspace.h"
+
+class QLabel;
+class QHBoxLayout;
+
+namespace cs::gui {
+
+class MessageBar : public QFrame {
+  Q_OBJECT
+
+ public:
+  explicit MessageBar(QWidget* parent = nullptr);
+
+  struct Action {
+    QString text;
+    std::function<void()> run;
+  };
+  void show(const QString& text, MessageLevel level, std::vector<Action> actions = {});
+  void dismiss();
+  QString text() const;
+  MessageLevel level() const { return level_; }
+
+ private:
+  QLabel* icon_;
+  QLabel* label_;
+  QHBoxLayout* buttons_;
+  MessageLevel level_ = MessageLevel::info;
+};
+
+}  // namespace cs::gui

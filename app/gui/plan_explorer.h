@@ -1,0 +1,114 @@
+#pragma once
+// The plan explorer: the planner's search over every plan for the current
+// cluster and workload, run on a worker thread with a progress bar and
+// cancel; its ranked plans in a sortable, filterable table and as a scatter
+// of throughput against memory per GPU with the Pareto front; a click on a
+// point or a row makes that plan current; plans can be pinned to compare.
+
+#include <QFutureWatcher>
+#include <QWidget>
+#include <cstdint>
+#include <memory>
+#include <stop_token>
+
+#include "planners/search.h"
+
+class QCheckBox;
+class QComboBox;
+class QLabel;
+class QLineEdit;
+class QProgressBar;
+class QPushButton;
+class QSpinBox;
+class QTableView;
+class QChartView;
+class QScatterSeries;
+class QLineSeries;
+
+namespace cs::gui {
+
+class PinnedPlans;
+class RankedPlanFilter;
+class RankedPlanModel;
+class Workspace;
+
+// What one search run hands back to the GUI thread.
+struct SearchOutcome {
+  std::uint64_t job = 0;
+  std::string error;  // the search could not start
+  plan::SearchResult result;
+};
+
+class PlanExplorer : public QWidget {
+  Q_OBJECT
+
+ public:
+  PlanExplorer(Workspace* workspace, PinnedPlans* pinned, QWidget* parent = nullptr);
+  ~PlanExplorer() override;
+
+  RankedPlanModel* model() const { return model_; }
+  RankedPlanFilter* proxy() const { return proxy_; }
+  QTableView* table() const { return table_; }
+  QScatterSeries* pointsSeries() const { return points_; }
+  QScatterSeries* frontSeries() const { return front_points_; }
+  QProgressBar* progress() const { return progress_; }
+  QLabel* statusLabel() const { return status_; }
+  QLineEdit* filterEdit() const { return filter_; }
+  QCheckBox* frontOnlyBox() const { return front_only_; }
+  QLineEdit* globalBatchEdit() const { return batches_; }
+  QComboBox* objectiveBox() const { return objective_; }
+  QSpinBox* topKBox() const { return top_k_; }
+  bool running() const { return running_; }
+  // Where a plan sits on the chart: (GiB per GPU, thousand tokens/s).
+  static QPointF chartPoint(const plan::Estimate& estimate);
+  std::uint64_t job() const { return job_; }
+
+ public slots:
+  void runSearch();
+  void cancelSearch();
+  // Makes the plan of a table row (of the proxy) the current plan.
+  void makeRowCurrent(int proxy_row);
+  // Makes a ranked plan current (one undo step).
+  void makeCurrent(const plan::RankedPlan& plan);
+  // Pins the selected row's plan; false when four are pinned.
+  bool pinSelected();
+  // Makes the plan nearest a point of the chart current (chart units).
+  void pickPoint(const QPointF& point);
+
+ signals:
+  void searchFinished(std::uint64_t job);
+
+ private:
+  void onProgress(int value);
+  void onFinished();
+  void updateChart();
+  void selectRow(int source_row);
+
+  Workspace* workspace_;
+  PinnedPlans* pinned_;
+  QComboBox* objective_;
+  QLineEdit* batches_;
+  QSpinBox* top_k_;
+  QCheckBox* all_gpus_;
+  QPushButton* run_;
+  QPushButton* cancel_;
+  QProgressBar* progress_;
+  QLabel* status_;
+  QLineEdit* filter_;
+  QCheckBox* front_only_;
+  QTableView* table_;
+  QChartView* chart_view_;
+  QScatterSeries* points_;
+  QScatterSeries* front_points_;
+  QLineSeries* front_line_;
+  QScatterSeries* selected_;
+  RankedPlanModel* model_;
+  RankedPlanFilter* proxy_;
+
+  QFutureWatcher<SearchOutcome> watcher_;
+  std::shared_ptr<std::stop_source> stop_;
+  std::uint64_t job_ = 0;
+  bool running_ = false;
+};
+
+}  // namespace cs::gui

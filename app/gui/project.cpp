@@ -1,0 +1,396 @@
+#include "app/gui/project.h"
+
+#include <algorithm>
+
+#include <nlohmann/json.hpp>
+
+#include "core/json_reader.h"
+#include "core/model_json.h"
+#include "core/presets.h"
+
+namespace cs::gui {
+
+using nlohmann::json;
+
+namespace {
+
+template <class T>
+int index_of(const std::vector<T>& items, std::string_view name) {
+  auto it = std::find_if(items.begin(), items.end(), [&](const T& t) { return t.name == name; });
+  return it == items.end() ? -1 : int(it - items.begin());
+}
+
+void append_line(std::string& text, const std::string& line) {
+  if (!text.empty()) text += '\n';
+  text += line;
+}
+
+// The fields of a project plan besides its parallel and precision plans.
+json plan_json(const ProjectPlan& plan) {
+  return {{"name", plan.name},
+          {"cluster", plan.cluster},
+          {"workload", plan.workload},
+          {"parallel", to_json(plan.parallel)},
+          {"precision", to_json(plan.precision)}};
+}
+
+std::string text_of(const json& j, const char* key) {
+  auto it = j.find(key);
+  return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+}  // namespace
+
+int Project::cluster_index(std::string_view name) const {
+  return index_of(clusters, name);
+}
+int Project::workload_index(std::string_view name) const {
+  return index_of(workloads, name);
+}
+
+const Cluster* Project::current_cluster() const {
+  const ProjectPlan* plan = current();
+  const int i = plan ? cluster_index(plan->cluster) : -1;
+  return i < 0 ? nullptr : &clusters[i];
+}
+
+const Workload* Project::current_workload() const {
+  const ProjectPlan* plan = current();
+  const int i = plan ? workload_index(plan->workload) : -1;
+  return i < 0 ? nullptr : &workloads[i];
+}
+
+Result<Plan> Project::resolved_plan() const {
+  const ProjectPlan* plan = current();
+  if (!plan) return Error{"the project has no plan: add one"};
+  const Cluster* cluster = current_cluster();
+  const Workload* workload = current_workload();
+  if (!cluster)
+    return Error{"plan \"" + plan->name + "\": no cluster named \"" + plan->cluster + "\""};
+  if (!workload) {
+    return Error{"plan \"" + plan->name + "\": no workload named \"" + plan->workload + "\""};
+  }
+  return Plan{*cluster, *workload, plan->parallel, plan->precision};
+}
+
+Result<Project> project_from_json_text(std::string_view text, std::string_view document) {
+  const std::string doc(document);
+  const json j = json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded())
+    return Error{doc + ": not a JSON document (the file is damaged or not a project)"};
+  if (!j.is_object()) return Error{doc + ": /: must be an object"};
+  if (text_of(j, "kind") != kProjectKind) {
+    return Error{doc + ": /kind: must be \"" + std::string(kProjectKind) +
+                 "\" (this is not a ClusterScope project)"};
+  }
+  auto version = j.find("version");
+  if (version == j.end() || !version->is_number_integer()) {
+    return Error{doc + ": /version: must be an integer"};
+  }
+  if (version->get<int>() > kProjectVersion) {
+    return Error{doc + ": /version: " + std::to_string(version->get<int>()) +
+                 " was written by a newer ClusterScope (this one reads up to " +
+                 std::to_string(kProjectVersion) + ")"};
+  }
+
+  Project project;
+  std::string errors;
+  auto list = [&](const char* key) -> const json* {
+    auto it = j.find(key);
+    if (it == j.end()) return nullptr;
+    if (!it->is_array()) {
+      append_line(errors, doc + ": /" + key + ": must be a list");
+      return nullptr;
+    }
+    return &*it;
+  };
+
+  // Clusters and workloads are self-contained documents: no presets needed.
+  if (const json* clusters = list("clusters")) {
+    for (std::size_t i = 0; i < clusters->size(); ++i) {
+      const std::string where = doc + ", cluster " + std::to_string(i);
+      auto c = cluster_from_json((*clusters)[i], where);
+      if (!c) {
+        append_line(errors, c.message());
+      } else if (project.cluster_index(c->name) >= 0) {
+        append_line(errors, where + ": /name: \"" + c->name + "\" is used twice");
+      } else {
+        project.clusters.push_back(std::move(c).value());
+      }
+    }
+  }
+  if (const json* workloads = list("workloads")) {
+    for (std::size_t i = 0; i < workloads->size(); ++i) {
+      const std::string where = doc + ", workload " + std::to_string(i);
+      auto w = workload_from_json((*workloads)[i], where);
+      if (!w) {
+        append_line(errors, w.message());
+      } else if (project.workload_index(w->name) >= 0) {
+        append_line(errors, where + ": /name: \"" + w->name + "\" is used twice");
+      } else {
+        project.workloads.push_back(std::move(w).value());
+      }
+    }
+  }
+  if (const json* plans = list("plans")) {
+    for (std::size_t i = 0; i < plans->size(); ++i) {
+      const json& p = (*plans)[i];
+      const std::string where = doc + ", plan " + std::to_string(i);
+      if (!p.is_object()) {
+        append_line(errors, where + ": /: must be an object");
+        continue;
+      }
+      ProjectPlan plan;
+      plan.name = text_of(p, "name");
+      plan.cluster = text_of(p, "cluster");
+      plan.workload = text_of(p, "workload");
+      if (plan.name.empty()) append_line(errors, where + ": /name: is required");
+      if (project.cluster_index(plan.cluster) < 0) {
+        append_line(errors,
+                    where + ": /cluster: no cluster named \"" + plan.cluster + "\" in the project");
+      }
+      if (project.workload_index(plan.workload) < 0) {
+        append_line(errors, where + ": /workload: no workload named \"" + plan.workload +
+                                "\" in the project");
+      }
+      if (auto it = p.find("parallel"); it != p.end()) {
+        auto parallel = parallel_plan_from_json(*it, where + " parallel");
+        if (parallel) {
+          plan.parallel = parallel.value();
+        } else {
+          append_line(errors, parallel.message());
+        }
+      }
+      if (auto it = p.find("precision"); it != p.end()) {
+        auto precision = precision_plan_from_json(*it, where + " precision");
+        if (precision) {
+          plan.precision = precision.value();
+        } else {
+          append_line(errors, precision.message());
+        }
+      }
+      project.plans.push_back(std::move(plan));
+    }
+  }
+  if (auto it = j.find("current_plan"); it != j.end()) {
+    if (!it->is_number_integer() || it->get<int>() < 0 ||
+        it->get<int>() >= std::max<int>(1, int(project.plans.size()))) {
+      append_line(errors, doc + ": /current_plan: must index the plans (0 to " +
+                              std::to_string(std::max<int>(0, int(project.plans.size()) - 1)) +
+                              ")");
+    } else {
+      project.current_plan = it->get<int>();
+    }
+  }
+  if (!errors.empty()) return Error{errors};
+  return project;
+}
+
+std::string project_to_json_text(const Project& project) {
+  json j = {{"kind", kProjectKind}, {"version", kProjectVersion}};
+  j["clusters"] = json::array();
+  for (const Cluster& c : project.clusters)
+    j["clusters"].push_back(to_json(c));
+  j["workloads"] = json::array();
+  for (const Workload& w : project.workloads)
+    j["workloads"].push_back(to_json(w));
+  j["plans"] = json::array();
+  for (const ProjectPlan& p : project.plans)
+    j["plans"].push_back(plan_json(p));
+  j["current_plan"] = project.current_plan;
+  j["runs"] = json::array();
+  return j.dump(2) + '\n';
+}
+
+Result<Project> load_project(const std::string& path) {
+  auto j = read_json_file(path);
+  if (!j) return j.error();
+  return project_from_json_text(j->dump(), path);
+}
+
+Status save_project(const std::string& path, const Project& project) {
+  return write_json_file(path, json::parse(project_to_json_text(project)));
+}
+
+Result<Project> default_project(const PresetCatalog& catalog) {
+  auto cluster = catalog.cluster("dgx-h100-32");
+  if (!cluster) return Error{"default project: " + cluster.message()};
+  const Workload* model = catalog.find_model("llama2-7b");
+  if (!model) {
+    return Error{"default project: " +
+                 catalog.unknown_name_message("model preset", "llama2-7b", catalog.model_names())};
+  }
+  Project project;
+  project.clusters.push_back(std::move(cluster).value());
+  project.workloads.push_back(*model);
+
+  // LLaMA-2's own recipe (4M-token batches of 4096-token sequences) on 32
+  // H100s: 2-way tensor parallel inside a node, 16-way data parallel with a
+  // sharded optimizer, selective recomputation.
+  ProjectPlan plan;
+  plan.name = "LLaMA-2 7B on 32 H100";
+  plan.cluster = project.clusters[0].name;
+  plan.workload = project.workloads[0].name;
+  plan.parallel.tp = 2;
+  plan.parallel.dp = 16;
+  plan.parallel.pp = 1;
+  plan.parallel.sequence_parallel = true;
+  plan.parallel.zero_stage = 1;
+  plan.parallel.micro_batch = 1;
+  plan.parallel.global_batch = 1024;
+  plan.parallel.recompute = Recompute::selective;
+  plan.precision = PrecisionPlan::for_compute(Precision::bf16);
+  project.plans.push_back(plan);
+  return project;
+}
+
+std::string unique_name(const std::string& base, const std::vector<std::string>& taken) {
+  auto used = [&](const std::string& n) {
+    return std::find(taken.begin(), taken.end(), n) != taken.end();
+  };
+  if (!used(base)) return base;
+  for (int i = 2;; ++i) {
+    std::string candidate = base + " " + std::to_string(i);
+    if (!used(candidate)) return candidate;
+  }
+}
+
+std::vector<Problem> problems_from_message(std::string_view message, std::string_view document) {
+  std::vector<Problem> out;
+  const std::string prefix = std::string(document) + ": ";
+  std::size_t start = 0;
+  while (start <= message.size()) {
+    std::size_t end = message.find('\n', start);
+    if (end == std::string_view::npos) end = message.size();
+    std::string_view line = message.substr(start, end - start);
+    start = end + 1;
+    if (line.empty()) continue;
+    if (line.substr(0, prefix.size()) == prefix) {
+      line.remove_prefix(prefix.size());
+      const std::size_t colon = line.find(": ");
+      if (colon != std::string_view::npos && !line.empty() && line[0] == '/') {
+        std::string pointer(line.substr(0, colon));
+        if (pointer == "/") pointer.clear();
+        out.push_back({pointer, std::string(line.substr(colon + 2))});
+        continue;
+      }
+    }
+    out.push_back({"", std::string(line)});
+  }
+  return out;
+}
+
+namespace {
+
+// Applies the edits to `j`; false (with a problem) when a value is not JSON.
+bool apply_edits(json& j, const std::vector<FieldValue>& edits, std::vector<Problem>& problems) {
+  for (const FieldValue& e : edits) {
+    json value = json::parse(e.json, nullptr, /*allow_exceptions=*/false);
+    if (value.is_discarded()) {
+      problems.push_back({e.pointer, "is not a value (" + e.json + ")"});
+      return false;
+    }
+    try {
+      const json::json_pointer pointer(e.pointer);
+      if (value.is_null()) {
+        if (j.contains(pointer)) {
+          json& parent = j[pointer.parent_pointer()];
+          if (parent.is_object()) parent.erase(pointer.back());
+        }
+      } else {
+        j[pointer] = std::move(value);
+      }
+    } catch (const json::exception&) {
+      problems.push_back({e.pointer, "is not a field"});
+      return false;
+    }
+  }
+  return true;
+}
+
+template <class T, class Read>
+Result<T> edit_document(const T& original, const std::vector<FieldValue>& edits,
+                        std::vector<Problem>* problems_out, Read read) {
+  std::vector<Problem> problems;
+  json j = to_json(original);
+  if (apply_edits(j, edits, problems)) {
+    constexpr std::string_view kDocument = "edit";
+    auto result = read(j, kDocument);
+    if (result) {
+      if (problems_out) problems_out->clear();
+      return result;
+    }
+    problems = problems_from_message(result.message(), kDocument);
+  }
+  std::string text;
+  for (const Problem& p : problems)
+    append_line(text, (p.pointer.empty() ? "/" : p.pointer) + ": " + p.message);
+  if (problems_out) *problems_out = std::move(problems);
+  return Error{text};
+}
+
+std::string field_text(const json& j, std::string_view pointer) {
+  try {
+    const json::json_pointer p{std::string(pointer)};
+    if (!j.contains(p)) return {};
+    const json& v = j.at(p);
+    return v.is_string() ? v.get<std::string>() : v.dump();
+  } catch (const json::exception&) {
+    return {};
+  }
+}
+
+}  // namespace
+
+Result<Cluster> edit_cluster(const Cluster& cluster, const std::vector<FieldValue>& edits,
+                             const PresetCatalog& catalog, std::vector<Problem>* problems) {
+  return edit_document(cluster, edits, problems, [&](const json& j, std::string_view doc) {
+    return cluster_from_json(j, doc, &catalog);
+  });
+}
+
+Result<Workload> edit_workload(const Workload& workload, const std::vector<FieldValue>& edits,
+                               std::vector<Problem>* problems) {
+  return edit_document(workload, edits, problems, [](const json& j, std::string_view doc) {
+    return workload_from_json(j, doc);
+  });
+}
+
+std::string cluster_field(const Cluster& cluster, std::string_view pointer) {
+  return field_text(to_json(cluster), pointer);
+}
+
+std::string workload_field(const Workload& workload, std::string_view pointer) {
+  return field_text(to_json(workload), pointer);
+}
+
+namespace {
+std::vector<std::string> fields_of(const json& j, const std::vector<std::string>& pointers,
+                                   std::string* whole) {
+  std::vector<std::string> out;
+  out.reserve(pointers.size());
+  for (const std::string& p : pointers)
+    out.push_back(field_text(j, p));
+  if (whole) *whole = j.dump();
+  return out;
+}
+}  // namespace
+
+std::vector<std::string> cluster_fields(const Cluster& cluster,
+                                        const std::vector<std::string>& pointers,
+                                        std::string* whole) {
+  return fields_of(to_json(cluster), pointers, whole);
+}
+
+std::vector<std::string> workload_fields(const Workload& workload,
+                                         const std::vector<std::string>& pointers,
+                                         std::string* whole) {
+  return fields_of(to_json(workload), pointers, whole);
+}
+
+std::string plan_to_json_text(const Plan& plan) {
+  json j = to_json(plan);
+  return j.dump(2) + '\n';
+}
+
+}  // namespace cs::gui

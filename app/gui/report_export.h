@@ -1,0 +1,40 @@
+#pragma once
+// Exports of the current plan: its estimate as a PDF (QPdfWriter) or as one
+// self-contained HTML file with the charts inline as SVG (QSvgGenerator), and
+// the plan as the JSON document `clusterscope run` and `clusterscope plan`
+// read. Files are written whole or not at all (QSaveFile).
+
+#include <QString>
+#include <functional>
+#include <vector>
+
+#include "core/result.h"
+
+class QPainter;
+class QRectF;
+class QSizeF;
+
+namespace cs::gui {
+
+struct PlanAnalysis;
+
+// Draws extra figures into a report (the predicted timeline): the size it
+// wants at a width, and how to paint it.
+struct ReportFigure {
+  QString title;
+  std::function<double(double width)> height;
+  std::function<void(QPainter&, const QRectF&)> paint;
+};
+
+Status exportPdf(const QString& path, const PlanAnalysis& analysis,
+                 const std::vector<ReportFigure>& figures = {});
+Status exportHtml(const QString& path, const PlanAnalysis& analysis,
+                  const std::vector<ReportFigure>& figures = {});
+Status exportPlanJson(const QString& path, const PlanAnalysis& analysis);
+
+// The report's HTML text (what exportHtml writes).
+QString reportHtml(const PlanAnalysis& analysis, const std::vector<ReportFigure>& figures);
+// An SVG document of a drawing, for inline use.
+QByteArray svgOf(const QSizeF& size, const std::function<void(QPainter&, const QRectF&)>& paint);
+
+}  // namespace cs::gui

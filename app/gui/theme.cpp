@@ -1,0 +1,83 @@
+#include "app/gui/theme.h"
+
+#include <QAbstractAxis>
+#include <QApplication>
+#include <QChart>
+#include <QChartView>
+#include <QLegend>
+#include <QPalette>
+#include <QStyle>
+#include <QStyleFactory>
+
+namespace cs::gui {
+
+namespace {
+bool g_dark = false;
+
+QPalette darkPalette() {
+  QPalette p;
+  const QColor window(0x2b, 0x2d, 0x30);
+  const QColor base(0x1e, 0x1f, 0x22);
+  const QColor text(0xdf, 0xe1, 0xe5);
+  const QColor disabled(0x80, 0x80, 0x80);
+  p.setColor(QPalette::Window, window);
+  p.setColor(QPalette::WindowText, text);
+  p.setColor(QPalette::Base, base);
+  p.setColor(QPalette::AlternateBase, QColor(0x33, 0x35, 0x38));
+  p.setColor(QPalette::ToolTipBase, window);
+  p.setColor(QPalette::ToolTipText, text);
+  p.setColor(QPalette::Text, text);
+  p.setColor(QPalette::Button, window);
+  p.setColor(QPalette::ButtonText, text);
+  p.setColor(QPalette::BrightText, Qt::red);
+  p.setColor(QPalette::Link, QColor(0x58, 0x9d, 0xf6));
+  p.setColor(QPalette::Highlight, QColor(0x2f, 0x65, 0xca));
+  p.setColor(QPalette::HighlightedText, Qt::white);
+  p.setColor(QPalette::PlaceholderText, disabled);
+  p.setColor(QPalette::Disabled, QPalette::Text, disabled);
+  p.setColor(QPalette::Disabled, QPalette::ButtonText, disabled);
+  p.setColor(QPalette::Disabled, QPalette::WindowText, disabled);
+  return p;
+}
+
+QPalette lightPalette() {
+  QPalette p = QApplication::style()->standardPalette();  // Fusion's own
+  p.setColor(QPalette::AlternateBase, QColor(0xf0, 0xf2, 0xf5));
+  return p;
+}
+
+}  // namespace
+
+void applyTheme(bool dark) {
+  g_dark = dark;
+  if (QApplication::style()->name() != QLatin1String("fusion"))
+    QApplication::setStyle(QStringLiteral("Fusion"));
+  QApplication::setPalette(dark ? darkPalette() : lightPalette());
+}
+
+bool isDarkTheme() {
+  return g_dark;
+}
+
+void applyChartTheme(QWidget* root) {
+  const QPalette pal = QApplication::palette();
+  const QColor base = pal.color(QPalette::Base);
+  const QColor text = pal.color(QPalette::Text);
+  QColor grid = text;
+  grid.setAlpha(50);
+  for (QChartView* view : root->findChildren<QChartView*>()) {
+    QChart* chart = view->chart();
+    view->setBackgroundBrush(base);
+    chart->setBackgroundBrush(base);
+    chart->setTitleBrush(text);
+    chart->legend()->setLabelColor(text);
+    for (QAbstractAxis* axis : chart->axes()) {
+      axis->setLabelsColor(text);
+      axis->setTitleBrush(text);
+      axis->setGridLineColor(grid);
+      axis->setLinePenColor(grid);
+    }
+  }
+}
+
+}  // namespace cs::gui

@@ -1,0 +1,541 @@
+#include "app/gui/timeline_widget.h"
+
+#include <QFileInfo>
+#include <QHelpEvent>
+#include <QKeyEvent>
+#include <QMouseEvent>
+#include <QPainter>
+#include <QToolTip>
+#include <QWheelEvent>
+#include <algorithm>
+#include <cmath>
+
+#include <QtConcurrent/QtConcurrentRun>
+
+#include "core/format.h"
+
+namespace cs::gui {
+
+namespace {
+
+constexpr double kGutter = 150;    // lane titles
+constexpr double kRuler = 20;      // time axis
+constexpr double kRowHeight = 16;  // one nesting level
+constexpr double kLaneGap = 4;
+constexpr std::int64_t kMinWindowNs = 1000;  // 1 us: deeper zoom shows nothing new
+
+QString q(const std::string& s) {
+  return QString::fromStdString(s);
+}
+
+// Spans of one category told apart by name: the planner's parts in the
+// colours of the step-time bar; other names get a shade of their category
+// from their first words.
+QColor shade(QColor base, const QString& name) {
+  static const std::pair<const char*, QColor> kParts[] = {
+      {"forward", QColor(0x4e, 0x79, 0xa7)},   {"backward", QColor(0x2c, 0x4f, 0x7c)},
+      {"recompute", QColor(0x76, 0xb7, 0xb2)}, {"optimizer", QColor(0x59, 0xa1, 0x4f)},
+      {"bubble", QColor(0xba, 0xb0, 0xac)},    {"tp ", QColor(0xf2, 0x8e, 0x2b)},
+      {"pp ", QColor(0xe1, 0x57, 0x59)},       {"dp ", QColor(0xb0, 0x7a, 0xa1)},
+      {"zero", QColor(0xff, 0x9d, 0xa7)},
+  };
+  for (const auto& [prefix, color] : kParts) {
+    if (name.startsWith(QLatin1String(prefix))) return color;
+  }
+  const QString key = name.section(QStringLiteral(" · "), 0, 0);
+  const std::size_t h = qHash(key, std::size_t(0)) % 5;  // seed 0: the same colours every run
+  static constexpr int kFactors[] = {100, 130, 75, 115, 88};
+  return kFactors[h] >= 100 ? base.lighter(kFactors[h]) : base.darker(200 - kFactors[h]);
+}
+
+QColor categoryColor(trace::Category c, trace::EventKind kind) {
+  switch (c) {
+    case trace::Category::compute:
+      return kind == trace::EventKind::annotation ? QColor(0x8c, 0xa9, 0xcf)
+                                                  : QColor(0x4e, 0x79, 0xa7);
+    case trace::Category::communication:
+      return QColor(0xf2, 0x8e, 0x2b);
+    case trace::Category::memory:
+      return QColor(0x59, 0xa1, 0x4f);
+    case trace::Category::synchronization:
+      return QColor(0xb0, 0x7a, 0xa1);
+    case trace::Category::other:
+      return QColor(0xba, 0xb0, 0xac);
+  }
+  return Qt::gray;
+}
+
+// A tick step of 1, 2 or 5 times a power of ten, about `target` ns.
+std::int64_t tickStep(double target) {
+  double p = std::pow(10.0, std::floor(std::log10(std::max(1.0, target))));
+  for (double m : {1.0, 2.0, 5.0, 10.0}) {
+    if (m * p >= target) return std::max<std::int64_t>(1, std::int64_t(m * p));
+  }
+  return std::int64_t(10 * p);
+}
+
+// A tick's time since the start of the trace, with the digits its step needs
+// (ticks 200 ns apart at 12.3456 ms read "12345.6 µs", not all "12.3 ms").
+QString tickLabel(std::int64_t t, std::int64_t step) {
+  struct Unit {
+    double ns;
+    const char* name;
+  };
+  static constexpr Unit kUnits[] = {{1e9, "s"}, {1e6, "ms"}, {1e3, "µs"}, {1, "ns"}};
+  for (const Unit& u : kUnits) {
+    if (u.ns <= double(std::max<std::int64_t>(step, 1)) * 1000 || u.ns == 1) {
+      const int decimals = std::max(
+          0, int(std::ceil(std::log10(u.ns / double(std::max<std::int64_t>(step, 1))) - 1e-9)));
+      return QStringLiteral("%1 %2")
+          .arg(double(t) / u.ns, 0, 'f', decimals)
+          .arg(QString::fromUtf8(u.name));
+    }
+  }
+  return QString::number(t);
+}
+
+QString laneTitle(const trace::TraceReader& reader, const trace::LaneInfo& lane) {
+  QString rank = QStringLiteral("rank %1").arg(lane.rank);
+  for (const trace::RankInfo& r : reader.ranks()) {
+    if (r.rank == lane.rank && !r.device.empty()) rank = q(r.device);
+  }
+  return QStringLiteral("%1 · %2").arg(rank, q(lane.name));
+}
+
+// The spans of every lane in `window` for a view `pixels` wide: the reader's
+// level-of-detail query, with names and colours resolved here, off the GUI
+// thread.
+std::shared_ptr<const TimelineWidget::Frame> queryFrame(const trace::TraceReader& reader,
+                                                        const std::vector<trace::LaneId>& ids,
+                                                        trace::TimeRange window, int pixels,
+                                                        std::uint64_t job) {
+  auto frame = std::make_shared<TimelineWidget::Frame>();
+  frame->job = job;
+  frame->window = window;
+  frame->pixels = pixels;
+  for (trace::LaneId id : ids) {
+    TimelineWidget::LaneFrame lane;
+    // Fold only what is under a pixel: a wider fold is named after its
+    // longest event, which can misname a lane of many short ones.
+    auto spans = reader.spans(id, window.start_ns, window.end_ns, pixels, /*min_span_pixels=*/1);
+    if (!spans) {
+      frame->error = q(spans.message());
+    } else {
+      lane.spans = std::move(spans).value();
+      lane.names.reserve(lane.spans.size());
+      lane.colors.reserve(lane.spans.size());
+      for (const trace::Span& s : lane.spans) {
+        lane.names.push_back(q(reader.string(s.name)));
+        QColor c = shade(categoryColor(s.category, s.kind), lane.names.back());
+        if (s.count > 1) c = c.lighter(125);  // a fold of several narrow events
+        lane.colors.push_back(c);
+      }
+    }
+    frame->lanes.push_back(std::move(lane));
+  }
+  return frame;
+}
+
+// A store opened on the worker thread, with its first frame (the whole
+// trace), so that the view swaps to it in one step.
+struct Opened {
+  std::uint64_t job = 0;
+  std::shared_ptr<trace::TraceReader> reader;
+  std::vector<TimelineWidget::Lane> lanes;
+  trace::TimeRange range;
+  std::shared_ptr<const TimelineWidget::Frame> frame;
+  QString error;
+};
+
+}  // namespace
+
+TimelineWidget::TimelineWidget(QWidget* parent) : QWidget(parent) {
+  setObjectName(QStringLiteral("timeline"));
+  setFocusPolicy(Qt::StrongFocus);
+  setMouseTracking(true);
+  setSizePolicy(QSizePolicy::Expanding, QSizePolicy::Preferred);
+  pool_.setMaxThreadCount(1);
+  pool_.setExpiryTimeout(-1);
+}
+
+TimelineWidget::~TimelineWidget() {
+  pool_.waitForDone();
+}
+
+void TimelineWidget::setStore(const QString& path) {
+  const std::uint64_t job = ++open_job_;
+  const std::uint64_t frame_job = ++requested_;
+  path_ = path;
+  opening_ = true;
+  // The store on screen stays until the new one can be shown whole.
+  QtConcurrent::run(&pool_, [path, job, frame_job, pixels = spanAreaWidth()] {
+    auto out = std::make_shared<Opened>();
+    out->job = job;
+    auto reader = trace::TraceReader::open(path.toStdString());
+    if (!reader) {
+      out->error = q(reader.message());
+      return out;
+    }
+    out->reader = std::shared_ptr<trace::TraceReader>(std::move(reader).value());
+    out->range = out->reader->time_range();
+    if (out->range.empty()) out->range.end_ns = out->range.start_ns + kMinWindowNs;
+    std::vector<trace::LaneId> ids;
+    for (const trace::LaneInfo& l : out->reader->lanes()) {
+      out->lanes.push_back({l, laneTitle(*out->reader, l), l.max_depth + 1});
+      ids.push_back(l.id);
+    }
+    out->frame = queryFrame(*out->reader, ids, out->range, pixels, frame_job);
+    return out;
+  }).then(this, [this](std::shared_ptr<Opened> opened) {
+    if (opened->job != open_job_) {  // another store was asked for since
+      if (opened->reader) pool_.start([old = std::move(opened->reader)]() mutable { old.reset(); });
+      return;
+    }
+    opening_ = false;
+    releaseReader();
+    if (!opened->error.isEmpty()) {
+      lanes_.clear();
+      frame_.reset();
+      message_ = opened->error;
+      emit storeOpened(path_, message_);
+      updateGeometry();
+      update();
+      return;
+    }
+    reader_ = std::move(opened->reader);
+    const bool same_rows = lanes_.size() == opened->lanes.size();
+    lanes_ = std::move(opened->lanes);
+    full_ = opened->range;
+    window_ = full_;
+    frame_.reset();
+    message_ = lanes_.empty() ? tr("The trace has no lanes.") : QString();
+    emit storeOpened(path_, {});
+    if (!same_rows) updateGeometry();
+    frameArrived(std::move(opened->frame));
+    // The width may have changed, or a query been asked for, while it opened.
+    if (frame_ && (frame_->pixels != spanAreaWidth() || frame_->job != requested_)) requestFrame();
+  });
+}
+
+void TimelineWidget::clear(const QString& message) {
+  ++open_job_;
+  ++requested_;
+  opening_ = false;
+  releaseReader();
+  lanes_.clear();
+  frame_.reset();
+  path_.clear();
+  message_ = message;
+  updateGeometry();
+  update();
+}
+
+void TimelineWidget::setWindow(std::int64_t start_ns, std::int64_t end_ns) {
+  if (full_.empty()) return;
+  const std::int64_t span =
+      std::clamp(end_ns - start_ns, kMinWindowNs, full_.end_ns - full_.start_ns);
+  start_ns = std::clamp(start_ns, full_.start_ns, full_.end_ns - span);
+  window_ = {start_ns, start_ns + span};
+  requestFrame();
+  update();
+}
+
+void TimelineWidget::zoom(double factor, std::int64_t anchor_ns) {
+  const std::int64_t span = window_.end_ns - window_.start_ns;
+  const auto new_span = std::int64_t(double(span) / factor);
+  // The anchor keeps its place on screen: its share of the window is kept.
+  const double share = span > 0 ? double(anchor_ns - window_.start_ns) / double(span) : 0.5;
+  const std::int64_t start = anchor_ns - std::int64_t(share * double(new_span));
+  setWindow(start, start + new_span);
+}
+
+void TimelineWidget::resetZoom() {
+  setWindow(full_.start_ns, full_.end_ns);
+}
+
+void TimelineWidget::releaseReader() {
+  if (!reader_) return;
+  pool_.start([old = std::move(reader_)]() mutable { old.reset(); });
+  reader_.reset();
+}
+
+std::int64_t TimelineWidget::handedSpans() const {
+  std::int64_t n = 0;
+  if (frame_) {
+    for (const LaneFrame& l : frame_->lanes)
+      n += std::int64_t(l.spans.size());
+  }
+  return n;
+}
+
+int TimelineWidget::spanAreaWidth() const {
+  return std::max(1, int(width() - kGutter - 4));
+}
+
+void TimelineWidget::requestFrame() {
+  if (!reader_ || lanes_.empty()) return;
+  const std::uint64_t job = ++requested_;
+  if (running_) {
+    pending_ = true;  // runs with the window and width of that moment
+    return;
+  }
+  startQuery(job);
+}
+
+void TimelineWidget::startQuery(std::uint64_t job) {
+  running_ = true;
+  pending_ = false;
+  std::vector<trace::LaneId> ids;
+  for (const Lane& l : lanes_)
+    ids.push_back(l.info.id);
+  QtConcurrent::run(&pool_, [reader = reader_, ids, window = window_, pixels = spanAreaWidth(),
+                             job] { return queryFrame(*reader, ids, window, pixels, job); })
+      .then(this, [this, reader = static_cast<const void*>(reader_.get())](
+                      std::shared_ptr<const Frame> frame) {
+        running_ = false;
+        // A frame of a store no longer shown is dropped; one of an older
+        // window of this store is drawn until the newest arrives (its spans
+        // are true, only folded for another zoom).
+        if (reader == reader_.get()) frameArrived(std::move(frame));
+        if (pending_ && reader_) startQuery(requested_);
+      });
+}
+
+void TimelineWidget::frameArrived(std::shared_ptr<const Frame> frame) {
+  if (frame_ && frame->job < frame_->job) return;
+  frame_ = std::move(frame);
+  if (!frame_->error.isEmpty()) message_ = frame_->error;
+  update();
+  emit frameReady(frame_->job);
+}
+
+double TimelineWidget::renderHeight() const {
+  double h = kRuler + 6;
+  for (const Lane& l : lanes_)
+    h += l.depth * kRowHeight + kLaneGap;
+  return std::max(h, kRuler + 2 * kRowHeight);
+}
+
+QSize TimelineWidget::sizeHint() const {
+  return {600, int(std::ceil(renderHeight())) + 8};
+}
+
+void TimelineWidget::paintEvent(QPaintEvent*) {
+  QPainter painter(this);
+  const qint64 palette_key = palette().cacheKey();
+  const bool valid = !cache_.isNull() && cache_.size() == size() * devicePixelRatioF() &&
+                     cache_job_ == frameJob() && cache_window_.start_ns == window_.start_ns &&
+                     cache_window_.end_ns == window_.end_ns && cache_palette_ == palette_key &&
+                     cache_job_ != 0 && message_.isEmpty();
+  if (!valid) {
+    cache_ = QPixmap(size() * devicePixelRatioF());
+    cache_.setDevicePixelRatio(devicePixelRatioF());
+    cache_.fill(palette().color(QPalette::Base));
+    QPainter p(&cache_);
+    p.setFont(font());
+    paintInto(p, QRectF(rect()), palette().color(QPalette::Text), palette().color(QPalette::Base),
+              true);
+    cache_job_ = frameJob();
+    cache_window_ = window_;
+    cache_palette_ = palette_key;
+    cache_items_ = drawn_items_;
+  }
+  drawn_items_ = cache_items_;
+  painter.drawPixmap(0, 0, cache_);
+}
+
+void TimelineWidget::render(QPainter& painter, const QRectF& area, const QColor& text,
+                            const QColor& base) {
+  paintInto(painter, area, text, base, false);
+}
+
+void TimelineWidget::paintInto(QPainter& painter, const QRectF& area, const QColor& text,
+                               const QColor& base, bool count_items) {
+  painter.save();
+  painter.setClipRect(area);
+  const QFontMetricsF fm(painter.font());
+  if (lanes_.empty() || !message_.isEmpty()) {
+    painter.setPen(text);
+    painter.drawText(area.adjusted(8, 4, -8, -4), Qt::AlignLeft | Qt::AlignTop | Qt::TextWordWrap,
+                     message_.isEmpty() ? tr("Loading the timeline…") : message_);
+    painter.restore();
+    if (count_items) drawn_items_ = 0;
+    return;
+  }
+  const double left = area.left() + kGutter;
+  const double width = std::max(1.0, area.right() - left - 4);
+  const std::int64_t t0 = window_.start_ns;
+  const std::int64_t span_ns = std::max<std::int64_t>(1, window_.end_ns - window_.start_ns);
+  const double per_ns = width / double(span_ns);
+  // int64 differences first; doubles only relative to the window's start.
+  auto x_of = [&](std::int64_t t) { return left + double(t - t0) * per_ns; };
+
+  // The time axis, relative to the start of the trace.
+  QColor grid = text;
+  grid.setAlpha(40);
+  const std::int64_t step = tickStep(double(span_ns) / std::max(1.0, width / 90));
+  const std::int64_t first = full_.start_ns + ((t0 - full_.start_ns) / step) * step;
+  painter.setPen(text);
+  for (std::int64_t t = first; t <= window_.end_ns; t += step) {
+    if (t < t0) continue;
+    const double x = x_of(t);
+    painter.setPen(grid);
+    painter.drawLine(QPointF(x, area.top() + kRuler - 4), QPointF(x, area.bottom()));
+    const QString label = tickLabel(t - full_.start_ns, step);
+    if (x + 2 + fm.horizontalAdvance(label) > area.right()) continue;
+    painter.setPen(text);
+    painter.drawText(QRectF(x + 2, area.top(), 90, kRuler - 4), Qt::AlignLeft | Qt::AlignVCenter,
+                     label);
+  }
+
+  int items = 0;
+  double y = area.top() + kRuler + 2;
+  for (std::size_t i = 0; i < lanes_.size(); ++i) {
+    const Lane& lane = lanes_[i];
+    const double h = lane.depth * kRowHeight;
+    painter.setPen(text);
+    painter.drawText(QRectF(area.left() + 4, y, kGutter - 8, kRowHeight),
+                     Qt::AlignLeft | Qt::AlignVCenter,
+                     fm.elidedText(lane.title, Qt::ElideMiddle, kGutter - 8));
+    QColor band = text;
+    band.setAlpha(12);
+    painter.fillRect(QRectF(left, y, width, h), band);
+    if (frame_ && i < frame_->lanes.size()) {
+      const LaneFrame& lf = frame_->lanes[i];
+      for (std::size_t k = 0; k < lf.spans.size(); ++k) {
+        const trace::Span& s = lf.spans[k];
+        if (s.end_ns <= t0 || s.start_ns >= window_.end_ns) continue;
+        const double x0 = std::max(left, x_of(s.start_ns));
+        const double x1 = std::min(left + width, x_of(s.end_ns));
+        // A pixel of gap ends spans wide enough to spare it, so that neighbours
+        // of one colour stay apart.
+        const double w = x1 - x0 > 3 ? x1 - x0 - 1 : std::max(1.0, x1 - x0);
+        const QRectF r(x0, y + s.depth * kRowHeight + 1, w, kRowHeight - 2);
+        painter.fillRect(r, lf.colors[k]);
+        ++items;
+        if (r.width() > 28) {
+          painter.setPen(Qt::white);
+          const QString name =
+              s.count > 1 ? tr("%1 +%2 more").arg(lf.names[k]).arg(s.count - 1) : lf.names[k];
+          painter.drawText(r.adjusted(3, 0, -2, 0), Qt::AlignLeft | Qt::AlignVCenter,
+                           fm.elidedText(name, Qt::ElideRight, r.width() - 5));
+        }
+      }
+    }
+    y += h + kLaneGap;
+  }
+  (void)base;
+  if (count_items) drawn_items_ = items;
+  painter.restore();
+}
+
+std::int64_t TimelineWidget::timeAt(double x) const {
+  const double width = spanAreaWidth();
+  const double share = std::clamp((x - kGutter) / width, 0.0, 1.0);
+  return window_.start_ns + std::int64_t(share * double(window_.end_ns - window_.start_ns));
+}
+
+int TimelineWidget::laneAt(double y, double top) const {
+  double at = top + kRuler + 2;
+  for (std::size_t i = 0; i < lanes_.size(); ++i) {
+    const double h = lanes_[i].depth * kRowHeight;
+    if (y >= at && y < at + h) return int(i);
+    at += h + kLaneGap;
+  }
+  return -1;
+}
+
+void TimelineWidget::resizeEvent(QResizeEvent* event) {
+  QWidget::resizeEvent(event);
+  requestFrame();
+}
+
+void TimelineWidget::wheelEvent(QWheelEvent* event) {
+  if (lanes_.empty()) return;
+  const double notches = event->angleDelta().y() / 120.0;
+  if (notches == 0) return;
+  zoom(std::pow(1.25, notches), timeAt(event->position().x()));
+  event->accept();
+}
+
+void TimelineWidget::mousePressEvent(QMouseEvent* event) {
+  if (event->button() == Qt::LeftButton) {
+    drag_from_ = event->position().toPoint();
+    drag_window_ = window_;
+  }
+}
+
+void TimelineWidget::mouseMoveEvent(QMouseEvent* event) {
+  if (!drag_from_ || !(event->buttons() & Qt::LeftButton)) return;
+  const double dx = event->position().x() - drag_from_->x();
+  const auto shift =
+      std::int64_t(dx / spanAreaWidth() * double(drag_window_.end_ns - drag_window_.start_ns));
+  setWindow(drag_window_.start_ns - shift, drag_window_.end_ns - shift);
+}
+
+void TimelineWidget::mouseReleaseEvent(QMouseEvent*) {
+  drag_from_.reset();
+}
+
+void TimelineWidget::mouseDoubleClickEvent(QMouseEvent*) {
+  resetZoom();
+}
+
+void TimelineWidget::keyPressEvent(QKeyEvent* event) {
+  const std::int64_t span = window_.end_ns - window_.start_ns;
+  const std::int64_t middle = window_.start_ns + span / 2;
+  switch (event->key()) {
+    case Qt::Key_Plus:
+    case Qt::Key_Equal:
+      zoom(1.5, middle);
+      break;
+    case Qt::Key_Minus:
+      zoom(1 / 1.5, middle);
+      break;
+    case Qt::Key_0:
+    case Qt::Key_Home:
+      resetZoom();
+      break;
+    case Qt::Key_Left:
+      setWindow(window_.start_ns - span / 8, window_.end_ns - span / 8);
+      break;
+    case Qt::Key_Right:
+      setWindow(window_.start_ns + span / 8, window_.end_ns + span / 8);
+      break;
+    default:
+      QWidget::keyPressEvent(event);
+      return;
+  }
+  event->accept();
+}
+
+bool TimelineWidget::event(QEvent* e) {
+  if (e->type() != QEvent::ToolTip) return QWidget::event(e);
+  auto* help = static_cast<QHelpEvent*>(e);
+  const int lane = laneAt(help->pos().y(), 0);
+  if (lane < 0 || !frame_ || lane >= int(frame_->lanes.size()) || help->pos().x() < kGutter) {
+    QToolTip::hideText();
+    return true;
+  }
+  // From the spans in hand: no query on the GUI thread.
+  const std::int64_t t = timeAt(help->pos().x());
+  const std::int64_t slack =
+      std::int64_t(2.0 / spanAreaWidth() * double(window_.end_ns - window_.start_ns));
+  const LaneFrame& lf = frame_->lanes[std::size_t(lane)];
+  for (std::size_t k = lf.spans.size(); k-- > 0;) {
+    const trace::Span& s = lf.spans[k];
+    if (t >= s.start_ns - slack && t < s.end_ns + slack) {
+      QString text = QStringLiteral("<b>%1</b><br>%2 at %3")
+                         .arg(lf.names[k].toHtmlEscaped(),
+                              q(format_seconds(double(s.end_ns - s.start_ns) * 1e-9)),
+                              q(format_seconds(double(s.start_ns - full_.start_ns) * 1e-9)));
+      if (s.count > 1) text += tr("<br>%1 events folded (zoom in to see them)").arg(s.count);
+      QToolTip::showText(help->globalPos(), text, this);
+      return true;
+    }
+  }
+  QToolTip::hideText();
+  return true;
+}
+
+}  // namespace cs::gui

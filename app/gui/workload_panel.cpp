@@ -1,0 +1,249 @@
+#include "app/gui/workload_panel.h"
+
+#include <QCheckBox>
+#include <QComboBox>
+#include <QFormLayout>
+#include <QLabel>
+#include <QScrollArea>
+#include <QVBoxLayout>
+
+#include "app/gui/field_widgets.h"
+#include "app/gui/workspace.h"
+#include "core/format.h"
+#include "planners/formulas.h"
+
+namespace cs::gui {
+
+namespace {
+
+QString q(const std::string& s) {
+  return QString::fromStdString(s);
+}
+
+struct FieldSpec {
+  const char* pointer;
+  const char* label;
+  FieldEdit::Kind kind;
+  bool transformer;  // shown for transformers, else for generic models
+};
+
+constexpr FieldSpec kFields[] = {
+    {"/display_name", "Name", FieldEdit::Kind::text, true},
+    {"/layers", "&Layers", FieldEdit::Kind::integer, true},
+    {"/hidden", "&Hidden size", FieldEdit::Kind::integer, true},
+    {"/heads", "Attention heads", FieldEdit::Kind::integer, true},
+    {"/kv_heads", "KV heads", FieldEdit::Kind::integer, true},
+    {"/ffn_hidden", "FFN size", FieldEdit::Kind::integer, true},
+    {"/seq_len", "&Sequence length", FieldEdit::Kind::integer, true},
+    {"/vocab", "Vocabulary", FieldEdit::Kind::integer, true},
+    {"/training_tokens", "Tokens to train", FieldEdit::Kind::number, true},
+    {"/parameters", "Parameters", FieldEdit::Kind::number, false},
+    {"/forward_flops_per_sample", "Forward FLOPs / sample", FieldEdit::Kind::number, false},
+    {"/activation_bytes_per_sample", "Activation bytes / sample", FieldEdit::Kind::number, false},
+    {"/dataset_samples", "Samples in the data set", FieldEdit::Kind::number, false},
+    {"/epochs", "Epochs", FieldEdit::Kind::number, false},
+};
+
+}  // namespace
+
+QString WorkloadPanel::figuresHtml(const Workload& w) {
+  const double params = parameter_count(w);
+  QString rows;
+  auto row = [&rows](const QString& k, const QString& v) {
+    rows += QStringLiteral("<tr><td>%1</td><td align=right><b>%2</b></td></tr>").arg(k, v);
+  };
+  row(tr("Parameters"), q(format_count(params)));
+  if (w.kind == WorkloadKind::transformer) {
+    const TransformerShape& s = w.transformer;
+    // Training FLOPs of one token: Korthikanti et al.'s model FLOPs of one
+    // sequence divided by its length (forward + backward, no recomputation).
+    const double per_token = plan::megatron_model_flops(1, s.seq_len, s.layers, s.hidden, s.vocab) /
+                             std::max(1, s.seq_len);
+    row(tr("Training FLOPs per token"), q(format_rate(per_token, "FLOP")));
+    row(tr("  forward only"), q(format_rate(per_token / 3, "FLOP")));
+    row(tr("  6N (Kaplan et al.)"), q(format_rate(6 * params, "FLOP")));
+    if (w.training_tokens > 0) {
+      row(tr("Training FLOPs, all tokens"), q(format_rate(per_token * w.training_tokens, "FLOP")));
+    }
+  } else {
+    row(tr("Training FLOPs per sample"),
+        q(format_rate(3 * w.generic.forward_flops_per_sample, "FLOP")));
+    const double samples = training_samples(w);
+    if (samples > 0) {
+      row(tr("Training FLOPs, all epochs"),
+          q(format_rate(3 * w.generic.forward_flops_per_sample * samples, "FLOP")));
+    }
+  }
+  return QStringLiteral("<table cellspacing=1 width=100%>%1</table>").arg(rows);
+}
+
+WorkloadPanel::WorkloadPanel(Workspace* workspace, QWidget* parent)
+    : QWidget(parent), workspace_(workspace) {
+  setObjectName(QStringLiteral("workloadPanel"));
+  preset_ = new QComboBox;
+  preset_->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
+  preset_->setMinimumContentsLength(12);
+  preset_->setObjectName(QStringLiteral("workloadPreset"));
+  preset_->addItem(tr("Load a model preset…"));
+  for (const Workload& m : workspace_->catalog().models()) {
+    preset_->addItem(q(m.display_name.empty() ? m.name : m.display_name), q(m.name));
+  }
+  connect(preset_, &QComboBox::activated, this, [this](int index) {
+    if (index > 0) applyPreset(preset_->itemData(index).toString());
+    preset_->setCurrentIndex(0);
+  });
+
+  auto* form = form_ = new QFormLayout;
+  form->setFieldGrowthPolicy(QFormLayout::AllNonFixedFieldsGrow);
+  for (const FieldSpec& spec : kFields) {
+    auto* f = new FieldEdit(QString::fromLatin1(spec.pointer), spec.kind);
+    f->setProperty("transformer", spec.transformer);
+    fields_[f->pointer()] = f;
+    connect(f, &FieldEdit::edited, this, [this](const QString& pointer, const QString& value) {
+      edit(tr("Edit workload %1").arg(pointer.mid(1).replace('_', ' ')), pointer, value);
+    });
+    addRow(form, tr(spec.label), f);
+  }
+  gated_ = new QCheckBox(tr("Gated MLP (SwiGLU)"));
+  gated_->setObjectName(QStringLiteral("/gated_mlp"));
+  tied_ = new QCheckBox(tr("LM head tied to the embedding"));
+  tied_->setObjectName(QStringLiteral("/tied_embeddings"));
+  for (QCheckBox* box : {gated_, tied_}) {
+    connect(box, &QCheckBox::toggled, this, [this, box](bool on) {
+      if (refreshing_) return;
+      edit(box->text(), box->objectName(), on ? QStringLiteral("true") : QStringLiteral("false"));
+    });
+    form->addRow(box);
+  }
+
+  problem_ = new QLabel;
+  problem_->setWordWrap(true);
+  problem_->setStyleSheet(QStringLiteral("color: #d03030;"));
+  problem_->setVisible(false);
+  figures_ = new QLabel;
+  figures_->setObjectName(QStringLiteral("workloadFigures"));
+  figures_->setTextFormat(Qt::RichText);
+
+  auto* inner = new QWidget;
+  auto* v = new QVBoxLayout(inner);
+  v->addWidget(preset_);
+  v->addLayout(form);
+  v->addWidget(problem_);
+  v->addWidget(figures_);
+  v->addStretch();
+  auto* scroll = new QScrollArea;
+  scroll->setWidget(inner);
+  scroll->setWidgetResizable(true);
+  scroll->setFrameShape(QFrame::NoFrame);
+  auto* layout = new QVBoxLayout(this);
+  layout->setContentsMargins(2, 2, 2, 2);
+  layout->addWidget(scroll);
+
+  connect(workspace_, &Workspace::projectChanged, this, &WorkloadPanel::refresh);
+  refresh();
+}
+
+FieldEdit* WorkloadPanel::field(const QString& pointer) const {
+  auto it = fields_.find(pointer);
+  return it == fields_.end() ? nullptr : it->second;
+}
+
+bool WorkloadPanel::applyPreset(const QString& name) {
+  const Project& project = workspace_->project();
+  const Workload* current = project.current_workload();
+  if (!current) return false;
+  const Workload* preset = workspace_->catalog().find_model(name.toStdString());
+  if (!preset) {
+    problem_->setText(q(workspace_->catalog().unknown_name_message(
+        "model preset", name.toStdString(), workspace_->catalog().model_names())));
+    problem_->setVisible(true);
+    return false;
+  }
+  Project after = project;
+  Workload w = *preset;
+  w.name = current->name;  // plans refer to the workload by this name
+  after.workloads[std::size_t(project.workload_index(current->name))] = std::move(w);
+  workspace_->edit(tr("Load model preset %1").arg(name), std::move(after));
+  return true;
+}
+
+void WorkloadPanel::edit(const QString& text, const QString& pointer, const QString& value) {
+  const Project& project = workspace_->project();
+  const Workload* current = project.current_workload();
+  if (!current) return;
+  std::vector<Problem> problems;
+  auto edited = edit_workload(*current, {{pointer.toStdString(), value.toStdString()}}, &problems);
+  if (!edited) {
+    // Each problem at its own field; the edited field says why its value was
+    // refused even when the rule broken sits at another ("/hidden: ...").
+    QStringList general;
+    QStringList elsewhere;
+    bool own = false;
+    for (const Problem& p : problems) {
+      const QString line =
+          QStringLiteral("%1: %2").arg(p.pointer.empty() ? "/" : q(p.pointer), q(p.message));
+      if (FieldEdit* f = field(q(p.pointer))) {
+        f->setProblem(q(p.message));
+      } else {
+        general << line;
+      }
+      if (q(p.pointer) == pointer) {
+        own = true;
+      } else {
+        elsewhere << line;
+      }
+    }
+    if (FieldEdit* f = field(pointer); f && !own) f->setProblem(elsewhere.join('\n'));
+    problem_->setText(general.join('\n'));
+    problem_->setVisible(!general.isEmpty());
+    return;
+  }
+  if (FieldEdit* f = field(pointer)) f->setProblem({});
+  problem_->setVisible(false);
+  std::string before_json;
+  std::string after_json;
+  workload_fields(*current, {}, &before_json);
+  workload_fields(edited.value(), {}, &after_json);
+  if (before_json == after_json) return;  // the value it already had: no undo step
+  Project after = project;
+  after.workloads[std::size_t(project.workload_index(current->name))] = std::move(edited).value();
+  workspace_->edit(text, std::move(after), QStringLiteral("workload") + pointer);
+}
+
+void WorkloadPanel::refresh() {
+  const Workload* w = workspace_->project().current_workload();
+  setEnabled(w != nullptr);
+  if (!w) {
+    shown_.clear();
+    figures_->setText(tr("No workload: the project has no plan."));
+    return;
+  }
+  std::vector<std::string> pointers;
+  for (const auto& [pointer, f] : fields_)
+    pointers.push_back(pointer.toStdString());
+  std::string whole;
+  const std::vector<std::string> values = workload_fields(*w, pointers, &whole);
+  problem_->setVisible(false);  // a refused edit's message lasts until the next change
+  if (whole == shown_) return;  // an edit elsewhere: nothing here changed
+  shown_ = whole;
+  refreshing_ = true;
+  const bool transformer = w->kind == WorkloadKind::transformer;
+  std::size_t i = 0;
+  for (auto& [pointer, f] : fields_) {
+    const std::string& value = values[i++];
+    const bool shown = pointer == QLatin1String("/display_name") ||
+                       f->property("transformer").toBool() == transformer;
+    form_->setRowVisible(f, shown);
+    if (!(f->lineEdit()->hasFocus() && f->hasProblem())) f->setProblem({});
+    f->showValue(q(value));
+  }
+  form_->setRowVisible(gated_, transformer);
+  form_->setRowVisible(tied_, transformer);
+  gated_->setChecked(w->transformer.gated_mlp);
+  tied_->setChecked(w->transformer.tied_embeddings);
+  refreshing_ = false;
+  problem_->setVisible(false);
+  figures_->setText(figuresHtml(*w));
+}
+
+}  // namespace cs::gui

@@ -1,0 +1,55 @@
+#pragma once
+// The workload panel: a model preset or a custom shape (layers, hidden,
+// heads, KV heads, FFN, sequence, vocabulary, tokens to train; or a generic
+// model's parameters and FLOPs), with the parameter count and the FLOPs per
+// token shown live as the fields change.
+
+#include <QWidget>
+#include <map>
+#include <string>
+
+class QCheckBox;
+class QComboBox;
+class QFormLayout;
+class QLabel;
+
+namespace cs {
+struct Workload;
+}
+
+namespace cs::gui {
+
+class FieldEdit;
+class Workspace;
+
+class WorkloadPanel : public QWidget {
+  Q_OBJECT
+
+ public:
+  explicit WorkloadPanel(Workspace* workspace, QWidget* parent = nullptr);
+
+  FieldEdit* field(const QString& pointer) const;
+  QComboBox* presetBox() const { return preset_; }
+  QLabel* figuresLabel() const { return figures_; }
+  bool applyPreset(const QString& name);
+
+  // "6.74 B parameters · 42.3 GFLOP per token", for a workload.
+  static QString figuresHtml(const Workload& workload);
+
+ private:
+  void refresh();
+  void edit(const QString& text, const QString& pointer, const QString& value);
+
+  Workspace* workspace_;
+  QComboBox* preset_;
+  QFormLayout* form_;
+  QCheckBox* gated_;
+  QCheckBox* tied_;
+  std::map<QString, FieldEdit*> fields_;
+  QLabel* problem_;
+  QLabel* figures_;
+  bool refreshing_ = false;
+  std::string shown_;  // the JSON of the workload the fields show
+};
+
+}  // namespace cs::gui

@@ -1,0 +1,271 @@
+#include "app/gui/workspace.h"
+
+#include <QDir>
+#include <QFile>
+#include <QFileInfo>
+#include <QLockFile>
+#include <QSettings>
+#include <QStandardPaths>
+#include <QUndoCommand>
+
+namespace cs::gui {
+
+namespace {
+
+constexpr int kMaxRecentFiles = 8;
+constexpr int kAutosaveSlots = 16;
+constexpr const char* kRecentKey = "files/recent";
+
+QString autosaveDir() {
+  return QStandardPaths::writableLocation(QStandardPaths::AppDataLocation) + "/autosave";
+}
+QString slotFile(int slot, const char* suffix) {
+  return autosaveDir() + QString("/session-%1%2").arg(slot).arg(suffix);
+}
+
+QString readText(const QString& path) {
+  QFile f(path);
+  if (!f.open(QIODevice::ReadOnly)) return {};
+  return QString::fromUtf8(f.readAll()).trimmed();
+}
+
+}  // namespace
+
+// One undoable edit: the project before and after.
+class ProjectCommand : public QUndoCommand {
+ public:
+  ProjectCommand(Workspace* workspace, const QString& text, Project before, Project after,
+                 QString merge_key)
+      : QUndoCommand(text),
+        workspace_(workspace),
+        before_(std::move(before)),
+        after_(std::move(after)),
+        merge_key_(std::move(merge_key)) {}
+
+  void redo() override { workspace_->setProject(after_); }
+  void undo() override { workspace_->setProject(before_); }
+  int id() const override { return merge_key_.isEmpty() ? -1 : 1; }
+  bool mergeWith(const QUndoCommand* other) override {
+    const auto* next = static_cast<const ProjectCommand*>(other);
+    if (next->merge_key_ != merge_key_) return false;
+    after_ = next->after_;
+    return true;
+  }
+
+ private:
+  Workspace* workspace_;
+  Project before_;
+  Project after_;
+  QString merge_key_;
+};
+
+Workspace::Workspace(QObject* parent) : QObject(parent) {
+  auto loaded = PresetCatalog::load_default();
+  if (loaded) {
+    catalog_ = std::move(loaded).value();
+  } else {
+    presets_error_ = QString::fromStdString(loaded.message());
+  }
+  connect(&undo_, &QUndoStack::cleanChanged, this, &Workspace::fileChanged);
+  autosave_timer_.setSingleShot(true);
+  autosave_timer_.setInterval(2000);
+  connect(&autosave_timer_, &QTimer::timeout, this, &Workspace::autosaveNow);
+  claimAutosaveSlot();
+}
+
+Workspace::~Workspace() = default;
+
+void Workspace::claimAutosaveSlot() {
+  if (!QDir().mkpath(autosaveDir())) return;
+  // A slot whose file survived while nobody holds its lock belongs to a
+  // session that crashed: the first such is offered for recovery.
+  for (int slot = 0; slot < kAutosaveSlots && !recovery_lock_; ++slot) {
+    if (!QFileInfo::exists(slotFile(slot, ".clusterscope.json"))) continue;
+    auto lock = std::make_unique<QLockFile>(slotFile(slot, ".lock"));
+    lock->setStaleLockTime(0);  // stale only when its process is gone, never by age
+    if (lock->tryLock(0)) {
+      recovery_lock_ = std::move(lock);
+      recovery_path_ = slotFile(slot, ".clusterscope.json");
+      recovery_source_ = readText(slotFile(slot, ".source"));
+    }
+  }
+  for (int slot = 0; slot < kAutosaveSlots; ++slot) {
+    const QString file = slotFile(slot, ".clusterscope.json");
+    if (file == recovery_path_ || QFileInfo::exists(file)) continue;
+    auto lock = std::make_unique<QLockFile>(slotFile(slot, ".lock"));
+    lock->setStaleLockTime(0);
+    if (lock->tryLock(0)) {
+      session_lock_ = std::move(lock);
+      autosave_path_ = file;
+      return;
+    }
+  }
+}
+
+QString Workspace::displayName() const {
+  return path_.isEmpty() ? tr("Untitled") : QFileInfo(path_).fileName();
+}
+
+void Workspace::edit(const QString& text, Project after, const QString& merge_key) {
+  undo_.push(new ProjectCommand(this, text, project_, std::move(after), merge_key));
+}
+
+void Workspace::setProject(Project project) {
+  project_ = std::move(project);
+  emit projectChanged();
+  scheduleAutosave();
+}
+
+void Workspace::replaceAll(Project project, const QString& path, bool modified) {
+  undo_.clear();
+  project_ = std::move(project);
+  path_ = path;
+  if (modified) {
+    undo_.resetClean();  // no step is clean: the project differs from its file
+  } else {
+    undo_.setClean();
+  }
+  emit projectChanged();
+  emit fileChanged();
+}
+
+bool Workspace::newProject() {
+  if (!presets_error_.isEmpty()) {
+    emit message(tr("No default project: the presets could not be loaded.\n%1").arg(presets_error_),
+                 MessageLevel::error);
+    replaceAll(Project{}, {}, false);
+    return false;
+  }
+  auto project = default_project(catalog_);
+  if (!project) {
+    emit message(QString::fromStdString(project.message()), MessageLevel::error);
+    replaceAll(Project{}, {}, false);
+    return false;
+  }
+  replaceAll(std::move(project).value(), {}, false);
+  return true;
+}
+
+bool Workspace::open(const QString& path) {
+  auto project = load_project(path.toStdString());
+  if (!project) {
+    emit message(tr("Could not open %1:\n%2")
+                     .arg(QFileInfo(path).fileName(), QString::fromStdString(project.message())),
+                 MessageLevel::error);
+    return false;
+  }
+  replaceAll(std::move(project).value(), QFileInfo(path).absoluteFilePath(), false);
+  addRecentFile(path_);
+  if (QFile::exists(autosave_path_)) QFile::remove(autosave_path_);
+  emit message(tr("Opened %1").arg(displayName()), MessageLevel::info);
+  return true;
+}
+
+bool Workspace::save() {
+  if (path_.isEmpty()) return false;
+  return saveAs(path_);
+}
+
+bool Workspace::saveAs(const QString& path) {
+  QString target = path;
+  if (!target.endsWith(QString::fromUtf8(kProjectSuffix.data(), int(kProjectSuffix.size()))) &&
+      QFileInfo(target).suffix().isEmpty()) {
+    target += QString::fromUtf8(kProjectSuffix.data(), int(kProjectSuffix.size()));
+  }
+  const Status saved = save_project(target.toStdString(), project_);
+  if (!saved) {
+    emit message(tr("Could not save: %1").arg(QString::fromStdString(saved.message())),
+                 MessageLevel::error);
+    return false;
+  }
+  path_ = QFileInfo(target).absoluteFilePath();
+  undo_.setClean();
+  addRecentFile(path_);
+  autosave_timer_.stop();
+  if (QFile::exists(autosave_path_)) QFile::remove(autosave_path_);
+  emit fileChanged();
+  emit message(tr("Saved %1").arg(displayName()), MessageLevel::info);
+  return true;
+}
+
+QStringList Workspace::recentFiles() const {
+  return QSettings().value(kRecentKey).toStringList();
+}
+
+void Workspace::clearRecentFiles() {
+  QSettings().remove(kRecentKey);
+  emit recentFilesChanged();
+}
+
+void Workspace::addRecentFile(const QString& path) {
+  QStringList files = recentFiles();
+  files.removeAll(path);
+  files.prepend(path);
+  while (files.size() > kMaxRecentFiles)
+    files.removeLast();
+  QSettings().setValue(kRecentKey, files);
+  emit recentFilesChanged();
+}
+
+void Workspace::setAutosaveDelay(int milliseconds) {
+  autosave_timer_.setInterval(milliseconds);
+}
+
+void Workspace::scheduleAutosave() {
+  if (!autosave_path_.isEmpty()) autosave_timer_.start();
+}
+
+void Workspace::autosaveNow() {
+  autosave_timer_.stop();
+  if (autosave_path_.isEmpty()) return;
+  if (!isModified()) {
+    QFile::remove(autosave_path_);
+    return;
+  }
+  const Status saved = save_project(autosave_path_.toStdString(), project_);
+  if (!saved) {
+    emit message(tr("Autosave failed: %1").arg(QString::fromStdString(saved.message())),
+                 MessageLevel::warning);
+    return;
+  }
+  const QString source_file = QString(autosave_path_).replace(".clusterscope.json", ".source");
+  QFile source(source_file);
+  if (source.open(QIODevice::WriteOnly | QIODevice::Truncate)) source.write(path_.toUtf8());
+}
+
+bool Workspace::recover() {
+  if (recovery_path_.isEmpty()) return false;
+  auto project = load_project(recovery_path_.toStdString());
+  if (!project) {
+    emit message(tr("The recovered project could not be read:\n%1")
+                     .arg(QString::fromStdString(project.message())),
+                 MessageLevel::error);
+    discardRecovery();
+    return false;
+  }
+  replaceAll(std::move(project).value(), recovery_source_, true);
+  discardRecovery();
+  autosaveNow();  // the recovered changes are now this session's to keep safe
+  emit message(tr("Recovered the unsaved changes of the last session."), MessageLevel::info);
+  return true;
+}
+
+void Workspace::discardRecovery() {
+  if (recovery_path_.isEmpty()) return;
+  QFile::remove(recovery_path_);
+  QFile::remove(QString(recovery_path_).replace(".clusterscope.json", ".source"));
+  recovery_lock_.reset();
+  recovery_path_.clear();
+  recovery_source_.clear();
+  emit recoveryChanged();
+}
+
+void Workspace::closeSession() {
+  autosave_timer_.stop();
+  if (!autosave_path_.isEmpty()) {
+    QFile::remove(autosave_path_);
+    QFile::remove(QString(autosave_path_).replace(".clusterscope.json", ".source"));
+  }
+}
+
+}  // namespace cs::gui

@@ -1,0 +1,99 @@
+#pragma once
+// The open project and everything around it: the preset catalog, undo/redo
+// of every edit (whole-project snapshots: a project is a few kilobytes), the
+// project file (new, open, save, save as), recent files, and autosave with
+// crash recovery. Views read project() and change it only through edit().
+
+#include <QObject>
+#include <QString>
+#include <QStringList>
+#include <QTimer>
+#include <QUndoStack>
+#include <memory>
+
+#include "app/gui/project.h"
+#include "core/presets.h"
+
+class QLockFile;
+
+namespace cs::gui {
+
+enum class MessageLevel { info, warning, error };
+
+class Workspace : public QObject {
+  Q_OBJECT
+
+ public:
+  // Loads the presets (a failure is reported by message() once the window
+  // listens, see presetsError()). Starts with an empty project: call
+  // newProject() or open().
+  explicit Workspace(QObject* parent = nullptr);
+  ~Workspace() override;
+
+  const PresetCatalog& catalog() const { return catalog_; }
+  // Why the presets could not be loaded; empty when they were.
+  const QString& presetsError() const { return presets_error_; }
+  const Project& project() const { return project_; }
+  QUndoStack* undoStack() { return &undo_; }
+
+  // Replaces the project with `after` as one undoable step named `text`.
+  // Consecutive edits with the same non-empty `merge_key` merge into one
+  // step (typing in a field is one undo step per field, not per key).
+  void edit(const QString& text, Project after, const QString& merge_key = {});
+
+  QString filePath() const { return path_; }
+  QString displayName() const;  // file name, or "Untitled"
+  bool isModified() const { return !undo_.isClean(); }
+
+  // Each returns false, with a message(), when it fails; the open project is
+  // then left as it was.
+  bool newProject();  // the default project (DGX H100 pod, LLaMA-2 7B)
+  bool open(const QString& path);
+  bool save();  // false when the project has no file yet (use saveAs)
+  bool saveAs(const QString& path);
+
+  QStringList recentFiles() const;
+  void clearRecentFiles();
+
+  // Autosave: the project is written to a per-session file a moment after
+  // every change, and the file is removed on save and on a clean exit. A
+  // session that crashed leaves its file behind: the next start offers it.
+  void setAutosaveDelay(int milliseconds);
+  QString autosavePath() const { return autosave_path_; }
+  bool hasRecovery() const { return !recovery_path_.isEmpty(); }
+  QString recoverySource() const { return recovery_source_; }  // the file it was saved from, or ""
+  bool recover();          // loads the recovered project (modified, with its original path)
+  void discardRecovery();  // deletes the crashed session's file
+  void autosaveNow();
+  // A clean exit: the autosave file is removed.
+  void closeSession();
+
+ signals:
+  void projectChanged();  // after every edit, undo, redo, new, open and recovery
+  void fileChanged();     // the path or the modified state changed
+  void recentFilesChanged();
+  void message(const QString& text, cs::gui::MessageLevel level);
+  void recoveryChanged();
+
+ private:
+  friend class ProjectCommand;
+  void setProject(Project project);  // no undo step
+  void replaceAll(Project project, const QString& path, bool modified);
+  void addRecentFile(const QString& path);
+  void scheduleAutosave();
+  void claimAutosaveSlot();
+
+  PresetCatalog catalog_;
+  QString presets_error_;
+  Project project_;
+  QUndoStack undo_;
+  QString path_;
+  QTimer autosave_timer_;
+  std::unique_ptr<QLockFile> session_lock_;
+  QString autosave_path_;
+  QString recovery_path_;
+  QString recovery_source_;
+  std::unique_ptr<QLockFile> recovery_lock_;
+};
+
+}  // namespace cs::gui

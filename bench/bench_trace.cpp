@@ -1,0 +1,529 @@
+// Trace store speed, against the targets of the trace store's issue:
+//   writing              >= 2 M events/s into a file store
+//   10 M event store     open + one lane window query at 2000 px < 10 ms;
+//                        the full per-rank analysis < 2 s, its peak memory
+//                        well below the store's size
+//   Kineto JSON import   MB/s for a ~100 MB trace
+//
+//   bench_trace [--events N] [--dir D] [--json-mb M] [--keep]
+//
+// Each phase runs in a child process of its own (this program again), so
+// the peak memory reported is that phase's alone.
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "core/trace_analysis.h"
+#include "core/trace_import.h"
+#include "core/trace_reader.h"
+#include "core/trace_writer.h"
+
+using namespace cs::trace;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+double file_mb(const std::string& path) {
+  std::error_code ec;
+  double total = 0;
+  for (const char* suffix : {"", "-wal"}) {
+    const auto size = std::filesystem::file_size(path + suffix, ec);
+    if (!ec) total += static_cast<double>(size);
+  }
+  return total / 1e6;
+}
+
+double cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) / 1e9;
+}
+
+// A cheap deterministic generator: the producer must not be the bottleneck.
+struct Lcg {
+  std::uint64_t s;
+  std::uint32_t next() {
+    s = s * 6364136223846793005ull + 1442695040888963407ull;
+    return static_cast<std::uint32_t>(s >> 33);
+  }
+  std::int64_t in(std::int64_t lo, std::int64_t hi) {
+    return lo + static_cast<std::int64_t>(next() % static_cast<std::uint32_t>(hi - lo + 1));
+  }
+};
+
+// ---------------------------------------------------------------------------
+// write: a data-parallel run as CUPTI would record it. Per rank: a compute
+// stream of kernels (each launched by a cudaLaunchKernel on the main thread),
+// a communication stream whose all-reduces overlap the compute, and steps.
+// `lanes_per_rank` > 0 instead piles everything on one stream of one rank.
+
+int phase_write(const std::string& path, std::int64_t events, int ranks, bool one_lane) {
+  auto created = TraceWriter::create(path, RunInfo{"benchmark", "bench_trace", 0, "synthetic"});
+  if (!created) {
+    std::fprintf(stderr, "%s\n", created.message().c_str());
+    return 1;
+  }
+  TraceWriter& w = **created;
+  std::vector<LaneId> compute, comm, cpu, steps;
+  for (int r = 0; r < ranks; ++r) {
+    w.add_rank(
+        {r, "node" + std::to_string(r / 8), "GPU " + std::to_string(r % 8), 1000 + r, 0, false});
+    compute.push_back(w.add_lane(r, LaneKind::gpu_stream, "GPU stream 7", 1));
+    comm.push_back(w.add_lane(r, LaneKind::gpu_stream, "GPU stream 13 (NCCL)", 2));
+    cpu.push_back(w.add_lane(r, LaneKind::cpu_thread, "main thread", 0));
+    steps.push_back(w.add_lane(r, LaneKind::steps, "steps", -1));
+  }
+  std::vector<StringId> kernels;
+  for (int i = 0; i < 200; ++i)
+    kernels.push_back(w.intern("sm90_xmma_gemm_bf16_kernel_" + std::to_string(i)));
+  const StringId launch = w.intern("cudaLaunchKernel");
+  const StringId allreduce = w.intern("ncclDevKernel_AllReduce_Sum_bf16_RING_LL");
+  const StringId step_name = w.intern("train_step");
+
+  Lcg rng{42};
+  std::vector<std::int64_t> t(static_cast<std::size_t>(ranks), 1'700'000'000'000'000'000);
+  std::vector<std::int64_t> step_start(t);
+  std::vector<int> step(static_cast<std::size_t>(ranks), 0);
+  std::int64_t written = 0, correlation = 0;
+  const double c0 = cpu_seconds();
+  const auto start = Clock::now();
+  Event e;
+  while (written < events) {
+    for (int r = 0; r < ranks && written < events; ++r) {
+      // 64 kernels and their launches, then an all-reduce over the last 40.
+      std::int64_t& now = t[static_cast<std::size_t>(r)];
+      std::int64_t comm_start = 0;
+      for (int k = 0; k < 64 && written < events; ++k) {
+        ++correlation;
+        e = Event{};
+        e.lane = cpu[static_cast<std::size_t>(r)];
+        e.kind = EventKind::api_call;
+        e.category = Category::other;
+        e.start_ns = now - 8000;
+        e.end_ns = now - 3000;
+        e.name = launch;
+        e.correlation = correlation;
+        if (!one_lane) {
+          w.add(e);
+          ++written;
+        }
+        e.lane = compute[static_cast<std::size_t>(r)];
+        e.kind = EventKind::kernel;
+        e.category = Category::compute;
+        e.start_ns = now;
+        e.end_ns = now + rng.in(2'000, 60'000);
+        e.name = kernels[rng.next() % kernels.size()];
+        e.step = step[static_cast<std::size_t>(r)];
+        w.add(e);
+        ++written;
+        now = e.end_ns + rng.in(500, 4'000);
+        if (k == 24) comm_start = now;
+      }
+      if (!one_lane) {
+        e = Event{};
+        e.lane = comm[static_cast<std::size_t>(r)];
+        e.kind = EventKind::collective;
+        e.category = Category::communication;
+        e.start_ns = comm_start;
+        e.end_ns = now + rng.in(0, 400'000);
+        e.name = allreduce;
+        e.collective = Collective::all_reduce;
+        e.dtype = DataType::bf16;
+        e.count = 1 << 24;
+        e.bytes = 2 << 24;
+        e.group_size = ranks;
+        w.add(e);
+        ++written;
+        now = std::max(now, e.end_ns);
+        if (rng.next() % 8 == 0) {  // a step every ~8 rounds
+          const std::size_t i = static_cast<std::size_t>(r);
+          w.add(StepMetrics{r, step[i], step_start[i], now, 2.0, 4096, 0});
+          e = Event{};
+          e.lane = steps[i];
+          e.kind = EventKind::step;
+          e.category = Category::other;
+          e.start_ns = step_start[i];
+          e.end_ns = now;
+          e.name = step_name;
+          e.step = step[i];
+          w.add(e);
+          ++written;
+          ++step[i];
+          now += 50'000;  // the host prepares the next batch
+          step_start[i] = now;
+        }
+      }
+    }
+  }
+  const cs::Status flushed = w.flush();
+  const double write_s = seconds_since(start);
+  const auto close_start = Clock::now();
+  const cs::Status closed = w.close();
+  const double close_s = seconds_since(close_start);
+  if (!flushed || !closed) {
+    std::fprintf(stderr, "%s %s\n", flushed.message().c_str(), closed.message().c_str());
+    return 1;
+  }
+  std::printf(
+      "events=%lld write_s=%.3f rate_meps=%.3f close_s=%.3f total_rate_meps=%.3f cpu_s=%.3f "
+      "mb=%.1f\n",
+      static_cast<long long>(written), write_s, written / write_s / 1e6, close_s,
+      written / (write_s + close_s) / 1e6, cpu_seconds() - c0, file_mb(path));
+  return 0;
+}
+
+// ---------------------------------------------------------------------------
+
+int phase_query(const std::string& path) {
+  // Open + first query of the busiest lane, 20 times, each with a new reader
+  // (the file is in the page cache, as right after a run or an import). Wall
+  // time on a loaded machine includes waiting for a core; CPU time does not.
+  std::vector<double> wall, cpu;
+  std::size_t spans = 0;
+  std::int64_t lane_events = 0;
+  for (int i = 0; i < 20; ++i) {
+    const double c0 = cpu_seconds();
+    const auto t0 = Clock::now();
+    auto opened = TraceReader::open(path);
+    if (!opened) {
+      std::fprintf(stderr, "%s\n", opened.message().c_str());
+      return 1;
+    }
+    TraceReader& r = **opened;
+    const LaneInfo* lane = &r.lanes().front();
+    for (const LaneInfo& l : r.lanes()) {
+      if (l.event_count > lane->event_count) lane = &l;
+    }
+    auto first = r.spans(lane->id, lane->first_ns, lane->last_ns + 1, 2000);
+    wall.push_back(seconds_since(t0) * 1e3);
+    cpu.push_back((cpu_seconds() - c0) * 1e3);
+    if (!first) {
+      std::fprintf(stderr, "%s\n", first.message().c_str());
+      return 1;
+    }
+    spans = first->size();
+    lane_events = lane->event_count;
+  }
+  std::sort(wall.begin(), wall.end());
+  std::sort(cpu.begin(), cpu.end());
+  std::printf(
+      "lane_events=%lld open_plus_query_ms: min=%.2f median=%.2f max=%.2f cpu_median=%.2f "
+      "spans=%zu\n",
+      static_cast<long long>(lane_events), wall.front(), wall[wall.size() / 2], wall.back(),
+      cpu[cpu.size() / 2], spans);
+
+  auto opened = TraceReader::open(path);
+  if (!opened) return 1;
+  TraceReader& r = **opened;
+  const LaneInfo* lane = &r.lanes().front();
+  for (const LaneInfo& l : r.lanes()) {
+    if (l.event_count > lane->event_count) lane = &l;
+  }
+  // Zoom levels from the whole lane down to 1/100000 of it, at random places.
+  std::mt19937_64 rng(7);
+  const std::int64_t span = lane->last_ns - lane->first_ns;
+  for (double fraction : {1.0, 0.1, 0.01, 0.001, 0.0001, 0.00001}) {
+    std::vector<double> times, cpu_times;
+    std::size_t most = 0;
+    for (int i = 0; i < 60; ++i) {
+      const double c0 = cpu_seconds();
+      const std::int64_t width =
+          std::max<std::int64_t>(1000, static_cast<std::int64_t>(span * fraction));
+      const std::int64_t a =
+          lane->first_ns +
+          static_cast<std::int64_t>(
+              rng() % static_cast<std::uint64_t>(std::max<std::int64_t>(1, span - width + 1)));
+      const auto q = Clock::now();
+      auto window = r.spans(lane->id, a, a + width, 2000);
+      times.push_back(seconds_since(q) * 1e3);
+      cpu_times.push_back((cpu_seconds() - c0) * 1e3);
+      if (!window) return 1;
+      most = std::max(most, window->size());
+    }
+    std::sort(times.begin(), times.end());
+    std::sort(cpu_times.begin(), cpu_times.end());
+    std::printf(
+        "zoom=%g p50_ms=%.3f p95_ms=%.3f max_ms=%.3f cpu_p50_ms=%.3f cpu_max_ms=%.3f "
+        "max_spans=%zu\n",
+        fraction, times[times.size() / 2], times[times.size() * 95 / 100], times.back(),
+        cpu_times[cpu_times.size() / 2], cpu_times.back(), most);
+  }
+  return 0;
+}
+
+int phase_analyse(const std::string& path, int threads) {
+  const double c0 = cpu_seconds();
+  const auto t0 = Clock::now();
+  auto opened = TraceReader::open(path);
+  if (!opened) return 1;
+  AnalysisOptions options;
+  options.threads = threads;
+  auto a = analyze_run(**opened, options);
+  const double s = seconds_since(t0);
+  if (!a) {
+    std::fprintf(stderr, "%s\n", a.message().c_str());
+    return 1;
+  }
+  std::int64_t device_events = 0;
+  for (const RankAnalysis& r : a->ranks)
+    device_events += r.total.events;
+  std::printf(
+      "ranks=%zu device_events=%lld steps=%zu analysis_s=%.3f cpu_s=%.3f overlap_rank0=%.1f%%\n",
+      a->ranks.size(), static_cast<long long>(device_events),
+      a->ranks.empty() ? 0 : a->ranks[0].steps.size(), s, cpu_seconds() - c0,
+      a->ranks.empty() ? 0.0 : a->ranks[0].total.overlap_percent());
+  return 0;
+}
+
+// ---------------------------------------------------------------------------
+// A PyTorch profiler trace of about `mb` megabytes, shaped like the real ones:
+// nested CPU ops, runtime calls with correlation ids, kernels with Kineto's
+// args, copies, NCCL kernels with collective args, flow events, metadata.
+
+int phase_make_kineto(const std::string& path, double mb) {
+  std::FILE* f = std::fopen(path.c_str(), "wb");
+  if (!f) return 1;
+  std::fprintf(
+      f,
+      "{\"schemaVersion\": 1, \"distributedInfo\": {\"backend\": \"nccl\", \"rank\": 0, "
+      "\"world_size\": 8}, \"deviceProperties\": [{\"id\": 0, \"name\": \"NVIDIA H100\"}],\n"
+      "\"traceEvents\": [\n");
+  std::fprintf(f,
+               "{\"ph\": \"M\", \"name\": \"process_name\", \"pid\": 4242, \"tid\": 0, \"args\": "
+               "{\"name\": \"python3\"}},\n"
+               "{\"ph\": \"M\", \"name\": \"thread_name\", \"pid\": 0, \"tid\": 7, \"args\": "
+               "{\"name\": \"stream 7 \"}}");
+  Lcg rng{3};
+  double ts = 1700000000000000.0;
+  long long correlation = 0;
+  const auto target = static_cast<long>(mb * 1e6);
+  while (std::ftell(f) < target) {
+    // One op with a child op and a launch, then its kernel, now and then a copy or an all-reduce.
+    const double op = 40 + rng.in(0, 60);
+    std::fprintf(f,
+                 ",\n{\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": \"aten::linear\", \"pid\": "
+                 "4242, \"tid\": 4242, "
+                 "\"ts\": %.3f, \"dur\": %.3f, \"args\": {\"External id\": %lld, \"Ev Idx\": %lld, "
+                 "\"Input Dims\": [[8, 4096], [4096, 4096], []], \"Input type\": "
+                 "[\"c10::BFloat16\", \"c10::BFloat16\", \"\"]}}",
+                 ts, op, correlation, correlation);
+    std::fprintf(f,
+                 ",\n{\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": \"aten::addmm\", \"pid\": "
+                 "4242, \"tid\": 4242, "
+                 "\"ts\": %.3f, \"dur\": %.3f, \"args\": {\"External id\": %lld}}",
+                 ts + 2.125, op - 5, correlation);
+    ++correlation;
+    std::fprintf(f,
+                 ",\n{\"ph\": \"X\", \"cat\": \"cuda_runtime\", \"name\": \"cudaLaunchKernel\", "
+                 "\"pid\": 4242, \"tid\": 4242, "
+                 "\"ts\": %.3f, \"dur\": 6.250, \"args\": {\"External id\": %lld, \"cbid\": 211, "
+                 "\"correlation\": %lld}}",
+                 ts + 10.5, correlation, correlation);
+    std::fprintf(f,
+                 ",\n{\"ph\": \"s\", \"id\": %lld, \"pid\": 4242, \"tid\": 4242, \"ts\": %.3f, "
+                 "\"cat\": \"ac2g\", \"name\": \"ac2g\"}",
+                 correlation, ts + 10.5);
+    const bool nccl = rng.next() % 20 == 0;
+    if (nccl) {
+      std::fprintf(
+          f,
+          ",\n{\"ph\": \"X\", \"cat\": \"kernel\", \"name\": "
+          "\"ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevComm*, unsigned long, ncclWork*)\", "
+          "\"pid\": 0, \"tid\": 13, \"ts\": %.3f, \"dur\": %.3f, \"args\": {\"External id\": %lld, "
+          "\"queued\": 0, \"device\": 0, "
+          "\"context\": 1, \"stream\": 13, \"correlation\": %lld, \"registers per thread\": 96, "
+          "\"shared memory\": 87568, "
+          "\"grid\": [8, 1, 1], \"block\": [544, 1, 1], \"Collective name\": \"allreduce\", \"In "
+          "msg nelems\": 16777216, "
+          "\"Out msg nelems\": 16777216, \"Group size\": 8, \"dtype\": \"BFloat16\", \"Process "
+          "Group Name\": \"0\"}}",
+          ts + 30, 200 + rng.in(0, 100) * 1.0, correlation, correlation);
+    } else {
+      std::fprintf(f,
+                   ",\n{\"ph\": \"X\", \"cat\": \"kernel\", \"name\": "
+                   "\"sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_"
+                   "warpgroupsize1x1x1_execute_segment_k_off_kernel__5x_cublas\", "
+                   "\"pid\": 0, \"tid\": 7, \"ts\": %.3f, \"dur\": %.3f, \"args\": {\"External "
+                   "id\": %lld, \"queued\": 0, \"device\": 0, "
+                   "\"context\": 1, \"stream\": 7, \"correlation\": %lld, \"registers per "
+                   "thread\": 168, \"shared memory\": 0, "
+                   "\"blocks per SM\": 1.2, \"warps per SM\": 4.8, \"grid\": [132, 1, 1], "
+                   "\"block\": [384, 1, 1], "
+                   "\"est. achieved occupancy %%\": 6}}",
+                   ts + 20, 20 + rng.in(0, 80) * 1.0, correlation, correlation);
+    }
+    std::fprintf(f,
+                 ",\n{\"ph\": \"f\", \"id\": %lld, \"pid\": 0, \"tid\": 7, \"ts\": %.3f, \"cat\": "
+                 "\"ac2g\", \"name\": \"ac2g\", \"bp\": \"e\"}",
+                 correlation, ts + 20);
+    if (rng.next() % 16 == 0) {
+      ++correlation;
+      std::fprintf(
+          f,
+          ",\n{\"ph\": \"X\", \"cat\": \"gpu_memcpy\", \"name\": \"Memcpy HtoD (Pinned -> "
+          "Device)\", \"pid\": 0, \"tid\": 7, "
+          "\"ts\": %.3f, \"dur\": 3.125, \"args\": {\"External id\": %lld, \"device\": 0, "
+          "\"context\": 1, \"stream\": 7, "
+          "\"correlation\": %lld, \"bytes\": 65536, \"memory bandwidth (GB/s)\": 20.97152}}",
+          ts + 5, correlation, correlation);
+    }
+    ts += op + 10;
+  }
+  std::fprintf(f, "\n]}\n");
+  std::fclose(f);
+  std::printf("json_mb=%.1f\n", file_mb(path));
+  return 0;
+}
+
+int phase_import(const std::string& json, const std::string& store) {
+  const double mb = file_mb(json);
+  const double c0 = cpu_seconds();
+  const auto t0 = Clock::now();
+  auto report = import_kineto({json}, store);
+  const double s = seconds_since(t0);
+  if (!report) {
+    std::fprintf(stderr, "%s\n", report.message().c_str());
+    return 1;
+  }
+  std::printf(
+      "input_mb=%.1f json_mb=%.1f events=%lld import_s=%.3f cpu_s=%.3f rate_mb_s=%.1f "
+      "events_per_s=%.0f\n",
+      mb, report->bytes_read / 1e6, static_cast<long long>(report->events), s, cpu_seconds() - c0,
+      report->bytes_read / 1e6 / s, report->events / s);
+  return 0;
+}
+
+int phase_gzip(const std::string& in, const std::string& out) {
+  std::ifstream src(in, std::ios::binary);
+  gzFile dst = gzopen(out.c_str(), "wb6");
+  if (!src || !dst) return 1;
+  std::vector<char> buffer(1 << 20);
+  while (src) {
+    src.read(buffer.data(), static_cast<std::streamsize>(buffer.size()));
+    if (src.gcount() > 0) gzwrite(dst, buffer.data(), static_cast<unsigned>(src.gcount()));
+  }
+  gzclose(dst);
+  return 0;
+}
+
+// ---------------------------------------------------------------------------
+// The driver: each phase in a child, with its peak resident memory.
+
+struct Child {
+  int code = -1;
+  double max_rss_mb = 0;
+};
+
+Child run_phase(const std::vector<std::string>& args) {
+  std::fflush(stdout);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    std::vector<char*> argv;
+    static std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
+    argv.push_back(self.data());
+    for (const std::string& a : args)
+      argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    execv(self.c_str(), argv.data());
+    _exit(127);
+  }
+  int status = 0;
+  rusage usage{};
+  wait4(pid, &status, 0, &usage);
+  Child c;
+  c.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  c.max_rss_mb = static_cast<double>(usage.ru_maxrss) / 1024.0;  // kilobytes on Linux
+  std::printf("    peak_rss_mb=%.1f\n", c.max_rss_mb);
+  return c;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  if (!args.empty() && args[0] == "phase") {
+    const std::string& what = args.at(1);
+    if (what == "write")
+      return phase_write(args.at(2), std::atoll(args.at(3).c_str()), std::atoi(args.at(4).c_str()),
+                         args.at(5) == "1");
+    if (what == "query") return phase_query(args.at(2));
+    if (what == "analyse") return phase_analyse(args.at(2), std::atoi(args.at(3).c_str()));
+    if (what == "make-kineto") return phase_make_kineto(args.at(2), std::atof(args.at(3).c_str()));
+    if (what == "import") return phase_import(args.at(2), args.at(3));
+    if (what == "gzip") return phase_gzip(args.at(2), args.at(3));
+    return 2;
+  }
+  std::int64_t events = 10'000'000;
+  std::string dir = "/tmp/clusterscope-bench";
+  double json_mb = 100;
+  bool keep = false;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--events" && i + 1 < args.size())
+      events = std::atoll(args[++i].c_str());
+    else if (args[i] == "--dir" && i + 1 < args.size())
+      dir = args[++i];
+    else if (args[i] == "--json-mb" && i + 1 < args.size())
+      json_mb = std::atof(args[++i].c_str());
+    else if (args[i] == "--keep")
+      keep = true;
+    else {
+      std::fprintf(stderr, "usage: bench_trace [--events N] [--dir D] [--json-mb M] [--keep]\n");
+      return 2;
+    }
+  }
+  std::filesystem::create_directories(dir);
+  const std::string run = dir + "/run8.cstrace", lane = dir + "/lane1.cstrace";
+  const std::string json = dir + "/kineto.json", gz = dir + "/kineto.json.gz";
+  const std::string imported = dir + "/kineto.cstrace";
+  std::printf("bench_trace: %lld events, %u hardware threads\n", static_cast<long long>(events),
+              std::thread::hardware_concurrency());
+  bool ok = true;
+  auto phase = [&](const char* title, std::vector<std::string> a) {
+    std::printf("%s\n", title);
+    a.insert(a.begin(), "phase");
+    ok = run_phase(a).code == 0 && ok;
+  };
+  phase("[write] 8 ranks: kernels, launches, all-reduces, steps (target >= 2 M events/s)",
+        {"write", run, std::to_string(events), "8", "0"});
+  phase("[query] open + 2000 px window on the busiest lane of the 8-rank store (target < 10 ms)",
+        {"query", run});
+  phase("[analyse] all 8 ranks, per step, parallel (target < 2 s; memory well below the store)",
+        {"analyse", run, "0"});
+  phase("[analyse] all 8 ranks, one thread", {"analyse", run, "1"});
+  phase("[write] every event on one stream of one rank",
+        {"write", lane, std::to_string(events), "1", "1"});
+  phase("[query] open + 2000 px window on that lane (target < 10 ms)", {"query", lane});
+  phase("[analyse] that rank", {"analyse", lane, "0"});
+  phase("[kineto] generate a PyTorch profiler trace",
+        {"make-kineto", json, std::to_string(json_mb)});
+  phase("[kineto] import plain JSON", {"import", json, imported});
+  phase("[kineto] gzip it", {"gzip", json, gz});
+  phase("[kineto] import gzip", {"import", gz, imported});
+  if (!keep) {
+    std::error_code ec;
+    for (const std::string& p : {run, lane, json, gz, imported}) {
+      for (const char* suffix : {"", "-wal", "-shm"})
+        std::filesystem::remove(p + suffix, ec);
+    }
+  }
+  return ok ? 0 : 1;
+}

@@ -1,0 +1,72 @@
+#include "gui_test_support.h"
+
+#include <QCoreApplication>
+#include <QDir>
+#include <QFont>
+#include <QHash>
+#include <QLineEdit>
+#include <QPainter>
+#include <QSettings>
+#include <QStandardPaths>
+#include <QTest>
+#include <QWidget>
+
+namespace cs::gui::test {
+
+void isolateSettings() {
+  QStandardPaths::setTestModeEnabled(true);
+  QCoreApplication::setOrganizationName(QStringLiteral("ClusterScopeTests"));
+  QCoreApplication::setApplicationName(QCoreApplication::applicationName());
+  QDir(QStandardPaths::writableLocation(QStandardPaths::AppDataLocation)).removeRecursively();
+  QSettings().clear();
+}
+
+QImage saveScreenshot(QWidget* widget, const QString& name) {
+  QDir().mkpath(QStringLiteral(CS_SCREENSHOT_DIR));
+  const QImage image = widget->grab().toImage();
+  image.save(QStringLiteral(CS_SCREENSHOT_DIR "/%1.png").arg(name));
+  return image;
+}
+
+int distinctColours(const QImage& image, double* dominant_share) {
+  QHash<QRgb, int> counts;
+  const QImage rgb = image.convertToFormat(QImage::Format_RGB32);
+  for (int y = 0; y < rgb.height(); ++y) {
+    const auto* line = reinterpret_cast<const QRgb*>(rgb.constScanLine(y));
+    for (int x = 0; x < rgb.width(); ++x)
+      ++counts[line[x]];
+  }
+  int most = 0;
+  for (int c : counts)
+    most = std::max(most, c);
+  if (dominant_share) {
+    *dominant_share = rgb.isNull() ? 1.0 : double(most) / (double(rgb.width()) * rgb.height());
+  }
+  return int(counts.size());
+}
+
+bool glyphsRender(const QFont& font) {
+  auto draw = [&](const QString& text) {
+    QImage image(40, 40, QImage::Format_RGB32);
+    image.fill(Qt::white);
+    QPainter p(&image);
+    QFont f = font;
+    f.setPixelSize(24);
+    p.setFont(f);
+    p.setPen(Qt::black);
+    p.drawText(image.rect(), Qt::AlignCenter, text);
+    return image;
+  };
+  const QImage a = draw(QStringLiteral("A"));
+  const QImage b = draw(QStringLiteral("B"));
+  return a != b && distinctColours(a) > 1 && distinctColours(b) > 1;
+}
+
+void typeInto(QLineEdit* edit, const QString& text) {
+  edit->setFocus();
+  edit->selectAll();
+  QTest::keyClick(edit, Qt::Key_Backspace);
+  QTest::keyClicks(edit, text);
+}
+
+}  // namespace cs::gui::test

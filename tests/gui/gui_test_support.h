@@ -1,0 +1,31 @@
+#pragma once
+// Helpers for the GUI suites: screenshots saved into the build tree and
+// checked to show something (not one flat colour) with real glyphs, typing
+// into fields as a user does, and an isolated settings and autosave area.
+
+#include <QImage>
+#include <QString>
+
+class QFont;
+class QLineEdit;
+class QWidget;
+
+namespace cs::gui::test {
+
+// Test-mode QStandardPaths and QSettings, emptied: no test sees another's files.
+void isolateSettings();
+
+// Grabs `widget`, saves it as <build>/screenshots/<name>.png and returns it.
+QImage saveScreenshot(QWidget* widget, const QString& name);
+
+// Distinct colours in the image, and the share of its most common colour.
+int distinctColours(const QImage& image, double* dominant_share = nullptr);
+
+// True when `font` draws "A" and "B" as different, non-empty pictures (a
+// missing font draws every glyph as the same box, or nothing).
+bool glyphsRender(const QFont& font);
+
+// Replaces the field's text by typing `text` key by key.
+void typeInto(QLineEdit* edit, const QString& text);
+
+}  // namespace cs::gui::test

@@ -1,0 +1,680 @@
+// The desktop app driven through its real widgets, offscreen: the default
+// project, editing a cluster and watching the estimate change, a bad value
+// marked at its field, changing plan controls, an impossible plan, undo, a
+// search with a plan picked from its table and its chart, pinning and
+// comparing, saving and reopening, a corrupt project file, a missing preset,
+// the exports, the seed articles' calculators; and a screenshot of each main
+// view, checked to show something and to render text.
+
+#include <QAbstractItemModelTester>
+#include <QAction>
+#include <QBarSeries>
+#include <QChart>
+#include <QChartView>
+#include <QCheckBox>
+#include <QComboBox>
+#include <QDockWidget>
+#include <QDoubleSpinBox>
+#include <QFile>
+#include <QLabel>
+#include <QLineEdit>
+#include <QLineSeries>
+#include <QPainter>
+#include <QProgressBar>
+#include <QScatterSeries>
+#include <QSignalSpy>
+#include <QSpinBox>
+#include <QSvgRenderer>
+#include <QTableView>
+#include <QTableWidget>
+#include <QTemporaryDir>
+#include <QTest>
+#include <QUndoStack>
+#include <memory>
+
+#include <nlohmann/json.hpp>
+
+#include "app/gui/analysis.h"
+#include "app/gui/calculators.h"
+#include "app/gui/cluster_designer.h"
+#include "app/gui/compare_view.h"
+#include "app/gui/estimate_view.h"
+#include "app/gui/field_widgets.h"
+#include "app/gui/main_window.h"
+#include "app/gui/message_bar.h"
+#include "app/gui/plan_explorer.h"
+#include "app/gui/plan_panel.h"
+#include "app/gui/ranked_plan_model.h"
+#include "app/gui/stacked_bar.h"
+#include "app/gui/timeline_widget.h"
+#include "app/gui/topology_view.h"
+#include "app/gui/workload_panel.h"
+#include "app/gui/workspace.h"
+#include "core/format.h"
+#include "core/model_json.h"
+#include "gui_test_support.h"
+
+using namespace cs::gui;
+using cs::plan::Control;
+
+class TestGuiApp : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void initTestCase();
+  void cleanupTestCase();
+  void defaultProjectShown();
+  void editClusterChangesEstimate();
+  void badValueMarkedAtField();
+  void topologyFoldsThousandsOfNodes();
+  void editWorkloadShowsFiguresLive();
+  void planControlsShowValidValues();
+  void impossiblePlanShowsWhy();
+  void searchPickAndCompare();
+  void staleSearchDropped();
+  void saveAndReopen();
+  void corruptProjectFile();
+  void missingPreset();
+  void exports();
+  void seedCalculators();
+  void screenshots();
+
+ private:
+  // Waits until the estimate of the latest edit is painted; returns its job.
+  std::uint64_t waitForEstimate();
+  QString headline(const char* key) const;
+
+  std::unique_ptr<MainWindow> window_;
+  QTemporaryDir dir_;
+};
+
+std::uint64_t TestGuiApp::waitForEstimate() {
+  AnalysisService* a = window_->analysis();
+  EstimateView* v = window_->estimateView();
+  [&] {
+    QTRY_VERIFY_WITH_TIMEOUT(!a->busy() && a->latest() && a->latest()->job == a->requestedJob() &&
+                                 v->shownJob() == a->requestedJob(),
+                             20000);
+  }();
+  if (a->latest() && a->latest()->estimate) {
+    [&] { QTRY_VERIFY_WITH_TIMEOUT(v->paintedJob() == a->requestedJob(), 20000); }();
+  }
+  return a->requestedJob();
+}
+
+QString TestGuiApp::headline(const char* key) const {
+  return window_->estimateView()->headline(QString::fromLatin1(key))->text();
+}
+
+void TestGuiApp::initTestCase() {
+  test::isolateSettings();
+  QVERIFY(dir_.isValid());
+  window_ = std::make_unique<MainWindow>();
+  window_->resize(1500, 950);
+  window_->start();
+  window_->show();
+  QVERIFY(QTest::qWaitForWindowExposed(window_.get()));
+  waitForEstimate();
+}
+
+void TestGuiApp::cleanupTestCase() {
+  window_->workspace()->closeSession();
+  window_.reset();
+}
+
+void TestGuiApp::defaultProjectShown() {
+  const Project& p = window_->workspace()->project();
+  QCOMPARE(p.plans.size(), std::size_t(1));
+  QCOMPARE(QString::fromStdString(p.current_cluster()->name), QStringLiteral("dgx-h100-32"));
+  QCOMPARE(QString::fromStdString(p.current_workload()->name), QStringLiteral("llama2-7b"));
+  auto a = window_->analysis()->latest();
+  QVERIFY(a && a->estimate);
+  QVERIFY2(a->estimate->fits, qPrintable(QString::fromStdString(a->memory.message)));
+  QVERIFY(a->problems.empty());
+  QVERIFY(headline("tokens_per_second") != QStringLiteral("—"));
+  QVERIFY(!window_->estimateView()->memoryBar()->data().parts.empty());
+  QVERIFY(!window_->workspace()->isModified());
+  // The panels show the project's values.
+  QCOMPARE(window_->clusterDesigner()->field(QStringLiteral("/nodes"))->text(),
+           QStringLiteral("4"));
+  QCOMPARE(window_->clusterDesigner()->field(QStringLiteral("/gpus_per_node"))->text(),
+           QStringLiteral("8"));
+  QCOMPARE(window_->workloadPanel()->field(QStringLiteral("/layers"))->text(),
+           QStringLiteral("32"));
+}
+
+void TestGuiApp::editClusterChangesEstimate() {
+  ClusterDesigner* designer = window_->clusterDesigner();
+  QUndoStack* undo = window_->workspace()->undoStack();
+  const int steps = undo->count();
+  const QString cost_before = headline("cost");
+  const QString tps_before = headline("tokens_per_second");
+
+  // Typing a price, key by key, is one undo step and changes the cost.
+  test::typeInto(designer->field("/price_per_gpu_hour")->lineEdit(), QStringLiteral("7.5"));
+  QCOMPARE(window_->workspace()->project().current_cluster()->price_per_gpu_hour, 7.5);
+  waitForEstimate();
+  QVERIFY(headline("cost") != cost_before);
+  QCOMPARE(undo->count(), steps + 1);
+
+  // Another GPU model changes the throughput.
+  QComboBox* gpu = designer->gpuBox();
+  const int a100 = gpu->findData(QStringLiteral("a100-80gb"));
+  QVERIFY(a100 >= 0);
+  gpu->setFocus();
+  gpu->setCurrentIndex(a100);
+  emit gpu->activated(a100);
+  QCOMPARE(QString::fromStdString(window_->workspace()->project().current_cluster()->gpu->name),
+           QStringLiteral("a100-80gb"));
+  waitForEstimate();
+  QVERIFY(headline("tokens_per_second") != tps_before);
+  QVERIFY(window_->workspace()->isModified());
+
+  // Undo brings back the H100 and its figures, then the price.
+  window_->findChild<QAction*>(QStringLiteral("actionUndo"))->trigger();
+  waitForEstimate();
+  QCOMPARE(headline("tokens_per_second"), tps_before);
+  QCOMPARE(gpu->currentData().toString(), QStringLiteral("h100-sxm"));
+  undo->undo();
+  waitForEstimate();
+  QCOMPARE(headline("cost"), cost_before);
+  QVERIFY(!window_->workspace()->isModified());
+  undo->redo();
+  waitForEstimate();
+  QVERIFY(headline("cost") != cost_before);
+  undo->undo();
+  waitForEstimate();
+}
+
+void TestGuiApp::badValueMarkedAtField() {
+  ClusterDesigner* designer = window_->clusterDesigner();
+  FieldEdit* nodes = designer->field(QStringLiteral("/nodes"));
+  const int steps = window_->workspace()->undoStack()->count();
+  test::typeInto(nodes->lineEdit(), QStringLiteral("0"));
+  // The core reader's own words, at the field; the cluster keeps its 4 nodes.
+  QVERIFY2(nodes->problem().contains(QStringLiteral("must be >= 1")), qPrintable(nodes->problem()));
+  QCOMPARE(window_->workspace()->project().current_cluster()->nodes, 4);
+  QCOMPARE(window_->workspace()->undoStack()->count(), steps);
+
+  FieldEdit* latency = designer->field(QStringLiteral("/inter_node/latency_us"));
+  test::typeInto(latency->lineEdit(), QStringLiteral("fast"));
+  QVERIFY2(latency->problem().contains(QStringLiteral("number")), qPrintable(latency->problem()));
+
+  test::typeInto(nodes->lineEdit(), QStringLiteral("4"));
+  QVERIFY(!nodes->hasProblem());
+  test::typeInto(latency->lineEdit(), QString::fromStdString(cs::gui::cluster_field(
+                                          *window_->workspace()->project().current_cluster(),
+                                          "/inter_node/latency_us")));
+  QVERIFY(!latency->hasProblem());
+  window_->setFocus();
+}
+
+void TestGuiApp::topologyFoldsThousandsOfNodes() {
+  ClusterDesigner* designer = window_->clusterDesigner();
+  TopologyView* topology = designer->topology();
+  window_->dock(QStringLiteral("clusterDock"))->raise();
+  topology->repaint();
+  QCOMPARE(topology->drawnNodes(), 4);
+  QCOMPARE(topology->foldedNodes(), 0);
+  test::typeInto(designer->field(QStringLiteral("/nodes"))->lineEdit(), QStringLiteral("4096"));
+  QCOMPARE(window_->workspace()->project().current_cluster()->nodes, 4096);
+  topology->repaint();
+  QVERIFY(topology->drawnNodes() > 0);
+  QVERIFY(topology->foldedNodes() > 0);
+  QCOMPARE(topology->drawnNodes() + topology->foldedNodes(), 4096);
+  QVERIFY(
+      designer->totalsLabel()->text().contains(QStringLiteral("32,768")) ||
+      designer->totalsLabel()->text().contains(QString::fromStdString(cs::format_count(32768))));
+  test::saveScreenshot(designer, QStringLiteral("cluster-designer-4096-nodes"));
+  window_->workspace()->undoStack()->undo();
+  waitForEstimate();
+  QCOMPARE(window_->workspace()->project().current_cluster()->nodes, 4);
+  window_->setFocus();
+}
+
+void TestGuiApp::editWorkloadShowsFiguresLive() {
+  WorkloadPanel* panel = window_->workloadPanel();
+  const QString before = panel->figuresLabel()->text();
+  QVERIFY(before.contains(QString::fromStdString(
+      cs::format_count(cs::parameter_count(*window_->workspace()->project().current_workload())))));
+  test::typeInto(panel->field(QStringLiteral("/layers"))->lineEdit(), QStringLiteral("40"));
+  QCOMPARE(window_->workspace()->project().current_workload()->transformer.layers, 40);
+  QVERIFY(panel->figuresLabel()->text() != before);
+  test::typeInto(panel->field(QStringLiteral("/heads"))->lineEdit(), QStringLiteral("33"));
+  // 33 heads do not divide the hidden size: the rule sits at /hidden, and
+  // the heads field says so.
+  FieldEdit* heads = panel->field(QStringLiteral("/heads"));
+  QVERIFY2(heads->problem().contains(QStringLiteral("divisible by heads (33)")),
+           qPrintable(heads->problem()));
+  QCOMPARE(window_->workspace()->project().current_workload()->transformer.heads, 32);
+  test::typeInto(heads->lineEdit(), QStringLiteral("32"));
+  QVERIFY(!heads->hasProblem());
+  window_->workspace()->undoStack()->undo();
+  waitForEstimate();
+  QCOMPARE(window_->workspace()->project().current_workload()->transformer.layers, 32);
+  QCOMPARE(panel->figuresLabel()->text(), before);
+  window_->setFocus();
+}
+
+void TestGuiApp::planControlsShowValidValues() {
+  PlanPanel* panel = window_->planPanel();
+  waitForEstimate();
+  // TP: 32 heads and 8 GPUs per node; 5 is offered nowhere, 3 never valid.
+  QComboBox* tp = panel->controlBox(Control::tp);
+  QVERIFY(tp->count() > 1);
+  bool some_invalid = false;
+  for (int i = 0; i < tp->count(); ++i) {
+    if (!(tp->model()->flags(tp->model()->index(i, 0)) & Qt::ItemIsEnabled)) {
+      some_invalid = true;
+      QVERIFY2(tp->itemText(i).contains(QStringLiteral("✗")), qPrintable(tp->itemText(i)));
+    }
+  }
+  QVERIFY2(some_invalid, "some TP values must be refused, with their reason");
+  QVERIFY(!panel->controlReason(Control::tp)->toolTip().isEmpty());
+
+  // Changing the ZeRO stage by keyboard, as a user does, changes memory.
+  const double memory_before = window_->estimateView()->memoryBar()->data().total();
+  QComboBox* zero = panel->controlBox(Control::zero_stage);
+  const int before = window_->workspace()->project().current()->parallel.zero_stage;
+  zero->setFocus();
+  QTest::keyClick(zero, Qt::Key_Down);
+  const int after = window_->workspace()->project().current()->parallel.zero_stage;
+  QVERIFY(after != before);
+  QCOMPARE(zero->currentData().toInt(), after);
+  waitForEstimate();
+  QVERIFY(window_->estimateView()->memoryBar()->data().total() != memory_before);
+  window_->workspace()->undoStack()->undo();
+  waitForEstimate();
+  QCOMPARE(window_->workspace()->project().current()->parallel.zero_stage, before);
+  QCOMPARE(window_->estimateView()->memoryBar()->data().total(), memory_before);
+}
+
+void TestGuiApp::impossiblePlanShowsWhy() {
+  PlanPanel* panel = window_->planPanel();
+  panel->setControl(Control::tp, 3);  // does not divide 32 heads
+  waitForEstimate();
+  auto a = window_->analysis()->latest();
+  QVERIFY(a && !a->estimate);
+  QLabel* message = window_->estimateView()->messageLabel();
+  QVERIFY(message->isVisible());
+  QVERIFY2(message->text().contains(QStringLiteral("/parallel/tp")), qPrintable(message->text()));
+  QCOMPARE(headline("tokens_per_second"), QStringLiteral("—"));
+  QVERIFY(panel->controlReason(Control::tp)->text().startsWith(QStringLiteral("✗")));
+  window_->workspace()->undoStack()->undo();
+  waitForEstimate();
+  QVERIFY(window_->analysis()->latest()->estimate.has_value());
+  QVERIFY(headline("tokens_per_second") != QStringLiteral("—"));
+}
+
+void TestGuiApp::searchPickAndCompare() {
+  PlanExplorer* explorer = window_->explorer();
+  QAbstractItemModelTester model_tester(explorer->model(),
+                                        QAbstractItemModelTester::FailureReportingMode::QtTest);
+  QAbstractItemModelTester proxy_tester(explorer->proxy(),
+                                        QAbstractItemModelTester::FailureReportingMode::QtTest);
+  window_->dock(QStringLiteral("explorerDock"))->raise();
+  explorer->topKBox()->setValue(60);
+  QSignalSpy finished(explorer, &PlanExplorer::searchFinished);
+  window_->findChild<QAction*>(QStringLiteral("actionSearch"))->trigger();  // F5
+  QVERIFY(explorer->running());
+  QTRY_VERIFY_WITH_TIMEOUT(!explorer->running(), 180000);
+  QCOMPARE(finished.count(), 1);
+  QVERIFY2(explorer->model()->rowCount() > 1, qPrintable(explorer->statusLabel()->text()));
+  QVERIFY(explorer->statusLabel()->text().contains(QStringLiteral("candidates")));
+  QVERIFY(explorer->frontSeries()->count() > 0);
+  QCOMPARE(explorer->pointsSeries()->count() + explorer->frontSeries()->count(),
+           explorer->model()->rowCount());
+
+  // Sorting by throughput, descending, through the proxy.
+  RankedPlanFilter* proxy = explorer->proxy();
+  explorer->table()->sortByColumn(RankedPlanModel::tokens_per_second, Qt::DescendingOrder);
+  for (int r = 1; r < proxy->rowCount(); ++r) {
+    QVERIFY(proxy->index(r - 1, RankedPlanModel::tokens_per_second)
+                .data(RankedPlanModel::SortRole)
+                .toDouble() >= proxy->index(r, RankedPlanModel::tokens_per_second)
+                                   .data(RankedPlanModel::SortRole)
+                                   .toDouble());
+  }
+  // Filtering by text and to the front.
+  explorer->frontOnlyBox()->setChecked(true);
+  QVERIFY(proxy->rowCount() > 0);
+  for (int r = 0; r < proxy->rowCount(); ++r)
+    QVERIFY(proxy->index(r, 0).data(RankedPlanModel::ParetoRole).toBool());
+  explorer->frontOnlyBox()->setChecked(false);
+  test::typeInto(explorer->filterEdit(), QStringLiteral("selective"));
+  for (int r = 0; r < proxy->rowCount(); ++r) {
+    QCOMPARE(proxy->index(r, RankedPlanModel::recompute).data().toString(),
+             QStringLiteral("selective"));
+  }
+  test::typeInto(explorer->filterEdit(), QString());
+
+  // A row made current: Enter on the selected row.
+  explorer->table()->setFocus();
+  explorer->table()->setCurrentIndex(proxy->index(2, 0));
+  const cs::plan::RankedPlan row =
+      explorer->model()->planAt(proxy->mapToSource(proxy->index(2, 0)).row());
+  QTest::keyClick(explorer->table(), Qt::Key_Return);
+  const cs::ParallelPlan& current = window_->workspace()->project().current()->parallel;
+  QCOMPARE(current.dp, row.parallel.dp);
+  QCOMPARE(current.tp, row.parallel.tp);
+  QCOMPARE(current.pp, row.parallel.pp);
+  QCOMPARE(current.micro_batch, row.parallel.micro_batch);
+  QCOMPARE(window_->workspace()->project().current()->precision.compute, row.precision.compute);
+  waitForEstimate();
+  QCOMPARE(window_->analysis()->latest()->estimate->time.step(), row.estimate.time.step());
+
+  // A point of the chart clicked with the mouse: the front point farthest
+  // from any other marker, so that the click can only mean it.
+  QChartView* view = window_->explorer()->findChild<QChartView*>(QStringLiteral("searchChart"));
+  QScatterSeries* front = explorer->frontSeries();
+  QList<QPointF> every = explorer->pointsSeries()->points();
+  every += front->points();
+  auto pixel = [&](const QPointF& v) { return view->chart()->mapToPosition(v, front); };
+  QPointF value;
+  double clearance = -1;
+  for (const QPointF& f : front->points()) {
+    double nearest = 1e9;
+    for (const QPointF& o : every) {
+      // Plans with the very same figures are one marker, and one answer.
+      if (o != f) nearest = std::min(nearest, QLineF(pixel(f), pixel(o)).length());
+    }
+    if (nearest > clearance) {
+      clearance = nearest;
+      value = f;
+    }
+  }
+  QVERIFY2(
+      clearance > 7,
+      qPrintable(QStringLiteral("no front point stands clear of the others (%1 px, chart %2 x %3)")
+                     .arg(clearance)
+                     .arg(view->width())
+                     .arg(view->height())));
+  const QPoint in_view = view->mapFromScene(view->chart()->mapToScene(pixel(value)));
+  QTest::mouseClick(view->viewport(), Qt::LeftButton, {}, in_view);
+  waitForEstimate();
+  const auto& e = *window_->analysis()->latest()->estimate;
+  QCOMPARE(PlanExplorer::chartPoint(e), value);
+
+  // Pin two plans and the current one; compare them.
+  window_->pinned()->clear();
+  explorer->table()->setCurrentIndex(proxy->index(0, 0));
+  QVERIFY(explorer->pinSelected());
+  QVERIFY(!explorer->pinSelected());  // already pinned
+  explorer->table()->setCurrentIndex(proxy->index(1, 0));
+  QVERIFY(explorer->pinSelected());
+  QVERIFY(window_->pinCurrentPlan());
+  CompareView* compare = window_->compareView();
+  QCOMPARE(compare->table()->columnCount(), 3);
+  QCOMPARE(compare->bars()->count(), 3);
+  QVERIFY(!compare->table()->item(0, 0)->text().isEmpty());
+  explorer->table()->setCurrentIndex(proxy->index(3, 0));
+  QVERIFY(explorer->pinSelected());
+  explorer->table()->setCurrentIndex(proxy->index(4, 0));
+  QVERIFY(!explorer->pinSelected());  // four at most
+  QCOMPARE(window_->pinned()->size(), kMaxPinned);
+}
+
+void TestGuiApp::staleSearchDropped() {
+  PlanExplorer* explorer = window_->explorer();
+  QSignalSpy finished(explorer, &PlanExplorer::searchFinished);
+  explorer->runSearch();
+  const std::uint64_t first = explorer->job();
+  explorer->runSearch();  // supersedes the first: only its result may arrive
+  const std::uint64_t second = explorer->job();
+  QVERIFY(second > first);
+  QTRY_VERIFY_WITH_TIMEOUT(!explorer->running(), 180000);
+  QTest::qWait(200);
+  QCOMPARE(finished.count(), 1);
+  QCOMPARE(finished.front().front().value<std::uint64_t>(), second);
+
+  // Cancel: the search ends early (or finishes) and says so.
+  explorer->runSearch();
+  explorer->cancelSearch();
+  QTRY_VERIFY_WITH_TIMEOUT(!explorer->running(), 180000);
+  QVERIFY(!explorer->statusLabel()->text().isEmpty());
+}
+
+void TestGuiApp::saveAndReopen() {
+  Workspace* ws = window_->workspace();
+  const QString path = dir_.filePath(QStringLiteral("saved.clusterscope.json"));
+  QVERIFY(window_->saveProjectAs(path));
+  QVERIFY(!ws->isModified());
+  QVERIFY(!window_->isWindowModified());
+  const std::string saved = project_to_json_text(ws->project());
+
+  const int micro = ws->project().current()->parallel.micro_batch;
+  window_->planPanel()->setControl(Control::micro_batch, micro == 2 ? 1 : 2);
+  QVERIFY(ws->isModified());
+  QVERIFY(window_->isWindowModified());
+  QVERIFY(window_->openProject(path));
+  QCOMPARE(project_to_json_text(ws->project()), saved);
+  QVERIFY(!ws->isModified());
+  QCOMPARE(ws->recentFiles().front(), QFileInfo(path).absoluteFilePath());
+  waitForEstimate();
+  QVERIFY(window_->analysis()->latest()->estimate.has_value());
+}
+
+void TestGuiApp::corruptProjectFile() {
+  Workspace* ws = window_->workspace();
+  const std::string before = project_to_json_text(ws->project());
+  struct Case {
+    const char* name;
+    QByteArray bytes;
+    const char* says;
+  };
+  const Case cases[] = {
+      {"garbage.clusterscope.json", QByteArray("{\"kind\": \"clusterscope_project\", \"clus\x01"),
+       "invalid JSON"},
+      {"empty.clusterscope.json", QByteArray(), "invalid JSON"},
+      {"cluster.clusterscope.json",
+       QByteArray(
+           R"({"kind": "clusterscope_project", "version": 1, "clusters": [{"name": "c", "nodes": 0,
+          "gpus_per_node": 8}], "workloads": [], "plans": []})"),
+       "/nodes"},
+  };
+  for (const Case& c : cases) {
+    const QString path = dir_.filePath(QString::fromLatin1(c.name));
+    QFile f(path);
+    QVERIFY(f.open(QIODevice::WriteOnly));
+    f.write(c.bytes);
+    f.close();
+    QVERIFY(!window_->openProject(path));
+    const QString text = window_->messageBar()->text();
+    QVERIFY2(text.contains(QString::fromLatin1(c.says)), qPrintable(text));
+    QVERIFY2(text.contains(QString::fromLatin1(c.name)), qPrintable(text));
+    QCOMPARE(project_to_json_text(ws->project()), before);
+    window_->messageBar()->dismiss();
+  }
+  QVERIFY(!window_->openProject(dir_.filePath(QStringLiteral("missing.clusterscope.json"))));
+  QVERIFY(window_->messageBar()->text().contains(QStringLiteral("cannot open")));
+  window_->messageBar()->dismiss();
+}
+
+void TestGuiApp::missingPreset() {
+  const std::string before = project_to_json_text(window_->workspace()->project());
+  QVERIFY(!window_->clusterDesigner()->applyPreset(QStringLiteral("dgx-h100-33")));
+  QLabel* problem =
+      window_->clusterDesigner()->findChild<QLabel*>(QStringLiteral("clusterProblem"));
+  QVERIFY(problem && !problem->isHidden());
+  QVERIFY2(problem->text().contains(QStringLiteral("dgx-h100-33")), qPrintable(problem->text()));
+  QVERIFY(!window_->workloadPanel()->applyPreset(QStringLiteral("llama9-1t")));
+  QCOMPARE(project_to_json_text(window_->workspace()->project()), before);
+  // A preset that exists is applied and undoable.
+  QVERIFY(window_->clusterDesigner()->applyPreset(QStringLiteral("dgx-a100-64")));
+  QCOMPARE(window_->workspace()->project().current_cluster()->total_gpus(), 64);
+  window_->workspace()->undoStack()->undo();
+  QCOMPARE(project_to_json_text(window_->workspace()->project()), before);
+  waitForEstimate();
+}
+
+void TestGuiApp::exports() {
+  waitForEstimate();
+  // The report carries the predicted timeline once it is drawn.
+  QTest::qWait(0);
+  QTRY_VERIFY_WITH_TIMEOUT(window_->estimateView()->timelineSettled(), 20000);
+  QVERIFY(window_->estimateView()->timeline()->frameJob() != 0);
+  const QString pdf = dir_.filePath(QStringLiteral("report.pdf"));
+  const QString html = dir_.filePath(QStringLiteral("report.html"));
+  const QString json = dir_.filePath(QStringLiteral("plan.json"));
+  QVERIFY(window_->exportPdf(pdf));
+  QVERIFY(window_->exportHtml(html));
+  QVERIFY(window_->exportPlanJson(json));
+
+  QFile p(pdf);
+  QVERIFY(p.open(QIODevice::ReadOnly));
+  QFile(html).copy(QStringLiteral(CS_SCREENSHOT_DIR "/report.html"));
+  QFile(pdf).copy(QStringLiteral(CS_SCREENSHOT_DIR "/report.pdf"));
+  const QByteArray pdf_bytes = p.readAll();
+  QVERIFY(pdf_bytes.startsWith("%PDF"));
+  QVERIFY(pdf_bytes.size() > 5000);
+
+  QFile h(html);
+  QVERIFY(h.open(QIODevice::ReadOnly));
+  const QString page = QString::fromUtf8(h.readAll());
+  QVERIFY(page.contains(QStringLiteral("<svg")));
+  QVERIFY(page.count(QStringLiteral("<svg")) >= 3);  // the memory and the time bars, the timeline
+  QVERIFY(page.contains(QStringLiteral("Predicted timeline")));
+  // Each inline chart is an SVG document an SVG renderer accepts.
+  for (qsizetype at = page.indexOf(QStringLiteral("<svg")); at >= 0;
+       at = page.indexOf(QStringLiteral("<svg"), at + 4)) {
+    const qsizetype end = page.indexOf(QStringLiteral("</svg>"), at);
+    QVERIFY(end > at);
+    QSvgRenderer svg(page.mid(at, end + 6 - at).toUtf8());
+    QVERIFY(svg.isValid());
+    QVERIFY(!svg.defaultSize().isEmpty());
+    QImage drawn(svg.defaultSize(), QImage::Format_RGB32);
+    drawn.fill(Qt::white);
+    QPainter painter(&drawn);
+    svg.render(&painter);
+    painter.end();
+    QVERIFY2(test::distinctColours(drawn) > 8, "an inline chart draws nothing");
+  }
+  QVERIFY(page.contains(headline("tokens_per_second")));
+  QVERIFY(page.contains(QStringLiteral("LLaMA-2 7B")));
+
+  // The plan reads back through the core reader, as `clusterscope run` reads it.
+  QFile j(json);
+  QVERIFY(j.open(QIODevice::ReadOnly));
+  auto plan = cs::plan_from_json(nlohmann::json::parse(j.readAll().toStdString()), "plan.json");
+  QVERIFY2(plan.ok(), plan.ok() ? "" : plan.message().c_str());
+  QCOMPARE(plan->parallel.dp, window_->workspace()->project().current()->parallel.dp);
+  QCOMPARE(plan->cluster.total_gpus(),
+           window_->workspace()->project().current_cluster()->total_gpus());
+
+  // A folder that does not exist: a message, no file, no crash.
+  QVERIFY(!window_->exportPdf(dir_.filePath(QStringLiteral("no/such/dir/report.pdf"))));
+  QVERIFY(!window_->exportHtml(dir_.filePath(QStringLiteral("no/such/dir/report.html"))));
+  QVERIFY(!window_->messageBar()->text().isEmpty());
+  window_->messageBar()->dismiss();
+}
+
+void TestGuiApp::seedCalculators() {
+  QuantizationCalculator* quant = window_->calculators()->quantization();
+  // The article: [-0.5, 0.8] gives s = 0.005098, z = 98, and 0.3 maps to 157,
+  // which a signed int8 cannot hold: clamped to 127.
+  QCOMPARE(quant->scaleLabel()->text(), QStringLiteral("0.005098"));
+  QCOMPARE(quant->zeroPointLabel()->text(), QStringLiteral("98"));
+  QVERIFY2(quant->valueLabel()->text().contains(QStringLiteral("<b>157</b>")),
+           qPrintable(quant->valueLabel()->text()));
+  QVERIFY(quant->valueLabel()->text().contains(QStringLiteral("clamped to 127")));
+  QTableWidget* table = quant->table();
+  const int last = table->rowCount() - 1;
+  QCOMPARE(table->item(last, 1)->text(), QStringLiteral("157"));
+  QCOMPARE(table->item(last, 2)->text(), QStringLiteral("127"));
+  QVERIFY(quant->errorSeries()->count() > 100);
+  // Unsigned storage keeps 157.
+  quant->modeBox()->setCurrentIndex(1);
+  QCOMPARE(table->item(last, 2)->text(), QStringLiteral("157"));
+  QVERIFY(!quant->valueLabel()->text().contains(QStringLiteral("clamped")));
+  quant->modeBox()->setCurrentIndex(0);
+
+  // Communication: S = 100 MB, N = 8, B = 10 GB/s, L = 0.1 ms is about 0.08 s.
+  CommunicationCalculator* comm = window_->calculators()->communication();
+  const QString simple = QString::fromStdString(cs::format_seconds(100e6 * 8 / 10e9 + 1e-4 * 7));
+  QVERIFY2(comm->resultLabel()->text().contains(simple), qPrintable(comm->resultLabel()->text()));
+  comm->bandwidthBox()->setValue(1);
+  const QString slow = QString::fromStdString(cs::format_seconds(100e6 * 8 / 1e9 + 1e-4 * 7));
+  QVERIFY2(comm->resultLabel()->text().contains(slow), qPrintable(comm->resultLabel()->text()));
+  QVERIFY(comm->simpleSeries()->count() > 100);
+  QCOMPARE(comm->simpleSeries()->count(), comm->ringSeries()->count());
+  // The ring is faster than the simple model at every bandwidth.
+  for (int i = 0; i < comm->ringSeries()->count(); ++i) {
+    QVERIFY(comm->ringSeries()->at(i).y() < comm->simpleSeries()->at(i).y());
+  }
+  comm->bandwidthBox()->setValue(10);
+  // From the plan: its data-parallel gradients.
+  comm->usePlan(*window_->analysis()->latest());
+  QCOMPARE(comm->devicesBox()->value(), window_->workspace()->project().current()->parallel.dp);
+}
+
+void TestGuiApp::screenshots() {
+  QCOMPARE(window_->clusterDesigner()->field(QStringLiteral("/nodes"))->text(),
+           QStringLiteral("4"));
+  QCOMPARE(window_->clusterDesigner()->field(QStringLiteral("/gpus_per_node"))->text(),
+           QStringLiteral("8"));
+  QVERIFY2(test::glyphsRender(window_->font()),
+           "the app's font draws no glyphs (is a font installed?)");
+  waitForEstimate();
+  // The main window as a user sees it after a search: the cluster and the
+  // explorer in front, a whole search done.
+  window_->explorer()->runSearch();
+  QTRY_VERIFY_WITH_TIMEOUT(!window_->explorer()->running(), 180000);
+  window_->explorer()->table()->sortByColumn(RankedPlanModel::rank, Qt::AscendingOrder);
+  window_->explorer()->makeRowCurrent(0);
+  waitForEstimate();
+  QTest::qWait(0);  // the timeline is asked for once the estimate is painted
+  QTRY_VERIFY_WITH_TIMEOUT(window_->estimateView()->timelineSettled(), 20000);
+  QVERIFY(window_->estimateView()->timeline()->drawnItems() > 0);
+  window_->dock(QStringLiteral("clusterDock"))->raise();
+  window_->dock(QStringLiteral("explorerDock"))->raise();
+  window_->messageBar()->dismiss();
+  struct Shot {
+    const char* name;
+    const char* dock;  // raised before the shot; nullptr: the whole window
+  };
+  const Shot shots[] = {
+      {"main-window", nullptr},           {"estimate-view", nullptr},
+      {"plan-panel", "planDock"},         {"cluster-designer", "clusterDock"},
+      {"workload-panel", "workloadDock"}, {"plan-explorer", "explorerDock"},
+      {"compare", "compareDock"},         {"calculator-int8", "calculatorsDock"},
+  };
+  window_->calculators()->tabs()->setCurrentIndex(1);
+  for (const Shot& s : shots) {
+    QWidget* widget = window_.get();
+    if (s.dock) {
+      QDockWidget* d = window_->dock(QString::fromLatin1(s.dock));
+      d->raise();
+      widget = d->widget();
+    } else if (QByteArray(s.name) == "estimate-view") {
+      widget = window_->estimateView();
+    }
+    QCoreApplication::processEvents();
+    const QImage image = test::saveScreenshot(widget, QString::fromLatin1(s.name));
+    double dominant = 1;
+    const int colours = test::distinctColours(image, &dominant);
+    QVERIFY2(image.width() > 100 && image.height() > 100, s.name);
+    QVERIFY2(
+        colours > 16 && dominant < 0.97,
+        qPrintable(
+            QStringLiteral("%1: %2 colours, %3 of one").arg(s.name).arg(colours).arg(dominant)));
+  }
+  window_->calculators()->tabs()->setCurrentIndex(0);
+  QCoreApplication::processEvents();
+  const QImage comm =
+      test::saveScreenshot(window_->calculators(), QStringLiteral("calculator-communication"));
+  QVERIFY(test::distinctColours(comm) > 16);
+  window_->dock(QStringLiteral("clusterDock"))->raise();
+  window_->dock(QStringLiteral("explorerDock"))->raise();
+
+  // The dark palette, everywhere.
+  window_->setDarkTheme(true);
+  QCoreApplication::processEvents();
+  const QImage dark = test::saveScreenshot(window_.get(), QStringLiteral("main-window-dark"));
+  const QColor corner = dark.pixelColor(dark.width() / 2, dark.height() - 5);
+  QVERIFY2(corner.lightness() < 128, "the dark theme must darken the window");
+  QVERIFY(test::distinctColours(dark) > 16);
+  window_->setDarkTheme(false);
+}
+
+QTEST_MAIN(TestGuiApp)
+#include "tst_gui_app.moc"

@@ -1,0 +1,422 @@
+// Project files and the workspace around them: round trips, every way a
+// project file can be bad (with the message a user sees), field edits
+// through the core readers, undo and merge, recent files, and autosave with
+// recovery after a session that did not close.
+
+#include <QFile>
+#include <QSettings>
+#include <QSignalSpy>
+#include <QTemporaryDir>
+#include <QTest>
+#include <QUndoStack>
+
+#include "app/gui/analysis.h"
+#include "app/gui/project.h"
+#include "app/gui/workspace.h"
+#include "core/presets.h"
+#include "gui_test_support.h"
+#include "planners/estimate.h"
+
+using namespace cs::gui;
+
+namespace {
+
+const cs::PresetCatalog& catalog() {
+  static const cs::PresetCatalog c = [] {
+    auto loaded = cs::PresetCatalog::load(CS_SOURCE_DIR "/resources/presets");
+    if (!loaded) qFatal("%s", loaded.message().c_str());
+    return std::move(loaded).value();
+  }();
+  return c;
+}
+
+Project defaults() {
+  auto p = default_project(catalog());
+  if (!p) qFatal("%s", p.message().c_str());
+  return std::move(p).value();
+}
+
+}  // namespace
+
+class TestGuiProject : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void initTestCase();
+  void defaultProjectIsAWorkingPlan();
+  void roundTrip();
+  void badFiles_data();
+  void badFiles();
+  void clusterEdits_data();
+  void clusterEdits();
+  void workloadEdits();
+  void problemsFromMessage();
+  void uniqueNames();
+  void undoMergesTyping();
+  void saveOpenAndRecentFiles();
+  void openKeepsProjectOnFailure();
+  void autosaveAndRecovery();
+  void analysisInlineAndInBackground();
+
+ private:
+  QTemporaryDir dir_;
+};
+
+void TestGuiProject::initTestCase() {
+  test::isolateSettings();
+  QVERIFY(dir_.isValid());
+}
+
+void TestGuiProject::defaultProjectIsAWorkingPlan() {
+  const Project p = defaults();
+  QCOMPARE(p.clusters.size(), std::size_t(1));
+  QCOMPARE(p.workloads.size(), std::size_t(1));
+  QCOMPARE(p.plans.size(), std::size_t(1));
+  auto plan = p.resolved_plan();
+  QVERIFY(plan.ok());
+  QCOMPARE(plan->cluster.total_gpus(), 32);
+  QVERIFY(cs::plan::check_plan(plan.value()).empty());
+  auto e = cs::plan::estimate(plan.value());
+  QVERIFY2(e.ok(), e.ok() ? "" : e.message().c_str());
+  QVERIFY2(e->fits, cs::plan::memory_problem(plan.value(), e.value()).message.c_str());
+  QVERIFY(e->throughput.tokens_per_second > 0);
+
+  // A catalog without the pod: a message, not a crash.
+  cs::PresetCatalog empty;
+  auto missing = default_project(empty);
+  QVERIFY(!missing.ok());
+  QVERIFY(QString::fromStdString(missing.message()).contains(QStringLiteral("dgx-h100-32")));
+}
+
+void TestGuiProject::roundTrip() {
+  Project p = defaults();
+  ProjectPlan second = p.plans[0];
+  second.name = "second";
+  second.parallel.zero_stage = 3;
+  second.precision = cs::PrecisionPlan::for_compute(cs::Precision::fp8);
+  p.plans.push_back(second);
+  p.current_plan = 1;
+  const std::string text = project_to_json_text(p);
+  auto back = project_from_json_text(text, "p.clusterscope.json");
+  QVERIFY2(back.ok(), back.ok() ? "" : back.message().c_str());
+  QCOMPARE(project_to_json_text(back.value()), text);
+  QCOMPARE(back->current_plan, 1);
+  QCOMPARE(back->current()->parallel.zero_stage, 3);
+  QCOMPARE(back->current()->precision.compute, cs::Precision::fp8);
+}
+
+void TestGuiProject::badFiles_data() {
+  QTest::addColumn<QString>("text");
+  QTest::addColumn<QString>("message");
+  const std::string good = project_to_json_text(defaults());
+  auto edited = [&](const QString& from, const QString& to) {
+    QString t = QString::fromStdString(good);
+    if (!t.contains(from)) qFatal("fixture: %s not in the project", qPrintable(from));
+    return t.replace(from, to);
+  };
+  QTest::addRow("not json") << QStringLiteral("{\"kind\": ")
+                            << QStringLiteral("p.json: not a JSON document");
+  QTest::addRow("empty") << QString() << QStringLiteral("not a JSON document");
+  QTest::addRow("a list") << QStringLiteral("[]") << QStringLiteral("p.json: /: must be an object");
+  QTest::addRow("another kind") << QStringLiteral(R"({"kind": "cluster", "nodes": 1})")
+                                << QStringLiteral("/kind: must be \"clusterscope_project\"");
+  QTest::addRow("newer version") << edited(QStringLiteral("\"version\": 1"),
+                                           QStringLiteral("\"version\": 9"))
+                                 << QStringLiteral(
+                                        "/version: 9 was written by a newer ClusterScope");
+  QTest::addRow("cluster field") << edited(QStringLiteral("\"nodes\": 4"),
+                                           QStringLiteral("\"nodes\": -2"))
+                                 << QStringLiteral(
+                                        "p.json, cluster 0: /nodes: must be >= 1 (got -2)");
+  QTest::addRow("workload field") << edited(QStringLiteral("\"layers\": 32"),
+                                            QStringLiteral("\"layers\": \"many\""))
+                                  << QStringLiteral("p.json, workload 0: /layers:");
+  QTest::addRow("dangling cluster")
+      << edited(QStringLiteral("\"cluster\": \"dgx-h100-32\""),
+                QStringLiteral("\"cluster\": \"gone\""))
+      << QStringLiteral("p.json, plan 0: /cluster: no cluster named \"gone\" in the project");
+  QTest::addRow("bad plan") << edited(QStringLiteral("\"zero_stage\": 1"),
+                                      QStringLiteral("\"zero_stage\": 7"))
+                            << QStringLiteral("p.json, plan 0 parallel: /zero_stage:");
+  QTest::addRow("current plan") << edited(QStringLiteral("\"current_plan\": 0"),
+                                          QStringLiteral("\"current_plan\": 4"))
+                                << QStringLiteral("/current_plan: must index the plans");
+}
+
+void TestGuiProject::badFiles() {
+  QFETCH(QString, text);
+  QFETCH(QString, message);
+  auto p = project_from_json_text(text.toStdString(), "p.json");
+  QVERIFY(!p.ok());
+  QVERIFY2(QString::fromStdString(p.message()).contains(message), p.message().c_str());
+}
+
+void TestGuiProject::clusterEdits_data() {
+  QTest::addColumn<QString>("pointer");
+  QTest::addColumn<QString>("value");
+  QTest::addColumn<QString>("problem_pointer");
+  QTest::addColumn<QString>("problem");  // "" when the edit is valid
+  QTest::addRow("nodes") << "/nodes"
+                         << "16"
+                         << ""
+                         << "";
+  QTest::addRow("nodes zero") << "/nodes"
+                              << "0"
+                              << "/nodes"
+                              << "must be >= 1 (got 0)";
+  QTest::addRow("nodes text") << "/nodes"
+                              << "\"x\""
+                              << "/nodes"
+                              << "must be an integer";
+  QTest::addRow("gpu preset") << "/gpu"
+                              << "\"a100-80gb\""
+                              << ""
+                              << "";
+  QTest::addRow("gpu unknown") << "/gpu"
+                               << "\"h1000\""
+                               << "/gpu"
+                               << "h1000";
+  QTest::addRow("bandwidth") << "/inter_node/bandwidth_gbps"
+                             << "-1"
+                             << "/inter_node/bandwidth_gbps"
+                             << "must be > 0 (got -1)";
+  QTest::addRow("price") << "/price_per_gpu_hour"
+                         << "-3"
+                         << "/price_per_gpu_hour"
+                         << "must be >= 0";
+  QTest::addRow("no network") << "/inter_node"
+                              << "null"
+                              << "/inter_node"
+                              << "required";
+}
+
+void TestGuiProject::clusterEdits() {
+  QFETCH(QString, pointer);
+  QFETCH(QString, value);
+  QFETCH(QString, problem_pointer);
+  QFETCH(QString, problem);
+  const cs::Cluster original = defaults().clusters[0];
+  std::vector<cs::Problem> problems;
+  auto edited =
+      edit_cluster(original, {{pointer.toStdString(), value.toStdString()}}, catalog(), &problems);
+  if (problem.isEmpty()) {
+    QVERIFY2(edited.ok(), edited.ok() ? "" : edited.message().c_str());
+    QVERIFY(problems.empty());
+    // A preset named by a string is inlined: its name is what the field holds.
+    const QString shown = value.startsWith('"') ? pointer + QStringLiteral("/name") : pointer;
+    QCOMPARE(QString::fromStdString(cluster_field(edited.value(), shown.toStdString())),
+             value.remove('"'));
+    return;
+  }
+  QVERIFY(!edited.ok());
+  bool found = false;
+  for (const cs::Problem& p : problems) {
+    found = found || (QString::fromStdString(p.pointer) == problem_pointer &&
+                      QString::fromStdString(p.message).contains(problem));
+  }
+  QVERIFY2(found, edited.message().c_str());
+}
+
+void TestGuiProject::workloadEdits() {
+  const cs::Workload w = defaults().workloads[0];
+  auto more = edit_workload(w, {{"/layers", "48"}});
+  QVERIFY(more.ok());
+  QCOMPARE(more->transformer.layers, 48);
+  QVERIFY(cs::parameter_count(more.value()) > cs::parameter_count(w));
+  std::vector<cs::Problem> problems;
+  auto bad = edit_workload(w, {{"/kv_heads", "5"}}, &problems);
+  QVERIFY(!bad.ok());
+  QCOMPARE(problems.size(), std::size_t(1));
+  QCOMPARE(QString::fromStdString(problems[0].pointer), QStringLiteral("/kv_heads"));
+  QVERIFY(
+      QString::fromStdString(problems[0].message).contains(QStringLiteral("must divide heads")));
+  QCOMPARE(QString::fromStdString(workload_field(w, "/hidden")), QStringLiteral("4096"));
+  QCOMPARE(QString::fromStdString(workload_field(w, "/nothing")), QString());
+}
+
+void TestGuiProject::problemsFromMessage() {
+  const auto p = problems_from_message(
+      "edit: /nodes: must be >= 1\nedit: /: must be an object\nother: /x: y", "edit");
+  QCOMPARE(p.size(), std::size_t(3));
+  QCOMPARE(QString::fromStdString(p[0].pointer), QStringLiteral("/nodes"));
+  QCOMPARE(QString::fromStdString(p[0].message), QStringLiteral("must be >= 1"));
+  QCOMPARE(QString::fromStdString(p[1].pointer), QString());
+  QCOMPARE(QString::fromStdString(p[2].message), QStringLiteral("other: /x: y"));
+}
+
+void TestGuiProject::uniqueNames() {
+  QCOMPARE(QString::fromStdString(unique_name("plan", {})), QStringLiteral("plan"));
+  QCOMPARE(QString::fromStdString(unique_name("plan", {"plan", "plan 2"})),
+           QStringLiteral("plan 3"));
+}
+
+void TestGuiProject::undoMergesTyping() {
+  Workspace ws;
+  QVERIFY(ws.newProject());
+  QSignalSpy changed(&ws, &Workspace::projectChanged);
+  for (int nodes : {1, 12, 128}) {
+    Project p = ws.project();
+    p.clusters[0].nodes = nodes;
+    ws.edit(QStringLiteral("nodes"), p, QStringLiteral("cluster/nodes"));
+  }
+  QCOMPARE(changed.count(), 3);
+  QCOMPARE(ws.undoStack()->count(), 1);  // three keystrokes, one step
+  Project p = ws.project();
+  p.plans[0].parallel.zero_stage = 2;
+  ws.edit(QStringLiteral("zero"), p);
+  QCOMPARE(ws.undoStack()->count(), 2);
+  QVERIFY(ws.isModified());
+  ws.undoStack()->undo();
+  QCOMPARE(ws.project().plans[0].parallel.zero_stage, 1);
+  QCOMPARE(ws.project().clusters[0].nodes, 128);
+  ws.undoStack()->undo();
+  QCOMPARE(ws.project().clusters[0].nodes, 4);
+  QVERIFY(!ws.isModified());
+  ws.closeSession();
+}
+
+void TestGuiProject::saveOpenAndRecentFiles() {
+  Workspace ws;
+  QVERIFY(ws.newProject());
+  ws.clearRecentFiles();
+  QVERIFY(!ws.save());                                      // no file yet
+  const QString path = dir_.filePath(QStringLiteral("a"));  // the suffix is added
+  QVERIFY(ws.saveAs(path));
+  QCOMPARE(ws.filePath(), path + QStringLiteral(".clusterscope.json"));
+  QVERIFY(QFile::exists(ws.filePath()));
+  QCOMPARE(ws.recentFiles(), QStringList{ws.filePath()});
+
+  Project p = ws.project();
+  p.plans[0].parallel.micro_batch = 2;
+  ws.edit(QStringLiteral("micro"), p);
+  QVERIFY(ws.save());
+  Workspace other;
+  QVERIFY(other.open(ws.filePath()));
+  QCOMPARE(other.project().plans[0].parallel.micro_batch, 2);
+  QCOMPARE(project_to_json_text(other.project()), project_to_json_text(ws.project()));
+  QVERIFY(!other.isModified());
+  ws.closeSession();
+  other.closeSession();
+
+  // An unwritable place: the save fails with a message and nothing changes.
+  QSignalSpy messages(&ws, &Workspace::message);
+  QVERIFY(!ws.saveAs(dir_.filePath(QStringLiteral("no/such/dir/b.clusterscope.json"))));
+  QCOMPARE(messages.count(), 1);
+  QCOMPARE(messages.front().at(1).value<MessageLevel>(), MessageLevel::error);
+  QCOMPARE(ws.filePath(), dir_.filePath(QStringLiteral("a.clusterscope.json")));
+}
+
+void TestGuiProject::openKeepsProjectOnFailure() {
+  Workspace ws;
+  QVERIFY(ws.newProject());
+  const std::string before = project_to_json_text(ws.project());
+  const QString path = dir_.filePath(QStringLiteral("broken.clusterscope.json"));
+  QFile f(path);
+  QVERIFY(f.open(QIODevice::WriteOnly));
+  f.write("\x89PNG\r\n\x1a\n not a project");
+  f.close();
+  QSignalSpy messages(&ws, &Workspace::message);
+  QVERIFY(!ws.open(path));
+  QCOMPARE(messages.count(), 1);
+  QVERIFY(messages.front().front().toString().contains(QStringLiteral("broken.clusterscope.json")));
+  QCOMPARE(project_to_json_text(ws.project()), before);
+  QVERIFY(ws.filePath().isEmpty());
+  ws.closeSession();
+}
+
+void TestGuiProject::autosaveAndRecovery() {
+  QString autosave;
+  std::string edited;
+  const QString source = dir_.filePath(QStringLiteral("work.clusterscope.json"));
+  {
+    Workspace crashed;
+    QVERIFY(!crashed.hasRecovery());
+    QVERIFY(crashed.newProject());
+    QVERIFY(crashed.saveAs(source));
+    crashed.setAutosaveDelay(10);
+    Project p = crashed.project();
+    p.plans[0].parallel.global_batch = 2048;
+    crashed.edit(QStringLiteral("batch"), p);
+    autosave = crashed.autosavePath();
+    QVERIFY(!autosave.isEmpty());
+    QTRY_VERIFY(QFile::exists(autosave));
+    edited = project_to_json_text(crashed.project());
+    // No closeSession(): the session ends as a crash would, file left behind.
+  }
+  QVERIFY(QFile::exists(autosave));
+  Workspace next;
+  QVERIFY(next.hasRecovery());
+  QCOMPARE(next.recoverySource(), source);
+  QVERIFY(next.autosavePath() != autosave);  // its own slot, not the crashed one's
+  QVERIFY(next.recover());
+  QCOMPARE(project_to_json_text(next.project()), edited);
+  QVERIFY(next.isModified());
+  QCOMPARE(next.filePath(), source);
+  QVERIFY(!QFile::exists(autosave));
+  QVERIFY(!next.hasRecovery());
+  next.closeSession();
+  QVERIFY(!QFile::exists(next.autosavePath()));
+
+  // A clean exit leaves nothing to recover.
+  {
+    Workspace clean;
+    QVERIFY(clean.newProject());
+    clean.setAutosaveDelay(10);
+    Project p = clean.project();
+    p.plans[0].parallel.global_batch = 512;
+    clean.edit(QStringLiteral("batch"), p);
+    QTRY_VERIFY(QFile::exists(clean.autosavePath()));
+    clean.closeSession();
+  }
+  Workspace after_clean;
+  QVERIFY(!after_clean.hasRecovery());
+  after_clean.closeSession();
+}
+
+void TestGuiProject::analysisInlineAndInBackground() {
+  const cs::Plan plan = defaults().resolved_plan().value();
+  // Inline (the plan takes microseconds): never delivered inside request().
+  AnalysisService inline_service;
+  QSignalSpy inline_spy(&inline_service, &AnalysisService::analysed);
+  const std::uint64_t job = inline_service.request(plan);
+  QCOMPARE(inline_spy.count(), 0);
+  QTRY_COMPARE(inline_spy.count(), 1);
+  QCOMPARE(inline_service.latest()->job, job);
+  QVERIFY(inline_service.latest()->estimate.has_value());
+  QCOMPARE(inline_service.latest()->optionsOf(cs::plan::Control::tp).empty(), false);
+
+  // On the worker thread: three requests in a row; the first is running, the
+  // second is replaced while it waits, the first's result is stale. Only the
+  // last is delivered.
+  AnalysisService service;
+  service.setBackgroundOnly(true);
+  QSignalSpy spy(&service, &AnalysisService::analysed);
+  cs::Plan b = plan;
+  b.parallel.zero_stage = 2;
+  cs::Plan c = plan;
+  c.parallel.zero_stage = 3;
+  service.request(plan);
+  service.request(b);
+  const std::uint64_t last = service.request(c);
+  QVERIFY(service.busy());
+  QTRY_VERIFY(!service.busy());
+  QTest::qWait(50);
+  QCOMPARE(spy.count(), 1);
+  QCOMPARE(service.latest()->job, last);
+  QCOMPARE(service.latest()->plan.parallel.zero_stage, 3);
+
+  // A plan that cannot run: the reasons, no estimate, no crash.
+  cs::Plan bad = plan;
+  bad.parallel.tp = 3;
+  service.request(bad);
+  QTRY_COMPARE(spy.count(), 2);
+  QVERIFY(!service.latest()->estimate);
+  QVERIFY(!service.latest()->problems.empty());
+  bool tp_named = false;
+  for (const cs::Problem& p : service.latest()->problems)
+    tp_named = tp_named || p.pointer == "/parallel/tp";
+  QVERIFY(tp_named);
+}
+
+QTEST_MAIN(TestGuiProject)
+#include "tst_gui_project.moc"

@@ -1,0 +1,289 @@
+// The timeline widget on real trace stores: hundreds of thousands of events
+// become about one drawn item per pixel; deep zoom at nanosecond times far
+// from zero puts each event at its exact pixels (int64 until the window's
+// start is subtracted); the planner's predicted step written through the
+// trace writer and read back; stores that are not there or not stores.
+
+#include <QFile>
+#include <QSignalSpy>
+#include <QTemporaryDir>
+#include <QTest>
+
+#include "app/gui/predicted_timeline.h"
+#include "app/gui/project.h"
+#include "app/gui/timeline_widget.h"
+#include "core/presets.h"
+#include "core/trace_reader.h"
+#include "core/trace_writer.h"
+#include "gui_test_support.h"
+#include "planners/estimate.h"
+
+using namespace cs;
+using namespace cs::gui;
+
+namespace {
+
+// Absolute times like a wall clock's: far beyond what a double holds to the
+// nanosecond (2^53 ns is about 104 days).
+constexpr std::int64_t kEpoch = 1'700'000'000'000'000'000;
+constexpr std::int64_t kPeriod = 100;  // one 50 ns event every 100 ns
+constexpr std::int64_t kLength = 50;
+constexpr int kEvents = 200'000;
+
+// A store with two ranks: rank 0 holds kEvents short kernels, each inside a
+// phase annotation of 1000 events (nesting depth 1); rank 1 one long event.
+QString writeDenseStore(const QString& path) {
+  trace::RunInfo run;
+  run.title = "dense";
+  run.source = "test";
+  auto w = trace::TraceWriter::create(path.toStdString(), run);
+  if (!w) qFatal("%s", w.message().c_str());
+  trace::TraceWriter& writer = *w.value();
+  writer.add_rank({0, "host", "GPU 0", 1, 0, false});
+  writer.add_rank({1, "host", "GPU 1", 2, 0, false});
+  const trace::LaneId kernels = writer.add_lane(0, trace::LaneKind::gpu_stream, "stream 7");
+  const trace::LaneId other = writer.add_lane(1, trace::LaneKind::gpu_stream, "stream 7");
+  const trace::StringId gemm = writer.intern("gemm");
+  const trace::StringId phase = writer.intern("phase");
+  for (int i = 0; i < kEvents; ++i) {
+    if (i % 1000 == 0) {
+      trace::Event p;
+      p.lane = kernels;
+      p.kind = trace::EventKind::annotation;
+      // A little before its first kernel, so that it is clearly the outer one.
+      p.start_ns = kEpoch + std::int64_t(i) * kPeriod - 5;
+      p.end_ns = p.start_ns + 1000 * kPeriod - 10;
+      p.name = phase;
+      writer.add(p);
+    }
+    trace::Event e;
+    e.lane = kernels;
+    e.start_ns = kEpoch + std::int64_t(i) * kPeriod;
+    e.end_ns = e.start_ns + kLength;
+    e.name = gemm;
+    writer.add(e);
+  }
+  trace::Event long_one;
+  long_one.lane = other;
+  long_one.category = trace::Category::communication;
+  long_one.kind = trace::EventKind::collective;
+  long_one.start_ns = kEpoch;
+  long_one.end_ns = kEpoch + std::int64_t(kEvents) * kPeriod;
+  long_one.name = writer.intern("all-reduce");
+  writer.add(long_one);
+  if (Status s = writer.close(); !s) qFatal("%s", s.message().c_str());
+  return path;
+}
+
+}  // namespace
+
+class TestGuiTimeline : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void initTestCase();
+  void onePaintedItemPerPixel();
+  void deepZoomKeepsNanoseconds();
+  void zoomAndPanStayInTheTrace();
+  void predictedStepStore();
+  void badStores_data();
+  void badStores();
+
+ private:
+  void waitForFrame(TimelineWidget& w);
+  QTemporaryDir dir_;
+  QString dense_;
+};
+
+void TestGuiTimeline::initTestCase() {
+  test::isolateSettings();
+  QVERIFY(dir_.isValid());
+  dense_ = writeDenseStore(dir_.filePath(QStringLiteral("dense.cstrace")));
+}
+
+void TestGuiTimeline::waitForFrame(TimelineWidget& w) {
+  QTRY_VERIFY_WITH_TIMEOUT(!w.busy() && w.frameJob() != 0 && w.frameJob() == w.requestedJob(),
+                           20000);
+  w.repaint();
+}
+
+void TestGuiTimeline::onePaintedItemPerPixel() {
+  TimelineWidget w;
+  w.resize(900, 200);
+  w.show();
+  QVERIFY(QTest::qWaitForWindowExposed(&w));
+  QSignalSpy opened(&w, &TimelineWidget::storeOpened);
+  w.setStore(dense_);
+  waitForFrame(w);
+  QCOMPARE(opened.count(), 1);
+  QVERIFY(opened.front().at(1).toString().isEmpty());
+  QCOMPARE(w.laneCount(), 2);
+  QCOMPARE(w.fullRange().start_ns, kEpoch - 5);
+  // 200,000 kernels and 200 phases across about 750 pixels: the reader folds
+  // them and the paint draws what it is handed, about one item per pixel and
+  // nesting level, never one per event.
+  const int pixels = w.spanAreaWidth();
+  const int levels = 2 + 1;  // rank 0: phases and kernels; rank 1: one event
+  QVERIFY2(w.handedSpans() <= std::int64_t(levels) * (pixels + 2),
+           qPrintable(QStringLiteral("%1 spans for %2 pixels").arg(w.handedSpans()).arg(pixels)));
+  QVERIFY(w.drawnItems() <= levels * (pixels + 2));
+  QVERIFY(w.drawnItems() > 0);
+  const QImage shot = test::saveScreenshot(&w, QStringLiteral("timeline-200k-events"));
+  QVERIFY(test::distinctColours(shot) > 8);
+}
+
+void TestGuiTimeline::deepZoomKeepsNanoseconds() {
+  TimelineWidget w;
+  w.resize(900, 200);
+  w.show();
+  QVERIFY(QTest::qWaitForWindowExposed(&w));
+  w.setStore(dense_);
+  waitForFrame(w);
+  // 2 us around event 123,456: 20 events, each 50 ns on and 50 ns off.
+  const std::int64_t start = kEpoch + 123'456 * kPeriod;
+  w.setWindow(start, start + 2000);
+  waitForFrame(w);
+  QCOMPARE(w.window().start_ns, start);
+  QVERIFY(w.handedSpans() >= 20);
+  const QImage image = w.grab().toImage();
+  const int pixels = w.spanAreaWidth();
+  const double left = w.width() - 4 - pixels;  // the span area ends 4 px from the right
+  const double per_ns = double(pixels) / 2000.0;
+  // The kernel row of rank 0 is its second level (under the phases).
+  const int kernel_row_y = 20 + 2 + 16 + 8;
+  for (int k = 0; k < 20; ++k) {
+    const double on = left + (double(k * kPeriod) + kLength / 2.0) * per_ns;
+    const double off = left + (double(k * kPeriod) + kLength + (kPeriod - kLength) / 2.0) * per_ns;
+    const QColor in_event = image.pixelColor(int(on), kernel_row_y);
+    const QColor in_gap = image.pixelColor(int(off), kernel_row_y);
+    QVERIFY2(in_event != in_gap,
+             qPrintable(QStringLiteral("event %1 is not where its nanoseconds say").arg(k)));
+    QVERIFY2(in_event.saturation() > 60,
+             qPrintable(QStringLiteral("event %1: %2").arg(k).arg(in_event.name())));
+  }
+  test::saveScreenshot(&w, QStringLiteral("timeline-deep-zoom"));
+}
+
+void TestGuiTimeline::zoomAndPanStayInTheTrace() {
+  TimelineWidget w;
+  w.resize(900, 200);
+  w.show();
+  QVERIFY(QTest::qWaitForWindowExposed(&w));
+  w.setStore(dense_);
+  waitForFrame(w);
+  const trace::TimeRange full = w.fullRange();
+  w.zoom(4, full.start_ns);
+  QCOMPARE(w.window().start_ns, full.start_ns);
+  QCOMPARE(w.window().end_ns - w.window().start_ns, (full.end_ns - full.start_ns) / 4);
+  w.setFocus();
+  for (int i = 0; i < 50; ++i)
+    QTest::keyClick(&w, Qt::Key_Right);
+  QCOMPARE(w.window().end_ns, full.end_ns);  // panned to the end, no further
+  QTest::keyClick(&w, Qt::Key_Minus);
+  QTest::keyClick(&w, Qt::Key_Home);
+  QCOMPARE(w.window().start_ns, full.start_ns);
+  QCOMPARE(w.window().end_ns, full.end_ns);
+  // A wheel notch over the middle zooms in around it; a drag pans.
+  const QPoint middle(int(w.width() - 4 - w.spanAreaWidth() / 2.0), 60);
+  QWheelEvent wheel(middle, w.mapToGlobal(middle), {}, QPoint(0, 120), Qt::NoButton, Qt::NoModifier,
+                    Qt::NoScrollPhase, false);
+  QApplication::sendEvent(&w, &wheel);
+  QVERIFY(w.window().end_ns - w.window().start_ns < full.end_ns - full.start_ns);
+  const trace::TimeRange zoomed = w.window();
+  QTest::mousePress(&w, Qt::LeftButton, {}, middle);
+  QMouseEvent move(QEvent::MouseMove, middle + QPoint(100, 0),
+                   w.mapToGlobal(middle + QPoint(100, 0)), Qt::NoButton, Qt::LeftButton,
+                   Qt::NoModifier);
+  QApplication::sendEvent(&w, &move);
+  QTest::mouseRelease(&w, Qt::LeftButton, {}, middle + QPoint(100, 0));
+  QVERIFY(w.window().start_ns < zoomed.start_ns);  // dragged right: earlier times come in
+  waitForFrame(w);
+}
+
+void TestGuiTimeline::predictedStepStore() {
+  auto catalog = PresetCatalog::load(CS_SOURCE_DIR "/resources/presets");
+  QVERIFY(catalog.ok());
+  auto project = default_project(catalog.value());
+  QVERIFY(project.ok());
+  Plan plan = project->resolved_plan().value();
+  plan.parallel.pp = 4;  // four stages, so four ranks in the store
+  plan.parallel.dp = 4;
+  QVERIFY(plan::check_plan(plan).empty());
+  const QString path = dir_.filePath(QStringLiteral("predicted.cstrace"));
+  auto written = write_predicted_timeline(plan, path.toStdString());
+  QVERIFY2(written.ok(), written.ok() ? "" : written.message().c_str());
+  QCOMPARE(written->stages, 4);
+  QVERIFY(written->spans > 0);
+
+  auto reader = trace::TraceReader::open(path.toStdString());
+  QVERIFY(reader.ok());
+  QCOMPARE(reader.value()->run().source, std::string("planner"));
+  QCOMPARE(int(reader.value()->ranks().size()), 4);
+  QCOMPARE(int(reader.value()->lanes().size()), 8);
+  QCOMPARE(reader.value()->event_count(), written->spans);
+  QCOMPARE(reader.value()->time_range().end_ns, written->step_ns);
+  // The predicted step is the estimate's step time.
+  auto e = plan::estimate(plan);
+  QVERIFY(e.ok());
+  QVERIFY(std::abs(double(written->step_ns) * 1e-9 - e->time.step()) < 0.02 * e->time.step());
+
+  TimelineWidget w;
+  w.resize(900, 300);
+  w.show();
+  QVERIFY(QTest::qWaitForWindowExposed(&w));
+  w.setStore(path);
+  waitForFrame(w);
+  QCOMPARE(w.laneCount(), 8);
+  QVERIFY(w.drawnItems() > 0);
+  test::saveScreenshot(&w, QStringLiteral("timeline-predicted-pp4"));
+
+  // The service: the newest request wins, older ones are dropped.
+  PredictedTimelineService service;
+  QSignalSpy ready(&service, &PredictedTimelineService::ready);
+  service.request(plan);
+  Plan other = plan;
+  other.parallel.pp = 2;
+  other.parallel.dp = 8;
+  const std::uint64_t last = service.request(other);
+  QTRY_VERIFY_WITH_TIMEOUT(!ready.isEmpty() && ready.back().at(0).value<std::uint64_t>() == last,
+                           20000);
+  QTest::qWait(100);
+  for (const auto& args : ready) {
+    if (args.at(0).value<std::uint64_t>() != last) QFAIL("a stale predicted store was handed on");
+  }
+  QVERIFY(QFile::exists(ready.back().at(1).toString()));
+}
+
+void TestGuiTimeline::badStores_data() {
+  QTest::addColumn<QByteArray>("bytes");
+  QTest::addColumn<QString>("says");
+  QTest::addRow("missing") << QByteArray() << QString();
+  QTest::addRow("not sqlite") << QByteArray("this is no database at all, just text") << QString();
+  QTest::addRow("empty") << QByteArray("") << QString();
+}
+
+void TestGuiTimeline::badStores() {
+  QFETCH(QByteArray, bytes);
+  const QString path = dir_.filePath(
+      QStringLiteral("bad-%1.cstrace").arg(QTest::currentDataTag()).replace(' ', '-'));
+  if (QByteArray(QTest::currentDataTag()) != "missing") {
+    QFile f(path);
+    QVERIFY(f.open(QIODevice::WriteOnly));
+    f.write(bytes);
+  }
+  TimelineWidget w;
+  w.resize(600, 150);
+  w.show();
+  QSignalSpy opened(&w, &TimelineWidget::storeOpened);
+  w.setStore(path);
+  QTRY_COMPARE_WITH_TIMEOUT(opened.count(), 1, 20000);
+  const QString error = opened.front().at(1).toString();
+  QVERIFY2(!error.isEmpty(), "a bad store must be refused with a message");
+  QVERIFY2(error.contains(path), qPrintable(error));
+  QCOMPARE(w.message(), error);
+  QCOMPARE(w.laneCount(), 0);
+  w.repaint();  // paints the message, does not crash
+}
+
+QTEST_MAIN(TestGuiTimeline)
+#include "tst_gui_timeline.moc"

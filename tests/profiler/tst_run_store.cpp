@@ -1,0 +1,117 @@
+// Four-rank runs through the launcher (2 DP x 2 TP, 2 DP x 2 PP) into a merged
+// run store: the store records the run (plan, command line, ranks, status),
+// and its analysis shows compute and communication on every rank, and data-
+// parallel all-reduces (on the communication thread) overlapping compute.
+
+#include <QTemporaryDir>
+#include <QtTest>
+
+#include <nlohmann/json.hpp>
+
+#include "core/trace_analysis.h"
+#include "core/trace_reader.h"
+#include "tests/profiler/worker_runs.h"
+
+using namespace cs;
+
+class TestRunStore : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void fourRanks_data();
+  void fourRanks();
+
+ private:
+  QTemporaryDir dir_;
+};
+
+void TestRunStore::fourRanks_data() {
+  QTest::addColumn<QString>("flags");
+  QTest::addColumn<QString>("tp_or_pp");
+  // Small buckets: several per backward, so that the first go while the
+  // rest of backward still computes.
+  QTest::addRow("2 dp x 2 tp") << "--dp 2 --tp 2 --micro-batch 2 --global-batch 4"
+                               << "tp all-reduce";
+  QTest::addRow("2 dp x 2 pp") << "--dp 2 --pp 2 --micro-batch 1 --global-batch 4"
+                               << "pp send";
+}
+
+void TestRunStore::fourRanks() {
+  QFETCH(QString, flags);
+  QFETCH(QString, tp_or_pp);
+  // Four layers: each pipeline stage still has a layer's backward to compute
+  // after the buckets of its last layer have gone, long enough (a few ms) for
+  // the communication thread to be scheduled on a busy machine.
+  std::vector<std::string> args = {"--layers", "4",     "--hidden", "64",    "--heads",
+                                   "4",        "--seq", "32",       "--ffn", "256"};
+  args.insert(args.end(), {"--steps", "4", "--bucket-kib", "8"});
+  for (const QString& f : flags.split(' '))
+    args.push_back(f.toStdString());
+  launch::RunSpec spec = test::worker_spec(4, args);
+  spec.run_store =
+      dir_.filePath(QString(QTest::currentDataTag()).replace(' ', '_') + ".db").toStdString();
+  spec.title = "four ranks";
+  spec.plan_json = R"({"kind": "plan", "note": "recorded as given"})";
+  spec.command_line = "clusterscope run " + flags.toStdString();
+  const auto run = test::run_worker(spec);
+  QVERIFY2(run.report.outcome == launch::Outcome::completed, run.report.message.c_str());
+  QCOMPARE(QString::fromStdString(run.report.run_store), QString::fromStdString(spec.run_store));
+  QVERIFY2(run.report.merge_note.empty(), run.report.merge_note.c_str());
+  // A complete run's rank stores are merged, then removed.
+  QVERIFY(!QFile::exists(QString::fromStdString(launch::rank_store_path(spec.run_store, 0))));
+
+  auto reader = trace::TraceReader::open(spec.run_store);
+  QVERIFY2(reader.ok(), reader.ok() ? "" : reader.message().c_str());
+  const trace::TraceReader& r = **reader;
+  QCOMPARE(QString::fromStdString(r.state().status), QString("complete"));
+  QCOMPARE(static_cast<int>(r.ranks().size()), 4);
+  QCOMPARE(r.world_size(), 4);
+  const trace::RunInfo info = r.run();
+  QCOMPARE(QString::fromStdString(info.title), QString("four ranks"));
+  QCOMPARE(QString::fromStdString(info.plan_json), QString::fromStdString(spec.plan_json));
+  QCOMPARE(QString::fromStdString(info.command_line), QString::fromStdString(spec.command_line));
+  QCOMPARE(QString::fromStdString(info.source), QString("cpu-engine"));
+  QCOMPARE(r.meta("run_outcome").value_or(""), std::string("complete"));
+  const auto parallel = nlohmann::json::parse(r.meta("parallel").value_or("{}"));
+  QCOMPARE(parallel.value("dp", 0), 2);
+  for (int rank = 0; rank < 4; ++rank) {
+    auto steps = r.steps(rank);
+    QVERIFY(steps.ok());
+    QCOMPARE(static_cast<int>(steps->size()), 4);
+  }
+
+  auto analysis = trace::analyze_run(r);
+  QVERIFY2(analysis.ok(), analysis.ok() ? "" : analysis.message().c_str());
+  QCOMPARE(static_cast<int>(analysis->ranks.size()), 4);
+  std::int64_t overlap = 0;
+  for (const trace::RankAnalysis& a : analysis->ranks) {
+    const trace::Breakdown& b = a.total;
+    qInfo("rank %d: span %.1f ms, compute %.1f ms, communication %.1f ms, overlap %.2f ms (%.1f%%)",
+          a.rank, b.span_ns / 1e6, b.compute_ns / 1e6, b.communication_ns / 1e6, b.overlap_ns / 1e6,
+          b.overlap_percent());
+    QVERIFY2(b.compute_ns > 0, qPrintable(QString("rank %1 computes nothing").arg(a.rank)));
+    QVERIFY2(b.communication_ns > 0,
+             qPrintable(QString("rank %1 communicates nothing").arg(a.rank)));
+    QCOMPARE(static_cast<int>(a.steps.size()), 4);
+    overlap += b.overlap_ns;
+  }
+  // Data parallelism: buckets' all-reduces ran under backward's compute.
+  // Summed over the ranks: with four ranks on two busy cores, whether one
+  // rank's communication thread is scheduled before its backward ends is
+  // up to the machine (one is, in practice, in every run).
+  QVERIFY(overlap > 0);
+  // Both dimensions' communication is in the store, by name.
+  QStringList names;
+  for (const trace::KernelStats& k : analysis->kernels)
+    names << QString::fromStdString(k.name);
+  QVERIFY2(names.contains("dp all-reduce"), qPrintable(names.join(", ")));
+  QVERIFY2(names.contains(tp_or_pp), qPrintable(names.join(", ")));
+  bool sized = false;
+  for (const trace::CollectiveStats& c : analysis->collectives) {
+    if (c.collective == trace::Collective::all_reduce && c.bytes > 0 && c.ranks == 2) sized = true;
+  }
+  QVERIFY(sized);
+}
+
+QTEST_GUILESS_MAIN(TestRunStore)
+#include "tst_run_store.moc"
