@@ -2,8 +2,8 @@
 //                        [--precisions fp32,bf16] [--gemm-sizes ...] [--seconds S]
 //                        [--out CAL.db] [--no-save] [--presets-dir DIR] [--json]
 // clusterscope calibrate --from-store CAL.db [--gpu PRESET]     fit a recorded calibration again
-// clusterscope calibrate --from-run RUN.db [--base CLUSTER]      learn from a run
-// clusterscope calibrate --from-sweeps gemm.jsonl ... --gpu PRESET --out CAL.db
+// clusterscope calibrate --learn RUN.db [--base CLUSTER]         learn from a run (alias
+// --from-run) clusterscope calibrate --from-sweeps gemm.jsonl ... --gpu PRESET --out CAL.db
 // clusterscope calibrate --nccl-tests LOG... --link-name NAME [--link-type ib] [--intra LINK]
 //
 // Measures the machine (or reads measurements), fits the planner's device
@@ -58,7 +58,9 @@ struct CalibrateOptions {
   bool json = false;
 };
 
-std::string percent(double fraction) { return format_fixed(100 * fraction, 1) + " %"; }
+std::string percent(double fraction) {
+  return format_fixed(100 * fraction, 1) + " %";
+}
 
 json quality_json(const plan::FitQuality& q) {
   json points = json::array();
@@ -95,7 +97,8 @@ json fit_json(const plan::Calibration& c) {
               {"gemm_ramp_seconds", d.ramp},
               {"loops", loops}};
     if (d.memory_rate) {
-      j["memory"] = {{"bytes_per_second", *d.memory_rate}, {"quality", quality_json(d.memory_quality)}};
+      j["memory"] = {{"bytes_per_second", *d.memory_rate},
+                     {"quality", quality_json(d.memory_quality)}};
     }
     if (d.link) {
       j["link"] = {{"latency_seconds", d.link->latency},
@@ -105,15 +108,21 @@ json fit_json(const plan::Calibration& c) {
     }
     devices.push_back(j);
   }
-  return {{"host", c.host}, {"engine", c.engine}, {"device", c.device}, {"devices", devices},
+  return {{"host", c.host},
+          {"engine", c.engine},
+          {"device", c.device},
+          {"devices", devices},
           {"notes", c.notes}};
 }
 
 json presets_json(const PresetBundle& b) {
   json gpus = json::array(), links = json::array(), clusters = json::array();
-  for (const GpuSpec& g : b.gpus) gpus.push_back(to_json(g));
-  for (const Link& l : b.links) links.push_back(to_json(l));
-  for (const Cluster& c : b.clusters) clusters.push_back(c.name);
+  for (const GpuSpec& g : b.gpus)
+    gpus.push_back(to_json(g));
+  for (const Link& l : b.links)
+    links.push_back(to_json(l));
+  for (const Cluster& c : b.clusters)
+    clusters.push_back(c.name);
   return {{"gpus", gpus}, {"links", links}, {"clusters", clusters}};
 }
 
@@ -124,37 +133,45 @@ std::string quality_cell(const plan::FitQuality& q) {
 
 void print_fit(std::ostream& out, const plan::Calibration& c) {
   for (const plan::DeviceFit& d : c.devices) {
-    out << "\n" << c.device << ", " << d.ranks << (d.ranks == 1 ? " rank" : " ranks at once")
+    out << "\n"
+        << c.device << ", " << d.ranks << (d.ranks == 1 ? " rank" : " ranks at once")
         << (d.threads > 0 ? ", " + std::to_string(d.threads) + " BLAS threads each" : std::string())
         << ":\n";
     TextTable table({"quantity", "fitted", "quality"});
     for (const plan::GemmCurve& g : d.gemm) {
-      table.add({std::string(to_string(g.precision)) + " GEMM",
-                 format_rate(g.peak * g.efficiency, "FLOP/s") +
-                     (g.efficiency < 1 ? " (" + percent(g.efficiency) + " of peak)" : std::string()),
-                 quality_cell(g.quality)});
+      table.add(
+          {std::string(to_string(g.precision)) + " GEMM",
+           format_rate(g.peak * g.efficiency, "FLOP/s") +
+               (g.efficiency < 1 ? " (" + percent(g.efficiency) + " of peak)" : std::string()),
+           quality_cell(g.quality)});
     }
     if (!d.gemm.empty()) table.add({"GEMM ramp", format_seconds(d.ramp), ""});
     if (d.memory_rate) {
-      table.add({"memory streaming", format_rate(*d.memory_rate, "B/s"), quality_cell(d.memory_quality)});
+      table.add(
+          {"memory streaming", format_rate(*d.memory_rate, "B/s"), quality_cell(d.memory_quality)});
     }
     for (const plan::LoopFit& l : d.loops) {
       const bool attention = l.kind.starts_with("attention");
-      table.add({l.kind, attention ? format_fixed(l.value, 2) + " GFLOP/s" : format_fixed(l.value, 2) + " ns/element",
+      table.add({l.kind,
+                 attention ? format_fixed(l.value, 2) + " GFLOP/s"
+                           : format_fixed(l.value, 2) + " ns/element",
                  l.quality.points.empty() ? "sum of its passes" : quality_cell(l.quality)});
     }
     if (d.link) {
-      table.add({"link latency (α)", format_seconds(d.link->latency), quality_cell(d.link->quality)});
+      table.add(
+          {"link latency (α)", format_seconds(d.link->latency), quality_cell(d.link->quality)});
       table.add({"link bandwidth (bus)", format_rate(d.link->bandwidth, "B/s"), ""});
     }
     table.print(out);
   }
-  for (const std::string& n : c.notes) out << "note: " << n << '\n';
+  for (const std::string& n : c.notes)
+    out << "note: " << n << '\n';
 }
 
 void print_presets(std::ostream& out, const PresetBundle& b, const std::filesystem::path& file) {
   out << '\n';
-  for (const Cluster& c : b.clusters) out << "cluster preset: " << c.name << '\n';
+  for (const Cluster& c : b.clusters)
+    out << "cluster preset: " << c.name << '\n';
   if (!file.empty()) {
     out << "saved in " << file.string() << " (plan with --cluster <name>)\n";
   } else {
@@ -165,7 +182,9 @@ void print_presets(std::ostream& out, const PresetBundle& b, const std::filesyst
 std::optional<GpuSpec> datasheet_of(Context& ctx, const std::string& gpu) {
   if (gpu.empty()) return std::nullopt;
   const GpuSpec* g = ctx.catalog().find_gpu(gpu);
-  if (!g) throw CliError(ctx.catalog().unknown_name_message("GPU preset", gpu, ctx.catalog().gpu_names()));
+  if (!g)
+    throw CliError(
+        ctx.catalog().unknown_name_message("GPU preset", gpu, ctx.catalog().gpu_names()));
   return *g;
 }
 
@@ -178,7 +197,8 @@ std::string default_store() {
 
 void save_fitted(Context& ctx, calib::MachineCalibration& m, const CalibrateOptions& o) {
   if (o.no_save) return;
-  std::filesystem::path dir = o.presets_dir.empty() ? user_presets_dir() : std::filesystem::path(o.presets_dir);
+  std::filesystem::path dir =
+      o.presets_dir.empty() ? user_presets_dir() : std::filesystem::path(o.presets_dir);
   if (dir.empty()) throw CliError("no presets folder: give --presets-dir, or set HOME");
   m.presets_file = calib::presets_file_for(dir, m.fit.host, m.fit.engine);
   take(calib::merge_into_presets_file(m.presets_file, m.presets, ctx.catalog()));
@@ -187,8 +207,11 @@ void save_fitted(Context& ctx, calib::MachineCalibration& m, const CalibrateOpti
 void report(const CalibrateOptions& o, const plan::Calibration& fit, const PresetBundle& presets,
             const std::filesystem::path& file, json extra = json::object()) {
   if (o.json) {
-    json j = {{"fit", fit_json(fit)}, {"presets", presets_json(presets)}, {"presets_file", file.string()}};
-    for (auto& [k, v] : extra.items()) j[k] = v;
+    json j = {{"fit", fit_json(fit)},
+              {"presets", presets_json(presets)},
+              {"presets_file", file.string()}};
+    for (auto& [k, v] : extra.items())
+      j[k] = v;
     std::cout << j.dump(2) << '\n';
     return;
   }
@@ -228,20 +251,24 @@ class CancelFlag {
 };
 
 void run_nccl_tests(Context& ctx, const CalibrateOptions& o) {
-  if (o.link_name.empty()) throw CliError("--nccl-tests needs --link-name for the link preset it makes");
+  if (o.link_name.empty())
+    throw CliError("--nccl-tests needs --link-name for the link preset it makes");
   auto kind = link_kind_from_string(o.link_type);
   if (!kind) throw CliError("--link-type: unknown link type \"" + o.link_type + "\"");
   std::optional<Link> intra;
   if (!o.intra.empty()) {
     const Link* l = ctx.catalog().find_link(o.intra);
-    if (!l) throw CliError(ctx.catalog().unknown_name_message("link preset", o.intra, ctx.catalog().link_names()));
+    if (!l)
+      throw CliError(
+          ctx.catalog().unknown_name_message("link preset", o.intra, ctx.catalog().link_names()));
     intra = *l;
   }
   const calib::NetworkCalibration net =
       take(calib::calibrate_network(o.nccl_tests, o.link_name, *kind, intra, o.nics, o.collective));
   std::filesystem::path file;
   if (!o.no_save) {
-    std::filesystem::path dir = o.presets_dir.empty() ? user_presets_dir() : std::filesystem::path(o.presets_dir);
+    std::filesystem::path dir =
+        o.presets_dir.empty() ? user_presets_dir() : std::filesystem::path(o.presets_dir);
     if (dir.empty()) throw CliError("no presets folder: give --presets-dir, or set HOME");
     file = dir / (net.link.name + ".json");
     PresetBundle b;
@@ -275,18 +302,23 @@ void run_nccl_tests(Context& ctx, const CalibrateOptions& o) {
   for (const plan::NcclTestsLog& l : net.logs) {
     std::cout << l.file << ": " << l.collective << ", " << l.ranks << " ranks on " << l.hosts.size()
               << (l.hosts.size() == 1 ? " host" : " hosts") << ", " << l.samples.size() << " sizes"
-              << (l.average_busbw > 0 ? ", avg busbw " + format_rate(l.average_busbw, "B/s") : std::string())
+              << (l.average_busbw > 0 ? ", avg busbw " + format_rate(l.average_busbw, "B/s")
+                                      : std::string())
               << '\n';
   }
   std::cout << (net.fit.inter_node ? "network between nodes" : "link inside a node") << ": α "
-            << format_seconds(f.latency) << " per step, bus bandwidth " << format_rate(f.bandwidth, "B/s")
-            << (net.fit.inter_node ? " per GPU (" + format_rate(net.fit.port_bandwidth, "B/s") + " per port)"
-                                   : std::string())
+            << format_seconds(f.latency) << " per step, bus bandwidth "
+            << format_rate(f.bandwidth, "B/s")
+            << (net.fit.inter_node
+                    ? " per GPU (" + format_rate(net.fit.port_bandwidth, "B/s") + " per port)"
+                    : std::string())
             << "; " << quality_cell(f.quality) << '\n';
   TextTable table({"size", "measured", "fitted", "error"});
-  for (int c = 1; c <= 3; ++c) table.right_align(c);
+  for (int c = 1; c <= 3; ++c)
+    table.right_align(c);
   for (const plan::FitPoint& p : f.quality.points) {
-    table.add({p.label, format_seconds(p.measured_s), format_seconds(p.predicted_s), percent(p.error())});
+    table.add(
+        {p.label, format_seconds(p.measured_s), format_seconds(p.predicted_s), percent(p.error())});
   }
   table.print(std::cout);
   std::cout << "link preset: " << net.link.name
@@ -294,8 +326,8 @@ void run_nccl_tests(Context& ctx, const CalibrateOptions& o) {
 }
 
 void run(Context& ctx, const CalibrateOptions& o) {
-  const int sources = !o.from_store.empty() + !o.from_run.empty() + !o.from_sweeps.empty() +
-                      !o.nccl_tests.empty();
+  const int sources =
+      !o.from_store.empty() + !o.from_run.empty() + !o.from_sweeps.empty() + !o.nccl_tests.empty();
   if (sources > 1) {
     throw CliError("--from-store, --from-run, --from-sweeps and --nccl-tests exclude each other");
   }
@@ -304,7 +336,8 @@ void run(Context& ctx, const CalibrateOptions& o) {
   if (!o.from_run.empty()) {
     const calib::RunRefinement r =
         take(calib::refine_from_run(o.from_run, ctx.catalog(), o.base, !o.no_save, o.presets_dir));
-    if (!o.json) std::cout << "learning from " << o.from_run << " (refines " << r.base_cluster << ")\n";
+    if (!o.json)
+      std::cout << "learning from " << o.from_run << " (refines " << r.base_cluster << ")\n";
     report(o, r.fit, r.presets, r.presets_file, {{"base_cluster", r.base_cluster}});
     return;
   }
@@ -313,7 +346,8 @@ void run(Context& ctx, const CalibrateOptions& o) {
     std::optional<GpuSpec> datasheet = datasheet_of(ctx, o.gpu);
     std::string store = o.from_store;
     if (!o.from_sweeps.empty()) {
-      if (o.out.empty()) throw CliError("--from-sweeps needs --out for the calibration store it writes");
+      if (o.out.empty())
+        throw CliError("--from-sweeps needs --out for the calibration store it writes");
       store = o.out;
       const std::string engine = datasheet ? "cuda" : "cpu";
       take(plan::import_sweep_lines(o.from_sweeps, store, engine,
@@ -372,10 +406,11 @@ void run(Context& ctx, const CalibrateOptions& o) {
       &cancel.cancel));
   if (terminal && !o.json) std::cerr << '\n';
   if (!o.json) {
-    std::cout << "calibration store: " << m.record.store << " ("
-              << format_seconds(m.record.seconds) << ")\n";
+    std::cout << "calibration store: " << m.record.store << " (" << format_seconds(m.record.seconds)
+              << ")\n";
   }
-  report(o, m.fit, m.presets, m.presets_file, {{"store", m.record.store}, {"seconds", m.record.seconds}});
+  report(o, m.fit, m.presets, m.presets_file,
+         {{"store", m.record.store}, {"seconds", m.record.seconds}});
 }
 
 }  // namespace
@@ -387,7 +422,8 @@ void register_calibrate(CLI::App& app, Context& ctx) {
       "Measure this machine (or read measurements) and save the planner's calibrated presets");
   cmd->add_option("--backend", o->backend, "cpu, cuda, or auto (CUDA when a GPU is present)")
       ->check(CLI::IsMember({"cpu", "cuda", "auto"}));
-  cmd->add_option("--ranks", o->ranks, "Rank counts to measure (CPU engine: ranks sharing the cores)")
+  cmd->add_option("--ranks", o->ranks,
+                  "Rank counts to measure (CPU engine: ranks sharing the cores)")
       ->delimiter(',')
       ->check(CLI::PositiveNumber);
   cmd->add_option("--threads", o->threads, "BLAS threads per rank (default: cores / ranks)")
@@ -403,18 +439,26 @@ void register_calibrate(CLI::App& app, Context& ctx) {
   cmd->add_flag("--no-ops", o->no_ops, "Skip the sweep of the model's loop operations (CPU)");
   cmd->add_option("--out", o->out, "The calibration store (default calibration-<date>-<time>.db)");
   cmd->add_flag("--no-save", o->no_save, "Fit and show, but do not save presets");
-  cmd->add_option("--presets-dir", o->presets_dir, "Where presets are saved (default: the user's presets folder)");
+  cmd->add_option("--presets-dir", o->presets_dir,
+                  "Where presets are saved (default: the user's presets folder)");
   cmd->add_option("--gpu", o->gpu, "The GPU's datasheet preset (CUDA, imported sweeps)");
   cmd->add_option("--from-store", o->from_store, "Fit a calibration store recorded before");
-  cmd->add_option("--from-run", o->from_run, "Learn from a run store: refine the calibrated presets");
+  cmd->add_option("--learn,--from-run", o->from_run,
+                  "Learn from a run store: refine the calibrated presets");
   cmd->add_option("--base", o->base, "With --from-run: the cluster preset to refine");
-  cmd->add_option("--from-sweeps", o->from_sweeps, "Import sweep JSON lines of clusterscope-worker --sweep");
-  cmd->add_option("--nccl-tests", o->nccl_tests, "Calibrate a network tier from nccl-tests output logs");
-  cmd->add_option("--collective", o->collective, "With --nccl-tests: the collective, when the logs do not say");
+  cmd->add_option("--from-sweeps", o->from_sweeps,
+                  "Import sweep JSON lines of clusterscope-worker --sweep");
+  cmd->add_option("--nccl-tests", o->nccl_tests,
+                  "Calibrate a network tier from nccl-tests output logs");
+  cmd->add_option("--collective", o->collective,
+                  "With --nccl-tests: the collective, when the logs do not say");
   cmd->add_option("--link-name", o->link_name, "With --nccl-tests: the link preset's name");
-  cmd->add_option("--link-type", o->link_type, "With --nccl-tests: nvlink, pcie, infiniband, roce, ethernet");
-  cmd->add_option("--intra", o->intra, "With --nccl-tests across hosts: the link preset inside a node");
-  cmd->add_option("--nics", o->nics, "With --nccl-tests across hosts: NIC ports per node (default: one per GPU)")
+  cmd->add_option("--link-type", o->link_type,
+                  "With --nccl-tests: nvlink, pcie, infiniband, roce, ethernet");
+  cmd->add_option("--intra", o->intra,
+                  "With --nccl-tests across hosts: the link preset inside a node");
+  cmd->add_option("--nics", o->nics,
+                  "With --nccl-tests across hosts: NIC ports per node (default: one per GPU)")
       ->check(CLI::PositiveNumber);
   add_json_flag(*cmd, o->json);
   cmd->callback([o, &ctx] { run(ctx, *o); });

@@ -250,9 +250,13 @@ void run_stats(const StatsOptions& o) {
       auto rows = [](const std::vector<PredictedVsMeasured>& list) {
         json j = json::array();
         for (const auto& row : list) {
-          j.push_back({{"name", row.name},
-                       {"predicted_s", row.predicted_s},
-                       {"measured_s", row.measured_s ? json(*row.measured_s) : json(nullptr)}});
+          // error: predicted / measured - 1 (null when nothing was measured).
+          const bool measured = row.measured_s && *row.measured_s > 0;
+          j.push_back(
+              {{"name", row.name},
+               {"predicted_s", row.predicted_s},
+               {"measured_s", row.measured_s ? json(*row.measured_s) : json(nullptr)},
+               {"error", measured ? json(row.predicted_s / *row.measured_s - 1) : json(nullptr)}});
         }
         return j;
       };
@@ -353,10 +357,12 @@ void run_stats(const StatsOptions& o) {
       std::cout << "\nEach part of the step, predicted against measured (rank " << p.critical_rank
                 << ", the most compute; median of its steps)\n";
       TextTable t3({"part", "predicted", "measured", "error", ""});
-      for (std::size_t i = 1; i < 4; ++i) t3.right_align(i);
+      for (std::size_t i = 1; i < 4; ++i)
+        t3.right_align(i);
       auto error = [](double predicted, double measured) -> std::string {
         if (measured <= 0) return predicted > 0 ? "not measured" : "-";
-        return (predicted >= measured ? "+" : "") + format_fixed(100 * (predicted / measured - 1), 1) + " %";
+        return (predicted >= measured ? "+" : "") +
+               format_fixed(100 * (predicted / measured - 1), 1) + " %";
       };
       t3.add({"step", format_seconds(p.predicted_step_s), format_seconds(p.measured_step_median_s),
               error(p.predicted_step_s, p.measured_step_median_s), ""});

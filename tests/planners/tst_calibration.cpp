@@ -1,0 +1,463 @@
+// Calibration: the link fit on rows of known latency and bandwidth, the
+// nccl-tests reader on logs in its output format (and on broken ones, whose
+// errors name file:line), then the loop as a user runs it: a real short
+// `clusterscope calibrate` on the CPU engine into a temporary presets
+// folder, a plan on the calibrated cluster, a run whose store carries the
+// planner's estimate, `trace stats` holding each part predicted against
+// measured, and learning from that run.
+
+#include <QDir>
+#include <QFile>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QProcess>
+#include <QTemporaryDir>
+#include <QtTest>
+#include <cmath>
+
+#include "core/trace_reader.h"
+#include "planners/calibration.h"
+#include "planners/collectives.h"
+#include "planners/nccl_tests.h"
+
+namespace {
+
+const QString kCli = CS_BIN_DIR "/clusterscope";
+
+struct Run {
+  int exit_code = -1;
+  QString out;
+  QString err;
+};
+
+Run run_cli(const QStringList& args, const QString& presets_dir, const QString& dir = {}) {
+  QProcess p;
+  QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+  env.insert("CLUSTERSCOPE_USER_PRESETS", presets_dir);
+  p.setProcessEnvironment(env);
+  if (!dir.isEmpty()) p.setWorkingDirectory(dir);
+  p.start(kCli, args);
+  if (!p.waitForFinished(240000)) qFatal("clusterscope did not finish");
+  return {p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1,
+          QString::fromUtf8(p.readAllStandardOutput()),
+          QString::fromUtf8(p.readAllStandardError())};
+}
+
+QJsonObject json_of(const Run& r) {
+  QJsonParseError error{};
+  const QJsonDocument doc = QJsonDocument::fromJson(r.out.toUtf8(), &error);
+  if (error.error != QJsonParseError::NoError) {
+    qWarning().noquote() << r.out << r.err;
+    return {};
+  }
+  return doc.object();
+}
+
+// The tiny model of the profiler suites, as model flags of the CLI.
+QStringList tiny() {
+  return {"--layers", "2",  "--hidden", "64",  "--heads", "4",
+          "--seq",    "32", "--ffn",    "256", "--vocab", "256"};
+}
+
+QString fixture(const QString& name) {
+  return QStringLiteral(CS_DATA_DIR "/nccl-tests/") + name;
+}
+
+}  // namespace
+
+class TestCalibration : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void linkFitRecoversLatencyAndBandwidth_data();
+  void linkFitRecoversLatencyAndBandwidth();
+  void linkFitRefusesTooLittle_data();
+  void linkFitRefusesTooLittle();
+  void readsNcclTestsLogs_data();
+  void readsNcclTestsLogs();
+  void ncclTestsFitsTheTier();
+  void malformedNcclTestsLogs_data();
+  void malformedNcclTestsLogs();
+  void ncclTestsCommandSavesALinkPreset();
+  void calibrateRunPredictLearn();
+
+ private:
+  QTemporaryDir dir_;
+};
+
+// Every row: measured times made by the planner's own ring model with a
+// known alpha and bus bandwidth, with a deterministic +-3 % wobble; the fit
+// must find both back.
+void TestCalibration::linkFitRecoversLatencyAndBandwidth_data() {
+  QTest::addColumn<QString>("collective");
+  QTest::addColumn<QList<int>>("ranks");
+  QTest::addColumn<double>("latency");
+  QTest::addColumn<double>("bandwidth");
+  QTest::addColumn<double>("wobble");
+  QTest::addRow("all-reduce, 2 ranks, MPI on a CPU")
+      << "all_reduce" << QList<int>{2} << 20e-6 << 3e9 << 0.0;
+  QTest::addRow("all-reduce, 2 and 4 ranks, noisy")
+      << "all_reduce" << QList<int>{2, 4} << 8e-6 << 2e9 << 0.03;
+  QTest::addRow("all-gather, 8 GPUs, NVLink")
+      << "all_gather" << QList<int>{8} << 2e-6 << 350e9 << 0.02;
+  QTest::addRow("reduce-scatter, 4 and 8")
+      << "reduce_scatter" << QList<int>{4, 8} << 5e-6 << 40e9 << 0.0;
+}
+
+void TestCalibration::linkFitRecoversLatencyAndBandwidth() {
+  QFETCH(QString, collective);
+  QFETCH(QList<int>, ranks);
+  QFETCH(double, latency);
+  QFETCH(double, bandwidth);
+  QFETCH(double, wobble);
+  const auto op = collective == "all_reduce"   ? cs::plan::CollectiveOp::all_reduce
+                  : collective == "all_gather" ? cs::plan::CollectiveOp::all_gather
+                                               : cs::plan::CollectiveOp::reduce_scatter;
+  std::vector<cs::plan::CollectiveSample> samples;
+  int i = 0;
+  for (int n : ranks) {
+    for (double bytes = 1024; bytes <= 256.0 * 1024 * 1024; bytes *= 4) {
+      const double t = cs::plan::ring_steps(op, n) * latency +
+                       cs::plan::bytes_per_rank(op, n, bytes) / bandwidth;
+      const double w = 1 + wobble * ((i++ % 3) - 1);  // -w, 0, +w in turn
+      samples.push_back({collective.toStdString(), bytes, n, t * w, 10});
+    }
+  }
+  auto fit = cs::plan::fit_link(samples);
+  QVERIFY2(fit, fit ? "" : fit.message().c_str());
+  const double tolerance = 0.02 + 2 * wobble;
+  QVERIFY2(std::abs(fit->latency / latency - 1) < tolerance + 0.1,
+           qPrintable(QString("latency %1 s, expected %2 s").arg(fit->latency).arg(latency)));
+  QVERIFY2(
+      std::abs(fit->bandwidth / bandwidth - 1) < tolerance,
+      qPrintable(QString("bandwidth %1 B/s, expected %2 B/s").arg(fit->bandwidth).arg(bandwidth)));
+  QCOMPARE(static_cast<int>(fit->quality.points.size()), static_cast<int>(samples.size()));
+  QVERIFY(fit->quality.r2 > 0.99);
+  QVERIFY(fit->quality.max_error <= wobble * 1.2 + 1e-6 + 0.01);
+  QCOMPARE(fit->group_sizes, std::vector<int>(ranks.begin(), ranks.end()));
+}
+
+void TestCalibration::linkFitRefusesTooLittle_data() {
+  QTest::addColumn<int>("sizes");
+  QTest::addColumn<int>("ranks");
+  QTest::addColumn<QString>("collective");
+  QTest::addColumn<QString>("error");
+  QTest::addRow("one size") << 1 << 2 << "all_reduce"
+                            << "at least two sizes";
+  QTest::addRow("one rank moves nothing") << 5 << 1 << "all_reduce"
+                                          << "at least two sizes";
+  QTest::addRow("unknown collective") << 5 << 2 << "gather_scatter"
+                                      << "unknown collective \"gather_scatter\"";
+}
+
+void TestCalibration::linkFitRefusesTooLittle() {
+  QFETCH(int, sizes);
+  QFETCH(int, ranks);
+  QFETCH(QString, collective);
+  QFETCH(QString, error);
+  std::vector<cs::plan::CollectiveSample> samples;
+  for (int i = 0; i < sizes; ++i) {
+    samples.push_back(
+        {collective.toStdString(), 1024.0 * (1 << (2 * i)), ranks, 1e-5 * (i + 1), 1});
+  }
+  auto fit = cs::plan::fit_link(samples);
+  QVERIFY(!fit);
+  QVERIFY2(QString::fromStdString(fit.message()).contains(error), fit.message().c_str());
+}
+
+void TestCalibration::readsNcclTestsLogs_data() {
+  QTest::addColumn<QString>("file");
+  QTest::addColumn<int>("ranks");
+  QTest::addColumn<int>("hosts");
+  QTest::addColumn<int>("sizes");
+  QTest::addColumn<double>("first_bytes");
+  QTest::addColumn<double>("first_us");  // the faster of out-of-place and in-place
+  QTest::addColumn<double>("average_busbw");
+  QTest::addRow("8 GPUs, one host")
+      << "all_reduce_perf_1x8_h100.log" << 8 << 1 << 18 << 1024.0 << 22.13 << 112.4017e9;
+  QTest::addRow("16 GPUs, two hosts")
+      << "all_reduce_perf_2x8_h100_ib.log" << 16 << 2 << 15 << 65536.0 << 182.81 << 26.5273e9;
+}
+
+void TestCalibration::readsNcclTestsLogs() {
+  QFETCH(QString, file);
+  QFETCH(int, ranks);
+  QFETCH(int, hosts);
+  QFETCH(int, sizes);
+  QFETCH(double, first_bytes);
+  QFETCH(double, first_us);
+  QFETCH(double, average_busbw);
+  auto log = cs::plan::read_nccl_tests(fixture(file).toStdString());
+  QVERIFY2(log, log ? "" : log.message().c_str());
+  QCOMPARE(QString::fromStdString(log->collective), QString("all_reduce"));
+  QCOMPARE(log->ranks, ranks);
+  QCOMPARE(static_cast<int>(log->hosts.size()), hosts);
+  QCOMPARE(QString::fromStdString(log->device), QString("NVIDIA H100 80GB HBM3"));
+  QCOMPARE(static_cast<int>(log->samples.size()), sizes);
+  QCOMPARE(log->samples.front().bytes, first_bytes);
+  QVERIFY2(std::abs(log->samples.front().seconds - first_us * 1e-6) < 1e-9,
+           qPrintable(QString::number(log->samples.front().seconds)));
+  QCOMPARE(log->samples.front().ranks, ranks);
+  QVERIFY(std::abs(log->average_busbw / average_busbw - 1) < 1e-3);
+  QCOMPARE(log->errors, 0);
+}
+
+// The one-host log was written with alpha 1.6 us per ring step and 380 GB/s
+// bus bandwidth (tests/data/nccl-tests/README.md).
+void TestCalibration::ncclTestsFitsTheTier() {
+  auto log = cs::plan::read_nccl_tests(fixture("all_reduce_perf_1x8_h100.log").toStdString());
+  QVERIFY(log);
+  auto fit = cs::plan::fit_nccl_tests({*log});
+  QVERIFY2(fit, fit ? "" : fit.message().c_str());
+  QVERIFY(!fit->inter_node);
+  QVERIFY2(std::abs(fit->fit.latency / 1.6e-6 - 1) < 0.05,
+           qPrintable(QString::number(fit->fit.latency)));
+  QVERIFY2(std::abs(fit->fit.bandwidth / 380e9 - 1) < 0.05,
+           qPrintable(QString::number(fit->fit.bandwidth)));
+  QVERIFY(fit->fit.quality.r2 > 0.99);
+
+  // Two hosts need the tier inside a node.
+  auto two = cs::plan::read_nccl_tests(fixture("all_reduce_perf_2x8_h100_ib.log").toStdString());
+  QVERIFY(two);
+  auto refused = cs::plan::fit_nccl_tests({*two});
+  QVERIFY(!refused);
+  QVERIFY2(QString::fromStdString(refused.message()).contains("2 hosts"),
+           refused.message().c_str());
+  // And logs of different tiers are not fitted together.
+  auto mixed = cs::plan::fit_nccl_tests({*log, *two});
+  QVERIFY(!mixed);
+  QVERIFY2(QString::fromStdString(mixed.message()).contains("fit one tier's logs together"),
+           mixed.message().c_str());
+}
+
+void TestCalibration::malformedNcclTestsLogs_data() {
+  QTest::addColumn<QString>("name");
+  QTest::addColumn<QString>("text");
+  QTest::addColumn<QString>("error");
+  const QString ranks =
+      "#  Rank  0 Group  0 Pid  100 on nodeA device  0 [0000:18:00] NVIDIA H100\n"
+      "#  Rank  1 Group  0 Pid  101 on nodeA device  1 [0000:2a:00] NVIDIA H100\n";
+  const QString header =
+      "#       size         count      type   redop    root     time   algbw   busbw #wrong     "
+      "time   "
+      "algbw   busbw #wrong\n";
+  QTest::addRow("row before the header")
+      << "all_reduce_perf.log"
+      << ranks + "        1024   256  float  sum  -1  22.1  0.05  0.05  0  22.0  0.05  0.05  0\n"
+      << "all_reduce_perf.log:3: a result row before the table's header";
+  QTest::addRow("time not a number")
+      << "all_reduce_perf.log"
+      << ranks + header +
+             "        1024   256  float  sum  -1  22.1  0.05  0.05  0  22.0  0.05  0.05  0\n" +
+             "        2048   512  float  sum  -1  fast  0.05  0.05  0  2x.0  0.05  0.05  0\n"
+      << "all_reduce_perf.log:5: size and time must be numbers";
+  QTest::addRow("zero time") << "all_reduce_perf.log"
+                             << ranks + header +
+                                    "        1024   256  float  sum  -1  0  0  0  0  0  0  0  0\n"
+                             << "all_reduce_perf.log:4: the time must be > 0";
+  QTest::addRow("no rows") << "all_reduce_perf.log"
+                           << ranks + header + "# Out of bounds values : 0 OK\n"
+                           << "all_reduce_perf.log: no result rows";
+  QTest::addRow("no rank lines")
+      << "all_reduce_perf.log"
+      << header + "        1024   256  float  sum  -1  22.1  0.05  0.05  0  22.0  0.05  0.05  0\n"
+      << "all_reduce_perf.log: no \"#  Rank N";
+  QTest::addRow("unknown collective")
+      << "results.txt"
+      << ranks + header +
+             "        1024   256  float  sum  -1  22.1  0.05  0.05  0  22.0  0.05  0.05  0\n"
+      << "results.txt: cannot tell which collective";
+  QTest::addRow("not nccl-tests at all") << "notes.log"
+                                         << "hello\nworld\n"
+                                         << "notes.log: cannot tell";
+}
+
+void TestCalibration::malformedNcclTestsLogs() {
+  QFETCH(QString, name);
+  QFETCH(QString, text);
+  QFETCH(QString, error);
+  // Through the file reader, as the CLI reads it, so the message names the real path.
+  const QString path = dir_.filePath("malformed/" + name);
+  QDir().mkpath(dir_.filePath("malformed"));
+  QFile f(path);
+  QVERIFY(f.open(QIODevice::WriteOnly | QIODevice::Truncate));
+  f.write(text.toUtf8());
+  f.close();
+  auto log = cs::plan::read_nccl_tests(path.toStdString());
+  QVERIFY(!log);
+  const QString message = QString::fromStdString(log.message());
+  QVERIFY2(message.contains(dir_.filePath("malformed/") + error), qPrintable(message));
+}
+
+void TestCalibration::ncclTestsCommandSavesALinkPreset() {
+  const QString presets = dir_.filePath("nccl-presets");
+  QDir().mkpath(presets);
+  Run r = run_cli(
+      {"calibrate", "--nccl-tests", fixture("all_reduce_perf_2x8_h100_ib.log"), "--link-name",
+       "ib-measured", "--link-type", "infiniband", "--intra", "nvlink4", "--json"},
+      presets);
+  QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+  const QJsonObject j = json_of(r);
+  QVERIFY(j["inter_node"].toBool());
+  QVERIFY(j["port_bandwidth_bytes_per_second"].toDouble() > 0);
+  QVERIFY(j["quality"].toObject()["r2"].toDouble() > 0.95);
+  QVERIFY(QFile::exists(presets + "/ib-measured.json"));
+  // The planner takes the new link like a datasheet link.
+  r = run_cli({"plan", "--gpu", "h100-sxm", "--nodes", "2", "--gpus-per-node", "8", "--inter-link",
+               "ib-measured", "--model", "gpt2-small", "--json"},
+              presets);
+  QVERIFY2(r.exit_code == 0, qPrintable(r.err + r.out));
+  QVERIFY(r.out.contains("ib-measured"));
+
+  // A bad log: the command fails, naming the file and line, and saves nothing.
+  const QString bad = dir_.filePath("bad/all_reduce_perf.log");
+  QDir().mkpath(dir_.filePath("bad"));
+  QFile f(bad);
+  QVERIFY(f.open(QIODevice::WriteOnly));
+  f.write(
+      "#  Rank  0 Group  0 Pid 1 on a device 0 [0] X\n   1024  256 float sum -1 1.0 1 1 0 1.0 1 1 "
+      "0\n");
+  f.close();
+  r = run_cli({"calibrate", "--nccl-tests", bad, "--link-name", "broken"}, presets);
+  QCOMPARE(r.exit_code, 1);
+  QVERIFY2(r.err.contains(bad + ":2:"), qPrintable(r.err));
+  QVERIFY(!QFile::exists(presets + "/broken.json"));
+}
+
+// The loop end to end on this machine's CPU engine. Short sweeps: the fit's
+// figures are not checked here (the machine may be busy), only that each
+// step happens for real and hands the next what it needs.
+void TestCalibration::calibrateRunPredictLearn() {
+  const QString presets = dir_.filePath("presets");
+  const QString work = dir_.filePath("work");
+  QDir().mkpath(presets);
+  QDir().mkpath(work);
+
+  // Without a calibration, a run says why its store has no prediction.
+  Run r = run_cli(
+      QStringList{"run", "--dp", "2", "--steps", "2", "--out", work + "/uncalibrated.db"} + tiny(),
+      presets, work);
+  QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+  QVERIFY2((r.out + r.err).contains("no prediction in the run store"), qPrintable(r.out + r.err));
+
+  const QString store = work + "/cal.db";
+  r = run_cli({"calibrate",
+               "--backend",
+               "cpu",
+               "--ranks",
+               "1",
+               "2",
+               "--threads",
+               "1",
+               "--precisions",
+               "fp32",
+               "--gemm-sizes",
+               "64",
+               "128",
+               "192",
+               "--buffer-sizes",
+               "65536",
+               "1048576",
+               "--message-sizes",
+               "4096",
+               "65536",
+               "1048576",
+               "4194304",
+               "--seconds",
+               "0.05",
+               "--out",
+               store,
+               "--json"},
+              presets, work);
+  QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+  const QJsonObject cal = json_of(r);
+  const QJsonArray clusters = cal["presets"].toObject()["clusters"].toArray();
+  QCOMPARE(clusters.size(), 2);
+  const QString cluster2 = clusters[1].toString();
+  QVERIFY2(cluster2.startsWith("calibrated-") && cluster2.endsWith("-cpu2"), qPrintable(cluster2));
+  QVERIFY(QFile::exists(cal["presets_file"].toString()));
+  QVERIFY(cal["presets_file"].toString().startsWith(presets));
+  const QJsonArray devices = cal["fit"].toObject()["devices"].toArray();
+  QCOMPARE(devices.size(), 2);
+  const QJsonObject two = devices[1].toObject();
+  QCOMPARE(two["ranks"].toInt(), 2);
+  QVERIFY(two["gemm"].toArray().size() == 1);
+  QVERIFY(two["gemm"].toArray()[0].toObject()["peak_flops"].toDouble() > 0);
+  // The all-reduce sweep over 2 ranks.
+  QVERIFY2(two.contains("link"),
+           qPrintable(QJsonDocument(cal["fit"].toObject()["notes"].toArray()).toJson()));
+  QVERIFY(two["link"].toObject()["bandwidth_bytes_per_second"].toDouble() > 0);
+
+  // The calibration store is a run store like any other.
+  {
+    auto reader = cs::trace::TraceReader::open(store.toStdString());
+    QVERIFY2(reader, reader ? "" : reader.message().c_str());
+    QVERIFY((*reader)->meta("calibration").has_value());
+  }
+  r = run_cli({"trace", "stats", store}, presets, work);
+  QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+
+  // The planner uses the calibrated cluster like a datasheet preset.
+  r = run_cli(QStringList{"plan", "--cluster", cluster2, "--dp", "2", "--precision", "fp32"} +
+                  tiny() + QStringList{"--json"},
+              presets, work);
+  QVERIFY2(r.exit_code == 0, qPrintable(r.err + r.out));
+
+  // A run now carries the planner's estimate, and trace stats holds each
+  // part against it.
+  const QString run_store = work + "/run.db";
+  r = run_cli(QStringList{"run", "--dp", "2", "--steps", "4", "--out", run_store} + tiny(), presets,
+              work);
+  QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+  QVERIFY2((r.out + r.err).contains("(calibrated)"), qPrintable(r.out + r.err));
+  {
+    auto reader = cs::trace::TraceReader::open(run_store.toStdString());
+    QVERIFY(reader);
+    QVERIFY((*reader)->meta("predicted_step").has_value());
+  }
+  r = run_cli({"trace", "stats", run_store, "--json"}, presets, work);
+  QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+  const QJsonObject prediction = json_of(r)["prediction"].toObject();
+  const QJsonArray breakdown = prediction["breakdown"].toArray();
+  QVERIFY2(breakdown.size() >= 5, qPrintable(r.out.left(3000)));
+  QStringList names;
+  bool measured_gemm = false;
+  for (const QJsonValue& v : breakdown) {
+    const QJsonObject row = v.toObject();
+    names << row["name"].toString();
+    if (row["name"].toString() == "compute.gemm") measured_gemm = row["measured_s"].toDouble() > 0;
+  }
+  QVERIFY2(names.contains("compute.gemm") && names.contains("communication.dp") &&
+               names.contains("optimizer"),
+           qPrintable(names.join(", ")));
+  QVERIFY(measured_gemm);
+  QVERIFY(names.contains(prediction["largest_disagreement"].toString()));
+  QVERIFY(prediction["verdict"].toString().startsWith("the plan said"));
+  r = run_cli({"trace", "stats", run_store}, presets, work);
+  QVERIFY(r.out.contains("<- largest disagreement"));
+
+  // Learning from the run refines the calibrated cluster, with the fit's quality.
+  r = run_cli({"calibrate", "--learn", run_store, "--json"}, presets, work);
+  QVERIFY2(r.exit_code == 0, qPrintable(r.err + r.out));
+  const QJsonObject learned = json_of(r);
+  QCOMPARE(learned["base_cluster"].toString(), cluster2);
+  const QJsonArray learned_devices = learned["fit"].toObject()["devices"].toArray();
+  QCOMPARE(learned_devices.size(), 1);
+  const QJsonArray gemm = learned_devices[0].toObject()["gemm"].toArray();
+  QVERIFY(!gemm.isEmpty());
+  QVERIFY(gemm[0].toObject()["quality"].toObject().contains("r2"));
+  QVERIFY(!gemm[0].toObject()["quality"].toObject()["points"].toArray().isEmpty());
+
+  // A store that is not a run: a clear error, no crash.
+  QFile junk(work + "/junk.db");
+  QVERIFY(junk.open(QIODevice::WriteOnly));
+  junk.write("not sqlite");
+  junk.close();
+  r = run_cli({"calibrate", "--learn", work + "/junk.db"}, presets, work);
+  QCOMPARE(r.exit_code, 1);
+  QVERIFY2(r.err.contains("junk.db"), qPrintable(r.err));
+}
+
+QTEST_GUILESS_MAIN(TestCalibration)
+#include "tst_calibration.moc"
