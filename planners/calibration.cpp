@@ -32,7 +32,8 @@ std::optional<std::vector<double>> least_squares(const std::vector<std::vector<d
   std::vector<std::vector<double>> a(k, std::vector<double>(k + 1, 0.0));
   for (std::size_t i = 0; i < x.size(); ++i) {
     for (std::size_t r = 0; r < k; ++r) {
-      for (std::size_t c = 0; c < k; ++c) a[r][c] += w[i] * x[i][r] * x[i][c];
+      for (std::size_t c = 0; c < k; ++c)
+        a[r][c] += w[i] * x[i][r] * x[i][c];
       a[r][k] += w[i] * x[i][r] * y[i];
     }
   }
@@ -47,11 +48,13 @@ std::optional<std::vector<double>> least_squares(const std::vector<std::vector<d
     for (std::size_t r = 0; r < k; ++r) {
       if (r == col) continue;
       const double f = a[r][col] / a[col][col];
-      for (std::size_t c = col; c <= k; ++c) a[r][c] -= f * a[col][c];
+      for (std::size_t c = col; c <= k; ++c)
+        a[r][c] -= f * a[col][c];
     }
   }
   std::vector<double> beta(k);
-  for (std::size_t r = 0; r < k; ++r) beta[r] = a[r][k] / a[r][r];
+  for (std::size_t r = 0; r < k; ++r)
+    beta[r] = a[r][k] / a[r][r];
   return beta;
 }
 
@@ -59,7 +62,8 @@ FitQuality quality_of(std::vector<FitPoint> points) {
   FitQuality q;
   if (points.empty()) return q;
   double mean = 0;
-  for (const FitPoint& p : points) mean += p.measured_s;
+  for (const FitPoint& p : points)
+    mean += p.measured_s;
   mean /= static_cast<double>(points.size());
   double ss_res = 0, ss_tot = 0, sq = 0;
   for (const FitPoint& p : points) {
@@ -91,14 +95,25 @@ std::string format_bytes(double bytes) {
 // --- what the store holds ----------------------------------------------------
 
 // Mean time of equal operations.
+// The typical time of one operation: the median of its samples. On a
+// machine that other work shares, a few samples are preempted for a whole
+// scheduler slice (milliseconds on a microsecond kernel); a mean would fold
+// those into the device's speed.
 struct Mean {
-  double total_s = 0;
+  std::vector<double> samples;
   std::int64_t count = 0;
   void add(double seconds) {
-    total_s += seconds;
+    samples.push_back(seconds);
     ++count;
   }
-  double mean() const { return count ? total_s / static_cast<double>(count) : 0; }
+  double mean() const {
+    if (samples.empty()) return 0;
+    std::vector<double> sorted = samples;
+    const auto middle = sorted.begin() + static_cast<std::ptrdiff_t>(sorted.size() / 2);
+    std::nth_element(sorted.begin(), middle, sorted.end());
+    return *middle;
+  }
+  double total() const { return mean() * static_cast<double>(count); }
 };
 
 struct GemmKey {
@@ -156,13 +171,19 @@ std::optional<Precision> precision_of_name(std::string_view name) {
 
 std::optional<Precision> precision_of_type(trace::DataType t) {
   switch (t) {
-    case trace::DataType::fp32: return Precision::fp32;
-    case trace::DataType::bf16: return Precision::bf16;
-    case trace::DataType::fp16: return Precision::fp16;
+    case trace::DataType::fp32:
+      return Precision::fp32;
+    case trace::DataType::bf16:
+      return Precision::bf16;
+    case trace::DataType::fp16:
+      return Precision::fp16;
     case trace::DataType::fp8_e4m3:
-    case trace::DataType::fp8_e5m2: return Precision::fp8;
-    case trace::DataType::int8: return Precision::int8;
-    default: return std::nullopt;
+    case trace::DataType::fp8_e5m2:
+      return Precision::fp8;
+    case trace::DataType::int8:
+      return Precision::int8;
+    default:
+      return std::nullopt;
   }
 }
 
@@ -192,7 +213,8 @@ Result<std::vector<CalibrationPhase>> phases_of(const trace::TraceReader& r, Cal
   CalibrationPhase ph;
   ph.ranks = std::max(1, r.world_size());
   ph.first_rank = std::numeric_limits<int>::max();
-  for (const trace::RankInfo& rank : r.ranks()) ph.first_rank = std::min(ph.first_rank, rank.rank);
+  for (const trace::RankInfo& rank : r.ranks())
+    ph.first_rank = std::min(ph.first_rank, rank.rank);
   if (ph.first_rank == std::numeric_limits<int>::max()) ph.first_rank = 0;
   if (auto parallel = r.meta("parallel")) {
     try {
@@ -205,7 +227,8 @@ Result<std::vector<CalibrationPhase>> phases_of(const trace::TraceReader& r, Cal
     }
   }
   const trace::RunInfo run = r.run();
-  if (out.engine.empty()) out.engine = run.source == "cuda-engine" || run.source == "cupti" ? "cuda" : "cpu";
+  if (out.engine.empty())
+    out.engine = run.source == "cuda-engine" || run.source == "cupti" ? "cuda" : "cpu";
   out.host = run.host;
   if (!r.ranks().empty()) out.device = r.ranks().front().device;
   phases.push_back(ph);
@@ -267,7 +290,7 @@ void fit_memory(const PhaseData& d, DeviceFit& fit) {
   double bytes = 0, seconds = 0;
   for (const auto& [b, m] : d.memory) {
     bytes += b * static_cast<double>(m.count);
-    seconds += m.total_s;
+    seconds += m.total();
   }
   if (seconds <= 0) return;
   // The bus-streaming rate of the largest buffers: small ones live in cache.
@@ -289,8 +312,8 @@ void fit_memory(const PhaseData& d, DeviceFit& fit) {
 // or, on the CPU (where BLAS keeps operands in cache and pays for packing
 // them instead), fitted with the rest as the rate the GEMMs stream their
 // operands at (`operand_rate`).
-void fit_gemm(const PhaseData& d, const FitOptions& options, double memory_rate,
-              bool operand_rate, DeviceFit& fit, std::vector<std::string>& notes) {
+void fit_gemm(const PhaseData& d, const FitOptions& options, double memory_rate, bool operand_rate,
+              DeviceFit& fit, std::vector<std::string>& notes) {
   if (d.gemm.empty()) return;
   std::vector<Precision> precisions;
   for (const auto& [key, m] : d.gemm) {
@@ -329,7 +352,8 @@ void fit_gemm(const PhaseData& d, const FitOptions& options, double memory_rate,
     if (!solved) break;
     std::vector<double> full(k + 2, 0.0);
     std::size_t i = 0;
-    for (; i < k; ++i) full[i] = (*solved)[i];
+    for (; i < k; ++i)
+      full[i] = (*solved)[i];
     if (use_bytes) full[k] = (*solved)[i++];
     if (use_ramp) full[k + 1] = (*solved)[i++];
     beta = full;
@@ -386,25 +410,30 @@ void fit_gemm(const PhaseData& d, const FitOptions& options, double memory_rate,
 }
 
 void fit_loops(const PhaseData& d, DeviceFit& fit) {
-  // Each kind through the origin: the work-weighted mean cost per element.
+  // Each kind through the origin: the median over sizes of the cost per
+  // element. Not a work-weighted mean: the largest size can fall out of the
+  // caches and cost several times more per element, and one such point
+  // would then set the cost of the model's (usually smaller) loops.
   std::map<std::string, double> value;
   for (const auto& [kind, sizes] : d.loops) {
-    double size = 0, seconds = 0;
+    std::vector<double> rates;  // seconds per element (or per FLOP)
     for (const auto& [s, m] : sizes) {
-      size += s * static_cast<double>(m.count);
-      seconds += m.total_s;
+      if (s > 0 && m.mean() > 0) rates.push_back(m.mean() / s);
     }
-    if (size <= 0 || seconds <= 0) continue;
+    if (rates.empty()) continue;
+    std::sort(rates.begin(), rates.end());
+    const std::size_t half = rates.size() / 2;
+    const double rate = rates.size() % 2 ? rates[half] : (rates[half - 1] + rates[half]) / 2;
     const bool attention = kind.starts_with("attention");
     LoopFit f;
     f.kind = kind;
-    f.value = attention ? size / seconds / 1e9 : seconds / size * 1e9;  // GFLOP/s or ns
+    f.value = attention ? 1 / rate / 1e9 : rate * 1e9;  // GFLOP/s or ns
     std::vector<FitPoint> points;
     for (const auto& [s, m] : sizes) {
       const double predicted = attention ? s / (f.value * 1e9) : s * f.value * 1e-9;
       char label[80];
-      std::snprintf(label, sizeof label, "%s %s %.3g", kind.c_str(),
-                    attention ? "GFLOP" : "x", attention ? s / 1e9 : s);
+      std::snprintf(label, sizeof label, "%s %s %.3g", kind.c_str(), attention ? "GFLOP" : "x",
+                    attention ? s / 1e9 : s);
       points.push_back({label, s, m.mean(), predicted, m.count});
     }
     f.quality = quality_of(std::move(points));
@@ -446,18 +475,21 @@ Result<LinkFit> fit_alpha_beta(const std::vector<AlphaBetaPoint>& points) {
     y.push_back(p.seconds - p.offset);
     w.push_back(1 / (p.seconds * p.seconds));
   }
-  if (x.size() < 2) return Error{"a link needs collectives of at least two sizes over 2 or more ranks"};
+  if (x.size() < 2)
+    return Error{"a link needs collectives of at least two sizes over 2 or more ranks"};
   auto beta = least_squares(x, y, w);
   if (beta && (*beta)[0] < 0) {
     // No fixed cost shows: bandwidth alone.
     std::vector<std::vector<double>> x1;
-    for (const auto& row : x) x1.push_back({row[1]});
+    for (const auto& row : x)
+      x1.push_back({row[1]});
     beta = least_squares(x1, y, w);
     if (beta) beta = std::vector<double>{0.0, (*beta)[0]};
   }
   if (!beta || !((*beta)[1] > 0)) {
-    return Error{"the collectives measured show no bandwidth term (messages too small, or "
-                 "times not growing with size)"};
+    return Error{
+        "the collectives measured show no bandwidth term (messages too small, or "
+        "times not growing with size)"};
   }
   LinkFit fit;
   fit.latency = (*beta)[0];
@@ -480,7 +512,8 @@ Result<LinkFit> fit_link(const std::vector<CollectiveSample>& samples) {
     if (!op) return Error{"unknown collective \"" + s.collective + "\""};
     if (s.ranks < 2 || s.seconds <= 0 || s.bytes <= 0) continue;
     AlphaBetaPoint p;
-    p.label = s.collective + " " + format_bytes(s.bytes) + " / " + std::to_string(s.ranks) + " ranks";
+    p.label =
+        s.collective + " " + format_bytes(s.bytes) + " / " + std::to_string(s.ranks) + " ranks";
     p.steps = ring_steps(*op, s.ranks);
     p.bytes = bytes_per_rank(*op, s.ranks, s.bytes);
     p.seconds = s.seconds;
@@ -499,7 +532,8 @@ Result<Calibration> fit_store(const trace::TraceReader& store, const FitOptions&
   auto phases = phases_of(store, out);
   if (!phases) return phases.error();
   std::vector<PhaseData> data;
-  for (const CalibrationPhase& p : *phases) data.push_back({p, {}, {}, {}, {}});
+  for (const CalibrationPhase& p : *phases)
+    data.push_back({p, {}, {}, {}, {}});
   if (Status s = collect(store, data); !s) return Error{store.path() + ": " + s.message()};
 
   for (const PhaseData& d : data) {
@@ -534,8 +568,8 @@ Result<Calibration> fit_store(const trace::TraceReader& store, const FitOptions&
                       "sized collective)");
     }
     for (std::string& n : notes) {
-      out.notes.push_back(std::to_string(d.phase.ranks) + (d.phase.ranks == 1 ? " rank: " : " ranks: ") +
-                          std::move(n));
+      out.notes.push_back(std::to_string(d.phase.ranks) +
+                          (d.phase.ranks == 1 ? " rank: " : " ranks: ") + std::move(n));
     }
     out.devices.push_back(std::move(fit));
   }
@@ -584,13 +618,19 @@ void apply_gemm(GpuSpec& g, const DeviceFit& fit, bool cpu) {
           g.peak.fp32 = c.peak;
           g.peak.tf32 = c.peak;  // tf32 computes as fp32 on the CPU
           break;
-        case Precision::bf16: g.peak.bf16 = c.peak; break;
-        case Precision::fp16: g.peak.fp16 = c.peak; break;
-        default: break;
+        case Precision::bf16:
+          g.peak.bf16 = c.peak;
+          break;
+        case Precision::fp16:
+          g.peak.fp16 = c.peak;
+          break;
+        default:
+          break;
       }
     }
   }
-  const double rate16 = g.peak.bf16 > 0 ? g.peak.bf16 : (g.peak.fp16 > 0 ? g.peak.fp16 : g.peak.fp32);
+  const double rate16 =
+      g.peak.bf16 > 0 ? g.peak.bf16 : (g.peak.fp16 > 0 ? g.peak.fp16 : g.peak.fp32);
   if (!cpu) {
     // gemm_max at the 16-bit rate's precision (else the first measured); the
     // others as per-precision fractions.
@@ -604,13 +644,25 @@ void apply_gemm(GpuSpec& g, const DeviceFit& fit, bool cpu) {
     for (const GemmCurve& c : fit.gemm) {
       const double value = c.efficiency;
       switch (c.precision) {
-        case Precision::fp32: g.efficiency.gemm_max_by_precision.fp32 = value; break;
-        case Precision::tf32: g.efficiency.gemm_max_by_precision.tf32 = value; break;
-        case Precision::bf16: g.efficiency.gemm_max_by_precision.bf16 = value; break;
-        case Precision::fp16: g.efficiency.gemm_max_by_precision.fp16 = value; break;
-        case Precision::fp8: g.efficiency.gemm_max_by_precision.fp8 = value; break;
+        case Precision::fp32:
+          g.efficiency.gemm_max_by_precision.fp32 = value;
+          break;
+        case Precision::tf32:
+          g.efficiency.gemm_max_by_precision.tf32 = value;
+          break;
+        case Precision::bf16:
+          g.efficiency.gemm_max_by_precision.bf16 = value;
+          break;
+        case Precision::fp16:
+          g.efficiency.gemm_max_by_precision.fp16 = value;
+          break;
+        case Precision::fp8:
+          g.efficiency.gemm_max_by_precision.fp8 = value;
+          break;
         case Precision::int8:
-        case Precision::int4: g.efficiency.gemm_max_by_precision.int8 = value; break;
+        case Precision::int4:
+          g.efficiency.gemm_max_by_precision.int8 = value;
+          break;
       }
     }
   } else {
@@ -635,18 +687,27 @@ PresetBundle calibrated_presets(const Calibration& cal, const std::optional<GpuS
     g.name = calibrated_name(cal.host, cal.engine, fit.ranks, "gpu");
     g.device_names.clear();
     if (cpu) {
-      g.display_name = "CPU-engine rank (1 of " + std::to_string(fit.ranks) + " on " + cal.host + ")";
+      g.display_name =
+          "CPU-engine rank (1 of " + std::to_string(fit.ranks) + " on " + cal.host + ")";
       g.vendor = "CPU";
       g.architecture = "cpu";
-      g.memory_bytes = cal.host_memory_bytes > 0 ? cal.host_memory_bytes / fit.ranks : 4.0 * (1 << 30);
+      g.memory_bytes =
+          cal.host_memory_bytes > 0 ? cal.host_memory_bytes / fit.ranks : 4.0 * (1 << 30);
       // On a loop device the memory rate only times GEMM operands (every
       // other kind has its loop cost): the rate the GEMMs were fitted with.
       // With no operand cost showing, a rate that makes it vanish.
-      g.memory_bandwidth = fit.gemm_operand_rate.value_or(fit.gemm.empty() ? fit.memory_rate.value_or(10e9) : 1e15);
+      g.memory_bandwidth =
+          fit.gemm_operand_rate.value_or(fit.gemm.empty() ? fit.memory_rate.value_or(10e9) : 1e15);
       g.efficiency.memory_max = 1.0;
       g.efficiency.kernel_launch_us = fit.launch * 1e6;
       g.efficiency.host_dispatch_us = 0;  // the engine's ops start at once; no framework in between
       g.efficiency.loops = fit.loop_costs;
+      // Each rank's communication thread needs a core of its own to overlap
+      // backward; when the compute threads take every core, what it hides
+      // costs compute the same time (not measured: the core count decides).
+      const int threads = fit.threads > 0 ? fit.threads : std::max(1, cal.cpu_cores / fit.ranks);
+      g.efficiency.overlap_slowdown =
+          cal.cpu_cores > 0 && fit.ranks * (threads + 1) > cal.cpu_cores ? 1.0 : 0.0;
       g.tdp_watts = 0;
     } else {
       g.display_name = (datasheet ? datasheet->display_name : cal.device) + " (calibrated)";
@@ -659,9 +720,9 @@ PresetBundle calibrated_presets(const Calibration& cal, const std::optional<GpuS
       if (fit.loop_costs.any()) g.efficiency.loops = fit.loop_costs;
     }
     apply_gemm(g, fit, cpu);
-    std::string why = origin + ": " + std::to_string(fit.ranks) +
-                      (fit.ranks == 1 ? " rank" : " ranks at once") +
-                      (fit.threads > 0 ? ", " + std::to_string(fit.threads) + " BLAS threads each" : "");
+    std::string why =
+        origin + ": " + std::to_string(fit.ranks) + (fit.ranks == 1 ? " rank" : " ranks at once") +
+        (fit.threads > 0 ? ", " + std::to_string(fit.threads) + " BLAS threads each" : "");
     for (const GemmCurve& c : fit.gemm) {
       why += "; " + std::string(to_string(c.precision)) + " GEMMs " + quality_text(c.quality);
     }
@@ -714,12 +775,23 @@ GpuSpec refine_device(const GpuSpec& base, const DeviceFit& run, std::string_vie
       g.efficiency.gemm_max = efficiency;
     } else {
       switch (c.precision) {
-        case Precision::fp32: g.efficiency.gemm_max_by_precision.fp32 = efficiency; break;
-        case Precision::tf32: g.efficiency.gemm_max_by_precision.tf32 = efficiency; break;
-        case Precision::bf16: g.efficiency.gemm_max_by_precision.bf16 = efficiency; break;
-        case Precision::fp16: g.efficiency.gemm_max_by_precision.fp16 = efficiency; break;
-        case Precision::fp8: g.efficiency.gemm_max_by_precision.fp8 = efficiency; break;
-        default: break;
+        case Precision::fp32:
+          g.efficiency.gemm_max_by_precision.fp32 = efficiency;
+          break;
+        case Precision::tf32:
+          g.efficiency.gemm_max_by_precision.tf32 = efficiency;
+          break;
+        case Precision::bf16:
+          g.efficiency.gemm_max_by_precision.bf16 = efficiency;
+          break;
+        case Precision::fp16:
+          g.efficiency.gemm_max_by_precision.fp16 = efficiency;
+          break;
+        case Precision::fp8:
+          g.efficiency.gemm_max_by_precision.fp8 = efficiency;
+          break;
+        default:
+          break;
       }
     }
   }
@@ -735,14 +807,14 @@ GpuSpec refine_device(const GpuSpec& base, const DeviceFit& run, std::string_vie
   }
   const LoopCosts& r = run.loop_costs;
   LoopCosts& c = g.efficiency.loops;
-  for (auto [from, to] : {std::pair{r.norm_ns, &c.norm_ns}, std::pair{r.norm_backward_ns, &c.norm_backward_ns},
-                          std::pair{r.activation_ns, &c.activation_ns},
-                          std::pair{r.activation_backward_ns, &c.activation_backward_ns},
-                          std::pair{r.elementwise_ns, &c.elementwise_ns},
-                          std::pair{r.softmax_ns, &c.softmax_ns},
-                          std::pair{r.optimizer_ns, &c.optimizer_ns},
-                          std::pair{r.attention_gflops, &c.attention_gflops},
-                          std::pair{r.attention_backward_gflops, &c.attention_backward_gflops}}) {
+  for (auto [from, to] :
+       {std::pair{r.norm_ns, &c.norm_ns}, std::pair{r.norm_backward_ns, &c.norm_backward_ns},
+        std::pair{r.activation_ns, &c.activation_ns},
+        std::pair{r.activation_backward_ns, &c.activation_backward_ns},
+        std::pair{r.elementwise_ns, &c.elementwise_ns}, std::pair{r.softmax_ns, &c.softmax_ns},
+        std::pair{r.optimizer_ns, &c.optimizer_ns},
+        std::pair{r.attention_gflops, &c.attention_gflops},
+        std::pair{r.attention_backward_gflops, &c.attention_backward_gflops}}) {
     if (from > 0) *to = from;
   }
   g.source = base.source + "; refined by " + std::string(source);
@@ -754,7 +826,8 @@ Link refine_link(const Link& base, const LinkFit& run, std::string_view source) 
   l.latency = run.latency;
   l.bandwidth = run.bandwidth;
   l.efficiency = 1.0;
-  l.source = base.source + "; refined by " + std::string(source) + " (" + quality_text(run.quality) + ")";
+  l.source =
+      base.source + "; refined by " + std::string(source) + " (" + quality_text(run.quality) + ")";
   return l;
 }
 
@@ -782,8 +855,10 @@ Status import_sweep_lines(const std::vector<std::string>& files, const std::stri
         return Error{file + ":" + std::to_string(number) + ": not a JSON line: " + e.what()};
       }
       const std::string event = j.value("event", "");
-      if (event != "gemm" && event != "bandwidth" && event != "op" && event != "collective") continue;
-      if (!j.contains("seconds") || !j["seconds"].is_number() || !(j["seconds"].get<double>() > 0)) {
+      if (event != "gemm" && event != "bandwidth" && event != "op" && event != "collective")
+        continue;
+      if (!j.contains("seconds") || !j["seconds"].is_number() ||
+          !(j["seconds"].get<double>() > 0)) {
         return Error{file + ":" + std::to_string(number) + ": /seconds: must be a number > 0"};
       }
       ranks = std::max(ranks, j.value("rank", 0) + 1);
@@ -814,7 +889,8 @@ Status import_sweep_lines(const std::vector<std::string>& files, const std::stri
     e.kind = trace::EventKind::kernel;
     e.category = trace::Category::compute;
     e.start_ns = cursor[rank];
-    e.end_ns = e.start_ns + std::max<std::int64_t>(1, std::llround(j["seconds"].get<double>() * 1e9));
+    e.end_ns =
+        e.start_ns + std::max<std::int64_t>(1, std::llround(j["seconds"].get<double>() * 1e9));
     cursor[rank] = e.end_ns + 1000;
     const std::string event = j.value("event", "");
     std::string name;
