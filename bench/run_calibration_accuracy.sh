@@ -4,7 +4,9 @@
 # TP, PP and mixed; 1 to 4 ranks; two model sizes) with `clusterscope run`,
 # whose stores carry the planner's estimate, and print for each plan the
 # step and each part predicted against measured (`clusterscope trace stats
-# --json`), then the errors over all plans. Markdown, for docs/calibration.md.
+# --json`), then the errors over all plans; then learn from those runs
+# (`clusterscope calibrate --learn`) and run every plan again. Markdown, for
+# docs/calibration.md.
 #
 # Usage: bench/run_calibration_accuracy.sh [build dir] [work dir]
 #   STEPS=10 (steps per run), CAL_SECONDS=0.2 (seconds per GEMM size of
@@ -20,7 +22,7 @@ CAL_SECONDS="${CAL_SECONDS:-0.2}"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 # The calibrated presets live in the work dir, not in the user's folder.
 export CLUSTERSCOPE_USER_PRESETS="$WORK/presets"
-mkdir -p "$WORK/presets" "$WORK/runs"
+mkdir -p "$WORK/presets"
 
 echo "load before: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) cores; work dir $WORK" >&2
 if [[ "${KEEP_CALIBRATION:-0}" != 1 || ! -f "$WORK/calibration.db" ]]; then
@@ -46,26 +48,8 @@ PLANS=(
   "DP 2 x PP 2, large|--dp 2 --pp 2 --global-batch 4 --micro-batch 1|$LARGE"
 )
 
-i=0
-: > "$WORK/runs/index.tsv"
-for entry in "${PLANS[@]}"; do
-  IFS='|' read -r name parallel model <<< "$entry"
-  i=$((i + 1))
-  store="$WORK/runs/run$i.db"
-  rm -f "$store"
-  echo "[$i/${#PLANS[@]}] $name" >&2
-  # shellcheck disable=SC2086
-  if ! (cd "$WORK/runs" && "$BIN/clusterscope" run $parallel $model --precision fp32 --steps "$STEPS" \
-          --out "$store" > "$WORK/runs/run$i.txt" 2>&1); then
-    echo "  failed: see $WORK/runs/run$i.txt" >&2
-    continue
-  fi
-  "$BIN/clusterscope" trace stats "$store" --json > "$WORK/runs/run$i.json"
-  printf '%s\t%s\n' "$name" "$WORK/runs/run$i.json" >> "$WORK/runs/index.tsv"
-done
-echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
-
-python3 - "$WORK/runs/index.tsv" <<'EOF'
+table() {
+  python3 - "$1" <<'EOF'
 import json, sys
 
 def ms(s):
@@ -118,3 +102,43 @@ if part_errors:
     print(f"Parts of 5 % of the step or more: {within} of {len(part_errors)} within 25 %; "
           f"worst {worst[0]} {worst[1]} {100 * worst[2]:+.1f} %.")
 EOF
+}
+
+# run_pass NAME: every plan once into $WORK/NAME, then its table.
+run_pass() {
+  local pass="$1" i=0
+  mkdir -p "$WORK/$pass"
+  : > "$WORK/$pass/index.tsv"
+  for entry in "${PLANS[@]}"; do
+    IFS='|' read -r name parallel model <<< "$entry"
+    i=$((i + 1))
+    local store="$WORK/$pass/run$i.db"
+    rm -f "$store"
+    echo "[$pass $i/${#PLANS[@]}] $name" >&2
+    # shellcheck disable=SC2086
+    if ! (cd "$WORK/$pass" && "$BIN/clusterscope" run $parallel $model --precision fp32 \
+            --steps "$STEPS" --out "$store" > "$WORK/$pass/run$i.txt" 2>&1); then
+      echo "  failed: see $WORK/$pass/run$i.txt" >&2
+      continue
+    fi
+    "$BIN/clusterscope" trace stats "$store" --json > "$WORK/$pass/run$i.json"
+    printf '%s\t%s\n' "$name" "$WORK/$pass/run$i.json" >> "$WORK/$pass/index.tsv"
+  done
+  echo "load after the $pass pass: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
+  table "$WORK/$pass/index.tsv"
+}
+
+
+echo "## After calibration"
+echo
+run_pass calibrated
+# Learn from the first pass's runs (each refines its rank count's preset),
+# then run every plan again.
+mapfile -t learned < <(ls -v "$WORK"/calibrated/run*.db 2>/dev/null)
+if [[ ${#learned[@]} -gt 0 ]]; then
+  "$BIN/clusterscope" calibrate --learn "${learned[@]}" > "$WORK/learn.txt"
+  echo
+  echo "## After learning from those runs"
+  echo
+  run_pass learned
+fi

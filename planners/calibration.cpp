@@ -504,6 +504,41 @@ Result<LinkFit> fit_alpha_beta(const std::vector<AlphaBetaPoint>& points) {
   return fit;
 }
 
+Result<LinkFit> fit_link_latency(const std::vector<CollectiveSample>& samples, double bandwidth) {
+  if (!(bandwidth > 0)) return Error{"the link's bandwidth must be > 0 to fit its latency alone"};
+  // Weighted least squares on relative error through the origin:
+  // α = Σ w s r / Σ w s², r = t - bytes / B, w = 1 / t².
+  double num = 0, den = 0;
+  std::set<int> sizes;
+  std::vector<FitPoint> fitted;
+  for (const CollectiveSample& s : samples) {
+    auto op = collective_op(s.collective);
+    if (!op) return Error{"unknown collective \"" + s.collective + "\""};
+    if (s.ranks < 2 || s.seconds <= 0 || s.bytes <= 0) continue;
+    const double steps = ring_steps(*op, s.ranks);
+    const double w = 1 / (s.seconds * s.seconds);
+    num += w * steps * (s.seconds - bytes_per_rank(*op, s.ranks, s.bytes) / bandwidth);
+    den += w * steps * steps;
+    sizes.insert(s.ranks);
+  }
+  if (den <= 0) return Error{"no collective over 2 or more ranks to fit a latency from"};
+  LinkFit fit;
+  fit.latency = std::max(0.0, num / den);
+  fit.bandwidth = bandwidth;
+  fit.group_sizes.assign(sizes.begin(), sizes.end());
+  for (const CollectiveSample& s : samples) {
+    auto op = collective_op(s.collective);
+    if (s.ranks < 2 || s.seconds <= 0 || s.bytes <= 0) continue;
+    const double t =
+        ring_steps(*op, s.ranks) * fit.latency + bytes_per_rank(*op, s.ranks, s.bytes) / bandwidth;
+    fitted.push_back(
+        {s.collective + " " + format_bytes(s.bytes) + " / " + std::to_string(s.ranks) + " ranks",
+         s.bytes, s.seconds, t, s.samples});
+  }
+  fit.quality = quality_of(std::move(fitted));
+  return fit;
+}
+
 Result<LinkFit> fit_link(const std::vector<CollectiveSample>& samples) {
   std::vector<AlphaBetaPoint> points;
   std::set<int> sizes;
@@ -558,6 +593,12 @@ Result<Calibration> fit_store(const trace::TraceReader& store, const FitOptions&
     if (!samples.empty()) {
       if (auto link = fit_link(samples)) {
         fit.link = std::move(link).value();
+      } else if (auto latency = options.link_bandwidth
+                                    ? fit_link_latency(samples, *options.link_bandwidth)
+                                    : Result<LinkFit>(Error{link.message()})) {
+        fit.link = std::move(latency).value();
+        notes.push_back("link: " + link.message() +
+                        ": the latency alone was fitted, at the known bandwidth");
       } else {
         notes.push_back("link: " + link.message());
       }

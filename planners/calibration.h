@@ -38,11 +38,11 @@ class TraceReader;
 namespace cs::plan {
 
 struct FitPoint {
-  std::string label;        // "gemm 512 fp32", "layernorm x65536", "all_reduce 4 MiB / 2 ranks"
-  double size = 0;          // FLOPs, bytes or elements
-  double measured_s = 0;    // mean time of one operation
-  double predicted_s = 0;   // the fitted model's time
-  std::int64_t samples = 0; // operations averaged
+  std::string label;         // "gemm 512 fp32", "layernorm x65536", "all_reduce 4 MiB / 2 ranks"
+  double size = 0;           // FLOPs, bytes or elements
+  double measured_s = 0;     // mean time of one operation
+  double predicted_s = 0;    // the fitted model's time
+  std::int64_t samples = 0;  // operations averaged
   double error() const { return measured_s > 0 ? predicted_s / measured_s - 1 : 0; }
 };
 
@@ -86,7 +86,7 @@ struct DeviceFit {
   // CPU: the rate GEMMs stream their operands at (the bytes term of the
   // GEMM formula, fitted with it); GPUs use the memory rate.
   std::optional<double> gemm_operand_rate;
-  double launch = 0;            // seconds: fixed cost per operation
+  double launch = 0;                  // seconds: fixed cost per operation
   std::optional<double> memory_rate;  // bytes/s of streaming kernels
   FitQuality memory_quality;
   std::vector<LoopFit> loops;
@@ -109,6 +109,10 @@ struct FitOptions {
   // peaks. Without one (the CPU engine) the peak of each precision is the
   // measured asymptote and the efficiency 1.
   std::optional<GpuSpec> datasheet;
+  // A run's collectives often come in one or two sizes that do not show the
+  // bandwidth term; with the bus bandwidth known (the link being refined),
+  // its latency alone is then fitted.
+  std::optional<double> link_bandwidth;
 };
 
 // Fits every configuration the store holds. A calibration store says what
@@ -126,17 +130,19 @@ struct CollectiveSample {
   std::int64_t samples = 1;
 };
 Result<LinkFit> fit_link(const std::vector<CollectiveSample>& samples);
+// The latency alone, the bus bandwidth given: t = steps · α + bytes / B.
+Result<LinkFit> fit_link_latency(const std::vector<CollectiveSample>& samples, double bandwidth);
 
 // The alpha-beta fit underneath: t = offset + steps · α + bytes / B, where
 // `offset` is time a known part of the path takes (the tier inside a node,
 // when fitting the network between nodes).
 struct AlphaBetaPoint {
   std::string label;
-  double steps = 0;   // latency steps
-  double bytes = 0;   // bytes each rank sends
-  double seconds = 0; // measured
-  double offset = 0;  // seconds already accounted for
-  double size = 0;    // the operation's size, for the residuals
+  double steps = 0;    // latency steps
+  double bytes = 0;    // bytes each rank sends
+  double seconds = 0;  // measured
+  double offset = 0;   // seconds already accounted for
+  double size = 0;     // the operation's size, for the residuals
   std::int64_t samples = 1;
 };
 Result<LinkFit> fit_alpha_beta(const std::vector<AlphaBetaPoint>& points);

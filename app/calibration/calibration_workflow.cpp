@@ -1,10 +1,9 @@
 #include "app/calibration/calibration_workflow.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 
 #include <nlohmann/json.hpp>
+#include <unistd.h>
 
 #include "core/host_probe.h"
 #include "core/trace_reader.h"
@@ -20,7 +19,8 @@ namespace {
 
 template <class T>
 void replace_named(std::vector<T>& items, const T& item) {
-  auto it = std::find_if(items.begin(), items.end(), [&](const T& t) { return t.name == item.name; });
+  auto it =
+      std::find_if(items.begin(), items.end(), [&](const T& t) { return t.name == item.name; });
   if (it == items.end()) {
     items.push_back(item);
   } else {
@@ -50,10 +50,14 @@ Status merge_into_presets_file(const fs::path& file, const PresetBundle& bundle,
     if (!existing) return existing.error();
     merged = std::move(existing).value();
   }
-  for (const GpuSpec& g : bundle.gpus) replace_named(merged.gpus, g);
-  for (const Link& l : bundle.links) replace_named(merged.links, l);
-  for (const Workload& w : bundle.models) replace_named(merged.models, w);
-  for (const Cluster& c : bundle.clusters) replace_named(merged.clusters, c);
+  for (const GpuSpec& g : bundle.gpus)
+    replace_named(merged.gpus, g);
+  for (const Link& l : bundle.links)
+    replace_named(merged.links, l);
+  for (const Workload& w : bundle.models)
+    replace_named(merged.models, w);
+  for (const Cluster& c : bundle.clusters)
+    replace_named(merged.clusters, c);
   return write_preset_bundle(file, merged);
 }
 
@@ -92,7 +96,8 @@ Result<MachineCalibration> calibrate_machine(
     auto catalog = PresetCatalog::load_default();
     if (!catalog) return catalog.error();
     const fs::path dir = presets_dir_or_default(options.presets_dir);
-    if (dir.empty()) return Error{"no presets folder to save into: set CLUSTERSCOPE_USER_PRESETS or HOME"};
+    if (dir.empty())
+      return Error{"no presets folder to save into: set CLUSTERSCOPE_USER_PRESETS or HOME"};
     out->presets_file = presets_file_for(dir, out->fit.host, out->fit.engine);
     if (Status s = merge_into_presets_file(out->presets_file, out->presets, *catalog); !s) {
       return s.error();
@@ -109,20 +114,28 @@ Result<RunRefinement> refine_from_run(const std::string& run_store, const Preset
   auto fit = plan::fit_store(**reader);
   if (!fit) return fit.error();
   if (fit->devices.empty()) return Error{run_store + ": no configuration to learn from"};
-  const plan::DeviceFit& device = fit->devices.front();
+  const int ranks = fit->devices.front().ranks;
   const std::string name = base_cluster.empty()
-                               ? plan::calibrated_name(fit->host, fit->engine, device.ranks, "cluster")
+                               ? plan::calibrated_name(fit->host, fit->engine, ranks, "cluster")
                                : base_cluster;
   auto base = catalog.cluster(name);
   if (!base) {
-    return Error{base.message() + (base_cluster.empty()
-                                       ? " (no calibration of " + std::to_string(device.ranks) +
-                                             " ranks on " + fit->host +
-                                             " to refine: run clusterscope calibrate first, or "
-                                             "name a cluster to refine)"
-                                       : "")};
+    return Error{base.message() +
+                 (base_cluster.empty()
+                      ? " (no calibration of " + std::to_string(ranks) + " ranks on " + fit->host +
+                            " to refine: run clusterscope calibrate first, or "
+                            "name a cluster to refine)"
+                      : "")};
   }
   if (!base->gpu) return Error{"cluster " + name + " has no device to refine"};
+  if (!fit->devices.front().link && !base->intra_node.name.empty()) {
+    // The run's collectives may not show a bandwidth: fit their latency at the link's.
+    plan::FitOptions options;
+    options.link_bandwidth = base->intra_node.bandwidth * base->intra_node.efficiency;
+    auto again = plan::fit_store(**reader, options);
+    if (again && !again->devices.empty()) fit = std::move(again);
+  }
+  const plan::DeviceFit& device = fit->devices.front();
   RunRefinement out;
   out.base_cluster = name;
   const std::string source = "the run " + fs::path(run_store).filename().string();
@@ -138,9 +151,11 @@ Result<RunRefinement> refine_from_run(const std::string& run_store, const Preset
   out.fit = std::move(fit).value();
   if (save) {
     const fs::path dir = presets_dir_or_default(presets_dir);
-    if (dir.empty()) return Error{"no presets folder to save into: set CLUSTERSCOPE_USER_PRESETS or HOME"};
+    if (dir.empty())
+      return Error{"no presets folder to save into: set CLUSTERSCOPE_USER_PRESETS or HOME"};
     out.presets_file = presets_file_for(dir, out.fit.host, out.fit.engine);
-    if (Status s = merge_into_presets_file(out.presets_file, out.presets, catalog); !s) return s.error();
+    if (Status s = merge_into_presets_file(out.presets_file, out.presets, catalog); !s)
+      return s.error();
   }
   return out;
 }
@@ -176,9 +191,10 @@ Result<NetworkCalibration> calibrate_network(const std::vector<std::string>& log
   char quality[128];
   std::snprintf(quality, sizeof quality, "R² %.3f, RMS error %.1f %%", out.fit.fit.quality.r2,
                 100 * out.fit.fit.quality.rms_error);
-  l.source = "nccl-tests (" + files + "), " + std::to_string(out.logs.front().ranks) + " ranks on " +
-             std::to_string(out.fit.nodes) + (out.fit.nodes == 1 ? " host" : " hosts") + ", " +
-             quality + "; bandwidth per port, busbw = algbw × the nccl-tests factors";
+  l.source = "nccl-tests (" + files + "), " + std::to_string(out.logs.front().ranks) +
+             " ranks on " + std::to_string(out.fit.nodes) +
+             (out.fit.nodes == 1 ? " host" : " hosts") + ", " + quality +
+             "; bandwidth per port, busbw = algbw × the nccl-tests factors";
   return out;
 }
 
@@ -211,9 +227,11 @@ Result<RunPrediction> predict_run(const PresetCatalog& catalog, const Plan& plan
                                   std::string_view backend, int ranks, std::string_view host) {
   RunPrediction out;
   std::string scaled;
-  auto workload = executed_workload(planned.workload, planned.parallel.tp, planned.parallel.pp, &scaled);
+  auto workload =
+      executed_workload(planned.workload, planned.parallel.tp, planned.parallel.pp, &scaled);
   if (!workload) return workload.error();
-  if (!scaled.empty()) out.notes.push_back("predicted for the shape the worker trains (" + scaled + ")");
+  if (!scaled.empty())
+    out.notes.push_back("predicted for the shape the worker trains (" + scaled + ")");
 
   Plan plan = planned;
   plan.workload = *workload;
@@ -225,8 +243,8 @@ Result<RunPrediction> predict_run(const PresetCatalog& catalog, const Plan& plan
   p.virtual_stages = 1;
   p.bucket_mib = 1;  // clusterscope-worker --bucket-kib 1024
   // Gradients and optimizer state stay fp32 in both engines.
-  plan.precision.fp32_main_grad = plan.precision.compute != Precision::fp32 &&
-                                  plan.precision.compute != Precision::tf32;
+  plan.precision.fp32_main_grad =
+      plan.precision.compute != Precision::fp32 && plan.precision.compute != Precision::tf32;
 
   const std::string name = plan::calibrated_name(host, backend, ranks, "cluster");
   if (auto calibrated = catalog.cluster(name)) {
@@ -235,13 +253,14 @@ Result<RunPrediction> predict_run(const PresetCatalog& catalog, const Plan& plan
     out.calibrated = true;
   } else if (backend == "cpu") {
     return Error{"no calibration of the CPU engine with " + std::to_string(ranks) +
-                 (ranks == 1 ? " rank" : " ranks") + " on " + std::string(host) +
-                 " (preset " + name + "): run clusterscope calibrate --ranks " +
-                 std::to_string(ranks) + " for a prediction"};
+                 (ranks == 1 ? " rank" : " ranks") + " on " + std::string(host) + " (preset " +
+                 name + "): run clusterscope calibrate --ranks " + std::to_string(ranks) +
+                 " for a prediction"};
   } else {
     out.cluster = plan.cluster.name;
-    out.notes.push_back("no calibration of this GPU: predicted with the datasheet of " +
-                        (plan.cluster.gpu ? plan.cluster.gpu->name : std::string("the cluster's GPU")));
+    out.notes.push_back(
+        "no calibration of this GPU: predicted with the datasheet of " +
+        (plan.cluster.gpu ? plan.cluster.gpu->name : std::string("the cluster's GPU")));
   }
   if (plan.cluster.total_gpus() < p.world_size()) {
     return Error{"cluster " + out.cluster + " has " + std::to_string(plan.cluster.total_gpus()) +

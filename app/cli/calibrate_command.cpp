@@ -46,7 +46,7 @@ struct CalibrateOptions {
   std::string presets_dir;
   std::string gpu;  // datasheet GPU preset (CUDA, imported sweeps)
   std::string from_store;
-  std::string from_run;
+  std::vector<std::string> from_run;
   std::string base;
   std::vector<std::string> from_sweeps;
   std::vector<std::string> nccl_tests;
@@ -334,11 +334,21 @@ void run(Context& ctx, const CalibrateOptions& o) {
   if (!o.nccl_tests.empty()) return run_nccl_tests(ctx, o);
 
   if (!o.from_run.empty()) {
-    const calib::RunRefinement r =
-        take(calib::refine_from_run(o.from_run, ctx.catalog(), o.base, !o.no_save, o.presets_dir));
-    if (!o.json)
-      std::cout << "learning from " << o.from_run << " (refines " << r.base_cluster << ")\n";
-    report(o, r.fit, r.presets, r.presets_file, {{"base_cluster", r.base_cluster}});
+    // Run after run, each refining what the ones before saved (the catalog
+    // is read again), so later runs win where they measured the same thing.
+    std::optional<PresetCatalog> reloaded;
+    for (std::size_t i = 0; i < o.from_run.size(); ++i) {
+      if (i > 0 && !o.no_save) reloaded = take(PresetCatalog::load_default());
+      const PresetCatalog& catalog = reloaded ? *reloaded : ctx.catalog();
+      const calib::RunRefinement r =
+          take(calib::refine_from_run(o.from_run[i], catalog, o.base, !o.no_save, o.presets_dir));
+      if (!o.json) {
+        std::cout << (i > 0 ? "\n" : "") << "learning from " << o.from_run[i] << " (refines "
+                  << r.base_cluster << ")\n";
+      }
+      report(o, r.fit, r.presets, r.presets_file,
+             {{"run", o.from_run[i]}, {"base_cluster", r.base_cluster}});
+    }
     return;
   }
 
@@ -444,7 +454,8 @@ void register_calibrate(CLI::App& app, Context& ctx) {
   cmd->add_option("--gpu", o->gpu, "The GPU's datasheet preset (CUDA, imported sweeps)");
   cmd->add_option("--from-store", o->from_store, "Fit a calibration store recorded before");
   cmd->add_option("--learn,--from-run", o->from_run,
-                  "Learn from a run store: refine the calibrated presets");
+                  "Learn from run stores: refine the calibrated presets (with --json, one "
+                  "object per run)");
   cmd->add_option("--base", o->base, "With --from-run: the cluster preset to refine");
   cmd->add_option("--from-sweeps", o->from_sweeps,
                   "Import sweep JSON lines of clusterscope-worker --sweep");

@@ -74,6 +74,7 @@ class TestCalibration : public QObject {
   void linkFitRecoversLatencyAndBandwidth();
   void linkFitRefusesTooLittle_data();
   void linkFitRefusesTooLittle();
+  void linkLatencyAtAKnownBandwidth();
   void readsNcclTestsLogs_data();
   void readsNcclTestsLogs();
   void ncclTestsFitsTheTier();
@@ -164,6 +165,32 @@ void TestCalibration::linkFitRefusesTooLittle() {
   auto fit = cs::plan::fit_link(samples);
   QVERIFY(!fit);
   QVERIFY2(QString::fromStdString(fit.message()).contains(error), fit.message().c_str());
+}
+
+// What learning from a run does when its collectives come in one size:
+// the latency alone, at the bandwidth of the link being refined.
+void TestCalibration::linkLatencyAtAKnownBandwidth() {
+  const double latency = 30e-6, bandwidth = 2e9;
+  const double bytes = 64 * 1024;
+  const double t = cs::plan::ring_steps(cs::plan::CollectiveOp::all_reduce, 2) * latency +
+                   cs::plan::bytes_per_rank(cs::plan::CollectiveOp::all_reduce, 2, bytes) / bandwidth;
+  const std::vector<cs::plan::CollectiveSample> one_size = {{"all_reduce", bytes, 2, t, 40}};
+  QVERIFY(!cs::plan::fit_link(one_size));
+  auto fit = cs::plan::fit_link_latency(one_size, bandwidth);
+  QVERIFY2(fit, fit ? "" : fit.message().c_str());
+  QVERIFY2(std::abs(fit->latency / latency - 1) < 1e-9, qPrintable(QString::number(fit->latency)));
+  QCOMPARE(fit->bandwidth, bandwidth);
+  QCOMPARE(static_cast<int>(fit->quality.points.size()), 1);
+  // Faster than the bandwidth alone allows: no negative latency.
+  const std::vector<cs::plan::CollectiveSample> fast = {{"all_reduce", bytes, 2, 1e-6, 1}};
+  auto floor = cs::plan::fit_link_latency(fast, bandwidth);
+  QVERIFY(floor);
+  QCOMPARE(floor->latency, 0.0);
+  auto refused = cs::plan::fit_link_latency(one_size, 0);
+  QVERIFY(!refused);
+  QVERIFY(QString::fromStdString(refused.message()).contains("bandwidth must be > 0"));
+  auto nothing = cs::plan::fit_link_latency({{"all_reduce", bytes, 1, t, 1}}, bandwidth);
+  QVERIFY(!nothing);
 }
 
 void TestCalibration::readsNcclTestsLogs_data() {
