@@ -204,15 +204,19 @@ void save_fitted(Context& ctx, calib::MachineCalibration& m, const CalibrateOpti
   take(calib::merge_into_presets_file(m.presets_file, m.presets, ctx.catalog()));
 }
 
+json report_json(const plan::Calibration& fit, const PresetBundle& presets,
+                 const std::filesystem::path& file, const json& extra) {
+  json j = {
+      {"fit", fit_json(fit)}, {"presets", presets_json(presets)}, {"presets_file", file.string()}};
+  for (auto& [k, v] : extra.items())
+    j[k] = v;
+  return j;
+}
+
 void report(const CalibrateOptions& o, const plan::Calibration& fit, const PresetBundle& presets,
             const std::filesystem::path& file, json extra = json::object()) {
   if (o.json) {
-    json j = {{"fit", fit_json(fit)},
-              {"presets", presets_json(presets)},
-              {"presets_file", file.string()}};
-    for (auto& [k, v] : extra.items())
-      j[k] = v;
-    std::cout << j.dump(2) << '\n';
+    std::cout << report_json(fit, presets, file, extra).dump(2) << '\n';
     return;
   }
   print_fit(std::cout, fit);
@@ -337,6 +341,7 @@ void run(Context& ctx, const CalibrateOptions& o) {
     // Run after run, each refining what the ones before saved (the catalog
     // is read again), so later runs win where they measured the same thing.
     std::optional<PresetCatalog> reloaded;
+    json reports = json::array();  // --json: one object, or an array for several runs
     for (std::size_t i = 0; i < o.from_run.size(); ++i) {
       if (i > 0 && !o.no_save) reloaded = take(PresetCatalog::load_default());
       const PresetCatalog& catalog = reloaded ? *reloaded : ctx.catalog();
@@ -346,9 +351,14 @@ void run(Context& ctx, const CalibrateOptions& o) {
         std::cout << (i > 0 ? "\n" : "") << "learning from " << o.from_run[i] << " (refines "
                   << r.base_cluster << ")\n";
       }
-      report(o, r.fit, r.presets, r.presets_file,
-             {{"run", o.from_run[i]}, {"base_cluster", r.base_cluster}});
+      const json extra = {{"run", o.from_run[i]}, {"base_cluster", r.base_cluster}};
+      if (o.json) {
+        reports.push_back(report_json(r.fit, r.presets, r.presets_file, extra));
+      } else {
+        report(o, r.fit, r.presets, r.presets_file, extra);
+      }
     }
+    if (o.json) std::cout << (reports.size() == 1 ? reports[0] : reports).dump(2) << '\n';
     return;
   }
 
@@ -454,8 +464,8 @@ void register_calibrate(CLI::App& app, Context& ctx) {
   cmd->add_option("--gpu", o->gpu, "The GPU's datasheet preset (CUDA, imported sweeps)");
   cmd->add_option("--from-store", o->from_store, "Fit a calibration store recorded before");
   cmd->add_option("--learn,--from-run", o->from_run,
-                  "Learn from run stores: refine the calibrated presets (with --json, one "
-                  "object per run)");
+                  "Learn from run stores: refine the calibrated presets (with --json, an "
+                  "array for several runs)");
   cmd->add_option("--base", o->base, "With --from-run: the cluster preset to refine");
   cmd->add_option("--from-sweeps", o->from_sweeps,
                   "Import sweep JSON lines of clusterscope-worker --sweep");

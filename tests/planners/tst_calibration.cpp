@@ -172,8 +172,9 @@ void TestCalibration::linkFitRefusesTooLittle() {
 void TestCalibration::linkLatencyAtAKnownBandwidth() {
   const double latency = 30e-6, bandwidth = 2e9;
   const double bytes = 64 * 1024;
-  const double t = cs::plan::ring_steps(cs::plan::CollectiveOp::all_reduce, 2) * latency +
-                   cs::plan::bytes_per_rank(cs::plan::CollectiveOp::all_reduce, 2, bytes) / bandwidth;
+  const double t =
+      cs::plan::ring_steps(cs::plan::CollectiveOp::all_reduce, 2) * latency +
+      cs::plan::bytes_per_rank(cs::plan::CollectiveOp::all_reduce, 2, bytes) / bandwidth;
   const std::vector<cs::plan::CollectiveSample> one_size = {{"all_reduce", bytes, 2, t, 40}};
   QVERIFY(!cs::plan::fit_link(one_size));
   auto fit = cs::plan::fit_link_latency(one_size, bandwidth);
@@ -475,6 +476,13 @@ void TestCalibration::calibrateRunPredictLearn() {
   QVERIFY(!gemm.isEmpty());
   QVERIFY(gemm[0].toObject()["quality"].toObject().contains("r2"));
   QVERIFY(!gemm[0].toObject()["quality"].toObject()["points"].toArray().isEmpty());
+
+  // Several runs in turn: one object each, in an array.
+  r = run_cli({"calibrate", "--learn", work + "/uncalibrated.db", run_store, "--json"}, presets, work);
+  QVERIFY2(r.exit_code == 0, qPrintable(r.err + r.out));
+  const QJsonArray several = QJsonDocument::fromJson(r.out.toUtf8()).array();
+  QCOMPARE(several.size(), 2);
+  QCOMPARE(several[1].toObject()["run"].toString(), run_store);
 
   // A store that is not a run: a clear error, no crash.
   QFile junk(work + "/junk.db");
