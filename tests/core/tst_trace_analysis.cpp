@@ -112,6 +112,9 @@ class TestTraceAnalysis : public QObject {
   void busBandwidthFactor();
   void stragglers();
   void predictedVersusMeasured();
+  void operationKinds_data();
+  void operationKinds();
+  void stepParts();
   void predictionErrorsNameTheField_data();
   void predictionErrorsNameTheField();
 };
@@ -337,6 +340,113 @@ void TestTraceAnalysis::stragglers() {
   auto again = find_stragglers(*r, run->ranks);
   QVERIFY(again);
   QCOMPARE(again->stragglers, std::vector<std::int32_t>{2});
+}
+
+void TestTraceAnalysis::operationKinds_data() {
+  QTest::addColumn<QString>("name");
+  QTest::addColumn<QString>("kind");
+  QTest::addRow("CPU engine projection") << "mlp.fc dgrad"
+                                         << "gemm";
+  QTest::addRow("cuBLAS kernel") << "sm90_xmma_gemm_bf16bf16_bf16f32"
+                                 << "gemm";
+  QTest::addRow("attention core") << "attention backward"
+                                  << "attention";
+  QTest::addRow("flash attention") << "flash_fwd_kernel"
+                                   << "attention";
+  QTest::addRow("layer norm") << "layernorm backward"
+                              << "norm";
+  QTest::addRow("RMS norm") << "rms_norm_kernel"
+                            << "norm";
+  QTest::addRow("GELU") << "gelu"
+                        << "activation";
+  QTest::addRow("SwiGLU") << "swiglu_fwd"
+                          << "activation";
+  QTest::addRow("loss") << "cross-entropy"
+                        << "loss";
+  QTest::addRow("AdamW") << "adamw"
+                         << "optimizer";
+  QTest::addRow("gradient norm") << "gradient norm"
+                                 << "optimizer";
+  QTest::addRow("residual") << "residual"
+                            << "elementwise";
+}
+
+void TestTraceAnalysis::operationKinds() {
+  QFETCH(QString, name);
+  QFETCH(QString, kind);
+  QCOMPARE(QString::fromStdString(std::string(operation_kind(name.toStdString()))), kind);
+}
+
+// Three steps of 10 µs on a CPU-engine rank (the first, a warm-up, left
+// out), each worked out by hand, from the step's start:
+//   [0,2000) mlp.fc (gemm)       [2000,3000) layernorm      [3000,3500) tp all-reduce
+//   [3500,4500) gelu backward    [4000,6000) dp all-reduce on the communication
+//   lane: [4500,6000) exposed    [7000,8000) adamw          [8000,8500) zero
+//   (an elementwise kernel outside forward/backward: optimizer work)
+//   idle: 10000 - 7500 = 2500
+// Rank 1 computes less and is not the critical rank.
+void TestTraceAnalysis::stepParts() {
+  QTemporaryDir dir;
+  Builder b(dir, "parts.cstrace");
+  TraceWriter& w = *b.writer;
+  w.add_rank({0, "node", "CPU", 1, 0, false});
+  w.add_rank({1, "node", "CPU", 1, 0, false});
+  const LaneId compute = w.add_lane(0, LaneKind::cpu_thread, "compute", 0);
+  const LaneId comm = w.add_lane(0, LaneKind::communication, "communication", 1);
+  const LaneId other = w.add_lane(1, LaneKind::cpu_thread, "compute", 0);
+  for (int step = 0; step < 3; ++step) {
+    const std::int64_t s = 100'000 + step * 10'000;
+    const std::int64_t gemm_end = step == 0 ? s + 2900 : s + 2000;  // the warm-up is slower
+    b.add(compute, EventKind::annotation, Category::other, s, s + 3500, "forward");
+    b.commit();
+    b.add(compute, EventKind::annotation, Category::other, s + 3500, s + 7000, "backward");
+    b.commit();
+    b.add(compute, EventKind::kernel, Category::compute, s, gemm_end, "mlp.fc");
+    b.commit();
+    b.add(compute, EventKind::kernel, Category::compute, s + 2000, s + 3000, "layernorm");
+    b.commit();
+    Event& tp = b.add(compute, EventKind::collective, Category::communication, s + 3000, s + 3500,
+                      "tp all-reduce");
+    tp.collective = Collective::all_reduce;
+    b.commit();
+    b.add(compute, EventKind::kernel, Category::compute, s + 3500, s + 4500, "gelu backward");
+    b.commit();
+    Event& dp = b.add(comm, EventKind::collective, Category::communication, s + 4000, s + 6000,
+                      "dp all-reduce");
+    dp.collective = Collective::all_reduce;
+    b.commit();
+    b.add(compute, EventKind::kernel, Category::compute, s + 7000, s + 8000, "adamw");
+    b.commit();
+    b.add(compute, EventKind::kernel, Category::compute, s + 8000, s + 8500, "zero");
+    b.commit();
+    b.add(other, EventKind::kernel, Category::compute, s, s + 1000, "mlp.fc");
+    b.commit();
+    w.add(StepMetrics{0, step, s, s + 10'000, 1.0, 100, 0});
+    w.add(StepMetrics{1, step, s, s + 10'000, 1.0, 100, 0});
+  }
+  auto r = b.close();
+  auto parts = measure_step_parts(*r);
+  QVERIFY2(parts, parts ? "" : parts.message().c_str());
+  QCOMPARE(parts->rank, 0);
+  QCOMPARE(parts->steps, 2);
+  QCOMPARE(parts->step_s, 10e-6);
+  const std::vector<std::pair<const char*, double>> expected = {{"compute.gemm", 2000},
+                                                                {"compute.attention", 0},
+                                                                {"compute.norm", 1000},
+                                                                {"compute.activation", 1000},
+                                                                {"compute.elementwise", 0},
+                                                                {"compute.loss", 0},
+                                                                {"optimizer", 1500},
+                                                                {"communication.tp", 500},
+                                                                {"communication.dp", 1500},
+                                                                {"communication.pp", 0},
+                                                                {"bubble", 0},
+                                                                {"idle", 2500}};
+  for (const auto& [name, ns] : expected) {
+    QVERIFY2(
+        std::abs(parts->part(name) - ns * 1e-9) < 1e-12,
+        qPrintable(QString("%1: %2 s, expected %3 ns").arg(name).arg(parts->part(name)).arg(ns)));
+  }
 }
 
 void TestTraceAnalysis::predictedVersusMeasured() {
