@@ -4,6 +4,7 @@
 #include <QApplication>
 #include <QCloseEvent>
 #include <QComboBox>
+#include <QDialog>
 #include <QDockWidget>
 #include <QFileDialog>
 #include <QFileInfo>
@@ -20,6 +21,7 @@
 
 #include "app/gui/analysis.h"
 #include "app/gui/calculators.h"
+#include "app/gui/calibration_panel.h"
 #include "app/gui/cluster_designer.h"
 #include "app/gui/compare_view.h"
 #include "app/gui/estimate_view.h"
@@ -287,6 +289,31 @@ void MainWindow::createActions() {
   dark->setShortcut(QKeySequence(tr("Ctrl+Shift+D")));
   connect(dark, &QAction::toggled, this, &MainWindow::setDarkTheme);
   view_menu_->addAction(tr("&Reset layout"), this, [this] { restoreState(default_state_); });
+
+  // Calibration (app/gui/calibration_panel.h): a window of its own, as it runs for a minute.
+  QMenu* tools = menuBar()->addMenu(tr("&Tools"));
+  QAction* calibrate = tools->addAction(tr("&Calibrate this machine..."));
+  calibrate->setObjectName(QStringLiteral("actionCalibrate"));
+  connect(calibrate, &QAction::triggered, this, [this] {
+    auto* dialog = findChild<QDialog*>(QStringLiteral("calibrationDialog"));
+    if (!dialog) {
+      dialog = new QDialog(this);
+      dialog->setObjectName(QStringLiteral("calibrationDialog"));
+      dialog->setWindowTitle(tr("Calibrate this machine"));
+      auto* panel = new CalibrationPanel(dialog);
+      (new QVBoxLayout(dialog))->addWidget(panel);
+      dialog->resize(720, 520);
+      connect(panel, &CalibrationPanel::calibrated, this,
+              [this](const QString& file, const QStringList& clusters) {
+                messages_->show(tr("Calibrated presets %1 saved in %2; they are in the cluster "
+                                   "list once the presets are loaded again (restart the app).")
+                                    .arg(clusters.join(QStringLiteral(", ")), file),
+                                MessageLevel::info);
+              });
+    }
+    dialog->show();
+    dialog->raise();
+  });
 
   QMenu* help = menuBar()->addMenu(tr("&Help"));
   help->addAction(tr("&About ClusterScope"), this, [this] {

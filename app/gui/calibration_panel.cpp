@@ -1,0 +1,271 @@
+#include "app/gui/calibration_panel.h"
+
+#include <QDoubleSpinBox>
+#include <QFormLayout>
+#include <QFutureWatcher>
+#include <QHBoxLayout>
+#include <QHeaderView>
+#include <QLabel>
+#include <QLineEdit>
+#include <QProgressBar>
+#include <QPromise>
+#include <QPushButton>
+#include <QTableWidget>
+#include <QVBoxLayout>
+#include <QtConcurrent>
+
+#include "app/calibration/calibration_workflow.h"
+#include "core/format.h"
+#include "core/host_probe.h"
+
+namespace cs::gui {
+
+namespace {
+
+// What the worker thread hands back: the calibration, or why there is none.
+struct Outcome {
+  std::shared_ptr<calib::MachineCalibration> value;
+  QString error;
+};
+
+QString quality_text(const plan::FitQuality& q) {
+  return QStringLiteral("R² %1, RMS %2 %, worst %3 % (%4 points)")
+      .arg(q.r2, 0, 'f', 3)
+      .arg(100 * q.rms_error, 0, 'f', 1)
+      .arg(100 * q.max_error, 0, 'f', 1)
+      .arg(q.points.size());
+}
+
+QString text(const std::string& s) {
+  return QString::fromStdString(s);
+}
+
+}  // namespace
+
+CalibrationPanel::CalibrationPanel(QWidget* parent) : QWidget(parent) {
+  setObjectName(QStringLiteral("calibrationPanel"));
+  auto* layout = new QVBoxLayout(this);
+  auto* intro = new QLabel(
+      tr("Measures this machine (GEMMs, memory, the model's operations and all-reduces, "
+         "through the worker) and saves a calibrated cluster preset that the planner uses "
+         "like a datasheet preset."),
+      this);
+  intro->setWordWrap(true);
+  layout->addWidget(intro);
+
+  auto* form = new QFormLayout;
+  ranks_ = new QLineEdit(QStringLiteral("1, 2, 4"), this);
+  ranks_->setObjectName(QStringLiteral("calibrationRanks"));
+  ranks_->setToolTip(tr("Rank counts to measure (CPU engine: ranks sharing the cores)"));
+  form->addRow(tr("Rank counts"), ranks_);
+  seconds_ = new QDoubleSpinBox(this);
+  seconds_->setObjectName(QStringLiteral("calibrationSeconds"));
+  seconds_->setRange(0.01, 10);
+  seconds_->setDecimals(2);
+  seconds_->setSingleStep(0.1);
+  seconds_->setValue(0.2);
+  seconds_->setSuffix(tr(" s"));
+  seconds_->setToolTip(tr("Seconds per GEMM size (longer: steadier figures)"));
+  form->addRow(tr("Per size"), seconds_);
+  layout->addLayout(form);
+
+  auto* buttons = new QHBoxLayout;
+  start_ = new QPushButton(tr("Calibrate this machine"), this);
+  start_->setObjectName(QStringLiteral("calibrationStart"));
+  cancel_ = new QPushButton(tr("Cancel"), this);
+  cancel_->setObjectName(QStringLiteral("calibrationCancel"));
+  cancel_->setEnabled(false);
+  buttons->addWidget(start_);
+  buttons->addWidget(cancel_);
+  buttons->addStretch();
+  layout->addLayout(buttons);
+
+  progress_ = new QProgressBar(this);
+  progress_->setVisible(false);
+  layout->addWidget(progress_);
+  status_ = new QLabel(this);
+  status_->setObjectName(QStringLiteral("calibrationStatus"));
+  status_->setWordWrap(true);
+  status_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  layout->addWidget(status_);
+
+  table_ = new QTableWidget(0, 4, this);
+  table_->setObjectName(QStringLiteral("calibrationFits"));
+  table_->setHorizontalHeaderLabels({tr("Ranks"), tr("Quantity"), tr("Fitted"), tr("Fit quality")});
+  table_->horizontalHeader()->setStretchLastSection(true);
+  table_->verticalHeader()->setVisible(false);
+  table_->setEditTriggers(QAbstractItemView::NoEditTriggers);
+  layout->addWidget(table_, 1);
+
+  connect(start_, &QPushButton::clicked, this, &CalibrationPanel::start);
+  connect(cancel_, &QPushButton::clicked, this, &CalibrationPanel::cancel);
+}
+
+CalibrationPanel::~CalibrationPanel() {
+  // The sweep stops with the panel (every rank closes its store).
+  if (cancel_flag_) *cancel_flag_ = true;
+}
+
+void CalibrationPanel::setPresetsDir(const QString& dir) {
+  presets_dir_ = dir;
+}
+void CalibrationPanel::setStorePath(const QString& path) {
+  store_path_ = path;
+}
+
+void CalibrationPanel::setRunning(bool running) {
+  running_ = running;
+  start_->setEnabled(!running);
+  cancel_->setEnabled(running);
+  ranks_->setEnabled(!running);
+  seconds_->setEnabled(!running);
+  progress_->setVisible(running);
+}
+
+void CalibrationPanel::cancel() {
+  if (cancel_flag_) *cancel_flag_ = true;
+  status_->setText(tr("Stopping the calibration..."));
+}
+
+void CalibrationPanel::start() {
+  if (running_) return;
+  std::vector<int> ranks;
+  for (const QString& raw : ranks_->text().split(QLatin1Char(','))) {
+    const QString part = raw.trimmed();
+    if (part.isEmpty()) continue;
+    bool ok = false;
+    const int n = part.toInt(&ok);
+    if (!ok || n < 1) {
+      status_->setText(tr("Rank counts: \"%1\" is not a positive whole number").arg(part));
+      emit failed(status_->text());
+      return;
+    }
+    ranks.push_back(n);
+  }
+  if (ranks.empty()) {
+    status_->setText(tr("Rank counts: give at least one"));
+    emit failed(status_->text());
+    return;
+  }
+
+  // The same options as `clusterscope calibrate` on this host.
+  const HostInfo host = probe_host();
+  calib::MachineCalibrationOptions options;
+  launch::CalibrationRunOptions& run = options.run;
+  run.backend = host.gpus.empty() ? "cpu" : "cuda";
+  run.rank_counts = ranks;
+  run.seconds_per_size = seconds_->value();
+  run.host = host.hostname;
+  run.host_memory_bytes = host.memory_bytes;
+  run.cpu_cores = host.cpu_cores;
+  if (run.backend == "cuda") {
+    run.precisions = {"fp32", "tf32", "bf16", "fp16"};
+    run.gemm_sizes = {1024, 2048, 4096, 8192};
+    if (auto catalog = PresetCatalog::load_default()) {
+      if (const GpuSpec* g = catalog->match_device(host.gpus.front().name)) options.datasheet = *g;
+    }
+  }
+  options.presets_dir = presets_dir_.toStdString();
+  const std::filesystem::path dir = presets_dir_.isEmpty()
+                                        ? user_presets_dir()
+                                        : std::filesystem::path(presets_dir_.toStdString());
+  run.store = !store_path_.isEmpty()
+                  ? store_path_.toStdString()
+                  : (dir.parent_path() / ("calibration-" + host.hostname + ".db")).string();
+
+  table_->setRowCount(0);
+  progress_->setRange(0, static_cast<int>(ranks.size()));
+  progress_->setValue(0);
+  status_->setText(tr("Starting the sweeps..."));
+  setRunning(true);
+  const int job = ++job_;
+  cancel_flag_ = std::make_shared<std::atomic<bool>>(false);
+
+  auto* watcher = new QFutureWatcher<Outcome>(this);
+  connect(watcher, &QFutureWatcher<Outcome>::progressValueChanged, this, [this, job](int value) {
+    if (job == job_) progress_->setValue(value);
+  });
+  connect(watcher, &QFutureWatcher<Outcome>::progressTextChanged, this,
+          [this, job](const QString& t) {
+            if (job == job_) status_->setText(t);
+          });
+  connect(watcher, &QFutureWatcher<Outcome>::finished, this, [this, watcher, job] {
+    watcher->deleteLater();
+    if (job != job_) return;  // a stale job
+    setRunning(false);
+    const Outcome outcome = watcher->future().result();
+    if (!outcome.value) {
+      status_->setText(outcome.error);
+      emit failed(outcome.error);
+      return;
+    }
+    showResult(*outcome.value);
+  });
+  const std::shared_ptr<std::atomic<bool>> flag = cancel_flag_;
+  watcher->setFuture(QtConcurrent::run([options, flag](QPromise<Outcome>& promise) {
+    promise.setProgressRange(0, static_cast<int>(options.run.rank_counts.size()));
+    auto result = calib::calibrate_machine(
+        options,
+        [&promise](const launch::CalibrationProgress& p) {
+          promise.setProgressValueAndText(p.phase, QString::fromStdString(p.text));
+        },
+        flag.get());
+    Outcome out;
+    if (result) {
+      out.value = std::make_shared<calib::MachineCalibration>(std::move(result).value());
+    } else {
+      out.error = QString::fromStdString(result.message());
+    }
+    promise.addResult(out);
+  }));
+}
+
+void CalibrationPanel::showResult(const calib::MachineCalibration& result) {
+  auto add = [this](int ranks, const QString& quantity, const QString& fitted,
+                    const QString& quality) {
+    const int row = table_->rowCount();
+    table_->insertRow(row);
+    table_->setItem(row, 0, new QTableWidgetItem(QString::number(ranks)));
+    table_->setItem(row, 1, new QTableWidgetItem(quantity));
+    table_->setItem(row, 2, new QTableWidgetItem(fitted));
+    table_->setItem(row, 3, new QTableWidgetItem(quality));
+  };
+  for (const plan::DeviceFit& d : result.fit.devices) {
+    for (const plan::GemmCurve& g : d.gemm) {
+      add(d.ranks, tr("%1 GEMM").arg(text(std::string(to_string(g.precision)))),
+          text(format_rate(g.peak * g.efficiency, "FLOP/s")), quality_text(g.quality));
+    }
+    if (d.memory_rate) {
+      add(d.ranks, tr("memory streaming"), text(format_rate(*d.memory_rate, "B/s")),
+          quality_text(d.memory_quality));
+    }
+    for (const plan::LoopFit& l : d.loops) {
+      const bool attention = l.kind.starts_with("attention");
+      add(d.ranks, text(l.kind),
+          attention ? tr("%1 GFLOP/s").arg(l.value, 0, 'f', 2)
+                    : tr("%1 ns/element").arg(l.value, 0, 'f', 2),
+          l.quality.points.empty() ? tr("sum of its passes") : quality_text(l.quality));
+    }
+    if (d.link) {
+      add(d.ranks, tr("link latency (α) / bus bandwidth"),
+          text(format_seconds(d.link->latency) + " / " + format_rate(d.link->bandwidth, "B/s")),
+          quality_text(d.link->quality));
+    }
+  }
+  table_->resizeColumnsToContents();
+  QStringList clusters;
+  for (const Cluster& c : result.presets.clusters)
+    clusters << text(c.name);
+  const QString file = text(result.presets_file.string());
+  QString message =
+      tr("Calibrated in %1: clusters %2")
+          .arg(text(format_seconds(result.record.seconds)), clusters.join(QStringLiteral(", ")));
+  if (!file.isEmpty()) message += tr(", saved in %1").arg(file);
+  message += tr("; the calibration store is %1.").arg(text(result.record.store));
+  for (const std::string& note : result.fit.notes)
+    message += QStringLiteral("\n") + text(note);
+  status_->setText(message);
+  emit calibrated(file, clusters);
+}
+
+}  // namespace cs::gui

@@ -1,0 +1,74 @@
+#pragma once
+// "Calibrate this machine": the same calibration `clusterscope calibrate`
+// runs (app/calibration), started from the app. The sweep runs on a worker
+// thread; its progress comes back as queued calls, and the fit comes back
+// as a value: a table of every fitted quantity with the quality of its fit,
+// and the cluster presets saved for the planner.
+
+#include <QWidget>
+#include <atomic>
+#include <memory>
+
+class QDoubleSpinBox;
+class QLabel;
+class QLineEdit;
+class QProgressBar;
+class QPushButton;
+class QTableWidget;
+
+namespace cs::calib {
+struct MachineCalibration;
+}
+
+namespace cs::gui {
+
+class CalibrationPanel : public QWidget {
+  Q_OBJECT
+
+ public:
+  explicit CalibrationPanel(QWidget* parent = nullptr);
+  ~CalibrationPanel() override;
+
+  // Where the presets go (default: the user's presets folder) and where the
+  // calibration store is written (default: a file in that folder's parent).
+  void setPresetsDir(const QString& dir);
+  void setStorePath(const QString& path);
+
+  QPushButton* startButton() const { return start_; }
+  QPushButton* cancelButton() const { return cancel_; }
+  QLineEdit* rankCounts() const { return ranks_; }
+  QDoubleSpinBox* secondsPerSize() const { return seconds_; }
+  QTableWidget* fitTable() const { return table_; }
+  QLabel* statusLabel() const { return status_; }
+  bool running() const { return running_; }
+
+ public slots:
+  void start();
+  void cancel();
+
+ signals:
+  // The presets file written (empty when saving was off), and the names of
+  // the calibrated clusters, for a message and a catalog reload.
+  void calibrated(const QString& presets_file, const QStringList& clusters);
+  void failed(const QString& message);
+
+ private:
+  void showResult(const cs::calib::MachineCalibration& result);
+  void setRunning(bool running);
+
+  QLineEdit* ranks_ = nullptr;
+  QDoubleSpinBox* seconds_ = nullptr;
+  QPushButton* start_ = nullptr;
+  QPushButton* cancel_ = nullptr;
+  QProgressBar* progress_ = nullptr;
+  QLabel* status_ = nullptr;
+  QTableWidget* table_ = nullptr;
+  QString presets_dir_;
+  QString store_path_;
+  bool running_ = false;
+  int job_ = 0;  // results of an older job are dropped
+  // Shared with the worker thread, which may outlive the panel.
+  std::shared_ptr<std::atomic<bool>> cancel_flag_;
+};
+
+}  // namespace cs::gui

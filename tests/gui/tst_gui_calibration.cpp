@@ -1,0 +1,112 @@
+// The app's calibration panel driven offscreen: a real short calibration of
+// this machine on the CPU engine through the worker, its fits in the table
+// and its presets saved in a temporary folder; and the user's errors.
+
+#include <QAction>
+#include <QDialog>
+#include <QDir>
+#include <QDoubleSpinBox>
+#include <QFile>
+#include <QLabel>
+#include <QLineEdit>
+#include <QPushButton>
+#include <QSignalSpy>
+#include <QTableWidget>
+#include <QTemporaryDir>
+#include <QtTest>
+
+#include "app/gui/calibration_panel.h"
+#include "app/gui/main_window.h"
+
+class TestGuiCalibration : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void initTestCase();
+  void badRankCounts_data();
+  void badRankCounts();
+  void calibratesThisMachine();
+  void mainWindowOpensThePanel();
+
+ private:
+  QTemporaryDir dir_;
+};
+
+void TestGuiCalibration::initTestCase() {
+  // The worker is found on the PATH (the test binary is not beside it).
+  qputenv("PATH", QByteArray(CS_BIN_DIR) + ":" + qgetenv("PATH"));
+  qputenv("CLUSTERSCOPE_USER_PRESETS", dir_.filePath("presets").toUtf8());
+  QDir().mkpath(dir_.filePath("presets"));
+}
+
+void TestGuiCalibration::badRankCounts_data() {
+  QTest::addColumn<QString>("ranks");
+  QTest::addColumn<QString>("error");
+  QTest::addRow("a word") << "1, two"
+                          << "\"two\" is not a positive whole number";
+  QTest::addRow("zero") << "0"
+                        << "\"0\" is not a positive whole number";
+  QTest::addRow("empty") << " , "
+                         << "give at least one";
+}
+
+void TestGuiCalibration::badRankCounts() {
+  QFETCH(QString, ranks);
+  QFETCH(QString, error);
+  cs::gui::CalibrationPanel panel;
+  QSignalSpy failed(&panel, &cs::gui::CalibrationPanel::failed);
+  panel.rankCounts()->setText(ranks);
+  panel.startButton()->click();
+  QVERIFY(!panel.running());
+  QCOMPARE(failed.count(), 1);
+  QVERIFY2(panel.statusLabel()->text().contains(error), qPrintable(panel.statusLabel()->text()));
+}
+
+void TestGuiCalibration::calibratesThisMachine() {
+  cs::gui::CalibrationPanel panel;
+  panel.setPresetsDir(dir_.filePath("presets"));
+  panel.setStorePath(dir_.filePath("calibration.db"));
+  QSignalSpy done(&panel, &cs::gui::CalibrationPanel::calibrated);
+  QSignalSpy failed(&panel, &cs::gui::CalibrationPanel::failed);
+  panel.rankCounts()->setText(QStringLiteral("1, 2"));
+  panel.secondsPerSize()->setValue(0.02);
+  panel.startButton()->click();
+  QVERIFY(panel.running());
+  QVERIFY(!panel.startButton()->isEnabled());
+  QVERIFY(panel.cancelButton()->isEnabled());
+  QTRY_VERIFY_WITH_TIMEOUT(!panel.running(), 240000);
+  QVERIFY2(failed.isEmpty(), qPrintable(panel.statusLabel()->text()));
+  QCOMPARE(done.count(), 1);
+  const QString file = done.first().at(0).toString();
+  const QStringList clusters = done.first().at(1).toStringList();
+  QCOMPARE(clusters.size(), 2);
+  QVERIFY(clusters[1].endsWith(QStringLiteral("-cpu2")));
+  QVERIFY(file.startsWith(dir_.filePath("presets")));
+  QVERIFY(QFile::exists(file));
+  QVERIFY(QFile::exists(dir_.filePath("calibration.db")));
+  // A row per fitted quantity, the 2-rank link among them.
+  QVERIFY(panel.fitTable()->rowCount() > 5);
+  bool link = false;
+  for (int r = 0; r < panel.fitTable()->rowCount(); ++r) {
+    link |= panel.fitTable()->item(r, 1)->text().startsWith(QStringLiteral("link"));
+  }
+  QVERIFY2(link, qPrintable(panel.statusLabel()->text()));
+  QVERIFY(panel.startButton()->isEnabled());
+}
+
+// The hook: Tools > Calibrate this machine... opens the panel in a window.
+void TestGuiCalibration::mainWindowOpensThePanel() {
+  cs::gui::MainWindow window;
+  auto* action = window.findChild<QAction*>(QStringLiteral("actionCalibrate"));
+  QVERIFY(action);
+  action->trigger();
+  auto* dialog = window.findChild<QDialog*>(QStringLiteral("calibrationDialog"));
+  QVERIFY(dialog);
+  QVERIFY(dialog->isVisible());
+  QVERIFY(dialog->findChild<cs::gui::CalibrationPanel*>());
+  action->trigger();  // the same window again, not a second one
+  QCOMPARE(window.findChildren<QDialog*>(QStringLiteral("calibrationDialog")).size(), 1);
+}
+
+QTEST_MAIN(TestGuiCalibration)
+#include "tst_gui_calibration.moc"
