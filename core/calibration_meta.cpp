@@ -14,12 +14,9 @@ std::string calibration_meta_json(const CalibrationInfo& info) {
                       {"threads", p.threads},
                       {"precision", p.precision}});
   }
-  return json{{"engine", info.engine},
-              {"host", info.host},
-              {"device", info.device},
-              {"host_memory_bytes", info.host_memory_bytes},
-              {"cpu_cores", info.cpu_cores},
-              {"phases", phases}}
+  return json{{"engine", info.engine},       {"host", info.host},
+              {"device", info.device},       {"host_memory_bytes", info.host_memory_bytes},
+              {"cpu_cores", info.cpu_cores}, {"phases", phases}}
       .dump();
 }
 
@@ -32,7 +29,8 @@ Result<CalibrationInfo> calibration_info_from_json(std::string_view text, std::s
     return Error{at + ": not valid JSON: " + e.what()};
   }
   if (!j.is_object()) return Error{at + ": must be a JSON object"};
-  if (!j.contains("phases") || !j["phases"].is_array()) return Error{at + ": /phases: must be a list"};
+  if (!j.contains("phases") || !j["phases"].is_array())
+    return Error{at + ": /phases: must be a list"};
   CalibrationInfo info;
   try {
     info.engine = j.value("engine", "");

@@ -556,7 +556,9 @@ Status parse_prediction(const std::string& text, PredictionComparison& out,
       if (!value.is_number())
         return Error{where + ": /" + group + "/" + key + ": must be a number of seconds"};
       const std::string g = group;
-      (g == "categories" ? categories : g == "parts" ? parts : breakdown)[key] = value.get<double>();
+      (g == "categories" ? categories
+       : g == "parts"    ? parts
+                         : breakdown)[key] = value.get<double>();
     }
   }
   return {};
@@ -565,14 +567,16 @@ Status parse_prediction(const std::string& text, PredictionComparison& out,
 }  // namespace
 
 // The prediction's breakdown against measure_step_parts, and the verdict.
-static Status compare_breakdown(const TraceReader& reader, const std::map<std::string, double>& predicted,
-                         PredictionComparison& out) {
+static Status compare_breakdown(const TraceReader& reader,
+                                const std::map<std::string, double>& predicted,
+                                PredictionComparison& out) {
   auto measured = measure_step_parts(reader);
   if (!measured) return measured.error();
   out.critical_rank = measured->rank;
   out.measured_step_median_s = measured->step_s;
   std::vector<std::string> names;
-  for (const auto& [name, value] : measured->parts) names.push_back(name);
+  for (const auto& [name, value] : measured->parts)
+    names.push_back(name);
   for (const auto& [name, value] : predicted) {
     if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
   }
@@ -598,8 +602,8 @@ static Status compare_breakdown(const TraceReader& reader, const std::map<std::s
   out.verdict = "the plan said " + s(out.predicted_step_s) + " per step, the run took " +
                 s(out.measured_step_median_s);
   if ((gap > 0) == (total > 0) && std::fabs(gap) > 0) {
-    out.verdict += ", and " + s(std::min(std::fabs(gap), std::fabs(total))) + " of the difference is " +
-                   describe_part(r.name) + ", which the model " +
+    out.verdict += ", and " + s(std::min(std::fabs(gap), std::fabs(total))) +
+                   " of the difference is " + describe_part(r.name) + ", which the model " +
                    (gap > 0 ? "under-rated" : "over-rated") + " (" + s(r.predicted_s) +
                    " predicted, " + s(*r.measured_s) + " measured)";
   } else {

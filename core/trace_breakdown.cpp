@@ -16,9 +16,9 @@ namespace {
 using Interval = std::pair<std::int64_t, std::int64_t>;
 
 constexpr std::array<std::string_view, 12> kPartOrder = {
-    "compute.gemm",     "compute.attention", "compute.norm",       "compute.activation",
-    "compute.elementwise", "compute.loss",   "optimizer",          "communication.tp",
-    "communication.dp", "communication.pp",  "communication.other", "bubble"};
+    "compute.gemm",        "compute.attention", "compute.norm",        "compute.activation",
+    "compute.elementwise", "compute.loss",      "optimizer",           "communication.tp",
+    "communication.dp",    "communication.pp",  "communication.other", "bubble"};
 
 bool contains(std::string_view text, std::string_view what) {
   return text.find(what) != std::string_view::npos;
@@ -26,7 +26,8 @@ bool contains(std::string_view text, std::string_view what) {
 
 std::string lower(std::string_view text) {
   std::string out(text);
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  for (char& c : out)
+    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return out;
 }
 
@@ -47,7 +48,8 @@ std::vector<Interval> merged(std::vector<Interval> v) {
 
 std::int64_t length(const std::vector<Interval>& v) {
   std::int64_t total = 0;
-  for (const Interval& i : v) total += i.second - i.first;
+  for (const Interval& i : v)
+    total += i.second - i.first;
   return total;
 }
 
@@ -57,7 +59,8 @@ std::int64_t length_outside(const std::vector<Interval>& a, const std::vector<In
   std::size_t j = 0;
   for (const Interval& i : a) {
     std::int64_t start = i.first;
-    while (j < b.size() && b[j].second <= start) ++j;
+    while (j < b.size() && b[j].second <= start)
+      ++j;
     std::size_t k = j;
     while (start < i.second) {
       if (k >= b.size() || b[k].first >= i.second) {
@@ -103,19 +106,21 @@ struct RankEvents {
   };
   std::vector<Compute> compute;
   std::map<std::string, std::vector<Interval>> communication;  // by group
-  std::vector<Interval> pp_sends, pp_receives;  // the pipeline's p2p events
+  std::vector<Interval> pp_sends, pp_receives;                 // the pipeline's p2p events
 };
 
 }  // namespace
 
 std::string_view operation_kind(std::string_view name) {
   const std::string n = lower(name);
-  if (contains(n, "adamw") || contains(n, "adam_") || n == "gradient norm" || contains(n, "optimizer")) {
+  if (contains(n, "adamw") || contains(n, "adam_") || n == "gradient norm" ||
+      contains(n, "optimizer")) {
     return "optimizer";
   }
-  if (n.starts_with("attention") || contains(n, "softmax_backward") || contains(n, "causal_softmax") ||
-      contains(n, "split_heads") || contains(n, "merge_heads") || contains(n, "join_heads") ||
-      contains(n, "flash") || contains(n, "fmha") || contains(n, "attn_")) {
+  if (n.starts_with("attention") || contains(n, "softmax_backward") ||
+      contains(n, "causal_softmax") || contains(n, "split_heads") || contains(n, "merge_heads") ||
+      contains(n, "join_heads") || contains(n, "flash") || contains(n, "fmha") ||
+      contains(n, "attn_")) {
     return "attention";
   }
   if (contains(n, "layernorm") || contains(n, "layer_norm") || contains(n, "rmsnorm") ||
@@ -127,9 +132,9 @@ std::string_view operation_kind(std::string_view name) {
       contains(n, "nll_loss")) {
     return "loss";
   }
-  if (contains(n, "gemm") || contains(n, "nvjet") || contains(n, "cutlass") || contains(n, "xmma") ||
-      contains(n, "sgemm") || contains(n, "attn.") || contains(n, "mlp.") || contains(n, "lm_head") ||
-      contains(n, "matmul")) {
+  if (contains(n, "gemm") || contains(n, "nvjet") || contains(n, "cutlass") ||
+      contains(n, "xmma") || contains(n, "sgemm") || contains(n, "attn.") || contains(n, "mlp.") ||
+      contains(n, "lm_head") || contains(n, "matmul")) {
     return "gemm";
   }
   return "elementwise";
@@ -163,7 +168,8 @@ double StepParts::part(std::string_view name) const {
 
 Result<StepParts> measure_step_parts(const TraceReader& reader) {
   std::vector<std::int32_t> ranks;
-  for (const RankInfo& r : reader.ranks()) ranks.push_back(r.rank);
+  for (const RankInfo& r : reader.ranks())
+    ranks.push_back(r.rank);
   for (const LaneInfo& l : reader.lanes()) {
     if (std::find(ranks.begin(), ranks.end(), l.rank) == ranks.end()) ranks.push_back(l.rank);
   }
@@ -188,48 +194,53 @@ Result<StepParts> measure_step_parts(const TraceReader& reader) {
     if (lanes.empty()) continue;
     const TimeRange range = reader.time_range();
     const bool from_step_events = ev.steps.empty();
-    Status s = reader.for_each_event(lanes, range.start_ns, range.end_ns + 1, [&](const StoredEvent& se) {
-      const Event& e = se.event;
-      const Interval when{e.start_ns, e.end_ns};
-      const std::string& name = reader.string(e.name);
-      switch (e.kind) {
-        case EventKind::step:
-          if (from_step_events) ev.steps.push_back(when);
-          return true;
-        case EventKind::annotation:
-          if (name.starts_with("forward") || name.starts_with("backward")) ev.passes.push_back(when);
-          return true;
-        case EventKind::collective:
-        case EventKind::p2p:
-          ev.communication[std::string(group_of(name, e.kind))].push_back(when);
-          if (e.kind == EventKind::p2p) {
-            (e.collective == Collective::recv ? ev.pp_receives : ev.pp_sends).push_back(when);
+    Status s =
+        reader.for_each_event(lanes, range.start_ns, range.end_ns + 1, [&](const StoredEvent& se) {
+          const Event& e = se.event;
+          const Interval when{e.start_ns, e.end_ns};
+          const std::string& name = reader.string(e.name);
+          switch (e.kind) {
+            case EventKind::step:
+              if (from_step_events) ev.steps.push_back(when);
+              return true;
+            case EventKind::annotation:
+              if (name.starts_with("forward") || name.starts_with("backward"))
+                ev.passes.push_back(when);
+              return true;
+            case EventKind::collective:
+            case EventKind::p2p:
+              ev.communication[std::string(group_of(name, e.kind))].push_back(when);
+              if (e.kind == EventKind::p2p) {
+                (e.collective == Collective::recv ? ev.pp_receives : ev.pp_sends).push_back(when);
+              }
+              return true;
+            case EventKind::sync:
+              if (name.starts_with("wait "))
+                ev.communication[std::string(group_of(name, e.kind))].push_back(when);
+              return true;
+            case EventKind::kernel:
+              if (e.category == Category::communication) {
+                ev.communication[std::string(group_of(name, e.kind))].push_back(when);
+              } else if (e.category == Category::compute) {
+                ev.compute.push_back({when, operation_kind(name)});
+              }
+              return true;
+            case EventKind::cpu_op:
+              // Host-side ranges stand for compute only where no GPU stream does.
+              if (!gpu && e.category == Category::compute)
+                ev.compute.push_back({when, operation_kind(name)});
+              return true;
+            default:
+              return true;
           }
-          return true;
-        case EventKind::sync:
-          if (name.starts_with("wait ")) ev.communication[std::string(group_of(name, e.kind))].push_back(when);
-          return true;
-        case EventKind::kernel:
-          if (e.category == Category::communication) {
-            ev.communication[std::string(group_of(name, e.kind))].push_back(when);
-          } else if (e.category == Category::compute) {
-            ev.compute.push_back({when, operation_kind(name)});
-          }
-          return true;
-        case EventKind::cpu_op:
-          // Host-side ranges stand for compute only where no GPU stream does.
-          if (!gpu && e.category == Category::compute) ev.compute.push_back({when, operation_kind(name)});
-          return true;
-        default:
-          return true;
-      }
-    });
+        });
     if (!s) return s.error();
     std::sort(ev.steps.begin(), ev.steps.end());
     if (ev.steps.empty()) ev.steps.emplace_back(range.start_ns, range.end_ns);
     const std::vector<Interval> passes = merged(ev.passes);
     auto in_passes = [&](std::int64_t t) {
-      auto it = std::upper_bound(passes.begin(), passes.end(), Interval{t, std::numeric_limits<std::int64_t>::max()});
+      auto it = std::upper_bound(passes.begin(), passes.end(),
+                                 Interval{t, std::numeric_limits<std::int64_t>::max()});
       return it != passes.begin() && std::prev(it)->second > t;
     };
     // A receive takes at least its fastest time: the transfer; the rest of
@@ -237,7 +248,8 @@ Result<StepParts> measure_step_parts(const TraceReader& reader) {
     std::int64_t fastest_receive = 0;
     if (!ev.pp_receives.empty()) {
       std::vector<std::int64_t> d;
-      for (const Interval& i : ev.pp_receives) d.push_back(i.second - i.first);
+      for (const Interval& i : ev.pp_receives)
+        d.push_back(i.second - i.first);
       std::sort(d.begin(), d.end());
       fastest_receive = d[d.size() / 10];  // the 10th percentile: robust to one lucky receive
     }
@@ -257,16 +269,19 @@ Result<StepParts> measure_step_parts(const TraceReader& reader) {
         if (i.second <= i.first) continue;
         compute_union.push_back(i);
         std::string_view kind = c.kind;
-        if (kind == "elementwise" && !passes.empty() && !in_passes(c.when.first)) kind = "optimizer";
+        if (kind == "elementwise" && !passes.empty() && !in_passes(c.when.first))
+          kind = "optimizer";
         part[kind == "optimizer" ? "optimizer" : "compute." + std::string(kind)] +=
             static_cast<double>(i.second - i.first);
       }
       compute_union = merged(std::move(compute_union));
       double accounted = 0;
-      for (const auto& [k, v] : part) accounted += v;
+      for (const auto& [k, v] : part)
+        accounted += v;
       for (const auto& [group, intervals] : ev.communication) {
         std::vector<Interval> in;
-        for (const Interval& i : intervals) in.push_back(clip(i, w));
+        for (const Interval& i : intervals)
+          in.push_back(clip(i, w));
         const std::vector<Interval> u = merged(std::move(in));
         const double exposed = static_cast<double>(length_outside(u, compute_union));
         if (group == "pp") {
@@ -287,7 +302,8 @@ Result<StepParts> measure_step_parts(const TraceReader& reader) {
         accounted += exposed;
       }
       part["idle"] = std::max(0.0, step_ns - accounted);
-      for (std::string_view name : kPartOrder) per_part[std::string(name)].push_back(part[std::string(name)]);
+      for (std::string_view name : kPartOrder)
+        per_part[std::string(name)].push_back(part[std::string(name)]);
       per_part["idle"].push_back(part["idle"]);
     }
     StepParts parts;

@@ -16,9 +16,12 @@ namespace {
 // nccl-tests program names, with or without an MPI build's suffix.
 std::optional<std::string> collective_of_program(std::string_view program) {
   static const std::pair<std::string_view, std::string_view> kPrograms[] = {
-      {"all_reduce_perf", "all_reduce"},         {"all_gather_perf", "all_gather"},
-      {"reduce_scatter_perf", "reduce_scatter"}, {"broadcast_perf", "broadcast"},
-      {"reduce_perf", "reduce"},                 {"alltoall_perf", "all_to_all"}};
+      {"all_reduce_perf", "all_reduce"},
+      {"all_gather_perf", "all_gather"},
+      {"reduce_scatter_perf", "reduce_scatter"},
+      {"broadcast_perf", "broadcast"},
+      {"reduce_perf", "reduce"},
+      {"alltoall_perf", "all_to_all"}};
   // The longest name that the text holds ("reduce_scatter_perf" before "reduce_perf").
   std::optional<std::string> best;
   std::size_t best_length = 0;
@@ -89,7 +92,8 @@ Result<NcclTestsLog> parse_nccl_tests(std::string_view text, std::string_view fi
       // Old versions print every process's ranks from 0: count (host, pid, device).
       if (seen_ranks.emplace(m[3].str(), m[2].str(), m[4].str()).second) {
         ++log.ranks;
-        if (std::find(hosts.begin(), hosts.end(), m[3].str()) == hosts.end()) hosts.push_back(m[3].str());
+        if (std::find(hosts.begin(), hosts.end(), m[3].str()) == hosts.end())
+          hosts.push_back(m[3].str());
         if (log.device.empty()) log.device = m[5].str();
       }
       continue;
@@ -113,7 +117,8 @@ Result<NcclTestsLog> parse_nccl_tests(std::string_view text, std::string_view fi
     // A table row: size count type redop [root] time algbw busbw wrong time algbw busbw wrong
     std::istringstream fields(line);
     std::vector<std::string> t;
-    for (std::string f; fields >> f;) t.push_back(f);
+    for (std::string f; fields >> f;)
+      t.push_back(f);
     if (t.size() < 8 || !is_integer(t[0]) || !is_integer(t[1])) continue;
     const std::string where = std::string(file) + ":" + std::to_string(line_number);
     if (!header_seen) {
@@ -145,9 +150,11 @@ Result<NcclTestsLog> parse_nccl_tests(std::string_view text, std::string_view fi
                  ": cannot tell which collective this is (no \"Collective test\" line and no "
                  "program name in the file name): name it (all_reduce, all_gather, ...)"};
   }
-  if (log.samples.empty()) return Error{std::string(file) + ": no result rows (size, count, type, ... time)"};
+  if (log.samples.empty())
+    return Error{std::string(file) + ": no result rows (size, count, type, ... time)"};
   if (log.ranks < 1) {
-    return Error{std::string(file) + ": no \"#  Rank N ... on HOST device D\" lines: the rank count is unknown"};
+    return Error{std::string(file) +
+                 ": no \"#  Rank N ... on HOST device D\" lines: the rank count is unknown"};
   }
   for (CollectiveSample& s : log.samples) {
     s.collective = log.collective;
@@ -184,7 +191,8 @@ Result<NetworkFit> fit_nccl_tests(const std::vector<NcclTestsLog>& logs,
   out.gpus_per_node = ranks / std::max(1, out.nodes);
   if (nodes <= 1) {
     std::vector<CollectiveSample> samples;
-    for (const NcclTestsLog& l : logs) samples.insert(samples.end(), l.samples.begin(), l.samples.end());
+    for (const NcclTestsLog& l : logs)
+      samples.insert(samples.end(), l.samples.begin(), l.samples.end());
     auto fit = fit_link(samples);
     if (!fit) return fit.error();
     out.fit = std::move(fit).value();
@@ -192,8 +200,8 @@ Result<NetworkFit> fit_nccl_tests(const std::vector<NcclTestsLog>& logs,
     return out;
   }
   if (ranks % out.nodes != 0) {
-    return Error{logs.front().file + ": " + std::to_string(ranks) + " ranks do not split evenly over " +
-                 std::to_string(nodes) + " hosts"};
+    return Error{logs.front().file + ": " + std::to_string(ranks) +
+                 " ranks do not split evenly over " + std::to_string(nodes) + " hosts"};
   }
   const int g = out.gpus_per_node;
   if (g > 1 && !intra) {

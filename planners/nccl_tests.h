@@ -19,13 +19,13 @@ namespace cs::plan {
 
 struct NcclTestsLog {
   std::string file;
-  std::string collective;          // all_reduce, all_gather, reduce_scatter, ...
-  int ranks = 0;                   // from the "#  Rank N ... on HOST device D" lines
-  std::vector<std::string> hosts;  // distinct, in rank order
-  std::string device;              // the first rank's device ("NVIDIA H100 80GB HBM3")
+  std::string collective;                 // all_reduce, all_gather, reduce_scatter, ...
+  int ranks = 0;                          // from the "#  Rank N ... on HOST device D" lines
+  std::vector<std::string> hosts;         // distinct, in rank order
+  std::string device;                     // the first rank's device ("NVIDIA H100 80GB HBM3")
   std::vector<CollectiveSample> samples;  // one per size, in the log's order
-  double average_busbw = 0;        // bytes/s: the log's own "Avg bus bandwidth", when printed
-  int errors = 0;                  // "Out of bounds values" (data errors nccl-tests found)
+  double average_busbw = 0;  // bytes/s: the log's own "Avg bus bandwidth", when printed
+  int errors = 0;            // "Out of bounds values" (data errors nccl-tests found)
 };
 
 // `file` names the source in messages. The collective comes from the

@@ -1,11 +1,10 @@
 #include "profiler/calibration_run.h"
 
-#include <unistd.h>
-
 #include <filesystem>
 #include <thread>
 
 #include <nlohmann/json.hpp>
+#include <unistd.h>
 
 #include "core/trace_merge.h"
 #include "profiler/launcher.h"
@@ -18,13 +17,15 @@ namespace fs = std::filesystem;
 
 std::string join(const std::vector<std::int64_t>& values) {
   std::string text;
-  for (std::int64_t v : values) text += (text.empty() ? "" : ",") + std::to_string(v);
+  for (std::int64_t v : values)
+    text += (text.empty() ? "" : ",") + std::to_string(v);
   return text;
 }
 
 std::string join(const std::vector<std::string>& values) {
   std::string text;
-  for (const std::string& v : values) text += (text.empty() ? "" : ",") + v;
+  for (const std::string& v : values)
+    text += (text.empty() ? "" : ",") + v;
   return text;
 }
 
@@ -70,7 +71,8 @@ Result<CalibrationRecord> record_calibration(
     worker = *found;
   }
   for (int r : o.rank_counts) {
-    if (r < 1) return Error{"calibration: rank counts must be >= 1 (got " + std::to_string(r) + ")"};
+    if (r < 1)
+      return Error{"calibration: rank counts must be >= 1 (got " + std::to_string(r) + ")"};
   }
 
   // The phases: per rank count one launch (CPU: every precision's GEMMs in
@@ -80,9 +82,11 @@ Result<CalibrationRecord> record_calibration(
   for (int ranks : o.rank_counts) {
     std::vector<std::vector<std::string>> precision_sets;
     if (o.backend == "cpu") {
-      precision_sets.push_back(o.precisions.empty() ? std::vector<std::string>{"fp32"} : o.precisions);
+      precision_sets.push_back(o.precisions.empty() ? std::vector<std::string>{"fp32"}
+                                                    : o.precisions);
     } else {
-      for (const std::string& p : o.precisions) precision_sets.push_back({p});
+      for (const std::string& p : o.precisions)
+        precision_sets.push_back({p});
     }
     for (std::size_t i = 0; i < precision_sets.size(); ++i) {
       Phase ph;
@@ -132,11 +136,22 @@ Result<CalibrationRecord> record_calibration(
     spec.hang_timeout = o.hang_timeout;
     spec.run_store = strip_db(o.store) + ".phase" + std::to_string(i) + ".db";
     phase_stores.push_back(spec.run_store);
-    spec.worker_args = {"--backend", o.backend, "--precision", ph.info.precision,
-                        "--sweep", join(ph.sweeps), "--sweep-seconds", std::to_string(o.seconds_per_size),
-                        "--gemm-sizes", join(o.gemm_sizes), "--buffer-sizes", join(o.buffer_sizes),
-                        "--message-sizes", join(o.message_sizes),
-                        "--trace-rank-offset", std::to_string(ph.info.first_rank)};
+    spec.worker_args = {"--backend",
+                        o.backend,
+                        "--precision",
+                        ph.info.precision,
+                        "--sweep",
+                        join(ph.sweeps),
+                        "--sweep-seconds",
+                        std::to_string(o.seconds_per_size),
+                        "--gemm-sizes",
+                        join(o.gemm_sizes),
+                        "--buffer-sizes",
+                        join(o.buffer_sizes),
+                        "--message-sizes",
+                        join(o.message_sizes),
+                        "--trace-rank-offset",
+                        std::to_string(ph.info.first_rank)};
     if (o.backend == "cpu") {
       spec.worker_args.push_back("--sweep-precisions");
       spec.worker_args.push_back(join(ph.precisions));
@@ -145,7 +160,8 @@ Result<CalibrationRecord> record_calibration(
         spec.worker_args.push_back(std::to_string(o.threads));
       }
     }
-    for (const std::string& a : layout_args(ph.info.ranks)) spec.worker_args.push_back(a);
+    for (const std::string& a : layout_args(ph.info.ranks))
+      spec.worker_args.push_back(a);
     say("phase " + std::to_string(i + 1) + "/" + std::to_string(total) + ": " + spec.title);
 
     Launcher launcher(spec, [&](const LaunchEvent& e) {
@@ -193,7 +209,8 @@ Result<CalibrationRecord> record_calibration(
   merge.alignment = trace::ClockAlignment::none;
   auto merged = trace::merge_stores(phase_stores, o.store, merge);
   cleanup();
-  if (!merged) return Error{"calibration: merging the phases into " + o.store + ": " + merged.message()};
+  if (!merged)
+    return Error{"calibration: merging the phases into " + o.store + ": " + merged.message()};
   record.seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   if (progress) progress({total, total, "calibration store " + o.store});

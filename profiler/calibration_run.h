@@ -23,28 +23,28 @@
 namespace cs::launch {
 
 struct CalibrationRunOptions {
-  std::string worker;         // clusterscope-worker (find_worker() when empty)
+  std::string worker;  // clusterscope-worker (find_worker() when empty)
   std::string mpirun = "mpirun";
-  std::string backend = "cpu";           // "cpu", or "cuda" (one rank per GPU)
+  std::string backend = "cpu";               // "cpu", or "cuda" (one rank per GPU)
   std::vector<int> rank_counts = {1, 2, 4};  // CPU: ranks sharing the cores; CUDA: GPUs
   int threads = 0;  // BLAS threads per rank (CPU); 0: the worker's default (cores / ranks)
   // CPU: the GEMM sweep runs in each (one launch); CUDA: one launch per precision.
   std::vector<std::string> precisions = {"fp32", "bf16"};
-  std::vector<std::int64_t> gemm_sizes = {64, 128, 256, 384, 512};  // n of square GEMMs
+  std::vector<std::int64_t> gemm_sizes = {64, 128, 256, 384, 512};       // n of square GEMMs
   std::vector<std::int64_t> buffer_sizes = {1 << 16, 1 << 20, 1 << 24};  // bytes
   std::vector<std::int64_t> message_sizes = {1 << 10, 1 << 14, 1 << 18, 1 << 20, 1 << 22};
   double seconds_per_size = 0.2;  // per GEMM size; the operation sweep takes a quarter per point
   bool ops = true;                // the operation sweep (the CPU engine's loop costs)
   std::string store;              // the calibration store to write
   std::string title = "Calibration";
-  std::string host;               // recorded (default: this host's name)
-  double host_memory_bytes = 0;   // recorded
-  int cpu_cores = 0;              // recorded
+  std::string host;              // recorded (default: this host's name)
+  double host_memory_bytes = 0;  // recorded
+  int cpu_cores = 0;             // recorded
   std::chrono::milliseconds hang_timeout{std::chrono::minutes(10)};
 };
 
 struct CalibrationProgress {
-  int phase = 0;   // 0-based
+  int phase = 0;  // 0-based
   int phases = 0;
   std::string text;  // what is happening, for a status line
 };

@@ -67,9 +67,9 @@ Status merge_into_presets_file(const std::filesystem::path& file, const PresetBu
 // ---- learning from a run
 
 struct RunRefinement {
-  plan::Calibration fit;           // what the run's kernels and collectives show
-  std::string base_cluster;        // the preset refined
-  PresetBundle presets;            // the refined device, link and cluster
+  plan::Calibration fit;               // what the run's kernels and collectives show
+  std::string base_cluster;            // the preset refined
+  PresetBundle presets;                // the refined device, link and cluster
   std::filesystem::path presets_file;  // written, or empty
 };
 

@@ -616,7 +616,8 @@ void register_run(CLI::App& app, Context& ctx) {
   cmd->add_option("--ranks", options->ranks, "Ranks to start (default dp x tp x pp)")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--steps", options->steps, "Training steps")->check(CLI::PositiveNumber);
-  cmd->add_option("--threads", options->threads, "BLAS threads per rank (CPU; default cores / ranks)")
+  cmd->add_option("--threads", options->threads,
+                  "BLAS threads per rank (CPU; default cores / ranks)")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--out", options->out, "The run store (default run-<date>-<time>.db)");
   cmd->add_option("--title", options->title, "Title of the run");

@@ -478,7 +478,8 @@ void TestCalibration::calibrateRunPredictLearn() {
   QVERIFY(!gemm[0].toObject()["quality"].toObject()["points"].toArray().isEmpty());
 
   // Several runs in turn: one object each, in an array.
-  r = run_cli({"calibrate", "--learn", work + "/uncalibrated.db", run_store, "--json"}, presets, work);
+  r = run_cli({"calibrate", "--learn", work + "/uncalibrated.db", run_store, "--json"}, presets,
+              work);
   QVERIFY2(r.exit_code == 0, qPrintable(r.err + r.out));
   const QJsonArray several = QJsonDocument::fromJson(r.out.toUtf8()).array();
   QCOMPARE(several.size(), 2);
