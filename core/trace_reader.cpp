@@ -132,6 +132,35 @@ Result<std::vector<std::pair<std::int32_t, Item>>> seeds_at(TraceReader::Impl& d
   return out;
 }
 
+// One event with its details, in the columns event_row() reads.
+constexpr const char* kEventRowSelect =
+    "SELECT e.id, e.start_ns, e.end_ns, e.name, e.kind, e.category, e.correlation, e.step, "
+    "d.bytes, d.flops, d.collective, d.dtype, d.count, d.peer, d.group_size, e.lane "
+    "FROM events e LEFT JOIN event_details d ON d.event_id = e.id";
+
+store::ScanRow event_row(const sql::Statement& stmt) {
+  store::ScanRow r;
+  r.id = stmt.int64_at(0);
+  r.start = stmt.int64_at(1);
+  r.end = stmt.int64_at(2);
+  r.name = static_cast<std::uint32_t>(stmt.int64_at(3));
+  r.kind = static_cast<EventKind>(stmt.int_at(4));
+  r.category = static_cast<Category>(stmt.int_at(5));
+  r.correlation = stmt.int64_at(6);
+  r.step = stmt.int_at(7);
+  if (!stmt.is_null(8)) {
+    r.details = {stmt.int64_at(8),
+                 stmt.double_at(9),
+                 static_cast<Collective>(stmt.int_at(10)),
+                 static_cast<DataType>(stmt.int_at(11)),
+                 stmt.int64_at(12),
+                 stmt.int_at(13),
+                 stmt.int_at(14)};
+  }
+  r.lane = static_cast<std::uint32_t>(stmt.int64_at(15));
+  return r;
+}
+
 }  // namespace
 
 StoredEvent to_stored_event(const store::ScanRow& row, std::int32_t rank) {
@@ -578,34 +607,13 @@ Result<std::vector<Span>> TraceReader::spans(LaneId lane_id, std::int64_t t0, st
 
 Result<StoredEvent> TraceReader::event(std::int64_t id) const {
   Impl& d = *impl_;
-  auto stmt = d.db.prepare(
-      "SELECT e.id, e.start_ns, e.end_ns, e.name, e.kind, e.category, e.correlation, e.step, "
-      "d.bytes, d.flops, d.collective, d.dtype, d.count, d.peer, d.group_size, e.lane "
-      "FROM events e LEFT JOIN event_details d ON d.event_id = e.id WHERE e.id = ?");
+  auto stmt = d.db.prepare(std::string(kEventRowSelect) + " WHERE e.id = ?");
   if (!stmt) return stmt.error();
   stmt->bind(1, id);
   const int rc = stmt->step();
   if (rc == SQLITE_DONE) return Error{d.path + ": no event " + std::to_string(id)};
   if (rc != SQLITE_ROW) return d.db.error("cannot read event " + std::to_string(id), rc);
-  store::ScanRow r;
-  r.id = stmt->int64_at(0);
-  r.start = stmt->int64_at(1);
-  r.end = stmt->int64_at(2);
-  r.name = static_cast<std::uint32_t>(stmt->int64_at(3));
-  r.kind = static_cast<EventKind>(stmt->int_at(4));
-  r.category = static_cast<Category>(stmt->int_at(5));
-  r.correlation = stmt->int64_at(6);
-  r.step = stmt->int_at(7);
-  if (!stmt->is_null(8)) {
-    r.details = {stmt->int64_at(8),
-                 stmt->double_at(9),
-                 static_cast<Collective>(stmt->int_at(10)),
-                 static_cast<DataType>(stmt->int_at(11)),
-                 stmt->int64_at(12),
-                 stmt->int_at(13),
-                 stmt->int_at(14)};
-  }
-  r.lane = static_cast<std::uint32_t>(stmt->int64_at(15));
+  const store::ScanRow r = event_row(*stmt);
   return to_stored_event(r, d.rank_of(r.lane));
 }
 
@@ -669,10 +677,7 @@ Result<std::vector<StoredEvent>> TraceReader::find_events(std::string_view text,
     }
     pattern += '%';
   }
-  std::string sql =
-      "SELECT e.id, e.start_ns, e.end_ns, e.name, e.kind, e.category, e.correlation, e.step, "
-      "d.bytes, d.flops, d.collective, d.dtype, d.count, d.peer, d.group_size, e.lane "
-      "FROM events e LEFT JOIN event_details d ON d.event_id = e.id WHERE e.name IN ";
+  std::string sql = std::string(kEventRowSelect) + " WHERE e.name IN ";
   sql += match == NameMatch::exact ? "(SELECT id FROM strings WHERE value = ?1)"
                                    : "(SELECT id FROM strings WHERE value LIKE ?1 ESCAPE '\\')";
   if (rank) sql += " AND e.lane IN (SELECT id FROM lanes WHERE rank = ?3)";
@@ -685,25 +690,7 @@ Result<std::vector<StoredEvent>> TraceReader::find_events(std::string_view text,
   std::vector<StoredEvent> out;
   int rc;
   while ((rc = stmt->step()) == SQLITE_ROW) {
-    store::ScanRow r;
-    r.id = stmt->int64_at(0);
-    r.start = stmt->int64_at(1);
-    r.end = stmt->int64_at(2);
-    r.name = static_cast<std::uint32_t>(stmt->int64_at(3));
-    r.kind = static_cast<EventKind>(stmt->int_at(4));
-    r.category = static_cast<Category>(stmt->int_at(5));
-    r.correlation = stmt->int64_at(6);
-    r.step = stmt->int_at(7);
-    if (!stmt->is_null(8)) {
-      r.details = {stmt->int64_at(8),
-                   stmt->double_at(9),
-                   static_cast<Collective>(stmt->int_at(10)),
-                   static_cast<DataType>(stmt->int_at(11)),
-                   stmt->int64_at(12),
-                   stmt->int_at(13),
-                   stmt->int_at(14)};
-    }
-    r.lane = static_cast<std::uint32_t>(stmt->int64_at(15));
+    const store::ScanRow r = event_row(*stmt);
     out.push_back(to_stored_event(r, d.rank_of(r.lane)));
   }
   if (rc != SQLITE_DONE) return d.db.error("cannot search events", rc);

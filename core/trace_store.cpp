@@ -20,7 +20,8 @@ namespace store {
 
 namespace {
 
-// Version 1. Comments in docs/trace-schema.md; keep both in step.
+// Version 2 (version 1 had no chunks table). Comments in docs/trace-schema.md;
+// keep both in step.
 constexpr const char* kSchemaSql = R"sql(
 CREATE TABLE meta(key TEXT PRIMARY KEY NOT NULL, value TEXT NOT NULL) WITHOUT ROWID;
 CREATE TABLE ranks(
@@ -237,6 +238,34 @@ bool process_alive(const std::string& identity) {
   return !now.empty() && now == start;
 }
 
+namespace {
+
+Status migrate_from_version_1(const std::string& path) {
+  auto opened = sql::Database::open(path, SQLITE_OPEN_READWRITE);
+  if (!opened) {
+    return Error{path + " uses trace schema version 1 and must be upgraded to version " +
+                 std::to_string(kSchemaVersion) + " in place, but it cannot be opened for writing: " +
+                 opened.message()};
+  }
+  sql::Database db = std::move(opened).value();
+  if (auto s = tune_connection(db, true); !s) return s;
+  if (auto s = db.exec("CREATE TABLE IF NOT EXISTS chunks(id INTEGER PRIMARY KEY, lane INTEGER "
+                       "NOT NULL, first_start INTEGER NOT NULL, last_start INTEGER NOT NULL, "
+                       "end_max INTEGER NOT NULL, count INTEGER NOT NULL, data BLOB NOT NULL)");
+      !s) {
+    return Error{path + ": cannot upgrade from trace schema version 1: " + s.message()};
+  }
+  // Every lane's chunks and level of detail rebuilt from its rows; a store
+  // whose writer died keeps "interrupted" as its status, like finalize_store.
+  if (auto s = finalize(db, "interrupted"); !s)
+    return Error{path + ": cannot upgrade from trace schema version 1: " + s.message()};
+  if (auto s = write_meta(db, "schema_version", std::to_string(kSchemaVersion)); !s) return s;
+  if (auto s = db.exec("PRAGMA user_version = " + std::to_string(kSchemaVersion)); !s) return s;
+  return {};
+}
+
+}  // namespace
+
 Result<sql::Database> open_store(const std::string& path, bool writable, StoreState* state) {
   std::error_code ec;
   if (!std::filesystem::exists(path, ec)) return Error{path + ": no such file"};
@@ -298,9 +327,14 @@ Result<sql::Database> open_store(const std::string& path, bool writable, StoreSt
                  ", newer than this build of ClusterScope reads (up to " +
                  std::to_string(kSchemaVersion) + "): open it with a newer ClusterScope"};
   }
+  if (version == 1) {
+    // Version 1 kept events only as rows: version 2 adds their packed chunks,
+    // rebuilt from the rows in place (with the level of detail) on first open.
+    db = sql::Database{};
+    if (auto s = migrate_from_version_1(path); !s) return s.error();
+    return open_store(path, writable, state);
+  }
   if (version < kSchemaVersion) {
-    // Migrations from older versions go here, one step per version, when a
-    // version 2 exists. Version 1 is the first one that was ever written.
     return Error{path + " uses trace schema version " + std::to_string(version) +
                  ", which this build cannot read or migrate (it reads version " +
                  std::to_string(kSchemaVersion) + ")"};

@@ -13,7 +13,7 @@ namespace cs::trace {
 
 // The schema this build writes and reads. Stores of an older version are
 // migrated when opened for writing (there is none yet); newer ones are refused.
-inline constexpr int kSchemaVersion = 1;
+inline constexpr int kSchemaVersion = 2;
 // PRAGMA application_id of every store: "CSTR".
 inline constexpr std::int32_t kApplicationId = 0x43535452;
 

@@ -594,6 +594,12 @@ struct Launcher::State {
     return out;
   }
 
+  bool every_rank_started() {
+    std::lock_guard lock(mutex);
+    return std::none_of(ranks.begin(), ranks.end(),
+                        [](const RankStatus& r) { return r.state == RankState::starting; });
+  }
+
   void monitor() {
     {
       LaunchEvent e;
@@ -646,10 +652,12 @@ struct Launcher::State {
       if (cancel_requested && stop == Stop::none) {
         request_stop("cancelling: every rank closes its store, then the job ends");
       }
+      const auto patience = every_rank_started() ? spec.hang_timeout
+                                                 : std::max(spec.hang_timeout, spec.startup_timeout);
       if (stop == Stop::none && spec.hang_timeout.count() > 0 &&
-          Clock::now() - last_progress > spec.hang_timeout) {
+          Clock::now() - last_progress > patience) {
         hung = true;
-        const std::string text = "no progress for " + seconds_text(spec.hang_timeout) +
+        const std::string text = "no progress for " + seconds_text(patience) +
                                  "; last steps: " + last_steps_text();
         LaunchEvent e;
         e.kind = LaunchEvent::Kind::hung;

@@ -60,6 +60,9 @@ struct RunSpec {
   bool keep_rank_stores = false;  // after a merge of a complete run
   // No new step from any rank for this long: the run is hung (0: never).
   std::chrono::milliseconds hang_timeout{std::chrono::minutes(5)};
+  // Until every rank has started (mpirun spawning, MPI and NCCL set-up,
+  // model initialisation) the wait is the longer of this and hang_timeout.
+  std::chrono::milliseconds startup_timeout{std::chrono::minutes(2)};
   // Cancel and hang: how long the ranks get to close their stores (after
   // SIGUSR1, forwarded by mpirun) before the job is ended with SIGTERM.
   std::chrono::milliseconds kill_grace{std::chrono::seconds(30)};

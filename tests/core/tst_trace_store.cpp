@@ -164,6 +164,7 @@ class TestTraceStore : public QObject {
   void killedWriterKeepsCommitted();
   void writeFailureNamesTheFile();
   void corruptPagesAreReported();
+  void version1StoreIsMigrated();
   void refusesWhatIsNotAStore_data();
   void refusesWhatIsNotAStore();
 };
@@ -794,6 +795,37 @@ void TestTraceStore::corruptPagesAreReported() {
   }
 }
 
+// A version-1 store (events as rows only, no chunks table) is upgraded in
+// place on first open and reads back every event, at full and folded detail.
+void TestTraceStore::version1StoreIsMigrated() {
+  QTemporaryDir dir;
+  const std::string path = temp_path(dir, "v1.cstrace");
+  const Written w = write_store(path, {Pattern::nested, Pattern::uniform}, 30000);
+  exec_sql(path, "DROP TABLE chunks; DELETE FROM lod; DELETE FROM lane_stats; "
+                 "PRAGMA user_version = 1");
+  auto r = open_reader(path);
+  for (const LaneId lane : w.lanes) {
+    const LaneInfo* info = r->lane(lane);
+    QVERIFY(info);
+    std::int64_t seen = 0;
+    cs::Status s = r->for_each_event(std::vector<LaneId>{lane}, INT64_MIN / 4, INT64_MAX / 4,
+                                     [&](const StoredEvent&) { return ++seen, true; });
+    QVERIFY2(s, s ? "" : s.message().c_str());
+    QCOMPARE(seen, static_cast<std::int64_t>(placed(w, lane).size()));
+    auto spans = r->spans(lane, info->first_ns, info->last_ns + 1, 800);
+    QVERIFY2(spans, spans ? "" : spans.message().c_str());
+    std::int64_t counted = 0;
+    for (const Span& sp : *spans)
+      counted += sp.count;
+    QCOMPARE(counted, seen);
+  }
+  auto state = inspect_store(path);
+  QVERIFY2(state, state ? "" : state.message().c_str());
+  QCOMPARE(state->schema_version, kSchemaVersion);
+  const cs::Status verified = verify_store(path);
+  QVERIFY2(verified, verified ? "" : verified.message().c_str());
+}
+
 void TestTraceStore::refusesWhatIsNotAStore_data() {
   QTest::addColumn<QString>("kind");
   QTest::addColumn<QString>("message");
@@ -807,7 +839,7 @@ void TestTraceStore::refusesWhatIsNotAStore_data() {
   QTest::addRow("empty SQLite") << "empty-sqlite"
                                 << "an SQLite database with no tables";
   QTest::addRow("newer schema") << "newer"
-                                << "uses trace schema version 2, newer than this build";
+                                << "uses trace schema version 3, newer than this build";
   QTest::addRow("older schema") << "older"
                                 << "uses trace schema version 0, which this build cannot read";
   QTest::addRow("missing table") << "missing-table"
@@ -839,7 +871,7 @@ void TestTraceStore::refusesWhatIsNotAStore() {
   if (kind == "empty-sqlite") exec_sql(path, "PRAGMA user_version = 0; VACUUM;");
   if (kind == "newer") {
     good_store();
-    exec_sql(path, "PRAGMA user_version = 2");
+    exec_sql(path, "PRAGMA user_version = 3");
   }
   if (kind == "older") {
     good_store();
