@@ -593,14 +593,28 @@ Result<Calibration> fit_store(const trace::TraceReader& store, const FitOptions&
     if (!samples.empty()) {
       if (auto link = fit_link(samples)) {
         fit.link = std::move(link).value();
-      } else if (auto latency = options.link_bandwidth
-                                    ? fit_link_latency(samples, *options.link_bandwidth)
-                                    : Result<LinkFit>(Error{link.message()})) {
-        fit.link = std::move(latency).value();
-        notes.push_back("link: " + link.message() +
-                        ": the latency alone was fitted, at the known bandwidth");
       } else {
-        notes.push_back("link: " + link.message());
+        // The sizes do not show a bandwidth term (noise on a busy machine,
+        // or one size in a run): the latency alone, at the bandwidth being
+        // refined, else at the best bandwidth any message reached.
+        double bandwidth = options.link_bandwidth.value_or(0);
+        const char* which = "the known bandwidth";
+        if (bandwidth <= 0) {
+          which = "the best bandwidth a message reached";
+          for (const CollectiveSample& c : samples) {
+            auto op = collective_op(c.collective);
+            if (op && c.ranks > 1 && c.seconds > 0) {
+              bandwidth = std::max(bandwidth, bytes_per_rank(*op, c.ranks, c.bytes) / c.seconds);
+            }
+          }
+        }
+        if (auto latency = fit_link_latency(samples, bandwidth)) {
+          fit.link = std::move(latency).value();
+          notes.push_back("link: " + link.message() + ": the latency alone was fitted, at " +
+                          which);
+        } else {
+          notes.push_back("link: " + link.message());
+        }
       }
     }
     if (fit.gemm.empty() && !fit.memory_rate && fit.loops.empty() && !fit.link) {

@@ -128,8 +128,9 @@ Result<RunRefinement> refine_from_run(const std::string& run_store, const Preset
                       : "")};
   }
   if (!base->gpu) return Error{"cluster " + name + " has no device to refine"};
-  if (!fit->devices.front().link && !base->intra_node.name.empty()) {
-    // The run's collectives may not show a bandwidth: fit their latency at the link's.
+  if (!base->intra_node.name.empty()) {
+    // The run's collectives may not show a bandwidth: then their latency is
+    // fitted at the link's (the first fit took the best a message reached).
     plan::FitOptions options;
     options.link_bandwidth = base->intra_node.bandwidth * base->intra_node.efficiency;
     auto again = plan::fit_store(**reader, options);
