@@ -33,6 +33,7 @@
 #include "app/gui/plan_panel.h"
 #include "app/gui/report_export.h"
 #include "app/gui/run_view.h"
+#include "app/gui/runs_panel.h"
 #include "app/gui/theme.h"
 #include "app/gui/timeline_widget.h"
 #include "app/gui/workload_panel.h"
@@ -79,6 +80,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   compare_ = new CompareView(pinned_);
   calculators_ = new Calculators;
   run_view_ = new RunView;
+  runs_ = new RunsPanel(workspace_);
   createDocks();
   createActions();
 
@@ -96,6 +98,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   connect(workspace_, &Workspace::message, this,
           [this](const QString& text, MessageLevel level) { showMessage(text, int(level)); });
   connect(analysis_, &AnalysisService::analysed, calculators_, &Calculators::setAnalysis);
+  connect(runs_, &RunsPanel::openRunRequested, this, &MainWindow::openRun);
   connect(compare_, &CompareView::makeCurrent, explorer_, &PlanExplorer::makeCurrent);
 
   resize(1500, 950);
@@ -164,6 +167,9 @@ void MainWindow::createDocks() {
   tabifyDockWidget(explorer, calculators);
   QDockWidget* run = make(run_view_, tr("Run"), "runDock", Qt::BottomDockWidgetArea);
   tabifyDockWidget(explorer, run);
+  QDockWidget* runs = make(runs_, tr("Runs"), "runsDock", Qt::RightDockWidgetArea);
+  tabifyDockWidget(dock(QStringLiteral("planDock")), runs);
+  dock(QStringLiteral("planDock"))->raise();
   explorer->raise();
   resizeDocks({cluster, dock(QStringLiteral("planDock"))}, {380, 340}, Qt::Horizontal);
   resizeDocks({explorer}, {330}, Qt::Vertical);

@@ -24,6 +24,7 @@ class PinnedPlans;
 class PlanExplorer;
 class PlanPanel;
 class RunView;
+class RunsPanel;
 class WorkloadPanel;
 class Workspace;
 struct PlanAnalysis;
@@ -55,6 +56,7 @@ class MainWindow : public QMainWindow {
   QComboBox* planSelector() const { return plan_selector_; }
   QDockWidget* dock(const QString& object_name) const;
   RunView* runView() const { return run_view_; }
+  RunsPanel* runsPanel() const { return runs_; }
 
   // Runs: a trace store opened in the run view; traces of other profilers
   // (Nsight Systems SQLite, Kineto JSON) imported into a store first, on a
@@ -111,6 +113,7 @@ class MainWindow : public QMainWindow {
   CompareView* compare_;
   Calculators* calculators_;
   RunView* run_view_;
+  RunsPanel* runs_;
   QComboBox* plan_selector_;
   QMenu* recent_menu_;
   QMenu* view_menu_;
