@@ -3,6 +3,7 @@
 #include <QChart>
 #include <QChartView>
 #include <QComboBox>
+#include <QCoreApplication>
 #include <QDateTime>
 #include <QDir>
 #include <QFileInfo>
@@ -14,6 +15,7 @@
 #include <QLineEdit>
 #include <QLineSeries>
 #include <QListWidget>
+#include <QProcess>
 #include <QProgressBar>
 #include <QPushButton>
 #include <QSpinBox>
@@ -133,6 +135,16 @@ RunsPanel::RunsPanel(Workspace* workspace, QWidget* parent)
   buttons->addStretch(1);
   layout->addLayout(buttons);
 
+  auto* profile_row = new QHBoxLayout;
+  profile_command_ = new QLineEdit(this);
+  profile_command_->setObjectName(QStringLiteral("runs_profile_command"));
+  profile_command_->setPlaceholderText(
+      tr("A CUDA program to profile, e.g. torchrun --nproc-per-node 2 train.py"));
+  profile_button_ = new QPushButton(tr("Profile a command"), this);
+  profile_row->addWidget(profile_command_, 1);
+  profile_row->addWidget(profile_button_);
+  layout->addLayout(profile_row);
+
   auto* progress_row = new QHBoxLayout;
   progress_ = new QProgressBar(this);
   progress_->setRange(0, 1);
@@ -171,6 +183,8 @@ RunsPanel::RunsPanel(Workspace* workspace, QWidget* parent)
   connect(timer_, &QTimer::timeout, this, &RunsPanel::poll);
   connect(launch_button_, &QPushButton::clicked, this, [this] { launch(); });
   connect(cancel_button_, &QPushButton::clicked, this, &RunsPanel::cancel);
+  connect(profile_button_, &QPushButton::clicked, this,
+          [this] { profileCommand(QProcess::splitCommand(profile_command_->text())); });
   connect(open_button_, &QPushButton::clicked, this, [this] {
     if (!store_.isEmpty()) emit openRunRequested(store_);
   });
@@ -188,6 +202,11 @@ RunsPanel::RunsPanel(Workspace* workspace, QWidget* parent)
 }
 
 RunsPanel::~RunsPanel() {
+  if (profiler_) {
+    profiler_->disconnect(this);
+    profiler_->kill();
+    profiler_->waitForFinished(5000);
+  }
   // The launcher's destructor cancels a run still going and waits for it.
   launcher_.reset();
 }
@@ -409,18 +428,71 @@ void RunsPanel::finish() {
   launch_button_->setEnabled(true);
   cancel_button_->setEnabled(false);
 
+  recordRun(plan_name_, store_, outcome, q(r.message));
+  emit runFinished(outcome, store_);
+}
+
+void RunsPanel::recordRun(const QString& title, const QString& store, const QString& outcome,
+                          const QString& message) {
   // Into the project's history (one undo step, saved with the project).
   Project project = workspace_->project();
   ProjectRun run;
-  run.title = r.ranks.empty() ? plan_name_.toStdString() : plan_name_.toStdString();
-  run.store = store_.toStdString();
+  run.title = title.toStdString();
+  run.store = store.toStdString();
   run.outcome = outcome.toStdString();
-  run.message = r.message;
+  run.message = message.toStdString();
   run.started = started_.toStdString();
-  run.plan = plan_name_.toStdString();
+  run.plan = title.toStdString();
   project.runs.push_back(std::move(run));
   workspace_->edit(tr("Record run"), std::move(project));
-  emit runFinished(outcome, store_);
+}
+
+Status RunsPanel::profileCommand(const QStringList& command) {
+  auto fail = [this](const QString& message) {
+    report_->setPlainText(tr("Nothing was profiled: %1").arg(message));
+    return Status(Error{message.toStdString()});
+  };
+  if (command.isEmpty()) return fail(tr("no command given"));
+  if (profiler_) return fail(tr("a command is being profiled"));
+  QString program = QCoreApplication::applicationDirPath() + QStringLiteral("/clusterscope");
+  if (!QFileInfo(program).isExecutable())
+    program = QStandardPaths::findExecutable(QStringLiteral("clusterscope"));
+  if (program.isEmpty())
+    return fail(tr("the clusterscope program was not found beside this one or on PATH"));
+  const QString folder = folder_->text();
+  if (!QDir().mkpath(folder)) return fail(tr("%1: cannot create the folder").arg(folder));
+  started_ = QDateTime::currentDateTimeUtc().toString(Qt::ISODate);
+  const QString store = QDir(folder).filePath(
+      QStringLiteral("profile-%1.db")
+          .arg(QDateTime::currentDateTime().toString(QStringLiteral("yyyyMMdd-HHmmss-zzz"))));
+  profiler_ = new QProcess(this);
+  profiler_->setProcessChannelMode(QProcess::MergedChannels);
+  const QString title = QFileInfo(command.front()).fileName();
+  connect(profiler_, &QProcess::finished, this, [this, store, title](int code) {
+    const QString output = QString::fromLocal8Bit(profiler_->readAll());
+    profiler_->deleteLater();
+    profiler_ = nullptr;
+    profile_button_->setEnabled(true);
+    const bool written = QFileInfo::exists(store);
+    report_->setPlainText(
+        (written ? tr("Profiled %1 (exit status %2).\n").arg(title).arg(code)
+                 : tr("Profiling %1 wrote no run store (exit status %2).\n").arg(title).arg(code)) +
+        output);
+    if (written) {
+      store_ = store;
+      open_button_->setEnabled(true);
+      recordRun(tr("profile: %1").arg(title), store,
+                code == 0 ? QStringLiteral("complete") : QStringLiteral("failed"),
+                output.trimmed().section(QLatin1Char('\n'), -1));
+    }
+    emit profileFinished(written ? store : QString(), output);
+  });
+  profile_button_->setEnabled(false);
+  report_->setPlainText(tr("Profiling: %1").arg(command.join(QLatin1Char(' '))));
+  profiler_->start(program, QStringList{QStringLiteral("profile"), QStringLiteral("--out"), store,
+                                        QStringLiteral("--")} +
+                                command);
+  return {};
 }
 
 void RunsPanel::refreshHistory() {

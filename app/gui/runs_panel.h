@@ -26,6 +26,7 @@ class QLabel;
 class QLineEdit;
 class QLineSeries;
 class QListWidget;
+class QProcess;
 class QProgressBar;
 class QPushButton;
 class QSpinBox;
@@ -49,6 +50,14 @@ class RunsPanel : public QWidget {
   Status launch();
   void cancel();
   bool running() const { return bool(launcher_); }
+
+  // `clusterscope profile --out <store> -- COMMAND...`: the CLI's own command,
+  // run as a process (the clusterscope program beside this one, else on
+  // PATH); profileFinished reports the store (empty when none was written)
+  // and what the command said.
+  Status profileCommand(const QStringList& command);
+  bool profiling() const { return profiler_ != nullptr; }
+  QLineEdit* profileField() const { return profile_command_; }
 
   // Settings (the form's fields).
   QComboBox* backendBox() const { return backend_; }
@@ -75,12 +84,15 @@ class RunsPanel : public QWidget {
   void runFinished(const QString& outcome, const QString& store);
   // "Open" on a run of the history, or on the report of the last run.
   void openRunRequested(const QString& store);
+  void profileFinished(const QString& store, const QString& output);
 
  private:
   void poll();
   void handle(const launch::LaunchEvent& event);
   void finish();
   void refreshHistory();
+  void recordRun(const QString& title, const QString& store, const QString& outcome,
+                 const QString& message);
   void setRankRow(int rank, const QString& state, const QString& detail = {});
   QString describeEngine() const;
 
@@ -115,6 +127,9 @@ class RunsPanel : public QWidget {
   QTextBrowser* report_;
   QListWidget* history_;
   QTimer* timer_;
+  QLineEdit* profile_command_;
+  QPushButton* profile_button_;
+  QProcess* profiler_ = nullptr;
 };
 
 }  // namespace cs::gui

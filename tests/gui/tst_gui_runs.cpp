@@ -66,6 +66,7 @@ class TestGuiRuns : public QObject {
   void cancelledRun();
   void crashedRun();
   void planTheEnginesCannotRun();
+  void profileACommand();
 
  private:
   void waitForEveryRank(RunsPanel* panel, int step);
@@ -207,6 +208,30 @@ void TestGuiRuns::planTheEnginesCannotRun() {
            s.message().c_str());
   QVERIFY(!panel->running());
   QVERIFY(panel->report()->toPlainText().contains(QStringLiteral("not started")));
+}
+
+// `clusterscope profile` from the panel. Without a GPU nothing is traced, and
+// the panel says what the CLI says; with one, the store is recorded and opens.
+void TestGuiRuns::profileACommand() {
+  RunsPanel* panel = window_->runsPanel();
+  QVERIFY(!panel->profileCommand({}).ok());
+  const std::size_t runs_before = window_->workspace()->project().runs.size();
+  QSignalSpy finished(panel, &RunsPanel::profileFinished);
+  QVERIFY(panel->profileCommand({QStringLiteral("/bin/true")}).ok());
+  QVERIFY(panel->profiling());
+  QTRY_COMPARE_WITH_TIMEOUT(finished.count(), 1, 60000);
+  QVERIFY(!panel->profiling());
+  const QString store = finished.front().at(0).toString();
+  const QString output = finished.front().at(1).toString();
+  if (store.isEmpty()) {
+    // /bin/true starts no CUDA process: the CLI's own message, no history entry.
+    QVERIFY2(output.contains(QStringLiteral("no CUDA process was traced")), qPrintable(output));
+    QVERIFY(panel->report()->toPlainText().contains(QStringLiteral("wrote no run store")));
+    QCOMPARE(window_->workspace()->project().runs.size(), runs_before);
+  } else {
+    QVERIFY(QFileInfo::exists(store));
+    QCOMPARE(window_->workspace()->project().runs.size(), runs_before + 1);
+  }
 }
 
 QTEST_MAIN(TestGuiRuns)
