@@ -162,6 +162,7 @@ RunView::RunView(QWidget* parent) : QWidget(parent) {
   timeline_ = new TimelineWidget(scroll);
   timeline_->setObjectName(QStringLiteral("run_timeline"));
   timeline_->clear(tr("No run open."));
+  timeline_->setMinimumToContent(true);
   scroll->setWidget(timeline_);
   timelines_layout->addWidget(scroll, 1);
   predicted_label_ = new QLabel(tr("Predicted step (planner)"), timelines);
@@ -179,6 +180,7 @@ RunView::RunView(QWidget* parent) : QWidget(parent) {
   splitter->addWidget(tabs_);
   splitter->setStretchFactor(0, 3);
   splitter->setStretchFactor(1, 2);
+  splitter->setSizes({600, 400});
 
   // Selection: the event's details beside the selected range's breakdown.
   auto* selection = new QSplitter(Qt::Horizontal, tabs_);

@@ -396,6 +396,15 @@ QString TimelineWidget::laneTitleOf(trace::LaneId id) const {
   return {};
 }
 
+QSize TimelineWidget::minimumSizeHint() const {
+  return {300, minimum_to_content_ ? int(std::ceil(renderHeight())) + 8 : 80};
+}
+
+void TimelineWidget::setMinimumToContent(bool on) {
+  minimum_to_content_ = on;
+  updateGeometry();
+}
+
 QSize TimelineWidget::sizeHint() const {
   return {600, int(std::ceil(renderHeight())) + 8};
 }
@@ -511,7 +520,8 @@ void TimelineWidget::paintInto(QPainter& painter, const QRectF& area, const QCol
         painter.fillRect(r, lf.colors[k]);
         ++items;
         if (r.width() > 28) {
-          painter.setPen(Qt::white);
+          // Dark text on light spans (folds, steps), white on the rest.
+          painter.setPen(lf.colors[k].lightness() > 170 ? QColor(Qt::black) : QColor(Qt::white));
           const QString name =
               s.count > 1 ? tr("%1 +%2 more").arg(lf.names[k]).arg(s.count - 1) : lf.names[k];
           painter.drawText(r.adjusted(3, 0, -2, 0), Qt::AlignLeft | Qt::AlignVCenter,

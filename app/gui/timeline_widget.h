@@ -88,7 +88,10 @@ class TimelineWidget : public QWidget {
   double renderHeight() const;
 
   QSize sizeHint() const override;
-  QSize minimumSizeHint() const override { return {300, 80}; }
+  QSize minimumSizeHint() const override;
+  // In a scroll area: ask for the height of every lane, so that the area
+  // scrolls instead of squeezing the lanes.
+  void setMinimumToContent(bool on);
 
  signals:
   void storeOpened(const QString& path, const QString& error);
@@ -172,6 +175,7 @@ class TimelineWidget : public QWidget {
   qint64 cache_palette_ = 0;
   int cache_items_ = 0;
   trace::TimeRange drag_window_;
+  bool minimum_to_content_ = false;
   bool range_drag_ = false;
   bool dragged_ = false;
   std::vector<std::int32_t> collapsed_;  // ranks folded to their header row
