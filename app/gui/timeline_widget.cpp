@@ -137,6 +137,20 @@ std::shared_ptr<const TimelineWidget::Frame> queryFrame(const trace::TraceReader
   return frame;
 }
 
+// What a tooltip adds for one event: bytes, bandwidth, correlation.
+QString eventFacts(const trace::Event& e) {
+  QString out;
+  if (e.bytes > 0) {
+    out += QObject::tr("<br>%1").arg(q(format_bytes(double(e.bytes))));
+    if (e.duration_ns() > 0) {
+      out += QObject::tr(" at %1").arg(
+          q(format_rate(double(e.bytes) / (double(e.duration_ns()) * 1e-9), "B/s")));
+    }
+  }
+  if (e.correlation != 0) out += QObject::tr("<br>correlation %1").arg(e.correlation);
+  return out;
+}
+
 // An event looked up on the worker thread, its name resolved there too.
 struct Picked {
   std::optional<trace::StoredEvent> event;
@@ -843,6 +857,20 @@ bool TimelineWidget::event(QEvent* e) {
                               q(format_seconds(double(s.start_ns - full_.start_ns) * 1e-9)));
       if (s.count > 1) text += tr("<br>%1 events folded (zoom in to see them)").arg(s.count);
       QToolTip::showText(help->globalPos(), text, this);
+      if (s.count == 1 && s.event_id != 0 && reader_) {
+        // Bytes, bandwidth and correlation are not in a span: the event is
+        // read on the worker thread and the tooltip grows when it comes, if
+        // the pointer is still on it.
+        const std::uint64_t job = ++tooltip_job_;
+        const QPoint at = help->globalPos();
+        QtConcurrent::run(&pool_, [reader = reader_, id = s.event_id] {
+          auto e = reader->event(id);
+          return e ? std::optional<trace::StoredEvent>(e.value()) : std::nullopt;
+        }).then(this, [this, job, at, text](std::optional<trace::StoredEvent> e) {
+          if (job != tooltip_job_ || !e || !QToolTip::isVisible()) return;
+          QToolTip::showText(at, text + eventFacts(e->event), this);
+        });
+      }
       return true;
     }
   }

@@ -188,6 +188,7 @@ class TimelineWidget : public QWidget {
   int match_index_ = -1;
   std::uint64_t select_job_ = 0;
   std::int32_t selected_depth_ = 0;
+  std::uint64_t tooltip_job_ = 0;
 };
 
 }  // namespace cs::gui

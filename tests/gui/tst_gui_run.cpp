@@ -5,10 +5,12 @@
 // breakdown, search, collapse a rank, the exports (HTML, PDF, CSV, Chrome
 // trace), and files that are not stores of this version: a message, no crash.
 
+#include <QApplication>
 #include <QChart>
 #include <QChartView>
 #include <QDockWidget>
 #include <QFile>
+#include <QHelpEvent>
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
@@ -21,6 +23,7 @@
 #include <QTemporaryDir>
 #include <QTest>
 #include <QTextBrowser>
+#include <QToolTip>
 
 #include <nlohmann/json.hpp>
 
@@ -47,6 +50,7 @@ class TestGuiRun : public QObject {
   void zoomPanAndSelect();
   void kernelRowShowsInstances();
   void rangeBreakdown();
+  void hoverTooltip();
   void searchNextPrevious();
   void collapseRank();
   void exports();
@@ -267,6 +271,37 @@ void TestGuiRun::rangeBreakdown() {
   QTRY_COMPARE_WITH_TIMEOUT(ready.count(), 1, 30000);
   QVERIFY(t->selectedRange()->start_ns >= t->window().start_ns);
   QVERIFY(t->selectedRange()->end_ns > t->selectedRange()->start_ns);
+}
+
+// Hovering an all-reduce: its name and duration at once, then its bytes and
+// bandwidth, read on the worker thread.
+void TestGuiRun::hoverTooltip() {
+  RunView view;
+  view.resize(1200, 900);
+  view.show();
+  QVERIFY(QTest::qWaitForWindowExposed(&view));
+  openAndWait(view, cpu_store_);
+  TimelineWidget* t = view.timeline();
+  QSignalSpy instances(&view, &RunView::instancesReady);
+  view.showCollectiveInstances(0);
+  QTRY_COMPARE_WITH_TIMEOUT(instances.count(), 1, 30000);
+  QVERIFY(view.instances()->rowCount() > 0);
+  QSignalSpy selected(t, &TimelineWidget::eventSelected);
+  view.instances()->setCurrentCell(0, 0);
+  QTRY_COMPARE_WITH_TIMEOUT(selected.count(), 1, 30000);
+  QTRY_VERIFY_WITH_TIMEOUT(!t->busy() && t->frameJob() == t->requestedJob(), 30000);
+  const trace::Event e = t->selectedEvent()->event;
+  QVERIFY(e.bytes > 0);
+  int lane = -1;
+  for (int i = 0; i < t->laneCount(); ++i) {
+    if (t->laneInfo(i).id.value == e.lane.value) lane = i;
+  }
+  QVERIFY(lane >= 0);
+  const QPoint at(int(t->xOf(e.start_ns + e.duration_ns() / 2)), int(t->laneRect(lane).top()) + 8);
+  QHelpEvent help(QEvent::ToolTip, at, t->mapToGlobal(at));
+  QApplication::sendEvent(t, &help);
+  QTRY_VERIFY_WITH_TIMEOUT(QToolTip::text().contains(QStringLiteral("B/s")), 10000);
+  QVERIFY(QToolTip::text().contains(t->selectedName().toHtmlEscaped()));
 }
 
 void TestGuiRun::searchNextPrevious() {
