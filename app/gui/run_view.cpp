@@ -19,6 +19,7 @@
 #include <QPushButton>
 #include <QSaveFile>
 #include <QScrollArea>
+#include <QShortcut>
 #include <QSortFilterProxyModel>
 #include <QSplitter>
 #include <QStandardItemModel>
@@ -292,6 +293,19 @@ RunView::RunView(QWidget* parent) : QWidget(parent) {
     }
   };
   connect(search_, &QLineEdit::returnPressed, this, [find] { find(+1); });
+  // Ctrl+F finds, F3 and Shift+F3 step through the matches.
+  auto* focus_find = new QShortcut(QKeySequence::Find, this);
+  focus_find->setContext(Qt::WidgetWithChildrenShortcut);
+  connect(focus_find, &QShortcut::activated, this, [this] {
+    search_->setFocus();
+    search_->selectAll();
+  });
+  auto* find_next = new QShortcut(QKeySequence::FindNext, this);
+  find_next->setContext(Qt::WidgetWithChildrenShortcut);
+  connect(find_next, &QShortcut::activated, this, [find] { find(+1); });
+  auto* find_previous = new QShortcut(QKeySequence::FindPrevious, this);
+  find_previous->setContext(Qt::WidgetWithChildrenShortcut);
+  connect(find_previous, &QShortcut::activated, this, [find] { find(-1); });
   connect(next, &QToolButton::clicked, this, [find] { find(+1); });
   connect(previous, &QToolButton::clicked, this, [find] { find(-1); });
   connect(timeline_, &TimelineWidget::searchMoved, this,

@@ -326,6 +326,11 @@ void TestGuiRun::searchNextPrevious() {
   t->findNext(kernel);
   QCOMPARE(moved.back().at(0).toInt(), 0);
   QTRY_VERIFY(t->selectedEvent() && t->selectedEvent()->id == first);
+  // F3 and Shift+F3 from the find field step the same way.
+  QTest::keyClick(view.searchField(), Qt::Key_F3);
+  QCOMPARE(moved.back().at(0).toInt(), 1 % matches);
+  QTest::keyClick(view.searchField(), Qt::Key_F3, Qt::ShiftModifier);
+  QCOMPARE(moved.back().at(0).toInt(), 0);
   moved.clear();
   t->findNext(QStringLiteral("no event is called this"));
   QTRY_COMPARE_WITH_TIMEOUT(moved.count(), 1, 30000);
