@@ -788,20 +788,33 @@ Result<trace::RunAnalysis> RunView::analysisFor(const trace::TraceReader& reader
   return trace::analyze_run(reader);
 }
 
-// The timeline as it is on screen, as an inline SVG section for the report.
-QString RunView::reportHtml(const QString& core_html) const {
+std::pair<trace::TimeRange, QString> RunView::pictureWindow(bool range_only) const {
+  if (range_only && timeline_->selectedRange()) {
+    return {*timeline_->selectedRange(), tr("the selected range")};
+  }
+  if (analysis_ && !analysis_->ranks.empty() && !analysis_->ranks.front().steps.empty()) {
+    const auto& steps = analysis_->ranks.front().steps;
+    const trace::StepBreakdown& s = steps[std::min<std::size_t>(1, steps.size() - 1)];
+    return {{s.breakdown.window_start_ns, s.breakdown.window_end_ns},
+            tr("step %1 of rank %2").arg(s.step).arg(analysis_->ranks.front().rank)};
+  }
+  return {timeline_->window(), tr("the view at export time")};
+}
+
+// The timeline picture of one step (or the range), as an inline SVG section.
+QString RunView::reportHtml(const QString& core_html, bool range_only) const {
   QString html = core_html;
+  const auto [window, what] = pictureWindow(range_only);
   const double width = 1000;
   const double height = std::max(60.0, timeline_->renderHeight());
   const QByteArray svg =
-      svgOf(QSizeF(width, height), [this](QPainter& painter, const QRectF& area) {
-        timeline_->render(painter, area, Qt::black, Qt::white);
+      svgOf(QSizeF(width, height), [this, window = window](QPainter& painter, const QRectF& area) {
+        timeline_->renderWindow(painter, area, window, Qt::black, Qt::white);
       });
-  const QString section =
-      tr("<h2>Timeline</h2><p>The view at export time: %1 to %2 after the start.</p>\n")
-          .arg(ns(timeline_->window().start_ns - timeline_->fullRange().start_ns),
-               ns(timeline_->window().end_ns - timeline_->fullRange().start_ns)) +
-      QString::fromUtf8(svg) + QStringLiteral("\n");
+  const QString section = tr("<h2>Timeline</h2><p>%1: %2 to %3 after the start of the trace.</p>\n")
+                              .arg(what, ns(window.start_ns - timeline_->fullRange().start_ns),
+                                   ns(window.end_ns - timeline_->fullRange().start_ns)) +
+                          QString::fromUtf8(svg) + QStringLiteral("\n");
   const int body_end = html.lastIndexOf(QStringLiteral("</body>"));
   html.insert(body_end >= 0 ? body_end : html.size(), section);
   return html;
@@ -819,7 +832,7 @@ Status RunView::exportHtml(const QString& path, bool range_only) {
   if (!written) return Error{written.message()};
   auto text = readFile(core_path);
   if (!text) return Error{text.message()};
-  return saveWhole(path, reportHtml(q(text.value())).toUtf8());
+  return saveWhole(path, reportHtml(q(text.value()), range_only).toUtf8());
 }
 
 Status RunView::exportPdf(const QString& path, bool range_only) {
@@ -856,7 +869,8 @@ Status RunView::exportPdf(const QString& path, bool range_only) {
   picture.fill(Qt::white);
   {
     QPainter p(&picture);
-    timeline_->render(p, QRectF(QPointF(0, 0), QSizeF(timeline_size)), Qt::black, Qt::white);
+    timeline_->renderWindow(p, QRectF(QPointF(0, 0), QSizeF(timeline_size)),
+                            pictureWindow(range_only).first, Qt::black, Qt::white);
   }
   document.addResource(QTextDocument::ImageResource, QUrl(QStringLiteral("cs://breakdown")), chart);
   document.addResource(QTextDocument::ImageResource, QUrl(QStringLiteral("cs://timeline")),

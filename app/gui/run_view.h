@@ -95,7 +95,10 @@ class RunView : public QWidget {
   void startPrediction(const std::string& plan_json);
   // The analysis an export uses: the whole run, or the selected range's.
   Result<trace::RunAnalysis> analysisFor(const trace::TraceReader& reader, bool range_only) const;
-  QString reportHtml(const QString& core_html) const;
+  QString reportHtml(const QString& core_html, bool range_only) const;
+  // What a report's timeline picture shows: the selected range, else one
+  // step (the second, past the warm-up, when there are several), else the view.
+  std::pair<trace::TimeRange, QString> pictureWindow(bool range_only) const;
 
   QString path_;
   QString message_;

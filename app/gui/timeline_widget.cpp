@@ -452,6 +452,26 @@ void TimelineWidget::render(QPainter& painter, const QRectF& area, const QColor&
   paintInto(painter, area, text, base, false);
 }
 
+void TimelineWidget::renderWindow(QPainter& painter, const QRectF& area, trace::TimeRange window,
+                                  const QColor& text, const QColor& base) {
+  auto reader = trace::TraceReader::open(path_.toStdString());
+  if (!reader || window.empty() || lanes_.empty()) {
+    paintInto(painter, area, text, base, false);
+    return;
+  }
+  std::vector<trace::LaneId> ids;
+  for (const Lane& l : lanes_)
+    ids.push_back(l.info.id);
+  const int pixels = std::max(1, int(area.width() - kGutter - 4));
+  std::shared_ptr<const Frame> frame = queryFrame(*reader.value(), ids, window, pixels, 0);
+  // The view's own frame and window come back after this one picture.
+  std::swap(frame_, frame);
+  std::swap(window_, window);
+  paintInto(painter, area, text, base, false);
+  std::swap(frame_, frame);
+  std::swap(window_, window);
+}
+
 void TimelineWidget::paintInto(QPainter& painter, const QRectF& area, const QColor& text,
                                const QColor& base, bool count_items) {
   painter.save();

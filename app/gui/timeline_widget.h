@@ -86,6 +86,10 @@ class TimelineWidget : public QWidget {
   // Paints the last frame into `area` (a report): times map to the area's width.
   void render(QPainter& painter, const QRectF& area, const QColor& text, const QColor& base);
   double renderHeight() const;
+  // Paints `window` of the store into `area` (a report's picture of one
+  // step): read with a reader of its own, on the calling thread.
+  void renderWindow(QPainter& painter, const QRectF& area, trace::TimeRange window,
+                    const QColor& text, const QColor& base);
 
   QSize sizeHint() const override;
   QSize minimumSizeHint() const override;

@@ -372,6 +372,8 @@ void TestGuiRun::exports() {
   QVERIFY(text.contains(QStringLiteral("gui test run")));
   QVERIFY(text.contains(kernel.toHtmlEscaped()));
   QVERIFY(text.contains(QStringLiteral("<h2>Timeline</h2>")));
+  // The picture is of one step past the warm-up.
+  QVERIFY2(text.contains(QStringLiteral("<p>step 1 of rank 0:")), "no picture of step 1");
   QVERIFY(text.count(QStringLiteral("<svg")) >= 2);       // the core's charts and the timeline
   QVERIFY(!text.contains(QStringLiteral("src=\"http")));  // self-contained
   QFile::copy(html, QStringLiteral(CS_SCREENSHOT_DIR "/run-report.html"));
@@ -429,6 +431,10 @@ void TestGuiRun::exports() {
   const QString part_html = dir_.filePath(QStringLiteral("part.html"));
   QVERIFY(view.exportHtml(part_html, true).ok());
   QVERIFY(QFileInfo(part_html).size() > 1000);
+  QFile part_file(part_html);
+  QVERIFY(part_file.open(QIODevice::ReadOnly));
+  QVERIFY(
+      QString::fromUtf8(part_file.readAll()).contains(QStringLiteral("<p>the selected range:")));
   // A folder that is not there: a message.
   const Status bad = view.exportHtml(dir_.filePath(QStringLiteral("no/such/dir/r.html")));
   QVERIFY(!bad.ok());
