@@ -513,6 +513,13 @@ void TestGuiRun::importedTraces() {
   QVERIFY(int(view->analysis()->ranks.size()) >= int(files.size()));
   QVERIFY(view->kernelProxy()->rowCount() > 0);
   QTRY_VERIFY_WITH_TIMEOUT(view->timeline()->laneCount() > 0, 30000);
+  // File ▸ Export run, as the menu does it.
+  const QString html = dir_.filePath(QStringLiteral("imported-%1.html").arg(files.size()));
+  QVERIFY(window.exportRunHtml(html));
+  QVERIFY(QFileInfo(html).size() > 1000);
+  const QString chrome = dir_.filePath(QStringLiteral("imported-%1.json").arg(files.size()));
+  QVERIFY(window.exportRunChromeTrace(chrome));
+  QVERIFY(!window.exportRunChromeTrace(chrome, /*range_only=*/true));  // no range selected
 }
 
 void TestGuiRun::badFiles_data() {
