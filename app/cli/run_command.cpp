@@ -28,13 +28,11 @@
 #include "app/cli/run_summary.h"
 #include "app/cli/text_table.h"
 #include "core/format.h"
-#include "core/host_probe.h"
 #include "core/json_reader.h"
 #include "core/model_json.h"
 #include "core/workload.h"
 #include "profiler/launcher.h"
-#include "profiler/worker/gpt_model.h"
-#include "profiler/worker_shape.h"
+#include "profiler/plan_run.h"
 
 namespace cs::cli {
 
@@ -181,50 +179,11 @@ std::string own_executable() {
   return ec ? std::string("clusterscope") : self.string();
 }
 
-std::string format_float(double v) {
-  char buffer[32];
-  std::snprintf(buffer, sizeof buffer, "%.9g", v);
-  return buffer;
-}
-
 std::string default_store_name() {
   const std::time_t now = std::time(nullptr);
   char buffer[64];
   std::strftime(buffer, sizeof buffer, "run-%Y%m%d-%H%M%S.db", std::localtime(&now));
   return buffer;
-}
-
-// What the engines can run of a plan, and what they run instead, said plainly.
-std::vector<std::string> engine_notes(const Plan& plan, const std::string& backend) {
-  std::vector<std::string> notes;
-  const ParallelPlan& p = plan.parallel;
-  if (p.zero_stage > 1) {
-    throw CliError("the engines implement ZeRO stages 0 and 1; the plan asks for ZeRO-" +
-                   std::to_string(p.zero_stage));
-  }
-  if (p.virtual_stages > 1 || p.schedule == PipelineSchedule::interleaved) {
-    notes.push_back("the interleaved pipeline schedule runs as plain 1F1B");
-  }
-  if (p.sequence_parallel)
-    notes.push_back("sequence parallelism is not implemented: it runs without it");
-  if (p.recompute != Recompute::none)
-    notes.push_back("activation recomputation is not implemented: it runs without it");
-  if (backend == "cpu") {
-    const Precision c = plan.precision.compute;
-    if (c == Precision::tf32) {
-      notes.push_back("tf32 has no meaning on the CPU: it computes in fp32");
-    } else if (c != Precision::fp32 && c != Precision::bf16) {
-      throw CliError("the CPU engine computes in fp32 or bf16; the plan asks for " +
-                     std::string(to_string(c)) + " (use --precision bf16, or --backend cuda)");
-    }
-  }
-  return notes;
-}
-
-std::string worker_precision(const Plan& plan, const std::string& backend) {
-  const Precision c = plan.precision.compute;
-  if (backend == "cpu" && c == Precision::tf32) return "fp32";
-  return std::string(to_string(c));
 }
 
 std::string format_eta(double seconds) {
@@ -437,21 +396,6 @@ void run(RunOptions& o, Context& ctx, const std::string& command_line) {
   const PresetCatalog& catalog = ctx.catalog();
   if (!o.hostfile.empty() && o.slurm) throw CliError("--hostfile and --slurm exclude each other");
 
-  // The engine.
-  std::string backend = o.backend;
-  std::vector<std::string> notes;
-  if (backend == "auto") {
-    const HostInfo host = probe_host();
-    if (!host.gpus.empty()) {
-      backend = "cuda";
-      notes.push_back("backend auto: " + host.gpu_status + ": the CUDA engine runs");
-    } else {
-      backend = "cpu";
-      notes.push_back("backend auto: no GPU here (" + host.gpu_status +
-                      "): the CPU engine runs (OpenBLAS + MPI)");
-    }
-  }
-
   const Plan plan = o.plan.resolve(catalog, o.ranks);
   const ParallelPlan& p = plan.parallel;
   const int world = p.world_size();
@@ -462,74 +406,44 @@ void run(RunOptions& o, Context& ctx, const std::string& command_line) {
                    std::to_string(p.tp) + " x " + std::to_string(p.pp) + " = " +
                    std::to_string(world));
   }
-  for (std::string& n : engine_notes(plan, backend))
-    notes.push_back(std::move(n));
 
-  // What the worker trains: the plan's model scaled to this machine, with the
-  // data-parallel buckets scaled alike (the plan's 25 MiB would hold a scaled
-  // model whole, and nothing would overlap backward).
-  const WorkerShape shape = take(worker_shape_for(plan.workload, p.tp, p.pp));
-  if (!shape.scaled.empty())
-    notes.push_back("the model is scaled to this machine: " + shape.scaled);
-  double scaled_params = 0;
-  for (const worker::ParamInfo& info : worker::gpt_parameter_layout(shape.config, {})) {
-    scaled_params += static_cast<double>(info.numel());
+  // The engine, its notes, the model scaled to this machine and the
+  // workers' arguments: the same as the desktop app's runs.
+  launch::PlanRunOptions run_options;
+  run_options.backend = o.backend;
+  run_options.steps = o.steps;
+  run_options.run_store = o.out.empty() ? default_store_name() : o.out;
+  run_options.title = o.title;
+  run_options.lr = o.lr;
+  run_options.seed = o.seed;
+  run_options.threads = o.threads;
+  run_options.hang_timeout =
+      std::chrono::milliseconds(static_cast<std::int64_t>(o.hang_timeout_s * 1000));
+  run_options.command_line = command_line;
+  if (!o.hostfile.empty()) {
+    run_options.placement = launch::Placement::hostfile;
+    run_options.hostfile = o.hostfile;
   }
-  const double plan_bucket_kib = p.bucket_mib * 1024;
-  const double full_params = parameter_count(plan.workload);
-  const double bucket_kib =
-      full_params > 0
-          ? std::clamp(plan_bucket_kib * scaled_params / full_params, 16.0, plan_bucket_kib)
-          : plan_bucket_kib;
-
-  // Files: the run store, its rank stores beside it, the plan the workers read.
-  std::string out = o.out.empty() ? default_store_name() : o.out;
-  out = fs::absolute(out).lexically_normal().string();
-  {
-    std::error_code ec;
-    const fs::path parent = fs::path(out).parent_path();
-    if (!parent.empty()) fs::create_directories(parent, ec);
+  if (o.slurm) {
+    run_options.placement = launch::Placement::slurm;
+    run_options.slurm = o.slurm_options;
   }
-  const std::string plan_path =
-      (out.ends_with(".db") ? out.substr(0, out.size() - 3) : out) + ".plan.json";
-  take(write_json_file(plan_path, to_json(plan)));
-
-  launch::RunSpec spec;
-  spec.title = o.title.empty() ? plan.workload.display_name + " on " + std::to_string(ranks) +
-                                     (ranks == 1 ? " rank" : " ranks")
-                               : o.title;
-  const auto worker = launch::find_worker();
-  if (!worker) {
-    throw CliError("clusterscope-worker was not found beside clusterscope or on PATH");
+  auto made = launch::plan_run(plan, run_options);
+  if (!made) {
+    std::string message = made.message();
+    if (message.find("the CPU engine computes in") != std::string::npos)
+      message += " (use --precision bf16, or --backend cuda)";
+    throw CliError(message);
   }
-  spec.worker = *worker;
-  spec.worker_args = {"--plan",         plan_path,
-                      "--backend",      backend,
-                      "--dp",           std::to_string(p.dp),
-                      "--tp",           std::to_string(p.tp),
-                      "--pp",           std::to_string(p.pp),
-                      "--zero",         std::to_string(p.zero_stage),
-                      "--micro-batch",  std::to_string(p.micro_batch),
-                      "--global-batch", std::to_string(p.global_batch),
-                      "--precision",    worker_precision(plan, backend),
-                      "--steps",        std::to_string(o.steps),
-                      "--lr",           format_float(o.lr),
-                      "--seed",         std::to_string(o.seed),
-                      "--bucket-kib",   format_float(bucket_kib)};
-  if (o.threads > 0) {
-    spec.worker_args.push_back("--threads");
-    spec.worker_args.push_back(std::to_string(o.threads));
-  }
-  spec.ranks = ranks;
-  spec.run_store = out;
+  launch::RunSpec spec = made->spec;
+  std::vector<std::string> notes = made->notes;
+  const std::string out = spec.run_store;
   spec.keep_rank_stores = o.keep_rank_stores;
-  spec.hang_timeout = std::chrono::milliseconds(static_cast<std::int64_t>(o.hang_timeout_s * 1000));
-  spec.plan_json = to_json(plan).dump();
-  spec.command_line = command_line;
   // The planner's estimate of this very run, for the run store (meta
   // "predicted_step"): its analyses then hold the plan against the measurement.
   if (o.hostfile.empty() && !o.slurm) {
-    auto prediction = calib::predict_run(catalog, plan, backend, ranks, probe_host().hostname);
+    auto prediction =
+        calib::predict_run(catalog, plan, made->backend, spec.ranks, probe_host().hostname);
     if (prediction) {
       spec.extra_meta.emplace_back("predicted_step", prediction->predicted_step_json);
       notes.push_back("the planner predicts " + format_seconds(prediction->step_seconds) +
@@ -539,19 +453,13 @@ void run(RunOptions& o, Context& ctx, const std::string& command_line) {
       notes.push_back("no prediction in the run store: " + prediction.message());
     }
   }
-  if (!o.hostfile.empty()) {
-    spec.placement = launch::Placement::hostfile;
-    spec.hostfile = o.hostfile;
-  }
   if (o.slurm) {
-    spec.placement = launch::Placement::slurm;
-    spec.slurm = o.slurm_options;
     // Inside the job, after srun: merge the rank stores into the run store.
     spec.slurm.after_command = {own_executable(),
                                 "run",
                                 "--merge-only",
                                 "--plan",
-                                plan_path,
+                                made->plan_path,
                                 "--out",
                                 out,
                                 "--ranks",

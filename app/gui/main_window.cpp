@@ -4,7 +4,9 @@
 #include <QApplication>
 #include <QCloseEvent>
 #include <QComboBox>
+#include <QDateTime>
 #include <QDialog>
+#include <QDir>
 #include <QDockWidget>
 #include <QFileDialog>
 #include <QFileInfo>
@@ -14,10 +16,13 @@
 #include <QPainter>
 #include <QScrollArea>
 #include <QSettings>
+#include <QStandardPaths>
 #include <QStatusBar>
 #include <QToolBar>
 #include <QUndoStack>
 #include <QVBoxLayout>
+
+#include <QtConcurrent/QtConcurrentRun>
 
 #include "app/gui/analysis.h"
 #include "app/gui/calculators.h"
@@ -29,10 +34,13 @@
 #include "app/gui/plan_explorer.h"
 #include "app/gui/plan_panel.h"
 #include "app/gui/report_export.h"
+#include "app/gui/run_view.h"
+#include "app/gui/runs_panel.h"
 #include "app/gui/theme.h"
 #include "app/gui/timeline_widget.h"
 #include "app/gui/workload_panel.h"
 #include "app/gui/workspace.h"
+#include "core/trace_import.h"
 
 namespace cs::gui {
 
@@ -73,6 +81,8 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   explorer_ = new PlanExplorer(workspace_, pinned_);
   compare_ = new CompareView(pinned_);
   calculators_ = new Calculators;
+  run_view_ = new RunView;
+  runs_ = new RunsPanel(workspace_);
   createDocks();
   createActions();
 
@@ -90,6 +100,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   connect(workspace_, &Workspace::message, this,
           [this](const QString& text, MessageLevel level) { showMessage(text, int(level)); });
   connect(analysis_, &AnalysisService::analysed, calculators_, &Calculators::setAnalysis);
+  connect(runs_, &RunsPanel::openRunRequested, this, &MainWindow::openRun);
   connect(compare_, &CompareView::makeCurrent, explorer_, &PlanExplorer::makeCurrent);
 
   resize(1500, 950);
@@ -156,6 +167,11 @@ void MainWindow::createDocks() {
       make(calculators_, tr("Calculators"), "calculatorsDock", Qt::BottomDockWidgetArea);
   tabifyDockWidget(explorer, compare);
   tabifyDockWidget(explorer, calculators);
+  QDockWidget* run = make(run_view_, tr("Run"), "runDock", Qt::BottomDockWidgetArea);
+  tabifyDockWidget(explorer, run);
+  QDockWidget* runs = make(runs_, tr("Runs"), "runsDock", Qt::RightDockWidgetArea);
+  tabifyDockWidget(dock(QStringLiteral("planDock")), runs);
+  dock(QStringLiteral("planDock"))->raise();
   explorer->raise();
   resizeDocks({cluster, dock(QStringLiteral("planDock"))}, {380, 340}, Qt::Horizontal);
   resizeDocks({explorer}, {330}, Qt::Vertical);
@@ -228,6 +244,45 @@ void MainWindow::createActions() {
         if (!path.isEmpty()) exportPlanJson(path);
       },
       "actionExportJson");
+  file->addSeparator();
+  add(
+      file, tr("Open &run…"), QKeySequence(tr("Ctrl+Shift+O")),
+      [this] {
+        const QString path = QFileDialog::getOpenFileName(
+            this, tr("Open run"), {}, tr("Trace stores (*.db *.cstrace *.sqlite);;All files (*)"));
+        if (!path.isEmpty()) openRun(path);
+      },
+      "actionOpenRun");
+  add(
+      file, tr("&Import trace (Nsight Systems SQLite, Kineto JSON)…"),
+      QKeySequence(tr("Ctrl+Shift+I")),
+      [this] {
+        const QStringList files = QFileDialog::getOpenFileNames(
+            this, tr("Import trace: one file per rank"), {},
+            tr("Traces (*.sqlite *.json *.json.gz *.gz);;All files (*)"));
+        if (!files.isEmpty()) importTrace(files);
+      },
+      "actionImportTrace");
+  QMenu* run_exports = file->addMenu(tr("Export r&un"));
+  QAction* range_only = run_exports->addAction(tr("Selected range only"));
+  range_only->setObjectName(QStringLiteral("actionRunRangeOnly"));
+  range_only->setCheckable(true);
+  run_exports->addSeparator();
+  auto run_export = [this, run_exports, range_only, add](const QString& text, const QString& filter,
+                                                         auto exporter, const char* name) {
+    add(
+        run_exports, text, QKeySequence(),
+        [this, filter, exporter, range_only] {
+          const QString path = QFileDialog::getSaveFileName(this, tr("Export run"), {}, filter);
+          if (!path.isEmpty()) (this->*exporter)(path, range_only->isChecked());
+        },
+        name);
+  };
+  run_export(tr("HTML report…"), tr("HTML (*.html)"), &MainWindow::exportRunHtml, "actionRunHtml");
+  run_export(tr("PDF report…"), tr("PDF (*.pdf)"), &MainWindow::exportRunPdf, "actionRunPdf");
+  run_export(tr("CSV tables…"), tr("CSV (*.csv)"), &MainWindow::exportRunCsv, "actionRunCsv");
+  run_export(tr("Chrome trace JSON (Perfetto)…"), tr("JSON (*.json)"),
+             &MainWindow::exportRunChromeTrace, "actionRunChrome");
   file->addSeparator();
   add(file, tr("&Quit"), QKeySequence::Quit, [this] { close(); });
 
@@ -409,6 +464,73 @@ std::vector<ReportFigure> MainWindow::reportFigures() const {
              p.fillRect(r, Qt::white);
              timeline->render(p, r, Qt::black, Qt::white);
            }}};
+}
+
+void MainWindow::openRun(const QString& path) {
+  run_view_->openStore(path);
+  QDockWidget* d = dock(QStringLiteral("runDock"));
+  d->show();
+  d->raise();
+}
+
+void MainWindow::importTrace(const QStringList& files) {
+  // Into the app's data folder: the imported store outlives this session.
+  const QString folder = QStandardPaths::writableLocation(QStandardPaths::AppDataLocation) +
+                         QStringLiteral("/imports");
+  QDir().mkpath(folder);
+  const QString output = QStringLiteral("%1/%2-%3.db")
+                             .arg(folder, QFileInfo(files.front()).completeBaseName())
+                             .arg(QDateTime::currentMSecsSinceEpoch());
+  showMessage(tr("Importing %1…").arg(QFileInfo(files.front()).fileName()),
+              int(MessageLevel::info));
+  std::vector<std::string> inputs;
+  for (const QString& f : files)
+    inputs.push_back(f.toStdString());
+  QtConcurrent::run([inputs, output] {
+    auto report = trace::import_traces(inputs, output.toStdString());
+    return report ? QString() : q(report.message());
+  }).then(this, [this, output](const QString& error) {
+    if (!error.isEmpty()) {
+      showMessage(tr("The trace could not be imported: %1").arg(error), int(MessageLevel::error));
+      emit runImported({}, error);
+      return;
+    }
+    showMessage(tr("Imported into %1").arg(output), int(MessageLevel::info));
+    openRun(output);
+    emit runImported(output, {});
+  });
+}
+
+namespace {
+bool reportExport(MainWindow* window, const Status& s, const QString& path,
+                  const std::function<void(const QString&, int)>& show) {
+  (void)window;
+  show(s ? QObject::tr("Exported %1").arg(QFileInfo(path).fileName())
+         : QString::fromStdString(s.message()),
+       int(s ? MessageLevel::info : MessageLevel::error));
+  return bool(s);
+}
+}  // namespace
+
+bool MainWindow::exportRunHtml(const QString& path, bool range_only) {
+  return reportExport(this, run_view_->exportHtml(path, range_only), path,
+                      [this](const QString& t, int l) { showMessage(t, l); });
+}
+
+bool MainWindow::exportRunPdf(const QString& path, bool range_only) {
+  return reportExport(this, run_view_->exportPdf(path, range_only), path,
+                      [this](const QString& t, int l) { showMessage(t, l); });
+}
+
+bool MainWindow::exportRunCsv(const QString& stem_path, bool range_only) {
+  auto files = run_view_->exportCsv(stem_path, range_only);
+  return reportExport(this, files ? Status() : Status(Error{files.message()}), stem_path,
+                      [this](const QString& t, int l) { showMessage(t, l); });
+}
+
+bool MainWindow::exportRunChromeTrace(const QString& path, bool range_only) {
+  return reportExport(this, run_view_->exportChromeTrace(path, range_only), path,
+                      [this](const QString& t, int l) { showMessage(t, l); });
 }
 
 bool MainWindow::exportPdf(const QString& path) {

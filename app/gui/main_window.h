@@ -23,6 +23,8 @@ class MessageBar;
 class PinnedPlans;
 class PlanExplorer;
 class PlanPanel;
+class RunView;
+class RunsPanel;
 class WorkloadPanel;
 class Workspace;
 struct PlanAnalysis;
@@ -53,7 +55,24 @@ class MainWindow : public QMainWindow {
   MessageBar* messageBar() const { return messages_; }
   QComboBox* planSelector() const { return plan_selector_; }
   QDockWidget* dock(const QString& object_name) const;
+  RunView* runView() const { return run_view_; }
+  RunsPanel* runsPanel() const { return runs_; }
 
+  // Runs: a trace store opened in the run view; traces of other profilers
+  // (Nsight Systems SQLite, Kineto JSON) imported into a store first, on a
+  // worker thread (runImported reports the store or why there is none).
+  void openRun(const QString& path);
+  void importTrace(const QStringList& files);
+  // The run view's exports (the whole run, or the selected range).
+  bool exportRunHtml(const QString& path, bool range_only = false);
+  bool exportRunPdf(const QString& path, bool range_only = false);
+  bool exportRunCsv(const QString& stem_path, bool range_only = false);
+  bool exportRunChromeTrace(const QString& path, bool range_only = false);
+
+ signals:
+  void runImported(const QString& store, const QString& error);
+
+ public:
   // File actions with a path instead of a file dialog (tests, scripts).
   bool openProject(const QString& path);
   bool saveProjectAs(const QString& path);
@@ -93,6 +112,8 @@ class MainWindow : public QMainWindow {
   PlanExplorer* explorer_;
   CompareView* compare_;
   Calculators* calculators_;
+  RunView* run_view_;
+  RunsPanel* runs_;
   QComboBox* plan_selector_;
   QMenu* recent_menu_;
   QMenu* view_menu_;

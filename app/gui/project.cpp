@@ -182,6 +182,25 @@ Result<Project> project_from_json_text(std::string_view text, std::string_view d
       project.current_plan = it->get<int>();
     }
   }
+  if (const json* runs = list("runs")) {
+    for (std::size_t i = 0; i < runs->size(); ++i) {
+      const json& r = (*runs)[i];
+      const std::string where = doc + ", run " + std::to_string(i);
+      if (!r.is_object()) {
+        append_line(errors, where + ": /: must be an object");
+        continue;
+      }
+      ProjectRun run;
+      run.title = text_of(r, "title");
+      run.store = text_of(r, "store");
+      run.outcome = text_of(r, "outcome");
+      run.message = text_of(r, "message");
+      run.started = text_of(r, "started");
+      run.plan = text_of(r, "plan");
+      if (run.store.empty()) append_line(errors, where + ": /store: is required");
+      project.runs.push_back(std::move(run));
+    }
+  }
   if (!errors.empty()) return Error{errors};
   return project;
 }
@@ -199,6 +218,14 @@ std::string project_to_json_text(const Project& project) {
     j["plans"].push_back(plan_json(p));
   j["current_plan"] = project.current_plan;
   j["runs"] = json::array();
+  for (const ProjectRun& r : project.runs) {
+    j["runs"].push_back({{"title", r.title},
+                         {"store", r.store},
+                         {"outcome", r.outcome},
+                         {"message", r.message},
+                         {"started", r.started},
+                         {"plan", r.plan}});
+  }
   return j.dump(2) + '\n';
 }
 

@@ -33,11 +33,22 @@ struct ProjectPlan {
   PrecisionPlan precision;
 };
 
+// A run launched from the project (or opened into it): its store and how it ended.
+struct ProjectRun {
+  std::string title;
+  std::string store;    // the run store's path
+  std::string outcome;  // launch::Outcome's name: completed, cancelled, crashed, ...
+  std::string message;  // the launcher's report, in a sentence or a few
+  std::string started;  // UTC, ISO 8601
+  std::string plan;     // the project's plan it ran
+};
+
 struct Project {
   std::vector<Cluster> clusters;
   std::vector<Workload> workloads;
   std::vector<ProjectPlan> plans;
-  int current_plan = 0;  // index into plans (0 when there is none)
+  int current_plan = 0;          // index into plans (0 when there is none)
+  std::vector<ProjectRun> runs;  // oldest first
 
   bool has_plan() const { return current_plan >= 0 && current_plan < int(plans.size()); }
   const ProjectPlan* current() const { return has_plan() ? &plans[current_plan] : nullptr; }

@@ -5,6 +5,7 @@
 #include <QKeyEvent>
 #include <QMouseEvent>
 #include <QPainter>
+#include <QPen>
 #include <QToolTip>
 #include <QWheelEvent>
 #include <algorithm>
@@ -136,6 +137,33 @@ std::shared_ptr<const TimelineWidget::Frame> queryFrame(const trace::TraceReader
   return frame;
 }
 
+// What a tooltip adds for one event: bytes, bandwidth, correlation.
+QString eventFacts(const trace::Event& e) {
+  QString out;
+  if (e.bytes > 0) {
+    out += QObject::tr("<br>%1").arg(q(format_bytes(double(e.bytes))));
+    if (e.duration_ns() > 0) {
+      out += QObject::tr(" at %1").arg(
+          q(format_rate(double(e.bytes) / (double(e.duration_ns()) * 1e-9), "B/s")));
+    }
+  }
+  if (e.correlation != 0) out += QObject::tr("<br>correlation %1").arg(e.correlation);
+  return out;
+}
+
+// An event looked up on the worker thread, its name resolved there too.
+struct Picked {
+  std::optional<trace::StoredEvent> event;
+  QString name;
+  QString error;
+};
+
+struct Found {
+  std::vector<trace::StoredEvent> events;
+  std::vector<QString> names;
+  QString error;
+};
+
 // A store opened on the worker thread, with its first frame (the whole
 // trace), so that the view swaps to it in one step.
 struct Opened {
@@ -203,6 +231,13 @@ void TimelineWidget::setStore(const QString& path) {
       return;
     }
     reader_ = std::move(opened->reader);
+    selected_.reset();
+    selected_name_.clear();
+    range_.reset();
+    matches_.clear();
+    match_names_.clear();
+    search_text_.clear();
+    match_index_ = -1;
     const bool same_rows = lanes_.size() == opened->lanes.size();
     lanes_ = std::move(opened->lanes);
     full_ = opened->range;
@@ -309,11 +344,79 @@ void TimelineWidget::frameArrived(std::shared_ptr<const Frame> frame) {
   emit frameReady(frame_->job);
 }
 
+bool TimelineWidget::isRankFirstLane(std::size_t index) const {
+  return index == 0 || lanes_[index - 1].info.rank != lanes_[index].info.rank;
+}
+
 double TimelineWidget::renderHeight() const {
   double h = kRuler + 6;
-  for (const Lane& l : lanes_)
-    h += l.depth * kRowHeight + kLaneGap;
+  for (std::size_t i = 0; i < lanes_.size(); ++i) {
+    if (isRankFirstLane(i)) h += kRowHeight;
+    if (!rankCollapsed(lanes_[i].info.rank)) h += lanes_[i].depth * kRowHeight + kLaneGap;
+  }
   return std::max(h, kRuler + 2 * kRowHeight);
+}
+
+void TimelineWidget::setRankCollapsed(std::int32_t rank, bool collapsed) {
+  auto it = std::find(collapsed_.begin(), collapsed_.end(), rank);
+  if (collapsed == (it != collapsed_.end())) return;
+  if (collapsed) {
+    collapsed_.push_back(rank);
+  } else {
+    collapsed_.erase(it);
+  }
+  cache_job_ = 0;  // the layout changed: repaint from the frame
+  updateGeometry();
+  update();
+}
+
+bool TimelineWidget::rankCollapsed(std::int32_t rank) const {
+  return std::find(collapsed_.begin(), collapsed_.end(), rank) != collapsed_.end();
+}
+
+std::int32_t TimelineWidget::rankHeaderAt(double y, double top) const {
+  double at = top + kRuler + 2;
+  for (std::size_t i = 0; i < lanes_.size(); ++i) {
+    if (isRankFirstLane(i)) {
+      if (y >= at && y < at + kRowHeight) return lanes_[i].info.rank;
+      at += kRowHeight;
+    }
+    if (!rankCollapsed(lanes_[i].info.rank)) at += lanes_[i].depth * kRowHeight + kLaneGap;
+  }
+  return -1;
+}
+
+QRectF TimelineWidget::laneRect(int index) const {
+  double at = kRuler + 2;
+  for (std::size_t i = 0; i < lanes_.size(); ++i) {
+    if (isRankFirstLane(i)) at += kRowHeight;
+    if (rankCollapsed(lanes_[i].info.rank)) continue;
+    const double h = lanes_[i].depth * kRowHeight;
+    if (int(i) == index) return QRectF(kGutter, at, spanAreaWidth(), h);
+    at += h + kLaneGap;
+  }
+  return {};
+}
+
+double TimelineWidget::xOf(std::int64_t time_ns) const {
+  const std::int64_t span = std::max<std::int64_t>(1, window_.end_ns - window_.start_ns);
+  return kGutter + double(time_ns - window_.start_ns) * spanAreaWidth() / double(span);
+}
+
+QString TimelineWidget::laneTitleOf(trace::LaneId id) const {
+  for (const Lane& l : lanes_) {
+    if (l.info.id.value == id.value) return l.title;
+  }
+  return {};
+}
+
+QSize TimelineWidget::minimumSizeHint() const {
+  return {300, minimum_to_content_ ? int(std::ceil(renderHeight())) + 8 : 80};
+}
+
+void TimelineWidget::setMinimumToContent(bool on) {
+  minimum_to_content_ = on;
+  updateGeometry();
 }
 
 QSize TimelineWidget::sizeHint() const {
@@ -347,6 +450,26 @@ void TimelineWidget::paintEvent(QPaintEvent*) {
 void TimelineWidget::render(QPainter& painter, const QRectF& area, const QColor& text,
                             const QColor& base) {
   paintInto(painter, area, text, base, false);
+}
+
+void TimelineWidget::renderWindow(QPainter& painter, const QRectF& area, trace::TimeRange window,
+                                  const QColor& text, const QColor& base) {
+  auto reader = trace::TraceReader::open(path_.toStdString());
+  if (!reader || window.empty() || lanes_.empty()) {
+    paintInto(painter, area, text, base, false);
+    return;
+  }
+  std::vector<trace::LaneId> ids;
+  for (const Lane& l : lanes_)
+    ids.push_back(l.info.id);
+  const int pixels = std::max(1, int(area.width() - kGutter - 4));
+  std::shared_ptr<const Frame> frame = queryFrame(*reader.value(), ids, window, pixels, 0);
+  // The view's own frame and window come back after this one picture.
+  std::swap(frame_, frame);
+  std::swap(window_, window);
+  paintInto(painter, area, text, base, false);
+  std::swap(frame_, frame);
+  std::swap(window_, window);
 }
 
 void TimelineWidget::paintInto(QPainter& painter, const QRectF& area, const QColor& text,
@@ -392,11 +515,28 @@ void TimelineWidget::paintInto(QPainter& painter, const QRectF& area, const QCol
   double y = area.top() + kRuler + 2;
   for (std::size_t i = 0; i < lanes_.size(); ++i) {
     const Lane& lane = lanes_[i];
+    const bool collapsed = rankCollapsed(lane.info.rank);
+    if (isRankFirstLane(i)) {
+      // The rank's header row: a click folds or unfolds its lanes.
+      QColor header = text;
+      header.setAlpha(28);
+      painter.fillRect(QRectF(area.left(), y, area.width(), kRowHeight - 1), header);
+      painter.setPen(text);
+      const QString device = lane.title.section(QStringLiteral(" · "), 0, 0);
+      const QString label = (collapsed ? QStringLiteral("▸ ") : QStringLiteral("▾ ")) +
+                            (device.startsWith(QStringLiteral("rank"))
+                                 ? device
+                                 : tr("rank %1 · %2").arg(lane.info.rank).arg(device));
+      painter.drawText(QRectF(area.left() + 4, y, area.width() - 8, kRowHeight),
+                       Qt::AlignLeft | Qt::AlignVCenter, label);
+      y += kRowHeight;
+    }
+    if (collapsed) continue;
     const double h = lane.depth * kRowHeight;
     painter.setPen(text);
-    painter.drawText(QRectF(area.left() + 4, y, kGutter - 8, kRowHeight),
+    painter.drawText(QRectF(area.left() + 14, y, kGutter - 18, kRowHeight),
                      Qt::AlignLeft | Qt::AlignVCenter,
-                     fm.elidedText(lane.title, Qt::ElideMiddle, kGutter - 8));
+                     fm.elidedText(q(lane.info.name), Qt::ElideMiddle, kGutter - 18));
     QColor band = text;
     band.setAlpha(12);
     painter.fillRect(QRectF(left, y, width, h), band);
@@ -414,7 +554,8 @@ void TimelineWidget::paintInto(QPainter& painter, const QRectF& area, const QCol
         painter.fillRect(r, lf.colors[k]);
         ++items;
         if (r.width() > 28) {
-          painter.setPen(Qt::white);
+          // Dark text on light spans (folds, steps), white on the rest.
+          painter.setPen(lf.colors[k].lightness() > 170 ? QColor(Qt::black) : QColor(Qt::white));
           const QString name =
               s.count > 1 ? tr("%1 +%2 more").arg(lf.names[k]).arg(s.count - 1) : lf.names[k];
           painter.drawText(r.adjusted(3, 0, -2, 0), Qt::AlignLeft | Qt::AlignVCenter,
@@ -422,7 +563,31 @@ void TimelineWidget::paintInto(QPainter& painter, const QRectF& area, const QCol
         }
       }
     }
+    if (selected_ && selected_->event.lane.value == lane.info.id.value &&
+        selected_->event.end_ns > t0 && selected_->event.start_ns < window_.end_ns) {
+      // The selected event: outlined at its own place, whatever the fold.
+      const double x0 = std::max(left, x_of(selected_->event.start_ns));
+      const double x1 = std::min(left + width, x_of(selected_->event.end_ns));
+      const int depth = std::min(lane.depth - 1, int(selected_depth_));
+      painter.setPen(QPen(text, 2));
+      painter.setBrush(Qt::NoBrush);
+      painter.drawRect(
+          QRectF(x0 - 1, y + depth * kRowHeight, std::max(2.0, x1 - x0 + 2), kRowHeight));
+    }
     y += h + kLaneGap;
+  }
+  if (range_ && range_->end_ns > t0 && range_->start_ns < window_.end_ns) {
+    const double x0 = std::max(left, x_of(range_->start_ns));
+    const double x1 = std::min(left + width, x_of(range_->end_ns));
+    QColor shade_color = palette().color(QPalette::Highlight);
+    shade_color.setAlpha(60);
+    painter.fillRect(
+        QRectF(x0, area.top() + kRuler, std::max(1.0, x1 - x0), area.height() - kRuler),
+        shade_color);
+    painter.setPen(text);
+    const QString label = q(format_seconds(double(range_->end_ns - range_->start_ns) * 1e-9));
+    painter.drawText(QRectF(x0 + 2, area.top() + kRuler, 200, kRowHeight),
+                     Qt::AlignLeft | Qt::AlignVCenter, label);
   }
   (void)base;
   if (count_items) drawn_items_ = items;
@@ -438,6 +603,8 @@ std::int64_t TimelineWidget::timeAt(double x) const {
 int TimelineWidget::laneAt(double y, double top) const {
   double at = top + kRuler + 2;
   for (std::size_t i = 0; i < lanes_.size(); ++i) {
+    if (isRankFirstLane(i)) at += kRowHeight;
+    if (rankCollapsed(lanes_[i].info.rank)) continue;
     const double h = lanes_[i].depth * kRowHeight;
     if (y >= at && y < at + h) return int(i);
     at += h + kLaneGap;
@@ -462,19 +629,194 @@ void TimelineWidget::mousePressEvent(QMouseEvent* event) {
   if (event->button() == Qt::LeftButton) {
     drag_from_ = event->position().toPoint();
     drag_window_ = window_;
+    dragged_ = false;
+    // Shift+drag selects a range; a plain drag pans.
+    range_drag_ = (event->modifiers() & Qt::ShiftModifier) && event->position().x() >= kGutter;
   }
 }
 
 void TimelineWidget::mouseMoveEvent(QMouseEvent* event) {
   if (!drag_from_ || !(event->buttons() & Qt::LeftButton)) return;
   const double dx = event->position().x() - drag_from_->x();
+  if (std::abs(dx) >= 3) dragged_ = true;
+  if (!dragged_) return;
+  if (range_drag_) {
+    const std::int64_t a = timeAt(drag_from_->x());
+    const std::int64_t b = timeAt(event->position().x());
+    range_ = trace::TimeRange{std::min(a, b), std::max(a, b)};
+    cache_job_ = 0;
+    update();
+    return;
+  }
   const auto shift =
       std::int64_t(dx / spanAreaWidth() * double(drag_window_.end_ns - drag_window_.start_ns));
   setWindow(drag_window_.start_ns - shift, drag_window_.end_ns - shift);
 }
 
-void TimelineWidget::mouseReleaseEvent(QMouseEvent*) {
+void TimelineWidget::mouseReleaseEvent(QMouseEvent* event) {
+  if (drag_from_ && !dragged_ && event->button() == Qt::LeftButton) {
+    // A click: a rank header folds or unfolds its lanes; a span selects.
+    const std::int32_t rank = rankHeaderAt(event->position().y(), 0);
+    if (rank >= 0) {
+      setRankCollapsed(rank, !rankCollapsed(rank));
+    } else {
+      selectAt(event->position().toPoint());
+    }
+  } else if (drag_from_ && dragged_ && range_drag_) {
+    emit rangeSelected(range_);
+  }
   drag_from_.reset();
+  range_drag_ = false;
+}
+
+void TimelineWidget::setSelectedRange(std::optional<trace::TimeRange> range) {
+  if (range && range->empty()) range.reset();
+  range_ = range;
+  cache_job_ = 0;
+  update();
+  emit rangeSelected(range_);
+}
+
+void TimelineWidget::clearSelection() {
+  ++select_job_;
+  selected_.reset();
+  selected_name_.clear();
+  cache_job_ = 0;
+  update();
+  emit eventSelected(std::nullopt, {}, {}, {});
+}
+
+void TimelineWidget::selectAt(const QPoint& pos) {
+  const int lane = laneAt(pos.y(), 0);
+  if (lane < 0 || pos.x() < kGutter || !reader_) {
+    clearSelection();
+    return;
+  }
+  const std::uint64_t job = ++select_job_;
+  const trace::LaneId id = lanes_[std::size_t(lane)].info.id;
+  const std::int64_t t = timeAt(pos.x());
+  QtConcurrent::run(&pool_, [reader = reader_, id, t] {
+    auto hit = reader->event_at(id, t);
+    Picked out;
+    if (!hit) {
+      out.error = q(hit.message());
+    } else if (hit.value()) {
+      out.event = hit.value();
+      out.name = q(reader->string(out.event->event.name));
+    }
+    return out;
+  }).then(this, [this, job](Picked out) {
+    if (job != select_job_) return;
+    showSelected(out.event, out.name, out.error, false);
+  });
+}
+
+void TimelineWidget::selectEvent(std::int64_t event_id) {
+  if (!reader_) return;
+  const std::uint64_t job = ++select_job_;
+  QtConcurrent::run(&pool_, [reader = reader_, event_id] {
+    auto e = reader->event(event_id);
+    Picked out;
+    if (!e) {
+      out.error = q(e.message());
+    } else {
+      out.event = e.value();
+      out.name = q(reader->string(out.event->event.name));
+    }
+    return out;
+  }).then(this, [this, job](Picked out) {
+    if (job != select_job_) return;
+    showSelected(out.event, out.name, out.error, true);
+  });
+}
+
+void TimelineWidget::showSelected(std::optional<trace::StoredEvent> event, const QString& name,
+                                  const QString& error, bool move_view) {
+  selected_ = event;
+  selected_name_ = name;
+  selected_depth_ = 0;
+  if (event) {
+    // Its nesting depth in the lane: how many events of the frame hold it.
+    if (frame_) {
+      for (std::size_t i = 0; i < lanes_.size() && i < frame_->lanes.size(); ++i) {
+        if (lanes_[i].info.id.value != event->event.lane.value) continue;
+        for (const trace::Span& s : frame_->lanes[i].spans) {
+          if (s.event_id == event->id) selected_depth_ = s.depth;
+        }
+      }
+    }
+    if (move_view) {
+      // Keep the zoom when the event fits, else zoom to show it with margins.
+      const std::int64_t span = window_.end_ns - window_.start_ns;
+      const std::int64_t length = event->event.end_ns - event->event.start_ns;
+      const std::int64_t middle = event->event.start_ns + length / 2;
+      const std::int64_t new_span =
+          length * 4 > span ? std::max<std::int64_t>(length * 4, kMinWindowNs) : span;
+      setWindow(middle - new_span / 2, middle + new_span / 2);
+    }
+  }
+  cache_job_ = 0;
+  update();
+  emit eventSelected(selected_, name, event ? laneTitleOf(event->event.lane) : QString(), error);
+}
+
+void TimelineWidget::findNext(const QString& text) {
+  stepSearch(text, +1);
+}
+
+void TimelineWidget::findPrevious(const QString& text) {
+  stepSearch(text, -1);
+}
+
+void TimelineWidget::stepSearch(const QString& text, int delta) {
+  if (!reader_ || text.isEmpty()) return;
+  auto step = [this, delta] {
+    if (matches_.empty()) {
+      match_index_ = -1;
+      emit searchMoved(-1, 0, {});
+      return;
+    }
+    const int n = int(matches_.size());
+    match_index_ = match_index_ < 0 ? (delta > 0 ? 0 : n - 1) : (match_index_ + delta + n) % n;
+    const trace::StoredEvent& e = matches_[std::size_t(match_index_)];
+    showSelected(e, match_names_[std::size_t(match_index_)], {}, true);
+    emit searchMoved(match_index_, n, {});
+  };
+  if (text == search_text_) {
+    step();
+    return;
+  }
+  // Looked up once per text, on the worker thread; at most kMaxMatches kept.
+  constexpr std::size_t kMaxMatches = 100000;
+  search_text_ = text;
+  matches_.clear();
+  match_names_.clear();
+  match_index_ = -1;
+  QtConcurrent::run(&pool_, [reader = reader_, needle = text.toStdString()] {
+    auto found = reader->find_events(needle, trace::NameMatch::substring, kMaxMatches);
+    Found out;
+    if (!found) {
+      out.error = q(found.message());
+      return out;
+    }
+    out.events = std::move(found).value();
+    std::stable_sort(out.events.begin(), out.events.end(),
+                     [](const trace::StoredEvent& a, const trace::StoredEvent& b) {
+                       return a.event.start_ns < b.event.start_ns;
+                     });
+    for (const trace::StoredEvent& e : out.events)
+      out.names.push_back(q(reader->string(e.event.name)));
+    return out;
+  }).then(this, [this, text, step](Found out) {
+    if (text != search_text_) return;
+    if (!out.error.isEmpty()) {
+      emit searchMoved(-1, 0, out.error);
+      return;
+    }
+    matches_ = std::move(out.events);
+    match_names_ = std::move(out.names);
+    step();
+  });
 }
 
 void TimelineWidget::mouseDoubleClickEvent(QMouseEvent*) {
@@ -501,6 +843,10 @@ void TimelineWidget::keyPressEvent(QKeyEvent* event) {
       break;
     case Qt::Key_Right:
       setWindow(window_.start_ns + span / 8, window_.end_ns + span / 8);
+      break;
+    case Qt::Key_Escape:
+      clearSelection();
+      setSelectedRange(std::nullopt);
       break;
     default:
       QWidget::keyPressEvent(event);
@@ -531,6 +877,20 @@ bool TimelineWidget::event(QEvent* e) {
                               q(format_seconds(double(s.start_ns - full_.start_ns) * 1e-9)));
       if (s.count > 1) text += tr("<br>%1 events folded (zoom in to see them)").arg(s.count);
       QToolTip::showText(help->globalPos(), text, this);
+      if (s.count == 1 && s.event_id != 0 && reader_) {
+        // Bytes, bandwidth and correlation are not in a span: the event is
+        // read on the worker thread and the tooltip grows when it comes, if
+        // the pointer is still on it.
+        const std::uint64_t job = ++tooltip_job_;
+        const QPoint at = help->globalPos();
+        QtConcurrent::run(&pool_, [reader = reader_, id = s.event_id] {
+          auto e = reader->event(id);
+          return e ? std::optional<trace::StoredEvent>(e.value()) : std::nullopt;
+        }).then(this, [this, job, at, text](std::optional<trace::StoredEvent> e) {
+          if (job != tooltip_job_ || !e || !QToolTip::isVisible()) return;
+          QToolTip::showText(at, text + eventFacts(e->event), this);
+        });
+      }
       return true;
     }
   }

@@ -45,6 +45,35 @@ class TimelineWidget : public QWidget {
   void resetZoom();
 
   int laneCount() const { return int(lanes_.size()); }
+  const trace::LaneInfo& laneInfo(int index) const { return lanes_[std::size_t(index)].info; }
+  // Where lane `index` is drawn (empty when its rank is collapsed), and the
+  // x of a time in the visible window.
+  QRectF laneRect(int index) const;
+  double xOf(std::int64_t time_ns) const;
+
+  // Ranks folded to one header row (a click on the rank's header toggles it).
+  void setRankCollapsed(std::int32_t rank, bool collapsed);
+  bool rankCollapsed(std::int32_t rank) const;
+
+  // Selection: the event under a point of the widget, or one by id (the view
+  // moves to it). Looked up on the worker thread; eventSelected reports it.
+  void selectAt(const QPoint& pos);
+  void selectEvent(std::int64_t event_id);
+  void clearSelection();
+  std::optional<trace::StoredEvent> selectedEvent() const { return selected_; }
+  QString selectedName() const { return selected_name_; }
+
+  // A time range (Shift+drag, or set here), shaded; rangeSelected reports it.
+  void setSelectedRange(std::optional<trace::TimeRange> range);
+  std::optional<trace::TimeRange> selectedRange() const { return range_; }
+
+  // Search by name (substring): the first call with a new text looks the
+  // matches up on the worker thread, then next/previous step through them,
+  // selecting each and moving the view to it. searchMoved reports where.
+  void findNext(const QString& text);
+  void findPrevious(const QString& text);
+  int searchMatches() const { return int(matches_.size()); }
+  int searchIndex() const { return match_index_; }
   // The query the last frame answered, and what the last paint drew.
   std::uint64_t frameJob() const { return frame_ ? frame_->job : 0; }
   std::uint64_t paintedJob() const { return cache_job_; }  // the frame the last paint drew
@@ -57,13 +86,26 @@ class TimelineWidget : public QWidget {
   // Paints the last frame into `area` (a report): times map to the area's width.
   void render(QPainter& painter, const QRectF& area, const QColor& text, const QColor& base);
   double renderHeight() const;
+  // Paints `window` of the store into `area` (a report's picture of one
+  // step): read with a reader of its own, on the calling thread.
+  void renderWindow(QPainter& painter, const QRectF& area, trace::TimeRange window,
+                    const QColor& text, const QColor& base);
 
   QSize sizeHint() const override;
-  QSize minimumSizeHint() const override { return {300, 80}; }
+  QSize minimumSizeHint() const override;
+  // In a scroll area: ask for the height of every lane, so that the area
+  // scrolls instead of squeezing the lanes.
+  void setMinimumToContent(bool on);
 
  signals:
   void storeOpened(const QString& path, const QString& error);
   void frameReady(std::uint64_t job);
+  // The event picked (or none: selected empty, with why in `error` when it failed).
+  void eventSelected(const std::optional<cs::trace::StoredEvent>& selected, const QString& name,
+                     const QString& lane_title, const QString& error);
+  void rangeSelected(const std::optional<cs::trace::TimeRange>& range);
+  // index among `matches` (-1: none found), or the error of the look-up.
+  void searchMoved(int index, int matches, const QString& error);
 
  protected:
   void paintEvent(QPaintEvent* event) override;
@@ -104,6 +146,13 @@ class TimelineWidget : public QWidget {
   void frameArrived(std::shared_ptr<const Frame> frame);
   std::int64_t timeAt(double x) const;
   int laneAt(double y, double top) const;
+  void showSelected(std::optional<trace::StoredEvent> event, const QString& name,
+                    const QString& error, bool move_view);
+  void stepSearch(const QString& text, int delta);
+  QString laneTitleOf(trace::LaneId id) const;
+  // The header row of `rank` under y (collapsed or not), or -1.
+  std::int32_t rankHeaderAt(double y, double top) const;
+  bool isRankFirstLane(std::size_t index) const;
   void paintInto(QPainter& painter, const QRectF& area, const QColor& text, const QColor& base,
                  bool count_items);
 
@@ -130,6 +179,20 @@ class TimelineWidget : public QWidget {
   qint64 cache_palette_ = 0;
   int cache_items_ = 0;
   trace::TimeRange drag_window_;
+  bool minimum_to_content_ = false;
+  bool range_drag_ = false;
+  bool dragged_ = false;
+  std::vector<std::int32_t> collapsed_;  // ranks folded to their header row
+  std::optional<trace::StoredEvent> selected_;
+  QString selected_name_;
+  std::optional<trace::TimeRange> range_;
+  QString search_text_;
+  std::vector<trace::StoredEvent> matches_;  // by start time
+  std::vector<QString> match_names_;         // parallel to matches_
+  int match_index_ = -1;
+  std::uint64_t select_job_ = 0;
+  std::int32_t selected_depth_ = 0;
+  std::uint64_t tooltip_job_ = 0;
 };
 
 }  // namespace cs::gui

@@ -150,7 +150,7 @@ void TestGuiTimeline::deepZoomKeepsNanoseconds() {
   const double left = w.width() - 4 - pixels;  // the span area ends 4 px from the right
   const double per_ns = double(pixels) / 2000.0;
   // The kernel row of rank 0 is its second level (under the phases).
-  const int kernel_row_y = 20 + 2 + 16 + 8;
+  const int kernel_row_y = int(w.laneRect(0).top()) + 16 + 8;
   for (int k = 0; k < 20; ++k) {
     const double on = left + (double(k * kPeriod) + kLength / 2.0) * per_ns;
     const double off = left + (double(k * kPeriod) + kLength + (kPeriod - kLength) / 2.0) * per_ns;

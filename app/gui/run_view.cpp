@@ -1,0 +1,939 @@
+#include "app/gui/run_view.h"
+
+#include <QBarCategoryAxis>
+#include <QBarSet>
+#include <QBuffer>
+#include <QChart>
+#include <QChartView>
+#include <QFile>
+#include <QFileInfo>
+#include <QHBoxLayout>
+#include <QHeaderView>
+#include <QHorizontalStackedBarSeries>
+#include <QImage>
+#include <QLabel>
+#include <QLegend>
+#include <QLineEdit>
+#include <QPainter>
+#include <QPdfWriter>
+#include <QPushButton>
+#include <QSaveFile>
+#include <QScrollArea>
+#include <QShortcut>
+#include <QSortFilterProxyModel>
+#include <QSplitter>
+#include <QStandardItemModel>
+#include <QTabWidget>
+#include <QTableView>
+#include <QTableWidget>
+#include <QTemporaryDir>
+#include <QTextBrowser>
+#include <QTextDocument>
+#include <QToolButton>
+#include <QVBoxLayout>
+#include <QValueAxis>
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+
+#include <QtConcurrent/QtConcurrentRun>
+#include <nlohmann/json.hpp>
+
+#include "app/gui/predicted_timeline.h"
+#include "app/gui/report_export.h"
+#include "app/gui/timeline_widget.h"
+#include "core/format.h"
+#include "core/model_json.h"
+#include "core/trace_reader.h"
+
+namespace cs::gui {
+
+namespace {
+
+QString q(const std::string& s) {
+  return QString::fromStdString(s);
+}
+
+QString seconds(double s) {
+  return q(format_seconds(s));
+}
+
+QString ns(std::int64_t v) {
+  return q(format_seconds(double(v) * 1e-9));
+}
+
+// A sortable cell: shown as text, sorted by its number (Qt::UserRole).
+QStandardItem* cell(const QString& text, double sort_value) {
+  auto* item = new QStandardItem(text);
+  item->setData(sort_value, Qt::UserRole);
+  item->setEditable(false);
+  return item;
+}
+
+QStandardItem* textCell(const QString& text) {
+  auto* item = new QStandardItem(text);
+  item->setData(text, Qt::UserRole);
+  item->setEditable(false);
+  return item;
+}
+
+QTableWidgetItem* tableCell(const QString& text) {
+  auto* item = new QTableWidgetItem(text);
+  item->setFlags(item->flags() & ~Qt::ItemIsEditable);
+  return item;
+}
+
+// The parts of a rank's stacked bar: they add up to its span.
+struct BarParts {
+  double compute, exposed, hidden, memory, other, idle;
+};
+
+BarParts barParts(const trace::Breakdown& b) {
+  return {double(b.compute_ns - b.overlap_ns) * 1e-9,
+          double(b.exposed_communication_ns) * 1e-9,
+          double(b.overlap_ns) * 1e-9,
+          double(b.exposed_memory_ns) * 1e-9,
+          double(b.exposed_synchronization_ns + b.other_busy_ns) * 1e-9,
+          double(b.idle_ns) * 1e-9};
+}
+
+struct Analysed {
+  std::uint64_t job = 0;
+  std::shared_ptr<const trace::RunAnalysis> analysis;
+  trace::RunInfo run;
+  std::int64_t start_ns = 0;
+  QString error;
+};
+
+Result<std::string> readFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Error{path + ": cannot read"};
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+Status saveWhole(const QString& path, const QByteArray& bytes) {
+  QSaveFile file(path);
+  if (!file.open(QIODevice::WriteOnly) || file.write(bytes) != bytes.size() || !file.commit()) {
+    return Error{path.toStdString() + ": " + file.errorString().toStdString()};
+  }
+  return {};
+}
+
+}  // namespace
+
+RunView::RunView(QWidget* parent) : QWidget(parent) {
+  setObjectName(QStringLiteral("run_view"));
+  auto* layout = new QVBoxLayout(this);
+  layout->setContentsMargins(4, 4, 4, 4);
+
+  header_ = new QLabel(tr("No run open. File ▸ Open run… or Import trace…"), this);
+  header_->setObjectName(QStringLiteral("run_header"));
+  header_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  header_->setWordWrap(true);
+  layout->addWidget(header_);
+
+  // Search by name, next and previous.
+  auto* search_row = new QHBoxLayout;
+  search_ = new QLineEdit(this);
+  search_->setObjectName(QStringLiteral("run_search"));
+  search_->setPlaceholderText(tr("Find an event by name (Enter: next, Shift+Enter: previous)"));
+  auto* previous = new QToolButton(this);
+  previous->setText(tr("◀"));
+  previous->setToolTip(tr("Previous match"));
+  auto* next = new QToolButton(this);
+  next->setText(tr("▶"));
+  next->setToolTip(tr("Next match"));
+  search_status_ = new QLabel(this);
+  search_row->addWidget(search_, 1);
+  search_row->addWidget(previous);
+  search_row->addWidget(next);
+  search_row->addWidget(search_status_);
+  layout->addLayout(search_row);
+
+  auto* splitter = new QSplitter(Qt::Vertical, this);
+  layout->addWidget(splitter, 1);
+
+  auto* timelines = new QWidget(splitter);
+  auto* timelines_layout = new QVBoxLayout(timelines);
+  timelines_layout->setContentsMargins(0, 0, 0, 0);
+  auto* scroll = new QScrollArea(timelines);
+  scroll->setWidgetResizable(true);
+  timeline_ = new TimelineWidget(scroll);
+  timeline_->setObjectName(QStringLiteral("run_timeline"));
+  timeline_->clear(tr("No run open."));
+  timeline_->setMinimumToContent(true);
+  scroll->setWidget(timeline_);
+  timelines_layout->addWidget(scroll, 1);
+  predicted_label_ = new QLabel(tr("Predicted step (planner)"), timelines);
+  predicted_label_->setObjectName(QStringLiteral("run_predicted_label"));
+  predicted_ = new TimelineWidget(timelines);
+  predicted_->setObjectName(QStringLiteral("run_predicted_timeline"));
+  predicted_label_->hide();
+  predicted_->hide();
+  timelines_layout->addWidget(predicted_label_);
+  timelines_layout->addWidget(predicted_);
+  splitter->addWidget(timelines);
+
+  tabs_ = new QTabWidget(splitter);
+  tabs_->setObjectName(QStringLiteral("run_tabs"));
+  splitter->addWidget(tabs_);
+  splitter->setStretchFactor(0, 3);
+  splitter->setStretchFactor(1, 2);
+  splitter->setSizes({600, 400});
+
+  // Selection: the event's details beside the selected range's breakdown.
+  auto* selection = new QSplitter(Qt::Horizontal, tabs_);
+  details_ = new QTextBrowser(selection);
+  details_->setObjectName(QStringLiteral("run_details"));
+  details_->setPlaceholderText(tr("Click an event on the timeline to see its details."));
+  range_text_ = new QTextBrowser(selection);
+  range_text_->setObjectName(QStringLiteral("run_range"));
+  range_text_->setPlaceholderText(tr("Shift+drag on the timeline to see a range's breakdown."));
+  tabs_->addTab(selection, tr("Selection"));
+
+  chart_ = new QChartView(tabs_);
+  chart_->setObjectName(QStringLiteral("run_breakdown_chart"));
+  chart_->setRenderHint(QPainter::Antialiasing);
+  chart_->setMinimumHeight(200);
+  tabs_->addTab(chart_, tr("Breakdown"));
+
+  rank_table_ = new QTableWidget(tabs_);
+  rank_table_->setObjectName(QStringLiteral("run_ranks"));
+  rank_table_->setSortingEnabled(false);
+  tabs_->addTab(rank_table_, tr("Ranks"));
+
+  // Kernels and communication: a filter above both, instances below.
+  auto* summaries = new QWidget(tabs_);
+  auto* summaries_layout = new QVBoxLayout(summaries);
+  summaries_layout->setContentsMargins(0, 0, 0, 0);
+  filter_ = new QLineEdit(summaries);
+  filter_->setObjectName(QStringLiteral("run_filter"));
+  filter_->setPlaceholderText(tr("Filter kernels and collectives by name"));
+  filter_->setClearButtonEnabled(true);
+  summaries_layout->addWidget(filter_);
+  auto* summary_split = new QSplitter(Qt::Vertical, summaries);
+  auto* summary_tabs = new QTabWidget(summary_split);
+  kernel_model_ = new QStandardItemModel(this);
+  collective_model_ = new QStandardItemModel(this);
+  kernel_proxy_ = new QSortFilterProxyModel(this);
+  collective_proxy_ = new QSortFilterProxyModel(this);
+  for (QSortFilterProxyModel* proxy : {kernel_proxy_, collective_proxy_}) {
+    proxy->setSortRole(Qt::UserRole);
+    proxy->setFilterCaseSensitivity(Qt::CaseInsensitive);
+    proxy->setFilterKeyColumn(0);
+  }
+  kernel_proxy_->setSourceModel(kernel_model_);
+  collective_proxy_->setSourceModel(collective_model_);
+  kernel_view_ = new QTableView(summary_tabs);
+  kernel_view_->setObjectName(QStringLiteral("run_kernels"));
+  collective_view_ = new QTableView(summary_tabs);
+  collective_view_->setObjectName(QStringLiteral("run_collectives"));
+  for (QTableView* view : {kernel_view_, collective_view_}) {
+    view->setSortingEnabled(true);
+    view->setSelectionBehavior(QAbstractItemView::SelectRows);
+    view->setSelectionMode(QAbstractItemView::SingleSelection);
+    view->verticalHeader()->hide();
+    view->horizontalHeader()->setStretchLastSection(true);
+  }
+  kernel_view_->setModel(kernel_proxy_);
+  collective_view_->setModel(collective_proxy_);
+  summary_tabs->addTab(kernel_view_, tr("Kernels"));
+  summary_tabs->addTab(collective_view_, tr("Communication"));
+  instances_ = new QTableWidget(summary_split);
+  instances_->setObjectName(QStringLiteral("run_instances"));
+  instances_->setColumnCount(4);
+  instances_->setHorizontalHeaderLabels({tr("rank"), tr("start"), tr("duration"), tr("bytes")});
+  instances_->setSelectionBehavior(QAbstractItemView::SelectRows);
+  instances_->verticalHeader()->hide();
+  summaries_layout->addWidget(summary_split, 1);
+  tabs_->addTab(summaries, tr("Kernels and communication"));
+
+  prediction_table_ = new QTableWidget(tabs_);
+  prediction_table_->setObjectName(QStringLiteral("run_prediction"));
+  tabs_->addTab(prediction_table_, tr("Predicted vs measured"));
+
+  connect(filter_, &QLineEdit::textChanged, this, [this](const QString& text) {
+    kernel_proxy_->setFilterFixedString(text);
+    collective_proxy_->setFilterFixedString(text);
+  });
+  connect(kernel_view_->selectionModel(), &QItemSelectionModel::currentRowChanged, this,
+          [this](const QModelIndex& current) {
+            if (current.isValid()) showKernelInstances(current.row());
+          });
+  connect(collective_view_->selectionModel(), &QItemSelectionModel::currentRowChanged, this,
+          [this](const QModelIndex& current) {
+            if (current.isValid()) showCollectiveInstances(current.row());
+          });
+  connect(instances_, &QTableWidget::currentCellChanged, this, [this](int row) {
+    if (row < 0) return;
+    const QVariant id = instances_->item(row, 0)->data(Qt::UserRole);
+    if (id.isValid()) timeline_->selectEvent(id.toLongLong());
+  });
+  connect(timeline_, &TimelineWidget::storeOpened, this,
+          [this](const QString& path, const QString& error) {
+            if (path != path_) return;
+            if (!error.isEmpty()) {
+              message_ = error;
+              header_->setText(tr("%1 cannot be shown: %2").arg(QFileInfo(path).fileName(), error));
+            }
+            emit storeOpened(path, error);
+            // After the timeline's reader, which finalizes a store whose
+            // writer died, so that the analysis reads it whole.
+            startAnalysis();
+          });
+  connect(timeline_, &TimelineWidget::eventSelected, this, &RunView::showDetails);
+  connect(timeline_, &TimelineWidget::rangeSelected, this, &RunView::analyseRange);
+  auto find = [this](int delta) {
+    if (delta > 0) {
+      timeline_->findNext(search_->text());
+    } else {
+      timeline_->findPrevious(search_->text());
+    }
+  };
+  connect(search_, &QLineEdit::returnPressed, this, [find] { find(+1); });
+  // Ctrl+F finds, F3 and Shift+F3 step through the matches.
+  auto* focus_find = new QShortcut(QKeySequence::Find, this);
+  focus_find->setContext(Qt::WidgetWithChildrenShortcut);
+  connect(focus_find, &QShortcut::activated, this, [this] {
+    search_->setFocus();
+    search_->selectAll();
+  });
+  auto* find_next = new QShortcut(QKeySequence::FindNext, this);
+  find_next->setContext(Qt::WidgetWithChildrenShortcut);
+  connect(find_next, &QShortcut::activated, this, [find] { find(+1); });
+  auto* find_previous = new QShortcut(QKeySequence::FindPrevious, this);
+  find_previous->setContext(Qt::WidgetWithChildrenShortcut);
+  connect(find_previous, &QShortcut::activated, this, [find] { find(-1); });
+  connect(next, &QToolButton::clicked, this, [find] { find(+1); });
+  connect(previous, &QToolButton::clicked, this, [find] { find(-1); });
+  connect(timeline_, &TimelineWidget::searchMoved, this,
+          [this](int index, int matches, const QString& error) {
+            if (!error.isEmpty()) {
+              search_status_->setText(error);
+            } else if (matches == 0) {
+              search_status_->setText(tr("no match"));
+            } else {
+              search_status_->setText(tr("%1 of %2").arg(index + 1).arg(matches));
+            }
+          });
+}
+
+RunView::~RunView() = default;
+
+void RunView::openStore(const QString& path) {
+  path_ = path;
+  message_.clear();
+  title_ = QFileInfo(path).fileName();
+  analysis_.reset();
+  range_analysis_.reset();
+  header_->setText(tr("Opening %1…").arg(title_));
+  details_->clear();
+  range_text_->clear();
+  instances_->setRowCount(0);
+  predicted_->hide();
+  predicted_label_->hide();
+  ++job_;  // drops the analysis of the store shown before
+  timeline_->setStore(path);
+}
+
+void RunView::startAnalysis() {
+  const std::uint64_t job = ++job_;
+  QtConcurrent::run([path = path_.toStdString(), job] {
+    Analysed out;
+    out.job = job;
+    // Read as it is: a store still being written is left to its writer.
+    auto reader = trace::TraceReader::open(path);
+    if (!reader) {
+      out.error = q(reader.message());
+      return out;
+    }
+    out.run = reader.value()->run();
+    out.start_ns = reader.value()->time_range().start_ns;
+    auto analysis = trace::analyze_run(*reader.value());
+    if (!analysis) {
+      out.error = q(analysis.message());
+      return out;
+    }
+    out.analysis = std::make_shared<const trace::RunAnalysis>(std::move(analysis).value());
+    return out;
+  }).then(this, [this](Analysed out) {
+    if (out.job != job_) return;  // another store was opened since
+    if (!out.error.isEmpty()) {
+      message_ = out.error;
+      header_->setText(tr("%1 cannot be analysed: %2").arg(title_, out.error));
+      emit analysisReady(out.error);
+      return;
+    }
+    analysis_ = out.analysis;
+    trace_start_ns_ = out.start_ns;
+    if (!out.run.title.empty()) title_ = q(out.run.title);
+    header_->setText(tr("<b>%1</b> — %2 ranks · source %3 · %4")
+                         .arg(title_.toHtmlEscaped())
+                         .arg(analysis_->ranks.size())
+                         .arg(q(out.run.source).toHtmlEscaped(),
+                              QFileInfo(path_).absoluteFilePath().toHtmlEscaped()));
+    showAnalysis();
+    if (!out.run.plan_json.empty()) startPrediction(out.run.plan_json);
+    emit analysisReady({});
+  });
+}
+
+void RunView::startPrediction(const std::string& plan_json) {
+  // The planner's step for the run's own plan, as a lane group under the
+  // measured ones (its own time axis: a predicted step starts at zero).
+  const std::uint64_t job = job_;
+  QtConcurrent::run([plan_json] {
+    std::pair<QString, QString> out;  // store path, error
+    const auto j = nlohmann::json::parse(plan_json, nullptr, false);
+    if (j.is_discarded()) {
+      out.second = QStringLiteral("the run's plan is not JSON");
+      return out;
+    }
+    auto plan = plan_from_json(j, "run plan");
+    if (!plan) {
+      out.second = q(plan.message());
+      return out;
+    }
+    static QTemporaryDir dir;  // lives as long as the app: the widget reads it
+    static std::atomic<int> counter{0};
+    const QString path = dir.filePath(QStringLiteral("predicted-%1.cstrace").arg(++counter));
+    auto written = write_predicted_timeline(plan.value(), path.toStdString());
+    if (!written) {
+      out.second = q(written.message());
+    } else {
+      out.first = path;
+    }
+    return out;
+  }).then(this, [this, job](std::pair<QString, QString> out) {
+    if (job != job_) return;
+    predicted_label_->setText(out.first.isEmpty()
+                                  ? tr("Predicted step (planner): %1").arg(out.second)
+                                  : tr("Predicted step (planner), one step from zero"));
+    predicted_label_->show();
+    if (!out.first.isEmpty()) {
+      predicted_path_ = out.first;
+      predicted_->setStore(out.first);
+      predicted_->show();
+    }
+  });
+}
+
+void RunView::showAnalysis() {
+  const trace::RunAnalysis& a = *analysis_;
+  std::vector<std::int32_t> stragglers = a.stragglers.stragglers;
+  auto isStraggler = [&](std::int32_t rank) {
+    return std::find(stragglers.begin(), stragglers.end(), rank) != stragglers.end();
+  };
+
+  // Per-rank stacked bars.
+  auto* chart = new QChart;
+  chart->setTitle(tr("Where each rank's time went (stragglers marked ⚠)"));
+  auto* series = new QHorizontalStackedBarSeries;
+  const std::pair<QString, QColor> kParts[] = {
+      {tr("compute"), QColor(0x4e, 0x79, 0xa7)},
+      {tr("exposed communication"), QColor(0xf2, 0x8e, 0x2b)},
+      {tr("hidden communication"), QColor(0xf7, 0xc3, 0x8d)},
+      {tr("memory"), QColor(0x59, 0xa1, 0x4f)},
+      {tr("other"), QColor(0xb0, 0x7a, 0xa1)},
+      {tr("idle"), QColor(0xba, 0xb0, 0xac)},
+  };
+  std::vector<QBarSet*> sets;
+  for (const auto& [label, color] : kParts) {
+    auto* set = new QBarSet(label);
+    set->setColor(color);
+    set->setBorderColor(color);
+    sets.push_back(set);
+  }
+  QStringList categories;
+  double longest = 0;
+  for (const trace::RankAnalysis& r : a.ranks) {
+    const BarParts p = barParts(r.total);
+    const double values[] = {p.compute, p.exposed, p.hidden, p.memory, p.other, p.idle};
+    for (std::size_t i = 0; i < sets.size(); ++i)
+      *sets[i] << values[i] * 1e3;
+    longest = std::max(longest, double(r.total.span_ns) * 1e-6);
+    categories << (isStraggler(r.rank) ? tr("rank %1 ⚠").arg(r.rank) : tr("rank %1").arg(r.rank));
+  }
+  for (QBarSet* set : sets)
+    series->append(set);
+  chart->addSeries(series);
+  auto* axis_y = new QBarCategoryAxis;
+  axis_y->append(categories);
+  chart->addAxis(axis_y, Qt::AlignLeft);
+  series->attachAxis(axis_y);
+  auto* axis_x = new QValueAxis;
+  axis_x->setTitleText(tr("ms (compute + exposed + hidden + memory + other + idle = span)"));
+  axis_x->setRange(0, std::max(1e-3, longest * 1.05));
+  chart->addAxis(axis_x, Qt::AlignBottom);
+  series->attachAxis(axis_x);
+  chart->legend()->setAlignment(Qt::AlignBottom);
+  QChart* old = chart_->chart();
+  chart_->setChart(chart);
+  delete old;
+
+  // Ranks: the breakdown's figures, overlap and straggler verdicts.
+  const QStringList rank_columns = {
+      tr("rank"),      tr("span"),   tr("compute"), tr("exposed comm."), tr("hidden comm."),
+      tr("overlap %"), tr("memory"), tr("idle"),    tr("median step"),   tr("straggler")};
+  rank_table_->clear();
+  rank_table_->setColumnCount(int(rank_columns.size()));
+  rank_table_->setHorizontalHeaderLabels(rank_columns);
+  rank_table_->setRowCount(int(a.ranks.size()));
+  for (int row = 0; row < int(a.ranks.size()); ++row) {
+    const trace::RankAnalysis& r = a.ranks[std::size_t(row)];
+    const trace::Breakdown& b = r.total;
+    const trace::RankStraggler* s = nullptr;
+    for (const trace::RankStraggler& candidate : a.stragglers.ranks) {
+      if (candidate.rank == r.rank) s = &candidate;
+    }
+    const QStringList values = {
+        QString::number(r.rank),
+        ns(b.span_ns),
+        ns(b.compute_ns),
+        ns(b.exposed_communication_ns),
+        ns(b.overlap_ns),
+        QString::number(b.overlap_percent(), 'f', 1),
+        ns(b.exposed_memory_ns),
+        ns(b.idle_ns),
+        s && s->step_ns > 0 ? seconds(s->step_ns * 1e-9) : QStringLiteral("—"),
+        s && s->straggler ? tr("yes: %1").arg(q(s->reason)) : tr("no")};
+    for (int c = 0; c < int(values.size()); ++c) {
+      QTableWidgetItem* item = tableCell(values[c]);
+      if (s && s->straggler) item->setBackground(QColor(0xff, 0xd6, 0xd6));
+      rank_table_->setItem(row, c, item);
+    }
+  }
+  rank_table_->resizeColumnsToContents();
+
+  // Kernels.
+  kernel_model_->clear();
+  kernel_model_->setHorizontalHeaderLabels({tr("name"), tr("kind"), tr("category"), tr("count"),
+                                            tr("total"), tr("mean"), tr("median"), tr("min"),
+                                            tr("max"), tr("share %")});
+  for (const trace::KernelStats& k : a.kernels) {
+    kernel_model_->appendRow(
+        {textCell(q(k.name)), textCell(q(std::string(to_string(k.kind)))),
+         textCell(q(std::string(to_string(k.category)))),
+         cell(QString::number(k.count), double(k.count)), cell(ns(k.total_ns), double(k.total_ns)),
+         cell(seconds(k.mean_ns * 1e-9), k.mean_ns), cell(seconds(k.median_ns * 1e-9), k.median_ns),
+         cell(ns(k.min_ns), double(k.min_ns)), cell(ns(k.max_ns), double(k.max_ns)),
+         cell(QString::number(k.share * 100, 'f', 1), k.share)});
+  }
+  kernel_view_->resizeColumnsToContents();
+  kernel_proxy_->sort(4, Qt::DescendingOrder);
+
+  // Communication, with the nccl-tests bus bandwidth.
+  collective_model_->clear();
+  collective_model_->setHorizontalHeaderLabels({tr("collective"), tr("dtype"), tr("bytes"),
+                                                tr("ranks"), tr("count"), tr("total"), tr("mean"),
+                                                tr("algbw GB/s"), tr("busbw GB/s")});
+  for (const trace::CollectiveStats& c : a.collectives) {
+    QStandardItem* name = textCell(q(c.name));
+    name->setData(int(c.collective), Qt::UserRole + 1);
+    name->setData(qlonglong(c.bytes), Qt::UserRole + 2);
+    collective_model_->appendRow(
+        {name, textCell(q(std::string(to_string(c.dtype)))),
+         cell(c.bytes > 0 ? q(format_bytes(double(c.bytes))) : tr("unknown"), double(c.bytes)),
+         cell(QString::number(c.ranks), c.ranks), cell(QString::number(c.count), double(c.count)),
+         cell(ns(c.total_ns), double(c.total_ns)), cell(seconds(c.mean_ns * 1e-9), c.mean_ns),
+         cell(QString::number(c.algbw_gbps, 'f', 2), c.algbw_gbps),
+         cell(QString::number(c.busbw_gbps, 'f', 2), c.busbw_gbps)});
+  }
+  collective_view_->resizeColumnsToContents();
+  collective_proxy_->sort(5, Qt::DescendingOrder);
+
+  // Predicted against measured, with the error.
+  prediction_table_->clear();
+  prediction_table_->setColumnCount(4);
+  prediction_table_->setHorizontalHeaderLabels(
+      {tr("part"), tr("predicted"), tr("measured"), tr("error %")});
+  prediction_table_->setRowCount(0);
+  if (!a.prediction) {
+    prediction_table_->setRowCount(1);
+    prediction_table_->setItem(
+        0, 0, tableCell(tr("The run records no prediction (meta \"predicted_step\").")));
+  } else {
+    const trace::PredictionComparison& p = *a.prediction;
+    std::vector<trace::PredictedVsMeasured> rows;
+    rows.push_back({"step", p.predicted_step_s, p.measured_step_s});
+    rows.insert(rows.end(), p.categories.begin(), p.categories.end());
+    rows.insert(rows.end(), p.parts.begin(), p.parts.end());
+    prediction_table_->setRowCount(int(rows.size()));
+    for (int row = 0; row < int(rows.size()); ++row) {
+      const trace::PredictedVsMeasured& r = rows[std::size_t(row)];
+      prediction_table_->setItem(row, 0, tableCell(q(r.name)));
+      prediction_table_->setItem(row, 1, tableCell(seconds(r.predicted_s)));
+      prediction_table_->setItem(row, 2,
+                                 tableCell(r.measured_s ? seconds(*r.measured_s) : tr("—")));
+      const QString error =
+          r.measured_s && *r.measured_s > 0
+              ? QString::number(100 * (r.predicted_s - *r.measured_s) / *r.measured_s, 'f', 1)
+              : tr("—");
+      prediction_table_->setItem(row, 3, tableCell(error));
+    }
+  }
+  prediction_table_->resizeColumnsToContents();
+}
+
+void RunView::showDetails(const std::optional<trace::StoredEvent>& event, const QString& name,
+                          const QString& lane, const QString& error) {
+  if (!error.isEmpty()) {
+    details_->setPlainText(tr("The event could not be read: %1").arg(error));
+    return;
+  }
+  if (!event) {
+    details_->clear();
+    return;
+  }
+  const trace::Event& e = event->event;
+  QString html = QStringLiteral("<h3>%1</h3><table>").arg(name.toHtmlEscaped());
+  auto row = [&html](const QString& key, const QString& value) {
+    html += QStringLiteral("<tr><td><i>%1</i></td><td>%2</td></tr>")
+                .arg(key.toHtmlEscaped(), value.toHtmlEscaped());
+  };
+  row(tr("rank"), QString::number(event->rank));
+  row(tr("lane"), lane);
+  row(tr("kind"), q(std::string(to_string(e.kind))));
+  row(tr("category"), q(std::string(to_string(e.category))));
+  row(tr("start"), ns(e.start_ns - timeline_->fullRange().start_ns));
+  row(tr("duration"), ns(e.duration_ns()));
+  if (e.bytes > 0) {
+    row(tr("bytes"), q(format_bytes(double(e.bytes))));
+    if (e.duration_ns() > 0) {
+      row(tr("bandwidth"),
+          q(format_rate(double(e.bytes) / (double(e.duration_ns()) * 1e-9), "B/s")));
+    }
+  }
+  if (e.flops > 0 && e.duration_ns() > 0) {
+    row(tr("FLOP/s"), q(format_rate(e.flops / (double(e.duration_ns()) * 1e-9), "FLOP/s")));
+  }
+  if (e.collective != trace::Collective::none) {
+    row(tr("collective"), q(std::string(to_string(e.collective))));
+    row(tr("data type"), q(std::string(to_string(e.dtype))));
+    if (e.group_size > 0) row(tr("ranks"), QString::number(e.group_size));
+  }
+  if (e.peer >= 0) row(tr("peer"), QString::number(e.peer));
+  if (e.step >= 0) row(tr("step"), QString::number(e.step));
+  row(tr("correlation"), e.correlation != 0 ? QString::number(e.correlation) : tr("none"));
+  row(tr("event id"), QString::number(event->id));
+  html += QStringLiteral("</table>");
+  details_->setHtml(html);
+  tabs_->setCurrentIndex(0);
+}
+
+void RunView::analyseRange(std::optional<trace::TimeRange> range) {
+  const std::uint64_t job = ++range_job_;
+  if (!range) {
+    range_analysis_.reset();
+    range_text_->clear();
+    emit rangeReady({});
+    return;
+  }
+  range_text_->setPlainText(tr("Analysing the range…"));
+  QtConcurrent::run([path = path_.toStdString(), window = *range] {
+    std::pair<std::optional<trace::RunAnalysis>, QString> out;
+    auto reader = trace::TraceReader::open(path);
+    if (!reader) {
+      out.second = q(reader.message());
+      return out;
+    }
+    trace::AnalysisOptions options;
+    options.window = window;
+    options.per_step = false;
+    auto analysis = trace::analyze_run(*reader.value(), options);
+    if (!analysis) {
+      out.second = q(analysis.message());
+    } else {
+      out.first = std::move(analysis).value();
+    }
+    return out;
+  })
+      .then(this, [this, job,
+                   window = *range](std::pair<std::optional<trace::RunAnalysis>, QString> out) {
+        if (job != range_job_) return;
+        if (!out.first) {
+          range_text_->setPlainText(tr("The range could not be analysed: %1").arg(out.second));
+          emit rangeReady(out.second);
+          return;
+        }
+        range_analysis_ = std::move(out.first);
+        QString html = tr("<h3>Range %1 – %2 (%3)</h3>")
+                           .arg(ns(window.start_ns - timeline_->fullRange().start_ns),
+                                ns(window.end_ns - timeline_->fullRange().start_ns),
+                                ns(window.end_ns - window.start_ns));
+        html +=
+            tr("<table><tr><th>rank</th><th>compute</th><th>exposed comm.</th><th>hidden "
+               "comm.</th><th>memory</th><th>other</th><th>idle</th><th>events</th></tr>");
+        for (const trace::RankAnalysis& r : range_analysis_->ranks) {
+          const BarParts p = barParts(r.total);
+          html += QStringLiteral(
+                      "<tr><td>%1</td><td>%2</td><td>%3</td><td>%4</td><td>%5</td><td>%6</"
+                      "td><td>%7</td><td>%8</td></tr>")
+                      .arg(r.rank)
+                      .arg(seconds(p.compute), seconds(p.exposed), seconds(p.hidden),
+                           seconds(p.memory), seconds(p.other), seconds(p.idle))
+                      .arg(r.total.events);
+        }
+        html += QStringLiteral("</table>");
+        if (!range_analysis_->kernels.empty()) {
+          html += tr("<p>Top kernels in the range:</p><ol>");
+          for (std::size_t i = 0; i < std::min<std::size_t>(5, range_analysis_->kernels.size());
+               ++i) {
+            const trace::KernelStats& k = range_analysis_->kernels[i];
+            html += QStringLiteral("<li>%1 — %2 × %3</li>")
+                        .arg(q(k.name).toHtmlEscaped(), ns(k.total_ns))
+                        .arg(k.count);
+          }
+          html += QStringLiteral("</ol>");
+        }
+        range_text_->setHtml(html);
+        emit rangeReady({});
+      });
+}
+
+void RunView::showKernelInstances(int proxy_row) {
+  const QModelIndex index = kernel_proxy_->index(proxy_row, 0);
+  if (!index.isValid()) return;
+  const std::string name = index.data(Qt::DisplayRole).toString().toStdString();
+  const std::uint64_t job = ++instance_job_;
+  QtConcurrent::run([path = path_.toStdString(), name] {
+    std::pair<std::vector<trace::StoredEvent>, QString> out;
+    auto reader = trace::TraceReader::open(path);
+    if (!reader) {
+      out.second = q(reader.message());
+      return out;
+    }
+    auto found = reader.value()->find_events(name, trace::NameMatch::exact, 1000);
+    if (!found) {
+      out.second = q(found.message());
+    } else {
+      out.first = std::move(found).value();
+    }
+    return out;
+  }).then(this, [this, job](std::pair<std::vector<trace::StoredEvent>, QString> out) {
+    if (job != instance_job_) return;
+    fillInstances(std::move(out.first), out.second);
+  });
+}
+
+void RunView::showCollectiveInstances(int proxy_row) {
+  const QModelIndex index = collective_proxy_->index(proxy_row, 0);
+  if (!index.isValid()) return;
+  const auto collective = trace::Collective(index.data(Qt::UserRole + 1).toInt());
+  const std::int64_t bytes = index.data(Qt::UserRole + 2).toLongLong();
+  const std::string name = index.data(Qt::DisplayRole).toString().toStdString();
+  const std::uint64_t job = ++instance_job_;
+  QtConcurrent::run([path = path_.toStdString(), collective, bytes, name] {
+    std::pair<std::vector<trace::StoredEvent>, QString> out;
+    auto reader = trace::TraceReader::open(path);
+    if (!reader) {
+      out.second = q(reader.message());
+      return out;
+    }
+    const trace::TraceReader& r = *reader.value();
+    const trace::TimeRange all = r.time_range();
+    // A collective of unknown type is summarised under its kernel's name.
+    Status s = r.for_each_event({}, all.start_ns, all.end_ns + 1, [&](const trace::StoredEvent& e) {
+      const bool same = collective != trace::Collective::none
+                            ? e.event.collective == collective && e.event.bytes == bytes
+                            : e.event.category == trace::Category::communication &&
+                                  r.string(e.event.name) == name;
+      if (same && e.event.kind != trace::EventKind::api_call) out.first.push_back(e);
+      return out.first.size() < 1000;
+    });
+    if (!s) out.second = q(s.message());
+    return out;
+  }).then(this, [this, job](std::pair<std::vector<trace::StoredEvent>, QString> out) {
+    if (job != instance_job_) return;
+    fillInstances(std::move(out.first), out.second);
+  });
+}
+
+void RunView::fillInstances(std::vector<trace::StoredEvent> events, const QString& error) {
+  instances_->setRowCount(0);
+  if (!error.isEmpty()) {
+    emit instancesReady(0, error);
+    return;
+  }
+  std::stable_sort(events.begin(), events.end(), [](const auto& a, const auto& b) {
+    return a.event.start_ns < b.event.start_ns;
+  });
+  instances_->setRowCount(int(events.size()));
+  const std::int64_t origin = timeline_->fullRange().start_ns;
+  for (int row = 0; row < int(events.size()); ++row) {
+    const trace::StoredEvent& e = events[std::size_t(row)];
+    QTableWidgetItem* rank = tableCell(QString::number(e.rank));
+    rank->setData(Qt::UserRole, qlonglong(e.id));
+    instances_->setItem(row, 0, rank);
+    instances_->setItem(row, 1, tableCell(ns(e.event.start_ns - origin)));
+    instances_->setItem(row, 2, tableCell(ns(e.event.duration_ns())));
+    instances_->setItem(
+        row, 3, tableCell(e.event.bytes > 0 ? q(format_bytes(double(e.event.bytes))) : QString()));
+  }
+  emit instancesReady(int(events.size()), {});
+}
+
+Result<trace::RunAnalysis> RunView::analysisFor(const trace::TraceReader& reader,
+                                                bool range_only) const {
+  if (range_only) {
+    const auto range = timeline_->selectedRange();
+    if (!range) return Error{"no time range is selected (Shift+drag on the timeline)"};
+    trace::AnalysisOptions options;
+    options.window = *range;
+    return trace::analyze_run(reader, options);
+  }
+  if (analysis_) return *analysis_;
+  return trace::analyze_run(reader);
+}
+
+std::pair<trace::TimeRange, QString> RunView::pictureWindow(bool range_only) const {
+  if (range_only && timeline_->selectedRange()) {
+    return {*timeline_->selectedRange(), tr("the selected range")};
+  }
+  if (analysis_ && !analysis_->ranks.empty() && !analysis_->ranks.front().steps.empty()) {
+    const auto& steps = analysis_->ranks.front().steps;
+    const trace::StepBreakdown& s = steps[std::min<std::size_t>(1, steps.size() - 1)];
+    return {{s.breakdown.window_start_ns, s.breakdown.window_end_ns},
+            tr("step %1 of rank %2").arg(s.step).arg(analysis_->ranks.front().rank)};
+  }
+  return {timeline_->window(), tr("the view at export time")};
+}
+
+// The timeline picture of one step (or the range), as an inline SVG section.
+QString RunView::reportHtml(const QString& core_html, bool range_only) const {
+  QString html = core_html;
+  const auto [window, what] = pictureWindow(range_only);
+  const double width = 1000;
+  const double height = std::max(60.0, timeline_->renderHeight());
+  const QByteArray svg =
+      svgOf(QSizeF(width, height), [this, window = window](QPainter& painter, const QRectF& area) {
+        timeline_->renderWindow(painter, area, window, Qt::black, Qt::white);
+      });
+  const QString section = tr("<h2>Timeline</h2><p>%1: %2 to %3 after the start of the trace.</p>\n")
+                              .arg(what, ns(window.start_ns - timeline_->fullRange().start_ns),
+                                   ns(window.end_ns - timeline_->fullRange().start_ns)) +
+                          QString::fromUtf8(svg) + QStringLiteral("\n");
+  const int body_end = html.lastIndexOf(QStringLiteral("</body>"));
+  html.insert(body_end >= 0 ? body_end : html.size(), section);
+  return html;
+}
+
+Status RunView::exportHtml(const QString& path, bool range_only) {
+  if (path_.isEmpty()) return Error{"no run is open"};
+  auto reader = trace::TraceReader::open(path_.toStdString());
+  if (!reader) return Error{reader.message()};
+  auto analysis = analysisFor(*reader.value(), range_only);
+  if (!analysis) return Error{analysis.message()};
+  QTemporaryDir dir;
+  const std::string core_path = dir.filePath(QStringLiteral("core.html")).toStdString();
+  auto written = trace::export_html_report(*reader.value(), analysis.value(), core_path);
+  if (!written) return Error{written.message()};
+  auto text = readFile(core_path);
+  if (!text) return Error{text.message()};
+  return saveWhole(path, reportHtml(q(text.value()), range_only).toUtf8());
+}
+
+Status RunView::exportPdf(const QString& path, bool range_only) {
+  if (path_.isEmpty()) return Error{"no run is open"};
+  auto reader = trace::TraceReader::open(path_.toStdString());
+  if (!reader) return Error{reader.message()};
+  auto analysis = analysisFor(*reader.value(), range_only);
+  if (!analysis) return Error{analysis.message()};
+  QTemporaryDir dir;
+  const std::string core_path = dir.filePath(QStringLiteral("core.html")).toStdString();
+  auto written = trace::export_html_report(*reader.value(), analysis.value(), core_path);
+  if (!written) return Error{written.message()};
+  auto text = readFile(core_path);
+  if (!text) return Error{text.message()};
+  // The report's tables through QTextDocument; its inline SVG charts give way
+  // to pictures (QTextDocument draws no SVG): the bars and the timeline.
+  QString html = q(text.value());
+  for (int at = html.indexOf(QStringLiteral("<svg")); at >= 0;
+       at = html.indexOf(QStringLiteral("<svg"), at)) {
+    const int end = html.indexOf(QStringLiteral("</svg>"), at);
+    if (end < 0) break;
+    html.remove(at, end + 6 - at);
+  }
+  QTextDocument document;
+  const QSize chart_size(1000, std::max(240, 60 + 40 * int(analysis->ranks.size())));
+  QImage chart(chart_size, QImage::Format_ARGB32);
+  chart.fill(Qt::white);
+  {
+    QPainter p(&chart);
+    chart_->render(&p, QRectF(QPointF(0, 0), QSizeF(chart_size)));
+  }
+  const QSize timeline_size(1000, int(std::max(60.0, timeline_->renderHeight())));
+  QImage picture(timeline_size, QImage::Format_ARGB32);
+  picture.fill(Qt::white);
+  {
+    QPainter p(&picture);
+    timeline_->renderWindow(p, QRectF(QPointF(0, 0), QSizeF(timeline_size)),
+                            pictureWindow(range_only).first, Qt::black, Qt::white);
+  }
+  document.addResource(QTextDocument::ImageResource, QUrl(QStringLiteral("cs://breakdown")), chart);
+  document.addResource(QTextDocument::ImageResource, QUrl(QStringLiteral("cs://timeline")),
+                       picture);
+  const QString figures =
+      tr("<h2>Breakdown per rank</h2><img src=\"cs://breakdown\" width=\"640\">"
+         "<h2>Timeline</h2><img src=\"cs://timeline\" width=\"640\">");
+  const int body_end = html.lastIndexOf(QStringLiteral("</body>"));
+  html.insert(body_end >= 0 ? body_end : html.size(), figures);
+  document.setHtml(html);
+
+  QTemporaryDir out_dir;
+  const QString temporary = out_dir.filePath(QStringLiteral("report.pdf"));
+  {
+    QPdfWriter writer(temporary);
+    writer.setTitle(title_);
+    writer.setCreator(QStringLiteral("ClusterScope"));
+    writer.setPageSize(QPageSize(QPageSize::A4));
+    writer.setResolution(96);
+    document.setPageSize(QSizeF(writer.width(), writer.height()));
+    document.print(&writer);
+  }
+  QFile in(temporary);
+  if (!in.open(QIODevice::ReadOnly)) return Error{path.toStdString() + ": the PDF was not written"};
+  return saveWhole(path, in.readAll());
+}
+
+Result<QStringList> RunView::exportCsv(const QString& stem_path, bool range_only) {
+  if (path_.isEmpty()) return Error{"no run is open"};
+  auto reader = trace::TraceReader::open(path_.toStdString());
+  if (!reader) return Error{reader.message()};
+  auto analysis = analysisFor(*reader.value(), range_only);
+  if (!analysis) return Error{analysis.message()};
+  QString stem = stem_path;
+  if (stem.endsWith(QStringLiteral(".csv"))) stem.chop(4);
+  std::optional<trace::TimeRange> window;
+  if (range_only) window = timeline_->selectedRange();
+  QStringList files;
+  for (trace::CsvTable table :
+       {trace::CsvTable::events, trace::CsvTable::breakdown, trace::CsvTable::kernels,
+        trace::CsvTable::collectives, trace::CsvTable::stragglers, trace::CsvTable::prediction}) {
+    if (table == trace::CsvTable::prediction && !analysis->prediction) continue;
+    const QString file = QStringLiteral("%1.%2.csv").arg(stem, q(std::string(to_string(table))));
+    auto written =
+        trace::export_csv(*reader.value(), &analysis.value(), table, file.toStdString(), window);
+    if (!written) return Error{written.message()};
+    files << file;
+  }
+  return files;
+}
+
+Status RunView::exportChromeTrace(const QString& path, bool range_only) {
+  if (path_.isEmpty()) return Error{"no run is open"};
+  auto reader = trace::TraceReader::open(path_.toStdString());
+  if (!reader) return Error{reader.message()};
+  trace::ChromeTraceOptions options;
+  if (range_only) {
+    options.window = timeline_->selectedRange();
+    if (!options.window) return Error{"no time range is selected (Shift+drag on the timeline)"};
+  }
+  auto written = trace::export_chrome_trace(*reader.value(), path.toStdString(), options);
+  if (!written) return Error{written.message()};
+  return {};
+}
+
+}  // namespace cs::gui

@@ -1,0 +1,136 @@
+#pragma once
+// A recorded run: its timeline (per rank, lane by lane) above the analyses of
+// core/trace_analysis.h — per-rank stacked bars (compute, exposed and hidden
+// communication, memory, idle), ranks with their overlap and stragglers, the
+// kernel and communication summaries (sortable, filterable; a row lists its
+// instances, an instance is shown on the timeline), and predicted against
+// measured. A click on the timeline shows the event's details; Shift+drag a
+// range shows its breakdown. The store is read on worker threads, each with
+// its own reader; results come back as values, stale ones dropped by job id.
+// Exports go through core/trace_export.h, the same code as the CLI.
+
+#include <QString>
+#include <QWidget>
+#include <cstdint>
+#include <memory>
+#include <optional>
+
+#include "core/result.h"
+#include "core/trace_analysis.h"
+#include "core/trace_export.h"
+
+class QChartView;
+class QLabel;
+class QLineEdit;
+class QSortFilterProxyModel;
+class QStandardItemModel;
+class QTabWidget;
+class QTableView;
+class QTableWidget;
+class QTextBrowser;
+
+namespace cs::gui {
+
+class TimelineWidget;
+
+class RunView : public QWidget {
+  Q_OBJECT
+
+ public:
+  explicit RunView(QWidget* parent = nullptr);
+  ~RunView() override;
+
+  // Opens a trace store: the timeline and the analyses load in the background
+  // (storeOpened, then analysisReady). A file that is not a store, of another
+  // schema version or still being written gets a message, never a crash.
+  void openStore(const QString& path);
+  QString storePath() const { return path_; }
+  QString message() const { return message_; }  // why the store could not be shown
+  const trace::RunAnalysis* analysis() const { return analysis_.get(); }
+  QString title() const { return title_; }
+
+  TimelineWidget* timeline() const { return timeline_; }
+  TimelineWidget* predictedTimeline() const { return predicted_; }
+  QTabWidget* tabs() const { return tabs_; }
+  QTextBrowser* details() const { return details_; }
+  QTextBrowser* rangeBreakdown() const { return range_text_; }
+  QChartView* breakdownChart() const { return chart_; }
+  QTableWidget* rankTable() const { return rank_table_; }
+  QTableView* kernelTable() const { return kernel_view_; }
+  QTableView* collectiveTable() const { return collective_view_; }
+  QSortFilterProxyModel* kernelProxy() const { return kernel_proxy_; }
+  QSortFilterProxyModel* collectiveProxy() const { return collective_proxy_; }
+  QLineEdit* filterField() const { return filter_; }
+  QLineEdit* searchField() const { return search_; }
+  QTableWidget* instances() const { return instances_; }
+  QTableWidget* predictionTable() const { return prediction_table_; }
+  // The range breakdown last shown (empty before a range was selected).
+  const std::optional<trace::RunAnalysis>& rangeAnalysis() const { return range_analysis_; }
+
+  // Lists the instances of the kernel or collective in the row (a row of the
+  // proxy) of the table shown; instancesReady follows.
+  void showKernelInstances(int proxy_row);
+  void showCollectiveInstances(int proxy_row);
+
+  // Exports; `range_only` limits them to the timeline's selected range.
+  Status exportHtml(const QString& path, bool range_only = false);
+  Status exportPdf(const QString& path, bool range_only = false);
+  // Every CSV table as <stem>.<table>.csv beside `stem_path`.
+  Result<QStringList> exportCsv(const QString& stem_path, bool range_only = false);
+  Status exportChromeTrace(const QString& path, bool range_only = false);
+
+ signals:
+  void storeOpened(const QString& path, const QString& error);
+  void analysisReady(const QString& error);
+  void rangeReady(const QString& error);
+  void instancesReady(int count, const QString& error);
+
+ private:
+  void startAnalysis();
+  void showAnalysis();
+  void analyseRange(std::optional<trace::TimeRange> range);
+  void showDetails(const std::optional<trace::StoredEvent>& event, const QString& name,
+                   const QString& lane, const QString& error);
+  void fillInstances(std::vector<trace::StoredEvent> events, const QString& error);
+  void startPrediction(const std::string& plan_json);
+  // The analysis an export uses: the whole run, or the selected range's.
+  Result<trace::RunAnalysis> analysisFor(const trace::TraceReader& reader, bool range_only) const;
+  QString reportHtml(const QString& core_html, bool range_only) const;
+  // What a report's timeline picture shows: the selected range, else one
+  // step (the second, past the warm-up, when there are several), else the view.
+  std::pair<trace::TimeRange, QString> pictureWindow(bool range_only) const;
+
+  QString path_;
+  QString message_;
+  QString title_;
+  std::uint64_t job_ = 0;
+  std::uint64_t range_job_ = 0;
+  std::uint64_t instance_job_ = 0;
+  std::shared_ptr<const trace::RunAnalysis> analysis_;
+  std::optional<trace::RunAnalysis> range_analysis_;
+  std::int64_t trace_start_ns_ = 0;
+  QString predicted_path_;
+
+  QLabel* header_;
+  TimelineWidget* timeline_;
+  TimelineWidget* predicted_;
+  QLabel* predicted_label_;
+  QLineEdit* search_;
+  QLabel* search_status_;
+  QTabWidget* tabs_;
+  QTextBrowser* details_;
+  QTextBrowser* range_text_;
+  QChartView* chart_;
+  QTableWidget* rank_table_;
+  QStandardItemModel* kernel_model_;
+  QStandardItemModel* collective_model_;
+  QSortFilterProxyModel* kernel_proxy_;
+  QSortFilterProxyModel* collective_proxy_;
+  QTableView* kernel_view_;
+  QTableView* collective_view_;
+  QLineEdit* filter_;
+  QTableWidget* instances_;
+  QTableWidget* prediction_table_;
+};
+
+}  // namespace cs::gui

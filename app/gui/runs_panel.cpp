@@ -1,0 +1,526 @@
+#include "app/gui/runs_panel.h"
+
+#include <QChart>
+#include <QChartView>
+#include <QComboBox>
+#include <QCoreApplication>
+#include <QDateTime>
+#include <QDir>
+#include <QFileInfo>
+#include <QFormLayout>
+#include <QHBoxLayout>
+#include <QHeaderView>
+#include <QLabel>
+#include <QLegend>
+#include <QLineEdit>
+#include <QLineSeries>
+#include <QListWidget>
+#include <QProcess>
+#include <QProgressBar>
+#include <QPushButton>
+#include <QSpinBox>
+#include <QSplitter>
+#include <QStandardPaths>
+#include <QTableWidget>
+#include <QTextBrowser>
+#include <QTimer>
+#include <QVBoxLayout>
+#include <QValueAxis>
+#include <algorithm>
+
+#include "app/calibration/calibration_workflow.h"
+#include "app/gui/project.h"
+#include "app/gui/workspace.h"
+#include "core/format.h"
+#include "core/host_probe.h"
+#include "profiler/plan_run.h"
+
+namespace cs::gui {
+
+namespace {
+
+QString q(const std::string& s) {
+  return QString::fromStdString(s);
+}
+
+QString q(std::string_view s) {
+  return QString::fromUtf8(s.data(), qsizetype(s.size()));
+}
+
+QChartView* lineChart(const QString& title, const QString& unit, QLineSeries* series,
+                      QWidget* parent) {
+  auto* chart = new QChart;
+  chart->setTitle(title);
+  chart->addSeries(series);
+  chart->createDefaultAxes();
+  chart->legend()->hide();
+  for (QAbstractAxis* axis : chart->axes(Qt::Vertical))
+    axis->setTitleText(unit);
+  for (QAbstractAxis* axis : chart->axes(Qt::Horizontal))
+    axis->setTitleText(QObject::tr("step"));
+  auto* view = new QChartView(chart, parent);
+  view->setRenderHint(QPainter::Antialiasing);
+  view->setMinimumHeight(160);
+  return view;
+}
+
+// Fits the chart's axes to its series.
+void fitAxes(QLineSeries* series) {
+  const QList<QPointF> points = series->points();
+  if (points.isEmpty()) return;
+  double x1 = points.front().x(), x2 = x1, y1 = points.front().y(), y2 = y1;
+  for (const QPointF& p : points) {
+    x1 = std::min(x1, p.x());
+    x2 = std::max(x2, p.x());
+    y1 = std::min(y1, p.y());
+    y2 = std::max(y2, p.y());
+  }
+  const double pad = std::max(1e-9, (y2 - y1) * 0.1);
+  QChart* chart = series->chart();
+  for (QAbstractAxis* axis : chart->axes(Qt::Horizontal))
+    axis->setRange(x1, std::max(x1 + 1, x2));
+  for (QAbstractAxis* axis : chart->axes(Qt::Vertical))
+    axis->setRange(std::max(0.0, y1 - pad), y2 + pad);
+}
+
+}  // namespace
+
+RunsPanel::RunsPanel(Workspace* workspace, QWidget* parent)
+    : QWidget(parent), workspace_(workspace) {
+  setObjectName(QStringLiteral("runs_panel"));
+  auto* layout = new QVBoxLayout(this);
+
+  auto* form = new QFormLayout;
+  backend_ = new QComboBox(this);
+  backend_->addItem(tr("Automatic (CUDA when a GPU is here)"), QStringLiteral("auto"));
+  backend_->addItem(tr("CPU engine (OpenBLAS + MPI)"), QStringLiteral("cpu"));
+  backend_->addItem(tr("CUDA engine"), QStringLiteral("cuda"));
+  form->addRow(tr("Engine"), backend_);
+  engine_ = new QLabel(this);
+  engine_->setObjectName(QStringLiteral("runs_engine"));
+  engine_->setWordWrap(true);
+  form->addRow(QString(), engine_);
+  placement_ = new QComboBox(this);
+  placement_->addItem(tr("This machine"), int(launch::Placement::local));
+  placement_->addItem(tr("Hosts of a hostfile"), int(launch::Placement::hostfile));
+  placement_->addItem(tr("Slurm job"), int(launch::Placement::slurm));
+  form->addRow(tr("Where"), placement_);
+  hostfile_ = new QLineEdit(this);
+  hostfile_->setPlaceholderText(tr("hostfile path (Open MPI format)"));
+  hostfile_->setEnabled(false);
+  form->addRow(tr("Hostfile"), hostfile_);
+  folder_ = new QLineEdit(this);
+  folder_->setText(QStandardPaths::writableLocation(QStandardPaths::AppDataLocation) +
+                   QStringLiteral("/runs"));
+  form->addRow(tr("Run stores in"), folder_);
+  steps_ = new QSpinBox(this);
+  steps_->setRange(1, 1000000);
+  steps_->setValue(20);
+  form->addRow(tr("Steps"), steps_);
+  hang_ = new QSpinBox(this);
+  hang_->setRange(0, 86400);
+  hang_->setValue(300);
+  hang_->setSuffix(tr(" s without progress is a hang (0: never)"));
+  form->addRow(tr("Hang after"), hang_);
+  layout->addLayout(form);
+
+  auto* buttons = new QHBoxLayout;
+  launch_button_ = new QPushButton(tr("Launch the current plan"), this);
+  cancel_button_ = new QPushButton(tr("Cancel"), this);
+  cancel_button_->setEnabled(false);
+  open_button_ = new QPushButton(tr("Open the run"), this);
+  open_button_->setEnabled(false);
+  buttons->addWidget(launch_button_);
+  buttons->addWidget(cancel_button_);
+  buttons->addWidget(open_button_);
+  buttons->addStretch(1);
+  layout->addLayout(buttons);
+
+  auto* profile_row = new QHBoxLayout;
+  profile_command_ = new QLineEdit(this);
+  profile_command_->setObjectName(QStringLiteral("runs_profile_command"));
+  profile_command_->setPlaceholderText(
+      tr("A CUDA program to profile, e.g. torchrun --nproc-per-node 2 train.py"));
+  profile_button_ = new QPushButton(tr("Profile a command"), this);
+  profile_row->addWidget(profile_command_, 1);
+  profile_row->addWidget(profile_button_);
+  layout->addLayout(profile_row);
+
+  auto* progress_row = new QHBoxLayout;
+  progress_ = new QProgressBar(this);
+  progress_->setRange(0, 1);
+  progress_->setValue(0);
+  eta_ = new QLabel(this);
+  progress_row->addWidget(progress_, 1);
+  progress_row->addWidget(eta_);
+  layout->addLayout(progress_row);
+
+  auto* split = new QSplitter(Qt::Vertical, this);
+  auto* charts = new QWidget(split);
+  auto* charts_layout = new QHBoxLayout(charts);
+  charts_layout->setContentsMargins(0, 0, 0, 0);
+  loss_ = new QLineSeries(this);
+  step_time_ = new QLineSeries(this);
+  loss_view_ = lineChart(tr("Loss (rank 0)"), tr("loss"), loss_, charts);
+  time_view_ = lineChart(tr("Step time (rank 0)"), tr("s"), step_time_, charts);
+  charts_layout->addWidget(loss_view_);
+  charts_layout->addWidget(time_view_);
+  rank_table_ = new QTableWidget(0, 6, split);
+  rank_table_->setObjectName(QStringLiteral("runs_ranks"));
+  rank_table_->setHorizontalHeaderLabels(
+      {tr("rank"), tr("state"), tr("step"), tr("loss"), tr("step time"), tr("detail")});
+  rank_table_->verticalHeader()->hide();
+  rank_table_->horizontalHeader()->setStretchLastSection(true);
+  report_ = new QTextBrowser(split);
+  report_->setObjectName(QStringLiteral("runs_report"));
+  report_->setPlaceholderText(tr("The report of the last run comes here."));
+  history_ = new QListWidget(split);
+  history_->setObjectName(QStringLiteral("runs_history"));
+  history_->setToolTip(tr("Runs of this project: double-click to open one"));
+  layout->addWidget(split, 1);
+
+  timer_ = new QTimer(this);
+  timer_->setInterval(100);
+  connect(timer_, &QTimer::timeout, this, &RunsPanel::poll);
+  connect(launch_button_, &QPushButton::clicked, this, [this] { launch(); });
+  connect(cancel_button_, &QPushButton::clicked, this, &RunsPanel::cancel);
+  connect(profile_button_, &QPushButton::clicked, this,
+          [this] { profileCommand(QProcess::splitCommand(profile_command_->text())); });
+  connect(open_button_, &QPushButton::clicked, this, [this] {
+    if (!store_.isEmpty()) emit openRunRequested(store_);
+  });
+  connect(history_, &QListWidget::itemActivated, this, [this](QListWidgetItem* item) {
+    emit openRunRequested(item->data(Qt::UserRole).toString());
+  });
+  connect(placement_, &QComboBox::currentIndexChanged, this, [this] {
+    hostfile_->setEnabled(placement_->currentData().toInt() == int(launch::Placement::hostfile));
+  });
+  connect(backend_, &QComboBox::currentIndexChanged, this,
+          [this] { engine_->setText(describeEngine()); });
+  connect(workspace_, &Workspace::projectChanged, this, &RunsPanel::refreshHistory);
+  engine_->setText(describeEngine());
+  refreshHistory();
+}
+
+RunsPanel::~RunsPanel() {
+  if (profiler_) {
+    profiler_->disconnect(this);
+    profiler_->kill();
+    profiler_->waitForFinished(5000);
+  }
+  // The launcher's destructor cancels a run still going and waits for it.
+  launcher_.reset();
+}
+
+QString RunsPanel::describeEngine() const {
+  const QString backend = backend_->currentData().toString();
+  if (backend == QStringLiteral("cpu")) return tr("The CPU engine runs (OpenBLAS + MPI).");
+  if (backend == QStringLiteral("cuda")) return tr("The CUDA engine runs (NCCL between GPUs).");
+  const HostInfo host = probe_host();
+  return host.gpus.empty()
+             ? tr("No GPU here (%1): the CPU engine runs (OpenBLAS + MPI).").arg(q(host.gpu_status))
+             : tr("%1: the CUDA engine runs.").arg(q(host.gpu_status));
+}
+
+Status RunsPanel::launch() {
+  auto fail = [this](const std::string& message) {
+    report_->setPlainText(tr("The run was not started: %1").arg(q(message)));
+    return Status(Error{message});
+  };
+  if (launcher_) return fail("a run is going; cancel it or wait for it to end");
+  auto plan = workspace_->project().resolved_plan();
+  if (!plan) return fail(plan.message());
+  launch::PlanRunOptions options;
+  options.backend = backend_->currentData().toString().toStdString();
+  options.steps = steps_->value();
+  options.hang_timeout = std::chrono::seconds(hang_->value());
+  options.placement = launch::Placement(placement_->currentData().toInt());
+  options.hostfile = hostfile_->text().toStdString();
+  if (options.placement == launch::Placement::hostfile && options.hostfile.empty())
+    return fail("hostfile: no file given");
+  const QString folder = folder_->text();
+  if (!QDir().mkpath(folder)) return fail(folder.toStdString() + ": cannot create the folder");
+  started_ = QDateTime::currentDateTimeUtc().toString(Qt::ISODate);
+  const QString stamp =
+      QDateTime::currentDateTime().toString(QStringLiteral("yyyyMMdd-HHmmss-zzz"));
+  options.run_store = QDir(folder).filePath(QStringLiteral("run-%1.db").arg(stamp)).toStdString();
+  options.command_line = "clusterscope-ui: Runs ▸ Launch";
+  auto run = launch::plan_run(plan.value(), options);
+  if (!run) return fail(run.message());
+  // The planner's estimate of this very run, in its store, as `clusterscope
+  // run` records it: the run view then holds the plan against the measurement.
+  if (options.placement == launch::Placement::local) {
+    auto prediction = calib::predict_run(workspace_->catalog(), plan.value(), run->backend,
+                                         run->spec.ranks, probe_host().hostname);
+    if (prediction) {
+      run->spec.extra_meta.emplace_back("predicted_step", prediction->predicted_step_json);
+      run->notes.push_back("the planner predicts " + format_seconds(prediction->step_seconds) +
+                           " per step on " + prediction->cluster +
+                           (prediction->calibrated ? " (calibrated)" : ""));
+    } else {
+      run->notes.push_back("no prediction in the run store: " + prediction.message());
+    }
+  }
+
+  auto launcher = std::make_unique<launch::Launcher>(run->spec);
+  if (Status s = launcher->start(); !s) return fail(s.message());
+  launcher_ = std::move(launcher);
+  store_ = q(run->spec.run_store);
+  const ProjectPlan* current = workspace_->project().current();
+  plan_name_ = current ? q(current->name) : QString();
+  total_steps_ = options.steps;
+  step_seconds_sum_ = 0;
+  step_seconds_count_ = 0;
+  rank_steps_.assign(std::size_t(run->spec.ranks), -1);
+  last_report_.reset();
+  loss_->clear();
+  step_time_->clear();
+  rank_table_->setRowCount(run->spec.ranks);
+  for (int r = 0; r < run->spec.ranks; ++r)
+    setRankRow(r, tr("starting"));
+  progress_->setRange(0, total_steps_);
+  progress_->setValue(0);
+  eta_->setText(tr("starting…"));
+  QString text = tr("<b>%1</b> — %2 ranks, %3 steps, %4 engine<br>store: %5")
+                     .arg(q(run->spec.title).toHtmlEscaped())
+                     .arg(run->spec.ranks)
+                     .arg(total_steps_)
+                     .arg(q(run->backend), store_.toHtmlEscaped());
+  for (const std::string& note : run->notes)
+    text += QStringLiteral("<br>note: ") + q(note).toHtmlEscaped();
+  report_->setHtml(text);
+  engine_->setText(run->backend == "cpu" ? tr("The CPU engine runs (OpenBLAS + MPI).")
+                                         : tr("The CUDA engine runs."));
+  launch_button_->setEnabled(false);
+  cancel_button_->setEnabled(true);
+  open_button_->setEnabled(false);
+  timer_->start();
+  emit runStarted(store_);
+  return {};
+}
+
+void RunsPanel::cancel() {
+  if (!launcher_) return;
+  eta_->setText(tr("cancelling: the ranks close their stores…"));
+  launcher_->cancel();
+}
+
+std::vector<launch::RankStatus> RunsPanel::ranks() const {
+  return launcher_ ? launcher_->ranks() : std::vector<launch::RankStatus>();
+}
+
+int RunsPanel::lossPoints() const {
+  return int(loss_->count());
+}
+
+int RunsPanel::stepTimePoints() const {
+  return int(step_time_->count());
+}
+
+void RunsPanel::setRankRow(int rank, const QString& state, const QString& detail) {
+  if (rank < 0 || rank >= rank_table_->rowCount()) return;
+  auto set = [this, rank](int column, const QString& text) {
+    auto* item = rank_table_->item(rank, column);
+    if (!item) {
+      item = new QTableWidgetItem;
+      item->setFlags(item->flags() & ~Qt::ItemIsEditable);
+      rank_table_->setItem(rank, column, item);
+    }
+    item->setText(text);
+    return item;
+  };
+  set(0, QString::number(rank));
+  QTableWidgetItem* state_item = set(1, state);
+  state_item->setBackground(state == tr("failed") ? QColor(0xff, 0xc8, 0xc8) : QColor());
+  if (!detail.isEmpty()) set(5, detail);
+}
+
+void RunsPanel::poll() {
+  if (!launcher_) return;
+  for (const launch::LaunchEvent& e : launcher_->take_events())
+    handle(e);
+  if (launcher_->finished()) finish();
+}
+
+void RunsPanel::handle(const launch::LaunchEvent& e) {
+  using Kind = launch::LaunchEvent::Kind;
+  switch (e.kind) {
+    case Kind::started:
+      report_->append(tr("started: %1").arg(q(e.text)).toHtmlEscaped());
+      break;
+    case Kind::rank_started:
+      setRankRow(e.rank, tr("running"), q(e.text));
+      break;
+    case Kind::step: {
+      if (e.rank >= 0 && e.rank < int(rank_steps_.size()))
+        rank_steps_[std::size_t(e.rank)] = e.step;
+      setRankRow(e.rank, tr("running"));
+      if (auto* item = rank_table_->item(e.rank, 0); item) {
+        rank_table_->setItem(e.rank, 2, new QTableWidgetItem(QString::number(e.step + 1)));
+        rank_table_->setItem(e.rank, 3, new QTableWidgetItem(QString::number(e.loss, 'f', 4)));
+        rank_table_->setItem(e.rank, 4, new QTableWidgetItem(q(format_seconds(e.step_seconds))));
+      }
+      if (e.rank == 0) {
+        loss_->append(e.step + 1, e.loss);
+        step_time_->append(e.step + 1, e.step_seconds);
+        fitAxes(loss_);
+        fitAxes(step_time_);
+        step_seconds_sum_ += e.step_seconds;
+        ++step_seconds_count_;
+      }
+      // Progress: the slowest rank's finished steps.
+      const int done =
+          rank_steps_.empty() ? 0 : *std::min_element(rank_steps_.begin(), rank_steps_.end()) + 1;
+      progress_->setValue(std::clamp(done, 0, total_steps_));
+      if (step_seconds_count_ > 0) {
+        const double mean = step_seconds_sum_ / step_seconds_count_;
+        eta_->setText(tr("step %1 of %2 · ETA %3")
+                          .arg(done)
+                          .arg(total_steps_)
+                          .arg(q(format_seconds(mean * double(total_steps_ - done)))));
+      }
+      break;
+    }
+    case Kind::rank_done:
+      setRankRow(e.rank, tr("done"));
+      break;
+    case Kind::rank_failed:
+      setRankRow(e.rank, tr("failed"), q(e.text));
+      report_->append(tr("rank %1 failed: %2").arg(e.rank).arg(q(e.text)).toHtmlEscaped());
+      break;
+    case Kind::message:
+      report_->append(q(e.text).toHtmlEscaped());
+      break;
+    case Kind::hung:
+      report_->append(tr("no progress: the run is hung. %1").arg(q(e.text)).toHtmlEscaped());
+      break;
+    case Kind::stopping:
+      eta_->setText(tr("stopping: the ranks close their stores…"));
+      break;
+    case Kind::merging:
+      eta_->setText(tr("merging the rank stores…"));
+      break;
+    case Kind::finished:
+      break;
+  }
+}
+
+void RunsPanel::finish() {
+  timer_->stop();
+  const launch::RunReport r = launcher_->wait();
+  launcher_.reset();
+  last_report_ = r;
+  const QString outcome = q(to_string(r.outcome));
+  QString html = tr("<h3>Run %1</h3><p>%2</p>").arg(outcome, q(r.message).toHtmlEscaped());
+  if (r.failure) {
+    html += tr("<p><b>rank %1</b> on %2 (pid %3): %4</p>")
+                .arg(r.failure->rank)
+                .arg(q(r.failure->host).toHtmlEscaped())
+                .arg(r.failure->pid)
+                .arg(q(r.failure->description).toHtmlEscaped());
+    if (!r.failure->last_lines.empty()) {
+      html += tr("<p>Its last lines:</p><pre>");
+      for (const std::string& line : r.failure->last_lines)
+        html += q(line).toHtmlEscaped() + QLatin1Char('\n');
+      html += QStringLiteral("</pre>");
+    }
+  }
+  if (!r.merge_note.empty()) html += tr("<p>Stores: %1</p>").arg(q(r.merge_note).toHtmlEscaped());
+  if (!r.slurm_script.empty())
+    html += tr("<p>Slurm script: %1 %2</p>")
+                .arg(q(r.slurm_script).toHtmlEscaped(), q(r.slurm_job).toHtmlEscaped());
+  const bool openable = !r.run_store.empty() && QFileInfo::exists(q(r.run_store));
+  html += openable ? tr("<p>The run store opens with “Open the run”%1.</p>")
+                         .arg(r.outcome == launch::Outcome::completed ? QString()
+                                                                      : tr(" (what was recorded)"))
+                   : tr("<p>No run store was made.</p>");
+  report_->setHtml(html);
+  for (const launch::RankStatus& s : r.ranks)
+    setRankRow(s.rank, q(to_string(s.state)));
+  eta_->setText(outcome);
+  if (openable) store_ = q(r.run_store);
+  open_button_->setEnabled(openable);
+  launch_button_->setEnabled(true);
+  cancel_button_->setEnabled(false);
+
+  recordRun(plan_name_, store_, outcome, q(r.message));
+  emit runFinished(outcome, store_);
+}
+
+void RunsPanel::recordRun(const QString& title, const QString& store, const QString& outcome,
+                          const QString& message) {
+  // Into the project's history (one undo step, saved with the project).
+  Project project = workspace_->project();
+  ProjectRun run;
+  run.title = title.toStdString();
+  run.store = store.toStdString();
+  run.outcome = outcome.toStdString();
+  run.message = message.toStdString();
+  run.started = started_.toStdString();
+  run.plan = title.toStdString();
+  project.runs.push_back(std::move(run));
+  workspace_->edit(tr("Record run"), std::move(project));
+}
+
+Status RunsPanel::profileCommand(const QStringList& command) {
+  auto fail = [this](const QString& message) {
+    report_->setPlainText(tr("Nothing was profiled: %1").arg(message));
+    return Status(Error{message.toStdString()});
+  };
+  if (command.isEmpty()) return fail(tr("no command given"));
+  if (profiler_) return fail(tr("a command is being profiled"));
+  QString program = QCoreApplication::applicationDirPath() + QStringLiteral("/clusterscope");
+  if (!QFileInfo(program).isExecutable())
+    program = QStandardPaths::findExecutable(QStringLiteral("clusterscope"));
+  if (program.isEmpty())
+    return fail(tr("the clusterscope program was not found beside this one or on PATH"));
+  const QString folder = folder_->text();
+  if (!QDir().mkpath(folder)) return fail(tr("%1: cannot create the folder").arg(folder));
+  started_ = QDateTime::currentDateTimeUtc().toString(Qt::ISODate);
+  const QString store = QDir(folder).filePath(
+      QStringLiteral("profile-%1.db")
+          .arg(QDateTime::currentDateTime().toString(QStringLiteral("yyyyMMdd-HHmmss-zzz"))));
+  profiler_ = new QProcess(this);
+  profiler_->setProcessChannelMode(QProcess::MergedChannels);
+  const QString title = QFileInfo(command.front()).fileName();
+  connect(profiler_, &QProcess::finished, this, [this, store, title](int code) {
+    const QString output = QString::fromLocal8Bit(profiler_->readAll());
+    profiler_->deleteLater();
+    profiler_ = nullptr;
+    profile_button_->setEnabled(true);
+    const bool written = QFileInfo::exists(store);
+    report_->setPlainText(
+        (written ? tr("Profiled %1 (exit status %2).\n").arg(title).arg(code)
+                 : tr("Profiling %1 wrote no run store (exit status %2).\n").arg(title).arg(code)) +
+        output);
+    if (written) {
+      store_ = store;
+      open_button_->setEnabled(true);
+      recordRun(tr("profile: %1").arg(title), store,
+                code == 0 ? QStringLiteral("complete") : QStringLiteral("failed"),
+                output.trimmed().section(QLatin1Char('\n'), -1));
+    }
+    emit profileFinished(written ? store : QString(), output);
+  });
+  profile_button_->setEnabled(false);
+  report_->setPlainText(tr("Profiling: %1").arg(command.join(QLatin1Char(' '))));
+  profiler_->start(program, QStringList{QStringLiteral("profile"), QStringLiteral("--out"), store,
+                                        QStringLiteral("--")} +
+                                command);
+  return {};
+}
+
+void RunsPanel::refreshHistory() {
+  history_->clear();
+  const Project& project = workspace_->project();
+  for (auto it = project.runs.rbegin(); it != project.runs.rend(); ++it) {
+    auto* item = new QListWidgetItem(
+        tr("%1 · %2 · %3 — %4")
+            .arg(q(it->started), q(it->plan), q(it->outcome), QFileInfo(q(it->store)).fileName()),
+        history_);
+    item->setData(Qt::UserRole, q(it->store));
+    item->setToolTip(q(it->message));
+  }
+}
+
+}  // namespace cs::gui

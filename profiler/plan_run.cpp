@@ -1,0 +1,134 @@
+#include "profiler/plan_run.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+
+#include <nlohmann/json.hpp>
+
+#include "core/host_probe.h"
+#include "core/model_json.h"
+#include "core/workload.h"
+#include "profiler/worker/gpt_model.h"
+#include "profiler/worker_shape.h"
+
+namespace cs::launch {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string format_float(double v) {
+  char buffer[32];
+  std::snprintf(buffer, sizeof buffer, "%.9g", v);
+  return buffer;
+}
+
+}  // namespace
+
+Result<PlanRun> plan_run(const Plan& plan, const PlanRunOptions& o) {
+  PlanRun run;
+  run.backend = o.backend;
+  if (run.backend == "auto") {
+    const HostInfo host = probe_host();
+    if (!host.gpus.empty()) {
+      run.backend = "cuda";
+      run.notes.push_back("backend auto: " + host.gpu_status + ": the CUDA engine runs");
+    } else {
+      run.backend = "cpu";
+      run.notes.push_back("backend auto: no GPU here (" + host.gpu_status +
+                          "): the CPU engine runs (OpenBLAS + MPI)");
+    }
+  } else if (run.backend != "cpu" && run.backend != "cuda") {
+    return Error{"backend: \"" + run.backend + "\" is not cpu, cuda or auto"};
+  }
+  const ParallelPlan& p = plan.parallel;
+  if (p.zero_stage > 1) {
+    return Error{
+        "parallel.zero_stage: the engines implement ZeRO stages 0 and 1; the plan asks "
+        "for ZeRO-" +
+        std::to_string(p.zero_stage)};
+  }
+  if (p.virtual_stages > 1 || p.schedule == PipelineSchedule::interleaved) {
+    run.notes.push_back("the interleaved pipeline schedule runs as plain 1F1B");
+  }
+  if (p.sequence_parallel)
+    run.notes.push_back("sequence parallelism is not implemented: it runs without it");
+  if (p.recompute != Recompute::none)
+    run.notes.push_back("activation recomputation is not implemented: it runs without it");
+  const Precision compute = plan.precision.compute;
+  std::string precision(to_string(compute));
+  if (run.backend == "cpu") {
+    if (compute == Precision::tf32) {
+      run.notes.push_back("tf32 has no meaning on the CPU: it computes in fp32");
+      precision = "fp32";
+    } else if (compute != Precision::fp32 && compute != Precision::bf16) {
+      return Error{
+          "precision.compute: the CPU engine computes in fp32 or bf16; the plan asks "
+          "for " +
+          precision};
+    }
+  }
+  if (o.steps < 1) return Error{"steps: must be >= 1 (got " + std::to_string(o.steps) + ")"};
+  if (o.run_store.empty()) return Error{"run store: no path given"};
+
+  // The plan's model scaled to this machine, with the data-parallel buckets
+  // scaled alike (the plan's would hold a scaled model whole).
+  auto shape = worker_shape_for(plan.workload, p.tp, p.pp);
+  if (!shape) return Error{shape.message()};
+  if (!shape->scaled.empty())
+    run.notes.push_back("the model is scaled to this machine: " + shape->scaled);
+  double scaled_params = 0;
+  for (const worker::ParamInfo& info : worker::gpt_parameter_layout(shape->config, {}))
+    scaled_params += static_cast<double>(info.numel());
+  const double plan_bucket_kib = p.bucket_mib * 1024;
+  const double full_params = parameter_count(plan.workload);
+  const double bucket_kib =
+      full_params > 0
+          ? std::clamp(plan_bucket_kib * scaled_params / full_params, 16.0, plan_bucket_kib)
+          : plan_bucket_kib;
+
+  const std::string out = fs::absolute(o.run_store).lexically_normal().string();
+  std::error_code ec;
+  if (const fs::path parent = fs::path(out).parent_path(); !parent.empty())
+    fs::create_directories(parent, ec);
+  run.plan_path = (out.ends_with(".db") ? out.substr(0, out.size() - 3) : out) + ".plan.json";
+  if (Status s = write_json_file(run.plan_path, to_json(plan)); !s) return Error{s.message()};
+
+  const int ranks = p.world_size();
+  RunSpec& spec = run.spec;
+  spec.title = o.title.empty() ? plan.workload.display_name + " on " + std::to_string(ranks) +
+                                     (ranks == 1 ? " rank" : " ranks")
+                               : o.title;
+  const auto worker = find_worker();
+  if (!worker) return Error{"clusterscope-worker was not found beside this program or on PATH"};
+  spec.worker = *worker;
+  spec.worker_args = {"--plan",         run.plan_path,
+                      "--backend",      run.backend,
+                      "--dp",           std::to_string(p.dp),
+                      "--tp",           std::to_string(p.tp),
+                      "--pp",           std::to_string(p.pp),
+                      "--zero",         std::to_string(p.zero_stage),
+                      "--micro-batch",  std::to_string(p.micro_batch),
+                      "--global-batch", std::to_string(p.global_batch),
+                      "--precision",    precision,
+                      "--steps",        std::to_string(o.steps),
+                      "--lr",           format_float(o.lr),
+                      "--seed",         std::to_string(o.seed),
+                      "--bucket-kib",   format_float(bucket_kib)};
+  if (o.threads > 0) {
+    spec.worker_args.push_back("--threads");
+    spec.worker_args.push_back(std::to_string(o.threads));
+  }
+  spec.ranks = ranks;
+  spec.run_store = out;
+  spec.hang_timeout = o.hang_timeout;
+  spec.plan_json = to_json(plan).dump();
+  spec.command_line = o.command_line;
+  spec.placement = o.placement;
+  spec.hostfile = o.hostfile;
+  spec.slurm = o.slurm;
+  return run;
+}
+
+}  // namespace cs::launch

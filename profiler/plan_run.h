@@ -1,0 +1,45 @@
+#pragma once
+// A plan made into a run of the engines: which engine (CUDA when a GPU is
+// here, else the CPU engine, said in a note), what the engines run instead of
+// what they lack (notes), the model scaled to this machine, and the launcher's
+// RunSpec with the worker's arguments. `clusterscope run` builds the same
+// arguments from the same plan; the desktop app calls this. Qt-free.
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/plans.h"
+#include "core/result.h"
+#include "profiler/launcher.h"
+
+namespace cs::launch {
+
+struct PlanRunOptions {
+  std::string backend = "auto";  // cpu, cuda or auto
+  int steps = 20;
+  std::string run_store;  // absolute path of the run store (.db)
+  std::string title;      // default: "<model> on N ranks"
+  double lr = 1e-3;
+  std::uint64_t seed = 1234;
+  int threads = 0;  // BLAS threads per rank (CPU); 0: the worker's default
+  std::chrono::milliseconds hang_timeout{std::chrono::minutes(5)};
+  Placement placement = Placement::local;
+  std::string hostfile;  // Placement::hostfile
+  SlurmOptions slurm;    // Placement::slurm
+  std::string command_line;
+};
+
+struct PlanRun {
+  RunSpec spec;
+  std::string backend;             // the engine that runs: "cpu" or "cuda"
+  std::vector<std::string> notes;  // what runs differently from the plan, and why
+  std::string plan_path;           // the plan the workers read, written beside the store
+};
+
+// Fails (naming the field) when the engines cannot run the plan: ZeRO-2/3, a
+// precision the CPU engine lacks, no clusterscope-worker, an unwritable folder.
+Result<PlanRun> plan_run(const Plan& plan, const PlanRunOptions& options);
+
+}  // namespace cs::launch

@@ -1,0 +1,591 @@
+// The run view on real trace stores: one the CPU engine writes during the
+// test (two ranks through mpirun), the CUDA engine's committed stores, and
+// Kineto and Nsight Systems traces imported through the app. Open, zoom and
+// pan, select a kernel (from its table row and with the mouse), a range's
+// breakdown, search, collapse a rank, the exports (HTML, PDF, CSV, Chrome
+// trace), and files that are not stores of this version: a message, no crash.
+
+#include <QApplication>
+#include <QChart>
+#include <QChartView>
+#include <QDockWidget>
+#include <QFile>
+#include <QHelpEvent>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QLabel>
+#include <QLineEdit>
+#include <QSignalSpy>
+#include <QSortFilterProxyModel>
+#include <QTableView>
+#include <QTableWidget>
+#include <QTemporaryDir>
+#include <QTest>
+#include <QTextBrowser>
+#include <QToolTip>
+
+#include <nlohmann/json.hpp>
+
+#include "../profiler/worker_runs.h"
+#include "app/gui/main_window.h"
+#include "app/gui/project.h"
+#include "app/gui/run_view.h"
+#include "app/gui/timeline_widget.h"
+#include "core/model_json.h"
+#include "core/presets.h"
+#include "core/trace_reader.h"
+#include "core/trace_writer.h"
+#include "gui_test_support.h"
+
+using namespace cs;
+using namespace cs::gui;
+
+class TestGuiRun : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void initTestCase();
+  void opensCpuEngineRun();
+  void zoomPanAndSelect();
+  void kernelRowShowsInstances();
+  void rangeBreakdown();
+  void hoverTooltip();
+  void searchNextPrevious();
+  void collapseRank();
+  void exports();
+  void committedTraces_data();
+  void committedTraces();
+  void importedTraces_data();
+  void importedTraces();
+  void badFiles_data();
+  void badFiles();
+
+ private:
+  void openAndWait(RunView& view, const QString& path);
+  QTemporaryDir dir_;
+  QString cpu_store_;
+};
+
+void TestGuiRun::initTestCase() {
+  cs::gui::test::isolateSettings();
+  QVERIFY(dir_.isValid());
+  // A real run of the CPU engine: two data-parallel ranks, three steps.
+  std::vector<std::string> args = cs::test::tiny_model_args();
+  args.insert(args.end(), {"--steps", "3", "--dp", "2", "--micro-batch", "1"});
+  launch::RunSpec spec = cs::test::worker_spec(2, args);
+  spec.title = "gui test run";
+  // The plan recorded with the run, as `clusterscope run` records it.
+  auto catalog = PresetCatalog::load(CS_SOURCE_DIR "/resources/presets");
+  QVERIFY(catalog.ok());
+  auto project = default_project(catalog.value());
+  QVERIFY(project.ok());
+  Plan plan = project->resolved_plan().value();
+  plan.parallel.dp = 2;
+  plan.parallel.tp = 1;
+  plan.parallel.pp = 1;
+  plan.parallel.sequence_parallel = false;
+  spec.plan_json = to_json(plan).dump();
+  spec.run_store = dir_.filePath(QStringLiteral("cpu-run.db")).toStdString();
+  const cs::test::WorkerRun run = cs::test::run_worker(spec);
+  QVERIFY2(run.report.outcome == launch::Outcome::completed, run.report.message.c_str());
+  cpu_store_ = QString::fromStdString(run.report.run_store);
+  QVERIFY(QFile::exists(cpu_store_));
+}
+
+void TestGuiRun::openAndWait(RunView& view, const QString& path) {
+  QSignalSpy analysed(&view, &RunView::analysisReady);
+  view.openStore(path);
+  QTRY_VERIFY_WITH_TIMEOUT(analysed.count() == 1, 60000);
+  QVERIFY2(analysed.front().at(0).toString().isEmpty(),
+           qPrintable(analysed.front().at(0).toString()));
+  TimelineWidget* t = view.timeline();
+  QTRY_VERIFY_WITH_TIMEOUT(!t->busy() && t->frameJob() != 0 && t->frameJob() == t->requestedJob(),
+                           30000);
+}
+
+void TestGuiRun::opensCpuEngineRun() {
+  RunView view;
+  view.resize(1200, 900);
+  view.show();
+  QVERIFY(QTest::qWaitForWindowExposed(&view));
+  openAndWait(view, cpu_store_);
+  QVERIFY(view.message().isEmpty());
+  QVERIFY(view.analysis());
+  QCOMPARE(int(view.analysis()->ranks.size()), 2);
+  QVERIFY(view.timeline()->laneCount() >= 2);
+  QVERIFY(view.timeline()->handedSpans() > 0);
+  // The stacked bars: a category per rank, six parts.
+  QChart* chart = view.breakdownChart()->chart();
+  QVERIFY(chart);
+  QCOMPARE(chart->series().size(), 1);
+  QCOMPARE(view.rankTable()->rowCount(), 2);
+  QVERIFY(view.kernelProxy()->rowCount() > 0);
+  QVERIFY(view.collectiveProxy()->rowCount() > 0);  // the data-parallel all-reduces
+  // The planner's step for the run's own plan, beside the measured lanes.
+  QTRY_VERIFY2_WITH_TIMEOUT(
+      view.predictedTimeline()->isVisible(),
+      qPrintable(view.findChild<QLabel*>(QStringLiteral("run_predicted_label"))->text()), 30000);
+  QTRY_VERIFY_WITH_TIMEOUT(view.predictedTimeline()->laneCount() > 0, 30000);
+
+  view.tabs()->setCurrentIndex(1);
+  view.repaint();
+  const QImage analysis = cs::gui::test::saveScreenshot(&view, QStringLiteral("run-analysis"));
+  double dominant = 1;
+  QVERIFY(cs::gui::test::distinctColours(analysis, &dominant) > 20);
+  QVERIFY(dominant < 0.95);
+  view.tabs()->setCurrentIndex(0);
+  view.timeline()->repaint();
+  const QImage timeline =
+      cs::gui::test::saveScreenshot(view.timeline(), QStringLiteral("run-timeline"));
+  QVERIFY(cs::gui::test::distinctColours(timeline, &dominant) > 8);
+  QVERIFY(dominant < 0.95);
+}
+
+void TestGuiRun::zoomPanAndSelect() {
+  RunView view;
+  view.resize(1200, 900);
+  view.show();
+  QVERIFY(QTest::qWaitForWindowExposed(&view));
+  openAndWait(view, cpu_store_);
+  TimelineWidget* t = view.timeline();
+  const trace::TimeRange full = t->fullRange();
+  const std::int64_t middle = full.start_ns + (full.end_ns - full.start_ns) / 2;
+  t->zoom(4, middle);
+  QCOMPARE(t->window().end_ns - t->window().start_ns, (full.end_ns - full.start_ns) / 4);
+  const trace::TimeRange zoomed = t->window();
+  // Pan by dragging: right moves the window earlier.
+  const QPoint from(t->width() / 2, 10);
+  QTest::mousePress(t, Qt::LeftButton, {}, from);
+  QTest::mouseMove(t, from + QPoint(100, 0));
+  QTest::mouseRelease(t, Qt::LeftButton, {}, from + QPoint(100, 0));
+  QVERIFY(t->window().start_ns < zoomed.start_ns);
+  QTRY_VERIFY_WITH_TIMEOUT(!t->busy() && t->frameJob() == t->requestedJob(), 30000);
+
+  // Select the longest kernel's first instance from the table, then click it.
+  view.kernelProxy()->sort(4, Qt::DescendingOrder);
+  QSignalSpy instances(&view, &RunView::instancesReady);
+  view.showKernelInstances(0);
+  QTRY_COMPARE_WITH_TIMEOUT(instances.count(), 1, 30000);
+  QVERIFY(instances.front().at(0).toInt() > 0);
+  const QString kernel = view.kernelProxy()->index(0, 0).data().toString();
+  QSignalSpy selected(t, &TimelineWidget::eventSelected);
+  view.instances()->setCurrentCell(0, 0);
+  QTRY_COMPARE_WITH_TIMEOUT(selected.count(), 1, 30000);
+  QVERIFY(t->selectedEvent());
+  QCOMPARE(t->selectedName(), kernel);
+  const trace::StoredEvent event = *t->selectedEvent();
+  QVERIFY(view.details()->toPlainText().contains(kernel));
+  QVERIFY(view.details()->toPlainText().contains(QStringLiteral("duration")));
+  // The view moved to show it.
+  QVERIFY(t->window().start_ns <= event.event.start_ns);
+  QVERIFY(t->window().end_ns >= event.event.end_ns);
+  QTRY_VERIFY_WITH_TIMEOUT(!t->busy() && t->frameJob() == t->requestedJob(), 30000);
+
+  // The mouse: a click in the middle of the event, on its lane.
+  t->clearSelection();
+  QVERIFY(!t->selectedEvent());
+  int lane = -1;
+  for (int i = 0; i < t->laneCount(); ++i) {
+    if (t->laneInfo(i).id.value == event.event.lane.value) lane = i;
+  }
+  QVERIFY(lane >= 0);
+  const QRectF row = t->laneRect(lane);
+  QVERIFY(!row.isEmpty());
+  const double x = t->xOf(event.event.start_ns + event.event.duration_ns() / 2);
+  selected.clear();
+  QTest::mouseClick(t, Qt::LeftButton, {}, QPoint(int(x), int(row.bottom()) - 4));
+  QTRY_COMPARE_WITH_TIMEOUT(selected.count(), 1, 30000);
+  QVERIFY(t->selectedEvent());
+  // The innermost event under the click: this kernel, or one nested in it.
+  const trace::Event& clicked = t->selectedEvent()->event;
+  QVERIFY(clicked.start_ns <= event.event.start_ns + event.event.duration_ns() / 2 + 1);
+  QVERIFY(clicked.end_ns >= event.event.start_ns + event.event.duration_ns() / 2 - 1);
+  QVERIFY(!view.details()->toPlainText().isEmpty());
+}
+
+void TestGuiRun::kernelRowShowsInstances() {
+  RunView view;
+  view.resize(1200, 900);
+  view.show();
+  openAndWait(view, cpu_store_);
+  // The filter keeps the rows whose name holds the text, in either case.
+  const QString first = view.kernelProxy()->index(0, 0).data().toString();
+  const int all = view.kernelProxy()->rowCount();
+  view.filterField()->setText(first.toUpper());
+  QVERIFY(view.kernelProxy()->rowCount() >= 1);
+  QVERIFY(view.kernelProxy()->rowCount() <= all);
+  for (int r = 0; r < view.kernelProxy()->rowCount(); ++r) {
+    QVERIFY(view.kernelProxy()->index(r, 0).data().toString().contains(first, Qt::CaseInsensitive));
+  }
+  view.filterField()->clear();
+  QCOMPARE(view.kernelProxy()->rowCount(), all);
+  // Sorting by count, descending: numbers, not text.
+  view.kernelTable()->sortByColumn(3, Qt::DescendingOrder);
+  for (int r = 1; r < view.kernelProxy()->rowCount(); ++r) {
+    QVERIFY(view.kernelProxy()->index(r - 1, 3).data(Qt::UserRole).toDouble() >=
+            view.kernelProxy()->index(r, 3).data(Qt::UserRole).toDouble());
+  }
+  // A collective row: its instances are that collective's events.
+  QSignalSpy instances(&view, &RunView::instancesReady);
+  view.collectiveTable()->selectRow(0);
+  QTRY_COMPARE_WITH_TIMEOUT(instances.count(), 1, 30000);
+  QVERIFY2(instances.front().at(1).toString().isEmpty(),
+           qPrintable(instances.front().at(1).toString()));
+  const int count = view.collectiveProxy()->index(0, 4).data(Qt::UserRole).toInt();
+  QCOMPARE(view.instances()->rowCount(), std::min(count, 1000));
+}
+
+void TestGuiRun::rangeBreakdown() {
+  RunView view;
+  view.resize(1200, 900);
+  view.show();
+  openAndWait(view, cpu_store_);
+  TimelineWidget* t = view.timeline();
+  const trace::TimeRange full = t->fullRange();
+  const trace::TimeRange half{full.start_ns, full.start_ns + (full.end_ns - full.start_ns) / 2};
+  QSignalSpy ready(&view, &RunView::rangeReady);
+  t->setSelectedRange(half);
+  QTRY_COMPARE_WITH_TIMEOUT(ready.count(), 1, 30000);
+  QVERIFY2(ready.front().at(0).toString().isEmpty(), qPrintable(ready.front().at(0).toString()));
+  QVERIFY(view.rangeAnalysis());
+  QCOMPARE(int(view.rangeAnalysis()->ranks.size()), 2);
+  for (std::size_t r = 0; r < 2; ++r) {
+    const trace::Breakdown& part = view.rangeAnalysis()->ranks[r].total;
+    const trace::Breakdown& whole = view.analysis()->ranks[r].total;
+    QVERIFY(part.window_end_ns <= half.end_ns);
+    QVERIFY(part.busy_ns <= whole.busy_ns);
+    QVERIFY(part.compute_ns <= whole.compute_ns);
+    QVERIFY(part.span_ns <= half.end_ns - half.start_ns);
+  }
+  QVERIFY(view.rangeBreakdown()->toPlainText().contains(QStringLiteral("Range")));
+  QVERIFY(view.rangeBreakdown()->toPlainText().contains(QStringLiteral("compute")));
+
+  // Shift+drag selects a range with the mouse.
+  ready.clear();
+  const QRectF lane = t->laneRect(0);
+  QTest::mousePress(t, Qt::LeftButton, Qt::ShiftModifier, QPoint(int(lane.left()) + 20, 30));
+  QTest::mouseMove(t, QPoint(int(lane.left()) + 220, 30));
+  QTest::mouseRelease(t, Qt::LeftButton, Qt::ShiftModifier, QPoint(int(lane.left()) + 220, 30));
+  QVERIFY(t->selectedRange());
+  QTRY_COMPARE_WITH_TIMEOUT(ready.count(), 1, 30000);
+  QVERIFY(t->selectedRange()->start_ns >= t->window().start_ns);
+  QVERIFY(t->selectedRange()->end_ns > t->selectedRange()->start_ns);
+}
+
+// Hovering an all-reduce: its name and duration at once, then its bytes and
+// bandwidth, read on the worker thread.
+void TestGuiRun::hoverTooltip() {
+  RunView view;
+  view.resize(1200, 900);
+  view.show();
+  QVERIFY(QTest::qWaitForWindowExposed(&view));
+  openAndWait(view, cpu_store_);
+  TimelineWidget* t = view.timeline();
+  QSignalSpy instances(&view, &RunView::instancesReady);
+  view.showCollectiveInstances(0);
+  QTRY_COMPARE_WITH_TIMEOUT(instances.count(), 1, 30000);
+  QVERIFY(view.instances()->rowCount() > 0);
+  QSignalSpy selected(t, &TimelineWidget::eventSelected);
+  view.instances()->setCurrentCell(0, 0);
+  QTRY_COMPARE_WITH_TIMEOUT(selected.count(), 1, 30000);
+  QTRY_VERIFY_WITH_TIMEOUT(!t->busy() && t->frameJob() == t->requestedJob(), 30000);
+  const trace::Event e = t->selectedEvent()->event;
+  QVERIFY(e.bytes > 0);
+  int lane = -1;
+  for (int i = 0; i < t->laneCount(); ++i) {
+    if (t->laneInfo(i).id.value == e.lane.value) lane = i;
+  }
+  QVERIFY(lane >= 0);
+  const QPoint at(int(t->xOf(e.start_ns + e.duration_ns() / 2)), int(t->laneRect(lane).top()) + 8);
+  QHelpEvent help(QEvent::ToolTip, at, t->mapToGlobal(at));
+  QApplication::sendEvent(t, &help);
+  QTRY_VERIFY_WITH_TIMEOUT(QToolTip::text().contains(QStringLiteral("B/s")), 10000);
+  QVERIFY(QToolTip::text().contains(t->selectedName().toHtmlEscaped()));
+}
+
+void TestGuiRun::searchNextPrevious() {
+  RunView view;
+  view.resize(1200, 900);
+  view.show();
+  openAndWait(view, cpu_store_);
+  TimelineWidget* t = view.timeline();
+  const QString kernel = view.kernelProxy()->index(0, 0).data().toString();
+  QSignalSpy moved(t, &TimelineWidget::searchMoved);
+  view.searchField()->setText(kernel);
+  QTest::keyClick(view.searchField(), Qt::Key_Return);
+  QTRY_COMPARE_WITH_TIMEOUT(moved.count(), 1, 30000);
+  const int matches = moved.front().at(1).toInt();
+  QVERIFY(matches > 0);
+  QCOMPARE(moved.front().at(0).toInt(), 0);
+  QVERIFY(t->selectedName().contains(kernel));
+  const std::int64_t first = t->selectedEvent()->id;
+  t->findPrevious(kernel);  // wraps to the last
+  QCOMPARE(moved.count(), 2);
+  QCOMPARE(moved.back().at(0).toInt(), matches - 1);
+  t->findNext(kernel);
+  QCOMPARE(moved.back().at(0).toInt(), 0);
+  QTRY_VERIFY(t->selectedEvent() && t->selectedEvent()->id == first);
+  // F3 and Shift+F3 from the find field step the same way.
+  QTest::keyClick(view.searchField(), Qt::Key_F3);
+  QCOMPARE(moved.back().at(0).toInt(), 1 % matches);
+  QTest::keyClick(view.searchField(), Qt::Key_F3, Qt::ShiftModifier);
+  QCOMPARE(moved.back().at(0).toInt(), 0);
+  moved.clear();
+  t->findNext(QStringLiteral("no event is called this"));
+  QTRY_COMPARE_WITH_TIMEOUT(moved.count(), 1, 30000);
+  QCOMPARE(moved.front().at(1).toInt(), 0);
+}
+
+void TestGuiRun::collapseRank() {
+  RunView view;
+  view.resize(1200, 900);
+  view.show();
+  openAndWait(view, cpu_store_);
+  TimelineWidget* t = view.timeline();
+  const double open = t->renderHeight();
+  int last_lane_of_rank1 = -1;
+  for (int i = 0; i < t->laneCount(); ++i) {
+    if (t->laneInfo(i).rank == 1) last_lane_of_rank1 = i;
+  }
+  QVERIFY(last_lane_of_rank1 >= 0);
+  QVERIFY(!t->laneRect(last_lane_of_rank1).isEmpty());
+  t->setRankCollapsed(1, true);
+  QVERIFY(t->renderHeight() < open);
+  QVERIFY(t->laneRect(last_lane_of_rank1).isEmpty());
+  t->setRankCollapsed(1, false);
+  QCOMPARE(t->renderHeight(), open);
+}
+
+void TestGuiRun::exports() {
+  RunView view;
+  view.resize(1200, 900);
+  view.show();
+  openAndWait(view, cpu_store_);
+  const QString kernel = view.kernelProxy()->index(0, 0).data().toString();
+
+  const QString html = dir_.filePath(QStringLiteral("run.html"));
+  QVERIFY(view.exportHtml(html).ok());
+  QFile h(html);
+  QVERIFY(h.open(QIODevice::ReadOnly));
+  const QString text = QString::fromUtf8(h.readAll());
+  QVERIFY(text.contains(QStringLiteral("gui test run")));
+  QVERIFY(text.contains(kernel.toHtmlEscaped()));
+  QVERIFY(text.contains(QStringLiteral("<h2>Timeline</h2>")));
+  // The picture is of one step past the warm-up.
+  QVERIFY2(text.contains(QStringLiteral("<p>step 1 of rank 0:")), "no picture of step 1");
+  QVERIFY(text.count(QStringLiteral("<svg")) >= 2);       // the core's charts and the timeline
+  QVERIFY(!text.contains(QStringLiteral("src=\"http")));  // self-contained
+  QFile::copy(html, QStringLiteral(CS_SCREENSHOT_DIR "/run-report.html"));
+
+  const QString pdf = dir_.filePath(QStringLiteral("run.pdf"));
+  QVERIFY(view.exportPdf(pdf).ok());
+  QFile p(pdf);
+  QVERIFY(p.open(QIODevice::ReadOnly));
+  const QByteArray pdf_bytes = p.readAll();
+  QVERIFY(pdf_bytes.startsWith("%PDF"));
+  QVERIFY(pdf_bytes.size() > 10000);
+  QVERIFY(pdf_bytes.contains("/Subtype /Image"));  // the bars and the timeline
+  QVERIFY(pdf_bytes.count("/Type /Page\n") + pdf_bytes.count("/Type /Page ") +
+              pdf_bytes.count("/Type /Page/") + pdf_bytes.count("/Type /Page>") >=
+          1);
+  QFile::copy(pdf, QStringLiteral(CS_SCREENSHOT_DIR "/run-report.pdf"));
+
+  auto csv = view.exportCsv(dir_.filePath(QStringLiteral("run")));
+  if (!csv.ok()) QFAIL(csv.message().c_str());
+  QVERIFY(csv.value().size() >= 5);
+  for (const QString& file : csv.value()) {
+    QFile f(file);
+    QVERIFY2(f.open(QIODevice::ReadOnly), qPrintable(file));
+    QVERIFY(f.readLine().contains(','));  // a header row
+  }
+  QFile kernels(dir_.filePath(QStringLiteral("run.kernels.csv")));
+  QVERIFY(kernels.open(QIODevice::ReadOnly));
+  QVERIFY(kernels.readAll().contains(kernel.toUtf8()));
+
+  // Chrome trace: the whole run, then only the first quarter.
+  auto events_in = [](const QString& path) {
+    QFile f(path);
+    if (!f.open(QIODevice::ReadOnly)) return -1;
+    const QJsonDocument doc = QJsonDocument::fromJson(f.readAll());
+    int n = 0;
+    for (const QJsonValue& v : doc.object().value(QStringLiteral("traceEvents")).toArray()) {
+      if (v.toObject().value(QStringLiteral("ph")).toString() == QStringLiteral("X")) ++n;
+    }
+    return n;
+  };
+  const QString chrome = dir_.filePath(QStringLiteral("run.json"));
+  QVERIFY(view.exportChromeTrace(chrome).ok());
+  const int all = events_in(chrome);
+  QVERIFY(all > 0);
+  // Range exports need a range.
+  QVERIFY(!view.exportChromeTrace(dir_.filePath(QStringLiteral("none.json")), true).ok());
+  const trace::TimeRange full = view.timeline()->fullRange();
+  view.timeline()->setSelectedRange(
+      trace::TimeRange{full.start_ns, full.start_ns + (full.end_ns - full.start_ns) / 4});
+  const QString part = dir_.filePath(QStringLiteral("part.json"));
+  QVERIFY(view.exportChromeTrace(part, true).ok());
+  const int some = events_in(part);
+  QVERIFY(some > 0);
+  QVERIFY(some < all);
+  const QString part_html = dir_.filePath(QStringLiteral("part.html"));
+  QVERIFY(view.exportHtml(part_html, true).ok());
+  QVERIFY(QFileInfo(part_html).size() > 1000);
+  QFile part_file(part_html);
+  QVERIFY(part_file.open(QIODevice::ReadOnly));
+  QVERIFY(
+      QString::fromUtf8(part_file.readAll()).contains(QStringLiteral("<p>the selected range:")));
+  // A folder that is not there: a message.
+  const Status bad = view.exportHtml(dir_.filePath(QStringLiteral("no/such/dir/r.html")));
+  QVERIFY(!bad.ok());
+  QVERIFY(!bad.message().empty());
+}
+
+void TestGuiRun::committedTraces_data() {
+  QTest::addColumn<QString>("path");
+  QTest::addRow("CUDA engine bf16") << QStringLiteral(CS_DATA_DIR "/gpu/worker-bf16.db");
+  QTest::addRow("CUDA engine fp8") << QStringLiteral(CS_DATA_DIR "/gpu/worker-fp8.db");
+  QTest::addRow("bandwidth sweep") << QStringLiteral(CS_DATA_DIR "/gpu/sweep-bandwidth.db");
+}
+
+void TestGuiRun::committedTraces() {
+  QFETCH(QString, path);
+  // Read from a copy: opening may finalize a store in place.
+  const QString copy = dir_.filePath(QFileInfo(path).fileName());
+  QFile::remove(copy);
+  QVERIFY(QFile::copy(path, copy));
+  QFile(copy).setPermissions(QFile::ReadOwner | QFile::WriteOwner);
+  // What the core reader says of the file decides what the view must show:
+  // the run, or the reader's own message (these stores predate the packed
+  // event chunks of schema 1; see the report).
+  QString verdict;
+  {
+    auto reader = trace::TraceReader::open(copy.toStdString());
+    if (!reader.ok()) verdict = QString::fromStdString(reader.message());
+  }
+  RunView view;
+  view.resize(1200, 900);
+  view.show();
+  QSignalSpy analysed(&view, &RunView::analysisReady);
+  view.openStore(copy);
+  QTRY_COMPARE_WITH_TIMEOUT(analysed.count(), 1, 60000);
+  if (!verdict.isEmpty()) {
+    QVERIFY2(view.message().contains(verdict), qPrintable(view.message()));
+    QVERIFY(!view.analysis());
+    return;
+  }
+  QVERIFY2(view.message().isEmpty(), qPrintable(view.message()));
+  QVERIFY(view.analysis());
+  QVERIFY(!view.analysis()->ranks.empty());
+  QTRY_VERIFY_WITH_TIMEOUT(view.timeline()->laneCount() > 0, 30000);
+  QVERIFY(view.kernelProxy()->rowCount() > 0);
+  view.timeline()->repaint();
+  const QImage shot = cs::gui::test::saveScreenshot(
+      view.timeline(), QStringLiteral("run-timeline-%1").arg(QFileInfo(path).baseName()));
+  double dominant = 1;
+  QVERIFY(cs::gui::test::distinctColours(shot, &dominant) > 8);
+  QVERIFY(dominant < 0.95);
+}
+
+void TestGuiRun::importedTraces_data() {
+  QTest::addColumn<QStringList>("files");
+  const QString validation = QStringLiteral(CS_DATA_DIR "/validation");
+  QTest::addRow("Kineto, two ranks") << QStringList{validation + "/kineto/sampled_rank-0.json.gz",
+                                                    validation + "/kineto/sampled_rank-1.json.gz"};
+  QTest::addRow("Nsight Systems SQLite") << QStringList{validation + "/nsys/saxpy-mpi-cuda.sqlite"};
+}
+
+void TestGuiRun::importedTraces() {
+  QFETCH(QStringList, files);
+  MainWindow window;
+  window.show();
+  QSignalSpy imported(&window, &MainWindow::runImported);
+  window.importTrace(files);
+  QTRY_COMPARE_WITH_TIMEOUT(imported.count(), 1, 120000);
+  QVERIFY2(imported.front().at(1).toString().isEmpty(),
+           qPrintable(imported.front().at(1).toString()));
+  RunView* view = window.runView();
+  QCOMPARE(view->storePath(), imported.front().at(0).toString());
+  QVERIFY(window.dock(QStringLiteral("runDock"))->isVisible());
+  // The analysis may have come while the import was waited for.
+  QTRY_VERIFY_WITH_TIMEOUT(view->analysis() || !view->message().isEmpty(), 60000);
+  QVERIFY2(view->message().isEmpty(), qPrintable(view->message()));
+  QVERIFY(int(view->analysis()->ranks.size()) >= int(files.size()));
+  QVERIFY(view->kernelProxy()->rowCount() > 0);
+  QTRY_VERIFY_WITH_TIMEOUT(view->timeline()->laneCount() > 0, 30000);
+  // File ▸ Export run, as the menu does it.
+  const QString html = dir_.filePath(QStringLiteral("imported-%1.html").arg(files.size()));
+  QVERIFY(window.exportRunHtml(html));
+  QVERIFY(QFileInfo(html).size() > 1000);
+  const QString chrome = dir_.filePath(QStringLiteral("imported-%1.json").arg(files.size()));
+  QVERIFY(window.exportRunChromeTrace(chrome));
+  QVERIFY(!window.exportRunChromeTrace(chrome, /*range_only=*/true));  // no range selected
+}
+
+void TestGuiRun::badFiles_data() {
+  QTest::addColumn<QString>("kind");
+  QTest::addRow("missing") << QStringLiteral("missing");
+  QTest::addRow("foreign text") << QStringLiteral("text");
+  QTest::addRow("other schema version") << QStringLiteral("version");
+  QTest::addRow("still being written") << QStringLiteral("writing");
+}
+
+void TestGuiRun::badFiles() {
+  QFETCH(QString, kind);
+  const QString path = dir_.filePath(QStringLiteral("bad-%1.db").arg(kind));
+  std::unique_ptr<trace::TraceWriter> writer;  // held open while the view reads
+  if (kind == QStringLiteral("text")) {
+    QFile f(path);
+    QVERIFY(f.open(QIODevice::WriteOnly));
+    f.write("rank,step,loss\n0,1,2.5\n");
+  } else if (kind == QStringLiteral("version")) {
+    // A copy of a real store with user_version (bytes 60-63 of the SQLite
+    // header) set to 99.
+    QVERIFY(QFile::copy(cpu_store_, path));
+    QFile f(path);
+    QVERIFY(f.open(QIODevice::ReadWrite));
+    QVERIFY(f.seek(60));
+    f.write(QByteArray("\x00\x00\x00\x63", 4));
+  } else if (kind == QStringLiteral("writing")) {
+    trace::RunInfo run;
+    run.title = "still running";
+    auto w = trace::TraceWriter::create(path.toStdString(), run);
+    if (!w.ok()) QFAIL(w.message().c_str());
+    writer = std::move(w).value();
+    writer->add_rank({0, "host", "CPU", 1, 0, false});
+    const trace::LaneId lane = writer->add_lane(0, trace::LaneKind::cpu_thread, "compute");
+    for (int i = 0; i < 1000; ++i) {
+      trace::Event e;
+      e.lane = lane;
+      e.start_ns = 1000 + i * 100;
+      e.end_ns = e.start_ns + 50;
+      e.name = writer->intern("gemm");
+      writer->add(e);
+    }
+    QVERIFY(writer->flush().ok());
+  }
+  RunView view;
+  view.resize(900, 600);
+  view.show();
+  QSignalSpy analysed(&view, &RunView::analysisReady);
+  QSignalSpy opened(&view, &RunView::storeOpened);
+  view.openStore(path);
+  QTRY_COMPARE_WITH_TIMEOUT(analysed.count(), 1, 30000);
+  QTRY_COMPARE_WITH_TIMEOUT(opened.count(), 1, 30000);
+  if (kind == QStringLiteral("writing")) {
+    // Shown as far as it is written.
+    QVERIFY2(analysed.front().at(0).toString().isEmpty(),
+             qPrintable(analysed.front().at(0).toString()));
+    QTRY_VERIFY_WITH_TIMEOUT(view.timeline()->laneCount() == 1, 30000);
+  } else {
+    QVERIFY(!view.message().isEmpty());
+    QVERIFY(!analysed.front().at(0).toString().isEmpty());
+    if (kind == QStringLiteral("version")) {
+      QVERIFY2(view.message().contains(QStringLiteral("version")), qPrintable(view.message()));
+    }
+  }
+  if (writer) QVERIFY(writer->close().ok());
+}
+
+QTEST_MAIN(TestGuiRun)
+#include "tst_gui_run.moc"

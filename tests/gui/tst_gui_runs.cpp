@@ -1,0 +1,238 @@
+// The runs panel launching the project's plan for real (the CPU engine, two
+// ranks through mpirun): live progress, loss and step-time points, the
+// report and the project's history; a run cancelled, a run whose rank is
+// killed, and a plan the engines cannot run, each shown as such.
+
+#include <QComboBox>
+#include <QFileInfo>
+#include <QLabel>
+#include <QLineEdit>
+#include <QListWidget>
+#include <QProgressBar>
+#include <QSignalSpy>
+#include <QSpinBox>
+#include <QTableWidget>
+#include <QTemporaryDir>
+#include <QTest>
+#include <QTextBrowser>
+#include <csignal>
+
+#include "app/gui/main_window.h"
+#include "app/gui/project.h"
+#include "app/gui/run_view.h"
+#include "app/gui/runs_panel.h"
+#include "app/gui/timeline_widget.h"
+#include "app/gui/workspace.h"
+#include "gui_test_support.h"
+
+using namespace cs;
+using namespace cs::gui;
+
+namespace {
+
+// The default project's plan made small enough for two cores: two
+// data-parallel ranks of a tiny transformer, in fp32.
+Project tinyPlan(Project project, int zero_stage = 0) {
+  ProjectPlan& plan = *project.current();
+  Workload& w = project.workloads[std::size_t(project.workload_index(plan.workload))];
+  w.transformer.layers = 2;
+  w.transformer.hidden = 32;
+  w.transformer.heads = 4;
+  w.transformer.kv_heads = 4;
+  w.transformer.ffn_hidden = 128;
+  w.transformer.seq_len = 16;
+  w.transformer.vocab = 512;
+  plan.parallel.dp = 2;
+  plan.parallel.tp = 1;
+  plan.parallel.pp = 1;
+  plan.parallel.micro_batch = 1;
+  plan.parallel.global_batch = 2;
+  plan.parallel.zero_stage = zero_stage;
+  plan.parallel.sequence_parallel = false;
+  plan.parallel.recompute = Recompute::none;
+  plan.precision = PrecisionPlan::for_compute(Precision::fp32);
+  return project;
+}
+
+}  // namespace
+
+class TestGuiRuns : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void initTestCase();
+  void init();
+  void completedRun();
+  void cancelledRun();
+  void crashedRun();
+  void planTheEnginesCannotRun();
+  void profileACommand();
+
+ private:
+  void waitForEveryRank(RunsPanel* panel, int step);
+  QTemporaryDir dir_;
+  std::unique_ptr<MainWindow> window_;
+};
+
+void TestGuiRuns::initTestCase() {
+  cs::gui::test::isolateSettings();
+  QVERIFY(dir_.isValid());
+  // The app finds clusterscope-worker beside itself or on PATH; this suite
+  // lives in another folder than the programs.
+  qputenv("PATH", QByteArray(CS_BIN_DIR ":") + qgetenv("PATH"));
+}
+
+void TestGuiRuns::init() {
+  window_ = std::make_unique<MainWindow>();
+  window_->start();
+  Workspace* ws = window_->workspace();
+  ws->edit(QStringLiteral("tiny"), tinyPlan(ws->project()));
+  QVERIFY(ws->project().resolved_plan().ok());
+  RunsPanel* panel = window_->runsPanel();
+  panel->backendBox()->setCurrentIndex(panel->backendBox()->findData(QStringLiteral("cpu")));
+  panel->folderField()->setText(dir_.filePath(QStringLiteral("runs")));
+  panel->hangBox()->setValue(120);
+}
+
+void TestGuiRuns::waitForEveryRank(RunsPanel* panel, int step) {
+  QTRY_VERIFY_WITH_TIMEOUT(
+      [&] {
+        const auto ranks = panel->ranks();
+        if (ranks.size() != 2) return false;
+        for (const launch::RankStatus& r : ranks) {
+          if (r.step < step || r.pid <= 0) return false;
+        }
+        return true;
+      }(),
+      60000);
+}
+
+void TestGuiRuns::completedRun() {
+  RunsPanel* panel = window_->runsPanel();
+  window_->show();
+  QVERIFY(panel->engineLabel()->text().contains(QStringLiteral("CPU engine")));
+  panel->stepsBox()->setValue(4);
+  QSignalSpy finished(panel, &RunsPanel::runFinished);
+  const Status s = panel->launch();
+  QVERIFY2(s.ok(), s.ok() ? "" : s.message().c_str());
+  QVERIFY(panel->running());
+  QTRY_COMPARE_WITH_TIMEOUT(finished.count(), 1, 180000);
+  QCOMPARE(finished.front().at(0).toString(), QStringLiteral("complete"));
+  QVERIFY(!panel->running());
+  QVERIFY(panel->lastReport());
+  QCOMPARE(panel->lastReport()->outcome, launch::Outcome::completed);
+  // Every step of rank 0 reached the charts; the bar is full.
+  QCOMPARE(panel->lossPoints(), 4);
+  QCOMPARE(panel->stepTimePoints(), 4);
+  QCOMPARE(panel->progress()->value(), 4);
+  QCOMPARE(panel->rankTable()->rowCount(), 2);
+  QCOMPARE(panel->rankTable()->item(1, 2)->text(), QStringLiteral("4"));
+  const QString store = finished.front().at(1).toString();
+  QVERIFY(QFileInfo::exists(store));
+  QVERIFY(panel->report()->toPlainText().contains(QStringLiteral("complete")));
+
+  // The project's history, saved with the project and read back.
+  const Project& project = window_->workspace()->project();
+  QCOMPARE(int(project.runs.size()), 1);
+  QCOMPARE(QString::fromStdString(project.runs[0].outcome), QStringLiteral("complete"));
+  QCOMPARE(QString::fromStdString(project.runs[0].store), store);
+  auto reread = project_from_json_text(project_to_json_text(project), "saved");
+  QVERIFY(reread.ok());
+  QCOMPARE(int(reread->runs.size()), 1);
+  QCOMPARE(QString::fromStdString(reread->runs[0].store), store);
+  QCOMPARE(panel->history()->count(), 1);
+
+  // Reopened from the history into the run view.
+  emit panel->history()->itemActivated(panel->history()->item(0));
+  RunView* view = window_->runView();
+  QCOMPARE(view->storePath(), store);
+  QTRY_VERIFY_WITH_TIMEOUT(view->analysis() || !view->message().isEmpty(), 60000);
+  QVERIFY2(view->message().isEmpty(), qPrintable(view->message()));
+  QCOMPARE(int(view->analysis()->ranks.size()), 2);
+
+  const QImage shot = cs::gui::test::saveScreenshot(panel, QStringLiteral("runs-panel"));
+  double dominant = 1;
+  QVERIFY(cs::gui::test::distinctColours(shot, &dominant) > 8);
+}
+
+void TestGuiRuns::cancelledRun() {
+  RunsPanel* panel = window_->runsPanel();
+  panel->stepsBox()->setValue(1000000);
+  QSignalSpy finished(panel, &RunsPanel::runFinished);
+  QVERIFY(panel->launch().ok());
+  waitForEveryRank(panel, 1);
+  panel->cancel();
+  QTRY_COMPARE_WITH_TIMEOUT(finished.count(), 1, 120000);
+  QCOMPARE(finished.front().at(0).toString(), QStringLiteral("cancelled"));
+  QVERIFY(panel->report()->toPlainText().contains(QStringLiteral("cancelled")));
+  QCOMPARE(QString::fromStdString(window_->workspace()->project().runs.back().outcome),
+           QStringLiteral("cancelled"));
+  // What was recorded still opens.
+  const QString store = finished.front().at(1).toString();
+  QVERIFY(QFileInfo::exists(store));
+  window_->openRun(store);
+  RunView* view = window_->runView();
+  QTRY_VERIFY_WITH_TIMEOUT(view->analysis() || !view->message().isEmpty(), 60000);
+  QVERIFY2(view->message().isEmpty(), qPrintable(view->message()));
+  QVERIFY(view->timeline()->laneCount() > 0 || view->analysis()->ranks.size() == 2);
+}
+
+void TestGuiRuns::crashedRun() {
+  RunsPanel* panel = window_->runsPanel();
+  panel->stepsBox()->setValue(1000000);
+  QSignalSpy finished(panel, &RunsPanel::runFinished);
+  QVERIFY(panel->launch().ok());
+  waitForEveryRank(panel, 1);
+  const std::int64_t victim = panel->ranks()[1].pid;
+  QVERIFY(victim > 0);
+  QCOMPARE(::kill(pid_t(victim), SIGKILL), 0);
+  QTRY_COMPARE_WITH_TIMEOUT(finished.count(), 1, 120000);
+  QCOMPARE(finished.front().at(0).toString(), QStringLiteral("crashed"));
+  QVERIFY(panel->lastReport()->failure);
+  QCOMPARE(panel->lastReport()->failure->rank, 1);
+  const QString report = panel->report()->toPlainText();
+  QVERIFY2(report.contains(QStringLiteral("rank 1")), qPrintable(report));
+  QVERIFY2(report.contains(QStringLiteral("signal 9")), qPrintable(report));
+  QCOMPARE(QString::fromStdString(window_->workspace()->project().runs.back().outcome),
+           QStringLiteral("crashed"));
+  cs::gui::test::saveScreenshot(panel, QStringLiteral("runs-panel-crashed"));
+}
+
+void TestGuiRuns::planTheEnginesCannotRun() {
+  Workspace* ws = window_->workspace();
+  ws->edit(QStringLiteral("zero 3"), tinyPlan(ws->project(), 3));
+  RunsPanel* panel = window_->runsPanel();
+  const Status s = panel->launch();
+  QVERIFY(!s.ok());
+  QVERIFY2(QString::fromStdString(s.message()).contains(QStringLiteral("zero_stage")),
+           s.message().c_str());
+  QVERIFY(!panel->running());
+  QVERIFY(panel->report()->toPlainText().contains(QStringLiteral("not started")));
+}
+
+// `clusterscope profile` from the panel. Without a GPU nothing is traced, and
+// the panel says what the CLI says; with one, the store is recorded and opens.
+void TestGuiRuns::profileACommand() {
+  RunsPanel* panel = window_->runsPanel();
+  QVERIFY(!panel->profileCommand({}).ok());
+  const std::size_t runs_before = window_->workspace()->project().runs.size();
+  QSignalSpy finished(panel, &RunsPanel::profileFinished);
+  QVERIFY(panel->profileCommand({QStringLiteral("/bin/true")}).ok());
+  QVERIFY(panel->profiling());
+  QTRY_COMPARE_WITH_TIMEOUT(finished.count(), 1, 60000);
+  QVERIFY(!panel->profiling());
+  const QString store = finished.front().at(0).toString();
+  const QString output = finished.front().at(1).toString();
+  if (store.isEmpty()) {
+    // /bin/true starts no CUDA process: the CLI's own message, no history entry.
+    QVERIFY2(output.contains(QStringLiteral("no CUDA process was traced")), qPrintable(output));
+    QVERIFY(panel->report()->toPlainText().contains(QStringLiteral("wrote no run store")));
+    QCOMPARE(window_->workspace()->project().runs.size(), runs_before);
+  } else {
+    QVERIFY(QFileInfo::exists(store));
+    QCOMPARE(window_->workspace()->project().runs.size(), runs_before + 1);
+  }
+}
+
+QTEST_MAIN(TestGuiRuns)
+#include "tst_gui_runs.moc"

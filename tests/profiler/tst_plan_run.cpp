@@ -1,0 +1,169 @@
+// launch::plan_run: a plan made into the launcher's RunSpec, as the desktop
+// app launches it: the engine's notes, refusals naming the field, the
+// worker's arguments, and the plan file the workers read.
+
+#include <QTemporaryDir>
+#include <QTest>
+
+#include <nlohmann/json.hpp>
+
+#include "core/json_reader.h"
+#include "core/model_json.h"
+#include "core/presets.h"
+#include "profiler/plan_run.h"
+
+using namespace cs;
+
+namespace {
+
+// A cluster and a small transformer from the presets, two data-parallel ranks.
+Plan smallPlan() {
+  auto catalog = PresetCatalog::load(CS_SOURCE_DIR "/resources/presets");
+  if (!catalog) qFatal("%s", catalog.message().c_str());
+  Plan plan;
+  plan.cluster = catalog->cluster("dgx-h100-32").value();
+  const Workload* model = catalog->find_model("gpt2-small");
+  if (!model) qFatal("no gpt2-small preset");
+  plan.workload = *model;
+  plan.parallel.dp = 2;
+  plan.parallel.micro_batch = 1;
+  plan.parallel.global_batch = 2;
+  plan.precision = PrecisionPlan::for_compute(Precision::fp32);
+  return plan;
+}
+
+std::string argAfter(const std::vector<std::string>& args, const std::string& flag) {
+  for (std::size_t i = 0; i + 1 < args.size(); ++i) {
+    if (args[i] == flag) return args[i + 1];
+  }
+  return {};
+}
+
+}  // namespace
+
+class TestPlanRun : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void initTestCase();
+  void workerArguments();
+  void refusals_data();
+  void refusals();
+  void notes_data();
+  void notes();
+
+ private:
+  QTemporaryDir dir_;
+  launch::PlanRunOptions options() const {
+    launch::PlanRunOptions o;
+    o.backend = "cpu";
+    o.steps = 3;
+    o.run_store = dir_.filePath(QStringLiteral("run.db")).toStdString();
+    return o;
+  }
+};
+
+void TestPlanRun::initTestCase() {
+  QVERIFY(dir_.isValid());
+  // find_worker looks beside this program, then on PATH.
+  qputenv("PATH", QByteArray(CS_BIN_DIR ":") + qgetenv("PATH"));
+}
+
+void TestPlanRun::workerArguments() {
+  const Plan plan = smallPlan();
+  auto run = launch::plan_run(plan, options());
+  if (!run) QFAIL(run.message().c_str());
+  const launch::RunSpec& spec = run->spec;
+  QCOMPARE(run->backend, std::string("cpu"));
+  QCOMPARE(spec.ranks, 2);
+  QCOMPARE(argAfter(spec.worker_args, "--dp"), std::string("2"));
+  QCOMPARE(argAfter(spec.worker_args, "--tp"), std::string("1"));
+  QCOMPARE(argAfter(spec.worker_args, "--steps"), std::string("3"));
+  QCOMPARE(argAfter(spec.worker_args, "--precision"), std::string("fp32"));
+  QCOMPARE(argAfter(spec.worker_args, "--backend"), std::string("cpu"));
+  QCOMPARE(spec.run_store, options().run_store);
+  QVERIFY(spec.title.find("on 2 ranks") != std::string::npos);
+  // The plan the workers read: written beside the store, and the same plan.
+  QCOMPARE(argAfter(spec.worker_args, "--plan"), run->plan_path);
+  QVERIFY(QFile::exists(QString::fromStdString(run->plan_path)));
+  auto j = read_json_file(run->plan_path);
+  QVERIFY(j.ok());
+  auto back = plan_from_json(j.value(), run->plan_path);
+  QVERIFY(back.ok());
+  QCOMPARE(back->parallel.dp, 2);
+  QCOMPARE(nlohmann::json::parse(spec.plan_json)["kind"].get<std::string>(), std::string("plan"));
+}
+
+void TestPlanRun::refusals_data() {
+  QTest::addColumn<QString>("change");
+  QTest::addColumn<QString>("says");
+  QTest::addRow("ZeRO-3") << "zero3"
+                          << "parallel.zero_stage";
+  QTest::addRow("fp16 on the CPU") << "fp16"
+                                   << "precision.compute";
+  QTest::addRow("unknown backend") << "backend"
+                                   << "backend";
+  QTest::addRow("no steps") << "steps"
+                            << "steps: must be >= 1";
+  QTest::addRow("no store") << "store"
+                            << "run store";
+}
+
+void TestPlanRun::refusals() {
+  QFETCH(QString, change);
+  QFETCH(QString, says);
+  Plan plan = smallPlan();
+  launch::PlanRunOptions o = options();
+  if (change == "zero3") plan.parallel.zero_stage = 3;
+  if (change == "fp16") plan.precision = PrecisionPlan::for_compute(Precision::fp16);
+  if (change == "backend") o.backend = "tpu";
+  if (change == "steps") o.steps = 0;
+  if (change == "store") o.run_store.clear();
+  auto run = launch::plan_run(plan, o);
+  QVERIFY(!run.ok());
+  QVERIFY2(QString::fromStdString(run.message()).contains(says), run.message().c_str());
+}
+
+void TestPlanRun::notes_data() {
+  QTest::addColumn<QString>("change");
+  QTest::addColumn<QString>("note");
+  QTest::addColumn<QString>("precision");
+  QTest::addRow("tf32 on the CPU") << "tf32"
+                                   << "tf32 has no meaning on the CPU"
+                                   << "fp32";
+  QTest::addRow("interleaved") << "interleaved"
+                               << "runs as plain 1F1B"
+                               << "fp32";
+  QTest::addRow("recompute") << "recompute"
+                             << "recomputation is not implemented"
+                             << "fp32";
+  QTest::addRow("scaled model") << "none"
+                                << "the model is scaled to this machine"
+                                << "fp32";
+}
+
+void TestPlanRun::notes() {
+  QFETCH(QString, change);
+  QFETCH(QString, note);
+  QFETCH(QString, precision);
+  Plan plan = smallPlan();
+  if (change == "tf32") plan.precision = PrecisionPlan::for_compute(Precision::tf32);
+  if (change == "interleaved") {
+    plan.parallel.pp = 2;
+    plan.parallel.dp = 1;
+    plan.parallel.global_batch = 2;
+    plan.parallel.virtual_stages = 2;
+    plan.parallel.schedule = PipelineSchedule::interleaved;
+  }
+  if (change == "recompute") plan.parallel.recompute = Recompute::full;
+  auto run = launch::plan_run(plan, options());
+  if (!run) QFAIL(run.message().c_str());
+  bool found = false;
+  for (const std::string& n : run->notes)
+    found = found || QString::fromStdString(n).contains(note);
+  QVERIFY2(found, qPrintable(note));
+  QCOMPARE(QString::fromStdString(argAfter(run->spec.worker_args, "--precision")), precision);
+}
+
+QTEST_GUILESS_MAIN(TestPlanRun)
+#include "tst_plan_run.moc"
