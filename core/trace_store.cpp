@@ -248,6 +248,14 @@ Status migrate_from_version_1(const std::string& path) {
                  opened.message()};
   }
   sql::Database db = std::move(opened).value();
+  // Another reader may be upgrading the same file: wait for it, then find
+  // the work done.
+  sqlite3_busy_timeout(db.get(), 120000);
+  {
+    auto stmt = db.prepare("PRAGMA user_version");
+    if (!stmt || stmt->step() != SQLITE_ROW) return db.error("cannot read the schema version");
+    if (stmt->int_at(0) != 1) return {};
+  }
   if (auto s = tune_connection(db, true); !s) return s;
   if (auto s = db.exec("CREATE TABLE IF NOT EXISTS chunks(id INTEGER PRIMARY KEY, lane INTEGER "
                        "NOT NULL, first_start INTEGER NOT NULL, last_start INTEGER NOT NULL, "

@@ -28,6 +28,7 @@
 #include "app/cli/run_summary.h"
 #include "app/cli/text_table.h"
 #include "core/format.h"
+#include "core/host_probe.h"
 #include "core/json_reader.h"
 #include "core/model_json.h"
 #include "core/workload.h"
