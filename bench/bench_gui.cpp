@@ -171,8 +171,8 @@ bool writeBigStore(const std::string& path, std::int64_t events) {
       Event a;
       a.lane = phases;
       a.kind = EventKind::annotation;
-      a.start_ns = phase_start - 10;
-      a.end_ns = t;
+      a.start_ns = phase_start;
+      a.end_ns = t - 500;  // the phase's last kernel's end
       a.name = phase++ % 2 == 0 ? forward : backward;
       w.add(a);
       ++written;

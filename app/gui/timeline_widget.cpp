@@ -22,6 +22,10 @@ namespace {
 constexpr double kGutter = 150;    // lane titles
 constexpr double kRuler = 20;      // time axis
 constexpr double kRowHeight = 16;  // one nesting level
+// Rows a lane shows at most: deeper nesting (recursive CPU ranges, steps
+// that overlap) is drawn on the last row, so that the drawn height, and the
+// work of a frame, stays bounded whatever the store holds.
+constexpr int kMaxLaneRows = 12;
 constexpr double kLaneGap = 4;
 constexpr std::int64_t kMinWindowNs = 1000;  // 1 us: deeper zoom shows nothing new
 
@@ -209,7 +213,8 @@ void TimelineWidget::setStore(const QString& path) {
     if (out->range.empty()) out->range.end_ns = out->range.start_ns + kMinWindowNs;
     std::vector<trace::LaneId> ids;
     for (const trace::LaneInfo& l : out->reader->lanes()) {
-      out->lanes.push_back({l, laneTitle(*out->reader, l), l.max_depth + 1});
+      out->lanes.push_back(
+          {l, laneTitle(*out->reader, l), std::min(l.max_depth + 1, kMaxLaneRows)});
       ids.push_back(l.id);
     }
     out->frame = queryFrame(*out->reader, ids, out->range, pixels, frame_job);
@@ -550,7 +555,8 @@ void TimelineWidget::paintInto(QPainter& painter, const QRectF& area, const QCol
         // A pixel of gap ends spans wide enough to spare it, so that neighbours
         // of one colour stay apart.
         const double w = x1 - x0 > 3 ? x1 - x0 - 1 : std::max(1.0, x1 - x0);
-        const QRectF r(x0, y + s.depth * kRowHeight + 1, w, kRowHeight - 2);
+        const int row = std::min(int(s.depth), lane.depth - 1);
+        const QRectF r(x0, y + row * kRowHeight + 1, w, kRowHeight - 2);
         painter.fillRect(r, lf.colors[k]);
         ++items;
         if (r.width() > 28) {
