@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <unistd.h>
 
+#include "core/format.h"
 #include "core/host_probe.h"
 #include "core/trace_reader.h"
 #include "planners/estimate.h"
@@ -277,6 +278,19 @@ Result<RunPrediction> predict_run(const PresetCatalog& catalog, const Plan& plan
   out.step_seconds = estimate->time.step();
   out.predicted_step_json = j.dump();
   return out;
+}
+
+void add_prediction(launch::RunSpec& spec, std::vector<std::string>& notes,
+                    const PresetCatalog& catalog, const Plan& plan, std::string_view backend) {
+  auto prediction = predict_run(catalog, plan, backend, spec.ranks, probe_host().hostname);
+  if (!prediction) {
+    notes.push_back("no prediction in the run store: " + prediction.message());
+    return;
+  }
+  spec.extra_meta.emplace_back("predicted_step", prediction->predicted_step_json);
+  notes.push_back("the planner predicts " + format_seconds(prediction->step_seconds) +
+                  " per step on " + prediction->cluster +
+                  (prediction->calibrated ? " (calibrated)" : ""));
 }
 
 }  // namespace cs::calib

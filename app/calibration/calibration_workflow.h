@@ -25,6 +25,7 @@
 #include "planners/calibration.h"
 #include "planners/nccl_tests.h"
 #include "profiler/calibration_run.h"
+#include "profiler/launcher.h"
 
 namespace cs::calib {
 
@@ -116,5 +117,11 @@ struct RunPrediction {
 // error says why there is none (no calibration for the CPU engine).
 Result<RunPrediction> predict_run(const PresetCatalog& catalog, const Plan& plan,
                                   std::string_view backend, int ranks, std::string_view host);
+
+// Puts this machine's prediction of a local run into its store (meta
+// "predicted_step"), as `clusterscope run` and the app's runs do, and says
+// in `notes` what was predicted, or why nothing was.
+void add_prediction(launch::RunSpec& spec, std::vector<std::string>& notes,
+                    const PresetCatalog& catalog, const Plan& plan, std::string_view backend);
 
 }  // namespace cs::calib

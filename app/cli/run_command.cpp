@@ -28,7 +28,6 @@
 #include "app/cli/run_summary.h"
 #include "app/cli/text_table.h"
 #include "core/format.h"
-#include "core/host_probe.h"
 #include "core/json_reader.h"
 #include "core/model_json.h"
 #include "core/workload.h"
@@ -442,18 +441,8 @@ void run(RunOptions& o, Context& ctx, const std::string& command_line) {
   spec.keep_rank_stores = o.keep_rank_stores;
   // The planner's estimate of this very run, for the run store (meta
   // "predicted_step"): its analyses then hold the plan against the measurement.
-  if (o.hostfile.empty() && !o.slurm) {
-    auto prediction =
-        calib::predict_run(catalog, plan, made->backend, spec.ranks, probe_host().hostname);
-    if (prediction) {
-      spec.extra_meta.emplace_back("predicted_step", prediction->predicted_step_json);
-      notes.push_back("the planner predicts " + format_seconds(prediction->step_seconds) +
-                      " per step on " + prediction->cluster +
-                      (prediction->calibrated ? " (calibrated)" : ""));
-    } else {
-      notes.push_back("no prediction in the run store: " + prediction.message());
-    }
-  }
+  if (o.hostfile.empty() && !o.slurm)
+    calib::add_prediction(spec, notes, catalog, plan, made->backend);
   if (o.slurm) {
     // Inside the job, after srun: merge the rank stores into the run store.
     spec.slurm.after_command = {own_executable(),

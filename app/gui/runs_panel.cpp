@@ -249,18 +249,8 @@ Status RunsPanel::launch() {
   if (!run) return fail(run.message());
   // The planner's estimate of this very run, in its store, as `clusterscope
   // run` records it: the run view then holds the plan against the measurement.
-  if (options.placement == launch::Placement::local) {
-    auto prediction = calib::predict_run(workspace_->catalog(), plan.value(), run->backend,
-                                         run->spec.ranks, probe_host().hostname);
-    if (prediction) {
-      run->spec.extra_meta.emplace_back("predicted_step", prediction->predicted_step_json);
-      run->notes.push_back("the planner predicts " + format_seconds(prediction->step_seconds) +
-                           " per step on " + prediction->cluster +
-                           (prediction->calibrated ? " (calibrated)" : ""));
-    } else {
-      run->notes.push_back("no prediction in the run store: " + prediction.message());
-    }
-  }
+  if (options.placement == launch::Placement::local)
+    calib::add_prediction(run->spec, run->notes, workspace_->catalog(), plan.value(), run->backend);
 
   auto launcher = std::make_unique<launch::Launcher>(run->spec);
   if (Status s = launcher->start(); !s) return fail(s.message());
