@@ -8,11 +8,14 @@
 #include <QLabel>
 #include <QLineEdit>
 #include <QProgressBar>
-#include <QPromise>
 #include <QPushButton>
 #include <QTableWidget>
+#include <QTimer>
 #include <QVBoxLayout>
 #include <QtConcurrent>
+#include <atomic>
+#include <mutex>
+#include <string>
 
 #include "app/calibration/calibration_workflow.h"
 #include "core/format.h"
@@ -41,6 +44,16 @@ QString text(const std::string& s) {
 }
 
 }  // namespace
+
+// Written by whichever thread reports (the sweep's, the launcher's monitor),
+// read by the panel's timer: plain data under a mutex, no Qt.
+struct CalibrationPanel::Sweep {
+  std::atomic<bool> cancel{false};
+  std::mutex mutex;
+  int phase = 0;
+  std::string text;
+  bool changed = false;
+};
 
 CalibrationPanel::CalibrationPanel(QWidget* parent) : QWidget(parent) {
   setObjectName(QStringLiteral("calibrationPanel"));
@@ -97,13 +110,17 @@ CalibrationPanel::CalibrationPanel(QWidget* parent) : QWidget(parent) {
   table_->setEditTriggers(QAbstractItemView::NoEditTriggers);
   layout->addWidget(table_, 1);
 
+  poll_ = new QTimer(this);
+  poll_->setInterval(100);
+  connect(poll_, &QTimer::timeout, this, &CalibrationPanel::showProgress);
+
   connect(start_, &QPushButton::clicked, this, &CalibrationPanel::start);
   connect(cancel_, &QPushButton::clicked, this, &CalibrationPanel::cancel);
 }
 
 CalibrationPanel::~CalibrationPanel() {
   // The sweep stops with the panel (every rank closes its store).
-  if (cancel_flag_) *cancel_flag_ = true;
+  if (sweep_) sweep_->cancel = true;
 }
 
 void CalibrationPanel::setPresetsDir(const QString& dir) {
@@ -122,8 +139,17 @@ void CalibrationPanel::setRunning(bool running) {
   progress_->setVisible(running);
 }
 
+void CalibrationPanel::showProgress() {
+  if (!sweep_) return;
+  std::lock_guard lock(sweep_->mutex);
+  if (!sweep_->changed) return;
+  sweep_->changed = false;
+  progress_->setValue(sweep_->phase);
+  status_->setText(QString::fromStdString(sweep_->text));
+}
+
 void CalibrationPanel::cancel() {
-  if (cancel_flag_) *cancel_flag_ = true;
+  if (sweep_) sweep_->cancel = true;
   status_->setText(tr("Stopping the calibration..."));
 }
 
@@ -179,19 +205,14 @@ void CalibrationPanel::start() {
   status_->setText(tr("Starting the sweeps..."));
   setRunning(true);
   const int job = ++job_;
-  cancel_flag_ = std::make_shared<std::atomic<bool>>(false);
+  sweep_ = std::make_shared<Sweep>();
+  poll_->start();
 
   auto* watcher = new QFutureWatcher<Outcome>(this);
-  connect(watcher, &QFutureWatcher<Outcome>::progressValueChanged, this, [this, job](int value) {
-    if (job == job_) progress_->setValue(value);
-  });
-  connect(watcher, &QFutureWatcher<Outcome>::progressTextChanged, this,
-          [this, job](const QString& t) {
-            if (job == job_) status_->setText(t);
-          });
   connect(watcher, &QFutureWatcher<Outcome>::finished, this, [this, watcher, job] {
     watcher->deleteLater();
     if (job != job_) return;  // a stale job
+    poll_->stop();
     setRunning(false);
     const Outcome outcome = watcher->future().result();
     if (!outcome.value) {
@@ -201,22 +222,23 @@ void CalibrationPanel::start() {
     }
     showResult(*outcome.value);
   });
-  const std::shared_ptr<std::atomic<bool>> flag = cancel_flag_;
-  watcher->setFuture(QtConcurrent::run([options, flag](QPromise<Outcome>& promise) {
-    promise.setProgressRange(0, static_cast<int>(options.run.rank_counts.size()));
+  watcher->setFuture(QtConcurrent::run([options, sweep = sweep_] {
     auto result = calib::calibrate_machine(
         options,
-        [&promise](const launch::CalibrationProgress& p) {
-          promise.setProgressValueAndText(p.phase, QString::fromStdString(p.text));
+        [sweep](const launch::CalibrationProgress& p) {
+          std::lock_guard lock(sweep->mutex);
+          sweep->phase = p.phase;
+          sweep->text = p.text;
+          sweep->changed = true;
         },
-        flag.get());
+        &sweep->cancel);
     Outcome out;
     if (result) {
       out.value = std::make_shared<calib::MachineCalibration>(std::move(result).value());
     } else {
       out.error = QString::fromStdString(result.message());
     }
-    promise.addResult(out);
+    return out;
   }));
 }
 

@@ -1,12 +1,12 @@
 #pragma once
 // "Calibrate this machine": the same calibration `clusterscope calibrate`
 // runs (app/calibration), started from the app. The sweep runs on a worker
-// thread; its progress comes back as queued calls, and the fit comes back
-// as a value: a table of every fitted quantity with the quality of its fit,
-// and the cluster presets saved for the planner.
+// thread; the panel polls its progress (the launcher reports it from a
+// thread Qt does not own, which must not call into Qt), and the fit comes
+// back as a value: a table of every fitted quantity with the quality of its
+// fit, and the cluster presets saved for the planner.
 
 #include <QWidget>
-#include <atomic>
 #include <memory>
 
 class QDoubleSpinBox;
@@ -15,6 +15,7 @@ class QLineEdit;
 class QProgressBar;
 class QPushButton;
 class QTableWidget;
+class QTimer;
 
 namespace cs::calib {
 struct MachineCalibration;
@@ -53,8 +54,11 @@ class CalibrationPanel : public QWidget {
   void failed(const QString& message);
 
  private:
+  struct Sweep;  // what the sweep's threads share with the panel
+
   void showResult(const cs::calib::MachineCalibration& result);
   void setRunning(bool running);
+  void showProgress();
 
   QLineEdit* ranks_ = nullptr;
   QDoubleSpinBox* seconds_ = nullptr;
@@ -63,12 +67,13 @@ class CalibrationPanel : public QWidget {
   QProgressBar* progress_ = nullptr;
   QLabel* status_ = nullptr;
   QTableWidget* table_ = nullptr;
+  QTimer* poll_ = nullptr;
   QString presets_dir_;
   QString store_path_;
   bool running_ = false;
   int job_ = 0;  // results of an older job are dropped
-  // Shared with the worker thread, which may outlive the panel.
-  std::shared_ptr<std::atomic<bool>> cancel_flag_;
+  // Shared with the sweep's threads, which may outlive the panel.
+  std::shared_ptr<Sweep> sweep_;
 };
 
 }  // namespace cs::gui
