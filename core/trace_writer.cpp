@@ -254,6 +254,14 @@ class SqliteTraceWriter final : public TraceWriter {
                       "INSERT INTO counters(rank, name, time_ns, value) VALUES(?, ?, ?, ?)")))
       return s;
     flusher_ = std::thread([this] { flusher_loop(); });
+    // Without a second connection the writer still works; close() then
+    // copies the whole WAL into the file itself.
+    if (auto second = sql::Database::open(path_, SQLITE_OPEN_READWRITE)) {
+      checkpointer_ =
+          std::thread([this, db = std::make_shared<sql::Database>(std::move(second).value())] {
+            checkpointer_loop(*db);
+          });
+    }
     return {};
   }
 
@@ -348,6 +356,9 @@ class SqliteTraceWriter final : public TraceWriter {
       wake_.notify_one();
     }
     if (flusher_.joinable()) flusher_.join();
+    // The pages committed so far are copied into the file while finalize
+    // builds the level of detail; the last checkpoint below copies the rest.
+    request_checkpoint(/*last=*/true);
 
     Status result;
     {
@@ -377,6 +388,7 @@ class SqliteTraceWriter final : public TraceWriter {
       else if (Status s = store::finalize(db_, status, *chunked); !s)
         result = s;
     }
+    if (checkpointer_.joinable()) checkpointer_.join();
     if (Status s = db_.exec("PRAGMA wal_checkpoint(TRUNCATE)"); !s && result.ok()) result = s;
     db_.close();
     return result;
@@ -460,6 +472,37 @@ class SqliteTraceWriter final : public TraceWriter {
     return {};
   }
 
+  // The checkpointer copies committed pages from the WAL into the file on its
+  // own connection, beside the flusher (SQLite lets one checkpoint run while
+  // another connection writes). A fully copied WAL is rewound by the next
+  // commit, so the WAL stays small and close() has little left to copy.
+  void checkpointer_loop(sql::Database& db) {
+    std::unique_lock lock(checkpoint_mu_);
+    std::uint64_t done = 0;
+    while (true) {
+      checkpoint_wake_.wait(lock,
+                            [&] { return checkpoint_last_ || checkpoints_requested_ > done; });
+      const bool last = checkpoint_last_;
+      done = checkpoints_requested_;
+      lock.unlock();
+      // Best effort: what it cannot copy now, close() copies.
+      (void)db.exec("PRAGMA wal_checkpoint(PASSIVE)");
+      lock.lock();
+      if (last) break;
+    }
+    lock.unlock();
+    db.close();
+  }
+
+  void request_checkpoint(bool last) {
+    {
+      std::lock_guard lock(checkpoint_mu_);
+      ++checkpoints_requested_;
+      if (last) checkpoint_last_ = true;
+    }
+    checkpoint_wake_.notify_one();
+  }
+
   // Flusher thread only: commits one batch, or nothing of it.
   Status write_batch(Pending& batch) {
     sql::Transaction tx(db_);
@@ -514,9 +557,8 @@ class SqliteTraceWriter final : public TraceWriter {
     if (!(s = tx.commit())) return db_.error("write failed");
     next_event_id_ += static_cast<std::int64_t>(batch.events.size());
     events_since_checkpoint_ += batch.events.size();
-    if (events_since_checkpoint_ > (std::size_t{1} << 24)) {
-      // Every 16 M events or so: keep the WAL from growing without end.
-      (void)db_.exec("PRAGMA wal_checkpoint(PASSIVE)");
+    if (events_since_checkpoint_ >= kEventsPerCheckpoint) {
+      request_checkpoint(/*last=*/false);
       events_since_checkpoint_ = 0;
     }
     return {};
@@ -695,6 +737,14 @@ class SqliteTraceWriter final : public TraceWriter {
   sql::Statement insert_events_, insert_string_, insert_rank_, insert_lane_, insert_meta_,
       insert_details_, insert_segment_, insert_step_, insert_counter_, insert_chunk_;
   std::thread flusher_;
+
+  // About 60 MB of WAL between checkpoints.
+  static constexpr std::size_t kEventsPerCheckpoint = std::size_t{1} << 20;
+  std::mutex checkpoint_mu_;
+  std::condition_variable checkpoint_wake_;
+  std::uint64_t checkpoints_requested_ = 0;
+  bool checkpoint_last_ = false;
+  std::thread checkpointer_;
 };
 
 }  // namespace
