@@ -244,8 +244,8 @@ Status migrate_from_version_1(const std::string& path) {
   auto opened = sql::Database::open(path, SQLITE_OPEN_READWRITE);
   if (!opened) {
     return Error{path + " uses trace schema version 1 and must be upgraded to version " +
-                 std::to_string(kSchemaVersion) + " in place, but it cannot be opened for writing: " +
-                 opened.message()};
+                 std::to_string(kSchemaVersion) +
+                 " in place, but it cannot be opened for writing: " + opened.message()};
   }
   sql::Database db = std::move(opened).value();
   // Another reader may be upgrading the same file: wait for it, then find
@@ -798,6 +798,10 @@ class LodBuilder {
             tile.row.kind = e.kind;
             tile.row.category = e.category;
           }
+          // Counting: the event joins its tile at every coarser level too
+          // (the events since this tile opened all started inside it, so
+          // the coarser tiles holding it are still open), which adds no row.
+          if (!sink_) return;
         } else {
           if (tile.open) {
             const LodRow done = tile.row;
