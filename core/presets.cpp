@@ -25,7 +25,8 @@ namespace {
 
 bool is_presets_dir(const fs::path& dir) {
   std::error_code ec;
-  return fs::is_regular_file(dir / "gpus.json", ec) && fs::is_regular_file(dir / "clusters.json", ec);
+  return fs::is_regular_file(dir / "gpus.json", ec) &&
+         fs::is_regular_file(dir / "clusters.json", ec);
 }
 
 fs::path executable_dir() {
@@ -38,7 +39,8 @@ template <class T>
 std::vector<std::string> names_of(const std::vector<T>& items) {
   std::vector<std::string> out;
   out.reserve(items.size());
-  for (const T& item : items) out.push_back(item.name);
+  for (const T& item : items)
+    out.push_back(item.name);
   return out;
 }
 
@@ -50,7 +52,8 @@ const T* find_named(const std::vector<T>& items, std::string_view name) {
 
 template <class T>
 void add_named(std::vector<T>& items, T item) {
-  auto it = std::find_if(items.begin(), items.end(), [&](const T& t) { return t.name == item.name; });
+  auto it =
+      std::find_if(items.begin(), items.end(), [&](const T& t) { return t.name == item.name; });
   if (it == items.end()) {
     items.push_back(std::move(item));
   } else {
@@ -78,7 +81,8 @@ Status load_list(const fs::path& file, std::vector<T>& out, Parse parse) {
       continue;
     }
     if (item->source.empty()) fail(where + ": /source: is required for a preset");
-    if (find_named(out, item->name)) fail(where + ": /name: \"" + item->name + "\" is listed twice");
+    if (find_named(out, item->name))
+      fail(where + ": /name: \"" + item->name + "\" is listed twice");
     out.push_back(std::move(item).value());
   }
   if (!errors.empty()) return Error{errors};
@@ -169,6 +173,7 @@ Status PresetCatalog::load_user_presets(const fs::path& dir) {
 
   // Everything is read into a copy first: a broken file leaves the catalog as it was.
   PresetCatalog merged = *this;
+  merged.skipped_user_files_.clear();
   std::map<std::string, std::string> seen;  // "kind name" -> file, for duplicates
   for (const fs::path& file : files) {
     auto j = read_json_file(file.string());
@@ -180,6 +185,18 @@ Status PresetCatalog::load_user_presets(const fs::path& dir) {
       docs.push_back(*j);
     } else {
       return Error{file.string() + ": /: must be a preset document or a list of them"};
+    }
+    // A file of plans only is no preset file: passed over, said why.
+    const bool plans_only =
+        !docs.empty() && std::all_of(docs.begin(), docs.end(), [&](const auto& d) {
+          auto kind = detect_kind(d, file.string());
+          return kind && (*kind == DocumentKind::plan || *kind == DocumentKind::parallel_plan ||
+                          *kind == DocumentKind::precision_plan);
+        });
+    if (plans_only) {
+      merged.skipped_user_files_.push_back(file.string() +
+                                           ": holds plans, not presets; passed over");
+      continue;
     }
     std::string errors;
     auto fail = [&](std::string message) {
@@ -248,7 +265,8 @@ Result<PresetBundle> read_preset_bundle(const fs::path& file, const PresetCatalo
   PresetBundle bundle;
   for (const bool clusters : {false, true}) {
     for (std::size_t i = 0; i < docs.size(); ++i) {
-      const std::string where = file.string() + (j->is_array() ? " [" + std::to_string(i) + "]" : "");
+      const std::string where =
+          file.string() + (j->is_array() ? " [" + std::to_string(i) + "]" : "");
       auto kind = detect_kind(docs[i], where);
       if (!kind) return kind.error();
       if ((*kind == DocumentKind::cluster) != clusters) continue;
@@ -310,7 +328,8 @@ const GpuSpec* PresetCatalog::match_device(std::string_view cuda_device_name) co
   std::size_t best_length = 0;
   for (const GpuSpec& g : gpus_) {
     for (const std::string& pattern : g.device_names) {
-      if (pattern.size() > best_length && cuda_device_name.find(pattern) != std::string_view::npos) {
+      if (pattern.size() > best_length &&
+          cuda_device_name.find(pattern) != std::string_view::npos) {
         best = &g;
         best_length = pattern.size();
       }
@@ -333,18 +352,32 @@ std::string PresetCatalog::unknown_name_message(std::string_view what, std::stri
   return message + ")";
 }
 
-std::vector<std::string> PresetCatalog::gpu_names() const { return names_of(gpus_); }
-std::vector<std::string> PresetCatalog::link_names() const { return names_of(links_); }
-std::vector<std::string> PresetCatalog::model_names() const { return names_of(models_); }
+std::vector<std::string> PresetCatalog::gpu_names() const {
+  return names_of(gpus_);
+}
+std::vector<std::string> PresetCatalog::link_names() const {
+  return names_of(links_);
+}
+std::vector<std::string> PresetCatalog::model_names() const {
+  return names_of(models_);
+}
 std::vector<std::string> PresetCatalog::cluster_names() const {
   std::vector<std::string> names = names_of(clusters_);
   names.emplace_back(kThisMachine);
   return names;
 }
 
-void PresetCatalog::add(GpuSpec gpu) { add_named(gpus_, std::move(gpu)); }
-void PresetCatalog::add(Link link) { add_named(links_, std::move(link)); }
-void PresetCatalog::add(Workload model) { add_named(models_, std::move(model)); }
-void PresetCatalog::add(Cluster cluster) { add_named(clusters_, std::move(cluster)); }
+void PresetCatalog::add(GpuSpec gpu) {
+  add_named(gpus_, std::move(gpu));
+}
+void PresetCatalog::add(Link link) {
+  add_named(links_, std::move(link));
+}
+void PresetCatalog::add(Workload model) {
+  add_named(models_, std::move(model));
+}
+void PresetCatalog::add(Cluster cluster) {
+  add_named(clusters_, std::move(cluster));
+}
 
 }  // namespace cs

@@ -58,10 +58,14 @@ class PresetCatalog {
   // (GPUs, links and models first, then clusters, which may name presets of
   // either folder); an entry replaces a shipped one of the same name. A
   // missing folder adds nothing; a file that does not read is an error that
-  // names it, and nothing of that folder is added.
+  // names it, and nothing of that folder is added (a file of plans only
+  // is passed over: see skipped_user_files).
   Status load_user_presets(const std::filesystem::path& dir);
   // The user files merged so far.
   const std::vector<std::filesystem::path>& user_files() const { return user_files_; }
+  // Files of the folder that hold only plans (a run's plan saved there, say):
+  // passed over, each with why, instead of refusing the folder.
+  const std::vector<std::string>& skipped_user_files() const { return skipped_user_files_; }
 
   const std::vector<GpuSpec>& gpus() const { return gpus_; }
   const std::vector<Link>& links() const { return links_; }
@@ -94,6 +98,7 @@ class PresetCatalog {
  private:
   std::filesystem::path dir_;
   std::vector<std::filesystem::path> user_files_;
+  std::vector<std::string> skipped_user_files_;
   std::vector<GpuSpec> gpus_;
   std::vector<Link> links_;
   std::vector<Workload> models_;

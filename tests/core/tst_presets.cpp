@@ -23,7 +23,8 @@ cs::PresetCatalog load_catalog() {
 }
 
 // A presets folder in `dir` with the real files, one of them replaced by `text`.
-void copy_presets(const QTemporaryDir& dir, const QString& replace = {}, const std::string& text = {}) {
+void copy_presets(const QTemporaryDir& dir, const QString& replace = {},
+                  const std::string& text = {}) {
   for (const char* f : {"gpus.json", "links.json", "models.json", "clusters.json"}) {
     const QString target = dir.filePath(f);
     if (f == replace) {
@@ -68,15 +69,16 @@ void TestPresets::promisedPresets_data() {
                         "b200", "l40s", "rtx-4090", "mi300x"}) {
     QTest::addRow("gpu %s", g) << "gpu" << g;
   }
-  for (const char* l : {"nvlink3", "nvlink4", "nvlink5", "pcie4", "pcie5", "ib-hdr", "ib-ndr", "ib-xdr",
-                        "roce-100", "roce-200", "roce-400"}) {
+  for (const char* l : {"nvlink3", "nvlink4", "nvlink5", "pcie4", "pcie5", "ib-hdr", "ib-ndr",
+                        "ib-xdr", "roce-100", "roce-200", "roce-400"}) {
     QTest::addRow("link %s", l) << "link" << l;
   }
-  for (const char* m : {"gpt2-small", "gpt2-medium", "gpt2-large", "gpt2-xl", "gpt3-125m", "gpt3-1.3b",
-                        "gpt3-13b", "gpt3-175b", "llama2-7b", "llama2-13b", "llama2-70b", "llama3-8b",
-                        "llama3-70b", "llama3-405b", "bert-base", "bert-large", "resnet18", "resnet50",
-                        "resnet18-cifar10", "megatron-22b", "megatron-175b", "megatron-530b",
-                        "megatron-1t", "megatron-1.7b", "megatron-145.6b"}) {
+  for (const char* m :
+       {"gpt2-small",    "gpt2-medium",   "gpt2-large",  "gpt2-xl",          "gpt3-125m",
+        "gpt3-1.3b",     "gpt3-13b",      "gpt3-175b",   "llama2-7b",        "llama2-13b",
+        "llama2-70b",    "llama3-8b",     "llama3-70b",  "llama3-405b",      "bert-base",
+        "bert-large",    "resnet18",      "resnet50",    "resnet18-cifar10", "megatron-22b",
+        "megatron-175b", "megatron-530b", "megatron-1t", "megatron-1.7b",    "megatron-145.6b"}) {
     QTest::addRow("model %s", m) << "model" << m;
   }
   for (const char* c : {"dgx-a100-8", "dgx-a100-64", "dgx-a100-1024", "dgx-h100-8", "dgx-h100-32",
@@ -101,10 +103,14 @@ void TestPresets::promisedPresets() {
 
 void TestPresets::everyPresetCitesASource() {
   const cs::PresetCatalog c = load_catalog();
-  for (const auto& g : c.gpus()) QVERIFY2(!g.source.empty(), g.name.c_str());
-  for (const auto& l : c.links()) QVERIFY2(!l.source.empty(), l.name.c_str());
-  for (const auto& m : c.models()) QVERIFY2(!m.source.empty(), m.name.c_str());
-  for (const auto& cl : c.clusters()) QVERIFY2(!cl.source.empty(), cl.name.c_str());
+  for (const auto& g : c.gpus())
+    QVERIFY2(!g.source.empty(), g.name.c_str());
+  for (const auto& l : c.links())
+    QVERIFY2(!l.source.empty(), l.name.c_str());
+  for (const auto& m : c.models())
+    QVERIFY2(!m.source.empty(), m.name.c_str());
+  for (const auto& cl : c.clusters())
+    QVERIFY2(!cl.source.empty(), cl.name.c_str());
 }
 
 void TestPresets::clusterPresetsResolve() {
@@ -127,16 +133,23 @@ void TestPresets::loaderRefusals_data() {
   QTest::addColumn<QString>("file");
   QTest::addColumn<QString>("text");
   QTest::addColumn<QString>("expected");
-  QTest::addRow("no source") << "links.json"
+  QTest::addRow("no source")
+      << "links.json"
       << R"([{"name": "x", "type": "pcie", "bandwidth_gbps": 1, "latency_us": 1}])"
       << "links.json [0]: /source: is required for a preset";
-  QTest::addRow("duplicate") << "links.json"
+  QTest::addRow("duplicate")
+      << "links.json"
       << R"([{"name": "x", "type": "pcie", "bandwidth_gbps": 1, "latency_us": 1, "source": "s"},
             {"name": "x", "type": "pcie", "bandwidth_gbps": 2, "latency_us": 1, "source": "s"}])"
       << "links.json [1]: /name: \"x\" is listed twice";
-  QTest::addRow("not a list") << "gpus.json" << R"({"name": "g"})" << "gpus.json: /: must be a list of presets";
-  QTest::addRow("broken json") << "models.json" << "[{" << "models.json:1:2: invalid JSON";
-  QTest::addRow("reserved name") << "clusters.json"
+  QTest::addRow("not a list") << "gpus.json"
+                              << R"({"name": "g"})"
+                              << "gpus.json: /: must be a list of presets";
+  QTest::addRow("broken json") << "models.json"
+                               << "[{"
+                               << "models.json:1:2: invalid JSON";
+  QTest::addRow("reserved name")
+      << "clusters.json"
       << R"([{"name": "this-machine", "nodes": 1, "gpus_per_node": 0, "source": "s"}])"
       << "clusters.json: \"this-machine\" is reserved for the detected machine";
 }
@@ -174,14 +187,22 @@ void TestPresets::matchDevice_data() {
   QTest::addColumn<QString>("device");
   QTest::addColumn<QString>("preset");
   // Names as the CUDA driver reports them.
-  QTest::addRow("H100 SXM") << "NVIDIA H100 80GB HBM3" << "h100-sxm";
-  QTest::addRow("H100 PCIe") << "NVIDIA H100 PCIe" << "h100-pcie";
-  QTest::addRow("H200") << "NVIDIA H200" << "h200";
-  QTest::addRow("A100 80GB") << "NVIDIA A100-SXM4-80GB" << "a100-80gb";
-  QTest::addRow("A100 40GB") << "NVIDIA A100-SXM4-40GB" << "a100-40gb";
-  QTest::addRow("RTX 4090") << "NVIDIA GeForce RTX 4090" << "rtx-4090";
-  QTest::addRow("L40S") << "NVIDIA L40S" << "l40s";
-  QTest::addRow("unknown") << "NVIDIA T4" << "";
+  QTest::addRow("H100 SXM") << "NVIDIA H100 80GB HBM3"
+                            << "h100-sxm";
+  QTest::addRow("H100 PCIe") << "NVIDIA H100 PCIe"
+                             << "h100-pcie";
+  QTest::addRow("H200") << "NVIDIA H200"
+                        << "h200";
+  QTest::addRow("A100 80GB") << "NVIDIA A100-SXM4-80GB"
+                             << "a100-80gb";
+  QTest::addRow("A100 40GB") << "NVIDIA A100-SXM4-40GB"
+                             << "a100-40gb";
+  QTest::addRow("RTX 4090") << "NVIDIA GeForce RTX 4090"
+                            << "rtx-4090";
+  QTest::addRow("L40S") << "NVIDIA L40S"
+                        << "l40s";
+  QTest::addRow("unknown") << "NVIDIA T4"
+                           << "";
 }
 
 void TestPresets::matchDevice() {
@@ -253,7 +274,8 @@ void TestPresets::unknownNameMessage() {
   const cs::PresetCatalog c = load_catalog();
   auto r = c.cluster("dgx-h100-31");
   QVERIFY(!r.ok());
-  QVERIFY(r.message().starts_with("unknown cluster preset \"dgx-h100-31\": did you mean \"dgx-h100-32\"?"));
+  QVERIFY(r.message().starts_with(
+      "unknown cluster preset \"dgx-h100-31\": did you mean \"dgx-h100-32\"?"));
   auto far = c.cluster("zzz");
   QVERIFY(far.message().find("did you mean") == std::string::npos);
   QVERIFY(far.message().find("this-machine") != std::string::npos);
@@ -302,10 +324,17 @@ void TestPresets::userPresetsMergeOverShipped() {
                  {"kind": "cluster", "name": "my-box", "nodes": 1, "gpus_per_node": 2,
                   "gpu": "a100-80gb", "intra_node": "my-link", "source": "mine"}])");
   write_file(dir.filePath("notes.txt"), "not a preset");
+  // A run's plan saved in the folder is passed over, not a reason to refuse it.
+  write_file(dir.filePath("run.plan.json"),
+             R"({"cluster": "dgx-h100-1node", "workload": "llama2-7b",
+                 "parallel": {"dp": 8, "micro_batch": 1, "global_batch": 64}})");
   cs::PresetCatalog catalog = load_catalog();
   const std::size_t shipped_gpus = catalog.gpus().size();
   QVERIFY(catalog.load_user_presets(dir.path().toStdString()).ok());
   QCOMPARE(catalog.user_files().size(), std::size_t(2));
+  QCOMPARE(catalog.skipped_user_files().size(), std::size_t(1));
+  QVERIFY(catalog.skipped_user_files().front().find("run.plan.json: holds plans, not presets") !=
+          std::string::npos);
   QCOMPARE(catalog.gpus().size(), shipped_gpus);  // replaced, not added
   QCOMPARE(catalog.find_gpu("h100-sxm")->source, std::string("measured here"));
   QCOMPARE(catalog.find_gpu("h100-sxm")->peak.bf16, 900e12);
@@ -336,8 +365,10 @@ void TestPresets::userPresetsRefusals_data() {
   QTest::addRow("unknown preset named")
       << R"({"kind": "cluster", "name": "c", "nodes": 1, "gpus_per_node": 1, "gpu": "h1000", "source": "s"})"
       << "bad.json: /gpu: unknown GPU preset \"h1000\"";
-  QTest::addRow("not a preset kind") << R"({"kind": "parallel_plan", "dp": 2})"
-                                     << "bad.json: a parallel_plan is not a preset";
+  QTest::addRow("a plan among presets")
+      << R"([{"kind": "link", "name": "l2", "type": "pcie", "bandwidth_gbps": 1, "latency_us": 1, "source": "s"},
+            {"kind": "parallel_plan", "dp": 2}])"
+      << "bad.json [1]: a parallel_plan is not a preset";
   QTest::addRow("twice in the folder")
       << R"({"kind": "link", "name": "dup", "type": "pcie", "bandwidth_gbps": 1, "latency_us": 1, "source": "s"})"
       << "bad.json: /name: link dup is also defined in ";
