@@ -223,8 +223,11 @@ class SqliteTraceWriter final : public TraceWriter {
     };
     Status s;
     if (!(s = prepare(insert_events_,
-                      "INSERT INTO events(id, lane, kind, category, start_ns, end_ns, name, "
-                      "correlation, step) SELECT * FROM cs_event_batch")))
+                      // No id: SQLite appends with max(id) + 1, which is the
+                      // batch's next id (checked after), without a lookup per row.
+                      "INSERT INTO events(lane, kind, category, start_ns, end_ns, name, "
+                      "correlation, step) SELECT lane, kind, category, start_ns, end_ns, name, "
+                      "correlation, step FROM cs_event_batch")))
       return s;
     if (!(s = prepare(insert_string_, "INSERT OR REPLACE INTO strings(id, value) VALUES(?, ?)")))
       return s;
@@ -598,6 +601,12 @@ class SqliteTraceWriter final : public TraceWriter {
     insert_events_.reset();
     if (const int rc = insert_events_.step(); rc != SQLITE_DONE)
       return db_.error("write failed", rc);
+    const std::int64_t last_id = next_event_id_ + static_cast<std::int64_t>(events.size()) - 1;
+    if (sqlite3_last_insert_rowid(db_.get()) != last_id) {
+      return Error{path_ + ": write failed: event ids out of step (" +
+                   std::to_string(sqlite3_last_insert_rowid(db_.get())) + ", expected " +
+                   std::to_string(last_id) + ")"};
+    }
 
     Status s;
     for (std::size_t i = 0; i < order_.size(); ++i) {
