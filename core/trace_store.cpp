@@ -789,19 +789,17 @@ class LodBuilder {
         Tile& tile = level.tiles[depth];
         const std::int64_t index = e.start >> shift;
         if (tile.open && tile.index == index) {
-          tile.row.end = std::max(tile.row.end, e.end);
-          tile.row.count += 1;
-          tile.row.event_id = 0;
-          if (duration > tile.longest) {
-            tile.longest = duration;
-            tile.row.name = e.name;
-            tile.row.kind = e.kind;
-            tile.row.category = e.category;
-          }
-          // Counting: the event joins its tile at every coarser level too
-          // (the events since this tile opened all started inside it, so
-          // the coarser tiles holding it are still open), which adds no row.
+          // The event joins its tile at every coarser level too: the events
+          // since this tile opened all started inside it, so the coarser
+          // tiles holding it are still open. Counting, that adds no row;
+          // writing, those tiles take the event without a lookup.
+          join(tile, e, duration);
           if (!sink_) return;
+          for (std::size_t m = l + 1; m < levels_.size(); ++m) {
+            if (levels_[m].alive)
+              join(levels_[m].tiles[static_cast<std::size_t>(depth)], e, duration);
+          }
+          return;
         } else {
           if (tile.open) {
             const LodRow done = tile.row;
@@ -837,6 +835,18 @@ class LodBuilder {
   const Status& status() const { return status_; }
 
  private:
+  static void join(Tile& tile, const ScanRow& e, std::int64_t duration) {
+    tile.row.end = std::max(tile.row.end, e.end);
+    tile.row.count += 1;
+    tile.row.event_id = 0;
+    if (duration > tile.longest) {
+      tile.longest = duration;
+      tile.row.name = e.name;
+      tile.row.kind = e.kind;
+      tile.row.category = e.category;
+    }
+  }
+
   struct Level {
     bool alive = true;
     std::int64_t rows = 0;
