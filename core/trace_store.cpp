@@ -819,10 +819,14 @@ class LodBuilder {
   // from the finest one whose coarser levels all stayed within the cap.
   std::pair<int, int> finish() {
     for (std::size_t l = 0; l < levels_.size(); ++l) {
-      if (!levels_[l].alive) continue;
-      for (Tile& tile : levels_[l].tiles) {
-        if (tile.open) emit(l, tile.row);
+      Level& level = levels_[l];
+      // An emit may give the level up and free its tiles: checked each time.
+      for (std::size_t depth = 0; level.alive && depth < level.tiles.size(); ++depth) {
+        Tile& tile = level.tiles[depth];
+        if (!tile.open) continue;
         tile.open = false;
+        const LodRow row = tile.row;
+        emit(l, row);
       }
     }
     int finest = static_cast<int>(levels_.size());

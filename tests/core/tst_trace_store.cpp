@@ -158,6 +158,7 @@ class TestTraceStore : public QObject {
   void spansFoldToPixels_data();
   void spansFoldToPixels();
   void eventAtIsInnermost();
+  void levelGivenUpAtTheLastTiles();
   void orderOfArrivalDoesNotMatter();
   void findEvents();
   void liveStoreOpensReadOnly();
@@ -571,6 +572,74 @@ void TestTraceStore::eventAtIsInnermost() {
   }
 }
 
+// A lane shaped so that the finest level of detail reaches its row cap
+// exactly as finalize emits the tiles still open at the end (one per depth):
+// the level is given up there, and the tiles it frees must not be touched
+// again (they were once, corrupting the heap of whoever finalized the store).
+void TestTraceStore::levelGivenUpAtTheLastTiles() {
+  QTemporaryDir dir;
+  const std::string path = temp_path(dir, "cap.cstrace");
+  {
+    auto created = TraceWriter::create(path, RunInfo{});
+    QVERIFY(created);
+    TraceWriter& w = **created;
+    const LaneId lane = w.add_lane(0, LaneKind::cpu_thread, "main thread", 0);
+    const StringId name = w.intern("op");
+    // 65 clusters, one per level-0 tile (1024 ns) and far apart: an outer
+    // event with one inside it, then short ones after it, 2048 events in all.
+    // Level 0 ends with 2 rows per cluster but the last = 128 = 2048 / 16,
+    // its cap, and two tiles open: emitting the first gives it up.
+    constexpr int kClusters = 65;
+    constexpr int kEvents = 2048;
+    int written = 0;
+    for (int c = 0; c < kClusters; ++c) {
+      const std::int64_t t = std::int64_t{c} << 20;
+      auto add = [&](std::int64_t start, std::int64_t end) {
+        Event e;
+        e.lane = lane;
+        e.kind = EventKind::cpu_op;
+        e.category = Category::compute;
+        e.start_ns = start;
+        e.end_ns = end;
+        e.name = name;
+        w.add(e);
+        ++written;
+      };
+      add(t, t + 100);
+      add(t + 10, t + 50);
+      const int rest =
+          (kEvents - 2 * kClusters) / kClusters + (c < (kEvents - 2 * kClusters) % kClusters);
+      for (int j = 0; j < rest; ++j)
+        add(t + 100 + 20 * j, t + 110 + 20 * j);
+    }
+    QCOMPARE(written, kEvents);
+    const cs::Status closed = w.close();
+    QVERIFY2(closed, closed.message().c_str());
+  }
+  auto r = open_reader(path);
+  QCOMPARE(r->lanes().size(), std::size_t(1));
+  const LaneInfo lane = r->lanes().front();
+  QCOMPARE(lane.event_count, std::int64_t(2048));
+  QCOMPARE(lane.max_depth, 1);
+  auto spans = r->spans(lane.id, lane.first_ns, lane.last_ns, 1000);
+  QVERIFY2(spans, spans ? "" : spans.message().c_str());
+  std::int64_t folded = 0;
+  for (const Span& s : *spans)
+    folded += s.count;
+  QCOMPARE(folded, std::int64_t(2048));
+  // The case this test is for: level 0 was given up, a coarser one kept.
+  sqlite3* db = nullptr;
+  QCOMPARE(sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr), SQLITE_OK);
+  sqlite3_stmt* stmt = nullptr;
+  QCOMPARE(sqlite3_prepare_v2(db, "SELECT lod_finest_level FROM lane_stats", -1, &stmt, nullptr),
+           SQLITE_OK);
+  QCOMPARE(sqlite3_step(stmt), SQLITE_ROW);
+  const int finest = sqlite3_column_int(stmt, 0);
+  sqlite3_finalize(stmt);
+  sqlite3_close(db);
+  QVERIFY2(finest > 0, qPrintable(QString("finest level %1").arg(finest)));
+}
+
 // Lanes whose events arrive in time order get their chunks from the writer;
 // others from finalize; a store cut short is read from its rows. All three
 // must read the same.
@@ -801,8 +870,9 @@ void TestTraceStore::version1StoreIsMigrated() {
   QTemporaryDir dir;
   const std::string path = temp_path(dir, "v1.cstrace");
   const Written w = write_store(path, {Pattern::nested, Pattern::uniform}, 30000);
-  exec_sql(path, "DROP TABLE chunks; DELETE FROM lod; DELETE FROM lane_stats; "
-                 "PRAGMA user_version = 1");
+  exec_sql(path,
+           "DROP TABLE chunks; DELETE FROM lod; DELETE FROM lane_stats; "
+           "PRAGMA user_version = 1");
   auto r = open_reader(path);
   for (const LaneId lane : w.lanes) {
     const LaneInfo* info = r->lane(lane);
