@@ -12,6 +12,7 @@
 #include <deque>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "core/plans.h"
 #include "core/result.h"
@@ -26,8 +27,13 @@ struct PredictedStore {
 };
 
 // Simulates the plan's schedule (planners/timeline.h) and writes it to a new
-// trace store at `path`.
-Result<PredictedStore> write_predicted_timeline(const Plan& plan, const std::string& path);
+// trace store at `path`: one step from zero, or, given the start of each
+// measured step (on the measured run's clock), the predicted step from each
+// of those starts (at most kMaxPredictedSteps), so that it lines up with
+// the run beside it.
+inline constexpr std::size_t kMaxPredictedSteps = 2000;
+Result<PredictedStore> write_predicted_timeline(const Plan& plan, const std::string& path,
+                                                const std::vector<std::int64_t>& step_starts = {});
 
 class PredictedTimelineService : public QObject {
   Q_OBJECT

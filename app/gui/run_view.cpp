@@ -102,6 +102,7 @@ struct Analysed {
   std::shared_ptr<const trace::RunAnalysis> analysis;
   trace::RunInfo run;
   std::int64_t start_ns = 0;
+  std::vector<std::int64_t> step_starts;  // the lowest rank's, for the predicted lane
   QString error;
 };
 
@@ -284,6 +285,15 @@ RunView::RunView(QWidget* parent) : QWidget(parent) {
             startAnalysis();
           });
   connect(timeline_, &TimelineWidget::eventSelected, this, &RunView::showDetails);
+  // The predicted steps share the measured run's clock: the two windows move together.
+  connect(timeline_, &TimelineWidget::windowChanged, this,
+          [this](std::int64_t start, std::int64_t end) {
+            if (predicted_aligned_) predicted_->followWindow(timeline_->fullRange(), {start, end});
+          });
+  connect(predicted_, &TimelineWidget::windowChanged, this,
+          [this](std::int64_t start, std::int64_t end) {
+            if (predicted_aligned_) timeline_->setWindow(start, end);
+          });
   connect(timeline_, &TimelineWidget::rangeSelected, this, &RunView::analyseRange);
   auto find = [this](int delta) {
     if (delta > 0) {
@@ -334,6 +344,7 @@ void RunView::openStore(const QString& path) {
   instances_->setRowCount(0);
   predicted_->hide();
   predicted_label_->hide();
+  predicted_aligned_ = false;
   ++job_;  // drops the analysis of the store shown before
   timeline_->setStore(path);
 }
@@ -351,6 +362,15 @@ void RunView::startAnalysis() {
     }
     out.run = reader.value()->run();
     out.start_ns = reader.value()->time_range().start_ns;
+    if (auto steps = reader.value()->steps()) {
+      std::optional<std::int32_t> lowest;
+      for (const trace::StepMetrics& m : *steps)
+        lowest = std::min(lowest.value_or(m.rank), m.rank);
+      for (const trace::StepMetrics& m : *steps) {
+        if (m.rank == lowest) out.step_starts.push_back(m.start_ns);
+      }
+      std::sort(out.step_starts.begin(), out.step_starts.end());
+    }
     auto analysis = trace::analyze_run(*reader.value());
     if (!analysis) {
       out.error = q(analysis.message());
@@ -375,16 +395,18 @@ void RunView::startAnalysis() {
                          .arg(q(out.run.source).toHtmlEscaped(),
                               QFileInfo(path_).absoluteFilePath().toHtmlEscaped()));
     showAnalysis();
-    if (!out.run.plan_json.empty()) startPrediction(out.run.plan_json);
+    if (!out.run.plan_json.empty()) startPrediction(out.run.plan_json, out.step_starts);
     emit analysisReady({});
   });
 }
 
-void RunView::startPrediction(const std::string& plan_json) {
+void RunView::startPrediction(const std::string& plan_json,
+                              const std::vector<std::int64_t>& step_starts) {
   // The planner's step for the run's own plan, as a lane group under the
-  // measured ones (its own time axis: a predicted step starts at zero).
+  // measured ones: from the start of each measured step, on the run's clock
+  // (one step from zero when the run recorded no steps).
   const std::uint64_t job = job_;
-  QtConcurrent::run([plan_json] {
+  QtConcurrent::run([plan_json, step_starts] {
     std::pair<QString, QString> out;  // store path, error
     const auto j = nlohmann::json::parse(plan_json, nullptr, false);
     if (j.is_discarded()) {
@@ -399,21 +421,27 @@ void RunView::startPrediction(const std::string& plan_json) {
     static QTemporaryDir dir;  // lives as long as the app: the widget reads it
     static std::atomic<int> counter{0};
     const QString path = dir.filePath(QStringLiteral("predicted-%1.cstrace").arg(++counter));
-    auto written = write_predicted_timeline(plan.value(), path.toStdString());
+    auto written = write_predicted_timeline(plan.value(), path.toStdString(), step_starts);
     if (!written) {
       out.second = q(written.message());
     } else {
       out.first = path;
     }
     return out;
-  }).then(this, [this, job](std::pair<QString, QString> out) {
+  }).then(this, [this, job, aligned = !step_starts.empty()](std::pair<QString, QString> out) {
     if (job != job_) return;
-    predicted_label_->setText(out.first.isEmpty()
-                                  ? tr("Predicted step (planner): %1").arg(out.second)
-                                  : tr("Predicted step (planner), one step from zero"));
+    predicted_label_->setText(
+        out.first.isEmpty() ? tr("Predicted step (planner): %1").arg(out.second)
+        : aligned           ? tr("Predicted step (planner), from each measured step's start")
+                            : tr("Predicted step (planner), one step from zero"));
     predicted_label_->show();
     if (!out.first.isEmpty()) {
       predicted_path_ = out.first;
+      predicted_aligned_ = aligned;
+      if (aligned)
+        predicted_->followWindow(timeline_->fullRange(), timeline_->window());
+      else
+        predicted_->stopFollowing();
       predicted_->setStore(out.first);
       predicted_->show();
     }

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <vector>
 
 #include "core/result.h"
 #include "core/trace_analysis.h"
@@ -92,7 +93,7 @@ class RunView : public QWidget {
   void showDetails(const std::optional<trace::StoredEvent>& event, const QString& name,
                    const QString& lane, const QString& error);
   void fillInstances(std::vector<trace::StoredEvent> events, const QString& error);
-  void startPrediction(const std::string& plan_json);
+  void startPrediction(const std::string& plan_json, const std::vector<std::int64_t>& step_starts);
   // The analysis an export uses: the whole run, or the selected range's.
   Result<trace::RunAnalysis> analysisFor(const trace::TraceReader& reader, bool range_only) const;
   QString reportHtml(const QString& core_html, bool range_only) const;
@@ -110,6 +111,7 @@ class RunView : public QWidget {
   std::optional<trace::RunAnalysis> range_analysis_;
   std::int64_t trace_start_ns_ = 0;
   QString predicted_path_;
+  bool predicted_aligned_ = false;  // the predicted lane follows the measured window
 
   QLabel* header_;
   TimelineWidget* timeline_;

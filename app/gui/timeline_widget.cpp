@@ -245,11 +245,21 @@ void TimelineWidget::setStore(const QString& path) {
     match_index_ = -1;
     const bool same_rows = lanes_.size() == opened->lanes.size();
     lanes_ = std::move(opened->lanes);
-    full_ = opened->range;
+    own_range_ = opened->range;
+    full_ = own_range_;
+    if (followed_full_) {
+      full_ = {std::min(full_.start_ns, followed_full_->start_ns),
+               std::max(full_.end_ns, followed_full_->end_ns)};
+    }
     window_ = full_;
+    if (followed_window_) {
+      window_ = *followed_window_;
+      requestFrame();  // the frame that came with the store is of the whole
+    }
     frame_.reset();
     message_ = lanes_.empty() ? tr("The trace has no lanes.") : QString();
     emit storeOpened(path_, {});
+    emit windowChanged(window_.start_ns, window_.end_ns);
     if (!same_rows) updateGeometry();
     frameArrived(std::move(opened->frame));
     // The width may have changed, or a query been asked for, while it opened.
@@ -275,9 +285,24 @@ void TimelineWidget::setWindow(std::int64_t start_ns, std::int64_t end_ns) {
   const std::int64_t span =
       std::clamp(end_ns - start_ns, kMinWindowNs, full_.end_ns - full_.start_ns);
   start_ns = std::clamp(start_ns, full_.start_ns, full_.end_ns - span);
+  const bool moved = window_.start_ns != start_ns || window_.end_ns != start_ns + span;
   window_ = {start_ns, start_ns + span};
   requestFrame();
   update();
+  if (moved) emit windowChanged(window_.start_ns, window_.end_ns);
+}
+
+void TimelineWidget::stopFollowing() {
+  followed_full_.reset();
+  followed_window_.reset();
+}
+
+void TimelineWidget::followWindow(trace::TimeRange full, trace::TimeRange window) {
+  followed_full_ = full;
+  followed_window_ = window;
+  if (own_range_.empty() && full_.empty()) return;  // applied when a store opens
+  full_ = {std::min(own_range_.start_ns, full.start_ns), std::max(own_range_.end_ns, full.end_ns)};
+  setWindow(window.start_ns, window.end_ns);
 }
 
 void TimelineWidget::zoom(double factor, std::int64_t anchor_ns) {

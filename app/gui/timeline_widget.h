@@ -41,6 +41,11 @@ class TimelineWidget : public QWidget {
   trace::TimeRange window() const { return window_; }
   trace::TimeRange fullRange() const { return full_; }
   void setWindow(std::int64_t start_ns, std::int64_t end_ns);
+  // Shows `window` of another timeline whose whole is `full`: this one then
+  // spans at least what that one spans and keeps following it across stores
+  // (the predicted step under a measured run), so that their times line up.
+  void followWindow(trace::TimeRange full, trace::TimeRange window);
+  void stopFollowing();                              // from the next store on, its own range again
   void zoom(double factor, std::int64_t anchor_ns);  // factor > 1 zooms in
   void resetZoom();
 
@@ -99,6 +104,8 @@ class TimelineWidget : public QWidget {
 
  signals:
   void storeOpened(const QString& path, const QString& error);
+  // The visible window moved (zoom, pan, a new store, setWindow).
+  void windowChanged(std::int64_t start_ns, std::int64_t end_ns);
   void frameReady(std::uint64_t job);
   // The event picked (or none: selected empty, with why in `error` when it failed).
   void eventSelected(const std::optional<cs::trace::StoredEvent>& selected, const QString& name,
@@ -163,6 +170,8 @@ class TimelineWidget : public QWidget {
   std::uint64_t open_job_ = 0;
   std::vector<Lane> lanes_;
   trace::TimeRange full_;
+  trace::TimeRange own_range_;  // the store's own time range
+  std::optional<trace::TimeRange> followed_full_, followed_window_;
   trace::TimeRange window_;
   std::shared_ptr<const Frame> frame_;
   std::uint64_t requested_ = 0;

@@ -24,6 +24,7 @@
 #include <QTest>
 #include <QTextBrowser>
 #include <QToolTip>
+#include <set>
 
 #include <nlohmann/json.hpp>
 
@@ -127,6 +128,41 @@ void TestGuiRun::opensCpuEngineRun() {
       view.predictedTimeline()->isVisible(),
       qPrintable(view.findChild<QLabel*>(QStringLiteral("run_predicted_label"))->text()), 30000);
   QTRY_VERIFY_WITH_TIMEOUT(view.predictedTimeline()->laneCount() > 0, 30000);
+  // ... drawn from each measured step's start, on the run's clock, and the
+  // two windows move together.
+  TimelineWidget* predicted = view.predictedTimeline();
+  QVERIFY(view.findChild<QLabel*>(QStringLiteral("run_predicted_label"))
+              ->text()
+              .contains(QStringLiteral("from each measured step's start")));
+  {
+    auto measured = cs::trace::TraceReader::open(cpu_store_.toStdString());
+    QVERIFY(measured);
+    auto steps = (*measured)->steps(0);
+    QVERIFY(steps && !steps->empty());
+    std::int64_t first_step = steps->front().start_ns;
+    for (const cs::trace::StepMetrics& m : *steps)
+      first_step = std::min(first_step, m.start_ns);
+    auto shown = cs::trace::TraceReader::open(predicted->storePath().toStdString());
+    QVERIFY2(shown, shown ? "" : shown.message().c_str());
+    QCOMPARE((*shown)->time_range().start_ns, first_step);
+    auto predicted_steps = (*shown)->steps();
+    QVERIFY(predicted_steps);
+    std::set<std::int32_t> numbers;
+    for (const cs::trace::StepMetrics& m : *predicted_steps)
+      numbers.insert(m.step);
+    QCOMPARE(numbers.size(), steps->size());  // one predicted step per measured one
+  }
+  QTRY_COMPARE_WITH_TIMEOUT(predicted->window().start_ns, view.timeline()->window().start_ns,
+                            10000);
+  const cs::trace::TimeRange whole = view.timeline()->fullRange();
+  const std::int64_t quarter = (whole.end_ns - whole.start_ns) / 4;
+  view.timeline()->setWindow(whole.start_ns + quarter, whole.start_ns + 2 * quarter);
+  QCOMPARE(predicted->window().start_ns, whole.start_ns + quarter);
+  QCOMPARE(predicted->window().end_ns, whole.start_ns + 2 * quarter);
+  predicted->zoom(2.0, whole.start_ns + quarter);  // and back: the measured one follows
+  QCOMPARE(view.timeline()->window().start_ns, predicted->window().start_ns);
+  QCOMPARE(view.timeline()->window().end_ns, predicted->window().end_ns);
+  view.timeline()->resetZoom();
 
   view.tabs()->setCurrentIndex(1);
   view.repaint();
