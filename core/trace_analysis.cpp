@@ -425,7 +425,11 @@ Result<RankAnalysis> analyze_rank_raw(const TraceReader& r, std::int32_t rank,
   retire_until(kMaxTime);
   if (device_first > device_last) return out;  // no device work at all
 
-  sweep.set_total_window(std::max(device_first, window_lo), std::min(device_last, window_hi));
+  // Inside the window asked for even when the rank did nothing in it (a
+  // range selected before a late rank's first kernel): then empty, at its edge.
+  const std::int64_t total_start = std::clamp(device_first, window_lo, window_hi);
+  const std::int64_t total_end = std::max(total_start, std::min(device_last, window_hi));
+  sweep.set_total_window(total_start, total_end);
   out.total = sweep.total().finish();
   for (std::size_t i = 0; i < windows.size(); ++i) {
     out.steps.push_back({windows[i].step, sweep.steps()[i].finish()});

@@ -275,6 +275,19 @@ void TestTraceAnalysis::timeWindow() {
   QCOMPARE(a->total.overlap_ns, 200);
   QCOMPARE(a->total.idle_host_wait_ns, 500);
   QCOMPARE(a->total.events, 1);  // only K2 starts inside
+
+  // A window the rank did nothing in, before its work or after it: an empty
+  // breakdown inside that window.
+  for (const TimeRange outside : {TimeRange{-50'000, -40'000}, TimeRange{1'000'000, 2'000'000}}) {
+    options.window = outside;
+    auto none = analyze_rank(*r, 0, options);
+    QVERIFY(none);
+    QVERIFY(none->total.window_start_ns >= outside.start_ns);
+    QVERIFY(none->total.window_end_ns <= outside.end_ns);
+    QVERIFY(none->total.window_start_ns <= none->total.window_end_ns);
+    QCOMPARE(none->total.span_ns, 0);
+    QCOMPARE(none->total.busy_ns, 0);
+  }
 }
 
 void TestTraceAnalysis::busBandwidthFactor_data() {
