@@ -848,7 +848,7 @@ QString RunView::reportHtml(const QString& core_html, bool range_only) const {
   return html;
 }
 
-Status RunView::exportHtml(const QString& path, bool range_only) {
+Result<QString> RunView::coreReportHtml(bool range_only, int* ranks) const {
   if (path_.isEmpty()) return Error{"no run is open"};
   auto reader = trace::TraceReader::open(path_.toStdString());
   if (!reader) return Error{reader.message()};
@@ -860,24 +860,23 @@ Status RunView::exportHtml(const QString& path, bool range_only) {
   if (!written) return Error{written.message()};
   auto text = readFile(core_path);
   if (!text) return Error{text.message()};
-  return saveWhole(path, reportHtml(q(text.value()), range_only).toUtf8());
+  if (ranks) *ranks = int(analysis->ranks.size());
+  return q(text.value());
+}
+
+Status RunView::exportHtml(const QString& path, bool range_only) {
+  auto core = coreReportHtml(range_only);
+  if (!core) return core.error();
+  return saveWhole(path, reportHtml(core.value(), range_only).toUtf8());
 }
 
 Status RunView::exportPdf(const QString& path, bool range_only) {
-  if (path_.isEmpty()) return Error{"no run is open"};
-  auto reader = trace::TraceReader::open(path_.toStdString());
-  if (!reader) return Error{reader.message()};
-  auto analysis = analysisFor(*reader.value(), range_only);
-  if (!analysis) return Error{analysis.message()};
-  QTemporaryDir dir;
-  const std::string core_path = dir.filePath(QStringLiteral("core.html")).toStdString();
-  auto written = trace::export_html_report(*reader.value(), analysis.value(), core_path);
-  if (!written) return Error{written.message()};
-  auto text = readFile(core_path);
-  if (!text) return Error{text.message()};
+  int ranks = 0;
+  auto core = coreReportHtml(range_only, &ranks);
+  if (!core) return core.error();
   // The report's tables through QTextDocument; its inline SVG charts give way
   // to pictures (QTextDocument draws no SVG): the bars and the timeline.
-  QString html = q(text.value());
+  QString html = core.value();
   for (int at = html.indexOf(QStringLiteral("<svg")); at >= 0;
        at = html.indexOf(QStringLiteral("<svg"), at)) {
     const int end = html.indexOf(QStringLiteral("</svg>"), at);
@@ -885,7 +884,7 @@ Status RunView::exportPdf(const QString& path, bool range_only) {
     html.remove(at, end + 6 - at);
   }
   QTextDocument document;
-  const QSize chart_size(1000, std::max(240, 60 + 40 * int(analysis->ranks.size())));
+  const QSize chart_size(1000, std::max(240, 60 + 40 * ranks));
   QImage chart(chart_size, QImage::Format_ARGB32);
   chart.fill(Qt::white);
   {

@@ -97,6 +97,8 @@ class RunView : public QWidget {
   // The analysis an export uses: the whole run, or the selected range's.
   Result<trace::RunAnalysis> analysisFor(const trace::TraceReader& reader, bool range_only) const;
   QString reportHtml(const QString& core_html, bool range_only) const;
+  // core's HTML report of the run (or the selected range), and its rank count.
+  Result<QString> coreReportHtml(bool range_only, int* ranks = nullptr) const;
   // What a report's timeline picture shows: the selected range, else one
   // step (the second, past the warm-up, when there are several), else the view.
   std::pair<trace::TimeRange, QString> pictureWindow(bool range_only) const;
