@@ -68,6 +68,12 @@ struct GpuEfficiency {
   // Compute slows by this fraction of the communication time it overlaps
   // (a communication thread sharing the cores with compute); 0 on GPUs.
   double overlap_slowdown = 0;
+  // The share of a core each of a rank's compute threads gets while every
+  // rank computes (the CPU engine with more threads than cores: cores /
+  // (ranks x threads)); 1 on GPUs. Compute takes 1 / share as long, and the
+  // pipeline's fill and drain, where a stage would wait, go to the other
+  // ranks' work instead.
+  double core_share = 1;
 };
 
 struct GpuSpec {

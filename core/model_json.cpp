@@ -101,6 +101,7 @@ void read_gpu(const json& j, const std::string& ptr, Diagnostics& d, GpuSpec& g)
       lr.finish();
     }
     er.number("overlap_slowdown", g.efficiency.overlap_slowdown, Range::non_negative());
+    er.number("core_share", g.efficiency.core_share, Range::fraction());
     er.finish();
   }
   r.text_list("device_names", g.device_names);
@@ -481,6 +482,7 @@ json to_json(const GpuSpec& g) {
                    {"attention_backward_gflops", c.attention_backward_gflops}};
   }
   if (e.overlap_slowdown > 0) ej["overlap_slowdown"] = e.overlap_slowdown;
+  if (e.core_share < 1) ej["core_share"] = e.core_share;
   return j;
 }
 

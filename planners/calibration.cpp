@@ -114,6 +114,10 @@ struct Mean {
     return *middle;
   }
   double total() const { return mean() * static_cast<double>(count); }
+  void absorb(const Mean& other) {
+    samples.insert(samples.end(), other.samples.begin(), other.samples.end());
+    count += other.count;
+  }
 };
 
 struct GemmKey {
@@ -161,6 +165,16 @@ struct PhaseData {
   // kind -> size (elements, or FLOPs for attention) -> mean
   std::map<std::string, std::map<double, Mean>> loops;
   std::map<std::tuple<std::string, int, double>, Mean> collectives;  // (collective, ranks, bytes)
+
+  // Pools another store's operations of the same configuration into these.
+  void absorb(const PhaseData& other) {
+    for (const auto& [k, m] : other.gemm) gemm[k].absorb(m);
+    for (const auto& [k, m] : other.memory) memory[k].absorb(m);
+    for (const auto& [kind, sizes] : other.loops) {
+      for (const auto& [k, m] : sizes) loops[kind][k].absorb(m);
+    }
+    for (const auto& [k, m] : other.collectives) collectives[k].absorb(m);
+  }
 };
 
 std::optional<Precision> precision_of_name(std::string_view name) {
@@ -224,6 +238,14 @@ Result<std::vector<CalibrationPhase>> phases_of(const trace::TraceReader& r, Cal
       out.engine = p.value("backend", "");
     } catch (const json::exception&) {
       // The store's own analyses report a broken meta row; the defaults stand.
+    }
+  }
+  if (auto plan = r.meta("plan_json")) {
+    try {
+      const json p = json::parse(*plan);
+      if (p.contains("cluster")) out.cpu_cores = p["cluster"].value("cpu_cores_per_node", 0);
+    } catch (const json::exception&) {
+      // As above: the run's own analyses report a broken plan.
     }
   }
   const trace::RunInfo run = r.run();
@@ -413,7 +435,10 @@ void fit_loops(const PhaseData& d, DeviceFit& fit) {
   // Each kind through the origin: the median over sizes of the cost per
   // element. Not a work-weighted mean: the largest size can fall out of the
   // caches and cost several times more per element, and one such point
-  // would then set the cost of the model's (usually smaller) loops.
+  // would then set the cost of the model's (usually smaller) loops. The
+  // optimizer's passes are the exception: they stream every parameter, its
+  // gradient and state once a step, out of the caches, so the largest size
+  // is theirs.
   std::map<std::string, double> value;
   for (const auto& [kind, sizes] : d.loops) {
     std::vector<double> rates;  // seconds per element (or per FLOP)
@@ -421,9 +446,14 @@ void fit_loops(const PhaseData& d, DeviceFit& fit) {
       if (s > 0 && m.mean() > 0) rates.push_back(m.mean() / s);
     }
     if (rates.empty()) continue;
-    std::sort(rates.begin(), rates.end());
-    const std::size_t half = rates.size() / 2;
-    const double rate = rates.size() % 2 ? rates[half] : (rates[half - 1] + rates[half]) / 2;
+    double rate = 0;
+    if (kind.starts_with("optimizer:")) {
+      rate = rates.back();  // the sizes are in increasing order
+    } else {
+      std::sort(rates.begin(), rates.end());
+      const std::size_t half = rates.size() / 2;
+      rate = rates.size() % 2 ? rates[half] : (rates[half - 1] + rates[half]) / 2;
+    }
     const bool attention = kind.starts_with("attention");
     LoopFit f;
     f.kind = kind;
@@ -563,18 +593,50 @@ Result<LinkFit> fit_link(const std::vector<CollectiveSample>& samples) {
 }
 
 Result<Calibration> fit_store(const trace::TraceReader& store, const FitOptions& options) {
+  return fit_stores({&store}, options);
+}
+
+Result<Calibration> fit_stores(const std::vector<const trace::TraceReader*>& stores,
+                               const FitOptions& options) {
   Calibration out;
-  auto phases = phases_of(store, out);
-  if (!phases) return phases.error();
+  // Configurations of the same rank and thread counts pool their operations
+  // (several runs learnt at once), so each quantity is fitted once over all.
   std::vector<PhaseData> data;
-  for (const CalibrationPhase& p : *phases)
-    data.push_back({p, {}, {}, {}, {}});
-  if (Status s = collect(store, data); !s) return Error{store.path() + ": " + s.message()};
+  for (const trace::TraceReader* store : stores) {
+    Calibration info;
+    auto phases = phases_of(*store, info);
+    if (!phases) return phases.error();
+    if (out.engine.empty()) {
+      out.engine = info.engine;
+      out.host = info.host;
+      out.device = info.device;
+    }
+    out.host_memory_bytes = std::max(out.host_memory_bytes, info.host_memory_bytes);
+    out.cpu_cores = std::max(out.cpu_cores, info.cpu_cores);
+    std::vector<PhaseData> own;
+    for (const CalibrationPhase& p : *phases)
+      own.push_back({p, {}, {}, {}, {}});
+    if (Status s = collect(*store, own); !s) return Error{store->path() + ": " + s.message()};
+    for (PhaseData& d : own) {
+      auto same = std::find_if(data.begin(), data.end(), [&](const PhaseData& x) {
+        return x.phase.ranks == d.phase.ranks && x.phase.threads == d.phase.threads;
+      });
+      if (same == data.end()) {
+        data.push_back(std::move(d));
+      } else {
+        same->absorb(d);
+      }
+    }
+  }
 
   for (const PhaseData& d : data) {
     DeviceFit fit;
     fit.ranks = d.phase.ranks;
     fit.threads = d.phase.threads;
+    if (out.engine == "cpu" && out.cpu_cores > 0) {
+      const int threads = fit.threads > 0 ? fit.threads : std::max(1, out.cpu_cores / fit.ranks);
+      fit.core_share = std::min(1.0, static_cast<double>(out.cpu_cores) / (fit.ranks * threads));
+    }
     std::vector<std::string> notes;
     fit_memory(d, fit);
     double memory_rate = fit.memory_rate.value_or(0);
@@ -763,6 +825,7 @@ PresetBundle calibrated_presets(const Calibration& cal, const std::optional<GpuS
       const int threads = fit.threads > 0 ? fit.threads : std::max(1, cal.cpu_cores / fit.ranks);
       g.efficiency.overlap_slowdown =
           cal.cpu_cores > 0 && fit.ranks * (threads + 1) > cal.cpu_cores ? 1.0 : 0.0;
+      g.efficiency.core_share = fit.core_share;
       g.tdp_watts = 0;
     } else {
       g.display_name = (datasheet ? datasheet->display_name : cal.device) + " (calibrated)";
@@ -778,6 +841,12 @@ PresetBundle calibrated_presets(const Calibration& cal, const std::optional<GpuS
     std::string why =
         origin + ": " + std::to_string(fit.ranks) + (fit.ranks == 1 ? " rank" : " ranks at once") +
         (fit.threads > 0 ? ", " + std::to_string(fit.threads) + " BLAS threads each" : "");
+    if (fit.core_share < 1) {
+      char share[96];
+      std::snprintf(share, sizeof share, "; %.2f of a core per thread while all compute",
+                    fit.core_share);
+      why += share;
+    }
     for (const GemmCurve& c : fit.gemm) {
       why += "; " + std::string(to_string(c.precision)) + " GEMMs " + quality_text(c.quality);
     }
@@ -820,6 +889,31 @@ GpuSpec refine_device(const GpuSpec& base, const DeviceFit& run, std::string_vie
   GpuSpec g = base;
   const bool cpu = base.vendor == "CPU";
   for (const GemmCurve& c : run.gemm) {
+    if (cpu) {
+      // The CPU's "datasheet" is the measured asymptote: the run's rate
+      // replaces it, with the operand rate it was fitted with (below). A
+      // rate capped at the calibration's peak would pair the run's operand
+      // cost with the sweep's rate and count the operands twice.
+      switch (c.precision) {
+        case Precision::fp32:
+        case Precision::tf32:
+          g.peak.fp32 = g.peak.tf32 = c.peak * c.efficiency;
+          g.efficiency.gemm_max_by_precision.fp32 = 0;
+          g.efficiency.gemm_max_by_precision.tf32 = 0;
+          break;
+        case Precision::bf16:
+          g.peak.bf16 = c.peak * c.efficiency;
+          g.efficiency.gemm_max_by_precision.bf16 = 0;
+          break;
+        case Precision::fp16:
+          g.peak.fp16 = c.peak * c.efficiency;
+          g.efficiency.gemm_max_by_precision.fp16 = 0;
+          break;
+        default:
+          break;
+      }
+      continue;
+    }
     // What the run's GEMMs reached, against the base's peak at that precision.
     const double peak = base.peak.of(c.precision);
     if (peak <= 0) continue;

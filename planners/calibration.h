@@ -92,6 +92,12 @@ struct DeviceFit {
   std::vector<LoopFit> loops;
   LoopCosts loop_costs;  // the loops as the GPU preset field
   std::optional<LinkFit> link;
+  // CPU engine: the share of a core each thread gets when the ranks' BLAS
+  // threads outnumber the cores (cores / (ranks x threads), at most 1; from
+  // the core count, not measured). The fitted times are medians, the speed
+  // of a thread while it runs; the preset carries the share
+  // (GpuEfficiency::core_share) and the planner slows compute by it.
+  double core_share = 1;
 };
 
 struct Calibration {
@@ -119,6 +125,11 @@ struct FitOptions {
 // it holds in its meta "calibration" (core/calibration_meta.h); any other
 // store is one configuration of its world size.
 Result<Calibration> fit_store(const trace::TraceReader& store, const FitOptions& options = {});
+// Several stores fitted together: the configurations of equal rank and
+// thread counts pool their operations, so runs of one configuration (two
+// model sizes, say) are fitted jointly, each quantity once over all of them.
+Result<Calibration> fit_stores(const std::vector<const trace::TraceReader*>& stores,
+                               const FitOptions& options = {});
 
 // The planner's link model fitted to measured collectives: every sample one
 // operation of `bytes` over `ranks` ranks on one tier, its mean time.

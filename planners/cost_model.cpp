@@ -298,6 +298,7 @@ Machine machine_of(const Cluster& c) {
     m.dispatch = g.efficiency.host_dispatch_us * 1e-6;
     m.loops = g.efficiency.loops;
     m.overlap_slowdown = g.efficiency.overlap_slowdown;
+    m.core_share = g.efficiency.core_share;
     m.memory_bytes = g.memory_bytes;
   }
   m.gpus_per_node = std::max(c.gpus_per_node, 1);
@@ -969,6 +970,24 @@ void evaluate(const Machine& m, const Model& x, const Knobs& k, const LayerCosts
     time.pp_communication = exchanges * slow->p2p + p.tied_embedding_sync;
   }
   out.bubble_fraction = pipeline_bubble_fraction(k.pp, mb, k.v);
+  if (m.core_share > 0 && m.core_share < 1) {
+    // Ranks sharing cores (the CPU engine, more threads than cores): while
+    // all compute, each gets the share, so compute takes 1 / share as long.
+    // A stage waiting in the pipeline's fill or drain leaves its core to
+    // the others, so the bubble shrinks by the compute time added, to none.
+    const double slowdown = 1 / m.core_share;
+    const double compute = time.forward + time.backward + time.recompute + time.optimizer;
+    time.forward *= slowdown;
+    time.backward *= slowdown;
+    time.recompute *= slowdown;
+    time.optimizer *= slowdown;
+    ComputeByKind& kind = out.compute_by_kind;
+    for (double* t : {&kind.gemm, &kind.attention, &kind.norm, &kind.activation,
+                      &kind.elementwise, &kind.loss}) {
+      *t *= slowdown;
+    }
+    time.pipeline_bubble = std::max(0.0, time.pipeline_bubble - (slowdown - 1) * compute);
+  }
 
   CommunicationDetail& comm = out.communication;
   comm = {};

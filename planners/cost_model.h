@@ -30,6 +30,7 @@ struct Machine {
   double dispatch = 10e-6;  // the least time of any kernel: the host issuing it
   LoopCosts loops;          // per-element costs as the GPU preset has them (ns, GFLOP/s)
   double overlap_slowdown = 0;
+  double core_share = 1;    // GpuEfficiency::core_share
   double memory_bytes = 0;  // per GPU
   int gpus_per_node = 1;
   int nodes = 1;

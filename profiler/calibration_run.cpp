@@ -95,7 +95,7 @@ Result<CalibrationRecord> record_calibration(
       ph.info.threads = o.threads;
       ph.info.precision = precision_sets[i].front();
       ph.precisions = precision_sets[i];
-      ph.sweeps = {"gemm"};
+      ph.sweeps = {"layer_gemm"};
       if (i == 0) {
         ph.sweeps.push_back("bandwidth");
         if (o.ops && o.backend == "cpu") ph.sweeps.push_back("ops");

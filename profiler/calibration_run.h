@@ -30,7 +30,7 @@ struct CalibrationRunOptions {
   int threads = 0;  // BLAS threads per rank (CPU); 0: the worker's default (cores / ranks)
   // CPU: the GEMM sweep runs in each (one launch); CUDA: one launch per precision.
   std::vector<std::string> precisions = {"fp32", "bf16"};
-  std::vector<std::int64_t> gemm_sizes = {64, 128, 256, 384, 512};       // n of square GEMMs
+  std::vector<std::int64_t> gemm_sizes = {64, 128, 256, 384, 512};       // widths of the layer GEMMs
   std::vector<std::int64_t> buffer_sizes = {1 << 16, 1 << 20, 1 << 24};  // bytes
   std::vector<std::int64_t> message_sizes = {1 << 10, 1 << 14, 1 << 18, 1 << 20, 1 << 22};
   double seconds_per_size = 0.2;  // per GEMM size; the operation sweep takes a quarter per point

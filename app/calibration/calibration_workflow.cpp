@@ -107,59 +107,88 @@ Result<MachineCalibration> calibrate_machine(
   return out;
 }
 
-Result<RunRefinement> refine_from_run(const std::string& run_store, const PresetCatalog& catalog,
-                                      const std::string& base_cluster, bool save,
-                                      const fs::path& presets_dir) {
-  auto reader = trace::TraceReader::open(run_store);
-  if (!reader) return reader.error();
-  auto fit = plan::fit_store(**reader);
-  if (!fit) return fit.error();
-  if (fit->devices.empty()) return Error{run_store + ": no configuration to learn from"};
-  const int ranks = fit->devices.front().ranks;
-  const std::string name = base_cluster.empty()
-                               ? plan::calibrated_name(fit->host, fit->engine, ranks, "cluster")
-                               : base_cluster;
-  auto base = catalog.cluster(name);
-  if (!base) {
-    return Error{base.message() +
-                 (base_cluster.empty()
-                      ? " (no calibration of " + std::to_string(ranks) + " ranks on " + fit->host +
-                            " to refine: run clusterscope calibrate first, or "
-                            "name a cluster to refine)"
-                      : "")};
+Result<std::vector<RunRefinement>> refine_from_runs(const std::vector<std::string>& run_stores,
+                                                    const PresetCatalog& catalog,
+                                                    const std::string& base_cluster, bool save,
+                                                    const fs::path& presets_dir) {
+  // Runs of one rank count refine one cluster, learnt together (or all of
+  // them the cluster named): in the order of their first run.
+  std::vector<std::unique_ptr<trace::TraceReader>> readers;
+  std::vector<std::pair<int, std::vector<std::size_t>>> groups;  // ranks -> runs
+  for (std::size_t i = 0; i < run_stores.size(); ++i) {
+    auto reader = trace::TraceReader::open(run_stores[i]);
+    if (!reader) return reader.error();
+    const int ranks = base_cluster.empty() ? std::max(1, (*reader)->world_size()) : 0;
+    readers.push_back(std::move(reader).value());
+    auto group = std::find_if(groups.begin(), groups.end(),
+                              [&](const auto& g) { return g.first == ranks; });
+    if (group == groups.end()) {
+      groups.push_back({ranks, {i}});
+    } else {
+      group->second.push_back(i);
+    }
   }
-  if (!base->gpu) return Error{"cluster " + name + " has no device to refine"};
-  if (!base->intra_node.name.empty()) {
-    // The run's collectives may not show a bandwidth: then their latency is
-    // fitted at the link's (the first fit took the best a message reached).
-    plan::FitOptions options;
-    options.link_bandwidth = base->intra_node.bandwidth * base->intra_node.efficiency;
-    auto again = plan::fit_store(**reader, options);
-    if (again && !again->devices.empty()) fit = std::move(again);
+  std::vector<RunRefinement> refinements;
+  for (const auto& [ranks_hint, members] : groups) {
+    std::vector<const trace::TraceReader*> stores;
+    RunRefinement out;
+    for (std::size_t i : members) {
+      stores.push_back(readers[i].get());
+      out.runs.push_back(run_stores[i]);
+    }
+    auto fit = plan::fit_stores(stores);
+    if (!fit) return fit.error();
+    if (fit->devices.empty()) return Error{out.runs.front() + ": no configuration to learn from"};
+    const int ranks = fit->devices.front().ranks;
+    const std::string name = base_cluster.empty()
+                                 ? plan::calibrated_name(fit->host, fit->engine, ranks, "cluster")
+                                 : base_cluster;
+    auto base = catalog.cluster(name);
+    if (!base) {
+      return Error{base.message() +
+                   (base_cluster.empty()
+                        ? " (no calibration of " + std::to_string(ranks) + " ranks on " +
+                              fit->host +
+                              " to refine: run clusterscope calibrate first, or "
+                              "name a cluster to refine)"
+                        : "")};
+    }
+    if (!base->gpu) return Error{"cluster " + name + " has no device to refine"};
+    if (!base->intra_node.name.empty()) {
+      // The runs' collectives may not show a bandwidth: then their latency
+      // is fitted at the link's (the first fit took the best a message reached).
+      plan::FitOptions options;
+      options.link_bandwidth = base->intra_node.bandwidth * base->intra_node.efficiency;
+      auto again = plan::fit_stores(stores, options);
+      if (again && !again->devices.empty()) fit = std::move(again);
+    }
+    const plan::DeviceFit& device = fit->devices.front();
+    out.base_cluster = name;
+    std::string source = out.runs.size() == 1 ? "the run " : "the runs ";
+    for (std::size_t i = 0; i < out.runs.size(); ++i) {
+      source += (i > 0 ? ", " : "") + fs::path(out.runs[i]).filename().string();
+    }
+    Cluster refined = *base;
+    refined.gpu = plan::refine_device(*base->gpu, device, source);
+    if (device.link && !base->intra_node.name.empty()) {
+      refined.intra_node = plan::refine_link(base->intra_node, *device.link, source);
+      out.presets.links.push_back(refined.intra_node);
+    }
+    refined.source = base->source + "; refined by " + source;
+    out.presets.gpus.push_back(*refined.gpu);
+    out.presets.clusters.push_back(refined);
+    out.fit = std::move(fit).value();
+    if (save) {
+      const fs::path dir = presets_dir_or_default(presets_dir);
+      if (dir.empty())
+        return Error{"no presets folder to save into: set CLUSTERSCOPE_USER_PRESETS or HOME"};
+      out.presets_file = presets_file_for(dir, out.fit.host, out.fit.engine);
+      if (Status s = merge_into_presets_file(out.presets_file, out.presets, catalog); !s)
+        return s.error();
+    }
+    refinements.push_back(std::move(out));
   }
-  const plan::DeviceFit& device = fit->devices.front();
-  RunRefinement out;
-  out.base_cluster = name;
-  const std::string source = "the run " + fs::path(run_store).filename().string();
-  Cluster refined = *base;
-  refined.gpu = plan::refine_device(*base->gpu, device, source);
-  if (device.link && !base->intra_node.name.empty()) {
-    refined.intra_node = plan::refine_link(base->intra_node, *device.link, source);
-    out.presets.links.push_back(refined.intra_node);
-  }
-  refined.source = base->source + "; refined by " + source;
-  out.presets.gpus.push_back(*refined.gpu);
-  out.presets.clusters.push_back(refined);
-  out.fit = std::move(fit).value();
-  if (save) {
-    const fs::path dir = presets_dir_or_default(presets_dir);
-    if (dir.empty())
-      return Error{"no presets folder to save into: set CLUSTERSCOPE_USER_PRESETS or HOME"};
-    out.presets_file = presets_file_for(dir, out.fit.host, out.fit.engine);
-    if (Status s = merge_into_presets_file(out.presets_file, out.presets, catalog); !s)
-      return s.error();
-  }
-  return out;
+  return refinements;
 }
 
 Result<NetworkCalibration> calibrate_network(const std::vector<std::string>& logs,

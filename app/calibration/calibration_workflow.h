@@ -68,18 +68,24 @@ Status merge_into_presets_file(const std::filesystem::path& file, const PresetBu
 // ---- learning from a run
 
 struct RunRefinement {
-  plan::Calibration fit;               // what the run's kernels and collectives show
+  std::vector<std::string> runs;       // the run stores learnt from together
+  plan::Calibration fit;               // what the runs' kernels and collectives show
   std::string base_cluster;            // the preset refined
   PresetBundle presets;                // the refined device, link and cluster
   std::filesystem::path presets_file;  // written, or empty
 };
 
-// Fits the run store and refines `base_cluster` (default: this machine's
-// calibrated cluster for the run's rank count) with it; saves into the
-// presets file of that cluster's host unless `save` is off.
-Result<RunRefinement> refine_from_run(const std::string& run_store, const PresetCatalog& catalog,
-                                      const std::string& base_cluster, bool save,
-                                      const std::filesystem::path& presets_dir = {});
+// Fits the run stores and refines, per rank count, this machine's
+// calibrated cluster for it (or `base_cluster` with every run): the runs of
+// one rank count are fitted together (their GEMMs, loops and collectives
+// pooled), so runs of two model sizes teach one fit rather than the later
+// overwriting the earlier. Saves into the presets file of the cluster's
+// host unless `save` is off. One refinement per cluster refined, in the
+// order of each one's first run.
+Result<std::vector<RunRefinement>> refine_from_runs(const std::vector<std::string>& run_stores,
+                                                    const PresetCatalog& catalog,
+                                                    const std::string& base_cluster, bool save,
+                                                    const std::filesystem::path& presets_dir = {});
 
 // ---- nccl-tests
 

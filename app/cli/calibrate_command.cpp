@@ -95,6 +95,7 @@ json fit_json(const plan::Calibration& c) {
               {"threads", d.threads},
               {"gemm", gemm},
               {"gemm_ramp_seconds", d.ramp},
+              {"core_share", d.core_share},
               {"loops", loops}};
     if (d.memory_rate) {
       j["memory"] = {{"bytes_per_second", *d.memory_rate},
@@ -137,6 +138,10 @@ void print_fit(std::ostream& out, const plan::Calibration& c) {
         << c.device << ", " << d.ranks << (d.ranks == 1 ? " rank" : " ranks at once")
         << (d.threads > 0 ? ", " + std::to_string(d.threads) + " BLAS threads each" : std::string())
         << ":\n";
+    if (d.core_share < 1) {
+      out << "(more threads than cores: each thread runs " << format_fixed(100 * d.core_share, 0)
+          << " % of the time when all compute; the planner slows compute by that share)\n";
+    }
     TextTable table({"quantity", "fitted", "quality"});
     for (const plan::GemmCurve& g : d.gemm) {
       table.add(
@@ -338,20 +343,18 @@ void run(Context& ctx, const CalibrateOptions& o) {
   if (!o.nccl_tests.empty()) return run_nccl_tests(ctx, o);
 
   if (!o.from_run.empty()) {
-    // Run after run, each refining what the ones before saved (the catalog
-    // is read again), so later runs win where they measured the same thing.
-    std::optional<PresetCatalog> reloaded;
-    json reports = json::array();  // --json: one object, or an array for several runs
-    for (std::size_t i = 0; i < o.from_run.size(); ++i) {
-      if (i > 0 && !o.no_save) reloaded = take(PresetCatalog::load_default());
-      const PresetCatalog& catalog = reloaded ? *reloaded : ctx.catalog();
-      const calib::RunRefinement r =
-          take(calib::refine_from_run(o.from_run[i], catalog, o.base, !o.no_save, o.presets_dir));
+    const std::vector<calib::RunRefinement> refinements =
+        take(calib::refine_from_runs(o.from_run, ctx.catalog(), o.base, !o.no_save, o.presets_dir));
+    json reports = json::array();  // --json: one object, or an array for several clusters
+    for (std::size_t i = 0; i < refinements.size(); ++i) {
+      const calib::RunRefinement& r = refinements[i];
       if (!o.json) {
-        std::cout << (i > 0 ? "\n" : "") << "learning from " << o.from_run[i] << " (refines "
-                  << r.base_cluster << ")\n";
+        std::string runs;
+        for (const std::string& run : r.runs) runs += (runs.empty() ? "" : ", ") + run;
+        std::cout << (i > 0 ? "\n" : "") << "learning from " << runs << " (refines "
+                  << r.base_cluster << (r.runs.size() > 1 ? ", fitted together" : "") << ")\n";
       }
-      const json extra = {{"run", o.from_run[i]}, {"base_cluster", r.base_cluster}};
+      const json extra = {{"runs", r.runs}, {"run", r.runs.front()}, {"base_cluster", r.base_cluster}};
       if (o.json) {
         reports.push_back(report_json(r.fit, r.presets, r.presets_file, extra));
       } else {
@@ -449,7 +452,7 @@ void register_calibrate(CLI::App& app, Context& ctx) {
   cmd->add_option("--threads", o->threads, "BLAS threads per rank (default: cores / ranks)")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--precisions", o->precisions, "Precisions of the GEMM sweep")->delimiter(',');
-  cmd->add_option("--gemm-sizes", o->gemm_sizes, "n of the square GEMMs swept")->delimiter(',');
+  cmd->add_option("--gemm-sizes", o->gemm_sizes, "widths of the layer GEMMs swept (h tokens through h -> h and h -> 4h, forward and backward)")->delimiter(',');
   cmd->add_option("--buffer-sizes", o->buffer_sizes, "Bytes per buffer of the bandwidth sweep")
       ->delimiter(',');
   cmd->add_option("--message-sizes", o->message_sizes, "Bytes per message of the all-reduce sweep")

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <string>
 
 namespace cs::worker {
 
@@ -52,6 +53,79 @@ std::vector<GemmSample> gemm_sweep(Backend& backend, DType storage, const std::v
     backend.release(a);
     backend.release(b);
     backend.release(c);
+  }
+  return samples;
+}
+
+std::vector<GemmSample> layer_gemm_sweep(Backend& backend, DType storage,
+                                         const std::vector<int>& widths, double seconds_per_size,
+                                         const std::function<void(const GemmSample&)>& on_sample) {
+  std::vector<GemmSample> samples;
+  auto keep = [&](GemmSample s) {
+    if (on_sample) on_sample(s);
+    samples.push_back(std::move(s));
+  };
+  auto filled = [&](std::int64_t elements, DType type, const char* what) {
+    Tensor t = backend.alloc(elements, type, what);
+    std::vector<float> host(static_cast<std::size_t>(elements));
+    for (std::size_t i = 0; i < host.size(); ++i) {
+      host[i] = static_cast<float>((i * 2654435761u) % 1000) / 1000.0f - 0.5f;
+    }
+    if (type == DType::f32) {
+      backend.upload(t, host.data());
+      return t;
+    }
+    Tensor staging = backend.alloc(elements, DType::f32, "gemm staging");
+    backend.upload(staging, host.data());
+    backend.convert(t, staging);
+    backend.release(staging);
+    return t;
+  };
+  for (int h : widths) {
+    const int N = h, C = h;  // h tokens of width h
+    for (int OC : {h, 4 * h}) {
+      const std::int64_t nc = std::int64_t{N} * C, oc = std::int64_t{OC} * C,
+                         no = std::int64_t{N} * OC;
+      Tensor inp = filled(nc, storage, "layer input");
+      Tensor weight = filled(oc, storage, "layer weight");
+      Tensor bias = filled(OC, storage, "layer bias");
+      Tensor out = backend.alloc(no, storage, "layer output");
+      Tensor dout = filled(no, storage, "layer output gradient");
+      Tensor dinp = backend.alloc(nc, storage, "layer input gradient");
+      Tensor dweight = backend.alloc(oc, DType::f32, "layer weight gradient");
+      Tensor dbias = backend.alloc(OC, DType::f32, "layer bias gradient");
+      const std::string name = "layer gemm " + std::to_string(C) + "x" + std::to_string(OC);
+      auto forward = [&] { backend.matmul_forward(out, inp, weight, bias, N, C, OC, name); };
+      auto backward = [&] {
+        backend.matmul_backward(dinp, dweight, dbias, dout, inp, weight, N, C, OC, name);
+      };
+      // Warm up, then time forward and backward apart, enough repetitions
+      // for half the size's time each.
+      forward();
+      backward();
+      backend.synchronize();
+      auto timed = [&](const std::function<void()>& op, double seconds) {
+        double start = now_seconds();
+        op();
+        backend.synchronize();
+        const double one = std::max(1e-7, now_seconds() - start);
+        const int repetitions = std::clamp(static_cast<int>(seconds / one), 1, 200);
+        start = now_seconds();
+        for (int r = 0; r < repetitions; ++r) op();
+        backend.synchronize();
+        return (now_seconds() - start) / repetitions;
+      };
+      const double forward_s = timed(forward, seconds_per_size / 4);
+      const double backward_s = timed(backward, seconds_per_size / 4);
+      const double flops = 2.0 * N * static_cast<double>(C) * OC;
+      keep({N, OC, C, "forward", forward_s, flops / forward_s});
+      // The two backward GEMMs do the same FLOPs: each one's share.
+      keep({N, C, OC, "dgrad", backward_s / 2, flops / (backward_s / 2)});
+      keep({OC, C, N, "wgrad", backward_s / 2, flops / (backward_s / 2)});
+      for (Tensor* t : {&inp, &weight, &bias, &out, &dout, &dinp, &dweight, &dbias}) {
+        backend.release(*t);
+      }
+    }
   }
   return samples;
 }

@@ -17,6 +17,7 @@ namespace cs::worker {
 
 struct GemmSample {
   std::int64_t m = 0, n = 0, k = 0;
+  std::string layout = "nt";  // the layer sweep: "forward", "dgrad", "wgrad"
   double seconds = 0;  // one GEMM, averaged over the repetitions
   double flops_per_second = 0;
 };
@@ -40,6 +41,18 @@ struct CollectiveSample {
 std::vector<GemmSample> gemm_sweep(Backend& backend, DType storage, const std::vector<int>& sizes,
                                    double seconds_per_size,
                                    const std::function<void(const GemmSample&)>& on_sample = {});
+
+// The GEMMs of a transformer layer of width h (each size): h tokens through
+// a linear layer of h -> h (the attention projection) and h -> 4h (the MLP),
+// forward with its bias, then backward (data and weight gradients, the bias
+// gradient) as training runs them, one after the other. A step's GEMMs are
+// skinnier than squares of their FLOPs and come in three layouts; the
+// planner calibrated on these predicts a training step's GEMM time, where
+// squares make it 15-25 % too fast. One sample per GEMM shape and layout
+// (forward, dgrad, wgrad: m x n x k as out = m x k . k x n).
+std::vector<GemmSample> layer_gemm_sweep(Backend& backend, DType storage,
+                                         const std::vector<int>& widths, double seconds_per_size,
+                                         const std::function<void(const GemmSample&)>& on_sample = {});
 
 // accumulate(dst, src) over tensors of each size: reads 2 and writes 1.
 std::vector<BandwidthSample> bandwidth_sweep(Backend& backend, const std::vector<std::int64_t>& bytes,

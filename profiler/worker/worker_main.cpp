@@ -385,6 +385,21 @@ void run_sweep(const Options& o, Backend& backend, const std::vector<Communicato
                 {"k", s.k}, {"seconds", s.seconds}, {"tflops", s.flops_per_second / 1e12}});
         });
       }
+    } else if (sweep == "layer_gemm") {
+      std::vector<std::int64_t> sizes = sizes_for(o.gemm_sizes);
+      if (sizes.empty()) sizes = {256, 512, 1024, 2048, 4096};
+      std::vector<int> widths(sizes.begin(), sizes.end());
+      const std::vector<std::string> precisions =
+          backend.name() == "cpu" && !o.sweep_precisions.empty() ? o.sweep_precisions
+                                                                 : std::vector<std::string>{o.precision};
+      for (const std::string& precision : precisions) {
+        const DType type = backend.name() == "cpu" ? cpu_storage(precision) : storage;
+        layer_gemm_sweep(backend, type, widths, o.sweep_seconds, [&](const GemmSample& s) {
+          emit({{"event", "gemm"}, {"rank", rank}, {"precision", precision}, {"m", s.m}, {"n", s.n},
+                {"k", s.k}, {"layout", s.layout}, {"seconds", s.seconds},
+                {"tflops", s.flops_per_second / 1e12}});
+        });
+      }
     } else if (sweep == "bandwidth") {
       std::vector<std::int64_t> sizes = sizes_for(o.buffer_sizes);
       if (sizes.empty()) sizes = {1 << 20, 16 << 20, 256 << 20};
@@ -412,7 +427,7 @@ void run_sweep(const Options& o, Backend& backend, const std::vector<Communicato
       }
     } else {
       throw std::runtime_error("--sweep: unknown sweep \"" + sweep +
-                               "\" (gemm, bandwidth, ops, all_reduce)");
+                               "\" (gemm, layer_gemm, bandwidth, ops, all_reduce)");
     }
   }
 }
@@ -795,10 +810,11 @@ int main(int argc, char** argv) {
   app.add_flag("--single-process", o.single_process,
                "CUDA: drive every local GPU from this one process (ncclCommInitAll), data parallel");
   app.add_option("--sweep", o.sweep,
-                 "Measure instead of training: gemm, bandwidth, ops, all_reduce, or a comma list");
+                 "Measure instead of training: gemm (squares), layer_gemm (a layer's GEMMs, forward and "
+                 "backward), bandwidth, ops, all_reduce, or a comma list");
   app.add_option("--sizes", o.sizes, "Sweep sizes: GEMM n, or bytes per buffer / message");
   app.add_option("--sweep-seconds", o.sweep_seconds, "Time spent per GEMM size")->check(CLI::PositiveNumber);
-  app.add_option("--gemm-sizes", o.gemm_sizes, "GEMM sweep: n of each square GEMM")
+  app.add_option("--gemm-sizes", o.gemm_sizes, "GEMM sweeps: n of each square GEMM, or each layer's width")
       ->delimiter(',');
   app.add_option("--buffer-sizes", o.buffer_sizes, "Bandwidth sweep: bytes per buffer")
       ->delimiter(',');

@@ -12,6 +12,7 @@
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QProcess>
+#include <QSet>
 #include <QTemporaryDir>
 #include <QtTest>
 #include <cmath>
@@ -75,6 +76,7 @@ class TestCalibration : public QObject {
   void linkFitRefusesTooLittle_data();
   void linkFitRefusesTooLittle();
   void linkLatencyAtAKnownBandwidth();
+  void learningReplacesTheCpuGemmRate();
   void readsNcclTestsLogs_data();
   void readsNcclTestsLogs();
   void ncclTestsFitsTheTier();
@@ -192,6 +194,31 @@ void TestCalibration::linkLatencyAtAKnownBandwidth() {
   QVERIFY(QString::fromStdString(refused.message()).contains("bandwidth must be > 0"));
   auto nothing = cs::plan::fit_link_latency({{"all_reduce", bytes, 1, t, 1}}, bandwidth);
   QVERIFY(!nothing);
+}
+
+// A CPU device learnt from a run takes the run's GEMM rate with the operand
+// rate it was fitted with: capping the rate at the calibration's peak and
+// taking the run's operand rate would count the operands twice.
+void TestCalibration::learningReplacesTheCpuGemmRate() {
+  cs::GpuSpec base;
+  base.name = "calibrated-box-cpu1-gpu";
+  base.vendor = "CPU";
+  base.peak.fp32 = base.peak.tf32 = 200e9;
+  base.memory_bandwidth = 40e9;
+  base.efficiency.gemm_max = 1;
+  base.efficiency.loops.norm_ns = 2;
+  base.efficiency.core_share = 0.5;
+  cs::plan::DeviceFit run;
+  run.gemm.push_back({cs::Precision::fp32, 1e12, 1.0, {}});
+  run.gemm_operand_rate = 5e9;
+  run.loop_costs.norm_ns = 3;
+  const cs::GpuSpec g = cs::plan::refine_device(base, run, "the run r.db");
+  QCOMPARE(g.peak.fp32, 1e12);
+  QCOMPARE(g.peak.tf32, 1e12);
+  QCOMPARE(g.memory_bandwidth, 5e9);
+  QCOMPARE(g.efficiency.loops.norm_ns, 3.0);
+  QCOMPARE(g.efficiency.core_share, 0.5);  // the machine's, not the run's to change
+  QVERIFY(QString::fromStdString(g.source).endsWith("refined by the run r.db"));
 }
 
 void TestCalibration::readsNcclTestsLogs_data() {
@@ -422,6 +449,19 @@ void TestCalibration::calibrateRunPredictLearn() {
     auto reader = cs::trace::TraceReader::open(store.toStdString());
     QVERIFY2(reader, reader ? "" : reader.message().c_str());
     QVERIFY((*reader)->meta("calibration").has_value());
+    // The GEMMs swept are a layer's, in the three layouts training runs.
+    QSet<QString> layouts;
+    const cs::trace::TimeRange range = (*reader)->time_range();
+    (void)(*reader)->for_each_event(
+        {}, range.start_ns, range.end_ns + 1, [&](const cs::trace::StoredEvent& e) {
+          const QString name = QString::fromStdString((*reader)->string(e.event.name));
+          if (name.startsWith("layer gemm ")) {
+            layouts << (name.endsWith(" dgrad") ? "dgrad"
+                                                : (name.endsWith(" wgrad") ? "wgrad" : "forward"));
+          }
+          return true;
+        });
+    QCOMPARE(layouts, (QSet<QString>{"forward", "dgrad", "wgrad"}));
   }
   r = run_cli({"trace", "stats", store}, presets, work);
   QVERIFY2(r.exit_code == 0, qPrintable(r.err));
@@ -477,13 +517,32 @@ void TestCalibration::calibrateRunPredictLearn() {
   QVERIFY(gemm[0].toObject()["quality"].toObject().contains("r2"));
   QVERIFY(!gemm[0].toObject()["quality"].toObject()["points"].toArray().isEmpty());
 
-  // Several runs in turn: one object each, in an array.
+  // Two runs of one rank count are learnt together: one fit over both runs'
+  // operations (each GEMM shape counts the samples of both), one cluster.
+  auto gemm_samples = [](const QJsonObject& report) {
+    qint64 n = 0;
+    const QJsonArray fitted = report["fit"].toObject()["devices"].toArray();
+    for (const QJsonValue& c : fitted[0].toObject()["gemm"].toArray()) {
+      for (const QJsonValue& p : c.toObject()["quality"].toObject()["points"].toArray()) {
+        n += p.toObject()["samples"].toInteger();
+      }
+    }
+    return n;
+  };
+  const qint64 one_run = gemm_samples(learned);
   r = run_cli({"calibrate", "--learn", work + "/uncalibrated.db", run_store, "--json"}, presets,
               work);
   QVERIFY2(r.exit_code == 0, qPrintable(r.err + r.out));
-  const QJsonArray several = QJsonDocument::fromJson(r.out.toUtf8()).array();
-  QCOMPARE(several.size(), 2);
-  QCOMPARE(several[1].toObject()["run"].toString(), run_store);
+  const QJsonObject together = json_of(r);
+  QCOMPARE(together["base_cluster"].toString(), cluster2);
+  QCOMPARE(together["runs"].toArray().size(), 2);
+  QCOMPARE(together["fit"].toObject()["devices"].toArray().size(), 1);
+  QVERIFY2(gemm_samples(together) > one_run,
+           qPrintable(QString("%1 GEMM samples from two runs, %2 from one")
+                          .arg(gemm_samples(together))
+                          .arg(one_run)));
+  r = run_cli({"calibrate", "--learn", work + "/uncalibrated.db", run_store}, presets, work);
+  QVERIFY2(r.out.contains("fitted together"), qPrintable(r.out));
 
   // A store that is not a run: a clear error, no crash.
   QFile junk(work + "/junk.db");

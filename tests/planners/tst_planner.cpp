@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/model_json.h"
 #include "core/presets.h"
 #include "planners/estimate.h"
 #include "planners/estimate_json.h"
@@ -77,6 +78,7 @@ class TestPlanner : public QObject {
   void genericModel();
   void inferencePlan();
   void dataParallelOverlap();
+  void ranksSharingCores();
   void trainingCost();
   void estimateJson();
   void searchRanksAndFits();
@@ -487,6 +489,34 @@ void TestPlanner::dataParallelOverlap() {
   QVERIFY(e.seed_communication.simple_seconds > e.seed_communication.ring_seconds);
   // The gradient bytes the article's S stands for.
   QCOMPARE(e.seed_communication.gradient_bytes, e.communication.dp_bytes_per_gpu);
+}
+
+// CPU-engine ranks whose threads outnumber the cores: compute takes 1 /
+// share as long, and the pipeline's bubble (a stage waiting, its core left
+// to the others) shrinks by the compute time added, to none.
+void TestPlanner::ranksSharingCores() {
+  cs::Plan p = make_plan("dgx-a100-8", "gpt2-small", 2, 1, 2, 16, cs::Precision::fp32);
+  p.cluster.gpus_per_node = 4;
+  const cs::plan::Estimate own = must_estimate(p);
+  QVERIFY(own.time.pipeline_bubble > 0);
+  p.cluster.gpu->efficiency.core_share = 0.5;
+  const cs::plan::Estimate shared = must_estimate(p);
+  QCOMPARE(shared.time.forward, 2 * own.time.forward);
+  QCOMPARE(shared.time.backward, 2 * own.time.backward);
+  QCOMPARE(shared.time.optimizer, 2 * own.time.optimizer);
+  QCOMPARE(shared.compute_by_kind.gemm, 2 * own.compute_by_kind.gemm);
+  QCOMPARE(shared.compute_by_kind.total(), 2 * own.compute_by_kind.total());
+  const double added = own.time.forward + own.time.backward + own.time.optimizer;
+  QCOMPARE(shared.time.pipeline_bubble, std::max(0.0, own.time.pipeline_bubble - added));
+  QCOMPARE(shared.time.dp_communication, own.time.dp_communication);
+  // Less than twice the step: the bubble went to the other ranks' work.
+  QVERIFY(shared.time.step() < 2 * own.time.step());
+  // A share above a core is refused where presets are read.
+  nlohmann::json gpu = cs::to_json(*p.cluster.gpu);
+  gpu["efficiency"]["core_share"] = 1.5;
+  auto bad = cs::gpu_from_json(gpu, "gpu.json");
+  QVERIFY(!bad);
+  QVERIFY2(QString::fromStdString(bad.message()).contains("core_share"), bad.message().c_str());
 }
 
 void TestPlanner::trainingCost() {
