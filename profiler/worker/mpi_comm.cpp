@@ -2,6 +2,7 @@
 
 #include <mpi.h>
 
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -24,6 +25,7 @@ struct MpiWorld::Impl {
   Communicator::Ticket completed = 0;
   bool stopping = false;
   OpTracer* tracer = nullptr;
+  bool polite = false;  // MpiWorld::set_polite_waits
 
   Impl() {
     thread = std::thread([this] { run(); });
@@ -119,14 +121,24 @@ class MpiComm final : public Communicator {
 
   void recv(Tensor t, int peer) override {
     traced(false, trace::Collective::recv, t, peer, [&] {
-      MPI_Recv(t.data, static_cast<int>(t.bytes()), MPI_BYTE, peer, kTag, comm_, MPI_STATUS_IGNORE);
+      if (!impl_.polite) {
+        MPI_Recv(t.data, static_cast<int>(t.bytes()), MPI_BYTE, peer, kTag, comm_,
+                 MPI_STATUS_IGNORE);
+        return;
+      }
+      MPI_Request request;
+      MPI_Irecv(t.data, static_cast<int>(t.bytes()), MPI_BYTE, peer, kTag, comm_, &request);
+      complete(request);
     });
   }
 
   void wait_sends() override {
-    if (pending_sends_.empty()) return;
-    MPI_Waitall(static_cast<int>(pending_sends_.size()), pending_sends_.data(),
-                MPI_STATUSES_IGNORE);
+    if (impl_.polite) {
+      for (MPI_Request& r : pending_sends_) complete(r);
+    } else if (!pending_sends_.empty()) {
+      MPI_Waitall(static_cast<int>(pending_sends_.size()), pending_sends_.data(),
+                  MPI_STATUSES_IGNORE);
+    }
     pending_sends_.clear();
   }
 
@@ -171,6 +183,22 @@ class MpiComm final : public Communicator {
 
  private:
   static constexpr int kTag = 7;
+  static constexpr int kSpinPolls = 64;
+  static constexpr std::chrono::microseconds kPoliteSleep{20};
+
+  // Waits for a point-to-point request, sleeping between polls after a
+  // short spin (MpiWorld::set_polite_waits). Only point-to-point: the
+  // pipeline's receives wait for whole stages, while a collective's rounds
+  // progress only as it is polled (measured: polite collectives slowed
+  // 4 ranks on 2 cores by 10-20 %, polite receives sped pipelines up 5-10 %).
+  void complete(MPI_Request& request) {
+    int done = 0;
+    for (int polls = 0;; ++polls) {
+      MPI_Test(&request, &done, MPI_STATUS_IGNORE);
+      if (done) return;
+      if (polls >= kSpinPolls) std::this_thread::sleep_for(kPoliteSleep);
+    }
+  }
 
   void all_reduce_now(Tensor t) {
     if (t.dtype == DType::f32) {
@@ -267,6 +295,8 @@ MpiWorld::~MpiWorld() {
 }
 
 void MpiWorld::set_tracer(OpTracer* tracer) { impl_->tracer = tracer; }
+
+void MpiWorld::set_polite_waits(bool on) { impl_->polite = on; }
 
 void MpiWorld::abort(int code) { MPI_Abort(MPI_COMM_WORLD, code); std::abort(); }
 

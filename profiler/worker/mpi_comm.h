@@ -31,6 +31,11 @@ class MpiWorld {
   Communicator& world() { return *world_; }
   // Traces every collective from now on (nullptr: off).
   void set_tracer(OpTracer* tracer);
+  // Point-to-point waits sleep between polls after a short spin instead of
+  // polling a core the whole time: for ranks whose threads outnumber the
+  // cores, where a polling rank takes the core the rank it waits for needs
+  // (a pipeline stage waiting for the previous one).
+  void set_polite_waits(bool on);
   // Ends the whole job from one rank (a fatal error): every rank exits.
   [[noreturn]] void abort(int code);
 

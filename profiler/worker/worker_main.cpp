@@ -65,6 +65,7 @@ struct Options {
   bool no_trace = false;
   std::string dump_weights;
   int threads = 0;
+  bool polite_waits = false;  // CPU: point-to-point waits sleep between polls (MpiWorld)
   std::string title;
   bool single_process = false;
   int gpus = 0;
@@ -286,7 +287,7 @@ RankTrace open_trace(const Options& o, const Job& job, int rank, const std::stri
                                       {"zero_stage", o.zero}, {"micro_batch", o.micro_batch},
                                       {"accumulation", o.accumulation},
                                       {"precision", o.precision}, {"backend", o.backend},
-                                      {"threads", o.threads}}
+                                      {"threads", o.threads}, {"polite_waits", o.polite_waits}}
                                      .dump());
   t.tracer = std::make_unique<OpTracer>(*t.writer, recorded_rank);
   register_writer(t.writer.get(), true);
@@ -478,13 +479,18 @@ int run_cpu(Options o, const Job& job, int argc, char** argv) {
   g_rank = layout.world_rank;
   try {
     int threads = o.threads;
-    if (threads <= 0) {
-      const long cores = sysconf(_SC_NPROCESSORS_ONLN);
-      const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
-      const int local_ranks = local ? std::max(1, std::atoi(local)) : layout.world_size;
-      threads = static_cast<int>(std::max(1L, cores / local_ranks));
-    }
+    const long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+    const int local_ranks = local ? std::max(1, std::atoi(local)) : layout.world_size;
+    if (threads <= 0) threads = static_cast<int>(std::max(1L, cores / local_ranks));
     o.threads = threads;  // recorded in the store
+    // More compute threads than cores: a rank polling MPI would take the
+    // core the rank it waits for needs.
+    o.polite_waits = static_cast<long>(local_ranks) * threads > cores;
+    if (const char* forced = std::getenv("CLUSTERSCOPE_POLITE_WAITS")) {
+      o.polite_waits = forced[0] == '1';
+    }
+    w.set_polite_waits(o.polite_waits);
     auto backend = make_cpu_backend(threads);
     RankTrace trace = open_trace(o, job, layout.world_rank, backend->device_name(), "cpu-engine",
                                  {{"clusterscope", CLUSTERSCOPE_VERSION}}, argc, argv);

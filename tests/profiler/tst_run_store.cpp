@@ -5,6 +5,7 @@
 
 #include <QTemporaryDir>
 #include <QtTest>
+#include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
@@ -74,6 +75,10 @@ void TestRunStore::fourRanks() {
   QCOMPARE(r.meta("run_outcome").value_or(""), std::string("complete"));
   const auto parallel = nlohmann::json::parse(r.meta("parallel").value_or("{}"));
   QCOMPARE(parallel.value("dp", 0), 2);
+  // Four ranks' threads against this machine's cores: waits sleep between
+  // polls exactly when the threads outnumber the cores.
+  const long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  QCOMPARE(parallel.value("polite_waits", false), 4L * parallel.value("threads", 0) > cores);
   for (int rank = 0; rank < 4; ++rank) {
     auto steps = r.steps(rank);
     QVERIFY(steps.ok());

@@ -121,6 +121,9 @@ void TestWorkerParallel::splitMatchesUnsplit_data() {
   QTest::addRow("dp 2, small buckets, overlapped") << 2 << "--dp 2 --micro-batch 1 --bucket-kib 4";
   QTest::addRow("tp 2") << 2 << "--tp 2 --micro-batch 4";
   QTest::addRow("pp 2 (1F1B over 4 micro-batches)") << 2 << "--pp 2 --micro-batch 1";
+  // Point-to-point waits that sleep between polls (on by themselves where
+  // the ranks' threads outnumber the cores, as the 4-rank rows here on 2).
+  QTest::addRow("pp 2, polite waits") << 2 << "--pp 2 --micro-batch 1 --polite-waits";
   QTest::addRow("zero-1 over dp 2") << 2 << "--dp 2 --zero 1 --micro-batch 2";
   QTest::addRow("zero-1 over dp 4") << 4 << "--dp 4 --zero 1 --micro-batch 1";
   QTest::addRow("dp 2 x tp 2") << 4 << "--dp 2 --tp 2 --micro-batch 2";
@@ -133,7 +136,14 @@ void TestWorkerParallel::splitMatchesUnsplit() {
   QFETCH(QString, flags);
   StepFigures figures;
   const QString weights = dir_.filePath("split.bin");
-  const auto r = run(ranks, split_args(flags), weights, figures);
+  QString worker_flags = flags;
+  const bool polite = worker_flags.contains("--polite-waits");
+  if (polite) {
+    worker_flags.remove(" --polite-waits");
+    qputenv("CLUSTERSCOPE_POLITE_WAITS", "1");
+  }
+  const auto r = run(ranks, split_args(worker_flags), weights, figures);
+  if (polite) qunsetenv("CLUSTERSCOPE_POLITE_WAITS");
   QVERIFY2(r.report.outcome == launch::Outcome::completed, qPrintable(describe(r.report)));
   QVERIFY2(r.weights_error.empty(), r.weights_error.c_str());
 
