@@ -372,34 +372,30 @@ void run_sweep(const Options& o, Backend& backend, const std::vector<Communicato
     return !own.empty() ? own : (sweeps.size() == 1 ? o.sizes : std::vector<std::int64_t>{});
   };
   for (const std::string& sweep : sweeps) {
-    if (sweep == "gemm") {
+    if (sweep == "gemm" || sweep == "layer_gemm") {
+      // Squares (the GPU check's peak rates) or a layer's GEMMs (calibration).
+      const bool layer = sweep == "layer_gemm";
       std::vector<std::int64_t> sizes = sizes_for(o.gemm_sizes);
-      if (sizes.empty()) sizes = {256, 512, 1024, 2048, 4096, 8192};
-      std::vector<int> n(sizes.begin(), sizes.end());
-      const std::vector<std::string> precisions =
-          backend.name() == "cpu" && !o.sweep_precisions.empty() ? o.sweep_precisions
-                                                                 : std::vector<std::string>{o.precision};
-      for (const std::string& precision : precisions) {
-        const DType type = backend.name() == "cpu" ? cpu_storage(precision) : storage;
-        gemm_sweep(backend, type, n, o.sweep_seconds, [&](const GemmSample& s) {
-          emit({{"event", "gemm"}, {"rank", rank}, {"precision", precision}, {"m", s.m}, {"n", s.n},
-                {"k", s.k}, {"seconds", s.seconds}, {"tflops", s.flops_per_second / 1e12}});
-        });
+      if (sizes.empty()) {
+        sizes = layer ? std::vector<std::int64_t>{256, 512, 1024, 2048, 4096}
+                      : std::vector<std::int64_t>{256, 512, 1024, 2048, 4096, 8192};
       }
-    } else if (sweep == "layer_gemm") {
-      std::vector<std::int64_t> sizes = sizes_for(o.gemm_sizes);
-      if (sizes.empty()) sizes = {256, 512, 1024, 2048, 4096};
-      std::vector<int> widths(sizes.begin(), sizes.end());
+      const std::vector<int> n(sizes.begin(), sizes.end());
       const std::vector<std::string> precisions =
           backend.name() == "cpu" && !o.sweep_precisions.empty() ? o.sweep_precisions
                                                                  : std::vector<std::string>{o.precision};
       for (const std::string& precision : precisions) {
         const DType type = backend.name() == "cpu" ? cpu_storage(precision) : storage;
-        layer_gemm_sweep(backend, type, widths, o.sweep_seconds, [&](const GemmSample& s) {
+        auto on_sample = [&](const GemmSample& s) {
           emit({{"event", "gemm"}, {"rank", rank}, {"precision", precision}, {"m", s.m}, {"n", s.n},
                 {"k", s.k}, {"layout", s.layout}, {"seconds", s.seconds},
                 {"tflops", s.flops_per_second / 1e12}});
-        });
+        };
+        if (layer) {
+          layer_gemm_sweep(backend, type, n, o.sweep_seconds, on_sample);
+        } else {
+          gemm_sweep(backend, type, n, o.sweep_seconds, on_sample);
+        }
       }
     } else if (sweep == "bandwidth") {
       std::vector<std::int64_t> sizes = sizes_for(o.buffer_sizes);
