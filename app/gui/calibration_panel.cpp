@@ -1,6 +1,8 @@
 #include "app/gui/calibration_panel.h"
 
 #include <QDoubleSpinBox>
+#include <QFileDialog>
+#include <QFileInfo>
 #include <QFormLayout>
 #include <QFutureWatcher>
 #include <QHBoxLayout>
@@ -88,9 +90,15 @@ CalibrationPanel::CalibrationPanel(QWidget* parent) : QWidget(parent) {
   cancel_ = new QPushButton(tr("Cancel"), this);
   cancel_->setObjectName(QStringLiteral("calibrationCancel"));
   cancel_->setEnabled(false);
+  learn_ = new QPushButton(tr("Learn from runs..."), this);
+  learn_->setObjectName(QStringLiteral("calibrationLearn"));
+  learn_->setToolTip(
+      tr("Refine the calibrated presets from run stores: their GEMMs, loops and collectives, "
+         "the runs of one rank count fitted together"));
   buttons->addWidget(start_);
   buttons->addWidget(cancel_);
   buttons->addStretch();
+  buttons->addWidget(learn_);
   layout->addLayout(buttons);
 
   progress_ = new QProgressBar(this);
@@ -116,6 +124,7 @@ CalibrationPanel::CalibrationPanel(QWidget* parent) : QWidget(parent) {
 
   connect(start_, &QPushButton::clicked, this, &CalibrationPanel::start);
   connect(cancel_, &QPushButton::clicked, this, &CalibrationPanel::cancel);
+  connect(learn_, &QPushButton::clicked, this, &CalibrationPanel::chooseRuns);
 }
 
 CalibrationPanel::~CalibrationPanel() {
@@ -134,6 +143,7 @@ void CalibrationPanel::setRunning(bool running) {
   running_ = running;
   start_->setEnabled(!running);
   cancel_->setEnabled(running);
+  learn_->setEnabled(!running);
   ranks_->setEnabled(!running);
   seconds_->setEnabled(!running);
   progress_->setVisible(running);
@@ -242,7 +252,99 @@ void CalibrationPanel::start() {
   }));
 }
 
+void CalibrationPanel::chooseRuns() {
+  const QStringList files = QFileDialog::getOpenFileNames(
+      this, tr("Learn from run stores"), QString(), tr("Run stores (*.db);;All files (*)"));
+  if (!files.isEmpty()) learnFrom(files);
+}
+
+void CalibrationPanel::learnFrom(const QStringList& run_stores) {
+  if (running_ || run_stores.isEmpty()) return;
+  std::vector<std::string> stores;
+  for (const QString& s : run_stores)
+    stores.push_back(s.toStdString());
+  const std::filesystem::path dir = presets_dir_.toStdString();
+  table_->setRowCount(0);
+  progress_->setRange(0, 0);  // busy: a fit takes seconds
+  status_->setText(tr("Learning from %1...").arg(run_stores.join(QStringLiteral(", "))));
+  setRunning(true);
+  cancel_->setEnabled(false);  // nothing to stop: it reads the stores and fits
+  const int job = ++job_;
+  struct Learnt {
+    std::shared_ptr<std::vector<calib::RunRefinement>> value;
+    QString error;
+  };
+  auto* watcher = new QFutureWatcher<Learnt>(this);
+  connect(watcher, &QFutureWatcher<Learnt>::finished, this, [this, watcher, job] {
+    watcher->deleteLater();
+    if (job != job_) return;
+    setRunning(false);
+    const Learnt outcome = watcher->future().result();
+    if (!outcome.value) {
+      status_->setText(outcome.error);
+      emit failed(outcome.error);
+      return;
+    }
+    QStringList lines, clusters;
+    QString file;
+    for (const calib::RunRefinement& r : *outcome.value) {
+      showFit(r.fit);
+      QStringList runs;
+      for (const std::string& run : r.runs)
+        runs << QFileInfo(text(run)).fileName();
+      lines << tr("Refined %1 from %2%3.")
+                   .arg(text(r.base_cluster), runs.join(QStringLiteral(", ")),
+                        r.runs.size() > 1 ? tr(" (fitted together)") : QString());
+      for (const std::string& note : r.fit.notes)
+        lines << text(note);
+      clusters << text(r.base_cluster);
+      file = text(r.presets_file.string());
+    }
+    if (!file.isEmpty()) lines << tr("Saved in %1.").arg(file);
+    status_->setText(lines.join(QStringLiteral("\n")));
+    emit calibrated(file, clusters);
+  });
+  watcher->setFuture(QtConcurrent::run([stores, dir] {
+    Learnt out;
+    auto catalog = PresetCatalog::load_default();
+    if (catalog && !dir.empty() && dir != user_presets_dir()) {
+      // The presets being refined live in the panel's folder.
+      if (Status s = catalog->load_user_presets(dir); !s) catalog = s.error();
+    }
+    if (!catalog) {
+      out.error = QString::fromStdString(catalog.message());
+      return out;
+    }
+    auto result = calib::refine_from_runs(stores, *catalog, {}, true, dir);
+    if (result) {
+      out.value = std::make_shared<std::vector<calib::RunRefinement>>(std::move(result).value());
+    } else {
+      out.error = QString::fromStdString(result.message());
+    }
+    return out;
+  }));
+}
+
 void CalibrationPanel::showResult(const calib::MachineCalibration& result) {
+  table_->setRowCount(0);
+  showFit(result.fit);
+  QStringList clusters;
+  for (const Cluster& c : result.presets.clusters)
+    clusters << text(c.name);
+  const QString file = text(result.presets_file.string());
+  QString message =
+      tr("Calibrated in %1: clusters %2")
+          .arg(text(format_seconds(result.record.seconds)), clusters.join(QStringLiteral(", ")));
+  if (!file.isEmpty()) message += tr(", saved in %1").arg(file);
+  message += tr("; the calibration store is %1.").arg(text(result.record.store));
+  for (const std::string& note : result.fit.notes)
+    message += QStringLiteral("\n") + text(note);
+  status_->setText(message);
+  emit calibrated(file, clusters);
+}
+
+// A row per fitted quantity (and rank count), with the quality of its fit.
+void CalibrationPanel::showFit(const plan::Calibration& fit) {
   auto add = [this](int ranks, const QString& quantity, const QString& fitted,
                     const QString& quality) {
     const int row = table_->rowCount();
@@ -252,7 +354,7 @@ void CalibrationPanel::showResult(const calib::MachineCalibration& result) {
     table_->setItem(row, 2, new QTableWidgetItem(fitted));
     table_->setItem(row, 3, new QTableWidgetItem(quality));
   };
-  for (const plan::DeviceFit& d : result.fit.devices) {
+  for (const plan::DeviceFit& d : fit.devices) {
     for (const plan::GemmCurve& g : d.gemm) {
       add(d.ranks, tr("%1 GEMM").arg(text(std::string(to_string(g.precision)))),
           text(format_rate(g.peak * g.efficiency, "FLOP/s")), quality_text(g.quality));
@@ -275,19 +377,6 @@ void CalibrationPanel::showResult(const calib::MachineCalibration& result) {
     }
   }
   table_->resizeColumnsToContents();
-  QStringList clusters;
-  for (const Cluster& c : result.presets.clusters)
-    clusters << text(c.name);
-  const QString file = text(result.presets_file.string());
-  QString message =
-      tr("Calibrated in %1: clusters %2")
-          .arg(text(format_seconds(result.record.seconds)), clusters.join(QStringLiteral(", ")));
-  if (!file.isEmpty()) message += tr(", saved in %1").arg(file);
-  message += tr("; the calibration store is %1.").arg(text(result.record.store));
-  for (const std::string& note : result.fit.notes)
-    message += QStringLiteral("\n") + text(note);
-  status_->setText(message);
-  emit calibrated(file, clusters);
 }
 
 }  // namespace cs::gui

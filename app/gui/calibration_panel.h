@@ -4,7 +4,9 @@
 // thread; the panel polls its progress (the launcher reports it from a
 // thread Qt does not own, which must not call into Qt), and the fit comes
 // back as a value: a table of every fitted quantity with the quality of its
-// fit, and the cluster presets saved for the planner.
+// fit, and the cluster presets saved for the planner. "Learn from runs"
+// refines those presets from run stores (`clusterscope calibrate --learn`),
+// showing the same table for what the runs measured.
 
 #include <QWidget>
 #include <memory>
@@ -19,6 +21,9 @@ class QTimer;
 
 namespace cs::calib {
 struct MachineCalibration;
+}
+namespace cs::plan {
+struct Calibration;
 }
 
 namespace cs::gui {
@@ -37,6 +42,7 @@ class CalibrationPanel : public QWidget {
 
   QPushButton* startButton() const { return start_; }
   QPushButton* cancelButton() const { return cancel_; }
+  QPushButton* learnButton() const { return learn_; }
   QLineEdit* rankCounts() const { return ranks_; }
   QDoubleSpinBox* secondsPerSize() const { return seconds_; }
   QTableWidget* fitTable() const { return table_; }
@@ -46,6 +52,9 @@ class CalibrationPanel : public QWidget {
  public slots:
   void start();
   void cancel();
+  // Refines the calibrated presets from these run stores (the runs of one
+  // rank count fitted together), on a worker thread.
+  void learnFrom(const QStringList& run_stores);
 
  signals:
   // The presets file written (empty when saving was off), and the names of
@@ -57,6 +66,8 @@ class CalibrationPanel : public QWidget {
   struct Sweep;  // what the sweep's threads share with the panel
 
   void showResult(const cs::calib::MachineCalibration& result);
+  void showFit(const plan::Calibration& fit);
+  void chooseRuns();
   void setRunning(bool running);
   void showProgress();
 
@@ -64,6 +75,7 @@ class CalibrationPanel : public QWidget {
   QDoubleSpinBox* seconds_ = nullptr;
   QPushButton* start_ = nullptr;
   QPushButton* cancel_ = nullptr;
+  QPushButton* learn_ = nullptr;
   QProgressBar* progress_ = nullptr;
   QLabel* status_ = nullptr;
   QTableWidget* table_ = nullptr;

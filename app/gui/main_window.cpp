@@ -349,25 +349,17 @@ void MainWindow::createActions() {
   QMenu* tools = menuBar()->addMenu(tr("&Tools"));
   QAction* calibrate = tools->addAction(tr("&Calibrate this machine..."));
   calibrate->setObjectName(QStringLiteral("actionCalibrate"));
-  connect(calibrate, &QAction::triggered, this, [this] {
-    auto* dialog = findChild<QDialog*>(QStringLiteral("calibrationDialog"));
-    if (!dialog) {
-      dialog = new QDialog(this);
-      dialog->setObjectName(QStringLiteral("calibrationDialog"));
-      dialog->setWindowTitle(tr("Calibrate this machine"));
-      auto* panel = new CalibrationPanel(dialog);
-      (new QVBoxLayout(dialog))->addWidget(panel);
-      dialog->resize(720, 520);
-      connect(panel, &CalibrationPanel::calibrated, this,
-              [this](const QString& file, const QStringList& clusters) {
-                messages_->show(tr("Calibrated presets %1 saved in %2; they are in the cluster "
-                                   "list once the presets are loaded again (restart the app).")
-                                    .arg(clusters.join(QStringLiteral(", ")), file),
-                                MessageLevel::info);
-              });
-    }
-    dialog->show();
-    dialog->raise();
+  connect(calibrate, &QAction::triggered, this, [this] { showCalibrationPanel(); });
+  // Learning closes the loop from the run being studied: its kernels and
+  // collectives refine the calibrated cluster of its rank count.
+  QAction* learn = tools->addAction(tr("&Learn from the open run"));
+  learn->setObjectName(QStringLiteral("actionLearnFromRun"));
+  learn->setEnabled(false);
+  connect(run_view_, &RunView::storeOpened, learn,
+          [learn](const QString&, const QString& error) { learn->setEnabled(error.isEmpty()); });
+  connect(learn, &QAction::triggered, this, [this] {
+    if (run_view_->storePath().isEmpty()) return;
+    showCalibrationPanel()->learnFrom({run_view_->storePath()});
   });
 
   QMenu* help = menuBar()->addMenu(tr("&Help"));
@@ -464,6 +456,28 @@ std::vector<ReportFigure> MainWindow::reportFigures() const {
              p.fillRect(r, Qt::white);
              timeline->render(p, r, Qt::black, Qt::white);
            }}};
+}
+
+CalibrationPanel* MainWindow::showCalibrationPanel() {
+  auto* dialog = findChild<QDialog*>(QStringLiteral("calibrationDialog"));
+  if (!dialog) {
+    dialog = new QDialog(this);
+    dialog->setObjectName(QStringLiteral("calibrationDialog"));
+    dialog->setWindowTitle(tr("Calibrate this machine"));
+    auto* panel = new CalibrationPanel(dialog);
+    (new QVBoxLayout(dialog))->addWidget(panel);
+    dialog->resize(720, 520);
+    connect(panel, &CalibrationPanel::calibrated, this,
+            [this](const QString& file, const QStringList& clusters) {
+              messages_->show(tr("Calibrated presets %1 saved in %2; they are in the cluster "
+                                 "list once the presets are loaded again (restart the app).")
+                                  .arg(clusters.join(QStringLiteral(", ")), file),
+                              MessageLevel::info);
+            });
+  }
+  dialog->show();
+  dialog->raise();
+  return dialog->findChild<CalibrationPanel*>();
 }
 
 void MainWindow::openRun(const QString& path) {

@@ -15,6 +15,7 @@ class QMenu;
 namespace cs::gui {
 
 class AnalysisService;
+class CalibrationPanel;
 class Calculators;
 class ClusterDesigner;
 class CompareView;
@@ -62,6 +63,9 @@ class MainWindow : public QMainWindow {
   // (Nsight Systems SQLite, Kineto JSON) imported into a store first, on a
   // worker thread (runImported reports the store or why there is none).
   void openRun(const QString& path);
+  // Tools > Calibrate this machine...: the calibration panel in its own
+  // window (one), shown and returned (also for Tools > Learn from the open run).
+  CalibrationPanel* showCalibrationPanel();
   void importTrace(const QStringList& files);
   // The run view's exports (the whole run, or the selected range).
   bool exportRunHtml(const QString& path, bool range_only = false);

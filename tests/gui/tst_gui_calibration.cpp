@@ -9,6 +9,7 @@
 #include <QFile>
 #include <QLabel>
 #include <QLineEdit>
+#include <QProcess>
 #include <QPushButton>
 #include <QSignalSpy>
 #include <QTableWidget>
@@ -26,7 +27,9 @@ class TestGuiCalibration : public QObject {
   void badRankCounts_data();
   void badRankCounts();
   void calibratesThisMachine();
+  void learnsFromRuns();
   void mainWindowOpensThePanel();
+  void mainWindowLearnsFromTheOpenRun();
 
  private:
   QTemporaryDir dir_;
@@ -92,6 +95,67 @@ void TestGuiCalibration::calibratesThisMachine() {
   }
   QVERIFY2(link, qPrintable(panel.statusLabel()->text()));
   QVERIFY(panel.startButton()->isEnabled());
+}
+
+// "Learn from runs": a real 2-rank run, then the panel refines the
+// calibrated 2-rank cluster from it and shows what the run measured.
+void TestGuiCalibration::learnsFromRuns() {
+  QProcess run;
+  run.setProcessChannelMode(QProcess::MergedChannels);
+  run.start(QStringLiteral(CS_BIN_DIR "/clusterscope"),
+            {"run", "--dp", "2", "--layers", "2", "--hidden", "64", "--heads", "4", "--seq", "32",
+             "--vocab", "256", "--ffn", "256", "--steps", "3", "--out", dir_.filePath("run.db")});
+  QVERIFY(run.waitForFinished(240000));
+  QVERIFY2(run.exitCode() == 0, run.readAll().constData());
+
+  cs::gui::CalibrationPanel panel;
+  panel.setPresetsDir(dir_.filePath("presets"));
+  QSignalSpy done(&panel, &cs::gui::CalibrationPanel::calibrated);
+  QSignalSpy failed(&panel, &cs::gui::CalibrationPanel::failed);
+  panel.learnFrom({dir_.filePath("run.db")});
+  QVERIFY(panel.running());
+  QVERIFY(!panel.learnButton()->isEnabled());
+  QTRY_VERIFY_WITH_TIMEOUT(!panel.running(), 60000);
+  QVERIFY2(failed.isEmpty(), qPrintable(panel.statusLabel()->text()));
+  QCOMPARE(done.count(), 1);
+  const QStringList clusters = done.first().at(1).toStringList();
+  QCOMPARE(clusters.size(), 1);
+  QVERIFY(clusters[0].endsWith(QStringLiteral("-cpu2")));
+  QVERIFY2(panel.statusLabel()->text().contains(QStringLiteral("from run.db")),
+           qPrintable(panel.statusLabel()->text()));
+  QVERIFY(panel.fitTable()->rowCount() > 0);
+  QCOMPARE(panel.fitTable()->item(0, 0)->text(), QStringLiteral("2"));
+  QFile presets(done.first().at(0).toString());
+  QVERIFY(presets.open(QIODevice::ReadOnly));
+  QVERIFY(presets.readAll().contains("refined by the run run.db"));
+
+  // A store that is not there: the error names it, nothing is saved.
+  panel.learnFrom({dir_.filePath("missing.db")});
+  QTRY_VERIFY_WITH_TIMEOUT(!panel.running(), 60000);
+  QCOMPARE(failed.count(), 1);
+  QVERIFY2(panel.statusLabel()->text().contains(QStringLiteral("missing.db")),
+           qPrintable(panel.statusLabel()->text()));
+  QVERIFY(panel.learnButton()->isEnabled());
+}
+
+// Tools > Learn from the open run: the run open in the run view refines
+// the calibration, in the calibration window.
+void TestGuiCalibration::mainWindowLearnsFromTheOpenRun() {
+  cs::gui::MainWindow window;
+  auto* action = window.findChild<QAction*>(QStringLiteral("actionLearnFromRun"));
+  QVERIFY(action);
+  QVERIFY(!action->isEnabled());  // no run open
+  window.openRun(dir_.filePath("run.db"));
+  QTRY_VERIFY_WITH_TIMEOUT(action->isEnabled(), 30000);
+  action->trigger();
+  auto* dialog = window.findChild<QDialog*>(QStringLiteral("calibrationDialog"));
+  QVERIFY(dialog);
+  QVERIFY(dialog->isVisible());
+  auto* panel = dialog->findChild<cs::gui::CalibrationPanel*>();
+  QVERIFY(panel);
+  QTRY_VERIFY_WITH_TIMEOUT(!panel->running(), 60000);
+  QVERIFY2(panel->statusLabel()->text().startsWith(QStringLiteral("Refined ")),
+           qPrintable(panel->statusLabel()->text()));
 }
 
 // The hook: Tools > Calibrate this machine... opens the panel in a window.
