@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <cmath>
 #include <string>
 
 namespace cs::worker {
@@ -86,18 +87,38 @@ std::vector<GemmSample> layer_gemm_sweep(Backend& backend, DType storage,
     for (int OC : {h, 4 * h}) {
       const std::int64_t nc = std::int64_t{N} * C, oc = std::int64_t{OC} * C,
                          no = std::int64_t{N} * OC;
-      Tensor inp = filled(nc, storage, "layer input");
-      Tensor weight = filled(oc, storage, "layer weight");
-      Tensor bias = filled(OC, storage, "layer bias");
-      Tensor out = backend.alloc(no, storage, "layer output");
-      Tensor dout = filled(no, storage, "layer output gradient");
-      Tensor dinp = backend.alloc(nc, storage, "layer input gradient");
-      Tensor dweight = backend.alloc(oc, DType::f32, "layer weight gradient");
-      Tensor dbias = backend.alloc(OC, DType::f32, "layer bias gradient");
+      // A layer's operands, in as many copies as take 8 MiB at least: each
+      // repetition uses the next copy, so that the operands come from
+      // memory or the last-level cache as a step's do (one layer's weights
+      // are long out of the core's caches by its next use), not from L2.
+      struct Operands {
+        Tensor inp, weight, bias, out, dout, dinp, dweight, dbias;
+      };
+      const double set_bytes = static_cast<double>(dtype_bytes(storage)) *
+                                   static_cast<double>(2 * nc + oc + 2 * no + OC) +
+                               4.0 * static_cast<double>(oc + OC);
+      const int copies =
+          std::clamp(static_cast<int>(std::ceil(8.0 * (1 << 20) / set_bytes)), 1, 16);
+      std::vector<Operands> sets;
+      for (int i = 0; i < copies; ++i) {
+        sets.push_back({filled(nc, storage, "layer input"), filled(oc, storage, "layer weight"),
+                        filled(OC, storage, "layer bias"),
+                        backend.alloc(no, storage, "layer output"),
+                        filled(no, storage, "layer output gradient"),
+                        backend.alloc(nc, storage, "layer input gradient"),
+                        backend.alloc(oc, DType::f32, "layer weight gradient"),
+                        backend.alloc(OC, DType::f32, "layer bias gradient")});
+      }
       const std::string name = "layer gemm " + std::to_string(C) + "x" + std::to_string(OC);
-      auto forward = [&] { backend.matmul_forward(out, inp, weight, bias, N, C, OC, name); };
+      std::size_t next_forward = 0, next_backward = 0;
+      auto forward = [&] {
+        Operands& o = sets[next_forward++ % sets.size()];
+        backend.matmul_forward(o.out, o.inp, o.weight, o.bias, N, C, OC, name);
+      };
       auto backward = [&] {
-        backend.matmul_backward(dinp, dweight, dbias, dout, inp, weight, N, C, OC, name);
+        Operands& o = sets[next_backward++ % sets.size()];
+        backend.matmul_backward(o.dinp, o.dweight, o.dbias, o.dout, o.inp, o.weight, N, C, OC,
+                                name);
       };
       // Warm up, then time forward and backward apart, enough repetitions
       // for half the size's time each.
@@ -122,8 +143,11 @@ std::vector<GemmSample> layer_gemm_sweep(Backend& backend, DType storage,
       // The two backward GEMMs do the same FLOPs: each one's share.
       keep({N, C, OC, "dgrad", backward_s / 2, flops / (backward_s / 2)});
       keep({OC, C, N, "wgrad", backward_s / 2, flops / (backward_s / 2)});
-      for (Tensor* t : {&inp, &weight, &bias, &out, &dout, &dinp, &dweight, &dbias}) {
-        backend.release(*t);
+      for (Operands& o : sets) {
+        for (Tensor* t : {&o.inp, &o.weight, &o.bias, &o.out, &o.dout, &o.dinp, &o.dweight,
+                          &o.dbias}) {
+          backend.release(*t);
+        }
       }
     }
   }

@@ -48,7 +48,9 @@ std::vector<GemmSample> gemm_sweep(Backend& backend, DType storage, const std::v
 // gradient) as training runs them, one after the other. A step's GEMMs are
 // skinnier than squares of their FLOPs and come in three layouts; the
 // planner calibrated on these predicts a training step's GEMM time, where
-// squares make it 15-25 % too fast. One sample per GEMM shape and layout
+// squares make it 15-25 % too fast. Each repetition takes the next of
+// several copies of the operands (8 MiB at least), so that they are not
+// all in the core's L2 as a step's are not. One sample per GEMM shape and layout
 // (forward, dgrad, wgrad: m x n x k as out = m x k . k x n).
 std::vector<GemmSample> layer_gemm_sweep(Backend& backend, DType storage,
                                          const std::vector<int>& widths, double seconds_per_size,
