@@ -128,6 +128,8 @@ json presets_json(const PresetBundle& b) {
 }
 
 std::string quality_cell(const plan::FitQuality& q) {
+  // One point is fitted exactly: no R² or error to speak of.
+  if (q.points.size() == 1) return "one point (" + std::to_string(q.points[0].samples) + " samples)";
   return "R² " + format_fixed(q.r2, 3) + ", RMS " + percent(q.rms_error) + ", worst " +
          percent(q.max_error) + " (" + std::to_string(q.points.size()) + " pts)";
 }

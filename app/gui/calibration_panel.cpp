@@ -34,6 +34,8 @@ struct Outcome {
 };
 
 QString quality_text(const plan::FitQuality& q) {
+  // One point is fitted exactly: no R² or error to speak of.
+  if (q.points.size() == 1) return QObject::tr("one point (%1 samples)").arg(q.points[0].samples);
   return QStringLiteral("R² %1, RMS %2 %, worst %3 % (%4 points)")
       .arg(q.r2, 0, 'f', 3)
       .arg(100 * q.rms_error, 0, 'f', 1)

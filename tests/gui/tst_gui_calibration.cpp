@@ -18,6 +18,7 @@
 
 #include "app/gui/calibration_panel.h"
 #include "app/gui/main_window.h"
+#include "tests/gui/gui_test_support.h"
 
 class TestGuiCalibration : public QObject {
   Q_OBJECT
@@ -128,6 +129,10 @@ void TestGuiCalibration::learnsFromRuns() {
   QFile presets(done.first().at(0).toString());
   QVERIFY(presets.open(QIODevice::ReadOnly));
   QVERIFY(presets.readAll().contains("refined by the run run.db"));
+  panel.resize(900, 560);
+  panel.show();
+  const QImage shot = cs::gui::test::saveScreenshot(&panel, QStringLiteral("calibration-learnt"));
+  QVERIFY(cs::gui::test::distinctColours(shot) > 8);
 
   // A store that is not there: the error names it, nothing is saved.
   panel.learnFrom({dir_.filePath("missing.db")});
