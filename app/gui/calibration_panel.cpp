@@ -160,6 +160,11 @@ void CalibrationPanel::showProgress() {
   status_->setText(QString::fromStdString(sweep_->text));
 }
 
+void CalibrationPanel::fail(const QString& message) {
+  status_->setText(message);
+  emit failed(message);
+}
+
 void CalibrationPanel::cancel() {
   if (sweep_) sweep_->cancel = true;
   status_->setText(tr("Stopping the calibration..."));
@@ -174,15 +179,13 @@ void CalibrationPanel::start() {
     bool ok = false;
     const int n = part.toInt(&ok);
     if (!ok || n < 1) {
-      status_->setText(tr("Rank counts: \"%1\" is not a positive whole number").arg(part));
-      emit failed(status_->text());
+      fail(tr("Rank counts: \"%1\" is not a positive whole number").arg(part));
       return;
     }
     ranks.push_back(n);
   }
   if (ranks.empty()) {
-    status_->setText(tr("Rank counts: give at least one"));
-    emit failed(status_->text());
+    fail(tr("Rank counts: give at least one"));
     return;
   }
 
@@ -228,8 +231,7 @@ void CalibrationPanel::start() {
     setRunning(false);
     const Outcome outcome = watcher->future().result();
     if (!outcome.value) {
-      status_->setText(outcome.error);
-      emit failed(outcome.error);
+      fail(outcome.error);
       return;
     }
     showResult(*outcome.value);
@@ -283,8 +285,7 @@ void CalibrationPanel::learnFrom(const QStringList& run_stores) {
     setRunning(false);
     const Learnt outcome = watcher->future().result();
     if (!outcome.value) {
-      status_->setText(outcome.error);
-      emit failed(outcome.error);
+      fail(outcome.error);
       return;
     }
     QStringList lines, clusters;

@@ -66,6 +66,7 @@ class CalibrationPanel : public QWidget {
   struct Sweep;  // what the sweep's threads share with the panel
 
   void showResult(const cs::calib::MachineCalibration& result);
+  void fail(const QString& message);  // says why in the status line, and emits failed
   void showFit(const plan::Calibration& fit);
   void chooseRuns();
   void setRunning(bool running);
