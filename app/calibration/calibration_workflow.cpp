@@ -139,6 +139,17 @@ Result<std::vector<RunRefinement>> refine_from_runs(const std::vector<std::strin
     auto fit = plan::fit_stores(stores);
     if (!fit) return fit.error();
     if (fit->devices.empty()) return Error{out.runs.front() + ": no configuration to learn from"};
+    if (fit->devices.size() > 1 && fit->devices[0].ranks == fit->devices[1].ranks) {
+      // Runs of one rank count with different BLAS threads per rank are two
+      // machines to the planner, but one preset name: refuse, not overwrite.
+      std::string runs;
+      for (const std::string& r : out.runs) runs += (runs.empty() ? "" : ", ") + r;
+      return Error{runs + ": these runs of " + std::to_string(fit->devices.front().ranks) +
+                   " ranks ran with different BLAS threads per rank (" +
+                   std::to_string(fit->devices[0].threads) + " and " +
+                   std::to_string(fit->devices[1].threads) +
+                   "): learn from the runs of one thread count at a time"};
+    }
     const int ranks = fit->devices.front().ranks;
     const std::string name = base_cluster.empty()
                                  ? plan::calibrated_name(fit->host, fit->engine, ranks, "cluster")

@@ -543,6 +543,21 @@ void TestCalibration::calibrateRunPredictLearn() {
                           .arg(one_run)));
   r = run_cli({"calibrate", "--learn", work + "/uncalibrated.db", run_store}, presets, work);
   QVERIFY2(r.out.contains("fitted together"), qPrintable(r.out));
+  // Runs of one rank count but other BLAS threads are another machine to
+  // the planner, under the same preset name: refused, nothing overwritten.
+  for (const char* threads : {"1", "2"}) {
+    r = run_cli(QStringList{"run", "--dp", "2", "--threads", threads, "--steps", "2", "--out",
+                            work + "/threads-" + threads + ".db"} +
+                    tiny(),
+                presets, work);
+    QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+  }
+  const QString two_threads = work + "/threads-2.db";
+  r = run_cli({"calibrate", "--learn", work + "/threads-1.db", two_threads}, presets, work);
+  QCOMPARE(r.exit_code, 1);
+  QVERIFY2(r.err.contains("different BLAS threads per rank (1 and 2)") &&
+               r.err.contains("threads-2.db"),
+           qPrintable(r.err));
 
   // A store that is not a run: a clear error, no crash.
   QFile junk(work + "/junk.db");
