@@ -94,7 +94,6 @@ std::string format_bytes(double bytes) {
 
 // --- what the store holds ----------------------------------------------------
 
-// Mean time of equal operations.
 // The typical time of one operation: the median of its samples. On a
 // machine that other work shares, a few samples are preempted for a whole
 // scheduler slice (milliseconds on a microsecond kernel); a mean would fold
