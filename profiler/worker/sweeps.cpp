@@ -12,6 +12,23 @@ namespace {
 double now_seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
+
+// Fills `t` with a fixed pattern in [-scale/2, scale/2), in its own type.
+void fill(Backend& backend, Tensor t, float scale) {
+  std::vector<float> host(static_cast<std::size_t>(t.numel));
+  for (std::size_t i = 0; i < host.size(); ++i) {
+    host[i] = scale * (static_cast<float>((i * 2654435761u) % 1000) / 1000.0f - 0.5f);
+  }
+  if (t.dtype == DType::f32) {
+    backend.upload(t, host.data());
+    return;
+  }
+  Tensor staging = backend.alloc(t.numel, DType::f32, "staging");
+  backend.upload(staging, host.data());
+  backend.convert(t, staging);
+  backend.release(staging);
+}
+
 }  // namespace
 
 double all_reduce_bus_factor(int ranks) { return ranks > 0 ? 2.0 * (ranks - 1) / ranks : 0; }
@@ -25,13 +42,8 @@ std::vector<GemmSample> gemm_sweep(Backend& backend, DType storage, const std::v
     Tensor a = backend.alloc(elements, storage, "gemm a");
     Tensor b = backend.alloc(elements, storage, "gemm b");
     Tensor c = backend.alloc(elements, storage, "gemm c");
-    std::vector<float> host(static_cast<std::size_t>(elements));
-    for (std::size_t i = 0; i < host.size(); ++i) host[i] = static_cast<float>((i * 2654435761u) % 1000) / 1000.0f - 0.5f;
-    Tensor staging = backend.alloc(elements, DType::f32, "gemm staging");
-    backend.upload(staging, host.data());
-    backend.convert(a, staging);
-    backend.convert(b, staging);
-    backend.release(staging);
+    fill(backend, a, 1.0f);
+    fill(backend, b, 1.0f);
     const std::string name = "gemm " + std::to_string(n);
 
     // Warm up (cuBLAS picks its kernel), then time enough repetitions.
@@ -68,18 +80,7 @@ std::vector<GemmSample> layer_gemm_sweep(Backend& backend, DType storage,
   };
   auto filled = [&](std::int64_t elements, DType type, const char* what) {
     Tensor t = backend.alloc(elements, type, what);
-    std::vector<float> host(static_cast<std::size_t>(elements));
-    for (std::size_t i = 0; i < host.size(); ++i) {
-      host[i] = static_cast<float>((i * 2654435761u) % 1000) / 1000.0f - 0.5f;
-    }
-    if (type == DType::f32) {
-      backend.upload(t, host.data());
-      return t;
-    }
-    Tensor staging = backend.alloc(elements, DType::f32, "gemm staging");
-    backend.upload(staging, host.data());
-    backend.convert(t, staging);
-    backend.release(staging);
+    fill(backend, t, 1.0f);
     return t;
   };
   for (int h : widths) {
@@ -226,21 +227,6 @@ OpSample repeat(const std::string& name, std::int64_t elements, double seconds,
   backend.synchronize();
   s.seconds = (now_seconds() - t0) / s.repetitions;
   return s;
-}
-
-void fill(Backend& backend, Tensor t, float scale) {
-  std::vector<float> host(static_cast<std::size_t>(t.numel));
-  for (std::size_t i = 0; i < host.size(); ++i) {
-    host[i] = scale * (static_cast<float>((i * 2654435761u) % 1000) / 1000.0f - 0.5f);
-  }
-  if (t.dtype == DType::f32) {
-    backend.upload(t, host.data());
-    return;
-  }
-  Tensor staging = backend.alloc(t.numel, DType::f32, "staging");
-  backend.upload(staging, host.data());
-  backend.convert(t, staging);
-  backend.release(staging);
 }
 
 }  // namespace
