@@ -1008,6 +1008,8 @@ Status finalize_lane(sql::Database& db, std::uint32_t lane, bool chunked, Finali
 
 }  // namespace
 
+void leave_wal(sql::Database& db) { (void)db.exec("PRAGMA journal_mode = DELETE"); }
+
 Status finalize(sql::Database& db, std::string_view status_if_unclosed,
                 const std::set<std::uint32_t>& chunked) {
   sql::Transaction tx(db, true);
@@ -1133,7 +1135,9 @@ Status finalize_store(const std::string& path) {
                  "; it is finalized when that writer closes it"};
   }
   if (auto s = store::finalize(*db, "interrupted"); !s) return s;
-  return db->exec("PRAGMA wal_checkpoint(TRUNCATE)");
+  if (auto s = db->exec("PRAGMA wal_checkpoint(TRUNCATE)"); !s) return s;
+  store::leave_wal(*db);
+  return {};
 }
 
 }  // namespace cs::trace

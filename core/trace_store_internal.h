@@ -55,6 +55,12 @@ Result<sql::Database> open_store(const std::string& path, bool writable, StoreSt
 Status finalize(sql::Database& db, std::string_view status_if_unclosed,
                 const std::set<std::uint32_t>& chunked = {});
 
+// A finished store leaves write-ahead logging (after its last checkpoint):
+// a reader without write access to a WAL store leaves -wal and -shm files
+// beside it, and a finished store has no writer left to read beside. When
+// another connection still holds the store, it stays in WAL; no harm.
+void leave_wal(sql::Database& db);
+
 struct Segment {
   std::uint32_t lane = 0;
   std::int64_t first_id = 0;

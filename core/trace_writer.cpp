@@ -393,6 +393,7 @@ class SqliteTraceWriter final : public TraceWriter {
     }
     if (checkpointer_.joinable()) checkpointer_.join();
     if (Status s = db_.exec("PRAGMA wal_checkpoint(TRUNCATE)"); !s && result.ok()) result = s;
+    if (result.ok()) store::leave_wal(db_);
     db_.close();
     return result;
   }

@@ -152,6 +152,7 @@ class TestTraceStore : public QObject {
  private slots:
   void enumNames();
   void roundTrip();
+  void finishedStoreLeavesNoFilesBeside();
   void concurrentWriters();
   void spansMatchReference_data();
   void spansMatchReference();
@@ -185,6 +186,50 @@ void TestTraceStore::enumNames() {
   QCOMPARE(data_type_bytes(DataType::bf16), 2);
   QCOMPARE(data_type_bytes(DataType::fp32), 4);
   QCOMPARE(data_type_bytes(DataType::fp8_e4m3), 1);
+}
+
+// A finished store leaves write-ahead logging: reading it, even without
+// write access, leaves no -wal or -shm file beside it.
+void TestTraceStore::finishedStoreLeavesNoFilesBeside() {
+  QTemporaryDir dir;
+  const std::string path = temp_path(dir, "finished.cstrace");
+  {
+    auto created = TraceWriter::create(path, RunInfo{"finished", "test"});
+    QVERIFY2(created, created ? "" : created.message().c_str());
+    TraceWriter& w = **created;
+    const LaneId lane = w.add_lane(0, LaneKind::cpu_thread, "main thread", 0);
+    Event e;
+    e.lane = lane;
+    e.kind = EventKind::cpu_op;
+    e.start_ns = 100;
+    e.end_ns = 200;
+    e.name = w.intern("gemm");
+    w.add(e);
+    QVERIFY(w.close("complete"));
+  }
+  auto beside = [&] {
+    QStringList found;
+    for (const char* suffix : {"-wal", "-shm"}) {
+      if (std::filesystem::exists(path + suffix)) found << suffix;
+    }
+    return found.join(", ");
+  };
+  QVERIFY2(beside().isEmpty(), qPrintable(beside()));
+  {
+    auto r = open_reader(path);
+    QCOMPARE(r->event_count(), std::int64_t{1});
+    QCOMPARE(r->meta("status").value_or(""), std::string("complete"));
+  }
+  QVERIFY2(beside().isEmpty(), qPrintable(beside()));
+  sqlite3* db = nullptr;
+  QCOMPARE(sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr), SQLITE_OK);
+  sqlite3_stmt* mode = nullptr;
+  QCOMPARE(sqlite3_prepare_v2(db, "PRAGMA journal_mode", -1, &mode, nullptr), SQLITE_OK);
+  QCOMPARE(sqlite3_step(mode), SQLITE_ROW);
+  const QString journal = QString::fromUtf8(reinterpret_cast<const char*>(sqlite3_column_text(mode, 0)));
+  sqlite3_finalize(mode);
+  sqlite3_close(db);
+  QCOMPARE(journal, QString("delete"));
 }
 
 void TestTraceStore::roundTrip() {
