@@ -46,13 +46,6 @@ std::vector<Interval> merged(std::vector<Interval> v) {
   return out;
 }
 
-std::int64_t length(const std::vector<Interval>& v) {
-  std::int64_t total = 0;
-  for (const Interval& i : v)
-    total += i.second - i.first;
-  return total;
-}
-
 // |a minus b| for merged interval lists.
 std::int64_t length_outside(const std::vector<Interval>& a, const std::vector<Interval>& b) {
   std::int64_t total = 0;

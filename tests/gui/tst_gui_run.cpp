@@ -234,7 +234,7 @@ void TestGuiRun::zoomPanAndSelect() {
   QTRY_COMPARE_WITH_TIMEOUT(selected.count(), 1, 30000);
   QVERIFY(t->selectedEvent());
   // The innermost event under the click: this kernel, or one nested in it.
-  const trace::Event& clicked = t->selectedEvent()->event;
+  const trace::Event clicked = t->selectedEvent()->event;  // a copy: selectedEvent() returns one
   QVERIFY(clicked.start_ns <= event.event.start_ns + event.event.duration_ns() / 2 + 1);
   QVERIFY(clicked.end_ns >= event.event.start_ns + event.event.duration_ns() / 2 - 1);
   QVERIFY(!view.details()->toPlainText().isEmpty());
