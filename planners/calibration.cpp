@@ -80,6 +80,12 @@ FitQuality quality_of(std::vector<FitPoint> points) {
   return q;
 }
 
+// BLAS threads per rank of a CPU-engine configuration: as recorded, else
+// the worker's default (the cores shared out among the ranks).
+int threads_per_rank(const DeviceFit& fit, int cpu_cores) {
+  return fit.threads > 0 ? fit.threads : std::max(1, cpu_cores / fit.ranks);
+}
+
 std::string format_bytes(double bytes) {
   char buffer[32];
   if (bytes >= 1 << 20) {
@@ -633,7 +639,7 @@ Result<Calibration> fit_stores(const std::vector<const trace::TraceReader*>& sto
     fit.ranks = d.phase.ranks;
     fit.threads = d.phase.threads;
     if (out.engine == "cpu" && out.cpu_cores > 0) {
-      const int threads = fit.threads > 0 ? fit.threads : std::max(1, out.cpu_cores / fit.ranks);
+      const int threads = threads_per_rank(fit, out.cpu_cores);
       fit.core_share = std::min(1.0, static_cast<double>(out.cpu_cores) / (fit.ranks * threads));
     }
     std::vector<std::string> notes;
@@ -821,7 +827,7 @@ PresetBundle calibrated_presets(const Calibration& cal, const std::optional<GpuS
       // Each rank's communication thread needs a core of its own to overlap
       // backward; when the compute threads take every core, what it hides
       // costs compute the same time (not measured: the core count decides).
-      const int threads = fit.threads > 0 ? fit.threads : std::max(1, cal.cpu_cores / fit.ranks);
+      const int threads = threads_per_rank(fit, cal.cpu_cores);
       g.efficiency.overlap_slowdown =
           cal.cpu_cores > 0 && fit.ranks * (threads + 1) > cal.cpu_cores ? 1.0 : 0.0;
       g.efficiency.core_share = fit.core_share;
