@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <stdexcept>
 #include <string>
@@ -413,7 +414,7 @@ class CudaBackend final : public Backend {
     CS_CUBLAS(cublasSetStream(cublas_, stream_));
     CS_CUBLAS(cublasLtCreate(&lt_));
     CS_CUDA(cudaMalloc(&workspace_, kWorkspace));
-    CS_CUDA(cudaMalloc(&scratch_scalars_, 64));
+    CS_CUDA(cudaMalloc(&scratch_scalars_, kScratchScalarBytes));
     cudaDeviceProp prop{};
     CS_CUDA(cudaGetDeviceProperties(&prop, device_));
     name_ = prop.name;
@@ -738,6 +739,15 @@ class CudaBackend final : public Backend {
 
  private:
   static constexpr std::size_t kWorkspace = 32u << 20;
+  static constexpr std::size_t kScratchScalarBytes = 256;  // reductions' result, FP8 amax and scales
+
+  // The largest power of two up to 256 that divides the address.
+  static std::uint32_t pointer_alignment(const void* p) {
+    const auto address = reinterpret_cast<std::uintptr_t>(p);
+    std::uint32_t alignment = 256;
+    while (alignment > 1 && address % alignment != 0) alignment /= 2;
+    return alignment;
+  }
 
   // Names the GEMM for the tracer (NVTX range + the hooks' correlation).
   struct Hooked {
@@ -802,14 +812,21 @@ class CudaBackend final : public Backend {
     const std::int64_t nb = static_cast<std::int64_t>(N) * C;
     __nv_fp8_e4m3* a8 = fp8_buffer(0, na);
     __nv_fp8_e4m3* b8 = fp8_buffer(1, nb);
-    float* scalars = static_cast<float*>(scratch_scalars_) + 4;  // amax a, amax b, 1/scale a, 1/scale b
-    CS_CUDA(cudaMemsetAsync(scalars, 0, 2 * sizeof(float), stream_));
+    // Each scalar in a 16-byte slot of its own past the reductions' 8 bytes:
+    // the amax of A and B, then the inverse scales cuBLASLt reads (the
+    // alignment cuBLASLt asks of its other operands).
+    float* slots = static_cast<float*>(scratch_scalars_);
+    float* amax_a = slots + 4;
+    float* amax_b = slots + 8;
+    float* scale_a = slots + 12;
+    float* scale_b = slots + 16;
+    CS_CUDA(cudaMemsetAsync(amax_a, 0, 8 * sizeof(float), stream_));
     dispatch(weight.dtype, [&](auto* tag) {
       using X = CS_T(tag);
-      amax_kernel<<<blocks_for(na), 256, 0, stream_>>>(scalars, weight.as<X>(), na);
-      amax_kernel<<<blocks_for(nb), 256, 0, stream_>>>(scalars + 1, inp.as<X>(), nb);
-      to_fp8_kernel<<<blocks_for(na), 256, 0, stream_>>>(a8, weight.as<X>(), scalars, scalars + 2, na);
-      to_fp8_kernel<<<blocks_for(nb), 256, 0, stream_>>>(b8, inp.as<X>(), scalars + 1, scalars + 3, nb);
+      amax_kernel<<<blocks_for(na), 256, 0, stream_>>>(amax_a, weight.as<X>(), na);
+      amax_kernel<<<blocks_for(nb), 256, 0, stream_>>>(amax_b, inp.as<X>(), nb);
+      to_fp8_kernel<<<blocks_for(na), 256, 0, stream_>>>(a8, weight.as<X>(), amax_a, scale_a, na);
+      to_fp8_kernel<<<blocks_for(nb), 256, 0, stream_>>>(b8, inp.as<X>(), amax_b, scale_b, nb);
     });
     check_launch();
 
@@ -820,8 +837,6 @@ class CudaBackend final : public Backend {
     CS_CUBLAS(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
     CS_CUBLAS(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &opT, sizeof opT));
     CS_CUBLAS(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &opN, sizeof opN));
-    float* scale_a = scalars + 2;
-    float* scale_b = scalars + 3;
     CS_CUBLAS(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &scale_a, sizeof scale_a));
     CS_CUBLAS(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &scale_b, sizeof scale_b));
     CS_CUBLAS(cublasLtMatrixLayoutCreate(&la, CUDA_R_8F_E4M3, C, OC, C));
@@ -833,11 +848,23 @@ class CudaBackend final : public Backend {
     CS_CUBLAS(cublasLtMatmulPreferenceCreate(&pref));
     CS_CUBLAS(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                                                    &kWorkspace, sizeof kWorkspace));
+    // The heuristic assumes 256-byte aligned matrices unless told otherwise.
+    const std::uint32_t align_a = pointer_alignment(a8), align_b = pointer_alignment(b8),
+                        align_d = pointer_alignment(out.data);
+    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_a,
+                                         sizeof align_a);
+    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_b,
+                                         sizeof align_b);
+    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_d,
+                                         sizeof align_d);
+    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_d,
+                                         sizeof align_d);
     // Try the heuristic's candidates in order; a shape no FP8 kernel takes
     // runs in BF16 instead, and the fallback is counted and reported.
     cublasLtMatmulHeuristicResult_t heuristics[8] = {};
     int found = 0;
-    cublasLtMatmulAlgoGetHeuristic(lt_, desc, la, lb, lc, lc, pref, 8, heuristics, &found);
+    const cublasStatus_t heuristic =
+        cublasLtMatmulAlgoGetHeuristic(lt_, desc, la, lb, lc, lc, pref, 8, heuristics, &found);
     cublasStatus_t status = CUBLAS_STATUS_NOT_SUPPORTED;
     for (int i = 0; i < found && status != CUBLAS_STATUS_SUCCESS; ++i) {
       status = cublasLtMatmul(lt_, desc, &alpha, a8, la, b8, lb, &beta, out.data, lc, out.data, lc,
@@ -845,8 +872,18 @@ class CudaBackend final : public Backend {
     }
     if (status != CUBLAS_STATUS_SUCCESS) {
       if (fp8_fallbacks_++ == 0) {
-        std::fprintf(stderr, "clusterscope-worker: FP8 GEMM %dx%dx%d not supported by cuBLASLt (%s, %d "
-                     "candidates): running such GEMMs in BF16\n", N, OC, C, cublasGetStatusString(status), found);
+        // Whether cuBLASLt accepts the first candidate for these layouts
+        // tells a layout problem from one with the pointers passed at run time.
+        cublasLtMatmulHeuristicResult_t check{};
+        const cublasStatus_t algo_check =
+            found > 0 ? cublasLtMatmulAlgoCheck(lt_, desc, la, lb, lc, lc, &heuristics[0].algo, &check)
+                      : heuristic;
+        std::fprintf(stderr,
+                     "clusterscope-worker: FP8 GEMM %dx%dx%d not supported by cuBLASLt (%s, %d "
+                     "candidates; heuristic %s, algorithm check %s; alignment A %u, B %u, D %u bytes): "
+                     "running such GEMMs in BF16\n",
+                     N, OC, C, cublasGetStatusString(status), found, cublasGetStatusString(heuristic),
+                     cublasGetStatusString(algo_check), align_a, align_b, align_d);
       }
       gemm(CUBLAS_OP_T, CUBLAS_OP_N, OC, N, C, weight, C, inp, C, out, OC, 0.0f);
     } else {
