@@ -42,6 +42,13 @@ class Backend {
   virtual void accumulate(Tensor dst, Tensor src) = 0;
   // Waits until every queued operation has finished (a no-op on the CPU).
   virtual void synchronize() = 0;
+  // Every compute thread reads t, untraced, the way a step's multi-threaded
+  // GEMMs read their operands. The operation sweep calls it before timing a
+  // loop that, in training, writes what those GEMMs just read: on some
+  // machines (virtual ones among them) taking those cache lines back from
+  // the other cores costs the loop more than the loop's own work. A no-op
+  // with one compute thread, and on a GPU.
+  virtual void read_on_compute_threads(Tensor) {}
 
   // out[N,C] = wte[token] + wpe[t]
   virtual void embedding_forward(Tensor out, Tensor tokens, Tensor wte, Tensor wpe, int B, int T,

@@ -95,7 +95,9 @@ inline float fast_exp(float x) {
 
 class CpuBackend final : public Backend {
  public:
-  explicit CpuBackend(int blas_threads) { openblas_set_num_threads(std::max(1, blas_threads)); }
+  explicit CpuBackend(int blas_threads) : blas_threads_(std::max(1, blas_threads)) {
+    openblas_set_num_threads(blas_threads_);
+  }
   ~CpuBackend() override = default;
 
   std::string_view name() const override { return "cpu"; }
@@ -123,6 +125,21 @@ class CpuBackend final : public Backend {
   }
   std::int64_t bytes_in_use() const override { return bytes_; }
   void upload(Tensor dst, const void* host) override { std::memcpy(dst.data, host, dst.bytes()); }
+
+  // The tensor's bytes as rows of 128 floats, read as a weight-gradient GEMM
+  // reads its transposed operand (t^T . x): OpenBLAS splits the 128 output
+  // rows among its threads, so each reads its columns of every row, and
+  // every cache line is then held by more than one core.
+  void read_on_compute_threads(Tensor t) override {
+    constexpr int kColumns = 128;
+    constexpr int kWidth = 64;
+    const std::int64_t rows = t.bytes() / (kColumns * static_cast<std::int64_t>(sizeof(float)));
+    if (blas_threads_ < 2 || rows < 1) return;
+    float* x = grow(scratch_share_x_, rows * kWidth);
+    float* y = grow(scratch_share_y_, std::int64_t{kColumns} * kWidth);
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, kColumns, kWidth, static_cast<int>(rows),
+                1.0f, static_cast<const float*>(t.data), kColumns, x, kWidth, 0.0f, y, kWidth);
+  }
   void download(void* host, Tensor src) override { std::memcpy(host, src.data, src.bytes()); }
   void zero(Tensor t) override {
     ScopedOp op(tracer_, "zero", loop_size(t.numel, t.dtype, t.bytes()));
@@ -560,8 +577,10 @@ class CpuBackend final : public Backend {
     for (std::int64_t i = 0; i < out.numel; ++i) o[i] = to_bf16(values[i]);
   }
 
+  int blas_threads_ = 1;
   std::atomic<std::int64_t> bytes_{0};
   std::vector<float> scratch_a_, scratch_b_, scratch_c_, scratch_d_, scratch_bias_, scratch_attn_;
+  std::vector<float> scratch_share_x_, scratch_share_y_;  // read_on_compute_threads
 };
 
 }  // namespace
