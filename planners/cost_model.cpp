@@ -973,20 +973,31 @@ void evaluate(const Machine& m, const Model& x, const Knobs& k, const LayerCosts
   if (m.core_share > 0 && m.core_share < 1) {
     // Ranks sharing cores (the CPU engine, more threads than cores): while
     // all compute, each gets the share, so compute takes 1 / share as long.
-    // A stage waiting in the pipeline's fill or drain leaves its core to
-    // the others, so the bubble shrinks by the compute time added, to none.
-    const double slowdown = 1 / m.core_share;
     const double compute = time.forward + time.backward + time.recompute + time.optimizer;
-    time.forward *= slowdown;
-    time.backward *= slowdown;
-    time.recompute *= slowdown;
-    time.optimizer *= slowdown;
-    ComputeByKind& kind = out.compute_by_kind;
-    for (double* t : {&kind.gemm, &kind.attention, &kind.norm, &kind.activation,
-                      &kind.elementwise, &kind.loss}) {
-      *t *= slowdown;
+    const double added = (1 / m.core_share - 1) * compute;
+    if (k.tp > 1) {
+      // Tensor-parallel ranks meet in a collective within every layer and
+      // give their core away at each meeting, long before the scheduler
+      // would take it: a rank computes at full speed while its partners
+      // wait for it, and what the share costs is spent waiting in those
+      // collectives (measured on the CPU engine: DP 2 x TP 2 on 2 cores ran
+      // every compute part at its one-rank speed).
+      time.tp_communication += added;
+    } else {
+      const double slowdown = 1 / m.core_share;
+      time.forward *= slowdown;
+      time.backward *= slowdown;
+      time.recompute *= slowdown;
+      time.optimizer *= slowdown;
+      ComputeByKind& kind = out.compute_by_kind;
+      for (double* t : {&kind.gemm, &kind.attention, &kind.norm, &kind.activation,
+                        &kind.elementwise, &kind.loss}) {
+        *t *= slowdown;
+      }
     }
-    time.pipeline_bubble = std::max(0.0, time.pipeline_bubble - (slowdown - 1) * compute);
+    // A stage waiting in the pipeline's fill or drain leaves its core to
+    // the others, so the bubble shrinks by the time added, to none.
+    time.pipeline_bubble = std::max(0.0, time.pipeline_bubble - added);
   }
 
   CommunicationDetail& comm = out.communication;

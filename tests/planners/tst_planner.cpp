@@ -511,6 +511,18 @@ void TestPlanner::ranksSharingCores() {
   QCOMPARE(shared.time.dp_communication, own.time.dp_communication);
   // Less than twice the step: the bubble went to the other ranks' work.
   QVERIFY(shared.time.step() < 2 * own.time.step());
+  // Tensor-parallel ranks meet within every layer: each computes at full
+  // speed, and the share is spent waiting in their collectives.
+  cs::Plan t = make_plan("dgx-a100-8", "gpt2-small", 2, 2, 1, 16, cs::Precision::fp32);
+  t.cluster.gpus_per_node = 4;
+  const cs::plan::Estimate tp_own = must_estimate(t);
+  t.cluster.gpu->efficiency.core_share = 0.5;
+  const cs::plan::Estimate tp_shared = must_estimate(t);
+  QCOMPARE(tp_shared.time.forward, tp_own.time.forward);
+  QCOMPARE(tp_shared.compute_by_kind.total(), tp_own.compute_by_kind.total());
+  const double tp_compute = tp_own.time.forward + tp_own.time.backward + tp_own.time.optimizer;
+  QCOMPARE(tp_shared.time.tp_communication, tp_own.time.tp_communication + tp_compute);
+  QCOMPARE(tp_shared.time.step(), tp_own.time.step() + tp_compute);
   // A share above a core is refused where presets are read.
   nlohmann::json gpu = cs::to_json(*p.cluster.gpu);
   gpu["efficiency"]["core_share"] = 1.5;
