@@ -10,7 +10,9 @@
 #
 # Usage: bench/run_calibration_accuracy.sh [build dir] [work dir]
 #   STEPS=10 (steps per run), CAL_SECONDS=0.2 (seconds per GEMM size of
-#   the sweep), KEEP_CALIBRATION=1 (reuse the work dir's calibration).
+#   the sweep), KEEP_CALIBRATION=1 (reuse the work dir's calibration),
+#   AGAIN=0 (run each plan once; by default each runs twice in a row, and
+#   the second run shows how far the machine moves between two runs).
 # The machine should be otherwise idle: every figure is a time.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -19,6 +21,7 @@ WORK="${2:-$(mktemp -d /tmp/cs-calibration-accuracy.XXXXXX)}"
 BIN="$BUILD/bin"
 STEPS="${STEPS:-10}"
 CAL_SECONDS="${CAL_SECONDS:-0.2}"
+AGAIN="${AGAIN:-1}"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 # The calibrated presets live in the work dir, not in the user's folder.
 export CLUSTERSCOPE_USER_PRESETS="$WORK/presets"
@@ -58,19 +61,30 @@ def ms(s):
 def err(p, m):
     return "-" if not m or m <= 0 else f"{100 * (p / m - 1):+.1f} %"
 
+def measured(path):
+    p = json.load(open(path)).get("prediction") if path else None
+    return p if p and p.get("breakdown") else None
+
 rows = [line.rstrip("\n").split("\t") for line in open(sys.argv[1]) if line.strip()]
 parts_seen = []
-print("| plan | predicted step (ms) | measured step (ms) | error | largest disagreement |")
-print("| --- | ---: | ---: | ---: | --- |")
-step_errors, part_errors, detail = [], [], []
-for name, path in rows:
-    p = json.load(open(path)).get("prediction")
-    if not p or not p.get("breakdown"):
-        print(f"| {name} | - | - | - | no prediction in the store |")
+print("| plan | predicted step (ms) | measured step (ms) | error | largest disagreement | "
+      "run again (ms) | its error |")
+print("| --- | ---: | ---: | ---: | --- | ---: | ---: |")
+step_errors, again_errors, run_to_run, part_errors, detail = [], [], [], [], []
+for name, path, *again_path in rows:
+    p = measured(path)
+    if not p:
+        print(f"| {name} | - | - | - | no prediction in the store | - | - |")
         continue
     pred, meas = p["predicted_step_s"], p["measured_step_median_s"]
     step_errors.append((name, pred / meas - 1))
-    print(f"| {name} | {ms(pred)} | {ms(meas)} | {err(pred, meas)} | {p['largest_disagreement']} |")
+    q = measured(again_path[0]) if again_path else None
+    again = q["measured_step_median_s"] if q else None
+    if again:
+        again_errors.append((name, pred / again - 1))
+        run_to_run.append((name, again / meas - 1))
+    print(f"| {name} | {ms(pred)} | {ms(meas)} | {err(pred, meas)} | {p['largest_disagreement']} | "
+          f"{ms(again)} | {err(pred, again)} |")
     detail.append((name, p["breakdown"], meas))
 
 print()
@@ -96,6 +110,14 @@ if step_errors:
     print(f"Step time: {within} of {len(step_errors)} plans within 15 %; "
           f"mean |error| {100 * sum(abs(e) for _, e in step_errors) / len(step_errors):.1f} %, "
           f"worst {worst[0]} {100 * worst[1]:+.1f} %.")
+if again_errors:
+    within = sum(abs(e) <= 0.15 for _, e in again_errors)
+    print(f"The same plans run again right after: {within} of {len(again_errors)} within 15 %; "
+          f"mean |error| {100 * sum(abs(e) for _, e in again_errors) / len(again_errors):.1f} %.")
+    spread = sorted(abs(d) for _, d in run_to_run)
+    largest = max(run_to_run, key=lambda x: abs(x[1]))
+    print(f"Run to run (the second measured step against the first): median |difference| "
+          f"{100 * spread[len(spread) // 2]:.1f} %, largest {largest[0]} {100 * largest[1]:+.1f} %.")
 if part_errors:
     within = sum(abs(e) <= 0.25 for _, _, e in part_errors)
     worst = max(part_errors, key=lambda x: abs(x[2]))
@@ -122,7 +144,19 @@ run_pass() {
       continue
     fi
     "$BIN/clusterscope" trace stats "$store" --json > "$WORK/$pass/run$i.json"
-    printf '%s\t%s\n' "$name" "$WORK/$pass/run$i.json" >> "$WORK/$pass/index.tsv"
+    local line="$name\t$WORK/$pass/run$i.json"
+    # The same plan once more, right after: how far the machine itself moves.
+    if [[ "$AGAIN" == 1 ]]; then
+      local again="$WORK/$pass/again$i.db"
+      rm -f "$again"
+      # shellcheck disable=SC2086
+      if (cd "$WORK/$pass" && "$BIN/clusterscope" run $parallel $model --precision fp32 \
+            --steps "$STEPS" --out "$again" > "$WORK/$pass/again$i.txt" 2>&1); then
+        "$BIN/clusterscope" trace stats "$again" --json > "$WORK/$pass/again$i.json"
+        line="$line\t$WORK/$pass/again$i.json"
+      fi
+    fi
+    printf "$line\n" >> "$WORK/$pass/index.tsv"
   done
   echo "load after the $pass pass: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
   table "$WORK/$pass/index.tsv"

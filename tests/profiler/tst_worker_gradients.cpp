@@ -1,11 +1,13 @@
 // The worker's backward pass against finite differences of its forward pass,
 // parameter tensor by parameter tensor (every layer: embeddings, layer norms,
 // attention, MLP, LM head), and the gradient a pipeline stage sends back.
+// Also: the CPU backend's read_on_compute_threads leaves what it reads as it was.
 
 #include <QtTest>
 
 #include <cmath>
 #include <random>
+#include <vector>
 
 #include "profiler/worker/cpu_backend.h"
 #include "profiler/worker/gpt_model.h"
@@ -64,6 +66,8 @@ class TestWorkerGradients : public QObject {
   void parameterGradients();
   void stageInputGradient();
   void bf16ForwardTracksFp32();
+  void readOnComputeThreadsLeavesTensors_data();
+  void readOnComputeThreadsLeavesTensors();
 };
 
 void TestWorkerGradients::parameterGradients_data() {
@@ -155,6 +159,44 @@ void TestWorkerGradients::bf16ForwardTracksFp32() {
   QVERIFY(loss16 != loss32);  // bf16 really rounds
   backend->release(master);
   backend->release(weights);
+}
+
+// The operation sweep has the BLAS threads read a loop's operands before
+// timing it: they must come back as they were, whatever their size or type.
+void TestWorkerGradients::readOnComputeThreadsLeavesTensors_data() {
+  QTest::addColumn<qint64>("numel");
+  QTest::addColumn<bool>("bf16");
+  QTest::newRow("less than a row") << qint64{100} << false;
+  QTest::newRow("one row") << qint64{128} << false;
+  QTest::newRow("rows and a remainder") << qint64{128 * 300 + 77} << false;
+  QTest::newRow("a million weights") << (qint64{1} << 20) << false;
+  QTest::newRow("bf16") << qint64{128 * 64 + 5} << true;
+}
+
+void TestWorkerGradients::readOnComputeThreadsLeavesTensors() {
+  QFETCH(qint64, numel);
+  QFETCH(bool, bf16);
+  for (int threads : {1, 2}) {
+    auto backend = make_cpu_backend(threads);
+    Tensor master = backend->alloc(numel, DType::f32, "values");
+    for (std::int64_t i = 0; i < numel; ++i) master.as<float>()[i] = std::sin(0.001f * i) * 3.0f;
+    Tensor t = master;
+    Tensor narrow;
+    if (bf16) {
+      narrow = backend->alloc(numel, DType::bf16, "bf16 values");
+      backend->convert(narrow, master);
+      t = narrow;
+    }
+    std::vector<unsigned char> before(static_cast<std::size_t>(t.bytes()));
+    backend->download(before.data(), t);
+    backend->read_on_compute_threads(t);
+    backend->read_on_compute_threads(t);  // the scratch it keeps is reused
+    std::vector<unsigned char> after(before.size());
+    backend->download(after.data(), t);
+    QVERIFY2(before == after, qPrintable(QString("%1 BLAS threads").arg(threads)));
+    backend->release(master);
+    if (bf16) backend->release(narrow);
+  }
 }
 
 QTEST_GUILESS_MAIN(TestWorkerGradients)
