@@ -709,7 +709,7 @@ Result<RunAnalysis> analyze_run(const TraceReader& reader, const AnalysisOptions
   run.kernels = kernel_stats(reader, kernels);
   run.collectives = collective_stats(reader, collectives);
   run.stragglers = stragglers_from(run.ranks, raws, options);
-  auto prediction = compare_with_prediction(reader, run.ranks);
+  auto prediction = compare_with_prediction(reader, run.ranks, options.prediction);
   if (!prediction) return prediction.error();
   run.prediction = std::move(prediction).value();
   return run;
@@ -729,13 +729,15 @@ Result<StragglerReport> find_stragglers(const TraceReader& reader,
 }
 
 Result<std::optional<PredictionComparison>> compare_with_prediction(
-    const TraceReader& reader, const std::vector<RankAnalysis>& ranks) {
-  const auto text = reader.meta("predicted_step");
+    const TraceReader& reader, const std::vector<RankAnalysis>& ranks,
+    const std::optional<std::string>& prediction) {
+  const auto text = prediction ? prediction : reader.meta("predicted_step");
   if (!text || text->empty()) return std::optional<PredictionComparison>{};
   PredictionComparison out;
   std::map<std::string, double> categories, parts, breakdown;
   if (Status s = parse_prediction(*text, out, categories, parts, breakdown); !s)
-    return Error{reader.path() + ": " + s.message()};
+    return Error{(prediction ? std::string("the new prediction") : reader.path()) + ": " +
+                 s.message()};
   if (!breakdown.empty()) {
     if (Status s = compare_breakdown(reader, breakdown, out); !s) return s.error();
   }

@@ -196,6 +196,9 @@ struct AnalysisOptions {
   // on average (and beyond 3 median absolute deviations of all ranks).
   double straggler_step_excess = 0.05;
   double straggler_late_fraction = 0.02;
+  // A prediction (the JSON of meta "predicted_step") to hold the run
+  // against instead of the one the store recorded.
+  std::optional<std::string> prediction;
 };
 
 struct RunAnalysis {
@@ -217,8 +220,10 @@ Result<StragglerReport> find_stragglers(const TraceReader& reader,
                                         const std::vector<RankAnalysis>& ranks,
                                         const AnalysisOptions& options = {});
 
-// Empty when the store has no "predicted_step"; an error names the bad field.
+// Against `prediction` when given, else the store's "predicted_step"; empty
+// when there is neither. An error names the bad field.
 Result<std::optional<PredictionComparison>> compare_with_prediction(
-    const TraceReader& reader, const std::vector<RankAnalysis>& ranks);
+    const TraceReader& reader, const std::vector<RankAnalysis>& ranks,
+    const std::optional<std::string>& prediction = std::nullopt);
 
 }  // namespace cs::trace

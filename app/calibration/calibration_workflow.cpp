@@ -7,6 +7,7 @@
 
 #include "core/format.h"
 #include "core/host_probe.h"
+#include "core/model_json.h"
 #include "core/trace_reader.h"
 #include "planners/estimate.h"
 #include "planners/estimate_json.h"
@@ -240,11 +241,14 @@ Result<NetworkCalibration> calibrate_network(const std::vector<std::string>& log
   return out;
 }
 
-Result<Workload> executed_workload(const Workload& planned, int tp, int pp, std::string* scaled) {
-  auto shape = worker_shape_for(planned, tp, pp);
-  if (!shape) return shape.error();
-  const worker::GptConfig& c = shape->config;
+namespace {
+
+// The planner's Workload for what the worker trains: `c`'s shape, with the
+// worker's fixed choices (its own LM head, biases, layer norm, learned
+// positions, AdamW).
+Workload trained_workload(const Workload& planned, const worker::GptConfig& c) {
   Workload w = planned;
+  w.kind = WorkloadKind::transformer;
   w.name = planned.name + "-worker";
   w.display_name = planned.display_name + " (as the worker trains it)";
   TransformerShape& s = w.transformer;
@@ -261,22 +265,15 @@ Result<Workload> executed_workload(const Workload& planned, int tp, int pp, std:
   s.norm = Norm::layernorm;
   s.positions = PositionEmbedding::learned;
   w.optimizer = Optimizer::adamw;
-  if (scaled) *scaled = shape->scaled;
   return w;
 }
 
-Result<RunPrediction> predict_run(const PresetCatalog& catalog, const Plan& planned,
-                                  std::string_view backend, int ranks, std::string_view host) {
-  RunPrediction out;
-  std::string scaled;
-  auto workload =
-      executed_workload(planned.workload, planned.parallel.tp, planned.parallel.pp, &scaled);
-  if (!workload) return workload.error();
-  if (!scaled.empty())
-    out.notes.push_back("predicted for the shape the worker trains (" + scaled + ")");
-
-  Plan plan = planned;
-  plan.workload = *workload;
+// The estimate of a plan whose workload is already what the worker trains,
+// as the engines run it (naive attention, 1 MiB gradient buckets, fp32
+// gradients, no recomputation or sequence parallelism).
+Result<RunPrediction> predict_trained(const PresetCatalog& catalog, Plan plan,
+                                      std::string_view backend, int ranks, std::string_view host,
+                                      const std::optional<Cluster>& cluster, RunPrediction out) {
   ParallelPlan& p = plan.parallel;
   p.flash_attention = false;  // the engines compute attention from the full score matrix
   p.sequence_parallel = false;
@@ -289,7 +286,11 @@ Result<RunPrediction> predict_run(const PresetCatalog& catalog, const Plan& plan
       plan.precision.compute != Precision::fp32 && plan.precision.compute != Precision::tf32;
 
   const std::string name = plan::calibrated_name(host, backend, ranks, "cluster");
-  if (auto calibrated = catalog.cluster(name)) {
+  if (cluster) {
+    plan.cluster = *cluster;
+    out.cluster = cluster->name;
+    out.calibrated = cluster->name.starts_with("calibrated-");
+  } else if (auto calibrated = catalog.cluster(name)) {
     plan.cluster = std::move(calibrated).value();
     out.cluster = name;
     out.calibrated = true;
@@ -313,11 +314,133 @@ Result<RunPrediction> predict_run(const PresetCatalog& catalog, const Plan& plan
   nlohmann::json j = plan::predicted_step_json(*estimate);
   j["cluster"] = out.cluster;
   j["calibrated"] = out.calibrated;
-  j["workload"] = workload->display_name;
+  j["workload"] = plan.workload.display_name;
   j["notes"] = out.notes;
   out.step_seconds = estimate->time.step();
   out.predicted_step_json = j.dump();
   return out;
+}
+
+}  // namespace
+
+Result<Workload> executed_workload(const Workload& planned, int tp, int pp, std::string* scaled) {
+  auto shape = worker_shape_for(planned, tp, pp);
+  if (!shape) return shape.error();
+  if (scaled) *scaled = shape->scaled;
+  return trained_workload(planned, shape->config);
+}
+
+Result<RunPrediction> predict_run(const PresetCatalog& catalog, const Plan& planned,
+                                  std::string_view backend, int ranks, std::string_view host,
+                                  const std::optional<Cluster>& cluster) {
+  RunPrediction out;
+  std::string scaled;
+  auto workload =
+      executed_workload(planned.workload, planned.parallel.tp, planned.parallel.pp, &scaled);
+  if (!workload) return workload.error();
+  if (!scaled.empty())
+    out.notes.push_back("predicted for the shape the worker trains (" + scaled + ")");
+  Plan plan = planned;
+  plan.workload = *workload;
+  return predict_trained(catalog, plan, backend, ranks, host, cluster, std::move(out));
+}
+
+namespace {
+
+// The shape the run trained (meta "worker_shape", which the worker writes).
+Result<worker::GptConfig> trained_shape(const trace::TraceReader& store) {
+  const std::string where = store.path() + ": meta worker_shape";
+  const auto text = store.meta("worker_shape");
+  if (!text || text->empty())
+    return Error{store.path() + ": no meta worker_shape: the run does not say what it trained"};
+  const nlohmann::json shape = nlohmann::json::parse(*text, nullptr, false);
+  if (!shape.is_object()) return Error{where + ": not a JSON object"};
+  worker::GptConfig c;
+  for (auto [key, field] : {std::pair{"layers", &c.layers}, std::pair{"hidden", &c.hidden},
+                            std::pair{"heads", &c.heads}, std::pair{"ffn", &c.ffn},
+                            std::pair{"seq", &c.seq}, std::pair{"vocab", &c.vocab}}) {
+    if (!shape.contains(key) || !shape[key].is_number_integer() || shape[key].get<int>() <= 0)
+      return Error{where + ": /" + key + ": must be a positive integer"};
+    *field = shape[key].get<int>();
+  }
+  return c;
+}
+
+// A worker started by hand records no plan: its parallel layout stands in
+// for one, on a machine of its GPUs (the datasheet of the preset that
+// matches the GPU's name).
+Result<Plan> plan_of_worker_run(const PresetCatalog& catalog, const trace::TraceReader& store,
+                                const nlohmann::json& parallel, std::string_view backend) {
+  Plan plan;
+  plan.workload.name = "recorded";
+  plan.workload.display_name = "The recorded run's model";
+  ParallelPlan& p = plan.parallel;
+  p.dp = parallel.value("dp", 1);
+  p.tp = parallel.value("tp", 1);
+  p.pp = parallel.value("pp", 1);
+  p.zero_stage = parallel.value("zero_stage", 0);
+  p.micro_batch = parallel.value("micro_batch", 1);
+  p.global_batch = p.dp * p.micro_batch * std::max(1, parallel.value("accumulation", 1));
+  const std::string precision = parallel.value("precision", "fp32");
+  const auto compute = precision_from_string(precision);
+  if (!compute)
+    return Error{store.path() + ": meta parallel: unknown precision \"" + precision + "\""};
+  plan.precision = PrecisionPlan::for_compute(*compute);
+  HostInfo host;
+  host.hostname = store.meta("host").value_or("");
+  if (backend == "cuda") {
+    GpuDevice d;
+    d.name = store.meta("gpu.0.name").value_or("");
+    host.gpus.assign(static_cast<std::size_t>(p.world_size()), d);
+  }
+  plan.cluster = this_machine_cluster(host, catalog);
+  // The store does not record the board's memory: the datasheet's.
+  if (plan.cluster.gpu && !host.gpus.empty()) {
+    if (const GpuSpec* preset = catalog.match_device(host.gpus.front().name))
+      plan.cluster.gpu->memory_bytes = preset->memory_bytes;
+  }
+  return plan;
+}
+
+}  // namespace
+
+Result<RunPrediction> predict_recorded_run(const PresetCatalog& catalog,
+                                           const trace::TraceReader& store,
+                                           const std::string& cluster_name) {
+  if (store.meta(kCalibrationMetaKey))
+    return Error{store.path() + ": a calibration store, not a training run: nothing to predict"};
+  const auto parallel_text = store.meta("parallel");
+  if (!parallel_text || parallel_text->empty())
+    return Error{store.path() + ": no meta parallel: not a run of the ClusterScope engines"};
+  const nlohmann::json parallel = nlohmann::json::parse(*parallel_text, nullptr, false);
+  if (!parallel.is_object()) return Error{store.path() + ": meta parallel: not a JSON object"};
+  const std::string backend = parallel.value("backend", "cpu");
+  auto shape = trained_shape(store);
+  if (!shape) return shape.error();
+  Plan plan;
+  const auto plan_text = store.meta("plan_json");
+  if (plan_text && !plan_text->empty()) {
+    const nlohmann::json j = nlohmann::json::parse(*plan_text, nullptr, false);
+    if (j.is_discarded()) return Error{store.path() + ": meta plan_json: not valid JSON"};
+    auto parsed = plan_from_json(j, store.path() + ": meta plan_json", &catalog);
+    if (!parsed) return parsed.error();
+    plan = std::move(parsed).value();
+  } else {
+    auto made = plan_of_worker_run(catalog, store, parallel, backend);
+    if (!made) return made.error();
+    plan = std::move(made).value();
+  }
+  plan.workload = trained_workload(plan.workload, *shape);
+  int ranks = plan.parallel.world_size();
+  if (const auto world = store.meta("world_size")) ranks = std::max(1, std::atoi(world->c_str()));
+  std::optional<Cluster> cluster;
+  if (!cluster_name.empty()) {
+    auto named = catalog.cluster(cluster_name);
+    if (!named) return Error{"--cluster: " + named.message()};
+    cluster = std::move(named).value();
+  }
+  return predict_trained(catalog, plan, backend, ranks, store.meta("host").value_or(""), cluster,
+                         {});
 }
 
 void add_prediction(launch::RunSpec& spec, std::vector<std::string>& notes,

@@ -27,6 +27,10 @@
 #include "profiler/calibration_run.h"
 #include "profiler/launcher.h"
 
+namespace cs::trace {
+class TraceReader;
+}
+
 namespace cs::calib {
 
 // ---- calibrating this machine
@@ -121,8 +125,20 @@ struct RunPrediction {
 // machine's calibrated cluster for `ranks` ranks (the CPU engine) or its
 // calibrated GPU (CUDA, else the plan's cluster with datasheet figures). An
 // error says why there is none (no calibration for the CPU engine).
+// `cluster`, when given, is used instead (a preset the user names).
 Result<RunPrediction> predict_run(const PresetCatalog& catalog, const Plan& plan,
-                                  std::string_view backend, int ranks, std::string_view host);
+                                  std::string_view backend, int ranks, std::string_view host,
+                                  const std::optional<Cluster>& cluster = std::nullopt);
+
+// The prediction of a recorded run made now, with the presets at hand, as
+// predict_run makes it for a run about to start: the run's plan (meta
+// "plan_json"; a worker started by hand leaves only "parallel" and
+// "worker_shape", and its GPU's name), its backend, rank count and host.
+// `cluster_name` names the cluster preset to predict on instead. For a run
+// recorded before its machine was calibrated, or after learning from runs.
+Result<RunPrediction> predict_recorded_run(const PresetCatalog& catalog,
+                                           const trace::TraceReader& store,
+                                           const std::string& cluster_name = {});
 
 // Puts this machine's prediction of a local run into its store (meta
 // "predicted_step"), as `clusterscope run` and the app's runs do, and says

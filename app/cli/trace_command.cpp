@@ -1,5 +1,5 @@
 // clusterscope trace info STORE [--json]
-// clusterscope trace stats STORE [--top N] [--rank R...] [--json]
+// clusterscope trace stats STORE [--top N] [--predict-again [--cluster NAME]] [--json]
 // clusterscope trace export STORE -o OUT [--format chrome|csv|html] [--table T|all]
 //                           [--from T --to T] [--rank R...] [--file-per-rank]
 // clusterscope trace import FILE... -o STORE [--align A] [--title T] [--json]
@@ -12,6 +12,7 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include "app/calibration/calibration_workflow.h"
 #include "app/cli/context.h"
 #include "app/cli/text_table.h"
 #include "core/format.h"
@@ -185,14 +186,23 @@ struct StatsOptions {
   bool json = false;
   bool no_steps = false;
   int threads = 0;
+  bool predict_again = false;
+  std::string cluster;  // with predict_again: the cluster preset to predict on
 };
 
-void run_stats(const StatsOptions& o) {
+void run_stats(const StatsOptions& o, Context& ctx) {
+  if (!o.cluster.empty() && !o.predict_again) throw CliError("--cluster goes with --predict-again");
   auto r = open_store(o.store);
   AnalysisOptions options;
   options.per_step = !o.no_steps;
   options.threads = o.threads;
+  std::optional<calib::RunPrediction> again;
+  if (o.predict_again) {
+    again = take(calib::predict_recorded_run(ctx.catalog(), *r, o.cluster));
+    options.prediction = again->predicted_step_json;
+  }
   const RunAnalysis a = take(analyze_run(*r, options));
+  if (o.predict_again && !a.prediction) throw CliError(r->path() + ": the new prediction was not compared");
   const std::size_t top = static_cast<std::size_t>(std::max(0, o.top));
 
   if (o.json) {
@@ -273,6 +283,11 @@ void run_stats(const StatsOptions& o) {
         pj["largest_disagreement"] = a.prediction->breakdown[a.prediction->largest].name;
         pj["verdict"] = a.prediction->verdict;
       }
+      if (again) {
+        out["prediction"]["predicted_now"] = {{"cluster", again->cluster},
+                                              {"calibrated", again->calibrated},
+                                              {"notes", again->notes}};
+      }
     }
     std::cout << out.dump(2) << '\n';
     return;
@@ -339,6 +354,11 @@ void run_stats(const StatsOptions& o) {
   }
   if (a.prediction) {
     const PredictionComparison& p = *a.prediction;
+    if (again) {
+      std::cout << "\nPredicted now, on " << again->cluster
+                << (again->calibrated ? " (calibrated)" : "") << ", not as the run recorded it\n";
+      for (const std::string& n : again->notes) std::cout << "  " << n << '\n';
+    }
     std::cout << "\nPredicted against measured (per step)\n";
     TextTable t2({"", "predicted", "measured", "measured/predicted"});
     for (std::size_t i = 1; i < 4; ++i)
@@ -539,7 +559,7 @@ void run_merge(const MergeCliOptions& o) {
 
 }  // namespace
 
-void register_trace(CLI::App& app, Context&) {
+void register_trace(CLI::App& app, Context& ctx) {
   CLI::App* trace = app.add_subcommand(
       "trace",
       "Trace stores: inspect, analyse, export, import other profilers' traces, merge ranks");
@@ -564,8 +584,13 @@ void register_trace(CLI::App& app, Context&) {
   s->add_flag("--no-steps", stats->no_steps, "Skip the per-step breakdown");
   s->add_option("--threads", stats->threads, "Ranks analysed at once (default: one per core)")
       ->check(CLI::NonNegativeNumber);
+  s->add_flag("--predict-again", stats->predict_again,
+              "Hold the run against the planner's prediction made now, with the presets at hand "
+              "(the run's calibrated cluster, or --cluster), instead of the one it recorded");
+  s->add_option("--cluster", stats->cluster,
+                "With --predict-again: the cluster preset to predict on");
   add_json_flag(*s, stats->json);
-  s->callback([stats] { run_stats(*stats); });
+  s->callback([stats, &ctx] { run_stats(*stats, ctx); });
 
   auto exp = std::make_shared<ExportOptions>();
   CLI::App* e = trace->add_subcommand(

@@ -517,6 +517,57 @@ void TestCalibration::calibrateRunPredictLearn() {
   QVERIFY(gemm[0].toObject()["quality"].toObject().contains("r2"));
   QVERIFY(!gemm[0].toObject()["quality"].toObject()["points"].toArray().isEmpty());
 
+  // Runs are predicted again with the presets now at hand: the run made
+  // before the calibration gets a prediction, the one made before learning
+  // a new one.
+  r = run_cli({"trace", "stats", work + "/uncalibrated.db", "--predict-again", "--json"}, presets,
+              work);
+  QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+  QJsonObject again = json_of(r)["prediction"].toObject();
+  QCOMPARE(again["predicted_now"].toObject()["cluster"].toString(), cluster2);
+  QVERIFY(again["predicted_now"].toObject()["calibrated"].toBool());
+  QVERIFY(again["breakdown"].toArray().size() >= 5);
+  r = run_cli({"trace", "stats", run_store, "--predict-again", "--json"}, presets, work);
+  QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+  again = json_of(r)["prediction"].toObject();
+  QVERIFY2(again["predicted_step_s"].toDouble() != prediction["predicted_step_s"].toDouble(),
+           "learning changed the preset: the prediction made now differs from the recorded one");
+  QCOMPARE(again["measured_step_median_s"].toDouble(),
+           prediction["measured_step_median_s"].toDouble());
+  r = run_cli({"trace", "stats", run_store, "--predict-again"}, presets, work);
+  QVERIFY2(r.out.contains("Predicted now, on " + cluster2 + " (calibrated)"), qPrintable(r.out));
+  // On a preset the user names; errors name what is wrong.
+  r = run_cli({"trace", "stats", run_store, "--predict-again", "--cluster", "dgx-a100-8", "--json"},
+              presets, work);
+  QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+  QCOMPARE(json_of(r)["prediction"].toObject()["predicted_now"].toObject()["cluster"].toString(),
+           QString("dgx-a100-8"));
+  r = run_cli({"trace", "stats", run_store, "--predict-again", "--cluster", "this-machine"}, presets,
+              work);
+  QCOMPARE(r.exit_code, 1);
+  QVERIFY2(r.err.contains("cluster this-machine has 0 devices, the run 2 ranks"), qPrintable(r.err));
+  r = run_cli({"trace", "stats", run_store, "--cluster", "laptop-cpu"}, presets, work);
+  QCOMPARE(r.exit_code, 1);
+  QVERIFY2(r.err.contains("--cluster goes with --predict-again"), qPrintable(r.err));
+  r = run_cli({"trace", "stats", store, "--predict-again"}, presets, work);
+  QCOMPARE(r.exit_code, 1);
+  QVERIFY2(r.err.contains("a calibration store, not a training run"), qPrintable(r.err));
+  // A CUDA-engine run started by hand (the GPU check's) records no plan:
+  // its layout and trained shape stand in, on its GPU's datasheet.
+  const QString gpu_run = work + "/gpu-bf16.db";
+  QVERIFY(QFile::copy(CS_DATA_DIR "/gpu/worker-bf16.db", gpu_run));
+  r = run_cli({"trace", "stats", gpu_run, "--predict-again", "--json", "--no-steps"}, presets, work);
+  QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+  again = json_of(r)["prediction"].toObject();
+  QCOMPARE(again["predicted_now"].toObject()["cluster"].toString(), QString("this-machine"));
+  QVERIFY(!again["predicted_now"].toObject()["calibrated"].toBool());
+  QVERIFY2(QJsonDocument(again["predicted_now"].toObject()["notes"].toArray())
+               .toJson()
+               .contains("no calibration of this GPU: predicted with the datasheet of h200"),
+           qPrintable(r.out.left(2000)));
+  QVERIFY(again["predicted_step_s"].toDouble() > 0);
+  QVERIFY(again["measured_step_median_s"].toDouble() > 0.03);  // 34.6 ms on the H200
+
   // Two runs of one rank count are learnt together: one fit over both runs'
   // operations (each GEMM shape counts the samples of both), one cluster.
   auto gemm_samples = [](const QJsonObject& report) {
