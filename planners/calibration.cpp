@@ -1009,6 +1009,10 @@ Status import_sweep_lines(const std::vector<std::string>& files, const std::stri
         return Error{file + ":" + std::to_string(number) + ": not a JSON line: " + e.what()};
       }
       const std::string event = j.value("event", "");
+      // The worker's start line names the machine the sweeps ran on: the
+      // calibrated presets carry its name, as a calibration made there would.
+      if (host.empty() && j.contains("host") && j["host"].is_string())
+        host = j["host"].get<std::string>();
       if (event != "gemm" && event != "bandwidth" && event != "op" && event != "collective")
         continue;
       if (!j.contains("seconds") || !j["seconds"].is_number() ||
@@ -1081,6 +1085,7 @@ Status import_sweep_lines(const std::vector<std::string>& files, const std::stri
   }
   CalibrationInfo meta;
   meta.engine = engine;
+  meta.host = host;
   meta.device = device;
   meta.phases = {{ranks, 0, 0, "fp32"}};
   w.set_meta(kCalibrationMetaKey, calibration_meta_json(meta));

@@ -179,6 +179,8 @@ Link refine_link(const Link& base, const LinkFit& run, std::string_view source);
 // collective lines, as the GPU check keeps them) as a calibration store: one
 // event per sample whose duration is the sample's mean time. For results
 // measured elsewhere; `clusterscope calibrate` records real sweep events.
+// The machine is the one the worker's start line names (its "host"), so the
+// presets are named for it (calibrated-<host>-cuda) as its runs look them up.
 Status import_sweep_lines(const std::vector<std::string>& files, const std::string& store,
                           std::string_view engine, std::string_view device);
 

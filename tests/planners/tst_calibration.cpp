@@ -14,6 +14,7 @@
 #include <QProcess>
 #include <QSet>
 #include <QTemporaryDir>
+#include <QTextStream>
 #include <QtTest>
 #include <cmath>
 
@@ -84,6 +85,9 @@ class TestCalibration : public QObject {
   void malformedNcclTestsLogs();
   void ncclTestsCommandSavesALinkPreset();
   void calibrateRunPredictLearn();
+  void importsSweepLinesOfAGpuMachine();
+  void refusesBadSweepLines_data();
+  void refusesBadSweepLines();
 
  private:
   QTemporaryDir dir_;
@@ -618,6 +622,112 @@ void TestCalibration::calibrateRunPredictLearn() {
   r = run_cli({"calibrate", "--learn", work + "/junk.db"}, presets, work);
   QCOMPARE(r.exit_code, 1);
   QVERIFY2(r.err.contains("junk.db"), qPrintable(r.err));
+}
+
+namespace {
+
+// Sweep lines as clusterscope-worker --sweep prints them on a GPU machine
+// (the GPU check keeps them): its start line, then GEMMs at a known rate
+// per precision, streaming and loop costs.
+QString write_gpu_sweeps(const QString& path) {
+  QFile f(path);
+  if (!f.open(QIODevice::WriteOnly)) return {};
+  QTextStream out(&f);
+  out << R"({"event":"start","rank":0,"host":"gpu-box","pid":42,"world_size":1})" << "\n";
+  for (const auto& [precision, rate] : {std::pair{"bf16", 600e12}, std::pair{"fp32", 50e12}}) {
+    for (int n : {1024, 2048, 4096, 8192}) {
+      const double flops = 2.0 * n * n * n;
+      out << QString(R"({"event":"gemm","rank":0,"precision":"%1","m":%2,"n":%2,"k":%2,"seconds":%3})")
+                 .arg(precision)
+                 .arg(n)
+                 .arg(flops / rate + 5e-6, 0, 'g', 12)
+          << "\n";
+    }
+  }
+  for (qint64 bytes : {qint64{1} << 24, qint64{1} << 28, qint64{1} << 30}) {
+    out << QString(R"({"event":"bandwidth","rank":0,"bytes":%1,"seconds":%2})")
+               .arg(bytes)
+               .arg(bytes / 4e12 + 3e-6, 0, 'g', 12)
+        << "\n";
+  }
+  out << R"({"event":"op","rank":0,"operation":"layernorm backward","elements":1048576,"seconds":2e-5})"
+      << "\n";
+  out << R"({"event":"step","rank":0,"step":1,"loss":5.5})" << "\n";  // other lines are skipped
+  return path;
+}
+
+}  // namespace
+
+// Sweeps kept from a GPU machine make the calibrated presets of that
+// machine (named for the host its worker reported), from its datasheet.
+void TestCalibration::importsSweepLinesOfAGpuMachine() {
+  const QString presets = dir_.filePath("import-presets");
+  const QString work = dir_.filePath("import");
+  QDir().mkpath(presets);
+  QDir().mkpath(work);
+  const QString sweeps = write_gpu_sweeps(work + "/sweeps.jsonl");
+  QVERIFY(!sweeps.isEmpty());
+  Run r = run_cli({"calibrate", "--from-sweeps", sweeps, "--gpu", "h200", "--out",
+                   work + "/cal.db", "--json"},
+                  presets, work);
+  QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+  const QJsonObject report = json_of(r);
+  QCOMPARE(report["presets"].toObject()["clusters"].toArray().first().toString(),
+           QString("calibrated-gpu-box-cuda"));
+  const QJsonObject gpu = report["presets"].toObject()["gpus"].toArray().first().toObject();
+  const QJsonObject by_precision =
+      gpu["efficiency"].toObject()["gemm_max_by_precision"].toObject();
+  // 600 of the H200's 989.4 bf16 TFLOP/s and 50 of its 66.9 fp32, less the
+  // operand traffic the planner's GEMM time adds at the streaming rate.
+  for (const auto& [precision, fraction] : {std::pair{"bf16", 600 / 989.4},
+                                            std::pair{"fp32", 50 / 66.9}}) {
+    const double efficiency = by_precision[precision].toDouble();
+    QVERIFY2(efficiency >= fraction && efficiency < fraction + 0.1,
+             qPrintable(QString("%1: %2").arg(precision).arg(efficiency)));
+  }
+  // The fit predicts the sweep's points back.
+  for (const QJsonValue& curve :
+       report["fit"].toObject()["devices"].toArray().first().toObject()["gemm"].toArray()) {
+    const QJsonObject quality = curve.toObject()["quality"].toObject();
+    QVERIFY2(quality["rms_error"].toDouble() < 0.05,
+             qPrintable(QJsonDocument(quality).toJson()));
+  }
+  QVERIFY(QFile::exists(presets + "/calibrated-gpu-box-cuda.json"));
+  // The store it wrote is a calibration store like any other.
+  auto reader = cs::trace::TraceReader::open((work + "/cal.db").toStdString());
+  QVERIFY2(reader, reader ? "" : reader.message().c_str());
+  QVERIFY((*reader)->meta("calibration").has_value());
+  QVERIFY((*reader)->meta("calibration")->find("gpu-box") != std::string::npos);
+}
+
+void TestCalibration::refusesBadSweepLines_data() {
+  QTest::addColumn<QString>("text");
+  QTest::addColumn<QString>("message");
+  QTest::addRow("no seconds") << R"({"event":"gemm","rank":0,"precision":"bf16","m":8,"n":8,"k":8})"
+                              << "sweeps.jsonl:1: /seconds: must be a number > 0";
+  QTest::addRow("not JSON") << R"({"event":"gemm", oops)" << "sweeps.jsonl:1: not a JSON line";
+  QTest::addRow("gemm without a size")
+      << R"({"event":"gemm","rank":0,"precision":"bf16","m":0,"n":8,"k":8,"seconds":1e-3})"
+      << "sweeps.jsonl:1: a gemm line needs m, n, k > 0 and a known precision";
+  QTest::addRow("no sweep line") << R"({"event":"step","rank":0,"step":1})"
+                                 << "no sweep line (gemm, bandwidth, op, collective)";
+}
+
+void TestCalibration::refusesBadSweepLines() {
+  QFETCH(QString, text);
+  QFETCH(QString, message);
+  const QString work = dir_.filePath("bad-sweeps");
+  QDir().mkpath(work);
+  QFile f(work + "/sweeps.jsonl");
+  QVERIFY(f.open(QIODevice::WriteOnly | QIODevice::Truncate));
+  f.write((text + "\n").toUtf8());
+  f.close();
+  QFile::remove(work + "/cal.db");
+  const Run r = run_cli({"calibrate", "--from-sweeps", work + "/sweeps.jsonl", "--gpu", "h200",
+                         "--out", work + "/cal.db"},
+                        work, work);
+  QCOMPARE(r.exit_code, 1);
+  QVERIFY2(r.err.contains(message), qPrintable(r.err));
 }
 
 QTEST_GUILESS_MAIN(TestCalibration)
