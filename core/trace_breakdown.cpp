@@ -98,6 +98,21 @@ struct RankEvents {
     std::string_view kind;
   };
   std::vector<Compute> compute;
+  // GPU kernels take the kind of the host operation whose range their launch
+  // fell in (the worker names its GEMMs there: "gemm attention" launches
+  // cuBLAS kernels whose own names say only "gemm"), else their own.
+  struct Kernel {
+    Interval when;
+    std::int64_t correlation;
+    std::string_view kind;
+  };
+  std::vector<Kernel> kernels;
+  struct HostOp {
+    Interval when;
+    std::string_view kind;
+  };
+  std::vector<HostOp> host_ops;
+  std::map<std::int64_t, std::int64_t> launch_ns;  // API call start by correlation
   std::map<std::string, std::vector<Interval>> communication;  // by group
   std::vector<Interval> pp_sends, pp_receives;                 // the pipeline's p2p events
 };
@@ -110,7 +125,8 @@ std::string_view operation_kind(std::string_view name) {
       contains(n, "optimizer")) {
     return "optimizer";
   }
-  if (n.starts_with("attention") || contains(n, "softmax_backward") ||
+  // "attention", and the worker's "gemm attention" (its batched Q.K^T and P.V).
+  if (contains(n, "attention") || contains(n, "softmax_backward") ||
       contains(n, "causal_softmax") || contains(n, "split_heads") || contains(n, "merge_heads") ||
       contains(n, "join_heads") || contains(n, "flash") || contains(n, "fmha") ||
       contains(n, "attn_")) {
@@ -215,19 +231,41 @@ Result<StepParts> measure_step_parts(const TraceReader& reader) {
               if (e.category == Category::communication) {
                 ev.communication[std::string(group_of(name, e.kind))].push_back(when);
               } else if (e.category == Category::compute) {
-                ev.compute.push_back({when, operation_kind(name)});
+                if (gpu && e.correlation > 0) {
+                  ev.kernels.push_back({when, e.correlation, operation_kind(name)});
+                } else {
+                  ev.compute.push_back({when, operation_kind(name)});
+                }
               }
               return true;
             case EventKind::cpu_op:
-              // Host-side ranges stand for compute only where no GPU stream does.
+              // Host-side ranges stand for compute only where no GPU stream
+              // does; there they name the kernels launched inside them.
               if (!gpu && e.category == Category::compute)
                 ev.compute.push_back({when, operation_kind(name)});
+              if (gpu) ev.host_ops.push_back({when, operation_kind(name)});
+              return true;
+            case EventKind::api_call:
+              if (gpu && e.correlation > 0) ev.launch_ns.emplace(e.correlation, e.start_ns);
               return true;
             default:
               return true;
           }
         });
     if (!s) return s.error();
+    std::sort(ev.host_ops.begin(), ev.host_ops.end(),
+              [](const RankEvents::HostOp& a, const RankEvents::HostOp& b) { return a.when < b.when; });
+    for (const RankEvents::Kernel& k : ev.kernels) {
+      std::string_view kind = k.kind;
+      if (auto launch = ev.launch_ns.find(k.correlation); launch != ev.launch_ns.end()) {
+        const std::int64_t t = launch->second;
+        auto it = std::upper_bound(
+            ev.host_ops.begin(), ev.host_ops.end(), t,
+            [](std::int64_t v, const RankEvents::HostOp& op) { return v < op.when.first; });
+        if (it != ev.host_ops.begin() && std::prev(it)->when.second > t) kind = std::prev(it)->kind;
+      }
+      ev.compute.push_back({k.when, kind});
+    }
     std::sort(ev.steps.begin(), ev.steps.end());
     if (ev.steps.empty()) ev.steps.emplace_back(range.start_ns, range.end_ns);
     const std::vector<Interval> passes = merged(ev.passes);

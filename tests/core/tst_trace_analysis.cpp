@@ -366,6 +366,10 @@ void TestTraceAnalysis::operationKinds_data() {
                                   << "attention";
   QTest::addRow("flash attention") << "flash_fwd_kernel"
                                    << "attention";
+  QTest::addRow("the CUDA worker's attention GEMMs") << "gemm attention backward"
+                                                     << "attention";
+  QTest::addRow("PyTorch SDPA") << "aten::scaled_dot_product_attention"
+                                << "attention";
   QTest::addRow("layer norm") << "layernorm backward"
                               << "norm";
   QTest::addRow("RMS norm") << "rms_norm_kernel"

@@ -15,6 +15,7 @@
 #include <map>
 #include <set>
 
+#include "core/trace_analysis.h"
 #include "core/trace_reader.h"
 #include "core/trace_writer.h"
 #include "profiler/cupti/replay_source.h"
@@ -69,6 +70,8 @@ class TestGpuTraces : public QObject {
   void summaryFigures();
   void replayedBuffersDecodeToTheSameKernels();
   void ncclKernelsAreCommunication();
+  void attentionKernelsCountAsAttention();
+  void attentionKernelsCountAsAttention_data() { stores_data(); }
 };
 
 void TestGpuTraces::stores_data() {
@@ -234,6 +237,64 @@ void TestGpuTraces::ncclKernelsAreCommunication() {
   QSKIP("The committed GPU check ran on one GPU with the worker at dp = 1, and its PyTorch "
         "program step had no `clusterscope profile` yet: no NCCL kernel was recorded. "
         "The next GPU check records them (scripts/gpu-check.sh).");
+}
+
+
+// The worker's attention runs cuBLAS batched GEMMs (Q.K^T, P.V) inside its
+// "gemm attention" ranges; their kernels are named for cuBLAS only. The
+// measured parts count them as attention, as the planner does, not as GEMMs.
+void TestGpuTraces::attentionKernelsCountAsAttention() {
+  QFETCH(QString, store);
+  QTemporaryDir dir;
+  auto r = open_copy(dir, store);
+  const std::vector<trace::StoredEvent> events = all_events(*r);
+  std::vector<std::pair<std::int64_t, std::int64_t>> attention_ops, steps;
+  std::map<std::int64_t, std::int64_t> launch;  // correlation -> API call start
+  for (const trace::StoredEvent& e : events) {
+    const std::string& name = r->string(e.event.name);
+    if (e.event.kind == trace::EventKind::cpu_op && name.starts_with("gemm attention"))
+      attention_ops.emplace_back(e.event.start_ns, e.event.end_ns);
+    if (e.event.kind == trace::EventKind::api_call && e.event.correlation > 0)
+      launch[e.event.correlation] = e.event.start_ns;
+    if (e.event.kind == trace::EventKind::step) steps.emplace_back(e.event.start_ns, e.event.end_ns);
+  }
+  QVERIFY(!attention_ops.empty());
+  std::sort(steps.begin(), steps.end());
+  QVERIFY(steps.size() >= 3);
+  // Per step (the first, a warm-up, left out as the parts leave it out): the
+  // time of the kernels launched inside the attention ranges.
+  std::vector<double> per_step(steps.size(), 0);
+  int counted = 0;
+  for (const trace::StoredEvent& e : events) {
+    if (e.event.kind != trace::EventKind::kernel || e.event.category != trace::Category::compute)
+      continue;
+    auto l = launch.find(e.event.correlation);
+    if (l == launch.end()) continue;
+    const bool in_attention =
+        std::any_of(attention_ops.begin(), attention_ops.end(),
+                    [&](const auto& op) { return op.first <= l->second && l->second < op.second; });
+    if (!in_attention) continue;
+    for (std::size_t s = 0; s < steps.size(); ++s) {
+      if (e.event.start_ns >= steps[s].first && e.event.end_ns <= steps[s].second) {
+        per_step[s] += static_cast<double>(e.event.end_ns - e.event.start_ns) * 1e-9;
+        ++counted;
+      }
+    }
+  }
+  QVERIFY(counted > 0);
+  per_step.erase(per_step.begin());
+  std::sort(per_step.begin(), per_step.end());
+  const double launched_in_attention = per_step[per_step.size() / 2];
+  auto parts = trace::measure_step_parts(*r);
+  QVERIFY2(parts, parts ? "" : parts.message().c_str());
+  const double attention = parts->part("compute.attention");
+  QVERIFY2(attention >= 0.95 * launched_in_attention,
+           qPrintable(QString("attention part %1 s, its GEMM kernels %2 s")
+                          .arg(attention)
+                          .arg(launched_in_attention)));
+  // Those GEMMs are most of the attention's time on the GPU.
+  QVERIFY2(launched_in_attention > 0.5 * attention,
+           qPrintable(QString("%1 of %2 s").arg(launched_in_attention).arg(attention)));
 }
 
 QTEST_GUILESS_MAIN(TestGpuTraces)
