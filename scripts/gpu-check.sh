@@ -6,6 +6,8 @@
 #   - the tracer's overhead: the same run traced and untraced;
 #   - a cuBLAS GEMM sweep per precision, and the memory bandwidth;
 #   - an NCCL all-reduce sweep over the GPUs when there are two or more;
+#   - the planner calibrated from this GPU's sweeps, and each worker run held
+#     against its prediction (predicted versus measured, part by part);
 #   - a small PyTorch DDP program under `clusterscope profile`, when torch imports;
 #   - summary.json and summary.md: GPU, driver and CUDA versions, GEMM TFLOP/s
 #     against the GPU's peak, tracer overhead, events per kind, predicted
@@ -115,6 +117,28 @@ if [ "$GPUS" -ge 2 ]; then
   say "all-reduce sweep over $GPUS GPUs done"
 else
   say "one GPU: no NCCL all-reduce sweep (NCCL allows one rank per GPU)"
+fi
+
+# --- The planner calibrated on this GPU, against the worker's runs ----------
+# The sweeps `clusterscope calibrate --backend cuda` runs (a layer's GEMMs per
+# precision) with the streaming sweep above make this GPU's calibrated
+# presets, kept in the check's folder; each worker run above is then held
+# against the planner's prediction made with them (trace stats --predict-again).
+PRESETS_DIR="$OUT_DIR/presets"
+mkdir -p "$PRESETS_DIR"
+: > "$OUT_DIR/calibration-sweeps.jsonl"
+for p in $PRECISIONS; do
+  run_to "$OUT_DIR/calibration-sweeps.jsonl" env CUDA_VISIBLE_DEVICES=0 "$BIN/clusterscope-worker" \
+    --backend cuda --precision "$p" --sweep layer_gemm --gemm-sizes 1024 2048 4096 8192 \
+    --sweep-seconds 0.2 --no-trace
+done
+if run env CLUSTERSCOPE_USER_PRESETS="$PRESETS_DIR" "$BIN/clusterscope" calibrate --from-sweeps \
+    "$OUT_DIR/calibration-sweeps.jsonl" "$OUT_DIR/bandwidth.jsonl" --out "$OUT_DIR/calibration.db"; then
+  for p in $PRECISIONS; do
+    [ -f "$OUT_DIR/worker-$p.db" ] || continue
+    run_to "$OUT_DIR/prediction-$p.json" env CLUSTERSCOPE_USER_PRESETS="$PRESETS_DIR" \
+      "$BIN/clusterscope" trace stats "$OUT_DIR/worker-$p.db" --predict-again --no-steps --top 0 --json
+  done
 fi
 
 # --- A PyTorch program under the injection library ---------------------------

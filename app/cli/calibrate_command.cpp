@@ -13,6 +13,7 @@
 #include <atomic>
 #include <csignal>
 #include <ctime>
+#include <fstream>
 #include <iostream>
 #include <thread>
 
@@ -195,6 +196,26 @@ std::optional<GpuSpec> datasheet_of(Context& ctx, const std::string& gpu) {
   return *g;
 }
 
+// The datasheet of the GPU that sweep lines ran on: their sweep_start line
+// names the device (clusterscope-worker --sweep on CUDA).
+std::optional<GpuSpec> datasheet_of_sweeps(Context& ctx, const std::vector<std::string>& files) {
+  for (const std::string& file : files) {
+    std::ifstream in(file);
+    std::string text;
+    while (std::getline(in, text)) {
+      if (text.empty() || text.front() != '{') continue;
+      const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+      if (!j.is_object() || j.value("event", "") != "sweep_start") continue;
+      if (j.value("backend", "") != "cuda") return std::nullopt;  // the CPU engine: no datasheet
+      const std::string device = j.value("device", "");
+      if (const GpuSpec* g = ctx.catalog().match_device(device)) return *g;
+      throw CliError(file + ": the sweeps ran on \"" + device +
+                     "\", which no GPU preset names: give its datasheet with --gpu");
+    }
+  }
+  return std::nullopt;
+}
+
 std::string default_store() {
   const std::time_t now = std::time(nullptr);
   char buffer[64];
@@ -369,6 +390,7 @@ void run(Context& ctx, const CalibrateOptions& o) {
 
   if (!o.from_sweeps.empty() || !o.from_store.empty()) {
     std::optional<GpuSpec> datasheet = datasheet_of(ctx, o.gpu);
+    if (!datasheet && !o.from_sweeps.empty()) datasheet = datasheet_of_sweeps(ctx, o.from_sweeps);
     std::string store = o.from_store;
     if (!o.from_sweeps.empty()) {
       if (o.out.empty())
@@ -466,7 +488,9 @@ void register_calibrate(CLI::App& app, Context& ctx) {
   cmd->add_flag("--no-save", o->no_save, "Fit and show, but do not save presets");
   cmd->add_option("--presets-dir", o->presets_dir,
                   "Where presets are saved (default: the user's presets folder)");
-  cmd->add_option("--gpu", o->gpu, "The GPU's datasheet preset (CUDA, imported sweeps)");
+  cmd->add_option("--gpu", o->gpu,
+                  "The GPU's datasheet preset (CUDA, imported sweeps; default: the preset of the "
+                  "device the sweeps name)");
   cmd->add_option("--from-store", o->from_store, "Fit a calibration store recorded before");
   cmd->add_option("--learn,--from-run", o->from_run,
                   "Learn from run stores: refine the calibrated presets (with --json, an "

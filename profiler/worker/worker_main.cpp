@@ -367,6 +367,16 @@ DType cpu_storage(const std::string& precision) {
 // every group size the layout has: the tensor-parallel groups, then the world.
 void run_sweep(const Options& o, Backend& backend, const std::vector<Communicator*>& groups,
                DType storage, int rank) {
+  // Where the sweeps ran: `clusterscope calibrate --from-sweeps` names the
+  // presets for this host and takes the datasheet of this device.
+  emit({{"event", "sweep_start"},
+        {"rank", rank},
+        {"host", host_name()},
+        {"pid", static_cast<std::int64_t>(getpid())},
+        {"backend", std::string(backend.name())},
+        {"device", backend.device_name()},
+        {"precision", o.precision},
+        {"sweeps", o.sweep}});
   const std::vector<std::string> sweeps = split_list(o.sweep);
   auto sizes_for = [&](const std::vector<std::int64_t>& own) {
     return !own.empty() ? own : (sweeps.size() == 1 ? o.sizes : std::vector<std::int64_t>{});

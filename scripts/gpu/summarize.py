@@ -145,6 +145,28 @@ def main():
             entry["planner_error"] = error
         summary["predicted_vs_measured"][p] = entry
 
+    # Each worker run against the planner calibrated on this GPU (prediction-*.json:
+    # clusterscope trace stats --predict-again --json with the check's presets).
+    summary["calibrated_prediction"] = {}
+    for path in sorted(glob.glob(os.path.join(out_dir, "prediction-*.json"))):
+        name = os.path.basename(path)[len("prediction-"):-len(".json")]
+        try:
+            p = json.load(open(path)).get("prediction") or {}
+        except (OSError, ValueError) as e:
+            summary["notes"].append(f"{path}: {e}")
+            continue
+        if not p.get("breakdown"):
+            continue
+        predicted, measured = p["predicted_step_s"], p["measured_step_median_s"]
+        summary["calibrated_prediction"][name] = {
+            "cluster": p.get("predicted_now", {}).get("cluster"),
+            "calibrated": p.get("predicted_now", {}).get("calibrated"),
+            "predicted_step_seconds": predicted, "measured_step_seconds": measured,
+            "error": predicted / measured - 1 if measured else None,
+            "largest_disagreement": p.get("largest_disagreement"),
+            "parts": [{"name": r["name"], "predicted_s": r["predicted_s"], "measured_s": r["measured_s"],
+                       "error": r["error"]} for r in p["breakdown"]]}
+
     summary["bandwidth"] = [l for l in lines(os.path.join(out_dir, "bandwidth.jsonl")) if l.get("event") == "bandwidth"]
     summary["all_reduce"] = [l for l in lines(os.path.join(out_dir, "allreduce.jsonl")) if l.get("event") == "collective"]
 
@@ -169,6 +191,24 @@ def main():
         last = f"{w['last_loss']:.3f}" if w["last_loss"] is not None else "-"
         md.append(f"| {name} | {step} | {first} | {last} | "
                   f"{pred if pred is None else f'{pred:.4f}'} | {w['tracer'] or '-'} |")
+    if summary["calibrated_prediction"]:
+        md += ["", "Predicted (trace stats --predict-again, on the presets this check calibrated) against "
+               "measured, the median step:", "",
+               "| worker run | predicted on | predicted step (s) | measured step (s) | error | largest disagreement |",
+               "|---|---|---|---|---|---|"]
+        for name, c in summary["calibrated_prediction"].items():
+            err = f"{c['error'] * 100:+.1f} %" if c["error"] is not None else "-"
+            on = f"{c['cluster']}{' (calibrated)' if c['calibrated'] else ' (datasheet)'}"
+            md.append(f"| {name} | {on} | {c['predicted_step_seconds']:.4f} | {c['measured_step_seconds']:.4f} | "
+                      f"{err} | {c['largest_disagreement']} |")
+        md += ["", "| worker run | part | predicted (ms) | measured (ms) | error |", "|---|---|---|---|---|"]
+        for name, c in summary["calibrated_prediction"].items():
+            for r in c["parts"]:
+                if not r["predicted_s"] and not r["measured_s"]:
+                    continue
+                err = f"{r['error'] * 100:+.1f} %" if r["error"] is not None else "-"
+                measured = f"{r['measured_s'] * 1e3:.2f}" if r["measured_s"] is not None else "-"
+                md.append(f"| {name} | {r['name']} | {r['predicted_s'] * 1e3:.2f} | {measured} | {err} |")
     if "tracer_overhead" in summary:
         md.append(f"\nTracer overhead (bf16 step, traced vs untraced): {summary['tracer_overhead']['overhead_fraction'] * 100:.1f} %")
     md += ["", "| store | events per kind |", "|---|---|"]

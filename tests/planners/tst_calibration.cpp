@@ -633,7 +633,9 @@ QString write_gpu_sweeps(const QString& path) {
   QFile f(path);
   if (!f.open(QIODevice::WriteOnly)) return {};
   QTextStream out(&f);
-  out << R"({"event":"start","rank":0,"host":"gpu-box","pid":42,"world_size":1})" << "\n";
+  out << R"({"event":"sweep_start","rank":0,"host":"gpu-box","pid":42,"backend":"cuda",)"
+         R"("device":"NVIDIA H200","precision":"bf16","sweeps":"gemm,bandwidth,ops"})"
+      << "\n";
   for (const auto& [precision, rate] : {std::pair{"bf16", 600e12}, std::pair{"fp32", 50e12}}) {
     for (int n : {1024, 2048, 4096, 8192}) {
       const double flops = 2.0 * n * n * n;
@@ -659,7 +661,8 @@ QString write_gpu_sweeps(const QString& path) {
 }  // namespace
 
 // Sweeps kept from a GPU machine make the calibrated presets of that
-// machine (named for the host its worker reported), from its datasheet.
+// machine (named for the host its worker reported), from the datasheet of
+// the device the sweeps name.
 void TestCalibration::importsSweepLinesOfAGpuMachine() {
   const QString presets = dir_.filePath("import-presets");
   const QString work = dir_.filePath("import");
@@ -667,8 +670,7 @@ void TestCalibration::importsSweepLinesOfAGpuMachine() {
   QDir().mkpath(work);
   const QString sweeps = write_gpu_sweeps(work + "/sweeps.jsonl");
   QVERIFY(!sweeps.isEmpty());
-  Run r = run_cli({"calibrate", "--from-sweeps", sweeps, "--gpu", "h200", "--out",
-                   work + "/cal.db", "--json"},
+  Run r = run_cli({"calibrate", "--from-sweeps", sweeps, "--out", work + "/cal.db", "--json"},
                   presets, work);
   QVERIFY2(r.exit_code == 0, qPrintable(r.err));
   const QJsonObject report = json_of(r);
@@ -698,6 +700,25 @@ void TestCalibration::importsSweepLinesOfAGpuMachine() {
   QVERIFY2(reader, reader ? "" : reader.message().c_str());
   QVERIFY((*reader)->meta("calibration").has_value());
   QVERIFY((*reader)->meta("calibration")->find("gpu-box") != std::string::npos);
+  // A device no preset names needs its datasheet given.
+  QFile f(sweeps);
+  QVERIFY(f.open(QIODevice::ReadOnly));
+  QString text = QString::fromUtf8(f.readAll()).replace("NVIDIA H200", "NVIDIA Imaginary 9000");
+  f.close();
+  QFile g(work + "/unknown.jsonl");
+  QVERIFY(g.open(QIODevice::WriteOnly));
+  g.write(text.toUtf8());
+  g.close();
+  r = run_cli({"calibrate", "--from-sweeps", work + "/unknown.jsonl", "--out", work + "/unknown.db"},
+              presets, work);
+  QCOMPARE(r.exit_code, 1);
+  QVERIFY2(r.err.contains("the sweeps ran on \"NVIDIA Imaginary 9000\", which no GPU preset names: "
+                          "give its datasheet with --gpu"),
+           qPrintable(r.err));
+  r = run_cli({"calibrate", "--from-sweeps", work + "/unknown.jsonl", "--gpu", "h200", "--out",
+               work + "/unknown.db"},
+              presets, work);
+  QVERIFY2(r.exit_code == 0, qPrintable(r.err));
 }
 
 void TestCalibration::refusesBadSweepLines_data() {

@@ -54,6 +54,7 @@ class TestWorkerCli : public QObject {
   void refusals_data();
   void refusals();
   void cpuRunScalesThePlanAndRecordsIt();
+  void sweepsSayWhereTheyRan();
 };
 
 void TestWorkerCli::cudaWithoutGpuSaysSo() {
@@ -115,6 +116,22 @@ void TestWorkerCli::cpuRunScalesThePlanAndRecordsIt() {
   QVERIFY((*reader)->run().plan_json.find("gpt2-small") != std::string::npos);
   QCOMPARE(static_cast<int>((*reader)->steps()->size()), 3);
   QVERIFY((*reader)->event_count() > 50);
+}
+
+// A sweep's lines start with where it ran: clusterscope calibrate
+// --from-sweeps names the presets for that host and device.
+void TestWorkerCli::sweepsSayWhereTheyRan() {
+  const Run r = run_worker({"--backend", "cpu", "--sweep", "bandwidth", "--buffer-sizes", "65536",
+                            "--sweep-seconds", "0.01", "--no-trace"});
+  QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+  QVERIFY(!r.lines.isEmpty());
+  const QJsonObject start = r.lines.first();
+  QCOMPARE(start["event"].toString(), QString("sweep_start"));
+  QCOMPARE(start["host"].toString(), QString::fromStdString(cs::probe_host().hostname));
+  QCOMPARE(start["backend"].toString(), QString("cpu"));
+  QVERIFY(start["device"].toString().startsWith("CPU ("));
+  QCOMPARE(start["sweeps"].toString(), QString("bandwidth"));
+  QVERIFY(!first(r, "bandwidth").isEmpty());
 }
 
 QTEST_GUILESS_MAIN(TestWorkerCli)
