@@ -88,6 +88,8 @@ class TestCalibration : public QObject {
   void importsSweepLinesOfAGpuMachine();
   void refusesBadSweepLines_data();
   void refusesBadSweepLines();
+  void calibratedOnTheH200PredictsItsRuns_data();
+  void calibratedOnTheH200PredictsItsRuns();
 
  private:
   QTemporaryDir dir_;
@@ -749,6 +751,70 @@ void TestCalibration::refusesBadSweepLines() {
                         work, work);
   QCOMPARE(r.exit_code, 1);
   QVERIFY2(r.err.contains(message), qPrintable(r.err));
+}
+
+// The GPU check's real H200 data (tests/data/gpu): its GEMM and streaming
+// sweeps calibrate the planner, which then predicts the CUDA engine's runs
+// recorded there. The numbers are fixed, so this holds the planner, the
+// calibration and the measured parts to what they reached (docs/calibration.md).
+void TestCalibration::calibratedOnTheH200PredictsItsRuns_data() {
+  QTest::addColumn<QString>("run");
+  QTest::addColumn<double>("step_within");
+  QTest::addRow("bf16") << "worker-bf16.db" << 0.20;
+  QTest::addRow("fp32") << "worker-fp32.db" << 0.10;
+  QTest::addRow("fp8, its GEMMs in BF16") << "worker-fp8.db" << 0.10;
+}
+
+void TestCalibration::calibratedOnTheH200PredictsItsRuns() {
+  QFETCH(QString, run);
+  QFETCH(double, step_within);
+  const QString work = dir_.filePath("h200");
+  const QString presets = work + "/presets";
+  QDir().mkpath(presets);
+  const QString store = work + "/" + run;
+  QFile::remove(store);
+  QVERIFY(QFile::copy(CS_DATA_DIR "/gpu/" + run, store));
+  QFile(store).setPermissions(QFile::ReadOwner | QFile::WriteOwner);
+  std::string host;
+  {
+    auto reader = cs::trace::TraceReader::open(store.toStdString());
+    QVERIFY2(reader, reader ? "" : reader.message().c_str());
+    host = (*reader)->meta("host").value_or("");
+  }
+  // The sweeps of that machine, with the line the worker now starts them with.
+  QFile sweeps(work + "/sweeps.jsonl");
+  QVERIFY(sweeps.open(QIODevice::WriteOnly | QIODevice::Truncate));
+  sweeps.write(QString(R"({"event":"sweep_start","rank":0,"host":"%1","backend":"cuda",)"
+                       R"("device":"NVIDIA H200"})")
+                   .arg(QString::fromStdString(host))
+                   .toUtf8() +
+               "\n");
+  for (const char* file : {"gemm.jsonl", "bandwidth.jsonl"}) {
+    QFile f(QStringLiteral(CS_DATA_DIR "/gpu/") + file);
+    QVERIFY(f.open(QIODevice::ReadOnly));
+    sweeps.write(f.readAll());
+  }
+  sweeps.close();
+  QFile::remove(work + "/cal.db");
+  Run r = run_cli({"calibrate", "--from-sweeps", work + "/sweeps.jsonl", "--out", work + "/cal.db"},
+                  presets, work);
+  QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+  r = run_cli({"trace", "stats", store, "--predict-again", "--no-steps", "--json"}, presets, work);
+  QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+  const QJsonObject p = json_of(r)["prediction"].toObject();
+  QVERIFY(p["predicted_now"].toObject()["calibrated"].toBool());
+  const double step_error =
+      p["predicted_step_s"].toDouble() / p["measured_step_median_s"].toDouble() - 1;
+  QVERIFY2(std::abs(step_error) <= step_within,
+           qPrintable(QString("step %1 %").arg(100 * step_error)));
+  // GEMMs and the attention (its batched GEMMs counted as attention).
+  for (const QJsonValue& v : p["breakdown"].toArray()) {
+    const QJsonObject row = v.toObject();
+    const QString name = row["name"].toString();
+    if (name != "compute.gemm" && (name != "compute.attention" || run.contains("fp32"))) continue;
+    QVERIFY2(std::abs(row["error"].toDouble()) <= 0.12,
+             qPrintable(QString("%1: %2 %").arg(name).arg(100 * row["error"].toDouble())));
+  }
 }
 
 QTEST_GUILESS_MAIN(TestCalibration)
