@@ -98,7 +98,7 @@ Result<CalibrationRecord> record_calibration(
       ph.sweeps = {"layer_gemm"};
       if (i == 0) {
         ph.sweeps.push_back("bandwidth");
-        if (o.ops && o.backend == "cpu") ph.sweeps.push_back("ops");
+        if (o.ops) ph.sweeps.push_back("ops");
         if (ranks > 1) ph.sweeps.push_back("all_reduce");
       }
       next_rank += ranks;

@@ -128,8 +128,11 @@ PRESETS_DIR="$OUT_DIR/presets"
 mkdir -p "$PRESETS_DIR"
 : > "$OUT_DIR/calibration-sweeps.jsonl"
 for p in $PRECISIONS; do
+  # The engine's loops (layer norm, GELU, attention, AdamW, ...) once, in bf16.
+  sweeps=layer_gemm
+  [ "$p" = bf16 ] && sweeps=layer_gemm,ops
   run_to "$OUT_DIR/calibration-sweeps.jsonl" env CUDA_VISIBLE_DEVICES=0 "$BIN/clusterscope-worker" \
-    --backend cuda --precision "$p" --sweep layer_gemm --gemm-sizes 1024 2048 4096 8192 \
+    --backend cuda --precision "$p" --sweep "$sweeps" --gemm-sizes 1024 2048 4096 8192 \
     --sweep-seconds 0.2 --no-trace
 done
 if run env CLUSTERSCOPE_USER_PRESETS="$PRESETS_DIR" "$BIN/clusterscope" calibrate --from-sweeps \

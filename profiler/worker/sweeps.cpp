@@ -264,8 +264,21 @@ std::vector<OpSample> op_sweep(Backend& backend, DType storage, double seconds_p
     samples.push_back(std::move(s));
   };
   constexpr int kVocab = 256;
-  // Rows x channels of a small GPT's activations: tokens 128..1024, width 64..256.
-  const std::vector<std::pair<int, int>> shapes = {{128, 64}, {512, 128}, {1024, 256}};
+  // The sizes the engine's models run at: on the CPU a small GPT's
+  // activations (tokens 128..1024, width 64..256, up to a million
+  // parameters); on a GPU a GPT-2-sized one (tokens 2048..8192, width
+  // 768..1024, up to 64 M parameters), where smaller loops would time the
+  // kernel launch rather than the loop.
+  const bool gpu = backend.name() == "cuda";
+  const std::vector<std::pair<int, int>> shapes =
+      gpu ? std::vector<std::pair<int, int>>{{2048, 768}, {8192, 768}, {8192, 1024}}
+          : std::vector<std::pair<int, int>>{{128, 64}, {512, 128}, {1024, 256}};
+  const std::vector<std::array<int, 4>> attention_shapes =
+      gpu ? std::vector<std::array<int, 4>>{{2, 1024, 768, 12}, {8, 1024, 768, 12}, {4, 2048, 1024, 16}}
+          : std::vector<std::array<int, 4>>{{1, 64, 64, 4}, {2, 128, 128, 4}, {2, 128, 256, 8}};
+  const std::vector<std::int64_t> parameter_counts =
+      gpu ? std::vector<std::int64_t>{std::int64_t{1} << 22, std::int64_t{1} << 24, std::int64_t{1} << 26}
+          : std::vector<std::int64_t>{std::int64_t{1} << 16, std::int64_t{1} << 18, std::int64_t{1} << 20};
   for (const auto& [N, C] : shapes) {
     const std::int64_t nc = std::int64_t{N} * C;
     Tensor x = backend.alloc(nc, storage, "x");
@@ -323,8 +336,7 @@ std::vector<OpSample> op_sweep(Backend& backend, DType storage, double seconds_p
     }
   }
   // The causal attention core: batch x heads x sequence² scores, head width 16..64.
-  for (const auto& [B, T, C, NH] : std::vector<std::array<int, 4>>{
-           {1, 64, 64, 4}, {2, 128, 128, 4}, {2, 128, 256, 8}}) {
+  for (const auto& [B, T, C, NH] : attention_shapes) {
     const std::int64_t n = std::int64_t{B} * T;
     Tensor qkv = backend.alloc(n * 3 * C, storage, "qkv");
     Tensor out = backend.alloc(n * C, storage, "out");
@@ -345,7 +357,7 @@ std::vector<OpSample> op_sweep(Backend& backend, DType storage, double seconds_p
     for (Tensor* t : {&qkv, &out, &att, &dqkv}) backend.release(*t);
   }
   // The optimizer's passes over the parameters (fp32 gradients and state).
-  for (std::int64_t P : {std::int64_t{1} << 16, std::int64_t{1} << 18, std::int64_t{1} << 20}) {
+  for (std::int64_t P : parameter_counts) {
     Tensor params = backend.alloc(P, DType::f32, "params");
     Tensor grads = backend.alloc(P, DType::f32, "grads");
     Tensor m = backend.alloc(P, DType::f32, "adam.m");

@@ -80,9 +80,9 @@ struct OpSample {
 
 // The model's non-GEMM operations (layer norm, GELU, residual add, attention,
 // cross-entropy, embedding, AdamW and the gradient passes around it) at
-// sizes around a small GPT's, `seconds_per_point` each, in `storage`. The
-// per-element costs a CPU-engine device needs (core/hardware.h LoopCosts)
-// are fitted from what the tracer records.
+// sizes around a small GPT's on the CPU and a GPT-2's on a GPU,
+// `seconds_per_point` each, in `storage`. The per-element costs of a
+// device (core/hardware.h LoopCosts) are fitted from what they measure.
 std::vector<OpSample> op_sweep(Backend& backend, DType storage, double seconds_per_point,
                                const std::function<void(const OpSample&)>& on_sample = {});
 
