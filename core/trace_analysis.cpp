@@ -757,10 +757,14 @@ Result<std::optional<PredictionComparison>> compare_with_prediction(
   bool any_steps = false;
   for (const RankAnalysis& r : ranks)
     any_steps = any_steps || !r.steps.empty();
+  // The first step warms up (allocation, library initialisation, cuBLAS's
+  // heuristics: on a GPU a hundred times a later step) and is left out
+  // when there are three or more, as measure_step_parts leaves it out.
+  auto first_counted = [](const RankAnalysis& r) -> std::size_t { return r.steps.size() >= 3 ? 1 : 0; };
   for (const RankAnalysis& r : ranks) {
     if (any_steps) {
-      for (const StepBreakdown& s : r.steps)
-        add(s.breakdown);
+      for (std::size_t i = first_counted(r); i < r.steps.size(); ++i)
+        add(r.steps[i].breakdown);
     } else if (r.total.span_ns > 0) {
       add(r.total);
     }
@@ -794,7 +798,14 @@ Result<std::optional<PredictionComparison>> compare_with_prediction(
       for (const RankAnalysis& r : ranks) {
         auto it = by_rank.find(r.rank);
         if (it == by_rank.end()) continue;
-        auto& iv = it->second;
+        std::vector<std::pair<std::int64_t, std::int64_t>> iv;
+        const std::size_t first = first_counted(r);
+        const std::int64_t from =
+            first > 0 ? r.steps[first].breakdown.window_start_ns : std::numeric_limits<std::int64_t>::min();
+        for (const auto& [a, b] : it->second) {
+          if (b > from) iv.emplace_back(std::max(a, from), b);
+        }
+        if (iv.empty()) continue;
         std::sort(iv.begin(), iv.end());
         std::int64_t total = 0, cur_start = iv.front().first, cur_end = iv.front().second;
         for (const auto& [a, b] : iv) {
@@ -807,7 +818,8 @@ Result<std::optional<PredictionComparison>> compare_with_prediction(
           }
         }
         total += cur_end - cur_start;
-        const double steps = r.steps.empty() ? 1.0 : static_cast<double>(r.steps.size());
+        const double steps =
+            r.steps.empty() ? 1.0 : static_cast<double>(r.steps.size() - first);
         sum += static_cast<double>(total) / steps;
         ++counted;
       }

@@ -131,7 +131,8 @@ struct PredictedVsMeasured {
 };
 
 // The planner's estimate (meta "predicted_step") against the mean measured
-// step. Measured categories: compute = compute; communication = exposed
+// step (the first step, a warm-up, left out when there are three or more).
+// Measured categories: compute = compute; communication = exposed
 // communication; memory = exposed memory; synchronization = exposed
 // synchronization; other = other device work + idle; they add up to the
 // step. A part is measured by the annotation ranges named exactly like it.

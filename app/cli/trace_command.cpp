@@ -359,7 +359,9 @@ void run_stats(const StatsOptions& o, Context& ctx) {
                 << (again->calibrated ? " (calibrated)" : "") << ", not as the run recorded it\n";
       for (const std::string& n : again->notes) std::cout << "  " << n << '\n';
     }
-    std::cout << "\nPredicted against measured (per step)\n";
+    std::cout << (p.steps > 0 ? "\nPredicted against measured (per step)\n"
+                              : "\nPredicted against measured (the whole trace as one step: no "
+                                "per-step analysis)\n");
     TextTable t2({"", "predicted", "measured", "measured/predicted"});
     for (std::size_t i = 1; i < 4; ++i)
       t2.right_align(i);

@@ -112,6 +112,7 @@ class TestTraceAnalysis : public QObject {
   void busBandwidthFactor();
   void stragglers();
   void predictedVersusMeasured();
+  void predictionLeavesTheWarmUpOut();
   void operationKinds_data();
   void operationKinds();
   void stepParts();
@@ -353,6 +354,40 @@ void TestTraceAnalysis::stragglers() {
   auto again = find_stragglers(*r, run->ranks);
   QVERIFY(again);
   QCOMPARE(again->stragglers, std::vector<std::int32_t>{2});
+}
+
+// Three steps, the first a 50 µs warm-up (on a GPU: cuBLAS's heuristics,
+// allocation) with a 20 µs "dp_allreduce" range, then two of 10 µs with a
+// 3 µs one each: the mean step and the part leave the warm-up out.
+void TestTraceAnalysis::predictionLeavesTheWarmUpOut() {
+  QTemporaryDir dir;
+  Builder b(dir, "warm-up.cstrace");
+  TraceWriter& w = *b.writer;
+  w.add_rank({0, "node", "CPU", 1, 0, false});
+  const LaneId compute = w.add_lane(0, LaneKind::cpu_thread, "compute", 0);
+  const LaneId nvtx = w.add_lane(0, LaneKind::annotation, "NVTX", 1);
+  const std::int64_t starts[] = {0, 50'000, 60'000, 70'000};
+  for (int step = 0; step < 3; ++step) {
+    const std::int64_t s = starts[step], e = starts[step + 1];
+    b.add(compute, EventKind::kernel, Category::compute, s, e, "mlp.fc");
+    b.commit();
+    const std::int64_t range = step == 0 ? 20'000 : 3000;  // the warm-up's is slow too
+    b.add(nvtx, EventKind::annotation, Category::other, s, s + range, "dp_allreduce");
+    b.commit();
+    w.add(StepMetrics{0, step, s, e, 1.0, 100, 0});
+  }
+  w.set_meta("predicted_step", R"({"step_seconds": 1e-5, "categories": {"compute": 1e-5},
+                                   "parts": {"dp_allreduce": 3e-6}})");
+  auto r = b.close();
+  auto run = analyze_run(*r);
+  QVERIFY2(run, run ? "" : run.message().c_str());
+  QVERIFY(run->prediction);
+  const PredictionComparison& p = *run->prediction;
+  QCOMPARE(p.steps, 2);
+  QCOMPARE(p.measured_step_s, 10e-6);
+  QCOMPARE(*p.categories.front().measured_s, 10e-6);
+  QCOMPARE(p.parts.front().name, std::string("dp_allreduce"));
+  QCOMPARE(*p.parts.front().measured_s, 3e-6);
 }
 
 void TestTraceAnalysis::operationKinds_data() {
