@@ -414,7 +414,12 @@ Result<RunPrediction> predict_recorded_run(const PresetCatalog& catalog,
     return Error{store.path() + ": no meta parallel: not a run of the ClusterScope engines"};
   const nlohmann::json parallel = nlohmann::json::parse(*parallel_text, nullptr, false);
   if (!parallel.is_object()) return Error{store.path() + ": meta parallel: not a JSON object"};
-  const std::string backend = parallel.value("backend", "cpu");
+  std::string backend;
+  try {
+    backend = parallel.value("backend", "cpu");
+  } catch (const nlohmann::json::exception& e) {
+    return Error{store.path() + ": meta parallel: " + e.what()};
+  }
   auto shape = trained_shape(store);
   if (!shape) return shape.error();
   Plan plan;
@@ -426,9 +431,13 @@ Result<RunPrediction> predict_recorded_run(const PresetCatalog& catalog,
     if (!parsed) return parsed.error();
     plan = std::move(parsed).value();
   } else {
-    auto made = plan_of_worker_run(catalog, store, parallel, backend);
-    if (!made) return made.error();
-    plan = std::move(made).value();
+    try {
+      auto made = plan_of_worker_run(catalog, store, parallel, backend);
+      if (!made) return made.error();
+      plan = std::move(made).value();
+    } catch (const nlohmann::json::exception& e) {  // a field of the wrong type
+      return Error{store.path() + ": meta parallel: " + e.what()};
+    }
   }
   plan.workload = trained_workload(plan.workload, *shape);
   int ranks = plan.parallel.world_size();
