@@ -361,6 +361,23 @@ void MainWindow::createActions() {
     if (run_view_->storePath().isEmpty()) return;
     showCalibrationPanel()->learnFrom({run_view_->storePath()});
   });
+  // After calibrating or learning: the open run against the prediction the
+  // presets make now, not the one it recorded.
+  QAction* predict = tools->addAction(tr("&Predict the open run again"));
+  predict->setObjectName(QStringLiteral("actionPredictAgain"));
+  predict->setEnabled(false);
+  connect(run_view_, &RunView::storeOpened, predict,
+          [predict](const QString&, const QString& error) { predict->setEnabled(error.isEmpty()); });
+  connect(predict, &QAction::triggered, run_view_, &RunView::predictAgain);
+  connect(run_view_, &RunView::predictionReady, this,
+          [this](const QString& cluster, const QString& error) {
+            if (!error.isEmpty()) {
+              messages_->show(tr("No new prediction: %1").arg(error), MessageLevel::error);
+            } else {
+              messages_->show(tr("The run against the prediction made now, on %1").arg(cluster),
+                              MessageLevel::info);
+            }
+          });
 
   QMenu* help = menuBar()->addMenu(tr("&Help"));
   help->addAction(tr("&About ClusterScope"), this, [this] {

@@ -39,6 +39,7 @@
 #include <QtConcurrent/QtConcurrentRun>
 #include <nlohmann/json.hpp>
 
+#include "app/calibration/calibration_workflow.h"
 #include "app/gui/predicted_timeline.h"
 #include "app/gui/report_export.h"
 #include "app/gui/timeline_widget.h"
@@ -57,6 +58,13 @@ QString q(const std::string& s) {
 QString seconds(double s) {
   return q(format_seconds(s));
 }
+
+// RunView::predictAgain's result, from its worker thread.
+struct PredictedAgain {
+  std::optional<trace::PredictionComparison> comparison;
+  QString cluster;  // the cluster preset predicted on, "(calibrated)" when it is
+  QString error;
+};
 
 QString ns(std::int64_t v) {
   return q(format_seconds(double(v) * 1e-9));
@@ -338,6 +346,7 @@ void RunView::openStore(const QString& path) {
   title_ = QFileInfo(path).fileName();
   analysis_.reset();
   range_analysis_.reset();
+  predicted_again_on_.clear();
   header_->setText(tr("Opening %1…").arg(title_));
   details_->clear();
   range_text_->clear();
@@ -397,6 +406,53 @@ void RunView::startAnalysis() {
     showAnalysis();
     if (!out.run.plan_json.empty()) startPrediction(out.run.plan_json, out.step_starts);
     emit analysisReady({});
+  });
+}
+
+void RunView::predictAgain() {
+  if (path_.isEmpty() || !analysis_) {
+    emit predictionReady({}, tr("no run is open"));
+    return;
+  }
+  const std::uint64_t job = job_;
+  QtConcurrent::run([path = path_.toStdString(), analysis = analysis_] {
+    PredictedAgain out;
+    auto catalog = PresetCatalog::load_default();
+    if (!catalog) {
+      out.error = q(catalog.message());
+      return out;
+    }
+    auto reader = trace::TraceReader::open(path);
+    if (!reader) {
+      out.error = q(reader.message());
+      return out;
+    }
+    auto prediction = calib::predict_recorded_run(*catalog, *reader.value());
+    if (!prediction) {
+      out.error = q(prediction.message());
+      return out;
+    }
+    out.cluster = q(prediction->cluster) +
+                  (prediction->calibrated ? QStringLiteral(" (calibrated)") : QString());
+    auto compared =
+        trace::compare_with_prediction(*reader.value(), analysis->ranks, prediction->predicted_step_json);
+    if (!compared) {
+      out.error = q(compared.message());
+    } else {
+      out.comparison = std::move(compared).value();
+    }
+    return out;
+  }).then(this, [this, job](PredictedAgain out) {
+    if (job != job_) return;  // another store was opened since
+    if (out.error.isEmpty() && out.comparison) {
+      auto again = std::make_shared<trace::RunAnalysis>(*analysis_);
+      again->prediction = std::move(out.comparison);
+      analysis_ = std::move(again);
+      predicted_again_on_ = out.cluster;
+      showAnalysis();
+      tabs_->setCurrentWidget(prediction_table_);
+    }
+    emit predictionReady(out.cluster, out.error);
   });
 }
 
@@ -584,25 +640,47 @@ void RunView::showAnalysis() {
         0, 0, tableCell(tr("The run records no prediction (meta \"predicted_step\").")));
   } else {
     const trace::PredictionComparison& p = *a.prediction;
-    std::vector<trace::PredictedVsMeasured> rows;
-    rows.push_back({"step", p.predicted_step_s, p.measured_step_s});
-    rows.insert(rows.end(), p.categories.begin(), p.categories.end());
-    rows.insert(rows.end(), p.parts.begin(), p.parts.end());
-    prediction_table_->setRowCount(int(rows.size()));
-    for (int row = 0; row < int(rows.size()); ++row) {
-      const trace::PredictedVsMeasured& r = rows[std::size_t(row)];
-      prediction_table_->setItem(row, 0, tableCell(q(r.name)));
-      prediction_table_->setItem(row, 1, tableCell(seconds(r.predicted_s)));
-      prediction_table_->setItem(row, 2,
-                                 tableCell(r.measured_s ? seconds(*r.measured_s) : tr("—")));
-      const QString error =
-          r.measured_s && *r.measured_s > 0
-              ? QString::number(100 * (r.predicted_s - *r.measured_s) / *r.measured_s, 'f', 1)
-              : tr("—");
+    auto add_row = [&](const QString& name, double predicted, std::optional<double> measured) {
+      const int row = prediction_table_->rowCount();
+      prediction_table_->insertRow(row);
+      prediction_table_->setItem(row, 0, tableCell(name));
+      prediction_table_->setItem(row, 1, tableCell(seconds(predicted)));
+      prediction_table_->setItem(row, 2, tableCell(measured ? seconds(*measured) : tr("—")));
+      const QString error = measured && *measured > 0
+                                ? QString::number(100 * (predicted - *measured) / *measured, 'f', 1)
+                                : tr("—");
       prediction_table_->setItem(row, 3, tableCell(error));
+    };
+    auto add_line = [&](const QString& text) {  // a row of text across the columns
+      const int row = prediction_table_->rowCount();
+      prediction_table_->insertRow(row);
+      prediction_table_->setItem(row, 0, tableCell(text));
+      prediction_table_->setSpan(row, 0, 1, 4);
+    };
+    if (!predicted_again_on_.isEmpty())
+      add_line(tr("Predicted now, on %1, not as the run recorded it").arg(predicted_again_on_));
+    add_row(tr("step (mean)"), p.predicted_step_s, p.measured_step_s);
+    for (const trace::PredictedVsMeasured& r : p.categories) add_row(q(r.name), r.predicted_s, r.measured_s);
+    for (const trace::PredictedVsMeasured& r : p.parts) add_row(q(r.name), r.predicted_s, r.measured_s);
+    if (!p.breakdown.empty()) {
+      // Each part of the step on the critical rank, its median step: the
+      // comparison that names the largest disagreement.
+      add_line(tr("Each part of the step (rank %1, the most compute; median of its steps)")
+                   .arg(p.critical_rank));
+      add_row(tr("step (median)"), p.predicted_step_s, p.measured_step_median_s);
+      for (std::size_t i = 0; i < p.breakdown.size(); ++i) {
+        const trace::PredictedVsMeasured& r = p.breakdown[i];
+        const bool largest = int(i) == p.largest;
+        add_row(q(r.name) + (largest ? tr("  ← largest disagreement") : QString()), r.predicted_s,
+                r.measured_s);
+      }
+      add_line(q(p.verdict) + QStringLiteral("."));
     }
   }
   prediction_table_->resizeColumnsToContents();
+  // The lines across the columns (the verdict) need not widen the first one.
+  prediction_table_->setColumnWidth(0, std::min(prediction_table_->columnWidth(0), 320));
+  prediction_table_->resizeRowsToContents();  // the verdict wraps
 }
 
 void RunView::showDetails(const std::optional<trace::StoredEvent>& event, const QString& name,

@@ -73,6 +73,15 @@ class RunView : public QWidget {
   void showKernelInstances(int proxy_row);
   void showCollectiveInstances(int proxy_row);
 
+  // Holds the run against the planner's prediction made now, with the
+  // presets on disk now (calibrations and learning saved since the app
+  // started included): the run's calibrated cluster, else its GPU's
+  // datasheet. Not the prediction it recorded. predictionReady follows.
+  void predictAgain();
+  // What the prediction tab holds: "" (the run's own), or the cluster the
+  // last predictAgain predicted on.
+  QString predictedAgainOn() const { return predicted_again_on_; }
+
   // Exports; `range_only` limits them to the timeline's selected range.
   Status exportHtml(const QString& path, bool range_only = false);
   Status exportPdf(const QString& path, bool range_only = false);
@@ -85,6 +94,7 @@ class RunView : public QWidget {
   void analysisReady(const QString& error);
   void rangeReady(const QString& error);
   void instancesReady(int count, const QString& error);
+  void predictionReady(const QString& cluster, const QString& error);
 
  private:
   void startAnalysis();
@@ -113,6 +123,7 @@ class RunView : public QWidget {
   std::optional<trace::RunAnalysis> range_analysis_;
   std::int64_t trace_start_ns_ = 0;
   QString predicted_path_;
+  QString predicted_again_on_;
   bool predicted_aligned_ = false;  // the predicted lane follows the measured window
 
   QLabel* header_;

@@ -20,6 +20,7 @@
 #include <QSortFilterProxyModel>
 #include <QTableView>
 #include <QTableWidget>
+#include <algorithm>
 #include <QTemporaryDir>
 #include <QTest>
 #include <QTextBrowser>
@@ -61,6 +62,7 @@ class TestGuiRun : public QObject {
   void importedTraces();
   void badFiles_data();
   void badFiles();
+  void predictAgain();
 
  private:
   void openAndWait(RunView& view, const QString& path);
@@ -610,6 +612,55 @@ void TestGuiRun::badFiles() {
     }
   }
   if (writer) QVERIFY(writer->close().ok());
+}
+
+// Tools > Predict the open run again: the CUDA engine's committed run, which
+// recorded no prediction, against its GPU's datasheet; the prediction tab
+// then holds every part and names the largest disagreement. A CPU-engine run
+// on a machine without a calibration gets the reason instead.
+void TestGuiRun::predictAgain() {
+  const QString copy = dir_.filePath(QStringLiteral("predict-again.db"));
+  QFile::remove(copy);
+  QVERIFY(QFile::copy(QStringLiteral(CS_DATA_DIR "/gpu/worker-bf16.db"), copy));
+  QFile(copy).setPermissions(QFile::ReadOwner | QFile::WriteOwner);
+  RunView view;
+  view.resize(1200, 900);
+  view.show();
+  openAndWait(view, copy);
+  QSignalSpy ready(&view, &RunView::predictionReady);
+  view.predictAgain();
+  QTRY_COMPARE_WITH_TIMEOUT(ready.count(), 1, 60000);
+  QVERIFY2(ready.front().at(1).toString().isEmpty(), qPrintable(ready.front().at(1).toString()));
+  QCOMPARE(view.predictedAgainOn(), QStringLiteral("this-machine"));
+  QVERIFY(view.analysis()->prediction);
+  QVERIFY(!view.analysis()->prediction->breakdown.empty());
+  QStringList cells;
+  QTableWidget* table = view.predictionTable();
+  for (int r = 0; r < table->rowCount(); ++r) {
+    if (table->item(r, 0)) cells << table->item(r, 0)->text();
+  }
+  QVERIFY2(cells.contains(QStringLiteral("Predicted now, on this-machine, not as the run recorded it")),
+           qPrintable(cells.join(" | ")));
+  QVERIFY(std::any_of(cells.begin(), cells.end(),
+                      [](const QString& c) { return c.endsWith(QStringLiteral("largest disagreement")); }));
+  QVERIFY(std::any_of(cells.begin(), cells.end(),
+                      [](const QString& c) { return c.startsWith(QStringLiteral("the plan said")); }));
+  for (const char* part : {"compute.gemm", "compute.attention", "optimizer"}) {
+    QVERIFY2(std::any_of(cells.begin(), cells.end(),
+                         [&](const QString& c) { return c.startsWith(QLatin1String(part)); }),
+             part);
+  }
+  cs::gui::test::saveScreenshot(table, QStringLiteral("run-predicted-again"));
+
+  // The CPU-engine run of this suite, with no calibration of this machine.
+  openAndWait(view, cpu_store_);
+  QVERIFY(view.predictedAgainOn().isEmpty());
+  ready.clear();
+  view.predictAgain();
+  QTRY_COMPARE_WITH_TIMEOUT(ready.count(), 1, 60000);
+  QVERIFY2(ready.front().at(1).toString().contains(QStringLiteral("no calibration of the CPU engine")),
+           qPrintable(ready.front().at(1).toString()));
+  QVERIFY(view.predictedAgainOn().isEmpty());
 }
 
 QTEST_MAIN(TestGuiRun)
