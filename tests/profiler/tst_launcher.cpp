@@ -768,8 +768,14 @@ void TestLauncher::hungRunIsStopped() {
   const StoreView run = view_store(spec.run_store);
   QVERIFY2(run.error.empty(), run.error.c_str());
   QCOMPARE(QString::fromStdString(run.status), QString("hung"));
-  for (const RankStatus& st : r.ranks)
-    QVERIFY(run.steps_of(st.rank) >= st.step + 1);
+  for (const RankStatus& st : r.ranks) {
+    QVERIFY2(run.steps_of(st.rank) >= st.step + 1,
+             qPrintable(QString("rank %1 reported step %2, its store holds %3 steps (rank state %4)")
+                            .arg(st.rank)
+                            .arg(st.step)
+                            .arg(run.steps_of(st.rank))
+                            .arg(int(st.state))));
+  }
 }
 
 QTEST_GUILESS_MAIN(TestLauncher)
