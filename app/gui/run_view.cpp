@@ -61,7 +61,7 @@ QString seconds(double s) {
 
 // RunView::predictAgain's result, from its worker thread.
 struct PredictedAgain {
-  std::optional<trace::PredictionComparison> comparison;
+  std::shared_ptr<const trace::RunAnalysis> analysis;  // the run's, with the new prediction
   QString cluster;  // the cluster preset predicted on, "(calibrated)" when it is
   QString error;
 };
@@ -439,15 +439,16 @@ void RunView::predictAgain() {
     if (!compared) {
       out.error = q(compared.message());
     } else {
-      out.comparison = std::move(compared).value();
+      // The copy is made here, off the GUI thread.
+      auto again = std::make_shared<trace::RunAnalysis>(*analysis);
+      again->prediction = std::move(compared).value();
+      out.analysis = std::move(again);
     }
     return out;
   }).then(this, [this, job](PredictedAgain out) {
     if (job != job_) return;  // another store was opened since
-    if (out.error.isEmpty() && out.comparison) {
-      auto again = std::make_shared<trace::RunAnalysis>(*analysis_);
-      again->prediction = std::move(out.comparison);
-      analysis_ = std::move(again);
+    if (out.error.isEmpty() && out.analysis) {
+      analysis_ = std::move(out.analysis);
       predicted_again_on_ = out.cluster;
       showAnalysis();
       tabs_->setCurrentWidget(prediction_table_);
