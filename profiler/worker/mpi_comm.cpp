@@ -1,8 +1,10 @@
 #include "profiler/worker/mpi_comm.h"
 
+#include <malloc.h>
 #include <mpi.h>
 
 #include <chrono>
+#include <climits>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -315,6 +317,15 @@ void mpi_finalize_if_initialized() {
   MPI_Initialized(&initialized);
   MPI_Finalized(&finalized);
   if (initialized && !finalized) MPI_Finalize();
+}
+
+void keep_freed_memory_in_process() {
+  mallopt(M_MMAP_MAX, 0);  // glibc still maps when the heap cannot grow
+  mallopt(M_TRIM_THRESHOLD, INT_MAX);
+  // One heap for every thread: a thread's own arena holds 64 MiB at most,
+  // and larger blocks (the communication thread's collectives) would be
+  // mapped and unmapped each call again.
+  mallopt(M_ARENA_MAX, 1);
 }
 
 }  // namespace cs::worker

@@ -477,6 +477,7 @@ int run_cpu(Options o, const Job& job, int argc, char** argv) {
     throw std::runtime_error("the CPU engine computes in fp32 or bf16, not " + o.precision);
   }
   const DType storage = o.precision == "bf16" ? DType::bf16 : DType::f32;
+  keep_freed_memory_in_process();
   install_signal_handling();  // before MPI starts its threads
   auto world = MpiWorld::create(&argc, &argv, o.dp, o.tp, o.pp);
   if (!world) throw std::runtime_error(world.message());
