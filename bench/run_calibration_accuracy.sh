@@ -67,9 +67,19 @@ def measured(path):
 
 rows = [line.rstrip("\n").split("\t") for line in open(sys.argv[1]) if line.strip()]
 parts_seen = []
+def probe(path):
+    """The machine probe before the first step against the model: "GEMM / all-reduce"."""
+    p = json.load(open(path)).get("prediction") if path else None
+    m = (p or {}).get("machine_probe") or {}
+    if "gemm_ratio" not in m:
+        return "-", None
+    parts = [f"{100 * (m[k] - 1):+.0f} %" for k in ("gemm_ratio", "all_reduce_ratio") if m[k] > 0]
+    return " / ".join(parts), m.get("drifted")
+
 print("| plan | predicted step (ms) | measured step (ms) | error | largest disagreement | "
-      "run again (ms) | its error |")
-print("| --- | ---: | ---: | ---: | --- | ---: | ---: |")
+      "machine probe (GEMM / all-reduce) | run again (ms) | its error |")
+print("| --- | ---: | ---: | ---: | --- | --- | ---: | ---: |")
+drifted_runs, steady_errors = 0, []
 step_errors, again_errors, run_to_run, part_errors, detail = [], [], [], [], []
 for name, path, *again_path in rows:
     p = measured(path)
@@ -83,8 +93,13 @@ for name, path, *again_path in rows:
     if again:
         again_errors.append((name, pred / again - 1))
         run_to_run.append((name, again / meas - 1))
+    probe_text, drifted = probe(path)
+    if drifted:
+        drifted_runs += 1
+    elif drifted is not None:
+        steady_errors.append(pred / meas - 1)
     print(f"| {name} | {ms(pred)} | {ms(meas)} | {err(pred, meas)} | {p['largest_disagreement']} | "
-          f"{ms(again)} | {err(pred, again)} |")
+          f"{probe_text} | {ms(again)} | {err(pred, again)} |")
     detail.append((name, p["breakdown"], meas))
 
 print()
@@ -110,6 +125,11 @@ if step_errors:
     print(f"Step time: {within} of {len(step_errors)} plans within 15 %; "
           f"mean |error| {100 * sum(abs(e) for _, e in step_errors) / len(step_errors):.1f} %, "
           f"worst {worst[0]} {100 * worst[1]:+.1f} %.")
+if drifted_runs or steady_errors:
+    within = sum(abs(e) <= 0.15 for e in steady_errors)
+    print(f"Machine probe: {drifted_runs} of {drifted_runs + len(steady_errors)} runs found the "
+          f"machine more than 15 % from the calibrated model; of the others, {within} of "
+          f"{len(steady_errors)} within 15 %.")
 if again_errors:
     within = sum(abs(e) <= 0.15 for _, e in again_errors)
     print(f"The same plans run again right after: {within} of {len(again_errors)} within 15 %; "

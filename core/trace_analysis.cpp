@@ -538,6 +538,43 @@ StragglerReport stragglers_from(const std::vector<RankAnalysis>& ranks, std::vec
   return report;
 }
 
+// The run's probe against the prediction's. A missing or unreadable probe
+// leaves the rest of the comparison as it is, with a note.
+void compare_machine_probes(const TraceReader& reader, const std::string& prediction,
+                            PredictionComparison& out) {
+  const std::string key(kMachineProbeMetaKey);
+  const auto recorded = reader.meta(key);
+  const nlohmann::json j = nlohmann::json::parse(prediction, nullptr, /*allow_exceptions=*/false);
+  const bool predicted = j.is_object() && j.contains(key);
+  if (!recorded && !predicted) return;
+  if (!recorded) {
+    out.machine_note = "the run recorded no machine probe (an older run, or the single-process CUDA mode)";
+    return;
+  }
+  if (!predicted) {
+    out.machine_note = "the prediction holds no machine probe (made by an older version)";
+    return;
+  }
+  auto measured = machine_probe_from_json(*recorded, reader.path() + ": meta machine_probe");
+  if (!measured) {
+    out.machine_note = measured.message();
+    return;
+  }
+  auto model = machine_probe_from_json(j[key].dump(),
+                                       "meta predicted_step: /machine_probe");
+  if (!model) {
+    out.machine_note = model.message();
+    return;
+  }
+  const MachineProbeShape &a = measured->shape, &b = model->shape;
+  if (a.width != b.width || a.precision != b.precision || a.ranks != b.ranks ||
+      a.all_reduce_bytes != b.all_reduce_bytes) {
+    out.machine_note = "the run's machine probe and the prediction's are not the same shape";
+    return;
+  }
+  out.machine = MachineDrift{*measured, *model};
+}
+
 Status parse_prediction(const std::string& text, PredictionComparison& out,
                         std::map<std::string, double>& categories,
                         std::map<std::string, double>& parts,
@@ -741,6 +778,7 @@ Result<std::optional<PredictionComparison>> compare_with_prediction(
   if (!breakdown.empty()) {
     if (Status s = compare_breakdown(reader, breakdown, out); !s) return s.error();
   }
+  compare_machine_probes(reader, *text, out);
 
   // Mean over every (rank, step) of the measured quantities, in seconds.
   double step = 0, compute = 0, comm = 0, memory = 0, sync = 0, other = 0;

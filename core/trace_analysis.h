@@ -28,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "core/machine_probe.h"
 #include "core/result.h"
 #include "core/trace_reader.h"
 #include "core/trace_types.h"
@@ -153,6 +154,10 @@ struct PredictionComparison {
   // difference is exposed data-parallel communication, which the model
   // under-rated"; empty without a breakdown.
   std::string verdict;
+  // The run's machine probe (meta "machine_probe") against the one the
+  // prediction holds: how far the machine stood from the one predicted.
+  std::optional<MachineDrift> machine;
+  std::string machine_note;  // why there is no `machine` when one side has a probe
 };
 
 // What each part of a step took, measured from a store's events, on the

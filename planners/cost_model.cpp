@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "planners/formulas.h"
+#include "planners/machine_probe.h"
 #include "planners/seed_formulas.h"
 
 namespace cs::plan::detail {
@@ -1102,3 +1103,30 @@ void evaluate(const Machine& m, const Model& x, const Knobs& k, const LayerCosts
 }
 
 }  // namespace cs::plan::detail
+
+namespace cs::plan {
+
+MachineProbe predict_machine_probe(const Cluster& cluster, const MachineProbeShape& shape) {
+  using namespace detail;
+  MachineProbe p;
+  p.shape = shape;
+  const Machine m = machine_of(cluster);
+  Knobs k;
+  k.compute = precision_from_string(shape.precision).value_or(Precision::fp32);
+  const Kernels kn = kernels_of(m, k);
+  const double e = activation_bytes_of(k.compute);
+  const double in_e = k.compute == Precision::fp8 ? 1.0 : e;
+  // Every rank probes at once: ranks sharing cores each get their share
+  // (the probe's GEMM time is a mean over repetitions, preemptions included).
+  p.gemm_seconds = kn.linear(shape.tokens(), shape.out(), shape.width, in_e, e) /
+                   std::clamp(m.core_share, 0.01, 1.0);
+  if (shape.ranks > 1) {
+    const int per_node = std::clamp(m.gpus_per_node, 1, shape.ranks);
+    const GroupPlacement g{per_node, (shape.ranks + per_node - 1) / per_node};
+    p.all_reduce_seconds =
+        collective(m, CollectiveOp::all_reduce, static_cast<double>(shape.all_reduce_bytes), g);
+  }
+  return p;
+}
+
+}  // namespace cs::plan

@@ -26,6 +26,20 @@ std::string format_float(double v) {
 
 }  // namespace
 
+Result<double> worker_bucket_kib(const Plan& plan) {
+  const ParallelPlan& p = plan.parallel;
+  auto shape = worker_shape_for(plan.workload, p.tp, p.pp);
+  if (!shape) return Error{shape.message()};
+  double scaled_params = 0;
+  for (const worker::ParamInfo& info : worker::gpt_parameter_layout(shape->config, {}))
+    scaled_params += static_cast<double>(info.numel());
+  const double plan_bucket_kib = p.bucket_mib * 1024;
+  const double full_params = parameter_count(plan.workload);
+  return full_params > 0
+             ? std::clamp(plan_bucket_kib * scaled_params / full_params, 16.0, plan_bucket_kib)
+             : plan_bucket_kib;
+}
+
 Result<PlanRun> plan_run(const Plan& plan, const PlanRunOptions& o) {
   PlanRun run;
   run.backend = o.backend;
@@ -73,20 +87,14 @@ Result<PlanRun> plan_run(const Plan& plan, const PlanRunOptions& o) {
   if (o.run_store.empty()) return Error{"run store: no path given"};
 
   // The plan's model scaled to this machine, with the data-parallel buckets
-  // scaled alike (the plan's would hold a scaled model whole).
+  // scaled alike.
   auto shape = worker_shape_for(plan.workload, p.tp, p.pp);
   if (!shape) return Error{shape.message()};
   if (!shape->scaled.empty())
     run.notes.push_back("the model is scaled to this machine: " + shape->scaled);
-  double scaled_params = 0;
-  for (const worker::ParamInfo& info : worker::gpt_parameter_layout(shape->config, {}))
-    scaled_params += static_cast<double>(info.numel());
-  const double plan_bucket_kib = p.bucket_mib * 1024;
-  const double full_params = parameter_count(plan.workload);
-  const double bucket_kib =
-      full_params > 0
-          ? std::clamp(plan_bucket_kib * scaled_params / full_params, 16.0, plan_bucket_kib)
-          : plan_bucket_kib;
+  auto bucket = worker_bucket_kib(plan);
+  if (!bucket) return bucket.error();
+  const double bucket_kib = *bucket;
 
   const std::string out = fs::absolute(o.run_store).lexically_normal().string();
   std::error_code ec;

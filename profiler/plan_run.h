@@ -38,6 +38,11 @@ struct PlanRun {
   std::string plan_path;           // the plan the workers read, written beside the store
 };
 
+// The data-parallel gradient bucket (KiB) the workers get for `plan`: the
+// plan's, scaled with the model when the model is scaled to this machine
+// (the plan's bucket would hold a scaled model whole), at least 16 KiB.
+Result<double> worker_bucket_kib(const Plan& plan);
+
 // Fails (naming the field) when the engines cannot run the plan: ZeRO-2/3, a
 // precision the CPU engine lacks, no clusterscope-worker, an unwritable folder.
 Result<PlanRun> plan_run(const Plan& plan, const PlanRunOptions& options);

@@ -7,10 +7,13 @@
 
 #include "core/format.h"
 #include "core/host_probe.h"
+#include "core/machine_probe.h"
 #include "core/model_json.h"
 #include "core/trace_reader.h"
 #include "planners/estimate.h"
 #include "planners/estimate_json.h"
+#include "planners/machine_probe.h"
+#include "profiler/plan_run.h"
 #include "profiler/worker_shape.h"
 
 namespace cs::calib {
@@ -269,18 +272,19 @@ Workload trained_workload(const Workload& planned, const worker::GptConfig& c) {
 }
 
 // The estimate of a plan whose workload is already what the worker trains,
-// as the engines run it (naive attention, 1 MiB gradient buckets, fp32
-// gradients, no recomputation or sequence parallelism).
+// as the engines run it (naive attention, the workers' gradient buckets,
+// fp32 gradients, no recomputation or sequence parallelism).
 Result<RunPrediction> predict_trained(const PresetCatalog& catalog, Plan plan,
                                       std::string_view backend, int ranks, std::string_view host,
-                                      const std::optional<Cluster>& cluster, RunPrediction out) {
+                                      const std::optional<Cluster>& cluster, double bucket_kib,
+                                      RunPrediction out) {
   ParallelPlan& p = plan.parallel;
   p.flash_attention = false;  // the engines compute attention from the full score matrix
   p.sequence_parallel = false;
   p.recompute = Recompute::none;
   p.schedule = PipelineSchedule::one_f_one_b;
   p.virtual_stages = 1;
-  p.bucket_mib = 1;  // clusterscope-worker --bucket-kib 1024
+  p.bucket_mib = bucket_kib / 1024;
   // Gradients and optimizer state stay fp32 in both engines.
   plan.precision.fp32_main_grad =
       plan.precision.compute != Precision::fp32 && plan.precision.compute != Precision::tf32;
@@ -316,6 +320,11 @@ Result<RunPrediction> predict_trained(const PresetCatalog& catalog, Plan plan,
   j["calibrated"] = out.calibrated;
   j["workload"] = plan.workload.display_name;
   j["notes"] = out.notes;
+  // The probe every rank measures before its first step, as this cluster
+  // predicts it: the comparison tells a changed machine from a wrong model.
+  const MachineProbe probe = plan::predict_machine_probe(
+      plan.cluster, machine_probe_shape(backend, to_string(plan.precision.compute), ranks));
+  j[std::string(kMachineProbeMetaKey)] = nlohmann::json::parse(machine_probe_json(probe));
   out.step_seconds = estimate->time.step();
   out.predicted_step_json = j.dump();
   return out;
@@ -340,9 +349,12 @@ Result<RunPrediction> predict_run(const PresetCatalog& catalog, const Plan& plan
   if (!workload) return workload.error();
   if (!scaled.empty())
     out.notes.push_back("predicted for the shape the worker trains (" + scaled + ")");
+  auto bucket_kib = launch::worker_bucket_kib(planned);  // what plan_run gives the workers
+  if (!bucket_kib) return bucket_kib.error();
   Plan plan = planned;
   plan.workload = *workload;
-  return predict_trained(catalog, plan, backend, ranks, host, cluster, std::move(out));
+  return predict_trained(catalog, plan, backend, ranks, host, cluster, *bucket_kib,
+                         std::move(out));
 }
 
 namespace {
@@ -439,6 +451,15 @@ Result<RunPrediction> predict_recorded_run(const PresetCatalog& catalog,
       return Error{store.path() + ": meta parallel: " + e.what()};
     }
   }
+  // The bucket the workers had: recorded by the worker; else what plan_run
+  // gave them for the recorded plan; else the worker's default, 1 MiB.
+  double bucket_kib = 1024;
+  if (parallel.contains("bucket_kib") && parallel["bucket_kib"].is_number() &&
+      parallel["bucket_kib"].get<double>() > 0) {
+    bucket_kib = parallel["bucket_kib"].get<double>();
+  } else if (plan_text && !plan_text->empty()) {
+    if (auto planned = launch::worker_bucket_kib(plan)) bucket_kib = *planned;
+  }
   plan.workload = trained_workload(plan.workload, *shape);
   int ranks = plan.parallel.world_size();
   if (const auto world = store.meta("world_size")) ranks = std::max(1, std::atoi(world->c_str()));
@@ -449,7 +470,7 @@ Result<RunPrediction> predict_recorded_run(const PresetCatalog& catalog,
     cluster = std::move(named).value();
   }
   return predict_trained(catalog, plan, backend, ranks, store.meta("host").value_or(""), cluster,
-                         {});
+                         bucket_kib, {});
 }
 
 void add_prediction(launch::RunSpec& spec, std::vector<std::string>& notes,

@@ -283,6 +283,17 @@ void run_stats(const StatsOptions& o, Context& ctx) {
         pj["largest_disagreement"] = a.prediction->breakdown[a.prediction->largest].name;
         pj["verdict"] = a.prediction->verdict;
       }
+      if (const auto& m = a.prediction->machine) {
+        out["prediction"]["machine_probe"] = {
+            {"measured", json::parse(machine_probe_json(m->measured))},
+            {"predicted", json::parse(machine_probe_json(m->predicted))},
+            {"gemm_ratio", m->gemm_ratio()},
+            {"all_reduce_ratio", m->all_reduce_ratio()},
+            {"drifted", m->drifted()},
+            {"text", m->text()}};
+      } else if (!a.prediction->machine_note.empty()) {
+        out["prediction"]["machine_probe"] = {{"note", a.prediction->machine_note}};
+      }
       if (again) {
         out["prediction"]["predicted_now"] = {{"cluster", again->cluster},
                                               {"calibrated", again->calibrated},
@@ -397,6 +408,16 @@ void run_stats(const StatsOptions& o, Context& ctx) {
       }
       t3.print(std::cout);
       std::cout << p.verdict << ".\n";
+    }
+    if (p.machine) {
+      std::cout << "The machine, probed before the first step: " << p.machine->text() << ".\n";
+      if (p.machine->drifted()) {
+        std::cout << "It was not the machine the prediction assumed: part of the difference is "
+                     "the machine, not the model. Calibrate again (clusterscope calibrate), then "
+                     "hold the run against the new presets (trace stats --predict-again).\n";
+      }
+    } else if (!p.machine_note.empty()) {
+      std::cout << "Machine probe: " << p.machine_note << ".\n";
     }
   }
 }

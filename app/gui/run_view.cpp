@@ -677,6 +677,32 @@ void RunView::showAnalysis() {
       }
       add_line(q(p.verdict) + QStringLiteral("."));
     }
+    if (const auto& m = p.machine) {
+      // The probe each rank ran before its first step, against the model.
+      const MachineProbeShape& shape = m->measured.shape;
+      add_line(tr("The machine, probed before the first step"));
+      if (m->gemm_ratio() > 0) {
+        add_row(tr("probe: GEMM %1 x %2 → %3 %4")
+                    .arg(shape.tokens())
+                    .arg(shape.width)
+                    .arg(shape.out())
+                    .arg(q(shape.precision)),
+                m->predicted.gemm_seconds, m->measured.gemm_seconds);
+      }
+      if (m->all_reduce_ratio() > 0) {
+        add_row(tr("probe: all-reduce %1 over %2 ranks")
+                    .arg(q(format_bytes(static_cast<double>(shape.all_reduce_bytes))))
+                    .arg(shape.ranks),
+                m->predicted.all_reduce_seconds, m->measured.all_reduce_seconds);
+      }
+      if (m->drifted()) {
+        add_line(tr("It was not the machine the prediction assumed: part of the difference is the "
+                    "machine, not the model. Calibrate again, then Tools ▸ Predict the open run "
+                    "again."));
+      }
+    } else if (!p.machine_note.empty()) {
+      add_line(tr("Machine probe: %1.").arg(q(p.machine_note)));
+    }
   }
   prediction_table_->resizeColumnsToContents();
   // The lines across the columns (the verdict) need not widen the first one.

@@ -384,4 +384,30 @@ std::vector<OpSample> op_sweep(Backend& backend, DType storage, double seconds_p
   return samples;
 }
 
+MachineProbe probe_machine(Backend& backend, Communicator& world, DType storage,
+                           const MachineProbeShape& shape, double seconds) {
+  MachineProbe probe;
+  probe.shape = shape;
+  for (const GemmSample& g : layer_gemm_sweep(backend, storage, {shape.width}, 4 * seconds)) {
+    if (g.layout == "forward" && g.n == shape.out()) probe.gemm_seconds = g.seconds;
+  }
+  if (world.size() > 1 && shape.all_reduce_bytes > 0) {
+    Tensor t = backend.alloc(std::max<std::int64_t>(1, shape.all_reduce_bytes / 4), DType::f32,
+                             "probe all-reduce");
+    world.all_reduce(t);  // warm up, and line the ranks up
+    backend.synchronize();
+    std::vector<double> times;
+    for (int r = 0; r < 20; ++r) {
+      const double t0 = now_seconds();
+      world.all_reduce(t);
+      backend.synchronize();
+      times.push_back(now_seconds() - t0);
+    }
+    std::nth_element(times.begin(), times.begin() + times.size() / 2, times.end());
+    probe.all_reduce_seconds = times[times.size() / 2];
+    backend.release(t);
+  }
+  return probe;
+}
+
 }  // namespace cs::worker

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "core/machine_probe.h"
 #include "profiler/worker/backend.h"
 #include "profiler/worker/comm.h"
 
@@ -67,6 +68,13 @@ std::vector<CollectiveSample> all_reduce_sweep(Backend& backend, Communicator& c
                                                int repetitions);
 
 double all_reduce_bus_factor(int ranks);  // 2(n-1)/n
+
+// The machine probe (core/machine_probe.h), untraced when no tracer is set:
+// the layer GEMM's forward as the layer sweep times it (about `seconds` of
+// it), and the median of 20 all-reduces over `world`, which every rank of
+// the run must call at once.
+MachineProbe probe_machine(Backend& backend, Communicator& world, DType storage,
+                           const MachineProbeShape& shape, double seconds);
 
 // One measured point of the operation sweep: an operation of the model at
 // one size, repeated; the backend's tracer records every repetition.

@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/json_reader.h"
+#include "core/machine_probe.h"
 #include "core/model_json.h"
 #include "core/presets.h"
 #include "core/trace_writer.h"
@@ -287,11 +288,23 @@ RankTrace open_trace(const Options& o, const Job& job, int rank, const std::stri
                                       {"zero_stage", o.zero}, {"micro_batch", o.micro_batch},
                                       {"accumulation", o.accumulation},
                                       {"precision", o.precision}, {"backend", o.backend},
-                                      {"threads", o.threads}, {"polite_waits", o.polite_waits}}
+                                      {"threads", o.threads}, {"polite_waits", o.polite_waits},
+                                      {"bucket_kib", o.bucket_kib}}
                                      .dump());
   t.tracer = std::make_unique<OpTracer>(*t.writer, recorded_rank);
   register_writer(t.writer.get(), true);
   return t;
+}
+
+// Before the first step, untraced: the machine probe (core/machine_probe.h),
+// kept in the store for the comparison with the prediction. Every rank of
+// the run calls it at once.
+void record_machine_probe(RankTrace& trace, Backend& backend, Communicator& world, DType storage,
+                          std::string_view precision) {
+  if (!trace.writer) return;
+  const MachineProbeShape shape = machine_probe_shape(backend.name(), precision, world.size());
+  const MachineProbe probe = probe_machine(backend, world, storage, shape, 0.02);
+  trace.writer->set_meta(kMachineProbeMetaKey, machine_probe_json(probe));
 }
 
 void close_trace(RankTrace& t) {
@@ -501,6 +514,7 @@ int run_cpu(Options o, const Job& job, int argc, char** argv) {
     auto backend = make_cpu_backend(threads);
     RankTrace trace = open_trace(o, job, layout.world_rank, backend->device_name(), "cpu-engine",
                                  {{"clusterscope", CLUSTERSCOPE_VERSION}}, argc, argv);
+    if (o.sweep.empty()) record_machine_probe(trace, *backend, w.world(), storage, o.precision);
     backend->set_tracer(trace.tracer.get());
     w.set_tracer(trace.tracer.get());
     if (!o.sweep.empty()) {
@@ -647,6 +661,11 @@ int run_cuda_rank(Options o, const Job& job, int argc, char** argv) {
   const bool cupti = !o.no_trace && !o.out.empty() && !std::getenv("CLUSTERSCOPE_PROFILE_DIR");
   RankTrace trace = open_trace(o, job, launch->rank, backend->device_name(), "cuda-engine",
                                cuda_versions(*info), argc, argv, /*write_rank_row=*/!cupti);
+  if (o.sweep.empty()) {
+    const bool fp8 = *compute == CudaCompute::fp8;  // probed in bf16 (machine_probe_shape)
+    record_machine_probe(trace, *backend, w.world(),
+                         fp8 ? DType::bf16 : cuda_storage_type(*compute), o.precision);
+  }
   std::unique_ptr<profiler::Tracer> tracer = start_cupti(trace, launch->rank + o.trace_rank_offset, backend->device_name());
   trace_gemms(*backend, trace.tracer.get());
   auto finish_tracer = [&] {

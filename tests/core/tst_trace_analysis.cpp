@@ -118,6 +118,8 @@ class TestTraceAnalysis : public QObject {
   void stepParts();
   void predictionErrorsNameTheField_data();
   void predictionErrorsNameTheField();
+  void machineProbe_data();
+  void machineProbe();
 };
 
 void TestTraceAnalysis::workedExample() {
@@ -572,6 +574,77 @@ void TestTraceAnalysis::predictionErrorsNameTheField() {
   QVERIFY(!run);
   const QString got = QString::fromStdString(run.message());
   QVERIFY2(got.contains(message) && got.contains(QString::fromStdString(b.path)), qPrintable(got));
+}
+
+// The run's machine probe against the prediction's: the ratios, whether
+// the machine drifted, and a note (not an error: the rest of the comparison
+// stands) when one side is missing, unreadable or of another shape.
+void TestTraceAnalysis::machineProbe_data() {
+  QTest::addColumn<QString>("recorded");   // meta machine_probe ("" for none)
+  QTest::addColumn<QString>("predicted");  // the prediction's machine_probe ("" for none)
+  QTest::addColumn<double>("gemm_ratio");  // -1: no comparison expected
+  QTest::addColumn<double>("all_reduce_ratio");
+  QTest::addColumn<bool>("drifted");
+  QTest::addColumn<QString>("text");  // in the drift's text, else in the note
+  const QString model = R"({"width": 256, "precision": "fp32", "all_reduce_bytes": 1048576,
+                            "ranks": 2, "gemm_seconds": 0.001, "all_reduce_seconds": 0.0001})";
+  QTest::addRow("same machine")
+      << R"({"width": 256, "precision": "fp32", "all_reduce_bytes": 1048576, "ranks": 2,
+             "gemm_seconds": 0.00105, "all_reduce_seconds": 0.000095})"
+      << model << 1.05 << 0.95 << false << "GEMM probe (256 x 256 -> 1024 fp32): 1.05 ms";
+  QTest::addRow("slower network")
+      << R"({"width": 256, "precision": "fp32", "all_reduce_bytes": 1048576, "ranks": 2,
+             "gemm_seconds": 0.001, "all_reduce_seconds": 0.00019})"
+      << model << 1.0 << 1.9 << true << "all-reduce probe (1.00 MiB over 2 ranks)";
+  QTest::addRow("slower GEMMs, one rank")
+      << R"({"width": 256, "precision": "fp32", "all_reduce_bytes": 1048576, "ranks": 1,
+             "gemm_seconds": 0.0013, "all_reduce_seconds": 0})"
+      << R"({"width": 256, "precision": "fp32", "all_reduce_bytes": 1048576, "ranks": 1,
+             "gemm_seconds": 0.001, "all_reduce_seconds": 0})"
+      << 1.3 << 0.0 << true << "(+30 %)";
+  QTest::addRow("no probe in the run") << "" << model << -1.0 << 0.0 << false
+                                       << "the run recorded no machine probe";
+  QTest::addRow("no probe in the prediction")
+      << model << "" << -1.0 << 0.0 << false << "the prediction holds no machine probe";
+  QTest::addRow("unreadable probe")
+      << R"({"width": "wide", "precision": "fp32"})" << model << -1.0 << 0.0 << false
+      << "meta machine_probe: /width: must be a number >= 1";
+  QTest::addRow("other shape")
+      << R"({"width": 512, "precision": "fp32", "all_reduce_bytes": 1048576, "ranks": 2,
+             "gemm_seconds": 0.001, "all_reduce_seconds": 0.0001})"
+      << model << -1.0 << 0.0 << false << "not the same shape";
+}
+
+void TestTraceAnalysis::machineProbe() {
+  QFETCH(QString, recorded);
+  QFETCH(QString, predicted);
+  QFETCH(double, gemm_ratio);
+  QFETCH(double, all_reduce_ratio);
+  QFETCH(bool, drifted);
+  QFETCH(QString, text);
+  QTemporaryDir dir;
+  Builder b(dir, "probe.cstrace");
+  write_worked_example(b);
+  if (!recorded.isEmpty()) b.writer->set_meta("machine_probe", recorded.toStdString());
+  QString prediction = R"({"step_seconds": 3.5e-6)";
+  if (!predicted.isEmpty()) prediction += R"(, "machine_probe": )" + predicted;
+  b.writer->set_meta("predicted_step", (prediction + "}").toStdString());
+  auto r = b.close();
+  auto run = analyze_run(*r);
+  QVERIFY2(run, run ? "" : run.message().c_str());
+  QVERIFY(run->prediction);
+  const PredictionComparison& p = *run->prediction;
+  QCOMPARE(p.predicted_step_s, 3.5e-6);  // the rest of the comparison stands
+  if (gemm_ratio < 0) {
+    QVERIFY(!p.machine);
+    QVERIFY2(QString::fromStdString(p.machine_note).contains(text), p.machine_note.c_str());
+    return;
+  }
+  QVERIFY2(p.machine, p.machine_note.c_str());
+  QVERIFY(std::abs(p.machine->gemm_ratio() - gemm_ratio) < 1e-9);
+  QVERIFY(std::abs(p.machine->all_reduce_ratio() - all_reduce_ratio) < 1e-9);
+  QCOMPARE(p.machine->drifted(), drifted);
+  QVERIFY2(QString::fromStdString(p.machine->text()).contains(text), p.machine->text().c_str());
 }
 
 QTEST_GUILESS_MAIN(TestTraceAnalysis)

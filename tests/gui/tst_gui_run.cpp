@@ -650,6 +650,11 @@ void TestGuiRun::predictAgain() {
                          [&](const QString& c) { return c.startsWith(QLatin1String(part)); }),
              part);
   }
+  // The new prediction holds a machine probe; this run was recorded before
+  // the engines probed the machine, and the tab says so.
+  QVERIFY2(cells.contains(QStringLiteral("Machine probe: the run recorded no machine probe "
+                                         "(an older run, or the single-process CUDA mode).")),
+           qPrintable(cells.join(" | ")));
   cs::gui::test::saveScreenshot(table, QStringLiteral("run-predicted-again"));
 
   // The CPU-engine run of this suite, with no calibration of this machine.

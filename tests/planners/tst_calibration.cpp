@@ -508,8 +508,32 @@ void TestCalibration::calibrateRunPredictLearn() {
   QVERIFY(measured_gemm);
   QVERIFY(names.contains(prediction["largest_disagreement"].toString()));
   QVERIFY(prediction["verdict"].toString().startsWith("the plan said"));
+  // Every rank probed the machine before its first step (untraced: no probe
+  // GEMM in the timeline), and the prediction holds the same probe as the
+  // calibrated cluster predicts it.
+  const QJsonObject probe = prediction["machine_probe"].toObject();
+  QVERIFY2(probe.contains("measured"), qPrintable(QJsonDocument(prediction).toJson()));
+  for (const char* side : {"measured", "predicted"}) {
+    const QJsonObject p = probe[side].toObject();
+    QCOMPARE(p["width"].toInt(), 256);
+    QCOMPARE(p["ranks"].toInt(), 2);
+    QCOMPARE(p["precision"].toString(), QString("fp32"));
+    QVERIFY2(p["gemm_seconds"].toDouble() > 0 && p["all_reduce_seconds"].toDouble() > 0,
+             qPrintable(QJsonDocument(p).toJson()));
+  }
+  QVERIFY(probe["gemm_ratio"].toDouble() > 0 && probe["all_reduce_ratio"].toDouble() > 0);
+  QVERIFY(probe["text"].toString().startsWith("GEMM probe (256 x 256 -> 1024 fp32)"));
+  {
+    auto reader = cs::trace::TraceReader::open(run_store.toStdString());
+    QVERIFY(reader);
+    auto probe_events = (*reader)->find_events("layer gemm", cs::trace::NameMatch::substring, 1);
+    QVERIFY(probe_events);
+    QVERIFY(probe_events->empty());
+  }
   r = run_cli({"trace", "stats", run_store}, presets, work);
   QVERIFY(r.out.contains("<- largest disagreement"));
+  QVERIFY2(r.out.contains("The machine, probed before the first step: GEMM probe"),
+           qPrintable(r.out.right(2000)));
 
   // Learning from the run refines the calibrated cluster, with the fit's quality.
   r = run_cli({"calibrate", "--learn", run_store, "--json"}, presets, work);
