@@ -164,6 +164,8 @@ def main():
             "predicted_step_seconds": predicted, "measured_step_seconds": measured,
             "error": predicted / measured - 1 if measured else None,
             "largest_disagreement": p.get("largest_disagreement"),
+            # The probe each rank ran before its first step against the calibrated model.
+            "machine_probe": p.get("machine_probe"),
             "parts": [{"name": r["name"], "predicted_s": r["predicted_s"], "measured_s": r["measured_s"],
                        "error": r["error"]} for r in p["breakdown"]]}
 
@@ -201,6 +203,10 @@ def main():
             on = f"{c['cluster']}{' (calibrated)' if c['calibrated'] else ' (datasheet)'}"
             md.append(f"| {name} | {on} | {c['predicted_step_seconds']:.4f} | {c['measured_step_seconds']:.4f} | "
                       f"{err} | {c['largest_disagreement']} |")
+        for name, c in summary["calibrated_prediction"].items():
+            probe = c.get("machine_probe") or {}
+            if probe.get("text"):
+                md.append(f"- {name}, machine probe: {probe['text']}")
         md += ["", "| worker run | part | predicted (ms) | measured (ms) | error |", "|---|---|---|---|---|"]
         for name, c in summary["calibrated_prediction"].items():
             for r in c["parts"]:
