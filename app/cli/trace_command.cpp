@@ -412,9 +412,10 @@ void run_stats(const StatsOptions& o, Context& ctx) {
     if (p.machine) {
       std::cout << "The machine, probed before the first step: " << p.machine->text() << ".\n";
       if (p.machine->drifted()) {
-        std::cout << "It was not the machine the prediction assumed: part of the difference is "
-                     "the machine, not the model. Calibrate again (clusterscope calibrate), then "
-                     "hold the run against the new presets (trace stats --predict-again).\n";
+        std::cout << "A probe is more than 15 % from the model: the machine is not as it was "
+                     "calibrated (other work, another speed), or the model's rate for that "
+                     "operation is off. To tell which, calibrate again (clusterscope calibrate) "
+                     "and hold the run against the new presets (trace stats --predict-again).\n";
       }
     } else if (!p.machine_note.empty()) {
       std::cout << "Machine probe: " << p.machine_note << ".\n";

@@ -696,8 +696,9 @@ void RunView::showAnalysis() {
                 m->predicted.all_reduce_seconds, m->measured.all_reduce_seconds);
       }
       if (m->drifted()) {
-        add_line(tr("It was not the machine the prediction assumed: part of the difference is the "
-                    "machine, not the model. Calibrate again, then Tools ▸ Predict the open run "
+        add_line(tr("A probe is more than 15 % from the model: the machine is not as it was "
+                    "calibrated (other work, another speed), or the model's rate for that operation "
+                    "is off. To tell which, calibrate again, then Tools ▸ Predict the open run "
                     "again."));
       }
     } else if (!p.machine_note.empty()) {

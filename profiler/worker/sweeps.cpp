@@ -388,13 +388,19 @@ MachineProbe probe_machine(Backend& backend, Communicator& world, DType storage,
                            const MachineProbeShape& shape, double seconds) {
   MachineProbe probe;
   probe.shape = shape;
+  Tensor t = backend.alloc(std::max<std::int64_t>(1, shape.all_reduce_bytes / 4), DType::f32,
+                           "probe all-reduce");
+  // Every rank starts the GEMM at once (ranks sharing cores then each get
+  // the share the model gives them), and the all-reduce's first call warms up.
+  if (world.size() > 1) {
+    world.all_reduce(t);
+    backend.synchronize();
+  }
   for (const GemmSample& g : layer_gemm_sweep(backend, storage, {shape.width}, 4 * seconds)) {
     if (g.layout == "forward" && g.n == shape.out()) probe.gemm_seconds = g.seconds;
   }
   if (world.size() > 1 && shape.all_reduce_bytes > 0) {
-    Tensor t = backend.alloc(std::max<std::int64_t>(1, shape.all_reduce_bytes / 4), DType::f32,
-                             "probe all-reduce");
-    world.all_reduce(t);  // warm up, and line the ranks up
+    world.all_reduce(t);  // lines the ranks up after their GEMMs
     backend.synchronize();
     std::vector<double> times;
     for (int r = 0; r < 20; ++r) {
@@ -405,8 +411,8 @@ MachineProbe probe_machine(Backend& backend, Communicator& world, DType storage,
     }
     std::nth_element(times.begin(), times.begin() + times.size() / 2, times.end());
     probe.all_reduce_seconds = times[times.size() / 2];
-    backend.release(t);
   }
+  backend.release(t);
   return probe;
 }
 
