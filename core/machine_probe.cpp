@@ -18,8 +18,7 @@ MachineProbeShape machine_probe_shape(std::string_view backend, std::string_view
   // point of the default layer GEMM sweep). CUDA: 69 GFLOP, well past the
   // width where an H200's GEMMs reach their rate.
   s.width = backend == "cuda" ? 2048 : 256;
-  // FP8 GEMMs need scaling the probe does not set up: it measures bf16.
-  s.precision = precision == "fp8" ? "bf16" : std::string(precision);
+  s.precision = std::string(precision);
   s.all_reduce_bytes = std::int64_t{1} << 20;
   s.ranks = std::max(1, ranks);
   return s;

@@ -269,8 +269,12 @@ Status collect(const trace::TraceReader& r, std::vector<PhaseData>& data) {
     }
     return nullptr;
   };
+  // Each collective call, per rank in the order it made them: (start, seconds)
+  // under (configuration, collective, ranks, bytes, event name).
+  using CallKey = std::tuple<PhaseData*, std::string, int, double, std::string>;
+  std::map<CallKey, std::map<std::int32_t, std::vector<std::pair<std::int64_t, double>>>> calls;
   const trace::TimeRange range = r.time_range();
-  return r.for_each_event({}, range.start_ns, range.end_ns + 1, [&](const trace::StoredEvent& se) {
+  Status walked = r.for_each_event({}, range.start_ns, range.end_ns + 1, [&](const trace::StoredEvent& se) {
     const trace::Event& e = se.event;
     // The first step warms caches up and allocates: measured from the second.
     if (e.step == 0) return true;
@@ -283,9 +287,9 @@ Status collect(const trace::TraceReader& r, std::vector<PhaseData>& data) {
         e.bytes > 0) {
       const int ranks = e.group_size > 0 ? e.group_size : d->phase.ranks;
       if (ranks > 1) {
-        d->collectives[{std::string(trace::to_string(e.collective)), ranks,
-                        static_cast<double>(e.bytes)}]
-            .add(seconds);
+        calls[{d, std::string(trace::to_string(e.collective)), ranks, static_cast<double>(e.bytes),
+               name}][se.rank]
+            .emplace_back(e.start_ns, seconds);
       }
       return true;
     }
@@ -308,6 +312,28 @@ Status collect(const trace::TraceReader& r, std::vector<PhaseData>& data) {
     }
     return true;
   });
+  if (!walked) return walked;
+  // One sample per call: the n-th call of every rank is one collective, and
+  // its shortest duration is the rank that arrived last, which waited for no
+  // one. The others' durations add the time they waited for it (in a
+  // training step, for the slowest rank's compute), which is not the link's.
+  for (auto& [key, by_rank] : calls) {
+    const auto& [d, collective, ranks, bytes, name] = key;
+    std::size_t most = 0;
+    for (auto& [rank, list] : by_rank) {
+      std::sort(list.begin(), list.end());
+      most = std::max(most, list.size());
+    }
+    Mean& samples = d->collectives[{collective, ranks, bytes}];
+    for (std::size_t n = 0; n < most; ++n) {
+      double shortest = std::numeric_limits<double>::infinity();
+      for (const auto& [rank, list] : by_rank) {
+        if (n < list.size()) shortest = std::min(shortest, list[n].second);
+      }
+      samples.add(shortest);
+    }
+  }
+  return {};
 }
 
 // --- fits ------------------------------------------------------------------

@@ -662,9 +662,9 @@ int run_cuda_rank(Options o, const Job& job, int argc, char** argv) {
   RankTrace trace = open_trace(o, job, launch->rank, backend->device_name(), "cuda-engine",
                                cuda_versions(*info), argc, argv, /*write_rank_row=*/!cupti);
   if (o.sweep.empty()) {
-    const bool fp8 = *compute == CudaCompute::fp8;  // probed in bf16 (machine_probe_shape)
-    record_machine_probe(trace, *backend, w.world(),
-                         fp8 ? DType::bf16 : cuda_storage_type(*compute), o.precision);
+    // As training computes: an fp8 run's GEMMs take bf16 tensors and
+    // compute in FP8 (or fall back to BF16, which the probe then shows).
+    record_machine_probe(trace, *backend, w.world(), cuda_storage_type(*compute), o.precision);
   }
   std::unique_ptr<profiler::Tracer> tracer = start_cupti(trace, launch->rank + o.trace_rank_offset, backend->device_name());
   trace_gemms(*backend, trace.tracer.get());

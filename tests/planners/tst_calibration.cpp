@@ -19,6 +19,7 @@
 #include <cmath>
 
 #include "core/trace_reader.h"
+#include "core/trace_writer.h"
 #include "planners/calibration.h"
 #include "planners/collectives.h"
 #include "planners/nccl_tests.h"
@@ -78,6 +79,7 @@ class TestCalibration : public QObject {
   void linkFitRefusesTooLittle();
   void linkLatencyAtAKnownBandwidth();
   void learningReplacesTheCpuGemmRate();
+  void collectivesAreTimedOnTheLastRankToArrive();
   void readsNcclTestsLogs_data();
   void readsNcclTestsLogs();
   void ncclTestsFitsTheTier();
@@ -225,6 +227,54 @@ void TestCalibration::learningReplacesTheCpuGemmRate() {
   QCOMPARE(g.efficiency.loops.norm_ns, 3.0);
   QCOMPARE(g.efficiency.core_share, 0.5);  // the machine's, not the run's to change
   QVERIFY(QString::fromStdString(g.source).endsWith("refined by the run r.db"));
+}
+
+// A run's all-reduces, as learning reads them: rank 0 reaches each one
+// 3 ms before rank 1 (the slower rank's compute) and waits for it inside
+// the call. The link is what rank 1's calls took, the rank that waited for
+// no one: 2 ring steps of 10 us plus the bytes at 5 GB/s.
+void TestCalibration::collectivesAreTimedOnTheLastRankToArrive() {
+  namespace tr = cs::trace;
+  QTemporaryDir dir;
+  const std::string path = dir.filePath("skewed.db").toStdString();
+  auto created = tr::TraceWriter::create(path, tr::RunInfo{"skewed run", "cpu-engine"});
+  QVERIFY2(created, created ? "" : created.message().c_str());
+  tr::TraceWriter& w = **created;
+  const double alpha = 10e-6, bandwidth = 5e9, wait = 3e-3;
+  for (std::int32_t rank : {0, 1}) {
+    w.add_rank({rank, "box", "CPU", 100 + rank, 0, false});
+    const tr::LaneId lane = w.add_lane(rank, tr::LaneKind::cpu_thread, "communication");
+    std::int64_t t = 0;
+    for (int step = 1; step <= 3; ++step) {
+      for (double bytes : {65536.0, 262144.0, 1048576.0, 4194304.0}) {
+        const double transfer = 2 * alpha + bytes / bandwidth;
+        const double took = rank == 0 ? transfer + wait : transfer;
+        t += 5'000'000;
+        tr::Event e;
+        e.lane = lane;
+        e.kind = tr::EventKind::collective;
+        e.category = tr::Category::communication;
+        e.start_ns = t + (rank == 0 ? 0 : static_cast<std::int64_t>(wait * 1e9));
+        e.end_ns = e.start_ns + static_cast<std::int64_t>(took * 1e9);
+        e.name = w.intern("dp all-reduce");
+        e.collective = tr::Collective::all_reduce;
+        e.bytes = static_cast<std::int64_t>(bytes);
+        e.group_size = 2;
+        e.step = step;
+        w.add(e);
+      }
+    }
+  }
+  QVERIFY(w.close());
+  auto reader = tr::TraceReader::open(path);
+  QVERIFY(reader);
+  auto fit = cs::plan::fit_store(**reader);
+  QVERIFY2(fit, fit ? "" : fit.message().c_str());
+  QCOMPARE(fit->devices.size(), std::size_t{1});
+  QVERIFY(fit->devices[0].link);
+  const cs::plan::LinkFit& link = *fit->devices[0].link;
+  QVERIFY2(std::abs(link.bandwidth / bandwidth - 1) < 0.01, qPrintable(QString::number(link.bandwidth)));
+  QVERIFY2(std::abs(link.latency / alpha - 1) < 0.05, qPrintable(QString::number(link.latency)));
 }
 
 void TestCalibration::readsNcclTestsLogs_data() {
