@@ -120,8 +120,9 @@ struct RunPrediction {
 };
 
 // The planner's estimate for a run about to start: the plan as the engines
-// run it (the worker's scaled shape, naive attention, 1 MiB gradient buckets,
-// fp32 gradients, no recomputation or sequence parallelism) on this
+// run it (the worker's scaled shape, naive attention, the gradient bucket
+// plan_run gives the workers, fp32 gradients, no recomputation or sequence
+// parallelism) and the machine probe's two operations, on this
 // machine's calibrated cluster for `ranks` ranks (the CPU engine) or its
 // calibrated GPU (CUDA, else the plan's cluster with datasheet figures). An
 // error says why there is none (no calibration for the CPU engine).
