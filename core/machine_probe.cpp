@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/format.h"
+#include "core/json_reader.h"
 
 namespace cs {
 
@@ -35,38 +36,21 @@ std::string machine_probe_json(const MachineProbe& p) {
 }
 
 Result<MachineProbe> machine_probe_from_json(std::string_view text, std::string_view where) {
-  const std::string at(where);
-  json j;
-  try {
-    j = json::parse(text);
-  } catch (const json::exception& e) {
-    return Error{at + ": not valid JSON: " + e.what()};
-  }
-  if (!j.is_object()) return Error{at + ": must be a JSON object"};
-  auto number = [&](const char* key, double least) -> Result<double> {
-    if (!j.contains(key) || !j[key].is_number() || !(j[key].get<double>() >= least))
-      return Error{at + ": /" + key + ": must be a number >= " + format_fixed(least, 0)};
-    return j[key].get<double>();
-  };
+  const json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return Error{std::string(where) + ": not valid JSON"};
+  Diagnostics diag;
+  ObjectReader r(j, "", diag);
   MachineProbe p;
-  auto width = number("width", 1);
-  if (!width) return width.error();
-  auto ranks = number("ranks", 1);
-  if (!ranks) return ranks.error();
-  auto bytes = number("all_reduce_bytes", 0);
-  if (!bytes) return bytes.error();
-  auto gemm = number("gemm_seconds", 0);
-  if (!gemm) return gemm.error();
-  auto all_reduce = number("all_reduce_seconds", 0);
-  if (!all_reduce) return all_reduce.error();
-  if (!j.contains("precision") || !j["precision"].is_string())
-    return Error{at + ": /precision: must be a string"};
-  p.shape.width = static_cast<int>(*width);
-  p.shape.ranks = static_cast<int>(*ranks);
-  p.shape.all_reduce_bytes = static_cast<std::int64_t>(*bytes);
-  p.shape.precision = j["precision"].get<std::string>();
-  p.gemm_seconds = *gemm;
-  p.all_reduce_seconds = *all_reduce;
+  double bytes = -1;
+  r.integer("width", p.shape.width, Range::at_least(1), true);
+  r.text("precision", p.shape.precision, true);
+  r.number("all_reduce_bytes", bytes, Range::non_negative(), true);
+  r.integer("ranks", p.shape.ranks, Range::at_least(1), true);
+  r.number("gemm_seconds", p.gemm_seconds, Range::non_negative(), true);
+  r.number("all_reduce_seconds", p.all_reduce_seconds, Range::non_negative(), true);
+  r.finish();
+  if (!diag.empty()) return diag.to_error(where);
+  p.shape.all_reduce_bytes = static_cast<std::int64_t>(bytes);
   return p;
 }
 
