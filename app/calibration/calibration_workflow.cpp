@@ -322,8 +322,12 @@ Result<RunPrediction> predict_trained(const PresetCatalog& catalog, Plan plan,
   j["notes"] = out.notes;
   // The probe every rank measures before its first step, as this cluster
   // predicts it: the comparison tells a changed machine from a wrong model.
+  // (The CPU engine runs a tf32 plan in fp32, and probes fp32.)
+  const Precision probed = backend == "cpu" && plan.precision.compute == Precision::tf32
+                               ? Precision::fp32
+                               : plan.precision.compute;
   const MachineProbe probe = plan::predict_machine_probe(
-      plan.cluster, machine_probe_shape(backend, to_string(plan.precision.compute), ranks));
+      plan.cluster, machine_probe_shape(backend, to_string(probed), ranks));
   j[std::string(kMachineProbeMetaKey)] = nlohmann::json::parse(machine_probe_json(probe));
   out.step_seconds = estimate->time.step();
   out.predicted_step_json = j.dump();
