@@ -543,6 +543,11 @@ struct Launcher::State {
     stop = Stop::closing;
     stop_deadline = Clock::now() + spec.kill_grace;
     if (child.pid > 0) ::kill(child.pid, SIGUSR1);
+    // A stopped rank (SIGSTOP, ^Z) would hold SIGUSR1 until mpirun's SIGTERM
+    // continued it, and mpirun kills a second later: too soon, on a busy
+    // machine, to commit what the rank had buffered. Continued now, it
+    // closes its store like the others.
+    for (std::int64_t pid : local_rank_pids()) ::kill(static_cast<pid_t>(pid), SIGCONT);
     LaunchEvent e;
     e.kind = LaunchEvent::Kind::stopping;
     e.text = why;
@@ -568,18 +573,21 @@ struct Launcher::State {
     }
   }
 
+  // The ranks on this host that have reported their pid.
+  std::vector<std::int64_t> local_rank_pids() {
+    std::vector<std::int64_t> pids;
+    std::lock_guard lock(mutex);
+    char host[256] = {};
+    gethostname(host, sizeof host - 1);
+    for (const RankStatus& r : ranks) {
+      if (r.pid > 0 && (r.host.empty() || r.host == host)) pids.push_back(r.pid);
+    }
+    return pids;
+  }
+
   void force_kill() {
     if (child.pid > 0) ::kill(-child.pid, SIGKILL);
-    std::vector<std::int64_t> pids;
-    {
-      std::lock_guard lock(mutex);
-      char host[256] = {};
-      gethostname(host, sizeof host - 1);
-      for (const RankStatus& r : ranks) {
-        if (r.pid > 0 && (r.host.empty() || r.host == host)) pids.push_back(r.pid);
-      }
-    }
-    for (std::int64_t pid : pids)
+    for (std::int64_t pid : local_rank_pids())
       ::kill(static_cast<pid_t>(pid), SIGKILL);
     note("the job did not end 10 s after SIGTERM: killed it (SIGKILL)");
   }

@@ -64,7 +64,8 @@ struct RunSpec {
   // model initialisation) the wait is the longer of this and hang_timeout.
   std::chrono::milliseconds startup_timeout{std::chrono::minutes(2)};
   // Cancel and hang: how long the ranks get to close their stores (after
-  // SIGUSR1, forwarded by mpirun) before the job is ended with SIGTERM.
+  // SIGUSR1, forwarded by mpirun; ranks on this host that were stopped get
+  // SIGCONT) before the job is ended with SIGTERM.
   std::chrono::milliseconds kill_grace{std::chrono::seconds(30)};
   // Recorded in the run store.
   std::string plan_json;     // the Plan (cluster, workload, parallel, precision) as JSON

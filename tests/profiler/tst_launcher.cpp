@@ -740,7 +740,10 @@ void TestLauncher::cancelStopsEveryRank() {
 void TestLauncher::hungRunIsStopped() {
   RunSpec spec = endless_run(2, dir_.filePath("hung/run.db"));
   spec.hang_timeout = 1500ms;
-  spec.kill_grace = 2s;  // the stopped rank cannot answer: do not wait long
+  // The stopped rank is continued by the launcher and closes its store at
+  // once: the run must not wait this out (it ended after the whole grace
+  // when only mpirun's SIGTERM continued the rank).
+  spec.kill_grace = 60s;
   std::string hung_text;
   std::mutex mutex;
   Launcher launcher(spec, [&](const LaunchEvent& e) {
@@ -751,7 +754,10 @@ void TestLauncher::hungRunIsStopped() {
   QVERIFY2(test::wait_until([&] { return every_rank_reached(launcher, 2); }, 30s), "no progress");
   const std::int64_t stopped = launcher.ranks()[1].pid;
   QCOMPARE(::kill(static_cast<pid_t>(stopped), SIGSTOP), 0);
+  const auto stopped_at = std::chrono::steady_clock::now();
   const RunReport r = launcher.wait();
+  QVERIFY2(std::chrono::steady_clock::now() - stopped_at < 30s,
+           "the launcher waited out the grace: the stopped rank did not close its store");
   ::kill(static_cast<pid_t>(stopped), SIGCONT);  // in case it outlived the run
   QCOMPARE(r.outcome, Outcome::hung);
   {
@@ -763,8 +769,15 @@ void TestLauncher::hungRunIsStopped() {
   QVERIFY2(QString::fromStdString(r.message).contains(
                QString::fromStdString("rank 1 step " + std::to_string(r.ranks[1].step))),
            r.message.c_str());
-  // The stopped rank got SIGCONT and SIGTERM from mpirun and ended.
+  // The stopped rank got SIGCONT from the launcher, closed its store like
+  // the other (it said so) and ended.
   QVERIFY(test::wait_until([&] { return ::kill(static_cast<pid_t>(stopped), 0) != 0; }, 5s));
+  for (const RankStatus& st : r.ranks) {
+    QVERIFY2(st.state == RankState::cancelled,
+             qPrintable(QString("rank %1: %2")
+                            .arg(st.rank)
+                            .arg(QString::fromStdString(std::string(to_string(st.state))))));
+  }
   const StoreView run = view_store(spec.run_store);
   QVERIFY2(run.error.empty(), run.error.c_str());
   QCOMPARE(QString::fromStdString(run.status), QString("hung"));
