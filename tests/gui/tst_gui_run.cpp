@@ -63,6 +63,7 @@ class TestGuiRun : public QObject {
   void badFiles_data();
   void badFiles();
   void predictAgain();
+  void machineProbeRows();
 
  private:
   void openAndWait(RunView& view, const QString& path);
@@ -90,6 +91,13 @@ void TestGuiRun::initTestCase() {
   plan.parallel.sequence_parallel = false;
   spec.plan_json = to_json(plan).dump();
   spec.run_store = dir_.filePath(QStringLiteral("cpu-run.db")).toStdString();
+  // A prediction whose machine probe no machine meets (1 ns for the GEMM):
+  // the prediction tab must show the probe off the model.
+  spec.extra_meta.emplace_back(
+      "predicted_step",
+      R"({"step_seconds": 0.001, "machine_probe": {"width": 256, "precision": "fp32",
+          "all_reduce_bytes": 1048576, "ranks": 2, "gemm_seconds": 1e-9,
+          "all_reduce_seconds": 1e-9}})");
   const cs::test::WorkerRun run = cs::test::run_worker(spec);
   QVERIFY2(run.report.outcome == launch::Outcome::completed, run.report.message.c_str());
   cpu_store_ = QString::fromStdString(run.report.run_store);
@@ -666,6 +674,36 @@ void TestGuiRun::predictAgain() {
   QVERIFY2(ready.front().at(1).toString().contains(QStringLiteral("no calibration of the CPU engine")),
            qPrintable(ready.front().at(1).toString()));
   QVERIFY(view.predictedAgainOn().isEmpty());
+}
+
+// The machine probe every rank of the suite's CPU run timed before its first
+// step, against the prediction's: a row each, with the error, and the line
+// that says the machine or the model's rate is off.
+void TestGuiRun::machineProbeRows() {
+  RunView view;
+  view.resize(1200, 900);
+  view.show();
+  openAndWait(view, cpu_store_);
+  QVERIFY(view.analysis()->prediction);
+  QVERIFY2(view.analysis()->prediction->machine, view.analysis()->prediction->machine_note.c_str());
+  QTableWidget* table = view.predictionTable();
+  QStringList rows;
+  int gemm_row = -1;
+  for (int r = 0; r < table->rowCount(); ++r) {
+    if (!table->item(r, 0)) continue;
+    rows << table->item(r, 0)->text();
+    if (rows.back() == QStringLiteral("probe: GEMM 256 x 256 → 1024 fp32")) gemm_row = r;
+  }
+  QVERIFY2(rows.contains(QStringLiteral("The machine, probed before the first step")),
+           qPrintable(rows.join(" | ")));
+  QVERIFY2(gemm_row >= 0, qPrintable(rows.join(" | ")));
+  QVERIFY2(rows.contains(QStringLiteral("probe: all-reduce 1.00 MiB over 2 ranks")),
+           qPrintable(rows.join(" | ")));
+  QVERIFY(std::any_of(rows.begin(), rows.end(), [](const QString& r) {
+    return r.startsWith(QStringLiteral("A probe is more than 15 % from the model"));
+  }));
+  // The error column, (predicted - measured) / measured: about -100 % against 1 ns.
+  QVERIFY(table->item(gemm_row, 3)->text().toDouble() < -99);
 }
 
 QTEST_MAIN(TestGuiRun)
