@@ -68,16 +68,17 @@ def measured(path):
 rows = [line.rstrip("\n").split("\t") for line in open(sys.argv[1]) if line.strip()]
 parts_seen = []
 def probe(path):
-    """The machine probe before the first step against the model: "GEMM / all-reduce"."""
+    """The machine probe before the first step against the model: "GEMM / loop / all-reduce"."""
     p = json.load(open(path)).get("prediction") if path else None
     m = (p or {}).get("machine_probe") or {}
     if "gemm_ratio" not in m:
         return "-", None
-    parts = [f"{100 * (m[k] - 1):+.0f} %" for k in ("gemm_ratio", "all_reduce_ratio") if m[k] > 0]
+    parts = [f"{100 * (m[k] - 1):+.0f} %" for k in ("gemm_ratio", "loop_ratio", "all_reduce_ratio")
+             if m.get(k, 0) > 0]
     return " / ".join(parts), m.get("drifted")
 
 print("| plan | predicted step (ms) | measured step (ms) | error | largest disagreement | "
-      "machine probe (GEMM / all-reduce) | run again (ms) | its error |")
+      "machine probe (GEMM / loop / all-reduce) | run again (ms) | its error |")
 print("| --- | ---: | ---: | ---: | --- | --- | ---: | ---: |")
 drifted_runs, steady_errors = 0, []
 step_errors, again_errors, run_to_run, part_errors, detail = [], [], [], [], []

@@ -31,6 +31,7 @@ std::string machine_probe_json(const MachineProbe& p) {
               {"all_reduce_bytes", p.shape.all_reduce_bytes},
               {"ranks", p.shape.ranks},
               {"gemm_seconds", p.gemm_seconds},
+              {"loop_seconds", p.loop_seconds},
               {"all_reduce_seconds", p.all_reduce_seconds}}
       .dump();
 }
@@ -47,6 +48,7 @@ Result<MachineProbe> machine_probe_from_json(std::string_view text, std::string_
   r.number("all_reduce_bytes", bytes, Range::non_negative(), true);
   r.integer("ranks", p.shape.ranks, Range::at_least(1), true);
   r.number("gemm_seconds", p.gemm_seconds, Range::non_negative(), true);
+  r.number("loop_seconds", p.loop_seconds, Range::non_negative());
   r.number("all_reduce_seconds", p.all_reduce_seconds, Range::non_negative(), true);
   r.finish();
   if (!diag.empty()) return diag.to_error(where);
@@ -69,12 +71,16 @@ double MachineDrift::gemm_ratio() const {
   return ratio(measured.gemm_seconds, predicted.gemm_seconds);
 }
 
+double MachineDrift::loop_ratio() const {
+  return ratio(measured.loop_seconds, predicted.loop_seconds);
+}
+
 double MachineDrift::all_reduce_ratio() const {
   return ratio(measured.all_reduce_seconds, predicted.all_reduce_seconds);
 }
 
 bool MachineDrift::drifted(double tolerance) const {
-  for (double r : {gemm_ratio(), all_reduce_ratio()}) {
+  for (double r : {gemm_ratio(), loop_ratio(), all_reduce_ratio()}) {
     if (r > 0 && std::abs(r - 1) > tolerance) return true;
   }
   return false;
@@ -88,6 +94,12 @@ std::string MachineDrift::text() const {
            " -> " + std::to_string(s.out()) + " " + s.precision +
            "): " + format_seconds(measured.gemm_seconds) + ", the model says " +
            format_seconds(predicted.gemm_seconds) + " (" + signed_percent(gemm_ratio()) + ")";
+  }
+  if (loop_ratio() > 0) {
+    if (!out.empty()) out += "; ";
+    out += "layer-norm backward probe (" + format_count(static_cast<double>(s.loop_elements())) +
+           " elements): " + format_seconds(measured.loop_seconds) + ", the model says " +
+           format_seconds(predicted.loop_seconds) + " (" + signed_percent(loop_ratio()) + ")";
   }
   if (all_reduce_ratio() > 0) {
     if (!out.empty()) out += "; ";

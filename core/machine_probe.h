@@ -1,6 +1,7 @@
 #pragma once
 // The machine probe: a short fixed measurement each rank makes before its
-// first step (one layer GEMM forward, one all-reduce over every rank), kept
+// first step (one layer GEMM forward, one layer-norm backward, one
+// all-reduce over every rank), kept
 // in the run store (meta "machine_probe"). The planner predicts the same two
 // operations from the cluster the run was predicted on (meta
 // "predicted_step", key "machine_probe"), so a comparison can tell a model
@@ -20,6 +21,9 @@ inline constexpr std::string_view kMachineProbeMetaKey = "machine_probe";
 
 // What is probed. The GEMM is the calibration's layer GEMM: `tokens` rows
 // through a linear layer of `width` -> 4 x `width`, forward with its bias.
+// The loop is a layer norm's backward over `tokens` x `width`, right after
+// the GEMM threads read its output gradient, as the calibration times it:
+// on a CPU it shows how fast the cores hand each other cache lines.
 struct MachineProbeShape {
   int width = 0;
   std::string precision = "fp32";  // the run's compute precision
@@ -27,6 +31,7 @@ struct MachineProbeShape {
   int ranks = 1;  // the all-reduce's group: every rank of the run
   int tokens() const { return width; }
   int out() const { return 4 * width; }
+  std::int64_t loop_elements() const { return std::int64_t{tokens()} * width; }
 };
 
 // The probe's shape on an engine: a GEMM of a few milliseconds on a CPU,
@@ -37,6 +42,7 @@ MachineProbeShape machine_probe_shape(std::string_view backend, std::string_view
 struct MachineProbe {
   MachineProbeShape shape;
   double gemm_seconds = 0;
+  double loop_seconds = 0;        // 0 in a store recorded before the loop was probed
   double all_reduce_seconds = 0;  // 0 for one rank
 };
 
@@ -50,8 +56,9 @@ struct MachineDrift {
   MachineProbe measured;
   MachineProbe predicted;
   double gemm_ratio() const;
+  double loop_ratio() const;
   double all_reduce_ratio() const;
-  // Either ratio beyond 1 +/- `tolerance` (the 15 % a step prediction is held to).
+  // Any ratio beyond 1 +/- `tolerance` (the 15 % a step prediction is held to).
   bool drifted(double tolerance = 0.15) const;
   // "GEMM probe (256 x 256 -> 1024 fp32): 1.42 ms, the calibration says 1.12 ms (+27 %); ..."
   std::string text() const;

@@ -1117,9 +1117,12 @@ MachineProbe predict_machine_probe(const Cluster& cluster, const MachineProbeSha
   const double e = activation_bytes_of(k.compute);
   const double in_e = k.compute == Precision::fp8 ? 1.0 : e;
   // Every rank probes at once: ranks sharing cores each get their share
-  // (the probe's GEMM time is a mean over repetitions, preemptions included).
-  p.gemm_seconds = kn.linear(shape.tokens(), shape.out(), shape.width, in_e, e) /
-                   std::clamp(m.core_share, 0.01, 1.0);
+  // (the probe's times are means over repetitions, preemptions included).
+  const double share = std::clamp(m.core_share, 0.01, 1.0);
+  p.gemm_seconds = kn.linear(shape.tokens(), shape.out(), shape.width, in_e, e) / share;
+  // As layer_costs times a layer norm's backward.
+  const double elements = static_cast<double>(shape.loop_elements());
+  p.loop_seconds = kn.loop(m.loops.norm_backward_ns, elements, 4 * elements * e) / share;
   if (shape.ranks > 1) {
     const int per_node = std::clamp(m.gpus_per_node, 1, shape.ranks);
     const GroupPlacement g{per_node, (shape.ranks + per_node - 1) / per_node};

@@ -288,6 +288,7 @@ void run_stats(const StatsOptions& o, Context& ctx) {
             {"measured", json::parse(machine_probe_json(m->measured))},
             {"predicted", json::parse(machine_probe_json(m->predicted))},
             {"gemm_ratio", m->gemm_ratio()},
+            {"loop_ratio", m->loop_ratio()},
             {"all_reduce_ratio", m->all_reduce_ratio()},
             {"drifted", m->drifted()},
             {"text", m->text()}};

@@ -689,6 +689,11 @@ void RunView::showAnalysis() {
                     .arg(q(shape.precision)),
                 m->predicted.gemm_seconds, m->measured.gemm_seconds);
       }
+      if (m->loop_ratio() > 0) {
+        add_row(tr("probe: layer-norm backward, %1 elements")
+                    .arg(q(format_count(static_cast<double>(shape.loop_elements())))),
+                m->predicted.loop_seconds, m->measured.loop_seconds);
+      }
       if (m->all_reduce_ratio() > 0) {
         add_row(tr("probe: all-reduce %1 over %2 ranks")
                     .arg(q(format_bytes(static_cast<double>(shape.all_reduce_bytes))))

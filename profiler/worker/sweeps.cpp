@@ -254,6 +254,40 @@ OpSample repeat_after_gemms(const std::string& name, std::int64_t elements, doub
   return s;
 }
 
+// A layer norm over N tokens of width C: input, output (which the backward
+// reads as its output gradient) and weights filled.
+struct NormTensors {
+  Tensor x, y, dx, w, b, dw, db, mean, rstd;
+  NormTensors(Backend& backend, DType storage, int N, int C) {
+    const std::int64_t nc = std::int64_t{N} * C;
+    x = backend.alloc(nc, storage, "x");
+    y = backend.alloc(nc, storage, "y");
+    dx = backend.alloc(nc, storage, "dx");
+    w = backend.alloc(C, storage, "norm weight");
+    b = backend.alloc(C, storage, "norm bias");
+    dw = backend.alloc(C, DType::f32, "norm dweight");
+    db = backend.alloc(C, DType::f32, "norm dbias");
+    mean = backend.alloc(N, DType::f32, "mean");
+    rstd = backend.alloc(N, DType::f32, "rstd");
+    fill(backend, x, 2.0f);
+    fill(backend, y, 1.0f);
+    fill(backend, w, 1.0f);
+  }
+  void release(Backend& backend) {
+    for (Tensor* t : {&x, &y, &dx, &w, &b, &dw, &db, &mean, &rstd}) backend.release(*t);
+  }
+};
+
+// The layer norm's backward as training meets it: its input gradient is the
+// residual stream's, which the projection's GEMMs read just before.
+OpSample layernorm_backward_after_gemms(Backend& backend, NormTensors& n, int N, int C,
+                                        double seconds) {
+  return repeat_after_gemms(
+      "layernorm backward", std::int64_t{N} * C, seconds, {n.dx},
+      [&] { backend.layernorm_backward(n.dx, n.dw, n.db, n.y, n.x, n.w, n.mean, n.rstd, N, C); },
+      backend);
+}
+
 }  // namespace
 
 std::vector<OpSample> op_sweep(Backend& backend, DType storage, double seconds_per_point,
@@ -281,25 +315,11 @@ std::vector<OpSample> op_sweep(Backend& backend, DType storage, double seconds_p
           : std::vector<std::int64_t>{std::int64_t{1} << 16, std::int64_t{1} << 18, std::int64_t{1} << 20};
   for (const auto& [N, C] : shapes) {
     const std::int64_t nc = std::int64_t{N} * C;
-    Tensor x = backend.alloc(nc, storage, "x");
-    Tensor y = backend.alloc(nc, storage, "y");
-    Tensor dx = backend.alloc(nc, storage, "dx");
-    Tensor w = backend.alloc(C, storage, "norm weight");
-    Tensor b = backend.alloc(C, storage, "norm bias");
-    Tensor dw = backend.alloc(C, DType::f32, "norm dweight");
-    Tensor db = backend.alloc(C, DType::f32, "norm dbias");
-    Tensor mean = backend.alloc(N, DType::f32, "mean");
-    Tensor rstd = backend.alloc(N, DType::f32, "rstd");
-    fill(backend, x, 2.0f);
-    fill(backend, y, 1.0f);
-    fill(backend, w, 1.0f);
+    NormTensors norm(backend, storage, N, C);
+    auto& [x, y, dx, w, b, dw, db, mean, rstd] = norm;
     keep(repeat("layernorm", nc, seconds_per_point,
                 [&] { backend.layernorm_forward(y, mean, rstd, x, w, b, N, C); }, backend));
-    // Its input gradient is the residual stream's, which the projection's
-    // GEMMs read just before.
-    keep(repeat_after_gemms(
-        "layernorm backward", nc, seconds_per_point, {dx},
-        [&] { backend.layernorm_backward(dx, dw, db, y, x, w, mean, rstd, N, C); }, backend));
+    keep(layernorm_backward_after_gemms(backend, norm, N, C, seconds_per_point));
     keep(repeat("residual", nc, seconds_per_point, [&] { backend.residual_forward(dx, x, y, nc); },
                 backend));
     // GELU runs on the MLP's 4C-wide activations.
@@ -330,8 +350,8 @@ std::vector<OpSample> op_sweep(Backend& backend, DType storage, double seconds_p
     keep(repeat("cross-entropy", std::int64_t{N} * kVocab, seconds_per_point,
                 [&] { backend.crossentropy_forward_backward(losses, logits, tokens, N, kVocab, 1.0f); },
                 backend));
-    for (Tensor* t : {&x, &y, &dx, &w, &b, &dw, &db, &mean, &rstd, &h, &hg, &tokens, &wte, &wpe,
-                      &dwte, &dwpe, &logits, &losses}) {
+    norm.release(backend);
+    for (Tensor* t : {&h, &hg, &tokens, &wte, &wpe, &dwte, &dwpe, &logits, &losses}) {
       backend.release(*t);
     }
   }
@@ -398,6 +418,14 @@ MachineProbe probe_machine(Backend& backend, Communicator& world, DType storage,
   }
   for (const GemmSample& g : layer_gemm_sweep(backend, storage, {shape.width}, 4 * seconds)) {
     if (g.layout == "forward" && g.n == shape.out()) probe.gemm_seconds = g.seconds;
+  }
+  {
+    NormTensors norm(backend, storage, shape.tokens(), shape.width);
+    backend.layernorm_forward(norm.y, norm.mean, norm.rstd, norm.x, norm.w, norm.b,
+                              shape.tokens(), shape.width);
+    probe.loop_seconds =
+        layernorm_backward_after_gemms(backend, norm, shape.tokens(), shape.width, seconds).seconds;
+    norm.release(backend);
   }
   if (world.size() > 1 && shape.all_reduce_bytes > 0) {
     world.all_reduce(t);  // lines the ranks up after their GEMMs

@@ -71,8 +71,9 @@ double all_reduce_bus_factor(int ranks);  // 2(n-1)/n
 
 // The machine probe (core/machine_probe.h), untraced when no tracer is set:
 // the layer GEMM's forward as the layer sweep times it (about `seconds` of
-// it), and the median of 20 all-reduces over `world`, which every rank of
-// the run must call at once.
+// it), the layer norm's backward as the operation sweep times it (as long),
+// and the median of 20 all-reduces over `world`, which every rank of the
+// run must call at once.
 MachineProbe probe_machine(Backend& backend, Communicator& world, DType storage,
                            const MachineProbeShape& shape, double seconds);
 

@@ -583,42 +583,50 @@ void TestTraceAnalysis::machineProbe_data() {
   QTest::addColumn<QString>("recorded");   // meta machine_probe ("" for none)
   QTest::addColumn<QString>("predicted");  // the prediction's machine_probe ("" for none)
   QTest::addColumn<double>("gemm_ratio");  // -1: no comparison expected
+  QTest::addColumn<double>("loop_ratio");
   QTest::addColumn<double>("all_reduce_ratio");
   QTest::addColumn<bool>("drifted");
   QTest::addColumn<QString>("text");  // in the drift's text, else in the note
   const QString model = R"({"width": 256, "precision": "fp32", "all_reduce_bytes": 1048576,
-                            "ranks": 2, "gemm_seconds": 0.001, "all_reduce_seconds": 0.0001})";
+                            "ranks": 2, "gemm_seconds": 0.001, "loop_seconds": 0.0002,
+                            "all_reduce_seconds": 0.0001})";
   QTest::addRow("same machine")
       << R"({"width": 256, "precision": "fp32", "all_reduce_bytes": 1048576, "ranks": 2,
-             "gemm_seconds": 0.00105, "all_reduce_seconds": 0.000095})"
-      << model << 1.05 << 0.95 << false << "GEMM probe (256 x 256 -> 1024 fp32): 1.05 ms";
+             "gemm_seconds": 0.00105, "loop_seconds": 0.00021, "all_reduce_seconds": 0.000095})"
+      << model << 1.05 << 1.05 << 0.95 << false << "GEMM probe (256 x 256 -> 1024 fp32): 1.05 ms";
   QTest::addRow("slower network")
       << R"({"width": 256, "precision": "fp32", "all_reduce_bytes": 1048576, "ranks": 2,
-             "gemm_seconds": 0.001, "all_reduce_seconds": 0.00019})"
-      << model << 1.0 << 1.9 << true << "all-reduce probe (1.00 MiB over 2 ranks)";
-  QTest::addRow("slower GEMMs, one rank")
+             "gemm_seconds": 0.001, "loop_seconds": 0.0002, "all_reduce_seconds": 0.00019})"
+      << model << 1.0 << 1.0 << 1.9 << true << "all-reduce probe (1.00 MiB over 2 ranks)";
+  QTest::addRow("slower cache-line handover")
+      << R"({"width": 256, "precision": "fp32", "all_reduce_bytes": 1048576, "ranks": 2,
+             "gemm_seconds": 0.001, "loop_seconds": 0.00045, "all_reduce_seconds": 0.0001})"
+      << model << 1.0 << 2.25 << 1.0 << true
+      << "layer-norm backward probe (65.5 k elements): 450 µs, the model says 200 µs (+125 %)";
+  QTest::addRow("slower GEMMs, one rank, no loop probed")
       << R"({"width": 256, "precision": "fp32", "all_reduce_bytes": 1048576, "ranks": 1,
              "gemm_seconds": 0.0013, "all_reduce_seconds": 0})"
       << R"({"width": 256, "precision": "fp32", "all_reduce_bytes": 1048576, "ranks": 1,
-             "gemm_seconds": 0.001, "all_reduce_seconds": 0})"
-      << 1.3 << 0.0 << true << "(+30 %)";
-  QTest::addRow("no probe in the run") << "" << model << -1.0 << 0.0 << false
+             "gemm_seconds": 0.001, "loop_seconds": 0.0002, "all_reduce_seconds": 0})"
+      << 1.3 << 0.0 << 0.0 << true << "(+30 %)";
+  QTest::addRow("no probe in the run") << "" << model << -1.0 << 0.0 << 0.0 << false
                                        << "the run recorded no machine probe";
   QTest::addRow("no probe in the prediction")
-      << model << "" << -1.0 << 0.0 << false << "the prediction holds no machine probe";
+      << model << "" << -1.0 << 0.0 << 0.0 << false << "the prediction holds no machine probe";
   QTest::addRow("unreadable probe")
-      << R"({"width": "wide", "precision": "fp32"})" << model << -1.0 << 0.0 << false
+      << R"({"width": "wide", "precision": "fp32"})" << model << -1.0 << 0.0 << 0.0 << false
       << "meta machine_probe: /width: must be an integer";
   QTest::addRow("other shape")
       << R"({"width": 512, "precision": "fp32", "all_reduce_bytes": 1048576, "ranks": 2,
              "gemm_seconds": 0.001, "all_reduce_seconds": 0.0001})"
-      << model << -1.0 << 0.0 << false << "not the same shape";
+      << model << -1.0 << 0.0 << 0.0 << false << "not the same shape";
 }
 
 void TestTraceAnalysis::machineProbe() {
   QFETCH(QString, recorded);
   QFETCH(QString, predicted);
   QFETCH(double, gemm_ratio);
+  QFETCH(double, loop_ratio);
   QFETCH(double, all_reduce_ratio);
   QFETCH(bool, drifted);
   QFETCH(QString, text);
@@ -642,6 +650,7 @@ void TestTraceAnalysis::machineProbe() {
   }
   QVERIFY2(p.machine, p.machine_note.c_str());
   QVERIFY(std::abs(p.machine->gemm_ratio() - gemm_ratio) < 1e-9);
+  QVERIFY(std::abs(p.machine->loop_ratio() - loop_ratio) < 1e-9);
   QVERIFY(std::abs(p.machine->all_reduce_ratio() - all_reduce_ratio) < 1e-9);
   QCOMPARE(p.machine->drifted(), drifted);
   QVERIFY2(QString::fromStdString(p.machine->text()).contains(text), p.machine->text().c_str());

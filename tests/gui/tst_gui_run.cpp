@@ -97,7 +97,7 @@ void TestGuiRun::initTestCase() {
       "predicted_step",
       R"({"step_seconds": 0.001, "machine_probe": {"width": 256, "precision": "fp32",
           "all_reduce_bytes": 1048576, "ranks": 2, "gemm_seconds": 1e-9,
-          "all_reduce_seconds": 1e-9}})");
+          "loop_seconds": 1e-9, "all_reduce_seconds": 1e-9}})");
   const cs::test::WorkerRun run = cs::test::run_worker(spec);
   QVERIFY2(run.report.outcome == launch::Outcome::completed, run.report.message.c_str());
   cpu_store_ = QString::fromStdString(run.report.run_store);
@@ -697,6 +697,8 @@ void TestGuiRun::machineProbeRows() {
   QVERIFY2(rows.contains(QStringLiteral("The machine, probed before the first step")),
            qPrintable(rows.join(" | ")));
   QVERIFY2(gemm_row >= 0, qPrintable(rows.join(" | ")));
+  QVERIFY2(rows.contains(QStringLiteral("probe: layer-norm backward, 65.5 k elements")),
+           qPrintable(rows.join(" | ")));
   QVERIFY2(rows.contains(QStringLiteral("probe: all-reduce 1.00 MiB over 2 ranks")),
            qPrintable(rows.join(" | ")));
   QVERIFY(std::any_of(rows.begin(), rows.end(), [](const QString& r) {

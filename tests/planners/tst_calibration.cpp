@@ -568,10 +568,12 @@ void TestCalibration::calibrateRunPredictLearn() {
     QCOMPARE(p["width"].toInt(), 256);
     QCOMPARE(p["ranks"].toInt(), 2);
     QCOMPARE(p["precision"].toString(), QString("fp32"));
-    QVERIFY2(p["gemm_seconds"].toDouble() > 0 && p["all_reduce_seconds"].toDouble() > 0,
+    QVERIFY2(p["gemm_seconds"].toDouble() > 0 && p["loop_seconds"].toDouble() > 0 &&
+                 p["all_reduce_seconds"].toDouble() > 0,
              qPrintable(QJsonDocument(p).toJson()));
   }
-  QVERIFY(probe["gemm_ratio"].toDouble() > 0 && probe["all_reduce_ratio"].toDouble() > 0);
+  QVERIFY(probe["gemm_ratio"].toDouble() > 0 && probe["loop_ratio"].toDouble() > 0 &&
+          probe["all_reduce_ratio"].toDouble() > 0);
   QVERIFY(probe["text"].toString().startsWith("GEMM probe (256 x 256 -> 1024 fp32)"));
   {
     auto reader = cs::trace::TraceReader::open(run_store.toStdString());
