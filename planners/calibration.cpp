@@ -410,11 +410,16 @@ void fit_gemm(const PhaseData& d, const FitOptions& options, double memory_rate,
     if (use_bytes) full[k] = (*solved)[i++];
     if (use_ramp) full[k + 1] = (*solved)[i++];
     beta = full;
-    if (use_bytes && full[k] < 0) {
+    // A negative term, or a rate that is not one (sizes whose FLOPs and
+    // bytes grow together let the bytes' column take the FLOPs' time on a
+    // noisy machine): the bytes, then the fixed cost, are dropped.
+    const bool no_rate = std::any_of(full.begin(), full.begin() + static_cast<std::ptrdiff_t>(k),
+                                     [](double a) { return !(a > 0); });
+    if (use_bytes && (full[k] < 0 || no_rate)) {
       use_bytes = false;
       continue;
     }
-    if (use_ramp && full[k + 1] < 0) {
+    if (use_ramp && (full[k + 1] < 0 || no_rate)) {
       use_ramp = false;
       continue;
     }
