@@ -706,6 +706,8 @@ void TestGuiRun::machineProbeRows() {
   }));
   // The error column, (predicted - measured) / measured: about -100 % against 1 ns.
   QVERIFY(table->item(gemm_row, 3)->text().toDouble() < -99);
+  view.tabs()->setCurrentWidget(table);
+  cs::gui::test::saveScreenshot(&view, QStringLiteral("run-machine-probe"));
 }
 
 QTEST_MAIN(TestGuiRun)
