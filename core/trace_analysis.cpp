@@ -548,7 +548,8 @@ void compare_machine_probes(const TraceReader& reader, const std::string& predic
   const bool predicted = j.is_object() && j.contains(key);
   if (!recorded && !predicted) return;
   if (!recorded) {
-    out.machine_note = "the run recorded no machine probe (an older run, or the single-process CUDA mode)";
+    out.machine_note =
+        "the run recorded no machine probe (an older run, or the single-process CUDA mode)";
     return;
   }
   if (!predicted) {

@@ -17,6 +17,7 @@
 #include <QTextStream>
 #include <QtTest>
 #include <cmath>
+#include <functional>
 
 #include "core/trace_reader.h"
 #include "core/trace_writer.h"
@@ -65,6 +66,21 @@ QStringList tiny() {
 
 QString fixture(const QString& name) {
   return QStringLiteral(CS_DATA_DIR "/nccl-tests/") + name;
+}
+
+// A run store written by `write` (events of a CPU-engine run), then fitted
+// as learning fits a run.
+cs::Result<cs::plan::Calibration> fit_written_store(
+    const std::function<void(cs::trace::TraceWriter&)>& write) {
+  QTemporaryDir dir;
+  const std::string path = dir.filePath("run.db").toStdString();
+  auto created = cs::trace::TraceWriter::create(path, cs::trace::RunInfo{"run", "cpu-engine"});
+  if (!created) return created.error();
+  write(**created);
+  if (auto closed = (*created)->close(); !closed) return closed.error();
+  auto reader = cs::trace::TraceReader::open(path);
+  if (!reader) return reader.error();
+  return cs::plan::fit_store(**reader);
 }
 
 }  // namespace
@@ -236,40 +252,33 @@ void TestCalibration::learningReplacesTheCpuGemmRate() {
 // no one: 2 ring steps of 10 us plus the bytes at 5 GB/s.
 void TestCalibration::collectivesAreTimedOnTheLastRankToArrive() {
   namespace tr = cs::trace;
-  QTemporaryDir dir;
-  const std::string path = dir.filePath("skewed.db").toStdString();
-  auto created = tr::TraceWriter::create(path, tr::RunInfo{"skewed run", "cpu-engine"});
-  QVERIFY2(created, created ? "" : created.message().c_str());
-  tr::TraceWriter& w = **created;
   const double alpha = 10e-6, bandwidth = 5e9, wait = 3e-3;
-  for (std::int32_t rank : {0, 1}) {
-    w.add_rank({rank, "box", "CPU", 100 + rank, 0, false});
-    const tr::LaneId lane = w.add_lane(rank, tr::LaneKind::cpu_thread, "communication");
-    std::int64_t t = 0;
-    for (int step = 1; step <= 3; ++step) {
-      for (double bytes : {65536.0, 262144.0, 1048576.0, 4194304.0}) {
-        const double transfer = 2 * alpha + bytes / bandwidth;
-        const double took = rank == 0 ? transfer + wait : transfer;
-        t += 5'000'000;
-        tr::Event e;
-        e.lane = lane;
-        e.kind = tr::EventKind::collective;
-        e.category = tr::Category::communication;
-        e.start_ns = t + (rank == 0 ? 0 : static_cast<std::int64_t>(wait * 1e9));
-        e.end_ns = e.start_ns + static_cast<std::int64_t>(took * 1e9);
-        e.name = w.intern("dp all-reduce");
-        e.collective = tr::Collective::all_reduce;
-        e.bytes = static_cast<std::int64_t>(bytes);
-        e.group_size = 2;
-        e.step = step;
-        w.add(e);
+  auto fit = fit_written_store([&](tr::TraceWriter& w) {
+    for (std::int32_t rank : {0, 1}) {
+      w.add_rank({rank, "box", "CPU", 100 + rank, 0, false});
+      const tr::LaneId lane = w.add_lane(rank, tr::LaneKind::cpu_thread, "communication");
+      std::int64_t t = 0;
+      for (int step = 1; step <= 3; ++step) {
+        for (double bytes : {65536.0, 262144.0, 1048576.0, 4194304.0}) {
+          const double transfer = 2 * alpha + bytes / bandwidth;
+          const double took = rank == 0 ? transfer + wait : transfer;
+          t += 5'000'000;
+          tr::Event e;
+          e.lane = lane;
+          e.kind = tr::EventKind::collective;
+          e.category = tr::Category::communication;
+          e.start_ns = t + (rank == 0 ? 0 : static_cast<std::int64_t>(wait * 1e9));
+          e.end_ns = e.start_ns + static_cast<std::int64_t>(took * 1e9);
+          e.name = w.intern("dp all-reduce");
+          e.collective = tr::Collective::all_reduce;
+          e.bytes = static_cast<std::int64_t>(bytes);
+          e.group_size = 2;
+          e.step = step;
+          w.add(e);
+        }
       }
     }
-  }
-  QVERIFY(w.close());
-  auto reader = tr::TraceReader::open(path);
-  QVERIFY(reader);
-  auto fit = cs::plan::fit_store(**reader);
+  });
   QVERIFY2(fit, fit ? "" : fit.message().c_str());
   QCOMPARE(fit->devices.size(), std::size_t{1});
   QVERIFY(fit->devices[0].link);
@@ -284,38 +293,31 @@ void TestCalibration::collectivesAreTimedOnTheLastRankToArrive() {
 // dropped and the rate fitted with the fixed cost: a rate, not "no rate".
 void TestCalibration::gemmRateStandsWhenBytesTakeTheTime() {
   namespace tr = cs::trace;
-  QTemporaryDir dir;
-  const std::string path = dir.filePath("gemms.db").toStdString();
-  auto created = tr::TraceWriter::create(path, tr::RunInfo{"noisy gemms", "cpu-engine"});
-  QVERIFY2(created, created ? "" : created.message().c_str());
-  tr::TraceWriter& w = **created;
-  w.add_rank({0, "box", "CPU", 100, 0, false});
-  const tr::LaneId lane = w.add_lane(0, tr::LaneKind::cpu_thread, "compute");
-  struct Point {
-    double flops, bytes, seconds;
-  };
-  const Point points[] = {{1e9, 1e6, 10e-3}, {2e9, 4e6, 11e-3}, {4e9, 16e6, 18e-3}};
-  std::int64_t t = 0;
-  for (int step = 1; step <= 3; ++step) {
-    for (const Point& p : points) {
-      tr::Event e;
-      e.lane = lane;
-      e.kind = tr::EventKind::kernel;
-      e.category = tr::Category::compute;
-      e.start_ns = t;
-      e.end_ns = t + static_cast<std::int64_t>(p.seconds * 1e9);
-      t = e.end_ns + 1000;
-      e.name = w.intern("mlp.fc fp32");
-      e.flops = p.flops;
-      e.bytes = static_cast<std::int64_t>(p.bytes);
-      e.step = step;
-      w.add(e);
+  auto fit = fit_written_store([](tr::TraceWriter& w) {
+    w.add_rank({0, "box", "CPU", 100, 0, false});
+    const tr::LaneId lane = w.add_lane(0, tr::LaneKind::cpu_thread, "compute");
+    struct Point {
+      double flops, bytes, seconds;
+    };
+    const Point points[] = {{1e9, 1e6, 10e-3}, {2e9, 4e6, 11e-3}, {4e9, 16e6, 18e-3}};
+    std::int64_t t = 0;
+    for (int step = 1; step <= 3; ++step) {
+      for (const Point& p : points) {
+        tr::Event e;
+        e.lane = lane;
+        e.kind = tr::EventKind::kernel;
+        e.category = tr::Category::compute;
+        e.start_ns = t;
+        e.end_ns = t + static_cast<std::int64_t>(p.seconds * 1e9);
+        t = e.end_ns + 1000;
+        e.name = w.intern("mlp.fc fp32");
+        e.flops = p.flops;
+        e.bytes = static_cast<std::int64_t>(p.bytes);
+        e.step = step;
+        w.add(e);
+      }
     }
-  }
-  QVERIFY(w.close());
-  auto reader = tr::TraceReader::open(path);
-  QVERIFY(reader);
-  auto fit = cs::plan::fit_store(**reader);
+  });
   QVERIFY2(fit, fit ? "" : fit.message().c_str());
   QCOMPARE(fit->devices.size(), std::size_t{1});
   QString notes;
