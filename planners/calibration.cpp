@@ -170,9 +170,13 @@ struct PhaseData {
   // kind -> size (elements, or FLOPs for attention) -> mean
   std::map<std::string, std::map<double, Mean>> loops;
   std::map<std::tuple<std::string, int, double>, Mean> collectives;  // (collective, ranks, bytes)
+  // GEMMs of a GPU run recorded without their operand bytes: not fitted,
+  // since the planner adds their operand traffic to their FLOPs' time.
+  std::int64_t gemms_without_bytes = 0;
 
   // Pools another store's operations of the same configuration into these.
   void absorb(const PhaseData& other) {
+    gemms_without_bytes += other.gemms_without_bytes;
     for (const auto& [k, m] : other.gemm) gemm[k].absorb(m);
     for (const auto& [k, m] : other.memory) memory[k].absorb(m);
     for (const auto& [kind, sizes] : other.loops) {
@@ -262,6 +266,71 @@ Result<std::vector<CalibrationPhase>> phases_of(const trace::TraceReader& r, Cal
   return phases;
 }
 
+// One operation of the worker as a sample of its kind: a loop by its name,
+// else a GEMM by its FLOPs.
+struct OpSample {
+  std::string_view name;
+  double flops = 0;
+  double bytes = 0;
+  std::int64_t count = 0;
+  trace::DataType dtype = trace::DataType::none;
+  double seconds = 0;
+};
+
+void add_sample(PhaseData& d, const OpSample& op, bool gpu) {
+  if (auto kind = loop_kind_of(op.name)) {
+    const bool attention = kind->starts_with("attention");
+    const double size = attention ? op.flops : static_cast<double>(op.count);
+    if (size > 0) d.loops[std::string(*kind)][size].add(op.seconds);
+    return;
+  }
+  if (op.name == "accumulate" && op.bytes > 0) {
+    d.memory[op.bytes].add(op.seconds);
+    return;
+  }
+  if (op.flops <= 0) return;
+  if (gpu && op.bytes <= 0) {
+    ++d.gemms_without_bytes;
+    return;
+  }
+  auto precision = precision_of_name(op.name);
+  if (!precision) precision = precision_of_type(op.dtype);
+  if (!precision) precision = precision_from_string(d.phase.precision);
+  if (precision) d.gemm[{*precision, op.flops, op.bytes}].add(op.seconds);
+}
+
+// A GPU rank's operations: the worker's host-side ranges (its GEMMs, with
+// their FLOPs and bytes) take the GPU time of the kernels launched inside
+// them, tied by correlation id to the launching API call.
+struct GpuRank {
+  struct HostOp {
+    std::int64_t start_ns = 0, end_ns = 0;
+    OpSample op;
+    int step = 0;
+    int kernels = 0;
+  };
+  std::vector<HostOp> ops;
+  std::map<std::int64_t, std::int64_t> launch_ns;             // API call start by correlation
+  std::vector<std::pair<std::int64_t, double>> kernels;       // (correlation, seconds)
+};
+
+// The CUDA engine's own kernels (its bias add, FP8 casts) inside a GEMM's
+// range are not the GEMM library's: the planner assumes the bias fused
+// into the GEMM, as Megatron-style frameworks run it, and times the casts
+// apart.
+bool engine_kernel(std::string_view name) { return name.find("cs::worker::") != std::string_view::npos; }
+
+// The worker's host range names a GEMM "gemm <op>": the op is what the
+// sample is named for. Its batched attention GEMMs are part of the
+// attention core, which the planner times as one operation: not a GEMM
+// sample of the linear layers.
+std::optional<std::string_view> gpu_sample_name(std::string_view host_op) {
+  if (!host_op.starts_with("gemm ")) return host_op;
+  host_op.remove_prefix(5);
+  if (host_op.starts_with("attention")) return std::nullopt;
+  return host_op;
+}
+
 Status collect(const trace::TraceReader& r, std::vector<PhaseData>& data) {
   auto phase_of = [&](std::int32_t rank) -> PhaseData* {
     for (PhaseData& d : data) {
@@ -269,6 +338,16 @@ Status collect(const trace::TraceReader& r, std::vector<PhaseData>& data) {
     }
     return nullptr;
   };
+  // Ranks with a GPU stream: their compute is their kernels' (CUDA engine,
+  // profiled programs); the others' is the worker's own events (CPU engine).
+  std::map<std::int32_t, GpuRank> gpu;
+  std::set<std::uint32_t> stream_lanes;
+  for (const trace::LaneInfo& l : r.lanes()) {
+    if (l.kind == trace::LaneKind::gpu_stream) {
+      gpu[l.rank];
+      stream_lanes.insert(l.id.value);
+    }
+  }
   // Each collective call, per rank in the order it made them: (start, seconds)
   // under (configuration, collective, ranks, bytes, event name).
   using CallKey = std::tuple<PhaseData*, std::string, int, double, std::string>;
@@ -276,15 +355,35 @@ Status collect(const trace::TraceReader& r, std::vector<PhaseData>& data) {
   const trace::TimeRange range = r.time_range();
   Status walked = r.for_each_event({}, range.start_ns, range.end_ns + 1, [&](const trace::StoredEvent& se) {
     const trace::Event& e = se.event;
-    // The first step warms caches up and allocates: measured from the second.
-    if (e.step == 0) return true;
     PhaseData* d = phase_of(se.rank);
     if (!d) return true;
+    auto on_gpu = gpu.find(se.rank);
+    if (on_gpu != gpu.end()) {
+      // Launches and kernels carry no step: their host op's says.
+      if (e.kind == trace::EventKind::api_call && e.correlation > 0) {
+        on_gpu->second.launch_ns.emplace(e.correlation, e.start_ns);
+        return true;
+      }
+      if (e.kind == trace::EventKind::kernel && e.category == trace::Category::compute &&
+          e.correlation > 0 && stream_lanes.count(e.lane.value)) {
+        if (!engine_kernel(r.string(e.name))) {
+          on_gpu->second.kernels.emplace_back(e.correlation,
+                                              static_cast<double>(e.end_ns - e.start_ns) * 1e-9);
+        }
+        return true;
+      }
+    }
+    // The first step warms caches up and allocates: measured from the second.
+    if (e.step == 0) return true;
     const double seconds = static_cast<double>(e.end_ns - e.start_ns) * 1e-9;
     if (seconds <= 0) return true;
     const std::string& name = r.string(e.name);
-    if (e.kind == trace::EventKind::collective && e.collective != trace::Collective::none &&
-        e.bytes > 0) {
+    // Collectives: the engines' own events, or NCCL's kernels sized from its
+    // NVTX ranges.
+    const bool sized_collective = e.kind == trace::EventKind::collective ||
+                                  (e.kind == trace::EventKind::kernel &&
+                                   e.category == trace::Category::communication);
+    if (sized_collective && e.collective != trace::Collective::none && e.bytes > 0) {
       const int ranks = e.group_size > 0 ? e.group_size : d->phase.ranks;
       if (ranks > 1) {
         calls[{d, std::string(trace::to_string(e.collective)), ranks, static_cast<double>(e.bytes),
@@ -293,26 +392,44 @@ Status collect(const trace::TraceReader& r, std::vector<PhaseData>& data) {
       }
       return true;
     }
-    if (e.kind != trace::EventKind::kernel || e.category != trace::Category::compute) return true;
-    if (auto kind = loop_kind_of(name)) {
-      const bool attention = kind->starts_with("attention");
-      const double size = attention ? e.flops : static_cast<double>(e.count);
-      if (size > 0) d->loops[std::string(*kind)][size].add(seconds);
+    if (e.category != trace::Category::compute) return true;
+    const OpSample op{name, e.flops, static_cast<double>(e.bytes), e.count, e.dtype, seconds};
+    if (on_gpu != gpu.end()) {
+      if (e.kind == trace::EventKind::cpu_op)
+        on_gpu->second.ops.push_back({e.start_ns, e.end_ns, op, e.step, 0});
       return true;
     }
-    if (name == "accumulate" && e.bytes > 0) {
-      d->memory[static_cast<double>(e.bytes)].add(seconds);
-      return true;
-    }
-    if (e.flops > 0) {
-      auto precision = precision_of_name(name);
-      if (!precision) precision = precision_of_type(e.dtype);
-      if (!precision) precision = precision_from_string(d->phase.precision);
-      if (precision) d->gemm[{*precision, e.flops, static_cast<double>(e.bytes)}].add(seconds);
-    }
+    if (e.kind == trace::EventKind::kernel) add_sample(*d, op, false);
     return true;
   });
   if (!walked) return walked;
+  for (auto& [rank, g] : gpu) {
+    PhaseData* d = phase_of(rank);
+    if (!d) continue;
+    std::sort(g.ops.begin(), g.ops.end(), [](const GpuRank::HostOp& a, const GpuRank::HostOp& b) {
+      return a.start_ns < b.start_ns;
+    });
+    for (GpuRank::HostOp& op : g.ops)
+      op.op.seconds = 0;
+    for (const auto& [correlation, seconds] : g.kernels) {
+      auto launch = g.launch_ns.find(correlation);
+      if (launch == g.launch_ns.end()) continue;
+      const std::int64_t t = launch->second;
+      auto it = std::upper_bound(g.ops.begin(), g.ops.end(), t,
+                                 [](std::int64_t v, const GpuRank::HostOp& o) { return v < o.start_ns; });
+      if (it == g.ops.begin() || std::prev(it)->end_ns <= t) continue;
+      std::prev(it)->op.seconds += seconds;
+      ++std::prev(it)->kernels;
+    }
+    for (const GpuRank::HostOp& op : g.ops) {
+      if (op.kernels == 0 || op.step == 0 || op.op.seconds <= 0) continue;
+      auto name = gpu_sample_name(op.op.name);
+      if (!name) continue;
+      OpSample sample = op.op;
+      sample.name = *name;
+      add_sample(*d, sample, true);
+    }
+  }
   // One sample per call: the n-th call of every rank is one collective, and
   // its shortest duration is the rank that arrived last, which waited for no
   // one. The others' durations add the time they waited for it (in a
@@ -380,7 +497,13 @@ void fit_gemm(const PhaseData& d, const FitOptions& options, double memory_rate,
                                     precisions.begin());
   };
   const double known_rate = operand_rate ? 0.0 : memory_rate;
-  auto memory_time = [&](double bytes) { return known_rate > 0 ? bytes / known_rate : 0.0; };
+  // A GPU's fixed cost per kernel is the datasheet's, which the planner adds
+  // to every GEMM: the ramp fitted is what a GEMM takes beyond it.
+  const double launch =
+      options.datasheet ? options.datasheet->efficiency.kernel_launch_us * 1e-6 : 0.0;
+  auto known_time = [&](double bytes) {
+    return (known_rate > 0 ? bytes / known_rate : 0.0) + launch;
+  };
   // Columns k (bytes) and k + 1 (ramp) are dropped when they come out negative.
   bool use_bytes = operand_rate, use_ramp = true;
   std::optional<std::vector<double>> beta;
@@ -397,7 +520,7 @@ void fit_gemm(const PhaseData& d, const FitOptions& options, double memory_rate,
       if (use_bytes) active.push_back(row[k]);
       if (use_ramp) active.push_back(row[k + 1]);
       x.push_back(active);
-      y.push_back(t - memory_time(key.bytes));
+      y.push_back(t - known_time(key.bytes));
       // Relative error, each size counted once whatever its repetitions.
       w.push_back(1 / (t * t));
     }
@@ -456,7 +579,7 @@ void fit_gemm(const PhaseData& d, const FitOptions& options, double memory_rate,
     std::vector<FitPoint> points;
     for (const auto& [key, m] : d.gemm) {
       if (key.precision != p) continue;
-      const double predicted = key.flops * a + fit.ramp + memory_time(key.bytes) + c * key.bytes;
+      const double predicted = key.flops * a + fit.ramp + known_time(key.bytes) + c * key.bytes;
       char label[64];
       std::snprintf(label, sizeof label, "gemm %.3g GFLOP %s", key.flops / 1e9,
                     std::string(to_string(p)).c_str());
@@ -714,6 +837,12 @@ Result<Calibration> fit_stores(const std::vector<const trace::TraceReader*>& sto
           notes.push_back("link: " + link.message());
         }
       }
+    }
+    if (d.gemms_without_bytes > 0) {
+      notes.push_back(std::to_string(d.gemms_without_bytes) +
+                      " GEMMs carry no operand bytes (recorded by an engine before it recorded "
+                      "them): not learnt, since the planner adds their operand traffic to the "
+                      "time of their FLOPs");
     }
     if (fit.gemm.empty() && !fit.memory_rate && fit.loops.empty() && !fit.link) {
       notes.push_back("nothing to fit among the events of " + std::to_string(d.phase.ranks) +

@@ -46,6 +46,27 @@ fs::path presets_file_for(const fs::path& dir, std::string_view host, std::strin
   return dir / (name + ".json");
 }
 
+namespace {
+
+// The user preset file of `dir` that defines cluster `name`, if one does: a
+// refinement replaces the cluster where it stands, since a second file
+// defining the same name would make the whole folder unreadable.
+std::optional<fs::path> user_file_defining(const fs::path& dir, const std::string& name,
+                                           const PresetCatalog& catalog) {
+  std::error_code ec;
+  for (const fs::directory_entry& entry : fs::directory_iterator(dir, ec)) {
+    if (entry.path().extension() != ".json") continue;
+    auto bundle = read_preset_bundle(entry.path(), catalog);
+    if (!bundle) continue;
+    for (const Cluster& c : bundle->clusters) {
+      if (c.name == name) return entry.path();
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
 Status merge_into_presets_file(const fs::path& file, const PresetBundle& bundle,
                                const PresetCatalog& catalog) {
   PresetBundle merged;
@@ -169,15 +190,27 @@ Result<std::vector<RunRefinement>> refine_from_runs(const std::vector<std::strin
                         : "")};
     }
     if (!base->gpu) return Error{"cluster " + name + " has no device to refine"};
-    if (!base->intra_node.name.empty()) {
-      // The runs' collectives may not show a bandwidth: then their latency
-      // is fitted at the link's (the first fit took the best a message reached).
-      plan::FitOptions options;
+    plan::FitOptions options;
+    // A GPU's GEMMs are fitted against its datasheet, their operands at its
+    // memory rate, as the calibration fits them.
+    if (fit->engine != "cpu") options.datasheet = base->gpu;
+    // The runs' collectives may not show a bandwidth: then their latency
+    // is fitted at the link's (the first fit took the best a message reached).
+    if (!base->intra_node.name.empty())
       options.link_bandwidth = base->intra_node.bandwidth * base->intra_node.efficiency;
+    if (options.datasheet || options.link_bandwidth) {
       auto again = plan::fit_stores(stores, options);
       if (again && !again->devices.empty()) fit = std::move(again);
     }
     const plan::DeviceFit& device = fit->devices.front();
+    if (device.gemm.empty() && !device.memory_rate && device.loops.empty() && !device.link) {
+      std::string why;
+      for (const std::string& n : fit->notes) why += (why.empty() ? "" : "; ") + n;
+      std::string runs;
+      for (const std::string& r : out.runs) runs += (runs.empty() ? "" : ", ") + r;
+      return Error{runs + ": nothing to learn" + (why.empty() ? "" : " (" + why + ")") +
+                   "; cluster " + name + " left as it was"};
+    }
     out.base_cluster = name;
     std::string source = out.runs.size() == 1 ? "the run " : "the runs ";
     for (std::size_t i = 0; i < out.runs.size(); ++i) {
@@ -197,7 +230,8 @@ Result<std::vector<RunRefinement>> refine_from_runs(const std::vector<std::strin
       const fs::path dir = presets_dir_or_default(presets_dir);
       if (dir.empty())
         return Error{"no presets folder to save into: set CLUSTERSCOPE_USER_PRESETS or HOME"};
-      out.presets_file = presets_file_for(dir, out.fit.host, out.fit.engine);
+      out.presets_file = user_file_defining(dir, name, catalog)
+                             .value_or(presets_file_for(dir, out.fit.host, out.fit.engine));
       if (Status s = merge_into_presets_file(out.presets_file, out.presets, catalog); !s)
         return s.error();
     }

@@ -536,7 +536,7 @@ class CudaBackend final : public Backend {
   void matmul_forward(Tensor out, Tensor inp, Tensor weight, Tensor bias, int N, int C, int OC,
                       std::string_view op_name) override {
     const double flops = 2.0 * N * C * OC;
-    Hooked h(*this, op_name, "", flops);
+    Hooked h(*this, op_name, "", flops, operand_bytes(N, C, OC, inp, weight, out));
     if (compute_ == CudaCompute::fp8 && C % 16 == 0 && OC % 16 == 0 && N % 16 == 0) {
       fp8_gemm_nt(out, inp, weight, N, C, OC);
     } else {
@@ -555,12 +555,12 @@ class CudaBackend final : public Backend {
                        Tensor weight, int N, int C, int OC, std::string_view op_name) override {
     const double flops = 2.0 * N * C * OC;
     if (!dinp.empty()) {
-      Hooked h(*this, op_name, " dgrad", flops);
+      Hooked h(*this, op_name, " dgrad", flops, operand_bytes(N, OC, C, dout, weight, dinp));
       // dinp^T[C,N] = W^T[C,OC] . dout^T[OC,N]
       gemm(CUBLAS_OP_N, CUBLAS_OP_N, C, N, OC, weight, C, dout, OC, dinp, C, 0.0f);
     }
     {
-      Hooked h(*this, op_name, " wgrad", flops);
+      Hooked h(*this, op_name, " wgrad", flops, operand_bytes(C, N, OC, inp, dout, dweight));
       // dW^T[C,OC] += inp^T[C,N] . dout[N,OC]
       gemm(CUBLAS_OP_N, CUBLAS_OP_T, C, OC, N, inp, C, dout, OC, dweight, C, 1.0f);
     }
@@ -751,12 +751,14 @@ class CudaBackend final : public Backend {
 
   // Names the GEMM for the tracer (NVTX range + the hooks' correlation).
   struct Hooked {
-    Hooked(CudaBackend& b, std::string_view name, const char* suffix, double flops) : backend(b) {
+    Hooked(CudaBackend& b, std::string_view name, const char* suffix, double flops,
+           std::int64_t bytes = 0)
+        : backend(b) {
       std::string label(name);
       label += suffix;
       id = ++b.gemm_ids_;
       nvtxRangePushA(label.c_str());
-      if (backend.hooks_.before) backend.hooks_.before(id, label, flops);
+      if (backend.hooks_.before) backend.hooks_.before(id, label, flops, bytes);
     }
     ~Hooked() {
       if (backend.hooks_.after) backend.hooks_.after(id);
@@ -765,6 +767,14 @@ class CudaBackend final : public Backend {
     CudaBackend& backend;
     std::uint64_t id = 0;
   };
+
+  // What a GEMM [rows x inner] . [inner x cols] reads and writes, as the
+  // planner counts it: both operands once and the result once.
+  static std::int64_t operand_bytes(std::int64_t rows, std::int64_t inner, std::int64_t cols,
+                                    const Tensor& a, const Tensor& b, const Tensor& result) {
+    return rows * inner * dtype_bytes(a.dtype) + inner * cols * dtype_bytes(b.dtype) +
+           rows * cols * dtype_bytes(result.dtype);
+  }
 
   void check_launch() { CS_CUDA(cudaGetLastError()); }
 

@@ -33,11 +33,13 @@ struct CudaDeviceInfo {
 Result<int> cuda_device_count();
 Result<CudaDeviceInfo> cuda_device_info(int device);
 
-// Called around every GEMM launch with a fresh id and the GEMM's name and
-// FLOPs, so that a tracer can tie the kernels cuBLAS launches to the work they
-// do (CUPTI external correlation); the engine itself knows nothing of CUPTI.
+// Called around every GEMM launch with a fresh id and the GEMM's name,
+// FLOPs and operand bytes, so that a tracer can tie the kernels cuBLAS
+// launches to the work they do (CUPTI external correlation); the engine
+// itself knows nothing of CUPTI.
 struct GemmHooks {
-  std::function<void(std::uint64_t id, std::string_view name, double flops)> before;
+  std::function<void(std::uint64_t id, std::string_view name, double flops, std::int64_t bytes)>
+      before;
   std::function<void(std::uint64_t id)> after;
 };
 

@@ -573,23 +573,27 @@ std::unique_ptr<profiler::Tracer> start_cupti(RankTrace& trace, int rank, const 
   return std::move(tracer).value();
 }
 
-// GEMMs as host-side ops with their FLOPs; the kernels they launch are the
-// CUPTI launches inside each op's interval on the same thread.
+// GEMMs as host-side ops with their FLOPs and operand bytes; the kernels
+// they launch are the CUPTI launches inside each op's interval on the same
+// thread (what learning from the run fits: planners/calibration.cpp).
 void trace_gemms(Backend& backend, OpTracer* tracer) {
   if (!tracer) return;
-  auto starts = std::make_shared<std::vector<std::pair<std::uint64_t, std::int64_t>>>();
-  auto names = std::make_shared<std::vector<std::pair<std::string, double>>>();
-  GemmHooks hooks;
-  hooks.before = [starts, names](std::uint64_t id, std::string_view name, double flops) {
-    starts->emplace_back(id, OpTracer::now_ns());
-    names->emplace_back(std::string(name), flops);
+  struct Open {
+    std::int64_t start_ns;
+    std::string name;
+    double flops;
+    std::int64_t bytes;
   };
-  hooks.after = [starts, names, tracer](std::uint64_t) {
-    const std::int64_t start = starts->back().second;
-    tracer->record(tracer->compute_lane(), trace::EventKind::cpu_op, trace::Category::compute, start,
-                   OpTracer::now_ns(), "gemm " + names->back().first, names->back().second);
-    starts->pop_back();
-    names->pop_back();
+  auto open = std::make_shared<std::vector<Open>>();
+  GemmHooks hooks;
+  hooks.before = [open](std::uint64_t, std::string_view name, double flops, std::int64_t bytes) {
+    open->push_back({OpTracer::now_ns(), std::string(name), flops, bytes});
+  };
+  hooks.after = [open, tracer](std::uint64_t) {
+    const Open& op = open->back();
+    tracer->record(tracer->compute_lane(), trace::EventKind::cpu_op, trace::Category::compute,
+                   op.start_ns, OpTracer::now_ns(), "gemm " + op.name, op.flops, op.bytes);
+    open->pop_back();
   };
   set_gemm_hooks(backend, std::move(hooks));
 }
