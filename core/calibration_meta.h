@@ -14,6 +14,10 @@
 namespace cs {
 
 inline constexpr std::string_view kCalibrationMetaKey = "calibration";
+// The annotation over a calibration's cold all-reduces: the collectives
+// inside it are timed as a training step meets its gradients after
+// backward, their buffers out of the caches (Link::cold_*).
+inline constexpr std::string_view kColdCollectivesAnnotation = "all-reduce sweep, caches cold";
 
 struct CalibrationPhase {
   int ranks = 1;       // ranks that ran at once (the machine's share each got)

@@ -106,6 +106,12 @@ struct Link {
   double bandwidth = 0;      // bytes/s, per direction, per port
   double latency = 0;        // seconds, one message end to end (the alpha of alpha-beta)
   double efficiency = 0.85;  // fraction of bandwidth that collectives reach as bus bandwidth
+  // Collectives whose buffers a training step has pushed out of the caches
+  // (the CPU engine's gradient all-reduce after backward), as the
+  // calibration's cold all-reduce sweep measured them: bus bandwidth and
+  // alpha. 0: no different from the above.
+  double cold_bandwidth = 0;
+  double cold_latency = 0;
   std::string source;
 };
 

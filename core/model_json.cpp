@@ -120,6 +120,8 @@ void read_link(const json& j, const std::string& ptr, Diagnostics& d, Link& l) {
   scaled(r, "bandwidth_gbps", l.bandwidth, kGbitToBytes, Range::positive(), true);
   scaled(r, "latency_us", l.latency, kMicro, Range::non_negative(), true);
   r.number("efficiency", l.efficiency, Range::fraction());
+  scaled(r, "cold_bandwidth_gbps", l.cold_bandwidth, kGbitToBytes, Range::non_negative(), false);
+  scaled(r, "cold_latency_us", l.cold_latency, kMicro, Range::non_negative(), false);
   r.text("source", l.source);
   r.finish();
 }
@@ -487,14 +489,19 @@ json to_json(const GpuSpec& g) {
 }
 
 json to_json(const Link& l) {
-  return {{"kind", "link"},
-          {"name", l.name},
-          {"display_name", l.display_name},
-          {"type", to_string(l.kind)},
-          {"bandwidth_gbps", l.bandwidth / kGbitToBytes},
-          {"latency_us", l.latency / kMicro},
-          {"efficiency", l.efficiency},
-          {"source", l.source}};
+  json j = {{"kind", "link"},
+            {"name", l.name},
+            {"display_name", l.display_name},
+            {"type", to_string(l.kind)},
+            {"bandwidth_gbps", l.bandwidth / kGbitToBytes},
+            {"latency_us", l.latency / kMicro},
+            {"efficiency", l.efficiency},
+            {"source", l.source}};
+  if (l.cold_bandwidth > 0) {
+    j["cold_bandwidth_gbps"] = l.cold_bandwidth / kGbitToBytes;
+    j["cold_latency_us"] = l.cold_latency / kMicro;
+  }
+  return j;
 }
 
 json to_json(const Cluster& c) {

@@ -170,6 +170,9 @@ struct PhaseData {
   // kind -> size (elements, or FLOPs for attention) -> mean
   std::map<std::string, std::map<double, Mean>> loops;
   std::map<std::tuple<std::string, int, double>, Mean> collectives;  // (collective, ranks, bytes)
+  // ... and those met with their buffers out of the caches: the cold sweep,
+  // a CPU-engine run's gradient reductions.
+  std::map<std::tuple<std::string, int, double>, Mean> cold_collectives;
   // GEMMs of a GPU run recorded without their operand bytes: not fitted,
   // since the planner adds their operand traffic to their FLOPs' time.
   std::int64_t gemms_without_bytes = 0;
@@ -183,6 +186,7 @@ struct PhaseData {
       for (const auto& [k, m] : sizes) loops[kind][k].absorb(m);
     }
     for (const auto& [k, m] : other.collectives) collectives[k].absorb(m);
+    for (const auto& [k, m] : other.cold_collectives) cold_collectives[k].absorb(m);
   }
 };
 
@@ -331,7 +335,14 @@ std::optional<std::string_view> gpu_sample_name(std::string_view host_op) {
   return host_op;
 }
 
-Status collect(const trace::TraceReader& r, std::vector<PhaseData>& data) {
+// A CPU-engine run's data-parallel gradient reductions ("dp all-reduce",
+// "dp reduce-scatter") meet their buffers out of the caches, as the cold
+// sweep does.
+bool gradient_reduction(std::string_view name) {
+  return name.starts_with("dp ") && name.find("all-gather") == std::string_view::npos;
+}
+
+Status collect(const trace::TraceReader& r, std::vector<PhaseData>& data, bool cpu_engine) {
   auto phase_of = [&](std::int32_t rank) -> PhaseData* {
     for (PhaseData& d : data) {
       if (rank >= d.phase.first_rank && rank < d.phase.first_rank + d.phase.ranks) return &d;
@@ -348,11 +359,30 @@ Status collect(const trace::TraceReader& r, std::vector<PhaseData>& data) {
       stream_lanes.insert(l.id.value);
     }
   }
-  // Each collective call, per rank in the order it made them: (start, seconds)
-  // under (configuration, collective, ranks, bytes, event name).
-  using CallKey = std::tuple<PhaseData*, std::string, int, double, std::string>;
-  std::map<CallKey, std::map<std::int32_t, std::vector<std::pair<std::int64_t, double>>>> calls;
+  // The cold sweep's span on each rank.
+  std::map<std::int32_t, std::vector<std::pair<std::int64_t, std::int64_t>>> cold_spans;
   const trace::TimeRange range = r.time_range();
+  if (cpu_engine) {
+    Status spans = r.for_each_event({}, range.start_ns, range.end_ns + 1, [&](const trace::StoredEvent& se) {
+      if (se.event.kind == trace::EventKind::annotation &&
+          r.string(se.event.name) == kColdCollectivesAnnotation) {
+        cold_spans[se.rank].emplace_back(se.event.start_ns, se.event.end_ns);
+      }
+      return true;
+    });
+    if (!spans) return spans;
+  }
+  auto in_cold_span = [&](std::int32_t rank, std::int64_t t) {
+    auto it = cold_spans.find(rank);
+    if (it == cold_spans.end()) return false;
+    return std::any_of(it->second.begin(), it->second.end(),
+                       [&](const auto& s) { return t >= s.first && t < s.second; });
+  };
+  // Each collective call, per rank in the order it made them: (start, seconds)
+  // under (configuration, collective, ranks, bytes, event name, cold).
+  using CallKey = std::tuple<PhaseData*, std::string, int, double, std::string, bool>;
+  std::map<CallKey, std::map<std::int32_t, std::vector<std::pair<std::int64_t, double>>>> calls;
+  const bool run_store = !r.meta(kCalibrationMetaKey);
   Status walked = r.for_each_event({}, range.start_ns, range.end_ns + 1, [&](const trace::StoredEvent& se) {
     const trace::Event& e = se.event;
     PhaseData* d = phase_of(se.rank);
@@ -386,8 +416,11 @@ Status collect(const trace::TraceReader& r, std::vector<PhaseData>& data) {
     if (sized_collective && e.collective != trace::Collective::none && e.bytes > 0) {
       const int ranks = e.group_size > 0 ? e.group_size : d->phase.ranks;
       if (ranks > 1) {
+        const bool cold = cpu_engine && (in_cold_span(se.rank, e.start_ns) ||
+                                         (e.kind == trace::EventKind::collective &&
+                                          run_store && gradient_reduction(name)));
         calls[{d, std::string(trace::to_string(e.collective)), ranks, static_cast<double>(e.bytes),
-               name}][se.rank]
+               name, cold}][se.rank]
             .emplace_back(e.start_ns, seconds);
       }
       return true;
@@ -435,13 +468,13 @@ Status collect(const trace::TraceReader& r, std::vector<PhaseData>& data) {
   // one. The others' durations add the time they waited for it (in a
   // training step, for the slowest rank's compute), which is not the link's.
   for (auto& [key, by_rank] : calls) {
-    const auto& [d, collective, ranks, bytes, name] = key;
+    const auto& [d, collective, ranks, bytes, name, cold] = key;
     std::size_t most = 0;
     for (auto& [rank, list] : by_rank) {
       std::sort(list.begin(), list.end());
       most = std::max(most, list.size());
     }
-    Mean& samples = d->collectives[{collective, ranks, bytes}];
+    Mean& samples = (cold ? d->cold_collectives : d->collectives)[{collective, ranks, bytes}];
     for (std::size_t n = 0; n < most; ++n) {
       double shortest = std::numeric_limits<double>::infinity();
       for (const auto& [rank, list] : by_rank) {
@@ -751,6 +784,46 @@ Result<LinkFit> fit_link(const std::vector<CollectiveSample>& samples) {
   return fit;
 }
 
+namespace {
+
+// One tier's alpha-beta from its collectives (none without any). When the
+// sizes do not show a bandwidth term (noise on a busy machine, or one size
+// in a run), the latency alone, at `known_bandwidth` (the link being
+// refined), else at the best bandwidth any message reached.
+std::optional<LinkFit> fit_tier(const std::map<std::tuple<std::string, int, double>, Mean>& calls,
+                                double known_bandwidth, const std::string& what,
+                                std::vector<std::string>& notes) {
+  std::vector<CollectiveSample> samples;
+  for (const auto& [key, m] : calls) {
+    const auto& [collective, ranks, bytes] = key;
+    if (!collective_op(collective)) continue;
+    samples.push_back({collective, bytes, ranks, m.mean(), m.count});
+  }
+  if (samples.empty()) return std::nullopt;
+  auto link = fit_link(samples);
+  if (link) return std::move(link).value();
+  double bandwidth = known_bandwidth;
+  const char* which = "the known bandwidth";
+  if (bandwidth <= 0) {
+    which = "the best bandwidth a message reached";
+    for (const CollectiveSample& c : samples) {
+      auto op = collective_op(c.collective);
+      if (op && c.ranks > 1 && c.seconds > 0) {
+        bandwidth = std::max(bandwidth, bytes_per_rank(*op, c.ranks, c.bytes) / c.seconds);
+      }
+    }
+  }
+  auto latency = fit_link_latency(samples, bandwidth);
+  if (!latency) {
+    notes.push_back(what + ": " + link.message());
+    return std::nullopt;
+  }
+  notes.push_back(what + ": " + link.message() + ": the latency alone was fitted, at " + which);
+  return std::move(latency).value();
+}
+
+}  // namespace
+
 Result<Calibration> fit_store(const trace::TraceReader& store, const FitOptions& options) {
   return fit_stores({&store}, options);
 }
@@ -775,7 +848,8 @@ Result<Calibration> fit_stores(const std::vector<const trace::TraceReader*>& sto
     std::vector<PhaseData> own;
     for (const CalibrationPhase& p : *phases)
       own.push_back({p, {}, {}, {}, {}});
-    if (Status s = collect(*store, own); !s) return Error{store->path() + ": " + s.message()};
+    if (Status s = collect(*store, own, info.engine == "cpu"); !s)
+      return Error{store->path() + ": " + s.message()};
     for (PhaseData& d : own) {
       auto same = std::find_if(data.begin(), data.end(), [&](const PhaseData& x) {
         return x.phase.ranks == d.phase.ranks && x.phase.threads == d.phase.threads;
@@ -805,46 +879,16 @@ Result<Calibration> fit_stores(const std::vector<const trace::TraceReader*>& sto
     // Without a datasheet (the CPU engine) the GEMMs' operand traffic is fitted with them.
     fit_gemm(d, options, memory_rate, !options.datasheet, fit, notes);
     fit_loops(d, fit);
-    std::vector<CollectiveSample> samples;
-    for (const auto& [key, m] : d.collectives) {
-      const auto& [collective, ranks, bytes] = key;
-      if (!collective_op(collective)) continue;
-      samples.push_back({collective, bytes, ranks, m.mean(), m.count});
-    }
-    if (!samples.empty()) {
-      if (auto link = fit_link(samples)) {
-        fit.link = std::move(link).value();
-      } else {
-        // The sizes do not show a bandwidth term (noise on a busy machine,
-        // or one size in a run): the latency alone, at the bandwidth being
-        // refined, else at the best bandwidth any message reached.
-        double bandwidth = options.link_bandwidth.value_or(0);
-        const char* which = "the known bandwidth";
-        if (bandwidth <= 0) {
-          which = "the best bandwidth a message reached";
-          for (const CollectiveSample& c : samples) {
-            auto op = collective_op(c.collective);
-            if (op && c.ranks > 1 && c.seconds > 0) {
-              bandwidth = std::max(bandwidth, bytes_per_rank(*op, c.ranks, c.bytes) / c.seconds);
-            }
-          }
-        }
-        if (auto latency = fit_link_latency(samples, bandwidth)) {
-          fit.link = std::move(latency).value();
-          notes.push_back("link: " + link.message() + ": the latency alone was fitted, at " +
-                          which);
-        } else {
-          notes.push_back("link: " + link.message());
-        }
-      }
-    }
+    fit.link = fit_tier(d.collectives, options.link_bandwidth.value_or(0), "link", notes);
+    fit.cold_link =
+        fit_tier(d.cold_collectives, options.cold_link_bandwidth.value_or(0), "cold link", notes);
     if (d.gemms_without_bytes > 0) {
       notes.push_back(std::to_string(d.gemms_without_bytes) +
                       " GEMMs carry no operand bytes (recorded by an engine before it recorded "
                       "them): not learnt, since the planner adds their operand traffic to the "
                       "time of their FLOPs");
     }
-    if (fit.gemm.empty() && !fit.memory_rate && fit.loops.empty() && !fit.link) {
+    if (fit.gemm.empty() && !fit.memory_rate && fit.loops.empty() && !fit.link && !fit.cold_link) {
       notes.push_back("nothing to fit among the events of " + std::to_string(d.phase.ranks) +
                       "-rank configuration (no GEMM with FLOPs, streaming kernel, known loop or "
                       "sized collective)");
@@ -1041,6 +1085,11 @@ PresetBundle calibrated_presets(const Calibration& cal, const std::optional<GpuS
       l.efficiency = 1.0;
       l.source = origin + ": all-reduces over " + std::to_string(fit.link->group_sizes.size()) +
                  " group size(s), " + quality_text(fit.link->quality);
+      if (fit.cold_link) {
+        l.cold_bandwidth = fit.cold_link->bandwidth;
+        l.cold_latency = fit.cold_link->latency;
+        l.source += "; with the caches cold, " + quality_text(fit.cold_link->quality);
+      }
       bundle.links.push_back(l);
       c.intra_node = l;
     }
@@ -1135,13 +1184,23 @@ GpuSpec refine_device(const GpuSpec& base, const DeviceFit& run, std::string_vie
   return g;
 }
 
-Link refine_link(const Link& base, const LinkFit& run, std::string_view source) {
+Link refine_link(const Link& base, const std::optional<LinkFit>& run,
+                 const std::optional<LinkFit>& cold, std::string_view source) {
   Link l = base;
-  l.latency = run.latency;
-  l.bandwidth = run.bandwidth;
-  l.efficiency = 1.0;
-  l.source =
-      base.source + "; refined by " + std::string(source) + " (" + quality_text(run.quality) + ")";
+  std::string quality;
+  if (run) {
+    l.latency = run->latency;
+    l.bandwidth = run->bandwidth;
+    l.efficiency = 1.0;
+    quality = quality_text(run->quality);
+  }
+  if (cold) {
+    // Cold figures are bus bandwidth at the warm tier's efficiency.
+    l.cold_latency = cold->latency;
+    l.cold_bandwidth = cold->bandwidth / (l.efficiency > 0 ? l.efficiency : 1.0);
+    quality += (quality.empty() ? "cold: " : "; cold: ") + quality_text(cold->quality);
+  }
+  l.source = base.source + "; refined by " + std::string(source) + " (" + quality + ")";
   return l;
 }
 
@@ -1199,6 +1258,7 @@ Status import_sweep_lines(const std::vector<std::string>& files, const std::stri
     lanes[r] = w.add_lane(r, trace::LaneKind::cpu_thread, "imported sweep");
   }
   std::map<int, std::int64_t> cursor;
+  std::map<int, trace::LaneId> cold_lanes;
   for (const Line& line : lines) {
     const json& j = line.j;
     const int rank = j.value("rank", 0);
@@ -1242,6 +1302,19 @@ Status import_sweep_lines(const std::vector<std::string>& files, const std::stri
     }
     e.name = w.intern(name);
     w.add(e);
+    if (event == "collective" && j.value("cold", false)) {
+      // A call of the CPU engine's cold sweep: inside its annotation, as recorded.
+      if (!cold_lanes.count(rank))
+        cold_lanes[rank] = w.add_lane(rank, trace::LaneKind::annotation, "phases");
+      trace::Event a;
+      a.lane = cold_lanes[rank];
+      a.kind = trace::EventKind::annotation;
+      a.category = trace::Category::other;
+      a.start_ns = e.start_ns;
+      a.end_ns = e.end_ns;
+      a.name = w.intern(kColdCollectivesAnnotation);
+      w.add(a);
+    }
   }
   CalibrationInfo meta;
   meta.engine = engine;

@@ -92,6 +92,9 @@ struct DeviceFit {
   std::vector<LoopFit> loops;
   LoopCosts loop_costs;  // the loops as the GPU preset field
   std::optional<LinkFit> link;
+  // The same link met with its buffers out of the caches (the cold sweep, a
+  // CPU-engine run's gradient reductions): Link::cold_*.
+  std::optional<LinkFit> cold_link;
   // CPU engine: the share of a core each thread gets when the ranks' BLAS
   // threads outnumber the cores (cores / (ranks x threads), at most 1; from
   // the core count, not measured). The fitted times are medians, the speed
@@ -119,6 +122,7 @@ struct FitOptions {
   // bandwidth term; with the bus bandwidth known (the link being refined),
   // its latency alone is then fitted.
   std::optional<double> link_bandwidth;
+  std::optional<double> cold_link_bandwidth;  // ... and its cold bus bandwidth
 };
 
 // Fits every configuration the store holds. A calibration store says what
@@ -173,7 +177,9 @@ std::string calibrated_name(std::string_view host, std::string_view engine, int 
 // replaces the base's (GEMM efficiencies at the precisions it ran, loop
 // costs, memory rate); the rest stays.
 GpuSpec refine_device(const GpuSpec& base, const DeviceFit& run, std::string_view source);
-Link refine_link(const Link& base, const LinkFit& run, std::string_view source);
+// `cold`: the run's gradient reductions, refining the link's cold figures.
+Link refine_link(const Link& base, const std::optional<LinkFit>& run,
+                 const std::optional<LinkFit>& cold, std::string_view source);
 
 // Sweep JSON lines of clusterscope-worker --sweep (gemm, bandwidth, op and
 // collective lines, as the GPU check keeps them) as a calibration store: one

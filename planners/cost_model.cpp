@@ -311,6 +311,10 @@ Machine machine_of(const Cluster& c) {
     m.inter = tier_of(*c.inter_node, share);
   }
   if (m.intra.bandwidth <= 0) m.intra = m.has_inter ? m.inter : Tier{1e12, 1, 0};
+  if (c.intra_node.cold_bandwidth > 0) {
+    m.has_cold = true;
+    m.intra_cold = Tier{c.intra_node.cold_bandwidth, c.intra_node.efficiency, c.intra_node.cold_latency};
+  }
   m.price_per_gpu_hour = c.price_per_gpu_hour;
   m.power_watts = gpu_power_watts(c);
   return m;
@@ -619,15 +623,24 @@ struct Bucketed {
   double last = 0;
   int buckets = 0;
 };
+// The data-parallel reduction of the gradients: where the link was measured
+// with its buffers out of the caches (as backward leaves them on a CPU),
+// at those figures inside the node.
+double gradient_collective(const Machine& m, CollectiveOp op, double bytes,
+                           const GroupPlacement& g) {
+  if (!m.has_cold) return collective(m, op, bytes, g);
+  return group_seconds(op, bytes, g, m.intra_cold, m.has_inter ? m.inter : m.intra_cold);
+}
+
 Bucketed bucketed(const Machine& m, CollectiveOp op, double bytes, double bucket,
                   const GroupPlacement& g) {
   Bucketed b;
   if (bytes <= 0 || g.size() <= 1) return b;
   const double full = std::floor(bytes / bucket);
   const double rest = bytes - full * bucket;
-  const double one = collective(m, op, bucket, g);
+  const double one = gradient_collective(m, op, bucket, g);
   b.buckets = static_cast<int>(full) + (rest > 0 ? 1 : 0);
-  b.last = rest > 0 ? collective(m, op, rest, g) : one;
+  b.last = rest > 0 ? gradient_collective(m, op, rest, g) : one;
   b.total = full * one + (rest > 0 ? b.last : 0);
   return b;
 }

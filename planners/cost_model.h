@@ -37,6 +37,8 @@ struct Machine {
   Tier intra;  // per GPU inside a node
   Tier inter;  // per GPU's share of the node's NICs
   bool has_inter = false;
+  Tier intra_cold;  // inside a node, buffers out of the caches (Link::cold_*)
+  bool has_cold = false;
   double price_per_gpu_hour = 0;
   double power_watts = 0;
 

@@ -196,14 +196,18 @@ Result<std::vector<RunRefinement>> refine_from_runs(const std::vector<std::strin
     if (fit->engine != "cpu") options.datasheet = base->gpu;
     // The runs' collectives may not show a bandwidth: then their latency
     // is fitted at the link's (the first fit took the best a message reached).
-    if (!base->intra_node.name.empty())
+    if (!base->intra_node.name.empty()) {
       options.link_bandwidth = base->intra_node.bandwidth * base->intra_node.efficiency;
+      if (base->intra_node.cold_bandwidth > 0)
+        options.cold_link_bandwidth = base->intra_node.cold_bandwidth * base->intra_node.efficiency;
+    }
     if (options.datasheet || options.link_bandwidth) {
       auto again = plan::fit_stores(stores, options);
       if (again && !again->devices.empty()) fit = std::move(again);
     }
     const plan::DeviceFit& device = fit->devices.front();
-    if (device.gemm.empty() && !device.memory_rate && device.loops.empty() && !device.link) {
+    if (device.gemm.empty() && !device.memory_rate && device.loops.empty() && !device.link &&
+        !device.cold_link) {
       std::string why;
       for (const std::string& n : fit->notes) why += (why.empty() ? "" : "; ") + n;
       std::string runs;
@@ -218,8 +222,8 @@ Result<std::vector<RunRefinement>> refine_from_runs(const std::vector<std::strin
     }
     Cluster refined = *base;
     refined.gpu = plan::refine_device(*base->gpu, device, source);
-    if (device.link && !base->intra_node.name.empty()) {
-      refined.intra_node = plan::refine_link(base->intra_node, *device.link, source);
+    if ((device.link || device.cold_link) && !base->intra_node.name.empty()) {
+      refined.intra_node = plan::refine_link(base->intra_node, device.link, device.cold_link, source);
       out.presets.links.push_back(refined.intra_node);
     }
     refined.source = base->source + "; refined by " + source;

@@ -108,6 +108,12 @@ json fit_json(const plan::Calibration& c) {
                    {"group_sizes", d.link->group_sizes},
                    {"quality", quality_json(d.link->quality)}};
     }
+    if (d.cold_link) {
+      j["cold_link"] = {{"latency_seconds", d.cold_link->latency},
+                        {"bandwidth_bytes_per_second", d.cold_link->bandwidth},
+                        {"group_sizes", d.cold_link->group_sizes},
+                        {"quality", quality_json(d.cold_link->quality)}};
+    }
     devices.push_back(j);
   }
   return {{"host", c.host},
@@ -169,6 +175,11 @@ void print_fit(std::ostream& out, const plan::Calibration& c) {
       table.add(
           {"link latency (α)", format_seconds(d.link->latency), quality_cell(d.link->quality)});
       table.add({"link bandwidth (bus)", format_rate(d.link->bandwidth, "B/s"), ""});
+    }
+    if (d.cold_link) {
+      table.add({"caches cold: link latency (α)", format_seconds(d.cold_link->latency),
+                 quality_cell(d.cold_link->quality)});
+      table.add({"caches cold: link bandwidth (bus)", format_rate(d.cold_link->bandwidth, "B/s"), ""});
     }
     table.print(out);
   }

@@ -378,6 +378,12 @@ void CalibrationPanel::showFit(const plan::Calibration& fit) {
           text(format_seconds(d.link->latency) + " / " + format_rate(d.link->bandwidth, "B/s")),
           quality_text(d.link->quality));
     }
+    if (d.cold_link) {
+      add(d.ranks, tr("caches cold: link latency (α) / bus bandwidth"),
+          text(format_seconds(d.cold_link->latency) + " / " +
+               format_rate(d.cold_link->bandwidth, "B/s")),
+          quality_text(d.cold_link->quality));
+    }
   }
   table_->resizeColumnsToContents();
 }

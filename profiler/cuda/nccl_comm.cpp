@@ -62,6 +62,7 @@ class NcclComm final : public Communicator {
     cudaStreamSynchronize(side_);
     for (auto& [ticket, event] : events_) cudaEventDestroy(event);
     cudaStreamDestroy(side_);
+    if (barrier_word_) cudaFree(barrier_word_);
     ncclCommDestroy(comm_);
   }
 
@@ -89,6 +90,13 @@ class NcclComm final : public Communicator {
   }
 
   void wait_sends() override { flush_sends(); }
+
+  void barrier() override {
+    flush_sends();
+    if (!barrier_word_) CS_CUDA_OK(cudaMalloc(&barrier_word_, sizeof(float)));
+    CS_NCCL(ncclAllReduce(barrier_word_, barrier_word_, 1, ncclFloat32, ncclSum, comm_, compute_));
+    CS_CUDA_OK(cudaStreamSynchronize(compute_));
+  }
 
   Ticket all_reduce_async(Tensor t) override {
     return on_side_stream([&] {
@@ -154,6 +162,7 @@ class NcclComm final : public Communicator {
   std::string name_;
   cudaStream_t compute_;
   cudaStream_t side_ = nullptr;
+  void* barrier_word_ = nullptr;  // barrier()'s one-element all-reduce
   int device_;
   NcclWorld::Impl& impl_;
   int rank_ = 0;

@@ -24,6 +24,9 @@ class Communicator {
   virtual void send(Tensor t, int peer) = 0;
   virtual void recv(Tensor t, int peer) = 0;
   virtual void wait_sends() = 0;
+  // Returns once every rank of the group has called it; untraced (a sweep
+  // lines its ranks up before timing a call).
+  virtual void barrier() = 0;
 
   // Overlapping the compute thread (the communication thread or stream): a
   // ticket per operation, waited on before its result is used. The tensors

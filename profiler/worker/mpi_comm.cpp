@@ -134,6 +134,8 @@ class MpiComm final : public Communicator {
     pending_sends_.clear();
   }
 
+  void barrier() override { MPI_Barrier(comm_); }
+
   Ticket all_reduce_async(Tensor t) override {
     return impl_.submit([this, t] {
       traced(true, trace::Collective::all_reduce, t, -1, [&] { all_reduce_now(t); });

@@ -203,6 +203,41 @@ std::vector<CollectiveSample> all_reduce_sweep(Backend& backend, Communicator& c
   return samples;
 }
 
+std::vector<CollectiveSample> cold_all_reduce_sweep(Backend& backend, Communicator& comm,
+                                                    const std::vector<std::int64_t>& bytes,
+                                                    int repetitions) {
+  // 64 MiB, more than the last-level caches the engine meets; one write
+  // per 64-byte line evicts them.
+  std::vector<float> evict(std::size_t{64} << 18, 0.0f);
+  std::vector<CollectiveSample> samples;
+  for (std::int64_t size : bytes) {
+    const std::int64_t n = std::max<std::int64_t>(1, size / 4);
+    Tensor t = backend.alloc(n, DType::f32, "all-reduce message");
+    comm.all_reduce(t);  // warm up, and line the ranks up
+    double total = 0;
+    for (int r = 0; r < repetitions; ++r) {
+      for (std::size_t i = 0; i < evict.size(); i += 16) evict[i] += 1.0f;
+      std::fill_n(t.as<float>(), n, 1.0f);
+      // Together: a rank arriving early would do part of the call before
+      // the other rank's clock starts.
+      comm.barrier();
+      const double t0 = now_seconds();
+      comm.all_reduce(t);
+      total += now_seconds() - t0;
+    }
+    CollectiveSample s;
+    s.operation = "all_reduce";
+    s.bytes = n * 4;
+    s.ranks = comm.size();
+    s.seconds = total / repetitions;
+    s.algorithm_bandwidth = s.bytes / s.seconds;
+    s.bus_bandwidth = s.algorithm_bandwidth * all_reduce_bus_factor(s.ranks);
+    samples.push_back(s);
+    backend.release(t);
+  }
+  return samples;
+}
+
 namespace {
 
 // Repeats `op` until `seconds` have passed (at least twice, after one warm-up).

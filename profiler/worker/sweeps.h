@@ -67,6 +67,15 @@ std::vector<CollectiveSample> all_reduce_sweep(Backend& backend, Communicator& c
                                                const std::vector<std::int64_t>& bytes,
                                                int repetitions);
 
+// The same all-reduces as a training step meets its gradients after
+// backward: before each call (untimed) every rank streams through a buffer
+// larger than the caches, then writes its message, as backward writes the
+// gradients; the ranks then start the call together, each timed alone. Host
+// memory only (the CPU engine).
+std::vector<CollectiveSample> cold_all_reduce_sweep(Backend& backend, Communicator& comm,
+                                                    const std::vector<std::int64_t>& bytes,
+                                                    int repetitions);
+
 double all_reduce_bus_factor(int ranks);  // 2(n-1)/n
 
 // The machine probe (core/machine_probe.h), untraced when no tracer is set:

@@ -18,6 +18,7 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include "core/calibration_meta.h"
 #include "core/json_reader.h"
 #include "core/machine_probe.h"
 #include "core/model_json.h"
@@ -379,7 +380,7 @@ DType cpu_storage(const std::string& precision) {
 // measures its share of a machine every rank is using). All-reduces run on
 // every group size the layout has: the tensor-parallel groups, then the world.
 void run_sweep(const Options& o, Backend& backend, const std::vector<Communicator*>& groups,
-               DType storage, int rank) {
+               DType storage, int rank, OpTracer* tracer) {
   // Where the sweeps ran: `clusterscope calibrate --from-sweeps` names the
   // presets for this host and takes the datasheet of this device.
   emit({{"event", "sweep_start"},
@@ -437,12 +438,27 @@ void run_sweep(const Options& o, Backend& backend, const std::vector<Communicato
       if (sizes.empty()) {
         for (std::int64_t b = 1024; b <= (64 << 20); b *= 4) sizes.push_back(b);
       }
+      auto emit_sample = [&](const Communicator& group, const CollectiveSample& s, bool cold) {
+        emit({{"event", "collective"}, {"rank", rank}, {"operation", s.operation},
+              {"group", std::string(group.name())}, {"bytes", s.bytes}, {"ranks", s.ranks},
+              {"seconds", s.seconds}, {"algbw_gb_per_s", s.algorithm_bandwidth / 1e9},
+              {"busbw_gb_per_s", s.bus_bandwidth / 1e9}, {"cold", cold}});
+      };
       for (Communicator* group : groups) {
-        for (const CollectiveSample& s : all_reduce_sweep(backend, *group, sizes, 20)) {
-          emit({{"event", "collective"}, {"rank", rank}, {"operation", s.operation},
-                {"group", std::string(group->name())}, {"bytes", s.bytes}, {"ranks", s.ranks},
-                {"seconds", s.seconds}, {"algbw_gb_per_s", s.algorithm_bandwidth / 1e9},
-                {"busbw_gb_per_s", s.bus_bandwidth / 1e9}});
+        for (const CollectiveSample& s : all_reduce_sweep(backend, *group, sizes, 20))
+          emit_sample(*group, s, false);
+      }
+      // On the CPU, again as training meets its gradients: out of the caches.
+      if (backend.name() == "cpu" && groups.back()->size() > 1) {
+        const std::int64_t start = OpTracer::now_ns();
+        for (Communicator* group : groups) {
+          for (const CollectiveSample& s : cold_all_reduce_sweep(backend, *group, sizes, 20))
+            emit_sample(*group, s, true);
+        }
+        if (tracer) {
+          tracer->record(tracer->phase_lane(), trace::EventKind::annotation,
+                         trace::Category::other, start, OpTracer::now_ns(),
+                         kColdCollectivesAnnotation);
         }
       }
     } else {
@@ -518,7 +534,7 @@ int run_cpu(Options o, const Job& job, int argc, char** argv) {
     backend->set_tracer(trace.tracer.get());
     w.set_tracer(trace.tracer.get());
     if (!o.sweep.empty()) {
-      run_sweep(o, *backend, sweep_groups(w), storage, layout.world_rank);
+      run_sweep(o, *backend, sweep_groups(w), storage, layout.world_rank, trace.tracer.get());
       w.set_tracer(nullptr);
       close_trace(trace);
       emit({{"event", "done"}, {"rank", layout.world_rank}, {"store", trace.path}});
@@ -689,7 +705,7 @@ int run_cuda_rank(Options o, const Job& job, int argc, char** argv) {
     }
   };
   if (!o.sweep.empty()) {
-    run_sweep(o, *backend, sweep_groups(w), cuda_storage_type(*compute), launch->rank);
+    run_sweep(o, *backend, sweep_groups(w), cuda_storage_type(*compute), launch->rank, nullptr);
     report_fp8();
     finish_tracer();
     close_trace(trace);

@@ -51,6 +51,7 @@ class TestModelJson : public QObject {
  private slots:
   void presetsRoundTrip_data();
   void presetsRoundTrip();
+  void coldLinkRoundTrip();
   void planRoundTrip();
   void validationErrors_data();
   void validationErrors();
@@ -105,6 +106,21 @@ void TestModelJson::presetsRoundTrip() {
     second = cs::to_json(*back);
   }
   QCOMPARE(QString::fromStdString(second.dump()), QString::fromStdString(first.dump()));
+}
+
+// A calibrated CPU-engine link keeps its cold figures through JSON; a link
+// without them writes none.
+void TestModelJson::coldLinkRoundTrip() {
+  cs::Link l = *catalog().find_link("nvlink4");
+  QVERIFY(!cs::to_json(l).contains("cold_bandwidth_gbps"));
+  l.cold_bandwidth = 2.2e9;
+  l.cold_latency = 30e-6;
+  const json j = cs::to_json(l);
+  auto back = cs::link_from_json(j, "round trip");
+  QVERIFY2(back.ok(), back.ok() ? "" : back.message().c_str());
+  QCOMPARE(back->cold_bandwidth, 2.2e9);
+  QVERIFY(std::abs(back->cold_latency / 30e-6 - 1) < 1e-12);
+  QCOMPARE(QString::fromStdString(cs::to_json(*back).dump()), QString::fromStdString(j.dump()));
 }
 
 void TestModelJson::planRoundTrip() {
@@ -202,6 +218,10 @@ void TestModelJson::validationErrors_data() {
   QTest::addRow("link efficiency zero") << "link"
       << R"({"name": "l", "type": "pcie", "bandwidth_gbps": 100, "latency_us": 1, "efficiency": 0})"
       << "link.json: /efficiency: must be > 0 and <= 1 (got 0)";
+  QTest::addRow("link cold bandwidth negative") << "link"
+      << R"({"name": "l", "type": "shared_memory", "bandwidth_gbps": 40, "latency_us": 6,
+            "cold_bandwidth_gbps": -18, "cold_latency_us": 30})"
+      << "link.json: /cold_bandwidth_gbps: must be >= 0 (got -18)";
 
   // Workloads
   QTest::addRow("hidden not divisible") << "workload"
@@ -292,6 +312,9 @@ void TestModelJson::validDocuments_data() {
   QTest::addColumn<QString>("text");
   QTest::addRow("cluster by presets") << "cluster" << kGoodCluster;
   QTest::addRow("cpu-only cluster") << "cluster" << R"({"name": "lap", "nodes": 1, "gpus_per_node": 0})";
+  QTest::addRow("link measured cold too") << "link"
+      << R"({"name": "l", "type": "shared_memory", "bandwidth_gbps": 40, "latency_us": 6,
+            "cold_bandwidth_gbps": 18, "cold_latency_us": 30})";
   QTest::addRow("parallel from accumulation") << "parallel"
       << R"({"dp": 2, "micro_batch": 2, "gradient_accumulation": 4})";
   QTest::addRow("precision fp16") << "precision" << R"({"compute": "fp16"})";

@@ -21,6 +21,7 @@
 
 #include <sqlite3.h>
 
+#include "core/calibration_meta.h"
 #include "core/trace_reader.h"
 #include "core/trace_writer.h"
 #include "planners/calibration.h"
@@ -100,6 +101,8 @@ class TestCalibration : public QObject {
   void learningReplacesTheCpuGemmRate();
   void collectivesAreTimedOnTheLastRankToArrive();
   void gemmRateStandsWhenBytesTakeTheTime();
+  void coldCollectivesAreFittedApart_data();
+  void coldCollectivesAreFittedApart();
   void learnsGemmsFromTheKernelsOfAGpuRun();
   void readsNcclTestsLogs_data();
   void readsNcclTestsLogs();
@@ -109,6 +112,7 @@ class TestCalibration : public QObject {
   void ncclTestsCommandSavesALinkPreset();
   void calibrateRunPredictLearn();
   void importsSweepLinesOfAGpuMachine();
+  void importsTheColdSweepOfACpuMachine();
   void refusesBadSweepLines_data();
   void refusesBadSweepLines();
   void calibratedOnTheH200PredictsItsRuns_data();
@@ -253,8 +257,9 @@ void TestCalibration::learningReplacesTheCpuGemmRate() {
 
 // A run's all-reduces, as learning reads them: rank 0 reaches each one
 // 3 ms before rank 1 (the slower rank's compute) and waits for it inside
-// the call. The link is what rank 1's calls took, the rank that waited for
-// no one: 2 ring steps of 10 us plus the bytes at 5 GB/s.
+// the call. The link (its cold figures: a run's gradient reductions) is
+// what rank 1's calls took, the rank that waited for no one: 2 ring steps
+// of 10 us plus the bytes at 5 GB/s.
 void TestCalibration::collectivesAreTimedOnTheLastRankToArrive() {
   namespace tr = cs::trace;
   const double alpha = 10e-6, bandwidth = 5e9, wait = 3e-3;
@@ -286,10 +291,89 @@ void TestCalibration::collectivesAreTimedOnTheLastRankToArrive() {
   });
   QVERIFY2(fit, fit ? "" : fit.message().c_str());
   QCOMPARE(fit->devices.size(), std::size_t{1});
-  QVERIFY(fit->devices[0].link);
-  const cs::plan::LinkFit& link = *fit->devices[0].link;
+  // A run's gradient reductions are the link's cold figures.
+  QVERIFY(!fit->devices[0].link);
+  QVERIFY(fit->devices[0].cold_link);
+  const cs::plan::LinkFit& link = *fit->devices[0].cold_link;
   QVERIFY2(std::abs(link.bandwidth / bandwidth - 1) < 0.01, qPrintable(QString::number(link.bandwidth)));
   QVERIFY2(std::abs(link.latency / alpha - 1) < 0.05, qPrintable(QString::number(link.latency)));
+}
+
+// All-reduces met with their buffers in the caches and out of them: the
+// calibration's cold sweep (inside its annotation) or a CPU-engine run's
+// gradient reductions ("dp all-reduce") are fitted as the link's cold
+// figures, the rest as its warm ones.
+void TestCalibration::coldCollectivesAreFittedApart_data() {
+  QTest::addColumn<bool>("annotated");
+  QTest::addColumn<QString>("warm_name");
+  QTest::addColumn<QString>("cold_name");
+  QTest::addRow("the calibration's cold sweep") << true << "world all-reduce" << "world all-reduce";
+  QTest::addRow("a run's gradient reductions") << false << "tp all-reduce" << "dp all-reduce";
+}
+
+void TestCalibration::coldCollectivesAreFittedApart() {
+  QFETCH(bool, annotated);
+  QFETCH(QString, warm_name);
+  QFETCH(QString, cold_name);
+  namespace tr = cs::trace;
+  const double warm_alpha = 6e-6, warm_bandwidth = 4.5e9, cold_alpha = 30e-6, cold_bandwidth = 2.2e9;
+  auto fit = fit_written_store([&](tr::TraceWriter& w) {
+    std::int64_t t = 0;
+    for (std::int32_t rank : {0, 1}) w.add_rank({rank, "box", "CPU", 100 + rank, 0, false});
+    tr::LaneId lanes[2], phases[2];
+    for (std::int32_t rank : {0, 1}) {
+      lanes[rank] = w.add_lane(rank, tr::LaneKind::cpu_thread, "communication");
+      phases[rank] = w.add_lane(rank, tr::LaneKind::annotation, "phases");
+    }
+    for (bool cold : {false, true}) {
+      const std::int64_t start = t;
+      for (int step = 1; step <= 3; ++step) {
+        for (double bytes : {65536.0, 262144.0, 1048576.0, 4194304.0}) {
+          const double took = cold ? 2 * cold_alpha + bytes / cold_bandwidth
+                                   : 2 * warm_alpha + bytes / warm_bandwidth;
+          t += 10'000'000;
+          for (std::int32_t rank : {0, 1}) {
+            tr::Event e;
+            e.lane = lanes[rank];
+            e.kind = tr::EventKind::collective;
+            e.category = tr::Category::communication;
+            e.start_ns = t;
+            e.end_ns = t + static_cast<std::int64_t>(took * 1e9);
+            e.name = w.intern((cold ? cold_name : warm_name).toStdString());
+            e.collective = tr::Collective::all_reduce;
+            e.bytes = static_cast<std::int64_t>(bytes);
+            e.group_size = 2;
+            e.step = step;
+            w.add(e);
+          }
+        }
+      }
+      if (cold && annotated) {
+        for (std::int32_t rank : {0, 1}) {
+          tr::Event a;
+          a.lane = phases[rank];
+          a.kind = tr::EventKind::annotation;
+          a.category = tr::Category::other;
+          a.start_ns = start + 1;
+          a.end_ns = t + 10'000'000;
+          a.name = w.intern(cs::kColdCollectivesAnnotation);
+          a.step = -1;
+          w.add(a);
+        }
+      }
+    }
+  });
+  QVERIFY2(fit, fit ? "" : fit.message().c_str());
+  QCOMPARE(fit->devices.size(), std::size_t{1});
+  const cs::plan::DeviceFit& d = fit->devices[0];
+  QVERIFY(d.link);
+  QVERIFY(d.cold_link);
+  QVERIFY2(std::abs(d.link->bandwidth / warm_bandwidth - 1) < 0.01, qPrintable(QString::number(d.link->bandwidth)));
+  QVERIFY2(std::abs(d.link->latency / warm_alpha - 1) < 0.05, qPrintable(QString::number(d.link->latency)));
+  QVERIFY2(std::abs(d.cold_link->bandwidth / cold_bandwidth - 1) < 0.01,
+           qPrintable(QString::number(d.cold_link->bandwidth)));
+  QVERIFY2(std::abs(d.cold_link->latency / cold_alpha - 1) < 0.05,
+           qPrintable(QString::number(d.cold_link->latency)));
 }
 
 // Three GEMM sizes whose FLOPs and bytes grow together, timed on a noisy
@@ -664,6 +748,22 @@ void TestCalibration::calibrateRunPredictLearn() {
   QVERIFY2(two.contains("link"),
            qPrintable(QJsonDocument(cal["fit"].toObject()["notes"].toArray()).toJson()));
   QVERIFY(two["link"].toObject()["bandwidth_bytes_per_second"].toDouble() > 0);
+  // ... and again as training meets its gradients after backward, the caches
+  // cold: a 1 MiB all-reduce takes longer (twice as long on the development
+  // VM), and the link preset carries both.
+  QVERIFY(two.contains("cold_link"));
+  auto ring_seconds = [](const QJsonObject& link, double bytes) {
+    return 2 * link["latency_seconds"].toDouble() +
+           bytes / link["bandwidth_bytes_per_second"].toDouble();
+  };
+  QVERIFY2(ring_seconds(two["cold_link"].toObject(), 1 << 20) >
+               ring_seconds(two["link"].toObject(), 1 << 20),
+           qPrintable(QJsonDocument(two).toJson()));
+  {
+    QFile presets_file(cal["presets_file"].toString());
+    QVERIFY(presets_file.open(QIODevice::ReadOnly));
+    QVERIFY(presets_file.readAll().contains("\"cold_bandwidth_gbps\""));
+  }
 
   // The calibration store is a run store like any other.
   {
@@ -917,6 +1017,46 @@ QString write_gpu_sweeps(const QString& path) {
 // Sweeps kept from a GPU machine make the calibrated presets of that
 // machine (named for the host its worker reported), from the datasheet of
 // the device the sweeps name.
+// The CPU engine's all-reduce sweep as JSON lines: its cold calls (the
+// lines marked "cold") are fitted apart, as the link's cold figures.
+void TestCalibration::importsTheColdSweepOfACpuMachine() {
+  const QString presets = dir_.filePath("import-cpu-presets");
+  const QString work = dir_.filePath("import-cpu");
+  QDir().mkpath(presets);
+  QDir().mkpath(work);
+  QFile f(work + "/sweeps.jsonl");
+  QVERIFY(f.open(QIODevice::WriteOnly | QIODevice::Truncate));
+  f.write(R"json({"event":"sweep_start","rank":0,"host":"cpu-box","backend":"cpu","device":"CPU (cpu-box)"})json"
+          "\n");
+  for (bool cold : {false, true}) {
+    const double alpha = cold ? 30e-6 : 6e-6, bandwidth = cold ? 2.2e9 : 4.5e9;
+    for (double bytes : {65536.0, 262144.0, 1048576.0, 4194304.0}) {
+      for (int rank : {0, 1}) {
+        f.write(QString(R"({"event":"collective","rank":%1,"operation":"all_reduce","group":"world",)"
+                        R"("bytes":%2,"ranks":2,"seconds":%3,"cold":%4})")
+                    .arg(rank)
+                    .arg(bytes, 0, 'f', 0)
+                    .arg(2 * alpha + bytes / bandwidth, 0, 'g', 12)
+                    .arg(cold ? "true" : "false")
+                    .toUtf8() +
+                "\n");
+      }
+    }
+  }
+  f.close();
+  Run r = run_cli({"calibrate", "--from-sweeps", f.fileName(), "--out", work + "/cal.db", "--json"},
+                  presets, work);
+  QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+  const QJsonObject device = json_of(r)["fit"].toObject()["devices"].toArray().first().toObject();
+  for (const auto& [key, alpha, bandwidth] : {std::tuple{"link", 6e-6, 4.5e9},
+                                              std::tuple{"cold_link", 30e-6, 2.2e9}}) {
+    const QJsonObject link = device[key].toObject();
+    QVERIFY2(std::abs(link["bandwidth_bytes_per_second"].toDouble() / bandwidth - 1) < 0.01 &&
+                 std::abs(link["latency_seconds"].toDouble() / alpha - 1) < 0.05,
+             qPrintable(QString(key) + ": " + QJsonDocument(device).toJson()));
+  }
+}
+
 void TestCalibration::importsSweepLinesOfAGpuMachine() {
   const QString presets = dir_.filePath("import-presets");
   const QString work = dir_.filePath("import");

@@ -79,6 +79,7 @@ class TestPlanner : public QObject {
   void inferencePlan();
   void dataParallelOverlap();
   void ranksSharingCores();
+  void gradientReductionOnAColdLink();
   void trainingCost();
   void estimateJson();
   void searchRanksAndFits();
@@ -489,6 +490,24 @@ void TestPlanner::dataParallelOverlap() {
   QVERIFY(e.seed_communication.simple_seconds > e.seed_communication.ring_seconds);
   // The gradient bytes the article's S stands for.
   QCOMPARE(e.seed_communication.gradient_bytes, e.communication.dp_bytes_per_gpu);
+}
+
+// A link measured with its buffers out of the caches (a CPU-engine
+// calibration) times the data-parallel gradient reduction at those figures;
+// the tensor-parallel all-reduces inside a layer stay at the warm ones.
+void TestPlanner::gradientReductionOnAColdLink() {
+  cs::Plan p = make_plan("dgx-a100-8", "gpt2-small", 2, 2, 1, 16, cs::Precision::fp32);
+  p.cluster.gpus_per_node = 4;
+  const cs::plan::Estimate warm = must_estimate(p);
+  QVERIFY(warm.communication.dp_seconds > 0);
+  cs::Link& link = p.cluster.intra_node;
+  link.cold_bandwidth = link.bandwidth / 2;
+  link.cold_latency = 4 * link.latency;
+  const cs::plan::Estimate cold = must_estimate(p);
+  QVERIFY(cold.communication.dp_seconds > 1.9 * warm.communication.dp_seconds);
+  QVERIFY(cold.communication.dp_seconds < 4 * warm.communication.dp_seconds);
+  QCOMPARE(cold.communication.tp_seconds, warm.communication.tp_seconds);
+  QCOMPARE(cold.compute_by_kind.total(), warm.compute_by_kind.total());
 }
 
 // CPU-engine ranks whose threads outnumber the cores: compute takes 1 /
