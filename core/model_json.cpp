@@ -270,6 +270,7 @@ void read_parallel(const json& j, const std::string& ptr, Diagnostics& d, Parall
   r.choice("recompute", p.recompute, kRecomputeNames);
   r.choice("schedule", p.schedule, kScheduleNames);
   r.boolean("flash_attention", p.flash_attention);
+  r.boolean("async_tp_allreduce", p.async_tp_allreduce);
   r.number("bucket_mib", p.bucket_mib, Range::positive());
   r.finish();
   for (const Problem& problem : check_parallel_plan(p)) {
@@ -558,7 +559,7 @@ json to_json(const Workload& w) {
 }
 
 json to_json(const ParallelPlan& p) {
-  return {{"kind", "parallel_plan"},
+  json j = {{"kind", "parallel_plan"},
           {"dp", p.dp},
           {"tp", p.tp},
           {"pp", p.pp},
@@ -571,6 +572,8 @@ json to_json(const ParallelPlan& p) {
           {"schedule", to_string(p.schedule)},
           {"flash_attention", p.flash_attention},
           {"bucket_mib", p.bucket_mib}};
+  if (!p.async_tp_allreduce) j["async_tp_allreduce"] = false;
+  return j;
 }
 
 json to_json(const PrecisionPlan& p) {

@@ -31,6 +31,11 @@ struct ParallelPlan {
   Recompute recompute = Recompute::none;
   PipelineSchedule schedule = PipelineSchedule::one_f_one_b;
   bool flash_attention = true;  // fused attention that never stores the s x s scores
+  // Backward's input-gradient all-reduce of a tensor-parallel layer runs
+  // while its weight gradient is computed (Megatron's asynchronous
+  // tensor-parallel all-reduce); false: it blocks before it, as the
+  // ClusterScope engines do.
+  bool async_tp_allreduce = true;
   double bucket_mib = 25;       // data-parallel gradient bucket (PyTorch DDP's default)
 
   int world_size() const { return dp * tp * pp; }

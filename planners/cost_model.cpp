@@ -373,6 +373,7 @@ Knobs knobs_of(const ParallelPlan& p, const PrecisionPlan& q) {
   k.global_batch = p.global_batch;
   k.recompute = p.recompute;
   k.flash = p.flash_attention;
+  k.async_tp = p.async_tp_allreduce;
   k.bucket_bytes = p.bucket_mib * kMiB;
   k.compute = q.compute;
   k.weights = q.weights;
@@ -551,6 +552,8 @@ LayerCosts layer_costs(const Machine& m, const Model& x, const Knobs& k) {
       l.tp_backward_total = 2 * ar;
       l.tp_backward_exposed = std::max(0.0, ar - qkv_wgrad) + std::max(0.0, ar - up_wgrad);
     }
+    // Blocking all-reduces hide behind nothing.
+    if (!k.async_tp) l.tp_backward_exposed = l.tp_backward_total;
   }
 
   const double linear_fwd = linear_flops(tokens, qkv_cols, h) + linear_flops(tokens, h, heads * d) +

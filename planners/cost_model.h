@@ -86,6 +86,7 @@ struct Knobs {
   int global_batch = 1;
   Recompute recompute = Recompute::none;
   bool flash = true;
+  bool async_tp = true;  // ParallelPlan::async_tp_allreduce
   double bucket_bytes = 25.0 * 1024 * 1024;
   Precision compute = Precision::bf16;
   Precision weights = Precision::bf16;

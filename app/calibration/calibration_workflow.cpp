@@ -310,14 +310,16 @@ Workload trained_workload(const Workload& planned, const worker::GptConfig& c) {
 }
 
 // The estimate of a plan whose workload is already what the worker trains,
-// as the engines run it (naive attention, the workers' gradient buckets,
-// fp32 gradients, no recomputation or sequence parallelism).
+// as the engines run it (naive attention, blocking tensor-parallel
+// all-reduces, the workers' gradient buckets, fp32 gradients, no
+// recomputation or sequence parallelism).
 Result<RunPrediction> predict_trained(const PresetCatalog& catalog, Plan plan,
                                       std::string_view backend, int ranks, std::string_view host,
                                       const std::optional<Cluster>& cluster, double bucket_kib,
                                       RunPrediction out) {
   ParallelPlan& p = plan.parallel;
   p.flash_attention = false;  // the engines compute attention from the full score matrix
+  p.async_tp_allreduce = false;  // ... and all-reduce the input gradient before the weight's
   p.sequence_parallel = false;
   p.recompute = Recompute::none;
   p.schedule = PipelineSchedule::one_f_one_b;

@@ -141,6 +141,13 @@ void TestModelJson::planRoundTrip() {
   auto again = cs::plan_from_json(written, "written", nullptr);  // needs no presets
   QVERIFY2(again.ok(), again.ok() ? "" : again.message().c_str());
   QCOMPARE(QString::fromStdString(cs::to_json(*again).dump()), QString::fromStdString(written.dump()));
+  QVERIFY(again->parallel.async_tp_allreduce);  // Megatron's default when unsaid
+
+  cs::Plan blocking = *plan;
+  blocking.parallel.async_tp_allreduce = false;
+  auto back = cs::plan_from_json(cs::to_json(blocking), "blocking", nullptr);
+  QVERIFY2(back.ok(), back.ok() ? "" : back.message().c_str());
+  QVERIFY(!back->parallel.async_tp_allreduce);
 }
 
 void TestModelJson::validationErrors_data() {
@@ -317,6 +324,8 @@ void TestModelJson::validDocuments_data() {
             "cold_bandwidth_gbps": 18, "cold_latency_us": 30})";
   QTest::addRow("parallel from accumulation") << "parallel"
       << R"({"dp": 2, "micro_batch": 2, "gradient_accumulation": 4})";
+  QTest::addRow("blocking tensor-parallel all-reduce") << "parallel"
+      << R"({"tp": 2, "async_tp_allreduce": false})";
   QTest::addRow("precision fp16") << "precision" << R"({"compute": "fp16"})";
   QTest::addRow("int4 inference") << "precision"
       << R"({"compute": "int4", "quantization": {"symmetric": true}})";

@@ -79,6 +79,7 @@ class TestPlanner : public QObject {
   void inferencePlan();
   void dataParallelOverlap();
   void ranksSharingCores();
+  void blockingTensorParallelAllReduce();
   void gradientReductionOnAColdLink();
   void trainingCost();
   void estimateJson();
@@ -508,6 +509,23 @@ void TestPlanner::gradientReductionOnAColdLink() {
   QVERIFY(cold.communication.dp_seconds < 4 * warm.communication.dp_seconds);
   QCOMPARE(cold.communication.tp_seconds, warm.communication.tp_seconds);
   QCOMPARE(cold.compute_by_kind.total(), warm.compute_by_kind.total());
+}
+
+// Megatron overlaps backward's input-gradient all-reduce with the weight
+// gradient; the ClusterScope engines block on it. Blocking, every
+// tensor-parallel collective is exposed, and nothing else moves.
+void TestPlanner::blockingTensorParallelAllReduce() {
+  cs::Plan p = make_plan("dgx-a100-8", "gpt3-2.7b", 1, 4, 1, 8);
+  const cs::plan::Estimate async = must_estimate(p);
+  QVERIFY(async.time.tp_communication < async.communication.tp_seconds);
+  p.parallel.async_tp_allreduce = false;
+  const cs::plan::Estimate blocking = must_estimate(p);
+  QCOMPARE(blocking.communication.tp_seconds, async.communication.tp_seconds);
+  // Every layer's collectives exposed (the embedding's and the head's too).
+  QVERIFY(blocking.time.tp_communication >= blocking.communication.tp_seconds);
+  QCOMPARE(blocking.time.forward, async.time.forward);
+  QCOMPARE(blocking.time.backward, async.time.backward);
+  QVERIFY(blocking.time.step() > async.time.step());
 }
 
 // CPU-engine ranks whose threads outnumber the cores: compute takes 1 /
