@@ -71,6 +71,35 @@ QString fixture(const QString& name) {
   return QStringLiteral(CS_DATA_DIR "/nccl-tests/") + name;
 }
 
+// Calibrates the H200 of the committed GPU check from its sweeps, as
+// `calibrate --from-sweeps` imports them with the line the worker now starts
+// them with (naming the host of the run `store`, so that the presets are
+// that machine's). Empty, or what went wrong.
+QString calibrate_on_h200_sweeps(const QString& work, const QString& presets, const QString& store,
+                                 std::string* host_out = nullptr) {
+  auto reader = cs::trace::TraceReader::open(store.toStdString());
+  if (!reader) return QString::fromStdString(reader.message());
+  const std::string host = (*reader)->meta("host").value_or("");
+  if (host_out) *host_out = host;
+  QFile sweeps(work + "/sweeps.jsonl");
+  if (!sweeps.open(QIODevice::WriteOnly | QIODevice::Truncate)) return "cannot write " + sweeps.fileName();
+  sweeps.write(QString(R"({"event":"sweep_start","rank":0,"host":"%1","backend":"cuda",)"
+                       R"("device":"NVIDIA H200"})")
+                   .arg(QString::fromStdString(host))
+                   .toUtf8() +
+               "\n");
+  for (const char* file : {"gemm.jsonl", "bandwidth.jsonl"}) {
+    QFile f(QStringLiteral(CS_DATA_DIR "/gpu/") + file);
+    if (!f.open(QIODevice::ReadOnly)) return "cannot read " + f.fileName();
+    sweeps.write(f.readAll());
+  }
+  sweeps.close();
+  QFile::remove(work + "/cal.db");
+  const Run r = run_cli(
+      {"calibrate", "--from-sweeps", work + "/sweeps.jsonl", "--out", work + "/cal.db"}, presets, work);
+  return r.exit_code == 0 ? QString() : r.err;
+}
+
 // A run store written by `write` (events of a CPU-engine run), then fitted
 // as learning fits a run.
 cs::Result<cs::plan::Calibration> fit_written_store(
@@ -1167,31 +1196,9 @@ void TestCalibration::calibratedOnTheH200PredictsItsRuns() {
   QFile::remove(store);
   QVERIFY(QFile::copy(CS_DATA_DIR "/gpu/" + run, store));
   QFile(store).setPermissions(QFile::ReadOwner | QFile::WriteOwner);
-  std::string host;
-  {
-    auto reader = cs::trace::TraceReader::open(store.toStdString());
-    QVERIFY2(reader, reader ? "" : reader.message().c_str());
-    host = (*reader)->meta("host").value_or("");
-  }
-  // The sweeps of that machine, with the line the worker now starts them with.
-  QFile sweeps(work + "/sweeps.jsonl");
-  QVERIFY(sweeps.open(QIODevice::WriteOnly | QIODevice::Truncate));
-  sweeps.write(QString(R"({"event":"sweep_start","rank":0,"host":"%1","backend":"cuda",)"
-                       R"("device":"NVIDIA H200"})")
-                   .arg(QString::fromStdString(host))
-                   .toUtf8() +
-               "\n");
-  for (const char* file : {"gemm.jsonl", "bandwidth.jsonl"}) {
-    QFile f(QStringLiteral(CS_DATA_DIR "/gpu/") + file);
-    QVERIFY(f.open(QIODevice::ReadOnly));
-    sweeps.write(f.readAll());
-  }
-  sweeps.close();
-  QFile::remove(work + "/cal.db");
-  Run r = run_cli({"calibrate", "--from-sweeps", work + "/sweeps.jsonl", "--out", work + "/cal.db"},
-                  presets, work);
-  QVERIFY2(r.exit_code == 0, qPrintable(r.err));
-  r = run_cli({"trace", "stats", store, "--predict-again", "--no-steps", "--json"}, presets, work);
+  const QString calibrated = calibrate_on_h200_sweeps(work, presets, store);
+  QVERIFY2(calibrated.isEmpty(), qPrintable(calibrated));
+  Run r = run_cli({"trace", "stats", store, "--predict-again", "--no-steps", "--json"}, presets, work);
   QVERIFY2(r.exit_code == 0, qPrintable(r.err));
   const QJsonObject p = json_of(r)["prediction"].toObject();
   QVERIFY(p["predicted_now"].toObject()["calibrated"].toBool());
@@ -1272,34 +1279,15 @@ void TestCalibration::learnsFromTheGemmKernelsOfTheH200Run() {
     sqlite3_close(db);
   }
   std::string host;
-  {
-    auto reader = cs::trace::TraceReader::open(store.toStdString());
-    QVERIFY2(reader, reader ? "" : reader.message().c_str());
-    host = (*reader)->meta("host").value_or("");
-  }
-  QFile sweeps(work + "/sweeps.jsonl");
-  QVERIFY(sweeps.open(QIODevice::WriteOnly | QIODevice::Truncate));
-  sweeps.write(QString(R"({"event":"sweep_start","rank":0,"host":"%1","backend":"cuda",)"
-                       R"("device":"NVIDIA H200"})")
-                   .arg(QString::fromStdString(host))
-                   .toUtf8() +
-               "\n");
-  for (const char* file : {"gemm.jsonl", "bandwidth.jsonl"}) {
-    QFile f(QStringLiteral(CS_DATA_DIR "/gpu/") + file);
-    QVERIFY(f.open(QIODevice::ReadOnly));
-    sweeps.write(f.readAll());
-  }
-  sweeps.close();
-  Run r = run_cli({"calibrate", "--from-sweeps", work + "/sweeps.jsonl", "--out", work + "/cal.db"},
-                  presets, work);
-  QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+  const QString calibrated = calibrate_on_h200_sweeps(work, presets, store, &host);
+  QVERIFY2(calibrated.isEmpty(), qPrintable(calibrated));
   const QStringList files = QDir(presets).entryList({"*.json"}, QDir::Files);
   QCOMPARE(files.size(), 1);
   QVERIFY(QFile::rename(presets + "/" + files.front(), presets + "/my-h200.json"));
   const QString cluster =
       QString::fromStdString(cs::plan::calibrated_name(host, "cuda", 1, "cluster"));
 
-  r = run_cli({"calibrate", "--learn", store, "--base", cluster, "--json"}, presets, work);
+  Run r = run_cli({"calibrate", "--learn", store, "--base", cluster, "--json"}, presets, work);
   QVERIFY2(r.exit_code == 0, qPrintable(r.err));
   const QJsonObject device = json_of(r)["fit"].toObject()["devices"].toArray()[0].toObject();
   const QJsonArray gemm = device["gemm"].toArray();
