@@ -88,13 +88,17 @@ void TestGuiCalibration::calibratesThisMachine() {
   QVERIFY(file.startsWith(dir_.filePath("presets")));
   QVERIFY(QFile::exists(file));
   QVERIFY(QFile::exists(dir_.filePath("calibration.db")));
-  // A row per fitted quantity, the 2-rank link among them.
+  // A row per fitted quantity, the 2-rank link among them, warm and with
+  // the caches cold.
   QVERIFY(panel.fitTable()->rowCount() > 5);
-  bool link = false;
+  bool link = false, cold_link = false;
   for (int r = 0; r < panel.fitTable()->rowCount(); ++r) {
-    link |= panel.fitTable()->item(r, 1)->text().startsWith(QStringLiteral("link"));
+    const QString quantity = panel.fitTable()->item(r, 1)->text();
+    link |= quantity.startsWith(QStringLiteral("link"));
+    cold_link |= quantity.startsWith(QStringLiteral("caches cold: link"));
   }
   QVERIFY2(link, qPrintable(panel.statusLabel()->text()));
+  QVERIFY2(cold_link, qPrintable(panel.statusLabel()->text()));
   QVERIFY(panel.startButton()->isEnabled());
 }
 
