@@ -195,6 +195,9 @@ void PlanOptions::add_to(CLI::App& command) {
                    "Fused attention that never stores the s x s scores (the default)");
   command.add_flag("--no-flash-attention", no_flash_attention,
                    "Unfused attention (softmax in memory)");
+  command.add_flag("--blocking-tp-allreduce", blocking_tp_allreduce,
+                   "Backward's tensor-parallel input-gradient all-reduce blocks instead of "
+                   "overlapping the weight gradient (as the ClusterScope engines run it)");
   command.add_flag(
       "--fp32-main-grad", fp32_main_grad,
       "Accumulate gradients in fp32 (Megatron-LM's main gradient, 18 bytes per parameter)");
@@ -242,6 +245,7 @@ Plan PlanOptions::resolve(const PresetCatalog& catalog, const ClusterOptions& cl
   if (!recompute.empty()) p.recompute = *recompute_from_string(recompute);
   if (flash_attention) p.flash_attention = true;
   if (no_flash_attention) p.flash_attention = false;
+  if (blocking_tp_allreduce) p.async_tp_allreduce = false;
   if (!precision.empty()) {
     plan.precision = PrecisionPlan::for_compute(*precision_from_string(precision));
   }

@@ -186,6 +186,17 @@ void TestPlanCli::planDocument() {
   QCOMPARE(p["tp"].toInt(), 4);
   QCOMPARE(p["dp"].toInt(), 4);
   QCOMPARE(p["global_batch"].toInt(), 64);
+  // Blocking tensor-parallel all-reduces expose backward's: more exposed
+  // tensor-parallel time, the same compute.
+  const Run blocking =
+      run_cli({"plan", "--plan", file.fileName(), "--blocking-tp-allreduce", "--json"});
+  QVERIFY2(blocking.exit_code == 0, qPrintable(blocking.err));
+  const QJsonObject b = parse(blocking);
+  QCOMPARE(b["plan"].toObject()["parallel"].toObject()["async_tp_allreduce"].toBool(true), false);
+  QVERIFY(b["time"].toObject()["tp_communication_seconds"].toDouble() >
+          o["time"].toObject()["tp_communication_seconds"].toDouble());
+  QCOMPARE(b["time"].toObject()["backward_seconds"].toDouble(),
+           o["time"].toObject()["backward_seconds"].toDouble());
   // An invalid document is refused with its file and pointer.
   QFile bad(dir.filePath("bad.json"));
   QVERIFY(bad.open(QIODevice::WriteOnly));
@@ -217,7 +228,8 @@ void TestPlanCli::planHelpListsFlags() {
   QCOMPARE(r.exit_code, 0);
   for (const char* flag : {"--tp", "--pp", "--dp", "--virtual-stages", "--sequence-parallel",
                            "--zero", "--micro-batch", "--global-batch", "--recompute",
-                           "--precision", "--flash-attention", "--plan", "--json"}) {
+                           "--precision", "--flash-attention", "--blocking-tp-allreduce",
+                           "--plan", "--json"}) {
     QVERIFY2(r.out.contains(flag), flag);
   }
 }
