@@ -359,11 +359,15 @@ Status collect(const trace::TraceReader& r, std::vector<PhaseData>& data, bool c
       stream_lanes.insert(l.id.value);
     }
   }
-  // The cold sweep's span on each rank.
+  // The cold sweep's span on each rank (read from the annotation lanes only).
   std::map<std::int32_t, std::vector<std::pair<std::int64_t, std::int64_t>>> cold_spans;
   const trace::TimeRange range = r.time_range();
-  if (cpu_engine) {
-    Status spans = r.for_each_event({}, range.start_ns, range.end_ns + 1, [&](const trace::StoredEvent& se) {
+  std::vector<trace::LaneId> annotation_lanes;
+  for (const trace::LaneInfo& l : r.lanes()) {
+    if (l.kind == trace::LaneKind::annotation) annotation_lanes.push_back(l.id);
+  }
+  if (cpu_engine && !annotation_lanes.empty()) {
+    Status spans = r.for_each_event(annotation_lanes, range.start_ns, range.end_ns + 1, [&](const trace::StoredEvent& se) {
       if (se.event.kind == trace::EventKind::annotation &&
           r.string(se.event.name) == kColdCollectivesAnnotation) {
         cold_spans[se.rank].emplace_back(se.event.start_ns, se.event.end_ns);

@@ -178,6 +178,22 @@ std::vector<BandwidthSample> bandwidth_sweep(Backend& backend, const std::vector
   return samples;
 }
 
+namespace {
+
+// One all-reduce size's figures, as nccl-tests reports them.
+CollectiveSample all_reduce_sample(std::int64_t bytes, int ranks, double seconds) {
+  CollectiveSample s;
+  s.operation = "all_reduce";
+  s.bytes = bytes;
+  s.ranks = ranks;
+  s.seconds = seconds;
+  s.algorithm_bandwidth = static_cast<double>(bytes) / seconds;
+  s.bus_bandwidth = s.algorithm_bandwidth * all_reduce_bus_factor(ranks);
+  return s;
+}
+
+}  // namespace
+
 std::vector<CollectiveSample> all_reduce_sweep(Backend& backend, Communicator& comm,
                                                const std::vector<std::int64_t>& bytes,
                                                int repetitions) {
@@ -190,14 +206,7 @@ std::vector<CollectiveSample> all_reduce_sweep(Backend& backend, Communicator& c
     const double t0 = now_seconds();
     for (int r = 0; r < repetitions; ++r) comm.all_reduce(t);
     backend.synchronize();
-    CollectiveSample s;
-    s.operation = "all_reduce";
-    s.bytes = n * 4;
-    s.ranks = comm.size();
-    s.seconds = (now_seconds() - t0) / repetitions;
-    s.algorithm_bandwidth = s.bytes / s.seconds;
-    s.bus_bandwidth = s.algorithm_bandwidth * all_reduce_bus_factor(s.ranks);
-    samples.push_back(s);
+    samples.push_back(all_reduce_sample(n * 4, comm.size(), (now_seconds() - t0) / repetitions));
     backend.release(t);
   }
   return samples;
@@ -225,14 +234,7 @@ std::vector<CollectiveSample> cold_all_reduce_sweep(Backend& backend, Communicat
       comm.all_reduce(t);
       total += now_seconds() - t0;
     }
-    CollectiveSample s;
-    s.operation = "all_reduce";
-    s.bytes = n * 4;
-    s.ranks = comm.size();
-    s.seconds = total / repetitions;
-    s.algorithm_bandwidth = s.bytes / s.seconds;
-    s.bus_bandwidth = s.algorithm_bandwidth * all_reduce_bus_factor(s.ranks);
-    samples.push_back(s);
+    samples.push_back(all_reduce_sample(n * 4, comm.size(), total / repetitions));
     backend.release(t);
   }
   return samples;
