@@ -1167,8 +1167,11 @@ GpuSpec refine_device(const GpuSpec& base, const DeviceFit& run, std::string_vie
         g.peak.bf16 > 0 ? g.peak.bf16 : (g.peak.fp16 > 0 ? g.peak.fp16 : g.peak.fp32);
     g.efficiency.gemm_half_gflop = run.ramp * rate16 * g.efficiency.gemm_max / 1e9;
   }
-  if (cpu && run.gemm_operand_rate) {
-    g.memory_bandwidth = *run.gemm_operand_rate;
+  if (cpu && !run.gemm.empty()) {
+    // The operand rate the run's GEMMs were fitted with; where their sizes
+    // showed no operand cost, none (the base's rate would add one to the
+    // run's rate, which already holds it).
+    g.memory_bandwidth = run.gemm_operand_rate.value_or(1e15);
   } else if (!cpu && run.memory_rate && g.memory_bandwidth > 0) {
     g.efficiency.memory_max = std::min(1.0, *run.memory_rate / g.memory_bandwidth);
   }

@@ -17,6 +17,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "core/plans.h"
@@ -42,6 +43,40 @@ struct MachineCalibrationOptions {
   std::optional<GpuSpec> datasheet;
   bool save = true;                   // write the presets file
   std::filesystem::path presets_dir;  // where (default: user_presets_dir())
+  // CPU engine: after the sweeps, train the reference model a few steps on
+  // each rank count and learn from those runs (see ReferenceRun).
+  bool reference_runs = true;
+  int reference_steps = 12;
+};
+
+// A short training run of the calibration's reference model (a GPT of its
+// own shape, not one the user plans) on one rank count, made right after
+// the sweeps and learnt from before the presets are saved. The sweeps time
+// each operation alone, repeated on warm caches and with every rank doing
+// the same; training interleaves them, and its operations meet operands
+// that other operations and ranks just used. On the development VM the
+// sweeps alone left 2-rank plans 10-17 % slower than predicted in every
+// calibration; learning from runs closed that gap (docs/calibration.md).
+// The run's store is kept beside the calibration store.
+struct ReferenceLayout {
+  int dp = 1, tp = 1;
+  int micro_batch = 2;  // sequences; a step is two per data-parallel replica
+};
+std::string to_string(const ReferenceLayout& layout);  // "dp 2 x tp 2, micro-batch 1"
+
+struct ReferenceRun {
+  ReferenceLayout layout;
+  int ranks = 1;
+  std::string store;
+  double measured_step_s = 0;     // the critical rank's median step
+  double predicted_sweeps_s = 0;  // by the sweeps' presets
+  double predicted_s = 0;         // by the presets saved (after learning from the reference runs)
+  // The machine probe before the first step against the sweeps' model
+  // (measured / predicted; 0 when the run has none).
+  double probe_gemm_ratio = 0, probe_loop_ratio = 0;
+  bool shares_cores = false;  // more compute threads than cores: the probe is not read
+  bool retried = false;  // run twice (far from the prediction, or the probe); one kept
+  bool learnt = false;   // false: its probe found the machine not as swept
 };
 
 struct MachineCalibration {
@@ -49,7 +84,26 @@ struct MachineCalibration {
   plan::Calibration fit;
   PresetBundle presets;
   std::filesystem::path presets_file;  // written, or empty
+  std::vector<ReferenceRun> reference_runs;
+  std::vector<plan::Calibration> reference_fits;  // what each rank count's reference runs showed
+  std::vector<std::string> notes;  // what the reference runs could not do, and why
 };
+
+// A reference run is run once more when it is more than 30 % from the
+// sweeps' prediction either way (far_from_sweeps), or when its machine
+// probe found the machine not as the sweeps measured it: its GEMM or loop
+// probe more than 40 % from their model (machine_moved; another speed,
+// other work; not read where ranks share cores). A run whose probe still
+// says so is not learnt from.
+bool far_from_sweeps(const ReferenceRun& run);
+bool machine_moved(const ReferenceRun& run);
+
+// The reference model's shape (ReferenceRun), and the layouts trained on
+// `ranks` ranks: data parallel over all of them in micro-batches of 2, and
+// then with ranks even tensor parallel 2 (both kinds of collective a plan
+// meets), else the same in micro-batches of 1.
+Workload reference_workload();
+std::vector<ReferenceLayout> reference_layouts(int ranks);
 
 Result<MachineCalibration> calibrate_machine(
     const MachineCalibrationOptions& options,
@@ -90,6 +144,13 @@ Result<std::vector<RunRefinement>> refine_from_runs(const std::vector<std::strin
                                                     const PresetCatalog& catalog,
                                                     const std::string& base_cluster, bool save,
                                                     const std::filesystem::path& presets_dir = {});
+
+// Refines `base` (its device and link) by what the run stores show, fitted
+// together, without saving: refine_from_runs for a cluster at hand (the
+// calibration learning from its reference runs before it saves).
+Result<RunRefinement> refine_cluster(const Cluster& base,
+                                     const std::vector<const trace::TraceReader*>& stores,
+                                     const std::vector<std::string>& runs);
 
 // ---- nccl-tests
 

@@ -42,6 +42,8 @@ struct CalibrateOptions {
   std::vector<std::int64_t> gemm_sizes, buffer_sizes, message_sizes;
   double seconds = 0.2;
   bool no_ops = false;
+  bool no_reference_runs = false;
+  int reference_steps = 12;
   std::string out;
   bool no_save = false;
   std::string presets_dir;
@@ -452,6 +454,8 @@ void run(Context& ctx, const CalibrateOptions& o) {
   }
   mo.save = !o.no_save;
   mo.presets_dir = o.presets_dir;
+  mo.reference_runs = !o.no_reference_runs;
+  mo.reference_steps = o.reference_steps;
   const bool terminal = isatty(STDERR_FILENO) != 0;
   CancelFlag cancel;
   calib::MachineCalibration m = take(calib::calibrate_machine(
@@ -463,12 +467,71 @@ void run(Context& ctx, const CalibrateOptions& o) {
       },
       &cancel.cancel));
   if (terminal && !o.json) std::cerr << '\n';
-  if (!o.json) {
-    std::cout << "calibration store: " << m.record.store << " (" << format_seconds(m.record.seconds)
-              << ")\n";
+  if (o.json) {
+    json runs = json::array();
+    for (const calib::ReferenceRun& r : m.reference_runs) {
+      runs.push_back({{"ranks", r.ranks},
+                      {"dp", r.layout.dp},
+                      {"tp", r.layout.tp},
+                      {"micro_batch", r.layout.micro_batch},
+                      {"store", r.store},
+                      {"retried", r.retried},
+                      {"learnt", r.learnt},
+                      {"probe_gemm_ratio", r.probe_gemm_ratio},
+                      {"probe_loop_ratio", r.probe_loop_ratio},
+                      {"measured_step_seconds", r.measured_step_s},
+                      {"predicted_by_sweeps_seconds", r.predicted_sweeps_s},
+                      {"predicted_seconds", r.predicted_s}});
+    }
+    json learnt = json::array();
+    for (const plan::Calibration& f : m.reference_fits)
+      learnt.push_back(fit_json(f));
+    report(o, m.fit, m.presets, m.presets_file,
+           {{"store", m.record.store},
+            {"seconds", m.record.seconds},
+            {"reference_runs", runs},
+            {"reference_fits", learnt},
+            {"notes", m.notes}});
+    return;
   }
-  report(o, m.fit, m.presets, m.presets_file,
-         {{"store", m.record.store}, {"seconds", m.record.seconds}});
+  std::cout << "calibration store: " << m.record.store << " (" << format_seconds(m.record.seconds)
+            << ")\n";
+  print_fit(std::cout, m.fit);
+  if (!m.reference_fits.empty()) {
+    std::cout << "\nlearnt from the reference runs (" << calib::reference_workload().display_name
+              << ", " << mo.reference_steps << " steps each):\n";
+    for (const plan::Calibration& f : m.reference_fits)
+      print_fit(std::cout, f);
+  }
+  if (!m.reference_runs.empty()) {
+    std::cout << "\nreference runs, predicted against measured (step):\n";
+    TextTable table({"ranks", "layout", "by the sweeps", "measured", "error", "calibrated", "error"});
+    for (int c = 2; c <= 6; ++c)
+      table.right_align(c);
+    for (const calib::ReferenceRun& r : m.reference_runs) {
+      auto error = [&](double predicted) {
+        return r.measured_step_s > 0 && predicted > 0 ? percent(predicted / r.measured_step_s - 1)
+                                                      : std::string("-");
+      };
+      table.add({std::to_string(r.ranks),
+                 calib::to_string(r.layout) + (r.learnt ? "" : " (not learnt)") +
+                     (r.retried ? " *" : ""),
+                 format_seconds(r.predicted_sweeps_s), format_seconds(r.measured_step_s),
+                 error(r.predicted_sweeps_s), format_seconds(r.predicted_s), error(r.predicted_s)});
+    }
+    table.print(std::cout);
+    for (const calib::ReferenceRun& r : m.reference_runs) {
+      if (r.retried) {
+        std::cout << "* run twice, being more than 30 % from the sweeps' prediction or its "
+                     "machine probe more than 40 % from their model: the run whose probe "
+                     "found the machine as swept, then the faster, kept\n";
+        break;
+      }
+    }
+  }
+  for (const std::string& n : m.notes)
+    std::cout << "note: " << n << '\n';
+  print_presets(std::cout, m.presets, m.presets_file);
 }
 
 }  // namespace
@@ -495,6 +558,12 @@ void register_calibrate(CLI::App& app, Context& ctx) {
   cmd->add_option("--seconds", o->seconds, "Seconds per GEMM size (a quarter per operation size)")
       ->check(CLI::PositiveNumber);
   cmd->add_flag("--no-ops", o->no_ops, "Skip the sweep of the model's loop operations (CPU)");
+  cmd->add_flag("--no-reference-runs", o->no_reference_runs,
+                "CPU engine: skip training the reference model on each rank count after the "
+                "sweeps (whose runs the presets then learn from)");
+  cmd->add_option("--reference-steps", o->reference_steps,
+                  "Training steps of each reference run (the first is a warm-up)")
+      ->check(CLI::Range(3, 1000));
   cmd->add_option("--out", o->out, "The calibration store (default calibration-<date>-<time>.db)");
   cmd->add_flag("--no-save", o->no_save, "Fit and show, but do not save presets");
   cmd->add_option("--presets-dir", o->presets_dir,

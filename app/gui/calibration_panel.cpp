@@ -1,5 +1,6 @@
 #include "app/gui/calibration_panel.h"
 
+#include <QCheckBox>
 #include <QDoubleSpinBox>
 #include <QFileDialog>
 #include <QFileInfo>
@@ -55,6 +56,7 @@ struct CalibrationPanel::Sweep {
   std::atomic<bool> cancel{false};
   std::mutex mutex;
   int phase = 0;
+  int phases = 0;
   std::string text;
   bool changed = false;
 };
@@ -84,6 +86,15 @@ CalibrationPanel::CalibrationPanel(QWidget* parent) : QWidget(parent) {
   seconds_->setSuffix(tr(" s"));
   seconds_->setToolTip(tr("Seconds per GEMM size (longer: steadier figures)"));
   form->addRow(tr("Per size"), seconds_);
+  reference_ = new QCheckBox(tr("Then train a reference model on each rank count and learn from it"),
+                             this);
+  reference_->setObjectName(QStringLiteral("calibrationReferenceRuns"));
+  reference_->setChecked(true);
+  reference_->setToolTip(
+      tr("CPU engine: a few training steps of a small GPT per rank count, after the sweeps. The "
+         "sweeps time each operation alone; training interleaves them, and the presets learn "
+         "what that costs. The runs' stores are kept beside the calibration store."));
+  form->addRow(QString(), reference_);
   layout->addLayout(form);
 
   auto* buttons = new QHBoxLayout;
@@ -148,6 +159,7 @@ void CalibrationPanel::setRunning(bool running) {
   learn_->setEnabled(!running);
   ranks_->setEnabled(!running);
   seconds_->setEnabled(!running);
+  reference_->setEnabled(!running);
   progress_->setVisible(running);
 }
 
@@ -156,6 +168,7 @@ void CalibrationPanel::showProgress() {
   std::lock_guard lock(sweep_->mutex);
   if (!sweep_->changed) return;
   sweep_->changed = false;
+  if (sweep_->phases > 0) progress_->setRange(0, sweep_->phases);
   progress_->setValue(sweep_->phase);
   status_->setText(QString::fromStdString(sweep_->text));
 }
@@ -206,6 +219,7 @@ void CalibrationPanel::start() {
       if (const GpuSpec* g = catalog->match_device(host.gpus.front().name)) options.datasheet = *g;
     }
   }
+  options.reference_runs = reference_->isChecked();
   options.presets_dir = presets_dir_.toStdString();
   const std::filesystem::path dir = presets_dir_.isEmpty()
                                         ? user_presets_dir()
@@ -242,6 +256,7 @@ void CalibrationPanel::start() {
         [sweep](const launch::CalibrationProgress& p) {
           std::lock_guard lock(sweep->mutex);
           sweep->phase = p.phase;
+          sweep->phases = p.phases;
           sweep->text = p.text;
           sweep->changed = true;
         },
@@ -331,6 +346,8 @@ void CalibrationPanel::learnFrom(const QStringList& run_stores) {
 void CalibrationPanel::showResult(const calib::MachineCalibration& result) {
   table_->setRowCount(0);
   showFit(result.fit);
+  for (const plan::Calibration& fit : result.reference_fits)
+    showFit(fit, tr("reference runs: "));
   QStringList clusters;
   for (const Cluster& c : result.presets.clusters)
     clusters << text(c.name);
@@ -342,18 +359,30 @@ void CalibrationPanel::showResult(const calib::MachineCalibration& result) {
   message += tr("; the calibration store is %1.").arg(text(result.record.store));
   for (const std::string& note : result.fit.notes)
     message += QStringLiteral("\n") + text(note);
+  for (const calib::ReferenceRun& r : result.reference_runs) {
+    const QString layout = text(calib::to_string(r.layout));
+    message += QStringLiteral("\n") +
+               tr("Reference run %1: %2 per step measured; the sweeps predicted %3, the "
+                  "calibrated presets %4.")
+                   .arg(layout, text(format_seconds(r.measured_step_s)),
+                        text(format_seconds(r.predicted_sweeps_s)),
+                        text(format_seconds(r.predicted_s)));
+    if (r.retried) message += tr(" (run twice, the first far from the prediction: the faster kept)");
+  }
+  for (const std::string& note : result.notes)
+    message += QStringLiteral("\n") + text(note);
   status_->setText(message);
   emit calibrated(file, clusters);
 }
 
 // A row per fitted quantity (and rank count), with the quality of its fit.
-void CalibrationPanel::showFit(const plan::Calibration& fit) {
-  auto add = [this](int ranks, const QString& quantity, const QString& fitted,
-                    const QString& quality) {
+void CalibrationPanel::showFit(const plan::Calibration& fit, const QString& origin) {
+  auto add = [this, &origin](int ranks, const QString& quantity, const QString& fitted,
+                             const QString& quality) {
     const int row = table_->rowCount();
     table_->insertRow(row);
     table_->setItem(row, 0, new QTableWidgetItem(QString::number(ranks)));
-    table_->setItem(row, 1, new QTableWidgetItem(quantity));
+    table_->setItem(row, 1, new QTableWidgetItem(origin + quantity));
     table_->setItem(row, 2, new QTableWidgetItem(fitted));
     table_->setItem(row, 3, new QTableWidgetItem(quality));
   };

@@ -11,6 +11,7 @@
 #include <QWidget>
 #include <memory>
 
+class QCheckBox;
 class QDoubleSpinBox;
 class QLabel;
 class QLineEdit;
@@ -45,6 +46,7 @@ class CalibrationPanel : public QWidget {
   QPushButton* learnButton() const { return learn_; }
   QLineEdit* rankCounts() const { return ranks_; }
   QDoubleSpinBox* secondsPerSize() const { return seconds_; }
+  QCheckBox* referenceRuns() const { return reference_; }
   QTableWidget* fitTable() const { return table_; }
   QLabel* statusLabel() const { return status_; }
   bool running() const { return running_; }
@@ -67,13 +69,15 @@ class CalibrationPanel : public QWidget {
 
   void showResult(const cs::calib::MachineCalibration& result);
   void fail(const QString& message);  // says why in the status line, and emits failed
-  void showFit(const plan::Calibration& fit);
+  // `origin` prefixes each quantity (what the reference runs showed).
+  void showFit(const plan::Calibration& fit, const QString& origin = {});
   void chooseRuns();
   void setRunning(bool running);
   void showProgress();
 
   QLineEdit* ranks_ = nullptr;
   QDoubleSpinBox* seconds_ = nullptr;
+  QCheckBox* reference_ = nullptr;
   QPushButton* start_ = nullptr;
   QPushButton* cancel_ = nullptr;
   QPushButton* learn_ = nullptr;

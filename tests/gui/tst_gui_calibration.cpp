@@ -5,6 +5,7 @@
 #include <QAction>
 #include <QDialog>
 #include <QDir>
+#include <QCheckBox>
 #include <QDoubleSpinBox>
 #include <QFile>
 #include <QLabel>
@@ -99,6 +100,23 @@ void TestGuiCalibration::calibratesThisMachine() {
   }
   QVERIFY2(link, qPrintable(panel.statusLabel()->text()));
   QVERIFY2(cold_link, qPrintable(panel.statusLabel()->text()));
+  // Then the reference model trained on 1 rank (micro-batches of 2 and
+  // 1), and on 2 as dp 2 and as tp 2: each run's step measured against
+  // both predictions, its store kept, and what the runs showed listed apart.
+  QVERIFY(panel.referenceRuns()->isChecked());
+  const QString status = panel.statusLabel()->text();
+  QCOMPARE(status.count(QStringLiteral("Reference run ")), 4);
+  QVERIFY2(status.contains(QStringLiteral("Reference run dp 1 x tp 2, micro-batch 1: ")),
+           qPrintable(status));
+  for (const char* store :
+       {"calibration.reference-1r-dp1-tp1-mb2.db", "calibration.reference-1r-dp1-tp1-mb1.db",
+        "calibration.reference-2r-dp2-tp1-mb2.db", "calibration.reference-2r-dp1-tp2-mb1.db"}) {
+    QVERIFY2(QFile::exists(dir_.filePath(QString::fromLatin1(store))), store);
+  }
+  bool learnt = false;
+  for (int r = 0; r < panel.fitTable()->rowCount(); ++r)
+    learnt |= panel.fitTable()->item(r, 1)->text().startsWith(QStringLiteral("reference runs: "));
+  QVERIFY(learnt);
   QVERIFY(panel.startButton()->isEnabled());
 }
 

@@ -21,6 +21,7 @@
 
 #include <sqlite3.h>
 
+#include "app/calibration/calibration_workflow.h"
 #include "core/calibration_meta.h"
 #include "core/trace_reader.h"
 #include "core/trace_writer.h"
@@ -128,6 +129,8 @@ class TestCalibration : public QObject {
   void linkFitRefusesTooLittle();
   void linkLatencyAtAKnownBandwidth();
   void learningReplacesTheCpuGemmRate();
+  void referenceRunsTrustTheMachineProbe_data();
+  void referenceRunsTrustTheMachineProbe();
   void collectivesAreTimedOnTheLastRankToArrive();
   void gemmRateStandsWhenBytesTakeTheTime();
   void coldCollectivesAreFittedApart_data();
@@ -282,6 +285,60 @@ void TestCalibration::learningReplacesTheCpuGemmRate() {
   QCOMPARE(g.efficiency.loops.norm_ns, 3.0);
   QCOMPARE(g.efficiency.core_share, 0.5);  // the machine's, not the run's to change
   QVERIFY(QString::fromStdString(g.source).endsWith("refined by the run r.db"));
+
+  // A run whose GEMM sizes showed no operand cost (the fit dropped it): its
+  // rate already holds that cost, so the base's operand rate must not add
+  // it again (it did: a 1-rank run predicted 44 % above its own GEMMs).
+  run.gemm_operand_rate.reset();
+  const cs::GpuSpec no_operands = cs::plan::refine_device(base, run, "the run r.db");
+  QCOMPARE(no_operands.peak.fp32, 1e12);
+  QVERIFY(no_operands.memory_bandwidth >= 1e15);
+  // A run with no GEMMs keeps the base's GEMM model whole.
+  cs::plan::DeviceFit loops_only;
+  loops_only.loop_costs.norm_ns = 3;
+  QCOMPARE(cs::plan::refine_device(base, loops_only, "the run r.db").memory_bandwidth, 40e9);
+}
+
+// When the calibration runs a reference run again, and when it does not
+// learn from one: its step more than 30 % from the sweeps' prediction
+// (either way) asks for a second run; its machine probe more than 40 %
+// from the sweeps' model says the machine is not the one swept (the
+// development VM: a 2-rank reference run at 47 ms with its GEMM probe 1.82
+// times the model, where every other calibration ran it at 20-24 ms),
+// unless the ranks share cores.
+void TestCalibration::referenceRunsTrustTheMachineProbe_data() {
+  QTest::addColumn<double>("predicted");
+  QTest::addColumn<double>("measured");
+  QTest::addColumn<double>("gemm");
+  QTest::addColumn<double>("loop");
+  QTest::addColumn<bool>("shares_cores");
+  QTest::addColumn<bool>("far");
+  QTest::addColumn<bool>("moved");
+  QTest::newRow("as predicted") << 20e-3 << 21e-3 << 1.05 << 0.97 << false << false << false;
+  QTest::newRow("slower, machine as swept") << 20e-3 << 27e-3 << 1.1 << 1.2 << false << true << false;
+  QTest::newRow("faster") << 20e-3 << 15e-3 << 1.0 << 1.0 << false << true << false;
+  QTest::newRow("the VM's slow moment") << 20.3e-3 << 47.0e-3 << 1.82 << 1.56 << false << true << true;
+  QTest::newRow("loop probe fast") << 20e-3 << 22e-3 << 1.0 << 0.6 << false << false << true;
+  // 4 ranks on 2 cores: their probe is not read.
+  QTest::newRow("ranks sharing cores") << 41.9e-3 << 44.2e-3 << 0.65 << 0.98 << true << false << false;
+  QTest::newRow("no probe") << 20e-3 << 21e-3 << 0.0 << 0.0 << false << false << false;
+  QTest::newRow("nothing measured") << 20e-3 << 0.0 << 0.0 << 0.0 << false << false << false;
+}
+
+void TestCalibration::referenceRunsTrustTheMachineProbe() {
+  QFETCH(double, predicted);
+  QFETCH(double, measured);
+  QFETCH(double, gemm);
+  QFETCH(double, loop);
+  QFETCH(bool, shares_cores);
+  cs::calib::ReferenceRun run;
+  run.shares_cores = shares_cores;
+  run.predicted_sweeps_s = predicted;
+  run.measured_step_s = measured;
+  run.probe_gemm_ratio = gemm;
+  run.probe_loop_ratio = loop;
+  QTEST(cs::calib::far_from_sweeps(run), "far");
+  QTEST(cs::calib::machine_moved(run), "moved");
 }
 
 // A run's all-reduces, as learning reads them: rank 0 reaches each one
@@ -792,6 +849,34 @@ void TestCalibration::calibrateRunPredictLearn() {
     QFile presets_file(cal["presets_file"].toString());
     QVERIFY(presets_file.open(QIODevice::ReadOnly));
     QVERIFY(presets_file.readAll().contains("\"cold_bandwidth_gbps\""));
+  }
+
+  // After the sweeps, the reference model trained on 1 rank and on 2 (data
+  // and tensor parallel), each run's step measured against the sweeps'
+  // prediction and the presets learnt from the runs of its rank count.
+  const QJsonArray reference = cal["reference_runs"].toArray();
+  QCOMPARE(reference.size(), 4);
+  QStringList layouts_trained;
+  for (const QJsonValue& v : reference) {
+    const QJsonObject run = v.toObject();
+    layouts_trained << QString("%1x%2/%3")
+                           .arg(run["dp"].toInt())
+                           .arg(run["tp"].toInt())
+                           .arg(run["micro_batch"].toInt());
+    QVERIFY(QFile::exists(run["store"].toString()));
+    QVERIFY2(run["measured_step_seconds"].toDouble() > 0 &&
+                 run["predicted_by_sweeps_seconds"].toDouble() > 0 &&
+                 run["predicted_seconds"].toDouble() > 0,
+             qPrintable(QJsonDocument(run).toJson()));
+  }
+  QCOMPARE(layouts_trained, (QStringList{"1x1/2", "1x1/1", "2x1/2", "1x2/1"}));
+  QCOMPARE(cal["reference_fits"].toArray().size(), 2);
+  QVERIFY2(cal["notes"].toArray().isEmpty(), qPrintable(QJsonDocument(cal["notes"].toArray()).toJson()));
+  {
+    QFile presets_file(cal["presets_file"].toString());
+    QVERIFY(presets_file.open(QIODevice::ReadOnly));
+    QVERIFY(presets_file.readAll().contains("refined by the runs cal.reference-2r-dp2-tp1-mb2.db, "
+                                            "cal.reference-2r-dp1-tp2-mb1.db"));
   }
 
   // The calibration store is a run store like any other.
