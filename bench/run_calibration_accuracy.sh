@@ -1,6 +1,7 @@
 #!/bin/bash
 # How well the calibrated planner predicts real CPU-engine runs: calibrate
-# this machine (into a presets folder of its own), run several plans (DP,
+# this machine (into a presets folder of its own; the calibration's own
+# reference runs and their predictions shown first), run several plans (DP,
 # TP, PP and mixed; 1 to 4 ranks; two model sizes) with `clusterscope run`,
 # whose stores carry the planner's estimate, and print for each plan the
 # step and each part predicted against measured (`clusterscope trace stats
@@ -186,6 +187,15 @@ run_pass() {
 
 echo "## After calibration"
 echo
+# The calibration's own check: its reference runs, predicted by the sweeps
+# and by the presets saved (CPU engine; none with --no-reference-runs).
+if grep -q "^reference runs, predicted" "$WORK/calibration.txt"; then
+  echo '```'
+  sed -n '/^reference runs, predicted/,/^$/p' "$WORK/calibration.txt" | sed '/^$/d'
+  grep "^note: reference run" "$WORK/calibration.txt" || true
+  echo '```'
+  echo
+fi
 run_pass calibrated
 # Learn from the first pass's runs (each refines its rank count's preset),
 # then run every plan again.

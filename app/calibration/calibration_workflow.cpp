@@ -396,7 +396,10 @@ Result<MachineCalibration> calibrate_machine(
   if (!out) return out.error();
   out->record = std::move(record).value();
   if (options.reference_runs && out->fit.engine == "cpu") {
+    const auto started = std::chrono::steady_clock::now();
     if (Status s = learn_from_reference_runs(options, *out, progress, cancel); !s) return s.error();
+    out->reference_seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   }
   if (options.save) {
     auto catalog = PresetCatalog::load_default();

@@ -85,6 +85,7 @@ struct MachineCalibration {
   PresetBundle presets;
   std::filesystem::path presets_file;  // written, or empty
   std::vector<ReferenceRun> reference_runs;
+  double reference_seconds = 0;  // the reference runs' wall time (record.seconds: the sweeps')
   std::vector<plan::Calibration> reference_fits;  // what each rank count's reference runs showed
   std::vector<std::string> notes;  // what the reference runs could not do, and why
 };

@@ -489,12 +489,16 @@ void run(Context& ctx, const CalibrateOptions& o) {
     report(o, m.fit, m.presets, m.presets_file,
            {{"store", m.record.store},
             {"seconds", m.record.seconds},
+            {"reference_seconds", m.reference_seconds},
             {"reference_runs", runs},
             {"reference_fits", learnt},
             {"notes", m.notes}});
     return;
   }
   std::cout << "calibration store: " << m.record.store << " (" << format_seconds(m.record.seconds)
+            << (m.reference_runs.empty()
+                    ? std::string()
+                    : "; reference runs " + format_seconds(m.reference_seconds))
             << ")\n";
   print_fit(std::cout, m.fit);
   if (!m.reference_fits.empty()) {

@@ -354,7 +354,8 @@ void CalibrationPanel::showResult(const calib::MachineCalibration& result) {
   const QString file = text(result.presets_file.string());
   QString message =
       tr("Calibrated in %1: clusters %2")
-          .arg(text(format_seconds(result.record.seconds)), clusters.join(QStringLiteral(", ")));
+          .arg(text(format_seconds(result.record.seconds + result.reference_seconds)),
+               clusters.join(QStringLiteral(", ")));
   if (!file.isEmpty()) message += tr(", saved in %1").arg(file);
   message += tr("; the calibration store is %1.").arg(text(result.record.store));
   for (const std::string& note : result.fit.notes)

@@ -116,7 +116,9 @@ void TestGuiCalibration::calibratesThisMachine() {
   bool learnt = false;
   for (int r = 0; r < panel.fitTable()->rowCount(); ++r)
     learnt |= panel.fitTable()->item(r, 1)->text().startsWith(QStringLiteral("reference runs: "));
-  QVERIFY(learnt);
+  // Unless the machine probe found a busy machine before every run (ctest
+  // runs two tests at once), and the status says so.
+  QVERIFY2(learnt || status.contains(QStringLiteral("not learnt from")), qPrintable(status));
   QVERIFY(panel.startButton()->isEnabled());
 }
 

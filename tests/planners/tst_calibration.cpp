@@ -8,6 +8,7 @@
 
 #include <QDir>
 #include <QFile>
+#include <QFileInfo>
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
@@ -856,27 +857,40 @@ void TestCalibration::calibrateRunPredictLearn() {
   // prediction and the presets learnt from the runs of its rank count.
   const QJsonArray reference = cal["reference_runs"].toArray();
   QCOMPARE(reference.size(), 4);
-  QStringList layouts_trained;
+  QStringList layouts_trained, learnt_stores;
+  const QString notes = QJsonDocument(cal["notes"].toArray()).toJson();
   for (const QJsonValue& v : reference) {
     const QJsonObject run = v.toObject();
-    layouts_trained << QString("%1x%2/%3")
-                           .arg(run["dp"].toInt())
-                           .arg(run["tp"].toInt())
-                           .arg(run["micro_batch"].toInt());
+    const QString layout = QString("%1x%2/%3")
+                               .arg(run["dp"].toInt())
+                               .arg(run["tp"].toInt())
+                               .arg(run["micro_batch"].toInt());
+    layouts_trained << layout;
     QVERIFY(QFile::exists(run["store"].toString()));
     QVERIFY2(run["measured_step_seconds"].toDouble() > 0 &&
                  run["predicted_by_sweeps_seconds"].toDouble() > 0 &&
                  run["predicted_seconds"].toDouble() > 0,
              qPrintable(QJsonDocument(run).toJson()));
+    QVERIFY(run["probe_gemm_ratio"].toDouble() > 0 && run["probe_loop_ratio"].toDouble() > 0);
+    if (run["learnt"].toBool()) {
+      learnt_stores << QFileInfo(run["store"].toString()).fileName();
+    } else {
+      // A machine busy with other work (ctest runs two tests at once) is
+      // not learnt from, and a note says which run and why.
+      QVERIFY2(notes.contains("the machine probe before its first step found the machine not as "
+                              "swept") &&
+                   notes.contains("not learnt from"),
+               qPrintable(notes));
+    }
   }
   QCOMPARE(layouts_trained, (QStringList{"1x1/2", "1x1/1", "2x1/2", "1x2/1"}));
-  QCOMPARE(cal["reference_fits"].toArray().size(), 2);
-  QVERIFY2(cal["notes"].toArray().isEmpty(), qPrintable(QJsonDocument(cal["notes"].toArray()).toJson()));
+  QVERIFY(!cal["reference_fits"].toArray().isEmpty() || learnt_stores.isEmpty());
   {
     QFile presets_file(cal["presets_file"].toString());
     QVERIFY(presets_file.open(QIODevice::ReadOnly));
-    QVERIFY(presets_file.readAll().contains("refined by the runs cal.reference-2r-dp2-tp1-mb2.db, "
-                                            "cal.reference-2r-dp1-tp2-mb1.db"));
+    const QByteArray text = presets_file.readAll();
+    for (const QString& store : learnt_stores)
+      QVERIFY2(text.contains(store.toUtf8()), qPrintable(store));
   }
 
   // The calibration store is a run store like any other.
