@@ -1000,6 +1000,25 @@ void evaluate(const Machine& m, const Model& x, const Knobs& k, const LayerCosts
       // collectives (measured on the CPU engine: DP 2 x TP 2 on 2 cores ran
       // every compute part at its one-rank speed).
       time.tp_communication += added;
+    } else if (k.dp > 1 && k.pp == 1) {
+      // Data-parallel replicas alone: the GEMMs pay the share; the loops
+      // and the optimizer ran at their one-rank speed, and what the share
+      // costs them was spent waiting in the gradient reduction (measured
+      // on the CPU engine, DP 4 on 2 cores: GEMMs 1.9-2.1 times their
+      // one-rank time in runs K-Q, loops and AdamW at their one-rank time,
+      // the reduction 2.5-4 times what its link predicts). Pipeline stages
+      // (below) ran their loops slowed as well, 1.5-2.5 times.
+      ComputeByKind& kind = out.compute_by_kind;
+      const double passes = time.forward + time.backward + time.recompute;
+      const double gemm_added = (1 / m.core_share - 1) * kind.gemm;
+      if (passes > 0) {
+        const double grow = (passes + gemm_added) / passes;
+        time.forward *= grow;
+        time.backward *= grow;
+        time.recompute *= grow;
+      }
+      kind.gemm += gemm_added;
+      time.dp_communication += added - gemm_added;
     } else {
       const double slowdown = 1 / m.core_share;
       time.forward *= slowdown;

@@ -548,6 +548,26 @@ void TestPlanner::ranksSharingCores() {
   QCOMPARE(shared.time.dp_communication, own.time.dp_communication);
   // Less than twice the step: the bubble went to the other ranks' work.
   QVERIFY(shared.time.step() < 2 * own.time.step());
+  // Data-parallel replicas alone: the GEMMs take 1 / share as long; the
+  // loops and the optimizer run at their own speed, and what the share
+  // costs them is spent waiting in the gradient reduction.
+  cs::Plan d = make_plan("dgx-a100-8", "gpt2-small", 4, 1, 1, 16, cs::Precision::fp32);
+  d.cluster.gpus_per_node = 4;
+  const cs::plan::Estimate dp_own = must_estimate(d);
+  d.cluster.gpu->efficiency.core_share = 0.5;
+  const cs::plan::Estimate dp_shared = must_estimate(d);
+  QCOMPARE(dp_shared.compute_by_kind.gemm, 2 * dp_own.compute_by_kind.gemm);
+  QCOMPARE(dp_shared.compute_by_kind.attention, dp_own.compute_by_kind.attention);
+  QCOMPARE(dp_shared.compute_by_kind.activation, dp_own.compute_by_kind.activation);
+  QCOMPARE(dp_shared.time.optimizer, dp_own.time.optimizer);
+  const double dp_passes = dp_own.time.forward + dp_own.time.backward + dp_own.time.recompute;
+  QVERIFY(qFuzzyCompare(dp_shared.time.forward + dp_shared.time.backward + dp_shared.time.recompute,
+                        dp_passes + dp_own.compute_by_kind.gemm));
+  QVERIFY(qFuzzyCompare(dp_shared.time.dp_communication,
+                        dp_own.time.dp_communication + dp_passes + dp_own.time.optimizer -
+                            dp_own.compute_by_kind.gemm));
+  // The step is the same as slowing all compute: only where it is spent moves.
+  QVERIFY(qFuzzyCompare(dp_shared.time.step(), dp_own.time.step() + dp_passes + dp_own.time.optimizer));
   // Tensor-parallel ranks meet within every layer: each computes at full
   // speed, and the share is spent waiting in their collectives.
   cs::Plan t = make_plan("dgx-a100-8", "gpt2-small", 2, 2, 1, 16, cs::Precision::fp32);
