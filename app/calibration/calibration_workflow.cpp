@@ -244,15 +244,45 @@ Result<ReferenceRun> run_reference(const MachineCalibrationOptions& o, const Pre
   return out;
 }
 
-
-
-// A reference run more than 30 % from the sweeps' prediction (either way),
-// or whose machine probe found another machine, is run once more: a
+// run_reference, and once more where the run is more than 30 % from the
+// sweeps' prediction (either way) or its probe found another machine: a
 // machine that other work slowed for a few seconds (on the development VM,
 // a 2-rank run at 47 ms against 20-24 ms in every other calibration, its
 // GEMM probe 1.8 times the sweeps') would teach the presets that moment.
 // Of the two, the one whose probe found the machine as swept, then the
-// faster, is kept; if neither probe did, neither is learnt from.
+// faster, is kept under `store` (the other's store is removed); the caller
+// learns from none whose probe found the machine moved.
+Result<ReferenceRun> run_reference_checked(const MachineCalibrationOptions& o,
+                                           const PresetCatalog& catalog, const Cluster& cluster,
+                                           const ReferenceLayout& layout, const std::string& store,
+                                           const std::string& host,
+                                           const std::atomic<bool>* cancel) {
+  auto run = run_reference(o, catalog, cluster, layout, store, host, cancel);
+  if (!run || (cancel && cancel->load()) || !(far_from_sweeps(*run) || machine_moved(*run)))
+    return run;
+  // The same store name (and plan file) for the second run; the first
+  // waits aside until the better one is known.
+  std::string first = store;
+  first.insert(first.size() - (store.ends_with(".db") ? 3 : 0), ".first");
+  std::error_code ec;
+  fs::rename(store, first, ec);
+  if (ec) return Error{"moving " + store + " aside: " + ec.message()};
+  auto again = run_reference(o, catalog, cluster, layout, store, host, cancel);
+  const bool better = again && (machine_moved(*run) != machine_moved(*again)
+                                    ? machine_moved(*run)
+                                    : again->measured_step_s < run->measured_step_s);
+  if (better) {
+    fs::remove(first, ec);
+    run = std::move(again);
+  } else {
+    fs::remove(store, ec);
+    fs::rename(first, store, ec);
+    if (ec) return Error{"putting " + store + " back: " + ec.message()};
+  }
+  run->retried = true;
+  return run;
+}
+
 // Trains the reference model on every rank count calibrated and refines
 // that rank count's presets in `out` by what its runs show. A run that
 // fails leaves its rank count's presets as the sweeps made them, and says
@@ -289,31 +319,8 @@ Status learn_from_reference_runs(const MachineCalibrationOptions& o, MachineCali
                       ": " + reference_workload().display_name + ", " + to_string(layout)});
       }
       ++done;
-      auto run = run_reference(o, *catalog, *cluster, layout, store, out.fit.host, cancel);
+      auto run = run_reference_checked(o, *catalog, *cluster, layout, store, out.fit.host, cancel);
       if (cancel && cancel->load()) return cancelled();
-      if (run && (far_from_sweeps(*run) || machine_moved(*run))) {
-        // The same store name (and plan file) for the second run; the
-        // first waits aside until the faster one is known.
-        const std::string first = stem + ".reference-first.db";
-        std::error_code ec;
-        fs::rename(store, first, ec);
-        if (ec) return Error{"moving " + store + " aside: " + ec.message()};
-        auto again = run_reference(o, *catalog, *cluster, layout, store, out.fit.host, cancel);
-        if (cancel && cancel->load()) return cancelled();
-        const bool better =
-            again && (machine_moved(*run) != machine_moved(*again)
-                          ? machine_moved(*run)
-                          : again->measured_step_s < run->measured_step_s);
-        if (better) {
-          fs::remove(first, ec);
-          run = std::move(again);
-        } else {
-          fs::remove(store, ec);
-          fs::rename(first, store, ec);
-          if (ec) return Error{"putting " + store + " back: " + ec.message()};
-        }
-        run->retried = true;
-      }
       if (!run) {
         out.notes.push_back("reference run " + to_string(layout) + " (" + store +
                             "): " + run.message() + "; " + name + " keeps the sweeps' figures");
