@@ -362,6 +362,7 @@ class CpuBackend final : public Backend {
     const double flops = 4.0 * B * static_cast<double>(T) * T * C;
     ScopedOp op(tracer_, "attention",
                 OpSize{flops, 0, std::int64_t{B} * NH * T * T, trace_type(out.dtype)});
+    const OneBlasThread one_thread(blas_threads_);
     const int hs = C / NH;
     const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
     const std::int64_t TT = static_cast<std::int64_t>(T) * T;
@@ -410,6 +411,7 @@ class CpuBackend final : public Backend {
     const double flops = 8.0 * B * static_cast<double>(T) * T * C;
     ScopedOp op(tracer_, "attention backward",
                 OpSize{flops, 0, std::int64_t{B} * NH * T * T, trace_type(qkv.dtype)});
+    const OneBlasThread one_thread(blas_threads_);
     const int hs = C / NH;
     const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
     const std::int64_t TT = static_cast<std::int64_t>(T) * T;
@@ -568,6 +570,26 @@ class CpuBackend final : public Backend {
   }
 
  private:
+  // The attention core's GEMMs are one head's (T x T x head width): tiny.
+  // OpenBLAS splits those above 256 K multiply-adds among its threads, and
+  // the hand-off costs more than the split saves: a 1-rank run with 2
+  // threads ran 96-token heads at 20 GFLOP/s and 64-token ones, which stay
+  // on one thread, at 42. They run on one thread; the others wait.
+  class OneBlasThread {
+   public:
+    explicit OneBlasThread(int threads) : threads_(threads) {
+      if (threads_ > 1) openblas_set_num_threads(1);
+    }
+    ~OneBlasThread() {
+      if (threads_ > 1) openblas_set_num_threads(threads_);
+    }
+    OneBlasThread(const OneBlasThread&) = delete;
+    OneBlasThread& operator=(const OneBlasThread&) = delete;
+
+   private:
+    int threads_;
+  };
+
   static float* grow(std::vector<float>& v, std::int64_t n) {
     if (static_cast<std::int64_t>(v.size()) < n) v.resize(static_cast<std::size_t>(n));
     return v.data();
