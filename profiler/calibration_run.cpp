@@ -1,7 +1,6 @@
 #include "profiler/calibration_run.h"
 
 #include <filesystem>
-#include <thread>
 
 #include <nlohmann/json.hpp>
 #include <unistd.h>
@@ -174,11 +173,7 @@ Result<CalibrationRecord> record_calibration(
       return Error{"calibration phase " + std::to_string(i + 1) + ": " + s.message()};
     }
     record.commands.push_back(command_text(mpirun_command(spec)));
-    while (!launcher.finished()) {
-      if (cancel && cancel->load()) launcher.cancel();
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-    const RunReport report = launcher.wait();
+    const RunReport report = launcher.wait(cancel);
     if (cancel && cancel->load()) {
       cleanup();
       record.cancelled = true;
@@ -187,12 +182,8 @@ Result<CalibrationRecord> record_calibration(
     }
     if (report.outcome != Outcome::completed || report.run_store.empty()) {
       cleanup();
-      std::string why = report.message;
-      if (report.failure && !report.failure->last_lines.empty()) {
-        why += ": " + report.failure->last_lines.back();
-      }
-      if (!report.merge_note.empty()) why += " (" + report.merge_note + ")";
-      return Error{"calibration phase " + std::to_string(i + 1) + " (" + spec.title + "): " + why};
+      return Error{"calibration phase " + std::to_string(i + 1) + " (" + spec.title +
+                   "): " + failure_text(report)};
     }
     record.info.phases.push_back(ph.info);
   }

@@ -975,6 +975,22 @@ bool Launcher::finished() const {
   return state_->done;
 }
 
+RunReport Launcher::wait(const std::atomic<bool>* cancel) {
+  while (!finished()) {
+    if (cancel && cancel->load()) this->cancel();
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return wait();
+}
+
+std::string failure_text(const RunReport& report) {
+  std::string why = report.message;
+  if (report.failure && !report.failure->last_lines.empty())
+    why += ": " + report.failure->last_lines.back();
+  if (!report.merge_note.empty()) why += " (" + report.merge_note + ")";
+  return why;
+}
+
 RunReport Launcher::wait() {
   State& s = *state_;
   if (!s.started) {

@@ -11,6 +11,7 @@
 // the one shell text made (the Slurm script) quotes every value. Qt-free:
 // the CLI and the GUI drive the same object, from any thread.
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -197,6 +198,8 @@ class Launcher {
   bool finished() const;
   // Blocks until the run has ended and its stores are merged.
   RunReport wait();
+  // The same, cancelling the run as soon as `cancel` (may be null) is set.
+  RunReport wait(const std::atomic<bool>* cancel);
   // Events since the last call (when constructed without a callback).
   std::vector<LaunchEvent> take_events();
   // Every rank's latest status.
@@ -208,6 +211,10 @@ class Launcher {
  private:
   std::unique_ptr<State> state_;
 };
+
+// Why a run did not complete, for an error message: the report's message,
+// the failing rank's last line, the merge's note.
+std::string failure_text(const RunReport& report);
 
 // Merges the rank stores of a finished run into spec.run_store, recording the
 // plan, the command line and the outcome. Ranks whose store is missing or

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <thread>
 #include <utility>
 
 #include <nlohmann/json.hpp>
@@ -209,18 +208,10 @@ Result<ReferenceRun> run_reference(const MachineCalibrationOptions& o, const Pre
   out.predicted_sweeps_s = prediction->step_seconds;
   launch::Launcher launcher(spec);
   if (Status s = launcher.start(); !s) return s.error();
-  while (!launcher.finished()) {
-    if (cancel && cancel->load()) launcher.cancel();
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  const launch::RunReport report = launcher.wait();
+  const launch::RunReport report = launcher.wait(cancel);
   if (cancel && cancel->load()) return Error{"cancelled"};
-  if (report.outcome != launch::Outcome::completed || report.run_store.empty()) {
-    std::string why = report.message;
-    if (report.failure && !report.failure->last_lines.empty())
-      why += ": " + report.failure->last_lines.back();
-    return Error{why};
-  }
+  if (report.outcome != launch::Outcome::completed || report.run_store.empty())
+    return Error{launch::failure_text(report)};
   auto reader = trace::TraceReader::open(report.run_store);
   if (!reader) return reader.error();
   auto parts = trace::measure_step_parts(**reader);
