@@ -608,12 +608,34 @@ Status parse_prediction(const std::string& text, PredictionComparison& out,
 
 }  // namespace
 
-// The prediction's breakdown against measure_step_parts, and the verdict.
+// The rank to hold against the prediction: one of the stage the planner
+// timed, the pipeline's slowest, which it tells by its loss part (the last
+// stage computes the loss; a first or middle stage, or a store with no loss
+// kernels, does not); among those, the rank with the most compute. On a
+// pipeline whose ranks share cores, the most compute alone can pick a first
+// stage whose compute the scheduler slowed more than the last one's.
+static const StepParts& critical_rank_parts(const std::vector<StepParts>& ranks,
+                                     const std::map<std::string, double>& predicted) {
+  const auto loss = predicted.find("compute.loss");
+  const bool predicted_loss = loss != predicted.end() && loss->second > 0;
+  const bool any_match = std::any_of(ranks.begin(), ranks.end(), [&](const StepParts& r) {
+    return (r.part("compute.loss") > 0) == predicted_loss;
+  });
+  const StepParts* best = nullptr;
+  for (const StepParts& r : ranks) {
+    if (any_match && (r.part("compute.loss") > 0) != predicted_loss) continue;
+    if (!best || r.compute() > best->compute()) best = &r;
+  }
+  return *best;
+}
+
+// The prediction's breakdown against the critical rank's parts, and the verdict.
 static Status compare_breakdown(const TraceReader& reader,
                                 const std::map<std::string, double>& predicted,
                                 PredictionComparison& out) {
-  auto measured = measure_step_parts(reader);
-  if (!measured) return measured.error();
+  auto ranks = measure_rank_parts(reader);
+  if (!ranks) return ranks.error();
+  const StepParts* measured = &critical_rank_parts(*ranks, predicted);
   out.critical_rank = measured->rank;
   out.measured_step_median_s = measured->step_s;
   std::vector<std::string> names;

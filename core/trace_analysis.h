@@ -144,8 +144,11 @@ struct PredictionComparison {
   std::vector<PredictedVsMeasured> categories;
   std::vector<PredictedVsMeasured> parts;
   // The prediction's "breakdown" (compute per operation kind, communication
-  // per kind, bubble, optimizer, idle) against measure_step_parts(): the
-  // critical rank's median step and parts. Empty when the prediction has none.
+  // per kind, bubble, optimizer, idle) against measure_rank_parts() of the
+  // critical rank: one of the stage the planner timed (the last stage, which
+  // computes the loss, when the prediction has a loss part), the one with
+  // the most compute. Its median step and parts; empty when the prediction
+  // has none.
   std::vector<PredictedVsMeasured> breakdown;
   std::int32_t critical_rank = -1;
   double measured_step_median_s = 0;  // the critical rank's median step
@@ -181,8 +184,11 @@ struct StepParts {
   double step_s = 0;
   std::vector<std::pair<std::string, double>> parts;  // in the order above
   double part(std::string_view name) const;
+  double compute() const;  // the compute parts and the optimizer
 };
 Result<StepParts> measure_step_parts(const TraceReader& reader);
+// Each rank's parts, by rank.
+Result<std::vector<StepParts>> measure_rank_parts(const TraceReader& reader);
 
 // The kind of operation a compute event's name says: "gemm", "attention",
 // "norm", "activation", "loss", "optimizer", else "elementwise".

@@ -72,6 +72,14 @@ Interval clip(const Interval& i, const Interval& window) {
   return {std::max(i.first, window.first), std::min(i.second, window.second)};
 }
 
+// The 10th percentile of the lengths (0 for none): the time an operation
+// takes when nothing holds it up, robust to one lucky call.
+std::int64_t fastest(std::vector<std::int64_t> lengths) {
+  if (lengths.empty()) return 0;
+  std::sort(lengths.begin(), lengths.end());
+  return lengths[lengths.size() / 10];
+}
+
 double median(std::vector<double> v) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
@@ -89,6 +97,12 @@ std::string_view group_of(std::string_view name, EventKind kind) {
   }
   return "other";
 }
+
+struct P2p {
+  Interval when;
+  bool send = false;
+  std::int64_t bytes = 0;
+};
 
 struct RankEvents {
   std::vector<Interval> steps;
@@ -114,7 +128,22 @@ struct RankEvents {
   std::vector<HostOp> host_ops;
   std::map<std::int64_t, std::int64_t> launch_ns;  // API call start by correlation
   std::map<std::string, std::vector<Interval>> communication;  // by group
-  std::vector<Interval> pp_sends, pp_receives;                 // the pipeline's p2p events
+  std::vector<P2p> pp;                                         // the pipeline's sends and receives
+};
+
+// One step's pipeline transfers, split into transfer and waiting once every
+// rank's transfers are known.
+struct PipelineStep {
+  double exposed_ns = 0;   // pipeline communication outside compute
+  std::vector<P2p> calls;  // clipped to the step
+};
+
+// What a rank measured, the pipeline's exposed time not yet split.
+struct PendingRank {
+  std::int32_t rank = -1;
+  std::vector<double> step_lengths;
+  std::map<std::string, std::vector<double>> per_part;  // per step
+  std::vector<PipelineStep> pipeline;                   // per step
 };
 
 }  // namespace
@@ -175,7 +204,7 @@ double StepParts::part(std::string_view name) const {
   return 0;
 }
 
-Result<StepParts> measure_step_parts(const TraceReader& reader) {
+Result<std::vector<StepParts>> measure_rank_parts(const TraceReader& reader) {
   std::vector<std::int32_t> ranks;
   for (const RankInfo& r : reader.ranks())
     ranks.push_back(r.rank);
@@ -185,8 +214,9 @@ Result<StepParts> measure_step_parts(const TraceReader& reader) {
   std::sort(ranks.begin(), ranks.end());
   if (ranks.empty()) return Error{reader.path() + ": no rank to measure"};
 
-  StepParts best;
-  double best_compute = -1;
+  std::vector<PendingRank> pending_ranks;
+  // Every pipeline call's length, by direction (send or not) and size.
+  std::map<std::pair<bool, std::int64_t>, std::vector<std::int64_t>> call_lengths;
   for (std::int32_t rank : ranks) {
     RankEvents ev;
     auto metrics = reader.steps(rank);
@@ -219,9 +249,8 @@ Result<StepParts> measure_step_parts(const TraceReader& reader) {
             case EventKind::collective:
             case EventKind::p2p:
               ev.communication[std::string(group_of(name, e.kind))].push_back(when);
-              if (e.kind == EventKind::p2p) {
-                (e.collective == Collective::recv ? ev.pp_receives : ev.pp_sends).push_back(when);
-              }
+              if (e.kind == EventKind::p2p)
+                ev.pp.push_back({when, e.collective != Collective::recv, e.bytes});
               return true;
             case EventKind::sync:
               if (name.starts_with("wait "))
@@ -274,26 +303,25 @@ Result<StepParts> measure_step_parts(const TraceReader& reader) {
                                  Interval{t, std::numeric_limits<std::int64_t>::max()});
       return it != passes.begin() && std::prev(it)->second > t;
     };
-    // A receive takes at least its fastest time: the transfer; the rest of
-    // it is waiting for the other stage.
-    std::int64_t fastest_receive = 0;
-    if (!ev.pp_receives.empty()) {
-      std::vector<std::int64_t> d;
-      for (const Interval& i : ev.pp_receives)
-        d.push_back(i.second - i.first);
-      std::sort(d.begin(), d.end());
-      fastest_receive = d[d.size() / 10];  // the 10th percentile: robust to one lucky receive
-    }
+    for (const P2p& call : ev.pp)
+      call_lengths[{call.send, call.bytes}].push_back(call.when.second - call.when.first);
 
     // Per step: each part.
-    std::map<std::string, std::vector<double>> per_part;
-    std::vector<double> step_lengths;
+    PendingRank pending;
+    pending.rank = rank;
+    std::map<std::string, std::vector<double>>& per_part = pending.per_part;
+    std::vector<double>& step_lengths = pending.step_lengths;
     const std::size_t first = ev.steps.size() >= 3 ? 1 : 0;
     for (std::size_t si = first; si < ev.steps.size(); ++si) {
       const Interval w = ev.steps[si];
       const double step_ns = static_cast<double>(w.second - w.first);
       step_lengths.push_back(step_ns);
       std::map<std::string, double> part;
+      PipelineStep& step_pipeline = pending.pipeline.emplace_back();
+      for (const P2p& call : ev.pp) {
+        const Interval c = clip(call.when, w);
+        if (c.second > c.first) step_pipeline.calls.push_back({c, call.send, call.bytes});
+      }
       std::vector<Interval> compute_union;
       for (const RankEvents::Compute& c : ev.compute) {
         const Interval i = clip(c.when, w);
@@ -316,17 +344,7 @@ Result<StepParts> measure_step_parts(const TraceReader& reader) {
         const std::vector<Interval> u = merged(std::move(in));
         const double exposed = static_cast<double>(length_outside(u, compute_union));
         if (group == "pp") {
-          std::int64_t transfer_ns = 0;
-          for (const Interval& i : ev.pp_receives) {
-            if (i.first >= w.first && i.first < w.second) transfer_ns += fastest_receive;
-          }
-          for (const Interval& i : ev.pp_sends) {
-            const Interval c = clip(i, w);
-            if (c.second > c.first) transfer_ns += c.second - c.first;
-          }
-          const double transfer = std::min(exposed, static_cast<double>(transfer_ns));
-          part["communication.pp"] += transfer;
-          part["bubble"] += exposed - transfer;
+          step_pipeline.exposed_ns += exposed;
         } else {
           part["communication." + group] += exposed;
         }
@@ -337,24 +355,60 @@ Result<StepParts> measure_step_parts(const TraceReader& reader) {
         per_part[std::string(name)].push_back(part[std::string(name)]);
       per_part["idle"].push_back(part["idle"]);
     }
-    StepParts parts;
-    parts.rank = rank;
-    parts.steps = static_cast<int>(step_lengths.size());
-    parts.step_s = median(step_lengths) * 1e-9;
-    double compute = 0;
-    for (std::string_view name : kPartOrder) {
-      const double v = median(per_part[std::string(name)]) * 1e-9;
-      parts.parts.emplace_back(std::string(name), v);
-      if (name.starts_with("compute.") || name == "optimizer") compute += v;
-    }
-    parts.parts.emplace_back("idle", median(per_part["idle"]) * 1e-9);
-    if (compute > best_compute) {
-      best_compute = compute;
-      best = std::move(parts);
-    }
+    pending_ranks.push_back(std::move(pending));
   }
-  if (best.rank < 0) return Error{reader.path() + ": no rank with events to measure"};
-  return best;
+  if (pending_ranks.empty()) return Error{reader.path() + ": no rank with events to measure"};
+
+  // A pipeline receive takes at least the time the same message takes
+  // anywhere in the run: the transfer; the rest of it is waiting for the
+  // other stage. So does a send: a large message waits for its receive to
+  // be posted (MPI's rendezvous, NCCL's pairing). Run-wide, because a stage
+  // may wait in every one of its receives (a first stage whose gradients
+  // come back from a busier last stage).
+  std::map<std::pair<bool, std::int64_t>, std::int64_t> transfer_ns;
+  for (auto& [key, lengths] : call_lengths)
+    transfer_ns[key] = fastest(lengths);
+  std::vector<StepParts> out;
+  for (PendingRank& pending : pending_ranks) {
+    for (std::size_t si = 0; si < pending.pipeline.size(); ++si) {
+      const PipelineStep& step = pending.pipeline[si];
+      double transfer = 0;
+      for (const P2p& call : step.calls) {
+        transfer += static_cast<double>(std::min(call.when.second - call.when.first,
+                                                 transfer_ns[{call.send, call.bytes}]));
+      }
+      transfer = std::min(step.exposed_ns, transfer);
+      pending.per_part["communication.pp"][si] = transfer;
+      pending.per_part["bubble"][si] = step.exposed_ns - transfer;
+    }
+    StepParts parts;
+    parts.rank = pending.rank;
+    parts.steps = static_cast<int>(pending.step_lengths.size());
+    parts.step_s = median(pending.step_lengths) * 1e-9;
+    for (std::string_view name : kPartOrder) {
+      parts.parts.emplace_back(std::string(name),
+                               median(pending.per_part[std::string(name)]) * 1e-9);
+    }
+    parts.parts.emplace_back("idle", median(pending.per_part["idle"]) * 1e-9);
+    out.push_back(std::move(parts));
+  }
+  return out;
+}
+
+double StepParts::compute() const {
+  double total = 0;
+  for (const auto& [name, v] : parts) {
+    if (name.starts_with("compute.") || name == "optimizer") total += v;
+  }
+  return total;
+}
+
+Result<StepParts> measure_step_parts(const TraceReader& reader) {
+  auto ranks = measure_rank_parts(reader);
+  if (!ranks) return ranks.error();
+  return *std::max_element(ranks->begin(), ranks->end(), [](const StepParts& a, const StepParts& b) {
+    return a.compute() < b.compute();
+  });
 }
 
 }  // namespace cs::trace

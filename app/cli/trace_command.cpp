@@ -389,7 +389,7 @@ void run_stats(const StatsOptions& o, Context& ctx) {
     t2.print(std::cout);
     if (!p.breakdown.empty()) {
       std::cout << "\nEach part of the step, predicted against measured (rank " << p.critical_rank
-                << ", the most compute; median of its steps)\n";
+                << ": of the stage the planner timed, the most compute; median of its steps)\n";
       TextTable t3({"part", "predicted", "measured", "error", ""});
       for (std::size_t i = 1; i < 4; ++i)
         t3.right_align(i);

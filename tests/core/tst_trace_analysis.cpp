@@ -116,6 +116,8 @@ class TestTraceAnalysis : public QObject {
   void operationKinds_data();
   void operationKinds();
   void stepParts();
+  void pipelineParts_data();
+  void pipelineParts();
   void predictionErrorsNameTheField_data();
   void predictionErrorsNameTheField();
   void machineProbe_data();
@@ -501,6 +503,88 @@ void TestTraceAnalysis::stepParts() {
         std::abs(parts->part(name) - ns * 1e-9) < 1e-12,
         qPrintable(QString("%1: %2 s, expected %3 ns").arg(name).arg(parts->part(name)).arg(ns)));
   }
+}
+
+// A two-stage pipeline, three steps of 20 µs (the first a warm-up):
+//   rank 0, the first stage: [0,8000) mlp.fc; [8000,8100) pp send;
+//     [8100,15000) pp recv of the gradients, waiting for the last stage in
+//     every step;
+//   rank 1, the last stage: [0,200) pp recv; [200,5000) mlp.fc;
+//     [5000,6000) cross-entropy; [6000,6100) pp send.
+// The same 1 KiB message takes 200 ns to arrive on rank 1, so rank 0's
+// receives are 200 ns of transfer and 6700 ns of bubble. The first stage
+// has more compute, but a prediction with a loss part timed the last.
+void TestTraceAnalysis::pipelineParts_data() {
+  QTest::addColumn<QString>("breakdown");
+  QTest::addColumn<int>("critical");
+  QTest::addRow("the last stage predicted") << R"("compute.gemm": 4e-6, "compute.loss": 1e-6)" << 1;
+  QTest::addRow("no loss predicted") << R"("compute.gemm": 8e-6)" << 0;
+}
+
+void TestTraceAnalysis::pipelineParts() {
+  QFETCH(QString, breakdown);
+  QFETCH(int, critical);
+  QTemporaryDir dir;
+  Builder b(dir, "pipeline.cstrace");
+  TraceWriter& w = *b.writer;
+  w.add_rank({0, "node", "CPU", 1, 0, false});
+  w.add_rank({1, "node", "CPU", 2, 0, false});
+  const LaneId first = w.add_lane(0, LaneKind::cpu_thread, "compute", 0);
+  const LaneId last = w.add_lane(1, LaneKind::cpu_thread, "compute", 0);
+  auto p2p = [&](LaneId lane, std::int64_t s, std::int64_t e, bool send) {
+    Event& ev = b.add(lane, EventKind::p2p, Category::communication, s, e,
+                      send ? "pp send" : "pp recv");
+    ev.collective = send ? Collective::send : Collective::recv;
+    ev.bytes = 1024;
+    b.commit();
+  };
+  for (int step = 0; step < 3; ++step) {
+    const std::int64_t s = 100'000 + step * 20'000;
+    b.add(first, EventKind::kernel, Category::compute, s, s + 8000, "mlp.fc");
+    b.commit();
+    p2p(first, s + 8000, s + 8100, true);
+    p2p(first, s + 8100, s + 15'000, false);
+    p2p(last, s, s + 200, false);
+    b.add(last, EventKind::kernel, Category::compute, s + 200, s + 5000, "mlp.fc");
+    b.commit();
+    b.add(last, EventKind::kernel, Category::compute, s + 5000, s + 6000, "cross-entropy");
+    b.commit();
+    p2p(last, s + 6000, s + 6100, true);
+    w.add(StepMetrics{0, step, s, s + 20'000, 1.0, 100, 0});
+    w.add(StepMetrics{1, step, s, s + 20'000, 1.0, 100, 0});
+  }
+  w.set_meta("predicted_step", (R"({"step_seconds": 2e-5, "breakdown": {)" + breakdown + "}}")
+                                   .toStdString());
+  auto r = b.close();
+  auto ranks = measure_rank_parts(*r);
+  QVERIFY2(ranks, ranks ? "" : ranks.message().c_str());
+  QCOMPARE(ranks->size(), std::size_t{2});
+  const std::vector<std::vector<std::pair<const char*, double>>> expected = {
+      {{"compute.gemm", 8000}, {"communication.pp", 300}, {"bubble", 6700}, {"idle", 5000}},
+      {{"compute.gemm", 4800},
+       {"compute.loss", 1000},
+       {"communication.pp", 300},
+       {"bubble", 0},
+       {"idle", 13'900}}};
+  for (std::size_t rank = 0; rank < 2; ++rank) {
+    const StepParts& parts = (*ranks)[rank];
+    QCOMPARE(parts.rank, static_cast<std::int32_t>(rank));
+    for (const auto& [name, ns] : expected[rank]) {
+      QVERIFY2(std::abs(parts.part(name) - ns * 1e-9) < 1e-12,
+               qPrintable(QString("rank %1 %2: %3 s, expected %4 ns")
+                              .arg(rank)
+                              .arg(name)
+                              .arg(parts.part(name))
+                              .arg(ns)));
+    }
+  }
+  auto most = measure_step_parts(*r);
+  QVERIFY(most);
+  QCOMPARE(most->rank, 0);  // the most compute
+  auto run = analyze_run(*r);
+  QVERIFY2(run, run ? "" : run.message().c_str());
+  QVERIFY(run->prediction);
+  QCOMPARE(run->prediction->critical_rank, critical);
 }
 
 void TestTraceAnalysis::predictedVersusMeasured() {
