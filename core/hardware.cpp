@@ -1,9 +1,23 @@
 #include "core/hardware.h"
 
+#include <cmath>
+
 #include "core/enum_tables.h"
 
 
 namespace cs {
+
+double LoopCosts::optimizer_ns_at(double parameters) const {
+  const std::vector<OptimizerPoint>& c = optimizer_by_size;
+  if (c.empty()) return optimizer_ns;
+  if (parameters <= c.front().parameters) return c.front().ns;
+  if (parameters >= c.back().parameters) return c.back().ns;
+  std::size_t i = 1;
+  while (c[i].parameters < parameters) ++i;
+  const double t = std::log(parameters / c[i - 1].parameters) /
+                   std::log(c[i].parameters / c[i - 1].parameters);
+  return c[i - 1].ns + t * (c[i].ns - c[i - 1].ns);
+}
 
 double PeakRates::of(Precision p) const {
   switch (p) {

@@ -26,6 +26,12 @@ struct PeakRates {
   bool supports(Precision p) const { return of(p) > 0; }
 };
 
+// The optimizer's cost per parameter at one parameter count of a rank.
+struct OptimizerPoint {
+  double parameters = 0;
+  double ns = 0;
+};
+
 // Devices whose non-GEMM work runs as plain loops (the CPU engine: one
 // rank's share of the cores): measured time per element of each kind of
 // operation. 0 keeps the GPU model for that kind (a memory-bound kernel at
@@ -41,12 +47,21 @@ struct LoopCosts {
   double optimizer_ns = 0;      // per updated parameter and step: AdamW, gradient scaling and norm
   double attention_gflops = 0;  // causal attention as loops: GFLOP/s of 4·b·s²·h (the full square)
   double attention_backward_gflops = 0;  // its backward: GFLOP/s of 8·b·s²·h
+  // optimizer_ns by the rank's parameter count, counts increasing, where the
+  // cost depends on it: a CPU rank's optimizer reads lines its GEMM threads
+  // left in each other's caches while its state fits there (1.7 ns per
+  // parameter at 0.9 M parameters on the development VM), and streams them
+  // from memory once it does not (0.9 ns at 4.9 M). Empty: optimizer_ns.
+  std::vector<OptimizerPoint> optimizer_by_size;
 
   bool any() const {
     return norm_ns > 0 || norm_backward_ns > 0 || activation_ns > 0 || activation_backward_ns > 0 ||
            elementwise_ns > 0 || softmax_ns > 0 || optimizer_ns > 0 || attention_gflops > 0 ||
            attention_backward_gflops > 0;
   }
+  // ns per parameter for a rank updating `parameters`: optimizer_by_size
+  // interpolated in log(parameters), its ends held; else optimizer_ns.
+  double optimizer_ns_at(double parameters) const;
 };
 
 // What a real kernel reaches against the datasheet: properties of the GPU,

@@ -48,6 +48,29 @@ void scaled(ObjectReader& r, std::string_view key, double& out, double scale, Ra
 
 // --- readers into an existing value (so that nested documents share diagnostics)
 
+// [{"parameters": 65536, "ns": 2.5}, ...], parameter counts increasing.
+void read_optimizer_by_size(const json& j, const std::string& ptr, Diagnostics& d,
+                            std::vector<OptimizerPoint>& out) {
+  if (!j.is_array()) {
+    d.add(ptr, "must be an array of {\"parameters\", \"ns\"} points");
+    return;
+  }
+  out.clear();
+  for (std::size_t i = 0; i < j.size(); ++i) {
+    const std::string where = json_pointer_append(ptr, std::to_string(i));
+    ObjectReader r(j[i], where, d);
+    OptimizerPoint point;
+    r.number("parameters", point.parameters, Range::positive(), true);
+    r.number("ns", point.ns, Range::non_negative(), true);
+    r.finish();
+    if (!out.empty() && point.parameters <= out.back().parameters) {
+      d.add(json_pointer_append(where, "parameters"),
+            "must be larger than the point before it (points in increasing parameter count)");
+    }
+    out.push_back(point);
+  }
+}
+
 void read_gpu(const json& j, const std::string& ptr, Diagnostics& d, GpuSpec& g) {
   ObjectReader r(j, ptr, d);
   if (!r.is_object()) return;
@@ -96,6 +119,9 @@ void read_gpu(const json& j, const std::string& ptr, Diagnostics& d, GpuSpec& g)
       lr.number("elementwise_ns", c.elementwise_ns, Range::non_negative());
       lr.number("softmax_ns", c.softmax_ns, Range::non_negative());
       lr.number("optimizer_ns", c.optimizer_ns, Range::non_negative());
+      if (const json* sizes = lr.field("optimizer_by_size")) {
+        read_optimizer_by_size(*sizes, lr.pointer("optimizer_by_size"), d, c.optimizer_by_size);
+      }
       lr.number("attention_gflops", c.attention_gflops, Range::non_negative());
       lr.number("attention_backward_gflops", c.attention_backward_gflops, Range::non_negative());
       lr.finish();
@@ -483,6 +509,12 @@ json to_json(const GpuSpec& g) {
                    {"optimizer_ns", c.optimizer_ns},
                    {"attention_gflops", c.attention_gflops},
                    {"attention_backward_gflops", c.attention_backward_gflops}};
+    if (!c.optimizer_by_size.empty()) {
+      json sizes = json::array();
+      for (const OptimizerPoint& point : c.optimizer_by_size)
+        sizes.push_back({{"parameters", point.parameters}, {"ns", point.ns}});
+      ej["loops"]["optimizer_by_size"] = sizes;
+    }
   }
   if (e.overlap_slowdown > 0) ej["overlap_slowdown"] = e.overlap_slowdown;
   if (e.core_share < 1) ej["core_share"] = e.core_share;

@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/format.h"
 #include "core/trace_reader.h"
 #include "core/trace_writer.h"
 #include "planners/collectives.h"
@@ -679,9 +680,37 @@ void fit_loops(const PhaseData& d, DeviceFit& fit) {
   // One optimizer step per parameter: the update and the passes around it
   // (gradient norm, averaging, zeroing for the next step; the cast of
   // low-precision working weights when there are any).
-  c.optimizer_ns = get("optimizer:adamw") + get("optimizer:gradient norm") +
-                   get("optimizer:scale") + get("optimizer:zero") +
-                   (d.phase.precision == "fp32" ? 0.0 : get("optimizer:convert"));
+  std::vector<std::string> passes = {"optimizer:adamw", "optimizer:gradient norm",
+                                     "optimizer:scale", "optimizer:zero"};
+  if (d.phase.precision != "fp32") passes.push_back("optimizer:convert");
+  for (const std::string& pass : passes)
+    c.optimizer_ns += get(pass.c_str());
+  // ... and by parameter count: at each count the update ran at, the sum of
+  // the passes at their counts nearest it (the sweep runs every pass at its
+  // counts; a run's gradient norm goes tensor by tensor, its update over all
+  // of them at once).
+  auto ns_near = [&](const std::string& pass, double parameters) {
+    const auto it = d.loops.find(pass);
+    if (it == d.loops.end()) return 0.0;
+    double best = 0, distance = std::numeric_limits<double>::infinity();
+    for (const auto& [s, m] : it->second) {
+      if (s <= 0 || m.mean() <= 0) continue;
+      if (const double far = std::fabs(std::log(s / parameters)); far < distance) {
+        distance = far;
+        best = m.mean() / s * 1e9;
+      }
+    }
+    return best;
+  };
+  if (const auto update = d.loops.find("optimizer:adamw"); update != d.loops.end()) {
+    for (const auto& [s, m] : update->second) {
+      if (s <= 0 || m.mean() <= 0) continue;
+      OptimizerPoint point{s, 0};
+      for (const std::string& pass : passes)
+        point.ns += ns_near(pass, s);
+      c.optimizer_by_size.push_back(point);
+    }
+  }
   if (c.optimizer_ns > 0) {
     LoopFit f;
     f.kind = "optimizer";
@@ -1103,6 +1132,30 @@ PresetBundle calibrated_presets(const Calibration& cal, const std::optional<GpuS
   return bundle;
 }
 
+std::vector<OptimizerPoint> merge_optimizer_points(const std::vector<OptimizerPoint>& base,
+                                                   const std::vector<OptimizerPoint>& run) {
+  std::vector<OptimizerPoint> out = run;
+  for (const OptimizerPoint& b : base) {
+    const bool replaced = std::any_of(run.begin(), run.end(), [&](const OptimizerPoint& r) {
+      return std::fabs(std::log2(b.parameters / r.parameters)) < 1;
+    });
+    if (!replaced) out.push_back(b);
+  }
+  std::sort(out.begin(), out.end(), [](const OptimizerPoint& a, const OptimizerPoint& b) {
+    return a.parameters < b.parameters;
+  });
+  return out;
+}
+
+std::string optimizer_by_size_text(const LoopCosts& loops) {
+  std::string text;
+  for (const OptimizerPoint& p : loops.optimizer_by_size) {
+    text += (text.empty() ? "" : ", ") + format_fixed(p.ns, 2) + " ns at " +
+            format_count(p.parameters) + " parameters";
+  }
+  return text;
+}
+
 GpuSpec refine_device(const GpuSpec& base, const DeviceFit& run, std::string_view source) {
   GpuSpec g = base;
   const bool cpu = base.vendor == "CPU";
@@ -1187,6 +1240,7 @@ GpuSpec refine_device(const GpuSpec& base, const DeviceFit& run, std::string_vie
         std::pair{r.attention_backward_gflops, &c.attention_backward_gflops}}) {
     if (from > 0) *to = from;
   }
+  c.optimizer_by_size = merge_optimizer_points(c.optimizer_by_size, r.optimizer_by_size);
   g.source = base.source + "; refined by " + std::string(source);
   return g;
 }

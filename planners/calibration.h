@@ -169,13 +169,21 @@ Result<LinkFit> fit_alpha_beta(const std::vector<AlphaBetaPoint>& points);
 PresetBundle calibrated_presets(const Calibration& calibration,
                                 const std::optional<GpuSpec>& datasheet = {},
                                 std::string_view source = "clusterscope calibrate");
+// The optimizer's points of `run` with those of `base` not within a factor
+// of 2 of any of them, in increasing parameter count.
+std::vector<OptimizerPoint> merge_optimizer_points(const std::vector<OptimizerPoint>& base,
+                                                   const std::vector<OptimizerPoint>& run);
+// "2.51 ns at 65.5 k parameters, ..., 1.23 ns at 4.19 M parameters"; "" without points.
+std::string optimizer_by_size_text(const LoopCosts& loops);
+
 // "calibrated-<host>-cpu<ranks>" (links "...-mpi<ranks>"), or "calibrated-<host>-cuda".
 std::string calibrated_name(std::string_view host, std::string_view engine, int ranks,
                             std::string_view what = "cluster");
 
 // A device refined by what a run measured: every quantity the run fitted
 // replaces the base's (GEMM efficiencies at the precisions it ran, loop
-// costs, memory rate); the rest stays.
+// costs, memory rate); the rest stays. The optimizer's points by parameter
+// count replace the base's within a factor of 2 of theirs and join the rest.
 GpuSpec refine_device(const GpuSpec& base, const DeviceFit& run, std::string_view source);
 // `cold`: the run's gradient reductions, refining the link's cold figures.
 Link refine_link(const Link& base, const std::optional<LinkFit>& run,

@@ -771,7 +771,7 @@ PipelineCosts pipeline_costs(const Machine& m, const Model& x, const Knobs& k,
   const double params_updated =
       std::max(params.total(), last_params.total()) / (k.zero >= 1 ? k.dp : 1);
   if (m.loops.optimizer_ns > 0) {
-    p.optimizer = params_updated * m.loops.optimizer_ns * 1e-9 + 4 * m.launch;
+    p.optimizer = params_updated * m.loops.optimizer_ns_at(params_updated) * 1e-9 + 4 * m.launch;
   } else {
     p.optimizer = params_updated * optimizer_bytes_per_param(x, k) / m.memory_rate + 4 * m.launch;
   }

@@ -94,12 +94,16 @@ json fit_json(const plan::Calibration& c) {
                        {l.kind.starts_with("attention") ? "gflops" : "ns_per_element", l.value},
                        {"quality", quality_json(l.quality)}});
     }
+    json optimizer_by_size = json::array();
+    for (const OptimizerPoint& p : d.loop_costs.optimizer_by_size)
+      optimizer_by_size.push_back({{"parameters", p.parameters}, {"ns", p.ns}});
     json j = {{"ranks", d.ranks},
               {"threads", d.threads},
               {"gemm", gemm},
               {"gemm_ramp_seconds", d.ramp},
               {"core_share", d.core_share},
-              {"loops", loops}};
+              {"loops", loops},
+              {"optimizer_by_size", optimizer_by_size}};
     if (d.memory_rate) {
       j["memory"] = {{"bytes_per_second", *d.memory_rate},
                      {"quality", quality_json(d.memory_quality)}};
@@ -134,6 +138,12 @@ json presets_json(const PresetBundle& b) {
   for (const Cluster& c : b.clusters)
     clusters.push_back(c.name);
   return {{"gpus", gpus}, {"links", links}, {"clusters", clusters}};
+}
+
+// The optimizer's row: the sum of its passes, by parameter count where measured.
+std::string optimizer_cell(const LoopCosts& loops) {
+  const std::string by_size = plan::optimizer_by_size_text(loops);
+  return by_size.empty() ? "sum of its passes" : "sum of its passes: " + by_size;
 }
 
 std::string quality_cell(const plan::FitQuality& q) {
@@ -171,7 +181,7 @@ void print_fit(std::ostream& out, const plan::Calibration& c) {
       table.add({l.kind,
                  attention ? format_fixed(l.value, 2) + " GFLOP/s"
                            : format_fixed(l.value, 2) + " ns/element",
-                 l.quality.points.empty() ? "sum of its passes" : quality_cell(l.quality)});
+                 l.quality.points.empty() ? optimizer_cell(d.loop_costs) : quality_cell(l.quality)});
     }
     if (d.link) {
       table.add(

@@ -48,6 +48,13 @@ QString text(const std::string& s) {
   return QString::fromStdString(s);
 }
 
+// The optimizer's row: the sum of its passes, by parameter count where measured.
+QString optimizer_text(const LoopCosts& loops) {
+  const std::string by_size = plan::optimizer_by_size_text(loops);
+  return by_size.empty() ? QObject::tr("sum of its passes")
+                         : QObject::tr("sum of its passes: %1").arg(text(by_size));
+}
+
 }  // namespace
 
 // Written by whichever thread reports (the sweep's, the launcher's monitor),
@@ -401,7 +408,7 @@ void CalibrationPanel::showFit(const plan::Calibration& fit, const QString& orig
       add(d.ranks, text(l.kind),
           attention ? tr("%1 GFLOP/s").arg(l.value, 0, 'f', 2)
                     : tr("%1 ns/element").arg(l.value, 0, 'f', 2),
-          l.quality.points.empty() ? tr("sum of its passes") : quality_text(l.quality));
+          l.quality.points.empty() ? optimizer_text(d.loop_costs) : quality_text(l.quality));
     }
     if (d.link) {
       add(d.ranks, tr("link latency (α) / bus bandwidth"),

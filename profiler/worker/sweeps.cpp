@@ -336,8 +336,9 @@ std::vector<OpSample> op_sweep(Backend& backend, DType storage, double seconds_p
   };
   constexpr int kVocab = 256;
   // The sizes the engine's models run at: on the CPU a small GPT's
-  // activations (tokens 128..1024, width 64..256, up to a million
-  // parameters); on a GPU a GPT-2-sized one (tokens 2048..8192, width
+  // activations (tokens 128..1024, width 64..256, up to 4 M parameters: a
+  // rank's optimizer costs less per parameter once its state leaves the
+  // caches); on a GPU a GPT-2-sized one (tokens 2048..8192, width
   // 768..1024, up to 64 M parameters), where smaller loops would time the
   // kernel launch rather than the loop.
   const bool gpu = backend.name() == "cuda";
@@ -349,7 +350,8 @@ std::vector<OpSample> op_sweep(Backend& backend, DType storage, double seconds_p
           : std::vector<std::array<int, 4>>{{1, 64, 64, 4}, {2, 128, 128, 4}, {2, 128, 256, 8}};
   const std::vector<std::int64_t> parameter_counts =
       gpu ? std::vector<std::int64_t>{std::int64_t{1} << 22, std::int64_t{1} << 24, std::int64_t{1} << 26}
-          : std::vector<std::int64_t>{std::int64_t{1} << 16, std::int64_t{1} << 18, std::int64_t{1} << 20};
+          : std::vector<std::int64_t>{std::int64_t{1} << 16, std::int64_t{1} << 18, std::int64_t{1} << 20,
+                                      std::int64_t{1} << 22};
   for (const auto& [N, C] : shapes) {
     const std::int64_t nc = std::int64_t{N} * C;
     NormTensors norm(backend, storage, N, C);

@@ -52,6 +52,7 @@ class TestModelJson : public QObject {
   void presetsRoundTrip_data();
   void presetsRoundTrip();
   void coldLinkRoundTrip();
+  void optimizerBySizeRoundTrip();
   void planRoundTrip();
   void validationErrors_data();
   void validationErrors();
@@ -120,6 +121,21 @@ void TestModelJson::coldLinkRoundTrip() {
   QVERIFY2(back.ok(), back.ok() ? "" : back.message().c_str());
   QCOMPARE(back->cold_bandwidth, 2.2e9);
   QVERIFY(std::abs(back->cold_latency / 30e-6 - 1) < 1e-12);
+  QCOMPARE(QString::fromStdString(cs::to_json(*back).dump()), QString::fromStdString(j.dump()));
+}
+
+// A calibrated CPU rank keeps its optimizer's cost by parameter count.
+void TestModelJson::optimizerBySizeRoundTrip() {
+  cs::GpuSpec g = *catalog().find_gpu("h100-sxm");
+  g.efficiency.loops.optimizer_ns = 1.2;
+  g.efficiency.loops.optimizer_by_size = {{65536, 2.5}, {4194304, 1.2}};
+  const json j = cs::to_json(g);
+  auto back = cs::gpu_from_json(j, "round trip");
+  QVERIFY2(back.ok(), back.ok() ? "" : back.message().c_str());
+  const auto& points = back->efficiency.loops.optimizer_by_size;
+  QCOMPARE(points.size(), std::size_t{2});
+  QCOMPARE(points[1].parameters, 4194304.0);
+  QCOMPARE(points[1].ns, 1.2);
   QCOMPARE(QString::fromStdString(cs::to_json(*back).dump()), QString::fromStdString(j.dump()));
 }
 
@@ -200,6 +216,20 @@ void TestModelJson::validationErrors_data() {
   QTest::addRow("gpu fp32 peak zero") << "gpu"
       << R"({"name": "g", "memory_gib": 80, "memory_bandwidth_gb_s": 2000, "peak_tflops": {"fp32": 0}})"
       << "gpu.json: /peak_tflops/fp32: must be > 0 (got 0)";
+  QTest::addRow("optimizer points out of order") << "gpu"
+      << R"({"name": "g", "memory_gib": 80, "memory_bandwidth_gb_s": 2000, "peak_tflops": {"fp32": 1},
+            "efficiency": {"loops": {"optimizer_ns": 1, "optimizer_by_size": [
+              {"parameters": 4194304, "ns": 1.2}, {"parameters": 65536, "ns": 2.5}]}}})"
+      << "gpu.json: /efficiency/loops/optimizer_by_size/1/parameters: must be larger than the point "
+         "before it (points in increasing parameter count)";
+  QTest::addRow("optimizer point without ns") << "gpu"
+      << R"({"name": "g", "memory_gib": 80, "memory_bandwidth_gb_s": 2000, "peak_tflops": {"fp32": 1},
+            "efficiency": {"loops": {"optimizer_by_size": [{"parameters": 65536}]}}})"
+      << "gpu.json: /efficiency/loops/optimizer_by_size/0/ns: is required";
+  QTest::addRow("optimizer points not a list") << "gpu"
+      << R"({"name": "g", "memory_gib": 80, "memory_bandwidth_gb_s": 2000, "peak_tflops": {"fp32": 1},
+            "efficiency": {"loops": {"optimizer_by_size": 2.5}}})"
+      << "gpu.json: /efficiency/loops/optimizer_by_size: must be an array of {\"parameters\", \"ns\"} points";
   QTest::addRow("gpu unknown precision") << "gpu"
       << R"({"name": "g", "memory_gib": 80, "memory_bandwidth_gb_s": 2000, "peak_tflops": {"fp32": 1, "fp6": 3}})"
       << "gpu.json: /peak_tflops/fp6: unknown field (did you mean \"fp16\"?)";

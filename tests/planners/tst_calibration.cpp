@@ -130,6 +130,7 @@ class TestCalibration : public QObject {
   void linkFitRefusesTooLittle();
   void linkLatencyAtAKnownBandwidth();
   void learningReplacesTheCpuGemmRate();
+  void optimizerCostBySize();
   void referenceRunsTrustTheMachineProbe_data();
   void referenceRunsTrustTheMachineProbe();
   void collectivesAreTimedOnTheLastRankToArrive();
@@ -307,6 +308,77 @@ void TestCalibration::learningReplacesTheCpuGemmRate() {
 // development VM: a 2-rank reference run at 47 ms with its GEMM probe 1.82
 // times the model, where every other calibration ran it at 20-24 ms),
 // unless the ranks share cores.
+// The optimizer's cost per parameter by the rank's parameter count: a run
+// updating 1 M and 4 M parameters (a small and a large model) at 1.7 and
+// 1.0 ns per parameter, its gradient norm tensor by tensor (256 k elements
+// at 0.5 ns) and its zeroing at 0.05 and 0.15 ns. Each count the update ran
+// at is a point: the passes at their counts nearest it, summed. Learning
+// puts the run's points in place of the calibration's near them.
+void TestCalibration::optimizerCostBySize() {
+  namespace tr = cs::trace;
+  const double small = 1 << 20, large = 1 << 22;
+  auto fit = fit_written_store([&](tr::TraceWriter& w) {
+    w.add_rank({0, "box", "CPU", 100, 0, false});
+    const tr::LaneId lane = w.add_lane(0, tr::LaneKind::cpu_thread, "compute");
+    std::int64_t t = 0;
+    auto add = [&](const char* name, double elements, double ns_per_element) {
+      tr::Event e;
+      e.lane = lane;
+      e.kind = tr::EventKind::kernel;
+      e.category = tr::Category::compute;
+      e.start_ns = t;
+      e.end_ns = t + static_cast<std::int64_t>(elements * ns_per_element);
+      e.name = w.intern(name);
+      e.count = static_cast<std::int64_t>(elements);
+      w.add(e);
+      t = e.end_ns + 1000;
+    };
+    for (int step = 0; step < 3; ++step) {
+      add("adamw", small, 1.7);
+      add("adamw", large, 1.0);
+      add("gradient norm", 262144, 0.5);
+      add("zero", small, 0.05);
+      add("zero", large, 0.15);
+    }
+  });
+  QVERIFY2(fit, fit ? "" : fit.message().c_str());
+  QCOMPARE(fit->devices.size(), std::size_t{1});
+  const cs::LoopCosts& loops = fit->devices[0].loop_costs;
+  QCOMPARE(loops.optimizer_by_size.size(), std::size_t{2});
+  auto near = [](double a, double b) { return std::abs(a / b - 1) < 1e-3; };
+  QCOMPARE(loops.optimizer_by_size[0].parameters, small);
+  QVERIFY2(near(loops.optimizer_by_size[0].ns, 1.7 + 0.5 + 0.05),
+           qPrintable(QString::number(loops.optimizer_by_size[0].ns)));
+  QCOMPARE(loops.optimizer_by_size[1].parameters, large);
+  QVERIFY(near(loops.optimizer_by_size[1].ns, 1.0 + 0.5 + 0.15));
+  QVERIFY(near(loops.optimizer_ns, 1.0 + 0.5 + 0.15));  // the largest count's
+  // The planner's cost per parameter: the ends held, log-linear between.
+  QVERIFY(near(loops.optimizer_ns_at(small / 8), 2.25));
+  QVERIFY(near(loops.optimizer_ns_at(2 * small), (2.25 + 1.65) / 2));
+  QVERIFY(near(loops.optimizer_ns_at(8 * large), 1.65));
+  QCOMPARE(cs::plan::optimizer_by_size_text(loops),
+           std::string("2.25 ns at 1.05 M parameters, 1.65 ns at 4.19 M parameters"));
+
+  // Learning: the run's points replace the base's within a factor of 2.
+  cs::GpuSpec base;
+  base.vendor = "CPU";
+  base.efficiency.loops.optimizer_ns = 2.4;
+  base.efficiency.loops.optimizer_by_size = {
+      {65536, 3.0}, {262144, 2.8}, {1048576, 2.5}, {4194304, 2.4}};
+  cs::plan::DeviceFit run;
+  run.loop_costs.optimizer_ns = 0.9;
+  run.loop_costs.optimizer_by_size = {{867072, 1.8}, {4902912, 0.9}};
+  const cs::GpuSpec g = cs::plan::refine_device(base, run, "the runs");
+  const std::vector<cs::OptimizerPoint>& merged = g.efficiency.loops.optimizer_by_size;
+  QCOMPARE(merged.size(), std::size_t{4});
+  const double expected[][2] = {{65536, 3.0}, {262144, 2.8}, {867072, 1.8}, {4902912, 0.9}};
+  for (std::size_t i = 0; i < merged.size(); ++i) {
+    QCOMPARE(merged[i].parameters, expected[i][0]);
+    QCOMPARE(merged[i].ns, expected[i][1]);
+  }
+  QCOMPARE(g.efficiency.loops.optimizer_ns, 0.9);
+}
+
 void TestCalibration::referenceRunsTrustTheMachineProbe_data() {
   QTest::addColumn<double>("predicted");
   QTest::addColumn<double>("measured");
