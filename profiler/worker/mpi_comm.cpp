@@ -130,8 +130,12 @@ class MpiComm final : public Communicator {
   }
 
   void wait_sends() override {
+    // A large send completes once the other stage posts its receive: time
+    // this stage stands still, waiting for the other one.
+    const std::int64_t start = impl_.tracer ? OpTracer::now_ns() : 0;
     for (MPI_Request& r : pending_sends_) complete(r);
     pending_sends_.clear();
+    record_wait(start);
   }
 
   void barrier() override { MPI_Barrier(comm_); }
@@ -162,20 +166,24 @@ class MpiComm final : public Communicator {
   }
 
   void wait(Ticket ticket) override {
-    OpTracer* tracer = impl_.tracer;
-    const std::int64_t start = tracer ? OpTracer::now_ns() : 0;
+    const std::int64_t start = impl_.tracer ? OpTracer::now_ns() : 0;
     impl_.wait(ticket);
-    if (tracer) {
-      const std::int64_t end = OpTracer::now_ns();
-      // Only a real wait is worth a row: the compute thread stood still.
-      if (end - start > 1000) {
-        tracer->record(tracer->compute_lane(), trace::EventKind::sync,
-                       trace::Category::synchronization, start, end, "wait " + name_);
-      }
-    }
+    record_wait(start);
   }
 
  private:
+  // "wait <group>" on the compute lane from `start` to now. Only a real wait
+  // is worth a row: the compute thread stood still.
+  void record_wait(std::int64_t start) {
+    OpTracer* tracer = impl_.tracer;
+    if (!tracer) return;
+    const std::int64_t end = OpTracer::now_ns();
+    if (end - start > 1000) {
+      tracer->record(tracer->compute_lane(), trace::EventKind::sync,
+                     trace::Category::synchronization, start, end, "wait " + name_);
+    }
+  }
+
   static constexpr int kTag = 7;
   static constexpr int kSpinPolls = 64;
   static constexpr std::chrono::microseconds kPoliteSleep{20};
