@@ -615,7 +615,7 @@ Status parse_prediction(const std::string& text, PredictionComparison& out,
 // pipeline whose ranks share cores, the most compute alone can pick a first
 // stage whose compute the scheduler slowed more than the last one's.
 static const StepParts& critical_rank_parts(const std::vector<StepParts>& ranks,
-                                     const std::map<std::string, double>& predicted) {
+                                            const std::map<std::string, double>& predicted) {
   const auto loss = predicted.find("compute.loss");
   const bool predicted_loss = loss != predicted.end() && loss->second > 0;
   const bool any_match = std::any_of(ranks.begin(), ranks.end(), [&](const StepParts& r) {
