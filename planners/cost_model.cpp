@@ -1025,10 +1025,9 @@ void evaluate(const Machine& m, const Model& x, const Knobs& k, const LayerCosts
       // at one-rank speed. Its GEMMs and attention are slowed only while
       // the other stages compute too, the share of the schedule a stage is
       // busy, m v / (m v + pp - 1), of what the share adds beyond the
-      // bubble; the rest is spent waiting for the others, in the gradient
-      // reduction (or for the other stage, without data parallelism).
-      // Measured on the CPU engine, DP 2 x PP 2 on 2 cores, the last stage's
-      // ranks in 56 runs: bubble 1.0-1.3 times the unshared one, loops and
+      // bubble. Measured on the CPU engine, DP 2 x PP 2 on 2 cores, the last
+      // stage's ranks in 56 runs: bubble 1.0-1.3 times the unshared one
+      // (and 3-6 ms more in waits for its sends, traced since), loops and
       // AdamW 0.85-1.2 times their one-rank time, GEMMs 1.2-1.7 and
       // attention 1.0-2.6, the reduction 2-6 times its link's time. The step
       // is unchanged: compute and the larger of the bubble and the time added.
@@ -1046,8 +1045,14 @@ void evaluate(const Machine& m, const Model& x, const Knobs& k, const LayerCosts
         kind.gemm *= 1 + slowed_extra / slowed;
         kind.attention *= 1 + slowed_extra / slowed;
       }
-      (k.dp > 1 && !k.inference ? time.dp_communication : time.pipeline_bubble) +=
-          extra - slowed_extra;
+      // The rest is spent waiting for the others: for the rank's
+      // data-parallel partners in the gradient reduction and for the next
+      // stages in the bubble, in proportion to how many of each it meets.
+      const double rest = extra - slowed_extra;
+      const double partners = k.dp > 1 && !k.inference ? k.dp - 1.0 : 0.0;
+      const double to_dp = rest * partners / (partners + k.pp - 1.0);
+      time.dp_communication += to_dp;
+      time.pipeline_bubble += rest - to_dp;
     } else {
       const double slowdown = 1 / m.core_share;
       time.forward *= slowdown;

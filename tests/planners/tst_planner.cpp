@@ -541,13 +541,16 @@ void TestPlanner::ranksSharingCores() {
   // Pipeline stages: each waits its own bubble and runs its loops and
   // optimizer at one-rank speed; its GEMMs and attention are slowed while
   // the other stage computes too (the share of the schedule a stage is
-  // busy), and the rest is spent waiting in the gradient reduction.
+  // busy), and the rest is spent waiting, for its one data-parallel partner
+  // in the gradient reduction and for its one neighbouring stage in the
+  // bubble: half each.
   const double added = own.time.forward + own.time.backward + own.time.optimizer;
   const double extra = std::max(0.0, added - own.time.pipeline_bubble);
   QVERIFY(extra > 0);
   const int micro_batches = p.parallel.global_batch / (p.parallel.dp * p.parallel.micro_batch);
   const double busy = micro_batches / (micro_batches + p.parallel.pp - 1.0);
-  QCOMPARE(shared.time.pipeline_bubble, own.time.pipeline_bubble);
+  const double rest = (1 - busy) * extra;
+  QVERIFY(qFuzzyCompare(shared.time.pipeline_bubble, own.time.pipeline_bubble + rest / 2));
   QCOMPARE(shared.time.optimizer, own.time.optimizer);
   QCOMPARE(shared.compute_by_kind.activation, own.compute_by_kind.activation);
   QCOMPARE(shared.compute_by_kind.norm, own.compute_by_kind.norm);
@@ -556,8 +559,7 @@ void TestPlanner::ranksSharingCores() {
                         slowed + busy * extra));
   QVERIFY(qFuzzyCompare(shared.time.forward + shared.time.backward,
                         own.time.forward + own.time.backward + busy * extra));
-  QVERIFY(qFuzzyCompare(shared.time.dp_communication,
-                        own.time.dp_communication + (1 - busy) * extra));
+  QVERIFY(qFuzzyCompare(shared.time.dp_communication, own.time.dp_communication + rest / 2));
   // The step is compute plus the larger of the bubble and what the share
   // adds: less than twice the step, the bubble went to the other ranks' work.
   QVERIFY(qFuzzyCompare(shared.time.step(),
