@@ -177,10 +177,15 @@ struct PhaseData {
   // GEMMs of a GPU run recorded without their operand bytes: not fitted,
   // since the planner adds their operand traffic to their FLOPs' time.
   std::int64_t gemms_without_bytes = 0;
+  // A run store's optimizer step per parameter, one point per run (see
+  // run_optimizer_point); a sweep's comes from its passes' sizes instead.
+  std::vector<OptimizerPoint> run_optimizer;
 
   // Pools another store's operations of the same configuration into these.
   void absorb(const PhaseData& other) {
     gemms_without_bytes += other.gemms_without_bytes;
+    run_optimizer.insert(run_optimizer.end(), other.run_optimizer.begin(),
+                         other.run_optimizer.end());
     for (const auto& [k, m] : other.gemm) gemm[k].absorb(m);
     for (const auto& [k, m] : other.memory) memory[k].absorb(m);
     for (const auto& [kind, sizes] : other.loops) {
@@ -304,6 +309,51 @@ void add_sample(PhaseData& d, const OpSample& op, bool gpu) {
   if (precision) d.gemm[{*precision, op.flops, op.bytes}].add(op.seconds);
 }
 
+// A run's optimizer step, rank by rank and step by step: the time of all
+// its passes and the parameters its update covered.
+struct OptimizerStep {
+  double seconds = 0;
+  double parameters = 0;
+};
+using OptimizerSteps = std::map<std::tuple<PhaseData*, std::int32_t, int>, OptimizerStep>;
+
+void note_optimizer(OptimizerSteps& steps, PhaseData& d, std::int32_t rank, int step,
+                    const OpSample& op) {
+  const auto kind = loop_kind_of(op.name);
+  if (!kind || !kind->starts_with("optimizer:")) return;
+  OptimizerStep& s = steps[{&d, rank, step}];
+  s.seconds += op.seconds;
+  if (*kind == "optimizer:adamw") s.parameters += static_cast<double>(op.count);
+}
+
+// One point per run and configuration: the whole step over the parameters
+// updated (a run's gradient norm and zeroing go tensor by tensor, its
+// update over all of them at once, so the passes' own sizes do not add
+// up), the median of a rank's steps, of the rank that ran it fastest.
+// Ranks sharing cores run theirs while the others compute or poll in
+// their waits; a slowed rank's rate holds the share, which the planner
+// adds itself (DP 2 x PP 2 on 2 cores: the last stage's step at 2.0 ns per
+// parameter, the first stage's, updating while the last polled for its
+// next activations, 2.9).
+void add_run_optimizer_points(const OptimizerSteps& steps) {
+  std::map<std::pair<PhaseData*, std::int32_t>, std::vector<OptimizerPoint>> by_rank;
+  for (const auto& [key, s] : steps) {
+    const auto& [d, rank, step] = key;
+    if (s.parameters > 0 && s.seconds > 0)
+      by_rank[{d, rank}].push_back({s.parameters, s.seconds / s.parameters * 1e9});
+  }
+  std::map<PhaseData*, OptimizerPoint> fastest;
+  for (auto& [key, points] : by_rank) {
+    std::sort(points.begin(), points.end(),
+              [](const OptimizerPoint& a, const OptimizerPoint& b) { return a.ns < b.ns; });
+    const OptimizerPoint typical = points[points.size() / 2];
+    auto [it, fresh] = fastest.try_emplace(key.first, typical);
+    if (!fresh && typical.ns < it->second.ns) it->second = typical;
+  }
+  for (const auto& [d, point] : fastest)
+    d->run_optimizer.push_back(point);
+}
+
 // A GPU rank's operations: the worker's host-side ranges (its GEMMs, with
 // their FLOPs and bytes) take the GPU time of the kernels launched inside
 // them, tied by correlation id to the launching API call.
@@ -388,6 +438,7 @@ Status collect(const trace::TraceReader& r, std::vector<PhaseData>& data, bool c
   using CallKey = std::tuple<PhaseData*, std::string, int, double, std::string, bool>;
   std::map<CallKey, std::map<std::int32_t, std::vector<std::pair<std::int64_t, double>>>> calls;
   const bool run_store = !r.meta(kCalibrationMetaKey);
+  OptimizerSteps optimizer_steps;
   Status walked = r.for_each_event({}, range.start_ns, range.end_ns + 1, [&](const trace::StoredEvent& se) {
     const trace::Event& e = se.event;
     PhaseData* d = phase_of(se.rank);
@@ -437,7 +488,10 @@ Status collect(const trace::TraceReader& r, std::vector<PhaseData>& data, bool c
         on_gpu->second.ops.push_back({e.start_ns, e.end_ns, op, e.step, 0});
       return true;
     }
-    if (e.kind == trace::EventKind::kernel) add_sample(*d, op, false);
+    if (e.kind == trace::EventKind::kernel) {
+      add_sample(*d, op, false);
+      if (run_store) note_optimizer(optimizer_steps, *d, se.rank, e.step, op);
+    }
     return true;
   });
   if (!walked) return walked;
@@ -466,8 +520,10 @@ Status collect(const trace::TraceReader& r, std::vector<PhaseData>& data, bool c
       OpSample sample = op.op;
       sample.name = *name;
       add_sample(*d, sample, true);
+      if (run_store) note_optimizer(optimizer_steps, *d, rank, op.step, sample);
     }
   }
+  add_run_optimizer_points(optimizer_steps);
   // One sample per call: the n-th call of every rank is one collective, and
   // its shortest duration is the rank that arrived last, which waited for no
   // one. The others' durations add the time they waited for it (in a
@@ -685,10 +741,9 @@ void fit_loops(const PhaseData& d, DeviceFit& fit) {
   if (d.phase.precision != "fp32") passes.push_back("optimizer:convert");
   for (const std::string& pass : passes)
     c.optimizer_ns += get(pass.c_str());
-  // ... and by parameter count: at each count the update ran at, the sum of
-  // the passes at their counts nearest it (the sweep runs every pass at its
-  // counts; a run's gradient norm goes tensor by tensor, its update over all
-  // of them at once).
+  // ... and by parameter count. A sweep runs every pass at each of its
+  // counts: at each count the update ran at, the sum of the passes at their
+  // counts nearest it.
   auto ns_near = [&](const std::string& pass, double parameters) {
     const auto it = d.loops.find(pass);
     if (it == d.loops.end()) return 0.0;
@@ -702,7 +757,18 @@ void fit_loops(const PhaseData& d, DeviceFit& fit) {
     }
     return best;
   };
-  if (const auto update = d.loops.find("optimizer:adamw"); update != d.loops.end()) {
+  if (!d.run_optimizer.empty()) {
+    // Runs: their steps as measured; of two runs at one count, the faster.
+    std::vector<OptimizerPoint> points = d.run_optimizer;
+    std::sort(points.begin(), points.end(), [](const OptimizerPoint& a, const OptimizerPoint& b) {
+      return a.parameters < b.parameters || (a.parameters == b.parameters && a.ns < b.ns);
+    });
+    for (const OptimizerPoint& p : points) {
+      if (c.optimizer_by_size.empty() || c.optimizer_by_size.back().parameters != p.parameters)
+        c.optimizer_by_size.push_back(p);
+    }
+    c.optimizer_ns = c.optimizer_by_size.back().ns;
+  } else if (const auto update = d.loops.find("optimizer:adamw"); update != d.loops.end()) {
     for (const auto& [s, m] : update->second) {
       if (s <= 0 || m.mean() <= 0) continue;
       OptimizerPoint point{s, 0};

@@ -131,6 +131,7 @@ class TestCalibration : public QObject {
   void linkLatencyAtAKnownBandwidth();
   void learningReplacesTheCpuGemmRate();
   void optimizerCostBySize();
+  void optimizerStepOfARun();
   void referenceRunsTrustTheMachineProbe_data();
   void referenceRunsTrustTheMachineProbe();
   void collectivesAreTimedOnTheLastRankToArrive();
@@ -308,16 +309,21 @@ void TestCalibration::learningReplacesTheCpuGemmRate() {
 // development VM: a 2-rank reference run at 47 ms with its GEMM probe 1.82
 // times the model, where every other calibration ran it at 20-24 ms),
 // unless the ranks share cores.
-// The optimizer's cost per parameter by the rank's parameter count: a run
-// updating 1 M and 4 M parameters (a small and a large model) at 1.7 and
-// 1.0 ns per parameter, its gradient norm tensor by tensor (256 k elements
-// at 0.5 ns) and its zeroing at 0.05 and 0.15 ns. Each count the update ran
-// at is a point: the passes at their counts nearest it, summed. Learning
-// puts the run's points in place of the calibration's near them.
+// The optimizer's cost per parameter by the rank's parameter count. A
+// calibration sweep runs each pass at its own counts: the update at 1 M and
+// 4 M parameters at 1.7 and 1.0 ns per parameter, the gradient norm at 256 k
+// at 0.5 ns, the zeroing at 0.05 and 0.15 ns. Each count the update ran at
+// is a point: the passes at their counts nearest it, summed.
 void TestCalibration::optimizerCostBySize() {
   namespace tr = cs::trace;
   const double small = 1 << 20, large = 1 << 22;
   auto fit = fit_written_store([&](tr::TraceWriter& w) {
+    cs::CalibrationInfo info;
+    info.engine = "cpu";
+    info.host = "box";
+    info.cpu_cores = 2;
+    info.phases = {cs::CalibrationPhase{}};
+    w.set_meta(cs::kCalibrationMetaKey, cs::calibration_meta_json(info));
     w.add_rank({0, "box", "CPU", 100, 0, false});
     const tr::LaneId lane = w.add_lane(0, tr::LaneKind::cpu_thread, "compute");
     std::int64_t t = 0;
@@ -333,7 +339,7 @@ void TestCalibration::optimizerCostBySize() {
       w.add(e);
       t = e.end_ns + 1000;
     };
-    for (int step = 0; step < 3; ++step) {
+    for (int sample = 0; sample < 3; ++sample) {
       add("adamw", small, 1.7);
       add("adamw", large, 1.0);
       add("gradient norm", 262144, 0.5);
@@ -377,6 +383,56 @@ void TestCalibration::optimizerCostBySize() {
     QCOMPARE(merged[i].ns, expected[i][1]);
   }
   QCOMPARE(g.efficiency.loops.optimizer_ns, 0.9);
+}
+
+// A run's optimizer step as the run measured it: its update goes over all
+// the rank's parameters at once, its gradient norm tensor by tensor, so the
+// passes' sizes do not add up; the step's passes are summed instead, over
+// the parameters updated, the median of the rank's steps (the first, which
+// warms up, left out). Ranks sharing cores: the fastest rank's (the last
+// stage of DP 2 x PP 2 on 2 cores at 2.0 ns per parameter, the first, which
+// updates while the others poll, at 2.9), one point per run.
+void TestCalibration::optimizerStepOfARun() {
+  namespace tr = cs::trace;
+  const double parameters = 2435328;
+  auto fit = fit_written_store([&](tr::TraceWriter& w) {
+    std::int64_t t = 0;
+    for (int rank = 0; rank < 2; ++rank) {
+      w.add_rank({rank, "box", "CPU", 100, 0, false});
+      const tr::LaneId lane = w.add_lane(rank, tr::LaneKind::cpu_thread, "compute");
+      auto add = [&](const char* name, double elements, double ns_per_element, int step) {
+        tr::Event e;
+        e.lane = lane;
+        e.kind = tr::EventKind::kernel;
+        e.category = tr::Category::compute;
+        e.start_ns = t;
+        e.end_ns = t + static_cast<std::int64_t>(elements * ns_per_element);
+        e.name = w.intern(name);
+        e.count = static_cast<std::int64_t>(elements);
+        e.step = step;
+        w.add(e);
+        t = e.end_ns + 1000;
+      };
+      for (int step = 0; step < 4; ++step) {
+        // Rank 1 slowed throughout; rank 0 in its warm-up step and once more.
+        const double slow = rank == 1 ? 1.45 : (step == 0 ? 5.0 : (step == 2 ? 1.3 : 1.0));
+        for (int tensor = 0; tensor < 10; ++tensor)
+          add("gradient norm", parameters / 10, 0.6 * slow, step);
+        add("scale", parameters, 0.1 * slow, step);
+        add("adamw", parameters, 1.2 * slow, step);
+        add("zero", parameters, 0.1 * slow, step);
+      }
+    }
+  });
+  QVERIFY2(fit, fit ? "" : fit.message().c_str());
+  QCOMPARE(fit->devices.size(), std::size_t{1});
+  const cs::LoopCosts& loops = fit->devices[0].loop_costs;
+  QCOMPARE(loops.optimizer_by_size.size(), std::size_t{1});
+  QCOMPARE(loops.optimizer_by_size[0].parameters, parameters);
+  auto near = [](double a, double b) { return std::abs(a / b - 1) < 1e-3; };
+  QVERIFY2(near(loops.optimizer_by_size[0].ns, 2.0),
+           qPrintable(QString::number(loops.optimizer_by_size[0].ns)));
+  QVERIFY(near(loops.optimizer_ns, 2.0));
 }
 
 void TestCalibration::referenceRunsTrustTheMachineProbe_data() {
