@@ -442,7 +442,20 @@ Result<RunRefinement> refine_cluster_from(const Cluster& base,
     auto again = plan::fit_stores(stores, options);
     if (again && !again->devices.empty()) fit = std::move(again);
   }
-  const plan::DeviceFit& device = fit->devices.front();
+  plan::DeviceFit& device = fit->devices.front();
+  if (device.core_share < 1 && (device.link || device.cold_link)) {
+    // Ranks sharing cores meet in a collective when the scheduler next runs
+    // the partner they wait for: their collectives time the scheduler, not
+    // the link, and the planner adds the share itself (DP 2 x TP 2 on 2
+    // cores taught a 132 MB/s link where the sweep measured 5 GB/s, and the
+    // planner then predicted its tensor-parallel waits twice over).
+    device.link.reset();
+    device.cold_link.reset();
+    fit->notes.push_back(
+        "the link is not learnt from runs of ranks sharing cores (" +
+        std::to_string(device.ranks) + " ranks on " + std::to_string(fit->cpu_cores) +
+        " cores): their collectives wait for the scheduler to run their partners");
+  }
   if (device.gemm.empty() && !device.memory_rate && device.loops.empty() && !device.link &&
       !device.cold_link) {
     std::string why;

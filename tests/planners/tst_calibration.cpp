@@ -132,6 +132,8 @@ class TestCalibration : public QObject {
   void learningReplacesTheCpuGemmRate();
   void optimizerCostBySize();
   void optimizerStepOfARun();
+  void linkNotLearntWhereRanksShareCores_data();
+  void linkNotLearntWhereRanksShareCores();
   void referenceRunsTrustTheMachineProbe_data();
   void referenceRunsTrustTheMachineProbe();
   void collectivesAreTimedOnTheLastRankToArrive();
@@ -433,6 +435,94 @@ void TestCalibration::optimizerStepOfARun() {
   QVERIFY2(near(loops.optimizer_by_size[0].ns, 2.0),
            qPrintable(QString::number(loops.optimizer_by_size[0].ns)));
   QVERIFY(near(loops.optimizer_ns, 2.0));
+}
+
+// Ranks sharing cores meet in a collective when the scheduler next runs
+// the partner they wait for: learning leaves the link as the calibration
+// measured it and says why (DP 2 x TP 2 on 2 cores taught a 132 MB/s link
+// where the sweep measured 5 GB/s). With a core each, the same run's
+// collectives refine it.
+void TestCalibration::linkNotLearntWhereRanksShareCores_data() {
+  QTest::addColumn<int>("cores");
+  QTest::addColumn<bool>("learnt");
+  QTest::addRow("4 ranks on 2 cores") << 2 << false;
+  QTest::addRow("4 ranks on 4 cores") << 4 << true;
+}
+
+void TestCalibration::linkNotLearntWhereRanksShareCores() {
+  QFETCH(int, cores);
+  QFETCH(bool, learnt);
+  namespace tr = cs::trace;
+  QTemporaryDir dir;
+  const std::string path = dir.filePath("run.db").toStdString();
+  {
+    auto created = cs::trace::TraceWriter::create(path, tr::RunInfo{"run", "cpu-engine"});
+    QVERIFY2(created, created ? "" : created.message().c_str());
+    tr::TraceWriter& w = **created;
+    w.set_meta("parallel", R"({"backend":"cpu","threads":1,"precision":"fp32"})");
+    w.set_meta("plan_json", R"({"cluster":{"cpu_cores_per_node":)" + std::to_string(cores) + "}}");
+    for (std::int32_t rank = 0; rank < 4; ++rank) {
+      w.add_rank({rank, "box", "CPU", 100 + rank, 0, false});
+      const tr::LaneId lane = w.add_lane(rank, tr::LaneKind::cpu_thread, "main");
+      std::int64_t t = 0;
+      for (int step = 1; step <= 3; ++step) {
+        for (double bytes : {65536.0, 1048576.0}) {
+          t += 5'000'000;
+          tr::Event e;
+          e.lane = lane;
+          e.kind = tr::EventKind::collective;
+          e.category = tr::Category::communication;
+          e.start_ns = t;
+          e.end_ns = t + static_cast<std::int64_t>((20e-6 + bytes / 1e9) * 1e9);
+          e.name = w.intern("tp all-reduce");
+          e.collective = tr::Collective::all_reduce;
+          e.bytes = static_cast<std::int64_t>(bytes);
+          e.group_size = 2;
+          e.step = step;
+          w.add(e);
+        }
+        t += 1'000'000;
+        tr::Event norm;
+        norm.lane = lane;
+        norm.kind = tr::EventKind::kernel;
+        norm.category = tr::Category::compute;
+        norm.start_ns = t;
+        norm.end_ns = t + 100'000;
+        norm.name = w.intern("layernorm");
+        norm.count = 65536;
+        norm.step = step;
+        w.add(norm);
+      }
+    }
+    auto closed = w.close();
+    QVERIFY2(closed, closed ? "" : closed.message().c_str());
+  }
+  auto reader = cs::trace::TraceReader::open(path);
+  QVERIFY2(reader, reader ? "" : reader.message().c_str());
+
+  cs::Cluster base;
+  base.name = "calibrated-box-cpu4";
+  base.gpus_per_node = 4;
+  base.cpu_cores_per_node = cores;
+  base.gpu.emplace();
+  base.gpu->name = "calibrated-box-cpu4";
+  base.gpu->vendor = "CPU";
+  base.intra_node.name = "calibrated-box-mpi4";
+  base.intra_node.kind = cs::LinkKind::shared_memory;
+  base.intra_node.bandwidth = 5e9;
+  base.intra_node.latency = 17e-6;
+  base.intra_node.efficiency = 1;
+  auto refined = cs::calib::refine_cluster(base, {reader->get()}, {path});
+  QVERIFY2(refined, refined ? "" : refined.message().c_str());
+  QCOMPARE(refined->presets.links.empty(), !learnt);
+  const cs::Cluster& cluster = refined->presets.clusters.front();
+  QCOMPARE(cluster.intra_node.bandwidth == base.intra_node.bandwidth, !learnt);
+  QVERIFY(cluster.gpu->efficiency.loops.norm_ns > 0);  // the loops are learnt either way
+  bool said = false;
+  for (const std::string& note : refined->fit.notes)
+    said = said || note.find("not learnt from runs of ranks sharing cores (4 ranks on 2 cores)") !=
+                       std::string::npos;
+  QCOMPARE(said, !learnt);
 }
 
 void TestCalibration::referenceRunsTrustTheMachineProbe_data() {
