@@ -89,6 +89,11 @@ struct GpuEfficiency {
   // pipeline's fill and drain, where a stage would wait, go to the other
   // ranks' work instead.
   double core_share = 1;
+  // The same while ranks meet in collectives (tensor-parallel ranks, data-
+  // parallel replicas): their waits poll and take part of the cores from
+  // the ranks computing. Fitted to the calibration's reference runs of
+  // ranks sharing cores; 0: core_share.
+  double collective_core_share = 0;
 };
 
 struct GpuSpec {

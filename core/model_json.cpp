@@ -128,6 +128,7 @@ void read_gpu(const json& j, const std::string& ptr, Diagnostics& d, GpuSpec& g)
     }
     er.number("overlap_slowdown", g.efficiency.overlap_slowdown, Range::non_negative());
     er.number("core_share", g.efficiency.core_share, Range::fraction());
+    er.number("collective_core_share", g.efficiency.collective_core_share, Range::fraction());
     er.finish();
   }
   r.text_list("device_names", g.device_names);
@@ -518,6 +519,7 @@ json to_json(const GpuSpec& g) {
   }
   if (e.overlap_slowdown > 0) ej["overlap_slowdown"] = e.overlap_slowdown;
   if (e.core_share < 1) ej["core_share"] = e.core_share;
+  if (e.collective_core_share > 0) ej["collective_core_share"] = e.collective_core_share;
   return j;
 }
 

@@ -684,7 +684,34 @@ void fit_gemm(const PhaseData& d, const FitOptions& options, double memory_rate,
   }
 }
 
+// Ranks sharing cores run the sweep's operations all at once, and the
+// scheduler hands a core over every few milliseconds (4.1 ms on the
+// development VM: a preempted 55 µs pass took 4.1 ms more). A pass longer
+// than that is sliced every time, and its median holds the share, which
+// the planner adds itself (4 ranks on 2 cores: AdamW over 4.19 M
+// parameters took 8.0-20 ms, 1.9-4.8 ns per parameter, where one rank
+// alone took 1.05; over 1.05 M, 0.96 ms). Where ranks share cores, the sizes
+// whose median passes 2 ms are left out, unless no size of the kind is
+// shorter.
+constexpr double kSlicedPassSeconds = 2e-3;
+
+using LoopSizes = std::map<std::string, std::map<double, Mean>>;
+
+LoopSizes unsliced_loops(const LoopSizes& loops, double core_share) {
+  if (core_share >= 1) return loops;
+  LoopSizes out;
+  for (const auto& [kind, sizes] : loops) {
+    std::map<double, Mean> kept;
+    for (const auto& [s, m] : sizes) {
+      if (m.mean() <= kSlicedPassSeconds) kept.emplace(s, m);
+    }
+    out[kind] = kept.empty() ? sizes : std::move(kept);
+  }
+  return out;
+}
+
 void fit_loops(const PhaseData& d, DeviceFit& fit) {
+  const LoopSizes loops = unsliced_loops(d.loops, fit.core_share);
   // Each kind through the origin: the median over sizes of the cost per
   // element. Not a work-weighted mean: the largest size can fall out of the
   // caches and cost several times more per element, and one such point
@@ -693,7 +720,7 @@ void fit_loops(const PhaseData& d, DeviceFit& fit) {
   // gradient and state once a step, out of the caches, so the largest size
   // is theirs.
   std::map<std::string, double> value;
-  for (const auto& [kind, sizes] : d.loops) {
+  for (const auto& [kind, sizes] : loops) {
     std::vector<double> rates;  // seconds per element (or per FLOP)
     for (const auto& [s, m] : sizes) {
       if (s > 0 && m.mean() > 0) rates.push_back(m.mean() / s);
@@ -745,8 +772,8 @@ void fit_loops(const PhaseData& d, DeviceFit& fit) {
   // counts: at each count the update ran at, the sum of the passes at their
   // counts nearest it.
   auto ns_near = [&](const std::string& pass, double parameters) {
-    const auto it = d.loops.find(pass);
-    if (it == d.loops.end()) return 0.0;
+    const auto it = loops.find(pass);
+    if (it == loops.end()) return 0.0;
     double best = 0, distance = std::numeric_limits<double>::infinity();
     for (const auto& [s, m] : it->second) {
       if (s <= 0 || m.mean() <= 0) continue;
@@ -768,7 +795,7 @@ void fit_loops(const PhaseData& d, DeviceFit& fit) {
         c.optimizer_by_size.push_back(p);
     }
     c.optimizer_ns = c.optimizer_by_size.back().ns;
-  } else if (const auto update = d.loops.find("optimizer:adamw"); update != d.loops.end()) {
+  } else if (const auto update = loops.find("optimizer:adamw"); update != loops.end()) {
     for (const auto& [s, m] : update->second) {
       if (s <= 0 || m.mean() <= 0) continue;
       OptimizerPoint point{s, 0};

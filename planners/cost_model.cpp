@@ -300,6 +300,9 @@ Machine machine_of(const Cluster& c) {
     m.loops = g.efficiency.loops;
     m.overlap_slowdown = g.efficiency.overlap_slowdown;
     m.core_share = g.efficiency.core_share;
+    m.collective_core_share = g.efficiency.collective_core_share > 0
+                                  ? g.efficiency.collective_core_share
+                                  : g.efficiency.core_share;
     m.memory_bytes = g.memory_bytes;
   }
   m.gpus_per_node = std::max(c.gpus_per_node, 1);
@@ -992,6 +995,10 @@ void evaluate(const Machine& m, const Model& x, const Knobs& k, const LayerCosts
     // all compute, each gets the share, so compute takes 1 / share as long.
     const double compute = time.forward + time.backward + time.recompute + time.optimizer;
     const double added = (1 / m.core_share - 1) * compute;
+    // Where ranks meet in collectives, whose waits poll, the ranks computing
+    // get less than their share (the fitted collective_core_share).
+    const double collective_share = std::clamp(m.collective_core_share, 0.01, 1.0);
+    const double added_in_collectives = (1 / collective_share - 1) * compute;
     if (k.tp > 1) {
       // Tensor-parallel ranks meet in a collective within every layer and
       // give their core away at each meeting, long before the scheduler
@@ -1003,8 +1010,8 @@ void evaluate(const Machine& m, const Model& x, const Knobs& k, const LayerCosts
       // replicas' gradient reductions all at once (DP 2 x TP 2 on 2 cores:
       // its 1.8 MiB reduction took 1.8-2.3 ms where DP 2 alone reduces twice
       // the bytes in 1.1).
-      time.tp_communication = time.tp_communication / m.core_share + added;
-      time.dp_communication /= m.core_share;
+      time.tp_communication = time.tp_communication / collective_share + added_in_collectives;
+      time.dp_communication /= collective_share;
     } else if (k.dp > 1 && k.pp == 1) {
       // Data-parallel replicas alone: the GEMMs pay the share; the loops
       // and the optimizer ran at their one-rank speed, and what the share
@@ -1023,7 +1030,7 @@ void evaluate(const Machine& m, const Model& x, const Knobs& k, const LayerCosts
         time.recompute *= grow;
       }
       kind.gemm += gemm_added;
-      time.dp_communication += added - gemm_added;
+      time.dp_communication += std::max(0.0, added_in_collectives - gemm_added);
     } else if (k.pp > 1) {
       // Pipeline stages: a stage waits its own bubble (the other stage then
       // runs alone on the cores it left) and runs its loops and optimizer

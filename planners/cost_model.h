@@ -31,6 +31,7 @@ struct Machine {
   LoopCosts loops;          // per-element costs as the GPU preset has them (ns, GFLOP/s)
   double overlap_slowdown = 0;
   double core_share = 1;    // GpuEfficiency::core_share
+  double collective_core_share = 1;  // GpuEfficiency::collective_core_share, else core_share
   double memory_bytes = 0;  // per GPU
   int gpus_per_node = 1;
   int nodes = 1;

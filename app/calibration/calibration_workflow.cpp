@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <utility>
 
@@ -168,6 +169,17 @@ bool machine_moved(const ReferenceRun& r) {
   }
   return false;
 }
+double share_for_step(const std::function<double(double share)>& step_at, double measured) {
+  double lo = 0.05, hi = 1.0;
+  if (step_at(hi) >= measured) return hi;
+  if (step_at(lo) <= measured) return lo;
+  for (int i = 0; i < 40; ++i) {
+    const double mid = std::sqrt(lo * hi);
+    (step_at(mid) > measured ? lo : hi) = mid;
+  }
+  return std::sqrt(lo * hi);
+}
+
 bool far_from_sweeps(const ReferenceRun& r) {
   return r.predicted_sweeps_s > 0 && r.measured_step_s > 0 &&
          std::max(r.measured_step_s / r.predicted_sweeps_s,
@@ -274,6 +286,52 @@ Result<ReferenceRun> run_reference_checked(const MachineCalibrationOptions& o,
   return run;
 }
 
+// Ranks sharing cores: the share of a core each gets where ranks meet in
+// collectives (GpuEfficiency::collective_core_share), fitted to the learnt
+// reference runs' steps on the refined cluster, each run's share averaged;
+// the refined presets carry it, a note says what it came to.
+Status fit_collective_share(const PresetCatalog& catalog, const std::string& host,
+                            const std::vector<ReferenceRun>& runs, RunRefinement& refined,
+                            std::vector<std::string>& notes) {
+  Cluster& cluster = refined.presets.clusters.front();
+  if (!cluster.gpu || cluster.gpu->efficiency.core_share >= 1) return Status{};
+  std::vector<double> shares;
+  std::string each;
+  for (const ReferenceRun& r : runs) {
+    if (!r.learnt || r.measured_step_s <= 0) continue;
+    std::string failed;
+    const double share = share_for_step(
+        [&](double s) {
+          Cluster c = cluster;
+          c.gpu->efficiency.collective_core_share = s;
+          auto predicted = predict_run(catalog, reference_plan(c, r.layout), "cpu", r.ranks, host, c);
+          if (!predicted) {
+            failed = predicted.message();
+            return 0.0;
+          }
+          return predicted->step_seconds;
+        },
+        r.measured_step_s);
+    if (!failed.empty()) return Error{"fitting the core share to reference run " +
+                                      to_string(r.layout) + ": " + failed};
+    shares.push_back(share);
+    each += (each.empty() ? "" : ", ") + to_string(r.layout) + ": " + format_fixed(share, 2);
+  }
+  if (shares.empty()) return Status{};
+  double sum = 0;
+  for (double s : shares) sum += s;
+  const double fitted = sum / static_cast<double>(shares.size());
+  cluster.gpu->efficiency.collective_core_share = fitted;
+  for (GpuSpec& g : refined.presets.gpus) {
+    if (g.name == cluster.gpu->name) g.efficiency.collective_core_share = fitted;
+  }
+  notes.push_back("ranks sharing cores (" + std::to_string(runs.front().ranks) +
+                  " ranks): where they meet in collectives each got " + format_fixed(fitted, 2) +
+                  " of a core (" + format_fixed(cluster.gpu->efficiency.core_share, 2) +
+                  " by the core count), fitted to the reference runs' steps (" + each + ")");
+  return Status{};
+}
+
 // Trains the reference model on every rank count calibrated and refines
 // that rank count's presets in `out` by what its runs show. A run that
 // fails leaves its rank count's presets as the sweeps made them, and says
@@ -355,6 +413,8 @@ Status learn_from_reference_runs(const MachineCalibrationOptions& o, MachineCali
                           (device.ranks == 1 ? " rank: " : " ranks: ") + refined.message());
       for (ReferenceRun& r : runs) r.predicted_s = r.predicted_sweeps_s;
     } else {
+      if (Status s = fit_collective_share(*catalog, out.fit.host, runs, *refined, out.notes); !s)
+        return s;
       for (const GpuSpec& g : refined->presets.gpus)
         replace_named(out.presets.gpus, g);
       for (const Link& l : refined->presets.links)

@@ -306,6 +306,7 @@ cs::GpuSpec calibrated_cpu_device() {
   g.efficiency.loops = {3.5, 5.25, 19.5, 21.25, 1.5, 8.5, 40.5, 1.75, 1.25};
   g.efficiency.overlap_slowdown = 0.375;
   g.efficiency.core_share = 0.5;
+  g.efficiency.collective_core_share = 0.375;
   g.source = "clusterscope calibrate on box";
   return g;
 }
@@ -454,6 +455,7 @@ void TestPresets::calibratedGpuRoundTrip() {
   QCOMPARE(g->efficiency.loops.attention_backward_gflops, 1.25);
   QCOMPARE(g->efficiency.overlap_slowdown, 0.375);
   QCOMPARE(g->efficiency.core_share, 0.5);
+  QCOMPARE(g->efficiency.collective_core_share, 0.375);
   QCOMPARE(g->peak.bf16, 12.5e9);
   auto cluster = catalog.cluster("calibrated-box-cpu2");
   QVERIFY2(cluster.ok(), cluster.ok() ? "" : cluster.message().c_str());

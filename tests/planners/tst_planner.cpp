@@ -609,12 +609,34 @@ void TestPlanner::ranksSharingCores() {
   QVERIFY(qFuzzyCompare(tp_shared.time.step(), tp_own.time.step() + tp_compute +
                                                    tp_own.time.tp_communication +
                                                    tp_own.time.dp_communication));
+  // Where ranks meet in collectives, whose waits poll, the ranks computing
+  // get less than their share: the fitted collective share sets what the
+  // waiting costs and the collectives' speed; the GEMMs of replicas alone
+  // still pay the core share.
+  t.cluster.gpu->efficiency.collective_core_share = 0.4;
+  const cs::plan::Estimate tp_polled = must_estimate(t);
+  QVERIFY(qFuzzyCompare(tp_polled.time.tp_communication,
+                        tp_own.time.tp_communication / 0.4 + (1 / 0.4 - 1) * tp_compute));
+  QVERIFY(qFuzzyCompare(tp_polled.time.dp_communication, tp_own.time.dp_communication / 0.4));
+  QCOMPARE(tp_polled.compute_by_kind.total(), tp_own.compute_by_kind.total());
+  d.cluster.gpu->efficiency.collective_core_share = 0.4;
+  const cs::plan::Estimate dp_polled = must_estimate(d);
+  QCOMPARE(dp_polled.compute_by_kind.gemm, 2 * dp_own.compute_by_kind.gemm);
+  QVERIFY(qFuzzyCompare(dp_polled.time.dp_communication,
+                        dp_own.time.dp_communication +
+                            (1 / 0.4 - 1) * (dp_passes + dp_own.time.optimizer) -
+                            dp_own.compute_by_kind.gemm));
+  // Pipeline stages wait in receives that sleep: the core share stands.
+  p.cluster.gpu->efficiency.collective_core_share = 0.4;
+  QCOMPARE(must_estimate(p).time.step(), shared.time.step());
   // A share above a core is refused where presets are read.
-  nlohmann::json gpu = cs::to_json(*p.cluster.gpu);
-  gpu["efficiency"]["core_share"] = 1.5;
-  auto bad = cs::gpu_from_json(gpu, "gpu.json");
-  QVERIFY(!bad);
-  QVERIFY2(QString::fromStdString(bad.message()).contains("core_share"), bad.message().c_str());
+  for (const char* key : {"core_share", "collective_core_share"}) {
+    nlohmann::json gpu = cs::to_json(*p.cluster.gpu);
+    gpu["efficiency"][key] = 1.5;
+    auto bad = cs::gpu_from_json(gpu, "gpu.json");
+    QVERIFY(!bad);
+    QVERIFY2(QString::fromStdString(bad.message()).contains(key), bad.message().c_str());
+  }
 }
 
 void TestPlanner::trainingCost() {
