@@ -102,6 +102,54 @@ QString calibrate_on_h200_sweeps(const QString& work, const QString& presets, co
   return r.exit_code == 0 ? QString() : r.err;
 }
 
+// A calibration store's meta: one configuration of `ranks` ranks (BLAS
+// `threads` each) swept on `cores` cores of the CPU engine.
+void write_sweep_meta(cs::trace::TraceWriter& w, int cores, int ranks = 1, int threads = 0) {
+  cs::CalibrationInfo info;
+  info.engine = "cpu";
+  info.host = "box";
+  info.cpu_cores = cores;
+  cs::CalibrationPhase phase;
+  phase.ranks = ranks;
+  phase.threads = threads;
+  info.phases = {phase};
+  w.set_meta(cs::kCalibrationMetaKey, cs::calibration_meta_json(info));
+}
+
+// An event of `kind` on `lane`, [start, end) ns, in `step`.
+cs::trace::Event event_at(cs::trace::TraceWriter& w, cs::trace::LaneId lane,
+                          cs::trace::EventKind kind, const std::string& name, std::int64_t start,
+                          std::int64_t end, std::int32_t step) {
+  cs::trace::Event e;
+  e.lane = lane;
+  e.kind = kind;
+  e.category = kind == cs::trace::EventKind::collective ? cs::trace::Category::communication
+                                                         : cs::trace::Category::compute;
+  e.start_ns = start;
+  e.end_ns = end;
+  e.name = w.intern(name);
+  e.step = step;
+  return e;
+}
+
+// One CPU-engine compute pass over `count` elements.
+void add_pass(cs::trace::TraceWriter& w, cs::trace::LaneId lane, const char* name, double count,
+              std::int64_t start, std::int64_t end, std::int32_t step = -1) {
+  cs::trace::Event e = event_at(w, lane, cs::trace::EventKind::kernel, name, start, end, step);
+  e.count = static_cast<std::int64_t>(count);
+  w.add(e);
+}
+
+// One all-reduce of `bytes` over 2 ranks.
+void add_all_reduce(cs::trace::TraceWriter& w, cs::trace::LaneId lane, const std::string& name,
+                    double bytes, std::int64_t start, std::int64_t end, std::int32_t step) {
+  cs::trace::Event e = event_at(w, lane, cs::trace::EventKind::collective, name, start, end, step);
+  e.collective = cs::trace::Collective::all_reduce;
+  e.bytes = static_cast<std::int64_t>(bytes);
+  e.group_size = 2;
+  w.add(e);
+}
+
 // A run store written by `write` (events of a CPU-engine run), then fitted
 // as learning fits a run.
 cs::Result<cs::plan::Calibration> fit_written_store(
@@ -327,26 +375,14 @@ void TestCalibration::optimizerCostBySize() {
   namespace tr = cs::trace;
   const double small = 1 << 20, large = 1 << 22;
   auto fit = fit_written_store([&](tr::TraceWriter& w) {
-    cs::CalibrationInfo info;
-    info.engine = "cpu";
-    info.host = "box";
-    info.cpu_cores = 2;
-    info.phases = {cs::CalibrationPhase{}};
-    w.set_meta(cs::kCalibrationMetaKey, cs::calibration_meta_json(info));
+    write_sweep_meta(w, 2);
     w.add_rank({0, "box", "CPU", 100, 0, false});
     const tr::LaneId lane = w.add_lane(0, tr::LaneKind::cpu_thread, "compute");
     std::int64_t t = 0;
     auto add = [&](const char* name, double elements, double ns_per_element) {
-      tr::Event e;
-      e.lane = lane;
-      e.kind = tr::EventKind::kernel;
-      e.category = tr::Category::compute;
-      e.start_ns = t;
-      e.end_ns = t + static_cast<std::int64_t>(elements * ns_per_element);
-      e.name = w.intern(name);
-      e.count = static_cast<std::int64_t>(elements);
-      w.add(e);
-      t = e.end_ns + 1000;
+      const std::int64_t end = t + static_cast<std::int64_t>(elements * ns_per_element);
+      add_pass(w, lane, name, elements, t, end);
+      t = end + 1000;
     };
     for (int sample = 0; sample < 3; ++sample) {
       add("adamw", small, 1.7);
@@ -412,31 +448,16 @@ void TestCalibration::slicedSweepPassesLeftOut() {
   namespace tr = cs::trace;
   const double small = 1 << 20, large = 1 << 22;
   auto fit = fit_written_store([&](tr::TraceWriter& w) {
-    cs::CalibrationInfo info;
-    info.engine = "cpu";
-    info.host = "box";
-    info.cpu_cores = cores;
-    cs::CalibrationPhase phase;
-    phase.ranks = 4;
-    phase.threads = 1;
-    info.phases = {phase};
-    w.set_meta(cs::kCalibrationMetaKey, cs::calibration_meta_json(info));
+    write_sweep_meta(w, cores, 4, 1);
     for (std::int32_t rank = 0; rank < 4; ++rank) {
       w.add_rank({rank, "box", "CPU", 100 + rank, 0, false});
       const tr::LaneId lane = w.add_lane(rank, tr::LaneKind::cpu_thread, "compute");
       std::int64_t t = 0;
       for (int sample = 0; sample < 3; ++sample) {
         for (const auto& [count, ns] : {std::pair{small, 0.9}, std::pair{large, 1.9}}) {
-          tr::Event e;
-          e.lane = lane;
-          e.kind = tr::EventKind::kernel;
-          e.category = tr::Category::compute;
-          e.start_ns = t;
-          e.end_ns = t + static_cast<std::int64_t>(count * ns);
-          e.name = w.intern("adamw");
-          e.count = static_cast<std::int64_t>(count);
-          w.add(e);
-          t = e.end_ns + 1000;
+          const std::int64_t end = t + static_cast<std::int64_t>(count * ns);
+          add_pass(w, lane, "adamw", count, t, end);
+          t = end + 1000;
         }
       }
     }
@@ -457,26 +478,14 @@ void TestCalibration::firstSweepPassLeftOut() {
   namespace tr = cs::trace;
   const double count = 1 << 22;
   auto fit = fit_written_store([&](tr::TraceWriter& w) {
-    cs::CalibrationInfo info;
-    info.engine = "cpu";
-    info.host = "box";
-    info.cpu_cores = 2;
-    info.phases = {cs::CalibrationPhase{}};
-    w.set_meta(cs::kCalibrationMetaKey, cs::calibration_meta_json(info));
+    write_sweep_meta(w, 2);
     w.add_rank({0, "box", "CPU", 100, 0, false});
     const tr::LaneId lane = w.add_lane(0, tr::LaneKind::cpu_thread, "compute");
     // (start ms, duration ms): the first pass written last.
     for (const auto& [start, took] : {std::pair{300.0, 4.4}, std::pair{310.0, 6.6},
                                       std::pair{320.0, 4.2}, std::pair{0.0, 230.0}}) {
-      tr::Event e;
-      e.lane = lane;
-      e.kind = tr::EventKind::kernel;
-      e.category = tr::Category::compute;
-      e.start_ns = static_cast<std::int64_t>(start * 1e6);
-      e.end_ns = e.start_ns + static_cast<std::int64_t>(took * 1e6);
-      e.name = w.intern("adamw");
-      e.count = static_cast<std::int64_t>(count);
-      w.add(e);
+      const auto start_ns = static_cast<std::int64_t>(start * 1e6);
+      add_pass(w, lane, "adamw", count, start_ns, start_ns + static_cast<std::int64_t>(took * 1e6));
     }
   });
   QVERIFY2(fit, fit ? "" : fit.message().c_str());
@@ -503,17 +512,9 @@ void TestCalibration::optimizerStepOfARun() {
       w.add_rank({rank, "box", "CPU", 100, 0, false});
       const tr::LaneId lane = w.add_lane(rank, tr::LaneKind::cpu_thread, "compute");
       auto add = [&](const char* name, double elements, double ns_per_element, int step) {
-        tr::Event e;
-        e.lane = lane;
-        e.kind = tr::EventKind::kernel;
-        e.category = tr::Category::compute;
-        e.start_ns = t;
-        e.end_ns = t + static_cast<std::int64_t>(elements * ns_per_element);
-        e.name = w.intern(name);
-        e.count = static_cast<std::int64_t>(elements);
-        e.step = step;
-        w.add(e);
-        t = e.end_ns + 1000;
+        const std::int64_t end = t + static_cast<std::int64_t>(elements * ns_per_element);
+        add_pass(w, lane, name, elements, t, end, step);
+        t = end + 1000;
       };
       for (int step = 0; step < 4; ++step) {
         // Rank 1 slowed throughout; rank 0 in its warm-up step and once more.
@@ -568,30 +569,11 @@ void TestCalibration::linkNotLearntWhereRanksShareCores() {
       for (int step = 1; step <= 3; ++step) {
         for (double bytes : {65536.0, 1048576.0}) {
           t += 5'000'000;
-          tr::Event e;
-          e.lane = lane;
-          e.kind = tr::EventKind::collective;
-          e.category = tr::Category::communication;
-          e.start_ns = t;
-          e.end_ns = t + static_cast<std::int64_t>((20e-6 + bytes / 1e9) * 1e9);
-          e.name = w.intern("tp all-reduce");
-          e.collective = tr::Collective::all_reduce;
-          e.bytes = static_cast<std::int64_t>(bytes);
-          e.group_size = 2;
-          e.step = step;
-          w.add(e);
+          add_all_reduce(w, lane, "tp all-reduce", bytes, t,
+                         t + static_cast<std::int64_t>((20e-6 + bytes / 1e9) * 1e9), step);
         }
         t += 1'000'000;
-        tr::Event norm;
-        norm.lane = lane;
-        norm.kind = tr::EventKind::kernel;
-        norm.category = tr::Category::compute;
-        norm.start_ns = t;
-        norm.end_ns = t + 100'000;
-        norm.name = w.intern("layernorm");
-        norm.count = 65536;
-        norm.step = step;
-        w.add(norm);
+        add_pass(w, lane, "layernorm", 65536, t, t + 100'000, step);
       }
     }
     auto closed = w.close();
@@ -698,18 +680,9 @@ void TestCalibration::collectivesAreTimedOnTheLastRankToArrive() {
           const double transfer = 2 * alpha + bytes / bandwidth;
           const double took = rank == 0 ? transfer + wait : transfer;
           t += 5'000'000;
-          tr::Event e;
-          e.lane = lane;
-          e.kind = tr::EventKind::collective;
-          e.category = tr::Category::communication;
-          e.start_ns = t + (rank == 0 ? 0 : static_cast<std::int64_t>(wait * 1e9));
-          e.end_ns = e.start_ns + static_cast<std::int64_t>(took * 1e9);
-          e.name = w.intern("dp all-reduce");
-          e.collective = tr::Collective::all_reduce;
-          e.bytes = static_cast<std::int64_t>(bytes);
-          e.group_size = 2;
-          e.step = step;
-          w.add(e);
+          const std::int64_t start = t + (rank == 0 ? 0 : static_cast<std::int64_t>(wait * 1e9));
+          add_all_reduce(w, lane, "dp all-reduce", bytes, start,
+                         start + static_cast<std::int64_t>(took * 1e9), step);
         }
       }
     }
@@ -758,18 +731,8 @@ void TestCalibration::coldCollectivesAreFittedApart() {
                                    : 2 * warm_alpha + bytes / warm_bandwidth;
           t += 10'000'000;
           for (std::int32_t rank : {0, 1}) {
-            tr::Event e;
-            e.lane = lanes[rank];
-            e.kind = tr::EventKind::collective;
-            e.category = tr::Category::communication;
-            e.start_ns = t;
-            e.end_ns = t + static_cast<std::int64_t>(took * 1e9);
-            e.name = w.intern((cold ? cold_name : warm_name).toStdString());
-            e.collective = tr::Collective::all_reduce;
-            e.bytes = static_cast<std::int64_t>(bytes);
-            e.group_size = 2;
-            e.step = step;
-            w.add(e);
+            add_all_reduce(w, lanes[rank], (cold ? cold_name : warm_name).toStdString(), bytes, t,
+                           t + static_cast<std::int64_t>(took * 1e9), step);
           }
         }
       }
@@ -1230,8 +1193,8 @@ void TestCalibration::calibrateRunPredictLearn() {
     QFile presets_file(cal["presets_file"].toString());
     QVERIFY(presets_file.open(QIODevice::ReadOnly));
     const QByteArray text = presets_file.readAll();
-    for (const QString& store : learnt_stores)
-      QVERIFY2(text.contains(store.toUtf8()), qPrintable(store));
+    for (const QString& learnt : learnt_stores)
+      QVERIFY2(text.contains(learnt.toUtf8()), qPrintable(learnt));
   }
 
   // The calibration store is a run store like any other.
