@@ -178,7 +178,7 @@ struct PhaseData {
   // since the planner adds their operand traffic to their FLOPs' time.
   std::int64_t gemms_without_bytes = 0;
   // A run store's optimizer step per parameter, one point per run (see
-  // run_optimizer_point); a sweep's comes from its passes' sizes instead.
+  // add_run_optimizer_points); a sweep's comes from its passes' sizes instead.
   std::vector<OptimizerPoint> run_optimizer;
 
   // Pools another store's operations of the same configuration into these.
@@ -516,7 +516,7 @@ Status collect(const trace::TraceReader& r, std::vector<PhaseData>& data, bool c
       add_sample(*d, op, false);
     } else if (e.kind == trace::EventKind::kernel) {
       add_sample(*d, op, false);
-      if (run_store) note_optimizer(optimizer_steps, *d, se.rank, e.step, op);
+      note_optimizer(optimizer_steps, *d, se.rank, e.step, op);
     }
     return true;
   });
@@ -648,7 +648,19 @@ void fit_gemm(const PhaseData& d, const FitOptions& options, double memory_rate,
       w.push_back(1 / (t * t));
     }
     auto solved = least_squares(x, y, w);
-    if (!solved) break;
+    if (!solved) {
+      // Too few sizes apart for every column (a run's few GEMM shapes): the
+      // bytes, then the fixed cost, are dropped as below.
+      if (use_bytes) {
+        use_bytes = false;
+        continue;
+      }
+      if (use_ramp) {
+        use_ramp = false;
+        continue;
+      }
+      break;
+    }
     std::vector<double> full(k + 2, 0.0);
     std::size_t i = 0;
     for (; i < k; ++i)

@@ -102,9 +102,10 @@ bool machine_moved(const ReferenceRun& run);
 // The share of a core at which the planner's step (`step_at`, shrinking as
 // the share grows) is `measured`: bisection between 0.05 and 1, the ends
 // held. Ranks sharing cores get less than their share where they meet in
-// collectives, whose waits poll (4 ranks on 2 cores: 0.39-0.43 against
-// 0.5); the calibration fits GpuEfficiency::collective_core_share to its
-// reference runs of those ranks with it, each run's share, averaged.
+// collectives, whose waits poll (4 ranks on 2 cores: 0.43-0.46 fitted on
+// the development VM, against 0.5); the calibration fits
+// GpuEfficiency::collective_core_share to its reference runs of those ranks
+// with it, each run's share, averaged.
 double share_for_step(const std::function<double(double share)>& step_at, double measured);
 
 // The reference model's shape (ReferenceRun), and the layouts trained on

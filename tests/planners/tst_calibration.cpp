@@ -1292,7 +1292,8 @@ void TestCalibration::calibrateRunPredictLearn() {
   const QJsonArray learned_devices = learned["fit"].toObject()["devices"].toArray();
   QCOMPARE(learned_devices.size(), 1);
   const QJsonArray gemm = learned_devices[0].toObject()["gemm"].toArray();
-  QVERIFY(!gemm.isEmpty());
+  QVERIFY2(!gemm.isEmpty(), qPrintable(QJsonDocument(learned["fit"].toObject()["notes"].toArray())
+                                           .toJson()));
   QVERIFY(gemm[0].toObject()["quality"].toObject().contains("r2"));
   QVERIFY(!gemm[0].toObject()["quality"].toObject()["points"].toArray().isEmpty());
 
