@@ -200,12 +200,20 @@ Result<ExitStatus> run_command(const std::vector<std::string>& command,
   forward.sa_flags = SA_SIGINFO | SA_RESTART;
   for (int i = 0; i < 2; ++i)
     sigaction(kForwarded[i], &forward, &previous[i]);
+  // Held until the child's pid is known: a signal arriving between fork and
+  // then (the command already running) would find no one to pass it to.
+  sigset_t forwarded, unblocked;
+  sigemptyset(&forwarded);
+  for (int number : kForwarded)
+    sigaddset(&forwarded, number);
+  sigprocmask(SIG_BLOCK, &forwarded, &unblocked);
 
   const pid_t child = fork();
   if (child == 0) {
-    // The child takes the default dispositions the profiler had.
+    // The child takes the default dispositions and the mask the profiler had.
     for (int i = 0; i < 2; ++i)
       sigaction(kForwarded[i], &previous[i], nullptr);
+    sigprocmask(SIG_SETMASK, &unblocked, nullptr);
     close(exec_error[0]);
     execvpe(argv[0], argv.data(), envp.data());
     const int code = errno;
@@ -223,9 +231,11 @@ Result<ExitStatus> run_command(const std::vector<std::string>& command,
     const int code = errno;
     close(exec_error[0]);
     restore();
+    sigprocmask(SIG_SETMASK, &unblocked, nullptr);
     return Error{std::string("cannot start the command: ") + std::strerror(code)};
   }
   g_child.store(child);
+  sigprocmask(SIG_SETMASK, &unblocked, nullptr);  // what arrived meanwhile is passed on now
   int exec_code = 0;
   ssize_t got = 0;
   do {
