@@ -19,6 +19,20 @@ double LoopCosts::optimizer_ns_at(double parameters) const {
   return c[i - 1].ns + t * (c[i].ns - c[i - 1].ns);
 }
 
+double Link::cold_bandwidth_at(double bytes) const {
+  return bandwidth_at(cold_by_size, bytes, cold_bandwidth);
+}
+
+double bandwidth_at(const std::vector<LinkPoint>& c, double bytes, double otherwise) {
+  if (c.empty()) return otherwise;
+  if (bytes <= c.front().bytes) return c.front().bandwidth;
+  if (bytes >= c.back().bytes) return c.back().bandwidth;
+  std::size_t i = 1;
+  while (c[i].bytes < bytes) ++i;
+  const double t = std::log(bytes / c[i - 1].bytes) / std::log(c[i].bytes / c[i - 1].bytes);
+  return c[i - 1].bandwidth + t * (c[i].bandwidth - c[i - 1].bandwidth);
+}
+
 double PeakRates::of(Precision p) const {
   switch (p) {
     case Precision::fp32: return fp32;

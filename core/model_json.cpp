@@ -71,6 +71,29 @@ void read_optimizer_by_size(const json& j, const std::string& ptr, Diagnostics& 
   }
 }
 
+// [{"bytes": 3470000, "bandwidth_gbps": 36}, ...], sizes increasing.
+void read_link_by_size(const json& j, const std::string& ptr, Diagnostics& d,
+                       std::vector<LinkPoint>& out) {
+  if (!j.is_array()) {
+    d.add(ptr, "must be an array of {\"bytes\", \"bandwidth_gbps\"} points");
+    return;
+  }
+  out.clear();
+  for (std::size_t i = 0; i < j.size(); ++i) {
+    const std::string where = json_pointer_append(ptr, std::to_string(i));
+    ObjectReader r(j[i], where, d);
+    LinkPoint point;
+    r.number("bytes", point.bytes, Range::positive(), true);
+    scaled(r, "bandwidth_gbps", point.bandwidth, kGbitToBytes, Range::positive(), true);
+    r.finish();
+    if (!out.empty() && point.bytes <= out.back().bytes) {
+      d.add(json_pointer_append(where, "bytes"),
+            "must be larger than the point before it (points in increasing size)");
+    }
+    out.push_back(point);
+  }
+}
+
 void read_gpu(const json& j, const std::string& ptr, Diagnostics& d, GpuSpec& g) {
   ObjectReader r(j, ptr, d);
   if (!r.is_object()) return;
@@ -149,6 +172,8 @@ void read_link(const json& j, const std::string& ptr, Diagnostics& d, Link& l) {
   r.number("efficiency", l.efficiency, Range::fraction());
   scaled(r, "cold_bandwidth_gbps", l.cold_bandwidth, kGbitToBytes, Range::non_negative(), false);
   scaled(r, "cold_latency_us", l.cold_latency, kMicro, Range::non_negative(), false);
+  if (const json* sizes = r.field("cold_by_size", false))
+    read_link_by_size(*sizes, r.pointer("cold_by_size"), d, l.cold_by_size);
   r.text("source", l.source);
   r.finish();
 }
@@ -535,6 +560,12 @@ json to_json(const Link& l) {
   if (l.cold_bandwidth > 0) {
     j["cold_bandwidth_gbps"] = l.cold_bandwidth / kGbitToBytes;
     j["cold_latency_us"] = l.cold_latency / kMicro;
+  }
+  if (!l.cold_by_size.empty()) {
+    json sizes = json::array();
+    for (const LinkPoint& point : l.cold_by_size)
+      sizes.push_back({{"bytes", point.bytes}, {"bandwidth_gbps", point.bandwidth / kGbitToBytes}});
+    j["cold_by_size"] = sizes;
   }
   return j;
 }

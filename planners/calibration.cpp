@@ -855,6 +855,42 @@ void fit_loops(const PhaseData& d, DeviceFit& fit) {
 
 }  // namespace
 
+namespace {
+
+// The bus bandwidth each message size reached beyond `latency`: where one
+// line does not hold every size (the CPU engine's gradient all-reduce after
+// backward pays more per byte for large messages than for small ones). Only
+// where every point has the same latency steps (one group size: sizes of
+// two group sizes would give one size two figures), and only sizes whose
+// bytes make at least half their time (below, the figure is the latency's
+// noise). Fewer than two such sizes: none.
+std::vector<LinkPoint> bandwidth_by_size(const std::vector<AlphaBetaPoint>& points,
+                                         double latency) {
+  struct Sums {
+    double bytes = 0, beyond = 0, measured = 0;
+  };
+  std::map<double, Sums> by_size;  // message size -> sums over its points
+  double steps = -1;
+  for (const AlphaBetaPoint& p : points) {
+    if (p.seconds <= 0 || p.bytes <= 0) continue;
+    if (steps >= 0 && p.steps != steps) return {};
+    steps = p.steps;
+    Sums& sums = by_size[p.size > 0 ? p.size : p.bytes];
+    sums.bytes += p.bytes;
+    sums.measured += p.seconds - p.offset;
+    sums.beyond += p.seconds - p.offset - p.steps * latency;
+  }
+  std::vector<LinkPoint> out;
+  for (const auto& [size, sums] : by_size) {
+    if (sums.beyond > 0 && sums.beyond >= 0.5 * sums.measured)
+      out.push_back({size, sums.bytes / sums.beyond});
+  }
+  if (out.size() < 2) return {};
+  return out;
+}
+
+}  // namespace
+
 Result<LinkFit> fit_alpha_beta(const std::vector<AlphaBetaPoint>& points) {
   std::vector<std::vector<double>> x;
   std::vector<double> y, w;
@@ -883,6 +919,7 @@ Result<LinkFit> fit_alpha_beta(const std::vector<AlphaBetaPoint>& points) {
   LinkFit fit;
   fit.latency = (*beta)[0];
   fit.bandwidth = 1 / (*beta)[1];
+  fit.by_size = bandwidth_by_size(points, fit.latency);
   std::vector<FitPoint> fitted;
   for (const AlphaBetaPoint& p : points) {
     if (p.seconds <= 0 || p.bytes <= 0) continue;
@@ -1255,6 +1292,7 @@ PresetBundle calibrated_presets(const Calibration& cal, const std::optional<GpuS
       if (fit.cold_link) {
         l.cold_bandwidth = fit.cold_link->bandwidth;
         l.cold_latency = fit.cold_link->latency;
+        l.cold_by_size = fit.cold_link->by_size;
         l.source += "; with the caches cold, " + quality_text(fit.cold_link->quality);
       }
       bundle.links.push_back(l);
@@ -1286,6 +1324,15 @@ std::string optimizer_by_size_text(const LoopCosts& loops) {
   for (const OptimizerPoint& p : loops.optimizer_by_size) {
     text += (text.empty() ? "" : ", ") + format_fixed(p.ns, 2) + " ns at " +
             format_count(p.parameters) + " parameters";
+  }
+  return text;
+}
+
+std::string bandwidth_by_size_text(const std::vector<LinkPoint>& by_size) {
+  std::string text;
+  for (const LinkPoint& p : by_size) {
+    text += (text.empty() ? "" : ", ") + format_bytes(p.bytes) + " at " +
+            format_rate(p.bandwidth, "B/s");
   }
   return text;
 }
@@ -1391,8 +1438,12 @@ Link refine_link(const Link& base, const std::optional<LinkFit>& run,
   }
   if (cold) {
     // Cold figures are bus bandwidth at the warm tier's efficiency.
+    const double efficiency = l.efficiency > 0 ? l.efficiency : 1.0;
     l.cold_latency = cold->latency;
-    l.cold_bandwidth = cold->bandwidth / (l.efficiency > 0 ? l.efficiency : 1.0);
+    l.cold_bandwidth = cold->bandwidth / efficiency;
+    l.cold_by_size = cold->by_size;
+    for (LinkPoint& point : l.cold_by_size)
+      point.bandwidth /= efficiency;
     quality += (quality.empty() ? "cold: " : "; cold: ") + quality_text(cold->quality);
   }
   l.source = base.source + "; refined by " + std::string(source) + " (" + quality + ")";

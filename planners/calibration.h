@@ -72,6 +72,10 @@ struct LoopFit {
 struct LinkFit {
   double latency = 0;    // seconds per ring step
   double bandwidth = 0;  // bytes/s of bus bandwidth
+  // Per message size, the bus bandwidth that with `latency` gives the time
+  // measured (Link::cold_by_size): where the sizes are all of one group size
+  // and the bytes, not the latency, make most of their time.
+  std::vector<LinkPoint> by_size;
   std::vector<int> group_sizes;
   FitQuality quality;
 };
@@ -175,6 +179,8 @@ std::vector<OptimizerPoint> merge_optimizer_points(const std::vector<OptimizerPo
                                                    const std::vector<OptimizerPoint>& run);
 // "2.51 ns at 65.5 k parameters, ..., 1.23 ns at 4.19 M parameters"; "" without points.
 std::string optimizer_by_size_text(const LoopCosts& loops);
+// "3.47 MB at 4.50 GB/s, 19.6 MB at 3.40 GB/s" (bus bandwidth); "" without points.
+std::string bandwidth_by_size_text(const std::vector<LinkPoint>& by_size);
 
 // "calibrated-<host>-cpu<ranks>" (links "...-mpi<ranks>"), or "calibrated-<host>-cuda".
 std::string calibrated_name(std::string_view host, std::string_view engine, int ranks,

@@ -35,9 +35,13 @@ Tier tier_of(const Link& link, double bandwidth_per_rank) {
   return {bandwidth_per_rank, link.efficiency, link.latency};
 }
 
+double Tier::rate(double bytes) const {
+  return bandwidth_at(by_size, bytes, bandwidth) * efficiency;
+}
+
 double ring_seconds(CollectiveOp op, int ranks, double bytes, const Tier& tier) {
   if (ranks <= 1 || bytes <= 0) return 0;
-  const double rate = tier.bandwidth * tier.efficiency;
+  const double rate = tier.rate(bytes);
   if (rate <= 0) return 0;
   return ring_steps(op, ranks) * tier.latency + bytes_per_rank(op, ranks, bytes) / rate;
 }
@@ -51,8 +55,8 @@ double group_seconds(CollectiveOp op, double bytes, const GroupPlacement& g, con
   // of the data; across nodes each rank handles its 1/g share on its NIC.
   const double g_ranks = g.per_node;
   double intra_seconds = 0;
-  const double inter_rate = inter.bandwidth * inter.efficiency;
-  const double intra_rate = intra.bandwidth * intra.efficiency;
+  const double inter_rate = inter.rate(bytes);
+  const double intra_rate = intra.rate(bytes);
   double inter_bytes = 0;
   double inter_steps = 0;
   const double n = g.nodes;

@@ -27,6 +27,11 @@ struct Tier {
   double bandwidth = 0;
   double efficiency = 1;
   double latency = 0;
+  std::vector<LinkPoint> by_size;  // the bandwidth per message size (Link::cold_by_size)
+
+  // bytes/s a collective over a `bytes` message reaches: by_size's bandwidth
+  // at that size (bandwidth_at), else bandwidth, times efficiency.
+  double rate(double bytes) const;
 };
 Tier tier_of(const Link& link, double bandwidth_per_rank);
 

@@ -316,7 +316,8 @@ Machine machine_of(const Cluster& c) {
   if (m.intra.bandwidth <= 0) m.intra = m.has_inter ? m.inter : Tier{1e12, 1, 0};
   if (c.intra_node.cold_bandwidth > 0) {
     m.has_cold = true;
-    m.intra_cold = Tier{c.intra_node.cold_bandwidth, c.intra_node.efficiency, c.intra_node.cold_latency};
+    m.intra_cold = Tier{c.intra_node.cold_bandwidth, c.intra_node.efficiency,
+                        c.intra_node.cold_latency, c.intra_node.cold_by_size};
   }
   m.price_per_gpu_hour = c.price_per_gpu_hour;
   m.power_watts = gpu_power_watts(c);

@@ -119,6 +119,10 @@ json fit_json(const plan::Calibration& c) {
                         {"bandwidth_bytes_per_second", d.cold_link->bandwidth},
                         {"group_sizes", d.cold_link->group_sizes},
                         {"quality", quality_json(d.cold_link->quality)}};
+      for (const LinkPoint& p : d.cold_link->by_size) {
+        j["cold_link"]["by_size"].push_back(
+            {{"bytes", p.bytes}, {"bandwidth_bytes_per_second", p.bandwidth}});
+      }
     }
     devices.push_back(j);
   }
@@ -144,6 +148,12 @@ json presets_json(const PresetBundle& b) {
 std::string optimizer_cell(const LoopCosts& loops) {
   const std::string by_size = plan::optimizer_by_size_text(loops);
   return by_size.empty() ? "sum of its passes" : "sum of its passes: " + by_size;
+}
+
+// What the planner uses in place of the line, where sizes were kept.
+std::string by_size_cell(const std::vector<LinkPoint>& by_size) {
+  const std::string text = plan::bandwidth_by_size_text(by_size);
+  return text.empty() ? "" : "by message size: " + text;
 }
 
 std::string quality_cell(const plan::FitQuality& q) {
@@ -191,7 +201,8 @@ void print_fit(std::ostream& out, const plan::Calibration& c) {
     if (d.cold_link) {
       table.add({"caches cold: link latency (α)", format_seconds(d.cold_link->latency),
                  quality_cell(d.cold_link->quality)});
-      table.add({"caches cold: link bandwidth (bus)", format_rate(d.cold_link->bandwidth, "B/s"), ""});
+      table.add({"caches cold: link bandwidth (bus)", format_rate(d.cold_link->bandwidth, "B/s"),
+                 by_size_cell(d.cold_link->by_size)});
     }
     table.print(out);
   }

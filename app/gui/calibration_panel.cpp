@@ -420,6 +420,10 @@ void CalibrationPanel::showFit(const plan::Calibration& fit, const QString& orig
           text(format_seconds(d.cold_link->latency) + " / " +
                format_rate(d.cold_link->bandwidth, "B/s")),
           quality_text(d.cold_link->quality));
+      if (const std::string by_size = plan::bandwidth_by_size_text(d.cold_link->by_size);
+          !by_size.empty()) {
+        add(d.ranks, tr("caches cold: bus bandwidth by message size"), text(by_size), QString());
+      }
     }
   }
   table_->resizeColumnsToContents();

@@ -122,6 +122,18 @@ void TestModelJson::coldLinkRoundTrip() {
   QCOMPARE(back->cold_bandwidth, 2.2e9);
   QVERIFY(std::abs(back->cold_latency / 30e-6 - 1) < 1e-12);
   QCOMPARE(QString::fromStdString(cs::to_json(*back).dump()), QString::fromStdString(j.dump()));
+
+  // ... and its cold bandwidth by message size.
+  QVERIFY(!j.contains("cold_by_size"));
+  l.cold_by_size = {{3.47e6, 4.5e9}, {19.6e6, 3.4e9}};
+  const json with_sizes = cs::to_json(l);
+  auto sized = cs::link_from_json(with_sizes, "round trip");
+  QVERIFY2(sized.ok(), sized.ok() ? "" : sized.message().c_str());
+  QCOMPARE(sized->cold_by_size.size(), std::size_t{2});
+  QCOMPARE(sized->cold_by_size[1].bytes, 19.6e6);
+  QVERIFY(std::abs(sized->cold_by_size[1].bandwidth / 3.4e9 - 1) < 1e-12);
+  QCOMPARE(QString::fromStdString(cs::to_json(*sized).dump()),
+           QString::fromStdString(with_sizes.dump()));
 }
 
 // A calibrated CPU rank keeps its optimizer's cost by parameter count.
@@ -259,6 +271,17 @@ void TestModelJson::validationErrors_data() {
       << R"({"name": "l", "type": "shared_memory", "bandwidth_gbps": 40, "latency_us": 6,
             "cold_bandwidth_gbps": -18, "cold_latency_us": 30})"
       << "link.json: /cold_bandwidth_gbps: must be >= 0 (got -18)";
+  QTest::addRow("link cold sizes decreasing") << "link"
+      << R"({"name": "l", "type": "shared_memory", "bandwidth_gbps": 40, "latency_us": 6,
+            "cold_bandwidth_gbps": 18, "cold_latency_us": 30,
+            "cold_by_size": [{"bytes": 4e6, "bandwidth_gbps": 30},
+                             {"bytes": 1e6, "bandwidth_gbps": 36}]})"
+      << "link.json: /cold_by_size/1/bytes: must be larger than the point before it (points in "
+         "increasing size)";
+  QTest::addRow("link cold size without bandwidth") << "link"
+      << R"({"name": "l", "type": "shared_memory", "bandwidth_gbps": 40, "latency_us": 6,
+            "cold_by_size": [{"bytes": 4e6}]})"
+      << "link.json: /cold_by_size/0/bandwidth_gbps: is required";
 
   // Workloads
   QTest::addRow("hidden not divisible") << "workload"

@@ -17,6 +17,8 @@
 #include <QTemporaryDir>
 #include <QTextStream>
 #include <QtTest>
+
+#include <map>
 #include <cmath>
 #include <functional>
 
@@ -193,6 +195,7 @@ class TestCalibration : public QObject {
   void gemmRateStandsWhenBytesTakeTheTime();
   void coldCollectivesAreFittedApart_data();
   void coldCollectivesAreFittedApart();
+  void coldLinkKeptBySize();
   void learnsGemmsFromTheKernelsOfAGpuRun();
   void readsNcclTestsLogs_data();
   void readsNcclTestsLogs();
@@ -762,6 +765,76 @@ void TestCalibration::coldCollectivesAreFittedApart() {
            qPrintable(QString::number(d.cold_link->bandwidth)));
   QVERIFY2(std::abs(d.cold_link->latency / cold_alpha - 1) < 0.05,
            qPrintable(QString::number(d.cold_link->latency)));
+}
+
+// A run's gradient all-reduces whose large message pays more per byte than
+// the small ones (the CPU engine after backward): no one line holds them,
+// so the cold link keeps each size's bandwidth, and the presets' link, with
+// its latency, gives each size's time as measured (at the link's
+// efficiency, as the planner times it). Sizes whose latency makes most of
+// their time keep the line's.
+void TestCalibration::coldLinkKeptBySize() {
+  namespace tr = cs::trace;
+  const double alpha = 30e-6, bandwidth = 4.5e9;
+  // bytes -> seconds: on the line up to 4 MiB, 19.6 MB at 3.4 GB/s.
+  const std::map<double, double> took = {
+      {65536.0, 2 * alpha + 65536.0 / bandwidth},
+      {1048576.0, 2 * alpha + 1048576.0 / bandwidth},
+      {4194304.0, 2 * alpha + 4194304.0 / bandwidth},
+      {19611648.0, 19611648.0 / 3.4e9}};
+  auto fit = fit_written_store([&](tr::TraceWriter& w) {
+    std::int64_t t = 0;
+    tr::LaneId lanes[2];
+    for (std::int32_t rank : {0, 1}) {
+      w.add_rank({rank, "box", "CPU", 100 + rank, 0, false});
+      lanes[rank] = w.add_lane(rank, tr::LaneKind::cpu_thread, "communication");
+    }
+    for (int step = 1; step <= 3; ++step) {
+      for (const auto& [bytes, seconds] : took) {
+        t += 30'000'000;
+        for (std::int32_t rank : {0, 1}) {
+          add_all_reduce(w, lanes[rank], "dp all-reduce", bytes, t,
+                         t + static_cast<std::int64_t>(seconds * 1e9), step);
+        }
+      }
+    }
+  });
+  QVERIFY2(fit, fit ? "" : fit.message().c_str());
+  QCOMPARE(fit->devices.size(), std::size_t{1});
+  const cs::plan::DeviceFit& d = fit->devices[0];
+  QVERIFY(d.cold_link);
+  // 64 KiB is mostly latency: the line's bandwidth stands for it.
+  QCOMPARE(d.cold_link->by_size.size(), std::size_t{3});
+  QCOMPARE(d.cold_link->by_size.front().bytes, 1048576.0);
+  QCOMPARE(d.cold_link->by_size.back().bytes, 19611648.0);
+  QVERIFY(cs::plan::bandwidth_by_size_text(d.cold_link->by_size).find("at ") != std::string::npos);
+
+  // Learning refines the calibrated link with it (the presets' cold figures).
+  cs::Link base;
+  base.bandwidth = 9e9;
+  base.efficiency = 0.9;
+  const cs::Link link = cs::plan::refine_link(base, std::nullopt, d.cold_link, "the test run");
+  QCOMPARE(link.cold_by_size.size(), std::size_t{3});
+  for (const auto& [bytes, seconds] : took) {
+    if (bytes < 1048576.0) continue;
+    const double predicted =
+        2 * link.cold_latency + bytes / (link.cold_bandwidth_at(bytes) * link.efficiency);
+    QVERIFY2(std::abs(predicted / seconds - 1) < 0.01,
+             qPrintable(QString("%1 bytes: %2 s predicted, %3 s measured")
+                            .arg(bytes)
+                            .arg(predicted)
+                            .arg(seconds)));
+  }
+  // The line alone: the large message 15 % or more fast.
+  const double line = 2 * link.cold_latency + 19611648.0 / (link.cold_bandwidth * link.efficiency);
+  QVERIFY2(line < 0.85 * took.at(19611648.0), qPrintable(QString::number(line)));
+  // Between two sizes, in log(bytes); beyond the ends, the nearest.
+  const double mid = std::sqrt(4194304.0 * 19611648.0);
+  const double at_mid = link.cold_bandwidth_at(mid);
+  QVERIFY(at_mid < link.cold_bandwidth_at(4194304.0));
+  QVERIFY(at_mid > link.cold_bandwidth_at(19611648.0));
+  QCOMPARE(link.cold_bandwidth_at(1e9), link.cold_by_size.back().bandwidth);
+  QCOMPARE(link.cold_bandwidth_at(1e3), link.cold_by_size.front().bandwidth);
 }
 
 // Three GEMM sizes whose FLOPs and bytes grow together, timed on a noisy

@@ -509,6 +509,18 @@ void TestPlanner::gradientReductionOnAColdLink() {
   QVERIFY(cold.communication.dp_seconds < 4 * warm.communication.dp_seconds);
   QCOMPARE(cold.communication.tp_seconds, warm.communication.tp_seconds);
   QCOMPARE(cold.compute_by_kind.total(), warm.compute_by_kind.total());
+
+  // Measured per message size: the reduction of this plan's gradient (one
+  // bucket per 25 MB) at the bandwidth of its sizes, between the points.
+  const double bucket = 25e6;
+  link.cold_by_size = {{bucket / 4, link.cold_bandwidth}, {bucket * 4, link.cold_bandwidth / 4}};
+  const cs::plan::Estimate by_size = must_estimate(p);
+  QVERIFY(by_size.communication.dp_seconds > 1.5 * cold.communication.dp_seconds);
+  QVERIFY(by_size.communication.dp_seconds < 4 * cold.communication.dp_seconds);
+  QCOMPARE(by_size.communication.tp_seconds, warm.communication.tp_seconds);
+  // Beyond its ends it keeps the nearest point's bandwidth.
+  link.cold_by_size = {{1e3, link.cold_bandwidth}, {2e3, link.cold_bandwidth}};
+  QCOMPARE(must_estimate(p).communication.dp_seconds, cold.communication.dp_seconds);
 }
 
 // Megatron overlaps backward's input-gradient all-reduce with the weight
