@@ -7,30 +7,38 @@
 
 namespace cs {
 
-double LoopCosts::optimizer_ns_at(double parameters) const {
-  const std::vector<OptimizerPoint>& c = optimizer_by_size;
-  if (c.empty()) return optimizer_ns;
-  if (parameters <= c.front().parameters) return c.front().ns;
-  if (parameters >= c.back().parameters) return c.back().ns;
+namespace {
+
+// `value` of the points (`key` increasing) at `x`, interpolated in log(key),
+// the ends held; `otherwise` without points.
+template <class Point, class Key, class Value>
+double interpolated_in_log(const std::vector<Point>& c, double x, Key key, Value value,
+                           double otherwise) {
+  if (c.empty()) return otherwise;
+  if (x <= key(c.front())) return value(c.front());
+  if (x >= key(c.back())) return value(c.back());
   std::size_t i = 1;
-  while (c[i].parameters < parameters) ++i;
-  const double t = std::log(parameters / c[i - 1].parameters) /
-                   std::log(c[i].parameters / c[i - 1].parameters);
-  return c[i - 1].ns + t * (c[i].ns - c[i - 1].ns);
+  while (key(c[i]) < x) ++i;
+  const double t = std::log(x / key(c[i - 1])) / std::log(key(c[i]) / key(c[i - 1]));
+  return value(c[i - 1]) + t * (value(c[i]) - value(c[i - 1]));
+}
+
+}  // namespace
+
+double LoopCosts::optimizer_ns_at(double parameters) const {
+  return interpolated_in_log(
+      optimizer_by_size, parameters, [](const OptimizerPoint& p) { return p.parameters; },
+      [](const OptimizerPoint& p) { return p.ns; }, optimizer_ns);
+}
+
+double bandwidth_at(const std::vector<LinkPoint>& by_size, double bytes, double otherwise) {
+  return interpolated_in_log(
+      by_size, bytes, [](const LinkPoint& p) { return p.bytes; },
+      [](const LinkPoint& p) { return p.bandwidth; }, otherwise);
 }
 
 double Link::cold_bandwidth_at(double bytes) const {
   return bandwidth_at(cold_by_size, bytes, cold_bandwidth);
-}
-
-double bandwidth_at(const std::vector<LinkPoint>& c, double bytes, double otherwise) {
-  if (c.empty()) return otherwise;
-  if (bytes <= c.front().bytes) return c.front().bandwidth;
-  if (bytes >= c.back().bytes) return c.back().bandwidth;
-  std::size_t i = 1;
-  while (c[i].bytes < bytes) ++i;
-  const double t = std::log(bytes / c[i - 1].bytes) / std::log(c[i].bytes / c[i - 1].bytes);
-  return c[i - 1].bandwidth + t * (c[i].bandwidth - c[i - 1].bandwidth);
 }
 
 double PeakRates::of(Precision p) const {
