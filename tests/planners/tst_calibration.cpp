@@ -1223,6 +1223,16 @@ void TestCalibration::calibrateRunPredictLearn() {
   QVERIFY2(ring_seconds(two["cold_link"].toObject(), 1 << 20) >
                0.75 * ring_seconds(two["link"].toObject(), 1 << 20),
            qPrintable(QJsonDocument(two).toJson()));
+  // Each size the bytes dominate keeps its own bandwidth (1 to 16 MiB at
+  // least), in increasing size. (The presets saved hold the reference runs'
+  // line instead: learning replaces the cold figures.)
+  const QJsonArray by_size = two["cold_link"].toObject()["by_size"].toArray();
+  QVERIFY2(by_size.size() >= 2, qPrintable(QJsonDocument(two).toJson()));
+  for (qsizetype i = 0; i < by_size.size(); ++i) {
+    const QJsonObject point = by_size[i].toObject();
+    QVERIFY(point["bandwidth_bytes_per_second"].toDouble() > 0);
+    if (i > 0) QVERIFY(point["bytes"].toDouble() > by_size[i - 1].toObject()["bytes"].toDouble());
+  }
   {
     QFile presets_file(cal["presets_file"].toString());
     QVERIFY(presets_file.open(QIODevice::ReadOnly));
