@@ -853,10 +853,6 @@ void fit_loops(const PhaseData& d, DeviceFit& fit) {
   }
 }
 
-}  // namespace
-
-namespace {
-
 // The bus bandwidth each message size reached beyond `latency`: where one
 // line does not hold every size (the CPU engine's gradient all-reduce after
 // backward pays more per byte for large messages than for small ones). Only
