@@ -387,6 +387,9 @@ struct Launcher::State {
   bool done = false;
   std::atomic<bool> cancel_requested{false};
   std::thread thread;
+  // The validated hostfile written to the temporary folder when the run has
+  // no store to sit beside; removed when the run ends.
+  std::string temp_hostfile;
 
   // Owned by the monitor thread.
   Child child;
@@ -795,6 +798,7 @@ struct Launcher::State {
       }
     }
 
+    remove_temp_hostfile();
     LaunchEvent e;
     e.kind = LaunchEvent::Kind::finished;
     e.text = r.message;
@@ -808,6 +812,13 @@ struct Launcher::State {
       done = true;
     }
     done_cv.notify_all();
+  }
+
+  void remove_temp_hostfile() {
+    if (temp_hostfile.empty()) return;
+    std::error_code ec;
+    fs::remove(temp_hostfile, ec);
+    temp_hostfile.clear();
   }
 
   void run_slurm() {
@@ -946,6 +957,7 @@ Status Launcher::start() {
     out << format_hostfile(*hosts);
     out.close();
     if (!out) return Error{hostfile_copy + ": cannot write the validated hostfile"};
+    if (spec.run_store.empty()) s.temp_hostfile = hostfile_copy;
   }
   if (!spec.run_store.empty()) {
     std::error_code ec;
@@ -958,7 +970,10 @@ Status Launcher::start() {
 
   const std::vector<std::string> argv = mpirun_command(spec, hostfile_copy);
   auto child = spawn(argv);
-  if (!child) return child.error();
+  if (!child) {
+    s.remove_temp_hostfile();
+    return child.error();
+  }
   s.child = *child;
   s.report.command = argv;
   s.started = true;

@@ -585,6 +585,13 @@ void TestLauncher::unreachableHostIsReported() {
   QVERIFY2(QString::fromStdString(r.message).contains("before any rank started"),
            qPrintable(describe(r)));
   QVERIFY2(QString::fromStdString(r.message).contains("no-such-node"), qPrintable(describe(r)));
+  // Without a run store the validated copy went to the temporary folder;
+  // it is gone once the run has ended.
+  const auto at = std::find(r.command.begin(), r.command.end(), "--hostfile");
+  QVERIFY(at != r.command.end() && at + 1 != r.command.end());
+  QVERIFY2(QString::fromStdString(*(at + 1)).startsWith(QDir::tempPath() + "/clusterscope-"),
+           (at + 1)->c_str());
+  QVERIFY2(!QFile::exists(QString::fromStdString(*(at + 1))), (at + 1)->c_str());
 }
 
 void TestLauncher::missingWorkerOrMpirun() {
