@@ -1035,27 +1035,35 @@ void evaluate(const Machine& m, const Model& x, const Knobs& k, const LayerCosts
     } else if (k.pp > 1) {
       // Pipeline stages: a stage waits its own bubble (the other stage then
       // runs alone on the cores it left) and runs its loops and optimizer
-      // at one-rank speed. Its GEMMs and attention are slowed only while
-      // the other stages compute too, the share of the schedule a stage is
-      // busy, m v / (m v + pp - 1), of what the share adds beyond the
-      // bubble. Measured on the CPU engine, DP 2 x PP 2 on 2 cores, the last
-      // stage's ranks in 56 runs: bubble 1.0-1.3 times the unshared one
-      // (and 3-6 ms more in waits for its sends, traced since), loops and
-      // AdamW 0.85-1.2 times their one-rank time, GEMMs 1.2-1.7 and
-      // attention 1.0-2.6, the reduction 2-6 times its link's time. The step
-      // is compute and the larger of the bubble and the time added. With
-      // data-parallel partners, ranks also meet in the reduction, whose waits
-      // poll: the time added is the collective share's (DP 2 x PP 2's step
-      // came out 12 % under with the core count's, the median of 22 passes
-      // re-predicted from the stores of runs W-GG; 3 % with the fitted one).
+      // at one-rank speed. The step is compute and the larger of the bubble
+      // and the time the share adds. With data-parallel partners, ranks
+      // also meet in the reduction, whose waits poll: the time added is the
+      // collective share's (DP 2 x PP 2's step came out 12 % under with the
+      // core count's, the median of 22 passes re-predicted from the stores
+      // of runs W-GG; 3 % with the fitted one).
+      // Of that time, the stage's GEMMs and attention pay the core share
+      // only while the other stages compute too: all of the others' chunks
+      // but their first forward (the fill) and last backward (the drain),
+      // (m v - 1) / (m v) of their compute, falls within this stage's. On
+      // the CPU engine, DP 2 x PP 2 large on 2 cores (2 micro-batches, the
+      // first stage 0.97 of the last): the last stage's GEMMs took 1.30-1.42
+      // times the sum of their median calls in 16 runs (4 passes), where
+      // this rule says 1 + 0.48 x (1 / 0.5 - 1) = 1.48; the rule before
+      // (slowed for the share of the schedule a stage is busy) said 1.66.
       ComputeByKind& kind = out.compute_by_kind;
       const bool reduces = k.dp > 1 && !k.inference;
       const double pp_added = reduces ? added_in_collectives : added;
       const double extra = std::max(0.0, pp_added - time.pipeline_bubble);
-      const double busy = mb * k.v / (mb * k.v + k.pp - 1.0);
+      const double chunks = mb * k.v;
+      const double others = (k.pp * average - t_slow) / (k.pp - 1.0);
+      const double overlap =
+          t_slow > 0 ? std::clamp((chunks - 1) / chunks * others / t_slow, 0.0, 1.0) : 0.0;
       const double slowed = kind.gemm + kind.attention;
       const double passes = time.forward + time.backward + time.recompute;
-      const double slowed_extra = slowed > 0 && passes > 0 ? busy * extra : 0;
+      const double slowed_extra =
+          slowed > 0 && passes > 0
+              ? std::min(extra, overlap * (1 / m.core_share - 1) * slowed)
+              : 0;
       if (slowed_extra > 0) {
         const double grow = (passes + slowed_extra) / passes;
         time.forward *= grow;
@@ -1064,12 +1072,17 @@ void evaluate(const Machine& m, const Model& x, const Knobs& k, const LayerCosts
         kind.gemm *= 1 + slowed_extra / slowed;
         kind.attention *= 1 + slowed_extra / slowed;
       }
-      // The rest is spent waiting for the others: for the rank's
-      // data-parallel partners in the gradient reduction and for the next
-      // stages in the bubble, in proportion to how many of each it meets.
+      // The rest is spent waiting for the others, in proportion to how often
+      // the stage meets each: its data-parallel partners once, in the
+      // gradient reduction, and the other stages at each of its m v
+      // receives, in the bubble. (Split by partners and stages alone, half
+      // and half for DP 2 x PP 2, the reduction came out +9 % to +72 %,
+      // median +27 %, in 14 of those runs re-predicted after learning, the
+      // bubble median -3 %; by this rule the reduction -12 % to +36 %, the
+      // bubble -18 % to +33 %.)
       const double rest = extra - slowed_extra;
       const double partners = reduces ? k.dp - 1.0 : 0.0;
-      const double to_dp = rest * partners / (partners + k.pp - 1.0);
+      const double to_dp = rest * partners / (partners + chunks * (k.pp - 1.0));
       // The reduction itself runs on the rank's share of a core: the stages
       // before it are still computing their backward.
       time.dp_communication = time.dp_communication / collective_share + to_dp;

@@ -551,29 +551,39 @@ void TestPlanner::ranksSharingCores() {
   p.cluster.gpu->efficiency.core_share = 0.5;
   const cs::plan::Estimate shared = must_estimate(p);
   // Pipeline stages: each waits its own bubble and runs its loops and
-  // optimizer at one-rank speed; its GEMMs and attention are slowed while
-  // the other stage computes too (the share of the schedule a stage is
-  // busy), and the rest is spent waiting, for its one data-parallel partner
-  // in the gradient reduction and for its one neighbouring stage in the
-  // bubble: half each. The reduction itself runs on the rank's share of a
-  // core (the other stage is still in its backward).
+  // optimizer at one-rank speed; its GEMMs and attention pay the share
+  // while the other stage computes too (all of the other's micro-batches
+  // but its fill and drain: (m - 1) / m of its compute, against this
+  // stage's), and the rest is spent waiting, in proportion to how often it
+  // meets each: its one data-parallel partner once, in the gradient
+  // reduction, and its neighbouring stage at each of its m receives, in the
+  // bubble. The reduction itself runs on the rank's share of a core (the
+  // other stage is still in its backward).
   const double added = own.time.forward + own.time.backward + own.time.optimizer;
   const double extra = std::max(0.0, added - own.time.pipeline_bubble);
   QVERIFY(extra > 0);
   const int micro_batches = p.parallel.global_batch / (p.parallel.dp * p.parallel.micro_batch);
-  const double busy = micro_batches / (micro_batches + p.parallel.pp - 1.0);
-  const double rest = (1 - busy) * extra;
-  QVERIFY(qFuzzyCompare(shared.time.pipeline_bubble, own.time.pipeline_bubble + rest / 2));
+  // Per micro-batch: the last stage (the LM head's) and the first, whose
+  // average the bubble is.
+  const double last_stage = (own.time.forward + own.time.backward) / micro_batches;
+  const double first_stage = 2 * own.time.pipeline_bubble - last_stage;
+  QVERIFY(first_stage > 0 && first_stage < last_stage);
+  const double overlap = (micro_batches - 1.0) / micro_batches * first_stage / last_stage;
+  const double slowed = own.compute_by_kind.gemm + own.compute_by_kind.attention;
+  const double slowed_extra = overlap * (1 / 0.5 - 1) * slowed;
+  QVERIFY(slowed_extra > 0 && slowed_extra < extra);
+  const double rest = extra - slowed_extra;
+  const double to_dp = rest / (1 + micro_batches);
+  QVERIFY(qFuzzyCompare(shared.time.pipeline_bubble, own.time.pipeline_bubble + rest - to_dp));
   QCOMPARE(shared.time.optimizer, own.time.optimizer);
   QCOMPARE(shared.compute_by_kind.activation, own.compute_by_kind.activation);
   QCOMPARE(shared.compute_by_kind.norm, own.compute_by_kind.norm);
-  const double slowed = own.compute_by_kind.gemm + own.compute_by_kind.attention;
   QVERIFY(qFuzzyCompare(shared.compute_by_kind.gemm + shared.compute_by_kind.attention,
-                        slowed + busy * extra));
+                        slowed + slowed_extra));
   QVERIFY(qFuzzyCompare(shared.time.forward + shared.time.backward,
-                        own.time.forward + own.time.backward + busy * extra));
+                        own.time.forward + own.time.backward + slowed_extra));
   QVERIFY(own.time.dp_communication > 0);
-  QVERIFY(qFuzzyCompare(shared.time.dp_communication, 2 * own.time.dp_communication + rest / 2));
+  QVERIFY(qFuzzyCompare(shared.time.dp_communication, 2 * own.time.dp_communication + to_dp));
   // The step is compute plus the larger of the bubble and what the share
   // adds, plus the slower reduction: less than twice the step, the bubble
   // went to the other ranks' work.
