@@ -1077,9 +1077,9 @@ void evaluate(const Machine& m, const Model& x, const Knobs& k, const LayerCosts
       // gradient reduction, and the other stages at each of its m v
       // receives, in the bubble. (Split by partners and stages alone, half
       // and half for DP 2 x PP 2, the reduction came out +9 % to +72 %,
-      // median +27 %, in 14 of those runs re-predicted after learning, the
-      // bubble median -3 %; by this rule the reduction -12 % to +36 %, the
-      // bubble -18 % to +33 %.)
+      // median +27 %, in 14 learned runs of 7 passes re-predicted from
+      // their stores, the bubble median -3 %; by this rule the reduction
+      // -12 % to +36 %, the bubble -18 % to +33 %.)
       const double rest = extra - slowed_extra;
       const double partners = reduces ? k.dp - 1.0 : 0.0;
       const double to_dp = rest * partners / (partners + chunks * (k.pp - 1.0));

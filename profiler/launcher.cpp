@@ -954,10 +954,13 @@ Status Launcher::start() {
                               .string()
                         : strip_db(spec.run_store) + ".hosts";
     std::ofstream out(hostfile_copy, std::ios::trunc);
+    if (spec.run_store.empty()) s.temp_hostfile = hostfile_copy;
     out << format_hostfile(*hosts);
     out.close();
-    if (!out) return Error{hostfile_copy + ": cannot write the validated hostfile"};
-    if (spec.run_store.empty()) s.temp_hostfile = hostfile_copy;
+    if (!out) {
+      s.remove_temp_hostfile();
+      return Error{hostfile_copy + ": cannot write the validated hostfile"};
+    }
   }
   if (!spec.run_store.empty()) {
     std::error_code ec;
