@@ -6,7 +6,8 @@
 # whose stores carry the planner's estimate, and print for each plan the
 # step and each part predicted against measured (`clusterscope trace stats
 # --json`), then the errors over all plans; then learn from those runs
-# (`clusterscope calibrate --learn`) and run every plan again. Markdown, for
+# (`clusterscope calibrate --learn`, both runs of each plan) and run every
+# plan again. Markdown, for
 # docs/calibration.md.
 #
 # Usage: bench/run_calibration_accuracy.sh [build dir] [work dir]
@@ -197,9 +198,10 @@ if grep -q "^reference runs, predicted" "$WORK/calibration.txt"; then
   echo
 fi
 run_pass calibrated
-# Learn from the first pass's runs (each refines its rank count's preset),
-# then run every plan again.
-mapfile -t learned < <(ls -v "$WORK"/calibrated/run*.db 2>/dev/null)
+# Learn from the first pass's runs, both runs of each plan (each refines
+# its rank count's preset; two runs damp one that met a slow moment), then
+# run every plan again.
+mapfile -t learned < <(ls -v "$WORK"/calibrated/run*.db "$WORK"/calibrated/again*.db 2>/dev/null)
 if [[ ${#learned[@]} -gt 0 ]]; then
   "$BIN/clusterscope" calibrate --learn "${learned[@]}" > "$WORK/learn.txt"
   echo
