@@ -1022,6 +1022,36 @@ std::optional<LinkFit> fit_tier(const std::map<std::tuple<std::string, int, doub
   return std::move(latency).value();
 }
 
+// Stores whose medians of one collective size differ by more than this
+// are named: one of them met a slower machine. Only sizes of 1 MiB or more,
+// whose time is the link's bandwidth: a few bytes' latency varies by twice
+// from run to run on an idle machine (the loss's 4-byte all-reduce: 11.6
+// and 23.2 us).
+constexpr double kStoresDisagree = 1.5;
+constexpr double kStoresCompareBytes = 1 << 20;
+
+std::vector<std::string> disagreeing_stores(
+    const std::map<std::tuple<int, bool, std::string, int, double>,
+                   std::vector<std::pair<std::string, double>>>& size_medians) {
+  std::vector<std::string> notes;
+  for (const auto& [key, medians] : size_medians) {
+    if (medians.size() < 2 || std::get<4>(key) < kStoresCompareBytes) continue;
+    const auto [fastest, slowest] = std::minmax_element(
+        medians.begin(), medians.end(),
+        [](const auto& a, const auto& b) { return a.second < b.second; });
+    if (fastest->second <= 0 || slowest->second < kStoresDisagree * fastest->second) continue;
+    const auto& [ranks, cold, collective, group, bytes] = key;
+    notes.push_back(std::to_string(ranks) + (ranks == 1 ? " rank: " : " ranks: ") +
+                    (cold ? "caches cold: " : "") + collective + " of " + format_bytes(bytes) +
+                    " over " + std::to_string(group) + " ranks took " +
+                    format_seconds(slowest->second) + " in " + slowest->first + " and " +
+                    format_seconds(fastest->second) + " in " + fastest->first +
+                    " (each store's median): the machine was not the same in both; the fit "
+                    "takes the median of all their calls");
+  }
+  return notes;
+}
+
 }  // namespace
 
 Result<Calibration> fit_store(const trace::TraceReader& store, const FitOptions& options) {
@@ -1034,6 +1064,12 @@ Result<Calibration> fit_stores(const std::vector<const trace::TraceReader*>& sto
   // Configurations of the same rank and thread counts pool their operations
   // (several runs learnt at once), so each quantity is fitted once over all.
   std::vector<PhaseData> data;
+  // Each store's median of each collective size, to tell the user where the
+  // stores disagree: the machine moved between them, and the pooled median
+  // lies between two speeds (DP 2 large's 19.6 MB reduction on the
+  // development VM: 12.7-16.6 ms a step in one run, 5.5-7.8 in the next).
+  using SizeKey = std::tuple<int, bool, std::string, int, double>;  // ranks, cold, collective, group, bytes
+  std::map<SizeKey, std::vector<std::pair<std::string, double>>> size_medians;
   for (const trace::TraceReader* store : stores) {
     Calibration info;
     auto phases = phases_of(*store, info);
@@ -1050,6 +1086,21 @@ Result<Calibration> fit_stores(const std::vector<const trace::TraceReader*>& sto
       own.push_back({p, {}, {}, {}, {}});
     if (Status s = collect(*store, own, info.engine == "cpu"); !s)
       return Error{store->path() + ": " + s.message()};
+    for (const PhaseData& d : own) {
+      // Ranks sharing cores wait for the scheduler in their collectives,
+      // which are not learnt (refine_link): their speed says nothing.
+      const int threads =
+          d.phase.threads > 0 ? d.phase.threads : std::max(1, info.cpu_cores / d.phase.ranks);
+      if (info.engine == "cpu" && info.cpu_cores > 0 && d.phase.ranks * threads > info.cpu_cores)
+        continue;
+      for (bool cold : {false, true}) {
+        for (const auto& [key, m] : cold ? d.cold_collectives : d.collectives) {
+          const auto& [collective, group, bytes] = key;
+          size_medians[{d.phase.ranks, cold, collective, group, bytes}].emplace_back(store->path(),
+                                                                                     m.mean());
+        }
+      }
+    }
     for (PhaseData& d : own) {
       auto same = std::find_if(data.begin(), data.end(), [&](const PhaseData& x) {
         return x.phase.ranks == d.phase.ranks && x.phase.threads == d.phase.threads;
@@ -1061,6 +1112,8 @@ Result<Calibration> fit_stores(const std::vector<const trace::TraceReader*>& sto
       }
     }
   }
+
+  out.notes = disagreeing_stores(size_medians);
 
   for (const PhaseData& d : data) {
     DeviceFit fit;
