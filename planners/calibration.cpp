@@ -83,8 +83,11 @@ FitQuality quality_of(std::vector<FitPoint> points) {
 
 // BLAS threads per rank of a CPU-engine configuration: as recorded, else
 // the worker's default (the cores shared out among the ranks).
+int threads_per_rank(int ranks, int threads, int cpu_cores) {
+  return threads > 0 ? threads : std::max(1, cpu_cores / std::max(1, ranks));
+}
 int threads_per_rank(const DeviceFit& fit, int cpu_cores) {
-  return fit.threads > 0 ? fit.threads : std::max(1, cpu_cores / fit.ranks);
+  return threads_per_rank(fit.ranks, fit.threads, cpu_cores);
 }
 
 std::string format_bytes(double bytes) {
@@ -1030,9 +1033,12 @@ std::optional<LinkFit> fit_tier(const std::map<std::tuple<std::string, int, doub
 constexpr double kStoresDisagree = 1.5;
 constexpr double kStoresCompareBytes = 1 << 20;
 
-std::vector<std::string> disagreeing_stores(
-    const std::map<std::tuple<int, bool, std::string, int, double>,
-                   std::vector<std::pair<std::string, double>>>& size_medians) {
+// Each store's median of each collective size: (ranks, cold, collective,
+// group, bytes) -> (store, seconds).
+using SizeMedians = std::map<std::tuple<int, bool, std::string, int, double>,
+                             std::vector<std::pair<std::string, double>>>;
+
+std::vector<std::string> disagreeing_stores(const SizeMedians& size_medians) {
   std::vector<std::string> notes;
   for (const auto& [key, medians] : size_medians) {
     if (medians.size() < 2 || std::get<4>(key) < kStoresCompareBytes) continue;
@@ -1068,8 +1074,7 @@ Result<Calibration> fit_stores(const std::vector<const trace::TraceReader*>& sto
   // stores disagree: the machine moved between them, and the pooled median
   // lies between two speeds (DP 2 large's 19.6 MB reduction on the
   // development VM: 12.7-16.6 ms a step in one run, 5.5-7.8 in the next).
-  using SizeKey = std::tuple<int, bool, std::string, int, double>;  // ranks, cold, collective, group, bytes
-  std::map<SizeKey, std::vector<std::pair<std::string, double>>> size_medians;
+  SizeMedians size_medians;
   for (const trace::TraceReader* store : stores) {
     Calibration info;
     auto phases = phases_of(*store, info);
@@ -1089,8 +1094,7 @@ Result<Calibration> fit_stores(const std::vector<const trace::TraceReader*>& sto
     for (const PhaseData& d : own) {
       // Ranks sharing cores wait for the scheduler in their collectives,
       // which are not learnt (refine_link): their speed says nothing.
-      const int threads =
-          d.phase.threads > 0 ? d.phase.threads : std::max(1, info.cpu_cores / d.phase.ranks);
+      const int threads = threads_per_rank(d.phase.ranks, d.phase.threads, info.cpu_cores);
       if (info.engine == "cpu" && info.cpu_cores > 0 && d.phase.ranks * threads > info.cpu_cores)
         continue;
       for (bool cold : {false, true}) {
