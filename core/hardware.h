@@ -94,6 +94,12 @@ struct GpuEfficiency {
   // the ranks computing. Fitted to the calibration's reference runs of
   // ranks sharing cores; 0: core_share.
   double collective_core_share = 0;
+  // Of the time the share costs where ranks meet in collectives, the part
+  // the last rank to arrive spends there too: its partners, descheduled
+  // while they waited, take a while to run again. A trace shows it in that
+  // rank's call, the transfer; the rest is the others' waiting. Fitted to
+  // the calibration's reference runs of ranks sharing cores; 0: all waiting.
+  double shared_wait_in_transfer = 0;
 };
 
 struct GpuSpec {

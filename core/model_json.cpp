@@ -152,6 +152,7 @@ void read_gpu(const json& j, const std::string& ptr, Diagnostics& d, GpuSpec& g)
     er.number("overlap_slowdown", g.efficiency.overlap_slowdown, Range::non_negative());
     er.number("core_share", g.efficiency.core_share, Range::fraction());
     er.number("collective_core_share", g.efficiency.collective_core_share, Range::fraction());
+    er.number("shared_wait_in_transfer", g.efficiency.shared_wait_in_transfer, Range::between(0, 1));
     er.finish();
   }
   r.text_list("device_names", g.device_names);
@@ -545,6 +546,7 @@ json to_json(const GpuSpec& g) {
   if (e.overlap_slowdown > 0) ej["overlap_slowdown"] = e.overlap_slowdown;
   if (e.core_share < 1) ej["core_share"] = e.core_share;
   if (e.collective_core_share > 0) ej["collective_core_share"] = e.collective_core_share;
+  if (e.shared_wait_in_transfer > 0) ej["shared_wait_in_transfer"] = e.shared_wait_in_transfer;
   return j;
 }
 

@@ -173,7 +173,11 @@ struct PredictionComparison {
 // - "optimizer": the optimizer's kernels (adamw, gradient norm) and the above;
 // - "communication.tp" / ".dp" / ".pp" / ".other": communication (and waits
 //   on it, "wait dp") of each group not under compute, by the group its name
-//   starts with ("tp all-reduce", "wait dp"; point-to-point is pp);
+//   starts with ("tp all-reduce", "wait dp"; point-to-point is pp); of a
+//   collective, only its transfer (shortest_of_each_call), the end of it;
+// - "wait": the rest of the collectives, at their start: a rank that came
+//   early waiting for the others (Scalasca's "wait at N x N"), not under
+//   compute;
 // - "bubble": the part of pipeline receives beyond the transfer itself (a
 //   receive takes at least its fastest time; the rest is waiting for the
 //   other stage);
@@ -189,6 +193,14 @@ struct StepParts {
 Result<StepParts> measure_step_parts(const TraceReader& reader);
 // Each rank's parts, by rank.
 Result<std::vector<StepParts>> measure_rank_parts(const TraceReader& reader);
+
+// Collective calls matched across ranks: the n-th call of one collective
+// (one name, size, operation and group size) on each rank that made it is
+// one call, and its shortest duration is the rank that arrived last, which
+// waited for no one: the transfer. The others' durations add the time they
+// waited for it (in a training step, for the slowest rank's compute).
+// `durations[r][n]` is rank r's n-th call; returns each n's shortest.
+std::vector<double> shortest_of_each_call(const std::vector<std::vector<double>>& durations);
 
 // The kind of operation a compute event's name says: "gemm", "attention",
 // "norm", "activation", "loss", "optimizer", else "elementwise".

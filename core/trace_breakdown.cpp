@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <tuple>
 
 #include "core/trace_analysis.h"
 
@@ -15,10 +16,11 @@ namespace {
 
 using Interval = std::pair<std::int64_t, std::int64_t>;
 
-constexpr std::array<std::string_view, 12> kPartOrder = {
+constexpr std::array<std::string_view, 13> kPartOrder = {
     "compute.gemm",        "compute.attention", "compute.norm",        "compute.activation",
     "compute.elementwise", "compute.loss",      "optimizer",           "communication.tp",
-    "communication.dp",    "communication.pp",  "communication.other", "bubble"};
+    "communication.dp",    "communication.pp",  "communication.other", "wait",
+    "bubble"};
 
 bool contains(std::string_view text, std::string_view what) {
   return text.find(what) != std::string_view::npos;
@@ -104,6 +106,15 @@ struct P2p {
   std::int64_t bytes = 0;
 };
 
+// A collective call of a rank (or a communication kernel), matched across
+// ranks by its name, size, operation and group size.
+struct CollectiveCall {
+  Interval when;
+  std::string_view group;
+  std::tuple<std::string_view, std::int64_t, Collective, std::int32_t> key;
+  std::int64_t transfer_ns = 0;  // set once every rank is read
+};
+
 struct RankEvents {
   std::vector<Interval> steps;
   std::vector<Interval> passes;  // forward / backward annotations
@@ -127,8 +138,10 @@ struct RankEvents {
   };
   std::vector<HostOp> host_ops;
   std::map<std::int64_t, std::int64_t> launch_ns;  // API call start by correlation
-  std::map<std::string, std::vector<Interval>> communication;  // by group
-  std::vector<P2p> pp;                                         // the pipeline's sends and receives
+  // Point-to-point calls and waits on asynchronous collectives, by group.
+  std::map<std::string, std::vector<Interval>> communication;
+  std::vector<CollectiveCall> collectives;
+  std::vector<P2p> pp;  // the pipeline's sends and receives
 };
 
 // One step's pipeline transfers, split into transfer and waiting once every
@@ -138,10 +151,21 @@ struct PipelineStep {
   std::vector<P2p> calls;  // clipped to the step
 };
 
-// What a rank measured, the pipeline's exposed time not yet split.
+// One step of a rank, its compute measured.
+struct PendingStep {
+  Interval window;
+  std::map<std::string, double> part;  // compute parts
+  std::vector<Interval> compute;       // their union
+};
+
+// What a rank measured, its communication not yet split into transfer and
+// waiting (that needs every rank's calls).
 struct PendingRank {
   std::int32_t rank = -1;
   std::vector<double> step_lengths;
+  std::vector<PendingStep> steps;
+  std::map<std::string, std::vector<Interval>> communication;
+  std::vector<CollectiveCall> collectives;
   std::map<std::string, std::vector<double>> per_part;  // per step
   std::vector<PipelineStep> pipeline;                   // per step
 };
@@ -191,10 +215,23 @@ std::string describe_part(std::string_view part) {
       {"communication.dp", "exposed data-parallel communication"},
       {"communication.pp", "pipeline transfers"},
       {"communication.other", "other exposed communication"},
+      {"wait", "waiting in collectives for slower ranks"},
       {"bubble", "the pipeline bubble"},
       {"idle", "idle time (host work no traced operation covers)"}};
   auto it = kText.find(part);
   return it == kText.end() ? std::string(part) : std::string(it->second);
+}
+
+std::vector<double> shortest_of_each_call(const std::vector<std::vector<double>>& durations) {
+  std::size_t most = 0;
+  for (const auto& calls : durations)
+    most = std::max(most, calls.size());
+  std::vector<double> shortest(most, std::numeric_limits<double>::infinity());
+  for (const auto& calls : durations) {
+    for (std::size_t n = 0; n < calls.size(); ++n)
+      shortest[n] = std::min(shortest[n], calls[n]);
+  }
+  return shortest;
 }
 
 double StepParts::part(std::string_view name) const {
@@ -247,18 +284,29 @@ Result<std::vector<StepParts>> measure_rank_parts(const TraceReader& reader) {
                 ev.passes.push_back(when);
               return true;
             case EventKind::collective:
+              // The pipeline's own collectives (the loss shared among its
+              // stages) wait for the other stages: that is its bubble.
+              if (group_of(name, e.kind) == "pp") {
+                ev.communication["pp"].push_back(when);
+              } else {
+                ev.collectives.push_back(
+                    {when, group_of(name, e.kind), {name, e.bytes, e.collective, e.group_size}});
+              }
+              return true;
             case EventKind::p2p:
-              ev.communication[std::string(group_of(name, e.kind))].push_back(when);
-              if (e.kind == EventKind::p2p)
-                ev.pp.push_back({when, e.collective != Collective::recv, e.bytes});
+              ev.communication["pp"].push_back(when);
+              ev.pp.push_back({when, e.collective != Collective::recv, e.bytes});
               return true;
             case EventKind::sync:
               if (name.starts_with("wait "))
                 ev.communication[std::string(group_of(name, e.kind))].push_back(when);
               return true;
             case EventKind::kernel:
-              if (e.category == Category::communication) {
-                ev.communication[std::string(group_of(name, e.kind))].push_back(when);
+              if (e.category == Category::communication && group_of(name, e.kind) == "pp") {
+                ev.communication["pp"].push_back(when);
+              } else if (e.category == Category::communication) {
+                ev.collectives.push_back(
+                    {when, group_of(name, e.kind), {name, e.bytes, e.collective, e.group_size}});
               } else if (e.category == Category::compute) {
                 if (gpu && e.correlation > 0) {
                   ev.kernels.push_back({when, e.correlation, operation_kind(name)});
@@ -306,58 +354,103 @@ Result<std::vector<StepParts>> measure_rank_parts(const TraceReader& reader) {
     for (const P2p& call : ev.pp)
       call_lengths[{call.send, call.bytes}].push_back(call.when.second - call.when.first);
 
-    // Per step: each part.
+    // Per step: the compute parts; communication once every rank is read.
     PendingRank pending;
     pending.rank = rank;
-    std::map<std::string, std::vector<double>>& per_part = pending.per_part;
-    std::vector<double>& step_lengths = pending.step_lengths;
     const std::size_t first = ev.steps.size() >= 3 ? 1 : 0;
     for (std::size_t si = first; si < ev.steps.size(); ++si) {
       const Interval w = ev.steps[si];
-      const double step_ns = static_cast<double>(w.second - w.first);
-      step_lengths.push_back(step_ns);
-      std::map<std::string, double> part;
+      pending.step_lengths.push_back(static_cast<double>(w.second - w.first));
+      PendingStep& step = pending.steps.emplace_back();
+      step.window = w;
       PipelineStep& step_pipeline = pending.pipeline.emplace_back();
       for (const P2p& call : ev.pp) {
         const Interval c = clip(call.when, w);
         if (c.second > c.first) step_pipeline.calls.push_back({c, call.send, call.bytes});
       }
-      std::vector<Interval> compute_union;
       for (const RankEvents::Compute& c : ev.compute) {
         const Interval i = clip(c.when, w);
         if (i.second <= i.first) continue;
-        compute_union.push_back(i);
+        step.compute.push_back(i);
         std::string_view kind = c.kind;
         if (kind == "elementwise" && !passes.empty() && !in_passes(c.when.first))
           kind = "optimizer";
-        part[kind == "optimizer" ? "optimizer" : "compute." + std::string(kind)] +=
+        step.part[kind == "optimizer" ? "optimizer" : "compute." + std::string(kind)] +=
             static_cast<double>(i.second - i.first);
       }
-      compute_union = merged(std::move(compute_union));
+      step.compute = merged(std::move(step.compute));
+    }
+    pending.communication = std::move(ev.communication);
+    pending.collectives = std::move(ev.collectives);
+    std::sort(pending.collectives.begin(), pending.collectives.end(),
+              [](const CollectiveCall& a, const CollectiveCall& b) { return a.when < b.when; });
+    pending_ranks.push_back(std::move(pending));
+  }
+  if (pending_ranks.empty()) return Error{reader.path() + ": no rank with events to measure"};
+
+  // Each collective's transfer: the n-th call of one collective on every
+  // rank that made it is one call, and its shortest duration the transfer
+  // (shortest_of_each_call). The rest of a rank's call, at its start, is
+  // waiting for the others.
+  {
+    using Key = decltype(CollectiveCall::key);
+    std::map<Key, std::vector<std::vector<CollectiveCall*>>> by_key;  // per rank, in order
+    for (std::size_t ri = 0; ri < pending_ranks.size(); ++ri) {
+      std::map<Key, std::vector<CollectiveCall*>> own;
+      for (CollectiveCall& call : pending_ranks[ri].collectives)
+        own[call.key].push_back(&call);
+      for (auto& [key, calls] : own)
+        by_key[key].push_back(std::move(calls));
+    }
+    for (auto& [key, ranks_calls] : by_key) {
+      std::vector<std::vector<double>> durations;
+      for (const auto& calls : ranks_calls) {
+        std::vector<double>& d = durations.emplace_back();
+        for (const CollectiveCall* c : calls)
+          d.push_back(static_cast<double>(c->when.second - c->when.first));
+      }
+      const std::vector<double> transfer = shortest_of_each_call(durations);
+      for (auto& calls : ranks_calls) {
+        for (std::size_t n = 0; n < calls.size(); ++n)
+          calls[n]->transfer_ns = static_cast<std::int64_t>(transfer[n]);
+      }
+    }
+  }
+
+  for (PendingRank& pending : pending_ranks) {
+    std::map<std::string, std::vector<Interval>> communication = pending.communication;
+    for (const CollectiveCall& call : pending.collectives) {
+      const std::int64_t split = call.when.second - call.transfer_ns;
+      if (split > call.when.first) communication["wait"].emplace_back(call.when.first, split);
+      communication[std::string(call.group)].emplace_back(std::max(split, call.when.first),
+                                                          call.when.second);
+    }
+    for (std::size_t si = 0; si < pending.steps.size(); ++si) {
+      const PendingStep& step = pending.steps[si];
+      const Interval w = step.window;
+      std::map<std::string, double> part = step.part;
       double accounted = 0;
       for (const auto& [k, v] : part)
         accounted += v;
-      for (const auto& [group, intervals] : ev.communication) {
+      for (const auto& [group, intervals] : communication) {
         std::vector<Interval> in;
         for (const Interval& i : intervals)
           in.push_back(clip(i, w));
         const std::vector<Interval> u = merged(std::move(in));
-        const double exposed = static_cast<double>(length_outside(u, compute_union));
+        const double exposed = static_cast<double>(length_outside(u, step.compute));
         if (group == "pp") {
-          step_pipeline.exposed_ns += exposed;
+          pending.pipeline[si].exposed_ns += exposed;
         } else {
-          part["communication." + group] += exposed;
+          part[group == "wait" ? "wait" : "communication." + group] += exposed;
         }
         accounted += exposed;
       }
-      part["idle"] = std::max(0.0, step_ns - accounted);
+      part["idle"] = std::max(0.0, pending.step_lengths[si] - accounted);
       for (std::string_view name : kPartOrder)
-        per_part[std::string(name)].push_back(part[std::string(name)]);
-      per_part["idle"].push_back(part["idle"]);
+        pending.per_part[std::string(name)].push_back(part[std::string(name)]);
+      pending.per_part["idle"].push_back(part["idle"]);
     }
-    pending_ranks.push_back(std::move(pending));
   }
-  if (pending_ranks.empty()) return Error{reader.path() + ": no rank with events to measure"};
 
   // A pipeline receive takes at least the time the same message takes
   // anywhere in the run: the transfer; the rest of it is waiting for the

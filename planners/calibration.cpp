@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/format.h"
+#include "core/trace_analysis.h"
 #include "core/trace_reader.h"
 #include "core/trace_writer.h"
 #include "planners/collectives.h"
@@ -556,25 +557,21 @@ Status collect(const trace::TraceReader& r, std::vector<PhaseData>& data, bool c
     }
   }
   add_run_optimizer_points(optimizer_steps);
-  // One sample per call: the n-th call of every rank is one collective, and
-  // its shortest duration is the rank that arrived last, which waited for no
-  // one. The others' durations add the time they waited for it (in a
-  // training step, for the slowest rank's compute), which is not the link's.
+  // One sample per call: its transfer, the shortest of the ranks' durations
+  // (trace::shortest_of_each_call); the others waited for the last to come,
+  // which is not the link's time.
   for (auto& [key, by_rank] : calls) {
     const auto& [d, collective, ranks, bytes, name, cold] = key;
-    std::size_t most = 0;
+    std::vector<std::vector<double>> durations;
     for (auto& [rank, list] : by_rank) {
       std::sort(list.begin(), list.end());
-      most = std::max(most, list.size());
+      std::vector<double>& seconds = durations.emplace_back();
+      for (const auto& [start, s] : list)
+        seconds.push_back(s);
     }
     Mean& samples = (cold ? d->cold_collectives : d->collectives)[{collective, ranks, bytes}];
-    for (std::size_t n = 0; n < most; ++n) {
-      double shortest = std::numeric_limits<double>::infinity();
-      for (const auto& [rank, list] : by_rank) {
-        if (n < list.size()) shortest = std::min(shortest, list[n].second);
-      }
+    for (double shortest : trace::shortest_of_each_call(durations))
       samples.add(shortest);
-    }
   }
   return {};
 }

@@ -303,6 +303,7 @@ Machine machine_of(const Cluster& c) {
     m.collective_core_share = g.efficiency.collective_core_share > 0
                                   ? g.efficiency.collective_core_share
                                   : g.efficiency.core_share;
+    m.shared_wait_in_transfer = g.efficiency.shared_wait_in_transfer;
     m.memory_bytes = g.memory_bytes;
   }
   m.gpus_per_node = std::max(c.gpus_per_node, 1);
@@ -1000,6 +1001,13 @@ void evaluate(const Machine& m, const Model& x, const Knobs& k, const LayerCosts
     // get less than their share (the fitted collective_core_share).
     const double collective_share = std::clamp(m.collective_core_share, 0.01, 1.0);
     const double added_in_collectives = (1 / collective_share - 1) * compute;
+    // Time the share costs in a group's collectives: the waiting, and the
+    // part of it the last to arrive spends there too (its transfer).
+    const double in_transfer = std::clamp(m.shared_wait_in_transfer, 0.0, 1.0);
+    auto wait_in = [&](double& group_communication, double seconds) {
+      group_communication += in_transfer * seconds;
+      time.collective_wait += (1 - in_transfer) * seconds;
+    };
     if (k.tp > 1) {
       // Tensor-parallel ranks meet in a collective within every layer and
       // give their core away at each meeting, long before the scheduler
@@ -1011,7 +1019,8 @@ void evaluate(const Machine& m, const Model& x, const Knobs& k, const LayerCosts
       // replicas' gradient reductions all at once (DP 2 x TP 2 on 2 cores:
       // its 1.8 MiB reduction took 1.8-2.3 ms where DP 2 alone reduces twice
       // the bytes in 1.1).
-      time.tp_communication = time.tp_communication / collective_share + added_in_collectives;
+      time.tp_communication /= collective_share;
+      wait_in(time.tp_communication, added_in_collectives);
       time.dp_communication /= collective_share;
     } else if (k.dp > 1 && k.pp == 1) {
       // Data-parallel replicas alone: the GEMMs pay the share; the loops
@@ -1031,7 +1040,7 @@ void evaluate(const Machine& m, const Model& x, const Knobs& k, const LayerCosts
         time.recompute *= grow;
       }
       kind.gemm += gemm_added;
-      time.dp_communication += std::max(0.0, added_in_collectives - gemm_added);
+      wait_in(time.dp_communication, std::max(0.0, added_in_collectives - gemm_added));
     } else if (k.pp > 1) {
       // Pipeline stages: a stage waits its own bubble (the other stage then
       // runs alone on the cores it left) and runs its loops and optimizer
@@ -1085,7 +1094,8 @@ void evaluate(const Machine& m, const Model& x, const Knobs& k, const LayerCosts
       const double to_dp = rest * partners / (partners + chunks * (k.pp - 1.0));
       // The reduction itself runs on the rank's share of a core: the stages
       // before it are still computing their backward.
-      time.dp_communication = time.dp_communication / collective_share + to_dp;
+      time.dp_communication /= collective_share;
+      wait_in(time.dp_communication, to_dp);
       time.pipeline_bubble += rest - to_dp;
     } else {
       const double slowdown = 1 / m.core_share;

@@ -54,10 +54,14 @@ struct TimeBreakdown {
   double pipeline_bubble = 0;   // fill and drain: (p-1)/v of a stage's micro-batch work
   double dp_communication = 0;  // data-parallel gradient reduction (and ZeRO-1/2 gathers), exposed
   double zero_gather = 0;       // ZeRO-3 parameter all-gathers, exposed
+  // Ranks waiting in collectives for slower ones: only where ranks share
+  // cores (the CPU engine), the time the share costs; the model has all
+  // ranks of a group equally fast otherwise.
+  double collective_wait = 0;
 
   double step() const {
     return forward + backward + recompute + optimizer + tp_communication + pp_communication +
-           pipeline_bubble + dp_communication + zero_gather;
+           pipeline_bubble + dp_communication + zero_gather + collective_wait;
   }
 };
 

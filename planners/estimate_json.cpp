@@ -95,6 +95,7 @@ json to_json(const Estimate& e) {
                      {"pipeline_bubble_seconds", t.pipeline_bubble},
                      {"dp_communication_seconds", t.dp_communication},
                      {"zero_gather_seconds", t.zero_gather},
+                     {"collective_wait_seconds", t.collective_wait},
                      {"bubble_fraction", e.bubble_fraction},
                      {"compute_by_kind",
                       {{"gemm_seconds", e.compute_by_kind.gemm},
@@ -203,7 +204,8 @@ json predicted_step_json(const Estimate& e) {
   const TimeBreakdown& t = e.time;
   const ComputeByKind& k = e.compute_by_kind;
   const double communication =
-      t.tp_communication + t.pp_communication + t.dp_communication + t.zero_gather;
+      t.tp_communication + t.pp_communication + t.dp_communication + t.zero_gather +
+      t.collective_wait;
   return {{"step_seconds", t.step()},
           {"categories",
            {{"compute", t.forward + t.backward + t.recompute + t.optimizer},
@@ -220,6 +222,7 @@ json predicted_step_json(const Estimate& e) {
             {"communication.tp", t.tp_communication},
             {"communication.dp", t.dp_communication + t.zero_gather},
             {"communication.pp", t.pp_communication},
+            {"wait", t.collective_wait},
             {"bubble", t.pipeline_bubble},
             {"idle", 0.0}}}};
 }

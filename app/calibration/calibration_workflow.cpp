@@ -169,6 +169,23 @@ bool machine_moved(const ReferenceRun& r) {
   }
   return false;
 }
+std::optional<double> wait_in_transfer(const std::string& predicted_step_json,
+                                       const trace::StepParts& measured) {
+  const nlohmann::json j = nlohmann::json::parse(predicted_step_json, nullptr, false);
+  if (!j.is_object() || !j.contains("breakdown") || !j["breakdown"].is_object()) return std::nullopt;
+  const nlohmann::json& breakdown = j["breakdown"];
+  auto predicted = [&](const char* name) {
+    return breakdown.contains(name) && breakdown[name].is_number() ? breakdown[name].get<double>()
+                                                                   : 0.0;
+  };
+  const double waiting = predicted("wait");
+  if (waiting <= 0) return std::nullopt;
+  const double transfer_predicted = predicted("communication.tp") + predicted("communication.dp");
+  const double transfer_measured =
+      measured.part("communication.tp") + measured.part("communication.dp");
+  return std::clamp((transfer_measured - transfer_predicted) / waiting, 0.0, 1.0);
+}
+
 double share_for_step(const std::function<double(double share)>& step_at, double measured) {
   double lo = 0.05, hi = 1.0;
   if (step_at(hi) >= measured) return hi;
@@ -332,6 +349,53 @@ Status fit_collective_share(const PresetCatalog& catalog, const std::string& hos
   return Status{};
 }
 
+// Ranks sharing cores: of the time the share costs in collectives, the
+// part the last rank to arrive spends there too
+// (GpuEfficiency::shared_wait_in_transfer), fitted to the learnt reference
+// runs' parts on the refined cluster (its collective share fitted): each
+// run's measured transfer beyond the predicted, over the predicted
+// waiting, averaged. The refined presets carry it, a note says what it came to.
+Status fit_shared_wait_in_transfer(const PresetCatalog& catalog, const std::string& host,
+                                   const std::vector<ReferenceRun>& runs, RunRefinement& refined,
+                                   std::vector<std::string>& notes) {
+  Cluster& cluster = refined.presets.clusters.front();
+  if (!cluster.gpu || cluster.gpu->efficiency.core_share >= 1) return Status{};
+  cluster.gpu->efficiency.shared_wait_in_transfer = 0;
+  std::vector<double> fractions;
+  std::string each;
+  for (const ReferenceRun& r : runs) {
+    if (!r.learnt || r.measured_step_s <= 0) continue;
+    auto predicted = predict_run(catalog, reference_plan(cluster, r.layout), "cpu", r.ranks, host,
+                                 cluster);
+    if (!predicted) {
+      return Error{"fitting the waits' transfer to reference run " + to_string(r.layout) + ": " +
+                   predicted.message()};
+    }
+    auto reader = trace::TraceReader::open(r.store);
+    if (!reader) return reader.error();
+    auto parts = trace::measure_step_parts(**reader);
+    if (!parts) return parts.error();
+    const auto fraction = wait_in_transfer(predicted->predicted_step_json, *parts);
+    if (!fraction) continue;
+    fractions.push_back(*fraction);
+    each += (each.empty() ? "" : ", ") + to_string(r.layout) + ": " + format_fixed(*fraction, 2);
+  }
+  if (fractions.empty()) return Status{};
+  double sum = 0;
+  for (double f : fractions) sum += f;
+  const double fitted = sum / static_cast<double>(fractions.size());
+  cluster.gpu->efficiency.shared_wait_in_transfer = fitted;
+  for (GpuSpec& g : refined.presets.gpus) {
+    if (g.name == cluster.gpu->name) g.efficiency.shared_wait_in_transfer = fitted;
+  }
+  notes.push_back("ranks sharing cores (" + std::to_string(runs.front().ranks) +
+                  " ranks): of the time they waited for each other in collectives, " +
+                  format_fixed(fitted, 2) +
+                  " was in the last rank's call too (its partners descheduled), fitted to the "
+                  "reference runs' parts (" + each + ")");
+  return Status{};
+}
+
 // Trains the reference model on every rank count calibrated and refines
 // that rank count's presets in `out` by what its runs show. A run that
 // fails leaves its rank count's presets as the sweeps made them, and says
@@ -414,6 +478,9 @@ Status learn_from_reference_runs(const MachineCalibrationOptions& o, MachineCali
       for (ReferenceRun& r : runs) r.predicted_s = r.predicted_sweeps_s;
     } else {
       if (Status s = fit_collective_share(*catalog, out.fit.host, runs, *refined, out.notes); !s)
+        return s;
+      if (Status s = fit_shared_wait_in_transfer(*catalog, out.fit.host, runs, *refined, out.notes);
+          !s)
         return s;
       for (const GpuSpec& g : refined->presets.gpus)
         replace_named(out.presets.gpus, g);

@@ -30,6 +30,7 @@
 
 namespace cs::trace {
 class TraceReader;
+struct StepParts;
 }
 
 namespace cs::calib {
@@ -107,6 +108,16 @@ bool machine_moved(const ReferenceRun& run);
 // GpuEfficiency::collective_core_share to its reference runs of those ranks
 // with it, each run's share, averaged.
 double share_for_step(const std::function<double(double share)>& step_at, double measured);
+
+// Ranks sharing cores: of the waiting a prediction (meta "predicted_step",
+// made with GpuEfficiency::shared_wait_in_transfer 0) has in collectives,
+// the part the run measured in its transfers beyond the predicted ones
+// (tensor- and data-parallel), between 0 and 1; none when the prediction
+// has no waiting. The calibration fits shared_wait_in_transfer to its
+// reference runs of ranks sharing cores with it, averaged (0.19-0.38 in
+// four calibrations of 4 ranks on the development VM's 2 cores).
+std::optional<double> wait_in_transfer(const std::string& predicted_step_json,
+                                       const trace::StepParts& measured);
 
 // The reference model's shape (ReferenceRun), and the layouts trained on
 // `ranks` ranks: data parallel over all of them in micro-batches of 2, and

@@ -113,6 +113,7 @@ void print_text(const Plan& plan, const plan::Estimate& e) {
   trow("pipeline bubble", t.pipeline_bubble);
   trow("data-parallel communication", t.dp_communication);
   trow("ZeRO-3 parameter gathers", t.zero_gather);
+  if (t.collective_wait > 0) trow("waiting in collectives (shared cores)", t.collective_wait);
   time.print(std::cout);
   if (e.communication.dp_seconds > 0) {
     std::cout << "  data-parallel reduction " << format_seconds(e.communication.dp_seconds)

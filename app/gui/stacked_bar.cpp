@@ -115,6 +115,8 @@ BarData timeBar(const plan::Estimate& e) {
        QObject::tr("ZeRO-3 parameter all-gathers left exposed")},
       {QObject::tr("bubble"), t.pipeline_bubble, QColor(0xba, 0xb0, 0xac),
        QObject::tr("Pipeline fill and drain")},
+      {QObject::tr("waits"), t.collective_wait, QColor(0x9c, 0x75, 0x5f),
+       QObject::tr("Ranks waiting in collectives for slower ones (ranks sharing cores)")},
       {QObject::tr("optimizer"), t.optimizer, QColor(0x59, 0xa1, 0x4f),
        QObject::tr("Optimizer update")},
   };

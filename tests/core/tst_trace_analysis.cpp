@@ -116,6 +116,7 @@ class TestTraceAnalysis : public QObject {
   void operationKinds_data();
   void operationKinds();
   void stepParts();
+  void collectiveWaitIsSplit();
   void pipelineParts_data();
   void pipelineParts();
   void predictionErrorsNameTheField_data();
@@ -503,6 +504,76 @@ void TestTraceAnalysis::stepParts() {
         std::abs(parts->part(name) - ns * 1e-9) < 1e-12,
         qPrintable(QString("%1: %2 s, expected %3 ns").arg(name).arg(parts->part(name)).arg(ns)));
   }
+}
+
+// Two data-parallel ranks, three steps of 10 µs (the first a warm-up).
+// Rank 0 computes [0,1000) and reaches the gradient all-reduce first:
+// [1000,3000); rank 1 computes [0,2500), then [2500,3000). The call is one
+// collective: rank 1 arrived last, so its 500 ns are the transfer, and
+// rank 0 waited the 1500 before them. Rank 0 also makes a call no other
+// rank makes ([4000,4200), "dp all-reduce" of another size): nothing to
+// wait for, all transfer.
+void TestTraceAnalysis::collectiveWaitIsSplit() {
+  QTemporaryDir dir;
+  Builder b(dir, "wait.cstrace");
+  TraceWriter& w = *b.writer;
+  w.add_rank({0, "node", "CPU", 1, 0, false});
+  w.add_rank({1, "node", "CPU", 2, 0, false});
+  const LaneId early = w.add_lane(0, LaneKind::cpu_thread, "compute", 0);
+  const LaneId late = w.add_lane(1, LaneKind::cpu_thread, "compute", 0);
+  auto reduce = [&](LaneId lane, std::int64_t s, std::int64_t e, std::int64_t bytes) {
+    Event& ev = b.add(lane, EventKind::collective, Category::communication, s, e, "dp all-reduce");
+    ev.collective = Collective::all_reduce;
+    ev.bytes = bytes;
+    ev.group_size = 2;
+    b.commit();
+  };
+  for (int step = 0; step < 3; ++step) {
+    const std::int64_t s = 100'000 + step * 10'000;
+    b.add(early, EventKind::kernel, Category::compute, s, s + 1000, "mlp.fc");
+    b.commit();
+    reduce(early, s + 1000, s + 3000, 4096);
+    reduce(early, s + 4000, s + 4200, 64);
+    b.add(late, EventKind::kernel, Category::compute, s, s + 2500, "mlp.fc");
+    b.commit();
+    reduce(late, s + 2500, s + 3000, 4096);
+    w.add(StepMetrics{0, step, s, s + 10'000, 1.0, 100, 0});
+    w.add(StepMetrics{1, step, s, s + 10'000, 1.0, 100, 0});
+  }
+  w.set_meta("predicted_step",
+             R"({"step_seconds": 3e-6, "breakdown": {"compute.gemm": 2.5e-6,
+                 "communication.dp": 5e-7}})");
+  auto r = b.close();
+  auto ranks = measure_rank_parts(*r);
+  QVERIFY2(ranks, ranks ? "" : ranks.message().c_str());
+  QCOMPARE(ranks->size(), std::size_t{2});
+  const std::vector<std::vector<std::pair<const char*, double>>> expected = {
+      {{"compute.gemm", 1000}, {"communication.dp", 700}, {"wait", 1500}, {"idle", 6800}},
+      {{"compute.gemm", 2500}, {"communication.dp", 500}, {"wait", 0}, {"idle", 7000}}};
+  for (std::size_t rank = 0; rank < 2; ++rank) {
+    for (const auto& [name, ns] : expected[rank]) {
+      QVERIFY2(std::abs((*ranks)[rank].part(name) - ns * 1e-9) < 1e-12,
+               qPrintable(QString("rank %1 %2: %3 s, expected %4 ns")
+                              .arg(rank)
+                              .arg(name)
+                              .arg((*ranks)[rank].part(name))
+                              .arg(ns)));
+    }
+  }
+  // The comparison holds the late rank (the most compute) against the
+  // prediction: its reduction is the transfer the plan predicted.
+  auto run = analyze_run(*r);
+  QVERIFY2(run, run ? "" : run.message().c_str());
+  QVERIFY(run->prediction);
+  QCOMPARE(run->prediction->critical_rank, 1);
+  for (const PredictedVsMeasured& row : run->prediction->breakdown) {
+    if (row.name == "communication.dp") QVERIFY(std::abs(*row.measured_s - 5e-7) < 1e-12);
+  }
+  QCOMPARE(describe_part("wait"), std::string("waiting in collectives for slower ranks"));
+  // Calls matched by their order on each rank: the n-th of each rank.
+  const std::vector<double> shortest =
+      shortest_of_each_call({{2000, 300, 900}, {500, 700}, {800}});
+  QCOMPARE(shortest, (std::vector<double>{500, 300, 900}));
 }
 
 // A two-stage pipeline, three steps of 20 µs (the first a warm-up):

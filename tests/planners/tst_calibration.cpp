@@ -26,6 +26,7 @@
 
 #include "app/calibration/calibration_workflow.h"
 #include "core/calibration_meta.h"
+#include "core/trace_analysis.h"
 #include "core/trace_reader.h"
 #include "core/trace_writer.h"
 #include "planners/calibration.h"
@@ -189,6 +190,8 @@ class TestCalibration : public QObject {
   void linkNotLearntWhereRanksShareCores();
   void shareFittedToAStep_data();
   void shareFittedToAStep();
+  void waitInTransferOfAReferenceRun_data();
+  void waitInTransferOfAReferenceRun();
   void referenceRunsTrustTheMachineProbe_data();
   void referenceRunsTrustTheMachineProbe();
   void collectivesAreTimedOnTheLastRankToArrive();
@@ -338,6 +341,7 @@ void TestCalibration::learningReplacesTheCpuGemmRate() {
   base.efficiency.loops.norm_ns = 2;
   base.efficiency.core_share = 0.5;
   base.efficiency.collective_core_share = 0.4;
+  base.efficiency.shared_wait_in_transfer = 0.3;
   cs::plan::DeviceFit run;
   run.gemm.push_back({cs::Precision::fp32, 1e12, 1.0, {}});
   run.gemm_operand_rate = 5e9;
@@ -349,6 +353,7 @@ void TestCalibration::learningReplacesTheCpuGemmRate() {
   QCOMPARE(g.efficiency.loops.norm_ns, 3.0);
   QCOMPARE(g.efficiency.core_share, 0.5);  // the machine's, not the run's to change
   QCOMPARE(g.efficiency.collective_core_share, 0.4);
+  QCOMPARE(g.efficiency.shared_wait_in_transfer, 0.3);
   QVERIFY(QString::fromStdString(g.source).endsWith("refined by the run r.db"));
 
   // A run whose GEMM sizes showed no operand cost (the fit dropped it): its
@@ -630,6 +635,43 @@ void TestCalibration::shareFittedToAStep() {
   const double fitted =
       cs::calib::share_for_step([](double s) { return 4e-3 / s + 1e-3; }, measured);
   QVERIFY2(std::abs(fitted / share - 1) < 1e-6, qPrintable(QString::number(fitted)));
+}
+
+// Ranks sharing cores: of the waiting predicted in collectives, the part a
+// run measured in its transfers beyond the predicted ones.
+void TestCalibration::waitInTransferOfAReferenceRun_data() {
+  QTest::addColumn<QString>("breakdown");
+  QTest::addColumn<double>("tp");
+  QTest::addColumn<double>("dp");
+  QTest::addColumn<double>("fraction");  // -1: none
+  const QString predicted = R"("communication.tp": 1e-3, "communication.dp": 0.5e-3, "wait": 6e-3)";
+  QTest::newRow("a third of the waiting") << predicted << 2.5e-3 << 1.0e-3 << 1.0 / 3;
+  QTest::newRow("transfers as predicted") << predicted << 1e-3 << 0.5e-3 << 0.0;
+  QTest::newRow("faster than predicted") << predicted << 0.5e-3 << 0.2e-3 << 0.0;
+  QTest::newRow("all of it and more") << predicted << 9e-3 << 1e-3 << 1.0;
+  QTest::newRow("no waiting predicted")
+      << R"("communication.tp": 1e-3, "wait": 0)" << 2e-3 << 0.0 << -1.0;
+  QTest::newRow("no breakdown") << "" << 2e-3 << 0.0 << -1.0;
+}
+
+void TestCalibration::waitInTransferOfAReferenceRun() {
+  QFETCH(QString, breakdown);
+  QFETCH(double, tp);
+  QFETCH(double, dp);
+  QFETCH(double, fraction);
+  const std::string json =
+      breakdown.isEmpty()
+          ? std::string(R"({"step_seconds": 0.02})")
+          : (R"({"step_seconds": 0.02, "breakdown": {)" + breakdown + "}}").toStdString();
+  cs::trace::StepParts measured;
+  measured.parts = {{"communication.tp", tp}, {"communication.dp", dp}, {"wait", 1e-3}};
+  const auto got = cs::calib::wait_in_transfer(json, measured);
+  if (fraction < 0) {
+    QVERIFY(!got);
+    return;
+  }
+  QVERIFY(got);
+  QVERIFY2(std::abs(*got - fraction) < 1e-9, qPrintable(QString::number(*got)));
 }
 
 void TestCalibration::referenceRunsTrustTheMachineProbe_data() {

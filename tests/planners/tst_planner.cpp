@@ -583,7 +583,10 @@ void TestPlanner::ranksSharingCores() {
   QVERIFY(qFuzzyCompare(shared.time.forward + shared.time.backward,
                         own.time.forward + own.time.backward + slowed_extra));
   QVERIFY(own.time.dp_communication > 0);
-  QVERIFY(qFuzzyCompare(shared.time.dp_communication, 2 * own.time.dp_communication + to_dp));
+  // The reduction runs on the share; the rest of what the share adds to it
+  // is waiting for the partners.
+  QVERIFY(qFuzzyCompare(shared.time.dp_communication, 2 * own.time.dp_communication));
+  QVERIFY(qFuzzyCompare(shared.time.collective_wait, to_dp));
   // The step is compute plus the larger of the bubble and what the share
   // adds, plus the slower reduction: less than twice the step, the bubble
   // went to the other ranks' work.
@@ -594,7 +597,7 @@ void TestPlanner::ranksSharingCores() {
   QVERIFY(shared.time.step() < 2 * own.time.step());
   // Data-parallel replicas alone: the GEMMs take 1 / share as long; the
   // loops and the optimizer run at their own speed, and what the share
-  // costs them is spent waiting in the gradient reduction.
+  // costs them is spent waiting for each other in the gradient reduction.
   cs::Plan d = make_plan("dgx-a100-8", "gpt2-small", 4, 1, 1, 16, cs::Precision::fp32);
   d.cluster.gpus_per_node = 4;
   const cs::plan::Estimate dp_own = must_estimate(d);
@@ -607,9 +610,9 @@ void TestPlanner::ranksSharingCores() {
   const double dp_passes = dp_own.time.forward + dp_own.time.backward + dp_own.time.recompute;
   QVERIFY(qFuzzyCompare(dp_shared.time.forward + dp_shared.time.backward + dp_shared.time.recompute,
                         dp_passes + dp_own.compute_by_kind.gemm));
-  QVERIFY(qFuzzyCompare(dp_shared.time.dp_communication,
-                        dp_own.time.dp_communication + dp_passes + dp_own.time.optimizer -
-                            dp_own.compute_by_kind.gemm));
+  QCOMPARE(dp_shared.time.dp_communication, dp_own.time.dp_communication);
+  QVERIFY(qFuzzyCompare(dp_shared.time.collective_wait,
+                        dp_passes + dp_own.time.optimizer - dp_own.compute_by_kind.gemm));
   // The step is the same as slowing all compute: only where it is spent moves.
   QVERIFY(qFuzzyCompare(dp_shared.time.step(), dp_own.time.step() + dp_passes + dp_own.time.optimizer));
   // Tensor-parallel ranks meet within every layer: each computes at full
@@ -625,8 +628,8 @@ void TestPlanner::ranksSharingCores() {
   QCOMPARE(tp_shared.compute_by_kind.total(), tp_own.compute_by_kind.total());
   const double tp_compute = tp_own.time.forward + tp_own.time.backward + tp_own.time.optimizer;
   QVERIFY(tp_own.time.tp_communication > 0 && tp_own.time.dp_communication > 0);
-  QVERIFY(qFuzzyCompare(tp_shared.time.tp_communication,
-                        2 * tp_own.time.tp_communication + tp_compute));
+  QVERIFY(qFuzzyCompare(tp_shared.time.tp_communication, 2 * tp_own.time.tp_communication));
+  QVERIFY(qFuzzyCompare(tp_shared.time.collective_wait, tp_compute));
   QVERIFY(qFuzzyCompare(tp_shared.time.dp_communication, 2 * tp_own.time.dp_communication));
   QVERIFY(qFuzzyCompare(tp_shared.time.step(), tp_own.time.step() + tp_compute +
                                                    tp_own.time.tp_communication +
@@ -637,16 +640,25 @@ void TestPlanner::ranksSharingCores() {
   // still pay the core share.
   t.cluster.gpu->efficiency.collective_core_share = 0.4;
   const cs::plan::Estimate tp_polled = must_estimate(t);
-  QVERIFY(qFuzzyCompare(tp_polled.time.tp_communication,
-                        tp_own.time.tp_communication / 0.4 + (1 / 0.4 - 1) * tp_compute));
+  QVERIFY(qFuzzyCompare(tp_polled.time.tp_communication, tp_own.time.tp_communication / 0.4));
+  QVERIFY(qFuzzyCompare(tp_polled.time.collective_wait, (1 / 0.4 - 1) * tp_compute));
+  // The part of that waiting the last rank to arrive spends too is in its
+  // transfer; the step does not move.
+  t.cluster.gpu->efficiency.shared_wait_in_transfer = 0.25;
+  const cs::plan::Estimate tp_late = must_estimate(t);
+  QVERIFY(qFuzzyCompare(tp_late.time.tp_communication,
+                        tp_own.time.tp_communication / 0.4 + 0.25 * (1 / 0.4 - 1) * tp_compute));
+  QVERIFY(qFuzzyCompare(tp_late.time.collective_wait, 0.75 * (1 / 0.4 - 1) * tp_compute));
+  QVERIFY(qFuzzyCompare(tp_late.time.step(), tp_polled.time.step()));
+  t.cluster.gpu->efficiency.shared_wait_in_transfer = 0;
   QVERIFY(qFuzzyCompare(tp_polled.time.dp_communication, tp_own.time.dp_communication / 0.4));
   QCOMPARE(tp_polled.compute_by_kind.total(), tp_own.compute_by_kind.total());
   d.cluster.gpu->efficiency.collective_core_share = 0.4;
   const cs::plan::Estimate dp_polled = must_estimate(d);
   QCOMPARE(dp_polled.compute_by_kind.gemm, 2 * dp_own.compute_by_kind.gemm);
-  QVERIFY(qFuzzyCompare(dp_polled.time.dp_communication,
-                        dp_own.time.dp_communication +
-                            (1 / 0.4 - 1) * (dp_passes + dp_own.time.optimizer) -
+  QCOMPARE(dp_polled.time.dp_communication, dp_own.time.dp_communication);
+  QVERIFY(qFuzzyCompare(dp_polled.time.collective_wait,
+                        (1 / 0.4 - 1) * (dp_passes + dp_own.time.optimizer) -
                             dp_own.compute_by_kind.gemm));
   // Pipeline stages with data-parallel partners meet them in the
   // reduction: the time the share adds is the collective share's, and the
@@ -659,7 +671,7 @@ void TestPlanner::ranksSharingCores() {
                             std::max(polled_added, own.time.pipeline_bubble) +
                             (1 / 0.4 - 1) * own.time.dp_communication));
   // A share above a core is refused where presets are read.
-  for (const char* key : {"core_share", "collective_core_share"}) {
+  for (const char* key : {"core_share", "collective_core_share", "shared_wait_in_transfer"}) {
     nlohmann::json gpu = cs::to_json(*p.cluster.gpu);
     gpu["efficiency"][key] = 1.5;
     auto bad = cs::gpu_from_json(gpu, "gpu.json");
