@@ -324,6 +324,7 @@ void read_parallel(const json& j, const std::string& ptr, Diagnostics& d, Parall
   r.choice("schedule", p.schedule, kScheduleNames);
   r.boolean("flash_attention", p.flash_attention);
   r.boolean("async_tp_allreduce", p.async_tp_allreduce);
+  r.boolean("vocab_parallel", p.vocab_parallel);
   r.number("bucket_mib", p.bucket_mib, Range::positive());
   r.finish();
   for (const Problem& problem : check_parallel_plan(p)) {
@@ -640,6 +641,7 @@ json to_json(const ParallelPlan& p) {
           {"flash_attention", p.flash_attention},
           {"bucket_mib", p.bucket_mib}};
   if (!p.async_tp_allreduce) j["async_tp_allreduce"] = false;
+  if (!p.vocab_parallel) j["vocab_parallel"] = false;
   return j;
 }
 

@@ -36,6 +36,11 @@ struct ParallelPlan {
   // tensor-parallel all-reduce); false: it blocks before it, as the
   // ClusterScope engines do.
   bool async_tp_allreduce = true;
+  // The token embedding and the LM head split over the tensor-parallel group
+  // by vocabulary (Megatron's vocabulary-parallel embedding and
+  // cross-entropy); false: every tensor-parallel rank holds and computes
+  // them whole, as the ClusterScope engines do.
+  bool vocab_parallel = true;
   double bucket_mib = 25;       // data-parallel gradient bucket (PyTorch DDP's default)
 
   int world_size() const { return dp * tp * pp; }

@@ -150,15 +150,16 @@ StageParams stage_params(const Model& x, const Knobs& k, bool first, bool last) 
     return s;
   }
   const double t = k.tp;
+  const double vocab_t = k.vocab_parallel ? t : 1.0;  // the embedding and head split by vocabulary
   const double per_layer = (x.params_layer - x.params_layer_norms) / t + x.params_layer_norms;
   s.layers = per_layer * (x.layers / k.pp);
-  if (first) s.embedding += x.params_embedding / t + x.params_positions;
+  if (first) s.embedding += x.params_embedding / vocab_t + x.params_positions;
   if (last) {
     s.embedding += x.params_final_norm;
     if (x.params_lm_head > 0) {
-      s.embedding += x.params_lm_head / t;
+      s.embedding += x.params_lm_head / vocab_t;
     } else if (k.pp > 1) {
-      s.embedding += x.params_embedding / t;  // the tied head keeps its own copy on the last stage
+      s.embedding += x.params_embedding / vocab_t;  // the tied head keeps its own copy on the last stage
     }
   }
   return s;
@@ -223,7 +224,7 @@ MemoryBreakdown stage_memory(const Machine& m, const Model& x, const Knobs& k, d
   if (x.transformer) {
     const LayerShape shape{
         x.seq, static_cast<double>(k.micro_batch), x.hidden, x.heads, x.kv_heads, x.ffn, x.gated};
-    const double logits = 4 * tokens * x.vocab / t;  // fp32, vocabulary-parallel
+    const double logits = 4 * tokens * x.vocab / (k.vocab_parallel ? t : 1.0);  // fp32
     if (k.inference) {
       // Forward only: one layer's tensors live at a time.
       mem.activation_workspace =
@@ -379,6 +380,7 @@ Knobs knobs_of(const ParallelPlan& p, const PrecisionPlan& q) {
   k.recompute = p.recompute;
   k.flash = p.flash_attention;
   k.async_tp = p.async_tp_allreduce;
+  k.vocab_parallel = p.vocab_parallel;
   k.bucket_bytes = p.bucket_mib * kMiB;
   k.compute = q.compute;
   k.weights = q.weights;
@@ -576,7 +578,7 @@ LayerCosts layer_costs(const Machine& m, const Model& x, const Knobs& k) {
       kn.loop(lc.elementwise_ns, 0, 2 * local_tokens * h * (2 * e + 1));
   emb.forward = emb.forward_kinds.total();
   emb.backward = emb.backward_kinds.total();
-  if (k.tp > 1) {
+  if (k.tp > 1 && k.vocab_parallel) {
     const GroupPlacement g = tp_placement(m, k.tp);
     const double bytes = tokens * h * e;
     emb.tp_forward =
@@ -587,7 +589,10 @@ LayerCosts layer_costs(const Machine& m, const Model& x, const Knobs& k) {
   // --- LM head and vocabulary-parallel cross-entropy (fp32 logits); a loop
   // device computes the loss and its gradient in one forward pass.
   EdgeCost& head = out.head;
-  const double vocab = x.vocab / t;
+  // Each rank's share of the vocabulary; the whole of it where every rank
+  // keeps the head whole (and its input gradient, the same on every rank,
+  // needs no all-reduce).
+  const double vocab = k.vocab_parallel ? x.vocab / t : x.vocab;
   const double head_gemm = kn.linear(tokens, vocab, h, in_e, e);
   const double head_wgrad = kn.linear_wgrad(tokens, vocab, h, in_e);
   head.forward_kinds.norm = kn.loop(lc.norm_ns, local_tokens * h, 2 * local_tokens * h * e);
@@ -599,7 +604,7 @@ LayerCosts layer_costs(const Machine& m, const Model& x, const Knobs& k) {
       kn.loop(lc.norm_backward_ns, local_tokens * h, 4 * local_tokens * h * e);
   head.forward = head.forward_kinds.total();
   head.backward = head.backward_kinds.total();
-  if (k.tp > 1) {
+  if (k.tp > 1 && k.vocab_parallel) {
     const GroupPlacement g = tp_placement(m, k.tp);
     const double bytes = tokens * h * e;
     // Cross-entropy combines max, sum and target logits: three small all-reduces.
@@ -610,7 +615,7 @@ LayerCosts layer_costs(const Machine& m, const Model& x, const Knobs& k) {
     head.tp_backward = std::max(0.0, back - head_wgrad);
   }
   head.flops_forward = linear_flops(tokens, vocab, h);
-  head.model_flops_forward = head.flops_forward;
+  head.model_flops_forward = linear_flops(tokens, x.vocab / t, h);  // the rank's share of the model's
   return out;
 }
 

@@ -89,6 +89,7 @@ struct Knobs {
   Recompute recompute = Recompute::none;
   bool flash = true;
   bool async_tp = true;  // ParallelPlan::async_tp_allreduce
+  bool vocab_parallel = true;  // ParallelPlan::vocab_parallel
   double bucket_bytes = 25.0 * 1024 * 1024;
   Precision compute = Precision::bf16;
   Precision weights = Precision::bf16;

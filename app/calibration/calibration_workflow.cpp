@@ -766,6 +766,7 @@ Result<RunPrediction> predict_trained(const PresetCatalog& catalog, Plan plan,
   ParallelPlan& p = plan.parallel;
   p.flash_attention = false;  // the engines compute attention from the full score matrix
   p.async_tp_allreduce = false;  // ... and all-reduce the input gradient before the weight's
+  p.vocab_parallel = false;      // ... and keep the embedding and LM head whole on every rank
   p.sequence_parallel = false;
   p.recompute = Recompute::none;
   p.schedule = PipelineSchedule::one_f_one_b;

@@ -198,6 +198,9 @@ void PlanOptions::add_to(CLI::App& command) {
   command.add_flag("--blocking-tp-allreduce", blocking_tp_allreduce,
                    "Backward's tensor-parallel input-gradient all-reduce blocks instead of "
                    "overlapping the weight gradient (as the ClusterScope engines run it)");
+  command.add_flag("--whole-vocab", whole_vocab,
+                   "Every tensor-parallel rank keeps the embedding and LM head whole instead of "
+                   "its share of the vocabulary (as the ClusterScope engines run them)");
   command.add_flag(
       "--fp32-main-grad", fp32_main_grad,
       "Accumulate gradients in fp32 (Megatron-LM's main gradient, 18 bytes per parameter)");
@@ -246,6 +249,7 @@ Plan PlanOptions::resolve(const PresetCatalog& catalog, const ClusterOptions& cl
   if (flash_attention) p.flash_attention = true;
   if (no_flash_attention) p.flash_attention = false;
   if (blocking_tp_allreduce) p.async_tp_allreduce = false;
+  if (whole_vocab) p.vocab_parallel = false;
   if (!precision.empty()) {
     plan.precision = PrecisionPlan::for_compute(*precision_from_string(precision));
   }

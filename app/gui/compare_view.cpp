@@ -97,7 +97,7 @@ bool PinnedPlans::pin(const plan::RankedPlan& plan, const QString& name) {
         a.sequence_parallel == b.sequence_parallel && a.zero_stage == b.zero_stage &&
         a.micro_batch == b.micro_batch && a.global_batch == b.global_batch &&
         a.recompute == b.recompute && a.flash_attention == b.flash_attention &&
-        a.async_tp_allreduce == b.async_tp_allreduce &&
+        a.async_tp_allreduce == b.async_tp_allreduce && a.vocab_parallel == b.vocab_parallel &&
         p.precision.compute == plan.precision.compute &&
         p.estimate.memory.total() == plan.estimate.memory.total()) {
       return false;

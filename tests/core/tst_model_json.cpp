@@ -176,6 +176,13 @@ void TestModelJson::planRoundTrip() {
   auto back = cs::plan_from_json(cs::to_json(blocking), "blocking", nullptr);
   QVERIFY2(back.ok(), back.ok() ? "" : back.message().c_str());
   QVERIFY(!back->parallel.async_tp_allreduce);
+  QVERIFY(again->parallel.vocab_parallel);  // Megatron's default when unsaid
+
+  cs::Plan whole = *plan;
+  whole.parallel.vocab_parallel = false;
+  auto read = cs::plan_from_json(cs::to_json(whole), "whole", nullptr);
+  QVERIFY2(read.ok(), read.ok() ? "" : read.message().c_str());
+  QVERIFY(!read->parallel.vocab_parallel);
 }
 
 void TestModelJson::validationErrors_data() {
@@ -326,6 +333,8 @@ void TestModelJson::validationErrors_data() {
   QTest::addRow("recompute name") << "parallel" << R"({"recompute": "some"})"
       << "parallel.json: /recompute: must be one of none, selective or full (got \"some\")";
   QTest::addRow("tp zero") << "parallel" << R"({"tp": 0})" << "parallel.json: /tp: must be >= 1 (got 0)";
+  QTest::addRow("vocab_parallel not a boolean") << "parallel" << R"({"tp": 2, "vocab_parallel": "no"})"
+      << "parallel.json: /vocab_parallel: must be true or false";
 
   // Precision plans
   QTest::addRow("compute fp12") << "precision" << R"({"compute": "fp12"})"
@@ -379,6 +388,8 @@ void TestModelJson::validDocuments_data() {
       << R"({"dp": 2, "micro_batch": 2, "gradient_accumulation": 4})";
   QTest::addRow("blocking tensor-parallel all-reduce") << "parallel"
       << R"({"tp": 2, "async_tp_allreduce": false})";
+  QTest::addRow("embedding and head whole per rank") << "parallel"
+      << R"({"tp": 2, "vocab_parallel": false})";
   QTest::addRow("precision fp16") << "precision" << R"({"compute": "fp16"})";
   QTest::addRow("int4 inference") << "precision"
       << R"({"compute": "int4", "quantization": {"symmetric": true}})";

@@ -197,6 +197,13 @@ void TestPlanCli::planDocument() {
           o["time"].toObject()["tp_communication_seconds"].toDouble());
   QCOMPARE(b["time"].toObject()["backward_seconds"].toDouble(),
            o["time"].toObject()["backward_seconds"].toDouble());
+  // The embedding and LM head whole on every rank: more weights per GPU.
+  const Run whole = run_cli({"plan", "--plan", file.fileName(), "--whole-vocab", "--json"});
+  QVERIFY2(whole.exit_code == 0, qPrintable(whole.err));
+  const QJsonObject w = parse(whole);
+  QCOMPARE(w["plan"].toObject()["parallel"].toObject()["vocab_parallel"].toBool(true), false);
+  QVERIFY(w["memory"].toObject()["weights_bytes"].toDouble() >
+          o["memory"].toObject()["weights_bytes"].toDouble());
   // An invalid document is refused with its file and pointer.
   QFile bad(dir.filePath("bad.json"));
   QVERIFY(bad.open(QIODevice::WriteOnly));

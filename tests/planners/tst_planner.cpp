@@ -80,6 +80,7 @@ class TestPlanner : public QObject {
   void dataParallelOverlap();
   void ranksSharingCores();
   void blockingTensorParallelAllReduce();
+  void embeddingAndHeadWholePerRank();
   void gradientReductionOnAColdLink();
   void trainingCost();
   void estimateJson();
@@ -538,6 +539,27 @@ void TestPlanner::blockingTensorParallelAllReduce() {
   QCOMPARE(blocking.time.forward, async.time.forward);
   QCOMPARE(blocking.time.backward, async.time.backward);
   QVERIFY(blocking.time.step() > async.time.step());
+}
+
+// Megatron splits the embedding and the LM head over the tensor-parallel
+// group by vocabulary; the ClusterScope engines keep them whole on every
+// rank: the whole head's GEMMs and loss on each, the whole embedding and
+// head in its parameters, and no collective for either (the head's input
+// gradient is the same on every rank).
+void TestPlanner::embeddingAndHeadWholePerRank() {
+  cs::Plan p = make_plan("dgx-a100-8", "gpt2-small", 1, 2, 1, 8, cs::Precision::fp32);
+  p.parallel.async_tp_allreduce = false;
+  const cs::plan::Estimate split = must_estimate(p);
+  p.parallel.vocab_parallel = false;
+  const cs::plan::Estimate whole = must_estimate(p);
+  QVERIFY(whole.compute_by_kind.loss > 1.8 * split.compute_by_kind.loss);
+  QVERIFY(whole.compute_by_kind.gemm > split.compute_by_kind.gemm);
+  QVERIFY(whole.time.tp_communication < split.time.tp_communication);
+  const double vocab = p.workload.transformer.vocab, hidden = p.workload.transformer.hidden;
+  QVERIFY(qFuzzyCompare(whole.memory.weights - split.memory.weights,
+                        vocab * hidden / 2 * cs::bytes_per_element(p.precision.weights)));
+  // The model's FLOPs (MFU's numerator) count the head once over the group.
+  QCOMPARE(whole.throughput.model_flops_per_step, split.throughput.model_flops_per_step);
 }
 
 // CPU-engine ranks whose threads outnumber the cores: compute takes 1 /
