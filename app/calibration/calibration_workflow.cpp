@@ -303,6 +303,21 @@ Result<ReferenceRun> run_reference_checked(const MachineCalibrationOptions& o,
   return run;
 }
 
+// The mean of `values` (one or more), set as `field` of the refined
+// cluster's GPU and of its GPU preset.
+double set_mean_efficiency(RunRefinement& refined, double GpuEfficiency::*field,
+                           const std::vector<double>& values) {
+  double sum = 0;
+  for (double v : values) sum += v;
+  const double mean = sum / static_cast<double>(values.size());
+  Cluster& cluster = refined.presets.clusters.front();
+  cluster.gpu->efficiency.*field = mean;
+  for (GpuSpec& g : refined.presets.gpus) {
+    if (g.name == cluster.gpu->name) g.efficiency.*field = mean;
+  }
+  return mean;
+}
+
 // Ranks sharing cores: the share of a core each gets where ranks meet in
 // collectives (GpuEfficiency::collective_core_share), fitted to the learnt
 // reference runs' steps on the refined cluster, each run's share averaged;
@@ -335,13 +350,7 @@ Status fit_collective_share(const PresetCatalog& catalog, const std::string& hos
     each += (each.empty() ? "" : ", ") + to_string(r.layout) + ": " + format_fixed(share, 2);
   }
   if (shares.empty()) return Status{};
-  double sum = 0;
-  for (double s : shares) sum += s;
-  const double fitted = sum / static_cast<double>(shares.size());
-  cluster.gpu->efficiency.collective_core_share = fitted;
-  for (GpuSpec& g : refined.presets.gpus) {
-    if (g.name == cluster.gpu->name) g.efficiency.collective_core_share = fitted;
-  }
+  const double fitted = set_mean_efficiency(refined, &GpuEfficiency::collective_core_share, shares);
   notes.push_back("ranks sharing cores (" + std::to_string(runs.front().ranks) +
                   " ranks): where they meet in collectives each got " + format_fixed(fitted, 2) +
                   " of a core (" + format_fixed(cluster.gpu->efficiency.core_share, 2) +
@@ -381,13 +390,8 @@ Status fit_shared_wait_in_transfer(const PresetCatalog& catalog, const std::stri
     each += (each.empty() ? "" : ", ") + to_string(r.layout) + ": " + format_fixed(*fraction, 2);
   }
   if (fractions.empty()) return Status{};
-  double sum = 0;
-  for (double f : fractions) sum += f;
-  const double fitted = sum / static_cast<double>(fractions.size());
-  cluster.gpu->efficiency.shared_wait_in_transfer = fitted;
-  for (GpuSpec& g : refined.presets.gpus) {
-    if (g.name == cluster.gpu->name) g.efficiency.shared_wait_in_transfer = fitted;
-  }
+  const double fitted =
+      set_mean_efficiency(refined, &GpuEfficiency::shared_wait_in_transfer, fractions);
   notes.push_back("ranks sharing cores (" + std::to_string(runs.front().ranks) +
                   " ranks): of the time they waited for each other in collectives, " +
                   format_fixed(fitted, 2) +
