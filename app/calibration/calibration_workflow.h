@@ -114,8 +114,8 @@ double share_for_step(const std::function<double(double share)>& step_at, double
 // the part the run measured in its transfers beyond the predicted ones
 // (tensor- and data-parallel), between 0 and 1; none when the prediction
 // has no waiting. The calibration fits shared_wait_in_transfer to its
-// reference runs of ranks sharing cores with it, averaged (0.19-0.38 in
-// four calibrations of 4 ranks on the development VM's 2 cores).
+// reference runs of ranks sharing cores with it, averaged (0.18-0.38 in
+// the eight calibrations QQ-XX of docs/calibration.md, 4 ranks on 2 cores).
 std::optional<double> wait_in_transfer(const std::string& predicted_step_json,
                                        const trace::StepParts& measured);
 
