@@ -16,11 +16,19 @@ namespace {
 
 using Interval = std::pair<std::int64_t, std::int64_t>;
 
-constexpr std::array<std::string_view, 13> kPartOrder = {
-    "compute.gemm",        "compute.attention", "compute.norm",        "compute.activation",
-    "compute.elementwise", "compute.loss",      "optimizer",           "communication.tp",
-    "communication.dp",    "communication.pp",  "communication.other", "wait",
-    "bubble"};
+constexpr std::array<std::string_view, 13> kPartOrder = {"compute.gemm",
+                                                         "compute.attention",
+                                                         "compute.norm",
+                                                         "compute.activation",
+                                                         "compute.elementwise",
+                                                         "compute.loss",
+                                                         "optimizer",
+                                                         "communication.tp",
+                                                         "communication.dp",
+                                                         "communication.pp",
+                                                         "communication.other",
+                                                         "wait",
+                                                         "bubble"};
 
 bool contains(std::string_view text, std::string_view what) {
   return text.find(what) != std::string_view::npos;
@@ -48,9 +56,9 @@ std::vector<Interval> merged(std::vector<Interval> v) {
   return out;
 }
 
-// |a minus b| for merged interval lists.
-std::int64_t length_outside(const std::vector<Interval>& a, const std::vector<Interval>& b) {
-  std::int64_t total = 0;
+// a minus b, for merged interval lists.
+std::vector<Interval> outside(const std::vector<Interval>& a, const std::vector<Interval>& b) {
+  std::vector<Interval> out;
   std::size_t j = 0;
   for (const Interval& i : a) {
     std::int64_t start = i.first;
@@ -59,14 +67,21 @@ std::int64_t length_outside(const std::vector<Interval>& a, const std::vector<In
     std::size_t k = j;
     while (start < i.second) {
       if (k >= b.size() || b[k].first >= i.second) {
-        total += i.second - start;
+        out.emplace_back(start, i.second);
         break;
       }
-      if (b[k].first > start) total += b[k].first - start;
+      if (b[k].first > start) out.emplace_back(start, b[k].first);
       start = std::max(start, b[k].second);
       ++k;
     }
   }
+  return out;
+}
+
+std::int64_t total_length(const std::vector<Interval>& v) {
+  std::int64_t total = 0;
+  for (const Interval& i : v)
+    total += i.second - i.first;
   return total;
 }
 
@@ -107,11 +122,12 @@ struct P2p {
 };
 
 // A collective call of a rank (or a communication kernel), matched across
-// ranks by its name, size, operation and group size.
+// ranks by its step, name, size, operation and group size.
 struct CollectiveCall {
   Interval when;
   std::string_view group;
   std::tuple<std::string_view, std::int64_t, Collective, std::int32_t> key;
+  int step = -1;                 // the step it started in; -1 outside every step
   std::int64_t transfer_ns = 0;  // set once every rank is read
 };
 
@@ -138,8 +154,11 @@ struct RankEvents {
   };
   std::vector<HostOp> host_ops;
   std::map<std::int64_t, std::int64_t> launch_ns;  // API call start by correlation
-  // Point-to-point calls and waits on asynchronous collectives, by group.
+  // The pipeline's transfers and waits, and its own collectives.
   std::map<std::string, std::vector<Interval>> communication;
+  // A thread waiting on another's collective ("wait dp": the CPU engine's
+  // compute thread on its background data-parallel all-reduce), by group.
+  std::map<std::string, std::vector<Interval>> sync_waits;
   std::vector<CollectiveCall> collectives;
   std::vector<P2p> pp;  // the pipeline's sends and receives
 };
@@ -165,6 +184,7 @@ struct PendingRank {
   std::vector<double> step_lengths;
   std::vector<PendingStep> steps;
   std::map<std::string, std::vector<Interval>> communication;
+  std::map<std::string, std::vector<Interval>> sync_waits;
   std::vector<CollectiveCall> collectives;
   std::map<std::string, std::vector<double>> per_part;  // per step
   std::vector<PipelineStep> pipeline;                   // per step
@@ -298,8 +318,10 @@ Result<std::vector<StepParts>> measure_rank_parts(const TraceReader& reader) {
               ev.pp.push_back({when, e.collective != Collective::recv, e.bytes});
               return true;
             case EventKind::sync:
-              if (name.starts_with("wait "))
-                ev.communication[std::string(group_of(name, e.kind))].push_back(when);
+              if (name.starts_with("wait ")) {
+                const std::string group(group_of(name, e.kind));
+                (group == "pp" ? ev.communication : ev.sync_waits)[group].push_back(when);
+              }
               return true;
             case EventKind::kernel:
               if (e.category == Category::communication && group_of(name, e.kind) == "pp") {
@@ -330,8 +352,9 @@ Result<std::vector<StepParts>> measure_rank_parts(const TraceReader& reader) {
           }
         });
     if (!s) return s.error();
-    std::sort(ev.host_ops.begin(), ev.host_ops.end(),
-              [](const RankEvents::HostOp& a, const RankEvents::HostOp& b) { return a.when < b.when; });
+    std::sort(
+        ev.host_ops.begin(), ev.host_ops.end(),
+        [](const RankEvents::HostOp& a, const RankEvents::HostOp& b) { return a.when < b.when; });
     for (const RankEvents::Kernel& k : ev.kernels) {
       std::string_view kind = k.kind;
       if (auto launch = ev.launch_ns.find(k.correlation); launch != ev.launch_ns.end()) {
@@ -345,6 +368,13 @@ Result<std::vector<StepParts>> measure_rank_parts(const TraceReader& reader) {
     }
     std::sort(ev.steps.begin(), ev.steps.end());
     if (ev.steps.empty()) ev.steps.emplace_back(range.start_ns, range.end_ns);
+    for (CollectiveCall& call : ev.collectives) {
+      auto it =
+          std::upper_bound(ev.steps.begin(), ev.steps.end(),
+                           Interval{call.when.first, std::numeric_limits<std::int64_t>::max()});
+      if (it != ev.steps.begin() && std::prev(it)->second > call.when.first)
+        call.step = static_cast<int>(std::prev(it) - ev.steps.begin());
+    }
     const std::vector<Interval> passes = merged(ev.passes);
     auto in_passes = [&](std::int64_t t) {
       auto it = std::upper_bound(passes.begin(), passes.end(),
@@ -381,6 +411,7 @@ Result<std::vector<StepParts>> measure_rank_parts(const TraceReader& reader) {
       step.compute = merged(std::move(step.compute));
     }
     pending.communication = std::move(ev.communication);
+    pending.sync_waits = std::move(ev.sync_waits);
     pending.collectives = std::move(ev.collectives);
     std::sort(pending.collectives.begin(), pending.collectives.end(),
               [](const CollectiveCall& a, const CollectiveCall& b) { return a.when < b.when; });
@@ -388,21 +419,33 @@ Result<std::vector<StepParts>> measure_rank_parts(const TraceReader& reader) {
   }
   if (pending_ranks.empty()) return Error{reader.path() + ": no rank with events to measure"};
 
-  // Each collective's transfer: the n-th call of one collective on every
-  // rank that made it is one call, and its shortest duration the transfer
-  // (shortest_of_each_call). The rest of a rank's call, at its start, is
-  // waiting for the others.
+  // Each collective's transfer: the n-th call of one collective in a step on
+  // every rank that made it is one call, and its shortest duration the
+  // transfer (shortest_of_each_call). The rest of a rank's call, at its
+  // start, is waiting for the others. Where the ranks made different numbers
+  // of such calls (a rank's events lost), the order pairs nothing: each call
+  // is all transfer.
   {
-    using Key = decltype(CollectiveCall::key);
+    using Key = std::tuple<int, std::string_view, std::int64_t, Collective, std::int32_t>;
     std::map<Key, std::vector<std::vector<CollectiveCall*>>> by_key;  // per rank, in order
     for (std::size_t ri = 0; ri < pending_ranks.size(); ++ri) {
       std::map<Key, std::vector<CollectiveCall*>> own;
       for (CollectiveCall& call : pending_ranks[ri].collectives)
-        own[call.key].push_back(&call);
+        own[std::tuple_cat(std::tuple{call.step}, call.key)].push_back(&call);
       for (auto& [key, calls] : own)
         by_key[key].push_back(std::move(calls));
     }
     for (auto& [key, ranks_calls] : by_key) {
+      const bool paired = std::all_of(
+          ranks_calls.begin(), ranks_calls.end(),
+          [&](const auto& calls) { return calls.size() == ranks_calls.front().size(); });
+      if (!paired) {
+        for (auto& calls : ranks_calls) {
+          for (CollectiveCall* c : calls)
+            c->transfer_ns = c->when.second - c->when.first;
+        }
+        continue;
+      }
       std::vector<std::vector<double>> durations;
       for (const auto& calls : ranks_calls) {
         std::vector<double>& d = durations.emplace_back();
@@ -425,6 +468,13 @@ Result<std::vector<StepParts>> measure_rank_parts(const TraceReader& reader) {
       communication[std::string(call.group)].emplace_back(std::max(split, call.when.first),
                                                           call.when.second);
     }
+    // A thread waiting on a collective that is itself waiting for the other
+    // ranks is waiting too, not transferring.
+    const std::vector<Interval> waiting = merged(communication["wait"]);
+    for (auto& [group, intervals] : pending.sync_waits) {
+      for (const Interval& i : outside(merged(intervals), waiting))
+        communication[group].push_back(i);
+    }
     for (std::size_t si = 0; si < pending.steps.size(); ++si) {
       const PendingStep& step = pending.steps[si];
       const Interval w = step.window;
@@ -437,7 +487,7 @@ Result<std::vector<StepParts>> measure_rank_parts(const TraceReader& reader) {
         for (const Interval& i : intervals)
           in.push_back(clip(i, w));
         const std::vector<Interval> u = merged(std::move(in));
-        const double exposed = static_cast<double>(length_outside(u, step.compute));
+        const double exposed = static_cast<double>(total_length(outside(u, step.compute)));
         if (group == "pp") {
           pending.pipeline[si].exposed_ns += exposed;
         } else {
@@ -467,8 +517,8 @@ Result<std::vector<StepParts>> measure_rank_parts(const TraceReader& reader) {
       const PipelineStep& step = pending.pipeline[si];
       double transfer = 0;
       for (const P2p& call : step.calls) {
-        transfer += static_cast<double>(std::min(call.when.second - call.when.first,
-                                                 transfer_ns[{call.send, call.bytes}]));
+        transfer += static_cast<double>(
+            std::min(call.when.second - call.when.first, transfer_ns[{call.send, call.bytes}]));
       }
       transfer = std::min(step.exposed_ns, transfer);
       pending.per_part["communication.pp"][si] = transfer;
@@ -499,9 +549,9 @@ double StepParts::compute() const {
 Result<StepParts> measure_step_parts(const TraceReader& reader) {
   auto ranks = measure_rank_parts(reader);
   if (!ranks) return ranks.error();
-  return *std::max_element(ranks->begin(), ranks->end(), [](const StepParts& a, const StepParts& b) {
-    return a.compute() < b.compute();
-  });
+  return *std::max_element(
+      ranks->begin(), ranks->end(),
+      [](const StepParts& a, const StepParts& b) { return a.compute() < b.compute(); });
 }
 
 }  // namespace cs::trace
