@@ -159,7 +159,8 @@ StageParams stage_params(const Model& x, const Knobs& k, bool first, bool last) 
     if (x.params_lm_head > 0) {
       s.embedding += x.params_lm_head / vocab_t;
     } else if (k.pp > 1) {
-      s.embedding += x.params_embedding / vocab_t;  // the tied head keeps its own copy on the last stage
+      s.embedding +=
+          x.params_embedding / vocab_t;  // the tied head keeps its own copy on the last stage
     }
   }
   return s;
@@ -613,9 +614,15 @@ LayerCosts layer_costs(const Machine& m, const Model& x, const Knobs& k) {
     const double back =
         collective(m, k.sp ? CollectiveOp::reduce_scatter : CollectiveOp::all_reduce, bytes, g);
     head.tp_backward = std::max(0.0, back - head_wgrad);
+  } else if (k.tp > 1 && k.sp) {
+    // A whole head still needs every token of the sequence-parallel shards;
+    // its input gradient is whole on every rank, each keeps its own shard.
+    head.tp_forward =
+        collective(m, CollectiveOp::all_gather, tokens * h * e, tp_placement(m, k.tp));
   }
   head.flops_forward = linear_flops(tokens, vocab, h);
-  head.model_flops_forward = linear_flops(tokens, x.vocab / t, h);  // the rank's share of the model's
+  head.model_flops_forward =
+      linear_flops(tokens, x.vocab / t, h);  // the rank's share of the model's
   return out;
 }
 
@@ -725,8 +732,8 @@ PipelineCosts pipeline_costs(const Machine& m, const Model& x, const Knobs& k,
     p.first.p2p = p.middle.p2p = p.last.p2p = p2p_seconds(m, x, k, e);
     if (x.transformer && x.tied && !k.inference) {
       // The tied embedding's gradient is summed between the first and last stage.
-      const double bytes_grad =
-          x.params_embedding / k.tp * (k.fp32_main_grad ? 4.0 : bytes_per_element(k.gradients));
+      const double bytes_grad = x.params_embedding / (k.vocab_parallel ? k.tp : 1) *
+                                (k.fp32_main_grad ? 4.0 : bytes_per_element(k.gradients));
       const GroupPlacement pair =
           pipeline_crosses_nodes(m, k) ? GroupPlacement{1, 2} : GroupPlacement{2, 1};
       p.tied_embedding_sync = collective(m, CollectiveOp::all_reduce, bytes_grad, pair);
@@ -1075,9 +1082,7 @@ void evaluate(const Machine& m, const Model& x, const Knobs& k, const LayerCosts
       const double slowed = kind.gemm + kind.attention;
       const double passes = time.forward + time.backward + time.recompute;
       const double slowed_extra =
-          slowed > 0 && passes > 0
-              ? std::min(extra, overlap * (1 / m.core_share - 1) * slowed)
-              : 0;
+          slowed > 0 && passes > 0 ? std::min(extra, overlap * (1 / m.core_share - 1) * slowed) : 0;
       if (slowed_extra > 0) {
         const double grow = (passes + slowed_extra) / passes;
         time.forward *= grow;

@@ -560,6 +560,24 @@ void TestPlanner::embeddingAndHeadWholePerRank() {
                         vocab * hidden / 2 * cs::bytes_per_element(p.precision.weights)));
   // The model's FLOPs (MFU's numerator) count the head once over the group.
   QCOMPARE(whole.throughput.model_flops_per_step, split.throughput.model_flops_per_step);
+
+  // Sequence parallel: the whole head still gathers the sequence's shards.
+  // The tensor-parallel time grows with the layers, plus that all-gather.
+  p.parallel.sequence_parallel = true;
+  const double one = must_estimate(p).time.tp_communication;
+  p.workload.transformer.layers *= 2;
+  const double two = must_estimate(p).time.tp_communication;
+  const double head = 2 * one - two;
+  QVERIFY2(head > 0 && head < (two - one) / p.workload.transformer.layers * 2,
+           qPrintable(QString("the head's all-gather: %1 s").arg(head)));
+
+  // A tied embedding across the pipeline: the whole of it is summed between
+  // the first and last stage.
+  cs::Plan pipe = make_plan("dgx-a100-8", "gpt2-small", 1, 2, 2, 8, cs::Precision::fp32);
+  QVERIFY(pipe.workload.transformer.tied_embeddings);
+  const double split_sync = must_estimate(pipe).time.pp_communication;
+  pipe.parallel.vocab_parallel = false;
+  QVERIFY(must_estimate(pipe).time.pp_communication > split_sync);
 }
 
 // CPU-engine ranks whose threads outnumber the cores: compute takes 1 /
@@ -612,10 +630,9 @@ void TestPlanner::ranksSharingCores() {
   // The step is compute plus the larger of the bubble and what the share
   // adds, plus the slower reduction: less than twice the step, the bubble
   // went to the other ranks' work.
-  QVERIFY(qFuzzyCompare(shared.time.step(),
-                        own.time.step() - own.time.pipeline_bubble +
-                            std::max(added, own.time.pipeline_bubble) +
-                            own.time.dp_communication));
+  QVERIFY(qFuzzyCompare(shared.time.step(), own.time.step() - own.time.pipeline_bubble +
+                                                std::max(added, own.time.pipeline_bubble) +
+                                                own.time.dp_communication));
   QVERIFY(shared.time.step() < 2 * own.time.step());
   // Data-parallel replicas alone: the GEMMs take 1 / share as long; the
   // loops and the optimizer run at their own speed, and what the share
@@ -636,7 +653,8 @@ void TestPlanner::ranksSharingCores() {
   QVERIFY(qFuzzyCompare(dp_shared.time.collective_wait,
                         dp_passes + dp_own.time.optimizer - dp_own.compute_by_kind.gemm));
   // The step is the same as slowing all compute: only where it is spent moves.
-  QVERIFY(qFuzzyCompare(dp_shared.time.step(), dp_own.time.step() + dp_passes + dp_own.time.optimizer));
+  QVERIFY(
+      qFuzzyCompare(dp_shared.time.step(), dp_own.time.step() + dp_passes + dp_own.time.optimizer));
   // Tensor-parallel ranks meet within every layer: each computes at full
   // speed, and the share is spent waiting in their collectives; the
   // collectives themselves, the replicas' gradient reductions among them,
@@ -679,19 +697,19 @@ void TestPlanner::ranksSharingCores() {
   const cs::plan::Estimate dp_polled = must_estimate(d);
   QCOMPARE(dp_polled.compute_by_kind.gemm, 2 * dp_own.compute_by_kind.gemm);
   QCOMPARE(dp_polled.time.dp_communication, dp_own.time.dp_communication);
-  QVERIFY(qFuzzyCompare(dp_polled.time.collective_wait,
-                        (1 / 0.4 - 1) * (dp_passes + dp_own.time.optimizer) -
-                            dp_own.compute_by_kind.gemm));
+  QVERIFY(qFuzzyCompare(
+      dp_polled.time.collective_wait,
+      (1 / 0.4 - 1) * (dp_passes + dp_own.time.optimizer) - dp_own.compute_by_kind.gemm));
   // Pipeline stages with data-parallel partners meet them in the
   // reduction: the time the share adds is the collective share's, and the
   // reduction runs at it.
   p.cluster.gpu->efficiency.collective_core_share = 0.4;
   const cs::plan::Estimate pp_polled = must_estimate(p);
   const double polled_added = (1 / 0.4 - 1) * added;
-  QVERIFY(qFuzzyCompare(pp_polled.time.step(),
-                        own.time.step() - own.time.pipeline_bubble +
-                            std::max(polled_added, own.time.pipeline_bubble) +
-                            (1 / 0.4 - 1) * own.time.dp_communication));
+  QVERIFY(
+      qFuzzyCompare(pp_polled.time.step(), own.time.step() - own.time.pipeline_bubble +
+                                               std::max(polled_added, own.time.pipeline_bubble) +
+                                               (1 / 0.4 - 1) * own.time.dp_communication));
   // A share above a core is refused where presets are read.
   for (const char* key : {"core_share", "collective_core_share", "shared_wait_in_transfer"}) {
     nlohmann::json gpu = cs::to_json(*p.cluster.gpu);
@@ -726,7 +744,8 @@ void TestPlanner::estimateJson() {
   for (const char* key :
        {"step_seconds", "forward_seconds", "backward_seconds", "recompute_seconds",
         "optimizer_seconds", "tp_communication_seconds", "pp_communication_seconds",
-        "pipeline_bubble_seconds", "dp_communication_seconds", "zero_gather_seconds"}) {
+        "pipeline_bubble_seconds", "dp_communication_seconds", "zero_gather_seconds",
+        "collective_wait_seconds"}) {
     QVERIFY2(j["time"].contains(key), key);
   }
   for (const char* key :
