@@ -172,7 +172,8 @@ bool machine_moved(const ReferenceRun& r) {
 std::optional<double> wait_in_transfer(const std::string& predicted_step_json,
                                        const trace::StepParts& measured) {
   const nlohmann::json j = nlohmann::json::parse(predicted_step_json, nullptr, false);
-  if (!j.is_object() || !j.contains("breakdown") || !j["breakdown"].is_object()) return std::nullopt;
+  if (!j.is_object() || !j.contains("breakdown") || !j["breakdown"].is_object())
+    return std::nullopt;
   const nlohmann::json& breakdown = j["breakdown"];
   auto predicted = [&](const char* name) {
     return breakdown.contains(name) && breakdown[name].is_number() ? breakdown[name].get<double>()
@@ -308,7 +309,8 @@ Result<ReferenceRun> run_reference_checked(const MachineCalibrationOptions& o,
 double set_mean_efficiency(RunRefinement& refined, double GpuEfficiency::*field,
                            const std::vector<double>& values) {
   double sum = 0;
-  for (double v : values) sum += v;
+  for (double v : values)
+    sum += v;
   const double mean = sum / static_cast<double>(values.size());
   Cluster& cluster = refined.presets.clusters.front();
   cluster.gpu->efficiency.*field = mean;
@@ -336,7 +338,8 @@ Status fit_collective_share(const PresetCatalog& catalog, const std::string& hos
         [&](double s) {
           Cluster c = cluster;
           c.gpu->efficiency.collective_core_share = s;
-          auto predicted = predict_run(catalog, reference_plan(c, r.layout), "cpu", r.ranks, host, c);
+          auto predicted =
+              predict_run(catalog, reference_plan(c, r.layout), "cpu", r.ranks, host, c);
           if (!predicted) {
             failed = predicted.message();
             return 0.0;
@@ -344,8 +347,9 @@ Status fit_collective_share(const PresetCatalog& catalog, const std::string& hos
           return predicted->step_seconds;
         },
         r.measured_step_s);
-    if (!failed.empty()) return Error{"fitting the core share to reference run " +
-                                      to_string(r.layout) + ": " + failed};
+    if (!failed.empty())
+      return Error{"fitting the core share to reference run " + to_string(r.layout) + ": " +
+                   failed};
     shares.push_back(share);
     each += (each.empty() ? "" : ", ") + to_string(r.layout) + ": " + format_fixed(share, 2);
   }
@@ -369,13 +373,15 @@ Status fit_shared_wait_in_transfer(const PresetCatalog& catalog, const std::stri
                                    std::vector<std::string>& notes) {
   Cluster& cluster = refined.presets.clusters.front();
   if (!cluster.gpu || cluster.gpu->efficiency.core_share >= 1) return Status{};
-  cluster.gpu->efficiency.shared_wait_in_transfer = 0;
+  // Predicted without it; where no run fits it, the cluster and its GPU
+  // preset both keep none.
+  set_mean_efficiency(refined, &GpuEfficiency::shared_wait_in_transfer, {0.0});
   std::vector<double> fractions;
   std::string each;
   for (const ReferenceRun& r : runs) {
     if (!r.learnt || r.measured_step_s <= 0) continue;
-    auto predicted = predict_run(catalog, reference_plan(cluster, r.layout), "cpu", r.ranks, host,
-                                 cluster);
+    auto predicted =
+        predict_run(catalog, reference_plan(cluster, r.layout), "cpu", r.ranks, host, cluster);
     if (!predicted) {
       return Error{"fitting the waits' transfer to reference run " + to_string(r.layout) + ": " +
                    predicted.message()};
@@ -396,7 +402,8 @@ Status fit_shared_wait_in_transfer(const PresetCatalog& catalog, const std::stri
                   " ranks): of the time they waited for each other in collectives, " +
                   format_fixed(fitted, 2) +
                   " was in the last rank's call too (its partners descheduled), fitted to the "
-                  "reference runs' parts (" + each + ")");
+                  "reference runs' parts (" +
+                  each + ")");
   return Status{};
 }
 
@@ -432,8 +439,8 @@ Status learn_from_reference_runs(const MachineCalibrationOptions& o, MachineCali
                                 "-mb" + std::to_string(layout.micro_batch) + ".db";
       if (progress) {
         progress({swept + done, swept + total,
-                  "reference run " + std::to_string(done + 1) + "/" + std::to_string(total) +
-                      ": " + reference_workload().display_name + ", " + to_string(layout)});
+                  "reference run " + std::to_string(done + 1) + "/" + std::to_string(total) + ": " +
+                      reference_workload().display_name + ", " + to_string(layout)});
       }
       ++done;
       auto run = run_reference_checked(o, *catalog, *cluster, layout, store, out.fit.host, cancel);
@@ -446,12 +453,12 @@ Status learn_from_reference_runs(const MachineCalibrationOptions& o, MachineCali
       }
       if (machine_moved(*run)) {
         char ratios[96];
-        std::snprintf(ratios, sizeof ratios, "GEMM %.2f, loop %.2f times",
-                      run->probe_gemm_ratio, run->probe_loop_ratio);
+        std::snprintf(ratios, sizeof ratios, "GEMM %.2f, loop %.2f times", run->probe_gemm_ratio,
+                      run->probe_loop_ratio);
         out.notes.push_back("reference run " + to_string(layout) +
                             ": the machine probe before its first step found the machine "
-                            "not as swept (" + ratios +
-                            " the sweeps' model), twice: not learnt from");
+                            "not as swept (" +
+                            ratios + " the sweeps' model), twice: not learnt from");
       } else {
         run->learnt = true;
       }
@@ -479,7 +486,8 @@ Status learn_from_reference_runs(const MachineCalibrationOptions& o, MachineCali
     if (!refined) {
       out.notes.push_back("learning from the reference runs of " + std::to_string(device.ranks) +
                           (device.ranks == 1 ? " rank: " : " ranks: ") + refined.message());
-      for (ReferenceRun& r : runs) r.predicted_s = r.predicted_sweeps_s;
+      for (ReferenceRun& r : runs)
+        r.predicted_s = r.predicted_sweeps_s;
     } else {
       if (Status s = fit_collective_share(*catalog, out.fit.host, runs, *refined, out.notes); !s)
         return s;
@@ -554,7 +562,8 @@ Result<RunRefinement> refine_cluster_from(const Cluster& base,
   RunRefinement out;
   out.runs = runs;
   std::string run_list;
-  for (const std::string& r : runs) run_list += (run_list.empty() ? "" : ", ") + r;
+  for (const std::string& r : runs)
+    run_list += (run_list.empty() ? "" : ", ") + r;
   if (!base.gpu) return Error{"cluster " + base.name + " has no device to refine"};
   if (!fit) return fit.error();
   if (fit->devices.empty()) return Error{run_list + ": no configuration to learn from"};
@@ -582,15 +591,16 @@ Result<RunRefinement> refine_cluster_from(const Cluster& base,
     // planner then predicted its tensor-parallel waits twice over).
     device.link.reset();
     device.cold_link.reset();
-    fit->notes.push_back(
-        "the link is not learnt from runs of ranks sharing cores (" +
-        std::to_string(device.ranks) + " ranks on " + std::to_string(fit->cpu_cores) +
-        " cores): their collectives wait for the scheduler to run their partners");
+    fit->notes.push_back("the link is not learnt from runs of ranks sharing cores (" +
+                         std::to_string(device.ranks) + " ranks on " +
+                         std::to_string(fit->cpu_cores) +
+                         " cores): their collectives wait for the scheduler to run their partners");
   }
   if (device.gemm.empty() && !device.memory_rate && device.loops.empty() && !device.link &&
       !device.cold_link) {
     std::string why;
-    for (const std::string& n : fit->notes) why += (why.empty() ? "" : "; ") + n;
+    for (const std::string& n : fit->notes)
+      why += (why.empty() ? "" : "; ") + n;
     return Error{run_list + ": nothing to learn" + (why.empty() ? "" : " (" + why + ")") +
                  "; cluster " + base.name + " left as it was"};
   }
@@ -633,8 +643,8 @@ Result<std::vector<RunRefinement>> refine_from_runs(const std::vector<std::strin
     if (!reader) return reader.error();
     const int ranks = base_cluster.empty() ? std::max(1, (*reader)->world_size()) : 0;
     readers.push_back(std::move(reader).value());
-    auto group = std::find_if(groups.begin(), groups.end(),
-                              [&](const auto& g) { return g.first == ranks; });
+    auto group =
+        std::find_if(groups.begin(), groups.end(), [&](const auto& g) { return g.first == ranks; });
     if (group == groups.end()) {
       groups.push_back({ranks, {i}});
     } else {
@@ -656,7 +666,8 @@ Result<std::vector<RunRefinement>> refine_from_runs(const std::vector<std::strin
       // Runs of one rank count with different BLAS threads per rank are two
       // machines to the planner, but one preset name: refuse, not overwrite.
       std::string runs;
-      for (const std::string& r : out.runs) runs += (runs.empty() ? "" : ", ") + r;
+      for (const std::string& r : out.runs)
+        runs += (runs.empty() ? "" : ", ") + r;
       return Error{runs + ": these runs of " + std::to_string(fit->devices.front().ranks) +
                    " ranks ran with different BLAS threads per rank (" +
                    std::to_string(fit->devices[0].threads) + " and " +
@@ -669,13 +680,12 @@ Result<std::vector<RunRefinement>> refine_from_runs(const std::vector<std::strin
                                  : base_cluster;
     auto base = catalog.cluster(name);
     if (!base) {
-      return Error{base.message() +
-                   (base_cluster.empty()
-                        ? " (no calibration of " + std::to_string(ranks) + " ranks on " +
-                              fit->host +
-                              " to refine: run clusterscope calibrate first, or "
-                              "name a cluster to refine)"
-                        : "")};
+      return Error{base.message() + (base_cluster.empty()
+                                         ? " (no calibration of " + std::to_string(ranks) +
+                                               " ranks on " + fit->host +
+                                               " to refine: run clusterscope calibrate first, or "
+                                               "name a cluster to refine)"
+                                         : "")};
     }
     auto refined = refine_cluster_from(*base, stores, out.runs, std::move(fit));
     if (!refined) return refined.error();
@@ -768,7 +778,7 @@ Result<RunPrediction> predict_trained(const PresetCatalog& catalog, Plan plan,
                                       const std::optional<Cluster>& cluster, double bucket_kib,
                                       RunPrediction out) {
   ParallelPlan& p = plan.parallel;
-  p.flash_attention = false;  // the engines compute attention from the full score matrix
+  p.flash_attention = false;     // the engines compute attention from the full score matrix
   p.async_tp_allreduce = false;  // ... and all-reduce the input gradient before the weight's
   p.vocab_parallel = false;      // ... and keep the embedding and LM head whole on every rank
   p.sequence_parallel = false;
@@ -848,8 +858,7 @@ Result<RunPrediction> predict_run(const PresetCatalog& catalog, const Plan& plan
   if (!bucket_kib) return bucket_kib.error();
   Plan plan = planned;
   plan.workload = *workload;
-  return predict_trained(catalog, plan, backend, ranks, host, cluster, *bucket_kib,
-                         std::move(out));
+  return predict_trained(catalog, plan, backend, ranks, host, cluster, *bucket_kib, std::move(out));
 }
 
 namespace {
