@@ -20,14 +20,14 @@ std::optional<Recompute> recompute_from_string(std::string_view text);
 std::optional<PipelineSchedule> schedule_from_string(std::string_view text);
 
 struct ParallelPlan {
-  int dp = 1;  // data-parallel replicas
-  int tp = 1;  // tensor-parallel degree (Megatron column/row split)
-  int pp = 1;  // pipeline stages
+  int dp = 1;              // data-parallel replicas
+  int tp = 1;              // tensor-parallel degree (Megatron column/row split)
+  int pp = 1;              // pipeline stages
   int virtual_stages = 1;  // model chunks per pipeline rank (interleaved schedule)
   bool sequence_parallel = false;
-  int zero_stage = 0;      // 0-3: what the data-parallel group shards
-  int micro_batch = 1;     // sequences (samples) per micro-batch
-  int global_batch = 1;    // sequences (samples) per optimizer step, all replicas
+  int zero_stage = 0;    // 0-3: what the data-parallel group shards
+  int micro_batch = 1;   // sequences (samples) per micro-batch
+  int global_batch = 1;  // sequences (samples) per optimizer step, all replicas
   Recompute recompute = Recompute::none;
   PipelineSchedule schedule = PipelineSchedule::one_f_one_b;
   bool flash_attention = true;  // fused attention that never stores the s x s scores
@@ -41,8 +41,9 @@ struct ParallelPlan {
   // cross-entropy); false: every tensor-parallel rank holds and computes
   // them whole, as the ClusterScope engines do.
   bool vocab_parallel = true;
-  double bucket_mib = 25;       // data-parallel gradient bucket (PyTorch DDP's default)
+  double bucket_mib = 25;  // data-parallel gradient bucket (PyTorch DDP's default)
 
+  friend bool operator==(const ParallelPlan&, const ParallelPlan&) = default;
   int world_size() const { return dp * tp * pp; }
   // Micro-batches each replica runs per step; exact when the plan is valid.
   int gradient_accumulation() const { return global_batch / (dp * micro_batch); }
@@ -68,17 +69,17 @@ struct IntQuantOptions {
 };
 
 struct PrecisionPlan {
-  Precision compute = Precision::bf16;     // GEMM input type
-  Precision weights = Precision::bf16;     // the working copy of the weights
-  bool master_weights = true;              // an fp32 copy the optimizer updates
-  Precision gradients = Precision::bf16;   // gradient type communicated
-  bool fp32_main_grad = false;             // Megatron accumulates into an fp32 main gradient
+  Precision compute = Precision::bf16;    // GEMM input type
+  Precision weights = Precision::bf16;    // the working copy of the weights
+  bool master_weights = true;             // an fp32 copy the optimizer updates
+  Precision gradients = Precision::bf16;  // gradient type communicated
+  bool fp32_main_grad = false;            // Megatron accumulates into an fp32 main gradient
   Precision optimizer_state = Precision::fp32;
   LossScaling loss_scaling = LossScaling::none;
   double initial_loss_scale = 65536;
-  Fp8Options fp8;                          // when compute == fp8
-  IntQuantOptions quant;                   // when weights are int8 / int4
-  bool inference = false;                  // no gradients or optimizer: weights only
+  Fp8Options fp8;          // when compute == fp8
+  IntQuantOptions quant;   // when weights are int8 / int4
+  bool inference = false;  // no gradients or optimizer: weights only
 
   // The usual plan for a compute type: fp32 and tf32 keep everything in fp32;
   // bf16/fp16/fp8 train with fp32 master weights and Adam state (fp16 with

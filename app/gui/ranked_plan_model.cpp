@@ -14,13 +14,8 @@ constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 }  // namespace
 
 bool samePlan(const plan::RankedPlan& a, const plan::RankedPlan& b) {
-  const ParallelPlan& x = a.parallel;
-  const ParallelPlan& y = b.parallel;
-  return a.nodes == b.nodes && x.dp == y.dp && x.tp == y.tp && x.pp == y.pp &&
-         x.virtual_stages == y.virtual_stages && x.sequence_parallel == y.sequence_parallel &&
-         x.zero_stage == y.zero_stage && x.micro_batch == y.micro_batch &&
-         x.global_batch == y.global_batch && x.recompute == y.recompute &&
-         x.flash_attention == y.flash_attention && a.precision.compute == b.precision.compute;
+  return a.nodes == b.nodes && a.parallel == b.parallel &&
+         a.precision.compute == b.precision.compute;
 }
 
 RankedPlanModel::RankedPlanModel(QObject* parent) : QAbstractTableModel(parent) {}
