@@ -96,7 +96,7 @@ void TestPlanCli::planJsonKeys() {
   for (const char* part :
        {"forward_seconds", "backward_seconds", "recompute_seconds", "optimizer_seconds",
         "tp_communication_seconds", "pp_communication_seconds", "pipeline_bubble_seconds",
-        "dp_communication_seconds", "zero_gather_seconds"}) {
+        "dp_communication_seconds", "zero_gather_seconds", "collective_wait_seconds"}) {
     QVERIFY2(time.contains(part), part);
     parts += time[part].toDouble();
   }
@@ -233,10 +233,10 @@ void TestPlanCli::planDoesNotFit() {
 void TestPlanCli::planHelpListsFlags() {
   const Run r = run_cli({"plan", "--help"});
   QCOMPARE(r.exit_code, 0);
-  for (const char* flag : {"--tp", "--pp", "--dp", "--virtual-stages", "--sequence-parallel",
-                           "--zero", "--micro-batch", "--global-batch", "--recompute",
-                           "--precision", "--flash-attention", "--blocking-tp-allreduce",
-                           "--plan", "--json"}) {
+  for (const char* flag :
+       {"--tp", "--pp", "--dp", "--virtual-stages", "--sequence-parallel", "--zero",
+        "--micro-batch", "--global-batch", "--recompute", "--precision", "--flash-attention",
+        "--blocking-tp-allreduce", "--plan", "--json"}) {
     QVERIFY2(r.out.contains(flag), flag);
   }
 }
