@@ -1055,6 +1055,61 @@ std::vector<std::string> disagreeing_stores(const SizeMedians& size_medians) {
   return notes;
 }
 
+// Stores whose GEMMs, taken together, took this much longer in one than in
+// another are named too: the development VM's slow mode made every GEMM of
+// a run 15-20 % slower, where two runs on one machine agree within a few
+// per cent. Not the loops: their size (elements) does not say their shape
+// (a norm over rows of 128 or of 256), so two models' loops of one size
+// differ by their shape alone.
+constexpr double kStoresGemmsDisagree = 1.15;
+
+// Each store's median of each GEMM shape: ranks -> (precision, FLOPs,
+// bytes) -> store -> seconds.
+using GemmMedians = std::map<int, std::map<GemmKey, std::map<std::string, double>>>;
+
+std::vector<std::string> slower_gemm_stores(const GemmMedians& gemm_medians) {
+  std::vector<std::string> notes;
+  for (const auto& [ranks, operations] : gemm_medians) {
+    std::set<std::string> stores;
+    for (const auto& [op, by_store] : operations) {
+      for (const auto& [store, seconds] : by_store)
+        stores.insert(store);
+    }
+    // Of every two stores, the time each took over the operations both
+    // measured (runs of different plans share few shapes); the two most
+    // apart are named.
+    struct Pair {
+      std::string slow, fast;
+      double ratio = 0;
+      int shared = 0;
+    } worst;
+    for (auto a = stores.begin(); a != stores.end(); ++a) {
+      for (auto b = std::next(a); b != stores.end(); ++b) {
+        double ta = 0, tb = 0;
+        int shared = 0;
+        for (const auto& [op, by_store] : operations) {
+          auto ia = by_store.find(*a), ib = by_store.find(*b);
+          if (ia == by_store.end() || ib == by_store.end()) continue;
+          ta += ia->second;
+          tb += ib->second;
+          ++shared;
+        }
+        if (shared == 0 || ta <= 0 || tb <= 0) continue;
+        const Pair p = ta > tb ? Pair{*a, *b, ta / tb, shared} : Pair{*b, *a, tb / ta, shared};
+        if (p.ratio > worst.ratio) worst = p;
+      }
+    }
+    if (worst.ratio < kStoresGemmsDisagree) continue;
+    notes.push_back(std::to_string(ranks) + (ranks == 1 ? " rank: " : " ranks: ") +
+                    "the GEMMs took " + format_fixed(100 * (worst.ratio - 1), 0) +
+                    " % longer in " + worst.slow + " than in " + worst.fast + " (" +
+                    std::to_string(worst.shared) + (worst.shared == 1 ? " shape" : " shapes") +
+                    " both measured, each store's medians): the machine was not the same in "
+                    "both; the fit takes the median of all their calls");
+  }
+  return notes;
+}
+
 }  // namespace
 
 Result<Calibration> fit_store(const trace::TraceReader& store, const FitOptions& options) {
@@ -1072,6 +1127,7 @@ Result<Calibration> fit_stores(const std::vector<const trace::TraceReader*>& sto
   // lies between two speeds (DP 2 large's 19.6 MB reduction on the
   // development VM: 12.7-16.6 ms a step in one run, 5.5-7.8 in the next).
   SizeMedians size_medians;
+  GemmMedians gemm_medians;  // ... and of each GEMM shape
   for (const trace::TraceReader* store : stores) {
     Calibration info;
     auto phases = phases_of(*store, info);
@@ -1094,6 +1150,8 @@ Result<Calibration> fit_stores(const std::vector<const trace::TraceReader*>& sto
       const int threads = threads_per_rank(d.phase.ranks, d.phase.threads, info.cpu_cores);
       if (info.engine == "cpu" && info.cpu_cores > 0 && d.phase.ranks * threads > info.cpu_cores)
         continue;
+      for (const auto& [key, m] : d.gemm)
+        gemm_medians[d.phase.ranks][key][store->path()] = m.mean();
       for (bool cold : {false, true}) {
         for (const auto& [key, m] : cold ? d.cold_collectives : d.collectives) {
           const auto& [collective, group, bytes] = key;
@@ -1115,6 +1173,8 @@ Result<Calibration> fit_stores(const std::vector<const trace::TraceReader*>& sto
   }
 
   out.notes = disagreeing_stores(size_medians);
+  for (std::string& note : slower_gemm_stores(gemm_medians))
+    out.notes.push_back(std::move(note));
 
   for (const PhaseData& d : data) {
     DeviceFit fit;
