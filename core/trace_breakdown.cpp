@@ -127,7 +127,9 @@ struct CollectiveCall {
   Interval when;
   std::string_view group;
   std::tuple<std::string_view, std::int64_t, Collective, std::int32_t> key;
-  int step = -1;                 // the step it started in; -1 outside every step
+  // Its step: the event's own, else the index of the step it started in;
+  // -1 outside every step.
+  int step = -1;
   std::int64_t transfer_ns = 0;  // set once every rank is read
 };
 
@@ -309,8 +311,10 @@ Result<std::vector<StepParts>> measure_rank_parts(const TraceReader& reader) {
               if (group_of(name, e.kind) == "pp") {
                 ev.communication["pp"].push_back(when);
               } else {
-                ev.collectives.push_back(
-                    {when, group_of(name, e.kind), {name, e.bytes, e.collective, e.group_size}});
+                ev.collectives.push_back({when,
+                                          group_of(name, e.kind),
+                                          {name, e.bytes, e.collective, e.group_size},
+                                          e.step});
               }
               return true;
             case EventKind::p2p:
@@ -327,8 +331,10 @@ Result<std::vector<StepParts>> measure_rank_parts(const TraceReader& reader) {
               if (e.category == Category::communication && group_of(name, e.kind) == "pp") {
                 ev.communication["pp"].push_back(when);
               } else if (e.category == Category::communication) {
-                ev.collectives.push_back(
-                    {when, group_of(name, e.kind), {name, e.bytes, e.collective, e.group_size}});
+                ev.collectives.push_back({when,
+                                          group_of(name, e.kind),
+                                          {name, e.bytes, e.collective, e.group_size},
+                                          e.step});
               } else if (e.category == Category::compute) {
                 if (gpu && e.correlation > 0) {
                   ev.kernels.push_back({when, e.correlation, operation_kind(name)});
@@ -369,6 +375,7 @@ Result<std::vector<StepParts>> measure_rank_parts(const TraceReader& reader) {
     std::sort(ev.steps.begin(), ev.steps.end());
     if (ev.steps.empty()) ev.steps.emplace_back(range.start_ns, range.end_ns);
     for (CollectiveCall& call : ev.collectives) {
+      if (call.step >= 0) continue;
       auto it =
           std::upper_bound(ev.steps.begin(), ev.steps.end(),
                            Interval{call.when.first, std::numeric_limits<std::int64_t>::max()});

@@ -117,6 +117,7 @@ class TestTraceAnalysis : public QObject {
   void operationKinds();
   void stepParts();
   void collectiveWaitIsSplit();
+  void collectivesPairedByTheirStep();
   void pipelineParts_data();
   void pipelineParts();
   void predictionErrorsNameTheField_data();
@@ -586,6 +587,44 @@ void TestTraceAnalysis::collectiveWaitIsSplit() {
   // Calls matched by their order on each rank: the n-th of each rank.
   const std::vector<double> shortest = shortest_of_each_call({{2000, 300, 900}, {500, 700}, {800}});
   QCOMPARE(shortest, (std::vector<double>{500, 300, 900}));
+}
+
+// A rank whose figures for step 1 were lost: its calls still carry their
+// step, and each is paired with the other rank's call of that step, not
+// with the other rank's second call. Step k's all-reduce transfers 100 (2k
+// + 1) ns, and rank 0 comes to it 1000 ns early in every step.
+void TestTraceAnalysis::collectivesPairedByTheirStep() {
+  QTemporaryDir dir;
+  Builder b(dir, "steps.cstrace");
+  TraceWriter& w = *b.writer;
+  w.add_rank({0, "node", "CPU", 1, 0, false});
+  w.add_rank({1, "node", "CPU", 2, 0, false});
+  const LaneId lanes[] = {w.add_lane(0, LaneKind::cpu_thread, "compute", 0),
+                          w.add_lane(1, LaneKind::cpu_thread, "compute", 0)};
+  for (int step = 0; step < 4; ++step) {
+    const std::int64_t s = 100'000 + step * 10'000;
+    const std::int64_t transfer = 100 * (2 * step + 1);
+    for (int rank : {0, 1}) {
+      const std::int64_t start = rank == 0 ? s : s + 1000;
+      Event& ev = b.add(lanes[rank], EventKind::collective, Category::communication, start,
+                        s + 1000 + transfer, "dp all-reduce");
+      ev.collective = Collective::all_reduce;
+      ev.bytes = 4096;
+      ev.group_size = 2;
+      ev.step = step;
+      b.commit();
+      if (rank == 0 || step != 1) w.add(StepMetrics{rank, step, s, s + 10'000, 1.0, 100, 0});
+    }
+  }
+  auto r = b.close();
+  auto ranks = measure_rank_parts(*r);
+  QVERIFY2(ranks, ranks ? "" : ranks.message().c_str());
+  // Rank 0's steps 1-3 (the first is the warm-up): 1000 ns waiting in
+  // each, transfers of 300, 500 and 700.
+  QVERIFY2(std::abs((*ranks)[0].part("wait") - 1000e-9) < 1e-12,
+           qPrintable(QString::number((*ranks)[0].part("wait"))));
+  QVERIFY2(std::abs((*ranks)[0].part("communication.dp") - 500e-9) < 1e-12,
+           qPrintable(QString::number((*ranks)[0].part("communication.dp"))));
 }
 
 // A two-stage pipeline, three steps of 20 µs (the first a warm-up):
