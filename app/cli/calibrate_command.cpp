@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "app/calibration/calibration_workflow.h"
+#include "app/cli/cli_options.h"
 #include "app/cli/context.h"
 #include "app/cli/text_table.h"
 #include "core/format.h"
@@ -571,9 +572,9 @@ void register_calibrate(CLI::App& app, Context& ctx) {
   cmd->add_option("--ranks", o->ranks,
                   "Rank counts to measure (CPU engine: ranks sharing the cores)")
       ->delimiter(',')
-      ->check(CLI::PositiveNumber);
+      ->check(positive_number());
   cmd->add_option("--threads", o->threads, "BLAS threads per rank (default: cores / ranks)")
-      ->check(CLI::PositiveNumber);
+      ->check(positive_number());
   cmd->add_option("--precisions", o->precisions, "Precisions of the GEMM sweep")->delimiter(',');
   cmd->add_option("--gemm-sizes", o->gemm_sizes, "widths of the layer GEMMs swept (h tokens through h -> h and h -> 4h, forward and backward)")->delimiter(',');
   cmd->add_option("--buffer-sizes", o->buffer_sizes, "Bytes per buffer of the bandwidth sweep")
@@ -581,7 +582,7 @@ void register_calibrate(CLI::App& app, Context& ctx) {
   cmd->add_option("--message-sizes", o->message_sizes, "Bytes per message of the all-reduce sweep")
       ->delimiter(',');
   cmd->add_option("--seconds", o->seconds, "Seconds per GEMM size (a quarter per operation size)")
-      ->check(CLI::PositiveNumber);
+      ->check(positive_number());
   cmd->add_flag("--no-ops", o->no_ops, "Skip the sweep of the model's loop operations (CPU)");
   cmd->add_flag("--no-reference-runs", o->no_reference_runs,
                 "CPU engine: skip training the reference model on each rank count after the "
@@ -614,7 +615,7 @@ void register_calibrate(CLI::App& app, Context& ctx) {
                   "With --nccl-tests across hosts: the link preset inside a node");
   cmd->add_option("--nics", o->nics,
                   "With --nccl-tests across hosts: NIC ports per node (default: one per GPU)")
-      ->check(CLI::PositiveNumber);
+      ->check(positive_number());
   add_json_flag(*cmd, o->json);
   cmd->callback([o, &ctx] { run(ctx, *o); });
 }

@@ -1,5 +1,6 @@
 #include "app/cli/cli_options.h"
 
+#include <cstdlib>
 #include <filesystem>
 
 #include <CLI/CLI.hpp>
@@ -10,6 +11,34 @@
 #include "core/model_json.h"
 
 namespace cs::cli {
+
+namespace {
+
+CLI::Validator number_check(bool zero_allowed) {
+  return CLI::Validator(
+      [zero_allowed](std::string& text) -> std::string {
+        char* end = nullptr;
+        const double value = std::strtod(text.c_str(), &end);
+        if (text.empty() || end != text.c_str() + text.size())
+          return "is not a number (got \"" + text + "\")";
+        if (zero_allowed ? value < 0 : value <= 0)
+          return std::string(zero_allowed ? "must be >= 0" : "must be > 0") + " (got " + text + ")";
+        return {};
+      },
+      zero_allowed ? "NONNEGATIVE" : "POSITIVE");
+}
+
+}  // namespace
+
+const CLI::Validator& positive_number() {
+  static const CLI::Validator check = number_check(false);
+  return check;
+}
+
+const CLI::Validator& non_negative_number() {
+  static const CLI::Validator check = number_check(true);
+  return check;
+}
 
 bool looks_like_file(const std::string& argument) {
   std::error_code ec;
@@ -26,7 +55,7 @@ void ClusterOptions::add_to(CLI::App& command, bool positional) {
     command.add_option("--cluster", cluster, what);
   }
   command.add_option("--gpu", gpu, "GPU preset, to build a cluster inline or replace its GPU");
-  command.add_option("--nodes", nodes, "Number of nodes")->check(CLI::PositiveNumber);
+  command.add_option("--nodes", nodes, "Number of nodes")->check(positive_number());
   command.add_option("--gpus-per-node", gpus_per_node, "GPUs per node (default 8 inline)")
       ->check(CLI::Range(0, 1024));
   command.add_option("--intra-link", intra_link,
@@ -34,7 +63,7 @@ void ClusterOptions::add_to(CLI::App& command, bool positional) {
   command.add_option("--inter-link", inter_link,
                      "Link preset between nodes, one port per GPU (default ib-ndr)");
   command.add_option("--price", price_per_gpu_hour, "Price per GPU-hour in USD")
-      ->check(CLI::NonNegativeNumber);
+      ->check(non_negative_number());
 }
 
 Cluster ClusterOptions::resolve(const PresetCatalog& catalog) const {
@@ -102,18 +131,18 @@ Cluster ClusterOptions::resolve(const PresetCatalog& catalog) const {
 void ModelOptions::add_to(CLI::App& command) {
   command.add_option("--model", model,
                      "Model: a preset name (see `clusterscope presets models`) or a workload JSON file");
-  command.add_option("--layers", layers, "Transformer layers")->check(CLI::PositiveNumber);
-  command.add_option("--hidden", hidden, "Hidden size")->check(CLI::PositiveNumber);
-  command.add_option("--heads", heads, "Attention heads")->check(CLI::PositiveNumber);
+  command.add_option("--layers", layers, "Transformer layers")->check(positive_number());
+  command.add_option("--hidden", hidden, "Hidden size")->check(positive_number());
+  command.add_option("--heads", heads, "Attention heads")->check(positive_number());
   command.add_option("--kv-heads", kv_heads, "Key/value heads (grouped-query attention)")
-      ->check(CLI::PositiveNumber);
+      ->check(positive_number());
   command.add_option("--ffn", ffn_hidden, "MLP inner size (default 4 x hidden)")
-      ->check(CLI::PositiveNumber);
-  command.add_option("--seq", seq_len, "Sequence length")->check(CLI::PositiveNumber);
-  command.add_option("--vocab", vocab, "Vocabulary size")->check(CLI::PositiveNumber);
+      ->check(positive_number());
+  command.add_option("--seq", seq_len, "Sequence length")->check(positive_number());
+  command.add_option("--vocab", vocab, "Vocabulary size")->check(positive_number());
   command.add_flag("--gated-mlp", gated_mlp, "SwiGLU-style gated MLP");
   command.add_option("--tokens", training_tokens, "Tokens to train on")
-      ->check(CLI::NonNegativeNumber);
+      ->check(non_negative_number());
 }
 
 bool ModelOptions::given() const {
@@ -170,23 +199,23 @@ void PlanOptions::add_to(CLI::App& command) {
   command.add_option(
       "--plan", plan_file,
       "Plan JSON document (cluster, workload, parallel, precision); flags override it");
-  command.add_option("--tp", tp, "Tensor-parallel degree")->check(CLI::PositiveNumber);
-  command.add_option("--pp", pp, "Pipeline stages")->check(CLI::PositiveNumber);
+  command.add_option("--tp", tp, "Tensor-parallel degree")->check(positive_number());
+  command.add_option("--pp", pp, "Pipeline stages")->check(positive_number());
   command.add_option("--dp", dp, "Data-parallel replicas (default: the GPUs left by tp x pp)")
-      ->check(CLI::PositiveNumber);
+      ->check(positive_number());
   command
       .add_option("--virtual-stages", virtual_stages,
                   "Model chunks per pipeline rank (> 1: the interleaved schedule)")
-      ->check(CLI::PositiveNumber);
+      ->check(positive_number());
   command.add_flag("--sequence-parallel", sequence_parallel,
                    "Split layer norms and dropouts over the tensor-parallel group");
   command.add_option("--zero", zero_stage, "ZeRO stage: 0, 1, 2 or 3")->check(CLI::Range(0, 3));
   command.add_option("--micro-batch", micro_batch, "Sequences (samples) per micro-batch")
-      ->check(CLI::PositiveNumber);
+      ->check(positive_number());
   command
       .add_option("--global-batch", global_batch,
                   "Sequences (samples) per optimizer step (default: dp x micro-batch)")
-      ->check(CLI::PositiveNumber);
+      ->check(positive_number());
   command.add_option("--recompute", recompute, "Activation recomputation")
       ->check(CLI::IsMember({"none", "selective", "full"}));
   command.add_option("--precision", precision, "Compute precision (and its usual storage formats)")

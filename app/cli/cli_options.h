@@ -10,9 +10,15 @@
 
 namespace CLI {
 class App;
-}
+class Validator;
+}  // namespace CLI
 
 namespace cs::cli {
+
+// Checks of a number option whose messages state the rule and the value
+// ("--tp: must be > 0 (got 0)"); CLI11's own print a range up to 1.8e308.
+const CLI::Validator& positive_number();
+const CLI::Validator& non_negative_number();
 
 struct ClusterOptions {
   std::string cluster;  // preset name or JSON file

@@ -56,15 +56,15 @@ struct RunPlanOptions {
                        "Plan JSON file (cluster, workload, parallel, precision)");
     cluster.add_to(command, false);
     model.add_to(command);
-    command.add_option("--dp", dp, "Data-parallel replicas")->check(CLI::PositiveNumber);
-    command.add_option("--tp", tp, "Tensor-parallel degree")->check(CLI::PositiveNumber);
-    command.add_option("--pp", pp, "Pipeline stages")->check(CLI::PositiveNumber);
+    command.add_option("--dp", dp, "Data-parallel replicas")->check(positive_number());
+    command.add_option("--tp", tp, "Tensor-parallel degree")->check(positive_number());
+    command.add_option("--pp", pp, "Pipeline stages")->check(positive_number());
     command.add_option("--zero", zero, "ZeRO stage (the engines run 0 and 1)")
         ->check(CLI::Range(0, 3));
     command.add_option("--micro-batch", micro_batch, "Sequences per micro-batch")
-        ->check(CLI::PositiveNumber);
+        ->check(positive_number());
     command.add_option("--global-batch", global_batch, "Sequences per step, all replicas")
-        ->check(CLI::PositiveNumber);
+        ->check(positive_number());
     command.add_option("--precision", precision,
                        "Compute precision: fp32 or bf16 (CPU); tf32, fp16, fp8 too on CUDA");
   }
@@ -512,11 +512,11 @@ void register_run(CLI::App& app, Context& ctx) {
   cmd->add_option("--backend", options->backend, "cpu, cuda, or auto (CUDA when a GPU is present)")
       ->check(CLI::IsMember({"cpu", "cuda", "auto"}));
   cmd->add_option("--ranks", options->ranks, "Ranks to start (default dp x tp x pp)")
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--steps", options->steps, "Training steps")->check(CLI::PositiveNumber);
+      ->check(positive_number());
+  cmd->add_option("--steps", options->steps, "Training steps")->check(positive_number());
   cmd->add_option("--threads", options->threads,
                   "BLAS threads per rank (CPU; default cores / ranks)")
-      ->check(CLI::PositiveNumber);
+      ->check(positive_number());
   cmd->add_option("--out", options->out, "The run store (default run-<date>-<time>.db)");
   cmd->add_option("--title", options->title, "Title of the run");
   cmd->add_option("--lr", options->lr, "AdamW learning rate");
@@ -528,15 +528,15 @@ void register_run(CLI::App& app, Context& ctx) {
   cmd->add_option("--slurm-time", options->slurm_options.time_limit,
                   "Slurm time limit (e.g. 1:00:00)");
   cmd->add_option("--slurm-nodes", options->slurm_options.nodes, "Slurm nodes")
-      ->check(CLI::PositiveNumber);
+      ->check(positive_number());
   cmd->add_option("--slurm-cpus-per-task", options->slurm_options.cpus_per_task,
                   "CPUs per rank under Slurm")
-      ->check(CLI::PositiveNumber);
+      ->check(positive_number());
   cmd->add_option("--slurm-script", options->slurm_options.script_path,
                   "Where to write the batch script (default beside the run store)");
   cmd->add_option("--hang-timeout", options->hang_timeout_s,
                   "Seconds without progress after which the run is stopped as hung (0: never)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(non_negative_number());
   cmd->add_flag("--merge-only", options->merge_only,
                 "Start nothing: merge the rank stores a run left (e.g. a Slurm job) into --out");
   cmd->add_flag("--keep-rank-stores", options->keep_rank_stores,

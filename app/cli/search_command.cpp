@@ -164,28 +164,28 @@ void register_search(CLI::App& app, Context& ctx) {
   cmd->add_option("--global-batch", o->global_batches,
                   "Sequences (samples) per step; several: 512,1024")
       ->delimiter(',')
-      ->check(CLI::PositiveNumber);
+      ->check(positive_number());
   cmd->add_option("--objective", o->objective,
                   "throughput, cost, time, memory (headroom) or gpus (fewest)");
-  cmd->add_option("--top", o->top, "How many plans to list")->check(CLI::PositiveNumber);
+  cmd->add_option("--top", o->top, "How many plans to list")->check(positive_number());
   cmd->add_option("--threads", o->threads, "Worker threads (default: every hardware thread)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(non_negative_number());
   cmd->add_option("--node-counts", o->node_counts,
                   "Cluster sizes to try, e.g. 4,8,16,32 (how many nodes does it need?)")
       ->delimiter(',')
-      ->check(CLI::PositiveNumber);
+      ->check(positive_number());
   cmd->add_option("--precision", o->precisions,
                   "Precisions to try (default: every one the GPU has)")
       ->delimiter(',');
   cmd->add_option("--max-days", o->max_days,
                   "Keep plans that train the workload within this many days")
-      ->check(CLI::NonNegativeNumber);
+      ->check(non_negative_number());
   cmd->add_option("--min-headroom", o->min_headroom_gib,
                   "Keep plans with at least this much GPU memory free (GiB)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(non_negative_number());
   cmd->add_option("--max-micro-batch", o->max_micro_batch,
                   "Largest micro-batch tried (powers of two)")
-      ->check(CLI::PositiveNumber);
+      ->check(positive_number());
   cmd->add_flag("--any-gpu-count", o->any_gpu_count,
                 "Also try plans that leave GPUs idle (dp x tp x pp < GPUs)");
   cmd->add_flag("--fp32-main-grad", o->fp32_main_grad,

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "app/calibration/calibration_workflow.h"
+#include "app/cli/cli_options.h"
 #include "app/cli/context.h"
 #include "app/cli/text_table.h"
 #include "core/format.h"
@@ -605,10 +606,10 @@ void register_trace(CLI::App& app, Context& ctx) {
       "collectives, stragglers, predicted against measured");
   s->add_option("store", stats->store, "Trace store")->required();
   s->add_option("--top", stats->top, "Kernels and collectives to list")
-      ->check(CLI::NonNegativeNumber);
+      ->check(non_negative_number());
   s->add_flag("--no-steps", stats->no_steps, "Skip the per-step breakdown");
   s->add_option("--threads", stats->threads, "Ranks analysed at once (default: one per core)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(non_negative_number());
   s->add_flag("--predict-again", stats->predict_again,
               "Hold the run against the planner's prediction made now, with the presets at hand "
               "(the run's calibrated cluster, or --cluster), instead of the one it recorded");

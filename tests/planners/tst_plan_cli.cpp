@@ -150,6 +150,11 @@ void TestPlanCli::planErrors_data() {
   QTest::addRow("flash both ways")
       << base + QStringList{"--tp", "8", "--flash-attention", "--no-flash-attention"} << 1
       << "contradict";
+  QTest::addRow("tp 0") << base + QStringList{"--tp", "0"} << 2 << "--tp: must be > 0 (got 0)";
+  QTest::addRow("tp not a number") << base + QStringList{"--tp", "two"} << 2
+                                   << "--tp: is not a number (got \"two\")";
+  QTest::addRow("negative price") << base + QStringList{"--price", "-1"} << 2
+                                  << "--price: must be >= 0 (got -1)";
 }
 
 void TestPlanCli::planErrors() {
