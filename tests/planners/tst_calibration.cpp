@@ -17,10 +17,9 @@
 #include <QTemporaryDir>
 #include <QTextStream>
 #include <QtTest>
-
-#include <map>
 #include <cmath>
 #include <functional>
+#include <map>
 
 #include <sqlite3.h>
 
@@ -87,7 +86,8 @@ QString calibrate_on_h200_sweeps(const QString& work, const QString& presets, co
   const std::string host = (*reader)->meta("host").value_or("");
   if (host_out) *host_out = host;
   QFile sweeps(work + "/sweeps.jsonl");
-  if (!sweeps.open(QIODevice::WriteOnly | QIODevice::Truncate)) return "cannot write " + sweeps.fileName();
+  if (!sweeps.open(QIODevice::WriteOnly | QIODevice::Truncate))
+    return "cannot write " + sweeps.fileName();
   sweeps.write(QString(R"({"event":"sweep_start","rank":0,"host":"%1","backend":"cuda",)"
                        R"("device":"NVIDIA H200"})")
                    .arg(QString::fromStdString(host))
@@ -100,8 +100,9 @@ QString calibrate_on_h200_sweeps(const QString& work, const QString& presets, co
   }
   sweeps.close();
   QFile::remove(work + "/cal.db");
-  const Run r = run_cli(
-      {"calibrate", "--from-sweeps", work + "/sweeps.jsonl", "--out", work + "/cal.db"}, presets, work);
+  const Run r =
+      run_cli({"calibrate", "--from-sweeps", work + "/sweeps.jsonl", "--out", work + "/cal.db"},
+              presets, work);
   return r.exit_code == 0 ? QString() : r.err;
 }
 
@@ -127,7 +128,7 @@ cs::trace::Event event_at(cs::trace::TraceWriter& w, cs::trace::LaneId lane,
   e.lane = lane;
   e.kind = kind;
   e.category = kind == cs::trace::EventKind::collective ? cs::trace::Category::communication
-                                                         : cs::trace::Category::compute;
+                                                        : cs::trace::Category::compute;
   e.start_ns = start;
   e.end_ns = end;
   e.name = w.intern(name);
@@ -167,6 +168,38 @@ cs::Result<cs::plan::Calibration> fit_written_store(
   auto reader = cs::trace::TraceReader::open(path);
   if (!reader) return reader.error();
   return cs::plan::fit_store(**reader, options);
+}
+
+// Run stores written by `writers` (one each, run1.db, run2.db, ... in
+// `dir`), then fitted together as learning fits several runs.
+cs::Result<cs::plan::Calibration> fit_written_stores(
+    const QTemporaryDir& dir,
+    const std::vector<std::function<void(cs::trace::TraceWriter&)>>& writers, QStringList& paths) {
+  std::vector<std::unique_ptr<cs::trace::TraceReader>> readers;
+  std::vector<const cs::trace::TraceReader*> stores;
+  for (const auto& write : writers) {
+    const QString path = dir.filePath(QString("run%1.db").arg(paths.size() + 1));
+    auto created =
+        cs::trace::TraceWriter::create(path.toStdString(), cs::trace::RunInfo{"run", "cpu-engine"});
+    if (!created) return created.error();
+    write(**created);
+    if (auto closed = (*created)->close(); !closed) return closed.error();
+    auto reader = cs::trace::TraceReader::open(path.toStdString());
+    if (!reader) return reader.error();
+    readers.push_back(std::move(*reader));
+    stores.push_back(readers.back().get());
+    paths << path;
+  }
+  return cs::plan::fit_stores(stores, {});
+}
+
+// The notes of `fit` that say `what`.
+QStringList notes_saying(const cs::plan::Calibration& fit, std::string_view what) {
+  QStringList said;
+  for (const std::string& note : fit.notes) {
+    if (note.find(what) != std::string::npos) said << QString::fromStdString(note);
+  }
+  return said;
 }
 
 }  // namespace
@@ -685,12 +718,15 @@ void TestCalibration::referenceRunsTrustTheMachineProbe_data() {
   QTest::addColumn<bool>("far");
   QTest::addColumn<bool>("moved");
   QTest::newRow("as predicted") << 20e-3 << 21e-3 << 1.05 << 0.97 << false << false << false;
-  QTest::newRow("slower, machine as swept") << 20e-3 << 27e-3 << 1.1 << 1.2 << false << true << false;
+  QTest::newRow("slower, machine as swept")
+      << 20e-3 << 27e-3 << 1.1 << 1.2 << false << true << false;
   QTest::newRow("faster") << 20e-3 << 15e-3 << 1.0 << 1.0 << false << true << false;
-  QTest::newRow("the VM's slow moment") << 20.3e-3 << 47.0e-3 << 1.82 << 1.56 << false << true << true;
+  QTest::newRow("the VM's slow moment")
+      << 20.3e-3 << 47.0e-3 << 1.82 << 1.56 << false << true << true;
   QTest::newRow("loop probe fast") << 20e-3 << 22e-3 << 1.0 << 0.6 << false << false << true;
   // 4 ranks on 2 cores: their probe is not read.
-  QTest::newRow("ranks sharing cores") << 41.9e-3 << 44.2e-3 << 0.65 << 0.98 << true << false << false;
+  QTest::newRow("ranks sharing cores")
+      << 41.9e-3 << 44.2e-3 << 0.65 << 0.98 << true << false << false;
   QTest::newRow("no probe") << 20e-3 << 21e-3 << 0.0 << 0.0 << false << false << false;
   QTest::newRow("nothing measured") << 20e-3 << 0.0 << 0.0 << 0.0 << false << false << false;
 }
@@ -742,7 +778,8 @@ void TestCalibration::collectivesAreTimedOnTheLastRankToArrive() {
   QVERIFY(!fit->devices[0].link);
   QVERIFY(fit->devices[0].cold_link);
   const cs::plan::LinkFit& link = *fit->devices[0].cold_link;
-  QVERIFY2(std::abs(link.bandwidth / bandwidth - 1) < 0.01, qPrintable(QString::number(link.bandwidth)));
+  QVERIFY2(std::abs(link.bandwidth / bandwidth - 1) < 0.01,
+           qPrintable(QString::number(link.bandwidth)));
   QVERIFY2(std::abs(link.latency / alpha - 1) < 0.05, qPrintable(QString::number(link.latency)));
 }
 
@@ -765,46 +802,35 @@ void TestCalibration::storesThatDisagreeAreNamed() {
   QFETCH(double, second_slower);
   QFETCH(bool, named);
   namespace tr = cs::trace;
-  QTemporaryDir dir;
-  std::vector<std::unique_ptr<tr::TraceReader>> readers;
-  std::vector<QString> paths;
+  std::vector<std::function<void(tr::TraceWriter&)>> writers;
   for (double slower : {1.0, second_slower}) {
-    const QString path = dir.filePath(QString("run%1.db").arg(paths.size() + 1));
-    auto created = tr::TraceWriter::create(path.toStdString(), tr::RunInfo{"run", "cpu-engine"});
-    QVERIFY2(created, created ? "" : created.message().c_str());
-    tr::TraceWriter& w = **created;
-    for (std::int32_t rank : {0, 1}) {
-      w.add_rank({rank, "box", "CPU", 100 + rank, 0, false});
-      const tr::LaneId lane = w.add_lane(rank, tr::LaneKind::cpu_thread, "communication");
-      std::int64_t t = 0;
-      for (int step = 1; step <= 3; ++step) {
-        t += 5'000'000;
-        const double took = (10e-6 + bytes / 2e9) * slower;
-        add_all_reduce(w, lane, "dp all-reduce", bytes, t, t + static_cast<std::int64_t>(took * 1e9),
-                       step);
+    writers.push_back([bytes, slower](tr::TraceWriter& w) {
+      for (std::int32_t rank : {0, 1}) {
+        w.add_rank({rank, "box", "CPU", 100 + rank, 0, false});
+        const tr::LaneId lane = w.add_lane(rank, tr::LaneKind::cpu_thread, "communication");
+        std::int64_t t = 0;
+        for (int step = 1; step <= 3; ++step) {
+          t += 5'000'000;
+          const double took = (10e-6 + bytes / 2e9) * slower;
+          add_all_reduce(w, lane, "dp all-reduce", bytes, t,
+                         t + static_cast<std::int64_t>(took * 1e9), step);
+        }
       }
-    }
-    auto closed = w.close();
-    QVERIFY2(closed, closed ? "" : closed.message().c_str());
-    auto reader = tr::TraceReader::open(path.toStdString());
-    QVERIFY2(reader, reader ? "" : reader.message().c_str());
-    readers.push_back(std::move(*reader));
-    paths.push_back(path);
+    });
   }
-  auto fit = cs::plan::fit_stores({readers[0].get(), readers[1].get()}, {});
+  QTemporaryDir dir;
+  QStringList paths;
+  auto fit = fit_written_stores(dir, writers, paths);
   QVERIFY2(fit, fit ? "" : fit.message().c_str());
-  QString said;
-  for (const std::string& note : fit->notes) {
-    if (note.find("the machine was not the same in both") != std::string::npos)
-      said = QString::fromStdString(note);
-  }
+  const QStringList said = notes_saying(*fit, "the machine was not the same in both");
   QCOMPARE(!said.isEmpty(), named);
   if (named) {
     // The slower store first, each with its median.
-    QVERIFY2(said.startsWith("2 ranks: caches cold: all_reduce of 4 MiB over 2 ranks took "),
-             qPrintable(said));
-    QVERIFY2(said.indexOf(paths[1]) >= 0 && said.indexOf(paths[1]) < said.indexOf(paths[0]),
-             qPrintable(said));
+    QVERIFY2(said[0].startsWith("2 ranks: caches cold: all_reduce of 4 MiB over 2 ranks took "),
+             qPrintable(said[0]));
+    QVERIFY2(
+        said[0].indexOf(paths[1]) >= 0 && said[0].indexOf(paths[1]) < said[0].indexOf(paths[0]),
+        qPrintable(said[0]));
   }
 }
 
@@ -826,63 +852,51 @@ void TestCalibration::computeOfStoresThatDisagreeIsNamed() {
   QFETCH(double, loop_slower);
   QFETCH(bool, named);
   namespace tr = cs::trace;
-  QTemporaryDir dir;
-  std::vector<std::unique_ptr<tr::TraceReader>> readers;
-  std::vector<QString> paths;
   struct Store {
     double gemm_flops, gemm_slower, loop_slower;
   };
-  for (const Store& store : {Store{1e9, 1.0, 1.0}, Store{1e9, gemm_slower, loop_slower},
-                             Store{4e9, 1.0, 1.0}}) {
-    const QString path = dir.filePath(QString("run%1.db").arg(paths.size() + 1));
-    auto created = tr::TraceWriter::create(path.toStdString(), tr::RunInfo{"run", "cpu-engine"});
-    QVERIFY2(created, created ? "" : created.message().c_str());
-    tr::TraceWriter& w = **created;
-    w.add_rank({0, "box", "CPU", 100, 0, false});
-    const tr::LaneId lane = w.add_lane(0, tr::LaneKind::cpu_thread, "compute");
-    std::int64_t t = 0;
-    auto add = [&](const char* name, double flops, std::int64_t elements, double seconds,
-                   int step) {
-      tr::Event e;
-      e.lane = lane;
-      e.kind = tr::EventKind::kernel;
-      e.category = tr::Category::compute;
-      e.start_ns = t;
-      e.end_ns = t + static_cast<std::int64_t>(seconds * 1e9);
-      t = e.end_ns + 1000;
-      e.name = w.intern(name);
-      e.flops = flops;
-      e.bytes = 1'000'000;
-      e.count = elements;
-      e.step = step;
-      w.add(e);
-    };
-    for (int step = 1; step <= 3; ++step) {
-      add("mlp.fc fp32", store.gemm_flops, 0, store.gemm_flops / 100e9 * store.gemm_slower, step);
-      add("gelu", 0, 65536, 100e-6 * store.loop_slower, step);
-    }
-    auto closed = w.close();
-    QVERIFY2(closed, closed ? "" : closed.message().c_str());
-    auto reader = tr::TraceReader::open(path.toStdString());
-    QVERIFY2(reader, reader ? "" : reader.message().c_str());
-    readers.push_back(std::move(*reader));
-    paths.push_back(path);
+  std::vector<std::function<void(tr::TraceWriter&)>> writers;
+  for (const Store& store :
+       {Store{1e9, 1.0, 1.0}, Store{1e9, gemm_slower, loop_slower}, Store{4e9, 1.0, 1.0}}) {
+    writers.push_back([store](tr::TraceWriter& w) {
+      w.add_rank({0, "box", "CPU", 100, 0, false});
+      const tr::LaneId lane = w.add_lane(0, tr::LaneKind::cpu_thread, "compute");
+      std::int64_t t = 0;
+      auto add = [&](const char* name, double flops, std::int64_t elements, double seconds,
+                     int step) {
+        tr::Event e;
+        e.lane = lane;
+        e.kind = tr::EventKind::kernel;
+        e.category = tr::Category::compute;
+        e.start_ns = t;
+        e.end_ns = t + static_cast<std::int64_t>(seconds * 1e9);
+        t = e.end_ns + 1000;
+        e.name = w.intern(name);
+        e.flops = flops;
+        e.bytes = 1'000'000;
+        e.count = elements;
+        e.step = step;
+        w.add(e);
+      };
+      for (int step = 1; step <= 3; ++step) {
+        add("mlp.fc fp32", store.gemm_flops, 0, store.gemm_flops / 100e9 * store.gemm_slower, step);
+        add("gelu", 0, 65536, 100e-6 * store.loop_slower, step);
+      }
+    });
   }
-  auto fit = cs::plan::fit_stores({readers[0].get(), readers[1].get(), readers[2].get()}, {});
+  QTemporaryDir dir;
+  QStringList paths;
+  auto fit = fit_written_stores(dir, writers, paths);
   QVERIFY2(fit, fit ? "" : fit.message().c_str());
-  QStringList said;
-  for (const std::string& note : fit->notes) {
-    if (note.find("the machine was not the same in both") != std::string::npos)
-      said << QString::fromStdString(note);
-  }
+  const QStringList said = notes_saying(*fit, "the machine was not the same in both");
   if (!named) {
     QVERIFY2(said.isEmpty(), qPrintable(said.join('\n')));
     return;
   }
   QCOMPARE(said.size(), 1);
   // The slower store first, over what both measured.
-  QVERIFY2(said[0].startsWith("1 rank: the GEMMs took 30 % longer in " + paths[1] +
-                              " than in " + paths[0] + " (1 "),
+  QVERIFY2(said[0].startsWith("1 rank: the GEMMs took 30 % longer in " + paths[1] + " than in " +
+                              paths[0] + " (1 "),
            qPrintable(said[0]));
 }
 
@@ -894,8 +908,10 @@ void TestCalibration::coldCollectivesAreFittedApart_data() {
   QTest::addColumn<bool>("annotated");
   QTest::addColumn<QString>("warm_name");
   QTest::addColumn<QString>("cold_name");
-  QTest::addRow("the calibration's cold sweep") << true << "world all-reduce" << "world all-reduce";
-  QTest::addRow("a run's gradient reductions") << false << "tp all-reduce" << "dp all-reduce";
+  QTest::addRow("the calibration's cold sweep") << true << "world all-reduce"
+                                                << "world all-reduce";
+  QTest::addRow("a run's gradient reductions") << false << "tp all-reduce"
+                                               << "dp all-reduce";
 }
 
 void TestCalibration::coldCollectivesAreFittedApart() {
@@ -903,10 +919,12 @@ void TestCalibration::coldCollectivesAreFittedApart() {
   QFETCH(QString, warm_name);
   QFETCH(QString, cold_name);
   namespace tr = cs::trace;
-  const double warm_alpha = 6e-6, warm_bandwidth = 4.5e9, cold_alpha = 30e-6, cold_bandwidth = 2.2e9;
+  const double warm_alpha = 6e-6, warm_bandwidth = 4.5e9, cold_alpha = 30e-6,
+               cold_bandwidth = 2.2e9;
   auto fit = fit_written_store([&](tr::TraceWriter& w) {
     std::int64_t t = 0;
-    for (std::int32_t rank : {0, 1}) w.add_rank({rank, "box", "CPU", 100 + rank, 0, false});
+    for (std::int32_t rank : {0, 1})
+      w.add_rank({rank, "box", "CPU", 100 + rank, 0, false});
     tr::LaneId lanes[2], phases[2];
     for (std::int32_t rank : {0, 1}) {
       lanes[rank] = w.add_lane(rank, tr::LaneKind::cpu_thread, "communication");
@@ -945,8 +963,10 @@ void TestCalibration::coldCollectivesAreFittedApart() {
   const cs::plan::DeviceFit& d = fit->devices[0];
   QVERIFY(d.link);
   QVERIFY(d.cold_link);
-  QVERIFY2(std::abs(d.link->bandwidth / warm_bandwidth - 1) < 0.01, qPrintable(QString::number(d.link->bandwidth)));
-  QVERIFY2(std::abs(d.link->latency / warm_alpha - 1) < 0.05, qPrintable(QString::number(d.link->latency)));
+  QVERIFY2(std::abs(d.link->bandwidth / warm_bandwidth - 1) < 0.01,
+           qPrintable(QString::number(d.link->bandwidth)));
+  QVERIFY2(std::abs(d.link->latency / warm_alpha - 1) < 0.05,
+           qPrintable(QString::number(d.link->latency)));
   QVERIFY2(std::abs(d.cold_link->bandwidth / cold_bandwidth - 1) < 0.01,
            qPrintable(QString::number(d.cold_link->bandwidth)));
   QVERIFY2(std::abs(d.cold_link->latency / cold_alpha - 1) < 0.05,
@@ -963,11 +983,10 @@ void TestCalibration::coldLinkKeptBySize() {
   namespace tr = cs::trace;
   const double alpha = 30e-6, bandwidth = 4.5e9;
   // bytes -> seconds: on the line up to 4 MiB, 19.6 MB at 3.4 GB/s.
-  const std::map<double, double> took = {
-      {65536.0, 2 * alpha + 65536.0 / bandwidth},
-      {1048576.0, 2 * alpha + 1048576.0 / bandwidth},
-      {4194304.0, 2 * alpha + 4194304.0 / bandwidth},
-      {19611648.0, 19611648.0 / 3.4e9}};
+  const std::map<double, double> took = {{65536.0, 2 * alpha + 65536.0 / bandwidth},
+                                         {1048576.0, 2 * alpha + 1048576.0 / bandwidth},
+                                         {4194304.0, 2 * alpha + 4194304.0 / bandwidth},
+                                         {19611648.0, 19611648.0 / 3.4e9}};
   auto fit = fit_written_store([&](tr::TraceWriter& w) {
     std::int64_t t = 0;
     tr::LaneId lanes[2];
@@ -1057,7 +1076,8 @@ void TestCalibration::gemmRateStandsWhenBytesTakeTheTime() {
   QVERIFY2(fit, fit ? "" : fit.message().c_str());
   QCOMPARE(fit->devices.size(), std::size_t{1});
   QString notes;
-  for (const std::string& n : fit->notes) notes += QString::fromStdString(n) + "\n";
+  for (const std::string& n : fit->notes)
+    notes += QString::fromStdString(n) + "\n";
   QCOMPARE(fit->devices[0].gemm.size(), std::size_t{1});
   // t = F / rate + fixed: through (1, 10 ms), (2, 11 ms), (4, 18 ms) GFLOP,
   // least squares on relative error gives about 360 GFLOP/s.
@@ -1097,11 +1117,13 @@ void TestCalibration::learnsGemmsFromTheKernelsOfAGpuRun() {
           double flops, bytes;
         };
         // GPT-2-small's layer GEMMs at 8192 tokens, hidden 768, bf16.
-        const Gemm gemms[] = {{"gemm attn.qkv", 2.0 * 8192 * 768 * 2304, 2.0 * (8192 * 768 + 768 * 2304 + 8192 * 2304)},
-                              {"gemm attn.proj", 2.0 * 8192 * 768 * 768, 2.0 * (8192 * 768 + 768 * 768 + 8192 * 768)},
-                              {"gemm mlp.fc", 2.0 * 8192 * 768 * 3072, 2.0 * (8192 * 768 + 768 * 3072 + 8192 * 3072)},
-                              {"gemm lm_head", 2.0 * 8192 * 768 * 256, 2.0 * (8192 * 768 + 768 * 256 + 8192 * 256)},
-                              {"gemm attention", 2.0 * 8192 * 1024 * 768, 0}};
+        const Gemm gemms[] = {
+            {"gemm attn.qkv", 2.0 * 8192 * 768 * 2304,
+             2.0 * (8192 * 768 + 768 * 2304 + 8192 * 2304)},
+            {"gemm attn.proj", 2.0 * 8192 * 768 * 768, 2.0 * (8192 * 768 + 768 * 768 + 8192 * 768)},
+            {"gemm mlp.fc", 2.0 * 8192 * 768 * 3072, 2.0 * (8192 * 768 + 768 * 3072 + 8192 * 3072)},
+            {"gemm lm_head", 2.0 * 8192 * 768 * 256, 2.0 * (8192 * 768 + 768 * 256 + 8192 * 256)},
+            {"gemm attention", 2.0 * 8192 * 1024 * 768, 0}};
         std::int64_t t = 1'000'000, gpu_t = 2'000'000;
         std::int64_t correlation = 0;
         auto kernel = [&](std::int64_t launch_ns, double seconds, const char* name, int step) {
@@ -1141,7 +1163,8 @@ void TestCalibration::learnsGemmsFromTheKernelsOfAGpuRun() {
             op.bytes = static_cast<std::int64_t>(g.bytes);
             op.step = step;
             w.add(op);
-            kernel(t + 1'000, 0.8 * seconds, "nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_TNT", step);
+            kernel(t + 1'000, 0.8 * seconds, "nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_TNT",
+                   step);
             kernel(t + 5'000, 0.2 * seconds, "void cublasLt::splitKreduce_kernel<32, 16>", step);
             kernel(t + 9'000, 0.5 * seconds,
                    "void cs::worker::(anonymous namespace)::add_bias_kernel<__nv_bfloat16>", step);
@@ -1154,7 +1177,8 @@ void TestCalibration::learnsGemmsFromTheKernelsOfAGpuRun() {
       options, "cuda-engine");
   QVERIFY2(fit, fit ? "" : fit.message().c_str());
   QString notes;
-  for (const std::string& n : fit->notes) notes += QString::fromStdString(n) + "\n";
+  for (const std::string& n : fit->notes)
+    notes += QString::fromStdString(n) + "\n";
   QCOMPARE(fit->engine, std::string("cuda"));
   QCOMPARE(fit->devices.size(), std::size_t{1});
   const cs::plan::DeviceFit& device = fit->devices[0];
@@ -1561,8 +1585,8 @@ void TestCalibration::calibrateRunPredictLearn() {
   const QJsonArray learned_devices = learned["fit"].toObject()["devices"].toArray();
   QCOMPARE(learned_devices.size(), 1);
   const QJsonArray gemm = learned_devices[0].toObject()["gemm"].toArray();
-  QVERIFY2(!gemm.isEmpty(), qPrintable(QJsonDocument(learned["fit"].toObject()["notes"].toArray())
-                                           .toJson()));
+  QVERIFY2(!gemm.isEmpty(),
+           qPrintable(QJsonDocument(learned["fit"].toObject()["notes"].toArray()).toJson()));
   QVERIFY(gemm[0].toObject()["quality"].toObject().contains("r2"));
   QVERIFY(!gemm[0].toObject()["quality"].toObject()["points"].toArray().isEmpty());
 
@@ -1591,10 +1615,11 @@ void TestCalibration::calibrateRunPredictLearn() {
   QVERIFY2(r.exit_code == 0, qPrintable(r.err));
   QCOMPARE(json_of(r)["prediction"].toObject()["predicted_now"].toObject()["cluster"].toString(),
            QString("dgx-a100-8"));
-  r = run_cli({"trace", "stats", run_store, "--predict-again", "--cluster", "this-machine"}, presets,
-              work);
+  r = run_cli({"trace", "stats", run_store, "--predict-again", "--cluster", "this-machine"},
+              presets, work);
   QCOMPARE(r.exit_code, 1);
-  QVERIFY2(r.err.contains("cluster this-machine has 0 devices, the run 2 ranks"), qPrintable(r.err));
+  QVERIFY2(r.err.contains("cluster this-machine has 0 devices, the run 2 ranks"),
+           qPrintable(r.err));
   r = run_cli({"trace", "stats", run_store, "--cluster", "laptop-cpu"}, presets, work);
   QCOMPARE(r.exit_code, 1);
   QVERIFY2(r.err.contains("--cluster goes with --predict-again"), qPrintable(r.err));
@@ -1605,7 +1630,8 @@ void TestCalibration::calibrateRunPredictLearn() {
   // its layout and trained shape stand in, on its GPU's datasheet.
   const QString gpu_run = work + "/gpu-bf16.db";
   QVERIFY(QFile::copy(CS_DATA_DIR "/gpu/worker-bf16.db", gpu_run));
-  r = run_cli({"trace", "stats", gpu_run, "--predict-again", "--json", "--no-steps"}, presets, work);
+  r = run_cli({"trace", "stats", gpu_run, "--predict-again", "--json", "--no-steps"}, presets,
+              work);
   QVERIFY2(r.exit_code == 0, qPrintable(r.err));
   again = json_of(r)["prediction"].toObject();
   QCOMPARE(again["predicted_now"].toObject()["cluster"].toString(), QString("this-machine"));
@@ -1648,9 +1674,10 @@ void TestCalibration::calibrateRunPredictLearn() {
                           .arg(loops_one)));
   const qint64 gemm_together = samples_of(together, "gemm");
   if (gemm_one > 0 && gemm_together > 0) {
-    QVERIFY2(gemm_together > gemm_one, qPrintable(QString("%1 GEMM samples from two runs, %2 from one")
-                                                      .arg(gemm_together)
-                                                      .arg(gemm_one)));
+    QVERIFY2(gemm_together > gemm_one,
+             qPrintable(QString("%1 GEMM samples from two runs, %2 from one")
+                            .arg(gemm_together)
+                            .arg(gemm_one)));
   }
   r = run_cli({"calibrate", "--learn", work + "/uncalibrated.db", run_store}, presets, work);
   QVERIFY2(r.out.contains("fitted together"), qPrintable(r.out));
@@ -1666,9 +1693,9 @@ void TestCalibration::calibrateRunPredictLearn() {
   const QString two_threads = work + "/threads-2.db";
   r = run_cli({"calibrate", "--learn", work + "/threads-1.db", two_threads}, presets, work);
   QCOMPARE(r.exit_code, 1);
-  QVERIFY2(r.err.contains("different BLAS threads per rank (1 and 2)") &&
-               r.err.contains("threads-2.db"),
-           qPrintable(r.err));
+  QVERIFY2(
+      r.err.contains("different BLAS threads per rank (1 and 2)") && r.err.contains("threads-2.db"),
+      qPrintable(r.err));
 
   // A store that is not a run: a clear error, no crash.
   QFile junk(work + "/junk.db");
@@ -1695,7 +1722,8 @@ QString write_gpu_sweeps(const QString& path) {
   for (const auto& [precision, rate] : {std::pair{"bf16", 600e12}, std::pair{"fp32", 50e12}}) {
     for (int n : {1024, 2048, 4096, 8192}) {
       const double flops = 2.0 * n * n * n;
-      out << QString(R"({"event":"gemm","rank":0,"precision":"%1","m":%2,"n":%2,"k":%2,"seconds":%3})")
+      out << QString(
+                 R"({"event":"gemm","rank":0,"precision":"%1","m":%2,"n":%2,"k":%2,"seconds":%3})")
                  .arg(precision)
                  .arg(n)
                  .arg(flops / rate + 5e-6, 0, 'g', 12)
@@ -1710,7 +1738,8 @@ QString write_gpu_sweeps(const QString& path) {
   }
   out << R"({"event":"op","rank":0,"operation":"layernorm backward","elements":1048576,"seconds":2e-5})"
       << "\n";
-  out << R"({"event":"step","rank":0,"step":1,"loss":5.5})" << "\n";  // other lines are skipped
+  out << R"({"event":"step","rank":0,"step":1,"loss":5.5})"
+      << "\n";  // other lines are skipped
   return path;
 }
 
@@ -1728,20 +1757,22 @@ void TestCalibration::importsTheColdSweepOfACpuMachine() {
   QDir().mkpath(work);
   QFile f(work + "/sweeps.jsonl");
   QVERIFY(f.open(QIODevice::WriteOnly | QIODevice::Truncate));
-  f.write(R"json({"event":"sweep_start","rank":0,"host":"cpu-box","backend":"cpu","device":"CPU (cpu-box)"})json"
-          "\n");
+  f.write(
+      R"json({"event":"sweep_start","rank":0,"host":"cpu-box","backend":"cpu","device":"CPU (cpu-box)"})json"
+      "\n");
   for (bool cold : {false, true}) {
     const double alpha = cold ? 30e-6 : 6e-6, bandwidth = cold ? 2.2e9 : 4.5e9;
     for (double bytes : {65536.0, 262144.0, 1048576.0, 4194304.0}) {
       for (int rank : {0, 1}) {
-        f.write(QString(R"({"event":"collective","rank":%1,"operation":"all_reduce","group":"world",)"
-                        R"("bytes":%2,"ranks":2,"seconds":%3,"cold":%4})")
-                    .arg(rank)
-                    .arg(bytes, 0, 'f', 0)
-                    .arg(2 * alpha + bytes / bandwidth, 0, 'g', 12)
-                    .arg(cold ? "true" : "false")
-                    .toUtf8() +
-                "\n");
+        f.write(
+            QString(R"({"event":"collective","rank":%1,"operation":"all_reduce","group":"world",)"
+                    R"("bytes":%2,"ranks":2,"seconds":%3,"cold":%4})")
+                .arg(rank)
+                .arg(bytes, 0, 'f', 0)
+                .arg(2 * alpha + bytes / bandwidth, 0, 'g', 12)
+                .arg(cold ? "true" : "false")
+                .toUtf8() +
+            "\n");
       }
     }
   }
@@ -1750,8 +1781,8 @@ void TestCalibration::importsTheColdSweepOfACpuMachine() {
                   presets, work);
   QVERIFY2(r.exit_code == 0, qPrintable(r.err));
   const QJsonObject device = json_of(r)["fit"].toObject()["devices"].toArray().first().toObject();
-  for (const auto& [key, alpha, bandwidth] : {std::tuple{"link", 6e-6, 4.5e9},
-                                              std::tuple{"cold_link", 30e-6, 2.2e9}}) {
+  for (const auto& [key, alpha, bandwidth] :
+       {std::tuple{"link", 6e-6, 4.5e9}, std::tuple{"cold_link", 30e-6, 2.2e9}}) {
     const QJsonObject link = device[key].toObject();
     QVERIFY2(std::abs(link["bandwidth_bytes_per_second"].toDouble() / bandwidth - 1) < 0.01 &&
                  std::abs(link["latency_seconds"].toDouble() / alpha - 1) < 0.05,
@@ -1773,12 +1804,11 @@ void TestCalibration::importsSweepLinesOfAGpuMachine() {
   QCOMPARE(report["presets"].toObject()["clusters"].toArray().first().toString(),
            QString("calibrated-gpu-box-cuda"));
   const QJsonObject gpu = report["presets"].toObject()["gpus"].toArray().first().toObject();
-  const QJsonObject by_precision =
-      gpu["efficiency"].toObject()["gemm_max_by_precision"].toObject();
+  const QJsonObject by_precision = gpu["efficiency"].toObject()["gemm_max_by_precision"].toObject();
   // 600 of the H200's 989.4 bf16 TFLOP/s and 50 of its 66.9 fp32, less the
   // operand traffic the planner's GEMM time adds at the streaming rate.
-  for (const auto& [precision, fraction] : {std::pair{"bf16", 600 / 989.4},
-                                            std::pair{"fp32", 50 / 66.9}}) {
+  for (const auto& [precision, fraction] :
+       {std::pair{"bf16", 600 / 989.4}, std::pair{"fp32", 50 / 66.9}}) {
     const double efficiency = by_precision[precision].toDouble();
     QVERIFY2(efficiency >= fraction && efficiency < fraction + 0.1,
              qPrintable(QString("%1: %2").arg(precision).arg(efficiency)));
@@ -1787,8 +1817,7 @@ void TestCalibration::importsSweepLinesOfAGpuMachine() {
   for (const QJsonValue& curve :
        report["fit"].toObject()["devices"].toArray().first().toObject()["gemm"].toArray()) {
     const QJsonObject quality = curve.toObject()["quality"].toObject();
-    QVERIFY2(quality["rms_error"].toDouble() < 0.05,
-             qPrintable(QJsonDocument(quality).toJson()));
+    QVERIFY2(quality["rms_error"].toDouble() < 0.05, qPrintable(QJsonDocument(quality).toJson()));
   }
   QVERIFY(QFile::exists(presets + "/calibrated-gpu-box-cuda.json"));
   // The store it wrote is a calibration store like any other.
@@ -1805,8 +1834,9 @@ void TestCalibration::importsSweepLinesOfAGpuMachine() {
   QVERIFY(g.open(QIODevice::WriteOnly));
   g.write(text.toUtf8());
   g.close();
-  r = run_cli({"calibrate", "--from-sweeps", work + "/unknown.jsonl", "--out", work + "/unknown.db"},
-              presets, work);
+  r = run_cli(
+      {"calibrate", "--from-sweeps", work + "/unknown.jsonl", "--out", work + "/unknown.db"},
+      presets, work);
   QCOMPARE(r.exit_code, 1);
   QVERIFY2(r.err.contains("the sweeps ran on \"NVIDIA Imaginary 9000\", which no GPU preset names: "
                           "give its datasheet with --gpu"),
@@ -1822,7 +1852,8 @@ void TestCalibration::refusesBadSweepLines_data() {
   QTest::addColumn<QString>("message");
   QTest::addRow("no seconds") << R"({"event":"gemm","rank":0,"precision":"bf16","m":8,"n":8,"k":8})"
                               << "sweeps.jsonl:1: /seconds: must be a number > 0";
-  QTest::addRow("not JSON") << R"({"event":"gemm", oops)" << "sweeps.jsonl:1: not a JSON line";
+  QTest::addRow("not JSON") << R"({"event":"gemm", oops)"
+                            << "sweeps.jsonl:1: not a JSON line";
   QTest::addRow("gemm without a size")
       << R"({"event":"gemm","rank":0,"precision":"bf16","m":0,"n":8,"k":8,"seconds":1e-3})"
       << "sweeps.jsonl:1: a gemm line needs m, n, k > 0 and a known precision";
@@ -1871,7 +1902,8 @@ void TestCalibration::calibratedOnTheH200PredictsItsRuns() {
   QFile(store).setPermissions(QFile::ReadOwner | QFile::WriteOwner);
   const QString calibrated = calibrate_on_h200_sweeps(work, presets, store);
   QVERIFY2(calibrated.isEmpty(), qPrintable(calibrated));
-  Run r = run_cli({"trace", "stats", store, "--predict-again", "--no-steps", "--json"}, presets, work);
+  Run r =
+      run_cli({"trace", "stats", store, "--predict-again", "--no-steps", "--json"}, presets, work);
   QVERIFY2(r.exit_code == 0, qPrintable(r.err));
   const QJsonObject p = json_of(r)["prediction"].toObject();
   QVERIFY(p["predicted_now"].toObject()["calibrated"].toBool());
@@ -1899,8 +1931,8 @@ void TestCalibration::calibratedOnTheH200PredictsItsRuns() {
   preset.close();
   r = run_cli({"calibrate", "--learn", store}, presets, work);
   QCOMPARE(r.exit_code, 1);
-  QVERIFY2(r.err.contains(store + ": nothing to learn") && r.err.contains("carry no operand bytes") &&
-               r.err.contains("left as it was"),
+  QVERIFY2(r.err.contains(store + ": nothing to learn") &&
+               r.err.contains("carry no operand bytes") && r.err.contains("left as it was"),
            qPrintable(r.err));
   QVERIFY(preset.open(QIODevice::ReadOnly));
   QCOMPARE(preset.readAll(), before);
@@ -1928,12 +1960,16 @@ void TestCalibration::learnsFromTheGemmKernelsOfTheH200Run() {
     sqlite3_create_function(
         db, "operand_bytes", 1, SQLITE_UTF8, nullptr,
         [](sqlite3_context* ctx, int, sqlite3_value** argv) {
-          const QStringList words = QString::fromUtf8(
-              reinterpret_cast<const char*>(sqlite3_value_text(argv[0]))).split(' ');
+          const QStringList words =
+              QString::fromUtf8(reinterpret_cast<const char*>(sqlite3_value_text(argv[0])))
+                  .split(' ');
           const std::int64_t N = 8192, C = 768;
           const std::map<QString, std::pair<std::int64_t, std::int64_t>> shapes = {
-              {"attn.qkv", {C, 3 * C}}, {"attn.proj", {C, C}}, {"mlp.fc", {C, 4 * C}},
-              {"mlp.proj", {4 * C, C}}, {"lm_head", {C, 256}}};
+              {"attn.qkv", {C, 3 * C}},
+              {"attn.proj", {C, C}},
+              {"mlp.fc", {C, 4 * C}},
+              {"mlp.proj", {4 * C, C}},
+              {"lm_head", {C, 256}}};
           auto it = words.size() >= 2 ? shapes.find(words[1]) : shapes.end();
           if (it == shapes.end()) return sqlite3_result_int64(ctx, 0);
           const auto [in, out] = it->second;
@@ -1972,9 +2008,9 @@ void TestCalibration::learnsFromTheGemmKernelsOfTheH200Run() {
   QVERIFY2(quality["r2"].toDouble() > 0.95 && quality["max_error"].toDouble() < 0.2,
            qPrintable(QJsonDocument(quality).toJson()));
   QCOMPARE(QDir(presets).entryList({"*.json"}, QDir::Files), QStringList{"my-h200.json"});
-  r = run_cli({"trace", "stats", store, "--predict-again", "--cluster", cluster, "--no-steps",
-               "--json"},
-              presets, work);
+  r = run_cli(
+      {"trace", "stats", store, "--predict-again", "--cluster", cluster, "--no-steps", "--json"},
+      presets, work);
   QVERIFY2(r.exit_code == 0, qPrintable(r.err));
   QVERIFY(json_of(r)["prediction"].toObject()["predicted_step_s"].toDouble() > 0);
 }
