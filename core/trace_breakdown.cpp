@@ -16,19 +16,13 @@ namespace {
 
 using Interval = std::pair<std::int64_t, std::int64_t>;
 
-constexpr std::array<std::string_view, 13> kPartOrder = {"compute.gemm",
-                                                         "compute.attention",
-                                                         "compute.norm",
-                                                         "compute.activation",
-                                                         "compute.elementwise",
-                                                         "compute.loss",
-                                                         "optimizer",
-                                                         "communication.tp",
-                                                         "communication.dp",
-                                                         "communication.pp",
-                                                         "communication.other",
-                                                         "wait",
-                                                         "bubble"};
+// clang-format off
+constexpr std::array<std::string_view, 13> kPartOrder = {
+    "compute.gemm",        "compute.attention", "compute.norm",        "compute.activation",
+    "compute.elementwise", "compute.loss",      "optimizer",           "communication.tp",
+    "communication.dp",    "communication.pp",  "communication.other", "wait",
+    "bubble"};
+// clang-format on
 
 bool contains(std::string_view text, std::string_view what) {
   return text.find(what) != std::string_view::npos;
