@@ -1057,10 +1057,9 @@ std::vector<std::string> disagreeing_stores(const SizeMedians& size_medians) {
 
 // Stores whose GEMMs, taken together, took this much longer in one than in
 // another are named too: the development VM's slow mode made every GEMM of
-// a run 15-20 % slower, where two runs on one machine agree within a few
-// per cent. Not the loops: their size (elements) does not say their shape
-// (a norm over rows of 128 or of 256), so two models' loops of one size
-// differ by their shape alone.
+// a run 15-20 % slower than in the run before. Not the loops: their size
+// (elements) does not say their shape (a norm over rows of 128 or of 256),
+// so two models' loops of one size may differ by their shape alone.
 constexpr double kStoresGemmsDisagree = 1.15;
 
 // Each store's median of each GEMM shape: ranks -> (precision, FLOPs,
