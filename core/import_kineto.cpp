@@ -476,6 +476,10 @@ class KinetoHandler : public nlohmann::json_sax<nlohmann::json> {
       ++skipped["events without ts"];
       return;
     }
+    if (dur_ < 0) {
+      ++skipped["events with a negative dur"];
+      return;
+    }
     if (cat_ == Cat::trace_span) {
       ++skipped["profiler spans (cat Trace)"];
       return;
@@ -488,7 +492,7 @@ class KinetoHandler : public nlohmann::json_sax<nlohmann::json> {
     current_.cat = cat_;
     current_.name = name_;
     current_.start = ts_;
-    current_.end = ts_ + std::max<std::int64_t>(0, dur_);
+    current_.end = ts_ + dur_;
     events.push_back(current_);
   }
 

@@ -432,6 +432,17 @@ void TestTraceImport::kinetoPlainJsonAndErrors() {
                           dir.filePath("m.cstrace").toStdString());
   QVERIFY(!e3);
   QVERIFY(QString::fromStdString(e3.message()).contains("missing.json: no such file"));
+  // Complete events without a start or with a negative length are left
+  // out and counted, the rest imported.
+  const std::string odd = write("odd.json", R"({"traceEvents": [
+      {"ph": "X", "name": "k", "ts": 10, "dur": 5, "pid": 0, "tid": 0},
+      {"ph": "X", "name": "k", "ts": 20, "dur": -5, "pid": 0, "tid": 0},
+      {"ph": "X", "name": "k", "dur": 5, "pid": 0, "tid": 0}]})");
+  auto partial = import_kineto({odd}, dir.filePath("odd.cstrace").toStdString());
+  QVERIFY2(partial, partial ? "" : partial.message().c_str());
+  QCOMPARE(partial->events, std::int64_t{1});
+  QCOMPARE(partial->skipped["events with a negative dur"], 1);
+  QCOMPARE(partial->skipped["events without ts"], 1);
   // Two files claiming one rank.
   auto e4 = import_kineto({plain, kKineto + "sampled_rank-0.json.gz"},
                           dir.filePath("d.cstrace").toStdString());
