@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 
@@ -46,6 +47,15 @@ std::string Range::rule() const {
   if (low) return std::string(lo_open ? "must be > " : "must be >= ") + number_text(lo);
   if (high) return "must be <= " + number_text(hi);
   return "must be a number";
+}
+
+std::string Range::broken_by(const std::string& text) const {
+  char* end = nullptr;
+  const double value = std::strtod(text.c_str(), &end);
+  if (text.empty() || end != text.c_str() + text.size())
+    return "is not a number (got \"" + text + "\")";
+  if (!contains(value)) return rule() + " (got " + text + ")";
+  return {};
 }
 
 std::string json_pointer_append(std::string_view pointer, std::string_view key) {

@@ -46,6 +46,9 @@ struct Range {
 
   bool contains(double v) const;
   std::string rule() const;  // "must be > 0", "must be between 0 and 1", ...
+  // What a number written as `text` (a command-line value) breaks: "must
+  // be > 0 (got 0)", "is not a number (got "two")"; empty when it keeps the rule.
+  std::string broken_by(const std::string& text) const;
 };
 
 std::string json_pointer_append(std::string_view pointer, std::string_view key);

@@ -1,6 +1,5 @@
 #include "app/cli/cli_options.h"
 
-#include <cstdlib>
 #include <filesystem>
 
 #include <CLI/CLI.hpp>
@@ -14,29 +13,20 @@ namespace cs::cli {
 
 namespace {
 
-CLI::Validator number_check(bool zero_allowed) {
-  return CLI::Validator(
-      [zero_allowed](std::string& text) -> std::string {
-        char* end = nullptr;
-        const double value = std::strtod(text.c_str(), &end);
-        if (text.empty() || end != text.c_str() + text.size())
-          return "is not a number (got \"" + text + "\")";
-        if (zero_allowed ? value < 0 : value <= 0)
-          return std::string(zero_allowed ? "must be >= 0" : "must be > 0") + " (got " + text + ")";
-        return {};
-      },
-      zero_allowed ? "NONNEGATIVE" : "POSITIVE");
+CLI::Validator number_in(const Range& range, std::string name) {
+  return CLI::Validator([range](std::string& text) { return range.broken_by(text); },
+                        std::move(name));
 }
 
 }  // namespace
 
 const CLI::Validator& positive_number() {
-  static const CLI::Validator check = number_check(false);
+  static const CLI::Validator check = number_in(Range::positive(), "POSITIVE");
   return check;
 }
 
 const CLI::Validator& non_negative_number() {
-  static const CLI::Validator check = number_check(true);
+  static const CLI::Validator check = number_in(Range::non_negative(), "NONNEGATIVE");
   return check;
 }
 

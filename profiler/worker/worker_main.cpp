@@ -828,31 +828,38 @@ int run(Options o, int argc, char** argv) {
 
 int main(int argc, char** argv) {
   CLI::App app{"clusterscope-worker: one rank of a ClusterScope training run", "clusterscope-worker"};
+  // Number checks that say the rule and the value ("--tp: must be > 0 (got 0)").
+  auto number_in = [](cs::Range range, std::string description) {
+    return CLI::Validator([range](std::string& text) { return range.broken_by(text); },
+                          std::move(description));
+  };
+  const CLI::Validator positive = number_in(cs::Range::positive(), "POSITIVE");
+  const CLI::Validator non_negative = number_in(cs::Range::non_negative(), "NONNEGATIVE");
   Options o;
   app.add_option("--plan", o.plan_file, "Plan JSON (its workload is scaled to this machine)");
   app.add_option("--model", o.model, "Model preset to scale to this machine");
   app.add_option("--backend", o.backend, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
-  app.add_option("--layers", o.layers, "Layers (overrides the scaled shape)")->check(CLI::PositiveNumber);
-  app.add_option("--hidden", o.hidden, "Hidden size")->check(CLI::PositiveNumber);
-  app.add_option("--heads", o.heads, "Attention heads")->check(CLI::PositiveNumber);
-  app.add_option("--seq", o.seq, "Sequence length")->check(CLI::PositiveNumber);
-  app.add_option("--ffn", o.ffn, "MLP width (default 4 x hidden)")->check(CLI::PositiveNumber);
-  app.add_option("--dp", o.dp, "Data-parallel degree")->check(CLI::PositiveNumber);
-  app.add_option("--tp", o.tp, "Tensor-parallel degree")->check(CLI::PositiveNumber);
-  app.add_option("--pp", o.pp, "Pipeline stages")->check(CLI::PositiveNumber);
-  app.add_option("--zero", o.zero, "ZeRO stage (0 or 1)")->check(CLI::Range(0, 1));
-  app.add_option("--micro-batch", o.micro_batch, "Sequences per micro-batch")->check(CLI::PositiveNumber);
+  app.add_option("--layers", o.layers, "Layers (overrides the scaled shape)")->check(positive);
+  app.add_option("--hidden", o.hidden, "Hidden size")->check(positive);
+  app.add_option("--heads", o.heads, "Attention heads")->check(positive);
+  app.add_option("--seq", o.seq, "Sequence length")->check(positive);
+  app.add_option("--ffn", o.ffn, "MLP width (default 4 x hidden)")->check(positive);
+  app.add_option("--dp", o.dp, "Data-parallel degree")->check(positive);
+  app.add_option("--tp", o.tp, "Tensor-parallel degree")->check(positive);
+  app.add_option("--pp", o.pp, "Pipeline stages")->check(positive);
+  app.add_option("--zero", o.zero, "ZeRO stage (0 or 1)")->check(number_in(cs::Range::between(0, 1), "0 or 1"));
+  app.add_option("--micro-batch", o.micro_batch, "Sequences per micro-batch")->check(positive);
   auto* acc = app.add_option("--accumulation", o.accumulation, "Micro-batches per replica per step")
-                  ->check(CLI::PositiveNumber);
+                  ->check(positive);
   app.add_option("--global-batch", o.global_batch, "Sequences per step (all replicas)")
-      ->check(CLI::PositiveNumber)
+      ->check(positive)
       ->excludes(acc);
   app.add_option("--precision", o.precision, "fp32 or bf16 (CPU); tf32, fp16 and fp8 too on CUDA")
       ->check(CLI::IsMember({"fp32", "tf32", "bf16", "fp16", "fp8"}));
-  app.add_option("--steps", o.steps, "Optimizer steps")->check(CLI::NonNegativeNumber);
+  app.add_option("--steps", o.steps, "Optimizer steps")->check(non_negative);
   app.add_option("--lr", o.lr, "AdamW learning rate");
   app.add_option("--seed", o.seed, "Seed of the weights and the data order");
-  app.add_option("--bucket-kib", o.bucket_kib, "Data-parallel gradient bucket (KiB)")->check(CLI::PositiveNumber);
+  app.add_option("--bucket-kib", o.bucket_kib, "Data-parallel gradient bucket (KiB)")->check(positive);
   app.add_flag("--no-overlap", o.no_overlap, "Reduce gradients after backward instead of during it");
   app.add_option("--out", o.out, "Trace store per rank: {rank} is replaced, else .rank<N>.db is added");
   app.add_flag("--no-trace", o.no_trace, "Record nothing (to measure the tracer's overhead)");
@@ -865,7 +872,7 @@ int main(int argc, char** argv) {
                  "Measure instead of training: gemm (squares), layer_gemm (a layer's GEMMs, forward and "
                  "backward), bandwidth, ops, all_reduce, or a comma list");
   app.add_option("--sizes", o.sizes, "Sweep sizes: GEMM n, or bytes per buffer / message");
-  app.add_option("--sweep-seconds", o.sweep_seconds, "Time spent per GEMM size")->check(CLI::PositiveNumber);
+  app.add_option("--sweep-seconds", o.sweep_seconds, "Time spent per GEMM size")->check(positive);
   app.add_option("--gemm-sizes", o.gemm_sizes, "GEMM sweeps: n of each square GEMM, or each layer's width")
       ->delimiter(',');
   app.add_option("--buffer-sizes", o.buffer_sizes, "Bandwidth sweep: bytes per buffer")
@@ -877,8 +884,8 @@ int main(int argc, char** argv) {
       ->delimiter(',');
   app.add_option("--trace-rank-offset", o.trace_rank_offset,
                  "Added to the rank recorded in the store (calibration merges several runs)")
-      ->check(CLI::NonNegativeNumber);
-  app.add_option("--gpus", o.gpus, "GPUs in single-process mode (default all)")->check(CLI::PositiveNumber);
+      ->check(non_negative);
+  app.add_option("--gpus", o.gpus, "GPUs in single-process mode (default all)")->check(positive);
   try {
     app.parse(argc, argv);
     if (o.single_process && o.backend != "cuda") {
