@@ -30,6 +30,10 @@ const CLI::Validator& non_negative_number() {
   return check;
 }
 
+CLI::Validator integer_between(int lo, int hi) {
+  return number_in(Range::between(lo, hi), std::to_string(lo) + " to " + std::to_string(hi));
+}
+
 bool looks_like_file(const std::string& argument) {
   std::error_code ec;
   return std::filesystem::is_regular_file(argument, ec) ||
@@ -47,7 +51,7 @@ void ClusterOptions::add_to(CLI::App& command, bool positional) {
   command.add_option("--gpu", gpu, "GPU preset, to build a cluster inline or replace its GPU");
   command.add_option("--nodes", nodes, "Number of nodes")->check(positive_number());
   command.add_option("--gpus-per-node", gpus_per_node, "GPUs per node (default 8 inline)")
-      ->check(CLI::Range(0, 1024));
+      ->check(integer_between(0, 1024));
   command.add_option("--intra-link", intra_link,
                      "Link preset between the GPUs of a node (default: the GPU's own fabric, else pcie4)");
   command.add_option("--inter-link", inter_link,
@@ -199,7 +203,7 @@ void PlanOptions::add_to(CLI::App& command) {
       ->check(positive_number());
   command.add_flag("--sequence-parallel", sequence_parallel,
                    "Split layer norms and dropouts over the tensor-parallel group");
-  command.add_option("--zero", zero_stage, "ZeRO stage: 0, 1, 2 or 3")->check(CLI::Range(0, 3));
+  command.add_option("--zero", zero_stage, "ZeRO stage: 0, 1, 2 or 3")->check(integer_between(0, 3));
   command.add_option("--micro-batch", micro_batch, "Sequences (samples) per micro-batch")
       ->check(positive_number());
   command

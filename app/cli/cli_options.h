@@ -19,6 +19,7 @@ namespace cs::cli {
 // ("--tp: must be > 0 (got 0)"); CLI11's own print a range up to 1.8e308.
 const CLI::Validator& positive_number();
 const CLI::Validator& non_negative_number();
+CLI::Validator integer_between(int lo, int hi);  // "--zero: must be between 0 and 3 (got 5)"
 
 struct ClusterOptions {
   std::string cluster;  // preset name or JSON file

@@ -153,6 +153,8 @@ void TestPlanCli::planErrors_data() {
   QTest::addRow("tp 0") << base + QStringList{"--tp", "0"} << 2 << "--tp: must be > 0 (got 0)";
   QTest::addRow("tp not a number") << base + QStringList{"--tp", "two"} << 2
                                    << "--tp: is not a number (got \"two\")";
+  QTest::addRow("zero 5") << base + QStringList{"--zero", "5"} << 2
+                          << "--zero: must be between 0 and 3 (got 5)";
   QTest::addRow("negative price") << base + QStringList{"--price", "-1"} << 2
                                   << "--price: must be >= 0 (got -1)";
 }
