@@ -561,8 +561,7 @@ void compare_machine_probes(const TraceReader& reader, const std::string& predic
     out.machine_note = measured.message();
     return;
   }
-  auto model = machine_probe_from_json(j[key].dump(),
-                                       "meta predicted_step: /machine_probe");
+  auto model = machine_probe_from_json(j[key].dump(), "meta predicted_step: /machine_probe");
   if (!model) {
     out.machine_note = model.message();
     return;
@@ -818,10 +817,14 @@ Result<std::optional<PredictionComparison>> compare_with_prediction(
   bool any_steps = false;
   for (const RankAnalysis& r : ranks)
     any_steps = any_steps || !r.steps.empty();
-  // The first step warms up (allocation, library initialisation, cuBLAS's
-  // heuristics: on a GPU a hundred times a later step) and is left out
-  // when there are three or more, as measure_step_parts leaves it out.
-  auto first_counted = [](const RankAnalysis& r) -> std::size_t { return r.steps.size() >= 3 ? 1 : 0; };
+  // Each rank's warm-up steps are left out, as measure_step_parts leaves
+  // them out.
+  auto first_counted = [](const RankAnalysis& r) {
+    std::vector<double> lengths;
+    for (const auto& step : r.steps)
+      lengths.push_back(static_cast<double>(step.breakdown.span_ns));
+    return warm_up_steps(lengths);
+  };
   for (const RankAnalysis& r : ranks) {
     if (any_steps) {
       for (std::size_t i = first_counted(r); i < r.steps.size(); ++i)
@@ -861,8 +864,8 @@ Result<std::optional<PredictionComparison>> compare_with_prediction(
         if (it == by_rank.end()) continue;
         std::vector<std::pair<std::int64_t, std::int64_t>> iv;
         const std::size_t first = first_counted(r);
-        const std::int64_t from =
-            first > 0 ? r.steps[first].breakdown.window_start_ns : std::numeric_limits<std::int64_t>::min();
+        const std::int64_t from = first > 0 ? r.steps[first].breakdown.window_start_ns
+                                            : std::numeric_limits<std::int64_t>::min();
         for (const auto& [a, b] : it->second) {
           if (b > from) iv.emplace_back(std::max(a, from), b);
         }
@@ -879,8 +882,7 @@ Result<std::optional<PredictionComparison>> compare_with_prediction(
           }
         }
         total += cur_end - cur_start;
-        const double steps =
-            r.steps.empty() ? 1.0 : static_cast<double>(r.steps.size() - first);
+        const double steps = r.steps.empty() ? 1.0 : static_cast<double>(r.steps.size() - first);
         sum += static_cast<double>(total) / steps;
         ++counted;
       }

@@ -132,7 +132,7 @@ struct PredictedVsMeasured {
 };
 
 // The planner's estimate (meta "predicted_step") against the mean measured
-// step (the first step, a warm-up, left out when there are three or more).
+// step (each rank's warm-up steps left out: warm_up_steps).
 // Measured categories: compute = compute; communication = exposed
 // communication; memory = exposed memory; synchronization = exposed
 // synchronization; other = other device work + idle; they add up to the
@@ -165,8 +165,8 @@ struct PredictionComparison {
 
 // What each part of a step took, measured from a store's events, on the
 // critical rank (the one with the most compute: the slowest stage, which the
-// planner times), as the median over its steps (the first step, a warm-up,
-// left out when there are three or more). Parts (seconds per step):
+// planner times), as the median over its steps past the warm-up
+// (warm_up_steps). Parts (seconds per step):
 // - "compute.<kind>": compute events by operation_kind(); on a rank with
 //   forward/backward annotations, kernels of no known kind outside them are
 //   "optimizer" work (zeroing, averaging, casting around the update);
@@ -201,6 +201,15 @@ Result<std::vector<StepParts>> measure_rank_parts(const TraceReader& reader);
 // waited for it (in a training step, for the slowest rank's compute).
 // `durations[r][n]` is rank r's n-th call; returns each n's shortest.
 std::vector<double> shortest_of_each_call(const std::vector<std::vector<double>>& durations);
+
+// How many of a rank's first steps (their lengths in order) are warm-up,
+// left out of what a run measured: with three steps or more, the first
+// (allocation, library initialisation, cuBLAS's heuristics: on a GPU a
+// hundred times a later step), and after it every step still longer than
+// 1.5 times the median of the run's second half, up to half the steps.
+// CPU-engine runs of 2 and 4 ranks on a 2-core VM took 1.5-3.8 times their
+// steady step in their second to fifth steps.
+std::size_t warm_up_steps(const std::vector<double>& lengths);
 
 // The kind of operation a compute event's name says: "gemm", "attention",
 // "norm", "activation", "loss", "optimizer", else "elementwise".

@@ -250,6 +250,17 @@ std::vector<double> shortest_of_each_call(const std::vector<std::vector<double>>
   return shortest;
 }
 
+std::size_t warm_up_steps(const std::vector<double>& lengths) {
+  const std::size_t n = lengths.size();
+  if (n < 3) return 0;
+  const double steady =
+      median({lengths.begin() + static_cast<std::ptrdiff_t>(n / 2), lengths.end()});
+  std::size_t first = 1;
+  while (first < n / 2 && lengths[first] > 1.5 * steady)
+    ++first;
+  return first;
+}
+
 double StepParts::part(std::string_view name) const {
   for (const auto& [n, v] : parts) {
     if (n == name) return v;
@@ -388,7 +399,10 @@ Result<std::vector<StepParts>> measure_rank_parts(const TraceReader& reader) {
     // Per step: the compute parts; communication once every rank is read.
     PendingRank pending;
     pending.rank = rank;
-    const std::size_t first = ev.steps.size() >= 3 ? 1 : 0;
+    std::vector<double> lengths;
+    for (const Interval& w : ev.steps)
+      lengths.push_back(static_cast<double>(w.second - w.first));
+    const std::size_t first = warm_up_steps(lengths);
     for (std::size_t si = first; si < ev.steps.size(); ++si) {
       const Interval w = ev.steps[si];
       pending.step_lengths.push_back(static_cast<double>(w.second - w.first));

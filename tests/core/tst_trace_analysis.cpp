@@ -118,6 +118,9 @@ class TestTraceAnalysis : public QObject {
   void stepParts();
   void collectiveWaitIsSplit();
   void collectivesPairedByTheirStep();
+  void warmUpSteps_data();
+  void warmUpSteps();
+  void slowFirstStepsLeftOut();
   void pipelineParts_data();
   void pipelineParts();
   void predictionErrorsNameTheField_data();
@@ -625,6 +628,56 @@ void TestTraceAnalysis::collectivesPairedByTheirStep() {
            qPrintable(QString::number((*ranks)[0].part("wait"))));
   QVERIFY2(std::abs((*ranks)[0].part("communication.dp") - 500e-9) < 1e-12,
            qPrintable(QString::number((*ranks)[0].part("communication.dp"))));
+}
+
+// Leading steps left out of what a run measured: the first (with three or
+// more), then those still 1.5 times the second half's median, up to half.
+void TestTraceAnalysis::warmUpSteps_data() {
+  QTest::addColumn<QList<double>>("lengths");
+  QTest::addColumn<int>("warm_up");
+  QTest::addRow("two steps") << QList<double>{5, 1} << 0;
+  QTest::addRow("steady after the first") << QList<double>{5, 1, 1, 1, 1, 1} << 1;
+  QTest::addRow("three slow (a DP 2 run)")
+      << QList<double>{6.1, 3.8, 3.5, 1.9, 1.1, 1.0, 1.0, 1.0, 1.0, 1.4} << 4;
+  QTest::addRow("at most half") << QList<double>{9, 9, 9, 9, 9, 1, 1, 1} << 4;
+  QTest::addRow("1.4 times is steady") << QList<double>{3, 1.4, 1, 1, 1, 1} << 1;
+}
+
+void TestTraceAnalysis::warmUpSteps() {
+  QFETCH(QList<double>, lengths);
+  QFETCH(int, warm_up);
+  QCOMPARE(warm_up_steps(std::vector<double>(lengths.begin(), lengths.end())),
+           static_cast<std::size_t>(warm_up));
+}
+
+// A run whose first two steps are slow: the parts and the step measured are
+// those of the four after them.
+void TestTraceAnalysis::slowFirstStepsLeftOut() {
+  QTemporaryDir dir;
+  Builder b(dir, "warm.cstrace");
+  TraceWriter& w = *b.writer;
+  w.add_rank({0, "node", "CPU", 1, 0, false});
+  const LaneId lane = w.add_lane(0, LaneKind::cpu_thread, "compute", 0);
+  std::int64_t t = 100'000;
+  for (int step = 0; step < 6; ++step) {
+    const std::int64_t length = step == 0 ? 30'000 : step == 1 ? 20'000 : 10'000;
+    b.add(lane, EventKind::kernel, Category::compute, t, t + length / 2, "mlp.fc");
+    b.commit();
+    w.add(StepMetrics{0, step, t, t + length, 1.0, 100, 0});
+    t += length;
+  }
+  w.set_meta("predicted_step", R"({"step_seconds": 1e-5, "breakdown": {"compute.gemm": 5e-6}})");
+  auto r = b.close();
+  auto parts = measure_step_parts(*r);
+  QVERIFY2(parts, parts ? "" : parts.message().c_str());
+  QCOMPARE(parts->steps, 4);
+  QVERIFY(std::abs(parts->step_s - 10e-6) < 1e-12);
+  QVERIFY(std::abs(parts->part("compute.gemm") - 5e-6) < 1e-12);
+  auto run = analyze_run(*r);
+  QVERIFY2(run, run ? "" : run.message().c_str());
+  QVERIFY(run->prediction);
+  QCOMPARE(run->prediction->steps, 4);
+  QVERIFY(std::abs(run->prediction->measured_step_s - 10e-6) < 1e-12);
 }
 
 // A two-stage pipeline, three steps of 20 µs (the first a warm-up):
