@@ -637,6 +637,8 @@ static Status compare_breakdown(const TraceReader& reader,
   const StepParts* measured = &critical_rank_parts(*ranks, predicted);
   out.critical_rank = measured->rank;
   out.measured_step_median_s = measured->step_s;
+  out.critical_steps = measured->steps;
+  out.critical_warm_up = measured->warm_up;
   std::vector<std::string> names;
   for (const auto& [name, value] : measured->parts)
     names.push_back(name);

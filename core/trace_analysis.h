@@ -152,6 +152,8 @@ struct PredictionComparison {
   std::vector<PredictedVsMeasured> breakdown;
   std::int32_t critical_rank = -1;
   double measured_step_median_s = 0;  // the critical rank's median step
+  int critical_steps = 0;             // ... over this many steps
+  int critical_warm_up = 0;           // ... after its first this many, the warm-up
   int largest = -1;                   // index in breakdown of the largest disagreement
   // "the plan said 1.8 s per step, the run took 2.3 s, and 0.4 s of the
   // difference is exposed data-parallel communication, which the model
@@ -184,7 +186,8 @@ struct PredictionComparison {
 // - "idle": the step's time none of the above covers.
 struct StepParts {
   std::int32_t rank = -1;
-  int steps = 0;
+  int steps = 0;    // steps measured
+  int warm_up = 0;  // the steps before them, left out (warm_up_steps)
   double step_s = 0;
   std::vector<std::pair<std::string, double>> parts;  // in the order above
   double part(std::string_view name) const;
@@ -217,6 +220,10 @@ std::string_view operation_kind(std::string_view name);
 
 // "exposed data-parallel communication", "GEMM compute", ... for a part name.
 std::string describe_part(std::string_view part);
+
+// The steps a median was taken over: "6 steps after the warm-up (the first
+// 4)", "6 steps after the first (the warm-up)", "2 steps".
+std::string describe_steps(int steps, int warm_up);
 
 struct AnalysisOptions {
   std::int64_t kernel_wait_ns = 30;

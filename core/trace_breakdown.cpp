@@ -177,6 +177,7 @@ struct PendingStep {
 // waiting (that needs every rank's calls).
 struct PendingRank {
   std::int32_t rank = -1;
+  int warm_up = 0;  // leading steps left out
   std::vector<double> step_lengths;
   std::vector<PendingStep> steps;
   std::map<std::string, std::vector<Interval>> communication;
@@ -216,6 +217,13 @@ std::string_view operation_kind(std::string_view name) {
     return "gemm";
   }
   return "elementwise";
+}
+
+std::string describe_steps(int steps, int warm_up) {
+  std::string out = std::to_string(steps) + (steps == 1 ? " step" : " steps");
+  if (warm_up == 1) return out + " after the first (the warm-up)";
+  if (warm_up > 1) return out + " after the warm-up (the first " + std::to_string(warm_up) + ")";
+  return out;
 }
 
 std::string describe_part(std::string_view part) {
@@ -403,6 +411,7 @@ Result<std::vector<StepParts>> measure_rank_parts(const TraceReader& reader) {
     for (const Interval& w : ev.steps)
       lengths.push_back(static_cast<double>(w.second - w.first));
     const std::size_t first = warm_up_steps(lengths);
+    pending.warm_up = static_cast<int>(first);
     for (std::size_t si = first; si < ev.steps.size(); ++si) {
       const Interval w = ev.steps[si];
       pending.step_lengths.push_back(static_cast<double>(w.second - w.first));
@@ -542,6 +551,7 @@ Result<std::vector<StepParts>> measure_rank_parts(const TraceReader& reader) {
     StepParts parts;
     parts.rank = pending.rank;
     parts.steps = static_cast<int>(pending.step_lengths.size());
+    parts.warm_up = pending.warm_up;
     parts.step_s = median(pending.step_lengths) * 1e-9;
     for (std::string_view name : kPartOrder) {
       parts.parts.emplace_back(std::string(name),

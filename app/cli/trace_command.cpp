@@ -280,6 +280,8 @@ void run_stats(const StatsOptions& o, Context& ctx) {
         json& pj = out["prediction"];
         pj["critical_rank"] = a.prediction->critical_rank;
         pj["measured_step_median_s"] = a.prediction->measured_step_median_s;
+        pj["critical_steps"] = a.prediction->critical_steps;
+        pj["critical_warm_up_steps"] = a.prediction->critical_warm_up;
         pj["breakdown"] = rows(a.prediction->breakdown);
         pj["largest_disagreement"] = a.prediction->breakdown[a.prediction->largest].name;
         pj["verdict"] = a.prediction->verdict;
@@ -390,7 +392,8 @@ void run_stats(const StatsOptions& o, Context& ctx) {
     t2.print(std::cout);
     if (!p.breakdown.empty()) {
       std::cout << "\nEach part of the step, predicted against measured (rank " << p.critical_rank
-                << ": of the stage the planner timed, the most compute; median of its steps)\n";
+                << ": of the stage the planner timed, the most compute; median of its "
+                << trace::describe_steps(p.critical_steps, p.critical_warm_up) << ")\n";
       TextTable t3({"part", "predicted", "measured", "error", ""});
       for (std::size_t i = 1; i < 4; ++i)
         t3.right_align(i);

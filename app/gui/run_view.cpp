@@ -666,8 +666,9 @@ void RunView::showAnalysis() {
     if (!p.breakdown.empty()) {
       // Each part of the step on the critical rank, its median step: the
       // comparison that names the largest disagreement.
-      add_line(tr("Each part of the step (rank %1: of the stage the planner timed, the most compute; median of its steps)")
-                   .arg(p.critical_rank));
+      add_line(tr("Each part of the step (rank %1: of the stage the planner timed, the most compute; median of its %2)")
+                   .arg(p.critical_rank)
+                   .arg(QString::fromStdString(trace::describe_steps(p.critical_steps, p.critical_warm_up))));
       add_row(tr("step (median)"), p.predicted_step_s, p.measured_step_median_s);
       for (std::size_t i = 0; i < p.breakdown.size(); ++i) {
         const trace::PredictedVsMeasured& r = p.breakdown[i];

@@ -678,6 +678,13 @@ void TestTraceAnalysis::slowFirstStepsLeftOut() {
   QVERIFY(run->prediction);
   QCOMPARE(run->prediction->steps, 4);
   QVERIFY(std::abs(run->prediction->measured_step_s - 10e-6) < 1e-12);
+  // What the comparison says it measured.
+  QCOMPARE(parts->warm_up, 2);
+  QCOMPARE(run->prediction->critical_steps, 4);
+  QCOMPARE(run->prediction->critical_warm_up, 2);
+  QCOMPARE(describe_steps(4, 2), std::string("4 steps after the warm-up (the first 2)"));
+  QCOMPARE(describe_steps(4, 1), std::string("4 steps after the first (the warm-up)"));
+  QCOMPARE(describe_steps(2, 0), std::string("2 steps"));
 }
 
 // A two-stage pipeline, three steps of 20 µs (the first a warm-up):
