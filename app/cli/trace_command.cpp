@@ -374,7 +374,9 @@ void run_stats(const StatsOptions& o, Context& ctx) {
                 << (again->calibrated ? " (calibrated)" : "") << ", not as the run recorded it\n";
       for (const std::string& n : again->notes) std::cout << "  " << n << '\n';
     }
-    std::cout << (p.steps > 0 ? "\nPredicted against measured (per step)\n"
+    std::cout << (p.steps > 0 ? "\nPredicted against measured (per step: the mean of " +
+                                    std::to_string(p.steps) +
+                                    " steps over the ranks, each rank's warm-up left out)\n"
                               : "\nPredicted against measured (the whole trace as one step: no "
                                 "per-step analysis)\n");
     TextTable t2({"", "predicted", "measured", "measured/predicted"});

@@ -16,6 +16,7 @@
 #include <QSet>
 #include <QTemporaryDir>
 #include <QTextStream>
+#include <QRegularExpression>
 #include <QtTest>
 #include <cmath>
 #include <functional>
@@ -1574,6 +1575,12 @@ void TestCalibration::calibrateRunPredictLearn() {
   }
   r = run_cli({"trace", "stats", run_store}, presets, work);
   QVERIFY(r.out.contains("<- largest disagreement"));
+  // Which steps each comparison took.
+  QVERIFY2(r.out.contains(QRegularExpression(
+               "per step: the mean of \\d+ steps over the ranks, each rank's warm-up left out")),
+           qPrintable(r.out));
+  QVERIFY2(r.out.contains(QRegularExpression("median of its \\d+ steps after the")),
+           qPrintable(r.out));
   QVERIFY2(r.out.contains("The machine, probed before the first step: GEMM probe"),
            qPrintable(r.out.right(2000)));
 
