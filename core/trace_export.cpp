@@ -21,16 +21,31 @@ namespace {
 constexpr std::int64_t kMinTime = std::numeric_limits<std::int64_t>::min() / 4;
 constexpr std::int64_t kMaxTime = std::numeric_limits<std::int64_t>::max() / 4;
 
-// Buffered output that reports a failed write by the file's name.
+// Buffered output that reports a failed write by the file's name. A
+// regular file is written beside its path and renamed over it once whole,
+// so a failed export (a full disk) leaves no half file and keeps the one an
+// earlier export wrote there; a device, a pipe (/dev/stdout) or a link is
+// written through as is.
 class Output {
  public:
   explicit Output(std::string path) : path_(std::move(path)) {
-    file_ = std::fopen(path_.c_str(), "wb");
-    if (!file_) error_ = Error{path_ + ": cannot write: " + std::strerror(errno)};
+    std::error_code ec;
+    const auto status = std::filesystem::status(path_, ec);
+    const bool special = !ec && std::filesystem::exists(status) &&
+                         (!std::filesystem::is_regular_file(status) ||
+                          std::filesystem::is_symlink(std::filesystem::symlink_status(path_, ec)));
+    if (!special) writing_ = path_ + ".partial";
+    file_ = std::fopen(writing_.empty() ? path_.c_str() : writing_.c_str(), "wb");
+    if (!file_) {
+      error_ = Error{path_ + ": cannot write: " + std::strerror(errno)};
+      writing_.clear();
+    }
     buffer_.reserve(kChunk + 4096);
   }
+  // Without a successful close() nothing takes the path's place.
   ~Output() {
     if (file_) std::fclose(file_);
+    discard();
   }
   Output(const Output&) = delete;
   Output& operator=(const Output&) = delete;
@@ -70,6 +85,12 @@ class Output {
         error_ = Error{path_ + ": write failed: " + std::strerror(errno)};
       file_ = nullptr;
     }
+    if (error_.ok() && !writing_.empty()) {
+      std::error_code ec;
+      std::filesystem::rename(writing_, path_, ec);
+      if (ec) error_ = Error{path_ + ": cannot write: " + ec.message()};
+    }
+    discard();
     return error_;
   }
 
@@ -84,7 +105,15 @@ class Output {
     buffer_.clear();
   }
 
+  void discard() {
+    if (writing_.empty()) return;
+    std::error_code ec;
+    std::filesystem::remove(writing_, ec);
+    writing_.clear();
+  }
+
   std::string path_;
+  std::string writing_;  // the file beside path_ being written; "" once renamed or discarded
   std::FILE* file_ = nullptr;
   std::string buffer_;
   std::int64_t written_ = 0;

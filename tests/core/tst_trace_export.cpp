@@ -7,10 +7,13 @@
 #include <QFile>
 #include <QTemporaryDir>
 #include <QtTest>
+#include <csignal>
 #include <fstream>
 #include <map>
 #include <set>
 #include <sstream>
+
+#include <sys/resource.h>
 
 #include <nlohmann/json.hpp>
 
@@ -95,6 +98,7 @@ class TestTraceExport : public QObject {
   void csvTables();
   void htmlReportIsSelfContained();
   void failuresNameTheFile();
+  void failedExportKeepsTheEarlierFile();
 };
 
 void TestTraceExport::chromeTraceParsesBack() {
@@ -337,6 +341,43 @@ void TestTraceExport::failuresNameTheFile() {
   ChromeTraceOptions empty;
   empty.window = TimeRange{10, 10};
   QVERIFY(!export_chrome_trace(*r, dir.filePath("e.json").toStdString(), empty));
+}
+
+// A disk that fills mid-export (here a file-size limit: every write past
+// half the file's size fails with EFBIG) leaves neither a half file nor a trace of its
+// attempt, and the export an earlier call wrote at that path stays whole.
+void TestTraceExport::failedExportKeepsTheEarlierFile() {
+  QTemporaryDir dir;
+  auto r = imported(dir, {kNsys}, "saxpy.cstrace");
+  const std::string path = dir.filePath("saxpy.json").toStdString();
+  QVERIFY(export_chrome_trace(*r, path));
+  QFile earlier(QString::fromStdString(path));
+  QVERIFY(earlier.open(QIODevice::ReadOnly));
+  const QByteArray before = earlier.readAll();
+  earlier.close();
+  QVERIFY(before.size() > 4096);
+
+  const std::string fresh = dir.filePath("fresh.csv").toStdString();
+  rlimit saved{};
+  QCOMPARE(getrlimit(RLIMIT_FSIZE, &saved), 0);
+  const auto old_handler = std::signal(SIGXFSZ, SIG_IGN);
+  rlimit small = saved;
+  small.rlim_cur = static_cast<rlim_t>(before.size() / 2);
+  QCOMPARE(setrlimit(RLIMIT_FSIZE, &small), 0);
+  auto again = export_chrome_trace(*r, path);
+  auto first = export_csv(*r, nullptr, CsvTable::events, fresh);
+  setrlimit(RLIMIT_FSIZE, &saved);
+  std::signal(SIGXFSZ, old_handler);
+
+  QVERIFY(!again);
+  QVERIFY2(QString::fromStdString(again.message())
+               .startsWith(QString::fromStdString(path) + ": write failed: "),
+           again.message().c_str());
+  QVERIFY(earlier.open(QIODevice::ReadOnly));
+  QCOMPARE(earlier.readAll(), before);
+  QVERIFY(!first);
+  QVERIFY(!QFile::exists(QString::fromStdString(fresh)));
+  QCOMPARE(QDir(dir.path()).entryList({"*.partial"}, QDir::Files), QStringList{});
 }
 
 QTEST_GUILESS_MAIN(TestTraceExport)
