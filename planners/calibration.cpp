@@ -105,29 +105,65 @@ std::string format_bytes(double bytes) {
 
 // --- what the store holds ----------------------------------------------------
 
-// The typical time of one operation: the median of its samples. On a
-// machine that other work shares, a few samples are preempted for a whole
-// scheduler slice (milliseconds on a microsecond kernel); a mean would fold
-// those into the device's speed.
-struct Mean {
-  std::vector<double> samples;
+double median_of(std::vector<double> values) {
+  if (values.empty()) return 0;
+  const auto middle = values.begin() + static_cast<std::ptrdiff_t>(values.size() / 2);
+  std::nth_element(values.begin(), middle, values.end());
+  return *middle;
+}
+
+// The typical time of one operation. A sweep's: the median of its samples;
+// on a machine that other work shares, a few are preempted for a whole
+// scheduler slice (milliseconds on a microsecond kernel), which a mean
+// would fold into the device's speed.
+// A run's step is the sum of its operations, and each one's times lean long
+// (caches, the scheduler), so their medians add up short: in CPU-engine runs
+// of 1 and 2 ranks on the 2-core VM (passes YY-CCC) the sum of each
+// operation's median fell 3-10 % short of the median step's compute, the
+// sum of their means over the steady steps (steady_steps) within 1 % in 14
+// of 15 runs. A CPU-engine run's is therefore the mean over its steady
+// steps (a GPU's kernels wait for no scheduler of the host's), and of
+// several runs the lower median of theirs: a run that other work slowed
+// throughout (one of YY's took its GEMMs 193 % longer than the other run of
+// that plan) says nothing of the machine's speed, and of two runs the
+// faster is kept.
+struct OpTimes {
+  std::vector<double> samples;     // a sweep's, or a run's whose ranks share cores
+  std::vector<double> run_means;   // per run store: its mean over its steady steps
   std::int64_t count = 0;
   void add(double seconds) {
     samples.push_back(seconds);
     ++count;
   }
-  double mean() const {
-    if (samples.empty()) return 0;
-    std::vector<double> sorted = samples;
-    const auto middle = sorted.begin() + static_cast<std::ptrdiff_t>(sorted.size() / 2);
-    std::nth_element(sorted.begin(), middle, sorted.end());
-    return *middle;
+  void add_from_run(double seconds) {
+    store_run_samples.push_back(seconds);
+    ++count;
   }
-  double total() const { return mean() * static_cast<double>(count); }
-  void absorb(const Mean& other) {
+  // The store's samples are all in: their mean is kept, to pool with others'.
+  void end_store() {
+    if (store_run_samples.empty()) return;
+    double sum = 0;
+    for (double v : store_run_samples)
+      sum += v;
+    run_means.push_back(sum / static_cast<double>(store_run_samples.size()));
+    store_run_samples.clear();
+  }
+  double typical() const {
+    if (run_means.empty()) return median_of(samples);
+    std::vector<double> means = run_means;
+    const auto lower = means.begin() + static_cast<std::ptrdiff_t>((means.size() - 1) / 2);
+    std::nth_element(means.begin(), lower, means.end());
+    return *lower;
+  }
+  double total() const { return typical() * static_cast<double>(count); }
+  void absorb(const OpTimes& other) {
     samples.insert(samples.end(), other.samples.begin(), other.samples.end());
+    run_means.insert(run_means.end(), other.run_means.begin(), other.run_means.end());
     count += other.count;
   }
+
+ private:
+  std::vector<double> store_run_samples;  // this store's run samples, until end_store()
 };
 
 struct GemmKey {
@@ -170,20 +206,34 @@ std::optional<std::string_view> loop_kind_of(std::string_view name) {
 
 struct PhaseData {
   CalibrationPhase phase;
-  std::map<GemmKey, Mean> gemm;
-  std::map<double, Mean> memory;  // by bytes
+  std::map<GemmKey, OpTimes> gemm;
+  std::map<double, OpTimes> memory;  // by bytes
   // kind -> size (elements, or FLOPs for attention) -> mean
-  std::map<std::string, std::map<double, Mean>> loops;
-  std::map<std::tuple<std::string, int, double>, Mean> collectives;  // (collective, ranks, bytes)
+  std::map<std::string, std::map<double, OpTimes>> loops;
+  std::map<std::tuple<std::string, int, double>, OpTimes> collectives;  // (collective, ranks, bytes)
   // ... and those met with their buffers out of the caches: the cold sweep,
   // a CPU-engine run's gradient reductions.
-  std::map<std::tuple<std::string, int, double>, Mean> cold_collectives;
+  std::map<std::tuple<std::string, int, double>, OpTimes> cold_collectives;
   // GEMMs of a GPU run recorded without their operand bytes: not fitted,
   // since the planner adds their operand traffic to their FLOPs' time.
   std::int64_t gemms_without_bytes = 0;
   // A run store's optimizer step per parameter, one point per run (see
   // add_run_optimizer_points); a sweep's comes from its passes' sizes instead.
   std::vector<OptimizerPoint> run_optimizer;
+  // CPU-engine ranks sharing cores: an operation of theirs runs at a core's
+  // speed or at a share of it, as its partners compute or wait, and the
+  // planner adds the share itself (GpuEfficiency::core_share); a run's
+  // median keeps the core's speed, where a mean would add the share twice.
+  bool shares_cores = false;
+
+  // Each operation's times, to end a store's samples (OpTimes::end_store).
+  void end_store() {
+    for (auto& [k, t] : gemm) t.end_store();
+    for (auto& [k, t] : memory) t.end_store();
+    for (auto& [kind, sizes] : loops) {
+      for (auto& [k, t] : sizes) t.end_store();
+    }
+  }
 
   // Pools another store's operations of the same configuration into these.
   void absorb(const PhaseData& other) {
@@ -291,15 +341,23 @@ struct OpSample {
   double seconds = 0;
 };
 
-void add_sample(PhaseData& d, const OpSample& op, bool gpu) {
+// `from_run`: a sample from a run's steady step (OpTimes).
+void add_sample(PhaseData& d, const OpSample& op, bool gpu, bool from_run) {
+  auto add = [&](OpTimes& times) {
+    if (from_run && !d.shares_cores) {
+      times.add_from_run(op.seconds);
+    } else {
+      times.add(op.seconds);
+    }
+  };
   if (auto kind = loop_kind_of(op.name)) {
     const bool attention = kind->starts_with("attention");
     const double size = attention ? op.flops : static_cast<double>(op.count);
-    if (size > 0) d.loops[std::string(*kind)][size].add(op.seconds);
+    if (size > 0) add(d.loops[std::string(*kind)][size]);
     return;
   }
   if (op.name == "accumulate" && op.bytes > 0) {
-    d.memory[op.bytes].add(op.seconds);
+    add(d.memory[op.bytes]);
     return;
   }
   if (op.flops <= 0) return;
@@ -310,7 +368,7 @@ void add_sample(PhaseData& d, const OpSample& op, bool gpu) {
   auto precision = precision_of_name(op.name);
   if (!precision) precision = precision_of_type(op.dtype);
   if (!precision) precision = precision_from_string(d.phase.precision);
-  if (precision) d.gemm[{*precision, op.flops, op.bytes}].add(op.seconds);
+  if (precision) add(d.gemm[{*precision, op.flops, op.bytes}]);
 }
 
 // A run's optimizer step, rank by rank and step by step: the time of all
@@ -397,6 +455,36 @@ bool gradient_reduction(std::string_view name) {
   return name.starts_with("dp ") && name.find("all-gather") == std::string_view::npos;
 }
 
+// A run's steady steps, per rank: past its warm-up (trace::warm_up_steps)
+// and at most a quarter longer than the median of those. A longer step was
+// disturbed (other work, the scheduler) and says nothing of its operations'
+// own time. A rank that recorded no steps has no entry.
+Result<std::map<std::int32_t, std::set<int>>> steady_steps(const trace::TraceReader& r) {
+  auto steps = r.steps();
+  if (!steps) return steps.error();
+  std::map<std::int32_t, std::vector<std::pair<int, double>>> by_rank;  // (step, seconds)
+  for (const trace::StepMetrics& s : *steps)
+    by_rank[s.rank].emplace_back(s.step, static_cast<double>(s.end_ns - s.start_ns));
+  std::map<std::int32_t, std::set<int>> out;
+  for (auto& [rank, list] : by_rank) {
+    std::sort(list.begin(), list.end());
+    std::vector<double> lengths;
+    for (const auto& [step, length] : list)
+      lengths.push_back(length);
+    const std::size_t first = trace::warm_up_steps(lengths);
+    std::vector<double> after(lengths.begin() + static_cast<std::ptrdiff_t>(first), lengths.end());
+    if (after.empty()) continue;
+    std::nth_element(after.begin(), after.begin() + static_cast<std::ptrdiff_t>(after.size() / 2),
+                     after.end());
+    const double median = after[after.size() / 2];
+    std::set<int>& steady = out[rank];
+    for (std::size_t i = first; i < list.size(); ++i) {
+      if (lengths[i] <= 1.25 * median) steady.insert(list[i].first);
+    }
+  }
+  return out;
+}
+
 Status collect(const trace::TraceReader& r, std::vector<PhaseData>& data, bool cpu_engine) {
   auto phase_of = [&](std::int32_t rank) -> PhaseData* {
     for (PhaseData& d : data) {
@@ -442,6 +530,19 @@ Status collect(const trace::TraceReader& r, std::vector<PhaseData>& data, bool c
   using CallKey = std::tuple<PhaseData*, std::string, int, double, std::string, bool>;
   std::map<CallKey, std::map<std::int32_t, std::vector<std::pair<std::int64_t, double>>>> calls;
   const bool run_store = !r.meta(kCalibrationMetaKey);
+  std::map<std::int32_t, std::set<int>> steady;
+  if (run_store) {
+    auto found = steady_steps(r);
+    if (!found) return found.error();
+    steady = std::move(*found);
+  }
+  // Whether a run's operation in `step` is from a steady step; empty where
+  // its rank recorded no steps (its samples then count as a sweep's).
+  auto steady_step = [&](std::int32_t rank, int step) -> std::optional<bool> {
+    auto it = steady.find(rank);
+    if (it == steady.end()) return std::nullopt;
+    return it->second.count(step) > 0;
+  };
   OptimizerSteps optimizer_steps;
   // A sweep's first pass of each operation on a rank touches freshly
   // allocated buffers (AdamW over 4.19 M parameters: 120-250 ms, against
@@ -512,21 +613,22 @@ Status collect(const trace::TraceReader& r, std::vector<PhaseData>& data, bool c
       if (fresh) return true;
       held->second.alone = false;
       if (e.start_ns < held->second.start) {
-        add_sample(*d, held->second.op, false);
+        add_sample(*d, held->second.op, false, false);
         held->second.start = e.start_ns;
         held->second.op = op;
         return true;
       }
-      add_sample(*d, op, false);
+      add_sample(*d, op, false, false);
     } else if (e.kind == trace::EventKind::kernel) {
-      add_sample(*d, op, false);
+      const std::optional<bool> in_steady = steady_step(se.rank, e.step);
+      if (in_steady.value_or(true)) add_sample(*d, op, false, in_steady.has_value());
       note_optimizer(optimizer_steps, *d, se.rank, e.step, op);
     }
     return true;
   });
   if (!walked) return walked;
   for (const auto& [key, held] : first_pass) {
-    if (held.alone) add_sample(*std::get<0>(key), held.op, false);
+    if (held.alone) add_sample(*std::get<0>(key), held.op, false, false);
   }
   for (auto& [rank, g] : gpu) {
     PhaseData* d = phase_of(rank);
@@ -552,7 +654,8 @@ Status collect(const trace::TraceReader& r, std::vector<PhaseData>& data, bool c
       if (!name) continue;
       OpSample sample = op.op;
       sample.name = *name;
-      add_sample(*d, sample, true);
+      // A GPU's kernels wait for no scheduler of the host's: their median.
+      add_sample(*d, sample, true, false);
       if (run_store) note_optimizer(optimizer_steps, *d, rank, op.step, sample);
     }
   }
@@ -569,7 +672,7 @@ Status collect(const trace::TraceReader& r, std::vector<PhaseData>& data, bool c
       for (const auto& [start, s] : list)
         seconds.push_back(s);
     }
-    Mean& samples = (cold ? d->cold_collectives : d->collectives)[{collective, ranks, bytes}];
+    OpTimes& samples = (cold ? d->cold_collectives : d->collectives)[{collective, ranks, bytes}];
     for (double shortest : trace::shortest_of_each_call(durations))
       samples.add(shortest);
   }
@@ -588,12 +691,12 @@ void fit_memory(const PhaseData& d, DeviceFit& fit) {
   if (seconds <= 0) return;
   // The bus-streaming rate of the largest buffers: small ones live in cache.
   const double largest = d.memory.rbegin()->first;
-  const Mean& big = d.memory.rbegin()->second;
-  const double rate = largest / big.mean();
+  const OpTimes& big = d.memory.rbegin()->second;
+  const double rate = largest / big.typical();
   fit.memory_rate = rate;
   std::vector<FitPoint> points;
   for (const auto& [b, m] : d.memory) {
-    points.push_back({"stream " + format_bytes(b), b, m.mean(), b / rate, m.count});
+    points.push_back({"stream " + format_bytes(b), b, m.typical(), b / rate, m.count});
   }
   fit.memory_quality = quality_of(std::move(points));
   (void)bytes;
@@ -634,7 +737,7 @@ void fit_gemm(const PhaseData& d, const FitOptions& options, double memory_rate,
     std::vector<std::vector<double>> x;
     std::vector<double> y, w;
     for (const auto& [key, m] : d.gemm) {
-      const double t = m.mean();
+      const double t = m.typical();
       std::vector<double> row(k + 2, 0.0);
       row[column(key.precision)] = key.flops;
       row[k] = use_bytes ? key.bytes : 0.0;
@@ -718,7 +821,7 @@ void fit_gemm(const PhaseData& d, const FitOptions& options, double memory_rate,
       char label[64];
       std::snprintf(label, sizeof label, "gemm %.3g GFLOP %s", key.flops / 1e9,
                     std::string(to_string(p)).c_str());
-      points.push_back({label, key.flops, m.mean(), predicted, m.count});
+      points.push_back({label, key.flops, m.typical(), predicted, m.count});
     }
     curve.quality = quality_of(std::move(points));
     fit.gemm.push_back(std::move(curve));
@@ -736,15 +839,15 @@ void fit_gemm(const PhaseData& d, const FitOptions& options, double memory_rate,
 // shorter.
 constexpr double kSlicedPassSeconds = 2e-3;
 
-using LoopSizes = std::map<std::string, std::map<double, Mean>>;
+using LoopSizes = std::map<std::string, std::map<double, OpTimes>>;
 
 LoopSizes unsliced_loops(const LoopSizes& loops, double core_share) {
   if (core_share >= 1) return loops;
   LoopSizes out;
   for (const auto& [kind, sizes] : loops) {
-    std::map<double, Mean> kept;
+    std::map<double, OpTimes> kept;
     for (const auto& [s, m] : sizes) {
-      if (m.mean() <= kSlicedPassSeconds) kept.emplace(s, m);
+      if (m.typical() <= kSlicedPassSeconds) kept.emplace(s, m);
     }
     out[kind] = kept.empty() ? sizes : std::move(kept);
   }
@@ -764,7 +867,7 @@ void fit_loops(const PhaseData& d, DeviceFit& fit) {
   for (const auto& [kind, sizes] : loops) {
     std::vector<double> rates;  // seconds per element (or per FLOP)
     for (const auto& [s, m] : sizes) {
-      if (s > 0 && m.mean() > 0) rates.push_back(m.mean() / s);
+      if (s > 0 && m.typical() > 0) rates.push_back(m.typical() / s);
     }
     if (rates.empty()) continue;
     double rate = 0;
@@ -785,7 +888,7 @@ void fit_loops(const PhaseData& d, DeviceFit& fit) {
       char label[80];
       std::snprintf(label, sizeof label, "%s %s %.3g", kind.c_str(), attention ? "GFLOP" : "x",
                     attention ? s / 1e9 : s);
-      points.push_back({label, s, m.mean(), predicted, m.count});
+      points.push_back({label, s, m.typical(), predicted, m.count});
     }
     f.quality = quality_of(std::move(points));
     value[kind] = f.value;
@@ -817,10 +920,10 @@ void fit_loops(const PhaseData& d, DeviceFit& fit) {
     if (it == loops.end()) return 0.0;
     double best = 0, distance = std::numeric_limits<double>::infinity();
     for (const auto& [s, m] : it->second) {
-      if (s <= 0 || m.mean() <= 0) continue;
+      if (s <= 0 || m.typical() <= 0) continue;
       if (const double far = std::fabs(std::log(s / parameters)); far < distance) {
         distance = far;
-        best = m.mean() / s * 1e9;
+        best = m.typical() / s * 1e9;
       }
     }
     return best;
@@ -838,7 +941,7 @@ void fit_loops(const PhaseData& d, DeviceFit& fit) {
     c.optimizer_ns = c.optimizer_by_size.back().ns;
   } else if (const auto update = loops.find("optimizer:adamw"); update != loops.end()) {
     for (const auto& [s, m] : update->second) {
-      if (s <= 0 || m.mean() <= 0) continue;
+      if (s <= 0 || m.typical() <= 0) continue;
       OptimizerPoint point{s, 0};
       for (const std::string& pass : passes)
         point.ns += ns_near(pass, s);
@@ -990,14 +1093,14 @@ namespace {
 // sizes do not show a bandwidth term (noise on a busy machine, or one size
 // in a run), the latency alone, at `known_bandwidth` (the link being
 // refined), else at the best bandwidth any message reached.
-std::optional<LinkFit> fit_tier(const std::map<std::tuple<std::string, int, double>, Mean>& calls,
+std::optional<LinkFit> fit_tier(const std::map<std::tuple<std::string, int, double>, OpTimes>& calls,
                                 double known_bandwidth, const std::string& what,
                                 std::vector<std::string>& notes) {
   std::vector<CollectiveSample> samples;
   for (const auto& [key, m] : calls) {
     const auto& [collective, ranks, bytes] = key;
     if (!collective_op(collective)) continue;
-    samples.push_back({collective, bytes, ranks, m.mean(), m.count});
+    samples.push_back({collective, bytes, ranks, m.typical(), m.count});
   }
   if (samples.empty()) return std::nullopt;
   auto link = fit_link(samples);
@@ -1062,11 +1165,13 @@ std::vector<std::string> disagreeing_stores(const SizeMedians& size_medians) {
 // so two models' loops of one size may differ by their shape alone.
 constexpr double kStoresGemmsDisagree = 1.15;
 
-// Each store's median of each GEMM shape: ranks -> (precision, FLOPs,
+// Each store's typical time (OpTimes) of each GEMM shape: ranks -> (precision, FLOPs,
 // bytes) -> store -> seconds.
 using GemmMedians = std::map<int, std::map<GemmKey, std::map<std::string, double>>>;
 
-std::vector<std::string> slower_gemm_stores(const GemmMedians& gemm_medians) {
+// `cpu_runs`: of CPU-engine runs, whose GEMMs the fit takes as the lower
+// median of the runs' means (OpTimes).
+std::vector<std::string> slower_gemm_stores(const GemmMedians& gemm_medians, bool cpu_runs) {
   std::vector<std::string> notes;
   for (const auto& [ranks, operations] : gemm_medians) {
     std::set<std::string> stores;
@@ -1103,8 +1208,10 @@ std::vector<std::string> slower_gemm_stores(const GemmMedians& gemm_medians) {
                     "the GEMMs took " + format_fixed(100 * (worst.ratio - 1), 0) +
                     " % longer in " + worst.slow + " than in " + worst.fast + " (" +
                     std::to_string(worst.shared) + (worst.shared == 1 ? " shape" : " shapes") +
-                    " both measured, each store's medians): the machine was not the same in "
-                    "both; the fit takes the median of all their calls");
+                    " both measured, each store's " + (cpu_runs ? "means" : "medians") +
+                    "): the machine was not the same in both; the fit takes " +
+                    (cpu_runs ? "the lower median of the runs' means (of two, the faster)"
+                              : "the median of all their calls"));
   }
   return notes;
 }
@@ -1126,7 +1233,7 @@ Result<Calibration> fit_stores(const std::vector<const trace::TraceReader*>& sto
   // lies between two speeds (DP 2 large's 19.6 MB reduction on the
   // development VM: 12.7-16.6 ms a step in one run, 5.5-7.8 in the next).
   SizeMedians size_medians;
-  GemmMedians gemm_medians;  // ... and of each GEMM shape
+  GemmMedians gemm_medians;  // ... and its typical time of each GEMM shape
   for (const trace::TraceReader* store : stores) {
     Calibration info;
     auto phases = phases_of(*store, info);
@@ -1139,23 +1246,27 @@ Result<Calibration> fit_stores(const std::vector<const trace::TraceReader*>& sto
     out.host_memory_bytes = std::max(out.host_memory_bytes, info.host_memory_bytes);
     out.cpu_cores = std::max(out.cpu_cores, info.cpu_cores);
     std::vector<PhaseData> own;
-    for (const CalibrationPhase& p : *phases)
-      own.push_back({p, {}, {}, {}, {}});
+    for (const CalibrationPhase& p : *phases) {
+      PhaseData& d = own.emplace_back();
+      d.phase = p;
+      const int threads = threads_per_rank(p.ranks, p.threads, info.cpu_cores);
+      d.shares_cores = info.engine == "cpu" && info.cpu_cores > 0 && p.ranks * threads > info.cpu_cores;
+    }
     if (Status s = collect(*store, own, info.engine == "cpu"); !s)
       return Error{store->path() + ": " + s.message()};
+    for (PhaseData& d : own)
+      d.end_store();
     for (const PhaseData& d : own) {
       // Ranks sharing cores wait for the scheduler in their collectives,
       // which are not learnt (refine_link): their speed says nothing.
-      const int threads = threads_per_rank(d.phase.ranks, d.phase.threads, info.cpu_cores);
-      if (info.engine == "cpu" && info.cpu_cores > 0 && d.phase.ranks * threads > info.cpu_cores)
-        continue;
+      if (d.shares_cores) continue;
       for (const auto& [key, m] : d.gemm)
-        gemm_medians[d.phase.ranks][key][store->path()] = m.mean();
+        gemm_medians[d.phase.ranks][key][store->path()] = m.typical();
       for (bool cold : {false, true}) {
         for (const auto& [key, m] : cold ? d.cold_collectives : d.collectives) {
           const auto& [collective, group, bytes] = key;
           size_medians[{d.phase.ranks, cold, collective, group, bytes}].emplace_back(store->path(),
-                                                                                     m.mean());
+                                                                                     m.typical());
         }
       }
     }
@@ -1172,7 +1283,7 @@ Result<Calibration> fit_stores(const std::vector<const trace::TraceReader*>& sto
   }
 
   out.notes = disagreeing_stores(size_medians);
-  for (std::string& note : slower_gemm_stores(gemm_medians))
+  for (std::string& note : slower_gemm_stores(gemm_medians, out.engine == "cpu"))
     out.notes.push_back(std::move(note));
 
   for (const PhaseData& d : data) {

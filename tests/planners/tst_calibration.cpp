@@ -233,6 +233,8 @@ class TestCalibration : public QObject {
   void storesThatDisagreeAreNamed();
   void computeOfStoresThatDisagreeIsNamed_data();
   void computeOfStoresThatDisagreeIsNamed();
+  void runOperationsTakeTheirMeanOverSteadySteps_data();
+  void runOperationsTakeTheirMeanOverSteadySteps();
   void gemmRateStandsWhenBytesTakeTheTime();
   void coldCollectivesAreFittedApart_data();
   void coldCollectivesAreFittedApart();
@@ -899,6 +901,62 @@ void TestCalibration::computeOfStoresThatDisagreeIsNamed() {
   QVERIFY2(said[0].startsWith("1 rank: the GEMMs took 30 % longer in " + paths[1] + " than in " +
                               paths[0] + " (1 "),
            qPrintable(said[0]));
+}
+
+// A step is the sum of its operations, whose times lean long: a CPU-engine
+// run's operation is learnt as its mean over the run's steady steps (past
+// the warm-up, none a quarter longer than the median), not its median; of
+// runs learnt together, the lower median of their means (a run other work
+// slowed throughout is not the machine's speed); ranks sharing cores keep
+// the median, since the planner adds the share itself.
+void TestCalibration::runOperationsTakeTheirMeanOverSteadySteps_data() {
+  QTest::addColumn<int>("ranks");
+  QTest::addColumn<QList<double>>("runs_slower");  // each run's times over the first's
+  QTest::addColumn<double>("learnt_us");           // the layer norm's time learnt
+  // Each steady step: 100, 100, 100 and 200 us (mean 125, median 100).
+  QTest::addRow("one run: its mean") << 1 << QList<double>{1.0} << 125.0;
+  QTest::addRow("a slowed run: the faster") << 1 << QList<double>{1.0, 3.0} << 125.0;
+  QTest::addRow("three runs: the middle") << 1 << QList<double>{1.0, 1.2, 3.0} << 150.0;
+  QTest::addRow("ranks sharing cores: the median") << 4 << QList<double>{1.0} << 100.0;
+}
+
+void TestCalibration::runOperationsTakeTheirMeanOverSteadySteps() {
+  QFETCH(int, ranks);
+  QFETCH(QList<double>, runs_slower);
+  QFETCH(double, learnt_us);
+  namespace tr = cs::trace;
+  std::vector<std::function<void(tr::TraceWriter&)>> writers;
+  for (double slower : runs_slower) {
+    writers.push_back([ranks, slower](tr::TraceWriter& w) {
+      w.set_meta("parallel", R"({"backend":"cpu","threads":1,"precision":"fp32"})");
+      w.set_meta("plan_json", R"({"cluster":{"cpu_cores_per_node":2}})");
+      for (std::int32_t rank = 0; rank < ranks; ++rank) {
+        w.add_rank({rank, "box", "CPU", 100 + rank, 0, false});
+        const tr::LaneId lane = w.add_lane(rank, tr::LaneKind::cpu_thread, "compute");
+        std::int64_t t = 0;
+        for (int step = 0; step <= 6; ++step) {
+          // The first step warms up, the fifth is disturbed: each four times as long.
+          const double scale = slower * (step == 0 || step == 5 ? 4.0 : 1.0);
+          const std::int64_t start = t;
+          for (double us : {100.0, 100.0, 100.0, 200.0}) {
+            const auto took = static_cast<std::int64_t>(us * scale * 1e3);
+            add_pass(w, lane, "layernorm", 65536, t, t + took, step);
+            t += took + 10'000;
+          }
+          w.add(tr::StepMetrics{rank, step, start, t});
+          t += 10'000;
+        }
+      }
+    });
+  }
+  QTemporaryDir dir;
+  QStringList paths;
+  auto fit = fit_written_stores(dir, writers, paths);
+  QVERIFY2(fit, fit ? "" : fit.message().c_str());
+  QCOMPARE(static_cast<int>(fit->devices.size()), 1);
+  const double norm_ns = fit->devices[0].loop_costs.norm_ns;
+  QVERIFY2(std::abs(norm_ns / (learnt_us * 1e3 / 65536) - 1) < 0.01,
+           qPrintable(QString("%1 us learnt").arg(norm_ns * 65536 / 1e3)));
 }
 
 // All-reduces met with their buffers in the caches and out of them: the
