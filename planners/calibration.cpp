@@ -208,7 +208,7 @@ struct PhaseData {
   CalibrationPhase phase;
   std::map<GemmKey, OpTimes> gemm;
   std::map<double, OpTimes> memory;  // by bytes
-  // kind -> size (elements, or FLOPs for attention) -> mean
+  // kind -> size (elements, or FLOPs for attention) -> times
   std::map<std::string, std::map<double, OpTimes>> loops;
   std::map<std::tuple<std::string, int, double>, OpTimes> collectives;  // (collective, ranks, bytes)
   // ... and those met with their buffers out of the caches: the cold sweep,
