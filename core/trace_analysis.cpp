@@ -823,8 +823,8 @@ Result<std::optional<PredictionComparison>> compare_with_prediction(
   // them out.
   auto first_counted = [](const RankAnalysis& r) {
     std::vector<double> lengths;
-    for (const auto& step : r.steps)
-      lengths.push_back(static_cast<double>(step.breakdown.span_ns));
+    for (const auto& rank_step : r.steps)
+      lengths.push_back(static_cast<double>(rank_step.breakdown.span_ns));
     return warm_up_steps(lengths);
   };
   for (const RankAnalysis& r : ranks) {

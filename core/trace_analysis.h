@@ -214,6 +214,13 @@ std::vector<double> shortest_of_each_call(const std::vector<std::vector<double>>
 // steady step in their second to fifth steps.
 std::size_t warm_up_steps(const std::vector<double>& lengths);
 
+// What each step still to come will take, from the lengths of the steps so
+// far (in order): the mean of those past the warm-up (warm_up_steps), since
+// the time left is their sum; 0 before the first. A live ETA from the mean
+// of every step would count a GPU run's first step, a hundred times a later
+// one, into each step left.
+double expected_step_seconds(const std::vector<double>& lengths);
+
 // The kind of operation a compute event's name says: "gemm", "attention",
 // "norm", "activation", "loss", "optimizer", else "elementwise".
 std::string_view operation_kind(std::string_view name);

@@ -269,6 +269,15 @@ std::size_t warm_up_steps(const std::vector<double>& lengths) {
   return first;
 }
 
+double expected_step_seconds(const std::vector<double>& lengths) {
+  if (lengths.empty()) return 0;
+  const std::size_t first = warm_up_steps(lengths);
+  double sum = 0;
+  for (std::size_t i = first; i < lengths.size(); ++i)
+    sum += lengths[i];
+  return sum / static_cast<double>(lengths.size() - first);
+}
+
 double StepParts::part(std::string_view name) const {
   for (const auto& [n, v] : parts) {
     if (n == name) return v;

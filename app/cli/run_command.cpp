@@ -28,6 +28,7 @@
 #include "app/cli/run_summary.h"
 #include "app/cli/text_table.h"
 #include "core/format.h"
+#include "core/trace_analysis.h"
 #include "core/json_reader.h"
 #include "core/model_json.h"
 #include "core/workload.h"
@@ -240,6 +241,7 @@ class ProgressPrinter {
     if (e.rank == 0) {
       loss_ = e.loss;
       step_seconds_ = e.step_seconds;
+      rank0_step_seconds_.push_back(e.step_seconds);
       tokens_per_second_ = e.tokens_per_second;
     }
     // A step counts once every rank has finished it.
@@ -248,14 +250,7 @@ class ProgressPrinter {
       done = std::min(done, s);
     if (done <= shown_step_) return;
     shown_step_ = done;
-    const auto now = std::chrono::steady_clock::now();
-    if (done == 0) first_step_end_ = now;
-    // After the first step (start-up, warm-up), the mean of the rest.
-    double per_step = step_seconds_;
-    if (done > 0) {
-      per_step = std::chrono::duration<double>(now - first_step_end_).count() / done;
-    }
-    const double eta = per_step * (steps_ - done - 1);
+    const double eta = trace::expected_step_seconds(rank0_step_seconds_) * (steps_ - done - 1);
     char figures[160];
     std::snprintf(figures, sizeof figures, "loss %.4f  %s/step  %s tokens/s  ETA %s", loss_,
                   format_seconds(step_seconds_).c_str(),
@@ -287,7 +282,7 @@ class ProgressPrinter {
   int shown_step_ = -1;
   double loss_ = 0, step_seconds_ = 0, tokens_per_second_ = 0;
   bool bar_shown_ = false;
-  std::chrono::steady_clock::time_point first_step_end_;
+  std::vector<double> rank0_step_seconds_;  // for the ETA
 };
 
 // SIGINT / SIGTERM cancel the run cleanly instead of killing the launcher.

@@ -33,6 +33,7 @@
 #include "app/gui/workspace.h"
 #include "core/format.h"
 #include "core/host_probe.h"
+#include "core/trace_analysis.h"
 #include "profiler/plan_run.h"
 
 namespace cs::gui {
@@ -260,8 +261,7 @@ Status RunsPanel::launch() {
   const ProjectPlan* current = workspace_->project().current();
   plan_name_ = current ? q(current->name) : QString();
   total_steps_ = options.steps;
-  step_seconds_sum_ = 0;
-  step_seconds_count_ = 0;
+  rank0_step_seconds_.clear();
   rank_steps_.assign(std::size_t(run->spec.ranks), -1);
   last_report_.reset();
   loss_->clear();
@@ -356,19 +356,18 @@ void RunsPanel::handle(const launch::LaunchEvent& e) {
         step_time_->append(e.step + 1, e.step_seconds);
         fitAxes(loss_);
         fitAxes(step_time_);
-        step_seconds_sum_ += e.step_seconds;
-        ++step_seconds_count_;
+        rank0_step_seconds_.push_back(e.step_seconds);
       }
       // Progress: the slowest rank's finished steps.
       const int done =
           rank_steps_.empty() ? 0 : *std::min_element(rank_steps_.begin(), rank_steps_.end()) + 1;
       progress_->setValue(std::clamp(done, 0, total_steps_));
-      if (step_seconds_count_ > 0) {
-        const double mean = step_seconds_sum_ / step_seconds_count_;
+      if (!rank0_step_seconds_.empty()) {
+        const double per_step = trace::expected_step_seconds(rank0_step_seconds_);
         eta_->setText(tr("step %1 of %2 · ETA %3")
                           .arg(done)
                           .arg(total_steps_)
-                          .arg(q(format_seconds(mean * double(total_steps_ - done)))));
+                          .arg(q(format_seconds(per_step * double(total_steps_ - done)))));
       }
       break;
     }

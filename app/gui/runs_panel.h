@@ -103,8 +103,7 @@ class RunsPanel : public QWidget {
   QString plan_name_;
   QString started_;
   int total_steps_ = 0;
-  double step_seconds_sum_ = 0;
-  int step_seconds_count_ = 0;
+  std::vector<double> rank0_step_seconds_;  // for the ETA
   std::vector<int> rank_steps_;
 
   QComboBox* backend_;

@@ -120,6 +120,8 @@ class TestTraceAnalysis : public QObject {
   void collectivesPairedByTheirStep();
   void warmUpSteps_data();
   void warmUpSteps();
+  void expectedStepLeavesTheWarmUpOut_data();
+  void expectedStepLeavesTheWarmUpOut();
   void slowFirstStepsLeftOut();
   void pipelineParts_data();
   void pipelineParts();
@@ -648,6 +650,27 @@ void TestTraceAnalysis::warmUpSteps() {
   QFETCH(int, warm_up);
   QCOMPARE(warm_up_steps(std::vector<double>(lengths.begin(), lengths.end())),
            static_cast<std::size_t>(warm_up));
+}
+
+// What a live ETA takes each step left to cost: the mean of the steps so
+// far past the warm-up. A GPU run's first step is a hundred times a later
+// one; the mean of all four below would say 26 s a step, not 1.
+void TestTraceAnalysis::expectedStepLeavesTheWarmUpOut_data() {
+  QTest::addColumn<QList<double>>("lengths");
+  QTest::addColumn<double>("expected");
+  QTest::addRow("none yet") << QList<double>{} << 0.0;
+  QTest::addRow("the first alone") << QList<double>{100} << 100.0;
+  QTest::addRow("two: both") << QList<double>{100, 1} << 50.5;
+  QTest::addRow("a GPU run's first") << QList<double>{100, 1, 1.2, 0.8} << 1.0;
+  QTest::addRow("three slow (a DP 2 run)")
+      << QList<double>{6.1, 3.8, 3.5, 1.9, 1.1, 1.0, 1.0, 1.0, 1.0, 1.4} << 6.5 / 6;
+}
+
+void TestTraceAnalysis::expectedStepLeavesTheWarmUpOut() {
+  QFETCH(QList<double>, lengths);
+  QFETCH(double, expected);
+  const double got = expected_step_seconds(std::vector<double>(lengths.begin(), lengths.end()));
+  QVERIFY2(std::abs(got - expected) < 1e-9, qPrintable(QString::number(got)));
 }
 
 // A run whose first two steps are slow: the parts and the step measured are
