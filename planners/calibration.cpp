@@ -119,9 +119,9 @@ double median_of(std::vector<double> values) {
 // A run's step is the sum of its operations, and each one's times lean long
 // (caches, the scheduler), so their medians add up short: in CPU-engine runs
 // of 1 and 2 ranks on the 2-core VM (passes YY-CCC) the sum of each
-// operation's median fell 3-10 % short of the median step's compute, the
-// sum of their means over the steady steps (steady_steps) within 1 % in 14
-// of 15 runs. A CPU-engine run's is therefore the mean over its steady
+// operation's median fell 1-10 % short of the median step's compute, the
+// sum of their means over the steady steps (steady_steps) within 2.5 % in
+// 22 of 25 runs. A CPU-engine run's is therefore the mean over its steady
 // steps (a GPU's kernels wait for no scheduler of the host's), and of
 // several runs the lower median of theirs: a run that other work slowed
 // throughout (one of YY's took its GEMMs 193 % longer than the other run of
