@@ -5,6 +5,7 @@
 #include <fstream>
 
 #include "core/enum_tables.h"
+#include "core/file_beside.h"
 #include "core/json_reader.h"
 #include "core/presets.h"
 
@@ -779,24 +780,15 @@ Result<std::vector<DocumentKind>> validate_file(const std::string& path,
 }
 
 Status write_json_file(const std::string& path, const json& j) {
-  const std::string temporary = path + ".tmp";
+  FileBeside file(path);
   {
-    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
-    if (!out) return Error{path + ": cannot write (cannot create " + temporary + ")"};
+    std::ofstream out(file.writing(), std::ios::binary | std::ios::trunc);
+    if (!out) return Error{path + ": cannot write (cannot create " + file.writing() + ")"};
     out << j.dump(2) << '\n';
-    out.flush();
-    if (!out) {
-      std::filesystem::remove(temporary);
-      return Error{path + ": cannot write (disk full?)"};
-    }
+    out.close();
+    if (!out) return Error{path + ": cannot write (disk full?)"};
   }
-  std::error_code ec;
-  std::filesystem::rename(temporary, path, ec);
-  if (ec) {
-    std::filesystem::remove(temporary);
-    return Error{path + ": cannot write: " + ec.message()};
-  }
-  return {};
+  return file.commit();
 }
 
 }  // namespace cs

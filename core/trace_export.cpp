@@ -12,6 +12,7 @@
 #include <set>
 
 #include "core/enum_names.h"
+#include "core/file_beside.h"
 #include "core/format.h"
 
 namespace cs::trace {
@@ -21,31 +22,18 @@ namespace {
 constexpr std::int64_t kMinTime = std::numeric_limits<std::int64_t>::min() / 4;
 constexpr std::int64_t kMaxTime = std::numeric_limits<std::int64_t>::max() / 4;
 
-// Buffered output that reports a failed write by the file's name. A
-// regular file is written beside its path and renamed over it once whole,
-// so a failed export (a full disk) leaves no half file and keeps the one an
-// earlier export wrote there; a device, a pipe (/dev/stdout) or a link is
-// written through as is.
+// Buffered output that reports a failed write by the file's name, written
+// whole or not at all (FileBeside): a failed export (a full disk) keeps the
+// one an earlier export wrote there.
 class Output {
  public:
-  explicit Output(std::string path) : path_(std::move(path)) {
-    std::error_code ec;
-    const auto status = std::filesystem::status(path_, ec);
-    const bool special = !ec && std::filesystem::exists(status) &&
-                         (!std::filesystem::is_regular_file(status) ||
-                          std::filesystem::is_symlink(std::filesystem::symlink_status(path_, ec)));
-    if (!special) writing_ = path_ + ".partial";
-    file_ = std::fopen(writing_.empty() ? path_.c_str() : writing_.c_str(), "wb");
-    if (!file_) {
-      error_ = Error{path_ + ": cannot write: " + std::strerror(errno)};
-      writing_.clear();
-    }
+  explicit Output(std::string path) : file_beside_(std::move(path)), path_(file_beside_.path()) {
+    file_ = std::fopen(file_beside_.writing().c_str(), "wb");
+    if (!file_) error_ = Error{path_ + ": cannot write: " + std::strerror(errno)};
     buffer_.reserve(kChunk + 4096);
   }
-  // Without a successful close() nothing takes the path's place.
   ~Output() {
     if (file_) std::fclose(file_);
-    discard();
   }
   Output(const Output&) = delete;
   Output& operator=(const Output&) = delete;
@@ -85,12 +73,9 @@ class Output {
         error_ = Error{path_ + ": write failed: " + std::strerror(errno)};
       file_ = nullptr;
     }
-    if (error_.ok() && !writing_.empty()) {
-      std::error_code ec;
-      std::filesystem::rename(writing_, path_, ec);
-      if (ec) error_ = Error{path_ + ": cannot write: " + ec.message()};
+    if (error_.ok()) {
+      if (Status s = file_beside_.commit(); !s) error_ = s;
     }
-    discard();
     return error_;
   }
 
@@ -105,15 +90,8 @@ class Output {
     buffer_.clear();
   }
 
-  void discard() {
-    if (writing_.empty()) return;
-    std::error_code ec;
-    std::filesystem::remove(writing_, ec);
-    writing_.clear();
-  }
-
-  std::string path_;
-  std::string writing_;  // the file beside path_ being written; "" once renamed or discarded
+  FileBeside file_beside_;
+  const std::string& path_;
   std::FILE* file_ = nullptr;
   std::string buffer_;
   std::int64_t written_ = 0;

@@ -4,6 +4,8 @@
 #include <cstring>
 #include <fstream>
 
+#include "core/file_beside.h"
+
 namespace cs::worker {
 
 namespace {
@@ -11,7 +13,8 @@ constexpr char kMagic[4] = {'C', 'S', 'W', '1'};
 }
 
 Status write_weights(const std::string& path, const NamedWeights& weights) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  FileBeside file(path);
+  std::ofstream out(file.writing(), std::ios::binary | std::ios::trunc);
   if (!out) return Error{path + ": cannot write"};
   out.write(kMagic, 4);
   const std::uint32_t count = static_cast<std::uint32_t>(weights.size());
@@ -25,9 +28,9 @@ Status write_weights(const std::string& path, const NamedWeights& weights) {
     out.write(reinterpret_cast<const char*>(values.data()),
               static_cast<std::streamsize>(numel * sizeof(float)));
   }
-  out.flush();
+  out.close();
   if (!out) return Error{path + ": write failed (disk full?)"};
-  return {};
+  return file.commit();
 }
 
 Result<NamedWeights> read_weights(const std::string& path) {

@@ -5,8 +5,12 @@
 #include <QTemporaryDir>
 #include <QtTest>
 
+#include <csignal>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+
+#include <sys/resource.h>
 
 #include "core/json_reader.h"
 #include "core/model_json.h"
@@ -66,6 +70,7 @@ class TestModelJson : public QObject {
   void clusterTotals();
   void readJsonFileErrors();
   void writeJsonFileRoundTrip();
+  void writeJsonFileWholeOrNotAtAll();
   void validateFileLists();
 };
 
@@ -504,7 +509,7 @@ void TestModelJson::writeJsonFileRoundTrip() {
   const std::string path = dir.filePath("cluster.json").toStdString();
   const json written = cs::to_json(*catalog().cluster("dgx-a100-64"));
   QVERIFY(cs::write_json_file(path, written).ok());
-  QVERIFY(!QFile::exists(QString::fromStdString(path + ".tmp")));
+  QVERIFY(!QFile::exists(QString::fromStdString(path + ".partial")));
   auto read = cs::read_json_file(path);
   QVERIFY(read.ok());
   QCOMPARE(QString::fromStdString(read->dump()), QString::fromStdString(written.dump()));
@@ -529,6 +534,43 @@ void TestModelJson::validateFileLists() {
     QVERIFY2(ok.ok(), ok.ok() ? "" : ok.message().c_str());
     QVERIFY(ok->size() >= 10);
   }
+}
+
+
+// A file is written beside its path and takes its place only once whole: a
+// disk that fills mid-write (a file-size limit, every write past it failing
+// with EFBIG) keeps the file that was there and leaves nothing beside it. A
+// symbolic link is written through, and stays a link.
+void TestModelJson::writeJsonFileWholeOrNotAtAll() {
+  QTemporaryDir dir;
+  const std::string path = dir.filePath("cluster.json").toStdString();
+  const json small = cs::to_json(*catalog().cluster("dgx-a100-8"));
+  QVERIFY(cs::write_json_file(path, small).ok());
+  const auto before = std::filesystem::file_size(path);
+
+  json large = json::array();
+  for (int i = 0; i < 64; ++i)
+    large.push_back(small);
+  rlimit saved{};
+  QCOMPARE(getrlimit(RLIMIT_FSIZE, &saved), 0);
+  const auto old_handler = std::signal(SIGXFSZ, SIG_IGN);
+  rlimit limit = saved;
+  limit.rlim_cur = static_cast<rlim_t>(2 * before);
+  QCOMPARE(setrlimit(RLIMIT_FSIZE, &limit), 0);
+  const cs::Status full = cs::write_json_file(path, large);
+  setrlimit(RLIMIT_FSIZE, &saved);
+  std::signal(SIGXFSZ, old_handler);
+  QVERIFY(!full.ok());
+  QVERIFY2(full.message().starts_with(path + ": cannot write"), full.message().c_str());
+  QCOMPARE(std::filesystem::file_size(path), before);
+  QCOMPARE(cs::read_json_file(path)->dump(), small.dump());
+  QVERIFY(!std::filesystem::exists(path + ".partial"));
+
+  const std::string link = dir.filePath("link.json").toStdString();
+  std::filesystem::create_symlink(path, link);
+  QVERIFY(cs::write_json_file(link, large).ok());
+  QVERIFY(std::filesystem::is_symlink(link));
+  QCOMPARE(cs::read_json_file(path)->dump(), large.dump());
 }
 
 QTEST_GUILESS_MAIN(TestModelJson)

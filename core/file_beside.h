@@ -1,0 +1,34 @@
+// A file written whole or not at all: it is written beside its path and
+// takes the path's place only once complete, so a failed write (a full
+// disk) leaves no half file and keeps what was there before.
+#pragma once
+
+#include <string>
+
+#include "core/result.h"
+
+namespace cs {
+
+class FileBeside {
+ public:
+  // A device, a pipe (/dev/stdout) or a symbolic link at `path` is written
+  // in place: there is nothing to rename over it.
+  explicit FileBeside(std::string path);
+  // Without a successful commit() the file beside is removed.
+  ~FileBeside();
+  FileBeside(const FileBeside&) = delete;
+  FileBeside& operator=(const FileBeside&) = delete;
+
+  const std::string& path() const { return path_; }
+  // The file to open and write: `path` + ".partial", or `path` itself.
+  const std::string& writing() const { return writing_; }
+  // The file written (and closed) takes the path's place.
+  Status commit();
+
+ private:
+  std::string path_;
+  std::string writing_;
+  bool beside_ = false;  // writing_ is a file beside path_, still to rename or remove
+};
+
+}  // namespace cs
