@@ -162,6 +162,9 @@ struct Link {
 struct Cluster {
   std::string name;
   std::string display_name;
+  // At most this many nodes of at most 1024 GPUs, so that the GPUs count in an int.
+  static constexpr int kMaxNodes = 1 << 20;
+  static constexpr int kMaxGpusPerNode = 1024;
   int nodes = 1;
   int gpus_per_node = 0;        // 0: a machine with no GPU (the CPU engine runs there)
   std::optional<GpuSpec> gpu;   // present exactly when gpus_per_node > 0

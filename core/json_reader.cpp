@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -26,7 +27,10 @@ Error Diagnostics::to_error(std::string_view document) const {
 }
 
 namespace {
+// Whole numbers in full (1048576, not 1.04858e+06); others as a stream has them.
 std::string number_text(double v) {
+  if (std::isfinite(v) && v == std::floor(v) && std::fabs(v) < 1e15)
+    return std::to_string(static_cast<long long>(v));
   std::ostringstream out;
   out << v;
   return out.str();
@@ -210,37 +214,59 @@ std::string closest_name(std::string_view wrong, const std::vector<std::string>&
   return best;
 }
 
+namespace {
+
+// "path:line:column" of byte `offset` (1-based) of `text`.
+std::string position(const std::string& path, const std::string& text, std::size_t offset) {
+  offset = std::min(offset, text.size());
+  std::size_t line = 1;
+  std::size_t column = 1;
+  for (std::size_t i = 0; i + 1 < offset; ++i) {
+    if (text[i] == '\n') {
+      ++line;
+      column = 1;
+    } else {
+      ++column;
+    }
+  }
+  return path + ":" + std::to_string(line) + ":" + std::to_string(column);
+}
+
+}  // namespace
+
 Result<nlohmann::json> read_json_file(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) return Error{path + ": is a folder, not a JSON file"};
   std::ifstream in(path, std::ios::binary);
   if (!in) return Error{path + ": cannot open file"};
   std::ostringstream buffer;
   buffer << in.rdbuf();
   const std::string text = buffer.str();
-  nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (!j.is_discarded()) return j;
-
-  // Parse again with exceptions only to learn where it failed.
+  // nlohmann's parser reports a malformed document by byte, and a number
+  // past a double's range (1e309) by the number alone.
   try {
-    const nlohmann::json unreachable = nlohmann::json::parse(text);
-    (void)unreachable;
+    return nlohmann::json::parse(text);
   } catch (const nlohmann::json::parse_error& e) {
-    const std::size_t offset = std::min(e.byte, text.size());
-    std::size_t line = 1;
-    std::size_t column = 1;
-    for (std::size_t i = 0; i + 1 < offset; ++i) {
-      if (text[i] == '\n') {
-        ++line;
-        column = 1;
-      } else {
-        ++column;
-      }
-    }
+    // "[json.exception.parse_error.101] parse error at line 1, column 2: syntax error ...":
+    // what follows the position.
     std::string what = e.what();
-    if (auto pos = what.rfind(": "); pos != std::string::npos) what = what.substr(pos + 2);
-    return Error{path + ":" + std::to_string(line) + ":" + std::to_string(column) +
-                 ": invalid JSON: " + what};
+    if (auto column = what.find("column "); column != std::string::npos) {
+      if (auto colon = what.find(": ", column); colon != std::string::npos)
+        what = what.substr(colon + 2);
+    }
+    return Error{position(path, text, e.byte) + ": invalid JSON: " + what};
+  } catch (const nlohmann::json::exception& e) {
+    // "[json.exception.out_of_range.406] number overflow parsing '1e309'"
+    std::string what = e.what();
+    if (auto bracket = what.find("] "); bracket != std::string::npos) what = what.substr(bracket + 2);
+    std::string where = path;
+    if (auto quote = what.find('\''); quote != std::string::npos) {
+      const std::string number = what.substr(quote + 1, what.rfind('\'') - quote - 1);
+      if (auto at = text.find(number); !number.empty() && at != std::string::npos)
+        where = position(path, text, at + 1);
+    }
+    return Error{where + ": invalid JSON: " + what + " (beyond a double's range)"};
   }
-  return Error{path + ": invalid JSON"};
 }
 
 }  // namespace cs

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 
 #include "core/enum_tables.h"
 #include "core/file_beside.h"
@@ -209,8 +210,8 @@ void read_cluster(const json& j, const std::string& ptr, Diagnostics& d, Cluster
   check_kind(r, DocumentKind::cluster);
   r.text("name", c.name, true);
   r.text("display_name", c.display_name);
-  r.integer("nodes", c.nodes, Range::at_least(1), true);
-  r.integer("gpus_per_node", c.gpus_per_node, Range::between(0, 1024), true);
+  r.integer("nodes", c.nodes, Range::between(1, Cluster::kMaxNodes), true);
+  r.integer("gpus_per_node", c.gpus_per_node, Range::between(0, Cluster::kMaxGpusPerNode), true);
 
   const bool has_gpus = c.gpus_per_node > 0;
   const std::vector<std::string> no_names;
@@ -311,7 +312,14 @@ void read_parallel(const json& j, const std::string& ptr, Diagnostics& d, Parall
     r.integer("global_batch", p.global_batch, Range::at_least(1));
   } else {
     r.field("global_batch");
-    p.global_batch = accumulation * p.dp * p.micro_batch;
+    const std::int64_t global = accumulation * p.samples_per_micro_step();
+    if (global > std::numeric_limits<int>::max()) {
+      d.add(r.pointer("global_batch"), "gradient_accumulation x dp x micro_batch = " +
+                                           std::to_string(global) + ": more than " +
+                                           std::to_string(std::numeric_limits<int>::max()));
+    } else {
+      p.global_batch = static_cast<int>(global);
+    }
   }
   if (has_global && has_accumulation && p.gradient_accumulation() != accumulation) {
     d.add(r.pointer("gradient_accumulation"),
@@ -472,7 +480,7 @@ std::vector<Problem> check_parallel_plan(const ParallelPlan& p) {
   if (p.virtual_stages < 1) problems.push_back({"/virtual_stages", "must be >= 1"});
   if (!problems.empty()) return problems;
 
-  const int per_step = p.dp * p.micro_batch;
+  const std::int64_t per_step = p.samples_per_micro_step();
   if (p.global_batch < per_step || p.global_batch % per_step != 0) {
     problems.push_back({"/global_batch", "must be a multiple of dp x micro_batch = " +
                                              std::to_string(per_step) + " (got " +

@@ -2,6 +2,7 @@
 // How a workload is split over GPUs (ParallelPlan) and in which number
 // formats it computes and stores (PrecisionPlan).
 
+#include <cstdint>
 #include <optional>
 #include <string_view>
 
@@ -45,8 +46,14 @@ struct ParallelPlan {
 
   friend bool operator==(const ParallelPlan&, const ParallelPlan&) = default;
   int world_size() const { return dp * tp * pp; }
+  // Sequences one micro-batch of every replica holds: dp x micro_batch,
+  // which need not fit an int in a plan that is not checked yet.
+  std::int64_t samples_per_micro_step() const { return std::int64_t{dp} * micro_batch; }
   // Micro-batches each replica runs per step; exact when the plan is valid.
-  int gradient_accumulation() const { return global_batch / (dp * micro_batch); }
+  int gradient_accumulation() const {
+    const std::int64_t per_step = samples_per_micro_step();
+    return per_step > 0 ? static_cast<int>(global_batch / per_step) : 0;
+  }
 };
 
 enum class LossScaling { none, fixed, dynamic };

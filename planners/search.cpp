@@ -4,7 +4,9 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <limits>
+#include <system_error>
 #include <thread>
 
 #include "planners/cost_model.h"
@@ -261,8 +263,8 @@ Result<SearchResult> search(const Cluster& cluster, const Workload& workload,
   if (zeros.empty()) zeros = {0, 1, 2, 3};
   std::vector<int> micro_batches = space.micro_batches;
   if (micro_batches.empty()) {
-    for (int mb = 1; mb <= std::max(space.max_micro_batch, 1); mb *= 2)
-      micro_batches.push_back(mb);
+    for (std::int64_t mb = 1; mb <= std::max(space.max_micro_batch, 1); mb *= 2)
+      micro_batches.push_back(static_cast<int>(mb));
   }
 
   // Outer units, each with its inner combinations counted up front.
@@ -400,8 +402,15 @@ Result<SearchResult> search(const Cluster& cluster, const Workload& workload,
   };
 
   std::vector<std::thread> pool;
-  for (int t = 1; t < threads; ++t)
-    pool.emplace_back([&, t] { run_worker(workers[t]); });
+  for (int t = 1; t < threads; ++t) {
+    // A thread the system will not start (its limit reached) leaves its
+    // share of the units to the others.
+    try {
+      pool.emplace_back([&, t] { run_worker(workers[t]); });
+    } catch (const std::system_error&) {
+      break;
+    }
+  }
   // The calling thread works too, and reports progress between its units.
   auto last_report = Clock::now();
   while (!stop.load()) {
@@ -429,7 +438,7 @@ Result<SearchResult> search(const Cluster& cluster, const Workload& workload,
 
   // Merge.
   SearchResult result;
-  result.threads = threads;
+  result.threads = static_cast<int>(pool.size()) + 1;
   result.candidates = evaluated.load();
   result.cancelled = stop.load() && result.candidates < total;
   std::vector<Kept> best;

@@ -1,6 +1,7 @@
 #include "app/cli/cli_options.h"
 
 #include <filesystem>
+#include <limits>
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
@@ -34,6 +35,17 @@ CLI::Validator integer_between(int lo, int hi) {
   return number_in(Range::between(lo, hi), std::to_string(lo) + " to " + std::to_string(hi));
 }
 
+int samples_per_step(const ParallelPlan& p) {
+  const std::int64_t samples = p.samples_per_micro_step();
+  if (samples > std::numeric_limits<int>::max()) {
+    throw CliError("dp x micro-batch = " + std::to_string(p.dp) + " x " +
+                   std::to_string(p.micro_batch) + " = " + std::to_string(samples) +
+                   " sequences per step: more than " +
+                   std::to_string(std::numeric_limits<int>::max()));
+  }
+  return static_cast<int>(samples);
+}
+
 bool looks_like_file(const std::string& argument) {
   std::error_code ec;
   return std::filesystem::is_regular_file(argument, ec) ||
@@ -49,9 +61,10 @@ void ClusterOptions::add_to(CLI::App& command, bool positional) {
     command.add_option("--cluster", cluster, what);
   }
   command.add_option("--gpu", gpu, "GPU preset, to build a cluster inline or replace its GPU");
-  command.add_option("--nodes", nodes, "Number of nodes")->check(positive_number());
+  command.add_option("--nodes", nodes, "Number of nodes")
+      ->check(integer_between(1, Cluster::kMaxNodes));
   command.add_option("--gpus-per-node", gpus_per_node, "GPUs per node (default 8 inline)")
-      ->check(integer_between(0, 1024));
+      ->check(integer_between(0, Cluster::kMaxGpusPerNode));
   command.add_option("--intra-link", intra_link,
                      "Link preset between the GPUs of a node (default: the GPU's own fabric, else pcie4)");
   command.add_option("--inter-link", inter_link,
@@ -266,7 +279,7 @@ Plan PlanOptions::resolve(const PresetCatalog& catalog, const ClusterOptions& cl
   if (global_batch) {
     p.global_batch = *global_batch;
   } else if (!from_file) {
-    p.global_batch = p.dp * p.micro_batch;
+    p.global_batch = samples_per_step(p);
   }
   if (!recompute.empty()) p.recompute = *recompute_from_string(recompute);
   if (flash_attention) p.flash_attention = true;

@@ -21,6 +21,10 @@ const CLI::Validator& positive_number();
 const CLI::Validator& non_negative_number();
 CLI::Validator integer_between(int lo, int hi);  // "--zero: must be between 0 and 3 (got 5)"
 
+// The default global batch, dp x micro-batch; a CliError where it passes
+// what an int holds.
+int samples_per_step(const ParallelPlan& p);
+
 struct ClusterOptions {
   std::string cluster;  // preset name or JSON file
   std::string gpu;

@@ -130,8 +130,8 @@ struct RunPlanOptions {
     if (global_batch) {
       p.global_batch = *global_batch;
     } else if (p.global_batch == 0 || dp || micro_batch) {
-      if (p.global_batch == 0 || p.global_batch % (p.dp * p.micro_batch) != 0) {
-        p.global_batch = p.dp * p.micro_batch;
+      if (p.global_batch == 0 || p.global_batch % p.samples_per_micro_step() != 0) {
+        p.global_batch = samples_per_step(p);
       }
     }
     if (!precision.empty()) {

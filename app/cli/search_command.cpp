@@ -169,7 +169,7 @@ void register_search(CLI::App& app, Context& ctx) {
                   "throughput, cost, time, memory (headroom) or gpus (fewest)");
   cmd->add_option("--top", o->top, "How many plans to list")->check(positive_number());
   cmd->add_option("--threads", o->threads, "Worker threads (default: every hardware thread)")
-      ->check(non_negative_number());
+      ->check(integer_between(0, 4096));
   cmd->add_option("--node-counts", o->node_counts,
                   "Cluster sizes to try, e.g. 4,8,16,32 (how many nodes does it need?)")
       ->delimiter(',')
@@ -185,7 +185,7 @@ void register_search(CLI::App& app, Context& ctx) {
       ->check(non_negative_number());
   cmd->add_option("--max-micro-batch", o->max_micro_batch,
                   "Largest micro-batch tried (powers of two)")
-      ->check(positive_number());
+      ->check(integer_between(1, 1 << 20));
   cmd->add_flag("--any-gpu-count", o->any_gpu_count,
                 "Also try plans that leave GPUs idle (dp x tp x pp < GPUs)");
   cmd->add_flag("--fp32-main-grad", o->fp32_main_grad,

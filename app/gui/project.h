@@ -65,7 +65,7 @@ struct Project {
 };
 
 // Reads a project; errors name the document, the JSON pointer and the rule,
-// one per line ("p.clusterscope.json, cluster 0: /nodes: must be >= 1 (got 0)").
+// one per line ("p.clusterscope.json, cluster 0: /nodes: must be between 1 and 1048576 (got 0)").
 Result<Project> project_from_json_text(std::string_view text, std::string_view document);
 std::string project_to_json_text(const Project& project);
 

@@ -203,7 +203,7 @@ void TestModelJson::validationErrors_data() {
       << "cluster.json: /inter_node/bandwidth_gbps: must be > 0 (got -1)";
   QTest::addRow("zero nodes") << "cluster"
       << R"({"name": "c", "nodes": 0, "gpus_per_node": 8, "gpu": "h100-sxm", "intra_node": "nvlink4"})"
-      << "cluster.json: /nodes: must be >= 1 (got 0)";
+      << "cluster.json: /nodes: must be between 1 and 1048576 (got 0)";
   QTest::addRow("fractional nodes") << "cluster"
       << R"({"name": "c", "nodes": 1.5, "gpus_per_node": 8, "gpu": "h100-sxm", "intra_node": "nvlink4"})"
       << "cluster.json: /nodes: must be an integer";
@@ -340,6 +340,18 @@ void TestModelJson::validationErrors_data() {
   QTest::addRow("tp zero") << "parallel" << R"({"tp": 0})" << "parallel.json: /tp: must be >= 1 (got 0)";
   QTest::addRow("vocab_parallel not a boolean") << "parallel" << R"({"tp": 2, "vocab_parallel": "no"})"
       << "parallel.json: /vocab_parallel: must be true or false";
+  // Products past an int: they divided by zero (SIGFPE) before.
+  QTest::addRow("dp x micro_batch past an int") << "parallel"
+      << R"({"dp": 65536, "micro_batch": 65536, "global_batch": 1})"
+      << "parallel.json: /global_batch: must be a multiple of dp x micro_batch = 4294967296 (got 1)";
+  QTest::addRow("accumulation past an int") << "parallel"
+      << R"({"dp": 65536, "micro_batch": 65536, "gradient_accumulation": 2})"
+      << "parallel.json: /global_batch: gradient_accumulation x dp x micro_batch = 8589934592: "
+         "more than 2147483647";
+  QTest::addRow("nodes past a cluster") << "cluster"
+      << R"({"name": "c", "nodes": 2097152, "gpus_per_node": 1024, "gpu": "h100-sxm",
+            "intra_node": "nvlink4", "inter_node": "ib-ndr"})"
+      << "cluster.json: /nodes: must be between 1 and 1048576 (got 2097152)";
 
   // Precision plans
   QTest::addRow("compute fp12") << "precision" << R"({"compute": "fp12"})"
@@ -501,7 +513,21 @@ void TestModelJson::readJsonFileErrors() {
   std::ofstream(broken) << "{\n  \"nodes\": 2,\n  \"gpu\": ]\n}\n";
   auto b = cs::read_json_file(broken);
   QVERIFY(!b.ok());
-  QVERIFY2(b.message().starts_with(broken + ":3:10: invalid JSON"), b.message().c_str());
+  QVERIFY2(b.message().starts_with(broken + ":3:10: invalid JSON: syntax error"), b.message().c_str());
+
+  // A number past a double's range, named with its place (an "internal
+  // error" naming no file before); a folder.
+  const std::string huge = dir.filePath("huge.json").toStdString();
+  std::ofstream(huge) << "{\n  \"nodes\": 1e309\n}\n";
+  auto h = cs::read_json_file(huge);
+  QVERIFY(!h.ok());
+  QCOMPARE(QString::fromStdString(h.message()),
+           QString::fromStdString(huge + ":2:12: invalid JSON: number overflow parsing '1e309' "
+                                         "(beyond a double's range)"));
+  auto folder = cs::read_json_file(dir.path().toStdString());
+  QVERIFY(!folder.ok());
+  QCOMPARE(QString::fromStdString(folder.message()),
+           dir.path() + ": is a folder, not a JSON file");
 }
 
 void TestModelJson::writeJsonFileRoundTrip() {

@@ -192,7 +192,7 @@ void TestGuiApp::badValueMarkedAtField() {
   const int steps = window_->workspace()->undoStack()->count();
   test::typeInto(nodes->lineEdit(), QStringLiteral("0"));
   // The core reader's own words, at the field; the cluster keeps its 4 nodes.
-  QVERIFY2(nodes->problem().contains(QStringLiteral("must be >= 1")), qPrintable(nodes->problem()));
+  QVERIFY2(nodes->problem().contains(QStringLiteral("must be between 1 and")), qPrintable(nodes->problem()));
   QCOMPARE(window_->workspace()->project().current_cluster()->nodes, 4);
   QCOMPARE(window_->workspace()->undoStack()->count(), steps);
 

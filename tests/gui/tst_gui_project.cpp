@@ -127,7 +127,7 @@ void TestGuiProject::badFiles_data() {
   QTest::addRow("cluster field") << edited(QStringLiteral("\"nodes\": 4"),
                                            QStringLiteral("\"nodes\": -2"))
                                  << QStringLiteral(
-                                        "p.json, cluster 0: /nodes: must be >= 1 (got -2)");
+                                        "p.json, cluster 0: /nodes: must be between 1 and 1048576 (got -2)");
   QTest::addRow("workload field") << edited(QStringLiteral("\"layers\": 32"),
                                             QStringLiteral("\"layers\": \"many\""))
                                   << QStringLiteral("p.json, workload 0: /layers:");
@@ -163,7 +163,7 @@ void TestGuiProject::clusterEdits_data() {
   QTest::addRow("nodes zero") << "/nodes"
                               << "0"
                               << "/nodes"
-                              << "must be >= 1 (got 0)";
+                              << "must be between 1 and 1048576 (got 0)";
   QTest::addRow("nodes text") << "/nodes"
                               << "\"x\""
                               << "/nodes"

@@ -157,6 +157,15 @@ void TestPlanCli::planErrors_data() {
                           << "--zero: must be between 0 and 3 (got 5)";
   QTest::addRow("negative price") << base + QStringList{"--price", "-1"} << 2
                                   << "--price: must be >= 0 (got -1)";
+  // Counts whose products pass an int: refused, where they divided by zero
+  // (SIGFPE) or printed negative batches.
+  QTest::addRow("micro-batch past an int")
+      << QStringList{"plan", "--cluster", "dgx-a100-8", "--model", "gpt2-small", "--micro-batch",
+                     "1073741824"}
+      << 1 << "dp x micro-batch = 8 x 1073741824 = 8589934592 sequences per step: more than 2147483647";
+  QTest::addRow("nodes past a cluster")
+      << QStringList{"plan", "--gpu", "h100-sxm", "--nodes", "2147483647", "--model", "gpt2-small"}
+      << 2 << "--nodes: must be between 1 and 1048576 (got 2147483647)";
 }
 
 void TestPlanCli::planErrors() {
@@ -302,6 +311,14 @@ void TestPlanCli::searchErrors_data() {
                                << 1 << "no link between nodes";
   QTest::addRow("bad precision") << base + QStringList{"--global-batch", "64", "--precision", "fp6"}
                                  << 1 << "unknown precision";
+  // Where the micro-batch doubling overflowed and never ended, and where
+  // the system refused the threads (an abort).
+  QTest::addRow("micro-batch past a search")
+      << base + QStringList{"--global-batch", "64", "--max-micro-batch", "1073741824"} << 2
+      << "--max-micro-batch: must be between 1 and 1048576 (got 1073741824)";
+  QTest::addRow("threads past a search")
+      << base + QStringList{"--global-batch", "64", "--threads", "40000"} << 2
+      << "--threads: must be between 0 and 4096 (got 40000)";
 }
 
 void TestPlanCli::searchErrors() {
