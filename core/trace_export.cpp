@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <map>
 #include <set>
+#include <unordered_map>
 
 #include "core/enum_names.h"
 #include "core/file_beside.h"
@@ -24,10 +25,16 @@ constexpr std::int64_t kMaxTime = std::numeric_limits<std::int64_t>::max() / 4;
 
 // Buffered output that reports a failed write by the file's name, written
 // whole or not at all (FileBeside): a failed export (a full disk) keeps the
-// one an earlier export wrote there.
+// one an earlier export wrote there. Never over the store it exports.
 class Output {
  public:
-  explicit Output(std::string path) : file_beside_(std::move(path)), path_(file_beside_.path()) {
+  Output(std::string path, const TraceReader& store)
+      : file_beside_(std::move(path)), path_(file_beside_.path()) {
+    std::error_code ec;
+    if (std::filesystem::equivalent(path_, store.path(), ec)) {
+      error_ = Error{path_ + ": is the store being exported; give another output file"};
+      return;
+    }
     file_ = std::fopen(file_beside_.writing().c_str(), "wb");
     if (!file_) error_ = Error{path_ + ": cannot write: " + std::strerror(errno)};
     buffer_.reserve(kChunk + 4096);
@@ -196,7 +203,7 @@ Status write_chrome(const TraceReader& reader, const std::string& path,
   const std::int64_t t1 = options.window ? options.window->end_ns : whole.end_ns + 1;
   const std::int64_t base = std::max(t0, whole.start_ns);
 
-  Output out(path);
+  Output out(path, reader);
   if (!out.ok()) return out.status();
   out << "{\"schemaVersion\":1,\"displayTimeUnit\":\"ns\",\"distributedInfo\":{";
   if (distributed_rank) out << "\"rank\":" << *distributed_rank << ',';
@@ -247,7 +254,8 @@ Status write_chrome(const TraceReader& reader, const std::string& path,
         << ",\"args\":{\"sort_index\":" << l.sort_index << "}}";
   }
 
-  std::vector<std::string> names;  // cache of escaped names by string id
+  // Escaped names by string id (a map: a damaged store's ids can be anything).
+  std::unordered_map<std::uint32_t, std::string> names;
   for (const LaneInfo* lane : lanes) {
     // Start early enough to take in the parents of what overlaps t0.
     const std::int64_t from = options.window ? t0 - lane->max_duration_ns : kMinTime;
@@ -258,7 +266,6 @@ Status write_chrome(const TraceReader& reader, const std::string& path,
         return true;
       begin_event();
       out << "{\"ph\":\"X\",\"cat\":\"" << kineto_category(e.kind, lane->kind) << "\",\"name\":";
-      if (names.size() <= e.name.value) names.resize(e.name.value + 1);
       std::string& cached = names[e.name.value];
       if (cached.empty()) {
         // Escape once, reuse: names repeat millions of times.
@@ -614,7 +621,7 @@ Result<ExportReport> export_csv(const TraceReader& reader, const RunAnalysis* an
   if (table != CsvTable::events && !analysis)
     return Error{"export: the " + std::string(to_string(table)) + " table needs an analysis"};
   ExportReport report;
-  Output out(path);
+  Output out(path, reader);
   if (!out.ok()) return out.status().error();
   switch (table) {
     case CsvTable::events: {
@@ -705,7 +712,7 @@ Result<ExportReport> export_csv(const TraceReader& reader, const RunAnalysis* an
 Result<ExportReport> export_html_report(const TraceReader& reader, const RunAnalysis& analysis,
                                         const std::string& path) {
   const RunInfo run = reader.run();
-  Output out(path);
+  Output out(path, reader);
   if (!out.ok()) return out.status().error();
   const std::string title =
       run.title.empty() ? std::filesystem::path(reader.path()).filename().string() : run.title;

@@ -631,7 +631,15 @@ bool ChunkMerge::decode(Cursor& c, const Chunk& chunk) {
     return false;
   }
   const auto* p = static_cast<const unsigned char*>(sqlite3_column_blob(blob_.get(), 0));
-  const unsigned char* end = p + sqlite3_column_bytes(blob_.get(), 0);
+  const int bytes = sqlite3_column_bytes(blob_.get(), 0);
+  const unsigned char* end = p + bytes;
+  // An event takes 8 bytes at least: a count beyond that is not this blob's.
+  if (chunk.count < 0 || chunk.count > bytes / 8) {
+    status_ = Error{db_.path() + " is damaged: an event chunk of lane " +
+                    std::to_string(chunk.lane) + " says it holds " + std::to_string(chunk.count) +
+                    " events in " + std::to_string(bytes) + " bytes"};
+    return false;
+  }
   c.rows.resize(static_cast<std::size_t>(chunk.count));
   c.has_details.resize(c.rows.size());
   std::int64_t id = 0, start = 0, correlation = 0;

@@ -759,9 +759,18 @@ class SqliteTraceWriter final : public TraceWriter {
 
 }  // namespace
 
+Status check_store_path(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    return Error{path + ": is a folder; give the store's file name (for example " +
+                 (std::filesystem::path(path) / "run.db").string() + ")"};
+  return {};
+}
+
 Result<std::unique_ptr<TraceWriter>> TraceWriter::create(const std::string& path,
                                                          const RunInfo& run,
                                                          WriterOptions options) {
+  if (Status s = check_store_path(path); !s) return s.error();
   std::error_code ec;
   for (const char* suffix : {"", "-wal", "-shm", "-journal"}) {
     const std::string file = path + suffix;

@@ -47,9 +47,13 @@ struct WriterOptions {
   std::size_t max_buffered_rows = 1 << 20;
 };
 
+// Whether a store may be written at `path`: not where a folder is (even an
+// empty one: the user meant a file in it).
+Status check_store_path(const std::string& path);
+
 class TraceWriter {
  public:
-  // Creates the store at `path`, replacing any file there.
+  // Creates the store at `path`, replacing any file there (check_store_path).
   static Result<std::unique_ptr<TraceWriter>> create(const std::string& path, const RunInfo& run,
                                                      WriterOptions options = {});
   virtual ~TraceWriter() = default;  // closes as "complete" if close() was not called

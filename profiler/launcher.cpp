@@ -21,6 +21,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "core/trace_writer.h"
 #include "profiler/mpirun_output.h"
 
 extern char** environ;
@@ -921,6 +922,10 @@ Status Launcher::start() {
   if (s.started) return Error{"the launcher was already started"};
   RunSpec& spec = s.spec;
   if (spec.ranks < 1) return Error{"a run needs at least one rank"};
+  // Refused before anything runs: the run's work would be lost at its end.
+  if (!spec.run_store.empty()) {
+    if (Status st = trace::check_store_path(spec.run_store); !st) return st;
+  }
   s.ranks.clear();
   for (int r = 0; r < spec.ranks; ++r) {
     RankStatus st;

@@ -8,6 +8,7 @@
 
 #include "core/host_probe.h"
 #include "core/model_json.h"
+#include "core/trace_writer.h"
 #include "core/workload.h"
 #include "profiler/worker/gpt_model.h"
 #include "profiler/worker_shape.h"
@@ -97,6 +98,7 @@ Result<PlanRun> plan_run(const Plan& plan, const PlanRunOptions& o) {
   const double bucket_kib = *bucket;
 
   const std::string out = fs::absolute(o.run_store).lexically_normal().string();
+  if (Status s = trace::check_store_path(out); !s) return s.error();
   std::error_code ec;
   if (const fs::path parent = fs::path(out).parent_path(); !parent.empty())
     fs::create_directories(parent, ec);

@@ -8,6 +8,7 @@
 #include <QTemporaryDir>
 #include <QtTest>
 #include <csignal>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <set>
@@ -341,6 +342,17 @@ void TestTraceExport::failuresNameTheFile() {
   ChromeTraceOptions empty;
   empty.window = TimeRange{10, 10};
   QVERIFY(!export_chrome_trace(*r, dir.filePath("e.json").toStdString(), empty));
+
+  // Over the store being exported (it was replaced by the JSON, exit 0):
+  // refused, the store intact.
+  const std::string store = dir.filePath("saxpy.cstrace").toStdString();
+  const auto size = std::filesystem::file_size(store);
+  auto self = export_chrome_trace(*r, store);
+  QVERIFY(!self);
+  QCOMPARE(QString::fromStdString(self.message()),
+           QString::fromStdString(store + ": is the store being exported; give another output file"));
+  QCOMPARE(std::filesystem::file_size(store), size);
+  QVERIFY(TraceReader::open(store));
 }
 
 // A disk that fills mid-export (here a file-size limit: every write past

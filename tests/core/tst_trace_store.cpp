@@ -166,6 +166,9 @@ class TestTraceStore : public QObject {
   void killedWriterKeepsCommitted();
   void writeFailureNamesTheFile();
   void corruptPagesAreReported();
+  void notCreatedOverAFolder();
+  void chunkCountsThatCannotBe_data();
+  void chunkCountsThatCannotBe();
   void version1StoreIsMigrated();
   void refusesWhatIsNotAStore_data();
   void refusesWhatIsNotAStore();
@@ -866,6 +869,49 @@ void TestTraceStore::writeFailureNamesTheFile() {
   QVERIFY2(r, r ? "" : r.message().c_str());
   QVERIFY2((*r)->event_count() >= committed,
            qPrintable(QString("%1 < %2").arg((*r)->event_count()).arg(committed)));
+}
+
+// A store is never created where a folder is, even an empty one (it was
+// replaced by the store): the user meant a file in it.
+void TestTraceStore::notCreatedOverAFolder() {
+  QTemporaryDir dir;
+  const std::string folder = temp_path(dir, "runs");
+  QVERIFY(std::filesystem::create_directory(folder));
+  auto created = TraceWriter::create(folder, RunInfo{"run", "test"});
+  QVERIFY(!created);
+  QCOMPARE(QString::fromStdString(created.message()),
+           QString::fromStdString(folder + ": is a folder; give the store's file name (for example " +
+                                  folder + "/run.db)"));
+  QVERIFY(std::filesystem::is_directory(folder));
+}
+
+// A chunk whose event count its bytes cannot hold (a damaged or edited
+// store): reading it says so by name, where it tried to allocate that many
+// events (std::bad_alloc, "vector::_M_default_append").
+void TestTraceStore::chunkCountsThatCannotBe_data() {
+  QTest::addColumn<qint64>("count");
+  QTest::addRow("2^40") << qint64{1099511627776};
+  QTest::addRow("negative") << qint64{-5};
+}
+
+void TestTraceStore::chunkCountsThatCannotBe() {
+  QFETCH(qint64, count);
+  QTemporaryDir dir;
+  const std::string path = temp_path(dir, "counts.cstrace");
+  write_store(path, {Pattern::uniform}, 5000);
+  const std::string update = "UPDATE chunks SET count = " + std::to_string(count) +
+                             " WHERE id = (SELECT MIN(id) FROM chunks)";
+  exec_sql(path, update.c_str());
+  auto r = TraceReader::open(path);
+  QVERIFY2(r, r ? "" : r.message().c_str());
+  const cs::Status s = (*r)->for_each_event({}, INT64_MIN / 4, INT64_MAX / 4,
+                                            [](const StoredEvent&) { return true; });
+  QVERIFY(!s);
+  QVERIFY2(QString::fromStdString(s.message())
+               .contains(QString::fromStdString(path) + " is damaged: an event chunk of lane ") &&
+               QString::fromStdString(s.message())
+                   .contains(" says it holds " + QString::number(count) + " events in "),
+           s.message().c_str());
 }
 
 // Garbage written over pages inside a store: verify_store names the file

@@ -610,6 +610,17 @@ void TestLauncher::missingWorkerOrMpirun() {
   QVERIFY2(
       QString::fromStdString(s.message()).startsWith("mpirun-that-is-not-installed: not found"),
       s.message().c_str());
+  // A run store where a folder is: refused before any rank runs (the run
+  // trained to its end, then kept no store).
+  QTemporaryDir dir;
+  spec = endless_run(1);
+  spec.run_store = dir.path().toStdString();
+  Launcher c(spec);
+  s = c.start();
+  QVERIFY(!s.ok());
+  QVERIFY2(QString::fromStdString(s.message()).startsWith(dir.path() + ": is a folder"),
+           s.message().c_str());
+  QVERIFY(!QFileInfo::exists(dir.path() + ".ranks"));
 }
 
 void TestLauncher::failingRankIsNamed_data() {
