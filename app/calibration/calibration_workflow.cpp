@@ -104,6 +104,26 @@ Result<MachineCalibration> fit_calibration_store(const std::string& store,
   out.record.store = store;
   out.fit = std::move(fit).value();
   out.presets = plan::calibrated_presets(out.fit, datasheet);
+  // A device measured without a GEMM (nor a datasheet) has no peak: its
+  // preset would make every later command refuse the presets folder. Its
+  // link (a sweep of collectives alone) is still kept.
+  PresetBundle& p = out.presets;
+  auto no_peak = [](const GpuSpec& g) { return !(g.peak.fp32 > 0); };
+  const auto dropped = std::count_if(p.gpus.begin(), p.gpus.end(), no_peak);
+  std::erase_if(p.gpus, no_peak);
+  std::erase_if(p.clusters, [&](const Cluster& c) { return c.gpu && no_peak(*c.gpu); });
+  if (p.gpus.empty() && p.links.empty()) {
+    std::string why;
+    for (const std::string& note : out.fit.notes)
+      why += "; " + note;
+    return Error{store + ": nothing to calibrate from: no GEMM with FLOPs or collective measured" +
+                 why + " (no preset written)"};
+  }
+  if (dropped > 0) {
+    out.fit.notes.push_back(std::to_string(dropped) +
+                            " device(s) with no GEMM measured: no GPU or cluster preset of them, "
+                            "their link presets only");
+  }
   return out;
 }
 

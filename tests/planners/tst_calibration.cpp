@@ -254,6 +254,7 @@ class TestCalibration : public QObject {
   void calibratedOnTheH200PredictsItsRuns_data();
   void calibratedOnTheH200PredictsItsRuns();
   void learnsFromTheGemmKernelsOfTheH200Run();
+  void storeWithNothingToFitWritesNoPreset();
 
  private:
   QTemporaryDir dir_;
@@ -1853,6 +1854,12 @@ void TestCalibration::importsTheColdSweepOfACpuMachine() {
                  std::abs(link["latency_seconds"].toDouble() / alpha - 1) < 0.05,
              qPrintable(QString(key) + ": " + QJsonDocument(device).toJson()));
   }
+  // No GEMM was swept: the link is saved, no device without a peak, and the
+  // presets folder still loads.
+  QCOMPARE(json_of(r)["presets"].toObject()["gpus"].toArray().size(), 0);
+  r = run_cli({"presets", "links"}, presets, work);
+  QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+  QVERIFY2(r.out.contains("calibrated-cpu-box-mpi2"), qPrintable(r.out));
 }
 
 void TestCalibration::importsSweepLinesOfAGpuMachine() {
@@ -2078,6 +2085,30 @@ void TestCalibration::learnsFromTheGemmKernelsOfTheH200Run() {
       presets, work);
   QVERIFY2(r.exit_code == 0, qPrintable(r.err));
   QVERIFY(json_of(r)["prediction"].toObject()["predicted_step_s"].toDouble() > 0);
+}
+
+// A calibration store with no GEMM to fit (here: a trace with no events)
+// is an error that says why, and no preset is written: one without a peak
+// made every later command refuse the presets folder.
+void TestCalibration::storeWithNothingToFitWritesNoPreset() {
+  QTemporaryDir work;
+  const QString presets = work.filePath("presets");
+  QVERIFY(QDir().mkpath(presets));
+  QFile empty(work.filePath("empty.json"));
+  QVERIFY(empty.open(QIODevice::WriteOnly));
+  empty.write(R"({"traceEvents": []})");
+  empty.close();
+  const QString store = work.filePath("empty.db");
+  Run r = run_cli({"trace", "import", empty.fileName(), "-o", store}, presets);
+  QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+  r = run_cli({"calibrate", "--from-store", store}, presets);
+  QCOMPARE(r.exit_code, 1);
+  QVERIFY2(r.err.contains(store + ": nothing to calibrate from: no GEMM with FLOPs or collective measured") &&
+               r.err.contains("(no preset written)"),
+           qPrintable(r.err));
+  QCOMPARE(QDir(presets).entryList(QDir::Files), QStringList{});
+  r = run_cli({"presets", "gpus"}, presets);
+  QVERIFY2(r.exit_code == 0, qPrintable(r.err));
 }
 
 QTEST_GUILESS_MAIN(TestCalibration)
