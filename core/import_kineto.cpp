@@ -302,7 +302,9 @@ class KinetoHandler : public nlohmann::json_sax<nlohmann::json> {
   }
   bool number_float(number_float_t v, const string_t& raw) override {
     const Ctx c = stack_.back();
-    if (c == Ctx::event) {
+    if (c == Ctx::event && (key_ == Key::ts || key_ == Key::dur) && !(std::fabs(v) <= kMaxMicros)) {
+      time_out_of_range_ = true;
+    } else if (c == Ctx::event) {
       if (key_ == Key::ts) {
         ts_ = micros_text_to_ns(raw);
         has_ts_ = true;
@@ -404,7 +406,10 @@ class KinetoHandler : public nlohmann::json_sax<nlohmann::json> {
 
   bool integer(std::int64_t v) {
     const Ctx c = stack_.back();
-    if (c == Ctx::event) {
+    if (c == Ctx::event && (key_ == Key::ts || key_ == Key::dur) &&
+        (v > kMaxMicros || v < -kMaxMicros)) {
+      time_out_of_range_ = true;
+    } else if (c == Ctx::event) {
       if (key_ == Key::ts) {
         ts_ = v * 1000;
         has_ts_ = true;
@@ -451,6 +456,7 @@ class KinetoHandler : public nlohmann::json_sax<nlohmann::json> {
     pid_ = tid_ = {};
     ts_ = dur_ = 0;
     has_ts_ = false;
+    time_out_of_range_ = false;
     current_ = {};
     arg_name_.clear();
     arg_labels_.clear();
@@ -470,6 +476,10 @@ class KinetoHandler : public nlohmann::json_sax<nlohmann::json> {
                 : ph_ == 'i' || ph_ == 'I'             ? "instant events (ph i)"
                 : ph_ == 'C'                           ? "counter events (ph C)"
                              : std::string("events with ph '") + ph_ + "'"];
+      return;
+    }
+    if (time_out_of_range_) {
+      ++skipped["events with a ts or dur past 9e15 us (285 years)"];
       return;
     }
     if (!has_ts_) {
@@ -508,6 +518,9 @@ class KinetoHandler : public nlohmann::json_sax<nlohmann::json> {
   std::uint32_t name_ = 0;
   Id pid_, tid_;
   std::int64_t ts_ = 0, dur_ = 0;
+  // A ts or dur whose nanoseconds an int64 cannot hold (1e300): skipped, not wrapped.
+  static constexpr std::int64_t kMaxMicros = 9'000'000'000'000'000;
+  bool time_out_of_range_ = false;
   bool has_ts_ = false;
   Parsed current_;
   std::string arg_name_, arg_labels_;

@@ -514,7 +514,7 @@ void register_run(CLI::App& app, Context& ctx) {
       ->check(positive_number());
   cmd->add_option("--out", options->out, "The run store (default run-<date>-<time>.db)");
   cmd->add_option("--title", options->title, "Title of the run");
-  cmd->add_option("--lr", options->lr, "AdamW learning rate");
+  cmd->add_option("--lr", options->lr, "AdamW learning rate")->check(positive_number());
   cmd->add_option("--seed", options->seed, "Seed of the initial weights and the data order");
   cmd->add_option("--hostfile", options->hostfile, "Run on the hosts of an Open MPI hostfile");
   cmd->add_flag("--slurm", options->slurm, "Write a Slurm batch script and submit it with sbatch");

@@ -56,6 +56,8 @@ std::int64_t parse_duration(const std::string& text, const char* option) {
     throw CliError(std::string(option) + ": \"" + text +
                    "\" is not a time (e.g. 1.5s, 200ms, 40us)");
   }
+  if (!std::isfinite(value))
+    throw CliError(std::string(option) + ": \"" + text + "\" is not a time (e.g. 1.5s, 200ms, 40us)");
   const std::string unit = text.substr(used);
   double scale = 1e9;
   if (unit == "ns")
@@ -70,6 +72,9 @@ std::int64_t parse_duration(const std::string& text, const char* option) {
     scale = 60e9;
   else
     throw CliError(std::string(option) + ": unknown unit \"" + unit + "\" (ns, us, ms, s, min)");
+  // A time past what the store's nanoseconds hold (2^62 ns, 146 years).
+  if (std::fabs(value * scale) > 4.6e18)
+    throw CliError(std::string(option) + ": \"" + text + "\" is longer than any trace");
   return static_cast<std::int64_t>(std::llround(value * scale));
 }
 

@@ -857,7 +857,7 @@ int main(int argc, char** argv) {
   app.add_option("--precision", o.precision, "fp32 or bf16 (CPU); tf32, fp16 and fp8 too on CUDA")
       ->check(CLI::IsMember({"fp32", "tf32", "bf16", "fp16", "fp8"}));
   app.add_option("--steps", o.steps, "Optimizer steps")->check(non_negative);
-  app.add_option("--lr", o.lr, "AdamW learning rate");
+  app.add_option("--lr", o.lr, "AdamW learning rate")->check(positive);
   app.add_option("--seed", o.seed, "Seed of the weights and the data order");
   app.add_option("--bucket-kib", o.bucket_kib, "Data-parallel gradient bucket (KiB)")->check(positive);
   app.add_flag("--no-overlap", o.no_overlap, "Reduce gradients after backward instead of during it");

@@ -158,6 +158,14 @@ void TestTraceCli::errors_data() {
   QTest::addRow("import unknown") << QStringList{"trace", "import", CS_SOURCE_DIR "/README.md",
                                                  "-o", "x.cstrace"}
                                   << 1 << "not a trace this build imports";
+  // A window edge that is no time, or past any trace (both exported every event).
+  const QString store = CS_SOURCE_DIR "/tests/data/gpu/worker-fp32.db";
+  QTest::addRow("window from nan")
+      << QStringList{"trace", "export", store, "-o", "x.json", "--from", "nan"} << 1
+      << "--from: \"nan\" is not a time";
+  QTest::addRow("window past any trace")
+      << QStringList{"trace", "export", store, "-o", "x.json", "--to", "99999999999999999999ms"}
+      << 1 << "--to: \"99999999999999999999ms\" is longer than any trace";
 }
 
 void TestTraceCli::errors() {

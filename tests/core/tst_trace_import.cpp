@@ -432,17 +432,21 @@ void TestTraceImport::kinetoPlainJsonAndErrors() {
                           dir.filePath("m.cstrace").toStdString());
   QVERIFY(!e3);
   QVERIFY(QString::fromStdString(e3.message()).contains("missing.json: no such file"));
-  // Complete events without a start or with a negative length are left
-  // out and counted, the rest imported.
+  // Complete events without a start, with a negative length or with a time
+  // whose nanoseconds no int64 holds (they wrapped to a "negative dur") are
+  // left out and counted, the rest imported.
   const std::string odd = write("odd.json", R"({"traceEvents": [
       {"ph": "X", "name": "k", "ts": 10, "dur": 5, "pid": 0, "tid": 0},
       {"ph": "X", "name": "k", "ts": 20, "dur": -5, "pid": 0, "tid": 0},
+      {"ph": "X", "name": "k", "ts": 30, "dur": 1e300, "pid": 0, "tid": 0},
+      {"ph": "X", "name": "k", "ts": 9300000000000000, "dur": 5, "pid": 0, "tid": 0},
       {"ph": "X", "name": "k", "dur": 5, "pid": 0, "tid": 0}]})");
   auto partial = import_kineto({odd}, dir.filePath("odd.cstrace").toStdString());
   QVERIFY2(partial, partial ? "" : partial.message().c_str());
   QCOMPARE(partial->events, std::int64_t{1});
   QCOMPARE(partial->skipped["events with a negative dur"], 1);
   QCOMPARE(partial->skipped["events without ts"], 1);
+  QCOMPARE(partial->skipped["events with a ts or dur past 9e15 us (285 years)"], 2);
   // Two files claiming one rank.
   auto e4 = import_kineto({plain, kKineto + "sampled_rank-0.json.gz"},
                           dir.filePath("d.cstrace").toStdString());
