@@ -479,6 +479,12 @@ Result<ImportReport> import_one_nsys(const std::string& file, const std::string&
   std::map<std::string, LaneId> lanes;
   std::unordered_map<std::string, StringId> names;
   for (const Record& r : records) {
+    // As the Kineto import: an event that ends before it starts is left out
+    // and counted (it vanished from the analyses, imported).
+    if (r.end < r.start) {
+      ++report.skipped["records that end before they start"];
+      continue;
+    }
     auto lane = lanes.find(r.lane_key);
     if (lane == lanes.end()) {
       const auto& [kind, name] = lane_info[r.lane_key];

@@ -46,9 +46,12 @@ int samples_per_step(const ParallelPlan& p) {
   return static_cast<int>(samples);
 }
 
+// A folder is read as a file too, so that reading it says what it is
+// (read_json_file) rather than "unknown preset".
 bool looks_like_file(const std::string& argument) {
   std::error_code ec;
   return std::filesystem::is_regular_file(argument, ec) ||
+         std::filesystem::is_directory(argument, ec) ||
          (argument.size() > 5 && argument.ends_with(".json"));
 }
 

@@ -168,6 +168,23 @@ void TestTraceImport::nsysRealExport() {
   QCOMPARE(report->skipped["NVTX domain registrations"], 1);
   QCOMPARE(report->skipped["NVTX records other than ranges (marks, thread names, ...)"], 1);
 
+  // A kernel that ends before it starts (an edited or damaged export) is
+  // left out and counted, as the Kineto import does; it was imported
+  // silently and vanished from the analyses.
+  {
+    const std::string edited = dir.filePath("edited.sqlite").toStdString();
+    std::filesystem::copy_file(kNsys, edited);
+    sqlite3* db = nullptr;
+    sqlite3_open(edited.c_str(), &db);
+    exec(db, "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET end = start - 1000000 "
+             "WHERE rowid = (SELECT MIN(rowid) FROM CUPTI_ACTIVITY_KIND_KERNEL)");
+    sqlite3_close(db);
+    auto backwards = import_nsys({edited}, dir.filePath("edited.cstrace").toStdString());
+    QVERIFY2(backwards, backwards ? "" : backwards.message().c_str());
+    QCOMPARE(backwards->events, report->events - 1);
+    QCOMPARE(backwards->skipped["records that end before they start"], 1);
+  }
+
   auto r = open_reader(out);
   const auto kinds = count_kinds(*r);
   QCOMPARE(kinds.at(EventKind::kernel), 5);

@@ -163,6 +163,9 @@ void TestPlanCli::planErrors_data() {
       << QStringList{"plan", "--cluster", "dgx-a100-8", "--model", "gpt2-small", "--micro-batch",
                      "1073741824"}
       << 1 << "dp x micro-batch = 8 x 1073741824 = 8589934592 sequences per step: more than 2147483647";
+  QTest::addRow("a folder as the model")
+      << QStringList{"plan", "--cluster", "dgx-a100-8", "--model", CS_SOURCE_DIR "/docs"} << 1
+      << CS_SOURCE_DIR "/docs: is a folder, not a JSON file";
   QTest::addRow("nodes past a cluster")
       << QStringList{"plan", "--gpu", "h100-sxm", "--nodes", "2147483647", "--model", "gpt2-small"}
       << 2 << "--nodes: must be between 1 and 1048576 (got 2147483647)";
