@@ -294,13 +294,17 @@ class KinetoHandler : public nlohmann::json_sax<nlohmann::json> {
   std::vector<std::string> devices;
   std::string error;
 
-  bool null() override { return value_done(); }
-  bool boolean(bool) override { return value_done(); }
-  bool number_integer(number_integer_t v) override { return integer(v); }
+  bool null() override { return scalar(); }
+  bool boolean(bool) override { return scalar(); }
+  bool number_integer(number_integer_t v) override {
+    return in_events() ? scalar() : integer(v);
+  }
   bool number_unsigned(number_unsigned_t v) override {
-    return integer(static_cast<std::int64_t>(std::min<number_unsigned_t>(v, INT64_MAX)));
+    return in_events() ? scalar()
+                       : integer(static_cast<std::int64_t>(std::min<number_unsigned_t>(v, INT64_MAX)));
   }
   bool number_float(number_float_t v, const string_t& raw) override {
+    if (in_events()) return scalar();
     const Ctx c = stack_.back();
     if (c == Ctx::event && (key_ == Key::ts || key_ == Key::dur) && !(std::fabs(v) <= kMaxMicros)) {
       time_out_of_range_ = true;
@@ -317,6 +321,7 @@ class KinetoHandler : public nlohmann::json_sax<nlohmann::json> {
     return value_done();
   }
   bool string(string_t& v) override {
+    if (in_events()) return scalar();
     const Ctx c = stack_.back();
     if (c == Ctx::event) {
       if (key_ == Key::ph) {
@@ -349,7 +354,7 @@ class KinetoHandler : public nlohmann::json_sax<nlohmann::json> {
     }
     return value_done();
   }
-  bool binary(binary_t&) override { return value_done(); }
+  bool binary(binary_t&) override { return scalar(); }
 
   bool start_object(std::size_t) override {
     const Ctx parent = stack_.empty() ? Ctx::skip : stack_.back();
@@ -387,6 +392,8 @@ class KinetoHandler : public nlohmann::json_sax<nlohmann::json> {
       saw_trace_events = true;
     } else if (parent == Ctx::root && key_ == Key::device_properties) {
       c = Ctx::device_properties;
+    } else if (parent == Ctx::events) {
+      ++skipped[kNotAnEvent];
     }
     stack_.push_back(c);
     return true;
@@ -402,7 +409,14 @@ class KinetoHandler : public nlohmann::json_sax<nlohmann::json> {
   }
 
  private:
+  static constexpr const char* kNotAnEvent = "traceEvents entries that are not objects";
   bool value_done() { return true; }
+  bool in_events() const { return !stack_.empty() && stack_.back() == Ctx::events; }
+  // A value with no key of its own: in the traceEvents array, not an event.
+  bool scalar() {
+    if (in_events()) ++skipped[kNotAnEvent];
+    return value_done();
+  }
 
   bool integer(std::int64_t v) {
     const Ctx c = stack_.back();

@@ -457,13 +457,17 @@ void TestTraceImport::kinetoPlainJsonAndErrors() {
       {"ph": "X", "name": "k", "ts": 20, "dur": -5, "pid": 0, "tid": 0},
       {"ph": "X", "name": "k", "ts": 30, "dur": 1e300, "pid": 0, "tid": 0},
       {"ph": "X", "name": "k", "ts": 9300000000000000, "dur": 5, "pid": 0, "tid": 0},
-      {"ph": "X", "name": "k", "dur": 5, "pid": 0, "tid": 0}]})");
+      {"ph": "X", "name": "k", "dur": 5, "pid": 0, "tid": 0},
+      1, "k", [2], null]})");
   auto partial = import_kineto({odd}, dir.filePath("odd.cstrace").toStdString());
   QVERIFY2(partial, partial ? "" : partial.message().c_str());
   QCOMPARE(partial->events, std::int64_t{1});
   QCOMPARE(partial->skipped["events with a negative dur"], 1);
   QCOMPARE(partial->skipped["events without ts"], 1);
   QCOMPARE(partial->skipped["events with a ts or dur past 9e15 us (285 years)"], 2);
+  // Entries of traceEvents that are not events (a list of numbers imported
+  // nothing and said nothing).
+  QCOMPARE(partial->skipped["traceEvents entries that are not objects"], 4);
   // Two files claiming one rank.
   auto e4 = import_kineto({plain, kKineto + "sampled_rank-0.json.gz"},
                           dir.filePath("d.cstrace").toStdString());
