@@ -294,8 +294,8 @@ class KinetoHandler : public nlohmann::json_sax<nlohmann::json> {
   std::vector<std::string> devices;
   std::string error;
 
-  bool null() override { return scalar(); }
-  bool boolean(bool) override { return scalar(); }
+  bool null() override { return other_value(); }
+  bool boolean(bool) override { return other_value(); }
   bool number_integer(number_integer_t v) override {
     return in_events() ? scalar() : integer(v);
   }
@@ -324,7 +324,9 @@ class KinetoHandler : public nlohmann::json_sax<nlohmann::json> {
     if (in_events()) return scalar();
     const Ctx c = stack_.back();
     if (c == Ctx::event) {
-      if (key_ == Key::ph) {
+      if (key_ == Key::ts || key_ == Key::dur) {
+        time_not_a_number_ = true;
+      } else if (key_ == Key::ph) {
         ph_ = v.empty() ? '?' : v[0];
       } else if (key_ == Key::cat) {
         cat_ = category_of(v);
@@ -354,10 +356,11 @@ class KinetoHandler : public nlohmann::json_sax<nlohmann::json> {
     }
     return value_done();
   }
-  bool binary(binary_t&) override { return scalar(); }
+  bool binary(binary_t&) override { return other_value(); }
 
   bool start_object(std::size_t) override {
     const Ctx parent = stack_.empty() ? Ctx::skip : stack_.back();
+    note_time_not_a_number(parent);
     Ctx c = Ctx::skip;
     if (stack_.empty())
       c = Ctx::root;
@@ -385,6 +388,7 @@ class KinetoHandler : public nlohmann::json_sax<nlohmann::json> {
   }
   bool start_array(std::size_t) override {
     const Ctx parent = stack_.empty() ? Ctx::skip : stack_.back();
+    note_time_not_a_number(parent);
     Ctx c = Ctx::skip;
     if (stack_.empty() || (parent == Ctx::root && key_ == Key::trace_events)) {
       // {"traceEvents": [...]}, or the bare array Chrome also accepts.
@@ -417,6 +421,15 @@ class KinetoHandler : public nlohmann::json_sax<nlohmann::json> {
     if (in_events()) ++skipped[kNotAnEvent];
     return value_done();
   }
+  // null, true or an object as an event's ts or dur: the event is skipped and
+  // counted, not placed at time 0 (or made zero-length).
+  void note_time_not_a_number(Ctx parent) {
+    if (parent == Ctx::event && (key_ == Key::ts || key_ == Key::dur)) time_not_a_number_ = true;
+  }
+  bool other_value() {
+    if (!stack_.empty()) note_time_not_a_number(stack_.back());
+    return scalar();
+  }
 
   bool integer(std::int64_t v) {
     const Ctx c = stack_.back();
@@ -447,9 +460,15 @@ class KinetoHandler : public nlohmann::json_sax<nlohmann::json> {
         current_.group_size = static_cast<std::int32_t>(v);
       else if (key_ == Key::sort_index)
         arg_sort_index_ = v;
-    } else if (c == Ctx::distributed) {
-      if (key_ == Key::rank) rank = static_cast<std::int32_t>(v);
-      if (key_ == Key::world_size) world_size = static_cast<std::int32_t>(v);
+    } else if (c == Ctx::distributed && (key_ == Key::rank || key_ == Key::world_size)) {
+      const bool is_rank = key_ == Key::rank;
+      if (v < (is_rank ? 0 : 1) || v > INT32_MAX) {
+        error = std::string("distributedInfo.") + (is_rank ? "rank" : "world_size") + " is " +
+                std::to_string(v) + ": must be between " + (is_rank ? "0" : "1") + " and " +
+                std::to_string(INT32_MAX);
+        return false;
+      }
+      (is_rank ? rank : world_size) = static_cast<std::int32_t>(v);
     } else if (c == Ctx::root && key_ == Key::base_time_ns) {
       base_time_ns = v;
     }
@@ -471,6 +490,7 @@ class KinetoHandler : public nlohmann::json_sax<nlohmann::json> {
     ts_ = dur_ = 0;
     has_ts_ = false;
     time_out_of_range_ = false;
+    time_not_a_number_ = false;
     current_ = {};
     arg_name_.clear();
     arg_labels_.clear();
@@ -494,6 +514,10 @@ class KinetoHandler : public nlohmann::json_sax<nlohmann::json> {
     }
     if (time_out_of_range_) {
       ++skipped["events with a ts or dur past 9e15 us (285 years)"];
+      return;
+    }
+    if (time_not_a_number_) {
+      ++skipped["events with a ts or dur that is not a number"];
       return;
     }
     if (!has_ts_) {
@@ -535,6 +559,7 @@ class KinetoHandler : public nlohmann::json_sax<nlohmann::json> {
   // A ts or dur whose nanoseconds an int64 cannot hold (1e300): skipped, not wrapped.
   static constexpr std::int64_t kMaxMicros = 9'000'000'000'000'000;
   bool time_out_of_range_ = false;
+  bool time_not_a_number_ = false;
   bool has_ts_ = false;
   Parsed current_;
   std::string arg_name_, arg_labels_;

@@ -458,6 +458,11 @@ void TestTraceImport::kinetoPlainJsonAndErrors() {
       {"ph": "X", "name": "k", "ts": 30, "dur": 1e300, "pid": 0, "tid": 0},
       {"ph": "X", "name": "k", "ts": 9300000000000000, "dur": 5, "pid": 0, "tid": 0},
       {"ph": "X", "name": "k", "dur": 5, "pid": 0, "tid": 0},
+      {"ph": "X", "name": "k", "ts": 40, "dur": "abc", "pid": 0, "tid": 0},
+      {"ph": "X", "name": "k", "ts": 50, "dur": null, "pid": 0, "tid": 0},
+      {"ph": "X", "name": "k", "ts": "60", "dur": 5, "pid": 0, "tid": 0},
+      {"ph": "X", "name": "k", "ts": 70, "dur": [5], "pid": 0, "tid": 0},
+      {"ph": "X", "name": "k", "ts": 80, "dur": {"us": 5}, "pid": 0, "tid": 0},
       1, "k", [2], null]})");
   auto partial = import_kineto({odd}, dir.filePath("odd.cstrace").toStdString());
   QVERIFY2(partial, partial ? "" : partial.message().c_str());
@@ -465,9 +470,21 @@ void TestTraceImport::kinetoPlainJsonAndErrors() {
   QCOMPARE(partial->skipped["events with a negative dur"], 1);
   QCOMPARE(partial->skipped["events without ts"], 1);
   QCOMPARE(partial->skipped["events with a ts or dur past 9e15 us (285 years)"], 2);
+  // A ts or dur that is text, null, a list or an object (it became 0).
+  QCOMPARE(partial->skipped["events with a ts or dur that is not a number"], 5);
   // Entries of traceEvents that are not events (a list of numbers imported
   // nothing and said nothing).
   QCOMPARE(partial->skipped["traceEvents entries that are not objects"], 4);
+  // A rank or world size no int holds (2^31 wrapped to a negative rank).
+  for (const char* info : {R"("rank": 2147483648)", R"("rank": -1)", R"("world_size": 0)"}) {
+    const std::string wrapped = write("wrapped.json", QByteArray(R"({"distributedInfo": {)") +
+                                                          info + R"(}, "traceEvents": []})");
+    auto e = import_kineto({wrapped}, dir.filePath("w.cstrace").toStdString());
+    QVERIFY(!e);
+    QVERIFY2(QString::fromStdString(e.message()).contains(": distributedInfo.") &&
+                 QString::fromStdString(e.message()).contains("must be between"),
+             e.message().c_str());
+  }
   // Two files claiming one rank.
   auto e4 = import_kineto({plain, kKineto + "sampled_rank-0.json.gz"},
                           dir.filePath("d.cstrace").toStdString());
