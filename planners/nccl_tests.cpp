@@ -119,7 +119,12 @@ Result<NcclTestsLog> parse_nccl_tests(std::string_view text, std::string_view fi
     std::vector<std::string> t;
     for (std::string f; fields >> f;)
       t.push_back(f);
-    if (t.size() < 8 || !is_integer(t[0]) || !is_integer(t[1])) continue;
+    if (t.size() < 8 || !is_integer(t[0]) || !is_integer(t[1])) {
+      const bool nccl_debug_line = line.find(" NCCL ") != std::string::npos;
+      if (header_seen && !t.empty() && !nccl_debug_line && ++log.lines_left_out == 1)
+        log.first_line_left_out = line_number;
+      continue;
+    }
     const std::string where = std::string(file) + ":" + std::to_string(line_number);
     if (!header_seen) {
       return Error{where + ": a result row before the table's header (is this nccl-tests output?)"};
@@ -148,7 +153,7 @@ Result<NcclTestsLog> parse_nccl_tests(std::string_view text, std::string_view fi
   if (log.collective.empty()) {
     return Error{std::string(file) +
                  ": cannot tell which collective this is (no \"Collective test\" line and no "
-                 "program name in the file name): name it (all_reduce, all_gather, ...)"};
+                 "program name in the file name): name it with --collective (all_reduce, all_gather, ...)"};
   }
   if (log.samples.empty())
     return Error{std::string(file) + ": no result rows (size, count, type, ... time)"};
@@ -206,8 +211,8 @@ Result<NetworkFit> fit_nccl_tests(const std::vector<NcclTestsLog>& logs,
   const int g = out.gpus_per_node;
   if (g > 1 && !intra) {
     return Error{"the logs span " + std::to_string(nodes) + " hosts with " + std::to_string(g) +
-                 " GPUs each: give the link inside a node, whose part of each time is taken out "
-                 "before fitting the network"};
+                 " GPUs each: give the link inside a node with --intra LINK, whose part of each "
+                 "time is taken out before fitting the network"};
   }
   // The planner's hierarchical collective (planners/collectives.cpp): the
   // node's part on `intra`, the rest on the network share of each GPU.

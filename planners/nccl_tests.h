@@ -26,6 +26,11 @@ struct NcclTestsLog {
   std::vector<CollectiveSample> samples;  // one per size, in the log's order
   double average_busbw = 0;  // bytes/s: the log's own "Avg bus bandwidth", when printed
   int errors = 0;            // "Out of bounds values" (data errors nccl-tests found)
+  // Lines after the table's header that are neither comments, NCCL's own
+  // log lines nor result rows (a size that is not a whole number, a cut
+  // line): left out, counted, the first one's number kept.
+  int lines_left_out = 0;
+  int first_line_left_out = 0;
 };
 
 // `file` names the source in messages. The collective comes from the

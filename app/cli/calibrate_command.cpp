@@ -352,6 +352,7 @@ void run_nccl_tests(Context& ctx, const CalibrateOptions& o) {
                       {"hosts", l.hosts},
                       {"device", l.device},
                       {"sizes", l.samples.size()},
+                      {"lines_left_out", l.lines_left_out},
                       {"average_busbw_bytes_per_second", l.average_busbw}});
     }
     std::cout << json{{"logs", logs},
@@ -371,6 +372,12 @@ void run_nccl_tests(Context& ctx, const CalibrateOptions& o) {
               << (l.hosts.size() == 1 ? " host" : " hosts") << ", " << l.samples.size() << " sizes"
               << (l.average_busbw > 0 ? ", avg busbw " + format_rate(l.average_busbw, "B/s")
                                       : std::string())
+              << (l.lines_left_out > 0
+                      ? ", " + std::to_string(l.lines_left_out) +
+                            (l.lines_left_out == 1 ? " line" : " lines") +
+                            " after the table's header left out, not being result rows (the "
+                            "first: line " + std::to_string(l.first_line_left_out) + ")"
+                      : std::string())
               << '\n';
   }
   std::cout << (net.fit.inter_node ? "network between nodes" : "link inside a node") << ": α "

@@ -245,6 +245,7 @@ class TestCalibration : public QObject {
   void ncclTestsFitsTheTier();
   void malformedNcclTestsLogs_data();
   void malformedNcclTestsLogs();
+  void ncclTestsLinesThatAreNotRowsAreCounted();
   void ncclTestsCommandSavesALinkPreset();
   void calibrateRunPredictLearn();
   void importsSweepLinesOfAGpuMachine();
@@ -1313,7 +1314,8 @@ void TestCalibration::ncclTestsFitsTheTier() {
   QVERIFY(two);
   auto refused = cs::plan::fit_nccl_tests({*two});
   QVERIFY(!refused);
-  QVERIFY2(QString::fromStdString(refused.message()).contains("2 hosts"),
+  QVERIFY2(QString::fromStdString(refused.message()).contains("2 hosts") &&
+               QString::fromStdString(refused.message()).contains("with --intra LINK"),
            refused.message().c_str());
   // And logs of different tiers are not fitted together.
   auto mixed = cs::plan::fit_nccl_tests({*log, *two});
@@ -1379,6 +1381,38 @@ void TestCalibration::malformedNcclTestsLogs() {
   QVERIFY(!log);
   const QString message = QString::fromStdString(log.message());
   QVERIFY2(message.contains(dir_.filePath("malformed/") + error), qPrintable(message));
+}
+
+// A line in the table that is not a result row (a size written "1K", a line
+// cut short, stray text) is left out and counted, not dropped unseen; NCCL's
+// own log lines (NCCL_DEBUG=INFO) and comments are not counted.
+void TestCalibration::ncclTestsLinesThatAreNotRowsAreCounted() {
+  const std::string text =
+      "#  Rank  0 Group  0 Pid  100 on nodeA device  0 [0000:18:00] NVIDIA H100\n"
+      "#  Rank  1 Group  0 Pid  101 on nodeA device  1 [0000:2a:00] NVIDIA H100\n"
+      "#       size   count  type  redop  root   time  algbw  busbw #wrong   time  algbw  busbw "
+      "#wrong\n"
+      "        1024   256  float  sum  -1  22.1  0.05  0.05  0  22.0  0.05  0.05  0\n"
+      "nodeA:100:100 [0] NCCL INFO Channel 00/02 :    0   1\n"
+      "          1K   256  float  sum  -1  22.1  0.05  0.05  0  22.0  0.05  0.05  0\n"
+      "        4096  1024  float  sum  -1  23.\n"
+      "\n"
+      "        8192  2048  float  sum  -1  24.5  0.33  0.33  0  24.4  0.34  0.34  0\n"
+      "# Avg bus bandwidth    : 0.2\n";
+  auto log = cs::plan::parse_nccl_tests(text, "all_reduce_perf.log");
+  QVERIFY2(log, log ? "" : log.message().c_str());
+  QCOMPARE(log->samples.size(), std::size_t{2});
+  QCOMPARE(log->lines_left_out, 2);
+  QCOMPARE(log->first_line_left_out, 6);
+  // A clean log leaves nothing out.
+  auto clean = cs::plan::read_nccl_tests(fixture("all_reduce_perf_1x8_h100.log").toStdString());
+  QVERIFY(clean);
+  QCOMPARE(clean->lines_left_out, 0);
+  // Which collective, when nothing says: the message names the option.
+  auto unnamed = cs::plan::parse_nccl_tests(text, "results.txt");
+  QVERIFY(!unnamed);
+  QVERIFY2(QString::fromStdString(unnamed.message()).contains("name it with --collective"),
+           unnamed.message().c_str());
 }
 
 void TestCalibration::ncclTestsCommandSavesALinkPreset() {
