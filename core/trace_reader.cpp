@@ -214,7 +214,11 @@ Status TraceReader::Impl::load() {
     if (!stmt) return stmt.error();
     int rc;
     while ((rc = stmt->step()) == SQLITE_ROW) {
-      ranks.push_back({stmt->int_at(0), std::string(stmt->text_at(1)),
+      // A rank no int holds would wrap (2^31 read as -2^31).
+      const std::int64_t rank = stmt->int64_at(0);
+      if (rank < 0 || rank > INT32_MAX)
+        return Error{path + " is damaged: the ranks table holds rank " + std::to_string(rank)};
+      ranks.push_back({static_cast<int>(rank), std::string(stmt->text_at(1)),
                        std::string(stmt->text_at(2)), stmt->int64_at(3), stmt->int64_at(4),
                        stmt->int_at(5) != 0});
     }
@@ -231,8 +235,17 @@ Status TraceReader::Impl::load() {
     while ((rc = stmt->step()) == SQLITE_ROW) {
       LaneInfo l;
       l.id = LaneId{static_cast<std::uint32_t>(stmt->int64_at(0))};
-      l.rank = stmt->int_at(1);
-      l.kind = static_cast<LaneKind>(stmt->int_at(2));
+      const std::int64_t rank = stmt->int64_at(1), kind = stmt->int64_at(2);
+      if (rank < 0 || rank > INT32_MAX) {
+        return Error{path + " is damaged: lane " + std::to_string(l.id.value) +
+                     " belongs to rank " + std::to_string(rank)};
+      }
+      if (kind < 0 || kind > static_cast<int>(LaneKind::predicted)) {
+        return Error{path + " is damaged: lane " + std::to_string(l.id.value) +
+                     " is of kind " + std::to_string(kind) + ", which no trace store has"};
+      }
+      l.rank = static_cast<int>(rank);
+      l.kind = static_cast<LaneKind>(kind);
       l.name = std::string(stmt->text_at(3));
       l.sort_index = stmt->int_at(4);
       if (state.finalized && !stmt->is_null(5)) {

@@ -1,6 +1,7 @@
 #include "core/trace_store.h"
 
 #include <algorithm>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -274,6 +275,63 @@ Status migrate_from_version_1(const std::string& path) {
 
 }  // namespace
 
+namespace {
+
+// A file cut short (a copy that stopped half way): SQLite's header says how
+// many pages the database has, and SQLite itself would only call the file
+// "malformed", or read it as far as it goes. Read before SQLite opens the
+// file, from the header itself (https://www.sqlite.org/fileformat.html 1.3):
+// the page count holds only where the change counter equals its
+// version-valid-for number, and only when no write-ahead log holds pages.
+Status check_not_cut_short(const std::string& path) {
+  std::error_code ec;
+  const auto size = std::filesystem::file_size(path, ec);
+  const auto wal_size = std::filesystem::file_size(path + "-wal", ec);
+  if (!ec && wal_size > 0) return {};
+  unsigned char header[100] = {};
+  std::ifstream in(path, std::ios::binary);
+  in.read(reinterpret_cast<char*>(header), sizeof header);
+  const auto got = static_cast<std::size_t>(in.gcount());
+  static constexpr char kMagic[] = "SQLite format 3";  // with its NUL: 16 bytes
+  if (got < sizeof kMagic || std::memcmp(header, kMagic, sizeof kMagic) != 0) return {};
+  if (got < sizeof header) {
+    return Error{path + " is damaged: the file is cut short (" + std::to_string(got) +
+                 " bytes, less than an SQLite header)"};
+  }
+  const auto be32 = [&](int at) {
+    return std::uint32_t{header[at]} << 24 | std::uint32_t{header[at + 1]} << 16 |
+           std::uint32_t{header[at + 2]} << 8 | std::uint32_t{header[at + 3]};
+  };
+  const std::uint32_t page_size_field = std::uint32_t{header[16]} << 8 | header[17];
+  const std::uintmax_t page_size = page_size_field == 1 ? 65536 : page_size_field;
+  const std::uint32_t pages = be32(28);
+  if (be32(24) != be32(92) || pages == 0) return {};
+  const std::uintmax_t expected = page_size * pages;
+  if (size < expected) {
+    return Error{path + " is damaged: the file is cut short (" + std::to_string(size) + " of " +
+                 std::to_string(expected) + " bytes)"};
+  }
+  return {};
+}
+
+// Opens the file for writing so that SQLite rolls back the journal beside
+// it; false, with SQLite's reason, when it cannot.
+bool roll_back_journal(const std::string& path, std::string& why) {
+  auto db = sql::Database::open(path, SQLITE_OPEN_READWRITE);
+  if (!db) {
+    why = db.message();
+    return false;
+  }
+  auto stmt = db->prepare("PRAGMA application_id");
+  if (stmt && stmt->step() == SQLITE_ROW) return true;
+  why = sqlite3_errmsg(db->get());
+  return false;
+}
+
+thread_local bool rolling_back_journal = false;
+
+}  // namespace
+
 Result<sql::Database> open_store(const std::string& path, bool writable, StoreState* state) {
   std::error_code ec;
   if (!std::filesystem::exists(path, ec)) return Error{path + ": no such file"};
@@ -283,11 +341,14 @@ Result<sql::Database> open_store(const std::string& path, bool writable, StoreSt
   const std::string refuse = path + " is not a ClusterScope trace store: ";
   if (!ec && size == 0) return Error{refuse + "the file is empty"};
 
+  if (auto s = check_not_cut_short(path); !s) return s.error();
+
   auto opened = sql::Database::open(path, writable ? SQLITE_OPEN_READWRITE : SQLITE_OPEN_READONLY);
   if (!opened) return opened.error();
   sql::Database db = std::move(opened).value();
 
   std::int64_t application_id = 0;
+  bool journal_to_roll_back = false;
   {
     auto stmt = db.prepare("PRAGMA application_id");
     if (!stmt) {
@@ -298,25 +359,25 @@ Result<sql::Database> open_store(const std::string& path, bool writable, StoreSt
     const int rc = stmt->step();
     if ((rc & 0xff) == SQLITE_NOTADB) return Error{refuse + "not an SQLite database"};
     if ((rc & 0xff) == SQLITE_CORRUPT) return db.error("the file is damaged", rc);
-    if (rc != SQLITE_ROW) return db.error("cannot read the file", rc);
-    application_id = stmt->int64_at(0);
+    journal_to_roll_back = (rc & 0xff) == SQLITE_READONLY && !writable && !rolling_back_journal;
+    if (rc != SQLITE_ROW && !journal_to_roll_back) return db.error("cannot read the file", rc);
+    if (!journal_to_roll_back) application_id = stmt->int64_at(0);
   }
-  {
-    // A file cut short (a copy that stopped half way): the header says how
-    // many pages there are. Only when no write-ahead log holds pages too.
-    std::error_code wal_ec;
-    const auto wal_size = std::filesystem::file_size(path + "-wal", wal_ec);
-    auto pages = db.prepare("PRAGMA page_count");
-    auto page_size = db.prepare("PRAGMA page_size");
-    if ((wal_ec || wal_size == 0) && pages && page_size && pages->step() == SQLITE_ROW &&
-        page_size->step() == SQLITE_ROW) {
-      const auto expected = static_cast<std::uintmax_t>(pages->int64_at(0)) *
-                            static_cast<std::uintmax_t>(page_size->int64_at(0));
-      if (!ec && size < expected) {
-        return Error{path + " is damaged: the file is cut short (" + std::to_string(size) + " of " +
-                     std::to_string(expected) + " bytes)"};
-      }
+  if (journal_to_roll_back) {
+    // A rollback journal beside the file (a write that stopped half way):
+    // SQLite reads nothing until the journal is rolled back, which takes a
+    // writable open; done once here, the store is then read as usual.
+    db = sql::Database{};
+    std::string why;
+    if (!roll_back_journal(path, why)) {
+      return Error{path + ": cannot read the file: " + path +
+                   "-journal beside it holds a write that stopped half way, which SQLite must "
+                   "roll back first, and the file cannot be written here (" + why + ")"};
     }
+    rolling_back_journal = true;
+    auto again = open_store(path, writable, state);
+    rolling_back_journal = false;
+    return again;
   }
   if (application_id != kApplicationId) {
     const std::string tables = list_tables(db);
