@@ -26,8 +26,6 @@ Error Diagnostics::to_error(std::string_view document) const {
   return {text};
 }
 
-namespace {
-// Whole numbers in full (1048576, not 1.04858e+06); others as a stream has them.
 std::string number_text(double v) {
   if (std::isfinite(v) && v == std::floor(v) && std::fabs(v) < 1e15)
     return std::to_string(static_cast<long long>(v));
@@ -35,10 +33,9 @@ std::string number_text(double v) {
   out << v;
   return out.str();
 }
-}  // namespace
 
 bool Range::contains(double v) const {
-  if (std::isnan(v)) return false;
+  if (!std::isfinite(v)) return false;  // no figure is infinite (--tokens inf)
   if (lo_open ? !(v > lo) : !(v >= lo)) return false;
   return v <= hi;
 }
@@ -56,8 +53,9 @@ std::string Range::rule() const {
 std::string Range::broken_by(const std::string& text) const {
   char* end = nullptr;
   const double value = std::strtod(text.c_str(), &end);
-  if (text.empty() || end != text.c_str() + text.size())
+  if (text.empty() || end != text.c_str() + text.size() || std::isnan(value))
     return "is not a number (got \"" + text + "\")";
+  if (!std::isfinite(value)) return "must be a finite number (got " + text + ")";
   if (!contains(value)) return rule() + " (got " + text + ")";
   return {};
 }

@@ -31,6 +31,9 @@ class Diagnostics {
   std::vector<Problem> problems_;
 };
 
+// Whole numbers in full (1048576, not 1.04858e+06); others as a stream has them.
+std::string number_text(double v);
+
 // Allowed interval of a number, and the rule's wording.
 struct Range {
   double lo = -std::numeric_limits<double>::infinity();

@@ -22,6 +22,44 @@ constexpr double kTera = 1e12;
 constexpr double kMicro = 1e-6;
 constexpr double kGbitToBytes = 1e9 / 8.0;
 
+// Bounds of a figure in a document (in the document's own unit), far past
+// any real device, link or model: a typo (1e30, a subnormal 1e-310) is
+// refused, naming the key, instead of printing "inf days" or "-nan %", and
+// the shape's products stay well inside 64 bits.
+struct Limits {
+  Range tflops{1e-6, 1e6};            // 1 MFLOP/s to 1 EFLOP/s
+  Range tflops_or_0{0, 1e6};          // 0: the device has no such path
+  Range memory_gib{1.0 / 1024, 1e6};  // 1 MiB to about 1 PiB
+  Range memory_gb_s{1e-3, 1e6};       // 1 MB/s to 1 PB/s
+  Range link_gbps{1e-3, 1e7};         // 1 Mbit/s to 10 Pbit/s
+  Range link_gbps_or_0{0, 1e7};       // 0: not measured
+  Range microseconds{0, 1e7};         // up to 10 s
+  Range nanoseconds{0, 1e12};         // up to 1000 s
+  Range gflop{0, 1e9};
+  Range gflops{0, 1e9};
+  Range factor{0, 100};
+  Range watts{0, 1e6};
+  Range price{0, 1e6};  // USD per GPU-hour
+  Range parameters{1, 1e16};
+  Range bytes{1, 1e15};
+};
+const Limits kLimits;
+// A rate of 0 says "none"; above 0 it must be at least the smallest real one.
+constexpr double kSmallestTflops = 1e-6;
+constexpr double kSmallestGbps = 1e-3;
+constexpr int kMaxLayers = 1 << 16;
+constexpr int kMaxWidth = 1 << 20;   // hidden size, heads
+constexpr int kMaxLength = 1 << 24;  // sequence, vocabulary, MLP width
+
+// A figure where 0 means "none": any other value must be at least `smallest`.
+void zero_or_at_least(ObjectReader& r, std::string_view key, double value_in_unit,
+                      double smallest) {
+  if (value_in_unit > 0 && value_in_unit < smallest) {
+    r.diagnostics().add(r.pointer(key), "must be 0 (none) or at least " + number_text(smallest) +
+                                            " (got " + number_text(value_in_unit) + ")");
+  }
+}
+
 using DocNames = Named<DocumentKind>;
 constexpr auto kDocumentKindNames = enum_names<DocumentKind>(
     DocNames{DocumentKind::gpu, "gpu"}, DocNames{DocumentKind::link, "link"},
@@ -62,8 +100,8 @@ void read_optimizer_by_size(const json& j, const std::string& ptr, Diagnostics& 
     const std::string where = json_pointer_append(ptr, std::to_string(i));
     ObjectReader r(j[i], where, d);
     OptimizerPoint point;
-    r.number("parameters", point.parameters, Range::positive(), true);
-    r.number("ns", point.ns, Range::non_negative(), true);
+    r.number("parameters", point.parameters, kLimits.parameters, true);
+    r.number("ns", point.ns, kLimits.nanoseconds, true);
     r.finish();
     if (!out.empty() && point.parameters <= out.back().parameters) {
       d.add(json_pointer_append(where, "parameters"),
@@ -85,8 +123,8 @@ void read_link_by_size(const json& j, const std::string& ptr, Diagnostics& d,
     const std::string where = json_pointer_append(ptr, std::to_string(i));
     ObjectReader r(j[i], where, d);
     LinkPoint point;
-    r.number("bytes", point.bytes, Range::positive(), true);
-    scaled(r, "bandwidth_gbps", point.bandwidth, kGbitToBytes, Range::positive(), true);
+    r.number("bytes", point.bytes, kLimits.bytes, true);
+    scaled(r, "bandwidth_gbps", point.bandwidth, kGbitToBytes, kLimits.link_gbps, true);
     r.finish();
     if (!out.empty() && point.bytes <= out.back().bytes) {
       d.add(json_pointer_append(where, "bytes"),
@@ -104,25 +142,30 @@ void read_gpu(const json& j, const std::string& ptr, Diagnostics& d, GpuSpec& g)
   r.text("display_name", g.display_name);
   r.text("vendor", g.vendor);
   r.text("architecture", g.architecture);
-  scaled(r, "memory_gib", g.memory_bytes, kGiB, Range::positive(), true);
-  scaled(r, "memory_bandwidth_gb_s", g.memory_bandwidth, kGB, Range::positive(), true);
+  scaled(r, "memory_gib", g.memory_bytes, kGiB, kLimits.memory_gib, true);
+  scaled(r, "memory_bandwidth_gb_s", g.memory_bandwidth, kGB, kLimits.memory_gb_s, true);
   if (const json* p = r.field("peak_tflops", true)) {
     ObjectReader pr(*p, r.pointer("peak_tflops"), d);
-    scaled(pr, "fp32", g.peak.fp32, kTera, Range::positive(), true);
-    scaled(pr, "tf32", g.peak.tf32, kTera, Range::non_negative());
-    scaled(pr, "bf16", g.peak.bf16, kTera, Range::non_negative());
-    scaled(pr, "fp16", g.peak.fp16, kTera, Range::non_negative());
-    scaled(pr, "fp8", g.peak.fp8, kTera, Range::non_negative());
-    scaled(pr, "int8", g.peak.int8, kTera, Range::non_negative());
+    scaled(pr, "fp32", g.peak.fp32, kTera, kLimits.tflops, true);
+    scaled(pr, "tf32", g.peak.tf32, kTera, kLimits.tflops_or_0);
+    zero_or_at_least(pr, "tf32", g.peak.tf32 / kTera, kSmallestTflops);
+    scaled(pr, "bf16", g.peak.bf16, kTera, kLimits.tflops_or_0);
+    zero_or_at_least(pr, "bf16", g.peak.bf16 / kTera, kSmallestTflops);
+    scaled(pr, "fp16", g.peak.fp16, kTera, kLimits.tflops_or_0);
+    zero_or_at_least(pr, "fp16", g.peak.fp16 / kTera, kSmallestTflops);
+    scaled(pr, "fp8", g.peak.fp8, kTera, kLimits.tflops_or_0);
+    zero_or_at_least(pr, "fp8", g.peak.fp8 / kTera, kSmallestTflops);
+    scaled(pr, "int8", g.peak.int8, kTera, kLimits.tflops_or_0);
+    zero_or_at_least(pr, "int8", g.peak.int8 / kTera, kSmallestTflops);
     pr.finish();
   }
-  r.number("tdp_watts", g.tdp_watts, Range::non_negative());
+  r.number("tdp_watts", g.tdp_watts, kLimits.watts);
   if (const json* e = r.field("efficiency")) {
     ObjectReader er(*e, r.pointer("efficiency"), d);
     er.number("gemm_max", g.efficiency.gemm_max, Range::fraction());
-    er.number("gemm_half_gflop", g.efficiency.gemm_half_gflop, Range::non_negative());
+    er.number("gemm_half_gflop", g.efficiency.gemm_half_gflop, kLimits.gflop);
     er.number("memory_max", g.efficiency.memory_max, Range::fraction());
-    er.number("kernel_launch_us", g.efficiency.kernel_launch_us, Range::non_negative());
+    er.number("kernel_launch_us", g.efficiency.kernel_launch_us, kLimits.microseconds);
     if (const json* by = er.field("gemm_max_by_precision")) {
       ObjectReader br(*by, er.pointer("gemm_max_by_precision"), d);
       PeakRates& f = g.efficiency.gemm_max_by_precision;
@@ -133,25 +176,25 @@ void read_gpu(const json& j, const std::string& ptr, Diagnostics& d, GpuSpec& g)
       }
       br.finish();
     }
-    er.number("host_dispatch_us", g.efficiency.host_dispatch_us, Range::non_negative());
+    er.number("host_dispatch_us", g.efficiency.host_dispatch_us, kLimits.microseconds);
     if (const json* l = er.field("loops")) {
       ObjectReader lr(*l, er.pointer("loops"), d);
       LoopCosts& c = g.efficiency.loops;
-      lr.number("norm_ns", c.norm_ns, Range::non_negative());
-      lr.number("norm_backward_ns", c.norm_backward_ns, Range::non_negative());
-      lr.number("activation_ns", c.activation_ns, Range::non_negative());
-      lr.number("activation_backward_ns", c.activation_backward_ns, Range::non_negative());
-      lr.number("elementwise_ns", c.elementwise_ns, Range::non_negative());
-      lr.number("softmax_ns", c.softmax_ns, Range::non_negative());
-      lr.number("optimizer_ns", c.optimizer_ns, Range::non_negative());
+      lr.number("norm_ns", c.norm_ns, kLimits.nanoseconds);
+      lr.number("norm_backward_ns", c.norm_backward_ns, kLimits.nanoseconds);
+      lr.number("activation_ns", c.activation_ns, kLimits.nanoseconds);
+      lr.number("activation_backward_ns", c.activation_backward_ns, kLimits.nanoseconds);
+      lr.number("elementwise_ns", c.elementwise_ns, kLimits.nanoseconds);
+      lr.number("softmax_ns", c.softmax_ns, kLimits.nanoseconds);
+      lr.number("optimizer_ns", c.optimizer_ns, kLimits.nanoseconds);
       if (const json* sizes = lr.field("optimizer_by_size")) {
         read_optimizer_by_size(*sizes, lr.pointer("optimizer_by_size"), d, c.optimizer_by_size);
       }
-      lr.number("attention_gflops", c.attention_gflops, Range::non_negative());
-      lr.number("attention_backward_gflops", c.attention_backward_gflops, Range::non_negative());
+      lr.number("attention_gflops", c.attention_gflops, kLimits.gflops);
+      lr.number("attention_backward_gflops", c.attention_backward_gflops, kLimits.gflops);
       lr.finish();
     }
-    er.number("overlap_slowdown", g.efficiency.overlap_slowdown, Range::non_negative());
+    er.number("overlap_slowdown", g.efficiency.overlap_slowdown, kLimits.factor);
     er.number("core_share", g.efficiency.core_share, Range::fraction());
     er.number("collective_core_share", g.efficiency.collective_core_share, Range::fraction());
     er.number("shared_wait_in_transfer", g.efficiency.shared_wait_in_transfer, Range::between(0, 1));
@@ -170,11 +213,12 @@ void read_link(const json& j, const std::string& ptr, Diagnostics& d, Link& l) {
   r.text("name", l.name, true);
   r.text("display_name", l.display_name);
   r.choice("type", l.kind, kLinkKindNames, true);
-  scaled(r, "bandwidth_gbps", l.bandwidth, kGbitToBytes, Range::positive(), true);
-  scaled(r, "latency_us", l.latency, kMicro, Range::non_negative(), true);
+  scaled(r, "bandwidth_gbps", l.bandwidth, kGbitToBytes, kLimits.link_gbps, true);
+  scaled(r, "latency_us", l.latency, kMicro, kLimits.microseconds, true);
   r.number("efficiency", l.efficiency, Range::fraction());
-  scaled(r, "cold_bandwidth_gbps", l.cold_bandwidth, kGbitToBytes, Range::non_negative(), false);
-  scaled(r, "cold_latency_us", l.cold_latency, kMicro, Range::non_negative(), false);
+  scaled(r, "cold_bandwidth_gbps", l.cold_bandwidth, kGbitToBytes, kLimits.link_gbps_or_0, false);
+  zero_or_at_least(r, "cold_bandwidth_gbps", l.cold_bandwidth / kGbitToBytes, kSmallestGbps);
+  scaled(r, "cold_latency_us", l.cold_latency, kMicro, kLimits.microseconds, false);
   if (const json* sizes = r.field("cold_by_size", false))
     read_link_by_size(*sizes, r.pointer("cold_by_size"), d, l.cold_by_size);
   r.text("source", l.source);
@@ -239,10 +283,10 @@ void read_cluster(const json& j, const std::string& ptr, Diagnostics& d, Cluster
     r.field("inter_node");
   }
   r.integer("nics_per_node", c.nics_per_node, Range::at_least(c.inter_node ? 1 : 0));
-  r.number("price_per_gpu_hour", c.price_per_gpu_hour, Range::non_negative());
-  r.number("power_per_gpu_watts", c.power_per_gpu_watts, Range::non_negative());
-  r.integer("cpu_cores_per_node", c.cpu_cores_per_node, Range::non_negative());
-  scaled(r, "host_memory_gib", c.host_memory_bytes, kGiB, Range::non_negative());
+  r.number("price_per_gpu_hour", c.price_per_gpu_hour, kLimits.price);
+  r.number("power_per_gpu_watts", c.power_per_gpu_watts, kLimits.watts);
+  r.integer("cpu_cores_per_node", c.cpu_cores_per_node, Range::between(0, 1 << 20));
+  scaled(r, "host_memory_gib", c.host_memory_bytes, kGiB, Range::between(0, 1e9));
   r.text("source", c.source);
   r.finish();
 }
@@ -259,21 +303,21 @@ void read_workload(const json& j, const std::string& ptr, Diagnostics& d, Worklo
 
   if (w.kind == WorkloadKind::transformer) {
     TransformerShape& s = w.transformer;
-    r.integer("layers", s.layers, Range::at_least(1), true);
-    r.integer("hidden", s.hidden, Range::at_least(1), true);
-    r.integer("heads", s.heads, Range::at_least(1), true);
+    r.integer("layers", s.layers, Range::between(1, kMaxLayers), true);
+    r.integer("hidden", s.hidden, Range::between(1, kMaxWidth), true);
+    r.integer("heads", s.heads, Range::between(1, kMaxWidth), true);
     s.kv_heads = s.heads;
-    r.integer("kv_heads", s.kv_heads, Range::at_least(1));
+    r.integer("kv_heads", s.kv_heads, Range::between(1, kMaxWidth));
     r.boolean("gated_mlp", s.gated_mlp);
     s.ffn_hidden = 4 * s.hidden;
-    r.integer("ffn_hidden", s.ffn_hidden, Range::at_least(1), s.gated_mlp);
-    r.integer("seq_len", s.seq_len, Range::at_least(1), true);
-    r.integer("vocab", s.vocab, Range::at_least(1), true);
+    r.integer("ffn_hidden", s.ffn_hidden, Range::between(1, kMaxLength), s.gated_mlp);
+    r.integer("seq_len", s.seq_len, Range::between(1, kMaxLength), true);
+    r.integer("vocab", s.vocab, Range::between(1, kMaxLength), true);
     r.boolean("tied_embeddings", s.tied_embeddings);
     r.boolean("bias", s.bias);
     r.choice("norm", s.norm, kNormNames);
     r.choice("positions", s.positions, kPositionNames);
-    scaled(r, "training_tokens", w.training_tokens, 1.0, Range::non_negative());
+    scaled(r, "training_tokens", w.training_tokens, 1.0, Range::between(0, 1e18));
     if (s.heads > 0 && s.hidden > 0 && s.hidden % s.heads != 0) {
       d.add(r.pointer("hidden"), "must be divisible by heads (" + std::to_string(s.heads) + ")");
     }
@@ -282,13 +326,13 @@ void read_workload(const json& j, const std::string& ptr, Diagnostics& d, Worklo
     }
   } else {
     GenericModel& g = w.generic;
-    r.number("parameters", g.parameters, Range::positive(), true);
-    r.number("forward_flops_per_sample", g.forward_flops_per_sample, Range::positive(), true);
-    r.number("activation_bytes_per_sample", g.activation_bytes_per_sample, Range::non_negative());
-    r.integer("weight_layers", g.weight_layers, Range::non_negative());
+    r.number("parameters", g.parameters, kLimits.parameters, true);
+    r.number("forward_flops_per_sample", g.forward_flops_per_sample, Range::between(1, 1e21), true);
+    r.number("activation_bytes_per_sample", g.activation_bytes_per_sample, Range::between(0, 1e18));
+    r.integer("weight_layers", g.weight_layers, Range::between(0, kMaxLength));
     r.text("input", g.input);
-    r.number("dataset_samples", w.dataset_samples, Range::non_negative());
-    r.number("epochs", w.epochs, Range::positive());
+    r.number("dataset_samples", w.dataset_samples, Range::between(0, 1e15));
+    r.number("epochs", w.epochs, Range::between(1e-6, 1e6));
   }
   r.finish();
 }
@@ -300,7 +344,7 @@ void read_parallel(const json& j, const std::string& ptr, Diagnostics& d, Parall
   r.integer("dp", p.dp, Range::at_least(1));
   r.integer("tp", p.tp, Range::at_least(1));
   r.integer("pp", p.pp, Range::at_least(1));
-  r.integer("virtual_stages", p.virtual_stages, Range::at_least(1));
+  r.integer("virtual_stages", p.virtual_stages, Range::between(1, kMaxLayers));
   r.boolean("sequence_parallel", p.sequence_parallel);
   r.integer("zero_stage", p.zero_stage, Range::between(0, 3));
   r.integer("micro_batch", p.micro_batch, Range::at_least(1));
@@ -334,7 +378,7 @@ void read_parallel(const json& j, const std::string& ptr, Diagnostics& d, Parall
   r.boolean("flash_attention", p.flash_attention);
   r.boolean("async_tp_allreduce", p.async_tp_allreduce);
   r.boolean("vocab_parallel", p.vocab_parallel);
-  r.number("bucket_mib", p.bucket_mib, Range::positive());
+  r.number("bucket_mib", p.bucket_mib, Range::between(1.0 / 1024, 1 << 20));
   r.finish();
   for (const Problem& problem : check_parallel_plan(p)) {
     d.add(ptr + problem.pointer, problem.message);

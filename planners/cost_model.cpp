@@ -641,7 +641,6 @@ double stage_total(const StageCost& s, bool inference) {
 struct Bucketed {
   double total = 0;
   double last = 0;
-  int buckets = 0;
 };
 // The data-parallel reduction of the gradients: where the link was measured
 // with its buffers out of the caches (as backward leaves them on a CPU),
@@ -659,7 +658,6 @@ Bucketed bucketed(const Machine& m, CollectiveOp op, double bytes, double bucket
   const double full = std::floor(bytes / bucket);
   const double rest = bytes - full * bucket;
   const double one = gradient_collective(m, op, bucket, g);
-  b.buckets = static_cast<int>(full) + (rest > 0 ? 1 : 0);
   b.last = rest > 0 ? gradient_collective(m, op, rest, g) : one;
   b.total = full * one + (rest > 0 ? b.last : 0);
   return b;
@@ -921,7 +919,7 @@ bool check_rules(const Machine& m, const Model& x, const Knobs& k, const Names* 
   if (k.v > 1) {
     if (layers % (static_cast<long long>(k.pp) * k.v) != 0 && layers % k.pp == 0 &&
         !fail("/parallel/virtual_stages", [&] {
-          return "pp x virtual_stages = " + n(k.pp) + " x " + n(k.v) + " = " + n(k.pp * k.v) +
+          return "pp x virtual_stages = " + n(k.pp) + " x " + n(k.v) + " = " + n(static_cast<double>(k.pp) * k.v) +
                  " must divide the " + n(layers) + " layers of " + model;
         }))
       return false;
@@ -1142,7 +1140,8 @@ void evaluate(const Machine& m, const Model& x, const Knobs& k, const LayerCosts
   if (k.dp > 1 && !k.inference) {
     comm.dp_bytes_per_gpu =
         params0.total() * (k.fp32_main_grad ? 4.0 : bytes_per_element(k.gradients));
-    comm.dp_buckets = static_cast<int>(std::ceil(comm.dp_bytes_per_gpu / k.bucket_bytes));
+    comm.dp_buckets =
+        static_cast<std::int64_t>(std::min(9e18, std::ceil(comm.dp_bytes_per_gpu / k.bucket_bytes)));
   }
 
   // --- throughput

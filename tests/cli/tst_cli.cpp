@@ -169,7 +169,7 @@ void TestCli::validateReportsEveryProblem() {
   const Run r = run_cli({"validate", good, bad});
   QCOMPARE(r.exit_code, 1);
   QVERIFY2(r.out.contains(good + ": valid parallel_plan"), qPrintable(r.out));
-  QVERIFY2(r.err.contains(bad + ": /inter_node/bandwidth_gbps: must be > 0 (got -1)"), qPrintable(r.err));
+  QVERIFY2(r.err.contains(bad + ": /inter_node/bandwidth_gbps: must be between 0.001 and 10000000 (got -1)"), qPrintable(r.err));
   QVERIFY2(r.err.contains(bad + ": /price: unknown field"), qPrintable(r.err));
   QVERIFY(r.err.contains("clusterscope: error: 1 of 2 files are invalid"));
 

@@ -200,7 +200,7 @@ void TestModelJson::validationErrors_data() {
       << "cluster"
       << R"({"name": "c", "nodes": 2, "gpus_per_node": 8, "gpu": "h100-sxm", "intra_node": "nvlink4",
             "inter_node": {"name": "ib", "type": "infiniband", "bandwidth_gbps": -1, "latency_us": 2}})"
-      << "cluster.json: /inter_node/bandwidth_gbps: must be > 0 (got -1)";
+      << "cluster.json: /inter_node/bandwidth_gbps: must be between 0.001 and 10000000 (got -1)";
   QTest::addRow("zero nodes") << "cluster"
       << R"({"name": "c", "nodes": 0, "gpus_per_node": 8, "gpu": "h100-sxm", "intra_node": "nvlink4"})"
       << "cluster.json: /nodes: must be between 1 and 1048576 (got 0)";
@@ -231,7 +231,7 @@ void TestModelJson::validationErrors_data() {
       << "cluster.json: /kind: must be \"cluster\"";
   QTest::addRow("negative price") << "cluster"
       << R"({"name": "c", "nodes": 1, "gpus_per_node": 1, "gpu": "h100-sxm", "price_per_gpu_hour": -2})"
-      << "cluster.json: /price_per_gpu_hour: must be >= 0 (got -2)";
+      << "cluster.json: /price_per_gpu_hour: must be between 0 and 1000000 (got -2)";
 
   // GPUs
   QTest::addRow("gpu peak missing") << "gpu"
@@ -239,7 +239,7 @@ void TestModelJson::validationErrors_data() {
       << "gpu.json: /peak_tflops: is required";
   QTest::addRow("gpu fp32 peak zero") << "gpu"
       << R"({"name": "g", "memory_gib": 80, "memory_bandwidth_gb_s": 2000, "peak_tflops": {"fp32": 0}})"
-      << "gpu.json: /peak_tflops/fp32: must be > 0 (got 0)";
+      << "gpu.json: /peak_tflops/fp32: must be between 1e-06 and 1000000 (got 0)";
   QTest::addRow("optimizer points out of order") << "gpu"
       << R"({"name": "g", "memory_gib": 80, "memory_bandwidth_gb_s": 2000, "peak_tflops": {"fp32": 1},
             "efficiency": {"loops": {"optimizer_ns": 1, "optimizer_by_size": [
@@ -282,7 +282,7 @@ void TestModelJson::validationErrors_data() {
   QTest::addRow("link cold bandwidth negative") << "link"
       << R"({"name": "l", "type": "shared_memory", "bandwidth_gbps": 40, "latency_us": 6,
             "cold_bandwidth_gbps": -18, "cold_latency_us": 30})"
-      << "link.json: /cold_bandwidth_gbps: must be >= 0 (got -18)";
+      << "link.json: /cold_bandwidth_gbps: must be between 0 and 10000000 (got -18)";
   QTest::addRow("link cold sizes decreasing") << "link"
       << R"({"name": "l", "type": "shared_memory", "bandwidth_gbps": 40, "latency_us": 6,
             "cold_bandwidth_gbps": 18, "cold_latency_us": 30,
@@ -294,8 +294,25 @@ void TestModelJson::validationErrors_data() {
       << R"({"name": "l", "type": "shared_memory", "bandwidth_gbps": 40, "latency_us": 6,
             "cold_by_size": [{"bytes": 4e6}]})"
       << "link.json: /cold_by_size/0/bandwidth_gbps: is required";
+  // Figures no device has: they used to print "inf days" and "-nan %".
+  QTest::addRow("gpu memory 1e30") << "gpu"
+      << R"({"name": "g", "memory_gib": 1e30, "memory_bandwidth_gb_s": 2000, "peak_tflops": {"fp32": 1}})"
+      << "gpu.json: /memory_gib: must be between 0.000976562 and 1000000 (got 1e+30)";
+  QTest::addRow("gpu bf16 peak subnormal") << "gpu"
+      << R"({"name": "g", "memory_gib": 80, "memory_bandwidth_gb_s": 2000,
+            "peak_tflops": {"fp32": 1, "bf16": 1e-310}})"
+      << "gpu.json: /peak_tflops/bf16: must be 0 (none) or at least 1e-06 (got 1e-310)";
+  QTest::addRow("link bandwidth subnormal") << "link"
+      << R"({"name": "l", "type": "infiniband", "bandwidth_gbps": 1e-300, "latency_us": 6})"
+      << "link.json: /bandwidth_gbps: must be between 0.001 and 10000000 (got 1e-300)";
+  QTest::addRow("link latency of a day") << "link"
+      << R"({"name": "l", "type": "infiniband", "bandwidth_gbps": 400, "latency_us": 8.64e10})"
+      << "link.json: /latency_us: must be between 0 and 10000000 (got 86400000000)";
 
   // Workloads
+  QTest::addRow("sequence past the bound") << "workload"
+      << R"({"name": "m", "layers": 2, "hidden": 64, "heads": 2, "seq_len": 2147483647, "vocab": 10})"
+      << "workload.json: /seq_len: must be between 1 and 16777216 (got 2147483647)";
   QTest::addRow("hidden not divisible") << "workload"
       << R"({"name": "m", "layers": 2, "hidden": 100, "heads": 3, "seq_len": 8, "vocab": 10})"
       << "workload.json: /hidden: must be divisible by heads (3)";

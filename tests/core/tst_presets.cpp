@@ -175,8 +175,19 @@ void TestPresets::findsPresetsFromEnvironment() {
   QVERIFY(found);
   QCOMPARE(QString::fromStdString(found->string()), dir.path());
 
-  // A folder without presets is passed over for the next place (the source tree).
+  // A folder without presets is an error naming it: the user set it on purpose
+  // (it used to be passed over silently for the presets in the source tree).
   qputenv("CLUSTERSCOPE_PRESETS", "/nonexistent");
+  found = cs::find_presets_dir();
+  QVERIFY(!found);
+  QCOMPARE(QString::fromStdString(found.message()),
+           QString("CLUSTERSCOPE_PRESETS is /nonexistent: not a presets folder (gpus.json and "
+                   "clusters.json missing)"));
+  auto catalog = cs::PresetCatalog::load_default();
+  QVERIFY(!catalog);
+  QVERIFY(catalog.message().starts_with("CLUSTERSCOPE_PRESETS is /nonexistent"));
+  // Unset, the source tree's presets are found.
+  qunsetenv("CLUSTERSCOPE_PRESETS");
   found = cs::find_presets_dir();
   QVERIFY(found);
   QCOMPARE(QString::fromStdString(found->string()), QString(kPresetsDir));
@@ -358,7 +369,7 @@ void TestPresets::userPresetsRefusals_data() {
                                   << "bad.json: /: must be a preset document or a list of them";
   QTest::addRow("bad field")
       << R"({"kind": "link", "name": "l", "type": "pcie", "bandwidth_gbps": -1, "latency_us": 1, "source": "s"})"
-      << "bad.json: /bandwidth_gbps: must be > 0";
+      << "bad.json: /bandwidth_gbps: must be between 0.001 and 10000000 (got -1)";
   QTest::addRow("no source")
       << R"([{"kind": "link", "name": "l", "type": "pcie", "bandwidth_gbps": 1, "latency_us": 1}])"
       << "bad.json [0]: /source: is required for a preset";

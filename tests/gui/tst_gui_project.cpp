@@ -179,11 +179,11 @@ void TestGuiProject::clusterEdits_data() {
   QTest::addRow("bandwidth") << "/inter_node/bandwidth_gbps"
                              << "-1"
                              << "/inter_node/bandwidth_gbps"
-                             << "must be > 0 (got -1)";
+                             << "must be between 0.001 and 10000000 (got -1)";
   QTest::addRow("price") << "/price_per_gpu_hour"
                          << "-3"
                          << "/price_per_gpu_hour"
-                         << "must be >= 0";
+                         << "must be between 0 and 1000000";
   QTest::addRow("no network") << "/inter_node"
                               << "null"
                               << "/inter_node"
