@@ -91,11 +91,13 @@ Status load_list(const fs::path& file, std::vector<T>& out, Parse parse) {
 
 }  // namespace
 
-std::optional<fs::path> find_presets_dir() {
-  std::vector<fs::path> candidates;
+Result<fs::path> find_presets_dir() {
   if (const char* env = std::getenv("CLUSTERSCOPE_PRESETS"); env && *env) {
-    candidates.emplace_back(env);
+    if (is_presets_dir(env)) return fs::path(env);
+    return Error{std::string("CLUSTERSCOPE_PRESETS is ") + env +
+                 ": not a presets folder (gpus.json and clusters.json missing)"};
   }
+  std::vector<fs::path> candidates;
   if (fs::path exe = executable_dir(); !exe.empty()) {
     candidates.push_back(exe.parent_path() / CLUSTERSCOPE_INSTALL_RESOURCES / "presets");
   }
@@ -105,7 +107,9 @@ std::optional<fs::path> find_presets_dir() {
   for (const fs::path& dir : candidates) {
     if (is_presets_dir(dir)) return dir;
   }
-  return std::nullopt;
+  return Error{
+      "presets not found: set CLUSTERSCOPE_PRESETS to the resources/presets folder "
+      "(looked beside the executable and in the source tree)"};
 }
 
 Result<PresetCatalog> PresetCatalog::load(const fs::path& dir) {
@@ -132,11 +136,7 @@ Result<PresetCatalog> PresetCatalog::load(const fs::path& dir) {
 
 Result<PresetCatalog> PresetCatalog::load_default() {
   auto dir = find_presets_dir();
-  if (!dir) {
-    return Error{
-        "presets not found: set CLUSTERSCOPE_PRESETS to the resources/presets folder "
-        "(looked beside the executable and in the source tree)"};
-  }
+  if (!dir) return dir.error();
   auto catalog = load(*dir);
   if (!catalog) return catalog;
   if (const fs::path user = user_presets_dir(); !user.empty()) {

@@ -18,7 +18,9 @@ inline constexpr std::string_view kThisMachine = "this-machine";
 
 // Where presets live, first found wins: $CLUSTERSCOPE_PRESETS, then
 // <exe>/../share/clusterscope/presets (installed), then the source tree.
-std::optional<std::filesystem::path> find_presets_dir();
+// $CLUSTERSCOPE_PRESETS set to anything but a presets folder is an error
+// (a user who names a folder means it), not passed over.
+Result<std::filesystem::path> find_presets_dir();
 
 // Where the user's own presets live (calibrated machines, their own GPUs and
 // clusters), merged over the shipped ones: $CLUSTERSCOPE_USER_PRESETS, else
