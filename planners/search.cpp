@@ -251,6 +251,17 @@ Result<SearchResult> search(const Cluster& cluster, const Workload& workload,
 
   // What to try.
   std::vector<Precision> precisions = space.precisions;
+  for (Precision p : precisions) {
+    // Asked for by name, a precision the GPU cannot compute in is an error,
+    // not a search that finds nothing.
+    if (cluster.gpu->peak.of(p) <= 0) {
+      const std::string gpu =
+          cluster.gpu->display_name.empty() ? cluster.gpu->name : cluster.gpu->display_name;
+      const std::string name(to_string(p));
+      return Error{"search: the " + gpu + " has no " + name + " path (its preset gives no " +
+                   name + " rate, peak_tflops." + name + "): no plan can compute in " + name};
+    }
+  }
   if (precisions.empty()) {
     for (Precision p :
          {Precision::fp32, Precision::tf32, Precision::bf16, Precision::fp16, Precision::fp8}) {

@@ -314,6 +314,17 @@ void TestPlanCli::searchErrors_data() {
                                << 1 << "no link between nodes";
   QTest::addRow("bad precision") << base + QStringList{"--global-batch", "64", "--precision", "fp6"}
                                  << 1 << "unknown precision";
+  // A precision the GPU has no path for (it said "No plan fits in GPU memory").
+  QTest::addRow("fp8 on an A100") << base + QStringList{"--global-batch", "64", "--precision", "fp8"}
+                                  << 1 << "has no fp8 path (its preset gives no fp8 rate";
+  // Figures no device or model has: infinite, or past the documents' bounds.
+  QTest::addRow("infinite price")
+      << base + QStringList{"--global-batch", "64", "--price", "inf"} << 2
+      << "--price: must be a finite number (got inf)";
+  QTest::addRow("sequence past the bound")
+      << QStringList{"search", "--cluster", "dgx-a100-8", "--model", "gpt3-13b", "--seq",
+                     "2147483647", "--global-batch", "64"}
+      << 1 << "/seq_len: must be between 1 and 16777216";
   // Where the micro-batch doubling overflowed and never ended, and where
   // the system refused the threads (an abort).
   QTest::addRow("micro-batch past a search")
