@@ -1008,8 +1008,19 @@ RunReport Launcher::wait(const std::atomic<bool>* cancel) {
 
 std::string failure_text(const RunReport& report) {
   std::string why = report.message;
-  if (report.failure && !report.failure->last_lines.empty())
-    why += ": " + report.failure->last_lines.back();
+  if (report.failure && !report.failure->last_lines.empty()) {
+    // The worker's own words, where it said why: Open MPI's MPI_ABORT notice
+    // comes after them and says nothing of the cause.
+    const std::vector<std::string>& lines = report.failure->last_lines;
+    const auto own = std::find_if(lines.rbegin(), lines.rend(), [](const std::string& line) {
+      return line.starts_with("clusterscope-worker");
+    });
+    const std::string& line = own != lines.rend() ? *own : lines.back();
+    // Said already when the rank reported its error itself.
+    const std::size_t said = line.rfind("error: ");
+    const std::string core = said == std::string::npos ? line : line.substr(said + 7);
+    if (why.find(core) == std::string::npos) why += ": " + line;
+  }
   if (!report.merge_note.empty()) why += " (" + report.merge_note + ")";
   return why;
 }

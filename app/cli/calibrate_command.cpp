@@ -579,15 +579,22 @@ void register_calibrate(CLI::App& app, Context& ctx) {
   cmd->add_option("--ranks", o->ranks,
                   "Rank counts to measure (CPU engine: ranks sharing the cores)")
       ->delimiter(',')
-      ->check(positive_number());
+      ->check(integer_between(1, 4096));
   cmd->add_option("--threads", o->threads, "BLAS threads per rank (default: cores / ranks)")
-      ->check(positive_number());
+      ->check(integer_between(1, 4096));
   cmd->add_option("--precisions", o->precisions, "Precisions of the GEMM sweep")->delimiter(',');
-  cmd->add_option("--gemm-sizes", o->gemm_sizes, "widths of the layer GEMMs swept (h tokens through h -> h and h -> 4h, forward and backward)")->delimiter(',');
+  cmd->add_option("--gemm-sizes", o->gemm_sizes, "widths of the layer GEMMs swept (h tokens through h -> h and h -> 4h, forward and backward)")
+      ->delimiter(',')
+      ->check(integer_between(1, 1 << 16));
+  // Up to 16 GiB: past that a rank's buffers (several per size) exhaust
+  // any host's memory, and the worker failed with a bare std::bad_alloc.
+  constexpr std::int64_t kMaxSweepBytes = std::int64_t{1} << 34;
   cmd->add_option("--buffer-sizes", o->buffer_sizes, "Bytes per buffer of the bandwidth sweep")
-      ->delimiter(',');
+      ->delimiter(',')
+      ->check(integer_between(1, kMaxSweepBytes));
   cmd->add_option("--message-sizes", o->message_sizes, "Bytes per message of the all-reduce sweep")
-      ->delimiter(',');
+      ->delimiter(',')
+      ->check(integer_between(1, kMaxSweepBytes));
   cmd->add_option("--seconds", o->seconds, "Seconds per GEMM size (a quarter per operation size)")
       ->check(positive_number());
   cmd->add_flag("--no-ops", o->no_ops, "Skip the sweep of the model's loop operations (CPU)");

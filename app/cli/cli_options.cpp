@@ -31,8 +31,9 @@ const CLI::Validator& non_negative_number() {
   return check;
 }
 
-CLI::Validator integer_between(int lo, int hi) {
-  return number_in(Range::between(lo, hi), std::to_string(lo) + " to " + std::to_string(hi));
+CLI::Validator integer_between(std::int64_t lo, std::int64_t hi) {
+  return number_in(Range::between(static_cast<double>(lo), static_cast<double>(hi)),
+                   std::to_string(lo) + " to " + std::to_string(hi));
 }
 
 int samples_per_step(const ParallelPlan& p) {

@@ -246,6 +246,9 @@ class TestCalibration : public QObject {
   void malformedNcclTestsLogs_data();
   void malformedNcclTestsLogs();
   void ncclTestsLinesThatAreNotRowsAreCounted();
+  void calibrateRefusesSizesNoMachineHas_data();
+  void calibrateRefusesSizesNoMachineHas();
+  void calibrationNamesTheWorkersError();
   void ncclTestsCommandSavesALinkPreset();
   void calibrateRunPredictLearn();
   void importsSweepLinesOfAGpuMachine();
@@ -1413,6 +1416,56 @@ void TestCalibration::ncclTestsLinesThatAreNotRowsAreCounted() {
   QVERIFY(!unnamed);
   QVERIFY2(QString::fromStdString(unnamed.message()).contains("name it with --collective"),
            unnamed.message().c_str());
+}
+
+// Sweep sizes refused before any rank starts (a GEMM width of 0 and two
+// billion ranks used to be taken).
+void TestCalibration::calibrateRefusesSizesNoMachineHas_data() {
+  QTest::addColumn<QStringList>("args");
+  QTest::addColumn<QString>("message");
+  QTest::addRow("GEMM width 0") << QStringList{"--gemm-sizes", "256,0"}
+                                << "--gemm-sizes: must be between 1 and 65536 (got 0)";
+  QTest::addRow("two billion ranks") << QStringList{"--ranks", "1,2000000000"}
+                                     << "--ranks: must be between 1 and 4096 (got 2000000000)";
+  QTest::addRow("negative buffer") << QStringList{"--buffer-sizes", "-1"}
+                                   << "--buffer-sizes: must be between 1 and 17179869184 (got -1)";
+  QTest::addRow("zero message") << QStringList{"--message-sizes", "0"}
+                                << "--message-sizes: must be between 1 and 17179869184 (got 0)";
+  QTest::addRow("terabyte buffer")
+      << QStringList{"--buffer-sizes", "1099511627776"}
+      << "--buffer-sizes: must be between 1 and 17179869184 (got 1099511627776)";
+}
+
+void TestCalibration::calibrateRefusesSizesNoMachineHas() {
+  QFETCH(QStringList, args);
+  QFETCH(QString, message);
+  const QString work = dir_.filePath("refused-sizes");
+  QDir().mkpath(work);
+  const Run r = run_cli(QStringList{"calibrate", "--backend", "cpu", "--out", work + "/cal.db"} +
+                            args,
+                        dir_.filePath("refused-presets"), work);
+  QCOMPARE(r.exit_code, 2);
+  QVERIFY2(r.err.contains(message), qPrintable(r.err));
+  QVERIFY(!QFile::exists(work + "/cal.db"));
+}
+
+// A rank that fails says why in the error itself, not Open MPI's MPI_ABORT
+// notice that follows its words.
+void TestCalibration::calibrationNamesTheWorkersError() {
+  const QString work = dir_.filePath("worker-error");
+  QDir().mkpath(work);
+  const Run r = run_cli({"calibrate", "--backend", "cpu", "--precisions", "fp8", "--ranks", "1",
+                         "--gemm-sizes", "64", "--seconds", "0.05", "--no-ops",
+                         "--no-reference-runs", "--out", work + "/cal.db"},
+                        dir_.filePath("worker-error-presets"), work);
+  QCOMPARE(r.exit_code, 1);
+  const QString last = r.err.trimmed().split('\n').last();
+  QVERIFY2(last.startsWith("clusterscope: error: calibration phase 1") &&
+               last.contains("rank 0 failed") &&
+               last.contains("the CPU engine computes in fp32 or bf16, not fp8") &&
+               !last.contains("MPI_ABORT") && last.count("not fp8") == 1,
+           qPrintable(last));
+  QVERIFY(!QFile::exists(work + "/cal.db"));
 }
 
 void TestCalibration::ncclTestsCommandSavesALinkPreset() {
