@@ -262,6 +262,20 @@ Status TraceReader::Impl::load() {
   }
   for (std::size_t i = 0; i < lanes.size(); ++i)
     lane_index[lanes[i].id.value] = i;
+  {
+    // Names are interned with ids counted from 0, every one kept: a gap is
+    // names lost, and the events that carry them would read as unnamed
+    // (and be counted as other work).
+    auto stmt = db.prepare("SELECT count(*), coalesce(max(id), 0) FROM strings WHERE id > 0");
+    if (!stmt) return stmt.error();
+    if (stmt->step() != SQLITE_ROW) return db.error("cannot read the names");
+    const std::int64_t count = stmt->int64_at(0), last = stmt->int64_at(1);
+    if (count < last) {
+      return Error{path + " is damaged: the strings table misses " + std::to_string(last - count) +
+                   " of the names its ids count (" + std::to_string(count) + " left, ids up to " +
+                   std::to_string(last) + ")"};
+    }
+  }
 
   if (!state.finalized) {
     // No statistics yet: derive them from the segments.
@@ -738,6 +752,11 @@ Result<std::vector<StepMetrics>> TraceReader::steps(std::optional<std::int32_t> 
   while ((rc = stmt->step()) == SQLITE_ROW) {
     out.push_back({stmt->int_at(0), stmt->int_at(1), stmt->int64_at(2), stmt->int64_at(3),
                    stmt->double_at(4), stmt->double_at(5), stmt->double_at(6)});
+    const StepMetrics& s = out.back();
+    if (s.end_ns < s.start_ns) {
+      return Error{d.path + " is damaged: step " + std::to_string(s.step) + " of rank " +
+                   std::to_string(s.rank) + " ends before it starts"};
+    }
   }
   if (rc != SQLITE_DONE) return d.db.error("cannot read steps", rc);
   return out;

@@ -176,6 +176,7 @@ class TestTraceStore : public QObject {
   void refusesWhatIsNotAStore();
   void readsPastAJournalLeftBeside_data();
   void readsPastAJournalLeftBeside();
+  void stepEndingBeforeItStartsIsDamage();
 };
 
 void TestTraceStore::enumNames() {
@@ -1018,6 +1019,8 @@ void TestTraceStore::refusesWhatIsNotAStore_data() {
       << "rank-past-int" << "is damaged: the ranks table holds rank 2147483648";
   QTest::addRow("lane of a rank past an int")
       << "lane-past-int" << "is damaged: lane 1 belongs to rank -1";
+  QTest::addRow("names lost") << "names-lost"
+                             << "is damaged: the strings table misses 1 of the names its ids count";
   QTest::addRow("lane of no kind") << "lane-of-no-kind"
                                    << "is of kind 99, which no trace store has";
   QTest::addRow("directory") << "directory"
@@ -1071,6 +1074,10 @@ void TestTraceStore::refusesWhatIsNotAStore() {
     good_store();
     exec_sql(path, "UPDATE lanes SET rank = -1 WHERE id = 1");
   }
+  if (kind == "names-lost") {
+    good_store();
+    exec_sql(path, "DELETE FROM strings WHERE id = 1");
+  }
   if (kind == "lane-of-no-kind") {
     good_store();
     exec_sql(path, "UPDATE lanes SET kind = 99");
@@ -1087,7 +1094,7 @@ void TestTraceStore::refusesWhatIsNotAStore() {
   QVERIFY2(got.contains(message), qPrintable(got));
   // The file's own checks say the same when inspected; a rank's or a lane's
   // rows are the reader's to check.
-  if (!kind.startsWith("rank") && !kind.startsWith("lane"))
+  if (!kind.startsWith("rank") && !kind.startsWith("lane") && kind != "names-lost")
     QCOMPARE(QString::fromStdString(inspect_store(path).message()), got);
 }
 
@@ -1133,6 +1140,22 @@ void TestTraceStore::readsPastAJournalLeftBeside() {
   QVERIFY2(r, r ? "" : r.message().c_str());
   QCOMPARE((*r)->event_count(), static_cast<std::int64_t>(written.events.size()));
   QVERIFY((*r)->meta("status").value_or("") != "edited");
+}
+
+// A step row that ends before it starts (an edited or damaged store) is
+// named, not turned into a negative step time.
+void TestTraceStore::stepEndingBeforeItStartsIsDamage() {
+  QTemporaryDir dir;
+  const std::string path = temp_path(dir, "s.cstrace");
+  write_store(path, {Pattern::uniform}, 100);
+  exec_sql(path,
+           "INSERT INTO steps VALUES(0, 1, 1000, 2000, 2.5, 64, 0);"
+           "INSERT INTO steps VALUES(0, 2, 3000, 1000, 2.4, 64, 0);");
+  auto r = open_reader(path);
+  auto steps = r->steps();
+  QVERIFY(!steps);
+  QCOMPARE(QString::fromStdString(steps.message()),
+           QString::fromStdString(path) + " is damaged: step 2 of rank 0 ends before it starts");
 }
 
 QTEST_GUILESS_MAIN(TestTraceStore)
