@@ -237,9 +237,19 @@ Result<nlohmann::json> read_json_file(const std::string& path) {
   if (std::filesystem::is_directory(path, ec)) return Error{path + ": is a folder, not a JSON file"};
   std::ifstream in(path, std::ios::binary);
   if (!in) return Error{path + ": cannot open file"};
-  std::ostringstream buffer;
-  buffer << in.rdbuf();
-  const std::string text = buffer.str();
+  // Read in pieces up to a bound: a device such as /dev/zero never ends.
+  constexpr std::size_t kMaxBytes = std::size_t{512} << 20;
+  std::string text;
+  char piece[1 << 16];
+  while (in.read(piece, sizeof piece) || in.gcount() > 0) {
+    text.append(piece, static_cast<std::size_t>(in.gcount()));
+    if (text.size() > kMaxBytes)
+      return Error{path + ": more than 512 MiB: not a JSON document ClusterScope reads"};
+  }
+  // nlohmann's parser takes a NUL byte for the end of the text: what
+  // follows one would go unread.
+  if (const auto nul = text.find('\0'); nul != std::string::npos)
+    return Error{position(path, text, nul + 1) + ": invalid JSON: a NUL byte (a binary file?)"};
   // nlohmann's parser reports a malformed document by byte, and a number
   // past a double's range (1e309) by the number alone.
   try {

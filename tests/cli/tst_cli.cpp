@@ -46,6 +46,9 @@ class TestCli : public QObject {
   void validateJsonReport();
   void installedBinaryFindsItsPresets();
   void cliLinksNoQt();
+  void outputThatCannotBeWrittenFails_data();
+  void outputThatCannotBeWrittenFails();
+  void endlessOrBinaryJsonIsRefused();
 };
 
 void TestCli::exitCodes_data() {
@@ -221,6 +224,40 @@ void TestCli::cliLinksNoQt() {
   const QString libs = QString::fromUtf8(ldd.readAllStandardOutput());
   QVERIFY(!libs.isEmpty());
   QVERIFY2(!libs.contains("libQt"), qPrintable(libs));
+}
+
+// Standard output on a full disk: the command fails and says so (exit 0
+// used to claim the listing was written).
+void TestCli::outputThatCannotBeWrittenFails_data() {
+  QTest::addColumn<QStringList>("args");
+  QTest::addRow("presets") << QStringList{"presets", "--json"};
+  QTest::addRow("describe") << QStringList{"describe", "dgx-a100-8"};
+}
+
+void TestCli::outputThatCannotBeWrittenFails() {
+  QFETCH(QStringList, args);
+  QProcess p;
+  p.setStandardOutputFile("/dev/full");
+  p.start(CS_BIN_DIR "/clusterscope", args);
+  QVERIFY(p.waitForFinished(60000));
+  QCOMPARE(p.exitCode(), 1);
+  QVERIFY2(QString::fromUtf8(p.readAllStandardError())
+               .contains("clusterscope: error: the output could not be written to the standard "
+                         "output"),
+           "no error for a full disk");
+}
+
+// A device that never ends, and a file with a NUL byte in it (whatever
+// followed the NUL went unread and the file passed as valid).
+void TestCli::endlessOrBinaryJsonIsRefused() {
+  Run r = run_cli({"validate", "/dev/zero"});
+  QCOMPARE(r.exit_code, 1);
+  QVERIFY2(r.err.contains("/dev/zero: more than 512 MiB: not a JSON document"), qPrintable(r.err));
+  QTemporaryDir dir;
+  const QString nul = write_file(dir, "nul.json", QByteArray("{\"kind\": \"link\"}\0garbage{{", 26));
+  r = run_cli({"validate", nul});
+  QCOMPARE(r.exit_code, 1);
+  QVERIFY2(r.err.contains(nul + ":1:17: invalid JSON: a NUL byte"), qPrintable(r.err));
 }
 
 QTEST_GUILESS_MAIN(TestCli)
