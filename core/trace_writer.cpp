@@ -1,9 +1,12 @@
 #include "core/trace_writer.h"
 
 #include <algorithm>
+#include <cmath>
 #include <condition_variable>
 #include <cstring>
+#include <exception>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -209,7 +212,9 @@ class SqliteTraceWriter final : public TraceWriter {
   }
 
   ~SqliteTraceWriter() override {
-    if (!closed_) (void)close("complete");
+    // Destroyed while an exception unwinds (a rank that failed): the store
+    // must not say the run completed.
+    if (!closed_) (void)close(std::uncaught_exceptions() > 0 ? "failed" : "complete");
   }
 
   Status start() {
@@ -323,6 +328,13 @@ class SqliteTraceWriter final : public TraceWriter {
   void add(const StepMetrics& metrics) override {
     std::lock_guard lock(mu_);
     if (closed_) return;  // after close() nothing more is written
+    // SQLite stores a NaN as NULL, which the steps table refuses, and the
+    // failed insert would take the whole batch, events too, with it: the
+    // row is dropped instead, counted in meta.
+    if (std::isnan(metrics.loss) || std::isnan(metrics.tokens) || std::isnan(metrics.loss_scale)) {
+      ++nan_rows_;
+      return;
+    }
     note_pending();
     pending_.steps.push_back(metrics);
   }
@@ -330,6 +342,10 @@ class SqliteTraceWriter final : public TraceWriter {
   void add(const CounterSample& sample) override {
     std::lock_guard lock(mu_);
     if (closed_) return;  // after close() nothing more is written
+    if (std::isnan(sample.value)) {  // as a step's NaN above
+      ++nan_rows_;
+      return;
+    }
     note_pending();
     pending_.counters.push_back(sample);
   }
@@ -378,6 +394,8 @@ class SqliteTraceWriter final : public TraceWriter {
         s = write_meta("events_with_end_before_start", std::to_string(ends_before_start_));
       if (s && unknown_lane_ > 0)
         s = write_meta("events_dropped_with_unknown_lane", std::to_string(unknown_lane_));
+      if (s && nan_rows_ > 0)
+        s = write_meta("steps_and_samples_dropped_with_nan", std::to_string(nan_rows_));
       if (s && dropped_events_ > 0)
         s = write_meta("events_dropped_after_write_failure", std::to_string(dropped_events_));
       if (s) s = tx.commit();
@@ -724,6 +742,7 @@ class SqliteTraceWriter final : public TraceWriter {
   std::uint32_t next_lane_ = 1;
   std::int64_t ends_before_start_ = 0;
   std::int64_t unknown_lane_ = 0;
+  std::int64_t nan_rows_ = 0;
 
   // The flusher thread's own (and close()'s, after the flusher ended).
   sql::Database db_;
@@ -759,11 +778,41 @@ class SqliteTraceWriter final : public TraceWriter {
 
 }  // namespace
 
+namespace {
+
+// What lies at `path` when it is not a trace store (nor empty, nor a store
+// too damaged to tell): empty when a store may replace it.
+std::string not_a_store_there(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec) || std::filesystem::file_size(path, ec) == 0 || ec)
+    return {};
+  char magic[16] = {};
+  std::ifstream(path, std::ios::binary).read(magic, sizeof magic);
+  if (std::memcmp(magic, "SQLite format 3", 16) != 0) return "a file that is not a trace store";
+  // SQLite reads the write-ahead log too: a store whose writer died before
+  // its first checkpoint still says it is one.
+  auto db = sql::Database::open(path, SQLITE_OPEN_READONLY);
+  if (!db) return {};
+  auto id = db->prepare("PRAGMA application_id");
+  if (!id || id->step() != SQLITE_ROW || id->int64_at(0) == kApplicationId) return {};
+  auto tables = db->prepare("SELECT count(*) FROM sqlite_master WHERE type = 'table'");
+  if (tables && tables->step() == SQLITE_ROW && tables->int64_at(0) == 0) return {};
+  return "another program's SQLite database";
+}
+
+}  // namespace
+
 Status check_store_path(const std::string& path) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec))
     return Error{path + ": is a folder; give the store's file name (for example " +
                  (std::filesystem::path(path) / "run.db").string() + ")"};
+  // A store replaces an earlier store (a run again), never another file: a
+  // plan given as --out, a text file, an Nsight Systems export.
+  if (const std::string what = not_a_store_there(path); !what.empty()) {
+    return Error{path + ": is " + what + "; a trace store replaces only an earlier store: " +
+                 "remove it or give another name"};
+  }
   return {};
 }
 

@@ -48,7 +48,8 @@ struct WriterOptions {
 };
 
 // Whether a store may be written at `path`: not where a folder is (even an
-// empty one: the user meant a file in it).
+// empty one: the user meant a file in it), nor over a file that is not a
+// trace store (a plan, a text file, another program's database).
 Status check_store_path(const std::string& path);
 
 class TraceWriter {
@@ -56,7 +57,9 @@ class TraceWriter {
   // Creates the store at `path`, replacing any file there (check_store_path).
   static Result<std::unique_ptr<TraceWriter>> create(const std::string& path, const RunInfo& run,
                                                      WriterOptions options = {});
-  virtual ~TraceWriter() = default;  // closes as "complete" if close() was not called
+  // Closes as "complete" if close() was not called, as "failed" when
+  // destroyed while an exception unwinds.
+  virtual ~TraceWriter() = default;
 
   virtual void add_rank(const RankInfo& rank) = 0;
   virtual LaneId add_lane(std::int32_t rank, LaneKind kind, std::string_view name,

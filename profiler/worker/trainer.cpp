@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <limits>
 #include <stdexcept>
 #include <string>
@@ -237,6 +238,16 @@ StepResult Trainer::step() {
   backend_.download(&loss, scalar_);
   if (config_.dp > 1) loss /= config_.dp;
   backend_.synchronize();
+  if (!std::isfinite(loss)) {
+    // Every rank holds the same reduced loss, so all stop here together; the
+    // steps recorded so far stay in the store (a NaN loss cannot be stored).
+    char lr[32];
+    std::snprintf(lr, sizeof lr, "%g", static_cast<double>(config_.lr));
+    throw std::runtime_error("training diverged: the loss is " +
+                             std::string(std::isnan(loss) ? "nan" : "infinite") + " at step " +
+                             std::to_string(step_) + " (is the learning rate " + lr +
+                             " too large?)");
+  }
 
   const std::int64_t step_end = OpTracer::now_ns();
   StepResult r;

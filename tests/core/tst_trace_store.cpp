@@ -177,6 +177,7 @@ class TestTraceStore : public QObject {
   void readsPastAJournalLeftBeside_data();
   void readsPastAJournalLeftBeside();
   void stepEndingBeforeItStartsIsDamage();
+  void writerDroppedByAnExceptionSaysFailed();
 };
 
 void TestTraceStore::enumNames() {
@@ -312,6 +313,10 @@ void TestTraceStore::roundTrip() {
     other.lane = s1;
     w.add(other);
     w.add(StepMetrics{0, 3, 1'999'000'000, 2'001'000'000, 2.75, 4096, 65536});
+    // A diverged step's NaN loss and a NaN sample: SQLite would store NULL,
+    // the insert fail, and the batch's events go with it. Dropped, counted.
+    w.add(StepMetrics{0, 4, 2'001'000'000, 2'002'000'000, std::nan(""), 4096, 65536});
+    w.add(CounterSample{0, w.intern("gpu_memory_used"), 2'000'050'000, std::nan("")});
     w.add(CounterSample{0, w.intern("gpu_memory_used"), 2'000'000'000, 1.5e10});
     w.add(CounterSample{0, w.intern("gpu_memory_used"), 2'000'100'000, 1.6e10});
     w.set_meta("world_size", "2");
@@ -341,6 +346,7 @@ void TestTraceStore::roundTrip() {
   QCOMPARE(r->world_size(), 2);
   QCOMPARE(r->meta("events_with_end_before_start"), std::optional<std::string>("1"));
   QCOMPARE(r->meta("events_dropped_with_unknown_lane"), std::optional<std::string>("1"));
+  QCOMPARE(r->meta("steps_and_samples_dropped_with_nan"), std::optional<std::string>("2"));
 
   QCOMPARE(r->ranks().size(), std::size_t{2});
   QCOMPARE(r->ranks()[1].host, std::string("node-02"));
@@ -1156,6 +1162,22 @@ void TestTraceStore::stepEndingBeforeItStartsIsDamage() {
   QVERIFY(!steps);
   QCOMPARE(QString::fromStdString(steps.message()),
            QString::fromStdString(path) + " is damaged: step 2 of rank 0 ends before it starts");
+}
+
+// A writer destroyed while an exception unwinds (a rank that failed) closes
+// its store as failed; it used to say complete.
+void TestTraceStore::writerDroppedByAnExceptionSaysFailed() {
+  QTemporaryDir dir;
+  const std::string path = temp_path(dir, "unwound.cstrace");
+  try {
+    auto created = TraceWriter::create(path, RunInfo{"unwound", "test"});
+    QVERIFY(created);
+    std::unique_ptr<TraceWriter> w = std::move(created).value();
+    w->add_lane(0, LaneKind::cpu_thread, "main thread", 0);
+    throw std::runtime_error("a rank failed");
+  } catch (const std::runtime_error&) {
+  }
+  QCOMPARE(open_reader(path)->meta("status").value_or(""), std::string("failed"));
 }
 
 QTEST_GUILESS_MAIN(TestTraceStore)
