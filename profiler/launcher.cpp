@@ -791,8 +791,15 @@ struct Launcher::State {
         r.run_store = spec.run_store;
         r.merge_note = note_text;
         if (r.outcome == Outcome::completed && !spec.keep_rank_stores && note_text.empty()) {
+          // Only what this run wrote there: the rank stores, then the folder
+          // if nothing else is in it (a user's file there is not the run's).
           std::error_code ec;
-          fs::remove_all(strip_db(spec.run_store) + ".ranks", ec);
+          for (int rank = 0; rank < spec.ranks; ++rank) {
+            const std::string store = rank_store_path(spec.run_store, rank);
+            for (const char* suffix : {"", "-wal", "-shm", "-journal"})
+              fs::remove(store + suffix, ec);
+          }
+          fs::remove(strip_db(spec.run_store) + ".ranks", ec);
         }
       } else {
         r.merge_note = st.message();
@@ -953,13 +960,18 @@ Status Launcher::start() {
     }
     // mpirun reads only the validated hosts, written afresh.
     static std::atomic<int> copies{0};
-    hostfile_copy = spec.run_store.empty()
+    const std::string beside = spec.run_store.empty() ? "" : strip_db(spec.run_store) + ".hosts";
+    std::error_code same_ec;
+    // Never over the user's own hostfile (--hostfile run.hosts --out run.db).
+    const bool over_input = !beside.empty() && fs::exists(beside, same_ec) &&
+                            fs::equivalent(beside, spec.hostfile, same_ec);
+    hostfile_copy = beside.empty() || over_input
                         ? (fs::temp_directory_path() / ("clusterscope-" + std::to_string(getpid()) +
                                                         "-" + std::to_string(++copies) + ".hosts"))
                               .string()
-                        : strip_db(spec.run_store) + ".hosts";
+                        : beside;
     std::ofstream out(hostfile_copy, std::ios::trunc);
-    if (spec.run_store.empty()) s.temp_hostfile = hostfile_copy;
+    if (hostfile_copy != beside) s.temp_hostfile = hostfile_copy;
     out << format_hostfile(*hosts);
     out.close();
     if (!out) {

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/host_probe.h"
+#include "core/json_reader.h"
 #include "core/model_json.h"
 #include "core/trace_writer.h"
 #include "core/workload.h"
@@ -103,7 +104,19 @@ Result<PlanRun> plan_run(const Plan& plan, const PlanRunOptions& o) {
   if (const fs::path parent = fs::path(out).parent_path(); !parent.empty())
     fs::create_directories(parent, ec);
   run.plan_path = (out.ends_with(".db") ? out.substr(0, out.size() - 3) : out) + ".plan.json";
-  if (Status s = write_json_file(run.plan_path, to_json(plan)); !s) return Error{s.message()};
+  // The plan beside the store replaces an earlier run's plan, not a file of
+  // the user's that only shares the name.
+  if (o.write_plan && fs::exists(run.plan_path, ec) && fs::file_size(run.plan_path, ec) > 0) {
+    auto earlier = read_json_file(run.plan_path);
+    if (!earlier || !earlier->is_object() || !earlier->contains("parallel") ||
+        !earlier->contains("workload")) {
+      return Error{run.plan_path + ": the run writes its plan there, and the file holds "
+                   "something else: remove it or give --out another name"};
+    }
+  }
+  if (o.write_plan) {
+    if (Status s = write_json_file(run.plan_path, to_json(plan)); !s) return Error{s.message()};
+  }
 
   const int ranks = p.world_size();
   RunSpec& spec = run.spec;

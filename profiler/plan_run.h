@@ -29,6 +29,9 @@ struct PlanRunOptions {
   std::string hostfile;  // Placement::hostfile
   SlurmOptions slurm;    // Placement::slurm
   std::string command_line;
+  // False where nothing runs (merging what a run left): the plan beside the
+  // store stays the run's own.
+  bool write_plan = true;
 };
 
 struct PlanRun {

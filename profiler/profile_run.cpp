@@ -1,6 +1,7 @@
 #include "profiler/profile_run.h"
 
 #include "core/trace_merge.h"
+#include "core/trace_writer.h"
 
 #include <algorithm>
 #include <atomic>
@@ -261,6 +262,14 @@ Result<ExitStatus> run_command(const std::vector<std::string>& command,
 Result<ProfileOutcome> run_profiled(const ProfileRequest& request) {
   if (request.command.empty()) return Error{"no command to profile (give it after --)"};
   if (request.out.empty()) return Error{"no run store to write (--out)"};
+  // Checked before the command runs: its work would be lost at the end.
+  if (Status s = trace::check_store_path(request.out); !s) return s.error();
+  {
+    std::error_code ec;
+    const fs::path parent = fs::absolute(request.out, ec).parent_path();
+    if (!fs::is_directory(parent, ec))
+      return Error{request.out + ": its folder " + parent.string() + " does not exist"};
+  }
   const Environment env = current_environment();
   std::string library = request.inject_library;
   if (library.empty()) {

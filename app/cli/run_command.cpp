@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <ctime>
@@ -368,6 +369,25 @@ void print_rank_table(const launch::RunReport& r) {
 // A run whose ranks ended without the launcher watching (a Slurm job): its
 // rank stores, merged, and how it ended read from them.
 void merge_only(const launch::RunSpec& spec, bool json) {
+  // The plan says how many ranks to merge: a rank store past them means
+  // another plan's run (it used to be left out without a word).
+  const std::filesystem::path folder =
+      std::filesystem::path(launch::rank_store_path(spec.run_store, 0)).parent_path();
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(folder, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (!name.starts_with("rank") || !name.ends_with(".db")) continue;
+    const std::string digits = name.substr(4, name.size() - 7);
+    if (digits.empty() || !std::all_of(digits.begin(), digits.end(), ::isdigit)) continue;
+    if (digits.size() > 9 || std::stoi(digits) >= spec.ranks) {
+      throw CliError(folder.string() + " holds " + name + ", but the plan given has " +
+                     std::to_string(spec.ranks) + (spec.ranks == 1 ? " rank" : " ranks") +
+                     ": give the run's own plan (its flags, or --plan " +
+                     spec.run_store.substr(0, spec.run_store.size() -
+                                                  (spec.run_store.ends_with(".db") ? 3 : 0)) +
+                     ".plan.json)");
+    }
+  }
   const launch::Outcome outcome = launch::outcome_from_rank_stores(spec);
   std::string note;
   take(launch::merge_run_stores(spec, outcome, note));
@@ -390,6 +410,10 @@ void merge_only(const launch::RunSpec& spec, bool json) {
 void run(RunOptions& o, Context& ctx, const std::string& command_line) {
   const PresetCatalog& catalog = ctx.catalog();
   if (!o.hostfile.empty() && o.slurm) throw CliError("--hostfile and --slurm exclude each other");
+  // The rank stores' paths are made from --out with {rank} in them.
+  if (o.out.find("{rank}") != std::string::npos)
+    throw CliError("--out " + o.out + ": names the run's one store; {rank} is not replaced there "
+                   "(the rank stores go in a folder beside it)");
 
   const Plan plan = o.plan.resolve(catalog, o.ranks);
   const ParallelPlan& p = plan.parallel;
@@ -423,6 +447,7 @@ void run(RunOptions& o, Context& ctx, const std::string& command_line) {
     run_options.placement = launch::Placement::slurm;
     run_options.slurm = o.slurm_options;
   }
+  run_options.write_plan = !o.merge_only;
   auto made = launch::plan_run(plan, run_options);
   if (!made) {
     std::string message = made.message();
@@ -515,7 +540,8 @@ void register_run(CLI::App& app, Context& ctx) {
   cmd->add_option("--out", options->out, "The run store (default run-<date>-<time>.db)");
   cmd->add_option("--title", options->title, "Title of the run");
   cmd->add_option("--lr", options->lr, "AdamW learning rate")->check(positive_number());
-  cmd->add_option("--seed", options->seed, "Seed of the initial weights and the data order");
+  cmd->add_option("--seed", options->seed, "Seed of the initial weights and the data order")
+      ->check(non_negative_number());
   cmd->add_option("--hostfile", options->hostfile, "Run on the hosts of an Open MPI hostfile");
   cmd->add_flag("--slurm", options->slurm, "Write a Slurm batch script and submit it with sbatch");
   cmd->add_option("--slurm-partition", options->slurm_options.partition, "Slurm partition");
@@ -531,7 +557,8 @@ void register_run(CLI::App& app, Context& ctx) {
                   "Where to write the batch script (default beside the run store)");
   cmd->add_option("--hang-timeout", options->hang_timeout_s,
                   "Seconds without progress after which the run is stopped as hung (0: never)")
-      ->check(non_negative_number());
+      ->check(non_negative_number())
+      ->capture_default_str();
   cmd->add_flag("--merge-only", options->merge_only,
                 "Start nothing: merge the rank stores a run left (e.g. a Slurm job) into --out");
   cmd->add_flag("--keep-rank-stores", options->keep_rank_stores,

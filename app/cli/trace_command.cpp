@@ -58,6 +58,10 @@ std::int64_t parse_duration(const std::string& text, const char* option) {
   }
   if (!std::isfinite(value))
     throw CliError(std::string(option) + ": \"" + text + "\" is not a time (e.g. 1.5s, 200ms, 40us)");
+  if (value < 0) {
+    throw CliError(std::string(option) + ": \"" + text +
+                   "\" is before the trace's start (times count from it)");
+  }
   const std::string unit = text.substr(used);
   double scale = 1e9;
   if (unit == "ns")
@@ -441,27 +445,60 @@ struct ExportOptions {
   std::string store;
   std::string output;
   std::string format;
-  std::string table = "events";
+  std::string table;  // empty: the events table
   std::string from, to;
   std::vector<int> ranks;
   bool file_per_rank = false;
   bool json = false;
 };
 
-void run_export(const ExportOptions& o) {
-  auto r = open_store(o.store);
+void run_export(ExportOptions o) {
+  // "-" is the standard output; the summary then goes to stderr, out of the data.
+  if (o.output == "-") o.output = "/dev/stdout";
+  std::error_code ec;
+  const bool to_device = std::filesystem::exists(o.output, ec) &&
+                         !std::filesystem::is_regular_file(o.output, ec) &&
+                         !std::filesystem::is_directory(o.output, ec);
+  std::ostream& summary = to_device ? std::cerr : std::cout;
   std::string format = o.format;
   if (format.empty()) {
     const std::string ext = std::filesystem::path(o.output).extension().string();
     format = ext == ".csv" ? "csv" : ext == ".html" || ext == ".htm" ? "html" : "chrome";
   }
+  // An option the format has no use for is refused, not ignored.
+  const bool windowed = !o.from.empty() || !o.to.empty();
+  const bool chrome = format == "chrome" || format == "json";
+  auto refuse = [&](bool given, const std::string& option, const std::string& applies) {
+    if (given) {
+      throw CliError(option + " applies to " + applies + ", not to this " +
+                     (chrome ? "Chrome trace" : format + (o.table.empty() ? "" : " " + o.table)) +
+                     " export");
+    }
+  };
+  const std::string window_use = "Chrome traces and the CSV events table";
+  refuse(!chrome && !o.ranks.empty(), "--rank", "Chrome traces");
+  refuse(!chrome && o.file_per_rank, "--file-per-rank", "Chrome traces");
+  refuse(format != "csv" && !o.table.empty(), "--table", "CSV exports");
+  refuse(format == "html" && windowed, "--from/--to", window_use);
+  refuse(format == "csv" && !o.table.empty() && o.table != "events" && windowed, "--from/--to",
+         window_use);
+  // Several files are named after --output: not beside a device.
+  if (to_device && (o.file_per_rank || o.table == "all")) {
+    throw CliError(o.output + ": " + (o.file_per_rank ? "--file-per-rank" : "--table all") +
+                   " writes several files named after -o: give a file name, not a device");
+  }
+  if (o.table.empty()) o.table = "events";
+  auto r = open_store(o.store);
   std::optional<TimeRange> window;
   if (!o.from.empty() || !o.to.empty()) {
     const TimeRange all = r->time_range();
     window =
         TimeRange{o.from.empty() ? all.start_ns : all.start_ns + parse_duration(o.from, "--from"),
                   o.to.empty() ? all.end_ns + 1 : all.start_ns + parse_duration(o.to, "--to")};
-    if (window->empty()) throw CliError("--from/--to: the window is empty");
+    if (window->empty()) {
+      throw CliError("--from/--to: the window is empty (the trace lasts " +
+                     format_seconds(static_cast<double>(all.end_ns - all.start_ns) / 1e9) + ")");
+    }
   }
   ExportReport report;
   if (format == "chrome" || format == "json") {
@@ -503,18 +540,18 @@ void run_export(const ExportOptions& o) {
   for (const std::string& w : report.warnings)
     std::cerr << "clusterscope: warning: " << w << '\n';
   if (o.json) {
-    std::cout << json{{"files", report.files},
-                      {"events", report.events},
-                      {"bytes", report.bytes},
-                      {"warnings", report.warnings}}
-                     .dump(2)
-              << '\n';
+    summary << json{{"files", report.files},
+                    {"events", report.events},
+                    {"bytes", report.bytes},
+                    {"warnings", report.warnings}}
+                   .dump(2)
+            << '\n';
     return;
   }
   for (const std::string& f : report.files)
-    std::cout << "wrote " << f << '\n';
-  std::cout << "  " << report.events << " events, "
-            << format_bytes(static_cast<double>(report.bytes)) << '\n';
+    summary << "wrote " << f << '\n';
+  summary << "  " << report.events << " events, "
+          << format_bytes(static_cast<double>(report.bytes)) << '\n';
 }
 
 // --- import and merge -----------------------------------------------------
@@ -564,10 +601,44 @@ struct MergeCliOptions {
   bool json = false;
 };
 
+// What the inputs say of the run they came from: a rank store of the
+// ClusterScope engines carries its worker's command line, the same on every
+// rank of one run; the merged run ends as the first input that did not
+// complete ended.
+std::string merged_status(const std::vector<std::string>& inputs) {
+  std::string status = "complete";
+  std::string first_engine_input, engine_command;
+  for (const std::string& path : inputs) {
+    auto reader = TraceReader::open(path, TraceReader::Options{/*repair=*/false});
+    if (!reader) continue;  // merge_stores names what is wrong with it
+    const RunInfo info = (*reader)->run();
+    if (info.source == "cpu-engine" || info.source == "cuda-engine") {
+      if (first_engine_input.empty()) {
+        first_engine_input = path;
+        engine_command = info.command_line;
+      } else if (info.command_line != engine_command) {
+        throw CliError(first_engine_input + " and " + path +
+                       " were written by different runs (their workers' command lines differ): "
+                       "merge the rank stores of one run");
+      }
+    }
+    // A store whose writer never closed it ended, for the merged run, interrupted.
+    const std::string state = (*reader)->state().status;
+    const std::string ended = state == "writing" ? "interrupted" : state;
+    if (status == "complete" && !ended.empty() && ended != "complete") {
+      status = ended;
+      std::cerr << "clusterscope: note: " << path << " ended " << ended
+                << ": the merged run is marked " << ended << '\n';
+    }
+  }
+  return status;
+}
+
 void run_merge(const MergeCliOptions& o) {
   MergeOptions options;
   options.alignment = parse_alignment(o.align);
   options.run.title = o.title;
+  options.status = merged_status(o.inputs);
   const MergeReport report = take(merge_stores(o.inputs, o.output, options));
   if (o.json) {
     json offsets = json::object(), methods = json::object();
@@ -646,7 +717,7 @@ void register_trace(CLI::App& app, Context& ctx) {
   e->add_flag("--file-per-rank", exp->file_per_rank,
               "Chrome JSON: one file per rank, as Holistic Trace Analysis reads them");
   add_json_flag(*e, exp->json);
-  e->callback([exp] { run_export(*exp); });
+  e->callback([exp] { run_export(*exp); });  // a copy: "-" is rewritten
 
   auto imp = std::make_shared<ImportCliOptions>();
   CLI::App* im = trace->add_subcommand(

@@ -61,6 +61,10 @@ class TestRunCli : public QObject {
   void userErrors();
   void interruptCancelsCleanly();
   void slurmScriptEndToEnd();
+  void runLeavesTheUsersFilesAlone();
+  void divergedRunKeepsItsSteps();
+  void closedPipeDoesNotStopTheRun();
+  void mergeTellsRunsApart();
 
  private:
   QTemporaryDir dir_;
@@ -150,6 +154,10 @@ void TestRunCli::userErrors_data() {
   QTest::addRow("unknown backend") << QStringList{"--backend", "tpu"} << 2 << "--backend";
   QTest::addRow("bad hostfile line") << QStringList{"--hostfile", "BAD_HOSTFILE"} << 1
                                      << "BAD_HOSTFILE:1: \"node;reboot\" is not a host name";
+  QTest::addRow("{rank} in --out") << QStringList{"--out", "r{rank}.db"} << 1
+                                   << "{rank} is not replaced there";
+  QTest::addRow("negative seed") << QStringList{"--seed", "-1"} << 2
+                                 << "--seed: must be >= 0 (got -1)";
 }
 
 void TestRunCli::userErrors() {
@@ -166,9 +174,10 @@ void TestRunCli::userErrors() {
     a.replace("BAD_HOSTFILE", bad);
   message.replace("BAD_HOSTFILE", bad);
   const bool model_from_args = args.removeAll("MODEL_FROM_ARGS") > 0;
-  const Run r =
-      run_cli(QStringList{"run", "--steps", "2", "--out", dir_.filePath("errors/run.db")} +
-              (model_from_args ? QStringList{} : tiny()) + args);
+  const QStringList out = args.contains("--out") ? QStringList{}
+                                                 : QStringList{"--out", dir_.filePath("errors/run.db")};
+  const Run r = run_cli(QStringList{"run", "--steps", "2"} + out +
+                        (model_from_args ? QStringList{} : tiny()) + args);
   QCOMPARE(r.exit_code, code);
   QVERIFY2(r.err.contains(message), qPrintable(r.err));
 }
@@ -234,6 +243,130 @@ void TestRunCli::slurmScriptEndToEnd() {
   auto reader = cs::trace::TraceReader::open(store.toStdString());
   QVERIFY(reader.ok());
   QCOMPARE(static_cast<int>((*reader)->ranks().size()), 2);
+}
+
+// What the user keeps beside a run's output is not the run's: a file given
+// as --out that is not a store (a plan, notes), files of theirs in the rank
+// stores' folder, a hostfile named like the run's copy, a file named like
+// the run's plan. Each used to be replaced or deleted silently.
+void TestRunCli::runLeavesTheUsersFilesAlone() {
+  const QString work = dir_.filePath("users-files");
+  QVERIFY(QDir().mkpath(work + "/run.ranks"));
+  auto write = [](const QString& path, const QByteArray& text) {
+    QFile f(path);
+    QVERIFY(f.open(QIODevice::WriteOnly));
+    f.write(text);
+  };
+  auto text_of = [](const QString& path) {
+    QFile f(path);
+    return f.open(QIODevice::ReadOnly) ? f.readAll() : QByteArray("(missing)");
+  };
+  // --out naming a text file: refused before any rank starts.
+  write(work + "/notes.txt", "important data\n");
+  Run r = run_cli(QStringList{"run", "--steps", "2", "--out", work + "/notes.txt"} + tiny());
+  QCOMPARE(r.exit_code, 1);
+  QVERIFY2(r.err.contains(work + "/notes.txt: is a file that is not a trace store"),
+           qPrintable(r.err));
+  QCOMPARE(text_of(work + "/notes.txt"), QByteArray("important data\n"));
+  // A file named like the run's plan that is not a plan.
+  write(work + "/other.plan.json", "precious\n");
+  r = run_cli(QStringList{"run", "--steps", "2", "--out", work + "/other.db"} + tiny());
+  QCOMPARE(r.exit_code, 1);
+  QVERIFY2(r.err.contains("other.plan.json: the run writes its plan there"), qPrintable(r.err));
+  QCOMPARE(text_of(work + "/other.plan.json"), QByteArray("precious\n"));
+  // A completed run removes its rank stores, not the user's file among them,
+  // and reads the user's hostfile without rewriting it.
+  write(work + "/run.ranks/mine.txt", "keep me\n");
+  const QByteArray hosts = "# hand-edited\nlocalhost slots=2  # keep\n";
+  write(work + "/run.hosts", hosts);
+  r = run_cli(QStringList{"run", "--steps", "2", "--out", work + "/run.db", "--hostfile",
+                          work + "/run.hosts"} +
+              tiny());
+  QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+  QCOMPARE(text_of(work + "/run.ranks/mine.txt"), QByteArray("keep me\n"));
+  QVERIFY(!QFile::exists(work + "/run.ranks/rank0.db"));
+  QCOMPARE(text_of(work + "/run.hosts"), hosts);
+  QCOMPARE(status_of(work + "/run.db"), QString("complete"));
+  // A run again over its own store is what --out is for.
+  r = run_cli(QStringList{"run", "--steps", "2", "--out", work + "/run.db"} + tiny());
+  QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+}
+
+// A learning rate that makes the loss NaN: the ranks stop with that reason,
+// and the steps before it stay in the store (a NaN step row used to fail the
+// store's last write and take every event with it).
+void TestRunCli::divergedRunKeepsItsSteps() {
+  const QString store = dir_.filePath("diverged/run.db");
+  const Run r =
+      run_cli(QStringList{"run", "--steps", "20", "--lr", "1e12", "--out", store} + tiny());
+  QCOMPARE(r.exit_code, 1);
+  QVERIFY2(r.err.contains("training diverged: the loss is"), qPrintable(r.err));
+  QVERIFY2(r.err.contains("is the learning rate 1e+12 too large?"), qPrintable(r.err));
+  auto reader = cs::trace::TraceReader::open(store.toStdString());
+  QVERIFY2(reader, reader ? "" : reader.message().c_str());
+  QVERIFY((*reader)->event_count() > 0);
+  auto steps = (*reader)->steps();
+  QVERIFY(steps && !steps->empty());
+  QCOMPARE(QString::fromStdString((*reader)->state().status), QString("failed"));
+}
+
+// `clusterscope run ... | head -1`: head exits, the launcher's next write
+// fails, and the run still trains to its end and merges its store (the
+// launcher used to die of SIGPIPE and leave its ranks without a parent).
+void TestRunCli::closedPipeDoesNotStopTheRun() {
+  const QString store = dir_.filePath("pipe/run.db");
+  QStringList args = QStringList{"run", "--dp", "2", "--steps", "30", "--out", store} + tiny();
+  for (QString& a : args)
+    a = "'" + a + "'";
+  QProcess sh;
+  sh.start("sh", {"-c", "'" + kCli + "' " + args.join(' ') + " 2>&1 | head -1; exit 0"});
+  QVERIFY(sh.waitForFinished(120000));
+  QTRY_COMPARE_WITH_TIMEOUT(status_of(store), QString("complete"), 60000);
+}
+
+// `trace merge` of rank stores: ranks of two different runs are refused
+// (they used to merge into one "complete" run), and a run whose ranks did
+// not complete is marked as they ended.
+void TestRunCli::mergeTellsRunsApart() {
+  const QString work = dir_.filePath("merge-runs");
+  for (const QString& seed : {"1", "2"}) {
+    const Run r = run_cli(QStringList{"run", "--dp", "2", "--steps", "2", "--seed", seed,
+                                      "--keep-rank-stores", "--out", work + "/s" + seed + ".db"} +
+                          tiny());
+    QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+  }
+  Run r = run_cli({"trace", "merge", work + "/s1.ranks/rank0.db", work + "/s2.ranks/rank1.db",
+                   "-o", work + "/mixed.db"});
+  QCOMPARE(r.exit_code, 1);
+  QVERIFY2(r.err.contains("were written by different runs"), qPrintable(r.err));
+  QVERIFY(!QFile::exists(work + "/mixed.db"));
+  r = run_cli({"trace", "merge", work + "/s1.ranks/rank0.db", work + "/s1.ranks/rank1.db", "-o",
+               work + "/one.db"});
+  QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+  QCOMPARE(status_of(work + "/one.db"), QString("complete"));
+  // --merge-only with a plan of fewer ranks than the run left: refused (it
+  // merged rank 0 alone over the 2-rank store), the run's plan file kept.
+  QFile plan(work + "/s1.plan.json");
+  QVERIFY(plan.open(QIODevice::ReadOnly));
+  const QByteArray plan_before = plan.readAll();
+  plan.close();
+  r = run_cli(QStringList{"run", "--merge-only", "--out", work + "/s1.db"} + tiny());
+  QCOMPARE(r.exit_code, 1);
+  QVERIFY2(r.err.contains("s1.ranks holds rank1.db, but the plan given has 1 rank"),
+           qPrintable(r.err));
+  QVERIFY(plan.open(QIODevice::ReadOnly));
+  QCOMPARE(plan.readAll(), plan_before);
+  plan.close();
+  // The ranks of a run that failed.
+  r = run_cli(QStringList{"run", "--dp", "2", "--steps", "20", "--lr", "1e12", "--out",
+                          work + "/failed.db"} +
+              tiny());
+  QCOMPARE(r.exit_code, 1);
+  r = run_cli({"trace", "merge", work + "/failed.ranks/rank0.db", work + "/failed.ranks/rank1.db",
+               "-o", work + "/failed-again.db"});
+  QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+  QVERIFY2(r.err.contains("the merged run is marked failed"), qPrintable(r.err));
+  QCOMPARE(status_of(work + "/failed-again.db"), QString("failed"));
 }
 
 QTEST_GUILESS_MAIN(TestRunCli)

@@ -41,6 +41,7 @@ class TestTraceCli : public QObject {
   void importInfoStats();
   void exportFormats();
   void mergeStores();
+  void exportToStandardOutput();
   void errors_data();
   void errors();
 };
@@ -139,6 +140,20 @@ void TestTraceCli::mergeStores() {
   QCOMPARE(m["clock_alignment"].toString(), QString("none"));
 }
 
+// "-o -": the data alone on stdout, the summary on stderr (it used to be
+// appended to the JSON, and "-" was a file of that name).
+void TestTraceCli::exportToStandardOutput() {
+  const Run r = run_cli({"trace", "export", CS_SOURCE_DIR "/tests/data/gpu/worker-fp32.db", "-o",
+                         "-", "--format", "chrome"});
+  QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+  QJsonParseError error;
+  const QJsonDocument doc = QJsonDocument::fromJson(r.out.toUtf8(), &error);
+  QVERIFY2(error.error == QJsonParseError::NoError, qPrintable(error.errorString()));
+  QVERIFY(doc.object()["traceEvents"].toArray().size() > 100);
+  QVERIFY2(r.err.contains("wrote /dev/stdout"), qPrintable(r.err));
+  QVERIFY(!QFile::exists("-"));
+}
+
 void TestTraceCli::errors_data() {
   QTest::addColumn<QStringList>("args");
   QTest::addColumn<int>("code");
@@ -166,6 +181,29 @@ void TestTraceCli::errors_data() {
   QTest::addRow("window past any trace")
       << QStringList{"trace", "export", store, "-o", "x.json", "--to", "99999999999999999999ms"}
       << 1 << "--to: \"99999999999999999999ms\" is longer than any trace";
+  QTest::addRow("window before the trace")
+      << QStringList{"trace", "export", store, "-o", "x.json", "--from", "-1s"} << 1
+      << "--from: \"-1s\" is before the trace's start";
+  QTest::addRow("empty window says the length")
+      << QStringList{"trace", "export", store, "-o", "x.json", "--from", "1000s"} << 1
+      << "--from/--to: the window is empty (the trace lasts ";
+  // Options the format has no use for (each was ignored, with exit 0).
+  QTest::addRow("table of a Chrome trace")
+      << QStringList{"trace", "export", store, "-o", "x.json", "--table", "breakdown"} << 1
+      << "--table applies to CSV exports, not to this Chrome trace export";
+  QTest::addRow("rank of a CSV")
+      << QStringList{"trace", "export", store, "-o", "x.csv", "--rank", "0"} << 1
+      << "--rank applies to Chrome traces, not to this csv export";
+  QTest::addRow("window of a report")
+      << QStringList{"trace", "export", store, "-o", "x.html", "--from", "1ms"} << 1
+      << "--from/--to applies to Chrome traces and the CSV events table, not to this html export";
+  QTest::addRow("window of an analysis table")
+      << QStringList{"trace", "export", store, "-o", "x.csv", "--table", "breakdown", "--to", "1ms"}
+      << 1 << "not to this csv breakdown export";
+  QTest::addRow("files per table beside a device")
+      << QStringList{"trace", "export", store, "-o", "/dev/null", "--format", "csv", "--table",
+                     "all"}
+      << 1 << "/dev/null: --table all writes several files named after -o";
 }
 
 void TestTraceCli::errors() {
