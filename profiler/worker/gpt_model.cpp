@@ -119,11 +119,18 @@ GptModel::GptModel(Backend& backend, const GptConfig& config, const ModelParalle
       slot_count_(slots),
       tp_comm_(tp_comm) {
   const GptConfig& c = config_;
-  if (c.heads % parallel.tp != 0 || c.ffn % parallel.tp != 0 || c.hidden % c.heads != 0) {
-    throw std::invalid_argument("tensor parallelism must divide the heads and the MLP width");
+  const auto n = [](int v) { return std::to_string(v); };
+  if (c.hidden % c.heads != 0) {
+    throw std::invalid_argument("the hidden size " + n(c.hidden) + " must be divisible by the " +
+                                n(c.heads) + " heads");
+  }
+  if (c.heads % parallel.tp != 0 || c.ffn % parallel.tp != 0) {
+    throw std::invalid_argument("tensor parallelism (tp " + n(parallel.tp) + ") must divide the " +
+                                n(c.heads) + " heads and the MLP width " + n(c.ffn));
   }
   if (c.layers % parallel.pp != 0) {
-    throw std::invalid_argument("pipeline parallelism must divide the layers");
+    throw std::invalid_argument("pipeline parallelism (pp " + n(parallel.pp) +
+                                ") must divide the " + n(c.layers) + " layers");
   }
   const int per_stage = c.layers / parallel.pp;
   first_layer_ = parallel.pp_rank * per_stage;

@@ -12,6 +12,7 @@
 #include <ctime>
 #include <cstdio>
 #include <iostream>
+#include <new>
 #include <mutex>
 #include <thread>
 
@@ -122,6 +123,16 @@ void register_writer(trace::TraceWriter* w, bool add) {
   } else {
     std::erase(g_writers, w);
   }
+}
+
+// An error as the user reads it: memory that ran out said in words, not as
+// "std::bad_alloc".
+std::string described(const std::exception& e) {
+  if (dynamic_cast<const std::bad_alloc*>(&e)) {
+    return "out of memory: this rank's weights, activations or buffers need more memory than "
+           "the host gives it (a sequence, micro-batch, accumulation or sweep size too large?)";
+  }
+  return e.what();
 }
 
 // Commits what is buffered, then records how the run ended; a store is closed once.
@@ -552,8 +563,8 @@ int run_cpu(Options o, const Job& job, int argc, char** argv) {
   } catch (const std::exception& e) {
     // One rank failing alone would leave the others waiting in a collective:
     // end the whole job.
-    report_error("rank " + std::to_string(layout.world_rank) + ": error: " + e.what());
-    emit({{"event", "error"}, {"rank", layout.world_rank}, {"message", e.what()}});
+    report_error("rank " + std::to_string(layout.world_rank) + ": error: " + described(e));
+    emit({{"event", "error"}, {"rank", layout.world_rank}, {"message", described(e)}});
     close_all_writers("failed");
     w.abort(1);
   }
@@ -785,7 +796,7 @@ int run_cuda_single_process(Options o, const Job& job, int argc, char** argv) {
         close_trace(trace);
         emit({{"event", "done"}, {"rank", r}, {"store", trace.path}});
       } catch (const std::exception& e) {
-        errors[r] = e.what();
+        errors[r] = described(e);
       }
     });
   }
@@ -858,27 +869,36 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"fp32", "tf32", "bf16", "fp16", "fp8"}));
   app.add_option("--steps", o.steps, "Optimizer steps")->check(non_negative);
   app.add_option("--lr", o.lr, "AdamW learning rate")->check(positive);
-  app.add_option("--seed", o.seed, "Seed of the weights and the data order");
+  app.add_option("--seed", o.seed, "Seed of the weights and the data order")->check(non_negative);
   app.add_option("--bucket-kib", o.bucket_kib, "Data-parallel gradient bucket (KiB)")->check(positive);
   app.add_flag("--no-overlap", o.no_overlap, "Reduce gradients after backward instead of during it");
   app.add_option("--out", o.out, "Trace store per rank: {rank} is replaced, else .rank<N>.db is added");
   app.add_flag("--no-trace", o.no_trace, "Record nothing (to measure the tracer's overhead)");
   app.add_option("--dump-weights", o.dump_weights, "Write the final weights (rank 0, unsplit layout)");
-  app.add_option("--threads", o.threads, "BLAS threads (default: cores / local ranks)");
+  app.add_option("--threads", o.threads, "BLAS threads (default: cores / local ranks)")
+      ->check(number_in(cs::Range::between(1, 4096), "1 to 4096"));
   app.add_option("--title", o.title, "Run title");
   app.add_flag("--single-process", o.single_process,
                "CUDA: drive every local GPU from this one process (ncclCommInitAll), data parallel");
   app.add_option("--sweep", o.sweep,
                  "Measure instead of training: gemm (squares), layer_gemm (a layer's GEMMs, forward and "
                  "backward), bandwidth, ops, all_reduce, or a comma list");
-  app.add_option("--sizes", o.sizes, "Sweep sizes: GEMM n, or bytes per buffer / message");
+  // Sizes no host holds (a GEMM n past 65536, buffers past 16 GiB) are
+  // refused here rather than failing as a bare std::bad_alloc.
+  const CLI::Validator sweep_bytes = number_in(cs::Range::between(1, 17179869184.0), "1 to 2^34");
+  const CLI::Validator gemm_n = number_in(cs::Range::between(1, 65536), "1 to 65536");
+  app.add_option("--sizes", o.sizes, "Sweep sizes: GEMM n, or bytes per buffer / message")
+      ->check(sweep_bytes);
   app.add_option("--sweep-seconds", o.sweep_seconds, "Time spent per GEMM size")->check(positive);
   app.add_option("--gemm-sizes", o.gemm_sizes, "GEMM sweeps: n of each square GEMM, or each layer's width")
-      ->delimiter(',');
+      ->delimiter(',')
+      ->check(gemm_n);
   app.add_option("--buffer-sizes", o.buffer_sizes, "Bandwidth sweep: bytes per buffer")
-      ->delimiter(',');
+      ->delimiter(',')
+      ->check(sweep_bytes);
   app.add_option("--message-sizes", o.message_sizes, "All-reduce sweep: bytes per message")
-      ->delimiter(',');
+      ->delimiter(',')
+      ->check(sweep_bytes);
   app.add_option("--sweep-precisions", o.sweep_precisions,
                  "CPU GEMM sweep: every precision listed (fp32, bf16), else --precision")
       ->delimiter(',');
@@ -895,8 +915,8 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   } catch (const std::exception& e) {
-    report_error(std::string("error: ") + e.what());
-    emit({{"event", "error"}, {"rank", g_rank.load()}, {"message", e.what()}});
+    report_error("error: " + described(e));
+    emit({{"event", "error"}, {"rank", g_rank.load()}, {"message", described(e)}});
     close_all_writers("failed");
     return 1;
   }

@@ -84,6 +84,24 @@ void TestWorkerCli::refusals_data() {
   QTest::addRow("zero 2") << QStringList{"--zero", "2"} << "--zero: must be between 0 and 1 (got 2)";
   QTest::addRow("steps not a number") << QStringList{"--steps", "many"}
                                       << "--steps: is not a number (got \"many\")";
+  // Sizes and counts no run has (a GEMM of n -5 ran and reported a negative
+  // rate; -5 threads and a seed of -1 were taken).
+  QTest::addRow("negative GEMM size") << QStringList{"--sweep", "gemm", "--sizes", "-5"}
+                                      << "--sizes: must be between 1 and 17179869184 (got -5)";
+  QTest::addRow("buffer of 0 bytes") << QStringList{"--sweep", "bandwidth", "--buffer-sizes", "0"}
+                                     << "--buffer-sizes: must be between 1 and 17179869184 (got 0)";
+  QTest::addRow("negative threads") << QStringList{"--steps", "1", "--threads", "-5"}
+                                    << "--threads: must be between 1 and 4096 (got -5)";
+  QTest::addRow("negative seed") << QStringList{"--steps", "1", "--seed", "-1"}
+                                 << "--seed: must be >= 0 (got -1)";
+  // The shape's own rule, not tensor parallelism's (tp was 1).
+  QTest::addRow("hidden not divisible by heads")
+      << QStringList{"--steps", "1", "--hidden", "63", "--heads", "4"}
+      << "the hidden size 63 must be divisible by the 4 heads";
+  // Memory no host has: said in words, not "std::bad_alloc".
+  QTest::addRow("sequence past memory")
+      << QStringList{"--steps", "1", "--seq", "1000000"}
+      << "out of memory: this rank's weights, activations or buffers need more memory";
 }
 
 void TestWorkerCli::refusals() {
