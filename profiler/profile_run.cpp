@@ -214,6 +214,9 @@ Result<ExitStatus> run_command(const std::vector<std::string>& command,
     // The child takes the default dispositions and the mask the profiler had.
     for (int i = 0; i < 2; ++i)
       sigaction(kForwarded[i], &previous[i], nullptr);
+    // The CLI ignores SIGPIPE for itself; an ignored signal stays ignored
+    // across exec, and the user's command must see the usual one.
+    signal(SIGPIPE, SIG_DFL);
     sigprocmask(SIG_SETMASK, &unblocked, nullptr);
     close(exec_error[0]);
     execvpe(argv[0], argv.data(), envp.data());

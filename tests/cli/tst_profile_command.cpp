@@ -109,6 +109,10 @@ void TestProfileCommand::exitStatusPassesThrough_data() {
       << QStringList{"/nonexistent/trainer"} << 1
       << "clusterscope: error: cannot run /nonexistent/trainer: No such file or directory";
   QTest::addRow("found in PATH") << QStringList{"true"} << 1 << "no CUDA process was traced";
+  // The CLI ignores SIGPIPE for itself; the command gets the usual one (a
+  // shell cannot undo a signal ignored when it started).
+  QTest::addRow("SIGPIPE as usual") << QStringList{"sh", "-c", "kill -PIPE $$"} << 141
+                                    << "clusterscope: sh was killed by SIGPIPE";
 }
 
 void TestProfileCommand::exitStatusPassesThrough() {
