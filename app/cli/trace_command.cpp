@@ -456,9 +456,11 @@ void run_export(ExportOptions o) {
   // "-" is the standard output; the summary then goes to stderr, out of the data.
   if (o.output == "-") o.output = "/dev/stdout";
   std::error_code ec;
-  const bool to_device = std::filesystem::exists(o.output, ec) &&
-                         !std::filesystem::is_regular_file(o.output, ec) &&
-                         !std::filesystem::is_directory(o.output, ec);
+  // /dev/stdout redirected to a file resolves to a regular file: still stdout.
+  const bool to_device = o.output == "/dev/stdout" ||
+                         (std::filesystem::exists(o.output, ec) &&
+                          !std::filesystem::is_regular_file(o.output, ec) &&
+                          !std::filesystem::is_directory(o.output, ec));
   std::ostream& summary = to_device ? std::cerr : std::cout;
   std::string format = o.format;
   if (format.empty()) {

@@ -152,6 +152,19 @@ void TestTraceCli::exportToStandardOutput() {
   QVERIFY(doc.object()["traceEvents"].toArray().size() > 100);
   QVERIFY2(r.err.contains("wrote /dev/stdout"), qPrintable(r.err));
   QVERIFY(!QFile::exists("-"));
+  // /dev/stdout redirected to a file (it resolves to a regular file there).
+  QTemporaryDir dir;
+  QProcess p;
+  p.setStandardOutputFile(dir.filePath("out.csv"));
+  p.start(CS_BIN_DIR "/clusterscope", {"trace", "export",
+                                       CS_SOURCE_DIR "/tests/data/gpu/worker-fp32.db", "-o",
+                                       "/dev/stdout", "--format", "csv"});
+  QVERIFY(p.waitForFinished(60000));
+  QCOMPARE(p.exitCode(), 0);
+  QFile csv(dir.filePath("out.csv"));
+  QVERIFY(csv.open(QIODevice::ReadOnly));
+  const QByteArray text = csv.readAll();
+  QVERIFY2(!text.contains("wrote /dev/stdout") && text.count('\n') > 100, text.left(200).constData());
 }
 
 void TestTraceCli::errors_data() {
