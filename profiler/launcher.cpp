@@ -601,7 +601,8 @@ struct Launcher::State {
     std::string out;
     for (const RankStatus& r : ranks) {
       out += (out.empty() ? "" : ", ") + std::string("rank ") + std::to_string(r.rank) + " " +
-             (r.step < 0 ? std::string("no step") : "step " + std::to_string(r.step));
+             // Counted from 1, as the progress lines count them.
+             (r.step < 0 ? std::string("no step") : "step " + std::to_string(r.step + 1));
     }
     return out;
   }

@@ -353,12 +353,14 @@ nlohmann::json report_json(const launch::RunReport& r, const nlohmann::json& sum
 }
 
 void print_rank_table(const launch::RunReport& r) {
-  TextTable table({"rank", "host", "state", "last step", "loss", "step time", "tokens/s"});
+  // Steps counted from 1, as the progress lines count them (the JSON's
+  // last_step and the store's steps are indices from 0).
+  TextTable table({"rank", "host", "state", "steps done", "loss", "step time", "tokens/s"});
   for (int c = 3; c <= 6; ++c)
     table.right_align(c);
   for (const launch::RankStatus& s : r.ranks) {
     table.add({std::to_string(s.rank), s.host, std::string(to_string(s.state)),
-               s.step < 0 ? "-" : std::to_string(s.step),
+               s.step < 0 ? "-" : std::to_string(s.step + 1),
                s.step < 0 ? "-" : format_fixed(s.loss, 4),
                s.step < 0 ? "-" : format_seconds(s.step_seconds),
                s.step < 0 ? "-" : format_count(std::round(s.tokens_per_second))});

@@ -8,6 +8,7 @@
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QProcess>
+#include <QRegularExpression>
 #include <QTemporaryDir>
 #include <QtTest>
 
@@ -122,6 +123,10 @@ void TestRunCli::plainProgressWhenNotATerminal() {
   }
   QVERIFY(!r.err.contains('\r'));  // no bar redrawn in place
   QVERIFY2(r.out.contains("the run completed: 1 rank, 3 steps"), qPrintable(r.out));
+  // The rank table counts steps as the progress lines do (it said "last step 2").
+  QVERIFY2(r.out.contains("steps done") &&
+               r.out.contains(QRegularExpression(R"(\bdone\s+3\s)")),
+           qPrintable(r.out));
   QVERIFY2(r.out.contains("Where each rank's time went"), qPrintable(r.out));
   QVERIFY2(r.out.contains("run store: " + store), qPrintable(r.out));
   // A complete run keeps only the merged store.

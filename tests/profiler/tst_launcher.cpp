@@ -784,8 +784,9 @@ void TestLauncher::hungRunIsStopped() {
                  "no progress for 1.5 s; last steps: rank 0 step "),
              hung_text.c_str());
   }
+  // Steps counted from 1 in the message, as the progress lines count them.
   QVERIFY2(QString::fromStdString(r.message).contains(
-               QString::fromStdString("rank 1 step " + std::to_string(r.ranks[1].step))),
+               QString::fromStdString("rank 1 step " + std::to_string(r.ranks[1].step + 1))),
            r.message.c_str());
   // The stopped rank got SIGCONT from the launcher, closed its store like
   // the other (it said so) and ended.
