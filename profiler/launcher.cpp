@@ -408,6 +408,7 @@ struct Launcher::State {
   Stop stop = Stop::none;
   Clock::time_point stop_deadline;
   bool hung = false;
+  std::string stopped_when_hung;  // the ranks held stopped when the hang was seen
 
   void emit(LaunchEvent e) {
     if (callback) {
@@ -596,6 +597,36 @@ struct Launcher::State {
     note("the job did not end 10 s after SIGTERM: killed it (SIGKILL)");
   }
 
+  // Ranks on this host that the system holds stopped (SIGSTOP, a debugger):
+  // one such rank stalls every other in its collectives, so the steps alone
+  // do not say which rank hangs the run.
+  std::string stopped_ranks_text() {
+    std::vector<std::pair<int, std::int64_t>> local;
+    {
+      std::lock_guard lock(mutex);
+      char host[256] = {};
+      gethostname(host, sizeof host - 1);
+      for (const RankStatus& r : ranks) {
+        if (r.pid > 0 && (r.host.empty() || r.host == host)) local.emplace_back(r.rank, r.pid);
+      }
+    }
+    std::string out;
+    for (const auto& [rank, pid] : local) {
+      std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+      std::string line;
+      std::getline(stat, line);
+      // "pid (command) S ...": the state follows the command's closing parenthesis.
+      const std::size_t close = line.rfind(')');
+      if (close == std::string::npos || close + 2 >= line.size()) continue;
+      const char state = line[close + 2];
+      if (state == 'T' || state == 't') {
+        out += "; rank " + std::to_string(rank) + " (pid " + std::to_string(pid) +
+               ") is stopped (SIGSTOP or a debugger)";
+      }
+    }
+    return out;
+  }
+
   std::string last_steps_text() {
     std::lock_guard lock(mutex);
     std::string out;
@@ -670,8 +701,9 @@ struct Launcher::State {
       if (stop == Stop::none && spec.hang_timeout.count() > 0 &&
           Clock::now() - last_progress > patience) {
         hung = true;
+        stopped_when_hung = stopped_ranks_text();
         const std::string text = "no progress for " + seconds_text(patience) +
-                                 "; last steps: " + last_steps_text();
+                                 "; last steps: " + last_steps_text() + stopped_when_hung;
         LaunchEvent e;
         e.kind = LaunchEvent::Kind::hung;
         e.text = text;
@@ -741,7 +773,7 @@ struct Launcher::State {
     } else if (hung) {
       r.outcome = Outcome::hung;
       r.message = "the run hung (no progress for " + seconds_text(spec.hang_timeout) +
-                  ") and was stopped; last steps: " + last_steps_text();
+                  ") and was stopped; last steps: " + last_steps_text() + stopped_when_hung;
     } else if (errored) {
       r.outcome = Outcome::failed;
       RankFailure f = failure_of(errored->rank);

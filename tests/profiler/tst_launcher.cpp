@@ -783,10 +783,17 @@ void TestLauncher::hungRunIsStopped() {
     QVERIFY2(QString::fromStdString(hung_text).startsWith(
                  "no progress for 1.5 s; last steps: rank 0 step "),
              hung_text.c_str());
+    // Which rank hangs the run: the one the system holds stopped.
+    QVERIFY2(QString::fromStdString(hung_text).endsWith(
+                 QString("; rank 1 (pid %1) is stopped (SIGSTOP or a debugger)").arg(stopped)),
+             hung_text.c_str());
   }
   // Steps counted from 1 in the message, as the progress lines count them.
   QVERIFY2(QString::fromStdString(r.message).contains(
                QString::fromStdString("rank 1 step " + std::to_string(r.ranks[1].step + 1))),
+           r.message.c_str());
+  QVERIFY2(QString::fromStdString(r.message).contains("rank 1 (pid") &&
+               QString::fromStdString(r.message).contains("is stopped"),
            r.message.c_str());
   // The stopped rank got SIGCONT from the launcher, closed its store like
   // the other (it said so) and ended.
