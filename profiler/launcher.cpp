@@ -348,6 +348,8 @@ std::string_view to_string(RankState s) {
       return "cancelled";
     case RankState::failed:
       return "failed";
+    case RankState::lost:
+      return "lost";
   }
   return "unknown";
 }
@@ -811,7 +813,11 @@ struct Launcher::State {
     }
     // Ranks that neither finished nor said why: the failed one, or stopped.
     for (RankStatus& s : r.ranks) {
-      if (r.failure && s.rank == r.failure->rank) s.state = RankState::failed;
+      if (r.failure && s.rank == r.failure->rank) {
+        s.state = RankState::failed;
+      } else if (s.state == RankState::starting || s.state == RankState::running) {
+        s.state = RankState::lost;  // the job is over: it runs no more (it said "running")
+      }
     }
 
     if (!spec.run_store.empty() && any_started) {

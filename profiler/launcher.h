@@ -97,7 +97,9 @@ std::optional<std::string> find_program(const std::string& name);
 // clusterscope-worker beside the running executable, else on PATH.
 std::optional<std::string> find_worker();
 
-enum class RankState { starting, running, done, cancelled, failed };
+// lost: the job ended while the rank had said neither that it finished nor
+// how it stopped (mpirun killed, the node gone).
+enum class RankState { starting, running, done, cancelled, failed, lost };
 std::string_view to_string(RankState s);
 
 struct RankStatus {

@@ -8,6 +8,8 @@
 #include <QTemporaryDir>
 #include <QtTest>
 #include <atomic>
+#include <fstream>
+#include <sstream>
 
 #include <signal.h>
 #include <sys/stat.h>
@@ -131,6 +133,7 @@ class TestLauncher : public QObject {
   void failingRankIsNamed_data();
   void failingRankIsNamed();
   void killedRankIsNamed();
+  void ranksOfAKilledJobAreLost();
   void cancelStopsEveryRank();
   void hungRunIsStopped();
 
@@ -661,6 +664,31 @@ void TestLauncher::failingRankIsNamed() {
     const bool named = std::any_of(lines.begin(), lines.end(),
                                    [&](const QString& l) { return l.contains(last_line); });
     QVERIFY2(named, qPrintable(lines.join('\n')));
+  }
+}
+
+// SIGKILL to mpirun itself: no rank says how it ended, and none is left
+// "running" in the report (the run table showed them so after the job).
+void TestLauncher::ranksOfAKilledJobAreLost() {
+  RunSpec spec = endless_run(2, dir_.filePath("mpirun-killed/run.db"));
+  Launcher launcher(spec);
+  QVERIFY(launcher.start().ok());
+  QVERIFY2(test::wait_until([&] { return every_rank_reached(launcher, 2); }, 30s), "no progress");
+  // mpirun is the ranks' parent: the fourth field of /proc/PID/stat.
+  std::ifstream stat("/proc/" + std::to_string(launcher.ranks()[0].pid) + "/stat");
+  std::string line;
+  std::getline(stat, line);
+  std::istringstream fields(line.substr(line.rfind(')') + 2));
+  char state = 0;
+  pid_t mpirun = 0;
+  fields >> state >> mpirun;
+  QVERIFY(mpirun > 1);
+  QCOMPARE(::kill(mpirun, SIGKILL), 0);
+  const RunReport r = launcher.wait();
+  QVERIFY2(r.outcome == Outcome::crashed, qPrintable(describe(r)));
+  for (const RankStatus& s : r.ranks) {
+    QVERIFY2(s.state != RankState::running && s.state != RankState::starting,
+             qPrintable(QString("rank %1 is %2").arg(s.rank).arg(to_string(s.state).data())));
   }
 }
 
