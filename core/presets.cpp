@@ -164,7 +164,10 @@ Status PresetCatalog::load_user_presets(const fs::path& dir) {
   if (!fs::is_directory(dir, ec)) return {};
   std::vector<fs::path> files;
   for (const auto& entry : fs::directory_iterator(dir, ec)) {
-    if (entry.path().extension() == ".json" && entry.is_regular_file(ec)) {
+    // A dangling link, a link loop, a FIFO or a folder named *.json is not a
+    // preset file: passed over, and its own error kept apart from the listing's.
+    std::error_code entry_ec;
+    if (entry.path().extension() == ".json" && entry.is_regular_file(entry_ec)) {
       files.push_back(entry.path());
     }
   }
@@ -303,6 +306,12 @@ Status write_preset_bundle(const fs::path& file, const PresetBundle& bundle) {
     list.push_back(to_json(w));
   for (const Cluster& c : bundle.clusters)
     list.push_back(to_json(c));
+  // What is written must load again: presets fitted from garbage (a 2e30
+  // TFLOP/s peak) made every later command refuse the whole folder.
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    auto back = document_from_json(list[i], file.string() + " [" + std::to_string(i) + "]", nullptr);
+    if (!back) return Error{back.message() + "\n(not saved: the presets would not load)"};
+  }
   return write_json_file(file.string(), list);
 }
 

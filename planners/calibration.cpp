@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/format.h"
+#include "core/json_reader.h"
 #include "core/trace_analysis.h"
 #include "core/trace_reader.h"
 #include "core/trace_writer.h"
@@ -1670,6 +1671,42 @@ Link refine_link(const Link& base, const std::optional<LinkFit>& run,
   return l;
 }
 
+namespace {
+
+// nlohmann's "[json.exception.parse_error.101] parse error at line 1, column
+// 46: syntax error ... " without its jargon: what follows the position.
+std::string json_error_text(const json::exception& e) {
+  std::string what = e.what();
+  if (auto column = what.find("column "); column != std::string::npos) {
+    if (auto colon = what.find(": ", column); colon != std::string::npos)
+      return what.substr(column, what.find(':', column) - column) + ": " + what.substr(colon + 2);
+  }
+  if (auto bracket = what.find("] "); bracket != std::string::npos) what = what.substr(bracket + 2);
+  return what;
+}
+
+// A sweep line's number within the bounds any machine measures: a rank past
+// 4095 made a lane per number up to it (a hang), a time of 1e300 s
+// overflowed the store's nanoseconds.
+double sweep_number(const json& j, const char* key, Range range, double fallback,
+                    const std::string& where) {
+  if (!j.contains(key)) {
+    if (!std::isnan(fallback)) return fallback;
+    throw std::runtime_error(where + ": /" + key + ": is required");
+  }
+  const json& v = j[key];
+  const double value = v.is_number() ? v.get<double>() : std::nan("");
+  if (!v.is_number() || !range.contains(value)) {
+    throw std::runtime_error(where + ": /" + key + ": " + range.rule() + " (got " + v.dump() + ")");
+  }
+  return value;
+}
+
+constexpr double kNoDefault = std::numeric_limits<double>::quiet_NaN();
+constexpr int kMaxSweepRanks = 4096;
+
+}  // namespace
+
 Status import_sweep_lines(const std::vector<std::string>& files, const std::string& store,
                           std::string_view engine, std::string_view device) {
   struct Line {
@@ -1679,34 +1716,59 @@ Status import_sweep_lines(const std::vector<std::string>& files, const std::stri
   std::vector<Line> lines;
   int ranks = 1;
   std::string host;
-  for (const std::string& file : files) {
-    std::ifstream in(file);
-    if (!in) return Error{file + ": cannot open"};
-    std::string text;
-    int number = 0;
-    while (std::getline(in, text)) {
-      ++number;
-      if (text.empty() || text.front() != '{') continue;
-      json j;
-      try {
-        j = json::parse(text);
-      } catch (const json::exception& e) {
-        return Error{file + ":" + std::to_string(number) + ": not a JSON line: " + e.what()};
+  try {
+    for (const std::string& file : files) {
+      std::ifstream in(file);
+      if (!in) return Error{file + ": cannot open"};
+      std::string text;
+      int number = 0;
+      while (std::getline(in, text)) {
+        ++number;
+        if (text.empty() || text.front() != '{') continue;
+        const std::string where = file + ":" + std::to_string(number);
+        json j;
+        try {
+          j = json::parse(text);
+        } catch (const json::exception& e) {
+          return Error{where + ": not a JSON line: " + json_error_text(e)};
+        }
+        if (!j.is_object()) continue;
+        const json* event_field = j.contains("event") ? &j["event"] : nullptr;
+        const std::string event =
+            event_field && event_field->is_string() ? event_field->get<std::string>() : "";
+        // The worker's start line names the machine the sweeps ran on: the
+        // calibrated presets carry its name, as a calibration made there would.
+        if (host.empty() && j.contains("host") && j["host"].is_string())
+          host = j["host"].get<std::string>();
+        if (event != "gemm" && event != "bandwidth" && event != "op" && event != "collective")
+          continue;
+        sweep_number(j, "seconds", Range{0, 1e6, true}, kNoDefault, where);
+        const int rank =
+            static_cast<int>(sweep_number(j, "rank", Range::between(0, kMaxSweepRanks - 1), 0, where));
+        if (event == "gemm") {
+          for (const char* key : {"m", "n", "k"})
+            sweep_number(j, key, Range::between(1, 1 << 20), kNoDefault, where);
+        } else if (event == "bandwidth") {
+          sweep_number(j, "bytes", Range::between(1, 1e13), kNoDefault, where);
+        } else if (event == "op") {
+          sweep_number(j, "elements", Range::between(0, 1e13), 0, where);
+          sweep_number(j, "flops", Range::between(0, 1e18), 0, where);
+        } else {
+          sweep_number(j, "bytes", Range::between(0, 1e13), 0, where);
+          sweep_number(j, "ranks", Range::between(1, kMaxSweepRanks), 1, where);
+        }
+        for (const char* key : {"precision", "operation"}) {
+          if (j.contains(key) && !j[key].is_string())
+            return Error{where + ": /" + key + ": must be text (got " + j[key].dump() + ")"};
+        }
+        if (j.contains("cold") && !j["cold"].is_boolean())
+          return Error{where + ": /cold: must be true or false (got " + j["cold"].dump() + ")"};
+        ranks = std::max(ranks, rank + 1);
+        lines.push_back({j, where});
       }
-      const std::string event = j.value("event", "");
-      // The worker's start line names the machine the sweeps ran on: the
-      // calibrated presets carry its name, as a calibration made there would.
-      if (host.empty() && j.contains("host") && j["host"].is_string())
-        host = j["host"].get<std::string>();
-      if (event != "gemm" && event != "bandwidth" && event != "op" && event != "collective")
-        continue;
-      if (!j.contains("seconds") || !j["seconds"].is_number() ||
-          !(j["seconds"].get<double>() > 0)) {
-        return Error{file + ":" + std::to_string(number) + ": /seconds: must be a number > 0"};
-      }
-      ranks = std::max(ranks, j.value("rank", 0) + 1);
-      lines.push_back({j, file + ":" + std::to_string(number)});
     }
+  } catch (const std::runtime_error& e) {
+    return Error{e.what()};
   }
   if (lines.empty()) {
     return Error{"no sweep line (gemm, bandwidth, op, collective) in the files given"};

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <unistd.h>
 
+#include "core/calibration_meta.h"
 #include "core/format.h"
 #include "core/host_probe.h"
 #include "core/machine_probe.h"
@@ -60,7 +61,9 @@ std::optional<fs::path> user_file_defining(const fs::path& dir, const std::strin
                                            const PresetCatalog& catalog) {
   std::error_code ec;
   for (const fs::directory_entry& entry : fs::directory_iterator(dir, ec)) {
-    if (entry.path().extension() != ".json") continue;
+    // Only the files the catalog loads: a FIFO named *.json blocked here.
+    std::error_code entry_ec;
+    if (entry.path().extension() != ".json" || !entry.is_regular_file(entry_ec)) continue;
     auto bundle = read_preset_bundle(entry.path(), catalog);
     if (!bundle) continue;
     for (const Cluster& c : bundle->clusters) {
@@ -76,6 +79,8 @@ Status merge_into_presets_file(const fs::path& file, const PresetBundle& bundle,
                                const PresetCatalog& catalog) {
   PresetBundle merged;
   std::error_code ec;
+  if (fs::exists(file, ec) && !fs::is_regular_file(file, ec))
+    return Error{file.string() + ": is not a regular file: calibrated presets are not written there"};
   if (fs::exists(file, ec)) {
     auto existing = read_preset_bundle(file, catalog);
     if (!existing) return existing.error();
@@ -96,6 +101,14 @@ Result<MachineCalibration> fit_calibration_store(const std::string& store,
                                                  const std::optional<GpuSpec>& datasheet) {
   auto reader = trace::TraceReader::open(store);
   if (!reader) return reader.error();
+  // A run store or an imported trace measured no sweeps: fitted as if it had,
+  // it replaced the machine's calibration (a bf16 peak of 0 from a run in fp32).
+  if (!(*reader)->meta(kCalibrationMetaKey)) {
+    const std::string source = (*reader)->run().source;
+    return Error{store + " is not a calibration store (it is " +
+                 (source.empty() ? std::string("a trace") : "a " + source + " store") +
+                 "): a run refines the calibrated presets with --learn"};
+  }
   plan::FitOptions fit_options;
   fit_options.datasheet = datasheet;
   auto fit = plan::fit_store(**reader, fit_options);
@@ -659,6 +672,16 @@ Result<std::vector<RunRefinement>> refine_from_runs(const std::vector<std::strin
   std::vector<std::unique_ptr<trace::TraceReader>> readers;
   std::vector<std::pair<int, std::vector<std::size_t>>> groups;  // ranks -> runs
   for (std::size_t i = 0; i < run_stores.size(); ++i) {
+    // One store given twice (run.db ./run.db) counted its samples twice.
+    std::error_code ec;
+    const bool again = std::any_of(run_stores.begin(), run_stores.begin() + static_cast<long>(i),
+                                   [&](const std::string& earlier) {
+                                     return fs::equivalent(earlier, run_stores[i], ec);
+                                   });
+    if (again) {
+      readers.push_back(nullptr);
+      continue;
+    }
     auto reader = trace::TraceReader::open(run_stores[i]);
     if (!reader) return reader.error();
     const int ranks = base_cluster.empty() ? std::max(1, (*reader)->world_size()) : 0;
@@ -716,10 +739,16 @@ Result<std::vector<RunRefinement>> refine_from_runs(const std::vector<std::strin
         return Error{"no presets folder to save into: set CLUSTERSCOPE_USER_PRESETS or HOME"};
       out.presets_file = user_file_defining(dir, name, catalog)
                              .value_or(presets_file_for(dir, out.fit.host, out.fit.engine));
-      if (Status s = merge_into_presets_file(out.presets_file, out.presets, catalog); !s)
-        return s.error();
     }
     refinements.push_back(std::move(out));
+  }
+  // Saved once every group has been learnt: a later group's error used to
+  // leave the earlier groups' presets changed, with no word of it.
+  if (save) {
+    for (const RunRefinement& r : refinements) {
+      if (Status s = merge_into_presets_file(r.presets_file, r.presets, catalog); !s)
+        return s.error();
+    }
   }
   return refinements;
 }
@@ -947,7 +976,8 @@ Result<RunPrediction> predict_recorded_run(const PresetCatalog& catalog,
     return Error{store.path() + ": a calibration store, not a training run: nothing to predict"};
   const auto parallel_text = store.meta("parallel");
   if (!parallel_text || parallel_text->empty())
-    return Error{store.path() + ": no meta parallel: not a run of the ClusterScope engines"};
+    return Error{store.path() + ": not a training run of the ClusterScope engines (it holds no "
+                 "plan to predict again: an imported trace or a sweep)"};
   const nlohmann::json parallel = nlohmann::json::parse(*parallel_text, nullptr, false);
   if (!parallel.is_object()) return Error{store.path() + ": meta parallel: not a JSON object"};
   std::string backend;

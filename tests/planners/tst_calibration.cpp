@@ -1742,6 +1742,14 @@ void TestCalibration::calibrateRunPredictLearn() {
            qPrintable(QJsonDocument(learned["fit"].toObject()["notes"].toArray()).toJson()));
   QVERIFY(gemm[0].toObject()["quality"].toObject().contains("r2"));
   QVERIFY(!gemm[0].toObject()["quality"].toObject()["points"].toArray().isEmpty());
+  // The same store named twice (here through another path) is learnt once:
+  // it counted every sample twice.
+  r = run_cli({"calibrate", "--learn", run_store, work + "/./" + QFileInfo(run_store).fileName(),
+               "--json", "--no-save"},
+              presets, work);
+  QVERIFY2(r.exit_code == 0, qPrintable(r.err + r.out));
+  QCOMPARE(json_of(r)["fit"].toObject()["devices"].toArray()[0].toObject()["gemm"].toArray(),
+           gemm);
 
   // Runs are predicted again with the presets now at hand: the run made
   // before the calibration gets a prediction, the one made before learning
@@ -2010,12 +2018,33 @@ void TestCalibration::refusesBadSweepLines_data() {
   QTest::addColumn<QString>("text");
   QTest::addColumn<QString>("message");
   QTest::addRow("no seconds") << R"({"event":"gemm","rank":0,"precision":"bf16","m":8,"n":8,"k":8})"
-                              << "sweeps.jsonl:1: /seconds: must be a number > 0";
+                              << "sweeps.jsonl:1: /seconds: is required";
   QTest::addRow("not JSON") << R"({"event":"gemm", oops)"
-                            << "sweeps.jsonl:1: not a JSON line";
+                            << "sweeps.jsonl:1: not a JSON line: column 18: syntax error";
   QTest::addRow("gemm without a size")
       << R"({"event":"gemm","rank":0,"precision":"bf16","m":0,"n":8,"k":8,"seconds":1e-3})"
+      << "sweeps.jsonl:1: /m: must be between 1 and 1048576 (got 0)";
+  QTest::addRow("unknown precision")
+      << R"({"event":"gemm","rank":0,"precision":"fp6","m":8,"n":8,"k":8,"seconds":1e-3})"
       << "sweeps.jsonl:1: a gemm line needs m, n, k > 0 and a known precision";
+  // A rank past any machine's made one lane per number up to it (a hang).
+  QTest::addRow("rank of three million")
+      << R"({"event":"gemm","rank":3000000,"precision":"fp32","m":8,"n":8,"k":8,"seconds":1e-4})"
+      << "sweeps.jsonl:1: /rank: must be between 0 and 4095 (got 3000000)";
+  // A time whose nanoseconds overflowed (the fitted rate came out higher).
+  QTest::addRow("a time of 1e300 s")
+      << R"({"event":"gemm","rank":0,"precision":"fp32","m":8,"n":8,"k":8,"seconds":1e300})"
+      << "sweeps.jsonl:1: /seconds: must be > 0 and <= 1000000 (got 1e+300)";
+  // Wrong types were an internal error naming no file.
+  QTest::addRow("size as text")
+      << R"({"event":"gemm","rank":0,"precision":"fp32","m":"big","n":8,"k":8,"seconds":1e-4})"
+      << "sweeps.jsonl:1: /m: must be between 1 and 1048576 (got \"big\")";
+  QTest::addRow("ranks as text")
+      << R"({"event":"collective","rank":0,"operation":"all_reduce","bytes":64,"ranks":"eight","seconds":1e-4})"
+      << "sweeps.jsonl:1: /ranks: must be between 1 and 4096 (got \"eight\")";
+  QTest::addRow("number past a double")
+      << R"({"event":"gemm","rank":0,"precision":"fp32","m":8,"n":8,"k":8,"seconds":1e309})"
+      << "sweeps.jsonl:1: not a JSON line: number overflow parsing '1e309'";
   QTest::addRow("no sweep line") << R"({"event":"step","rank":0,"step":1})"
                                  << "no sweep line (gemm, bandwidth, op, collective)";
 }
@@ -2185,10 +2214,22 @@ void TestCalibration::storeWithNothingToFitWritesNoPreset() {
   QVERIFY(empty.open(QIODevice::WriteOnly));
   empty.write(R"({"traceEvents": []})");
   empty.close();
-  const QString store = work.filePath("empty.db");
-  Run r = run_cli({"trace", "import", empty.fileName(), "-o", store}, presets);
+  const QString imported = work.filePath("empty.db");
+  Run r = run_cli({"trace", "import", empty.fileName(), "-o", imported}, presets);
   QVERIFY2(r.exit_code == 0, qPrintable(r.err));
-  r = run_cli({"calibrate", "--from-store", store}, presets);
+  // A store that is no calibration (an imported trace, a run) is not fitted
+  // as one: a run in fp32 replaced the machine's calibration, bf16 peak 0.
+  r = run_cli({"calibrate", "--from-store", imported}, presets);
+  QCOMPARE(r.exit_code, 1);
+  QVERIFY2(r.err.contains(imported + " is not a calibration store (it is a kineto-import store)"),
+           qPrintable(r.err));
+  // A calibration of loop operations alone has nothing to fit.
+  QFile ops(work.filePath("ops.jsonl"));
+  QVERIFY(ops.open(QIODevice::WriteOnly));
+  ops.write(R"({"event":"op","rank":0,"operation":"gelu","elements":1024,"seconds":1e-5})" "\n");
+  ops.close();
+  const QString store = work.filePath("ops.db");
+  r = run_cli({"calibrate", "--from-sweeps", ops.fileName(), "--out", store}, presets);
   QCOMPARE(r.exit_code, 1);
   QVERIFY2(r.err.contains(store + ": nothing to calibrate from: no GEMM with FLOPs or collective measured") &&
                r.err.contains("(no preset written)"),
