@@ -639,6 +639,15 @@ static Status compare_breakdown(const TraceReader& reader,
   out.measured_step_median_s = measured->step_s;
   out.critical_steps = measured->steps;
   out.critical_warm_up = measured->warm_up;
+  const auto recorded_steps = reader.steps();
+  if ((recorded_steps && recorded_steps->empty()) || !(measured->step_s > 0)) {
+    // A run stopped before its first step ended: no part to compare (its
+    // whole trace was taken for one step, and a part blamed on the model).
+    // Only engine runs carry a prediction, and they record every step.
+    out.verdict = "the run recorded no complete step to hold against the plan's " +
+                  format_seconds(out.predicted_step_s) + " per step";
+    return {};
+  }
   std::vector<std::string> names;
   for (const auto& [name, value] : measured->parts)
     names.push_back(name);

@@ -113,6 +113,7 @@ class TestTraceAnalysis : public QObject {
   void stragglers();
   void predictedVersusMeasured();
   void predictionLeavesTheWarmUpOut();
+  void predictionOfARunWithNoStep();
   void operationKinds_data();
   void operationKinds();
   void stepParts();
@@ -399,6 +400,28 @@ void TestTraceAnalysis::predictionLeavesTheWarmUpOut() {
   QCOMPARE(*p.categories.front().measured_s, 10e-6);
   QCOMPARE(p.parts.front().name, std::string("dp_allreduce"));
   QCOMPARE(*p.parts.front().measured_s, 3e-6);
+}
+
+// A run stopped before its first step ended: no verdict on its parts (it
+// said "the run took 0 s" and blamed a part the model "over-rated").
+void TestTraceAnalysis::predictionOfARunWithNoStep() {
+  QTemporaryDir dir;
+  Builder b(dir, "no-step.cstrace");
+  TraceWriter& w = *b.writer;
+  w.add_rank({0, "node", "CPU", 1, 0, false});
+  const LaneId compute = w.add_lane(0, LaneKind::cpu_thread, "compute", 0);
+  w.add_lane(0, LaneKind::steps, "steps", -1);
+  b.add(compute, EventKind::kernel, Category::compute, 0, 5000, "mlp.fc");
+  b.commit();
+  w.set_meta("predicted_step",
+             R"({"step_seconds": 1e-5, "breakdown": {"compute.gemm": 1e-5}})");
+  auto r = b.close();
+  auto run = analyze_run(*r);
+  QVERIFY2(run, run ? "" : run.message().c_str());
+  QVERIFY(run->prediction);
+  QCOMPARE(QString::fromStdString(run->prediction->verdict),
+           QString("the run recorded no complete step to hold against the plan's 10.0 µs per step"));
+  QVERIFY(run->prediction->breakdown.empty());
 }
 
 void TestTraceAnalysis::operationKinds_data() {
