@@ -600,6 +600,24 @@ Result<RunRefinement> refine_cluster_from(const Cluster& base,
   if (!base.gpu) return Error{"cluster " + base.name + " has no device to refine"};
   if (!fit) return fit.error();
   if (fit->devices.empty()) return Error{run_list + ": no configuration to learn from"};
+  // The runs refine the device they ran on, not another: a CPU run taught an
+  // H200 cluster (and every plan naming its GPU) CPU speeds, 5 ms a step
+  // becoming 1.3 s, and A100 kernels taught an H200.
+  const GpuSpec& base_device = *base.gpu;
+  const bool gpu_runs = fit->engine == "cuda" || fit->device.find("NVIDIA") != std::string::npos ||
+                        fit->device.find("GPU") != std::string::npos;
+  const bool cpu_device = base_device.architecture == "cpu" || base_device.vendor == "CPU";
+  const bool named = std::any_of(base_device.device_names.begin(), base_device.device_names.end(),
+                                 [&](const std::string& pattern) {
+                                   return fit->device.find(pattern) != std::string::npos;
+                                 });
+  if (gpu_runs == cpu_device || (gpu_runs && !base_device.device_names.empty() && !named)) {
+    const std::string ran_on = fit->device.empty() ? (gpu_runs ? "a GPU" : "a CPU") : fit->device;
+    return Error{run_list + " ran on " + ran_on + ", but cluster " + base.name + "'s device is " +
+                 (base_device.display_name.empty() ? base_device.name : base_device.display_name) +
+                 ": learn from runs on that device, or refine a cluster of the device they ran on; "
+                 "cluster " + base.name + " left as it was"};
+  }
   plan::FitOptions options;
   // A GPU's GEMMs are fitted against its datasheet, their operands at its
   // memory rate, as the calibration fits them.

@@ -1750,6 +1750,15 @@ void TestCalibration::calibrateRunPredictLearn() {
   QVERIFY2(r.exit_code == 0, qPrintable(r.err + r.out));
   QCOMPARE(json_of(r)["fit"].toObject()["devices"].toArray()[0].toObject()["gemm"].toArray(),
            gemm);
+  // A run refines the device it ran on: this CPU run named as the base of
+  // an H200 cluster taught the shipped h200 CPU speeds (5 ms a step became
+  // 1.3 s in every plan naming it).
+  r = run_cli({"calibrate", "--learn", run_store, "--base", "hgx-h200-8"}, presets, work);
+  QCOMPARE(r.exit_code, 1);
+  QVERIFY2(r.err.contains("ran on CPU") &&
+               r.err.contains("but cluster hgx-h200-8's device is NVIDIA H200") &&
+               r.err.contains("cluster hgx-h200-8 left as it was"),
+           qPrintable(r.err));
 
   // Runs are predicted again with the presets now at hand: the run made
   // before the calibration gets a prediction, the one made before learning
