@@ -70,6 +70,7 @@ class TestProfileCommand : public QObject {
   void unreadableStoresAreKept();
   void refusesAPartsDirectoryInUse();
   void missingInjectionLibrary();
+  void outIsCheckedBeforeTheCommandRuns();
 };
 
 void TestProfileCommand::init() {
@@ -277,6 +278,26 @@ void TestProfileCommand::missingInjectionLibrary() {
   QVERIFY2(
       r.err.contains("CLUSTERSCOPE_INJECT=/nonexistent/libclusterscope-inject.so is not a file"),
       qPrintable(r.err));
+}
+
+// Where the store cannot go is said before the command runs: the command
+// used to run to its end first (a training job's hours), then nothing kept.
+void TestProfileCommand::outIsCheckedBeforeTheCommandRuns() {
+  QTemporaryDir tmp;
+  Run r = profile({"--out", "/nonexistent/run.db", "--", "sh", "-c", "echo RAN"}, with_tmp(tmp));
+  QCOMPARE(r.exit_code, 1);
+  QVERIFY2(r.err.contains("/nonexistent/run.db: its folder /nonexistent does not exist"),
+           qPrintable(r.err));
+  QVERIFY(!r.out.contains("RAN"));
+  QFile notes(tmp.filePath("notes.txt"));
+  QVERIFY(notes.open(QIODevice::WriteOnly));
+  notes.write("keep me\n");
+  notes.close();
+  r = profile({"--out", notes.fileName(), "--", "sh", "-c", "echo RAN"}, with_tmp(tmp));
+  QCOMPARE(r.exit_code, 1);
+  QVERIFY2(r.err.contains(notes.fileName() + ": is a file that is not a trace store"),
+           qPrintable(r.err));
+  QVERIFY(!r.out.contains("RAN"));
 }
 
 QTEST_GUILESS_MAIN(TestProfileCommand)
