@@ -232,6 +232,18 @@ std::string position(const std::string& path, const std::string& text, std::size
 
 }  // namespace
 
+std::string json_error_text(const nlohmann::json::exception& e) {
+  // "[json.exception.parse_error.101] parse error at line 1, column 2: syntax
+  // error ...", "[json.exception.out_of_range.406] number overflow ...".
+  std::string what = e.what();
+  if (auto column = what.find("column "); column != std::string::npos) {
+    if (auto colon = what.find(": ", column); colon != std::string::npos)
+      return what.substr(colon + 2);
+  }
+  if (auto bracket = what.find("] "); bracket != std::string::npos) return what.substr(bracket + 2);
+  return what;
+}
+
 Result<nlohmann::json> read_json_file(const std::string& path) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) return Error{path + ": is a folder, not a JSON file"};
@@ -255,18 +267,10 @@ Result<nlohmann::json> read_json_file(const std::string& path) {
   try {
     return nlohmann::json::parse(text);
   } catch (const nlohmann::json::parse_error& e) {
-    // "[json.exception.parse_error.101] parse error at line 1, column 2: syntax error ...":
-    // what follows the position.
-    std::string what = e.what();
-    if (auto column = what.find("column "); column != std::string::npos) {
-      if (auto colon = what.find(": ", column); colon != std::string::npos)
-        what = what.substr(colon + 2);
-    }
-    return Error{position(path, text, e.byte) + ": invalid JSON: " + what};
+    return Error{position(path, text, e.byte) + ": invalid JSON: " + json_error_text(e)};
   } catch (const nlohmann::json::exception& e) {
-    // "[json.exception.out_of_range.406] number overflow parsing '1e309'"
-    std::string what = e.what();
-    if (auto bracket = what.find("] "); bracket != std::string::npos) what = what.substr(bracket + 2);
+    // "number overflow parsing '1e309'": placed by the number.
+    const std::string what = json_error_text(e);
     std::string where = path;
     if (auto quote = what.find('\''); quote != std::string::npos) {
       const std::string number = what.substr(quote + 1, what.rfind('\'') - quote - 1);

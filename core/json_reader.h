@@ -107,6 +107,10 @@ class ObjectReader {
 // Closest name within a small edit distance, or "" when none is close.
 std::string closest_name(std::string_view wrong, const std::vector<std::string>& names);
 
+// nlohmann's message without its "[json.exception...]" tag and position:
+// "syntax error while parsing value - ...", "number overflow parsing '1e309'".
+std::string json_error_text(const nlohmann::json::exception& e);
+
 // Reads a JSON file; errors name the file and, for a syntax error, the line and column.
 Result<nlohmann::json> read_json_file(const std::string& path);
 

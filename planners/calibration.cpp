@@ -1673,18 +1673,6 @@ Link refine_link(const Link& base, const std::optional<LinkFit>& run,
 
 namespace {
 
-// nlohmann's "[json.exception.parse_error.101] parse error at line 1, column
-// 46: syntax error ... " without its jargon: what follows the position.
-std::string json_error_text(const json::exception& e) {
-  std::string what = e.what();
-  if (auto column = what.find("column "); column != std::string::npos) {
-    if (auto colon = what.find(": ", column); colon != std::string::npos)
-      return what.substr(column, what.find(':', column) - column) + ": " + what.substr(colon + 2);
-  }
-  if (auto bracket = what.find("] "); bracket != std::string::npos) what = what.substr(bracket + 2);
-  return what;
-}
-
 // A sweep line's number within the bounds any machine measures: a rank past
 // 4095 made a lane per number up to it (a hang), a time of 1e300 s
 // overflowed the store's nanoseconds.
@@ -1729,6 +1717,10 @@ Status import_sweep_lines(const std::vector<std::string>& files, const std::stri
         json j;
         try {
           j = json::parse(text);
+        } catch (const json::parse_error& e) {
+          // One line: its column is the byte.
+          return Error{where + ": not a JSON line: column " + std::to_string(e.byte) + ": " +
+                       json_error_text(e)};
         } catch (const json::exception& e) {
           return Error{where + ": not a JSON line: " + json_error_text(e)};
         }

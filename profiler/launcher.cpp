@@ -554,7 +554,7 @@ struct Launcher::State {
     // continued it, and mpirun kills a second later: too soon, on a busy
     // machine, to commit what the rank had buffered. Continued now, it
     // closes its store like the others.
-    for (std::int64_t pid : local_rank_pids()) ::kill(static_cast<pid_t>(pid), SIGCONT);
+    for (const auto& [rank, pid] : local_ranks()) ::kill(static_cast<pid_t>(pid), SIGCONT);
     LaunchEvent e;
     e.kind = LaunchEvent::Kind::stopping;
     e.text = why;
@@ -580,21 +580,21 @@ struct Launcher::State {
     }
   }
 
-  // The ranks on this host that have reported their pid.
-  std::vector<std::int64_t> local_rank_pids() {
-    std::vector<std::int64_t> pids;
+  // The ranks on this host that have reported their pid: (rank, pid).
+  std::vector<std::pair<int, std::int64_t>> local_ranks() {
+    std::vector<std::pair<int, std::int64_t>> out;
     std::lock_guard lock(mutex);
     char host[256] = {};
     gethostname(host, sizeof host - 1);
     for (const RankStatus& r : ranks) {
-      if (r.pid > 0 && (r.host.empty() || r.host == host)) pids.push_back(r.pid);
+      if (r.pid > 0 && (r.host.empty() || r.host == host)) out.emplace_back(r.rank, r.pid);
     }
-    return pids;
+    return out;
   }
 
   void force_kill() {
     if (child.pid > 0) ::kill(-child.pid, SIGKILL);
-    for (std::int64_t pid : local_rank_pids())
+    for (const auto& [rank, pid] : local_ranks())
       ::kill(static_cast<pid_t>(pid), SIGKILL);
     note("the job did not end 10 s after SIGTERM: killed it (SIGKILL)");
   }
@@ -603,17 +603,8 @@ struct Launcher::State {
   // one such rank stalls every other in its collectives, so the steps alone
   // do not say which rank hangs the run.
   std::string stopped_ranks_text() {
-    std::vector<std::pair<int, std::int64_t>> local;
-    {
-      std::lock_guard lock(mutex);
-      char host[256] = {};
-      gethostname(host, sizeof host - 1);
-      for (const RankStatus& r : ranks) {
-        if (r.pid > 0 && (r.host.empty() || r.host == host)) local.emplace_back(r.rank, r.pid);
-      }
-    }
     std::string out;
-    for (const auto& [rank, pid] : local) {
+    for (const auto& [rank, pid] : local_ranks()) {
       std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
       std::string line;
       std::getline(stat, line);
