@@ -1327,21 +1327,36 @@ Result<Calibration> fit_stores(const std::vector<const trace::TraceReader*>& sto
   return out;
 }
 
-std::string calibrated_name(std::string_view host, std::string_view engine, int ranks,
-                            std::string_view what) {
+namespace {
+
+// A host name as preset names carry it: lower case letters, digits and '-'.
+std::string host_in_name(std::string_view host) {
   std::string h;
   for (char c : host) {
     const bool ok = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-';
     h += ok ? c : (c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : '-');
   }
-  if (h.empty()) h = "host";
-  std::string name = "calibrated-" + h + "-";
+  return h.empty() ? "host" : h;
+}
+
+}  // namespace
+
+std::string calibrated_name(std::string_view host, std::string_view engine, int ranks,
+                            std::string_view what) {
+  std::string name = "calibrated-" + host_in_name(host) + "-";
   if (engine == "cpu") {
     name += (what == "link" ? "mpi" : "cpu") + std::to_string(ranks);
   } else {
     name += std::string(what == "link" ? "nccl" : "cuda");
   }
   return name;
+}
+
+std::string learnt_name(std::string_view base, std::string_view host) {
+  const std::string h = host_in_name(host);
+  const std::string suffix = "-learnt-" + h;
+  if (base.starts_with("calibrated-" + h + "-") || base.ends_with(suffix)) return std::string(base);
+  return std::string(base) + suffix;
 }
 
 namespace {

@@ -186,6 +186,13 @@ std::string bandwidth_by_size_text(const std::vector<LinkPoint>& by_size);
 std::string calibrated_name(std::string_view host, std::string_view engine, int ranks,
                             std::string_view what = "cluster");
 
+// The name a preset refined by runs on `host` is saved under: `base` itself
+// where it already is that host's (calibrated-<host>-..., or ...-learnt-<host>),
+// else "<base>-learnt-<host>". A shipped GPU learnt under its own name changed
+// every plan naming it, and two hosts learning into their own files defined
+// it twice, which left the presets folder unreadable.
+std::string learnt_name(std::string_view base, std::string_view host);
+
 // A device refined by what a run measured: every quantity the run fitted
 // replaces the base's (GEMM efficiencies at the precisions it ran, loop
 // costs, memory rate); the rest stays. The optimizer's points by parameter

@@ -52,25 +52,58 @@ fs::path presets_file_for(const fs::path& dir, std::string_view host, std::strin
   return dir / (name + ".json");
 }
 
-namespace {
-
-// The user preset file of `dir` that defines cluster `name`, if one does: a
-// refinement replaces the cluster where it stands, since a second file
-// defining the same name would make the whole folder unreadable.
-std::optional<fs::path> user_file_defining(const fs::path& dir, const std::string& name,
-                                           const PresetCatalog& catalog) {
+fs::path presets_file_to_save(const fs::path& dir, const PresetBundle& bundle,
+                              const PresetCatalog& catalog, std::string_view host,
+                              std::string_view engine) {
   std::error_code ec;
   for (const fs::directory_entry& entry : fs::directory_iterator(dir, ec)) {
     // Only the files the catalog loads: a FIFO named *.json blocked here.
     std::error_code entry_ec;
     if (entry.path().extension() != ".json" || !entry.is_regular_file(entry_ec)) continue;
-    auto bundle = read_preset_bundle(entry.path(), catalog);
-    if (!bundle) continue;
-    for (const Cluster& c : bundle->clusters) {
-      if (c.name == name) return entry.path();
+    auto defined = read_preset_bundle(entry.path(), catalog);
+    if (!defined) continue;
+    for (const Cluster& c : defined->clusters) {
+      for (const Cluster& mine : bundle.clusters) {
+        if (c.name == mine.name) return entry.path();
+      }
     }
   }
-  return std::nullopt;
+  return presets_file_for(dir, host, engine);
+}
+
+namespace {
+
+// The presets folder refuses a name two of its files define, so a preset
+// is saved only where no other file of `file`'s folder defines its name: a
+// second definition made every later command refuse the whole folder.
+Status check_defined_nowhere_else(const fs::path& file, const PresetBundle& bundle,
+                                  const PresetCatalog& catalog) {
+  std::error_code ec;
+  const fs::path dir = file.has_parent_path() ? file.parent_path() : fs::path(".");
+  for (const fs::directory_entry& entry : fs::directory_iterator(dir, ec)) {
+    std::error_code entry_ec;
+    if (entry.path().extension() != ".json" || !entry.is_regular_file(entry_ec)) continue;
+    if (entry.path().filename() == file.filename()) continue;
+    auto other = read_preset_bundle(entry.path(), catalog);
+    if (!other) continue;  // not loaded either (a file of plans), or already an error of its own
+    auto clash = [&](const char* kind, const auto& mine, const auto& theirs) -> Status {
+      for (const auto& m : mine) {
+        for (const auto& t : theirs) {
+          if (m.name != t.name) continue;
+          return Error{entry.path().string() + " already defines the " + kind + " \"" + m.name +
+                       "\": saved in " + file.string() +
+                       " too, the presets folder would not load (not saved: remove or rename "
+                       "one of them)"};
+        }
+      }
+      return {};
+    };
+    if (Status s = clash("GPU", bundle.gpus, other->gpus); !s) return s;
+    if (Status s = clash("link", bundle.links, other->links); !s) return s;
+    if (Status s = clash("model", bundle.models, other->models); !s) return s;
+    if (Status s = clash("cluster", bundle.clusters, other->clusters); !s) return s;
+  }
+  return {};
 }
 
 }  // namespace
@@ -94,6 +127,7 @@ Status merge_into_presets_file(const fs::path& file, const PresetBundle& bundle,
     replace_named(merged.models, w);
   for (const Cluster& c : bundle.clusters)
     replace_named(merged.clusters, c);
+  if (Status s = check_defined_nowhere_else(file, bundle, catalog); !s) return s;
   return write_preset_bundle(file, merged);
 }
 
@@ -577,7 +611,8 @@ Result<MachineCalibration> calibrate_machine(
     const fs::path dir = presets_dir_or_default(options.presets_dir);
     if (dir.empty())
       return Error{"no presets folder to save into: set CLUSTERSCOPE_USER_PRESETS or HOME"};
-    out->presets_file = presets_file_for(dir, out->fit.host, out->fit.engine);
+    out->presets_file =
+        presets_file_to_save(dir, out->presets, *catalog, out->fit.host, out->fit.engine);
     if (Status s = merge_into_presets_file(out->presets_file, out->presets, *catalog); !s) {
       return s.error();
     }
@@ -660,12 +695,26 @@ Result<RunRefinement> refine_cluster_from(const Cluster& base,
   for (std::size_t i = 0; i < runs.size(); ++i) {
     source += (i > 0 ? ", " : "") + fs::path(runs[i]).filename().string();
   }
+  // Saved under names of the runs' host where the base is not already its
+  // own (plan::learnt_name): the shipped presets, and other hosts', stay.
+  const std::string host = fit->host;
+  auto rename = [&](std::string& name, std::string& display_name) {
+    const std::string learnt = plan::learnt_name(name, host);
+    if (learnt == name) return;
+    name = learnt;
+    display_name =
+        (display_name.empty() ? name : display_name) + " (learnt on " +
+        (host.empty() ? std::string("an unnamed host") : host) + ")";
+  };
   Cluster refined = base;
   refined.gpu = plan::refine_device(*base.gpu, device, source);
+  rename(refined.gpu->name, refined.gpu->display_name);
   if ((device.link || device.cold_link) && !base.intra_node.name.empty()) {
     refined.intra_node = plan::refine_link(base.intra_node, device.link, device.cold_link, source);
+    rename(refined.intra_node.name, refined.intra_node.display_name);
     out.presets.links.push_back(refined.intra_node);
   }
+  rename(refined.name, refined.display_name);
   refined.source = base.source + "; refined by " + source;
   out.presets.gpus.push_back(*refined.gpu);
   out.presets.clusters.push_back(refined);
@@ -755,8 +804,8 @@ Result<std::vector<RunRefinement>> refine_from_runs(const std::vector<std::strin
       const fs::path dir = presets_dir_or_default(presets_dir);
       if (dir.empty())
         return Error{"no presets folder to save into: set CLUSTERSCOPE_USER_PRESETS or HOME"};
-      out.presets_file = user_file_defining(dir, name, catalog)
-                             .value_or(presets_file_for(dir, out.fit.host, out.fit.engine));
+      out.presets_file =
+          presets_file_to_save(dir, out.presets, catalog, out.fit.host, out.fit.engine);
     }
     refinements.push_back(std::move(out));
   }

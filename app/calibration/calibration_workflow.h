@@ -139,8 +139,18 @@ Result<MachineCalibration> fit_calibration_store(const std::string& store,
 std::filesystem::path presets_file_for(const std::filesystem::path& dir, std::string_view host,
                                        std::string_view engine);
 
+// Where presets of this host and engine are saved in `dir`: the user file
+// that already defines one of the bundle's clusters (a file the user
+// renamed, say), else presets_file_for. A second file defining the same
+// name would make the whole folder unreadable.
+std::filesystem::path presets_file_to_save(const std::filesystem::path& dir,
+                                           const PresetBundle& bundle,
+                                           const PresetCatalog& catalog, std::string_view host,
+                                           std::string_view engine);
+
 // Adds (replacing entries of the same name) `bundle` to the presets file
-// `file`, keeping what else it holds.
+// `file`, keeping what else it holds. Refused, with the file named, where
+// another file of its folder defines one of the bundle's names.
 Status merge_into_presets_file(const std::filesystem::path& file, const PresetBundle& bundle,
                                const PresetCatalog& catalog);
 
@@ -158,7 +168,10 @@ struct RunRefinement {
 // calibrated cluster for it (or `base_cluster` with every run): the runs of
 // one rank count are fitted together (their GEMMs, loops and collectives
 // pooled), so runs of two model sizes teach one fit rather than the later
-// overwriting the earlier. Saves into the presets file of the cluster's
+// overwriting the earlier. A base that is not the runs' host's own (a
+// shipped cluster, another host's) is saved as a copy named for the host
+// (plan::learnt_name: hgx-h200-8-learnt-<host>, its GPU h200-learnt-<host>),
+// so that the presets it came from stay. Saves into the presets file of the
 // host unless `save` is off. One refinement per cluster refined, in the
 // order of each one's first run.
 Result<std::vector<RunRefinement>> refine_from_runs(const std::vector<std::string>& run_stores,

@@ -263,7 +263,7 @@ void save_fitted(Context& ctx, calib::MachineCalibration& m, const CalibrateOpti
   std::filesystem::path dir =
       o.presets_dir.empty() ? user_presets_dir() : std::filesystem::path(o.presets_dir);
   if (dir.empty()) throw CliError("no presets folder: give --presets-dir, or set HOME");
-  m.presets_file = calib::presets_file_for(dir, m.fit.host, m.fit.engine);
+  m.presets_file = calib::presets_file_to_save(dir, m.presets, ctx.catalog(), m.fit.host, m.fit.engine);
   take(calib::merge_into_presets_file(m.presets_file, m.presets, ctx.catalog()));
 }
 

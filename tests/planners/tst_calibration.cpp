@@ -107,6 +107,54 @@ QString calibrate_on_h200_sweeps(const QString& work, const QString& presets, co
   return r.exit_code == 0 ? QString() : r.err;
 }
 
+// The H200's bf16 run as a run recorded now would be: its GEMM ranges get
+// the operand bytes the worker now records with them (from the run's shape:
+// 8 x 1024 tokens, hidden 768, vocabulary 256, bf16 operands, fp32 weight
+// gradients). Empty, or what failed.
+QString copy_h200_run_with_operand_bytes(const QString& store) {
+  QFile::remove(store);
+  if (!QFile::copy(CS_DATA_DIR "/gpu/worker-bf16.db", store)) return "cannot copy to " + store;
+  QFile(store).setPermissions(QFile::ReadOwner | QFile::WriteOwner);
+  {
+    sqlite3* db = nullptr;
+    if (sqlite3_open(store.toUtf8().constData(), &db) != SQLITE_OK) {
+      sqlite3_close(db);
+      return "cannot open " + store;
+    }
+    sqlite3_create_function(
+        db, "operand_bytes", 1, SQLITE_UTF8, nullptr,
+        [](sqlite3_context* ctx, int, sqlite3_value** argv) {
+          const QStringList words =
+              QString::fromUtf8(reinterpret_cast<const char*>(sqlite3_value_text(argv[0])))
+                  .split(' ');
+          const std::int64_t N = 8192, C = 768;
+          const std::map<QString, std::pair<std::int64_t, std::int64_t>> shapes = {
+              {"attn.qkv", {C, 3 * C}},
+              {"attn.proj", {C, C}},
+              {"mlp.fc", {C, 4 * C}},
+              {"mlp.proj", {4 * C, C}},
+              {"lm_head", {C, 256}}};
+          auto it = words.size() >= 2 ? shapes.find(words[1]) : shapes.end();
+          if (it == shapes.end()) return sqlite3_result_int64(ctx, 0);
+          const auto [in, out] = it->second;
+          const bool wgrad = words.size() == 3 && words[2] == "wgrad";
+          sqlite3_result_int64(ctx, 2 * (N * in + N * out) + (wgrad ? 4 : 2) * in * out);
+        },
+        nullptr, nullptr);
+    char* error = nullptr;
+    const int rc = sqlite3_exec(
+        db,
+        "UPDATE event_details SET bytes = (SELECT operand_bytes(s.value) FROM events e JOIN "
+        "strings s ON e.name = s.id WHERE e.id = event_details.event_id) WHERE event_id IN "
+        "(SELECT id FROM events WHERE kind = 6)",
+        nullptr, nullptr, &error);
+    const QString failed = rc == SQLITE_OK ? QString() : QString::fromUtf8(error);
+    sqlite3_free(error);
+    sqlite3_close(db);
+    return failed;
+  }
+}
+
 // A calibration store's meta: one configuration of `ranks` ranks (BLAS
 // `threads` each) swept on `cores` cores of the CPU engine.
 void write_sweep_meta(cs::trace::TraceWriter& w, int cores, int ranks = 1, int threads = 0) {
@@ -258,6 +306,7 @@ class TestCalibration : public QObject {
   void calibratedOnTheH200PredictsItsRuns_data();
   void calibratedOnTheH200PredictsItsRuns();
   void learnsFromTheGemmKernelsOfTheH200Run();
+  void learningAShippedClusterSavesAHostsCopy();
   void storeWithNothingToFitWritesNoPreset();
 
  private:
@@ -2135,10 +2184,8 @@ void TestCalibration::calibratedOnTheH200PredictsItsRuns() {
   QCOMPARE(preset.readAll(), before);
 }
 
-// The H200's bf16 run, learnt from as a run recorded now would be: the
-// store's GEMM ranges get the operand bytes the worker now records with
-// them (from the run's shape: 8 x 1024 tokens, hidden 768, vocabulary 256,
-// bf16 operands, fp32 weight gradients). Learning times each GEMM by the
+// The H200's bf16 run, learnt from as a run recorded now would be (its GEMM
+// ranges with their operand bytes). Learning times each GEMM by the
 // cuBLAS kernels launched inside its range (not the engine's own bias
 // add), and those follow the planner's GEMM formula within 20 %. The
 // calibrated cluster it refines lives in a file of the user's own naming:
@@ -2148,42 +2195,8 @@ void TestCalibration::learnsFromTheGemmKernelsOfTheH200Run() {
   const QString presets = work + "/presets";
   QDir().mkpath(presets);
   const QString store = work + "/worker-bf16.db";
-  QFile::remove(store);
-  QVERIFY(QFile::copy(CS_DATA_DIR "/gpu/worker-bf16.db", store));
-  QFile(store).setPermissions(QFile::ReadOwner | QFile::WriteOwner);
-  {
-    sqlite3* db = nullptr;
-    QCOMPARE(sqlite3_open(store.toUtf8().constData(), &db), SQLITE_OK);
-    sqlite3_create_function(
-        db, "operand_bytes", 1, SQLITE_UTF8, nullptr,
-        [](sqlite3_context* ctx, int, sqlite3_value** argv) {
-          const QStringList words =
-              QString::fromUtf8(reinterpret_cast<const char*>(sqlite3_value_text(argv[0])))
-                  .split(' ');
-          const std::int64_t N = 8192, C = 768;
-          const std::map<QString, std::pair<std::int64_t, std::int64_t>> shapes = {
-              {"attn.qkv", {C, 3 * C}},
-              {"attn.proj", {C, C}},
-              {"mlp.fc", {C, 4 * C}},
-              {"mlp.proj", {4 * C, C}},
-              {"lm_head", {C, 256}}};
-          auto it = words.size() >= 2 ? shapes.find(words[1]) : shapes.end();
-          if (it == shapes.end()) return sqlite3_result_int64(ctx, 0);
-          const auto [in, out] = it->second;
-          const bool wgrad = words.size() == 3 && words[2] == "wgrad";
-          sqlite3_result_int64(ctx, 2 * (N * in + N * out) + (wgrad ? 4 : 2) * in * out);
-        },
-        nullptr, nullptr);
-    char* error = nullptr;
-    const int rc = sqlite3_exec(
-        db,
-        "UPDATE event_details SET bytes = (SELECT operand_bytes(s.value) FROM events e JOIN "
-        "strings s ON e.name = s.id WHERE e.id = event_details.event_id) WHERE event_id IN "
-        "(SELECT id FROM events WHERE kind = 6)",
-        nullptr, nullptr, &error);
-    QVERIFY2(rc == SQLITE_OK, error);
-    sqlite3_close(db);
-  }
+  const QString copied = copy_h200_run_with_operand_bytes(store);
+  QVERIFY2(copied.isEmpty(), qPrintable(copied));
   std::string host;
   const QString calibrated = calibrate_on_h200_sweeps(work, presets, store, &host);
   QVERIFY2(calibrated.isEmpty(), qPrintable(calibrated));
@@ -2210,6 +2223,101 @@ void TestCalibration::learnsFromTheGemmKernelsOfTheH200Run() {
       presets, work);
   QVERIFY2(r.exit_code == 0, qPrintable(r.err));
   QVERIFY(json_of(r)["prediction"].toObject()["predicted_step_s"].toDouble() > 0);
+}
+
+// Learning from a run on the device of a shipped cluster (the H200's run,
+// --base hgx-h200-8) saves the refinement as the host's own copy: the
+// cluster, its GPU and its link named "...-learnt-<host>". Saved under the
+// shipped names it changed every plan naming the GPU, and a second host
+// learning into its own file defined "h200" twice, which made the presets
+// folder unreadable for every command.
+void TestCalibration::learningAShippedClusterSavesAHostsCopy() {
+  const QString work = dir_.filePath("h200-learn-shipped");
+  const QString presets = work + "/presets";
+  QDir().mkpath(presets);
+  const QString store = work + "/worker-bf16.db";
+  const QString copied = copy_h200_run_with_operand_bytes(store);
+  QVERIFY2(copied.isEmpty(), qPrintable(copied));
+  auto step_of = [&](const QString& cluster) {
+    const Run plan =
+        run_cli({"plan", "--cluster", cluster, "--model", "gpt2-small", "--json"}, presets, work);
+    return plan.exit_code == 0 ? json_of(plan)["time"].toObject()["step_seconds"].toDouble() : -1.0;
+  };
+  const double shipped_step = step_of("hgx-h200-8");
+  QVERIFY(shipped_step > 0);
+
+  Run r = run_cli({"calibrate", "--learn", store, "--base", "hgx-h200-8", "--json"}, presets, work);
+  QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+  QJsonObject learnt = json_of(r);
+  QCOMPARE(learnt["base_cluster"].toString(), QString("hgx-h200-8"));
+  const QJsonObject saved = learnt["presets"].toObject();
+  QCOMPARE(saved["clusters"].toArray()[0].toString(), QString("hgx-h200-8-learnt-vm"));
+  QCOMPARE(saved["gpus"].toArray()[0].toObject()["name"].toString(), QString("h200-learnt-vm"));
+  QCOMPARE(QDir(presets).entryList({"*.json"}, QDir::Files),
+           QStringList{"calibrated-vm-cuda.json"});
+  // The shipped cluster plans as before; the host's copy is at hand.
+  QCOMPARE(step_of("hgx-h200-8"), shipped_step);
+  const double learnt_step = step_of("hgx-h200-8-learnt-vm");
+  QVERIFY2(learnt_step > 0 && learnt_step != shipped_step, qPrintable(QString::number(learnt_step)));
+  r = run_cli({"plan", "--cluster", "hgx-h200-8-learnt-vm", "--model", "gpt2-small"}, presets, work);
+  QVERIFY2(r.out.contains("learnt on vm"), qPrintable(r.out));
+
+  // Refining the host's copy keeps its name, in its file.
+  r = run_cli({"calibrate", "--learn", store, "--base", "hgx-h200-8-learnt-vm", "--json"}, presets,
+              work);
+  QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+  QCOMPARE(json_of(r)["presets"].toObject()["clusters"].toArray()[0].toString(),
+           QString("hgx-h200-8-learnt-vm"));
+  QCOMPARE(json_of(r)["presets_file"].toString(), presets + "/calibrated-vm-cuda.json");
+
+  // A second host's run learnt into the same folder: its own names, its own file.
+  const QString other = work + "/other-host.db";
+  QVERIFY(QFile::copy(store, other));
+  {
+    sqlite3* db = nullptr;
+    QCOMPARE(sqlite3_open(other.toUtf8().constData(), &db), SQLITE_OK);
+    QCOMPARE(sqlite3_exec(db, "UPDATE meta SET value = 'node7' WHERE key = 'host'", nullptr,
+                          nullptr, nullptr),
+             SQLITE_OK);
+    sqlite3_close(db);
+  }
+  r = run_cli({"calibrate", "--learn", other, "--base", "hgx-h200-8"}, presets, work);
+  QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+  QVERIFY2(r.out.contains("cluster preset: hgx-h200-8-learnt-node7"), qPrintable(r.out));
+  QCOMPARE(QDir(presets).entryList({"*.json"}, QDir::Files),
+           (QStringList{"calibrated-node7-cuda.json", "calibrated-vm-cuda.json"}));
+  r = run_cli({"presets", "gpus"}, presets, work);
+  QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+  QVERIFY(r.out.contains("h200-learnt-vm") && r.out.contains("h200-learnt-node7"));
+  QCOMPARE(step_of("hgx-h200-8"), shipped_step);
+
+  // A file of the user's that defines one of the names to be saved, where
+  // the save would not go, is named, and nothing is written.
+  QFile mine(presets + "/mine.json");
+  QVERIFY(mine.open(QIODevice::WriteOnly));
+  mine.write(R"({"kind": "gpu", "name": "h200-learnt-node8", "display_name": "Mine",)"
+             R"( "vendor": "NVIDIA", "architecture": "hopper", "memory_gib": 141,)"
+             R"( "memory_bandwidth_gb_s": 4800, "peak_tflops": {"fp32": 67, "bf16": 989},)"
+             R"( "source": "my own figures"})");
+  mine.close();
+  r = run_cli({"presets", "gpus"}, presets, work);
+  QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+  {
+    sqlite3* db = nullptr;
+    QCOMPARE(sqlite3_open(other.toUtf8().constData(), &db), SQLITE_OK);
+    QCOMPARE(sqlite3_exec(db, "UPDATE meta SET value = 'node8' WHERE key = 'host'", nullptr,
+                          nullptr, nullptr),
+             SQLITE_OK);
+    sqlite3_close(db);
+  }
+  r = run_cli({"calibrate", "--learn", other, "--base", "hgx-h200-8"}, presets, work);
+  QCOMPARE(r.exit_code, 1);
+  QVERIFY2(r.err.contains(presets + "/mine.json already defines the GPU \"h200-learnt-node8\"") &&
+               r.err.contains("not saved"),
+           qPrintable(r.err));
+  QVERIFY(!QFile::exists(presets + "/calibrated-node8-cuda.json"));
+  r = run_cli({"presets", "gpus"}, presets, work);
+  QVERIFY2(r.exit_code == 0, qPrintable(r.err));
 }
 
 // A calibration store with no GEMM to fit (here: a trace with no events)
