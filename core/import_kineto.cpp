@@ -25,6 +25,7 @@
 
 #include "core/trace_import.h"
 #include "core/trace_import_internal.h"
+#include "core/file_exists.h"
 
 namespace cs::trace {
 
@@ -41,7 +42,7 @@ struct Text {
 
 Result<Text> read_possibly_gzipped(const std::string& path) {
   std::error_code ec;
-  if (!std::filesystem::exists(path, ec)) return Error{path + ": no such file"};
+  if (Status there = check_file_exists(path); !there) return there.error();
   const auto size = std::filesystem::file_size(path, ec);
 #if CLUSTERSCOPE_HAVE_ZLIB
   // zlib reads plain files as they are, so one path serves both. The buffer

@@ -18,6 +18,7 @@
 #include "core/trace_import.h"
 #include "core/trace_import_internal.h"
 #include "core/trace_sqlite.h"
+#include "core/file_exists.h"
 
 namespace cs::trace {
 
@@ -130,13 +131,13 @@ std::int64_t tid_of(std::int64_t global_id) {
 
 Result<ImportReport> import_one_nsys(const std::string& file, const std::string& output,
                                      int file_index, const ImportOptions& options) {
-  std::error_code ec;
-  if (!std::filesystem::exists(file, ec)) return Error{file + ": no such file"};
+  if (Status there = check_file_exists(file); !there) return there.error();
   auto opened = sql::Database::open(file, SQLITE_OPEN_READONLY);
   if (!opened) return opened.error();
   Export x(std::move(opened).value(), file);
   ImportReport report;
   report.format = "nsys";
+  std::error_code ec;
   report.bytes_read = static_cast<std::int64_t>(std::filesystem::file_size(file, ec));
 
   if (!x.db().has_table("StringIds")) {

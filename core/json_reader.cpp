@@ -160,6 +160,16 @@ void ObjectReader::text(std::string_view key, std::string& out, bool required) {
   if (required && out.empty()) diag_.add(pointer(key), "must not be empty");
 }
 
+void ObjectReader::name(std::string_view key, std::string& out) {
+  text(key, out, true);
+  const auto control = std::find_if(out.begin(), out.end(), [](char c) {
+    return static_cast<unsigned char>(c) < 0x20 || c == 0x7f;
+  });
+  if (control != out.end()) {
+    diag_.add(pointer(key), "must not hold control characters (a newline, a tab, an escape code)");
+  }
+}
+
 void ObjectReader::text_list(std::string_view key, std::vector<std::string>& out) {
   const nlohmann::json* v = field(key);
   if (!v) return;

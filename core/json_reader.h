@@ -71,6 +71,9 @@ class ObjectReader {
   void integer(std::string_view key, int& out, Range range = Range::any(), bool required = false);
   void boolean(std::string_view key, bool& out);
   void text(std::string_view key, std::string& out, bool required = false);
+  // A required name: text without control characters (a newline or an
+  // escape code in a preset's name was printed raw to the terminal).
+  void name(std::string_view key, std::string& out);
   void text_list(std::string_view key, std::vector<std::string>& out);
 
   template <class E, std::size_t N>

@@ -138,7 +138,7 @@ void read_gpu(const json& j, const std::string& ptr, Diagnostics& d, GpuSpec& g)
   ObjectReader r(j, ptr, d);
   if (!r.is_object()) return;
   check_kind(r, DocumentKind::gpu);
-  r.text("name", g.name, true);
+  r.name("name", g.name);
   r.text("display_name", g.display_name);
   r.text("vendor", g.vendor);
   r.text("architecture", g.architecture);
@@ -210,7 +210,7 @@ void read_link(const json& j, const std::string& ptr, Diagnostics& d, Link& l) {
   ObjectReader r(j, ptr, d);
   if (!r.is_object()) return;
   check_kind(r, DocumentKind::link);
-  r.text("name", l.name, true);
+  r.name("name", l.name);
   r.text("display_name", l.display_name);
   r.choice("type", l.kind, kLinkKindNames, true);
   scaled(r, "bandwidth_gbps", l.bandwidth, kGbitToBytes, kLimits.link_gbps, true);
@@ -252,7 +252,7 @@ void read_cluster(const json& j, const std::string& ptr, Diagnostics& d, Cluster
   ObjectReader r(j, ptr, d);
   if (!r.is_object()) return;
   check_kind(r, DocumentKind::cluster);
-  r.text("name", c.name, true);
+  r.name("name", c.name);
   r.text("display_name", c.display_name);
   r.integer("nodes", c.nodes, Range::between(1, Cluster::kMaxNodes), true);
   r.integer("gpus_per_node", c.gpus_per_node, Range::between(0, Cluster::kMaxGpusPerNode), true);
@@ -295,7 +295,7 @@ void read_workload(const json& j, const std::string& ptr, Diagnostics& d, Worklo
   ObjectReader r(j, ptr, d);
   if (!r.is_object()) return;
   check_kind(r, DocumentKind::workload);
-  r.text("name", w.name, true);
+  r.name("name", w.name);
   r.text("display_name", w.display_name);
   r.choice("type", w.kind, kWorkloadKindNames);
   r.choice("optimizer", w.optimizer, kOptimizerNames);

@@ -161,7 +161,13 @@ fs::path user_presets_dir() {
 
 Status PresetCatalog::load_user_presets(const fs::path& dir) {
   std::error_code ec;
-  if (!fs::is_directory(dir, ec)) return {};
+  if (!fs::exists(dir, ec)) return {};
+  // A file named as the folder was passed over by every command but calibrate.
+  if (!fs::is_directory(dir, ec)) {
+    return Error{dir.string() +
+                 ": is not a folder: the user presets folder (CLUSTERSCOPE_USER_PRESETS) holds "
+                 "*.json files"};
+  }
   std::vector<fs::path> files;
   for (const auto& entry : fs::directory_iterator(dir, ec)) {
     // A dangling link, a link loop, a FIFO or a folder named *.json is not a

@@ -10,6 +10,7 @@
 #include "core/trace_reader.h"
 #include "core/trace_sqlite.h"
 #include "core/trace_store.h"
+#include "core/file_exists.h"
 
 namespace cs::trace {
 
@@ -174,7 +175,7 @@ Result<ImportReport> import_traces(const std::vector<std::string>& files, const 
   if (files.empty()) return Error{"import: no input files"};
   TraceFormat format = TraceFormat::unknown;
   for (const std::string& f : files) {
-    if (!std::filesystem::exists(f)) return Error{f + ": no such file"};
+    if (Status there = check_file_exists(f); !there) return there.error();
     const TraceFormat this_one = detect_trace_format(f);
     if (this_one == TraceFormat::unknown)
       return Error{f +

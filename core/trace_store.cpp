@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "core/trace_store_internal.h"
+#include "core/file_exists.h"
 
 namespace cs::trace {
 
@@ -334,7 +335,7 @@ thread_local bool rolling_back_journal = false;
 
 Result<sql::Database> open_store(const std::string& path, bool writable, StoreState* state) {
   std::error_code ec;
-  if (!std::filesystem::exists(path, ec)) return Error{path + ": no such file"};
+  if (Status there = check_file_exists(path); !there) return there.error();
   if (std::filesystem::is_directory(path, ec))
     return Error{path + " is not a ClusterScope trace store: it is a directory"};
   const auto size = std::filesystem::file_size(path, ec);

@@ -1446,7 +1446,9 @@ PresetBundle calibrated_presets(const Calibration& cal, const std::optional<GpuS
                                 std::string_view source) {
   PresetBundle bundle;
   const bool cpu = cal.engine == "cpu";
-  const std::string origin = std::string(source) + " on " + cal.host + ", " + today();
+  // A store that does not name its host (an imported trace) read "... on ".
+  const std::string host = cal.host.empty() ? "an unnamed host" : cal.host;
+  const std::string origin = std::string(source) + " on " + host + ", " + today();
   for (const DeviceFit& fit : cal.devices) {
     GpuSpec g;
     if (!cpu && datasheet) g = *datasheet;
@@ -1454,7 +1456,7 @@ PresetBundle calibrated_presets(const Calibration& cal, const std::optional<GpuS
     g.device_names.clear();
     if (cpu) {
       g.display_name =
-          "CPU-engine rank (1 of " + std::to_string(fit.ranks) + " on " + cal.host + ")";
+          "CPU-engine rank (1 of " + std::to_string(fit.ranks) + " on " + host + ")";
       g.vendor = "CPU";
       g.architecture = "cpu";
       g.memory_bytes =
@@ -1517,8 +1519,8 @@ PresetBundle calibrated_presets(const Calibration& cal, const std::optional<GpuS
     if (fit.link) {
       Link l;
       l.name = calibrated_name(cal.host, cal.engine, fit.ranks, "link");
-      l.display_name = cpu ? "MPI between " + std::to_string(fit.ranks) + " ranks on " + cal.host
-                           : "NCCL on " + cal.host;
+      l.display_name = cpu ? "MPI between " + std::to_string(fit.ranks) + " ranks on " + host
+                           : "NCCL on " + host;
       l.kind = cpu ? LinkKind::shared_memory : LinkKind::nvlink;
       l.bandwidth = fit.link->bandwidth;
       l.latency = fit.link->latency;
@@ -1710,13 +1712,15 @@ constexpr int kMaxSweepRanks = 4096;
 
 }  // namespace
 
-Status import_sweep_lines(const std::vector<std::string>& files, const std::string& store,
-                          std::string_view engine, std::string_view device) {
+Result<SweepImport> import_sweep_lines(const std::vector<std::string>& files,
+                                       const std::string& store, std::string_view engine,
+                                       std::string_view device) {
   struct Line {
     json j;
     std::string where;
   };
   std::vector<Line> lines;
+  SweepImport imported;
   int ranks = 1;
   std::string host;
   try {
@@ -1727,8 +1731,12 @@ Status import_sweep_lines(const std::vector<std::string>& files, const std::stri
       int number = 0;
       while (std::getline(in, text)) {
         ++number;
-        if (text.empty() || text.front() != '{') continue;
         const std::string where = file + ":" + std::to_string(number);
+        if (text.find_first_not_of(" \t\r") == std::string::npos) continue;
+        if (text.front() != '{') {
+          if (imported.lines_left_out++ == 0) imported.first_left_out = where;
+          continue;
+        }
         json j;
         try {
           j = json::parse(text);
@@ -1857,7 +1865,8 @@ Status import_sweep_lines(const std::vector<std::string>& files, const std::stri
   meta.device = device;
   meta.phases = {{ranks, 0, 0, "fp32"}};
   w.set_meta(kCalibrationMetaKey, calibration_meta_json(meta));
-  return w.close("complete");
+  if (Status s = w.close("complete"); !s) return s.error();
+  return imported;
 }
 
 }  // namespace cs::plan

@@ -147,6 +147,11 @@ Result<MachineCalibration> fit_calibration_store(const std::string& store,
   fit_options.datasheet = datasheet;
   auto fit = plan::fit_store(**reader, fit_options);
   if (!fit) return fit.error();
+  if (datasheet && fit->engine == "cpu") {
+    // Fitted against a GPU's peaks, a CPU's sweeps made a "GPU" of the CPU.
+    return Error{store + " was swept on the CPU engine: a GPU's datasheet (" + datasheet->name +
+                 ") does not describe it; fit it without one"};
+  }
   MachineCalibration out;
   out.record.store = store;
   out.fit = std::move(fit).value();
@@ -689,6 +694,15 @@ Result<RunRefinement> refine_cluster_from(const Cluster& base,
       why += (why.empty() ? "" : "; ") + n;
     return Error{run_list + ": nothing to learn" + (why.empty() ? "" : " (" + why + ")") +
                  "; cluster " + base.name + " left as it was"};
+  }
+  // A run that failed (diverged, a rank lost) or was stopped still timed
+  // the steps it completed; said, since the user may not mean to learn it.
+  for (std::size_t i = 0; i < stores.size() && i < runs.size(); ++i) {
+    const std::string status = stores[i]->meta("status").value_or("complete");
+    if (status != "complete") {
+      fit->notes.push_back(runs[i] + " ended " + status +
+                           ": learnt from the operations of the steps it recorded");
+    }
   }
   out.base_cluster = base.name;
   std::string source = runs.size() == 1 ? "the run " : "the runs ";

@@ -231,24 +231,31 @@ std::optional<GpuSpec> datasheet_of(Context& ctx, const std::string& gpu) {
   return *g;
 }
 
-// The datasheet of the GPU that sweep lines ran on: their sweep_start line
-// names the device (clusterscope-worker --sweep on CUDA).
-std::optional<GpuSpec> datasheet_of_sweeps(Context& ctx, const std::vector<std::string>& files) {
+// The sweep_start line of sweep lines (clusterscope-worker --sweep writes
+// one first), and the file it is in; none when no file has one.
+std::optional<std::pair<std::string, nlohmann::json>> sweep_start_of(
+    const std::vector<std::string>& files) {
   for (const std::string& file : files) {
     std::ifstream in(file);
     std::string text;
     while (std::getline(in, text)) {
       if (text.empty() || text.front() != '{') continue;
-      const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
-      if (!j.is_object() || j.value("event", "") != "sweep_start") continue;
-      if (j.value("backend", "") != "cuda") return std::nullopt;  // the CPU engine: no datasheet
-      const std::string device = j.value("device", "");
-      if (const GpuSpec* g = ctx.catalog().match_device(device)) return *g;
-      throw CliError(file + ": the sweeps ran on \"" + device +
-                     "\", which no GPU preset names: give its datasheet with --gpu");
+      nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+      if (j.is_object() && j.value("event", "") == "sweep_start") return std::pair{file, std::move(j)};
     }
   }
   return std::nullopt;
+}
+
+// The datasheet of the GPU that sweep lines ran on: their sweep_start line
+// names the device (clusterscope-worker --sweep on CUDA).
+std::optional<GpuSpec> datasheet_of_sweeps(Context& ctx, const std::vector<std::string>& files) {
+  const auto start = sweep_start_of(files);
+  if (!start || start->second.value("backend", "") != "cuda") return std::nullopt;  // the CPU engine
+  const std::string device = start->second.value("device", "");
+  if (const GpuSpec* g = ctx.catalog().match_device(device)) return *g;
+  throw CliError(start->first + ": the sweeps ran on \"" + device +
+                 "\", which no GPU preset names: give its datasheet with --gpu");
 }
 
 std::string default_store() {
@@ -433,14 +440,28 @@ void run(Context& ctx, const CalibrateOptions& o) {
   if (!o.from_sweeps.empty() || !o.from_store.empty()) {
     std::optional<GpuSpec> datasheet = datasheet_of(ctx, o.gpu);
     if (!datasheet && !o.from_sweeps.empty()) datasheet = datasheet_of_sweeps(ctx, o.from_sweeps);
+    if (datasheet && !o.from_sweeps.empty()) {
+      // A CPU's sweeps fitted against a GPU's peaks made a "GPU" of the CPU.
+      const auto start = sweep_start_of(o.from_sweeps);
+      if (start && start->second.value("backend", "") == "cpu")
+        throw CliError(start->first + ": the sweeps ran on the CPU engine: a GPU's datasheet (--gpu " +
+                       o.gpu + ") does not describe them; import them without --gpu");
+    }
     std::string store = o.from_store;
     if (!o.from_sweeps.empty()) {
       if (o.out.empty())
         throw CliError("--from-sweeps needs --out for the calibration store it writes");
       store = o.out;
       const std::string engine = datasheet ? "cuda" : "cpu";
-      take(plan::import_sweep_lines(o.from_sweeps, store, engine,
-                                    datasheet ? datasheet->display_name : std::string("CPU")));
+      const plan::SweepImport imported = take(plan::import_sweep_lines(
+          o.from_sweeps, store, engine, datasheet ? datasheet->display_name : std::string("CPU")));
+      if (imported.lines_left_out > 0) {
+        std::cerr << "clusterscope: note: " << imported.lines_left_out
+                  << (imported.lines_left_out == 1 ? " line that is not a JSON object"
+                                                    : " lines that are not JSON objects")
+                  << " passed over (the first: "
+                  << imported.first_left_out << ")\n";
+      }
     }
     calib::MachineCalibration m = take(calib::fit_calibration_store(store, datasheet));
     save_fitted(ctx, m, o);
@@ -612,24 +633,31 @@ void register_calibrate(CLI::App& app, Context& ctx) {
                   "The GPU's datasheet preset (CUDA, imported sweeps; default: the preset of the "
                   "device the sweeps name)");
   cmd->add_option("--from-store", o->from_store, "Fit a calibration store recorded before");
-  cmd->add_option("--learn,--from-run", o->from_run,
-                  "Learn from run stores: refine the calibrated presets (with --json, an "
-                  "array for several runs)");
-  cmd->add_option("--base", o->base, "With --from-run: the cluster preset to refine");
+  CLI::Option* learn = cmd->add_option("--learn,--from-run", o->from_run,
+                                       "Learn from run stores: refine the calibrated presets "
+                                       "(with --json, an array for several runs)");
+  // Options of one source only: given with another, they were passed over
+  // without a word (--base with --from-store).
+  cmd->add_option("--base", o->base, "With --learn: the cluster preset to refine")->needs(learn);
   cmd->add_option("--from-sweeps", o->from_sweeps,
                   "Import sweep JSON lines of clusterscope-worker --sweep");
-  cmd->add_option("--nccl-tests", o->nccl_tests,
-                  "Calibrate a network tier from nccl-tests output logs");
+  CLI::Option* nccl_tests = cmd->add_option(
+      "--nccl-tests", o->nccl_tests, "Calibrate a network tier from nccl-tests output logs");
   cmd->add_option("--collective", o->collective,
-                  "With --nccl-tests: the collective, when the logs do not say");
-  cmd->add_option("--link-name", o->link_name, "With --nccl-tests: the link preset's name");
+                  "With --nccl-tests: the collective, when the logs do not say")
+      ->needs(nccl_tests);
+  cmd->add_option("--link-name", o->link_name, "With --nccl-tests: the link preset's name")
+      ->needs(nccl_tests);
   cmd->add_option("--link-type", o->link_type,
-                  "With --nccl-tests: nvlink, pcie, infiniband, roce, ethernet");
+                  "With --nccl-tests: nvlink, pcie, infiniband, roce, ethernet")
+      ->needs(nccl_tests);
   cmd->add_option("--intra", o->intra,
-                  "With --nccl-tests across hosts: the link preset inside a node");
+                  "With --nccl-tests across hosts: the link preset inside a node")
+      ->needs(nccl_tests);
   cmd->add_option("--nics", o->nics,
                   "With --nccl-tests across hosts: NIC ports per node (default: one per GPU)")
-      ->check(positive_number());
+      ->check(positive_number())
+      ->needs(nccl_tests);
   add_json_flag(*cmd, o->json);
   cmd->callback([o, &ctx] { run(ctx, *o); });
 }

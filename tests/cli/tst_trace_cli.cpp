@@ -174,6 +174,13 @@ void TestTraceCli::errors_data() {
   QTest::addRow("no trace subcommand") << QStringList{"trace"} << 2 << "A subcommand is required";
   QTest::addRow("missing store") << QStringList{"trace", "info", "/nonexistent.cstrace"} << 1
                                  << "clusterscope: error: /nonexistent.cstrace: no such file";
+  // A name no file system holds said "no such file".
+  const QString long_name = QString(5000, 'a') + ".db";
+  QTest::addRow("file name too long")
+      << QStringList{"trace", "info", long_name} << 1 << long_name + ": File name too long";
+  QTest::addRow("import of a file name too long")
+      << QStringList{"trace", "import", long_name, "-o", "x.cstrace"} << 1
+      << long_name + ": File name too long";
   QTest::addRow("foreign file") << QStringList{"trace", "stats",
                                                kData + "nsys/saxpy-mpi-cuda.sqlite"}
                                 << 1 << "is not a ClusterScope trace store";

@@ -58,6 +58,7 @@ class TestPresets : public QObject {
   void userPresetsRefusals_data();
   void userPresetsRefusals();
   void userPresetsFolder();
+  void userPresetsPathThatIsAFile();
   void calibratedGpuRoundTrip();
   void loadDefaultNamesBrokenUserFile();
 };
@@ -383,6 +384,14 @@ void TestPresets::userPresetsRefusals_data() {
       << R"([{"kind": "link", "name": "l2", "type": "pcie", "bandwidth_gbps": 1, "latency_us": 1, "source": "s"},
             {"kind": "parallel_plan", "dp": 2}])"
       << "bad.json [1]: a parallel_plan is not a preset";
+  // Printed raw, a name's escape code recoloured the terminal and a
+  // newline forged a line of the listing.
+  QTest::addRow("escape code in a name")
+      << R"({"kind": "link", "name": "red\u001b[31m", "type": "pcie", "bandwidth_gbps": 1, "latency_us": 1, "source": "s"})"
+      << "bad.json: /name: must not hold control characters";
+  QTest::addRow("newline in a GPU's name")
+      << R"({"kind": "gpu", "name": "a\nb", "vendor": "NVIDIA", "architecture": "hopper", "memory_gib": 80, "memory_bandwidth_gb_s": 3000, "peak_tflops": {"fp32": 60}, "source": "s"})"
+      << "bad.json: /name: must not hold control characters";
   QTest::addRow("twice in the folder")
       << R"({"kind": "link", "name": "dup", "type": "pcie", "bandwidth_gbps": 1, "latency_us": 1, "source": "s"})"
       << "bad.json: /name: link dup is also defined in ";
@@ -406,6 +415,22 @@ void TestPresets::userPresetsRefusals() {
   // Nothing of a broken folder is merged, not even its good files.
   QCOMPARE(catalog.links().size(), links);
   QVERIFY(catalog.user_files().empty());
+}
+
+// A file where the folder should be is an error naming it: every command
+// but calibrate passed it over, and ran without the user's presets.
+void TestPresets::userPresetsPathThatIsAFile() {
+  QTemporaryDir dir;
+  const QString file = dir.filePath("presets");
+  write_file(file, "{}");
+  cs::PresetCatalog catalog = load_catalog();
+  const cs::Status s = catalog.load_user_presets(file.toStdString());
+  QVERIFY(!s.ok());
+  QCOMPARE(QString::fromStdString(s.message()),
+           file + ": is not a folder: the user presets folder (CLUSTERSCOPE_USER_PRESETS) holds "
+                  "*.json files");
+  // A folder not made yet adds nothing, without an error.
+  QVERIFY(catalog.load_user_presets(dir.filePath("not-yet").toStdString()).ok());
 }
 
 void TestPresets::userPresetsFolder() {

@@ -297,6 +297,8 @@ class TestCalibration : public QObject {
   void calibrateRefusesSizesNoMachineHas_data();
   void calibrateRefusesSizesNoMachineHas();
   void calibrationNamesTheWorkersError();
+  void calibrateRefusesOptionsThatDoNotApply_data();
+  void calibrateRefusesOptionsThatDoNotApply();
   void ncclTestsCommandSavesALinkPreset();
   void calibrateRunPredictLearn();
   void importsSweepLinesOfAGpuMachine();
@@ -1498,6 +1500,71 @@ void TestCalibration::calibrateRefusesSizesNoMachineHas() {
   QVERIFY(!QFile::exists(work + "/cal.db"));
 }
 
+// An option of another source, or a GPU's datasheet for a CPU's sweeps, is
+// refused with why: --base with --from-store was passed over without a
+// word, and --gpu h200 fitted a CPU's sweeps as an H200 (a "GPU" preset of
+// the CPU). Nothing is saved. Lines of the sweeps that are not JSON objects
+// are passed over and counted.
+void TestCalibration::calibrateRefusesOptionsThatDoNotApply_data() {
+  QTest::addColumn<QStringList>("args");
+  QTest::addColumn<int>("exit_code");
+  QTest::addColumn<QString>("message");
+  QTest::addRow("--base with a calibration store")
+      << QStringList{"--from-store", "@/cpu.db", "--base", "hgx-h200-8"} << 2
+      << "--base requires --learn";
+  QTest::addRow("--link-name while learning")
+      << QStringList{"--learn", "@/cpu.db", "--link-name", "ib"} << 2
+      << "--link-name requires --nccl-tests";
+  QTest::addRow("--nics with a calibration store")
+      << QStringList{"--from-store", "@/cpu.db", "--nics", "2"} << 2
+      << "--nics requires --nccl-tests";
+  QTest::addRow("a GPU's datasheet for a CPU's sweeps")
+      << QStringList{"--from-sweeps", "@/cpu.jsonl", "--out", "@/as-gpu.db", "--gpu", "h200"} << 1
+      << "@/cpu.jsonl: the sweeps ran on the CPU engine: a GPU's datasheet (--gpu h200) does not "
+         "describe them; import them without --gpu";
+  QTest::addRow("a GPU's datasheet for a CPU's store")
+      << QStringList{"--from-store", "@/cpu.db", "--gpu", "h200"} << 1
+      << "@/cpu.db was swept on the CPU engine: a GPU's datasheet (h200) does not describe it; "
+         "fit it without one";
+}
+
+void TestCalibration::calibrateRefusesOptionsThatDoNotApply() {
+  QFETCH(QStringList, args);
+  QFETCH(int, exit_code);
+  QFETCH(QString, message);
+  const QString work = dir_.filePath("options-that-do-not-apply");
+  const QString presets = work + "/presets";
+  QDir().mkpath(presets);
+  if (!QFile::exists(work + "/cpu.db")) {
+    QFile sweeps(work + "/cpu.jsonl");
+    QVERIFY(sweeps.open(QIODevice::WriteOnly));
+    sweeps.write("mpirun: a line of the launcher's among the sweeps\n"
+                 R"({"event":"sweep_start","rank":0,"host":"box","backend":"cpu"})" "\n");
+    for (int n : {256, 512, 1024}) {
+      sweeps.write(QString(R"({"event":"gemm","rank":0,"precision":"fp32","m":%1,"n":%1,"k":%1,)"
+                           R"("seconds":%2})" "\n")
+                       .arg(n)
+                       .arg(2.0 * n * n * n / 5e10)
+                       .toUtf8());
+    }
+    sweeps.close();
+    const Run r = run_cli({"calibrate", "--from-sweeps", sweeps.fileName(), "--out",
+                           work + "/cpu.db", "--no-save"},
+                          presets, work);
+    QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+    QVERIFY2(r.err.contains("1 line that is not a JSON object passed over (the first: " +
+                            sweeps.fileName() + ":1)"),
+             qPrintable(r.err));
+  }
+  for (QString& a : args)
+    a.replace("@", work);
+  const Run r = run_cli(QStringList{"calibrate"} + args, presets, work);
+  QCOMPARE(r.exit_code, exit_code);
+  QVERIFY2(r.err.contains(QString(message).replace("@", work)), qPrintable(r.err));
+  QCOMPARE(QDir(presets).entryList(QDir::Files), QStringList{});
+  QVERIFY(!QFile::exists(work + "/as-gpu.db"));
+}
+
 // A rank that fails says why in the error itself, not Open MPI's MPI_ABORT
 // notice that follows its words.
 void TestCalibration::calibrationNamesTheWorkersError() {
@@ -1799,6 +1866,23 @@ void TestCalibration::calibrateRunPredictLearn() {
   QVERIFY2(r.exit_code == 0, qPrintable(r.err + r.out));
   QCOMPARE(json_of(r)["fit"].toObject()["devices"].toArray()[0].toObject()["gemm"].toArray(),
            gemm);
+  // A run that did not complete (it diverged, a rank was lost) is learnt
+  // from its recorded steps, and the notes say so.
+  const QString failed_store = work + "/failed-run.db";
+  QVERIFY(QFile::copy(run_store, failed_store));
+  {
+    sqlite3* db = nullptr;
+    QCOMPARE(sqlite3_open(failed_store.toUtf8().constData(), &db), SQLITE_OK);
+    QCOMPARE(sqlite3_exec(db, "UPDATE meta SET value = 'failed' WHERE key = 'status'", nullptr,
+                          nullptr, nullptr),
+             SQLITE_OK);
+    sqlite3_close(db);
+  }
+  r = run_cli({"calibrate", "--learn", failed_store, "--no-save"}, presets, work);
+  QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+  QVERIFY2(r.out.contains(failed_store +
+                          " ended failed: learnt from the operations of the steps it recorded"),
+           qPrintable(r.out));
   // A run refines the device it ran on: this CPU run named as the base of
   // an H200 cluster taught the shipped h200 CPU speeds (5 ms a step became
   // 1.3 s in every plan naming it).
