@@ -5,6 +5,7 @@
 // share one store). Written by the recorder (profiler), read by the fit
 // (planners).
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -18,6 +19,14 @@ inline constexpr std::string_view kCalibrationMetaKey = "calibration";
 // inside it are timed as a training step meets its gradients after
 // backward, their buffers out of the caches (Link::cold_*).
 inline constexpr std::string_view kColdCollectivesAnnotation = "all-reduce sweep, caches cold";
+
+// The bounds of what a calibration sweeps, for the CLI's options, the
+// worker's and the sweep lines read back: rank counts and threads up to
+// 4096 (a sweep line's rank of three million made a lane per rank up to
+// it), buffers and messages up to 16 GiB (past that a rank's buffers,
+// several per size, exhaust any host's memory: a bare std::bad_alloc).
+inline constexpr int kMaxSweepRanks = 4096;
+inline constexpr std::int64_t kMaxSweepBytes = std::int64_t{1} << 34;
 
 struct CalibrationPhase {
   int ranks = 1;       // ranks that ran at once (the machine's share each got)

@@ -486,14 +486,20 @@ RunInfo TraceReader::run() const {
 }
 
 int TraceReader::world_size() const {
+  const int recorded = std::max<int>(1, static_cast<int>(impl_->ranks.size()));
+  // Only a whole number, no smaller than the ranks recorded and within what
+  // a store can hold (ranks fit in an int): "2abc" read as 2, and a world of
+  // a billion was taken for the run's rank count.
   if (auto w = meta("world_size")) {
-    try {
-      const int n = std::stoi(*w);
-      if (n > 0) return n;
-    } catch (...) {
+    const std::string& text = *w;
+    const bool digits = !text.empty() && text.size() <= 9 &&
+                        std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
+    if (digits) {
+      const int n = std::stoi(text);
+      if (n >= recorded && n <= kMaxWorldSize) return n;
     }
   }
-  return std::max<int>(1, static_cast<int>(impl_->ranks.size()));
+  return recorded;
 }
 
 const std::vector<RankInfo>& TraceReader::ranks() const {

@@ -84,7 +84,9 @@ class TraceReader {
   RunInfo run() const;
   std::optional<std::string> meta(std::string_view key) const;
   std::vector<std::pair<std::string, std::string>> all_meta() const;
-  // The run's world size: meta "world_size" when recorded, else the number of ranks.
+  // The run's world size: meta "world_size" when recorded (a whole number
+  // from the ranks recorded to kMaxWorldSize), else the number of ranks.
+  static constexpr int kMaxWorldSize = 1 << 24;
   int world_size() const;
 
   // For a store still being written, these are reloaded when the writer

@@ -1708,7 +1708,6 @@ double sweep_number(const json& j, const char* key, Range range, double fallback
 }
 
 constexpr double kNoDefault = std::numeric_limits<double>::quiet_NaN();
-constexpr int kMaxSweepRanks = 4096;
 
 }  // namespace
 

@@ -8,6 +8,7 @@
 #include <deque>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <mutex>
 #include <sstream>
 #include <thread>
@@ -35,11 +36,6 @@ namespace {
 
 constexpr std::size_t kLastLines = 20;     // kept per rank
 constexpr std::size_t kMpirunLines = 400;  // mpirun's own lines kept (it says little)
-
-std::string strip_db(const std::string& path) {
-  if (path.size() > 3 && path.ends_with(".db")) return path.substr(0, path.size() - 3);
-  return path;
-}
 
 bool is_executable(const std::string& path) {
   struct stat st {};
@@ -194,11 +190,28 @@ std::string join_first(const std::vector<std::string>& lines, std::size_t count)
 // --- Commands ---------------------------------------------------------------
 
 std::string rank_store_pattern(const std::string& run_store) {
-  return strip_db(run_store) + ".ranks/rank{rank}.db";
+  return run_store_stem(run_store) + ".ranks/rank{rank}.db";
+}
+
+std::string run_store_stem(const std::string& run_store) {
+  if (run_store.size() > 3 && run_store.ends_with(".db"))
+    return run_store.substr(0, run_store.size() - 3);
+  return run_store;
+}
+
+std::optional<int> rank_of_store_file(std::string_view file_name) {
+  if (!file_name.starts_with("rank") || !file_name.ends_with(".db")) return std::nullopt;
+  const std::string_view digits = file_name.substr(4, file_name.size() - 7);
+  if (digits.empty() ||
+      !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; }))
+    return std::nullopt;
+  // Past any plan: read as the largest rank, not passed over.
+  if (digits.size() > 9) return std::numeric_limits<int>::max();
+  return std::stoi(std::string(digits));
 }
 
 std::string rank_store_path(const std::string& run_store, int rank) {
-  return strip_db(run_store) + ".ranks/rank" + std::to_string(rank) + ".db";
+  return run_store_stem(run_store) + ".ranks/rank" + std::to_string(rank) + ".db";
 }
 
 std::vector<std::string> worker_command(const RunSpec& spec) {
@@ -273,7 +286,7 @@ Result<std::string> slurm_script(const RunSpec& spec) {
     if (Status st = check(field, value); !st) return st.error();
   }
   const std::string output =
-      strip_db(spec.run_store.empty() ? "clusterscope-run" : spec.run_store) + ".slurm-%j.out";
+      run_store_stem(spec.run_store.empty() ? "clusterscope-run" : spec.run_store) + ".slurm-%j.out";
   if (Status st = check("output path", output); !st) return st.error();
   if (spec.ranks < 1) return Error{"a Slurm job needs at least one rank"};
 
@@ -291,7 +304,7 @@ Result<std::string> slurm_script(const RunSpec& spec) {
   out << "#SBATCH --output=" << output << '\n';
   out << "set -u\n";
   if (!spec.run_store.empty()) {
-    out << "mkdir -p " << shell_quote(strip_db(spec.run_store) + ".ranks") << '\n';
+    out << "mkdir -p " << shell_quote(run_store_stem(spec.run_store) + ".ranks") << '\n';
   }
   std::vector<std::string> srun{"srun", "--mpi=" + (s.srun_mpi.empty() ? "pmix" : s.srun_mpi),
                                 "--kill-on-bad-exit=1"};
@@ -829,7 +842,7 @@ struct Launcher::State {
             for (const char* suffix : {"", "-wal", "-shm", "-journal"})
               fs::remove(store + suffix, ec);
           }
-          fs::remove(strip_db(spec.run_store) + ".ranks", ec);
+          fs::remove(run_store_stem(spec.run_store) + ".ranks", ec);
         }
       } else {
         r.merge_note = st.message();
@@ -869,7 +882,7 @@ struct Launcher::State {
     }
     const std::string path =
         spec.slurm.script_path.empty()
-            ? strip_db(spec.run_store.empty() ? "clusterscope-run" : spec.run_store) + ".sbatch"
+            ? run_store_stem(spec.run_store.empty() ? "clusterscope-run" : spec.run_store) + ".sbatch"
             : spec.slurm.script_path;
     {
       std::ofstream out(path, std::ios::trunc);
@@ -990,7 +1003,7 @@ Status Launcher::start() {
     }
     // mpirun reads only the validated hosts, written afresh.
     static std::atomic<int> copies{0};
-    const std::string beside = spec.run_store.empty() ? "" : strip_db(spec.run_store) + ".hosts";
+    const std::string beside = spec.run_store.empty() ? "" : run_store_stem(spec.run_store) + ".hosts";
     std::error_code same_ec;
     // Never over the user's own hostfile (--hostfile run.hosts --out run.db).
     const bool over_input = !beside.empty() && fs::exists(beside, same_ec) &&
@@ -1011,7 +1024,7 @@ Status Launcher::start() {
   }
   if (!spec.run_store.empty()) {
     std::error_code ec;
-    const fs::path ranks_dir = strip_db(spec.run_store) + ".ranks";
+    const fs::path ranks_dir = run_store_stem(spec.run_store) + ".ranks";
     fs::create_directories(ranks_dir, ec);
     if (ec) return Error{ranks_dir.string() + ": cannot create: " + ec.message()};
     for (int r = 0; r < spec.ranks; ++r)

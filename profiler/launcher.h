@@ -77,8 +77,14 @@ struct RunSpec {
   SlurmOptions slurm;
 };
 
+// The run store's path without ".db": the run's rank store folder, plan,
+// hostfile and Slurm files are named from it ("<stem>.ranks", "<stem>.plan.json").
+std::string run_store_stem(const std::string& run_store);
 // Where rank `rank`'s store of a run goes: "<run store>.ranks/rank<N>.db".
 std::string rank_store_path(const std::string& run_store, int rank);
+// The rank a file name of that folder is the store of ("rank3.db": 3; a
+// rank no int holds reads as the largest int), or none for another name.
+std::optional<int> rank_of_store_file(std::string_view file_name);
 std::string rank_store_pattern(const std::string& run_store);  // with "{rank}"
 
 // The commands, as argument vectors (program first).

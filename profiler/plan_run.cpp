@@ -103,7 +103,7 @@ Result<PlanRun> plan_run(const Plan& plan, const PlanRunOptions& o) {
   std::error_code ec;
   if (const fs::path parent = fs::path(out).parent_path(); !parent.empty())
     fs::create_directories(parent, ec);
-  run.plan_path = (out.ends_with(".db") ? out.substr(0, out.size() - 3) : out) + ".plan.json";
+  run.plan_path = run_store_stem(out) + ".plan.json";
   // The plan beside the store replaces an earlier run's plan, not a file of
   // the user's that only shares the name.
   if (o.write_plan && fs::exists(run.plan_path, ec) && fs::file_size(run.plan_path, ec) > 0) {

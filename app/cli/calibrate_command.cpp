@@ -25,6 +25,7 @@
 #include "app/cli/cli_options.h"
 #include "app/cli/context.h"
 #include "app/cli/text_table.h"
+#include "core/calibration_meta.h"
 #include "core/format.h"
 #include "core/host_probe.h"
 #include "core/model_json.h"
@@ -600,16 +601,13 @@ void register_calibrate(CLI::App& app, Context& ctx) {
   cmd->add_option("--ranks", o->ranks,
                   "Rank counts to measure (CPU engine: ranks sharing the cores)")
       ->delimiter(',')
-      ->check(integer_between(1, 4096));
+      ->check(integer_between(1, kMaxSweepRanks));
   cmd->add_option("--threads", o->threads, "BLAS threads per rank (default: cores / ranks)")
-      ->check(integer_between(1, 4096));
+      ->check(integer_between(1, kMaxSweepRanks));
   cmd->add_option("--precisions", o->precisions, "Precisions of the GEMM sweep")->delimiter(',');
   cmd->add_option("--gemm-sizes", o->gemm_sizes, "widths of the layer GEMMs swept (h tokens through h -> h and h -> 4h, forward and backward)")
       ->delimiter(',')
       ->check(integer_between(1, 1 << 16));
-  // Up to 16 GiB: past that a rank's buffers (several per size) exhaust
-  // any host's memory, and the worker failed with a bare std::bad_alloc.
-  constexpr std::int64_t kMaxSweepBytes = std::int64_t{1} << 34;
   cmd->add_option("--buffer-sizes", o->buffer_sizes, "Bytes per buffer of the bandwidth sweep")
       ->delimiter(',')
       ->check(integer_between(1, kMaxSweepBytes));

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "app/cli/context.h"
+#include "core/format.h"
 #include "core/json_reader.h"
 #include "core/model_json.h"
 
@@ -134,6 +135,20 @@ Cluster ClusterOptions::resolve(const PresetCatalog& catalog) const {
   }
   if (c.inter_node && c.nics_per_node == 0) c.nics_per_node = std::max(1, c.gpus_per_node);
   if (price_per_gpu_hour) c.price_per_gpu_hour = *price_per_gpu_hour;
+  if (!inline_build) {
+    // A preset's name says what it was ("1 node (8 GPUs)"): changed by
+    // flags, it says so, rather than contradicting the lines below it.
+    std::string changed;
+    auto note = [&](const std::string& flag) { changed += (changed.empty() ? "" : " ") + flag; };
+    if (!gpu.empty()) note("--gpu " + gpu);
+    if (nodes) note("--nodes " + std::to_string(*nodes));
+    if (gpus_per_node) note("--gpus-per-node " + std::to_string(*gpus_per_node));
+    if (!intra_link.empty()) note("--intra-link " + intra_link);
+    if (!inter_link.empty()) note("--inter-link " + inter_link);
+    if (price_per_gpu_hour) note("--price " + format_fixed(*price_per_gpu_hour, 2));
+    if (!changed.empty()) c.display_name = (c.display_name.empty() ? c.name : c.display_name) +
+                                           ", changed by " + changed;
+  }
 
   // The same rules as a cluster file.
   return take(cluster_from_json(to_json(c), "command line", &catalog));

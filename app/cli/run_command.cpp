@@ -378,16 +378,12 @@ void merge_only(const launch::RunSpec& spec, bool json) {
   std::error_code ec;
   for (const auto& entry : std::filesystem::directory_iterator(folder, ec)) {
     const std::string name = entry.path().filename().string();
-    if (!name.starts_with("rank") || !name.ends_with(".db")) continue;
-    const std::string digits = name.substr(4, name.size() - 7);
-    if (digits.empty() || !std::all_of(digits.begin(), digits.end(), ::isdigit)) continue;
-    if (digits.size() > 9 || std::stoi(digits) >= spec.ranks) {
+    const std::optional<int> rank = launch::rank_of_store_file(name);
+    if (rank && *rank >= spec.ranks) {
       throw CliError(folder.string() + " holds " + name + ", but the plan given has " +
                      std::to_string(spec.ranks) + (spec.ranks == 1 ? " rank" : " ranks") +
                      ": give the run's own plan (its flags, or --plan " +
-                     spec.run_store.substr(0, spec.run_store.size() -
-                                                  (spec.run_store.ends_with(".db") ? 3 : 0)) +
-                     ".plan.json)");
+                     launch::run_store_stem(spec.run_store) + ".plan.json)");
     }
   }
   const launch::Outcome outcome = launch::outcome_from_rank_stores(spec);

@@ -915,11 +915,11 @@ bool TimelineWidget::event(QEvent* e) {
         const std::uint64_t job = ++tooltip_job_;
         const QPoint at = help->globalPos();
         QtConcurrent::run(&pool_, [reader = reader_, id = s.event_id] {
-          auto e = reader->event(id);
-          return e ? std::optional<trace::StoredEvent>(e.value()) : std::nullopt;
-        }).then(this, [this, job, at, text](std::optional<trace::StoredEvent> e) {
-          if (job != tooltip_job_ || !e || !QToolTip::isVisible()) return;
-          QToolTip::showText(at, text + eventFacts(e->event), this);
+          auto read = reader->event(id);
+          return read ? std::optional<trace::StoredEvent>(read.value()) : std::nullopt;
+        }).then(this, [this, job, at, text](std::optional<trace::StoredEvent> stored) {
+          if (job != tooltip_job_ || !stored || !QToolTip::isVisible()) return;
+          QToolTip::showText(at, text + eventFacts(stored->event), this);
         });
       }
       return true;

@@ -876,7 +876,7 @@ int main(int argc, char** argv) {
   app.add_flag("--no-trace", o.no_trace, "Record nothing (to measure the tracer's overhead)");
   app.add_option("--dump-weights", o.dump_weights, "Write the final weights (rank 0, unsplit layout)");
   app.add_option("--threads", o.threads, "BLAS threads (default: cores / local ranks)")
-      ->check(number_in(cs::Range::between(1, 4096), "1 to 4096"));
+      ->check(number_in(cs::Range::between(1, cs::kMaxSweepRanks), "1 to 4096"));
   app.add_option("--title", o.title, "Run title");
   app.add_flag("--single-process", o.single_process,
                "CUDA: drive every local GPU from this one process (ncclCommInitAll), data parallel");
@@ -885,7 +885,8 @@ int main(int argc, char** argv) {
                  "backward), bandwidth, ops, all_reduce, or a comma list");
   // Sizes no host holds (a GEMM n past 65536, buffers past 16 GiB) are
   // refused here rather than failing as a bare std::bad_alloc.
-  const CLI::Validator sweep_bytes = number_in(cs::Range::between(1, 17179869184.0), "1 to 2^34");
+  const CLI::Validator sweep_bytes =
+      number_in(cs::Range::between(1, static_cast<double>(cs::kMaxSweepBytes)), "1 to 2^34");
   const CLI::Validator gemm_n = number_in(cs::Range::between(1, 65536), "1 to 65536");
   app.add_option("--sizes", o.sizes, "Sweep sizes: GEMM n, or bytes per buffer / message")
       ->check(sweep_bytes);

@@ -69,6 +69,12 @@ void TestCli::exitCodes_data() {
   QTest::addRow("presets clusters") << QStringList{"presets", "clusters"} << 0 << "this-machine" << "";
   QTest::addRow("describe preset") << QStringList{"describe", "dgx-h100-32"} << 0
                                    << "4 nodes x 8 GPUs = 32 x NVIDIA H100 SXM5 80GB" << "";
+  // A preset changed by flags says so in its name, which said "8 GPUs"
+  // above a line saying "no GPU".
+  QTest::addRow("describe preset changed")
+      << QStringList{"describe", "dgx-a100-8", "--gpus-per-node", "0"} << 0
+      << "DGX A100 node, 1 node (8 GPUs), changed by --gpus-per-node 0 (dgx-a100-8)\n  1 node, no GPU"
+      << "";
   QTest::addRow("describe typo") << QStringList{"describe", "dgx-h10-32"} << 1 << ""
                                  << "did you mean \"dgx-h100-32\"?";
   QTest::addRow("describe nothing") << QStringList{"describe"} << 1 << "" << "no cluster given";

@@ -334,7 +334,8 @@ void TestRunCli::closedPipeDoesNotStopTheRun() {
 // not complete is marked as they ended.
 void TestRunCli::mergeTellsRunsApart() {
   const QString work = dir_.filePath("merge-runs");
-  for (const QString& seed : {"1", "2"}) {
+  for (const char* seed_text : {"1", "2"}) {
+    const QString seed = seed_text;
     const Run r = run_cli(QStringList{"run", "--dp", "2", "--steps", "2", "--seed", seed,
                                       "--keep-rank-stores", "--out", work + "/s" + seed + ".db"} +
                           tiny());

@@ -155,6 +155,8 @@ class TestTraceStore : public QObject {
   void enumNames();
   void roundTrip();
   void finishedStoreLeavesNoFilesBeside();
+  void worldSizeOnlyAsAWholeNumber_data();
+  void worldSizeOnlyAsAWholeNumber();
   void concurrentWriters();
   void spansMatchReference_data();
   void spansMatchReference();
@@ -195,6 +197,40 @@ void TestTraceStore::enumNames() {
   QCOMPARE(data_type_bytes(DataType::bf16), 2);
   QCOMPARE(data_type_bytes(DataType::fp32), 4);
   QCOMPARE(data_type_bytes(DataType::fp8_e4m3), 1);
+}
+
+// The meta "world_size" is the run's rank count (learning groups runs by
+// it) only as a whole number from the ranks recorded up: "2abc" was read as
+// 2, and a world of a billion ranks taken as it stood.
+void TestTraceStore::worldSizeOnlyAsAWholeNumber_data() {
+  QTest::addColumn<QString>("meta");
+  QTest::addColumn<int>("world_size");
+  QTest::addRow("recorded") << "4" << 4;
+  QTest::addRow("none") << "" << 2;
+  QTest::addRow("text after the number") << "2abc" << 2;
+  QTest::addRow("fewer than the ranks recorded") << "1" << 2;
+  QTest::addRow("zero") << "0" << 2;
+  QTest::addRow("negative") << "-4" << 2;
+  QTest::addRow("a billion") << "1000000000" << 2;
+  QTest::addRow("past an int") << "99999999999999999999" << 2;
+}
+
+void TestTraceStore::worldSizeOnlyAsAWholeNumber() {
+  QFETCH(QString, meta);
+  QFETCH(int, world_size);
+  QTemporaryDir dir;
+  const std::string path = temp_path(dir, "world.cstrace");
+  {
+    auto created = TraceWriter::create(path, RunInfo{"world", "test"});
+    QVERIFY2(created, created ? "" : created.message().c_str());
+    TraceWriter& w = **created;
+    w.add_rank({0, "node-01", "CPU", 1, 0, false});
+    w.add_rank({1, "node-01", "CPU", 2, 0, false});
+    if (!meta.isEmpty()) w.set_meta("world_size", meta.toStdString());
+    QVERIFY(w.close("complete"));
+  }
+  auto r = open_reader(path);
+  QCOMPARE(r->world_size(), world_size);
 }
 
 // A finished store leaves write-ahead logging: reading it, even without

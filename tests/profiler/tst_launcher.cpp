@@ -3,6 +3,7 @@
 // rank is killed, a rank hangs, a rank fails, or the user cancels.
 
 #include <algorithm>
+#include <limits>
 #include <QFile>
 #include <QProcess>
 #include <QTemporaryDir>
@@ -361,6 +362,15 @@ void TestLauncher::mpirunCommand() {
                               "/data/runs/r1.ranks/rank{rank}.db", "--title", "a run"}));
   QCOMPARE(QString::fromStdString(rank_store_path(spec.run_store, 3)),
            QString("/data/runs/r1.ranks/rank3.db"));
+  // The rank store folder's names read back (run --merge-only checks them
+  // against the plan): a rank past an int is past every plan, not passed over.
+  QCOMPARE(rank_of_store_file("rank3.db"), std::optional<int>(3));
+  QCOMPARE(rank_of_store_file("rank12345678901.db"),
+           std::optional<int>(std::numeric_limits<int>::max()));
+  for (const char* other : {"rank.db", "rank3.db-wal", "rank-1.db", "notes.db", "rank3x.db"})
+    QVERIFY2(!rank_of_store_file(other), other);
+  QCOMPARE(QString::fromStdString(run_store_stem("/data/runs/r1.db")), QString("/data/runs/r1"));
+  QCOMPARE(QString::fromStdString(run_store_stem("/data/runs/r1")), QString("/data/runs/r1"));
 
   spec.placement = Placement::hostfile;
   const auto with_hosts = mpirun_command(spec, "/data/runs/r1.hosts");
