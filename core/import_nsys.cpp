@@ -19,6 +19,7 @@
 #include "core/trace_import_internal.h"
 #include "core/trace_sqlite.h"
 #include "core/file_exists.h"
+#include "core/parse_count.h"
 
 namespace cs::trace {
 
@@ -55,9 +56,12 @@ class Export {
       if (name == base && best_version < 0) {
         best = name;
         best_version = 0;
-      } else if (std::regex_match(name, m, versioned) && std::stoi(m[1]) > best_version) {
-        best = name;
-        best_version = std::stoi(m[1]);
+      } else if (std::regex_match(name, m, versioned)) {
+        const std::optional<int> version = parse_count(m[1].str());
+        if (version && *version > best_version) {
+          best = name;
+          best_version = *version;
+        }
       }
     }
     if (best.empty()) return std::optional<Table>{};
@@ -437,7 +441,9 @@ Result<ImportReport> import_one_nsys(const std::string& file, const std::string&
       std::optional<std::int32_t> rank;
       for (const auto& [tid, name] : thread_names) {
         std::smatch m;
-        if (pid_of(tid) == pid && std::regex_search(name, m, mpi_rank)) rank = std::stoi(m[1]);
+        if (pid_of(tid) == pid && std::regex_search(name, m, mpi_rank)) {
+          if (auto n = parse_count(m[1].str())) rank = *n;  // a rank past an int is no rank
+        }
       }
       if (!rank) {
         rank = file_index + next;

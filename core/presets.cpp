@@ -165,8 +165,7 @@ Status PresetCatalog::load_user_presets(const fs::path& dir) {
   // A file named as the folder was passed over by every command but calibrate.
   if (!fs::is_directory(dir, ec)) {
     return Error{dir.string() +
-                 ": is not a folder: the user presets folder (CLUSTERSCOPE_USER_PRESETS) holds "
-                 "*.json files"};
+                 ": is not a folder: user presets are read from a folder of *.json files"};
   }
   std::vector<fs::path> files;
   for (const auto& entry : fs::directory_iterator(dir, ec)) {

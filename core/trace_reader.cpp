@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "core/trace_reader_internal.h"
+#include "core/parse_count.h"
 
 namespace cs::trace {
 
@@ -491,13 +492,8 @@ int TraceReader::world_size() const {
   // a store can hold (ranks fit in an int): "2abc" read as 2, and a world of
   // a billion was taken for the run's rank count.
   if (auto w = meta("world_size")) {
-    const std::string& text = *w;
-    const bool digits = !text.empty() && text.size() <= 9 &&
-                        std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
-    if (digits) {
-      const int n = std::stoi(text);
-      if (n >= recorded && n <= kMaxWorldSize) return n;
-    }
+    const std::optional<int> n = parse_count(*w);
+    if (n && *n >= recorded && *n <= kMaxWorldSize) return *n;
   }
   return recorded;
 }

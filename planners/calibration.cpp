@@ -1355,7 +1355,18 @@ std::string calibrated_name(std::string_view host, std::string_view engine, int 
 std::string learnt_name(std::string_view base, std::string_view host) {
   const std::string h = host_in_name(host);
   const std::string suffix = "-learnt-" + h;
-  if (base.starts_with("calibrated-" + h + "-") || base.ends_with(suffix)) return std::string(base);
+  if (base.ends_with(suffix)) return std::string(base);
+  // Exactly calibrated_name's: "calibrated-vm-" also starts host vm-7's names.
+  const std::string own = "calibrated-" + h + "-";
+  if (base.starts_with(own)) {
+    const std::string_view rest = base.substr(own.size());
+    auto counted = [&](std::string_view word) {
+      return rest.size() > word.size() && rest.starts_with(word) &&
+             std::all_of(rest.begin() + static_cast<long>(word.size()), rest.end(),
+                         [](char c) { return c >= '0' && c <= '9'; });
+    };
+    if (rest == "cuda" || rest == "nccl" || counted("cpu") || counted("mpi")) return std::string(base);
+  }
   return std::string(base) + suffix;
 }
 
@@ -1731,8 +1742,9 @@ Result<SweepImport> import_sweep_lines(const std::vector<std::string>& files,
       while (std::getline(in, text)) {
         ++number;
         const std::string where = file + ":" + std::to_string(number);
-        if (text.find_first_not_of(" \t\r") == std::string::npos) continue;
-        if (text.front() != '{') {
+        const std::size_t first = text.find_first_not_of(" \t\r");
+        if (first == std::string::npos) continue;
+        if (text[first] != '{') {
           if (imported.lines_left_out++ == 0) imported.first_left_out = where;
           continue;
         }

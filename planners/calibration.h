@@ -187,8 +187,9 @@ std::string calibrated_name(std::string_view host, std::string_view engine, int 
                             std::string_view what = "cluster");
 
 // The name a preset refined by runs on `host` is saved under: `base` itself
-// where it already is that host's (calibrated-<host>-..., or ...-learnt-<host>),
-// else "<base>-learnt-<host>". A shipped GPU learnt under its own name changed
+// where it already is that host's (a calibrated_name of the host, or
+// ...-learnt-<host>), else "<base>-learnt-<host>": a shipped preset, the
+// user's own, another host's. A shipped GPU learnt under its own name changed
 // every plan naming it, and two hosts learning into their own files defined
 // it twice, which left the presets folder unreadable.
 std::string learnt_name(std::string_view base, std::string_view host);

@@ -3,10 +3,12 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <limits>
 #include <regex>
 #include <set>
 #include <sstream>
 
+#include "core/parse_count.h"
 #include "planners/collectives.h"
 
 namespace cs::plan {
@@ -103,7 +105,8 @@ Result<NcclTestsLog> parse_nccl_tests(std::string_view text, std::string_view fi
       continue;
     }
     if (std::regex_search(line, m, kErrors)) {
-      log.errors = std::stoi(m[1].str());
+      // Past an int: as many as an int counts (std::stoi threw).
+      log.errors = parse_count(m[1].str()).value_or(std::numeric_limits<int>::max());
       continue;
     }
     if (!line.empty() && line[0] == '#') {

@@ -4,6 +4,8 @@
 #include <climits>
 #include <vector>
 
+#include "core/parse_count.h"
+
 extern char** environ;
 
 namespace cs::profiler {
@@ -25,14 +27,10 @@ std::string_view trim(std::string_view text) {
   return text;
 }
 
-// A non-negative decimal integer that fits an int, or nothing.
+// A non-negative decimal integer that fits an int (spaces around it
+// allowed, as Slurm's variables may carry them), or nothing.
 std::optional<int> parse_count(std::string_view text) {
-  text = trim(text);
-  if (text.empty()) return std::nullopt;
-  int value = 0;
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (ec != std::errc() || end != text.data() + text.size() || value < 0) return std::nullopt;
-  return value;
+  return cs::parse_count(trim(text));
 }
 
 // Reads one variable as a non-negative integer; absent gives nothing, anything

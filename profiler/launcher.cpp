@@ -24,6 +24,7 @@
 
 #include "core/trace_writer.h"
 #include "profiler/mpirun_output.h"
+#include "core/parse_count.h"
 
 extern char** environ;
 
@@ -205,9 +206,8 @@ std::optional<int> rank_of_store_file(std::string_view file_name) {
   if (digits.empty() ||
       !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; }))
     return std::nullopt;
-  // Past any plan: read as the largest rank, not passed over.
-  if (digits.size() > 9) return std::numeric_limits<int>::max();
-  return std::stoi(std::string(digits));
+  // Past an int is past any plan: read as the largest rank, not passed over.
+  return parse_count(digits).value_or(std::numeric_limits<int>::max());
 }
 
 std::string rank_store_path(const std::string& run_store, int rank) {

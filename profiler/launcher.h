@@ -82,8 +82,9 @@ struct RunSpec {
 std::string run_store_stem(const std::string& run_store);
 // Where rank `rank`'s store of a run goes: "<run store>.ranks/rank<N>.db".
 std::string rank_store_path(const std::string& run_store, int rank);
-// The rank a file name of that folder is the store of ("rank3.db": 3; a
-// rank no int holds reads as the largest int), or none for another name.
+// The rank a file name of that folder is the store of ("rank3.db": 3,
+// "rank007.db": 7; digits past an int read as the largest int, past any
+// plan), or none for a name of another kind.
 std::optional<int> rank_of_store_file(std::string_view file_name);
 std::string rank_store_pattern(const std::string& run_store);  // with "{rank}"
 

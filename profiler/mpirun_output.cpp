@@ -1,16 +1,29 @@
 #include "profiler/mpirun_output.h"
 
 #include <charconv>
+#include <cstdint>
 #include <cstring>
+#include <optional>
 #include <regex>
 
 namespace cs::launch {
 
 namespace {
 
-bool parse_int(std::string_view text, int& out) {
+template <typename Int>
+bool parse_int(std::string_view text, Int& out) {
   const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), out);
   return ec == std::errc() && ptr == text.data() + text.size();
+}
+
+// A number of mpirun's notice, which a rank's own output can imitate: one
+// past an int is no number (std::stoi threw, and the launcher stopped).
+template <typename Int = int>
+std::optional<Int> number_of(const std::ssub_match& match) {
+  Int value = 0;
+  if (!match.matched || !parse_int(std::string_view(&*match.first, static_cast<std::size_t>(match.length())), value))
+    return std::nullopt;
+  return value;
 }
 
 }  // namespace
@@ -77,32 +90,44 @@ void MpirunNotices::feed(std::string_view line) {
   if (abort_code_pending_) {
     // The error code of MPI_ABORT follows on the next line.
     abort_code_pending_ = false;
-    if (std::regex_search(text, m, abort_code_re)) failure_->exit_code = std::stoi(m[1]);
+    if (std::regex_search(text, m, abort_code_re)) {
+      if (auto code = number_of(m[1])) failure_->exit_code = *code;
+    }
     return;
   }
   if (failure_) return;
   if (std::regex_search(text, m, signal_re)) {
+    const auto rank = number_of(m[1]);
+    const auto pid = number_of<std::int64_t>(m[2]);
+    const auto signal = number_of(m[4]);
+    if (!rank || !pid || !signal) return;
     RankFailureNotice n;
-    n.rank = std::stoi(m[1]);
-    n.pid = std::stoll(m[2]);
+    n.rank = *rank;
+    n.pid = *pid;
     n.host = m[3];
-    n.signal = std::stoi(m[4]);
+    n.signal = *signal;
     n.signal_name = m[5].matched ? std::string(m[5]) : std::string();
     failure_ = n;
   } else if (std::regex_search(text, m, process_re)) {
-    pending_exit_rank_ = std::stoi(m[1]);
+    pending_exit_rank_ = number_of(m[1]).value_or(-1);
   } else if (pending_exit_rank_ >= 0 && std::regex_search(text, m, exit_re)) {
+    const auto code = number_of(m[1]);
+    if (!code) return;
     RankFailureNotice n;
     n.rank = pending_exit_rank_;
-    n.exit_code = std::stoi(m[1]);
+    n.exit_code = *code;
     failure_ = n;
   } else if (std::regex_search(text, m, abort_re)) {
+    const auto rank = number_of(m[1]);
+    if (!rank) return;
     RankFailureNotice n;
-    n.rank = std::stoi(m[1]);
+    n.rank = *rank;
     n.mpi_abort = true;
     failure_ = n;
     abort_code_pending_ = !std::regex_search(text, m, abort_code_re);
-    if (!abort_code_pending_) failure_->exit_code = std::stoi(m[1]);
+    if (!abort_code_pending_) {
+      if (auto code = number_of(m[1])) failure_->exit_code = *code;
+    }
   }
 }
 

@@ -639,6 +639,19 @@ Result<RunRefinement> refine_cluster_from(const Cluster& base,
     run_list += (run_list.empty() ? "" : ", ") + r;
   if (!base.gpu) return Error{"cluster " + base.name + " has no device to refine"};
   if (!fit) return fit.error();
+  // Runs of two hosts are two machines, and the presets are named for one
+  // of them: pooled, the second host's runs were learnt under the first's name.
+  auto host_of = [](const trace::TraceReader* store) {
+    const std::string host = store->meta("host").value_or("");
+    return host.empty() ? std::string("an unnamed host") : host;
+  };
+  for (std::size_t i = 1; i < stores.size() && i < runs.size(); ++i) {
+    if (host_of(stores[i]) != host_of(stores[0])) {
+      return Error{runs[0] + " ran on " + host_of(stores[0]) + ", " + runs[i] + " on " +
+                   host_of(stores[i]) + ": learn from the runs of one host at a time; cluster " +
+                   base.name + " left as it was"};
+    }
+  }
   if (fit->devices.empty()) return Error{run_list + ": no configuration to learn from"};
   // The runs refine the device they ran on, not another: a CPU run taught an
   // H200 cluster (and every plan naming its GPU) CPU speeds, 5 ms a step
@@ -826,6 +839,12 @@ Result<std::vector<RunRefinement>> refine_from_runs(const std::vector<std::strin
   // Saved once every group has been learnt: a later group's error used to
   // leave the earlier groups' presets changed, with no word of it.
   if (save) {
+    // Every group's names checked first: a clash of the second left the
+    // first's file written.
+    for (const RunRefinement& r : refinements) {
+      if (Status s = check_defined_nowhere_else(r.presets_file, r.presets, catalog); !s)
+        return s.error();
+    }
     for (const RunRefinement& r : refinements) {
       if (Status s = merge_into_presets_file(r.presets_file, r.presets, catalog); !s)
         return s.error();
@@ -924,7 +943,8 @@ Result<RunPrediction> predict_trained(const PresetCatalog& catalog, Plan plan,
   if (cluster) {
     plan.cluster = *cluster;
     out.cluster = cluster->name;
-    out.calibrated = cluster->name.starts_with("calibrated-");
+    out.calibrated = cluster->name.starts_with("calibrated-") ||
+                     plan::learnt_name(cluster->name, host) == cluster->name;
   } else if (auto calibrated = catalog.cluster(name)) {
     plan.cluster = std::move(calibrated).value();
     out.cluster = name;
@@ -934,6 +954,19 @@ Result<RunPrediction> predict_trained(const PresetCatalog& catalog, Plan plan,
                  (ranks == 1 ? " rank" : " ranks") + " on " + std::string(host) + " (preset " +
                  name + "): run clusterscope calibrate --ranks " + std::to_string(ranks) +
                  " for a prediction"};
+  } else if (const GpuSpec* learnt = plan.cluster.gpu ? catalog.find_gpu(plan::learnt_name(
+                                                            plan.cluster.gpu->name, host))
+                                                      : nullptr) {
+    // This host's copy of the plan's GPU (and link), refined by its runs
+    // (calibrate --learn --base saves them as <name>-learnt-<host>), in the
+    // plan's own layout.
+    out.notes.push_back("no calibration of this GPU: predicted with " + learnt->name +
+                        ", learnt from runs on " + std::string(host));
+    plan.cluster.gpu = *learnt;
+    if (const Link* link = catalog.find_link(plan::learnt_name(plan.cluster.intra_node.name, host)))
+      plan.cluster.intra_node = *link;
+    out.cluster = plan.cluster.name;
+    out.calibrated = true;
   } else {
     out.cluster = plan.cluster.name;
     out.notes.push_back(
@@ -1097,7 +1130,7 @@ Result<RunPrediction> predict_recorded_run(const PresetCatalog& catalog,
   }
   plan.workload = trained_workload(plan.workload, *shape);
   int ranks = plan.parallel.world_size();
-  if (const auto world = store.meta("world_size")) ranks = std::max(1, std::atoi(world->c_str()));
+  if (store.meta("world_size")) ranks = store.world_size();
   std::optional<Cluster> cluster;
   if (!cluster_name.empty()) {
     auto named = catalog.cluster(cluster_name);

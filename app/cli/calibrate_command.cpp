@@ -240,7 +240,8 @@ std::optional<std::pair<std::string, nlohmann::json>> sweep_start_of(
     std::ifstream in(file);
     std::string text;
     while (std::getline(in, text)) {
-      if (text.empty() || text.front() != '{') continue;
+      const std::size_t first = text.find_first_not_of(" \t\r");
+      if (first == std::string::npos || text[first] != '{') continue;
       nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
       if (j.is_object() && j.value("event", "") == "sweep_start") return std::pair{file, std::move(j)};
     }
@@ -630,15 +631,16 @@ void register_calibrate(CLI::App& app, Context& ctx) {
   cmd->add_option("--gpu", o->gpu,
                   "The GPU's datasheet preset (CUDA, imported sweeps; default: the preset of the "
                   "device the sweeps name)");
-  cmd->add_option("--from-store", o->from_store, "Fit a calibration store recorded before");
+  CLI::Option* from_store =
+      cmd->add_option("--from-store", o->from_store, "Fit a calibration store recorded before");
   CLI::Option* learn = cmd->add_option("--learn,--from-run", o->from_run,
                                        "Learn from run stores: refine the calibrated presets "
                                        "(with --json, an array for several runs)");
   // Options of one source only: given with another, they were passed over
   // without a word (--base with --from-store).
   cmd->add_option("--base", o->base, "With --learn: the cluster preset to refine")->needs(learn);
-  cmd->add_option("--from-sweeps", o->from_sweeps,
-                  "Import sweep JSON lines of clusterscope-worker --sweep");
+  CLI::Option* from_sweeps = cmd->add_option(
+      "--from-sweeps", o->from_sweeps, "Import sweep JSON lines of clusterscope-worker --sweep");
   CLI::Option* nccl_tests = cmd->add_option(
       "--nccl-tests", o->nccl_tests, "Calibrate a network tier from nccl-tests output logs");
   cmd->add_option("--collective", o->collective,
@@ -656,6 +658,18 @@ void register_calibrate(CLI::App& app, Context& ctx) {
                   "With --nccl-tests across hosts: NIC ports per node (default: one per GPU)")
       ->check(positive_number())
       ->needs(nccl_tests);
+  // What a measurement of this machine takes means nothing to a source of
+  // results measured before: refused, not passed over without a word.
+  for (const char* name : {"--backend", "--ranks", "--threads", "--precisions", "--gemm-sizes",
+                           "--buffer-sizes", "--message-sizes", "--seconds", "--no-ops",
+                           "--no-reference-runs", "--reference-steps"}) {
+    CLI::Option* sweep = cmd->get_option(name);
+    for (CLI::Option* source : {learn, nccl_tests, from_store, from_sweeps})
+      source->excludes(sweep);
+  }
+  for (CLI::Option* source : {learn, nccl_tests}) source->excludes(cmd->get_option("--gpu"));
+  for (CLI::Option* source : {learn, nccl_tests, from_store})
+    source->excludes(cmd->get_option("--out"));
   add_json_flag(*cmd, o->json);
   cmd->callback([o, &ctx] { run(ctx, *o); });
 }

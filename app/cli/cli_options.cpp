@@ -2,12 +2,12 @@
 
 #include <filesystem>
 #include <limits>
+#include <sstream>
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
 #include "app/cli/context.h"
-#include "core/format.h"
 #include "core/json_reader.h"
 #include "core/model_json.h"
 
@@ -104,6 +104,7 @@ Cluster ClusterOptions::resolve(const PresetCatalog& catalog) const {
   }
 
   const bool inline_build = cluster.empty();
+  const Cluster preset = c;  // as named, before the flags change it
   if (!gpu.empty()) {
     const GpuSpec* g = catalog.find_gpu(gpu);
     if (!g) throw CliError(catalog.unknown_name_message("GPU preset", gpu, catalog.gpu_names()));
@@ -139,13 +140,21 @@ Cluster ClusterOptions::resolve(const PresetCatalog& catalog) const {
     // A preset's name says what it was ("1 node (8 GPUs)"): changed by
     // flags, it says so, rather than contradicting the lines below it.
     std::string changed;
-    auto note = [&](const std::string& flag) { changed += (changed.empty() ? "" : " ") + flag; };
-    if (!gpu.empty()) note("--gpu " + gpu);
-    if (nodes) note("--nodes " + std::to_string(*nodes));
-    if (gpus_per_node) note("--gpus-per-node " + std::to_string(*gpus_per_node));
-    if (!intra_link.empty()) note("--intra-link " + intra_link);
-    if (!inter_link.empty()) note("--inter-link " + inter_link);
-    if (price_per_gpu_hour) note("--price " + format_fixed(*price_per_gpu_hour, 2));
+    auto note = [&](bool differs, const std::string& flag) {
+      if (differs) changed += (changed.empty() ? "" : " ") + flag;
+    };
+    note(!gpu.empty() && (!preset.gpu || preset.gpu->name != gpu), "--gpu " + gpu);
+    note(nodes && *nodes != preset.nodes, "--nodes " + std::to_string(nodes.value_or(0)));
+    note(gpus_per_node && *gpus_per_node != preset.gpus_per_node,
+         "--gpus-per-node " + std::to_string(gpus_per_node.value_or(0)));
+    note(!intra_link.empty() && intra_link != preset.intra_node.name, "--intra-link " + intra_link);
+    note(!inter_link.empty() && (!preset.inter_node || inter_link != preset.inter_node->name),
+         "--inter-link " + inter_link);
+    if (price_per_gpu_hour && *price_per_gpu_hour != preset.price_per_gpu_hour) {
+      std::ostringstream price;
+      price << *price_per_gpu_hour;
+      note(true, "--price " + price.str());
+    }
     if (!changed.empty()) c.display_name = (c.display_name.empty() ? c.name : c.display_name) +
                                            ", changed by " + changed;
   }

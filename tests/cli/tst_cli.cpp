@@ -75,6 +75,9 @@ void TestCli::exitCodes_data() {
       << QStringList{"describe", "dgx-a100-8", "--gpus-per-node", "0"} << 0
       << "DGX A100 node, 1 node (8 GPUs), changed by --gpus-per-node 0 (dgx-a100-8)\n  1 node, no GPU"
       << "";
+  QTest::addRow("describe preset, flags that change nothing")
+      << QStringList{"describe", "dgx-a100-8", "--nodes", "1"} << 0
+      << "DGX A100 node, 1 node (8 GPUs) (dgx-a100-8)\n" << "";
   QTest::addRow("describe typo") << QStringList{"describe", "dgx-h10-32"} << 1 << ""
                                  << "did you mean \"dgx-h100-32\"?";
   QTest::addRow("describe nothing") << QStringList{"describe"} << 1 << "" << "no cluster given";

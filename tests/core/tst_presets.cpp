@@ -427,8 +427,7 @@ void TestPresets::userPresetsPathThatIsAFile() {
   const cs::Status s = catalog.load_user_presets(file.toStdString());
   QVERIFY(!s.ok());
   QCOMPARE(QString::fromStdString(s.message()),
-           file + ": is not a folder: the user presets folder (CLUSTERSCOPE_USER_PRESETS) holds "
-                  "*.json files");
+           file + ": is not a folder: user presets are read from a folder of *.json files");
   // A folder not made yet adds nothing, without an error.
   QVERIFY(catalog.load_user_presets(dir.filePath("not-yet").toStdString()).ok());
 }

@@ -19,6 +19,7 @@
 #include <QRegularExpression>
 #include <QtTest>
 #include <cmath>
+#include <limits>
 #include <functional>
 #include <map>
 
@@ -294,6 +295,7 @@ class TestCalibration : public QObject {
   void malformedNcclTestsLogs_data();
   void malformedNcclTestsLogs();
   void ncclTestsLinesThatAreNotRowsAreCounted();
+  void ncclTestsWrongValuesPastAnInt();
   void calibrateRefusesSizesNoMachineHas_data();
   void calibrateRefusesSizesNoMachineHas();
   void calibrationNamesTheWorkersError();
@@ -309,6 +311,8 @@ class TestCalibration : public QObject {
   void calibratedOnTheH200PredictsItsRuns();
   void learnsFromTheGemmKernelsOfTheH200Run();
   void learningAShippedClusterSavesAHostsCopy();
+  void learntNames_data();
+  void learntNames();
   void storeWithNothingToFitWritesNoPreset();
 
  private:
@@ -1378,6 +1382,24 @@ void TestCalibration::ncclTestsFitsTheTier() {
            mixed.message().c_str());
 }
 
+// A count of wrong values past an int is as many as an int counts: std::stoi
+// threw, an internal error that named nothing.
+void TestCalibration::ncclTestsWrongValuesPastAnInt() {
+  QFile fixture_file(fixture("all_reduce_perf_1x8_h100.log"));
+  QVERIFY(fixture_file.open(QIODevice::ReadOnly));
+  QByteArray text = fixture_file.readAll();
+  text.replace("# Out of bounds values : 0 OK", "# Out of bounds values : 99999999999 FAILED");
+  QVERIFY(text.contains("99999999999"));
+  const QString path = dir_.filePath("all_reduce_perf-wrong-values.log");
+  QFile f(path);
+  QVERIFY(f.open(QIODevice::WriteOnly | QIODevice::Truncate));
+  f.write(text);
+  f.close();
+  auto log = cs::plan::read_nccl_tests(path.toStdString());
+  QVERIFY2(log, log ? "" : log.message().c_str());
+  QCOMPARE(log->errors, std::numeric_limits<int>::max());
+}
+
 void TestCalibration::malformedNcclTestsLogs_data() {
   QTest::addColumn<QString>("name");
   QTest::addColumn<QString>("text");
@@ -1518,6 +1540,13 @@ void TestCalibration::calibrateRefusesOptionsThatDoNotApply_data() {
   QTest::addRow("--nics with a calibration store")
       << QStringList{"--from-store", "@/cpu.db", "--nics", "2"} << 2
       << "--nics requires --nccl-tests";
+  QTest::addRow("--ranks while learning")
+      << QStringList{"--learn", "@/cpu.db", "--ranks", "4"} << 2 << "--ranks excludes --learn";
+  QTest::addRow("--gpu while learning")
+      << QStringList{"--learn", "@/cpu.db", "--gpu", "h200"} << 2 << "--gpu excludes --learn";
+  QTest::addRow("--out with a calibration store")
+      << QStringList{"--from-store", "@/cpu.db", "--out", "@/as-gpu.db"} << 2
+      << "--out excludes --from-store";
   QTest::addRow("a GPU's datasheet for a CPU's sweeps")
       << QStringList{"--from-sweeps", "@/cpu.jsonl", "--out", "@/as-gpu.db", "--gpu", "h200"} << 1
       << "@/cpu.jsonl: the sweeps ran on the CPU engine: a GPU's datasheet (--gpu h200) does not "
@@ -1538,8 +1567,9 @@ void TestCalibration::calibrateRefusesOptionsThatDoNotApply() {
   if (!QFile::exists(work + "/cpu.db")) {
     QFile sweeps(work + "/cpu.jsonl");
     QVERIFY(sweeps.open(QIODevice::WriteOnly));
+    // An indented line is read as the others.
     sweeps.write("mpirun: a line of the launcher's among the sweeps\n"
-                 R"({"event":"sweep_start","rank":0,"host":"box","backend":"cpu"})" "\n");
+                 R"(  {"event":"sweep_start","rank":0,"host":"box","backend":"cpu"})" "\n");
     for (int n : {256, 512, 1024}) {
       sweeps.write(QString(R"({"event":"gemm","rank":0,"precision":"fp32","m":%1,"n":%1,"k":%1,)"
                            R"("seconds":%2})" "\n")
@@ -2354,6 +2384,14 @@ void TestCalibration::learningAShippedClusterSavesAHostsCopy() {
            QString("hgx-h200-8-learnt-vm"));
   QCOMPARE(json_of(r)["presets_file"].toString(), presets + "/calibrated-vm-cuda.json");
 
+  // The run predicted again: the plan's layout with the GPU this host learnt.
+  r = run_cli({"trace", "stats", store, "--predict-again", "--no-steps", "--json"}, presets, work);
+  QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+  const QJsonObject now = json_of(r)["prediction"].toObject()["predicted_now"].toObject();
+  QVERIFY(now["calibrated"].toBool());
+  QVERIFY2(QJsonDocument(now["notes"].toArray()).toJson().contains("predicted with h200-learnt-vm"),
+           qPrintable(QJsonDocument(now).toJson()));
+
   // A second host's run learnt into the same folder: its own names, its own file.
   const QString other = work + "/other-host.db";
   QVERIFY(QFile::copy(store, other));
@@ -2374,6 +2412,13 @@ void TestCalibration::learningAShippedClusterSavesAHostsCopy() {
   QVERIFY2(r.exit_code == 0, qPrintable(r.err));
   QVERIFY(r.out.contains("h200-learnt-vm") && r.out.contains("h200-learnt-node7"));
   QCOMPARE(step_of("hgx-h200-8"), shipped_step);
+  // Runs of two hosts are not learnt together: the second's were learnt
+  // under the first's name.
+  r = run_cli({"calibrate", "--learn", other, store, "--base", "hgx-h200-8"}, presets, work);
+  QCOMPARE(r.exit_code, 1);
+  QVERIFY2(r.err.contains(other + " ran on node7, " + store +
+                          " on vm: learn from the runs of one host at a time"),
+           qPrintable(r.err));
 
   // A file of the user's that defines one of the names to be saved, where
   // the save would not go, is named, and nothing is written.
@@ -2402,6 +2447,35 @@ void TestCalibration::learningAShippedClusterSavesAHostsCopy() {
   QVERIFY(!QFile::exists(presets + "/calibrated-node8-cuda.json"));
   r = run_cli({"presets", "gpus"}, presets, work);
   QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+}
+
+// The names a refinement on a host is saved under: a preset already the
+// host's keeps its name, any other gets the host's copy. "calibrated-vm-"
+// also starts host vm-7's names, which were refined in vm-7's file.
+void TestCalibration::learntNames_data() {
+  QTest::addColumn<QString>("base");
+  QTest::addColumn<QString>("host");
+  QTest::addColumn<QString>("saved_as");
+  QTest::addRow("shipped cluster") << "hgx-h200-8" << "vm" << "hgx-h200-8-learnt-vm";
+  QTest::addRow("shipped GPU") << "h200" << "node7" << "h200-learnt-node7";
+  QTest::addRow("the host's copy") << "h200-learnt-vm" << "vm" << "h200-learnt-vm";
+  QTest::addRow("another host's copy") << "h200-learnt-vm" << "node7" << "h200-learnt-vm-learnt-node7";
+  QTest::addRow("the host's CPU calibration") << "calibrated-vm-cpu2" << "vm" << "calibrated-vm-cpu2";
+  QTest::addRow("the host's MPI link") << "calibrated-vm-mpi4" << "vm" << "calibrated-vm-mpi4";
+  QTest::addRow("the host's GPU calibration") << "calibrated-vm-cuda" << "vm" << "calibrated-vm-cuda";
+  QTest::addRow("host vm-7's, learnt on vm")
+      << "calibrated-vm-7-cuda" << "vm" << "calibrated-vm-7-cuda-learnt-vm";
+  QTest::addRow("host vm's, learnt on vm-7")
+      << "calibrated-vm-cuda" << "vm-7" << "calibrated-vm-cuda-learnt-vm-7";
+  QTest::addRow("host name in capitals") << "hgx-h200-8" << "Node_7" << "hgx-h200-8-learnt-node-7";
+}
+
+void TestCalibration::learntNames() {
+  QFETCH(QString, base);
+  QFETCH(QString, host);
+  QFETCH(QString, saved_as);
+  QCOMPARE(QString::fromStdString(cs::plan::learnt_name(base.toStdString(), host.toStdString())),
+           saved_as);
 }
 
 // A calibration store with no GEMM to fit (here: a trace with no events)

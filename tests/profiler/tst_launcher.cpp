@@ -313,6 +313,18 @@ void TestLauncher::mpirunNotices_data() {
          "mpirun noticed that process rank 0 with PID 0 on node a exited on signal 15 "
          "(Terminated).\n"
       << 2 << 6 << -1 << false;
+  // Numbers past an int (a rank's own output can imitate mpirun's words)
+  // make no notice: std::stoi threw, and the launcher stopped.
+  QTest::addRow("rank past an int, then a real notice")
+      << "MPI_ABORT was invoked on rank 99999999999 in communicator MPI_COMM_WORLD\n"
+         "mpirun noticed that process rank 2 with PID 0 on node a exited on signal 6 (Aborted).\n"
+      << 2 << 6 << -1 << false;
+  QTest::addRow("signal past an int")
+      << "mpirun noticed that process rank 1 with PID 0 on node a exited on signal 99999999999.\n"
+      << -1 << 0 << -1 << false;
+  QTest::addRow("exit code past an int")
+      << "  Process name: [[21109,1],1]\n  Exit code:    99999999999\n"
+      << -1 << 0 << -1 << false;
   QTest::addRow("nothing") << "ssh: Could not resolve hostname no-such-node\n"
                            << -1 << 0 << -1 << false;
 }

@@ -1,0 +1,23 @@
+#pragma once
+// Counts read back from text other programs wrote (mpirun's lines,
+// nccl-tests logs, Nsight thread names, file names, meta values): one home
+// for the rule, since std::stoi threw on digits past an int (an internal
+// error, or a launcher stopped) and read "2abc" as 2.
+
+#include <charconv>
+#include <optional>
+#include <string_view>
+
+namespace cs {
+
+// A non-negative decimal integer that fits an int, the whole of `text`
+// (no sign, no spaces); nothing otherwise.
+inline std::optional<int> parse_count(std::string_view text) {
+  if (text.empty() || text.front() < '0' || text.front() > '9') return std::nullopt;
+  int value = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || end != text.data() + text.size()) return std::nullopt;
+  return value;
+}
+
+}  // namespace cs
