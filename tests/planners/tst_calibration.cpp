@@ -156,6 +156,26 @@ QString copy_h200_run_with_operand_bytes(const QString& store) {
   }
 }
 
+// Sets one meta value of a store, as a store of another host or another
+// ending would have it. Empty, or what failed.
+QString set_store_meta(const QString& store, const char* key, const char* value) {
+  sqlite3* db = nullptr;
+  QString failed;
+  if (sqlite3_open(store.toUtf8().constData(), &db) != SQLITE_OK) {
+    failed = "cannot open " + store;
+  } else {
+    sqlite3_stmt* stmt = nullptr;
+    sqlite3_prepare_v2(db, "UPDATE meta SET value = ?1 WHERE key = ?2", -1, &stmt, nullptr);
+    sqlite3_bind_text(stmt, 1, value, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(stmt, 2, key, -1, SQLITE_TRANSIENT);
+    if (sqlite3_step(stmt) != SQLITE_DONE || sqlite3_changes(db) != 1)
+      failed = store + ": meta " + key + " not set: " + sqlite3_errmsg(db);
+    sqlite3_finalize(stmt);
+  }
+  sqlite3_close(db);
+  return failed;
+}
+
 // A calibration store's meta: one configuration of `ranks` ranks (BLAS
 // `threads` each) swept on `cores` cores of the CPU engine.
 void write_sweep_meta(cs::trace::TraceWriter& w, int cores, int ranks = 1, int threads = 0) {
@@ -1900,14 +1920,7 @@ void TestCalibration::calibrateRunPredictLearn() {
   // from its recorded steps, and the notes say so.
   const QString failed_store = work + "/failed-run.db";
   QVERIFY(QFile::copy(run_store, failed_store));
-  {
-    sqlite3* db = nullptr;
-    QCOMPARE(sqlite3_open(failed_store.toUtf8().constData(), &db), SQLITE_OK);
-    QCOMPARE(sqlite3_exec(db, "UPDATE meta SET value = 'failed' WHERE key = 'status'", nullptr,
-                          nullptr, nullptr),
-             SQLITE_OK);
-    sqlite3_close(db);
-  }
+  QCOMPARE(set_store_meta(failed_store, "status", "failed"), QString());
   r = run_cli({"calibrate", "--learn", failed_store, "--no-save"}, presets, work);
   QVERIFY2(r.exit_code == 0, qPrintable(r.err));
   QVERIFY2(r.out.contains(failed_store +
@@ -2395,14 +2408,7 @@ void TestCalibration::learningAShippedClusterSavesAHostsCopy() {
   // A second host's run learnt into the same folder: its own names, its own file.
   const QString other = work + "/other-host.db";
   QVERIFY(QFile::copy(store, other));
-  {
-    sqlite3* db = nullptr;
-    QCOMPARE(sqlite3_open(other.toUtf8().constData(), &db), SQLITE_OK);
-    QCOMPARE(sqlite3_exec(db, "UPDATE meta SET value = 'node7' WHERE key = 'host'", nullptr,
-                          nullptr, nullptr),
-             SQLITE_OK);
-    sqlite3_close(db);
-  }
+  QCOMPARE(set_store_meta(other, "host", "node7"), QString());
   r = run_cli({"calibrate", "--learn", other, "--base", "hgx-h200-8"}, presets, work);
   QVERIFY2(r.exit_code == 0, qPrintable(r.err));
   QVERIFY2(r.out.contains("cluster preset: hgx-h200-8-learnt-node7"), qPrintable(r.out));
@@ -2431,14 +2437,7 @@ void TestCalibration::learningAShippedClusterSavesAHostsCopy() {
   mine.close();
   r = run_cli({"presets", "gpus"}, presets, work);
   QVERIFY2(r.exit_code == 0, qPrintable(r.err));
-  {
-    sqlite3* db = nullptr;
-    QCOMPARE(sqlite3_open(other.toUtf8().constData(), &db), SQLITE_OK);
-    QCOMPARE(sqlite3_exec(db, "UPDATE meta SET value = 'node8' WHERE key = 'host'", nullptr,
-                          nullptr, nullptr),
-             SQLITE_OK);
-    sqlite3_close(db);
-  }
+  QCOMPARE(set_store_meta(other, "host", "node8"), QString());
   r = run_cli({"calibrate", "--learn", other, "--base", "hgx-h200-8"}, presets, work);
   QCOMPARE(r.exit_code, 1);
   QVERIFY2(r.err.contains(presets + "/mine.json already defines the GPU \"h200-learnt-node8\"") &&
