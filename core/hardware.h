@@ -100,6 +100,11 @@ struct GpuEfficiency {
   // rank's call, the transfer; the rest is the others' waiting. Fitted to
   // the calibration's reference runs of ranks sharing cores; 0: all waiting.
   double shared_wait_in_transfer = 0;
+  // The same for tensor-parallel groups, which meet within every layer:
+  // fitted to the reference runs with tensor parallelism alone (0.26-0.46
+  // where the runs of every layout gave 0.13-0.30; docs/calibration.md).
+  // 0: shared_wait_in_transfer.
+  double shared_wait_in_tp_transfer = 0;
 };
 
 struct GpuSpec {

@@ -198,6 +198,8 @@ void read_gpu(const json& j, const std::string& ptr, Diagnostics& d, GpuSpec& g)
     er.number("core_share", g.efficiency.core_share, Range::fraction());
     er.number("collective_core_share", g.efficiency.collective_core_share, Range::fraction());
     er.number("shared_wait_in_transfer", g.efficiency.shared_wait_in_transfer, Range::between(0, 1));
+    er.number("shared_wait_in_tp_transfer", g.efficiency.shared_wait_in_tp_transfer,
+              Range::between(0, 1));
     er.finish();
   }
   r.text_list("device_names", g.device_names);
@@ -601,6 +603,8 @@ json to_json(const GpuSpec& g) {
   if (e.core_share < 1) ej["core_share"] = e.core_share;
   if (e.collective_core_share > 0) ej["collective_core_share"] = e.collective_core_share;
   if (e.shared_wait_in_transfer > 0) ej["shared_wait_in_transfer"] = e.shared_wait_in_transfer;
+  if (e.shared_wait_in_tp_transfer > 0)
+    ej["shared_wait_in_tp_transfer"] = e.shared_wait_in_tp_transfer;
   return j;
 }
 

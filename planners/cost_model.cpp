@@ -306,6 +306,9 @@ Machine machine_of(const Cluster& c) {
                                   ? g.efficiency.collective_core_share
                                   : g.efficiency.core_share;
     m.shared_wait_in_transfer = g.efficiency.shared_wait_in_transfer;
+    m.shared_wait_in_tp_transfer = g.efficiency.shared_wait_in_tp_transfer > 0
+                                       ? g.efficiency.shared_wait_in_tp_transfer
+                                       : g.efficiency.shared_wait_in_transfer;
     m.memory_bytes = g.memory_bytes;
   }
   m.gpus_per_node = std::max(c.gpus_per_node, 1);
@@ -1013,8 +1016,8 @@ void evaluate(const Machine& m, const Model& x, const Knobs& k, const LayerCosts
     const double added_in_collectives = (1 / collective_share - 1) * compute;
     // Time the share costs in a group's collectives: the waiting, and the
     // part of it the last to arrive spends there too (its transfer).
-    const double in_transfer = std::clamp(m.shared_wait_in_transfer, 0.0, 1.0);
-    auto wait_in = [&](double& group_communication, double seconds) {
+    auto wait_in = [&](double& group_communication, double seconds, double in_transfer) {
+      in_transfer = std::clamp(in_transfer, 0.0, 1.0);
       group_communication += in_transfer * seconds;
       time.collective_wait += (1 - in_transfer) * seconds;
     };
@@ -1030,7 +1033,7 @@ void evaluate(const Machine& m, const Model& x, const Knobs& k, const LayerCosts
       // its 1.8 MiB reduction took 1.8-2.3 ms where DP 2 alone reduces twice
       // the bytes in 1.1).
       time.tp_communication /= collective_share;
-      wait_in(time.tp_communication, added_in_collectives);
+      wait_in(time.tp_communication, added_in_collectives, m.shared_wait_in_tp_transfer);
       time.dp_communication /= collective_share;
     } else if (k.dp > 1 && k.pp == 1) {
       // Data-parallel replicas alone: the GEMMs pay the share; the loops
@@ -1050,7 +1053,8 @@ void evaluate(const Machine& m, const Model& x, const Knobs& k, const LayerCosts
         time.recompute *= grow;
       }
       kind.gemm += gemm_added;
-      wait_in(time.dp_communication, std::max(0.0, added_in_collectives - gemm_added));
+      wait_in(time.dp_communication, std::max(0.0, added_in_collectives - gemm_added),
+              m.shared_wait_in_transfer);
     } else if (k.pp > 1) {
       // Pipeline stages: a stage waits its own bubble (the other stage then
       // runs alone on the cores it left) and runs its loops and optimizer

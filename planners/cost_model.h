@@ -33,6 +33,7 @@ struct Machine {
   double core_share = 1;    // GpuEfficiency::core_share
   double collective_core_share = 1;  // GpuEfficiency::collective_core_share, else core_share
   double shared_wait_in_transfer = 0;  // GpuEfficiency::shared_wait_in_transfer
+  double shared_wait_in_tp_transfer = 0;  // ... _tp_transfer, else shared_wait_in_transfer
   double memory_bytes = 0;  // per GPU
   int gpus_per_node = 1;
   int nodes = 1;

@@ -439,7 +439,9 @@ Status fit_collective_share(const PresetCatalog& catalog, const std::string& hos
 // (GpuEfficiency::shared_wait_in_transfer), fitted to the learnt reference
 // runs' parts on the refined cluster (its collective share fitted): each
 // run's measured transfer beyond the predicted, over the predicted
-// waiting, averaged. The refined presets carry it, a note says what it came to.
+// waiting, averaged; for tensor-parallel groups
+// (shared_wait_in_tp_transfer) the runs with tensor parallelism alone. The
+// refined presets carry them, a note says what they came to.
 Status fit_shared_wait_in_transfer(const PresetCatalog& catalog, const std::string& host,
                                    const std::vector<ReferenceRun>& runs, RunRefinement& refined,
                                    std::vector<std::string>& notes) {
@@ -448,7 +450,8 @@ Status fit_shared_wait_in_transfer(const PresetCatalog& catalog, const std::stri
   // Predicted without it; where no run fits it, the cluster and its GPU
   // preset both keep none.
   set_mean_efficiency(refined, &GpuEfficiency::shared_wait_in_transfer, {0.0});
-  std::vector<double> fractions;
+  set_mean_efficiency(refined, &GpuEfficiency::shared_wait_in_tp_transfer, {0.0});
+  std::vector<double> fractions, tp_fractions;
   std::string each;
   for (const ReferenceRun& r : runs) {
     if (!r.learnt || r.measured_step_s <= 0) continue;
@@ -465,14 +468,25 @@ Status fit_shared_wait_in_transfer(const PresetCatalog& catalog, const std::stri
     const auto fraction = wait_in_transfer(predicted->predicted_step_json, *parts);
     if (!fraction) continue;
     fractions.push_back(*fraction);
+    if (r.layout.tp > 1) tp_fractions.push_back(*fraction);
     each += (each.empty() ? "" : ", ") + to_string(r.layout) + ": " + format_fixed(*fraction, 2);
   }
   if (fractions.empty()) return Status{};
+  // Every run's for the data-parallel reductions: fitted to the DP 4 run
+  // alone it came out 0.01-0.21 in ten calibrations, where the 4-rank
+  // plans' runs showed 0.2-0.3 (docs/calibration.md).
   const double fitted =
       set_mean_efficiency(refined, &GpuEfficiency::shared_wait_in_transfer, fractions);
+  std::string tp_text;
+  if (!tp_fractions.empty()) {
+    const double tp_fitted =
+        set_mean_efficiency(refined, &GpuEfficiency::shared_wait_in_tp_transfer, tp_fractions);
+    tp_text = " (tensor-parallel groups: " + format_fixed(tp_fitted, 2) +
+              ", their runs' alone)";
+  }
   notes.push_back("ranks sharing cores (" + std::to_string(runs.front().ranks) +
                   " ranks): of the time they waited for each other in collectives, " +
-                  format_fixed(fitted, 2) +
+                  format_fixed(fitted, 2) + tp_text +
                   " was in the last rank's call too (its partners descheduled), fitted to the "
                   "reference runs' parts (" +
                   each + ")");

@@ -320,6 +320,7 @@ cs::GpuSpec calibrated_cpu_device() {
   g.efficiency.core_share = 0.5;
   g.efficiency.collective_core_share = 0.375;
   g.efficiency.shared_wait_in_transfer = 0.25;
+  g.efficiency.shared_wait_in_tp_transfer = 0.4375;
   g.source = "clusterscope calibrate on box";
   return g;
 }
@@ -493,6 +494,7 @@ void TestPresets::calibratedGpuRoundTrip() {
   QCOMPARE(g->efficiency.core_share, 0.5);
   QCOMPARE(g->efficiency.collective_core_share, 0.375);
   QCOMPARE(g->efficiency.shared_wait_in_transfer, 0.25);
+  QCOMPARE(g->efficiency.shared_wait_in_tp_transfer, 0.4375);
   QCOMPARE(g->peak.bf16, 12.5e9);
   auto cluster = catalog.cluster("calibrated-box-cpu2");
   QVERIFY2(cluster.ok(), cluster.ok() ? "" : cluster.message().c_str());

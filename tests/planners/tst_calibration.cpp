@@ -460,6 +460,7 @@ void TestCalibration::learningReplacesTheCpuGemmRate() {
   base.efficiency.core_share = 0.5;
   base.efficiency.collective_core_share = 0.4;
   base.efficiency.shared_wait_in_transfer = 0.3;
+  base.efficiency.shared_wait_in_tp_transfer = 0.35;
   cs::plan::DeviceFit run;
   run.gemm.push_back({cs::Precision::fp32, 1e12, 1.0, {}});
   run.gemm_operand_rate = 5e9;
@@ -472,6 +473,7 @@ void TestCalibration::learningReplacesTheCpuGemmRate() {
   QCOMPARE(g.efficiency.core_share, 0.5);  // the machine's, not the run's to change
   QCOMPARE(g.efficiency.collective_core_share, 0.4);
   QCOMPARE(g.efficiency.shared_wait_in_transfer, 0.3);
+  QCOMPARE(g.efficiency.shared_wait_in_tp_transfer, 0.35);
   QVERIFY(QString::fromStdString(g.source).endsWith("refined by the run r.db"));
 
   // A run whose GEMM sizes showed no operand cost (the fit dropped it): its

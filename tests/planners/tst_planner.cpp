@@ -690,6 +690,14 @@ void TestPlanner::ranksSharingCores() {
                         tp_own.time.tp_communication / 0.4 + 0.25 * (1 / 0.4 - 1) * tp_compute));
   QVERIFY(qFuzzyCompare(tp_late.time.collective_wait, 0.75 * (1 / 0.4 - 1) * tp_compute));
   QVERIFY(qFuzzyCompare(tp_late.time.step(), tp_polled.time.step()));
+  // Tensor-parallel groups have their own part where fitted (they meet
+  // within every layer); the data-parallel replicas keep the other.
+  t.cluster.gpu->efficiency.shared_wait_in_tp_transfer = 0.4;
+  const cs::plan::Estimate tp_own_part = must_estimate(t);
+  QVERIFY(qFuzzyCompare(tp_own_part.time.tp_communication,
+                        tp_own.time.tp_communication / 0.4 + 0.4 * (1 / 0.4 - 1) * tp_compute));
+  QVERIFY(qFuzzyCompare(tp_own_part.time.step(), tp_polled.time.step()));
+  t.cluster.gpu->efficiency.shared_wait_in_tp_transfer = 0;
   t.cluster.gpu->efficiency.shared_wait_in_transfer = 0;
   QVERIFY(qFuzzyCompare(tp_polled.time.dp_communication, tp_own.time.dp_communication / 0.4));
   QCOMPARE(tp_polled.compute_by_kind.total(), tp_own.compute_by_kind.total());
@@ -700,6 +708,14 @@ void TestPlanner::ranksSharingCores() {
   QVERIFY(qFuzzyCompare(
       dp_polled.time.collective_wait,
       (1 / 0.4 - 1) * (dp_passes + dp_own.time.optimizer) - dp_own.compute_by_kind.gemm));
+  // Replicas alone take the data-parallel part, not the tensor-parallel one.
+  d.cluster.gpu->efficiency.shared_wait_in_transfer = 0.25;
+  d.cluster.gpu->efficiency.shared_wait_in_tp_transfer = 0.9;
+  const cs::plan::Estimate dp_late = must_estimate(d);
+  QVERIFY(qFuzzyCompare(dp_late.time.dp_communication,
+                        dp_polled.time.dp_communication + 0.25 * dp_polled.time.collective_wait));
+  d.cluster.gpu->efficiency.shared_wait_in_transfer = 0;
+  d.cluster.gpu->efficiency.shared_wait_in_tp_transfer = 0;
   // Pipeline stages with data-parallel partners meet them in the
   // reduction: the time the share adds is the collective share's, and the
   // reduction runs at it.
@@ -711,7 +727,8 @@ void TestPlanner::ranksSharingCores() {
                                                std::max(polled_added, own.time.pipeline_bubble) +
                                                (1 / 0.4 - 1) * own.time.dp_communication));
   // A share above a core is refused where presets are read.
-  for (const char* key : {"core_share", "collective_core_share", "shared_wait_in_transfer"}) {
+  for (const char* key : {"core_share", "collective_core_share", "shared_wait_in_transfer",
+                          "shared_wait_in_tp_transfer"}) {
     nlohmann::json gpu = cs::to_json(*p.cluster.gpu);
     gpu["efficiency"][key] = 1.5;
     auto bad = cs::gpu_from_json(gpu, "gpu.json");
