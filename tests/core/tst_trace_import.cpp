@@ -146,6 +146,7 @@ class TestTraceImport : public QObject {
   void nsysRealExportAnalysed();
   void nsysNewerExport();
   void nsysMissingRequiredColumn();
+  void nsysRankPastAnInt();
   void kinetoRealTraces_data();
   void kinetoRealTraces();
   void kinetoTimestampsExact();
@@ -302,6 +303,29 @@ void TestTraceImport::nsysMissingRequiredColumn() {
                           "the import needs (Nsight Systems export schema 3.11.0)"),
            qPrintable(m));
   QVERIFY(!std::filesystem::exists(dir.filePath("x.cstrace").toStdString()));
+}
+
+// A thread named "MPI Rank N" with N past an int names no rank (std::stoi
+// threw, an internal error): the process takes its rank from the file's
+// order, with the warning a process with no such name gets.
+void TestTraceImport::nsysRankPastAnInt() {
+  QTemporaryDir dir;
+  const std::string in = dir.filePath("rank.sqlite").toStdString();
+  std::filesystem::copy_file(kNsys, in);
+  sqlite3* db = nullptr;
+  QCOMPARE(sqlite3_open(in.c_str(), &db), SQLITE_OK);
+  exec(db, "UPDATE StringIds SET value = 'MPI Rank 99999999999' WHERE value = 'MPI Rank 0'");
+  QCOMPARE(sqlite3_changes(db), 1);
+  sqlite3_close(db);
+  const std::string out = dir.filePath("rank.cstrace").toStdString();
+  auto report = import_nsys({in}, out);
+  QVERIFY2(report, report ? "" : report.message().c_str());
+  QVERIFY(report->events > 0);
+  QVERIFY(std::any_of(report->warnings.begin(), report->warnings.end(), [](const std::string& w) {
+    return w.find("has no \"MPI Rank N\" thread name: rank 0 from the file order") !=
+           std::string::npos;
+  }));
+  QCOMPARE(open_reader(out)->ranks().front().rank, 0);
 }
 
 void TestTraceImport::kinetoRealTraces_data() {
