@@ -1,7 +1,5 @@
 #include "profiler/launch_env.h"
 
-#include <charconv>
-#include <climits>
 #include <vector>
 
 #include "core/parse_count.h"
