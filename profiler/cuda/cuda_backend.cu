@@ -890,6 +890,13 @@ class CudaBackend final : public Backend {
       status = cublasLtMatmul(lt_, desc, &alpha, a8, la, b8, lb, &beta, out.data, lc, out.data, lc,
                               &heuristics[i].algo, workspace_, kWorkspace, stream_);
     }
+    // Last, cuBLASLt's own choice (no algorithm: its implicit heuristic with
+    // default preferences), in case our preferences ruled out the kernel.
+    const cublasStatus_t explicit_status = status;
+    if (status != CUBLAS_STATUS_SUCCESS) {
+      status = cublasLtMatmul(lt_, desc, &alpha, a8, la, b8, lb, &beta, out.data, lc, out.data, lc,
+                              nullptr, workspace_, kWorkspace, stream_);
+    }
     if (status != CUBLAS_STATUS_SUCCESS) {
       if (fp8_fallbacks_++ == 0) {
         // Whether cuBLASLt accepts the first candidate for these layouts
@@ -900,9 +907,10 @@ class CudaBackend final : public Backend {
                       : heuristic;
         std::fprintf(stderr,
                      "clusterscope-worker: FP8 GEMM %dx%dx%d not supported by cuBLASLt (%s, %d "
-                     "candidates; heuristic %s, algorithm check %s; alignment A %u, B %u, D %u bytes): "
-                     "running such GEMMs in BF16\n",
-                     N, OC, C, cublasGetStatusString(status), found, cublasGetStatusString(heuristic),
+                     "candidates; its own choice %s; heuristic %s, algorithm check %s; alignment A %u, "
+                     "B %u, D %u bytes): running such GEMMs in BF16\n",
+                     N, OC, C, cublasGetStatusString(explicit_status), found,
+                     cublasGetStatusString(status), cublasGetStatusString(heuristic),
                      cublasGetStatusString(algo_check), align_a, align_b, align_d);
       }
       gemm(CUBLAS_OP_T, CUBLAS_OP_N, OC, N, C, weight, C, inp, C, out, OC, 0.0f);
