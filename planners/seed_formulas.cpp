@@ -22,6 +22,8 @@ QuantParams quant_params(double min, double max, int bits, bool signed_range) {
   // The range must hold 0 exactly (padding and ReLU zeros stay exact).
   min = std::min(min, 0.0);
   max = std::max(max, 0.0);
+  q.min = min;
+  q.max = max;
   q.scale = (max > min) ? (max - min) / levels : 1.0;
   const int unsigned_zero = static_cast<int>(std::lround(-min / q.scale));
   if (signed_range) {
@@ -45,7 +47,11 @@ QuantParams article_int8_params(double min, double max) {
 
 Quantized quantize(double x, const QuantParams& p) {
   Quantized out;
-  out.unclamped = std::llround(x / p.scale) + p.zero_point;
+  // Saturated before the conversion: a value far outside a tiny range
+  // overflows any integer (and llround's result is then unspecified).
+  constexpr double kLimit = 9e18;
+  out.unclamped = static_cast<std::int64_t>(
+      std::clamp(std::round(x / p.scale) + p.zero_point, -kLimit, kLimit));
   const std::int64_t clamped = std::clamp<std::int64_t>(out.unclamped, p.q_min, p.q_max);
   out.clamped = clamped != out.unclamped;
   out.q = static_cast<int>(clamped);

@@ -23,6 +23,8 @@ double ring_all_reduce_seconds(double bytes, int devices, double bandwidth, doub
 
 // Asymmetric linear quantisation of [min, max] onto `bits`-bit integers.
 struct QuantParams {
+  double min = 0;      // the range quantised: the one asked for, widened to hold 0
+  double max = 0;
   double scale = 0;    // s = (max - min) / (2^bits - 1)
   int zero_point = 0;  // the integer that represents 0.0
   int q_min = 0;       // integer range the values are clamped to
@@ -39,7 +41,7 @@ QuantParams quant_params(double min, double max, int bits = 8, bool signed_range
 QuantParams article_int8_params(double min, double max);
 
 struct Quantized {
-  std::int64_t unclamped = 0;  // round(x/s) + z before clamping
+  std::int64_t unclamped = 0;  // round(x/s) + z before clamping (saturated at +-9e18)
   int q = 0;                   // clamped to [q_min, q_max]
   bool clamped = false;        // the value overflowed the integer range
   double dequantized = 0;      // s (q - z)

@@ -21,6 +21,7 @@ namespace cs::cli {
 // ("--tp: must be > 0 (got 0)"); CLI11's own print a range up to 1.8e308.
 const CLI::Validator& positive_number();
 const CLI::Validator& non_negative_number();
+const CLI::Validator& finite_number();  // any number but inf and nan
 CLI::Validator integer_between(std::int64_t lo, std::int64_t hi);  // "--zero: must be between 0 and 3 (got 5)"
 
 // The default global batch, dp x micro-batch; a CliError where it passes

@@ -58,5 +58,6 @@ void register_profile(CLI::App& app, Context& ctx);
 void register_trace(CLI::App& app, Context& ctx);
 void register_run(CLI::App& app, Context& ctx);
 void register_calibrate(CLI::App& app, Context& ctx);
+void register_calc(CLI::App& app, Context& ctx);
 
 }  // namespace cs::cli

@@ -45,6 +45,7 @@ int main(int argc, char** argv) {
   cs::cli::register_trace(app, ctx);
   cs::cli::register_run(app, ctx);
   cs::cli::register_calibrate(app, ctx);
+  cs::cli::register_calc(app, ctx);
 
   try {
     app.parse(argc, argv);

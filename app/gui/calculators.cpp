@@ -283,7 +283,11 @@ void QuantizationCalculator::recompute() {
   const plan::QuantParams p =
       article ? plan::article_int8_params(lo, hi)
               : plan::quant_params(lo, hi, bits, mode == QuantMode::signed_range);
-  scale_->setText(QString::number(p.scale, 'f', 6));
+  QString scale_text = QString::number(p.scale, 'f', 6);
+  if (p.min != lo || p.max != hi) {
+    scale_text += tr(" (of [%1, %2]: the range widened to hold 0 exactly)").arg(p.min).arg(p.max);
+  }
+  scale_->setText(scale_text);
   zero_point_->setText(QString::number(p.zero_point));
   range_->setText(QStringLiteral("[%1, %2]").arg(p.q_min).arg(p.q_max));
 

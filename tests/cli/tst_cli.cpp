@@ -49,6 +49,9 @@ class TestCli : public QObject {
   void outputThatCannotBeWrittenFails_data();
   void outputThatCannotBeWrittenFails();
   void endlessOrBinaryJsonIsRefused();
+  void calcSeedExamples_data();
+  void calcSeedExamples();
+  void calcText();
 };
 
 void TestCli::exitCodes_data() {
@@ -91,6 +94,34 @@ void TestCli::exitCodes_data() {
                                   << "" << "--nodes";
   QTest::addRow("validate missing file") << QStringList{"validate", "/nonexistent.json"} << 1 << ""
                                          << "/nonexistent.json: cannot open file";
+  QTest::addRow("calc alone") << QStringList{"calc"} << 2 << "" << "A subcommand is required";
+  QTest::addRow("calc one device") << QStringList{"calc", "communication", "-N", "1"} << 0
+                                   << "one device exchanges nothing" << "";
+  QTest::addRow("calc no devices") << QStringList{"calc", "communication", "-N", "0"} << 2 << ""
+                                   << "--devices";
+  QTest::addRow("calc empty range") << QStringList{"calc", "quantize", "--min", "1", "--max", "1"}
+                                    << 1 << "" << "--min must be below --max (got 1 and 1)";
+  QTest::addRow("calc article INT4")
+      << QStringList{"calc", "quantize", "--bits", "4"} << 1 << ""
+      << "--bits 4: the articles' integers are INT8; give --integers unsigned or signed";
+  QTest::addRow("calc value nan") << QStringList{"calc", "quantize", "-x", "nan"} << 2 << ""
+                                  << "--value: is not a number (got \"nan\")";
+  QTest::addRow("calc value inf") << QStringList{"calc", "quantize", "-x", "inf"} << 2 << ""
+                                  << "--value: must be a finite number (got inf)";
+  QTest::addRow("calc flops of nothing") << QStringList{"calc", "flops"} << 1 << ""
+                                         << "give --model";
+  QTest::addRow("calc flops of a transformer")
+      << QStringList{"calc", "flops", "--model", "gpt2-small"} << 1 << ""
+      << "gpt2-small is a transformer: its training FLOPs per step (and 6PD) are in `clusterscope plan";
+  QTest::addRow("calc flops, iterations uncounted")
+      << QStringList{"calc", "flops", "--forward-flops", "1e9"} << 1 << ""
+      << "give --iterations, or --samples";
+  QTest::addRow("calc flops, iterations and epochs")
+      << QStringList{"calc", "flops", "--forward-flops", "1e9", "--iterations", "9", "--epochs", "2"}
+      << 2 << "" << "--epochs excludes --iterations";
+  QTest::addRow("calc flops, unknown model")
+      << QStringList{"calc", "flops", "--model", "resnet18-cifar"} << 1 << ""
+      << "did you mean \"resnet18-cifar10\"?";
 }
 
 void TestCli::exitCodes() {
@@ -269,5 +300,92 @@ void TestCli::endlessOrBinaryJsonIsRefused() {
   QVERIFY2(r.err.contains(nul + ":1:17: invalid JSON: a NUL byte"), qPrintable(r.err));
 }
 
+
+// The seed articles' worked examples, reproduced headless: `calc` with no
+// options is the article's example; each row checks one figure of --json.
+void TestCli::calcSeedExamples_data() {
+  QTest::addColumn<QStringList>("args");
+  QTest::addColumn<QString>("key");  // a JSON pointer into the output
+  QTest::addColumn<double>("expected");
+  // S = 100 MB, N = 8, B = 10 GB/s, L = 0.1 ms: S*N/B + L*(N-1) = 0.08 + 0.0007.
+  QTest::addRow("simple, 10 GB/s") << QStringList{"communication"} << "/simple_seconds" << 0.0807;
+  // 2 x 7/8 x 0.01 + 2 x 7 x 1e-4 = 0.0175 + 0.0014.
+  QTest::addRow("ring, 10 GB/s") << QStringList{"communication"} << "/ring_seconds" << 0.0189;
+  QTest::addRow("simple, 1 GB/s") << QStringList{"communication", "-B", "1"} << "/simple_seconds"
+                                  << 0.8007;
+  QTest::addRow("ring, 1 GB/s") << QStringList{"communication", "-B", "1"} << "/ring_seconds" << 0.1764;
+  QTest::addRow("ring sends 2(N-1)/N S") << QStringList{"communication"}
+                                         << "/ring_bytes_sent_per_device" << 1.75e8;
+  // [-0.5, 0.8] in INT8: s = 1.3/255, z = 98, 0.3 -> 157, clamped to 127.
+  QTest::addRow("scale") << QStringList{"quantize"} << "/scale" << 1.3 / 255;
+  QTest::addRow("zero point") << QStringList{"quantize"} << "/zero_point" << 98.0;
+  QTest::addRow("0.3 unclamped") << QStringList{"quantize"} << "/values/0/unclamped" << 157.0;
+  QTest::addRow("0.3 clamped") << QStringList{"quantize"} << "/values/0/q" << 127.0;
+  QTest::addRow("unsigned keeps 157") << QStringList{"quantize", "--integers", "unsigned"}
+                                      << "/values/0/q" << 157.0;
+  QTest::addRow("unsigned back") << QStringList{"quantize", "--integers", "unsigned"}
+                                 << "/values/0/dequantized" << 59 * 1.3 / 255;
+  QTest::addRow("signed zero point") << QStringList{"quantize", "--integers", "signed"}
+                                     << "/zero_point" << -30.0;
+  QTest::addRow("signed 0.3") << QStringList{"quantize", "--integers", "signed"} << "/values/0/q"
+                              << 29.0;
+  QTest::addRow("INT4 levels") << QStringList{"quantize", "--integers", "unsigned", "--bits", "4"}
+                               << "/scale" << 1.3 / 15;
+  QTest::addRow("range widened to 0") << QStringList{"quantize", "--min", "0.2", "--max", "0.8"}
+                                      << "/range_quantized/0" << 0.0;
+  QTest::addRow("widened range's scale") << QStringList{"quantize", "--min", "0.2", "--max", "0.8"}
+                                         << "/scale" << 0.8 / 255;
+  // ResNet-18 on CIFAR-10, batch 256, 5 epochs: ceil(50000/256) = 196 a
+  // pass, 980 in all; 75,046,912 forward FLOPs x 3 x 256 x 980.
+  QTest::addRow("iterations") << QStringList{"flops", "--model", "resnet18-cifar10"} << "/iterations"
+                              << 980.0;
+  QTest::addRow("training FLOPs") << QStringList{"flops", "--model", "resnet18-cifar10"}
+                                  << "/training_flops" << 75046912.0 * 3 * 256 * 980;
+  QTest::addRow("the article's x2") << QStringList{"flops", "--model", "resnet18-cifar10"}
+                                    << "/article_training_flops" << 75046912.0 * 2 * 256 * 980;
+  QTest::addRow("batch given") << QStringList{"flops", "--model", "resnet18-cifar10", "--batch", "128"}
+                               << "/iterations" << 5.0 * 391;
+  QTest::addRow("given figures") << QStringList{"flops", "--forward-flops", "1e9", "--batch", "10",
+                                                "--iterations", "100"}
+                                 << "/training_flops" << 3e12;
+}
+
+void TestCli::calcSeedExamples() {
+  QFETCH(QStringList, args);
+  QFETCH(QString, key);
+  QFETCH(double, expected);
+  const Run r = run_cli(QStringList{"calc"} + args + QStringList{"--json"});
+  QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+  QJsonValue v = QJsonDocument::fromJson(r.out.toUtf8()).object();
+  for (const QString& part : key.split('/', Qt::SkipEmptyParts))
+    v = v.isArray() ? v.toArray().at(part.toInt()) : v.toObject().value(part);
+  QVERIFY2(v.isDouble(), qPrintable(key + " in " + r.out));
+  QVERIFY2(std::fabs(v.toDouble() - expected) <= 1e-9 * std::max(1.0, std::fabs(expected)),
+           qPrintable(QString("%1 = %2, expected %3").arg(key).arg(v.toDouble(), 0, 'g', 12)
+                          .arg(expected, 0, 'g', 12)));
+}
+
+// What a user reads: the figures, the clamping and why it happens.
+void TestCli::calcText() {
+  Run r = run_cli({"calc", "communication"});
+  QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+  QVERIFY2(r.out.contains("S*N/B + L*(N-1)          80.7 ms"), qPrintable(r.out));
+  QVERIFY2(r.out.contains("2(N-1)/N*S/B + 2(N-1)*L  18.9 ms"), qPrintable(r.out));
+  QVERIFY2(r.out.contains("a ring sends 175 MB per device"), qPrintable(r.out));
+  r = run_cli({"calc", "quantize"});
+  QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+  QVERIFY2(r.out.contains("zero point z = round(-min/s) = 98"), qPrintable(r.out));
+  QVERIFY2(r.out.contains("0.300000             157  127"), qPrintable(r.out));
+  QVERIFY2(r.out.contains("clamped"), qPrintable(r.out));
+  QVERIFY2(r.out.contains("stored as a signed int8 the values above 0.147843 overflow"), qPrintable(r.out));
+  r = run_cli({"calc", "quantize", "--min", "0.2", "--max", "0.8", "--integers", "signed"});
+  QVERIFY2(r.out.contains("INT8 of [0.2, 0.8], widened to [0, 0.8] so that 0 stays exact"), qPrintable(r.out));
+  QVERIFY2(r.out.contains("zero point z = round(-min/s) - 128 = -128"), qPrintable(r.out));
+  r = run_cli({"calc", "flops", "--model", "resnet18-cifar10"});
+  QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+  QVERIFY2(r.out.contains("batch 256, 980 iterations (5 epochs of 50000 samples"), qPrintable(r.out));
+  QVERIFY2(r.out.contains("= 56.5 TFLOP"), qPrintable(r.out));
+  QVERIFY2(r.out.contains("The articles' x 2 (forward + backward) gives 37.7 TFLOP"), qPrintable(r.out));
+}
 QTEST_GUILESS_MAIN(TestCli)
 #include "tst_cli.moc"

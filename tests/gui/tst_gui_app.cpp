@@ -586,6 +586,12 @@ void TestGuiApp::seedCalculators() {
   quant->modeBox()->setCurrentIndex(1);
   QCOMPARE(table->item(last, 2)->text(), QStringLiteral("157"));
   QVERIFY(!quant->valueLabel()->text().contains(QStringLiteral("clamped")));
+  // A range without 0 is widened to hold it, and the scale says so.
+  quant->minBox()->setValue(0.2);
+  QCOMPARE(quant->scaleLabel()->text(),
+           QStringLiteral("0.003137 (of [0, 0.8]: the range widened to hold 0 exactly)"));
+  quant->minBox()->setValue(-0.5);
+  QCOMPARE(quant->scaleLabel()->text(), QStringLiteral("0.005098"));
   quant->modeBox()->setCurrentIndex(0);
 
   // Communication: S = 100 MB, N = 8, B = 10 GB/s, L = 0.1 ms is about 0.08 s.

@@ -583,6 +583,21 @@ void TestPlannerAccuracy::seedQuantisation() {
   for (double x : {-0.5, 0.0, 0.8})
     QVERIFY(std::fabs(cs::plan::quantize(x, u).error) <= u.scale / 2 + 1e-15);
   QCOMPARE(cs::plan::quantize(0.0, u).dequantized, 0.0);
+  // A range without 0 is widened to hold it (zeros stay exact), and says so.
+  const cs::plan::QuantParams positive = cs::plan::quant_params(0.2, 0.8, 8, false);
+  QCOMPARE(positive.min, 0.0);
+  QCOMPARE(positive.max, 0.8);
+  QCOMPARE(positive.scale, 0.8 / 255);
+  QCOMPARE(positive.zero_point, 0);
+  QCOMPARE(u.min, -0.5);
+  // A value far outside a tiny range saturates: round(x/s) passes any
+  // integer, where llround's result was unspecified.
+  const cs::plan::QuantParams tiny = cs::plan::quant_params(-1e-300, 0, 8, false);
+  const cs::plan::Quantized far = cs::plan::quantize(1.0, tiny);
+  QVERIFY(far.clamped);
+  QCOMPARE(far.q, tiny.q_max);
+  QCOMPARE(far.unclamped, std::int64_t{9'000'000'000'000'000'000});
+  QCOMPARE(cs::plan::quantize(-1e300, tiny).q, tiny.q_min);
 }
 
 // Total FLOPs = forward x (1 forward + 2 backward) x batch x iterations, for

@@ -1,0 +1,308 @@
+// clusterscope calc communication | quantize | flops: the seed articles'
+// calculators, headless (the app's Calculators panel does the same sums).
+// With no options each reproduces the article's own worked example.
+
+#include <cmath>
+#include <iomanip>
+#include <iostream>
+#include <optional>
+#include <sstream>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include "app/cli/cli_options.h"
+#include "app/cli/context.h"
+#include "app/cli/text_table.h"
+#include "core/format.h"
+#include "core/json_reader.h"
+#include "core/model_json.h"
+#include "planners/seed_formulas.h"
+
+namespace cs::cli {
+
+namespace {
+
+// A figure as written: whole numbers whole ("1281167"), others to 6
+// significant digits without trailing zeros ("-0.5", "1e-300").
+std::string number(double value) {
+  if (std::floor(value) == value && std::fabs(value) < 1e15)
+    return std::to_string(static_cast<long long>(value));
+  std::ostringstream out;
+  out << std::setprecision(6) << value;
+  return out.str();
+}
+
+// --- communication -------------------------------------------------------------
+
+struct CommunicationOptions {
+  // The article's example: S = 100 MB, N = 8, B = 10 GB/s, L = 0.1 ms.
+  double megabytes = 100;
+  int devices = 8;
+  double bandwidth_gb_s = 10;
+  double latency_ms = 0.1;
+  bool json = false;
+};
+
+void run_communication(const CommunicationOptions& o) {
+  const double bytes = o.megabytes * 1e6;
+  const double bandwidth = o.bandwidth_gb_s * 1e9;
+  const double latency = o.latency_ms * 1e-3;
+  const int n = o.devices;
+  const double simple = plan::simple_communication_seconds(bytes, n, bandwidth, latency);
+  const double ring = plan::ring_all_reduce_seconds(bytes, n, bandwidth, latency);
+  const double ring_sent = 2.0 * (n - 1) / n * bytes;  // per device
+  if (o.json) {
+    std::cout << nlohmann::json{{"bytes", bytes},
+                                {"devices", n},
+                                {"bandwidth_bytes_per_s", bandwidth},
+                                {"latency_s", latency},
+                                {"simple_seconds", simple},
+                                {"ring_seconds", ring},
+                                {"ring_bytes_sent_per_device", ring_sent}}
+                     .dump(2)
+              << '\n';
+    return;
+  }
+  std::cout << "S = " << number(o.megabytes) << " MB, N = " << n << ", B = "
+            << format_rate(bandwidth, "B/s") << ", L = " << format_seconds(latency) << ":\n";
+  if (n == 1) {
+    std::cout << "  one device exchanges nothing: 0 s in either model\n";
+    return;
+  }
+  TextTable t({"model", "formula", "time"});
+  t.right_align(2);
+  t.add({"the articles'", "S*N/B + L*(N-1)", format_seconds(simple)});
+  t.add({"ring all-reduce", "2(N-1)/N*S/B + 2(N-1)*L", format_seconds(ring)});
+  t.print(std::cout);
+  std::cout << "The simple model counts every device's S crossing one link; a ring sends "
+            << number(ring_sent / 1e6) << " MB per device (under 2*S whatever N is)";
+  if (ring > 0) std::cout << ", " << format_fixed(simple / ring, 1) << "x faster here";
+  std::cout << ".\n";
+}
+
+// --- quantize ------------------------------------------------------------------
+
+struct QuantizeOptions {
+  // The article's example: [-0.5, 0.8] in INT8, and the value 0.3.
+  double min = -0.5;
+  double max = 0.8;
+  int bits = 8;
+  std::string integers = "article";
+  std::vector<double> values{0.3};
+  bool json = false;
+};
+
+void run_quantize(const QuantizeOptions& o, bool bits_given) {
+  if (!(o.min < o.max)) {
+    throw CliError("--min must be below --max (got " + number(o.min) + " and " +
+                   number(o.max) + ")");
+  }
+  const bool article = o.integers == "article";
+  if (article && bits_given && o.bits != 8) {
+    throw CliError("--bits " + std::to_string(o.bits) +
+                   ": the articles' integers are INT8; give --integers unsigned or signed for "
+                   "other widths");
+  }
+  const plan::QuantParams p = article ? plan::article_int8_params(o.min, o.max)
+                                      : plan::quant_params(o.min, o.max, o.bits,
+                                                           o.integers == "signed");
+  std::vector<plan::Quantized> mapped;
+  for (double x : o.values) mapped.push_back(plan::quantize(x, p));
+  const bool widened = p.min != o.min || p.max != o.max;
+
+  if (o.json) {
+    nlohmann::json values = nlohmann::json::array();
+    for (std::size_t i = 0; i < mapped.size(); ++i) {
+      const plan::Quantized& m = mapped[i];
+      values.push_back({{"x", o.values[i]},
+                        {"unclamped", m.unclamped},
+                        {"q", m.q},
+                        {"clamped", m.clamped},
+                        {"dequantized", m.dequantized},
+                        {"error", m.error}});
+    }
+    std::cout << nlohmann::json{{"range", {o.min, o.max}},
+                                {"range_quantized", {p.min, p.max}},
+                                {"bits", article ? 8 : o.bits},
+                                {"integers", o.integers},
+                                {"scale", p.scale},
+                                {"zero_point", p.zero_point},
+                                {"q_min", p.q_min},
+                                {"q_max", p.q_max},
+                                {"values", values}}
+                     .dump(2)
+              << '\n';
+    return;
+  }
+  const int bits = article ? 8 : o.bits;
+  std::cout << "INT" << bits << " of [" << number(o.min) << ", " << number(o.max)
+            << "]";
+  if (widened) {
+    std::cout << ", widened to [" << number(p.min) << ", " << number(p.max)
+              << "] so that 0 stays exact";
+  }
+  std::cout << ":\n  scale s = (max - min)/(2^" << bits << " - 1) = " << format_fixed(p.scale, 6)
+            << "\n  zero point z = round(-min/s)" << (o.integers == "signed" ? " - " : "")
+            << (o.integers == "signed" ? std::to_string(1 << (bits - 1)) : "") << " = "
+            << p.zero_point << "\n  integers [" << p.q_min << ", " << p.q_max << "]"
+            << (article ? " (the articles' z is for 0 to 255, the values stored as int8)" : "")
+            << "\n\n";
+  TextTable t({"x", "round(x/s) + z", "q", "x' = s(q - z)", "error x' - x", ""});
+  for (std::size_t c = 0; c < 5; ++c) t.right_align(c);
+  bool any_clamped = false;
+  for (std::size_t i = 0; i < mapped.size(); ++i) {
+    const plan::Quantized& m = mapped[i];
+    any_clamped = any_clamped || m.clamped;
+    t.add({format_fixed(o.values[i], 6), std::to_string(m.unclamped), std::to_string(m.q),
+           format_fixed(m.dequantized, 6), format_fixed(m.error, 6), m.clamped ? "clamped" : ""});
+  }
+  t.print(std::cout);
+  if (article && any_clamped) {
+    std::cout << "\nThe articles' zero point assumes 0 to 255; stored as a signed int8 the values "
+                 "above "
+              << number(p.scale * (p.q_max - p.zero_point))
+              << " overflow. Unsigned storage (--integers unsigned), or z - 128 (--integers "
+                 "signed), keeps them.\n";
+  }
+}
+
+// --- flops ---------------------------------------------------------------------
+
+struct FlopsOptions {
+  std::string model;  // a preset or JSON file with forward FLOPs per sample
+  std::optional<double> forward_flops;
+  double batch = 256;
+  std::optional<double> samples, epochs, iterations;
+  bool json = false;
+};
+
+void run_flops(const FlopsOptions& o, Context& ctx) {
+  if (o.model.empty() && !o.forward_flops) {
+    throw CliError("give --model (a preset or JSON file with forward FLOPs per sample, e.g. "
+                   "resnet18-cifar10) or --forward-flops");
+  }
+  std::string what;  // the model's name, when one is given
+  double forward = o.forward_flops.value_or(0);
+  double samples = o.samples.value_or(0);
+  double epochs = o.epochs.value_or(1);
+  if (!o.model.empty()) {
+    ModelOptions m;
+    m.model = o.model;
+    const Workload w = m.resolve(ctx.catalog());
+    if (w.kind != WorkloadKind::generic) {
+      throw CliError(o.model + " is a transformer: its training FLOPs per step (and 6PD) are in "
+                     "`clusterscope plan --model " + o.model +
+                     "`; calc flops takes a model with forward FLOPs per sample");
+    }
+    what = w.display_name + ", preset " + w.name;
+    if (!o.forward_flops) forward = w.generic.forward_flops_per_sample;
+    if (!o.samples) samples = w.dataset_samples;
+    if (!o.epochs) epochs = w.epochs;
+  }
+  if (!(forward > 0)) throw CliError(what + " has no forward FLOPs per sample: give --forward-flops");
+  if (o.forward_flops) what += what.empty() ? "" : ", forward FLOPs given by --forward-flops";
+  double iterations = 0;
+  if (o.iterations) {
+    iterations = *o.iterations;
+  } else if (samples > 0) {
+    iterations = plan::iterations_per_run(samples, o.batch, epochs);
+  } else {
+    throw CliError("give --iterations, or --samples (and --epochs) to count them");
+  }
+  const double total = plan::training_flops(forward, o.batch, iterations);
+  const double article = forward * 2 * o.batch * iterations;
+  if (o.json) {
+    nlohmann::json out{{"forward_flops_per_sample", forward},
+                       {"batch", o.batch},
+                       {"iterations", iterations},
+                       {"training_flops", total},
+                       {"article_training_flops", article}};
+    if (!o.iterations) {
+      out["samples"] = samples;
+      out["epochs"] = epochs;
+    }
+    std::cout << out.dump(2) << '\n';
+    return;
+  }
+  std::cout << "Training FLOPs" << (what.empty() ? "" : " of " + what) << ":\n"
+            << "  forward " << format_rate(forward, "FLOP") << " per sample, batch "
+            << number(o.batch) << ", " << number(iterations) << " iterations";
+  if (!o.iterations) {
+    std::cout << " (" << number(epochs) << (epochs == 1 ? " epoch" : " epochs") << " of "
+              << number(samples) << " samples, ceil(samples/batch) a pass)";
+  }
+  std::cout << "\n  forward x 3 (1 forward + 2 backward) x batch x iterations = "
+            << format_rate(total, "FLOP") << "\n"
+            << "  The articles' x 2 (forward + backward) gives " << format_rate(article, "FLOP")
+            << ": backward computes the gradients of both the inputs and the weights, about "
+               "twice the forward.\n";
+}
+
+}  // namespace
+
+void register_calc(CLI::App& app, Context& ctx) {
+  CLI::App* calc = app.add_subcommand(
+      "calc", "The seed articles' calculators: communication time, quantisation, training FLOPs");
+  calc->require_subcommand(1);
+
+  auto c = std::make_shared<CommunicationOptions>();
+  CLI::App* comm = calc->add_subcommand(
+      "communication",
+      "Gradient exchange time: the articles' S*N/B + L*(N-1) beside the ring all-reduce "
+      "(defaults: the article's 100 MB, 8 devices, 10 GB/s, 0.1 ms)");
+  comm->add_option("--megabytes,-S", c->megabytes, "Bytes each device exchanges, in MB (10^6)")
+      ->check(positive_number());
+  comm->add_option("--devices,-N", c->devices, "Devices")->check(integer_between(1, 1 << 24));
+  comm->add_option("--bandwidth,-B", c->bandwidth_gb_s, "Link bandwidth, GB/s (10^9 bytes)")
+      ->check(positive_number());
+  comm->add_option("--latency,-L", c->latency_ms, "Latency per hop, ms")
+      ->check(non_negative_number());
+  add_json_flag(*comm, c->json);
+  comm->callback([c] { run_communication(*c); });
+
+  auto q = std::make_shared<QuantizeOptions>();
+  CLI::App* quant = calc->add_subcommand(
+      "quantize",
+      "Linear quantisation: scale, zero point, values to integers and back, with the error "
+      "(defaults: the article's [-0.5, 0.8] in INT8 and 0.3)");
+  quant->add_option("--min", q->min, "Range min")->check(finite_number());
+  quant->add_option("--max", q->max, "Range max")->check(finite_number());
+  CLI::Option* bits = quant->add_option("--bits", q->bits, "Integer width (article: 8)")
+                          ->check(integer_between(2, 16));
+  quant->add_option("--integers", q->integers,
+                    "article (z = round(-min/s), stored as int8), unsigned (0 to 2^bits - 1) or "
+                    "signed (-2^(bits-1) to 2^(bits-1) - 1)")
+      ->check(CLI::IsMember({"article", "unsigned", "signed"}));
+  quant->add_option("--value,-x", q->values, "Values to quantise")->check(finite_number());
+  add_json_flag(*quant, q->json);
+  quant->callback([q, bits] { run_quantize(*q, bits->count() > 0); });
+
+  auto f = std::make_shared<FlopsOptions>();
+  CLI::App* flops = calc->add_subcommand(
+      "flops",
+      "Training FLOPs = forward FLOPs x 3 x batch x iterations (the articles write x 2), e.g. "
+      "--model resnet18-cifar10");
+  flops->add_option("--model", f->model,
+                    "A model preset or JSON file with forward FLOPs per sample (its samples "
+                    "and epochs too)");
+  flops->add_option("--forward-flops", f->forward_flops, "Forward FLOPs per sample")
+      ->check(positive_number());
+  flops->add_option("--batch", f->batch, "Samples per iteration (default 256)")
+      ->check(positive_number());
+  CLI::Option* samples =
+      flops->add_option("--samples", f->samples, "Samples in the training set")
+          ->check(positive_number());
+  CLI::Option* epochs =
+      flops->add_option("--epochs", f->epochs, "Passes over the training set")
+          ->check(positive_number());
+  flops->add_option("--iterations", f->iterations, "Iterations (instead of samples and epochs)")
+      ->check(positive_number())
+      ->excludes(samples)
+      ->excludes(epochs);
+  add_json_flag(*flops, f->json);
+  flops->callback([f, &ctx] { run_flops(*f, ctx); });
+}
+
+}  // namespace cs::cli
