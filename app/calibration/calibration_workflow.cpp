@@ -792,6 +792,13 @@ Result<std::vector<RunRefinement>> refine_from_runs(const std::vector<std::strin
     }
     auto reader = trace::TraceReader::open(run_stores[i]);
     if (!reader) return reader.error();
+    // A calibration store's sweeps learnt as a run replaced what runs had
+    // taught the preset with the sweeps' figures.
+    if ((*reader)->meta(kCalibrationMetaKey)) {
+      return Error{run_stores[i] +
+                   " is a calibration store (sweeps, not a run): fit it with --from-store; "
+                   "--learn learns from the stores of runs"};
+    }
     const int ranks = base_cluster.empty() ? std::max(1, (*reader)->world_size()) : 0;
     readers.push_back(std::move(reader).value());
     auto group =

@@ -441,7 +441,16 @@ void run(Context& ctx, const CalibrateOptions& o) {
 
   if (!o.from_sweeps.empty() || !o.from_store.empty()) {
     std::optional<GpuSpec> datasheet = datasheet_of(ctx, o.gpu);
-    if (!datasheet && !o.from_sweeps.empty()) datasheet = datasheet_of_sweeps(ctx, o.from_sweeps);
+    if (!datasheet && !o.from_sweeps.empty()) {
+      datasheet = datasheet_of_sweeps(ctx, o.from_sweeps);
+      // Sweeps of an older worker name no engine: taken as the CPU's, where
+      // a GPU's made a "CPU" of 800 TFLOP/s. Said, so that --gpu is given.
+      if (!sweep_start_of(o.from_sweeps)) {
+        std::cerr << "clusterscope: note: no sweep_start line names the engine these sweeps ran "
+                     "on (the worker writes one first): taken as the CPU engine's; for a GPU's, "
+                     "name its datasheet with --gpu\n";
+      }
+    }
     if (datasheet && !o.from_sweeps.empty()) {
       // A CPU's sweeps fitted against a GPU's peaks made a "GPU" of the CPU.
       const auto start = sweep_start_of(o.from_sweeps);

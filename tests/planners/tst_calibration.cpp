@@ -2335,7 +2335,22 @@ void TestCalibration::learnsFromTheGemmKernelsOfTheH200Run() {
   const QString cluster =
       QString::fromStdString(cs::plan::calibrated_name(host, "cuda", 1, "cluster"));
 
-  Run r = run_cli({"calibrate", "--learn", store, "--base", cluster, "--json"}, presets, work);
+  // The calibration store is no run: learnt as one, it replaced what runs
+  // had taught the preset with the sweeps' figures.
+  QFile saved(presets + "/my-h200.json");
+  QVERIFY(saved.open(QIODevice::ReadOnly));
+  const QByteArray before = saved.readAll();
+  saved.close();
+  Run r = run_cli({"calibrate", "--learn", work + "/cal.db", "--base", cluster}, presets, work);
+  QCOMPARE(r.exit_code, 1);
+  QVERIFY2(r.err.contains(work + "/cal.db is a calibration store (sweeps, not a run): fit it with "
+                                 "--from-store"),
+           qPrintable(r.err));
+  QVERIFY(saved.open(QIODevice::ReadOnly));
+  QCOMPARE(saved.readAll(), before);
+  saved.close();
+
+  r = run_cli({"calibrate", "--learn", store, "--base", cluster, "--json"}, presets, work);
   QVERIFY2(r.exit_code == 0, qPrintable(r.err));
   const QJsonObject device = json_of(r)["fit"].toObject()["devices"].toArray()[0].toObject();
   const QJsonArray gemm = device["gemm"].toArray();
@@ -2509,6 +2524,10 @@ void TestCalibration::storeWithNothingToFitWritesNoPreset() {
   QCOMPARE(r.exit_code, 1);
   QVERIFY2(r.err.contains(store + ": nothing to calibrate from: no GEMM with FLOPs or collective measured") &&
                r.err.contains("(no preset written)"),
+           qPrintable(r.err));
+  // Those lines name no engine (no sweep_start line): taken as the CPU's,
+  // which is said, so that a GPU's are given their datasheet.
+  QVERIFY2(r.err.contains("note: no sweep_start line names the engine these sweeps ran on"),
            qPrintable(r.err));
   QCOMPARE(QDir(presets).entryList(QDir::Files), QStringList{});
   r = run_cli({"presets", "gpus"}, presets);
