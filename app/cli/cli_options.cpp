@@ -291,6 +291,9 @@ Plan PlanOptions::resolve(const PresetCatalog& catalog, const ClusterOptions& cl
     throw CliError("--flash-attention and --no-flash-attention contradict each other");
   }
   ParallelPlan& p = plan.parallel;
+  const std::int64_t file_gpus = static_cast<std::int64_t>(p.tp) * p.pp * p.dp;
+  const std::string file_layout = "tp " + std::to_string(p.tp) + " x pp " + std::to_string(p.pp) +
+                                  " x dp " + std::to_string(p.dp);
   if (tp) p.tp = *tp;
   if (pp) p.pp = *pp;
   if (!pp && !from_file && p.pp < 1) p.pp = 1;
@@ -304,7 +307,18 @@ Plan PlanOptions::resolve(const PresetCatalog& catalog, const ClusterOptions& cl
   if (micro_batch) p.micro_batch = *micro_batch;
   if (dp) {
     p.dp = *dp;
-  } else if (!from_file || tp || pp) {
+  } else if (from_file && (tp || pp)) {
+    // Flags over a plan document change what they name: the plan keeps its
+    // GPUs, and dp takes what tp x pp leave of them (filling the cluster
+    // instead turned --tp 2 over a dp-4 plan on 32 GPUs into dp 16).
+    const std::int64_t model_parallel = std::max<std::int64_t>(std::int64_t{p.tp} * p.pp, 1);
+    if (file_gpus % model_parallel != 0) {
+      throw CliError(plan_file + " runs on " + std::to_string(file_gpus) + " GPUs (" + file_layout +
+                     "), which tp " + std::to_string(p.tp) + " x pp " + std::to_string(p.pp) +
+                     " does not divide: give --dp");
+    }
+    p.dp = static_cast<int>(file_gpus / model_parallel);
+  } else if (!from_file) {
     const int gpus = plan.cluster.total_gpus();
     const int model_parallel = std::max(p.tp * p.pp, 1);
     p.dp = (gpus >= model_parallel && gpus % model_parallel == 0) ? gpus / model_parallel : 1;

@@ -585,7 +585,7 @@ bool MainWindow::exportHtml(const QString& path) {
 bool MainWindow::exportPlanJson(const QString& path) {
   auto a = analysis_->latest();
   const Status s = a ? cs::gui::exportPlanJson(path, *a) : Status(Error{"no estimate yet"});
-  showMessage(s ? tr("Exported %1: run it with clusterscope run %1").arg(QFileInfo(path).fileName())
+  showMessage(s ? tr("Exported %1: run it with clusterscope run --plan %1").arg(QFileInfo(path).fileName())
                 : q(s.message()),
               int(s ? MessageLevel::info : MessageLevel::error));
   return bool(s);

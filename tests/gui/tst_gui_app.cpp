@@ -24,6 +24,7 @@
 #include <QScatterSeries>
 #include <QSignalSpy>
 #include <QSpinBox>
+#include <QStatusBar>
 #include <QSvgRenderer>
 #include <QTableView>
 #include <QTableWidget>
@@ -519,6 +520,9 @@ void TestGuiApp::exports() {
   QVERIFY(window_->exportPdf(pdf));
   QVERIFY(window_->exportHtml(html));
   QVERIFY(window_->exportPlanJson(json));
+  // The command the message gives is one the CLI takes.
+  QCOMPARE(window_->statusBar()->currentMessage(),
+           QStringLiteral("Exported plan.json: run it with clusterscope run --plan plan.json"));
 
   QFile p(pdf);
   QVERIFY(p.open(QIODevice::ReadOnly));

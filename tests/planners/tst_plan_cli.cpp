@@ -205,6 +205,27 @@ void TestPlanCli::planDocument() {
   QCOMPARE(p["tp"].toInt(), 4);
   QCOMPARE(p["dp"].toInt(), 4);
   QCOMPARE(p["global_batch"].toInt(), 64);
+  // The plan keeps its GPUs: over a plan of 32 of the 64, --tp 8 (its own)
+  // keeps dp 2, and --pp 4 leaves dp 1. Filling the cluster, --tp 8 had
+  // doubled dp to 4.
+  QFile half(dir.filePath("half.json"));
+  QVERIFY(half.open(QIODevice::WriteOnly));
+  half.write(R"({"kind": "plan", "cluster": "dgx-h100-64", "workload": "llama2-70b",
+    "parallel": {"dp": 2, "tp": 8, "pp": 2, "micro_batch": 1, "global_batch": 64}})");
+  half.close();
+  for (const auto& [flags, want_dp] :
+       {std::pair{QStringList{"--tp", "8"}, 2}, std::pair{QStringList{"--pp", "4"}, 1},
+        std::pair{QStringList{"--tp", "4", "--pp", "2"}, 4},
+        std::pair{QStringList{"--tp", "8", "--dp", "4"}, 4}}) {
+    const Run kept = run_cli(QStringList{"plan", "--plan", half.fileName(), "--json"} + flags);
+    QVERIFY2(kept.exit_code == 0, qPrintable(kept.err));
+    QCOMPARE(parse(kept)["plan"].toObject()["parallel"].toObject()["dp"].toInt(), want_dp);
+  }
+  const Run uneven = run_cli({"plan", "--plan", half.fileName(), "--pp", "5"});
+  QCOMPARE(uneven.exit_code, 1);
+  QVERIFY2(uneven.err.contains("half.json runs on 32 GPUs (tp 8 x pp 2 x dp 2), which tp 8 x pp 5 "
+                               "does not divide: give --dp"),
+           qPrintable(uneven.err));
   // Blocking tensor-parallel all-reduces expose backward's: more exposed
   // tensor-parallel time, the same compute.
   const Run blocking =
