@@ -1,5 +1,7 @@
 #include "profiler/plan_run.h"
 
+#include "profiler/hostfile.h"
+
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
@@ -11,6 +13,7 @@
 #include "core/model_json.h"
 #include "core/trace_writer.h"
 #include "core/workload.h"
+#include "profiler/hostfile.h"
 #include "profiler/worker/gpt_model.h"
 #include "profiler/worker_shape.h"
 
@@ -45,6 +48,24 @@ Result<double> worker_bucket_kib(const Plan& plan) {
 Result<PlanRun> plan_run(const Plan& plan, const PlanRunOptions& o) {
   PlanRun run;
   run.backend = o.backend;
+  // The hosts first: a hostfile that does not read is the first thing to fix.
+  if (o.placement == Placement::hostfile) {
+    if (auto hosts = read_hostfile(o.hostfile); !hosts) return hosts.error();
+  }
+  if (run.backend == "auto" && o.placement != Placement::local) {
+    // Decided here, a GPU partition's job trained on the CPU engine because
+    // the login node has no GPU.
+    return Error{std::string("backend auto decides on this machine, but the ranks run ") +
+                 (o.placement == Placement::slurm ? "on the Slurm job's nodes"
+                                                  : "on the hostfile's hosts") +
+                 ": name their engine with --backend cpu or --backend cuda"};
+  }
+  if (run.backend == "cuda" && o.placement == Placement::local && o.write_plan) {
+    // Refused here in one sentence, not by every rank after mpirun started.
+    const HostInfo host = probe_host();
+    if (host.gpus.empty())
+      return Error{"backend cuda: " + host.gpu_status + ": run with --backend cpu (or auto)"};
+  }
   if (run.backend == "auto") {
     const HostInfo host = probe_host();
     if (!host.gpus.empty()) {
@@ -92,11 +113,21 @@ Result<PlanRun> plan_run(const Plan& plan, const PlanRunOptions& o) {
   // scaled alike.
   auto shape = worker_shape_for(plan.workload, p.tp, p.pp);
   if (!shape) return Error{shape.message()};
-  if (!shape->scaled.empty())
-    run.notes.push_back("the model is scaled to this machine: " + shape->scaled);
+  if (!shape->scaled.empty()) {
+    const ShapeLimits limits;
+    run.notes.push_back("the model is scaled down to the engines' size (at most hidden " +
+                        std::to_string(limits.max_hidden) + ", " +
+                        std::to_string(limits.max_layers) + " layers, sequence " +
+                        std::to_string(limits.max_seq) + "): " + shape->scaled);
+  }
   auto bucket = worker_bucket_kib(plan);
   if (!bucket) return bucket.error();
   const double bucket_kib = *bucket;
+  if (p.dp > 1 && bucket_kib < p.bucket_mib * 1024) {
+    run.notes.push_back("data-parallel buckets of " + format_float(bucket_kib) +
+                        " KiB, scaled with the model from the plan's " +
+                        format_float(p.bucket_mib) + " MiB (about as many buckets)");
+  }
 
   const std::string out = fs::absolute(o.run_store).lexically_normal().string();
   if (Status s = trace::check_store_path(out); !s) return s.error();

@@ -157,6 +157,16 @@ void TestRunCli::userErrors_data() {
   QTest::addRow("hostfile and slurm") << QStringList{"--hostfile", "h", "--slurm"} << 1
                                       << "--hostfile and --slurm exclude each other";
   QTest::addRow("unknown backend") << QStringList{"--backend", "tpu"} << 2 << "--backend";
+  // Decided on the login node, a GPU partition's job trained on the CPU.
+  QTest::addRow("auto under Slurm") << QStringList{"--slurm"} << 1
+                                    << "backend auto decides on this machine, but the ranks run on "
+                                       "the Slurm job's nodes: name their engine with --backend cpu";
+  // Refused before mpirun starts ranks that each fail (this machine has no GPU).
+  QTest::addRow("cuda without a GPU") << QStringList{"--backend", "cuda"} << 1
+                                      << "backend cuda: no GPU: ";
+  QTest::addRow("auto on a hostfile's hosts")
+      << QStringList{"--hostfile", "GOOD_HOSTFILE"} << 1
+      << "backend auto decides on this machine, but the ranks run on the hostfile's hosts";
   QTest::addRow("bad hostfile line") << QStringList{"--hostfile", "BAD_HOSTFILE"} << 1
                                      << "BAD_HOSTFILE:1: \"node;reboot\" is not a host name";
   QTest::addRow("{rank} in --out") << QStringList{"--out", "r{rank}.db"} << 1
@@ -175,8 +185,16 @@ void TestRunCli::userErrors() {
     QVERIFY(f.open(QIODevice::WriteOnly));
     f.write("node;reboot slots=2\n");
   }
-  for (QString& a : args)
+  const QString good = dir_.filePath("good-hosts");
+  {
+    QFile f(good);
+    QVERIFY(f.open(QIODevice::WriteOnly));
+    f.write("localhost slots=2\n");
+  }
+  for (QString& a : args) {
     a.replace("BAD_HOSTFILE", bad);
+    a.replace("GOOD_HOSTFILE", good);
+  }
   message.replace("BAD_HOSTFILE", bad);
   const bool model_from_args = args.removeAll("MODEL_FROM_ARGS") > 0;
   const QStringList out = args.contains("--out") ? QStringList{}
@@ -222,7 +240,7 @@ void TestRunCli::slurmScriptEndToEnd() {
   QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
   env.insert("PATH", work + "/bin:" + env.value("PATH"));  // no sbatch there
   const Run r = run_cli(QStringList{"run", "--dp", "2", "--steps", "3", "--out", store, "--slurm",
-                                    "--slurm-partition", "cpu"} +
+                                    "--slurm-partition", "cpu", "--backend", "cpu"} +
                             tiny(),
                         work, env);
   QVERIFY2(r.exit_code == 0, qPrintable(r.err));
@@ -285,7 +303,7 @@ void TestRunCli::runLeavesTheUsersFilesAlone() {
   const QByteArray hosts = "# hand-edited\nlocalhost slots=2  # keep\n";
   write(work + "/run.hosts", hosts);
   r = run_cli(QStringList{"run", "--steps", "2", "--out", work + "/run.db", "--hostfile",
-                          work + "/run.hosts"} +
+                          work + "/run.hosts", "--backend", "cpu"} +
               tiny());
   QVERIFY2(r.exit_code == 0, qPrintable(r.err));
   QCOMPARE(text_of(work + "/run.ranks/mine.txt"), QByteArray("keep me\n"));

@@ -138,7 +138,7 @@ void TestPlanRun::notes_data() {
                              << "recomputation is not implemented"
                              << "fp32";
   QTest::addRow("scaled model") << "none"
-                                << "the model is scaled to this machine"
+                                << "the model is scaled down to the engines' size (at most hidden 256, 8 layers, sequence 128)"
                                 << "fp32";
 }
 
