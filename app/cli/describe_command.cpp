@@ -37,7 +37,11 @@ nlohmann::json totals_json(const ClusterTotals& t) {
 }
 
 void print_text(const Cluster& c, const ClusterTotals& t) {
-  std::cout << c.display_name << " (" << c.name << ")\n";
+  if (c.display_name.empty()) {
+    std::cout << c.name << '\n';
+  } else {
+    std::cout << c.display_name << " (" << c.name << ")\n";
+  }
   if (!c.gpu) {
     std::cout << "  " << c.nodes << (c.nodes == 1 ? " node" : " nodes") << ", no GPU";
     if (c.cpu_cores_per_node > 0) std::cout << "; " << c.cpu_cores_per_node << " CPU cores";

@@ -134,7 +134,18 @@ void run(const SearchCommandOptions& o, Context& ctx) {
             << ", objective " << plan::to_string(*objective) << "\n\n";
   const bool show_nodes = o.node_counts.size() > 1;
   if (r.best.empty()) {
-    std::cout << "No plan fits in GPU memory within the limits.\n\n";
+    if (r.fitting == 0) {
+      std::cout << "No plan fits in GPU memory.\n\n";
+    } else {
+      // They fit; the limits (--max-days, --min-headroom, ...) left none.
+      std::string limits;
+      if (o.max_days > 0) limits += "--max-days " + format_fixed(o.max_days, 1);
+      if (o.min_headroom_gib > 0)
+        limits += (limits.empty() ? "" : " and ") + std::string("--min-headroom ") +
+                  format_fixed(o.min_headroom_gib, 1);
+      std::cout << "No plan within the limits: " << format_count(static_cast<double>(r.fitting))
+                << " fit in GPU memory, none within " << limits << ".\n\n";
+    }
   } else {
     print_table(
         ("Best " + std::to_string(r.best.size()) + " (dp/tp/pp, x chunks when interleaved):")

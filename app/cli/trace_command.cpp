@@ -466,6 +466,11 @@ void run_export(ExportOptions o) {
   if (format.empty()) {
     const std::string ext = std::filesystem::path(o.output).extension().string();
     format = ext == ".csv" ? "csv" : ext == ".html" || ext == ".htm" ? "html" : "chrome";
+    if (format == "chrome" && ext != ".json" && !to_device) {
+      std::cerr << "clusterscope: note: " << o.output
+                << ": no --format, and the name ends in none of .json, .csv, .html: written as a "
+                   "Chrome trace (JSON)\n";
+    }
   }
   // An option the format has no use for is refused, not ignored.
   const bool windowed = !o.from.empty() || !o.to.empty();

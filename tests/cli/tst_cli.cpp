@@ -200,6 +200,8 @@ void TestCli::describeInlineCluster() {
   QCOMPARE(from_file.exit_code, 0);
   QVERIFY2(from_file.out.contains("2 nodes x 4 GPUs = 8 x NVIDIA L40S 48GB"), qPrintable(from_file.out));
   QVERIFY(from_file.out.contains("1 x RoCE v2 100 GbE"));
+  // A file without a display name is titled by its name (it read " (lab)").
+  QVERIFY2(from_file.out.startsWith("lab\n"), qPrintable(from_file.out));
 }
 
 void TestCli::validateReportsEveryProblem() {

@@ -122,6 +122,14 @@ void TestTraceCli::exportFormats() {
   QFile h(dir.filePath("r.html"));
   QVERIFY(h.open(QIODevice::ReadOnly));
   QVERIFY(h.readAll().contains("NVIDIA A100-SXM4-40GB"));
+
+  // A name that says no format: a Chrome trace, and the note says so.
+  const Run txt = run_cli({"trace", "export", store, "-o", dir.filePath("run.txt")});
+  QCOMPARE(txt.exit_code, 0);
+  QVERIFY2(txt.err.contains("run.txt: no --format, and the name ends in none of .json, .csv, .html: "
+                            "written as a Chrome trace (JSON)"),
+           qPrintable(txt.err));
+  QVERIFY(!chrome.err.contains("note:"));
 }
 
 void TestTraceCli::mergeStores() {

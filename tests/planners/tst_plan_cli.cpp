@@ -317,6 +317,13 @@ void TestPlanCli::searchClusterSizes() {
   const QJsonObject best = parse(r)["best"].toArray()[0].toObject();
   QVERIFY(best["estimate"].toObject()["training"].toObject()["days"].toDouble() <= 30);
   QVERIFY(best["nodes"].toInt() >= 2);
+  // Plans that fit but none within the limit: said so, not "none fits".
+  const Run none = run_cli({"search", "--cluster", "dgx-h100-256", "--model", "llama2-7b",
+                            "--global-batch", "512", "--node-counts", "1,2", "--max-days", "1"});
+  QVERIFY2(none.exit_code == 0, qPrintable(none.err));
+  QVERIFY2(none.out.contains("No plan within the limits: ") &&
+               none.out.contains(" fit in GPU memory, none within --max-days 1.0."),
+           qPrintable(none.out));
 }
 
 void TestPlanCli::searchErrors_data() {
