@@ -57,7 +57,7 @@ struct CalibrateOptions {
   std::vector<std::string> nccl_tests;
   std::string collective;
   std::string link_name;
-  std::string link_type = "infiniband";
+  std::string link_type;  // empty: infiniband, for logs across hosts
   std::string intra;
   int nics = 0;
   bool json = false;
@@ -329,8 +329,16 @@ class CancelFlag {
 void run_nccl_tests(Context& ctx, const CalibrateOptions& o) {
   if (o.link_name.empty())
     throw CliError("--nccl-tests needs --link-name for the link preset it makes");
-  auto kind = link_kind_from_string(o.link_type);
+  auto kind = link_kind_from_string(o.link_type.empty() ? "infiniband" : o.link_type);
   if (!kind) throw CliError("--link-type: unknown link type \"" + o.link_type + "\"");
+  // A user link named like a shipped one replaced it in the user's own
+  // clusters but not in the shipped ones, which keep the datasheet's.
+  if (auto shipped = PresetCatalog::load(ctx.catalog().directory());
+      shipped && shipped->find_link(o.link_name)) {
+    throw CliError("--link-name " + o.link_name +
+                   ": a shipped link preset has that name: give the measured link its own (say " +
+                   o.link_name + "-measured)");
+  }
   std::optional<Link> intra;
   if (!o.intra.empty()) {
     const Link* l = ctx.catalog().find_link(o.intra);
@@ -341,6 +349,21 @@ void run_nccl_tests(Context& ctx, const CalibrateOptions& o) {
   }
   const calib::NetworkCalibration net =
       take(calib::calibrate_network(o.nccl_tests, o.link_name, *kind, intra, o.nics, o.collective));
+  if (!net.fit.inter_node) {
+    // Logs of one host measure the link inside a node: what describes the
+    // network between nodes means nothing there, and "infiniband" is wrong.
+    const std::string logs = o.nccl_tests.size() == 1 ? o.nccl_tests.front() + " ran"
+                                                      : "these logs ran";
+    if (!o.intra.empty() || o.nics > 0) {
+      throw CliError(std::string(o.intra.empty() ? "--nics" : "--intra") + ": " + logs +
+                     " on one host, so the link fitted is the one inside a node; --intra and "
+                     "--nics describe logs across hosts");
+    }
+    if (o.link_type.empty()) {
+      throw CliError(logs + " on one host, so the link fitted is the one inside a node: give its "
+                     "type, --link-type nvlink or pcie");
+    }
+  }
   std::filesystem::path file;
   if (!o.no_save) {
     std::filesystem::path dir =
@@ -658,7 +681,8 @@ void register_calibrate(CLI::App& app, Context& ctx) {
   cmd->add_option("--link-name", o->link_name, "With --nccl-tests: the link preset's name")
       ->needs(nccl_tests);
   cmd->add_option("--link-type", o->link_type,
-                  "With --nccl-tests: nvlink, pcie, infiniband, roce, ethernet")
+                  "With --nccl-tests: nvlink, pcie, infiniband, roce, ethernet (default "
+                  "infiniband across hosts; a log of one host must say)")
       ->needs(nccl_tests);
   cmd->add_option("--intra", o->intra,
                   "With --nccl-tests across hosts: the link preset inside a node")

@@ -1669,6 +1669,38 @@ void TestCalibration::ncclTestsCommandSavesALinkPreset() {
   QCOMPARE(r.exit_code, 1);
   QVERIFY2(r.err.contains(bad + ":2:"), qPrintable(r.err));
   QVERIFY(!QFile::exists(presets + "/broken.json"));
+
+  // A log of one host measures the link inside a node: what describes the
+  // network between nodes is refused, and the type must be said (it had
+  // saved NVLink's figures as "infiniband", --intra passed over).
+  const QString one_host = fixture("all_reduce_perf_1x8_h100.log");
+  r = run_cli({"calibrate", "--nccl-tests", one_host, "--link-name", "nv-measured", "--intra",
+               "nvlink4"},
+              presets);
+  QCOMPARE(r.exit_code, 1);
+  QVERIFY2(r.err.contains("--intra: " + one_host +
+                          " ran on one host, so the link fitted is the one inside a node"),
+           qPrintable(r.err));
+  r = run_cli({"calibrate", "--nccl-tests", one_host, "--link-name", "nv-measured"}, presets);
+  QCOMPARE(r.exit_code, 1);
+  QVERIFY2(r.err.contains("give its type, --link-type nvlink or pcie"), qPrintable(r.err));
+  QVERIFY(!QFile::exists(presets + "/nv-measured.json"));
+  r = run_cli({"calibrate", "--nccl-tests", one_host, "--link-name", "nv-measured", "--link-type",
+               "nvlink", "--json"},
+              presets);
+  QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+  QVERIFY(!json_of(r)["inter_node"].toBool());
+  QCOMPARE(json_of(r)["link"].toObject()["type"].toString(), QString("nvlink"));
+  // A shipped link's name is refused: the shipped clusters would have kept
+  // the datasheet's link while the user's took the measured one.
+  r = run_cli({"calibrate", "--nccl-tests", one_host, "--link-name", "nvlink4", "--link-type",
+               "nvlink"},
+              presets);
+  QCOMPARE(r.exit_code, 1);
+  QVERIFY2(r.err.contains("--link-name nvlink4: a shipped link preset has that name: give the "
+                          "measured link its own (say nvlink4-measured)"),
+           qPrintable(r.err));
+  QVERIFY(!QFile::exists(presets + "/nvlink4.json"));
 }
 
 // The loop end to end on this machine's CPU engine. Short sweeps: the fit's
