@@ -1,5 +1,6 @@
 // clusterscope presets [gpus|links|models|clusters] [--json]
 
+#include <filesystem>
 #include <iostream>
 
 #include <CLI/CLI.hpp>
@@ -106,7 +107,12 @@ void run(const PresetsOptions& o, Context& ctx) {
   if (all || o.what == "links") section("Links", print_links);
   if (all || o.what == "models") section("Models", print_models);
   if (all || o.what == "clusters") section("Clusters", print_clusters);
-  if (!o.json) std::cout << "Presets from " << c.directory().string() << "\n";
+  if (!o.json) {
+    std::cout << "Presets from " << c.directory().string() << "\n";
+    // The user's own (calibrated, learnt) over them, where they come from.
+    for (const std::filesystem::path& f : c.user_files())
+      std::cout << "  and " << f.string() << "\n";
+  }
 }
 
 }  // namespace

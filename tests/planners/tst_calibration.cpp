@@ -2367,6 +2367,10 @@ void TestCalibration::learnsFromTheGemmKernelsOfTheH200Run() {
   const QString cluster =
       QString::fromStdString(cs::plan::calibrated_name(host, "cuda", 1, "cluster"));
 
+  // Listing presets names the user's files beside the shipped folder.
+  Run listed = run_cli({"presets", "gpus"}, presets, work);
+  QVERIFY2(listed.out.contains("\n  and " + presets + "/my-h200.json\n"), qPrintable(listed.out));
+
   // The calibration store is no run: learnt as one, it replaced what runs
   // had taught the preset with the sweeps' figures.
   QFile saved(presets + "/my-h200.json");
