@@ -613,7 +613,22 @@ Result<MachineCalibration> calibrate_machine(
     if (run.host_memory_bytes <= 0) run.host_memory_bytes = host.memory_bytes;
     if (run.cpu_cores <= 0) run.cpu_cores = host.cpu_cores;
   }
-  auto record = launch::record_calibration(run, progress, cancel);
+  // The sweeps' progress counts the reference runs to come too, so that the
+  // count does not restart ([2/2], then [3/6]).
+  int reference_count = 0;
+  if (options.reference_runs && run.backend == "cpu") {
+    for (int ranks : run.rank_counts)
+      reference_count += static_cast<int>(reference_layouts(ranks).size());
+  }
+  std::function<void(const launch::CalibrationProgress&)> sweep_progress;
+  if (progress) {
+    sweep_progress = [&](const launch::CalibrationProgress& p) {
+      launch::CalibrationProgress counted = p;
+      counted.phases += reference_count;
+      progress(counted);
+    };
+  }
+  auto record = launch::record_calibration(run, sweep_progress, cancel);
   if (!record) return record.error();
   auto out = fit_calibration_store(record->store, options.datasheet);
   if (!out) return out.error();

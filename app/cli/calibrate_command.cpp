@@ -169,7 +169,9 @@ void print_fit(std::ostream& out, const plan::Calibration& c) {
   for (const plan::DeviceFit& d : c.devices) {
     out << "\n"
         << c.device << ", " << d.ranks << (d.ranks == 1 ? " rank" : " ranks at once")
-        << (d.threads > 0 ? ", " + std::to_string(d.threads) + " BLAS threads each" : std::string())
+        << (d.threads > 0 ? ", " + std::to_string(d.threads) +
+                                (d.threads == 1 ? " BLAS thread each" : " BLAS threads each")
+                          : std::string())
         << ":\n";
     if (d.core_share < 1) {
       out << "(more threads than cores: each thread runs " << format_fixed(100 * d.core_share, 0)
