@@ -296,7 +296,9 @@ Result<MergeReport> merge_stores(const std::vector<std::string>& inputs, const s
   for (const std::string& path : inputs) {
     if (std::filesystem::equivalent(path, output, ec))
       return Error{output + ": the output is also an input"};
-    auto reader = TraceReader::open(path);
+    TraceReader::Options read;
+    read.writers_ended = options.writers_ended;
+    auto reader = TraceReader::open(path, read);
     if (!reader) return reader.error();
     opened.push_back({path, std::move(reader).value()});
   }

@@ -38,6 +38,9 @@ struct MergeOptions {
   // More meta rows for the output (e.g. "predicted_step", "world_size").
   std::vector<std::pair<std::string, std::string>> meta;
   WriterOptions writer;
+  // Every input's writer has exited (the launcher, after its ranks): inputs
+  // left "writing" on another host are repaired (see TraceReader::Options).
+  bool writers_ended = false;
 };
 
 struct MergeReport {

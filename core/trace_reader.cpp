@@ -428,10 +428,11 @@ Result<std::unique_ptr<TraceReader>> TraceReader::open(const std::string& path, 
   impl->path = path;
   auto db = store::open_store(path, false, &impl->state);
   if (!db) return db.error();
-  if (!impl->state.finalized && !impl->state.writer_alive && options.repair) {
+  if (!impl->state.finalized && !impl->state.writer_alive && options.repair &&
+      (!impl->state.writer_elsewhere || options.writers_ended)) {
     // The writer died before closing: complete the store once, in place.
     db->close();
-    if (Status s = finalize_store(path); s) {
+    if (Status s = finalize_store(path, options.writers_ended); s) {
       db = store::open_store(path, false, &impl->state);
       if (!db) return db.error();
     } else {

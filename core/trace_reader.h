@@ -69,6 +69,10 @@ class TraceReader {
     // the file is writable (lane statistics and level of detail are built and
     // its status becomes "interrupted"); otherwise it is read as it is, slower.
     bool repair = true;
+    // Every writer has exited (a launcher after its ranks): a store left
+    // "writing" by a process of another host is repaired too. Otherwise such
+    // a store is read as it is: its writer may still be running there.
+    bool writers_ended = false;
   };
 
   static Result<std::unique_ptr<TraceReader>> open(const std::string& path, Options options);

@@ -219,6 +219,15 @@ std::string this_process_identity() {
   return host_name() + ":" + std::to_string(pid) + ":" + process_start_time(pid);
 }
 
+bool written_on_this_host(const std::string& identity) {
+  // host:pid:start — the host may itself hold no ':'.
+  const auto last = identity.rfind(':');
+  if (last == std::string::npos || last == 0) return false;
+  const auto middle = identity.rfind(':', last - 1);
+  if (middle == std::string::npos) return false;
+  return identity.substr(0, middle) == host_name();
+}
+
 bool process_alive(const std::string& identity) {
   // host:pid:start — the host may itself hold no ':'.
   const auto last = identity.rfind(':');
@@ -438,6 +447,8 @@ Result<sql::Database> open_store(const std::string& path, bool writable, StoreSt
     }
     if (rc != SQLITE_DONE) return db.error("cannot read the meta table", rc);
     state->writer_alive = state->status == "writing" && process_alive(state->writer);
+    state->writer_elsewhere = state->status == "writing" && !state->writer_alive &&
+                              !state->writer.empty() && !written_on_this_host(state->writer);
     auto stmt = db.prepare("SELECT coalesce(max(id), 0) FROM events");
     if (!stmt) return stmt.error();
     rc = stmt->step();
@@ -1195,7 +1206,7 @@ Status verify_store(const std::string& path) {
   return {};
 }
 
-Status finalize_store(const std::string& path) {
+Status finalize_store(const std::string& path, bool writers_ended) {
   StoreState state;
   auto db = store::open_store(path, true, &state);
   if (!db) return db.error();
@@ -1203,6 +1214,11 @@ Status finalize_store(const std::string& path) {
   if (state.writer_alive) {
     return Error{path + ": still being written by process " + state.writer +
                  "; it is finalized when that writer closes it"};
+  }
+  if (state.writer_elsewhere && !writers_ended) {
+    return Error{path + ": being written by process " + state.writer +
+                 " of another host, or left so when it died: finalize it there, or once its "
+                 "run has ended"};
   }
   if (auto s = store::finalize(*db, "interrupted"); !s) return s;
   if (auto s = db->exec("PRAGMA wal_checkpoint(TRUNCATE)"); !s) return s;

@@ -25,6 +25,10 @@ struct StoreState {
   std::string status;
   bool finalized = false;     // level-of-detail tables and lane statistics are built
   bool writer_alive = false;  // a writer process on this host still has it open
+  // Status "writing" by a process of another host: whether it still runs
+  // cannot be told from here, so the store is not repaired (finalized in
+  // place under a live writer, the run's next write failed and it died).
+  bool writer_elsewhere = false;
   std::string writer;         // "host:pid" of the process that created it
   std::int64_t events = 0;    // committed events
 };
@@ -37,7 +41,9 @@ Result<StoreState> inspect_store(const std::string& path);
 // Builds what a closed store has and a store cut short lacks (lane statistics,
 // level-of-detail tables) and records status "interrupted". Refused while the
 // writer is alive. A finalized store is left as it is.
-Status finalize_store(const std::string& path);
+// A store left "writing" by another host's process is refused unless the
+// caller knows its writers have ended.
+Status finalize_store(const std::string& path, bool writers_ended = false);
 
 // Reads the whole file to check it: SQLite's own structure check, then, for
 // a finalized store, that its event chunks decode and agree with its rows.

@@ -43,6 +43,8 @@ std::string this_process_identity();
 // True when `identity` names a live process on this host. A process on
 // another host cannot be checked and counts as gone.
 bool process_alive(const std::string& identity);
+// True when `identity` was recorded by a process of this host.
+bool written_on_this_host(const std::string& identity);
 
 // Opens a store and checks its identity and version (messages name the file).
 // `state` receives what the meta table says.

@@ -198,6 +198,7 @@ Result<CalibrationRecord> record_calibration(
                 {"calibration_commands", nlohmann::json(record.commands).dump()}};
   // Phases ran one after another on one host: one clock, no shift.
   merge.alignment = trace::ClockAlignment::none;
+  merge.writers_ended = true;  // every phase's ranks have exited
   auto merged = trace::merge_stores(phase_stores, o.store, merge);
   cleanup();
   if (!merged)

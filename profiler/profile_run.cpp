@@ -156,6 +156,7 @@ Status gather_process_stores(const std::vector<std::string>& parts, const std::s
   }
   trace::MergeOptions options;
   options.run.source = "cupti";
+  options.writers_ended = true;  // the profiled command has exited
   auto merged = trace::merge_stores(parts, out, options);
   if (!merged) return merged.error();
   if (!keep_parts) {

@@ -41,6 +41,9 @@ Status merge_run_stores(const RunSpec& spec, Outcome outcome, std::string& note)
                   {"worker_command", command_text(worker_command(spec))},
                   {"ranks_without_store_json", missing.dump()}};
   options.meta.insert(options.meta.end(), spec.extra_meta.begin(), spec.extra_meta.end());
+  // The ranks have exited (or merge-only after the job's srun): a rank store
+  // left "writing" on another node is repaired.
+  options.writers_ended = true;
   auto merged = trace::merge_stores(inputs, spec.run_store, options);
   if (!merged) return merged.error();
   if (!problems.empty()) {

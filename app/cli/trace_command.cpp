@@ -142,6 +142,7 @@ void run_info(const InfoOptions& o) {
                       {"status", st.status},
                       {"finalized", st.finalized},
                       {"writer_alive", st.writer_alive},
+                      {"writer_elsewhere", st.writer_elsewhere},
                       {"events", r->event_count()},
                       {"world_size", r->world_size()},
                       {"time_range", {{"start_ns", range.start_ns}, {"end_ns", range.end_ns}}},
@@ -157,6 +158,10 @@ void run_info(const InfoOptions& o) {
   if (!run.source.empty()) std::cout << " — " << run.source;
   std::cout << "\n  trace schema " << st.schema_version << ", status " << st.status
             << (st.writer_alive ? " (its writer is still running; read as committed so far)" : "")
+            << (st.writer_elsewhere ? " (by " + st.writer +
+                                          " of another host, which may still be running: read "
+                                          "as committed so far, not repaired)"
+                                    : std::string())
             << '\n';
   std::cout << "  " << format_count(static_cast<double>(r->event_count())) << " events on "
             << r->lanes().size() << " lanes, " << r->ranks().size() << " of " << r->world_size()

@@ -109,10 +109,30 @@ struct Analysed {
   std::uint64_t job = 0;
   std::shared_ptr<const trace::RunAnalysis> analysis;
   trace::RunInfo run;
+  trace::StoreState state;  // how the run ended, or that it is still being written
   std::int64_t start_ns = 0;
   std::vector<std::int64_t> step_starts;  // the lowest rank's, for the predicted lane
   QString error;
 };
+
+// How the run ended, where that is not "complete": a crashed or cancelled
+// run must not read like a finished one.
+QString endingText(const trace::StoreState& s) {
+  QString what;
+  if (s.status == "complete" || s.status.empty()) return {};
+  if (s.writer_alive) {
+    what = QObject::tr("still being written (shown as committed so far)");
+  } else if (s.writer_elsewhere) {
+    what = QObject::tr("being written by %1 of another host, or left so when it died (shown as "
+                       "committed so far)")
+               .arg(q(s.writer).toHtmlEscaped());
+  } else if (s.status == "interrupted" || s.status == "writing") {
+    what = QObject::tr("its writer died before closing it: the steps it recorded");
+  } else {
+    what = QObject::tr("the run ended %1").arg(q(s.status).toHtmlEscaped());
+  }
+  return QStringLiteral("<br><span style=\"color:#c03030\">") + what + QStringLiteral("</span>");
+}
 
 Result<std::string> readFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -370,6 +390,7 @@ void RunView::startAnalysis() {
       return out;
     }
     out.run = reader.value()->run();
+    out.state = reader.value()->state();
     out.start_ns = reader.value()->time_range().start_ns;
     if (auto steps = reader.value()->steps()) {
       std::optional<std::int32_t> lowest;
@@ -398,11 +419,12 @@ void RunView::startAnalysis() {
     analysis_ = out.analysis;
     trace_start_ns_ = out.start_ns;
     if (!out.run.title.empty()) title_ = q(out.run.title);
-    header_->setText(tr("<b>%1</b> — %2 ranks · source %3 · %4")
+    header_->setText(tr("<b>%1</b> — %2 ranks · source %3 · %4%5")
                          .arg(title_.toHtmlEscaped())
                          .arg(analysis_->ranks.size())
                          .arg(q(out.run.source).toHtmlEscaped(),
-                              QFileInfo(path_).absoluteFilePath().toHtmlEscaped()));
+                              QFileInfo(path_).absoluteFilePath().toHtmlEscaped(),
+                              endingText(out.state)));
     showAnalysis();
     if (!out.run.plan_json.empty()) startPrediction(out.run.plan_json, out.step_starts);
     emit analysisReady({});

@@ -49,6 +49,7 @@ class RunView : public QWidget {
   QString message() const { return message_; }  // why the store could not be shown
   const trace::RunAnalysis* analysis() const { return analysis_.get(); }
   QString title() const { return title_; }
+  QLabel* header() const { return header_; }  // the title, ranks, source, path and how it ended
 
   TimelineWidget* timeline() const { return timeline_; }
   TimelineWidget* predictedTimeline() const { return predicted_; }

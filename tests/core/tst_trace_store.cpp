@@ -168,6 +168,7 @@ class TestTraceStore : public QObject {
   void findEvents();
   void liveStoreOpensReadOnly();
   void killedWriterKeepsCommitted();
+  void storeWrittenOnAnotherHostIsNotRepaired();
   void writeFailureNamesTheFile();
   void corruptPagesAreReported();
   void notCreatedOverAFolder();
@@ -839,6 +840,48 @@ void TestTraceStore::liveStoreOpensReadOnly() {
   QCOMPARE(r->state().status, std::string("interrupted"));
   QVERIFY(r->state().finalized);
   QCOMPARE(r->event_count(), child.committed);
+}
+
+// A store left "writing" by a process of another host (a shared file
+// system: a hostfile or Slurm run) is read as it is, not finalized in place:
+// its writer may still be running there, and finalized under it, the run's
+// next write failed and the rank died. A launcher whose ranks have ended
+// repairs it.
+void TestTraceStore::storeWrittenOnAnotherHostIsNotRepaired() {
+  QTemporaryDir dir;
+  const std::string path = temp_path(dir, "elsewhere.cstrace");
+  ChildRun child;
+  child.start({"live", QString::fromStdString(path)});
+  QVERIFY2(child.wait_committed(10000), qPrintable(child.output));
+  child.kill_hard();
+  {
+    sqlite3* db = nullptr;
+    QCOMPARE(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+    QCOMPARE(sqlite3_exec(db, "UPDATE meta SET value = 'node-b:4242:123456' WHERE key = 'writer'",
+                          nullptr, nullptr, nullptr),
+             SQLITE_OK);
+    sqlite3_close(db);
+  }
+  {
+    auto r = open_reader(path);  // repair asked for
+    QVERIFY(r->state().writer_elsewhere);
+    QVERIFY(!r->state().writer_alive);
+    QCOMPARE(r->state().status, std::string("writing"));
+    QVERIFY(!r->state().finalized);
+    QCOMPARE(r->event_count(), child.committed);
+  }
+  const cs::Status refused = finalize_store(path);
+  QVERIFY(!refused);
+  QVERIFY2(refused.message().find("being written by process node-b:4242 of another host") !=
+               std::string::npos,
+           refused.message().c_str());
+  TraceReader::Options ended;
+  ended.writers_ended = true;
+  auto repaired = TraceReader::open(path, ended);
+  QVERIFY2(repaired, repaired ? "" : repaired.message().c_str());
+  QVERIFY((*repaired)->state().finalized);
+  QCOMPARE((*repaired)->state().status, std::string("interrupted"));
+  QCOMPARE((*repaired)->event_count(), child.committed);
 }
 
 void TestTraceStore::killedWriterKeepsCommitted() {

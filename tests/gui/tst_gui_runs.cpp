@@ -149,6 +149,8 @@ void TestGuiRuns::completedRun() {
   QTRY_VERIFY_WITH_TIMEOUT(view->analysis() || !view->message().isEmpty(), 60000);
   QVERIFY2(view->message().isEmpty(), qPrintable(view->message()));
   QCOMPARE(int(view->analysis()->ranks.size()), 2);
+  QVERIFY2(!view->header()->text().contains(QStringLiteral("the run ended")),
+           qPrintable(view->header()->text()));  // complete: nothing to say
 
   const QImage shot = cs::gui::test::saveScreenshot(panel, QStringLiteral("runs-panel"));
   double dominant = 1;
@@ -175,6 +177,9 @@ void TestGuiRuns::cancelledRun() {
   QTRY_VERIFY_WITH_TIMEOUT(view->analysis() || !view->message().isEmpty(), 60000);
   QVERIFY2(view->message().isEmpty(), qPrintable(view->message()));
   QVERIFY(view->timeline()->laneCount() > 0 || view->analysis()->ranks.size() == 2);
+  // The view says how it ended: a cancelled run must not read as finished.
+  QVERIFY2(view->header()->text().contains(QStringLiteral("the run ended cancelled")),
+           qPrintable(view->header()->text()));
 }
 
 void TestGuiRuns::crashedRun() {
