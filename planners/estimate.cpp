@@ -1,6 +1,7 @@
 #include "planners/estimate.h"
 
 #include <algorithm>
+#include <limits>
 #include <cmath>
 #include <utility>
 
@@ -301,10 +302,14 @@ std::vector<ControlOption> control_options(const Plan& plan, Control control) {
       break;
     case Control::global_batch: {
       // Multiples of dp x micro-batch around the current value.
-      const int unit = std::max(plan.parallel.dp * plan.parallel.micro_batch, 1);
+      // Multiples past an int are no global batch (the field holds an int).
+      const long long unit =
+          std::max(static_cast<long long>(plan.parallel.dp) * plan.parallel.micro_batch, 1LL);
       std::vector<int> values;
-      for (int f = 1; f <= 4096 && values.size() < 16; f *= 2)
-        values.push_back(unit * f);
+      for (long long f = 1; f <= 4096 && values.size() < 16 &&
+                            unit * f <= std::numeric_limits<int>::max();
+           f *= 2)
+        values.push_back(static_cast<int>(unit * f));
       if (std::find(values.begin(), values.end(), plan.parallel.global_batch) == values.end()) {
         values.push_back(plan.parallel.global_batch);
         std::sort(values.begin(), values.end());

@@ -187,8 +187,11 @@ std::vector<Inner> inner_combinations(const Model& x, const SearchSpace& space, 
       }
     }
     for (int dp : dps) {
-      if (global_batch % (dp * micro_batch) != 0) continue;
-      const int micro_batches = global_batch / (dp * micro_batch);
+      // 64-bit: dp x micro-batch passes an int on a cluster of 2^30 GPUs, and
+      // wrapped to 0 it divided by zero (the app's search crashed).
+      const long long samples = static_cast<long long>(dp) * micro_batch;
+      if (samples > global_batch || global_batch % samples != 0) continue;
+      const int micro_batches = static_cast<int>(global_batch / samples);
       std::vector<int> vs = {1};
       if (pp > 1) {
         for (int v = 2; v <= space.max_virtual_stages; ++v) {

@@ -134,7 +134,13 @@ void run(const SearchCommandOptions& o, Context& ctx) {
             << ", objective " << plan::to_string(*objective) << "\n\n";
   const bool show_nodes = o.node_counts.size() > 1;
   if (r.best.empty()) {
-    if (r.fitting == 0) {
+    if (r.candidates == 0) {
+      // Every split of the GPUs needs more replicas than the batch has samples.
+      std::cout << "No candidate plan: no global batch given divides over the cluster's "
+                << format_count(static_cast<double>(cluster.total_gpus())) << " GPUs"
+                << (o.any_gpu_count ? "" : " (--any-gpu-count lets plans leave GPUs idle)")
+                << ".\n\n";
+    } else if (r.fitting == 0) {
       std::cout << "No plan fits in GPU memory.\n\n";
     } else {
       // They fit; the limits (--max-days, --min-headroom, ...) left none.

@@ -309,9 +309,10 @@ void PlanPanel::refresh() {
                       .arg(p->parallel.pp)
                       .arg(used)
                       .arg(total)
-                      .arg(p->parallel.dp * p->parallel.micro_batch > 0
+                      .arg(p->parallel.dp > 0 && p->parallel.micro_batch > 0
                                ? QString::number(double(p->parallel.global_batch) /
-                                                     (p->parallel.dp * p->parallel.micro_batch),
+                                                     (double(p->parallel.dp) *
+                                                      p->parallel.micro_batch),
                                                  'g', 4)
                                : QStringLiteral("?")));
   refreshing_ = false;

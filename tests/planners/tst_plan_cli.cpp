@@ -321,6 +321,21 @@ void TestPlanCli::searchClusterSizes() {
   const Run none = run_cli({"search", "--cluster", "dgx-h100-256", "--model", "llama2-7b",
                             "--global-batch", "512", "--node-counts", "1,2", "--max-days", "1"});
   QVERIFY2(none.exit_code == 0, qPrintable(none.err));
+  // The largest cluster a file may hold: dp x micro-batch passed an int and
+  // wrapped to 0, and the search divided by it (SIGFPE, the app's too).
+  for (const QString& gpus_per_node : {QStringLiteral("1024"), QStringLiteral("8")}) {
+    const Run huge = run_cli({"search", "--gpu", "h100-sxm", "--nodes", "1048576",
+                              "--gpus-per-node", gpus_per_node, "--model", "llama2-7b",
+                              "--global-batch", "1024", "--any-gpu-count", "--top", "1"});
+    QVERIFY2(huge.exit_code == 0, qPrintable(huge.err));
+    QVERIFY2(huge.out.contains("Best 1"), qPrintable(huge.out));
+  }
+  const Run no_split = run_cli({"search", "--gpu", "h100-sxm", "--nodes", "65536", "--gpus-per-node",
+                                "1024", "--model", "llama2-7b", "--global-batch", "1024"});
+  QVERIFY2(no_split.exit_code == 0, qPrintable(no_split.err));
+  QVERIFY2(no_split.out.contains("No candidate plan: no global batch given divides over the "
+                                 "cluster's 67.1 M GPUs (--any-gpu-count lets plans leave GPUs idle)"),
+           qPrintable(no_split.out));
   QVERIFY2(none.out.contains("No plan within the limits: ") &&
                none.out.contains(" fit in GPU memory, none within --max-days 1.0."),
            qPrintable(none.out));
