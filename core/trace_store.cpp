@@ -347,6 +347,12 @@ Result<sql::Database> open_store(const std::string& path, bool writable, StoreSt
   if (Status there = check_file_exists(path); !there) return there.error();
   if (std::filesystem::is_directory(path, ec))
     return Error{path + " is not a ClusterScope trace store: it is a directory"};
+  // A FIFO or a device blocks the reader that opens it (the app's view then
+  // waited forever, and the app could not quit): a store is a regular file.
+  if (!std::filesystem::is_regular_file(path, ec)) {
+    return Error{path + " is not a ClusterScope trace store: it is not a regular file (a pipe, "
+                 "socket or device)"};
+  }
   const auto size = std::filesystem::file_size(path, ec);
   const std::string refuse = path + " is not a ClusterScope trace store: ";
   if (!ec && size == 0) return Error{refuse + "the file is empty"};

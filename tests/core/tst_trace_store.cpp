@@ -17,6 +17,7 @@
 #include <tuple>
 
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <sqlite3.h>
@@ -1112,6 +1113,10 @@ void TestTraceStore::refusesWhatIsNotAStore_data() {
                              << "is not a ClusterScope trace store: it is a directory";
   QTest::addRow("no file") << "none"
                            << ": no such file";
+  // Opened, a FIFO blocks until something writes to it: the app's view
+  // waited forever and the app could not quit.
+  QTest::addRow("pipe") << "fifo"
+                        << "is not a ClusterScope trace store: it is not a regular file";
 }
 
 void TestTraceStore::refusesWhatIsNotAStore() {
@@ -1171,6 +1176,7 @@ void TestTraceStore::refusesWhatIsNotAStore() {
     path = dir.path().toStdString();
   }
   if (kind == "none") path = temp_path(dir, "missing.cstrace");
+  if (kind == "fifo") QCOMPARE(::mkfifo(path.c_str(), 0600), 0);
 
   auto r = TraceReader::open(path);
   QVERIFY(!r);
