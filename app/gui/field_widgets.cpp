@@ -47,16 +47,23 @@ void FieldEdit::showValue(const QString& value) {
   QString shown = value;
   bool is_number = false;
   const double v = value.toDouble(&is_number);
-  // Whole numbers without the JSON writer's ".0".
-  if (is_number && kind_ != Kind::text && v == std::floor(v) && std::abs(v) < 1e15) {
-    shown = QString::number(v, 'f', 0);
+  if (is_number && kind_ != Kind::text) {
+    // To 12 significant digits: a unit's round trip (1000 us stored as
+    // 0.001 s) leaves 1000.0000000000001, which was shown and then typed on.
+    const double rounded = QString::number(v, 'g', 12).toDouble();
+    // Whole numbers without the JSON writer's ".0".
+    shown = rounded == std::floor(rounded) && std::abs(rounded) < 1e15
+                ? QString::number(rounded, 'f', 0)
+                : QString::number(rounded, 'g', 12);
   }
   if (edit_->hasFocus()) {
     // The user is typing: keep their text while it means the same value.
     if (hasProblem()) return;
     bool typed_ok = false;
     const double typed = edit_->text().toDouble(&typed_ok);
-    if (kind_ != Kind::text && is_number && typed_ok && typed == v) return;
+    if (kind_ != Kind::text && is_number && typed_ok &&
+        std::abs(typed - v) <= 1e-12 * std::max(1.0, std::abs(v)))
+      return;
   }
   if (edit_->text() != shown) edit_->setText(shown);
 }

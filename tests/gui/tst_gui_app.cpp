@@ -207,6 +207,19 @@ void TestGuiApp::badValueMarkedAtField() {
                                           *window_->workspace()->project().current_cluster(),
                                           "/inter_node/latency_us")));
   QVERIFY(!latency->hasProblem());
+  // Typed key by key, "1000" then "10000": 1000 us comes back from seconds
+  // as 1000.0000000000001, which the field showed, and the next key was
+  // typed after it (the plan took 1000 us).
+  const QString typed_before = latency->lineEdit()->text();
+  test::typeInto(latency->lineEdit(), QStringLiteral("10000"));
+  QCOMPARE(latency->lineEdit()->text(), QStringLiteral("10000"));
+  QCOMPARE(window_->workspace()->project().current_cluster()->inter_node->latency, 10000e-6);
+  window_->setFocus();
+  QCOMPARE(latency->lineEdit()->text(), QStringLiteral("10000"));
+  test::typeInto(latency->lineEdit(), QStringLiteral("1000"));
+  window_->setFocus();
+  QCOMPARE(latency->lineEdit()->text(), QStringLiteral("1000"));
+  test::typeInto(latency->lineEdit(), typed_before);
   window_->setFocus();
 }
 
