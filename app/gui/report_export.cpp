@@ -163,18 +163,44 @@ class PdfFlow {
   QFont base_font_;
 };
 
+}  // namespace
+
 Status writeWhole(const QString& path, const QByteArray& bytes) {
   QSaveFile file(path);
   if (!file.open(QIODevice::WriteOnly)) {
     return Error{(path + ": cannot write: " + file.errorString()).toStdString()};
   }
-  if (file.write(bytes) != bytes.size() || !file.commit()) {
+  // Flushed before the commit, which can miss a failed flush: on a full disk
+  // an earlier file was replaced by an empty one, reported as written.
+  if (file.write(bytes) != bytes.size() || !file.flush()) {
+    const QString why = file.errorString();
+    file.cancelWriting();
+    return Error{(path + ": cannot write (" + why + "; disk full?): the file is as it was")
+                     .toStdString()};
+  }
+  if (!file.commit()) {
     return Error{(path + ": cannot write: " + file.errorString()).toStdString()};
+  }
+  if (QFileInfo(path).size() != bytes.size()) {
+    return Error{(path + ": written short (disk full?)").toStdString()};
   }
   return {};
 }
 
-}  // namespace
+Result<QByteArray> completePdf(const QString& file, const QString& path) {
+  QFile in(file);
+  if (!in.open(QIODevice::ReadOnly)) {
+    return Error{(path + ": the PDF was not written (" + in.errorString() + ")").toStdString()};
+  }
+  const QByteArray bytes = in.readAll();
+  // A PDF ends with its trailer's %%EOF; one cut short by a full disk does not.
+  if (!bytes.trimmed().endsWith("%%EOF")) {
+    return Error{(path + ": the PDF could not be written whole (disk full?): the file is as it "
+                         "was")
+                     .toStdString()};
+  }
+  return bytes;
+}
 
 QByteArray svgOf(const QSizeF& size, const std::function<void(QPainter&, const QRectF&)>& paint) {
   QBuffer buffer;
@@ -290,16 +316,10 @@ Status exportPdf(const QString& path, const PlanAnalysis& a,
     }
     painter.end();
   }
-  if (QFileInfo(temporary).size() <= 0) {
-    QFile::remove(temporary);
-    return Error{(path + ": the PDF could not be written (disk full?)").toStdString()};
-  }
-  QFile::remove(path);
-  if (!QFile::rename(temporary, path)) {
-    QFile::remove(temporary);
-    return Error{(path + ": cannot write").toStdString()};
-  }
-  return {};
+  auto pdf = completePdf(temporary, path);
+  QFile::remove(temporary);
+  if (!pdf) return pdf.error();
+  return writeWhole(path, *pdf);
 }
 
 Status exportPlanJson(const QString& path, const PlanAnalysis& a) {

@@ -32,6 +32,13 @@ Status exportHtml(const QString& path, const PlanAnalysis& analysis,
                   const std::vector<ReportFigure>& figures = {});
 Status exportPlanJson(const QString& path, const PlanAnalysis& analysis);
 
+// Writes `bytes` as `path` whole, or leaves an earlier file as it was and
+// says why (a full disk included). Every export of the app writes this way.
+Status writeWhole(const QString& path, const QByteArray& bytes);
+// The bytes of a PDF that QPdfWriter wrote to `file`, if it is whole (ends
+// with %%EOF); errors name `path`, where it was to go.
+Result<QByteArray> completePdf(const QString& file, const QString& path);
+
 // The report's HTML text (what exportHtml writes).
 QString reportHtml(const PlanAnalysis& analysis, const std::vector<ReportFigure>& figures);
 // An SVG document of a drawing, for inline use.

@@ -142,14 +142,6 @@ Result<std::string> readFile(const std::string& path) {
   return text.str();
 }
 
-Status saveWhole(const QString& path, const QByteArray& bytes) {
-  QSaveFile file(path);
-  if (!file.open(QIODevice::WriteOnly) || file.write(bytes) != bytes.size() || !file.commit()) {
-    return Error{path.toStdString() + ": " + file.errorString().toStdString()};
-  }
-  return {};
-}
-
 }  // namespace
 
 RunView::RunView(QWidget* parent) : QWidget(parent) {
@@ -1001,7 +993,7 @@ Result<QString> RunView::coreReportHtml(bool range_only, int* ranks) const {
 Status RunView::exportHtml(const QString& path, bool range_only) {
   auto core = coreReportHtml(range_only);
   if (!core) return core.error();
-  return saveWhole(path, reportHtml(core.value(), range_only).toUtf8());
+  return writeWhole(path, reportHtml(core.value(), range_only).toUtf8());
 }
 
 Status RunView::exportPdf(const QString& path, bool range_only) {
@@ -1054,9 +1046,9 @@ Status RunView::exportPdf(const QString& path, bool range_only) {
     document.setPageSize(QSizeF(writer.width(), writer.height()));
     document.print(&writer);
   }
-  QFile in(temporary);
-  if (!in.open(QIODevice::ReadOnly)) return Error{path.toStdString() + ": the PDF was not written"};
-  return saveWhole(path, in.readAll());
+  auto pdf = completePdf(temporary, path);
+  if (!pdf) return pdf.error();
+  return writeWhole(path, *pdf);
 }
 
 Result<QStringList> RunView::exportCsv(const QString& stem_path, bool range_only) {

@@ -13,6 +13,7 @@
 #include <QChartView>
 #include <QCheckBox>
 #include <QComboBox>
+#include <QDir>
 #include <QDockWidget>
 #include <QDoubleSpinBox>
 #include <QFile>
@@ -20,8 +21,10 @@
 #include <QLineEdit>
 #include <QLineSeries>
 #include <QPainter>
+#include <QProcess>
 #include <QProgressBar>
 #include <QScatterSeries>
+#include <QScopeGuard>
 #include <QSignalSpy>
 #include <QSpinBox>
 #include <QStatusBar>
@@ -77,6 +80,7 @@ class TestGuiApp : public QObject {
   void corruptProjectFile();
   void missingPreset();
   void exports();
+  void exportsOnAFullDisk();
   void seedCalculators();
   void screenshots();
 
@@ -583,6 +587,51 @@ void TestGuiApp::exports() {
   QVERIFY(!window_->exportHtml(dir_.filePath(QStringLiteral("no/such/dir/report.html"))));
   QVERIFY(!window_->messageBar()->text().isEmpty());
   window_->messageBar()->dismiss();
+}
+
+// On a full disk an export fails, says so, and leaves the earlier file as
+// it was: the plan JSON had become an empty file and the PDF a cut-short
+// one, both reported as exported. A real small tmpfs, filled up.
+void TestGuiApp::exportsOnAFullDisk() {
+  waitForEstimate();
+  const QString disk = dir_.filePath(QStringLiteral("small-disk"));
+  QVERIFY(QDir().mkpath(disk));
+  QProcess mount;
+  mount.start(QStringLiteral("mount"), {QStringLiteral("-t"), QStringLiteral("tmpfs"),
+                                        QStringLiteral("-o"), QStringLiteral("size=512k"),
+                                        QStringLiteral("tmpfs"), disk});
+  if (!mount.waitForFinished(10000) || mount.exitCode() != 0)
+    QSKIP("cannot mount a small tmpfs here (needs root): the full-disk case is not checked");
+  auto unmount = qScopeGuard([&] { QProcess::execute(QStringLiteral("umount"), {disk}); });
+
+  const QString json = disk + QStringLiteral("/plan.json");
+  const QString pdf = disk + QStringLiteral("/report.pdf");
+  QVERIFY(window_->exportPlanJson(json));
+  QVERIFY(window_->exportPdf(pdf));
+  auto bytes_of = [](const QString& path) {
+    QFile f(path);
+    return f.open(QIODevice::ReadOnly) ? f.readAll() : QByteArray();
+  };
+  const QByteArray json_before = bytes_of(json);
+  const QByteArray pdf_before = bytes_of(pdf);
+  QVERIFY(json_before.size() > 100 && pdf_before.trimmed().endsWith("%%EOF"));
+  {
+    QFile filler(disk + QStringLiteral("/filler"));
+    QVERIFY(filler.open(QIODevice::WriteOnly));
+    const QByteArray block(4096, 'x');
+    while (filler.write(block) == block.size() && filler.flush()) {
+    }
+  }
+  QVERIFY(!window_->exportPlanJson(json));
+  QVERIFY2(window_->messageBar()->text().contains(QStringLiteral("disk full?")),
+           qPrintable(window_->messageBar()->text()));
+  window_->messageBar()->dismiss();
+  QVERIFY(!window_->exportPdf(pdf));
+  QVERIFY2(window_->messageBar()->text().contains(QStringLiteral("disk full?")),
+           qPrintable(window_->messageBar()->text()));
+  window_->messageBar()->dismiss();
+  QCOMPARE(bytes_of(json), json_before);
+  QCOMPARE(bytes_of(pdf), pdf_before);
 }
 
 void TestGuiApp::seedCalculators() {
