@@ -513,8 +513,9 @@ class KinetoHandler : public nlohmann::json_sax<nlohmann::json> {
                              : std::string("events with ph '") + ph_ + "'"];
       return;
     }
-    if (time_out_of_range_) {
-      ++skipped["events with a ts or dur past 9e15 us (285 years)"];
+    if (time_out_of_range_ || (has_ts_ && std::abs(ts_ + std::max<std::int64_t>(dur_, 0)) >=
+                                              kTraceTimeLimitNs)) {
+      ++skipped["events with a ts or end past 2.3e15 us (73 years)"];
       return;
     }
     if (time_not_a_number_) {
@@ -557,8 +558,10 @@ class KinetoHandler : public nlohmann::json_sax<nlohmann::json> {
   std::uint32_t name_ = 0;
   Id pid_, tid_;
   std::int64_t ts_ = 0, dur_ = 0;
-  // A ts or dur whose nanoseconds an int64 cannot hold (1e300): skipped, not wrapped.
-  static constexpr std::int64_t kMaxMicros = 9'000'000'000'000'000;
+  // A ts or dur past the times a store holds (1e300, 8e15): skipped, not
+  // wrapped; the event's end is checked too (a span of +-8e15 us hung the
+  // app's timeline, its tick step wrapped to 1 ns).
+  static constexpr std::int64_t kMaxMicros = kTraceTimeLimitNs / 1000 - 1;
   bool time_out_of_range_ = false;
   bool time_not_a_number_ = false;
   bool has_ts_ = false;

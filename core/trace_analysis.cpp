@@ -21,7 +21,7 @@ namespace cs::trace {
 namespace {
 
 constexpr std::int64_t kMinTime = std::numeric_limits<std::int64_t>::min() / 4;
-constexpr std::int64_t kMaxTime = std::numeric_limits<std::int64_t>::max() / 4;
+constexpr std::int64_t kMaxTime = kTraceTimeLimitNs;
 
 // Activity classes of the sweep, one bit each.
 enum Bit : unsigned { kCompute = 1, kComm = 2, kMemory = 4, kSync = 8, kOther = 16 };

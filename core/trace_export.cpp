@@ -21,7 +21,7 @@ namespace cs::trace {
 namespace {
 
 constexpr std::int64_t kMinTime = std::numeric_limits<std::int64_t>::min() / 4;
-constexpr std::int64_t kMaxTime = std::numeric_limits<std::int64_t>::max() / 4;
+constexpr std::int64_t kMaxTime = kTraceTimeLimitNs;
 
 // Buffered output that reports a failed write by the file's name, written
 // whole or not at all (FileBeside): a failed export (a full disk) keeps the

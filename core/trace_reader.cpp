@@ -12,7 +12,7 @@ namespace cs::trace {
 namespace {
 
 constexpr std::int64_t kMinTime = std::numeric_limits<std::int64_t>::min() / 4;
-constexpr std::int64_t kMaxTime = std::numeric_limits<std::int64_t>::max() / 4;
+constexpr std::int64_t kMaxTime = kTraceTimeLimitNs;
 
 const std::string kEmpty;
 

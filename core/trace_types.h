@@ -11,6 +11,12 @@
 
 namespace cs::trace {
 
+// Times a store holds lie strictly within +-this (about 73 years of
+// nanoseconds; an epoch-based clock of today is 1.8e18): then any span
+// between two of them, and the readers' "from the first to the last" range,
+// fit an int64. The writer drops events outside it, counted in meta.
+inline constexpr std::int64_t kTraceTimeLimitNs = INT64_MAX / 4;
+
 struct LaneId {
   std::uint32_t value = 0;
   friend bool operator==(LaneId, LaneId) = default;

@@ -310,6 +310,10 @@ class SqliteTraceWriter final : public TraceWriter {
       ++unknown_lane_;  // not a lane of this writer: dropped, counted in meta
       return;
     }
+    if (std::abs(event.start_ns) >= kTraceTimeLimitNs || std::abs(event.end_ns) >= kTraceTimeLimitNs) {
+      ++out_of_time_;  // a span of such times overflows the readers: dropped, counted in meta
+      return;
+    }
     if (pending_.events.size() >= options_.max_buffered_rows && !stop_) {
       wake_.notify_one();
       drained_.wait(lock, [&] {
@@ -394,6 +398,8 @@ class SqliteTraceWriter final : public TraceWriter {
         s = write_meta("events_with_end_before_start", std::to_string(ends_before_start_));
       if (s && unknown_lane_ > 0)
         s = write_meta("events_dropped_with_unknown_lane", std::to_string(unknown_lane_));
+      if (s && out_of_time_ > 0)
+        s = write_meta("events_dropped_outside_the_time_a_trace_holds", std::to_string(out_of_time_));
       if (s && nan_rows_ > 0)
         s = write_meta("steps_and_samples_dropped_with_nan", std::to_string(nan_rows_));
       if (s && dropped_events_ > 0)
@@ -753,6 +759,7 @@ class SqliteTraceWriter final : public TraceWriter {
   std::int64_t next_event_id_ = 1;
   std::size_t events_since_checkpoint_ = 0;
   std::size_t dropped_events_ = 0;
+  std::size_t out_of_time_ = 0;  // events past +-kTraceTimeLimitNs
   // Per lane, the event chunks built as batches arrive (see write_events).
   struct LaneChunks {
     store::ChunkEncoder open;

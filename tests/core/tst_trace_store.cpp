@@ -343,6 +343,13 @@ void TestTraceStore::roundTrip() {
     Event stray = a;  // a lane this writer never made: dropped and counted, not a crash
     stray.lane = LaneId{4'000'000'000u};
     w.add(stray);
+    // Times past +-kTraceTimeLimitNs: a span of two overflows the readers.
+    Event far = a;
+    far.end_ns = kTraceTimeLimitNs;
+    w.add(far);
+    far.start_ns = -kTraceTimeLimitNs;
+    far.end_ns = 0;
+    w.add(far);
     Event backwards = a;  // an end before its start is stored as a zero-length event
     backwards.start_ns = 2'000'100'000;
     backwards.end_ns = 2'000'000'000;
@@ -384,6 +391,7 @@ void TestTraceStore::roundTrip() {
   QCOMPARE(r->world_size(), 2);
   QCOMPARE(r->meta("events_with_end_before_start"), std::optional<std::string>("1"));
   QCOMPARE(r->meta("events_dropped_with_unknown_lane"), std::optional<std::string>("1"));
+  QCOMPARE(r->meta("events_dropped_outside_the_time_a_trace_holds"), std::optional<std::string>("2"));
   QCOMPARE(r->meta("steps_and_samples_dropped_with_nan"), std::optional<std::string>("2"));
 
   QCOMPARE(r->ranks().size(), std::size_t{2});
