@@ -12,7 +12,9 @@
 #include <QFileInfo>
 #include <QKeySequence>
 #include <QMenuBar>
+#include <QEventLoop>
 #include <QMessageBox>
+#include <QTimer>
 #include <QPainter>
 #include <QScrollArea>
 #include <QSettings>
@@ -655,7 +657,26 @@ void MainWindow::stepPlan(int delta) {
   workspace_->edit(tr("Switch plan"), std::move(after));
 }
 
+bool MainWindow::stopRunFirst() {
+  if (!runs_->running()) return true;
+  // A run records itself into the project open when it ends: closed under
+  // it, the record was lost (or went into the next project).
+  const auto answer = QMessageBox::question(
+      this, tr("A run is in progress"),
+      tr("A run is in progress. Stop it (its ranks close their stores) and record it in %1?")
+          .arg(workspace_->displayName()),
+      QMessageBox::Yes | QMessageBox::Cancel, QMessageBox::Cancel);
+  if (answer != QMessageBox::Yes) return false;
+  QEventLoop loop;
+  connect(runs_, &RunsPanel::runFinished, &loop, &QEventLoop::quit);
+  QTimer::singleShot(120000, &loop, &QEventLoop::quit);
+  runs_->cancel();
+  if (runs_->running()) loop.exec();
+  return !runs_->running();
+}
+
 bool MainWindow::confirmDiscard() {
+  if (!stopRunFirst()) return false;
   if (!workspace_->isModified()) return true;
   // The one question a panel cannot ask: the window is about to change under it.
   const auto answer = QMessageBox::question(

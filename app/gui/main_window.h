@@ -99,6 +99,9 @@ class MainWindow : public QMainWindow {
   void refreshRecentMenu();
   void showMessage(const QString& text, int level);
   void offerRecovery();
+  // Before the window closes or changes project: a run in progress is stopped
+  // and recorded first, or the change is called off. False when called off.
+  bool stopRunFirst();
   bool confirmDiscard();
   void addPlan(bool duplicate);
   void deletePlan();

@@ -3,6 +3,12 @@
 // report and the project's history; a run cancelled, a run whose rank is
 // killed, and a plan the engines cannot run, each shown as such.
 
+#include <QAbstractButton>
+#include <QAction>
+#include <QApplication>
+#include <QMessageBox>
+#include <QPointer>
+#include <QTimer>
 #include <QComboBox>
 #include <QFileInfo>
 #include <QLabel>
@@ -54,6 +60,20 @@ Project tinyPlan(Project project, int zero_stage = 0) {
   return project;
 }
 
+// Answers the message boxes that open next, in order, with these buttons.
+void answerBoxes(QList<QMessageBox::StandardButton> answers) {
+  auto* timer = new QTimer;
+  auto answered = std::make_shared<QPointer<QMessageBox>>();
+  QObject::connect(timer, &QTimer::timeout, [timer, answers, answered]() mutable {
+    auto* box = qobject_cast<QMessageBox*>(QApplication::activeModalWidget());
+    if (!box || box == answered->data()) return;
+    *answered = box;
+    box->button(answers.takeFirst())->click();
+    if (answers.isEmpty()) timer->deleteLater();
+  });
+  timer->start(20);
+}
+
 }  // namespace
 
 class TestGuiRuns : public QObject {
@@ -65,6 +85,7 @@ class TestGuiRuns : public QObject {
   void completedRun();
   void cancelledRun();
   void crashedRun();
+  void changingProjectStopsTheRunFirst();
   void planTheEnginesCannotRun();
   void profileACommand();
 
@@ -180,6 +201,36 @@ void TestGuiRuns::cancelledRun() {
   // The view says how it ended: a cancelled run must not read as finished.
   QVERIFY2(view->header()->text().contains(QStringLiteral("the run ended cancelled")),
            qPrintable(view->header()->text()));
+}
+
+// File > New during a run: the run is stopped and recorded in the project
+// open first, or nothing changes. The run had gone on, and recorded itself
+// into the new project when it ended (closing the window lost it).
+void TestGuiRuns::changingProjectStopsTheRunFirst() {
+  RunsPanel* panel = window_->runsPanel();
+  panel->stepsBox()->setValue(1000000);
+  QSignalSpy finished(panel, &RunsPanel::runFinished);
+  QVERIFY(panel->launch().ok());
+  waitForEveryRank(panel, 1);
+  auto* new_project = window_->findChild<QAction*>(QStringLiteral("actionNew"));
+  QVERIFY(new_project);
+  const std::size_t runs_before = window_->workspace()->project().runs.size();
+  const QString title = window_->workspace()->displayName();
+
+  answerBoxes({QMessageBox::Cancel});  // "A run is in progress": not now
+  new_project->trigger();
+  QVERIFY(panel->running());
+  QCOMPARE(window_->workspace()->project().runs.size(), runs_before);
+
+  // Stop it; then keep the project, unsaved, at "Save the changes first?".
+  answerBoxes({QMessageBox::Yes, QMessageBox::Cancel});
+  new_project->trigger();
+  QVERIFY(!panel->running());
+  QCOMPARE(finished.count(), 1);
+  QCOMPARE(window_->workspace()->displayName(), title);
+  const Project& project = window_->workspace()->project();
+  QCOMPARE(project.runs.size(), runs_before + 1);
+  QCOMPARE(QString::fromStdString(project.runs.back().outcome), QStringLiteral("cancelled"));
 }
 
 void TestGuiRuns::crashedRun() {
