@@ -1020,6 +1020,10 @@ Result<RunPrediction> predict_trained(const PresetCatalog& catalog, Plan plan,
   j["calibrated"] = out.calibrated;
   j["workload"] = plan.workload.display_name;
   j["notes"] = out.notes;
+  // The plan as predicted (the engines' shape on the calibrated cluster): the
+  // app draws its predicted timeline from this one, not from the plan the
+  // user asked for (LLaMA-2 7B on H100s under a scaled CPU run).
+  j["plan"] = to_json(plan);
   // The probe every rank measures before its first step, as this cluster
   // predicts it: the comparison tells a changed machine from a wrong model.
   // (The CPU engine runs a tf32 plan in fp32, and probes fp32.)

@@ -110,6 +110,7 @@ struct Analysed {
   std::shared_ptr<const trace::RunAnalysis> analysis;
   trace::RunInfo run;
   trace::StoreState state;  // how the run ended, or that it is still being written
+  std::string predicted_plan_json;  // the plan the run's prediction was made for, if recorded
   std::int64_t start_ns = 0;
   std::vector<std::int64_t> step_starts;  // the lowest rank's, for the predicted lane
   QString error;
@@ -383,6 +384,10 @@ void RunView::startAnalysis() {
     }
     out.run = reader.value()->run();
     out.state = reader.value()->state();
+    if (auto predicted = reader.value()->meta("predicted_step")) {
+      const auto j = nlohmann::json::parse(*predicted, nullptr, false);
+      if (j.is_object() && j.contains("plan")) out.predicted_plan_json = j["plan"].dump();
+    }
     out.start_ns = reader.value()->time_range().start_ns;
     if (auto steps = reader.value()->steps()) {
       std::optional<std::int32_t> lowest;
@@ -418,7 +423,13 @@ void RunView::startAnalysis() {
                               QFileInfo(path_).absoluteFilePath().toHtmlEscaped(),
                               endingText(out.state)));
     showAnalysis();
-    if (!out.run.plan_json.empty()) startPrediction(out.run.plan_json, out.step_starts);
+    // The lane draws what the prediction was made for: the plan as the
+    // engines ran it, where the store has it; else the run's own plan.
+    if (!out.predicted_plan_json.empty()) {
+      startPrediction(out.predicted_plan_json, out.step_starts);
+    } else if (!out.run.plan_json.empty()) {
+      startPrediction(out.run.plan_json, out.step_starts);
+    }
     emit analysisReady({});
   });
 }

@@ -28,6 +28,7 @@
 #include <set>
 
 #include <nlohmann/json.hpp>
+#include <sqlite3.h>
 
 #include "../profiler/worker_runs.h"
 #include "app/gui/main_window.h"
@@ -38,6 +39,7 @@
 #include "core/presets.h"
 #include "core/trace_reader.h"
 #include "core/trace_writer.h"
+#include "planners/estimate.h"
 #include "gui_test_support.h"
 
 using namespace cs;
@@ -63,6 +65,7 @@ class TestGuiRun : public QObject {
   void badFiles_data();
   void badFiles();
   void predictAgain();
+  void predictedLaneDrawsThePlanPredicted();
   void machineProbeRows();
 
  private:
@@ -186,6 +189,63 @@ void TestGuiRun::opensCpuEngineRun() {
       cs::gui::test::saveScreenshot(view.timeline(), QStringLiteral("run-timeline"));
   QVERIFY(cs::gui::test::distinctColours(timeline, &dominant) > 8);
   QVERIFY(dominant < 0.95);
+}
+
+// The predicted lane draws the plan the run's prediction was made for (the
+// engines' scaled shape on the calibrated cluster, recorded with it), not
+// the plan the user asked for: a CPU run of a scaled model had LLaMA-sized
+// predicted steps under it.
+void TestGuiRun::predictedLaneDrawsThePlanPredicted() {
+  const QString store = dir_.filePath(QStringLiteral("predicted-plan.db"));
+  QFile::remove(store);
+  QVERIFY(QFile::copy(cpu_store_, store));
+  QFile(store).setPermissions(QFile::ReadOwner | QFile::WriteOwner);
+  auto catalog = PresetCatalog::load(CS_SOURCE_DIR "/resources/presets");
+  QVERIFY(catalog.ok());
+  auto run_plan = plan_from_json(nlohmann::json::parse(
+                                     cs::trace::TraceReader::open(cpu_store_.toStdString())
+                                         .value()
+                                         ->run()
+                                         .plan_json),
+                                 "run plan");
+  QVERIFY(run_plan.ok());
+  Plan predicted = run_plan.value();
+  predicted.workload.transformer.layers = 2;  // a much smaller model than the run's plan
+  auto predicted_estimate = cs::plan::estimate(predicted);
+  auto run_estimate = cs::plan::estimate(run_plan.value());
+  QVERIFY(predicted_estimate.ok() && run_estimate.ok());
+  QVERIFY(run_estimate->time.step() > 2 * predicted_estimate->time.step());
+  {
+    nlohmann::json meta = {{"step_seconds", predicted_estimate->time.step()},
+                           {"plan", to_json(predicted)}};
+    sqlite3* db = nullptr;
+    QCOMPARE(sqlite3_open(store.toUtf8().constData(), &db), SQLITE_OK);
+    sqlite3_stmt* stmt = nullptr;
+    QCOMPARE(sqlite3_prepare_v2(db, "UPDATE meta SET value = ? WHERE key = 'predicted_step'", -1,
+                                &stmt, nullptr),
+             SQLITE_OK);
+    const std::string text = meta.dump();
+    sqlite3_bind_text(stmt, 1, text.c_str(), -1, SQLITE_TRANSIENT);
+    QCOMPARE(sqlite3_step(stmt), SQLITE_DONE);
+    sqlite3_finalize(stmt);
+    sqlite3_close(db);
+  }
+  RunView view;
+  view.resize(1200, 900);
+  view.show();
+  QVERIFY(QTest::qWaitForWindowExposed(&view));
+  openAndWait(view, store);
+  QTRY_VERIFY_WITH_TIMEOUT(view.predictedTimeline()->laneCount() > 0, 30000);
+  auto shown = cs::trace::TraceReader::open(view.predictedTimeline()->storePath().toStdString());
+  QVERIFY2(shown, shown ? "" : shown.message().c_str());
+  auto steps = (*shown)->steps();
+  QVERIFY(steps && !steps->empty());
+  const double drawn = double(steps->front().end_ns - steps->front().start_ns) / 1e9;
+  QVERIFY2(std::abs(drawn - predicted_estimate->time.step()) <= 0.02 * predicted_estimate->time.step(),
+           qPrintable(QStringLiteral("drawn %1 s, predicted %2 s, the run's plan %3 s")
+                          .arg(drawn)
+                          .arg(predicted_estimate->time.step())
+                          .arg(run_estimate->time.step())));
 }
 
 void TestGuiRun::zoomPanAndSelect() {
