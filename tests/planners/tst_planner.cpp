@@ -78,6 +78,7 @@ class TestPlanner : public QObject {
   void genericModel();
   void inferencePlan();
   void dataParallelOverlap();
+  void gradientAccumulationExchangesOncePerStep();
   void ranksSharingCores();
   void blockingTensorParallelAllReduce();
   void embeddingAndHeadWholePerRank();
@@ -492,6 +493,35 @@ void TestPlanner::dataParallelOverlap() {
   QVERIFY(e.seed_communication.simple_seconds > e.seed_communication.ring_seconds);
   // The gradient bytes the article's S stands for.
   QCOMPARE(e.seed_communication.gradient_bytes, e.communication.dp_bytes_per_gpu);
+}
+
+// The first seed article: accumulating 2 micro-batches before the exchange
+// halves the exchanges per sample. With ZeRO-0 the gradients are reduced
+// once per step whatever the accumulation; ZeRO-2 reduce-scatters every
+// micro-batch's gradients (its buffers hold a shard only), so its exchange
+// grows with them.
+void TestPlanner::gradientAccumulationExchangesOncePerStep() {
+  double dp_bytes[3] = {}, dp_seconds[3] = {}, zero2_seconds[3] = {};
+  for (int i = 0; i < 3; ++i) {
+    const int accumulation = 1 << i;
+    cs::Plan p = make_plan("dgx-a100-64", "gpt2-xl", 64, 1, 1, 64 * accumulation);
+    p.parallel.micro_batch = 1;
+    const cs::plan::Estimate e = must_estimate(p);
+    QCOMPARE(e.micro_batches, accumulation);
+    dp_bytes[i] = e.communication.dp_bytes_per_gpu;
+    dp_seconds[i] = e.communication.dp_seconds;
+    p.parallel.zero_stage = 2;
+    zero2_seconds[i] = must_estimate(p).communication.dp_seconds;
+  }
+  for (int i = 1; i < 3; ++i) {
+    QCOMPARE(dp_bytes[i], dp_bytes[0]);  // per step: per sample, 1 / accumulation
+    QCOMPARE(dp_seconds[i], dp_seconds[0]);
+    QVERIFY2(zero2_seconds[i] > 1.5 * zero2_seconds[i - 1],
+             qPrintable(QString("ZeRO-2 accumulation %1: %2 s after %3 s")
+                            .arg(1 << i)
+                            .arg(zero2_seconds[i])
+                            .arg(zero2_seconds[i - 1])));
+  }
 }
 
 // A link measured with its buffers out of the caches (a CPU-engine
