@@ -358,6 +358,24 @@ Result<sql::Database> open_store(const std::string& path, bool writable, StoreSt
   if (!ec && size == 0) return Error{refuse + "the file is empty"};
 
   if (auto s = check_not_cut_short(path); !s) return s.error();
+  // A store whose writer died keeps its last writes in the write-ahead log,
+  // which SQLite reads only through a "-shm" file made beside it: in a
+  // read-only folder it cannot be, and SQLite's own words were "unable to
+  // open database file (No such file or directory)".
+  if (!writable) {
+    const std::string wal = path + "-wal";
+    const auto wal_size = std::filesystem::file_size(wal, ec);
+    std::error_code shm_ec;
+    const std::filesystem::path folder = std::filesystem::path(path).parent_path();
+    if (!ec && wal_size > 0 && !std::filesystem::exists(path + "-shm", shm_ec) &&
+        ::access(folder.empty() ? "." : folder.c_str(), W_OK) != 0) {
+      return Error{path + ": its writer did not close it, and its last writes are in " + wal +
+                   ", which SQLite reads only with a file it makes beside it; this folder is "
+                   "read-only: copy the store and its -wal file to a writable folder and open "
+                   "the copy"};
+    }
+    ec.clear();
+  }
 
   auto opened = sql::Database::open(path, writable ? SQLITE_OPEN_READWRITE : SQLITE_OPEN_READONLY);
   if (!opened) return opened.error();

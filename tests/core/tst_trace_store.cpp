@@ -5,7 +5,9 @@
 // a store that opens with everything it had committed; a failing write names
 // the file; foreign, truncated and newer files are refused by name.
 
+#include <QDir>
 #include <QFile>
+#include <QScopeGuard>
 #include <QProcess>
 #include <QTemporaryDir>
 #include <QtTest>
@@ -170,6 +172,7 @@ class TestTraceStore : public QObject {
   void liveStoreOpensReadOnly();
   void killedWriterKeepsCommitted();
   void storeWrittenOnAnotherHostIsNotRepaired();
+  void crashedStoreOnAReadOnlyMount();
   void writeFailureNamesTheFile();
   void corruptPagesAreReported();
   void notCreatedOverAFolder();
@@ -891,6 +894,41 @@ void TestTraceStore::storeWrittenOnAnotherHostIsNotRepaired() {
   QVERIFY((*repaired)->state().finalized);
   QCOMPARE((*repaired)->state().status, std::string("interrupted"));
   QCOMPARE((*repaired)->event_count(), child.committed);
+}
+
+// A store whose writer died, with its write-ahead log, on a read-only mount:
+// SQLite needs a -shm file beside it to read the log and cannot make one.
+// The error says so and what to do, where it said "unable to open database
+// file (No such file or directory)". A real read-only tmpfs.
+void TestTraceStore::crashedStoreOnAReadOnlyMount() {
+  QTemporaryDir dir;
+  const std::string path = temp_path(dir, "crashed.cstrace");
+  ChildRun child;
+  child.start({"live", QString::fromStdString(path)});
+  QVERIFY2(child.wait_committed(10000), qPrintable(child.output));
+  child.kill_hard();
+  if (!std::filesystem::exists(path + "-wal") || std::filesystem::file_size(path + "-wal") == 0)
+    QSKIP("the killed writer left no write-ahead log here");
+  const QString mount_point = dir.filePath(QStringLiteral("ro"));
+  QVERIFY(QDir().mkpath(mount_point));
+  if (QProcess::execute(QStringLiteral("mount"), {QStringLiteral("-t"), QStringLiteral("tmpfs"),
+                                                  QStringLiteral("-o"), QStringLiteral("size=64m"),
+                                                  QStringLiteral("tmpfs"), mount_point}) != 0)
+    QSKIP("cannot mount a tmpfs here (needs root): the read-only case is not checked");
+  auto unmount = qScopeGuard([&] { QProcess::execute(QStringLiteral("umount"), {mount_point}); });
+  const std::string copy = (mount_point + QStringLiteral("/crashed.cstrace")).toStdString();
+  std::filesystem::copy_file(path, copy);
+  std::filesystem::copy_file(path + "-wal", copy + "-wal");
+  QCOMPARE(QProcess::execute(QStringLiteral("mount"),
+                             {QStringLiteral("-o"), QStringLiteral("remount,ro"), mount_point}),
+           0);
+  auto r = TraceReader::open(copy);
+  QVERIFY(!r);
+  QVERIFY2(r.message().find("its writer did not close it, and its last writes are in " + copy +
+                            "-wal") != std::string::npos &&
+               r.message().find("copy the store and its -wal file to a writable folder") !=
+                   std::string::npos,
+           r.message().c_str());
 }
 
 void TestTraceStore::killedWriterKeepsCommitted() {
