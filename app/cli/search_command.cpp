@@ -144,13 +144,13 @@ void run(const SearchCommandOptions& o, Context& ctx) {
       std::cout << "No plan fits in GPU memory.\n\n";
     } else {
       // They fit; the limits (--max-days, --min-headroom, ...) left none.
-      std::string limits;
-      if (o.max_days > 0) limits += "--max-days " + format_fixed(o.max_days, 1);
+      std::string limits_given;
+      if (o.max_days > 0) limits_given += "--max-days " + format_fixed(o.max_days, 1);
       if (o.min_headroom_gib > 0)
-        limits += (limits.empty() ? "" : " and ") + std::string("--min-headroom ") +
-                  format_fixed(o.min_headroom_gib, 1);
+        limits_given += (limits_given.empty() ? "" : " and ") + std::string("--min-headroom ") +
+                        format_fixed(o.min_headroom_gib, 1);
       std::cout << "No plan within the limits: " << format_count(static_cast<double>(r.fitting))
-                << " fit in GPU memory, none within " << limits << ".\n\n";
+                << " fit in GPU memory, none within " << limits_given << ".\n\n";
     }
   } else {
     print_table(
