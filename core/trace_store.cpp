@@ -8,6 +8,7 @@
 #include <limits>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -219,34 +220,41 @@ std::string this_process_identity() {
   return host_name() + ":" + std::to_string(pid) + ":" + process_start_time(pid);
 }
 
-bool written_on_this_host(const std::string& identity) {
-  // host:pid:start — the host may itself hold no ':'.
+namespace {
+
+// A writer's "host:pid:start", split; nullopt when malformed. The host may
+// itself hold no ':'.
+struct WriterIdentity {
+  std::string host, pid, start;
+};
+std::optional<WriterIdentity> split_identity(const std::string& identity) {
   const auto last = identity.rfind(':');
-  if (last == std::string::npos || last == 0) return false;
+  if (last == std::string::npos || last == 0) return std::nullopt;
   const auto middle = identity.rfind(':', last - 1);
-  if (middle == std::string::npos) return false;
-  return identity.substr(0, middle) == host_name();
+  if (middle == std::string::npos) return std::nullopt;
+  return WriterIdentity{identity.substr(0, middle), identity.substr(middle + 1, last - middle - 1),
+                        identity.substr(last + 1)};
+}
+
+}  // namespace
+
+bool written_on_this_host(const std::string& identity) {
+  const auto id = split_identity(identity);
+  return id && id->host == host_name();
 }
 
 bool process_alive(const std::string& identity) {
-  // host:pid:start — the host may itself hold no ':'.
-  const auto last = identity.rfind(':');
-  if (last == std::string::npos || last == 0) return false;
-  const auto middle = identity.rfind(':', last - 1);
-  if (middle == std::string::npos) return false;
-  const std::string host = identity.substr(0, middle);
-  const std::string pid_text = identity.substr(middle + 1, last - middle - 1);
-  const std::string start = identity.substr(last + 1);
-  if (host != host_name()) return false;
+  const auto id = split_identity(identity);
+  if (!id || id->host != host_name()) return false;
   long pid = 0;
   try {
-    pid = std::stol(pid_text);
+    pid = std::stol(id->pid);
   } catch (...) {
     return false;
   }
   if (pid <= 0) return false;
   const std::string now = process_start_time(pid);
-  return !now.empty() && now == start;
+  return !now.empty() && now == id->start;
 }
 
 namespace {

@@ -1,7 +1,5 @@
 #include "profiler/plan_run.h"
 
-#include "profiler/hostfile.h"
-
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>

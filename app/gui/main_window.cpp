@@ -8,18 +8,18 @@
 #include <QDialog>
 #include <QDir>
 #include <QDockWidget>
+#include <QEventLoop>
 #include <QFileDialog>
 #include <QFileInfo>
 #include <QKeySequence>
 #include <QMenuBar>
-#include <QEventLoop>
 #include <QMessageBox>
-#include <QTimer>
 #include <QPainter>
 #include <QScrollArea>
 #include <QSettings>
 #include <QStandardPaths>
 #include <QStatusBar>
+#include <QTimer>
 #include <QToolBar>
 #include <QUndoStack>
 #include <QVBoxLayout>
@@ -587,7 +587,8 @@ bool MainWindow::exportHtml(const QString& path) {
 bool MainWindow::exportPlanJson(const QString& path) {
   auto a = analysis_->latest();
   const Status s = a ? cs::gui::exportPlanJson(path, *a) : Status(Error{"no estimate yet"});
-  showMessage(s ? tr("Exported %1: run it with clusterscope run --plan %1").arg(QFileInfo(path).fileName())
+  showMessage(s ? tr("Exported %1: run it with clusterscope run --plan %1")
+                      .arg(QFileInfo(path).fileName())
                 : q(s.message()),
               int(s ? MessageLevel::info : MessageLevel::error));
   return bool(s);
