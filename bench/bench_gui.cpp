@@ -12,10 +12,18 @@
 //     frame is painted (target: under 1 s); zoom and pan frames, from the
 //     request to the frame painted (target: under 16 ms); the app's peak
 //     memory against the store's size (target: under twice).
+//  4. A run's exports from the app (HTML, PDF, CSV, Chrome trace) of a store
+//     of 1 million events: each written on the GUI thread, as before they
+//     moved off it, then from the app on its worker thread, with the longest
+//     the GUI thread went between two turns of its event loop meanwhile
+//     (target: one frame, 16 ms).
 // Usage: bench_gui [--edits N] [--starts N] [--run-events N] [--only-run]
+//        [--export-events N] [--only-exports]
 //        (offscreen unless a display is set)
 
 #include <QApplication>
+#include <QDir>
+#include <QFileInfo>
 #include <QElapsedTimer>
 #include <QEventLoop>
 #include <QProcess>
@@ -185,8 +193,9 @@ bool writeBigStore(const std::string& path, std::int64_t events) {
   return true;
 }
 
-// Section 3: the 10-million-event run in the run view.
-int benchRun(std::int64_t events) {
+// The store of writeBigStore with `events` events, in /tmp, written once and
+// reused after; "" when it could not be written.
+std::string bigStore(std::int64_t events) {
   const std::string path = "/tmp/clusterscope-bench-gui-" + std::to_string(events) + ".db";
   std::error_code ec;
   if (!std::filesystem::exists(path, ec)) {
@@ -194,11 +203,19 @@ int benchRun(std::int64_t events) {
     w.start();
     const std::string partial = path + ".partial";
     std::filesystem::remove(partial, ec);
-    if (!writeBigStore(partial, events)) return 1;
+    if (!writeBigStore(partial, events)) return {};
     std::filesystem::rename(partial, path, ec);
     std::printf("wrote %s (%lld events) in %.1f s\n", path.c_str(), (long long)events,
                 double(w.nsecsElapsed()) * 1e-9);
   }
+  return path;
+}
+
+// Section 3: the 10-million-event run in the run view.
+int benchRun(std::int64_t events) {
+  const std::string path = bigStore(events);
+  if (path.empty()) return 1;
+  std::error_code ec;
   const double store_mb = double(std::filesystem::file_size(path, ec)) / 1e6;
   const long rss_before_kb = procStatusKb("VmRSS");
 
@@ -274,17 +291,100 @@ int benchRun(std::int64_t events) {
   return 0;
 }
 
+// Section 4: a run's exports from the app (File > Export run). Each is
+// written once on the GUI thread, as before the exports moved off it (the
+// window frozen throughout), then as the app writes it, on a worker thread,
+// with the longest the GUI thread went between two turns of its event loop
+// meanwhile (target: one frame, 16 ms).
+int benchExports(std::int64_t events) {
+  const std::string path = bigStore(events);
+  if (path.empty()) return 1;
+  MainWindow window;
+  window.resize(1500, 950);
+  window.show();
+  window.openRun(QString::fromStdString(path));
+  RunView* view = window.runView();
+  if (!waitUntil([&] { return view->analysis() || !view->message().isEmpty(); }, 600000) ||
+      !view->message().isEmpty()) {
+    std::fprintf(stderr, "bench_gui: the export store did not open: %s\n",
+                 qPrintable(view->message()));
+    return 1;
+  }
+  QTemporaryDir out(QDir::tempPath() + QStringLiteral("/clusterscope-bench-exports-XXXXXX"));
+  QElapsedTimer clock;
+  clock.start();
+  qint64 last_turn = 0, longest_ns = 0;
+  QTimer turns;
+  turns.setInterval(1);
+  QObject::connect(&turns, &QTimer::timeout, [&] {
+    longest_ns = std::max(longest_ns, clock.nsecsElapsed() - last_turn);
+    last_turn = clock.nsecsElapsed();
+  });
+  turns.start();
+  int exported = 0;
+  QString error;
+  QObject::connect(&window, &MainWindow::runExported,
+                   [&](const QStringList&, const QString& e) { ++exported, error = e; });
+  struct Kind {
+    const char* name;
+    RunExport kind;
+    const char* file;
+  };
+  std::printf("run exports from the app, a store of %lld events:\n", (long long)events);
+  for (const Kind& k : {Kind{"HTML report", RunExport::html, "run.html"},
+                        Kind{"PDF report", RunExport::pdf, "run.pdf"},
+                        Kind{"CSV tables", RunExport::csv, "run"},
+                        Kind{"Chrome trace", RunExport::chrome_trace, "run.json"}}) {
+    const QString file = out.filePath(QString::fromUtf8(k.file));
+    QElapsedTimer before;
+    before.start();
+    auto written = view->exportNow(k.kind, out.filePath(QStringLiteral("gui-thread-") + k.file));
+    const double frozen_ms = double(before.nsecsElapsed()) * 1e-6;
+    if (!written) {
+      std::fprintf(stderr, "bench_gui: %s: %s\n", k.name, written.message().c_str());
+      return 1;
+    }
+    std::int64_t bytes = 0;
+    for (const QString& f : written.value())
+      bytes += QFileInfo(f).size();
+    const int done = exported;
+    waitUntil([] { return false; }, 20);  // the timer turning before the start
+    QElapsedTimer now;
+    now.start();
+    last_turn = clock.nsecsElapsed();
+    longest_ns = 0;
+    if (!window.exportRun(k.kind, file) || !waitUntil([&] { return exported > done; }, 600000) ||
+        !error.isEmpty()) {
+      std::fprintf(stderr, "bench_gui: %s from the app: %s\n", k.name, qPrintable(error));
+      return 1;
+    }
+    const double written_ms = double(now.nsecsElapsed()) * 1e-6;
+    const double longest_ms = double(longest_ns) * 1e-6;
+    std::printf(
+        "  %s (%.1f MB): on the GUI thread, frozen %.0f ms; from the app, written in %.0f ms, "
+        "the GUI thread's longest turn meanwhile %.1f ms (target 16 ms: %s; %.0fx shorter)\n",
+        k.name, double(bytes) / 1e6, frozen_ms, written_ms, longest_ms,
+        longest_ms < 16 ? "under" : "OVER", frozen_ms / std::max(1e-3, longest_ms));
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   int edits = 60;
   int starts = 6;
   std::int64_t run_events = 10'000'000;
+  std::int64_t export_events = 1'000'000;
   bool only_run = false;
+  bool only_exports = false;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--run-events") == 0 && i + 1 < argc)
       run_events = std::atoll(argv[++i]);
+    if (std::strcmp(argv[i], "--export-events") == 0 && i + 1 < argc)
+      export_events = std::atoll(argv[++i]);
     if (std::strcmp(argv[i], "--only-run") == 0) only_run = true;
+    if (std::strcmp(argv[i], "--only-exports") == 0) only_exports = true;
     if (std::strcmp(argv[i], "--edits") == 0 && i + 1 < argc) edits = std::atoi(argv[++i]);
     if (std::strcmp(argv[i], "--starts") == 0 && i + 1 < argc) starts = std::atoi(argv[++i]);
   }
@@ -295,6 +395,7 @@ int main(int argc, char** argv) {
   QStandardPaths::setTestModeEnabled(true);  // no user settings read or written
   QApplication::setOrganizationName(QStringLiteral("ClusterScopeBench"));
   QApplication::setApplicationName(QStringLiteral("bench_gui"));
+  if (only_exports) return benchExports(export_events);
   if (only_run) return benchRun(run_events);
 
   // --- 1. plan edit -> estimate painted --------------------------------------
@@ -461,5 +562,6 @@ int main(int argc, char** argv) {
       "the app's own count from its process start: median %.0f ms\n",
       starts, wall.front(), warm.median, warm.max, 1000.0 / std::max(1e-9, warm.median),
       warm.median < 1000 ? "under" : "OVER", stats(inside).median);
-  return benchRun(run_events);
+  if (const int failed = benchRun(run_events)) return failed;
+  return benchExports(export_events);
 }

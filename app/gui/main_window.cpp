@@ -271,20 +271,20 @@ void MainWindow::createActions() {
   range_only->setCheckable(true);
   run_exports->addSeparator();
   auto run_export = [this, run_exports, range_only, add](const QString& text, const QString& filter,
-                                                         auto exporter, const char* name) {
+                                                         RunExport kind, const char* name) {
     add(
         run_exports, text, QKeySequence(),
-        [this, filter, exporter, range_only] {
+        [this, filter, kind, range_only] {
           const QString path = QFileDialog::getSaveFileName(this, tr("Export run"), {}, filter);
-          if (!path.isEmpty()) (this->*exporter)(path, range_only->isChecked());
+          if (!path.isEmpty()) exportRun(kind, path, range_only->isChecked());
         },
         name);
   };
-  run_export(tr("HTML report…"), tr("HTML (*.html)"), &MainWindow::exportRunHtml, "actionRunHtml");
-  run_export(tr("PDF report…"), tr("PDF (*.pdf)"), &MainWindow::exportRunPdf, "actionRunPdf");
-  run_export(tr("CSV tables…"), tr("CSV (*.csv)"), &MainWindow::exportRunCsv, "actionRunCsv");
-  run_export(tr("Chrome trace JSON (Perfetto)…"), tr("JSON (*.json)"),
-             &MainWindow::exportRunChromeTrace, "actionRunChrome");
+  run_export(tr("HTML report…"), tr("HTML (*.html)"), RunExport::html, "actionRunHtml");
+  run_export(tr("PDF report…"), tr("PDF (*.pdf)"), RunExport::pdf, "actionRunPdf");
+  run_export(tr("CSV tables…"), tr("CSV (*.csv)"), RunExport::csv, "actionRunCsv");
+  run_export(tr("Chrome trace JSON (Perfetto)…"), tr("JSON (*.json)"), RunExport::chrome_trace,
+             "actionRunChrome");
   file->addSeparator();
   add(file, tr("&Quit"), QKeySequence::Quit, [this] { close(); });
 
@@ -534,36 +534,37 @@ void MainWindow::importTrace(const QStringList& files) {
   });
 }
 
-namespace {
-bool reportExport(MainWindow* window, const Status& s, const QString& path,
-                  const std::function<void(const QString&, int)>& show) {
-  (void)window;
-  show(s ? QObject::tr("Exported %1").arg(QFileInfo(path).fileName())
-         : QString::fromStdString(s.message()),
-       int(s ? MessageLevel::info : MessageLevel::error));
-  return bool(s);
-}
-}  // namespace
-
-bool MainWindow::exportRunHtml(const QString& path, bool range_only) {
-  return reportExport(this, run_view_->exportHtml(path, range_only), path,
-                      [this](const QString& t, int l) { showMessage(t, l); });
-}
-
-bool MainWindow::exportRunPdf(const QString& path, bool range_only) {
-  return reportExport(this, run_view_->exportPdf(path, range_only), path,
-                      [this](const QString& t, int l) { showMessage(t, l); });
-}
-
-bool MainWindow::exportRunCsv(const QString& stem_path, bool range_only) {
-  auto files = run_view_->exportCsv(stem_path, range_only);
-  return reportExport(this, files ? Status() : Status(Error{files.message()}), stem_path,
-                      [this](const QString& t, int l) { showMessage(t, l); });
-}
-
-bool MainWindow::exportRunChromeTrace(const QString& path, bool range_only) {
-  return reportExport(this, run_view_->exportChromeTrace(path, range_only), path,
-                      [this](const QString& t, int l) { showMessage(t, l); });
+bool MainWindow::exportRun(RunExport kind, const QString& path, bool range_only) {
+  if (!exporting_.isEmpty()) {
+    showMessage(tr("%1 is still being written: export again when it is done").arg(exporting_),
+                int(MessageLevel::warning));
+    return false;
+  }
+  auto task = run_view_->prepareExport(kind, path, range_only);
+  if (!task) {
+    showMessage(q(task.message()), int(MessageLevel::error));
+    return false;
+  }
+  exporting_ = QFileInfo(path).fileName();
+  statusBar()->showMessage(tr("Writing %1…").arg(exporting_));  // until it is written
+  QtConcurrent::run([write = std::move(task.value())] {
+    auto files = write();
+    return files ? std::pair(files.value(), QString()) : std::pair(QStringList(), q(files.message()));
+  }).then(this, [this](const std::pair<QStringList, QString>& written) {
+    const auto& [files, error] = written;
+    if (error.isEmpty()) {
+      QStringList names;
+      for (const QString& file : files)
+        names << QFileInfo(file).fileName();
+      showMessage(tr("Exported %1").arg(names.join(QStringLiteral(", "))),
+                  int(MessageLevel::info));
+    } else {
+      showMessage(error, int(MessageLevel::error));
+    }
+    exporting_.clear();
+    emit runExported(files, error);
+  });
+  return true;
 }
 
 bool MainWindow::exportPdf(const QString& path) {

@@ -5,6 +5,7 @@
 // the preferences kept in QSettings.
 
 #include <QMainWindow>
+#include <QStringList>
 #include <memory>
 #include <vector>
 
@@ -30,6 +31,7 @@ class WorkloadPanel;
 class Workspace;
 struct PlanAnalysis;
 struct ReportFigure;
+enum class RunExport : int;
 
 class MainWindow : public QMainWindow {
   Q_OBJECT
@@ -67,14 +69,16 @@ class MainWindow : public QMainWindow {
   // window (one), shown and returned (also for Tools > Learn from the open run).
   CalibrationPanel* showCalibrationPanel();
   void importTrace(const QStringList& files);
-  // The run view's exports (the whole run, or the selected range).
-  bool exportRunHtml(const QString& path, bool range_only = false);
-  bool exportRunPdf(const QString& path, bool range_only = false);
-  bool exportRunCsv(const QString& stem_path, bool range_only = false);
-  bool exportRunChromeTrace(const QString& path, bool range_only = false);
+  // The run view's exports (the whole run, or the selected range), written
+  // on a worker thread while the window stays live; runExported follows with
+  // the files written or why there are none. False, with a message, when it
+  // cannot start: no run, no range, or an export still being written.
+  bool exportRun(RunExport kind, const QString& path, bool range_only = false);
+  bool exportInProgress() const { return !exporting_.isEmpty(); }
 
  signals:
   void runImported(const QString& store, const QString& error);
+  void runExported(const QStringList& files, const QString& error);
 
  public:
   // File actions with a path instead of a file dialog (tests, scripts).
@@ -125,6 +129,7 @@ class MainWindow : public QMainWindow {
   QMenu* recent_menu_;
   QMenu* view_menu_;
   QByteArray default_state_;
+  QString exporting_;  // the file a run export is writing, while it does
 };
 
 }  // namespace cs::gui

@@ -940,18 +940,120 @@ void RunView::fillInstances(std::vector<trace::StoredEvent> events, const QStrin
   emit instancesReady(int(events.size()), {});
 }
 
-Result<trace::RunAnalysis> RunView::analysisFor(const trace::TraceReader& reader,
-                                                bool range_only) const {
-  if (range_only) {
-    const auto range = timeline_->selectedRange();
-    if (!range) return Error{"no time range is selected (Shift+drag on the timeline)"};
-    trace::AnalysisOptions options;
-    options.window = *range;
-    return trace::analyze_run(reader, options);
-  }
-  if (analysis_) return *analysis_;
-  return trace::analyze_run(reader);
+namespace {
+
+// What an export reads, copied from the view so that the worker touches no
+// widget: the store, the selected range of a range-only export, and the whole
+// run's analysis when it has loaded (it is not computed twice).
+struct ExportSource {
+  std::string store;
+  std::optional<trace::TimeRange> range;
+  std::shared_ptr<const trace::RunAnalysis> analysis;
+};
+
+Result<std::shared_ptr<const trace::RunAnalysis>> exportAnalysis(const trace::TraceReader& reader,
+                                                                 const ExportSource& source) {
+  if (!source.range && source.analysis) return source.analysis;
+  trace::AnalysisOptions options;
+  options.window = source.range;
+  auto analysis = trace::analyze_run(reader, options);
+  if (!analysis) return analysis.error();
+  return std::make_shared<const trace::RunAnalysis>(std::move(analysis.value()));
 }
+
+// core's HTML report of the run (or the range): the CLI's report.
+Result<QString> coreReportHtml(const ExportSource& source) {
+  auto reader = trace::TraceReader::open(source.store);
+  if (!reader) return reader.error();
+  auto analysis = exportAnalysis(*reader.value(), source);
+  if (!analysis) return analysis.error();
+  QTemporaryDir dir;
+  const std::string core_path = dir.filePath(QStringLiteral("core.html")).toStdString();
+  auto written = trace::export_html_report(*reader.value(), *analysis.value(), core_path);
+  if (!written) return written.error();
+  auto text = readFile(core_path);
+  if (!text) return text.error();
+  return q(text.value());
+}
+
+QString withSection(QString html, const QString& section) {
+  const int body_end = html.lastIndexOf(QStringLiteral("</body>"));
+  html.insert(body_end >= 0 ? body_end : html.size(), section);
+  return html;
+}
+
+// The PDF report: the core report's tables through QTextDocument, its inline
+// SVG charts giving way to pictures (QTextDocument draws no SVG). QTextDocument
+// and QPdfWriter are reentrant: this runs on a worker thread.
+Result<QStringList> writePdfReport(const ExportSource& source, const QString& path,
+                                   const QString& title, const QImage& chart,
+                                   const QImage& timeline) {
+  auto core = coreReportHtml(source);
+  if (!core) return core.error();
+  QString html = core.value();
+  for (int at = html.indexOf(QStringLiteral("<svg")); at >= 0;
+       at = html.indexOf(QStringLiteral("<svg"), at)) {
+    const int end = html.indexOf(QStringLiteral("</svg>"), at);
+    if (end < 0) break;
+    html.remove(at, end + 6 - at);
+  }
+  QTextDocument document;
+  document.addResource(QTextDocument::ImageResource, QUrl(QStringLiteral("cs://breakdown")), chart);
+  document.addResource(QTextDocument::ImageResource, QUrl(QStringLiteral("cs://timeline")),
+                       timeline);
+  document.setHtml(
+      withSection(html, QObject::tr("<h2>Breakdown per rank</h2><img src=\"cs://breakdown\" "
+                                    "width=\"640\"><h2>Timeline</h2><img src=\"cs://timeline\" "
+                                    "width=\"640\">")));
+  QTemporaryDir out_dir;
+  const QString temporary = out_dir.filePath(QStringLiteral("report.pdf"));
+  {
+    QPdfWriter writer(temporary);
+    writer.setTitle(title);
+    writer.setCreator(QStringLiteral("ClusterScope"));
+    writer.setPageSize(QPageSize(QPageSize::A4));
+    writer.setResolution(96);
+    document.setPageSize(QSizeF(writer.width(), writer.height()));
+    document.print(&writer);
+  }
+  auto pdf = completePdf(temporary, path);
+  if (!pdf) return pdf.error();
+  if (Status s = writeWhole(path, *pdf); !s) return s.error();
+  return QStringList{path};
+}
+
+Result<QStringList> writeCsvTables(const ExportSource& source, const QString& stem_path) {
+  auto reader = trace::TraceReader::open(source.store);
+  if (!reader) return reader.error();
+  auto analysis = exportAnalysis(*reader.value(), source);
+  if (!analysis) return analysis.error();
+  QString stem = stem_path;
+  if (stem.endsWith(QStringLiteral(".csv"))) stem.chop(4);
+  QStringList files;
+  for (trace::CsvTable table :
+       {trace::CsvTable::events, trace::CsvTable::breakdown, trace::CsvTable::kernels,
+        trace::CsvTable::collectives, trace::CsvTable::stragglers, trace::CsvTable::prediction}) {
+    if (table == trace::CsvTable::prediction && !analysis.value()->prediction) continue;
+    const QString file = QStringLiteral("%1.%2.csv").arg(stem, q(std::string(to_string(table))));
+    auto written = trace::export_csv(*reader.value(), analysis.value().get(), table,
+                                     file.toStdString(), source.range);
+    if (!written) return written.error();
+    files << file;
+  }
+  return files;
+}
+
+Result<QStringList> writeChromeTrace(const ExportSource& source, const QString& path) {
+  auto reader = trace::TraceReader::open(source.store);
+  if (!reader) return reader.error();
+  trace::ChromeTraceOptions options;
+  options.window = source.range;
+  auto written = trace::export_chrome_trace(*reader.value(), path.toStdString(), options);
+  if (!written) return written.error();
+  return QStringList{path};
+}
+
+}  // namespace
 
 std::pair<trace::TimeRange, QString> RunView::pictureWindow(bool range_only) const {
   if (range_only && timeline_->selectedRange()) {
@@ -967,8 +1069,7 @@ std::pair<trace::TimeRange, QString> RunView::pictureWindow(bool range_only) con
 }
 
 // The timeline picture of one step (or the range), as an inline SVG section.
-QString RunView::reportHtml(const QString& core_html, bool range_only) const {
-  QString html = core_html;
+QString RunView::timelineSection(bool range_only) const {
   const auto [window, what] = pictureWindow(range_only);
   const double width = 1000;
   const double height = std::max(60.0, timeline_->renderHeight());
@@ -976,128 +1077,64 @@ QString RunView::reportHtml(const QString& core_html, bool range_only) const {
       svgOf(QSizeF(width, height), [this, window = window](QPainter& painter, const QRectF& area) {
         timeline_->renderWindow(painter, area, window, Qt::black, Qt::white);
       });
-  const QString section = tr("<h2>Timeline</h2><p>%1: %2 to %3 after the start of the trace.</p>\n")
-                              .arg(what, ns(window.start_ns - timeline_->fullRange().start_ns),
-                                   ns(window.end_ns - timeline_->fullRange().start_ns)) +
-                          QString::fromUtf8(svg) + QStringLiteral("\n");
-  const int body_end = html.lastIndexOf(QStringLiteral("</body>"));
-  html.insert(body_end >= 0 ? body_end : html.size(), section);
-  return html;
+  return tr("<h2>Timeline</h2><p>%1: %2 to %3 after the start of the trace.</p>\n")
+             .arg(what, ns(window.start_ns - timeline_->fullRange().start_ns),
+                  ns(window.end_ns - timeline_->fullRange().start_ns)) +
+         QString::fromUtf8(svg) + QStringLiteral("\n");
 }
 
-Result<QString> RunView::coreReportHtml(bool range_only, int* ranks) const {
+Result<RunView::ExportTask> RunView::prepareExport(RunExport kind, const QString& path,
+                                                   bool range_only) const {
   if (path_.isEmpty()) return Error{"no run is open"};
-  auto reader = trace::TraceReader::open(path_.toStdString());
-  if (!reader) return Error{reader.message()};
-  auto analysis = analysisFor(*reader.value(), range_only);
-  if (!analysis) return Error{analysis.message()};
-  QTemporaryDir dir;
-  const std::string core_path = dir.filePath(QStringLiteral("core.html")).toStdString();
-  auto written = trace::export_html_report(*reader.value(), analysis.value(), core_path);
-  if (!written) return Error{written.message()};
-  auto text = readFile(core_path);
-  if (!text) return Error{text.message()};
-  if (ranks) *ranks = int(analysis->ranks.size());
-  return q(text.value());
-}
-
-Status RunView::exportHtml(const QString& path, bool range_only) {
-  auto core = coreReportHtml(range_only);
-  if (!core) return core.error();
-  return writeWhole(path, reportHtml(core.value(), range_only).toUtf8());
-}
-
-Status RunView::exportPdf(const QString& path, bool range_only) {
-  int ranks = 0;
-  auto core = coreReportHtml(range_only, &ranks);
-  if (!core) return core.error();
-  // The report's tables through QTextDocument; its inline SVG charts give way
-  // to pictures (QTextDocument draws no SVG): the bars and the timeline.
-  QString html = core.value();
-  for (int at = html.indexOf(QStringLiteral("<svg")); at >= 0;
-       at = html.indexOf(QStringLiteral("<svg"), at)) {
-    const int end = html.indexOf(QStringLiteral("</svg>"), at);
-    if (end < 0) break;
-    html.remove(at, end + 6 - at);
-  }
-  QTextDocument document;
-  const QSize chart_size(1000, std::max(240, 60 + 40 * ranks));
-  QImage chart(chart_size, QImage::Format_ARGB32);
-  chart.fill(Qt::white);
-  {
-    QPainter p(&chart);
-    chart_->render(&p, QRectF(QPointF(0, 0), QSizeF(chart_size)));
-  }
-  const QSize timeline_size(1000, int(std::max(60.0, timeline_->renderHeight())));
-  QImage picture(timeline_size, QImage::Format_ARGB32);
-  picture.fill(Qt::white);
-  {
-    QPainter p(&picture);
-    timeline_->renderWindow(p, QRectF(QPointF(0, 0), QSizeF(timeline_size)),
-                            pictureWindow(range_only).first, Qt::black, Qt::white);
-  }
-  document.addResource(QTextDocument::ImageResource, QUrl(QStringLiteral("cs://breakdown")), chart);
-  document.addResource(QTextDocument::ImageResource, QUrl(QStringLiteral("cs://timeline")),
-                       picture);
-  const QString figures =
-      tr("<h2>Breakdown per rank</h2><img src=\"cs://breakdown\" width=\"640\">"
-         "<h2>Timeline</h2><img src=\"cs://timeline\" width=\"640\">");
-  const int body_end = html.lastIndexOf(QStringLiteral("</body>"));
-  html.insert(body_end >= 0 ? body_end : html.size(), figures);
-  document.setHtml(html);
-
-  QTemporaryDir out_dir;
-  const QString temporary = out_dir.filePath(QStringLiteral("report.pdf"));
-  {
-    QPdfWriter writer(temporary);
-    writer.setTitle(title_);
-    writer.setCreator(QStringLiteral("ClusterScope"));
-    writer.setPageSize(QPageSize(QPageSize::A4));
-    writer.setResolution(96);
-    document.setPageSize(QSizeF(writer.width(), writer.height()));
-    document.print(&writer);
-  }
-  auto pdf = completePdf(temporary, path);
-  if (!pdf) return pdf.error();
-  return writeWhole(path, *pdf);
-}
-
-Result<QStringList> RunView::exportCsv(const QString& stem_path, bool range_only) {
-  if (path_.isEmpty()) return Error{"no run is open"};
-  auto reader = trace::TraceReader::open(path_.toStdString());
-  if (!reader) return Error{reader.message()};
-  auto analysis = analysisFor(*reader.value(), range_only);
-  if (!analysis) return Error{analysis.message()};
-  QString stem = stem_path;
-  if (stem.endsWith(QStringLiteral(".csv"))) stem.chop(4);
-  std::optional<trace::TimeRange> window;
-  if (range_only) window = timeline_->selectedRange();
-  QStringList files;
-  for (trace::CsvTable table :
-       {trace::CsvTable::events, trace::CsvTable::breakdown, trace::CsvTable::kernels,
-        trace::CsvTable::collectives, trace::CsvTable::stragglers, trace::CsvTable::prediction}) {
-    if (table == trace::CsvTable::prediction && !analysis->prediction) continue;
-    const QString file = QStringLiteral("%1.%2.csv").arg(stem, q(std::string(to_string(table))));
-    auto written =
-        trace::export_csv(*reader.value(), &analysis.value(), table, file.toStdString(), window);
-    if (!written) return Error{written.message()};
-    files << file;
-  }
-  return files;
-}
-
-Status RunView::exportChromeTrace(const QString& path, bool range_only) {
-  if (path_.isEmpty()) return Error{"no run is open"};
-  auto reader = trace::TraceReader::open(path_.toStdString());
-  if (!reader) return Error{reader.message()};
-  trace::ChromeTraceOptions options;
+  ExportSource source{path_.toStdString(), std::nullopt, analysis_};
   if (range_only) {
-    options.window = timeline_->selectedRange();
-    if (!options.window) return Error{"no time range is selected (Shift+drag on the timeline)"};
+    source.range = timeline_->selectedRange();
+    if (!source.range) return Error{"no time range is selected (Shift+drag on the timeline)"};
   }
-  auto written = trace::export_chrome_trace(*reader.value(), path.toStdString(), options);
-  if (!written) return Error{written.message()};
-  return {};
+  switch (kind) {
+    case RunExport::html:
+      return ExportTask([source, path, section = timelineSection(range_only)] {
+        auto core = coreReportHtml(source);
+        if (!core) return Result<QStringList>(core.error());
+        if (Status s = writeWhole(path, withSection(core.value(), section).toUtf8()); !s) {
+          return Result<QStringList>(s.error());
+        }
+        return Result<QStringList>(QStringList{path});
+      });
+    case RunExport::pdf: {
+      // The pictures are drawn here, from the widgets; the rest on the worker.
+      const int ranks = analysis_ ? std::max<int>(1, int(analysis_->ranks.size())) : 1;
+      QImage chart(QSize(1000, std::max(240, 60 + 40 * ranks)), QImage::Format_ARGB32);
+      chart.fill(Qt::white);
+      {
+        QPainter p(&chart);
+        chart_->render(&p, QRectF(QPointF(0, 0), QSizeF(chart.size())));
+      }
+      QImage picture(QSize(1000, int(std::max(60.0, timeline_->renderHeight()))),
+                     QImage::Format_ARGB32);
+      picture.fill(Qt::white);
+      {
+        QPainter p(&picture);
+        timeline_->renderWindow(p, QRectF(QPointF(0, 0), QSizeF(picture.size())),
+                                pictureWindow(range_only).first, Qt::black, Qt::white);
+      }
+      return ExportTask([source, path, title = title_, chart, picture] {
+        return writePdfReport(source, path, title, chart, picture);
+      });
+    }
+    case RunExport::csv:
+      return ExportTask([source, path] { return writeCsvTables(source, path); });
+    case RunExport::chrome_trace:
+      return ExportTask([source, path] { return writeChromeTrace(source, path); });
+  }
+  return Error{"unknown export"};
+}
+
+Result<QStringList> RunView::exportNow(RunExport kind, const QString& path,
+                                       bool range_only) const {
+  auto task = prepareExport(kind, path, range_only);
+  if (!task) return task.error();
+  return task.value()();
 }
 
 }  // namespace cs::gui

@@ -7,11 +7,14 @@
 // measured. A click on the timeline shows the event's details; Shift+drag a
 // range shows its breakdown. The store is read on worker threads, each with
 // its own reader; results come back as values, stale ones dropped by job id.
-// Exports go through core/trace_export.h, the same code as the CLI.
+// Exports go through core/trace_export.h, the same code as the CLI, and are
+// written on a worker thread.
 
 #include <QString>
+#include <QStringList>
 #include <QWidget>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -33,6 +36,9 @@ class QTextBrowser;
 namespace cs::gui {
 
 class TimelineWidget;
+
+// What a run exports: reports, the CSV tables, a Chrome trace (Perfetto).
+enum class RunExport : int { html, pdf, csv, chrome_trace };
 
 class RunView : public QWidget {
   Q_OBJECT
@@ -84,11 +90,16 @@ class RunView : public QWidget {
   QString predictedAgainOn() const { return predicted_again_on_; }
 
   // Exports; `range_only` limits them to the timeline's selected range.
-  Status exportHtml(const QString& path, bool range_only = false);
-  Status exportPdf(const QString& path, bool range_only = false);
-  // Every CSV table as <stem>.<table>.csv beside `stem_path`.
-  Result<QStringList> exportCsv(const QString& stem_path, bool range_only = false);
-  Status exportChromeTrace(const QString& path, bool range_only = false);
+  // CSV writes every table as <stem>.<table>.csv beside `path`.
+  // An export made ready here, on the GUI thread (its pictures drawn, the
+  // view's state copied), that touches no widget: run it on a worker thread.
+  // It returns the files it wrote.
+  using ExportTask = std::function<Result<QStringList>()>;
+  Result<ExportTask> prepareExport(RunExport kind, const QString& path,
+                                   bool range_only = false) const;
+  // Prepares the export and writes it on this thread.
+  Result<QStringList> exportNow(RunExport kind, const QString& path,
+                                bool range_only = false) const;
 
  signals:
   void storeOpened(const QString& path, const QString& error);
@@ -105,11 +116,8 @@ class RunView : public QWidget {
                    const QString& lane, const QString& error);
   void fillInstances(std::vector<trace::StoredEvent> events, const QString& error);
   void startPrediction(const std::string& plan_json, const std::vector<std::int64_t>& step_starts);
-  // The analysis an export uses: the whole run, or the selected range's.
-  Result<trace::RunAnalysis> analysisFor(const trace::TraceReader& reader, bool range_only) const;
-  QString reportHtml(const QString& core_html, bool range_only) const;
-  // core's HTML report of the run (or the selected range), and its rank count.
-  Result<QString> coreReportHtml(bool range_only, int* ranks = nullptr) const;
+  // The report's timeline picture (of pictureWindow) as an HTML section.
+  QString timelineSection(bool range_only) const;
   // What a report's timeline picture shows: the selected range, else one
   // step (the second, past the warm-up, when there are several), else the view.
   std::pair<trace::TimeRange, QString> pictureWindow(bool range_only) const;

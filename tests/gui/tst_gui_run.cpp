@@ -17,6 +17,7 @@
 #include <QLabel>
 #include <QLineEdit>
 #include <QSignalSpy>
+#include <QStatusBar>
 #include <QSortFilterProxyModel>
 #include <QTableView>
 #include <QTableWidget>
@@ -32,6 +33,7 @@
 
 #include "../profiler/worker_runs.h"
 #include "app/gui/main_window.h"
+#include "app/gui/message_bar.h"
 #include "app/gui/project.h"
 #include "app/gui/run_view.h"
 #include "app/gui/timeline_widget.h"
@@ -471,7 +473,7 @@ void TestGuiRun::exports() {
   const QString kernel = view.kernelProxy()->index(0, 0).data().toString();
 
   const QString html = dir_.filePath(QStringLiteral("run.html"));
-  QVERIFY(view.exportHtml(html).ok());
+  QVERIFY(view.exportNow(RunExport::html, html).ok());
   QFile h(html);
   QVERIFY(h.open(QIODevice::ReadOnly));
   const QString text = QString::fromUtf8(h.readAll());
@@ -485,7 +487,7 @@ void TestGuiRun::exports() {
   QFile::copy(html, QStringLiteral(CS_SCREENSHOT_DIR "/run-report.html"));
 
   const QString pdf = dir_.filePath(QStringLiteral("run.pdf"));
-  QVERIFY(view.exportPdf(pdf).ok());
+  QVERIFY(view.exportNow(RunExport::pdf, pdf).ok());
   QFile p(pdf);
   QVERIFY(p.open(QIODevice::ReadOnly));
   const QByteArray pdf_bytes = p.readAll();
@@ -497,7 +499,7 @@ void TestGuiRun::exports() {
           1);
   QFile::copy(pdf, QStringLiteral(CS_SCREENSHOT_DIR "/run-report.pdf"));
 
-  auto csv = view.exportCsv(dir_.filePath(QStringLiteral("run")));
+  auto csv = view.exportNow(RunExport::csv, dir_.filePath(QStringLiteral("run")));
   if (!csv.ok()) QFAIL(csv.message().c_str());
   QVERIFY(csv.value().size() >= 5);
   for (const QString& file : csv.value()) {
@@ -521,28 +523,31 @@ void TestGuiRun::exports() {
     return n;
   };
   const QString chrome = dir_.filePath(QStringLiteral("run.json"));
-  QVERIFY(view.exportChromeTrace(chrome).ok());
+  QVERIFY(view.exportNow(RunExport::chrome_trace, chrome).ok());
   const int all = events_in(chrome);
   QVERIFY(all > 0);
   // Range exports need a range.
-  QVERIFY(!view.exportChromeTrace(dir_.filePath(QStringLiteral("none.json")), true).ok());
+  QVERIFY(
+      !view.exportNow(RunExport::chrome_trace, dir_.filePath(QStringLiteral("none.json")), true)
+           .ok());
   const trace::TimeRange full = view.timeline()->fullRange();
   view.timeline()->setSelectedRange(
       trace::TimeRange{full.start_ns, full.start_ns + (full.end_ns - full.start_ns) / 4});
   const QString part = dir_.filePath(QStringLiteral("part.json"));
-  QVERIFY(view.exportChromeTrace(part, true).ok());
+  QVERIFY(view.exportNow(RunExport::chrome_trace, part, true).ok());
   const int some = events_in(part);
   QVERIFY(some > 0);
   QVERIFY(some < all);
   const QString part_html = dir_.filePath(QStringLiteral("part.html"));
-  QVERIFY(view.exportHtml(part_html, true).ok());
+  QVERIFY(view.exportNow(RunExport::html, part_html, true).ok());
   QVERIFY(QFileInfo(part_html).size() > 1000);
   QFile part_file(part_html);
   QVERIFY(part_file.open(QIODevice::ReadOnly));
   QVERIFY(
       QString::fromUtf8(part_file.readAll()).contains(QStringLiteral("<p>the selected range:")));
   // A folder that is not there: a message.
-  const Status bad = view.exportHtml(dir_.filePath(QStringLiteral("no/such/dir/r.html")));
+  const auto bad =
+      view.exportNow(RunExport::html, dir_.filePath(QStringLiteral("no/such/dir/r.html")));
   QVERIFY(!bad.ok());
   QVERIFY(!bad.message().empty());
 }
@@ -608,13 +613,36 @@ void TestGuiRun::importedTraces() {
   QVERIFY(int(view->analysis()->ranks.size()) >= int(files.size()));
   QVERIFY(view->kernelProxy()->rowCount() > 0);
   QTRY_VERIFY_WITH_TIMEOUT(view->timeline()->laneCount() > 0, 30000);
-  // File ▸ Export run, as the menu does it.
+  // File ▸ Export run, as the menu does it: written on a worker thread, the
+  // window live meanwhile (the call returns before runExported).
+  QSignalSpy exported(&window, &MainWindow::runExported);
   const QString html = dir_.filePath(QStringLiteral("imported-%1.html").arg(files.size()));
-  QVERIFY(window.exportRunHtml(html));
+  QVERIFY(window.exportRun(RunExport::html, html));
+  QCOMPARE(exported.count(), 0);
+  QVERIFY(window.exportInProgress());
+  QVERIFY(window.statusBar()->currentMessage().startsWith(QStringLiteral("Writing")));
+  QTRY_COMPARE_WITH_TIMEOUT(exported.count(), 1, 60000);
+  QCOMPARE(exported.front().at(0).toStringList(), QStringList{html});
   QVERIFY(QFileInfo(html).size() > 1000);
+  QVERIFY(!window.exportInProgress());
   const QString chrome = dir_.filePath(QStringLiteral("imported-%1.json").arg(files.size()));
-  QVERIFY(window.exportRunChromeTrace(chrome));
-  QVERIFY(!window.exportRunChromeTrace(chrome, /*range_only=*/true));  // no range selected
+  QVERIFY(window.exportRun(RunExport::chrome_trace, chrome));
+  // One export at a time: a second is refused while the first is written.
+  QVERIFY(!window.exportRun(RunExport::html, html));
+  QVERIFY(window.messageBar()->text().contains(QFileInfo(chrome).fileName()));
+  QTRY_COMPARE_WITH_TIMEOUT(exported.count(), 2, 60000);
+  QVERIFY2(exported.at(1).at(1).toString().isEmpty(), qPrintable(exported.at(1).at(1).toString()));
+  QVERIFY(QFileInfo(chrome).size() > 1000);
+  QVERIFY(window.statusBar()->currentMessage().startsWith(QStringLiteral("Exported")));
+  // No range selected: refused before anything starts.
+  QVERIFY(!window.exportRun(RunExport::chrome_trace, chrome, /*range_only=*/true));
+  QVERIFY(window.messageBar()->text().contains(QStringLiteral("no time range")));
+  // A folder that is not there: the worker's error comes back as a message.
+  QVERIFY(window.exportRun(RunExport::html, dir_.filePath(QStringLiteral("no/such/dir/r.html"))));
+  QTRY_COMPARE_WITH_TIMEOUT(exported.count(), 3, 60000);
+  QVERIFY(exported.at(2).at(0).toStringList().isEmpty());
+  QVERIFY(!exported.at(2).at(1).toString().isEmpty());
+  QCOMPARE(window.messageBar()->level(), MessageLevel::error);
 }
 
 void TestGuiRun::badFiles_data() {
