@@ -439,8 +439,7 @@ void RunsPanel::finish() {
 
 void RunsPanel::recordRun(const QString& title, const QString& store, const QString& outcome,
                           const QString& message) {
-  // Into the project's history (one undo step, saved with the project).
-  Project project = workspace_->project();
+  // Into the project's history, saved with the project (not an undo step).
   ProjectRun run;
   run.title = title.toStdString();
   run.store = store.toStdString();
@@ -448,8 +447,7 @@ void RunsPanel::recordRun(const QString& title, const QString& store, const QStr
   run.message = message.toStdString();
   run.started = started_.toStdString();
   run.plan = title.toStdString();
-  project.runs.push_back(std::move(run));
-  workspace_->edit(tr("Record run"), std::move(project));
+  workspace_->recordRun(std::move(run));
 }
 
 Status RunsPanel::profileCommand(const QStringList& command) {

@@ -111,14 +111,29 @@ void Workspace::edit(const QString& text, Project after, const QString& merge_ke
 }
 
 void Workspace::setProject(Project project) {
+  project.runs = std::move(project_.runs);
   project_ = std::move(project);
   emit projectChanged();
   scheduleAutosave();
 }
 
+void Workspace::recordRun(ProjectRun run) {
+  project_.runs.push_back(std::move(run));
+  setRunsUnsaved(true);
+  emit projectChanged();
+  scheduleAutosave();
+}
+
+void Workspace::setRunsUnsaved(bool unsaved) {
+  const bool was_modified = isModified();
+  runs_unsaved_ = unsaved;
+  if (isModified() != was_modified) emit fileChanged();
+}
+
 void Workspace::replaceAll(Project project, const QString& path, bool modified) {
   undo_.clear();
   project_ = std::move(project);
+  runs_unsaved_ = false;
   path_ = path;
   if (modified) {
     undo_.resetClean();  // no step is clean: the project differs from its file
@@ -180,6 +195,7 @@ bool Workspace::saveAs(const QString& path) {
   }
   path_ = QFileInfo(target).absoluteFilePath();
   undo_.setClean();
+  runs_unsaved_ = false;
   addRecentFile(path_);
   autosave_timer_.stop();
   if (QFile::exists(autosave_path_)) QFile::remove(autosave_path_);

@@ -1,6 +1,7 @@
 #pragma once
 // The open project and everything around it: the preset catalog, undo/redo
-// of every edit (whole-project snapshots: a project is a few kilobytes), the
+// of every edit (whole-project snapshots: a project is a few kilobytes; the
+// runs recorded stay out of them), the
 // project file (new, open, save, save as), recent files, and autosave with
 // crash recovery. Views read project() and change it only through edit().
 
@@ -41,9 +42,15 @@ class Workspace : public QObject {
   // step (typing in a field is one undo step per field, not per key).
   void edit(const QString& text, Project after, const QString& merge_key = {});
 
+  // Records a finished run in the project's history. Not an undo step: undo
+  // and redo restore plans, clusters and workloads and keep every run
+  // recorded (a run is a fact, not an edit). The project is modified until
+  // it is saved.
+  void recordRun(ProjectRun run);
+
   QString filePath() const { return path_; }
   QString displayName() const;  // file name, or "Untitled"
-  bool isModified() const { return !undo_.isClean(); }
+  bool isModified() const { return !undo_.isClean() || runs_unsaved_; }
 
   // Each returns false, with a message(), when it fails; the open project is
   // then left as it was.
@@ -77,7 +84,8 @@ class Workspace : public QObject {
 
  private:
   friend class ProjectCommand;
-  void setProject(Project project);  // no undo step
+  void setProject(Project project);  // no undo step; the runs recorded are kept
+  void setRunsUnsaved(bool unsaved);
   void replaceAll(Project project, const QString& path, bool modified);
   void addRecentFile(const QString& path);
   void scheduleAutosave();
@@ -87,6 +95,7 @@ class Workspace : public QObject {
   QString presets_error_;
   Project project_;
   QUndoStack undo_;
+  bool runs_unsaved_ = false;  // a run recorded since the project was saved or opened
   QString path_;
   QTimer autosave_timer_;
   std::unique_ptr<QLockFile> session_lock_;

@@ -53,6 +53,7 @@ class TestGuiProject : public QObject {
   void problemsFromMessage();
   void uniqueNames();
   void undoMergesTyping();
+  void runsStayThroughUndo();
   void saveOpenAndRecentFiles();
   void openKeepsProjectOnFailure();
   void autosaveAndRecovery();
@@ -272,6 +273,47 @@ void TestGuiProject::undoMergesTyping() {
   ws.undoStack()->undo();
   QCOMPARE(ws.project().clusters[0].nodes, 4);
   QVERIFY(!ws.isModified());
+  ws.closeSession();
+}
+
+// A run recorded is a fact, not an edit: undo and redo leave it, and it
+// makes the project modified until saved.
+void TestGuiProject::runsStayThroughUndo() {
+  Workspace ws;
+  QVERIFY(ws.newProject());
+  const QString path = dir_.filePath(QStringLiteral("runs.clusterscope.json"));
+  QVERIFY(ws.saveAs(path));
+  Project p = ws.project();
+  p.plans[0].parallel.zero_stage = 2;
+  ws.edit(QStringLiteral("zero"), p);
+  QSignalSpy file_changed(&ws, &Workspace::fileChanged);
+  ProjectRun run;
+  run.title = "first";
+  run.store = "/tmp/first.db";
+  run.outcome = "complete";
+  ws.recordRun(run);
+  QCOMPARE(ws.undoStack()->count(), 1);  // the edit only
+  QCOMPARE(int(ws.project().runs.size()), 1);
+  ws.undoStack()->undo();
+  QCOMPARE(ws.project().plans[0].parallel.zero_stage, 1);
+  QCOMPARE(int(ws.project().runs.size()), 1);
+  QVERIFY(ws.isModified());  // the undo is back at the saved step, the run is not saved
+  ws.undoStack()->redo();
+  QCOMPARE(ws.project().plans[0].parallel.zero_stage, 2);
+  QCOMPARE(int(ws.project().runs.size()), 1);
+  QVERIFY(ws.save());
+  QVERIFY(!ws.isModified());
+  run.title = "second";
+  ws.recordRun(run);
+  QVERIFY(ws.isModified());
+  QVERIFY(file_changed.count() >= 3);  // modified, saved, modified
+  ws.undoStack()->undo();
+  QCOMPARE(int(ws.project().runs.size()), 2);
+  QVERIFY(ws.save());
+  auto reread = load_project(path.toStdString());
+  QVERIFY(reread.ok());
+  QCOMPARE(int(reread->runs.size()), 2);
+  QCOMPARE(reread->plans[0].parallel.zero_stage, 1);
   ws.closeSession();
 }
 
