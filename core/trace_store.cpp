@@ -1193,16 +1193,36 @@ Status verify_store(const std::string& path) {
   auto db = store::open_store(path, false, &state);
   if (!db) return db.error();
   {
-    auto check = db->prepare("PRAGMA quick_check");
+    // SQLite stops counting at the limit; the first few problems are named.
+    constexpr int kCounted = 100, kNamed = 3;
+    auto check = db->prepare("PRAGMA quick_check(" + std::to_string(kCounted) + ")");
     if (!check) return Error{path + " is damaged: " + check.message()};
     int rc;
-    std::string problems;
+    int found = 0;
+    std::string named;
     while ((rc = check->step()) == SQLITE_ROW) {
       const std::string line(check->text_at(0));
-      if (line != "ok") problems += (problems.empty() ? "" : "; ") + line;
+      if (line == "ok") continue;
+      // A problem a row; the first row also names the database ("*** in
+      // database main ***") on a line of its own.
+      std::size_t from = 0;
+      while (from < line.size()) {
+        std::size_t end = line.find('\n', from);
+        if (end == std::string::npos) end = line.size();
+        const std::string problem = line.substr(from, end - from);
+        from = end + 1;
+        if (problem.empty() || problem.rfind("*** in database", 0) == 0) continue;
+        if (found++ < kNamed) named += (named.empty() ? "" : "; ") + problem;
+      }
     }
     if (rc != SQLITE_DONE) return Error{path + " is damaged: " + sqlite3_errmsg(db->get())};
-    if (!problems.empty()) return Error{path + " is damaged: " + problems};
+    if (found > 0) {
+      const std::string count = found >= kCounted ? std::to_string(kCounted) + " or more"
+                                                  : std::to_string(found);
+      return Error{path + " is damaged: SQLite's check finds " + count + " problem" +
+                   (found == 1 ? "" : "s") + " (" + named + (found > kNamed ? "; ..." : "") +
+                   "): what is read from it may be wrong or missing"};
+    }
   }
   if (!state.finalized) return {};
   // Each lane's chunks hold exactly its events, in time order.

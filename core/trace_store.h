@@ -47,7 +47,8 @@ Status finalize_store(const std::string& path, bool writers_ended = false);
 
 // Reads the whole file to check it: SQLite's own structure check, then, for
 // a finalized store, that its event chunks decode and agree with its rows.
-// Slow (it reads everything); for `clusterscope trace info --check`.
+// Slow (it reads everything); for `clusterscope trace info --check` and the
+// app's run view (on a worker thread, after the analysis).
 Status verify_store(const std::string& path);
 
 }  // namespace cs::trace

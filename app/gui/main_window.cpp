@@ -371,6 +371,9 @@ void MainWindow::createActions() {
   connect(run_view_, &RunView::storeOpened, predict,
           [predict](const QString&, const QString& error) { predict->setEnabled(error.isEmpty()); });
   connect(predict, &QAction::triggered, run_view_, &RunView::predictAgain);
+  connect(run_view_, &RunView::integrityChecked, this, [this](const QString& damage) {
+    if (!damage.isEmpty()) messages_->show(damage, MessageLevel::warning);
+  });
   connect(run_view_, &RunView::predictionReady, this,
           [this](const QString& cluster, const QString& error) {
             if (!error.isEmpty()) {

@@ -114,6 +114,7 @@ struct Analysed {
   std::int64_t start_ns = 0;
   std::vector<std::int64_t> step_starts;  // the lowest rank's, for the predicted lane
   QString error;
+  bool opened = false;  // the file is a store (its integrity is worth checking)
 };
 
 // How the run ended, where that is not "complete": a crashed or cancelled
@@ -360,6 +361,7 @@ void RunView::openStore(const QString& path) {
   analysis_.reset();
   range_analysis_.reset();
   predicted_again_on_.clear();
+  damage_.clear();
   header_->setText(tr("Opening %1…").arg(title_));
   details_->clear();
   range_text_->clear();
@@ -382,6 +384,7 @@ void RunView::startAnalysis() {
       out.error = q(reader.message());
       return out;
     }
+    out.opened = true;
     out.run = reader.value()->run();
     out.state = reader.value()->state();
     if (auto predicted = reader.value()->meta("predicted_step")) {
@@ -411,6 +414,7 @@ void RunView::startAnalysis() {
       message_ = out.error;
       header_->setText(tr("%1 cannot be analysed: %2").arg(title_, out.error));
       emit analysisReady(out.error);
+      if (out.opened) checkIntegrity();
       return;
     }
     analysis_ = out.analysis;
@@ -431,6 +435,25 @@ void RunView::startAnalysis() {
       startPrediction(out.run.plan_json, out.step_starts);
     }
     emit analysisReady({});
+    checkIntegrity();
+  });
+}
+
+// After the analysis, so that what a user came for is shown first: reading
+// every page takes about as long again.
+void RunView::checkIntegrity() {
+  const std::uint64_t job = job_;
+  QtConcurrent::run([path = path_.toStdString()] {
+    const Status verified = trace::verify_store(path);
+    return verified ? QString() : q(verified.message());
+  }).then(this, [this, job](const QString& damage) {
+    if (job != job_) return;  // another store was opened since
+    damage_ = damage;
+    if (!damage.isEmpty()) {
+      header_->setText(header_->text() + QStringLiteral("<br><span style=\"color:#c03030\">") +
+                       damage.toHtmlEscaped() + QStringLiteral("</span>"));
+    }
+    emit integrityChecked(damage);
   });
 }
 

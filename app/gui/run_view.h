@@ -55,6 +55,10 @@ class RunView : public QWidget {
   QString message() const { return message_; }  // why the store could not be shown
   const trace::RunAnalysis* analysis() const { return analysis_.get(); }
   QString title() const { return title_; }
+  // What SQLite's check of every page found wrong with the store ("" when
+  // whole, or not checked yet): its figures may be wrong. integrityChecked
+  // follows the analysis.
+  QString damage() const { return damage_; }
   QLabel* header() const { return header_; }  // the title, ranks, source, path and how it ended
 
   TimelineWidget* timeline() const { return timeline_; }
@@ -107,9 +111,11 @@ class RunView : public QWidget {
   void rangeReady(const QString& error);
   void instancesReady(int count, const QString& error);
   void predictionReady(const QString& cluster, const QString& error);
+  void integrityChecked(const QString& damage);
 
  private:
   void startAnalysis();
+  void checkIntegrity();
   void showAnalysis();
   void analyseRange(std::optional<trace::TimeRange> range);
   void showDetails(const std::optional<trace::StoredEvent>& event, const QString& name,
@@ -125,6 +131,7 @@ class RunView : public QWidget {
   QString path_;
   QString message_;
   QString title_;
+  QString damage_;
   std::uint64_t job_ = 0;
   std::uint64_t range_job_ = 0;
   std::uint64_t instance_job_ = 0;

@@ -17,6 +17,7 @@
 #include <QLabel>
 #include <QLineEdit>
 #include <QSignalSpy>
+#include <sqlite3.h>
 #include <QStatusBar>
 #include <QSortFilterProxyModel>
 #include <QTableView>
@@ -66,6 +67,7 @@ class TestGuiRun : public QObject {
   void importedTraces();
   void badFiles_data();
   void badFiles();
+  void damagedStoreIsSaid();
   void predictAgain();
   void predictedLaneDrawsThePlanPredicted();
   void machineProbeRows();
@@ -708,6 +710,67 @@ void TestGuiRun::badFiles() {
     }
   }
   if (writer) QVERIFY(writer->close().ok());
+}
+
+// A store whose pages were overwritten can still be read, wrongly: the view
+// says so (SQLite's check of every page, after the analysis) in its header
+// and, in the app, in the message bar. A whole store says nothing.
+void TestGuiRun::damagedStoreIsSaid() {
+  MainWindow window;
+  window.show();
+  RunView* view = window.runView();
+  QSignalSpy checked(view, &RunView::integrityChecked);
+  window.openRun(cpu_store_);
+  QTRY_COMPARE_WITH_TIMEOUT(checked.count(), 1, 60000);
+  QCOMPARE(checked.front().at(0).toString(), QString());
+  QVERIFY(view->damage().isEmpty());
+
+  // The helper's damage: the event details table's page overwritten.
+  const QString path = dir_.filePath(QStringLiteral("damaged.db"));
+  QVERIFY(QFile::copy(cpu_store_, path));
+  int page = 0, page_size = 0;
+  {
+    sqlite3* db = nullptr;
+    QCOMPARE(sqlite3_open_v2(path.toUtf8().constData(), &db, SQLITE_OPEN_READONLY, nullptr),
+             SQLITE_OK);
+    sqlite3_stmt* st = nullptr;
+    QCOMPARE(sqlite3_prepare_v2(db,
+                                "SELECT rootpage, (SELECT page_size FROM pragma_page_size) FROM "
+                                "sqlite_master WHERE name = 'event_details'",
+                                -1, &st, nullptr),
+             SQLITE_OK);
+    QCOMPARE(sqlite3_step(st), SQLITE_ROW);
+    page = sqlite3_column_int(st, 0);
+    page_size = sqlite3_column_int(st, 1);
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+  }
+  QVERIFY(page > 1 && page_size > 0);
+  {
+    QFile f(path);
+    QVERIFY(f.open(QIODevice::ReadWrite));
+    // The second half of the page, where a leaf keeps its cells.
+    QVERIFY(f.seek(qint64(page - 1) * page_size + page_size / 2));
+    QByteArray garbage(page_size / 2, '\0');
+    quint32 x = 12345;
+    for (char& c : garbage) {
+      x = x * 1664525u + 1013904223u;
+      c = char(x >> 24);
+    }
+    f.write(garbage);
+  }
+  checked.clear();
+  window.openRun(path);
+  QTRY_COMPARE_WITH_TIMEOUT(checked.count(), 1, 60000);
+  const QString damage = checked.front().at(0).toString();
+  QVERIFY2(damage.contains(path + QStringLiteral(" is damaged: SQLite's check finds")),
+           qPrintable(damage));
+  QVERIFY(damage.contains(QStringLiteral("may be wrong or missing")));
+  QCOMPARE(view->damage(), damage);
+  QVERIFY2(view->header()->text().contains(QStringLiteral("is damaged")),
+           qPrintable(view->header()->text()));
+  QCOMPARE(window.messageBar()->level(), MessageLevel::warning);
+  QCOMPARE(window.messageBar()->text(), damage);
 }
 
 // Tools > Predict the open run again: the CUDA engine's committed run, which
