@@ -118,16 +118,12 @@ void Workspace::setProject(Project project) {
 }
 
 void Workspace::recordRun(ProjectRun run) {
+  const bool was_modified = isModified();
   project_.runs.push_back(std::move(run));
-  setRunsUnsaved(true);
+  runs_unsaved_ = true;
+  if (!was_modified) emit fileChanged();
   emit projectChanged();
   scheduleAutosave();
-}
-
-void Workspace::setRunsUnsaved(bool unsaved) {
-  const bool was_modified = isModified();
-  runs_unsaved_ = unsaved;
-  if (isModified() != was_modified) emit fileChanged();
 }
 
 void Workspace::replaceAll(Project project, const QString& path, bool modified) {

@@ -85,7 +85,6 @@ class Workspace : public QObject {
  private:
   friend class ProjectCommand;
   void setProject(Project project);  // no undo step; the runs recorded are kept
-  void setRunsUnsaved(bool unsaved);
   void replaceAll(Project project, const QString& path, bool modified);
   void addRecentFile(const QString& path);
   void scheduleAutosave();
