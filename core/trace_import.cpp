@@ -10,6 +10,7 @@
 #include "core/trace_reader.h"
 #include "core/trace_sqlite.h"
 #include "core/trace_store.h"
+#include "core/trace_writer.h"
 #include "core/file_exists.h"
 
 namespace cs::trace {
@@ -188,8 +189,21 @@ Result<ImportReport> import_traces(const std::vector<std::string>& files, const 
       return Error{f + ": a different format from " + files.front() + "; import them separately"};
     format = this_one;
   }
-  return format == TraceFormat::kineto_json ? import_kineto(files, output, options)
-                                            : import_nsys(files, output, options);
+  std::error_code ec;
+  for (const std::string& f : files) {
+    if (std::filesystem::exists(output, ec) && std::filesystem::equivalent(f, output, ec))
+      return Error{output + ": the output is also an input"};
+  }
+  ImportReport report;
+  const Status built = build_store_then_replace(output, [&](const std::string& temporary) {
+    auto imported = format == TraceFormat::kineto_json ? import_kineto(files, temporary, options)
+                                                       : import_nsys(files, temporary, options);
+    if (!imported) return Status(imported.error());
+    report = std::move(imported).value();
+    return Status();
+  });
+  if (!built) return built.error();
+  return report;
 }
 
 }  // namespace cs::trace

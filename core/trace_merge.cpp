@@ -288,14 +288,12 @@ std::optional<ClockAlignment> clock_alignment_from_string(std::string_view text)
   return kAlignmentNames.parse(text);
 }
 
-Result<MergeReport> merge_stores(const std::vector<std::string>& inputs, const std::string& output,
-                                 const MergeOptions& options) {
-  if (inputs.empty()) return Error{"merge: no input stores"};
+namespace {
+
+Result<MergeReport> merge_into(const std::vector<std::string>& inputs, const std::string& output,
+                               const MergeOptions& options) {
   std::vector<Input> opened;
-  std::error_code ec;
   for (const std::string& path : inputs) {
-    if (std::filesystem::equivalent(path, output, ec))
-      return Error{output + ": the output is also an input"};
     TraceReader::Options read;
     read.writers_ended = options.writers_ended;
     auto reader = TraceReader::open(path, read);
@@ -379,6 +377,27 @@ Result<MergeReport> merge_stores(const std::vector<std::string>& inputs, const s
     }
   }
   if (Status s = w.close(options.status); !s) return s.error();
+  return report;
+}
+
+}  // namespace
+
+Result<MergeReport> merge_stores(const std::vector<std::string>& inputs, const std::string& output,
+                                 const MergeOptions& options) {
+  if (inputs.empty()) return Error{"merge: no input stores"};
+  std::error_code ec;
+  for (const std::string& path : inputs) {
+    if (std::filesystem::equivalent(path, output, ec))
+      return Error{output + ": the output is also an input"};
+  }
+  MergeReport report;
+  const Status built = build_store_then_replace(output, [&](const std::string& temporary) {
+    auto merged = merge_into(inputs, temporary, options);
+    if (!merged) return Status(merged.error());
+    report = std::move(merged).value();
+    return Status();
+  });
+  if (!built) return built.error();
   return report;
 }
 

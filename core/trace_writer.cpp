@@ -14,6 +14,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include <unistd.h>
+
 #include "core/trace_store_internal.h"
 
 namespace cs::trace {
@@ -819,6 +821,48 @@ Status check_store_path(const std::string& path) {
   if (const std::string what = not_a_store_there(path); !what.empty()) {
     return Error{path + ": is " + what + "; a trace store replaces only an earlier store: " +
                  "remove it or give another name"};
+  }
+  return {};
+}
+
+Status build_store_then_replace(const std::string& path,
+                                const std::function<Status(const std::string& temporary)>& build) {
+  if (Status s = check_store_path(path); !s) return s;
+  const std::string temporary = path + "." + std::to_string(::getpid()) + ".partial";
+  std::error_code ec;
+  auto remove_with_log = [&ec](const std::string& store) {
+    for (const char* suffix : {"", "-wal", "-shm", "-journal"})
+      std::filesystem::remove(store + suffix, ec);
+  };
+  auto naming_path = [&](std::string message) {
+    for (std::size_t at = message.find(temporary); at != std::string::npos;
+         at = message.find(temporary, at + path.size()))
+      message.replace(at, temporary.size(), path);
+    return Error{std::move(message)};
+  };
+  remove_with_log(temporary);
+  if (Status built = build(temporary); !built) {
+    remove_with_log(temporary);
+    return naming_path(built.message());
+  }
+  // The earlier store's log must not be read with the new file; the new
+  // store's log (what its last close did not fold in) goes with it.
+  for (const char* suffix : {"-wal", "-shm", "-journal"}) {
+    const std::string file = path + suffix;
+    if (std::filesystem::exists(file, ec) && !std::filesystem::remove(file, ec)) {
+      remove_with_log(temporary);
+      return Error{file + ": cannot replace: " + ec.message()};
+    }
+  }
+  std::filesystem::remove(temporary + "-shm", ec);  // rebuilt from the log when needed
+  ec.clear();
+  if (std::filesystem::exists(temporary + "-wal", ec))
+    std::filesystem::rename(temporary + "-wal", path + "-wal", ec);
+  if (!ec) std::filesystem::rename(temporary, path, ec);
+  if (ec) {
+    const std::string why = ec.message();
+    remove_with_log(temporary);
+    return Error{path + ": cannot put the new store in place: " + why};
   }
   return {};
 }

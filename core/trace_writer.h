@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -51,6 +52,14 @@ struct WriterOptions {
 // empty one: the user meant a file in it), nor over a file that is not a
 // trace store (a plan, a text file, another program's database).
 Status check_store_path(const std::string& path);
+
+// Builds a store under a temporary name beside `path` (`build` writes it and
+// closes it) and moves it onto `path` only when `build` succeeded: an earlier
+// store there stays whole until then, and as it was after a failure (a full
+// disk, a bad input), with the temporary removed. Errors name `path`. For
+// imports and merges; a run writes its store in place, where it is watched.
+Status build_store_then_replace(const std::string& path,
+                                const std::function<Status(const std::string& temporary)>& build);
 
 class TraceWriter {
  public:

@@ -215,9 +215,10 @@ Result<ExitStatus> run_command(const std::vector<std::string>& command,
     // The child takes the default dispositions and the mask the profiler had.
     for (int i = 0; i < 2; ++i)
       sigaction(kForwarded[i], &previous[i], nullptr);
-    // The CLI ignores SIGPIPE for itself; an ignored signal stays ignored
-    // across exec, and the user's command must see the usual one.
+    // The CLI ignores SIGPIPE and SIGXFSZ for itself; an ignored signal stays
+    // ignored across exec, and the user's command must see the usual ones.
     signal(SIGPIPE, SIG_DFL);
+    signal(SIGXFSZ, SIG_DFL);
     sigprocmask(SIG_SETMASK, &unblocked, nullptr);
     close(exec_error[0]);
     execvpe(argv[0], argv.data(), envp.data());

@@ -29,6 +29,9 @@ int main(int argc, char** argv) {
   // ranks) when head exits: a write to the closed pipe fails instead, the
   // run goes on to its store, and the failure is reported at the end.
   std::signal(SIGPIPE, SIG_IGN);
+  // A file-size limit (ulimit -f, common on cluster nodes) makes a write fail
+  // with a message naming the file, instead of killing the process mid-write.
+  std::signal(SIGXFSZ, SIG_IGN);
   CLI::App app{
       "ClusterScope: plan, run and profile neural-network training on GPU clusters.",
       "clusterscope"};

@@ -9,6 +9,8 @@
 #include <QTemporaryDir>
 #include <QtTest>
 
+#include <sys/resource.h>
+
 namespace {
 
 struct Run {
@@ -41,6 +43,8 @@ class TestTraceCli : public QObject {
   void importInfoStats();
   void exportFormats();
   void mergeStores();
+  void failedWriteKeepsTheEarlierStore_data();
+  void failedWriteKeepsTheEarlierStore();
   void exportToStandardOutput();
   void errors_data();
   void errors();
@@ -146,6 +150,58 @@ void TestTraceCli::mergeStores() {
   QCOMPARE(m["ranks"].toInt(), 2);
   QCOMPARE(m["events"].toInt(), 4810 + 4675);
   QCOMPARE(m["clock_alignment"].toString(), QString("none"));
+}
+
+// Importing or merging onto an earlier store that fails part way (here past
+// a file-size limit, `ulimit -f` on a cluster node; a full disk is the same)
+// keeps the earlier store whole and leaves nothing behind; the process is not
+// killed by SIGXFSZ and says what failed.
+void TestTraceCli::failedWriteKeepsTheEarlierStore_data() {
+  QTest::addColumn<QString>("command");
+  QTest::addRow("import") << QStringLiteral("import");
+  QTest::addRow("merge") << QStringLiteral("merge");
+}
+
+void TestTraceCli::failedWriteKeepsTheEarlierStore() {
+  QFETCH(QString, command);
+  QTemporaryDir dir;
+  const QString keep = dir.filePath("keep.cstrace");
+  QCOMPARE(run_cli({"trace", "import", kData + "kineto/sampled_rank-0.json.gz", "-o", keep})
+               .exit_code,
+           0);
+  const qint64 size = QFileInfo(keep).size();
+  QStringList args;
+  if (command == "import") {
+    args = {"trace", "import", kData + "kineto/allreduce_rank-0.json.gz", "-o", keep};
+  } else {
+    const QString a = dir.filePath("a.cstrace"), b = dir.filePath("b.cstrace");
+    QCOMPARE(run_cli({"trace", "import", kData + "kineto/allreduce_rank-0.json.gz", "-o", a})
+                 .exit_code,
+             0);
+    QCOMPARE(run_cli({"trace", "import", kData + "kineto/sampled_rank-1.json.gz", "-o", b})
+                 .exit_code,
+             0);
+    args = {"trace", "merge", a, b, "-o", keep, "--align", "none"};
+  }
+  QProcess p;
+  p.setChildProcessModifier([] {
+    const rlimit limit{1 << 20, 1 << 20};  // 1 MiB: the new store is larger
+    setrlimit(RLIMIT_FSIZE, &limit);
+  });
+  p.start(CS_BIN_DIR "/clusterscope", args);
+  QVERIFY(p.waitForFinished(120000));
+  const QString err = QString::fromUtf8(p.readAllStandardError());
+  QCOMPARE(p.exitStatus(), QProcess::NormalExit);  // not killed by SIGXFSZ
+  QCOMPARE(p.exitCode(), 1);
+  QVERIFY2(err.contains(keep + ": write failed"), qPrintable(err));
+  QVERIFY2(!err.contains("partial"), qPrintable(err));
+  // The earlier store, as it was; nothing else beside it.
+  QCOMPARE(QFileInfo(keep).size(), size);
+  const Run info = run_cli({"trace", "info", keep, "--check", "--json"});
+  QVERIFY2(info.exit_code == 0, qPrintable(info.err));
+  QCOMPARE(json_of(info)["events"].toInt(), 4810);
+  const QStringList left = QDir(dir.path()).entryList({"keep*"}, QDir::Files);
+  QCOMPARE(left, QStringList{"keep.cstrace"});
 }
 
 // "-o -": the data alone on stdout, the summary on stderr (it used to be
