@@ -15,6 +15,7 @@
 #include "core/enum_names.h"
 #include "core/file_beside.h"
 #include "core/format.h"
+#include "core/utf8.h"
 
 namespace cs::trace {
 
@@ -106,6 +107,8 @@ class Output {
 };
 
 void json_string(Output& out, std::string_view s) {
+  // A store written before its text was kept as UTF-8 may hold other bytes.
+  if (!is_valid_utf8(s)) return json_string(out, valid_utf8(s));
   out << '"';
   std::size_t plain = 0;
   for (std::size_t i = 0; i < s.size(); ++i) {
@@ -270,7 +273,7 @@ Status write_chrome(const TraceReader& reader, const std::string& path,
       if (cached.empty()) {
         // Escape once, reuse: names repeat millions of times.
         std::string escaped = "\"";
-        for (char c : reader.string(e.name)) {
+        for (char c : valid_utf8(reader.string(e.name))) {
           const auto u = static_cast<unsigned char>(c);
           if (c == '"' || c == '\\') {
             escaped += '\\';
@@ -396,7 +399,8 @@ void breakdown_row(Output& out, std::int32_t rank, std::string_view step, const 
 // ---------------------------------------------------------------------------
 // HTML
 
-std::string html(std::string_view s) {
+std::string html(std::string_view text) {
+  const std::string s = valid_utf8(text);  // the page says charset=utf-8
   std::string out;
   out.reserve(s.size());
   for (char c : s) {

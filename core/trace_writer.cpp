@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "core/trace_store_internal.h"
+#include "core/utf8.h"
 
 namespace cs::trace {
 
@@ -279,23 +280,28 @@ class SqliteTraceWriter final : public TraceWriter {
     std::lock_guard lock(mu_);
     if (closed_) return;  // after close() nothing more is written
     note_pending();
-    pending_.ranks.push_back(rank);
+    RankInfo& stored = pending_.ranks.emplace_back(rank);
+    stored.host = valid_utf8(stored.host);
+    stored.device = valid_utf8(stored.device);
   }
 
-  LaneId add_lane(std::int32_t rank, LaneKind kind, std::string_view name,
+  LaneId add_lane(std::int32_t rank, LaneKind kind, std::string_view raw_name,
                   std::int32_t sort_index) override {
+    const std::string name = valid_utf8(raw_name);
     std::lock_guard lock(mu_);
     for (const auto& [key, id] : lane_ids_) {
       if (key.rank == rank && key.kind == kind && key.name == name) return LaneId{id};
     }
     const std::uint32_t id = next_lane_++;
-    lane_ids_.push_back({{id, rank, kind, std::string(name), sort_index}, id});
+    lane_ids_.push_back({{id, rank, kind, name, sort_index}, id});
     note_pending();
-    pending_.lanes.push_back({id, rank, kind, std::string(name), sort_index});
+    pending_.lanes.push_back({id, rank, kind, name, sort_index});
     return LaneId{id};
   }
 
-  StringId intern(std::string_view text) override {
+  StringId intern(std::string_view raw) override {
+    std::string fixed;  // only for text that is not UTF-8, rare
+    const std::string_view text = is_valid_utf8(raw) ? raw : (fixed = valid_utf8(raw));
     std::lock_guard lock(mu_);
     if (auto it = strings_.find(text); it != strings_.end()) return StringId{it->second};
     const std::uint32_t id = next_string_++;
@@ -360,7 +366,7 @@ class SqliteTraceWriter final : public TraceWriter {
     std::lock_guard lock(mu_);
     if (closed_) return;  // after close() nothing more is written
     note_pending();
-    pending_.meta.emplace_back(std::string(key), std::string(value));
+    pending_.meta.emplace_back(valid_utf8(key), valid_utf8(value));
   }
 
   Status flush() override {
@@ -920,7 +926,7 @@ Result<std::unique_ptr<TraceWriter>> TraceWriter::create(const std::string& path
         {"tool_versions_json", run.tool_versions_json},
     };
     for (const auto& [key, value] : rows) {
-      if (auto s = put(key, value); !s) return s.error();
+      if (auto s = put(key, valid_utf8(value)); !s) return s.error();
     }
     auto empty = db.exec("INSERT INTO strings(id, value) VALUES(0, '')");
     if (!empty) return empty.error();

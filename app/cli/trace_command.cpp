@@ -31,6 +31,12 @@ namespace {
 using nlohmann::json;
 using namespace cs::trace;
 
+// The text of a JSON answer. A store written before its text was kept as
+// UTF-8 may hold other bytes: they print as U+FFFD instead of throwing.
+std::string json_text(const json& j) {
+  return j.dump(2, ' ', false, json::error_handler_t::replace);
+}
+
 std::unique_ptr<TraceReader> open_store(const std::string& path) {
   return take(TraceReader::open(path));
 }
@@ -57,7 +63,8 @@ std::int64_t parse_duration(const std::string& text, const char* option) {
                    "\" is not a time (e.g. 1.5s, 200ms, 40us)");
   }
   if (!std::isfinite(value))
-    throw CliError(std::string(option) + ": \"" + text + "\" is not a time (e.g. 1.5s, 200ms, 40us)");
+    throw CliError(std::string(option) + ": \"" + text +
+                   "\" is not a time (e.g. 1.5s, 200ms, 40us)");
   if (value < 0) {
     throw CliError(std::string(option) + ": \"" + text +
                    "\" is before the trace's start (times count from it)");
@@ -137,19 +144,19 @@ void run_info(const InfoOptions& o) {
                        {"max_depth", l.max_depth}});
     for (const auto& [k, v] : r->all_meta())
       meta[k] = v;
-    std::cout << json{{"path", r->path()},
-                      {"schema_version", st.schema_version},
-                      {"status", st.status},
-                      {"finalized", st.finalized},
-                      {"writer_alive", st.writer_alive},
-                      {"writer_elsewhere", st.writer_elsewhere},
-                      {"events", r->event_count()},
-                      {"world_size", r->world_size()},
-                      {"time_range", {{"start_ns", range.start_ns}, {"end_ns", range.end_ns}}},
-                      {"ranks", ranks},
-                      {"lanes", lanes},
-                      {"meta", meta}}
-                     .dump(2)
+    std::cout << json_text(
+                     json{{"path", r->path()},
+                          {"schema_version", st.schema_version},
+                          {"status", st.status},
+                          {"finalized", st.finalized},
+                          {"writer_alive", st.writer_alive},
+                          {"writer_elsewhere", st.writer_elsewhere},
+                          {"events", r->event_count()},
+                          {"world_size", r->world_size()},
+                          {"time_range", {{"start_ns", range.start_ns}, {"end_ns", range.end_ns}}},
+                          {"ranks", ranks},
+                          {"lanes", lanes},
+                          {"meta", meta}})
               << '\n';
     return;
   }
@@ -217,7 +224,8 @@ void run_stats(const StatsOptions& o, Context& ctx) {
     options.prediction = again->predicted_step_json;
   }
   const RunAnalysis a = take(analyze_run(*r, options));
-  if (o.predict_again && !a.prediction) throw CliError(r->path() + ": the new prediction was not compared");
+  if (o.predict_again && !a.prediction)
+    throw CliError(r->path() + ": the new prediction was not compared");
   const std::size_t top = static_cast<std::size_t>(std::max(0, o.top));
 
   if (o.json) {
@@ -318,7 +326,7 @@ void run_stats(const StatsOptions& o, Context& ctx) {
                                               {"notes", again->notes}};
       }
     }
-    std::cout << out.dump(2) << '\n';
+    std::cout << json_text(out) << '\n';
     return;
   }
 
@@ -386,7 +394,8 @@ void run_stats(const StatsOptions& o, Context& ctx) {
     if (again) {
       std::cout << "\nPredicted now, on " << again->cluster
                 << (again->calibrated ? " (calibrated)" : "") << ", not as the run recorded it\n";
-      for (const std::string& n : again->notes) std::cout << "  " << n << '\n';
+      for (const std::string& n : again->notes)
+        std::cout << "  " << n << '\n';
     }
     std::cout << (p.steps > 0 ? "\nPredicted against measured (per step: the mean of " +
                                     std::to_string(p.steps) +
@@ -462,10 +471,10 @@ void run_export(ExportOptions o) {
   if (o.output == "-") o.output = "/dev/stdout";
   std::error_code ec;
   // /dev/stdout redirected to a file resolves to a regular file: still stdout.
-  const bool to_device = o.output == "/dev/stdout" ||
-                         (std::filesystem::exists(o.output, ec) &&
-                          !std::filesystem::is_regular_file(o.output, ec) &&
-                          !std::filesystem::is_directory(o.output, ec));
+  const bool to_device =
+      o.output == "/dev/stdout" ||
+      (std::filesystem::exists(o.output, ec) && !std::filesystem::is_regular_file(o.output, ec) &&
+       !std::filesystem::is_directory(o.output, ec));
   std::ostream& summary = to_device ? std::cerr : std::cout;
   std::string format = o.format;
   if (format.empty()) {
@@ -552,18 +561,17 @@ void run_export(ExportOptions o) {
   for (const std::string& w : report.warnings)
     std::cerr << "clusterscope: warning: " << w << '\n';
   if (o.json) {
-    summary << json{{"files", report.files},
-                    {"events", report.events},
-                    {"bytes", report.bytes},
-                    {"warnings", report.warnings}}
-                   .dump(2)
+    summary << json_text(json{{"files", report.files},
+                              {"events", report.events},
+                              {"bytes", report.bytes},
+                              {"warnings", report.warnings}})
             << '\n';
     return;
   }
   for (const std::string& f : report.files)
     summary << "wrote " << f << '\n';
-  summary << "  " << report.events << " events, "
-          << format_bytes(static_cast<double>(report.bytes)) << '\n';
+  summary << "  " << report.events << " events, " << format_bytes(static_cast<double>(report.bytes))
+          << '\n';
 }
 
 // --- import and merge -----------------------------------------------------
@@ -582,15 +590,14 @@ void run_import(const ImportCliOptions& o) {
   options.title = o.title;
   const ImportReport report = take(import_traces(o.inputs, o.output, options));
   if (o.json) {
-    std::cout << json{{"output", o.output},
-                      {"format", report.format},
-                      {"ranks", report.ranks},
-                      {"events", report.events},
-                      {"bytes_read", report.bytes_read},
-                      {"skipped", report.skipped},
-                      {"clock_alignment", report.clock_alignment},
-                      {"warnings", report.warnings}}
-                     .dump(2)
+    std::cout << json_text(json{{"output", o.output},
+                                {"format", report.format},
+                                {"ranks", report.ranks},
+                                {"events", report.events},
+                                {"bytes_read", report.bytes_read},
+                                {"skipped", report.skipped},
+                                {"clock_alignment", report.clock_alignment},
+                                {"warnings", report.warnings}})
               << '\n';
     return;
   }
@@ -658,10 +665,12 @@ void run_merge(const MergeCliOptions& o) {
       offsets[std::to_string(rank)] = off;
     for (const auto& [rank, m] : report.rank_method)
       methods[std::to_string(rank)] = m;
-    std::cout << json{{"output", o.output},      {"ranks", report.ranks},
-                      {"events", report.events}, {"clock_alignment", report.method},
-                      {"offsets_ns", offsets},   {"rank_methods", methods}}
-                     .dump(2)
+    std::cout << json_text(json{{"output", o.output},
+                                {"ranks", report.ranks},
+                                {"events", report.events},
+                                {"clock_alignment", report.method},
+                                {"offsets_ns", offsets},
+                                {"rank_methods", methods}})
               << '\n';
     return;
   }

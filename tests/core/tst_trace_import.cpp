@@ -17,8 +17,10 @@
 #include <zlib.h>
 
 #include "core/trace_analysis.h"
+#include "core/trace_export.h"
 #include "core/trace_import.h"
 #include "core/trace_reader.h"
+#include "core/utf8.h"
 
 using namespace cs::trace;
 
@@ -145,6 +147,8 @@ class TestTraceImport : public QObject {
   void nsysRealExport();
   void nsysRealExportAnalysed();
   void nsysNewerExport();
+  void textThatIsNotUtf8_data();
+  void textThatIsNotUtf8();
   void nsysMissingRequiredColumn();
   void nsysRankPastAnInt();
   void kinetoRealTraces_data();
@@ -257,6 +261,64 @@ void TestTraceImport::nsysRealExportAnalysed() {
   QCOMPARE(a->total.idle_host_wait_ns + a->total.idle_kernel_wait_ns + a->total.idle_other_ns,
            a->total.idle_ns);
   QVERIFY(a->total.idle_host_wait_ns > 0);
+}
+
+void TestTraceImport::textThatIsNotUtf8_data() {
+  QTest::addColumn<QByteArray>("bytes");
+  QTest::addColumn<QByteArray>("kept");
+  const QByteArray fffd("\xEF\xBF\xBD");
+  QTest::addRow("valid, multibyte") << QByteArray("1 \xE2\x82\xAC") << QByteArray("1 \xE2\x82\xAC");
+  QTest::addRow("stray byte") << QByteArray("sax\x9Fpy") << ("sax" + fffd + "py");
+  QTest::addRow("overlong slash") << QByteArray("a\xC0\xAF") << ("a" + fffd + fffd);
+  QTest::addRow("surrogate") << QByteArray("\xED\xA0\x80") << (fffd + fffd + fffd);
+  QTest::addRow("cut short") << QByteArray("x\xE2\x82") << ("x" + fffd + fffd);
+  QTest::addRow("past U+10FFFF") << QByteArray("\xF4\x90\x80\x80") << (fffd + fffd + fffd + fffd);
+}
+
+// Names in another program's export need not be UTF-8 (an Nsight Systems
+// string table can hold any bytes). The store keeps UTF-8 (U+FFFD for what
+// is not), so that its JSON and HTML exports, the CLI's --json and the app
+// read it: a name with a stray byte made `trace stats --json` throw.
+void TestTraceImport::textThatIsNotUtf8() {
+  QFETCH(QByteArray, bytes);
+  QFETCH(QByteArray, kept);
+  QCOMPARE(QByteArray::fromStdString(cs::valid_utf8(bytes.toStdString())), kept);
+  QCOMPARE(cs::is_valid_utf8(bytes.toStdString()), bytes == kept);
+
+  QTemporaryDir dir;
+  const std::string edited = dir.filePath("names.sqlite").toStdString();
+  std::filesystem::copy_file(kNsys, edited);
+  sqlite3* db = nullptr;
+  QCOMPARE(sqlite3_open(edited.c_str(), &db), SQLITE_OK);
+  // The kernel's names: short (671, "saxpy") and demangled (670).
+  sqlite3_stmt* st = nullptr;
+  QCOMPARE(sqlite3_prepare_v2(db,
+                              "UPDATE StringIds SET value = CAST(? AS TEXT) WHERE id IN (670, 671)",
+                              -1, &st, nullptr),
+           SQLITE_OK);
+  sqlite3_bind_blob(st, 1, bytes.constData(), int(bytes.size()), SQLITE_TRANSIENT);
+  QCOMPARE(sqlite3_step(st), SQLITE_DONE);
+  sqlite3_finalize(st);
+  sqlite3_close(db);
+  const std::string store = dir.filePath("names.cstrace").toStdString();
+  auto imported = import_nsys({edited}, store);
+  QVERIFY2(imported, imported ? "" : imported.message().c_str());
+  auto r = open_reader(store);
+  QVERIFY(r->find_string(kept.toStdString()).has_value());
+
+  const std::string chrome = dir.filePath("names.json").toStdString();
+  const std::string report = dir.filePath("names.html").toStdString();
+  QVERIFY(export_chrome_trace(*r, chrome));
+  auto analysis = analyze_run(*r);
+  QVERIFY(analysis);
+  QVERIFY(export_html_report(*r, *analysis, report));
+  for (const std::string& path : {chrome, report}) {
+    QFile f(QString::fromStdString(path));
+    QVERIFY(f.open(QIODevice::ReadOnly));
+    const QByteArray text = f.readAll();
+    QVERIFY2(cs::is_valid_utf8(text.toStdString()), path.c_str());
+    QVERIFY2(text.contains(kept), path.c_str());
+  }
 }
 
 void TestTraceImport::nsysNewerExport() {
