@@ -279,8 +279,15 @@ Plan PlanOptions::resolve(const PresetCatalog& catalog, const ClusterOptions& cl
                           const ModelOptions& model_options) const {
   Plan plan;
   const bool from_file = !plan_file.empty();
+  // A plan document without a global batch takes dp x micro-batch, after
+  // the flags (--dp 8 over such a file asked for a batch of 1 before).
+  bool file_sets_global_batch = false;
   if (from_file) {
-    plan = take(plan_from_json(take(read_json_file(plan_file)), plan_file, &catalog));
+    const nlohmann::json document = take(read_json_file(plan_file));
+    const auto parallel = document.find("parallel");
+    file_sets_global_batch = parallel != document.end() &&
+                             (!parallel->is_object() || parallel->contains("global_batch"));
+    plan = take(plan_from_json(document, plan_file, &catalog));
     if (cluster_options.given()) plan.cluster = cluster_options.resolve(catalog);
     if (model_options.given()) plan.workload = model_options.resolve(catalog);
   } else {
@@ -325,7 +332,7 @@ Plan PlanOptions::resolve(const PresetCatalog& catalog, const ClusterOptions& cl
   }
   if (global_batch) {
     p.global_batch = *global_batch;
-  } else if (!from_file) {
+  } else if (!file_sets_global_batch) {
     p.global_batch = samples_per_step(p);
   }
   if (!recompute.empty()) p.recompute = *recompute_from_string(recompute);

@@ -6,7 +6,9 @@
 #include <nlohmann/json.hpp>
 
 #include "app/cli/context.h"
+#include "core/json_reader.h"
 #include "core/model_json.h"
+#include "planners/estimate.h"
 
 namespace cs::cli {
 
@@ -17,12 +19,41 @@ struct ValidateOptions {
   bool json = false;
 };
 
+// The planner's rules on the plan documents of a file that reads well: what
+// `plan` refuses (dp x tp x pp over the cluster, fp8 on an A100) is not a
+// valid plan. "" when there is nothing to say.
+std::string plan_problems(const std::string& file, const PresetCatalog& catalog) {
+  auto document = read_json_file(file);
+  if (!document) return {};
+  std::vector<std::pair<std::string, const nlohmann::json*>> plans;  // (pointer, document)
+  if (document->is_array()) {
+    for (std::size_t i = 0; i < document->size(); ++i)
+      plans.emplace_back("/" + std::to_string(i), &(*document)[i]);
+  } else {
+    plans.emplace_back("", &*document);
+  }
+  std::string text;
+  for (const auto& [pointer, j] : plans) {
+    auto kind = detect_kind(*j, file);
+    if (!kind || *kind != DocumentKind::plan) continue;
+    auto plan = plan_from_json(*j, file, &catalog);
+    if (!plan) continue;  // validate_file said why
+    for (const Problem& p : plan::check_plan(*plan))
+      text += (text.empty() ? "" : "\n") + file + ": " + pointer + p.pointer + ": " + p.message;
+  }
+  return text;
+}
+
 void run(const ValidateOptions& o, Context& ctx) {
   const PresetCatalog& catalog = ctx.catalog();
   nlohmann::json report = nlohmann::json::array();
   int failures = 0;
   for (const std::string& file : o.files) {
-    auto kinds = validate_file(file, &catalog);
+    Result<std::vector<DocumentKind>> kinds = validate_file(file, &catalog);
+    if (kinds) {
+      if (std::string problems = plan_problems(file, catalog); !problems.empty())
+        kinds = Error{std::move(problems)};
+    }
     nlohmann::json entry = {{"file", file}, {"valid", kinds.ok()}};
     if (kinds) {
       std::vector<std::string> names;

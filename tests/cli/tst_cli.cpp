@@ -218,6 +218,19 @@ void TestCli::validateReportsEveryProblem() {
   QVERIFY2(r.err.contains(bad + ": /price: unknown field"), qPrintable(r.err));
   QVERIFY(r.err.contains("clusterscope: error: 1 of 2 files are invalid"));
 
+  // A plan that reads well but that the planner refuses is not valid: what
+  // `plan --plan` says, said here (it said "valid plan").
+  const QString refused = write_file(dir, "refused.json", R"([
+    {"cluster": "dgx-h100-8", "workload": "llama2-7b", "parallel": {"dp": 16}},
+    {"cluster": "dgx-a100-8", "workload": "llama2-7b", "parallel": {"dp": 8},
+     "precision": {"compute": "fp8"}}])");
+  const Run p = run_cli({"validate", refused});
+  QCOMPARE(p.exit_code, 1);
+  QVERIFY2(p.err.contains(refused + ": /0/parallel/dp: dp x tp x pp = 16 x 1 x 1 = 16 GPUs"),
+           qPrintable(p.err));
+  QVERIFY2(p.err.contains(refused + ": /1/precision"), qPrintable(p.err));
+  QVERIFY(!p.out.contains("valid"));
+
   const QString syntax = write_file(dir, "broken.json", "{\n \"nodes\": 2,,\n}");
   const Run s = run_cli({"validate", syntax});
   QCOMPARE(s.exit_code, 1);

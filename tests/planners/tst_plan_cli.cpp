@@ -226,6 +226,16 @@ void TestPlanCli::planDocument() {
   QVERIFY2(uneven.err.contains("half.json runs on 32 GPUs (tp 8 x pp 2 x dp 2), which tp 8 x pp 5 "
                                "does not divide: give --dp"),
            qPrintable(uneven.err));
+  // A document without a global batch takes dp x micro-batch after the flags
+  // (--dp 8 asked for a batch of 1, the file's own dp 1's, and was refused).
+  QFile no_batch(dir.filePath("no-batch.json"));
+  QVERIFY(no_batch.open(QIODevice::WriteOnly));
+  no_batch.write(R"({"cluster": "dgx-h100-64", "workload": "llama2-13b",
+    "parallel": {"tp": 4, "pp": 2}})");
+  no_batch.close();
+  const Run batch = run_cli({"plan", "--plan", no_batch.fileName(), "--dp", "8", "--json"});
+  QVERIFY2(batch.exit_code == 0, qPrintable(batch.err));
+  QCOMPARE(parse(batch)["plan"].toObject()["parallel"].toObject()["global_batch"].toInt(), 8);
   // Blocking tensor-parallel all-reduces expose backward's: more exposed
   // tensor-parallel time, the same compute.
   const Run blocking =
