@@ -176,7 +176,7 @@ void ModelOptions::add_to(CLI::App& command) {
   command.add_option("--heads", heads, "Attention heads")->check(positive_number());
   command.add_option("--kv-heads", kv_heads, "Key/value heads (grouped-query attention)")
       ->check(positive_number());
-  command.add_option("--ffn", ffn_hidden, "MLP inner size (default 4 x hidden)")
+  command.add_option("--ffn", ffn_hidden, "MLP inner size (default 4 x hidden; needed with --gated-mlp)")
       ->check(positive_number());
   command.add_option("--seq", seq_len, "Sequence length")->check(positive_number());
   command.add_option("--vocab", vocab, "Vocabulary size")->check(positive_number());
@@ -227,6 +227,13 @@ Workload ModelOptions::resolve(const PresetCatalog& catalog) const {
     s.heads = *heads;
   }
   if (kv_heads) s.kv_heads = *kv_heads;
+  if (gated_mlp && !s.gated_mlp && !ffn_hidden) {
+    // As a workload document requires ffn_hidden with gated_mlp: 4 x hidden
+    // is not a gated MLP's size, and three such matrices overstate the model.
+    throw CliError(
+        "--gated-mlp needs --ffn: a gated (SwiGLU) MLP's inner size is about 8/3 x hidden, not "
+        "4 x hidden (LLaMA-2 7B: --hidden 4096 --ffn 11008)");
+  }
   if (ffn_hidden) s.ffn_hidden = *ffn_hidden;
   if (gated_mlp) s.gated_mlp = true;
   if (seq_len) s.seq_len = *seq_len;

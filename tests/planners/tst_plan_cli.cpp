@@ -150,6 +150,10 @@ void TestPlanCli::planErrors_data() {
   QTest::addRow("flash both ways")
       << base + QStringList{"--tp", "8", "--flash-attention", "--no-flash-attention"} << 1
       << "contradict";
+  QTest::addRow("gated MLP without its size")
+      << QStringList{"plan", "--cluster", "dgx-h100-8", "--layers", "32", "--hidden", "4096",
+                     "--heads", "32", "--seq", "4096", "--vocab", "32000", "--gated-mlp"}
+      << 1 << "--gated-mlp needs --ffn";
   QTest::addRow("tp 0") << base + QStringList{"--tp", "0"} << 2 << "--tp: must be > 0 (got 0)";
   QTest::addRow("tp not a number") << base + QStringList{"--tp", "two"} << 2
                                    << "--tp: is not a number (got \"two\")";
