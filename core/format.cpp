@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <iterator>
 
 namespace cs {
 
@@ -32,10 +33,10 @@ std::string format_bytes(double bytes) {
 }
 
 std::string format_rate(double value, const char* unit) {
-  static const char* const prefixes[] = {"", "k", "M", "G", "T", "P", "E", "Z"};
+  static const char* const prefixes[] = {"", "k", "M", "G", "T", "P", "E", "Z", "Y", "R", "Q"};
   int i = 0;
   double v = value;
-  while (std::fabs(v) >= 1000 && i < 7) {
+  while (std::fabs(v) >= 1000 && i < int(std::size(prefixes)) - 1) {
     v /= 1000;
     ++i;
   }

@@ -252,13 +252,15 @@ void register_calc(CLI::App& app, Context& ctx) {
       "communication",
       "Gradient exchange time: the articles' S*N/B + L*(N-1) beside the ring all-reduce "
       "(defaults: the article's 100 MB, 8 devices, 10 GB/s, 0.1 ms)");
+  // Bounds past any real job (1 PB, 1 MB/s to 1 PB/s, 1000 s), so that no
+  // figure overflows to inf or nan.
   comm->add_option("--megabytes,-S", c->megabytes, "Bytes each device exchanges, in MB (10^6)")
-      ->check(positive_number());
+      ->check(number_within({0, 1e9, true}));
   comm->add_option("--devices,-N", c->devices, "Devices")->check(integer_between(1, 1 << 24));
   comm->add_option("--bandwidth,-B", c->bandwidth_gb_s, "Link bandwidth, GB/s (10^9 bytes)")
-      ->check(positive_number());
+      ->check(number_within({1e-3, 1e6}));
   comm->add_option("--latency,-L", c->latency_ms, "Latency per hop, ms")
-      ->check(non_negative_number());
+      ->check(number_within({0, 1e6}));
   add_json_flag(*comm, c->json);
   comm->callback([c] { run_communication(*c); });
 
@@ -267,15 +269,18 @@ void register_calc(CLI::App& app, Context& ctx) {
       "quantize",
       "Linear quantisation: scale, zero point, values to integers and back, with the error "
       "(defaults: the article's [-0.5, 0.8] in INT8 and 0.3)");
-  quant->add_option("--min", q->min, "Range min")->check(finite_number());
-  quant->add_option("--max", q->max, "Range max")->check(finite_number());
+  // |x| up to 1e9, past any tensor's range: the scale of a range near the
+  // largest double overflows to inf.
+  quant->add_option("--min", q->min, "Range min")->check(number_within({-1e9, 1e9}));
+  quant->add_option("--max", q->max, "Range max")->check(number_within({-1e9, 1e9}));
   CLI::Option* bits = quant->add_option("--bits", q->bits, "Integer width (article: 8)")
                           ->check(integer_between(2, 16));
   quant->add_option("--integers", q->integers,
                     "article (z = round(-min/s), stored as int8), unsigned (0 to 2^bits - 1) or "
                     "signed (-2^(bits-1) to 2^(bits-1) - 1)")
       ->check(CLI::IsMember({"article", "unsigned", "signed"}));
-  quant->add_option("--value,-x", q->values, "Values to quantise")->check(finite_number());
+  quant->add_option("--value,-x", q->values, "Values to quantise")
+      ->check(number_within({-1e9, 1e9}));
   add_json_flag(*quant, q->json);
   quant->callback([q, bits] { run_quantize(*q, bits->count() > 0); });
 
@@ -287,18 +292,20 @@ void register_calc(CLI::App& app, Context& ctx) {
   flops->add_option("--model", f->model,
                     "A model preset or JSON file with forward FLOPs per sample (its samples "
                     "and epochs too)");
+  // Bounds past any real training (a PFLOP forward, a million samples a
+  // step, 10^12 samples, 10^4 epochs): the product stays in the units' range.
   flops->add_option("--forward-flops", f->forward_flops, "Forward FLOPs per sample")
-      ->check(positive_number());
+      ->check(number_within({0, 1e15, true}));
   flops->add_option("--batch", f->batch, "Samples per iteration (default 256)")
-      ->check(positive_number());
+      ->check(number_within({0, 1e6, true}));
   CLI::Option* samples =
       flops->add_option("--samples", f->samples, "Samples in the training set")
-          ->check(positive_number());
+          ->check(number_within({0, 1e12, true}));
   CLI::Option* epochs =
       flops->add_option("--epochs", f->epochs, "Passes over the training set")
-          ->check(positive_number());
+          ->check(number_within({0, 1e4, true}));
   flops->add_option("--iterations", f->iterations, "Iterations (instead of samples and epochs)")
-      ->check(positive_number())
+      ->check(number_within({0, 1e12, true}))
       ->excludes(samples)
       ->excludes(epochs);
   add_json_flag(*flops, f->json);

@@ -32,6 +32,10 @@ const CLI::Validator& non_negative_number() {
   return check;
 }
 
+CLI::Validator number_within(const Range& range) {
+  return number_in(range, "NUMBER");
+}
+
 const CLI::Validator& finite_number() {
   static const CLI::Validator check = number_in(Range::any(), "NUMBER");
   return check;

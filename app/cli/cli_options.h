@@ -15,6 +15,10 @@ class App;
 class Validator;
 }  // namespace CLI
 
+namespace cs {
+struct Range;
+}
+
 namespace cs::cli {
 
 // Checks of a number option whose messages state the rule and the value
@@ -22,6 +26,8 @@ namespace cs::cli {
 const CLI::Validator& positive_number();
 const CLI::Validator& non_negative_number();
 const CLI::Validator& finite_number();  // any number but inf and nan
+// A number the range holds: "--bandwidth: must be > 0 and <= 1e+06 (got 1e-300)".
+CLI::Validator number_within(const Range& range);
 CLI::Validator integer_between(std::int64_t lo, std::int64_t hi);  // "--zero: must be between 0 and 3 (got 5)"
 
 // The default global batch, dp x micro-batch; a CliError where it passes

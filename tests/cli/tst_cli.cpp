@@ -119,6 +119,20 @@ void TestCli::exitCodes_data() {
   QTest::addRow("calc flops, iterations and epochs")
       << QStringList{"calc", "flops", "--forward-flops", "1e9", "--iterations", "9", "--epochs", "2"}
       << 2 << "" << "--epochs excludes --iterations";
+  // Values that made the figures inf or nan, or a number of 66 digits.
+  QTest::addRow("calc range near the largest double")
+      << QStringList{"calc", "quantize", "--min", "-1e308", "--max", "1e308"} << 2 << ""
+      << "--min: must be between -1000000000 and 1000000000 (got -1e308)";
+  QTest::addRow("calc bandwidth near zero")
+      << QStringList{"calc", "communication", "-S", "1e300", "-B", "1e-300"} << 2 << ""
+      << "--megabytes: must be > 0 and <= 1000000000 (got 1e300)";
+  QTest::addRow("calc forward FLOPs past any model")
+      << QStringList{"calc", "flops", "--forward-flops", "1e300", "--iterations", "1"} << 2 << ""
+      << "--forward-flops: must be > 0 and <= 1e+15 (got 1e300)";
+  QTest::addRow("calc flops at its bounds")
+      << QStringList{"calc", "flops", "--forward-flops", "1e15", "--batch", "1", "--samples",
+                     "1e12", "--epochs", "1e4"}
+      << 0 << "= 30.0 QFLOP" << "";
   QTest::addRow("calc flops, unknown model")
       << QStringList{"calc", "flops", "--model", "resnet18-cifar"} << 1 << ""
       << "did you mean \"resnet18-cifar10\"?";
