@@ -256,6 +256,16 @@ Status PresetCatalog::load_user_presets(const fs::path& dir) {
     if (!errors.empty()) return Error{errors};
     merged.user_files_.push_back(file);
   }
+  // A shipped cluster holds a copy of its GPU and links, made when it was
+  // read: a user preset of the same name stands in there too (one name was
+  // two GPUs: 94 GiB on its own, the shipped 80 GiB in its clusters).
+  for (Cluster& c : merged.clusters_) {
+    if (seen.count("cluster " + c.name)) continue;  // the user's own, bound as written
+    if (c.gpu && seen.count("gpu " + c.gpu->name)) c.gpu = *merged.find_gpu(c.gpu->name);
+    if (seen.count("link " + c.intra_node.name)) c.intra_node = *merged.find_link(c.intra_node.name);
+    if (c.inter_node && seen.count("link " + c.inter_node->name))
+      c.inter_node = *merged.find_link(c.inter_node->name);
+  }
   *this = std::move(merged);
   return {};
 }

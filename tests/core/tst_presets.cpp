@@ -354,6 +354,11 @@ void TestPresets::userPresetsMergeOverShipped() {
   QCOMPARE(catalog.gpus().size(), shipped_gpus);  // replaced, not added
   QCOMPARE(catalog.find_gpu("h100-sxm")->source, std::string("measured here"));
   QCOMPARE(catalog.find_gpu("h100-sxm")->peak.bf16, 900e12);
+  // ... in the shipped clusters of that GPU too (they kept the shipped one).
+  auto pod = catalog.cluster("dgx-h100-8");
+  QVERIFY(pod.ok());
+  QCOMPARE(pod->gpu->source, std::string("measured here"));
+  QCOMPARE(pod->gpu->peak.bf16, 900e12);
   auto cluster = catalog.cluster("my-box");
   QVERIFY2(cluster.ok(), cluster.ok() ? "" : cluster.message().c_str());
   QCOMPARE(cluster->gpu->name, std::string("a100-80gb"));
