@@ -198,13 +198,25 @@ struct RankFilter {
   bool has(std::int32_t r) const { return all || ranks.count(r); }
 };
 
+// The longest event of any lane: an event overlapping a window starts at
+// most this long before it.
+std::int64_t longest_event_ns(const TraceReader& reader) {
+  std::int64_t longest = 0;
+  for (const LaneInfo& l : reader.lanes())
+    longest = std::max(longest, l.max_duration_ns);
+  return longest;
+}
+
 Status write_chrome(const TraceReader& reader, const std::string& path,
                     const ChromeTraceOptions& options, const RankFilter& filter,
                     std::optional<std::int32_t> distributed_rank, ExportReport& report) {
   const TimeRange whole = reader.time_range();
   const std::int64_t t0 = options.window ? options.window->start_ns : whole.start_ns;
   const std::int64_t t1 = options.window ? options.window->end_ns : whole.end_ns + 1;
-  const std::int64_t base = std::max(t0, whole.start_ns);
+  // Times count from the earliest event written, so that none is negative
+  // (Perfetto drops those): in a window, a parent that began before it.
+  const std::int64_t base =
+      options.window ? std::max(t0 - longest_event_ns(reader), whole.start_ns) : whole.start_ns;
 
   Output out(path, reader);
   if (!out.ok()) return out.status();
@@ -632,10 +644,13 @@ Result<ExportReport> export_csv(const TraceReader& reader, const RunAnalysis* an
       csv_row(out, "id", "rank", "lane", "lane_kind", "kind", "category", "name", "start_ns",
               "end_ns", "duration_ns", "correlation", "bytes", "flops", "collective", "dtype",
               "count", "peer", "group_size", "step");
+      // The events overlapping the window, as the Chrome trace has them.
       const std::int64_t t0 = window ? window->start_ns : kMinTime;
       const std::int64_t t1 = window ? window->end_ns : kMaxTime;
-      Status s = reader.for_each_event({}, t0, t1, [&](const StoredEvent& se) {
+      const std::int64_t from = window ? t0 - longest_event_ns(reader) : kMinTime;
+      Status s = reader.for_each_event({}, from, t1, [&](const StoredEvent& se) {
         const Event& e = se.event;
+        if (window && e.end_ns <= t0 && !(e.start_ns == e.end_ns && e.start_ns == t0)) return true;
         const LaneInfo* lane = reader.lane(e.lane);
         csv_row(out, se.id, se.rank, lane ? std::string_view(lane->name) : std::string_view(),
                 lane ? to_string(lane->kind) : std::string_view(), to_string(e.kind),

@@ -52,7 +52,8 @@ std::string_view to_string(CsvTable t);
 std::optional<CsvTable> csv_table_from_string(std::string_view text);
 
 // One table as CSV (RFC 4180 quoting, a header row). `analysis` is needed by
-// every table but `events`; `window` limits the events table.
+// every table but `events`; `window` limits the events table to the events
+// overlapping it (as the Chrome trace).
 Result<ExportReport> export_csv(const TraceReader& reader, const RunAnalysis* analysis,
                                 CsvTable table, const std::string& path,
                                 std::optional<TimeRange> window = {});
