@@ -733,12 +733,19 @@ Result<ImportReport> import_one_kineto(const std::string& file, const std::strin
         e.category = Category::compute;
         if (auto nccl = importing::parse_nccl_kernel(name)) {
           e.category = Category::communication;
-          e.kind = nccl->point_to_point ? EventKind::p2p : EventKind::collective;
           Collective c = nccl->collective;
           if (p.collective_name != 0) {
             const Collective from_args = collective_from_pytorch(h.strings[p.collective_name]);
-            if (from_args != Collective::none && !nccl->point_to_point) c = from_args;
+            const bool args_point_to_point =
+                from_args == Collective::send || from_args == Collective::recv;
+            // NCCL runs all_to_all as grouped sends and receives: the SendRecv
+            // kernel of an all_to_all is that collective (its bus bandwidth too).
+            if (from_args != Collective::none && !(nccl->point_to_point && args_point_to_point))
+              c = from_args;
           }
+          const bool point_to_point =
+              c == Collective::send_recv || c == Collective::send || c == Collective::recv;
+          e.kind = point_to_point ? EventKind::p2p : EventKind::collective;
           const DataType t =
               p.dtype != 0 ? importing::data_type_from_any(h.strings[p.dtype]) : nccl->dtype;
           e.collective = c;

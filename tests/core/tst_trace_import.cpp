@@ -470,6 +470,34 @@ void TestTraceImport::kinetoCollectives() {
     }
   }
   QVERIFY(found);
+
+  // PyTorch's all_to_all runs on NCCL's SendRecv kernel: the args name the
+  // collective, and its bus bandwidth is (n - 1)/n of its algorithm's (it was
+  // taken as a send/recv, at busbw = algbw).
+  QFile f(dir.filePath("alltoall.json"));
+  QVERIFY(f.open(QIODevice::WriteOnly));
+  f.write(R"json({"distributedInfo": {"rank": 0, "world_size": 4}, "traceEvents": [
+    {"ph": "X", "cat": "kernel", "name": "ncclDevKernel_SendRecv(x)", "pid": 0, "tid": 20,
+     "ts": 700, "dur": 100, "args": {"stream": 20, "correlation": 700,
+     "Collective name": "all_to_all", "In msg nelems": 4096, "Out msg nelems": 4096,
+     "Group size": 4, "dtype": "Float"}},
+    {"ph": "X", "cat": "kernel", "name": "ncclDevKernel_SendRecv(x)", "pid": 0, "tid": 20,
+     "ts": 900, "dur": 100, "args": {"stream": 20, "correlation": 900,
+     "Collective name": "send", "In msg nelems": 4096, "Group size": 2, "dtype": "Float"}}]})json");
+  f.close();
+  const std::string a2a = dir.filePath("alltoall.cstrace").toStdString();
+  QVERIFY(import_kineto({f.fileName().toStdString()}, a2a));
+  auto ar = open_reader(a2a);
+  auto a2a_run = analyze_run(*ar);
+  QVERIFY(a2a_run);
+  std::map<Collective, CollectiveStats> kinds;
+  for (const CollectiveStats& c : a2a_run->collectives)
+    kinds[c.collective] = c;
+  QVERIFY(kinds.count(Collective::all_to_all));
+  const CollectiveStats& all_to_all = kinds.at(Collective::all_to_all);
+  QCOMPARE(all_to_all.bytes, std::int64_t{4096 * 4});
+  QVERIFY(std::abs(all_to_all.busbw_gbps - all_to_all.algbw_gbps * 3 / 4) < 1e-9);
+  QCOMPARE(kinds.count(Collective::send_recv), std::size_t{1});  // a send stays point-to-point
 }
 
 void TestTraceImport::kinetoRanksMerged() {
