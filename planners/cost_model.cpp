@@ -424,6 +424,7 @@ LayerCosts layer_costs(const Machine& m, const Model& x, const Knobs& k) {
     l.forward_kinds.gemm = l.forward;
     l.backward_kinds.gemm = l.backward;
     l.flops_forward = flops;
+    l.flops_training = 3 * flops;
     l.model_flops_forward = flops;
     return out;
   }
@@ -570,6 +571,8 @@ LayerCosts layer_costs(const Machine& m, const Model& x, const Knobs& k) {
   const double linear_fwd = linear_flops(tokens, qkv_cols, h) + linear_flops(tokens, h, heads * d) +
                             linear_flops(tokens, up_cols, h) + linear_flops(tokens, h, ffn);
   l.flops_forward = linear_fwd + attention_executed;
+  l.flops_training =
+      3 * linear_fwd + (k.flash ? attention_executed * (1 + 2.5) : 3 * attention_flops);
   l.flops_attention_core = k.flash ? 0 : attention_flops;
   l.model_flops_forward = linear_fwd + attention_flops;
 
@@ -1155,26 +1158,33 @@ void evaluate(const Machine& m, const Model& x, const Knobs& k, const LayerCosts
   const double samples = k.global_batch;
   const double tokens_per_sample = x.transformer ? x.seq : 1;
   // Model FLOPs: forward + backward of every matrix multiply, attention over
-  // the full square (Narayanan et al. 2021); hardware FLOPs add what
-  // recomputation repeats (Korthikanti et al. 2022, Appendix A). Fused
-  // causal attention skips half the square, which neither counts.
+  // the full square (Narayanan et al. 2021), whatever the kernels do: MFU
+  // compares plans and papers. Hardware FLOPs are what the kernels execute:
+  // fused causal attention half the square forward and its recomputation of
+  // the scores backward, plus what recomputation repeats (Korthikanti et al.
+  // 2022, Appendix A), so that HFU stays under what the GPU sustains.
   double model_forward = 0;
-  double recompute_flops = 0;
+  double hardware = 0;
   if (x.transformer) {
     model_forward = x.layers * c.layer.model_flops_forward + c.head.model_flops_forward;
-    if (k.recompute == Recompute::selective)
-      recompute_flops = x.layers * c.layer.flops_attention_core;
-    if (k.recompute == Recompute::full) recompute_flops = x.layers * c.layer.model_flops_forward;
+    if (k.inference) {
+      hardware = x.layers * c.layer.flops_forward + c.head.flops_forward;
+    } else {
+      hardware = x.layers * c.layer.flops_training + 3 * c.head.flops_forward;
+      if (k.recompute == Recompute::selective) hardware += x.layers * c.layer.flops_attention_core;
+      if (k.recompute == Recompute::full) hardware += x.layers * c.layer.flops_forward;
+    }
     // Per micro-batch per tensor rank -> whole step, all ranks.
     const double scale = static_cast<double>(mb) * k.dp * k.tp;
     model_forward *= scale;
-    recompute_flops *= scale;
+    hardware *= scale;
   } else {
     model_forward = c.layer.model_flops_forward * mb * k.dp;
+    hardware = (k.inference ? 1.0 : 3.0) * model_forward;
   }
   const double passes = k.inference ? 1.0 : 3.0;  // forward, or forward + 2 x backward
   th.model_flops_per_step = passes * model_forward;
-  th.hardware_flops_per_step = th.model_flops_per_step + (k.inference ? 0 : recompute_flops);
+  th.hardware_flops_per_step = hardware;
   if (step > 0) {
     th.samples_per_second = samples / step;
     th.tokens_per_second = th.samples_per_second * tokens_per_sample;

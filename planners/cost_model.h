@@ -134,6 +134,9 @@ struct LayerCost {
   double tp_backward_exposed = 0;
   double tp_backward_total = 0;
   double flops_forward = 0;  // executed
+  // Executed by forward and backward: fused causal attention does half the
+  // square forward and recomputes the scores backward (2.5x its forward).
+  double flops_training = 0;
   double flops_attention_core = 0;
   double model_flops_forward = 0;  // what model FLOPs count (full attention, no recomputation)
 };
