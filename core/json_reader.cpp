@@ -5,6 +5,9 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <optional>
+#include <set>
 #include <sstream>
 
 namespace cs {
@@ -274,8 +277,39 @@ Result<nlohmann::json> read_json_file(const std::string& path) {
     return Error{position(path, text, nul + 1) + ": invalid JSON: a NUL byte (a binary file?)"};
   // nlohmann's parser reports a malformed document by byte, and a number
   // past a double's range (1e309) by the number alone.
+  // A key given twice in one object: nlohmann keeps the last silently, and
+  // "tp": 2, "tp": 4 is a typo or an edit half made, as an unknown field is.
+  using Event = nlohmann::json::parse_event_t;
+  std::vector<std::set<std::string>> open_objects;
+  std::map<std::string, int> as_key;  // times each text was a key, for the place
+  std::optional<std::pair<std::string, int>> twice;
+  auto check_keys = [&](int, Event event, nlohmann::json& parsed) {
+    if (event == Event::object_start) open_objects.emplace_back();
+    if (event == Event::object_end && !open_objects.empty()) open_objects.pop_back();
+    if (event == Event::key && parsed.is_string()) {
+      const std::string& key = parsed.get_ref<const std::string&>();
+      const int nth = ++as_key[key];
+      if (!open_objects.empty() && !open_objects.back().insert(key).second && !twice)
+        twice = {key, nth};
+    }
+    return true;
+  };
   try {
-    return nlohmann::json::parse(text);
+    nlohmann::json parsed = nlohmann::json::parse(text, check_keys);
+    if (!twice) return parsed;
+    // The n-th "key" followed by a colon is where it was given again.
+    const std::string quoted = '"' + twice->first + '"';
+    std::size_t at = std::string::npos;
+    for (std::size_t from = 0, n = 0; n < static_cast<std::size_t>(twice->second);
+         from = at + quoted.size()) {
+      at = text.find(quoted, from);
+      if (at == std::string::npos) break;
+      const std::size_t colon = text.find_first_not_of(" \t\r\n", at + quoted.size());
+      if (colon != std::string::npos && text[colon] == ':') ++n;
+    }
+    return Error{(at == std::string::npos ? path : position(path, text, at + 1)) +
+                 ": invalid JSON: \"" + twice->first +
+                 "\" is given twice in one object (which one is meant?)"};
   } catch (const nlohmann::json::parse_error& e) {
     return Error{position(path, text, e.byte) + ": invalid JSON: " + json_error_text(e)};
   } catch (const nlohmann::json::exception& e) {

@@ -245,6 +245,14 @@ void TestCli::validateReportsEveryProblem() {
   QVERIFY2(p.err.contains(refused + ": /1/precision"), qPrintable(p.err));
   QVERIFY(!p.out.contains("valid"));
 
+  // A key given twice: nlohmann kept the last, silently.
+  const QString twice = write_file(dir, "twice.json",
+                                   "{\"kind\": \"parallel_plan\",\n \"tp\": 2, \"dp\": 1, \"tp\": 4}");
+  const Run t = run_cli({"validate", twice});
+  QCOMPARE(t.exit_code, 1);
+  QVERIFY2(t.err.contains(twice + ":2:20: invalid JSON: \"tp\" is given twice in one object"),
+           qPrintable(t.err));
+
   const QString syntax = write_file(dir, "broken.json", "{\n \"nodes\": 2,,\n}");
   const Run s = run_cli({"validate", syntax});
   QCOMPARE(s.exit_code, 1);
