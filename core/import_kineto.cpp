@@ -694,6 +694,7 @@ Result<ImportReport> import_one_kineto(const std::string& file, const std::strin
       const std::string stream =
           tn != h.thread_names.end() ? trim(tn->second) : "stream " + id_text(h, k.tid);
       kind = k.gpu_annotation ? LaneKind::annotation : LaneKind::gpu_stream;
+      // Exports tell device-side annotations by this name (gpu_side_annotations).
       name = "GPU " + gpu + " " + stream + (k.gpu_annotation ? " annotations" : "");
       sort = 1000 +
              static_cast<std::int32_t>(std::clamp<std::int64_t>(k.pid.value, 0, 63)) * 10000 +

@@ -154,7 +154,17 @@ void micros(Output& out, std::int64_t ns) {
 }
 
 // The categories Kineto writes, which Holistic Trace Analysis reads.
-std::string_view kineto_category(EventKind kind, LaneKind lane) {
+// Of the annotation lanes, only the Kineto import's gpu_user_annotation lanes
+// ("GPU 0 stream 7 annotations") are on the device; NVTX ranges, the CPU
+// engine's phases and a tracer's annotations are host-side, and HTA takes a
+// gpu_user_annotation for GPU time.
+bool gpu_side_annotations(const LaneInfo& lane) {
+  return lane.kind == LaneKind::annotation && lane.name.starts_with("GPU ") &&
+         lane.name.ends_with(" annotations");
+}
+
+std::string_view kineto_category(EventKind kind, const LaneInfo& info) {
+  const LaneKind lane = info.kind;
   switch (kind) {
     case EventKind::kernel:
     case EventKind::collective:
@@ -165,8 +175,8 @@ std::string_view kineto_category(EventKind kind, LaneKind lane) {
     case EventKind::memset:
       return "gpu_memset";
     case EventKind::annotation:
-      return lane == LaneKind::gpu_stream || lane == LaneKind::annotation ? "gpu_user_annotation"
-                                                                          : "user_annotation";
+      return lane == LaneKind::gpu_stream || gpu_side_annotations(info) ? "gpu_user_annotation"
+                                                                        : "user_annotation";
     case EventKind::cpu_op:
       return "cpu_op";
     case EventKind::api_call:
@@ -280,7 +290,7 @@ Status write_chrome(const TraceReader& reader, const std::string& path,
       if (options.window && e.end_ns <= t0 && !(e.start_ns == e.end_ns && e.start_ns == t0))
         return true;
       begin_event();
-      out << "{\"ph\":\"X\",\"cat\":\"" << kineto_category(e.kind, lane->kind) << "\",\"name\":";
+      out << "{\"ph\":\"X\",\"cat\":\"" << kineto_category(e.kind, *lane) << "\",\"name\":";
       std::string& cached = names[e.name.value];
       if (cached.empty()) {
         // Escape once, reuse: names repeat millions of times.

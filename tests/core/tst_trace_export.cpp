@@ -245,6 +245,16 @@ void TestTraceExport::chromeTraceWindowAndRanks() {
 void TestTraceExport::chromeTraceWarnsWhenLarge() {
   QTemporaryDir dir;
   auto r = imported(dir, {kNsys}, "saxpy.cstrace");
+  // NVTX ranges are the host's: HTA takes a gpu_user_annotation for GPU time.
+  QVERIFY(export_chrome_trace(*r, dir.filePath("all.json").toStdString()));
+  int nvtx = 0;
+  const json all = json::parse(read_file(dir.filePath("all.json").toStdString()));
+  for (const json& e : all["traceEvents"]) {
+    const std::string category = e.value("cat", std::string());
+    QVERIFY2(category != "gpu_user_annotation", e.dump().c_str());
+    nvtx += category == "user_annotation";
+  }
+  QCOMPARE(nvtx, 22);
   ChromeTraceOptions options;
   options.warn_bytes = 10'000;  // the real threshold is 256 MiB
   auto report = export_chrome_trace(*r, dir.filePath("s.json").toStdString(), options);
