@@ -91,6 +91,8 @@ Result<ImportReport> import_files(const std::vector<std::string>& files, const s
   total.ranks = merged->ranks;
   total.events = merged->events;
   total.clock_alignment = merged->method;
+  for (const std::string& w : merged->warnings)
+    total.warnings.push_back(w);
   return total;
 }
 

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/enum_names.h"
+#include "core/format.h"
 #include "core/trace_reader.h"
 #include "core/trace_reader_internal.h"
 
@@ -354,6 +355,17 @@ Result<MergeReport> merge_into(const std::vector<std::string>& inputs, const std
   report.method = alignment->method;
   report.offsets_ns = alignment->offsets;
   report.rank_method = alignment->rank_method;
+  for (const auto& [rank, spread] : alignment->spread) {
+    if (spread <= kAlignmentSpreadNs) continue;
+    report.warnings.push_back(
+        "rank " + std::to_string(rank) + " was aligned on its collectives, shifted by " +
+        format_seconds(static_cast<double>(alignment->offsets.at(rank)) * 1e-9) +
+        ", but the collectives matched disagree by " +
+        format_seconds(static_cast<double>(spread) * 1e-9) +
+        " (median): they may not be the same ones (point-to-point transfers pair with "
+        "different peers). Its times may be off by that much; give --align recorded or none "
+        "if the clocks were synchronised");
+  }
   report.ranks = static_cast<std::int32_t>(owner.size());
   nlohmann::json offsets = nlohmann::json::object();
   for (const auto& [rank, off] : alignment->offsets)

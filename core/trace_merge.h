@@ -49,7 +49,14 @@ struct MergeReport {
   std::map<std::int32_t, std::string> rank_method;  // per rank, when methods differ
   std::int64_t events = 0;
   std::int32_t ranks = 0;
+  // An alignment on collectives whose matches disagree (their spread past
+  // kAlignmentSpreadNs): the collectives paired may not be the same ones.
+  std::vector<std::string> warnings;
 };
+
+// Collectives end within microseconds of each other on every rank; matches
+// that spread further than this did not pair the same collective.
+inline constexpr std::int64_t kAlignmentSpreadNs = 100'000;
 
 // Writes `output` (replacing it) from `inputs`. Each input may hold one rank
 // or several; a rank found in two inputs is an error that names both. The

@@ -659,6 +659,8 @@ void run_merge(const MergeCliOptions& o) {
   options.run.title = o.title;
   options.status = merged_status(o.inputs);
   const MergeReport report = take(merge_stores(o.inputs, o.output, options));
+  for (const std::string& w : report.warnings)
+    std::cerr << "clusterscope: warning: " << w << '\n';
   if (o.json) {
     json offsets = json::object(), methods = json::object();
     for (const auto& [rank, off] : report.offsets_ns)
@@ -670,7 +672,8 @@ void run_merge(const MergeCliOptions& o) {
                                 {"events", report.events},
                                 {"clock_alignment", report.method},
                                 {"offsets_ns", offsets},
-                                {"rank_methods", methods}})
+                                {"rank_methods", methods},
+                                {"warnings", report.warnings}})
               << '\n';
     return;
   }
