@@ -180,10 +180,22 @@ Result<ImportReport> import_traces(const std::vector<std::string>& files, const 
   for (const std::string& f : files) {
     if (Status there = check_file_exists(f); !there) return there.error();
     const TraceFormat this_one = detect_trace_format(f);
-    if (this_one == TraceFormat::unknown)
-      return Error{f +
-                   ": not a trace this build imports (a PyTorch profiler JSON trace, plain or "
-                   "gzip, or an Nsight Systems SQLite export)"};
+    if (this_one == TraceFormat::unknown) {
+      // What it is instead, where that can be told.
+      std::error_code ec;
+      std::string what;
+      if (std::filesystem::is_directory(f, ec)) {
+        what = "it is a folder";
+      } else if (std::filesystem::file_size(f, ec) == 0 && !ec) {
+        what = "the file is empty";
+      } else if (auto db = sql::Database::open(f, SQLITE_OPEN_READONLY);
+                 db && db->prepare("SELECT count(*) FROM sqlite_master")) {
+        what = "an SQLite database, but not an Nsight Systems export (no StringIds table)";
+      }
+      return Error{f + ": not a trace this build imports (a PyTorch profiler JSON trace, plain or "
+                       "gzip, or an Nsight Systems SQLite export)" +
+                   (what.empty() ? "" : ": " + what)};
+    }
     if (this_one == TraceFormat::trace_store)
       return Error{f +
                    " is already a ClusterScope trace store (use `trace merge` to combine stores)"};

@@ -71,6 +71,12 @@ void TestTraceCli::importInfoStats() {
   const Run info_text = run_cli({"trace", "info", store, "--check"});
   QCOMPARE(info_text.exit_code, 0);
   QVERIFY(info_text.out.contains("GPU 0 stream 7"));
+  // The check says it ran (it printed what plain info prints).
+  QVERIFY2(info_text.out.contains("integrity: every page reads (SQLite's check), and every "
+                                  "lane's chunks decode to its events"),
+           qPrintable(info_text.out));
+  QCOMPARE(json_of(run_cli({"trace", "info", store, "--check", "--json"}))["integrity"].toString(),
+           QString("ok"));
 
   const Run stats = run_cli({"trace", "stats", store, "--json", "--top", "3"});
   QVERIFY2(stats.exit_code == 0, qPrintable(stats.err));
@@ -257,6 +263,18 @@ void TestTraceCli::errors_data() {
   QTest::addRow("import unknown") << QStringList{"trace", "import", CS_SOURCE_DIR "/README.md",
                                                  "-o", "x.cstrace"}
                                   << 1 << "not a trace this build imports";
+  // What the file is instead, where that can be told; an output folder that
+  // is not there (it said "unable to open database file").
+  QTest::addRow("import a folder") << QStringList{"trace", "import", CS_SOURCE_DIR "/docs", "-o",
+                                                  "x.cstrace"}
+                                   << 1
+                                   << "docs: not a trace this build imports (a PyTorch profiler "
+                                      "JSON trace, plain or gzip, or an Nsight Systems SQLite "
+                                      "export): it is a folder";
+  QTest::addRow("import into a folder not there")
+      << QStringList{"trace", "import", kData + "nsys/saxpy-mpi-cuda.sqlite", "-o",
+                     "/nonexistent/dir/x.cstrace"}
+      << 1 << "/nonexistent/dir/x.cstrace: the folder /nonexistent/dir does not exist";
   // A window edge that is no time, or past any trace (both exported every event).
   const QString store = CS_SOURCE_DIR "/tests/data/gpu/worker-fp32.db";
   QTest::addRow("window from nan")
@@ -268,6 +286,9 @@ void TestTraceCli::errors_data() {
   QTest::addRow("window before the trace")
       << QStringList{"trace", "export", store, "-o", "x.json", "--from", "-1s"} << 1
       << "--from: \"-1s\" is before the trace's start";
+  QTest::addRow("window the wrong way round")
+      << QStringList{"trace", "export", store, "-o", "x.json", "--from", "2ms", "--to", "1ms"}
+      << 1 << "--to 1ms is not after --from 2ms";
   QTest::addRow("empty window says the length")
       << QStringList{"trace", "export", store, "-o", "x.json", "--from", "1000s"} << 1
       << "--from/--to: the window is empty (the trace lasts ";
