@@ -120,7 +120,10 @@ struct GpuSpec {
   // Substrings of the CUDA device name that identify this model, so that
   // "this machine" finds its datasheet (e.g. "H200", "H100 80GB HBM3").
   std::vector<std::string> device_names;
-  std::string board_link;  // link preset of the board's own GPU fabric, e.g. "nvlink4"; "" for PCIe cards
+  // Link preset between the GPUs of a node when nothing else is said: the
+  // board's own fabric ("nvlink4"), or a PCIe card's generation ("pcie5");
+  // "" for pcie4.
+  std::string board_link;
   std::string source;  // where the figures come from
 };
 

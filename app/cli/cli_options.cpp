@@ -27,6 +27,12 @@ const CLI::Validator& positive_number() {
   return check;
 }
 
+const CLI::Validator& positive_int() {
+  static const CLI::Validator check =
+      number_in({0, double(std::numeric_limits<int>::max()), true}, "POSITIVE");
+  return check;
+}
+
 const CLI::Validator& non_negative_number() {
   static const CLI::Validator check = number_in(Range::non_negative(), "NONNEGATIVE");
   return check;
@@ -80,7 +86,8 @@ void ClusterOptions::add_to(CLI::App& command, bool positional) {
   command.add_option("--gpus-per-node", gpus_per_node, "GPUs per node (default 8 inline)")
       ->check(integer_between(0, Cluster::kMaxGpusPerNode));
   command.add_option("--intra-link", intra_link,
-                     "Link preset between the GPUs of a node (default: the GPU's own fabric, else pcie4)");
+                     "Link preset between the GPUs of a node (default: the GPU's own fabric or PCIe "
+                     "generation, else pcie4)");
   command.add_option("--inter-link", inter_link,
                      "Link preset between nodes, one port per GPU (default ib-ndr)");
   command.add_option("--price", price_per_gpu_hour, "Price per GPU-hour in USD")
@@ -175,15 +182,15 @@ Cluster ClusterOptions::resolve(const PresetCatalog& catalog) const {
 void ModelOptions::add_to(CLI::App& command) {
   command.add_option("--model", model,
                      "Model: a preset name (see `clusterscope presets models`) or a workload JSON file");
-  command.add_option("--layers", layers, "Transformer layers")->check(positive_number());
-  command.add_option("--hidden", hidden, "Hidden size")->check(positive_number());
-  command.add_option("--heads", heads, "Attention heads")->check(positive_number());
+  command.add_option("--layers", layers, "Transformer layers")->check(positive_int());
+  command.add_option("--hidden", hidden, "Hidden size")->check(positive_int());
+  command.add_option("--heads", heads, "Attention heads")->check(positive_int());
   command.add_option("--kv-heads", kv_heads, "Key/value heads (grouped-query attention)")
-      ->check(positive_number());
+      ->check(positive_int());
   command.add_option("--ffn", ffn_hidden, "MLP inner size (default 4 x hidden; needed with --gated-mlp)")
-      ->check(positive_number());
-  command.add_option("--seq", seq_len, "Sequence length")->check(positive_number());
-  command.add_option("--vocab", vocab, "Vocabulary size")->check(positive_number());
+      ->check(positive_int());
+  command.add_option("--seq", seq_len, "Sequence length")->check(positive_int());
+  command.add_option("--vocab", vocab, "Vocabulary size")->check(positive_int());
   command.add_flag("--gated-mlp", gated_mlp, "SwiGLU-style gated MLP");
   command.add_option("--tokens", training_tokens, "Tokens to train on")
       ->check(non_negative_number());
@@ -250,23 +257,23 @@ void PlanOptions::add_to(CLI::App& command) {
   command.add_option(
       "--plan", plan_file,
       "Plan JSON document (cluster, workload, parallel, precision); flags override it");
-  command.add_option("--tp", tp, "Tensor-parallel degree")->check(positive_number());
-  command.add_option("--pp", pp, "Pipeline stages")->check(positive_number());
+  command.add_option("--tp", tp, "Tensor-parallel degree")->check(positive_int());
+  command.add_option("--pp", pp, "Pipeline stages")->check(positive_int());
   command.add_option("--dp", dp, "Data-parallel replicas (default: the GPUs left by tp x pp)")
-      ->check(positive_number());
+      ->check(positive_int());
   command
       .add_option("--virtual-stages", virtual_stages,
                   "Model chunks per pipeline rank (> 1: the interleaved schedule)")
-      ->check(positive_number());
+      ->check(positive_int());
   command.add_flag("--sequence-parallel", sequence_parallel,
                    "Split layer norms and dropouts over the tensor-parallel group");
   command.add_option("--zero", zero_stage, "ZeRO stage: 0, 1, 2 or 3")->check(integer_between(0, 3));
   command.add_option("--micro-batch", micro_batch, "Sequences (samples) per micro-batch")
-      ->check(positive_number());
+      ->check(positive_int());
   command
       .add_option("--global-batch", global_batch,
                   "Sequences (samples) per optimizer step (default: dp x micro-batch)")
-      ->check(positive_number());
+      ->check(positive_int());
   command.add_option("--recompute", recompute, "Activation recomputation")
       ->check(CLI::IsMember({"none", "selective", "full"}));
   command.add_option("--precision", precision, "Compute precision (and its usual storage formats)")

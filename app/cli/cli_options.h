@@ -24,6 +24,8 @@ namespace cs::cli {
 // Checks of a number option whose messages state the rule and the value
 // ("--tp: must be > 0 (got 0)"); CLI11's own print a range up to 1.8e308.
 const CLI::Validator& positive_number();
+// A count that fits an int: "--seq: must be > 0 and <= 2147483647 (got 99999999999)".
+const CLI::Validator& positive_int();
 const CLI::Validator& non_negative_number();
 const CLI::Validator& finite_number();  // any number but inf and nan
 // A number the range holds: "--bandwidth: must be > 0 and <= 1e+06 (got 1e-300)".

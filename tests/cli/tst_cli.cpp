@@ -202,6 +202,17 @@ void TestCli::describeInlineCluster() {
   QCOMPARE(o["cluster"].toObject()["intra_node"].toObject()["name"].toString(), QString("nvlink3"));
   QCOMPARE(o["cluster"].toObject()["inter_node"].toObject()["name"].toString(), QString("roce-200"));
 
+  // A PCIe card's GPUs talk over its PCIe generation: the H100 PCIe's is 5.
+  const Run pcie = run_cli({"describe", "--gpu", "h100-pcie", "--nodes", "1", "--gpus-per-node",
+                            "4", "--json"});
+  QCOMPARE(pcie.exit_code, 0);
+  QCOMPARE(QJsonDocument::fromJson(pcie.out.toUtf8())
+               .object()["cluster"]
+               .toObject()["intra_node"]
+               .toObject()["name"]
+               .toString(),
+           QString("pcie5"));
+
   // A preset with an override, and a cluster from a file.
   const Run bigger = run_cli({"describe", "dgx-h100-8", "--nodes", "2", "--json"});
   QCOMPARE(bigger.exit_code, 0);

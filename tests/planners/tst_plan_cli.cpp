@@ -154,7 +154,11 @@ void TestPlanCli::planErrors_data() {
       << QStringList{"plan", "--cluster", "dgx-h100-8", "--layers", "32", "--hidden", "4096",
                      "--heads", "32", "--seq", "4096", "--vocab", "32000", "--gated-mlp"}
       << 1 << "--gated-mlp needs --ffn";
-  QTest::addRow("tp 0") << base + QStringList{"--tp", "0"} << 2 << "--tp: must be > 0 (got 0)";
+  QTest::addRow("tp 0") << base + QStringList{"--tp", "0"} << 2 << "--tp: must be > 0 and <= 2147483647 (got 0)";
+  QTest::addRow("sequence past an int")
+      << QStringList{"plan", "--cluster", "dgx-h100-8", "--model", "llama2-7b", "--seq",
+                     "99999999999"}
+      << 2 << "--seq: must be > 0 and <= 2147483647 (got 99999999999)";
   QTest::addRow("tp not a number") << base + QStringList{"--tp", "two"} << 2
                                    << "--tp: is not a number (got \"two\")";
   QTest::addRow("zero 5") << base + QStringList{"--zero", "5"} << 2
