@@ -266,9 +266,13 @@ Result<SearchResult> search(const Cluster& cluster, const Workload& workload,
     }
   }
   if (precisions.empty()) {
+    const PeakRates& peak = cluster.gpu->peak;
     for (Precision p :
          {Precision::fp32, Precision::tf32, Precision::bf16, Precision::fp16, Precision::fp8}) {
-      if (cluster.gpu->peak.of(p) > 0) precisions.push_back(p);
+      // fp16 at bf16's rate estimates the same as bf16 and needs loss
+      // scaling: its rows only doubled the list (ask for it by name).
+      if (p == Precision::fp16 && peak.of(Precision::bf16) >= peak.of(p)) continue;
+      if (peak.of(p) > 0) precisions.push_back(p);
     }
   }
   std::vector<Recompute> recomputes = space.recomputes;

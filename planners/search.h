@@ -34,7 +34,9 @@ std::optional<Objective> objective_from_string(std::string_view text);
 // What to try. Empty lists mean "every value that makes sense here".
 struct SearchSpace {
   std::vector<int> global_batches;    // sequences (samples) per step; required, one or more
-  std::vector<Precision> precisions;  // default: every training precision the GPU computes in
+  // Default: every training precision the GPU computes in, but fp16 where
+  // bf16 is as fast (the same estimate, and loss scaling besides).
+  std::vector<Precision> precisions;
   std::vector<Recompute> recomputes;  // default: none, selective, full
   std::vector<int> zero_stages;       // default: 0, 1, 2, 3
   std::vector<int> micro_batches;     // default: powers of two up to max_micro_batch

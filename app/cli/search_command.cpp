@@ -1,6 +1,7 @@
 // clusterscope search [--cluster C] [--model M] --global-batch N[,N...] [--objective O] [--top K]
 // [--json]
 
+#include <algorithm>
 #include <csignal>
 #include <iostream>
 
@@ -42,14 +43,18 @@ std::string plan_cells(const plan::RankedPlan& r) {
   return text;
 }
 
-void print_table(const char* title, const std::vector<plan::RankedPlan>& plans, bool show_nodes) {
+// `show_nodes`, `show_batch`: a column for what the search varied of them.
+void print_table(const char* title, const std::vector<plan::RankedPlan>& plans, bool show_nodes,
+                 bool show_batch) {
   std::cout << title << "\n";
   std::vector<std::string> header = {"#",         "dp/tp/pp", "SP",    "ZeRO", "mb",
                                      "recompute", "prec",     "fused", "step", "tokens/s",
                                      "MFU",       "mem/GPU",  "train", "cost"};
+  if (show_batch) header.insert(header.begin() + 5, "batch");
   if (show_nodes) header.insert(header.begin() + 1, "nodes");
   TextTable t(header);
-  const std::size_t first_number = show_nodes ? 9 : 8;
+  const std::size_t first_number =
+      static_cast<std::size_t>(std::find(header.begin(), header.end(), "step") - header.begin());
   for (std::size_t i = first_number; i < header.size(); ++i)
     t.right_align(i);
   int rank = 0;
@@ -70,6 +75,7 @@ void print_table(const char* title, const std::vector<plan::RankedPlan>& plans, 
         format_bytes(e.memory.total()),
         e.training.seconds > 0 ? format_seconds(e.training.seconds) : "-",
         e.training.cost_usd > 0 ? "$" + format_count(e.training.cost_usd) : "-"};
+    if (show_batch) row.insert(row.begin() + 5, std::to_string(r.parallel.global_batch));
     if (show_nodes) row.insert(row.begin() + 1, std::to_string(r.nodes));
     t.add(row);
   }
@@ -133,6 +139,7 @@ void run(const SearchCommandOptions& o, Context& ctx) {
             << (cluster.display_name.empty() ? cluster.name : cluster.display_name)
             << ", objective " << plan::to_string(*objective) << "\n\n";
   const bool show_nodes = o.node_counts.size() > 1;
+  const bool show_batch = o.global_batches.size() > 1;
   if (r.best.empty()) {
     if (r.candidates == 0) {
       // Every split of the GPUs needs more replicas than the batch has samples.
@@ -156,10 +163,13 @@ void run(const SearchCommandOptions& o, Context& ctx) {
     print_table(
         ("Best " + std::to_string(r.best.size()) + " (dp/tp/pp, x chunks when interleaved):")
             .c_str(),
-        r.best, show_nodes);
-    print_table("Pareto front, throughput against memory per GPU:", r.pareto_memory, show_nodes);
-    if (show_nodes)
-      print_table("Pareto front, throughput against GPU count:", r.pareto_gpus, show_nodes);
+        r.best, show_nodes, show_batch);
+    print_table("Pareto front, throughput against memory per GPU:", r.pareto_memory, show_nodes,
+                show_batch);
+    if (show_nodes) {
+      print_table("Pareto front, throughput against GPU count:", r.pareto_gpus, show_nodes,
+                  show_batch);
+    }
   }
   std::cout << (r.cancelled ? "Stopped early: evaluated " : "Evaluated ")
             << format_count(static_cast<double>(r.candidates)) << " candidate plans ("

@@ -325,6 +325,23 @@ void TestPlanCli::searchText() {
   QVERIFY2(last.startsWith("Evaluated ") && last.contains("candidate plans") &&
                last.contains(" in ") && last.contains("thread"),
            qPrintable(last));
+  // fp16 at bf16's rate is not searched unless asked for: its rows repeated
+  // bf16's figures and took half of the list.
+  QVERIFY2(!r.out.contains(" fp16 "), qPrintable(r.out));
+  QVERIFY(r.out.contains(" bf16 "));
+
+  // Several global batches: the list says each plan's.
+  const Run batches = run_cli({"search", "--cluster", "dgx-h100-32", "--model", "llama2-13b",
+                               "--global-batch", "128,512", "--top", "20"});
+  QVERIFY2(batches.exit_code == 0, qPrintable(batches.err));
+  const QStringList lines = batches.out.split('\n');
+  const QString header = lines.value(lines.indexOf(QRegularExpression("^Best .*")) + 1);
+  QVERIFY2(header.contains(QRegularExpression("mb +batch +recompute")), qPrintable(header));
+  QVERIFY(batches.out.contains(QRegularExpression(" 128 +(none|selective|full) ")));
+  QVERIFY(batches.out.contains(QRegularExpression(" 512 +(none|selective|full) ")));
+  const Run asked = run_cli({"search", "--cluster", "dgx-h100-32", "--model", "llama2-13b",
+                             "--global-batch", "128", "--precision", "fp16", "--top", "2"});
+  QVERIFY2(asked.exit_code == 0 && asked.out.contains(" fp16 "), qPrintable(asked.out));
 }
 
 void TestPlanCli::searchClusterSizes() {
