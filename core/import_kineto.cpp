@@ -315,6 +315,7 @@ class KinetoHandler : public nlohmann::json_sax<nlohmann::json> {
         has_ts_ = true;
       } else if (key_ == Key::dur) {
         dur_ = micros_text_to_ns(raw);
+        has_dur_ = true;
       }
     } else if (c == Ctx::args) {
       integer(static_cast<std::int64_t>(v));
@@ -443,6 +444,7 @@ class KinetoHandler : public nlohmann::json_sax<nlohmann::json> {
         has_ts_ = true;
       } else if (key_ == Key::dur) {
         dur_ = v * 1000;
+        has_dur_ = true;
       } else if (key_ == Key::pid) {
         pid_ = {false, v};
       } else if (key_ == Key::tid) {
@@ -489,7 +491,7 @@ class KinetoHandler : public nlohmann::json_sax<nlohmann::json> {
     name_ = 0;
     pid_ = tid_ = {};
     ts_ = dur_ = 0;
-    has_ts_ = false;
+    has_ts_ = has_dur_ = false;
     time_out_of_range_ = false;
     time_not_a_number_ = false;
     current_ = {};
@@ -535,6 +537,11 @@ class KinetoHandler : public nlohmann::json_sax<nlohmann::json> {
       return;
     }
     if (cat_ == Cat::unknown && !unknown_cat_.empty()) ++imported_unknown_[unknown_cat_];
+    // Imported all the same, and said: a hand-edited or cut trace.
+    if (!has_dur_) ++imported_without_["no dur: imported with zero length"];
+    if (name_ == 0) ++imported_without_["no name"];
+    if (cat_ == Cat::unknown && unknown_cat_.empty())
+      ++imported_without_["no cat: imported as CPU operations"];
     const LaneKey key{pid_, tid_, cat_ == Cat::gpu_user_annotation};
     auto [it, fresh] = lane_index.emplace(key, static_cast<std::uint32_t>(lane_keys.size()));
     if (fresh) lane_keys.push_back(key);
@@ -548,6 +555,7 @@ class KinetoHandler : public nlohmann::json_sax<nlohmann::json> {
 
  public:
   std::map<std::string, std::int64_t> imported_unknown_;
+  std::map<std::string, std::int64_t> imported_without_;  // what they lacked -> events
 
  private:
   std::vector<Ctx> stack_;
@@ -564,7 +572,7 @@ class KinetoHandler : public nlohmann::json_sax<nlohmann::json> {
   static constexpr std::int64_t kMaxMicros = kTraceTimeLimitNs / 1000 - 1;
   bool time_out_of_range_ = false;
   bool time_not_a_number_ = false;
-  bool has_ts_ = false;
+  bool has_ts_ = false, has_dur_ = false;
   Parsed current_;
   std::string arg_name_, arg_labels_;
   std::int64_t arg_sort_index_ = 0;
@@ -630,6 +638,9 @@ Result<ImportReport> import_one_kineto(const std::string& file, const std::strin
   for (const auto& [cat, n] : h.imported_unknown_)
     report.warnings.push_back(std::to_string(n) + " events of category '" + cat +
                               "' imported as CPU operations");
+  for (const auto& [lack, n] : h.imported_without_)
+    report.warnings.push_back(std::to_string(n) + (n == 1 ? " event with " : " events with ") +
+                              lack);
   const std::int32_t rank = h.rank.value_or(file_index);
   if (!h.rank)
     report.warnings.push_back("no distributedInfo.rank: rank " + std::to_string(rank) +

@@ -600,6 +600,21 @@ void TestTraceImport::kinetoPlainJsonAndErrors() {
   // Entries of traceEvents that are not events (a list of numbers imported
   // nothing and said nothing).
   QCOMPARE(partial->skipped["traceEvents entries that are not objects"], 4);
+  // Events lacking a duration, a name or a category are imported, and said so
+  // (they were imported silently: zero-length, nameless, CPU operations).
+  const std::string lacking = write("lacking.json", R"({"traceEvents": [
+      {"ph": "X", "cat": "kernel", "name": "no dur", "ts": 10, "pid": 0, "tid": 7},
+      {"ph": "X", "cat": "kernel", "ts": 20, "dur": 5, "pid": 0, "tid": 7},
+      {"ph": "X", "name": "no cat", "ts": 30, "dur": 5, "pid": 0, "tid": 7}]})");
+  auto lacked = import_kineto({lacking}, dir.filePath("l.cstrace").toStdString());
+  QVERIFY2(lacked, lacked ? "" : lacked.message().c_str());
+  QCOMPARE(lacked->events, std::int64_t{3});
+  for (const char* said : {"1 event with no dur: imported with zero length", "1 event with no name",
+                           "1 event with no cat: imported as CPU operations"}) {
+    QVERIFY2(std::find(lacked->warnings.begin(), lacked->warnings.end(), said) !=
+                 lacked->warnings.end(),
+             said);
+  }
   // A rank or world size no int holds (2^31 wrapped to a negative rank).
   for (const char* info : {R"("rank": 2147483648)", R"("rank": -1)", R"("world_size": 0)"}) {
     const std::string wrapped = write("wrapped.json", QByteArray(R"({"distributedInfo": {)") +
