@@ -85,7 +85,15 @@ Result<Text> read_possibly_gzipped(const std::string& path) {
     if (n == 0) break;
     out.size += static_cast<std::size_t>(n);
   }
+  // zlib ends a gzip stream cut short like a whole one, and says so only here.
+  int code = 0;
+  gzerror(f, &code);
   gzclose(f);
+  if (code == Z_BUF_ERROR) {
+    return Error{path + ": the gzip stream is cut short (" + std::to_string(size) +
+                 " bytes hold " + std::to_string(out.size) +
+                 " bytes of the trace): a copy or a download not finished?"};
+  }
   return out;
 #else
   std::ifstream in(path, std::ios::binary);

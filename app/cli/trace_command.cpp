@@ -577,8 +577,11 @@ void run_export(ExportOptions o) {
   }
   for (const std::string& f : report.files)
     summary << "wrote " << f << '\n';
-  summary << "  " << report.events << " events, " << format_bytes(static_cast<double>(report.bytes))
-          << '\n';
+  // A report or a summary table holds figures, not events: only the size.
+  const bool holds_events =
+      format != "html" && (format != "csv" || o.table == "events" || o.table == "all");
+  summary << "  " << (holds_events ? std::to_string(report.events) + " events, " : std::string())
+          << format_bytes(static_cast<double>(report.bytes)) << '\n';
 }
 
 // --- import and merge -----------------------------------------------------

@@ -129,6 +129,7 @@ void TestTraceCli::exportFormats() {
 
   const Run html = run_cli({"trace", "export", store, "-o", dir.filePath("r.html")});
   QCOMPARE(html.exit_code, 0);
+  QVERIFY2(!html.out.contains(" events, "), qPrintable(html.out));  // it said "0 events"
   QFile h(dir.filePath("r.html"));
   QVERIFY(h.open(QIODevice::ReadOnly));
   QVERIFY(h.readAll().contains("NVIDIA A100-SXM4-40GB"));

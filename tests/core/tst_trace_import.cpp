@@ -566,6 +566,18 @@ void TestTraceImport::kinetoPlainJsonAndErrors() {
   QVERIFY2(QString::fromStdString(e2.message())
                .contains("is not a PyTorch profiler trace: it has no traceEvents array"),
            e2.message().c_str());
+  // A gzip trace cut in half: said as such (it read "not valid JSON at byte
+  // 790353", as if the trace were broken rather than the file).
+  {
+    QFile whole(QString::fromStdString(kKineto + "sampled_rank-0.json.gz"));
+    QVERIFY(whole.open(QIODevice::ReadOnly));
+    const std::string cut = write("cut.json.gz", whole.read(whole.size() / 2));
+    auto e = import_kineto({cut}, dir.filePath("cut.cstrace").toStdString());
+    QVERIFY(!e);
+    QVERIFY2(QString::fromStdString(e.message())
+                 .contains(QString::fromStdString(cut) + ": the gzip stream is cut short"),
+             e.message().c_str());
+  }
   auto e3 = import_kineto({dir.filePath("missing.json").toStdString()},
                           dir.filePath("m.cstrace").toStdString());
   QVERIFY(!e3);
