@@ -180,7 +180,9 @@ json to_json(const SearchResult& s) {
           {"pareto_gpus", gpus},  {"candidates", s.candidates},
           {"valid", s.valid},     {"fitting", s.fitting},
           {"kept", s.kept},       {"seconds", s.seconds},
-          {"threads", s.threads}, {"cancelled", s.cancelled}};
+          {"threads", s.threads}, {"cancelled", s.cancelled},
+          {"smallest_memory_bytes", s.smallest_memory_bytes},
+          {"gpu_memory_bytes", s.gpu_memory_bytes}};
 }
 
 json to_json(const Timeline& t) {

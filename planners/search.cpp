@@ -154,6 +154,7 @@ struct Worker {
   Front memory_front{false};
   Front gpu_front{true};
   long long valid = 0, fitting = 0, kept = 0;
+  double smallest_memory = 0;  // of the valid candidates; 0 before the first
 };
 
 void keep_best(std::vector<Kept>& best, std::size_t top_k, const Kept& k) {
@@ -371,6 +372,7 @@ Result<SearchResult> search(const Cluster& cluster, const Workload& workload,
       ++w.valid;
       // Memory first: most candidates of a large model stop here.
       const double memory = detail::memory_total(s.machine, x, k, costs.activation_element_bytes);
+      if (w.smallest_memory == 0 || memory < w.smallest_memory) w.smallest_memory = memory;
       if (memory > s.machine.memory_bytes) continue;
       ++w.fitting;
       ++local_fitting;
@@ -466,6 +468,10 @@ Result<SearchResult> search(const Cluster& cluster, const Workload& workload,
     result.valid += w.valid;
     result.fitting += w.fitting;
     result.kept += w.kept;
+    if (w.smallest_memory > 0 && (result.smallest_memory_bytes == 0 ||
+                                  w.smallest_memory < result.smallest_memory_bytes))
+      result.smallest_memory_bytes = w.smallest_memory;
+    if (!sizes.empty()) result.gpu_memory_bytes = sizes.front().machine.memory_bytes;
     for (const Kept& k : w.best)
       keep_best(best, top_k, k);
     for (const Kept& k : w.memory_front.points())

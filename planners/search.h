@@ -87,6 +87,10 @@ struct SearchResult {
   std::int64_t candidates = 0;          // combinations enumerated
   std::int64_t valid = 0;               // passing check_plan's rules
   std::int64_t fitting = 0;             // valid and fitting in memory (these are timed)
+  // Of the valid plans, the least any needs per GPU, and the GPU's memory:
+  // how far "no plan fits" is from fitting (0 when no plan was valid).
+  double smallest_memory_bytes = 0;
+  double gpu_memory_bytes = 0;
   std::int64_t kept = 0;                // fitting and within the limits
   double seconds = 0;                   // wall-clock time of the search
   int threads = 0;

@@ -148,7 +148,15 @@ void run(const SearchCommandOptions& o, Context& ctx) {
                 << (o.any_gpu_count ? "" : " (--any-gpu-count lets plans leave GPUs idle)")
                 << ".\n\n";
     } else if (r.fitting == 0) {
-      std::cout << "No plan fits in GPU memory.\n\n";
+      std::cout << "No plan fits in GPU memory";
+      if (r.smallest_memory_bytes > 0) {
+        std::cout << ": the smallest of the " << format_count(static_cast<double>(r.valid))
+                  << " valid plans needs " << format_bytes(r.smallest_memory_bytes)
+                  << " per GPU, the GPU has " << format_bytes(r.gpu_memory_bytes)
+                  << " (every split, ZeRO stage, recomputation and micro-batch was tried: a "
+                     "larger cluster, --node-counts, or a GPU with more memory)";
+      }
+      std::cout << ".\n\n";
     } else {
       // They fit; the limits (--max-days, --min-headroom, ...) left none.
       std::string limits_given;

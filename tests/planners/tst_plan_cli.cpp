@@ -352,6 +352,20 @@ void TestPlanCli::searchClusterSizes() {
   const QJsonObject best = parse(r)["best"].toArray()[0].toObject();
   QVERIFY(best["estimate"].toObject()["training"].toObject()["days"].toDouble() <= 30);
   QVERIFY(best["nodes"].toInt() >= 2);
+  // None fits: how far the smallest is from fitting (it said only "No plan
+  // fits in GPU memory").
+  const Run too_big = run_cli({"search", "--cluster", "h200-1", "--model", "llama2-70b",
+                               "--global-batch", "8"});
+  QVERIFY2(too_big.exit_code == 0, qPrintable(too_big.err));
+  QVERIFY2(too_big.out.contains(QRegularExpression(
+               "No plan fits in GPU memory: the smallest of the [0-9.,kM ]+ valid plans needs "
+               "[0-9.]+ [KMGT]iB per GPU, the GPU has 140 GiB")),
+           qPrintable(too_big.out));
+  const QJsonObject too_big_json = parse(run_cli({"search", "--cluster", "h200-1", "--model",
+                                                  "llama2-70b", "--global-batch", "8", "--json"}));
+  QVERIFY(too_big_json["smallest_memory_bytes"].toDouble() >
+          too_big_json["gpu_memory_bytes"].toDouble());
+  QVERIFY(too_big_json["gpu_memory_bytes"].toDouble() > 100e9);
   // Plans that fit but none within the limit: said so, not "none fits".
   const Run none = run_cli({"search", "--cluster", "dgx-h100-256", "--model", "llama2-7b",
                             "--global-batch", "512", "--node-counts", "1,2", "--max-days", "1"});
