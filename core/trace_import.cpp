@@ -30,16 +30,11 @@ std::string lower(std::string_view text) {
   return out;
 }
 
-}  // namespace
-
-Result<ImportReport> import_files(const std::vector<std::string>& files, const std::string& output,
-                                  const ImportOptions& options, const ImportOne& import_one) {
-  if (files.empty()) return Error{"import: no input files"};
+// The files as one store at `output`: one file written there, several into
+// parts beside it and merged.
+Result<ImportReport> import_into(const std::vector<std::string>& files, const std::string& output,
+                                 const ImportOptions& options, const ImportOne& import_one) {
   std::error_code ec;
-  for (const std::string& f : files) {
-    if (std::filesystem::exists(output, ec) && std::filesystem::equivalent(f, output, ec))
-      return Error{output + ": the output is also an input"};
-  }
   if (files.size() == 1) return import_one(files[0], output, 0, options);
 
   std::vector<std::string> parts;
@@ -94,6 +89,28 @@ Result<ImportReport> import_files(const std::vector<std::string>& files, const s
   for (const std::string& w : merged->warnings)
     total.warnings.push_back(w);
   return total;
+}
+
+}  // namespace
+
+Result<ImportReport> import_files(const std::vector<std::string>& files, const std::string& output,
+                                  const ImportOptions& options, const ImportOne& import_one) {
+  if (files.empty()) return Error{"import: no input files"};
+  std::error_code ec;
+  for (const std::string& f : files) {
+    if (std::filesystem::exists(output, ec) && std::filesystem::equivalent(f, output, ec))
+      return Error{output + ": the output is also an input"};
+  }
+  // Built beside the output: a failed import keeps the store an earlier one wrote.
+  ImportReport report;
+  const Status built = build_store_then_replace(output, [&](const std::string& temporary) {
+    auto imported = import_into(files, temporary, options, import_one);
+    if (!imported) return Status(imported.error());
+    report = std::move(imported).value();
+    return Status();
+  });
+  if (!built) return built.error();
+  return report;
 }
 
 std::optional<NcclKernel> parse_nccl_kernel(std::string_view name) {
@@ -203,21 +220,8 @@ Result<ImportReport> import_traces(const std::vector<std::string>& files, const 
       return Error{f + ": a different format from " + files.front() + "; import them separately"};
     format = this_one;
   }
-  std::error_code ec;
-  for (const std::string& f : files) {
-    if (std::filesystem::exists(output, ec) && std::filesystem::equivalent(f, output, ec))
-      return Error{output + ": the output is also an input"};
-  }
-  ImportReport report;
-  const Status built = build_store_then_replace(output, [&](const std::string& temporary) {
-    auto imported = format == TraceFormat::kineto_json ? import_kineto(files, temporary, options)
-                                                       : import_nsys(files, temporary, options);
-    if (!imported) return Status(imported.error());
-    report = std::move(imported).value();
-    return Status();
-  });
-  if (!built) return built.error();
-  return report;
+  return format == TraceFormat::kineto_json ? import_kineto(files, output, options)
+                                            : import_nsys(files, output, options);
 }
 
 }  // namespace cs::trace

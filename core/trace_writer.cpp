@@ -834,12 +834,11 @@ Status check_store_path(const std::string& path) {
 Status build_store_then_replace(const std::string& path,
                                 const std::function<Status(const std::string& temporary)>& build) {
   if (Status s = check_store_path(path); !s) return s;
-  std::error_code exists_ec;
+  std::error_code ec;
   if (const auto folder = std::filesystem::path(path).parent_path();
-      !folder.empty() && !std::filesystem::is_directory(folder, exists_ec))
+      !folder.empty() && !std::filesystem::is_directory(folder, ec))
     return Error{path + ": the folder " + folder.string() + " does not exist"};
   const std::string temporary = path + "." + std::to_string(::getpid()) + ".partial";
-  std::error_code ec;
   auto remove_with_log = [&ec](const std::string& store) {
     for (const char* suffix : {"", "-wal", "-shm", "-journal"})
       std::filesystem::remove(store + suffix, ec);

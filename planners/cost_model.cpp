@@ -23,6 +23,9 @@ constexpr double kFrameworkReserve = 0.75 * kGiB;
 // The caching allocator reserves more than it hands out (block rounding,
 // streams, fragmentation): about 5 % in steady-state training.
 constexpr double kFragmentation = 0.05;
+// Fused attention's backward recomputes the scores: 5 matmuls against the
+// forward's 2, in FLOPs 2.5 times its forward.
+constexpr double kFusedAttentionBackward = 2.5;
 
 bool is_integer(Precision p) {
   return p == Precision::int8 || p == Precision::int4;
@@ -479,8 +482,8 @@ LayerCosts layer_costs(const Machine& m, const Model& x, const Knobs& k) {
     attention_executed = attention_flops / 2;
     const double io = tokens * (qkv_cols + heads * d) * e;
     attention_forward = kn.fused(kn.attention_peak, attention_executed, io);
-    // Backward recomputes the scores: 5 matmuls against the forward's 2.
-    attention_backward = kn.fused(kn.attention_peak, 2.5 * attention_executed, 2 * io);
+    attention_backward =
+        kn.fused(kn.attention_peak, kFusedAttentionBackward * attention_executed, 2 * io);
   } else if (lc.attention_gflops > 0) {
     // Loops over the causal triangle (scores, softmax and the weighted sum
     // in one pass), at the device's measured rate on the full-square FLOPs.
@@ -571,8 +574,8 @@ LayerCosts layer_costs(const Machine& m, const Model& x, const Knobs& k) {
   const double linear_fwd = linear_flops(tokens, qkv_cols, h) + linear_flops(tokens, h, heads * d) +
                             linear_flops(tokens, up_cols, h) + linear_flops(tokens, h, ffn);
   l.flops_forward = linear_fwd + attention_executed;
-  l.flops_training =
-      3 * linear_fwd + (k.flash ? attention_executed * (1 + 2.5) : 3 * attention_flops);
+  l.flops_training = 3 * linear_fwd + (k.flash ? attention_executed * (1 + kFusedAttentionBackward)
+                                               : 3 * attention_flops);
   l.flops_attention_core = k.flash ? 0 : attention_flops;
   l.model_flops_forward = linear_fwd + attention_flops;
 
@@ -1163,6 +1166,7 @@ void evaluate(const Machine& m, const Model& x, const Knobs& k, const LayerCosts
   // fused causal attention half the square forward and its recomputation of
   // the scores backward, plus what recomputation repeats (Korthikanti et al.
   // 2022, Appendix A), so that HFU stays under what the GPU sustains.
+  const double passes = k.inference ? 1.0 : 3.0;  // forward, or forward + 2 x backward
   double model_forward = 0;
   double hardware = 0;
   if (x.transformer) {
@@ -1180,9 +1184,8 @@ void evaluate(const Machine& m, const Model& x, const Knobs& k, const LayerCosts
     hardware *= scale;
   } else {
     model_forward = c.layer.model_flops_forward * mb * k.dp;
-    hardware = (k.inference ? 1.0 : 3.0) * model_forward;
+    hardware = passes * model_forward;
   }
-  const double passes = k.inference ? 1.0 : 3.0;  // forward, or forward + 2 x backward
   th.model_flops_per_step = passes * model_forward;
   th.hardware_flops_per_step = hardware;
   if (step > 0) {
