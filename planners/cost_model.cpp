@@ -519,7 +519,10 @@ LayerCosts layer_costs(const Machine& m, const Model& x, const Knobs& k) {
   fk.elementwise = 2 * dropout_residual + casts;
   fk.activation = activation;
   l.forward = fk.total();
-  l.attention_core = k.flash ? 0 : attention_forward;
+  // Selective recomputation re-runs core attention in backward, fused or
+  // not: Megatron-core checkpoints the core-attention module either way
+  // (with fused attention it saves little memory, but the time is spent).
+  l.attention_core = attention_forward;
   l.attention_core_kinds.attention = l.attention_core;
 
   // --- backward: input-gradient and weight-gradient GEMMs, elementwise
@@ -576,7 +579,7 @@ LayerCosts layer_costs(const Machine& m, const Model& x, const Knobs& k) {
   l.flops_forward = linear_fwd + attention_executed;
   l.flops_training = 3 * linear_fwd + (k.flash ? attention_executed * (1 + kFusedAttentionBackward)
                                                : 3 * attention_flops);
-  l.flops_attention_core = k.flash ? 0 : attention_flops;
+  l.flops_attention_core = attention_executed;
   l.model_flops_forward = linear_fwd + attention_flops;
 
   // --- embedding: vocabulary-parallel lookup, combined over the tensor group
@@ -594,6 +597,7 @@ LayerCosts layer_costs(const Machine& m, const Model& x, const Knobs& k) {
     emb.tp_forward =
         collective(m, k.sp ? CollectiveOp::reduce_scatter : CollectiveOp::all_reduce, bytes, g);
     emb.tp_backward = k.sp ? collective(m, CollectiveOp::all_gather, bytes, g) : 0;
+    emb.tp_backward_total = emb.tp_backward;
   }
 
   // --- LM head and vocabulary-parallel cross-entropy (fp32 logits); a loop
@@ -622,7 +626,8 @@ LayerCosts layer_costs(const Machine& m, const Model& x, const Knobs& k) {
     head.tp_forward = small + (k.sp ? collective(m, CollectiveOp::all_gather, bytes, g) : 0);
     const double back =
         collective(m, k.sp ? CollectiveOp::reduce_scatter : CollectiveOp::all_reduce, bytes, g);
-    head.tp_backward = std::max(0.0, back - head_wgrad);
+    head.tp_backward_total = back;
+    head.tp_backward = k.async_tp ? std::max(0.0, back - head_wgrad) : back;
   } else if (k.tp > 1 && k.sp) {
     // A whole head still needs every token of the sequence-parallel shards;
     // its input gradient is whole on every rank, each keeps its own shard.
@@ -682,6 +687,7 @@ StageCost chunk_cost(const Model& x, const Knobs& k, const LayerCosts& c, double
   s.backward = layers * l.backward;
   s.tp_forward = layers * l.tp_forward;
   s.tp_backward = layers * l.tp_backward_exposed;
+  s.tp_backward_total = layers * l.tp_backward_total;
   s.kinds = l.forward_kinds * layers;
   if (!k.inference) s.kinds += l.backward_kinds * layers;
   if (k.recompute == Recompute::selective) {
@@ -691,6 +697,7 @@ StageCost chunk_cost(const Model& x, const Knobs& k, const LayerCosts& c, double
     s.recompute = layers * l.forward;
     s.kinds += l.forward_kinds * layers;
     s.tp_backward += layers * l.tp_forward;  // the recomputed forward repeats its collectives
+    s.tp_backward_total += layers * l.tp_forward;
   }
   if (x.transformer && embedding) {
     s.forward += c.embedding.forward;
@@ -699,6 +706,7 @@ StageCost chunk_cost(const Model& x, const Knobs& k, const LayerCosts& c, double
     if (!k.inference) s.kinds += c.embedding.backward_kinds;
     s.tp_forward += c.embedding.tp_forward;
     s.tp_backward += c.embedding.tp_backward;
+    s.tp_backward_total += c.embedding.tp_backward_total;
   }
   if (x.transformer && head) {
     s.forward += c.head.forward;
@@ -707,6 +715,7 @@ StageCost chunk_cost(const Model& x, const Knobs& k, const LayerCosts& c, double
     if (!k.inference) s.kinds += c.head.backward_kinds;
     s.tp_forward += c.head.tp_forward;
     s.tp_backward += c.head.tp_backward;
+    s.tp_backward_total += c.head.tp_backward_total;
   }
   return s;
 }
@@ -994,6 +1003,8 @@ void evaluate(const Machine& m, const Model& x, const Knobs& k, const LayerCosts
   time = {};
   time.forward = mb * slow->forward;
   time.tp_communication = mb * slow->tp_forward;
+  // Every tensor-parallel collective of the slowest stage, hidden or not.
+  double tp_total = time.tp_communication;
   const KindTimes kinds = slow->kinds * mb;
   out.compute_by_kind = {kinds.gemm,       kinds.attention,   kinds.norm,
                          kinds.activation, kinds.elementwise, kinds.loss};
@@ -1001,6 +1012,7 @@ void evaluate(const Machine& m, const Model& x, const Knobs& k, const LayerCosts
     time.backward = mb * slow->backward;
     time.recompute = mb * slow->recompute;
     time.tp_communication += mb * slow->tp_backward;
+    tp_total += mb * slow->tp_backward_total;
     time.optimizer = p.optimizer;
     time.dp_communication = p.dp_exposed + p.zero_param_gather;
     time.zero_gather = p.zero3_exposed;
@@ -1039,7 +1051,10 @@ void evaluate(const Machine& m, const Model& x, const Knobs& k, const LayerCosts
       // its 1.8 MiB reduction took 1.8-2.3 ms where DP 2 alone reduces twice
       // the bytes in 1.1).
       time.tp_communication /= collective_share;
+      tp_total /= collective_share;
+      const double exposed_before_wait = time.tp_communication;
       wait_in(time.tp_communication, added_in_collectives, m.shared_wait_in_tp_transfer);
+      tp_total += time.tp_communication - exposed_before_wait;
       time.dp_communication /= collective_share;
     } else if (k.dp > 1 && k.pp == 1) {
       // Data-parallel replicas alone: the GEMMs pay the share; the loops
@@ -1137,11 +1152,7 @@ void evaluate(const Machine& m, const Model& x, const Knobs& k, const LayerCosts
 
   CommunicationDetail& comm = out.communication;
   comm = {};
-  const double layers = x.transformer ? x.layers / k.pp : 0;
-  comm.tp_seconds =
-      mb * (layers * (c.layer.tp_forward + (k.inference ? 0 : c.layer.tp_backward_total)));
-  if (k.recompute == Recompute::full && !k.inference)
-    comm.tp_seconds += mb * layers * c.layer.tp_forward;
+  comm.tp_seconds = tp_total;
   comm.pp_seconds = time.pp_communication;
   comm.dp_seconds = p.dp_total;
   comm.dp_overlapped = std::max(0.0, p.dp_total - time.dp_communication - time.zero_gather);

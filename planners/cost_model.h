@@ -145,7 +145,8 @@ struct LayerCost {
 struct EdgeCost {
   double forward = 0, backward = 0;
   KindTimes forward_kinds, backward_kinds;
-  double tp_forward = 0, tp_backward = 0;
+  double tp_forward = 0, tp_backward = 0;  // backward: exposed
+  double tp_backward_total = 0;
   double flops_forward = 0;
   double model_flops_forward = 0;
 };
@@ -186,6 +187,7 @@ struct StageCost {
   double recompute = 0;
   double tp_forward = 0;
   double tp_backward = 0;  // exposed
+  double tp_backward_total = 0;
   double p2p = 0;          // one send/receive of activations or gradients
   KindTimes kinds;         // forward + backward + recompute by kind
 };

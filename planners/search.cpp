@@ -307,8 +307,8 @@ Result<SearchResult> search(const Cluster& cluster, const Workload& workload,
               for (int fl = 1; fl >= 0; --fl) {
                 if (fl == 0 && (!space.try_without_flash_attention || !x.transformer)) continue;
                 Unit u{c, gb, p, tp, sp, mb, fl == 1};
-                // With fused attention selective recomputation has nothing
-                // left to recompute: the same plan as none, listed once.
+                // With fused attention selective recomputation saves no
+                // memory over none and re-runs core attention: never better.
                 std::vector<Recompute> tried = recomputes;
                 if (u.flash) {
                   tried.erase(std::remove(tried.begin(), tried.end(), Recompute::selective),
