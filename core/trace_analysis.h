@@ -86,7 +86,9 @@ struct CollectiveStats {
   std::string name;  // the collective ("all_reduce") or, when its type is unknown, the kernel name
   DataType dtype = DataType::none;
   std::int64_t bytes = 0;  // the nccl-tests "size" (see docs/trace-schema.md); 0 = unknown
-  std::int32_t ranks = 0;  // n: the communicator's size (its group size, else the world size)
+  // n: the communicator's size (its group size, else the world size); 2 for
+  // a send or receive, which joins a pair whatever its communicator.
+  std::int32_t ranks = 0;
   std::int64_t count = 0;
   std::int64_t total_ns = 0;
   std::int64_t min_ns = 0;

@@ -764,6 +764,7 @@ void TestTraceAnalysis::pipelineParts() {
         b.add(lane, EventKind::p2p, Category::communication, s, e, send ? "pp send" : "pp recv");
     ev.collective = send ? Collective::send : Collective::recv;
     ev.bytes = 1024;
+    ev.group_size = 8;  // the communicator's size, as PyTorch's "Group size" gives it
     b.commit();
   };
   for (int step = 0; step < 3; ++step) {
@@ -811,6 +812,9 @@ void TestTraceAnalysis::pipelineParts() {
   QCOMPARE(most->rank, 0);  // the most compute
   auto run = analyze_run(*r);
   QVERIFY2(run, run ? "" : run.message().c_str());
+  // A send or a receive joins two ranks, whatever its communicator's size.
+  QCOMPARE(run->collectives.size(), std::size_t{2});
+  for (const CollectiveStats& c : run->collectives) QCOMPARE(c.ranks, 2);
   QVERIFY(run->prediction);
   QCOMPARE(run->prediction->critical_rank, critical);
 }
