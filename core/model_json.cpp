@@ -339,7 +339,8 @@ void read_workload(const json& j, const std::string& ptr, Diagnostics& d, Worklo
   r.finish();
 }
 
-void read_parallel(const json& j, const std::string& ptr, Diagnostics& d, ParallelPlan& p) {
+void read_parallel(const json& j, const std::string& ptr, Diagnostics& d, ParallelPlan& p,
+                   ParallelRules rules = ParallelRules::check) {
   ObjectReader r(j, ptr, d);
   if (!r.is_object()) return;
   check_kind(r, DocumentKind::parallel_plan);
@@ -382,9 +383,9 @@ void read_parallel(const json& j, const std::string& ptr, Diagnostics& d, Parall
   r.boolean("vocab_parallel", p.vocab_parallel);
   r.number("bucket_mib", p.bucket_mib, Range::between(1.0 / 1024, 1 << 20));
   r.finish();
-  for (const Problem& problem : check_parallel_plan(p)) {
-    d.add(ptr + problem.pointer, problem.message);
-  }
+  const std::vector<Problem> problems =
+      rules == ParallelRules::check ? check_parallel_plan(p) : check_parallel_degrees(p);
+  for (const Problem& problem : problems) d.add(ptr + problem.pointer, problem.message);
 }
 
 void read_precision(const json& j, const std::string& ptr, Diagnostics& d, PrecisionPlan& p) {
@@ -436,7 +437,7 @@ void read_precision(const json& j, const std::string& ptr, Diagnostics& d, Preci
 }
 
 void read_plan(const json& j, const std::string& ptr, Diagnostics& d, Plan& plan,
-               const PresetCatalog* catalog) {
+               const PresetCatalog* catalog, ParallelRules rules = ParallelRules::check) {
   ObjectReader r(j, ptr, d);
   if (!r.is_object()) return;
   check_kind(r, DocumentKind::plan);
@@ -458,7 +459,8 @@ void read_plan(const json& j, const std::string& ptr, Diagnostics& d, Plan& plan
       r, "workload", true, plan.workload, catalog, "model preset",
       catalog ? catalog->model_names() : no_names, read_workload,
       [&](const std::string& n) { return catalog->find_model(n); });
-  if (const json* p = r.field("parallel")) read_parallel(*p, r.pointer("parallel"), d, plan.parallel);
+  if (const json* p = r.field("parallel"))
+    read_parallel(*p, r.pointer("parallel"), d, plan.parallel, rules);
   if (const json* p = r.field("precision")) {
     read_precision(*p, r.pointer("precision"), d, plan.precision);
   }
@@ -501,20 +503,24 @@ Result<Workload> workload_from_json(const json& j, std::string_view document) {
   return read_document<Workload>(j, document, read_workload);
 }
 Result<ParallelPlan> parallel_plan_from_json(const json& j, std::string_view document) {
-  return read_document<ParallelPlan>(j, document, read_parallel);
+  return read_document<ParallelPlan>(
+      j, document,
+      [](const json& v, const std::string& p, Diagnostics& d, ParallelPlan& out) {
+        read_parallel(v, p, d, out);
+      });
 }
 Result<PrecisionPlan> precision_plan_from_json(const json& j, std::string_view document) {
   return read_document<PrecisionPlan>(j, document, read_precision);
 }
 Result<Plan> plan_from_json(const json& j, std::string_view document,
-                            const PresetCatalog* catalog) {
+                            const PresetCatalog* catalog, ParallelRules rules) {
   return read_document<Plan>(j, document, [&](const json& v, const std::string& p,
                                               Diagnostics& d, Plan& plan) {
-    read_plan(v, p, d, plan, catalog);
+    read_plan(v, p, d, plan, catalog, rules);
   });
 }
 
-std::vector<Problem> check_parallel_plan(const ParallelPlan& p) {
+std::vector<Problem> check_parallel_degrees(const ParallelPlan& p) {
   std::vector<Problem> problems;
   if (p.dp < 1) problems.push_back({"/dp", "must be >= 1"});
   if (p.tp < 1) problems.push_back({"/tp", "must be >= 1"});
@@ -524,7 +530,12 @@ std::vector<Problem> check_parallel_plan(const ParallelPlan& p) {
     problems.push_back({"/zero_stage", "must be between 0 and 3"});
   }
   if (p.virtual_stages < 1) problems.push_back({"/virtual_stages", "must be >= 1"});
-  if (!problems.empty()) return problems;
+  return problems;
+}
+
+std::vector<Problem> check_parallel_plan(const ParallelPlan& p) {
+  std::vector<Problem> problems = check_parallel_degrees(p);
+  if (!problems.empty()) return problems;  // the relations below assume sane degrees
 
   const std::int64_t per_step = p.samples_per_micro_step();
   if (p.global_batch < per_step || p.global_batch % per_step != 0) {
@@ -791,11 +802,21 @@ Result<AnyDocument> read_any(const json& j, std::string_view document,
     case DocumentKind::workload:
       return wrap(read_document<Workload>(j, document, read_workload, root));
     case DocumentKind::parallel_plan:
-      return wrap(read_document<ParallelPlan>(j, document, read_parallel, root));
+      return wrap(read_document<ParallelPlan>(
+          j, document,
+          [](const json& v, const std::string& p, Diagnostics& d, ParallelPlan& out) {
+            read_parallel(v, p, d, out);
+          },
+          root));
     case DocumentKind::precision_plan:
       return wrap(read_document<PrecisionPlan>(j, document, read_precision, root));
     case DocumentKind::plan:
-      return wrap(read_document<Plan>(j, document, with_catalog(read_plan), root));
+      return wrap(read_document<Plan>(
+          j, document,
+          [catalog](const json& v, const std::string& p, Diagnostics& d, Plan& out) {
+            read_plan(v, p, d, out, catalog);
+          },
+          root));
   }
   return Error{std::string(document) + ": unknown document kind"};
 }

@@ -37,8 +37,14 @@ Result<Cluster> cluster_from_json(const nlohmann::json& j, std::string_view docu
 Result<Workload> workload_from_json(const nlohmann::json& j, std::string_view document);
 Result<ParallelPlan> parallel_plan_from_json(const nlohmann::json& j, std::string_view document);
 Result<PrecisionPlan> precision_plan_from_json(const nlohmann::json& j, std::string_view document);
+// check: a plan breaking check_parallel_plan's rules is an error.
+// leave_to_caller: only its degrees are checked, so that a caller running
+// the planner's check_plan (which includes those rules) can list every
+// problem at once.
+enum class ParallelRules { check, leave_to_caller };
 Result<Plan> plan_from_json(const nlohmann::json& j, std::string_view document,
-                            const PresetCatalog* catalog = nullptr);
+                            const PresetCatalog* catalog = nullptr,
+                            ParallelRules rules = ParallelRules::check);
 
 // Self-contained JSON (presets inlined) that the readers above read back equal.
 nlohmann::json to_json(const GpuSpec& gpu);
@@ -53,6 +59,8 @@ nlohmann::json to_json(const Plan& plan);
 // a multiple of dp x micro-batch, ...). Rules that need the cluster or model
 // (tp dividing heads, fitting in memory) belong to the planners.
 std::vector<Problem> check_parallel_plan(const ParallelPlan& plan);
+// The first of those rules: each degree >= 1, ZeRO 0-3.
+std::vector<Problem> check_parallel_degrees(const ParallelPlan& plan);
 
 // The kind a document declares with "kind", or the one its fields show.
 Result<DocumentKind> detect_kind(const nlohmann::json& j, std::string_view document);

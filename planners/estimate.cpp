@@ -78,7 +78,9 @@ std::vector<Problem> check_plan(const Plan& plan) {
   for (const Problem& p : check_parallel_plan(plan.parallel)) {
     problems.push_back({"/parallel" + p.pointer, p.message});
   }
-  if (!problems.empty()) return problems;  // the rules below assume sane degrees
+  // The rules below assume sane degrees; the others (a global batch that is
+  // not a multiple, ...) do not hide them.
+  if (!check_parallel_degrees(plan.parallel).empty()) return problems;
   const Machine m = detail::machine_of(plan.cluster);
   const Model x = detail::model_of(plan.workload);
   const Knobs k = detail::knobs_of(plan.parallel, plan.precision);

@@ -19,9 +19,11 @@ struct ValidateOptions {
   bool json = false;
 };
 
-// The planner's rules on the plan documents of a file that reads well: what
-// `plan` refuses (dp x tp x pp over the cluster, fp8 on an A100) is not a
-// valid plan. "" when there is nothing to say.
+// The planner's rules on the plan documents of a file: what `plan` refuses
+// (dp x tp x pp over the cluster, fp8 on an A100) is not a valid plan. Read
+// leaving the parallel plan's own rules to check_plan, so that a global
+// batch that is not a multiple does not hide the rules that need the model.
+// One problem per line; "" when there is nothing to say.
 std::string plan_problems(const std::string& file, const PresetCatalog& catalog) {
   auto document = read_json_file(file);
   if (!document) return {};
@@ -36,7 +38,7 @@ std::string plan_problems(const std::string& file, const PresetCatalog& catalog)
   for (const auto& [pointer, j] : plans) {
     auto kind = detect_kind(*j, file);
     if (!kind || *kind != DocumentKind::plan) continue;
-    auto plan = plan_from_json(*j, file, &catalog);
+    auto plan = plan_from_json(*j, file, &catalog, ParallelRules::leave_to_caller);
     if (!plan) continue;  // validate_file said why
     for (const Problem& p : plan::check_plan(*plan))
       text += (text.empty() ? "" : "\n") + file + ": " + pointer + p.pointer + ": " + p.message;
@@ -50,9 +52,18 @@ void run(const ValidateOptions& o, Context& ctx) {
   int failures = 0;
   for (const std::string& file : o.files) {
     Result<std::vector<DocumentKind>> kinds = validate_file(file, &catalog);
-    if (kinds) {
-      if (std::string problems = plan_problems(file, catalog); !problems.empty())
-        kinds = Error{std::move(problems)};
+    if (std::string problems = plan_problems(file, catalog); !problems.empty()) {
+      // Each problem once: the reader's and the planner's share some rules.
+      std::string text = kinds ? std::string() : kinds.message();
+      std::size_t start = 0;
+      while (start < problems.size()) {
+        std::size_t end = std::min(problems.find('\n', start), problems.size());
+        const std::string line = problems.substr(start, end - start);
+        if (("\n" + text + "\n").find("\n" + line + "\n") == std::string::npos)
+          text += (text.empty() ? "" : "\n") + line;
+        start = end + 1;
+      }
+      kinds = Error{std::move(text)};
     }
     nlohmann::json entry = {{"file", file}, {"valid", kinds.ok()}};
     if (kinds) {

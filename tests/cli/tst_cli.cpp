@@ -256,6 +256,17 @@ void TestCli::validateReportsEveryProblem() {
   QVERIFY2(p.err.contains(refused + ": /1/precision"), qPrintable(p.err));
   QVERIFY(!p.out.contains("valid"));
 
+  // A global batch that is not a multiple hides none of the rules that need
+  // the model, and no problem is said twice.
+  const QString rules = write_file(dir, "rules.json", R"({"cluster": "dgx-h100-8",
+    "workload": "llama2-7b", "parallel": {"tp": 3, "dp": 1, "global_batch": 7, "micro_batch": 2}})");
+  const Run all = run_cli({"validate", rules});
+  QCOMPARE(all.exit_code, 1);
+  QVERIFY2(all.err.contains(rules + ": /parallel/global_batch: must be a multiple"), qPrintable(all.err));
+  QVERIFY2(all.err.contains(rules + ": /parallel/tp: must divide the 32 attention heads"),
+           qPrintable(all.err));
+  QCOMPARE(all.err.count("/parallel/global_batch"), 1);
+
   // A key given twice: nlohmann kept the last, silently.
   const QString twice = write_file(dir, "twice.json",
                                    "{\"kind\": \"parallel_plan\",\n \"tp\": 2, \"dp\": 1, \"tp\": 4}");
