@@ -10,11 +10,12 @@
 
 namespace cs {
 
-// A non-negative decimal integer that fits an int, the whole of `text`
+// A non-negative decimal integer that fits an int (or Int), the whole of `text`
 // (no sign, no spaces); nothing otherwise.
-inline std::optional<int> parse_count(std::string_view text) {
+template <class Int = int>
+std::optional<Int> parse_count(std::string_view text) {
   if (text.empty() || text.front() < '0' || text.front() > '9') return std::nullopt;
-  int value = 0;
+  Int value = 0;
   const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
   if (ec != std::errc() || end != text.data() + text.size()) return std::nullopt;
   return value;

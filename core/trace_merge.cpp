@@ -9,6 +9,7 @@
 
 #include "core/enum_names.h"
 #include "core/format.h"
+#include "core/parse_count.h"
 #include "core/trace_reader.h"
 #include "core/trace_reader_internal.h"
 
@@ -29,8 +30,6 @@ const std::set<std::string> kFileMeta = {"format",
                                          "writer",
                                          "created_utc_ns",
                                          "finalized",
-                                         "events_with_end_before_start",
-                                         "events_dropped_after_write_failure",
                                          "clock_alignment",
                                          "clock_offsets_json",
                                          "clock_alignment_spread_json",
@@ -334,11 +333,18 @@ Result<MergeReport> merge_into(const std::vector<std::string>& inputs, const std
   if (!created) return created.error();
   TraceWriter& w = **created;
 
-  // Meta of the inputs (the first one that has a key wins), then the caller's.
+  // Meta of the inputs (the first one that has a key wins; what their
+  // writers lost, summed), then the caller's.
   std::set<std::string> written;
+  std::map<std::string, std::int64_t> lost;
+  for (const LossCount& loss : kLossCounts) written.insert(loss.key);
   int world_size = static_cast<int>(owner.size());
   for (const Input& in : opened) {
     world_size = std::max(world_size, in.reader->world_size());
+    for (const LossCount& loss : kLossCounts) {
+      if (auto value = in.reader->meta(loss.key))
+        lost[loss.key] += parse_count<std::int64_t>(*value).value_or(0);
+    }
     for (const auto& [key, value] : in.reader->all_meta()) {
       if (kFileMeta.count(key) || written.count(key)) continue;
       if (key == "title" || key == "source" || key == "start_utc_ns" || key == "clock" ||
@@ -350,6 +356,9 @@ Result<MergeReport> merge_into(const std::vector<std::string>& inputs, const std
     }
   }
   w.set_meta("world_size", std::to_string(world_size));
+  for (const auto& [key, count] : lost) {
+    if (count > 0) w.set_meta(key, std::to_string(count));
+  }
 
   MergeReport report;
   report.method = alignment->method;

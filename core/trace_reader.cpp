@@ -499,6 +499,18 @@ int TraceReader::world_size() const {
   return recorded;
 }
 
+std::vector<std::string> TraceReader::losses() const {
+  std::vector<std::string> lines;
+  for (const LossCount& loss : kLossCounts) {
+    const std::optional<std::string> value = meta(loss.key);
+    if (!value) continue;
+    const std::optional<std::int64_t> n = parse_count<std::int64_t>(*value);
+    if (n && *n == 0) continue;
+    lines.push_back((n ? std::to_string(*n) : "\"" + *value + "\"") + " " + loss.what);
+  }
+  return lines;
+}
+
 const std::vector<RankInfo>& TraceReader::ranks() const {
   return impl_->ranks;
 }

@@ -92,6 +92,9 @@ class TraceReader {
   // from the ranks recorded to kMaxWorldSize), else the number of ranks.
   static constexpr int kMaxWorldSize = 1 << 24;
   int world_size() const;
+  // One line per loss the writer counted (kLossCounts), e.g. "6033 events
+  // lost after a write failed (a full disk?)"; empty when nothing was lost.
+  std::vector<std::string> losses() const;
 
   // For a store still being written, these are reloaded when the writer
   // commits more: a reference is valid until the next query.

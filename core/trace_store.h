@@ -17,6 +17,21 @@ inline constexpr int kSchemaVersion = 2;
 // PRAGMA application_id of every store: "CSTR".
 inline constexpr std::int32_t kApplicationId = 0x43535452;
 
+// What a writer counted and left out, recorded as meta rows at close (a
+// merge sums them over its inputs): the key and what it counts.
+struct LossCount {
+  const char* key;
+  const char* what;
+};
+inline constexpr LossCount kLossCounts[] = {
+    {"events_dropped_after_write_failure", "events lost after a write failed (a full disk?)"},
+    {"events_dropped_with_unknown_lane", "events dropped for a lane id the writer never gave"},
+    {"events_dropped_outside_the_time_a_trace_holds",
+     "events dropped for a time past what a trace holds"},
+    {"steps_and_samples_dropped_with_nan", "step rows and counter samples dropped for a NaN"},
+    {"events_with_end_before_start", "events kept with end = start (their end came first)"},
+};
+
 struct StoreState {
   int schema_version = 0;
   // "writing" while a writer has it open (or died before closing it), then

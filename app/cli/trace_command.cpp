@@ -155,7 +155,8 @@ void run_info(const InfoOptions& o) {
                 {"time_range", {{"start_ns", range.start_ns}, {"end_ns", range.end_ns}}},
                 {"ranks", ranks},
                 {"lanes", lanes},
-                {"meta", meta}};
+                {"meta", meta},
+                {"losses", r->losses()}};
     if (o.check) answer["integrity"] = "ok";  // a damaged store failed above
     std::cout << json_text(answer) << '\n';
     return;
@@ -174,6 +175,7 @@ void run_info(const InfoOptions& o) {
             << r->lanes().size() << " lanes, " << r->ranks().size() << " of " << r->world_size()
             << " ranks, "
             << format_seconds(static_cast<double>(range.end_ns - range.start_ns) / 1e9) << '\n';
+  for (const std::string& loss : r->losses()) std::cout << "  warning: " << loss << '\n';
   if (!run.clock.empty()) std::cout << "  clock: " << run.clock << '\n';
   if (auto a = r->meta("clock_alignment")) std::cout << "  ranks aligned by: " << *a << '\n';
   if (o.check) {
@@ -219,8 +221,9 @@ struct StatsOptions {
 void run_stats(const StatsOptions& o, Context& ctx) {
   if (!o.cluster.empty() && !o.predict_again) throw CliError("--cluster goes with --predict-again");
   auto r = open_store(o.store);
+  // Always per step: the comparison with the prediction is per step (the
+  // whole trace taken as one step was held against one step's prediction).
   AnalysisOptions options;
-  options.per_step = !o.no_steps;
   options.threads = o.threads;
   std::optional<calib::RunPrediction> again;
   if (o.predict_again) {
@@ -236,8 +239,10 @@ void run_stats(const StatsOptions& o, Context& ctx) {
     json ranks = json::array();
     for (const RankAnalysis& k : a.ranks) {
       json steps = json::array();
-      for (const StepBreakdown& s : k.steps)
+      for (const StepBreakdown& s : k.steps) {
+        if (o.no_steps) break;
         steps.push_back({{"step", s.step}, {"breakdown", breakdown_json(s.breakdown)}});
+      }
       ranks.push_back(
           {{"rank", k.rank}, {"gpu", k.gpu}, {"total", breakdown_json(k.total)}, {"steps", steps}});
     }
@@ -630,10 +635,19 @@ struct MergeCliOptions {
   bool json = false;
 };
 
+// How bad an ending is: a failed rank outweighs a crashed one, which
+// outweighs a rank cancelled (often because another crashed).
+int ending_weight(std::string_view status) {
+  if (status == "complete") return 0;
+  if (status == "cancelled") return 1;
+  if (status == "failed") return 3;
+  return 2;  // crashed, hung, interrupted, or what another writer recorded
+}
+
 // What the inputs say of the run they came from: a rank store of the
 // ClusterScope engines carries its worker's command line, the same on every
-// rank of one run; the merged run ends as the first input that did not
-// complete ended.
+// rank of one run; the merged run ends as its inputs' worst ending (the
+// first of equals).
 std::string merged_status(const std::vector<std::string>& inputs) {
   std::string status = "complete";
   std::string first_engine_input, engine_command;
@@ -654,12 +668,12 @@ std::string merged_status(const std::vector<std::string>& inputs) {
     // A store whose writer never closed it ended, for the merged run, interrupted.
     const std::string state = (*reader)->state().status;
     const std::string ended = state == "writing" ? "interrupted" : state;
-    if (status == "complete" && !ended.empty() && ended != "complete") {
-      status = ended;
-      std::cerr << "clusterscope: note: " << path << " ended " << ended
-                << ": the merged run is marked " << ended << '\n';
-    }
+    if (ended.empty() || ended == "complete") continue;
+    std::cerr << "clusterscope: note: " << path << " ended " << ended << '\n';
+    if (ending_weight(ended) > ending_weight(status)) status = ended;
   }
+  if (status != "complete")
+    std::cerr << "clusterscope: note: the merged run is marked " << status << '\n';
   return status;
 }
 
@@ -722,7 +736,9 @@ void register_trace(CLI::App& app, Context& ctx) {
   s->add_option("store", stats->store, "Trace store")->required();
   s->add_option("--top", stats->top, "Kernels and collectives to list")
       ->check(non_negative_number());
-  s->add_flag("--no-steps", stats->no_steps, "Skip the per-step breakdown");
+  s->add_flag("--no-steps", stats->no_steps,
+              "Leave each rank's per-step breakdowns out of the JSON (the comparison with the "
+              "prediction still takes the steps)");
   s->add_option("--threads", stats->threads, "Ranks analysed at once (default: one per core)")
       ->check(non_negative_number());
   s->add_flag("--predict-again", stats->predict_again,

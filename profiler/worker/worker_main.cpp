@@ -325,12 +325,21 @@ void close_trace(RankTrace& t) {
   if (Status s = t.writer->close("complete"); !s) throw std::runtime_error(s.message());
 }
 
-// The steps, with a progress line each; extra() adds engine figures.
+// The steps, with a progress line each; extra() adds engine figures. A
+// store that can no longer be written (a full disk) ends the run: training
+// on untraced would report steps the store does not hold.
 void train_steps(Trainer& trainer, const Options& o, int rank, Backend& backend,
-                 const std::function<void(json&)>& extra,
+                 const RankTrace& trace, const std::function<void(json&)>& extra,
                  const std::function<void(int, bool)>& around_step = {}) {
   for (int s = 0; s < o.steps; ++s) {
     if (g_stop) wait_to_be_ended();
+    if (trace.writer) {
+      if (Status written = trace.writer->error(); !written) {
+        throw std::runtime_error("the run stops before step " + std::to_string(s) +
+                                 ": its trace store could not be written (" + written.message() +
+                                 "); what was written before stays in " + trace.path);
+      }
+    }
     const double cpu_before = process_cpu_seconds();
     if (around_step) around_step(s, true);
     const StepResult r = trainer.step();
@@ -554,7 +563,7 @@ int run_cpu(Options o, const Job& job, int argc, char** argv) {
     Trainer trainer(*backend, w.dp(), w.tp(), w.pp(), train_config(o, job.shape.config, layout, storage),
                     builtin_corpus(), trace.tracer.get());
     emit(start_line(layout.world_rank, layout, "cpu", backend->device_name(), trainer, job, o, trace.path));
-    train_steps(trainer, o, layout.world_rank, *backend, nullptr);
+    train_steps(trainer, o, layout.world_rank, *backend, trace, nullptr);
     if (!o.dump_weights.empty()) dump_weights(trainer, w.world(), job.shape.config, layout.world_rank, o.dump_weights);
     w.set_tracer(nullptr);
     close_trace(trace);
@@ -729,7 +738,7 @@ int run_cuda_rank(Options o, const Job& job, int argc, char** argv) {
                   builtin_corpus(), trace.tracer.get());
   emit(start_line(launch->rank, layout, "cuda", backend->device_name(), trainer, job, o, trace.path));
   train_steps(
-      trainer, o, launch->rank, *backend,
+      trainer, o, launch->rank, *backend, trace,
       [&](json& line) { line["device_memory_bytes"] = cuda_device_memory_used(device); },
       [&](int step, bool begin) {
         if (!tracer) return;
@@ -792,7 +801,7 @@ int run_cuda_single_process(Options o, const Job& job, int argc, char** argv) {
                         train_config(o, job.shape.config, w.layout(), cuda_storage_type(*compute)),
                         builtin_corpus(), trace.tracer.get());
         emit(start_line(r, w.layout(), "cuda", backends[r]->device_name(), trainer, job, o, trace.path));
-        train_steps(trainer, o, r, *backends[r], nullptr);
+        train_steps(trainer, o, r, *backends[r], trace, nullptr);
         close_trace(trace);
         emit({{"event", "done"}, {"rank", r}, {"store", trace.path}});
       } catch (const std::exception& e) {

@@ -15,6 +15,7 @@
 #include <signal.h>
 
 #include "core/trace_reader.h"
+#include "core/trace_writer.h"
 
 namespace {
 
@@ -66,6 +67,8 @@ class TestRunCli : public QObject {
   void divergedRunKeepsItsSteps();
   void closedPipeDoesNotStopTheRun();
   void mergeTellsRunsApart();
+  void mergeTakesTheWorstEnding_data();
+  void mergeTakesTheWorstEnding();
 
  private:
   QTemporaryDir dir_;
@@ -391,6 +394,62 @@ void TestRunCli::mergeTellsRunsApart() {
   QVERIFY2(r.exit_code == 0, qPrintable(r.err));
   QVERIFY2(r.err.contains("the merged run is marked failed"), qPrintable(r.err));
   QCOMPARE(status_of(work + "/failed-again.db"), QString("failed"));
+}
+
+void TestRunCli::mergeTakesTheWorstEnding_data() {
+  QTest::addColumn<QStringList>("endings");
+  QTest::addColumn<QString>("merged");
+  // The launcher's own verdict in the same order (profiler/run_merge.cpp).
+  QTest::addRow("cancelled after another crashed")
+      << QStringList{"cancelled", "crashed"} << "crashed";
+  QTest::addRow("failed over crashed") << QStringList{"crashed", "failed", "cancelled"} << "failed";
+  QTest::addRow("cancelled alone") << QStringList{"complete", "cancelled"} << "cancelled";
+  QTest::addRow("complete") << QStringList{"complete", "complete"} << "complete";
+}
+
+// Rank stores that ended differently: the merged run ends as the worst of
+// them (a rank cancelled because another crashed said "cancelled"), and
+// what each rank's writer lost is summed and said by `trace info`.
+void TestRunCli::mergeTakesTheWorstEnding() {
+  QFETCH(QStringList, endings);
+  QFETCH(QString, merged);
+  using namespace cs::trace;
+  QTemporaryDir dir;
+  QStringList args = {"trace", "merge"};
+  for (int rank = 0; rank < endings.size(); ++rank) {
+    const std::string path = dir.filePath(QString("rank%1.db").arg(rank)).toStdString();
+    RunInfo run;
+    run.source = "test";
+    auto created = TraceWriter::create(path, run);
+    QVERIFY2(created, created ? "" : created.message().c_str());
+    TraceWriter& w = **created;
+    w.add_rank({rank, "node", "CPU", 100 + rank, 0, false});
+    Event e;
+    e.lane = w.add_lane(rank, LaneKind::cpu_thread, "compute", 0);
+    e.name = w.intern("gemm");
+    e.start_ns = 1000;
+    e.end_ns = 2000;
+    w.add(e);
+    e.lane = LaneId{4'000'000'000u};  // a lane never given: counted, dropped
+    w.add(e);
+    QVERIFY(w.close(endings[rank].toStdString()));
+    args << QString::fromStdString(path);
+  }
+  const QString out = dir.filePath("run.db");
+  const Run r = run_cli(args + QStringList{"-o", out, "--align", "none"});
+  QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+  QCOMPARE(status_of(out), merged);
+  if (merged != "complete") {
+    QVERIFY2(r.err.contains("the merged run is marked " + merged), qPrintable(r.err));
+  }
+  const QString lost = QString("%1 events dropped for a lane id the writer never gave")
+                           .arg(endings.size());
+  const Run info = run_cli({"trace", "info", out});
+  QVERIFY2(info.out.contains("warning: " + lost), qPrintable(info.out));
+  const Run info_json = run_cli({"trace", "info", out, "--json"});
+  const QJsonArray losses = QJsonDocument::fromJson(info_json.out.toUtf8())["losses"].toArray();
+  QCOMPARE(losses.size(), 1);
+  QCOMPARE(losses[0].toString(), lost);
 }
 
 QTEST_GUILESS_MAIN(TestRunCli)

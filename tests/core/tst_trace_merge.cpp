@@ -90,6 +90,12 @@ std::string write_rank(const QTemporaryDir& dir, const RankSpec& spec) {
                       base + kStepNs + spec.clock_skew_ns, 3.0 - step * 0.1, 2048, 0});
     w.add(CounterSample{spec.rank, mem, base + spec.clock_skew_ns, 1e9 * (step + 1)});
   }
+  Event stray;  // on a lane the writer never gave: counted and dropped
+  stray.lane = LaneId{4'000'000'000u};
+  stray.name = ids["gemm_a"];
+  stray.start_ns = kT0;
+  stray.end_ns = kT0 + 1;
+  w.add(stray);
   w.set_meta("predicted_step", R"({"step_seconds": 0.01})");
   if (auto s = w.close(); !s) qFatal("%s", s.message().c_str());
   return path;
@@ -209,6 +215,10 @@ void TestTraceMerge::copiesEverything() {
   QCOMPARE(r->meta("launcher"), std::optional<std::string>("local"));
   QCOMPARE(r->meta("predicted_step"), std::optional<std::string>(R"({"step_seconds": 0.01})"));
   QCOMPARE(r->world_size(), 2);
+  // What each rank's writer lost, summed (it was dropped as a file's own).
+  QCOMPARE(r->meta("events_dropped_with_unknown_lane"), std::optional<std::string>("2"));
+  QCOMPARE(r->losses(),
+           std::vector<std::string>{"2 events dropped for a lane id the writer never gave"});
   QCOMPARE(r->ranks().size(), std::size_t{2});
   QCOMPARE(r->ranks()[1].host, std::string("node-b"));
   QCOMPARE(r->lanes().size(), std::size_t{4});

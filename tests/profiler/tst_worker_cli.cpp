@@ -2,6 +2,7 @@
 // says so in one sentence, the CPU engine runs a plan scaled to this machine
 // and says what it scaled, and its store holds the run.
 
+#include <QDir>
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QProcess>
@@ -19,14 +20,14 @@ struct Run {
   QString err;
 };
 
-Run run_worker(const QStringList& args) {
+Run run_program(const QString& program, const QStringList& args) {
   QProcess p;
   QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
   env.insert("OMPI_ALLOW_RUN_AS_ROOT", "1");
   env.insert("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
   env.insert("OMPI_MCA_rmaps_base_oversubscribe", "1");
   p.setProcessEnvironment(env);
-  p.start(CS_BIN_DIR "/clusterscope-worker", args);
+  p.start(program, args);
   if (!p.waitForFinished(120000)) qFatal("the worker did not finish");
   Run r;
   r.exit_code = p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1;
@@ -35,6 +36,10 @@ Run run_worker(const QStringList& args) {
   }
   r.err = QString::fromUtf8(p.readAllStandardError());
   return r;
+}
+
+Run run_worker(const QStringList& args) {
+  return run_program(CS_BIN_DIR "/clusterscope-worker", args);
 }
 
 QJsonObject first(const Run& r, const QString& event) {
@@ -55,6 +60,7 @@ class TestWorkerCli : public QObject {
   void refusals();
   void cpuRunScalesThePlanAndRecordsIt();
   void sweepsSayWhereTheyRan();
+  void fullDiskStopsTheRun();
 };
 
 void TestWorkerCli::cudaWithoutGpuSaysSo() {
@@ -154,6 +160,51 @@ void TestWorkerCli::sweepsSayWhereTheyRan() {
   QVERIFY(start["device"].toString().startsWith("CPU ("));
   QCOMPARE(start["sweeps"].toString(), QString("bandwidth"));
   QVERIFY(!first(r, "bandwidth").isEmpty());
+}
+
+// A disk that fills during the run: a real one, a 12 MiB tmpfs (room for a
+// full commit of 65536 rows, and more) in a mount namespace of its own. The
+// rank stops at the next step with the reason (it trained on untraced,
+// reporting steps its store did not hold), and what was committed before
+// stays readable, with the loss counted. The worker ignores SIGXFSZ, so a
+// file-size limit fails the same way (not tested: the limit also stops MPI's
+// own start-up files).
+void TestWorkerCli::fullDiskStopsTheRun() {
+  QTemporaryDir dir;
+  const QString small = dir.filePath("small");
+  const QString kept = dir.filePath("kept");
+  QVERIFY(QDir().mkpath(small) && QDir().mkpath(kept));
+  // The store lives only in the namespace: copied out before it ends.
+  const QString script =
+      QStringLiteral(
+          "mount -t tmpfs -o size=12m tmpfs '%1' || exit 99\n"
+          "'%2' --backend cpu --steps 100000 --layers 2 --out '%1/run.db'\n"
+          "rc=$?\n"
+          "cp '%1'/run.rank0.db* '%3'/\n"
+          "exit $rc\n")
+          .arg(small, CS_BIN_DIR "/clusterscope-worker", kept);
+  const Run r = run_program("unshare", {"--mount", "sh", "-c", script});
+  if (r.exit_code == 99 || r.exit_code == -1 || r.err.contains("unshare: "))
+    QSKIP(qPrintable("a small tmpfs cannot be mounted here (needs root): " + r.err.trimmed()));
+  QVERIFY2(r.exit_code != 0, qPrintable(r.err));
+  QVERIFY2(r.err.contains("its trace store could not be written"), qPrintable(r.err));
+  QVERIFY2(r.err.contains("database or disk is full"), qPrintable(r.err));
+  int step_lines = 0;
+  for (const QJsonObject& o : r.lines) step_lines += o["event"].toString() == "step";
+  QVERIFY2(step_lines > 0 && step_lines < 100000, qPrintable(QString::number(step_lines)));
+
+  auto reader = cs::trace::TraceReader::open(QDir(kept).filePath("run.rank0.db").toStdString());
+  QVERIFY2(reader, reader ? "" : reader.message().c_str());
+  QCOMPARE(QString::fromStdString((*reader)->state().status), QString("failed"));
+  auto rows = (*reader)->steps(0);
+  QVERIFY2(rows, rows ? "" : rows.message().c_str());
+  const std::size_t steps = rows->size();
+  QVERIFY2(steps > 0 && steps <= static_cast<std::size_t>(step_lines),
+           qPrintable(QString("%1 steps kept, %2 reported").arg(steps).arg(step_lines)));
+  const std::vector<std::string> losses = (*reader)->losses();
+  QCOMPARE(losses.size(), std::size_t{1});
+  QVERIFY2(QString::fromStdString(losses[0]).contains("events lost after a write failed"),
+           losses[0].c_str());
 }
 
 QTEST_GUILESS_MAIN(TestWorkerCli)
