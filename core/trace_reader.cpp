@@ -506,7 +506,8 @@ std::vector<std::string> TraceReader::losses() const {
     if (!value) continue;
     const std::optional<std::int64_t> n = parse_count<std::int64_t>(*value);
     if (n && *n == 0) continue;
-    lines.push_back((n ? std::to_string(*n) : "\"" + *value + "\"") + " " + loss.what);
+    lines.push_back((n ? std::to_string(*n) : "\"" + *value + "\"") + " " +
+                    (n == 1 ? loss.one : loss.many));
   }
   return lines;
 }

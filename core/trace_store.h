@@ -18,18 +18,25 @@ inline constexpr int kSchemaVersion = 2;
 inline constexpr std::int32_t kApplicationId = 0x43535452;
 
 // What a writer counted and left out, recorded as meta rows at close (a
-// merge sums them over its inputs): the key and what it counts.
+// merge sums them over its inputs): the key, and what it counts (for one,
+// for more).
 struct LossCount {
   const char* key;
-  const char* what;
+  const char* one;
+  const char* many;
 };
 inline constexpr LossCount kLossCounts[] = {
-    {"events_dropped_after_write_failure", "events lost after a write failed (a full disk?)"},
-    {"events_dropped_with_unknown_lane", "events dropped for a lane id the writer never gave"},
+    {"events_dropped_after_write_failure", "event lost after a write failed (a full disk?)",
+     "events lost after a write failed (a full disk?)"},
+    {"events_dropped_with_unknown_lane", "event dropped for a lane id the writer never gave",
+     "events dropped for a lane id the writer never gave"},
     {"events_dropped_outside_the_time_a_trace_holds",
+     "event dropped for a time past what a trace holds",
      "events dropped for a time past what a trace holds"},
-    {"steps_and_samples_dropped_with_nan", "step rows and counter samples dropped for a NaN"},
-    {"events_with_end_before_start", "events kept with end = start (their end came first)"},
+    {"steps_and_samples_dropped_with_nan", "step row or counter sample dropped for a NaN",
+     "step rows and counter samples dropped for a NaN"},
+    {"events_with_end_before_start", "event kept with end = start (its end came first)",
+     "events kept with end = start (their end came first)"},
 };
 
 struct StoreState {

@@ -110,6 +110,7 @@ struct Analysed {
   std::shared_ptr<const trace::RunAnalysis> analysis;
   trace::RunInfo run;
   trace::StoreState state;  // how the run ended, or that it is still being written
+  std::vector<std::string> losses;  // what the writers counted and left out
   std::string predicted_plan_json;  // the plan the run's prediction was made for, if recorded
   std::int64_t start_ns = 0;
   std::vector<std::int64_t> step_starts;  // the lowest rank's, for the predicted lane
@@ -118,10 +119,16 @@ struct Analysed {
 };
 
 // How the run ended, where that is not "complete": a crashed or cancelled
-// run must not read like a finished one.
-QString endingText(const trace::StoreState& s) {
+// run must not read like a finished one; and what its writers lost (a full
+// disk), which a complete-looking run must not hide either.
+QString endingText(const trace::StoreState& s, const std::vector<std::string>& losses) {
+  QString lost;
+  for (const std::string& loss : losses) {
+    lost += QStringLiteral("<br><span style=\"color:#c03030\">") + q(loss).toHtmlEscaped() +
+            QStringLiteral("</span>");
+  }
   QString what;
-  if (s.status == "complete" || s.status.empty()) return {};
+  if (s.status == "complete" || s.status.empty()) return lost;
   if (s.writer_alive) {
     what = QObject::tr("still being written (shown as committed so far)");
   } else if (s.writer_elsewhere) {
@@ -133,7 +140,8 @@ QString endingText(const trace::StoreState& s) {
   } else {
     what = QObject::tr("the run ended %1").arg(q(s.status).toHtmlEscaped());
   }
-  return QStringLiteral("<br><span style=\"color:#c03030\">") + what + QStringLiteral("</span>");
+  return QStringLiteral("<br><span style=\"color:#c03030\">") + what + QStringLiteral("</span>") +
+         lost;
 }
 
 Result<std::string> readFile(const std::string& path) {
@@ -387,6 +395,7 @@ void RunView::startAnalysis() {
     out.opened = true;
     out.run = reader.value()->run();
     out.state = reader.value()->state();
+    out.losses = reader.value()->losses();
     if (auto predicted = reader.value()->meta("predicted_step")) {
       const auto j = nlohmann::json::parse(*predicted, nullptr, false);
       if (j.is_object() && j.contains("plan")) out.predicted_plan_json = j["plan"].dump();
@@ -425,7 +434,7 @@ void RunView::startAnalysis() {
                          .arg(analysis_->ranks.size())
                          .arg(q(out.run.source).toHtmlEscaped(),
                               QFileInfo(path_).absoluteFilePath().toHtmlEscaped(),
-                              endingText(out.state)));
+                              endingText(out.state, out.losses)));
     showAnalysis();
     // The lane draws what the prediction was made for: the plan as the
     // engines ran it, where the store has it; else the run's own plan.

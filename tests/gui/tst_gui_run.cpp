@@ -653,6 +653,7 @@ void TestGuiRun::badFiles_data() {
   QTest::addRow("foreign text") << QStringLiteral("text");
   QTest::addRow("other schema version") << QStringLiteral("version");
   QTest::addRow("still being written") << QStringLiteral("writing");
+  QTest::addRow("events lost") << QStringLiteral("lossy");
 }
 
 void TestGuiRun::badFiles() {
@@ -688,6 +689,23 @@ void TestGuiRun::badFiles() {
       writer->add(e);
     }
     QVERIFY(writer->flush().ok());
+  } else if (kind == QStringLiteral("lossy")) {
+    // Closed "complete", but its writer dropped events: the view must not
+    // hide it behind a complete-looking run.
+    auto w = trace::TraceWriter::create(path.toStdString(), {});
+    if (!w.ok()) QFAIL(w.message().c_str());
+    (*w)->add_rank({0, "host", "CPU", 1, 0, false});
+    trace::Event e;
+    e.lane = (*w)->add_lane(0, trace::LaneKind::cpu_thread, "compute");
+    e.start_ns = 1000;
+    e.end_ns = 2000;
+    e.name = (*w)->intern("gemm");
+    (*w)->add(e);
+    for (std::uint32_t lane : {4'000'000'000u, 4'000'000'001u}) {
+      e.lane = trace::LaneId{lane};
+      (*w)->add(e);
+    }
+    QVERIFY((*w)->close("complete").ok());
   }
   RunView view;
   view.resize(900, 600);
@@ -702,6 +720,12 @@ void TestGuiRun::badFiles() {
     QVERIFY2(analysed.front().at(0).toString().isEmpty(),
              qPrintable(analysed.front().at(0).toString()));
     QTRY_VERIFY_WITH_TIMEOUT(view.timeline()->laneCount() == 1, 30000);
+  } else if (kind == QStringLiteral("lossy")) {
+    QVERIFY2(analysed.front().at(0).toString().isEmpty(),
+             qPrintable(analysed.front().at(0).toString()));
+    QVERIFY2(view.header()->text().contains(
+                 QStringLiteral("2 events dropped for a lane id the writer never gave")),
+             qPrintable(view.header()->text()));
   } else {
     QVERIFY(!view.message().isEmpty());
     QVERIFY(!analysed.front().at(0).toString().isEmpty());
