@@ -205,14 +205,16 @@ json to_json(const Timeline& t) {
 json predicted_step_json(const Estimate& e) {
   const TimeBreakdown& t = e.time;
   const ComputeByKind& k = e.compute_by_kind;
-  const double communication =
-      t.tp_communication + t.pp_communication + t.dp_communication + t.zero_gather +
-      t.collective_wait;
+  // As a trace measures them: a rank waits out the pipeline bubble inside a
+  // receive (NCCL's kernel spins in it, MPI's call blocks), so the bubble is
+  // exposed communication there, like the waiting inside collectives.
+  const double communication = t.tp_communication + t.pp_communication + t.dp_communication +
+                               t.zero_gather + t.collective_wait + t.pipeline_bubble;
   return {{"step_seconds", t.step()},
           {"categories",
            {{"compute", t.forward + t.backward + t.recompute + t.optimizer},
             {"communication", communication},
-            {"other", t.pipeline_bubble}}},
+            {"other", 0.0}}},
           {"breakdown",
            {{"compute.gemm", k.gemm},
             {"compute.attention", k.attention},

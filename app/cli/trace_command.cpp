@@ -406,9 +406,10 @@ void run_stats(const StatsOptions& o, Context& ctx) {
       for (const std::string& n : again->notes)
         std::cout << "  " << n << '\n';
     }
-    std::cout << (p.steps > 0 ? "\nPredicted against measured (per step: the mean of " +
+    std::cout << (p.steps > 0 ? "\nPredicted against measured (per step: the mean over " +
                                     std::to_string(p.steps) +
-                                    " steps over the ranks, each rank's warm-up left out)\n"
+                                    " steps of all ranks together, each rank's warm-up left "
+                                    "out)\n"
                               : "\nPredicted against measured (the whole trace as one step: no "
                                 "per-step analysis)\n");
     TextTable t2({"", "predicted", "measured", "measured/predicted"});

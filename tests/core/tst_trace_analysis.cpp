@@ -126,6 +126,8 @@ class TestTraceAnalysis : public QObject {
   void slowFirstStepsLeftOut();
   void pipelineParts_data();
   void pipelineParts();
+  void verdictWeighsTheLargestGap_data();
+  void verdictWeighsTheLargestGap();
   void predictionErrorsNameTheField_data();
   void predictionErrorsNameTheField();
   void machineProbe_data();
@@ -422,6 +424,55 @@ void TestTraceAnalysis::predictionOfARunWithNoStep() {
   QCOMPARE(QString::fromStdString(run->prediction->verdict),
            QString("the run recorded no complete step to hold against the plan's 10.0 µs per step"));
   QVERIFY(run->prediction->breakdown.empty());
+}
+
+// The verdict names the part most off and how it bears on the step's
+// difference: a part, all of it and more (the others made up for some:
+// "12 ms of the difference" of a part 23 ms off hid that), or against it.
+// Each step: GEMMs 6 µs, the loss 2 µs, 2 µs idle.
+void TestTraceAnalysis::verdictWeighsTheLargestGap_data() {
+  QTest::addColumn<QString>("predicted");
+  QTest::addColumn<QString>("verdict");
+  QTest::addRow("a part of the difference")
+      << R"("step_seconds": 8e-6, "breakdown": {"compute.gemm": 4e-6, "compute.loss": 2e-6,
+            "idle": 2e-6})"
+      << "the plan said 8.00 µs per step, the run took 10.0 µs, and 2.00 µs of the difference "
+         "is GEMM compute, which the model under-rated (4.00 µs predicted, 6.00 µs measured)";
+  QTest::addRow("all of it and more")
+      << R"("step_seconds": 9e-6, "breakdown": {"compute.gemm": 3e-6, "compute.loss": 4e-6,
+            "idle": 2e-6})"
+      << "the plan said 9.00 µs per step, the run took 10.0 µs, and all of the difference is GEMM "
+         "compute, which the model under-rated by 3.00 µs (3.00 µs predicted, 6.00 µs measured); "
+         "the other parts together took 2.00 µs less than predicted";
+  QTest::addRow("against the difference")
+      << R"("step_seconds": 9e-6, "breakdown": {"compute.gemm": 4e-6, "compute.loss": 5e-6,
+            "idle": 0})"
+      << "the plan said 9.00 µs per step, the run took 10.0 µs; the largest disagreement is "
+         "the loss over the logits: 3.00 µs less than the 5.00 µs predicted";
+}
+
+void TestTraceAnalysis::verdictWeighsTheLargestGap() {
+  QFETCH(QString, predicted);
+  QFETCH(QString, verdict);
+  QTemporaryDir dir;
+  Builder b(dir, "verdict.cstrace");
+  TraceWriter& w = *b.writer;
+  w.add_rank({0, "node", "CPU", 1, 0, false});
+  const LaneId compute = w.add_lane(0, LaneKind::cpu_thread, "compute", 0);
+  for (int step = 0; step < 4; ++step) {
+    const std::int64_t s = 100'000 + step * 10'000;
+    b.add(compute, EventKind::kernel, Category::compute, s, s + 6000, "mlp.fc");
+    b.commit();
+    b.add(compute, EventKind::kernel, Category::compute, s + 6000, s + 8000, "cross-entropy");
+    b.commit();
+    w.add(StepMetrics{0, step, s, s + 10'000, 1.0, 100, 0});
+  }
+  w.set_meta("predicted_step", ("{" + predicted + "}").toStdString());
+  auto r = b.close();
+  auto run = analyze_run(*r);
+  QVERIFY2(run, run ? "" : run.message().c_str());
+  QVERIFY(run->prediction);
+  QCOMPARE(QString::fromStdString(run->prediction->verdict), verdict);
 }
 
 void TestTraceAnalysis::operationKinds_data() {

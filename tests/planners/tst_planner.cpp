@@ -823,6 +823,17 @@ void TestPlanner::estimateJson() {
   QCOMPARE(j["memory"]["per_gpu_bytes"].get<double>(), e.memory.total());
   QCOMPARE(j["time"]["step_seconds"].get<double>(), e.time.step());
   QCOMPARE(j["throughput"]["mfu"].get<double>(), e.throughput.mfu);
+
+  // What a run store records: categories as a trace measures them, the
+  // pipeline bubble waited out inside receives (communication); they add up
+  // to the step.
+  QVERIFY(e.time.pipeline_bubble > 0);
+  const nlohmann::json step = cs::plan::predicted_step_json(e);
+  const nlohmann::json& c = step["categories"];
+  QCOMPARE(c["other"].get<double>(), 0.0);
+  QVERIFY(c["communication"].get<double>() >= e.time.pipeline_bubble);
+  QVERIFY(qFuzzyCompare(c["compute"].get<double>() + c["communication"].get<double>(),
+                        e.time.step()));
 }
 
 // --- Search
