@@ -1,6 +1,8 @@
 #include "core/model_json.h"
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -860,7 +862,10 @@ Status write_json_file(const std::string& path, const json& j) {
   FileBeside file(path);
   {
     std::ofstream out(file.writing(), std::ios::binary | std::ios::trunc);
-    if (!out) return Error{path + ": cannot write (cannot create " + file.writing() + ")"};
+    if (!out) {
+      return Error{path + ": cannot write (cannot create " + file.writing() +
+                   ": " + std::strerror(errno) + ")"};
+    }
     out << j.dump(2) << '\n';
     out.close();
     if (!out) return Error{path + ": cannot write (disk full?)"};

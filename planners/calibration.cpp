@@ -92,18 +92,6 @@ int threads_per_rank(const DeviceFit& fit, int cpu_cores) {
   return threads_per_rank(fit.ranks, fit.threads, cpu_cores);
 }
 
-std::string format_bytes(double bytes) {
-  char buffer[32];
-  if (bytes >= 1 << 20) {
-    std::snprintf(buffer, sizeof buffer, "%.3g MiB", bytes / (1 << 20));
-  } else if (bytes >= 1024) {
-    std::snprintf(buffer, sizeof buffer, "%.3g KiB", bytes / 1024);
-  } else {
-    std::snprintf(buffer, sizeof buffer, "%.0f B", bytes);
-  }
-  return buffer;
-}
-
 // --- what the store holds ----------------------------------------------------
 
 double median_of(std::vector<double> values) {
@@ -1219,6 +1207,24 @@ std::vector<std::string> slower_gemm_stores(const GemmMedians& gemm_medians, boo
 
 }  // namespace
 
+std::vector<std::string> poor_fit_notes(const DeviceFit& fit) {
+  std::vector<std::string> notes;
+  auto check = [&](const std::string& what, const FitQuality& q) {
+    if (q.points.size() < 3 || q.r2 >= 0) return;
+    char r2[32];
+    std::snprintf(r2, sizeof r2, "%.2f", q.r2);
+    notes.push_back(what + ": the fit explains the times worse than their mean would (R² " + r2 +
+                    "): its measurements disagree with each other (other work on the machine, "
+                    "or a slow mode?); calibrate again before planning with it");
+  };
+  for (const GemmCurve& g : fit.gemm) check(std::string(to_string(g.precision)) + " GEMMs", g.quality);
+  if (fit.memory_rate) check("memory streaming", fit.memory_quality);
+  for (const LoopFit& l : fit.loops) check(l.kind, l.quality);
+  if (fit.link) check("the link", fit.link->quality);
+  if (fit.cold_link) check("the link with the caches cold", fit.cold_link->quality);
+  return notes;
+}
+
 Result<Calibration> fit_store(const trace::TraceReader& store, const FitOptions& options) {
   return fit_stores({&store}, options);
 }
@@ -1318,6 +1324,8 @@ Result<Calibration> fit_stores(const std::vector<const trace::TraceReader*>& sto
                       "-rank configuration (no GEMM with FLOPs, streaming kernel, known loop or "
                       "sized collective)");
     }
+    for (std::string& n : poor_fit_notes(fit))
+      notes.push_back(std::move(n));
     for (std::string& n : notes) {
       out.notes.push_back(std::to_string(d.phase.ranks) +
                           (d.phase.ranks == 1 ? " rank: " : " ranks: ") + std::move(n));

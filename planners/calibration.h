@@ -117,6 +117,12 @@ struct Calibration {
   std::vector<std::string> notes;  // what could not be fitted, and why
 };
 
+// The fits of a configuration that explain its times worse than their mean
+// would (R² < 0 over 3 points or more): measurements that disagree with
+// each other (other work on the machine, a slow mode). One note each, for
+// the user to calibrate again before planning with them.
+std::vector<std::string> poor_fit_notes(const DeviceFit& fit);
+
 struct FitOptions {
   // The device's datasheet (a GPU preset): efficiencies are against its
   // peaks. Without one (the CPU engine) the peak of each precision is the

@@ -852,14 +852,14 @@ Result<std::vector<RunRefinement>> refine_from_runs(const std::vector<std::strin
                                  ? plan::calibrated_name(fit->host, fit->engine, ranks, "cluster")
                                  : base_cluster;
     auto base = catalog.cluster(name);
-    if (!base) {
-      return Error{base.message() + (base_cluster.empty()
-                                         ? " (no calibration of " + std::to_string(ranks) +
-                                               " ranks on " + fit->host +
-                                               " to refine: run clusterscope calibrate first, or "
-                                               "name a cluster to refine)"
-                                         : "")};
+    if (!base && base_cluster.empty()) {
+      // The reason first: the preset's name is only where it was looked for.
+      return Error{"no calibration of " + std::to_string(ranks) + (ranks == 1 ? " rank" : " ranks") +
+                   " on " + fit->host +
+                   " to refine (no preset " + name + "): run clusterscope calibrate --ranks " +
+                   std::to_string(ranks) + " first, or name a cluster to refine"};
     }
+    if (!base) return base.error();
     auto refined = refine_cluster_from(*base, stores, out.runs, std::move(fit));
     if (!refined) return refined.error();
     out = std::move(refined).value();

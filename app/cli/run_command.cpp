@@ -515,7 +515,9 @@ void run(RunOptions& o, Context& ctx, const std::string& command_line) {
       return;
     default:
       throw CliError(
-          "the run " + std::string(to_string(report.outcome)) +
+          std::string(report.outcome == launch::Outcome::cancelled
+                          ? "the run was cancelled"
+                          : "the run " + std::string(to_string(report.outcome))) +
           (report.failure ? " (rank " + std::to_string(report.failure->rank) + ")" : ""));
   }
 }

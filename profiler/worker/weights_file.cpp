@@ -1,5 +1,6 @@
 #include "profiler/worker/weights_file.h"
 
+#include <cerrno>
 #include <cstdint>
 #include <cstring>
 #include <fstream>
@@ -15,7 +16,7 @@ constexpr char kMagic[4] = {'C', 'S', 'W', '1'};
 Status write_weights(const std::string& path, const NamedWeights& weights) {
   FileBeside file(path);
   std::ofstream out(file.writing(), std::ios::binary | std::ios::trunc);
-  if (!out) return Error{path + ": cannot write"};
+  if (!out) return Error{path + ": cannot write: " + std::strerror(errno)};
   out.write(kMagic, 4);
   const std::uint32_t count = static_cast<std::uint32_t>(weights.size());
   out.write(reinterpret_cast<const char*>(&count), sizeof count);

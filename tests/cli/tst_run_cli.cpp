@@ -224,7 +224,7 @@ void TestRunCli::interruptCancelsCleanly() {
   const QString out = QString::fromUtf8(p.readAllStandardOutput());
   QCOMPARE(p.exitCode(), 1);
   QVERIFY2(err.contains("stopping the run (every rank closes its store)"), qPrintable(err));
-  QVERIFY2(err.contains("clusterscope: error: the run cancelled"), qPrintable(err));
+  QVERIFY2(err.contains("clusterscope: error: the run was cancelled"), qPrintable(err));
   QVERIFY2(out.contains("the run was cancelled; last steps: rank 0 step"), qPrintable(out));
   QCOMPARE(status_of(store), QString("cancelled"));
   for (int rank = 0; rank < 2; ++rank) {

@@ -283,6 +283,7 @@ class TestCalibration : public QObject {
   void linkFitRefusesTooLittle_data();
   void linkFitRefusesTooLittle();
   void linkLatencyAtAKnownBandwidth();
+  void poorFitsAreSaid();
   void learningReplacesTheCpuGemmRate();
   void optimizerCostBySize();
   void slicedSweepPassesLeftOut_data();
@@ -444,6 +445,44 @@ void TestCalibration::linkLatencyAtAKnownBandwidth() {
   QVERIFY(QString::fromStdString(refused.message()).contains("bandwidth must be > 0"));
   auto nothing = cs::plan::fit_link_latency({{"all_reduce", bytes, 1, t, 1}}, bandwidth);
   QVERIFY(!nothing);
+}
+
+// A fit worse than the mean of its times (a latency of 0 with R² -1.8 from
+// all-reduces of a busy machine) is said, not saved silently.
+void TestCalibration::poorFitsAreSaid() {
+  // Times that fall as the messages grow: at a known bandwidth the latency
+  // fitted explains them worse than their mean.
+  const std::vector<cs::plan::CollectiveSample> scattered = {
+      {"all_reduce", 1024, 2, 2e-3, 10},
+      {"all_reduce", 64 * 1024, 2, 1e-4, 10},
+      {"all_reduce", 1 << 20, 2, 1.5e-3, 10},
+      {"all_reduce", 16 << 20, 2, 2e-4, 10}};
+  auto poor = cs::plan::fit_link_latency(scattered, 1e9);
+  QVERIFY(poor);
+  QVERIFY2(poor->quality.r2 < 0, qPrintable(QString::number(poor->quality.r2)));
+  cs::plan::DeviceFit fit;
+  fit.ranks = 2;
+  fit.link = *poor;
+  const std::vector<std::string> notes = cs::plan::poor_fit_notes(fit);
+  QCOMPARE(notes.size(), std::size_t{1});
+  QVERIFY2(QString::fromStdString(notes[0]).startsWith(
+               "the link: the fit explains the times worse than their mean would (R² -"),
+           notes[0].c_str());
+  QVERIFY(QString::fromStdString(notes[0]).contains("calibrate again"));
+  // A fit that explains its times says nothing.
+  const double latency = 30e-6, bandwidth = 2e9;
+  std::vector<cs::plan::CollectiveSample> clean;
+  for (double bytes : {1024.0, 65536.0, 1048576.0, 16777216.0}) {
+    clean.push_back({"all_reduce", bytes, 2,
+                     cs::plan::ring_steps(cs::plan::CollectiveOp::all_reduce, 2) * latency +
+                         cs::plan::bytes_per_rank(cs::plan::CollectiveOp::all_reduce, 2, bytes) /
+                             bandwidth,
+                     10});
+  }
+  auto good = cs::plan::fit_link(clean);
+  QVERIFY(good);
+  fit.link = *good;
+  QVERIFY(cs::plan::poor_fit_notes(fit).empty());
 }
 
 // A CPU device learnt from a run takes the run's GEMM rate with the operand
@@ -911,7 +950,7 @@ void TestCalibration::storesThatDisagreeAreNamed() {
   QCOMPARE(!said.isEmpty(), named);
   if (named) {
     // The slower store first, each with its median.
-    QVERIFY2(said[0].startsWith("2 ranks: caches cold: all_reduce of 4 MiB over 2 ranks took "),
+    QVERIFY2(said[0].startsWith("2 ranks: caches cold: all_reduce of 4.00 MiB over 2 ranks took "),
              qPrintable(said[0]));
     QVERIFY2(
         said[0].indexOf(paths[1]) >= 0 && said[0].indexOf(paths[1]) < said[0].indexOf(paths[0]),
@@ -1718,6 +1757,12 @@ void TestCalibration::calibrateRunPredictLearn() {
       presets, work);
   QVERIFY2(r.exit_code == 0, qPrintable(r.err));
   QVERIFY2((r.out + r.err).contains("no prediction in the run store"), qPrintable(r.out + r.err));
+  // ... and learning from it says what is missing first (it began with the
+  // preset's name, "unknown cluster preset", and the reason at the end).
+  r = run_cli({"calibrate", "--learn", work + "/uncalibrated.db", "--no-save"}, presets, work);
+  QCOMPARE(r.exit_code, 1);
+  QVERIFY2(r.err.contains("clusterscope: error: no calibration of 2 ranks on "), qPrintable(r.err));
+  QVERIFY2(r.err.contains("run clusterscope calibrate --ranks 2 first"), qPrintable(r.err));
 
   const QString store = work + "/cal.db";
   r = run_cli({"calibrate",
@@ -1923,7 +1968,7 @@ void TestCalibration::calibrateRunPredictLearn() {
   QVERIFY(r.out.contains("<- largest disagreement"));
   // Which steps each comparison took.
   QVERIFY2(r.out.contains(QRegularExpression(
-               "per step: the mean of \\d+ steps over the ranks, each rank's warm-up left out")),
+               "per step: the mean over \\d+ steps of all ranks together, each rank's warm-up left out")),
            qPrintable(r.out));
   QVERIFY2(r.out.contains(QRegularExpression("median of its \\d+ steps after the")),
            qPrintable(r.out));
