@@ -560,6 +560,13 @@ void TestModelJson::writeJsonFileRoundTrip() {
   auto refused = cs::write_json_file(dir.filePath("no/such/dir/x.json").toStdString(), written);
   QVERIFY(!refused.ok());
   QVERIFY(refused.message().find("cannot write") != std::string::npos);
+  // ... and why (a read-only disk, a name too long said nothing more).
+  QVERIFY2(refused.message().find("No such file or directory") != std::string::npos,
+           refused.message().c_str());
+  const std::string long_name = dir.filePath(QString(250, 'x')).toStdString();
+  auto too_long = cs::write_json_file(long_name, written);
+  QVERIFY2(!too_long.ok() && too_long.message().find("File name too long") != std::string::npos,
+           too_long.message().c_str());
 }
 
 void TestModelJson::validateFileLists() {
