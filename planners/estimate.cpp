@@ -48,6 +48,12 @@ std::vector<std::string> notes_of(const Plan& plan, const Estimate& e) {
   if (p.zero_stage > 0 && p.dp == 1) {
     notes.push_back("ZeRO shards over data-parallel ranks: with dp 1 it changes nothing");
   }
+  if (p.recompute == Recompute::selective && p.flash_attention &&
+      plan.workload.kind == WorkloadKind::transformer && !e.inference) {
+    notes.push_back(
+        "selective recomputation with fused attention saves no memory (the scores are never "
+        "stored) but re-runs core attention in backward: recompute none is faster");
+  }
   if (plan.precision.compute == Precision::fp16 &&
       plan.precision.loss_scaling == LossScaling::none && !plan.precision.inference) {
     notes.push_back("fp16 training without loss scaling loses small gradients to underflow");

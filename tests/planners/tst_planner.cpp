@@ -405,6 +405,12 @@ void TestPlanner::recomputationTradesMemoryForTime() {
   QVERIFY(fused.time.step() > fused_none.time.step());
   QVERIFY(fused.throughput.hardware_flops_per_step > fused_none.throughput.hardware_flops_per_step);
   QCOMPARE(fused.first_stage.activations, fused_none.first_stage.activations);
+  QVERIFY(std::any_of(fused.notes.begin(), fused.notes.end(), [](const std::string& n) {
+    return n.find("recompute none is faster") != std::string::npos;
+  }));
+  QVERIFY(std::none_of(selective.notes.begin(), selective.notes.end(), [](const std::string& n) {
+    return n.find("recompute none is faster") != std::string::npos;
+  }));
   QVERIFY(std::fabs(fused.first_stage.activations / selective.first_stage.activations - 1) < 0.01);
   QVERIFY(fused.first_stage.activations < none.first_stage.activations);
 
