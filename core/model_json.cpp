@@ -504,11 +504,12 @@ Result<Cluster> cluster_from_json(const json& j, std::string_view document,
 Result<Workload> workload_from_json(const json& j, std::string_view document) {
   return read_document<Workload>(j, document, read_workload);
 }
-Result<ParallelPlan> parallel_plan_from_json(const json& j, std::string_view document) {
+Result<ParallelPlan> parallel_plan_from_json(const json& j, std::string_view document,
+                                             ParallelRules rules) {
   return read_document<ParallelPlan>(
       j, document,
-      [](const json& v, const std::string& p, Diagnostics& d, ParallelPlan& out) {
-        read_parallel(v, p, d, out);
+      [rules](const json& v, const std::string& p, Diagnostics& d, ParallelPlan& out) {
+        read_parallel(v, p, d, out, rules);
       });
 }
 Result<PrecisionPlan> precision_plan_from_json(const json& j, std::string_view document) {

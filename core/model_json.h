@@ -35,13 +35,14 @@ Result<Link> link_from_json(const nlohmann::json& j, std::string_view document);
 Result<Cluster> cluster_from_json(const nlohmann::json& j, std::string_view document,
                                   const PresetCatalog* catalog = nullptr);
 Result<Workload> workload_from_json(const nlohmann::json& j, std::string_view document);
-Result<ParallelPlan> parallel_plan_from_json(const nlohmann::json& j, std::string_view document);
-Result<PrecisionPlan> precision_plan_from_json(const nlohmann::json& j, std::string_view document);
 // check: a plan breaking check_parallel_plan's rules is an error.
 // leave_to_caller: only its degrees are checked, so that a caller running
 // the planner's check_plan (which includes those rules) can list every
-// problem at once.
+// problem at once, or keep a plan being edited (a project) as it is.
 enum class ParallelRules { check, leave_to_caller };
+Result<ParallelPlan> parallel_plan_from_json(const nlohmann::json& j, std::string_view document,
+                                             ParallelRules rules = ParallelRules::check);
+Result<PrecisionPlan> precision_plan_from_json(const nlohmann::json& j, std::string_view document);
 Result<Plan> plan_from_json(const nlohmann::json& j, std::string_view document,
                             const PresetCatalog* catalog = nullptr,
                             ParallelRules rules = ParallelRules::check);

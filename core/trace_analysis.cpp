@@ -332,6 +332,12 @@ Result<RankAnalysis> analyze_rank_raw(const TraceReader& r, std::int32_t rank,
     auto w = step_windows(r, rank, lanes);
     if (!w) return w.error();
     windows = std::move(w).value();
+    if (options.window) {
+      // Only the steps the range reaches.
+      std::erase_if(windows, [&](const StepWindow& s) {
+        return s.end <= options.window->start_ns || s.start >= options.window->end_ns;
+      });
+    }
   }
   auto launch = launches(r, lanes);
   if (!launch) return launch.error();
@@ -400,6 +406,9 @@ Result<RankAnalysis> analyze_rank_raw(const TraceReader& r, std::int32_t rank,
     active.push({e.end, b});
     sweep.count_event(e.start);
 
+    // The kernel and collective tables of a range hold what ran in it (they
+    // held the whole run's beside the range's breakdown).
+    if (e.end < window_lo || e.start > window_hi) continue;
     NameStats& k = sink.kernels[e.name];
     if (k.durations.empty()) {
       k.kind = e.kind;

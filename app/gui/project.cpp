@@ -154,7 +154,11 @@ Result<Project> project_from_json_text(std::string_view text, std::string_view d
                                 "\" in the project");
       }
       if (auto it = p.find("parallel"); it != p.end()) {
-        auto parallel = parallel_plan_from_json(*it, where + " parallel");
+        // A plan the plan panel flags (sequence parallelism left on at tp 1,
+        // a global batch not a multiple) is saved as it is and must open
+        // as it is: refusing it locked the whole project out.
+        auto parallel =
+            parallel_plan_from_json(*it, where + " parallel", ParallelRules::leave_to_caller);
         if (parallel) {
           plan.parallel = parallel.value();
         } else {

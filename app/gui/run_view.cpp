@@ -112,6 +112,7 @@ struct Analysed {
   trace::StoreState state;  // how the run ended, or that it is still being written
   std::vector<std::string> losses;  // what the writers counted and left out
   std::string predicted_plan_json;  // the plan the run's prediction was made for, if recorded
+  bool has_prediction = false;      // the store holds a prediction (meta "predicted_step")
   std::int64_t start_ns = 0;
   std::vector<std::int64_t> step_starts;  // the lowest rank's, for the predicted lane
   QString error;
@@ -371,9 +372,20 @@ void RunView::openStore(const QString& path) {
   predicted_again_on_.clear();
   damage_.clear();
   header_->setText(tr("Opening %1…").arg(title_));
+  // Nothing of the store shown before stays: a store that cannot be
+  // analysed showed the last one's figures under its own name.
   details_->clear();
   range_text_->clear();
   instances_->setRowCount(0);
+  QChart* old_chart = chart_->chart();
+  chart_->setChart(new QChart);
+  delete old_chart;
+  rank_table_->clear();
+  rank_table_->setRowCount(0);
+  kernel_model_->removeRows(0, kernel_model_->rowCount());
+  collective_model_->removeRows(0, collective_model_->rowCount());
+  prediction_table_->clear();
+  prediction_table_->setRowCount(0);
   predicted_->hide();
   predicted_label_->hide();
   predicted_aligned_ = false;
@@ -397,6 +409,7 @@ void RunView::startAnalysis() {
     out.state = reader.value()->state();
     out.losses = reader.value()->losses();
     if (auto predicted = reader.value()->meta("predicted_step")) {
+      out.has_prediction = true;
       const auto j = nlohmann::json::parse(*predicted, nullptr, false);
       if (j.is_object() && j.contains("plan")) out.predicted_plan_json = j["plan"].dump();
     }
@@ -437,10 +450,14 @@ void RunView::startAnalysis() {
                               endingText(out.state, out.losses)));
     showAnalysis();
     // The lane draws what the prediction was made for: the plan as the
-    // engines ran it, where the store has it; else the run's own plan.
+    // engines ran it, where the store has it; else the run's own plan,
+    // unless the engines ran it without a prediction (a calibration
+    // missing): the plan as written is not what they ran (they scale the
+    // model to their size), and its lane beside their steps misled.
+    const bool engine_run = out.run.source == "cpu-engine" || out.run.source == "cuda-engine";
     if (!out.predicted_plan_json.empty()) {
       startPrediction(out.predicted_plan_json, out.step_starts);
-    } else if (!out.run.plan_json.empty()) {
+    } else if (!out.run.plan_json.empty() && (out.has_prediction || !engine_run)) {
       startPrediction(out.run.plan_json, out.step_starts);
     }
     emit analysisReady({});
@@ -698,15 +715,25 @@ void RunView::showAnalysis() {
         0, 0, tableCell(tr("The run records no prediction (meta \"predicted_step\").")));
   } else {
     const trace::PredictionComparison& p = *a.prediction;
-    auto add_row = [&](const QString& name, double predicted, std::optional<double> measured) {
+    // As `trace stats` says them: the error of the prediction against the
+    // measurement; a part the planner does not predict is not a -100 %
+    // error; a probe, as the machine against the model (+68 %: 68 % slower).
+    auto add_row = [&](const QString& name, double predicted, std::optional<double> measured,
+                       bool probe = false) {
       const int row = prediction_table_->rowCount();
       prediction_table_->insertRow(row);
       prediction_table_->setItem(row, 0, tableCell(name));
       prediction_table_->setItem(row, 1, tableCell(seconds(predicted)));
       prediction_table_->setItem(row, 2, tableCell(measured ? seconds(*measured) : tr("—")));
-      const QString error = measured && *measured > 0
-                                ? QString::number(100 * (predicted - *measured) / *measured, 'f', 1)
-                                : tr("—");
+      QString error = tr("—");
+      if (measured && !(predicted > 0) && *measured > 0) {
+        error = tr("not predicted");
+      } else if (measured && probe && predicted > 0) {
+        error = tr("%1 (machine vs model)")
+                    .arg(QString::asprintf("%+.0f", 100 * (*measured - predicted) / predicted));
+      } else if (measured && *measured > 0) {
+        error = QString::asprintf("%+.1f", 100 * (predicted - *measured) / *measured);
+      }
       prediction_table_->setItem(row, 3, tableCell(error));
     };
     auto add_line = [&](const QString& text) {  // a row of text across the columns
@@ -745,18 +772,18 @@ void RunView::showAnalysis() {
                     .arg(shape.width)
                     .arg(shape.out())
                     .arg(q(shape.precision)),
-                m->predicted.gemm_seconds, m->measured.gemm_seconds);
+                m->predicted.gemm_seconds, m->measured.gemm_seconds, true);
       }
       if (m->loop_ratio() > 0) {
         add_row(tr("probe: layer-norm backward, %1 elements")
                     .arg(q(format_count(static_cast<double>(shape.loop_elements())))),
-                m->predicted.loop_seconds, m->measured.loop_seconds);
+                m->predicted.loop_seconds, m->measured.loop_seconds, true);
       }
       if (m->all_reduce_ratio() > 0) {
         add_row(tr("probe: all-reduce %1 over %2 ranks")
                     .arg(q(format_bytes(static_cast<double>(shape.all_reduce_bytes))))
                     .arg(shape.ranks),
-                m->predicted.all_reduce_seconds, m->measured.all_reduce_seconds);
+                m->predicted.all_reduce_seconds, m->measured.all_reduce_seconds, true);
       }
       if (m->drifted()) {
         add_line(tr("A probe is more than 15 % from the model: the machine is not as it was "

@@ -290,6 +290,20 @@ void TestTraceAnalysis::timeWindow() {
   QCOMPARE(a->total.overlap_ns, 200);
   QCOMPARE(a->total.idle_host_wait_ns, 500);
   QCOMPARE(a->total.events, 1);  // only K2 starts inside
+  // The kernel table holds what ran in the range (it held the whole run's):
+  // two GEMMs and the all-reduce reach into it, the copy does not.
+  std::map<std::string, std::int64_t> counts;
+  for (const KernelStats& k : a->kernels) counts[k.name] = k.count;
+  QCOMPARE(counts.size(), std::size_t{2});
+  QCOMPARE(counts["gemm"], 2);
+  QCOMPARE(counts["ncclDevKernel_AllReduce_Sum_f32_RING_LL"], 1);
+  // ... and the steps, those the range reaches.
+  options.per_step = true;
+  options.window = TimeRange{4000, 4600};
+  auto late = analyze_rank(*r, 0, options);
+  QVERIFY(late);
+  QCOMPARE(late->steps.size(), std::size_t{1});
+  QCOMPARE(late->steps[0].step, 1);
 
   // A window the rank did nothing in, before its work or after it: an empty
   // breakdown inside that window.

@@ -104,6 +104,30 @@ void TestGuiProject::roundTrip() {
   QCOMPARE(back->current_plan, 1);
   QCOMPARE(back->current()->parallel.zero_stage, 3);
   QCOMPARE(back->current()->precision.compute, cs::Precision::fp8);
+
+  // A plan the plan panel flags is kept as it is: sequence parallelism left
+  // on at tp 1, a global batch not a multiple (the saved project would not
+  // open, all of it locked out).
+  ProjectPlan flagged = p.plans[0];
+  flagged.name = "flagged";
+  flagged.parallel.tp = 1;
+  flagged.parallel.sequence_parallel = true;
+  flagged.parallel.global_batch = 1000;
+  p.plans.push_back(flagged);
+  const std::string with_flagged = project_to_json_text(p);
+  auto reopened = project_from_json_text(with_flagged, "p.clusterscope.json");
+  QVERIFY2(reopened.ok(), reopened.ok() ? "" : reopened.message().c_str());
+  QCOMPARE(project_to_json_text(reopened.value()), with_flagged);
+  reopened->current_plan = 2;
+  auto plan = reopened->resolved_plan();
+  QVERIFY(plan.ok());
+  QVERIFY(!cs::plan::check_plan(plan.value()).empty());  // still flagged
+  // Degrees below 1 are still refused (nothing the panel lets through).
+  std::string broken = with_flagged;
+  const std::string tp1 = "\"tp\": 1";
+  QVERIFY(broken.find(tp1) != std::string::npos);
+  broken.replace(broken.find(tp1), tp1.size(), "\"tp\": 0");
+  QVERIFY(!project_from_json_text(broken, "p.clusterscope.json").ok());
 }
 
 void TestGuiProject::badFiles_data() {
