@@ -42,6 +42,7 @@
 #include "app/gui/timeline_widget.h"
 #include "app/gui/workload_panel.h"
 #include "app/gui/workspace.h"
+#include "core/format.h"
 #include "core/trace_import.h"
 
 namespace cs::gui {
@@ -522,16 +523,41 @@ void MainWindow::importTrace(const QStringList& files) {
   std::vector<std::string> inputs;
   for (const QString& f : files)
     inputs.push_back(f.toStdString());
+  struct Imported {
+    QString error;
+    QString summary;   // what was written, and how the clocks were aligned
+    QString warnings;  // what the import could not do right (the CLI's warnings)
+  };
   QtConcurrent::run([inputs, output] {
     auto report = trace::import_traces(inputs, output.toStdString());
-    return report ? QString() : q(report.message());
-  }).then(this, [this, output](const QString& error) {
-    if (!error.isEmpty()) {
-      showMessage(tr("The trace could not be imported: %1").arg(error), int(MessageLevel::error));
-      emit runImported({}, error);
+    Imported out;
+    if (!report) {
+      out.error = q(report.message());
+      return out;
+    }
+    out.summary = tr("Imported %1 events of %2 ranks into %3")
+                      .arg(q(format_count(static_cast<double>(report->events))))
+                      .arg(report->ranks)
+                      .arg(output);
+    if (!report->clock_alignment.empty())
+      out.summary += tr(" (clocks aligned by %1)").arg(q(report->clock_alignment));
+    for (const std::string& w : report->warnings)
+      out.warnings += (out.warnings.isEmpty() ? QString() : QStringLiteral("\n")) + q(w);
+    return out;
+  }).then(this, [this, output](const Imported& imported) {
+    if (!imported.error.isEmpty()) {
+      showMessage(tr("The trace could not be imported: %1").arg(imported.error),
+                  int(MessageLevel::error));
+      emit runImported({}, imported.error);
       return;
     }
-    showMessage(tr("Imported into %1").arg(output), int(MessageLevel::info));
+    showMessage(imported.summary, int(MessageLevel::info));
+    // Said where it stays until dismissed: a rank aligned on collectives
+    // that disagree may be off by that much (the app kept only the error).
+    if (!imported.warnings.isEmpty()) {
+      showMessage(tr("%1. Warning: %2").arg(imported.summary, imported.warnings),
+                  int(MessageLevel::warning));
+    }
     openRun(output);
     emit runImported(output, {});
   });
