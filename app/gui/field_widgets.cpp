@@ -41,6 +41,14 @@ FieldEdit::FieldEdit(QString pointer, Kind kind, QWidget* parent)
   layout->addWidget(reason_);
   if (kind_ != Kind::text) edit_->setAlignment(Qt::AlignRight);
   connect(edit_, &QLineEdit::textEdited, this, [this] { emit edited(pointer_, jsonValue()); });
+  // Left with a value the model refused, the field goes back to the one the
+  // figures use: "1e9" stayed in red while the energy was the last good
+  // keystroke's ("1": 1 W).
+  connect(edit_, &QLineEdit::editingFinished, this, [this] {
+    if (!hasProblem()) return;
+    edit_->setText(shown_);
+    setProblem({});
+  });
 }
 
 void FieldEdit::showValue(const QString& value) {
@@ -56,6 +64,7 @@ void FieldEdit::showValue(const QString& value) {
                 ? QString::number(rounded, 'f', 0)
                 : QString::number(rounded, 'g', 12);
   }
+  shown_ = shown;
   if (edit_->hasFocus()) {
     // The user is typing: keep their text while it means the same value.
     if (hasProblem()) return;

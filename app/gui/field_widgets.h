@@ -47,6 +47,7 @@ class FieldEdit : public QWidget {
   QLineEdit* edit_;
   QLabel* reason_;
   QString problem_;
+  QString shown_;  // the model's value, as last shown
 };
 
 // Adds a labelled row to a form.

@@ -200,6 +200,13 @@ void TestGuiApp::badValueMarkedAtField() {
   QVERIFY2(nodes->problem().contains(QStringLiteral("must be between 1 and")), qPrintable(nodes->problem()));
   QCOMPARE(window_->workspace()->project().current_cluster()->nodes, 4);
   QCOMPARE(window_->workspace()->undoStack()->count(), steps);
+  // Left so, the field shows again the value the figures use (the refused
+  // text stayed, beside figures of the last value accepted).
+  emit nodes->lineEdit()->editingFinished();
+  QCOMPARE(nodes->lineEdit()->text(), QStringLiteral("4"));
+  QVERIFY(!nodes->hasProblem());
+  test::typeInto(nodes->lineEdit(), QStringLiteral("0"));
+  QVERIFY(nodes->hasProblem());
 
   FieldEdit* latency = designer->field(QStringLiteral("/inter_node/latency_us"));
   test::typeInto(latency->lineEdit(), QStringLiteral("fast"));
