@@ -229,6 +229,9 @@ PlanPanel::PlanPanel(Workspace* workspace, AnalysisService* analysis, QWidget* p
   problems_->setObjectName(QStringLiteral("planProblems"));
   problems_->setWordWrap(true);
   problems_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  // Rich text always: the lines are escaped HTML, and one line alone (no
+  // <br>) was taken for plain text ("needs tp &gt;= 2").
+  problems_->setTextFormat(Qt::RichText);
 
   auto* inner = new QWidget;
   auto* v = new QVBoxLayout(inner);
@@ -321,7 +324,7 @@ void PlanPanel::refresh() {
 void PlanPanel::showAnalysis(const std::shared_ptr<const PlanAnalysis>& a) {
   const ProjectPlan* p = workspace_->project().current();
   if (!a || !p || !a->has_plan) {
-    problems_->setText(a ? q(a->error) : QString());
+    problems_->setText(a ? q(a->error).toHtmlEscaped() : QString());
     return;
   }
   refreshing_ = true;

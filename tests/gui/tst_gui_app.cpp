@@ -33,6 +33,7 @@
 #include <QTableWidget>
 #include <QTemporaryDir>
 #include <QTest>
+#include <QTextDocument>
 #include <QUndoStack>
 #include <memory>
 
@@ -329,6 +330,19 @@ void TestGuiApp::impossiblePlanShowsWhy() {
   waitForEstimate();
   QVERIFY(window_->analysis()->latest()->estimate.has_value());
   QVERIFY(headline("tokens_per_second") != QStringLiteral("—"));
+
+  // One problem alone reads as written (it showed "needs tp &gt;= 2": a
+  // single line was taken for plain text).
+  QVERIFY(window_->workspace()->project().current()->parallel.sequence_parallel);
+  panel->setControl(Control::tp, 1);
+  waitForEstimate();
+  QTextDocument shown;
+  shown.setHtml(panel->problemsLabel()->text());
+  QCOMPARE(panel->problemsLabel()->textFormat(), Qt::RichText);
+  QVERIFY2(shown.toPlainText().contains(QStringLiteral("needs tp >= 2")),
+           qPrintable(shown.toPlainText()));
+  window_->workspace()->undoStack()->undo();
+  waitForEstimate();
 }
 
 void TestGuiApp::searchPickAndCompare() {
