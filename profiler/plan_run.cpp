@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/format.h"
 #include "core/host_probe.h"
 #include "core/json_reader.h"
 #include "core/model_json.h"
@@ -122,9 +123,9 @@ Result<PlanRun> plan_run(const Plan& plan, const PlanRunOptions& o) {
   if (!bucket) return bucket.error();
   const double bucket_kib = *bucket;
   if (p.dp > 1 && bucket_kib < p.bucket_mib * 1024) {
-    run.notes.push_back("data-parallel buckets of " + format_float(bucket_kib) +
-                        " KiB, scaled with the model from the plan's " +
-                        format_float(p.bucket_mib) + " MiB (about as many buckets)");
+    run.notes.push_back("data-parallel buckets of " + format_bytes(bucket_kib * 1024) +
+                        ", scaled with the model from the plan's " +
+                        format_bytes(p.bucket_mib * 1024 * 1024) + " (about as many buckets)");
   }
 
   const std::string out = fs::absolute(o.run_store).lexically_normal().string();

@@ -442,9 +442,11 @@ void RunView::startAnalysis() {
     analysis_ = out.analysis;
     trace_start_ns_ = out.start_ns;
     if (!out.run.title.empty()) title_ = q(out.run.title);
-    header_->setText(tr("<b>%1</b> — %2 ranks · source %3 · %4%5")
+    const std::size_t ranks = analysis_->ranks.size();
+    header_->setText((ranks == 1 ? tr("<b>%1</b> — %2 rank · source %3 · %4%5")
+                                 : tr("<b>%1</b> — %2 ranks · source %3 · %4%5"))
                          .arg(title_.toHtmlEscaped())
-                         .arg(analysis_->ranks.size())
+                         .arg(ranks)
                          .arg(q(out.run.source).toHtmlEscaped(),
                               QFileInfo(path_).absoluteFilePath().toHtmlEscaped(),
                               endingText(out.state, out.losses)));

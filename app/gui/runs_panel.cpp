@@ -272,7 +272,8 @@ Status RunsPanel::launch() {
   progress_->setRange(0, total_steps_);
   progress_->setValue(0);
   eta_->setText(tr("starting…"));
-  QString text = tr("<b>%1</b> — %2 ranks, %3 steps, %4 engine<br>store: %5")
+  QString text = (run->spec.ranks == 1 ? tr("<b>%1</b> — %2 rank, %3 steps, %4 engine<br>store: %5")
+                                       : tr("<b>%1</b> — %2 ranks, %3 steps, %4 engine<br>store: %5"))
                      .arg(q(run->spec.title).toHtmlEscaped())
                      .arg(run->spec.ranks)
                      .arg(total_steps_)

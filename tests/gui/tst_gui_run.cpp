@@ -598,6 +598,10 @@ void TestGuiRun::committedTraces() {
   QVERIFY2(view.message().isEmpty(), qPrintable(view.message()));
   QVERIFY(view.analysis());
   QVERIFY(!view.analysis()->ranks.empty());
+  if (view.analysis()->ranks.size() == 1) {
+    QVERIFY2(view.header()->text().contains(QStringLiteral("— 1 rank ·")),
+             qPrintable(view.header()->text()));
+  }
   QTRY_VERIFY_WITH_TIMEOUT(view.timeline()->laneCount() > 0, 30000);
   QVERIFY(view.kernelProxy()->rowCount() > 0);
   view.timeline()->repaint();
