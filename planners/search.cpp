@@ -93,11 +93,20 @@ struct Kept {
   Estimate estimate;
 };
 
-// a ranks before b: higher score, then throughput, then fewer GPUs, then enumeration order.
+// a ranks before b: higher score, then throughput, then fewer GPUs, then
+// less memory per GPU (of two plans as fast, the one with more headroom:
+// ZeRO or recomputation that costs nothing), then enumeration order.
+// Scores and throughputs compare to float precision (7 digits): two plans
+// the model times alike differ in their last digits by the order of their
+// sums, and a ZeRO-1 plan then ranked before the ZeRO-2 plan as fast with
+// 13 GiB less. (Rounding, not a tolerance, keeps the order transitive.)
 bool better(const Kept& a, const Kept& b) {
-  if (a.score != b.score) return a.score > b.score;
-  if (a.tokens != b.tokens) return a.tokens > b.tokens;
+  const float score_a = static_cast<float>(a.score), score_b = static_cast<float>(b.score);
+  if (score_a != score_b) return score_a > score_b;
+  const float tokens_a = static_cast<float>(a.tokens), tokens_b = static_cast<float>(b.tokens);
+  if (tokens_a != tokens_b) return tokens_a > tokens_b;
   if (a.gpus != b.gpus) return a.gpus < b.gpus;
+  if (a.memory != b.memory) return a.memory < b.memory;
   return a.id < b.id;
 }
 
