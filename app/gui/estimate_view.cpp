@@ -49,9 +49,14 @@ std::vector<std::pair<QString, QString>> EstimateView::headlineFigures(const pla
   out.emplace_back(tr("time to train"),
                    e.training.seconds > 0 ? q(format_seconds(e.training.seconds)) : tr("—"));
   out.emplace_back(tr("GPU-hours"), q(format_count(e.training.gpu_hours)));
-  out.emplace_back(tr("cost"), e.training.cost_usd > 0
-                                   ? QStringLiteral("$%1").arg(q(format_count(e.training.cost_usd)))
-                                   : tr("no price"));
+  // "no price" only where the price is missing: with no tokens to train
+  // there is nothing to price (it said "no price" beside a $3/h cluster).
+  QString cost = tr("—");
+  if (e.training.cost_usd > 0)
+    cost = QStringLiteral("$%1").arg(q(format_count(e.training.cost_usd)));
+  else if (e.training.seconds > 0 && plan.cluster.price_per_gpu_hour <= 0)
+    cost = tr("no price");
+  out.emplace_back(tr("cost"), cost);
   out.emplace_back(tr("energy"), q(format_rate(e.training.energy_kwh * 1000, "Wh")));
   out.emplace_back(tr("memory per GPU"),
                    QStringLiteral("%1 / %2").arg(q(format_bytes(e.memory.total())),

@@ -74,6 +74,7 @@ class TestGuiApp : public QObject {
   void topologyFoldsThousandsOfNodes();
   void editWorkloadShowsFiguresLive();
   void planControlsShowValidValues();
+  void costTileSaysWhyThereIsNoCost();
   void impossiblePlanShowsWhy();
   void searchPickAndCompare();
   void staleSearchDropped();
@@ -313,6 +314,29 @@ void TestGuiApp::planControlsShowValidValues() {
   waitForEstimate();
   QCOMPARE(window_->workspace()->project().current()->parallel.zero_stage, before);
   QCOMPARE(window_->estimateView()->memoryBar()->data().total(), memory_before);
+}
+
+// The cost tile says "no price" only where the cluster has none: with no
+// tokens to train there is nothing to price.
+void TestGuiApp::costTileSaysWhyThereIsNoCost() {
+  auto plan = window_->workspace()->project().resolved_plan();
+  QVERIFY(plan.ok());
+  QVERIFY(plan->cluster.price_per_gpu_hour > 0);
+  auto cost_of = [](const cs::Plan& p) {
+    auto e = cs::plan::estimate(p);
+    if (!e.ok()) return QString::fromStdString(e.message());
+    for (const auto& [name, value] : EstimateView::headlineFigures(e.value(), p)) {
+      if (name == QStringLiteral("cost")) return value;
+    }
+    return QString();
+  };
+  QVERIFY(cost_of(plan.value()).startsWith(QLatin1Char('$')));
+  cs::Plan no_tokens = plan.value();
+  no_tokens.workload.training_tokens = 0;
+  QCOMPARE(cost_of(no_tokens), QStringLiteral("—"));
+  cs::Plan no_price = plan.value();
+  no_price.cluster.price_per_gpu_hour = 0;
+  QCOMPARE(cost_of(no_price), QStringLiteral("no price"));
 }
 
 void TestGuiApp::impossiblePlanShowsWhy() {
