@@ -197,15 +197,19 @@ RunView::RunView(QWidget* parent) : QWidget(parent) {
   timeline_->clear(tr("No run open."));
   timeline_->setMinimumToContent(true);
   scroll->setWidget(timeline_);
-  timelines_layout->addWidget(scroll, 1);
+  timelines_layout->addWidget(scroll, 3);
   predicted_label_ = new QLabel(tr("Predicted step (planner)"), timelines);
   predicted_label_->setObjectName(QStringLiteral("run_predicted_label"));
   predicted_ = new TimelineWidget(timelines);
   predicted_->setObjectName(QStringLiteral("run_predicted_timeline"));
   predicted_label_->hide();
   predicted_->hide();
+  // A quarter of the height at most, whatever its lanes ask: the measured
+  // lanes come first (a predicted group of 8 stages left them 40 px).
+  predicted_->setSizePolicy(QSizePolicy::Expanding, QSizePolicy::Ignored);
+  predicted_->setMinimumHeight(60);
   timelines_layout->addWidget(predicted_label_);
-  timelines_layout->addWidget(predicted_);
+  timelines_layout->addWidget(predicted_, 1);
   splitter->addWidget(timelines);
 
   tabs_ = new QTabWidget(splitter);
