@@ -151,7 +151,8 @@ void CommunicationCalculator::recompute() {
          "<b>Ring all-reduce</b>: each GPU sends 2(N−1)/N·S = %2, T = <b>%3</b><br>"
          "The simple model counts every GPU's S crossing one link; a ring moves under 2·S per GPU "
          "whatever N is, so it is %4× faster here.")
-          .arg(q(format_seconds(simple)), q(format_bytes(2.0 * (n - 1) / std::max(1, n) * bytes)),
+          // In the unit S is given in (MB, not MiB).
+          .arg(q(format_seconds(simple)), q(format_rate(2.0 * (n - 1) / std::max(1, n) * bytes, "B")),
                q(format_seconds(ring)))
           .arg(ring > 0 ? QString::number(simple / ring, 'f', 1) : QStringLiteral("—")));
 

@@ -709,6 +709,9 @@ void TestGuiApp::seedCalculators() {
   CommunicationCalculator* comm = window_->calculators()->communication();
   const QString simple = QString::fromStdString(cs::format_seconds(100e6 * 8 / 10e9 + 1e-4 * 7));
   QVERIFY2(comm->resultLabel()->text().contains(simple), qPrintable(comm->resultLabel()->text()));
+  // What a ring GPU sends, in the unit S is given in: 2 x 7/8 x 100 MB.
+  QVERIFY2(comm->resultLabel()->text().contains(QStringLiteral("2(N−1)/N·S = 175 MB")),
+           qPrintable(comm->resultLabel()->text()));
   comm->bandwidthBox()->setValue(1);
   const QString slow = QString::fromStdString(cs::format_seconds(100e6 * 8 / 1e9 + 1e-4 * 7));
   QVERIFY2(comm->resultLabel()->text().contains(slow), qPrintable(comm->resultLabel()->text()));
