@@ -325,7 +325,10 @@ void PlanExplorer::onFinished() {
   model_->setResult(r);
   table_->sortByColumn(RankedPlanModel::rank, Qt::AscendingOrder);
   updateChart();
-  status_->setText(tr("%1%2 candidates, %3 valid, %4 fit, %5 kept · %6 on %7 · %8 on the front")
+  // "within the limits" (headroom, days, cost): "kept" read as how many the
+  // table holds, beside the box that sets that.
+  status_->setText(tr("%1%2 candidates, %3 valid, %4 fit, %5 within the limits · %6 on %7 · "
+                      "%8 on the front")
                        .arg(r.cancelled ? tr("Cancelled after ") : QString())
                        .arg(q(format_count(double(r.candidates))))
                        .arg(q(format_count(double(r.valid))))
