@@ -19,10 +19,12 @@
 #include <QPushButton>
 #include <QSaveFile>
 #include <QScrollArea>
+#include <QScrollBar>
 #include <QShortcut>
 #include <QSortFilterProxyModel>
 #include <QSplitter>
 #include <QStandardItemModel>
+#include <QStyle>
 #include <QTabWidget>
 #include <QTableView>
 #include <QTableWidget>
@@ -209,7 +211,16 @@ RunView::RunView(QWidget* parent) : QWidget(parent) {
   predicted_->setSizePolicy(QSizePolicy::Expanding, QSizePolicy::Ignored);
   predicted_->setMinimumHeight(60);
   timelines_layout->addWidget(predicted_label_);
-  timelines_layout->addWidget(predicted_, 1);
+  // As wide as the measured lanes' viewport, so that the two time axes line
+  // up: the measured view's scroll bar is always there, and the predicted
+  // lanes leave its width free (they drifted apart by up to 15 px).
+  scroll->setVerticalScrollBarPolicy(Qt::ScrollBarAlwaysOn);
+  auto* predicted_row = new QHBoxLayout;
+  const int frame = scroll->frameWidth();
+  predicted_row->setContentsMargins(
+      frame, 0, frame + scroll->style()->pixelMetric(QStyle::PM_ScrollBarExtent), 0);
+  predicted_row->addWidget(predicted_);
+  timelines_layout->addLayout(predicted_row, 1);
   splitter->addWidget(timelines);
 
   tabs_ = new QTabWidget(splitter);

@@ -145,6 +145,9 @@ void TestGuiRun::opensCpuEngineRun() {
       view.predictedTimeline()->isVisible(),
       qPrintable(view.findChild<QLabel*>(QStringLiteral("run_predicted_label"))->text()), 30000);
   QTRY_VERIFY_WITH_TIMEOUT(view.predictedTimeline()->laneCount() > 0, 30000);
+  // As wide as the measured lanes, so that the two time axes line up (the
+  // measured view's scroll bar shifted them apart).
+  QCOMPARE(view.predictedTimeline()->width(), view.timeline()->width());
   // ... drawn from each measured step's start, on the run's clock, and the
   // two windows move together.
   TimelineWidget* predicted = view.predictedTimeline();
