@@ -402,13 +402,8 @@ void MainWindow::createActions() {
   plan_selector_->setObjectName(QStringLiteral("planSelector"));
   plan_selector_->setMinimumContentsLength(24);
   plan_selector_->setToolTip(tr("The current plan (Ctrl+PgUp / Ctrl+PgDown)"));
-  connect(plan_selector_, &QComboBox::activated, this, [this](int index) {
-    if (index == workspace_->project().current_plan) return;
-    Project after = workspace_->project();
-    after.current_plan = index;
-    workspace_->edit(tr("Switch to plan %1").arg(plan_selector_->itemText(index)),
-                     std::move(after));
-  });
+  connect(plan_selector_, &QComboBox::activated, this,
+          [this](int index) { workspace_->selectPlan(index); });
   bar->addWidget(plan_selector_);
   bar->addAction(new_plan);
   bar->addAction(delete_plan);
@@ -681,11 +676,10 @@ void MainWindow::deletePlan() {
 }
 
 void MainWindow::stepPlan(int delta) {
-  Project after = workspace_->project();
-  const int n = int(after.plans.size());
+  const Project& project = workspace_->project();
+  const int n = int(project.plans.size());
   if (n < 2) return;
-  after.current_plan = (after.current_plan + delta + n) % n;
-  workspace_->edit(tr("Switch plan"), std::move(after));
+  workspace_->selectPlan((project.current_plan + delta + n) % n);
 }
 
 bool MainWindow::stopRunFirst() {

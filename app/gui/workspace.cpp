@@ -126,6 +126,12 @@ void Workspace::recordRun(ProjectRun run) {
   scheduleAutosave();
 }
 
+void Workspace::selectPlan(int index) {
+  if (index < 0 || index >= int(project_.plans.size()) || index == project_.current_plan) return;
+  project_.current_plan = index;
+  emit projectChanged();
+}
+
 void Workspace::replaceAll(Project project, const QString& path, bool modified) {
   undo_.clear();
   project_ = std::move(project);

@@ -47,6 +47,9 @@ class Workspace : public QObject {
   // recorded (a run is a fact, not an edit). The project is modified until
   // it is saved.
   void recordRun(ProjectRun run);
+  // Shows another plan: not an edit (no undo step, not a change to save),
+  // as a tab is not; undoing an edit of another plan shows that plan again.
+  void selectPlan(int index);
 
   QString filePath() const { return path_; }
   QString displayName() const;  // file name, or "Untitled"

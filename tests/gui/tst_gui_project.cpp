@@ -54,6 +54,7 @@ class TestGuiProject : public QObject {
   void uniqueNames();
   void undoMergesTyping();
   void runsStayThroughUndo();
+  void switchingPlansIsNotAnEdit();
   void saveOpenAndRecentFiles();
   void openKeepsProjectOnFailure();
   void autosaveAndRecovery();
@@ -338,6 +339,32 @@ void TestGuiProject::runsStayThroughUndo() {
   QVERIFY(reread.ok());
   QCOMPARE(int(reread->runs.size()), 2);
   QCOMPARE(reread->plans[0].parallel.zero_stage, 1);
+  ws.closeSession();
+}
+
+// Showing another plan is not an edit: no undo step, nothing to save (it
+// was both, so that Ctrl+Z switched plans back and closing asked to save).
+void TestGuiProject::switchingPlansIsNotAnEdit() {
+  Workspace ws;
+  QVERIFY(ws.newProject());
+  Project p = ws.project();
+  ProjectPlan second = p.plans[0];
+  second.name = "second";
+  p.plans.push_back(second);
+  p.current_plan = 1;
+  ws.edit(QStringLiteral("add a plan"), p);
+  QVERIFY(ws.saveAs(dir_.filePath(QStringLiteral("switch.clusterscope.json"))));
+  QSignalSpy changed(&ws, &Workspace::projectChanged);
+  ws.selectPlan(0);
+  QCOMPARE(ws.project().current_plan, 0);
+  QCOMPARE(changed.count(), 1);
+  QCOMPARE(ws.undoStack()->count(), 1);
+  QVERIFY(!ws.isModified());
+  ws.selectPlan(5);  // no such plan: nothing happens
+  QCOMPARE(ws.project().current_plan, 0);
+  ws.undoStack()->undo();  // the plan added goes
+  QCOMPARE(int(ws.project().plans.size()), 1);
+  QCOMPARE(ws.project().current_plan, 0);
   ws.closeSession();
 }
 
