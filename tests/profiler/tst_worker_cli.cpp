@@ -178,7 +178,8 @@ void TestWorkerCli::fullDiskStopsTheRun() {
   const QString script =
       QStringLiteral(
           "mount -t tmpfs -o size=12m tmpfs '%1' || exit 99\n"
-          "'%2' --backend cpu --steps 100000 --layers 2 --out '%1/run.db'\n"
+          "'%2' --backend cpu --steps 100000 --layers 2 --hidden 64 --heads 4 --seq 16 "
+          "--out '%1/run.db'\n"
           "rc=$?\n"
           "cp '%1'/run.rank0.db* '%3'/\n"
           "exit $rc\n")
@@ -195,16 +196,22 @@ void TestWorkerCli::fullDiskStopsTheRun() {
 
   auto reader = cs::trace::TraceReader::open(QDir(kept).filePath("run.rank0.db").toStdString());
   QVERIFY2(reader, reader ? "" : reader.message().c_str());
-  QCOMPARE(QString::fromStdString((*reader)->state().status), QString("failed"));
+  // "failed" where the full disk still took the status row; else its writer
+  // left it unclosed and it reads as "interrupted". Never "complete".
+  const QString status = QString::fromStdString((*reader)->state().status);
+  QVERIFY2(status == "failed" || status == "interrupted", qPrintable(status));
   auto rows = (*reader)->steps(0);
   QVERIFY2(rows, rows ? "" : rows.message().c_str());
   const std::size_t steps = rows->size();
   QVERIFY2(steps > 0 && steps <= static_cast<std::size_t>(step_lines),
            qPrintable(QString("%1 steps kept, %2 reported").arg(steps).arg(step_lines)));
-  const std::vector<std::string> losses = (*reader)->losses();
-  QCOMPARE(losses.size(), std::size_t{1});
-  QVERIFY2(QString::fromStdString(losses[0]).contains("events lost after a write failed"),
-           losses[0].c_str());
+  // The count goes with the status row, in the same transaction.
+  if (status == "failed") {
+    const std::vector<std::string> losses = (*reader)->losses();
+    QCOMPARE(losses.size(), std::size_t{1});
+    QVERIFY2(QString::fromStdString(losses[0]).contains("events lost after a write failed"),
+             losses[0].c_str());
+  }
 }
 
 QTEST_GUILESS_MAIN(TestWorkerCli)
