@@ -350,7 +350,7 @@ void MainWindow::createActions() {
 
   // Calibration (app/gui/calibration_panel.h): a window of its own, as it runs for a minute.
   QMenu* tools = menuBar()->addMenu(tr("&Tools"));
-  QAction* calibrate = tools->addAction(tr("&Calibrate this machine..."));
+  QAction* calibrate = tools->addAction(tr("&Calibrate this machine…"));
   calibrate->setObjectName(QStringLiteral("actionCalibrate"));
   connect(calibrate, &QAction::triggered, this, [this] { showCalibrationPanel(); });
   // Learning closes the loop from the run being studied: its kernels and

@@ -187,7 +187,7 @@ void TestGuiCalibration::mainWindowLearnsFromTheOpenRun() {
            qPrintable(panel->statusLabel()->text()));
 }
 
-// The hook: Tools > Calibrate this machine... opens the panel in a window.
+// The hook: Tools > Calibrate this machine… opens the panel in a window.
 void TestGuiCalibration::mainWindowOpensThePanel() {
   cs::gui::MainWindow window;
   auto* action = window.findChild<QAction*>(QStringLiteral("actionCalibrate"));
