@@ -145,7 +145,7 @@ ClusterDesigner::ClusterDesigner(Workspace* workspace, QWidget* parent)
   add(tr("  latency (µs)"), "/inter_node/latency_us", FieldEdit::Kind::number);
   add(tr("NICs per node"), "/nics_per_node", FieldEdit::Kind::integer);
   add(tr("Price per GPU-hour ($)"), "/price_per_gpu_hour", FieldEdit::Kind::number);
-  add(tr("Power per GPU (W)"), "/power_per_gpu_watts", FieldEdit::Kind::number,
+  add(tr("Power per GPU (W; 0: the TDP)"), "/power_per_gpu_watts", FieldEdit::Kind::number,
       tr("Board power used for energy; 0 uses the GPU's TDP"));
 
   problem_ = new QLabel;

@@ -83,9 +83,15 @@ QStandardItem* cell(const QString& text, double sort_value) {
 QStandardItem* textCell(const QString& text) {
   auto* item = new QStandardItem(text);
   item->setData(text, Qt::UserRole);
+  item->setToolTip(text);  // whole, where the column elides it
   item->setEditable(false);
   return item;
 }
+
+// Kernel names run to hundreds of characters (templated CUTLASS kernels):
+// the name column is held to a width the figures beside it stay visible
+// with, its names elided in the middle.
+constexpr int kNameColumnWidth = 360;
 
 QTableWidgetItem* tableCell(const QString& text) {
   auto* item = new QTableWidgetItem(text);
@@ -283,6 +289,7 @@ RunView::RunView(QWidget* parent) : QWidget(parent) {
     view->setSelectionMode(QAbstractItemView::SingleSelection);
     view->verticalHeader()->hide();
     view->horizontalHeader()->setStretchLastSection(true);
+    view->setTextElideMode(Qt::ElideMiddle);
   }
   kernel_view_->setModel(kernel_proxy_);
   collective_view_->setModel(collective_proxy_);
@@ -640,7 +647,8 @@ void RunView::showAnalysis() {
   chart->addAxis(axis_y, Qt::AlignLeft);
   series->attachAxis(axis_y);
   auto* axis_x = new QValueAxis;
-  axis_x->setTitleText(tr("ms (compute + exposed + hidden + memory + other + idle = span)"));
+  // Short enough not to be elided in a docked view; the legend names the parts.
+  axis_x->setTitleText(tr("ms per rank (the parts add up to its span)"));
   axis_x->setRange(0, std::max(1e-3, longest * 1.05));
   chart->addAxis(axis_x, Qt::AlignBottom);
   series->attachAxis(axis_x);
@@ -698,6 +706,7 @@ void RunView::showAnalysis() {
          cell(QString::number(k.share * 100, 'f', 1), k.share)});
   }
   kernel_view_->resizeColumnsToContents();
+  kernel_view_->setColumnWidth(0, std::min(kernel_view_->columnWidth(0), kNameColumnWidth));
   kernel_proxy_->sort(4, Qt::DescendingOrder);
 
   // Communication, with the nccl-tests bus bandwidth.
@@ -718,6 +727,8 @@ void RunView::showAnalysis() {
          cell(QString::number(c.busbw_gbps, 'f', 2), c.busbw_gbps)});
   }
   collective_view_->resizeColumnsToContents();
+  collective_view_->setColumnWidth(0,
+                                   std::min(collective_view_->columnWidth(0), kNameColumnWidth));
   collective_proxy_->sort(5, Qt::DescendingOrder);
 
   // Predicted against measured, with the error.

@@ -607,6 +607,9 @@ void TestGuiRun::committedTraces() {
   }
   QTRY_VERIFY_WITH_TIMEOUT(view.timeline()->laneCount() > 0, 30000);
   QVERIFY(view.kernelProxy()->rowCount() > 0);
+  // Long kernel names are elided, not pushing the figures out of view.
+  QVERIFY(view.kernelTable()->columnWidth(0) <= 360);
+  QCOMPARE(view.kernelTable()->textElideMode(), Qt::ElideMiddle);
   view.timeline()->repaint();
   const QImage shot = cs::gui::test::saveScreenshot(
       view.timeline(), QStringLiteral("run-timeline-%1").arg(QFileInfo(path).baseName()));
