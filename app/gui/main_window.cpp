@@ -373,7 +373,9 @@ void MainWindow::createActions() {
           [predict](const QString&, const QString& error) { predict->setEnabled(error.isEmpty()); });
   connect(predict, &QAction::triggered, run_view_, &RunView::predictAgain);
   connect(run_view_, &RunView::integrityChecked, this, [this](const QString& damage) {
-    if (!damage.isEmpty()) messages_->show(damage, MessageLevel::warning);
+    if (damage.isEmpty()) return;
+    messages_->show(damage, MessageLevel::warning);
+    run_damage_shown_ = damage;
   });
   connect(run_view_, &RunView::predictionReady, this,
           [this](const QString& cluster, const QString& error) {
@@ -499,6 +501,10 @@ CalibrationPanel* MainWindow::showCalibrationPanel() {
 }
 
 void MainWindow::openRun(const QString& path) {
+  // The warning about the store shown before goes with it (it stayed over
+  // the next one's figures).
+  if (!run_damage_shown_.isEmpty() && messages_->text() == run_damage_shown_) messages_->dismiss();
+  run_damage_shown_.clear();
   run_view_->openStore(path);
   QDockWidget* d = dock(QStringLiteral("runDock"));
   d->show();

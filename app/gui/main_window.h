@@ -116,6 +116,7 @@ class MainWindow : public QMainWindow {
   AnalysisService* analysis_;
   PinnedPlans* pinned_;
   MessageBar* messages_;
+  QString run_damage_shown_;  // the open store's damage, while the message bar says it
   EstimateView* estimate_;
   ClusterDesigner* cluster_;
   WorkloadPanel* workload_;

@@ -845,6 +845,12 @@ void TestGuiRun::damagedStoreIsSaid() {
            qPrintable(view->header()->text()));
   QCOMPARE(window.messageBar()->level(), MessageLevel::warning);
   QCOMPARE(window.messageBar()->text(), damage);
+  // Another store opened: the warning about the damaged one goes with it.
+  checked.clear();
+  window.openRun(cpu_store_);
+  QTRY_COMPARE_WITH_TIMEOUT(checked.count(), 1, 60000);
+  QVERIFY(checked.front().at(0).toString().isEmpty());
+  QVERIFY2(window.messageBar()->text() != damage, qPrintable(window.messageBar()->text()));
 }
 
 // Tools > Predict the open run again: the CUDA engine's committed run, which
