@@ -412,12 +412,20 @@ void run_stats(const StatsOptions& o, Context& ctx) {
                                     "out)\n"
                               : "\nPredicted against measured (the whole trace as one step: no "
                                 "per-step analysis)\n");
-    TextTable t2({"", "predicted", "measured", "measured/predicted"});
+    // Both tables give the prediction's error against the measurement, the
+    // same way (the first gave measured/predicted, the second the error).
+    auto error = [](double predicted, double measured) -> std::string {
+      if (measured <= 0) return predicted > 0 ? "not measured" : "-";
+      if (!(predicted > 0)) return "not predicted";
+      return (predicted >= measured ? "+" : "") +
+             format_fixed(100 * (predicted / measured - 1), 1) + " %";
+    };
+    TextTable t2({"", "predicted", "measured", "error"});
     for (std::size_t i = 1; i < 4; ++i)
       t2.right_align(i);
     auto row = [&](const std::string& name, double predicted, std::optional<double> measured) {
       t2.add({name, format_seconds(predicted), measured ? format_seconds(*measured) : "-",
-              measured && predicted > 0 ? format_fixed(*measured / predicted, 2) : "-"});
+              measured ? error(predicted, *measured) : "-"});
     };
     row("step", p.predicted_step_s, p.measured_step_s);
     for (const auto& r2 : p.categories)
@@ -432,11 +440,6 @@ void run_stats(const StatsOptions& o, Context& ctx) {
       TextTable t3({"part", "predicted", "measured", "error", ""});
       for (std::size_t i = 1; i < 4; ++i)
         t3.right_align(i);
-      auto error = [](double predicted, double measured) -> std::string {
-        if (measured <= 0) return predicted > 0 ? "not measured" : "-";
-        return (predicted >= measured ? "+" : "") +
-               format_fixed(100 * (predicted / measured - 1), 1) + " %";
-      };
       t3.add({"step", format_seconds(p.predicted_step_s), format_seconds(p.measured_step_median_s),
               error(p.predicted_step_s, p.measured_step_median_s), ""});
       for (std::size_t i = 0; i < p.breakdown.size(); ++i) {

@@ -1966,6 +1966,12 @@ void TestCalibration::calibrateRunPredictLearn() {
   }
   r = run_cli({"trace", "stats", run_store}, presets, work);
   QVERIFY(r.out.contains("<- largest disagreement"));
+  // Both tables give the prediction's error the same way (the first gave
+  // measured/predicted): its step row ends in a percentage.
+  QVERIFY2(!r.out.contains("measured/predicted"), qPrintable(r.out));
+  QVERIFY2(r.out.count(QRegularExpression("^step .* [+-]?\\d+\\.\\d %$",
+                                          QRegularExpression::MultilineOption)) == 2,
+           qPrintable(r.out));
   // Which steps each comparison took.
   QVERIFY2(r.out.contains(QRegularExpression(
                "per step: the mean over \\d+ steps of all ranks together, each rank's warm-up left out")),
