@@ -763,9 +763,7 @@ Result<ImportReport> import_one_kineto(const std::string& file, const std::strin
             if (from_args != Collective::none && !(nccl->point_to_point && args_point_to_point))
               c = from_args;
           }
-          const bool point_to_point =
-              c == Collective::send_recv || c == Collective::send || c == Collective::recv;
-          e.kind = point_to_point ? EventKind::p2p : EventKind::collective;
+          e.kind = is_point_to_point(c) ? EventKind::p2p : EventKind::collective;
           const DataType t =
               p.dtype != 0 ? importing::data_type_from_any(h.strings[p.dtype]) : nccl->dtype;
           e.collective = c;

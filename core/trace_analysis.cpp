@@ -420,10 +420,10 @@ Result<RankAnalysis> analyze_rank_raw(const TraceReader& r, std::int32_t rank,
       key.collective = e.details.collective;
       key.dtype = e.details.dtype;
       key.bytes = e.details.bytes;
-      const Collective c = e.details.collective;
-      const bool pair = c == Collective::send || c == Collective::recv || c == Collective::send_recv;
       // A send or receive joins two ranks, whatever its communicator's size.
-      key.ranks = pair ? 2 : e.details.group_size > 0 ? e.details.group_size : world;
+      key.ranks = is_point_to_point(e.details.collective) ? 2
+                  : e.details.group_size > 0              ? e.details.group_size
+                                                          : world;
       if (key.collective == Collective::none) key.name = e.name;
       sink.collectives[key].push_back(duration);
       const std::uint64_t order_key =

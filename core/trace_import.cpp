@@ -137,8 +137,7 @@ std::optional<NcclKernel> parse_nccl_kernel(std::string_view name) {
     k.collective = Collective::recv;
   else if (contains(head, "Reduce"))
     k.collective = Collective::reduce;
-  k.point_to_point = k.collective == Collective::send_recv || k.collective == Collective::send ||
-                     k.collective == Collective::recv;
+  k.point_to_point = is_point_to_point(k.collective);
   // The type is the last field of the older names: ..._Sum_float, ..._Sum_bf16.
   const auto last = head.rfind('_');
   if (last != std::string_view::npos) k.dtype = data_type_from_any(head.substr(last + 1));

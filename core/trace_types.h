@@ -74,6 +74,11 @@ enum class Collective : std::uint8_t {
   send_recv = 10,  // NCCL's fused send/receive kernel (all-to-all, pipeline exchanges)
 };
 
+// A send, a receive or NCCL's fused send/receive: between two ranks.
+constexpr bool is_point_to_point(Collective c) {
+  return c == Collective::send || c == Collective::recv || c == Collective::send_recv;
+}
+
 enum class DataType : std::uint8_t {
   none = 0, fp32 = 1, fp16 = 2, bf16 = 3, fp8_e4m3 = 4, fp8_e5m2 = 5,
   int8 = 6, uint8 = 7, int32 = 8, int64 = 9, fp64 = 10,
