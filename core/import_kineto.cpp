@@ -654,6 +654,28 @@ Result<ImportReport> import_one_kineto(const std::string& file, const std::strin
     report.warnings.push_back("no distributedInfo.rank: rank " + std::to_string(rank) +
                               " from the file order");
 
+  // PyTorch 2 writes ts relative to baseTimeNanoseconds: the host time is
+  // base + ts, as HTA reads it. Without it, each rank's trace would start near
+  // its own zero and ranks whose profilers began in different seconds would
+  // not line up. Older traces have no base: ts is the host clock already.
+  bool base_applied = false;
+  if (h.base_time_ns) {
+    const std::int64_t base = *h.base_time_ns;
+    std::int64_t last = 0;
+    for (const Parsed& p : h.events)
+      last = std::max(last, p.end);
+    if (base < 0 || base >= kTraceTimeLimitNs - last) {
+      report.warnings.push_back("baseTimeNanoseconds " + std::to_string(base) +
+                                " is out of range: times imported as recorded, without it");
+    } else {
+      for (Parsed& p : h.events) {
+        p.start += base;
+        p.end += base;
+      }
+      base_applied = true;
+    }
+  }
+
   std::int64_t first = INT64_MAX;
   for (const Parsed& p : h.events)
     first = std::min(first, p.start);
@@ -664,7 +686,8 @@ Result<ImportReport> import_one_kineto(const std::string& file, const std::strin
   // Kineto's host clock is the system clock on Linux: microseconds since the
   // epoch. A trace on another clock (small values) gets no wall-clock start.
   if (first != INT64_MAX && first > 946'684'800'000'000'000) run.start_utc_ns = first;
-  run.clock = "Kineto timestamps (microseconds, as recorded)";
+  run.clock = base_applied ? "Kineto timestamps (baseTimeNanoseconds + ts)"
+                           : "Kineto timestamps (microseconds, as recorded)";
   run.command_line = file;
   auto created = TraceWriter::create(output, run, options.writer);
   if (!created) return created.error();

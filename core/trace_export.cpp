@@ -230,11 +230,14 @@ Status write_chrome(const TraceReader& reader, const std::string& path,
 
   Output out(path, reader);
   if (!out.ok()) return out.status();
-  out << "{\"schemaVersion\":1,\"displayTimeUnit\":\"ns\",\"distributedInfo\":{";
+  // baseTimeNanoseconds as PyTorch 2 writes it: base + ts is the store's
+  // time (the host clock), which HTA and this product's import read back.
+  out << "{\"schemaVersion\":1,\"displayTimeUnit\":\"ns\",\"baseTimeNanoseconds\":" << base
+      << ",\"distributedInfo\":{";
   if (distributed_rank) out << "\"rank\":" << *distributed_rank << ',';
   out << "\"world_size\":" << reader.world_size()
       << "},\"otherData\":{\"producer\":\"ClusterScope\",";
-  out << "\"time_base_ns\":" << base << ",\"title\":";
+  out << "\"title\":";
   json_string(out, reader.run().title);
   out << ",\"source\":";
   json_string(out, reader.run().source);

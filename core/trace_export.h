@@ -40,8 +40,8 @@ struct ChromeTraceOptions {
 // Layout: one process (pid) per rank, one thread (tid) per lane, so that the
 // slices of a lane nest; process and thread names and sort indexes as "M"
 // events; ts and dur in microseconds with three decimals (nanoseconds kept
-// exactly), counted from the export's time base (otherData.time_base_ns, the
-// earliest exported time) so that doubles hold them exactly; Kineto's
+// exactly), counted from the export's time base (baseTimeNanoseconds, the
+// earliest exported time, as PyTorch 2 writes it) so that doubles hold them exactly; Kineto's
 // categories (kernel, gpu_memcpy, cuda_runtime, cpu_op, user_annotation...)
 // and args.stream / args.correlation, which HTA reads.
 Result<ExportReport> export_chrome_trace(const TraceReader& reader, const std::string& path,

@@ -113,7 +113,7 @@ void TestTraceExport::chromeTraceParsesBack() {
   QVERIFY(report->warnings.empty());
   const json doc = json::parse(read_file(path));
   QCOMPARE(doc["distributedInfo"]["world_size"].get<int>(), 128);
-  const std::int64_t base = doc["otherData"]["time_base_ns"].get<std::int64_t>();
+  const std::int64_t base = doc["baseTimeNanoseconds"].get<std::int64_t>();
   QCOMPARE(base, r->time_range().start_ns);
 
   std::map<std::int64_t, std::string> process_names;
@@ -171,16 +171,27 @@ void TestTraceExport::chromeTraceParsesBack() {
   QVERIFY(export_chrome_trace(*one, one_path));
   const json one_doc = json::parse(read_file(one_path));
   QCOMPARE(one_doc["distributedInfo"]["rank"].get<int>(), 0);
-  const std::int64_t one_base = one_doc["otherData"]["time_base_ns"];
+  const std::int64_t one_base = one_doc["baseTimeNanoseconds"];
+  // The Kineto trace's own base (1711964646000000000) plus its ts.
+  const std::int64_t kernel_start = 1711964646000000000 + 4458676983543183;
   bool found = false;
   for (const json& e : one_doc["traceEvents"]) {
     if (e["ph"] == "X" && e["args"].value("correlation", 0) == 57541 && e["cat"] == "kernel") {
-      QCOMPARE(micros_to_ns(e["ts"]) + one_base, 4458676983543183);
+      QCOMPARE(micros_to_ns(e["ts"]) + one_base, kernel_start);
       QCOMPARE(micros_to_ns(e["dur"]), 41407);
       found = true;
     }
   }
   QVERIFY(found);
+  // Imported again, the export gives back the same times, not times from zero.
+  auto again = imported(dir, {one_path}, "again.cstrace");
+  QCOMPARE(again->time_range().start_ns, one->time_range().start_ns);
+  auto kernels = again->find_events("void cudnn::bn_bw_1C11_kernel_new", NameMatch::substring, 1000);
+  QVERIFY(kernels);
+  const auto kernel = std::find_if(kernels->begin(), kernels->end(),
+                                   [](const StoredEvent& stored) { return stored.event.correlation == 57541; });
+  QVERIFY(kernel != kernels->end());
+  QCOMPARE(kernel->event.start_ns, kernel_start);
 }
 
 void TestTraceExport::chromeTraceWindowAndRanks() {
@@ -200,7 +211,7 @@ void TestTraceExport::chromeTraceWindowAndRanks() {
   QCOMPARE(doc["distributedInfo"]["rank"].get<int>(), 1);
   // Times count from the earliest event written: a parent that began before
   // the window has no negative ts (Perfetto drops those).
-  const std::int64_t base = doc["otherData"]["time_base_ns"];
+  const std::int64_t base = doc["baseTimeNanoseconds"];
   QVERIFY(base <= options.window->start_ns);
   std::int64_t overlapping = 0;
   bool before_window = false;

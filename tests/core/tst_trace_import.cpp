@@ -156,6 +156,7 @@ class TestTraceImport : public QObject {
   void kinetoTimestampsExact();
   void kinetoCollectives();
   void kinetoRanksMerged();
+  void kinetoBaseTimeAlignsRanks();
   void kinetoPlainJsonAndErrors();
   void formatDetection();
 };
@@ -425,14 +426,21 @@ void TestTraceImport::kinetoTimestampsExact() {
   auto r = open_reader(out);
   QCOMPARE(r->world_size(), 2);
   QCOMPARE(r->meta("nccl_version"), std::optional<std::string>("2.17.1"));
-  // "ts": 4458676983543.183, "dur": 41.407 (microseconds, fractions kept)
+  // "ts": 4458676983543.183, "dur": 41.407 (microseconds, fractions kept),
+  // counted from "baseTimeNanoseconds": 1711964646000000000.
+  const std::int64_t base = 1711964646000000000;
+  QCOMPARE(r->meta("kineto_base_time_ns"), std::optional<std::string>(std::to_string(base)));
   auto e = r->find_events("void cudnn::bn_bw_1C11_kernel_new", NameMatch::substring, 1000);
   QVERIFY(!e->empty());
   const auto first = std::find_if(
       e->begin(), e->end(), [](const StoredEvent& x) { return x.event.correlation == 57541; });
   QVERIFY(first != e->end());
-  QCOMPARE(first->event.start_ns, 4458676983543183);
-  QCOMPARE(first->event.end_ns, 4458676983543183 + 41407);
+  QCOMPARE(first->event.start_ns, base + 4458676983543183);
+  QCOMPARE(first->event.end_ns, base + 4458676983543183 + 41407);
+  // The host time: base + ts, a wall-clock start (May 2024).
+  QCOMPARE(r->run().clock, std::string("Kineto timestamps (baseTimeNanoseconds + ts)"));
+  QCOMPARE(r->run().start_utc_ns, r->time_range().start_ns);
+  QVERIFY(r->run().start_utc_ns > 1714521600000000000 && r->run().start_utc_ns < 1717200000000000000);
   QCOMPARE(first->event.correlation, 57541);
   QCOMPARE(r->ranks()[0].device, std::string("NVIDIA A100-PG509-200 (GPU 0)"));
 }
@@ -527,6 +535,50 @@ void TestTraceImport::kinetoRanksMerged() {
   // A shift of a whole rank changes none of its own figures.
   check_breakdown(run->ranks[0].total, kReferences[0]);
   check_breakdown(run->ranks[1].total, kReferences[1]);
+}
+
+// Two ranks whose profilers began a second apart: each trace's ts counts
+// from its own baseTimeNanoseconds, and the store holds both on one clock.
+void TestTraceImport::kinetoBaseTimeAlignsRanks() {
+  QTemporaryDir dir;
+  auto write = [&](const char* name, const std::string& text) {
+    QFile f(dir.filePath(name));
+    f.open(QIODevice::WriteOnly);
+    f.write(text.data(), static_cast<qint64>(text.size()));
+    return f.fileName().toStdString();
+  };
+  auto trace = [](int rank, const std::string& base, const char* ts) {
+    return R"({"distributedInfo": {"rank": )" + std::to_string(rank) +
+           R"(, "world_size": 2}, "baseTimeNanoseconds": )" + base +
+           R"(, "traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, )"
+           R"("tid": 1, "ts": )" + ts + R"(, "dur": 2.5}]})";
+  };
+  const std::string rank0 = write("r0.json", trace(0, "1700000000000000000", "1000.125"));
+  const std::string rank1 = write("r1.json", trace(1, "1700000001000000000", "0.125"));
+  ImportOptions options;
+  options.alignment = ClockAlignment::recorded;
+  const std::string out = dir.filePath("two.cstrace").toStdString();
+  auto report = import_kineto({rank0, rank1}, out, options);
+  QVERIFY2(report, report ? "" : report.message().c_str());
+  auto r = open_reader(out);
+  std::map<std::int32_t, std::int64_t> start;
+  auto events = r->find_events("aten::mm", NameMatch::exact, 10);
+  QVERIFY(events);
+  for (const StoredEvent& e : *events)
+    start[r->lane(e.event.lane)->rank] = e.event.start_ns;
+  QCOMPARE(start[0], 1700000000001000125);
+  QCOMPARE(start[1], 1700000001000000125);
+  QCOMPARE(r->run().start_utc_ns, 1700000000001000125);
+
+  // A base past the store's range: times as recorded, and a warning.
+  const std::string far = write("far.json", trace(0, "9000000000000000000", "5"));
+  auto kept = import_kineto({far}, dir.filePath("far.cstrace").toStdString());
+  QVERIFY2(kept, kept ? "" : kept.message().c_str());
+  QCOMPARE(kept->warnings.size(), std::size_t{1});
+  QVERIFY2(kept->warnings[0].find("baseTimeNanoseconds 9000000000000000000 is out of range") !=
+               std::string::npos,
+           kept->warnings[0].c_str());
+  QCOMPARE(open_reader(dir.filePath("far.cstrace").toStdString())->time_range().start_ns, 5000);
 }
 
 void TestTraceImport::kinetoPlainJsonAndErrors() {
