@@ -31,6 +31,14 @@ struct RunInfo {
   std::string tool_versions_json;  // {"clusterscope": "0.1.0", "cuda": "13.0", "nccl": "2.28.9", ...}
 };
 
+// The sources the worker writes: a run ClusterScope's own engines trained
+// (its command line and plan are the worker's, the same on every rank).
+inline constexpr const char* kCpuEngineSource = "cpu-engine";
+inline constexpr const char* kCudaEngineSource = "cuda-engine";
+inline bool trained_by_engine(const RunInfo& run) {
+  return run.source == kCpuEngineSource || run.source == kCudaEngineSource;
+}
+
 struct RankInfo {
   std::int32_t rank = 0;
   std::string host;

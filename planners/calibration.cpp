@@ -312,7 +312,7 @@ Result<std::vector<CalibrationPhase>> phases_of(const trace::TraceReader& r, Cal
   }
   const trace::RunInfo run = r.run();
   if (out.engine.empty())
-    out.engine = run.source == "cuda-engine" || run.source == "cupti" ? "cuda" : "cpu";
+    out.engine = run.source == trace::kCudaEngineSource || run.source == "cupti" ? "cuda" : "cpu";
   out.host = run.host;
   if (!r.ranks().empty()) out.device = r.ranks().front().device;
   phases.push_back(ph);

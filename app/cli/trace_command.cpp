@@ -659,7 +659,7 @@ std::string merged_status(const std::vector<std::string>& inputs) {
     auto reader = TraceReader::open(path, TraceReader::Options{/*repair=*/false});
     if (!reader) continue;  // merge_stores names what is wrong with it
     const RunInfo info = (*reader)->run();
-    if (info.source == "cpu-engine" || info.source == "cuda-engine") {
+    if (trained_by_engine(info)) {
       if (first_engine_input.empty()) {
         first_engine_input = path;
         engine_command = info.command_line;

@@ -548,8 +548,9 @@ int run_cpu(Options o, const Job& job, int argc, char** argv) {
     }
     w.set_polite_waits(o.polite_waits);
     auto backend = make_cpu_backend(threads);
-    RankTrace trace = open_trace(o, job, layout.world_rank, backend->device_name(), "cpu-engine",
-                                 {{"clusterscope", CLUSTERSCOPE_VERSION}}, argc, argv);
+    RankTrace trace =
+        open_trace(o, job, layout.world_rank, backend->device_name(), cs::trace::kCpuEngineSource,
+                   {{"clusterscope", CLUSTERSCOPE_VERSION}}, argc, argv);
     if (o.sweep.empty()) record_machine_probe(trace, *backend, w.world(), storage, o.precision);
     backend->set_tracer(trace.tracer.get());
     w.set_tracer(trace.tracer.get());
@@ -699,8 +700,9 @@ int run_cuda_rank(Options o, const Job& job, int argc, char** argv) {
   const WorldLayout& layout = w.layout();
 
   const bool cupti = !o.no_trace && !o.out.empty() && !std::getenv("CLUSTERSCOPE_PROFILE_DIR");
-  RankTrace trace = open_trace(o, job, launch->rank, backend->device_name(), "cuda-engine",
-                               cuda_versions(*info), argc, argv, /*write_rank_row=*/!cupti);
+  RankTrace trace =
+      open_trace(o, job, launch->rank, backend->device_name(), cs::trace::kCudaEngineSource,
+                 cuda_versions(*info), argc, argv, /*write_rank_row=*/!cupti);
   if (o.sweep.empty()) {
     // As training computes: an fp8 run's GEMMs take bf16 tensors and
     // compute in FP8 (or fall back to BF16, which the probe then shows).
@@ -795,8 +797,9 @@ int run_cuda_single_process(Options o, const Job& job, int argc, char** argv) {
     threads.emplace_back([&, r] {
       try {
         NcclWorld& w = *(*worlds)[r];
-        RankTrace trace = open_trace(o, job, r, backends[r]->device_name(), "cuda-engine",
-                                     cuda_versions(*info), argc, argv);
+        RankTrace trace =
+            open_trace(o, job, r, backends[r]->device_name(), cs::trace::kCudaEngineSource,
+                       cuda_versions(*info), argc, argv);
         Trainer trainer(*backends[r], w.dp(), w.tp(), w.pp(),
                         train_config(o, job.shape.config, w.layout(), cuda_storage_type(*compute)),
                         builtin_corpus(), trace.tracer.get());
