@@ -11,6 +11,7 @@
 #include <QHeaderView>
 #include <QHorizontalStackedBarSeries>
 #include <QImage>
+#include <QKeyEvent>
 #include <QLabel>
 #include <QLegend>
 #include <QLineEdit>
@@ -36,6 +37,7 @@
 #include <QValueAxis>
 #include <algorithm>
 #include <fstream>
+#include <functional>
 #include <sstream>
 
 #include <QtConcurrent/QtConcurrentRun>
@@ -99,6 +101,81 @@ QTableWidgetItem* tableCell(const QString& text) {
   return item;
 }
 
+// Calls `back` on Shift+Enter in the line edit it filters, and keeps the key.
+class ShiftEnterFilter : public QObject {
+ public:
+  ShiftEnterFilter(std::function<void()> back, QObject* parent)
+      : QObject(parent), back_(std::move(back)) {}
+  bool eventFilter(QObject* watched, QEvent* event) override {
+    if (event->type() == QEvent::KeyPress) {
+      const auto* key = static_cast<QKeyEvent*>(event);
+      if ((key->key() == Qt::Key_Return || key->key() == Qt::Key_Enter) &&
+          (key->modifiers() & Qt::ShiftModifier)) {
+        back_();
+        return true;
+      }
+    }
+    return QObject::eventFilter(watched, event);
+  }
+
+ private:
+  std::function<void()> back_;
+};
+
+// A cell that sorts by the number behind its text, not by the text.
+class NumberCell : public QTableWidgetItem {
+ public:
+  NumberCell(const QString& text, double value) : QTableWidgetItem(text) {
+    setFlags(flags() & ~Qt::ItemIsEditable);
+    setData(kSortKey, value);
+  }
+  bool operator<(const QTableWidgetItem& other) const override {
+    return data(kSortKey).toDouble() < other.data(kSortKey).toDouble();
+  }
+
+ private:
+  static constexpr int kSortKey = Qt::UserRole + 1;
+};
+
+// A kernel's or a collective's instances, at most kMaxInstances of them:
+// where there are more, the longest (the ones a user looks for), with the
+// count of all.
+constexpr std::size_t kMaxInstances = 1000;
+struct Instances {
+  std::vector<trace::StoredEvent> events;
+  std::int64_t total = 0;
+  QString error;
+};
+
+Instances collectInstances(const trace::TraceReader& r, std::optional<trace::TimeRange> range,
+                           const std::function<bool(const trace::StoredEvent&)>& wanted) {
+  Instances out;
+  // A heap whose front is the shortest kept.
+  auto longer = [](const trace::StoredEvent& a, const trace::StoredEvent& b) {
+    return a.event.duration_ns() > b.event.duration_ns();
+  };
+  // In a range: the events overlapping it, as the range's tables count them.
+  const trace::TimeRange all = r.time_range();
+  const std::int64_t end = range ? range->end_ns : all.end_ns + 1;
+  const Status read =
+      r.for_each_event({}, all.start_ns, end, [&](const trace::StoredEvent& e) {
+        if (range && e.event.end_ns < range->start_ns) return true;
+        if (!wanted(e)) return true;
+        ++out.total;
+        if (out.events.size() < kMaxInstances) {
+          out.events.push_back(e);
+          std::push_heap(out.events.begin(), out.events.end(), longer);
+        } else if (e.event.duration_ns() > out.events.front().event.duration_ns()) {
+          std::pop_heap(out.events.begin(), out.events.end(), longer);
+          out.events.back() = e;
+          std::push_heap(out.events.begin(), out.events.end(), longer);
+        }
+        return true;
+      });
+  if (!read) out.error = q(read.message());
+  return out;
+}
+
 // The parts of a rank's stacked bar: they add up to its span.
 struct BarParts {
   double compute, exposed, hidden, memory, other, idle;
@@ -119,6 +196,7 @@ struct Analysed {
   trace::RunInfo run;
   trace::StoreState state;  // how the run ended, or that it is still being written
   std::vector<std::string> losses;  // what the writers counted and left out
+  int world_size = 0;               // of the job the ranks came from (a sample of 128, say)
   std::string predicted_plan_json;  // the plan the run's prediction was made for, if recorded
   bool has_prediction = false;      // the store holds a prediction (meta "predicted_step")
   std::int64_t start_ns = 0;
@@ -226,7 +304,11 @@ RunView::RunView(QWidget* parent) : QWidget(parent) {
   predicted_row->setContentsMargins(
       frame, 0, frame + scroll->style()->pixelMetric(QStyle::PM_ScrollBarExtent), 0);
   predicted_row->addWidget(predicted_);
-  timelines_layout->addLayout(predicted_row, 1);
+  // Its quarter of the height only while shown: hidden, the measured lanes
+  // take it all (an empty band stayed under them).
+  timelines_layout->addLayout(predicted_row, 0);
+  timelines_layout_ = timelines_layout;
+  predicted_row_ = predicted_row;
   splitter->addWidget(timelines);
 
   tabs_ = new QTabWidget(splitter);
@@ -266,6 +348,9 @@ RunView::RunView(QWidget* parent) : QWidget(parent) {
   filter_->setPlaceholderText(tr("Filter kernels and collectives by name"));
   filter_->setClearButtonEnabled(true);
   summaries_layout->addWidget(filter_);
+  summaries_scope_ = new QLabel(tr("The whole run"), summaries);
+  summaries_scope_->setObjectName(QStringLiteral("run_summaries_scope"));
+  summaries_layout->addWidget(summaries_scope_);
   auto* summary_split = new QSplitter(Qt::Vertical, summaries);
   auto* summary_tabs = new QTabWidget(summary_split);
   kernel_model_ = new QStandardItemModel(this);
@@ -295,12 +380,21 @@ RunView::RunView(QWidget* parent) : QWidget(parent) {
   collective_view_->setModel(collective_proxy_);
   summary_tabs->addTab(kernel_view_, tr("Kernels"));
   summary_tabs->addTab(collective_view_, tr("Communication"));
-  instances_ = new QTableWidget(summary_split);
+  auto* instances_box = new QWidget(summary_split);
+  auto* instances_layout = new QVBoxLayout(instances_box);
+  instances_layout->setContentsMargins(0, 0, 0, 0);
+  instances_note_ = new QLabel(instances_box);
+  instances_note_->setObjectName(QStringLiteral("run_instances_note"));
+  instances_layout->addWidget(instances_note_);
+  instances_ = new QTableWidget(instances_box);
   instances_->setObjectName(QStringLiteral("run_instances"));
   instances_->setColumnCount(4);
   instances_->setHorizontalHeaderLabels({tr("rank"), tr("start"), tr("duration"), tr("bytes")});
   instances_->setSelectionBehavior(QAbstractItemView::SelectRows);
   instances_->verticalHeader()->hide();
+  instances_->horizontalHeader()->setSortIndicator(1, Qt::AscendingOrder);
+  instances_->setSortingEnabled(true);
+  instances_layout->addWidget(instances_, 1);
   summaries_layout->addWidget(summary_split, 1);
   tabs_->addTab(summaries, tr("Kernels and communication"));
 
@@ -321,8 +415,10 @@ RunView::RunView(QWidget* parent) : QWidget(parent) {
             if (current.isValid()) showCollectiveInstances(current.row());
           });
   connect(instances_, &QTableWidget::currentCellChanged, this, [this](int row) {
-    if (row < 0) return;
+    if (row < 0 || !instances_->item(row, 0)) return;
     const QVariant id = instances_->item(row, 0)->data(Qt::UserRole);
+    // The list stays in front, so that the arrow keys walk the instances.
+    keep_tab_ = true;
     if (id.isValid()) timeline_->selectEvent(id.toLongLong());
   });
   connect(timeline_, &TimelineWidget::storeOpened, this,
@@ -337,7 +433,35 @@ RunView::RunView(QWidget* parent) : QWidget(parent) {
             // writer died, so that the analysis reads it whole.
             startAnalysis();
           });
-  connect(timeline_, &TimelineWidget::eventSelected, this, &RunView::showDetails);
+  connect(timeline_, &TimelineWidget::eventSelected, this,
+          [this](const std::optional<trace::StoredEvent>& event, const QString& name,
+                 const QString& lane, const QString& error) {
+            showDetails(event, name, lane, error, timeline_->fullRange().start_ns);
+          });
+  // The predicted lanes' events have details too; a range selected on them
+  // is the measured run's range where they share its clock.
+  connect(predicted_, &TimelineWidget::eventSelected, this,
+          [this](const std::optional<trace::StoredEvent>& event, const QString& name,
+                 const QString& lane, const QString& error) {
+            showDetails(event, name, lane, error,
+                        predicted_aligned_ ? timeline_->fullRange().start_ns
+                                           : predicted_->fullRange().start_ns);
+          });
+  auto same = [](const std::optional<trace::TimeRange>& a,
+                 const std::optional<trace::TimeRange>& b) {
+    return a.has_value() == b.has_value() &&
+           (!a || (a->start_ns == b->start_ns && a->end_ns == b->end_ns));
+  };
+  connect(predicted_, &TimelineWidget::rangeSelected, this,
+          [this, same](const std::optional<trace::TimeRange>& range) {
+            if (predicted_aligned_ && !same(timeline_->selectedRange(), range))
+              timeline_->setSelectedRange(range);
+          });
+  connect(timeline_, &TimelineWidget::rangeSelected, this,
+          [this, same](const std::optional<trace::TimeRange>& range) {
+            if (predicted_aligned_ && !same(predicted_->selectedRange(), range))
+              predicted_->setSelectedRange(range);
+          });
   // The predicted steps share the measured run's clock: the two windows move together.
   connect(timeline_, &TimelineWidget::windowChanged, this,
           [this](std::int64_t start, std::int64_t end) {
@@ -356,6 +480,9 @@ RunView::RunView(QWidget* parent) : QWidget(parent) {
     }
   };
   connect(search_, &QLineEdit::returnPressed, this, [find] { find(+1); });
+  // Shift+Enter in the field: the previous match (returnPressed does not
+  // tell Shift apart, so the key is taken before the field sees it).
+  search_->installEventFilter(new ShiftEnterFilter([find] { find(-1); }, search_));
   // Ctrl+F finds, F3 and Shift+F3 step through the matches.
   auto* focus_find = new QShortcut(QKeySequence::Find, this);
   focus_find->setContext(Qt::WidgetWithChildrenShortcut);
@@ -378,7 +505,13 @@ RunView::RunView(QWidget* parent) : QWidget(parent) {
             } else if (matches == 0) {
               search_status_->setText(tr("no match"));
             } else {
-              search_status_->setText(tr("%1 of %2").arg(index + 1).arg(matches));
+              // Capped: "1 of the first 100000", not a count that reads as all.
+              search_status_->setText(
+                  timeline_->searchCapped()
+                      ? tr("%1 of the first %2 matches (more in the store)")
+                            .arg(index + 1)
+                            .arg(matches)
+                      : tr("%1 of %2").arg(index + 1).arg(matches));
             }
           });
 }
@@ -408,7 +541,7 @@ void RunView::openStore(const QString& path) {
   collective_model_->removeRows(0, collective_model_->rowCount());
   prediction_table_->clear();
   prediction_table_->setRowCount(0);
-  predicted_->hide();
+  setPredictedShown(false);
   predicted_label_->hide();
   predicted_aligned_ = false;
   ++job_;  // drops the analysis of the store shown before
@@ -430,6 +563,7 @@ void RunView::startAnalysis() {
     out.run = reader.value()->run();
     out.state = reader.value()->state();
     out.losses = reader.value()->losses();
+    out.world_size = reader.value()->world_size();
     if (auto predicted = reader.value()->meta("predicted_step")) {
       out.has_prediction = true;
       const auto j = nlohmann::json::parse(*predicted, nullptr, false);
@@ -464,11 +598,15 @@ void RunView::startAnalysis() {
     analysis_ = out.analysis;
     trace_start_ns_ = out.start_ns;
     if (!out.run.title.empty()) title_ = q(out.run.title);
-    const std::size_t ranks = analysis_->ranks.size();
-    header_->setText((ranks == 1 ? tr("<b>%1</b> — %2 rank · source %3 · %4%5")
-                                 : tr("<b>%1</b> — %2 ranks · source %3 · %4%5"))
-                         .arg(title_.toHtmlEscaped())
-                         .arg(ranks)
+    const int ranks = int(analysis_->ranks.size());
+    // As `trace info` says it: "2 of 128 ranks" where the store holds a
+    // sample of a larger job.
+    const QString rank_count = out.world_size > ranks
+                                   ? tr("%1 of %2 ranks").arg(ranks).arg(out.world_size)
+                               : ranks == 1 ? tr("1 rank")
+                                            : tr("%1 ranks").arg(ranks);
+    header_->setText(tr("<b>%1</b> — %2 · source %3 · %4%5")
+                         .arg(title_.toHtmlEscaped(), rank_count)
                          .arg(q(out.run.source).toHtmlEscaped(),
                               QFileInfo(path_).absoluteFilePath().toHtmlEscaped(),
                               endingText(out.state, out.losses)));
@@ -478,7 +616,7 @@ void RunView::startAnalysis() {
     // unless the engines ran it without a prediction (a calibration
     // missing): the plan as written is not what they ran (they scale the
     // model to their size), and its lane beside their steps misled.
-    const bool engine_run = out.run.source == "cpu-engine" || out.run.source == "cuda-engine";
+    const bool engine_run = trace::trained_by_engine(out.run);
     if (!out.predicted_plan_json.empty()) {
       startPrediction(out.predicted_plan_json, out.step_starts);
     } else if (!out.run.plan_json.empty() && (out.has_prediction || !engine_run)) {
@@ -598,9 +736,65 @@ void RunView::startPrediction(const std::string& plan_json,
       else
         predicted_->stopFollowing();
       predicted_->setStore(out.first);
-      predicted_->show();
+      setPredictedShown(true);
     }
   });
+}
+
+void RunView::setPredictedShown(bool shown) {
+  predicted_->setVisible(shown);
+  timelines_layout_->setStretchFactor(predicted_row_, shown ? 1 : 0);
+}
+
+void RunView::fillSummaries(const trace::RunAnalysis& a,
+                            std::optional<trace::TimeRange> range) {
+  summaries_scope_->setText(
+      range ? tr("In the selected range %1 – %2 (Esc clears it)")
+                  .arg(ns(range->start_ns - timeline_->fullRange().start_ns),
+                       ns(range->end_ns - timeline_->fullRange().start_ns))
+            : tr("The whole run"));
+  instances_->setRowCount(0);
+  instances_note_->clear();
+  // Kernels.
+  kernel_model_->clear();
+  kernel_model_->setHorizontalHeaderLabels({tr("name"), tr("kind"), tr("category"), tr("count"),
+                                            tr("total"), tr("mean"), tr("median"), tr("min"),
+                                            tr("max"), tr("share %")});
+  for (const trace::KernelStats& k : a.kernels) {
+    kernel_model_->appendRow(
+        {textCell(q(k.name)), textCell(q(std::string(to_string(k.kind)))),
+         textCell(q(std::string(to_string(k.category)))),
+         cell(QString::number(k.count), double(k.count)), cell(ns(k.total_ns), double(k.total_ns)),
+         cell(seconds(k.mean_ns * 1e-9), k.mean_ns), cell(seconds(k.median_ns * 1e-9), k.median_ns),
+         cell(ns(k.min_ns), double(k.min_ns)), cell(ns(k.max_ns), double(k.max_ns)),
+         cell(QString::number(k.share * 100, 'f', 1), k.share)});
+  }
+  kernel_view_->resizeColumnsToContents();
+  kernel_view_->setColumnWidth(0, std::min(kernel_view_->columnWidth(0), kNameColumnWidth));
+  kernel_proxy_->sort(4, Qt::DescendingOrder);
+
+  // Communication, with the nccl-tests bus bandwidth.
+  collective_model_->clear();
+  collective_model_->setHorizontalHeaderLabels({tr("collective"), tr("dtype"), tr("bytes"),
+                                                tr("ranks"), tr("count"), tr("total"), tr("mean"),
+                                                tr("algbw GB/s"), tr("busbw GB/s")});
+  for (const trace::CollectiveStats& c : a.collectives) {
+    QStandardItem* name = textCell(q(c.name));
+    name->setData(int(c.collective), Qt::UserRole + 1);
+    name->setData(qlonglong(c.bytes), Qt::UserRole + 2);
+    collective_model_->appendRow(
+        {name, textCell(q(std::string(to_string(c.dtype)))),
+         cell(c.bytes > 0 ? q(format_bytes(double(c.bytes))) : tr("unknown"), double(c.bytes)),
+         cell(QString::number(c.ranks), c.ranks), cell(QString::number(c.count), double(c.count)),
+         cell(ns(c.total_ns), double(c.total_ns)), cell(seconds(c.mean_ns * 1e-9), c.mean_ns),
+         // Without a size there is no bandwidth: "-", as trace stats says, not 0.
+         cell(c.bytes > 0 ? QString::number(c.algbw_gbps, 'f', 2) : tr("-"), c.algbw_gbps),
+         cell(c.bytes > 0 ? QString::number(c.busbw_gbps, 'f', 2) : tr("-"), c.busbw_gbps)});
+  }
+  collective_view_->resizeColumnsToContents();
+  collective_view_->setColumnWidth(0,
+                                   std::min(collective_view_->columnWidth(0), kNameColumnWidth));
+  collective_proxy_->sort(5, Qt::DescendingOrder);
 }
 
 void RunView::showAnalysis() {
@@ -691,45 +885,7 @@ void RunView::showAnalysis() {
   }
   rank_table_->resizeColumnsToContents();
 
-  // Kernels.
-  kernel_model_->clear();
-  kernel_model_->setHorizontalHeaderLabels({tr("name"), tr("kind"), tr("category"), tr("count"),
-                                            tr("total"), tr("mean"), tr("median"), tr("min"),
-                                            tr("max"), tr("share %")});
-  for (const trace::KernelStats& k : a.kernels) {
-    kernel_model_->appendRow(
-        {textCell(q(k.name)), textCell(q(std::string(to_string(k.kind)))),
-         textCell(q(std::string(to_string(k.category)))),
-         cell(QString::number(k.count), double(k.count)), cell(ns(k.total_ns), double(k.total_ns)),
-         cell(seconds(k.mean_ns * 1e-9), k.mean_ns), cell(seconds(k.median_ns * 1e-9), k.median_ns),
-         cell(ns(k.min_ns), double(k.min_ns)), cell(ns(k.max_ns), double(k.max_ns)),
-         cell(QString::number(k.share * 100, 'f', 1), k.share)});
-  }
-  kernel_view_->resizeColumnsToContents();
-  kernel_view_->setColumnWidth(0, std::min(kernel_view_->columnWidth(0), kNameColumnWidth));
-  kernel_proxy_->sort(4, Qt::DescendingOrder);
-
-  // Communication, with the nccl-tests bus bandwidth.
-  collective_model_->clear();
-  collective_model_->setHorizontalHeaderLabels({tr("collective"), tr("dtype"), tr("bytes"),
-                                                tr("ranks"), tr("count"), tr("total"), tr("mean"),
-                                                tr("algbw GB/s"), tr("busbw GB/s")});
-  for (const trace::CollectiveStats& c : a.collectives) {
-    QStandardItem* name = textCell(q(c.name));
-    name->setData(int(c.collective), Qt::UserRole + 1);
-    name->setData(qlonglong(c.bytes), Qt::UserRole + 2);
-    collective_model_->appendRow(
-        {name, textCell(q(std::string(to_string(c.dtype)))),
-         cell(c.bytes > 0 ? q(format_bytes(double(c.bytes))) : tr("unknown"), double(c.bytes)),
-         cell(QString::number(c.ranks), c.ranks), cell(QString::number(c.count), double(c.count)),
-         cell(ns(c.total_ns), double(c.total_ns)), cell(seconds(c.mean_ns * 1e-9), c.mean_ns),
-         cell(QString::number(c.algbw_gbps, 'f', 2), c.algbw_gbps),
-         cell(QString::number(c.busbw_gbps, 'f', 2), c.busbw_gbps)});
-  }
-  collective_view_->resizeColumnsToContents();
-  collective_view_->setColumnWidth(0,
-                                   std::min(collective_view_->columnWidth(0), kNameColumnWidth));
-  collective_proxy_->sort(5, Qt::DescendingOrder);
+  fillSummaries(a, std::nullopt);
 
   // Predicted against measured, with the error.
   prediction_table_->clear();
@@ -756,6 +912,8 @@ void RunView::showAnalysis() {
       QString error = tr("—");
       if (measured && !(predicted > 0) && *measured > 0) {
         error = tr("not predicted");
+      } else if (measured && !(*measured > 0) && predicted > 0) {
+        error = tr("not measured");
       } else if (measured && probe && predicted > 0) {
         error = tr("%1 (machine vs model)")
                     .arg(QString::asprintf("%+.0f", 100 * (*measured - predicted) / predicted));
@@ -830,7 +988,7 @@ void RunView::showAnalysis() {
 }
 
 void RunView::showDetails(const std::optional<trace::StoredEvent>& event, const QString& name,
-                          const QString& lane, const QString& error) {
+                          const QString& lane, const QString& error, std::int64_t origin) {
   if (!error.isEmpty()) {
     details_->setPlainText(tr("The event could not be read: %1").arg(error));
     return;
@@ -849,7 +1007,8 @@ void RunView::showDetails(const std::optional<trace::StoredEvent>& event, const 
   row(tr("lane"), lane);
   row(tr("kind"), q(std::string(to_string(e.kind))));
   row(tr("category"), q(std::string(to_string(e.category))));
-  row(tr("start"), ns(e.start_ns - timeline_->fullRange().start_ns));
+  row(tr("start"), ns(e.start_ns - origin));
+  row(tr("end"), ns(e.end_ns - origin));
   row(tr("duration"), ns(e.duration_ns()));
   if (e.bytes > 0) {
     row(tr("bytes"), q(format_bytes(double(e.bytes))));
@@ -872,7 +1031,10 @@ void RunView::showDetails(const std::optional<trace::StoredEvent>& event, const 
   row(tr("event id"), QString::number(event->id));
   html += QStringLiteral("</table>");
   details_->setHtml(html);
-  tabs_->setCurrentIndex(0);
+  // A click on the timeline shows what it picked; a walk through the
+  // instances keeps their list in front.
+  if (!keep_tab_) tabs_->setCurrentIndex(0);
+  keep_tab_ = false;
 }
 
 void RunView::analyseRange(std::optional<trace::TimeRange> range) {
@@ -880,6 +1042,7 @@ void RunView::analyseRange(std::optional<trace::TimeRange> range) {
   if (!range) {
     range_analysis_.reset();
     range_text_->clear();
+    if (analysis_) fillSummaries(*analysis_, std::nullopt);
     emit rangeReady({});
     return;
   }
@@ -911,13 +1074,15 @@ void RunView::analyseRange(std::optional<trace::TimeRange> range) {
           return;
         }
         range_analysis_ = std::move(out.first);
+        fillSummaries(*range_analysis_, window);
         QString html = tr("<h3>Range %1 – %2 (%3)</h3>")
                            .arg(ns(window.start_ns - timeline_->fullRange().start_ns),
                                 ns(window.end_ns - timeline_->fullRange().start_ns),
                                 ns(window.end_ns - window.start_ns));
         html +=
-            tr("<table><tr><th>rank</th><th>compute</th><th>exposed comm.</th><th>hidden "
-               "comm.</th><th>memory</th><th>other</th><th>idle</th><th>events</th></tr>");
+            tr("<table><tr><th>rank</th><th>compute alone</th><th>exposed comm.</th>"
+               "<th>comm. under compute</th><th>memory</th><th>other</th><th>idle</th>"
+               "<th>device events</th></tr>");
         for (const trace::RankAnalysis& r : range_analysis_->ranks) {
           const BarParts p = barParts(r.total);
           html += QStringLiteral(
@@ -929,6 +1094,9 @@ void RunView::analyseRange(std::optional<trace::TimeRange> range) {
                       .arg(r.total.events);
         }
         html += QStringLiteral("</table>");
+        html += tr("<p>The columns add up to the range; compute alone and the communication "
+                   "under it make the compute of the Ranks tab. Device events: kernels, copies "
+                   "and collectives (the CPU engine's operations).</p>");
         if (!range_analysis_->kernels.empty()) {
           html += tr("<p>Top kernels in the range:</p><ol>");
           for (std::size_t i = 0; i < std::min<std::size_t>(5, range_analysis_->kernels.size());
@@ -950,23 +1118,17 @@ void RunView::showKernelInstances(int proxy_row) {
   if (!index.isValid()) return;
   const std::string name = index.data(Qt::DisplayRole).toString().toStdString();
   const std::uint64_t job = ++instance_job_;
-  QtConcurrent::run([path = path_.toStdString(), name] {
-    std::pair<std::vector<trace::StoredEvent>, QString> out;
+  QtConcurrent::run([path = path_.toStdString(), name, range = timeline_->selectedRange()] {
     auto reader = trace::TraceReader::open(path);
-    if (!reader) {
-      out.second = q(reader.message());
-      return out;
-    }
-    auto found = reader.value()->find_events(name, trace::NameMatch::exact, 1000);
-    if (!found) {
-      out.second = q(found.message());
-    } else {
-      out.first = std::move(found).value();
-    }
-    return out;
-  }).then(this, [this, job](std::pair<std::vector<trace::StoredEvent>, QString> out) {
+    if (!reader) return Instances{{}, 0, q(reader.message())};
+    const std::optional<trace::StringId> id = reader.value()->find_string(name);
+    if (!id) return Instances{};
+    return collectInstances(*reader.value(), range, [id = *id](const trace::StoredEvent& e) {
+      return e.event.name.value == id.value;
+    });
+  }).then(this, [this, job](Instances out) {
     if (job != instance_job_) return;
-    fillInstances(std::move(out.first), out.second);
+    fillInstances(std::move(out.events), out.total, out.error);
   });
 }
 
@@ -977,53 +1139,56 @@ void RunView::showCollectiveInstances(int proxy_row) {
   const std::int64_t bytes = index.data(Qt::UserRole + 2).toLongLong();
   const std::string name = index.data(Qt::DisplayRole).toString().toStdString();
   const std::uint64_t job = ++instance_job_;
-  QtConcurrent::run([path = path_.toStdString(), collective, bytes, name] {
-    std::pair<std::vector<trace::StoredEvent>, QString> out;
+  QtConcurrent::run([path = path_.toStdString(), collective, bytes, name,
+                     range = timeline_->selectedRange()] {
     auto reader = trace::TraceReader::open(path);
-    if (!reader) {
-      out.second = q(reader.message());
-      return out;
-    }
+    if (!reader) return Instances{{}, 0, q(reader.message())};
     const trace::TraceReader& r = *reader.value();
-    const trace::TimeRange all = r.time_range();
     // A collective of unknown type is summarised under its kernel's name.
-    Status s = r.for_each_event({}, all.start_ns, all.end_ns + 1, [&](const trace::StoredEvent& e) {
-      const bool same = collective != trace::Collective::none
-                            ? e.event.collective == collective && e.event.bytes == bytes
-                            : e.event.category == trace::Category::communication &&
-                                  r.string(e.event.name) == name;
-      if (same && e.event.kind != trace::EventKind::api_call) out.first.push_back(e);
-      return out.first.size() < 1000;
+    return collectInstances(r, range, [&](const trace::StoredEvent& e) {
+      if (e.event.kind == trace::EventKind::api_call) return false;
+      return collective != trace::Collective::none
+                 ? e.event.collective == collective && e.event.bytes == bytes
+                 : e.event.category == trace::Category::communication &&
+                       r.string(e.event.name) == name;
     });
-    if (!s) out.second = q(s.message());
-    return out;
-  }).then(this, [this, job](std::pair<std::vector<trace::StoredEvent>, QString> out) {
+  }).then(this, [this, job](Instances out) {
     if (job != instance_job_) return;
-    fillInstances(std::move(out.first), out.second);
+    fillInstances(std::move(out.events), out.total, out.error);
   });
 }
 
-void RunView::fillInstances(std::vector<trace::StoredEvent> events, const QString& error) {
+void RunView::fillInstances(std::vector<trace::StoredEvent> events, std::int64_t total,
+                            const QString& error) {
+  instances_->setSortingEnabled(false);  // rows stay where they are put
   instances_->setRowCount(0);
   if (!error.isEmpty()) {
+    instances_note_->setText(tr("The instances could not be read: %1").arg(error));
     emit instancesReady(0, error);
     return;
   }
-  std::stable_sort(events.begin(), events.end(), [](const auto& a, const auto& b) {
-    return a.event.start_ns < b.event.start_ns;
-  });
+  instances_note_->setText(
+      std::int64_t(events.size()) < total
+          ? tr("%1 instances; the %2 longest listed").arg(total).arg(events.size())
+          : total == 1 ? tr("1 instance")
+                       : tr("%1 instances").arg(total));
   instances_->setRowCount(int(events.size()));
   const std::int64_t origin = timeline_->fullRange().start_ns;
   for (int row = 0; row < int(events.size()); ++row) {
     const trace::StoredEvent& e = events[std::size_t(row)];
-    QTableWidgetItem* rank = tableCell(QString::number(e.rank));
+    QTableWidgetItem* rank = new NumberCell(QString::number(e.rank), e.rank);
     rank->setData(Qt::UserRole, qlonglong(e.id));
     instances_->setItem(row, 0, rank);
-    instances_->setItem(row, 1, tableCell(ns(e.event.start_ns - origin)));
-    instances_->setItem(row, 2, tableCell(ns(e.event.duration_ns())));
+    instances_->setItem(row, 1,
+                        new NumberCell(ns(e.event.start_ns - origin), double(e.event.start_ns)));
+    instances_->setItem(row, 2,
+                        new NumberCell(ns(e.event.duration_ns()), double(e.event.duration_ns())));
     instances_->setItem(
-        row, 3, tableCell(e.event.bytes > 0 ? q(format_bytes(double(e.event.bytes))) : QString()));
+        row, 3,
+        new NumberCell(e.event.bytes > 0 ? q(format_bytes(double(e.event.bytes))) : QString(),
+                       double(e.event.bytes)));
   }
+  instances_->setSortingEnabled(true);  // in the order the header shows (by start at first)
   emit instancesReady(int(events.size()), {});
 }
 

@@ -23,8 +23,10 @@
 #include "core/trace_analysis.h"
 #include "core/trace_export.h"
 
+class QBoxLayout;
 class QChartView;
 class QLabel;
+class QLayout;
 class QLineEdit;
 class QSortFilterProxyModel;
 class QStandardItemModel;
@@ -117,10 +119,16 @@ class RunView : public QWidget {
   void startAnalysis();
   void checkIntegrity();
   void showAnalysis();
+  // The kernel and collective tables of the run, or of the selected range.
+  void fillSummaries(const trace::RunAnalysis& a, std::optional<trace::TimeRange> range);
   void analyseRange(std::optional<trace::TimeRange> range);
+  // `origin`: the time its start counts from (the measured run's start, or
+  // the predicted step's when it is not on the run's clock).
   void showDetails(const std::optional<trace::StoredEvent>& event, const QString& name,
-                   const QString& lane, const QString& error);
-  void fillInstances(std::vector<trace::StoredEvent> events, const QString& error);
+                   const QString& lane, const QString& error, std::int64_t origin);
+  // `events` of `total` instances (the longest where there are more).
+  void fillInstances(std::vector<trace::StoredEvent> events, std::int64_t total,
+                     const QString& error);
   void startPrediction(const std::string& plan_json, const std::vector<std::int64_t>& step_starts);
   // The report's timeline picture (of pictureWindow) as an HTML section.
   QString timelineSection(bool range_only) const;
@@ -146,6 +154,9 @@ class RunView : public QWidget {
   TimelineWidget* timeline_;
   TimelineWidget* predicted_;
   QLabel* predicted_label_;
+  QBoxLayout* timelines_layout_ = nullptr;  // the measured lanes over the predicted ones
+  QLayout* predicted_row_ = nullptr;
+  void setPredictedShown(bool shown);
   QLineEdit* search_;
   QLabel* search_status_;
   QTabWidget* tabs_;
@@ -161,6 +172,9 @@ class RunView : public QWidget {
   QTableView* collective_view_;
   QLineEdit* filter_;
   QTableWidget* instances_;
+  QLabel* instances_note_;
+  QLabel* summaries_scope_;  // whether the tables hold the whole run or the selected range  // how many instances, and which are listed
+  bool keep_tab_ = false;   // the selection comes from the instances list
   QTableWidget* prediction_table_;
 };
 

@@ -6,6 +6,8 @@
 #include <QMouseEvent>
 #include <QPainter>
 #include <QPen>
+#include <QScrollArea>
+#include <QTimer>
 #include <QToolTip>
 #include <QWheelEvent>
 #include <algorithm>
@@ -165,6 +167,7 @@ struct Picked {
 struct Found {
   std::vector<trace::StoredEvent> events;
   std::vector<QString> names;
+  bool capped = false;  // more matched than were kept
   QString error;
 };
 
@@ -649,11 +652,31 @@ void TimelineWidget::resizeEvent(QResizeEvent* event) {
 }
 
 void TimelineWidget::wheelEvent(QWheelEvent* event) {
-  if (lanes_.empty()) return;
-  const double notches = event->angleDelta().y() / 120.0;
-  if (notches == 0) return;
-  zoom(std::pow(1.25, notches), timeAt(event->position().x()));
-  event->accept();
+  // As in Nsight Systems and Perfetto: Ctrl+wheel zooms around the pointer,
+  // Shift+wheel and a horizontal wheel pan, the plain wheel scrolls the lanes
+  // (the scroll area around the widget takes it).
+  const QPoint delta = event->angleDelta();
+  if (lanes_.empty()) {
+    event->ignore();
+    return;
+  }
+  if (event->modifiers() & Qt::ControlModifier) {
+    const double notches = delta.y() / 120.0;
+    if (notches != 0) zoom(std::pow(1.25, notches), timeAt(event->position().x()));
+    event->accept();
+    return;
+  }
+  const int sideways = (event->modifiers() & Qt::ShiftModifier) ? (delta.x() ? delta.x() : delta.y())
+                                                                : delta.x();
+  if (sideways != 0) {
+    // A notch moves a tenth of the window; earlier times come in on a notch up.
+    const std::int64_t span = window_.end_ns - window_.start_ns;
+    const auto shift = std::int64_t(double(span) / 10 * (-sideways / 120.0));
+    setWindow(window_.start_ns + shift, window_.end_ns + shift);
+    event->accept();
+    return;
+  }
+  event->ignore();
 }
 
 void TimelineWidget::mousePressEvent(QMouseEvent* event) {
@@ -717,32 +740,83 @@ void TimelineWidget::clearSelection() {
   emit eventSelected(std::nullopt, {}, {}, {});
 }
 
-void TimelineWidget::selectAt(const QPoint& pos) {
+std::optional<TimelineWidget::SpanHit> TimelineWidget::spanAt(const QPoint& pos) const {
   const int lane = laneAt(pos.y(), 0);
-  if (lane < 0 || pos.x() < kGutter || !reader_) {
+  if (lane < 0 || !frame_ || lane >= int(frame_->lanes.size()) || pos.x() < kGutter)
+    return std::nullopt;
+  const Lane& l = lanes_[std::size_t(lane)];
+  const int row = std::clamp(int((pos.y() - laneRect(lane).top()) / kRowHeight), 0, l.depth - 1);
+  const std::int64_t t = timeAt(pos.x());
+  const std::int64_t slack =
+      std::int64_t(2.0 / spanAreaWidth() * double(window_.end_ns - window_.start_ns));
+  const LaneFrame& lf = frame_->lanes[std::size_t(lane)];
+  std::optional<SpanHit> best;
+  std::int64_t best_distance = slack + 1;
+  for (std::size_t k = 0; k < lf.spans.size(); ++k) {
+    const trace::Span& s = lf.spans[k];
+    if (std::min(int(s.depth), l.depth - 1) != row) continue;
+    const std::int64_t distance = t < s.start_ns ? s.start_ns - t
+                                  : t >= s.end_ns ? t - s.end_ns + 1
+                                                  : 0;
+    if (distance < best_distance) {
+      best = SpanHit{lane, k, row, t, slack};
+      best_distance = distance;
+    }
+  }
+  return best;
+}
+
+void TimelineWidget::selectAt(const QPoint& pos) {
+  const std::optional<SpanHit> hit = spanAt(pos);
+  if (!hit || !reader_) {
     clearSelection();
     return;
   }
+  const trace::Span& s = frame_->lanes[std::size_t(hit->lane)].spans[hit->span];
+  if (s.count == 1 && s.event_id != 0) {
+    pick(s.event_id, false, hit->row);
+    return;
+  }
+  // A fold: of its events on the lane, the one at the pointer's time (the
+  // shortest holding it), else the nearest within the pointer's slack.
   const std::uint64_t job = ++select_job_;
-  const trace::LaneId id = lanes_[std::size_t(lane)].info.id;
-  const std::int64_t t = timeAt(pos.x());
-  QtConcurrent::run(&pool_, [reader = reader_, id, t] {
-    auto hit = reader->event_at(id, t);
+  const trace::LaneId id = lanes_[std::size_t(hit->lane)].info.id;
+  const std::int64_t t = hit->time_ns, slack = hit->slack_ns;
+  const int row = hit->row;
+  QtConcurrent::run(&pool_, [reader = reader_, id, t, slack] {
     Picked out;
-    if (!hit) {
-      out.error = q(hit.message());
-    } else if (hit.value()) {
-      out.event = hit.value();
+    std::int64_t best_distance = INT64_MAX, best_length = INT64_MAX;
+    const Status read =
+        reader->for_each_event({id}, t - slack, t + slack + 1, [&](const trace::StoredEvent& e) {
+          const std::int64_t distance = t < e.event.start_ns ? e.event.start_ns - t
+                                        : t >= e.event.end_ns ? t - e.event.end_ns + 1
+                                                              : 0;
+          const std::int64_t length = e.event.end_ns - e.event.start_ns;
+          if (distance < best_distance || (distance == best_distance && length < best_length)) {
+            out.event = e;
+            best_distance = distance;
+            best_length = length;
+          }
+          return true;
+        });
+    if (!read) {
+      out.event.reset();
+      out.error = q(read.message());
+    } else if (out.event) {
       out.name = q(reader->string(out.event->event.name));
     }
     return out;
-  }).then(this, [this, job](Picked out) {
+  }).then(this, [this, job, row](Picked out) {
     if (job != select_job_) return;
-    showSelected(out.event, out.name, out.error, false);
+    showSelected(out.event, out.name, out.error, false, row);
   });
 }
 
 void TimelineWidget::selectEvent(std::int64_t event_id) {
+  pick(event_id, true, 0);
+}
+
+void TimelineWidget::pick(std::int64_t event_id, bool move_view, int row) {
   if (!reader_) return;
   const std::uint64_t job = ++select_job_;
   QtConcurrent::run(&pool_, [reader = reader_, event_id] {
@@ -755,17 +829,37 @@ void TimelineWidget::selectEvent(std::int64_t event_id) {
       out.name = q(reader->string(out.event->event.name));
     }
     return out;
-  }).then(this, [this, job](Picked out) {
+  }).then(this, [this, job, move_view, row](Picked out) {
     if (job != select_job_) return;
-    showSelected(out.event, out.name, out.error, true);
+    showSelected(out.event, out.name, out.error, move_view, row);
   });
 }
 
+void TimelineWidget::revealLane(trace::LaneId id) {
+  for (std::size_t i = 0; i < lanes_.size(); ++i) {
+    if (lanes_[i].info.id.value != id.value) continue;
+    if (rankCollapsed(lanes_[i].info.rank)) setRankCollapsed(lanes_[i].info.rank, false);
+    // After the layout took the unfolded lanes' height.
+    QTimer::singleShot(0, this, [this, index = int(i)] {
+      if (index >= int(lanes_.size())) return;
+      for (QWidget* w = parentWidget(); w; w = w->parentWidget()) {
+        if (auto* area = qobject_cast<QScrollArea*>(w)) {
+          const QRectF r = laneRect(index);
+          area->ensureVisible(int(r.left()), int(r.center().y()), 0,
+                              int(r.height() / 2 + kRowHeight * 2));
+          break;
+        }
+      }
+    });
+    return;
+  }
+}
+
 void TimelineWidget::showSelected(std::optional<trace::StoredEvent> event, const QString& name,
-                                  const QString& error, bool move_view) {
+                                  const QString& error, bool move_view, int row) {
   selected_ = event;
   selected_name_ = name;
-  selected_depth_ = 0;
+  selected_depth_ = row;
   if (event) {
     // Its nesting depth in the lane: how many events of the frame hold it.
     if (frame_) {
@@ -777,13 +871,18 @@ void TimelineWidget::showSelected(std::optional<trace::StoredEvent> event, const
       }
     }
     if (move_view) {
-      // Keep the zoom when the event fits, else zoom to show it with margins.
+      // Keep the zoom when the event fits and shows a few pixels wide, else
+      // zoom so that it takes a quarter of the view; and scroll its lane in.
       const std::int64_t span = window_.end_ns - window_.start_ns;
       const std::int64_t length = event->event.end_ns - event->event.start_ns;
       const std::int64_t middle = event->event.start_ns + length / 2;
-      const std::int64_t new_span =
-          length * 4 > span ? std::max<std::int64_t>(length * 4, kMinWindowNs) : span;
+      const double pixels = double(length) / double(std::max<std::int64_t>(1, span)) *
+                            spanAreaWidth();
+      const std::int64_t new_span = length * 4 > span || pixels < 4
+                                        ? std::max<std::int64_t>(length * 4, kMinWindowNs)
+                                        : span;
       setWindow(middle - new_span / 2, middle + new_span / 2);
+      revealLane(event->event.lane);
     }
   }
   cache_job_ = 0;
@@ -810,7 +909,7 @@ void TimelineWidget::stepSearch(const QString& text, int delta) {
     const int n = int(matches_.size());
     match_index_ = match_index_ < 0 ? (delta > 0 ? 0 : n - 1) : (match_index_ + delta + n) % n;
     const trace::StoredEvent& e = matches_[std::size_t(match_index_)];
-    showSelected(e, match_names_[std::size_t(match_index_)], {}, true);
+    showSelected(e, match_names_[std::size_t(match_index_)], {}, true, 0);
     emit searchMoved(match_index_, n, {});
   };
   if (text == search_text_) {
@@ -823,14 +922,18 @@ void TimelineWidget::stepSearch(const QString& text, int delta) {
   matches_.clear();
   match_names_.clear();
   match_index_ = -1;
+  search_capped_ = false;
   QtConcurrent::run(&pool_, [reader = reader_, needle = text.toStdString()] {
-    auto found = reader->find_events(needle, trace::NameMatch::substring, kMaxMatches);
+    // One more than kept: whether there were more is said.
+    auto found = reader->find_events(needle, trace::NameMatch::substring, kMaxMatches + 1);
     Found out;
     if (!found) {
       out.error = q(found.message());
       return out;
     }
     out.events = std::move(found).value();
+    out.capped = out.events.size() > kMaxMatches;
+    if (out.capped) out.events.resize(kMaxMatches);
     std::stable_sort(out.events.begin(), out.events.end(),
                      [](const trace::StoredEvent& a, const trace::StoredEvent& b) {
                        return a.event.start_ns < b.event.start_ns;
@@ -846,12 +949,26 @@ void TimelineWidget::stepSearch(const QString& text, int delta) {
     }
     matches_ = std::move(out.events);
     match_names_ = std::move(out.names);
+    search_capped_ = out.capped;
     step();
   });
 }
 
-void TimelineWidget::mouseDoubleClickEvent(QMouseEvent*) {
+void TimelineWidget::mouseDoubleClickEvent(QMouseEvent* event) {
+  // On a span: zoom to it (a fold: to all it holds); elsewhere: the whole run.
+  if (const std::optional<SpanHit> hit = spanAt(event->position().toPoint())) {
+    const trace::Span& s = frame_->lanes[std::size_t(hit->lane)].spans[hit->span];
+    zoomTo({s.start_ns, s.end_ns});
+    return;
+  }
   resetZoom();
+}
+
+void TimelineWidget::zoomTo(trace::TimeRange range) {
+  const std::int64_t length = std::max<std::int64_t>(range.end_ns - range.start_ns, kMinWindowNs);
+  const std::int64_t margin = length / 10;
+  const std::int64_t middle = range.start_ns + (range.end_ns - range.start_ns) / 2;
+  setWindow(middle - length / 2 - margin, middle + length / 2 + margin);
 }
 
 void TimelineWidget::keyPressEvent(QKeyEvent* event) {
@@ -860,9 +977,11 @@ void TimelineWidget::keyPressEvent(QKeyEvent* event) {
   switch (event->key()) {
     case Qt::Key_Plus:
     case Qt::Key_Equal:
+    case Qt::Key_W:  // W A S D as in Perfetto
       zoom(1.5, middle);
       break;
     case Qt::Key_Minus:
+    case Qt::Key_S:
       zoom(1 / 1.5, middle);
       break;
     case Qt::Key_0:
@@ -870,10 +989,20 @@ void TimelineWidget::keyPressEvent(QKeyEvent* event) {
       resetZoom();
       break;
     case Qt::Key_Left:
+    case Qt::Key_A:
       setWindow(window_.start_ns - span / 8, window_.end_ns - span / 8);
       break;
     case Qt::Key_Right:
+    case Qt::Key_D:
       setWindow(window_.start_ns + span / 8, window_.end_ns + span / 8);
+      break;
+    case Qt::Key_F:  // the selected event, else the selected range, fills the view
+      if (selected_) {
+        zoomTo({selected_->event.start_ns, selected_->event.end_ns});
+        revealLane(selected_->event.lane);
+      } else if (range_) {
+        zoomTo(*range_);
+      }
       break;
     case Qt::Key_Escape:
       clearSelection();
@@ -889,41 +1018,39 @@ void TimelineWidget::keyPressEvent(QKeyEvent* event) {
 bool TimelineWidget::event(QEvent* e) {
   if (e->type() != QEvent::ToolTip) return QWidget::event(e);
   auto* help = static_cast<QHelpEvent*>(e);
-  const int lane = laneAt(help->pos().y(), 0);
-  if (lane < 0 || !frame_ || lane >= int(frame_->lanes.size()) || help->pos().x() < kGutter) {
-    QToolTip::hideText();
-    return true;
-  }
-  // From the spans in hand: no query on the GUI thread.
-  const std::int64_t t = timeAt(help->pos().x());
-  const std::int64_t slack =
-      std::int64_t(2.0 / spanAreaWidth() * double(window_.end_ns - window_.start_ns));
-  const LaneFrame& lf = frame_->lanes[std::size_t(lane)];
-  for (std::size_t k = lf.spans.size(); k-- > 0;) {
+  // From the spans in hand (no query on the GUI thread): the span a click
+  // there selects.
+  if (const std::optional<SpanHit> hit = spanAt(help->pos())) {
+    const LaneFrame& lf = frame_->lanes[std::size_t(hit->lane)];
+    const std::size_t k = hit->span;
     const trace::Span& s = lf.spans[k];
-    if (t >= s.start_ns - slack && t < s.end_ns + slack) {
-      QString text = QStringLiteral("<b>%1</b><br>%2 at %3")
-                         .arg(lf.names[k].toHtmlEscaped(),
-                              q(format_seconds(double(s.end_ns - s.start_ns) * 1e-9)),
-                              q(format_seconds(double(s.start_ns - full_.start_ns) * 1e-9)));
-      if (s.count > 1) text += tr("<br>%1 events folded (zoom in to see them)").arg(s.count);
-      QToolTip::showText(help->globalPos(), text, this);
-      if (s.count == 1 && s.event_id != 0 && reader_) {
-        // Bytes, bandwidth and correlation are not in a span: the event is
-        // read on the worker thread and the tooltip grows when it comes, if
-        // the pointer is still on it.
-        const std::uint64_t job = ++tooltip_job_;
-        const QPoint at = help->globalPos();
-        QtConcurrent::run(&pool_, [reader = reader_, id = s.event_id] {
-          auto read = reader->event(id);
-          return read ? std::optional<trace::StoredEvent>(read.value()) : std::nullopt;
-        }).then(this, [this, job, at, text](std::optional<trace::StoredEvent> stored) {
-          if (job != tooltip_job_ || !stored || !QToolTip::isVisible()) return;
-          QToolTip::showText(at, text + eventFacts(stored->event), this);
-        });
-      }
-      return true;
+    const QString extent = q(format_seconds(double(s.end_ns - s.start_ns) * 1e-9));
+    const QString at = q(format_seconds(double(s.start_ns - full_.start_ns) * 1e-9));
+    QString text =
+        s.count > 1
+            ? tr("<b>%1</b> and %2 more<br>%3 events over %4 from %5<br>"
+                 "double-click or zoom in to see them")
+                  .arg(lf.names[k].toHtmlEscaped())
+                  .arg(s.count - 1)
+                  .arg(s.count)
+                  .arg(extent, at)
+            : QStringLiteral("<b>%1</b><br>%2 at %3").arg(lf.names[k].toHtmlEscaped(), extent, at);
+    QToolTip::showText(help->globalPos(), text, this);
+    if (s.count == 1 && s.event_id != 0 && reader_) {
+      // Bytes, bandwidth and correlation are not in a span: the event is
+      // read on the worker thread and the tooltip grows when it comes, if
+      // the pointer is still on it.
+      const std::uint64_t job = ++tooltip_job_;
+      const QPoint where = help->globalPos();
+      QtConcurrent::run(&pool_, [reader = reader_, id = s.event_id] {
+        auto read = reader->event(id);
+        return read ? std::optional<trace::StoredEvent>(read.value()) : std::nullopt;
+      }).then(this, [this, job, where, text](std::optional<trace::StoredEvent> stored) {
+        if (job != tooltip_job_ || !stored || !QToolTip::isVisible()) return;
+        QToolTip::showText(where, text + eventFacts(stored->event), this);
+      });
     }
+    return true;
   }
   QToolTip::hideText();
   return true;

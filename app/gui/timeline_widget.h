@@ -79,6 +79,8 @@ class TimelineWidget : public QWidget {
   void findPrevious(const QString& text);
   int searchMatches() const { return int(matches_.size()); }
   int searchIndex() const { return match_index_; }
+  // More matched than the 100,000 kept (the first in the store's order).
+  bool searchCapped() const { return search_capped_; }
   // The query the last frame answered, and what the last paint drew.
   std::uint64_t frameJob() const { return frame_ ? frame_->job : 0; }
   std::uint64_t paintedJob() const { return cache_job_; }  // the frame the last paint drew
@@ -154,7 +156,22 @@ class TimelineWidget : public QWidget {
   std::int64_t timeAt(double x) const;
   int laneAt(double y, double top) const;
   void showSelected(std::optional<trace::StoredEvent> event, const QString& name,
-                    const QString& error, bool move_view);
+                    const QString& error, bool move_view, int row);
+  // The span drawn under a point: on the row under it, the span holding its
+  // time, else the nearest within 2 pixels. The tooltip names it, a click
+  // selects it (in a fold, the event there), a double-click zooms to it.
+  struct SpanHit {
+    int lane = 0;
+    std::size_t span = 0;  // in frame_->lanes[lane].spans
+    int row = 0;
+    std::int64_t time_ns = 0, slack_ns = 0;  // the pointer's time, and 2 pixels
+  };
+  std::optional<SpanHit> spanAt(const QPoint& pos) const;
+  // Looks event `event_id` up on the worker thread and selects it.
+  void pick(std::int64_t event_id, bool move_view, int row);
+  // Unfolds the lane's rank and scrolls the surrounding scroll area to it.
+  void revealLane(trace::LaneId id);
+  void zoomTo(trace::TimeRange range);  // with a tenth of margin each side
   void stepSearch(const QString& text, int delta);
   QString laneTitleOf(trace::LaneId id) const;
   // The header row of `rank` under y (collapsed or not), or -1.
@@ -199,6 +216,7 @@ class TimelineWidget : public QWidget {
   std::vector<trace::StoredEvent> matches_;  // by start time
   std::vector<QString> match_names_;         // parallel to matches_
   int match_index_ = -1;
+  bool search_capped_ = false;
   std::uint64_t select_job_ = 0;
   std::int32_t selected_depth_ = 0;
   std::uint64_t tooltip_job_ = 0;

@@ -16,7 +16,10 @@
 #include <QJsonObject>
 #include <QLabel>
 #include <QLineEdit>
+#include <QScrollArea>
+#include <QScrollBar>
 #include <QSignalSpy>
+#include <QTabWidget>
 #include <sqlite3.h>
 #include <QStatusBar>
 #include <QSortFilterProxyModel>
@@ -40,6 +43,7 @@
 #include "app/gui/timeline_widget.h"
 #include "core/model_json.h"
 #include "core/presets.h"
+#include "core/trace_import.h"
 #include "core/trace_reader.h"
 #include "core/trace_writer.h"
 #include "planners/estimate.h"
@@ -59,6 +63,7 @@ class TestGuiRun : public QObject {
   void rangeBreakdown();
   void hoverTooltip();
   void searchNextPrevious();
+  void navigatesAsNsightDoes();
   void collapseRank();
   void exports();
   void committedTraces_data();
@@ -254,6 +259,39 @@ void TestGuiRun::predictedLaneDrawsThePlanPredicted() {
                           .arg(predicted_estimate->time.step())
                           .arg(run_estimate->time.step())));
 
+  // The predicted lanes answer as the measured ones: a click shows the
+  // span's details, and a range there (on the run's clock) is the run's.
+  TimelineWidget* p = view.predictedTimeline();
+  QTRY_VERIFY_WITH_TIMEOUT(!p->busy() && p->frameJob() == p->requestedJob(), 30000);
+  QSignalSpy picked(p, &TimelineWidget::eventSelected);
+  const QRectF stage = p->laneRect(0);
+  bool clicked = false;
+  for (int x = int(stage.left()) + 2; x < int(stage.right()) && !clicked; x += 5) {
+    const QPoint at(x, int(stage.top()) + 8);
+    QToolTip::hideText();
+    QHelpEvent help(QEvent::ToolTip, at, p->mapToGlobal(at));
+    QApplication::sendEvent(p, &help);
+    if (!QToolTip::isVisible()) continue;
+    QTest::mouseClick(p, Qt::LeftButton, {}, at);
+    QTRY_COMPARE_WITH_TIMEOUT(picked.count(), 1, 30000);
+    clicked = true;
+  }
+  QVERIFY(clicked);
+  QVERIFY(p->selectedEvent());
+  QVERIFY2(view.details()->toPlainText().contains(p->selectedName()),
+           qPrintable(view.details()->toPlainText()));
+  QSignalSpy range_ready(&view, &RunView::rangeReady);
+  const trace::TimeRange shown_window = p->window();
+  const trace::TimeRange part{shown_window.start_ns,
+                              shown_window.start_ns + (shown_window.end_ns - shown_window.start_ns) / 3};
+  p->setSelectedRange(part);
+  QVERIFY(view.timeline()->selectedRange());
+  QCOMPARE(view.timeline()->selectedRange()->start_ns, part.start_ns);
+  QCOMPARE(view.timeline()->selectedRange()->end_ns, part.end_ns);
+  QTRY_COMPARE_WITH_TIMEOUT(range_ready.count(), 1, 30000);
+  view.timeline()->setSelectedRange(std::nullopt);
+  QVERIFY(!p->selectedRange());
+
   // An engine run with no prediction (no calibration): no lane at all. The
   // plan as written is not what the engines ran (they scale the model).
   const QString bare = dir_.filePath(QStringLiteral("no-prediction.db"));
@@ -272,6 +310,14 @@ void TestGuiRun::predictedLaneDrawsThePlanPredicted() {
   QVERIFY(view.analysis() && !view.analysis()->prediction);
   QTest::qWait(200);  // a prediction would have started with the analysis
   QVERIFY(!view.predictedTimeline()->isVisible());
+  // ... and no empty band where it was: the measured lanes take the height.
+  auto* scroll = qobject_cast<QScrollArea*>(view.timeline()->parentWidget()->parentWidget());
+  QVERIFY(scroll);
+  QTRY_VERIFY2_WITH_TIMEOUT(scroll->height() >= scroll->parentWidget()->height() - 30,
+                            qPrintable(QStringLiteral("%1 of %2 px")
+                                           .arg(scroll->height())
+                                           .arg(scroll->parentWidget()->height())),
+                            5000);
 }
 
 void TestGuiRun::zoomPanAndSelect() {
@@ -467,6 +513,181 @@ void TestGuiRun::searchNextPrevious() {
   t->findNext(QStringLiteral("no event is called this"));
   QTRY_COMPARE_WITH_TIMEOUT(moved.count(), 1, 30000);
   QCOMPARE(moved.front().at(1).toInt(), 0);
+}
+
+// What a user of Nsight Systems or Perfetto does on a real two-rank Kineto
+// trace (ranks 0 and 1 of a 128-rank job): hover and click spans, search
+// and step to matches on the lower rank, walk a kernel's instances, and
+// narrow the tables to a range.
+void TestGuiRun::navigatesAsNsightDoes() {
+  const QString validation = QStringLiteral(CS_DATA_DIR "/validation/kineto/");
+  const std::string store = dir_.filePath(QStringLiteral("kineto-nav.db")).toStdString();
+  auto imported = trace::import_traces(
+      {(validation + "sampled_rank-0.json.gz").toStdString(),
+       (validation + "sampled_rank-1.json.gz").toStdString()},
+      store);
+  QVERIFY2(imported, imported ? "" : imported.message().c_str());
+  RunView view;
+  view.resize(1200, 700);
+  view.show();
+  QVERIFY(QTest::qWaitForWindowExposed(&view));
+  openAndWait(view, QString::fromStdString(store));
+  TimelineWidget* t = view.timeline();
+  // The header says it is a sample of a larger job, as trace info does.
+  QVERIFY2(view.header()->text().contains(QStringLiteral("2 of 128 ranks")),
+           qPrintable(view.header()->text()));
+  // A collective of unknown size has no bandwidth: "-", not "0.00".
+  bool unknown_size = false;
+  for (int r = 0; r < view.collectiveProxy()->rowCount(); ++r) {
+    if (view.collectiveProxy()->index(r, 0).data(Qt::UserRole + 2).toLongLong() != 0) continue;
+    unknown_size = true;
+    QCOMPARE(view.collectiveProxy()->index(r, 7).data().toString(), QStringLiteral("-"));
+    QCOMPARE(view.collectiveProxy()->index(r, 8).data().toString(), QStringLiteral("-"));
+  }
+  QVERIFY(unknown_size);  // the SendRecv kernels carry no size
+
+  // A click selects what the tooltip names, at the whole run's zoom where
+  // the GPU lanes are mostly folds.
+  int gpu_lane = -1;
+  for (int i = 0; i < t->laneCount() && gpu_lane < 0; ++i) {
+    if (t->laneInfo(i).kind == trace::LaneKind::gpu_stream && t->laneInfo(i).rank == 0)
+      gpu_lane = i;
+  }
+  QVERIFY(gpu_lane >= 0);
+  QSignalSpy selected(t, &TimelineWidget::eventSelected);
+  const QRectF lane = t->laneRect(gpu_lane);
+  int named = 0, folds = 0;
+  std::optional<QPoint> single;  // where a span of one event is
+  for (int x = int(lane.left()) + 3; x < int(lane.right()); x += 13) {
+    const QPoint at(x, int(lane.top()) + 8);
+    QToolTip::hideText();
+    QHelpEvent help(QEvent::ToolTip, at, t->mapToGlobal(at));
+    QApplication::sendEvent(t, &help);
+    if (!QToolTip::isVisible()) continue;
+    const QString tip = QToolTip::text();
+    const QString name = tip.section(QStringLiteral("<b>"), 1).section(QStringLiteral("</b>"), 0, 0);
+    selected.clear();
+    QTest::mouseClick(t, Qt::LeftButton, {}, at);
+    QTRY_COMPARE_WITH_TIMEOUT(selected.count(), 1, 30000);
+    QVERIFY2(t->selectedEvent(), qPrintable(QStringLiteral("x %1: %2 selected nothing").arg(x).arg(tip)));
+    if (tip.contains(QStringLiteral("more<br>"))) {
+      ++folds;  // a fold: an event of it, on this lane
+      QCOMPARE(t->selectedEvent()->event.lane.value, t->laneInfo(gpu_lane).id.value);
+    } else {
+      ++named;
+      if (!single) single = at;
+      QCOMPARE(t->selectedName().toHtmlEscaped(), name);
+    }
+  }
+  QVERIFY2(named + folds >= 20, qPrintable(QStringLiteral("%1 named, %2 folds").arg(named).arg(folds)));
+  QVERIFY(folds > 0);
+  // A double-click on a span zooms to it.
+  QVERIFY(single);
+  const trace::TimeRange whole = t->window();
+  QTest::mouseDClick(t, Qt::LeftButton, {}, *single);
+  QVERIFY(t->window().end_ns - t->window().start_ns < (whole.end_ns - whole.start_ns) / 10);
+  t->resetZoom();
+
+  // Search, stepping to matches on rank 1: each is zoomed to a few pixels
+  // at least and its lane scrolled into the view.
+  auto* scroll = qobject_cast<QScrollArea*>(t->parentWidget()->parentWidget());
+  QVERIFY(scroll);
+  QVERIFY2(scroll->verticalScrollBar()->maximum() > 0, "the lanes fit: nothing to scroll to");
+  QSignalSpy moved(t, &TimelineWidget::searchMoved);
+  view.searchField()->setText(QStringLiteral("ncclKernel"));
+  QTest::keyClick(view.searchField(), Qt::Key_Return);
+  QTRY_COMPARE_WITH_TIMEOUT(moved.count(), 1, 30000);
+  const int matches = moved.front().at(1).toInt();
+  QVERIFY(matches > 2);
+  // Shift+Enter goes back (to the last, from the first).
+  QTest::keyClick(view.searchField(), Qt::Key_Return, Qt::ShiftModifier);
+  QCOMPARE(moved.back().at(0).toInt(), matches - 1);
+  QTest::keyClick(view.searchField(), Qt::Key_Return);
+  QCOMPARE(moved.back().at(0).toInt(), 0);
+  bool reached_rank1 = false;
+  for (int step = 0; step < matches && !reached_rank1; ++step) {
+    const trace::StoredEvent e = *t->selectedEvent();
+    QVERIFY(t->window().start_ns <= e.event.start_ns && e.event.end_ns <= t->window().end_ns);
+    QVERIFY2(t->xOf(e.event.end_ns) - t->xOf(e.event.start_ns) >= 3,
+             qPrintable(QStringLiteral("match %1 is %2 px wide")
+                            .arg(step)
+                            .arg(t->xOf(e.event.end_ns) - t->xOf(e.event.start_ns))));
+    if (e.rank == 1) {
+      reached_rank1 = true;
+      int index = -1;
+      for (int i = 0; i < t->laneCount(); ++i) {
+        if (t->laneInfo(i).id.value == e.event.lane.value) index = i;
+      }
+      const QRectF r = t->laneRect(index);
+      QTRY_VERIFY_WITH_TIMEOUT(scroll->verticalScrollBar()->value() <= r.top() &&
+                                   scroll->verticalScrollBar()->value() +
+                                           scroll->viewport()->height() >= r.bottom(),
+                               5000);
+    } else {
+      QTest::keyClick(view.searchField(), Qt::Key_Return);
+    }
+  }
+  QVERIFY(reached_rank1);
+
+  // A kernel's instances: counted, sortable by duration, and walking them
+  // keeps the list in front.
+  QTabWidget* tabs = view.tabs();
+  const int summaries = tabs->count() > 3 ? 3 : -1;
+  QCOMPARE(tabs->tabText(summaries), QStringLiteral("Kernels and communication"));
+  tabs->setCurrentIndex(summaries);
+  view.kernelProxy()->sort(3, Qt::DescendingOrder);  // the most frequent
+  const int count = view.kernelProxy()->index(0, 3).data(Qt::UserRole).toInt();
+  QVERIFY(count > 3);
+  QSignalSpy instances(&view, &RunView::instancesReady);
+  view.showKernelInstances(0);
+  QTRY_COMPARE_WITH_TIMEOUT(instances.count(), 1, 30000);
+  QCOMPARE(view.instances()->rowCount(), std::min(count, 1000));
+  auto* note = view.findChild<QLabel*>(QStringLiteral("run_instances_note"));
+  QVERIFY(note);
+  QCOMPARE(note->text(), QStringLiteral("%1 instances").arg(count));
+  view.instances()->sortItems(2, Qt::DescendingOrder);
+  for (int r = 1; r < view.instances()->rowCount(); ++r) {
+    QVERIFY(view.instances()->item(r - 1, 2)->data(Qt::UserRole + 1).toDouble() >=
+            view.instances()->item(r, 2)->data(Qt::UserRole + 1).toDouble());
+  }
+  selected.clear();
+  view.instances()->setCurrentCell(1, 0);
+  QTRY_COMPARE_WITH_TIMEOUT(selected.count(), 1, 30000);
+  QCOMPARE(tabs->currentIndex(), summaries);
+  QCOMPARE(t->selectedEvent()->id, view.instances()->item(1, 0)->data(Qt::UserRole).toLongLong());
+  // A click on the timeline brings the details forward.
+  const trace::StoredEvent walked = *t->selectedEvent();
+  int walked_lane = -1;
+  for (int i = 0; i < t->laneCount(); ++i) {
+    if (t->laneInfo(i).id.value == walked.event.lane.value) walked_lane = i;
+  }
+  selected.clear();
+  const QPoint on(int(t->xOf(walked.event.start_ns + walked.event.duration_ns() / 2)),
+                  int(t->laneRect(walked_lane).top()) + 8);
+  QTest::mouseClick(t, Qt::LeftButton, {}, on);
+  QTRY_COMPARE_WITH_TIMEOUT(selected.count(), 1, 30000);
+  QCOMPARE(tabs->currentIndex(), 0);
+
+  // A range: the tables and the instances hold what it reaches.
+  auto* scope = view.findChild<QLabel*>(QStringLiteral("run_summaries_scope"));
+  QVERIFY(scope);
+  QCOMPARE(scope->text(), QStringLiteral("The whole run"));
+  const QString kernel = view.kernelProxy()->index(0, 0).data().toString();
+  const trace::TimeRange full = t->fullRange();
+  QSignalSpy ready(&view, &RunView::rangeReady);
+  t->setSelectedRange(trace::TimeRange{full.start_ns, full.start_ns + (full.end_ns - full.start_ns) / 5});
+  QTRY_COMPARE_WITH_TIMEOUT(ready.count(), 1, 30000);
+  QVERIFY2(scope->text().startsWith(QStringLiteral("In the selected range")), qPrintable(scope->text()));
+  int in_range = 0;
+  for (int r = 0; r < view.kernelProxy()->rowCount(); ++r) {
+    if (view.kernelProxy()->index(r, 0).data().toString() == kernel)
+      in_range = view.kernelProxy()->index(r, 3).data(Qt::UserRole).toInt();
+  }
+  QVERIFY2(in_range < count, qPrintable(QStringLiteral("%1 of %2").arg(in_range).arg(count)));
+  ready.clear();
+  t->setSelectedRange(std::nullopt);
+  QTRY_COMPARE_WITH_TIMEOUT(ready.count(), 1, 30000);
+  QCOMPARE(scope->text(), QStringLiteral("The whole run"));
 }
 
 void TestGuiRun::collapseRank() {

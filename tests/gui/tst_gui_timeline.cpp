@@ -183,13 +183,36 @@ void TestGuiTimeline::zoomAndPanStayInTheTrace() {
   QTest::keyClick(&w, Qt::Key_Home);
   QCOMPARE(w.window().start_ns, full.start_ns);
   QCOMPARE(w.window().end_ns, full.end_ns);
-  // A wheel notch over the middle zooms in around it; a drag pans.
+  // As in Nsight Systems and Perfetto: the plain wheel leaves the window
+  // (it scrolls the lanes), Ctrl+wheel zooms around the pointer, Shift+wheel
+  // and a horizontal wheel pan; W and S zoom, A and D pan.
   const QPoint middle(int(w.width() - 4 - w.spanAreaWidth() / 2.0), 60);
-  QWheelEvent wheel(middle, w.mapToGlobal(middle), {}, QPoint(0, 120), Qt::NoButton, Qt::NoModifier,
-                    Qt::NoScrollPhase, false);
-  QApplication::sendEvent(&w, &wheel);
+  auto wheel = [&](QPoint delta, Qt::KeyboardModifiers modifiers) {
+    QWheelEvent event(middle, w.mapToGlobal(middle), {}, delta, Qt::NoButton, modifiers,
+                      Qt::NoScrollPhase, false);
+    QApplication::sendEvent(&w, &event);
+    return event.isAccepted();
+  };
+  QVERIFY(!wheel(QPoint(0, 120), Qt::NoModifier));
+  QCOMPARE(w.window().start_ns, full.start_ns);
+  QCOMPARE(w.window().end_ns, full.end_ns);
+  QVERIFY(wheel(QPoint(0, 120), Qt::ControlModifier));
   QVERIFY(w.window().end_ns - w.window().start_ns < full.end_ns - full.start_ns);
   const trace::TimeRange zoomed = w.window();
+  QVERIFY(wheel(QPoint(0, -120), Qt::ShiftModifier));  // a notch down: later times
+  QVERIFY(w.window().start_ns > zoomed.start_ns);
+  QCOMPARE(w.window().end_ns - w.window().start_ns, zoomed.end_ns - zoomed.start_ns);
+  QVERIFY(wheel(QPoint(120, 0), Qt::NoModifier));  // sideways: back
+  QCOMPARE(w.window().start_ns, zoomed.start_ns);
+  QTest::keyClick(&w, Qt::Key_W);
+  QVERIFY(w.window().end_ns - w.window().start_ns < zoomed.end_ns - zoomed.start_ns);
+  QTest::keyClick(&w, Qt::Key_S);  // back, within the nanoseconds of rounding
+  QVERIFY(std::abs((w.window().end_ns - w.window().start_ns) - (zoomed.end_ns - zoomed.start_ns)) <= 2);
+  const trace::TimeRange before = w.window();
+  QTest::keyClick(&w, Qt::Key_D);
+  QVERIFY(w.window().start_ns > before.start_ns);
+  QTest::keyClick(&w, Qt::Key_A);
+  QVERIFY(std::abs(w.window().start_ns - before.start_ns) <= 2);
   QTest::mousePress(&w, Qt::LeftButton, {}, middle);
   QMouseEvent move(QEvent::MouseMove, middle + QPoint(100, 0),
                    w.mapToGlobal(middle + QPoint(100, 0)), Qt::NoButton, Qt::LeftButton,
