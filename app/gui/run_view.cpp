@@ -323,6 +323,9 @@ RunView::RunView(QWidget* parent) : QWidget(parent) {
   details_ = new QTextBrowser(selection);
   details_->setObjectName(QStringLiteral("run_details"));
   details_->setPlaceholderText(tr("Click an event on the timeline to see its details."));
+  // Its link goes to the correlated event (a launch's kernel, a kernel's launch).
+  details_->setOpenLinks(false);
+  connect(details_, &QTextBrowser::anchorClicked, this, [this] { goToCorrelated(); });
   range_text_ = new QTextBrowser(selection);
   range_text_->setObjectName(QStringLiteral("run_range"));
   range_text_->setPlaceholderText(tr("Shift+drag on the timeline to see a range's breakdown."));
@@ -436,7 +439,7 @@ RunView::RunView(QWidget* parent) : QWidget(parent) {
   connect(timeline_, &TimelineWidget::eventSelected, this,
           [this](const std::optional<trace::StoredEvent>& event, const QString& name,
                  const QString& lane, const QString& error) {
-            showDetails(event, name, lane, error, timeline_->fullRange().start_ns);
+            showDetails(event, name, lane, error, timeline_->fullRange().start_ns, true);
           });
   // The predicted lanes' events have details too; a range selected on them
   // is the measured run's range where they share its clock.
@@ -445,7 +448,8 @@ RunView::RunView(QWidget* parent) : QWidget(parent) {
                  const QString& lane, const QString& error) {
             showDetails(event, name, lane, error,
                         predicted_aligned_ ? timeline_->fullRange().start_ns
-                                           : predicted_->fullRange().start_ns);
+                                           : predicted_->fullRange().start_ns,
+                        false);
           });
   auto same = [](const std::optional<trace::TimeRange>& a,
                  const std::optional<trace::TimeRange>& b) {
@@ -988,16 +992,19 @@ void RunView::showAnalysis() {
 }
 
 void RunView::showDetails(const std::optional<trace::StoredEvent>& event, const QString& name,
-                          const QString& lane, const QString& error, std::int64_t origin) {
+                          const QString& lane, const QString& error, std::int64_t origin,
+                          bool measured) {
   if (!error.isEmpty()) {
     details_->setPlainText(tr("The event could not be read: %1").arg(error));
     return;
   }
+  details_event_.reset();
   if (!event) {
     details_->clear();
     return;
   }
   const trace::Event& e = event->event;
+  if (measured) details_event_ = event;
   QString html = QStringLiteral("<h3>%1</h3><table>").arg(name.toHtmlEscaped());
   auto row = [&html](const QString& key, const QString& value) {
     html += QStringLiteral("<tr><td><i>%1</i></td><td>%2</td></tr>")
@@ -1030,11 +1037,83 @@ void RunView::showDetails(const std::optional<trace::StoredEvent>& event, const 
   row(tr("correlation"), e.correlation != 0 ? QString::number(e.correlation) : tr("none"));
   row(tr("event id"), QString::number(event->id));
   html += QStringLiteral("</table>");
+  // Launch and kernel share a correlation id (CUPTI's): a link goes across.
+  if (measured && e.correlation != 0) {
+    if (e.kind == trace::EventKind::api_call) {
+      html += tr("<p><a href=\"correlated\">Show what this call ran on the GPU</a></p>");
+    } else if (e.kind == trace::EventKind::kernel || e.kind == trace::EventKind::memcpy ||
+               e.kind == trace::EventKind::memset) {
+      html += tr("<p><a href=\"correlated\">Show the call that launched it</a></p>");
+    }
+  }
   details_->setHtml(html);
   // A click on the timeline shows what it picked; a walk through the
   // instances keeps their list in front.
   if (!keep_tab_) tabs_->setCurrentIndex(0);
   keep_tab_ = false;
+}
+
+void RunView::goToCorrelated() {
+  if (!details_event_ || details_event_->event.correlation == 0) return;
+  const trace::StoredEvent from = *details_event_;
+  const std::uint64_t job = ++correlation_job_;
+  QtConcurrent::run([path = path_.toStdString(), from] {
+    std::pair<std::optional<std::int64_t>, QString> out;  // (event id, error)
+    auto reader = trace::TraceReader::open(path);
+    if (!reader) {
+      out.second = q(reader.message());
+      return out;
+    }
+    const trace::TraceReader& r = *reader.value();
+    const bool to_device = from.event.kind == trace::EventKind::api_call;
+    std::vector<trace::LaneId> lanes;
+    for (const trace::LaneInfo& l : r.lanes_of(from.rank)) {
+      if ((l.kind == trace::LaneKind::gpu_stream) == to_device) lanes.push_back(l.id);
+    }
+    auto linked = [&](const trace::StoredEvent& e) {
+      if (e.id == from.id || e.event.correlation != from.event.correlation) return false;
+      const trace::EventKind k = e.event.kind;
+      return to_device ? k == trace::EventKind::kernel || k == trace::EventKind::memcpy ||
+                             k == trace::EventKind::memset
+                       : k == trace::EventKind::api_call;
+    };
+    const trace::TimeRange all = r.time_range();
+    Status read;
+    if (to_device) {
+      // The GPU runs it after the call began: the first one from there.
+      read = r.for_each_event(lanes, from.event.start_ns, all.end_ns + 1,
+                              [&](const trace::StoredEvent& e) {
+                                if (!linked(e)) return true;
+                                out.first = e.id;
+                                return false;
+                              });
+    } else {
+      // The call began before it ran: the last one up to its start.
+      read = r.for_each_event(lanes, all.start_ns, from.event.start_ns + 1,
+                              [&](const trace::StoredEvent& e) {
+                                if (linked(e)) out.first = e.id;
+                                return true;
+                              });
+    }
+    if (!read) out.second = q(read.message());
+    return out;
+  }).then(this, [this, job, from](std::pair<std::optional<std::int64_t>, QString> out) {
+    if (job != correlation_job_) return;
+    if (!out.second.isEmpty() || !out.first) {
+      const QString why =
+          !out.second.isEmpty()
+              ? out.second
+              : tr("no event of rank %1 has correlation %2 on the %3 side")
+                    .arg(from.rank)
+                    .arg(from.event.correlation)
+                    .arg(from.event.kind == trace::EventKind::api_call ? tr("GPU") : tr("host"));
+      details_->append(tr("<p><i>%1</i></p>").arg(why.toHtmlEscaped()));
+      emit correlatedShown(std::nullopt, why);
+      return;
+    }
+    timeline_->selectEvent(*out.first);
+    emit correlatedShown(out.first, {});
+  });
 }
 
 void RunView::analyseRange(std::optional<trace::TimeRange> range) {

@@ -112,6 +112,8 @@ class RunView : public QWidget {
   void analysisReady(const QString& error);
   void rangeReady(const QString& error);
   void instancesReady(int count, const QString& error);
+  // The event correlated with the one shown was selected (its id), or why none was.
+  void correlatedShown(std::optional<std::int64_t> event_id, const QString& error);
   void predictionReady(const QString& cluster, const QString& error);
   void integrityChecked(const QString& damage);
 
@@ -119,13 +121,18 @@ class RunView : public QWidget {
   void startAnalysis();
   void checkIntegrity();
   void showAnalysis();
+  // Selects the event sharing the shown event's correlation id on its rank:
+  // a runtime call's kernel (or copy), a kernel's launching call.
+  void goToCorrelated();
   // The kernel and collective tables of the run, or of the selected range.
   void fillSummaries(const trace::RunAnalysis& a, std::optional<trace::TimeRange> range);
   void analyseRange(std::optional<trace::TimeRange> range);
   // `origin`: the time its start counts from (the measured run's start, or
-  // the predicted step's when it is not on the run's clock).
+  // the predicted step's when it is not on the run's clock); `measured`: an
+  // event of the run, not of the predicted lanes.
   void showDetails(const std::optional<trace::StoredEvent>& event, const QString& name,
-                   const QString& lane, const QString& error, std::int64_t origin);
+                   const QString& lane, const QString& error, std::int64_t origin,
+                   bool measured);
   // `events` of `total` instances (the longest where there are more).
   void fillInstances(std::vector<trace::StoredEvent> events, std::int64_t total,
                      const QString& error);
@@ -143,6 +150,8 @@ class RunView : public QWidget {
   std::uint64_t job_ = 0;
   std::uint64_t range_job_ = 0;
   std::uint64_t instance_job_ = 0;
+  std::uint64_t correlation_job_ = 0;
+  std::optional<trace::StoredEvent> details_event_;  // the measured event the details show
   std::shared_ptr<const trace::RunAnalysis> analysis_;
   std::optional<trace::RunAnalysis> range_analysis_;
   std::int64_t trace_start_ns_ = 0;

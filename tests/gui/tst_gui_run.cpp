@@ -29,6 +29,7 @@
 #include <QTemporaryDir>
 #include <QTest>
 #include <QTextBrowser>
+#include <QUrl>
 #include <QToolTip>
 #include <set>
 
@@ -667,6 +668,48 @@ void TestGuiRun::navigatesAsNsightDoes() {
   QTest::mouseClick(t, Qt::LeftButton, {}, on);
   QTRY_COMPARE_WITH_TIMEOUT(selected.count(), 1, 30000);
   QCOMPARE(tabs->currentIndex(), 0);
+
+  // From a launch to the kernel it ran and back, by CUPTI's correlation id.
+  {
+    auto reader = trace::TraceReader::open(store);
+    QVERIFY(reader);
+    auto launches = (*reader)->find_events("cudaLaunchKernel", trace::NameMatch::exact, 50);
+    QVERIFY(launches && !launches->empty());
+    const auto launch = std::find_if(launches->begin(), launches->end(), [](const auto& e) {
+      return e.event.correlation != 0;
+    });
+    QVERIFY(launch != launches->end());
+    selected.clear();
+    t->selectEvent(launch->id);
+    QTRY_COMPARE_WITH_TIMEOUT(selected.count(), 1, 30000);
+    QVERIFY2(view.details()->toHtml().contains(QStringLiteral("href=\"correlated\"")),
+             qPrintable(view.details()->toPlainText()));
+    QVERIFY(view.details()->toPlainText().contains(QStringLiteral("Show what this call ran on the GPU")));
+    QSignalSpy correlated(&view, &RunView::correlatedShown);
+    selected.clear();
+    emit view.details()->anchorClicked(QUrl(QStringLiteral("correlated")));
+    QTRY_COMPARE_WITH_TIMEOUT(correlated.count(), 1, 30000);
+    QVERIFY2(correlated.front().at(1).toString().isEmpty(),
+             qPrintable(correlated.front().at(1).toString()));
+    QTRY_COMPARE_WITH_TIMEOUT(selected.count(), 1, 30000);
+    const trace::StoredEvent kernel_run = *t->selectedEvent();
+    QCOMPARE(kernel_run.event.kind, trace::EventKind::kernel);
+    QCOMPARE(kernel_run.event.correlation, launch->event.correlation);
+    QCOMPARE(kernel_run.rank, launch->rank);
+    QVERIFY(kernel_run.event.start_ns >= launch->event.start_ns);
+    QVERIFY(view.details()->toPlainText().contains(QStringLiteral("Show the call that launched it")));
+    // F: the selected event fills the view, a tenth of margin each side.
+    QTest::keyClick(t, Qt::Key_F);
+    const std::int64_t length = std::max<std::int64_t>(kernel_run.event.duration_ns(), 1000);
+    QVERIFY(t->window().start_ns <= kernel_run.event.start_ns);
+    QVERIFY(t->window().end_ns >= kernel_run.event.end_ns);
+    QVERIFY(t->window().end_ns - t->window().start_ns <= length * 5 / 4);
+    selected.clear();
+    emit view.details()->anchorClicked(QUrl(QStringLiteral("correlated")));
+    QTRY_COMPARE_WITH_TIMEOUT(correlated.count(), 2, 30000);
+    QTRY_COMPARE_WITH_TIMEOUT(selected.count(), 1, 30000);
+    QCOMPARE(t->selectedEvent()->id, launch->id);
+  }
 
   // A range: the tables and the instances hold what it reaches.
   auto* scope = view.findChild<QLabel*>(QStringLiteral("run_summaries_scope"));
