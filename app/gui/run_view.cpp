@@ -274,6 +274,9 @@ RunView::RunView(QWidget* parent) : QWidget(parent) {
   layout->addWidget(splitter, 1);
 
   auto* timelines = new QWidget(splitter);
+  // Docked beside the other panels, the lanes kept a few rows at least
+  // (the tabs below took the height and left them 68 px).
+  timelines->setMinimumHeight(160);
   auto* timelines_layout = new QVBoxLayout(timelines);
   timelines_layout->setContentsMargins(0, 0, 0, 0);
   auto* scroll = new QScrollArea(timelines);
@@ -317,6 +320,7 @@ RunView::RunView(QWidget* parent) : QWidget(parent) {
   splitter->setStretchFactor(0, 3);
   splitter->setStretchFactor(1, 2);
   splitter->setSizes({600, 400});
+  splitter->setCollapsible(0, false);
 
   // Selection: the event's details beside the selected range's breakdown.
   auto* selection = new QSplitter(Qt::Horizontal, tabs_);
