@@ -12,6 +12,7 @@
 #include <QWheelEvent>
 #include <algorithm>
 #include <cmath>
+#include <map>
 
 #include <QtConcurrent/QtConcurrentRun>
 
@@ -966,6 +967,70 @@ void TimelineWidget::mouseDoubleClickEvent(QMouseEvent* event) {
   resetZoom();
 }
 
+void TimelineWidget::goToStep(int delta) {
+  if (!reader_) return;
+  const std::uint64_t job = ++step_job_;
+  std::vector<trace::LaneId> step_lanes;
+  for (const Lane& l : lanes_) {
+    if (l.info.kind == trace::LaneKind::steps) step_lanes.push_back(l.info.id);
+  }
+  // Read when asked: a store still being written gains steps.
+  QtConcurrent::run(&pool_, [reader = reader_, step_lanes] {
+    // Each step across the ranks: its earliest start to its latest end.
+    std::map<std::int32_t, trace::TimeRange> by_step;
+    auto add = [&](std::int32_t step, std::int64_t start, std::int64_t end) {
+      auto [it, fresh] = by_step.try_emplace(step, trace::TimeRange{start, end});
+      if (!fresh) {
+        it->second.start_ns = std::min(it->second.start_ns, start);
+        it->second.end_ns = std::max(it->second.end_ns, end);
+      }
+    };
+    if (auto rows = reader->steps()) {
+      for (const trace::StepMetrics& m : *rows)
+        add(m.step, m.start_ns, m.end_ns);
+    }
+    if (by_step.empty() && !step_lanes.empty()) {
+      std::int32_t unnumbered = 0;
+      (void)reader->for_each_event(step_lanes, -trace::kTraceTimeLimitNs, trace::kTraceTimeLimitNs,
+                                   [&](const trace::StoredEvent& e) {
+                                     if (e.event.kind == trace::EventKind::step)
+                                       add(e.event.step >= 0 ? e.event.step : unnumbered++,
+                                           e.event.start_ns, e.event.end_ns);
+                                     return true;
+                                   });
+    }
+    std::vector<std::pair<std::int32_t, trace::TimeRange>> steps(by_step.begin(), by_step.end());
+    std::sort(steps.begin(), steps.end(),
+              [](const auto& a, const auto& b) { return a.second.start_ns < b.second.start_ns; });
+    return steps;
+  }).then(this, [this, job, delta](std::vector<std::pair<std::int32_t, trace::TimeRange>> steps) {
+    if (job != step_job_ || steps.empty()) return;
+    // From the step shown (the one this zoomed to, while the view is still
+    // on it), else from the step under the middle of the view.
+    int current = -1;
+    if (shown_step_ && window_.start_ns == shown_step_window_.start_ns &&
+        window_.end_ns == shown_step_window_.end_ns) {
+      for (int i = 0; i < int(steps.size()); ++i) {
+        if (steps[std::size_t(i)].first == *shown_step_) current = i;
+      }
+    }
+    int target;
+    if (current >= 0) {
+      target = std::clamp(current + delta, 0, int(steps.size()) - 1);
+    } else {
+      const std::int64_t middle = window_.start_ns + (window_.end_ns - window_.start_ns) / 2;
+      target = 0;
+      for (int i = 0; i < int(steps.size()); ++i) {
+        if (steps[std::size_t(i)].second.start_ns <= middle) target = i;
+      }
+    }
+    zoomTo(steps[std::size_t(target)].second);
+    shown_step_ = steps[std::size_t(target)].first;
+    shown_step_window_ = window_;
+    emit stepShown(*shown_step_);
+  });
+}
+
 void TimelineWidget::zoomTo(trace::TimeRange range) {
   const std::int64_t length = std::max<std::int64_t>(range.end_ns - range.start_ns, kMinWindowNs);
   const std::int64_t margin = length / 10;
@@ -997,6 +1062,14 @@ void TimelineWidget::keyPressEvent(QKeyEvent* event) {
     case Qt::Key_Right:
     case Qt::Key_D:
       setWindow(window_.start_ns + span / 8, window_.end_ns + span / 8);
+      break;
+    case Qt::Key_PageDown:  // the next and the previous training step
+    case Qt::Key_BracketRight:
+      goToStep(+1);
+      break;
+    case Qt::Key_PageUp:
+    case Qt::Key_BracketLeft:
+      goToStep(-1);
       break;
     case Qt::Key_F:  // the selected event, else the selected range, fills the view
       if (selected_) {

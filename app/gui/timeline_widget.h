@@ -72,6 +72,11 @@ class TimelineWidget : public QWidget {
   void setSelectedRange(std::optional<trace::TimeRange> range);
   std::optional<trace::TimeRange> selectedRange() const { return range_; }
 
+  // Zooms to the next (+1) or the previous (-1) training step, across the
+  // ranks (the first key press: the step under the middle of the view);
+  // stepShown reports its number.
+  void goToStep(int delta);
+
   // Search by name (substring): the first call with a new text looks the
   // matches up on the worker thread, then next/previous step through them,
   // selecting each and moving the view to it. searchMoved reports where.
@@ -115,6 +120,7 @@ class TimelineWidget : public QWidget {
   void rangeSelected(const std::optional<cs::trace::TimeRange>& range);
   // index among `matches` (-1: none found), or the error of the look-up.
   void searchMoved(int index, int matches, const QString& error);
+  void stepShown(std::int32_t step);
 
  protected:
   void paintEvent(QPaintEvent* event) override;
@@ -217,6 +223,9 @@ class TimelineWidget : public QWidget {
   std::vector<QString> match_names_;         // parallel to matches_
   int match_index_ = -1;
   bool search_capped_ = false;
+  std::uint64_t step_job_ = 0;
+  std::optional<std::int32_t> shown_step_;  // the step goToStep zoomed to
+  trace::TimeRange shown_step_window_;      // and the window it gave
   std::uint64_t select_job_ = 0;
   std::int32_t selected_depth_ = 0;
   std::uint64_t tooltip_job_ = 0;

@@ -589,6 +589,29 @@ void TestGuiRun::navigatesAsNsightDoes() {
   QVERIFY(t->window().end_ns - t->window().start_ns < (whole.end_ns - whole.start_ns) / 10);
   t->resetZoom();
 
+  // PageDown and PageUp go from step to step (ProfilerStep#551 and #552).
+  {
+    QSignalSpy stepped(t, &TimelineWidget::stepShown);
+    t->setFocus();
+    QTest::keyClick(t, Qt::Key_PageDown);  // first: the step under the middle
+    QTRY_COMPARE_WITH_TIMEOUT(stepped.count(), 1, 10000);
+    const int first = stepped.back().at(0).toInt();
+    QVERIFY2(first == 551 || first == 552, qPrintable(QString::number(first)));
+    QTest::keyClick(t, Qt::Key_PageUp);
+    QTRY_COMPARE_WITH_TIMEOUT(stepped.count(), 2, 10000);
+    QCOMPARE(stepped.back().at(0).toInt(), 551);
+    const trace::TimeRange on_551 = t->window();
+    QVERIFY(on_551.end_ns - on_551.start_ns < whole.end_ns - whole.start_ns);
+    QTest::keyClick(t, Qt::Key_PageDown);
+    QTRY_COMPARE_WITH_TIMEOUT(stepped.count(), 3, 10000);
+    QCOMPARE(stepped.back().at(0).toInt(), 552);
+    QVERIFY(t->window().start_ns > on_551.start_ns);
+    QTest::keyClick(t, Qt::Key_PageDown);  // the last stays
+    QTRY_COMPARE_WITH_TIMEOUT(stepped.count(), 4, 10000);
+    QCOMPARE(stepped.back().at(0).toInt(), 552);
+    t->resetZoom();
+  }
+
   // Search, stepping to matches on rank 1: each is zoomed to a few pixels
   // at least and its lane scrolled into the view.
   auto* scroll = qobject_cast<QScrollArea*>(t->parentWidget()->parentWidget());
