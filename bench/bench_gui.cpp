@@ -27,6 +27,8 @@
 #include <QElapsedTimer>
 #include <QEventLoop>
 #include <QProcess>
+#include <QSortFilterProxyModel>
+#include <QTableWidget>
 #include <QStandardPaths>
 #include <QTemporaryDir>
 #include <QThread>
@@ -288,6 +290,32 @@ int benchRun(std::int64_t events) {
       analysis_s, double(peak_kb) / 1e3, double(rss_before_kb) / 1e3,
       double(peak_kb) / 1e3 / store_mb, double(peak_kb) / 1e3 < 2 * store_mb ? "under" : "OVER");
   zoomAndPan("after the analyses");
+
+  // Looking things up on the run: the instances of the most frequent kernel
+  // (a scan of the whole store that keeps the 1000 longest), a name search
+  // to its first match, and the kernel a runtime call launched; each from
+  // the request to its answer on the GUI thread.
+  view.kernelProxy()->sort(3, Qt::DescendingOrder);
+  const QString kernel = view.kernelProxy()->index(0, 0).data().toString();
+  const long long kernel_count = view.kernelProxy()->index(0, 3).data(Qt::UserRole).toLongLong();
+  bool listed = false;
+  QObject::connect(&view, &RunView::instancesReady, [&] { listed = true; });
+  QElapsedTimer look;
+  look.start();
+  view.showKernelInstances(0);
+  waitUntil([&] { return listed; }, 600000);
+  const double instances_ms = double(look.nsecsElapsed()) * 1e-6;
+  bool found = false;
+  QObject::connect(t, &TimelineWidget::searchMoved, [&] { found = true; });
+  look.restart();
+  t->findNext(kernel.left(12));
+  waitUntil([&] { return found; }, 600000);
+  const double search_ms = double(look.nsecsElapsed()) * 1e-6;
+  std::printf(
+      "  the instances of %s (%lld of them, the longest %d listed): %.0f ms; a search for "
+      "\"%s\" to its first of %d matches: %.0f ms; load average %.1f\n",
+      qPrintable(kernel), kernel_count, view.instances()->rowCount(), instances_ms,
+      qPrintable(kernel.left(12)), t->searchMatches(), search_ms, loadAverage());
   return 0;
 }
 

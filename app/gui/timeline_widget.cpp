@@ -780,8 +780,8 @@ void TimelineWidget::selectAt(const QPoint& pos) {
     pick(s.event_id, false, hit->row);
     return;
   }
-  // A fold: of its events on the lane, the one at the pointer's time (the
-  // shortest holding it), else the nearest within the pointer's slack.
+  // A fold: of its events on the lane, the innermost at the pointer's time,
+  // else the nearest within the pointer's slack.
   const std::uint64_t job = ++select_job_;
   const trace::LaneId id = lanes_[std::size_t(hit->lane)].info.id;
   const std::int64_t t = hit->time_ns, slack = hit->slack_ns;
@@ -789,19 +789,35 @@ void TimelineWidget::selectAt(const QPoint& pos) {
   QtConcurrent::run(&pool_, [reader = reader_, id, t, slack] {
     Picked out;
     std::int64_t best_distance = INT64_MAX, best_length = INT64_MAX;
-    const Status read =
-        reader->for_each_event({id}, t - slack, t + slack + 1, [&](const trace::StoredEvent& e) {
-          const std::int64_t distance = t < e.event.start_ns ? e.event.start_ns - t
-                                        : t >= e.event.end_ns ? t - e.event.end_ns + 1
-                                                              : 0;
-          const std::int64_t length = e.event.end_ns - e.event.start_ns;
-          if (distance < best_distance || (distance == best_distance && length < best_length)) {
-            out.event = e;
-            best_distance = distance;
-            best_length = length;
-          }
-          return true;
-        });
+    auto consider = [&](const trace::StoredEvent& e) {
+      const std::int64_t distance = t < e.event.start_ns  ? e.event.start_ns - t
+                                    : t >= e.event.end_ns ? t - e.event.end_ns + 1
+                                                          : 0;
+      const std::int64_t length = e.event.end_ns - e.event.start_ns;
+      if (distance < best_distance || (distance == best_distance && length < best_length)) {
+        out.event = e;
+        best_distance = distance;
+        best_length = length;
+      }
+    };
+    // What runs at the pointer's time, at the slack's two ends, and what
+    // starts between them: every event within the slack is one of these.
+    Status read;
+    for (const std::int64_t at : {t, t - slack, t + slack}) {
+      auto running = reader->event_at(id, at);
+      if (!running) {
+        read = running.error();
+        break;
+      }
+      if (running.value()) consider(*running.value());
+    }
+    if (read && best_distance != 0) {
+      read = reader->for_each_event({id}, t - slack, t + slack + 1,
+                                    [&](const trace::StoredEvent& e) {
+                                      consider(e);
+                                      return true;
+                                    });
+    }
     if (!read) {
       out.event.reset();
       out.error = q(read.message());
