@@ -292,9 +292,9 @@ int benchRun(std::int64_t events) {
   zoomAndPan("after the analyses");
 
   // Looking things up on the run: the instances of the most frequent kernel
-  // (a scan of the whole store that keeps the 1000 longest), a name search
-  // to its first match, and the kernel a runtime call launched; each from
-  // the request to its answer on the GUI thread.
+  // (a scan of the whole store that keeps the 1000 longest) and a name
+  // search to its first match; each from the request to its answer on the
+  // GUI thread.
   view.kernelProxy()->sort(3, Qt::DescendingOrder);
   const QString kernel = view.kernelProxy()->index(0, 0).data().toString();
   const long long kernel_count = view.kernelProxy()->index(0, 3).data(Qt::UserRole).toLongLong();

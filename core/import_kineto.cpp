@@ -660,11 +660,15 @@ Result<ImportReport> import_one_kineto(const std::string& file, const std::strin
   // not line up. Older traces have no base: ts is the host clock already.
   bool base_applied = false;
   if (h.base_time_ns) {
+    // A base may be negative: this product's export of a store whose times
+    // begin before zero (a merge shifted a rank back) writes one.
     const std::int64_t base = *h.base_time_ns;
-    std::int64_t last = 0;
-    for (const Parsed& p : h.events)
+    std::int64_t first_start = 0, last = 0;
+    for (const Parsed& p : h.events) {
+      first_start = std::min(first_start, p.start);
       last = std::max(last, p.end);
-    if (base < 0 || base >= kTraceTimeLimitNs - last) {
+    }
+    if (base <= -kTraceTimeLimitNs - first_start || base >= kTraceTimeLimitNs - last) {
       report.warnings.push_back("baseTimeNanoseconds " + std::to_string(base) +
                                 " is out of range: times imported as recorded, without it");
     } else {

@@ -302,21 +302,43 @@ std::vector<CollectiveStats> collective_stats(
   return out;
 }
 
-// Launch start of each correlation id of the rank's API calls, sorted by id.
-Result<std::vector<std::pair<std::int64_t, std::int64_t>>> launches(const TraceReader& r,
-                                                                    const RankLanes& lanes) {
-  std::vector<std::pair<std::int64_t, std::int64_t>> out;
+// A runtime or driver call of the rank that has a correlation id.
+struct Launch {
+  std::int64_t correlation, start, end;
+  bool operator<(const Launch& o) const {
+    return correlation != o.correlation ? correlation < o.correlation : start < o.start;
+  }
+};
+
+// The rank's calls with a correlation id, by id (the earliest first).
+Result<std::vector<Launch>> launches(const TraceReader& r, const RankLanes& lanes) {
+  std::vector<Launch> out;
   if (lanes.host.empty() || !lanes.gpu) return out;
   auto scan = r.impl().scan(lanes.host, kMinTime, kMaxTime, store::ScanColumns::light);
   if (!scan) return scan.error();
   store::ScanRow row;
   while ((*scan)->next(row)) {
     if ((row.kind == EventKind::api_call || row.kind == EventKind::sync) && row.correlation != 0)
-      out.emplace_back(row.correlation, row.start);
+      out.push_back({row.correlation, row.start, row.end});
   }
   if (!(*scan)->status()) return (*scan)->status().error();
   std::sort(out.begin(), out.end());
   return out;
+}
+
+// The call that launched a device event: the earliest with its correlation id.
+const Launch* launch_of(const std::vector<Launch>& calls, std::int64_t correlation) {
+  if (correlation == 0) return nullptr;
+  auto it = std::lower_bound(calls.begin(), calls.end(), Launch{correlation, kMinTime, kMinTime});
+  return it != calls.end() && it->correlation == correlation ? &*it : nullptr;
+}
+
+// The value at fraction `q` of the sorted values (nearest rank), 0 for none.
+double nearest_rank(std::vector<std::int64_t>& v, double q) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const auto rank = static_cast<std::size_t>(std::ceil(q * static_cast<double>(v.size())));
+  return static_cast<double>(v[std::clamp<std::size_t>(rank, 1, v.size()) - 1]);
 }
 
 Result<RankAnalysis> analyze_rank_raw(const TraceReader& r, std::int32_t rank,
@@ -362,6 +384,7 @@ Result<RankAnalysis> analyze_rank_raw(const TraceReader& r, std::int32_t rank,
   unsigned mask = 0;
   std::int64_t now = kMinTime;  // time attributed so far
   std::int64_t device_first = kMaxTime, device_last = kMinTime;
+  std::vector<std::int64_t> call_durations, launch_delays;  // of the launches paired
   auto retire_until = [&](std::int64_t t) {
     while (!active.empty() && active.top().end <= t) {
       const Active top = active.top();
@@ -388,10 +411,8 @@ Result<RankAnalysis> analyze_rank_raw(const TraceReader& r, std::int32_t rank,
         cause = IdleCause::other;
         bool host_wait = false;
         if (e.correlation != 0) {
-          auto it =
-              std::lower_bound(launch->begin(), launch->end(), std::pair{e.correlation, kMinTime});
-          if (it != launch->end() && it->first == e.correlation && it->second > now)
-            host_wait = true;
+          const Launch* call = launch_of(*launch, e.correlation);
+          if (call && call->start > now) host_wait = true;
         }
         if (host_wait)
           cause = IdleCause::host_wait;
@@ -409,6 +430,18 @@ Result<RankAnalysis> analyze_rank_raw(const TraceReader& r, std::int32_t rank,
     // The kernel and collective tables of a range hold what ran in it (they
     // held the whole run's beside the range's breakdown).
     if (e.end < window_lo || e.start > window_hi) continue;
+    {  // every device event: NCCL's kernels are stored as collectives
+      if (const Launch* call = launch_of(*launch, e.correlation)) {
+        const std::int64_t call_ns = call->end - call->start;
+        const std::int64_t delay_ns = e.start - call->end;
+        ++out.launches.launches;
+        if (duration < call_ns) ++out.launches.short_kernels;
+        if (call_ns > options.runtime_cutoff_ns) ++out.launches.runtime_outliers;
+        if (delay_ns > options.launch_delay_cutoff_ns) ++out.launches.delay_outliers;
+        call_durations.push_back(call_ns);
+        launch_delays.push_back(delay_ns);
+      }
+    }
     NameStats& k = sink.kernels[e.name];
     if (k.durations.empty()) {
       k.kind = e.kind;
@@ -448,6 +481,13 @@ Result<RankAnalysis> analyze_rank_raw(const TraceReader& r, std::int32_t rank,
     sink.step_durations.push_back(windows[i].end - windows[i].start);
   }
   out.kernels = kernel_stats(r, sink.kernels);
+  out.launches.call_median_ns = median_of(call_durations);
+  out.launches.call_p95_ns = nearest_rank(call_durations, 0.95);
+  out.launches.delay_median_ns = median_of(launch_delays);
+  out.launches.delay_p95_ns = nearest_rank(launch_delays, 0.95);
+  if (!launch_delays.empty())
+    out.launches.delay_max_ns =
+        static_cast<double>(*std::max_element(launch_delays.begin(), launch_delays.end()));
   {
     auto copy = sink.collectives;  // medians reorder; keep the raw lists for the run summary
     out.collectives = collective_stats(r, copy);

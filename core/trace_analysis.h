@@ -103,10 +103,24 @@ struct CollectiveStats {
 // (n−1)/n; broadcast, reduce and point-to-point 1.
 double bus_bandwidth_factor(Collective c, int ranks);
 
+// HTA's CUDA kernel launch statistics: each kernel (NCCL's included), copy
+// or memset paired with the runtime or driver call that launched it (their
+// correlation id).
+// The launch delay is the device event's start less the call's end.
+struct LaunchStats {
+  std::int64_t launches = 0;          // device events paired with their call
+  std::int64_t short_kernels = 0;     // ran shorter on the GPU than their call took on the host
+  std::int64_t runtime_outliers = 0;  // calls longer than AnalysisOptions::runtime_cutoff_ns
+  std::int64_t delay_outliers = 0;    // delays longer than AnalysisOptions::launch_delay_cutoff_ns
+  double call_median_ns = 0, call_p95_ns = 0;
+  double delay_median_ns = 0, delay_p95_ns = 0, delay_max_ns = 0;
+};
+
 struct RankAnalysis {
   std::int32_t rank = 0;
   bool gpu = true;  // false: the CPU engine's lanes stood in for GPU streams
   Breakdown total;
+  LaunchStats launches;  // empty (0 launches) without runtime calls and GPU streams
   std::vector<StepBreakdown> steps;
   std::vector<KernelStats> kernels;          // by total time, descending
   std::vector<CollectiveStats> collectives;  // by total time, descending
@@ -245,6 +259,10 @@ struct AnalysisOptions {
   // on average (and beyond 3 median absolute deviations of all ranks).
   double straggler_step_excess = 0.05;
   double straggler_late_fraction = 0.02;
+  // Launch statistics' outliers, HTA's defaults (runtime_cutoff 50 us,
+  // launch_delay_cutoff 100 us).
+  std::int64_t runtime_cutoff_ns = 50'000;
+  std::int64_t launch_delay_cutoff_ns = 100'000;
   // A prediction (the JSON of meta "predicted_step") to hold the run
   // against instead of the one the store recorded.
   std::optional<std::string> prediction;

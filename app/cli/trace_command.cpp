@@ -115,6 +115,18 @@ json breakdown_json(const Breakdown& b) {
           {"events", b.events}};
 }
 
+json launch_json(const LaunchStats& l) {
+  return {{"launches", l.launches},
+          {"short_kernels", l.short_kernels},
+          {"runtime_outliers", l.runtime_outliers},
+          {"delay_outliers", l.delay_outliers},
+          {"call_median_ns", l.call_median_ns},
+          {"call_p95_ns", l.call_p95_ns},
+          {"delay_median_ns", l.delay_median_ns},
+          {"delay_p95_ns", l.delay_p95_ns},
+          {"delay_max_ns", l.delay_max_ns}};
+}
+
 // --- info ---------------------------------------------------------------
 
 struct InfoOptions {
@@ -244,7 +256,11 @@ void run_stats(const StatsOptions& o, Context& ctx) {
         steps.push_back({{"step", s.step}, {"breakdown", breakdown_json(s.breakdown)}});
       }
       ranks.push_back(
-          {{"rank", k.rank}, {"gpu", k.gpu}, {"total", breakdown_json(k.total)}, {"steps", steps}});
+          {{"rank", k.rank},
+           {"gpu", k.gpu},
+           {"total", breakdown_json(k.total)},
+           {"launches", launch_json(k.launches)},
+           {"steps", steps}});
     }
     json kernels = json::array(), collectives = json::array(), stragglers = json::array();
     for (std::size_t i = 0; i < a.kernels.size() && i < top; ++i) {
@@ -357,6 +373,31 @@ void run_stats(const StatsOptions& o, Context& ctx) {
   t.print(std::cout);
   std::cout << "  percentages of the span; overlap is the share of communication hidden under "
                "compute\n";
+
+  // HTA's kernel launch statistics, where runtime calls launched GPU work.
+  if (std::any_of(a.ranks.begin(), a.ranks.end(),
+                  [](const RankAnalysis& k) { return k.launches.launches > 0; })) {
+    std::cout << "\nKernel launches (each kernel, copy or memset with the call that launched it)\n";
+    TextTable l({"rank", "launches", "call median us", "call p95 us", "delay median us",
+                 "delay p95 us", "delay max us", "shorter than call", "calls > 50 us",
+                 "delays > 100 us"});
+    for (std::size_t i = 0; i < 10; ++i)
+      l.right_align(i);
+    auto us = [](double ns_value) { return format_fixed(ns_value / 1e3, 1); };
+    for (const RankAnalysis& k : a.ranks) {
+      const LaunchStats& s = k.launches;
+      if (s.launches == 0) continue;
+      auto share = [&](std::int64_t n) {
+        return std::to_string(n) + " (" + pct(n, s.launches) + "%)";
+      };
+      l.add({std::to_string(k.rank), std::to_string(s.launches), us(s.call_median_ns),
+             us(s.call_p95_ns), us(s.delay_median_ns), us(s.delay_p95_ns), us(s.delay_max_ns),
+             share(s.short_kernels), share(s.runtime_outliers), share(s.delay_outliers)});
+    }
+    l.print(std::cout);
+    std::cout << "  delay: the GPU's start less the call's end; a kernel shorter than its call "
+                 "leaves the GPU waiting on the host (fuse kernels, or CUDA graphs)\n";
+  }
 
   if (!a.kernels.empty() && top > 0) {
     std::cout << "\nTop kernels (all ranks)\n";

@@ -97,7 +97,8 @@ EstimateView::EstimateView(AnalysisService* analysis, QWidget* parent)
   time_->setObjectName(QStringLiteral("timeBar"));
   timeline_title_ =
       new QLabel(tr("<b>Predicted timeline of one step</b>, one rank per pipeline stage "
-                    "(wheel: zoom, drag: pan, double-click: whole step)"));
+                    "(Ctrl+wheel: zoom, drag: pan, double-click: zoom to a span, elsewhere the whole "
+                    "step)"));
   timeline_title_->setWordWrap(true);
   timeline_ = new TimelineWidget;
   timeline_->setObjectName(QStringLiteral("predictedTimeline"));

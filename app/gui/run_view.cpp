@@ -156,7 +156,8 @@ Instances collectInstances(const trace::TraceReader& r, std::optional<trace::Tim
   };
   // In a range: the events overlapping it, as the range's tables count them.
   const trace::TimeRange all = r.time_range();
-  const std::int64_t end = range ? range->end_ns : all.end_ns + 1;
+  // Overlapping [start, end], both ends kept, as the range's analysis counts.
+  const std::int64_t end = range ? range->end_ns + 1 : all.end_ns + 1;
   const Status read =
       r.for_each_event({}, all.start_ns, end, [&](const trace::StoredEvent& e) {
         if (range && e.event.end_ns < range->start_ns) return true;
@@ -264,6 +265,7 @@ RunView::RunView(QWidget* parent) : QWidget(parent) {
   next->setText(tr("▶"));
   next->setToolTip(tr("Next match"));
   search_status_ = new QLabel(this);
+  search_status_->setObjectName(QStringLiteral("run_search_status"));
   search_row->addWidget(search_, 1);
   search_row->addWidget(previous);
   search_row->addWidget(next);
@@ -506,6 +508,9 @@ RunView::RunView(QWidget* parent) : QWidget(parent) {
   connect(find_previous, &QShortcut::activated, this, [find] { find(-1); });
   connect(next, &QToolButton::clicked, this, [find] { find(+1); });
   connect(previous, &QToolButton::clicked, this, [find] { find(-1); });
+  // The step PageDown/PageUp went to, said where the search says where it is.
+  connect(timeline_, &TimelineWidget::stepShown, this,
+          [this](std::int32_t step) { search_status_->setText(tr("step %1").arg(step)); });
   connect(timeline_, &TimelineWidget::searchMoved, this,
           [this](int index, int matches, const QString& error) {
             if (!error.isEmpty()) {
@@ -552,7 +557,17 @@ void RunView::openStore(const QString& path) {
   setPredictedShown(false);
   predicted_label_->hide();
   predicted_aligned_ = false;
-  ++job_;  // drops the analysis of the store shown before
+  // Drops every answer about the store shown before: its analysis, a
+  // range's, its instances, a correlated event (an id of that store).
+  ++job_;
+  ++range_job_;
+  ++instance_job_;
+  ++correlation_job_;
+  details_event_.reset();
+  keep_tab_ = false;
+  summaries_scope_->setText(tr("The whole run"));
+  instances_note_->clear();
+  instances_->setSortingEnabled(true);
   timeline_->setStore(path);
 }
 
@@ -860,9 +875,18 @@ void RunView::showAnalysis() {
   delete old;
 
   // Ranks: the breakdown's figures, overlap and straggler verdicts.
-  const QStringList rank_columns = {
-      tr("rank"),      tr("span"),   tr("compute"), tr("exposed comm."), tr("hidden comm."),
-      tr("overlap %"), tr("memory"), tr("idle"),    tr("median step"),   tr("straggler")};
+  const QStringList rank_columns = {tr("rank"),
+                                    tr("span"),
+                                    tr("compute"),
+                                    tr("exposed comm."),
+                                    tr("hidden comm."),
+                                    tr("overlap %"),
+                                    tr("memory"),
+                                    tr("idle"),
+                                    tr("median step"),
+                                    tr("launch delay (median)"),
+                                    tr("kernels shorter than their launch"),
+                                    tr("straggler")};
   rank_table_->clear();
   rank_table_->setColumnCount(int(rank_columns.size()));
   rank_table_->setHorizontalHeaderLabels(rank_columns);
@@ -884,6 +908,11 @@ void RunView::showAnalysis() {
         ns(b.exposed_memory_ns),
         ns(b.idle_ns),
         s && s->step_ns > 0 ? seconds(s->step_ns * 1e-9) : QStringLiteral("—"),
+        // HTA's launch statistics, where runtime calls launched GPU work.
+        r.launches.launches > 0 ? seconds(r.launches.delay_median_ns * 1e-9) : tr("—"),
+        r.launches.launches > 0
+            ? tr("%1 of %2").arg(r.launches.short_kernels).arg(r.launches.launches)
+            : tr("—"),
         s && s->straggler ? tr("yes: %1").arg(q(s->reason)) : tr("no")};
     for (int c = 0; c < int(values.size()); ++c) {
       QTableWidgetItem* item = tableCell(values[c]);
@@ -893,7 +922,11 @@ void RunView::showAnalysis() {
   }
   rank_table_->resizeColumnsToContents();
 
-  fillSummaries(a, std::nullopt);
+  // A range selected before the whole run's answer came keeps its tables.
+  if (range_analysis_ && timeline_->selectedRange())
+    fillSummaries(*range_analysis_, timeline_->selectedRange());
+  else
+    fillSummaries(a, std::nullopt);
 
   // Predicted against measured, with the error.
   prediction_table_->clear();
@@ -998,6 +1031,8 @@ void RunView::showAnalysis() {
 void RunView::showDetails(const std::optional<trace::StoredEvent>& event, const QString& name,
                           const QString& lane, const QString& error, std::int64_t origin,
                           bool measured) {
+  const bool keep_tab = keep_tab_;
+  keep_tab_ = false;
   if (!error.isEmpty()) {
     details_->setPlainText(tr("The event could not be read: %1").arg(error));
     return;
@@ -1046,15 +1081,15 @@ void RunView::showDetails(const std::optional<trace::StoredEvent>& event, const 
     if (e.kind == trace::EventKind::api_call) {
       html += tr("<p><a href=\"correlated\">Show what this call ran on the GPU</a></p>");
     } else if (e.kind == trace::EventKind::kernel || e.kind == trace::EventKind::memcpy ||
-               e.kind == trace::EventKind::memset) {
+               e.kind == trace::EventKind::memset || e.kind == trace::EventKind::collective ||
+               e.kind == trace::EventKind::p2p) {  // NCCL's kernels are stored as collectives
       html += tr("<p><a href=\"correlated\">Show the call that launched it</a></p>");
     }
   }
   details_->setHtml(html);
   // A click on the timeline shows what it picked; a walk through the
   // instances keeps their list in front.
-  if (!keep_tab_) tabs_->setCurrentIndex(0);
-  keep_tab_ = false;
+  if (!keep_tab) tabs_->setCurrentIndex(0);
 }
 
 void RunView::goToCorrelated() {
@@ -1078,7 +1113,8 @@ void RunView::goToCorrelated() {
       if (e.id == from.id || e.event.correlation != from.event.correlation) return false;
       const trace::EventKind k = e.event.kind;
       return to_device ? k == trace::EventKind::kernel || k == trace::EventKind::memcpy ||
-                             k == trace::EventKind::memset
+                             k == trace::EventKind::memset || k == trace::EventKind::collective ||
+                             k == trace::EventKind::p2p
                        : k == trace::EventKind::api_call;
     };
     const trace::TimeRange all = r.time_range();
@@ -1123,9 +1159,12 @@ void RunView::goToCorrelated() {
 void RunView::analyseRange(std::optional<trace::TimeRange> range) {
   const std::uint64_t job = ++range_job_;
   if (!range) {
+    // Only a range shown gives its tables back (Esc with none keeps the
+    // instance list and the tables' order).
+    const bool shown = range_analysis_.has_value();
     range_analysis_.reset();
     range_text_->clear();
-    if (analysis_) fillSummaries(*analysis_, std::nullopt);
+    if (shown && analysis_) fillSummaries(*analysis_, std::nullopt);
     emit rangeReady({});
     return;
   }
@@ -1247,6 +1286,7 @@ void RunView::fillInstances(std::vector<trace::StoredEvent> events, std::int64_t
   instances_->setRowCount(0);
   if (!error.isEmpty()) {
     instances_note_->setText(tr("The instances could not be read: %1").arg(error));
+    instances_->setSortingEnabled(true);
     emit instancesReady(0, error);
     return;
   }
@@ -1262,8 +1302,10 @@ void RunView::fillInstances(std::vector<trace::StoredEvent> events, std::int64_t
     QTableWidgetItem* rank = new NumberCell(QString::number(e.rank), e.rank);
     rank->setData(Qt::UserRole, qlonglong(e.id));
     instances_->setItem(row, 0, rank);
-    instances_->setItem(row, 1,
-                        new NumberCell(ns(e.event.start_ns - origin), double(e.event.start_ns)));
+    // Relative to the run's start: doubles hold these exactly (epoch
+    // nanoseconds would lose the last 8 bits).
+    instances_->setItem(
+        row, 1, new NumberCell(ns(e.event.start_ns - origin), double(e.event.start_ns - origin)));
     instances_->setItem(row, 2,
                         new NumberCell(ns(e.event.duration_ns()), double(e.event.duration_ns())));
     instances_->setItem(

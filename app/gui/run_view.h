@@ -181,8 +181,8 @@ class RunView : public QWidget {
   QTableView* collective_view_;
   QLineEdit* filter_;
   QTableWidget* instances_;
-  QLabel* instances_note_;
-  QLabel* summaries_scope_;  // whether the tables hold the whole run or the selected range  // how many instances, and which are listed
+  QLabel* instances_note_;   // how many instances, and which are listed
+  QLabel* summaries_scope_;  // whether the tables hold the whole run or the selected range
   bool keep_tab_ = false;   // the selection comes from the instances list
   QTableWidget* prediction_table_;
 };

@@ -861,14 +861,14 @@ void TimelineWidget::revealLane(trace::LaneId id) {
     // After the layout took the unfolded lanes' height.
     QTimer::singleShot(0, this, [this, index = int(i)] {
       if (index >= int(lanes_.size())) return;
-      for (QWidget* w = parentWidget(); w; w = w->parentWidget()) {
-        if (auto* area = qobject_cast<QScrollArea*>(w)) {
-          const QRectF r = laneRect(index);
-          area->ensureVisible(int(r.left()), int(r.center().y()), 0,
-                              int(r.height() / 2 + kRowHeight * 2));
-          break;
-        }
-      }
+      // The scroll area whose own widget is this timeline (not one further
+      // out, as the main window's around a panel holding a timeline).
+      auto* viewport = parentWidget();
+      auto* area = viewport ? qobject_cast<QScrollArea*>(viewport->parentWidget()) : nullptr;
+      if (!area || area->widget() != this) return;
+      const QRectF r = laneRect(index);
+      area->ensureVisible(int(r.left()), int(r.center().y()), 0,
+                          int(r.height() / 2 + kRowHeight * 2));
     });
     return;
   }
@@ -1034,10 +1034,18 @@ void TimelineWidget::goToStep(int delta) {
     if (current >= 0) {
       target = std::clamp(current + delta, 0, int(steps.size()) - 1);
     } else {
-      const std::int64_t middle = window_.start_ns + (window_.end_ns - window_.start_ns) / 2;
-      target = 0;
-      for (int i = 0; i < int(steps.size()); ++i) {
-        if (steps[std::size_t(i)].second.start_ns <= middle) target = i;
+      // Elsewhere (zoomed into a step, or wider than one): forward, the
+      // first step starting at or after the view's start; back, the last
+      // one starting before it.
+      target = delta > 0 ? int(steps.size()) - 1 : 0;
+      if (delta > 0) {
+        for (int i = int(steps.size()) - 1; i >= 0; --i) {
+          if (steps[std::size_t(i)].second.start_ns >= window_.start_ns) target = i;
+        }
+      } else {
+        for (int i = 0; i < int(steps.size()); ++i) {
+          if (steps[std::size_t(i)].second.start_ns < window_.start_ns) target = i;
+        }
       }
     }
     zoomTo(steps[std::size_t(target)].second);

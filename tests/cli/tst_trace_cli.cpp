@@ -87,6 +87,13 @@ void TestTraceCli::importInfoStats() {
   QCOMPARE(rank1["communication_ns"].toDouble(), 379053000.0);
   QCOMPARE(rank1["overlap_ns"].toDouble(), 75530000.0);
   QCOMPARE(rank1["idle_host_wait_ns"].toDouble(), 341109000.0);
+  // ... and its launch statistics (HTA's): 1154 paired, 278 shorter than
+  // their call, 880 delays over 100 us, a median delay of 11.886 ms.
+  const QJsonObject launches1 = s["ranks"].toArray()[1].toObject()["launches"].toObject();
+  QCOMPARE(launches1["launches"].toInt(), 1154);
+  QCOMPARE(launches1["short_kernels"].toInt(), 278);
+  QCOMPARE(launches1["delay_outliers"].toInt(), 880);
+  QCOMPARE(launches1["delay_median_ns"].toDouble(), 11886000.0);
   QCOMPARE(s["kernels"].toArray().size(), 3);
   QVERIFY(
       s["kernels"].toArray()[0].toObject()["name"].toString().startsWith("ncclKernel_SendRecv"));
@@ -98,6 +105,8 @@ void TestTraceCli::importInfoStats() {
   QVERIFY(text.out.contains("Top kernels"));
   QVERIFY(text.out.contains("Collectives"));
   QVERIFY(text.out.contains("22.1%"));  // rank 1 compute, 271.973 of 1231.186 ms
+  QVERIFY2(text.out.contains("Kernel launches"), qPrintable(text.out));
+  QVERIFY2(text.out.contains("278 (24.1%)"), qPrintable(text.out));  // rank 1's short kernels
 }
 
 void TestTraceCli::exportFormats() {

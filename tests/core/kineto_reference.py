@@ -14,7 +14,15 @@ when the next GPU event's launch (the cuda_runtime / cuda_driver event with
 the same args.correlation) started after the gap began, "kernel wait" when
 it is shorter than 30 ns, else "other". Times are converted from their
 decimal text to integer nanoseconds exactly.
+
+Launch statistics (HTA's get_cuda_kernel_launch_stats): each GPU event
+paired with the runtime or driver call of its correlation id (the earliest
+starting); the call's duration, the launch delay (the GPU event's start less
+the call's end), short kernels (GPU duration under the call's), calls over
+50 us and delays over 100 us; medians, and 95th percentiles by nearest rank.
 """
+
+import math
 
 import decimal
 import gzip
@@ -56,7 +64,7 @@ def intersect(a, b):
 def analyse(path):
     with gzip.open(path, "rt") as f:
         trace = json.load(f, parse_float=decimal.Decimal)
-    gpu, launches = [], {}
+    gpu, launches, calls = [], {}, {}
     for ev in trace["traceEvents"]:
         if ev.get("ph") != "X":
             continue
@@ -67,6 +75,8 @@ def analyse(path):
         if cat in ("cuda_runtime", "cuda_driver") and "correlation" in args:
             c = args["correlation"]
             launches[c] = min(launches.get(c, start), start)
+            if c not in calls or start < calls[c][0]:
+                calls[c] = (start, end)
         if cat == "kernel":
             cls = "comm" if ev["name"].startswith("nccl") else "compute"
         elif cat in ("gpu_memcpy", "gpu_memset"):
@@ -102,7 +112,33 @@ def analyse(path):
         else:
             other += gap
 
+    call_ns, delays, short = [], [], 0
+    for s, e, _, corr in gpu:
+        if corr and corr in calls:
+            cs, ce = calls[corr]
+            call_ns.append(ce - cs)
+            delays.append(s - ce)
+            short += (e - s) < (ce - cs)
+
+    def median(v):
+        v = sorted(v)
+        n = len(v)
+        return 0 if n == 0 else (v[n // 2] if n % 2 else (v[n // 2 - 1] + v[n // 2]) / 2)
+
+    def p95(v):
+        v = sorted(v)
+        return 0 if not v else v[min(max(math.ceil(0.95 * len(v)), 1), len(v)) - 1]
+
     return {
+        "launches": len(call_ns),
+        "short_kernels": short,
+        "runtime_outliers": sum(c > 50000 for c in call_ns),
+        "delay_outliers": sum(d > 100000 for d in delays),
+        "call_median": median(call_ns),
+        "call_p95": p95(call_ns),
+        "delay_median": median(delays),
+        "delay_p95": p95(delays),
+        "delay_max": max(delays) if delays else 0,
         "events": len(gpu),
         "span": span,
         "busy": length(busy),

@@ -123,6 +123,17 @@ const Reference kReferences[] = {
      2653498, 2284699, 503050991, 501050857, 0, 2000134, 3},
 };
 
+// The same reference's launch statistics, in the order of kReferences.
+struct LaunchReference {
+  std::int64_t launches, short_kernels, runtime_outliers, delay_outliers;
+  double call_median, call_p95, delay_median, delay_p95, delay_max;
+};
+const LaunchReference kLaunchReferences[] = {
+    {1204, 282, 2, 937, 7000, 17000, 10835000, 66195000, 111018000},
+    {1154, 278, 0, 880, 7000, 18000, 11886000, 72314000, 120824000},
+    {3774, 2077, 1, 267, 9153, 12748, 1956, 126552, 964931},
+};
+
 void check_breakdown(const Breakdown& b, const Reference& ref) {
   QCOMPARE(b.events, ref.device_events);
   QCOMPARE(b.span_ns, ref.span);
@@ -417,6 +428,17 @@ void TestTraceImport::kinetoRealTraces() {
   check_breakdown(a->total, ref);
   QCOMPARE(static_cast<int>(a->steps.size()), ref.steps);
   QCOMPARE(a->steps.front().step, ref.steps == 2 ? 551 : 4);  // ProfilerStep#N
+  // HTA's kernel launch statistics, as the Python reference pairs them.
+  const LaunchReference& l = kLaunchReferences[index];
+  QCOMPARE(a->launches.launches, l.launches);
+  QCOMPARE(a->launches.short_kernels, l.short_kernels);
+  QCOMPARE(a->launches.runtime_outliers, l.runtime_outliers);
+  QCOMPARE(a->launches.delay_outliers, l.delay_outliers);
+  QCOMPARE(a->launches.call_median_ns, l.call_median);
+  QCOMPARE(a->launches.call_p95_ns, l.call_p95);
+  QCOMPARE(a->launches.delay_median_ns, l.delay_median);
+  QCOMPARE(a->launches.delay_p95_ns, l.delay_p95);
+  QCOMPARE(a->launches.delay_max_ns, l.delay_max);
 }
 
 void TestTraceImport::kinetoTimestampsExact() {
@@ -579,6 +601,14 @@ void TestTraceImport::kinetoBaseTimeAlignsRanks() {
                std::string::npos,
            kept->warnings[0].c_str());
   QCOMPARE(open_reader(dir.filePath("far.cstrace").toStdString())->time_range().start_ns, 5000);
+  // A negative base (an export of a store whose times begin before zero) is
+  // added as well.
+  const std::string before_zero = write("negative.json", trace(0, "-5000000000", "10"));
+  auto negative = import_kineto({before_zero}, dir.filePath("negative.cstrace").toStdString());
+  QVERIFY2(negative, negative ? "" : negative.message().c_str());
+  QVERIFY(negative->warnings.empty());
+  QCOMPARE(open_reader(dir.filePath("negative.cstrace").toStdString())->time_range().start_ns,
+           -5000000000 + 10000);
 }
 
 void TestTraceImport::kinetoPlainJsonAndErrors() {

@@ -546,6 +546,16 @@ void TestGuiRun::navigatesAsNsightDoes() {
     QCOMPARE(view.collectiveProxy()->index(r, 8).data().toString(), QStringLiteral("-"));
   }
   QVERIFY(unknown_size);  // the SendRecv kernels carry no size
+  // HTA's launch statistics in the Ranks tab (the Python reference's counts).
+  int shorter = -1;
+  for (int c = 0; c < view.rankTable()->columnCount(); ++c) {
+    if (view.rankTable()->horizontalHeaderItem(c)->text() ==
+        QStringLiteral("kernels shorter than their launch"))
+      shorter = c;
+  }
+  QVERIFY(shorter >= 0);
+  QCOMPARE(view.rankTable()->item(0, shorter)->text(), QStringLiteral("282 of 1204"));
+  QCOMPARE(view.rankTable()->item(1, shorter)->text(), QStringLiteral("278 of 1154"));
 
   // A click selects what the tooltip names, at the whole run's zoom where
   // the GPU lanes are mostly folds.
@@ -609,6 +619,20 @@ void TestGuiRun::navigatesAsNsightDoes() {
     QTest::keyClick(t, Qt::Key_PageDown);  // the last stays
     QTRY_COMPARE_WITH_TIMEOUT(stepped.count(), 4, 10000);
     QCOMPARE(stepped.back().at(0).toInt(), 552);
+    QCOMPARE(view.findChild<QLabel*>(QStringLiteral("run_search_status"))->text(),
+             QStringLiteral("step 552"));
+    // Zoomed into step 551 (not the view PageUp gave): forward is 552.
+    QTest::keyClick(t, Qt::Key_PageUp);
+    QTRY_COMPARE_WITH_TIMEOUT(stepped.count(), 5, 10000);
+    t->zoom(3, on_551.start_ns + (on_551.end_ns - on_551.start_ns) / 2);
+    QTest::keyClick(t, Qt::Key_PageDown);
+    QTRY_COMPARE_WITH_TIMEOUT(stepped.count(), 6, 10000);
+    QCOMPARE(stepped.back().at(0).toInt(), 552);
+    // From the whole run: forward is the first step, back the first too.
+    t->resetZoom();
+    QTest::keyClick(t, Qt::Key_PageDown);
+    QTRY_COMPARE_WITH_TIMEOUT(stepped.count(), 7, 10000);
+    QCOMPARE(stepped.back().at(0).toInt(), 551);
     t->resetZoom();
   }
 
@@ -691,6 +715,12 @@ void TestGuiRun::navigatesAsNsightDoes() {
   QTest::mouseClick(t, Qt::LeftButton, {}, on);
   QTRY_COMPARE_WITH_TIMEOUT(selected.count(), 1, 30000);
   QCOMPARE(tabs->currentIndex(), 0);
+  // Esc clears the selection; with no range selected, the instances stay.
+  const int listed = view.instances()->rowCount();
+  QTest::keyClick(t, Qt::Key_Escape);
+  QVERIFY(!t->selectedEvent());
+  QCOMPARE(view.instances()->rowCount(), listed);
+  QCOMPARE(note->text(), QStringLiteral("%1 instances").arg(count));
 
   // From a launch to the kernel it ran and back, by CUPTI's correlation id.
   {
