@@ -810,6 +810,29 @@ Result<ExportReport> export_html_report(const TraceReader& reader, const RunAnal
   }
   out << "</table>\n";
 
+  if (std::any_of(analysis.ranks.begin(), analysis.ranks.end(),
+                  [](const RankAnalysis& r) { return r.launches.launches > 0; })) {
+    auto us = [](double ns_value) { return format_fixed(ns_value / 1e3, 1); };
+    out << "<h2>Kernel launches</h2>\n<p class=note>Each kernel, copy or memset with the runtime "
+           "call that launched it (their correlation id), as Holistic Trace Analysis counts "
+           "them: the delay is the GPU's start less the call's end; a kernel shorter than its "
+           "call leaves the GPU waiting on the host.</p>\n<table>\n<tr><th>rank</th>"
+           "<th>launches</th><th>call median us</th><th>call p95 us</th><th>delay median us</th>"
+           "<th>delay p95 us</th><th>delay max us</th><th>shorter than call</th>"
+           "<th>calls &gt; 50 us</th><th>delays &gt; 100 us</th></tr>\n";
+    for (const RankAnalysis& r : analysis.ranks) {
+      const LaunchStats& l = r.launches;
+      if (l.launches == 0) continue;
+      out << "<tr><td class=n>" << r.rank << "</td><td class=n>" << l.launches
+          << "</td><td class=n>" << us(l.call_median_ns) << "</td><td class=n>"
+          << us(l.call_p95_ns) << "</td><td class=n>" << us(l.delay_median_ns)
+          << "</td><td class=n>" << us(l.delay_p95_ns) << "</td><td class=n>"
+          << us(l.delay_max_ns) << "</td><td class=n>" << l.short_kernels << "</td><td class=n>"
+          << l.runtime_outliers << "</td><td class=n>" << l.delay_outliers << "</td></tr>\n";
+    }
+    out << "</table>\n";
+  }
+
   const std::string steps = steps_svg(analysis.ranks);
   if (!steps.empty()) {
     out << "<h2>Steps</h2>\n"

@@ -351,6 +351,10 @@ void TestTraceExport::htmlReportIsSelfContained() {
   QVERIFY(text.contains("Top kernels"));
   QVERIFY(text.contains("ncclKernel_SendRecv"));
   QVERIFY(text.contains("Stragglers"));
+  // The launch statistics: rank 1's 1154 launches, 278 shorter than their call.
+  QVERIFY(text.contains("<h2>Kernel launches</h2>"));
+  QVERIFY2(text.contains("<td class=n>1</td><td class=n>1154</td>"), qPrintable(text));
+  QVERIFY(text.contains("</td><td class=n>278</td>"));
   // Nothing to fetch: no scripts, no stylesheets or images from elsewhere.
   QVERIFY(!text.contains("<script"));
   QVERIFY(!text.contains("src="));
