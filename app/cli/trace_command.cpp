@@ -18,6 +18,7 @@
 #include "app/cli/text_table.h"
 #include "core/format.h"
 #include "core/trace_analysis.h"
+#include "core/trace_compare.h"
 #include "core/trace_export.h"
 #include "core/trace_import.h"
 #include "core/trace_merge.h"
@@ -759,10 +760,104 @@ void run_merge(const MergeCliOptions& o) {
 
 }  // namespace
 
+// --- compare --------------------------------------------------------------
+
+struct CompareOptions {
+  std::string baseline, other;
+  int top = 10;
+  int threads = 0;
+  bool json = false;
+};
+
+void run_compare(const CompareOptions& o) {
+  AnalysisOptions options;
+  options.threads = o.threads;
+  auto a_reader = open_store(o.baseline);
+  auto b_reader = open_store(o.other);
+  const RunAnalysis a = take(analyze_run(*a_reader, options));
+  const RunAnalysis b = take(analyze_run(*b_reader, options));
+  const RunComparison c = compare_runs(a, b);
+  const std::string basis = c.per_step ? "per rank and step" : "per rank, over the run";
+  const std::size_t top = static_cast<std::size_t>(std::max(0, o.top));
+  if (o.json) {
+    auto figures = [&](const std::vector<ComparedFigure>& list, std::size_t limit, bool counts) {
+      json j = json::array();
+      for (std::size_t i = 0; i < std::min(limit, list.size()); ++i) {
+        const ComparedFigure& f = list[i];
+        json row = {{"name", f.name}, {"baseline_ns", f.a_ns}, {"other_ns", f.b_ns},
+                    {"change_ns", f.change_ns()}};
+        if (counts) {
+          row["baseline_count"] = f.a_count;
+          row["other_count"] = f.b_count;
+        }
+        j.push_back(row);
+      }
+      return j;
+    };
+    const json out = {{"baseline", o.baseline},
+                      {"other", o.other},
+                      {"basis", basis},
+                      {"per_step", c.per_step},
+                      {"ranks", {c.a_ranks, c.b_ranks}},
+                      {"steps", {c.a_steps, c.b_steps}},
+                      {"step_median_ns", {c.a_step_ns, c.b_step_ns}},
+                      {"parts", figures(c.parts, c.parts.size(), false)},
+                      {"kernels", figures(c.kernels, top, true)},
+                      {"collectives", figures(c.collectives, top, true)}};
+    std::cout << json_text(out) << '\n';
+    return;
+  }
+  auto msf = [](double ns_value) { return format_fixed(ns_value / 1e6, 3); };
+  auto change = [&](const ComparedFigure& f) -> std::string {
+    if (f.a_ns == 0 && f.b_ns == 0) return "0";
+    const std::string sign = f.change_ns() >= 0 ? "+" : "";
+    const std::string percent =
+        f.a_ns > 0 ? " (" + sign + format_fixed(100 * f.change_ns() / f.a_ns, 1) + "%)" : " (new)";
+    return sign + msf(f.change_ns()) + (f.b_ns > 0 || f.a_ns == 0 ? percent : " (gone)");
+  };
+  auto count = [](int n, const char* one, const char* many) {
+    return std::to_string(n) + " " + (n == 1 ? one : many);
+  };
+  std::cout << o.baseline << " (" << count(c.a_ranks, "rank", "ranks") << ", "
+            << count(c.a_steps, "step", "steps") << ") against " << o.other << " ("
+            << count(c.b_ranks, "rank", "ranks") << ", " << count(c.b_steps, "step", "steps")
+            << "), " << basis << "\n";
+  if (c.a_step_ns > 0 && c.b_step_ns > 0) {
+    const double d = c.b_step_ns - c.a_step_ns;
+    std::cout << "step (median): " << msf(c.a_step_ns) << " ms against " << msf(c.b_step_ns)
+              << " ms, " << (d >= 0 ? "+" : "") << msf(d) << " ms (" << (d >= 0 ? "+" : "")
+              << format_fixed(100 * d / c.a_step_ns, 1) << "%)\n";
+  }
+  std::cout << "\nWhere the time went (HTA's parts, which add up to the device span)\n";
+  TextTable parts({"part", "baseline ms", "other ms", "change ms"});
+  for (std::size_t i = 1; i < 4; ++i)
+    parts.right_align(i);
+  for (const ComparedFigure& f : c.parts)
+    parts.add({f.name, msf(f.a_ns), msf(f.b_ns), change(f)});
+  parts.print(std::cout);
+  auto list = [&](const char* title, const std::vector<ComparedFigure>& figures) {
+    if (figures.empty() || top == 0) return;
+    std::cout << "\n" << title << "\n";
+    TextTable t({"name", "count", "baseline ms", "other ms", "change ms"});
+    for (std::size_t i = 1; i < 5; ++i)
+      t.right_align(i);
+    for (std::size_t i = 0; i < std::min(top, figures.size()); ++i) {
+      const ComparedFigure& f = figures[i];
+      t.add({shorten(f.name, 60), std::to_string(f.a_count) + " -> " + std::to_string(f.b_count),
+             msf(f.a_ns), msf(f.b_ns), change(f)});
+    }
+    t.print(std::cout);
+  };
+  list("Kernels whose time changed most", c.kernels);
+  list("Collectives whose time changed most", c.collectives);
+  std::cout << "  count: instances in each run, all ranks; times " << basis << "\n";
+}
+
 void register_trace(CLI::App& app, Context& ctx) {
   CLI::App* trace = app.add_subcommand(
       "trace",
-      "Trace stores: inspect, analyse, export, import other profilers' traces, merge ranks");
+      "Trace stores: inspect, analyse, compare, export, import other profilers' traces, merge "
+      "ranks");
   trace->require_subcommand(1);
 
   auto info = std::make_shared<InfoOptions>();
@@ -793,6 +888,20 @@ void register_trace(CLI::App& app, Context& ctx) {
                 "With --predict-again: the cluster preset to predict on");
   add_json_flag(*s, stats->json);
   s->callback([stats, &ctx] { run_stats(*stats, ctx); });
+
+  auto cmp = std::make_shared<CompareOptions>();
+  CLI::App* c = trace->add_subcommand(
+      "compare",
+      "Two runs side by side (a baseline and a run after a change): the step, where the time "
+      "went, and the kernels and collectives whose time changed most, per rank and step");
+  c->add_option("baseline", cmp->baseline, "The baseline run's store")->required();
+  c->add_option("other", cmp->other, "The run to hold against it")->required();
+  c->add_option("--top", cmp->top, "Kernels and collectives to list")
+      ->check(non_negative_number());
+  c->add_option("--threads", cmp->threads, "Ranks analysed at once (default: one per core)")
+      ->check(non_negative_number());
+  add_json_flag(*c, cmp->json);
+  c->callback([cmp] { run_compare(*cmp); });
 
   auto exp = std::make_shared<ExportOptions>();
   CLI::App* e = trace->add_subcommand(

@@ -42,6 +42,7 @@ class TestTraceCli : public QObject {
  private slots:
   void importInfoStats();
   void exportFormats();
+  void compareTwoRuns();
   void mergeStores();
   void failedWriteKeepsTheEarlierStore_data();
   void failedWriteKeepsTheEarlierStore();
@@ -107,6 +108,57 @@ void TestTraceCli::importInfoStats() {
   QVERIFY(text.out.contains("22.1%"));  // rank 1 compute, 271.973 of 1231.186 ms
   QVERIFY2(text.out.contains("Kernel launches"), qPrintable(text.out));
   QVERIFY2(text.out.contains("278 (24.1%)"), qPrintable(text.out));  // rank 1's short kernels
+}
+
+// Two real ranks of one job, imported as two runs and compared: the figures
+// are the Python reference's (tests/core/kineto_reference.py), per step.
+void TestTraceCli::compareTwoRuns() {
+  QTemporaryDir dir;
+  const QString a = dir.filePath("a.db"), b = dir.filePath("b.db");
+  QCOMPARE(run_cli({"trace", "import", kData + "kineto/sampled_rank-0.json.gz", "-o", a}).exit_code,
+           0);
+  QCOMPARE(run_cli({"trace", "import", kData + "kineto/sampled_rank-1.json.gz", "-o", b}).exit_code,
+           0);
+  const Run compared = run_cli({"trace", "compare", a, b, "--json", "--top", "5"});
+  QVERIFY2(compared.exit_code == 0, qPrintable(compared.err));
+  const QJsonObject c = json_of(compared);
+  QVERIFY(c["per_step"].toBool());
+  QCOMPARE(c["steps"].toArray()[0].toInt(), 2);
+  QCOMPARE(c["ranks"].toArray()[1].toInt(), 1);
+  const QJsonObject compute = c["parts"].toArray()[0].toObject();
+  QCOMPARE(compute["name"].toString(), QString("compute"));
+  QCOMPARE(compute["baseline_ns"].toDouble(), 210320000.0 / 2);
+  QCOMPARE(compute["other_ns"].toDouble(), 271973000.0 / 2);
+  QCOMPARE(compute["change_ns"].toDouble(), (271973000.0 - 210320000.0) / 2);
+  // The parts add up to the device span (1222.847 and 1231.186 ms).
+  double a_sum = 0, b_sum = 0;
+  const QJsonArray parts = c["parts"].toArray();
+  for (qsizetype i = 0; i + 1 < parts.size(); ++i) {
+    a_sum += parts[i].toObject()["baseline_ns"].toDouble();
+    b_sum += parts[i].toObject()["other_ns"].toDouble();
+  }
+  QCOMPARE(parts.last().toObject()["name"].toString(), QString("device span"));
+  QCOMPARE(a_sum, 1222847000.0 / 2);
+  QCOMPARE(b_sum, 1231186000.0 / 2);
+  // Kernels by the size of their change, largest first.
+  const QJsonArray kernels = c["kernels"].toArray();
+  QCOMPARE(kernels.size(), 5);
+  for (qsizetype i = 1; i < kernels.size(); ++i)
+    QVERIFY(std::abs(kernels[i - 1].toObject()["change_ns"].toDouble()) >=
+            std::abs(kernels[i].toObject()["change_ns"].toDouble()));
+
+  const Run text = run_cli({"trace", "compare", a, b});
+  QVERIFY2(text.exit_code == 0, qPrintable(text.err));
+  QVERIFY2(text.out.contains("per rank and step"), qPrintable(text.out));
+  QVERIFY(text.out.contains("Kernels whose time changed most"));
+  QVERIFY2(text.out.contains("+30.826 (+29.3%)"), qPrintable(text.out));  // compute, a step
+  QVERIFY(text.out.contains("(1 rank, 2 steps)"));
+  QVERIFY(text.out.contains("send_recv (size unknown) x2"));
+
+  // A store that is not there: named, exit status 1.
+  const Run missing = run_cli({"trace", "compare", a, dir.filePath("none.db")});
+  QCOMPARE(missing.exit_code, 1);
+  QVERIFY2(missing.err.contains(dir.filePath("none.db")), qPrintable(missing.err));
 }
 
 void TestTraceCli::exportFormats() {

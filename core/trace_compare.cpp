@@ -1,0 +1,125 @@
+#include "core/trace_compare.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+#include "core/format.h"
+
+namespace cs::trace {
+
+namespace {
+
+int steps_of(const RunAnalysis& a) {
+  std::size_t most = 0;
+  for (const RankAnalysis& r : a.ranks)
+    most = std::max(most, r.steps.size());
+  return static_cast<int>(most);
+}
+
+double median_step(const RunAnalysis& a) {
+  std::vector<double> steps;
+  for (const RankStraggler& s : a.stragglers.ranks) {
+    if (s.step_ns > 0) steps.push_back(s.step_ns);
+  }
+  if (steps.empty()) return 0;
+  std::sort(steps.begin(), steps.end());
+  const std::size_t n = steps.size();
+  return n % 2 ? steps[n / 2] : (steps[n / 2 - 1] + steps[n / 2]) / 2;
+}
+
+std::string collective_label(const CollectiveStats& c) {
+  if (c.collective == Collective::none) return c.name;
+  std::string label = std::string(to_string(c.collective));
+  if (c.dtype != DataType::none) label += " " + std::string(to_string(c.dtype));
+  label += c.bytes > 0 ? " " + format_bytes(static_cast<double>(c.bytes)) : " (size unknown)";
+  return label + " x" + std::to_string(c.ranks);
+}
+
+void sort_by_change(std::vector<ComparedFigure>& figures) {
+  std::stable_sort(figures.begin(), figures.end(), [](const auto& x, const auto& y) {
+    return std::fabs(x.change_ns()) > std::fabs(y.change_ns());
+  });
+}
+
+}  // namespace
+
+RunComparison compare_runs(const RunAnalysis& a, const RunAnalysis& b) {
+  RunComparison out;
+  out.a_ranks = static_cast<int>(a.ranks.size());
+  out.b_ranks = static_cast<int>(b.ranks.size());
+  out.a_steps = steps_of(a);
+  out.b_steps = steps_of(b);
+  out.per_step = out.a_steps > 0 && out.b_steps > 0;
+  out.a_step_ns = median_step(a);
+  out.b_step_ns = median_step(b);
+  // Totals of all ranks to per rank (and step).
+  const double a_scale =
+      1.0 / std::max(1, out.a_ranks) / (out.per_step ? static_cast<double>(out.a_steps) : 1.0);
+  const double b_scale =
+      1.0 / std::max(1, out.b_ranks) / (out.per_step ? static_cast<double>(out.b_steps) : 1.0);
+
+  // Where the time went: HTA's parts, which add up to the span.
+  struct Part {
+    const char* name;
+    double (*of)(const Breakdown&);
+  };
+  static constexpr Part kParts[] = {
+      {"compute", [](const Breakdown& x) { return static_cast<double>(x.compute_ns); }},
+      {"exposed communication",
+       [](const Breakdown& x) { return static_cast<double>(x.exposed_communication_ns); }},
+      {"exposed memory", [](const Breakdown& x) { return static_cast<double>(x.exposed_memory_ns); }},
+      {"other (synchronisation, ...)",
+       [](const Breakdown& x) {
+         return static_cast<double>(x.exposed_synchronization_ns + x.other_busy_ns);
+       }},
+      {"idle", [](const Breakdown& x) { return static_cast<double>(x.idle_ns); }},
+      {"device span", [](const Breakdown& x) { return static_cast<double>(x.span_ns); }},
+  };
+  for (const Part& p : kParts) {
+    ComparedFigure f;
+    f.name = p.name;
+    for (const RankAnalysis& r : a.ranks)
+      f.a_ns += p.of(r.total) * a_scale;
+    for (const RankAnalysis& r : b.ranks)
+      f.b_ns += p.of(r.total) * b_scale;
+    out.parts.push_back(f);
+  }
+
+  std::map<std::string, ComparedFigure> kernels;
+  for (const KernelStats& k : a.kernels) {
+    ComparedFigure& f = kernels[k.name];
+    f.a_ns += static_cast<double>(k.total_ns) * a_scale;
+    f.a_count += k.count;
+  }
+  for (const KernelStats& k : b.kernels) {
+    ComparedFigure& f = kernels[k.name];
+    f.b_ns += static_cast<double>(k.total_ns) * b_scale;
+    f.b_count += k.count;
+  }
+  for (auto& [name, f] : kernels) {
+    f.name = name;
+    out.kernels.push_back(f);
+  }
+  sort_by_change(out.kernels);
+
+  std::map<std::string, ComparedFigure> collectives;
+  for (const CollectiveStats& c : a.collectives) {
+    ComparedFigure& f = collectives[collective_label(c)];
+    f.a_ns += static_cast<double>(c.total_ns) * a_scale;
+    f.a_count += c.count;
+  }
+  for (const CollectiveStats& c : b.collectives) {
+    ComparedFigure& f = collectives[collective_label(c)];
+    f.b_ns += static_cast<double>(c.total_ns) * b_scale;
+    f.b_count += c.count;
+  }
+  for (auto& [name, f] : collectives) {
+    f.name = name;
+    out.collectives.push_back(f);
+  }
+  sort_by_change(out.collectives);
+  return out;
+}
+
+}  // namespace cs::trace

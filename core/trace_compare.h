@@ -1,0 +1,37 @@
+#pragma once
+// Two runs side by side, as Holistic Trace Analysis's trace comparison does:
+// a baseline and a run after a change (another plan, precision, library),
+// their step, where the time went, and the kernels and collectives whose
+// time changed most. Figures are per rank and per step where both runs
+// record steps (else per rank over the run), so that runs of other world
+// sizes or step counts compare.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/trace_analysis.h"
+
+namespace cs::trace {
+
+struct ComparedFigure {
+  std::string name;
+  double a_ns = 0;  // the baseline's
+  double b_ns = 0;  // the other run's
+  std::int64_t a_count = 0, b_count = 0;  // instances, for kernels and collectives
+  double change_ns() const { return b_ns - a_ns; }
+};
+
+struct RunComparison {
+  bool per_step = false;        // figures per rank and step (else per rank over the run)
+  int a_ranks = 0, b_ranks = 0;
+  int a_steps = 0, b_steps = 0;  // steps per rank (the most any rank has)
+  double a_step_ns = 0, b_step_ns = 0;  // median step over ranks (0: no steps)
+  std::vector<ComparedFigure> parts;    // compute, exposed communication, exposed memory, other, idle, span
+  std::vector<ComparedFigure> kernels;      // by |change|, largest first
+  std::vector<ComparedFigure> collectives;  // "all_reduce fp32 1.30 MiB", by |change|
+};
+
+RunComparison compare_runs(const RunAnalysis& a, const RunAnalysis& b);
+
+}  // namespace cs::trace
