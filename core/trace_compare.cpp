@@ -42,6 +42,31 @@ void sort_by_change(std::vector<ComparedFigure>& figures) {
   });
 }
 
+// Kernels or collectives of both runs by label, each run's total scaled to
+// per rank (and step), by the size of their change.
+template <class Stats, class Label>
+std::vector<ComparedFigure> compare_lists(const std::vector<Stats>& a, const std::vector<Stats>& b,
+                                          double a_scale, double b_scale, Label label) {
+  std::map<std::string, ComparedFigure> by_label;
+  for (const Stats& x : a) {
+    ComparedFigure& f = by_label[label(x)];
+    f.a_ns += static_cast<double>(x.total_ns) * a_scale;
+    f.a_count += x.count;
+  }
+  for (const Stats& x : b) {
+    ComparedFigure& f = by_label[label(x)];
+    f.b_ns += static_cast<double>(x.total_ns) * b_scale;
+    f.b_count += x.count;
+  }
+  std::vector<ComparedFigure> out;
+  for (auto& [name, f] : by_label) {
+    f.name = name;
+    out.push_back(f);
+  }
+  sort_by_change(out);
+  return out;
+}
+
 }  // namespace
 
 RunComparison compare_runs(const RunAnalysis& a, const RunAnalysis& b) {
@@ -86,39 +111,10 @@ RunComparison compare_runs(const RunAnalysis& a, const RunAnalysis& b) {
     out.parts.push_back(f);
   }
 
-  std::map<std::string, ComparedFigure> kernels;
-  for (const KernelStats& k : a.kernels) {
-    ComparedFigure& f = kernels[k.name];
-    f.a_ns += static_cast<double>(k.total_ns) * a_scale;
-    f.a_count += k.count;
-  }
-  for (const KernelStats& k : b.kernels) {
-    ComparedFigure& f = kernels[k.name];
-    f.b_ns += static_cast<double>(k.total_ns) * b_scale;
-    f.b_count += k.count;
-  }
-  for (auto& [name, f] : kernels) {
-    f.name = name;
-    out.kernels.push_back(f);
-  }
-  sort_by_change(out.kernels);
-
-  std::map<std::string, ComparedFigure> collectives;
-  for (const CollectiveStats& c : a.collectives) {
-    ComparedFigure& f = collectives[collective_label(c)];
-    f.a_ns += static_cast<double>(c.total_ns) * a_scale;
-    f.a_count += c.count;
-  }
-  for (const CollectiveStats& c : b.collectives) {
-    ComparedFigure& f = collectives[collective_label(c)];
-    f.b_ns += static_cast<double>(c.total_ns) * b_scale;
-    f.b_count += c.count;
-  }
-  for (auto& [name, f] : collectives) {
-    f.name = name;
-    out.collectives.push_back(f);
-  }
-  sort_by_change(out.collectives);
+  out.kernels = compare_lists(a.kernels, b.kernels, a_scale, b_scale,
+                              [](const KernelStats& k) { return k.name; });
+  out.collectives = compare_lists(a.collectives, b.collectives, a_scale, b_scale,
+                                  [](const CollectiveStats& c) { return collective_label(c); });
   return out;
 }
 
