@@ -372,6 +372,21 @@ void MainWindow::createActions() {
   connect(run_view_, &RunView::storeOpened, predict,
           [predict](const QString&, const QString& error) { predict->setEnabled(error.isEmpty()); });
   connect(predict, &QAction::triggered, run_view_, &RunView::predictAgain);
+  // Another run against the open one (a baseline and a run after a change).
+  QAction* compare = tools->addAction(tr("C&ompare the open run with…"));
+  compare->setObjectName(QStringLiteral("actionCompareRun"));
+  compare->setEnabled(false);
+  connect(run_view_, &RunView::storeOpened, compare,
+          [compare](const QString&, const QString& error) { compare->setEnabled(error.isEmpty()); });
+  connect(compare, &QAction::triggered, this, [this] {
+    const QString path = QFileDialog::getOpenFileName(
+        this, tr("Compare with run"), {}, tr("Trace stores (*.db *.cstrace *.sqlite);;All files (*)"));
+    if (!path.isEmpty()) run_view_->compareWith(path);
+  });
+  connect(run_view_, &RunView::comparisonReady, this, [this](const QString& error) {
+    if (!error.isEmpty())
+      messages_->show(tr("No comparison: %1").arg(error), MessageLevel::error);
+  });
   connect(run_view_, &RunView::integrityChecked, this, [this](const QString& damage) {
     if (damage.isEmpty()) return;
     messages_->show(damage, MessageLevel::warning);

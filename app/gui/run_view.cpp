@@ -49,6 +49,7 @@
 #include "app/gui/timeline_widget.h"
 #include "core/format.h"
 #include "core/model_json.h"
+#include "core/trace_compare.h"
 #include "core/trace_reader.h"
 
 namespace cs::gui {
@@ -411,6 +412,12 @@ RunView::RunView(QWidget* parent) : QWidget(parent) {
   prediction_table_->setObjectName(QStringLiteral("run_prediction"));
   tabs_->addTab(prediction_table_, tr("Predicted vs measured"));
 
+  // Another run held against this one (Tools ▸ Compare the open run with…).
+  // Its tab is there only while a comparison is shown.
+  comparison_table_ = new QTableWidget(this);
+  comparison_table_->setObjectName(QStringLiteral("run_comparison"));
+  comparison_table_->hide();
+
   connect(filter_, &QLineEdit::textChanged, this, [this](const QString& text) {
     kernel_proxy_->setFilterFixedString(text);
     collective_proxy_->setFilterFixedString(text);
@@ -554,6 +561,10 @@ void RunView::openStore(const QString& path) {
   collective_model_->removeRows(0, collective_model_->rowCount());
   prediction_table_->clear();
   prediction_table_->setRowCount(0);
+  comparison_table_->clear();
+  comparison_table_->setRowCount(0);
+  comparison_table_->setColumnCount(0);
+  tabs_->removeTab(tabs_->indexOf(comparison_table_));
   setPredictedShown(false);
   predicted_label_->hide();
   predicted_aligned_ = false;
@@ -563,6 +574,7 @@ void RunView::openStore(const QString& path) {
   ++range_job_;
   ++instance_job_;
   ++correlation_job_;
+  ++comparison_job_;
   details_event_.reset();
   keep_tab_ = false;
   summaries_scope_->setText(tr("The whole run"));
@@ -1090,6 +1102,99 @@ void RunView::showDetails(const std::optional<trace::StoredEvent>& event, const 
   // A click on the timeline shows what it picked; a walk through the
   // instances keeps their list in front.
   if (!keep_tab) tabs_->setCurrentIndex(0);
+}
+
+void RunView::compareWith(const QString& other) {
+  if (path_.isEmpty()) return;
+  const std::uint64_t job = ++comparison_job_;
+  QtConcurrent::run([baseline = path_.toStdString(), other = other.toStdString(),
+                     analysis = analysis_] {
+    std::pair<std::optional<trace::RunComparison>, QString> out;
+    auto analyse = [](const std::string& path) -> Result<trace::RunAnalysis> {
+      auto reader = trace::TraceReader::open(path);
+      if (!reader) return reader.error();
+      return trace::analyze_run(*reader.value());
+    };
+    // This run's analysis when it is in hand; else it is made here too.
+    std::optional<trace::RunAnalysis> a;
+    if (analysis) {
+      a = *analysis;
+    } else {
+      auto made = analyse(baseline);
+      if (!made) {
+        out.second = q(made.message());
+        return out;
+      }
+      a = std::move(made).value();
+    }
+    auto b = analyse(other);
+    if (!b) {
+      out.second = q(b.message());
+      return out;
+    }
+    out.first = trace::compare_runs(*a, *b);
+    return out;
+  }).then(this, [this, job, other](std::pair<std::optional<trace::RunComparison>, QString> out) {
+    if (job != comparison_job_) return;
+    if (!out.first) {
+      emit comparisonReady(out.second);
+      return;
+    }
+    const trace::RunComparison& c = *out.first;
+    QTableWidget* t = comparison_table_;
+    t->clear();
+    t->setRowCount(0);
+    t->setColumnCount(5);
+    t->setHorizontalHeaderLabels(
+        {tr("part, kernel or collective"), tr("count"), tr("this run"), tr("other run"),
+         tr("change")});
+    auto add_line = [t](const QString& text) {
+      const int row = t->rowCount();
+      t->insertRow(row);
+      t->setItem(row, 0, tableCell(text));
+      t->setSpan(row, 0, 1, 5);
+    };
+    auto change = [](double a_ns, double b_ns) {
+      if (a_ns == 0 && b_ns == 0) return QStringLiteral("0");
+      const double d = b_ns - a_ns;
+      const QString sign = d >= 0 ? QStringLiteral("+") : QString();
+      return sign + ns(std::int64_t(std::llround(d))) +
+             (a_ns > 0 ? QStringLiteral(" (%1%2 %)").arg(sign).arg(100 * d / a_ns, 0, 'f', 1)
+                       : tr(" (new)"));
+    };
+    auto add_row = [&](const trace::ComparedFigure& f, bool counts) {
+      const int row = t->rowCount();
+      t->insertRow(row);
+      t->setItem(row, 0, tableCell(q(f.name)));
+      t->setItem(row, 1,
+                 tableCell(counts ? tr("%1 → %2").arg(f.a_count).arg(f.b_count) : QString()));
+      t->setItem(row, 2, tableCell(ns(std::int64_t(std::llround(f.a_ns)))));
+      t->setItem(row, 3, tableCell(ns(std::int64_t(std::llround(f.b_ns)))));
+      t->setItem(row, 4, tableCell(change(f.a_ns, f.b_ns)));
+    };
+    add_line(tr("Against %1 (%2 ranks, %3 steps); figures %4")
+                 .arg(QFileInfo(other).fileName())
+                 .arg(c.b_ranks)
+                 .arg(c.b_steps)
+                 .arg(c.per_step ? tr("per rank and step") : tr("per rank, over the run")));
+    if (c.a_step_ns > 0 && c.b_step_ns > 0)
+      add_row({tr("step (median)").toStdString(), c.a_step_ns, c.b_step_ns}, false);
+    for (const trace::ComparedFigure& f : c.parts) add_row(f, false);
+    add_line(tr("Kernels whose time changed most"));
+    for (std::size_t i = 0; i < std::min<std::size_t>(20, c.kernels.size()); ++i)
+      add_row(c.kernels[i], true);
+    if (!c.collectives.empty()) {
+      add_line(tr("Collectives whose time changed most"));
+      for (std::size_t i = 0; i < std::min<std::size_t>(20, c.collectives.size()); ++i)
+        add_row(c.collectives[i], true);
+    }
+    t->resizeColumnsToContents();
+    t->setColumnWidth(0, std::min(t->columnWidth(0), kNameColumnWidth));
+    if (tabs_->indexOf(t) < 0) tabs_->addTab(t, tr("Compared with"));
+    tabs_->setTabText(tabs_->indexOf(t), tr("Compared with %1").arg(QFileInfo(other).fileName()));
+    tabs_->setCurrentWidget(t);
+    emit comparisonReady({});
+  });
 }
 
 void RunView::goToCorrelated() {

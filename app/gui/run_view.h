@@ -91,6 +91,10 @@ class RunView : public QWidget {
   // started included): the run's calibrated cluster, else its GPU's
   // datasheet. Not the prediction it recorded. predictionReady follows.
   void predictAgain();
+  // Holds the run in `other` against this one (trace compare, on a worker
+  // thread): a "Compared with" tab; comparisonReady follows.
+  void compareWith(const QString& other);
+  QTableWidget* comparisonTable() const { return comparison_table_; }
   // What the prediction tab holds: "" (the run's own), or the cluster the
   // last predictAgain predicted on.
   QString predictedAgainOn() const { return predicted_again_on_; }
@@ -112,6 +116,7 @@ class RunView : public QWidget {
   void analysisReady(const QString& error);
   void rangeReady(const QString& error);
   void instancesReady(int count, const QString& error);
+  void comparisonReady(const QString& error);
   // The event correlated with the one shown was selected (its id), or why none was.
   void correlatedShown(std::optional<std::int64_t> event_id, const QString& error);
   void predictionReady(const QString& cluster, const QString& error);
@@ -151,6 +156,8 @@ class RunView : public QWidget {
   std::uint64_t range_job_ = 0;
   std::uint64_t instance_job_ = 0;
   std::uint64_t correlation_job_ = 0;
+  std::uint64_t comparison_job_ = 0;
+  QTableWidget* comparison_table_ = nullptr;
   std::optional<trace::StoredEvent> details_event_;  // the measured event the details show
   std::shared_ptr<const trace::RunAnalysis> analysis_;
   std::optional<trace::RunAnalysis> range_analysis_;

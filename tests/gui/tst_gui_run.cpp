@@ -5,11 +5,13 @@
 // breakdown, search, collapse a rank, the exports (HTML, PDF, CSV, Chrome
 // trace), and files that are not stores of this version: a message, no crash.
 
+#include <QAction>
 #include <QApplication>
 #include <QChart>
 #include <QChartView>
 #include <QDockWidget>
 #include <QFile>
+#include <QFileInfo>
 #include <QHelpEvent>
 #include <QJsonArray>
 #include <QJsonDocument>
@@ -764,6 +766,30 @@ void TestGuiRun::navigatesAsNsightDoes() {
     QCOMPARE(t->selectedEvent()->id, launch->id);
   }
 
+  // Another run held against this one (Tools ▸ Compare the open run with…):
+  // here the CPU engine's run, and a file that is not there.
+  {
+    QSignalSpy compared(&view, &RunView::comparisonReady);
+    view.compareWith(cpu_store_);
+    QTRY_COMPARE_WITH_TIMEOUT(compared.count(), 1, 60000);
+    QVERIFY2(compared.front().at(0).toString().isEmpty(),
+             qPrintable(compared.front().at(0).toString()));
+    QTableWidget* c = view.comparisonTable();
+    QCOMPARE(tabs->currentWidget(), c);
+    QCOMPARE(tabs->tabText(tabs->currentIndex()),
+             QStringLiteral("Compared with %1").arg(QFileInfo(cpu_store_).fileName()));
+    QStringList names;
+    for (int r = 0; r < c->rowCount(); ++r) names << c->item(r, 0)->text();
+    QVERIFY2(names.contains(QStringLiteral("compute")), qPrintable(names.join('|')));
+    QVERIFY(names.contains(QStringLiteral("Kernels whose time changed most")));
+    QVERIFY2(names.first().contains(QStringLiteral("per rank and step")), qPrintable(names.first()));
+    compared.clear();
+    view.compareWith(dir_.filePath(QStringLiteral("no-such-run.db")));
+    QTRY_COMPARE_WITH_TIMEOUT(compared.count(), 1, 60000);
+    QVERIFY2(compared.front().at(0).toString().contains(QStringLiteral("no-such-run.db")),
+             qPrintable(compared.front().at(0).toString()));
+  }
+
   // A range: the tables and the instances hold what it reaches.
   auto* scope = view.findChild<QLabel*>(QStringLiteral("run_summaries_scope"));
   QVERIFY(scope);
@@ -968,6 +994,10 @@ void TestGuiRun::importedTraces() {
   QVERIFY(int(view->analysis()->ranks.size()) >= int(files.size()));
   QVERIFY(view->kernelProxy()->rowCount() > 0);
   QTRY_VERIFY_WITH_TIMEOUT(view->timeline()->laneCount() > 0, 30000);
+  // Tools ▸ Compare the open run with… is there once a run is open.
+  auto* compare = window.findChild<QAction*>(QStringLiteral("actionCompareRun"));
+  QVERIFY(compare);
+  QTRY_VERIFY_WITH_TIMEOUT(compare->isEnabled(), 30000);
   // Docked beside the other panels, the lanes keep a few rows in view.
   auto* lanes = qobject_cast<QScrollArea*>(view->timeline()->parentWidget()->parentWidget());
   QVERIFY(lanes);
