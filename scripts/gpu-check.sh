@@ -93,10 +93,11 @@ for p in $PRECISIONS; do
   run_to "$OUT_DIR/gemm.jsonl" env CUDA_VISIBLE_DEVICES=0 "$BIN/clusterscope-worker" --backend cuda \
     --precision "$p" --sweep gemm --sizes 1024 2048 4096 8192 --sweep-seconds 0.3
 done
-# Why cuBLASLt turns FP8 down, where it does: its own log (errors, hints and
-# information) of one short FP8 GEMM, kept beside the stores.
+# Why cuBLASLt turns FP8 down, where it does: its own log (errors, hints,
+# information and the API trace: each call's layouts and attributes) of one
+# short FP8 GEMM, kept beside the stores.
 if [[ " $PRECISIONS " == *" fp8 "* ]]; then
-  run_to "$OUT_DIR/gemm-fp8-diagnosis.jsonl" env CUDA_VISIBLE_DEVICES=0 CUBLASLT_LOG_MASK=13 \
+  run_to "$OUT_DIR/gemm-fp8-diagnosis.jsonl" env CUDA_VISIBLE_DEVICES=0 CUBLASLT_LOG_MASK=31 \
     CUBLASLT_LOG_FILE="$OUT_DIR/cublaslt-fp8.log" "$BIN/clusterscope-worker" --backend cuda \
     --precision fp8 --sweep gemm --sizes 1024 --sweep-seconds 0.05
   [ -f "$OUT_DIR/cublaslt-fp8.log" ] && truncate -s '<4M' "$OUT_DIR/cublaslt-fp8.log"

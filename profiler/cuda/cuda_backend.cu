@@ -8,11 +8,13 @@
 #include <cuda_runtime.h>
 #include <nvtx3/nvToolsExt.h>
 
+#include <array>
 #include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <stdexcept>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -546,10 +548,22 @@ class CudaBackend final : public Backend {
   void matmul_forward(Tensor out, Tensor inp, Tensor weight, Tensor bias, int N, int C, int OC,
                       std::string_view op_name) override {
     const double flops = 2.0 * N * C * OC;
-    Hooked h(*this, op_name, "", flops, operand_bytes(N, C, OC, inp, weight, out));
-    if (compute_ == CudaCompute::fp8 && C % 16 == 0 && OC % 16 == 0 && N % 16 == 0) {
-      fp8_gemm_nt(out, inp, weight, N, C, OC);
+    // FP8 where the shape allows it and cuBLASLt has not turned this shape
+    // down before: a refused shape runs in BF16 straight away, without the
+    // casts and the failing calls again (counted as a fallback each time).
+    const bool fp8_shape =
+        compute_ == CudaCompute::fp8 && C % 16 == 0 && OC % 16 == 0 && N % 16 == 0;
+    const bool try_fp8 = fp8_shape && !fp8_refused_.count({N, C, OC});
+    // The GEMM reads 1-byte copies of its operands when it runs in FP8.
+    const std::int64_t bytes =
+        try_fp8 ? static_cast<std::int64_t>(N) * C + static_cast<std::int64_t>(C) * OC +
+                      static_cast<std::int64_t>(N) * OC * dtype_bytes(out.dtype)
+                : operand_bytes(N, C, OC, inp, weight, out);
+    Hooked h(*this, op_name, "", flops, bytes);
+    if (try_fp8) {
+      if (!fp8_gemm_nt(out, inp, weight, N, C, OC)) fp8_refused_.insert({N, C, OC});
     } else {
+      if (fp8_shape) ++fp8_fallbacks_;
       gemm(CUBLAS_OP_T, CUBLAS_OP_N, OC, N, C, weight, C, inp, C, out, OC, 0.0f);
     }
     if (!bias.empty()) {
@@ -826,8 +840,9 @@ class CudaBackend final : public Backend {
   }
 
   // FP8 E4M3 forward GEMM, out = inp . W^T, with per-tensor scales from the
-  // current amax of each operand (current scaling).
-  void fp8_gemm_nt(Tensor out, Tensor inp, Tensor weight, int N, int C, int OC) {
+  // current amax of each operand (current scaling). False: cuBLASLt turned
+  // the shape down and the GEMM ran in BF16.
+  bool fp8_gemm_nt(Tensor out, Tensor inp, Tensor weight, int N, int C, int OC) {
     const std::int64_t na = static_cast<std::int64_t>(OC) * C;
     const std::int64_t nb = static_cast<std::int64_t>(N) * C;
     __nv_fp8_e4m3* a8 = fp8_buffer(0, na);
@@ -922,6 +937,7 @@ class CudaBackend final : public Backend {
     cublasLtMatrixLayoutDestroy(lb);
     cublasLtMatrixLayoutDestroy(lc);
     cublasLtMatmulDescDestroy(desc);
+    return status == CUBLAS_STATUS_SUCCESS;
   }
 
   __nv_fp8_e4m3* fp8_buffer(int index, std::int64_t n) {
@@ -971,6 +987,7 @@ class CudaBackend final : public Backend {
  public:
   std::uint64_t fp8_gemms_ = 0;      // forward GEMMs that ran in FP8
   std::uint64_t fp8_fallbacks_ = 0;  // ... and those that fell back to BF16
+  std::set<std::array<int, 3>> fp8_refused_;  // (N, C, OC) shapes cuBLASLt turned down
 };
 
 template <class T>
@@ -1068,6 +1085,8 @@ std::pair<std::uint64_t, std::uint64_t> cuda_fp8_gemm_counts(Backend& backend) {
 }
 
 void* cuda_compute_stream(Backend& backend) { return static_cast<CudaBackend&>(backend).stream(); }
+
+void cuda_use_device(int device) { CS_CUDA(cudaSetDevice(device)); }
 
 double cuda_device_memory_used(int device) {
   int current = 0;

@@ -49,6 +49,10 @@ void set_gemm_hooks(Backend& cuda_backend, GemmHooks hooks);
 std::pair<std::uint64_t, std::uint64_t> cuda_fp8_gemm_counts(Backend& cuda_backend);
 // The backend's compute stream (a cudaStream_t), for NCCL and events.
 void* cuda_compute_stream(Backend& cuda_backend);
+// Makes `device` current on the calling thread. A thread starts on device 0:
+// one driving another GPU selects it first, or its allocations, events and
+// launches go to the wrong device.
+void cuda_use_device(int device);
 // Bytes the engine has allocated (what torch.cuda.memory_allocated reports),
 // and the device's used memory (cudaMemGetInfo), for the memory counters.
 double cuda_device_memory_used(int device);

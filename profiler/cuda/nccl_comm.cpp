@@ -92,6 +92,7 @@ class NcclComm final : public Communicator {
   void wait_sends() override { flush_sends(); }
 
   void barrier() override {
+    CS_CUDA_OK(cudaSetDevice(device_));  // the calling thread may be on another GPU
     flush_sends();
     if (!barrier_word_) CS_CUDA_OK(cudaMalloc(&barrier_word_, sizeof(float)));
     CS_NCCL(ncclAllReduce(barrier_word_, barrier_word_, 1, ncclFloat32, ncclSum, comm_, compute_));
@@ -144,6 +145,7 @@ class NcclComm final : public Communicator {
   // stream so far (the gradients it reduces are final there).
   template <class F>
   Ticket on_side_stream(F&& launch) {
+    CS_CUDA_OK(cudaSetDevice(device_));  // events belong to the current device
     cudaEvent_t ready;
     CS_CUDA_OK(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming));
     CS_CUDA_OK(cudaEventRecord(ready, compute_));

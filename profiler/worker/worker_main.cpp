@@ -791,11 +791,13 @@ int run_cuda_single_process(Options o, const Job& job, int argc, char** argv) {
   auto worlds = NcclWorld::create_all(devices, streams);
   if (!worlds) throw std::runtime_error(worlds.message());
   auto info = cuda_device_info(0);
-  std::vector<std::string> errors(gpus);
   std::vector<std::thread> threads;
   for (int r = 0; r < gpus; ++r) {
     threads.emplace_back([&, r] {
       try {
+        // A new thread starts on GPU 0: rank r's tensors, events and
+        // launches belong on GPU r.
+        cuda_use_device(devices[r]);
         NcclWorld& w = *(*worlds)[r];
         RankTrace trace =
             open_trace(o, job, r, backends[r]->device_name(), cs::trace::kCudaEngineSource,
@@ -808,14 +810,17 @@ int run_cuda_single_process(Options o, const Job& job, int argc, char** argv) {
         close_trace(trace);
         emit({{"event", "done"}, {"rank", r}, {"store", trace.path}});
       } catch (const std::exception& e) {
-        errors[r] = described(e);
+        // The other ranks would wait in their next all-reduce for this one,
+        // and their threads never join: end the whole job, as a failing rank
+        // of the multi-process mode does, every store closed as failed.
+        report_error("rank " + std::to_string(r) + ": error: " + described(e));
+        emit({{"event", "error"}, {"rank", r}, {"message", described(e)}});
+        close_all_writers("failed");
+        std::_Exit(1);
       }
     });
   }
   for (auto& t : threads) t.join();
-  for (int r = 0; r < gpus; ++r) {
-    if (!errors[r].empty()) throw std::runtime_error("rank " + std::to_string(r) + ": " + errors[r]);
-  }
   return 0;
 }
 #endif
