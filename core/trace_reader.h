@@ -61,6 +61,10 @@ struct TimeRange {
 };
 
 enum class NameMatch { exact, substring };
+// The order find_events keeps its first `limit` matches in: the store's (by
+// rank, as written) or time's, across the ranks (a capped search then
+// covers the trace's beginning on every rank, not one rank's).
+enum class FindOrder { id, time };
 
 class TraceReader {
  public:
@@ -119,11 +123,12 @@ class TraceReader {
   // The innermost event of `lane` running at `time_ns` ([start, end)).
   Result<std::optional<StoredEvent>> event_at(LaneId lane, std::int64_t time_ns) const;
   Result<StoredEvent> event(std::int64_t id) const;
-  // Events whose name matches, in id order, at most `limit`; all ranks when
+  // Events whose name matches, in `order`, at most `limit`; all ranks when
   // `rank` is empty.
   Result<std::vector<StoredEvent>> find_events(std::string_view text, NameMatch match,
                                                std::size_t limit,
-                                               std::optional<std::int32_t> rank = {}) const;
+                                               std::optional<std::int32_t> rank = {},
+                                               FindOrder order = FindOrder::id) const;
 
   // Events of the given lanes (all lanes when empty) starting in [t0, t1), in
   // start order. The callback returns false to stop early.

@@ -528,7 +528,7 @@ RunView::RunView(QWidget* parent) : QWidget(parent) {
               // Capped: "1 of the first 100000", not a count that reads as all.
               search_status_->setText(
                   timeline_->searchCapped()
-                      ? tr("%1 of the first %2 matches (more in the store)")
+                      ? tr("%1 of the first %2 matches in time (more later in the store)")
                             .arg(index + 1)
                             .arg(matches)
                       : tr("%1 of %2").arg(index + 1).arg(matches));

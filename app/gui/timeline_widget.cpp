@@ -944,7 +944,9 @@ void TimelineWidget::stepSearch(const QString& text, int delta) {
   search_capped_ = false;
   QtConcurrent::run(&pool_, [reader = reader_, needle = text.toStdString()] {
     // One more than kept: whether there were more is said.
-    auto found = reader->find_events(needle, trace::NameMatch::substring, kMaxMatches + 1);
+    // The first by time across the ranks, where there are more than kept.
+    auto found = reader->find_events(needle, trace::NameMatch::substring, kMaxMatches + 1, {},
+                                     trace::FindOrder::time);
     Found out;
     if (!found) {
       out.error = q(found.message());

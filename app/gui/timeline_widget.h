@@ -84,7 +84,7 @@ class TimelineWidget : public QWidget {
   void findPrevious(const QString& text);
   int searchMatches() const { return int(matches_.size()); }
   int searchIndex() const { return match_index_; }
-  // More matched than the 100,000 kept (the first in the store's order).
+  // More matched than the 100,000 kept (the first in time, across the ranks).
   bool searchCapped() const { return search_capped_; }
   // The query the last frame answered, and what the last paint drew.
   std::uint64_t frameJob() const { return frame_ ? frame_->job : 0; }

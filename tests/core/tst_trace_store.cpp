@@ -820,6 +820,17 @@ void TestTraceStore::findEvents() {
     QCOMPARE(r->string(e.event.name), name);
   auto limited = r->find_events("name_", NameMatch::substring, 25);
   QCOMPARE(limited->size(), std::size_t{25});
+  // In time order: the 25 earliest matches of the store, whatever their rank.
+  std::vector<std::int64_t> starts;
+  for (const Event& e : w.events) {
+    if (r->string(e.name).find("name_") != std::string::npos) starts.push_back(e.start_ns);
+  }
+  std::sort(starts.begin(), starts.end());
+  auto earliest = r->find_events("name_", NameMatch::substring, 25, {}, FindOrder::time);
+  QVERIFY(earliest);
+  QCOMPARE(earliest->size(), std::size_t{25});
+  for (std::size_t i = 0; i < earliest->size(); ++i)
+    QCOMPARE((*earliest)[i].event.start_ns, starts[i]);
   QVERIFY(r->find_events("no such name", NameMatch::exact, 10)->empty());
   QVERIFY(r->find_events(name, NameMatch::exact, 10, 5)->empty());  // rank 5 does not exist
 }
