@@ -560,11 +560,16 @@ class CudaBackend final : public Backend {
                       static_cast<std::int64_t>(N) * OC * dtype_bytes(out.dtype)
                 : operand_bytes(N, C, OC, inp, weight, out);
     Hooked h(*this, op_name, "", flops, bytes);
-    if (try_fp8) {
-      if (!fp8_gemm_nt(out, inp, weight, N, C, OC)) fp8_refused_.insert({N, C, OC});
+    if (try_fp8 && fp8_gemm_nt(out, inp, weight, N, C, OC)) {
+      h.computed_in = trace::DataType::fp8_e4m3;
     } else {
-      if (fp8_shape) ++fp8_fallbacks_;
-      gemm(CUBLAS_OP_T, CUBLAS_OP_N, OC, N, C, weight, C, inp, C, out, OC, 0.0f);
+      if (try_fp8) {
+        fp8_refused_.insert({N, C, OC});  // it ran in BF16 inside
+      } else {
+        if (fp8_shape) ++fp8_fallbacks_;
+        gemm(CUBLAS_OP_T, CUBLAS_OP_N, OC, N, C, weight, C, inp, C, out, OC, 0.0f);
+      }
+      if (compute_ == CudaCompute::fp8) h.computed_in = trace::DataType::bf16;
     }
     if (!bias.empty()) {
       const dim3 grid((OC + 255) / 256, std::min(N, 1024));
@@ -580,11 +585,13 @@ class CudaBackend final : public Backend {
     const double flops = 2.0 * N * C * OC;
     if (!dinp.empty()) {
       Hooked h(*this, op_name, " dgrad", flops, operand_bytes(N, OC, C, dout, weight, dinp));
+      if (compute_ == CudaCompute::fp8) h.computed_in = trace::DataType::bf16;  // backward in BF16
       // dinp^T[C,N] = W^T[C,OC] . dout^T[OC,N]
       gemm(CUBLAS_OP_N, CUBLAS_OP_N, C, N, OC, weight, C, dout, OC, dinp, C, 0.0f);
     }
     {
       Hooked h(*this, op_name, " wgrad", flops, operand_bytes(C, N, OC, inp, dout, dweight));
+      if (compute_ == CudaCompute::fp8) h.computed_in = trace::DataType::bf16;
       // dW^T[C,OC] += inp^T[C,N] . dout[N,OC]
       gemm(CUBLAS_OP_N, CUBLAS_OP_T, C, OC, N, inp, C, dout, OC, dweight, C, 1.0f);
     }
@@ -785,11 +792,12 @@ class CudaBackend final : public Backend {
       if (backend.hooks_.before) backend.hooks_.before(id, label, flops, bytes);
     }
     ~Hooked() {
-      if (backend.hooks_.after) backend.hooks_.after(id);
+      if (backend.hooks_.after) backend.hooks_.after(id, computed_in);
       nvtxRangePop();
     }
     CudaBackend& backend;
     std::uint64_t id = 0;
+    trace::DataType computed_in = trace::DataType::none;  // see GemmHooks::after
   };
 
   // What a GEMM [rows x inner] . [inner x cols] reads and writes, as the

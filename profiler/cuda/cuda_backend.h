@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "core/result.h"
+#include "core/trace_types.h"
 #include "profiler/worker/backend.h"
 
 namespace cs::worker {
@@ -40,7 +41,10 @@ Result<CudaDeviceInfo> cuda_device_info(int device);
 struct GemmHooks {
   std::function<void(std::uint64_t id, std::string_view name, double flops, std::int64_t bytes)>
       before;
-  std::function<void(std::uint64_t id)> after;
+  // `computed_in`: the type the GEMM ran in where it is not the run's
+  // precision (an fp8 run's BF16 backward and fallbacks, its FP8 forwards),
+  // else none: learning files the GEMM under it.
+  std::function<void(std::uint64_t id, trace::DataType computed_in)> after;
 };
 
 Result<std::unique_ptr<Backend>> make_cuda_backend(int device, CudaCompute compute);

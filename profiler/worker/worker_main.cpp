@@ -626,10 +626,11 @@ void trace_gemms(Backend& backend, OpTracer* tracer) {
   hooks.before = [open](std::uint64_t, std::string_view name, double flops, std::int64_t bytes) {
     open->push_back({OpTracer::now_ns(), std::string(name), flops, bytes});
   };
-  hooks.after = [open, tracer](std::uint64_t) {
+  hooks.after = [open, tracer](std::uint64_t, trace::DataType computed_in) {
     const Open& op = open->back();
     tracer->record(tracer->compute_lane(), trace::EventKind::cpu_op, trace::Category::compute,
-                   op.start_ns, OpTracer::now_ns(), "gemm " + op.name, op.flops, op.bytes);
+                   op.start_ns, OpTracer::now_ns(), "gemm " + op.name, op.flops, op.bytes,
+                   trace::Collective::none, computed_in);
     open->pop_back();
   };
   set_gemm_hooks(backend, std::move(hooks));
@@ -802,6 +803,7 @@ int run_cuda_single_process(Options o, const Job& job, int argc, char** argv) {
         RankTrace trace =
             open_trace(o, job, r, backends[r]->device_name(), cs::trace::kCudaEngineSource,
                        cuda_versions(*info), argc, argv);
+        trace_gemms(*backends[r], trace.tracer.get());  // as a rank of its own process does
         Trainer trainer(*backends[r], w.dp(), w.tp(), w.pp(),
                         train_config(o, job.shape.config, w.layout(), cuda_storage_type(*compute)),
                         builtin_corpus(), trace.tracer.get());
