@@ -430,17 +430,16 @@ Result<RankAnalysis> analyze_rank_raw(const TraceReader& r, std::int32_t rank,
     // The kernel and collective tables of a range hold what ran in it (they
     // held the whole run's beside the range's breakdown).
     if (e.end < window_lo || e.start > window_hi) continue;
-    {  // every device event: NCCL's kernels are stored as collectives
-      if (const Launch* call = launch_of(*launch, e.correlation)) {
-        const std::int64_t call_ns = call->end - call->start;
-        const std::int64_t delay_ns = e.start - call->end;
-        ++out.launches.launches;
-        if (duration < call_ns) ++out.launches.short_kernels;
-        if (call_ns > options.runtime_cutoff_ns) ++out.launches.runtime_outliers;
-        if (delay_ns > options.launch_delay_cutoff_ns) ++out.launches.delay_outliers;
-        call_durations.push_back(call_ns);
-        launch_delays.push_back(delay_ns);
-      }
+    // Every device event its call launched (NCCL's kernels are stored as collectives).
+    if (const Launch* call = launch_of(*launch, e.correlation)) {
+      const std::int64_t call_ns = call->end - call->start;
+      const std::int64_t delay_ns = e.start - call->end;
+      ++out.launches.launches;
+      if (duration < call_ns) ++out.launches.short_kernels;
+      if (call_ns > options.runtime_cutoff_ns) ++out.launches.runtime_outliers;
+      if (delay_ns > options.launch_delay_cutoff_ns) ++out.launches.delay_outliers;
+      call_durations.push_back(call_ns);
+      launch_delays.push_back(delay_ns);
     }
     NameStats& k = sink.kernels[e.name];
     if (k.durations.empty()) {

@@ -819,7 +819,9 @@ Result<ExportReport> export_html_report(const TraceReader& reader, const RunAnal
            "call leaves the GPU waiting on the host.</p>\n<table>\n<tr><th>rank</th>"
            "<th>launches</th><th>call median us</th><th>call p95 us</th><th>delay median us</th>"
            "<th>delay p95 us</th><th>delay max us</th><th>shorter than call</th>"
-           "<th>calls &gt; 50 us</th><th>delays &gt; 100 us</th></tr>\n";
+        << "<th>calls &gt; " << AnalysisOptions{}.runtime_cutoff_ns / 1000 << " us</th>"
+        << "<th>delays &gt; " << AnalysisOptions{}.launch_delay_cutoff_ns / 1000
+        << " us</th></tr>\n";
     for (const RankAnalysis& r : analysis.ranks) {
       const LaunchStats& l = r.launches;
       if (l.launches == 0) continue;

@@ -379,9 +379,11 @@ void run_stats(const StatsOptions& o, Context& ctx) {
   if (std::any_of(a.ranks.begin(), a.ranks.end(),
                   [](const RankAnalysis& k) { return k.launches.launches > 0; })) {
     std::cout << "\nKernel launches (each kernel, copy or memset with the call that launched it)\n";
+    const AnalysisOptions cutoffs;  // the analysis ran with the defaults
     TextTable l({"rank", "launches", "call median us", "call p95 us", "delay median us",
-                 "delay p95 us", "delay max us", "shorter than call", "calls > 50 us",
-                 "delays > 100 us"});
+                 "delay p95 us", "delay max us", "shorter than call",
+                 "calls > " + std::to_string(cutoffs.runtime_cutoff_ns / 1000) + " us",
+                 "delays > " + std::to_string(cutoffs.launch_delay_cutoff_ns / 1000) + " us"});
     for (std::size_t i = 0; i < 10; ++i)
       l.right_align(i);
     auto us = [](double ns_value) { return format_fixed(ns_value / 1e3, 1); };

@@ -155,9 +155,9 @@ Instances collectInstances(const trace::TraceReader& r, std::optional<trace::Tim
   auto longer = [](const trace::StoredEvent& a, const trace::StoredEvent& b) {
     return a.event.duration_ns() > b.event.duration_ns();
   };
-  // In a range: the events overlapping it, as the range's tables count them.
+  // In a range: the events overlapping [start, end], both ends kept, as the
+  // range's analysis counts them.
   const trace::TimeRange all = r.time_range();
-  // Overlapping [start, end], both ends kept, as the range's analysis counts.
   const std::int64_t end = range ? range->end_ns + 1 : all.end_ns + 1;
   const Status read =
       r.for_each_event({}, all.start_ns, end, [&](const trace::StoredEvent& e) {
@@ -1115,24 +1115,22 @@ void RunView::compareWith(const QString& other) {
       if (!reader) return reader.error();
       return trace::analyze_run(*reader.value());
     };
-    // This run's analysis when it is in hand; else it is made here too.
-    std::optional<trace::RunAnalysis> a;
-    if (analysis) {
-      a = *analysis;
-    } else {
-      auto made = analyse(baseline);
-      if (!made) {
-        out.second = q(made.message());
+    // This run's analysis when it is in hand (not copied); else it is made here too.
+    std::optional<trace::RunAnalysis> made;
+    if (!analysis) {
+      auto a = analyse(baseline);
+      if (!a) {
+        out.second = q(a.message());
         return out;
       }
-      a = std::move(made).value();
+      made = std::move(a).value();
     }
     auto b = analyse(other);
     if (!b) {
       out.second = q(b.message());
       return out;
     }
-    out.first = trace::compare_runs(*a, *b);
+    out.first = trace::compare_runs(analysis ? *analysis : *made, *b);
     return out;
   }).then(this, [this, job, other](std::pair<std::optional<trace::RunComparison>, QString> out) {
     if (job != comparison_job_) return;

@@ -160,6 +160,12 @@ QString eventFacts(const trace::Event& e) {
   return out;
 }
 
+// How far `t` lies from [start, end): 0 inside. One rule for what is under
+// the pointer, in the spans drawn and in the events behind a fold.
+std::int64_t distance_to(std::int64_t t, std::int64_t start, std::int64_t end) {
+  return t < start ? start - t : t >= end ? t - end + 1 : 0;
+}
+
 // An event looked up on the worker thread, its name resolved there too.
 struct Picked {
   std::optional<trace::StoredEvent> event;
@@ -758,9 +764,7 @@ std::optional<TimelineWidget::SpanHit> TimelineWidget::spanAt(const QPoint& pos)
   for (std::size_t k = 0; k < lf.spans.size(); ++k) {
     const trace::Span& s = lf.spans[k];
     if (std::min(int(s.depth), l.depth - 1) != row) continue;
-    const std::int64_t distance = t < s.start_ns ? s.start_ns - t
-                                  : t >= s.end_ns ? t - s.end_ns + 1
-                                                  : 0;
+    const std::int64_t distance = distance_to(t, s.start_ns, s.end_ns);
     if (distance < best_distance) {
       best = SpanHit{lane, k, row, t, slack};
       best_distance = distance;
@@ -790,9 +794,7 @@ void TimelineWidget::selectAt(const QPoint& pos) {
     Picked out;
     std::int64_t best_distance = INT64_MAX, best_length = INT64_MAX;
     auto consider = [&](const trace::StoredEvent& e) {
-      const std::int64_t distance = t < e.event.start_ns  ? e.event.start_ns - t
-                                    : t >= e.event.end_ns ? t - e.event.end_ns + 1
-                                                          : 0;
+      const std::int64_t distance = distance_to(t, e.event.start_ns, e.event.end_ns);
       const std::int64_t length = e.event.end_ns - e.event.start_ns;
       if (distance < best_distance || (distance == best_distance && length < best_length)) {
         out.event = e;
