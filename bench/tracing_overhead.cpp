@@ -18,6 +18,7 @@
 
 #include <unistd.h>
 
+#include "core/median.h"
 #include "profiler/launcher.h"
 
 using namespace cs::launch;
@@ -71,11 +72,6 @@ Steps run_once(int ranks, int steps, int threads, bool trace, const std::string&
   return out;
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
-}
-
 double mean(const std::vector<double>& v) {
   double s = 0;
   for (double x : v)
@@ -106,8 +102,8 @@ int main(int argc, char** argv) {
     on.wall.insert(on.wall.end(), b.wall.begin(), b.wall.end());
     on.cpu.insert(on.cpu.end(), b.cpu.begin(), b.cpu.end());
   }
-  const double m_on = median(on.wall);
-  const double m_off = median(off.wall);
+  const double m_on = cs::median(on.wall);
+  const double m_off = cs::median(off.wall);
   // CPU time per step, all threads of the rank (the writer's too): what
   // tracing costs, whatever else the machine is running.
   const double c_on = mean(on.cpu);

@@ -8,12 +8,14 @@
 #include <map>
 #include <mutex>
 #include <queue>
+#include <set>
 #include <thread>
 #include <unordered_map>
 
 #include <nlohmann/json.hpp>
 
 #include "core/format.h"
+#include "core/median.h"
 #include "core/trace_reader_internal.h"
 
 namespace cs::trace {
@@ -76,12 +78,6 @@ RankLanes rank_lanes(const TraceReader& r, std::int32_t rank) {
   }
   return out;
 }
-
-struct StepWindow {
-  std::int32_t step = 0;
-  std::int64_t start = 0;
-  std::int64_t end = 0;
-};
 
 Result<std::vector<StepWindow>> step_windows(const TraceReader& r, std::int32_t rank,
                                              const RankLanes& lanes) {
@@ -226,24 +222,6 @@ struct RankRaw {
   std::vector<std::int64_t> step_durations;
 };
 
-double median_of(std::vector<std::int64_t>& v) {
-  if (v.empty()) return 0;
-  const std::size_t n = v.size();
-  auto mid = v.begin() + static_cast<std::ptrdiff_t>(n / 2);
-  std::nth_element(v.begin(), mid, v.end());
-  if (n % 2) return static_cast<double>(*mid);
-  const std::int64_t upper = *mid;
-  const std::int64_t lower = *std::max_element(v.begin(), mid);
-  return (static_cast<double>(lower) + static_cast<double>(upper)) / 2;
-}
-
-double median_of(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 template <class Stats>
 void fill_duration_stats(Stats& s, std::vector<std::int64_t>& durations) {
   s.count = static_cast<std::int64_t>(durations.size());
@@ -254,7 +232,7 @@ void fill_duration_stats(Stats& s, std::vector<std::int64_t>& durations) {
   for (std::int64_t d : durations)
     s.total_ns += d;
   s.mean_ns = static_cast<double>(s.total_ns) / static_cast<double>(s.count);
-  s.median_ns = median_of(durations);
+  s.median_ns = median(durations);
 }
 
 std::vector<KernelStats> kernel_stats(const TraceReader& r,
@@ -480,9 +458,9 @@ Result<RankAnalysis> analyze_rank_raw(const TraceReader& r, std::int32_t rank,
     sink.step_durations.push_back(windows[i].end - windows[i].start);
   }
   out.kernels = kernel_stats(r, sink.kernels);
-  out.launches.call_median_ns = median_of(call_durations);
+  out.launches.call_median_ns = median(call_durations);
   out.launches.call_p95_ns = nearest_rank(call_durations, 0.95);
-  out.launches.delay_median_ns = median_of(launch_delays);
+  out.launches.delay_median_ns = median(launch_delays);
   out.launches.delay_p95_ns = nearest_rank(launch_delays, 0.95);
   if (!launch_delays.empty())
     out.launches.delay_max_ns =
@@ -503,16 +481,16 @@ StragglerReport stragglers_from(const std::vector<RankAnalysis>& ranks, std::vec
   for (std::size_t i = 0; i < n; ++i) {
     report.ranks[i].rank = ranks[i].rank;
     if (!raws[i].step_durations.empty()) {
-      report.ranks[i].step_ns = median_of(raws[i].step_durations);
+      report.ranks[i].step_ns = median(raws[i].step_durations);
       step_medians.push_back(report.ranks[i].step_ns);
     }
   }
   if (n < 2) return report;
-  const double step_median = median_of(step_medians);
+  const double step_median = median(step_medians);
   std::vector<double> step_dev;
   for (double s : step_medians)
     step_dev.push_back(std::fabs(s - step_median));
-  const double step_mad = median_of(step_dev);
+  const double step_mad = median(step_dev);
 
   // Lateness of each rank's collectives against the median start of the same
   // collective (n-th of its kind) over the ranks that have it.
@@ -539,7 +517,7 @@ StragglerReport stragglers_from(const std::vector<RankAnalysis>& ranks, std::vec
       std::vector<double> values;
       for (const auto& [i, s] : present)
         values.push_back(s);
-      const double mid = median_of(values);
+      const double mid = median(values);
       for (const auto& [i, s] : present) {
         late_sum[i] += s - mid;
         ++late_count[i];
@@ -553,15 +531,15 @@ StragglerReport stragglers_from(const std::vector<RankAnalysis>& ranks, std::vec
     s.late_start_ns = late_count[i] ? late_sum[i] / static_cast<double>(late_count[i]) : 0;
     if (late_count[i]) lateness.push_back(s.late_start_ns);
   }
-  const double late_median = median_of(lateness);
+  const double late_median = median(lateness);
   std::vector<double> late_dev;
   for (double l : lateness)
     late_dev.push_back(std::fabs(l - late_median));
-  const double late_mad = median_of(late_dev);
+  const double late_mad = median(late_dev);
   std::vector<double> spans;
   for (const RankAnalysis& a : ranks)
     spans.push_back(static_cast<double>(a.total.span_ns));
-  const double reference = step_median > 0 ? step_median : median_of(spans);
+  const double reference = step_median > 0 ? step_median : median(spans);
 
   for (RankStraggler& s : report.ranks) {
     std::vector<std::string> reasons;
@@ -657,6 +635,35 @@ Status parse_prediction(const std::string& text, PredictionComparison& out,
 }
 
 }  // namespace
+
+Result<std::vector<StepWindow>> job_step_windows(const TraceReader& r) {
+  std::set<std::int32_t> ranks;
+  for (const LaneInfo& l : r.lanes()) {
+    if (l.kind == LaneKind::steps) ranks.insert(l.rank);
+  }
+  auto rows = r.steps();
+  if (!rows) return rows.error();
+  for (const StepMetrics& m : *rows)
+    ranks.insert(m.rank);
+  std::map<std::int32_t, StepWindow> by_step;
+  for (std::int32_t rank : ranks) {
+    auto windows = step_windows(r, rank, rank_lanes(r, rank));
+    if (!windows) return windows.error();
+    for (const StepWindow& w : *windows) {
+      auto [it, fresh] = by_step.try_emplace(w.step, w);
+      if (!fresh) {
+        it->second.start = std::min(it->second.start, w.start);
+        it->second.end = std::max(it->second.end, w.end);
+      }
+    }
+  }
+  std::vector<StepWindow> out;
+  for (const auto& [step, w] : by_step)
+    out.push_back(w);
+  std::sort(out.begin(), out.end(),
+            [](const StepWindow& a, const StepWindow& b) { return a.start < b.start; });
+  return out;
+}
 
 // The rank to hold against the prediction: one of the stage the planner
 // timed, the pipeline's slowest, which it tells by its loss part (the last

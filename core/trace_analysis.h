@@ -221,6 +221,18 @@ Result<std::vector<StepParts>> measure_rank_parts(const TraceReader& reader);
 // `durations[r][n]` is rank r's n-th call; returns each n's shortest.
 std::vector<double> shortest_of_each_call(const std::vector<std::vector<double>>& durations);
 
+// A training step's time window: on one rank, or across the ranks.
+struct StepWindow {
+  std::int32_t step = 0;
+  std::int64_t start = 0;  // ns
+  std::int64_t end = 0;    // ns
+};
+// Each step of the run across its ranks, from its earliest start to its
+// latest end, in time order: the steps table, or else each rank's step
+// events (a step without a number is its index on its rank). Read when
+// asked: a store still being written gains steps.
+Result<std::vector<StepWindow>> job_step_windows(const TraceReader& reader);
+
 // How many of a rank's first steps (their lengths in order) are warm-up,
 // left out of what a run measured: with three steps or more, the first
 // (allocation, library initialisation, cuBLAS's heuristics: on a GPU a

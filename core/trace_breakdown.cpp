@@ -8,6 +8,7 @@
 #include <map>
 #include <tuple>
 
+#include "core/median.h"
 #include "core/trace_analysis.h"
 
 namespace cs::trace {
@@ -89,13 +90,6 @@ std::int64_t fastest(std::vector<std::int64_t> lengths) {
   if (lengths.empty()) return 0;
   std::sort(lengths.begin(), lengths.end());
   return lengths[lengths.size() / 10];
-}
-
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
 // The communication group an event's name starts with: "tp all-reduce",
@@ -262,7 +256,7 @@ std::size_t warm_up_steps(const std::vector<double>& lengths) {
   const std::size_t n = lengths.size();
   if (n < 3) return 0;
   const double steady =
-      median({lengths.begin() + static_cast<std::ptrdiff_t>(n / 2), lengths.end()});
+      median(std::vector<double>(lengths.begin() + static_cast<std::ptrdiff_t>(n / 2), lengths.end()));
   std::size_t first = 1;
   while (first < n / 2 && lengths[first] > 1.5 * steady)
     ++first;

@@ -5,6 +5,7 @@
 #include <map>
 
 #include "core/format.h"
+#include "core/median.h"
 
 namespace cs::trace {
 
@@ -22,10 +23,7 @@ double median_step(const RunAnalysis& a) {
   for (const RankStraggler& s : a.stragglers.ranks) {
     if (s.step_ns > 0) steps.push_back(s.step_ns);
   }
-  if (steps.empty()) return 0;
-  std::sort(steps.begin(), steps.end());
-  const std::size_t n = steps.size();
-  return n % 2 ? steps[n / 2] : (steps[n / 2 - 1] + steps[n / 2]) / 2;
+  return median(std::move(steps));
 }
 
 std::string collective_label(const CollectiveStats& c) {

@@ -9,6 +9,7 @@
 
 #include "core/enum_names.h"
 #include "core/format.h"
+#include "core/median.h"
 #include "core/parse_count.h"
 #include "core/trace_reader.h"
 #include "core/trace_reader_internal.h"
@@ -39,13 +40,6 @@ struct Input {
   std::string path;
   std::unique_ptr<TraceReader> reader;
 };
-
-std::int64_t median(std::vector<std::int64_t> v) {
-  if (v.empty()) return 0;
-  const auto mid = v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2);
-  std::nth_element(v.begin(), mid, v.end());
-  return *mid;
-}
 
 // The lanes whose communication events are the rank's collectives: its GPU
 // streams, or the CPU engine's communication lanes.
@@ -167,12 +161,12 @@ Result<Alignment> align(const std::vector<Input>& inputs, ClockAlignment wanted)
           "none (no collective matches rank " + std::to_string(ranks.front().info.rank) + "'s)";
       continue;
     }
-    const std::int64_t offset = median(diffs);
+    const std::int64_t offset = middle_sample(diffs);
     std::vector<std::int64_t> deviations;
     for (std::int64_t d : diffs)
       deviations.push_back(d > offset ? d - offset : offset - d);
     a.offsets[rank] = offset;
-    a.spread[rank] = median(deviations);
+    a.spread[rank] = middle_sample(std::move(deviations));
     a.rank_method[rank] = "collectives (" + std::to_string(diffs.size()) + " matched)";
     ++aligned;
   }

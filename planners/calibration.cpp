@@ -12,6 +12,7 @@
 
 #include "core/format.h"
 #include "core/json_reader.h"
+#include "core/median.h"
 #include "core/trace_analysis.h"
 #include "core/trace_reader.h"
 #include "core/trace_writer.h"
@@ -94,13 +95,6 @@ int threads_per_rank(const DeviceFit& fit, int cpu_cores) {
 
 // --- what the store holds ----------------------------------------------------
 
-double median_of(std::vector<double> values) {
-  if (values.empty()) return 0;
-  const auto middle = values.begin() + static_cast<std::ptrdiff_t>(values.size() / 2);
-  std::nth_element(values.begin(), middle, values.end());
-  return *middle;
-}
-
 // The typical time of one operation. A sweep's: the median of its samples;
 // on a machine that other work shares, a few are preempted for a whole
 // scheduler slice (milliseconds on a microsecond kernel), which a mean
@@ -138,7 +132,7 @@ struct OpTimes {
     store_run_samples.clear();
   }
   double typical() const {
-    if (run_means.empty()) return median_of(samples);
+    if (run_means.empty()) return middle_sample(samples);
     std::vector<double> means = run_means;
     const auto lower = means.begin() + static_cast<std::ptrdiff_t>((means.size() - 1) / 2);
     std::nth_element(means.begin(), lower, means.end());
@@ -463,9 +457,7 @@ Result<std::map<std::int32_t, std::set<int>>> steady_steps(const trace::TraceRea
     const std::size_t first = trace::warm_up_steps(lengths);
     std::vector<double> after(lengths.begin() + static_cast<std::ptrdiff_t>(first), lengths.end());
     if (after.empty()) continue;
-    std::nth_element(after.begin(), after.begin() + static_cast<std::ptrdiff_t>(after.size() / 2),
-                     after.end());
-    const double median = after[after.size() / 2];
+    const double median = middle_sample(after);
     std::set<int>& steady = out[rank];
     for (std::size_t i = first; i < list.size(); ++i) {
       if (lengths[i] <= 1.25 * median) steady.insert(list[i].first);

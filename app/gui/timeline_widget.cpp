@@ -17,6 +17,7 @@
 #include <QtConcurrent/QtConcurrentRun>
 
 #include "core/format.h"
+#include "core/trace_analysis.h"
 
 namespace cs::gui {
 
@@ -990,40 +991,10 @@ void TimelineWidget::mouseDoubleClickEvent(QMouseEvent* event) {
 void TimelineWidget::goToStep(int delta) {
   if (!reader_) return;
   const std::uint64_t job = ++step_job_;
-  std::vector<trace::LaneId> step_lanes;
-  for (const Lane& l : lanes_) {
-    if (l.info.kind == trace::LaneKind::steps) step_lanes.push_back(l.info.id);
-  }
-  // Read when asked: a store still being written gains steps.
-  QtConcurrent::run(&pool_, [reader = reader_, step_lanes] {
-    // Each step across the ranks: its earliest start to its latest end.
-    std::map<std::int32_t, trace::TimeRange> by_step;
-    auto add = [&](std::int32_t step, std::int64_t start, std::int64_t end) {
-      auto [it, fresh] = by_step.try_emplace(step, trace::TimeRange{start, end});
-      if (!fresh) {
-        it->second.start_ns = std::min(it->second.start_ns, start);
-        it->second.end_ns = std::max(it->second.end_ns, end);
-      }
-    };
-    if (auto rows = reader->steps()) {
-      for (const trace::StepMetrics& m : *rows)
-        add(m.step, m.start_ns, m.end_ns);
-    }
-    if (by_step.empty() && !step_lanes.empty()) {
-      std::int32_t unnumbered = 0;
-      (void)reader->for_each_event(step_lanes, -trace::kTraceTimeLimitNs, trace::kTraceTimeLimitNs,
-                                   [&](const trace::StoredEvent& e) {
-                                     if (e.event.kind == trace::EventKind::step)
-                                       add(e.event.step >= 0 ? e.event.step : unnumbered++,
-                                           e.event.start_ns, e.event.end_ns);
-                                     return true;
-                                   });
-    }
-    std::vector<std::pair<std::int32_t, trace::TimeRange>> steps(by_step.begin(), by_step.end());
-    std::sort(steps.begin(), steps.end(),
-              [](const auto& a, const auto& b) { return a.second.start_ns < b.second.start_ns; });
-    return steps;
-  }).then(this, [this, job, delta](std::vector<std::pair<std::int32_t, trace::TimeRange>> steps) {
+  QtConcurrent::run(&pool_, [reader = reader_] {
+    auto steps = trace::job_step_windows(*reader);
+    return steps ? *steps : std::vector<trace::StepWindow>{};
+  }).then(this, [this, job, delta](std::vector<trace::StepWindow> steps) {
     if (job != step_job_ || steps.empty()) return;
     // From the step shown (the one this zoomed to, while the view is still
     // on it), else from the step under the middle of the view.
@@ -1031,7 +1002,7 @@ void TimelineWidget::goToStep(int delta) {
     if (shown_step_ && window_.start_ns == shown_step_window_.start_ns &&
         window_.end_ns == shown_step_window_.end_ns) {
       for (int i = 0; i < int(steps.size()); ++i) {
-        if (steps[std::size_t(i)].first == *shown_step_) current = i;
+        if (steps[std::size_t(i)].step == *shown_step_) current = i;
       }
     }
     int target;
@@ -1044,16 +1015,16 @@ void TimelineWidget::goToStep(int delta) {
       target = delta > 0 ? int(steps.size()) - 1 : 0;
       if (delta > 0) {
         for (int i = int(steps.size()) - 1; i >= 0; --i) {
-          if (steps[std::size_t(i)].second.start_ns >= window_.start_ns) target = i;
+          if (steps[std::size_t(i)].start >= window_.start_ns) target = i;
         }
       } else {
         for (int i = 0; i < int(steps.size()); ++i) {
-          if (steps[std::size_t(i)].second.start_ns < window_.start_ns) target = i;
+          if (steps[std::size_t(i)].start < window_.start_ns) target = i;
         }
       }
     }
-    zoomTo(steps[std::size_t(target)].second);
-    shown_step_ = steps[std::size_t(target)].first;
+    zoomTo({steps[std::size_t(target)].start, steps[std::size_t(target)].end});
+    shown_step_ = steps[std::size_t(target)].step;
     shown_step_window_ = window_;
     emit stepShown(*shown_step_);
   });

@@ -6,6 +6,8 @@
 #include <cmath>
 #include <string>
 
+#include "core/median.h"
+
 namespace cs::worker {
 
 namespace {
@@ -476,8 +478,7 @@ MachineProbe probe_machine(Backend& backend, Communicator& world, DType storage,
       backend.synchronize();
       times.push_back(now_seconds() - t0);
     }
-    std::nth_element(times.begin(), times.begin() + times.size() / 2, times.end());
-    probe.all_reduce_seconds = times[times.size() / 2];
+    probe.all_reduce_seconds = middle_sample(std::move(times));
   }
   backend.release(t);
   return probe;

@@ -8,21 +8,12 @@
 #include <QTemporaryDir>
 #include <QtTest>
 
+#include "../process_run.h"
+
 namespace {
 
-struct Run {
-  int exit_code = -1;
-  QString out;
-  QString err;
-};
-
-Run run_cli(const QStringList& args, const QString& program = CS_BIN_DIR "/clusterscope") {
-  QProcess p;
-  p.start(program, args);
-  if (!p.waitForFinished(60000)) qFatal("clusterscope did not finish");
-  return {p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1,
-          QString::fromUtf8(p.readAllStandardOutput()), QString::fromUtf8(p.readAllStandardError())};
-}
+using Run = cs::test::ProcessRun;
+using cs::test::run_cli;
 
 QString write_file(const QTemporaryDir& dir, const QString& name, const QByteArray& text) {
   QFile f(dir.filePath(name));

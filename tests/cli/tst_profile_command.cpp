@@ -15,25 +15,17 @@
 #include "core/trace_reader.h"
 #include "core/trace_writer.h"
 
+#include "../process_run.h"
+
 namespace {
 
 const QString kLibrary = CS_BINARY_DIR "/lib/libclusterscope-inject.so";
 
-struct Run {
-  int exit_code = -1;
-  QString out;
-  QString err;
-};
+using Run = cs::test::ProcessRun;
 
 Run profile(const QStringList& args,
             const QProcessEnvironment& env = QProcessEnvironment::systemEnvironment()) {
-  QProcess p;
-  p.setProcessEnvironment(env);
-  p.start(CS_BIN_DIR "/clusterscope", QStringList{"profile"} + args);
-  if (!p.waitForFinished(60000)) qFatal("clusterscope profile did not finish");
-  return {p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1,
-          QString::fromUtf8(p.readAllStandardOutput()),
-          QString::fromUtf8(p.readAllStandardError())};
+  return cs::test::run_cli(QStringList{"profile"} + args, {{}, env, 60000});
 }
 
 // An environment whose temporary directory is `tmp`, to see what is left there.

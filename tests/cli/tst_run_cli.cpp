@@ -17,26 +17,17 @@
 #include "core/trace_reader.h"
 #include "core/trace_writer.h"
 
+#include "../process_run.h"
+
 namespace {
 
 const QString kCli = CS_BIN_DIR "/clusterscope";
 
-struct Run {
-  int exit_code = -1;
-  QString out;
-  QString err;
-};
+using Run = cs::test::ProcessRun;
 
 Run run_cli(const QStringList& args, const QString& dir = {},
             const QProcessEnvironment& env = QProcessEnvironment::systemEnvironment()) {
-  QProcess p;
-  p.setProcessEnvironment(env);
-  if (!dir.isEmpty()) p.setWorkingDirectory(dir);
-  p.start(kCli, args);
-  if (!p.waitForFinished(120000)) qFatal("clusterscope run did not finish");
-  return {p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1,
-          QString::fromUtf8(p.readAllStandardOutput()),
-          QString::fromUtf8(p.readAllStandardError())};
+  return cs::test::run_process(kCli, args, {dir, env});
 }
 
 // The tiny model of the profiler suites, as model flags of the CLI.

@@ -11,22 +11,12 @@
 
 #include <sys/resource.h>
 
+#include "../process_run.h"
+
 namespace {
 
-struct Run {
-  int exit_code = -1;
-  QString out;
-  QString err;
-};
-
-Run run_cli(const QStringList& args) {
-  QProcess p;
-  p.start(CS_BIN_DIR "/clusterscope", args);
-  if (!p.waitForFinished(120000)) qFatal("clusterscope did not finish");
-  return {p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1,
-          QString::fromUtf8(p.readAllStandardOutput()),
-          QString::fromUtf8(p.readAllStandardError())};
-}
+using Run = cs::test::ProcessRun;
+using cs::test::run_cli;
 
 QJsonObject json_of(const Run& r) {
   return QJsonDocument::fromJson(r.out.toUtf8()).object();

@@ -34,27 +34,18 @@
 #include "planners/collectives.h"
 #include "planners/nccl_tests.h"
 
+#include "../process_run.h"
+
 namespace {
 
 const QString kCli = CS_BIN_DIR "/clusterscope";
 
-struct Run {
-  int exit_code = -1;
-  QString out;
-  QString err;
-};
+using Run = cs::test::ProcessRun;
 
 Run run_cli(const QStringList& args, const QString& presets_dir, const QString& dir = {}) {
-  QProcess p;
   QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
   env.insert("CLUSTERSCOPE_USER_PRESETS", presets_dir);
-  p.setProcessEnvironment(env);
-  if (!dir.isEmpty()) p.setWorkingDirectory(dir);
-  p.start(kCli, args);
-  if (!p.waitForFinished(240000)) qFatal("clusterscope did not finish");
-  return {p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1,
-          QString::fromUtf8(p.readAllStandardOutput()),
-          QString::fromUtf8(p.readAllStandardError())};
+  return cs::test::run_process(kCli, args, {dir, env, 240000});
 }
 
 QJsonObject json_of(const Run& r) {

@@ -12,6 +12,8 @@
 #include "core/host_probe.h"
 #include "core/trace_reader.h"
 
+#include "../process_run.h"
+
 namespace {
 
 struct Run {
@@ -21,20 +23,17 @@ struct Run {
 };
 
 Run run_program(const QString& program, const QStringList& args) {
-  QProcess p;
   QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
   env.insert("OMPI_ALLOW_RUN_AS_ROOT", "1");
   env.insert("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
   env.insert("OMPI_MCA_rmaps_base_oversubscribe", "1");
-  p.setProcessEnvironment(env);
-  p.start(program, args);
-  if (!p.waitForFinished(120000)) qFatal("the worker did not finish");
+  const cs::test::ProcessRun p = cs::test::run_process(program, args, {{}, env});
   Run r;
-  r.exit_code = p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1;
-  for (const QByteArray& line : p.readAllStandardOutput().split('\n')) {
-    if (line.startsWith('{')) r.lines << QJsonDocument::fromJson(line).object();
+  r.exit_code = p.exit_code;
+  for (const QString& line : p.out.split('\n')) {
+    if (line.startsWith('{')) r.lines << QJsonDocument::fromJson(line.toUtf8()).object();
   }
-  r.err = QString::fromUtf8(p.readAllStandardError());
+  r.err = p.err;
   return r;
 }
 
