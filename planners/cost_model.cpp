@@ -214,9 +214,11 @@ MemoryBreakdown stage_memory(const Machine& m, const Model& x, const Knobs& k, d
   mem.optimizer_state = params.total() * per.optimizer;
   mem.embedding_model_state = params.embedding * (per.weights + per.gradients + per.optimizer);
   if (k.compute == Precision::fp8 && x.transformer) {
-    // Transformer Engine keeps an FP8 copy of each weight and its transpose,
-    // and per GEMM an amax history of its input, weight and gradient.
-    mem.weights += params.layers * 2.0 / (k.zero >= 3 ? k.dp : 1);
+    // Transformer Engine keeps an FP8 copy of each weight and its transpose
+    // (weights stored in FP8 are their own copy: the transpose alone), and
+    // per GEMM an amax history of its input, weight and gradient.
+    const double fp8_copies = k.weights == Precision::fp8 ? 1.0 : 2.0;
+    mem.weights += params.layers * fp8_copies / (k.zero >= 3 ? k.dp : 1);
     mem.weights += (x.layers / k.pp) * 4 * 3 * k.fp8_amax_history * 4.0;
   }
   if (is_integer(k.weights) && x.transformer) {
@@ -877,6 +879,17 @@ bool check_rules(const Machine& m, const Model& x, const Knobs& k, const Names* 
         }))
       return false;
   }
+  if (k.inference && k.zero > 0) {
+    // ZeRO shards what training keeps (optimizer state, gradients, weights
+    // between updates); a forward-only plan would pay ZeRO-3's weight
+    // all-gather on every pass, which this model does not time.
+    if (!fail("/parallel/zero_stage", [&] {
+          return "an inference plan has no optimizer state or gradients to shard: zero_stage "
+                 "must be 0 (ZeRO-" +
+                 n(k.zero) + " asked)";
+        }))
+      return false;
+  }
   if (k.zero >= 2 && k.pp > 1) {
     if (!fail("/parallel/zero_stage", [&] {
           return "ZeRO-" + n(k.zero) +
@@ -1225,7 +1238,14 @@ void evaluate(const Machine& m, const Model& x, const Knobs& k, const LayerCosts
   run.gpu_hours = run.seconds * out.gpus / 3600.0;
   run.cost_usd = run.gpu_hours * m.price_per_gpu_hour;
   run.energy_kwh = m.power_watts * out.gpus * run.seconds / 3.6e6;
-  run.flops = run.steps * th.model_flops_per_step;
+  // The model FLOPs of every sample trained on: the last step of an epoch
+  // (or of the run) holds only what is left, not a full batch.
+  const double samples_trained =
+      x.transformer ? x.training_samples : x.dataset_samples * x.epochs;
+  run.flops = run.steps > 0 ? th.model_flops_per_step / samples * samples_trained : 0;
+  // An inference plan's "run" is one forward pass over the workload's
+  // tokens: 6PD (training's forward and backward) does not describe it.
+  if (k.inference) run.flops_6pd = 0;
 
   // --- the seed article's communication model beside the ring
   SeedCommunication& seed = out.seed_communication;

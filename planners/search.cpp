@@ -100,10 +100,12 @@ struct Kept {
 // the model times alike differ in their last digits by the order of their
 // sums, and a ZeRO-1 plan then ranked before the ZeRO-2 plan as fast with
 // 13 GiB less. (Rounding, not a tolerance, keeps the order transitive.)
+float to_float_precision(double figure) { return static_cast<float>(figure); }
+
 bool better(const Kept& a, const Kept& b) {
-  const float score_a = static_cast<float>(a.score), score_b = static_cast<float>(b.score);
+  const float score_a = to_float_precision(a.score), score_b = to_float_precision(b.score);
   if (score_a != score_b) return score_a > score_b;
-  const float tokens_a = static_cast<float>(a.tokens), tokens_b = static_cast<float>(b.tokens);
+  const float tokens_a = to_float_precision(a.tokens), tokens_b = to_float_precision(b.tokens);
   if (tokens_a != tokens_b) return tokens_a > tokens_b;
   if (a.gpus != b.gpus) return a.gpus < b.gpus;
   if (a.memory != b.memory) return a.memory < b.memory;
@@ -130,6 +132,8 @@ double score_of(Objective objective, const Estimate& e) {
 }
 
 // Non-dominated points: maximise tokens, minimise `x` (memory or GPUs).
+// Throughputs compare to float precision, as in the ranking: a plan as fast
+// but for its last digits, with more memory, is dominated.
 class Front {
  public:
   explicit Front(bool by_gpus) : by_gpus_(by_gpus) {}
@@ -138,7 +142,7 @@ class Front {
   bool would_keep(double tokens, double x) const {
     for (const Kept& p : points_) {
       const double px = x_of(p);
-      if (p.tokens >= tokens && px <= x) return false;
+      if (to_float_precision(p.tokens) >= to_float_precision(tokens) && px <= x) return false;
     }
     return true;
   }
@@ -147,7 +151,10 @@ class Front {
     if (!would_keep(k.tokens, x)) return;
     points_.erase(
         std::remove_if(points_.begin(), points_.end(),
-                       [&](const Kept& p) { return k.tokens >= p.tokens && x <= x_of(p); }),
+                       [&](const Kept& p) {
+                         return to_float_precision(k.tokens) >= to_float_precision(p.tokens) &&
+                                x <= x_of(p);
+                       }),
         points_.end());
     points_.push_back(k);
   }

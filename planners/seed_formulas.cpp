@@ -60,9 +60,9 @@ Quantized quantize(double x, const QuantParams& p) {
   return out;
 }
 
-double training_flops(double forward_flops_per_sample, double batch, double iterations) {
+double training_flops(double forward_flops_per_sample, double samples_trained) {
   // 1 forward + 2 backward (gradients of the inputs and of the weights).
-  return forward_flops_per_sample * 3 * batch * iterations;
+  return forward_flops_per_sample * 3 * samples_trained;
 }
 
 double iterations_per_run(double samples, double batch, double epochs) {

@@ -49,8 +49,11 @@ struct Quantized {
 };
 Quantized quantize(double x, const QuantParams& params);
 
-// Forward FLOPs per sample x 3 x batch x iterations.
-double training_flops(double forward_flops_per_sample, double batch, double iterations);
+// Forward FLOPs per sample x 3 (1 forward + 2 backward) x the samples
+// trained on: batch x iterations, or samples x epochs, where the last batch
+// of an epoch holds only what is left (counted full, 50 000 CIFAR-10 images
+// in batches of 256 were 50 176).
+double training_flops(double forward_flops_per_sample, double samples_trained);
 
 // Iterations of `epochs` passes over `samples` in batches of `batch` (the
 // last, partial batch counts as an iteration, as a PyTorch DataLoader does).

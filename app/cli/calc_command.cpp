@@ -211,12 +211,16 @@ void run_flops(const FlopsOptions& o, Context& ctx) {
   } else {
     throw CliError("give --iterations, or --samples (and --epochs) to count them");
   }
-  const double total = plan::training_flops(forward, o.batch, iterations);
+  // The samples trained on: the last batch of an epoch holds what is left.
+  const double trained = o.iterations ? o.batch * iterations : samples * epochs;
+  const double total = plan::training_flops(forward, trained);
+  // The article's formula as it is written: batch x iterations, x 2.
   const double article = forward * 2 * o.batch * iterations;
   if (o.json) {
     nlohmann::json out{{"forward_flops_per_sample", forward},
                        {"batch", o.batch},
                        {"iterations", iterations},
+                       {"samples_trained", trained},
                        {"training_flops", total},
                        {"article_training_flops", article}};
     if (!o.iterations) {
@@ -233,11 +237,20 @@ void run_flops(const FlopsOptions& o, Context& ctx) {
     std::cout << " (" << number(epochs) << (epochs == 1 ? " epoch" : " epochs") << " of "
               << number(samples) << " samples, ceil(samples/batch) a pass)";
   }
-  std::cout << "\n  forward x 3 (1 forward + 2 backward) x batch x iterations = "
-            << format_rate(total, "FLOP") << "\n"
-            << "  The articles' x 2 (forward + backward) gives " << format_rate(article, "FLOP")
+  if (o.iterations) {
+    std::cout << "\n  forward x 3 (1 forward + 2 backward) x batch x iterations = ";
+  } else {
+    std::cout << "\n  forward x 3 (1 forward + 2 backward) x samples x epochs = ";
+  }
+  std::cout << format_rate(total, "FLOP") << "\n"
+            << "  The articles' forward x 2 (forward + backward) x batch x iterations gives "
+            << format_rate(article, "FLOP")
             << ": backward computes the gradients of both the inputs and the weights, about "
-               "twice the forward.\n";
+               "twice the forward";
+  if (!o.iterations && o.batch * iterations != trained) {
+    std::cout << ", and the last, partial batch of each epoch counts as a full one";
+  }
+  std::cout << ".\n";
 }
 
 }  // namespace

@@ -297,15 +297,18 @@ Plan PlanOptions::resolve(const PresetCatalog& catalog, const ClusterOptions& cl
                           const ModelOptions& model_options) const {
   Plan plan;
   const bool from_file = !plan_file.empty();
-  // A plan document without a global batch takes dp x micro-batch, after
-  // the flags (--dp 8 over such a file asked for a batch of 1 before).
+  // A plan document without a global batch takes its gradient accumulation
+  // (1 when it names none) x dp x micro-batch, after the flags (--dp 8 over
+  // such a file asked for a batch of 1 before; its accumulation was lost).
   bool file_sets_global_batch = false;
+  std::int64_t file_accumulation = 1;
   if (from_file) {
     const nlohmann::json document = take(read_json_file(plan_file));
     const auto parallel = document.find("parallel");
     file_sets_global_batch = parallel != document.end() &&
                              (!parallel->is_object() || parallel->contains("global_batch"));
     plan = take(plan_from_json(document, plan_file, &catalog));
+    file_accumulation = std::max(plan.parallel.gradient_accumulation(), 1);
     if (cluster_options.given()) plan.cluster = cluster_options.resolve(catalog);
     if (model_options.given()) plan.workload = model_options.resolve(catalog);
   } else {
@@ -351,7 +354,13 @@ Plan PlanOptions::resolve(const PresetCatalog& catalog, const ClusterOptions& cl
   if (global_batch) {
     p.global_batch = *global_batch;
   } else if (!file_sets_global_batch) {
-    p.global_batch = samples_per_step(p);
+    const std::int64_t global = file_accumulation * samples_per_step(p);
+    if (global > std::numeric_limits<int>::max()) {
+      throw CliError(plan_file + ": gradient_accumulation x dp x micro-batch = " +
+                     std::to_string(global) + " sequences per step: more than " +
+                     std::to_string(std::numeric_limits<int>::max()));
+    }
+    p.global_batch = static_cast<int>(global);
   }
   if (!recompute.empty()) p.recompute = *recompute_from_string(recompute);
   if (flash_attention) p.flash_attention = true;

@@ -132,12 +132,15 @@ void print_text(const Plan& plan, const plan::Estimate& e) {
 
   const plan::TrainingCost& r = e.training;
   if (r.steps > 0) {
-    std::cout << "Training run: " << format_count(r.steps) << " steps, "
+    std::cout << (e.inference ? "The workload's tokens, one forward pass each: "
+                              : "Training run: ")
+              << format_count(r.steps) << (e.inference ? " passes, " : " steps, ")
               << format_seconds(r.seconds) << ", " << amount(r.gpu_hours) << " GPU-hours";
     if (r.cost_usd > 0) std::cout << ", $" << amount(r.cost_usd);
     std::cout << ", " << amount(r.energy_kwh) << " kWh\n";
-    std::cout << "  compute " << format_rate(r.flops, "FLOP")
-              << " (6PD: " << format_rate(r.flops_6pd, "FLOP") << ")\n\n";
+    std::cout << "  compute " << format_rate(r.flops, "FLOP");
+    if (r.flops_6pd > 0) std::cout << " (6PD: " << format_rate(r.flops_6pd, "FLOP") << ")";
+    std::cout << "\n\n";
   }
   const plan::SeedCommunication& s = e.seed_communication;
   if (s.ranks > 1) {

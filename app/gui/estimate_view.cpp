@@ -46,7 +46,7 @@ std::vector<std::pair<QString, QString>> EstimateView::headlineFigures(const pla
   out.emplace_back(tr("MFU"), QStringLiteral("%1 %").arg(100 * e.throughput.mfu, 0, 'f', 1));
   out.emplace_back(e.inference ? tr("forward pass") : tr("step time"),
                    q(format_seconds(e.time.step())));
-  out.emplace_back(tr("time to train"),
+  out.emplace_back(e.inference ? tr("time for the tokens") : tr("time to train"),
                    e.training.seconds > 0 ? q(format_seconds(e.training.seconds)) : tr("—"));
   out.emplace_back(tr("GPU-hours"), q(format_count(e.training.gpu_hours)));
   // "no price" only where the price is missing: with no tokens to train

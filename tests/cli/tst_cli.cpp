@@ -386,11 +386,15 @@ void TestCli::calcSeedExamples_data() {
   QTest::addRow("widened range's scale") << QStringList{"quantize", "--min", "0.2", "--max", "0.8"}
                                          << "/scale" << 0.8 / 255;
   // ResNet-18 on CIFAR-10, batch 256, 5 epochs: ceil(50000/256) = 196 a
-  // pass, 980 in all; 75,046,912 forward FLOPs x 3 x 256 x 980.
+  // pass, 980 in all, the last of each pass 80 images; 75,046,912 forward
+  // FLOPs x 3 x 50 000 x 5 (x 3 x 256 x 980 counted 880 images too many).
   QTest::addRow("iterations") << QStringList{"flops", "--model", "resnet18-cifar10"} << "/iterations"
                               << 980.0;
   QTest::addRow("training FLOPs") << QStringList{"flops", "--model", "resnet18-cifar10"}
-                                  << "/training_flops" << 75046912.0 * 3 * 256 * 980;
+                                  << "/training_flops" << 75046912.0 * 3 * 50000 * 5;
+  QTest::addRow("partial last batch") << QStringList{"flops", "--forward-flops", "1e9", "--samples",
+                                                     "1000", "--epochs", "2", "--batch", "300"}
+                                      << "/training_flops" << 6e12;
   QTest::addRow("the article's x2") << QStringList{"flops", "--model", "resnet18-cifar10"}
                                     << "/article_training_flops" << 75046912.0 * 2 * 256 * 980;
   QTest::addRow("batch given") << QStringList{"flops", "--model", "resnet18-cifar10", "--batch", "128"}
@@ -434,8 +438,12 @@ void TestCli::calcText() {
   r = run_cli({"calc", "flops", "--model", "resnet18-cifar10"});
   QVERIFY2(r.exit_code == 0, qPrintable(r.err));
   QVERIFY2(r.out.contains("batch 256, 980 iterations (5 epochs of 50000 samples"), qPrintable(r.out));
-  QVERIFY2(r.out.contains("= 56.5 TFLOP"), qPrintable(r.out));
-  QVERIFY2(r.out.contains("The articles' x 2 (forward + backward) gives 37.7 TFLOP"), qPrintable(r.out));
+  QVERIFY2(r.out.contains("= 56.3 TFLOP"), qPrintable(r.out));
+  QVERIFY2(r.out.contains("The articles' forward x 2 (forward + backward) x batch x iterations "
+                           "gives 37.7 TFLOP"),
+           qPrintable(r.out));
+  QVERIFY2(r.out.contains("the last, partial batch of each epoch counts as a full one"),
+           qPrintable(r.out));
 }
 QTEST_GUILESS_MAIN(TestCli)
 #include "tst_cli.moc"
