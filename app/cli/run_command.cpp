@@ -508,6 +508,16 @@ void run(RunOptions& o, Context& ctx, const std::string& command_line) {
     }
     if (!report.merge_note.empty()) std::cout << "note: " << report.merge_note << '\n';
   }
+  // A run whose ranks finished but whose run store could not be written
+  // (a full disk while merging) did not give the user what was asked.
+  if (report.outcome == launch::Outcome::completed && !spec.run_store.empty() &&
+      report.run_store.empty()) {
+    throw CliError("the run completed, but its run store " + spec.run_store +
+                   " was not written" +
+                   (report.merge_note.empty() ? "" : " (" + report.merge_note + ")") +
+                   ": the rank stores are kept in " + launch::run_store_stem(spec.run_store) +
+                   ".ranks; merge them with the same flags and --merge-only");
+  }
   switch (report.outcome) {
     case launch::Outcome::completed:
     case launch::Outcome::submitted:

@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 
 #include <CLI/CLI.hpp>
@@ -523,6 +524,19 @@ struct ExportOptions {
   bool json = false;
 };
 
+// An export replaces an earlier export (or any text file named as its
+// output), never an SQLite database: a trace store, an Nsight Systems export.
+void refuse_replacing_a_database(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) return;
+  char magic[16] = {};
+  std::ifstream(path, std::ios::binary).read(magic, sizeof magic);
+  if (std::string_view(magic, sizeof magic) == std::string_view("SQLite format 3", 16)) {
+    throw CliError(path + ": is an SQLite database (a trace store, or another program's); an " +
+                   "export does not replace it: remove it or give another name");
+  }
+}
+
 void run_export(ExportOptions o) {
   // "-" is the standard output; the summary then goes to stderr, out of the data.
   if (o.output == "-") o.output = "/dev/stdout";
@@ -566,6 +580,7 @@ void run_export(ExportOptions o) {
                    " writes several files named after -o: give a file name, not a device");
   }
   if (o.table.empty()) o.table = "events";
+  if (!to_device) refuse_replacing_a_database(o.output);
   auto r = open_store(o.store);
   std::optional<TimeRange> window;
   if (!o.from.empty() || !o.to.empty()) {
@@ -603,10 +618,15 @@ void run_export(ExportOptions o) {
     std::optional<RunAnalysis> analysis;
     if (tables.size() > 1 || tables[0] != CsvTable::events) analysis = take(analyze_run(*r));
     const std::filesystem::path out(o.output);
+    auto file_of = [&](CsvTable t) {
+      return tables.size() == 1 ? o.output
+                                : (out.parent_path() / out.stem()).string() + "." +
+                                      std::string(to_string(t)) + ".csv";
+    };
+    for (CsvTable t : tables)
+      refuse_replacing_a_database(file_of(t));  // before any is written
     for (CsvTable t : tables) {
-      const std::string file = tables.size() == 1 ? o.output
-                                                  : (out.parent_path() / out.stem()).string() +
-                                                        "." + std::string(to_string(t)) + ".csv";
+      const std::string file = file_of(t);
       ExportReport one = take(export_csv(*r, analysis ? &*analysis : nullptr, t, file, window));
       report.files.insert(report.files.end(), one.files.begin(), one.files.end());
       report.events += one.events;
@@ -647,11 +667,31 @@ struct ImportCliOptions {
   bool json = false;
 };
 
+// The events a written store kept: what the writer could not keep (times
+// past what a trace holds: a session start or clock offset far off) is
+// added to `warnings` with its count, and a store left with none of the
+// events sent to it is an error (it said "imported 137 events" over none).
+std::int64_t events_kept(const std::string& store, std::int64_t sent,
+                         std::vector<std::string>& warnings) {
+  const std::unique_ptr<TraceReader> r = open_store(store);
+  for (const std::string& loss : r->losses())
+    warnings.push_back(store + ": " + loss);
+  const std::int64_t kept = r->event_count();
+  if (kept == 0 && sent > 0) {
+    std::string why;
+    for (const std::string& loss : r->losses())
+      why += "; " + loss;
+    throw CliError(store + ": none of the " + std::to_string(sent) + " events could be kept" + why);
+  }
+  return kept;
+}
+
 void run_import(const ImportCliOptions& o) {
   ImportOptions options;
   options.alignment = parse_alignment(o.align);
   options.title = o.title;
-  const ImportReport report = take(import_traces(o.inputs, o.output, options));
+  ImportReport report = take(import_traces(o.inputs, o.output, options));
+  report.events = events_kept(o.output, report.events, report.warnings);
   if (o.json) {
     std::cout << json_text(json{{"output", o.output},
                                 {"format", report.format},
@@ -730,7 +770,8 @@ void run_merge(const MergeCliOptions& o) {
   options.alignment = parse_alignment(o.align);
   options.run.title = o.title;
   options.status = merged_status(o.inputs);
-  const MergeReport report = take(merge_stores(o.inputs, o.output, options));
+  MergeReport report = take(merge_stores(o.inputs, o.output, options));
+  report.events = events_kept(o.output, report.events, report.warnings);
   for (const std::string& w : report.warnings)
     std::cerr << "clusterscope: warning: " << w << '\n';
   if (o.json) {

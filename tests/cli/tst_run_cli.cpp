@@ -53,6 +53,7 @@ class TestRunCli : public QObject {
   void userErrors_data();
   void userErrors();
   void interruptCancelsCleanly();
+  void unwrittenRunStoreFails();
   void slurmScriptEndToEnd();
   void runLeavesTheUsersFilesAlone();
   void divergedRunKeepsItsSteps();
@@ -221,6 +222,32 @@ void TestRunCli::interruptCancelsCleanly() {
   for (int rank = 0; rank < 2; ++rank) {
     QCOMPARE(status_of(dir_.filePath("interrupt/run.ranks/rank%1.db").arg(rank)),
              QString("cancelled"));
+  }
+}
+
+// Ranks that finish but a run store that cannot be written (here a folder
+// took its name during the run; a full disk while merging does the same):
+// an error, not "completed" with exit 0, and the rank stores are kept.
+void TestRunCli::unwrittenRunStoreFails() {
+  const QString store = dir_.filePath("unwritten/run.db");
+  QProcess p;
+  p.start(kCli, QStringList{"run", "--dp", "2", "--steps", "8", "--out", store} + tiny());
+  QVERIFY(p.waitForStarted());
+  QString err;
+  QTRY_VERIFY_WITH_TIMEOUT(
+      (err += QString::fromUtf8(p.readAllStandardError()), err.contains("step 1/")), 60000);
+  QVERIFY(QDir().mkpath(store));
+  QVERIFY(p.waitForFinished(120000));
+  err += QString::fromUtf8(p.readAllStandardError());
+  QCOMPARE(p.exitCode(), 1);
+  QVERIFY2(err.contains("clusterscope: error: the run completed, but its run store " + store +
+                        " was not written"),
+           qPrintable(err));
+  QVERIFY2(err.contains("the rank stores are kept in " + dir_.filePath("unwritten/run.ranks")),
+           qPrintable(err));
+  for (int rank = 0; rank < 2; ++rank) {
+    QCOMPARE(status_of(dir_.filePath("unwritten/run.ranks/rank%1.db").arg(rank)),
+             QString("complete"));
   }
 }
 

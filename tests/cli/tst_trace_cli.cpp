@@ -11,6 +11,8 @@
 
 #include <sys/resource.h>
 
+#include <sqlite3.h>
+
 #include "../process_run.h"
 
 namespace {
@@ -37,6 +39,7 @@ class TestTraceCli : public QObject {
   void failedWriteKeepsTheEarlierStore_data();
   void failedWriteKeepsTheEarlierStore();
   void exportToStandardOutput();
+  void keptEventsAreCounted();
   void errors_data();
   void errors();
 };
@@ -192,6 +195,32 @@ void TestTraceCli::exportFormats() {
                             "written as a Chrome trace (JSON)"),
            qPrintable(txt.err));
   QVERIFY(!chrome.err.contains("note:"));
+
+  // An export never replaces an SQLite database (a trace store, an Nsight
+  // export): it wrote JSON over one, which then read as no database at all.
+  const QString other = dir.filePath("other-run.db");
+  QVERIFY(QFile::copy(CS_SOURCE_DIR "/tests/data/gpu/worker-fp32.db", other));
+  const QByteArray before = [&] {
+    QFile copy(other);
+    return copy.open(QIODevice::ReadOnly) ? copy.readAll() : QByteArray();
+  }();
+  for (const QStringList& args :
+       {QStringList{"-o", other}, QStringList{"-o", other, "--format", "html"},
+        QStringList{"-o", other, "--format", "csv"}}) {
+    const Run refused = run_cli(QStringList{"trace", "export", store} + args);
+    QCOMPARE(refused.exit_code, 1);
+    QVERIFY2(refused.err.contains(other + ": is an SQLite database (a trace store, or another "
+                                          "program's); an export does not replace it"),
+             qPrintable(refused.err));
+  }
+  QFile after(other);
+  QVERIFY(after.open(QIODevice::ReadOnly));
+  QVERIFY(after.readAll() == before);
+  // ... nor one among the files of --table all, before writing any.
+  QVERIFY(QFile::copy(other, dir.filePath("many.kernels.csv")));
+  const Run many = run_cli({"trace", "export", store, "-o", dir.filePath("many.csv"), "--table", "all"});
+  QCOMPARE(many.exit_code, 1);
+  QVERIFY(!QFile::exists(dir.filePath("many.events.csv")));
 }
 
 void TestTraceCli::mergeStores() {
@@ -287,6 +316,48 @@ void TestTraceCli::exportToStandardOutput() {
   QVERIFY(csv.open(QIODevice::ReadOnly));
   const QByteArray text = csv.readAll();
   QVERIFY2(!text.contains("wrote /dev/stdout") && text.count('\n') > 100, text.left(200).constData());
+}
+
+// Events the writer cannot keep (a time past what a trace holds) are said
+// with their count; none kept is an error. Both said "imported 137 events"
+// and exited 0, whatever the store held.
+void TestTraceCli::keptEventsAreCounted() {
+  QTemporaryDir dir;
+  const QString far = dir.filePath("far-session.sqlite");
+  QVERIFY(QFile::copy(kData + "nsys/saxpy-mpi-cuda.sqlite", far));
+  QFile::setPermissions(far, QFile::ReadOwner | QFile::WriteOwner);
+  sqlite3* db = nullptr;
+  QCOMPARE(sqlite3_open(far.toUtf8().constData(), &db), SQLITE_OK);
+  QCOMPARE(sqlite3_exec(db,
+                        "UPDATE TARGET_INFO_SESSION_START_TIME SET utcEpochNs = 9223372036854775807",
+                        nullptr, nullptr, nullptr),
+           SQLITE_OK);
+  sqlite3_close(db);
+  const Run none = run_cli({"trace", "import", far, "-o", dir.filePath("none.db")});
+  QCOMPARE(none.exit_code, 1);
+  QVERIFY2(none.err.contains("none.db: none of the 137 events could be kept; 137 events dropped "
+                             "for a time past what a trace holds"),
+           qPrintable(none.err));
+  QVERIFY(!none.out.contains("imported 137"));
+
+  // One rank of two shifted past what a trace holds: the merge says how many
+  // of its events were dropped.
+  const QString store = dir.filePath("two.db");
+  QCOMPARE(run_cli({"trace", "import", kData + "kineto/sampled_rank-0.json.gz",
+                    kData + "kineto/sampled_rank-1.json.gz", "-o", store})
+               .exit_code,
+           0);
+  QCOMPARE(sqlite3_open(store.toUtf8().constData(), &db), SQLITE_OK);
+  QCOMPARE(sqlite3_exec(db, "UPDATE ranks SET clock_offset_ns = 9223372036854775807 WHERE rank = 0",
+                        nullptr, nullptr, nullptr),
+           SQLITE_OK);
+  sqlite3_close(db);
+  const Run merged = run_cli({"trace", "merge", store, "-o", dir.filePath("merged.db"), "--align",
+                              "recorded"});
+  QVERIFY2(merged.exit_code == 0, qPrintable(merged.err));
+  QVERIFY2(merged.err.contains("clusterscope: warning: " + dir.filePath("merged.db") + ": ") &&
+               merged.err.contains("dropped for a time past what a trace holds"),
+           qPrintable(merged.err));
 }
 
 void TestTraceCli::errors_data() {
