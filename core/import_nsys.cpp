@@ -258,6 +258,9 @@ Result<ImportReport> import_one_nsys(const std::string& file, const std::string&
     return key;
   };
 
+  // A time that is not a whole number of nanoseconds (text, a real): SQLite
+  // would read it as 0 or cut it, and a kernel as long as the session.
+  const std::string bad_time = "records whose start or end is not a whole number of nanoseconds";
   auto read_gpu_table = [&](const std::string& base, EventKind kind) -> Status {
     auto t = x.table(base);
     if (!t) return t.error();
@@ -278,6 +281,10 @@ Result<ImportReport> import_one_nsys(const std::string& file, const std::string&
     if (!stmt) return stmt.error();
     int rc;
     while ((rc = stmt->step()) == SQLITE_ROW) {
+      if (!stmt->is_integer(0) || !stmt->is_integer(1)) {
+        ++report.skipped[bad_time];
+        continue;
+      }
       Record r;
       r.kind = kind;
       r.category = kind == EventKind::kernel ? Category::compute : Category::memory;
@@ -324,6 +331,10 @@ Result<ImportReport> import_one_nsys(const std::string& file, const std::string&
     if (!stmt) return stmt.error();
     int rc;
     while ((rc = stmt->step()) == SQLITE_ROW) {
+      if (!stmt->is_integer(0) || !stmt->is_integer(1)) {
+        ++report.skipped[bad_time];
+        continue;
+      }
       Record r;
       r.name = text_of(stmt->int64_at(3));
       const bool sync = importing::is_synchronizing_api(r.name);
@@ -368,6 +379,10 @@ Result<ImportReport> import_one_nsys(const std::string& file, const std::string&
       }
       if ((type != kNvtxPushPopRange && type != kNvtxStartEndRange) || stmt->is_null(3)) {
         ++report.skipped["NVTX records other than ranges (marks, thread names, ...)"];
+        continue;
+      }
+      if (!stmt->is_integer(0) || !stmt->is_integer(3)) {
+        ++report.skipped[bad_time];
         continue;
       }
       ranges.emplace_back(stmt->int64_at(0), stmt->int64_at(3), stmt->int64_at(2), domain,

@@ -72,6 +72,8 @@ class Statement {
   int int_at(int c) const { return sqlite3_column_int(stmt_, c); }
   double double_at(int c) const { return sqlite3_column_double(stmt_, c); }
   bool is_null(int c) const { return sqlite3_column_type(stmt_, c) == SQLITE_NULL; }
+  // Not text, a real or NULL, which int64_at reads as 0 or truncates.
+  bool is_integer(int c) const { return sqlite3_column_type(stmt_, c) == SQLITE_INTEGER; }
   std::string_view text_at(int c) const {
     const auto* p = reinterpret_cast<const char*>(sqlite3_column_text(stmt_, c));
     if (!p) return {};

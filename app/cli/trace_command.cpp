@@ -727,6 +727,7 @@ struct MergeCliOptions {
 // outweighs a rank cancelled (often because another crashed).
 int ending_weight(std::string_view status) {
   if (status == "complete") return 0;
+  if (status == "partial") return 1;  // still running: not an ending, but not complete either
   if (status == "cancelled") return 1;
   if (status == "failed") return 3;
   return 2;  // crashed, hung, interrupted, or what another writer recorded
@@ -753,11 +754,19 @@ std::string merged_status(const std::vector<std::string>& inputs) {
                        "merge the rank stores of one run");
       }
     }
-    // A store whose writer never closed it ended, for the merged run, interrupted.
-    const std::string state = (*reader)->state().status;
-    const std::string ended = state == "writing" ? "interrupted" : state;
+    // A store whose writer died before closing it ended, for the merged run,
+    // interrupted; one whose writer still runs is merged as it stands, a
+    // partial run (it said "ended interrupted" of a run still training).
+    const StoreState state = (*reader)->state();
+    std::string ended = state.status;
+    if (state.status == "writing") ended = state.writer_alive ? "partial" : "interrupted";
     if (ended.empty() || ended == "complete") continue;
-    std::cerr << "clusterscope: note: " << path << " ended " << ended << '\n';
+    if (ended == "partial") {
+      std::cerr << "clusterscope: note: " << path
+                << " is still being written (its writer is running): merged as committed so far\n";
+    } else {
+      std::cerr << "clusterscope: note: " << path << " ended " << ended << '\n';
+    }
     if (ending_weight(ended) > ending_weight(status)) status = ended;
   }
   if (status != "complete")

@@ -210,6 +210,17 @@ void TestRunCli::interruptCancelsCleanly() {
   QString err;
   QTRY_VERIFY_WITH_TIMEOUT(
       (err += QString::fromUtf8(p.readAllStandardError()), err.contains("step 3/")), 60000);
+  // Stores still being written merge as they stand, a partial run: the
+  // merge said they "ended interrupted" while the run trained on.
+  const QString snapshot = dir_.filePath("interrupt/snapshot.db");
+  const Run merged = run_cli({"trace", "merge", dir_.filePath("interrupt/run.ranks/rank0.db"),
+                              dir_.filePath("interrupt/run.ranks/rank1.db"), "-o", snapshot});
+  QVERIFY2(merged.exit_code == 0, qPrintable(merged.err));
+  QVERIFY2(merged.err.contains("rank0.db is still being written (its writer is running): merged "
+                               "as committed so far"),
+           qPrintable(merged.err));
+  QVERIFY2(!merged.err.contains("ended interrupted"), qPrintable(merged.err));
+  QCOMPARE(status_of(snapshot), QString("partial"));
   ::kill(static_cast<pid_t>(p.processId()), SIGINT);
   QVERIFY(p.waitForFinished(60000));
   err += QString::fromUtf8(p.readAllStandardError());

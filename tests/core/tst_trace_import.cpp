@@ -201,6 +201,22 @@ void TestTraceImport::nsysRealExport() {
     QCOMPARE(backwards->events, report->events - 1);
     QCOMPARE(backwards->skipped["records that end before they start"], 1);
   }
+  // A time that is not a whole number of nanoseconds is left out and
+  // counted: it read as 0, and the saxpy kernels became 96 % of the time.
+  {
+    const std::string edited = dir.filePath("text-times.sqlite").toStdString();
+    std::filesystem::copy_file(kNsys, edited);
+    sqlite3* db = nullptr;
+    sqlite3_open(edited.c_str(), &db);
+    exec(db, "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET start = 'abc'");
+    exec(db, "UPDATE CUPTI_ACTIVITY_KIND_RUNTIME SET end = 1.5 "
+             "WHERE rowid = (SELECT MIN(rowid) FROM CUPTI_ACTIVITY_KIND_RUNTIME)");
+    sqlite3_close(db);
+    auto text = import_nsys({edited}, dir.filePath("text-times.cstrace").toStdString());
+    QVERIFY2(text, text ? "" : text.message().c_str());
+    QCOMPARE(text->events, report->events - 6);
+    QCOMPARE(text->skipped["records whose start or end is not a whole number of nanoseconds"], 6);
+  }
 
   auto r = open_reader(out);
   const auto kinds = count_kinds(*r);
