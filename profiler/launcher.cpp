@@ -18,6 +18,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -842,6 +843,7 @@ struct Launcher::State {
             for (const char* suffix : {"", "-wal", "-shm", "-journal"})
               fs::remove(store + suffix, ec);
           }
+          release_run_lock();
           fs::remove(run_store_stem(spec.run_store) + ".ranks", ec);
         }
       } else {
@@ -850,6 +852,7 @@ struct Launcher::State {
     }
 
     remove_temp_hostfile();
+    release_run_lock();
     LaunchEvent e;
     e.kind = LaunchEvent::Kind::finished;
     e.text = r.message;
@@ -863,6 +866,20 @@ struct Launcher::State {
       done = true;
     }
     done_cv.notify_all();
+  }
+
+  // Held while the run writes its rank stores, so that a second run given
+  // the same store is refused instead of removing the first one's rank
+  // stores under its workers (the first run then merged nothing, exit 0).
+  std::string run_lock_path;
+  int run_lock_fd = -1;
+
+  void release_run_lock() {
+    if (run_lock_fd < 0) return;
+    std::error_code ec;
+    fs::remove(run_lock_path, ec);  // before the folder, which must be empty to go
+    ::close(run_lock_fd);
+    run_lock_fd = -1;
   }
 
   void remove_temp_hostfile() {
@@ -1027,6 +1044,19 @@ Status Launcher::start() {
     const fs::path ranks_dir = run_store_stem(spec.run_store) + ".ranks";
     fs::create_directories(ranks_dir, ec);
     if (ec) return Error{ranks_dir.string() + ": cannot create: " + ec.message()};
+    s.run_lock_path = (ranks_dir / "run.lock").string();
+    s.run_lock_fd = ::open(s.run_lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (s.run_lock_fd < 0) {
+      s.remove_temp_hostfile();
+      return Error{s.run_lock_path + ": cannot create: " + std::strerror(errno)};
+    }
+    if (::flock(s.run_lock_fd, LOCK_EX | LOCK_NB) != 0) {
+      ::close(s.run_lock_fd);
+      s.run_lock_fd = -1;
+      s.remove_temp_hostfile();
+      return Error{spec.run_store + ": another run is writing it (its rank stores in " +
+                   ranks_dir.string() + " are in use): wait for it to end, or give another --out"};
+    }
     for (int r = 0; r < spec.ranks; ++r)
       fs::remove(rank_store_path(spec.run_store, r), ec);
   }
@@ -1035,6 +1065,7 @@ Status Launcher::start() {
   auto child = spawn(argv);
   if (!child) {
     s.remove_temp_hostfile();
+    s.release_run_lock();
     return child.error();
   }
   s.child = *child;

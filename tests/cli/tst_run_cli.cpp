@@ -210,6 +210,13 @@ void TestRunCli::interruptCancelsCleanly() {
   QString err;
   QTRY_VERIFY_WITH_TIMEOUT(
       (err += QString::fromUtf8(p.readAllStandardError()), err.contains("step 3/")), 60000);
+  // A second run given the same store is refused: it removed the first
+  // one's rank stores under its workers, and the first merged nothing.
+  const Run twin = run_cli(QStringList{"run", "--dp", "2", "--steps", "2", "--out", store} + tiny());
+  QCOMPARE(twin.exit_code, 1);
+  QVERIFY2(twin.err.contains(store + ": another run is writing it (its rank stores in " +
+                             dir_.filePath("interrupt/run.ranks") + " are in use)"),
+           qPrintable(twin.err));
   // Stores still being written merge as they stand, a partial run: the
   // merge said they "ended interrupted" while the run trained on.
   const QString snapshot = dir_.filePath("interrupt/snapshot.db");
@@ -234,6 +241,7 @@ void TestRunCli::interruptCancelsCleanly() {
     QCOMPARE(status_of(dir_.filePath("interrupt/run.ranks/rank%1.db").arg(rank)),
              QString("cancelled"));
   }
+  QVERIFY(!QFile::exists(dir_.filePath("interrupt/run.ranks/run.lock")));
 }
 
 // Ranks that finish but a run store that cannot be written (here a folder
