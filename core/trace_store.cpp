@@ -82,6 +82,23 @@ constexpr const char* kRequiredTables[] = {"meta",     "ranks",      "lanes",   
                                            "events",   "segments",   "event_details", "steps",
                                            "counters", "lane_stats", "lod",           "chunks"};
 
+// The columns kSchemaSql gives each table, read from a database it built in
+// memory: the schema stays the one home of what a store holds.
+const std::map<std::string, std::set<std::string>, std::less<>>& schema_columns() {
+  static const auto columns = [] {
+    std::map<std::string, std::set<std::string>, std::less<>> out;
+    auto db = sql::Database::open(":memory:", SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
+    if (!db || !db->exec(kSchemaSql)) return out;
+    for (const char* table : kRequiredTables) {
+      auto info = db->prepare("SELECT name FROM pragma_table_info('" + std::string(table) + "')");
+      while (info && info->step() == SQLITE_ROW)
+        out[table].emplace(info->text_at(0));
+    }
+    return out;
+  }();
+  return columns;
+}
+
 std::string read_meta(sql::Database& db, std::string_view key) {
   auto stmt = db.prepare("SELECT value FROM meta WHERE key = ?");
   if (!stmt) return {};
@@ -460,6 +477,21 @@ Result<sql::Database> open_store(const std::string& path, bool writable, StoreSt
       if (!tables.count(std::string_view(table))) {
         return Error{path + " is damaged: the trace store table '" + std::string(table) +
                      "' is missing"};
+      }
+    }
+    // A column renamed or dropped: queries failed later with "no such
+    // column", naming neither the table nor the damage.
+    for (const auto& [table, expected] : schema_columns()) {
+      std::set<std::string, std::less<>> present;
+      auto info = db.prepare("SELECT name FROM pragma_table_info('" + table + "')");
+      if (!info) return info.error();
+      while (info->step() == SQLITE_ROW)
+        present.emplace(info->text_at(0));
+      for (const std::string& column : expected) {
+        if (!present.count(column)) {
+          return Error{path + " is damaged: the trace store table '" + table +
+                       "' has no column '" + column + "'"};
+        }
       }
     }
   }
@@ -1224,6 +1256,30 @@ Status verify_store(const std::string& path) {
                    "): what is read from it may be wrong or missing"};
     }
   }
+  // Every name an event or a lane's counter carries is in the strings table
+  // (a name past its end read as "", and nameless kernels merged into one).
+  std::int64_t last_name = 0;
+  {
+    auto names = db->prepare("SELECT coalesce(max(id), 0) FROM strings");
+    if (!names || names->step() != SQLITE_ROW) return Error{path + ": cannot read the names"};
+    last_name = names->int64_at(0);
+    for (const char* query : {"SELECT coalesce(max(name), 0) FROM events",
+                              "SELECT coalesce(max(name), 0) FROM counters"}) {
+      auto used = db->prepare(query);
+      if (!used || used->step() != SQLITE_ROW) return Error{path + ": cannot read the names used"};
+      if (used->int64_at(0) > last_name) {
+        return Error{path + " is damaged: its events and counters use name ids up to " +
+                     std::to_string(used->int64_at(0)) + ", but the strings table ends at " +
+                     std::to_string(last_name)};
+      }
+    }
+    auto steps = db->prepare("SELECT rank, step FROM steps WHERE end_ns < start_ns LIMIT 1");
+    if (!steps) return steps.error();
+    if (steps->step() == SQLITE_ROW) {
+      return Error{path + " is damaged: step " + std::to_string(steps->int64_at(1)) + " of rank " +
+                   std::to_string(steps->int64_at(0)) + " ends before it starts"};
+    }
+  }
   if (!state.finalized) return {};
   // Each lane's chunks hold exactly its events, in time order.
   auto lanes = db->prepare("SELECT id FROM lanes");
@@ -1242,7 +1298,8 @@ Status verify_store(const std::string& path) {
     store::ScanRow row;
     std::int64_t seen = 0, previous = std::numeric_limits<std::int64_t>::min();
     while (scan.next(row)) {
-      if (row.start < previous || row.end < row.start || row.id < 1 || row.id > state.events) {
+      if (row.start < previous || row.end < row.start || row.id < 1 || row.id > state.events ||
+          row.name > last_name) {
         return Error{path + " is damaged: the event chunks of lane " + std::to_string(lane) +
                      " do not decode to its events"};
       }

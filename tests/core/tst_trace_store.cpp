@@ -1153,6 +1153,9 @@ void TestTraceStore::refusesWhatIsNotAStore_data() {
                                 << "uses trace schema version 0, which this build cannot read";
   QTest::addRow("missing table") << "missing-table"
                                  << "is damaged: the trace store table 'segments' is missing";
+  // A renamed column failed later, in each analysis, with "no such column".
+  QTest::addRow("renamed column") << "renamed-column"
+                                  << "is damaged: the trace store table 'steps' has no column 'loss'";
   QTest::addRow("truncated") << "truncated"
                              << "is damaged: the file is cut short (";
   QTest::addRow("header cut") << "header-cut"
@@ -1204,6 +1207,10 @@ void TestTraceStore::refusesWhatIsNotAStore() {
   if (kind == "missing-table") {
     good_store();
     exec_sql(path, "DROP TABLE segments");
+  }
+  if (kind == "renamed-column") {
+    good_store();
+    exec_sql(path, "ALTER TABLE steps RENAME COLUMN loss TO lossx");
   }
   if (kind == "truncated") {
     good_store();
@@ -1304,6 +1311,25 @@ void TestTraceStore::stepEndingBeforeItStartsIsDamage() {
   QVERIFY(!steps);
   QCOMPARE(QString::fromStdString(steps.message()),
            QString::fromStdString(path) + " is damaged: step 2 of rank 0 ends before it starts");
+  // The check (trace info --check) says it too: it found nothing wrong
+  // while the analyses refused the store.
+  r.reset();
+  const cs::Status verified = verify_store(path);
+  QVERIFY(!verified);
+  QCOMPARE(QString::fromStdString(verified.message()),
+           QString::fromStdString(path) + " is damaged: step 2 of rank 0 ends before it starts");
+
+  // Names past the end of the strings table (its last rows lost) read as
+  // "", and nameless kernels merged into one; the check found nothing.
+  const std::string cut = temp_path(dir, "cut.cstrace");
+  write_store(cut, {Pattern::uniform}, 100);
+  exec_sql(cut, "DELETE FROM strings WHERE id = (SELECT max(id) FROM strings)");
+  const cs::Status names = verify_store(cut);
+  QVERIFY(!names);
+  QVERIFY2(QString::fromStdString(names.message())
+               .contains(QString::fromStdString(cut) +
+                         " is damaged: its events and counters use name ids up to "),
+           names.message().c_str());
 }
 
 // A writer destroyed while an exception unwinds (a rank that failed) closes
