@@ -563,12 +563,21 @@ struct Launcher::State {
     if (stop != Stop::none) return;
     stop = Stop::closing;
     stop_deadline = Clock::now() + spec.kill_grace;
-    if (child.pid > 0) ::kill(child.pid, SIGUSR1);
+    // mpirun stopped (SIGSTOP, a debugger) would hold the signal it forwards:
+    // continued first.
+    if (child.pid > 0) {
+      ::kill(child.pid, SIGCONT);
+      ::kill(child.pid, SIGUSR1);
+    }
     // A stopped rank (SIGSTOP, ^Z) would hold SIGUSR1 until mpirun's SIGTERM
     // continued it, and mpirun kills a second later: too soon, on a busy
     // machine, to commit what the rank had buffered. Continued now, it
-    // closes its store like the others.
-    for (const auto& [rank, pid] : local_ranks()) ::kill(static_cast<pid_t>(pid), SIGCONT);
+    // closes its store like the others. The ranks on this host are also told
+    // directly, whatever state mpirun is in (a second SIGUSR1 changes nothing).
+    for (const auto& [rank, pid] : local_ranks()) {
+      ::kill(static_cast<pid_t>(pid), SIGCONT);
+      ::kill(static_cast<pid_t>(pid), SIGUSR1);
+    }
     LaunchEvent e;
     e.kind = LaunchEvent::Kind::stopping;
     e.text = why;
@@ -616,22 +625,70 @@ struct Launcher::State {
   // Ranks on this host that the system holds stopped (SIGSTOP, a debugger):
   // one such rank stalls every other in its collectives, so the steps alone
   // do not say which rank hangs the run.
+  // A process's state letter from /proc ('R', 'S', 'T' stopped, 'Z' a
+  // zombie...), 0 when there is no such process.
+  static char process_state(std::int64_t pid) {
+    std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+    std::string line;
+    std::getline(stat, line);
+    // "pid (command) S ...": the state follows the command's closing parenthesis.
+    const std::size_t close = line.rfind(')');
+    if (close == std::string::npos || close + 2 >= line.size()) return 0;
+    return line[close + 2];
+  }
+  static bool stopped(char state) { return state == 'T' || state == 't'; }
+
   std::string stopped_ranks_text() {
     std::string out;
+    // mpirun stopped relays no output and forwards no signal: every rank
+    // stalls writing its progress, and none would close its store.
+    if (child.pid > 0 && stopped(process_state(child.pid))) {
+      out += "; " + spec.mpirun + " (pid " + std::to_string(child.pid) +
+             ") is stopped (SIGSTOP or a debugger)";
+    }
     for (const auto& [rank, pid] : local_ranks()) {
-      std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-      std::string line;
-      std::getline(stat, line);
-      // "pid (command) S ...": the state follows the command's closing parenthesis.
-      const std::size_t close = line.rfind(')');
-      if (close == std::string::npos || close + 2 >= line.size()) continue;
-      const char state = line[close + 2];
-      if (state == 'T' || state == 't') {
+      if (stopped(process_state(pid))) {
         out += "; rank " + std::to_string(rank) + " (pid " + std::to_string(pid) +
                ") is stopped (SIGSTOP or a debugger)";
       }
     }
     return out;
+  }
+
+  // Ranks mpirun left running when it died (kill -9, the OOM killer) see it
+  // gone and close their stores as cancelled; merged before they have, the
+  // run lost their last steps and its rank stores read as still written.
+  // Waited for up to kill_grace, then killed.
+  void wait_for_orphaned_ranks() {
+    auto alive = [](std::int64_t pid) {
+      const char state = process_state(pid);
+      return state != 0 && state != 'Z' && state != 'X';
+    };
+    const auto deadline = Clock::now() + spec.kill_grace;
+    bool told = false;
+    for (;;) {
+      std::vector<std::pair<int, std::int64_t>> left;
+      for (const auto& rank_pid : local_ranks()) {
+        if (alive(rank_pid.second)) left.push_back(rank_pid);
+      }
+      if (left.empty()) return;
+      if (!told) {
+        // Told to close now, as a cancelled run's ranks are.
+        for (const auto& [rank, pid] : left) {
+          ::kill(static_cast<pid_t>(pid), SIGCONT);
+          ::kill(static_cast<pid_t>(pid), SIGUSR1);
+        }
+        told = true;
+      }
+      if (Clock::now() > deadline) {
+        for (const auto& [rank, pid] : left)
+          ::kill(static_cast<pid_t>(pid), SIGKILL);
+        note("ranks outlived " + spec.mpirun + " by " + seconds_text(spec.kill_grace) +
+             ": killed them (SIGKILL)");
+        return;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
   }
 
   std::string last_steps_text() {
@@ -728,6 +785,7 @@ struct Launcher::State {
       while (waitpid(child.pid, &status, 0) < 0 && errno == EINTR) {
       }
     }
+    wait_for_orphaned_ranks();
     const int exit_status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
     finish(exit_status);
   }

@@ -137,6 +137,7 @@ class TestLauncher : public QObject {
   void ranksOfAKilledJobAreLost();
   void cancelStopsEveryRank();
   void hungRunIsStopped();
+  void stoppedMpirunIsNamed();
 
  private:
   QTemporaryDir dir_;
@@ -712,6 +713,17 @@ void TestLauncher::ranksOfAKilledJobAreLost() {
     QVERIFY2(s.state != RankState::running && s.state != RankState::starting,
              qPrintable(QString("rank %1 is %2").arg(s.rank).arg(to_string(s.state).data())));
   }
+  // The ranks mpirun left running closed their stores before the merge: it
+  // merged while they wrote, and lost their last steps.
+  const StoreView run = view_store(spec.run_store);
+  QVERIFY2(run.error.empty(), run.error.c_str());
+  for (int rank = 0; rank < 2; ++rank) {
+    const StoreView own = view_store(rank_store_path(spec.run_store, rank));
+    QVERIFY2(own.error.empty(), own.error.c_str());
+    QCOMPARE(QString::fromStdString(own.status), QString("cancelled"));
+    QCOMPARE(run.steps_of(rank), own.steps_of(rank));
+    QCOMPARE(run.events_of(rank), own.events_of(rank));
+  }
 }
 
 // SIGKILL to one worker mid-run: the launcher names that rank and how it ended.
@@ -800,6 +812,53 @@ void TestLauncher::cancelStopsEveryRank() {
                             .arg(rank.steps_of(s.rank))));
     QCOMPARE(run.steps_of(s.rank), rank.steps_of(s.rank));
     QCOMPARE(run.events_of(s.rank), rank.events_of(s.rank));
+  }
+}
+
+// mpirun stopped (SIGSTOP, a debugger attached): it relays no output, so
+// the run hangs; the message names it, and the ranks close their stores
+// (the launcher continues mpirun and tells the ranks on this host itself).
+// It was said to be a hang of no one, and the ranks' stores stayed open
+// until SIGKILL.
+void TestLauncher::stoppedMpirunIsNamed() {
+  RunSpec spec = endless_run(2, dir_.filePath("mpirun-stopped/run.db"));
+  spec.hang_timeout = 1500ms;
+  spec.kill_grace = 60s;
+  std::string hung_text;
+  std::mutex mutex;
+  Launcher launcher(spec, [&](const LaunchEvent& e) {
+    std::lock_guard lock(mutex);
+    if (e.kind == LaunchEvent::Kind::hung) hung_text = e.text;
+  });
+  QVERIFY(launcher.start().ok());
+  QVERIFY2(test::wait_until([&] { return every_rank_reached(launcher, 2); }, 30s), "no progress");
+  std::ifstream stat("/proc/" + std::to_string(launcher.ranks()[0].pid) + "/stat");
+  std::string line;
+  std::getline(stat, line);
+  std::istringstream fields(line.substr(line.rfind(')') + 2));
+  char state = 0;
+  pid_t mpirun = 0;
+  fields >> state >> mpirun;
+  QVERIFY(mpirun > 1);
+  QCOMPARE(::kill(mpirun, SIGSTOP), 0);
+  const auto stopped_at = std::chrono::steady_clock::now();
+  const RunReport r = launcher.wait();
+  ::kill(mpirun, SIGCONT);  // in case it outlived the run
+  QVERIFY2(std::chrono::steady_clock::now() - stopped_at < 30s,
+           "the launcher waited out the grace: the ranks did not close their stores");
+  QCOMPARE(r.outcome, Outcome::hung);
+  {
+    std::lock_guard lock(mutex);
+    QVERIFY2(QString::fromStdString(hung_text).contains(
+                 QString("; %1 (pid %2) is stopped (SIGSTOP or a debugger)")
+                     .arg(QString::fromStdString(spec.mpirun))
+                     .arg(mpirun)),
+             hung_text.c_str());
+  }
+  for (int rank = 0; rank < 2; ++rank) {
+    const StoreView own = view_store(rank_store_path(spec.run_store, rank));
+    QVERIFY2(own.error.empty(), own.error.c_str());
+    QCOMPARE(QString::fromStdString(own.status), QString("cancelled"));
   }
 }
 
