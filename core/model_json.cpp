@@ -345,6 +345,7 @@ void read_parallel(const json& j, const std::string& ptr, Diagnostics& d, Parall
                    ParallelRules rules = ParallelRules::check) {
   ObjectReader r(j, ptr, d);
   if (!r.is_object()) return;
+  const std::size_t problems_before = d.problems().size();
   check_kind(r, DocumentKind::parallel_plan);
   r.integer("dp", p.dp, Range::at_least(1));
   r.integer("tp", p.tp, Range::at_least(1));
@@ -385,8 +386,13 @@ void read_parallel(const json& j, const std::string& ptr, Diagnostics& d, Parall
   r.boolean("vocab_parallel", p.vocab_parallel);
   r.number("bucket_mib", p.bucket_mib, Range::between(1.0 / 1024, 1 << 20));
   r.finish();
-  const std::vector<Problem> problems =
-      rules == ParallelRules::check ? check_parallel_plan(p) : check_parallel_degrees(p);
+  // A value refused above was left at its default: the relations between
+  // them would be about the default (a global batch past 32 bits also read
+  // "must be a multiple of dp x micro_batch = 2 (got 1)").
+  const bool read_whole = d.problems().size() == problems_before;
+  const std::vector<Problem> problems = rules == ParallelRules::check && read_whole
+                                            ? check_parallel_plan(p)
+                                            : check_parallel_degrees(p);
   for (const Problem& problem : problems) d.add(ptr + problem.pointer, problem.message);
 }
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <regex>
@@ -173,6 +174,10 @@ Result<NcclTestsLog> parse_nccl_tests(std::string_view text, std::string_view fi
 }
 
 Result<NcclTestsLog> read_nccl_tests(const std::string& path, std::string_view collective) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    return Error{path + ": is a folder, not an nccl-tests log"};
+  }
   std::ifstream in(path);
   if (!in) return Error{path + ": cannot open"};
   std::stringstream text;

@@ -2,6 +2,7 @@
 
 #include <charconv>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -24,7 +25,7 @@ std::vector<std::string_view> split_words(std::string_view line) {
 }
 
 // Shows a bad value as it was written, escaping what a terminal would hide.
-std::string quoted(std::string_view text) {
+std::string in_quotes(std::string_view text) {
   std::string out = "\"";
   for (unsigned char c : text) {
     if (c < 0x20 || c == 0x7f) {
@@ -75,7 +76,7 @@ Result<std::vector<Host>> parse_hostfile(std::string_view text, std::string_view
     host.line = line_number;
     host.name = std::string(words[0]);
     if (!valid_host_name(host.name)) {
-      problems.push_back(where + quoted(host.name) +
+      problems.push_back(where + in_quotes(host.name) +
                          " is not a host name (letters, digits, '-', '.', '_' and ':' only)");
       continue;
     }
@@ -86,7 +87,7 @@ Result<std::vector<Host>> parse_hostfile(std::string_view text, std::string_view
       const std::string_view key = word.substr(0, eq);
       if (eq == std::string_view::npos ||
           (key != "slots" && key != "max_slots" && key != "max-slots")) {
-        problems.push_back(where + "unexpected " + quoted(word) +
+        problems.push_back(where + "unexpected " + in_quotes(word) +
                            " (expected slots=N or max_slots=N after the host name)");
         line_ok = false;
         break;
@@ -96,8 +97,8 @@ Result<std::vector<Host>> parse_hostfile(std::string_view text, std::string_view
       const auto [ptr, ec] = std::from_chars(value.data(), value.data() + value.size(), number);
       if (ec != std::errc() || ptr != value.data() + value.size() || number < 1 ||
           number > 1 << 20) {
-        problems.push_back(where + std::string(key) + " must be a whole number >= 1 (got " +
-                           quoted(value) + ")");
+        problems.push_back(where + std::string(key) + " must be a whole number from 1 to " +
+                           std::to_string(1 << 20) + " (got " + in_quotes(value) + ")");
         line_ok = false;
         break;
       }
@@ -123,6 +124,8 @@ Result<std::vector<Host>> parse_hostfile(std::string_view text, std::string_view
 }
 
 Result<std::vector<Host>> read_hostfile(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) return Error{path + ": is a folder, not a hostfile"};
   std::ifstream in(path, std::ios::binary);
   if (!in) return Error{path + ": cannot open hostfile"};
   std::ostringstream text;

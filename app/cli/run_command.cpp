@@ -28,6 +28,7 @@
 #include "app/cli/context.h"
 #include "app/cli/run_summary.h"
 #include "app/cli/text_table.h"
+#include "core/calibration_meta.h"
 #include "core/format.h"
 #include "core/trace_analysis.h"
 #include "core/json_reader.h"
@@ -544,9 +545,11 @@ void register_run(CLI::App& app, Context& ctx) {
   cmd->add_option("--ranks", options->ranks, "Ranks to start (default dp x tp x pp)")
       ->check(positive_number());
   cmd->add_option("--steps", options->steps, "Training steps")->check(positive_number());
+  // The worker's own bound, checked before anything starts (the worker
+  // refused it after mpirun had started and the plan file was replaced).
   cmd->add_option("--threads", options->threads,
                   "BLAS threads per rank (CPU; default cores / ranks)")
-      ->check(positive_number());
+      ->check(integer_between(1, kMaxSweepRanks));
   cmd->add_option("--out", options->out, "The run store (default run-<date>-<time>.db)");
   cmd->add_option("--title", options->title, "Title of the run");
   cmd->add_option("--lr", options->lr, "AdamW learning rate")->check(positive_number());

@@ -83,6 +83,9 @@ void TestCli::exitCodes_data() {
                                       << "unknown GPU preset \"h300\"";
   QTest::addRow("negative nodes") << QStringList{"describe", "--gpu", "h100-sxm", "--nodes", "-3"} << 2
                                   << "" << "--nodes";
+  QTest::addRow("run threads past the worker's")
+      << QStringList{"run", "--threads", "100000", "--steps", "1"} << 2 << ""
+      << "--threads: must be between 1 and 4096 (got 100000)";
   QTest::addRow("validate missing file") << QStringList{"validate", "/nonexistent.json"} << 1 << ""
                                          << "/nonexistent.json: cannot open file";
   QTest::addRow("calc alone") << QStringList{"calc"} << 2 << "" << "A subcommand is required";
@@ -92,6 +95,9 @@ void TestCli::exitCodes_data() {
                                    << "--devices";
   QTest::addRow("calc empty range") << QStringList{"calc", "quantize", "--min", "1", "--max", "1"}
                                     << 1 << "" << "--min must be below --max (got 1 and 1)";
+  QTest::addRow("calc range narrower than a float")
+      << QStringList{"calc", "quantize", "--min", "0", "--max", "1e-320"} << 1 << ""
+      << "are closer than the smallest normal float32 (1.2e-38)";
   QTest::addRow("calc article INT4")
       << QStringList{"calc", "quantize", "--bits", "4"} << 1 << ""
       << "--bits 4: the articles' integers are INT8; give --integers unsigned or signed";

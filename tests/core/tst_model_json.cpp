@@ -60,6 +60,7 @@ class TestModelJson : public QObject {
   void planRoundTrip();
   void validationErrors_data();
   void validationErrors();
+  void refusedValueRaisesNoRelation();
   void validDocuments_data();
   void validDocuments();
   void detectKind_data();
@@ -408,6 +409,17 @@ void TestModelJson::validationErrors() {
     if (line == expected || line.startsWith(expected + " (known:")) found = true;
   }
   QVERIFY2(found, qPrintable("expected line: " + expected + "\ngot:\n" + error));
+}
+
+// A value refused is not then held against the others at its default: a
+// global batch past 32 bits also read "must be a multiple of dp x
+// micro_batch = 2 (got 1)".
+void TestModelJson::refusedValueRaisesNoRelation() {
+  const QString error =
+      read_error("parallel", R"({"dp": 2, "micro_batch": 1, "global_batch": 1152921504606846976})");
+  QVERIFY2(error.contains("parallel.json: /global_batch: must fit in a 32-bit integer"),
+           qPrintable(error));
+  QVERIFY2(!error.contains("multiple of"), qPrintable(error));
 }
 
 void TestModelJson::validDocuments_data() {

@@ -1403,6 +1403,11 @@ void TestCalibration::readsNcclTestsLogs() {
   QCOMPARE(log->samples.front().ranks, ranks);
   QVERIFY(std::abs(log->average_busbw / average_busbw - 1) < 1e-3);
   QCOMPARE(log->errors, 0);
+  // A folder given for a log is said to be one (it read as "no result rows").
+  auto folder = cs::plan::read_nccl_tests(CS_DATA_DIR "/nccl-tests");
+  QVERIFY(!folder);
+  QCOMPARE(QString::fromStdString(folder.message()),
+           QStringLiteral(CS_DATA_DIR "/nccl-tests: is a folder, not an nccl-tests log"));
 }
 
 // The one-host log was written with alpha 1.6 us per ring step and 380 GB/s

@@ -191,10 +191,15 @@ void TestLauncher::hostfileErrors_data() {
       << QStringList{"hosts.txt:1: \"-oProxyCommand=x\" is not a host name"};
   QTest::addRow("zero slots") << QByteArray("n1 slots=0\n")
                               << QStringList{
-                                     "hosts.txt:1: slots must be a whole number >= 1 (got \"0\")"};
+                                     "hosts.txt:1: slots must be a whole number from 1 to 1048576 (got \"0\")"};
   QTest::addRow("slots not a number")
       << QByteArray("n1\nn2 slots=four\n")
-      << QStringList{"hosts.txt:2: slots must be a whole number >= 1 (got \"four\")"};
+      << QStringList{"hosts.txt:2: slots must be a whole number from 1 to 1048576 (got \"four\")"};
+  // Past the bound, the message said ">= 1" of 99999999999.
+  QTest::addRow("slots past any host")
+      << QByteArray("n1 slots=99999999999\n")
+      << QStringList{"hosts.txt:1: slots must be a whole number from 1 to 1048576 (got "
+                     "\"99999999999\")"};
   QTest::addRow("unknown word") << QByteArray("n1 cpus=4\n")
                                 << QStringList{"hosts.txt:1: unexpected \"cpus=4\""};
   QTest::addRow("slots above max") << QByteArray("n1 slots=8 max_slots=4\n")
@@ -224,6 +229,11 @@ void TestLauncher::missingHostfileIsNamed() {
   QVERIFY(!hosts.ok());
   QCOMPARE(QString::fromStdString(hosts.message()),
            QString("/nonexistent/hosts.txt: cannot open hostfile"));
+  // A folder read as an empty file: "no hosts listed".
+  auto folder = read_hostfile(dir_.path().toStdString());
+  QVERIFY(!folder.ok());
+  QCOMPARE(QString::fromStdString(folder.message()),
+           dir_.path() + ": is a folder, not a hostfile");
 }
 
 void TestLauncher::taggedLines_data() {
