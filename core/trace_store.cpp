@@ -277,11 +277,16 @@ bool process_alive(const std::string& identity) {
 namespace {
 
 Status migrate_from_version_1(const std::string& path) {
+  // What to do when the upgrade cannot write where the store is (a
+  // read-only folder, a full disk): the store is left as it was.
+  const std::string advice =
+      " (the store is unchanged: copy it to a folder with room that you can write, and open the "
+      "copy)";
   auto opened = sql::Database::open(path, SQLITE_OPEN_READWRITE);
   if (!opened) {
     return Error{path + " uses trace schema version 1 and must be upgraded to version " +
                  std::to_string(kSchemaVersion) +
-                 " in place, but it cannot be opened for writing: " + opened.message()};
+                 " in place, but it cannot be opened for writing: " + opened.message() + advice};
   }
   sql::Database db = std::move(opened).value();
   // Another reader may be upgrading the same file: wait for it, then find
@@ -297,12 +302,12 @@ Status migrate_from_version_1(const std::string& path) {
                        "NOT NULL, first_start INTEGER NOT NULL, last_start INTEGER NOT NULL, "
                        "end_max INTEGER NOT NULL, count INTEGER NOT NULL, data BLOB NOT NULL)");
       !s) {
-    return Error{path + ": cannot upgrade from trace schema version 1: " + s.message()};
+    return Error{path + ": cannot upgrade from trace schema version 1: " + s.message() + advice};
   }
   // Every lane's chunks and level of detail rebuilt from its rows; a store
   // whose writer died keeps "interrupted" as its status, like finalize_store.
   if (auto s = finalize(db, "interrupted"); !s)
-    return Error{path + ": cannot upgrade from trace schema version 1: " + s.message()};
+    return Error{path + ": cannot upgrade from trace schema version 1: " + s.message() + advice};
   if (auto s = write_meta(db, "schema_version", std::to_string(kSchemaVersion)); !s) return s;
   if (auto s = db.exec("PRAGMA user_version = " + std::to_string(kSchemaVersion)); !s) return s;
   return {};

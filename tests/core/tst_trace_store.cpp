@@ -1133,6 +1133,29 @@ void TestTraceStore::version1StoreIsMigrated() {
   QCOMPARE(state->schema_version, kSchemaVersion);
   const cs::Status verified = verify_store(path);
   QVERIFY2(verified, verified ? "" : verified.message().c_str());
+
+  // On a read-only mount the upgrade cannot be written: the error says the
+  // store is unchanged and what to do (a real read-only tmpfs).
+  const std::string old = temp_path(dir, "v1-again.cstrace");
+  write_store(old, {Pattern::uniform}, 1000);
+  exec_sql(old, "DROP TABLE chunks; DELETE FROM lod; DELETE FROM lane_stats; PRAGMA user_version = 1");
+  const QString mount_point = dir.filePath(QStringLiteral("ro"));
+  QVERIFY(QDir().mkpath(mount_point));
+  if (QProcess::execute(QStringLiteral("mount"), {QStringLiteral("-t"), QStringLiteral("tmpfs"),
+                                                  QStringLiteral("-o"), QStringLiteral("size=64m"),
+                                                  QStringLiteral("tmpfs"), mount_point}) != 0)
+    QSKIP("cannot mount a tmpfs here (needs root): the read-only upgrade is not checked");
+  auto unmount = qScopeGuard([&] { QProcess::execute(QStringLiteral("umount"), {mount_point}); });
+  const std::string copy = (mount_point + QStringLiteral("/v1.cstrace")).toStdString();
+  std::filesystem::copy_file(old, copy);
+  QCOMPARE(QProcess::execute(QStringLiteral("mount"),
+                             {QStringLiteral("-o"), QStringLiteral("remount,ro"), mount_point}),
+           0);
+  auto refused = TraceReader::open(copy);
+  QVERIFY(!refused);
+  QVERIFY2(refused.message().find("the store is unchanged: copy it to a folder with room that "
+                                  "you can write, and open the copy") != std::string::npos,
+           refused.message().c_str());
 }
 
 void TestTraceStore::refusesWhatIsNotAStore_data() {
