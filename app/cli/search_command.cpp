@@ -11,6 +11,7 @@
 #include "app/cli/cli_options.h"
 #include "app/cli/context.h"
 #include "app/cli/text_table.h"
+#include "core/json_reader.h"
 #include "core/format.h"
 #include "planners/estimate_json.h"
 #include "planners/search.h"
@@ -160,10 +161,11 @@ void run(const SearchCommandOptions& o, Context& ctx) {
     } else {
       // They fit; the limits (--max-days, --min-headroom, ...) left none.
       std::string limits_given;
-      if (o.max_days > 0) limits_given += "--max-days " + format_fixed(o.max_days, 1);
+      // As given: 0.001 read "0.0".
+      if (o.max_days > 0) limits_given += "--max-days " + number_text(o.max_days);
       if (o.min_headroom_gib > 0)
         limits_given += (limits_given.empty() ? "" : " and ") + std::string("--min-headroom ") +
-                        format_fixed(o.min_headroom_gib, 1);
+                        number_text(o.min_headroom_gib);
       std::cout << "No plan within the limits: " << format_count(static_cast<double>(r.fitting))
                 << " fit in GPU memory, none within " << limits_given << ".\n\n";
     }

@@ -398,8 +398,9 @@ void TestPlanCli::searchClusterSizes() {
           too_big_json["gpu_memory_bytes"].toDouble());
   QVERIFY(too_big_json["gpu_memory_bytes"].toDouble() > 100e9);
   // Plans that fit but none within the limit: said so, not "none fits".
+  // The limit as given (0.001 read "0.0").
   const Run none = run_cli({"search", "--cluster", "dgx-h100-256", "--model", "llama2-7b",
-                            "--global-batch", "512", "--node-counts", "1,2", "--max-days", "1"});
+                            "--global-batch", "512", "--node-counts", "1,2", "--max-days", "0.001"});
   QVERIFY2(none.exit_code == 0, qPrintable(none.err));
   // The largest cluster a file may hold: dp x micro-batch passed an int and
   // wrapped to 0, and the search divided by it (SIGFPE, the app's too).
@@ -417,7 +418,7 @@ void TestPlanCli::searchClusterSizes() {
                                  "cluster's 67.1 M GPUs (--any-gpu-count lets plans leave GPUs idle)"),
            qPrintable(no_split.out));
   QVERIFY2(none.out.contains("No plan within the limits: ") &&
-               none.out.contains(" fit in GPU memory, none within --max-days 1.0."),
+               none.out.contains(" fit in GPU memory, none within --max-days 0.001."),
            qPrintable(none.out));
 }
 
