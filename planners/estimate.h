@@ -108,7 +108,8 @@ struct TrainingCost {
   double cost_usd = 0;    // 0 when the cluster has no price
   double energy_kwh = 0;  // GPU board power x time
   double flops = 0;       // model FLOPs of the whole run
-  double flops_6pd = 0;   // 6 x parameters x tokens (Kaplan et al. 2020), for comparison
+  double flops_6pd = 0;   // 6 x parameters x tokens (Kaplan et al. 2020), for comparison; 0 where
+                          // it does not hold (inference, generic models such as CNNs)
 };
 
 // The seed article's simple model T = S*N/B + L*(N-1) beside the ring
