@@ -201,6 +201,29 @@ std::string run_store_stem(const std::string& run_store) {
   return run_store;
 }
 
+namespace {
+
+std::string run_lock_path(const std::string& run_store) {
+  return run_store_stem(run_store) + ".ranks/run.lock";
+}
+
+Error run_store_in_use(const std::string& run_store) {
+  return Error{run_store + ": another run is writing it (its rank stores in " +
+               run_store_stem(run_store) + ".ranks are in use): wait for it to end, or give " +
+               "another --out"};
+}
+
+}  // namespace
+
+Status check_run_store_free(const std::string& run_store) {
+  const int fd = ::open(run_lock_path(run_store).c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return {};  // no lock file: no run has it
+  const bool taken = ::flock(fd, LOCK_EX | LOCK_NB) != 0;
+  ::close(fd);  // releases the probe's lock, if it got one
+  if (taken) return run_store_in_use(run_store);
+  return {};
+}
+
 std::optional<int> rank_of_store_file(std::string_view file_name) {
   if (!file_name.starts_with("rank") || !file_name.ends_with(".db")) return std::nullopt;
   const std::string_view digits = file_name.substr(4, file_name.size() - 7);
@@ -1102,7 +1125,7 @@ Status Launcher::start() {
     const fs::path ranks_dir = run_store_stem(spec.run_store) + ".ranks";
     fs::create_directories(ranks_dir, ec);
     if (ec) return Error{ranks_dir.string() + ": cannot create: " + ec.message()};
-    s.run_lock_path = (ranks_dir / "run.lock").string();
+    s.run_lock_path = run_lock_path(spec.run_store);
     s.run_lock_fd = ::open(s.run_lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     if (s.run_lock_fd < 0) {
       s.remove_temp_hostfile();
@@ -1112,8 +1135,7 @@ Status Launcher::start() {
       ::close(s.run_lock_fd);
       s.run_lock_fd = -1;
       s.remove_temp_hostfile();
-      return Error{spec.run_store + ": another run is writing it (its rank stores in " +
-                   ranks_dir.string() + " are in use): wait for it to end, or give another --out"};
+      return run_store_in_use(spec.run_store);
     }
     for (int r = 0; r < spec.ranks; ++r)
       fs::remove(rank_store_path(spec.run_store, r), ec);

@@ -87,6 +87,10 @@ std::string rank_store_path(const std::string& run_store, int rank);
 // plan), or none for a name of another kind.
 std::optional<int> rank_of_store_file(std::string_view file_name);
 std::string rank_store_pattern(const std::string& run_store);  // with "{rank}"
+// Refuses a run store that a run on this host is writing (it holds the lock
+// in "<stem>.ranks"), before anything beside it is written: a second run
+// given the same --out replaced the first one's plan and rank stores.
+Status check_run_store_free(const std::string& run_store);
 
 // The commands, as argument vectors (program first).
 std::vector<std::string> worker_command(const RunSpec& spec);

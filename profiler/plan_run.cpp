@@ -130,6 +130,7 @@ Result<PlanRun> plan_run(const Plan& plan, const PlanRunOptions& o) {
 
   const std::string out = fs::absolute(o.run_store).lexically_normal().string();
   if (Status s = trace::check_store_path(out); !s) return s.error();
+  if (Status s = check_run_store_free(out); !s) return s.error();
   std::error_code ec;
   if (const fs::path parent = fs::path(out).parent_path(); !parent.empty())
     fs::create_directories(parent, ec);

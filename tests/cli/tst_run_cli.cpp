@@ -212,11 +212,19 @@ void TestRunCli::interruptCancelsCleanly() {
       (err += QString::fromUtf8(p.readAllStandardError()), err.contains("step 3/")), 60000);
   // A second run given the same store is refused: it removed the first
   // one's rank stores under its workers, and the first merged nothing.
-  const Run twin = run_cli(QStringList{"run", "--dp", "2", "--steps", "2", "--out", store} + tiny());
+  // Nor does it replace the first one's plan.
+  const auto plan_text = [&] {
+    QFile f(dir_.filePath("interrupt/run.plan.json"));
+    return f.open(QIODevice::ReadOnly) ? f.readAll() : QByteArray();
+  };
+  const QByteArray plan = plan_text();
+  QVERIFY(plan.contains("\"dp\": 2"));
+  const Run twin = run_cli(QStringList{"run", "--dp", "1", "--steps", "2", "--out", store} + tiny());
   QCOMPARE(twin.exit_code, 1);
   QVERIFY2(twin.err.contains(store + ": another run is writing it (its rank stores in " +
                              dir_.filePath("interrupt/run.ranks") + " are in use)"),
            qPrintable(twin.err));
+  QCOMPARE(plan_text(), plan);
   // Stores still being written merge as they stand, a partial run: the
   // merge said they "ended interrupted" while the run trained on.
   const QString snapshot = dir_.filePath("interrupt/snapshot.db");
