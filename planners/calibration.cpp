@@ -1797,7 +1797,15 @@ Result<SweepImport> import_sweep_lines(const std::vector<std::string>& files,
     return Error{e.what()};
   }
   if (lines.empty()) {
-    return Error{"no sweep line (gemm, bandwidth, op, collective) in the files given"};
+    std::string named;
+    for (const std::string& file : files)
+      named += (named.empty() ? "" : ", ") + file;
+    return Error{named + ": no sweep line (gemm, bandwidth, op, collective)" +
+                 (imported.lines_left_out > 0
+                      ? " (" + std::to_string(imported.lines_left_out) +
+                            (imported.lines_left_out == 1 ? " line that is" : " lines that are") +
+                            " not JSON, the first " + imported.first_left_out + ")"
+                      : std::string())};
   }
   trace::RunInfo info;
   info.title = "Imported sweeps";

@@ -2312,7 +2312,12 @@ void TestCalibration::refusesBadSweepLines_data() {
       << R"({"event":"gemm","rank":0,"precision":"fp32","m":8,"n":8,"k":8,"seconds":1e309})"
       << "sweeps.jsonl:1: not a JSON line: number overflow parsing '1e309'";
   QTest::addRow("no sweep line") << R"({"event":"step","rank":0,"step":1})"
-                                 << "no sweep line (gemm, bandwidth, op, collective)";
+                                 << "sweeps.jsonl: no sweep line (gemm, bandwidth, op, collective)";
+  // A file of another kind (a store given by mistake) is named, with what
+  // was left out.
+  QTest::addRow("not a sweep file") << "SQLite format 3"
+                                    << "sweeps.jsonl: no sweep line (gemm, bandwidth, op, "
+                                       "collective) (1 line that is not JSON, the first ";
 }
 
 void TestCalibration::refusesBadSweepLines() {
