@@ -281,7 +281,7 @@ Result<ImportReport> import_one_nsys(const std::string& file, const std::string&
     if (!stmt) return stmt.error();
     int rc;
     while ((rc = stmt->step()) == SQLITE_ROW) {
-      if (!stmt->is_integer(0) || !stmt->is_integer(1)) {
+      if (!stmt->is_whole_number(0) || !stmt->is_whole_number(1)) {
         ++report.skipped[bad_time];
         continue;
       }
@@ -331,7 +331,7 @@ Result<ImportReport> import_one_nsys(const std::string& file, const std::string&
     if (!stmt) return stmt.error();
     int rc;
     while ((rc = stmt->step()) == SQLITE_ROW) {
-      if (!stmt->is_integer(0) || !stmt->is_integer(1)) {
+      if (!stmt->is_whole_number(0) || !stmt->is_whole_number(1)) {
         ++report.skipped[bad_time];
         continue;
       }
@@ -381,7 +381,7 @@ Result<ImportReport> import_one_nsys(const std::string& file, const std::string&
         ++report.skipped["NVTX records other than ranges (marks, thread names, ...)"];
         continue;
       }
-      if (!stmt->is_integer(0) || !stmt->is_integer(3)) {
+      if (!stmt->is_whole_number(0) || !stmt->is_whole_number(3)) {
         ++report.skipped[bad_time];
         continue;
       }

@@ -72,8 +72,16 @@ class Statement {
   int int_at(int c) const { return sqlite3_column_int(stmt_, c); }
   double double_at(int c) const { return sqlite3_column_double(stmt_, c); }
   bool is_null(int c) const { return sqlite3_column_type(stmt_, c) == SQLITE_NULL; }
-  // Not text, a real or NULL, which int64_at reads as 0 or truncates.
-  bool is_integer(int c) const { return sqlite3_column_type(stmt_, c) == SQLITE_INTEGER; }
+  // A whole number, stored as an integer or as a real (a table rebuilt by
+  // other tools may hold 1.5e9 for 1500000000); not text or NULL, which
+  // int64_at reads as 0, nor a fraction it would cut.
+  bool is_whole_number(int c) const {
+    const int type = sqlite3_column_type(stmt_, c);
+    if (type == SQLITE_INTEGER) return true;
+    if (type != SQLITE_FLOAT) return false;
+    const double v = sqlite3_column_double(stmt_, c);
+    return v > -9.2e18 && v < 9.2e18 && v == static_cast<double>(static_cast<std::int64_t>(v));
+  }
   std::string_view text_at(int c) const {
     const auto* p = reinterpret_cast<const char*>(sqlite3_column_text(stmt_, c));
     if (!p) return {};

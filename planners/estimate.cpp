@@ -339,7 +339,12 @@ std::vector<ControlOption> control_options(const Plan& plan, Control control) {
         trial.precision = PrecisionPlan::for_compute(p);
         trial.precision.fp32_main_grad =
             plan.precision.fp32_main_grad && !trial.precision.inference;
-        if (trial.precision.inference) trial.parallel.recompute = Recompute::none;
+        // An inference plan keeps no activations for backward and no
+        // optimizer state to shard: tried (and applied) without either.
+        if (trial.precision.inference) {
+          trial.parallel.recompute = Recompute::none;
+          trial.parallel.zero_stage = 0;
+        }
         out.push_back(try_option(trial, static_cast<int>(p), std::string(cs::to_string(p)),
                                  json_pointer(control)));
       }

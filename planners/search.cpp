@@ -138,17 +138,26 @@ class Front {
  public:
   explicit Front(bool by_gpus) : by_gpus_(by_gpus) {}
   double x_of(const Kept& k) const { return by_gpus_ ? k.gpus : k.memory; }
-  // Cheap test before copying an estimate in.
+  // Cheap test before copying an estimate in. A point as fast and as large
+  // as one kept is a tie, which add() settles as the ranking does (else
+  // which one stayed depended on how the threads shared the work).
   bool would_keep(double tokens, double x) const {
     for (const Kept& p : points_) {
+      const float pt = to_float_precision(p.tokens), t = to_float_precision(tokens);
       const double px = x_of(p);
-      if (to_float_precision(p.tokens) >= to_float_precision(tokens) && px <= x) return false;
+      if (pt >= t && px <= x && !(pt == t && px == x)) return false;
     }
     return true;
   }
   void add(const Kept& k) {
     const double x = x_of(k);
     if (!would_keep(k.tokens, x)) return;
+    for (Kept& p : points_) {
+      if (to_float_precision(p.tokens) == to_float_precision(k.tokens) && x_of(p) == x) {
+        if (better(k, p)) p = k;
+        return;
+      }
+    }
     points_.erase(
         std::remove_if(points_.begin(), points_.end(),
                        [&](const Kept& p) {

@@ -216,9 +216,13 @@ Error run_store_in_use(const std::string& run_store) {
 }  // namespace
 
 Status check_run_store_free(const std::string& run_store) {
-  const int fd = ::open(run_lock_path(run_store).c_str(), O_RDONLY | O_CLOEXEC);
+  // Opened for writing: NFS emulates flock with fcntl locks, whose
+  // exclusive lock needs it.
+  const int fd = ::open(run_lock_path(run_store).c_str(), O_RDWR | O_CLOEXEC);
   if (fd < 0) return {};  // no lock file: no run has it
-  const bool taken = ::flock(fd, LOCK_EX | LOCK_NB) != 0;
+  // Only "held by another" refuses: a file system without locks (ENOLCK,
+  // EOPNOTSUPP) cannot tell, and refused every run before.
+  const bool taken = ::flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK;
   ::close(fd);  // releases the probe's lock, if it got one
   if (taken) return run_store_in_use(run_store);
   return {};
@@ -626,16 +630,33 @@ struct Launcher::State {
     }
   }
 
-  // The ranks on this host that have reported their pid: (rank, pid).
+  // The ranks on this host that have reported their pid, and whose pid is
+  // still this run's worker: a rank of another host of the same name, or in
+  // a PID namespace of its own (a container), reports a pid that is another
+  // process here, which must never be signalled.
   std::vector<std::pair<int, std::int64_t>> local_ranks() {
+    std::vector<std::pair<int, std::int64_t>> candidates;
+    {
+      std::lock_guard lock(mutex);
+      char host[256] = {};
+      gethostname(host, sizeof host - 1);
+      for (const RankStatus& r : ranks) {
+        if (r.pid > 0 && (r.host.empty() || r.host == host)) candidates.emplace_back(r.rank, r.pid);
+      }
+    }
     std::vector<std::pair<int, std::int64_t>> out;
-    std::lock_guard lock(mutex);
-    char host[256] = {};
-    gethostname(host, sizeof host - 1);
-    for (const RankStatus& r : ranks) {
-      if (r.pid > 0 && (r.host.empty() || r.host == host)) out.emplace_back(r.rank, r.pid);
+    for (const auto& rank_pid : candidates) {
+      if (runs_the_worker(rank_pid.second)) out.push_back(rank_pid);
     }
     return out;
+  }
+
+  bool runs_the_worker(std::int64_t pid) const {
+    std::ifstream cmdline("/proc/" + std::to_string(pid) + "/cmdline", std::ios::binary);
+    std::string program;
+    std::getline(cmdline, program, '\0');
+    return !program.empty() &&
+           fs::path(program).filename() == fs::path(spec.worker).filename();
   }
 
   void force_kill() {
@@ -678,11 +699,27 @@ struct Launcher::State {
     return out;
   }
 
-  // Ranks mpirun left running when it died (kill -9, the OOM killer) see it
-  // gone and close their stores as cancelled; merged before they have, the
-  // run lost their last steps and its rank stores read as still written.
-  // Waited for up to kill_grace, then killed.
+  // Ranks mpirun left running when a signal ended it (kill -9, the OOM
+  // killer) see it gone and close their stores as cancelled; merged before
+  // they have, the run lost their last steps and its rank stores read as
+  // still written. Told to close now, waited for up to kill_grace, then
+  // killed; a rank whose store is closed already is ended at once.
   void wait_for_orphaned_ranks() {
+    {
+      std::vector<std::int64_t> closed;
+      {
+        std::lock_guard lock(mutex);
+        for (const RankStatus& r : ranks) {
+          if (r.state == RankState::cancelled || r.state == RankState::done ||
+              r.state == RankState::failed)
+            closed.push_back(r.pid);
+        }
+      }
+      for (const auto& [rank, pid] : local_ranks()) {
+        if (std::find(closed.begin(), closed.end(), pid) != closed.end())
+          ::kill(static_cast<pid_t>(pid), SIGKILL);
+      }
+    }
     auto alive = [](std::int64_t pid) {
       const char state = process_state(pid);
       return state != 0 && state != 'Z' && state != 'X';
@@ -808,7 +845,7 @@ struct Launcher::State {
       while (waitpid(child.pid, &status, 0) < 0 && errno == EINTR) {
       }
     }
-    wait_for_orphaned_ranks();
+    if (WIFSIGNALED(status)) wait_for_orphaned_ranks();
     const int exit_status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
     finish(exit_status);
   }
@@ -1132,10 +1169,15 @@ Status Launcher::start() {
       return Error{s.run_lock_path + ": cannot create: " + std::strerror(errno)};
     }
     if (::flock(s.run_lock_fd, LOCK_EX | LOCK_NB) != 0) {
+      const int why = errno;
       ::close(s.run_lock_fd);
       s.run_lock_fd = -1;
-      s.remove_temp_hostfile();
-      return run_store_in_use(spec.run_store);
+      if (why == EWOULDBLOCK) {
+        s.remove_temp_hostfile();
+        return run_store_in_use(spec.run_store);
+      }
+      // A file system without locks (ENOLCK, EOPNOTSUPP): the run goes on,
+      // unguarded against a second run given the same store.
     }
     for (int r = 0; r < spec.ranks; ++r)
       fs::remove(rank_store_path(spec.run_store, r), ec);

@@ -728,9 +728,9 @@ struct MergeCliOptions {
 int ending_weight(std::string_view status) {
   if (status == "complete") return 0;
   if (status == "partial") return 1;  // still running: not an ending, but not complete either
-  if (status == "cancelled") return 1;
-  if (status == "failed") return 3;
-  return 2;  // crashed, hung, interrupted, or what another writer recorded
+  if (status == "cancelled") return 2;
+  if (status == "failed") return 4;
+  return 3;  // crashed, hung, interrupted, or what another writer recorded
 }
 
 // What the inputs say of the run they came from: a rank store of the

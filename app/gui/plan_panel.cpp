@@ -103,6 +103,12 @@ void setControlValue(ParallelPlan& p, PrecisionPlan& precision, Control c, int v
       const bool main_grad = precision.fp32_main_grad;
       precision = PrecisionPlan::for_compute(Precision(value));
       precision.fp32_main_grad = main_grad && !precision.inference;
+      // As the precision list tried it (planners/estimate.cpp): inference
+      // has no recomputation and no ZeRO.
+      if (precision.inference) {
+        p.recompute = Recompute::none;
+        p.zero_stage = 0;
+      }
       break;
     }
     case Control::flash_attention:

@@ -258,7 +258,7 @@ void TestRunCli::interruptCancelsCleanly() {
 void TestRunCli::unwrittenRunStoreFails() {
   const QString store = dir_.filePath("unwritten/run.db");
   QProcess p;
-  p.start(kCli, QStringList{"run", "--dp", "2", "--steps", "8", "--out", store} + tiny());
+  p.start(kCli, QStringList{"run", "--dp", "2", "--steps", "40", "--out", store} + tiny());
   QVERIFY(p.waitForStarted());
   QString err;
   QTRY_VERIFY_WITH_TIMEOUT(

@@ -211,6 +211,12 @@ void TestTraceImport::nsysRealExport() {
     exec(db, "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET start = 'abc'");
     exec(db, "UPDATE CUPTI_ACTIVITY_KIND_RUNTIME SET end = 1.5 "
              "WHERE rowid = (SELECT MIN(rowid) FROM CUPTI_ACTIVITY_KIND_RUNTIME)");
+    // Whole numbers stored as reals (a table other tools rebuilt without
+    // INTEGER columns) are kept.
+    exec(db, "ALTER TABLE CUPTI_ACTIVITY_KIND_MEMCPY RENAME TO memcpy_integers; "
+             "CREATE TABLE CUPTI_ACTIVITY_KIND_MEMCPY AS SELECT CAST(start AS REAL) AS start, "
+             "CAST(end AS REAL) AS end, deviceId, contextId, streamId, correlationId, globalPid, "
+             "bytes, copyKind FROM memcpy_integers; DROP TABLE memcpy_integers");
     sqlite3_close(db);
     auto text = import_nsys({edited}, dir.filePath("text-times.cstrace").toStdString());
     QVERIFY2(text, text ? "" : text.message().c_str());

@@ -314,6 +314,24 @@ void TestGuiApp::planControlsShowValidValues() {
   waitForEstimate();
   QCOMPARE(window_->workspace()->project().current()->parallel.zero_stage, before);
   QCOMPARE(window_->estimateView()->memoryBar()->data().total(), memory_before);
+
+  // INT8 is offered and, chosen, gives an inference plan without ZeRO or
+  // recomputation (the default project's ZeRO-1 made it "✗" and, applied,
+  // an invalid plan).
+  QVERIFY(window_->workspace()->project().current()->parallel.zero_stage > 0);
+  QComboBox* precision = panel->controlBox(Control::precision);
+  const int int8 = precision->findData(int(cs::Precision::int8));
+  QVERIFY(int8 >= 0);
+  QVERIFY2(precision->model()->flags(precision->model()->index(int8, 0)) & Qt::ItemIsEnabled,
+           qPrintable(precision->itemText(int8)));
+  panel->setControl(Control::precision, int(cs::Precision::int8));
+  waitForEstimate();
+  QCOMPARE(window_->workspace()->project().current()->parallel.zero_stage, 0);
+  QCOMPARE(window_->workspace()->project().current()->parallel.recompute, cs::Recompute::none);
+  QVERIFY(window_->analysis()->latest()->estimate.has_value());
+  window_->workspace()->undoStack()->undo();
+  waitForEstimate();
+  QCOMPARE(window_->workspace()->project().current()->parallel.zero_stage, before);
 }
 
 // The cost tile says "no price" only where the cluster has none: with no

@@ -516,6 +516,19 @@ void TestPlanner::inferencePlan() {
   cs::Plan int4 = p;
   int4.precision = cs::PrecisionPlan::for_compute(cs::Precision::int4);
   QVERIFY(must_estimate(int4).memory.weights < e.memory.weights * 0.6);
+  // The precision list tries INT8 and INT4 as it would apply them, without
+  // ZeRO or recomputation: over a ZeRO-1 training plan (the app's default
+  // project) they read invalid once inference refused ZeRO.
+  cs::Plan training = gpt3_on_64();
+  training.parallel.zero_stage = 1;
+  int inference_options = 0;
+  for (const cs::plan::ControlOption& o :
+       cs::plan::control_options(training, cs::plan::Control::precision)) {
+    if (o.label != "int8" && o.label != "int4") continue;
+    ++inference_options;
+    QVERIFY2(o.valid, o.reason.c_str());
+  }
+  QCOMPARE(inference_options, 2);
 }
 
 void TestPlanner::dataParallelOverlap() {
