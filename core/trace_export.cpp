@@ -17,6 +17,8 @@
 #include "core/format.h"
 #include "core/utf8.h"
 
+#include <nlohmann/json.hpp>
+
 namespace cs::trace {
 
 namespace {
@@ -217,6 +219,60 @@ std::int64_t longest_event_ns(const TraceReader& reader) {
   return longest;
 }
 
+// What only this product's import reads back (otherData, which Perfetto and
+// HTA leave alone): the marker that says whose export this is, and what the
+// trace events cannot hold — the store's meta rows, each rank's row, each
+// lane's kind and name (tid is the lane id), and the steps table. With it a
+// store exported and imported again is the same store (docs/trace-schema.md).
+Result<std::string> own_export_data(const TraceReader& reader, const RankFilter& filter,
+                                    std::int64_t t0, std::int64_t t1) {
+  nlohmann::json other = {{kExportProducerKey, kExportProducer},
+                          {kExportVersionKey, kExportVersion},
+                          {"title", reader.run().title},
+                          {"source", reader.run().source}};
+  nlohmann::json meta = nlohmann::json::object();
+  for (const auto& [key, value] : reader.all_meta())
+    meta[key] = value;
+  other["meta"] = std::move(meta);
+  nlohmann::json ranks = nlohmann::json::array();
+  for (const RankInfo& r : reader.ranks()) {
+    if (!filter.has(r.rank)) continue;
+    ranks.push_back({{"rank", r.rank},
+                     {"host", r.host},
+                     {"device", r.device},
+                     {"pid", r.pid},
+                     {"clock_offset_ns", r.clock_offset_ns},
+                     {"clock_offset_measured", r.clock_offset_measured}});
+  }
+  other["ranks"] = std::move(ranks);
+  nlohmann::json lanes = nlohmann::json::array();
+  for (const LaneInfo& l : reader.lanes()) {
+    if (!filter.has(l.rank)) continue;
+    lanes.push_back({{"tid", l.id.value},
+                     {"rank", l.rank},
+                     {"kind", to_string(l.kind)},
+                     {"name", l.name},
+                     {"sort_index", l.sort_index}});
+  }
+  other["lanes"] = std::move(lanes);
+  auto steps = reader.steps();
+  if (!steps) return steps.error();
+  nlohmann::json rows = nlohmann::json::array();
+  for (const StepMetrics& s : *steps) {
+    if (!filter.has(s.rank) || s.end_ns < t0 || s.start_ns >= t1) continue;
+    rows.push_back({{"rank", s.rank},
+                    {"step", s.step},
+                    {"start_ns", s.start_ns},
+                    {"end_ns", s.end_ns},
+                    {"loss", s.loss},
+                    {"tokens", s.tokens},
+                    {"loss_scale", s.loss_scale}});
+  }
+  other["steps"] = std::move(rows);
+  // Text as the events' names: bytes that are not UTF-8 become U+FFFD.
+  return other.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
 Status write_chrome(const TraceReader& reader, const std::string& path,
                     const ChromeTraceOptions& options, const RankFilter& filter,
                     std::optional<std::int32_t> distributed_rank, ExportReport& report) {
@@ -235,13 +291,10 @@ Status write_chrome(const TraceReader& reader, const std::string& path,
   out << "{\"schemaVersion\":1,\"displayTimeUnit\":\"ns\",\"baseTimeNanoseconds\":" << base
       << ",\"distributedInfo\":{";
   if (distributed_rank) out << "\"rank\":" << *distributed_rank << ',';
-  out << "\"world_size\":" << reader.world_size()
-      << "},\"otherData\":{\"producer\":\"ClusterScope\",";
-  out << "\"title\":";
-  json_string(out, reader.run().title);
-  out << ",\"source\":";
-  json_string(out, reader.run().source);
-  out << "},\n\"traceEvents\":[\n";
+  out << "\"world_size\":" << reader.world_size() << "},\"otherData\":";
+  auto other = own_export_data(reader, filter, t0, t1);
+  if (!other) return other.error();
+  out << *other << ",\n\"traceEvents\":[\n";
   bool first = true;
   auto begin_event = [&] {
     if (!first) out << ",\n";

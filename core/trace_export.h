@@ -26,6 +26,15 @@ struct ExportReport {
 // suggests a time window or fewer ranks.
 inline constexpr std::int64_t kLargeJsonBytes = 256ll << 20;
 
+// This product's own Chrome trace export says so in otherData
+// ({"producer": "ClusterScope", "clusterscope_export_version": 1}): its import
+// then takes each pid as a rank and reads back what the export carries there
+// and in each event's args (docs/trace-schema.md, "Exporting").
+inline constexpr const char* kExportProducerKey = "producer";
+inline constexpr const char* kExportProducer = "ClusterScope";
+inline constexpr const char* kExportVersionKey = "clusterscope_export_version";
+inline constexpr int kExportVersion = 1;
+
 struct ChromeTraceOptions {
   // Only events overlapping [start, end) (their parents too, so slices nest).
   std::optional<TimeRange> window;

@@ -30,6 +30,93 @@ namespace {
 
 const std::string kKineto = CS_DATA_DIR "/validation/kineto/";
 const std::string kNsys = CS_DATA_DIR "/validation/nsys/saxpy-mpi-cuda.sqlite";
+const std::string kCpuEngine = CS_DATA_DIR "/cpu/cpu-engine-dp2.db";
+
+// A copy of a store fixture, opened: a version-1 store is migrated in place.
+std::unique_ptr<TraceReader> opened_copy(const QTemporaryDir& dir, const std::string& store,
+                                         const char* name) {
+  const std::string copy = dir.filePath(name).toStdString();
+  std::filesystem::copy_file(store, copy, std::filesystem::copy_options::overwrite_existing);
+  auto r = TraceReader::open(copy);
+  if (!r) qFatal("%s", r.message().c_str());
+  return std::move(r).value();
+}
+
+// Every event of a store as text, in one order, with what the store keeps of
+// it: its rank and lane (kind, name), fields, details and times.
+std::vector<std::string> event_rows(const TraceReader& r) {
+  std::vector<std::string> rows;
+  cs::Status s = r.for_each_event({}, INT64_MIN / 4, INT64_MAX / 4, [&](const StoredEvent& se) {
+    const Event& e = se.event;
+    const LaneInfo* lane = r.lane(e.lane);
+    std::ostringstream row;
+    row.precision(17);
+    row << se.rank << '|' << to_string(lane->kind) << '|' << lane->name << '|'
+        << to_string(e.kind) << '|' << to_string(e.category) << '|' << r.string(e.name) << '|'
+        << e.start_ns << '|' << e.end_ns << '|' << e.correlation << '|' << e.bytes << '|'
+        << e.flops << '|' << to_string(e.collective) << '|' << to_string(e.dtype) << '|'
+        << e.count << '|' << e.peer << '|' << e.group_size << '|' << e.step;
+    rows.push_back(row.str());
+    return true;
+  });
+  if (!s) qFatal("%s", s.message().c_str());
+  std::sort(rows.begin(), rows.end());
+  return rows;
+}
+
+std::vector<std::string> lane_rows(const TraceReader& r) {
+  std::vector<std::string> rows;
+  for (const LaneInfo& l : r.lanes())
+    rows.push_back(std::to_string(l.rank) + '|' + std::string(to_string(l.kind)) + '|' + l.name +
+                   '|' + std::to_string(l.sort_index));
+  std::sort(rows.begin(), rows.end());
+  return rows;
+}
+
+std::vector<std::string> counter_rows(const TraceReader& r) {
+  std::vector<std::string> rows;
+  auto series = r.counter_series();
+  if (!series) qFatal("%s", series.message().c_str());
+  for (const auto& [rank, name] : *series) {
+    for (const CounterSample& c : r.counters(rank, name).value()) {
+      std::ostringstream row;
+      row << rank << '|' << r.string(name) << '|' << c.time_ns << '|' << c.value;
+      rows.push_back(row.str());
+    }
+  }
+  std::sort(rows.begin(), rows.end());
+  return rows;
+}
+
+// What `trace stats` prints per rank and for the prediction, as numbers.
+std::vector<double> stats_figures(const TraceReader& r) {
+  auto a = analyze_run(r);
+  if (!a) qFatal("%s", a.message().c_str());
+  std::vector<double> out;
+  for (const RankAnalysis& rank : a->ranks) {
+    const Breakdown& b = rank.total;
+    for (std::int64_t v : {b.span_ns, b.compute_ns, b.communication_ns, b.overlap_ns,
+                           b.exposed_communication_ns, b.memory_ns, b.idle_ns, b.events})
+      out.push_back(static_cast<double>(v));
+    out.push_back(static_cast<double>(rank.steps.size()));
+    for (const StepBreakdown& s : rank.steps)
+      out.push_back(static_cast<double>(s.breakdown.span_ns));
+  }
+  for (const CollectiveStats& c : a->collectives) {
+    out.push_back(static_cast<double>(c.bytes));
+    out.push_back(c.busbw_gbps);
+  }
+  for (const KernelStats& k : a->kernels)
+    out.push_back(static_cast<double>(k.total_ns));
+  if (a->prediction) {
+    out.push_back(a->prediction->measured_step_s);
+    for (const auto& row : a->prediction->parts)
+      out.push_back(row.measured_s.value_or(-1));
+    for (const auto& row : a->prediction->breakdown)
+      out.push_back(row.measured_s.value_or(-1));
+  }
+  return out;
+}
 
 std::string read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -94,6 +181,9 @@ class TestTraceExport : public QObject {
 
  private slots:
   void chromeTraceParsesBack();
+  void ownExportImportsBack_data();
+  void ownExportImportsBack();
+  void ownExportWithAPidThatIsNoRankIsRefused();
   void chromeTraceWindowAndRanks();
   void chromeTraceWarnsWhenLarge();
   void csvTables();
@@ -192,6 +282,78 @@ void TestTraceExport::chromeTraceParsesBack() {
                                    [](const StoredEvent& stored) { return stored.event.correlation == 57541; });
   QVERIFY(kernel != kernels->end());
   QCOMPARE(kernel->event.start_ns, kernel_start);
+}
+
+// This product's export imported again is the store it came from: ranks
+// (each pid, with its host, device and pid), lanes (kinds and names as they
+// were), every event's fields and details, the steps table, the counters, the
+// run's meta (its prediction) and so what `trace stats` says.
+void TestTraceExport::ownExportImportsBack_data() {
+  QTest::addColumn<QString>("store");
+  QTest::addColumn<bool>("filePerRank");
+  QTest::addRow("cpu engine, 2 ranks") << QString::fromStdString(kCpuEngine) << false;
+  QTest::addRow("cpu engine, a file per rank") << QString::fromStdString(kCpuEngine) << true;
+}
+
+void TestTraceExport::ownExportImportsBack() {
+  QFETCH(QString, store);
+  QFETCH(bool, filePerRank);
+  QTemporaryDir dir;
+  auto r = opened_copy(dir, store.toStdString(), "store.cstrace");
+  const std::string path = dir.filePath("store.json").toStdString();
+  ChromeTraceOptions options;
+  options.file_per_rank = filePerRank;
+  auto exported = export_chrome_trace(*r, path, options);
+  QVERIFY2(exported, exported ? "" : exported.message().c_str());
+  const std::string back = dir.filePath("back.cstrace").toStdString();
+  auto report = import_traces(exported->files, back);
+  QVERIFY2(report, report ? "" : report.message().c_str());
+  for (const std::string& w : report->warnings)
+    QVERIFY2(w.find("rank") == std::string::npos, w.c_str());
+  QCOMPARE(report->skipped.count("counter events (ph C)"), std::size_t{0});
+  auto b = TraceReader::open(back).value();
+
+  QCOMPARE(b->ranks().size(), r->ranks().size());
+  for (std::size_t i = 0; i < r->ranks().size(); ++i) {
+    QCOMPARE(b->ranks()[i].rank, r->ranks()[i].rank);
+    QCOMPARE(b->ranks()[i].host, r->ranks()[i].host);
+    QCOMPARE(b->ranks()[i].device, r->ranks()[i].device);
+    QCOMPARE(b->ranks()[i].pid, r->ranks()[i].pid);
+  }
+  QCOMPARE(b->run().title, r->run().title);
+  QCOMPARE(b->run().source, r->run().source);
+  QCOMPARE(b->meta("predicted_step"), r->meta("predicted_step"));
+  QCOMPARE(b->meta("machine_probe"), r->meta("machine_probe"));
+  QCOMPARE(lane_rows(*b), lane_rows(*r));
+  QCOMPARE(b->event_count(), r->event_count());
+  QCOMPARE(event_rows(*b), event_rows(*r));
+  auto steps_a = r->steps().value(), steps_b = b->steps().value();
+  QVERIFY(!steps_a.empty());
+  QCOMPARE(steps_b.size(), steps_a.size());
+  for (std::size_t i = 0; i < steps_a.size(); ++i) {
+    QCOMPARE(steps_b[i].rank, steps_a[i].rank);
+    QCOMPARE(steps_b[i].step, steps_a[i].step);
+    QCOMPARE(steps_b[i].start_ns, steps_a[i].start_ns);
+    QCOMPARE(steps_b[i].end_ns, steps_a[i].end_ns);
+    QCOMPARE(steps_b[i].loss, steps_a[i].loss);
+    QCOMPARE(steps_b[i].tokens, steps_a[i].tokens);
+  }
+  QVERIFY(!counter_rows(*r).empty());
+  QCOMPARE(counter_rows(*b), counter_rows(*r));
+  QCOMPARE(stats_figures(*b), stats_figures(*r));
+}
+
+// A file that says it is this product's export but whose processes are not
+// ranks is refused by name, not merged into one rank.
+void TestTraceExport::ownExportWithAPidThatIsNoRankIsRefused() {
+  QTemporaryDir dir;
+  const std::string path = dir.filePath("odd.json").toStdString();
+  std::ofstream(path) << R"({"otherData":{"producer":"ClusterScope"},"traceEvents":[)"
+                      << R"({"ph":"X","cat":"cpu_op","name":"a","pid":"host","tid":1,"ts":1,"dur":1}]})";
+  auto report = import_traces({path}, dir.filePath("odd.cstrace").toStdString());
+  QVERIFY(!report);
+  QVERIFY2(report.message().find("pid host is not a rank") != std::string::npos,
+           report.message().c_str());
 }
 
 void TestTraceExport::chromeTraceWindowAndRanks() {
