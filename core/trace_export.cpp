@@ -204,6 +204,60 @@ std::int64_t stream_of(const LaneInfo& lane) {
   return lane.id.value;
 }
 
+// PyTorch's names of a data type, as its profiler writes args.dtype
+// ("Float", "BFloat16"), which HTA and this product's import read.
+std::string_view pytorch_dtype(DataType t) {
+  switch (t) {
+    case DataType::fp32: return "Float";
+    case DataType::fp16: return "Half";
+    case DataType::bf16: return "BFloat16";
+    case DataType::fp8_e4m3: return "Float8_e4m3fn";
+    case DataType::fp8_e5m2: return "Float8_e5m2";
+    case DataType::int8: return "Char";
+    case DataType::uint8: return "Byte";
+    case DataType::int32: return "Int";
+    case DataType::int64: return "Long";
+    case DataType::fp64: return "Double";
+    case DataType::none: break;
+  }
+  return "";
+}
+
+// PyTorch's record names of collectives (args "Collective name").
+std::string_view pytorch_collective(Collective c) {
+  switch (c) {
+    case Collective::all_reduce: return "allreduce";
+    case Collective::all_gather: return "allgather";
+    case Collective::reduce_scatter: return "reduce_scatter";
+    case Collective::broadcast: return "broadcast";
+    case Collective::reduce: return "reduce";
+    case Collective::all_to_all: return "all_to_all";
+    case Collective::send: return "send";
+    case Collective::recv: return "recv";
+    case Collective::barrier: return "barrier";
+    case Collective::send_recv: return "send_recv";
+    case Collective::none: break;
+  }
+  return "";
+}
+
+// A collective's size under the names PyTorch's profiler gives it, which
+// Holistic Trace Analysis and Kineto readers (this product's import among
+// them) read: element counts in and out, the group's size. The store's count
+// is the elements `bytes` counts (docs/trace-schema.md, "Collective sizes"):
+// the whole output of an all-gather, the whole input of a reduce-scatter.
+void kineto_collective_args(Output& out, const Event& e, int world_size) {
+  const std::int64_t n = e.group_size > 0 ? e.group_size : std::max(world_size, 1);
+  const int type_bytes = data_type_bytes(e.dtype);
+  const std::int64_t count = e.count > 0 ? e.count : type_bytes > 0 ? e.bytes / type_bytes : 0;
+  std::int64_t in = count, out_count = count;
+  if (e.collective == Collective::all_gather) in = count / n;
+  if (e.collective == Collective::reduce_scatter) out_count = count / n;
+  out << ",\"Collective name\":\"" << pytorch_collective(e.collective)
+      << "\",\"In msg nelems\":" << in << ",\"Out msg nelems\":" << out_count
+      << ",\"Group size\":" << n;
+}
+
 struct RankFilter {
   std::set<std::int32_t> ranks;
   bool all = true;
@@ -378,9 +432,11 @@ Status write_chrome(const TraceReader& reader, const std::string& path,
       if (e.bytes != 0) out << ",\"bytes\":" << e.bytes;
       if (e.flops != 0) out << ",\"flops\":" << e.flops;
       if (e.step >= 0) out << ",\"step\":" << static_cast<std::int64_t>(e.step);
-      if (e.collective != Collective::none)
+      if (e.collective != Collective::none) {
         out << ",\"collective\":\"" << to_string(e.collective) << '"';
-      if (e.dtype != DataType::none) out << ",\"dtype\":\"" << to_string(e.dtype) << '"';
+        kineto_collective_args(out, e, reader.world_size());
+      }
+      if (e.dtype != DataType::none) out << ",\"dtype\":\"" << pytorch_dtype(e.dtype) << '"';
       if (e.count != 0) out << ",\"count\":" << e.count;
       if (e.peer >= 0) out << ",\"peer\":" << static_cast<std::int64_t>(e.peer);
       if (e.group_size != 0) out << ",\"group_size\":" << static_cast<std::int64_t>(e.group_size);

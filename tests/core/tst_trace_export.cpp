@@ -184,6 +184,7 @@ class TestTraceExport : public QObject {
   void ownExportImportsBack_data();
   void ownExportImportsBack();
   void ownExportWithAPidThatIsNoRankIsRefused();
+  void collectivesSizedUnderKinetoNames();
   void chromeTraceWindowAndRanks();
   void chromeTraceWarnsWhenLarge();
   void csvTables();
@@ -354,6 +355,50 @@ void TestTraceExport::ownExportWithAPidThatIsNoRankIsRefused() {
   QVERIFY(!report);
   QVERIFY2(report.message().find("pid host is not a rank") != std::string::npos,
            report.message().c_str());
+}
+
+// Collectives carry PyTorch's size args ("Collective name", "In msg nelems",
+// "Out msg nelems", "Group size", "dtype"): read as a Kineto reader reads
+// them (the file without this product's marker), the export of an imported
+// Kineto trace gives back its sized collectives.
+void TestTraceExport::collectivesSizedUnderKinetoNames() {
+  QTemporaryDir dir;
+  auto r = imported(dir, {kKineto + "allreduce_rank-0.json.gz"}, "ar.cstrace");
+  auto sized = [](const TraceReader& store) {
+    std::vector<std::string> rows;
+    const RunAnalysis a = analyze_run(store).value();
+    for (const CollectiveStats& c : a.collectives) {
+      if (c.bytes > 0)
+        rows.push_back(std::string(to_string(c.collective)) + '|' + c.name + '|' +
+                       std::string(to_string(c.dtype)) + '|' + std::to_string(c.bytes) + '|' +
+                       std::to_string(c.count));
+    }
+    return rows;
+  };
+  const auto before = sized(*r);
+  QCOMPARE(before.size(), std::size_t{7});
+  const std::string path = dir.filePath("ar.json").toStdString();
+  QVERIFY(export_chrome_trace(*r, path));
+  json doc = json::parse(read_file(path));
+  int collectives = 0;
+  for (const json& e : doc["traceEvents"]) {
+    if (e["ph"] != "X" || !e["args"].contains("collective")) continue;
+    ++collectives;
+    const json& args = e["args"];
+    const std::string collective = args["collective"];  // all_reduce and broadcast here
+    QCOMPARE(args["Collective name"].get<std::string>(),
+             collective == "all_reduce" ? std::string("allreduce") : collective);
+    QVERIFY(args["dtype"] == "Float" || args["dtype"] == "Long");
+    QCOMPARE(args["Group size"].get<int>(), 2);
+    QCOMPARE(args["In msg nelems"].get<std::int64_t>(), args["count"].get<std::int64_t>());
+    QCOMPARE(args["Out msg nelems"].get<std::int64_t>(), args["count"].get<std::int64_t>());
+  }
+  QVERIFY(collectives > 0);
+  doc.erase("otherData");
+  const std::string foreign = dir.filePath("foreign.json").toStdString();
+  std::ofstream(foreign) << doc.dump();
+  auto again = imported(dir, {foreign}, "again.cstrace");
+  QCOMPARE(sized(*again), before);
 }
 
 void TestTraceExport::chromeTraceWindowAndRanks() {
