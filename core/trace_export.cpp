@@ -258,6 +258,18 @@ void kineto_collective_args(Output& out, const Event& e, int world_size) {
       << ",\"Group size\":" << n;
 }
 
+// One end of a flow arrow: an event with a correlation, on its thread (lane).
+struct FlowEnd {
+  std::int32_t rank = 0;
+  std::int64_t correlation = 0;
+  std::int64_t start_ns = 0;
+  std::int64_t tid = 0;
+  auto operator<=>(const FlowEnd&) const = default;  // by rank, correlation, then start
+  bool same_correlation(const FlowEnd& o) const {
+    return rank == o.rank && correlation == o.correlation;
+  }
+};
+
 struct RankFilter {
   std::set<std::int32_t> ranks;
   bool all = true;
@@ -391,6 +403,7 @@ Status write_chrome(const TraceReader& reader, const std::string& path,
 
   // Escaped names by string id (a map: a damaged store's ids can be anything).
   std::unordered_map<std::uint32_t, std::string> names;
+  std::vector<FlowEnd> calls, gpu_work;  // the ends of the flow arrows, below
   for (const LaneInfo* lane : lanes) {
     // Start early enough to take in the parents of what overlaps t0.
     const std::int64_t from = options.window ? t0 - lane->max_duration_ns : kMinTime;
@@ -428,7 +441,14 @@ Status write_chrome(const TraceReader& reader, const std::string& path,
       out << ",\"args\":{\"category\":\"" << to_string(e.category) << "\",\"kind\":\""
           << to_string(e.kind) << '"';
       if (lane->kind == LaneKind::gpu_stream) out << ",\"stream\":" << stream;
-      if (e.correlation != 0) out << ",\"correlation\":" << e.correlation;
+      if (e.correlation != 0) {
+        out << ",\"correlation\":" << e.correlation;
+        const FlowEnd end{se.rank, e.correlation, e.start_ns, lane->id.value};
+        if (lane->kind == LaneKind::gpu_stream)
+          gpu_work.push_back(end);
+        else if (e.kind == EventKind::api_call || e.kind == EventKind::sync)
+          calls.push_back(end);
+      }
       if (e.bytes != 0) out << ",\"bytes\":" << e.bytes;
       if (e.flops != 0) out << ",\"flops\":" << e.flops;
       if (e.step >= 0) out << ",\"step\":" << static_cast<std::int64_t>(e.step);
@@ -447,6 +467,34 @@ Status write_chrome(const TraceReader& reader, const std::string& path,
     if (!s) return s;
     if (!out.ok()) return out.status();
   }
+
+  // Kineto's flow arrows from each runtime or driver call to the GPU work it
+  // launched (one per correlation: the call's start to the work's start), so
+  // that Perfetto draws them. Perfetto binds them by id across the file, and
+  // correlation ids count per process: with several ranks in one file, the
+  // id is rank * 2^32 + correlation (CUPTI's ids are 32-bit).
+  const bool one_rank = filter.ranks.size() == 1 || reader.ranks().size() <= 1;
+  std::sort(calls.begin(), calls.end());
+  std::sort(gpu_work.begin(), gpu_work.end());
+  auto work = gpu_work.begin();
+  for (auto call = calls.begin(); call != calls.end(); ++call) {
+    if (call != calls.begin() && call[-1].same_correlation(*call)) continue;  // the earliest call
+    work = std::lower_bound(work, gpu_work.end(), *call, [](const FlowEnd& a, const FlowEnd& b) {
+      return std::pair(a.rank, a.correlation) < std::pair(b.rank, b.correlation);
+    });
+    if (work == gpu_work.end() || !work->same_correlation(*call)) continue;
+    const std::int64_t id =
+        one_rank ? call->correlation : (std::int64_t{call->rank} << 32) + call->correlation;
+    begin_event();
+    out << "{\"ph\":\"s\",\"id\":" << id << ",\"pid\":" << call->rank
+        << ",\"tid\":" << call->tid << ",\"ts\":";
+    micros(out, call->start_ns - base);
+    out << ",\"cat\":\"ac2g\",\"name\":\"ac2g\"},\n{\"ph\":\"f\",\"id\":" << id
+        << ",\"pid\":" << work->rank << ",\"tid\":" << work->tid << ",\"ts\":";
+    micros(out, work->start_ns - base);
+    out << ",\"cat\":\"ac2g\",\"name\":\"ac2g\",\"bp\":\"e\"}";
+  }
+  if (!out.ok()) return out.status();
 
   if (options.counters) {
     auto series = reader.counter_series();

@@ -31,6 +31,7 @@ namespace {
 const std::string kKineto = CS_DATA_DIR "/validation/kineto/";
 const std::string kNsys = CS_DATA_DIR "/validation/nsys/saxpy-mpi-cuda.sqlite";
 const std::string kCpuEngine = CS_DATA_DIR "/cpu/cpu-engine-dp2.db";
+const std::string kGpuBf16 = CS_DATA_DIR "/gpu/worker-bf16.db";
 
 // A copy of a store fixture, opened: a version-1 store is migrated in place.
 std::unique_ptr<TraceReader> opened_copy(const QTemporaryDir& dir, const std::string& store,
@@ -185,6 +186,8 @@ class TestTraceExport : public QObject {
   void ownExportImportsBack();
   void ownExportWithAPidThatIsNoRankIsRefused();
   void collectivesSizedUnderKinetoNames();
+  void flowsJoinCallsToTheirGpuWork_data();
+  void flowsJoinCallsToTheirGpuWork();
   void chromeTraceWindowAndRanks();
   void chromeTraceWarnsWhenLarge();
   void csvTables();
@@ -220,6 +223,7 @@ void TestTraceExport::chromeTraceParsesBack() {
       if (e["name"] == "thread_name") thread_names[{e["pid"], e["tid"]}] = e["args"]["name"];
       continue;
     }
+    if (ph == "s" || ph == "f") continue;  // flow arrows (flowsJoinCallsToTheirGpuWork)
     QCOMPARE(ph, std::string("X"));
     ++x;
     const std::int64_t start = micros_to_ns(e["ts"]) + base;
@@ -399,6 +403,74 @@ void TestTraceExport::collectivesSizedUnderKinetoNames() {
   std::ofstream(foreign) << doc.dump();
   auto again = imported(dir, {foreign}, "again.cstrace");
   QCOMPARE(sized(*again), before);
+}
+
+// Kineto's flow arrows ("ph" s and f, cat ac2g): one per correlation that
+// joins a runtime or driver call to GPU work, from the call's start on its
+// thread to the work's start on its stream (bp "e"), ids unique in the file.
+void TestTraceExport::flowsJoinCallsToTheirGpuWork_data() {
+  QTest::addColumn<QString>("store");
+  QTest::addColumn<QStringList>("kineto");
+  QTest::addRow("cuda engine bf16 (CUPTI)") << QString::fromStdString(kGpuBf16) << QStringList{};
+  QTest::addRow("kineto, 2 ranks in one file")
+      << QString() << QStringList{QString::fromStdString(kKineto + "sampled_rank-0.json.gz"),
+                                  QString::fromStdString(kKineto + "sampled_rank-1.json.gz")};
+}
+
+void TestTraceExport::flowsJoinCallsToTheirGpuWork() {
+  QFETCH(QString, store);
+  QFETCH(QStringList, kineto);
+  QTemporaryDir dir;
+  std::unique_ptr<TraceReader> r;
+  if (!store.isEmpty()) {
+    r = opened_copy(dir, store.toStdString(), "store.cstrace");
+  } else {
+    std::vector<std::string> files;
+    for (const QString& f : kineto)
+      files.push_back(f.toStdString());
+    r = imported(dir, files, "store.cstrace");
+  }
+  // The correlations the store links: a call on a host lane, work on a stream.
+  std::map<std::pair<std::int32_t, std::int64_t>, std::int64_t> call_start, work_start;
+  QVERIFY(r->for_each_event({}, INT64_MIN / 4, INT64_MAX / 4, [&](const StoredEvent& se) {
+    const Event& e = se.event;
+    if (e.correlation == 0) return true;
+    const bool gpu = r->lane(e.lane)->kind == LaneKind::gpu_stream;
+    if (!gpu && e.kind != EventKind::api_call && e.kind != EventKind::sync) return true;
+    auto& first = (gpu ? work_start : call_start)[{se.rank, e.correlation}];
+    first = first == 0 ? e.start_ns : std::min(first, e.start_ns);
+    return true;
+  }));
+  std::int64_t linked = 0;
+  for (const auto& [key, start] : call_start)
+    linked += work_start.count(key);
+  QVERIFY(linked > 100);
+
+  const std::string path = dir.filePath("store.json").toStdString();
+  QVERIFY(export_chrome_trace(*r, path));
+  const json doc = json::parse(read_file(path));
+  const std::int64_t base = doc["baseTimeNanoseconds"];
+  std::map<std::int64_t, json> starts, finishes;
+  for (const json& e : doc["traceEvents"]) {
+    if (e["ph"] != "s" && e["ph"] != "f") continue;
+    QCOMPARE(e["cat"].get<std::string>(), std::string("ac2g"));
+    QCOMPARE(e["name"].get<std::string>(), std::string("ac2g"));
+    auto& side = e["ph"] == "s" ? starts : finishes;
+    QVERIFY2(side.emplace(e["id"].get<std::int64_t>(), e).second, "a flow id twice");
+  }
+  QCOMPARE(static_cast<std::int64_t>(starts.size()), linked);
+  QCOMPARE(finishes.size(), starts.size());
+  for (const auto& [id, s] : starts) {
+    const json& f = finishes.at(id);
+    QCOMPARE(f["bp"].get<std::string>(), std::string("e"));
+    const std::int32_t rank = s["pid"];
+    QCOMPARE(f["pid"].get<std::int32_t>(), rank);
+    const std::int64_t correlation = id & 0xffffffff;
+    QCOMPARE(micros_to_ns(s["ts"]) + base, call_start.at({rank, correlation}));
+    QCOMPARE(micros_to_ns(f["ts"]) + base, work_start.at({rank, correlation}));
+    QCOMPARE(r->lane(LaneId{static_cast<std::uint32_t>(f["tid"].get<std::int64_t>())})->kind,
+             LaneKind::gpu_stream);
+  }
 }
 
 void TestTraceExport::chromeTraceWindowAndRanks() {
