@@ -343,12 +343,30 @@ Status write_chrome(const TraceReader& reader, const std::string& path,
                     const ChromeTraceOptions& options, const RankFilter& filter,
                     std::optional<std::int32_t> distributed_rank, ExportReport& report) {
   const TimeRange whole = reader.time_range();
-  const std::int64_t t0 = options.window ? options.window->start_ns : whole.start_ns;
-  const std::int64_t t1 = options.window ? options.window->end_ns : whole.end_ns + 1;
-  // Times count from the earliest event written, so that none is negative
-  // (Perfetto drops those): in a window, a parent that began before it.
-  const std::int64_t base =
+  const std::int64_t t0 = options.window ? options.window->start_ns : kMinTime;
+  const std::int64_t t1 = options.window ? options.window->end_ns : kMaxTime;
+  // The counter samples in [t0, t1), read first: a sample may come before
+  // every event (a GPU's memory before the first kernel).
+  std::vector<CounterSample> counters;
+  if (options.counters) {
+    auto series = reader.counter_series();
+    if (!series) return series.error();
+    for (const auto& [rank, name] : *series) {
+      if (!filter.has(rank)) continue;
+      auto samples = reader.counters(rank, name);
+      if (!samples) return samples.error();
+      for (const CounterSample& c : *samples) {
+        if (c.time_ns >= t0 && c.time_ns < t1) counters.push_back(c);
+      }
+    }
+  }
+  // Times count from the earliest event or sample written, so that none is
+  // negative (Perfetto drops those): in a window, a parent that began before it.
+  std::int64_t base =
       options.window ? std::max(t0 - longest_event_ns(reader), whole.start_ns) : whole.start_ns;
+  if (reader.event_count() == 0 && !counters.empty()) base = counters.front().time_ns;
+  for (const CounterSample& c : counters)
+    base = std::min(base, c.time_ns);
 
   Output out(path, reader);
   if (!out.ok()) return out.status();
@@ -496,25 +514,15 @@ Status write_chrome(const TraceReader& reader, const std::string& path,
   }
   if (!out.ok()) return out.status();
 
-  if (options.counters) {
-    auto series = reader.counter_series();
-    if (!series) return series.error();
-    for (const auto& [rank, name] : *series) {
-      if (!filter.has(rank)) continue;
-      auto samples = reader.counters(rank, name);
-      if (!samples) return samples.error();
-      for (const CounterSample& c : *samples) {
-        if (c.time_ns < t0 || c.time_ns >= t1) continue;
-        begin_event();
-        out << "{\"ph\":\"C\",\"name\":";
-        json_string(out, reader.string(name));
-        out << ",\"pid\":" << rank << ",\"ts\":";
-        micros(out, c.time_ns - base);
-        out << ",\"args\":{";
-        json_string(out, reader.string(name));
-        out << ':' << c.value << "}}";
-      }
-    }
+  for (const CounterSample& c : counters) {
+    begin_event();
+    out << "{\"ph\":\"C\",\"name\":";
+    json_string(out, reader.string(c.name));
+    out << ",\"pid\":" << c.rank << ",\"ts\":";
+    micros(out, c.time_ns - base);
+    out << ",\"args\":{";
+    json_string(out, reader.string(c.name));
+    out << ':' << c.value << "}}";
   }
   out << "\n]}\n";
   const std::int64_t bytes = out.bytes();

@@ -50,7 +50,8 @@ struct ChromeTraceOptions {
 // slices of a lane nest; process and thread names and sort indexes as "M"
 // events; ts and dur in microseconds with three decimals (nanoseconds kept
 // exactly), counted from the export's time base (baseTimeNanoseconds, the
-// earliest exported time, as PyTorch 2 writes it) so that doubles hold them exactly; Kineto's
+// earliest event or counter sample exported, as PyTorch 2 writes it) so that
+// doubles hold them exactly; Kineto's
 // categories (kernel, gpu_memcpy, cuda_runtime, cpu_op, user_annotation...)
 // and args.stream / args.correlation, which HTA reads.
 Result<ExportReport> export_chrome_trace(const TraceReader& reader, const std::string& path,

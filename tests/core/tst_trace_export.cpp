@@ -79,7 +79,8 @@ std::vector<std::string> counter_rows(const TraceReader& r) {
   auto series = r.counter_series();
   if (!series) qFatal("%s", series.message().c_str());
   for (const auto& [rank, name] : *series) {
-    for (const CounterSample& c : r.counters(rank, name).value()) {
+    const std::vector<CounterSample> samples = r.counters(rank, name).value();
+    for (const CounterSample& c : samples) {
       std::ostringstream row;
       row << rank << '|' << r.string(name) << '|' << c.time_ns << '|' << c.value;
       rows.push_back(row.str());
@@ -188,6 +189,7 @@ class TestTraceExport : public QObject {
   void collectivesSizedUnderKinetoNames();
   void flowsJoinCallsToTheirGpuWork_data();
   void flowsJoinCallsToTheirGpuWork();
+  void countersBeforeTheFirstEventAreExported();
   void chromeTraceWindowAndRanks();
   void chromeTraceWarnsWhenLarge();
   void csvTables();
@@ -298,6 +300,7 @@ void TestTraceExport::ownExportImportsBack_data() {
   QTest::addColumn<bool>("filePerRank");
   QTest::addRow("cpu engine, 2 ranks") << QString::fromStdString(kCpuEngine) << false;
   QTest::addRow("cpu engine, a file per rank") << QString::fromStdString(kCpuEngine) << true;
+  QTest::addRow("cuda engine bf16") << QString::fromStdString(kGpuBf16) << false;
 }
 
 void TestTraceExport::ownExportImportsBack() {
@@ -471,6 +474,34 @@ void TestTraceExport::flowsJoinCallsToTheirGpuWork() {
     QCOMPARE(r->lane(LaneId{static_cast<std::uint32_t>(f["tid"].get<std::int64_t>())})->kind,
              LaneKind::gpu_stream);
   }
+}
+
+// The CUDA engine samples the GPU's memory before its first kernel: that
+// sample is exported too, and the time base is early enough for it.
+void TestTraceExport::countersBeforeTheFirstEventAreExported() {
+  QTemporaryDir dir;
+  auto r = opened_copy(dir, kGpuBf16, "bf16.cstrace");
+  const std::vector<std::string> samples = counter_rows(*r);
+  std::int64_t earliest = INT64_MAX;
+  const auto series = r->counter_series().value();
+  for (const auto& [rank, name] : series)
+    earliest = std::min(earliest, r->counters(rank, name).value().front().time_ns);
+  QVERIFY2(earliest < r->time_range().start_ns, "the fixture has a sample before its events");
+  const std::string path = dir.filePath("bf16.json").toStdString();
+  QVERIFY(export_chrome_trace(*r, path));
+  const json doc = json::parse(read_file(path));
+  const std::int64_t base = doc["baseTimeNanoseconds"];
+  QCOMPARE(base, earliest);
+  std::vector<std::string> exported;
+  for (const json& e : doc["traceEvents"]) {
+    if (e["ph"] != "C") continue;
+    std::ostringstream row;
+    row << e["pid"].get<int>() << '|' << e["name"].get<std::string>() << '|'
+        << micros_to_ns(e["ts"]) + base << '|' << e["args"].begin()->get<double>();
+    exported.push_back(row.str());
+  }
+  std::sort(exported.begin(), exported.end());
+  QCOMPARE(exported, samples);
 }
 
 void TestTraceExport::chromeTraceWindowAndRanks() {
