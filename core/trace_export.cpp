@@ -541,6 +541,9 @@ Status write_chrome(const TraceReader& reader, const std::string& path,
 // CSV
 
 void csv_field(Output& out, std::string_view s) {
+  // As the JSON and HTML exports: a store written before its text was kept
+  // as UTF-8 may hold other bytes.
+  if (!is_valid_utf8(s)) return csv_field(out, valid_utf8(s));
   if (s.find_first_of(",\"\n\r") == std::string_view::npos) {
     out << s;
     return;

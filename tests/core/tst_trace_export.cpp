@@ -17,6 +17,7 @@
 #include <sys/resource.h>
 
 #include <nlohmann/json.hpp>
+#include <sqlite3.h>
 
 #include "core/trace_analysis.h"
 #include "core/trace_export.h"
@@ -190,6 +191,8 @@ class TestTraceExport : public QObject {
   void flowsJoinCallsToTheirGpuWork_data();
   void flowsJoinCallsToTheirGpuWork();
   void countersBeforeTheFirstEventAreExported();
+  void textThatIsNotUtf8IsReplaced_data();
+  void textThatIsNotUtf8IsReplaced();
   void chromeTraceWindowAndRanks();
   void chromeTraceWarnsWhenLarge();
   void csvTables();
@@ -502,6 +505,46 @@ void TestTraceExport::countersBeforeTheFirstEventAreExported() {
   }
   std::sort(exported.begin(), exported.end());
   QCOMPARE(exported, samples);
+}
+
+// A store written before the writer kept its text as UTF-8 may hold other
+// bytes in names (an Nsight export's): every export writes U+FFFD for them.
+void TestTraceExport::textThatIsNotUtf8IsReplaced_data() {
+  QTest::addColumn<QString>("file");
+  QTest::addRow("csv events") << "out.csv";
+  QTest::addRow("chrome json") << "out.json";
+  QTest::addRow("html") << "out.html";
+}
+
+void TestTraceExport::textThatIsNotUtf8IsReplaced() {
+  QFETCH(QString, file);
+  QTemporaryDir dir;
+  const std::string store = dir.filePath("bad.cstrace").toStdString();
+  std::filesystem::copy_file(kCpuEngine, store);
+  {
+    // "bad_\xff\xfe_name" as an event name, "rank \xc3" as a host (cut short).
+    sqlite3* db = nullptr;
+    QCOMPARE(sqlite3_open(store.c_str(), &db), SQLITE_OK);
+    const char* sql =
+        "UPDATE strings SET value = CAST(X'6261645FFFFE5F6E616D65' AS TEXT) WHERE id = "
+        "(SELECT name FROM events WHERE kind = 0 LIMIT 1);"
+        "UPDATE ranks SET host = CAST(X'72616E6B20C3' AS TEXT) WHERE rank = 0;";
+    QCOMPARE(sqlite3_exec(db, sql, nullptr, nullptr, nullptr), SQLITE_OK);
+    sqlite3_close(db);
+  }
+  auto r = TraceReader::open(store).value();
+  const std::string path = dir.filePath(file).toStdString();
+  if (file.endsWith(".csv")) {
+    QVERIFY(export_csv(*r, nullptr, CsvTable::events, path));
+  } else if (file.endsWith(".json")) {
+    QVERIFY(export_chrome_trace(*r, path));
+  } else {
+    QVERIFY(export_html_report(*r, analyze_run(*r).value(), path));
+  }
+  const std::string text = read_file(path);
+  QVERIFY(QString::fromUtf8(text.data(), static_cast<qsizetype>(text.size())).toUtf8() ==
+          QByteArray(text.data(), static_cast<qsizetype>(text.size())));
+  QVERIFY2(text.find("bad_\xEF\xBF\xBD") != std::string::npos, "the name with U+FFFD");
 }
 
 void TestTraceExport::chromeTraceWindowAndRanks() {
