@@ -565,6 +565,9 @@ void csv_row(Output& out, const T&... fields) {
     using F = std::decay_t<decltype(f)>;
     if constexpr (std::is_convertible_v<F, std::string_view>)
       csv_field(out, f);
+    else if constexpr (std::is_same_v<F, std::optional<double>>) {
+      if (f) out << *f;  // an empty field when there is none
+    }
     else if constexpr (std::is_floating_point_v<F>)
       out << static_cast<double>(f);
     else
@@ -893,13 +896,11 @@ Result<ExportReport> export_csv(const TraceReader& reader, const RunAnalysis* an
       csv_row(out, "group", "name", "predicted_s", "measured_s");
       if (analysis->prediction) {
         const PredictionComparison& p = *analysis->prediction;
-        csv_row(out, "step", "step", p.predicted_step_s, std::to_string(p.measured_step_s));
+        csv_row(out, "step", "step", p.predicted_step_s, p.measured_step_s);
         for (const auto& r : p.categories)
-          csv_row(out, "category", r.name, r.predicted_s,
-                  r.measured_s ? std::to_string(*r.measured_s) : std::string());
+          csv_row(out, "category", r.name, r.predicted_s, r.measured_s);
         for (const auto& r : p.parts)
-          csv_row(out, "part", r.name, r.predicted_s,
-                  r.measured_s ? std::to_string(*r.measured_s) : std::string());
+          csv_row(out, "part", r.name, r.predicted_s, r.measured_s);
       }
       break;
   }

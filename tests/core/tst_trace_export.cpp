@@ -193,6 +193,7 @@ class TestTraceExport : public QObject {
   void countersBeforeTheFirstEventAreExported();
   void textThatIsNotUtf8IsReplaced_data();
   void textThatIsNotUtf8IsReplaced();
+  void predictionCsvKeepsFullPrecision();
   void chromeTraceWindowAndRanks();
   void chromeTraceWarnsWhenLarge();
   void csvTables();
@@ -545,6 +546,35 @@ void TestTraceExport::textThatIsNotUtf8IsReplaced() {
   QVERIFY(QString::fromUtf8(text.data(), static_cast<qsizetype>(text.size())).toUtf8() ==
           QByteArray(text.data(), static_cast<qsizetype>(text.size())));
   QVERIFY2(text.find("bad_\xEF\xBF\xBD") != std::string::npos, "the name with U+FFFD");
+}
+
+// The prediction table's measured seconds as exactly as its predicted ones
+// (they were rounded to 6 decimals: 0.000000 for a part under a microsecond).
+void TestTraceExport::predictionCsvKeepsFullPrecision() {
+  QTemporaryDir dir;
+  auto r = opened_copy(dir, kCpuEngine, "cpu.cstrace");
+  const RunAnalysis a = analyze_run(*r).value();
+  QVERIFY(a.prediction);
+  const std::string path = dir.filePath("prediction.csv").toStdString();
+  QVERIFY(export_csv(*r, &a, CsvTable::prediction, path));
+  std::map<std::string, std::string> measured;  // "group|name" -> its text
+  std::istringstream lines(read_file(path));
+  std::string line;
+  std::getline(lines, line);
+  QCOMPARE(line, std::string("group,name,predicted_s,measured_s"));
+  while (std::getline(lines, line)) {
+    const auto f = csv_split(line);
+    QCOMPARE(f.size(), std::size_t{4});
+    measured[f[0] + "|" + f[1]] = f[3];
+  }
+  auto exact = [&](const std::string& key, double value) {
+    QVERIFY2(measured.count(key), key.c_str());
+    QCOMPARE(std::stod(measured[key]), value);
+  };
+  exact("step|step", a.prediction->measured_step_s);
+  for (const auto& row : a.prediction->categories) {
+    if (row.measured_s) exact("category|" + row.name, *row.measured_s);
+  }
 }
 
 void TestTraceExport::chromeTraceWindowAndRanks() {
