@@ -15,6 +15,7 @@
 #include "core/enum_names.h"
 #include "core/file_beside.h"
 #include "core/format.h"
+#include "core/prediction_text.h"
 #include "core/utf8.h"
 
 #include <nlohmann/json.hpp>
@@ -901,6 +902,11 @@ Result<ExportReport> export_csv(const TraceReader& reader, const RunAnalysis* an
           csv_row(out, "category", r.name, r.predicted_s, r.measured_s);
         for (const auto& r : p.parts)
           csv_row(out, "part", r.name, r.predicted_s, r.measured_s);
+        // Each part of the step, on the critical rank's median step (`trace stats`).
+        if (!p.breakdown.empty())
+          csv_row(out, "breakdown", "step", p.predicted_step_s, p.measured_step_median_s);
+        for (const auto& r : p.breakdown)
+          csv_row(out, "breakdown", r.name, r.predicted_s, r.measured_s);
       }
       break;
   }
@@ -1043,6 +1049,36 @@ Result<ExportReport> export_html_report(const TraceReader& reader, const RunAnal
     rows("category", p.categories);
     rows("part", p.parts);
     out << "</table>\n";
+    // What `trace stats` says under it, from the same comparison.
+    if (!p.breakdown.empty()) {
+      out << "<h3>Each part of the step</h3>\n<p class=note>Rank " << p.critical_rank
+          << ": of the stage the planner timed, the most compute; median of its "
+          << html(describe_steps(p.critical_steps, p.critical_warm_up))
+          << ".</p>\n<table>\n<tr><th>part</th><th>predicted</th><th>measured</th>"
+             "<th>error</th><th></th></tr>\n<tr><td>step</td><td class=n>"
+          << format_seconds(p.predicted_step_s) << "</td><td class=n>"
+          << format_seconds(p.measured_step_median_s) << "</td><td class=n>"
+          << prediction_error_text(p.predicted_step_s, p.measured_step_median_s)
+          << "</td><td></td></tr>\n";
+      for (std::size_t i = 0; i < p.breakdown.size(); ++i) {
+        const auto& r = p.breakdown[i];
+        const double m = r.measured_s.value_or(0);
+        const bool largest = static_cast<int>(i) == p.largest;
+        out << "<tr><td>" << html(r.name) << "</td><td class=n>" << format_seconds(r.predicted_s)
+            << "</td><td class=n>" << format_seconds(m) << "</td><td class=n>"
+            << (r.predicted_s > 0 ? prediction_error_text(r.predicted_s, m) : "not predicted")
+            << "</td><td" << (largest ? " class=bad>largest disagreement" : ">")
+            << "</td></tr>\n";
+      }
+      out << "</table>\n<p>" << html(p.verdict) << ".</p>\n";
+    }
+    if (p.machine) {
+      out << "<p>The machine, probed before the first step: " << html(p.machine->text())
+          << ".</p>\n";
+      if (p.machine->drifted()) out << "<p class=bad>" << html(kMachineDriftAdvice) << "</p>\n";
+    } else if (!p.machine_note.empty()) {
+      out << "<p>Machine probe: " << html(p.machine_note) << ".</p>\n";
+    }
   }
 
   out << "<h2>Top kernels</h2>\n<table>\n<tr><th>name</th><th>category</th><th>count</th>"

@@ -70,7 +70,9 @@ Result<ExportReport> export_csv(const TraceReader& reader, const RunAnalysis* an
 
 // A single HTML file with no external resource: run metadata, the per-rank
 // breakdown as inline SVG charts and tables, steps, top kernels, collectives
-// with bandwidths, stragglers and predicted against measured.
+// with bandwidths, stragglers and predicted against measured (per category
+// and part, each part of the step with the verdict, and the machine probe:
+// what `clusterscope trace stats` prints, from the same comparison).
 Result<ExportReport> export_html_report(const TraceReader& reader, const RunAnalysis& analysis,
                                         const std::string& path);
 

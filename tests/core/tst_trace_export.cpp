@@ -194,6 +194,7 @@ class TestTraceExport : public QObject {
   void textThatIsNotUtf8IsReplaced_data();
   void textThatIsNotUtf8IsReplaced();
   void predictionCsvKeepsFullPrecision();
+  void reportSaysWhatTraceStatsSays();
   void chromeTraceWindowAndRanks();
   void chromeTraceWarnsWhenLarge();
   void csvTables();
@@ -574,6 +575,48 @@ void TestTraceExport::predictionCsvKeepsFullPrecision() {
   exact("step|step", a.prediction->measured_step_s);
   for (const auto& row : a.prediction->categories) {
     if (row.measured_s) exact("category|" + row.name, *row.measured_s);
+  }
+}
+
+// The HTML report and the prediction CSV hold what `trace stats` prints for
+// a store with a prediction: each part of the step predicted against
+// measured, the verdict and the machine probe, from the same comparison.
+void TestTraceExport::reportSaysWhatTraceStatsSays() {
+  QTemporaryDir dir;
+  auto r = opened_copy(dir, kCpuEngine, "cpu.cstrace");
+  const RunAnalysis a = analyze_run(*r).value();
+  QVERIFY(a.prediction && !a.prediction->breakdown.empty() && a.prediction->machine);
+  const PredictionComparison& p = *a.prediction;
+  auto escaped = [](std::string text) {
+    std::string out;
+    for (char c : text)
+      out += c == '<' ? "&lt;" : c == '>' ? "&gt;" : c == '&' ? "&amp;" : std::string(1, c);
+    return out;
+  };
+  const std::string page_path = dir.filePath("r.html").toStdString();
+  QVERIFY(export_html_report(*r, a, page_path));
+  const std::string page = read_file(page_path);
+  QVERIFY2(page.find(escaped(p.verdict)) != std::string::npos, p.verdict.c_str());
+  QVERIFY(page.find(escaped(p.machine->text())) != std::string::npos);
+  for (const auto& part : p.breakdown)
+    QVERIFY2(page.find("<tr><td>" + part.name + "</td>") != std::string::npos, part.name.c_str());
+  QVERIFY(page.find("largest disagreement") != std::string::npos);
+
+  const std::string csv_path = dir.filePath("p.csv").toStdString();
+  QVERIFY(export_csv(*r, &a, CsvTable::prediction, csv_path));
+  std::istringstream lines(read_file(csv_path));
+  std::string line;
+  std::vector<std::pair<std::string, double>> rows;
+  while (std::getline(lines, line)) {
+    const auto f = csv_split(line);
+    if (f[0] == "breakdown") rows.emplace_back(f[1], std::stod(f[3]));
+  }
+  QCOMPARE(rows.size(), p.breakdown.size() + 1);
+  QCOMPARE(rows[0].first, std::string("step"));
+  QCOMPARE(rows[0].second, p.measured_step_median_s);
+  for (std::size_t i = 0; i < p.breakdown.size(); ++i) {
+    QCOMPARE(rows[i + 1].first, p.breakdown[i].name);
+    QCOMPARE(rows[i + 1].second, p.breakdown[i].measured_s.value_or(0));
   }
 }
 
