@@ -340,6 +340,34 @@ Result<std::string> own_export_data(const TraceReader& reader, const RankFilter&
   return other.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
+// An event read from t0 - its lane's longest event on is in the window
+// unless it ended by t0; an instant exactly at t0 is in it.
+bool overlaps(const Event& e, const TimeRange& window) {
+  return e.end_ns > window.start_ns ||
+         (e.start_ns == e.end_ns && e.start_ns == window.start_ns);
+}
+
+// The earliest start of the events a window export writes (a parent that
+// began before the window): each lane's first event in the window, as lanes
+// are read in time order. Empty when no event is in it.
+Result<std::optional<std::int64_t>> earliest_start_in_window(const TraceReader& reader,
+                                                             const RankFilter& filter,
+                                                             const TimeRange& window) {
+  std::optional<std::int64_t> earliest;
+  for (const LaneInfo& lane : reader.lanes()) {
+    if (!filter.has(lane.rank)) continue;
+    Status s = reader.for_each_event(
+        {lane.id}, window.start_ns - lane.max_duration_ns, window.end_ns,
+        [&](const StoredEvent& se) {
+          if (!overlaps(se.event, window)) return true;
+          earliest = std::min(earliest.value_or(se.event.start_ns), se.event.start_ns);
+          return false;
+        });
+    if (!s) return s.error();
+  }
+  return earliest;
+}
+
 Status write_chrome(const TraceReader& reader, const std::string& path,
                     const ChromeTraceOptions& options, const RankFilter& filter,
                     std::optional<std::int32_t> distributed_rank, ExportReport& report) {
@@ -363,8 +391,12 @@ Status write_chrome(const TraceReader& reader, const std::string& path,
   }
   // Times count from the earliest event or sample written, so that none is
   // negative (Perfetto drops those): in a window, a parent that began before it.
-  std::int64_t base =
-      options.window ? std::max(t0 - longest_event_ns(reader), whole.start_ns) : whole.start_ns;
+  std::int64_t base = whole.start_ns;
+  if (options.window) {
+    auto earliest = earliest_start_in_window(reader, filter, *options.window);
+    if (!earliest) return earliest.error();
+    base = earliest->value_or(t0);
+  }
   if (reader.event_count() == 0 && !counters.empty()) base = counters.front().time_ns;
   for (const CounterSample& c : counters)
     base = std::min(base, c.time_ns);
@@ -429,8 +461,7 @@ Status write_chrome(const TraceReader& reader, const std::string& path,
     const std::int64_t stream = stream_of(*lane);
     Status s = reader.for_each_event({lane->id}, from, t1, [&](const StoredEvent& se) {
       const Event& e = se.event;
-      if (options.window && e.end_ns <= t0 && !(e.start_ns == e.end_ns && e.start_ns == t0))
-        return true;
+      if (options.window && !overlaps(e, *options.window)) return true;
       begin_event();
       out << "{\"ph\":\"X\",\"cat\":\"" << kineto_category(e.kind, *lane) << "\",\"name\":";
       std::string& cached = names[e.name.value];
@@ -835,7 +866,7 @@ Result<ExportReport> export_csv(const TraceReader& reader, const RunAnalysis* an
       const std::int64_t from = window ? t0 - longest_event_ns(reader) : kMinTime;
       Status s = reader.for_each_event({}, from, t1, [&](const StoredEvent& se) {
         const Event& e = se.event;
-        if (window && e.end_ns <= t0 && !(e.start_ns == e.end_ns && e.start_ns == t0)) return true;
+        if (window && !overlaps(e, *window)) return true;
         const LaneInfo* lane = reader.lane(e.lane);
         csv_row(out, se.id, se.rank, lane ? std::string_view(lane->name) : std::string_view(),
                 lane ? to_string(lane->kind) : std::string_view(), to_string(e.kind),

@@ -195,6 +195,8 @@ class TestTraceExport : public QObject {
   void textThatIsNotUtf8IsReplaced();
   void predictionCsvKeepsFullPrecision();
   void reportSaysWhatTraceStatsSays();
+  void windowCountsFromItsEarliestEvent_data();
+  void windowCountsFromItsEarliestEvent();
   void chromeTraceWindowAndRanks();
   void chromeTraceWarnsWhenLarge();
   void csvTables();
@@ -618,6 +620,41 @@ void TestTraceExport::reportSaysWhatTraceStatsSays() {
     QCOMPARE(rows[i + 1].first, p.breakdown[i].name);
     QCOMPARE(rows[i + 1].second, p.breakdown[i].measured_s.value_or(0));
   }
+}
+
+// A window's Chrome trace counts from the earliest event it writes (a parent
+// that began before the window), as docs/trace-schema.md says; it counted
+// from the window's start less the store's longest event.
+void TestTraceExport::windowCountsFromItsEarliestEvent_data() {
+  QTest::addColumn<QString>("store");
+  QTest::addColumn<double>("at");  // the window's start, as a fraction of the trace
+  for (double at : {0.86, 0.92, 0.97}) {  // the GPU run's steps are its last 14 %
+    QTest::addRow("cpu engine at %.2f", at) << QString::fromStdString(kCpuEngine) << at;
+    QTest::addRow("cuda engine bf16 at %.2f", at) << QString::fromStdString(kGpuBf16) << at;
+  }
+}
+
+void TestTraceExport::windowCountsFromItsEarliestEvent() {
+  QFETCH(QString, store);
+  QFETCH(double, at);
+  QTemporaryDir dir;
+  auto r = opened_copy(dir, store.toStdString(), "store.cstrace");
+  const TimeRange all = r->time_range();
+  const auto start = all.start_ns + static_cast<std::int64_t>(
+                                        at * static_cast<double>(all.end_ns - all.start_ns));
+  ChromeTraceOptions options;
+  options.window = TimeRange{start, start + (all.end_ns - all.start_ns) / 20};
+  options.counters = false;
+  const std::string path = dir.filePath("window.json").toStdString();
+  QVERIFY(export_chrome_trace(*r, path, options));
+  const json doc = json::parse(read_file(path));
+  const std::int64_t base = doc["baseTimeNanoseconds"];
+  std::int64_t earliest = INT64_MAX;
+  for (const json& e : doc["traceEvents"]) {
+    if (e["ph"] == "X") earliest = std::min(earliest, micros_to_ns(e["ts"]) + base);
+  }
+  QVERIFY(earliest != INT64_MAX);
+  QCOMPARE(base, earliest);
 }
 
 void TestTraceExport::chromeTraceWindowAndRanks() {
