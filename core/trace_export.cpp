@@ -15,6 +15,7 @@
 #include "core/enum_names.h"
 #include "core/file_beside.h"
 #include "core/format.h"
+#include "core/median.h"
 #include "core/prediction_text.h"
 #include "core/utf8.h"
 
@@ -725,10 +726,19 @@ std::string breakdown_svg(const std::vector<RankAnalysis>& ranks) {
   return s + "</svg>";
 }
 
+// Up to this many ranks, each rank's step times are a line of its own colour
+// with its name in the legend; with more, the lines could not be told apart
+// (and the legend would not fit): the chart draws, per step, the band from
+// the fastest to the slowest rank and the median rank's time, and says so.
+constexpr std::size_t kStepLinesMax = 8;
+
 std::string steps_svg(const std::vector<RankAnalysis>& ranks) {
   std::int64_t longest = 1;
   std::size_t most = 0;
+  std::vector<const RankAnalysis*> with_steps;
   for (const RankAnalysis& r : ranks) {
+    if (r.steps.empty()) continue;
+    with_steps.push_back(&r);
     most = std::max(most, r.steps.size());
     for (const StepBreakdown& s : r.steps)
       longest = std::max(longest, s.breakdown.span_ns);
@@ -741,34 +751,52 @@ std::string steps_svg(const std::vector<RankAnalysis>& ranks) {
   s += "<text x=\"0\" y=\"12\" font-size=\"10\">" + ms(longest) + " ms</text>";
   s += "<line x1=\"" + std::to_string(left) + "\" y1=\"" + std::to_string(height) + "\" x2=\"" +
        std::to_string(left + width) + "\" y2=\"" + std::to_string(height) + "\" stroke=\"#999\"/>";
-  static const char* const colors[] = {"#4c78a8", "#e45756", "#54a24b", "#f58518",
-                                       "#b279a2", "#72b7b2", "#9d755d", "#eeca3b"};
-  int index = 0;
-  for (const RankAnalysis& r : ranks) {
-    if (r.steps.empty()) continue;
-    std::string points;
-    for (std::size_t i = 0; i < r.steps.size(); ++i) {
-      const double x =
-          left + (most > 1 ? width * static_cast<double>(i) / (most - 1) : width / 2.0);
-      const double y = height - height * static_cast<double>(r.steps[i].breakdown.span_ns) /
-                                    static_cast<double>(longest);
-      points += format_fixed(x, 1) + "," + format_fixed(y, 1) + " ";
+  auto point = [&](std::size_t i, double ns) {
+    const double x = left + (most > 1 ? width * static_cast<double>(i) / static_cast<double>(most - 1)
+                                      : width / 2.0);
+    const double y = height - height * ns / static_cast<double>(longest);
+    return format_fixed(x, 1) + "," + format_fixed(y, 1) + " ";
+  };
+  auto line = [&](const std::string& points, const char* color, const std::string& title) {
+    s += "<polyline fill=\"none\" stroke-width=\"1.5\" stroke=\"" + std::string(color) +
+         "\" points=\"" + points + "\"><title>" + title + "</title></polyline>";
+  };
+  auto legend = [&](int x, const char* color, const std::string& text) {
+    s += "<text x=\"" + std::to_string(x) + "\" y=\"" + std::to_string(height + 20) +
+         "\" font-size=\"10\" fill=\"" + color + "\">" + text + "</text>";
+  };
+  legend(left, "#222", "step time, " + std::to_string(most) + " steps:");
+  if (with_steps.size() <= kStepLinesMax) {
+    static const char* const colors[kStepLinesMax] = {"#4c78a8", "#e45756", "#54a24b", "#f58518",
+                                                      "#b279a2", "#72b7b2", "#9d755d", "#eeca3b"};
+    for (std::size_t k = 0; k < with_steps.size(); ++k) {
+      const RankAnalysis& r = *with_steps[k];
+      std::string points;
+      for (std::size_t i = 0; i < r.steps.size(); ++i)
+        points += point(i, static_cast<double>(r.steps[i].breakdown.span_ns));
+      line(points, colors[k], "rank " + std::to_string(r.rank));
+      legend(left + 110 + 60 * static_cast<int>(k), colors[k], "rank " + std::to_string(r.rank));
     }
-    s += "<polyline fill=\"none\" stroke-width=\"1.5\" stroke=\"" +
-         std::string(colors[index++ % 8]) + "\" points=\"" + points + "\"><title>rank " +
-         std::to_string(r.rank) + "</title></polyline>";
+    return s + "</svg>";
   }
-  s += "<text x=\"" + std::to_string(left) + "\" y=\"" + std::to_string(height + 20) +
-       "\" font-size=\"10\">step time, " + std::to_string(most) + " steps:</text>";
-  int lx = left + 110;
-  index = 0;
-  for (const RankAnalysis& r : ranks) {
-    if (r.steps.empty() || lx > left + width - 50) continue;
-    s += "<text x=\"" + std::to_string(lx) + "\" y=\"" + std::to_string(height + 20) +
-         "\" font-size=\"10\" fill=\"" + colors[index++ % 8] + "\">rank " + std::to_string(r.rank) +
-         "</text>";
-    lx += 50;
+  // Per step index: the fastest, median and slowest of the ranks that have it.
+  std::string low, middle, high;
+  for (std::size_t i = 0; i < most; ++i) {
+    std::vector<double> times;
+    for (const RankAnalysis* r : with_steps) {
+      if (i < r->steps.size()) times.push_back(static_cast<double>(r->steps[i].breakdown.span_ns));
+    }
+    const auto [fastest, slowest] = std::minmax_element(times.begin(), times.end());
+    low += point(i, *fastest);
+    high = point(i, *slowest) + high;  // backwards: the band's polygon goes round
+    middle += point(i, median(times));
   }
+  s += "<polygon fill=\"#c6d7ea\" stroke=\"none\" points=\"" + low + high +
+       "\"><title>fastest to slowest rank</title></polygon>";
+  line(middle, "#4c78a8", "median rank");
+  legend(left + 110, "#7f9fc4",
+         "fastest to slowest of " + std::to_string(with_steps.size()) + " ranks (band)");
+  legend(left + 330, "#4c78a8", "median rank (line)");
   return s + "</svg>";
 }
 

@@ -23,6 +23,7 @@
 #include "core/trace_export.h"
 #include "core/trace_import.h"
 #include "core/trace_reader.h"
+#include "core/trace_writer.h"
 
 using namespace cs::trace;
 using nlohmann::json;
@@ -197,6 +198,8 @@ class TestTraceExport : public QObject {
   void reportSaysWhatTraceStatsSays();
   void windowCountsFromItsEarliestEvent_data();
   void windowCountsFromItsEarliestEvent();
+  void stepChartSaysWhichRanksItDraws_data();
+  void stepChartSaysWhichRanksItDraws();
   void chromeTraceWindowAndRanks();
   void chromeTraceWarnsWhenLarge();
   void csvTables();
@@ -655,6 +658,65 @@ void TestTraceExport::windowCountsFromItsEarliestEvent() {
   }
   QVERIFY(earliest != INT64_MAX);
   QCOMPARE(base, earliest);
+}
+
+// The HTML step-time chart: a line and a legend entry per rank up to 8
+// ranks; past that (colours would repeat, the legend stopped at rank 9 with
+// no word), the band from the fastest to the slowest rank and the median,
+// saying over how many ranks.
+void TestTraceExport::stepChartSaysWhichRanksItDraws_data() {
+  QTest::addColumn<int>("ranks");
+  for (int n : {2, 8, 9, 16})
+    QTest::addRow("%d ranks", n) << n;
+}
+
+void TestTraceExport::stepChartSaysWhichRanksItDraws() {
+  QFETCH(int, ranks);
+  QTemporaryDir dir;
+  const std::string path = dir.filePath("steps.cstrace").toStdString();
+  {
+    auto w = TraceWriter::create(path, RunInfo{"steps", "test"}).value();
+    const StringId kernel = w->intern("gemm"), step = w->intern("step");
+    for (int r = 0; r < ranks; ++r) {
+      w->add_rank({r, "node", "GPU", 1, 0, false});
+      const LaneId stream = w->add_lane(r, LaneKind::gpu_stream, "stream 7", 0);
+      const LaneId steps = w->add_lane(r, LaneKind::steps, "steps", 1);
+      std::int64_t t = 1'000'000;
+      for (int i = 0; i < 4; ++i) {
+        const std::int64_t length = (10 + r + 3 * i) * 1'000'000;  // each rank its own times
+        Event e;
+        e.lane = steps;
+        e.kind = EventKind::step;
+        e.category = Category::other;
+        e.start_ns = t;
+        e.end_ns = t + length;
+        e.name = step;
+        e.step = i;
+        w->add(e);
+        e.lane = stream;
+        e.kind = EventKind::kernel;
+        e.category = Category::compute;
+        e.end_ns = t + length / 2;
+        e.name = kernel;
+        w->add(e);
+        t += length;
+      }
+    }
+    QVERIFY(w->close());
+  }
+  auto r = TraceReader::open(path).value();
+  const RunAnalysis a = analyze_run(*r).value();
+  QCOMPARE(static_cast<int>(a.ranks.size()), ranks);
+  const std::string page_path = dir.filePath("r.html").toStdString();
+  QVERIFY(export_html_report(*r, a, page_path));
+  const std::string page = read_file(page_path);
+  const std::string chart = page.substr(page.find("aria-label=\"step times\""));
+  const std::string band = "fastest to slowest of " + std::to_string(ranks) + " ranks";
+  for (int rank = 0; rank < ranks; ++rank) {
+    const bool legend = chart.find(">rank " + std::to_string(rank) + "</text>") != std::string::npos;
+    QCOMPARE(legend, ranks <= 8);
+  }
+  QCOMPARE(chart.find(band) != std::string::npos, ranks > 8);
 }
 
 void TestTraceExport::chromeTraceWindowAndRanks() {
