@@ -24,11 +24,11 @@
 
 #include <nlohmann/json.hpp>
 
-#include "core/trace_import.h"
-#include "core/trace_import_internal.h"
 #include "core/file_exists.h"
 #include "core/parse_count.h"
 #include "core/trace_export.h"
+#include "core/trace_import.h"
+#include "core/trace_import_internal.h"
 
 namespace cs::trace {
 
@@ -776,8 +776,8 @@ Event kineto_event(const KinetoHandler& h, const Parsed& p) {
             p.dtype != 0 ? importing::data_type_from_any(h.strings[p.dtype]) : nccl->dtype;
         e.collective = c;
         e.dtype = t;
-        e.count = std::max<std::int64_t>(
-            0, c == Collective::all_gather ? p.out_elements : p.in_elements);
+        e.count =
+            std::max<std::int64_t>(0, c == Collective::all_gather ? p.out_elements : p.in_elements);
         e.bytes = collective_bytes(c, p, t);
         e.group_size = p.group_size;
       }
@@ -833,7 +833,8 @@ void apply_own_fields(const KinetoHandler& h, const Parsed& p, Event& e) {
   e.step = p.own_step;
   e.bytes = p.bytes;
   e.flops = p.own_flops;
-  e.collective = p.own_collective >= 0 ? static_cast<Collective>(p.own_collective) : Collective::none;
+  e.collective =
+      p.own_collective >= 0 ? static_cast<Collective>(p.own_collective) : Collective::none;
   e.dtype = p.dtype != 0 ? importing::data_type_from_any(h.strings[p.dtype]) : DataType::none;
   e.count = std::max<std::int64_t>(p.own_count, 0);
   e.peer = p.own_peer;
@@ -908,10 +909,13 @@ Result<ImportReport> import_own_export(const KinetoHandler& h, const std::string
   if (!created) return created.error();
   TraceWriter& w = **created;
   // The rows that describe one file, or that RunInfo wrote, are the new store's own.
-  static const std::set<std::string> kNotCopied = {
-      "format", "schema_version", "status",       "writer",     "created_utc_ns",
-      "finalized", "title",       "source",       "start_utc_ns", "clock",
-      "host",   "command_line",   "plan_json",    "tool_versions_json"};
+  static const std::set<std::string> kNotCopied = {"format",         "schema_version",
+                                                   "status",         "writer",
+                                                   "created_utc_ns", "finalized",
+                                                   "title",          "source",
+                                                   "start_utc_ns",   "clock",
+                                                   "host",           "command_line",
+                                                   "plan_json",      "tool_versions_json"};
   for (const auto& [key, value] : meta.items()) {
     if (value.is_string() && !kNotCopied.count(key)) w.set_meta(key, value.get<std::string>());
   }
@@ -923,8 +927,7 @@ Result<ImportReport> import_own_export(const KinetoHandler& h, const std::string
   for (const json& l : member(other, "lanes", empty_array)) {
     if (!l.is_object()) continue;
     const std::int32_t rank = l.value("rank", 0);
-    const LaneKind kind =
-        lane_kind_from_string(l.value("kind", "")).value_or(LaneKind::cpu_thread);
+    const LaneKind kind = lane_kind_from_string(l.value("kind", "")).value_or(LaneKind::cpu_thread);
     by_tid[{rank, l.value("tid", std::int64_t{-1})}] =
         w.add_lane(rank, kind, l.value("name", ""), l.value("sort_index", 0));
   }
@@ -942,11 +945,12 @@ Result<ImportReport> import_own_export(const KinetoHandler& h, const std::string
       auto tn = h.thread_names.find({k.pid, k.tid});
       const std::string name =
           tn != h.thread_names.end() ? trim(tn->second) : "thread " + id_text(h, k.tid);
-      known = by_tid.emplace(std::pair{rank, k.tid.value},
-                             w.add_lane(rank, gpu_lane[i] ? LaneKind::gpu_stream
-                                                          : LaneKind::cpu_thread,
-                                        name, static_cast<std::int32_t>(1000 + i)))
-                  .first;
+      known =
+          by_tid
+              .emplace(std::pair{rank, k.tid.value},
+                       w.add_lane(rank, gpu_lane[i] ? LaneKind::gpu_stream : LaneKind::cpu_thread,
+                                  name, static_cast<std::int32_t>(1000 + i)))
+              .first;
     }
     lanes[i] = known->second;
   }

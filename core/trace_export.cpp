@@ -12,14 +12,14 @@
 #include <set>
 #include <unordered_map>
 
+#include <nlohmann/json.hpp>
+
 #include "core/enum_names.h"
 #include "core/file_beside.h"
 #include "core/format.h"
 #include "core/median.h"
 #include "core/prediction_text.h"
 #include "core/utf8.h"
-
-#include <nlohmann/json.hpp>
 
 namespace cs::trace {
 
@@ -210,17 +210,28 @@ std::int64_t stream_of(const LaneInfo& lane) {
 // ("Float", "BFloat16"), which HTA and this product's import read.
 std::string_view pytorch_dtype(DataType t) {
   switch (t) {
-    case DataType::fp32: return "Float";
-    case DataType::fp16: return "Half";
-    case DataType::bf16: return "BFloat16";
-    case DataType::fp8_e4m3: return "Float8_e4m3fn";
-    case DataType::fp8_e5m2: return "Float8_e5m2";
-    case DataType::int8: return "Char";
-    case DataType::uint8: return "Byte";
-    case DataType::int32: return "Int";
-    case DataType::int64: return "Long";
-    case DataType::fp64: return "Double";
-    case DataType::none: break;
+    case DataType::fp32:
+      return "Float";
+    case DataType::fp16:
+      return "Half";
+    case DataType::bf16:
+      return "BFloat16";
+    case DataType::fp8_e4m3:
+      return "Float8_e4m3fn";
+    case DataType::fp8_e5m2:
+      return "Float8_e5m2";
+    case DataType::int8:
+      return "Char";
+    case DataType::uint8:
+      return "Byte";
+    case DataType::int32:
+      return "Int";
+    case DataType::int64:
+      return "Long";
+    case DataType::fp64:
+      return "Double";
+    case DataType::none:
+      break;
   }
   return "";
 }
@@ -228,17 +239,28 @@ std::string_view pytorch_dtype(DataType t) {
 // PyTorch's record names of collectives (args "Collective name").
 std::string_view pytorch_collective(Collective c) {
   switch (c) {
-    case Collective::all_reduce: return "allreduce";
-    case Collective::all_gather: return "allgather";
-    case Collective::reduce_scatter: return "reduce_scatter";
-    case Collective::broadcast: return "broadcast";
-    case Collective::reduce: return "reduce";
-    case Collective::all_to_all: return "all_to_all";
-    case Collective::send: return "send";
-    case Collective::recv: return "recv";
-    case Collective::barrier: return "barrier";
-    case Collective::send_recv: return "send_recv";
-    case Collective::none: break;
+    case Collective::all_reduce:
+      return "allreduce";
+    case Collective::all_gather:
+      return "allgather";
+    case Collective::reduce_scatter:
+      return "reduce_scatter";
+    case Collective::broadcast:
+      return "broadcast";
+    case Collective::reduce:
+      return "reduce";
+    case Collective::all_to_all:
+      return "all_to_all";
+    case Collective::send:
+      return "send";
+    case Collective::recv:
+      return "recv";
+    case Collective::barrier:
+      return "barrier";
+    case Collective::send_recv:
+      return "send_recv";
+    case Collective::none:
+      break;
   }
   return "";
 }
@@ -344,8 +366,7 @@ Result<std::string> own_export_data(const TraceReader& reader, const RankFilter&
 // An event read from t0 - its lane's longest event on is in the window
 // unless it ended by t0; an instant exactly at t0 is in it.
 bool overlaps(const Event& e, const TimeRange& window) {
-  return e.end_ns > window.start_ns ||
-         (e.start_ns == e.end_ns && e.start_ns == window.start_ns);
+  return e.end_ns > window.start_ns || (e.start_ns == e.end_ns && e.start_ns == window.start_ns);
 }
 
 // The earliest start of the events a window export writes (a parent that
@@ -357,13 +378,13 @@ Result<std::optional<std::int64_t>> earliest_start_in_window(const TraceReader& 
   std::optional<std::int64_t> earliest;
   for (const LaneInfo& lane : reader.lanes()) {
     if (!filter.has(lane.rank)) continue;
-    Status s = reader.for_each_event(
-        {lane.id}, window.start_ns - lane.max_duration_ns, window.end_ns,
-        [&](const StoredEvent& se) {
-          if (!overlaps(se.event, window)) return true;
-          earliest = std::min(earliest.value_or(se.event.start_ns), se.event.start_ns);
-          return false;
-        });
+    Status s = reader.for_each_event({lane.id}, window.start_ns - lane.max_duration_ns,
+                                     window.end_ns, [&](const StoredEvent& se) {
+                                       if (!overlaps(se.event, window)) return true;
+                                       earliest = std::min(earliest.value_or(se.event.start_ns),
+                                                           se.event.start_ns);
+                                       return false;
+                                     });
     if (!s) return s.error();
   }
   return earliest;
@@ -537,8 +558,8 @@ Status write_chrome(const TraceReader& reader, const std::string& path,
     const std::int64_t id =
         one_rank ? call->correlation : (std::int64_t{call->rank} << 32) + call->correlation;
     begin_event();
-    out << "{\"ph\":\"s\",\"id\":" << id << ",\"pid\":" << call->rank
-        << ",\"tid\":" << call->tid << ",\"ts\":";
+    out << "{\"ph\":\"s\",\"id\":" << id << ",\"pid\":" << call->rank << ",\"tid\":" << call->tid
+        << ",\"ts\":";
     micros(out, call->start_ns - base);
     out << ",\"cat\":\"ac2g\",\"name\":\"ac2g\"},\n{\"ph\":\"f\",\"id\":" << id
         << ",\"pid\":" << work->rank << ",\"tid\":" << work->tid << ",\"ts\":";
@@ -600,8 +621,7 @@ void csv_row(Output& out, const T&... fields) {
       csv_field(out, f);
     else if constexpr (std::is_same_v<F, std::optional<double>>) {
       if (f) out << *f;  // an empty field when there is none
-    }
-    else if constexpr (std::is_floating_point_v<F>)
+    } else if constexpr (std::is_floating_point_v<F>)
       out << static_cast<double>(f);
     else
       out << static_cast<std::int64_t>(f);
@@ -752,8 +772,9 @@ std::string steps_svg(const std::vector<RankAnalysis>& ranks) {
   s += "<line x1=\"" + std::to_string(left) + "\" y1=\"" + std::to_string(height) + "\" x2=\"" +
        std::to_string(left + width) + "\" y2=\"" + std::to_string(height) + "\" stroke=\"#999\"/>";
   auto point = [&](std::size_t i, double ns) {
-    const double x = left + (most > 1 ? width * static_cast<double>(i) / static_cast<double>(most - 1)
-                                      : width / 2.0);
+    const double x =
+        left +
+        (most > 1 ? width * static_cast<double>(i) / static_cast<double>(most - 1) : width / 2.0);
     const double y = height - height * ns / static_cast<double>(longest);
     return format_fixed(x, 1) + "," + format_fixed(y, 1) + " ";
   };
@@ -1126,8 +1147,7 @@ Result<ExportReport> export_html_report(const TraceReader& reader, const RunAnal
         out << "<tr><td>" << html(r.name) << "</td><td class=n>" << format_seconds(r.predicted_s)
             << "</td><td class=n>" << format_seconds(m) << "</td><td class=n>"
             << (r.predicted_s > 0 ? prediction_error_text(r.predicted_s, m) : "not predicted")
-            << "</td><td" << (largest ? " class=bad>largest disagreement" : ">")
-            << "</td></tr>\n";
+            << "</td><td" << (largest ? " class=bad>largest disagreement" : ">") << "</td></tr>\n";
       }
       out << "</table>\n<p>" << html(p.verdict) << ".</p>\n";
     }

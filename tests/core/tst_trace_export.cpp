@@ -14,10 +14,9 @@
 #include <set>
 #include <sstream>
 
-#include <sys/resource.h>
-
 #include <nlohmann/json.hpp>
 #include <sqlite3.h>
+#include <sys/resource.h>
 
 #include "core/trace_analysis.h"
 #include "core/trace_export.h"
@@ -54,11 +53,11 @@ std::vector<std::string> event_rows(const TraceReader& r) {
     const LaneInfo* lane = r.lane(e.lane);
     std::ostringstream row;
     row.precision(17);
-    row << se.rank << '|' << to_string(lane->kind) << '|' << lane->name << '|'
-        << to_string(e.kind) << '|' << to_string(e.category) << '|' << r.string(e.name) << '|'
-        << e.start_ns << '|' << e.end_ns << '|' << e.correlation << '|' << e.bytes << '|'
-        << e.flops << '|' << to_string(e.collective) << '|' << to_string(e.dtype) << '|'
-        << e.count << '|' << e.peer << '|' << e.group_size << '|' << e.step;
+    row << se.rank << '|' << to_string(lane->kind) << '|' << lane->name << '|' << to_string(e.kind)
+        << '|' << to_string(e.category) << '|' << r.string(e.name) << '|' << e.start_ns << '|'
+        << e.end_ns << '|' << e.correlation << '|' << e.bytes << '|' << e.flops << '|'
+        << to_string(e.collective) << '|' << to_string(e.dtype) << '|' << e.count << '|' << e.peer
+        << '|' << e.group_size << '|' << e.step;
     rows.push_back(row.str());
     return true;
   });
@@ -366,8 +365,9 @@ void TestTraceExport::ownExportImportsBack() {
 void TestTraceExport::ownExportWithAPidThatIsNoRankIsRefused() {
   QTemporaryDir dir;
   const std::string path = dir.filePath("odd.json").toStdString();
-  std::ofstream(path) << R"({"otherData":{"producer":"ClusterScope"},"traceEvents":[)"
-                      << R"({"ph":"X","cat":"cpu_op","name":"a","pid":"host","tid":1,"ts":1,"dur":1}]})";
+  std::ofstream(path)
+      << R"({"otherData":{"producer":"ClusterScope"},"traceEvents":[)"
+      << R"({"ph":"X","cat":"cpu_op","name":"a","pid":"host","tid":1,"ts":1,"dur":1}]})";
   auto report = import_traces({path}, dir.filePath("odd.cstrace").toStdString());
   QVERIFY(!report);
   QVERIFY2(report.message().find("pid host is not a rank") != std::string::npos,
@@ -426,8 +426,9 @@ void TestTraceExport::flowsJoinCallsToTheirGpuWork_data() {
   QTest::addColumn<QStringList>("kineto");
   QTest::addRow("cuda engine bf16 (CUPTI)") << QString::fromStdString(kGpuBf16) << QStringList{};
   QTest::addRow("kineto, 2 ranks in one file")
-      << QString() << QStringList{QString::fromStdString(kKineto + "sampled_rank-0.json.gz"),
-                                  QString::fromStdString(kKineto + "sampled_rank-1.json.gz")};
+      << QString()
+      << QStringList{QString::fromStdString(kKineto + "sampled_rank-0.json.gz"),
+                     QString::fromStdString(kKineto + "sampled_rank-1.json.gz")};
 }
 
 void TestTraceExport::flowsJoinCallsToTheirGpuWork() {
@@ -630,7 +631,7 @@ void TestTraceExport::reportSaysWhatTraceStatsSays() {
 // from the window's start less the store's longest event.
 void TestTraceExport::windowCountsFromItsEarliestEvent_data() {
   QTest::addColumn<QString>("store");
-  QTest::addColumn<double>("at");  // the window's start, as a fraction of the trace
+  QTest::addColumn<double>("at");         // the window's start, as a fraction of the trace
   for (double at : {0.86, 0.92, 0.97}) {  // the GPU run's steps are its last 14 %
     QTest::addRow("cpu engine at %.2f", at) << QString::fromStdString(kCpuEngine) << at;
     QTest::addRow("cuda engine bf16 at %.2f", at) << QString::fromStdString(kGpuBf16) << at;
@@ -643,8 +644,8 @@ void TestTraceExport::windowCountsFromItsEarliestEvent() {
   QTemporaryDir dir;
   auto r = opened_copy(dir, store.toStdString(), "store.cstrace");
   const TimeRange all = r->time_range();
-  const auto start = all.start_ns + static_cast<std::int64_t>(
-                                        at * static_cast<double>(all.end_ns - all.start_ns));
+  const auto start =
+      all.start_ns + static_cast<std::int64_t>(at * static_cast<double>(all.end_ns - all.start_ns));
   ChromeTraceOptions options;
   options.window = TimeRange{start, start + (all.end_ns - all.start_ns) / 20};
   options.counters = false;
@@ -713,7 +714,8 @@ void TestTraceExport::stepChartSaysWhichRanksItDraws() {
   const std::string chart = page.substr(page.find("aria-label=\"step times\""));
   const std::string band = "fastest to slowest of " + std::to_string(ranks) + " ranks";
   for (int rank = 0; rank < ranks; ++rank) {
-    const bool legend = chart.find(">rank " + std::to_string(rank) + "</text>") != std::string::npos;
+    const bool legend =
+        chart.find(">rank " + std::to_string(rank) + "</text>") != std::string::npos;
     QCOMPARE(legend, ranks <= 8);
   }
   QCOMPARE(chart.find(band) != std::string::npos, ranks > 8);
