@@ -19,19 +19,24 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <set>
 #include <unordered_map>
 
 #include <nlohmann/json.hpp>
 
+#include "core/file_exists.h"
+#include "core/parse_count.h"
+#include "core/trace_export.h"
 #include "core/trace_import.h"
 #include "core/trace_import_internal.h"
-#include "core/file_exists.h"
 
 namespace cs::trace {
 
 namespace {
 
 using importing::NcclKernel;
+
+constexpr const char* kFlowEvents = "flow events (ph s/f)";
 
 // A file's bytes, uninitialised past `size`.
 struct Text {
@@ -207,6 +212,24 @@ struct Parsed {
   std::int32_t group_size = 0;
   std::uint32_t collective_name = 0;  // args "Collective name"
   std::uint32_t dtype = 0;            // args "dtype"
+  // This product's own export writes the event's fields under its own keys
+  // (args "kind", "category", "step", "collective", ...): -1 / 0 when absent.
+  std::int8_t own_kind = -1;
+  std::int8_t own_category = -1;
+  std::int8_t own_collective = -1;
+  std::int32_t own_step = -1;
+  std::int32_t own_peer = -1;
+  std::int32_t own_group_size = -1;
+  std::int64_t own_count = -1;
+  double own_flops = 0;
+};
+
+// A counter sample ("ph": "C"): its value is the first number in its args.
+struct ParsedCounter {
+  Id pid;
+  std::uint32_t name = 0;
+  std::int64_t time = 0;
+  double value = 0;
 };
 
 enum class Key : std::uint8_t {
@@ -236,6 +259,15 @@ enum class Key : std::uint8_t {
   rank,
   world_size,
   base_time_ns,
+  other_data,
+  own_kind,
+  own_category,
+  own_collective,
+  own_step,
+  own_peer,
+  own_group_size,
+  own_count,
+  own_flops,
 };
 
 // The keys the handler reads; every other key is Key::other.
@@ -266,6 +298,15 @@ Key key_of(std::string_view k) {
       {"rank", Key::rank},
       {"world_size", Key::world_size},
       {"baseTimeNanoseconds", Key::base_time_ns},
+      {"otherData", Key::other_data},
+      {"kind", Key::own_kind},
+      {"category", Key::own_category},
+      {"collective", Key::own_collective},
+      {"step", Key::own_step},
+      {"peer", Key::own_peer},
+      {"group_size", Key::own_group_size},
+      {"count", Key::own_count},
+      {"flops", Key::own_flops},
   };
   for (const auto& [text, key] : known) {
     if (text == k) return key;
@@ -301,18 +342,24 @@ class KinetoHandler : public nlohmann::json_sax<nlohmann::json> {
   std::optional<std::int64_t> base_time_ns;
   std::string backend, nccl_version;
   std::vector<std::string> devices;
+  std::vector<ParsedCounter> counters;
+  // otherData, kept whole: this product's export writes its metadata there.
+  nlohmann::json other_data;
   std::string error;
 
-  bool null() override { return other_value(); }
-  bool boolean(bool) override { return other_value(); }
+  bool null() override { return capturing() ? capture(nullptr) : other_value(); }
+  bool boolean(bool v) override { return capturing() ? capture(v) : other_value(); }
   bool number_integer(number_integer_t v) override {
+    if (capturing()) return capture(v);
     return in_events() ? scalar() : integer(v);
   }
   bool number_unsigned(number_unsigned_t v) override {
+    if (capturing()) return capture(v);
     return in_events() ? scalar()
                        : integer(static_cast<std::int64_t>(std::min<number_unsigned_t>(v, INT64_MAX)));
   }
   bool number_float(number_float_t v, const string_t& raw) override {
+    if (capturing()) return capture(v);
     if (in_events()) return scalar();
     const Ctx c = stack_.back();
     if (c == Ctx::event && (key_ == Key::ts || key_ == Key::dur) && !(std::fabs(v) <= kMaxMicros)) {
@@ -326,11 +373,16 @@ class KinetoHandler : public nlohmann::json_sax<nlohmann::json> {
         has_dur_ = true;
       }
     } else if (c == Ctx::args) {
-      integer(static_cast<std::int64_t>(v));
+      note_number(v);
+      if (key_ == Key::own_flops)
+        current_.own_flops = v;
+      else
+        integer(static_cast<std::int64_t>(v));
     }
     return value_done();
   }
   bool string(string_t& v) override {
+    if (capturing()) return capture(v);
     if (in_events()) return scalar();
     const Ctx c = stack_.back();
     if (c == Ctx::event) {
@@ -357,6 +409,13 @@ class KinetoHandler : public nlohmann::json_sax<nlohmann::json> {
         current_.collective_name = intern(v);
       } else if (key_ == Key::dtype) {
         current_.dtype = intern(v);
+      } else if (key_ == Key::own_kind) {
+        if (auto k = event_kind_from_string(v)) current_.own_kind = static_cast<std::int8_t>(*k);
+      } else if (key_ == Key::own_category) {
+        if (auto k = category_from_string(v)) current_.own_category = static_cast<std::int8_t>(*k);
+      } else if (key_ == Key::own_collective) {
+        if (auto k = collective_from_string(v))
+          current_.own_collective = static_cast<std::int8_t>(*k);
       }
     } else if (c == Ctx::distributed) {
       if (key_ == Key::backend) backend = v;
@@ -366,10 +425,16 @@ class KinetoHandler : public nlohmann::json_sax<nlohmann::json> {
     }
     return value_done();
   }
-  bool binary(binary_t&) override { return other_value(); }
+  bool binary(binary_t&) override { return capturing() ? capture(nullptr) : other_value(); }
 
   bool start_object(std::size_t) override {
+    if (capturing()) return capture_open(nlohmann::json::object());
     const Ctx parent = stack_.empty() ? Ctx::skip : stack_.back();
+    if (parent == Ctx::root && key_ == Key::other_data) {
+      other_data = nlohmann::json::object();
+      capture_.push_back(&other_data);
+      return true;
+    }
     note_time_not_a_number(parent);
     Ctx c = Ctx::skip;
     if (stack_.empty())
@@ -387,16 +452,25 @@ class KinetoHandler : public nlohmann::json_sax<nlohmann::json> {
     return true;
   }
   bool key(string_t& k) override {
+    if (capturing()) {
+      capture_key_ = k;
+      return true;
+    }
     key_ = key_of(k);
     return true;
   }
   bool end_object() override {
+    if (capturing()) {
+      capture_.pop_back();
+      return true;
+    }
     const Ctx c = stack_.back();
     stack_.pop_back();
     if (c == Ctx::event) end_event();
     return value_done();
   }
   bool start_array(std::size_t) override {
+    if (capturing()) return capture_open(nlohmann::json::array());
     const Ctx parent = stack_.empty() ? Ctx::skip : stack_.back();
     note_time_not_a_number(parent);
     Ctx c = Ctx::skip;
@@ -413,6 +487,10 @@ class KinetoHandler : public nlohmann::json_sax<nlohmann::json> {
     return true;
   }
   bool end_array() override {
+    if (capturing()) {
+      capture_.pop_back();
+      return true;
+    }
     stack_.pop_back();
     return value_done();
   }
@@ -425,6 +503,30 @@ class KinetoHandler : public nlohmann::json_sax<nlohmann::json> {
  private:
   static constexpr const char* kNotAnEvent = "traceEvents entries that are not objects";
   bool value_done() { return true; }
+  bool capturing() const { return !capture_.empty(); }
+  // A value inside otherData: into the open object (under the last key) or array.
+  nlohmann::json& capture_slot() {
+    nlohmann::json& top = *capture_.back();
+    if (top.is_array()) {
+      top.push_back(nullptr);
+      return top.back();
+    }
+    return top[capture_key_];
+  }
+  bool capture(nlohmann::json v) {
+    capture_slot() = std::move(v);
+    return true;
+  }
+  bool capture_open(nlohmann::json container) {
+    nlohmann::json& slot = capture_slot();
+    slot = std::move(container);
+    capture_.push_back(&slot);  // its parent is open: it stays where it is
+    return true;
+  }
+  void note_number(double v) {
+    if (!has_number_) counter_value_ = v;
+    has_number_ = true;
+  }
   bool in_events() const { return !stack_.empty() && stack_.back() == Ctx::events; }
   // A value with no key of its own: in the traceEvents array, not an event.
   bool scalar() {
@@ -459,6 +561,7 @@ class KinetoHandler : public nlohmann::json_sax<nlohmann::json> {
         tid_ = {false, v};
       }
     } else if (c == Ctx::args) {
+      note_number(static_cast<double>(v));
       if (key_ == Key::correlation)
         current_.correlation = v;
       else if (key_ == Key::bytes)
@@ -471,6 +574,17 @@ class KinetoHandler : public nlohmann::json_sax<nlohmann::json> {
         current_.group_size = static_cast<std::int32_t>(v);
       else if (key_ == Key::sort_index)
         arg_sort_index_ = v;
+      else if (key_ == Key::own_step)
+        current_.own_step = static_cast<std::int32_t>(std::clamp<std::int64_t>(v, -1, INT32_MAX));
+      else if (key_ == Key::own_peer)
+        current_.own_peer = static_cast<std::int32_t>(std::clamp<std::int64_t>(v, -1, INT32_MAX));
+      else if (key_ == Key::own_group_size)
+        current_.own_group_size =
+            static_cast<std::int32_t>(std::clamp<std::int64_t>(v, 0, INT32_MAX));
+      else if (key_ == Key::own_count)
+        current_.own_count = std::max<std::int64_t>(v, 0);
+      else if (key_ == Key::own_flops)
+        current_.own_flops = static_cast<double>(v);
     } else if (c == Ctx::distributed && (key_ == Key::rank || key_ == Key::world_size)) {
       const bool is_rank = key_ == Key::rank;
       if (v < (is_rank ? 0 : 1) || v > INT32_MAX) {
@@ -506,6 +620,8 @@ class KinetoHandler : public nlohmann::json_sax<nlohmann::json> {
     arg_name_.clear();
     arg_labels_.clear();
     arg_sort_index_ = 0;
+    has_number_ = false;
+    counter_value_ = 0;
   }
 
   void end_event() {
@@ -516,8 +632,12 @@ class KinetoHandler : public nlohmann::json_sax<nlohmann::json> {
       if (what == "thread_name") thread_names[{pid_, tid_}] = arg_name_;
       return;
     }
+    if (ph_ == 'C' && has_ts_ && has_number_ && !time_out_of_range_ && !time_not_a_number_) {
+      counters.push_back({pid_, name_, ts_, counter_value_});
+      return;
+    }
     if (ph_ != 'X') {
-      ++skipped[ph_ == 's' || ph_ == 'f' || ph_ == 't' ? "flow events (ph s/f)"
+      ++skipped[ph_ == 's' || ph_ == 'f' || ph_ == 't' ? kFlowEvents
                 : ph_ == 'i' || ph_ == 'I'             ? "instant events (ph i)"
                 : ph_ == 'C'                           ? "counter events (ph C)"
                              : std::string("events with ph '") + ph_ + "'"];
@@ -584,6 +704,10 @@ class KinetoHandler : public nlohmann::json_sax<nlohmann::json> {
   Parsed current_;
   std::string arg_name_, arg_labels_;
   std::int64_t arg_sort_index_ = 0;
+  bool has_number_ = false;  // a counter's value: the first number in its args
+  double counter_value_ = 0;
+  std::vector<nlohmann::json*> capture_;  // the open objects and arrays inside otherData
+  std::string capture_key_;
 };
 
 std::string id_text(const KinetoHandler& h, const Id& id) {
@@ -625,6 +749,247 @@ Collective collective_from_pytorch(std::string_view name) {
   return Collective::none;
 }
 
+// An event's kind, category and details from Kineto's category, name and
+// args (its lane and times are the caller's).
+Event kineto_event(const KinetoHandler& h, const Parsed& p) {
+  const std::string& name = h.strings[p.name];
+  Event e;
+  e.correlation = p.correlation;
+  switch (p.cat) {
+    case Cat::kernel: {
+      e.kind = EventKind::kernel;
+      e.category = Category::compute;
+      if (auto nccl = importing::parse_nccl_kernel(name)) {
+        e.category = Category::communication;
+        Collective c = nccl->collective;
+        if (p.collective_name != 0) {
+          const Collective from_args = collective_from_pytorch(h.strings[p.collective_name]);
+          const bool args_point_to_point =
+              from_args == Collective::send || from_args == Collective::recv;
+          // NCCL runs all_to_all as grouped sends and receives: the SendRecv
+          // kernel of an all_to_all is that collective (its bus bandwidth too).
+          if (from_args != Collective::none && !(nccl->point_to_point && args_point_to_point))
+            c = from_args;
+        }
+        e.kind = is_point_to_point(c) ? EventKind::p2p : EventKind::collective;
+        const DataType t =
+            p.dtype != 0 ? importing::data_type_from_any(h.strings[p.dtype]) : nccl->dtype;
+        e.collective = c;
+        e.dtype = t;
+        e.count =
+            std::max<std::int64_t>(0, c == Collective::all_gather ? p.out_elements : p.in_elements);
+        e.bytes = collective_bytes(c, p, t);
+        e.group_size = p.group_size;
+      }
+      break;
+    }
+    case Cat::gpu_memcpy:
+      e.kind = EventKind::memcpy;
+      e.category = Category::memory;
+      e.bytes = p.bytes;
+      break;
+    case Cat::gpu_memset:
+      e.kind = EventKind::memset;
+      e.category = Category::memory;
+      e.bytes = p.bytes;
+      break;
+    case Cat::gpu_user_annotation:
+    case Cat::user_annotation:
+      e.kind = EventKind::annotation;
+      e.category = Category::other;
+      if (p.cat == Cat::user_annotation && name.rfind("ProfilerStep#", 0) == 0) {
+        e.kind = EventKind::step;
+        int number = -1;
+        std::from_chars(name.data() + 13, name.data() + name.size(), number);
+        e.step = number;
+      }
+      break;
+    case Cat::cuda_runtime:
+    case Cat::cuda_driver:
+      e.kind = EventKind::api_call;
+      e.category = Category::other;
+      if (importing::is_synchronizing_api(name)) {
+        e.kind = EventKind::sync;
+        e.category = Category::synchronization;
+      }
+      break;
+    case Cat::overhead:
+      e.kind = EventKind::overhead;
+      e.category = Category::other;
+      break;
+    default:
+      e.kind = EventKind::cpu_op;
+      e.category = Category::other;
+      break;
+  }
+  return e;
+}
+
+// This product's own export writes each event's stored fields in its args
+// (trace_export.cpp): they replace what Kineto's category and args give.
+void apply_own_fields(const KinetoHandler& h, const Parsed& p, Event& e) {
+  if (p.own_kind >= 0) e.kind = static_cast<EventKind>(p.own_kind);
+  if (p.own_category >= 0) e.category = static_cast<Category>(p.own_category);
+  e.step = p.own_step;
+  e.bytes = p.bytes;
+  e.flops = p.own_flops;
+  e.collective =
+      p.own_collective >= 0 ? static_cast<Collective>(p.own_collective) : Collective::none;
+  e.dtype = p.dtype != 0 ? importing::data_type_from_any(h.strings[p.dtype]) : DataType::none;
+  e.count = std::max<std::int64_t>(p.own_count, 0);
+  e.peer = p.own_peer;
+  e.group_size = std::max(p.own_group_size, 0);
+}
+
+// This product's own export (otherData's producer): each pid is a rank, each
+// tid a lane whose kind and name otherData lists with the ranks' rows, the
+// store's meta and its steps; events and counters keep their stored fields.
+// Times are the store's (base + ts), already on one clock.
+Result<ImportReport> import_own_export(const KinetoHandler& h, const std::string& file,
+                                       const std::string& output, const ImportOptions& options,
+                                       ImportReport report) {
+  using nlohmann::json;
+  const json& other = h.other_data;
+  const json empty_object = json::object(), empty_array = json::array();
+  auto member = [&](const json& object, const char* key, const json& fallback) -> const json& {
+    auto it = object.find(key);
+    return it != object.end() && it->type() == fallback.type() ? *it : fallback;
+  };
+  const json& meta = member(other, "meta", empty_object);
+  auto text = [&](const char* key) {
+    auto it = meta.find(key);
+    if (it != meta.end() && it->is_string()) return it->get<std::string>();
+    it = other.find(key);  // exports before the meta rows: title and source only
+    return it != other.end() && it->is_string() ? it->get<std::string>() : std::string();
+  };
+  RunInfo run;
+  run.title = !options.title.empty() ? options.title : text("title");
+  if (run.title.empty()) run.title = std::filesystem::path(file).filename().string();
+  run.source = text("source");
+  run.start_utc_ns = parse_count<std::int64_t>(text("start_utc_ns")).value_or(0);
+  run.clock = text("clock");
+  run.host = text("host");
+  run.command_line = text("command_line");
+  run.plan_json = text("plan_json");
+  run.tool_versions_json = text("tool_versions_json");
+
+  // A pid must be a rank: a file of another producer's pids is refused, not merged.
+  auto rank_of = [&](const Id& pid) -> std::optional<std::int32_t> {
+    if (pid.text || pid.value < 0 || pid.value > INT32_MAX) return std::nullopt;
+    return static_cast<std::int32_t>(pid.value);
+  };
+  auto not_a_rank = [&](const Id& pid) {
+    return Error{file + ": a ClusterScope export whose pid " + id_text(h, pid) +
+                 " is not a rank (each process of the export is one)"};
+  };
+  std::map<std::int32_t, RankInfo> ranks;
+  for (const json& r : member(other, "ranks", empty_array)) {
+    if (!r.is_object()) continue;
+    RankInfo info;
+    info.rank = r.value("rank", 0);
+    info.host = r.value("host", "");
+    info.device = r.value("device", "");
+    info.pid = r.value("pid", std::int64_t{0});
+    info.clock_offset_ns = r.value("clock_offset_ns", std::int64_t{0});
+    info.clock_offset_measured = r.value("clock_offset_measured", false);
+    ranks[info.rank] = info;
+  }
+  for (const LaneKey& k : h.lane_keys) {
+    auto rank = rank_of(k.pid);
+    if (!rank) return not_a_rank(k.pid);
+    ranks.try_emplace(*rank, RankInfo{*rank, "", "", 0, 0, false});
+  }
+  for (const ParsedCounter& c : h.counters) {
+    auto rank = rank_of(c.pid);
+    if (!rank) return not_a_rank(c.pid);
+    ranks.try_emplace(*rank, RankInfo{*rank, "", "", 0, 0, false});
+  }
+
+  auto created = TraceWriter::create(output, run, options.writer);
+  if (!created) return created.error();
+  TraceWriter& w = **created;
+  // The rows that describe one file, or that RunInfo wrote, are the new store's own.
+  static const std::set<std::string> kNotCopied = {"format",         "schema_version",
+                                                   "status",         "writer",
+                                                   "created_utc_ns", "finalized",
+                                                   "title",          "source",
+                                                   "start_utc_ns",   "clock",
+                                                   "host",           "command_line",
+                                                   "plan_json",      "tool_versions_json"};
+  for (const auto& [key, value] : meta.items()) {
+    if (value.is_string() && !kNotCopied.count(key)) w.set_meta(key, value.get<std::string>());
+  }
+  for (const auto& [rank, info] : ranks)
+    w.add_rank(info);
+
+  // Lanes as the store had them (tid = its lane id), in its order.
+  std::map<std::pair<std::int32_t, std::int64_t>, LaneId> by_tid;
+  for (const json& l : member(other, "lanes", empty_array)) {
+    if (!l.is_object()) continue;
+    const std::int32_t rank = l.value("rank", 0);
+    const LaneKind kind = lane_kind_from_string(l.value("kind", "")).value_or(LaneKind::cpu_thread);
+    by_tid[{rank, l.value("tid", std::int64_t{-1})}] =
+        w.add_lane(rank, kind, l.value("name", ""), l.value("sort_index", 0));
+  }
+  // Threads otherData does not list (an export before it listed them): by
+  // their thread_name, on the GPU where GPU work ran.
+  std::vector<LaneId> lanes(h.lane_keys.size());
+  std::vector<bool> gpu_lane(h.lane_keys.size(), false);
+  for (const Parsed& p : h.events)
+    gpu_lane[p.lane] = gpu_lane[p.lane] || on_gpu(p.cat);
+  for (std::size_t i = 0; i < h.lane_keys.size(); ++i) {
+    const LaneKey& k = h.lane_keys[i];
+    const std::int32_t rank = *rank_of(k.pid);
+    auto known = by_tid.find({rank, k.tid.value});
+    if (known == by_tid.end() || k.tid.text) {
+      auto tn = h.thread_names.find({k.pid, k.tid});
+      const std::string name =
+          tn != h.thread_names.end() ? trim(tn->second) : "thread " + id_text(h, k.tid);
+      known =
+          by_tid
+              .emplace(std::pair{rank, k.tid.value},
+                       w.add_lane(rank, gpu_lane[i] ? LaneKind::gpu_stream : LaneKind::cpu_thread,
+                                  name, static_cast<std::int32_t>(1000 + i)))
+              .first;
+    }
+    lanes[i] = known->second;
+  }
+
+  std::vector<StringId> names(h.strings.size());
+  std::vector<bool> named(h.strings.size(), false);
+  auto name_of = [&](std::uint32_t id) {
+    if (!named[id]) {
+      names[id] = w.intern(h.strings[id]);
+      named[id] = true;
+    }
+    return names[id];
+  };
+  for (const Parsed& p : h.events) {
+    Event e = kineto_event(h, p);
+    apply_own_fields(h, p, e);
+    e.lane = lanes[p.lane];
+    e.start_ns = p.start;
+    e.end_ns = p.end;
+    e.name = name_of(p.name);
+    w.add(e);
+    ++report.events;
+  }
+  for (const ParsedCounter& c : h.counters)
+    w.add(CounterSample{*rank_of(c.pid), name_of(c.name), c.time, c.value});
+  for (const json& s : member(other, "steps", empty_array)) {
+    if (!s.is_object()) continue;
+    w.add(StepMetrics{s.value("rank", 0), s.value("step", 0), s.value("start_ns", std::int64_t{0}),
+                      s.value("end_ns", std::int64_t{0}), s.value("loss", 0.0),
+                      s.value("tokens", 0.0), s.value("loss_scale", 0.0)});
+  }
+  if (Status s = w.close("complete"); !s) return s.error();
+  // The flow arrows repeat each event's args.correlation, which is kept.
+  report.skipped.erase(kFlowEvents);
+  report.ranks = static_cast<std::int32_t>(ranks.size());
+  report.on_one_clock = true;
+  return report;
+}
+
 Result<ImportReport> import_one_kineto(const std::string& file, const std::string& output,
                                        int file_index, const ImportOptions& options) {
   auto text = read_possibly_gzipped(file);
@@ -649,8 +1014,10 @@ Result<ImportReport> import_one_kineto(const std::string& file, const std::strin
   for (const auto& [lack, n] : h.imported_without_)
     report.warnings.push_back(std::to_string(n) + (n == 1 ? " event with " : " events with ") +
                               lack);
+  const bool own_export =
+      h.other_data.is_object() && h.other_data.value(kExportProducerKey, "") == kExportProducer;
   const std::int32_t rank = h.rank.value_or(file_index);
-  if (!h.rank)
+  if (!h.rank && !own_export)
     report.warnings.push_back("no distributedInfo.rank: rank " + std::to_string(rank) +
                               " from the file order");
 
@@ -676,9 +1043,15 @@ Result<ImportReport> import_one_kineto(const std::string& file, const std::strin
         p.start += base;
         p.end += base;
       }
+      for (ParsedCounter& c : h.counters)
+        c.time += base;
       base_applied = true;
     }
   }
+
+  if (own_export) return import_own_export(h, file, output, options, std::move(report));
+  if (!h.counters.empty())
+    report.skipped["counter events (ph C)"] += static_cast<std::int64_t>(h.counters.size());
 
   std::int64_t first = INT64_MAX;
   for (const Parsed& p : h.events)
@@ -767,81 +1140,11 @@ Result<ImportReport> import_one_kineto(const std::string& file, const std::strin
   };
 
   for (const Parsed& p : h.events) {
-    const std::string& name = h.strings[p.name];
-    Event e;
-    e.lane = lanes[p.lane];
+    Event e = kineto_event(h, p);
+    e.lane = e.kind == EventKind::step ? steps : lanes[p.lane];
     e.start_ns = p.start;
     e.end_ns = p.end;
     e.name = name_of(p.name);
-    e.correlation = p.correlation;
-    switch (p.cat) {
-      case Cat::kernel: {
-        e.kind = EventKind::kernel;
-        e.category = Category::compute;
-        if (auto nccl = importing::parse_nccl_kernel(name)) {
-          e.category = Category::communication;
-          Collective c = nccl->collective;
-          if (p.collective_name != 0) {
-            const Collective from_args = collective_from_pytorch(h.strings[p.collective_name]);
-            const bool args_point_to_point =
-                from_args == Collective::send || from_args == Collective::recv;
-            // NCCL runs all_to_all as grouped sends and receives: the SendRecv
-            // kernel of an all_to_all is that collective (its bus bandwidth too).
-            if (from_args != Collective::none && !(nccl->point_to_point && args_point_to_point))
-              c = from_args;
-          }
-          e.kind = is_point_to_point(c) ? EventKind::p2p : EventKind::collective;
-          const DataType t =
-              p.dtype != 0 ? importing::data_type_from_any(h.strings[p.dtype]) : nccl->dtype;
-          e.collective = c;
-          e.dtype = t;
-          e.count = std::max<std::int64_t>(
-              0, c == Collective::all_gather ? p.out_elements : p.in_elements);
-          e.bytes = collective_bytes(c, p, t);
-          e.group_size = p.group_size;
-        }
-        break;
-      }
-      case Cat::gpu_memcpy:
-        e.kind = EventKind::memcpy;
-        e.category = Category::memory;
-        e.bytes = p.bytes;
-        break;
-      case Cat::gpu_memset:
-        e.kind = EventKind::memset;
-        e.category = Category::memory;
-        e.bytes = p.bytes;
-        break;
-      case Cat::gpu_user_annotation:
-      case Cat::user_annotation:
-        e.kind = EventKind::annotation;
-        e.category = Category::other;
-        if (p.cat == Cat::user_annotation && name.rfind("ProfilerStep#", 0) == 0) {
-          e.kind = EventKind::step;
-          e.lane = steps;
-          int number = -1;
-          std::from_chars(name.data() + 13, name.data() + name.size(), number);
-          e.step = number;
-        }
-        break;
-      case Cat::cuda_runtime:
-      case Cat::cuda_driver:
-        e.kind = EventKind::api_call;
-        e.category = Category::other;
-        if (importing::is_synchronizing_api(name)) {
-          e.kind = EventKind::sync;
-          e.category = Category::synchronization;
-        }
-        break;
-      case Cat::overhead:
-        e.kind = EventKind::overhead;
-        e.category = Category::other;
-        break;
-      default:
-        e.kind = EventKind::cpu_op;
-        e.category = Category::other;
-        break;
-    }
     w.add(e);
     ++report.events;
   }

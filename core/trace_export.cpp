@@ -12,9 +12,13 @@
 #include <set>
 #include <unordered_map>
 
+#include <nlohmann/json.hpp>
+
 #include "core/enum_names.h"
 #include "core/file_beside.h"
 #include "core/format.h"
+#include "core/median.h"
+#include "core/prediction_text.h"
 #include "core/utf8.h"
 
 namespace cs::trace {
@@ -202,6 +206,94 @@ std::int64_t stream_of(const LaneInfo& lane) {
   return lane.id.value;
 }
 
+// PyTorch's names of a data type, as its profiler writes args.dtype
+// ("Float", "BFloat16"), which HTA and this product's import read.
+std::string_view pytorch_dtype(DataType t) {
+  switch (t) {
+    case DataType::fp32:
+      return "Float";
+    case DataType::fp16:
+      return "Half";
+    case DataType::bf16:
+      return "BFloat16";
+    case DataType::fp8_e4m3:
+      return "Float8_e4m3fn";
+    case DataType::fp8_e5m2:
+      return "Float8_e5m2";
+    case DataType::int8:
+      return "Char";
+    case DataType::uint8:
+      return "Byte";
+    case DataType::int32:
+      return "Int";
+    case DataType::int64:
+      return "Long";
+    case DataType::fp64:
+      return "Double";
+    case DataType::none:
+      break;
+  }
+  return "";
+}
+
+// PyTorch's record names of collectives (args "Collective name").
+std::string_view pytorch_collective(Collective c) {
+  switch (c) {
+    case Collective::all_reduce:
+      return "allreduce";
+    case Collective::all_gather:
+      return "allgather";
+    case Collective::reduce_scatter:
+      return "reduce_scatter";
+    case Collective::broadcast:
+      return "broadcast";
+    case Collective::reduce:
+      return "reduce";
+    case Collective::all_to_all:
+      return "all_to_all";
+    case Collective::send:
+      return "send";
+    case Collective::recv:
+      return "recv";
+    case Collective::barrier:
+      return "barrier";
+    case Collective::send_recv:
+      return "send_recv";
+    case Collective::none:
+      break;
+  }
+  return "";
+}
+
+// A collective's size under the names PyTorch's profiler gives it, which
+// Holistic Trace Analysis and Kineto readers (this product's import among
+// them) read: element counts in and out, the group's size. The store's count
+// is the elements `bytes` counts (docs/trace-schema.md, "Collective sizes"):
+// the whole output of an all-gather, the whole input of a reduce-scatter.
+void kineto_collective_args(Output& out, const Event& e, int world_size) {
+  const std::int64_t n = e.group_size > 0 ? e.group_size : std::max(world_size, 1);
+  const int type_bytes = data_type_bytes(e.dtype);
+  const std::int64_t count = e.count > 0 ? e.count : type_bytes > 0 ? e.bytes / type_bytes : 0;
+  std::int64_t in = count, out_count = count;
+  if (e.collective == Collective::all_gather) in = count / n;
+  if (e.collective == Collective::reduce_scatter) out_count = count / n;
+  out << ",\"Collective name\":\"" << pytorch_collective(e.collective)
+      << "\",\"In msg nelems\":" << in << ",\"Out msg nelems\":" << out_count
+      << ",\"Group size\":" << n;
+}
+
+// One end of a flow arrow: an event with a correlation, on its thread (lane).
+struct FlowEnd {
+  std::int32_t rank = 0;
+  std::int64_t correlation = 0;
+  std::int64_t start_ns = 0;
+  std::int64_t tid = 0;
+  auto operator<=>(const FlowEnd&) const = default;  // by rank, correlation, then start
+  bool same_correlation(const FlowEnd& o) const {
+    return rank == o.rank && correlation == o.correlation;
+  }
+};
+
 struct RankFilter {
   std::set<std::int32_t> ranks;
   bool all = true;
@@ -217,16 +309,119 @@ std::int64_t longest_event_ns(const TraceReader& reader) {
   return longest;
 }
 
+// What only this product's import reads back (otherData, which Perfetto and
+// HTA leave alone): the marker that says whose export this is, and what the
+// trace events cannot hold — the store's meta rows, each rank's row, each
+// lane's kind and name (tid is the lane id), and the steps table. With it a
+// store exported and imported again is the same store (docs/trace-schema.md).
+Result<std::string> own_export_data(const TraceReader& reader, const RankFilter& filter,
+                                    std::int64_t t0, std::int64_t t1) {
+  nlohmann::json other = {{kExportProducerKey, kExportProducer},
+                          {kExportVersionKey, kExportVersion},
+                          {"title", reader.run().title},
+                          {"source", reader.run().source}};
+  nlohmann::json meta = nlohmann::json::object();
+  for (const auto& [key, value] : reader.all_meta())
+    meta[key] = value;
+  other["meta"] = std::move(meta);
+  nlohmann::json ranks = nlohmann::json::array();
+  for (const RankInfo& r : reader.ranks()) {
+    if (!filter.has(r.rank)) continue;
+    ranks.push_back({{"rank", r.rank},
+                     {"host", r.host},
+                     {"device", r.device},
+                     {"pid", r.pid},
+                     {"clock_offset_ns", r.clock_offset_ns},
+                     {"clock_offset_measured", r.clock_offset_measured}});
+  }
+  other["ranks"] = std::move(ranks);
+  nlohmann::json lanes = nlohmann::json::array();
+  for (const LaneInfo& l : reader.lanes()) {
+    if (!filter.has(l.rank)) continue;
+    lanes.push_back({{"tid", l.id.value},
+                     {"rank", l.rank},
+                     {"kind", to_string(l.kind)},
+                     {"name", l.name},
+                     {"sort_index", l.sort_index}});
+  }
+  other["lanes"] = std::move(lanes);
+  auto steps = reader.steps();
+  if (!steps) return steps.error();
+  nlohmann::json rows = nlohmann::json::array();
+  for (const StepMetrics& s : *steps) {
+    if (!filter.has(s.rank) || s.end_ns < t0 || s.start_ns >= t1) continue;
+    rows.push_back({{"rank", s.rank},
+                    {"step", s.step},
+                    {"start_ns", s.start_ns},
+                    {"end_ns", s.end_ns},
+                    {"loss", s.loss},
+                    {"tokens", s.tokens},
+                    {"loss_scale", s.loss_scale}});
+  }
+  other["steps"] = std::move(rows);
+  // Text as the events' names: bytes that are not UTF-8 become U+FFFD.
+  return other.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+// An event read from t0 - its lane's longest event on is in the window
+// unless it ended by t0; an instant exactly at t0 is in it.
+bool overlaps(const Event& e, const TimeRange& window) {
+  return e.end_ns > window.start_ns || (e.start_ns == e.end_ns && e.start_ns == window.start_ns);
+}
+
+// The earliest start of the events a window export writes (a parent that
+// began before the window): each lane's first event in the window, as lanes
+// are read in time order. Empty when no event is in it.
+Result<std::optional<std::int64_t>> earliest_start_in_window(const TraceReader& reader,
+                                                             const RankFilter& filter,
+                                                             const TimeRange& window) {
+  std::optional<std::int64_t> earliest;
+  for (const LaneInfo& lane : reader.lanes()) {
+    if (!filter.has(lane.rank)) continue;
+    Status s = reader.for_each_event({lane.id}, window.start_ns - lane.max_duration_ns,
+                                     window.end_ns, [&](const StoredEvent& se) {
+                                       if (!overlaps(se.event, window)) return true;
+                                       earliest = std::min(earliest.value_or(se.event.start_ns),
+                                                           se.event.start_ns);
+                                       return false;
+                                     });
+    if (!s) return s.error();
+  }
+  return earliest;
+}
+
 Status write_chrome(const TraceReader& reader, const std::string& path,
                     const ChromeTraceOptions& options, const RankFilter& filter,
                     std::optional<std::int32_t> distributed_rank, ExportReport& report) {
   const TimeRange whole = reader.time_range();
-  const std::int64_t t0 = options.window ? options.window->start_ns : whole.start_ns;
-  const std::int64_t t1 = options.window ? options.window->end_ns : whole.end_ns + 1;
-  // Times count from the earliest event written, so that none is negative
-  // (Perfetto drops those): in a window, a parent that began before it.
-  const std::int64_t base =
-      options.window ? std::max(t0 - longest_event_ns(reader), whole.start_ns) : whole.start_ns;
+  const std::int64_t t0 = options.window ? options.window->start_ns : kMinTime;
+  const std::int64_t t1 = options.window ? options.window->end_ns : kMaxTime;
+  // The counter samples in [t0, t1), read first: a sample may come before
+  // every event (a GPU's memory before the first kernel).
+  std::vector<CounterSample> counters;
+  if (options.counters) {
+    auto series = reader.counter_series();
+    if (!series) return series.error();
+    for (const auto& [rank, name] : *series) {
+      if (!filter.has(rank)) continue;
+      auto samples = reader.counters(rank, name);
+      if (!samples) return samples.error();
+      for (const CounterSample& c : *samples) {
+        if (c.time_ns >= t0 && c.time_ns < t1) counters.push_back(c);
+      }
+    }
+  }
+  // Times count from the earliest event or sample written, so that none is
+  // negative (Perfetto drops those): in a window, a parent that began before it.
+  std::int64_t base = whole.start_ns;
+  if (options.window) {
+    auto earliest = earliest_start_in_window(reader, filter, *options.window);
+    if (!earliest) return earliest.error();
+    base = earliest->value_or(t0);
+  }
+  if (reader.event_count() == 0 && !counters.empty()) base = counters.front().time_ns;
+  for (const CounterSample& c : counters)
+    base = std::min(base, c.time_ns);
 
   Output out(path, reader);
   if (!out.ok()) return out.status();
@@ -235,13 +430,10 @@ Status write_chrome(const TraceReader& reader, const std::string& path,
   out << "{\"schemaVersion\":1,\"displayTimeUnit\":\"ns\",\"baseTimeNanoseconds\":" << base
       << ",\"distributedInfo\":{";
   if (distributed_rank) out << "\"rank\":" << *distributed_rank << ',';
-  out << "\"world_size\":" << reader.world_size()
-      << "},\"otherData\":{\"producer\":\"ClusterScope\",";
-  out << "\"title\":";
-  json_string(out, reader.run().title);
-  out << ",\"source\":";
-  json_string(out, reader.run().source);
-  out << "},\n\"traceEvents\":[\n";
+  out << "\"world_size\":" << reader.world_size() << "},\"otherData\":";
+  auto other = own_export_data(reader, filter, t0, t1);
+  if (!other) return other.error();
+  out << *other << ",\n\"traceEvents\":[\n";
   bool first = true;
   auto begin_event = [&] {
     if (!first) out << ",\n";
@@ -284,14 +476,14 @@ Status write_chrome(const TraceReader& reader, const std::string& path,
 
   // Escaped names by string id (a map: a damaged store's ids can be anything).
   std::unordered_map<std::uint32_t, std::string> names;
+  std::vector<FlowEnd> calls, gpu_work;  // the ends of the flow arrows, below
   for (const LaneInfo* lane : lanes) {
     // Start early enough to take in the parents of what overlaps t0.
     const std::int64_t from = options.window ? t0 - lane->max_duration_ns : kMinTime;
     const std::int64_t stream = stream_of(*lane);
     Status s = reader.for_each_event({lane->id}, from, t1, [&](const StoredEvent& se) {
       const Event& e = se.event;
-      if (options.window && e.end_ns <= t0 && !(e.start_ns == e.end_ns && e.start_ns == t0))
-        return true;
+      if (options.window && !overlaps(e, *options.window)) return true;
       begin_event();
       out << "{\"ph\":\"X\",\"cat\":\"" << kineto_category(e.kind, *lane) << "\",\"name\":";
       std::string& cached = names[e.name.value];
@@ -321,13 +513,22 @@ Status write_chrome(const TraceReader& reader, const std::string& path,
       out << ",\"args\":{\"category\":\"" << to_string(e.category) << "\",\"kind\":\""
           << to_string(e.kind) << '"';
       if (lane->kind == LaneKind::gpu_stream) out << ",\"stream\":" << stream;
-      if (e.correlation != 0) out << ",\"correlation\":" << e.correlation;
+      if (e.correlation != 0) {
+        out << ",\"correlation\":" << e.correlation;
+        const FlowEnd end{se.rank, e.correlation, e.start_ns, lane->id.value};
+        if (lane->kind == LaneKind::gpu_stream)
+          gpu_work.push_back(end);
+        else if (e.kind == EventKind::api_call || e.kind == EventKind::sync)
+          calls.push_back(end);
+      }
       if (e.bytes != 0) out << ",\"bytes\":" << e.bytes;
       if (e.flops != 0) out << ",\"flops\":" << e.flops;
       if (e.step >= 0) out << ",\"step\":" << static_cast<std::int64_t>(e.step);
-      if (e.collective != Collective::none)
+      if (e.collective != Collective::none) {
         out << ",\"collective\":\"" << to_string(e.collective) << '"';
-      if (e.dtype != DataType::none) out << ",\"dtype\":\"" << to_string(e.dtype) << '"';
+        kineto_collective_args(out, e, reader.world_size());
+      }
+      if (e.dtype != DataType::none) out << ",\"dtype\":\"" << pytorch_dtype(e.dtype) << '"';
       if (e.count != 0) out << ",\"count\":" << e.count;
       if (e.peer >= 0) out << ",\"peer\":" << static_cast<std::int64_t>(e.peer);
       if (e.group_size != 0) out << ",\"group_size\":" << static_cast<std::int64_t>(e.group_size);
@@ -339,25 +540,43 @@ Status write_chrome(const TraceReader& reader, const std::string& path,
     if (!out.ok()) return out.status();
   }
 
-  if (options.counters) {
-    auto series = reader.counter_series();
-    if (!series) return series.error();
-    for (const auto& [rank, name] : *series) {
-      if (!filter.has(rank)) continue;
-      auto samples = reader.counters(rank, name);
-      if (!samples) return samples.error();
-      for (const CounterSample& c : *samples) {
-        if (c.time_ns < t0 || c.time_ns >= t1) continue;
-        begin_event();
-        out << "{\"ph\":\"C\",\"name\":";
-        json_string(out, reader.string(name));
-        out << ",\"pid\":" << rank << ",\"ts\":";
-        micros(out, c.time_ns - base);
-        out << ",\"args\":{";
-        json_string(out, reader.string(name));
-        out << ':' << c.value << "}}";
-      }
-    }
+  // Kineto's flow arrows from each runtime or driver call to the GPU work it
+  // launched (one per correlation: the call's start to the work's start), so
+  // that Perfetto draws them. Perfetto binds them by id across the file, and
+  // correlation ids count per process: with several ranks in one file, the
+  // id is rank * 2^32 + correlation (CUPTI's ids are 32-bit).
+  const bool one_rank = filter.ranks.size() == 1 || reader.ranks().size() <= 1;
+  std::sort(calls.begin(), calls.end());
+  std::sort(gpu_work.begin(), gpu_work.end());
+  auto work = gpu_work.begin();
+  for (auto call = calls.begin(); call != calls.end(); ++call) {
+    if (call != calls.begin() && call[-1].same_correlation(*call)) continue;  // the earliest call
+    work = std::lower_bound(work, gpu_work.end(), *call, [](const FlowEnd& a, const FlowEnd& b) {
+      return std::pair(a.rank, a.correlation) < std::pair(b.rank, b.correlation);
+    });
+    if (work == gpu_work.end() || !work->same_correlation(*call)) continue;
+    const std::int64_t id =
+        one_rank ? call->correlation : (std::int64_t{call->rank} << 32) + call->correlation;
+    begin_event();
+    out << "{\"ph\":\"s\",\"id\":" << id << ",\"pid\":" << call->rank << ",\"tid\":" << call->tid
+        << ",\"ts\":";
+    micros(out, call->start_ns - base);
+    out << ",\"cat\":\"ac2g\",\"name\":\"ac2g\"},\n{\"ph\":\"f\",\"id\":" << id
+        << ",\"pid\":" << work->rank << ",\"tid\":" << work->tid << ",\"ts\":";
+    micros(out, work->start_ns - base);
+    out << ",\"cat\":\"ac2g\",\"name\":\"ac2g\",\"bp\":\"e\"}";
+  }
+  if (!out.ok()) return out.status();
+
+  for (const CounterSample& c : counters) {
+    begin_event();
+    out << "{\"ph\":\"C\",\"name\":";
+    json_string(out, reader.string(c.name));
+    out << ",\"pid\":" << c.rank << ",\"ts\":";
+    micros(out, c.time_ns - base);
+    out << ",\"args\":{";
+    json_string(out, reader.string(c.name));
+    out << ':' << c.value << "}}";
   }
   out << "\n]}\n";
   const std::int64_t bytes = out.bytes();
@@ -376,6 +595,9 @@ Status write_chrome(const TraceReader& reader, const std::string& path,
 // CSV
 
 void csv_field(Output& out, std::string_view s) {
+  // As the JSON and HTML exports: a store written before its text was kept
+  // as UTF-8 may hold other bytes.
+  if (!is_valid_utf8(s)) return csv_field(out, valid_utf8(s));
   if (s.find_first_of(",\"\n\r") == std::string_view::npos) {
     out << s;
     return;
@@ -397,7 +619,9 @@ void csv_row(Output& out, const T&... fields) {
     using F = std::decay_t<decltype(f)>;
     if constexpr (std::is_convertible_v<F, std::string_view>)
       csv_field(out, f);
-    else if constexpr (std::is_floating_point_v<F>)
+    else if constexpr (std::is_same_v<F, std::optional<double>>) {
+      if (f) out << *f;  // an empty field when there is none
+    } else if constexpr (std::is_floating_point_v<F>)
       out << static_cast<double>(f);
     else
       out << static_cast<std::int64_t>(f);
@@ -522,10 +746,19 @@ std::string breakdown_svg(const std::vector<RankAnalysis>& ranks) {
   return s + "</svg>";
 }
 
+// Up to this many ranks, each rank's step times are a line of its own colour
+// with its name in the legend; with more, the lines could not be told apart
+// (and the legend would not fit): the chart draws, per step, the band from
+// the fastest to the slowest rank and the median rank's time, and says so.
+constexpr std::size_t kStepLinesMax = 8;
+
 std::string steps_svg(const std::vector<RankAnalysis>& ranks) {
   std::int64_t longest = 1;
   std::size_t most = 0;
+  std::vector<const RankAnalysis*> with_steps;
   for (const RankAnalysis& r : ranks) {
+    if (r.steps.empty()) continue;
+    with_steps.push_back(&r);
     most = std::max(most, r.steps.size());
     for (const StepBreakdown& s : r.steps)
       longest = std::max(longest, s.breakdown.span_ns);
@@ -538,34 +771,53 @@ std::string steps_svg(const std::vector<RankAnalysis>& ranks) {
   s += "<text x=\"0\" y=\"12\" font-size=\"10\">" + ms(longest) + " ms</text>";
   s += "<line x1=\"" + std::to_string(left) + "\" y1=\"" + std::to_string(height) + "\" x2=\"" +
        std::to_string(left + width) + "\" y2=\"" + std::to_string(height) + "\" stroke=\"#999\"/>";
-  static const char* const colors[] = {"#4c78a8", "#e45756", "#54a24b", "#f58518",
-                                       "#b279a2", "#72b7b2", "#9d755d", "#eeca3b"};
-  int index = 0;
-  for (const RankAnalysis& r : ranks) {
-    if (r.steps.empty()) continue;
-    std::string points;
-    for (std::size_t i = 0; i < r.steps.size(); ++i) {
-      const double x =
-          left + (most > 1 ? width * static_cast<double>(i) / (most - 1) : width / 2.0);
-      const double y = height - height * static_cast<double>(r.steps[i].breakdown.span_ns) /
-                                    static_cast<double>(longest);
-      points += format_fixed(x, 1) + "," + format_fixed(y, 1) + " ";
+  auto point = [&](std::size_t i, double ns) {
+    const double x =
+        left +
+        (most > 1 ? width * static_cast<double>(i) / static_cast<double>(most - 1) : width / 2.0);
+    const double y = height - height * ns / static_cast<double>(longest);
+    return format_fixed(x, 1) + "," + format_fixed(y, 1) + " ";
+  };
+  auto line = [&](const std::string& points, const char* color, const std::string& title) {
+    s += "<polyline fill=\"none\" stroke-width=\"1.5\" stroke=\"" + std::string(color) +
+         "\" points=\"" + points + "\"><title>" + title + "</title></polyline>";
+  };
+  auto legend = [&](int x, const char* color, const std::string& text) {
+    s += "<text x=\"" + std::to_string(x) + "\" y=\"" + std::to_string(height + 20) +
+         "\" font-size=\"10\" fill=\"" + color + "\">" + text + "</text>";
+  };
+  legend(left, "#222", "step time, " + std::to_string(most) + " steps:");
+  if (with_steps.size() <= kStepLinesMax) {
+    static const char* const colors[kStepLinesMax] = {"#4c78a8", "#e45756", "#54a24b", "#f58518",
+                                                      "#b279a2", "#72b7b2", "#9d755d", "#eeca3b"};
+    for (std::size_t k = 0; k < with_steps.size(); ++k) {
+      const RankAnalysis& r = *with_steps[k];
+      std::string points;
+      for (std::size_t i = 0; i < r.steps.size(); ++i)
+        points += point(i, static_cast<double>(r.steps[i].breakdown.span_ns));
+      line(points, colors[k], "rank " + std::to_string(r.rank));
+      legend(left + 110 + 60 * static_cast<int>(k), colors[k], "rank " + std::to_string(r.rank));
     }
-    s += "<polyline fill=\"none\" stroke-width=\"1.5\" stroke=\"" +
-         std::string(colors[index++ % 8]) + "\" points=\"" + points + "\"><title>rank " +
-         std::to_string(r.rank) + "</title></polyline>";
+    return s + "</svg>";
   }
-  s += "<text x=\"" + std::to_string(left) + "\" y=\"" + std::to_string(height + 20) +
-       "\" font-size=\"10\">step time, " + std::to_string(most) + " steps:</text>";
-  int lx = left + 110;
-  index = 0;
-  for (const RankAnalysis& r : ranks) {
-    if (r.steps.empty() || lx > left + width - 50) continue;
-    s += "<text x=\"" + std::to_string(lx) + "\" y=\"" + std::to_string(height + 20) +
-         "\" font-size=\"10\" fill=\"" + colors[index++ % 8] + "\">rank " + std::to_string(r.rank) +
-         "</text>";
-    lx += 50;
+  // Per step index: the fastest, median and slowest of the ranks that have it.
+  std::string low, middle, high;
+  for (std::size_t i = 0; i < most; ++i) {
+    std::vector<double> times;
+    for (const RankAnalysis* r : with_steps) {
+      if (i < r->steps.size()) times.push_back(static_cast<double>(r->steps[i].breakdown.span_ns));
+    }
+    const auto [fastest, slowest] = std::minmax_element(times.begin(), times.end());
+    low += point(i, *fastest);
+    high = point(i, *slowest) + high;  // backwards: the band's polygon goes round
+    middle += point(i, median(times));
   }
+  s += "<polygon fill=\"#c6d7ea\" stroke=\"none\" points=\"" + low + high +
+       "\"><title>fastest to slowest rank</title></polygon>";
+  line(middle, "#4c78a8", "median rank");
+  legend(left + 110, "#7f9fc4",
+         "fastest to slowest of " + std::to_string(with_steps.size()) + " ranks (band)");
+  legend(left + 330, "#4c78a8", "median rank (line)");
   return s + "</svg>";
 }
 
@@ -663,7 +915,7 @@ Result<ExportReport> export_csv(const TraceReader& reader, const RunAnalysis* an
       const std::int64_t from = window ? t0 - longest_event_ns(reader) : kMinTime;
       Status s = reader.for_each_event({}, from, t1, [&](const StoredEvent& se) {
         const Event& e = se.event;
-        if (window && e.end_ns <= t0 && !(e.start_ns == e.end_ns && e.start_ns == t0)) return true;
+        if (window && !overlaps(e, *window)) return true;
         const LaneInfo* lane = reader.lane(e.lane);
         csv_row(out, se.id, se.rank, lane ? std::string_view(lane->name) : std::string_view(),
                 lane ? to_string(lane->kind) : std::string_view(), to_string(e.kind),
@@ -725,13 +977,16 @@ Result<ExportReport> export_csv(const TraceReader& reader, const RunAnalysis* an
       csv_row(out, "group", "name", "predicted_s", "measured_s");
       if (analysis->prediction) {
         const PredictionComparison& p = *analysis->prediction;
-        csv_row(out, "step", "step", p.predicted_step_s, std::to_string(p.measured_step_s));
+        csv_row(out, "step", "step", p.predicted_step_s, p.measured_step_s);
         for (const auto& r : p.categories)
-          csv_row(out, "category", r.name, r.predicted_s,
-                  r.measured_s ? std::to_string(*r.measured_s) : std::string());
+          csv_row(out, "category", r.name, r.predicted_s, r.measured_s);
         for (const auto& r : p.parts)
-          csv_row(out, "part", r.name, r.predicted_s,
-                  r.measured_s ? std::to_string(*r.measured_s) : std::string());
+          csv_row(out, "part", r.name, r.predicted_s, r.measured_s);
+        // Each part of the step, on the critical rank's median step (`trace stats`).
+        if (!p.breakdown.empty())
+          csv_row(out, "breakdown", "step", p.predicted_step_s, p.measured_step_median_s);
+        for (const auto& r : p.breakdown)
+          csv_row(out, "breakdown", r.name, r.predicted_s, r.measured_s);
       }
       break;
   }
@@ -874,6 +1129,35 @@ Result<ExportReport> export_html_report(const TraceReader& reader, const RunAnal
     rows("category", p.categories);
     rows("part", p.parts);
     out << "</table>\n";
+    // What `trace stats` says under it, from the same comparison.
+    if (!p.breakdown.empty()) {
+      out << "<h3>Each part of the step</h3>\n<p class=note>Rank " << p.critical_rank
+          << ": of the stage the planner timed, the most compute; median of its "
+          << html(describe_steps(p.critical_steps, p.critical_warm_up))
+          << ".</p>\n<table>\n<tr><th>part</th><th>predicted</th><th>measured</th>"
+             "<th>error</th><th></th></tr>\n<tr><td>step</td><td class=n>"
+          << format_seconds(p.predicted_step_s) << "</td><td class=n>"
+          << format_seconds(p.measured_step_median_s) << "</td><td class=n>"
+          << prediction_error_text(p.predicted_step_s, p.measured_step_median_s)
+          << "</td><td></td></tr>\n";
+      for (std::size_t i = 0; i < p.breakdown.size(); ++i) {
+        const auto& r = p.breakdown[i];
+        const double m = r.measured_s.value_or(0);
+        const bool largest = static_cast<int>(i) == p.largest;
+        out << "<tr><td>" << html(r.name) << "</td><td class=n>" << format_seconds(r.predicted_s)
+            << "</td><td class=n>" << format_seconds(m) << "</td><td class=n>"
+            << (r.predicted_s > 0 ? prediction_error_text(r.predicted_s, m) : "not predicted")
+            << "</td><td" << (largest ? " class=bad>largest disagreement" : ">") << "</td></tr>\n";
+      }
+      out << "</table>\n<p>" << html(p.verdict) << ".</p>\n";
+    }
+    if (p.machine) {
+      out << "<p>The machine, probed before the first step: " << html(p.machine->text())
+          << ".</p>\n";
+      if (p.machine->drifted()) out << "<p class=bad>" << html(kMachineDriftAdvice) << "</p>\n";
+    } else if (!p.machine_note.empty()) {
+      out << "<p>Machine probe: " << html(p.machine_note) << ".</p>\n";
+    }
   }
 
   out << "<h2>Top kernels</h2>\n<table>\n<tr><th>name</th><th>category</th><th>count</th>"

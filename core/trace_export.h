@@ -26,6 +26,15 @@ struct ExportReport {
 // suggests a time window or fewer ranks.
 inline constexpr std::int64_t kLargeJsonBytes = 256ll << 20;
 
+// This product's own Chrome trace export says so in otherData
+// ({"producer": "ClusterScope", "clusterscope_export_version": 1}): its import
+// then takes each pid as a rank and reads back what the export carries there
+// and in each event's args (docs/trace-schema.md, "Exporting").
+inline constexpr const char* kExportProducerKey = "producer";
+inline constexpr const char* kExportProducer = "ClusterScope";
+inline constexpr const char* kExportVersionKey = "clusterscope_export_version";
+inline constexpr int kExportVersion = 1;
+
 struct ChromeTraceOptions {
   // Only events overlapping [start, end) (their parents too, so slices nest).
   std::optional<TimeRange> window;
@@ -41,7 +50,8 @@ struct ChromeTraceOptions {
 // slices of a lane nest; process and thread names and sort indexes as "M"
 // events; ts and dur in microseconds with three decimals (nanoseconds kept
 // exactly), counted from the export's time base (baseTimeNanoseconds, the
-// earliest exported time, as PyTorch 2 writes it) so that doubles hold them exactly; Kineto's
+// earliest event or counter sample exported, as PyTorch 2 writes it) so that
+// doubles hold them exactly; Kineto's
 // categories (kernel, gpu_memcpy, cuda_runtime, cpu_op, user_annotation...)
 // and args.stream / args.correlation, which HTA reads.
 Result<ExportReport> export_chrome_trace(const TraceReader& reader, const std::string& path,
@@ -60,7 +70,9 @@ Result<ExportReport> export_csv(const TraceReader& reader, const RunAnalysis* an
 
 // A single HTML file with no external resource: run metadata, the per-rank
 // breakdown as inline SVG charts and tables, steps, top kernels, collectives
-// with bandwidths, stragglers and predicted against measured.
+// with bandwidths, stragglers and predicted against measured (per category
+// and part, each part of the step with the verdict, and the machine probe:
+// what `clusterscope trace stats` prints, from the same comparison).
 Result<ExportReport> export_html_report(const TraceReader& reader, const RunAnalysis& analysis,
                                         const std::string& path);
 

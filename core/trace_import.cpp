@@ -45,6 +45,7 @@ Result<ImportReport> import_into(const std::vector<std::string>& files, const st
     }
   };
   ImportReport total;
+  bool on_one_clock = true;
   for (std::size_t i = 0; i < files.size(); ++i) {
     parts.push_back(output + ".part" + std::to_string(i) + ".tmp");
     auto one = import_one(files[i], parts.back(), static_cast<int>(i), options);
@@ -53,6 +54,7 @@ Result<ImportReport> import_into(const std::vector<std::string>& files, const st
       return one.error();
     }
     total.format = one->format;
+    on_one_clock = on_one_clock && one->on_one_clock;
     total.bytes_read += one->bytes_read;
     for (const auto& [what, n] : one->skipped)
       total.skipped[what] += n;
@@ -77,7 +79,9 @@ Result<ImportReport> import_into(const std::vector<std::string>& files, const st
     }
   }
   MergeOptions merge;
-  merge.alignment = options.alignment;
+  merge.alignment = options.alignment == ClockAlignment::automatic && on_one_clock
+                        ? ClockAlignment::recorded
+                        : options.alignment;
   merge.run.title = options.title;
   merge.writer = options.writer;
   auto merged = merge_stores(parts, output, merge);

@@ -35,6 +35,9 @@ struct ImportReport {
   // Records not imported, by what they are ("flow events (ph s/f)": 12345).
   std::map<std::string, std::int64_t> skipped;
   std::string clock_alignment;  // with several files: how their clocks were aligned
+  // The times are on the run's one clock already (this product's own export):
+  // several such files are merged with the offsets they record, not realigned.
+  bool on_one_clock = false;
   std::vector<std::string> warnings;
 };
 

@@ -18,6 +18,7 @@
 #include "app/cli/context.h"
 #include "app/cli/text_table.h"
 #include "core/format.h"
+#include "core/prediction_text.h"
 #include "core/trace_analysis.h"
 #include "core/trace_compare.h"
 #include "core/trace_export.h"
@@ -459,12 +460,7 @@ void run_stats(const StatsOptions& o, Context& ctx) {
                                 "per-step analysis)\n");
     // Both tables give the prediction's error against the measurement, the
     // same way (the first gave measured/predicted, the second the error).
-    auto error = [](double predicted, double measured) -> std::string {
-      if (measured <= 0) return predicted > 0 ? "not measured" : "-";
-      if (!(predicted > 0)) return "not predicted";
-      return (predicted >= measured ? "+" : "") +
-             format_fixed(100 * (predicted / measured - 1), 1) + " %";
-    };
+    const auto error = trace::prediction_error_text;
     TextTable t2({"", "predicted", "measured", "error"});
     for (std::size_t i = 1; i < 4; ++i)
       t2.right_align(i);
@@ -500,10 +496,7 @@ void run_stats(const StatsOptions& o, Context& ctx) {
     if (p.machine) {
       std::cout << "The machine, probed before the first step: " << p.machine->text() << ".\n";
       if (p.machine->drifted()) {
-        std::cout << "A probe is more than 15 % from the model: the machine is not as it was "
-                     "calibrated (other work, another speed), or the model's rate for that "
-                     "operation is off. To tell which, calibrate again (clusterscope calibrate) "
-                     "and hold the run against the new presets (trace stats --predict-again).\n";
+        std::cout << trace::kMachineDriftAdvice << '\n';
       }
     } else if (!p.machine_note.empty()) {
       std::cout << "Machine probe: " << p.machine_note << ".\n";

@@ -14,14 +14,15 @@
 #include <set>
 #include <sstream>
 
-#include <sys/resource.h>
-
 #include <nlohmann/json.hpp>
+#include <sqlite3.h>
+#include <sys/resource.h>
 
 #include "core/trace_analysis.h"
 #include "core/trace_export.h"
 #include "core/trace_import.h"
 #include "core/trace_reader.h"
+#include "core/trace_writer.h"
 
 using namespace cs::trace;
 using nlohmann::json;
@@ -30,6 +31,95 @@ namespace {
 
 const std::string kKineto = CS_DATA_DIR "/validation/kineto/";
 const std::string kNsys = CS_DATA_DIR "/validation/nsys/saxpy-mpi-cuda.sqlite";
+const std::string kCpuEngine = CS_DATA_DIR "/cpu/cpu-engine-dp2.db";
+const std::string kGpuBf16 = CS_DATA_DIR "/gpu/worker-bf16.db";
+
+// A copy of a store fixture, opened: a version-1 store is migrated in place.
+std::unique_ptr<TraceReader> opened_copy(const QTemporaryDir& dir, const std::string& store,
+                                         const char* name) {
+  const std::string copy = dir.filePath(name).toStdString();
+  std::filesystem::copy_file(store, copy, std::filesystem::copy_options::overwrite_existing);
+  auto r = TraceReader::open(copy);
+  if (!r) qFatal("%s", r.message().c_str());
+  return std::move(r).value();
+}
+
+// Every event of a store as text, in one order, with what the store keeps of
+// it: its rank and lane (kind, name), fields, details and times.
+std::vector<std::string> event_rows(const TraceReader& r) {
+  std::vector<std::string> rows;
+  cs::Status s = r.for_each_event({}, INT64_MIN / 4, INT64_MAX / 4, [&](const StoredEvent& se) {
+    const Event& e = se.event;
+    const LaneInfo* lane = r.lane(e.lane);
+    std::ostringstream row;
+    row.precision(17);
+    row << se.rank << '|' << to_string(lane->kind) << '|' << lane->name << '|' << to_string(e.kind)
+        << '|' << to_string(e.category) << '|' << r.string(e.name) << '|' << e.start_ns << '|'
+        << e.end_ns << '|' << e.correlation << '|' << e.bytes << '|' << e.flops << '|'
+        << to_string(e.collective) << '|' << to_string(e.dtype) << '|' << e.count << '|' << e.peer
+        << '|' << e.group_size << '|' << e.step;
+    rows.push_back(row.str());
+    return true;
+  });
+  if (!s) qFatal("%s", s.message().c_str());
+  std::sort(rows.begin(), rows.end());
+  return rows;
+}
+
+std::vector<std::string> lane_rows(const TraceReader& r) {
+  std::vector<std::string> rows;
+  for (const LaneInfo& l : r.lanes())
+    rows.push_back(std::to_string(l.rank) + '|' + std::string(to_string(l.kind)) + '|' + l.name +
+                   '|' + std::to_string(l.sort_index));
+  std::sort(rows.begin(), rows.end());
+  return rows;
+}
+
+std::vector<std::string> counter_rows(const TraceReader& r) {
+  std::vector<std::string> rows;
+  auto series = r.counter_series();
+  if (!series) qFatal("%s", series.message().c_str());
+  for (const auto& [rank, name] : *series) {
+    const std::vector<CounterSample> samples = r.counters(rank, name).value();
+    for (const CounterSample& c : samples) {
+      std::ostringstream row;
+      row << rank << '|' << r.string(name) << '|' << c.time_ns << '|' << c.value;
+      rows.push_back(row.str());
+    }
+  }
+  std::sort(rows.begin(), rows.end());
+  return rows;
+}
+
+// What `trace stats` prints per rank and for the prediction, as numbers.
+std::vector<double> stats_figures(const TraceReader& r) {
+  auto a = analyze_run(r);
+  if (!a) qFatal("%s", a.message().c_str());
+  std::vector<double> out;
+  for (const RankAnalysis& rank : a->ranks) {
+    const Breakdown& b = rank.total;
+    for (std::int64_t v : {b.span_ns, b.compute_ns, b.communication_ns, b.overlap_ns,
+                           b.exposed_communication_ns, b.memory_ns, b.idle_ns, b.events})
+      out.push_back(static_cast<double>(v));
+    out.push_back(static_cast<double>(rank.steps.size()));
+    for (const StepBreakdown& s : rank.steps)
+      out.push_back(static_cast<double>(s.breakdown.span_ns));
+  }
+  for (const CollectiveStats& c : a->collectives) {
+    out.push_back(static_cast<double>(c.bytes));
+    out.push_back(c.busbw_gbps);
+  }
+  for (const KernelStats& k : a->kernels)
+    out.push_back(static_cast<double>(k.total_ns));
+  if (a->prediction) {
+    out.push_back(a->prediction->measured_step_s);
+    for (const auto& row : a->prediction->parts)
+      out.push_back(row.measured_s.value_or(-1));
+    for (const auto& row : a->prediction->breakdown)
+      out.push_back(row.measured_s.value_or(-1));
+  }
+  return out;
+}
 
 std::string read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -94,6 +184,21 @@ class TestTraceExport : public QObject {
 
  private slots:
   void chromeTraceParsesBack();
+  void ownExportImportsBack_data();
+  void ownExportImportsBack();
+  void ownExportWithAPidThatIsNoRankIsRefused();
+  void collectivesSizedUnderKinetoNames();
+  void flowsJoinCallsToTheirGpuWork_data();
+  void flowsJoinCallsToTheirGpuWork();
+  void countersBeforeTheFirstEventAreExported();
+  void textThatIsNotUtf8IsReplaced_data();
+  void textThatIsNotUtf8IsReplaced();
+  void predictionCsvKeepsFullPrecision();
+  void reportSaysWhatTraceStatsSays();
+  void windowCountsFromItsEarliestEvent_data();
+  void windowCountsFromItsEarliestEvent();
+  void stepChartSaysWhichRanksItDraws_data();
+  void stepChartSaysWhichRanksItDraws();
   void chromeTraceWindowAndRanks();
   void chromeTraceWarnsWhenLarge();
   void csvTables();
@@ -129,6 +234,7 @@ void TestTraceExport::chromeTraceParsesBack() {
       if (e["name"] == "thread_name") thread_names[{e["pid"], e["tid"]}] = e["args"]["name"];
       continue;
     }
+    if (ph == "s" || ph == "f") continue;  // flow arrows (flowsJoinCallsToTheirGpuWork)
     QCOMPARE(ph, std::string("X"));
     ++x;
     const std::int64_t start = micros_to_ns(e["ts"]) + base;
@@ -192,6 +298,427 @@ void TestTraceExport::chromeTraceParsesBack() {
                                    [](const StoredEvent& stored) { return stored.event.correlation == 57541; });
   QVERIFY(kernel != kernels->end());
   QCOMPARE(kernel->event.start_ns, kernel_start);
+}
+
+// This product's export imported again is the store it came from: ranks
+// (each pid, with its host, device and pid), lanes (kinds and names as they
+// were), every event's fields and details, the steps table, the counters, the
+// run's meta (its prediction) and so what `trace stats` says.
+void TestTraceExport::ownExportImportsBack_data() {
+  QTest::addColumn<QString>("store");
+  QTest::addColumn<bool>("filePerRank");
+  QTest::addRow("cpu engine, 2 ranks") << QString::fromStdString(kCpuEngine) << false;
+  QTest::addRow("cpu engine, a file per rank") << QString::fromStdString(kCpuEngine) << true;
+  QTest::addRow("cuda engine bf16") << QString::fromStdString(kGpuBf16) << false;
+}
+
+void TestTraceExport::ownExportImportsBack() {
+  QFETCH(QString, store);
+  QFETCH(bool, filePerRank);
+  QTemporaryDir dir;
+  auto r = opened_copy(dir, store.toStdString(), "store.cstrace");
+  const std::string path = dir.filePath("store.json").toStdString();
+  ChromeTraceOptions options;
+  options.file_per_rank = filePerRank;
+  auto exported = export_chrome_trace(*r, path, options);
+  QVERIFY2(exported, exported ? "" : exported.message().c_str());
+  const std::string back = dir.filePath("back.cstrace").toStdString();
+  auto report = import_traces(exported->files, back);
+  QVERIFY2(report, report ? "" : report.message().c_str());
+  for (const std::string& w : report->warnings)
+    QVERIFY2(w.find("rank") == std::string::npos, w.c_str());
+  QCOMPARE(report->skipped.count("counter events (ph C)"), std::size_t{0});
+  auto b = TraceReader::open(back).value();
+
+  QCOMPARE(b->ranks().size(), r->ranks().size());
+  for (std::size_t i = 0; i < r->ranks().size(); ++i) {
+    QCOMPARE(b->ranks()[i].rank, r->ranks()[i].rank);
+    QCOMPARE(b->ranks()[i].host, r->ranks()[i].host);
+    QCOMPARE(b->ranks()[i].device, r->ranks()[i].device);
+    QCOMPARE(b->ranks()[i].pid, r->ranks()[i].pid);
+  }
+  QCOMPARE(b->run().title, r->run().title);
+  QCOMPARE(b->run().source, r->run().source);
+  QCOMPARE(b->meta("predicted_step"), r->meta("predicted_step"));
+  QCOMPARE(b->meta("machine_probe"), r->meta("machine_probe"));
+  QCOMPARE(lane_rows(*b), lane_rows(*r));
+  QCOMPARE(b->event_count(), r->event_count());
+  QCOMPARE(event_rows(*b), event_rows(*r));
+  auto steps_a = r->steps().value(), steps_b = b->steps().value();
+  QVERIFY(!steps_a.empty());
+  QCOMPARE(steps_b.size(), steps_a.size());
+  for (std::size_t i = 0; i < steps_a.size(); ++i) {
+    QCOMPARE(steps_b[i].rank, steps_a[i].rank);
+    QCOMPARE(steps_b[i].step, steps_a[i].step);
+    QCOMPARE(steps_b[i].start_ns, steps_a[i].start_ns);
+    QCOMPARE(steps_b[i].end_ns, steps_a[i].end_ns);
+    QCOMPARE(steps_b[i].loss, steps_a[i].loss);
+    QCOMPARE(steps_b[i].tokens, steps_a[i].tokens);
+  }
+  QVERIFY(!counter_rows(*r).empty());
+  QCOMPARE(counter_rows(*b), counter_rows(*r));
+  QCOMPARE(stats_figures(*b), stats_figures(*r));
+}
+
+// A file that says it is this product's export but whose processes are not
+// ranks is refused by name, not merged into one rank.
+void TestTraceExport::ownExportWithAPidThatIsNoRankIsRefused() {
+  QTemporaryDir dir;
+  const std::string path = dir.filePath("odd.json").toStdString();
+  std::ofstream(path)
+      << R"({"otherData":{"producer":"ClusterScope"},"traceEvents":[)"
+      << R"({"ph":"X","cat":"cpu_op","name":"a","pid":"host","tid":1,"ts":1,"dur":1}]})";
+  auto report = import_traces({path}, dir.filePath("odd.cstrace").toStdString());
+  QVERIFY(!report);
+  QVERIFY2(report.message().find("pid host is not a rank") != std::string::npos,
+           report.message().c_str());
+}
+
+// Collectives carry PyTorch's size args ("Collective name", "In msg nelems",
+// "Out msg nelems", "Group size", "dtype"): read as a Kineto reader reads
+// them (the file without this product's marker), the export of an imported
+// Kineto trace gives back its sized collectives.
+void TestTraceExport::collectivesSizedUnderKinetoNames() {
+  QTemporaryDir dir;
+  auto r = imported(dir, {kKineto + "allreduce_rank-0.json.gz"}, "ar.cstrace");
+  auto sized = [](const TraceReader& store) {
+    std::vector<std::string> rows;
+    const RunAnalysis a = analyze_run(store).value();
+    for (const CollectiveStats& c : a.collectives) {
+      if (c.bytes > 0)
+        rows.push_back(std::string(to_string(c.collective)) + '|' + c.name + '|' +
+                       std::string(to_string(c.dtype)) + '|' + std::to_string(c.bytes) + '|' +
+                       std::to_string(c.count));
+    }
+    return rows;
+  };
+  const auto before = sized(*r);
+  QCOMPARE(before.size(), std::size_t{7});
+  const std::string path = dir.filePath("ar.json").toStdString();
+  QVERIFY(export_chrome_trace(*r, path));
+  json doc = json::parse(read_file(path));
+  int collectives = 0;
+  for (const json& e : doc["traceEvents"]) {
+    if (e["ph"] != "X" || !e["args"].contains("collective")) continue;
+    ++collectives;
+    const json& args = e["args"];
+    const std::string collective = args["collective"];  // all_reduce and broadcast here
+    QCOMPARE(args["Collective name"].get<std::string>(),
+             collective == "all_reduce" ? std::string("allreduce") : collective);
+    QVERIFY(args["dtype"] == "Float" || args["dtype"] == "Long");
+    QCOMPARE(args["Group size"].get<int>(), 2);
+    QCOMPARE(args["In msg nelems"].get<std::int64_t>(), args["count"].get<std::int64_t>());
+    QCOMPARE(args["Out msg nelems"].get<std::int64_t>(), args["count"].get<std::int64_t>());
+  }
+  QVERIFY(collectives > 0);
+  doc.erase("otherData");
+  const std::string foreign = dir.filePath("foreign.json").toStdString();
+  std::ofstream(foreign) << doc.dump();
+  auto again = imported(dir, {foreign}, "again.cstrace");
+  QCOMPARE(sized(*again), before);
+}
+
+// Kineto's flow arrows ("ph" s and f, cat ac2g): one per correlation that
+// joins a runtime or driver call to GPU work, from the call's start on its
+// thread to the work's start on its stream (bp "e"), ids unique in the file.
+void TestTraceExport::flowsJoinCallsToTheirGpuWork_data() {
+  QTest::addColumn<QString>("store");
+  QTest::addColumn<QStringList>("kineto");
+  QTest::addRow("cuda engine bf16 (CUPTI)") << QString::fromStdString(kGpuBf16) << QStringList{};
+  QTest::addRow("kineto, 2 ranks in one file")
+      << QString()
+      << QStringList{QString::fromStdString(kKineto + "sampled_rank-0.json.gz"),
+                     QString::fromStdString(kKineto + "sampled_rank-1.json.gz")};
+}
+
+void TestTraceExport::flowsJoinCallsToTheirGpuWork() {
+  QFETCH(QString, store);
+  QFETCH(QStringList, kineto);
+  QTemporaryDir dir;
+  std::unique_ptr<TraceReader> r;
+  if (!store.isEmpty()) {
+    r = opened_copy(dir, store.toStdString(), "store.cstrace");
+  } else {
+    std::vector<std::string> files;
+    for (const QString& f : kineto)
+      files.push_back(f.toStdString());
+    r = imported(dir, files, "store.cstrace");
+  }
+  // The correlations the store links: a call on a host lane, work on a stream.
+  std::map<std::pair<std::int32_t, std::int64_t>, std::int64_t> call_start, work_start;
+  QVERIFY(r->for_each_event({}, INT64_MIN / 4, INT64_MAX / 4, [&](const StoredEvent& se) {
+    const Event& e = se.event;
+    if (e.correlation == 0) return true;
+    const bool gpu = r->lane(e.lane)->kind == LaneKind::gpu_stream;
+    if (!gpu && e.kind != EventKind::api_call && e.kind != EventKind::sync) return true;
+    auto& first = (gpu ? work_start : call_start)[{se.rank, e.correlation}];
+    first = first == 0 ? e.start_ns : std::min(first, e.start_ns);
+    return true;
+  }));
+  std::int64_t linked = 0;
+  for (const auto& [key, start] : call_start)
+    linked += work_start.count(key);
+  QVERIFY(linked > 100);
+
+  const std::string path = dir.filePath("store.json").toStdString();
+  QVERIFY(export_chrome_trace(*r, path));
+  const json doc = json::parse(read_file(path));
+  const std::int64_t base = doc["baseTimeNanoseconds"];
+  std::map<std::int64_t, json> starts, finishes;
+  for (const json& e : doc["traceEvents"]) {
+    if (e["ph"] != "s" && e["ph"] != "f") continue;
+    QCOMPARE(e["cat"].get<std::string>(), std::string("ac2g"));
+    QCOMPARE(e["name"].get<std::string>(), std::string("ac2g"));
+    auto& side = e["ph"] == "s" ? starts : finishes;
+    QVERIFY2(side.emplace(e["id"].get<std::int64_t>(), e).second, "a flow id twice");
+  }
+  QCOMPARE(static_cast<std::int64_t>(starts.size()), linked);
+  QCOMPARE(finishes.size(), starts.size());
+  for (const auto& [id, s] : starts) {
+    const json& f = finishes.at(id);
+    QCOMPARE(f["bp"].get<std::string>(), std::string("e"));
+    const std::int32_t rank = s["pid"];
+    QCOMPARE(f["pid"].get<std::int32_t>(), rank);
+    const std::int64_t correlation = id & 0xffffffff;
+    QCOMPARE(micros_to_ns(s["ts"]) + base, call_start.at({rank, correlation}));
+    QCOMPARE(micros_to_ns(f["ts"]) + base, work_start.at({rank, correlation}));
+    QCOMPARE(r->lane(LaneId{static_cast<std::uint32_t>(f["tid"].get<std::int64_t>())})->kind,
+             LaneKind::gpu_stream);
+  }
+}
+
+// The CUDA engine samples the GPU's memory before its first kernel: that
+// sample is exported too, and the time base is early enough for it.
+void TestTraceExport::countersBeforeTheFirstEventAreExported() {
+  QTemporaryDir dir;
+  auto r = opened_copy(dir, kGpuBf16, "bf16.cstrace");
+  const std::vector<std::string> samples = counter_rows(*r);
+  std::int64_t earliest = INT64_MAX;
+  const auto series = r->counter_series().value();
+  for (const auto& [rank, name] : series)
+    earliest = std::min(earliest, r->counters(rank, name).value().front().time_ns);
+  QVERIFY2(earliest < r->time_range().start_ns, "the fixture has a sample before its events");
+  const std::string path = dir.filePath("bf16.json").toStdString();
+  QVERIFY(export_chrome_trace(*r, path));
+  const json doc = json::parse(read_file(path));
+  const std::int64_t base = doc["baseTimeNanoseconds"];
+  QCOMPARE(base, earliest);
+  std::vector<std::string> exported;
+  for (const json& e : doc["traceEvents"]) {
+    if (e["ph"] != "C") continue;
+    std::ostringstream row;
+    row << e["pid"].get<int>() << '|' << e["name"].get<std::string>() << '|'
+        << micros_to_ns(e["ts"]) + base << '|' << e["args"].begin()->get<double>();
+    exported.push_back(row.str());
+  }
+  std::sort(exported.begin(), exported.end());
+  QCOMPARE(exported, samples);
+}
+
+// A store written before the writer kept its text as UTF-8 may hold other
+// bytes in names (an Nsight export's): every export writes U+FFFD for them.
+void TestTraceExport::textThatIsNotUtf8IsReplaced_data() {
+  QTest::addColumn<QString>("file");
+  QTest::addRow("csv events") << "out.csv";
+  QTest::addRow("chrome json") << "out.json";
+  QTest::addRow("html") << "out.html";
+}
+
+void TestTraceExport::textThatIsNotUtf8IsReplaced() {
+  QFETCH(QString, file);
+  QTemporaryDir dir;
+  const std::string store = dir.filePath("bad.cstrace").toStdString();
+  std::filesystem::copy_file(kCpuEngine, store);
+  {
+    // "bad_\xff\xfe_name" as an event name, "rank \xc3" as a host (cut short).
+    sqlite3* db = nullptr;
+    QCOMPARE(sqlite3_open(store.c_str(), &db), SQLITE_OK);
+    const char* sql =
+        "UPDATE strings SET value = CAST(X'6261645FFFFE5F6E616D65' AS TEXT) WHERE id = "
+        "(SELECT name FROM events WHERE kind = 0 LIMIT 1);"
+        "UPDATE ranks SET host = CAST(X'72616E6B20C3' AS TEXT) WHERE rank = 0;";
+    QCOMPARE(sqlite3_exec(db, sql, nullptr, nullptr, nullptr), SQLITE_OK);
+    sqlite3_close(db);
+  }
+  auto r = TraceReader::open(store).value();
+  const std::string path = dir.filePath(file).toStdString();
+  if (file.endsWith(".csv")) {
+    QVERIFY(export_csv(*r, nullptr, CsvTable::events, path));
+  } else if (file.endsWith(".json")) {
+    QVERIFY(export_chrome_trace(*r, path));
+  } else {
+    QVERIFY(export_html_report(*r, analyze_run(*r).value(), path));
+  }
+  const std::string text = read_file(path);
+  QVERIFY(QString::fromUtf8(text.data(), static_cast<qsizetype>(text.size())).toUtf8() ==
+          QByteArray(text.data(), static_cast<qsizetype>(text.size())));
+  QVERIFY2(text.find("bad_\xEF\xBF\xBD") != std::string::npos, "the name with U+FFFD");
+}
+
+// The prediction table's measured seconds as exactly as its predicted ones
+// (they were rounded to 6 decimals: 0.000000 for a part under a microsecond).
+void TestTraceExport::predictionCsvKeepsFullPrecision() {
+  QTemporaryDir dir;
+  auto r = opened_copy(dir, kCpuEngine, "cpu.cstrace");
+  const RunAnalysis a = analyze_run(*r).value();
+  QVERIFY(a.prediction);
+  const std::string path = dir.filePath("prediction.csv").toStdString();
+  QVERIFY(export_csv(*r, &a, CsvTable::prediction, path));
+  std::map<std::string, std::string> measured;  // "group|name" -> its text
+  std::istringstream lines(read_file(path));
+  std::string line;
+  std::getline(lines, line);
+  QCOMPARE(line, std::string("group,name,predicted_s,measured_s"));
+  while (std::getline(lines, line)) {
+    const auto f = csv_split(line);
+    QCOMPARE(f.size(), std::size_t{4});
+    measured[f[0] + "|" + f[1]] = f[3];
+  }
+  auto exact = [&](const std::string& key, double value) {
+    QVERIFY2(measured.count(key), key.c_str());
+    QCOMPARE(std::stod(measured[key]), value);
+  };
+  exact("step|step", a.prediction->measured_step_s);
+  for (const auto& row : a.prediction->categories) {
+    if (row.measured_s) exact("category|" + row.name, *row.measured_s);
+  }
+}
+
+// The HTML report and the prediction CSV hold what `trace stats` prints for
+// a store with a prediction: each part of the step predicted against
+// measured, the verdict and the machine probe, from the same comparison.
+void TestTraceExport::reportSaysWhatTraceStatsSays() {
+  QTemporaryDir dir;
+  auto r = opened_copy(dir, kCpuEngine, "cpu.cstrace");
+  const RunAnalysis a = analyze_run(*r).value();
+  QVERIFY(a.prediction && !a.prediction->breakdown.empty() && a.prediction->machine);
+  const PredictionComparison& p = *a.prediction;
+  auto escaped = [](std::string text) {
+    std::string out;
+    for (char c : text)
+      out += c == '<' ? "&lt;" : c == '>' ? "&gt;" : c == '&' ? "&amp;" : std::string(1, c);
+    return out;
+  };
+  const std::string page_path = dir.filePath("r.html").toStdString();
+  QVERIFY(export_html_report(*r, a, page_path));
+  const std::string page = read_file(page_path);
+  QVERIFY2(page.find(escaped(p.verdict)) != std::string::npos, p.verdict.c_str());
+  QVERIFY(page.find(escaped(p.machine->text())) != std::string::npos);
+  for (const auto& part : p.breakdown)
+    QVERIFY2(page.find("<tr><td>" + part.name + "</td>") != std::string::npos, part.name.c_str());
+  QVERIFY(page.find("largest disagreement") != std::string::npos);
+
+  const std::string csv_path = dir.filePath("p.csv").toStdString();
+  QVERIFY(export_csv(*r, &a, CsvTable::prediction, csv_path));
+  std::istringstream lines(read_file(csv_path));
+  std::string line;
+  std::vector<std::pair<std::string, double>> rows;
+  while (std::getline(lines, line)) {
+    const auto f = csv_split(line);
+    if (f[0] == "breakdown") rows.emplace_back(f[1], std::stod(f[3]));
+  }
+  QCOMPARE(rows.size(), p.breakdown.size() + 1);
+  QCOMPARE(rows[0].first, std::string("step"));
+  QCOMPARE(rows[0].second, p.measured_step_median_s);
+  for (std::size_t i = 0; i < p.breakdown.size(); ++i) {
+    QCOMPARE(rows[i + 1].first, p.breakdown[i].name);
+    QCOMPARE(rows[i + 1].second, p.breakdown[i].measured_s.value_or(0));
+  }
+}
+
+// A window's Chrome trace counts from the earliest event it writes (a parent
+// that began before the window), as docs/trace-schema.md says; it counted
+// from the window's start less the store's longest event.
+void TestTraceExport::windowCountsFromItsEarliestEvent_data() {
+  QTest::addColumn<QString>("store");
+  QTest::addColumn<double>("at");         // the window's start, as a fraction of the trace
+  for (double at : {0.86, 0.92, 0.97}) {  // the GPU run's steps are its last 14 %
+    QTest::addRow("cpu engine at %.2f", at) << QString::fromStdString(kCpuEngine) << at;
+    QTest::addRow("cuda engine bf16 at %.2f", at) << QString::fromStdString(kGpuBf16) << at;
+  }
+}
+
+void TestTraceExport::windowCountsFromItsEarliestEvent() {
+  QFETCH(QString, store);
+  QFETCH(double, at);
+  QTemporaryDir dir;
+  auto r = opened_copy(dir, store.toStdString(), "store.cstrace");
+  const TimeRange all = r->time_range();
+  const auto start =
+      all.start_ns + static_cast<std::int64_t>(at * static_cast<double>(all.end_ns - all.start_ns));
+  ChromeTraceOptions options;
+  options.window = TimeRange{start, start + (all.end_ns - all.start_ns) / 20};
+  options.counters = false;
+  const std::string path = dir.filePath("window.json").toStdString();
+  QVERIFY(export_chrome_trace(*r, path, options));
+  const json doc = json::parse(read_file(path));
+  const std::int64_t base = doc["baseTimeNanoseconds"];
+  std::int64_t earliest = INT64_MAX;
+  for (const json& e : doc["traceEvents"]) {
+    if (e["ph"] == "X") earliest = std::min(earliest, micros_to_ns(e["ts"]) + base);
+  }
+  QVERIFY(earliest != INT64_MAX);
+  QCOMPARE(base, earliest);
+}
+
+// The HTML step-time chart: a line and a legend entry per rank up to 8
+// ranks; past that (colours would repeat, the legend stopped at rank 9 with
+// no word), the band from the fastest to the slowest rank and the median,
+// saying over how many ranks.
+void TestTraceExport::stepChartSaysWhichRanksItDraws_data() {
+  QTest::addColumn<int>("ranks");
+  for (int n : {2, 8, 9, 16})
+    QTest::addRow("%d ranks", n) << n;
+}
+
+void TestTraceExport::stepChartSaysWhichRanksItDraws() {
+  QFETCH(int, ranks);
+  QTemporaryDir dir;
+  const std::string path = dir.filePath("steps.cstrace").toStdString();
+  {
+    auto w = TraceWriter::create(path, RunInfo{"steps", "test"}).value();
+    const StringId kernel = w->intern("gemm"), step = w->intern("step");
+    for (int r = 0; r < ranks; ++r) {
+      w->add_rank({r, "node", "GPU", 1, 0, false});
+      const LaneId stream = w->add_lane(r, LaneKind::gpu_stream, "stream 7", 0);
+      const LaneId steps = w->add_lane(r, LaneKind::steps, "steps", 1);
+      std::int64_t t = 1'000'000;
+      for (int i = 0; i < 4; ++i) {
+        const std::int64_t length = (10 + r + 3 * i) * 1'000'000;  // each rank its own times
+        Event e;
+        e.lane = steps;
+        e.kind = EventKind::step;
+        e.category = Category::other;
+        e.start_ns = t;
+        e.end_ns = t + length;
+        e.name = step;
+        e.step = i;
+        w->add(e);
+        e.lane = stream;
+        e.kind = EventKind::kernel;
+        e.category = Category::compute;
+        e.end_ns = t + length / 2;
+        e.name = kernel;
+        w->add(e);
+        t += length;
+      }
+    }
+    QVERIFY(w->close());
+  }
+  auto r = TraceReader::open(path).value();
+  const RunAnalysis a = analyze_run(*r).value();
+  QCOMPARE(static_cast<int>(a.ranks.size()), ranks);
+  const std::string page_path = dir.filePath("r.html").toStdString();
+  QVERIFY(export_html_report(*r, a, page_path));
+  const std::string page = read_file(page_path);
+  const std::string chart = page.substr(page.find("aria-label=\"step times\""));
+  const std::string band = "fastest to slowest of " + std::to_string(ranks) + " ranks";
+  for (int rank = 0; rank < ranks; ++rank) {
+    const bool legend =
+        chart.find(">rank " + std::to_string(rank) + "</text>") != std::string::npos;
+    QCOMPARE(legend, ranks <= 8);
+  }
+  QCOMPARE(chart.find(band) != std::string::npos, ranks > 8);
 }
 
 void TestTraceExport::chromeTraceWindowAndRanks() {

@@ -1,0 +1,20 @@
+#pragma once
+// How a run held against its prediction is told, in the same words by
+// `clusterscope trace stats` and the HTML report.
+
+#include <string>
+
+namespace cs::trace {
+
+// The prediction's error against the measurement: "+0.8 %", "-51.7 %";
+// "not measured", "not predicted", or "-" when neither side has a value.
+std::string prediction_error_text(double predicted, double measured);
+
+// Said after a machine probe more than 15 % from the model (MachineDrift::drifted).
+inline constexpr const char* kMachineDriftAdvice =
+    "A probe is more than 15 % from the model: the machine is not as it was calibrated (other "
+    "work, another speed), or the model's rate for that operation is off. To tell which, "
+    "calibrate again (clusterscope calibrate) and hold the run against the new presets (trace "
+    "stats --predict-again).";
+
+}  // namespace cs::trace
