@@ -25,10 +25,12 @@
 #include <nlohmann/json.hpp>
 
 #include "core/file_exists.h"
+#include "core/json_reader.h"
 #include "core/parse_count.h"
 #include "core/trace_export.h"
 #include "core/trace_import.h"
 #include "core/trace_import_internal.h"
+#include "core/utf8.h"
 
 namespace cs::trace {
 
@@ -496,7 +498,11 @@ class KinetoHandler : public nlohmann::json_sax<nlohmann::json> {
   }
   bool parse_error(std::size_t position, const std::string&,
                    const nlohmann::detail::exception& ex) override {
-    error = "not valid JSON at byte " + std::to_string(position) + ": " + ex.what();
+    // nlohmann's words without its tag ("[json.exception.parse_error.101]
+    // parse error at line 1, column 2: "), and the bytes it last read as
+    // UTF-8 (a binary file echoed raw bytes to the terminal).
+    error = "not valid JSON at byte " + std::to_string(position) + ": " +
+            valid_utf8(json_error_text(ex));
     return false;
   }
 

@@ -664,6 +664,14 @@ void TestTraceImport::kinetoPlainJsonAndErrors() {
   QVERIFY2(QString::fromStdString(e1.message())
                .contains(QString::fromStdString(broken) + ": not valid JSON at byte"),
            e1.message().c_str());
+  // The parser's words without its tag, and a raw byte it read as U+FFFD
+  // (it echoed "[json.exception.parse_error.101]" and the byte itself).
+  const std::string binary = write("binary.json", QByteArray("{\"traceEvents\": [\xff\xfe]}"));
+  auto raw = import_kineto({binary}, dir.filePath("x.cstrace").toStdString());
+  QVERIFY(!raw);
+  QVERIFY2(raw.message().find("[json.exception") == std::string::npos, raw.message().c_str());
+  QVERIFY2(cs::is_valid_utf8(raw.message()), raw.message().c_str());
+  QVERIFY2(QString::fromStdString(raw.message()).contains("syntax error"), raw.message().c_str());
   const std::string other = write("other.json", R"({"name": "not a trace"})");
   auto e2 = import_kineto({other}, dir.filePath("o.cstrace").toStdString());
   QVERIFY(!e2);
