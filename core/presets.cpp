@@ -168,12 +168,19 @@ Status PresetCatalog::load_user_presets(const fs::path& dir) {
                  ": is not a folder: user presets are read from a folder of *.json files"};
   }
   std::vector<fs::path> files;
+  std::vector<std::string> not_files;  // *.json that are no file: said, not read
   for (const auto& entry : fs::directory_iterator(dir, ec)) {
     // A dangling link, a link loop, a FIFO or a folder named *.json is not a
-    // preset file: passed over, and its own error kept apart from the listing's.
+    // preset file: passed over, said why (a folder gpus.json was silently
+    // ignored), and its own error kept apart from the listing's.
     std::error_code entry_ec;
-    if (entry.path().extension() == ".json" && entry.is_regular_file(entry_ec)) {
+    if (entry.path().extension() != ".json") continue;
+    if (entry.is_regular_file(entry_ec)) {
       files.push_back(entry.path());
+    } else {
+      not_files.push_back(entry.path().string() + (entry.is_directory(entry_ec)
+                                                       ? ": is a folder, not a preset file; passed over"
+                                                       : ": is not a readable file; passed over"));
     }
   }
   if (ec) return Error{dir.string() + ": cannot list the user presets: " + ec.message()};
@@ -181,7 +188,7 @@ Status PresetCatalog::load_user_presets(const fs::path& dir) {
 
   // Everything is read into a copy first: a broken file leaves the catalog as it was.
   PresetCatalog merged = *this;
-  merged.skipped_user_files_.clear();
+  merged.skipped_user_files_ = not_files;
   std::map<std::string, std::string> seen;  // "kind name" -> file, for duplicates
   for (const fs::path& file : files) {
     auto j = read_json_file(file.string());

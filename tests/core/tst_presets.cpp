@@ -344,12 +344,17 @@ void TestPresets::userPresetsMergeOverShipped() {
   write_file(dir.filePath("run.plan.json"),
              R"({"cluster": "dgx-h100-1node", "workload": "llama2-7b",
                  "parallel": {"dp": 8, "micro_batch": 1, "global_batch": 64}})");
+  // A folder named like a preset file is said to be one (it was passed over
+  // without a word).
+  QVERIFY(QDir(dir.path()).mkdir("gpus.json"));
   cs::PresetCatalog catalog = load_catalog();
   const std::size_t shipped_gpus = catalog.gpus().size();
   QVERIFY(catalog.load_user_presets(dir.path().toStdString()).ok());
   QCOMPARE(catalog.user_files().size(), std::size_t(2));
-  QCOMPARE(catalog.skipped_user_files().size(), std::size_t(1));
-  QVERIFY(catalog.skipped_user_files().front().find("run.plan.json: holds plans, not presets") !=
+  QCOMPARE(catalog.skipped_user_files().size(), std::size_t(2));
+  QVERIFY(catalog.skipped_user_files().front().find(
+              "gpus.json: is a folder, not a preset file; passed over") != std::string::npos);
+  QVERIFY(catalog.skipped_user_files().back().find("run.plan.json: holds plans, not presets") !=
           std::string::npos);
   QCOMPARE(catalog.gpus().size(), shipped_gpus);  // replaced, not added
   QCOMPARE(catalog.find_gpu("h100-sxm")->source, std::string("measured here"));
