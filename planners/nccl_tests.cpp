@@ -144,6 +144,17 @@ Result<NcclTestsLog> parse_nccl_tests(std::string_view text, std::string_view fi
     double us = *oop;
     if (ip && *ip > 0) us = std::min(us, *ip);
     if (!(us > 0)) return Error{where + ": the time must be > 0 microseconds"};
+    // "#wrong": a count, or N/A when nccl-tests did not check (-c 0).
+    bool wrong = false;
+    for (const std::size_t column : {first + 3, first + 7}) {
+      if (column < t.size()) {
+        if (const auto n = number(t[column]); n && *n > 0) wrong = true;
+      }
+    }
+    if (wrong) {
+      if (log.rows_with_wrong_values++ == 0) log.first_row_with_wrong_values = line_number;
+      continue;
+    }
     CollectiveSample s;
     s.bytes = *size;
     s.seconds = us * 1e-6;
@@ -158,6 +169,10 @@ Result<NcclTestsLog> parse_nccl_tests(std::string_view text, std::string_view fi
     return Error{std::string(file) +
                  ": cannot tell which collective this is (no \"Collective test\" line and no "
                  "program name in the file name): name it with --collective (all_reduce, all_gather, ...)"};
+  }
+  if (log.samples.empty() && log.rows_with_wrong_values > 0) {
+    return Error{std::string(file) + ": every result row counts values nccl-tests found wrong " +
+                 "(the \"#wrong\" column): no time of a working collective to calibrate on"};
   }
   if (log.samples.empty())
     return Error{std::string(file) + ": no result rows (size, count, type, ... time)"};

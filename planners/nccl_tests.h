@@ -31,6 +31,10 @@ struct NcclTestsLog {
   // line): left out, counted, the first one's number kept.
   int lines_left_out = 0;
   int first_line_left_out = 0;
+  // Result rows whose "#wrong" column counts values nccl-tests found wrong:
+  // their times are not of a working collective, so they are left out.
+  int rows_with_wrong_values = 0;
+  int first_row_with_wrong_values = 0;
 };
 
 // `file` names the source in messages. The collective comes from the

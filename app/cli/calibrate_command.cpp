@@ -387,6 +387,7 @@ void run_nccl_tests(Context& ctx, const CalibrateOptions& o) {
                       {"device", l.device},
                       {"sizes", l.samples.size()},
                       {"lines_left_out", l.lines_left_out},
+                      {"rows_with_wrong_values", l.rows_with_wrong_values},
                       {"average_busbw_bytes_per_second", l.average_busbw}});
     }
     std::cout << json{{"logs", logs},
@@ -411,6 +412,12 @@ void run_nccl_tests(Context& ctx, const CalibrateOptions& o) {
                             (l.lines_left_out == 1 ? " line" : " lines") +
                             " after the table's header left out, not being result rows (the "
                             "first: line " + std::to_string(l.first_line_left_out) + ")"
+                      : std::string())
+              << (l.rows_with_wrong_values > 0
+                      ? ", " + std::to_string(l.rows_with_wrong_values) +
+                            (l.rows_with_wrong_values == 1 ? " size" : " sizes") +
+                            " left out: nccl-tests found wrong values in them (the first: line " +
+                            std::to_string(l.first_row_with_wrong_values) + ")"
                       : std::string())
               << '\n';
   }

@@ -303,6 +303,7 @@ class TestCalibration : public QObject {
   void learnsGemmsFromTheKernelsOfAGpuRun();
   void readsNcclTestsLogs_data();
   void readsNcclTestsLogs();
+  void ncclTestsRowsWithWrongValuesAreLeftOut();
   void ncclTestsFitsTheTier();
   void malformedNcclTestsLogs_data();
   void malformedNcclTestsLogs();
@@ -1408,6 +1409,23 @@ void TestCalibration::readsNcclTestsLogs() {
   QVERIFY(!folder);
   QCOMPARE(QString::fromStdString(folder.message()),
            QStringLiteral(CS_DATA_DIR "/nccl-tests: is a folder, not an nccl-tests log"));
+}
+
+// A size whose "#wrong" column counts wrong values timed no working
+// collective: left out and counted (it was fitted like the others).
+void TestCalibration::ncclTestsRowsWithWrongValuesAreLeftOut() {
+  QFile f(fixture("all_reduce_perf_1x8_h100.log"));
+  QVERIFY(f.open(QIODevice::ReadOnly));
+  QByteArray text = f.readAll();
+  const QByteArray row = "0.08      0     22.13";
+  QVERIFY(text.contains(row));
+  text.replace(row, "0.08      5     22.13");
+  auto log = cs::plan::parse_nccl_tests(text.toStdString(), "all_reduce_perf_wrong.log");
+  QVERIFY2(log, log ? "" : log.message().c_str());
+  QCOMPARE(static_cast<int>(log->samples.size()), 17);
+  QCOMPARE(log->samples.front().bytes, 2048.0);
+  QCOMPARE(log->rows_with_wrong_values, 1);
+  QCOMPARE(log->first_row_with_wrong_values, 16);
 }
 
 // The one-host log was written with alpha 1.6 us per ring step and 380 GB/s
