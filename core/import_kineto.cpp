@@ -993,6 +993,7 @@ Result<ImportReport> import_own_export(const KinetoHandler& h, const std::string
   report.skipped.erase(kFlowEvents);
   report.ranks = static_cast<std::int32_t>(ranks.size());
   report.on_one_clock = true;
+  report.format = "clusterscope export";  // Kineto's JSON, read as this product wrote it
   return report;
 }
 

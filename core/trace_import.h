@@ -28,7 +28,7 @@ struct ImportOptions {
 };
 
 struct ImportReport {
-  std::string format;  // "kineto" or "nsys"
+  std::string format;  // "kineto", "nsys", or "clusterscope export" (a Chrome trace of ours)
   std::int32_t ranks = 0;
   std::int64_t events = 0;      // events written
   std::int64_t bytes_read = 0;  // input bytes parsed (uncompressed JSON; SQLite file size)

@@ -328,6 +328,8 @@ void TestTraceExport::ownExportImportsBack() {
   for (const std::string& w : report->warnings)
     QVERIFY2(w.find("rank") == std::string::npos, w.c_str());
   QCOMPARE(report->skipped.count("counter events (ph C)"), std::size_t{0});
+  // Said as what it is (it read "(kineto)").
+  QCOMPARE(report->format, std::string("clusterscope export"));
   auto b = TraceReader::open(back).value();
 
   QCOMPARE(b->ranks().size(), r->ranks().size());
