@@ -847,6 +847,26 @@ void apply_own_fields(const KinetoHandler& h, const Parsed& p, Event& e) {
   e.group_size = std::max(p.own_group_size, 0);
 }
 
+// The handler's names interned in the writer once each, when first used.
+class NamesInterned {
+ public:
+  NamesInterned(const std::vector<std::string>& strings, TraceWriter& writer)
+      : strings_(strings), writer_(writer), ids_(strings.size()), done_(strings.size(), false) {}
+  StringId operator()(std::uint32_t id) {
+    if (!done_[id]) {
+      ids_[id] = writer_.intern(strings_[id]);
+      done_[id] = true;
+    }
+    return ids_[id];
+  }
+
+ private:
+  const std::vector<std::string>& strings_;
+  TraceWriter& writer_;
+  std::vector<StringId> ids_;
+  std::vector<bool> done_;
+};
+
 // This product's own export (otherData's producer): each pid is a rank, each
 // tid a lane whose kind and name otherData lists with the ranks' rows, the
 // store's meta and its steps; events and counters keep their stored fields.
@@ -961,15 +981,7 @@ Result<ImportReport> import_own_export(const KinetoHandler& h, const std::string
     lanes[i] = known->second;
   }
 
-  std::vector<StringId> names(h.strings.size());
-  std::vector<bool> named(h.strings.size(), false);
-  auto name_of = [&](std::uint32_t id) {
-    if (!named[id]) {
-      names[id] = w.intern(h.strings[id]);
-      named[id] = true;
-    }
-    return names[id];
-  };
+  NamesInterned name_of(h.strings, w);
   for (const Parsed& p : h.events) {
     Event e = kineto_event(h, p);
     apply_own_fields(h, p, e);
@@ -1136,15 +1148,7 @@ Result<ImportReport> import_one_kineto(const std::string& file, const std::strin
   }
   const LaneId steps = w.add_lane(rank, LaneKind::steps, "steps", -1);
 
-  std::vector<StringId> names(h.strings.size());
-  std::vector<bool> named(h.strings.size(), false);
-  auto name_of = [&](std::uint32_t id) {
-    if (!named[id]) {
-      names[id] = w.intern(h.strings[id]);
-      named[id] = true;
-    }
-    return names[id];
-  };
+  NamesInterned name_of(h.strings, w);
 
   for (const Parsed& p : h.events) {
     Event e = kineto_event(h, p);

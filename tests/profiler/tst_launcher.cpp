@@ -39,6 +39,19 @@ RunSpec endless_run(int ranks, const QString& store = {}) {
   return spec;
 }
 
+// A process's parent (mpirun, for a rank): the fourth field of /proc/PID/stat.
+pid_t parent_of(std::int64_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  std::getline(stat, line);
+  if (line.rfind(')') == std::string::npos) return 0;
+  std::istringstream fields(line.substr(line.rfind(')') + 2));
+  char state = 0;
+  pid_t parent = 0;
+  fields >> state >> parent;
+  return parent;
+}
+
 bool every_rank_reached(const Launcher& launcher, int step) {
   for (const RankStatus& r : launcher.ranks()) {
     if (r.step < step || r.pid <= 0) return false;
@@ -707,14 +720,7 @@ void TestLauncher::ranksOfAKilledJobAreLost() {
   Launcher launcher(spec);
   QVERIFY(launcher.start().ok());
   QVERIFY2(test::wait_until([&] { return every_rank_reached(launcher, 2); }, 30s), "no progress");
-  // mpirun is the ranks' parent: the fourth field of /proc/PID/stat.
-  std::ifstream stat("/proc/" + std::to_string(launcher.ranks()[0].pid) + "/stat");
-  std::string line;
-  std::getline(stat, line);
-  std::istringstream fields(line.substr(line.rfind(')') + 2));
-  char state = 0;
-  pid_t mpirun = 0;
-  fields >> state >> mpirun;
+  const pid_t mpirun = parent_of(launcher.ranks()[0].pid);
   QVERIFY(mpirun > 1);
   QCOMPARE(::kill(mpirun, SIGKILL), 0);
   const RunReport r = launcher.wait();
@@ -842,13 +848,7 @@ void TestLauncher::stoppedMpirunIsNamed() {
   });
   QVERIFY(launcher.start().ok());
   QVERIFY2(test::wait_until([&] { return every_rank_reached(launcher, 2); }, 30s), "no progress");
-  std::ifstream stat("/proc/" + std::to_string(launcher.ranks()[0].pid) + "/stat");
-  std::string line;
-  std::getline(stat, line);
-  std::istringstream fields(line.substr(line.rfind(')') + 2));
-  char state = 0;
-  pid_t mpirun = 0;
-  fields >> state >> mpirun;
+  const pid_t mpirun = parent_of(launcher.ranks()[0].pid);
   QVERIFY(mpirun > 1);
   QCOMPARE(::kill(mpirun, SIGSTOP), 0);
   const auto stopped_at = std::chrono::steady_clock::now();
