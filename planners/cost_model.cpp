@@ -146,6 +146,17 @@ struct StageParams {
   double total() const { return layers + embedding; }
 };
 
+// The vocabulary rows each tensor rank holds of the embedding and the head.
+// Split by vocabulary, Megatron pads the vocabulary to a multiple of 128 x tp
+// (--make-vocab-size-divisible-by 128): GPT-3's 50 257 rows are 51 200 at
+// TP 8, 6400 a rank (50 257 / 8 gave 6282.1). Kept whole on every rank, as
+// the ClusterScope engines do, it is not padded.
+double vocab_rows_per_rank(const Model& x, const Knobs& k) {
+  if (!k.vocab_parallel) return x.vocab;
+  const double multiple = 128.0 * k.tp;
+  return std::ceil(x.vocab / multiple) * multiple / k.tp;
+}
+
 StageParams stage_params(const Model& x, const Knobs& k, bool first, bool last) {
   StageParams s;
   if (!x.transformer) {
@@ -153,17 +164,16 @@ StageParams stage_params(const Model& x, const Knobs& k, bool first, bool last) 
     return s;
   }
   const double t = k.tp;
-  const double vocab_t = k.vocab_parallel ? t : 1.0;  // the embedding and head split by vocabulary
   const double per_layer = (x.params_layer - x.params_layer_norms) / t + x.params_layer_norms;
   s.layers = per_layer * (x.layers / k.pp);
-  if (first) s.embedding += x.params_embedding / vocab_t + x.params_positions;
+  const double vocab_table = vocab_rows_per_rank(x, k) * x.hidden;  // the embedding's or head's
+  if (first) s.embedding += vocab_table + x.params_positions;
   if (last) {
     s.embedding += x.params_final_norm;
     if (x.params_lm_head > 0) {
-      s.embedding += x.params_lm_head / vocab_t;
+      s.embedding += vocab_table;
     } else if (k.pp > 1) {
-      s.embedding +=
-          x.params_embedding / vocab_t;  // the tied head keeps its own copy on the last stage
+      s.embedding += vocab_table;  // the tied head keeps its own copy on the last stage
     }
   }
   return s;
@@ -230,7 +240,7 @@ MemoryBreakdown stage_memory(const Machine& m, const Model& x, const Knobs& k, d
   if (x.transformer) {
     const LayerShape shape{
         x.seq, static_cast<double>(k.micro_batch), x.hidden, x.heads, x.kv_heads, x.ffn, x.gated};
-    const double logits = 4 * tokens * x.vocab / (k.vocab_parallel ? t : 1.0);  // fp32
+    const double logits = 4 * tokens * vocab_rows_per_rank(x, k);  // fp32
     if (k.inference) {
       // Forward only: one layer's tensors live at a time.
       mem.activation_workspace =
@@ -608,7 +618,7 @@ LayerCosts layer_costs(const Machine& m, const Model& x, const Knobs& k) {
   // Each rank's share of the vocabulary; the whole of it where every rank
   // keeps the head whole (and its input gradient, the same on every rank,
   // needs no all-reduce).
-  const double vocab = k.vocab_parallel ? x.vocab / t : x.vocab;
+  const double vocab = vocab_rows_per_rank(x, k);
   const double head_gemm = kn.linear(tokens, vocab, h, in_e, e);
   const double head_wgrad = kn.linear_wgrad(tokens, vocab, h, in_e);
   head.forward_kinds.norm = kn.loop(lc.norm_ns, local_tokens * h, 2 * local_tokens * h * e);
@@ -750,7 +760,7 @@ PipelineCosts pipeline_costs(const Machine& m, const Model& x, const Knobs& k,
     p.first.p2p = p.middle.p2p = p.last.p2p = p2p_seconds(m, x, k, e);
     if (x.transformer && x.tied && !k.inference) {
       // The tied embedding's gradient is summed between the first and last stage.
-      const double bytes_grad = x.params_embedding / (k.vocab_parallel ? k.tp : 1) *
+      const double bytes_grad = vocab_rows_per_rank(x, k) * x.hidden *
                                 (k.fp32_main_grad ? 4.0 : bytes_per_element(k.gradients));
       const GroupPlacement pair =
           pipeline_crosses_nodes(m, k) ? GroupPlacement{1, 2} : GroupPlacement{2, 1};

@@ -636,11 +636,24 @@ void TestPlanner::embeddingAndHeadWholePerRank() {
   QVERIFY(whole.compute_by_kind.loss > 1.8 * split.compute_by_kind.loss);
   QVERIFY(whole.compute_by_kind.gemm > split.compute_by_kind.gemm);
   QVERIFY(whole.time.tp_communication < split.time.tp_communication);
+  // Split, each rank holds its share of the vocabulary padded as Megatron
+  // pads it (50 257 to a multiple of 128 x 2: 50 432, 25 216 rows a rank);
+  // whole, the vocabulary as it is.
   const double vocab = p.workload.transformer.vocab, hidden = p.workload.transformer.hidden;
+  QCOMPARE(vocab, 50257.0);
   QVERIFY(qFuzzyCompare(whole.memory.weights - split.memory.weights,
-                        vocab * hidden / 2 * cs::bytes_per_element(p.precision.weights)));
+                        (vocab - 25216) * hidden * cs::bytes_per_element(p.precision.weights)));
   // The model's FLOPs (MFU's numerator) count the head once over the group.
   QCOMPARE(whole.throughput.model_flops_per_step, split.throughput.model_flops_per_step);
+
+  // GPT-3 175B at TP 8: 50 257 rows padded to 51 200, so a rank holds the
+  // 6400 rows the padded vocabulary gives (6282.1 before), the same as a
+  // vocabulary of 51 200 would.
+  cs::Plan gpt3 = gpt3_on_64();
+  QCOMPARE(gpt3.workload.transformer.vocab, 50257);
+  const cs::plan::Estimate padded = must_estimate(gpt3);
+  gpt3.workload.transformer.vocab = 51200;
+  QCOMPARE(must_estimate(gpt3).parameters_per_gpu, padded.parameters_per_gpu);
 
   // Sequence parallel: the whole head still gathers the sequence's shards.
   // The tensor-parallel time grows with the layers, plus that all-gather.
