@@ -145,9 +145,6 @@ Result<PlanRun> plan_run(const Plan& plan, const PlanRunOptions& o) {
                    "something else: remove it or give --out another name"};
     }
   }
-  if (o.write_plan) {
-    if (Status s = write_json_file(run.plan_path, to_json(plan)); !s) return Error{s.message()};
-  }
 
   const int ranks = p.world_size();
   RunSpec& spec = run.spec;
@@ -182,6 +179,15 @@ Result<PlanRun> plan_run(const Plan& plan, const PlanRunOptions& o) {
   spec.placement = o.placement;
   spec.hostfile = o.hostfile;
   spec.slurm = o.slurm;
+  // A Slurm script the launcher would refuse (a value it cannot quote) is
+  // refused here, before the plan is written beside the store (a refused
+  // job left RUN.plan.json behind).
+  if (spec.placement == Placement::slurm) {
+    if (auto script = slurm_script(spec); !script) return script.error();
+  }
+  if (o.write_plan) {
+    if (Status s = write_json_file(run.plan_path, to_json(plan)); !s) return Error{s.message()};
+  }
   return run;
 }
 

@@ -540,6 +540,8 @@ void run_export(ExportOptions o) {
       (std::filesystem::exists(o.output, ec) && !std::filesystem::is_regular_file(o.output, ec) &&
        !std::filesystem::is_directory(o.output, ec));
   std::ostream& summary = to_device ? std::cerr : std::cout;
+  // Before any note on the output's name: it is not written at all.
+  if (!to_device) refuse_replacing_a_database(o.output);
   std::string format = o.format;
   if (format.empty()) {
     const std::string ext = std::filesystem::path(o.output).extension().string();
@@ -573,7 +575,6 @@ void run_export(ExportOptions o) {
                    " writes several files named after -o: give a file name, not a device");
   }
   if (o.table.empty()) o.table = "events";
-  if (!to_device) refuse_replacing_a_database(o.output);
   auto r = open_store(o.store);
   std::optional<TimeRange> window;
   if (!o.from.empty() || !o.to.empty()) {

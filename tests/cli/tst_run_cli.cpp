@@ -287,6 +287,19 @@ void TestRunCli::slurmScriptEndToEnd() {
   const QString store = work + "/run.db";
   QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
   env.insert("PATH", work + "/bin:" + env.value("PATH"));  // no sbatch there
+
+  // A store whose path no #SBATCH line can carry is refused before the plan
+  // is written beside it (the refused job left its plan behind).
+  const QString spaced = work + "/with space/run.db";
+  const Run refused = run_cli(QStringList{"run", "--dp", "2", "--steps", "3", "--out", spaced,
+                                          "--slurm", "--backend", "cpu"} +
+                                  tiny(),
+                              work, env);
+  QCOMPARE(refused.exit_code, 1);
+  QVERIFY2(refused.err.contains("holds characters a #SBATCH line cannot carry"),
+           qPrintable(refused.err));
+  QVERIFY(!QFile::exists(work + "/with space/run.plan.json"));
+
   const Run r = run_cli(QStringList{"run", "--dp", "2", "--steps", "3", "--out", store, "--slurm",
                                     "--slurm-partition", "cpu", "--backend", "cpu"} +
                             tiny(),
