@@ -11,4 +11,8 @@ namespace cs {
 // "<path>: no such file", or "<path>: <why it cannot be looked at>".
 Status check_file_exists(const std::string& path);
 
+// A regular file that begins with SQLite's header: a database (a trace
+// store, an Nsight Systems export, another program's).
+bool is_sqlite_file(const std::string& path);
+
 }  // namespace cs

@@ -19,7 +19,6 @@
 #include <fstream>
 #include <map>
 #include <memory>
-#include <set>
 #include <unordered_map>
 
 #include <nlohmann/json.hpp>
@@ -30,6 +29,7 @@
 #include "core/trace_export.h"
 #include "core/trace_import.h"
 #include "core/trace_import_internal.h"
+#include "core/trace_store_internal.h"
 #include "core/utf8.h"
 
 namespace cs::trace {
@@ -935,15 +935,8 @@ Result<ImportReport> import_own_export(const KinetoHandler& h, const std::string
   if (!created) return created.error();
   TraceWriter& w = **created;
   // The rows that describe one file, or that RunInfo wrote, are the new store's own.
-  static const std::set<std::string> kNotCopied = {"format",         "schema_version",
-                                                   "status",         "writer",
-                                                   "created_utc_ns", "finalized",
-                                                   "title",          "source",
-                                                   "start_utc_ns",   "clock",
-                                                   "host",           "command_line",
-                                                   "plan_json",      "tool_versions_json"};
   for (const auto& [key, value] : meta.items()) {
-    if (value.is_string() && !kNotCopied.count(key)) w.set_meta(key, value.get<std::string>());
+    if (value.is_string() && !store::is_own_meta_row(key)) w.set_meta(key, value.get<std::string>());
   }
   for (const auto& [rank, info] : ranks)
     w.add_rank(info);

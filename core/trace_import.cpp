@@ -7,6 +7,7 @@
 #include <map>
 
 #include "core/trace_import_internal.h"
+#include "core/trace_reader_internal.h"
 #include "core/trace_reader.h"
 #include "core/trace_sqlite.h"
 #include "core/trace_store.h"
@@ -111,6 +112,9 @@ Result<ImportReport> import_files(const std::vector<std::string>& files, const s
     auto imported = import_into(files, temporary, options, import_one);
     if (!imported) return Status(imported.error());
     report = std::move(imported).value();
+    auto kept = count_kept_events(temporary, report.events, report.losses);
+    if (!kept) return Status(kept.error());
+    report.events = *kept;
     return Status();
   });
   if (!built) return built.error();

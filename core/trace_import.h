@@ -30,7 +30,8 @@ struct ImportOptions {
 struct ImportReport {
   std::string format;  // "kineto", "nsys", or "clusterscope export" (a Chrome trace of ours)
   std::int32_t ranks = 0;
-  std::int64_t events = 0;      // events written
+  std::int64_t events = 0;      // events the store kept
+  std::vector<std::string> losses;  // what its writer could not keep (trace info's warnings)
   std::int64_t bytes_read = 0;  // input bytes parsed (uncompressed JSON; SQLite file size)
   // Records not imported, by what they are ("flow events (ph s/f)": 12345).
   std::map<std::string, std::int64_t> skipped;

@@ -24,17 +24,11 @@ constexpr auto kAlignmentNames = enum_names<ClockAlignment>(
     std::pair{ClockAlignment::collectives, std::string_view("collectives")},
     std::pair{ClockAlignment::none, std::string_view("none")});
 
-// Meta rows that describe one file, not the run: never copied.
-const std::set<std::string> kFileMeta = {"format",
-                                         "schema_version",
-                                         "status",
-                                         "writer",
-                                         "created_utc_ns",
-                                         "finalized",
-                                         "clock_alignment",
-                                         "clock_offsets_json",
-                                         "clock_alignment_spread_json",
-                                         "merged_from_json"};
+// The rows a merge writes of its own, besides those every store writes of
+// itself (store::is_own_meta_row): never copied from its inputs.
+const std::set<std::string> kMergeMeta = {"clock_alignment", "clock_offsets_json",
+                                          "clock_alignment_spread_json", "merged_from_json",
+                                          "world_size"};
 
 struct Input {
   std::string path;
@@ -340,11 +334,7 @@ Result<MergeReport> merge_into(const std::vector<std::string>& inputs, const std
         lost[loss.key] += parse_count<std::int64_t>(*value).value_or(0);
     }
     for (const auto& [key, value] : in.reader->all_meta()) {
-      if (kFileMeta.count(key) || written.count(key)) continue;
-      if (key == "title" || key == "source" || key == "start_utc_ns" || key == "clock" ||
-          key == "host" || key == "command_line" || key == "plan_json" ||
-          key == "tool_versions_json" || key == "world_size")
-        continue;
+      if (store::is_own_meta_row(key) || kMergeMeta.count(key) || written.count(key)) continue;
       w.set_meta(key, value);
       written.insert(key);
     }
@@ -410,6 +400,9 @@ Result<MergeReport> merge_stores(const std::vector<std::string>& inputs, const s
     auto merged = merge_into(inputs, temporary, options);
     if (!merged) return Status(merged.error());
     report = std::move(merged).value();
+    auto kept = count_kept_events(temporary, report.events, report.losses);
+    if (!kept) return Status(kept.error());
+    report.events = *kept;
     return Status();
   });
   if (!built) return built.error();

@@ -47,7 +47,8 @@ struct MergeReport {
   std::string method;  // the alignment used: "recorded", "same-host", ...
   std::map<std::int32_t, std::int64_t> offsets_ns;  // added to each rank's times
   std::map<std::int32_t, std::string> rank_method;  // per rank, when methods differ
-  std::int64_t events = 0;
+  std::int64_t events = 0;          // events the store kept
+  std::vector<std::string> losses;  // what its writer could not keep (trace info's warnings)
   std::int32_t ranks = 0;
   // An alignment on collectives whose matches disagree (their spread past
   // kAlignmentSpreadNs): the collectives paired may not be the same ones.

@@ -469,6 +469,21 @@ std::vector<std::pair<std::string, std::string>> TraceReader::all_meta() const {
   return out;
 }
 
+Result<std::int64_t> count_kept_events(const std::string& store, std::int64_t sent,
+                                       std::vector<std::string>& losses) {
+  auto reader = TraceReader::open(store);
+  if (!reader) return reader.error();
+  losses = (*reader)->losses();
+  const std::int64_t kept = (*reader)->event_count();
+  if (kept == 0 && sent > 0) {
+    std::string why;
+    for (const std::string& loss : losses)
+      why += "; " + loss;
+    return Error{store + ": none of the " + std::to_string(sent) + " events could be kept" + why};
+  }
+  return kept;
+}
+
 RunInfo TraceReader::run() const {
   RunInfo r;
   auto get = [&](std::string_view key) { return meta(key).value_or(""); };

@@ -232,6 +232,16 @@ Status tune_connection(sql::Database& db, bool writer) {
   return db.exec(pragmas);
 }
 
+bool is_own_meta_row(std::string_view key) {
+  static const std::set<std::string, std::less<>> kOwn = {
+      // of the file
+      "format", "schema_version", "status", "writer", "created_utc_ns", "finalized",
+      // its RunInfo
+      "title", "source", "start_utc_ns", "clock", "host", "command_line", "plan_json",
+      "tool_versions_json"};
+  return kOwn.count(key) > 0;
+}
+
 std::string this_process_identity() {
   const long pid = static_cast<long>(getpid());
   return host_name() + ":" + std::to_string(pid) + ":" + process_start_time(pid);

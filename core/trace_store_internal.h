@@ -40,6 +40,12 @@ Status tune_connection(sql::Database& db, bool writer);
 
 // "host:pid:start-time" of this process, recorded as the store's writer.
 std::string this_process_identity();
+
+// Meta rows a store writes of itself when created or finalized (format,
+// status, writer, ...) or from its RunInfo (title, source, ...): a store
+// made from another's rows (a merge, an import of this product's export)
+// writes its own, and copies only the others.
+bool is_own_meta_row(std::string_view key);
 // True when `identity` names a live process on this host. A process on
 // another host cannot be checked and counts as gone.
 bool process_alive(const std::string& identity);

@@ -6,7 +6,6 @@
 #include <cstring>
 #include <exception>
 #include <filesystem>
-#include <fstream>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -16,6 +15,7 @@
 
 #include <unistd.h>
 
+#include "core/file_exists.h"
 #include "core/trace_store_internal.h"
 #include "core/utf8.h"
 
@@ -801,9 +801,7 @@ std::string not_a_store_there(const std::string& path) {
   std::error_code ec;
   if (!std::filesystem::is_regular_file(path, ec) || std::filesystem::file_size(path, ec) == 0 || ec)
     return {};
-  char magic[16] = {};
-  std::ifstream(path, std::ios::binary).read(magic, sizeof magic);
-  if (std::memcmp(magic, "SQLite format 3", 16) != 0) return "a file that is not a trace store";
+  if (!is_sqlite_file(path)) return "a file that is not a trace store";
   // SQLite reads the write-ahead log too: a store whose writer died before
   // its first checkpoint still says it is one.
   auto db = sql::Database::open(path, SQLITE_OPEN_READONLY);

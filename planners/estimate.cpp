@@ -245,6 +245,16 @@ ControlOption try_option(const Plan& plan, int value, std::string label, std::st
 
 }  // namespace
 
+void set_compute_precision(ParallelPlan& parallel, PrecisionPlan& precision, Precision compute) {
+  const bool main_grad = precision.fp32_main_grad;
+  precision = PrecisionPlan::for_compute(compute);
+  precision.fp32_main_grad = main_grad && !precision.inference;
+  if (precision.inference) {
+    parallel.recompute = Recompute::none;
+    parallel.zero_stage = 0;
+  }
+}
+
 std::vector<ControlOption> control_options(const Plan& plan, Control control) {
   std::vector<ControlOption> out;
   const int gpus = std::max(plan.cluster.total_gpus(), 1);
@@ -336,15 +346,7 @@ std::vector<ControlOption> control_options(const Plan& plan, Control control) {
     case Control::precision:
       for (Precision p : kAllPrecisions) {
         trial = plan;
-        trial.precision = PrecisionPlan::for_compute(p);
-        trial.precision.fp32_main_grad =
-            plan.precision.fp32_main_grad && !trial.precision.inference;
-        // An inference plan keeps no activations for backward and no
-        // optimizer state to shard: tried (and applied) without either.
-        if (trial.precision.inference) {
-          trial.parallel.recompute = Recompute::none;
-          trial.parallel.zero_stage = 0;
-        }
+        set_compute_precision(trial.parallel, trial.precision, p);
         out.push_back(try_option(trial, static_cast<int>(p), std::string(cs::to_string(p)),
                                  json_pointer(control)));
       }

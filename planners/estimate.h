@@ -208,4 +208,10 @@ struct ControlOption {
 // each checked. Costs one estimate per value (microseconds).
 std::vector<ControlOption> control_options(const Plan& plan, Control control);
 
+// The precision control's change, as its options try it and the app applies
+// it: the usual plan for `compute`, the fp32 main gradient kept for training;
+// an inference plan keeps no activations for backward and no optimizer state
+// to shard, so it goes without recomputation and ZeRO.
+void set_compute_precision(ParallelPlan& parallel, PrecisionPlan& precision, Precision compute);
+
 }  // namespace cs::plan

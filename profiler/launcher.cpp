@@ -207,24 +207,35 @@ std::string run_lock_path(const std::string& run_store) {
   return run_store_stem(run_store) + ".ranks/run.lock";
 }
 
-Error run_store_in_use(const std::string& run_store) {
-  return Error{run_store + ": another run is writing it (its rank stores in " +
-               run_store_stem(run_store) + ".ranks are in use): wait for it to end, or give " +
-               "another --out"};
+// Takes the run's lock on `run_store`: the open lock file, -1 where there is
+// no lock to take (no lock file when `create` is false; a file system
+// without locks, ENOLCK or EOPNOTSUPP, where the run goes unguarded), or an
+// error when another run holds it. Opened for writing: NFS emulates flock
+// with fcntl locks, whose exclusive lock needs it.
+Result<int> take_run_lock(const std::string& run_store, bool create) {
+  const std::string path = run_lock_path(run_store);
+  const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC | (create ? O_CREAT : 0), 0644);
+  if (fd < 0) {
+    if (!create) return -1;
+    return Error{path + ": cannot create: " + std::strerror(errno)};
+  }
+  if (::flock(fd, LOCK_EX | LOCK_NB) == 0) return fd;
+  const bool held = errno == EWOULDBLOCK;
+  ::close(fd);
+  if (held) {
+    return Error{run_store + ": another run is writing it (its rank stores in " +
+                 run_store_stem(run_store) + ".ranks are in use): wait for it to end, or give " +
+                 "another --out"};
+  }
+  return -1;
 }
 
 }  // namespace
 
 Status check_run_store_free(const std::string& run_store) {
-  // Opened for writing: NFS emulates flock with fcntl locks, whose
-  // exclusive lock needs it.
-  const int fd = ::open(run_lock_path(run_store).c_str(), O_RDWR | O_CLOEXEC);
-  if (fd < 0) return {};  // no lock file: no run has it
-  // Only "held by another" refuses: a file system without locks (ENOLCK,
-  // EOPNOTSUPP) cannot tell, and refused every run before.
-  const bool taken = ::flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK;
-  ::close(fd);  // releases the probe's lock, if it got one
-  if (taken) return run_store_in_use(run_store);
+  auto lock = take_run_lock(run_store, /*create=*/false);
+  if (!lock) return lock.error();
+  if (*lock >= 0) ::close(*lock);  // the probe's lock, released
   return {};
 }
 
@@ -666,9 +677,6 @@ struct Launcher::State {
     note("the job did not end 10 s after SIGTERM: killed it (SIGKILL)");
   }
 
-  // Ranks on this host that the system holds stopped (SIGSTOP, a debugger):
-  // one such rank stalls every other in its collectives, so the steps alone
-  // do not say which rank hangs the run.
   // A process's state letter from /proc ('R', 'S', 'T' stopped, 'Z' a
   // zombie...), 0 when there is no such process.
   static char process_state(std::int64_t pid) {
@@ -682,6 +690,9 @@ struct Launcher::State {
   }
   static bool stopped(char state) { return state == 'T' || state == 't'; }
 
+  // Ranks on this host that the system holds stopped (SIGSTOP, a debugger):
+  // one such rank stalls every other in its collectives, so the steps alone
+  // do not say which rank hangs the run.
   std::string stopped_ranks_text() {
     std::string out;
     // mpirun stopped relays no output and forwards no signal: every rank
@@ -1162,23 +1173,13 @@ Status Launcher::start() {
     const fs::path ranks_dir = run_store_stem(spec.run_store) + ".ranks";
     fs::create_directories(ranks_dir, ec);
     if (ec) return Error{ranks_dir.string() + ": cannot create: " + ec.message()};
-    s.run_lock_path = run_lock_path(spec.run_store);
-    s.run_lock_fd = ::open(s.run_lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (s.run_lock_fd < 0) {
+    auto lock = take_run_lock(spec.run_store, /*create=*/true);
+    if (!lock) {
       s.remove_temp_hostfile();
-      return Error{s.run_lock_path + ": cannot create: " + std::strerror(errno)};
+      return lock.error();
     }
-    if (::flock(s.run_lock_fd, LOCK_EX | LOCK_NB) != 0) {
-      const int why = errno;
-      ::close(s.run_lock_fd);
-      s.run_lock_fd = -1;
-      if (why == EWOULDBLOCK) {
-        s.remove_temp_hostfile();
-        return run_store_in_use(spec.run_store);
-      }
-      // A file system without locks (ENOLCK, EOPNOTSUPP): the run goes on,
-      // unguarded against a second run given the same store.
-    }
+    s.run_lock_path = run_lock_path(spec.run_store);
+    s.run_lock_fd = *lock;
     for (int r = 0; r < spec.ranks; ++r)
       fs::remove(rank_store_path(spec.run_store, r), ec);
   }

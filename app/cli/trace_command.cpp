@@ -7,7 +7,6 @@
 
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 
 #include <CLI/CLI.hpp>
@@ -17,6 +16,7 @@
 #include "app/cli/cli_options.h"
 #include "app/cli/context.h"
 #include "app/cli/text_table.h"
+#include "core/file_exists.h"
 #include "core/format.h"
 #include "core/prediction_text.h"
 #include "core/trace_analysis.h"
@@ -520,11 +520,7 @@ struct ExportOptions {
 // An export replaces an earlier export (or any text file named as its
 // output), never an SQLite database: a trace store, an Nsight Systems export.
 void refuse_replacing_a_database(const std::string& path) {
-  std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec)) return;
-  char magic[16] = {};
-  std::ifstream(path, std::ios::binary).read(magic, sizeof magic);
-  if (std::string_view(magic, sizeof magic) == std::string_view("SQLite format 3", 16)) {
+  if (is_sqlite_file(path)) {
     throw CliError(path + ": is an SQLite database (a trace store, or another program's); an " +
                    "export does not replace it: remove it or give another name");
   }
@@ -661,31 +657,13 @@ struct ImportCliOptions {
   bool json = false;
 };
 
-// The events a written store kept: what the writer could not keep (times
-// past what a trace holds: a session start or clock offset far off) is
-// added to `warnings` with its count, and a store left with none of the
-// events sent to it is an error (it said "imported 137 events" over none).
-std::int64_t events_kept(const std::string& store, std::int64_t sent,
-                         std::vector<std::string>& warnings) {
-  const std::unique_ptr<TraceReader> r = open_store(store);
-  for (const std::string& loss : r->losses())
-    warnings.push_back(store + ": " + loss);
-  const std::int64_t kept = r->event_count();
-  if (kept == 0 && sent > 0) {
-    std::string why;
-    for (const std::string& loss : r->losses())
-      why += "; " + loss;
-    throw CliError(store + ": none of the " + std::to_string(sent) + " events could be kept" + why);
-  }
-  return kept;
-}
-
 void run_import(const ImportCliOptions& o) {
   ImportOptions options;
   options.alignment = parse_alignment(o.align);
   options.title = o.title;
   ImportReport report = take(import_traces(o.inputs, o.output, options));
-  report.events = events_kept(o.output, report.events, report.warnings);
+  for (const std::string& loss : report.losses)
+    report.warnings.push_back(o.output + ": " + loss);
   if (o.json) {
     std::cout << json_text(json{{"output", o.output},
                                 {"format", report.format},
@@ -774,7 +752,8 @@ void run_merge(const MergeCliOptions& o) {
   options.run.title = o.title;
   options.status = merged_status(o.inputs);
   MergeReport report = take(merge_stores(o.inputs, o.output, options));
-  report.events = events_kept(o.output, report.events, report.warnings);
+  for (const std::string& loss : report.losses)
+    report.warnings.push_back(o.output + ": " + loss);
   for (const std::string& w : report.warnings)
     std::cerr << "clusterscope: warning: " << w << '\n';
   if (o.json) {

@@ -559,6 +559,8 @@ void MainWindow::importTrace(const QStringList& files) {
       out.summary += tr(" (clocks aligned by %1)").arg(q(report->clock_alignment));
     for (const std::string& w : report->warnings)
       out.warnings += (out.warnings.isEmpty() ? QString() : QStringLiteral("\n")) + q(w);
+    for (const std::string& loss : report->losses)
+      out.warnings += (out.warnings.isEmpty() ? QString() : QStringLiteral("\n")) + output + QStringLiteral(": ") + q(loss);
     return out;
   }).then(this, [this, output](const Imported& imported) {
     if (!imported.error.isEmpty()) {

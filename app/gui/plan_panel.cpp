@@ -99,18 +99,9 @@ void setControlValue(ParallelPlan& p, PrecisionPlan& precision, Control c, int v
     case Control::recompute:
       p.recompute = Recompute(value);
       break;
-    case Control::precision: {
-      const bool main_grad = precision.fp32_main_grad;
-      precision = PrecisionPlan::for_compute(Precision(value));
-      precision.fp32_main_grad = main_grad && !precision.inference;
-      // As the precision list tried it (planners/estimate.cpp): inference
-      // has no recomputation and no ZeRO.
-      if (precision.inference) {
-        p.recompute = Recompute::none;
-        p.zero_stage = 0;
-      }
+    case Control::precision:
+      plan::set_compute_precision(p, precision, Precision(value));  // as its options were tried
       break;
-    }
     case Control::flash_attention:
       p.flash_attention = value != 0;
       break;
