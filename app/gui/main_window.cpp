@@ -88,6 +88,9 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   runs_ = new RunsPanel(workspace_);
   createDocks();
   createActions();
+  // The status bar from the start: made by its first message instead, it
+  // would lay out and repaint the whole window then (30-50 ms).
+  statusBar();
 
   connect(workspace_, &Workspace::projectChanged, this, [this] {
     auto plan = workspace_->project().resolved_plan();

@@ -1549,18 +1549,16 @@ std::pair<trace::TimeRange, QString> RunView::pictureWindow(bool range_only) con
 }
 
 // The timeline picture of one step (or the range), as an inline SVG section.
-QString RunView::timelineSection(bool range_only) const {
+std::function<QString()> RunView::timelineSection(bool range_only) const {
   const auto [window, what] = pictureWindow(range_only);
-  const double width = 1000;
-  const double height = std::max(60.0, timeline_->renderHeight());
-  const QByteArray svg =
-      svgOf(QSizeF(width, height), [this, window = window](QPainter& painter, const QRectF& area) {
-        timeline_->renderWindow(painter, area, window, Qt::black, Qt::white);
-      });
-  return tr("<h2>Timeline</h2><p>%1: %2 to %3 after the start of the trace.</p>\n")
-             .arg(what, ns(window.start_ns - timeline_->fullRange().start_ns),
-                  ns(window.end_ns - timeline_->fullRange().start_ns)) +
-         QString::fromUtf8(svg) + QStringLiteral("\n");
+  const QSizeF size(1000, std::max(60.0, timeline_->renderHeight()));
+  const QString heading =
+      tr("<h2>Timeline</h2><p>%1: %2 to %3 after the start of the trace.</p>\n")
+          .arg(what, ns(window.start_ns - timeline_->fullRange().start_ns),
+               ns(window.end_ns - timeline_->fullRange().start_ns));
+  return [heading, size, paint = timeline_->windowPainter(window, Qt::black)] {
+    return heading + QString::fromUtf8(svgOf(size, paint)) + QStringLiteral("\n");
+  };
 }
 
 Result<RunView::ExportTask> RunView::prepareExport(RunExport kind, const QString& path,
@@ -1576,13 +1574,14 @@ Result<RunView::ExportTask> RunView::prepareExport(RunExport kind, const QString
       return ExportTask([source, path, section = timelineSection(range_only)] {
         auto core = coreReportHtml(source);
         if (!core) return Result<QStringList>(core.error());
-        if (Status s = writeWhole(path, withSection(core.value(), section).toUtf8()); !s) {
+        if (Status s = writeWhole(path, withSection(core.value(), section()).toUtf8()); !s) {
           return Result<QStringList>(s.error());
         }
         return Result<QStringList>(QStringList{path});
       });
     case RunExport::pdf: {
-      // The pictures are drawn here, from the widgets; the rest on the worker.
+      // The chart is drawn here, from its widget (a graphics scene belongs to
+      // the GUI thread); the timeline's picture and the rest on the worker.
       const int ranks = analysis_ ? std::max<int>(1, int(analysis_->ranks.size())) : 1;
       QImage chart(QSize(1000, std::max(240, 60 + 40 * ranks)), QImage::Format_ARGB32);
       chart.fill(Qt::white);
@@ -1590,15 +1589,16 @@ Result<RunView::ExportTask> RunView::prepareExport(RunExport kind, const QString
         QPainter p(&chart);
         chart_->render(&p, QRectF(QPointF(0, 0), QSizeF(chart.size())));
       }
-      QImage picture(QSize(1000, int(std::max(60.0, timeline_->renderHeight()))),
-                     QImage::Format_ARGB32);
-      picture.fill(Qt::white);
-      {
-        QPainter p(&picture);
-        timeline_->renderWindow(p, QRectF(QPointF(0, 0), QSizeF(picture.size())),
-                                pictureWindow(range_only).first, Qt::black, Qt::white);
-      }
-      return ExportTask([source, path, title = title_, chart, picture] {
+      const QSize picture_size(1000, int(std::max(60.0, timeline_->renderHeight())));
+      return ExportTask([source, path, title = title_, chart, picture_size,
+                         paint = timeline_->windowPainter(pictureWindow(range_only).first,
+                                                          Qt::black)] {
+        QImage picture(picture_size, QImage::Format_ARGB32);
+        picture.fill(Qt::white);
+        {
+          QPainter p(&picture);
+          paint(p, QRectF(QPointF(0, 0), QSizeF(picture.size())));
+        }
         return writePdfReport(source, path, title, chart, picture);
       });
     }

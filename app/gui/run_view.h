@@ -142,8 +142,10 @@ class RunView : public QWidget {
   void fillInstances(std::vector<trace::StoredEvent> events, std::int64_t total,
                      const QString& error);
   void startPrediction(const std::string& plan_json, const std::vector<std::int64_t>& step_starts);
-  // The report's timeline picture (of pictureWindow) as an HTML section.
-  QString timelineSection(bool range_only) const;
+  // The report's timeline picture (of pictureWindow) as an HTML section:
+  // the view is copied now, the store read and the picture drawn when the
+  // function is called (on the export's worker thread).
+  std::function<QString()> timelineSection(bool range_only) const;
   // What a report's timeline picture shows: the selected range, else one
   // step (the second, past the warm-up, when there are several), else the view.
   std::pair<trace::TimeRange, QString> pictureWindow(bool range_only) const;

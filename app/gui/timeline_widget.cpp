@@ -387,8 +387,143 @@ void TimelineWidget::frameArrived(std::shared_ptr<const Frame> frame) {
   emit frameReady(frame_->job);
 }
 
+namespace {
+
+bool firstLaneOfRank(const std::vector<TimelineWidget::Lane>& lanes, std::size_t index) {
+  return index == 0 || lanes[index - 1].info.rank != lanes[index].info.rank;
+}
+
+bool isFolded(const std::vector<std::int32_t>& collapsed, std::int32_t rank) {
+  return std::find(collapsed.begin(), collapsed.end(), rank) != collapsed.end();
+}
+
+// Paints `state` into `area`; times map to the area's width. Returns the spans drawn.
+int paintTimeline(const TimelineWidget::PaintState& state, QPainter& painter, const QRectF& area,
+                  const QColor& text) {
+  painter.save();
+  painter.setClipRect(area);
+  const QFontMetricsF fm(painter.font());
+  if (state.lanes.empty() || !state.message.isEmpty()) {
+    painter.setPen(text);
+    painter.drawText(area.adjusted(8, 4, -8, -4), Qt::AlignLeft | Qt::AlignTop | Qt::TextWordWrap,
+                     state.message.isEmpty() ? TimelineWidget::tr("Loading the timeline…")
+                                             : state.message);
+    painter.restore();
+    return 0;
+  }
+  const double left = area.left() + kGutter;
+  const double width = std::max(1.0, area.right() - left - 4);
+  const std::int64_t t0 = state.window.start_ns;
+  const std::int64_t span_ns = std::max<std::int64_t>(1, state.window.end_ns - state.window.start_ns);
+  const double per_ns = width / double(span_ns);
+  // int64 differences first; doubles only relative to the window's start.
+  auto x_of = [&](std::int64_t t) { return left + double(t - t0) * per_ns; };
+
+  // The time axis, relative to the start of the trace.
+  QColor grid = text;
+  grid.setAlpha(40);
+  const std::int64_t step = tickStep(double(span_ns) / std::max(1.0, width / 90));
+  const std::int64_t first = state.full.start_ns + ((t0 - state.full.start_ns) / step) * step;
+  painter.setPen(text);
+  for (std::int64_t t = first; t <= state.window.end_ns; t += step) {
+    if (t < t0) continue;
+    const double x = x_of(t);
+    painter.setPen(grid);
+    painter.drawLine(QPointF(x, area.top() + kRuler - 4), QPointF(x, area.bottom()));
+    const QString label = tickLabel(t - state.full.start_ns, step);
+    if (x + 2 + fm.horizontalAdvance(label) > area.right()) continue;
+    painter.setPen(text);
+    painter.drawText(QRectF(x + 2, area.top(), 90, kRuler - 4), Qt::AlignLeft | Qt::AlignVCenter,
+                     label);
+  }
+
+  int items = 0;
+  double y = area.top() + kRuler + 2;
+  for (std::size_t i = 0; i < state.lanes.size(); ++i) {
+    const TimelineWidget::Lane& lane = state.lanes[i];
+    const bool collapsed = isFolded(state.collapsed, lane.info.rank);
+    if (firstLaneOfRank(state.lanes, i)) {
+      // The rank's header row: a click folds or unfolds its lanes.
+      QColor header = text;
+      header.setAlpha(28);
+      painter.fillRect(QRectF(area.left(), y, area.width(), kRowHeight - 1), header);
+      painter.setPen(text);
+      const QString device = lane.title.section(QStringLiteral(" · "), 0, 0);
+      const QString label = (collapsed ? QStringLiteral("▸ ") : QStringLiteral("▾ ")) +
+                            (device.startsWith(QStringLiteral("rank"))
+                                 ? device
+                                 : TimelineWidget::tr("rank %1 · %2").arg(lane.info.rank).arg(device));
+      painter.drawText(QRectF(area.left() + 4, y, area.width() - 8, kRowHeight),
+                       Qt::AlignLeft | Qt::AlignVCenter, label);
+      y += kRowHeight;
+    }
+    if (collapsed) continue;
+    const double h = lane.depth * kRowHeight;
+    painter.setPen(text);
+    painter.drawText(QRectF(area.left() + 14, y, kGutter - 18, kRowHeight),
+                     Qt::AlignLeft | Qt::AlignVCenter,
+                     fm.elidedText(q(lane.info.name), Qt::ElideMiddle, kGutter - 18));
+    QColor band = text;
+    band.setAlpha(12);
+    painter.fillRect(QRectF(left, y, width, h), band);
+    if (state.frame && i < state.frame->lanes.size()) {
+      const TimelineWidget::LaneFrame& lf = state.frame->lanes[i];
+      for (std::size_t k = 0; k < lf.spans.size(); ++k) {
+        const trace::Span& s = lf.spans[k];
+        if (s.end_ns <= t0 || s.start_ns >= state.window.end_ns) continue;
+        const double x0 = std::max(left, x_of(s.start_ns));
+        const double x1 = std::min(left + width, x_of(s.end_ns));
+        // A pixel of gap ends spans wide enough to spare it, so that neighbours
+        // of one colour stay apart.
+        const double w = x1 - x0 > 3 ? x1 - x0 - 1 : std::max(1.0, x1 - x0);
+        const int row = std::min(int(s.depth), lane.depth - 1);
+        const QRectF r(x0, y + row * kRowHeight + 1, w, kRowHeight - 2);
+        painter.fillRect(r, lf.colors[k]);
+        ++items;
+        if (r.width() > 28) {
+          // Dark text on light spans (folds, steps), white on the rest.
+          painter.setPen(lf.colors[k].lightness() > 170 ? QColor(Qt::black) : QColor(Qt::white));
+          const QString name =
+              s.count > 1 ? TimelineWidget::tr("%1 +%2 more").arg(lf.names[k]).arg(s.count - 1) : lf.names[k];
+          painter.drawText(r.adjusted(3, 0, -2, 0), Qt::AlignLeft | Qt::AlignVCenter,
+                           fm.elidedText(name, Qt::ElideRight, r.width() - 5));
+        }
+      }
+    }
+    if (state.selected && state.selected->event.lane.value == lane.info.id.value &&
+        state.selected->event.end_ns > t0 && state.selected->event.start_ns < state.window.end_ns) {
+      // The selected event: outlined at its own place, whatever the fold.
+      const double x0 = std::max(left, x_of(state.selected->event.start_ns));
+      const double x1 = std::min(left + width, x_of(state.selected->event.end_ns));
+      const int depth = std::min(lane.depth - 1, int(state.selected_depth));
+      painter.setPen(QPen(text, 2));
+      painter.setBrush(Qt::NoBrush);
+      painter.drawRect(
+          QRectF(x0 - 1, y + depth * kRowHeight, std::max(2.0, x1 - x0 + 2), kRowHeight));
+    }
+    y += h + kLaneGap;
+  }
+  if (state.range && state.range->end_ns > t0 && state.range->start_ns < state.window.end_ns) {
+    const double x0 = std::max(left, x_of(state.range->start_ns));
+    const double x1 = std::min(left + width, x_of(state.range->end_ns));
+    QColor shade_color = state.range_shade;
+    shade_color.setAlpha(60);
+    painter.fillRect(
+        QRectF(x0, area.top() + kRuler, std::max(1.0, x1 - x0), area.height() - kRuler),
+        shade_color);
+    painter.setPen(text);
+    const QString label = q(format_seconds(double(state.range->end_ns - state.range->start_ns) * 1e-9));
+    painter.drawText(QRectF(x0 + 2, area.top() + kRuler, 200, kRowHeight),
+                     Qt::AlignLeft | Qt::AlignVCenter, label);
+  }
+  painter.restore();
+  return items;
+}
+
+}  // namespace
+
 bool TimelineWidget::isRankFirstLane(std::size_t index) const {
-  return index == 0 || lanes_[index - 1].info.rank != lanes_[index].info.rank;
+  return firstLaneOfRank(lanes_, index);
 }
 
 double TimelineWidget::renderHeight() const {
@@ -414,7 +549,7 @@ void TimelineWidget::setRankCollapsed(std::int32_t rank, bool collapsed) {
 }
 
 bool TimelineWidget::rankCollapsed(std::int32_t rank) const {
-  return std::find(collapsed_.begin(), collapsed_.end(), rank) != collapsed_.end();
+  return isFolded(collapsed_, rank);
 }
 
 std::int32_t TimelineWidget::rankHeaderAt(double y, double top) const {
@@ -479,8 +614,7 @@ void TimelineWidget::paintEvent(QPaintEvent*) {
     cache_.fill(palette().color(QPalette::Base));
     QPainter p(&cache_);
     p.setFont(font());
-    paintInto(p, QRectF(rect()), palette().color(QPalette::Text), palette().color(QPalette::Base),
-              true);
+    drawn_items_ = paintTimeline(paintState(), p, QRectF(rect()), palette().color(QPalette::Text));
     cache_job_ = frameJob();
     cache_window_ = window_;
     cache_palette_ = palette_key;
@@ -491,151 +625,31 @@ void TimelineWidget::paintEvent(QPaintEvent*) {
 }
 
 void TimelineWidget::render(QPainter& painter, const QRectF& area, const QColor& text,
-                            const QColor& base) {
-  paintInto(painter, area, text, base, false);
+                            const QColor&) {
+  paintTimeline(paintState(), painter, area, text);
 }
 
-void TimelineWidget::renderWindow(QPainter& painter, const QRectF& area, trace::TimeRange window,
-                                  const QColor& text, const QColor& base) {
-  auto reader = trace::TraceReader::open(path_.toStdString());
-  if (!reader || window.empty() || lanes_.empty()) {
-    paintInto(painter, area, text, base, false);
-    return;
-  }
-  std::vector<trace::LaneId> ids;
-  for (const Lane& l : lanes_)
-    ids.push_back(l.info.id);
-  const int pixels = std::max(1, int(area.width() - kGutter - 4));
-  std::shared_ptr<const Frame> frame = queryFrame(*reader.value(), ids, window, pixels, 0);
-  // The view's own frame and window come back after this one picture.
-  std::swap(frame_, frame);
-  std::swap(window_, window);
-  paintInto(painter, area, text, base, false);
-  std::swap(frame_, frame);
-  std::swap(window_, window);
+TimelineWidget::PaintState TimelineWidget::paintState() const {
+  return PaintState{lanes_,    collapsed_,      full_,  window_,
+                    frame_,    selected_,       selected_depth_,
+                    range_,    palette().color(QPalette::Highlight), message_};
 }
 
-void TimelineWidget::paintInto(QPainter& painter, const QRectF& area, const QColor& text,
-                               const QColor& base, bool count_items) {
-  painter.save();
-  painter.setClipRect(area);
-  const QFontMetricsF fm(painter.font());
-  if (lanes_.empty() || !message_.isEmpty()) {
-    painter.setPen(text);
-    painter.drawText(area.adjusted(8, 4, -8, -4), Qt::AlignLeft | Qt::AlignTop | Qt::TextWordWrap,
-                     message_.isEmpty() ? tr("Loading the timeline…") : message_);
-    painter.restore();
-    if (count_items) drawn_items_ = 0;
-    return;
-  }
-  const double left = area.left() + kGutter;
-  const double width = std::max(1.0, area.right() - left - 4);
-  const std::int64_t t0 = window_.start_ns;
-  const std::int64_t span_ns = std::max<std::int64_t>(1, window_.end_ns - window_.start_ns);
-  const double per_ns = width / double(span_ns);
-  // int64 differences first; doubles only relative to the window's start.
-  auto x_of = [&](std::int64_t t) { return left + double(t - t0) * per_ns; };
-
-  // The time axis, relative to the start of the trace.
-  QColor grid = text;
-  grid.setAlpha(40);
-  const std::int64_t step = tickStep(double(span_ns) / std::max(1.0, width / 90));
-  const std::int64_t first = full_.start_ns + ((t0 - full_.start_ns) / step) * step;
-  painter.setPen(text);
-  for (std::int64_t t = first; t <= window_.end_ns; t += step) {
-    if (t < t0) continue;
-    const double x = x_of(t);
-    painter.setPen(grid);
-    painter.drawLine(QPointF(x, area.top() + kRuler - 4), QPointF(x, area.bottom()));
-    const QString label = tickLabel(t - full_.start_ns, step);
-    if (x + 2 + fm.horizontalAdvance(label) > area.right()) continue;
-    painter.setPen(text);
-    painter.drawText(QRectF(x + 2, area.top(), 90, kRuler - 4), Qt::AlignLeft | Qt::AlignVCenter,
-                     label);
-  }
-
-  int items = 0;
-  double y = area.top() + kRuler + 2;
-  for (std::size_t i = 0; i < lanes_.size(); ++i) {
-    const Lane& lane = lanes_[i];
-    const bool collapsed = rankCollapsed(lane.info.rank);
-    if (isRankFirstLane(i)) {
-      // The rank's header row: a click folds or unfolds its lanes.
-      QColor header = text;
-      header.setAlpha(28);
-      painter.fillRect(QRectF(area.left(), y, area.width(), kRowHeight - 1), header);
-      painter.setPen(text);
-      const QString device = lane.title.section(QStringLiteral(" · "), 0, 0);
-      const QString label = (collapsed ? QStringLiteral("▸ ") : QStringLiteral("▾ ")) +
-                            (device.startsWith(QStringLiteral("rank"))
-                                 ? device
-                                 : tr("rank %1 · %2").arg(lane.info.rank).arg(device));
-      painter.drawText(QRectF(area.left() + 4, y, area.width() - 8, kRowHeight),
-                       Qt::AlignLeft | Qt::AlignVCenter, label);
-      y += kRowHeight;
-    }
-    if (collapsed) continue;
-    const double h = lane.depth * kRowHeight;
-    painter.setPen(text);
-    painter.drawText(QRectF(area.left() + 14, y, kGutter - 18, kRowHeight),
-                     Qt::AlignLeft | Qt::AlignVCenter,
-                     fm.elidedText(q(lane.info.name), Qt::ElideMiddle, kGutter - 18));
-    QColor band = text;
-    band.setAlpha(12);
-    painter.fillRect(QRectF(left, y, width, h), band);
-    if (frame_ && i < frame_->lanes.size()) {
-      const LaneFrame& lf = frame_->lanes[i];
-      for (std::size_t k = 0; k < lf.spans.size(); ++k) {
-        const trace::Span& s = lf.spans[k];
-        if (s.end_ns <= t0 || s.start_ns >= window_.end_ns) continue;
-        const double x0 = std::max(left, x_of(s.start_ns));
-        const double x1 = std::min(left + width, x_of(s.end_ns));
-        // A pixel of gap ends spans wide enough to spare it, so that neighbours
-        // of one colour stay apart.
-        const double w = x1 - x0 > 3 ? x1 - x0 - 1 : std::max(1.0, x1 - x0);
-        const int row = std::min(int(s.depth), lane.depth - 1);
-        const QRectF r(x0, y + row * kRowHeight + 1, w, kRowHeight - 2);
-        painter.fillRect(r, lf.colors[k]);
-        ++items;
-        if (r.width() > 28) {
-          // Dark text on light spans (folds, steps), white on the rest.
-          painter.setPen(lf.colors[k].lightness() > 170 ? QColor(Qt::black) : QColor(Qt::white));
-          const QString name =
-              s.count > 1 ? tr("%1 +%2 more").arg(lf.names[k]).arg(s.count - 1) : lf.names[k];
-          painter.drawText(r.adjusted(3, 0, -2, 0), Qt::AlignLeft | Qt::AlignVCenter,
-                           fm.elidedText(name, Qt::ElideRight, r.width() - 5));
-        }
-      }
-    }
-    if (selected_ && selected_->event.lane.value == lane.info.id.value &&
-        selected_->event.end_ns > t0 && selected_->event.start_ns < window_.end_ns) {
-      // The selected event: outlined at its own place, whatever the fold.
-      const double x0 = std::max(left, x_of(selected_->event.start_ns));
-      const double x1 = std::min(left + width, x_of(selected_->event.end_ns));
-      const int depth = std::min(lane.depth - 1, int(selected_depth_));
-      painter.setPen(QPen(text, 2));
-      painter.setBrush(Qt::NoBrush);
-      painter.drawRect(
-          QRectF(x0 - 1, y + depth * kRowHeight, std::max(2.0, x1 - x0 + 2), kRowHeight));
-    }
-    y += h + kLaneGap;
-  }
-  if (range_ && range_->end_ns > t0 && range_->start_ns < window_.end_ns) {
-    const double x0 = std::max(left, x_of(range_->start_ns));
-    const double x1 = std::min(left + width, x_of(range_->end_ns));
-    QColor shade_color = palette().color(QPalette::Highlight);
-    shade_color.setAlpha(60);
-    painter.fillRect(
-        QRectF(x0, area.top() + kRuler, std::max(1.0, x1 - x0), area.height() - kRuler),
-        shade_color);
-    painter.setPen(text);
-    const QString label = q(format_seconds(double(range_->end_ns - range_->start_ns) * 1e-9));
-    painter.drawText(QRectF(x0 + 2, area.top() + kRuler, 200, kRowHeight),
-                     Qt::AlignLeft | Qt::AlignVCenter, label);
-  }
-  (void)base;
-  if (count_items) drawn_items_ = items;
-  painter.restore();
+TimelineWidget::Painter TimelineWidget::windowPainter(trace::TimeRange window,
+                                                      const QColor& text) const {
+  return [state = paintState(), path = path_.toStdString(), window, text](
+             QPainter& painter, const QRectF& area) mutable {
+    auto reader = trace::TraceReader::open(path);
+    if (reader && !window.empty() && !state.lanes.empty()) {
+      std::vector<trace::LaneId> ids;
+      for (const Lane& l : state.lanes)
+        ids.push_back(l.info.id);
+      const int pixels = std::max(1, int(area.width() - kGutter - 4));
+      state.frame = queryFrame(*reader.value(), ids, window, pixels, 0);
+      state.window = window;
+    }  // else the view's own frame and window, as drawn
+    paintTimeline(state, painter, area, text);
+  };
 }
 
 std::int64_t TimelineWidget::timeAt(double x) const {

@@ -14,6 +14,7 @@
 #include <QThreadPool>
 #include <QWidget>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -98,10 +99,12 @@ class TimelineWidget : public QWidget {
   // Paints the last frame into `area` (a report): times map to the area's width.
   void render(QPainter& painter, const QRectF& area, const QColor& text, const QColor& base);
   double renderHeight() const;
-  // Paints `window` of the store into `area` (a report's picture of one
-  // step): read with a reader of its own, on the calling thread.
-  void renderWindow(QPainter& painter, const QRectF& area, trace::TimeRange window,
-                    const QColor& text, const QColor& base);
+  // A painter of `window` of the store (a report's picture of one step):
+  // what the view shows (lanes, folds, selection) is copied now; the store is
+  // read, with a reader of its own, and the picture painted when it is
+  // called, on any thread, so that an export leaves the GUI thread free.
+  using Painter = std::function<void(QPainter&, const QRectF&)>;
+  Painter windowPainter(trace::TimeRange window, const QColor& text) const;
 
   QSize sizeHint() const override;
   QSize minimumSizeHint() const override;
@@ -152,6 +155,19 @@ class TimelineWidget : public QWidget {
     QString title;
     int depth = 1;  // rows of nesting
   };
+  // What a paint reads, copied from the view so that a picture can be
+  // painted off the GUI thread.
+  struct PaintState {
+    std::vector<Lane> lanes;
+    std::vector<std::int32_t> collapsed;  // ranks folded to their header row
+    trace::TimeRange full, window;
+    std::shared_ptr<const Frame> frame;
+    std::optional<trace::StoredEvent> selected;
+    std::int32_t selected_depth = 0;
+    std::optional<trace::TimeRange> range;
+    QColor range_shade;
+    QString message;
+  };
 
  private:
   void requestFrame();
@@ -183,8 +199,7 @@ class TimelineWidget : public QWidget {
   // The header row of `rank` under y (collapsed or not), or -1.
   std::int32_t rankHeaderAt(double y, double top) const;
   bool isRankFirstLane(std::size_t index) const;
-  void paintInto(QPainter& painter, const QRectF& area, const QColor& text, const QColor& base,
-                 bool count_items);
+  PaintState paintState() const;
 
   QThreadPool pool_;  // one thread: the reader is used by one thread at a time
   std::shared_ptr<trace::TraceReader> reader_;

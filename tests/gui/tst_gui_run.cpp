@@ -1015,6 +1015,22 @@ void TestGuiRun::importedTraces() {
   QCOMPARE(exported.front().at(0).toStringList(), QStringList{html});
   QVERIFY(QFileInfo(html).size() > 1000);
   QVERIFY(!window.exportInProgress());
+  // The timeline's picture, drawn on the worker from the view copied at the
+  // start, is the one the GUI thread draws.
+  const QString here = dir_.filePath(QStringLiteral("imported-here-%1.html").arg(files.size()));
+  QVERIFY(view->exportNow(RunExport::html, here).ok());
+  auto timelineOf = [](const QString& path) {
+    QFile f(path);
+    if (!f.open(QIODevice::ReadOnly)) return QString();
+    const QString text = QString::fromUtf8(f.readAll());
+    const qsizetype at = text.indexOf(QStringLiteral("<h2>Timeline</h2>"));
+    return at < 0 ? QString() : text.mid(at);
+  };
+  const QString picture = timelineOf(html);
+  QVERIFY(picture.contains(QStringLiteral("<svg")));
+  QVERIFY2(picture.count(QStringLiteral("<rect")) + picture.count(QStringLiteral("<path")) > 20,
+           qPrintable(picture.left(2000)));
+  QCOMPARE(picture, timelineOf(here));
   const QString chrome = dir_.filePath(QStringLiteral("imported-%1.json").arg(files.size()));
   QVERIFY(window.exportRun(RunExport::chrome_trace, chrome));
   // One export at a time: a second is refused while the first is written.
