@@ -207,6 +207,22 @@ std::string run_lock_path(const std::string& run_store) {
   return run_store_stem(run_store) + ".ranks/run.lock";
 }
 
+// A Slurm job's script holds the run's lock on this descriptor while its
+// ranks run and its last command merges them; it names it here so that the
+// merge, its child, is not refused by its own job's lock.
+constexpr const char* kHeldLockFdVariable = "CLUSTERSCOPE_RUN_LOCK_FD";
+constexpr int kSlurmLockFd = 9;
+
+// Whether this process holds `run_store`'s lock through the descriptor its
+// parent named (the lock file at the path, not a removed one).
+bool lock_held_by_parent(const std::string& run_store) {
+  const char* named = std::getenv(kHeldLockFdVariable);
+  const std::optional<int> fd = named ? parse_count(named) : std::nullopt;
+  struct stat held {}, at_path {};
+  return fd && ::fstat(*fd, &held) == 0 && ::stat(run_lock_path(run_store).c_str(), &at_path) == 0 &&
+         held.st_dev == at_path.st_dev && held.st_ino == at_path.st_ino;
+}
+
 // Takes the run's lock on `run_store`: the open lock file, -1 where there is
 // no lock to take (no lock file when `create` is false; a file system
 // without locks, ENOLCK or EOPNOTSUPP, where the run goes unguarded), or an
@@ -214,25 +230,40 @@ std::string run_lock_path(const std::string& run_store) {
 // with fcntl locks, whose exclusive lock needs it.
 Result<int> take_run_lock(const std::string& run_store, bool create) {
   const std::string path = run_lock_path(run_store);
-  const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC | (create ? O_CREAT : 0), 0644);
-  if (fd < 0) {
-    if (!create) return -1;
-    return Error{path + ": cannot create: " + std::strerror(errno)};
+  // A run that ends removes the lock file, then lets go of it: a lock taken
+  // meanwhile on the removed file guards nothing, so it is taken again on
+  // the file now at the path.
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC | (create ? O_CREAT : 0), 0644);
+    if (fd < 0) {
+      if (!create) return -1;
+      return Error{path + ": cannot create: " + std::strerror(errno)};
+    }
+    if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+      const bool held = errno == EWOULDBLOCK;
+      ::close(fd);
+      if (held) {
+        return Error{run_store + ": another run is writing it (its rank stores in " +
+                     run_store_stem(run_store) + ".ranks are in use): wait for it to end, or " +
+                     "give another --out"};
+      }
+      return -1;
+    }
+    struct stat held_file {}, at_path {};
+    if (::fstat(fd, &held_file) == 0 && ::stat(path.c_str(), &at_path) == 0 &&
+        held_file.st_dev == at_path.st_dev && held_file.st_ino == at_path.st_ino) {
+      return fd;
+    }
+    ::close(fd);
+    if (!create) return -1;  // removed: the run that held it has ended
   }
-  if (::flock(fd, LOCK_EX | LOCK_NB) == 0) return fd;
-  const bool held = errno == EWOULDBLOCK;
-  ::close(fd);
-  if (held) {
-    return Error{run_store + ": another run is writing it (its rank stores in " +
-                 run_store_stem(run_store) + ".ranks are in use): wait for it to end, or give " +
-                 "another --out"};
-  }
-  return -1;
+  return Error{path + ": the lock file keeps being replaced: is another run starting?"};
 }
 
 }  // namespace
 
 Status check_run_store_free(const std::string& run_store) {
+  if (lock_held_by_parent(run_store)) return {};
   auto lock = take_run_lock(run_store, /*create=*/false);
   if (!lock) return lock.error();
   if (*lock >= 0) ::close(*lock);  // the probe's lock, released
@@ -344,6 +375,20 @@ Result<std::string> slurm_script(const RunSpec& spec) {
   out << "set -u\n";
   if (!spec.run_store.empty()) {
     out << "mkdir -p " << shell_quote(run_store_stem(spec.run_store) + ".ranks") << '\n';
+    // The run's lock, held by the job until it ends (as a run from mpirun
+    // holds it): a second run given the same store is refused instead of
+    // writing over this one's rank stores.
+    const std::string busy = "clusterscope: " + spec.run_store + ": another run is writing it " +
+                             "(its rank stores in " + run_store_stem(spec.run_store) +
+                             ".ranks are in use): this job starts nothing";
+    out << "if command -v flock > /dev/null 2>&1; then\n"
+        << "  exec " << kSlurmLockFd << ">> " << shell_quote(run_lock_path(spec.run_store)) << '\n'
+        << "  if ! flock -n " << kSlurmLockFd << "; then\n"
+        << "    echo " << shell_quote(busy) << " >&2\n"
+        << "    exit 1\n"
+        << "  fi\n"
+        << "  export " << kHeldLockFdVariable << '=' << kSlurmLockFd << '\n'
+        << "fi\n";
   }
   std::vector<std::string> srun{"srun", "--mpi=" + (s.srun_mpi.empty() ? "pmix" : s.srun_mpi),
                                 "--kill-on-bad-exit=1"};

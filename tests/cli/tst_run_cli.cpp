@@ -12,7 +12,10 @@
 #include <QTemporaryDir>
 #include <QtTest>
 
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/file.h>
+#include <unistd.h>
 
 #include "core/trace_reader.h"
 #include "core/trace_writer.h"
@@ -314,6 +317,24 @@ void TestRunCli::slurmScriptEndToEnd() {
   srun.write("#!/bin/sh\nshift 2\nexec mpirun -n 2 --allow-run-as-root --oversubscribe \"$@\"\n");
   srun.close();
   QVERIFY(srun.setPermissions(QFile::ReadOwner | QFile::WriteOwner | QFile::ExeOwner));
+  // While another run holds the store's lock, the job starts nothing.
+  QVERIFY(QDir().mkpath(work + "/run.ranks"));
+  const int lock = ::open(QFile::encodeName(work + "/run.ranks/run.lock").constData(),
+                          O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  QVERIFY(lock >= 0 && ::flock(lock, LOCK_EX | LOCK_NB) == 0);
+  QProcess busy;
+  busy.setProcessEnvironment(env);
+  busy.setWorkingDirectory(work);
+  busy.start("/bin/bash", {work + "/run.sbatch"});
+  QVERIFY(busy.waitForFinished(120000));
+  ::close(lock);
+  QCOMPARE(busy.exitCode(), 1);
+  const QString busy_err = QString::fromUtf8(busy.readAllStandardError());
+  QVERIFY2(busy_err.contains(store + ": another run is writing it"), qPrintable(busy_err));
+  QVERIFY(!QFile::exists(work + "/run.ranks/rank0.db"));
+
+  // Free: the ranks train, and the merge at the end is not refused by the
+  // job's own lock.
   QProcess bash;
   bash.setProcessEnvironment(env);
   bash.setWorkingDirectory(work);
