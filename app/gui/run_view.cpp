@@ -518,6 +518,7 @@ RunView::RunView(QWidget* parent) : QWidget(parent) {
   // The step PageDown/PageUp went to, said where the search says where it is.
   connect(timeline_, &TimelineWidget::stepShown, this,
           [this](std::int32_t step) { search_status_->setText(tr("step %1").arg(step)); });
+  connect(timeline_, &TimelineWidget::stepNotShown, search_status_, &QLabel::setText);
   connect(timeline_, &TimelineWidget::searchMoved, this,
           [this](int index, int matches, const QString& error) {
             if (!error.isEmpty()) {

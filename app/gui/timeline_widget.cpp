@@ -1006,10 +1006,16 @@ void TimelineWidget::goToStep(int delta) {
   if (!reader_) return;
   const std::uint64_t job = ++step_job_;
   QtConcurrent::run(&pool_, [reader = reader_] {
-    auto steps = trace::job_step_windows(*reader);
-    return steps ? *steps : std::vector<trace::StepWindow>{};
-  }).then(this, [this, job, delta](std::vector<trace::StepWindow> steps) {
-    if (job != step_job_ || steps.empty()) return;
+    return trace::job_step_windows(*reader);
+  }).then(this, [this, job, delta](const Result<std::vector<trace::StepWindow>>& read) {
+    if (job != step_job_) return;
+    if (!read || read->empty()) {
+      // Said, not a key that does nothing.
+      emit stepNotShown(read ? tr("no training steps are recorded in this store")
+                             : tr("the steps could not be read: %1").arg(q(read.message())));
+      return;
+    }
+    const std::vector<trace::StepWindow>& steps = *read;
     // From the step shown (the one this zoomed to, while the view is still
     // on it), else from the step under the middle of the view.
     int current = -1;

@@ -124,6 +124,7 @@ class TimelineWidget : public QWidget {
   // index among `matches` (-1: none found), or the error of the look-up.
   void searchMoved(int index, int matches, const QString& error);
   void stepShown(std::int32_t step);
+  void stepNotShown(const QString& why);  // no steps recorded, or not readable
 
  protected:
   void paintEvent(QPaintEvent* event) override;

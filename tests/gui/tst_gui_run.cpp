@@ -1140,6 +1140,14 @@ void TestGuiRun::badFiles() {
     QVERIFY2(view.header()->text().contains(
                  QStringLiteral("2 events dropped for a lane id the writer never gave")),
              qPrintable(view.header()->text()));
+    // No steps recorded: a step key says so instead of doing nothing.
+    QTRY_VERIFY_WITH_TIMEOUT(view.timeline()->laneCount() == 1, 30000);
+    QSignalSpy not_shown(view.timeline(), &TimelineWidget::stepNotShown);
+    view.timeline()->setFocus();
+    QTest::keyClick(view.timeline(), Qt::Key_PageDown);
+    QTRY_COMPARE_WITH_TIMEOUT(not_shown.count(), 1, 10000);
+    QCOMPARE(view.findChild<QLabel*>(QStringLiteral("run_search_status"))->text(),
+             QStringLiteral("no training steps are recorded in this store"));
   } else {
     QVERIFY(!view.message().isEmpty());
     QVERIFY(!analysed.front().at(0).toString().isEmpty());
