@@ -255,41 +255,75 @@ void set_compute_precision(ParallelPlan& parallel, PrecisionPlan& precision, Pre
   }
 }
 
+void set_control(ParallelPlan& parallel, PrecisionPlan& precision, Control control, int value) {
+  switch (control) {
+    case Control::tp:
+      parallel.tp = value;
+      if (value < 2) parallel.sequence_parallel = false;
+      break;
+    case Control::pp:
+      parallel.pp = value;
+      if (value < 2) {
+        parallel.virtual_stages = 1;
+        parallel.schedule = PipelineSchedule::one_f_one_b;
+      }
+      break;
+    case Control::dp:
+      parallel.dp = value;
+      break;
+    case Control::virtual_stages:
+      parallel.virtual_stages = value;
+      parallel.schedule = value > 1 ? PipelineSchedule::interleaved : PipelineSchedule::one_f_one_b;
+      break;
+    case Control::sequence_parallel:
+      parallel.sequence_parallel = value != 0;
+      break;
+    case Control::zero_stage:
+      parallel.zero_stage = value;
+      break;
+    case Control::micro_batch:
+      parallel.micro_batch = value;
+      break;
+    case Control::global_batch:
+      parallel.global_batch = value;
+      break;
+    case Control::recompute:
+      parallel.recompute = static_cast<Recompute>(value);
+      break;
+    case Control::precision:
+      set_compute_precision(parallel, precision, static_cast<Precision>(value));
+      break;
+    case Control::flash_attention:
+      parallel.flash_attention = value != 0;
+      break;
+  }
+}
+
 std::vector<ControlOption> control_options(const Plan& plan, Control control) {
   std::vector<ControlOption> out;
   const int gpus = std::max(plan.cluster.total_gpus(), 1);
   const bool transformer = plan.workload.kind == WorkloadKind::transformer;
   const TransformerShape& s = plan.workload.transformer;
-  Plan trial = plan;
-  auto integers = [&](const std::vector<int>& values, auto set) {
-    for (int v : values) {
-      trial = plan;
-      set(trial.parallel, v);
-      out.push_back(try_option(trial, v, std::to_string(v), json_pointer(control)));
-    }
+  auto option = [&](int value, std::string label) {
+    Plan trial = plan;
+    set_control(trial.parallel, trial.precision, control, value);
+    out.push_back(try_option(trial, value, std::move(label), json_pointer(control)));
+  };
+  auto integers = [&](const std::vector<int>& values) {
+    for (int v : values)
+      option(v, std::to_string(v));
   };
   switch (control) {
     case Control::tp:
       integers(powers_of_two_and(std::min(gpus, 1024),
-                                 transformer ? divisors(s.heads) : std::vector<int>{}),
-               [](ParallelPlan& p, int v) {
-                 p.tp = v;
-                 if (v < 2) p.sequence_parallel = false;
-               });
+                                 transformer ? divisors(s.heads) : std::vector<int>{}));
       break;
     case Control::pp:
       integers(powers_of_two_and(std::min(gpus, 1024),
-                                 transformer ? divisors(s.layers) : std::vector<int>{}),
-               [](ParallelPlan& p, int v) {
-                 p.pp = v;
-                 if (v < 2) {
-                   p.virtual_stages = 1;
-                   p.schedule = PipelineSchedule::one_f_one_b;
-                 }
-               });
+                                 transformer ? divisors(s.layers) : std::vector<int>{}));
       break;
     case Control::dp:
-      integers(divisors(gpus), [](ParallelPlan& p, int v) { p.dp = v; });
+      integers(divisors(gpus));
       break;
     case Control::virtual_stages: {
       std::vector<int> values = {1};
@@ -298,25 +332,19 @@ std::vector<ControlOption> control_options(const Plan& plan, Control control) {
           if ((s.layers / plan.parallel.pp) % v == 0) values.push_back(v);
         }
       }
-      integers(values, [](ParallelPlan& p, int v) {
-        p.virtual_stages = v;
-        p.schedule = v > 1 ? PipelineSchedule::interleaved : PipelineSchedule::one_f_one_b;
-      });
+      integers(values);
       break;
     }
     case Control::sequence_parallel:
-      for (int v : {0, 1}) {
-        trial = plan;
-        trial.parallel.sequence_parallel = v == 1;
-        out.push_back(try_option(trial, v, v ? "on" : "off", json_pointer(control)));
-      }
+    case Control::flash_attention:
+      for (int v : {0, 1})
+        option(v, v ? "on" : "off");
       break;
     case Control::zero_stage:
-      integers({0, 1, 2, 3}, [](ParallelPlan& p, int v) { p.zero_stage = v; });
+      integers({0, 1, 2, 3});
       break;
     case Control::micro_batch:
-      integers(powers_of_two_and(std::max(plan.parallel.global_batch, 1), {}),
-               [](ParallelPlan& p, int v) { p.micro_batch = v; });
+      integers(powers_of_two_and(std::max(plan.parallel.global_batch, 1), {}));
       break;
     case Control::global_batch: {
       // Multiples of dp x micro-batch around the current value.
@@ -332,31 +360,16 @@ std::vector<ControlOption> control_options(const Plan& plan, Control control) {
         values.push_back(plan.parallel.global_batch);
         std::sort(values.begin(), values.end());
       }
-      integers(values, [](ParallelPlan& p, int v) { p.global_batch = v; });
+      integers(values);
       break;
     }
     case Control::recompute:
-      for (Recompute r : {Recompute::none, Recompute::selective, Recompute::full}) {
-        trial = plan;
-        trial.parallel.recompute = r;
-        out.push_back(try_option(trial, static_cast<int>(r), std::string(to_string(r)),
-                                 json_pointer(control)));
-      }
+      for (Recompute r : {Recompute::none, Recompute::selective, Recompute::full})
+        option(static_cast<int>(r), std::string(to_string(r)));
       break;
     case Control::precision:
-      for (Precision p : kAllPrecisions) {
-        trial = plan;
-        set_compute_precision(trial.parallel, trial.precision, p);
-        out.push_back(try_option(trial, static_cast<int>(p), std::string(cs::to_string(p)),
-                                 json_pointer(control)));
-      }
-      break;
-    case Control::flash_attention:
-      for (int v : {0, 1}) {
-        trial = plan;
-        trial.parallel.flash_attention = v == 1;
-        out.push_back(try_option(trial, v, v ? "on" : "off", json_pointer(control)));
-      }
+      for (Precision p : kAllPrecisions)
+        option(static_cast<int>(p), std::string(cs::to_string(p)));
       break;
   }
   return out;

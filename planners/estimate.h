@@ -208,10 +208,16 @@ struct ControlOption {
 // each checked. Costs one estimate per value (microseconds).
 std::vector<ControlOption> control_options(const Plan& plan, Control control);
 
-// The precision control's change, as its options try it and the app applies
-// it: the usual plan for `compute`, the fp32 main gradient kept for training;
-// an inference plan keeps no activations for backward and no optimizer state
-// to shard, so it goes without recomputation and ZeRO.
+// A control's change, as its options try it and the app applies it (one
+// home, so that the figures offered are those of the plan picked): tp 1
+// turns sequence parallelism off and pp 1 the virtual stages, which need
+// more; virtual stages pick their schedule; a precision is set_compute_precision.
+void set_control(ParallelPlan& parallel, PrecisionPlan& precision, Control control, int value);
+
+// The precision control's change: the usual plan for `compute`, the fp32
+// main gradient kept for training; an inference plan keeps no activations for
+// backward and no optimizer state to shard, so it goes without recomputation
+// and ZeRO.
 void set_compute_precision(ParallelPlan& parallel, PrecisionPlan& precision, Precision compute);
 
 }  // namespace cs::plan

@@ -69,45 +69,6 @@ int controlValue(const ParallelPlan& p, const PrecisionPlan& precision, Control 
   return 0;
 }
 
-void setControlValue(ParallelPlan& p, PrecisionPlan& precision, Control c, int value) {
-  switch (c) {
-    case Control::tp:
-      p.tp = value;
-      break;
-    case Control::pp:
-      p.pp = value;
-      break;
-    case Control::dp:
-      p.dp = value;
-      break;
-    case Control::virtual_stages:
-      p.virtual_stages = value;
-      p.schedule = value > 1 ? PipelineSchedule::interleaved : PipelineSchedule::one_f_one_b;
-      break;
-    case Control::sequence_parallel:
-      p.sequence_parallel = value != 0;
-      break;
-    case Control::zero_stage:
-      p.zero_stage = value;
-      break;
-    case Control::micro_batch:
-      p.micro_batch = value;
-      break;
-    case Control::global_batch:
-      p.global_batch = value;
-      break;
-    case Control::recompute:
-      p.recompute = Recompute(value);
-      break;
-    case Control::precision:
-      plan::set_compute_precision(p, precision, Precision(value));  // as its options were tried
-      break;
-    case Control::flash_attention:
-      p.flash_attention = value != 0;
-      break;
-  }
-}
-
 QString controlLabel(Control c) {
   switch (c) {
     case Control::tp:
@@ -254,7 +215,7 @@ void PlanPanel::setControl(Control c, int value) {
   ProjectPlan* p = after.current();
   if (!p) return;
   if (controlValue(p->parallel, p->precision, c) == value) return;
-  setControlValue(p->parallel, p->precision, c, value);
+  plan::set_control(p->parallel, p->precision, c, value);  // as its options were tried
   workspace_->edit(tr("Set %1 to %2").arg(controlLabel(c).remove('&'), valueLabel(c, value)),
                    std::move(after));
 }

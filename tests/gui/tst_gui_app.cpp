@@ -373,10 +373,16 @@ void TestGuiApp::impossiblePlanShowsWhy() {
   QVERIFY(window_->analysis()->latest()->estimate.has_value());
   QVERIFY(headline("tokens_per_second") != QStringLiteral("—"));
 
-  // One problem alone reads as written (it showed "needs tp &gt;= 2": a
-  // single line was taken for plain text).
+  // TP 1 is applied as its option was tried: sequence parallelism, which
+  // needs TP 2 or more, goes off with it, and the plan picked is valid.
   QVERIFY(window_->workspace()->project().current()->parallel.sequence_parallel);
   panel->setControl(Control::tp, 1);
+  waitForEstimate();
+  QVERIFY(!window_->workspace()->project().current()->parallel.sequence_parallel);
+  QVERIFY(window_->analysis()->latest()->estimate.has_value());
+  // One problem alone reads as written (it showed "needs tp &gt;= 2": a
+  // single line was taken for plain text).
+  panel->setControl(Control::sequence_parallel, 1);
   waitForEstimate();
   QTextDocument shown;
   shown.setHtml(panel->problemsLabel()->text());
@@ -384,7 +390,9 @@ void TestGuiApp::impossiblePlanShowsWhy() {
   QVERIFY2(shown.toPlainText().contains(QStringLiteral("needs tp >= 2")),
            qPrintable(shown.toPlainText()));
   window_->workspace()->undoStack()->undo();
+  window_->workspace()->undoStack()->undo();
   waitForEstimate();
+  QVERIFY(window_->workspace()->project().current()->parallel.sequence_parallel);
 }
 
 void TestGuiApp::searchPickAndCompare() {
