@@ -257,16 +257,6 @@ std::optional<Precision> precision_of_type(trace::DataType t) {
   }
 }
 
-std::optional<CollectiveOp> collective_op(std::string_view name) {
-  if (name == "all_reduce") return CollectiveOp::all_reduce;
-  if (name == "all_gather") return CollectiveOp::all_gather;
-  if (name == "reduce_scatter") return CollectiveOp::reduce_scatter;
-  if (name == "broadcast") return CollectiveOp::broadcast;
-  if (name == "reduce") return CollectiveOp::reduce;
-  if (name == "all_to_all") return CollectiveOp::all_to_all;
-  return std::nullopt;
-}
-
 Result<std::vector<CalibrationPhase>> phases_of(const trace::TraceReader& r, Calibration& out) {
   std::vector<CalibrationPhase> phases;
   if (auto text = r.meta(kCalibrationMetaKey); text && !text->empty()) {

@@ -4,11 +4,17 @@
 // alpha-beta time of a ring on one link tier or hierarchically across two
 // (inside a node, then between nodes).
 
+#include <optional>
+#include <string_view>
+
 #include "core/hardware.h"
 
 namespace cs::plan {
 
 enum class CollectiveOp { all_reduce, all_gather, reduce_scatter, broadcast, reduce, all_to_all };
+
+// "all_reduce", "all_gather", ... (the trace store's and nccl-tests' names).
+std::optional<CollectiveOp> collective_op(std::string_view name);
 
 // busbw = algbw x factor: 2(n-1)/n for all-reduce, (n-1)/n for all-gather,
 // reduce-scatter and all-to-all, 1 for broadcast and reduce; 0 when n <= 1.
@@ -52,5 +58,17 @@ struct GroupPlacement {
 // ring's and a tree's (2 log2 nodes) across nodes.
 double group_seconds(CollectiveOp op, double bytes, const GroupPlacement& group, const Tier& intra,
                      const Tier& inter);
+
+// group_seconds across nodes, in the terms its network part is linear in:
+// time = node_seconds + network_bytes / network rate + network_steps x
+// network alpha. The nccl-tests fit of a network tier (nccl_tests.h) fits
+// exactly these, so that it calibrates the model the planner uses.
+struct AcrossNodes {
+  double node_seconds = 0;   // inside each node, on `intra`
+  double network_bytes = 0;  // each rank's bytes on the network
+  double network_steps = 0;  // network latency steps: the lesser of a ring's and a tree's
+};
+AcrossNodes across_nodes(CollectiveOp op, double bytes, const GroupPlacement& group,
+                         const Tier& intra);
 
 }  // namespace cs::plan

@@ -237,37 +237,23 @@ Result<NetworkFit> fit_nccl_tests(const std::vector<NcclTestsLog>& logs,
                  " GPUs each: give the link inside a node with --intra LINK, whose part of each "
                  "time is taken out before fitting the network"};
   }
-  // The planner's hierarchical collective (planners/collectives.cpp): the
-  // node's part on `intra`, the rest on the network share of each GPU.
-  const double intra_rate = intra ? intra->bandwidth * intra->efficiency : 0;
-  const double intra_latency = intra ? intra->latency : 0;
-  const double n = out.nodes;
+  // The planner's hierarchical collective (across_nodes): the node's part on
+  // `intra`, the rest on the network share of each GPU.
+  const Tier node_tier = intra ? tier_of(*intra, intra->bandwidth) : Tier{};
+  const GroupPlacement placement{g, out.nodes};
   std::vector<AlphaBetaPoint> points;
   for (const NcclTestsLog& l : logs) {
     for (const CollectiveSample& s : l.samples) {
-      const bool all_reduce = s.collective == "all_reduce";
-      const bool spread = s.collective == "all_gather" || s.collective == "reduce_scatter" ||
-                          s.collective == "all_to_all";
-      double intra_s = 0, inter_bytes = 0;
-      const double steps =
-          std::min((all_reduce ? 2 : 1) * (n - 1), (all_reduce ? 2 : 1) * std::ceil(std::log2(n)));
-      if (all_reduce) {
-        if (g > 1) intra_s = 2 * ((g - 1.0) / g * s.bytes / intra_rate + (g - 1) * intra_latency);
-        inter_bytes = 2 * (n - 1) / n * s.bytes / g;
-      } else if (spread) {
-        if (g > 1) intra_s = (g - 1.0) / g * s.bytes / intra_rate + (g - 1) * intra_latency;
-        inter_bytes = (n - 1) / n * s.bytes / g;
-      } else {
-        if (g > 1) intra_s = s.bytes / intra_rate + (g - 1) * intra_latency;
-        inter_bytes = s.bytes / g;
-      }
+      const std::optional<CollectiveOp> op = collective_op(s.collective);
+      if (!op) return Error{l.file + ": unknown collective \"" + s.collective + "\""};
+      const AcrossNodes terms = across_nodes(*op, s.bytes, placement, node_tier);
       AlphaBetaPoint p;
       p.label = s.collective + " " + std::to_string(static_cast<long long>(s.bytes)) + " B / " +
                 std::to_string(s.ranks) + " ranks on " + std::to_string(out.nodes) + " nodes";
-      p.steps = steps;
-      p.bytes = inter_bytes;
+      p.steps = terms.network_steps;
+      p.bytes = terms.network_bytes;
       p.seconds = s.seconds;
-      p.offset = intra_s;
+      p.offset = terms.node_seconds;
       p.size = s.bytes;
       points.push_back(p);
     }

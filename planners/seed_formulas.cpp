@@ -1,5 +1,7 @@
 #include "planners/seed_formulas.h"
 
+#include "planners/collectives.h"
+
 #include <algorithm>
 #include <cmath>
 
@@ -11,9 +13,8 @@ double simple_communication_seconds(double bytes, int devices, double bandwidth,
 }
 
 double ring_all_reduce_seconds(double bytes, int devices, double bandwidth, double latency) {
-  if (devices <= 1 || bandwidth <= 0) return 0;
-  const double n = devices;
-  return 2 * (n - 1) / n * bytes / bandwidth + 2 * (n - 1) * latency;
+  if (bandwidth <= 0) return 0;
+  return ring_seconds(CollectiveOp::all_reduce, devices, bytes, Tier{bandwidth, 1, latency, {}});
 }
 
 QuantParams quant_params(double min, double max, int bits, bool signed_range) {
