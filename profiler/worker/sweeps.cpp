@@ -7,6 +7,7 @@
 #include <string>
 
 #include "core/median.h"
+#include "core/trace_analysis.h"
 
 namespace cs::worker {
 
@@ -32,8 +33,6 @@ void fill(Backend& backend, Tensor t, float scale) {
 }
 
 }  // namespace
-
-double all_reduce_bus_factor(int ranks) { return ranks > 0 ? 2.0 * (ranks - 1) / ranks : 0; }
 
 std::vector<GemmSample> gemm_sweep(Backend& backend, DType storage, const std::vector<int>& sizes,
                                    double seconds_per_size,
@@ -190,7 +189,8 @@ CollectiveSample all_reduce_sample(std::int64_t bytes, int ranks, double seconds
   s.ranks = ranks;
   s.seconds = seconds;
   s.algorithm_bandwidth = static_cast<double>(bytes) / seconds;
-  s.bus_bandwidth = s.algorithm_bandwidth * all_reduce_bus_factor(ranks);
+  s.bus_bandwidth =
+      s.algorithm_bandwidth * trace::bus_bandwidth_factor(trace::Collective::all_reduce, ranks);
   return s;
 }
 

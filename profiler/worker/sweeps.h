@@ -76,8 +76,6 @@ std::vector<CollectiveSample> cold_all_reduce_sweep(Backend& backend, Communicat
                                                     const std::vector<std::int64_t>& bytes,
                                                     int repetitions);
 
-double all_reduce_bus_factor(int ranks);  // 2(n-1)/n
-
 // The machine probe (core/machine_probe.h), untraced when no tracer is set:
 // the layer GEMM's forward as the layer sweep times it (about `seconds` of
 // it), the layer norm's backward as the operation sweep times it (as long),
