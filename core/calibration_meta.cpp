@@ -2,6 +2,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/json_text.h"
+
 namespace cs {
 
 using nlohmann::json;
@@ -14,10 +16,12 @@ std::string calibration_meta_json(const CalibrationInfo& info) {
                       {"threads", p.threads},
                       {"precision", p.precision}});
   }
-  return json{{"engine", info.engine},       {"host", info.host},
-              {"device", info.device},       {"host_memory_bytes", info.host_memory_bytes},
-              {"cpu_cores", info.cpu_cores}, {"phases", phases}}
-      .dump();
+  return json_text(json{{"engine", info.engine},
+                        {"host", info.host},
+                        {"device", info.device},
+                        {"host_memory_bytes", info.host_memory_bytes},
+                        {"cpu_cores", info.cpu_cores},
+                        {"phases", phases}});
 }
 
 Result<CalibrationInfo> calibration_info_from_json(std::string_view text, std::string_view where) {

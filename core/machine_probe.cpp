@@ -7,6 +7,7 @@
 
 #include "core/format.h"
 #include "core/json_reader.h"
+#include "core/json_text.h"
 
 namespace cs {
 
@@ -26,14 +27,13 @@ MachineProbeShape machine_probe_shape(std::string_view backend, std::string_view
 }
 
 std::string machine_probe_json(const MachineProbe& p) {
-  return json{{"width", p.shape.width},
-              {"precision", p.shape.precision},
-              {"all_reduce_bytes", p.shape.all_reduce_bytes},
-              {"ranks", p.shape.ranks},
-              {"gemm_seconds", p.gemm_seconds},
-              {"loop_seconds", p.loop_seconds},
-              {"all_reduce_seconds", p.all_reduce_seconds}}
-      .dump();
+  return json_text(json{{"width", p.shape.width},
+                        {"precision", p.shape.precision},
+                        {"all_reduce_bytes", p.shape.all_reduce_bytes},
+                        {"ranks", p.shape.ranks},
+                        {"gemm_seconds", p.gemm_seconds},
+                        {"loop_seconds", p.loop_seconds},
+                        {"all_reduce_seconds", p.all_reduce_seconds}});
 }
 
 Result<MachineProbe> machine_probe_from_json(std::string_view text, std::string_view where) {

@@ -10,6 +10,7 @@
 #include "core/enum_tables.h"
 #include "core/file_beside.h"
 #include "core/json_reader.h"
+#include "core/json_text.h"
 #include "core/presets.h"
 
 namespace cs {
@@ -873,7 +874,7 @@ Status write_json_file(const std::string& path, const json& j) {
       return Error{path + ": cannot write (cannot create " + file.writing() +
                    ": " + std::strerror(errno) + ")"};
     }
-    out << j.dump(2) << '\n';
+    out << json_text(j, 2) << '\n';
     out.close();
     if (!out) return Error{path + ": cannot write (disk full?)"};
   }

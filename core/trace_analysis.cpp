@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/format.h"
+#include "core/json_text.h"
 #include "core/median.h"
 #include "core/trace_reader_internal.h"
 
@@ -590,7 +591,7 @@ void compare_machine_probes(const TraceReader& reader, const std::string& predic
     out.machine_note = measured.message();
     return;
   }
-  auto model = machine_probe_from_json(j[key].dump(), "meta predicted_step: /machine_probe");
+  auto model = machine_probe_from_json(json_text(j[key]), "meta predicted_step: /machine_probe");
   if (!model) {
     out.machine_note = model.message();
     return;

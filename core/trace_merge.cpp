@@ -9,6 +9,7 @@
 
 #include "core/enum_names.h"
 #include "core/format.h"
+#include "core/json_text.h"
 #include "core/median.h"
 #include "core/parse_count.h"
 #include "core/trace_reader.h"
@@ -364,14 +365,14 @@ Result<MergeReport> merge_into(const std::vector<std::string>& inputs, const std
   for (const auto& [rank, off] : alignment->offsets)
     offsets[std::to_string(rank)] = off;
   w.set_meta("clock_alignment", alignment->method);
-  w.set_meta("clock_offsets_json", offsets.dump());
+  w.set_meta("clock_offsets_json", json_text(offsets));
   if (!alignment->spread.empty()) {
     nlohmann::json spread = nlohmann::json::object();
     for (const auto& [rank, s] : alignment->spread)
       spread[std::to_string(rank)] = s;
-    w.set_meta("clock_alignment_spread_json", spread.dump());
+    w.set_meta("clock_alignment_spread_json", json_text(spread));
   }
-  w.set_meta("merged_from_json", nlohmann::json(inputs).dump());
+  w.set_meta("merged_from_json", json_text(nlohmann::json(inputs)));
   for (const auto& [key, value] : options.meta)
     w.set_meta(key, value);
 

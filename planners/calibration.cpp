@@ -12,6 +12,7 @@
 
 #include "core/format.h"
 #include "core/json_reader.h"
+#include "core/json_text.h"
 #include "core/median.h"
 #include "core/trace_analysis.h"
 #include "core/trace_reader.h"
@@ -1703,7 +1704,8 @@ double sweep_number(const json& j, const char* key, Range range, double fallback
   const json& v = j[key];
   const double value = v.is_number() ? v.get<double>() : std::nan("");
   if (!v.is_number() || !range.contains(value)) {
-    throw std::runtime_error(where + ": /" + key + ": " + range.rule() + " (got " + v.dump() + ")");
+    throw std::runtime_error(where + ": /" + key + ": " + range.rule() + " (got " + json_text(v) +
+                             ")");
   }
   return value;
 }
@@ -1775,10 +1777,10 @@ Result<SweepImport> import_sweep_lines(const std::vector<std::string>& files,
         }
         for (const char* key : {"precision", "operation"}) {
           if (j.contains(key) && !j[key].is_string())
-            return Error{where + ": /" + key + ": must be text (got " + j[key].dump() + ")"};
+            return Error{where + ": /" + key + ": must be text (got " + json_text(j[key]) + ")"};
         }
         if (j.contains("cold") && !j["cold"].is_boolean())
-          return Error{where + ": /cold: must be true or false (got " + j["cold"].dump() + ")"};
+          return Error{where + ": /cold: must be true or false (got " + json_text(j["cold"]) + ")"};
         ranks = std::max(ranks, rank + 1);
         lines.push_back({j, where});
       }

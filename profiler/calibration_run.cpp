@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <unistd.h>
 
+#include "core/json_text.h"
 #include "core/trace_merge.h"
 #include "profiler/launcher.h"
 
@@ -195,7 +196,7 @@ Result<CalibrationRecord> record_calibration(
   merge.run.title = o.title + " of " + record.info.host;
   merge.run.source = "calibration";
   merge.meta = {{std::string(kCalibrationMetaKey), calibration_meta_json(record.info)},
-                {"calibration_commands", nlohmann::json(record.commands).dump()}};
+                {"calibration_commands", json_text(nlohmann::json(record.commands))}};
   // Phases ran one after another on one host: one clock, no shift.
   merge.alignment = trace::ClockAlignment::none;
   merge.writers_ended = true;  // every phase's ranks have exited

@@ -9,6 +9,7 @@
 #include "core/format.h"
 #include "core/host_probe.h"
 #include "core/json_reader.h"
+#include "core/json_text.h"
 #include "core/model_json.h"
 #include "core/trace_writer.h"
 #include "core/workload.h"
@@ -174,7 +175,7 @@ Result<PlanRun> plan_run(const Plan& plan, const PlanRunOptions& o) {
   spec.ranks = ranks;
   spec.run_store = out;
   spec.hang_timeout = o.hang_timeout;
-  spec.plan_json = to_json(plan).dump();
+  spec.plan_json = json_text(to_json(plan));
   spec.command_line = o.command_line;
   spec.placement = o.placement;
   spec.hostfile = o.hostfile;

@@ -1,5 +1,6 @@
 #include <nlohmann/json.hpp>
 
+#include "core/json_text.h"
 #include "core/trace_merge.h"
 #include "core/trace_store.h"
 #include "profiler/launcher.h"
@@ -39,7 +40,7 @@ Status merge_run_stores(const RunSpec& spec, Outcome outcome, std::string& note)
   options.meta = {{"world_size", std::to_string(spec.ranks)},
                   {"run_outcome", std::string(to_string(outcome))},
                   {"worker_command", command_text(worker_command(spec))},
-                  {"ranks_without_store_json", missing.dump()}};
+                  {"ranks_without_store_json", json_text(missing)}};
   options.meta.insert(options.meta.end(), spec.extra_meta.begin(), spec.extra_meta.end());
   // The ranks have exited (or merge-only after the job's srun): a rank store
   // left "writing" on another node is repaired.

@@ -12,6 +12,7 @@
 #include "core/calibration_meta.h"
 #include "core/format.h"
 #include "core/host_probe.h"
+#include "core/json_text.h"
 #include "core/machine_probe.h"
 #include "core/model_json.h"
 #include "core/trace_analysis.h"
@@ -327,7 +328,8 @@ Result<ReferenceRun> run_reference(const MachineCalibrationOptions& o, const Pre
   if (const auto recorded = (*reader)->meta(key);
       recorded && predicted.is_object() && predicted.contains(key)) {
     auto measured = machine_probe_from_json(*recorded, store + ": meta machine_probe");
-    auto model = machine_probe_from_json(predicted[key].dump(), "the prediction's machine probe");
+    auto model =
+        machine_probe_from_json(json_text(predicted[key]), "the prediction's machine probe");
     if (measured && model) {
       const MachineDrift drift{*measured, *model};
       out.probe_gemm_ratio = drift.gemm_ratio();
@@ -1034,7 +1036,7 @@ Result<RunPrediction> predict_trained(const PresetCatalog& catalog, Plan plan,
       plan.cluster, machine_probe_shape(backend, to_string(probed), ranks));
   j[std::string(kMachineProbeMetaKey)] = nlohmann::json::parse(machine_probe_json(probe));
   out.step_seconds = estimate->time.step();
-  out.predicted_step_json = j.dump();
+  out.predicted_step_json = json_text(j);
   return out;
 }
 

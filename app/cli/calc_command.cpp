@@ -18,6 +18,7 @@
 #include "app/cli/text_table.h"
 #include "core/format.h"
 #include "core/json_reader.h"
+#include "core/json_text.h"
 #include "core/model_json.h"
 #include "planners/seed_formulas.h"
 
@@ -55,14 +56,14 @@ void run_communication(const CommunicationOptions& o) {
   const double ring = plan::ring_all_reduce_seconds(bytes, n, bandwidth, latency);
   const double ring_sent = 2.0 * (n - 1) / n * bytes;  // per device
   if (o.json) {
-    std::cout << nlohmann::json{{"bytes", bytes},
-                                {"devices", n},
-                                {"bandwidth_bytes_per_s", bandwidth},
-                                {"latency_s", latency},
-                                {"simple_seconds", simple},
-                                {"ring_seconds", ring},
-                                {"ring_bytes_sent_per_device", ring_sent}}
-                     .dump(2)
+    std::cout << json_text(nlohmann::json{{"bytes", bytes},
+                                          {"devices", n},
+                                          {"bandwidth_bytes_per_s", bandwidth},
+                                          {"latency_s", latency},
+                                          {"simple_seconds", simple},
+                                          {"ring_seconds", ring},
+                                          {"ring_bytes_sent_per_device", ring_sent}},
+                           2)
               << '\n';
     return;
   }
@@ -131,16 +132,16 @@ void run_quantize(const QuantizeOptions& o, bool bits_given) {
                         {"dequantized", m.dequantized},
                         {"error", m.error}});
     }
-    std::cout << nlohmann::json{{"range", {o.min, o.max}},
-                                {"range_quantized", {p.min, p.max}},
-                                {"bits", article ? 8 : o.bits},
-                                {"integers", o.integers},
-                                {"scale", p.scale},
-                                {"zero_point", p.zero_point},
-                                {"q_min", p.q_min},
-                                {"q_max", p.q_max},
-                                {"values", values}}
-                     .dump(2)
+    std::cout << json_text(nlohmann::json{{"range", {o.min, o.max}},
+                                          {"range_quantized", {p.min, p.max}},
+                                          {"bits", article ? 8 : o.bits},
+                                          {"integers", o.integers},
+                                          {"scale", p.scale},
+                                          {"zero_point", p.zero_point},
+                                          {"q_min", p.q_min},
+                                          {"q_max", p.q_max},
+                                          {"values", values}},
+                           2)
               << '\n';
     return;
   }
@@ -235,7 +236,7 @@ void run_flops(const FlopsOptions& o, Context& ctx) {
       out["samples"] = samples;
       out["epochs"] = epochs;
     }
-    std::cout << out.dump(2) << '\n';
+    std::cout << json_text(out, 2) << '\n';
     return;
   }
   std::cout << "Training FLOPs" << (what.empty() ? "" : " of " + what) << ":\n"

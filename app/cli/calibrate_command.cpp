@@ -28,6 +28,7 @@
 #include "core/calibration_meta.h"
 #include "core/format.h"
 #include "core/host_probe.h"
+#include "core/json_text.h"
 #include "core/model_json.h"
 
 namespace cs::cli {
@@ -290,7 +291,7 @@ json report_json(const plan::Calibration& fit, const PresetBundle& presets,
 void report(const CalibrateOptions& o, const plan::Calibration& fit, const PresetBundle& presets,
             const std::filesystem::path& file, json extra = json::object()) {
   if (o.json) {
-    std::cout << report_json(fit, presets, file, extra).dump(2) << '\n';
+    std::cout << json_text(report_json(fit, presets, file, extra), 2) << '\n';
     return;
   }
   print_fit(std::cout, fit);
@@ -390,15 +391,15 @@ void run_nccl_tests(Context& ctx, const CalibrateOptions& o) {
                       {"rows_with_wrong_values", l.rows_with_wrong_values},
                       {"average_busbw_bytes_per_second", l.average_busbw}});
     }
-    std::cout << json{{"logs", logs},
-                      {"inter_node", net.fit.inter_node},
-                      {"latency_seconds", f.latency},
-                      {"bus_bandwidth_bytes_per_second", f.bandwidth},
-                      {"port_bandwidth_bytes_per_second", net.fit.port_bandwidth},
-                      {"quality", quality_json(f.quality)},
-                      {"link", to_json(net.link)},
-                      {"presets_file", file.string()}}
-                     .dump(2)
+    std::cout << json_text(json{{"logs", logs},
+                                {"inter_node", net.fit.inter_node},
+                                {"latency_seconds", f.latency},
+                                {"bus_bandwidth_bytes_per_second", f.bandwidth},
+                                {"port_bandwidth_bytes_per_second", net.fit.port_bandwidth},
+                                {"quality", quality_json(f.quality)},
+                                {"link", to_json(net.link)},
+                                {"presets_file", file.string()}},
+                           2)
               << '\n';
     return;
   }
@@ -467,7 +468,7 @@ void run(Context& ctx, const CalibrateOptions& o) {
         report(o, r.fit, r.presets, r.presets_file, extra);
       }
     }
-    if (o.json) std::cout << (reports.size() == 1 ? reports[0] : reports).dump(2) << '\n';
+    if (o.json) std::cout << json_text((reports.size() == 1 ? reports[0] : reports), 2) << '\n';
     return;
   }
 

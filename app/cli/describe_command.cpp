@@ -9,6 +9,7 @@
 #include "app/cli/context.h"
 #include "app/cli/text_table.h"
 #include "core/format.h"
+#include "core/json_text.h"
 #include "core/model_json.h"
 
 namespace cs::cli {
@@ -97,7 +98,8 @@ void run(const DescribeOptions& o, Context& ctx) {
   const Cluster c = o.cluster.resolve(ctx.catalog());
   const ClusterTotals t = totals(c);
   if (o.json) {
-    std::cout << nlohmann::json{{"cluster", to_json(c)}, {"totals", totals_json(t)}}.dump(2) << '\n';
+    std::cout << json_text(nlohmann::json{{"cluster", to_json(c)}, {"totals", totals_json(t)}}, 2)
+              << '\n';
   } else {
     print_text(c, t);
   }

@@ -10,6 +10,7 @@
 #include "app/cli/context.h"
 #include "app/cli/text_table.h"
 #include "core/format.h"
+#include "core/json_text.h"
 #include "core/model_json.h"
 #include "planners/estimate.h"
 #include "planners/estimate_json.h"
@@ -179,8 +180,10 @@ void run(const PlanCommandOptions& o, Context& ctx) {
       nlohmann::json list = nlohmann::json::array();
       for (const Problem& p : problems)
         list.push_back({{"pointer", p.pointer}, {"message", p.message}});
-      std::cout << nlohmann::json{{"plan", cs::to_json(plan)}, {"valid", false}, {"problems", list}}
-                       .dump(2)
+      std::cout << json_text(
+                       nlohmann::json{
+                           {"plan", cs::to_json(plan)}, {"valid", false}, {"problems", list}},
+                       2)
                 << '\n';
     }
     std::string text = "the plan cannot run (" + std::to_string(problems.size()) +
@@ -199,7 +202,7 @@ void run(const PlanCommandOptions& o, Context& ctx) {
       const Problem p = plan::memory_problem(plan, e);
       out["problems"].push_back({{"pointer", p.pointer}, {"message", p.message}});
     }
-    std::cout << out.dump(2) << '\n';
+    std::cout << json_text(out, 2) << '\n';
   } else {
     print_text(plan, e);
   }

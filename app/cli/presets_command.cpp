@@ -9,6 +9,7 @@
 #include "app/cli/context.h"
 #include "app/cli/text_table.h"
 #include "core/format.h"
+#include "core/json_text.h"
 #include "core/model_json.h"
 
 namespace cs::cli {
@@ -95,7 +96,7 @@ void run(const PresetsOptions& o, Context& ctx) {
     if (all || o.what == "models") j["models"] = json_list(c.models());
     if (all || o.what == "clusters") j["clusters"] = json_list(c.clusters());
     // One kind asked for: the list itself.
-    std::cout << (all ? j : j.begin().value()).dump(2) << '\n';
+    std::cout << json_text((all ? j : j.begin().value()), 2) << '\n';
     return;
   }
   auto section = [&](const char* title, auto print) {

@@ -30,9 +30,10 @@
 #include "app/cli/text_table.h"
 #include "core/calibration_meta.h"
 #include "core/format.h"
-#include "core/trace_analysis.h"
 #include "core/json_reader.h"
+#include "core/json_text.h"
 #include "core/model_json.h"
+#include "core/trace_analysis.h"
 #include "core/workload.h"
 #include "profiler/launcher.h"
 #include "profiler/plan_run.h"
@@ -392,11 +393,11 @@ void merge_only(const launch::RunSpec& spec, bool json) {
   take(launch::merge_run_stores(spec, outcome, note));
   const nlohmann::json summary = run_summary_json(spec.run_store);
   if (json) {
-    std::cout << nlohmann::json{{"outcome", std::string(to_string(outcome))},
-                                {"run_store", spec.run_store},
-                                {"merge_note", note},
-                                {"summary", summary}}
-                     .dump(2)
+    std::cout << json_text(nlohmann::json{{"outcome", std::string(to_string(outcome))},
+                                          {"run_store", spec.run_store},
+                                          {"merge_note", note},
+                                          {"summary", summary}},
+                           2)
               << '\n';
   } else {
     std::cout << "merged the rank stores of a run that ended " << to_string(outcome) << " into "
@@ -496,7 +497,7 @@ void run(RunOptions& o, Context& ctx, const std::string& command_line) {
   nlohmann::json summary;
   if (!report.run_store.empty()) summary = run_summary_json(report.run_store);
   if (o.json) {
-    std::cout << report_json(report, summary).dump(2) << '\n';
+    std::cout << json_text(report_json(report, summary), 2) << '\n';
   } else {
     std::cout << report.message << '\n';
     if (!report.ranks.empty() && report.outcome != launch::Outcome::submitted &&

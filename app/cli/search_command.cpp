@@ -11,8 +11,9 @@
 #include "app/cli/cli_options.h"
 #include "app/cli/context.h"
 #include "app/cli/text_table.h"
-#include "core/json_reader.h"
 #include "core/format.h"
+#include "core/json_reader.h"
+#include "core/json_text.h"
 #include "planners/estimate_json.h"
 #include "planners/search.h"
 
@@ -132,7 +133,7 @@ void run(const SearchCommandOptions& o, Context& ctx) {
     out["objective"] = std::string(plan::to_string(*objective));
     out["cluster"] = cluster.name;
     out["workload"] = workload.name;
-    std::cout << out.dump(2) << '\n';
+    std::cout << json_text(out, 2) << '\n';
     return;
   }
   const std::string model = workload.display_name.empty() ? workload.name : workload.display_name;

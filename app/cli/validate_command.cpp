@@ -7,6 +7,7 @@
 
 #include "app/cli/context.h"
 #include "core/json_reader.h"
+#include "core/json_text.h"
 #include "core/model_json.h"
 #include "planners/estimate.h"
 
@@ -93,7 +94,7 @@ void run(const ValidateOptions& o, Context& ctx) {
     }
     report.push_back(entry);
   }
-  if (o.json) std::cout << report.dump(2) << '\n';
+  if (o.json) std::cout << json_text(report, 2) << '\n';
   if (failures > 0) {
     throw CliError(std::to_string(failures) + " of " + std::to_string(o.files.size()) +
                    (o.files.size() == 1 ? " file is" : " files are") + " invalid");

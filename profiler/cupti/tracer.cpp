@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/json_text.h"
 #include "profiler/activity_buffers.h"
 #include "profiler/cupti/cupti_source.h"
 #include "profiler/cupti/replay_source.h"
@@ -267,13 +268,13 @@ const TracerReport& Tracer::finalize() {
   trace::TraceWriter& w = d.writer;
   w.set_meta("tracer.source", r.source);
   w.set_meta("tracer.clock", "CLOCK_REALTIME");
-  w.set_meta("tracer.counts", counts_json(r.counts).dump());
+  w.set_meta("tracer.counts", json_text(counts_json(r.counts)));
   w.set_meta("tracer.dropped_records", std::to_string(r.dropped_records));
   w.set_meta("tracer.refused_buffers", std::to_string(r.refused_buffers));
   w.set_meta("tracer.buffer_cap_bytes", std::to_string(d.options.buffer_cap_bytes));
   w.set_meta("tracer.peak_buffer_bytes", std::to_string(r.peak_buffer_bytes));
   w.set_meta("tracer.memory_samples", std::to_string(r.memory_samples));
-  w.set_meta("tracer.warnings", nlohmann::json(r.warnings).dump());
+  w.set_meta("tracer.warnings", json_text(nlohmann::json(r.warnings)));
   if (d.capture) {
     if (Status written = write_replay(d.options.capture_path, d.capture->recording()); !written) {
       r.warnings.push_back(written.message());

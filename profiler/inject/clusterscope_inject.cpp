@@ -39,6 +39,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/json_text.h"
 #include "core/trace_writer.h"
 #include "profiler/cupti/cupti_source.h"
 #include "profiler/cupti/tracer.h"
@@ -96,7 +97,8 @@ std::string command_line() {
     if (end == std::string::npos) end = raw.size();
     std::string arg = raw.substr(start, end - start);
     if (!line.empty()) line += ' ';
-    line += arg.find_first_of(" \t\"'") == std::string::npos ? arg : nlohmann::json(arg).dump();
+    line +=
+        arg.find_first_of(" \t\"'") == std::string::npos ? arg : cs::json_text(nlohmann::json(arg));
     start = end + 1;
   }
   return line;
@@ -203,11 +205,9 @@ Status start_session() {
   run.clock = "CLOCK_REALTIME";
   run.host = host;
   run.command_line = command_line();
-  run.tool_versions_json = nlohmann::json{
-      {"clusterscope", CLUSTERSCOPE_VERSION},
-      {"cupti", cupti_version},
-      {"cuda_driver",
-       cuda_driver_version()}}.dump();
+  run.tool_versions_json = cs::json_text(nlohmann::json{{"clusterscope", CLUSTERSCOPE_VERSION},
+                                                        {"cupti", cupti_version},
+                                                        {"cuda_driver", cuda_driver_version()}});
   auto writer = open_store(path, run);
   if (!writer) return writer.error();
 

@@ -3,32 +3,32 @@
 // the CPU engine (OpenBLAS + MPI) or the CUDA engine (cuBLAS + NCCL), records
 // its timeline into its own trace store and prints a JSON line per step.
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <atomic>
 #include <cerrno>
 #include <csignal>
-#include <ctime>
 #include <cstdio>
+#include <ctime>
 #include <iostream>
-#include <new>
 #include <mutex>
+#include <new>
 #include <thread>
 
 #include <CLI/CLI.hpp>
+#include <fcntl.h>
 #include <nlohmann/json.hpp>
+#include <unistd.h>
 
 #include "core/calibration_meta.h"
 #include "core/json_reader.h"
+#include "core/json_text.h"
 #include "core/machine_probe.h"
 #include "core/model_json.h"
 #include "core/presets.h"
 #include "core/trace_writer.h"
 #include "profiler/launch_env.h"
 #include "profiler/worker/corpus.h"
-#include "profiler/worker/sweeps.h"
 #include "profiler/worker/op_tracer.h"
+#include "profiler/worker/sweeps.h"
 #include "profiler/worker/trainer.h"
 #include "profiler/worker/weights_file.h"
 #include "profiler/worker_shape.h"
@@ -83,7 +83,7 @@ struct Options {
 // One JSON line, whole, on stdout (the launcher reads them).
 std::mutex g_emit_mutex;
 void emit(const json& line) {
-  const std::string text = line.dump() + "\n";
+  const std::string text = json_text(line) + "\n";
   std::lock_guard lock(g_emit_mutex);
   std::fwrite(text.data(), 1, text.size(), stdout);
   std::fflush(stdout);
@@ -215,7 +215,7 @@ Job resolve_job(const Options& o) {
       auto plan = plan_from_json(*j, o.plan_file, &*catalog);
       if (!plan) throw std::runtime_error(plan.message());
       workload = plan->workload;
-      job.plan_json = to_json(*plan).dump();
+      job.plan_json = json_text(to_json(*plan));
     } else {
       const Workload* w = catalog->find_model(o.model);
       if (!w) {
@@ -285,24 +285,31 @@ RankTrace open_trace(const Options& o, const Job& job, int rank, const std::stri
   info.host = host_name();
   for (int i = 0; i < argc; ++i) info.command_line += (i ? " " : "") + std::string(argv[i]);
   info.plan_json = job.plan_json;
-  info.tool_versions_json = versions.dump();
+  info.tool_versions_json = json_text(versions);
   auto created = trace::TraceWriter::create(t.path, info);
   if (!created) throw std::runtime_error(created.message());
   t.writer = std::move(created).value();
   const int recorded_rank = rank + o.trace_rank_offset;
   if (write_rank_row) t.writer->add_rank({recorded_rank, info.host, device, getpid(), 0});
   const GptConfig& c = job.shape.config;
-  t.writer->set_meta("worker_shape", json{{"layers", c.layers}, {"hidden", c.hidden},
-                                          {"heads", c.heads}, {"seq", c.seq}, {"ffn", c.ffn},
-                                          {"vocab", c.vocab}, {"scaled", job.shape.scaled}}
-                                         .dump());
-  t.writer->set_meta("parallel", json{{"dp", o.dp}, {"tp", o.tp}, {"pp", o.pp},
-                                      {"zero_stage", o.zero}, {"micro_batch", o.micro_batch},
-                                      {"accumulation", o.accumulation},
-                                      {"precision", o.precision}, {"backend", o.backend},
-                                      {"threads", o.threads}, {"polite_waits", o.polite_waits},
-                                      {"bucket_kib", o.bucket_kib}}
-                                     .dump());
+  t.writer->set_meta("worker_shape", json_text(json{{"layers", c.layers},
+                                                    {"hidden", c.hidden},
+                                                    {"heads", c.heads},
+                                                    {"seq", c.seq},
+                                                    {"ffn", c.ffn},
+                                                    {"vocab", c.vocab},
+                                                    {"scaled", job.shape.scaled}}));
+  t.writer->set_meta("parallel", json_text(json{{"dp", o.dp},
+                                                {"tp", o.tp},
+                                                {"pp", o.pp},
+                                                {"zero_stage", o.zero},
+                                                {"micro_batch", o.micro_batch},
+                                                {"accumulation", o.accumulation},
+                                                {"precision", o.precision},
+                                                {"backend", o.backend},
+                                                {"threads", o.threads},
+                                                {"polite_waits", o.polite_waits},
+                                                {"bucket_kib", o.bucket_kib}}));
   t.tracer = std::make_unique<OpTracer>(*t.writer, recorded_rank);
   register_writer(t.writer.get(), true);
   return t;
@@ -724,7 +731,8 @@ int run_cuda_rank(Options o, const Job& job, int argc, char** argv) {
     const auto [fp8, fallbacks] = cuda_fp8_gemm_counts(*backend);
     emit({{"event", "fp8"}, {"rank", launch->rank}, {"fp8_gemms", fp8}, {"bf16_fallbacks", fallbacks}});
     if (trace.writer) {
-      trace.writer->set_meta("fp8_gemms", json{{"fp8", fp8}, {"bf16_fallbacks", fallbacks}}.dump());
+      trace.writer->set_meta("fp8_gemms",
+                             json_text(json{{"fp8", fp8}, {"bf16_fallbacks", fallbacks}}));
     }
   };
   if (!o.sweep.empty()) {

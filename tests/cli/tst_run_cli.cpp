@@ -59,6 +59,7 @@ class TestRunCli : public QObject {
   void unwrittenRunStoreFails();
   void slurmScriptEndToEnd();
   void runLeavesTheUsersFilesAlone();
+  void pathThatIsNotUtf8();
   void divergedRunKeepsItsSteps();
   void closedPipeDoesNotStopTheRun();
   void mergeTellsRunsApart();
@@ -348,6 +349,33 @@ void TestRunCli::slurmScriptEndToEnd() {
   auto reader = cs::trace::TraceReader::open(store.toStdString());
   QVERIFY(reader.ok());
   QCOMPARE(static_cast<int>((*reader)->ranks().size()), 2);
+}
+
+// Linux paths are bytes: a store named with a Latin-1 byte is run into, and
+// the JSON that names it carries U+FFFD (the launcher aborted on it, and
+// validate --json stopped with an internal error).
+void TestRunCli::pathThatIsNotUtf8() {
+  const QString work = dir_.filePath("latin1");
+  QVERIFY(QDir().mkpath(work));
+  // The shell makes the names: a QString argument would be UTF-8.
+  auto shell = [&](const QString& script, const QStringList& args = {}) {
+    return cs::test::run_process("/bin/sh", QStringList{"-c", script, kCli} + args, {work});
+  };
+  const Run run = shell("exec \"$0\" run --json --steps 2 --out \"$(printf 'r\\351sum\\351.db')\" \"$@\"",
+                        tiny());
+  QVERIFY2(run.exit_code == 0, qPrintable(run.err));
+  const QJsonObject report = QJsonDocument::fromJson(run.out.toUtf8()).object();
+  QCOMPARE(report["outcome"].toString(), QString("complete"));
+  QVERIFY2(report["run_store"].toString().endsWith(QString::fromUtf8("r\uFFFDsum\uFFFD.db")),
+           qPrintable(report["run_store"].toString()));
+  QVERIFY(shell("test -s \"$(printf 'r\\351sum\\351.db')\"").exit_code == 0);
+
+  const Run validated =
+      shell("printf x > \"$(printf 'v\\351.json')\"; exec \"$0\" validate --json \"$(printf 'v\\351.json')\"");
+  QCOMPARE(validated.exit_code, 1);
+  const QJsonArray files = QJsonDocument::fromJson(validated.out.toUtf8()).array();
+  QCOMPARE(files.size(), 1);
+  QCOMPARE(files[0].toObject()["valid"].toBool(), false);
 }
 
 // What the user keeps beside a run's output is not the run's: a file given
