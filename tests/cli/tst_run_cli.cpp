@@ -361,8 +361,8 @@ void TestRunCli::pathThatIsNotUtf8() {
   auto shell = [&](const QString& script, const QStringList& args = {}) {
     return cs::test::run_process("/bin/sh", QStringList{"-c", script, kCli} + args, {work});
   };
-  const Run run = shell("exec \"$0\" run --json --steps 2 --out \"$(printf 'r\\351sum\\351.db')\" \"$@\"",
-                        tiny());
+  const Run run = shell(
+      "exec \"$0\" run --json --steps 2 --out \"$(printf 'r\\351sum\\351.db')\" \"$@\"", tiny());
   QVERIFY2(run.exit_code == 0, qPrintable(run.err));
   const QJsonObject report = QJsonDocument::fromJson(run.out.toUtf8()).object();
   QCOMPARE(report["outcome"].toString(), QString("complete"));
@@ -370,8 +370,9 @@ void TestRunCli::pathThatIsNotUtf8() {
            qPrintable(report["run_store"].toString()));
   QVERIFY(shell("test -s \"$(printf 'r\\351sum\\351.db')\"").exit_code == 0);
 
-  const Run validated =
-      shell("printf x > \"$(printf 'v\\351.json')\"; exec \"$0\" validate --json \"$(printf 'v\\351.json')\"");
+  const Run validated = shell(
+      "printf x > \"$(printf 'v\\351.json')\"; exec \"$0\" validate --json \"$(printf "
+      "'v\\351.json')\"");
   QCOMPARE(validated.exit_code, 1);
   const QJsonArray files = QJsonDocument::fromJson(validated.out.toUtf8()).array();
   QCOMPARE(files.size(), 1);
