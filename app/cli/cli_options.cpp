@@ -119,7 +119,14 @@ Cluster ClusterOptions::resolve(const PresetCatalog& catalog) const {
         "--gpus-per-node G");
   }
 
-  const bool inline_build = cluster.empty();
+  return apply(std::move(c), catalog, cluster.empty());
+}
+
+Cluster ClusterOptions::over(Cluster c, const PresetCatalog& catalog) const {
+  return apply(std::move(c), catalog, false);
+}
+
+Cluster ClusterOptions::apply(Cluster c, const PresetCatalog& catalog, bool inline_build) const {
   const Cluster preset = c;  // as named, before the flags change it
   if (!gpu.empty()) {
     const GpuSpec* g = catalog.find_gpu(gpu);
@@ -226,9 +233,16 @@ Workload ModelOptions::resolve(const PresetCatalog& catalog) const {
     w.source = "command line";
     w.transformer.ffn_hidden = 4 * *hidden;
   }
-  if (w.kind == WorkloadKind::generic && (layers || hidden || heads || seq_len || vocab)) {
-    throw CliError("--layers/--hidden/--heads/--seq/--vocab apply to transformers, and \"" +
-                   w.name + "\" is a generic model");
+  return over(std::move(w));
+}
+
+Workload ModelOptions::over(Workload w) const {
+  if (w.kind == WorkloadKind::generic &&
+      (layers || hidden || heads || kv_heads || ffn_hidden || gated_mlp || seq_len || vocab)) {
+    throw CliError(
+        "--layers/--hidden/--heads/--kv-heads/--ffn/--gated-mlp/--seq/--vocab apply "
+        "to transformers, and \"" +
+        w.name + "\" is a generic model");
   }
   TransformerShape& s = w.transformer;
   if (layers) s.layers = *layers;
@@ -309,8 +323,17 @@ Plan PlanOptions::resolve(const PresetCatalog& catalog, const ClusterOptions& cl
                              (!parallel->is_object() || parallel->contains("global_batch"));
     plan = take(plan_from_json(document, plan_file, &catalog));
     file_accumulation = std::max(plan.parallel.gradient_accumulation(), 1);
-    if (cluster_options.given()) plan.cluster = cluster_options.resolve(catalog);
-    if (model_options.given()) plan.workload = model_options.resolve(catalog);
+    // A cluster or model named replaces the document's; flags alone change it.
+    if (cluster_options.given()) {
+      plan.cluster = cluster_options.resolve(catalog);
+    } else if (cluster_options.changes()) {
+      plan.cluster = cluster_options.over(plan.cluster, catalog);
+    }
+    if (!model_options.model.empty()) {
+      plan.workload = model_options.resolve(catalog);
+    } else if (model_options.changes()) {
+      plan.workload = model_options.over(plan.workload);
+    }
   } else {
     plan.cluster = cluster_options.resolve(catalog);
     plan.workload = model_options.resolve(catalog);

@@ -50,7 +50,17 @@ struct ClusterOptions {
   void add_to(CLI::App& command, bool positional);
   // The cluster described, with any inline flags applied over the preset or file.
   Cluster resolve(const PresetCatalog& catalog) const;
-  bool given() const { return !cluster.empty() || !gpu.empty(); }
+  // The flags applied over `c` (a plan document's cluster), checked as a
+  // cluster file is.
+  Cluster over(Cluster c, const PresetCatalog& catalog) const;
+  bool given() const { return !cluster.empty() || !gpu.empty(); }  // a cluster is named
+  bool changes() const {  // flags that change a cluster are given
+    return given() || nodes || gpus_per_node || !intra_link.empty() || !inter_link.empty() ||
+           price_per_gpu_hour;
+  }
+
+ private:
+  Cluster apply(Cluster c, const PresetCatalog& catalog, bool inline_build) const;
 };
 
 struct ModelOptions {
@@ -60,8 +70,12 @@ struct ModelOptions {
   std::optional<double> training_tokens;
 
   void add_to(CLI::App& command);
-  bool given() const;
+  bool given() const;  // a model is named, or a shape flag given
+  bool changes() const { return given() || kv_heads || ffn_hidden || gated_mlp || training_tokens; }
   Workload resolve(const PresetCatalog& catalog) const;
+  // The flags applied over `w` (a plan document's model), checked as a
+  // workload file is.
+  Workload over(Workload w) const;
 };
 
 // How a plan is given: a plan JSON document (--plan FILE), flags over it, or

@@ -73,38 +73,22 @@ struct RunPlanOptions {
                        "Compute precision: fp32 or bf16 (CPU); tf32, fp16, fp8 too on CUDA");
   }
 
-  // The plan file's model with the shape flags given over it. (ModelOptions
-  // resolves presets and files; this is the same override, on a plan's model.)
-  Workload with_shape_flags(Workload w) const {
-    if (w.kind != WorkloadKind::transformer) {
-      throw CliError("--layers/--hidden/--heads/--seq apply to transformers, and \"" + w.name +
-                     "\" is a generic model");
-    }
-    TransformerShape& t = w.transformer;
-    if (model.layers) t.layers = *model.layers;
-    if (model.hidden) t.hidden = *model.hidden;
-    if (model.heads) {
-      if (t.kv_heads == t.heads) t.kv_heads = *model.heads;
-      t.heads = *model.heads;
-    }
-    if (model.kv_heads) t.kv_heads = *model.kv_heads;
-    if (model.ffn_hidden) t.ffn_hidden = *model.ffn_hidden;
-    if (model.seq_len) t.seq_len = *model.seq_len;
-    if (model.vocab) t.vocab = *model.vocab;
-    return w;
-  }
-
   // `ranks` fills dp when only the rank count is given.
   Plan resolve(const PresetCatalog& catalog, std::optional<int> ranks) const {
     Plan plan;
     if (!plan_file.empty()) {
       auto j = take(read_json_file(plan_file));
       plan = take(plan_from_json(j, plan_file, &catalog));
-      if (!cluster.cluster.empty() || !cluster.gpu.empty()) plan.cluster = cluster.resolve(catalog);
+      // A cluster or model named replaces the document's; flags alone change it.
+      if (cluster.given()) {
+        plan.cluster = cluster.resolve(catalog);
+      } else if (cluster.changes()) {
+        plan.cluster = cluster.over(plan.cluster, catalog);
+      }
       if (!model.model.empty()) {
         plan.workload = model.resolve(catalog);
-      } else if (model.given()) {
-        plan.workload = with_shape_flags(plan.workload);
+      } else if (model.changes()) {
+        plan.workload = model.over(plan.workload);
       }
     } else {
       ClusterOptions c = cluster;

@@ -212,6 +212,22 @@ void TestPlanCli::planDocument() {
   QCOMPARE(p["tp"].toInt(), 4);
   QCOMPARE(p["dp"].toInt(), 4);
   QCOMPARE(p["global_batch"].toInt(), 64);
+  // Cluster and model flags alone change the document's cluster and model
+  // (they were dropped without a word unless --cluster or --model was given).
+  const Run changed =
+      run_cli({"plan", "--plan", file.fileName(), "--json", "--price", "100", "--nodes", "16",
+               "--inter-link", "roce-400", "--tokens", "1e9", "--kv-heads", "16"});
+  QVERIFY2(changed.exit_code == 0, qPrintable(changed.err));
+  const QJsonObject cluster = parse(changed)["plan"].toObject()["cluster"].toObject();
+  QCOMPARE(cluster["nodes"].toInt(), 16);
+  QCOMPARE(cluster["price_per_gpu_hour"].toDouble(), 100.0);
+  QVERIFY2(cluster["display_name"].toString().endsWith(
+               "changed by --nodes 16 --inter-link roce-400 --price 100"),
+           qPrintable(cluster["display_name"].toString()));
+  const QJsonObject model = parse(changed)["plan"].toObject()["workload"].toObject();
+  QCOMPARE(model["kv_heads"].toInt(), 16);
+  QCOMPARE(model["training_tokens"].toDouble(), 1e9);
+  QCOMPARE(parse(changed)["gpus"].toInt(), 64);
   // The plan keeps its GPUs: over a plan of 32 of the 64, --tp 8 (its own)
   // keeps dp 2, and --pp 4 leaves dp 1. Filling the cluster, --tp 8 had
   // doubled dp to 4.
