@@ -1,9 +1,9 @@
 #include "planners/seed_formulas.h"
 
-#include "planners/collectives.h"
-
 #include <algorithm>
 #include <cmath>
+
+#include "planners/collectives.h"
 
 namespace cs::plan {
 

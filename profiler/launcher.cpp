@@ -218,9 +218,11 @@ constexpr int kSlurmLockFd = 9;
 bool lock_held_by_parent(const std::string& run_store) {
   const char* named = std::getenv(kHeldLockFdVariable);
   const std::optional<int> fd = named ? parse_count(named) : std::nullopt;
-  struct stat held {}, at_path {};
-  return fd && ::fstat(*fd, &held) == 0 && ::stat(run_lock_path(run_store).c_str(), &at_path) == 0 &&
-         held.st_dev == at_path.st_dev && held.st_ino == at_path.st_ino;
+  struct stat held {
+  }, at_path{};
+  return fd && ::fstat(*fd, &held) == 0 &&
+         ::stat(run_lock_path(run_store).c_str(), &at_path) == 0 && held.st_dev == at_path.st_dev &&
+         held.st_ino == at_path.st_ino;
 }
 
 // Takes the run's lock on `run_store`: the open lock file, -1 where there is
@@ -249,7 +251,8 @@ Result<int> take_run_lock(const std::string& run_store, bool create) {
       }
       return -1;
     }
-    struct stat held_file {}, at_path {};
+    struct stat held_file {
+    }, at_path{};
     if (::fstat(fd, &held_file) == 0 && ::stat(path.c_str(), &at_path) == 0 &&
         held_file.st_dev == at_path.st_dev && held_file.st_ino == at_path.st_ino) {
       return fd;

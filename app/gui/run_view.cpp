@@ -1553,10 +1553,9 @@ std::pair<trace::TimeRange, QString> RunView::pictureWindow(bool range_only) con
 std::function<QString()> RunView::timelineSection(bool range_only) const {
   const auto [window, what] = pictureWindow(range_only);
   const QSizeF size(1000, std::max(60.0, timeline_->renderHeight()));
-  const QString heading =
-      tr("<h2>Timeline</h2><p>%1: %2 to %3 after the start of the trace.</p>\n")
-          .arg(what, ns(window.start_ns - timeline_->fullRange().start_ns),
-               ns(window.end_ns - timeline_->fullRange().start_ns));
+  const QString heading = tr("<h2>Timeline</h2><p>%1: %2 to %3 after the start of the trace.</p>\n")
+                              .arg(what, ns(window.start_ns - timeline_->fullRange().start_ns),
+                                   ns(window.end_ns - timeline_->fullRange().start_ns));
   return [heading, size, paint = timeline_->windowPainter(window, Qt::black)] {
     return heading + QString::fromUtf8(svgOf(size, paint)) + QStringLiteral("\n");
   };
@@ -1591,17 +1590,17 @@ Result<RunView::ExportTask> RunView::prepareExport(RunExport kind, const QString
         chart_->render(&p, QRectF(QPointF(0, 0), QSizeF(chart.size())));
       }
       const QSize picture_size(1000, int(std::max(60.0, timeline_->renderHeight())));
-      return ExportTask([source, path, title = title_, chart, picture_size,
-                         paint = timeline_->windowPainter(pictureWindow(range_only).first,
-                                                          Qt::black)] {
-        QImage picture(picture_size, QImage::Format_ARGB32);
-        picture.fill(Qt::white);
-        {
-          QPainter p(&picture);
-          paint(p, QRectF(QPointF(0, 0), QSizeF(picture.size())));
-        }
-        return writePdfReport(source, path, title, chart, picture);
-      });
+      return ExportTask(
+          [source, path, title = title_, chart, picture_size,
+           paint = timeline_->windowPainter(pictureWindow(range_only).first, Qt::black)] {
+            QImage picture(picture_size, QImage::Format_ARGB32);
+            picture.fill(Qt::white);
+            {
+              QPainter p(&picture);
+              paint(p, QRectF(QPointF(0, 0), QSizeF(picture.size())));
+            }
+            return writePdfReport(source, path, title, chart, picture);
+          });
     }
     case RunExport::csv:
       return ExportTask([source, path] { return writeCsvTables(source, path); });

@@ -405,16 +405,17 @@ int paintTimeline(const TimelineWidget::PaintState& state, QPainter& painter, co
   const QFontMetricsF fm(painter.font());
   if (state.lanes.empty() || !state.message.isEmpty()) {
     painter.setPen(text);
-    painter.drawText(area.adjusted(8, 4, -8, -4), Qt::AlignLeft | Qt::AlignTop | Qt::TextWordWrap,
-                     state.message.isEmpty() ? TimelineWidget::tr("Loading the timeline…")
-                                             : state.message);
+    painter.drawText(
+        area.adjusted(8, 4, -8, -4), Qt::AlignLeft | Qt::AlignTop | Qt::TextWordWrap,
+        state.message.isEmpty() ? TimelineWidget::tr("Loading the timeline…") : state.message);
     painter.restore();
     return 0;
   }
   const double left = area.left() + kGutter;
   const double width = std::max(1.0, area.right() - left - 4);
   const std::int64_t t0 = state.window.start_ns;
-  const std::int64_t span_ns = std::max<std::int64_t>(1, state.window.end_ns - state.window.start_ns);
+  const std::int64_t span_ns =
+      std::max<std::int64_t>(1, state.window.end_ns - state.window.start_ns);
   const double per_ns = width / double(span_ns);
   // int64 differences first; doubles only relative to the window's start.
   auto x_of = [&](std::int64_t t) { return left + double(t - t0) * per_ns; };
@@ -449,10 +450,11 @@ int paintTimeline(const TimelineWidget::PaintState& state, QPainter& painter, co
       painter.fillRect(QRectF(area.left(), y, area.width(), kRowHeight - 1), header);
       painter.setPen(text);
       const QString device = lane.title.section(QStringLiteral(" · "), 0, 0);
-      const QString label = (collapsed ? QStringLiteral("▸ ") : QStringLiteral("▾ ")) +
-                            (device.startsWith(QStringLiteral("rank"))
-                                 ? device
-                                 : TimelineWidget::tr("rank %1 · %2").arg(lane.info.rank).arg(device));
+      const QString label =
+          (collapsed ? QStringLiteral("▸ ") : QStringLiteral("▾ ")) +
+          (device.startsWith(QStringLiteral("rank"))
+               ? device
+               : TimelineWidget::tr("rank %1 · %2").arg(lane.info.rank).arg(device));
       painter.drawText(QRectF(area.left() + 4, y, area.width() - 8, kRowHeight),
                        Qt::AlignLeft | Qt::AlignVCenter, label);
       y += kRowHeight;
@@ -484,7 +486,8 @@ int paintTimeline(const TimelineWidget::PaintState& state, QPainter& painter, co
           // Dark text on light spans (folds, steps), white on the rest.
           painter.setPen(lf.colors[k].lightness() > 170 ? QColor(Qt::black) : QColor(Qt::white));
           const QString name =
-              s.count > 1 ? TimelineWidget::tr("%1 +%2 more").arg(lf.names[k]).arg(s.count - 1) : lf.names[k];
+              s.count > 1 ? TimelineWidget::tr("%1 +%2 more").arg(lf.names[k]).arg(s.count - 1)
+                          : lf.names[k];
           painter.drawText(r.adjusted(3, 0, -2, 0), Qt::AlignLeft | Qt::AlignVCenter,
                            fm.elidedText(name, Qt::ElideRight, r.width() - 5));
         }
@@ -512,7 +515,8 @@ int paintTimeline(const TimelineWidget::PaintState& state, QPainter& painter, co
         QRectF(x0, area.top() + kRuler, std::max(1.0, x1 - x0), area.height() - kRuler),
         shade_color);
     painter.setPen(text);
-    const QString label = q(format_seconds(double(state.range->end_ns - state.range->start_ns) * 1e-9));
+    const QString label =
+        q(format_seconds(double(state.range->end_ns - state.range->start_ns) * 1e-9));
     painter.drawText(QRectF(x0 + 2, area.top() + kRuler, 200, kRowHeight),
                      Qt::AlignLeft | Qt::AlignVCenter, label);
   }
@@ -630,9 +634,10 @@ void TimelineWidget::render(QPainter& painter, const QRectF& area, const QColor&
 }
 
 TimelineWidget::PaintState TimelineWidget::paintState() const {
-  return PaintState{lanes_,    collapsed_,      full_,  window_,
-                    frame_,    selected_,       selected_depth_,
-                    range_,    palette().color(QPalette::Highlight), message_};
+  return PaintState{lanes_,          collapsed_, full_,
+                    window_,         frame_,     selected_,
+                    selected_depth_, range_,     palette().color(QPalette::Highlight),
+                    message_};
 }
 
 TimelineWidget::Painter TimelineWidget::windowPainter(trace::TimeRange window,

@@ -17,10 +17,9 @@
 #include <sys/file.h>
 #include <unistd.h>
 
+#include "../process_run.h"
 #include "core/trace_reader.h"
 #include "core/trace_writer.h"
-
-#include "../process_run.h"
 
 namespace {
 
