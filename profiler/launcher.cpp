@@ -649,6 +649,29 @@ struct Launcher::State {
     if (stop != Stop::none) return;
     stop = Stop::closing;
     stop_deadline = Clock::now() + spec.kill_grace;
+    tell_ranks_to_stop();
+    LaunchEvent e;
+    e.kind = LaunchEvent::Kind::stopping;
+    e.text = why;
+    emit(std::move(e));
+  }
+
+  // Ranks that had started when they were last told to stop. A rank that
+  // starts after the stop was asked for (a Ctrl-C just after mpirun began)
+  // missed it: mpirun forwards a signal only to the ranks it has, and had
+  // none then. Told again as ranks start, it stops within a step instead of
+  // training on until the grace runs out.
+  std::size_t ranks_told = 0;
+
+  std::size_t ranks_started() {
+    std::lock_guard lock(mutex);
+    return static_cast<std::size_t>(
+        std::count_if(ranks.begin(), ranks.end(),
+                      [](const RankStatus& r) { return r.state != RankState::starting; }));
+  }
+
+  void tell_ranks_to_stop() {
+    ranks_told = ranks_started();
     // mpirun stopped (SIGSTOP, a debugger) would hold the signal it forwards:
     // continued first.
     if (child.pid > 0) {
@@ -664,10 +687,6 @@ struct Launcher::State {
       ::kill(static_cast<pid_t>(pid), SIGCONT);
       ::kill(static_cast<pid_t>(pid), SIGUSR1);
     }
-    LaunchEvent e;
-    e.kind = LaunchEvent::Kind::stopping;
-    e.text = why;
-    emit(std::move(e));
   }
 
   bool every_rank_closed() {
@@ -679,6 +698,7 @@ struct Launcher::State {
   }
 
   void advance_stop() {
+    if (stop == Stop::closing && ranks_started() > ranks_told) tell_ranks_to_stop();
     if (stop == Stop::closing && (every_rank_closed() || Clock::now() > stop_deadline)) {
       stop = Stop::terminating;
       stop_deadline = Clock::now() + std::chrono::seconds(10);

@@ -55,6 +55,7 @@ class TestRunCli : public QObject {
   void userErrors_data();
   void userErrors();
   void interruptCancelsCleanly();
+  void interruptAsTheRanksStart();
   void unwrittenRunStoreFails();
   void slurmScriptEndToEnd();
   void runLeavesTheUsersFilesAlone();
@@ -253,6 +254,30 @@ void TestRunCli::interruptCancelsCleanly() {
              QString("cancelled"));
   }
   QVERIFY(!QFile::exists(dir_.filePath("interrupt/run.ranks/run.lock")));
+}
+
+// A Ctrl-C just after mpirun began, before any rank had started: the ranks
+// that start after it are told too. They trained on until the grace ran out
+// (30 s, 447 to 893 steps of this model), and a second Ctrl-C did nothing.
+void TestRunCli::interruptAsTheRanksStart() {
+  const QString store = dir_.filePath("interrupt-early/run.db");
+  QProcess p;
+  p.start(kCli, QStringList{"run", "--dp", "2", "--steps", "100000", "--out", store} + tiny());
+  QVERIFY(p.waitForStarted());
+  QString err;
+  QTRY_VERIFY_WITH_TIMEOUT(
+      (err += QString::fromUtf8(p.readAllStandardError()), err.contains("running: ")), 60000);
+  ::kill(static_cast<pid_t>(p.processId()), SIGINT);
+  QVERIFY(p.waitForFinished(60000));
+  const QString out = QString::fromUtf8(p.readAllStandardOutput());
+  QCOMPARE(p.exitCode(), 1);
+  QVERIFY2(out.contains("the run was cancelled; last steps: "), qPrintable(out));
+  const QRegularExpression step("rank \\d+ step (\\d+)");
+  for (auto m = step.globalMatch(out); m.hasNext();) {
+    const int last = m.next().captured(1).toInt();
+    QVERIFY2(last < 100, qPrintable(out));
+  }
+  QCOMPARE(status_of(store), QString("cancelled"));
 }
 
 // Ranks that finish but a run store that cannot be written (here a folder
