@@ -316,6 +316,10 @@ Result<SearchResult> search(const Cluster& cluster, const Workload& workload,
   std::vector<std::vector<Inner>> inners;
   long long total = 0;
   const int heads = x.transformer ? static_cast<int>(x.heads) : 1;
+  // Listing the units of a wide search takes seconds: a stop asked for
+  // meanwhile is taken here, not once the listing is done.
+  bool stopped_while_listing = false;
+  [&] {
   for (int c = 0; c < static_cast<int>(sizes.size()); ++c) {
     const int gpus = sizes[c].cluster.total_gpus();
     for (int gb : space.global_batches) {
@@ -329,6 +333,10 @@ Result<SearchResult> search(const Cluster& cluster, const Workload& workload,
             if (sp && (tp < 2 || !space.try_sequence_parallel)) continue;
             for (int mb : micro_batches) {
               if (mb > gb) continue;
+              if (control.stop.stop_requested()) {
+                stopped_while_listing = true;
+                return;
+              }
               for (int fl = 1; fl >= 0; --fl) {
                 if (fl == 0 && (!space.try_without_flash_attention || !x.transformer)) continue;
                 Unit u{c, gb, p, tp, sp, mb, fl == 1};
@@ -352,6 +360,7 @@ Result<SearchResult> search(const Cluster& cluster, const Workload& workload,
       }
     }
   }
+  }();
 
   const int threads =
       std::max(1, limits.threads > 0 ? limits.threads
@@ -360,7 +369,7 @@ Result<SearchResult> search(const Cluster& cluster, const Workload& workload,
   std::atomic<std::size_t> next_unit{0};
   std::atomic<long long> evaluated{0};
   std::atomic<long long> fitting_so_far{0};
-  std::atomic<bool> stop{false};
+  std::atomic<bool> stop{stopped_while_listing};
   std::atomic<double> best_score{-std::numeric_limits<double>::infinity()};
   const std::size_t top_k = static_cast<std::size_t>(limits.top_k);
 
@@ -485,7 +494,7 @@ Result<SearchResult> search(const Cluster& cluster, const Workload& workload,
   SearchResult result;
   result.threads = static_cast<int>(pool.size()) + 1;
   result.candidates = evaluated.load();
-  result.cancelled = stop.load() && result.candidates < total;
+  result.cancelled = stopped_while_listing || (stop.load() && result.candidates < total);
   std::vector<Kept> best;
   Front memory_front(false);
   Front gpu_front(true);

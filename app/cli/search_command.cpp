@@ -91,6 +91,14 @@ extern "C" void on_interrupt(int) {
   if (g_stop) g_stop->request_stop();
 }
 
+// An interrupted search ends as a failure (exit 1), so that a script tells it
+// from one that went through: what it found is printed before.
+std::string stopped_text(const plan::SearchResult& r) {
+  return "the search was stopped (interrupted) after " +
+         format_count(static_cast<double>(r.candidates)) + " candidate plans" +
+         (r.best.empty() ? ": no plan to show" : ": the plans shown are the best of those");
+}
+
 void run(const SearchCommandOptions& o, Context& ctx) {
   const Cluster cluster = o.cluster.resolve(ctx.catalog());
   const Workload workload = o.model.resolve(ctx.catalog());
@@ -120,11 +128,15 @@ void run(const SearchCommandOptions& o, Context& ctx) {
 
   std::stop_source stop;
   g_stop = &stop;
-  auto previous = std::signal(SIGINT, on_interrupt);
+  // Ctrl-C or a SIGTERM (a CI job's timeout) stops the search: the best of
+  // what was evaluated is still printed.
+  auto previous_int = std::signal(SIGINT, on_interrupt);
+  auto previous_term = std::signal(SIGTERM, on_interrupt);
   plan::SearchControl control;
   control.stop = stop.get_token();
   auto result = plan::search(cluster, workload, space, *objective, limits, control);
-  std::signal(SIGINT, previous);
+  std::signal(SIGINT, previous_int);
+  std::signal(SIGTERM, previous_term);
   g_stop = nullptr;
   const plan::SearchResult r = take(std::move(result));
 
@@ -134,6 +146,7 @@ void run(const SearchCommandOptions& o, Context& ctx) {
     out["cluster"] = cluster.name;
     out["workload"] = workload.name;
     std::cout << json_text(out, 2) << '\n';
+    if (r.cancelled) throw CliError(stopped_text(r));
     return;
   }
   const std::string model = workload.display_name.empty() ? workload.name : workload.display_name;
@@ -142,7 +155,7 @@ void run(const SearchCommandOptions& o, Context& ctx) {
             << ", objective " << plan::to_string(*objective) << "\n\n";
   const bool show_nodes = o.node_counts.size() > 1;
   const bool show_batch = o.global_batches.size() > 1;
-  if (r.best.empty()) {
+  if (r.best.empty() && !r.cancelled) {
     if (r.candidates == 0) {
       // Every split of the GPUs needs more replicas than the batch has samples.
       std::cout << "No candidate plan: no global batch given divides over the cluster's "
@@ -187,6 +200,7 @@ void run(const SearchCommandOptions& o, Context& ctx) {
             << format_count(static_cast<double>(r.fitting)) << " fit in memory) in "
             << format_seconds(r.seconds) << " on " << r.threads
             << (r.threads == 1 ? " thread" : " threads") << ".\n";
+  if (r.cancelled) throw CliError(stopped_text(r));
 }
 
 }  // namespace

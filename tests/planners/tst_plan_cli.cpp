@@ -8,6 +8,7 @@
 #include <QProcess>
 #include <QTemporaryDir>
 #include <QtTest>
+#include <signal.h>
 
 #include "../process_run.h"
 
@@ -61,6 +62,7 @@ class TestPlanCli : public QObject {
   void searchClusterSizes();
   void searchErrors_data();
   void searchErrors();
+  void searchInterrupted();
 };
 
 void TestPlanCli::planJsonKeys() {
@@ -486,4 +488,31 @@ void TestPlanCli::searchErrors() {
 }
 
 QTEST_GUILESS_MAIN(TestPlanCli)
+// Ctrl-C or SIGTERM (a CI job's timeout) while a wide search lists its
+// plans: it stops at once and fails, instead of exiting 0 with "no global
+// batch given divides over the cluster's GPUs" after the listing (about 10 s).
+void TestPlanCli::searchInterrupted() {
+  QString nodes;
+  for (int n = 1; n <= 128; ++n)
+    nodes += (n > 1 ? "," : "") + QString::number(n);
+  for (int sig : {SIGINT, SIGTERM}) {
+    QProcess p;
+    p.start(CS_BIN_DIR "/clusterscope",
+            {"search", "--cluster", "dgx-h100-1024", "--model", "llama3-405b", "--global-batch",
+             "512,1024,2048,4096,8192", "--node-counts", nodes, "--any-gpu-count",
+             "--max-micro-batch", "1048576", "--threads", "1"});
+    QVERIFY(p.waitForStarted());
+    QTest::qWait(1000);
+    ::kill(static_cast<pid_t>(p.processId()), sig);
+    QVERIFY(p.waitForFinished(60000));
+    const QString out = QString::fromUtf8(p.readAllStandardOutput());
+    const QString err = QString::fromUtf8(p.readAllStandardError());
+    QCOMPARE(p.exitStatus(), QProcess::NormalExit);
+    QCOMPARE(p.exitCode(), 1);
+    QVERIFY2(out.contains("Stopped early: evaluated"), qPrintable(out));
+    QVERIFY2(!out.contains("No candidate plan"), qPrintable(out));
+    QVERIFY2(err.contains("the search was stopped (interrupted)"), qPrintable(err));
+  }
+}
+
 #include "tst_plan_cli.moc"
