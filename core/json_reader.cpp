@@ -171,6 +171,12 @@ void ObjectReader::name(std::string_view key, std::string& out) {
   if (control != out.end()) {
     diag_.add(pointer(key), "must not hold control characters (a newline, a tab, an escape code)");
   }
+  // A name is typed after --cluster, --gpu, --model or a link flag, where one
+  // with a slash reads as a file's path, and it names the preset's file.
+  if (out.find('/') != std::string::npos) {
+    diag_.add(pointer(key), "must not hold \"/\" (\"" + out +
+                                "\" would read as a file's path where a preset is named)");
+  }
 }
 
 void ObjectReader::text_list(std::string_view key, std::vector<std::string>& out) {

@@ -403,6 +403,11 @@ void TestPresets::userPresetsRefusals_data() {
   QTest::addRow("newline in a GPU's name")
       << R"({"kind": "gpu", "name": "a\nb", "vendor": "NVIDIA", "architecture": "hopper", "memory_gib": 80, "memory_bandwidth_gb_s": 3000, "peak_tflops": {"fp32": 60}, "source": "s"})"
       << "bad.json: /name: must not hold control characters";
+  // Typed after a flag, a name with a slash reads as a file's path; and the
+  // calibration wrote "../evil" outside the presets folder.
+  QTest::addRow("slash in a name")
+      << R"({"kind": "link", "name": "../evil", "type": "pcie", "bandwidth_gbps": 1, "latency_us": 1, "source": "s"})"
+      << "bad.json: /name: must not hold \"/\"";
   QTest::addRow("twice in the folder")
       << R"({"kind": "link", "name": "dup", "type": "pcie", "bandwidth_gbps": 1, "latency_us": 1, "source": "s"})"
       << "bad.json: /name: link dup is also defined in ";
