@@ -389,6 +389,12 @@ void merge_only(const launch::RunSpec& spec, bool json) {
     print_run_summary(std::cout, summary);
     if (!note.empty()) std::cout << "note: " << note << '\n';
   }
+  // The exit status of the run, as a run from mpirun gives it: a Slurm job
+  // whose ranks were cancelled or crashed ends failed, not 0.
+  if (outcome != launch::Outcome::completed) {
+    throw CliError("the run ended " + std::string(to_string(outcome)) + " (its rank stores are "
+                   "merged into " + spec.run_store + ")");
+  }
 }
 
 void run(RunOptions& o, Context& ctx, const std::string& command_line) {

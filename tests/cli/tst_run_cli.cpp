@@ -526,6 +526,15 @@ void TestRunCli::mergeTellsRunsApart() {
   QVERIFY2(r.exit_code == 0, qPrintable(r.err));
   QVERIFY2(r.err.contains("the merged run is marked failed"), qPrintable(r.err));
   QCOMPARE(status_of(work + "/failed-again.db"), QString("failed"));
+  // Merged as a Slurm job's last command merges them: the job fails with its
+  // ranks (it exited 0, and so did the job).
+  r = run_cli({"run", "--merge-only", "--plan", work + "/failed.plan.json", "--out",
+               work + "/failed.db"});
+  QCOMPARE(r.exit_code, 1);
+  QVERIFY2(r.err.contains("the run ended failed (its rank stores are merged into " + work +
+                          "/failed.db)"),
+           qPrintable(r.err));
+  QCOMPARE(status_of(work + "/failed.db"), QString("failed"));
 }
 
 void TestRunCli::mergeTakesTheWorstEnding_data() {
