@@ -402,7 +402,12 @@ Result<std::string> slurm_script(const RunSpec& spec) {
   srun.insert(srun.end(), worker.begin(), worker.end());
   out << command_text(srun) << '\n';
   out << "status=$?\n";
-  if (!s.after_command.empty()) out << command_text(s.after_command) << '\n';
+  if (!s.after_command.empty()) {
+    // The job fails with the merge too (it says how the ranks ended).
+    out << command_text(s.after_command) << '\n';
+    out << "merged=$?\n";
+    out << "if [ \"$status\" -eq 0 ]; then status=$merged; fi\n";
+  }
   out << "exit $status\n";
   return out.str();
 }
