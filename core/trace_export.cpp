@@ -40,7 +40,10 @@ class Output {
       error_ = Error{path_ + ": is the store being exported; give another output file"};
       return;
     }
-    file_ = std::fopen(file_beside_.writing().c_str(), "wb");
+    // The standard output is written where it stands: opened to truncate,
+    // it emptied a log the shell appended it to (`-o - >> log`).
+    const bool standard_output = path_ == "/dev/stdout";
+    file_ = std::fopen(file_beside_.writing().c_str(), standard_output ? "ab" : "wb");
     if (!file_) error_ = Error{path_ + ": cannot write: " + std::strerror(errno)};
     buffer_.reserve(kChunk + 4096);
   }

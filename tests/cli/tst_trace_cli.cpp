@@ -318,6 +318,20 @@ void TestTraceCli::exportToStandardOutput() {
   QVERIFY(csv.open(QIODevice::ReadOnly));
   const QByteArray text = csv.readAll();
   QVERIFY2(!text.contains("wrote /dev/stdout") && text.count('\n') > 100, text.left(200).constData());
+  // ... and appended to one (`-o - >> log`): the log keeps what it held.
+  QFile log(dir.filePath("app.log"));
+  QVERIFY(log.open(QIODevice::WriteOnly));
+  log.write("line 1\nline 2\n");
+  log.close();
+  p.setStandardOutputFile(log.fileName(), QIODevice::Append);
+  p.start(CS_BIN_DIR "/clusterscope", {"trace", "export",
+                                       CS_SOURCE_DIR "/tests/data/gpu/worker-fp32.db", "-o", "-",
+                                       "--format", "csv", "--table", "kernels"});
+  QVERIFY(p.waitForFinished(60000));
+  QCOMPARE(p.exitCode(), 0);
+  QVERIFY(log.open(QIODevice::ReadOnly));
+  const QByteArray appended = log.readAll();
+  QVERIFY2(appended.startsWith("line 1\nline 2\nrank,name,kind"), appended.left(200).constData());
 }
 
 // Events the writer cannot keep (a time past what a trace holds) are said
