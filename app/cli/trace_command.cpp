@@ -233,6 +233,19 @@ struct StatsOptions {
   std::string cluster;  // with predict_again: the cluster preset to predict on
 };
 
+// How the store's run ended, said where it did not complete: the figures of
+// a cancelled run, or of one still being written, are not the whole run's.
+std::string status_note(const TraceReader& r) {
+  const StoreState& st = r.state();
+  if (st.status == "complete") return {};
+  if (st.status == "writing") {
+    return r.path() + " is still being written" +
+           (st.writer_alive || st.writer_elsewhere ? " (its writer is running)" : "") +
+           ": the figures are of what it committed so far";
+  }
+  return r.path() + ": the run ended " + st.status + ": the figures are of what it recorded";
+}
+
 void run_stats(const StatsOptions& o, Context& ctx) {
   if (!o.cluster.empty() && !o.predict_again) throw CliError("--cluster goes with --predict-again");
   auto r = open_store(o.store);
@@ -303,6 +316,7 @@ void run_stats(const StatsOptions& o, Context& ctx) {
                             {"reason", s.reason}});
     }
     json out = {{"path", r->path()},
+                {"status", r->state().status},
                 {"ranks", ranks},
                 {"kernels", kernels},
                 {"collectives", collectives},
@@ -359,7 +373,9 @@ void run_stats(const StatsOptions& o, Context& ctx) {
   }
 
   std::cout << r->path() << ": " << a.ranks.size() << (a.ranks.size() == 1 ? " rank" : " ranks")
-            << "\n\nWhere the time went (per rank, over its device span; HTA definitions)\n";
+            << '\n';
+  if (const std::string note = status_note(*r); !note.empty()) std::cout << "note: " << note << '\n';
+  std::cout << "\nWhere the time went (per rank, over its device span; HTA definitions)\n";
   TextTable t({"rank", "span ms", "compute", "comm", "overlap", "exposed comm", "memory", "idle",
                "host wait", "idle other", "steps"});
   for (std::size_t i = 0; i < 11; ++i)
@@ -821,6 +837,7 @@ void run_compare(const CompareOptions& o) {
     };
     const json out = {{"baseline", o.baseline},
                       {"other", o.other},
+                      {"status", {a_reader->state().status, b_reader->state().status}},
                       {"basis", basis},
                       {"per_step", c.per_step},
                       {"ranks", {c.a_ranks, c.b_ranks}},
@@ -847,6 +864,10 @@ void run_compare(const CompareOptions& o) {
             << count(c.a_steps, "step", "steps") << ") against " << o.other << " ("
             << count(c.b_ranks, "rank", "ranks") << ", " << count(c.b_steps, "step", "steps")
             << "), " << basis << "\n";
+  for (const auto* reader : {a_reader.get(), b_reader.get()}) {
+    if (const std::string note = status_note(*reader); !note.empty())
+      std::cout << "note: " << note << '\n';
+  }
   if (c.a_step_ns > 0 && c.b_step_ns > 0) {
     const double d = c.b_step_ns - c.a_step_ns;
     std::cout << "step (median): " << msf(c.a_step_ns) << " ms against " << msf(c.b_step_ns)

@@ -143,6 +143,31 @@ void TestTraceCli::compareTwoRuns() {
   const Run text = run_cli({"trace", "compare", a, b});
   QVERIFY2(text.exit_code == 0, qPrintable(text.err));
   QVERIFY2(text.out.contains("per rank and step"), qPrintable(text.out));
+  QVERIFY2(!text.out.contains("note: "), qPrintable(text.out));
+  QCOMPARE(c["status"].toArray(), QJsonArray({"complete", "complete"}));
+
+  // A run that did not complete is said, in stats and compare: its figures
+  // are not the whole run's (a script could not tell a half run).
+  const QString cancelled = dir.filePath("cancelled.db");
+  QVERIFY(QFile::copy(b, cancelled));
+  QFile::setPermissions(cancelled, QFile::ReadOwner | QFile::WriteOwner);
+  {
+    sqlite3* db = nullptr;
+    QCOMPARE(sqlite3_open(cancelled.toUtf8().constData(), &db), SQLITE_OK);
+    QCOMPARE(sqlite3_exec(db, "UPDATE meta SET value = 'cancelled' WHERE key = 'status'", nullptr,
+                          nullptr, nullptr),
+             SQLITE_OK);
+    sqlite3_close(db);
+  }
+  const QString said = cancelled + ": the run ended cancelled: the figures are of what it recorded";
+  const Run stats = run_cli({"trace", "stats", cancelled});
+  QVERIFY2(stats.out.contains("note: " + said), qPrintable(stats.out));
+  QCOMPARE(json_of(run_cli({"trace", "stats", cancelled, "--json"}))["status"].toString(),
+           QString("cancelled"));
+  const Run against = run_cli({"trace", "compare", a, cancelled});
+  QVERIFY2(against.out.contains("note: " + said), qPrintable(against.out));
+  QCOMPARE(json_of(run_cli({"trace", "compare", a, cancelled, "--json"}))["status"].toArray(),
+           QJsonArray({"complete", "cancelled"}));
   QVERIFY(text.out.contains("Kernels whose time changed most"));
   QVERIFY2(text.out.contains("+30.826 (+29.3%)"), qPrintable(text.out));  // compute, a step
   QVERIFY(text.out.contains("(1 rank, 2 steps)"));
