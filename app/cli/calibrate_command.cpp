@@ -666,7 +666,7 @@ void register_calibrate(CLI::App& app, Context& ctx) {
   cmd->add_option("--reference-steps", o->reference_steps,
                   "Training steps of each reference run (the first is a warm-up)")
       ->check(integer_between(3, 1000));
-  cmd->add_option("--out", o->out, "The calibration store (default calibration-<date>-<time>.db)");
+  cmd->add_option("-o,--out,--output", o->out, "The calibration store (default calibration-<date>-<time>.db)");
   cmd->add_flag("--no-save", o->no_save, "Fit and show, but do not save presets");
   cmd->add_option("--presets-dir", o->presets_dir,
                   "Where presets are saved (default: the user's presets folder)");

@@ -52,6 +52,13 @@ CLI::Validator integer_between(std::int64_t lo, std::int64_t hi) {
                    std::to_string(lo) + " to " + std::to_string(hi));
 }
 
+CLI::Validator precision_name() {
+  std::vector<std::string> names;
+  for (Precision p : kAllPrecisions)
+    names.emplace_back(cs::to_string(p));
+  return CLI::IsMember(names);
+}
+
 int samples_per_step(const ParallelPlan& p) {
   const std::int64_t samples = p.samples_per_micro_step();
   if (samples > std::numeric_limits<int>::max()) {
@@ -291,7 +298,7 @@ void PlanOptions::add_to(CLI::App& command) {
   command.add_option("--recompute", recompute, "Activation recomputation")
       ->check(CLI::IsMember({"none", "selective", "full"}));
   command.add_option("--precision", precision, "Compute precision (and its usual storage formats)")
-      ->check(CLI::IsMember({"fp32", "tf32", "bf16", "fp16", "fp8", "int8", "int4"}));
+      ->check(precision_name());
   command.add_flag("--flash-attention", flash_attention,
                    "Fused attention that never stores the s x s scores (the default)");
   command.add_flag("--no-flash-attention", no_flash_attention,

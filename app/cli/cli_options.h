@@ -30,7 +30,9 @@ const CLI::Validator& non_negative_number();
 const CLI::Validator& finite_number();  // any number but inf and nan
 // A number the range holds: "--bandwidth: must be > 0 and <= 1e+06 (got 1e-300)".
 CLI::Validator number_within(const Range& range);
-CLI::Validator integer_between(std::int64_t lo, std::int64_t hi);  // "--zero: must be between 0 and 3 (got 5)"
+CLI::Validator integer_between(std::int64_t lo, std::int64_t hi);
+// A precision's name: fp32, tf32, bf16, fp16, fp8, int8 or int4.
+CLI::Validator precision_name();  // "--zero: must be between 0 and 3 (got 5)"
 
 // The default global batch, dp x micro-batch; a CliError where it passes
 // what an int holds.

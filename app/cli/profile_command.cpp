@@ -75,7 +75,9 @@ void register_profile(CLI::App& app, Context& /*ctx*/) {
       "Run a CUDA program under the CUPTI tracer and write one run store. Every CUDA process it "
       "starts is traced (torchrun's and mpirun's workers too), each as the rank its launcher gave "
       "it. Example: clusterscope profile --out run.db -- torchrun --nproc_per_node 8 train.py");
-  cmd->add_option("--out", o->out, "The run store to write (SQLite); replaced if it exists")
+  cmd->add_option("-o,--out,--output", o->out,
+                  "The run store to write (SQLite); an earlier trace store there is replaced, "
+                  "any other file refused")
       ->required();
   cmd->add_option("--keep-parts", o->keep_parts,
                   "Keep the per-process stores in this directory (created if missing)");

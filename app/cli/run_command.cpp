@@ -70,7 +70,8 @@ struct RunPlanOptions {
     command.add_option("--global-batch", global_batch, "Sequences per step, all replicas")
         ->check(positive_number());
     command.add_option("--precision", precision,
-                       "Compute precision: fp32 or bf16 (CPU); tf32, fp16, fp8 too on CUDA");
+                       "Compute precision: fp32 or bf16 (CPU); tf32, fp16, fp8 too on CUDA")
+        ->check(precision_name());
   }
 
   // `ranks` fills dp when only the rank count is given.
@@ -541,7 +542,7 @@ void register_run(CLI::App& app, Context& ctx) {
   cmd->add_option("--threads", options->threads,
                   "BLAS threads per rank (CPU; default cores / ranks)")
       ->check(integer_between(1, kMaxSweepRanks));
-  cmd->add_option("--out", options->out, "The run store (default run-<date>-<time>.db)");
+  cmd->add_option("-o,--out,--output", options->out, "The run store (default run-<date>-<time>.db)");
   cmd->add_option("--title", options->title, "Title of the run");
   cmd->add_option("--lr", options->lr, "AdamW learning rate")->check(positive_number());
   cmd->add_option("--seed", options->seed, "Seed of the initial weights and the data order")

@@ -108,13 +108,9 @@ void run(const SearchCommandOptions& o, Context& ctx) {
                    o.objective + "\")");
   }
   plan::SearchSpace space;
-  space.global_batches = o.global_batches;
-  if (space.global_batches.empty())
-    throw CliError("search needs --global-batch N (one or more, comma-separated)");
+  space.global_batches = o.global_batches;  // required, each checked by the flag
   for (const std::string& name : o.precisions) {
-    auto p = precision_from_string(name);
-    if (!p) throw CliError("--precision: unknown precision \"" + name + "\"");
-    space.precisions.push_back(*p);
+    if (auto p = precision_from_string(name)) space.precisions.push_back(*p);  // checked likewise
   }
   space.max_micro_batch = o.max_micro_batch;
   space.use_all_gpus = !o.any_gpu_count;
@@ -215,6 +211,7 @@ void register_search(CLI::App& app, Context& ctx) {
   o->model.add_to(*cmd);
   cmd->add_option("--global-batch", o->global_batches,
                   "Sequences (samples) per step; several: 512,1024")
+      ->required()
       ->delimiter(',')
       ->check(positive_number());
   cmd->add_option("--objective", o->objective,
@@ -228,7 +225,8 @@ void register_search(CLI::App& app, Context& ctx) {
       ->check(positive_number());
   cmd->add_option("--precision", o->precisions,
                   "Precisions to try (default: every one the GPU has)")
-      ->delimiter(',');
+      ->delimiter(',')
+      ->check(precision_name());
   cmd->add_option("--max-days", o->max_days,
                   "Keep plans that train the workload within this many days")
       ->check(non_negative_number());

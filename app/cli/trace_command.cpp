@@ -908,7 +908,7 @@ void register_trace(CLI::App& app, Context& ctx) {
 
   auto info = std::make_shared<InfoOptions>();
   CLI::App* i = trace->add_subcommand("info", "Show a store's run metadata, ranks and lanes");
-  i->add_option("store", info->store, "Trace store (.cstrace)")->required();
+  i->add_option("store", info->store, "Trace store (.db)")->required();
   i->add_flag("--check", info->check,
               "Read the whole file first and check it (SQLite's structure, the event chunks)");
   add_json_flag(*i, info->json);
@@ -954,9 +954,9 @@ void register_trace(CLI::App& app, Context& ctx) {
       "export",
       "Write a store as Chrome trace JSON (Perfetto), CSV or a self-contained HTML report");
   e->add_option("store", exp->store, "Trace store")->required();
-  e->add_option("-o,--output", exp->output, "Output file (its extension picks the format)")
+  e->add_option("-o,--output,--out", exp->output, "Output file (its extension picks the format)")
       ->required();
-  e->add_option("--format", exp->format, "chrome, csv or html")
+  e->add_option("--format", exp->format, "chrome (also json), csv or html")
       ->check(CLI::IsMember({"chrome", "json", "csv", "html"}));
   e->add_option("--table", exp->table,
                 "CSV table: events, breakdown, kernels, collectives, stragglers, prediction, or "
@@ -975,7 +975,7 @@ void register_trace(CLI::App& app, Context& ctx) {
       "Import PyTorch profiler (Kineto) JSON traces or Nsight Systems SQLite exports, "
       "one file per rank, into one store");
   im->add_option("files", imp->inputs, "Trace files")->required();
-  im->add_option("-o,--output", imp->output, "Store to write")->required();
+  im->add_option("-o,--output,--out", imp->output, "Store to write")->required();
   im->add_option("--align", imp->align,
                  "Clock alignment of several files: auto, recorded, "
                  "collectives or none");
@@ -986,7 +986,7 @@ void register_trace(CLI::App& app, Context& ctx) {
   auto mrg = std::make_shared<MergeCliOptions>();
   CLI::App* m = trace->add_subcommand("merge", "Merge per-rank stores into one run store");
   m->add_option("stores", mrg->inputs, "Per-rank stores")->required();
-  m->add_option("-o,--output", mrg->output, "Run store to write")->required();
+  m->add_option("-o,--output,--out", mrg->output, "Run store to write")->required();
   m->add_option("--align", mrg->align, "auto, recorded, collectives or none");
   m->add_option("--title", mrg->title, "Run title");
   add_json_flag(*m, mrg->json);

@@ -277,6 +277,9 @@ void TestRunCli::interruptAsTheRanksStart() {
     const int last = m.next().captured(1).toInt();
     QVERIFY2(last < 100, qPrintable(out));
   }
+  // On a busy machine mpirun may not have started a rank yet: nothing ran,
+  // and there is no store to merge.
+  if (out.contains("last steps: rank 0 no step, rank 1 no step") && !QFile::exists(store)) return;
   QCOMPARE(status_of(store), QString("cancelled"));
 }
 

@@ -445,7 +445,8 @@ void TestPlanCli::searchErrors_data() {
   QTest::addColumn<int>("code");
   QTest::addColumn<QString>("stderr_has");
   const QStringList base = {"search", "--cluster", "dgx-a100-8", "--model", "gpt3-13b"};
-  QTest::addRow("no global batch") << base << 1 << "needs --global-batch";
+  // Usage errors exit 2, as a flag's own check does.
+  QTest::addRow("no global batch") << base << 2 << "--global-batch is required";
   QTest::addRow("bad objective") << base +
                                         QStringList{"--global-batch", "64", "--objective", "speed"}
                                  << 1 << "--objective must be";
@@ -455,7 +456,7 @@ void TestPlanCli::searchErrors_data() {
   QTest::addRow("cannot grow") << base + QStringList{"--global-batch", "64", "--node-counts", "4"}
                                << 1 << "no link between nodes";
   QTest::addRow("bad precision") << base + QStringList{"--global-batch", "64", "--precision", "fp6"}
-                                 << 1 << "unknown precision";
+                                 << 2 << "--precision: fp6 not in {fp32,tf32,bf16,fp16,fp8,int8,int4}";
   // A precision the GPU has no path for (it said "No plan fits in GPU memory").
   QTest::addRow("fp8 on an A100") << base + QStringList{"--global-batch", "64", "--precision", "fp8"}
                                   << 1 << "has no fp8 path (its preset gives no fp8 rate";
