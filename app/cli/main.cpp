@@ -22,6 +22,31 @@ int output_written(int code) {
   return code;
 }
 
+// The first word that is not an option, where `command` takes a subcommand,
+// is one of them: otherwise CLI11 said "A subcommand is required" of
+// `trace verify`, and `clusterscope bogus --help` printed the help and exit 0.
+std::string unknown_subcommand(CLI::App& command, int argc, char** argv, int from) {
+  if (command.get_require_subcommand_min() == 0) return {};
+  for (int i = from; i < argc; ++i) {
+    const std::string word = argv[i];
+    if (word.empty() || word.front() == '-') {
+      if (word == "--") return {};
+      continue;
+    }
+    std::vector<std::string> names;
+    for (CLI::App* sub : command.get_subcommands([](CLI::App*) { return true; })) {
+      if (sub->get_name() == word) return unknown_subcommand(*sub, argc, argv, i + 1);
+      names.push_back(sub->get_name());
+    }
+    std::string list;
+    for (const std::string& n : names)
+      list += (list.empty() ? "" : ", ") + n;
+    const std::string where = command.get_parent() ? command.get_name() + " " : std::string();
+    return "unknown command \"" + where + word + "\": the " + where + "commands are " + list;
+  }
+  return {};
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -50,6 +75,10 @@ int main(int argc, char** argv) {
   cs::cli::register_calibrate(app, ctx);
   cs::cli::register_calc(app, ctx);
 
+  if (const std::string unknown = unknown_subcommand(app, argc, argv, 1); !unknown.empty()) {
+    std::cerr << "clusterscope: error: " << unknown << " (see --help)\n";
+    return 2;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -55,6 +55,14 @@ void TestCli::exitCodes_data() {
   QTest::addRow("version") << QStringList{"--version"} << 0 << "clusterscope 0." << "";
   QTest::addRow("no subcommand") << QStringList{} << 2 << ""
                                  << "clusterscope: error: A subcommand is required";
+  QTest::addRow("unknown command")
+      << QStringList{"plna", "--json"} << 2 << ""
+      << "clusterscope: error: unknown command \"plna\": the commands are presets, validate";
+  QTest::addRow("unknown command with --help") << QStringList{"bogus", "--help"} << 2 << ""
+                                               << "unknown command \"bogus\"";
+  QTest::addRow("unknown trace command")
+      << QStringList{"trace", "verify", "x.db"} << 2 << ""
+      << "unknown command \"trace verify\": the trace commands are info, stats, compare";
   QTest::addRow("unknown option") << QStringList{"presets", "--colour"} << 2 << ""
                                   << "clusterscope: error:";
   QTest::addRow("bad preset kind") << QStringList{"presets", "gadgets"} << 2 << ""
