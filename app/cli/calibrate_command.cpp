@@ -677,7 +677,7 @@ void register_calibrate(CLI::App& app, Context& ctx) {
       cmd->add_option("--from-store", o->from_store, "Fit a calibration store recorded before");
   CLI::Option* learn = cmd->add_option("--learn,--from-run", o->from_run,
                                        "Learn from run stores: refine the calibrated presets "
-                                       "(with --json, an array for several runs)");
+                                       "(with --json, one report per cluster the runs ran on: an array when they span several)");
   // Options of one source only: given with another, they were passed over
   // without a word (--base with --from-store).
   cmd->add_option("--base", o->base, "With --learn: the cluster preset to refine")->needs(learn);

@@ -94,7 +94,12 @@ void run(const PresetsOptions& o, Context& ctx) {
     if (all || o.what == "gpus") j["gpus"] = json_list(c.gpus());
     if (all || o.what == "links") j["links"] = json_list(c.links());
     if (all || o.what == "models") j["models"] = json_list(c.models());
-    if (all || o.what == "clusters") j["clusters"] = json_list(c.clusters());
+    if (all || o.what == "clusters") {
+      // As the text lists it (a script enumerating --cluster values missed
+      // it): detected now, so that it reads as any cluster does.
+      j["clusters"] = json_list(c.clusters());
+      if (auto here = c.cluster(std::string(kThisMachine))) j["clusters"].push_back(to_json(*here));
+    }
     // One kind asked for: the list itself.
     std::cout << json_text((all ? j : j.begin().value()), 2) << '\n';
     return;

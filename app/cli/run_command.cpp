@@ -304,14 +304,16 @@ class CancelOnSignal {
   std::thread thread_;
 };
 
-nlohmann::json report_json(const launch::RunReport& r, const nlohmann::json& summary) {
+nlohmann::json report_json(const launch::RunReport& r, const nlohmann::json& summary,
+                           const std::vector<std::string>& notes) {
   nlohmann::json ranks = nlohmann::json::array();
   for (const launch::RankStatus& s : r.ranks) {
     ranks.push_back({{"rank", s.rank},
                      {"state", std::string(to_string(s.state))},
                      {"host", s.host},
                      {"pid", s.pid},
-                     {"last_step", s.step},
+                     {"last_step", s.step},  // the last step's index, from 0 (-1: none)
+                     {"steps_done", s.step + 1},
                      {"loss", s.loss},
                      {"step_seconds", s.step_seconds},
                      {"tokens_per_second", s.tokens_per_second},
@@ -323,6 +325,7 @@ nlohmann::json report_json(const launch::RunReport& r, const nlohmann::json& sum
                       {"exit_status", r.exit_status},
                       {"run_store", r.run_store},
                       {"merge_note", r.merge_note},
+                      {"notes", notes},
                       {"ranks", ranks},
                       {"summary", summary}};
   if (r.failure) {
@@ -471,10 +474,9 @@ void run(RunOptions& o, Context& ctx, const std::string& command_line) {
   if (o.merge_only) return merge_only(spec, o.json);
 
   const bool terminal = isatty(STDERR_FILENO) != 0;
-  if (!o.json) {
-    for (const std::string& n : notes)
-      std::cerr << "note: " << n << '\n';
-  }
+  // On stderr with --json too (and in its "notes"): said before the run starts.
+  for (const std::string& n : notes)
+    std::cerr << "note: " << n << '\n';
   ProgressPrinter progress(ranks, o.steps, terminal, o.json);
   launch::Launcher launcher(spec, [&progress](const LaunchEvent& e) { progress.on_event(e); });
   launch::RunReport report;
@@ -488,7 +490,7 @@ void run(RunOptions& o, Context& ctx, const std::string& command_line) {
   nlohmann::json summary;
   if (!report.run_store.empty()) summary = run_summary_json(report.run_store);
   if (o.json) {
-    std::cout << json_text(report_json(report, summary), 2) << '\n';
+    std::cout << json_text(report_json(report, summary, notes), 2) << '\n';
   } else {
     std::cout << report.message << '\n';
     if (!report.ranks.empty() && report.outcome != launch::Outcome::submitted &&

@@ -69,6 +69,8 @@ void TestCli::exitCodes_data() {
                                    << "gadgets not in {gpus,links,models,clusters}";
   QTest::addRow("presets gpus") << QStringList{"presets", "gpus"} << 0 << "h100-sxm" << "";
   QTest::addRow("presets clusters") << QStringList{"presets", "clusters"} << 0 << "this-machine" << "";
+  QTest::addRow("presets clusters json")
+      << QStringList{"presets", "clusters", "--json"} << 0 << "\"name\": \"this-machine\"" << "";
   QTest::addRow("describe preset") << QStringList{"describe", "dgx-h100-32"} << 0
                                    << "4 nodes x 8 GPUs = 32 x NVIDIA H100 SXM5 80GB" << "";
   // A preset changed by flags says so in its name, which said "8 GPUs"

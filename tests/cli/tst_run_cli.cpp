@@ -83,7 +83,14 @@ void TestRunCli::runsIntoAStore() {
   for (const auto& rank : j["ranks"].toArray()) {
     QCOMPARE(rank.toObject()["state"].toString(), QString("done"));
     QCOMPARE(rank.toObject()["last_step"].toInt(), 2);
+    QCOMPARE(rank.toObject()["steps_done"].toInt(), 3);
   }
+  // The launcher's notes (the model scaled down, the buckets) are in the
+  // JSON and on stderr, as without --json.
+  const QJsonArray notes = j["notes"].toArray();
+  QVERIFY(!notes.isEmpty());
+  for (const auto& note : notes)
+    QVERIFY2(r.err.contains("note: " + note.toString()), qPrintable(r.err));
   const QJsonArray summary = j["summary"].toObject()["ranks"].toArray();
   QCOMPARE(summary.size(), 2);
   for (const auto& rank : summary) {
