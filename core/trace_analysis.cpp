@@ -65,7 +65,8 @@ RankLanes rank_lanes(const TraceReader& r, std::int32_t rank) {
   RankLanes out;
   for (const LaneInfo& l : r.lanes()) {
     if (l.rank != rank) continue;
-    if (l.kind == LaneKind::gpu_stream) out.device.push_back(l.id);
+    // The planner's predicted step (plan --timeline) reads as the GPU work it predicts.
+    if (l.kind == LaneKind::gpu_stream || l.kind == LaneKind::predicted) out.device.push_back(l.id);
     if (l.kind == LaneKind::cpu_thread) out.host.push_back(l.id);
     if (l.kind == LaneKind::steps) out.steps.push_back(l.id);
   }

@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <iostream>
+#include <optional>
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
@@ -12,9 +13,11 @@
 #include "core/format.h"
 #include "core/json_text.h"
 #include "core/model_json.h"
+#include "core/trace_writer.h"
 #include "planners/estimate.h"
 #include "planners/estimate_json.h"
 #include "planners/seed_formulas.h"
+#include "planners/timeline_store.h"
 
 namespace cs::cli {
 
@@ -24,6 +27,7 @@ struct PlanCommandOptions {
   ClusterOptions cluster;
   ModelOptions model;
   PlanOptions plan;
+  std::string timeline;  // a trace store for the predicted step
   bool json = false;
 };
 
@@ -193,8 +197,27 @@ void run(const PlanCommandOptions& o, Context& ctx) {
     throw CliError(text);
   }
   const plan::Estimate e = take(plan::estimate(plan));
+  // The predicted step as a trace store, as the app draws it: its timeline,
+  // stats and exports are those of a measured run.
+  std::optional<plan::PredictedStore> timeline;
+  if (!o.timeline.empty()) {
+    take(trace::check_store_path(o.timeline));
+    take(trace::build_store_then_replace(o.timeline, [&](const std::string& temporary) -> Status {
+      auto written = plan::write_predicted_timeline(plan, temporary);
+      if (!written) return written.error();
+      timeline = *written;
+      return {};
+    }));
+    timeline->path = o.timeline;
+  }
   if (o.json) {
     nlohmann::json out = plan::to_json(e);
+    if (timeline) {
+      out["timeline"] = {{"store", timeline->path},
+                         {"stages", timeline->stages},
+                         {"spans", timeline->spans},
+                         {"step_seconds", static_cast<double>(timeline->step_ns) * 1e-9}};
+    }
     out["plan"] = cs::to_json(plan);
     out["valid"] = true;
     out["problems"] = nlohmann::json::array();
@@ -205,6 +228,13 @@ void run(const PlanCommandOptions& o, Context& ctx) {
     std::cout << json_text(out, 2) << '\n';
   } else {
     print_text(plan, e);
+    if (timeline) {
+      std::cout << "Predicted timeline: " << timeline->path << " (" << timeline->stages
+                << (timeline->stages == 1 ? " stage, " : " stages, ")
+                << format_count(static_cast<double>(timeline->spans)) << " spans, a step of "
+                << format_seconds(static_cast<double>(timeline->step_ns) * 1e-9)
+                << "): open it in the app, or `clusterscope trace export` it\n";
+    }
   }
 }
 
@@ -219,6 +249,9 @@ void register_plan(CLI::App& app, Context& ctx) {
   o->cluster.add_to(*cmd, /*positional=*/false);
   o->model.add_to(*cmd);
   o->plan.add_to(*cmd);
+  cmd->add_option("--timeline", o->timeline,
+                  "Also write the predicted step's timeline, per pipeline stage, to this trace "
+                  "store (.db), as the app draws it");
   add_json_flag(*cmd, o->json);
   cmd->callback([o, &ctx] { run(*o, ctx); });
 }

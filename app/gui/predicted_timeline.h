@@ -1,9 +1,7 @@
 #pragma once
-// The planner's predicted step, written into a trace store so that the same
-// timeline widget, analyses and exports that serve measured runs serve it
-// too: one rank per pipeline stage (data- and tensor-parallel rank 0), a
-// compute lane and a communication lane each. The store is written on a
-// worker thread; the newest request wins and stale results are dropped.
+// The planner's predicted step for the app (planners/timeline_store.h),
+// written on a worker thread; the newest request wins and stale results are
+// dropped.
 
 #include <QObject>
 #include <QTemporaryDir>
@@ -16,24 +14,9 @@
 
 #include "core/plans.h"
 #include "core/result.h"
+#include "planners/timeline_store.h"
 
 namespace cs::gui {
-
-struct PredictedStore {
-  std::string path;
-  int stages = 0;
-  std::int64_t spans = 0;
-  std::int64_t step_ns = 0;
-};
-
-// Simulates the plan's schedule (planners/timeline.h) and writes it to a new
-// trace store at `path`: one step from zero, or, given the start of each
-// measured step (on the measured run's clock), the predicted step from each
-// of those starts (at most kMaxPredictedSteps), so that it lines up with
-// the run beside it.
-inline constexpr std::size_t kMaxPredictedSteps = 2000;
-Result<PredictedStore> write_predicted_timeline(const Plan& plan, const std::string& path,
-                                                const std::vector<std::int64_t>& step_starts = {});
 
 class PredictedTimelineService : public QObject {
   Q_OBJECT

@@ -750,7 +750,7 @@ void RunView::startPrediction(const std::string& plan_json,
     static QTemporaryDir dir;  // lives as long as the app: the widget reads it
     static std::atomic<int> counter{0};
     const QString path = dir.filePath(QStringLiteral("predicted-%1.cstrace").arg(++counter));
-    auto written = write_predicted_timeline(plan.value(), path.toStdString(), step_starts);
+    auto written = cs::plan::write_predicted_timeline(plan.value(), path.toStdString(), step_starts);
     if (!written) {
       out.second = q(written.message());
     } else {

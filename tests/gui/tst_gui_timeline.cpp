@@ -233,7 +233,7 @@ void TestGuiTimeline::predictedStepStore() {
   plan.parallel.dp = 4;
   QVERIFY(plan::check_plan(plan).empty());
   const QString path = dir_.filePath(QStringLiteral("predicted.cstrace"));
-  auto written = write_predicted_timeline(plan, path.toStdString());
+  auto written = cs::plan::write_predicted_timeline(plan, path.toStdString());
   QVERIFY2(written.ok(), written.ok() ? "" : written.message().c_str());
   QCOMPARE(written->stages, 4);
   QVERIFY(written->spans > 0);

@@ -63,6 +63,7 @@ class TestPlanCli : public QObject {
   void searchErrors_data();
   void searchErrors();
   void searchInterrupted();
+  void planWritesItsTimeline();
 };
 
 void TestPlanCli::planJsonKeys() {
@@ -514,6 +515,45 @@ void TestPlanCli::searchInterrupted() {
     QVERIFY2(!out.contains("No candidate plan"), qPrintable(out));
     QVERIFY2(err.contains("the search was stopped (interrupted)"), qPrintable(err));
   }
+}
+
+// The predicted step as a trace store, as the app draws it (only the app
+// could): one rank per pipeline stage, whose stats read as GPU work.
+void TestPlanCli::planWritesItsTimeline() {
+  QTemporaryDir dir;
+  const QString store = dir.filePath("predicted.db");
+  const QStringList plan{"plan", "--cluster", "dgx-h100-32", "--model", "llama2-7b",
+                         "--tp",   "2",       "--pp",        "4"};
+  const Run r = run_cli(plan + QStringList{"--timeline", store, "--json"});
+  QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+  const QJsonObject o = parse(r);
+  const QJsonObject timeline = o["timeline"].toObject();
+  QCOMPARE(timeline["store"].toString(), store);
+  QCOMPARE(timeline["stages"].toInt(), 4);
+  QVERIFY(timeline["spans"].toInt() > 10);
+  QVERIFY(timeline["step_seconds"].toDouble() > 0);
+
+  const Run stats = run_cli({"trace", "stats", store, "--json"});
+  QVERIFY2(stats.exit_code == 0, qPrintable(stats.err));
+  const QJsonArray ranks = parse(stats)["ranks"].toArray();
+  QCOMPARE(ranks.size(), 4);
+  for (const auto& rank : ranks) {
+    const QJsonObject total = rank.toObject()["total"].toObject();
+    QVERIFY2(total["compute_ns"].toDouble() > 0, qPrintable(QJsonDocument(total).toJson()));
+  }
+  QCOMPARE(ranks[0].toObject()["rank"].toInt(), 0);
+  QCOMPARE(ranks[3].toObject()["rank"].toInt(), 24);  // stage 3's first rank: 3 x dp 4 x tp 2
+
+  const Run text = run_cli(plan + QStringList{"--timeline", store});
+  QVERIFY2(text.out.contains("Predicted timeline: " + store + " (4 stages, "), qPrintable(text.out));
+  // Not over a file that is not a store.
+  QFile notes(dir.filePath("notes.db"));
+  QVERIFY(notes.open(QIODevice::WriteOnly));
+  notes.write("mine\n");
+  notes.close();
+  const Run refused = run_cli(plan + QStringList{"--timeline", notes.fileName()});
+  QCOMPARE(refused.exit_code, 1);
+  QVERIFY2(refused.err.contains("is a file that is not a trace store"), qPrintable(refused.err));
 }
 
 #include "tst_plan_cli.moc"
