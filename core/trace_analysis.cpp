@@ -870,7 +870,7 @@ Result<StragglerReport> find_stragglers(const TraceReader& reader,
 Result<std::optional<PredictionComparison>> compare_with_prediction(
     const TraceReader& reader, const std::vector<RankAnalysis>& ranks,
     const std::optional<std::string>& prediction) {
-  const auto text = prediction ? prediction : reader.meta("predicted_step");
+  const auto text = prediction ? prediction : reader.meta(kPredictedStepMetaKey);
   if (!text || text->empty()) return std::optional<PredictionComparison>{};
   PredictionComparison out;
   std::map<std::string, double> categories, parts, breakdown;

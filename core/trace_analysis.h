@@ -147,6 +147,10 @@ struct PredictedVsMeasured {
   std::optional<double> measured_s;  // empty when nothing in the trace measures it
 };
 
+// The run store's meta key of the planner's estimate of the run's step
+// (planners/estimate_json.h predicted_step_json writes its JSON).
+inline constexpr const char* kPredictedStepMetaKey = "predicted_step";
+
 // The planner's estimate (meta "predicted_step") against the mean measured
 // step (each rank's warm-up steps left out: warm_up_steps).
 // Measured categories: compute = compute; communication = exposed

@@ -307,7 +307,7 @@ Result<ReferenceRun> run_reference(const MachineCalibrationOptions& o, const Pre
   out.shares_cores = cluster.gpu && cluster.gpu->efficiency.core_share < 1;
   auto prediction = predict_run(catalog, plan, "cpu", out.ranks, host, cluster);
   if (!prediction) return Error{"predicting it: " + prediction.message()};
-  spec.extra_meta.emplace_back("predicted_step", prediction->predicted_step_json);
+  spec.extra_meta.emplace_back(trace::kPredictedStepMetaKey, prediction->predicted_step_json);
   out.predicted_sweeps_s = prediction->step_seconds;
   launch::Launcher launcher(spec);
   if (Status s = launcher.start(); !s) return s.error();
@@ -1190,7 +1190,7 @@ void add_prediction(launch::RunSpec& spec, std::vector<std::string>& notes,
     notes.push_back("no prediction in the run store: " + prediction.message());
     return;
   }
-  spec.extra_meta.emplace_back("predicted_step", prediction->predicted_step_json);
+  spec.extra_meta.emplace_back(trace::kPredictedStepMetaKey, prediction->predicted_step_json);
   notes.push_back("the planner predicts " + format_seconds(prediction->step_seconds) +
                   " per step on " + prediction->cluster +
                   (prediction->calibrated ? " (calibrated)" : ""));

@@ -600,7 +600,7 @@ void RunView::startAnalysis() {
     out.state = reader.value()->state();
     out.losses = reader.value()->losses();
     out.world_size = reader.value()->world_size();
-    if (auto predicted = reader.value()->meta("predicted_step")) {
+    if (auto predicted = reader.value()->meta(trace::kPredictedStepMetaKey)) {
       out.has_prediction = true;
       const auto j = nlohmann::json::parse(*predicted, nullptr, false);
       if (j.is_object() && j.contains("plan")) out.predicted_plan_json = j["plan"].dump();
