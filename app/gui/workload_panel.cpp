@@ -11,6 +11,7 @@
 #include "app/gui/workspace.h"
 #include "core/format.h"
 #include "planners/formulas.h"
+#include "planners/seed_formulas.h"
 
 namespace cs::gui {
 
@@ -61,17 +62,18 @@ QString WorkloadPanel::figuresHtml(const Workload& w) {
                              std::max(1, s.seq_len);
     row(tr("Training FLOPs per token"), q(format_rate(per_token, "FLOP")));
     row(tr("  forward only"), q(format_rate(per_token / 3, "FLOP")));
-    row(tr("  6N (Kaplan et al.)"), q(format_rate(6 * params, "FLOP")));
+    row(tr("  6N (Kaplan et al.)"), q(format_rate(plan::six_pd_flops(params, 1), "FLOP")));
     if (w.training_tokens > 0) {
       row(tr("Training FLOPs, all tokens"), q(format_rate(per_token * w.training_tokens, "FLOP")));
     }
   } else {
     row(tr("Training FLOPs per sample"),
-        q(format_rate(3 * w.generic.forward_flops_per_sample, "FLOP")));
+        q(format_rate(plan::training_flops(w.generic.forward_flops_per_sample, 1), "FLOP")));
     const double samples = training_samples(w);
     if (samples > 0) {
       row(tr("Training FLOPs, all epochs"),
-          q(format_rate(3 * w.generic.forward_flops_per_sample * samples, "FLOP")));
+          q(format_rate(plan::training_flops(w.generic.forward_flops_per_sample, samples),
+                        "FLOP")));
     }
   }
   return QStringLiteral("<table cellspacing=1 width=100%>%1</table>").arg(rows);
