@@ -16,6 +16,7 @@
 
 #include "core/trace_store_internal.h"
 #include "core/file_exists.h"
+#include "core/parse_count.h"
 
 namespace cs::trace {
 
@@ -273,12 +274,7 @@ bool written_on_this_host(const std::string& identity) {
 bool process_alive(const std::string& identity) {
   const auto id = split_identity(identity);
   if (!id || id->host != host_name()) return false;
-  long pid = 0;
-  try {
-    pid = std::stol(id->pid);
-  } catch (...) {
-    return false;
-  }
+  const long pid = parse_count<long>(id->pid).value_or(0);
   if (pid <= 0) return false;
   const std::string now = process_start_time(pid);
   return !now.empty() && now == id->start;

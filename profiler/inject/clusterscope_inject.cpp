@@ -24,13 +24,13 @@
 // It never breaks the program it is loaded into: any failure is one line on
 // stderr ("clusterscope-inject: ...") and the program runs untraced.
 
-#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include <cupti.h>
@@ -39,6 +39,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/parse_count.h"
 #include "core/trace_writer.h"
 #include "profiler/cupti/cupti_source.h"
 #include "profiler/cupti/tracer.h"
@@ -76,14 +77,12 @@ Result<std::unique_ptr<cs::trace::TraceWriter>> open_store(const std::string& pa
 Result<long> env_number(const char* name, long fallback, long low, long high) {
   const char* text = std::getenv(name);
   if (!text || !*text) return fallback;
-  char* end = nullptr;
-  errno = 0;
-  const long value = std::strtol(text, &end, 10);
-  if (errno != 0 || *end != '\0' || value < low || value > high) {
+  const std::optional<long> value = cs::parse_count<long>(text);
+  if (!value || *value < low || *value > high) {
     return Error{std::string(name) + "=\"" + text + "\" is not a number from " +
                  std::to_string(low) + " to " + std::to_string(high)};
   }
-  return value;
+  return *value;
 }
 
 std::string command_line() {
