@@ -39,7 +39,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/host_name.h"
 #include "core/parse_count.h"
+#include "core/run_clock.h"
 #include "core/trace_writer.h"
 #include "profiler/cupti/cupti_source.h"
 #include "profiler/cupti/tracer.h"
@@ -99,18 +101,6 @@ std::string command_line() {
     start = end + 1;
   }
   return line;
-}
-
-std::string host_name() {
-  char name[256] = {};
-  if (gethostname(name, sizeof name - 1) != 0) return {};
-  return name;
-}
-
-std::int64_t realtime_ns() {
-  timespec ts{};
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
 }
 
 int cuda_driver_version() {
@@ -192,14 +182,14 @@ Status start_session() {
   const pid_t pid = getpid();
   const std::string stem = "rank" + std::to_string(launch->rank) + "-pid" + std::to_string(pid);
   const std::string path = std::string(dir) + "/" + stem + ".db";
-  const std::string host = host_name();
+  const std::string host = cs::this_host_name();
   const std::uint32_t cupti_version = cs::profiler::loaded_cupti_version();
 
   cs::trace::RunInfo run;
   run.title = "pid " + std::to_string(pid) + ", " + launch->describe();
   run.source = "cupti";
-  run.start_utc_ns = realtime_ns();
-  run.clock = "CLOCK_REALTIME";
+  run.start_utc_ns = cs::trace::run_clock_ns();
+  run.clock = cs::trace::kRunClockName;
   run.host = host;
   run.command_line = command_line();
   run.tool_versions_json = nlohmann::json{
