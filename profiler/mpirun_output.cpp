@@ -1,7 +1,6 @@
 #include "profiler/mpirun_output.h"
 
 #include <cstdint>
-#include <cstring>
 #include <optional>
 #include <regex>
 
@@ -121,11 +120,6 @@ void MpirunNotices::feed(std::string_view line) {
       if (auto code = number_of(m[1])) failure_->exit_code = *code;
     }
   }
-}
-
-std::string signal_description(int signal) {
-  const char* name = strsignal(signal);
-  return "signal " + std::to_string(signal) + (name ? std::string(" (") + name + ")" : "");
 }
 
 }  // namespace cs::launch
