@@ -64,17 +64,6 @@ void log_line(const std::string& text) {
   (void)ignored;
 }
 
-Result<std::unique_ptr<cs::trace::TraceWriter>> open_store(const std::string& path,
-                                                           const cs::trace::RunInfo& run) {
-#if CLUSTERSCOPE_HAVE_TRACE_WRITER
-  return cs::trace::TraceWriter::create(path, run);
-#else
-  (void)run;
-  return Error{"cannot create " + path +
-               ": this build has no trace store writer (TraceWriter::create is not linked in)"};
-#endif
-}
-
 // Non-negative whole number from the environment, or `fallback` when unset.
 Result<long> env_number(const char* name, long fallback, long low, long high) {
   const char* text = std::getenv(name);
@@ -197,7 +186,7 @@ Status start_session() {
       {"cupti", cupti_version},
       {"cuda_driver",
        cuda_driver_version()}}.dump();
-  auto writer = open_store(path, run);
+  auto writer = cs::trace::TraceWriter::create(path, run);
   if (!writer) return writer.error();
 
   cs::trace::TraceWriter& w = **writer;

@@ -62,7 +62,7 @@ SOURCES=(core/host_name.cpp profiler/activity_buffers.cpp profiler/exit_guard.cp
          profiler/cupti/cupti_source.cpp profiler/cupti/replay_source.cpp profiler/cupti/tracer.cpp
          tests/gpu/jsonl_trace_writer.cpp)
 CXXFLAGS=(-std=c++20 -O2 -g -fPIC -fvisibility=hidden -Wall -Wextra "${INCLUDES[@]}"
-          -DCLUSTERSCOPE_VERSION='"0.1.0"' -DCLUSTERSCOPE_HAVE_TRACE_WRITER=1)
+          -DCLUSTERSCOPE_VERSION='"0.1.0"')
 say "building ($(nproc) cores)"
 build_one() {
   local src="$1"; local obj="$BUILD/obj/$(echo "$src" | tr / _).o"
