@@ -23,7 +23,6 @@ struct PeakRates {
 
   // INT4 falls back to the INT8 rate (INT4 weights are dequantised to compute).
   double of(Precision p) const;
-  bool supports(Precision p) const { return of(p) > 0; }
 };
 
 // The optimizer's cost per parameter at one parameter count of a rank.

@@ -1,11 +1,12 @@
 #include "core/host_probe.h"
 
-#include <dlfcn.h>
-#include <unistd.h>
-
 #include <fstream>
 #include <thread>
 
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include "core/host_name.h"
 #include "core/presets.h"
 
 namespace cs {
@@ -118,8 +119,7 @@ void probe_gpus(HostInfo& host) {
 
 HostInfo probe_host() {
   HostInfo host;
-  char name[256] = {};
-  if (gethostname(name, sizeof name - 1) == 0) host.hostname = name;
+  host.hostname = this_host_name();
   host.cpu_model = read_cpu_model();
   const long online = sysconf(_SC_NPROCESSORS_ONLN);
   host.cpu_cores = online > 0 ? static_cast<int>(online)

@@ -3,7 +3,10 @@
 // JSON pointer where it sits, so that a message can say
 // `cluster.json: /inter_node/bandwidth_gbps: must be > 0`. Fields a reader did
 // not ask for are reported as unknown (with the closest known name), never
-// silently dropped. Internal to core: it includes nlohmann/json.hpp.
+// silently dropped. The shared field reader: core's JSON formats, the
+// planners, the profiler and both front ends read their JSON with it, so it
+// includes nlohmann/json.hpp (headers that only name JSON types include
+// nlohmann/json_fwd.hpp instead).
 
 #include <initializer_list>
 #include <limits>

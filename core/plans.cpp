@@ -9,9 +9,6 @@ std::string_view to_string(PipelineSchedule s) { return kScheduleNames.name(s); 
 std::optional<Recompute> recompute_from_string(std::string_view text) {
   return kRecomputeNames.parse(text);
 }
-std::optional<PipelineSchedule> schedule_from_string(std::string_view text) {
-  return kScheduleNames.parse(text);
-}
 std::string_view to_string(LossScaling l) { return kLossScalingNames.name(l); }
 std::string_view to_string(Fp8Format f) { return kFp8FormatNames.name(f); }
 std::string_view to_string(Fp8Recipe r) { return kFp8RecipeNames.name(r); }

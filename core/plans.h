@@ -18,7 +18,6 @@ enum class PipelineSchedule { one_f_one_b, interleaved };
 std::string_view to_string(Recompute r);
 std::string_view to_string(PipelineSchedule s);
 std::optional<Recompute> recompute_from_string(std::string_view text);
-std::optional<PipelineSchedule> schedule_from_string(std::string_view text);
 
 struct ParallelPlan {
   int dp = 1;              // data-parallel replicas

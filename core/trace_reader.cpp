@@ -489,11 +489,7 @@ RunInfo TraceReader::run() const {
   auto get = [&](std::string_view key) { return meta(key).value_or(""); };
   r.title = get("title");
   r.source = get("source");
-  try {
-    r.start_utc_ns = std::stoll(get("start_utc_ns"));
-  } catch (...) {
-    r.start_utc_ns = 0;
-  }
+  r.start_utc_ns = parse_integer<std::int64_t>(get("start_utc_ns")).value_or(0);
   r.clock = get("clock");
   r.host = get("host");
   r.command_line = get("command_line");

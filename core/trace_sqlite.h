@@ -55,10 +55,6 @@ class Statement {
     sqlite3_bind_text(stmt_, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
     return *this;
   }
-  Statement& bind_null(int i) {
-    sqlite3_bind_null(stmt_, i);
-    return *this;
-  }
 
   // SQLITE_ROW, SQLITE_DONE or an error code.
   int step() { return sqlite3_step(stmt_); }
@@ -88,7 +84,6 @@ class Statement {
     return {p, static_cast<std::size_t>(sqlite3_column_bytes(stmt_, c))};
   }
   int column_count() const { return sqlite3_column_count(stmt_); }
-  std::string_view column_name(int c) const { return sqlite3_column_name(stmt_, c); }
 
  private:
   sqlite3_stmt* stmt_ = nullptr;

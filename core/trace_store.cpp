@@ -14,8 +14,10 @@
 
 #include <unistd.h>
 
-#include "core/trace_store_internal.h"
 #include "core/file_exists.h"
+#include "core/host_name.h"
+#include "core/parse_count.h"
+#include "core/trace_store_internal.h"
 
 namespace cs::trace {
 
@@ -113,12 +115,6 @@ Status write_meta(sql::Database& db, std::string_view key, std::string_view valu
   stmt->bind(1, key).bind(2, value);
   if (stmt->step() != SQLITE_DONE) return db.error("cannot write meta '" + std::string(key) + "'");
   return {};
-}
-
-std::string host_name() {
-  char buffer[256] = {};
-  if (gethostname(buffer, sizeof buffer - 1) != 0) return "localhost";
-  return buffer;
 }
 
 // Field 22 of /proc/<pid>/stat: the start time in clock ticks since boot. With
@@ -244,7 +240,7 @@ bool is_own_meta_row(std::string_view key) {
 
 std::string this_process_identity() {
   const long pid = static_cast<long>(getpid());
-  return host_name() + ":" + std::to_string(pid) + ":" + process_start_time(pid);
+  return this_host_name() + ":" + std::to_string(pid) + ":" + process_start_time(pid);
 }
 
 namespace {
@@ -267,18 +263,13 @@ std::optional<WriterIdentity> split_identity(const std::string& identity) {
 
 bool written_on_this_host(const std::string& identity) {
   const auto id = split_identity(identity);
-  return id && id->host == host_name();
+  return id && id->host == this_host_name();
 }
 
 bool process_alive(const std::string& identity) {
   const auto id = split_identity(identity);
-  if (!id || id->host != host_name()) return false;
-  long pid = 0;
-  try {
-    pid = std::stol(id->pid);
-  } catch (...) {
-    return false;
-  }
+  if (!id || id->host != this_host_name()) return false;
+  const long pid = parse_count<long>(id->pid).value_or(0);
   if (pid <= 0) return false;
   const std::string now = process_start_time(pid);
   return !now.empty() && now == id->start;

@@ -6,13 +6,8 @@ namespace cs {
 
 std::string_view to_string(Norm n) { return kNormNames.name(n); }
 std::string_view to_string(PositionEmbedding p) { return kPositionNames.name(p); }
-std::string_view to_string(Optimizer o) { return kOptimizerNames.name(o); }
-std::optional<Norm> norm_from_string(std::string_view text) { return kNormNames.parse(text); }
-std::optional<PositionEmbedding> position_embedding_from_string(std::string_view text) {
-  return kPositionNames.parse(text);
-}
-std::optional<Optimizer> optimizer_from_string(std::string_view text) {
-  return kOptimizerNames.parse(text);
+std::string_view to_string(Optimizer o) {
+  return kOptimizerNames.name(o);
 }
 
 int optimizer_state_words(Optimizer o) {

@@ -16,9 +16,6 @@ enum class Optimizer { adamw, adam, sgd, sgd_momentum };
 std::string_view to_string(Norm n);
 std::string_view to_string(PositionEmbedding p);
 std::string_view to_string(Optimizer o);
-std::optional<Norm> norm_from_string(std::string_view text);
-std::optional<PositionEmbedding> position_embedding_from_string(std::string_view text);
-std::optional<Optimizer> optimizer_from_string(std::string_view text);
 
 // fp32 words of optimizer state per parameter (Adam: m and v; SGD momentum: one).
 int optimizer_state_words(Optimizer o);

@@ -36,11 +36,6 @@ void BufferPool::release(std::uint8_t* data) {
   if (in_use_ > 0) --in_use_;
 }
 
-std::size_t BufferPool::in_use() const {
-  std::lock_guard lock(mutex_);
-  return in_use_;
-}
-
 std::size_t BufferPool::peak_in_use() const {
   std::lock_guard lock(mutex_);
   return peak_in_use_;

@@ -43,9 +43,7 @@ class BufferPool {
   void release(std::uint8_t* data);
 
   std::size_t buffer_bytes() const { return buffer_bytes_; }
-  std::size_t max_buffers() const { return max_buffers_; }
   std::uint64_t refused() const { return refused_.load(); }
-  std::size_t in_use() const;
   std::size_t peak_in_use() const;
 
  private:

@@ -3,8 +3,8 @@
 #include <filesystem>
 
 #include <nlohmann/json.hpp>
-#include <unistd.h>
 
+#include "core/host_name.h"
 #include "core/json_text.h"
 #include "core/trace_merge.h"
 #include "profiler/launcher.h"
@@ -27,12 +27,6 @@ std::string join(const std::vector<std::string>& values) {
   for (const std::string& v : values)
     text += (text.empty() ? "" : ",") + v;
   return text;
-}
-
-std::string this_host() {
-  char host[256] = {};
-  gethostname(host, sizeof host - 1);
-  return host;
 }
 
 std::string strip_db(const std::string& path) {
@@ -109,7 +103,7 @@ Result<CalibrationRecord> record_calibration(
   CalibrationRecord record;
   record.store = o.store;
   record.info.engine = o.backend;
-  record.info.host = o.host.empty() ? this_host() : o.host;
+  record.info.host = o.host.empty() ? this_host_name() : o.host;
   record.info.host_memory_bytes = o.host_memory_bytes;
   record.info.cpu_cores = o.cpu_cores;
 

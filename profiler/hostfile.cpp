@@ -1,10 +1,11 @@
 #include "profiler/hostfile.h"
 
-#include <charconv>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+
+#include "core/parse_count.h"
 
 namespace cs::launch {
 
@@ -93,10 +94,8 @@ Result<std::vector<Host>> parse_hostfile(std::string_view text, std::string_view
         break;
       }
       const std::string_view value = word.substr(eq + 1);
-      int number = 0;
-      const auto [ptr, ec] = std::from_chars(value.data(), value.data() + value.size(), number);
-      if (ec != std::errc() || ptr != value.data() + value.size() || number < 1 ||
-          number > 1 << 20) {
+      const int number = parse_count(value).value_or(0);
+      if (number < 1 || number > 1 << 20) {
         problems.push_back(where + std::string(key) + " must be a whole number from 1 to " +
                            std::to_string(1 << 20) + " (got " + in_quotes(value) + ")");
         line_ok = false;

@@ -23,9 +23,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "core/host_name.h"
+#include "core/parse_count.h"
 #include "core/trace_writer.h"
 #include "profiler/mpirun_output.h"
-#include "core/parse_count.h"
 
 extern char** environ;
 
@@ -722,8 +723,7 @@ struct Launcher::State {
     std::vector<std::pair<int, std::int64_t>> candidates;
     {
       std::lock_guard lock(mutex);
-      char host[256] = {};
-      gethostname(host, sizeof host - 1);
+      const std::string host = this_host_name();
       for (const RankStatus& r : ranks) {
         if (r.pid > 0 && (r.host.empty() || r.host == host)) candidates.emplace_back(r.rank, r.pid);
       }

@@ -1,29 +1,23 @@
 #include "profiler/mpirun_output.h"
 
-#include <charconv>
 #include <cstdint>
-#include <cstring>
 #include <optional>
 #include <regex>
+
+#include "core/parse_count.h"
 
 namespace cs::launch {
 
 namespace {
 
-template <typename Int>
-bool parse_int(std::string_view text, Int& out) {
-  const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), out);
-  return ec == std::errc() && ptr == text.data() + text.size();
-}
-
 // A number of mpirun's notice, which a rank's own output can imitate: one
 // past an int is no number (std::stoi threw, and the launcher stopped).
+// Exit and error codes may be negative.
 template <typename Int = int>
 std::optional<Int> number_of(const std::ssub_match& match) {
-  Int value = 0;
-  if (!match.matched || !parse_int(std::string_view(&*match.first, static_cast<std::size_t>(match.length())), value))
-    return std::nullopt;
-  return value;
+  if (!match.matched) return std::nullopt;
+  return parse_integer<Int>(
+      std::string_view(&*match.first, static_cast<std::size_t>(match.length())));
 }
 
 }  // namespace
@@ -37,12 +31,9 @@ TaggedLine parse_tagged_line(std::string_view line) {
   const auto close = line.find(']');
   if (comma == std::string_view::npos || close == std::string_view::npos || comma > close)
     return out;
-  int job = 0;
-  int rank = 0;
-  if (!parse_int(line.substr(1, comma - 1), job) ||
-      !parse_int(line.substr(comma + 1, close - comma - 1), rank)) {
-    return out;
-  }
+  const std::optional<int> job = parse_count(line.substr(1, comma - 1));
+  const std::optional<int> rank = parse_count(line.substr(comma + 1, close - comma - 1));
+  if (!job || !rank) return out;
   std::string_view rest = line.substr(close + 1);
   bool is_stderr = false;
   if (rest.starts_with("<stdout>:")) {
@@ -53,7 +44,7 @@ TaggedLine parse_tagged_line(std::string_view line) {
   } else {
     return out;
   }
-  out.rank = rank;
+  out.rank = *rank;
   out.stderr_stream = is_stderr;
   out.text = rest;
   return out;
@@ -129,11 +120,6 @@ void MpirunNotices::feed(std::string_view line) {
       if (auto code = number_of(m[1])) failure_->exit_code = *code;
     }
   }
-}
-
-std::string signal_description(int signal) {
-  const char* name = strsignal(signal);
-  return "signal " + std::to_string(signal) + (name ? std::string(" (") + name + ")" : "");
 }
 
 }  // namespace cs::launch

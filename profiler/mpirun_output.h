@@ -88,6 +88,4 @@ class MpirunNotices {
   bool abort_code_pending_ = false;  // "MPI_ABORT was invoked" seen, "with errorcode" expected
 };
 
-std::string signal_description(int signal);  // "signal 9 (Killed)"
-
 }  // namespace cs::launch

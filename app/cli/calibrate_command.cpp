@@ -11,11 +11,9 @@
 // presets the planner uses like datasheet presets.
 
 #include <atomic>
-#include <csignal>
 #include <ctime>
 #include <fstream>
 #include <iostream>
-#include <thread>
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
@@ -24,6 +22,7 @@
 #include "app/calibration/calibration_workflow.h"
 #include "app/cli/cli_options.h"
 #include "app/cli/context.h"
+#include "app/cli/signal_cancel.h"
 #include "app/cli/text_table.h"
 #include "core/calibration_meta.h"
 #include "core/format.h"
@@ -298,37 +297,6 @@ void report(const CalibrateOptions& o, const plan::Calibration& fit, const Prese
   print_presets(std::cout, presets, file);
 }
 
-// Ctrl-C stops the sweep running (every rank closes its store).
-class CancelFlag {
- public:
-  CancelFlag() {
-    sigemptyset(&set_);
-    sigaddset(&set_, SIGINT);
-    sigaddset(&set_, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &set_, &old_);
-    thread_ = std::thread([this] {
-      while (!stop_) {
-        timespec timeout{0, 200'000'000};
-        if (sigtimedwait(&set_, nullptr, &timeout) > 0) {
-          std::cerr << "\nclusterscope: stopping the calibration...\n";
-          cancel = true;
-        }
-      }
-    });
-  }
-  ~CancelFlag() {
-    stop_ = true;
-    thread_.join();
-    pthread_sigmask(SIG_SETMASK, &old_, nullptr);
-  }
-  std::atomic<bool> cancel{false};
-
- private:
-  sigset_t set_{}, old_{};
-  std::atomic<bool> stop_{false};
-  std::thread thread_;
-};
-
 void run_nccl_tests(Context& ctx, const CalibrateOptions& o) {
   if (o.link_name.empty())
     throw CliError("--nccl-tests needs --link-name for the link preset it makes");
@@ -551,7 +519,10 @@ void run(Context& ctx, const CalibrateOptions& o) {
   mo.reference_runs = !o.no_reference_runs;
   mo.reference_steps = o.reference_steps;
   const bool terminal = isatty(STDERR_FILENO) != 0;
-  CancelFlag cancel;
+  // Ctrl-C stops the sweep running (every rank closes its store).
+  std::atomic<bool> cancel{false};
+  const CancelOnSignal cancel_on_signal([&cancel] { cancel = true; },
+                                        "stopping the calibration...");
   calib::MachineCalibration m = take(calib::calibrate_machine(
       mo,
       [&](const launch::CalibrationProgress& p) {
@@ -559,7 +530,7 @@ void run(Context& ctx, const CalibrateOptions& o) {
         std::cerr << (terminal ? "\r\033[K" : "") << "[" << std::min(p.phase + 1, p.phases) << "/"
                   << p.phases << "] " << p.text << (terminal ? "" : "\n") << std::flush;
       },
-      &cancel.cancel));
+      &cancel));
   if (terminal && !o.json) std::cerr << '\n';
   if (o.json) {
     json runs = json::array();

@@ -42,11 +42,6 @@ CLI::Validator number_within(const Range& range) {
   return number_in(range, "NUMBER");
 }
 
-const CLI::Validator& finite_number() {
-  static const CLI::Validator check = number_in(Range::any(), "NUMBER");
-  return check;
-}
-
 CLI::Validator integer_between(std::int64_t lo, std::int64_t hi) {
   return number_in(Range::between(static_cast<double>(lo), static_cast<double>(hi)),
                    std::to_string(lo) + " to " + std::to_string(hi));

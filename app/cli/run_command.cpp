@@ -16,17 +16,16 @@
 #include <fstream>
 #include <iostream>
 #include <mutex>
-#include <thread>
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
-#include <signal.h>
 #include <unistd.h>
 
 #include "app/calibration/calibration_workflow.h"
 #include "app/cli/cli_options.h"
 #include "app/cli/context.h"
 #include "app/cli/run_summary.h"
+#include "app/cli/signal_cancel.h"
 #include "app/cli/text_table.h"
 #include "core/calibration_meta.h"
 #include "core/format.h"
@@ -273,37 +272,6 @@ class ProgressPrinter {
   std::vector<double> rank0_step_seconds_;  // for the ETA
 };
 
-// SIGINT / SIGTERM cancel the run cleanly instead of killing the launcher.
-class CancelOnSignal {
- public:
-  explicit CancelOnSignal(launch::Launcher& launcher) {
-    sigemptyset(&set_);
-    sigaddset(&set_, SIGINT);
-    sigaddset(&set_, SIGTERM);
-    sigaddset(&set_, SIGHUP);
-    pthread_sigmask(SIG_BLOCK, &set_, &old_);
-    thread_ = std::thread([this, &launcher] {
-      while (!stop_) {
-        timespec timeout{0, 200'000'000};
-        if (sigtimedwait(&set_, nullptr, &timeout) > 0) {
-          std::cerr << "\nclusterscope: stopping the run (every rank closes its store)...\n";
-          launcher.cancel();
-        }
-      }
-    });
-  }
-  ~CancelOnSignal() {
-    stop_ = true;
-    thread_.join();
-    pthread_sigmask(SIG_SETMASK, &old_, nullptr);
-  }
-
- private:
-  sigset_t set_{}, old_{};
-  std::atomic<bool> stop_{false};
-  std::thread thread_;
-};
-
 nlohmann::json report_json(const launch::RunReport& r, const nlohmann::json& summary,
                            const std::vector<std::string>& notes) {
   nlohmann::json ranks = nlohmann::json::array();
@@ -481,7 +449,8 @@ void run(RunOptions& o, Context& ctx, const std::string& command_line) {
   launch::Launcher launcher(spec, [&progress](const LaunchEvent& e) { progress.on_event(e); });
   launch::RunReport report;
   {
-    CancelOnSignal cancel_on_signal(launcher);
+    const CancelOnSignal cancel_on_signal([&launcher] { launcher.cancel(); },
+                                          "stopping the run (every rank closes its store)...");
     take(launcher.start());
     report = launcher.wait();
   }

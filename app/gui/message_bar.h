@@ -8,7 +8,7 @@
 #include <functional>
 #include <vector>
 
-#include "app/gui/workspace.h"
+#include "app/gui/message_level.h"
 
 class QLabel;
 class QHBoxLayout;

@@ -12,14 +12,13 @@
 #include <QUndoStack>
 #include <memory>
 
+#include "app/gui/message_level.h"
 #include "app/gui/project.h"
 #include "core/presets.h"
 
 class QLockFile;
 
 namespace cs::gui {
-
-enum class MessageLevel { info, warning, error };
 
 class Workspace : public QObject {
   Q_OBJECT

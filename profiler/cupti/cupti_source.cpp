@@ -5,8 +5,8 @@
 #include <vector>
 
 #include <cupti.h>
-#include <time.h>
 
+#include "core/run_clock.h"
 #include "profiler/cupti/api_filter.h"
 
 namespace cs::profiler {
@@ -41,11 +41,9 @@ constexpr Kind kKinds[] = {
     {CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION, "EXTERNAL_CORRELATION", false},
 };
 
+// CUPTI's timestamp callback: the run clock, in CUPTI's type.
 std::uint64_t CUPTIAPI realtime_timestamp() {
-  timespec ts{};
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000ull +
-         static_cast<std::uint64_t>(ts.tv_nsec);
+  return static_cast<std::uint64_t>(trace::run_clock_ns());
 }
 
 class CuptiSource;

@@ -8,10 +8,10 @@
 
 #include <nlohmann/json.hpp>
 #include <sys/syscall.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "core/json_text.h"
+#include "core/run_clock.h"
 #include "profiler/activity_buffers.h"
 #include "profiler/cupti/cupti_source.h"
 #include "profiler/cupti/replay_source.h"
@@ -24,12 +24,6 @@ namespace {
 
 std::uint32_t system_thread_id() {
   return static_cast<std::uint32_t>(syscall(SYS_gettid));
-}
-
-std::int64_t realtime_ns() {
-  timespec ts{};
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
 }
 
 nlohmann::json counts_json(const DecoderCounts& c) {
@@ -160,7 +154,7 @@ struct Tracer::Impl {
       trace::CounterSample sample;
       sample.rank = options.rank.rank;
       sample.name = writer.intern("GPU " + std::to_string(r.device) + " memory used");
-      sample.time_ns = realtime_ns();
+      sample.time_ns = trace::run_clock_ns();
       sample.value = static_cast<double>(r.used_bytes);
       writer.add(sample);
       ++memory_samples;
@@ -267,7 +261,7 @@ const TracerReport& Tracer::finalize() {
 
   trace::TraceWriter& w = d.writer;
   w.set_meta("tracer.source", r.source);
-  w.set_meta("tracer.clock", "CLOCK_REALTIME");
+  w.set_meta("tracer.clock", std::string(trace::kRunClockName));
   w.set_meta("tracer.counts", json_text(counts_json(r.counts)));
   w.set_meta("tracer.dropped_records", std::to_string(r.dropped_records));
   w.set_meta("tracer.refused_buffers", std::to_string(r.refused_buffers));

@@ -24,13 +24,13 @@
 // It never breaks the program it is loaded into: any failure is one line on
 // stderr ("clusterscope-inject: ...") and the program runs untraced.
 
-#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include <cupti.h>
@@ -39,7 +39,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/host_name.h"
 #include "core/json_text.h"
+#include "core/parse_count.h"
+#include "core/run_clock.h"
 #include "core/trace_writer.h"
 #include "profiler/cupti/cupti_source.h"
 #include "profiler/cupti/tracer.h"
@@ -62,29 +65,16 @@ void log_line(const std::string& text) {
   (void)ignored;
 }
 
-Result<std::unique_ptr<cs::trace::TraceWriter>> open_store(const std::string& path,
-                                                           const cs::trace::RunInfo& run) {
-#if CLUSTERSCOPE_HAVE_TRACE_WRITER
-  return cs::trace::TraceWriter::create(path, run);
-#else
-  (void)run;
-  return Error{"cannot create " + path +
-               ": this build has no trace store writer (TraceWriter::create is not linked in)"};
-#endif
-}
-
 // Non-negative whole number from the environment, or `fallback` when unset.
 Result<long> env_number(const char* name, long fallback, long low, long high) {
   const char* text = std::getenv(name);
   if (!text || !*text) return fallback;
-  char* end = nullptr;
-  errno = 0;
-  const long value = std::strtol(text, &end, 10);
-  if (errno != 0 || *end != '\0' || value < low || value > high) {
+  const std::optional<long> value = cs::parse_count<long>(text);
+  if (!value || *value < low || *value > high) {
     return Error{std::string(name) + "=\"" + text + "\" is not a number from " +
                  std::to_string(low) + " to " + std::to_string(high)};
   }
-  return value;
+  return *value;
 }
 
 std::string command_line() {
@@ -102,18 +92,6 @@ std::string command_line() {
     start = end + 1;
   }
   return line;
-}
-
-std::string host_name() {
-  char name[256] = {};
-  if (gethostname(name, sizeof name - 1) != 0) return {};
-  return name;
-}
-
-std::int64_t realtime_ns() {
-  timespec ts{};
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
 }
 
 int cuda_driver_version() {
@@ -195,20 +173,20 @@ Status start_session() {
   const pid_t pid = getpid();
   const std::string stem = "rank" + std::to_string(launch->rank) + "-pid" + std::to_string(pid);
   const std::string path = std::string(dir) + "/" + stem + ".db";
-  const std::string host = host_name();
+  const std::string host = cs::this_host_name();
   const std::uint32_t cupti_version = cs::profiler::loaded_cupti_version();
 
   cs::trace::RunInfo run;
   run.title = "pid " + std::to_string(pid) + ", " + launch->describe();
   run.source = "cupti";
-  run.start_utc_ns = realtime_ns();
-  run.clock = "CLOCK_REALTIME";
+  run.start_utc_ns = cs::trace::run_clock_ns();
+  run.clock = cs::trace::kRunClockName;
   run.host = host;
   run.command_line = command_line();
   run.tool_versions_json = cs::json_text(nlohmann::json{{"clusterscope", CLUSTERSCOPE_VERSION},
                                                         {"cupti", cupti_version},
                                                         {"cuda_driver", cuda_driver_version()}});
-  auto writer = open_store(path, run);
+  auto writer = cs::trace::TraceWriter::create(path, run);
   if (!writer) return writer.error();
 
   cs::trace::TraceWriter& w = **writer;

@@ -110,11 +110,4 @@ class Backend {
   OpTracer* tracer_ = nullptr;
 };
 
-// A backend from its name; "cuda" reports why it cannot start (no GPU, no
-// driver, built without CUDA) in the error.
-struct BackendOptions {
-  int device = 0;           // GPU index (local rank)
-  int cpu_threads = 1;      // BLAS threads for the CPU backend
-};
-
 }  // namespace cs::worker

@@ -9,8 +9,8 @@
 #include <vector>
 
 #include <cblas.h>
-#include <unistd.h>
 
+#include "core/host_name.h"
 #include "profiler/worker/op_tracer.h"
 
 namespace cs::worker {
@@ -101,11 +101,7 @@ class CpuBackend final : public Backend {
   ~CpuBackend() override = default;
 
   std::string_view name() const override { return "cpu"; }
-  std::string device_name() const override {
-    char host[256] = {};
-    gethostname(host, sizeof host - 1);
-    return std::string("CPU (") + host + ")";
-  }
+  std::string device_name() const override { return "CPU (" + this_host_name() + ")"; }
 
   Tensor alloc(std::int64_t numel, DType dtype, std::string_view) override {
     Tensor t{nullptr, numel, dtype};

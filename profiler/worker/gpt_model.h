@@ -75,11 +75,8 @@ class GptModel {
   const GptConfig& config() const { return config_; }
   const std::vector<ParamInfo>& params() const { return params_; }
   std::int64_t num_params() const { return num_params_; }  // this rank, unpadded
-  int first_layer() const { return first_layer_; }
-  int last_layer() const { return last_layer_; }      // exclusive
   bool first_stage() const { return parallel_.pp_rank == 0; }
   bool last_stage() const { return parallel_.pp_rank == parallel_.pp - 1; }
-  DType compute_type() const { return compute_; }
   int micro_batch() const { return B_; }
   // Floating-point work of one micro-batch's forward on this rank (GEMMs and attention).
   double forward_flops() const;

@@ -1,7 +1,6 @@
 #include "profiler/worker/op_tracer.h"
 
-#include <ctime>
-
+#include "core/run_clock.h"
 #include "core/trace_writer.h"
 
 namespace cs::worker {
@@ -14,9 +13,7 @@ OpTracer::OpTracer(trace::TraceWriter& writer, int rank) : writer_(writer), rank
 }
 
 std::int64_t OpTracer::now_ns() {
-  timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return static_cast<std::int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+  return trace::run_clock_ns();
 }
 
 trace::StringId OpTracer::name(std::string_view text) {

@@ -60,7 +60,6 @@ class Trainer {
 
   StepResult step();
   const GptModel& model() const { return *model_; }
-  int steps_done() const { return step_; }
 
   // This rank's fp32 weights, whole (ZeRO shards gathered), in its layout.
   std::vector<float> local_weights();

@@ -19,11 +19,13 @@
 #include <unistd.h>
 
 #include "core/calibration_meta.h"
+#include "core/host_name.h"
 #include "core/json_reader.h"
 #include "core/json_text.h"
 #include "core/machine_probe.h"
 #include "core/model_json.h"
 #include "core/presets.h"
+#include "core/run_clock.h"
 #include "core/trace_writer.h"
 #include "profiler/launch_env.h"
 #include "profiler/worker/corpus.h"
@@ -191,12 +193,6 @@ double process_cpu_seconds() {
   for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
 }
 
-std::string host_name() {
-  char host[256] = {};
-  gethostname(host, sizeof host - 1);
-  return host;
-}
-
 // The shape to train: a plan's workload scaled to this machine, or flags.
 struct Job {
   WorkerShape shape;
@@ -280,9 +276,9 @@ RankTrace open_trace(const Options& o, const Job& job, int rank, const std::stri
   trace::RunInfo info;
   info.title = o.title.empty() ? std::string(source) + " run" : o.title;
   info.source = source;
-  info.start_utc_ns = OpTracer::now_ns();
-  info.clock = "CLOCK_REALTIME";
-  info.host = host_name();
+  info.start_utc_ns = trace::run_clock_ns();
+  info.clock = trace::kRunClockName;
+  info.host = this_host_name();
   for (int i = 0; i < argc; ++i) info.command_line += (i ? " " : "") + std::string(argv[i]);
   info.plan_json = job.plan_json;
   info.tool_versions_json = json_text(versions);
@@ -412,7 +408,7 @@ void run_sweep(const Options& o, Backend& backend, const std::vector<Communicato
   // presets for this host and takes the datasheet of this device.
   emit({{"event", "sweep_start"},
         {"rank", rank},
-        {"host", host_name()},
+        {"host", this_host_name()},
         {"pid", static_cast<std::int64_t>(getpid())},
         {"backend", std::string(backend.name())},
         {"device", backend.device_name()},
@@ -510,7 +506,7 @@ json start_line(int rank, const WorldLayout& layout, const char* engine, const s
   const GptConfig& c = job.shape.config;
   return {{"event", "start"},
           {"rank", rank},
-          {"host", host_name()},
+          {"host", this_host_name()},
           {"pid", static_cast<std::int64_t>(getpid())},
           {"world_size", layout.world_size},
           {"dp_rank", layout.dp_rank},
@@ -520,8 +516,13 @@ json start_line(int rank, const WorldLayout& layout, const char* engine, const s
           {"device", device},
           {"precision", o.precision},
           {"parameters", trainer.model().num_params()},
-          {"model", {{"layers", c.layers}, {"hidden", c.hidden}, {"heads", c.heads},
-                     {"seq", c.seq}, {"ffn", c.ffn}, {"vocab", c.vocab}}},
+          {"model",
+           {{"layers", c.layers},
+            {"hidden", c.hidden},
+            {"heads", c.heads},
+            {"seq", c.seq},
+            {"ffn", c.ffn},
+            {"vocab", c.vocab}}},
           {"scaled", job.shape.scaled},
           {"steps", o.steps},
           {"store", store}};
@@ -610,7 +611,7 @@ void route_nvtx_to_cupti() {
 std::unique_ptr<profiler::Tracer> start_cupti(RankTrace& trace, int rank, const std::string& device) {
   if (!trace.writer || std::getenv("CLUSTERSCOPE_PROFILE_DIR")) return nullptr;
   profiler::TracerOptions options;
-  options.rank = {rank, host_name(), device, getpid(), 0};
+  options.rank = {rank, this_host_name(), device, getpid(), 0};
   if (const char* capture = std::getenv("CLUSTERSCOPE_CUPTI_CAPTURE")) options.capture_path = capture;
   auto tracer = profiler::Tracer::start(profiler::make_cupti_source(), *trace.writer, options);
   if (!tracer) throw std::runtime_error("the CUPTI tracer did not start: " + tracer.message());

@@ -56,13 +56,13 @@ fi
 say "probe with ${NCCL_FLAGS[0]} ${CUBLAS_FLAGS[0]}"
 
 # --- build ---------------------------------------------------------------------
-SOURCES=(profiler/activity_buffers.cpp profiler/exit_guard.cpp profiler/gpu_memory.cpp
+SOURCES=(core/host_name.cpp profiler/activity_buffers.cpp profiler/exit_guard.cpp profiler/gpu_memory.cpp
          profiler/kernel_names.cpp profiler/launch_env.cpp profiler/replay_file.cpp
          profiler/safe_memory.cpp profiler/cupti/activity_decoder.cpp profiler/cupti/api_filter.cpp
          profiler/cupti/cupti_source.cpp profiler/cupti/replay_source.cpp profiler/cupti/tracer.cpp
          tests/gpu/jsonl_trace_writer.cpp)
 CXXFLAGS=(-std=c++20 -O2 -g -fPIC -fvisibility=hidden -Wall -Wextra "${INCLUDES[@]}"
-          -DCLUSTERSCOPE_VERSION='"0.1.0"' -DCLUSTERSCOPE_HAVE_TRACE_WRITER=1)
+          -DCLUSTERSCOPE_VERSION='"0.1.0"')
 say "building ($(nproc) cores)"
 build_one() {
   local src="$1"; local obj="$BUILD/obj/$(echo "$src" | tr / _).o"

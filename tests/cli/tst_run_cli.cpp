@@ -56,6 +56,7 @@ class TestRunCli : public QObject {
   void userErrors();
   void interruptCancelsCleanly();
   void interruptAsTheRanksStart();
+  void hangUpStopsACalibrationCleanly();
   void unwrittenRunStoreFails();
   void slurmScriptEndToEnd();
   void runLeavesTheUsersFilesAlone();
@@ -288,6 +289,30 @@ void TestRunCli::interruptAsTheRanksStart() {
   // and there is no store to merge.
   if (out.contains("last steps: rank 0 no step, rank 1 no step") && !QFile::exists(store)) return;
   QCOMPARE(status_of(store), QString("cancelled"));
+}
+
+// A closed terminal (SIGHUP) stops `clusterscope calibrate` as Ctrl-C does:
+// the ranks close their stores, the phase's stores are removed, and the
+// command says so (SIGHUP used to kill it and leave them behind).
+void TestRunCli::hangUpStopsACalibrationCleanly() {
+  const QString work = dir_.filePath("hang-up");
+  QVERIFY(QDir().mkpath(work));
+  QProcess p;
+  p.start(kCli, {"calibrate", "--backend", "cpu", "--ranks", "1", "--precisions", "fp32",
+                 "--gemm-sizes", "64", "--seconds", "60", "--no-ops", "--no-reference-runs",
+                 "--no-save", "--out", work + "/cal.db"});
+  QVERIFY(p.waitForStarted());
+  // The rank's store exists once the sweep runs.
+  QTRY_VERIFY_WITH_TIMEOUT(QFile::exists(work + "/cal.phase0.ranks/rank0.db"), 60000);
+  ::kill(static_cast<pid_t>(p.processId()), SIGHUP);
+  QVERIFY(p.waitForFinished(60000));
+  const QString err = QString::fromUtf8(p.readAllStandardError());
+  QCOMPARE(p.exitStatus(), QProcess::NormalExit);
+  QCOMPARE(p.exitCode(), 1);
+  QVERIFY2(err.contains("clusterscope: stopping the calibration..."), qPrintable(err));
+  QVERIFY2(err.contains("clusterscope: error: calibration cancelled during phase 1 of 1"),
+           qPrintable(err));
+  QCOMPARE(QDir(work).entryList(QDir::AllEntries | QDir::NoDotAndDotDot), QStringList{});
 }
 
 // Ranks that finish but a run store that cannot be written (here a folder

@@ -7,8 +7,8 @@
 
 #include <QDir>
 #include <QFile>
-#include <QScopeGuard>
 #include <QProcess>
+#include <QScopeGuard>
 #include <QTemporaryDir>
 #include <QtTest>
 #include <filesystem>
@@ -19,13 +19,14 @@
 #include <tuple>
 
 #include <signal.h>
+#include <sqlite3.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#include <sqlite3.h>
 
 #include "core/trace_reader.h"
 #include "core/trace_store.h"
+#include "core/trace_store_internal.h"
 #include "core/trace_writer.h"
 #include "trace_test_util.h"
 
@@ -160,6 +161,10 @@ class TestTraceStore : public QObject {
   void finishedStoreLeavesNoFilesBeside();
   void worldSizeOnlyAsAWholeNumber_data();
   void worldSizeOnlyAsAWholeNumber();
+  void runStartOnlyAsAWholeNumber_data();
+  void runStartOnlyAsAWholeNumber();
+  void writerPidOnlyAsAWholeNumber_data();
+  void writerPidOnlyAsAWholeNumber();
   void concurrentWriters();
   void spansMatchReference_data();
   void spansMatchReference();
@@ -236,6 +241,77 @@ void TestTraceStore::worldSizeOnlyAsAWholeNumber() {
   }
   auto r = open_reader(path);
   QCOMPARE(r->world_size(), world_size);
+}
+
+// The meta "start_utc_ns" is read only as a whole number (it may be
+// negative): "123abc" was read as 123.
+void TestTraceStore::runStartOnlyAsAWholeNumber_data() {
+  QTest::addColumn<QString>("meta");
+  QTest::addColumn<qint64>("start_utc_ns");
+  QTest::addRow("recorded") << "1717000000123456789" << qint64{1'717'000'000'123'456'789};
+  QTest::addRow("before 1970") << "-5" << qint64{-5};
+  QTest::addRow("none") << "" << qint64{0};
+  QTest::addRow("text after the number") << "123abc" << qint64{0};
+  QTest::addRow("space before the number") << " 42" << qint64{0};
+  QTest::addRow("past 64 bits") << "99999999999999999999" << qint64{0};
+}
+
+void TestTraceStore::runStartOnlyAsAWholeNumber() {
+  QFETCH(QString, meta);
+  QFETCH(qint64, start_utc_ns);
+  QTemporaryDir dir;
+  const std::string path = temp_path(dir, "start.cstrace");
+  {
+    auto created = TraceWriter::create(path, RunInfo{"start", "test"});
+    QVERIFY2(created, created ? "" : created.message().c_str());
+    QVERIFY((*created)->close("complete"));
+  }
+  exec_sql(path, qPrintable("UPDATE meta SET value = '" + meta + "' WHERE key = 'start_utc_ns'"));
+  QCOMPARE(open_reader(path)->run().start_utc_ns, start_utc_ns);
+}
+
+// A store left "writing" is its writer's while the process that the
+// writer's "host:pid:start" names is alive, the pid read whole: "<pid>abc"
+// was read as the pid, so the store was taken as still being written and
+// never repaired.
+void TestTraceStore::writerPidOnlyAsAWholeNumber_data() {
+  QTest::addColumn<QString>("before");
+  QTest::addColumn<QString>("after");
+  QTest::addColumn<bool>("alive");
+  QTest::addRow("this process") << ""
+                                << "" << true;
+  QTest::addRow("text after the pid") << ""
+                                      << "abc" << false;
+  QTest::addRow("a sign before the pid") << "+"
+                                         << "" << false;
+  QTest::addRow("a space before the pid") << " "
+                                          << "" << false;
+}
+
+void TestTraceStore::writerPidOnlyAsAWholeNumber() {
+  QFETCH(QString, before);
+  QFETCH(QString, after);
+  QFETCH(bool, alive);
+  QTemporaryDir dir;
+  const std::string path = temp_path(dir, "writer.cstrace");
+  {
+    auto created = TraceWriter::create(path, RunInfo{"writer", "test"});
+    QVERIFY2(created, created ? "" : created.message().c_str());
+    QVERIFY((*created)->close("complete"));
+  }
+  // "host:pid:start" with the pid changed.
+  const QString identity = QString::fromStdString(cs::trace::store::this_process_identity());
+  const qsizetype last = identity.lastIndexOf(':');
+  const qsizetype middle = identity.lastIndexOf(':', last - 1);
+  const QString writer = identity.left(middle + 1) + before +
+                         identity.mid(middle + 1, last - middle - 1) + after + identity.mid(last);
+  exec_sql(path, qPrintable("UPDATE meta SET value = '" + writer + "' WHERE key = 'writer'"));
+  exec_sql(path, "UPDATE meta SET value = 'writing' WHERE key = 'status'");
+  exec_sql(path, "UPDATE meta SET value = '0' WHERE key = 'finalized'");
+  auto state = inspect_store(path);
+  QVERIFY2(state, state ? "" : state.message().c_str());
+  QCOMPARE(state->status, std::string("writing"));
+  QCOMPARE(state->writer_alive, alive);
 }
 
 // A finished store leaves write-ahead logging: reading it, even without

@@ -262,6 +262,10 @@ void TestLauncher::taggedLines_data() {
                                 << "mpirun noticed that process rank 1";
   QTest::addRow("not a tag") << "[vm:15067] Read -1, expected 269824, errno = 3" << -1 << false
                              << "[vm:15067] Read -1, expected 269824, errno = 3";
+  // A rank is a count: no sign (a negative one stripped the tag and left the
+  // line unassigned).
+  QTest::addRow("negative rank") << "[1,-2]<stdout>:x" << -1 << false << "[1,-2]<stdout>:x";
+  QTest::addRow("signed rank") << "[1,+2]<stdout>:x" << -1 << false << "[1,+2]<stdout>:x";
 }
 
 void TestLauncher::taggedLines() {

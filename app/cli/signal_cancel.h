@@ -1,0 +1,32 @@
+#pragma once
+// Ctrl-C (SIGINT), kill (SIGTERM) and a closed terminal (SIGHUP) cancel a
+// long command cleanly instead of killing it, so that every rank closes its
+// store. While one of these lives, the three signals are blocked on the
+// thread that made it and on the threads it starts afterwards (children that
+// the launcher spawns get them unblocked again); a thread of its own waits
+// for them and calls `on_signal` once per signal, after writing `message` to
+// stderr. The destructor restores the signal mask.
+
+#include <atomic>
+#include <functional>
+#include <string>
+#include <thread>
+
+#include <signal.h>
+
+namespace cs::cli {
+
+class CancelOnSignal {
+ public:
+  CancelOnSignal(std::function<void()> on_signal, std::string message);
+  ~CancelOnSignal();
+  CancelOnSignal(const CancelOnSignal&) = delete;
+  CancelOnSignal& operator=(const CancelOnSignal&) = delete;
+
+ private:
+  sigset_t set_{}, old_{};
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+}  // namespace cs::cli
