@@ -269,6 +269,20 @@ Workload ModelOptions::over(Workload w) const {
   return take(workload_from_json(to_json(w), "command line"));
 }
 
+void apply_over_document(Plan& plan, const ClusterOptions& cluster, const ModelOptions& model,
+                         const PresetCatalog& catalog) {
+  if (cluster.given()) {
+    plan.cluster = cluster.resolve(catalog);
+  } else if (cluster.changes()) {
+    plan.cluster = cluster.over(plan.cluster, catalog);
+  }
+  if (!model.model.empty()) {
+    plan.workload = model.resolve(catalog);
+  } else if (model.changes()) {
+    plan.workload = model.over(plan.workload);
+  }
+}
+
 void PlanOptions::add_to(CLI::App& command) {
   command.add_option(
       "--plan", plan_file,
@@ -325,17 +339,7 @@ Plan PlanOptions::resolve(const PresetCatalog& catalog, const ClusterOptions& cl
                              (!parallel->is_object() || parallel->contains("global_batch"));
     plan = take(plan_from_json(document, plan_file, &catalog));
     file_accumulation = std::max(plan.parallel.gradient_accumulation(), 1);
-    // A cluster or model named replaces the document's; flags alone change it.
-    if (cluster_options.given()) {
-      plan.cluster = cluster_options.resolve(catalog);
-    } else if (cluster_options.changes()) {
-      plan.cluster = cluster_options.over(plan.cluster, catalog);
-    }
-    if (!model_options.model.empty()) {
-      plan.workload = model_options.resolve(catalog);
-    } else if (model_options.changes()) {
-      plan.workload = model_options.over(plan.workload);
-    }
+    apply_over_document(plan, cluster_options, model_options, catalog);
   } else {
     plan.cluster = cluster_options.resolve(catalog);
     plan.workload = model_options.resolve(catalog);

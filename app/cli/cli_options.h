@@ -79,6 +79,11 @@ struct ModelOptions {
   Workload over(Workload w) const;
 };
 
+// Over a plan document: a cluster or model named replaces the document's;
+// flags alone change it. Shared by `plan` and `run`.
+void apply_over_document(Plan& plan, const ClusterOptions& cluster, const ModelOptions& model,
+                         const PresetCatalog& catalog);
+
 // How a plan is given: a plan JSON document (--plan FILE), flags over it, or
 // flags alone with the cluster and model options. Shared by `plan` and by
 // the commands that run a plan.

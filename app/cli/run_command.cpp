@@ -79,17 +79,7 @@ struct RunPlanOptions {
     if (!plan_file.empty()) {
       auto j = take(read_json_file(plan_file));
       plan = take(plan_from_json(j, plan_file, &catalog));
-      // A cluster or model named replaces the document's; flags alone change it.
-      if (cluster.given()) {
-        plan.cluster = cluster.resolve(catalog);
-      } else if (cluster.changes()) {
-        plan.cluster = cluster.over(plan.cluster, catalog);
-      }
-      if (!model.model.empty()) {
-        plan.workload = model.resolve(catalog);
-      } else if (model.changes()) {
-        plan.workload = model.over(plan.workload);
-      }
+      apply_over_document(plan, cluster, model, catalog);
     } else {
       ClusterOptions c = cluster;
       if (c.cluster.empty() && c.gpu.empty()) c.cluster = std::string(kThisMachine);
