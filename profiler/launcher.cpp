@@ -214,16 +214,20 @@ std::string run_lock_path(const std::string& run_store) {
 constexpr const char* kHeldLockFdVariable = "CLUSTERSCOPE_RUN_LOCK_FD";
 constexpr int kSlurmLockFd = 9;
 
+// Whether `fd` is the file now at `path` (not one removed from there).
+bool is_file_at(int fd, const std::string& path) {
+  struct stat open_file{};
+  struct stat at_path{};
+  return ::fstat(fd, &open_file) == 0 && ::stat(path.c_str(), &at_path) == 0 &&
+         open_file.st_dev == at_path.st_dev && open_file.st_ino == at_path.st_ino;
+}
+
 // Whether this process holds `run_store`'s lock through the descriptor its
-// parent named (the lock file at the path, not a removed one).
+// parent named.
 bool lock_held_by_parent(const std::string& run_store) {
   const char* named = std::getenv(kHeldLockFdVariable);
   const std::optional<int> fd = named ? parse_count(named) : std::nullopt;
-  struct stat held {
-  }, at_path{};
-  return fd && ::fstat(*fd, &held) == 0 &&
-         ::stat(run_lock_path(run_store).c_str(), &at_path) == 0 && held.st_dev == at_path.st_dev &&
-         held.st_ino == at_path.st_ino;
+  return fd && is_file_at(*fd, run_lock_path(run_store));
 }
 
 // Takes the run's lock on `run_store`: the open lock file, -1 where there is
@@ -252,12 +256,7 @@ Result<int> take_run_lock(const std::string& run_store, bool create) {
       }
       return -1;
     }
-    struct stat held_file {
-    }, at_path{};
-    if (::fstat(fd, &held_file) == 0 && ::stat(path.c_str(), &at_path) == 0 &&
-        held_file.st_dev == at_path.st_dev && held_file.st_ino == at_path.st_ino) {
-      return fd;
-    }
+    if (is_file_at(fd, path)) return fd;
     ::close(fd);
     if (!create) return -1;  // removed: the run that held it has ended
   }
