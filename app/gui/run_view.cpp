@@ -294,6 +294,7 @@ RunView::RunView(QWidget* parent) : QWidget(parent) {
   predicted_label_->setObjectName(QStringLiteral("run_predicted_label"));
   predicted_ = new TimelineWidget(timelines);
   predicted_->setObjectName(QStringLiteral("run_predicted_timeline"));
+  predicted_->followGutter(timeline_);  // one column of titles, so that times line up
   predicted_label_->hide();
   predicted_->hide();
   // A quarter of the height at most, whatever its lanes ask: the measured

@@ -23,7 +23,13 @@ namespace cs::gui {
 
 namespace {
 
-constexpr double kGutter = 150;    // lane titles
+// The lane titles' column: at least this, and at most what leaves the spans
+// kMinSpanArea (a drag) or kMaxGutterShare of the width (a fit).
+constexpr double kMinGutter = 60;
+constexpr double kMinSpanArea = 100;
+constexpr double kMaxGutterShare = 0.4;
+constexpr double kTitleIndent = 14;  // a lane's title, under its rank's header
+constexpr double kEdgeSlack = 6;     // pixels left of the edge that grab it
 constexpr double kRuler = 20;      // time axis
 constexpr double kRowHeight = 16;  // one nesting level
 // Rows a lane shows at most: deeper nesting (recursive CPU ranges, steps
@@ -275,8 +281,12 @@ void TimelineWidget::setStore(const QString& path) {
     emit windowChanged(window_.start_ns, window_.end_ns);
     if (!same_rows) updateGeometry();
     frameArrived(std::move(opened->frame));
+    const std::uint64_t asked = requested_;
+    if (!gutter_by_user_) fitGutter();  // asks for spans at its width when it changed
     // The width may have changed, or a query been asked for, while it opened.
-    if (frame_ && (frame_->pixels != spanAreaWidth() || frame_->job != requested_)) requestFrame();
+    if (requested_ == asked && frame_ &&
+        (frame_->pixels != spanAreaWidth() || frame_->job != requested_))
+      requestFrame();
   });
 }
 
@@ -347,7 +357,47 @@ std::int64_t TimelineWidget::handedSpans() const {
 }
 
 int TimelineWidget::spanAreaWidth() const {
-  return std::max(1, int(width() - kGutter - 4));
+  return std::max(1, int(width() - gutter_ - 4));
+}
+
+void TimelineWidget::applyGutter(double wanted) {
+  gutter_wanted_ = wanted;  // kept for when the widget is wider again
+  // Whole pixels: the spans' area starts on a pixel.
+  const double pixels = std::round(std::max(kMinGutter, std::min(wanted, width() - kMinSpanArea)));
+  if (pixels == gutter_) return;
+  gutter_ = pixels;
+  cache_job_ = 0;
+  update();
+  requestFrame();  // the spans' width changed
+  emit gutterChanged(int(gutter_));
+}
+
+void TimelineWidget::setGutterWidth(int pixels) {
+  gutter_by_user_ = true;
+  applyGutter(pixels);
+}
+
+void TimelineWidget::fitGutter() {
+  gutter_by_user_ = false;
+  if (gutter_leader_ || lanes_.empty()) return;
+  const QFontMetricsF fm(font());
+  double widest = 0;
+  for (const Lane& l : lanes_)
+    widest = std::max(widest, fm.horizontalAdvance(q(l.info.name)));
+  applyGutter(std::min(kTitleIndent + widest + 8, std::max(kMinGutter, width() * kMaxGutterShare)));
+}
+
+void TimelineWidget::followGutter(TimelineWidget* leader) {
+  gutter_leader_ = leader;
+  connect(leader, &TimelineWidget::gutterChanged, this,
+          [this](int pixels) { applyGutter(pixels); });
+  applyGutter(leader->gutter_);
+}
+
+bool TimelineWidget::onGutterEdge(const QPointF& pos) const {
+  // On the titles' side only, so that it takes no click from the spans.
+  return !lanes_.empty() && pos.y() >= kRuler && pos.x() >= gutter_ - kEdgeSlack &&
+         pos.x() < gutter_;
 }
 
 void TimelineWidget::requestFrame() {
@@ -411,7 +461,7 @@ int paintTimeline(const TimelineWidget::PaintState& state, QPainter& painter, co
     painter.restore();
     return 0;
   }
-  const double left = area.left() + kGutter;
+  const double left = area.left() + state.gutter;
   const double width = std::max(1.0, area.right() - left - 4);
   const std::int64_t t0 = state.window.start_ns;
   const std::int64_t span_ns =
@@ -438,6 +488,10 @@ int paintTimeline(const TimelineWidget::PaintState& state, QPainter& painter, co
                      label);
   }
 
+  // The titles' column ends here (its edge can be dragged).
+  painter.setPen(grid);
+  painter.drawLine(QPointF(left - 2, area.top() + kRuler), QPointF(left - 2, area.bottom()));
+
   int items = 0;
   double y = area.top() + kRuler + 2;
   for (std::size_t i = 0; i < state.lanes.size(); ++i) {
@@ -462,9 +516,10 @@ int paintTimeline(const TimelineWidget::PaintState& state, QPainter& painter, co
     if (collapsed) continue;
     const double h = lane.depth * kRowHeight;
     painter.setPen(text);
-    painter.drawText(QRectF(area.left() + 14, y, kGutter - 18, kRowHeight),
+    const double title_width = state.gutter - kTitleIndent - 4;
+    painter.drawText(QRectF(area.left() + kTitleIndent, y, title_width, kRowHeight),
                      Qt::AlignLeft | Qt::AlignVCenter,
-                     fm.elidedText(q(lane.info.name), Qt::ElideMiddle, kGutter - 18));
+                     fm.elidedText(q(lane.info.name), Qt::ElideMiddle, title_width));
     QColor band = text;
     band.setAlpha(12);
     painter.fillRect(QRectF(left, y, width, h), band);
@@ -574,7 +629,7 @@ QRectF TimelineWidget::laneRect(int index) const {
     if (isRankFirstLane(i)) at += kRowHeight;
     if (rankCollapsed(lanes_[i].info.rank)) continue;
     const double h = lanes_[i].depth * kRowHeight;
-    if (int(i) == index) return QRectF(kGutter, at, spanAreaWidth(), h);
+    if (int(i) == index) return QRectF(gutter_, at, spanAreaWidth(), h);
     at += h + kLaneGap;
   }
   return {};
@@ -582,7 +637,7 @@ QRectF TimelineWidget::laneRect(int index) const {
 
 double TimelineWidget::xOf(std::int64_t time_ns) const {
   const std::int64_t span = std::max<std::int64_t>(1, window_.end_ns - window_.start_ns);
-  return kGutter + double(time_ns - window_.start_ns) * spanAreaWidth() / double(span);
+  return gutter_ + double(time_ns - window_.start_ns) * spanAreaWidth() / double(span);
 }
 
 QString TimelineWidget::laneTitleOf(trace::LaneId id) const {
@@ -637,7 +692,7 @@ TimelineWidget::PaintState TimelineWidget::paintState() const {
   return PaintState{lanes_,          collapsed_, full_,
                     window_,         frame_,     selected_,
                     selected_depth_, range_,     palette().color(QPalette::Highlight),
-                    message_};
+                    message_,        gutter_};
 }
 
 TimelineWidget::Painter TimelineWidget::windowPainter(trace::TimeRange window,
@@ -649,7 +704,7 @@ TimelineWidget::Painter TimelineWidget::windowPainter(trace::TimeRange window,
       std::vector<trace::LaneId> ids;
       for (const Lane& l : state.lanes)
         ids.push_back(l.info.id);
-      const int pixels = std::max(1, int(area.width() - kGutter - 4));
+      const int pixels = std::max(1, int(area.width() - state.gutter - 4));
       state.frame = queryFrame(*reader.value(), ids, window, pixels, 0);
       state.window = window;
     }  // else the view's own frame and window, as drawn
@@ -659,7 +714,7 @@ TimelineWidget::Painter TimelineWidget::windowPainter(trace::TimeRange window,
 
 std::int64_t TimelineWidget::timeAt(double x) const {
   const double width = spanAreaWidth();
-  const double share = std::clamp((x - kGutter) / width, 0.0, 1.0);
+  const double share = std::clamp((x - gutter_) / width, 0.0, 1.0);
   return window_.start_ns + std::int64_t(share * double(window_.end_ns - window_.start_ns));
 }
 
@@ -677,6 +732,11 @@ int TimelineWidget::laneAt(double y, double top) const {
 
 void TimelineWidget::resizeEvent(QResizeEvent* event) {
   QWidget::resizeEvent(event);
+  if (gutter_by_user_ || gutter_leader_) {
+    applyGutter(gutter_wanted_);  // within the new width
+  } else {
+    fitGutter();
+  }
   requestFrame();
 }
 
@@ -714,12 +774,32 @@ void TimelineWidget::mousePressEvent(QMouseEvent* event) {
     drag_window_ = window_;
     dragged_ = false;
     // Shift+drag selects a range; a plain drag pans.
-    range_drag_ = (event->modifiers() & Qt::ShiftModifier) && event->position().x() >= kGutter;
+    gutter_drag_ = onGutterEdge(event->position());
+    gutter_at_press_ = gutter_;
+    range_drag_ = (event->modifiers() & Qt::ShiftModifier) && event->position().x() >= gutter_;
   }
 }
 
 void TimelineWidget::mouseMoveEvent(QMouseEvent* event) {
-  if (!drag_from_ || !(event->buttons() & Qt::LeftButton)) return;
+  if (!drag_from_ || !(event->buttons() & Qt::LeftButton)) {
+    if (onGutterEdge(event->position())) {
+      setCursor(Qt::SplitHCursor);
+    } else {
+      unsetCursor();
+    }
+    return;
+  }
+  if (gutter_drag_) {
+    dragged_ = true;
+    // The edge moves with the pointer from where it was grabbed.
+    const int pixels = int(std::lround(gutter_at_press_ + event->position().x() - drag_from_->x()));
+    if (gutter_leader_) {
+      gutter_leader_->setGutterWidth(pixels);  // which this one follows
+    } else {
+      setGutterWidth(pixels);
+    }
+    return;
+  }
   const double dx = event->position().x() - drag_from_->x();
   if (std::abs(dx) >= 3) dragged_ = true;
   if (!dragged_) return;
@@ -737,7 +817,9 @@ void TimelineWidget::mouseMoveEvent(QMouseEvent* event) {
 }
 
 void TimelineWidget::mouseReleaseEvent(QMouseEvent* event) {
-  if (drag_from_ && !dragged_ && event->button() == Qt::LeftButton) {
+  if (gutter_drag_) {
+    // the column was resized (or its edge only clicked): nothing to select
+  } else if (drag_from_ && !dragged_ && event->button() == Qt::LeftButton) {
     // A click: a rank header folds or unfolds its lanes; a span selects.
     const std::int32_t rank = rankHeaderAt(event->position().y(), 0);
     if (rank >= 0) {
@@ -750,6 +832,7 @@ void TimelineWidget::mouseReleaseEvent(QMouseEvent* event) {
   }
   drag_from_.reset();
   range_drag_ = false;
+  gutter_drag_ = false;
 }
 
 void TimelineWidget::setSelectedRange(std::optional<trace::TimeRange> range) {
@@ -771,7 +854,7 @@ void TimelineWidget::clearSelection() {
 
 std::optional<TimelineWidget::SpanHit> TimelineWidget::spanAt(const QPoint& pos) const {
   const int lane = laneAt(pos.y(), 0);
-  if (lane < 0 || !frame_ || lane >= int(frame_->lanes.size()) || pos.x() < kGutter)
+  if (lane < 0 || !frame_ || lane >= int(frame_->lanes.size()) || pos.x() < gutter_)
     return std::nullopt;
   const Lane& l = lanes_[std::size_t(lane)];
   const int row = std::clamp(int((pos.y() - laneRect(lane).top()) / kRowHeight), 0, l.depth - 1);
@@ -998,6 +1081,15 @@ void TimelineWidget::stepSearch(const QString& text, int delta) {
 }
 
 void TimelineWidget::mouseDoubleClickEvent(QMouseEvent* event) {
+  // On the gutter's edge: fit the column to the names again.
+  if (onGutterEdge(event->position())) {
+    if (gutter_leader_) {
+      gutter_leader_->fitGutter();
+    } else {
+      fitGutter();
+    }
+    return;
+  }
   // On a span: zoom to it (a fold: to all it holds); elsewhere: the whole run.
   if (const std::optional<SpanHit> hit = spanAt(event->position().toPoint())) {
     const trace::Span& s = frame_->lanes[std::size_t(hit->lane)].spans[hit->span];
@@ -1150,6 +1242,14 @@ bool TimelineWidget::event(QEvent* e) {
       });
     }
     return true;
+  }
+  // On a lane's title: its whole name, which the column may cut.
+  if (help->pos().x() < gutter_) {
+    const int lane = laneAt(help->pos().y(), 0);
+    if (lane >= 0) {
+      QToolTip::showText(help->globalPos(), lanes_[std::size_t(lane)].title.toHtmlEscaped(), this);
+      return true;
+    }
   }
   QToolTip::hideText();
   return true;

@@ -11,6 +11,7 @@
 
 #include <QColor>
 #include <QPixmap>
+#include <QPointer>
 #include <QThreadPool>
 #include <QWidget>
 #include <cstdint>
@@ -96,6 +97,17 @@ class TimelineWidget : public QWidget {
   int drawnItems() const { return drawn_items_; }
   int spanAreaWidth() const;  // pixels the spans are drawn across
 
+  // The lane titles' column, left of the spans. It fits the longest lane
+  // name (within bounds) until the user drags its edge; a double-click on the
+  // edge fits it again. Two timelines that show one clock (a run and its
+  // predicted step) keep the same column through gutterChanged.
+  int gutterWidth() const { return int(gutter_); }
+  void setGutterWidth(int pixels);  // by the user: kept across stores
+  void fitGutter();                 // to the lane names again
+  // Keeps `leader`'s column from now on; a drag of this one's edge resizes
+  // the leader's (the predicted step under a measured run).
+  void followGutter(TimelineWidget* leader);
+
   // Paints the last frame into `area` (a report): times map to the area's width.
   void render(QPainter& painter, const QRectF& area, const QColor& text, const QColor& base);
   double renderHeight() const;
@@ -125,6 +137,7 @@ class TimelineWidget : public QWidget {
   void searchMoved(int index, int matches, const QString& error);
   void stepShown(std::int32_t step);
   void stepNotShown(const QString& why);  // no steps recorded, or not readable
+  void gutterChanged(int pixels);
 
  protected:
   void paintEvent(QPaintEvent* event) override;
@@ -168,6 +181,7 @@ class TimelineWidget : public QWidget {
     std::optional<trace::TimeRange> range;
     QColor range_shade;
     QString message;
+    double gutter = 150;  // the lane titles' column
   };
 
  private:
@@ -201,6 +215,11 @@ class TimelineWidget : public QWidget {
   std::int32_t rankHeaderAt(double y, double top) const;
   bool isRankFirstLane(std::size_t index) const;
   PaintState paintState() const;
+  // The gutter's edge is under x (a drag there resizes the column).
+  bool onGutterEdge(const QPointF& pos) const;
+  // Sets the column to `wanted` (drawn within the widget's width), repaints
+  // and asks for spans at the new width.
+  void applyGutter(double wanted);
 
   QThreadPool pool_;  // one thread: the reader is used by one thread at a time
   std::shared_ptr<trace::TraceReader> reader_;
@@ -228,6 +247,12 @@ class TimelineWidget : public QWidget {
   int cache_items_ = 0;
   trace::TimeRange drag_window_;
   bool minimum_to_content_ = false;
+  double gutter_ = 150;         // drawn: gutter_wanted_ within the width
+  double gutter_wanted_ = 150;  // fitted, set or followed
+  bool gutter_by_user_ = false;
+  bool gutter_drag_ = false;
+  double gutter_at_press_ = 0;
+  QPointer<TimelineWidget> gutter_leader_;
   bool range_drag_ = false;
   bool dragged_ = false;
   std::vector<std::int32_t> collapsed_;  // ranks folded to their header row

@@ -190,6 +190,12 @@ void TestGuiRun::opensCpuEngineRun() {
   predicted->zoom(2.0, whole.start_ns + quarter);  // and back: the measured one follows
   QCOMPARE(view.timeline()->window().start_ns, predicted->window().start_ns);
   QCOMPARE(view.timeline()->window().end_ns, predicted->window().end_ns);
+  // One column of lane titles, so that a time is at one x on both (the
+  // predicted stage names are shorter than the measured lanes').
+  QCOMPARE(predicted->gutterWidth(), view.timeline()->gutterWidth());
+  const std::int64_t inside = predicted->window().start_ns + quarter / 4;
+  QCOMPARE(predicted->mapToGlobal(QPointF(predicted->xOf(inside), 0)).x(),
+           view.timeline()->mapToGlobal(QPointF(view.timeline()->xOf(inside), 0)).x());
   view.timeline()->resetZoom();
 
   view.tabs()->setCurrentIndex(1);
@@ -1007,7 +1013,7 @@ void TestGuiRun::importedTraces() {
   // window live meanwhile (the call returns before runExported).
   QSignalSpy exported(&window, &MainWindow::runExported);
   const QString html = dir_.filePath(QStringLiteral("imported-%1.html").arg(files.size()));
-  QVERIFY(window.exportRun(RunExport::html, html));
+  QVERIFY2(window.exportRun(RunExport::html, html), qPrintable(window.messageBar()->text()));
   QCOMPARE(exported.count(), 0);
   QVERIFY(window.exportInProgress());
   QVERIFY(window.statusBar()->currentMessage().startsWith(QStringLiteral("Writing")));

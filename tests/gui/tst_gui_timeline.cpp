@@ -5,9 +5,12 @@
 // trace writer and read back; stores that are not there or not stores.
 
 #include <QFile>
+#include <QFontMetricsF>
+#include <QMouseEvent>
 #include <QSignalSpy>
 #include <QTemporaryDir>
 #include <QTest>
+#include <QToolTip>
 
 #include "app/gui/predicted_timeline.h"
 #include "app/gui/project.h"
@@ -75,6 +78,39 @@ QString writeDenseStore(const QString& path) {
   return path;
 }
 
+// A store with one lane a rank, named as given, each holding one event.
+QString writeNamedLanes(const QString& path, const QStringList& names) {
+  trace::RunInfo run;
+  run.title = "named lanes";
+  run.source = "test";
+  auto w = trace::TraceWriter::create(path.toStdString(), run);
+  if (!w) qFatal("%s", w.message().c_str());
+  trace::TraceWriter& writer = *w.value();
+  for (int rank = 0; rank < names.size(); ++rank) {
+    writer.add_rank({rank, "host", "GPU " + std::to_string(rank), rank + 1, 0, false});
+    trace::Event e;
+    e.lane = writer.add_lane(rank, trace::LaneKind::gpu_stream, names[rank].toStdString());
+    e.start_ns = 1000;
+    e.end_ns = 2000 + rank * 100;
+    e.name = writer.intern("gemm");
+    writer.add(e);
+  }
+  if (Status s = writer.close(); !s) qFatal("%s", s.message().c_str());
+  return path;
+}
+
+// A press, moves and a release of the left button, as a drag of the mouse.
+void drag(QWidget* w, QPointF from, QPointF to) {
+  auto send = [w](QEvent::Type type, QPointF at, Qt::MouseButton button, Qt::MouseButtons held) {
+    QMouseEvent e(type, at, w->mapToGlobal(at), button, held, Qt::NoModifier);
+    QApplication::sendEvent(w, &e);
+  };
+  send(QEvent::MouseButtonPress, from, Qt::LeftButton, Qt::LeftButton);
+  for (int i = 1; i <= 4; ++i)
+    send(QEvent::MouseMove, from + (to - from) * i / 4, Qt::NoButton, Qt::LeftButton);
+  send(QEvent::MouseButtonRelease, to, Qt::LeftButton, Qt::NoButton);
+}
+
 }  // namespace
 
 class TestGuiTimeline : public QObject {
@@ -86,6 +122,7 @@ class TestGuiTimeline : public QObject {
   void deepZoomKeepsNanoseconds();
   void zoomAndPanStayInTheTrace();
   void predictedStepStore();
+  void laneTitlesColumn();
   void badStores_data();
   void badStores();
 
@@ -275,6 +312,85 @@ void TestGuiTimeline::predictedStepStore() {
     if (args.at(0).value<std::uint64_t>() != last) QFAIL("a stale predicted store was handed on");
   }
   QVERIFY(QFile::exists(ready.back().at(1).toString()));
+}
+
+// The lane titles' column fits the longest name, is resized by dragging its
+// edge (kept across stores, fitted again by a double-click there), shows a
+// cut name whole in a tooltip, and a timeline following another keeps its
+// column, so that the two time axes line up.
+void TestGuiTimeline::laneTitlesColumn() {
+  const QString long_name =
+      QStringLiteral("NCCL ring all-reduce stream 31 (0000:3b:00.0, comm 0x7f3a)");
+  const QString wide = writeNamedLanes(dir_.filePath(QStringLiteral("wide.cstrace")),
+                                       {QStringLiteral("stream 7"), long_name});
+  const QString narrow = writeNamedLanes(dir_.filePath(QStringLiteral("narrow.cstrace")),
+                                         {QStringLiteral("s 1"), QStringLiteral("s 2")});
+  TimelineWidget w;
+  w.resize(1000, 200);
+  w.show();
+  QVERIFY(QTest::qWaitForWindowExposed(&w));
+  w.setStore(wide);
+  waitForFrame(w);
+  const QFontMetricsF fm(w.font());
+  // The whole long name fits, and the spans are drawn right of it.
+  QVERIFY2(w.gutterWidth() >= fm.horizontalAdvance(long_name) + 14,
+           qPrintable(QString::number(w.gutterWidth())));
+  QVERIFY(w.gutterWidth() <= 400);  // at most 40 % of the width
+  QCOMPARE(int(w.laneRect(0).left()), w.gutterWidth());
+  QCOMPARE(w.xOf(w.window().start_ns), double(w.gutterWidth()));
+  const int fitted_wide = w.gutterWidth();
+
+  // Another store's names: the column fits them.
+  w.setStore(narrow);
+  waitForFrame(w);
+  QVERIFY2(w.gutterWidth() < fitted_wide, qPrintable(QString::number(w.gutterWidth())));
+  const int fitted_narrow = w.gutterWidth();
+
+  // Dragged wider by its edge: the spans are asked for at the new width.
+  QSignalSpy changed(&w, &TimelineWidget::gutterChanged);
+  const double y = w.laneRect(0).center().y();
+  drag(&w, QPointF(fitted_narrow - 2, y), QPointF(fitted_narrow + 196, y));
+  QCOMPARE(w.gutterWidth(), fitted_narrow + 198);
+  QVERIFY(!changed.isEmpty());
+  QCOMPARE(changed.back().at(0).toInt(), w.gutterWidth());
+  waitForFrame(w);
+  QCOMPARE(w.spanAreaWidth(), int(w.width() - w.gutterWidth() - 4));
+  QVERIFY(!w.selectedEvent());  // a drag of the edge selects nothing
+  // Never so wide that no time is left.
+  drag(&w, QPointF(w.gutterWidth() - 1, y), QPointF(w.width() + 50, y));
+  QVERIFY2(w.spanAreaWidth() >= 90, qPrintable(QString::number(w.spanAreaWidth())));
+  drag(&w, QPointF(w.gutterWidth() - 1, y), QPointF(299, y));
+  QCOMPARE(w.gutterWidth(), 300);
+
+  // The user's column is kept for the next store ...
+  w.setStore(wide);
+  waitForFrame(w);
+  QCOMPARE(w.gutterWidth(), 300);
+  // ... where a name it cuts is shown whole by the tooltip on it.
+  const QPoint on_title(40, int(w.laneRect(1).center().y()));
+  QHelpEvent help(QEvent::ToolTip, on_title, w.mapToGlobal(on_title));
+  QApplication::sendEvent(&w, &help);
+  QVERIFY2(QToolTip::text().contains(long_name.toHtmlEscaped()), qPrintable(QToolTip::text()));
+  // A double-click on the edge fits it to the names again.
+  QTest::mouseDClick(&w, Qt::LeftButton, Qt::NoModifier, QPoint(297, int(y)));
+  QCOMPARE(w.gutterWidth(), fitted_wide);
+
+  // A follower keeps the leader's column; a drag of its edge moves both.
+  TimelineWidget follower;
+  follower.resize(1000, 200);
+  follower.show();
+  QVERIFY(QTest::qWaitForWindowExposed(&follower));
+  follower.followGutter(&w);
+  follower.setStore(narrow);
+  waitForFrame(follower);
+  QCOMPARE(follower.gutterWidth(), fitted_wide);
+  const double fy = follower.laneRect(0).center().y();
+  drag(&follower, QPointF(fitted_wide - 3, fy), QPointF(fitted_wide - 43, fy));
+  QCOMPARE(w.gutterWidth(), fitted_wide - 40);
+  QCOMPARE(follower.gutterWidth(), fitted_wide - 40);
+  w.setWindow(w.fullRange().start_ns, w.fullRange().end_ns);
+  follower.followWindow(w.fullRange(), w.window());
+  QCOMPARE(follower.xOf(1500), w.xOf(1500));
 }
 
 void TestGuiTimeline::badStores_data() {
