@@ -576,6 +576,7 @@ void RunView::openStore(const QString& path) {
   ++range_job_;
   ++instance_job_;
   ++correlation_job_;
+  ++link_job_;
   ++comparison_job_;
   details_event_.reset();
   keep_tab_ = false;
@@ -1053,6 +1054,7 @@ void RunView::showDetails(const std::optional<trace::StoredEvent>& event, const 
   }
   details_event_.reset();
   if (!event) {
+    ++link_job_;
     details_->clear();
     return;
   }
@@ -1101,6 +1103,7 @@ void RunView::showDetails(const std::optional<trace::StoredEvent>& event, const 
     }
   }
   details_->setHtml(html);
+  if (measured) linkCorrelated();
   // A click on the timeline shows what it picked; a walk through the
   // instances keeps their list in front.
   if (!keep_tab) tabs_->setCurrentIndex(0);
@@ -1197,67 +1200,108 @@ void RunView::compareWith(const QString& other) {
   });
 }
 
+namespace {
+
+// Work a runtime call puts on the device (NCCL's kernels are stored as collectives).
+bool isDeviceWork(trace::EventKind k) {
+  return k == trace::EventKind::kernel || k == trace::EventKind::memcpy ||
+         k == trace::EventKind::memset || k == trace::EventKind::collective ||
+         k == trace::EventKind::p2p;
+}
+
+bool hasCorrelated(const trace::Event& e) {
+  return e.correlation != 0 && (e.kind == trace::EventKind::api_call || isDeviceWork(e.kind));
+}
+
+// The event of `from`'s rank sharing its correlation id (CUPTI's) on the
+// other side: a runtime call's device work, a device event's call. Read with
+// a reader of its own, off the GUI thread. (event, or why none)
+std::pair<std::optional<trace::StoredEvent>, QString> findCorrelated(
+    const std::string& path, const trace::StoredEvent& from) {
+  std::pair<std::optional<trace::StoredEvent>, QString> out;
+  auto reader = trace::TraceReader::open(path);
+  if (!reader) {
+    out.second = q(reader.message());
+    return out;
+  }
+  const trace::TraceReader& r = *reader.value();
+  const bool to_device = from.event.kind == trace::EventKind::api_call;
+  std::vector<trace::LaneId> lanes;
+  for (const trace::LaneInfo& l : r.lanes_of(from.rank)) {
+    if ((l.kind == trace::LaneKind::gpu_stream) == to_device) lanes.push_back(l.id);
+  }
+  auto linked = [&](const trace::StoredEvent& e) {
+    if (e.id == from.id || e.event.correlation != from.event.correlation) return false;
+    return to_device ? isDeviceWork(e.event.kind) : e.event.kind == trace::EventKind::api_call;
+  };
+  const trace::TimeRange all = r.time_range();
+  Status read;
+  if (to_device) {
+    // The GPU runs it after the call began: the first one from there.
+    read = r.for_each_event(lanes, from.event.start_ns, all.end_ns + 1,
+                            [&](const trace::StoredEvent& e) {
+                              if (!linked(e)) return true;
+                              out.first = e;
+                              return false;
+                            });
+  } else {
+    // The call began before it ran: the last one up to its start.
+    read = r.for_each_event(lanes, all.start_ns, from.event.start_ns + 1,
+                            [&](const trace::StoredEvent& e) {
+                              if (linked(e)) out.first = e;
+                              return true;
+                            });
+  }
+  if (!read) {
+    out.first.reset();
+    out.second = q(read.message());
+  } else if (!out.first) {
+    out.second = RunView::tr("no event of rank %1 has correlation %2 on the %3 side")
+                     .arg(from.rank)
+                     .arg(from.event.correlation)
+                     .arg(to_device ? RunView::tr("GPU") : RunView::tr("host"));
+  }
+  return out;
+}
+
+}  // namespace
+
 void RunView::goToCorrelated() {
   if (!details_event_ || details_event_->event.correlation == 0) return;
   const trace::StoredEvent from = *details_event_;
   const std::uint64_t job = ++correlation_job_;
   QtConcurrent::run([path = path_.toStdString(), from] {
-    std::pair<std::optional<std::int64_t>, QString> out;  // (event id, error)
-    auto reader = trace::TraceReader::open(path);
-    if (!reader) {
-      out.second = q(reader.message());
-      return out;
-    }
-    const trace::TraceReader& r = *reader.value();
-    const bool to_device = from.event.kind == trace::EventKind::api_call;
-    std::vector<trace::LaneId> lanes;
-    for (const trace::LaneInfo& l : r.lanes_of(from.rank)) {
-      if ((l.kind == trace::LaneKind::gpu_stream) == to_device) lanes.push_back(l.id);
-    }
-    auto linked = [&](const trace::StoredEvent& e) {
-      if (e.id == from.id || e.event.correlation != from.event.correlation) return false;
-      const trace::EventKind k = e.event.kind;
-      return to_device ? k == trace::EventKind::kernel || k == trace::EventKind::memcpy ||
-                             k == trace::EventKind::memset || k == trace::EventKind::collective ||
-                             k == trace::EventKind::p2p
-                       : k == trace::EventKind::api_call;
-    };
-    const trace::TimeRange all = r.time_range();
-    Status read;
-    if (to_device) {
-      // The GPU runs it after the call began: the first one from there.
-      read = r.for_each_event(lanes, from.event.start_ns, all.end_ns + 1,
-                              [&](const trace::StoredEvent& e) {
-                                if (!linked(e)) return true;
-                                out.first = e.id;
-                                return false;
-                              });
-    } else {
-      // The call began before it ran: the last one up to its start.
-      read = r.for_each_event(lanes, all.start_ns, from.event.start_ns + 1,
-                              [&](const trace::StoredEvent& e) {
-                                if (linked(e)) out.first = e.id;
-                                return true;
-                              });
-    }
-    if (!read) out.second = q(read.message());
-    return out;
-  }).then(this, [this, job, from](std::pair<std::optional<std::int64_t>, QString> out) {
+    return findCorrelated(path, from);
+  }).then(this, [this, job](std::pair<std::optional<trace::StoredEvent>, QString> out) {
     if (job != correlation_job_) return;
-    if (!out.second.isEmpty() || !out.first) {
-      const QString why =
-          !out.second.isEmpty()
-              ? out.second
-              : tr("no event of rank %1 has correlation %2 on the %3 side")
-                    .arg(from.rank)
-                    .arg(from.event.correlation)
-                    .arg(from.event.kind == trace::EventKind::api_call ? tr("GPU") : tr("host"));
-      details_->append(tr("<p><i>%1</i></p>").arg(why.toHtmlEscaped()));
-      emit correlatedShown(std::nullopt, why);
+    if (!out.first) {
+      details_->append(tr("<p><i>%1</i></p>").arg(out.second.toHtmlEscaped()));
+      emit correlatedShown(std::nullopt, out.second);
       return;
     }
-    timeline_->selectEvent(*out.first);
-    emit correlatedShown(out.first, {});
+    timeline_->selectEvent(out.first->id);
+    emit correlatedShown(out.first->id, {});
+  });
+}
+
+void RunView::linkCorrelated() {
+  const std::uint64_t job = ++link_job_;
+  if (!details_event_ || !hasCorrelated(details_event_->event)) return;
+  const trace::StoredEvent from = *details_event_;
+  QtConcurrent::run([path = path_.toStdString(), from] {
+    return findCorrelated(path, from);
+  }).then(this, [this, job, from](std::pair<std::optional<trace::StoredEvent>, QString> out) {
+    if (job != link_job_ || !out.first) return;  // none: the link above says why when asked
+    timeline_->setLinkedEvent(out.first);
+    const bool call = from.event.kind == trace::EventKind::api_call;
+    const trace::StoredEvent& launch = call ? from : *out.first;
+    const trace::StoredEvent& work = call ? *out.first : from;
+    const QString latency = ns(work.event.start_ns - launch.event.start_ns);
+    details_->append(
+        call ? tr("<p>The GPU started it %1 after the call began (the dashed outline).</p>")
+                   .arg(latency.toHtmlEscaped())
+             : tr("<p>Launched %1 before it started, by the call in the dashed outline.</p>")
+                   .arg(latency.toHtmlEscaped()));
   });
 }
 

@@ -129,6 +129,9 @@ class RunView : public QWidget {
   // Selects the event sharing the shown event's correlation id on its rank:
   // a runtime call's kernel (or copy), a kernel's launching call.
   void goToCorrelated();
+  // Looks the shown event's correlated one up and has the timeline link the
+  // two; the details then say the launch latency.
+  void linkCorrelated();
   // The kernel and collective tables of the run, or of the selected range.
   void fillSummaries(const trace::RunAnalysis& a, std::optional<trace::TimeRange> range);
   void analyseRange(std::optional<trace::TimeRange> range);
@@ -158,6 +161,7 @@ class RunView : public QWidget {
   std::uint64_t range_job_ = 0;
   std::uint64_t instance_job_ = 0;
   std::uint64_t correlation_job_ = 0;
+  std::uint64_t link_job_ = 0;
   std::uint64_t comparison_job_ = 0;
   QTableWidget* comparison_table_ = nullptr;
   std::optional<trace::StoredEvent> details_event_;  // the measured event the details show

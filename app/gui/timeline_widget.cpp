@@ -6,6 +6,7 @@
 #include <QMouseEvent>
 #include <QPainter>
 #include <QPen>
+#include <QPolygonF>
 #include <QScrollArea>
 #include <QTimer>
 #include <QToolTip>
@@ -256,6 +257,7 @@ void TimelineWidget::setStore(const QString& path) {
     }
     reader_ = std::move(opened->reader);
     selected_.reset();
+    linked_.reset();
     selected_name_.clear();
     range_.reset();
     matches_.clear();
@@ -447,6 +449,22 @@ bool isFolded(const std::vector<std::int32_t>& collapsed, std::int32_t rank) {
   return std::find(collapsed.begin(), collapsed.end(), rank) != collapsed.end();
 }
 
+// A line from `a` to `b` with an arrowhead at `b`.
+void drawArrow(QPainter& painter, QPointF a, QPointF b, const QColor& color) {
+  painter.save();
+  painter.setRenderHint(QPainter::Antialiasing);
+  painter.setPen(QPen(color, 1.5));
+  painter.drawLine(a, b);
+  const QPointF d = b - a;
+  const double length = std::hypot(d.x(), d.y());
+  const QPointF unit = d / length, across(-unit.y(), unit.x());
+  const double head = std::min(7.0, length);
+  painter.setBrush(color);
+  painter.drawPolygon(
+      QPolygonF{b, b - unit * head + across * head / 2, b - unit * head - across * head / 2});
+  painter.restore();
+}
+
 // Paints `state` into `area`; times map to the area's width. Returns the spans drawn.
 int paintTimeline(const TimelineWidget::PaintState& state, QPainter& painter, const QRectF& area,
                   const QColor& text) {
@@ -493,6 +511,7 @@ int paintTimeline(const TimelineWidget::PaintState& state, QPainter& painter, co
   painter.drawLine(QPointF(left - 2, area.top() + kRuler), QPointF(left - 2, area.bottom()));
 
   int items = 0;
+  std::optional<QRectF> selected_at, linked_at;  // where the two events are drawn
   double y = area.top() + kRuler + 2;
   for (std::size_t i = 0; i < state.lanes.size(); ++i) {
     const TimelineWidget::Lane& lane = state.lanes[i];
@@ -548,18 +567,41 @@ int paintTimeline(const TimelineWidget::PaintState& state, QPainter& painter, co
         }
       }
     }
-    if (state.selected && state.selected->event.lane.value == lane.info.id.value &&
-        state.selected->event.end_ns > t0 && state.selected->event.start_ns < state.window.end_ns) {
-      // The selected event: outlined at its own place, whatever the fold.
-      const double x0 = std::max(left, x_of(state.selected->event.start_ns));
-      const double x1 = std::min(left + width, x_of(state.selected->event.end_ns));
-      const int depth = std::min(lane.depth - 1, int(state.selected_depth));
-      painter.setPen(QPen(text, 2));
+    // The selected event, and the one it is correlated with: outlined at
+    // their own place, whatever the fold.
+    auto outline = [&](const trace::StoredEvent& e, std::int32_t row, Qt::PenStyle style) {
+      if (e.event.lane.value != lane.info.id.value) return std::optional<QRectF>();
+      const int depth = std::min(lane.depth - 1, int(row));
+      const QRectF place(x_of(e.event.start_ns), y + depth * kRowHeight, 0, kRowHeight);
+      if (e.event.end_ns <= t0 || e.event.start_ns >= state.window.end_ns)
+        return std::optional<QRectF>(place);
+      const double x0 = std::max(left, x_of(e.event.start_ns));
+      const double x1 = std::min(left + width, x_of(e.event.end_ns));
+      painter.setPen(QPen(text, 2, style));
       painter.setBrush(Qt::NoBrush);
       painter.drawRect(
           QRectF(x0 - 1, y + depth * kRowHeight, std::max(2.0, x1 - x0 + 2), kRowHeight));
+      return std::optional<QRectF>(place);
+    };
+    if (state.selected) {
+      if (auto r = outline(*state.selected, state.selected_depth, Qt::SolidLine)) selected_at = r;
+    }
+    if (state.linked) {
+      if (auto r = outline(*state.linked, state.linked_depth, Qt::DashLine)) linked_at = r;
     }
     y += h + kLaneGap;
+  }
+  if (selected_at && linked_at) {
+    // From the runtime call to the work it ran, start to start (Nsight
+    // Systems' and Perfetto's flow arrows): the launch latency, drawn.
+    const bool call_selected = state.selected->event.kind == trace::EventKind::api_call;
+    const QRectF from = call_selected ? *selected_at : *linked_at;
+    const QRectF to = call_selected ? *linked_at : *selected_at;
+    const bool both_before = from.left() < left && to.left() < left;
+    const bool both_after = from.left() > left + width && to.left() > left + width;
+    const QPointF a(std::clamp(from.left(), left, left + width), from.center().y());
+    const QPointF b(std::clamp(to.left(), left, left + width), to.center().y());
+    if (!both_before && !both_after && a != b) drawArrow(painter, a, b, text);
   }
   if (state.range && state.range->end_ns > t0 && state.range->start_ns < state.window.end_ns) {
     const double x0 = std::max(left, x_of(state.range->start_ns));
@@ -689,10 +731,21 @@ void TimelineWidget::render(QPainter& painter, const QRectF& area, const QColor&
 }
 
 TimelineWidget::PaintState TimelineWidget::paintState() const {
-  return PaintState{lanes_,          collapsed_, full_,
-                    window_,         frame_,     selected_,
-                    selected_depth_, range_,     palette().color(QPalette::Highlight),
-                    message_,        gutter_};
+  PaintState state;
+  state.lanes = lanes_;
+  state.collapsed = collapsed_;
+  state.full = full_;
+  state.window = window_;
+  state.frame = frame_;
+  state.selected = selected_;
+  state.selected_depth = selected_depth_;
+  state.linked = linked_;
+  state.linked_depth = linked_depth_;
+  state.range = range_;
+  state.range_shade = palette().color(QPalette::Highlight);
+  state.message = message_;
+  state.gutter = gutter_;
+  return state;
 }
 
 TimelineWidget::Painter TimelineWidget::windowPainter(trace::TimeRange window,
@@ -843,8 +896,29 @@ void TimelineWidget::setSelectedRange(std::optional<trace::TimeRange> range) {
   emit rangeSelected(range_);
 }
 
+std::int32_t TimelineWidget::depthInFrame(const trace::StoredEvent& event,
+                                          std::int32_t fallback) const {
+  // How many events of the frame hold it in its lane.
+  if (!frame_) return fallback;
+  for (std::size_t i = 0; i < lanes_.size() && i < frame_->lanes.size(); ++i) {
+    if (lanes_[i].info.id.value != event.event.lane.value) continue;
+    for (const trace::Span& s : frame_->lanes[i].spans) {
+      if (s.event_id == event.id) return s.depth;
+    }
+  }
+  return fallback;
+}
+
+void TimelineWidget::setLinkedEvent(std::optional<trace::StoredEvent> event) {
+  linked_ = selected_ ? event : std::nullopt;
+  if (linked_) linked_depth_ = depthInFrame(*linked_, 0);
+  cache_job_ = 0;
+  update();
+}
+
 void TimelineWidget::clearSelection() {
   ++select_job_;
+  linked_.reset();
   selected_.reset();
   selected_name_.clear();
   cache_job_ = 0;
@@ -984,16 +1058,9 @@ void TimelineWidget::showSelected(std::optional<trace::StoredEvent> event, const
   selected_ = event;
   selected_name_ = name;
   selected_depth_ = row;
+  linked_.reset();
   if (event) {
-    // Its nesting depth in the lane: how many events of the frame hold it.
-    if (frame_) {
-      for (std::size_t i = 0; i < lanes_.size() && i < frame_->lanes.size(); ++i) {
-        if (lanes_[i].info.id.value != event->event.lane.value) continue;
-        for (const trace::Span& s : frame_->lanes[i].spans) {
-          if (s.event_id == event->id) selected_depth_ = s.depth;
-        }
-      }
-    }
+    selected_depth_ = depthInFrame(*event, row);
     if (move_view) {
       // Keep the zoom when the event fits and shows a few pixels wide, else
       // zoom so that it takes a quarter of the view; and scroll its lane in.

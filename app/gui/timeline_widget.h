@@ -70,6 +70,12 @@ class TimelineWidget : public QWidget {
   std::optional<trace::StoredEvent> selectedEvent() const { return selected_; }
   QString selectedName() const { return selected_name_; }
 
+  // The event the selected one is correlated with (a runtime call and the
+  // kernel or copy it ran): outlined, with an arrow from the call to the
+  // device's work. It goes when the selection changes.
+  void setLinkedEvent(std::optional<trace::StoredEvent> event);
+  std::optional<trace::StoredEvent> linkedEvent() const { return linked_; }
+
   // A time range (Shift+drag, or set here), shaded; rangeSelected reports it.
   void setSelectedRange(std::optional<trace::TimeRange> range);
   std::optional<trace::TimeRange> selectedRange() const { return range_; }
@@ -178,6 +184,8 @@ class TimelineWidget : public QWidget {
     std::shared_ptr<const Frame> frame;
     std::optional<trace::StoredEvent> selected;
     std::int32_t selected_depth = 0;
+    std::optional<trace::StoredEvent> linked;
+    std::int32_t linked_depth = 0;
     std::optional<trace::TimeRange> range;
     QColor range_shade;
     QString message;
@@ -215,6 +223,8 @@ class TimelineWidget : public QWidget {
   std::int32_t rankHeaderAt(double y, double top) const;
   bool isRankFirstLane(std::size_t index) const;
   PaintState paintState() const;
+  // The nesting row of `event` among the frame's spans, else `fallback`.
+  std::int32_t depthInFrame(const trace::StoredEvent& event, std::int32_t fallback) const;
   // The gutter's edge is under x (a drag there resizes the column).
   bool onGutterEdge(const QPointF& pos) const;
   // Sets the column to `wanted` (drawn within the widget's width), repaints
@@ -269,6 +279,8 @@ class TimelineWidget : public QWidget {
   trace::TimeRange shown_step_window_;      // and the window it gave
   std::uint64_t select_job_ = 0;
   std::int32_t selected_depth_ = 0;
+  std::optional<trace::StoredEvent> linked_;
+  std::int32_t linked_depth_ = 0;
   std::uint64_t tooltip_job_ = 0;
 };
 

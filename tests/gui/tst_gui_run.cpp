@@ -746,6 +746,17 @@ void TestGuiRun::navigatesAsNsightDoes() {
     QVERIFY2(view.details()->toHtml().contains(QStringLiteral("href=\"correlated\"")),
              qPrintable(view.details()->toPlainText()));
     QVERIFY(view.details()->toPlainText().contains(QStringLiteral("Show what this call ran on the GPU")));
+    // Linked at once, as Nsight Systems and Perfetto draw a flow: the kernel
+    // it ran is outlined, an arrow goes to it, and the details say how long
+    // after the call the GPU started it.
+    QTRY_VERIFY_WITH_TIMEOUT(t->linkedEvent(), 30000);
+    QCOMPARE(t->linkedEvent()->event.kind, trace::EventKind::kernel);
+    QCOMPARE(t->linkedEvent()->event.correlation, launch->event.correlation);
+    QVERIFY(t->linkedEvent()->event.start_ns >= launch->event.start_ns);
+    QTRY_VERIFY2_WITH_TIMEOUT(
+        view.details()->toPlainText().contains(QStringLiteral("after the call began")),
+        qPrintable(view.details()->toPlainText()), 30000);
+    const trace::StoredEvent ran = *t->linkedEvent();
     QSignalSpy correlated(&view, &RunView::correlatedShown);
     selected.clear();
     emit view.details()->anchorClicked(QUrl(QStringLiteral("correlated")));
@@ -759,6 +770,10 @@ void TestGuiRun::navigatesAsNsightDoes() {
     QCOMPARE(kernel_run.rank, launch->rank);
     QVERIFY(kernel_run.event.start_ns >= launch->event.start_ns);
     QVERIFY(view.details()->toPlainText().contains(QStringLiteral("Show the call that launched it")));
+    QCOMPARE(kernel_run.id, ran.id);  // the kernel the link drew
+    QTRY_VERIFY_WITH_TIMEOUT(t->linkedEvent() && t->linkedEvent()->id == launch->id, 30000);
+    t->repaint();
+    cs::gui::test::saveScreenshot(t, QStringLiteral("run-timeline-launch-link"));
     // F: the selected event fills the view, a tenth of margin each side.
     QTest::keyClick(t, Qt::Key_F);
     const std::int64_t length = std::max<std::int64_t>(kernel_run.event.duration_ns(), 100);
@@ -770,6 +785,9 @@ void TestGuiRun::navigatesAsNsightDoes() {
     QTRY_COMPARE_WITH_TIMEOUT(correlated.count(), 2, 30000);
     QTRY_COMPARE_WITH_TIMEOUT(selected.count(), 1, 30000);
     QCOMPARE(t->selectedEvent()->id, launch->id);
+    // A selection without a correlation links nothing.
+    QTest::keyClick(t, Qt::Key_Escape);
+    QVERIFY(!t->linkedEvent());
   }
 
   // Another run held against this one (Tools ▸ Compare the open run with…):
