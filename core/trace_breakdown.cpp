@@ -184,7 +184,11 @@ struct PendingRank {
 }  // namespace
 
 std::string_view operation_kind(std::string_view name) {
-  const std::string n = lower(name);
+  std::string n = lower(name);
+  // FBGEMM's namespace ("fbgemm_gpu::FixedDivisor" in an embedding kernel's
+  // arguments) says nothing of the operation: it is no GEMM.
+  for (std::size_t at = n.find("fbgemm"); at != std::string::npos; at = n.find("fbgemm", at))
+    n.replace(at, 6, "fb");
   if (contains(n, "adamw") || contains(n, "adam_") || n == "gradient norm" ||
       contains(n, "optimizer")) {
     return "optimizer";

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <map>
 
 #include "core/format.h"
@@ -109,6 +110,18 @@ RunComparison compare_runs(const RunAnalysis& a, const RunAnalysis& b) {
     out.parts.push_back(f);
   }
 
+  auto compute_kernels = [](const std::vector<KernelStats>& all) {
+    std::vector<KernelStats> compute;
+    std::copy_if(all.begin(), all.end(), std::back_inserter(compute),
+                 [](const KernelStats& k) { return k.category == Category::compute; });
+    return compute;
+  };
+  out.operation_kinds =
+      compare_lists(compute_kernels(a.kernels), compute_kernels(b.kernels), a_scale, b_scale,
+                    [](const KernelStats& k) {
+                      const std::string kind(operation_kind(k.name));
+                      return describe_part(kind == "optimizer" ? kind : "compute." + kind);
+                    });
   out.kernels = compare_lists(a.kernels, b.kernels, a_scale, b_scale,
                               [](const KernelStats& k) { return k.name; });
   out.collectives = compare_lists(a.collectives, b.collectives, a_scale, b_scale,

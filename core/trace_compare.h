@@ -28,6 +28,10 @@ struct RunComparison {
   int a_steps = 0, b_steps = 0;  // steps per rank (the most any rank has)
   double a_step_ns = 0, b_step_ns = 0;  // median step over ranks (0: no steps)
   std::vector<ComparedFigure> parts;    // compute, exposed communication, exposed memory, other, idle, span
+  // Compute kernels by the kind of operation their names say ("GEMM
+  // compute", ...): a change of precision or library renames the kernels
+  // (sm80_xmma_gemm_f32 becomes sm90_xmma_gemm_bf16), never their kind.
+  std::vector<ComparedFigure> operation_kinds;  // by |change|, largest first
   std::vector<ComparedFigure> kernels;      // by |change|, largest first
   std::vector<ComparedFigure> collectives;  // "all_reduce fp32 1.30 MiB", by |change|
 };

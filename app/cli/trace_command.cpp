@@ -835,17 +835,19 @@ void run_compare(const CompareOptions& o) {
       }
       return j;
     };
-    const json out = {{"baseline", o.baseline},
-                      {"other", o.other},
-                      {"status", {a_reader->state().status, b_reader->state().status}},
-                      {"basis", basis},
-                      {"per_step", c.per_step},
-                      {"ranks", {c.a_ranks, c.b_ranks}},
-                      {"steps", {c.a_steps, c.b_steps}},
-                      {"step_median_ns", {c.a_step_ns, c.b_step_ns}},
-                      {"parts", figures(c.parts, c.parts.size(), false)},
-                      {"kernels", figures(c.kernels, top, true)},
-                      {"collectives", figures(c.collectives, top, true)}};
+    const json out = {
+        {"baseline", o.baseline},
+        {"other", o.other},
+        {"status", {a_reader->state().status, b_reader->state().status}},
+        {"basis", basis},
+        {"per_step", c.per_step},
+        {"ranks", {c.a_ranks, c.b_ranks}},
+        {"steps", {c.a_steps, c.b_steps}},
+        {"step_median_ns", {c.a_step_ns, c.b_step_ns}},
+        {"parts", figures(c.parts, c.parts.size(), false)},
+        {"operation_kinds", figures(c.operation_kinds, c.operation_kinds.size(), true)},
+        {"kernels", figures(c.kernels, top, true)},
+        {"collectives", figures(c.collectives, top, true)}};
     std::cout << json_text(out) << '\n';
     return;
   }
@@ -894,6 +896,9 @@ void run_compare(const CompareOptions& o) {
     }
     t.print(std::cout);
   };
+  // By kind first: a precision or library change renames the kernels.
+  list("Compute by operation kind (kernel names change with precision and library)",
+       c.operation_kinds);
   list("Kernels whose time changed most", c.kernels);
   list("Collectives whose time changed most", c.collectives);
   std::cout << "  count: instances in each run, all ranks; times " << basis << "\n";

@@ -1183,6 +1183,12 @@ void RunView::compareWith(const QString& other) {
     if (c.a_step_ns > 0 && c.b_step_ns > 0)
       add_row({tr("step (median)").toStdString(), c.a_step_ns, c.b_step_ns}, false);
     for (const trace::ComparedFigure& f : c.parts) add_row(f, false);
+    // By kind first: a precision or library change renames the kernels.
+    if (!c.operation_kinds.empty()) {
+      add_line(tr("Compute by operation kind (kernel names change with precision and library)"));
+      for (const trace::ComparedFigure& f : c.operation_kinds)
+        add_row(f, true);
+    }
     add_line(tr("Kernels whose time changed most"));
     for (std::size_t i = 0; i < std::min<std::size_t>(20, c.kernels.size()); ++i)
       add_row(c.kernels[i], true);

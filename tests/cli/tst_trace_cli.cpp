@@ -133,6 +133,20 @@ void TestTraceCli::compareTwoRuns() {
   QCOMPARE(parts.last().toObject()["name"].toString(), QString("device span"));
   QCOMPARE(a_sum, 1222847000.0 / 2);
   QCOMPARE(b_sum, 1231186000.0 / 2);
+  // Compute by operation kind, all of it: here the embedding kernels
+  // (FBGEMM's, no GEMM) grew, the GEMMs did not.
+  const QJsonArray kinds = c["operation_kinds"].toArray();
+  QVERIFY(kinds.size() >= 2);
+  QCOMPARE(kinds[0].toObject()["name"].toString(), QString("elementwise compute"));
+  QVERIFY(kinds[0].toObject()["change_ns"].toDouble() > 25e6);
+  double kinds_a = 0;
+  for (const QJsonValue& k : kinds) {
+    if (k.toObject()["name"].toString() == "GEMM compute")
+      QVERIFY(std::abs(k.toObject()["change_ns"].toDouble()) < 2e6);
+    kinds_a += k.toObject()["baseline_ns"].toDouble();
+  }
+  // Every compute kernel counts once: at least the merged compute time.
+  QVERIFY(kinds_a >= compute["baseline_ns"].toDouble());
   // Kernels by the size of their change, largest first.
   const QJsonArray kernels = c["kernels"].toArray();
   QCOMPARE(kernels.size(), 5);
@@ -169,6 +183,7 @@ void TestTraceCli::compareTwoRuns() {
   QCOMPARE(json_of(run_cli({"trace", "compare", a, cancelled, "--json"}))["status"].toArray(),
            QJsonArray({"complete", "cancelled"}));
   QVERIFY(text.out.contains("Kernels whose time changed most"));
+  QVERIFY(text.out.contains("Compute by operation kind"));
   QVERIFY2(text.out.contains("+30.826 (+29.3%)"), qPrintable(text.out));  // compute, a step
   QVERIFY(text.out.contains("(1 rank, 2 steps)"));
   QVERIFY(text.out.contains("send_recv (size unknown) x2"));

@@ -7,6 +7,7 @@
 #include <QtTest>
 
 #include "core/trace_analysis.h"
+#include "core/trace_compare.h"
 #include "core/trace_reader.h"
 #include "core/trace_writer.h"
 
@@ -132,6 +133,7 @@ class TestTraceAnalysis : public QObject {
   void predictionErrorsNameTheField();
   void machineProbe_data();
   void machineProbe();
+  void compareByOperationKind();
 };
 
 void TestTraceAnalysis::workedExample() {
@@ -520,6 +522,15 @@ void TestTraceAnalysis::operationKinds_data() {
                                  << "optimizer";
   QTest::addRow("residual") << "residual"
                             << "elementwise";
+  // A library's namespace is not the operation (Kineto's sampled ranks).
+  QTest::addRow("fbgemm embedding lookup")
+      << "void split_embedding_codegen_forward_unweighted_kernel<c10::Half, float, 2ul>("
+         "at::GenericPackedTensorAccessor<int, 1ul>, fbgemm_gpu::FixedDivisor, long)"
+      << "elementwise";
+  QTest::addRow("cuBLAS through CUTLASS")
+      << "void cutlass::Kernel2<cutlass_80_tensorop_bf16_s16816gemm_relu_bf16_64x64_64x4_tn>("
+         "Params)"
+      << "gemm";
 }
 
 void TestTraceAnalysis::operationKinds() {
@@ -1035,6 +1046,48 @@ void TestTraceAnalysis::machineProbe() {
   QVERIFY(std::abs(p.machine->all_reduce_ratio() - all_reduce_ratio) < 1e-9);
   QCOMPARE(p.machine->drifted(), drifted);
   QVERIFY2(QString::fromStdString(p.machine->text()).contains(text), p.machine->text().c_str());
+}
+
+// A run in fp32 against one in bf16: the GEMM kernels are renamed, so no
+// kernel name is in both, but their kind is, and the comparison by kind says
+// how GEMM time changed (per step) while attention stayed.
+void TestTraceAnalysis::compareByOperationKind() {
+  QTemporaryDir dir;
+  auto write = [&](const char* name, const char* gemm, std::int64_t gemm_ns) {
+    Builder b(dir, name);
+    b.writer->add_rank({0, "node", "GPU", 1, 0, false});
+    const LaneId stream = b.writer->add_lane(0, LaneKind::gpu_stream, "stream 7", 0);
+    for (int step = 0; step < 2; ++step) {
+      const std::int64_t t = step * 10'000;
+      b.writer->add(StepMetrics{0, step, t, t + 10'000, 1.0, 100, 0});
+      b.add(stream, EventKind::kernel, Category::compute, t + 100, t + 100 + gemm_ns, gemm);
+      b.commit();
+      b.add(stream, EventKind::kernel, Category::compute, t + 5000, t + 5000 + gemm_ns, gemm);
+      b.commit();
+      b.add(stream, EventKind::kernel, Category::compute, t + 8000, t + 9000, "flash_fwd_kernel");
+      b.commit();
+    }
+    auto run = analyze_run(*b.close());
+    if (!run) qFatal("%s", run.message().c_str());
+    return std::move(run).value();
+  };
+  const RunAnalysis fp32 = write("fp32.db", "sm80_xmma_gemm_f32f32_tf32f32_f32_nn", 2000);
+  const RunAnalysis bf16 = write("bf16.db", "sm90_xmma_gemm_bf16bf16_bf16f32_f32_nn", 800);
+  const RunComparison c = compare_runs(fp32, bf16);
+  QVERIFY(c.per_step);
+  // By name: two kernels, each in one run only.
+  QCOMPARE(c.kernels.size(), std::size_t{3});
+  // By kind: GEMM 4000 -> 1600 ns a step (two instances each), attention unchanged.
+  QCOMPARE(c.operation_kinds.size(), std::size_t{2});
+  const ComparedFigure& gemm = c.operation_kinds[0];
+  QCOMPARE(QString::fromStdString(gemm.name), QStringLiteral("GEMM compute"));
+  QCOMPARE(gemm.a_ns, 4000.0);
+  QCOMPARE(gemm.b_ns, 1600.0);
+  QCOMPARE(gemm.a_count, std::int64_t{4});
+  QCOMPARE(gemm.b_count, std::int64_t{4});
+  const ComparedFigure& attention = c.operation_kinds[1];
+  QCOMPARE(QString::fromStdString(attention.name), QStringLiteral("attention compute"));
+  QCOMPARE(attention.change_ns(), 0.0);
 }
 
 QTEST_GUILESS_MAIN(TestTraceAnalysis)

@@ -806,6 +806,9 @@ void TestGuiRun::navigatesAsNsightDoes() {
     for (int r = 0; r < c->rowCount(); ++r) names << c->item(r, 0)->text();
     QVERIFY2(names.contains(QStringLiteral("compute")), qPrintable(names.join('|')));
     QVERIFY(names.contains(QStringLiteral("Kernels whose time changed most")));
+    QVERIFY(names.contains(QStringLiteral(
+        "Compute by operation kind (kernel names change with precision and library)")));
+    QVERIFY(names.contains(QStringLiteral("GEMM compute")));
     QVERIFY2(names.first().contains(QStringLiteral("per rank and step")), qPrintable(names.first()));
     compared.clear();
     view.compareWith(dir_.filePath(QStringLiteral("no-such-run.db")));
