@@ -202,7 +202,7 @@ json to_json(const Timeline& t) {
   return {{"stages", t.stages}, {"step_ns", t.step_ns}, {"spans", spans}};
 }
 
-json predicted_step_json(const Estimate& e) {
+trace::PredictedStep predicted_step(const Estimate& e) {
   const TimeBreakdown& t = e.time;
   const ComputeByKind& k = e.compute_by_kind;
   // As a trace measures them: a rank waits out the pipeline bubble inside a
@@ -210,25 +210,25 @@ json predicted_step_json(const Estimate& e) {
   // exposed communication there, like the waiting inside collectives.
   const double communication = t.tp_communication + t.pp_communication + t.dp_communication +
                                t.zero_gather + t.collective_wait + t.pipeline_bubble;
-  return {{"step_seconds", t.step()},
-          {"categories",
-           {{"compute", t.forward + t.backward + t.recompute + t.optimizer},
-            {"communication", communication},
-            {"other", 0.0}}},
-          {"breakdown",
-           {{"compute.gemm", k.gemm},
-            {"compute.attention", k.attention},
-            {"compute.norm", k.norm},
-            {"compute.activation", k.activation},
-            {"compute.elementwise", k.elementwise},
-            {"compute.loss", k.loss},
-            {"optimizer", t.optimizer},
-            {"communication.tp", t.tp_communication},
-            {"communication.dp", t.dp_communication + t.zero_gather},
-            {"communication.pp", t.pp_communication},
-            {"wait", t.collective_wait},
-            {"bubble", t.pipeline_bubble},
-            {"idle", 0.0}}}};
+  trace::PredictedStep p;
+  p.step_seconds = t.step();
+  p.categories = {{"compute", t.forward + t.backward + t.recompute + t.optimizer},
+                  {"communication", communication},
+                  {"other", 0.0}};
+  p.breakdown = {{"compute.gemm", k.gemm},
+                 {"compute.attention", k.attention},
+                 {"compute.norm", k.norm},
+                 {"compute.activation", k.activation},
+                 {"compute.elementwise", k.elementwise},
+                 {"compute.loss", k.loss},
+                 {"optimizer", t.optimizer},
+                 {"communication.tp", t.tp_communication},
+                 {"communication.dp", t.dp_communication + t.zero_gather},
+                 {"communication.pp", t.pp_communication},
+                 {"wait", t.collective_wait},
+                 {"bubble", t.pipeline_bubble},
+                 {"idle", 0.0}};
+  return p;
 }
 
 }  // namespace cs::plan
