@@ -12,10 +12,7 @@
 #include <thread>
 #include <unordered_map>
 
-#include <nlohmann/json.hpp>
-
 #include "core/format.h"
-#include "core/json_text.h"
 #include "core/median.h"
 #include "core/trace_reader_internal.h"
 
@@ -571,12 +568,10 @@ StragglerReport stragglers_from(const std::vector<RankAnalysis>& ranks, std::vec
 
 // The run's probe against the prediction's. A missing or unreadable probe
 // leaves the rest of the comparison as it is, with a note.
-void compare_machine_probes(const TraceReader& reader, const std::string& prediction,
+void compare_machine_probes(const TraceReader& reader, const PredictedStep& prediction,
                             PredictionComparison& out) {
-  const std::string key(kMachineProbeMetaKey);
-  const auto recorded = reader.meta(key);
-  const nlohmann::json j = nlohmann::json::parse(prediction, nullptr, /*allow_exceptions=*/false);
-  const bool predicted = j.is_object() && j.contains(key);
+  const auto recorded = reader.meta(std::string(kMachineProbeMetaKey));
+  const bool predicted = prediction.machine_probe || !prediction.machine_probe_error.empty();
   if (!recorded && !predicted) return;
   if (!recorded) {
     out.machine_note =
@@ -592,48 +587,18 @@ void compare_machine_probes(const TraceReader& reader, const std::string& predic
     out.machine_note = measured.message();
     return;
   }
-  auto model = machine_probe_from_json(json_text(j[key]), "meta predicted_step: /machine_probe");
-  if (!model) {
-    out.machine_note = model.message();
+  if (!prediction.machine_probe) {
+    out.machine_note = prediction.machine_probe_error;
     return;
   }
-  const MachineProbeShape &a = measured->shape, &b = model->shape;
+  const MachineProbe& model = *prediction.machine_probe;
+  const MachineProbeShape &a = measured->shape, &b = model.shape;
   if (a.width != b.width || a.precision != b.precision || a.ranks != b.ranks ||
       a.all_reduce_bytes != b.all_reduce_bytes) {
     out.machine_note = "the run's machine probe and the prediction's are not the same shape";
     return;
   }
-  out.machine = MachineDrift{*measured, *model};
-}
-
-Status parse_prediction(const std::string& text, PredictionComparison& out,
-                        std::map<std::string, double>& categories,
-                        std::map<std::string, double>& parts,
-                        std::map<std::string, double>& breakdown) {
-  const std::string where = "meta predicted_step";
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::exception& e) {
-    return Error{where + ": not valid JSON: " + e.what()};
-  }
-  if (!j.is_object()) return Error{where + ": must be a JSON object"};
-  if (!j.contains("step_seconds") || !j["step_seconds"].is_number())
-    return Error{where + ": /step_seconds: must be a number"};
-  out.predicted_step_s = j["step_seconds"].get<double>();
-  for (const char* group : {"categories", "parts", "breakdown"}) {
-    if (!j.contains(group)) continue;
-    if (!j[group].is_object()) return Error{where + ": /" + group + ": must be an object"};
-    for (const auto& [key, value] : j[group].items()) {
-      if (!value.is_number())
-        return Error{where + ": /" + group + "/" + key + ": must be a number of seconds"};
-      const std::string g = group;
-      (g == "categories" ? categories
-       : g == "parts"    ? parts
-                         : breakdown)[key] = value.get<double>();
-    }
-  }
-  return {};
+  out.machine = MachineDrift{*measured, model};
 }
 
 }  // namespace
@@ -869,18 +834,22 @@ Result<StragglerReport> find_stragglers(const TraceReader& reader,
 
 Result<std::optional<PredictionComparison>> compare_with_prediction(
     const TraceReader& reader, const std::vector<RankAnalysis>& ranks,
-    const std::optional<std::string>& prediction) {
-  const auto text = prediction ? prediction : reader.meta(kPredictedStepMetaKey);
-  if (!text || text->empty()) return std::optional<PredictionComparison>{};
-  PredictionComparison out;
-  std::map<std::string, double> categories, parts, breakdown;
-  if (Status s = parse_prediction(*text, out, categories, parts, breakdown); !s)
-    return Error{(prediction ? std::string("the new prediction") : reader.path()) + ": " +
-                 s.message()};
-  if (!breakdown.empty()) {
-    if (Status s = compare_breakdown(reader, breakdown, out); !s) return s.error();
+    const std::optional<PredictedStep>& prediction) {
+  std::optional<PredictedStep> recorded;
+  if (!prediction) {
+    const auto text = reader.meta(kPredictedStepMetaKey);
+    if (!text || text->empty()) return std::optional<PredictionComparison>{};
+    auto read = read_predicted_step(*text, reader.path() + ": meta " + kPredictedStepMetaKey);
+    if (!read) return read.error();
+    recorded = std::move(read).value();
   }
-  compare_machine_probes(reader, *text, out);
+  const PredictedStep& predicted = prediction ? *prediction : *recorded;
+  PredictionComparison out;
+  out.predicted_step_s = predicted.step_seconds;
+  if (!predicted.breakdown.empty()) {
+    if (Status s = compare_breakdown(reader, predicted.breakdown, out); !s) return s.error();
+  }
+  compare_machine_probes(reader, predicted, out);
 
   // Mean over every (rank, step) of the measured quantities, in seconds.
   double step = 0, compute = 0, comm = 0, memory = 0, sync = 0, other = 0;
@@ -921,15 +890,15 @@ Result<std::optional<PredictionComparison>> compare_with_prediction(
                                                   {"memory", memory * scale},
                                                   {"synchronization", sync * scale},
                                                   {"other", other * scale}};
-  for (const auto& [name, predicted] : categories) {
-    PredictedVsMeasured row{name, predicted, std::nullopt};
+  for (const auto& [name, seconds] : predicted.categories) {
+    PredictedVsMeasured row{name, seconds, std::nullopt};
     if (samples > 0 && measured.count(name)) row.measured_s = measured.at(name);
     out.categories.push_back(row);
   }
 
   // Parts: annotation ranges named like the part, union per rank, per step.
-  for (const auto& [name, predicted] : parts) {
-    PredictedVsMeasured row{name, predicted, std::nullopt};
+  for (const auto& [name, seconds] : predicted.parts) {
+    PredictedVsMeasured row{name, seconds, std::nullopt};
     auto events =
         reader.find_events(name, NameMatch::exact, std::numeric_limits<std::size_t>::max());
     if (!events) return events.error();

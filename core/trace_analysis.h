@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "core/machine_probe.h"
+#include "core/predicted_step.h"
 #include "core/result.h"
 #include "core/trace_reader.h"
 #include "core/trace_types.h"
@@ -146,10 +147,6 @@ struct PredictedVsMeasured {
   double predicted_s = 0;
   std::optional<double> measured_s;  // empty when nothing in the trace measures it
 };
-
-// The run store's meta key of the planner's estimate of the run's step
-// (planners/estimate_json.h predicted_step_json writes its JSON).
-inline constexpr const char* kPredictedStepMetaKey = "predicted_step";
 
 // The planner's estimate (meta "predicted_step") against the mean measured
 // step (each rank's warm-up steps left out: warm_up_steps).
@@ -279,9 +276,9 @@ struct AnalysisOptions {
   // launch_delay_cutoff 100 us).
   std::int64_t runtime_cutoff_ns = 50'000;
   std::int64_t launch_delay_cutoff_ns = 100'000;
-  // A prediction (the JSON of meta "predicted_step") to hold the run
-  // against instead of the one the store recorded.
-  std::optional<std::string> prediction;
+  // A prediction to hold the run against instead of the one the store
+  // recorded (meta "predicted_step").
+  std::optional<PredictedStep> prediction;
 };
 
 struct RunAnalysis {
@@ -304,9 +301,9 @@ Result<StragglerReport> find_stragglers(const TraceReader& reader,
                                         const AnalysisOptions& options = {});
 
 // Against `prediction` when given, else the store's "predicted_step"; empty
-// when there is neither. An error names the bad field.
+// when there is neither. An error names the store and the bad field.
 Result<std::optional<PredictionComparison>> compare_with_prediction(
     const TraceReader& reader, const std::vector<RankAnalysis>& ranks,
-    const std::optional<std::string>& prediction = std::nullopt);
+    const std::optional<PredictedStep>& prediction = std::nullopt);
 
 }  // namespace cs::trace

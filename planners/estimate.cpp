@@ -111,13 +111,10 @@ Result<Estimate> estimate(const Plan& plan) {
 Problem memory_problem(const Plan& plan, const Estimate& e) {
   if (e.fits) return {};
   const MemoryBreakdown& mem = e.memory;
-  std::vector<std::pair<double, std::string>> parts = {
-      {mem.weights, "weights"},
-      {mem.gradients, "gradients"},
-      {mem.optimizer_state, "optimizer state"},
-      {mem.activations, "activations"},
-      {mem.activation_workspace, "activation workspace"},
-      {mem.communication_buffers, "communication buffers"}};
+  std::vector<std::pair<double, std::string>> parts;
+  for (const MemoryPart& part : kMemoryParts) {
+    if (part.plan_shrinks) parts.emplace_back(mem.*part.bytes, part.label);
+  }
   std::sort(parts.begin(), parts.end(),
             [](const auto& a, const auto& b) { return a.first > b.first; });
   std::string message = "needs " + format_bytes(mem.total()) + " on GPU stage " +

@@ -35,11 +35,42 @@ struct MemoryBreakdown {
   double embedding_activations = 0;
 
   double model_state() const { return weights + gradients + optimizer_state; }
-  double total() const {
-    return weights + gradients + optimizer_state + activations + activation_workspace +
-           communication_buffers + framework_reserve + fragmentation;
-  }
+  double total() const;  // the sum of the parts (kMemoryParts)
 };
+
+// The parts of MemoryBreakdown (the embedding's shares, counted in them,
+// are not parts), in the order total() adds them and `clusterscope plan`
+// lists them. (The app's bar groups some, with its own translated labels.)
+struct MemoryPart {
+  const char* json_key;  // under "memory" in to_json(Estimate)
+  const char* label;     // `clusterscope plan`'s row, memory_problem's wording
+  double MemoryBreakdown::*bytes;
+  // A plan's controls shrink it (memory_problem names the largest of
+  // these); the CUDA context and allocator slack stay whatever the plan.
+  bool plan_shrinks = true;
+};
+inline constexpr MemoryPart kMemoryParts[] = {
+    {"weights_bytes", "weights", &MemoryBreakdown::weights},
+    {"gradients_bytes", "gradients", &MemoryBreakdown::gradients},
+    {"optimizer_state_bytes", "optimizer state", &MemoryBreakdown::optimizer_state},
+    {"activations_bytes", "activations", &MemoryBreakdown::activations},
+    {"activation_workspace_bytes", "activation workspace", &MemoryBreakdown::activation_workspace},
+    {"communication_buffers_bytes", "communication buffers",
+     &MemoryBreakdown::communication_buffers},
+    {"framework_reserve_bytes", "framework reserve", &MemoryBreakdown::framework_reserve, false},
+    {"fragmentation_bytes", "fragmentation", &MemoryBreakdown::fragmentation, false},
+};
+
+// A new member of MemoryBreakdown is either a part here or counted in them.
+static_assert(sizeof(MemoryBreakdown) ==
+              (sizeof(kMemoryParts) / sizeof(kMemoryParts[0]) + 2) * sizeof(double));
+
+inline double MemoryBreakdown::total() const {
+  double sum = 0;
+  for (const MemoryPart& part : kMemoryParts)
+    sum += this->*part.bytes;
+  return sum;
+}
 
 // Seconds of one optimizer step on the critical path (the slowest pipeline
 // stage); the parts add up to step(). Communication parts are what is left
@@ -59,11 +90,43 @@ struct TimeBreakdown {
   // ranks of a group equally fast otherwise.
   double collective_wait = 0;
 
-  double step() const {
-    return forward + backward + recompute + optimizer + tp_communication + pp_communication +
-           pipeline_bubble + dp_communication + zero_gather + collective_wait;
-  }
+  double step() const;  // the sum of the parts (kTimeParts)
 };
+
+// The parts of TimeBreakdown, in the order step() adds them and
+// `clusterscope plan` lists them: the one list of what a step is made of.
+// (The app's bar has its own translated short labels and colours; a run
+// store's prediction splits compute by kind, as traces measure it.)
+struct TimePart {
+  const char* json_key;  // under "time" in to_json(Estimate)
+  const char* label;     // `clusterscope plan`'s row
+  double TimeBreakdown::*seconds;
+  bool listed_when_zero = true;  // false: shown only when the plan has it
+};
+inline constexpr TimePart kTimeParts[] = {
+    {"forward_seconds", "forward", &TimeBreakdown::forward},
+    {"backward_seconds", "backward", &TimeBreakdown::backward},
+    {"recompute_seconds", "recomputation", &TimeBreakdown::recompute},
+    {"optimizer_seconds", "optimizer", &TimeBreakdown::optimizer},
+    {"tp_communication_seconds", "tensor-parallel communication", &TimeBreakdown::tp_communication},
+    {"pp_communication_seconds", "pipeline send/receive", &TimeBreakdown::pp_communication},
+    {"pipeline_bubble_seconds", "pipeline bubble", &TimeBreakdown::pipeline_bubble},
+    {"dp_communication_seconds", "data-parallel communication", &TimeBreakdown::dp_communication},
+    {"zero_gather_seconds", "ZeRO-3 parameter gathers", &TimeBreakdown::zero_gather},
+    // Only ranks that share cores wait (the CPU engine).
+    {"collective_wait_seconds", "waiting in collectives (shared cores)",
+     &TimeBreakdown::collective_wait, false},
+};
+
+// A new member of TimeBreakdown needs its row here.
+static_assert(sizeof(TimeBreakdown) == sizeof(kTimeParts) / sizeof(kTimeParts[0]) * sizeof(double));
+
+inline double TimeBreakdown::step() const {
+  double sum = 0;
+  for (const TimePart& part : kTimeParts)
+    sum += this->*part.seconds;
+  return sum;
+}
 
 // The compute of one step on the critical path (forward + backward +
 // recompute of TimeBreakdown) split by kind of operation, as traces name

@@ -61,18 +61,13 @@ const char* collective_name(trace::Collective c) {
 }  // namespace
 
 json to_json(const MemoryBreakdown& m) {
-  return {{"per_gpu_bytes", m.total()},
-          {"weights_bytes", m.weights},
-          {"gradients_bytes", m.gradients},
-          {"optimizer_state_bytes", m.optimizer_state},
-          {"activations_bytes", m.activations},
-          {"activation_workspace_bytes", m.activation_workspace},
-          {"communication_buffers_bytes", m.communication_buffers},
-          {"framework_reserve_bytes", m.framework_reserve},
-          {"fragmentation_bytes", m.fragmentation},
-          {"model_state_bytes", m.model_state()},
-          {"embedding_model_state_bytes", m.embedding_model_state},
-          {"embedding_activations_bytes", m.embedding_activations}};
+  json out = {{"per_gpu_bytes", m.total()},
+              {"model_state_bytes", m.model_state()},
+              {"embedding_model_state_bytes", m.embedding_model_state},
+              {"embedding_activations_bytes", m.embedding_activations}};
+  for (const MemoryPart& part : kMemoryParts)
+    out[part.json_key] = m.*part.bytes;
+  return out;
 }
 
 json to_json(const Estimate& e) {
@@ -85,25 +80,17 @@ json to_json(const Estimate& e) {
   memory["last_stage"] = to_json(e.last_stage);
 
   const TimeBreakdown& t = e.time;
-  const json time = {{"step_seconds", t.step()},
-                     {"forward_seconds", t.forward},
-                     {"backward_seconds", t.backward},
-                     {"recompute_seconds", t.recompute},
-                     {"optimizer_seconds", t.optimizer},
-                     {"tp_communication_seconds", t.tp_communication},
-                     {"pp_communication_seconds", t.pp_communication},
-                     {"pipeline_bubble_seconds", t.pipeline_bubble},
-                     {"dp_communication_seconds", t.dp_communication},
-                     {"zero_gather_seconds", t.zero_gather},
-                     {"collective_wait_seconds", t.collective_wait},
-                     {"bubble_fraction", e.bubble_fraction},
-                     {"compute_by_kind",
-                      {{"gemm_seconds", e.compute_by_kind.gemm},
-                       {"attention_seconds", e.compute_by_kind.attention},
-                       {"norm_seconds", e.compute_by_kind.norm},
-                       {"activation_seconds", e.compute_by_kind.activation},
-                       {"elementwise_seconds", e.compute_by_kind.elementwise},
-                       {"loss_seconds", e.compute_by_kind.loss}}}};
+  json time = {{"step_seconds", t.step()},
+               {"bubble_fraction", e.bubble_fraction},
+               {"compute_by_kind",
+                {{"gemm_seconds", e.compute_by_kind.gemm},
+                 {"attention_seconds", e.compute_by_kind.attention},
+                 {"norm_seconds", e.compute_by_kind.norm},
+                 {"activation_seconds", e.compute_by_kind.activation},
+                 {"elementwise_seconds", e.compute_by_kind.elementwise},
+                 {"loss_seconds", e.compute_by_kind.loss}}}};
+  for (const TimePart& part : kTimeParts)
+    time[part.json_key] = t.*part.seconds;
   const CommunicationDetail& c = e.communication;
   const json communication = {{"tp_seconds", c.tp_seconds},
                               {"pp_seconds", c.pp_seconds},
@@ -202,7 +189,7 @@ json to_json(const Timeline& t) {
   return {{"stages", t.stages}, {"step_ns", t.step_ns}, {"spans", spans}};
 }
 
-json predicted_step_json(const Estimate& e) {
+trace::PredictedStep predicted_step(const Estimate& e) {
   const TimeBreakdown& t = e.time;
   const ComputeByKind& k = e.compute_by_kind;
   // As a trace measures them: a rank waits out the pipeline bubble inside a
@@ -210,25 +197,25 @@ json predicted_step_json(const Estimate& e) {
   // exposed communication there, like the waiting inside collectives.
   const double communication = t.tp_communication + t.pp_communication + t.dp_communication +
                                t.zero_gather + t.collective_wait + t.pipeline_bubble;
-  return {{"step_seconds", t.step()},
-          {"categories",
-           {{"compute", t.forward + t.backward + t.recompute + t.optimizer},
-            {"communication", communication},
-            {"other", 0.0}}},
-          {"breakdown",
-           {{"compute.gemm", k.gemm},
-            {"compute.attention", k.attention},
-            {"compute.norm", k.norm},
-            {"compute.activation", k.activation},
-            {"compute.elementwise", k.elementwise},
-            {"compute.loss", k.loss},
-            {"optimizer", t.optimizer},
-            {"communication.tp", t.tp_communication},
-            {"communication.dp", t.dp_communication + t.zero_gather},
-            {"communication.pp", t.pp_communication},
-            {"wait", t.collective_wait},
-            {"bubble", t.pipeline_bubble},
-            {"idle", 0.0}}}};
+  trace::PredictedStep p;
+  p.step_seconds = t.step();
+  p.categories = {{"compute", t.forward + t.backward + t.recompute + t.optimizer},
+                  {"communication", communication},
+                  {"other", 0.0}};
+  p.breakdown = {{"compute.gemm", k.gemm},
+                 {"compute.attention", k.attention},
+                 {"compute.norm", k.norm},
+                 {"compute.activation", k.activation},
+                 {"compute.elementwise", k.elementwise},
+                 {"compute.loss", k.loss},
+                 {"optimizer", t.optimizer},
+                 {"communication.tp", t.tp_communication},
+                 {"communication.dp", t.dp_communication + t.zero_gather},
+                 {"communication.pp", t.pp_communication},
+                 {"wait", t.collective_wait},
+                 {"bubble", t.pipeline_bubble},
+                 {"idle", 0.0}};
+  return p;
 }
 
 }  // namespace cs::plan

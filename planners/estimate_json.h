@@ -6,6 +6,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "core/predicted_step.h"
 #include "planners/estimate.h"
 #include "planners/search.h"
 #include "planners/timeline.h"
@@ -19,11 +20,12 @@ nlohmann::json to_json(const RankedPlan& plan);
 nlohmann::json to_json(const SearchResult& result);
 nlohmann::json to_json(const Timeline& timeline);
 
-// A run store's meta "predicted_step" (docs/calibration.md): the step and
-// its parts as the trace analyses measure them — "categories" (compute,
-// communication, other), and "breakdown": compute.<kind> for every
-// ComputeByKind kind, optimizer, communication.tp / .dp / .pp (exposed),
-// bubble and idle (0: the plan expects none) — in seconds.
-nlohmann::json predicted_step_json(const Estimate& estimate);
+// What a run store keeps of the estimate (meta "predicted_step",
+// docs/calibration.md): the step and its parts as the trace analyses measure
+// them — categories (compute, communication, other), and breakdown:
+// compute.<kind> for every ComputeByKind kind, optimizer, communication.tp /
+// .dp / .pp (exposed), wait, bubble and idle (0: the plan expects none) —
+// in seconds.
+trace::PredictedStep predicted_step(const Estimate& estimate);
 
 }  // namespace cs::plan

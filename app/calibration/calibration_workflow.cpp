@@ -242,15 +242,11 @@ bool machine_moved(const ReferenceRun& r) {
   }
   return false;
 }
-std::optional<double> wait_in_transfer(const std::string& predicted_step_json,
+std::optional<double> wait_in_transfer(const trace::PredictedStep& prediction,
                                        const trace::StepParts& measured) {
-  const nlohmann::json j = nlohmann::json::parse(predicted_step_json, nullptr, false);
-  if (!j.is_object() || !j.contains("breakdown") || !j["breakdown"].is_object())
-    return std::nullopt;
-  const nlohmann::json& breakdown = j["breakdown"];
   auto predicted = [&](const char* name) {
-    return breakdown.contains(name) && breakdown[name].is_number() ? breakdown[name].get<double>()
-                                                                   : 0.0;
+    const auto it = prediction.breakdown.find(name);
+    return it == prediction.breakdown.end() ? 0.0 : it->second;
   };
   const double waiting = predicted("wait");
   if (waiting <= 0) return std::nullopt;
@@ -307,8 +303,9 @@ Result<ReferenceRun> run_reference(const MachineCalibrationOptions& o, const Pre
   out.shares_cores = cluster.gpu && cluster.gpu->efficiency.core_share < 1;
   auto prediction = predict_run(catalog, plan, "cpu", out.ranks, host, cluster);
   if (!prediction) return Error{"predicting it: " + prediction.message()};
-  spec.extra_meta.emplace_back(trace::kPredictedStepMetaKey, prediction->predicted_step_json);
-  out.predicted_sweeps_s = prediction->step_seconds;
+  spec.extra_meta.emplace_back(trace::kPredictedStepMetaKey,
+                               json_text(trace::to_json(prediction->predicted_step)));
+  out.predicted_sweeps_s = prediction->predicted_step.step_seconds;
   launch::Launcher launcher(spec);
   if (Status s = launcher.start(); !s) return s.error();
   const launch::RunReport report = launcher.wait(cancel);
@@ -322,15 +319,10 @@ Result<ReferenceRun> run_reference(const MachineCalibrationOptions& o, const Pre
   out.measured_step_s = parts->step_s;
   // The machine probe every rank ran before the first step, against what
   // the sweeps' presets say it takes.
-  const std::string key(kMachineProbeMetaKey);
-  const nlohmann::json predicted =
-      nlohmann::json::parse(prediction->predicted_step_json, nullptr, false);
-  if (const auto recorded = (*reader)->meta(key);
-      recorded && predicted.is_object() && predicted.contains(key)) {
+  const std::optional<MachineProbe>& model = prediction->predicted_step.machine_probe;
+  if (const auto recorded = (*reader)->meta(std::string(kMachineProbeMetaKey)); recorded && model) {
     auto measured = machine_probe_from_json(*recorded, store + ": meta machine_probe");
-    auto model =
-        machine_probe_from_json(json_text(predicted[key]), "the prediction's machine probe");
-    if (measured && model) {
+    if (measured) {
       const MachineDrift drift{*measured, *model};
       out.probe_gemm_ratio = drift.gemm_ratio();
       out.probe_loop_ratio = drift.loop_ratio();
@@ -418,7 +410,7 @@ Status fit_collective_share(const PresetCatalog& catalog, const std::string& hos
             failed = predicted.message();
             return 0.0;
           }
-          return predicted->step_seconds;
+          return predicted->predicted_step.step_seconds;
         },
         r.measured_step_s);
     if (!failed.empty())
@@ -467,7 +459,7 @@ Status fit_shared_wait_in_transfer(const PresetCatalog& catalog, const std::stri
     if (!reader) return reader.error();
     auto parts = trace::measure_step_parts(**reader);
     if (!parts) return parts.error();
-    const auto fraction = wait_in_transfer(predicted->predicted_step_json, *parts);
+    const auto fraction = wait_in_transfer(predicted->predicted_step, *parts);
     if (!fraction) continue;
     fractions.push_back(*fraction);
     if (r.layout.tp > 1) tp_fractions.push_back(*fraction);
@@ -592,7 +584,7 @@ Status learn_from_reference_runs(const MachineCalibrationOptions& o, MachineCali
       for (ReferenceRun& r : runs) {
         auto again = predict_run(*catalog, reference_plan(learnt, r.layout), "cpu", r.ranks,
                                  out.fit.host, learnt);
-        r.predicted_s = again ? again->step_seconds : 0;
+        r.predicted_s = again ? again->predicted_step.step_seconds : 0;
       }
       out.reference_fits.push_back(std::move(refined->fit));
     }
@@ -1017,26 +1009,24 @@ Result<RunPrediction> predict_trained(const PresetCatalog& catalog, Plan plan,
   }
   auto estimate = plan::estimate(plan);
   if (!estimate) return Error{"the planner cannot estimate the run: " + estimate.message()};
-  nlohmann::json j = plan::predicted_step_json(*estimate);
-  j["cluster"] = out.cluster;
-  j["calibrated"] = out.calibrated;
-  j["workload"] = plan.workload.display_name;
-  j["notes"] = out.notes;
+  trace::PredictedStep& step = out.predicted_step;
+  step = plan::predicted_step(*estimate);
+  step.cluster = out.cluster;
+  step.calibrated = out.calibrated;
+  step.workload = plan.workload.display_name;
+  step.notes = out.notes;
   // The plan as predicted (the engines' shape on the calibrated cluster): the
   // app draws its predicted timeline from this one, not from the plan the
   // user asked for (LLaMA-2 7B on H100s under a scaled CPU run).
-  j["plan"] = to_json(plan);
+  step.plan_json = json_text(to_json(plan));
   // The probe every rank measures before its first step, as this cluster
   // predicts it: the comparison tells a changed machine from a wrong model.
   // (The CPU engine runs a tf32 plan in fp32, and probes fp32.)
   const Precision probed = backend == "cpu" && plan.precision.compute == Precision::tf32
                                ? Precision::fp32
                                : plan.precision.compute;
-  const MachineProbe probe = plan::predict_machine_probe(
+  step.machine_probe = plan::predict_machine_probe(
       plan.cluster, machine_probe_shape(backend, to_string(probed), ranks));
-  j[std::string(kMachineProbeMetaKey)] = nlohmann::json::parse(machine_probe_json(probe));
-  out.step_seconds = estimate->time.step();
-  out.predicted_step_json = json_text(j);
   return out;
 }
 
@@ -1190,10 +1180,11 @@ void add_prediction(launch::RunSpec& spec, std::vector<std::string>& notes,
     notes.push_back("no prediction in the run store: " + prediction.message());
     return;
   }
-  spec.extra_meta.emplace_back(trace::kPredictedStepMetaKey, prediction->predicted_step_json);
-  notes.push_back("the planner predicts " + format_seconds(prediction->step_seconds) +
-                  " per step on " + prediction->cluster +
-                  (prediction->calibrated ? " (calibrated)" : ""));
+  spec.extra_meta.emplace_back(trace::kPredictedStepMetaKey,
+                               json_text(trace::to_json(prediction->predicted_step)));
+  notes.push_back("the planner predicts " +
+                  format_seconds(prediction->predicted_step.step_seconds) + " per step on " +
+                  prediction->cluster + (prediction->calibrated ? " (calibrated)" : ""));
 }
 
 }  // namespace cs::calib

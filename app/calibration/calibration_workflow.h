@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "core/plans.h"
+#include "core/predicted_step.h"
 #include "core/presets.h"
 #include "core/result.h"
 #include "planners/calibration.h"
@@ -116,7 +117,7 @@ double share_for_step(const std::function<double(double share)>& step_at, double
 // has no waiting. The calibration fits shared_wait_in_transfer to its
 // reference runs of ranks sharing cores with it, averaged (0.18-0.38 in
 // the eight calibrations QQ-XX of docs/calibration.md, 4 ranks on 2 cores).
-std::optional<double> wait_in_transfer(const std::string& predicted_step_json,
+std::optional<double> wait_in_transfer(const trace::PredictedStep& predicted,
                                        const trace::StepParts& measured);
 
 // The reference model's shape (ReferenceRun), and the layouts trained on
@@ -207,10 +208,10 @@ Result<NetworkCalibration> calibrate_network(const std::vector<std::string>& log
 Result<Workload> executed_workload(const Workload& planned, int tp, int pp, std::string* scaled);
 
 struct RunPrediction {
-  std::string predicted_step_json;  // the run store's meta "predicted_step"
-  std::string cluster;              // the cluster preset the planner used
+  trace::PredictedStep predicted_step;  // the run store's meta "predicted_step"
+  // How it was predicted, as predicted_step also records it.
+  std::string cluster;  // the cluster preset the planner used
   bool calibrated = false;
-  double step_seconds = 0;
   std::vector<std::string> notes;
 };
 

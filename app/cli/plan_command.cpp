@@ -86,17 +86,10 @@ void print_text(const Plan& plan, const plan::Estimate& e) {
   TextTable mem({"part", "bytes", "share"});
   mem.right_align(1);
   mem.right_align(2);
-  auto row = [&](const char* name, double bytes) {
-    mem.add({name, format_bytes(bytes), percent(bytes, m.total())});
-  };
-  row("weights", m.weights);
-  row("gradients", m.gradients);
-  row("optimizer state", m.optimizer_state);
-  row("activations", m.activations);
-  row("activation workspace", m.activation_workspace);
-  row("communication buffers", m.communication_buffers);
-  row("framework reserve", m.framework_reserve);
-  row("fragmentation", m.fragmentation);
+  for (const plan::MemoryPart& part : plan::kMemoryParts) {
+    const double bytes = m.*part.bytes;
+    mem.add({part.label, format_bytes(bytes), percent(bytes, m.total())});
+  }
   mem.print(std::cout);
   std::cout << "\n";
 
@@ -106,19 +99,11 @@ void print_text(const Plan& plan, const plan::Estimate& e) {
   TextTable time({"part", "time", "share"});
   time.right_align(1);
   time.right_align(2);
-  auto trow = [&](const char* name, double seconds) {
-    time.add({name, format_seconds(seconds), percent(seconds, t.step())});
-  };
-  trow("forward", t.forward);
-  trow("backward", t.backward);
-  trow("recomputation", t.recompute);
-  trow("optimizer", t.optimizer);
-  trow("tensor-parallel communication", t.tp_communication);
-  trow("pipeline send/receive", t.pp_communication);
-  trow("pipeline bubble", t.pipeline_bubble);
-  trow("data-parallel communication", t.dp_communication);
-  trow("ZeRO-3 parameter gathers", t.zero_gather);
-  if (t.collective_wait > 0) trow("waiting in collectives (shared cores)", t.collective_wait);
+  for (const plan::TimePart& part : plan::kTimeParts) {
+    const double seconds = t.*part.seconds;
+    if (!part.listed_when_zero && !(seconds > 0)) continue;
+    time.add({part.label, format_seconds(seconds), percent(seconds, t.step())});
+  }
   time.print(std::cout);
   if (e.communication.dp_seconds > 0) {
     std::cout << "  data-parallel reduction " << format_seconds(e.communication.dp_seconds)

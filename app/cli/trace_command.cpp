@@ -256,7 +256,7 @@ void run_stats(const StatsOptions& o, Context& ctx) {
   std::optional<calib::RunPrediction> again;
   if (o.predict_again) {
     again = take(calib::predict_recorded_run(ctx.catalog(), *r, o.cluster));
-    options.prediction = again->predicted_step_json;
+    options.prediction = again->predicted_step;
   }
   const RunAnalysis a = take(analyze_run(*r, options));
   if (o.predict_again && !a.prediction)

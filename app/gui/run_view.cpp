@@ -604,8 +604,9 @@ void RunView::startAnalysis() {
     out.world_size = reader.value()->world_size();
     if (auto predicted = reader.value()->meta(trace::kPredictedStepMetaKey)) {
       out.has_prediction = true;
-      const auto j = nlohmann::json::parse(*predicted, nullptr, false);
-      if (j.is_object() && j.contains("plan")) out.predicted_plan_json = j["plan"].dump();
+      // An unreadable one is the analysis's error, said below.
+      auto step = trace::read_predicted_step(*predicted, path + ": meta predicted_step");
+      if (step) out.predicted_plan_json = std::move(step->plan_json);
     }
     out.start_ns = reader.value()->time_range().start_ns;
     if (auto steps = reader.value()->steps()) {
@@ -708,8 +709,8 @@ void RunView::predictAgain() {
     }
     out.cluster = q(prediction->cluster) +
                   (prediction->calibrated ? QStringLiteral(" (calibrated)") : QString());
-    auto compared =
-        trace::compare_with_prediction(*reader.value(), analysis->ranks, prediction->predicted_step_json);
+    auto compared = trace::compare_with_prediction(*reader.value(), analysis->ranks,
+                                                   prediction->predicted_step);
     if (!compared) {
       out.error = q(compared.message());
     } else {

@@ -816,7 +816,9 @@ void TestCalibration::waitInTransferOfAReferenceRun() {
           : (R"({"step_seconds": 0.02, "breakdown": {)" + breakdown + "}}").toStdString();
   cs::trace::StepParts measured;
   measured.parts = {{"communication.tp", tp}, {"communication.dp", dp}, {"wait", 1e-3}};
-  const auto got = cs::calib::wait_in_transfer(json, measured);
+  const auto predicted = cs::trace::read_predicted_step(json, "test");
+  QVERIFY2(predicted, predicted ? "" : predicted.message().c_str());
+  const auto got = cs::calib::wait_in_transfer(*predicted, measured);
   if (fraction < 0) {
     QVERIFY(!got);
     return;

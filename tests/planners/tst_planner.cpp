@@ -8,7 +8,10 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <map>
 #include <stop_token>
+#include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -871,12 +874,32 @@ void TestPlanner::estimateJson() {
   // pipeline bubble waited out inside receives (communication); they add up
   // to the step.
   QVERIFY(e.time.pipeline_bubble > 0);
-  const nlohmann::json step = cs::plan::predicted_step_json(e);
-  const nlohmann::json& c = step["categories"];
-  QCOMPARE(c["other"].get<double>(), 0.0);
-  QVERIFY(c["communication"].get<double>() >= e.time.pipeline_bubble);
-  QVERIFY(qFuzzyCompare(c["compute"].get<double>() + c["communication"].get<double>(),
-                        e.time.step()));
+  const cs::trace::PredictedStep step = cs::plan::predicted_step(e);
+  const std::map<std::string, double>& c = step.categories;
+  QCOMPARE(c.at("other"), 0.0);
+  QVERIFY(c.at("communication") >= e.time.pipeline_bubble);
+  QVERIFY(qFuzzyCompare(c.at("compute") + c.at("communication"), e.time.step()));
+  QCOMPARE(step.step_seconds, e.time.step());
+
+  // The keys earlier versions stored (readers of old stores expect them),
+  // and the same figures back from the text.
+  const nlohmann::json stored = cs::trace::to_json(step);
+  std::vector<std::string> keys, parts;
+  for (const auto& [key, value] : stored.items())
+    keys.push_back(key);
+  for (const auto& [key, value] : stored["breakdown"].items())
+    parts.push_back(key);
+  QCOMPARE(keys, (std::vector<std::string>{"breakdown", "categories", "step_seconds"}));
+  QCOMPARE(parts,
+           (std::vector<std::string>{"bubble", "communication.dp", "communication.pp",
+                                     "communication.tp", "compute.activation", "compute.attention",
+                                     "compute.elementwise", "compute.gemm", "compute.loss",
+                                     "compute.norm", "idle", "optimizer", "wait"}));
+  auto back = cs::trace::read_predicted_step(stored.dump(), "estimate");
+  QVERIFY2(back, back ? "" : back.message().c_str());
+  QCOMPARE(back->step_seconds, step.step_seconds);
+  QCOMPARE(back->categories, step.categories);
+  QCOMPARE(back->breakdown, step.breakdown);
 }
 
 // --- Search

@@ -1,0 +1,106 @@
+#include "core/predicted_step.h"
+
+#include <nlohmann/json.hpp>
+
+#include "core/json_reader.h"
+#include "core/json_text.h"
+
+namespace cs::trace {
+
+using nlohmann::json;
+
+namespace {
+
+struct Group {
+  const char* key;
+  std::map<std::string, double> PredictedStep::*member;
+};
+constexpr Group kGroups[] = {{"categories", &PredictedStep::categories},
+                             {"parts", &PredictedStep::parts},
+                             {"breakdown", &PredictedStep::breakdown}};
+
+}  // namespace
+
+json to_json(const PredictedStep& p) {
+  json j = {{"step_seconds", p.step_seconds}};
+  for (const Group& g : kGroups) {
+    if (!(p.*g.member).empty()) j[g.key] = p.*g.member;
+  }
+  if (p.cluster) j["cluster"] = *p.cluster;
+  if (p.calibrated) j["calibrated"] = *p.calibrated;
+  if (p.workload) j["workload"] = *p.workload;
+  if (p.notes) j["notes"] = *p.notes;
+  if (!p.plan_json.empty()) {
+    // plan_json is an object's text by contract; anything else is left out
+    // rather than written as a store that does not read.
+    json plan = json::parse(p.plan_json, nullptr, /*allow_exceptions=*/false);
+    if (plan.is_object()) j["plan"] = std::move(plan);
+  }
+  if (p.machine_probe)
+    j[std::string(kMachineProbeMetaKey)] = json::parse(machine_probe_json(*p.machine_probe));
+  return j;
+}
+
+Result<PredictedStep> read_predicted_step(std::string_view text, std::string_view where) {
+  const std::string at(where);
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const json::exception& e) {
+    return Error{at + ": not valid JSON: " + e.what()};
+  }
+  if (!j.is_object()) return Error{at + ": must be a JSON object"};
+  PredictedStep p;
+  if (!j.contains("step_seconds") || !j["step_seconds"].is_number())
+    return Error{at + ": /step_seconds: must be a number"};
+  p.step_seconds = j["step_seconds"].get<double>();
+  for (const Group& g : kGroups) {
+    if (!j.contains(g.key)) continue;
+    const std::string pointer = json_pointer_append("", g.key);
+    if (!j[g.key].is_object()) return Error{at + ": " + pointer + ": must be an object"};
+    for (const auto& [key, value] : j[g.key].items()) {
+      if (!value.is_number())
+        return Error{at + ": " + json_pointer_append(pointer, key) +
+                     ": must be a number of seconds"};
+      (p.*g.member)[key] = value.get<double>();
+    }
+  }
+  // The calibration's fields: each optional, each of one type.
+  auto text_field = [&](const char* key, std::optional<std::string>& out) -> Status {
+    if (!j.contains(key)) return {};
+    if (!j[key].is_string()) return Error{at + ": /" + key + ": must be text"};
+    out = j[key].get<std::string>();
+    return {};
+  };
+  if (Status s = text_field("cluster", p.cluster); !s) return s.error();
+  if (Status s = text_field("workload", p.workload); !s) return s.error();
+  if (j.contains("calibrated")) {
+    if (!j["calibrated"].is_boolean()) return Error{at + ": /calibrated: must be true or false"};
+    p.calibrated = j["calibrated"].get<bool>();
+  }
+  if (j.contains("notes")) {
+    const json& notes = j["notes"];
+    if (!notes.is_array()) return Error{at + ": /notes: must be a list of text"};
+    p.notes.emplace();
+    for (std::size_t i = 0; i < notes.size(); ++i) {
+      if (!notes[i].is_string())
+        return Error{at + ": /notes/" + std::to_string(i) + ": must be text"};
+      p.notes->push_back(notes[i].get<std::string>());
+    }
+  }
+  if (j.contains("plan")) {
+    if (!j["plan"].is_object()) return Error{at + ": /plan: must be an object"};
+    p.plan_json = json_text(j["plan"]);
+  }
+  const std::string probe_key(kMachineProbeMetaKey);
+  if (j.contains(probe_key)) {
+    auto probe = machine_probe_from_json(json_text(j[probe_key]), at + ": /" + probe_key);
+    if (probe)
+      p.machine_probe = std::move(probe).value();
+    else
+      p.machine_probe_error = probe.message();
+  }
+  return p;
+}
+
+}  // namespace cs::trace

@@ -1,0 +1,63 @@
+#pragma once
+// A run store's meta "predicted_step" (docs/trace-schema.md): the planner's
+// estimate of one training step, kept with the run so that its analyses can
+// hold the measurement against the plan. The one form its writers (the
+// planner, the calibration's prediction of a run) and its readers (the trace
+// analyses, the calibration, the app) share; its JSON keys are those every
+// earlier version wrote, so their stores still read.
+
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "core/machine_probe.h"
+#include "core/result.h"
+
+namespace cs::trace {
+
+inline constexpr const char* kPredictedStepMetaKey = "predicted_step";
+
+struct PredictedStep {
+  double step_seconds = 0;
+  // Seconds per step by name, each group optional in the JSON:
+  // - categories: as the step breakdown measures them (compute,
+  //   communication, memory, synchronization, other);
+  // - parts: measured by the annotation ranges named exactly like them;
+  // - breakdown: as measure_step_parts names them (compute.<kind>,
+  //   optimizer, communication.tp / .dp / .pp, wait, bubble, idle).
+  std::map<std::string, double> categories;
+  std::map<std::string, double> parts;
+  std::map<std::string, double> breakdown;
+
+  // What the calibration's prediction of a run adds (calib::predict_run);
+  // absent from a bare planner prediction and from hand-written stores.
+  std::optional<std::string> cluster;  // the cluster preset predicted on
+  std::optional<bool> calibrated;
+  std::optional<std::string> workload;  // its display name
+  std::optional<std::vector<std::string>> notes;
+  // The plan document predicted (the engines' shape on the calibrated
+  // cluster), as JSON text of an object; empty when there is none. Text,
+  // not a Plan: reading a plan needs the presets, and the app only draws it.
+  std::string plan_json;
+  // The machine probe as the predicted cluster says it takes. An unreadable
+  // one does not make the prediction unreadable (the comparison stands
+  // without it): machine_probe is then empty and machine_probe_error says why.
+  std::optional<MachineProbe> machine_probe;
+  std::string machine_probe_error;
+};
+
+// The JSON the store keeps: only the keys that are set (groups that are
+// empty and optional fields unset are left out).
+nlohmann::json to_json(const PredictedStep& step);
+
+// Reads and checks the JSON of meta "predicted_step". An error names
+// `where` ("run.db: meta predicted_step") and the JSON pointer of the bad
+// field ("/breakdown/compute.gemm: must be a number of seconds"). Keys it
+// does not know are passed over: a newer writer may add some.
+Result<PredictedStep> read_predicted_step(std::string_view text, std::string_view where);
+
+}  // namespace cs::trace
