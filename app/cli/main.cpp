@@ -92,6 +92,9 @@ int main(int argc, char** argv) {
     return 2;
   } catch (const cs::cli::CliExitCode& e) {
     return output_written(e.code);
+  } catch (const cs::cli::UsageError& e) {
+    std::cerr << "clusterscope: error: " << e.what() << " (see --help)\n";
+    return 2;
   } catch (const cs::cli::CliError& e) {
     std::cerr << "clusterscope: error: " << e.what() << '\n';
     return 1;

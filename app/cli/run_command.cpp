@@ -359,6 +359,25 @@ void merge_only(const launch::RunSpec& spec, bool json) {
   }
 }
 
+// The flags that only shape a launch. --merge-only starts nothing, so these
+// were ignored without a word; the plan's flags, --ranks, --out, --title,
+// --backend (the prediction recorded) and --json are what a merge uses.
+void refuse_launch_flags(CLI::App& command) {
+  std::string given;
+  for (const char* name : {"--steps", "--threads", "--lr", "--seed", "--hostfile", "--hang-timeout",
+                           "--slurm", "--slurm-partition", "--slurm-account", "--slurm-time",
+                           "--slurm-nodes", "--slurm-cpus-per-task", "--slurm-script"}) {
+    if (command.get_option(name)->count() > 0)
+      given += (given.empty() ? "" : ", ") + std::string(name);
+  }
+  if (!given.empty()) {
+    throw UsageError("--merge-only only merges an existing run's rank stores: " + given +
+                     (given.find(',') == std::string::npos ? " applies" : " apply") +
+                     " to launching a run (leave " +
+                     (given.find(',') == std::string::npos ? "it" : "them") + " out)");
+  }
+}
+
 void run(RunOptions& o, Context& ctx, const std::string& command_line) {
   const PresetCatalog& catalog = ctx.catalog();
   if (!o.hostfile.empty() && o.slurm) throw CliError("--hostfile and --slurm exclude each other");
@@ -526,11 +545,15 @@ void register_run(CLI::App& app, Context& ctx) {
       ->check(non_negative_number())
       ->capture_default_str();
   cmd->add_flag("--merge-only", options->merge_only,
-                "Start nothing: merge the rank stores a run left (e.g. a Slurm job) into --out");
+                "Start nothing: merge the rank stores a run left (e.g. a Slurm job) into --out; "
+                "give the run's plan (its flags or --plan), not the flags of a launch");
   cmd->add_flag("--keep-rank-stores", options->keep_rank_stores,
                 "Keep the per-rank stores after merging them");
   add_json_flag(*cmd, options->json);
-  cmd->callback([options, &ctx] { run(*options, ctx, own_command_line()); });
+  cmd->callback([options, &ctx, cmd] {
+    if (options->merge_only) refuse_launch_flags(*cmd);
+    run(*options, ctx, own_command_line());
+  });
 }
 
 }  // namespace cs::cli

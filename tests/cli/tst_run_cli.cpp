@@ -66,6 +66,8 @@ class TestRunCli : public QObject {
   void mergeTellsRunsApart();
   void mergeTakesTheWorstEnding_data();
   void mergeTakesTheWorstEnding();
+  void mergeOnlyRefusesLaunchFlags_data();
+  void mergeOnlyRefusesLaunchFlags();
 
  private:
   QTemporaryDir dir_;
@@ -626,6 +628,35 @@ void TestRunCli::mergeTakesTheWorstEnding() {
   const QJsonArray losses = QJsonDocument::fromJson(info_json.out.toUtf8())["losses"].toArray();
   QCOMPARE(losses.size(), 1);
   QCOMPARE(losses[0].toString(), lost);
+}
+
+void TestRunCli::mergeOnlyRefusesLaunchFlags_data() {
+  QTest::addColumn<QStringList>("args");
+  QTest::addColumn<QString>("named");  // the flags the message names
+  QTest::addRow("steps") << QStringList{"--steps", "5"} << "--steps applies";
+  QTest::addRow("threads and seed")
+      << QStringList{"--threads", "2", "--seed", "3"} << "--threads, --seed apply";
+  QTest::addRow("learning rate") << QStringList{"--lr", "0.1"} << "--lr applies";
+  QTest::addRow("hostfile") << QStringList{"--hostfile", "hosts"} << "--hostfile applies";
+  QTest::addRow("hang timeout") << QStringList{"--hang-timeout", "0"} << "--hang-timeout applies";
+  QTest::addRow("slurm") << QStringList{"--slurm", "--slurm-partition", "gpu"}
+                         << "--slurm, --slurm-partition apply";
+}
+
+// --merge-only starts nothing: the flags of a launch are refused (exit 2,
+// naming them) instead of ignored, before anything is read or written.
+void TestRunCli::mergeOnlyRefusesLaunchFlags() {
+  QFETCH(QStringList, args);
+  QFETCH(QString, named);
+  const QString store = dir_.filePath("merge-flags/run.db");
+  const Run r =
+      run_cli(QStringList{"run", "--merge-only", "--dp", "2", "--out", store} + tiny() + args);
+  QCOMPARE(r.exit_code, 2);
+  QVERIFY2(r.err.contains("--merge-only only merges an existing run's rank stores: " + named +
+                          " to launching a run"),
+           qPrintable(r.err));
+  QVERIFY(!QFile::exists(store));
+  QVERIFY(!QFile::exists(dir_.filePath("merge-flags/run.plan.json")));
 }
 
 QTEST_GUILESS_MAIN(TestRunCli)
