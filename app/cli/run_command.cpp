@@ -458,8 +458,12 @@ void run(RunOptions& o, Context& ctx, const std::string& command_line) {
   launch::Launcher launcher(spec, [&progress](const LaunchEvent& e) { progress.on_event(e); });
   launch::RunReport report;
   {
-    const CancelOnSignal cancel_on_signal([&launcher] { launcher.cancel(); },
-                                          "stopping the run (every rank closes its store)...");
+    // A second Ctrl-C (or SIGTERM) while the ranks are still closing their
+    // stores kills them: what their stores had committed is merged still.
+    const CancelOnSignal cancel_on_signal(
+        [&launcher] { launcher.cancel(); },
+        "stopping the run (every rank closes its store)... (interrupt again to kill the ranks)",
+        [&launcher] { launcher.kill(); }, "killing the ranks (SIGKILL)...");
     take(launcher.start());
     report = launcher.wait();
   }
@@ -501,6 +505,9 @@ void run(RunOptions& o, Context& ctx, const std::string& command_line) {
           std::string(report.outcome == launch::Outcome::cancelled
                           ? "the run was cancelled"
                           : "the run " + std::string(to_string(report.outcome))) +
+          (report.killed ? ": the ranks were killed on a second interrupt (the run store holds "
+                           "the steps their stores had committed)"
+                         : "") +
           (report.failure ? " (rank " + std::to_string(report.failure->rank) + ")" : ""));
   }
 }
