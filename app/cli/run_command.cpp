@@ -56,7 +56,8 @@ struct RunPlanOptions {
 
   void add_to(CLI::App& command) {
     command.add_option("--plan", plan_file,
-                       "Plan JSON file (cluster, workload, parallel, precision)");
+                       "Plan JSON file (cluster, workload, parallel, precision; - reads standard "
+                       "input)");
     cluster.add_to(command, false);
     model.add_to(command);
     command.add_option("--dp", dp, "Data-parallel replicas")->check(positive_number());
@@ -77,8 +78,8 @@ struct RunPlanOptions {
   Plan resolve(const PresetCatalog& catalog, std::optional<int> ranks) const {
     Plan plan;
     if (!plan_file.empty()) {
-      auto j = take(read_json_file(plan_file));
-      plan = take(plan_from_json(j, plan_file, &catalog));
+      auto j = take(read_document(plan_file, "--plan"));
+      plan = take(plan_from_json(j, document_name(plan_file), &catalog));
       apply_over_document(plan, cluster, model, catalog);
     } else {
       ClusterOptions c = cluster;
@@ -117,8 +118,8 @@ struct RunPlanOptions {
       plan.precision = PrecisionPlan::for_compute(*parsed);
     }
     // The same rules as a plan file.
-    return take(
-        plan_from_json(to_json(plan), plan_file.empty() ? "command line" : plan_file, &catalog));
+    return take(plan_from_json(
+        to_json(plan), plan_file.empty() ? "command line" : document_name(plan_file), &catalog));
   }
 };
 
