@@ -45,6 +45,9 @@ class TestCli : public QObject {
   void calcText();
   void standardInputDocuments_data();
   void standardInputDocuments();
+  void jsonErrorOnStandardOutput_data();
+  void jsonErrorOnStandardOutput();
+  void jsonErrorAfterAReport();
 };
 
 void TestCli::exitCodes_data() {
@@ -530,6 +533,63 @@ void TestCli::standardInputDocuments() {
   QVERIFY2(r.err.contains(stderr_has), qPrintable(r.err));
   if (args.contains(file))
     QVERIFY2(r.out.contains(file + ": valid parallel_plan"), qPrintable(r.out));
+}
+
+void TestCli::jsonErrorOnStandardOutput_data() {
+  QTest::addColumn<QStringList>("args");
+  QTest::addColumn<int>("code");
+  QTest::addColumn<QString>("message");  // on stderr, and in the JSON's "error"
+  QTest::addRow("plan of an unknown model")
+      << QStringList{"plan", "--cluster", "dgx-h100-8", "--model", "llama9", "--json"} << 1
+      << "unknown model preset";
+  QTest::addRow("trace info of a missing file")
+      << QStringList{"trace", "info", "/nonexistent/run.db", "--json"} << 1
+      << "/nonexistent/run.db";
+  QTest::addRow("usage error of a recognised command")
+      << QStringList{"plan", "--json", "--tp", "0"} << 2 << "--tp: must be > 0";
+  QTest::addRow("standard input twice")
+      << QStringList{"validate", "-", "-", "--json"} << 2 << "validate -: standard input is read";
+}
+
+// Under --json, a failure is a JSON object on stdout too (a script parsing
+// stdout got nothing); the text stays on stderr.
+void TestCli::jsonErrorOnStandardOutput() {
+  QFETCH(QStringList, args);
+  QFETCH(int, code);
+  QFETCH(QString, message);
+  cs::test::ProcessOptions options;
+  options.input = "{}";
+  const Run r = run_cli(args, options);
+  QCOMPARE(r.exit_code, code);
+  QVERIFY2(r.err.contains("clusterscope: error: " + message), qPrintable(r.err));
+  QJsonParseError parse{};
+  const QJsonObject j = QJsonDocument::fromJson(r.out.toUtf8(), &parse).object();
+  QVERIFY2(parse.error == QJsonParseError::NoError, qPrintable(r.out));
+  QCOMPARE(j.size(), 2);
+  QCOMPARE(j["exit_code"].toInt(), code);
+  const QString error = j["error"].toString();
+  QVERIFY2(!error.isEmpty() && error.contains(message), qPrintable(r.out));
+  QVERIFY2(r.err.contains(error), qPrintable(r.err + "\n" + error));
+  // Without --json, stdout stays empty.
+  QStringList text_args = args;
+  text_args.removeAll("--json");
+  const Run text = run_cli(text_args, options);
+  QCOMPARE(text.exit_code, code);
+  QVERIFY2(text.out.isEmpty(), qPrintable(text.out));
+}
+
+// A plan that cannot run prints its own report (with "problems") before it
+// fails: stdout stays that one document, with no error object after it.
+void TestCli::jsonErrorAfterAReport() {
+  const Run r =
+      run_cli({"plan", "--cluster", "dgx-h100-8", "--model", "llama2-7b", "--tp", "3", "--json"});
+  QCOMPARE(r.exit_code, 1);
+  QJsonParseError parse{};
+  const QJsonObject j = QJsonDocument::fromJson(r.out.toUtf8(), &parse).object();
+  QVERIFY2(parse.error == QJsonParseError::NoError, qPrintable(r.out));
+  QCOMPARE(j["valid"].toBool(true), false);
+  QVERIFY(!j.contains("error"));
+  QVERIFY2(r.err.contains("clusterscope: error: the plan cannot run"), qPrintable(r.err));
 }
 
 QTEST_GUILESS_MAIN(TestCli)
