@@ -268,6 +268,10 @@ Result<nlohmann::json> read_json_file(const std::string& path) {
   if (std::filesystem::is_directory(path, ec)) return Error{path + ": is a folder, not a JSON file"};
   std::ifstream in(path, std::ios::binary);
   if (!in) return Error{path + ": cannot open file"};
+  return read_json_stream(in, path);
+}
+
+Result<nlohmann::json> read_json_stream(std::istream& in, const std::string& path) {
   // Read in pieces up to a bound: a device such as /dev/zero never ends.
   constexpr std::size_t kMaxBytes = std::size_t{512} << 20;
   std::string text;

@@ -9,6 +9,7 @@
 // nlohmann/json_fwd.hpp instead).
 
 #include <initializer_list>
+#include <iosfwd>
 #include <limits>
 #include <string>
 #include <string_view>
@@ -119,5 +120,8 @@ std::string json_error_text(const nlohmann::json::exception& e);
 
 // Reads a JSON file; errors name the file and, for a syntax error, the line and column.
 Result<nlohmann::json> read_json_file(const std::string& path);
+// Reads a JSON document from `in` to its end (standard input), with the
+// checks of a file; errors name it as `name` ("standard input:3:7: ...").
+Result<nlohmann::json> read_json_stream(std::istream& in, const std::string& name);
 
 }  // namespace cs

@@ -845,6 +845,12 @@ Result<std::vector<DocumentKind>> validate_file(const std::string& path,
                                                 const PresetCatalog* catalog) {
   auto j = read_json_file(path);
   if (!j) return j.error();
+  return validate_json(*j, path, catalog);
+}
+
+Result<std::vector<DocumentKind>> validate_json(const json& document, const std::string& path,
+                                                const PresetCatalog* catalog) {
+  const json* j = &document;
   std::vector<DocumentKind> kinds;
   std::string errors;
   auto check = [&](const json& doc, const std::string& root) {

@@ -77,6 +77,10 @@ Result<AnyDocument> document_from_json(const nlohmann::json& j, std::string_view
 // Returns the kinds found, or every problem found, one line each.
 Result<std::vector<DocumentKind>> validate_file(const std::string& path,
                                                 const PresetCatalog* catalog);
+// The same for a document already read; `path` names it in the messages.
+Result<std::vector<DocumentKind>> validate_json(const nlohmann::json& document,
+                                                const std::string& path,
+                                                const PresetCatalog* catalog);
 
 // Writes JSON to a file, pretty-printed, atomically (temporary file + rename).
 Status write_json_file(const std::string& path, const nlohmann::json& j);

@@ -494,6 +494,8 @@ struct Launcher::State {
   bool started = false;
   bool done = false;
   std::atomic<bool> cancel_requested{false};
+  std::atomic<bool> kill_requested{false};
+  bool killed = false;  // by kill_requested (monitor thread)
   std::thread thread;
   // The validated hostfile written to the temporary folder when the run has
   // no store to sit beside; removed when the run ends.
@@ -710,7 +712,7 @@ struct Launcher::State {
       if (child.pid > 0) ::kill(child.pid, SIGTERM);
     } else if (stop == Stop::terminating && Clock::now() > stop_deadline) {
       stop = Stop::killed;
-      force_kill();
+      force_kill("the job did not end 10 s after SIGTERM: killed it (SIGKILL)");
     }
   }
 
@@ -742,11 +744,11 @@ struct Launcher::State {
            fs::path(program).filename() == fs::path(spec.worker).filename();
   }
 
-  void force_kill() {
+  void force_kill(const std::string& why) {
     if (child.pid > 0) ::kill(-child.pid, SIGKILL);
     for (const auto& [rank, pid] : local_ranks())
       ::kill(static_cast<pid_t>(pid), SIGKILL);
-    note("the job did not end 10 s after SIGTERM: killed it (SIGKILL)");
+    note(why);
   }
 
   // A process's state letter from /proc ('R', 'S', 'T' stopped, 'Z' a
@@ -900,6 +902,14 @@ struct Launcher::State {
         break;
       }
       if (reaped) continue;
+      // Before the cancel below: both asked at once, the job is killed
+      // without first being told to close.
+      if (kill_requested && stop != Stop::killed) {
+        cancel_requested = true;  // reported and merged as a cancelled run
+        stop = Stop::killed;
+        killed = true;
+        force_kill("killed the job at once, as asked (SIGKILL), without waiting for the ranks");
+      }
       if (cancel_requested && stop == Stop::none) {
         request_stop("cancelling: every rank closes its store, then the job ends");
       }
@@ -942,6 +952,7 @@ struct Launcher::State {
       r.mpirun_lines = mpirun_lines;
       r.ranks = ranks;
     }
+    r.killed = killed;
     const bool all_done = std::all_of(r.ranks.begin(), r.ranks.end(), [](const RankStatus& s) {
       return s.state == RankState::done;
     });
@@ -1272,6 +1283,10 @@ Status Launcher::start() {
 
 void Launcher::cancel() {
   state_->cancel_requested = true;
+}
+
+void Launcher::kill() {
+  state_->kill_requested = true;
 }
 
 bool Launcher::finished() const {

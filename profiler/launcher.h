@@ -189,6 +189,7 @@ struct RunReport {
   std::string merge_note;                 // about the merge: missing ranks, or why none
   std::string slurm_script;               // Slurm: the script written
   std::string slurm_job;                  // Slurm: the job id sbatch gave
+  bool killed = false;                    // ended by kill(), before the ranks had stopped
 };
 
 class Launcher {
@@ -208,6 +209,12 @@ class Launcher {
   // Asks the run to stop: every rank closes its store (SIGUSR1, which mpirun
   // forwards), then SIGTERM ends the job (SIGKILL if that fails).
   void cancel();
+  // Ends the run now, without the grace a cancel gives: SIGKILL to mpirun's
+  // process group and to the ranks on this host, as a stop does when the
+  // grace has passed. For a second Ctrl-C while a cancel is still waiting on
+  // the ranks. The rank stores keep what they had committed, and are merged
+  // as a cancelled run's are (RunReport::killed says so).
+  void kill();
   bool finished() const;
   // Blocks until the run has ended and its stores are merged.
   RunReport wait();

@@ -2,6 +2,7 @@
 // A test's run of one of the product's programs to its end: its exit code
 // and what it printed. Each suite's target defines CS_BIN_DIR.
 
+#include <QByteArray>
 #include <QProcess>
 #include <QProcessEnvironment>
 #include <QString>
@@ -20,6 +21,7 @@ struct ProcessOptions {
   QString dir;  // the working directory; the test's own when empty
   QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
   int timeout_ms = 120000;  // past it the whole suite stops: a hang is a failure
+  QByteArray input;         // written to its standard input, then closed (not null)
 };
 
 inline ProcessRun run_process(const QString& program, const QStringList& args,
@@ -28,6 +30,10 @@ inline ProcessRun run_process(const QString& program, const QStringList& args,
   p.setProcessEnvironment(options.env);
   if (!options.dir.isEmpty()) p.setWorkingDirectory(options.dir);
   p.start(program, args);
+  if (!options.input.isNull()) {
+    p.write(options.input);
+    p.closeWriteChannel();
+  }
   if (!p.waitForFinished(options.timeout_ms))
     qFatal("%s %s did not finish", qPrintable(program), qPrintable(args.value(0)));
   return {p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1,

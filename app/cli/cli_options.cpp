@@ -1,6 +1,7 @@
 #include "app/cli/cli_options.h"
 
 #include <filesystem>
+#include <iostream>
 #include <limits>
 #include <sstream>
 
@@ -69,15 +70,33 @@ int samples_per_step(const ParallelPlan& p) {
 // (read_json_file) rather than "unknown preset".
 bool looks_like_file(const std::string& argument) {
   std::error_code ec;
-  return std::filesystem::is_regular_file(argument, ec) ||
+  return argument == "-" || std::filesystem::is_regular_file(argument, ec) ||
          std::filesystem::is_directory(argument, ec) ||
          (argument.size() > 5 && argument.ends_with(".json"));
 }
 
+std::string document_name(const std::string& source) {
+  return source == "-" ? "standard input" : source;
+}
+
+Result<nlohmann::json> read_document(const std::string& source, const std::string& flag) {
+  if (source != "-") return read_json_file(source);
+  // One process, one command: the flag that took standard input first.
+  static std::string taken_by;
+  if (!taken_by.empty()) {
+    throw UsageError(flag + " -: standard input is read for " + taken_by +
+                     " already, and it can be read once");
+  }
+  taken_by = flag;
+  return read_json_stream(std::cin, document_name(source));
+}
+
 void ClusterOptions::add_to(CLI::App& command, bool positional) {
-  const char* what = "Cluster: a preset name (see `clusterscope presets clusters`), "
-                     "\"this-machine\", or a cluster JSON file";
+  const char* what =
+      "Cluster: a preset name (see `clusterscope presets clusters`), "
+      "\"this-machine\", or a cluster JSON file (- reads standard input)";
   if (positional) {
+    given_as = "cluster";
     command.add_option("cluster", cluster, what);
   } else {
     command.add_option("--cluster", cluster, what);
@@ -100,12 +119,13 @@ Cluster ClusterOptions::resolve(const PresetCatalog& catalog) const {
   Cluster c;
   if (!cluster.empty()) {
     if (looks_like_file(cluster)) {
-      auto j = take(read_json_file(cluster));
+      auto j = take(read_document(cluster, given_as));
+      const std::string name = document_name(cluster);
       // A plan file carries its cluster inside.
       if (j.is_object() && j.contains("parallel") && j.contains("cluster")) {
-        c = take(plan_from_json(j, cluster, &catalog)).cluster;
+        c = take(plan_from_json(j, name, &catalog)).cluster;
       } else {
-        c = take(cluster_from_json(j, cluster, &catalog));
+        c = take(cluster_from_json(j, name, &catalog));
       }
     } else {
       c = take(catalog.cluster(cluster));
@@ -189,8 +209,10 @@ Cluster ClusterOptions::apply(Cluster c, const PresetCatalog& catalog, bool inli
 }
 
 void ModelOptions::add_to(CLI::App& command) {
-  command.add_option("--model", model,
-                     "Model: a preset name (see `clusterscope presets models`) or a workload JSON file");
+  command.add_option(
+      "--model", model,
+      "Model: a preset name (see `clusterscope presets models`) or a workload JSON file "
+      "(- reads standard input)");
   command.add_option("--layers", layers, "Transformer layers")->check(positive_int());
   command.add_option("--hidden", hidden, "Hidden size")->check(positive_int());
   command.add_option("--heads", heads, "Attention heads")->check(positive_int());
@@ -213,11 +235,12 @@ Workload ModelOptions::resolve(const PresetCatalog& catalog) const {
   Workload w;
   if (!model.empty()) {
     if (looks_like_file(model)) {
-      auto j = take(read_json_file(model));
+      auto j = take(read_document(model, "--model"));
+      const std::string name = document_name(model);
       if (j.is_object() && j.contains("parallel") && j.contains("workload")) {
-        w = take(plan_from_json(j, model, &catalog)).workload;
+        w = take(plan_from_json(j, name, &catalog)).workload;
       } else {
-        w = take(workload_from_json(j, model));
+        w = take(workload_from_json(j, name));
       }
     } else if (const Workload* preset = catalog.find_model(model)) {
       w = *preset;
@@ -286,7 +309,8 @@ void apply_over_document(Plan& plan, const ClusterOptions& cluster, const ModelO
 void PlanOptions::add_to(CLI::App& command) {
   command.add_option(
       "--plan", plan_file,
-      "Plan JSON document (cluster, workload, parallel, precision); flags override it");
+      "Plan JSON document (cluster, workload, parallel, precision; - reads standard input); "
+      "flags override it");
   command.add_option("--tp", tp, "Tensor-parallel degree")->check(positive_int());
   command.add_option("--pp", pp, "Pipeline stages")->check(positive_int());
   command.add_option("--dp", dp, "Data-parallel replicas (default: the GPUs left by tp x pp)")
@@ -327,17 +351,18 @@ Plan PlanOptions::resolve(const PresetCatalog& catalog, const ClusterOptions& cl
                           const ModelOptions& model_options) const {
   Plan plan;
   const bool from_file = !plan_file.empty();
+  const std::string plan_name = document_name(plan_file);
   // A plan document without a global batch takes its gradient accumulation
   // (1 when it names none) x dp x micro-batch, after the flags (--dp 8 over
   // such a file asked for a batch of 1 before; its accumulation was lost).
   bool file_sets_global_batch = false;
   std::int64_t file_accumulation = 1;
   if (from_file) {
-    const nlohmann::json document = take(read_json_file(plan_file));
+    const nlohmann::json document = take(read_document(plan_file, "--plan"));
     const auto parallel = document.find("parallel");
     file_sets_global_batch = parallel != document.end() &&
                              (!parallel->is_object() || parallel->contains("global_batch"));
-    plan = take(plan_from_json(document, plan_file, &catalog));
+    plan = take(plan_from_json(document, plan_name, &catalog));
     file_accumulation = std::max(plan.parallel.gradient_accumulation(), 1);
     apply_over_document(plan, cluster_options, model_options, catalog);
   } else {
@@ -370,7 +395,7 @@ Plan PlanOptions::resolve(const PresetCatalog& catalog, const ClusterOptions& cl
     // instead turned --tp 2 over a dp-4 plan on 32 GPUs into dp 16).
     const std::int64_t model_parallel = std::max<std::int64_t>(std::int64_t{p.tp} * p.pp, 1);
     if (file_gpus % model_parallel != 0) {
-      throw CliError(plan_file + " runs on " + std::to_string(file_gpus) + " GPUs (" + file_layout +
+      throw CliError(plan_name + " runs on " + std::to_string(file_gpus) + " GPUs (" + file_layout +
                      "), which tp " + std::to_string(p.tp) + " x pp " + std::to_string(p.pp) +
                      " does not divide: give --dp");
     }
@@ -385,9 +410,9 @@ Plan PlanOptions::resolve(const PresetCatalog& catalog, const ClusterOptions& cl
   } else if (!file_sets_global_batch) {
     const std::int64_t global = file_accumulation * samples_per_step(p);
     if (global > std::numeric_limits<int>::max()) {
-      throw CliError(plan_file + ": gradient_accumulation x dp x micro-batch = " +
-                     std::to_string(global) + " sequences per step: more than " +
-                     std::to_string(std::numeric_limits<int>::max()));
+      throw CliError(
+          plan_name + ": gradient_accumulation x dp x micro-batch = " + std::to_string(global) +
+          " sequences per step: more than " + std::to_string(std::numeric_limits<int>::max()));
     }
     p.global_batch = static_cast<int>(global);
   }

@@ -7,6 +7,8 @@
 #include <optional>
 #include <string>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "core/plans.h"
 #include "core/presets.h"
 
@@ -45,6 +47,7 @@ struct ClusterOptions {
   std::string intra_link;
   std::string inter_link;
   std::optional<double> price_per_gpu_hour;
+  std::string given_as = "--cluster";  // the option that names it, for messages
 
   // positional: the cluster is the first positional argument (describe);
   // otherwise it is given with --cluster.
@@ -107,7 +110,16 @@ struct PlanOptions {
                const ModelOptions& model) const;
 };
 
-// True when the argument names an existing file or ends in ".json".
+// True when the argument names an existing file, ends in ".json", or is
+// "-" (standard input).
 bool looks_like_file(const std::string& argument);
+
+// "-" in place of a JSON file names standard input, which can be read once.
+// How messages name a document: its path, or "standard input".
+std::string document_name(const std::string& source);
+// The JSON document `source` names: a file, or standard input for "-".
+// Standard input named a second time (`flag` and the first one's are said)
+// is a UsageError; other failures come back as the Result's message.
+Result<nlohmann::json> read_document(const std::string& source, const std::string& flag);
 
 }  // namespace cs::cli

@@ -20,6 +20,13 @@ struct CliError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// A command line that asks for something the command cannot do (flags that
+// exclude each other, found after parsing): main() prints it as CLI11's own
+// usage errors, with exit status 2.
+struct UsageError : CliError {
+  using CliError::CliError;
+};
+
 // Ends the program with `code`; the command has already said why (e.g. the
 // exit status of a program it ran).
 struct CliExitCode {

@@ -5,8 +5,10 @@
 #include <iostream>
 
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 
 #include "app/cli/context.h"
+#include "core/json_text.h"
 
 namespace {
 
@@ -20,6 +22,46 @@ int output_written(int code) {
     return code == 0 ? 1 : code;
   }
   return code;
+}
+
+// Passes everything on to stdout's own buffer, noting whether anything was
+// written: a failing command under --json says so on stdout only when it
+// printed nothing there (a report followed by an error stays one document).
+class WatchedOutput : public std::streambuf {
+ public:
+  explicit WatchedOutput(std::streambuf* target) : target_(target) {}
+  bool written() const { return written_; }
+  std::streambuf* target() const { return target_; }
+
+ protected:
+  int overflow(int c) override {
+    if (traits_type::eq_int_type(c, traits_type::eof())) return traits_type::not_eof(c);
+    written_ = true;
+    return target_->sputc(traits_type::to_char_type(c));
+  }
+  std::streamsize xsputn(const char* s, std::streamsize n) override {
+    if (n > 0) written_ = true;
+    return target_->sputn(s, n);
+  }
+  int sync() override { return target_->pubsync(); }
+
+ private:
+  std::streambuf* target_;
+  bool written_ = false;
+};
+
+// The failure as JSON on stdout, where the command that failed was given
+// --json and printed nothing yet: a script that parses stdout learns why.
+// The text on stderr stays.
+void print_json_error(CLI::App& app, const WatchedOutput& out, const std::string& message,
+                      int code) {
+  CLI::App* command = &app;
+  while (!command->get_subcommands().empty())
+    command = command->get_subcommands().front();
+  if (command == &app || out.written()) return;
+  const CLI::Option* json = command->get_option_no_throw("--json");
+  if (!json || json->count() == 0) return;
+  std::cout << cs::json_text(nlohmann::json{{"error", message}, {"exit_code", code}}, 2) << '\n';
 }
 
 // The first word that is not an option, where `command` takes a subcommand,
@@ -75,6 +117,14 @@ int main(int argc, char** argv) {
   cs::cli::register_calibrate(app, ctx);
   cs::cli::register_calc(app, ctx);
 
+  WatchedOutput watched(std::cout.rdbuf());
+  std::cout.rdbuf(&watched);
+  // Put back before `watched` goes, for the flush at exit.
+  struct Restore {
+    std::streambuf* buffer;
+    ~Restore() { std::cout.rdbuf(buffer); }
+  } const restore{watched.target()};
+
   if (const std::string unknown = unknown_subcommand(app, argc, argv, 1); !unknown.empty()) {
     std::cerr << "clusterscope: error: " << unknown << " (see --help)\n";
     return 2;
@@ -89,12 +139,18 @@ int main(int argc, char** argv) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     std::cerr << "clusterscope: error: " << e.what() << " (see --help)\n";
-    return 2;
+    print_json_error(app, watched, e.what(), 2);
+    return output_written(2);
   } catch (const cs::cli::CliExitCode& e) {
     return output_written(e.code);
+  } catch (const cs::cli::UsageError& e) {
+    std::cerr << "clusterscope: error: " << e.what() << " (see --help)\n";
+    print_json_error(app, watched, e.what(), 2);
+    return output_written(2);
   } catch (const cs::cli::CliError& e) {
     std::cerr << "clusterscope: error: " << e.what() << '\n';
-    return 1;
+    print_json_error(app, watched, e.what(), 1);
+    return output_written(1);
   } catch (const std::exception& e) {
     std::cerr << "clusterscope: internal error: " << e.what() << '\n';
     return 3;

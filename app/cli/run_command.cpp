@@ -56,7 +56,8 @@ struct RunPlanOptions {
 
   void add_to(CLI::App& command) {
     command.add_option("--plan", plan_file,
-                       "Plan JSON file (cluster, workload, parallel, precision)");
+                       "Plan JSON file (cluster, workload, parallel, precision; - reads standard "
+                       "input)");
     cluster.add_to(command, false);
     model.add_to(command);
     command.add_option("--dp", dp, "Data-parallel replicas")->check(positive_number());
@@ -77,8 +78,8 @@ struct RunPlanOptions {
   Plan resolve(const PresetCatalog& catalog, std::optional<int> ranks) const {
     Plan plan;
     if (!plan_file.empty()) {
-      auto j = take(read_json_file(plan_file));
-      plan = take(plan_from_json(j, plan_file, &catalog));
+      auto j = take(read_document(plan_file, "--plan"));
+      plan = take(plan_from_json(j, document_name(plan_file), &catalog));
       apply_over_document(plan, cluster, model, catalog);
     } else {
       ClusterOptions c = cluster;
@@ -117,8 +118,8 @@ struct RunPlanOptions {
       plan.precision = PrecisionPlan::for_compute(*parsed);
     }
     // The same rules as a plan file.
-    return take(
-        plan_from_json(to_json(plan), plan_file.empty() ? "command line" : plan_file, &catalog));
+    return take(plan_from_json(
+        to_json(plan), plan_file.empty() ? "command line" : document_name(plan_file), &catalog));
   }
 };
 
@@ -359,6 +360,25 @@ void merge_only(const launch::RunSpec& spec, bool json) {
   }
 }
 
+// The flags that only shape a launch. --merge-only starts nothing, so these
+// were ignored without a word; the plan's flags, --ranks, --out, --title,
+// --backend (the prediction recorded) and --json are what a merge uses.
+void refuse_launch_flags(CLI::App& command) {
+  std::string given;
+  for (const char* name : {"--steps", "--threads", "--lr", "--seed", "--hostfile", "--hang-timeout",
+                           "--slurm", "--slurm-partition", "--slurm-account", "--slurm-time",
+                           "--slurm-nodes", "--slurm-cpus-per-task", "--slurm-script"}) {
+    if (command.get_option(name)->count() > 0)
+      given += (given.empty() ? "" : ", ") + std::string(name);
+  }
+  if (!given.empty()) {
+    throw UsageError("--merge-only only merges an existing run's rank stores: " + given +
+                     (given.find(',') == std::string::npos ? " applies" : " apply") +
+                     " to launching a run (leave " +
+                     (given.find(',') == std::string::npos ? "it" : "them") + " out)");
+  }
+}
+
 void run(RunOptions& o, Context& ctx, const std::string& command_line) {
   const PresetCatalog& catalog = ctx.catalog();
   if (!o.hostfile.empty() && o.slurm) throw CliError("--hostfile and --slurm exclude each other");
@@ -439,8 +459,12 @@ void run(RunOptions& o, Context& ctx, const std::string& command_line) {
   launch::Launcher launcher(spec, [&progress](const LaunchEvent& e) { progress.on_event(e); });
   launch::RunReport report;
   {
-    const CancelOnSignal cancel_on_signal([&launcher] { launcher.cancel(); },
-                                          "stopping the run (every rank closes its store)...");
+    // A second Ctrl-C (or SIGTERM) while the ranks are still closing their
+    // stores kills them: what their stores had committed is merged still.
+    const CancelOnSignal cancel_on_signal(
+        [&launcher] { launcher.cancel(); },
+        "stopping the run (every rank closes its store)... (interrupt again to kill the ranks)",
+        [&launcher] { launcher.kill(); }, "killing the ranks (SIGKILL)...");
     take(launcher.start());
     report = launcher.wait();
   }
@@ -482,6 +506,9 @@ void run(RunOptions& o, Context& ctx, const std::string& command_line) {
           std::string(report.outcome == launch::Outcome::cancelled
                           ? "the run was cancelled"
                           : "the run " + std::string(to_string(report.outcome))) +
+          (report.killed ? ": the ranks were killed on a second interrupt (the run store holds "
+                           "the steps their stores had committed)"
+                         : "") +
           (report.failure ? " (rank " + std::to_string(report.failure->rank) + ")" : ""));
   }
 }
@@ -526,11 +553,15 @@ void register_run(CLI::App& app, Context& ctx) {
       ->check(non_negative_number())
       ->capture_default_str();
   cmd->add_flag("--merge-only", options->merge_only,
-                "Start nothing: merge the rank stores a run left (e.g. a Slurm job) into --out");
+                "Start nothing: merge the rank stores a run left (e.g. a Slurm job) into --out; "
+                "give the run's plan (its flags or --plan), not the flags of a launch");
   cmd->add_flag("--keep-rank-stores", options->keep_rank_stores,
                 "Keep the per-rank stores after merging them");
   add_json_flag(*cmd, options->json);
-  cmd->callback([options, &ctx] { run(*options, ctx, own_command_line()); });
+  cmd->callback([options, &ctx, cmd] {
+    if (options->merge_only) refuse_launch_flags(*cmd);
+    run(*options, ctx, own_command_line());
+  });
 }
 
 }  // namespace cs::cli

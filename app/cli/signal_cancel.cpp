@@ -6,18 +6,27 @@
 
 namespace cs::cli {
 
-CancelOnSignal::CancelOnSignal(std::function<void()> on_signal, std::string message) {
+CancelOnSignal::CancelOnSignal(std::function<void()> on_signal, std::string message,
+                               std::function<void()> on_again, std::string again_message) {
   sigemptyset(&set_);
   for (int s : {SIGINT, SIGTERM, SIGHUP})
     sigaddset(&set_, s);
   pthread_sigmask(SIG_BLOCK, &set_, &old_);
-  thread_ = std::thread([this, on_signal = std::move(on_signal), message = std::move(message)] {
+  thread_ = std::thread([this, on_signal = std::move(on_signal), message = std::move(message),
+                         on_again = std::move(on_again), again_message = std::move(again_message)] {
+    bool signalled = false;
     // Woken every 200 ms to see whether the destructor waits for it.
     while (!stop_) {
       timespec timeout{0, 200'000'000};
       if (sigtimedwait(&set_, nullptr, &timeout) > 0) {
-        std::cerr << "\nclusterscope: " << message << '\n';
-        on_signal();
+        const bool again = signalled && on_again;
+        signalled = true;
+        std::cerr << "\nclusterscope: " << (again ? again_message : message) << '\n';
+        if (again) {
+          on_again();
+        } else {
+          on_signal();
+        }
       }
     }
   });

@@ -5,7 +5,9 @@
 // thread that made it and on the threads it starts afterwards (children that
 // the launcher spawns get them unblocked again); a thread of its own waits
 // for them and calls `on_signal` once per signal, after writing `message` to
-// stderr. The destructor restores the signal mask.
+// stderr. Given `on_again`, a second signal (and any after it) calls that
+// instead, after writing `again_message`: a second Ctrl-C escalates a stop
+// that is taking too long. The destructor restores the signal mask.
 
 #include <atomic>
 #include <functional>
@@ -18,7 +20,8 @@ namespace cs::cli {
 
 class CancelOnSignal {
  public:
-  CancelOnSignal(std::function<void()> on_signal, std::string message);
+  CancelOnSignal(std::function<void()> on_signal, std::string message,
+                 std::function<void()> on_again = {}, std::string again_message = {});
   ~CancelOnSignal();
   CancelOnSignal(const CancelOnSignal&) = delete;
   CancelOnSignal& operator=(const CancelOnSignal&) = delete;

@@ -5,6 +5,7 @@
 // clusterscope trace import FILE... -o STORE [--align A] [--title T] [--json]
 // clusterscope trace merge STORE... -o STORE [--align A] [--json]
 
+#include <cctype>
 #include <cmath>
 #include <filesystem>
 #include <iostream>
@@ -38,6 +39,22 @@ using namespace cs::trace;
 // UTF-8 may hold other bytes: they print as U+FFFD instead of throwing.
 std::string json_text(const json& j) {
   return j.dump(2, ' ', false, json::error_handler_t::replace);
+}
+
+// A meta value in its natural JSON type, for scripts: text that is a JSON
+// object or array (plan_json, predicted_step, machine_probe) embedded, a
+// number as a number, true/false as booleans; anything else (a name, "null",
+// a quoted string, text with spaces around it) stays the string it is. An
+// integer past 64 bits stays a string rather than lose digits as a double.
+json meta_value_json(const std::string& text) {
+  if (text.empty() || std::isspace(static_cast<unsigned char>(text.front())) ||
+      std::isspace(static_cast<unsigned char>(text.back())))
+    return text;
+  json parsed = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (parsed.is_object() || parsed.is_array() || parsed.is_boolean() || parsed.is_number_integer())
+    return parsed;
+  if (parsed.is_number_float() && text.find_first_of(".eE") != std::string::npos) return parsed;
+  return text;
 }
 
 std::unique_ptr<TraceReader> open_store(const std::string& path) {
@@ -158,7 +175,7 @@ void run_info(const InfoOptions& o) {
                        {"last_ns", l.last_ns},
                        {"max_depth", l.max_depth}});
     for (const auto& [k, v] : r->all_meta())
-      meta[k] = v;
+      meta[k] = meta_value_json(v);
     json answer{{"path", r->path()},
                 {"schema_version", st.schema_version},
                 {"status", st.status},
@@ -917,6 +934,9 @@ void register_trace(CLI::App& app, Context& ctx) {
   i->add_flag("--check", info->check,
               "Read the whole file first and check it (SQLite's structure, the event chunks)");
   add_json_flag(*i, info->json);
+  i->footer(
+      "With --json, each meta value is given in its JSON type: an object or array embedded, a "
+      "number as a number, true/false as booleans, anything else as a string.");
   i->callback([info] { run_info(*info); });
 
   auto stats = std::make_shared<StatsOptions>();

@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include "app/cli/cli_options.h"
 #include "app/cli/context.h"
 #include "core/json_reader.h"
 #include "core/json_text.h"
@@ -25,15 +26,14 @@ struct ValidateOptions {
 // leaving the parallel plan's own rules to check_plan, so that a global
 // batch that is not a multiple does not hide the rules that need the model.
 // One problem per line; "" when there is nothing to say.
-std::string plan_problems(const std::string& file, const PresetCatalog& catalog) {
-  auto document = read_json_file(file);
-  if (!document) return {};
+std::string plan_problems(const nlohmann::json& document, const std::string& file,
+                          const PresetCatalog& catalog) {
   std::vector<std::pair<std::string, const nlohmann::json*>> plans;  // (pointer, document)
-  if (document->is_array()) {
-    for (std::size_t i = 0; i < document->size(); ++i)
-      plans.emplace_back("/" + std::to_string(i), &(*document)[i]);
+  if (document.is_array()) {
+    for (std::size_t i = 0; i < document.size(); ++i)
+      plans.emplace_back("/" + std::to_string(i), &document[i]);
   } else {
-    plans.emplace_back("", &*document);
+    plans.emplace_back("", &document);
   }
   std::string text;
   for (const auto& [pointer, j] : plans) {
@@ -51,9 +51,15 @@ void run(const ValidateOptions& o, Context& ctx) {
   const PresetCatalog& catalog = ctx.catalog();
   nlohmann::json report = nlohmann::json::array();
   int failures = 0;
-  for (const std::string& file : o.files) {
-    Result<std::vector<DocumentKind>> kinds = validate_file(file, &catalog);
-    if (std::string problems = plan_problems(file, catalog); !problems.empty()) {
+  for (const std::string& source : o.files) {
+    const std::string file = document_name(source);
+    // Read once: standard input ("-") cannot be read again.
+    const Result<nlohmann::json> document = read_document(source, "validate");
+    Result<std::vector<DocumentKind>> kinds =
+        document ? validate_json(*document, file, &catalog)
+                 : Result<std::vector<DocumentKind>>(document.error());
+    if (std::string problems = document ? plan_problems(*document, file, catalog) : std::string();
+        !problems.empty()) {
       // Each problem once: the reader's and the planner's share some rules.
       std::string text = kinds ? std::string() : kinds.message();
       std::size_t start = 0;
@@ -109,7 +115,7 @@ void register_validate(CLI::App& app, Context& ctx) {
       "validate",
       "Check JSON files (cluster, GPU, link, workload, parallel or precision plan, plan, or a "
       "list of them); the kind is read from \"kind\" or detected");
-  cmd->add_option("files", o->files, "JSON files to check")->required();
+  cmd->add_option("files", o->files, "JSON files to check (- reads standard input)")->required();
   add_json_flag(*cmd, o->json);
   cmd->callback([o, &ctx] { run(*o, ctx); });
 }

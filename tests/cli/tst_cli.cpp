@@ -43,6 +43,11 @@ class TestCli : public QObject {
   void calcSeedExamples_data();
   void calcSeedExamples();
   void calcText();
+  void standardInputDocuments_data();
+  void standardInputDocuments();
+  void jsonErrorOnStandardOutput_data();
+  void jsonErrorOnStandardOutput();
+  void jsonErrorAfterAReport();
 };
 
 void TestCli::exitCodes_data() {
@@ -461,5 +466,131 @@ void TestCli::calcText() {
   QVERIFY2(r.out.contains("the last, partial batch of each epoch counts as a full one"),
            qPrintable(r.out));
 }
+void TestCli::standardInputDocuments_data() {
+  QTest::addColumn<QStringList>("args");
+  QTest::addColumn<QByteArray>("input");
+  QTest::addColumn<int>("code");
+  QTest::addColumn<QString>("stdout_has");
+  QTest::addColumn<QString>("stderr_has");
+  const QByteArray cluster = R"({"name": "lab", "nodes": 2, "gpus_per_node": 4,
+    "gpu": "l40s", "intra_node": "pcie4", "inter_node": "roce-100", "nics_per_node": 1})";
+  const QByteArray plan =
+      R"({"cluster": "dgx-h100-8", "workload": "llama2-7b", "parallel": {"dp": 8}})";
+  QTest::addRow("validate") << QStringList{"validate", "-"} << cluster << 0
+                            << "standard input: valid cluster"
+                            << "";
+  QTest::addRow("validate with a file")
+      << QStringList{"validate", "-", "FILE"} << cluster << 0 << "standard input: valid cluster"
+      << "";
+  QTest::addRow("validate syntax error")
+      << QStringList{"validate", "-"} << QByteArray("{\n \"nodes\": 2,,\n}") << 1 << ""
+      << "standard input:2:13: invalid JSON";
+  QTest::addRow("validate field error")
+      << QStringList{"validate", "-"}
+      << QByteArray(R"({"kind": "cluster", "name": "c", "nodes": 0})") << 1 << ""
+      << "standard input: /nodes: must be";
+  QTest::addRow("describe") << QStringList{"describe", "-"} << cluster << 0
+                            << "2 nodes x 4 GPUs = 8 x NVIDIA L40S 48GB"
+                            << "";
+  QTest::addRow("plan --plan") << QStringList{"plan", "--plan", "-"} << plan << 0 << "LLaMA-2 7B"
+                               << "";
+  QTest::addRow("plan --cluster") << QStringList{"plan", "--cluster", "-", "--model", "gpt2-small"}
+                                  << cluster << 0 << "lab"
+                                  << "";
+  QTest::addRow("plan --plan broken")
+      << QStringList{"plan", "--plan", "-"} << QByteArray("{\"cluster\": ") << 1 << ""
+      << "standard input:1:12: invalid JSON";
+  QTest::addRow("plan --model workload error")
+      << QStringList{"plan", "--cluster", "dgx-h100-8", "--model", "-"}
+      << QByteArray(R"({"name": "m", "layers": 0})") << 1 << ""
+      << "standard input: /layers";
+  QTest::addRow("twice: --plan and --cluster")
+      << QStringList{"plan", "--plan", "-", "--cluster", "-"} << plan << 2 << ""
+      << "--cluster -: standard input is read for --plan already, and it can be read once";
+  QTest::addRow("twice: --cluster and --model")
+      << QStringList{"plan", "--cluster", "-", "--model", "-"} << cluster << 2 << ""
+      << "--model -: standard input is read for --cluster already";
+  QTest::addRow("twice: validate") << QStringList{"validate", "-", "-"} << cluster << 2 << ""
+                                   << "validate -: standard input is read for validate already";
+}
+
+// "-" reads the JSON document from standard input, once; errors name it
+// "standard input" as they name a file.
+void TestCli::standardInputDocuments() {
+  QFETCH(QStringList, args);
+  QFETCH(QByteArray, input);
+  QFETCH(int, code);
+  QFETCH(QString, stdout_has);
+  QFETCH(QString, stderr_has);
+  QTemporaryDir dir;
+  const QString file = write_file(dir, "p.json", R"({"kind": "parallel_plan", "dp": 8, "tp": 8})");
+  args.replaceInStrings("FILE", file);
+  cs::test::ProcessOptions options;
+  options.input = input;
+  const Run r = run_cli(args, options);
+  QVERIFY2(r.exit_code == code, qPrintable(QString::number(r.exit_code) + "\n" + r.err));
+  QVERIFY2(r.out.contains(stdout_has), qPrintable(r.out));
+  QVERIFY2(r.err.contains(stderr_has), qPrintable(r.err));
+  if (args.contains(file))
+    QVERIFY2(r.out.contains(file + ": valid parallel_plan"), qPrintable(r.out));
+}
+
+void TestCli::jsonErrorOnStandardOutput_data() {
+  QTest::addColumn<QStringList>("args");
+  QTest::addColumn<int>("code");
+  QTest::addColumn<QString>("message");  // on stderr, and in the JSON's "error"
+  QTest::addRow("plan of an unknown model")
+      << QStringList{"plan", "--cluster", "dgx-h100-8", "--model", "llama9", "--json"} << 1
+      << "unknown model preset";
+  QTest::addRow("trace info of a missing file")
+      << QStringList{"trace", "info", "/nonexistent/run.db", "--json"} << 1
+      << "/nonexistent/run.db";
+  QTest::addRow("usage error of a recognised command")
+      << QStringList{"plan", "--json", "--tp", "0"} << 2 << "--tp: must be > 0";
+  QTest::addRow("standard input twice")
+      << QStringList{"validate", "-", "-", "--json"} << 2 << "validate -: standard input is read";
+}
+
+// Under --json, a failure is a JSON object on stdout too (a script parsing
+// stdout got nothing); the text stays on stderr.
+void TestCli::jsonErrorOnStandardOutput() {
+  QFETCH(QStringList, args);
+  QFETCH(int, code);
+  QFETCH(QString, message);
+  cs::test::ProcessOptions options;
+  options.input = "{}";
+  const Run r = run_cli(args, options);
+  QCOMPARE(r.exit_code, code);
+  QVERIFY2(r.err.contains("clusterscope: error: " + message), qPrintable(r.err));
+  QJsonParseError parse{};
+  const QJsonObject j = QJsonDocument::fromJson(r.out.toUtf8(), &parse).object();
+  QVERIFY2(parse.error == QJsonParseError::NoError, qPrintable(r.out));
+  QCOMPARE(j.size(), 2);
+  QCOMPARE(j["exit_code"].toInt(), code);
+  const QString error = j["error"].toString();
+  QVERIFY2(!error.isEmpty() && error.contains(message), qPrintable(r.out));
+  QVERIFY2(r.err.contains(error), qPrintable(r.err + "\n" + error));
+  // Without --json, stdout stays empty.
+  QStringList text_args = args;
+  text_args.removeAll("--json");
+  const Run text = run_cli(text_args, options);
+  QCOMPARE(text.exit_code, code);
+  QVERIFY2(text.out.isEmpty(), qPrintable(text.out));
+}
+
+// A plan that cannot run prints its own report (with "problems") before it
+// fails: stdout stays that one document, with no error object after it.
+void TestCli::jsonErrorAfterAReport() {
+  const Run r =
+      run_cli({"plan", "--cluster", "dgx-h100-8", "--model", "llama2-7b", "--tp", "3", "--json"});
+  QCOMPARE(r.exit_code, 1);
+  QJsonParseError parse{};
+  const QJsonObject j = QJsonDocument::fromJson(r.out.toUtf8(), &parse).object();
+  QVERIFY2(parse.error == QJsonParseError::NoError, qPrintable(r.out));
+  QCOMPARE(j["valid"].toBool(true), false);
+  QVERIFY(!j.contains("error"));
+  QVERIFY2(r.err.contains("clusterscope: error: the plan cannot run"), qPrintable(r.err));
+}
+
 QTEST_GUILESS_MAIN(TestCli)
 #include "tst_cli.moc"

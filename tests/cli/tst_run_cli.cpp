@@ -3,6 +3,7 @@
 // not on a terminal, the user's errors, Ctrl-C, and the Slurm script run end
 // to end (srun played by mpirun).
 
+#include <QElapsedTimer>
 #include <QFile>
 #include <QJsonArray>
 #include <QJsonDocument>
@@ -56,6 +57,7 @@ class TestRunCli : public QObject {
   void userErrors();
   void interruptCancelsCleanly();
   void interruptAsTheRanksStart();
+  void secondInterruptKillsTheRanks();
   void hangUpStopsACalibrationCleanly();
   void unwrittenRunStoreFails();
   void slurmScriptEndToEnd();
@@ -66,6 +68,8 @@ class TestRunCli : public QObject {
   void mergeTellsRunsApart();
   void mergeTakesTheWorstEnding_data();
   void mergeTakesTheWorstEnding();
+  void mergeOnlyRefusesLaunchFlags_data();
+  void mergeOnlyRefusesLaunchFlags();
 
  private:
   QTemporaryDir dir_;
@@ -289,6 +293,72 @@ void TestRunCli::interruptAsTheRanksStart() {
   // and there is no store to merge.
   if (out.contains("last steps: rank 0 no step, rank 1 no step") && !QFile::exists(store)) return;
   QCOMPARE(status_of(store), QString("cancelled"));
+}
+
+// A second Ctrl-C while the ranks are still closing their stores kills them
+// (it did nothing: the run waited out the 30 s grace), and what their stores
+// had committed is merged. Ranks that do not hear the stop: the worker runs
+// under another name behind a shell that ignores what mpirun forwards, so
+// neither mpirun nor the launcher reaches it with SIGUSR1.
+void TestRunCli::secondInterruptKillsTheRanks() {
+  const QString work = dir_.filePath("second-interrupt");
+  QVERIFY(QDir().mkpath(work));
+  // clusterscope starts the clusterscope-worker beside itself.
+  QVERIFY(QFile::copy(kCli, work + "/clusterscope"));
+  QVERIFY(QFile::copy(CS_BIN_DIR "/clusterscope-worker", work + "/deaf-worker"));
+  {
+    QFile script(work + "/clusterscope-worker");
+    QVERIFY(script.open(QIODevice::WriteOnly));
+    script.write("#!/bin/sh\ntrap '' USR1 TERM\n\"$(dirname \"$0\")/deaf-worker\" \"$@\"\n");
+  }
+  const auto executable = QFile::ReadOwner | QFile::WriteOwner | QFile::ExeOwner;
+  for (const char* name : {"/clusterscope", "/deaf-worker", "/clusterscope-worker"})
+    QVERIFY(QFile::setPermissions(work + name, executable));
+  const QString store = work + "/run.db";
+  QProcess p;
+  p.start(work + "/clusterscope",
+          QStringList{"run", "--dp", "2", "--steps", "100000", "--out", store} + tiny());
+  QVERIFY(p.waitForStarted());
+  QString err;
+  QTRY_VERIFY_WITH_TIMEOUT(
+      (err += QString::fromUtf8(p.readAllStandardError()), err.contains("step 3/")), 60000);
+  ::kill(static_cast<pid_t>(p.processId()), SIGINT);
+  QTRY_VERIFY_WITH_TIMEOUT(
+      (err += QString::fromUtf8(p.readAllStandardError()), err.contains("stopping the run")),
+      10000);
+  // The launcher has told the ranks (every 100 ms); they train on.
+  QTest::qWait(1000);
+  QCOMPARE(p.state(), QProcess::Running);
+  QElapsedTimer since_second;
+  since_second.start();
+  ::kill(static_cast<pid_t>(p.processId()), SIGINT);
+  QVERIFY(p.waitForFinished(60000));
+  const qint64 took_ms = since_second.elapsed();
+  err += QString::fromUtf8(p.readAllStandardError());
+  const QString out = QString::fromUtf8(p.readAllStandardOutput());
+  // The ranks' processes, ended or not (the kill goes to mpirun's process
+  // group): never left behind by the test.
+  const QRegularExpression pid_of("rank \\d+ started on \\S+ \\(pid (\\d+)\\)");
+  for (auto m = pid_of.globalMatch(err); m.hasNext();)
+    ::kill(static_cast<pid_t>(m.next().captured(1).toLongLong()), SIGKILL);
+  QVERIFY2(took_ms < 15000, qPrintable(QString::number(took_ms) + " ms\n" + err));
+  QCOMPARE(p.exitCode(), 1);
+  QVERIFY2(err.contains("clusterscope: killing the ranks (SIGKILL)..."), qPrintable(err));
+  QVERIFY2(err.contains("clusterscope: error: the run was cancelled: the ranks were killed on a "
+                        "second interrupt"),
+           qPrintable(err));
+  QVERIFY2(out.contains("the run was cancelled; last steps: rank 0 step"), qPrintable(out));
+  QCOMPARE(status_of(store), QString("cancelled"));
+  // What the ranks had committed before they were killed: their steps.
+  const Run info = run_cli({"trace", "info", store, "--json"});
+  QVERIFY2(info.exit_code == 0, qPrintable(info.err));
+  const QJsonObject i = QJsonDocument::fromJson(info.out.toUtf8()).object();
+  QVERIFY2(i["events"].toDouble() > 0, qPrintable(info.out));
+  const Run stats = run_cli({"trace", "stats", store, "--json"});
+  QVERIFY2(stats.exit_code == 0, qPrintable(stats.err));
+  const QJsonArray ranks = QJsonDocument::fromJson(stats.out.toUtf8())["ranks"].toArray();
+  QVERIFY2(!ranks.isEmpty(), qPrintable(stats.out));
+  QVERIFY2(!ranks[0].toObject()["steps"].toArray().isEmpty(), qPrintable(stats.out));
 }
 
 // A closed terminal (SIGHUP) stops `clusterscope calibrate` as Ctrl-C does:
@@ -626,6 +696,35 @@ void TestRunCli::mergeTakesTheWorstEnding() {
   const QJsonArray losses = QJsonDocument::fromJson(info_json.out.toUtf8())["losses"].toArray();
   QCOMPARE(losses.size(), 1);
   QCOMPARE(losses[0].toString(), lost);
+}
+
+void TestRunCli::mergeOnlyRefusesLaunchFlags_data() {
+  QTest::addColumn<QStringList>("args");
+  QTest::addColumn<QString>("named");  // the flags the message names
+  QTest::addRow("steps") << QStringList{"--steps", "5"} << "--steps applies";
+  QTest::addRow("threads and seed")
+      << QStringList{"--threads", "2", "--seed", "3"} << "--threads, --seed apply";
+  QTest::addRow("learning rate") << QStringList{"--lr", "0.1"} << "--lr applies";
+  QTest::addRow("hostfile") << QStringList{"--hostfile", "hosts"} << "--hostfile applies";
+  QTest::addRow("hang timeout") << QStringList{"--hang-timeout", "0"} << "--hang-timeout applies";
+  QTest::addRow("slurm") << QStringList{"--slurm", "--slurm-partition", "gpu"}
+                         << "--slurm, --slurm-partition apply";
+}
+
+// --merge-only starts nothing: the flags of a launch are refused (exit 2,
+// naming them) instead of ignored, before anything is read or written.
+void TestRunCli::mergeOnlyRefusesLaunchFlags() {
+  QFETCH(QStringList, args);
+  QFETCH(QString, named);
+  const QString store = dir_.filePath("merge-flags/run.db");
+  const Run r =
+      run_cli(QStringList{"run", "--merge-only", "--dp", "2", "--out", store} + tiny() + args);
+  QCOMPARE(r.exit_code, 2);
+  QVERIFY2(r.err.contains("--merge-only only merges an existing run's rank stores: " + named +
+                          " to launching a run"),
+           qPrintable(r.err));
+  QVERIFY(!QFile::exists(store));
+  QVERIFY(!QFile::exists(dir_.filePath("merge-flags/run.plan.json")));
 }
 
 QTEST_GUILESS_MAIN(TestRunCli)

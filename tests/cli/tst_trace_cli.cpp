@@ -33,6 +33,8 @@ class TestTraceCli : public QObject {
 
  private slots:
   void importInfoStats();
+  void infoJsonGivesMetaTypes_data();
+  void infoJsonGivesMetaTypes();
   void exportFormats();
   void compareTwoRuns();
   void mergeStores();
@@ -192,6 +194,77 @@ void TestTraceCli::compareTwoRuns() {
   const Run missing = run_cli({"trace", "compare", a, dir.filePath("none.db")});
   QCOMPARE(missing.exit_code, 1);
   QVERIFY2(missing.err.contains(dir.filePath("none.db")), qPrintable(missing.err));
+}
+
+void TestTraceCli::infoJsonGivesMetaTypes_data() {
+  QTest::addColumn<QString>("value");     // as the meta table holds it
+  QTest::addColumn<QString>("expected");  // the JSON `trace info --json` gives for it
+  QTest::addRow("object") << R"({"step_seconds": 0.412, "ranks": [0, 1]})"
+                          << R"({"ranks":[0,1],"step_seconds":0.412})";
+  QTest::addRow("array") << "[1, 2, 3]"
+                         << "[1,2,3]";
+  QTest::addRow("integer") << "1234567890123"
+                           << "1234567890123";
+  QTest::addRow("negative") << "-3"
+                            << "-3";
+  QTest::addRow("fraction") << "0.25"
+                            << "0.25";
+  QTest::addRow("true") << "true"
+                        << "true";
+  QTest::addRow("false") << "false"
+                         << "false";
+  QTest::addRow("name") << "collectives"
+                        << R"("collectives")";
+  QTest::addRow("number and words") << "12 ranks"
+                                    << R"("12 ranks")";
+  QTest::addRow("null stays text") << "null"
+                                   << R"("null")";
+  QTest::addRow("quoted stays as written") << R"("x")"
+                                           << R"("\"x\"")";
+  QTest::addRow("spaces around") << " 7"
+                                 << R"(" 7")";
+  QTest::addRow("past 64 bits") << "123456789012345678901234567890"
+                                << R"("123456789012345678901234567890")";
+  QTest::addRow("past a double") << "1e999"
+                                 << R"("1e999")";
+  QTest::addRow("broken object") << R"({"a": )"
+                                 << R"("{\"a\": ")";
+  QTest::addRow("empty") << ""
+                         << R"("")";
+}
+
+// `trace info --json` gives each meta value in its JSON type (every one was
+// a string, and a script had to parse predicted_step a second time).
+void TestTraceCli::infoJsonGivesMetaTypes() {
+  QFETCH(QString, value);
+  QFETCH(QString, expected);
+  QTemporaryDir dir;
+  const QString store = dir.filePath("meta.cstrace");
+  const Run imported =
+      run_cli({"trace", "import", kData + "kineto/sampled_rank-0.json.gz", "-o", store});
+  QVERIFY2(imported.exit_code == 0, qPrintable(imported.err));
+  sqlite3* db = nullptr;
+  QCOMPARE(sqlite3_open(store.toUtf8().constData(), &db), SQLITE_OK);
+  sqlite3_stmt* stmt = nullptr;
+  QCOMPARE(sqlite3_prepare_v2(db, "INSERT OR REPLACE INTO meta(key, value) VALUES('test_value', ?)",
+                              -1, &stmt, nullptr),
+           SQLITE_OK);
+  const QByteArray text = value.toUtf8();
+  sqlite3_bind_text(stmt, 1, text.constData(), static_cast<int>(text.size()), SQLITE_TRANSIENT);
+  QCOMPARE(sqlite3_step(stmt), SQLITE_DONE);
+  sqlite3_finalize(stmt);
+  sqlite3_close(db);
+
+  const Run info = run_cli({"trace", "info", store, "--json"});
+  QVERIFY2(info.exit_code == 0, qPrintable(info.err));
+  const QJsonObject meta = json_of(info)["meta"].toObject();
+  // Wrapped in an array, so that a bare number or string is a document too.
+  const QJsonArray wanted = QJsonDocument::fromJson(("[" + expected + "]").toUtf8()).array();
+  QCOMPARE(wanted.size(), 1);
+  QCOMPARE(meta["test_value"], wanted[0]);
+  // The store's own keys stay, in their types.
+  QCOMPARE(meta["status"].toString(), QString("complete"));
+  QVERIFY2(meta["schema_version"].isDouble(), qPrintable(info.out));
 }
 
 void TestTraceCli::exportFormats() {
