@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/json_object.h"
 #include "core/json_text.h"
 
 namespace cs {
@@ -26,13 +27,9 @@ std::string calibration_meta_json(const CalibrationInfo& info) {
 
 Result<CalibrationInfo> calibration_info_from_json(std::string_view text, std::string_view where) {
   const std::string at(where);
-  json j;
-  try {
-    j = json::parse(text);
-  } catch (const json::exception& e) {
-    return Error{at + ": not valid JSON: " + e.what()};
-  }
-  if (!j.is_object()) return Error{at + ": must be a JSON object"};
+  auto parsed = parse_json_object(text, at);
+  if (!parsed) return parsed.error();
+  json j = std::move(parsed).value();
   if (!j.contains("phases") || !j["phases"].is_array())
     return Error{at + ": /phases: must be a list"};
   CalibrationInfo info;

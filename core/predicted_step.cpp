@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/json_object.h"
 #include "core/json_reader.h"
 #include "core/json_text.h"
 
@@ -43,13 +44,9 @@ json to_json(const PredictedStep& p) {
 
 Result<PredictedStep> read_predicted_step(std::string_view text, std::string_view where) {
   const std::string at(where);
-  json j;
-  try {
-    j = json::parse(text);
-  } catch (const json::exception& e) {
-    return Error{at + ": not valid JSON: " + e.what()};
-  }
-  if (!j.is_object()) return Error{at + ": must be a JSON object"};
+  auto parsed = parse_json_object(text, at);
+  if (!parsed) return parsed.error();
+  json j = std::move(parsed).value();
   PredictedStep p;
   if (!j.contains("step_seconds") || !j["step_seconds"].is_number())
     return Error{at + ": /step_seconds: must be a number"};
