@@ -51,7 +51,7 @@ struct Phase {
 
 Result<CalibrationRecord> record_calibration(
     const CalibrationRunOptions& o, const std::function<void(const CalibrationProgress&)>& progress,
-    const std::atomic<bool>* cancel) {
+    const StopRequest* stop) {
   const auto started = std::chrono::steady_clock::now();
   if (o.store.empty()) return Error{"calibration: no store to write"};
   if (o.rank_counts.empty()) return Error{"calibration: no rank count to measure"};
@@ -168,12 +168,13 @@ Result<CalibrationRecord> record_calibration(
       return Error{"calibration phase " + std::to_string(i + 1) + ": " + s.message()};
     }
     record.commands.push_back(command_text(mpirun_command(spec)));
-    const RunReport report = launcher.wait(cancel);
-    if (cancel && cancel->load()) {
+    const RunReport report = launcher.wait(stop);
+    if (stop && stop->requested()) {
       cleanup();
       record.cancelled = true;
       return Error{"calibration cancelled during phase " + std::to_string(i + 1) + " of " +
-                   std::to_string(total)};
+                   std::to_string(total) +
+                   (report.killed ? " (its ranks were killed on a second interrupt)" : "")};
     }
     if (report.outcome != Outcome::completed || report.run_store.empty()) {
       cleanup();

@@ -8,9 +8,8 @@
 // the device and link profile from that store.
 //
 // Qt-free; the GUI calls record_calibration on a worker thread with a
-// progress callback and a cancel flag, as the CLI does.
+// progress callback and a stop request, as the CLI does.
 
-#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -63,12 +62,15 @@ struct CalibrationRecord {
   bool cancelled = false;
 };
 
-// Runs every phase and writes options.store. `cancel` (may be null) stops
-// the phase running (every rank closes its store) and ends with an error
-// saying so; the phases' own stores are removed either way.
+struct StopRequest;  // profiler/launcher.h
+
+// Runs every phase and writes options.store. `stop` (may be null) stops the
+// phase running (every rank closes its store, or is killed when stop->kill
+// is set) and ends with an error saying so; the phases' own stores are
+// removed either way.
 Result<CalibrationRecord> record_calibration(
     const CalibrationRunOptions& options,
     const std::function<void(const CalibrationProgress&)>& progress = {},
-    const std::atomic<bool>* cancel = nullptr);
+    const StopRequest* stop = nullptr);
 
 }  // namespace cs::launch

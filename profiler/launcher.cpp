@@ -1294,9 +1294,10 @@ bool Launcher::finished() const {
   return state_->done;
 }
 
-RunReport Launcher::wait(const std::atomic<bool>* cancel) {
+RunReport Launcher::wait(const StopRequest* stop) {
   while (!finished()) {
-    if (cancel && cancel->load()) this->cancel();
+    if (stop && stop->cancel) cancel();
+    if (stop && stop->kill) kill();
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   return wait();

@@ -192,6 +192,16 @@ struct RunReport {
   bool killed = false;                    // ended by kill(), before the ranks had stopped
 };
 
+// A caller's request to stop a run, set from another thread (the signal
+// thread of the CLI, the app's Cancel): `cancel` lets every rank close its
+// store first; `kill` ends the ranks at once (a second Ctrl-C while they
+// close). Either is one-way: once set, it stays set.
+struct StopRequest {
+  std::atomic<bool> cancel{false};
+  std::atomic<bool> kill{false};
+  bool requested() const { return cancel || kill; }
+};
+
 class Launcher {
  public:
   using Callback = std::function<void(const LaunchEvent&)>;
@@ -218,8 +228,9 @@ class Launcher {
   bool finished() const;
   // Blocks until the run has ended and its stores are merged.
   RunReport wait();
-  // The same, cancelling the run as soon as `cancel` (may be null) is set.
-  RunReport wait(const std::atomic<bool>* cancel);
+  // The same, cancelling or killing the run as soon as `stop` (may be null)
+  // asks for it.
+  RunReport wait(const StopRequest* stop);
   // Events since the last call (when constructed without a callback).
   std::vector<LaunchEvent> take_events();
   // Every rank's latest status.

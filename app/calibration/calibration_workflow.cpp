@@ -280,7 +280,7 @@ namespace {
 Result<ReferenceRun> run_reference(const MachineCalibrationOptions& o, const PresetCatalog& catalog,
                                    const Cluster& cluster, const ReferenceLayout& layout,
                                    const std::string& store, const std::string& host,
-                                   const std::atomic<bool>* cancel) {
+                                   const launch::StopRequest* stop) {
   const Plan plan = reference_plan(cluster, layout);
   launch::PlanRunOptions run;
   run.backend = "cpu";
@@ -308,8 +308,10 @@ Result<ReferenceRun> run_reference(const MachineCalibrationOptions& o, const Pre
   out.predicted_sweeps_s = prediction->predicted_step.step_seconds;
   launch::Launcher launcher(spec);
   if (Status s = launcher.start(); !s) return s.error();
-  const launch::RunReport report = launcher.wait(cancel);
-  if (cancel && cancel->load()) return Error{"cancelled"};
+  const launch::RunReport report = launcher.wait(stop);
+  if (stop && stop->requested())
+    return Error{report.killed ? "cancelled (its ranks were killed on a second interrupt)"
+                               : "cancelled"};
   if (report.outcome != launch::Outcome::completed || report.run_store.empty())
     return Error{launch::failure_text(report)};
   auto reader = trace::TraceReader::open(report.run_store);
@@ -343,9 +345,9 @@ Result<ReferenceRun> run_reference_checked(const MachineCalibrationOptions& o,
                                            const PresetCatalog& catalog, const Cluster& cluster,
                                            const ReferenceLayout& layout, const std::string& store,
                                            const std::string& host,
-                                           const std::atomic<bool>* cancel) {
-  auto run = run_reference(o, catalog, cluster, layout, store, host, cancel);
-  if (!run || (cancel && cancel->load()) || !(far_from_sweeps(*run) || machine_moved(*run)))
+                                           const launch::StopRequest* stop) {
+  auto run = run_reference(o, catalog, cluster, layout, store, host, stop);
+  if (!run || (stop && stop->requested()) || !(far_from_sweeps(*run) || machine_moved(*run)))
     return run;
   // The same store name (and plan file) for the second run; the first
   // waits aside until the better one is known.
@@ -354,7 +356,7 @@ Result<ReferenceRun> run_reference_checked(const MachineCalibrationOptions& o,
   std::error_code ec;
   fs::rename(store, first, ec);
   if (ec) return Error{"moving " + store + " aside: " + ec.message()};
-  auto again = run_reference(o, catalog, cluster, layout, store, host, cancel);
+  auto again = run_reference(o, catalog, cluster, layout, store, host, stop);
   const bool better = again && (machine_moved(*run) != machine_moved(*again)
                                     ? machine_moved(*run)
                                     : again->measured_step_s < run->measured_step_s);
@@ -492,7 +494,7 @@ Status fit_shared_wait_in_transfer(const PresetCatalog& catalog, const std::stri
 // fails leaves its rank count's presets as the sweeps made them, and says
 // so in out.notes; cancelling is an error.
 Status learn_from_reference_runs(const MachineCalibrationOptions& o, MachineCalibration& out,
-                                 const Progress& progress, const std::atomic<bool>* cancel) {
+                                 const Progress& progress, const launch::StopRequest* stop) {
   auto catalog = PresetCatalog::load_default();
   if (!catalog) return catalog.error();
   std::string stem = out.record.store;
@@ -504,7 +506,8 @@ Status learn_from_reference_runs(const MachineCalibrationOptions& o, MachineCali
     total += static_cast<int>(reference_layouts(d.ranks).size());
   auto cancelled = [&] {
     return Error{"calibration cancelled during the reference runs (the sweeps are in " +
-                 out.record.store + ")"};
+                 out.record.store + ")" +
+                 (stop->kill ? "; the run's ranks were killed on a second interrupt" : "")};
   };
   for (const plan::DeviceFit& device : out.fit.devices) {
     const std::string name =
@@ -523,8 +526,8 @@ Status learn_from_reference_runs(const MachineCalibrationOptions& o, MachineCali
                       reference_workload().display_name + ", " + to_string(layout)});
       }
       ++done;
-      auto run = run_reference_checked(o, *catalog, *cluster, layout, store, out.fit.host, cancel);
-      if (cancel && cancel->load()) return cancelled();
+      auto run = run_reference_checked(o, *catalog, *cluster, layout, store, out.fit.host, stop);
+      if (stop && stop->requested()) return cancelled();
       if (!run) {
         out.notes.push_back("reference run " + to_string(layout) + " (" + store +
                             "): " + run.message() + "; " + name + " keeps the sweeps' figures");
@@ -599,7 +602,7 @@ Status learn_from_reference_runs(const MachineCalibrationOptions& o, MachineCali
 Result<MachineCalibration> calibrate_machine(
     const MachineCalibrationOptions& options,
     const std::function<void(const launch::CalibrationProgress&)>& progress,
-    const std::atomic<bool>* cancel) {
+    const launch::StopRequest* stop) {
   launch::CalibrationRunOptions run = options.run;
   if (run.host.empty() || run.host_memory_bytes <= 0 || run.cpu_cores <= 0) {
     const HostInfo host = probe_host();
@@ -622,14 +625,14 @@ Result<MachineCalibration> calibrate_machine(
       progress(counted);
     };
   }
-  auto record = launch::record_calibration(run, sweep_progress, cancel);
+  auto record = launch::record_calibration(run, sweep_progress, stop);
   if (!record) return record.error();
   auto out = fit_calibration_store(record->store, options.datasheet);
   if (!out) return out.error();
   out->record = std::move(record).value();
   if (options.reference_runs && out->fit.engine == "cpu") {
     const auto started = std::chrono::steady_clock::now();
-    if (Status s = learn_from_reference_runs(options, *out, progress, cancel); !s) return s.error();
+    if (Status s = learn_from_reference_runs(options, *out, progress, stop); !s) return s.error();
     out->reference_seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   }

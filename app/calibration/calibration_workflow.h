@@ -5,13 +5,12 @@
 // that its store holds the plan's estimate.
 //
 // For the GUI: call calibrate_machine() on a worker thread; `progress` is
-// called on that thread (post it to the GUI thread), and setting `cancel`
-// stops the sweep running (the call then returns an error saying so). The
-// fit and the presets come back as values; the presets file is written to
+// called on that thread (post it to the GUI thread), and setting `stop`'s
+// cancel (or kill) stops the sweep running (the call then returns an error
+// saying so). The fit and the presets come back as values; the presets file is written to
 // the user's presets folder unless `save` is off, and the catalog reloads
 // with PresetCatalog::load_default().
 
-#include <atomic>
 #include <filesystem>
 #include <functional>
 #include <optional>
@@ -130,7 +129,7 @@ std::vector<ReferenceLayout> reference_layouts(int ranks);
 Result<MachineCalibration> calibrate_machine(
     const MachineCalibrationOptions& options,
     const std::function<void(const launch::CalibrationProgress&)>& progress = {},
-    const std::atomic<bool>* cancel = nullptr);
+    const launch::StopRequest* stop = nullptr);
 
 // Fits a calibration store already recorded (or imported) and makes its presets.
 Result<MachineCalibration> fit_calibration_store(const std::string& store,

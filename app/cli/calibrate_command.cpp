@@ -519,10 +519,13 @@ void run(Context& ctx, const CalibrateOptions& o) {
   mo.reference_runs = !o.no_reference_runs;
   mo.reference_steps = o.reference_steps;
   const bool terminal = isatty(STDERR_FILENO) != 0;
-  // Ctrl-C stops the sweep running (every rank closes its store).
-  std::atomic<bool> cancel{false};
-  const CancelOnSignal cancel_on_signal([&cancel] { cancel = true; },
-                                        "stopping the calibration...");
+  // Ctrl-C stops the sweep running (every rank closes its store); a second
+  // one kills the ranks, as in a run.
+  launch::StopRequest stop;
+  const CancelOnSignal cancel_on_signal(
+      [&stop] { stop.cancel = true; },
+      "stopping the calibration... (interrupt again to kill the ranks)",
+      [&stop] { stop.kill = true; }, "killing the ranks (SIGKILL)...");
   calib::MachineCalibration m = take(calib::calibrate_machine(
       mo,
       [&](const launch::CalibrationProgress& p) {
@@ -530,7 +533,7 @@ void run(Context& ctx, const CalibrateOptions& o) {
         std::cerr << (terminal ? "\r\033[K" : "") << "[" << std::min(p.phase + 1, p.phases) << "/"
                   << p.phases << "] " << p.text << (terminal ? "" : "\n") << std::flush;
       },
-      &cancel));
+      &stop));
   if (terminal && !o.json) std::cerr << '\n';
   if (o.json) {
     json runs = json::array();

@@ -60,7 +60,7 @@ QString optimizer_text(const LoopCosts& loops) {
 // Written by whichever thread reports (the sweep's, the launcher's monitor),
 // read by the panel's timer: plain data under a mutex, no Qt.
 struct CalibrationPanel::Sweep {
-  std::atomic<bool> cancel{false};
+  launch::StopRequest stop;
   std::mutex mutex;
   int phase = 0;
   int phases = 0;
@@ -149,7 +149,7 @@ CalibrationPanel::CalibrationPanel(QWidget* parent) : QWidget(parent) {
 
 CalibrationPanel::~CalibrationPanel() {
   // The sweep stops with the panel (every rank closes its store).
-  if (sweep_) sweep_->cancel = true;
+  if (sweep_) sweep_->stop.cancel = true;
 }
 
 void CalibrationPanel::setPresetsDir(const QString& dir) {
@@ -186,8 +186,14 @@ void CalibrationPanel::fail(const QString& message) {
 }
 
 void CalibrationPanel::cancel() {
-  if (sweep_) sweep_->cancel = true;
-  status_->setText(tr("Stopping the calibration..."));
+  if (!sweep_) return;
+  // Again while the ranks close their stores: killed, as a second Ctrl-C does.
+  if (sweep_->stop.cancel.exchange(true)) {
+    sweep_->stop.kill = true;
+    status_->setText(tr("Killing the ranks..."));
+    return;
+  }
+  status_->setText(tr("Stopping the calibration... (Cancel again to kill the ranks)"));
 }
 
 void CalibrationPanel::start() {
@@ -267,7 +273,7 @@ void CalibrationPanel::start() {
           sweep->text = p.text;
           sweep->changed = true;
         },
-        &sweep->cancel);
+        &sweep->stop);
     Outcome out;
     if (result) {
       out.value = std::make_shared<calib::MachineCalibration>(std::move(result).value());

@@ -39,6 +39,49 @@ QStringList tiny() {
           "--seq",    "16", "--ffn",    "128", "--vocab", "256"};
 }
 
+// A copy of the CLI in `work` whose ranks ignore a run's stop, as ranks
+// stuck in a long store close would: the clusterscope-worker beside it is a
+// script that runs the real worker (under the same name, so the launcher
+// knows its ranks) with its SIGUSR1 and SIGTERM handlers made "ignore". (A
+// renamed worker behind a shell still got mpirun's SIGUSR1, sent to the
+// rank's process group, and closed its store.) Empty on failure.
+QString deaf_ranks(const QString& work) {
+  if (!QDir().mkpath(work + "/ranks")) return {};
+  if (!QFile::copy(kCli, work + "/clusterscope") ||
+      !QFile::copy(CS_BIN_DIR "/clusterscope-worker", work + "/ranks/clusterscope-worker"))
+    return {};
+  QFile script(work + "/clusterscope-worker");
+  if (!script.open(QIODevice::WriteOnly)) return {};
+  script.write("#!/bin/sh\nLD_PRELOAD=" CS_DEAF_RANK_SHIM
+               " exec \"$(dirname \"$0\")/ranks/clusterscope-worker\" \"$@\"\n");
+  script.close();
+  const auto executable = QFile::ReadOwner | QFile::WriteOwner | QFile::ExeOwner;
+  for (const char* name : {"/clusterscope", "/ranks/clusterscope-worker", "/clusterscope-worker"})
+    if (!QFile::setPermissions(work + name, executable)) return {};
+  return work + "/clusterscope";
+}
+
+// The pids of deaf_ranks(work)'s workers still running (not zombies), each
+// killed here so that none outlives the test.
+QStringList kill_workers_running(const QString& work) {
+  const QByteArray worker = (work + "/ranks/clusterscope-worker").toUtf8();
+  QStringList running;
+  for (const QString& pid : QDir("/proc").entryList(QDir::Dirs)) {
+    if (pid.toLongLong() <= 0) continue;
+    QFile cmdline("/proc/" + pid + "/cmdline");
+    if (!cmdline.open(QIODevice::ReadOnly) || !cmdline.readAll().startsWith(worker + '\0'))
+      continue;
+    QFile stat("/proc/" + pid + "/stat");
+    if (!stat.open(QIODevice::ReadOnly)) continue;
+    const QByteArray line = stat.readAll();
+    const qsizetype close = line.lastIndexOf(')');
+    if (close < 0 || line.mid(close + 2, 1) == "Z") continue;
+    running << pid;
+    ::kill(static_cast<pid_t>(pid.toLongLong()), SIGKILL);
+  }
+  return running;
+}
+
 QString status_of(const QString& store) {
   auto reader = cs::trace::TraceReader::open(store.toStdString());
   return reader ? QString::fromStdString((*reader)->state().status)
@@ -58,6 +101,7 @@ class TestRunCli : public QObject {
   void interruptCancelsCleanly();
   void interruptAsTheRanksStart();
   void secondInterruptKillsTheRanks();
+  void secondInterruptKillsACalibration();
   void hangUpStopsACalibrationCleanly();
   void unwrittenRunStoreFails();
   void slurmScriptEndToEnd();
@@ -297,33 +341,14 @@ void TestRunCli::interruptAsTheRanksStart() {
 
 // A second Ctrl-C while the ranks are still closing their stores kills them
 // (it did nothing: the run waited out the 30 s grace), and what their stores
-// had committed is merged. Ranks that do not hear the stop: the worker runs
-// under another name behind a shell that ignores what mpirun forwards, so
-// neither mpirun nor the launcher reaches it with SIGUSR1.
+// had committed is merged. The ranks do not hear the stop (deaf_ranks).
 void TestRunCli::secondInterruptKillsTheRanks() {
   const QString work = dir_.filePath("second-interrupt");
-  QVERIFY(QDir().mkpath(work + "/ranks"));
-  // clusterscope starts the clusterscope-worker beside itself: here a script
-  // that runs the real worker (under the same name, so the launcher knows its
-  // ranks) with its stop and SIGTERM handlers made "ignore". A worker
-  // renamed or behind a shell still got mpirun's SIGUSR1 (sent to the rank's
-  // process group) and closed its store, so the run sometimes ended by itself
-  // before the second interrupt.
-  QVERIFY(QFile::copy(kCli, work + "/clusterscope"));
-  QVERIFY(QFile::copy(CS_BIN_DIR "/clusterscope-worker", work + "/ranks/clusterscope-worker"));
-  {
-    QFile script(work + "/clusterscope-worker");
-    QVERIFY(script.open(QIODevice::WriteOnly));
-    script.write("#!/bin/sh\nLD_PRELOAD=" CS_DEAF_RANK_SHIM
-                 " exec \"$(dirname \"$0\")/ranks/clusterscope-worker\" \"$@\"\n");
-  }
-  const auto executable = QFile::ReadOwner | QFile::WriteOwner | QFile::ExeOwner;
-  for (const char* name : {"/clusterscope", "/ranks/clusterscope-worker", "/clusterscope-worker"})
-    QVERIFY(QFile::setPermissions(work + name, executable));
+  const QString cli = deaf_ranks(work);
+  QVERIFY(!cli.isEmpty());
   const QString store = work + "/run.db";
   QProcess p;
-  p.start(work + "/clusterscope",
-          QStringList{"run", "--dp", "2", "--steps", "100000", "--out", store} + tiny());
+  p.start(cli, QStringList{"run", "--dp", "2", "--steps", "100000", "--out", store} + tiny());
   QVERIFY(p.waitForStarted());
   QString err;
   QTRY_VERIFY_WITH_TIMEOUT(
@@ -343,24 +368,9 @@ void TestRunCli::secondInterruptKillsTheRanks() {
   const qint64 took_ms = since_second.elapsed();
   err += QString::fromUtf8(p.readAllStandardError());
   const QString out = QString::fromUtf8(p.readAllStandardOutput());
-  // Each rank is gone (or a zombie nobody reaps) once the command has ended;
-  // one still running is killed here, never left behind by the test.
-  const QRegularExpression pid_of("rank \\d+ started on \\S+ \\(pid (\\d+)\\)");
-  int ranks_seen = 0;
-  QStringList left_running;
-  for (auto m = pid_of.globalMatch(err); m.hasNext();) {
-    const QString pid = m.next().captured(1);
-    ++ranks_seen;
-    QFile stat("/proc/" + pid + "/stat");
-    if (stat.open(QIODevice::ReadOnly)) {
-      const QByteArray line = stat.readAll();
-      const qsizetype close = line.lastIndexOf(')');
-      if (close > 0 && line.mid(close + 2, 1) != "Z") left_running << pid;
-    }
-    ::kill(static_cast<pid_t>(pid.toLongLong()), SIGKILL);
-  }
-  QCOMPARE(ranks_seen, 2);
-  QVERIFY2(left_running.isEmpty(), qPrintable(left_running.join(' ') + "\n" + err));
+  QCOMPARE(err.count(QRegularExpression("rank \\d+ started on")), 2);
+  const QStringList left = kill_workers_running(work);
+  QVERIFY2(left.isEmpty(), qPrintable(left.join(' ') + "\n" + err));
   QVERIFY2(took_ms < 15000, qPrintable(QString::number(took_ms) + " ms\n" + err));
   QCOMPARE(p.exitCode(), 1);
   QVERIFY2(err.contains("clusterscope: killing the ranks (SIGKILL)..."), qPrintable(err));
@@ -384,6 +394,44 @@ void TestRunCli::secondInterruptKillsTheRanks() {
 // A closed terminal (SIGHUP) stops `clusterscope calibrate` as Ctrl-C does:
 // the ranks close their stores, the phase's stores are removed, and the
 // command says so (SIGHUP used to kill it and leave them behind).
+// The same in a calibration: a second Ctrl-C kills the phase's ranks, and
+// its stores are removed as on the first.
+void TestRunCli::secondInterruptKillsACalibration() {
+  const QString work = dir_.filePath("second-interrupt-calibration");
+  const QString cli = deaf_ranks(work);
+  QVERIFY(!cli.isEmpty());
+  QProcess p;
+  p.start(cli, {"calibrate", "--backend", "cpu", "--ranks", "1", "--precisions", "fp32",
+                "--gemm-sizes", "64", "--seconds", "60", "--no-ops", "--no-reference-runs",
+                "--no-save", "--out", work + "/cal.db"});
+  QVERIFY(p.waitForStarted());
+  QTRY_VERIFY_WITH_TIMEOUT(QFile::exists(work + "/cal.phase0.ranks/rank0.db"), 60000);
+  ::kill(static_cast<pid_t>(p.processId()), SIGINT);
+  QString err;
+  QTRY_VERIFY_WITH_TIMEOUT((err += QString::fromUtf8(p.readAllStandardError()),
+                            err.contains("stopping the calibration")),
+                           10000);
+  QTest::qWait(1000);
+  QVERIFY2(p.state() == QProcess::Running, qPrintable(err));
+  QElapsedTimer since_second;
+  since_second.start();
+  ::kill(static_cast<pid_t>(p.processId()), SIGINT);
+  QVERIFY(p.waitForFinished(60000));
+  const qint64 took_ms = since_second.elapsed();
+  err += QString::fromUtf8(p.readAllStandardError());
+  const QStringList left = kill_workers_running(work);
+  QVERIFY2(left.isEmpty(), qPrintable(left.join(' ') + "\n" + err));
+  QVERIFY2(took_ms < 15000, qPrintable(QString::number(took_ms) + " ms\n" + err));
+  QCOMPARE(p.exitCode(), 1);
+  QVERIFY2(err.contains("clusterscope: killing the ranks (SIGKILL)..."), qPrintable(err));
+  QVERIFY2(err.contains("clusterscope: error: calibration cancelled during phase 1 of 1 (its "
+                        "ranks were killed on a second interrupt)"),
+           qPrintable(err));
+  QStringList after = QDir(work).entryList(QDir::AllEntries | QDir::NoDotAndDotDot);
+  after.sort();
+  QCOMPARE(after, (QStringList{"clusterscope", "clusterscope-worker", "ranks"}));
+}
+
 void TestRunCli::hangUpStopsACalibrationCleanly() {
   const QString work = dir_.filePath("hang-up");
   QVERIFY(QDir().mkpath(work));

@@ -29,6 +29,7 @@ class TestGuiCalibration : public QObject {
   void badRankCounts_data();
   void badRankCounts();
   void calibratesThisMachine();
+  void cancelTwiceKillsTheRanks();
   void learnsFromRuns();
   void mainWindowOpensThePanel();
   void mainWindowLearnsFromTheOpenRun();
@@ -124,6 +125,33 @@ void TestGuiCalibration::calibratesThisMachine() {
 
 // "Learn from runs": a real 2-rank run, then the panel refines the
 // calibrated 2-rank cluster from it and shows what the run measured.
+// Cancel stops the sweep (every rank closes its store); a second click
+// while they close kills them, as a second Ctrl-C does in the CLI. Either
+// way the calibration fails saying so and leaves no store.
+void TestGuiCalibration::cancelTwiceKillsTheRanks() {
+  cs::gui::CalibrationPanel panel;
+  panel.setPresetsDir(dir_.filePath("presets-cancelled"));
+  panel.setStorePath(dir_.filePath("cancelled.db"));
+  QSignalSpy failed(&panel, &cs::gui::CalibrationPanel::failed);
+  panel.rankCounts()->setText(QStringLiteral("1"));
+  panel.secondsPerSize()->setValue(10);
+  panel.startButton()->click();
+  QVERIFY(panel.running());
+  QTRY_VERIFY_WITH_TIMEOUT(QFile::exists(dir_.filePath("cancelled.phase0.ranks/rank0.db")), 60000);
+  panel.cancelButton()->click();
+  QVERIFY2(panel.statusLabel()->text().contains(QStringLiteral("Cancel again to kill the ranks")),
+           qPrintable(panel.statusLabel()->text()));
+  panel.cancelButton()->click();
+  QCOMPARE(panel.statusLabel()->text(), QStringLiteral("Killing the ranks..."));
+  QTRY_VERIFY_WITH_TIMEOUT(!panel.running(), 60000);
+  QCOMPARE(failed.count(), 1);
+  const QString message = failed.first().at(0).toString();
+  QVERIFY2(message.contains(QStringLiteral("calibration cancelled during phase 1 of")),
+           qPrintable(message));
+  QVERIFY(!QFile::exists(dir_.filePath("cancelled.db")));
+  QVERIFY(!QDir(dir_.filePath("cancelled.phase0.ranks")).exists());
+}
+
 void TestGuiCalibration::learnsFromRuns() {
   QProcess run;
   run.setProcessChannelMode(QProcess::MergedChannels);
