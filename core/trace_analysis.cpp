@@ -255,8 +255,39 @@ std::vector<KernelStats> kernel_stats(const TraceReader& r,
   return out;
 }
 
-std::vector<CollectiveStats> collective_stats(
-    const TraceReader& r, std::map<CollectiveKey, std::vector<std::int64_t>>& groups) {
+using CollectiveDurations = std::map<CollectiveKey, std::vector<std::int64_t>>;
+
+// Each collective's instances matched across the ranks that ran it: the n-th
+// of each rank's (a rank's scan is in start order), where each ran as many.
+// An instance ends on all its ranks together, so the shortest of its
+// durations is the one of the rank that joined it last, which waited for
+// no peer. Sends and receives are left out: a pair's two sides are
+// different keys, and the same key on other ranks is another pair's.
+CollectiveDurations last_joiner_durations(const std::vector<RankRaw>& raws) {
+  std::map<CollectiveKey, std::vector<const std::vector<std::int64_t>*>> by_key;
+  for (const RankRaw& raw : raws) {
+    for (const auto& [key, durations] : raw.collectives) {
+      if (!is_point_to_point(key.collective)) by_key[key].push_back(&durations);
+    }
+  }
+  CollectiveDurations out;
+  for (const auto& [key, lists] : by_key) {
+    const std::size_t count = lists.front()->size();
+    if (lists.size() < 2 || std::any_of(lists.begin(), lists.end(),
+                                        [&](const auto* list) { return list->size() != count; }))
+      continue;
+    std::vector<std::int64_t> shortest(*lists.front());
+    for (const auto* list : lists) {
+      for (std::size_t i = 0; i < count; ++i)
+        shortest[i] = std::min(shortest[i], (*list)[i]);
+    }
+    out.emplace(key, std::move(shortest));
+  }
+  return out;
+}
+
+std::vector<CollectiveStats> collective_stats(const TraceReader& r, CollectiveDurations& groups,
+                                              const CollectiveDurations& last_joiner = {}) {
   std::vector<CollectiveStats> out;
   for (auto& [key, durations] : groups) {
     CollectiveStats c;
@@ -270,6 +301,13 @@ std::vector<CollectiveStats> collective_stats(
     if (c.bytes > 0 && c.mean_ns > 0) {
       c.algbw_gbps = static_cast<double>(c.bytes) / c.mean_ns;  // bytes per ns = GB/s
       c.busbw_gbps = c.algbw_gbps * bus_bandwidth_factor(c.collective, c.ranks);
+      if (const auto last = last_joiner.find(key); last != last_joiner.end()) {
+        c.last_joiner_median_ns = median(last->second);
+        if (c.last_joiner_median_ns > 0) {
+          c.last_joiner_busbw_gbps = static_cast<double>(c.bytes) / c.last_joiner_median_ns *
+                                     bus_bandwidth_factor(c.collective, c.ranks);
+        }
+      }
     }
     out.push_back(std::move(c));
   }
@@ -794,7 +832,8 @@ Result<RunAnalysis> analyze_run(const TraceReader& reader, const AnalysisOptions
     run.ranks.push_back(std::move(*r));
 
   std::unordered_map<std::uint32_t, NameStats> kernels;
-  std::map<CollectiveKey, std::vector<std::int64_t>> collectives;
+  CollectiveDurations collectives;
+  const CollectiveDurations last_joiner = last_joiner_durations(raws);
   for (RankRaw& raw : raws) {
     for (auto& [name, stats] : raw.kernels) {
       NameStats& k = kernels[name];
@@ -811,7 +850,7 @@ Result<RunAnalysis> analyze_run(const TraceReader& reader, const AnalysisOptions
     }
   }
   run.kernels = kernel_stats(reader, kernels);
-  run.collectives = collective_stats(reader, collectives);
+  run.collectives = collective_stats(reader, collectives, last_joiner);
   run.stragglers = stragglers_from(run.ranks, raws, options);
   auto prediction = compare_with_prediction(reader, run.ranks, options.prediction);
   if (!prediction) return prediction.error();

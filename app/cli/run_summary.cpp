@@ -39,7 +39,9 @@ nlohmann::json run_summary_json(const std::string& run_store) {
                            {"ranks", c.ranks},
                            {"count", c.count},
                            {"mean_ns", c.mean_ns},
-                           {"busbw_gbps", c.busbw_gbps}});
+                           {"busbw_gbps", c.busbw_gbps},
+                           {"last_joiner_median_ns", c.last_joiner_median_ns},
+                           {"last_joiner_busbw_gbps", c.last_joiner_busbw_gbps}});
     if (collectives.size() == 3) break;
   }
   return {{"status", (*reader)->state().status}, {"ranks", ranks}, {"collectives", collectives}};
@@ -75,7 +77,13 @@ void print_run_summary(std::ostream& out, const nlohmann::json& summary) {
     out << "  " << c["name"].get<std::string>() << ": " << c["count"].get<std::int64_t>() << " x "
         << format_bytes(c["bytes"].get<double>()) << " over " << c["ranks"].get<int>() << " ranks, "
         << format_fixed(c["mean_ns"].get<double>() / 1e3, 1) << " us each, bus "
-        << format_fixed(c["busbw_gbps"].get<double>(), 2) << " GB/s\n";
+        << format_fixed(c["busbw_gbps"].get<double>(), 2) << " GB/s";
+    // Without the wait for peers: the rank that joined each one last.
+    if (const double last = c.value("last_joiner_median_ns", 0.0); last > 0) {
+      out << " (last to join: " << format_fixed(last / 1e3, 1) << " us, bus "
+          << format_fixed(c.value("last_joiner_busbw_gbps", 0.0), 2) << " GB/s)";
+    }
+    out << '\n';
   }
 }
 

@@ -814,9 +814,15 @@ void RunView::fillSummaries(const trace::RunAnalysis& a,
 
   // Communication, with the nccl-tests bus bandwidth.
   collective_model_->clear();
-  collective_model_->setHorizontalHeaderLabels({tr("collective"), tr("dtype"), tr("bytes"),
-                                                tr("ranks"), tr("count"), tr("total"), tr("mean"),
-                                                tr("algbw GB/s"), tr("busbw GB/s")});
+  collective_model_->setHorizontalHeaderLabels(
+      {tr("collective"), tr("dtype"), tr("bytes"), tr("ranks"), tr("count"), tr("total"),
+       tr("mean"), tr("algbw GB/s"), tr("busbw GB/s"), tr("last in"), tr("its busbw GB/s")});
+  const QString last_in =
+      tr("The mean includes the time a rank waited for its peers. Last in: each instance timed on "
+         "the rank that joined it last, which waited for none (median over the instances matched "
+         "across ranks), as nccl-tests times a collective after a barrier.");
+  for (int column : {6, 9, 10})
+    collective_model_->horizontalHeaderItem(column)->setToolTip(last_in);
   for (const trace::CollectiveStats& c : a.collectives) {
     QStandardItem* name = textCell(q(c.name));
     name->setData(int(c.collective), Qt::UserRole + 1);
@@ -828,7 +834,12 @@ void RunView::fillSummaries(const trace::RunAnalysis& a,
          cell(ns(c.total_ns), double(c.total_ns)), cell(seconds(c.mean_ns * 1e-9), c.mean_ns),
          // Without a size there is no bandwidth: "-", as trace stats says, not 0.
          cell(c.bytes > 0 ? QString::number(c.algbw_gbps, 'f', 2) : tr("-"), c.algbw_gbps),
-         cell(c.bytes > 0 ? QString::number(c.busbw_gbps, 'f', 2) : tr("-"), c.busbw_gbps)});
+         cell(c.bytes > 0 ? QString::number(c.busbw_gbps, 'f', 2) : tr("-"), c.busbw_gbps),
+         cell(c.last_joiner_median_ns > 0 ? seconds(c.last_joiner_median_ns * 1e-9) : tr("-"),
+              c.last_joiner_median_ns),
+         cell(c.last_joiner_busbw_gbps > 0 ? QString::number(c.last_joiner_busbw_gbps, 'f', 2)
+                                           : tr("-"),
+              c.last_joiner_busbw_gbps)});
   }
   collective_view_->resizeColumnsToContents();
   collective_view_->setColumnWidth(0,

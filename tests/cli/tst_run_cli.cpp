@@ -146,6 +146,17 @@ void TestRunCli::runsIntoAStore() {
     QVERIFY(rank.toObject()["compute_ns"].toDouble() > 0);
     QVERIFY(rank.toObject()["communication_ns"].toDouble() > 0);
   }
+  // Both ranks ran the same all-reduces: each is matched across them and
+  // timed on the rank that joined it last, which waited less than the mean.
+  const QJsonArray collectives = j["summary"].toObject()["collectives"].toArray();
+  QVERIFY(!collectives.isEmpty());
+  for (const auto& value : collectives) {
+    const QJsonObject c = value.toObject();
+    QVERIFY2(c["last_joiner_median_ns"].toDouble() > 0 &&
+                 c["last_joiner_median_ns"].toDouble() <= c["mean_ns"].toDouble() * 1.5,
+             qPrintable(QJsonDocument(c).toJson()));
+    QVERIFY(c["last_joiner_busbw_gbps"].toDouble() > 0);
+  }
   // The command ran mpirun with the worker, never a shell.
   const QJsonArray command = j["command"].toArray();
   QCOMPARE(command.first().toString(), QString("mpirun"));

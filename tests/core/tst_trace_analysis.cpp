@@ -112,6 +112,7 @@ class TestTraceAnalysis : public QObject {
   void busBandwidthFactor_data();
   void busBandwidthFactor();
   void stragglers();
+  void lastJoinerLeavesTheWaitOut();
   void predictedVersusMeasured();
   void predictionLeavesTheWarmUpOut();
   void predictionOfARunWithNoStep();
@@ -384,6 +385,63 @@ void TestTraceAnalysis::stragglers() {
   auto again = find_stragglers(*r, run->ranks);
   QVERIFY(again);
   QCOMPARE(again->stragglers, std::vector<std::int32_t>{2});
+}
+
+// Two ranks run four 1 MiB all-reduces; rank 0 joins each first and waits
+// for rank 1, which joins 6, 7, 6 and 8 µs later: both end together. The
+// mean includes rank 0's wait; the last joiner's median (3.5 µs) does not.
+// Nothing is matched for a collective one rank ran, for counts that differ,
+// for point-to-point, or within one rank.
+void TestTraceAnalysis::lastJoinerLeavesTheWaitOut() {
+  QTemporaryDir dir;
+  Builder b(dir, "last-joiner.cstrace");
+  TraceWriter& w = *b.writer;
+  constexpr std::int64_t kMiB = 1 << 20;
+  const std::int64_t waits[] = {6'000, 7'000, 6'000, 8'000};
+  for (int rank = 0; rank < 2; ++rank) {
+    w.add_rank({rank, "node" + std::to_string(rank), "GPU", 1, 0, false});
+    const LaneId s = w.add_lane(rank, LaneKind::gpu_stream, "stream 7", 0);
+    auto collective = [&](Collective c, std::int64_t start, std::int64_t end) {
+      b.add(s, EventKind::collective, Category::communication, start, end, "nccl");
+      b.last.collective = c;
+      b.last.bytes = kMiB;
+      b.last.dtype = DataType::fp32;
+      b.last.group_size = 2;
+      b.commit();
+    };
+    for (int i = 0; i < 4; ++i) {
+      const std::int64_t t = i * 100'000;
+      collective(Collective::all_reduce, rank == 0 ? t : t + waits[i], t + 10'000);
+      collective(Collective::send, t + 20'000, t + 25'000 + rank * 1'000);
+      // Three reduce-scatters on rank 0, two on rank 1: not matched.
+      if (i < 3 - rank) collective(Collective::reduce_scatter, t + 30'000, t + 31'000);
+      if (rank == 0) collective(Collective::all_gather, t + 40'000, t + 41'000);
+    }
+  }
+  auto r = b.close();
+  auto run = analyze_run(*r);
+  QVERIFY2(run, run ? "" : run.message().c_str());
+  auto find = [](const std::vector<CollectiveStats>& all, Collective c) {
+    const auto it = std::find_if(all.begin(), all.end(),
+                                 [&](const CollectiveStats& s) { return s.collective == c; });
+    return it == all.end() ? CollectiveStats{} : *it;
+  };
+  const CollectiveStats all_reduce = find(run->collectives, Collective::all_reduce);
+  QCOMPARE(all_reduce.count, 8);
+  QCOMPARE(all_reduce.mean_ns, (4 * 10'000.0 + 4'000 + 3'000 + 4'000 + 2'000) / 8);
+  QCOMPARE(all_reduce.last_joiner_median_ns, 3'500.0);
+  // 2(n-1)/n = 1 for n = 2: the bus bandwidth is the algorithm's.
+  QCOMPARE(all_reduce.last_joiner_busbw_gbps, static_cast<double>(kMiB) / 3'500.0);
+  QCOMPARE(all_reduce.busbw_gbps, static_cast<double>(kMiB) / 6'625.0);
+  for (Collective unmatched :
+       {Collective::send, Collective::reduce_scatter, Collective::all_gather}) {
+    const CollectiveStats c = find(run->collectives, unmatched);
+    QVERIFY(c.count > 0);
+    QCOMPARE(c.last_joiner_median_ns, 0.0);
+    QCOMPARE(c.last_joiner_busbw_gbps, 0.0);
+  }
+  for (const RankAnalysis& rank : run->ranks)
+    QCOMPARE(find(rank.collectives, Collective::all_reduce).last_joiner_median_ns, 0.0);
 }
 
 // Three steps, the first a 50 µs warm-up (on a GPU: cuBLAS's heuristics,
