@@ -257,37 +257,34 @@ std::vector<KernelStats> kernel_stats(const TraceReader& r,
 
 using CollectiveDurations = std::map<CollectiveKey, std::vector<std::int64_t>>;
 
-// Each collective's instances matched across the ranks that ran it: the n-th
-// of each rank's (a rank's scan is in start order), where each ran as many.
-// An instance ends on all its ranks together, so the shortest of its
-// durations is the one of the rank that joined it last, which waited for
-// no peer. Sends and receives are left out: a pair's two sides are
-// different keys, and the same key on other ranks is another pair's.
-CollectiveDurations last_joiner_durations(const std::vector<RankRaw>& raws) {
-  std::map<CollectiveKey, std::vector<const std::vector<std::int64_t>*>> by_key;
+// Each collective's transfers: the n-th call of each rank that made it (a
+// rank's scan is in start order) is one call, where each made as many
+// (shortest_of_each_call). Sends and receives are left out: a pair's two
+// sides are different collectives, and the same one on other ranks is
+// another pair's.
+CollectiveDurations transfer_durations(const std::vector<RankRaw>& raws) {
+  std::map<CollectiveKey, std::vector<std::vector<double>>> by_key;
   for (const RankRaw& raw : raws) {
     for (const auto& [key, durations] : raw.collectives) {
-      if (!is_point_to_point(key.collective)) by_key[key].push_back(&durations);
+      if (!is_point_to_point(key.collective))
+        by_key[key].emplace_back(durations.begin(), durations.end());
     }
   }
   CollectiveDurations out;
-  for (const auto& [key, lists] : by_key) {
-    const std::size_t count = lists.front()->size();
-    if (lists.size() < 2 || std::any_of(lists.begin(), lists.end(),
-                                        [&](const auto* list) { return list->size() != count; }))
+  for (const auto& [key, ranks] : by_key) {
+    const std::size_t count = ranks.front().size();
+    if (ranks.size() < 2 || std::any_of(ranks.begin(), ranks.end(),
+                                        [&](const auto& calls) { return calls.size() != count; }))
       continue;
-    std::vector<std::int64_t> shortest(*lists.front());
-    for (const auto* list : lists) {
-      for (std::size_t i = 0; i < count; ++i)
-        shortest[i] = std::min(shortest[i], (*list)[i]);
-    }
-    out.emplace(key, std::move(shortest));
+    std::vector<std::int64_t>& transfers = out[key];
+    for (double d : shortest_of_each_call(ranks))
+      transfers.push_back(static_cast<std::int64_t>(d));
   }
   return out;
 }
 
 std::vector<CollectiveStats> collective_stats(const TraceReader& r, CollectiveDurations& groups,
-                                              const CollectiveDurations& last_joiner = {}) {
+                                              const CollectiveDurations& transfer = {}) {
   std::vector<CollectiveStats> out;
   for (auto& [key, durations] : groups) {
     CollectiveStats c;
@@ -301,11 +298,11 @@ std::vector<CollectiveStats> collective_stats(const TraceReader& r, CollectiveDu
     if (c.bytes > 0 && c.mean_ns > 0) {
       c.algbw_gbps = static_cast<double>(c.bytes) / c.mean_ns;  // bytes per ns = GB/s
       c.busbw_gbps = c.algbw_gbps * bus_bandwidth_factor(c.collective, c.ranks);
-      if (const auto last = last_joiner.find(key); last != last_joiner.end()) {
-        c.last_joiner_median_ns = median(last->second);
-        if (c.last_joiner_median_ns > 0) {
-          c.last_joiner_busbw_gbps = static_cast<double>(c.bytes) / c.last_joiner_median_ns *
-                                     bus_bandwidth_factor(c.collective, c.ranks);
+      if (const auto last = transfer.find(key); last != transfer.end()) {
+        c.transfer_median_ns = median(last->second);
+        if (c.transfer_median_ns > 0) {
+          c.transfer_busbw_gbps = static_cast<double>(c.bytes) / c.transfer_median_ns *
+                                  bus_bandwidth_factor(c.collective, c.ranks);
         }
       }
     }
@@ -833,7 +830,7 @@ Result<RunAnalysis> analyze_run(const TraceReader& reader, const AnalysisOptions
 
   std::unordered_map<std::uint32_t, NameStats> kernels;
   CollectiveDurations collectives;
-  const CollectiveDurations last_joiner = last_joiner_durations(raws);
+  const CollectiveDurations transfer = transfer_durations(raws);
   for (RankRaw& raw : raws) {
     for (auto& [name, stats] : raw.kernels) {
       NameStats& k = kernels[name];
@@ -850,7 +847,7 @@ Result<RunAnalysis> analyze_run(const TraceReader& reader, const AnalysisOptions
     }
   }
   run.kernels = kernel_stats(reader, kernels);
-  run.collectives = collective_stats(reader, collectives, last_joiner);
+  run.collectives = collective_stats(reader, collectives, transfer);
   run.stragglers = stragglers_from(run.ranks, raws, options);
   auto prediction = compare_with_prediction(reader, run.ranks, options.prediction);
   if (!prediction) return prediction.error();

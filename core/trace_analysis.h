@@ -99,14 +99,14 @@ struct CollectiveStats {
   double algbw_gbps = 0;  // bytes / mean time, in GB/s (10^9 bytes per second)
   double busbw_gbps = 0;  // algbw × bus_bandwidth_factor
   // The mean above includes the time a rank waited for its peers to join.
-  // Run-wide, each instance is matched across the ranks that ran the
-  // collective (the n-th of each, where each ran as many) and timed on the
-  // rank that joined it last: the shortest of its durations, which waited
-  // for no peer, as nccl-tests times a collective after a barrier. Their
-  // median, and the bus bandwidth it gives. 0 where nothing matched (a
-  // single rank, unequal counts, point-to-point, no size) and per rank.
-  double last_joiner_median_ns = 0;
-  double last_joiner_busbw_gbps = 0;
+  // Run-wide, each call is matched across the ranks that made it and timed
+  // by its transfer (shortest_of_each_call: the rank that joined last, which
+  // waited for no one), as nccl-tests times a collective after a barrier:
+  // the transfers' median, and the bus bandwidth it gives. 0 where nothing
+  // matched (a single rank, counts that differ, point-to-point, no size),
+  // and in one rank's stats.
+  double transfer_median_ns = 0;
+  double transfer_busbw_gbps = 0;
 };
 
 // nccl-tests: all-reduce 2(n−1)/n; all-gather, reduce-scatter, all-to-all

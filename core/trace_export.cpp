@@ -958,17 +958,17 @@ Result<ExportReport> export_csv(const TraceReader& reader, const RunAnalysis* an
     case CsvTable::collectives:
       csv_row(out, "rank", "collective", "name", "dtype", "bytes", "ranks", "count", "total_ns",
               "mean_ns", "median_ns", "min_ns", "max_ns", "algbw_gbps", "busbw_gbps",
-              "last_joiner_median_ns", "last_joiner_busbw_gbps");
-      // The last joiner's figures are run-wide: 0 in the rows of one rank.
+              "transfer_median_ns", "transfer_busbw_gbps");
+      // The transfer figures are run-wide: 0 in the rows of one rank.
       for (const CollectiveStats& c : analysis->collectives)
         csv_row(out, "all", to_string(c.collective), c.name, to_string(c.dtype), c.bytes, c.ranks,
                 c.count, c.total_ns, c.mean_ns, c.median_ns, c.min_ns, c.max_ns, c.algbw_gbps,
-                c.busbw_gbps, c.last_joiner_median_ns, c.last_joiner_busbw_gbps);
+                c.busbw_gbps, c.transfer_median_ns, c.transfer_busbw_gbps);
       for (const RankAnalysis& r : analysis->ranks) {
         for (const CollectiveStats& c : r.collectives)
           csv_row(out, std::to_string(r.rank), to_string(c.collective), c.name, to_string(c.dtype),
                   c.bytes, c.ranks, c.count, c.total_ns, c.mean_ns, c.median_ns, c.min_ns, c.max_ns,
-                  c.algbw_gbps, c.busbw_gbps, c.last_joiner_median_ns, c.last_joiner_busbw_gbps);
+                  c.algbw_gbps, c.busbw_gbps, c.transfer_median_ns, c.transfer_busbw_gbps);
       }
       break;
     case CsvTable::stragglers:
@@ -1186,10 +1186,11 @@ Result<ExportReport> export_html_report(const TraceReader& reader, const RunAnal
     out << "<h2>Collectives</h2>\n<p class=note>Bandwidths by the nccl-tests formulas: algbw = "
            "size / mean time; busbw = algbw &times; 2(n&minus;1)/n for all-reduce, (n&minus;1)/n "
            "for all-gather, reduce-scatter and all-to-all. The mean includes the time a rank "
-           "waited for its peers; <em>last in</em> times each instance on the rank that joined "
-           "it last (median), which waited for none.</p>\n<table>\n<tr><th>collective</th>"
+           "waited for its peers; <em>transfer</em> is each call's shortest duration across the "
+           "ranks that made it (the rank that joined last, which waited for none), "
+           "median.</p>\n<table>\n<tr><th>collective</th>"
            "<th>type</th><th>size</th><th>ranks</th><th>count</th><th>mean us</th>"
-           "<th>algbw GB/s</th><th>busbw GB/s</th><th>last in us</th><th>its busbw GB/s</th>"
+           "<th>algbw GB/s</th><th>busbw GB/s</th><th>transfer us</th><th>its busbw GB/s</th>"
            "</tr>\n";
     for (const CollectiveStats& c : analysis.collectives) {
       out << "<tr><td><code>" << html(c.name) << "</code></td><td>" << to_string(c.dtype)
@@ -1198,9 +1199,9 @@ Result<ExportReport> export_html_report(const TraceReader& reader, const RunAnal
           << format_fixed(c.mean_ns / 1e3, 2) << "</td><td class=n>"
           << (c.bytes > 0 ? format_fixed(c.algbw_gbps, 2) : "-") << "</td><td class=n>"
           << (c.bytes > 0 ? format_fixed(c.busbw_gbps, 2) : "-") << "</td><td class=n>"
-          << (c.last_joiner_median_ns > 0 ? format_fixed(c.last_joiner_median_ns / 1e3, 2) : "-")
+          << (c.transfer_median_ns > 0 ? format_fixed(c.transfer_median_ns / 1e3, 2) : "-")
           << "</td><td class=n>"
-          << (c.last_joiner_busbw_gbps > 0 ? format_fixed(c.last_joiner_busbw_gbps, 2) : "-")
+          << (c.transfer_busbw_gbps > 0 ? format_fixed(c.transfer_busbw_gbps, 2) : "-")
           << "</td></tr>\n";
     }
     out << "</table>\n";

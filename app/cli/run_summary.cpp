@@ -40,8 +40,8 @@ nlohmann::json run_summary_json(const std::string& run_store) {
                            {"count", c.count},
                            {"mean_ns", c.mean_ns},
                            {"busbw_gbps", c.busbw_gbps},
-                           {"last_joiner_median_ns", c.last_joiner_median_ns},
-                           {"last_joiner_busbw_gbps", c.last_joiner_busbw_gbps}});
+                           {"transfer_median_ns", c.transfer_median_ns},
+                           {"transfer_busbw_gbps", c.transfer_busbw_gbps}});
     if (collectives.size() == 3) break;
   }
   return {{"status", (*reader)->state().status}, {"ranks", ranks}, {"collectives", collectives}};
@@ -78,10 +78,10 @@ void print_run_summary(std::ostream& out, const nlohmann::json& summary) {
         << format_bytes(c["bytes"].get<double>()) << " over " << c["ranks"].get<int>() << " ranks, "
         << format_fixed(c["mean_ns"].get<double>() / 1e3, 1) << " us each, bus "
         << format_fixed(c["busbw_gbps"].get<double>(), 2) << " GB/s";
-    // Without the wait for peers: the rank that joined each one last.
-    if (const double last = c.value("last_joiner_median_ns", 0.0); last > 0) {
-      out << " (last to join: " << format_fixed(last / 1e3, 1) << " us, bus "
-          << format_fixed(c.value("last_joiner_busbw_gbps", 0.0), 2) << " GB/s)";
+    // Without the wait for peers: the rank that joined each call last.
+    if (const double transfer = c.value("transfer_median_ns", 0.0); transfer > 0) {
+      out << " (transfer " << format_fixed(transfer / 1e3, 1) << " us, bus "
+          << format_fixed(c.value("transfer_busbw_gbps", 0.0), 2) << " GB/s)";
     }
     out << '\n';
   }

@@ -316,20 +316,19 @@ void run_stats(const StatsOptions& o, Context& ctx) {
     }
     for (std::size_t i = 0; i < a.collectives.size() && i < top; ++i) {
       const CollectiveStats& c = a.collectives[i];
-      collectives.push_back(
-          {{"collective", to_string(c.collective)},
-           {"name", c.name},
-           {"dtype", to_string(c.dtype)},
-           {"bytes", c.bytes},
-           {"ranks", c.ranks},
-           {"count", c.count},
-           {"total_ns", c.total_ns},
-           {"mean_ns", c.mean_ns},
-           {"median_ns", c.median_ns},
-           {"algbw_gbps", c.algbw_gbps},
-           {"busbw_gbps", c.busbw_gbps},
-           {"last_joiner_median_ns", optional_number(c.last_joiner_median_ns)},
-           {"last_joiner_busbw_gbps", optional_number(c.last_joiner_busbw_gbps)}});
+      collectives.push_back({{"collective", to_string(c.collective)},
+                             {"name", c.name},
+                             {"dtype", to_string(c.dtype)},
+                             {"bytes", c.bytes},
+                             {"ranks", c.ranks},
+                             {"count", c.count},
+                             {"total_ns", c.total_ns},
+                             {"mean_ns", c.mean_ns},
+                             {"median_ns", c.median_ns},
+                             {"algbw_gbps", c.algbw_gbps},
+                             {"busbw_gbps", c.busbw_gbps},
+                             {"transfer_median_ns", optional_number(c.transfer_median_ns)},
+                             {"transfer_busbw_gbps", optional_number(c.transfer_busbw_gbps)}});
     }
     for (const RankStraggler& s : a.stragglers.ranks) {
       stragglers.push_back({{"rank", s.rank},
@@ -461,27 +460,28 @@ void run_stats(const StatsOptions& o, Context& ctx) {
   if (!a.collectives.empty() && top > 0) {
     std::cout << "\nCollectives (nccl-tests bandwidths)\n";
     TextTable c({"collective", "type", "size", "ranks", "count", "mean us", "algbw GB/s",
-                 "busbw GB/s", "last in us", "its busbw"});
+                 "busbw GB/s", "transfer us", "its busbw"});
     for (std::size_t i = 2; i < 10; ++i)
       c.right_align(i);
     bool matched = false;
     for (std::size_t i = 0; i < a.collectives.size() && i < top; ++i) {
       const CollectiveStats& s = a.collectives[i];
       const bool sized = s.bytes > 0;
-      const bool last_in = s.last_joiner_median_ns > 0;
-      matched |= last_in;
+      const bool transfer = s.transfer_median_ns > 0;
+      matched |= transfer;
       c.add({shorten(s.name, 48), std::string(to_string(s.dtype)),
              sized ? format_bytes(static_cast<double>(s.bytes)) : "-", std::to_string(s.ranks),
              std::to_string(s.count), format_fixed(s.mean_ns / 1e3, 2),
              sized ? format_fixed(s.algbw_gbps, 2) : "-",
              sized ? format_fixed(s.busbw_gbps, 2) : "-",
-             last_in ? format_fixed(s.last_joiner_median_ns / 1e3, 2) : "-",
-             last_in ? format_fixed(s.last_joiner_busbw_gbps, 2) : "-"});
+             transfer ? format_fixed(s.transfer_median_ns / 1e3, 2) : "-",
+             transfer ? format_fixed(s.transfer_busbw_gbps, 2) : "-"});
     }
     c.print(std::cout);
     if (matched) {
-      std::cout << "(mean: as each rank timed it, waiting for its peers included; last in: the "
-                   "median instance timed on the rank that joined it last, no wait)\n";
+      std::cout << "(mean: as each rank timed it, waiting for its peers included; transfer: "
+                   "each call's shortest duration across the ranks, the one that joined last, "
+                   "median)\n";
     }
   }
   if (a.ranks.size() > 1) {

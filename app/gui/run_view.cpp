@@ -816,13 +816,13 @@ void RunView::fillSummaries(const trace::RunAnalysis& a,
   collective_model_->clear();
   collective_model_->setHorizontalHeaderLabels(
       {tr("collective"), tr("dtype"), tr("bytes"), tr("ranks"), tr("count"), tr("total"),
-       tr("mean"), tr("algbw GB/s"), tr("busbw GB/s"), tr("last in"), tr("its busbw GB/s")});
-  const QString last_in =
-      tr("The mean includes the time a rank waited for its peers. Last in: each instance timed on "
-         "the rank that joined it last, which waited for none (median over the instances matched "
-         "across ranks), as nccl-tests times a collective after a barrier.");
+       tr("mean"), tr("algbw GB/s"), tr("busbw GB/s"), tr("transfer"), tr("its busbw GB/s")});
+  const QString transfer =
+      tr("The mean includes the time a rank waited for its peers. Transfer: each call's shortest "
+         "duration across the ranks that made it (the rank that joined last, which waited for "
+         "none), median over the calls, as nccl-tests times a collective after a barrier.");
   for (int column : {6, 9, 10})
-    collective_model_->horizontalHeaderItem(column)->setToolTip(last_in);
+    collective_model_->horizontalHeaderItem(column)->setToolTip(transfer);
   for (const trace::CollectiveStats& c : a.collectives) {
     QStandardItem* name = textCell(q(c.name));
     name->setData(int(c.collective), Qt::UserRole + 1);
@@ -835,11 +835,10 @@ void RunView::fillSummaries(const trace::RunAnalysis& a,
          // Without a size there is no bandwidth: "-", as trace stats says, not 0.
          cell(c.bytes > 0 ? QString::number(c.algbw_gbps, 'f', 2) : tr("-"), c.algbw_gbps),
          cell(c.bytes > 0 ? QString::number(c.busbw_gbps, 'f', 2) : tr("-"), c.busbw_gbps),
-         cell(c.last_joiner_median_ns > 0 ? seconds(c.last_joiner_median_ns * 1e-9) : tr("-"),
-              c.last_joiner_median_ns),
-         cell(c.last_joiner_busbw_gbps > 0 ? QString::number(c.last_joiner_busbw_gbps, 'f', 2)
-                                           : tr("-"),
-              c.last_joiner_busbw_gbps)});
+         cell(c.transfer_median_ns > 0 ? seconds(c.transfer_median_ns * 1e-9) : tr("-"),
+              c.transfer_median_ns),
+         cell(c.transfer_busbw_gbps > 0 ? QString::number(c.transfer_busbw_gbps, 'f', 2) : tr("-"),
+              c.transfer_busbw_gbps)});
   }
   collective_view_->resizeColumnsToContents();
   collective_view_->setColumnWidth(0,

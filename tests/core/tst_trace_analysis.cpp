@@ -112,7 +112,7 @@ class TestTraceAnalysis : public QObject {
   void busBandwidthFactor_data();
   void busBandwidthFactor();
   void stragglers();
-  void lastJoinerLeavesTheWaitOut();
+  void transferLeavesTheWaitOut();
   void predictedVersusMeasured();
   void predictionLeavesTheWarmUpOut();
   void predictionOfARunWithNoStep();
@@ -389,10 +389,10 @@ void TestTraceAnalysis::stragglers() {
 
 // Two ranks run four 1 MiB all-reduces; rank 0 joins each first and waits
 // for rank 1, which joins 6, 7, 6 and 8 µs later: both end together. The
-// mean includes rank 0's wait; the last joiner's median (3.5 µs) does not.
+// mean includes rank 0's wait; the transfers' median (3.5 µs) does not.
 // Nothing is matched for a collective one rank ran, for counts that differ,
 // for point-to-point, or within one rank.
-void TestTraceAnalysis::lastJoinerLeavesTheWaitOut() {
+void TestTraceAnalysis::transferLeavesTheWaitOut() {
   QTemporaryDir dir;
   Builder b(dir, "last-joiner.cstrace");
   TraceWriter& w = *b.writer;
@@ -429,19 +429,19 @@ void TestTraceAnalysis::lastJoinerLeavesTheWaitOut() {
   const CollectiveStats all_reduce = find(run->collectives, Collective::all_reduce);
   QCOMPARE(all_reduce.count, 8);
   QCOMPARE(all_reduce.mean_ns, (4 * 10'000.0 + 4'000 + 3'000 + 4'000 + 2'000) / 8);
-  QCOMPARE(all_reduce.last_joiner_median_ns, 3'500.0);
+  QCOMPARE(all_reduce.transfer_median_ns, 3'500.0);
   // 2(n-1)/n = 1 for n = 2: the bus bandwidth is the algorithm's.
-  QCOMPARE(all_reduce.last_joiner_busbw_gbps, static_cast<double>(kMiB) / 3'500.0);
+  QCOMPARE(all_reduce.transfer_busbw_gbps, static_cast<double>(kMiB) / 3'500.0);
   QCOMPARE(all_reduce.busbw_gbps, static_cast<double>(kMiB) / 6'625.0);
   for (Collective unmatched :
        {Collective::send, Collective::reduce_scatter, Collective::all_gather}) {
     const CollectiveStats c = find(run->collectives, unmatched);
     QVERIFY(c.count > 0);
-    QCOMPARE(c.last_joiner_median_ns, 0.0);
-    QCOMPARE(c.last_joiner_busbw_gbps, 0.0);
+    QCOMPARE(c.transfer_median_ns, 0.0);
+    QCOMPARE(c.transfer_busbw_gbps, 0.0);
   }
   for (const RankAnalysis& rank : run->ranks)
-    QCOMPARE(find(rank.collectives, Collective::all_reduce).last_joiner_median_ns, 0.0);
+    QCOMPARE(find(rank.collectives, Collective::all_reduce).transfer_median_ns, 0.0);
 }
 
 // Three steps, the first a 50 µs warm-up (on a GPU: cuBLAS's heuristics,

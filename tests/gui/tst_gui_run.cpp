@@ -421,13 +421,13 @@ void TestGuiRun::kernelRowShowsInstances() {
            qPrintable(instances.front().at(1).toString()));
   const int count = view.collectiveProxy()->index(0, 4).data(Qt::UserRole).toInt();
   QCOMPARE(view.instances()->rowCount(), std::min(count, 1000));
-  // Both ranks ran it: timed also on the rank that joined each instance
-  // last, said in the header's tooltip.
-  QCOMPARE(view.collectiveProxy()->headerData(9, Qt::Horizontal).toString(), QString("last in"));
+  // Both ranks ran it: timed also by its transfer (the rank that joined
+  // each call last), said in the header's tooltip.
+  QCOMPARE(view.collectiveProxy()->headerData(9, Qt::Horizontal).toString(), QString("transfer"));
   QVERIFY(view.collectiveProxy()
               ->headerData(9, Qt::Horizontal, Qt::ToolTipRole)
               .toString()
-              .contains("joined it last"));
+              .contains("joined last"));
   QVERIFY(view.collectiveProxy()->index(0, 9).data(Qt::UserRole).toDouble() > 0);
   QVERIFY(view.collectiveProxy()->index(0, 10).data(Qt::UserRole).toDouble() > 0);
 }
