@@ -82,6 +82,32 @@ QStringList kill_workers_running(const QString& work) {
   return running;
 }
 
+// Interrupts `p` (whose ranks are deaf_ranks(work)'s) once, and again a
+// second after it said `stopping` while the ranks train on; then checks that
+// the second interrupt killed the ranks at once: none left running, the end
+// within 15 s (the grace is 30 s), exit 1. `err` gathers its stderr. Void for
+// QVERIFY: the caller returns when QTest::currentTestFailed().
+void interrupt_twice(QProcess& p, const QString& work, const QString& stopping, QString& err) {
+  ::kill(static_cast<pid_t>(p.processId()), SIGINT);
+  QTRY_VERIFY_WITH_TIMEOUT(
+      (err += QString::fromUtf8(p.readAllStandardError()), err.contains(stopping)), 10000);
+  // The launcher has told the ranks (every 100 ms); they train on.
+  QTest::qWait(1000);
+  QVERIFY2(p.state() == QProcess::Running, qPrintable(err));
+  QVERIFY2(!err.contains("closed its store"), qPrintable(err));
+  QElapsedTimer since_second;
+  since_second.start();
+  ::kill(static_cast<pid_t>(p.processId()), SIGINT);
+  QVERIFY(p.waitForFinished(60000));
+  const qint64 took_ms = since_second.elapsed();
+  err += QString::fromUtf8(p.readAllStandardError());
+  const QStringList left = kill_workers_running(work);
+  QVERIFY2(left.isEmpty(), qPrintable(left.join(' ') + "\n" + err));
+  QVERIFY2(took_ms < 15000, qPrintable(QString::number(took_ms) + " ms\n" + err));
+  QCOMPARE(p.exitCode(), 1);
+  QVERIFY2(err.contains("clusterscope: killing the ranks (SIGKILL)..."), qPrintable(err));
+}
+
 QString status_of(const QString& store) {
   auto reader = cs::trace::TraceReader::open(store.toStdString());
   return reader ? QString::fromStdString((*reader)->state().status)
@@ -364,27 +390,10 @@ void TestRunCli::secondInterruptKillsTheRanks() {
   QString err;
   QTRY_VERIFY_WITH_TIMEOUT(
       (err += QString::fromUtf8(p.readAllStandardError()), err.contains("step 3/")), 60000);
-  ::kill(static_cast<pid_t>(p.processId()), SIGINT);
-  QTRY_VERIFY_WITH_TIMEOUT(
-      (err += QString::fromUtf8(p.readAllStandardError()), err.contains("stopping the run")),
-      10000);
-  // The launcher has told the ranks (every 100 ms); they train on.
-  QTest::qWait(1000);
-  QVERIFY2(p.state() == QProcess::Running, qPrintable(err));
-  QVERIFY2(!err.contains("closed its store"), qPrintable(err));
-  QElapsedTimer since_second;
-  since_second.start();
-  ::kill(static_cast<pid_t>(p.processId()), SIGINT);
-  QVERIFY(p.waitForFinished(60000));
-  const qint64 took_ms = since_second.elapsed();
-  err += QString::fromUtf8(p.readAllStandardError());
+  interrupt_twice(p, work, "stopping the run", err);
+  if (QTest::currentTestFailed()) return;
   const QString out = QString::fromUtf8(p.readAllStandardOutput());
   QCOMPARE(err.count(QRegularExpression("rank \\d+ started on")), 2);
-  const QStringList left = kill_workers_running(work);
-  QVERIFY2(left.isEmpty(), qPrintable(left.join(' ') + "\n" + err));
-  QVERIFY2(took_ms < 15000, qPrintable(QString::number(took_ms) + " ms\n" + err));
-  QCOMPARE(p.exitCode(), 1);
-  QVERIFY2(err.contains("clusterscope: killing the ranks (SIGKILL)..."), qPrintable(err));
   QVERIFY2(err.contains("clusterscope: error: the run was cancelled: the ranks were killed on a "
                         "second interrupt"),
            qPrintable(err));
@@ -402,9 +411,6 @@ void TestRunCli::secondInterruptKillsTheRanks() {
   QVERIFY2(!ranks[0].toObject()["steps"].toArray().isEmpty(), qPrintable(stats.out));
 }
 
-// A closed terminal (SIGHUP) stops `clusterscope calibrate` as Ctrl-C does:
-// the ranks close their stores, the phase's stores are removed, and the
-// command says so (SIGHUP used to kill it and leave them behind).
 // The same in a calibration: a second Ctrl-C kills the phase's ranks, and
 // its stores are removed as on the first.
 void TestRunCli::secondInterruptKillsACalibration() {
@@ -417,24 +423,9 @@ void TestRunCli::secondInterruptKillsACalibration() {
                 "--no-save", "--out", work + "/cal.db"});
   QVERIFY(p.waitForStarted());
   QTRY_VERIFY_WITH_TIMEOUT(QFile::exists(work + "/cal.phase0.ranks/rank0.db"), 60000);
-  ::kill(static_cast<pid_t>(p.processId()), SIGINT);
   QString err;
-  QTRY_VERIFY_WITH_TIMEOUT((err += QString::fromUtf8(p.readAllStandardError()),
-                            err.contains("stopping the calibration")),
-                           10000);
-  QTest::qWait(1000);
-  QVERIFY2(p.state() == QProcess::Running, qPrintable(err));
-  QElapsedTimer since_second;
-  since_second.start();
-  ::kill(static_cast<pid_t>(p.processId()), SIGINT);
-  QVERIFY(p.waitForFinished(60000));
-  const qint64 took_ms = since_second.elapsed();
-  err += QString::fromUtf8(p.readAllStandardError());
-  const QStringList left = kill_workers_running(work);
-  QVERIFY2(left.isEmpty(), qPrintable(left.join(' ') + "\n" + err));
-  QVERIFY2(took_ms < 15000, qPrintable(QString::number(took_ms) + " ms\n" + err));
-  QCOMPARE(p.exitCode(), 1);
-  QVERIFY2(err.contains("clusterscope: killing the ranks (SIGKILL)..."), qPrintable(err));
+  interrupt_twice(p, work, "stopping the calibration", err);
+  if (QTest::currentTestFailed()) return;
   QVERIFY2(err.contains("clusterscope: error: calibration cancelled during phase 1 of 1 (its "
                         "ranks were killed on a second interrupt)"),
            qPrintable(err));
@@ -443,6 +434,9 @@ void TestRunCli::secondInterruptKillsACalibration() {
   QCOMPARE(after, (QStringList{"clusterscope", "clusterscope-worker", "ranks"}));
 }
 
+// A closed terminal (SIGHUP) stops `clusterscope calibrate` as Ctrl-C does:
+// the ranks close their stores, the phase's stores are removed, and the
+// command says so (SIGHUP used to kill it and leave them behind).
 void TestRunCli::hangUpStopsACalibrationCleanly() {
   const QString work = dir_.filePath("hang-up");
   QVERIFY(QDir().mkpath(work));
