@@ -97,12 +97,8 @@ struct CollectiveStats {
   double mean_ns = 0;
   double median_ns = 0;
   double algbw_gbps = 0;  // bytes / mean time, in GB/s (10^9 bytes per second)
-  double busbw_gbps = 0;  // algbw × bus_bandwidth_factor
+  double busbw_gbps = 0;  // algbw × bus_bandwidth_factor (trace_types.h)
 };
-
-// nccl-tests: all-reduce 2(n−1)/n; all-gather, reduce-scatter, all-to-all
-// (n−1)/n; broadcast, reduce and point-to-point 1.
-double bus_bandwidth_factor(Collective c, int ranks);
 
 // HTA's CUDA kernel launch statistics: each kernel (NCCL's included), copy
 // or memset paired with the runtime or driver call that launched it (their
