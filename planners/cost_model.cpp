@@ -117,7 +117,7 @@ double activation_bytes_of(Precision compute) {
 }
 
 // Where a data-parallel group sits with Megatron's rank order (tensor rank
-// fastest, then data, then pipeline).
+// fastest, then data, then pipeline: core/rank_order.h).
 GroupPlacement dp_placement(const Machine& m, const Knobs& k) {
   const int per_node = std::clamp(m.gpus_per_node / std::max(k.tp, 1), 1, k.dp);
   return {per_node, (k.dp + per_node - 1) / per_node};
