@@ -3,9 +3,9 @@
 #include <fstream>
 #include <thread>
 
-#include <dlfcn.h>
 #include <unistd.h>
 
+#include "core/cuda_driver.h"
 #include "core/host_name.h"
 #include "core/presets.h"
 
@@ -25,29 +25,6 @@ std::string read_cpu_model() {
   return {};
 }
 
-// The few driver API entry points needed, resolved by name. Types follow
-// cuda.h: CUresult is int, CUdevice is int, sizes are size_t.
-struct Driver {
-  void* handle = nullptr;
-  int (*cuInit)(unsigned) = nullptr;
-  int (*cuDriverGetVersion)(int*) = nullptr;
-  int (*cuDeviceGetCount)(int*) = nullptr;
-  int (*cuDeviceGet)(int*, int) = nullptr;
-  int (*cuDeviceGetName)(char*, int, int) = nullptr;
-  int (*cuDeviceTotalMem)(std::size_t*, int) = nullptr;
-  int (*cuDeviceGetAttribute)(int*, int, int) = nullptr;
-  int (*cuGetErrorString)(int, const char**) = nullptr;
-
-  template <class F>
-  bool bind(F& f, const char* name) {
-    f = reinterpret_cast<F>(dlsym(handle, name));
-    return f != nullptr;
-  }
-  ~Driver() {
-    if (handle) dlclose(handle);
-  }
-};
-
 // CUdevice_attribute values from cuda.h (stable across versions).
 constexpr int kAttrClockRate = 13;              // kHz
 constexpr int kAttrMultiprocessors = 16;
@@ -57,20 +34,14 @@ constexpr int kAttrComputeMajor = 75;
 constexpr int kAttrComputeMinor = 76;
 
 void probe_gpus(HostInfo& host) {
-  Driver d;
-  d.handle = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-  if (!d.handle) {
+  const std::unique_ptr<CudaDriver> driver = CudaDriver::load();
+  if (!driver) {
     host.gpu_status = "no GPU: the NVIDIA driver (libcuda.so.1) is not installed";
     return;
   }
-  const bool bound = d.bind(d.cuInit, "cuInit") && d.bind(d.cuDriverGetVersion, "cuDriverGetVersion") &&
-                     d.bind(d.cuDeviceGetCount, "cuDeviceGetCount") &&
-                     d.bind(d.cuDeviceGet, "cuDeviceGet") &&
-                     d.bind(d.cuDeviceGetName, "cuDeviceGetName") &&
-                     d.bind(d.cuDeviceTotalMem, "cuDeviceTotalMem_v2") &&
-                     d.bind(d.cuDeviceGetAttribute, "cuDeviceGetAttribute");
-  d.bind(d.cuGetErrorString, "cuGetErrorString");
-  if (!bound) {
+  const CudaDriver& d = *driver;
+  if (!d.cuInit || !d.cuDriverGetVersion || !d.cuDeviceGetCount || !d.cuDeviceGet ||
+      !d.cuDeviceGetName || !d.cuDeviceTotalMem || !d.cuDeviceGetAttribute) {
     host.gpu_status = "no GPU: libcuda.so.1 lacks the driver API entry points";
     return;
   }

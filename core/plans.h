@@ -8,6 +8,7 @@
 
 #include "core/hardware.h"
 #include "core/precision.h"
+#include "core/rank_order.h"
 #include "core/workload.h"
 
 namespace cs {
@@ -45,6 +46,7 @@ struct ParallelPlan {
 
   friend bool operator==(const ParallelPlan&, const ParallelPlan&) = default;
   int world_size() const { return dp * tp * pp; }
+  RankOrder rank_order() const { return {dp, tp, pp}; }
   // Sequences one micro-batch of every replica holds: dp x micro_batch,
   // which need not fit an int in a plan that is not checked yet.
   std::int64_t samples_per_micro_step() const { return std::int64_t{dp} * micro_batch; }

@@ -756,20 +756,6 @@ static Status compare_breakdown(const TraceReader& reader,
   return {};
 }
 
-double bus_bandwidth_factor(Collective c, int ranks) {
-  const double n = std::max(1, ranks);
-  switch (c) {
-    case Collective::all_reduce:
-      return 2 * (n - 1) / n;
-    case Collective::all_gather:
-    case Collective::reduce_scatter:
-    case Collective::all_to_all:
-      return (n - 1) / n;
-    default:
-      return 1.0;
-  }
-}
-
 Result<RankAnalysis> analyze_rank(const TraceReader& reader, std::int32_t rank,
                                   const AnalysisOptions& options) {
   return analyze_rank_raw(reader, rank, options, nullptr);

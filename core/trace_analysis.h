@@ -97,7 +97,7 @@ struct CollectiveStats {
   double mean_ns = 0;
   double median_ns = 0;
   double algbw_gbps = 0;  // bytes / mean time, in GB/s (10^9 bytes per second)
-  double busbw_gbps = 0;  // algbw × bus_bandwidth_factor
+  double busbw_gbps = 0;  // algbw × bus_bandwidth_factor (trace_types.h)
   // The mean above includes the time a rank waited for its peers to join.
   // Run-wide, each call is matched across the ranks that made it and timed
   // by its transfer (shortest_of_each_call: the rank that joined last, which
@@ -108,10 +108,6 @@ struct CollectiveStats {
   double transfer_median_ns = 0;
   double transfer_busbw_gbps = 0;
 };
-
-// nccl-tests: all-reduce 2(n−1)/n; all-gather, reduce-scatter, all-to-all
-// (n−1)/n; broadcast, reduce and point-to-point 1.
-double bus_bandwidth_factor(Collective c, int ranks);
 
 // HTA's CUDA kernel launch statistics: each kernel (NCCL's included), copy
 // or memset paired with the runtime or driver call that launched it (their

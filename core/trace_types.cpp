@@ -1,5 +1,7 @@
 #include "core/trace_types.h"
 
+#include <algorithm>
+
 #include "core/enum_names.h"
 
 namespace cs::trace {
@@ -107,6 +109,20 @@ int data_type_bytes(DataType t) {
       return 8;
   }
   return 0;
+}
+
+double bus_bandwidth_factor(Collective c, int ranks) {
+  const double n = std::max(1, ranks);
+  switch (c) {
+    case Collective::all_reduce:
+      return 2 * (n - 1) / n;
+    case Collective::all_gather:
+    case Collective::reduce_scatter:
+    case Collective::all_to_all:
+      return (n - 1) / n;
+    default:
+      return 1.0;
+  }
 }
 
 }  // namespace cs::trace

@@ -79,6 +79,22 @@ constexpr bool is_point_to_point(Collective c) {
   return c == Collective::send || c == Collective::recv || c == Collective::send_recv;
 }
 
+// A collective over a whole communicator: the six that nccl-tests times and
+// the planner prices (not point-to-point, not a barrier).
+constexpr bool is_group_collective(Collective c) {
+  return c == Collective::all_reduce || c == Collective::all_gather ||
+         c == Collective::reduce_scatter || c == Collective::broadcast || c == Collective::reduce ||
+         c == Collective::all_to_all;
+}
+
+// nccl-tests' bus-bandwidth factor (doc/PERFORMANCE.md), busbw = algbw x
+// factor: all-reduce 2(n-1)/n; all-gather, reduce-scatter, all-to-all
+// (n-1)/n; broadcast, reduce and point-to-point 1 (n <= 1 counts as 1, so
+// that these stay 1 on one rank). The one table of these factors: the
+// planner's bytes moved per rank (planners/collectives.h) is this factor
+// too, except that it is 0 on one rank.
+double bus_bandwidth_factor(Collective c, int ranks);
+
 enum class DataType : std::uint8_t {
   none = 0, fp32 = 1, fp16 = 2, bf16 = 3, fp8_e4m3 = 4, fp8_e5m2 = 5,
   int8 = 6, uint8 = 7, int32 = 8, int64 = 9, fp64 = 10,

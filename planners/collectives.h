@@ -8,24 +8,25 @@
 #include <string_view>
 
 #include "core/hardware.h"
+#include "core/trace_types.h"
 
 namespace cs::plan {
 
-enum class CollectiveOp { all_reduce, all_gather, reduce_scatter, broadcast, reduce, all_to_all };
+// The collectives are core's (trace::Collective); the planner prices the
+// group collectives (trace::is_group_collective) and gives the others no cost.
 
-// "all_reduce", "all_gather", ... (the trace store's and nccl-tests' names).
-std::optional<CollectiveOp> collective_op(std::string_view name);
-
-// busbw = algbw x factor: 2(n-1)/n for all-reduce, (n-1)/n for all-gather,
-// reduce-scatter and all-to-all, 1 for broadcast and reduce; 0 when n <= 1.
-double bus_bandwidth_factor(CollectiveOp op, int ranks);
+// "all_reduce", "all_gather", ... (the trace store's and nccl-tests' names):
+// a group collective, or nullopt (an unknown name, point-to-point, a barrier).
+std::optional<trace::Collective> collective_op(std::string_view name);
 
 // Bytes each rank sends for a collective over `bytes` (the full buffer: the
-// all-reduced tensor, or the gathered result): factor x bytes.
-double bytes_per_rank(CollectiveOp op, int ranks, double bytes);
+// all-reduced tensor, or the gathered result): trace::bus_bandwidth_factor x
+// bytes, except that a group of one rank sends nothing (where busbw's
+// convention gives broadcast and reduce a factor of 1).
+double bytes_per_rank(trace::Collective op, int ranks, double bytes);
 
 // Latency steps of a ring: 2(n-1) for all-reduce, n-1 for the others.
-int ring_steps(CollectiveOp op, int ranks);
+int ring_steps(trace::Collective op, int ranks);
 
 // One tier of links: bandwidth per direction per rank (bytes/s), the share of
 // it collectives reach, and the alpha of one message.
@@ -42,7 +43,7 @@ struct Tier {
 Tier tier_of(const Link& link, double bandwidth_per_rank);
 
 // Ring time on one tier: steps x alpha + bytes_per_rank / (bandwidth x efficiency).
-double ring_seconds(CollectiveOp op, int ranks, double bytes, const Tier& tier);
+double ring_seconds(trace::Collective op, int ranks, double bytes, const Tier& tier);
 
 // Where a group's ranks sit: `per_node` ranks in each of `nodes` nodes.
 struct GroupPlacement {
@@ -56,8 +57,8 @@ struct GroupPlacement {
 // multi-node groups: reduce-scatter in the node, all-reduce of 1/per_node of
 // the data across nodes, all-gather in the node. Latency is the lesser of a
 // ring's and a tree's (2 log2 nodes) across nodes.
-double group_seconds(CollectiveOp op, double bytes, const GroupPlacement& group, const Tier& intra,
-                     const Tier& inter);
+double group_seconds(trace::Collective op, double bytes, const GroupPlacement& group,
+                     const Tier& intra, const Tier& inter);
 
 // group_seconds across nodes, in the terms its network part is linear in:
 // time = node_seconds + network_bytes / network rate + network_steps x
@@ -68,7 +69,7 @@ struct AcrossNodes {
   double network_bytes = 0;  // each rank's bytes on the network
   double network_steps = 0;  // network latency steps: the lesser of a ring's and a tree's
 };
-AcrossNodes across_nodes(CollectiveOp op, double bytes, const GroupPlacement& group,
+AcrossNodes across_nodes(trace::Collective op, double bytes, const GroupPlacement& group,
                          const Tier& intra);
 
 }  // namespace cs::plan

@@ -117,7 +117,7 @@ double activation_bytes_of(Precision compute) {
 }
 
 // Where a data-parallel group sits with Megatron's rank order (tensor rank
-// fastest, then data, then pipeline).
+// fastest, then data, then pipeline: core/rank_order.h).
 GroupPlacement dp_placement(const Machine& m, const Knobs& k) {
   const int per_node = std::clamp(m.gpus_per_node / std::max(k.tp, 1), 1, k.dp);
   return {per_node, (k.dp + per_node - 1) / per_node};
@@ -129,7 +129,7 @@ bool pipeline_crosses_nodes(const Machine& m, const Knobs& k) {
   return static_cast<long long>(k.tp) * k.dp * k.pp > m.gpus_per_node;
 }
 
-double collective(const Machine& m, CollectiveOp op, double bytes, const GroupPlacement& g) {
+double collective(const Machine& m, trace::Collective op, double bytes, const GroupPlacement& g) {
   return group_seconds(op, bytes, g, m.intra, m.has_inter ? m.inter : m.intra);
 }
 
@@ -561,8 +561,8 @@ LayerCosts layer_costs(const Machine& m, const Model& x, const Knobs& k) {
     const GroupPlacement g = tp_placement(m, k.tp);
     const double bytes = tokens * h * e;
     if (k.sp) {
-      const double ag = collective(m, CollectiveOp::all_gather, bytes, g);
-      const double rs = collective(m, CollectiveOp::reduce_scatter, bytes, g);
+      const double ag = collective(m, trace::Collective::all_gather, bytes, g);
+      const double rs = collective(m, trace::Collective::reduce_scatter, bytes, g);
       // Forward: all-gather before QKV and MLP-up, reduce-scatter after the
       // projection and MLP-down. Backward: the all-gathers that undo the
       // reduce-scatters are exposed; the reduce-scatter of the input
@@ -574,7 +574,7 @@ LayerCosts layer_costs(const Machine& m, const Model& x, const Knobs& k) {
                               std::max(0.0, rs - qkv_wgrad) + std::max(0.0, ag - up_dgrad) +
                               std::max(0.0, rs - up_wgrad);
     } else {
-      const double ar = collective(m, CollectiveOp::all_reduce, bytes, g);
+      const double ar = collective(m, trace::Collective::all_reduce, bytes, g);
       // Forward: all-reduce after the projection and MLP-down. Backward: the
       // all-reduce of the input gradient before QKV and MLP-up runs while the
       // weight gradient is computed.
@@ -606,9 +606,9 @@ LayerCosts layer_costs(const Machine& m, const Model& x, const Knobs& k) {
   if (k.tp > 1 && k.vocab_parallel) {
     const GroupPlacement g = tp_placement(m, k.tp);
     const double bytes = tokens * h * e;
-    emb.tp_forward =
-        collective(m, k.sp ? CollectiveOp::reduce_scatter : CollectiveOp::all_reduce, bytes, g);
-    emb.tp_backward = k.sp ? collective(m, CollectiveOp::all_gather, bytes, g) : 0;
+    emb.tp_forward = collective(
+        m, k.sp ? trace::Collective::reduce_scatter : trace::Collective::all_reduce, bytes, g);
+    emb.tp_backward = k.sp ? collective(m, trace::Collective::all_gather, bytes, g) : 0;
     emb.tp_backward_total = emb.tp_backward;
   }
 
@@ -634,17 +634,17 @@ LayerCosts layer_costs(const Machine& m, const Model& x, const Knobs& k) {
     const GroupPlacement g = tp_placement(m, k.tp);
     const double bytes = tokens * h * e;
     // Cross-entropy combines max, sum and target logits: three small all-reduces.
-    const double small = 3 * collective(m, CollectiveOp::all_reduce, tokens * 4, g);
-    head.tp_forward = small + (k.sp ? collective(m, CollectiveOp::all_gather, bytes, g) : 0);
-    const double back =
-        collective(m, k.sp ? CollectiveOp::reduce_scatter : CollectiveOp::all_reduce, bytes, g);
+    const double small = 3 * collective(m, trace::Collective::all_reduce, tokens * 4, g);
+    head.tp_forward = small + (k.sp ? collective(m, trace::Collective::all_gather, bytes, g) : 0);
+    const double back = collective(
+        m, k.sp ? trace::Collective::reduce_scatter : trace::Collective::all_reduce, bytes, g);
     head.tp_backward_total = back;
     head.tp_backward = k.async_tp ? std::max(0.0, back - head_wgrad) : back;
   } else if (k.tp > 1 && k.sp) {
     // A whole head still needs every token of the sequence-parallel shards;
     // its input gradient is whole on every rank, each keeps its own shard.
     head.tp_forward =
-        collective(m, CollectiveOp::all_gather, tokens * h * e, tp_placement(m, k.tp));
+        collective(m, trace::Collective::all_gather, tokens * h * e, tp_placement(m, k.tp));
   }
   head.flops_forward = linear_flops(tokens, vocab, h);
   head.model_flops_forward =
@@ -671,13 +671,13 @@ struct Bucketed {
 // The data-parallel reduction of the gradients: where the link was measured
 // with its buffers out of the caches (as backward leaves them on a CPU),
 // at those figures inside the node.
-double gradient_collective(const Machine& m, CollectiveOp op, double bytes,
+double gradient_collective(const Machine& m, trace::Collective op, double bytes,
                            const GroupPlacement& g) {
   if (!m.has_cold) return collective(m, op, bytes, g);
   return group_seconds(op, bytes, g, m.intra_cold, m.has_inter ? m.inter : m.intra_cold);
 }
 
-Bucketed bucketed(const Machine& m, CollectiveOp op, double bytes, double bucket,
+Bucketed bucketed(const Machine& m, trace::Collective op, double bytes, double bucket,
                   const GroupPlacement& g) {
   Bucketed b;
   if (bytes <= 0 || g.size() <= 1) return b;
@@ -741,7 +741,8 @@ double p2p_seconds(const Machine& m, const Model& x, const Knobs& k, double e) {
   const double bytes = tokens * x.hidden * e / k.tp;
   double hop = tier.latency + bytes / (tier.bandwidth * tier.efficiency);
   if (k.tp > 1 && !k.sp) {
-    hop += collective(m, CollectiveOp::all_gather, tokens * x.hidden * e, tp_placement(m, k.tp));
+    hop +=
+        collective(m, trace::Collective::all_gather, tokens * x.hidden * e, tp_placement(m, k.tp));
   }
   return hop;
 }
@@ -764,7 +765,7 @@ PipelineCosts pipeline_costs(const Machine& m, const Model& x, const Knobs& k,
                                 (k.fp32_main_grad ? 4.0 : bytes_per_element(k.gradients));
       const GroupPlacement pair =
           pipeline_crosses_nodes(m, k) ? GroupPlacement{1, 2} : GroupPlacement{2, 1};
-      p.tied_embedding_sync = collective(m, CollectiveOp::all_reduce, bytes_grad, pair);
+      p.tied_embedding_sync = collective(m, trace::Collective::all_reduce, bytes_grad, pair);
     }
   }
 
@@ -782,21 +783,23 @@ PipelineCosts pipeline_costs(const Machine& m, const Model& x, const Knobs& k,
     const GroupPlacement g = dp_placement(m, k);
     const int mb = p.micro_batches;
     if (k.zero <= 1) {
-      const Bucketed r =
-          bucketed(m, k.zero == 0 ? CollectiveOp::all_reduce : CollectiveOp::reduce_scatter,
-                   grad_bytes, k.bucket_bytes, g);
+      const Bucketed r = bucketed(
+          m, k.zero == 0 ? trace::Collective::all_reduce : trace::Collective::reduce_scatter,
+          grad_bytes, k.bucket_bytes, g);
       p.dp_total = r.total;
       p.dp_exposed = std::max(r.total - backward_window, r.last);
       // A communication thread sharing the cores slows the backward it overlaps.
       p.dp_exposed += m.overlap_slowdown * std::max(0.0, r.total - p.dp_exposed);
     } else if (k.zero == 2) {
-      const Bucketed r = bucketed(m, CollectiveOp::reduce_scatter, grad_bytes, k.bucket_bytes, g);
+      const Bucketed r =
+          bucketed(m, trace::Collective::reduce_scatter, grad_bytes, k.bucket_bytes, g);
       p.dp_total = mb * r.total;
       p.dp_exposed = mb * std::max(r.total - backward_window, r.last);
     } else {
       const double layers = x.transformer ? std::max(x.layers / k.pp, 1.0) : 1.0;
-      const double gather = collective(m, CollectiveOp::all_gather, weight_bytes, g);
-      const Bucketed r = bucketed(m, CollectiveOp::reduce_scatter, grad_bytes, k.bucket_bytes, g);
+      const double gather = collective(m, trace::Collective::all_gather, weight_bytes, g);
+      const Bucketed r =
+          bucketed(m, trace::Collective::reduce_scatter, grad_bytes, k.bucket_bytes, g);
       // Forward and backward each gather every parameter again (prefetched
       // layer by layer: at least one layer's gather is exposed).
       p.zero3_exposed = mb * (std::max(gather - forward_window, gather / layers) +
@@ -806,7 +809,7 @@ PipelineCosts pipeline_costs(const Machine& m, const Model& x, const Knobs& k,
     }
     if (k.zero == 1 || k.zero == 2) {
       // The updated shards are gathered back after the optimizer step.
-      p.zero_param_gather = collective(m, CollectiveOp::all_gather, weight_bytes, g);
+      p.zero_param_gather = collective(m, trace::Collective::all_gather, weight_bytes, g);
       p.dp_total += p.zero_param_gather;
     }
   }
@@ -1312,8 +1315,8 @@ MachineProbe predict_machine_probe(const Cluster& cluster, const MachineProbeSha
   if (shape.ranks > 1) {
     const int per_node = std::clamp(m.gpus_per_node, 1, shape.ranks);
     const GroupPlacement g{per_node, (shape.ranks + per_node - 1) / per_node};
-    p.all_reduce_seconds =
-        collective(m, CollectiveOp::all_reduce, static_cast<double>(shape.all_reduce_bytes), g);
+    p.all_reduce_seconds = collective(m, trace::Collective::all_reduce,
+                                      static_cast<double>(shape.all_reduce_bytes), g);
   }
   return p;
 }

@@ -244,7 +244,7 @@ Result<NetworkFit> fit_nccl_tests(const std::vector<NcclTestsLog>& logs,
   std::vector<AlphaBetaPoint> points;
   for (const NcclTestsLog& l : logs) {
     for (const CollectiveSample& s : l.samples) {
-      const std::optional<CollectiveOp> op = collective_op(s.collective);
+      const std::optional<trace::Collective> op = collective_op(s.collective);
       if (!op) return Error{l.file + ": unknown collective \"" + s.collective + "\""};
       const AcrossNodes terms = across_nodes(*op, s.bytes, placement, node_tier);
       AlphaBetaPoint p;

@@ -14,7 +14,8 @@ double simple_communication_seconds(double bytes, int devices, double bandwidth,
 
 double ring_all_reduce_seconds(double bytes, int devices, double bandwidth, double latency) {
   if (bandwidth <= 0) return 0;
-  return ring_seconds(CollectiveOp::all_reduce, devices, bytes, Tier{bandwidth, 1, latency, {}});
+  return ring_seconds(trace::Collective::all_reduce, devices, bytes,
+                      Tier{bandwidth, 1, latency, {}});
 }
 
 QuantParams quant_params(double min, double max, int bits, bool signed_range) {

@@ -31,13 +31,12 @@ Result<PredictedStore> write_predicted_timeline(const Plan& plan, const std::str
   if (!created) return created.error();
   trace::TraceWriter& writer = *created.value();
 
-  // Megatron's rank order (tensor fastest, then data, then pipeline): stage
-  // s's first rank is s x dp x tp.
-  const int per_stage = plan.parallel.dp * plan.parallel.tp;
+  // Each stage is drawn on its first rank (core/rank_order.h).
+  const RankOrder order = plan.parallel.rank_order();
   std::map<std::pair<int, int>, trace::LaneId> lanes;
   for (int s = 0; s < timeline->stages; ++s) {
     trace::RankInfo rank;
-    rank.rank = s * per_stage;
+    rank.rank = order.first_rank_of_stage(s);
     rank.device = "stage " + std::to_string(s);
     rank.host = "rank " + std::to_string(rank.rank);
     writer.add_rank(rank);
@@ -73,7 +72,7 @@ Result<PredictedStore> write_predicted_timeline(const Plan& plan, const std::str
     }
     for (int s = 0; s < timeline->stages; ++s) {
       trace::StepMetrics m;
-      m.rank = s * per_stage;
+      m.rank = order.first_rank_of_stage(s);
       m.step = std::int32_t(step);
       m.start_ns = origin;
       m.end_ns = origin + timeline->step_ns;

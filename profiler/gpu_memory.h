@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "core/cuda_driver.h"
 #include "core/result.h"
 
 namespace cs::profiler {
@@ -34,9 +35,8 @@ class GpuMemoryProbe {
   std::string device_name(int device);
 
  private:
-  struct Driver;
-  explicit GpuMemoryProbe(std::unique_ptr<Driver> driver);
-  std::unique_ptr<Driver> driver_;
+  explicit GpuMemoryProbe(std::unique_ptr<CudaDriver> driver);
+  std::unique_ptr<CudaDriver> driver_;
 };
 
 }  // namespace cs::profiler

@@ -218,9 +218,9 @@ Result<std::unique_ptr<NcclWorld>> NcclWorld::create(const NcclBootstrap& boot, 
       CS_NCCL(ncclCommSplit(world_comm, colour, boot.world_rank, &comm, nullptr));
       return std::make_unique<NcclComm>(comm, name, s, device, *w->impl_);
     };
-    w->dp_ = split(l.pp_rank * tp + l.tp_rank, "dp");
-    w->tp_ = split(l.pp_rank * dp + l.dp_rank, "tp");
-    w->pp_ = split(l.dp_rank * tp + l.tp_rank, "pp");
+    w->dp_ = split(l.order().data_parallel_group(l.coordinates()), "dp");
+    w->tp_ = split(l.order().tensor_parallel_group(l.coordinates()), "tp");
+    w->pp_ = split(l.order().pipeline_group(l.coordinates()), "pp");
     w->world_ = std::make_unique<NcclComm>(world_comm, "world", s, device, *w->impl_);
     return w;
   } catch (const std::exception& e) {

@@ -39,6 +39,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/cuda_driver.h"
 #include "core/host_name.h"
 #include "core/json_text.h"
 #include "core/parse_count.h"
@@ -95,12 +96,9 @@ std::string command_line() {
 }
 
 int cuda_driver_version() {
-  void* driver = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
-  if (!driver) return 0;
+  const std::unique_ptr<cs::CudaDriver> driver = cs::CudaDriver::loaded();
   int version = 0;
-  auto get = reinterpret_cast<int (*)(int*)>(dlsym(driver, "cuDriverGetVersion"));
-  if (get) get(&version);
-  dlclose(driver);
+  if (driver && driver->cuDriverGetVersion) driver->cuDriverGetVersion(&version);
   return version;
 }
 
@@ -149,9 +147,7 @@ Status start_session() {
     return Error{
         "CLUSTERSCOPE_PROFILE_DIR is not set (run the program under `clusterscope profile`)"};
   }
-  if (void* driver = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD)) {
-    dlclose(driver);
-  } else {
+  if (!cs::CudaDriver::loaded()) {
     return Error{
         "no CUDA driver is loaded in this process (the driver calls InitializeInjection "
         "when CUDA_INJECTION64_PATH names this library)"};

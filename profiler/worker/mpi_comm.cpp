@@ -285,9 +285,9 @@ Result<std::unique_ptr<MpiWorld>> MpiWorld::create(int* argc, char*** argv, int 
     MPI_Comm_split(MPI_COMM_WORLD, colour, world_rank, &comm);
     return std::make_unique<MpiComm>(comm, name, *world->impl_);
   };
-  world->dp_ = split(l.pp_rank * tp + l.tp_rank, "dp");
-  world->tp_ = split(l.pp_rank * dp + l.dp_rank, "tp");
-  world->pp_ = split(l.dp_rank * tp + l.tp_rank, "pp");
+  world->dp_ = split(l.order().data_parallel_group(l.coordinates()), "dp");
+  world->tp_ = split(l.order().tensor_parallel_group(l.coordinates()), "tp");
+  world->pp_ = split(l.order().pipeline_group(l.coordinates()), "pp");
   world->world_ = std::make_unique<MpiComm>(MPI_COMM_WORLD, "world", *world->impl_);
   return world;
 }

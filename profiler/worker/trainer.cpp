@@ -7,6 +7,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "core/rank_order.h"
 #include "core/trace_writer.h"
 #include "profiler/worker/corpus.h"
 #include "profiler/worker/op_tracer.h"
@@ -340,7 +341,7 @@ std::vector<float> Trainer::gather_full_weights(Communicator& world) {
   };
   for (int pp_rank = 0; pp_rank < config_.pp; ++pp_rank) {
     for (int tp_rank = 0; tp_rank < config_.tp; ++tp_rank) {
-      const int source = (pp_rank * config_.dp) * config_.tp + tp_rank;  // dp_rank 0
+      const int source = RankOrder{config_.dp, config_.tp, config_.pp}.rank({0, tp_rank, pp_rank});
       const auto layout = gpt_parameter_layout(c, ModelParallel{config_.tp, tp_rank, config_.pp, pp_rank});
       if (source == 0) {
         place(layout, mine);

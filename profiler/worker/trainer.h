@@ -65,7 +65,7 @@ class Trainer {
   std::vector<float> local_weights();
   // The whole model's fp32 weights on world rank 0 in the unsplit layout
   // (gpt_parameter_layout with tp = pp = 1); other ranks send theirs. `world`
-  // orders ranks as WorldLayout does.
+  // orders ranks in Megatron's rank order (core/rank_order.h).
   std::vector<float> gather_full_weights(Communicator& world);
 
  private:

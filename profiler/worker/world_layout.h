@@ -1,9 +1,11 @@
 #pragma once
 
+#include "core/rank_order.h"
+
 namespace cs::worker {
 
-// Rank layout of a dp x tp x pp world, as Megatron lays it out: tensor
-// parallel innermost (neighbours on one node), then data, then pipeline.
+// This rank's place in a dp x tp x pp world, in Megatron's rank order
+// (core/rank_order.h: tensor parallel innermost, then data, then pipeline).
 struct WorldLayout {
   int world_rank = 0;
   int world_size = 1;
@@ -11,7 +13,8 @@ struct WorldLayout {
   int dp_rank = 0, tp_rank = 0, pp_rank = 0;
 
   static WorldLayout of(int world_rank, int dp, int tp, int pp);
-  int rank_of(int dp_rank, int tp_rank, int pp_rank) const;
+  RankOrder order() const { return {dp, tp, pp}; }
+  RankCoordinates coordinates() const { return {dp_rank, tp_rank, pp_rank}; }
 };
 
 }  // namespace cs::worker

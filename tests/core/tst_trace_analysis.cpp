@@ -335,6 +335,7 @@ void TestTraceAnalysis::busBandwidthFactor_data() {
   QTest::addRow("all-to-all 16") << int(Collective::all_to_all) << 16 << 0.9375;
   QTest::addRow("broadcast 8") << int(Collective::broadcast) << 8 << 1.0;
   QTest::addRow("reduce 8") << int(Collective::reduce) << 8 << 1.0;
+  QTest::addRow("broadcast 1") << int(Collective::broadcast) << 1 << 1.0;  // busbw convention
   QTest::addRow("send 2") << int(Collective::send) << 2 << 1.0;
 }
 

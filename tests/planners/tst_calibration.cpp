@@ -357,9 +357,9 @@ void TestCalibration::linkFitRecoversLatencyAndBandwidth() {
   QFETCH(double, latency);
   QFETCH(double, bandwidth);
   QFETCH(double, wobble);
-  const auto op = collective == "all_reduce"   ? cs::plan::CollectiveOp::all_reduce
-                  : collective == "all_gather" ? cs::plan::CollectiveOp::all_gather
-                                               : cs::plan::CollectiveOp::reduce_scatter;
+  const auto op = collective == "all_reduce"   ? cs::trace::Collective::all_reduce
+                  : collective == "all_gather" ? cs::trace::Collective::all_gather
+                                               : cs::trace::Collective::reduce_scatter;
   std::vector<cs::plan::CollectiveSample> samples;
   int i = 0;
   for (int n : ranks) {
@@ -418,8 +418,8 @@ void TestCalibration::linkLatencyAtAKnownBandwidth() {
   const double latency = 30e-6, bandwidth = 2e9;
   const double bytes = 64 * 1024;
   const double t =
-      cs::plan::ring_steps(cs::plan::CollectiveOp::all_reduce, 2) * latency +
-      cs::plan::bytes_per_rank(cs::plan::CollectiveOp::all_reduce, 2, bytes) / bandwidth;
+      cs::plan::ring_steps(cs::trace::Collective::all_reduce, 2) * latency +
+      cs::plan::bytes_per_rank(cs::trace::Collective::all_reduce, 2, bytes) / bandwidth;
   const std::vector<cs::plan::CollectiveSample> one_size = {{"all_reduce", bytes, 2, t, 40}};
   QVERIFY(!cs::plan::fit_link(one_size));
   auto fit = cs::plan::fit_link_latency(one_size, bandwidth);
@@ -465,11 +465,11 @@ void TestCalibration::poorFitsAreSaid() {
   const double latency = 30e-6, bandwidth = 2e9;
   std::vector<cs::plan::CollectiveSample> clean;
   for (double bytes : {1024.0, 65536.0, 1048576.0, 16777216.0}) {
-    clean.push_back({"all_reduce", bytes, 2,
-                     cs::plan::ring_steps(cs::plan::CollectiveOp::all_reduce, 2) * latency +
-                         cs::plan::bytes_per_rank(cs::plan::CollectiveOp::all_reduce, 2, bytes) /
-                             bandwidth,
-                     10});
+    clean.push_back(
+        {"all_reduce", bytes, 2,
+         cs::plan::ring_steps(cs::trace::Collective::all_reduce, 2) * latency +
+             cs::plan::bytes_per_rank(cs::trace::Collective::all_reduce, 2, bytes) / bandwidth,
+         10});
   }
   auto good = cs::plan::fit_link(clean);
   QVERIFY(good);
