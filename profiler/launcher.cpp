@@ -553,7 +553,9 @@ struct Launcher::State {
       std::lock_guard lock(mutex);
       RankStatus* r = rank_status(rank);
       if (!r) return;
-      if (event == "start") {
+      // A calibration's ranks announce their sweeps instead of training: their
+      // pid too, without which a stop or a kill could not reach them.
+      if (event == "start" || event == "sweep_start") {
         r->state = RankState::running;
         r->host = j.value("host", "");
         r->pid = j.value("pid", std::int64_t{0});
