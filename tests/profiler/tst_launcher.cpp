@@ -149,6 +149,7 @@ class TestLauncher : public QObject {
   void killedRankIsNamed();
   void ranksOfAKilledJobAreLost();
   void cancelStopsEveryRank();
+  void sweepRanksAreKnown();
   void hungRunIsStopped();
   void stoppedMpirunIsNamed();
 
@@ -792,6 +793,37 @@ void TestLauncher::killedRankIsNamed() {
   QCOMPARE(QString::fromStdString(run.status), QString("crashed"));
   QCOMPARE(run.steps_of(0), survivor.steps_of(0));
   QCOMPARE(run.steps_of(1), killed.steps_of(1));
+}
+
+// A calibration's ranks sweep instead of training, and say so with
+// sweep_start: their host and pid are known as a training rank's are (they
+// were not, and a stop or a kill reached mpirun alone), and a cancel stops
+// them at once.
+void TestLauncher::sweepRanksAreKnown() {
+  RunSpec spec = test::worker_spec(2, {"--backend", "cpu", "--sweep", "layer_gemm",
+                                       "--sweep-seconds", "60", "--gemm-sizes", "64", "--dp", "2"});
+  Launcher launcher(spec);
+  QVERIFY(launcher.start().ok());
+  QVERIFY2(test::wait_until(
+               [&] {
+                 const std::vector<RankStatus> ranks = launcher.ranks();
+                 return std::all_of(ranks.begin(), ranks.end(),
+                                    [](const RankStatus& r) { return r.pid > 0; });
+               },
+               30s),
+           "no rank's pid");
+  for (const RankStatus& r : launcher.ranks()) {
+    QCOMPARE(r.state, RankState::running);
+    QVERIFY(!r.host.empty());
+    // The pid is the worker's own.
+    std::ifstream cmdline("/proc/" + std::to_string(r.pid) + "/cmdline");
+    std::string program;
+    std::getline(cmdline, program, '\0');
+    QVERIFY2(program.ends_with("clusterscope-worker"), program.c_str());
+  }
+  launcher.cancel();
+  const RunReport r = launcher.wait();
+  QCOMPARE(r.outcome, Outcome::cancelled);
 }
 
 void TestLauncher::cancelStopsEveryRank() {
