@@ -297,13 +297,12 @@ std::vector<CollectiveStats> collective_stats(const TraceReader& r, CollectiveDu
     fill_duration_stats(c, durations);
     if (c.bytes > 0 && c.mean_ns > 0) {
       c.algbw_gbps = static_cast<double>(c.bytes) / c.mean_ns;  // bytes per ns = GB/s
-      c.busbw_gbps = c.algbw_gbps * bus_bandwidth_factor(c.collective, c.ranks);
-      if (const auto last = transfer.find(key); last != transfer.end()) {
-        c.transfer_median_ns = median(last->second);
-        if (c.transfer_median_ns > 0) {
-          c.transfer_busbw_gbps = static_cast<double>(c.bytes) / c.transfer_median_ns *
-                                  bus_bandwidth_factor(c.collective, c.ranks);
-        }
+      const double factor = bus_bandwidth_factor(c.collective, c.ranks);
+      c.busbw_gbps = c.algbw_gbps * factor;
+      if (const auto found = transfer.find(key); found != transfer.end()) {
+        c.transfer_median_ns = median(found->second);
+        if (c.transfer_median_ns > 0)
+          c.transfer_busbw_gbps = static_cast<double>(c.bytes) / c.transfer_median_ns * factor;
       }
     }
     out.push_back(std::move(c));
