@@ -3,62 +3,11 @@
 #include <nlohmann/json.hpp>
 
 #include "core/model_json.h"
+#include "core/trace_types.h"
 
 namespace cs::plan {
 
 using nlohmann::json;
-
-namespace {
-// The trace store's names (core/trace_types.h declares to_string for these,
-// defined with the trace store; spelled here so the planner links without it).
-const char* category_name(trace::Category c) {
-  switch (c) {
-    case trace::Category::compute:
-      return "compute";
-    case trace::Category::communication:
-      return "communication";
-    case trace::Category::memory:
-      return "memory";
-    case trace::Category::synchronization:
-      return "synchronization";
-    case trace::Category::other:
-      return "other";
-  }
-  return "other";
-}
-const char* kind_name(trace::EventKind k) {
-  switch (k) {
-    case trace::EventKind::kernel:
-      return "kernel";
-    case trace::EventKind::collective:
-      return "collective";
-    case trace::EventKind::p2p:
-      return "p2p";
-    case trace::EventKind::annotation:
-      return "annotation";
-    default:
-      return "other";
-  }
-}
-const char* collective_name(trace::Collective c) {
-  switch (c) {
-    case trace::Collective::all_reduce:
-      return "all_reduce";
-    case trace::Collective::all_gather:
-      return "all_gather";
-    case trace::Collective::reduce_scatter:
-      return "reduce_scatter";
-    case trace::Collective::send:
-      return "send";
-    case trace::Collective::recv:
-      return "recv";
-    case trace::Collective::none:
-      return "none";
-    default:
-      return "other";
-  }
-}
-}  // namespace
 
 json to_json(const MemoryBreakdown& m) {
   json out = {{"per_gpu_bytes", m.total()},
@@ -179,9 +128,9 @@ json to_json(const Timeline& t) {
                      {"lane", s.lane},
                      {"start_ns", s.start_ns},
                      {"end_ns", s.end_ns},
-                     {"category", category_name(s.category)},
-                     {"kind", kind_name(s.kind)},
-                     {"collective", collective_name(s.collective)},
+                     {"category", std::string(trace::to_string(s.category))},
+                     {"kind", std::string(trace::to_string(s.kind))},
+                     {"collective", std::string(trace::to_string(s.collective))},
                      {"name", s.name},
                      {"micro_batch", s.micro_batch},
                      {"chunk", s.chunk}});

@@ -17,6 +17,7 @@
 
 #include "core/model_json.h"
 #include "core/presets.h"
+#include "core/trace_types.h"
 #include "planners/estimate.h"
 #include "planners/estimate_json.h"
 #include "planners/search.h"
@@ -1184,7 +1185,19 @@ void TestPlanner::timelineSchedule() {
     QVERIFY(last);
     QCOMPARE(QString::fromStdString(last->name), QString("optimizer"));
   }
-  QVERIFY(cs::plan::to_json(*t)["spans"].size() == t->spans.size());
+  // The JSON names each span's category, kind and collective with the trace
+  // store's words, which read back as the span's own.
+  const auto spans = cs::plan::to_json(*t)["spans"];
+  QCOMPARE(spans.size(), t->spans.size());
+  for (std::size_t i = 0; i < spans.size(); ++i) {
+    const cs::plan::TimelineSpan& span = t->spans[i];
+    QCOMPARE(cs::trace::category_from_string(spans[i]["category"].get<std::string>()),
+             std::optional(span.category));
+    QCOMPARE(cs::trace::event_kind_from_string(spans[i]["kind"].get<std::string>()),
+             std::optional(span.kind));
+    QCOMPARE(cs::trace::collective_from_string(spans[i]["collective"].get<std::string>()),
+             std::optional(span.collective));
+  }
 }
 
 void TestPlanner::timelineOneForwardOneBackwardOrder() {
