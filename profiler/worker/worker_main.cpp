@@ -193,6 +193,20 @@ double process_cpu_seconds() {
   for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
 }
 
+// A line about what the store holds, unless a stop has come: the store is
+// then closed as cancelled and the rank, having said so, says nothing more
+// (no sample, no "done") and idles until it is ended.
+void emit_unless_stopped(const json& line) {
+  {
+    std::lock_guard lock(g_writers_mutex);
+    if (!g_stop) {
+      emit(line);
+      return;
+    }
+  }
+  wait_to_be_ended();
+}
+
 // The shape to train: a plan's workload scaled to this machine, or flags.
 struct Job {
   WorkerShape shape;
@@ -363,8 +377,7 @@ void train_steps(Trainer& trainer, const Options& o, int rank, Backend& backend,
     if (extra) extra(line);
     // A step line only for a step the store holds (once a signal has come,
     // the store may be closed): the launcher relies on it.
-    std::lock_guard lock(g_writers_mutex);
-    if (!g_stop) emit(line);
+    emit_unless_stopped(line);
   }
 }
 
@@ -434,9 +447,15 @@ void run_sweep(const Options& o, Backend& backend, const std::vector<Communicato
       for (const std::string& precision : precisions) {
         const DType type = backend.name() == "cpu" ? cpu_storage(precision) : storage;
         auto on_sample = [&](const GemmSample& s) {
-          emit({{"event", "gemm"}, {"rank", rank}, {"precision", precision}, {"m", s.m}, {"n", s.n},
-                {"k", s.k}, {"layout", s.layout}, {"seconds", s.seconds},
-                {"tflops", s.flops_per_second / 1e12}});
+          emit_unless_stopped({{"event", "gemm"},
+                               {"rank", rank},
+                               {"precision", precision},
+                               {"m", s.m},
+                               {"n", s.n},
+                               {"k", s.k},
+                               {"layout", s.layout},
+                               {"seconds", s.seconds},
+                               {"tflops", s.flops_per_second / 1e12}});
         };
         if (layer) {
           layer_gemm_sweep(backend, type, n, o.sweep_seconds, on_sample);
@@ -448,13 +467,21 @@ void run_sweep(const Options& o, Backend& backend, const std::vector<Communicato
       std::vector<std::int64_t> sizes = sizes_for(o.buffer_sizes);
       if (sizes.empty()) sizes = {1 << 20, 16 << 20, 256 << 20};
       for (const BandwidthSample& s : bandwidth_sweep(backend, sizes, 20)) {
-        emit({{"event", "bandwidth"}, {"rank", rank}, {"bytes", s.bytes}, {"seconds", s.seconds},
-              {"gb_per_s", s.bytes_per_second / 1e9}});
+        emit_unless_stopped({{"event", "bandwidth"},
+                             {"rank", rank},
+                             {"bytes", s.bytes},
+                             {"seconds", s.seconds},
+                             {"gb_per_s", s.bytes_per_second / 1e9}});
       }
     } else if (sweep == "ops") {
       op_sweep(backend, storage, o.sweep_seconds / 4, [&](const OpSample& s) {
-        emit({{"event", "op"}, {"rank", rank}, {"operation", s.operation}, {"elements", s.elements},
-              {"flops", s.flops}, {"repetitions", s.repetitions}, {"seconds", s.seconds}});
+        emit_unless_stopped({{"event", "op"},
+                             {"rank", rank},
+                             {"operation", s.operation},
+                             {"elements", s.elements},
+                             {"flops", s.flops},
+                             {"repetitions", s.repetitions},
+                             {"seconds", s.seconds}});
       });
     } else if (sweep == "all_reduce") {
       std::vector<std::int64_t> sizes = sizes_for(o.message_sizes);
@@ -462,10 +489,16 @@ void run_sweep(const Options& o, Backend& backend, const std::vector<Communicato
         for (std::int64_t b = 1024; b <= (64 << 20); b *= 4) sizes.push_back(b);
       }
       auto emit_sample = [&](const Communicator& group, const CollectiveSample& s, bool cold) {
-        emit({{"event", "collective"}, {"rank", rank}, {"operation", s.operation},
-              {"group", std::string(group.name())}, {"bytes", s.bytes}, {"ranks", s.ranks},
-              {"seconds", s.seconds}, {"algbw_gb_per_s", s.algorithm_bandwidth / 1e9},
-              {"busbw_gb_per_s", s.bus_bandwidth / 1e9}, {"cold", cold}});
+        emit_unless_stopped({{"event", "collective"},
+                             {"rank", rank},
+                             {"operation", s.operation},
+                             {"group", std::string(group.name())},
+                             {"bytes", s.bytes},
+                             {"ranks", s.ranks},
+                             {"seconds", s.seconds},
+                             {"algbw_gb_per_s", s.algorithm_bandwidth / 1e9},
+                             {"busbw_gb_per_s", s.bus_bandwidth / 1e9},
+                             {"cold", cold}});
       };
       for (Communicator* group : groups) {
         for (const CollectiveSample& s : all_reduce_sweep(backend, *group, sizes, 20))
@@ -566,7 +599,7 @@ int run_cpu(Options o, const Job& job, int argc, char** argv) {
       run_sweep(o, *backend, sweep_groups(w), storage, layout.world_rank, trace.tracer.get());
       w.set_tracer(nullptr);
       close_trace(trace);
-      emit({{"event", "done"}, {"rank", layout.world_rank}, {"store", trace.path}});
+      emit_unless_stopped({{"event", "done"}, {"rank", layout.world_rank}, {"store", trace.path}});
       return 0;
     }
     Trainer trainer(*backend, w.dp(), w.tp(), w.pp(), train_config(o, job.shape.config, layout, storage),
@@ -576,7 +609,7 @@ int run_cpu(Options o, const Job& job, int argc, char** argv) {
     if (!o.dump_weights.empty()) dump_weights(trainer, w.world(), job.shape.config, layout.world_rank, o.dump_weights);
     w.set_tracer(nullptr);
     close_trace(trace);
-    emit({{"event", "done"}, {"rank", layout.world_rank}, {"store", trace.path}});
+    emit_unless_stopped({{"event", "done"}, {"rank", layout.world_rank}, {"store", trace.path}});
     return 0;
   } catch (const std::exception& e) {
     // One rank failing alone would leave the others waiting in a collective:
@@ -741,7 +774,7 @@ int run_cuda_rank(Options o, const Job& job, int argc, char** argv) {
     report_fp8();
     finish_tracer();
     close_trace(trace);
-    emit({{"event", "done"}, {"rank", launch->rank}, {"store", trace.path}});
+    emit_unless_stopped({{"event", "done"}, {"rank", launch->rank}, {"store", trace.path}});
     world->reset();
     return 0;
   }
@@ -764,7 +797,7 @@ int run_cuda_rank(Options o, const Job& job, int argc, char** argv) {
   report_fp8();
   finish_tracer();
   close_trace(trace);
-  emit({{"event", "done"}, {"rank", launch->rank}, {"store", trace.path}});
+  emit_unless_stopped({{"event", "done"}, {"rank", launch->rank}, {"store", trace.path}});
   world->reset();
 #ifdef CLUSTERSCOPE_CPU_ENGINE
   mpi_finalize_if_initialized();
@@ -819,7 +852,7 @@ int run_cuda_single_process(Options o, const Job& job, int argc, char** argv) {
         emit(start_line(r, w.layout(), "cuda", backends[r]->device_name(), trainer, job, o, trace.path));
         train_steps(trainer, o, r, *backends[r], trace, nullptr);
         close_trace(trace);
-        emit({{"event", "done"}, {"rank", r}, {"store", trace.path}});
+        emit_unless_stopped({{"event", "done"}, {"rank", r}, {"store", trace.path}});
       } catch (const std::exception& e) {
         // The other ranks would wait in their next all-reduce for this one,
         // and their threads never join: end the whole job, as a failing rank

@@ -8,11 +8,11 @@
 #include <QProcess>
 #include <QTemporaryDir>
 #include <QtTest>
-
-#include "core/host_probe.h"
-#include "core/trace_reader.h"
+#include <csignal>
 
 #include "../process_run.h"
+#include "core/host_probe.h"
+#include "core/trace_reader.h"
 
 namespace {
 
@@ -59,6 +59,7 @@ class TestWorkerCli : public QObject {
   void refusals();
   void cpuRunScalesThePlanAndRecordsIt();
   void sweepsSayWhereTheyRan();
+  void stoppedSweepSaysNoMore();
   void fullDiskStopsTheRun();
 };
 
@@ -159,6 +160,54 @@ void TestWorkerCli::sweepsSayWhereTheyRan() {
   QVERIFY(start["device"].toString().startsWith("CPU ("));
   QCOMPARE(start["sweeps"].toString(), QString("bandwidth"));
   QVERIFY(!first(r, "bandwidth").isEmpty());
+}
+
+// A sweep stopped by the launcher's SIGUSR1 closes its store as cancelled,
+// says so, and then says nothing more: no further sample and no "done" (the
+// launcher read that as a rank that had finished), though the sweep alone
+// takes about 2.5 s here. It idles until it is ended.
+void TestWorkerCli::stoppedSweepSaysNoMore() {
+  QTemporaryDir dir;
+  QProcess worker;
+  worker.setProcessChannelMode(QProcess::SeparateChannels);
+  worker.start(CS_BIN_DIR "/clusterscope-worker",
+               {"--backend", "cpu", "--sweep", "layer_gemm", "--gemm-sizes", "64,128",
+                "--sweep-seconds", "3", "--out", dir.filePath("sweep.db")});
+  QVERIFY2(worker.waitForStarted(), qPrintable(worker.errorString()));
+  QByteArray out;
+  QDeadlineTimer started(30000);
+  while (!out.contains("\"sweep_start\"") && !started.hasExpired() &&
+         worker.state() == QProcess::Running) {
+    worker.waitForReadyRead(100);
+    out += worker.readAllStandardOutput();
+  }
+  QVERIFY2(out.contains("\"sweep_start\""), out.constData());
+  QCOMPARE(::kill(static_cast<pid_t>(worker.processId()), SIGUSR1), 0);
+  // Past the end the sweep would have reached without the stop.
+  QDeadlineTimer past(6000);
+  while (!past.hasExpired() && worker.state() == QProcess::Running) {
+    worker.waitForReadyRead(100);
+    out += worker.readAllStandardOutput();
+  }
+  const bool idled = worker.state() == QProcess::Running;
+  if (idled) {
+    worker.terminate();
+    QVERIFY(worker.waitForFinished(10000));
+  }
+  out += worker.readAllStandardOutput();
+  QVERIFY2(idled, out.constData());
+
+  QStringList after;  // the events from the "cancelled" line on
+  for (const QByteArray& line : out.split('\n')) {
+    if (line.isEmpty()) continue;
+    const QString event = QJsonDocument::fromJson(line).object()["event"].toString();
+    if (event == "cancelled" || !after.isEmpty()) after << event;
+  }
+  QCOMPARE(after, QStringList{"cancelled"});
+
+  auto reader = cs::trace::TraceReader::open(dir.filePath("sweep.rank0.db").toStdString());
+  QVERIFY2(reader, reader ? "" : reader.message().c_str());
+  QCOMPARE(QString::fromStdString((*reader)->state().status), QString("cancelled"));
 }
 
 // A disk that fills during the run: a real one, a 12 MiB tmpfs (room for a
