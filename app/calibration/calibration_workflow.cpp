@@ -309,9 +309,8 @@ Result<ReferenceRun> run_reference(const MachineCalibrationOptions& o, const Pre
   launch::Launcher launcher(spec);
   if (Status s = launcher.start(); !s) return s.error();
   const launch::RunReport report = launcher.wait(stop);
-  if (stop && stop->requested())
-    return Error{report.killed ? "cancelled (its ranks were killed on a second interrupt)"
-                               : "cancelled"};
+  // The caller words a stop (and whether the ranks were killed).
+  if (stop && stop->requested()) return Error{"cancelled"};
   if (report.outcome != launch::Outcome::completed || report.run_store.empty())
     return Error{launch::failure_text(report)};
   auto reader = trace::TraceReader::open(report.run_store);
