@@ -304,8 +304,8 @@ Result<ReferenceRun> run_reference(const MachineCalibrationOptions& o, const Pre
   auto prediction = predict_run(catalog, plan, "cpu", out.ranks, host, cluster);
   if (!prediction) return Error{"predicting it: " + prediction.message()};
   spec.extra_meta.emplace_back(trace::kPredictedStepMetaKey,
-                               json_text(trace::to_json(prediction->predicted_step)));
-  out.predicted_sweeps_s = prediction->predicted_step.step_seconds;
+                               json_text(trace::to_json(*prediction)));
+  out.predicted_sweeps_s = prediction->step_seconds;
   launch::Launcher launcher(spec);
   if (Status s = launcher.start(); !s) return s.error();
   const launch::RunReport report = launcher.wait(stop);
@@ -320,7 +320,7 @@ Result<ReferenceRun> run_reference(const MachineCalibrationOptions& o, const Pre
   out.measured_step_s = parts->step_s;
   // The machine probe every rank ran before the first step, against what
   // the sweeps' presets say it takes.
-  const std::optional<MachineProbe>& model = prediction->predicted_step.machine_probe;
+  const std::optional<MachineProbe>& model = prediction->machine_probe;
   if (const auto recorded = (*reader)->meta(std::string(kMachineProbeMetaKey)); recorded && model) {
     auto measured = machine_probe_from_json(*recorded, store + ": meta machine_probe");
     if (measured) {
@@ -411,7 +411,7 @@ Status fit_collective_share(const PresetCatalog& catalog, const std::string& hos
             failed = predicted.message();
             return 0.0;
           }
-          return predicted->predicted_step.step_seconds;
+          return predicted->step_seconds;
         },
         r.measured_step_s);
     if (!failed.empty())
@@ -460,7 +460,7 @@ Status fit_shared_wait_in_transfer(const PresetCatalog& catalog, const std::stri
     if (!reader) return reader.error();
     auto parts = trace::measure_step_parts(**reader);
     if (!parts) return parts.error();
-    const auto fraction = wait_in_transfer(predicted->predicted_step, *parts);
+    const auto fraction = wait_in_transfer(*predicted, *parts);
     if (!fraction) continue;
     fractions.push_back(*fraction);
     if (r.layout.tp > 1) tp_fractions.push_back(*fraction);
@@ -586,7 +586,7 @@ Status learn_from_reference_runs(const MachineCalibrationOptions& o, MachineCali
       for (ReferenceRun& r : runs) {
         auto again = predict_run(*catalog, reference_plan(learnt, r.layout), "cpu", r.ranks,
                                  out.fit.host, learnt);
-        r.predicted_s = again ? again->predicted_step.step_seconds : 0;
+        r.predicted_s = again ? again->step_seconds : 0;
       }
       out.reference_fits.push_back(std::move(refined->fit));
     }
@@ -954,10 +954,12 @@ Workload trained_workload(const Workload& planned, const worker::GptConfig& c) {
 // as the engines run it (naive attention, blocking tensor-parallel
 // all-reduces, the workers' gradient buckets, fp32 gradients, no
 // recomputation or sequence parallelism).
-Result<RunPrediction> predict_trained(const PresetCatalog& catalog, Plan plan,
-                                      std::string_view backend, int ranks, std::string_view host,
-                                      const std::optional<Cluster>& cluster, double bucket_kib,
-                                      RunPrediction out) {
+// `notes` say how the prediction was made so far.
+Result<trace::PredictedStep> predict_trained(const PresetCatalog& catalog, Plan plan,
+                                             std::string_view backend, int ranks,
+                                             std::string_view host,
+                                             const std::optional<Cluster>& cluster,
+                                             double bucket_kib, std::vector<std::string> notes) {
   ParallelPlan& p = plan.parallel;
   p.flash_attention = false;     // the engines compute attention from the full score matrix
   p.async_tp_allreduce = false;  // ... and all-reduce the input gradient before the weight's
@@ -972,15 +974,17 @@ Result<RunPrediction> predict_trained(const PresetCatalog& catalog, Plan plan,
       plan.precision.compute != Precision::fp32 && plan.precision.compute != Precision::tf32;
 
   const std::string name = plan::calibrated_name(host, backend, ranks, "cluster");
+  std::string predicted_on;  // the cluster preset
+  bool is_calibrated = false;
   if (cluster) {
     plan.cluster = *cluster;
-    out.cluster = cluster->name;
-    out.calibrated = cluster->name.starts_with("calibrated-") ||
-                     plan::learnt_name(cluster->name, host) == cluster->name;
+    predicted_on = cluster->name;
+    is_calibrated = cluster->name.starts_with("calibrated-") ||
+                    plan::learnt_name(cluster->name, host) == cluster->name;
   } else if (auto calibrated = catalog.cluster(name)) {
     plan.cluster = std::move(calibrated).value();
-    out.cluster = name;
-    out.calibrated = true;
+    predicted_on = name;
+    is_calibrated = true;
   } else if (backend == "cpu") {
     return Error{"no calibration of the CPU engine with " + std::to_string(ranks) +
                  (ranks == 1 ? " rank" : " ranks") + " on " + std::string(host) + " (preset " +
@@ -992,31 +996,29 @@ Result<RunPrediction> predict_trained(const PresetCatalog& catalog, Plan plan,
     // This host's copy of the plan's GPU (and link), refined by its runs
     // (calibrate --learn --base saves them as <name>-learnt-<host>), in the
     // plan's own layout.
-    out.notes.push_back("no calibration of this GPU: predicted with " + learnt->name +
-                        ", learnt from runs on " + std::string(host));
+    notes.push_back("no calibration of this GPU: predicted with " + learnt->name +
+                    ", learnt from runs on " + std::string(host));
     plan.cluster.gpu = *learnt;
     if (const Link* link = catalog.find_link(plan::learnt_name(plan.cluster.intra_node.name, host)))
       plan.cluster.intra_node = *link;
-    out.cluster = plan.cluster.name;
-    out.calibrated = true;
+    predicted_on = plan.cluster.name;
+    is_calibrated = true;
   } else {
-    out.cluster = plan.cluster.name;
-    out.notes.push_back(
-        "no calibration of this GPU: predicted with the datasheet of " +
-        (plan.cluster.gpu ? plan.cluster.gpu->name : std::string("the cluster's GPU")));
+    predicted_on = plan.cluster.name;
+    notes.push_back("no calibration of this GPU: predicted with the datasheet of " +
+                    (plan.cluster.gpu ? plan.cluster.gpu->name : std::string("the cluster's GPU")));
   }
   if (plan.cluster.total_gpus() < p.world_size()) {
-    return Error{"cluster " + out.cluster + " has " + std::to_string(plan.cluster.total_gpus()) +
+    return Error{"cluster " + predicted_on + " has " + std::to_string(plan.cluster.total_gpus()) +
                  " devices, the run " + std::to_string(p.world_size()) + " ranks"};
   }
   auto estimate = plan::estimate(plan);
   if (!estimate) return Error{"the planner cannot estimate the run: " + estimate.message()};
-  trace::PredictedStep& step = out.predicted_step;
-  step = plan::predicted_step(*estimate);
-  step.cluster = out.cluster;
-  step.calibrated = out.calibrated;
+  trace::PredictedStep step = plan::predicted_step(*estimate);
+  step.cluster = predicted_on;
+  step.calibrated = is_calibrated;
   step.workload = plan.workload.display_name;
-  step.notes = out.notes;
+  step.notes = std::move(notes);
   // The plan as predicted (the engines' shape on the calibrated cluster): the
   // app draws its predicted timeline from this one, not from the plan the
   // user asked for (LLaMA-2 7B on H100s under a scaled CPU run).
@@ -1029,7 +1031,7 @@ Result<RunPrediction> predict_trained(const PresetCatalog& catalog, Plan plan,
                                : plan.precision.compute;
   step.machine_probe = plan::predict_machine_probe(
       plan.cluster, machine_probe_shape(backend, to_string(probed), ranks));
-  return out;
+  return step;
 }
 
 }  // namespace
@@ -1041,21 +1043,22 @@ Result<Workload> executed_workload(const Workload& planned, int tp, int pp, std:
   return trained_workload(planned, shape->config);
 }
 
-Result<RunPrediction> predict_run(const PresetCatalog& catalog, const Plan& planned,
-                                  std::string_view backend, int ranks, std::string_view host,
-                                  const std::optional<Cluster>& cluster) {
-  RunPrediction out;
+Result<trace::PredictedStep> predict_run(const PresetCatalog& catalog, const Plan& planned,
+                                         std::string_view backend, int ranks, std::string_view host,
+                                         const std::optional<Cluster>& cluster) {
+  std::vector<std::string> notes;
   std::string scaled;
   auto workload =
       executed_workload(planned.workload, planned.parallel.tp, planned.parallel.pp, &scaled);
   if (!workload) return workload.error();
   if (!scaled.empty())
-    out.notes.push_back("predicted for the shape the worker trains (" + scaled + ")");
+    notes.push_back("predicted for the shape the worker trains (" + scaled + ")");
   auto bucket_kib = launch::worker_bucket_kib(planned);  // what plan_run gives the workers
   if (!bucket_kib) return bucket_kib.error();
   Plan plan = planned;
   plan.workload = *workload;
-  return predict_trained(catalog, plan, backend, ranks, host, cluster, *bucket_kib, std::move(out));
+  return predict_trained(catalog, plan, backend, ranks, host, cluster, *bucket_kib,
+                         std::move(notes));
 }
 
 namespace {
@@ -1117,9 +1120,9 @@ Result<Plan> plan_of_worker_run(const PresetCatalog& catalog, const trace::Trace
 
 }  // namespace
 
-Result<RunPrediction> predict_recorded_run(const PresetCatalog& catalog,
-                                           const trace::TraceReader& store,
-                                           const std::string& cluster_name) {
+Result<trace::PredictedStep> predict_recorded_run(const PresetCatalog& catalog,
+                                                  const trace::TraceReader& store,
+                                                  const std::string& cluster_name) {
   if (store.meta(kCalibrationMetaKey))
     return Error{store.path() + ": a calibration store, not a training run: nothing to predict"};
   const auto parallel_text = store.meta("parallel");
@@ -1183,10 +1186,10 @@ void add_prediction(launch::RunSpec& spec, std::vector<std::string>& notes,
     return;
   }
   spec.extra_meta.emplace_back(trace::kPredictedStepMetaKey,
-                               json_text(trace::to_json(prediction->predicted_step)));
-  notes.push_back("the planner predicts " +
-                  format_seconds(prediction->predicted_step.step_seconds) + " per step on " +
-                  prediction->cluster + (prediction->calibrated ? " (calibrated)" : ""));
+                               json_text(trace::to_json(*prediction)));
+  notes.push_back("the planner predicts " + format_seconds(prediction->step_seconds) +
+                  " per step on " + prediction->cluster.value_or("?") +
+                  (prediction->calibrated.value_or(false) ? " (calibrated)" : ""));
 }
 
 }  // namespace cs::calib

@@ -206,14 +206,6 @@ Result<NetworkCalibration> calibrate_network(const std::vector<std::string>& log
 // does: scaled to the machine), as the planner's Workload.
 Result<Workload> executed_workload(const Workload& planned, int tp, int pp, std::string* scaled);
 
-struct RunPrediction {
-  trace::PredictedStep predicted_step;  // the run store's meta "predicted_step"
-  // How it was predicted, as predicted_step also records it.
-  std::string cluster;  // the cluster preset the planner used
-  bool calibrated = false;
-  std::vector<std::string> notes;
-};
-
 // The planner's estimate for a run about to start: the plan as the engines
 // run it (the worker's scaled shape, naive attention, the gradient bucket
 // plan_run gives the workers, fp32 gradients, no recomputation or sequence
@@ -221,10 +213,12 @@ struct RunPrediction {
 // machine's calibrated cluster for `ranks` ranks (the CPU engine) or its
 // calibrated GPU (CUDA, else the plan's cluster with datasheet figures). An
 // error says why there is none (no calibration for the CPU engine).
-// `cluster`, when given, is used instead (a preset the user names).
-Result<RunPrediction> predict_run(const PresetCatalog& catalog, const Plan& plan,
-                                  std::string_view backend, int ranks, std::string_view host,
-                                  const std::optional<Cluster>& cluster = std::nullopt);
+// `cluster`, when given, is used instead (a preset the user names). The
+// result is what the run store's meta "predicted_step" holds, with the
+// cluster predicted on, whether it was calibrated, and notes on how.
+Result<trace::PredictedStep> predict_run(const PresetCatalog& catalog, const Plan& plan,
+                                         std::string_view backend, int ranks, std::string_view host,
+                                         const std::optional<Cluster>& cluster = std::nullopt);
 
 // The prediction of a recorded run made now, with the presets at hand, as
 // predict_run makes it for a run about to start: the run's plan (meta
@@ -232,9 +226,9 @@ Result<RunPrediction> predict_run(const PresetCatalog& catalog, const Plan& plan
 // "worker_shape", and its GPU's name), its backend, rank count and host.
 // `cluster_name` names the cluster preset to predict on instead. For a run
 // recorded before its machine was calibrated, or after learning from runs.
-Result<RunPrediction> predict_recorded_run(const PresetCatalog& catalog,
-                                           const trace::TraceReader& store,
-                                           const std::string& cluster_name = {});
+Result<trace::PredictedStep> predict_recorded_run(const PresetCatalog& catalog,
+                                                  const trace::TraceReader& store,
+                                                  const std::string& cluster_name = {});
 
 // Puts this machine's prediction of a local run into its store (meta
 // "predicted_step"), as `clusterscope run` and the app's runs do, and says

@@ -275,10 +275,10 @@ void run_stats(const StatsOptions& o, Context& ctx) {
   // whole trace taken as one step was held against one step's prediction).
   AnalysisOptions options;
   options.threads = o.threads;
-  std::optional<calib::RunPrediction> again;
+  std::optional<PredictedStep> again;  // with its cluster, calibrated and notes
   if (o.predict_again) {
     again = take(calib::predict_recorded_run(ctx.catalog(), *r, o.cluster));
-    options.prediction = again->predicted_step;
+    options.prediction = again;
   }
   const RunAnalysis a = take(analyze_run(*r, options));
   if (o.predict_again && !a.prediction)
@@ -387,9 +387,10 @@ void run_stats(const StatsOptions& o, Context& ctx) {
         out["prediction"]["machine_probe"] = {{"note", a.prediction->machine_note}};
       }
       if (again) {
-        out["prediction"]["predicted_now"] = {{"cluster", again->cluster},
-                                              {"calibrated", again->calibrated},
-                                              {"notes", again->notes}};
+        out["prediction"]["predicted_now"] = {
+            {"cluster", again->cluster.value_or("")},
+            {"calibrated", again->calibrated.value_or(false)},
+            {"notes", again->notes.value_or(std::vector<std::string>{})}};
       }
     }
     std::cout << json_text(out) << '\n';
@@ -497,9 +498,10 @@ void run_stats(const StatsOptions& o, Context& ctx) {
   if (a.prediction) {
     const PredictionComparison& p = *a.prediction;
     if (again) {
-      std::cout << "\nPredicted now, on " << again->cluster
-                << (again->calibrated ? " (calibrated)" : "") << ", not as the run recorded it\n";
-      for (const std::string& n : again->notes)
+      std::cout << "\nPredicted now, on " << again->cluster.value_or("?")
+                << (again->calibrated.value_or(false) ? " (calibrated)" : "")
+                << ", not as the run recorded it\n";
+      for (const std::string& n : again->notes.value_or(std::vector<std::string>{}))
         std::cout << "  " << n << '\n';
     }
     std::cout << (p.steps > 0 ? "\nPredicted against measured (per step: the mean over " +

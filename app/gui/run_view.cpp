@@ -707,10 +707,10 @@ void RunView::predictAgain() {
       out.error = q(prediction.message());
       return out;
     }
-    out.cluster = q(prediction->cluster) +
-                  (prediction->calibrated ? QStringLiteral(" (calibrated)") : QString());
-    auto compared = trace::compare_with_prediction(*reader.value(), analysis->ranks,
-                                                   prediction->predicted_step);
+    out.cluster =
+        q(prediction->cluster.value_or("")) +
+        (prediction->calibrated.value_or(false) ? QStringLiteral(" (calibrated)") : QString());
+    auto compared = trace::compare_with_prediction(*reader.value(), analysis->ranks, *prediction);
     if (!compared) {
       out.error = q(compared.message());
     } else {
