@@ -209,20 +209,4 @@ GpuSpec refine_device(const GpuSpec& base, const DeviceFit& run, std::string_vie
 Link refine_link(const Link& base, const std::optional<LinkFit>& run,
                  const std::optional<LinkFit>& cold, std::string_view source);
 
-// Sweep JSON lines of clusterscope-worker --sweep (gemm, bandwidth, op and
-// collective lines, as the GPU check keeps them) as a calibration store: one
-// event per sample whose duration is the sample's mean time. For results
-// measured elsewhere; `clusterscope calibrate` records real sweep events.
-// The machine is the one the worker's start line names (its "host"), so the
-// presets are named for it (calibrated-<host>-cuda) as its runs look them up.
-// Lines that are not JSON objects (text the worker's output was mixed
-// with, say) are passed over and counted.
-struct SweepImport {
-  int lines_left_out = 0;
-  std::string first_left_out;  // "file:line"
-};
-Result<SweepImport> import_sweep_lines(const std::vector<std::string>& files,
-                                       const std::string& store, std::string_view engine,
-                                       std::string_view device);
-
 }  // namespace cs::plan

@@ -27,6 +27,7 @@
 #include "core/calibration_meta.h"
 #include "core/format.h"
 #include "core/host_probe.h"
+#include "core/import_sweeps.h"
 #include "core/json_text.h"
 #include "core/model_json.h"
 
@@ -465,7 +466,7 @@ void run(Context& ctx, const CalibrateOptions& o) {
         throw CliError("--from-sweeps needs --out for the calibration store it writes");
       store = o.out;
       const std::string engine = datasheet ? "cuda" : "cpu";
-      const plan::SweepImport imported = take(plan::import_sweep_lines(
+      const trace::SweepImport imported = take(trace::import_sweep_lines(
           o.from_sweeps, store, engine, datasheet ? datasheet->display_name : std::string("CPU")));
       if (imported.lines_left_out > 0) {
         std::cerr << "clusterscope: note: " << imported.lines_left_out

@@ -1,0 +1,30 @@
+#pragma once
+// A door in for sweeps measured elsewhere: the JSON lines of
+// clusterscope-worker --sweep become a calibration store that
+// `clusterscope calibrate --from-sweeps` fits as it fits a recorded one.
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/result.h"
+
+namespace cs::trace {
+
+// Sweep JSON lines of clusterscope-worker --sweep (gemm, bandwidth, op and
+// collective lines, as the GPU check keeps them) as a calibration store: one
+// event per sample whose duration is the sample's mean time. For results
+// measured elsewhere; `clusterscope calibrate` records real sweep events.
+// The machine is the one the worker's start line names (its "host"), so the
+// presets are named for it (calibrated-<host>-cuda) as its runs look them up.
+// Lines that are not JSON objects (text the worker's output was mixed
+// with, say) are passed over and counted.
+struct SweepImport {
+  int lines_left_out = 0;
+  std::string first_left_out;  // "file:line"
+};
+Result<SweepImport> import_sweep_lines(const std::vector<std::string>& files,
+                                       const std::string& store, std::string_view engine,
+                                       std::string_view device);
+
+}  // namespace cs::trace
