@@ -5,7 +5,7 @@
 // One fitting code path reads any store: a calibration store (GEMM, memory,
 // operation and all-reduce sweeps of `clusterscope calibrate`), a run store
 // (the kernels and collectives of a real training run), or a store imported
-// from sweep JSON lines. Each fit is the planner's own cost formula with its
+// from sweep JSON lines (core/import_sweeps.h). Each fit is the planner's own cost formula with its
 // parameters solved for (weighted least squares on relative error), so the
 // planner predicts the measured points back:
 //
