@@ -439,8 +439,10 @@ Result<RankAnalysis> analyze_rank_raw(const TraceReader& r, std::int32_t rank,
     sweep.count_event(e.start);
 
     // The kernel and collective tables of a range hold what ran in it (they
-    // held the whole run's beside the range's breakdown).
-    if (e.end < window_lo || e.start > window_hi) continue;
+    // held the whole run's beside the range's breakdown). The range is
+    // half-open: a kernel that ends where it starts ran before it.
+    const bool before = e.end < window_lo || (e.end == window_lo && e.start < e.end);
+    if (before || e.start >= window_hi) continue;
     // Every device event its call launched (NCCL's kernels are stored as collectives).
     if (const Launch* call = launch_of(*launch, e.correlation)) {
       const std::int64_t call_ns = call->end - call->start;

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <iterator>
 #include <map>
+#include <optional>
 
 #include "core/format.h"
 #include "core/median.h"
@@ -127,6 +128,43 @@ RunComparison compare_runs(const RunAnalysis& a, const RunAnalysis& b) {
   out.collectives = compare_lists(a.collectives, b.collectives, a_scale, b_scale,
                                   [](const CollectiveStats& c) { return collective_label(c); });
   return out;
+}
+
+namespace {
+
+// From the first step's start to the last one's end, over all ranks; none
+// when the run records no step.
+Result<std::optional<TimeRange>> steps_extent(const TraceReader& r) {
+  auto steps = job_step_windows(r);
+  if (!steps) return steps.error();
+  if (steps->empty()) return std::optional<TimeRange>{};
+  TimeRange extent{steps->front().start, steps->front().end};
+  for (const StepWindow& w : *steps) {
+    extent.start_ns = std::min(extent.start_ns, w.start);
+    extent.end_ns = std::max(extent.end_ns, w.end);
+  }
+  return std::optional<TimeRange>{extent};
+}
+
+}  // namespace
+
+Result<RunComparison> compare_stores(const TraceReader& a, const TraceReader& b,
+                                     AnalysisOptions options) {
+  auto a_steps = steps_extent(a);
+  if (!a_steps) return a_steps.error();
+  auto b_steps = steps_extent(b);
+  if (!b_steps) return b_steps.error();
+  const bool per_step = a_steps->has_value() && b_steps->has_value();
+  AnalysisOptions a_options = options, b_options = options;
+  if (per_step) {
+    a_options.window = **a_steps;
+    b_options.window = **b_steps;
+  }
+  auto a_run = analyze_run(a, a_options);
+  if (!a_run) return a_run.error();
+  auto b_run = analyze_run(b, b_options);
+  if (!b_run) return b_run.error();
+  return compare_runs(*a_run, *b_run);
 }
 
 }  // namespace cs::trace

@@ -38,4 +38,11 @@ struct RunComparison {
 
 RunComparison compare_runs(const RunAnalysis& a, const RunAnalysis& b);
 
+// Two stores analysed and compared. Where both record steps, each is read
+// from its first step's start to its last step's end (over all ranks): the
+// time outside them (start-up, warm-up, a profiler's tail) would otherwise
+// be spread over the steps as if each step held a share of it.
+Result<RunComparison> compare_stores(const TraceReader& a, const TraceReader& b,
+                                     AnalysisOptions options = {});
+
 }  // namespace cs::trace

@@ -851,9 +851,7 @@ void run_compare(const CompareOptions& o) {
   options.threads = o.threads;
   auto a_reader = open_store(o.baseline);
   auto b_reader = open_store(o.other);
-  const RunAnalysis a = take(analyze_run(*a_reader, options));
-  const RunAnalysis b = take(analyze_run(*b_reader, options));
-  const RunComparison c = compare_runs(a, b);
+  const RunComparison c = take(compare_stores(*a_reader, *b_reader, options));
   const std::string basis = c.per_step ? "per rank and step" : "per rank, over the run";
   const std::size_t top = static_cast<std::size_t>(std::max(0, o.top));
   if (o.json) {

@@ -1123,30 +1123,26 @@ void RunView::showDetails(const std::optional<trace::StoredEvent>& event, const 
 void RunView::compareWith(const QString& other) {
   if (path_.isEmpty()) return;
   const std::uint64_t job = ++comparison_job_;
-  QtConcurrent::run([baseline = path_.toStdString(), other = other.toStdString(),
-                     analysis = analysis_] {
+  QtConcurrent::run([baseline = path_.toStdString(), other = other.toStdString()] {
     std::pair<std::optional<trace::RunComparison>, QString> out;
-    auto analyse = [](const std::string& path) -> Result<trace::RunAnalysis> {
-      auto reader = trace::TraceReader::open(path);
-      if (!reader) return reader.error();
-      return trace::analyze_run(*reader.value());
-    };
-    // This run's analysis when it is in hand (not copied); else it is made here too.
-    std::optional<trace::RunAnalysis> made;
-    if (!analysis) {
-      auto a = analyse(baseline);
-      if (!a) {
-        out.second = q(a.message());
-        return out;
-      }
-      made = std::move(a).value();
+    // Each run is analysed again, over its steps where both record them
+    // (this run's analysis on screen covers the whole trace).
+    auto a = trace::TraceReader::open(baseline);
+    if (!a) {
+      out.second = q(a.message());
+      return out;
     }
-    auto b = analyse(other);
+    auto b = trace::TraceReader::open(other);
     if (!b) {
       out.second = q(b.message());
       return out;
     }
-    out.first = trace::compare_runs(analysis ? *analysis : *made, *b);
+    auto compared = trace::compare_stores(*a.value(), *b.value());
+    if (!compared) {
+      out.second = q(compared.message());
+      return out;
+    }
+    out.first = std::move(compared).value();
     return out;
   }).then(this, [this, job, other](std::pair<std::optional<trace::RunComparison>, QString> out) {
     if (job != comparison_job_) return;
@@ -1193,7 +1189,8 @@ void RunView::compareWith(const QString& other) {
                  .arg(c.per_step ? tr("per rank and step") : tr("per rank, over the run")));
     if (c.a_step_ns > 0 && c.b_step_ns > 0)
       add_row({tr("step (median)").toStdString(), c.a_step_ns, c.b_step_ns}, false);
-    for (const trace::ComparedFigure& f : c.parts) add_row(f, false);
+    for (const trace::ComparedFigure& f : c.parts)
+      add_row(f, false);
     // By kind first: a precision or library change renames the kernels.
     if (!c.operation_kinds.empty()) {
       add_line(tr("Compute by operation kind (kernel names change with precision and library)"));

@@ -5,6 +5,7 @@
 
 #include <QTemporaryDir>
 #include <QtTest>
+#include <map>
 
 #include "core/trace_analysis.h"
 #include "core/trace_compare.h"
@@ -135,6 +136,7 @@ class TestTraceAnalysis : public QObject {
   void machineProbe_data();
   void machineProbe();
   void compareByOperationKind();
+  void compareLeavesOutWhatIsOutsideTheSteps();
 };
 
 void TestTraceAnalysis::workedExample() {
@@ -1147,6 +1149,49 @@ void TestTraceAnalysis::compareByOperationKind() {
   const ComparedFigure& attention = c.operation_kinds[1];
   QCOMPARE(QString::fromStdString(attention.name), QStringLiteral("attention compute"));
   QCOMPARE(attention.change_ns(), 0.0);
+}
+
+// Two runs whose steps are alike but whose warm-up before the first step
+// is not (a kernel of 50 us in one, none in the other): per step, the parts
+// are each step's own (the span 10 us, not the run's 60 us over 2 steps),
+// and the warm-up kernel is in neither run's figures.
+void TestTraceAnalysis::compareLeavesOutWhatIsOutsideTheSteps() {
+  QTemporaryDir dir;
+  auto write = [&](const char* name, bool warm_up) {
+    Builder b(dir, name);
+    b.writer->add_rank({0, "node", "GPU", 1, 0, false});
+    const LaneId stream = b.writer->add_lane(0, LaneKind::gpu_stream, "stream 7", 0);
+    if (warm_up) {
+      b.add(stream, EventKind::kernel, Category::compute, 0, 50'000, "autotune_kernel");
+      b.commit();
+    }
+    for (int step = 0; step < 2; ++step) {
+      const std::int64_t t = 50'000 + step * 10'000;
+      b.writer->add(StepMetrics{0, step, t, t + 10'000, 1.0, 100, 0});
+      b.add(stream, EventKind::kernel, Category::compute, t, t + 8000, "gemm_kernel");
+      b.commit();
+      b.add(stream, EventKind::kernel, Category::compute, t + 9000, t + 10'000, "adam_kernel");
+      b.commit();
+    }
+    return b.close();
+  };
+  const auto warm = write("warm.db", true);
+  const auto cold = write("cold.db", false);
+  auto c = compare_stores(*warm, *cold);
+  QVERIFY2(c, c ? "" : c.message().c_str());
+  QVERIFY(c->per_step);
+  QCOMPARE(c->a_steps, 2);
+  std::map<std::string, const ComparedFigure*> parts;
+  for (const ComparedFigure& f : c->parts)
+    parts[f.name] = &f;
+  QCOMPARE(parts.at("device span")->a_ns, 10'000.0);
+  QCOMPARE(parts.at("device span")->b_ns, 10'000.0);
+  QCOMPARE(parts.at("compute")->a_ns, 9000.0);
+  QCOMPARE(parts.at("idle")->a_ns, 1000.0);
+  QCOMPARE(parts.at("idle")->change_ns(), 0.0);
+  for (const ComparedFigure& k : c->kernels)
+    QVERIFY2(k.name != "autotune_kernel", "the warm-up kernel counted in a step");
+  QCOMPARE(c->kernels.size(), std::size_t{2});
 }
 
 QTEST_GUILESS_MAIN(TestTraceAnalysis)
