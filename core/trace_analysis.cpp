@@ -521,11 +521,18 @@ StragglerReport stragglers_from(const std::vector<RankAnalysis>& ranks, std::vec
     }
   }
   if (n < 2) return report;
-  const double step_median = median(step_medians);
+  // Three ranks or more: each is held against the median rank and must also
+  // stand 3 median absolute deviations out (a robust outlier test). With two,
+  // the median is their mean and 3 deviations their whole difference, so
+  // neither could ever stand out: the slower is held against the faster, by
+  // the threshold alone.
+  const bool step_pair = step_medians.size() == 2;
+  const double step_median =
+      step_pair ? std::min(step_medians[0], step_medians[1]) : median(step_medians);
   std::vector<double> step_dev;
   for (double s : step_medians)
     step_dev.push_back(std::fabs(s - step_median));
-  const double step_mad = median(step_dev);
+  const double step_mad = step_pair ? 0 : median(step_dev);
 
   // Lateness of each rank's collectives against the median start of the same
   // collective (n-th of its kind) over the ranks that have it.
@@ -552,7 +559,8 @@ StragglerReport stragglers_from(const std::vector<RankAnalysis>& ranks, std::vec
       std::vector<double> values;
       for (const auto& [i, s] : present)
         values.push_back(s);
-      const double mid = median(values);
+      // Of two, the earlier is on time (see above).
+      const double mid = values.size() == 2 ? std::min(values[0], values[1]) : median(values);
       for (const auto& [i, s] : present) {
         late_sum[i] += s - mid;
         ++late_count[i];
@@ -566,11 +574,12 @@ StragglerReport stragglers_from(const std::vector<RankAnalysis>& ranks, std::vec
     s.late_start_ns = late_count[i] ? late_sum[i] / static_cast<double>(late_count[i]) : 0;
     if (late_count[i]) lateness.push_back(s.late_start_ns);
   }
-  const double late_median = median(lateness);
+  const bool late_pair = lateness.size() == 2;
+  const double late_median = late_pair ? std::min(lateness[0], lateness[1]) : median(lateness);
   std::vector<double> late_dev;
   for (double l : lateness)
     late_dev.push_back(std::fabs(l - late_median));
-  const double late_mad = median(late_dev);
+  const double late_mad = late_pair ? 0 : median(late_dev);
   std::vector<double> spans;
   for (const RankAnalysis& a : ranks)
     spans.push_back(static_cast<double>(a.total.span_ns));
@@ -583,14 +592,15 @@ StragglerReport stragglers_from(const std::vector<RankAnalysis>& ranks, std::vec
       if (s.step_excess > options.straggler_step_excess && s.step_ns - step_median > 3 * step_mad)
         reasons.push_back("median step " + std::to_string(std::lround(s.step_ns / 1e3)) + " us, " +
                           std::to_string(std::lround(s.step_excess * 100)) +
-                          "% above the median rank");
+                          (step_pair ? "% above the other rank's" : "% above the median rank"));
     }
     if (s.collectives > 0 && reference > 0 &&
         s.late_start_ns > options.straggler_late_fraction * reference &&
         s.late_start_ns - late_median > 3 * late_mad) {
       reasons.push_back("its collectives start " +
                         std::to_string(std::lround(s.late_start_ns / 1e3)) +
-                        " us after the median rank's, on average");
+                        (late_pair ? " us after the other rank's, on average"
+                                   : " us after the median rank's, on average"));
     }
     if (!reasons.empty()) {
       s.straggler = true;

@@ -135,7 +135,7 @@ struct RankAnalysis {
 struct RankStraggler {
   std::int32_t rank = 0;
   double step_ns = 0;            // median step time; 0 when the rank has no steps
-  double step_excess = 0;        // step_ns / (median over ranks) − 1
+  double step_excess = 0;        // step_ns / (median over ranks; of two, the faster) − 1
   double late_start_ns = 0;      // mean lateness of its collective starts against the median rank
   std::int64_t collectives = 0;  // collectives compared
   bool straggler = false;

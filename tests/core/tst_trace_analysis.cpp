@@ -113,6 +113,8 @@ class TestTraceAnalysis : public QObject {
   void busBandwidthFactor_data();
   void busBandwidthFactor();
   void stragglers();
+  void stragglerOfTwoRanks_data();
+  void stragglerOfTwoRanks();
   void transferLeavesTheWaitOut();
   void predictedVersusMeasured();
   void predictionLeavesTheWarmUpOut();
@@ -388,6 +390,54 @@ void TestTraceAnalysis::stragglers() {
   auto again = find_stragglers(*r, run->ranks);
   QVERIFY(again);
   QCOMPARE(again->stragglers, std::vector<std::int32_t>{2});
+}
+
+// Of two ranks the median is their mean and 3 median absolute deviations
+// their whole difference, so the robust test could never flag either: the
+// slower is held against the faster by the thresholds alone (5 % of step,
+// collectives 2 % of a step late).
+void TestTraceAnalysis::stragglerOfTwoRanks_data() {
+  QTest::addColumn<std::int64_t>("slow_step_ns");  // rank 1's step; rank 0's is 10 ms
+  QTest::addColumn<std::int64_t>("late_ns");       // rank 1's all-reduce starts this late
+  QTest::addColumn<bool>("straggler");
+  QTest::addColumn<QString>("reason");
+  QTest::addRow("three times slower")
+      << std::int64_t{30'000'000} << std::int64_t{0} << true << "200% above the other rank's";
+  QTest::addRow("collectives late") << std::int64_t{10'000'000} << std::int64_t{1'000'000} << true
+                                    << "collectives start 1000 us after the other rank's";
+  QTest::addRow("within the thresholds")
+      << std::int64_t{10'300'000} << std::int64_t{100'000} << false << "";
+}
+
+void TestTraceAnalysis::stragglerOfTwoRanks() {
+  QFETCH(std::int64_t, slow_step_ns);
+  QFETCH(std::int64_t, late_ns);
+  QFETCH(bool, straggler);
+  QFETCH(QString, reason);
+  QTemporaryDir dir;
+  Builder b(dir, "pair.db");
+  TraceWriter& w = *b.writer;
+  for (int rank = 0; rank < 2; ++rank) {
+    w.add_rank({rank, "node" + std::to_string(rank), "GPU", 1, 0, false});
+    const LaneId lane = w.add_lane(rank, LaneKind::gpu_stream, "stream 7", 0);
+    const std::int64_t step_ns = rank == 1 ? slow_step_ns : 10'000'000;
+    std::int64_t t = 0;
+    for (int step = 0; step < 5; ++step) {
+      const std::int64_t joins = t + 2'000'000 + (rank == 1 ? late_ns : 0);
+      b.add(lane, EventKind::collective, Category::communication, joins, joins + 1'000'000,
+            "ncclDevKernel_AllReduce");
+      b.last.collective = Collective::all_reduce;
+      b.commit();
+      w.add(StepMetrics{rank, step, t, t + step_ns, 1.0, 1, 0});
+      t += 10'000'000;
+    }
+  }
+  auto run = analyze_run(*b.close());
+  QVERIFY2(run, run ? "" : run.message().c_str());
+  QVERIFY(!run->stragglers.ranks[0].straggler);
+  const RankStraggler& slow = run->stragglers.ranks[1];
+  QCOMPARE(slow.straggler, straggler);
+  QVERIFY2(QString::fromStdString(slow.reason).contains(reason), slow.reason.c_str());
 }
 
 // Two ranks run four 1 MiB all-reduces; rank 0 joins each first and waits
