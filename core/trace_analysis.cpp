@@ -585,18 +585,28 @@ StragglerReport stragglers_from(const std::vector<RankAnalysis>& ranks, std::vec
     spans.push_back(static_cast<double>(a.total.span_ns));
   const double reference = step_median > 0 ? step_median : median(spans);
 
+  auto is_late = [&](const RankStraggler& s) {
+    return s.collectives > 0 && reference > 0 &&
+           s.late_start_ns > options.straggler_late_fraction * reference &&
+           s.late_start_ns - late_median > 3 * late_mad;
+  };
+  // Of two ranks, the one that joins their collectives late keeps the other
+  // waiting inside its steps: the other's longer step is that wait, not a
+  // slower rank.
+  const bool one_of_two_late =
+      late_pair && std::any_of(report.ranks.begin(), report.ranks.end(), is_late);
   for (RankStraggler& s : report.ranks) {
     std::vector<std::string> reasons;
+    const bool late = is_late(s);
     if (s.step_ns > 0 && step_median > 0) {
       s.step_excess = s.step_ns / step_median - 1;
-      if (s.step_excess > options.straggler_step_excess && s.step_ns - step_median > 3 * step_mad)
+      if (s.step_excess > options.straggler_step_excess && s.step_ns - step_median > 3 * step_mad &&
+          (late || !one_of_two_late))
         reasons.push_back("median step " + std::to_string(std::lround(s.step_ns / 1e3)) + " us, " +
                           std::to_string(std::lround(s.step_excess * 100)) +
                           (step_pair ? "% above the other rank's" : "% above the median rank"));
     }
-    if (s.collectives > 0 && reference > 0 &&
-        s.late_start_ns > options.straggler_late_fraction * reference &&
-        s.late_start_ns - late_median > 3 * late_mad) {
+    if (late) {
       reasons.push_back("its collectives start " +
                         std::to_string(std::lround(s.late_start_ns / 1e3)) +
                         (late_pair ? " us after the other rank's, on average"

@@ -1210,8 +1210,9 @@ Result<ExportReport> export_html_report(const TraceReader& reader, const RunAnal
   if (analysis.ranks.size() > 1) {
     out << "<h2>Stragglers</h2>\n";
     if (analysis.stragglers.stragglers.empty()) out << "<p>No rank stands out.</p>\n";
-    out << "<table>\n<tr><th>rank</th><th>median step ms</th><th>vs median rank</th>"
-           "<th>collectives start late by (mean)</th><th></th></tr>\n";
+    out << "<table>\n<tr><th>rank</th><th>median step ms</th><th>"
+        << (analysis.ranks.size() == 2 ? "vs the faster rank" : "vs median rank")
+        << "</th><th>collectives start late by (mean)</th><th></th></tr>\n";
     for (const RankStraggler& s : analysis.stragglers.ranks) {
       out << "<tr><td class=n>" << s.rank << "</td><td class=n>"
           << (s.step_ns > 0 ? format_fixed(s.step_ns / 1e6, 3) : "-") << "</td><td class=n>"
