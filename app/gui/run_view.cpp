@@ -7,6 +7,8 @@
 #include <QChartView>
 #include <QFile>
 #include <QFileInfo>
+#include <QGraphicsLayout>
+#include <QGraphicsScene>
 #include <QHBoxLayout>
 #include <QHeaderView>
 #include <QHorizontalStackedBarSeries>
@@ -26,6 +28,7 @@
 #include <QSplitter>
 #include <QStandardItemModel>
 #include <QStyle>
+#include <QSvgRenderer>
 #include <QTabWidget>
 #include <QTableView>
 #include <QTableWidget>
@@ -1539,13 +1542,34 @@ Result<QStringList> writePdfReport(const ExportSource& source, const QString& pa
   auto core = coreReportHtml(source);
   if (!core) return core.error();
   QString html = core.value();
+  QTextDocument document;
+  // Each inline chart drawn by Qt SVG into a picture of twice its size (sharp
+  // in print), shown at its own width.
+  int charts = 0;
   for (int at = html.indexOf(QStringLiteral("<svg")); at >= 0;
        at = html.indexOf(QStringLiteral("<svg"), at)) {
     const int end = html.indexOf(QStringLiteral("</svg>"), at);
     if (end < 0) break;
-    html.remove(at, end + 6 - at);
+    QSvgRenderer svg(html.mid(at, end + 6 - at).toUtf8());
+    QString replacement;
+    if (svg.isValid() && !svg.defaultSize().isEmpty()) {
+      const QSize size = svg.defaultSize();
+      QImage picture(size * 2, QImage::Format_ARGB32);
+      picture.fill(Qt::white);
+      {
+        QPainter p(&picture);
+        p.setRenderHint(QPainter::Antialiasing);
+        svg.render(&p);
+      }
+      const QString name = QStringLiteral("cs://chart%1").arg(++charts);
+      document.addResource(QTextDocument::ImageResource, QUrl(name), picture);
+      replacement = QStringLiteral("<img src=\"%1\" width=\"%2\">")
+                        .arg(name)
+                        .arg(std::min(640, size.width()));
+    }
+    html.replace(at, end + 6 - at, replacement);
+    at += replacement.size();
   }
-  QTextDocument document;
   document.addResource(QTextDocument::ImageResource, QUrl(QStringLiteral("cs://breakdown")), chart);
   document.addResource(QTextDocument::ImageResource, QUrl(QStringLiteral("cs://timeline")),
                        timeline);
@@ -1647,15 +1671,9 @@ Result<RunView::ExportTask> RunView::prepareExport(RunExport kind, const QString
         return Result<QStringList>(QStringList{path});
       });
     case RunExport::pdf: {
-      // The chart is drawn here, from its widget (a graphics scene belongs to
-      // the GUI thread); the timeline's picture and the rest on the worker.
-      const int ranks = analysis_ ? std::max<int>(1, int(analysis_->ranks.size())) : 1;
-      QImage chart(QSize(1000, std::max(240, 60 + 40 * ranks)), QImage::Format_ARGB32);
-      chart.fill(Qt::white);
-      {
-        QPainter p(&chart);
-        chart_->render(&p, QRectF(QPointF(0, 0), QSizeF(chart.size())));
-      }
+      // The chart is drawn here (a graphics scene belongs to the GUI
+      // thread); the timeline's picture and the rest on the worker.
+      const QImage chart = breakdownPicture();
       const QSize picture_size(1000, int(std::max(60.0, timeline_->renderHeight())));
       return ExportTask(
           [source, path, title = title_, chart, picture_size,
@@ -1675,6 +1693,28 @@ Result<RunView::ExportTask> RunView::prepareExport(RunExport kind, const QString
       return ExportTask([source, path] { return writeChromeTrace(source, path); });
   }
   return Error{"unknown export"};
+}
+
+QImage RunView::breakdownPicture() const {
+  const int ranks = analysis_ ? std::max<int>(1, int(analysis_->ranks.size())) : 1;
+  QImage picture(QSize(1000, std::max(240, 60 + 40 * ranks)), QImage::Format_ARGB32);
+  picture.fill(Qt::white);
+  // Drawn from the chart laid out at the picture's size, not from its view:
+  // a view never shown (the report made with another tab open) had not laid
+  // the chart out, and the picture came out blank.
+  QChart* chart = chart_->chart();
+  if (!chart || !chart->scene()) return picture;
+  const QRectF shown = chart->geometry();
+  chart->setGeometry(QRectF(QPointF(0, 0), QSizeF(picture.size())));
+  if (chart->layout()) chart->layout()->activate();
+  {
+    QPainter p(&picture);
+    p.setRenderHint(QPainter::Antialiasing);
+    chart->scene()->render(&p, QRectF(QPointF(0, 0), QSizeF(picture.size())), chart->geometry());
+  }
+  chart->setGeometry(shown);
+  if (chart->layout()) chart->layout()->activate();
+  return picture;
 }
 
 Result<QStringList> RunView::exportNow(RunExport kind, const QString& path,

@@ -110,6 +110,8 @@ class RunView : public QWidget {
   // Prepares the export and writes it on this thread.
   Result<QStringList> exportNow(RunExport kind, const QString& path,
                                 bool range_only = false) const;
+  // The breakdown chart as the PDF report shows it, whichever tab is open.
+  QImage breakdownPicture() const;
 
  signals:
   void storeOpened(const QString& path, const QString& error);

@@ -889,6 +889,14 @@ void TestGuiRun::exports() {
   QVERIFY(!text.contains(QStringLiteral("src=\"http")));  // self-contained
   QFile::copy(html, QStringLiteral(CS_SCREENSHOT_DIR "/run-report.html"));
 
+  // The PDF's breakdown chart, drawn while its tab has never been shown.
+  auto* chart = view.findChild<QWidget*>(QStringLiteral("run_breakdown_chart"));
+  QVERIFY(chart && !chart->isVisible());
+  double dominant = 0;
+  QVERIFY2(cs::gui::test::distinctColours(view.breakdownPicture(), &dominant) > 8,
+           "the breakdown chart's picture is blank");
+  QVERIFY(!chart->isVisible());
+
   const QString pdf = dir_.filePath(QStringLiteral("run.pdf"));
   QVERIFY(view.exportNow(RunExport::pdf, pdf).ok());
   QFile p(pdf);
@@ -896,7 +904,9 @@ void TestGuiRun::exports() {
   const QByteArray pdf_bytes = p.readAll();
   QVERIFY(pdf_bytes.startsWith("%PDF"));
   QVERIFY(pdf_bytes.size() > 10000);
-  QVERIFY(pdf_bytes.contains("/Subtype /Image"));  // the bars and the timeline
+  // The bars, the timeline and the core report's charts (drawn from its SVG).
+  QVERIFY2(pdf_bytes.count("/Subtype /Image") >= 3,
+           qPrintable(QString::number(pdf_bytes.count("/Subtype /Image"))));
   QVERIFY(pdf_bytes.count("/Type /Page\n") + pdf_bytes.count("/Type /Page ") +
               pdf_bytes.count("/Type /Page/") + pdf_bytes.count("/Type /Page>") >=
           1);
