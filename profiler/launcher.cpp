@@ -431,14 +431,18 @@ std::optional<std::string> find_program(const std::string& name) {
   return std::nullopt;
 }
 
-std::optional<std::string> find_worker() {
+std::optional<std::string> find_beside_or_on_path(const std::string& name) {
   std::error_code ec;
   const fs::path self = fs::read_symlink("/proc/self/exe", ec);
   if (!ec) {
-    const std::string beside = (self.parent_path() / "clusterscope-worker").string();
+    const std::string beside = (self.parent_path() / name).string();
     if (is_executable(beside)) return beside;
   }
-  return find_program("clusterscope-worker");
+  return find_program(name);
+}
+
+std::optional<std::string> find_worker() {
+  return find_beside_or_on_path("clusterscope-worker");
 }
 
 std::string_view to_string(RankState s) {

@@ -105,7 +105,9 @@ std::string command_text(const std::vector<std::string>& argv);
 
 // Where a program is: `name` with a '/' as it is, else the first match on PATH.
 std::optional<std::string> find_program(const std::string& name);
-// clusterscope-worker beside the running executable, else on PATH.
+// A program of ClusterScope's beside the running executable, else on PATH.
+std::optional<std::string> find_beside_or_on_path(const std::string& name);
+// clusterscope-worker, found so.
 std::optional<std::string> find_worker();
 
 // lost: the job ended while the rank had said neither that it finished nor

@@ -180,6 +180,19 @@ Result<PlanRun> plan_run(const Plan& plan, const PlanRunOptions& o) {
   spec.placement = o.placement;
   spec.hostfile = o.hostfile;
   spec.slurm = o.slurm;
+  if (spec.placement == Placement::slurm && spec.slurm.after_command.empty()) {
+    // Inside the job, after srun: the rank stores merged into the run store,
+    // whoever submitted it (the app made a job that left only rank stores).
+    const auto cli = find_beside_or_on_path("clusterscope");
+    if (!cli) {
+      return Error{
+          "clusterscope (which merges the Slurm job's rank stores) was not found beside "
+          "this program or on PATH"};
+    }
+    spec.slurm.after_command = {
+        *cli, "run",     "--merge-only",        "--plan",  run.plan_path, "--out",
+        out,  "--ranks", std::to_string(ranks), "--title", spec.title};
+  }
   // A Slurm script the launcher would refuse (a value it cannot quote) is
   // refused here, before the plan is written beside the store (a refused
   // job left RUN.plan.json behind).

@@ -152,12 +152,6 @@ std::string own_command_line() {
   return launch::command_text(argv);
 }
 
-std::string own_executable() {
-  std::error_code ec;
-  const fs::path self = fs::read_symlink("/proc/self/exe", ec);
-  return ec ? std::string("clusterscope") : self.string();
-}
-
 std::string default_store_name() {
   const std::time_t now = std::time(nullptr);
   char buffer[64];
@@ -435,20 +429,6 @@ void run(RunOptions& o, Context& ctx, const std::string& command_line) {
   // "predicted_step"): its analyses then hold the plan against the measurement.
   if (o.hostfile.empty() && !o.slurm)
     calib::add_prediction(spec, notes, catalog, plan, made->backend);
-  if (o.slurm) {
-    // Inside the job, after srun: merge the rank stores into the run store.
-    spec.slurm.after_command = {own_executable(),
-                                "run",
-                                "--merge-only",
-                                "--plan",
-                                made->plan_path,
-                                "--out",
-                                out,
-                                "--ranks",
-                                std::to_string(ranks),
-                                "--title",
-                                spec.title};
-  }
   if (o.merge_only) return merge_only(spec, o.json);
 
   const bool terminal = isatty(STDERR_FILENO) != 0;

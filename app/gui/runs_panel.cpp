@@ -192,7 +192,12 @@ RunsPanel::RunsPanel(Workspace* workspace, QWidget* parent)
     if (!store_.isEmpty()) emit openRunRequested(store_);
   });
   connect(history_, &QListWidget::itemActivated, this, [this](QListWidgetItem* item) {
-    emit openRunRequested(item->data(Qt::UserRole).toString());
+    const QString store = item->data(Qt::UserRole).toString();
+    if (store.isEmpty()) {
+      report_->setPlainText(tr("That run made no run store: %1").arg(item->toolTip()));
+      return;
+    }
+    emit openRunRequested(store);
   });
   connect(placement_, &QComboBox::currentIndexChanged, this, [this] {
     hostfile_->setEnabled(placement_->currentData().toInt() == int(launch::Placement::hostfile));
@@ -434,7 +439,11 @@ void RunsPanel::finish() {
   launch_button_->setEnabled(true);
   cancel_button_->setEnabled(false);
 
-  recordRun(plan_name_, store_, outcome, q(r.message));
+  // A Slurm job makes its store when it ends; a run that made none is
+  // recorded without one (its entry said "no such file" when opened).
+  const bool store_to_come =
+      r.outcome == launch::Outcome::submitted || r.outcome == launch::Outcome::script_only;
+  recordRun(plan_name_, openable || store_to_come ? store_ : QString(), outcome, q(r.message));
   emit runFinished(outcome, store_);
 }
 
@@ -503,10 +512,9 @@ void RunsPanel::refreshHistory() {
   history_->clear();
   const Project& project = workspace_->project();
   for (auto it = project.runs.rbegin(); it != project.runs.rend(); ++it) {
+    const QString store = it->store.empty() ? tr("no store") : QFileInfo(q(it->store)).fileName();
     auto* item = new QListWidgetItem(
-        tr("%1 · %2 · %3 — %4")
-            .arg(q(it->started), q(it->plan), q(it->outcome), QFileInfo(q(it->store)).fileName()),
-        history_);
+        tr("%1 · %2 · %3 — %4").arg(q(it->started), q(it->plan), q(it->outcome), store), history_);
     item->setData(Qt::UserRole, q(it->store));
     item->setToolTip(q(it->message));
   }

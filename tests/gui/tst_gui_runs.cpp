@@ -6,21 +6,22 @@
 #include <QAbstractButton>
 #include <QAction>
 #include <QApplication>
-#include <QMessageBox>
-#include <QPointer>
-#include <QTimer>
 #include <QComboBox>
 #include <QFileInfo>
 #include <QLabel>
 #include <QLineEdit>
 #include <QListWidget>
+#include <QMessageBox>
+#include <QPointer>
 #include <QProgressBar>
 #include <QSignalSpy>
 #include <QSpinBox>
+#include <QStandardPaths>
 #include <QTableWidget>
 #include <QTemporaryDir>
 #include <QTest>
 #include <QTextBrowser>
+#include <QTimer>
 #include <csignal>
 
 #include "app/gui/main_window.h"
@@ -87,6 +88,7 @@ class TestGuiRuns : public QObject {
   void crashedRun();
   void changingProjectStopsTheRunFirst();
   void planTheEnginesCannotRun();
+  void slurmJobFromTheApp();
   void profileACommand();
 
  private:
@@ -252,6 +254,30 @@ void TestGuiRuns::crashedRun() {
   QCOMPARE(QString::fromStdString(window_->workspace()->project().runs.back().outcome),
            QStringLiteral("crashed"));
   cs::gui::test::saveScreenshot(panel, QStringLiteral("runs-panel-crashed"));
+}
+
+// A Slurm job launched from the app ends by merging its ranks' stores into
+// the run store its history names, as `clusterscope run --slurm` does (the
+// app's job left only the rank stores). Without sbatch here, the script is
+// written and the store is still to come.
+void TestGuiRuns::slurmJobFromTheApp() {
+  RunsPanel* panel = window_->runsPanel();
+  if (!QStandardPaths::findExecutable(QStringLiteral("sbatch")).isEmpty())
+    QSKIP("sbatch is on PATH: the job would be submitted");
+  panel->placementBox()->setCurrentIndex(
+      panel->placementBox()->findData(int(launch::Placement::slurm)));
+  QSignalSpy finished(panel, &RunsPanel::runFinished);
+  const Status s = panel->launch();
+  QVERIFY2(s.ok(), s.ok() ? "" : s.message().c_str());
+  QTRY_COMPARE_WITH_TIMEOUT(finished.count(), 1, 60000);
+  QCOMPARE(panel->lastReport()->outcome, launch::Outcome::script_only);
+  QFile script(QString::fromStdString(panel->lastReport()->slurm_script));
+  QVERIFY2(script.open(QIODevice::ReadOnly), qPrintable(script.fileName()));
+  const QString text = QString::fromUtf8(script.readAll());
+  const QString store = QString::fromStdString(window_->workspace()->project().runs.back().store);
+  QVERIFY(store.endsWith(QStringLiteral(".db")));
+  QVERIFY2(text.contains(QStringLiteral("run --merge-only")), qPrintable(text));
+  QVERIFY2(text.contains(store), qPrintable(text));
 }
 
 void TestGuiRuns::planTheEnginesCannotRun() {

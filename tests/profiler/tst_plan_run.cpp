@@ -47,6 +47,7 @@ class TestPlanRun : public QObject {
  private slots:
   void initTestCase();
   void workerArguments();
+  void slurmJobMergesItsStores();
   void refusals_data();
   void refusals();
   void notes_data();
@@ -92,6 +93,33 @@ void TestPlanRun::workerArguments() {
   QVERIFY(back.ok());
   QCOMPARE(back->parallel.dp, 2);
   QCOMPARE(nlohmann::json::parse(spec.plan_json)["kind"].get<std::string>(), std::string("plan"));
+}
+
+// A Slurm job ends by merging its ranks' stores into the run store, whoever
+// plans it (the app's jobs left only RUN.ranks/rank*.db), with the plan the
+// workers read; a merge the user names is kept.
+void TestPlanRun::slurmJobMergesItsStores() {
+  launch::PlanRunOptions o = options();
+  o.placement = launch::Placement::slurm;
+  o.slurm.partition = "cpu";
+  auto run = launch::plan_run(smallPlan(), o);
+  if (!run) QFAIL(run.message().c_str());
+  const std::vector<std::string>& merge = run->spec.slurm.after_command;
+  QVERIFY(!merge.empty());
+  QVERIFY2(merge.front().ends_with("/clusterscope"), merge.front().c_str());
+  QCOMPARE(std::vector<std::string>(merge.begin() + 1, merge.begin() + 3),
+           (std::vector<std::string>{"run", "--merge-only"}));
+  QCOMPARE(argAfter(merge, "--plan"), run->plan_path);
+  QCOMPARE(argAfter(merge, "--out"), o.run_store);
+  QCOMPARE(argAfter(merge, "--ranks"), std::string("2"));
+  auto script = launch::slurm_script(run->spec);
+  QVERIFY2(script, script ? "" : script.message().c_str());
+  QVERIFY(script->find("run --merge-only") != std::string::npos);
+
+  o.slurm.after_command = {"/opt/merge", "it"};
+  run = launch::plan_run(smallPlan(), o);
+  QVERIFY(run);
+  QCOMPARE(run->spec.slurm.after_command, o.slurm.after_command);
 }
 
 void TestPlanRun::refusals_data() {
