@@ -128,6 +128,7 @@ RunsPanel::RunsPanel(Workspace* workspace, QWidget* parent)
   auto* buttons = new QHBoxLayout;
   launch_button_ = new QPushButton(tr("Launch the current plan"), this);
   cancel_button_ = new QPushButton(tr("Cancel"), this);
+  cancel_button_->setObjectName(QStringLiteral("runs_cancel"));
   cancel_button_->setEnabled(false);
   open_button_ = new QPushButton(tr("Open the run"), this);
   open_button_->setEnabled(false);
@@ -297,6 +298,13 @@ Status RunsPanel::launch() {
 }
 
 void RunsPanel::cancel() {
+  if (profiler_ && profiler_->state() != QProcess::NotRunning) {
+    // clusterscope profile passes SIGTERM on to the command, then keeps what
+    // was recorded.
+    eta_->setText(tr("stopping the profiled command…"));
+    profiler_->terminate();
+    return;
+  }
   if (!launcher_) return;
   eta_->setText(tr("cancelling: the ranks close their stores…"));
   launcher_->cancel();
@@ -486,6 +494,8 @@ Status RunsPanel::profileCommand(const QStringList& command) {
     profiler_->deleteLater();
     profiler_ = nullptr;
     profile_button_->setEnabled(true);
+    cancel_button_->setEnabled(false);
+    eta_->clear();
     const bool written = QFileInfo::exists(store);
     report_->setPlainText(
         (written ? tr("Profiled %1 (exit status %2).\n").arg(title).arg(code)
@@ -501,6 +511,7 @@ Status RunsPanel::profileCommand(const QStringList& command) {
     emit profileFinished(written ? store : QString(), output);
   });
   profile_button_->setEnabled(false);
+  cancel_button_->setEnabled(true);
   report_->setPlainText(tr("Profiling: %1").arg(command.join(QLatin1Char(' '))));
   profiler_->start(program, QStringList{QStringLiteral("profile"), QStringLiteral("--out"), store,
                                         QStringLiteral("--")} +

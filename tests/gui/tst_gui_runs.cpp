@@ -14,6 +14,7 @@
 #include <QMessageBox>
 #include <QPointer>
 #include <QProgressBar>
+#include <QPushButton>
 #include <QSignalSpy>
 #include <QSpinBox>
 #include <QStandardPaths>
@@ -90,6 +91,7 @@ class TestGuiRuns : public QObject {
   void planTheEnginesCannotRun();
   void slurmJobFromTheApp();
   void profileACommand();
+  void cancelAProfiledCommand();
 
  private:
   void waitForEveryRank(RunsPanel* panel, int step);
@@ -314,6 +316,25 @@ void TestGuiRuns::profileACommand() {
     QVERIFY(QFileInfo::exists(store));
     QCOMPARE(window_->workspace()->project().runs.size(), runs_before + 1);
   }
+}
+
+// A profiled command that does not end is stopped from the panel: Cancel is
+// on while it runs, and clusterscope profile passes the stop on to it.
+void TestGuiRuns::cancelAProfiledCommand() {
+  RunsPanel* panel = window_->runsPanel();
+  auto* cancel = panel->findChild<QPushButton*>(QStringLiteral("runs_cancel"));
+  QVERIFY(cancel);
+  QVERIFY(!cancel->isEnabled());
+  QSignalSpy finished(panel, &RunsPanel::profileFinished);
+  QVERIFY(panel->profileCommand({QStringLiteral("/bin/sleep"), QStringLiteral("600")}).ok());
+  QVERIFY(cancel->isEnabled());
+  QTest::qWait(500);  // under way
+  cancel->click();
+  QTRY_COMPARE_WITH_TIMEOUT(finished.count(), 1, 30000);
+  QVERIFY(!panel->profiling());
+  QVERIFY(!cancel->isEnabled());
+  const QString output = finished.front().at(1).toString();
+  QVERIFY2(output.contains(QStringLiteral("SIGTERM")), qPrintable(output));
 }
 
 QTEST_MAIN(TestGuiRuns)
