@@ -25,6 +25,7 @@
 
 #include "core/file_exists.h"
 #include "core/json_reader.h"
+#include "core/kernel_names.h"
 #include "core/parse_count.h"
 #include "core/trace_export.h"
 #include "core/trace_import.h"
@@ -35,8 +36,6 @@
 namespace cs::trace {
 
 namespace {
-
-using importing::NcclKernel;
 
 constexpr const char* kFlowEvents = "flow events (ph s/f)";
 
@@ -765,7 +764,7 @@ Event kineto_event(const KinetoHandler& h, const Parsed& p) {
     case Cat::kernel: {
       e.kind = EventKind::kernel;
       e.category = Category::compute;
-      if (auto nccl = importing::parse_nccl_kernel(name)) {
+      if (auto nccl = parse_nccl_kernel_name(name)) {
         e.category = Category::communication;
         Collective c = nccl->collective;
         if (p.collective_name != 0) {

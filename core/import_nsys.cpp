@@ -15,11 +15,12 @@
 #include <set>
 #include <unordered_map>
 
+#include "core/file_exists.h"
+#include "core/kernel_names.h"
+#include "core/parse_count.h"
 #include "core/trace_import.h"
 #include "core/trace_import_internal.h"
 #include "core/trace_sqlite.h"
-#include "core/file_exists.h"
-#include "core/parse_count.h"
 
 namespace cs::trace {
 
@@ -298,7 +299,7 @@ Result<ImportReport> import_one_nsys(const std::string& file, const std::string&
       if (kind == EventKind::kernel) {
         // The name column is a StringIds reference; very old exports held text.
         r.name = stmt->is_null(4) ? "" : text_of(stmt->int64_at(4));
-        if (auto nccl = importing::parse_nccl_kernel(r.name)) {
+        if (auto nccl = parse_nccl_kernel_name(r.name)) {
           r.category = Category::communication;
           r.kind = nccl->point_to_point ? EventKind::p2p : EventKind::collective;
           r.collective = nccl->collective;

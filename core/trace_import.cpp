@@ -121,37 +121,6 @@ Result<ImportReport> import_files(const std::vector<std::string>& files, const s
   return report;
 }
 
-std::optional<NcclKernel> parse_nccl_kernel(std::string_view name) {
-  if (name.substr(0, 4) != "nccl") return std::nullopt;
-  // Only the kernel's own name, not its parameter list.
-  const std::string_view head = name.substr(0, name.find('('));
-  NcclKernel k;
-  // Longest names first: AllReduce before Reduce, ReduceScatter before Reduce.
-  if (contains(head, "AllReduce"))
-    k.collective = Collective::all_reduce;
-  else if (contains(head, "ReduceScatter"))
-    k.collective = Collective::reduce_scatter;
-  else if (contains(head, "AllGather"))
-    k.collective = Collective::all_gather;
-  else if (contains(head, "AllToAll") || contains(head, "Alltoall"))
-    k.collective = Collective::all_to_all;
-  else if (contains(head, "Broadcast"))
-    k.collective = Collective::broadcast;
-  else if (contains(head, "SendRecv"))
-    k.collective = Collective::send_recv;
-  else if (contains(head, "Send"))
-    k.collective = Collective::send;
-  else if (contains(head, "Recv"))
-    k.collective = Collective::recv;
-  else if (contains(head, "Reduce"))
-    k.collective = Collective::reduce;
-  k.point_to_point = is_point_to_point(k.collective);
-  // The type is the last field of the older names: ..._Sum_float, ..._Sum_bf16.
-  const auto last = head.rfind('_');
-  if (last != std::string_view::npos) k.dtype = data_type_from_any(head.substr(last + 1));
-  return k;
-}
-
 DataType data_type_from_any(std::string_view text) {
   const std::string t = lower(text);
   if (t == "float" || t == "float32" || t == "f32" || t == "fp32") return DataType::fp32;

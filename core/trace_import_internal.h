@@ -23,13 +23,6 @@ Result<ImportReport> import_files(const std::vector<std::string>& files, const s
 
 // NCCL kernel names: ncclKernel_AllReduce_RING_LL_Sum_float(...),
 // ncclDevKernel_AllGather_RING_LL(...), ncclDevKernel_SendRecv(...).
-struct NcclKernel {
-  Collective collective = Collective::none;
-  DataType dtype = DataType::none;
-  bool point_to_point = false;
-};
-// Empty when the name does not start with "nccl".
-std::optional<NcclKernel> parse_nccl_kernel(std::string_view name);
 
 // PyTorch and NCCL spellings of a data type: "Float", "BFloat16", "float",
 // "bf16", "half", "int8_t", ...

@@ -12,18 +12,23 @@
 
 #include <cupti.h>
 
+#include "core/kernel_names.h"
 #include "profiler/cupti/api_filter.h"
-#include "profiler/kernel_names.h"
 #include "profiler/safe_memory.h"
 
 namespace cs::profiler {
 
 using trace::Category;
 using trace::Collective;
+using trace::demangle;
 using trace::Event;
 using trace::EventKind;
 using trace::LaneId;
 using trace::LaneKind;
+using trace::nccl_call_from_range_name;
+using trace::NcclCall;
+using trace::NcclKernel;
+using trace::parse_nccl_kernel_name;
 using trace::StringId;
 
 namespace {
@@ -650,12 +655,15 @@ struct ActivityDecoder::Impl {
       same_peer = same_peer && r->call.third_field_is_peer_or_root &&
                   r->payload.peer_or_root.value_or(-1) == peer;
     }
-    if (e.collective == Collective::none && same_collective) e.collective = first.call.collective;
+    // A SendRecv kernel's calls say which it was (send or receive).
+    if ((e.collective == Collective::none || e.collective == Collective::send_recv) &&
+        same_collective)
+      e.collective = first.call.collective;
     if (all_p2p) e.kind = EventKind::p2p;
     if (same_peer) e.peer = peer;
     if (sized) {
       e.bytes = bytes;
-      if (const int size = element_bytes(e.dtype); size > 0) e.count = bytes / size;
+      if (const int size = trace::data_type_bytes(e.dtype); size > 0) e.count = bytes / size;
       ++counts.nccl_annotated;
     }
   }

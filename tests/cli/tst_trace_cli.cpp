@@ -188,7 +188,8 @@ void TestTraceCli::compareTwoRuns() {
   QVERIFY(text.out.contains("Compute by operation kind"));
   QVERIFY2(text.out.contains("+30.826 (+29.3%)"), qPrintable(text.out));  // compute, a step
   QVERIFY(text.out.contains("(1 rank, 2 steps)"));
-  QVERIFY(text.out.contains("send_recv (size unknown) x2"));
+  // The kernel name gives the type: ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t.
+  QVERIFY(text.out.contains("send_recv int8 (size unknown) x2"));
 
   // A store that is not there: named, exit status 1.
   const Run missing = run_cli({"trace", "compare", a, dir.filePath("none.db")});

@@ -16,12 +16,12 @@
 #include <cupti.h>
 #include <nlohmann/json.hpp>
 
+#include "core/kernel_names.h"
 #include "profiler/activity_buffers.h"
 #include "profiler/cupti/activity_decoder.h"
 #include "profiler/cupti/cupti_source.h"
 #include "profiler/cupti/replay_source.h"
 #include "profiler/cupti/tracer.h"
-#include "profiler/kernel_names.h"
 #include "profiler/replay_file.h"
 #include "tests/profiler/memory_trace_writer.h"
 
@@ -509,8 +509,8 @@ void TestCuptiDecoder::ncclKernelNames_data() {
   QTest::addRow("signed sum on the unsigned kernel")
       << "ncclDevKernel_AllReduce_Sum_u32_RING_LL" << true << int(Collective::all_reduce)
       << int(DataType::int32) << false;
-  QTest::addRow("sendrecv") << kSendRecv << true << int(Collective::none) << int(DataType::none)
-                            << true;
+  QTest::addRow("sendrecv") << kSendRecv << true << int(Collective::send_recv)
+                            << int(DataType::none) << true;
   QTest::addRow("generic") << kGeneric << true << int(Collective::none) << int(DataType::none)
                            << false;
   QTest::addRow("symmetric") << "ncclSymkDevKernel_AllReduce_AGxLL_R_sum_bf16" << true
@@ -529,7 +529,14 @@ void TestCuptiDecoder::ncclKernelNames_data() {
   QTest::addRow("old bfloat16") << "ncclKernel_AllReduce_TREE_LL128_Sum___nv_bfloat16" << true
                                 << int(Collective::all_reduce) << int(DataType::bf16) << false;
   QTest::addRow("old sendrecv") << "ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t" << true
-                                << int(Collective::none) << int(DataType::int8) << true;
+                                << int(Collective::send_recv) << int(DataType::int8) << true;
+  QTest::addRow("old int64") << "ncclKernel_AllReduce_RING_LL_Sum_int64_t" << true
+                             << int(Collective::all_reduce) << int(DataType::int64) << false;
+  QTest::addRow("old all-to-all") << "ncclKernel_AllToAll_RING_SIMPLE_Sum_float" << true
+                                  << int(Collective::all_to_all) << int(DataType::fp32) << false;
+  QTest::addRow("run-together (NCCL 2.4)")
+      << "ncclAllReduceRingLLKernel_sum_f32" << true << int(Collective::all_reduce)
+      << int(DataType::fp32) << false;
   QTest::addRow("compute kernel") << kGemm << false << 0 << 0 << false;
   QTest::addRow("a name merely containing nccl")
       << "void my_ncclish_kernel<float>(float*)" << false << 0 << 0 << false;
@@ -546,7 +553,7 @@ void TestCuptiDecoder::ncclKernelNames() {
   QFETCH(int, collective);
   QFETCH(int, dtype);
   QFETCH(bool, p2p);
-  const auto parsed = cs::profiler::parse_nccl_kernel_name(name.toStdString());
+  const auto parsed = cs::trace::parse_nccl_kernel_name(name.toStdString());
   QCOMPARE(parsed.has_value(), nccl);
   if (!parsed) return;
   QCOMPARE(int(parsed->collective), collective);
@@ -571,10 +578,10 @@ void TestCuptiDecoder::kernelBaseNames() {
   QFETCH(QString, demangled);
   QFETCH(QString, base);
   const std::string text = demangled.toStdString();
-  QCOMPARE(QString::fromStdString(std::string(cs::profiler::kernel_base_name(text))), base);
-  QCOMPARE(QString::fromStdString(cs::profiler::demangle("_Z3addPfS_")),
+  QCOMPARE(QString::fromStdString(std::string(cs::trace::kernel_base_name(text))), base);
+  QCOMPARE(QString::fromStdString(cs::trace::demangle("_Z3addPfS_")),
            QString("add(float*, float*)"));
-  QCOMPARE(QString::fromStdString(cs::profiler::demangle("_Znot-a-name")), QString("_Znot-a-name"));
+  QCOMPARE(QString::fromStdString(cs::trace::demangle("_Znot-a-name")), QString("_Znot-a-name"));
 }
 
 void TestCuptiDecoder::ncclKernelTakesItsNvtxRange() {
@@ -645,7 +652,7 @@ void TestCuptiDecoder::groupedNcclCallsSizeOneKernel() {
   QCOMPARE(p2p[0].category, Category::communication);
   QCOMPARE(p2p[0].bytes, std::int64_t(4096 + 8192));
   QCOMPARE(p2p[0].peer, 1);
-  QCOMPARE(p2p[0].collective, Collective::none);  // a send and a receive
+  QCOMPARE(p2p[0].collective, Collective::send_recv);  // a send and a receive
   QVERIFY(run->named("ncclSend (comm 0000000000000099)"));
   QCOMPARE(run->named("ncclRecv (comm 0000000000000099)")->collective, Collective::recv);
 }

@@ -1,4 +1,4 @@
-#include "profiler/kernel_names.h"
+#include "core/kernel_names.h"
 
 #include <array>
 #include <cstdlib>
@@ -7,10 +7,7 @@
 
 #include <cxxabi.h>
 
-namespace cs::profiler {
-
-using trace::Collective;
-using trace::DataType;
+namespace cs::trace {
 
 std::string demangle(const char* name) {
   if (!name) return {};
@@ -74,7 +71,11 @@ constexpr std::array kCollectiveTokens = {
     CollectiveToken{"Broadcast", Collective::broadcast, false},
     CollectiveToken{"Reduce", Collective::reduce, false},
     CollectiveToken{"AlltoAll", Collective::all_to_all, false},
-    CollectiveToken{"SendRecv", Collective::none, true},
+    CollectiveToken{"AllToAll", Collective::all_to_all, false},
+    CollectiveToken{"Alltoall", Collective::all_to_all, false},
+    CollectiveToken{"SendRecv", Collective::send_recv, true},
+    CollectiveToken{"Send", Collective::send, true},
+    CollectiveToken{"Recv", Collective::recv, true},
     CollectiveToken{"Generic", Collective::none, false},
 };
 
@@ -167,6 +168,18 @@ std::optional<NcclKernel> parse_nccl_kernel_name(std::string_view name) {
     if (found) break;
     start = end;
   }
+  // Older names run the collective into other words
+  // (ncclAllReduceRingLLKernel_sum_f32): the longest token inside the name.
+  if (kernel.collective == Collective::none && !has_segment(name, "Generic")) {
+    std::size_t longest = 0;
+    for (const CollectiveToken& t : kCollectiveTokens) {
+      if (t.token.size() > longest && name.find(t.token) != std::string_view::npos) {
+        kernel.collective = t.collective;
+        kernel.point_to_point = t.point_to_point;
+        longest = t.token.size();
+      }
+    }
+  }
   for (const TypeToken& t : kTypeTokens) {
     if (has_segment(name, t.token)) {
       kernel.dtype = t.dtype;
@@ -200,32 +213,4 @@ std::optional<NcclCall> nccl_call_from_range_name(std::string_view name) {
   return std::nullopt;
 }
 
-int element_bytes(DataType dtype) {
-  switch (dtype) {
-    case DataType::none:
-      return 0;
-    case DataType::fp32:
-      return 4;
-    case DataType::fp16:
-      return 2;
-    case DataType::bf16:
-      return 2;
-    case DataType::fp8_e4m3:
-      return 1;
-    case DataType::fp8_e5m2:
-      return 1;
-    case DataType::int8:
-      return 1;
-    case DataType::uint8:
-      return 1;
-    case DataType::int32:
-      return 4;
-    case DataType::int64:
-      return 8;
-    case DataType::fp64:
-      return 8;
-  }
-  return 0;
-}
-
-}  // namespace cs::profiler
+}  // namespace cs::trace

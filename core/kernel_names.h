@@ -11,6 +11,8 @@
 //       ncclKernel_AllReduce_RING_LL_Sum_float, ..._Sum___nv_bfloat16
 // NCCL runs signed-integer sums on its unsigned kernels, so u32/u64 kernels
 // are reported as int32/int64 (same size, and what the caller most likely passed).
+// The CUPTI tracer and the Kineto and Nsight Systems importers all read
+// kernel names here.
 
 #include <optional>
 #include <string>
@@ -18,7 +20,7 @@
 
 #include "core/trace_types.h"
 
-namespace cs::profiler {
+namespace cs::trace {
 
 // The readable form of a mangled C++ name ("_Z3addPfS_" -> "add(float*, float*)");
 // the name itself when it is not mangled or cannot be demangled.
@@ -29,8 +31,8 @@ std::string demangle(const char* name);
 std::string_view kernel_base_name(std::string_view demangled);
 
 struct NcclKernel {
-  trace::Collective collective = trace::Collective::none;  // none: Generic kernels
-  trace::DataType dtype = trace::DataType::none;
+  Collective collective = Collective::none;  // none: Generic kernels; send_recv: SendRecv
+  DataType dtype = DataType::none;
   bool point_to_point = false;  // SendRecv kernels (also all-to-all, gather, scatter)
 };
 
@@ -40,14 +42,11 @@ std::optional<NcclKernel> parse_nccl_kernel_name(std::string_view name);
 
 // An NCCL API call as NCCL's NVTX range in domain "NCCL" names it ("ncclAllReduce").
 struct NcclCall {
-  trace::Collective collective = trace::Collective::none;  // none for gather/scatter
-  bool point_to_point = false;                             // send, recv
+  Collective collective = Collective::none;  // none for gather/scatter
+  bool point_to_point = false;               // send, recv
   bool third_field_is_peer_or_root = false;  // the payload's int after the size: peer or root
 };
 
 std::optional<NcclCall> nccl_call_from_range_name(std::string_view name);
 
-// Size in bytes of one element, 0 when unknown.
-int element_bytes(trace::DataType dtype);
-
-}  // namespace cs::profiler
+}  // namespace cs::trace
