@@ -181,9 +181,12 @@ Result<ImportReport> import_traces(const std::vector<std::string>& files, const 
         what = "it is a folder";
       } else if (std::filesystem::file_size(f, ec) == 0 && !ec) {
         what = "the file is empty";
-      } else if (auto db = sql::Database::open(f, SQLITE_OPEN_READONLY);
-                 db && db->prepare("SELECT count(*) FROM sqlite_master")) {
-        what = "an SQLite database, but not an Nsight Systems export (no StringIds table)";
+      } else if (Status whole = sql::check_not_cut_short(f); !whole) {
+        return whole.error();
+      } else if (auto db = sql::Database::open(f, SQLITE_OPEN_READONLY)) {
+        auto read = db->prepare("SELECT count(*) FROM sqlite_master");
+        what = read ? "an SQLite database, but not an Nsight Systems export (no StringIds table)"
+                    : "an SQLite file SQLite cannot read (" + read.message() + ")";
       }
       return Error{f + ": not a trace this build imports (a PyTorch profiler JSON trace, plain or "
                        "gzip, or an Nsight Systems SQLite export)" +

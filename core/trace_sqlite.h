@@ -143,4 +143,9 @@ class Transaction {
   bool open_ = false;
 };
 
+// An error naming a file cut short (a copy that stopped half way), from
+// the page count SQLite's header gives; nothing for a whole file, one that
+// is not SQLite, or one whose write-ahead log holds pages.
+Status check_not_cut_short(const std::string& path);
+
 }  // namespace cs::trace::sql

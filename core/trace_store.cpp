@@ -318,43 +318,6 @@ Status migrate_from_version_1(const std::string& path) {
 
 namespace {
 
-// A file cut short (a copy that stopped half way): SQLite's header says how
-// many pages the database has, and SQLite itself would only call the file
-// "malformed", or read it as far as it goes. Read before SQLite opens the
-// file, from the header itself (https://www.sqlite.org/fileformat.html 1.3):
-// the page count holds only where the change counter equals its
-// version-valid-for number, and only when no write-ahead log holds pages.
-Status check_not_cut_short(const std::string& path) {
-  std::error_code ec;
-  const auto size = std::filesystem::file_size(path, ec);
-  const auto wal_size = std::filesystem::file_size(path + "-wal", ec);
-  if (!ec && wal_size > 0) return {};
-  unsigned char header[100] = {};
-  std::ifstream in(path, std::ios::binary);
-  in.read(reinterpret_cast<char*>(header), sizeof header);
-  const auto got = static_cast<std::size_t>(in.gcount());
-  static constexpr char kMagic[] = "SQLite format 3";  // with its NUL: 16 bytes
-  if (got < sizeof kMagic || std::memcmp(header, kMagic, sizeof kMagic) != 0) return {};
-  if (got < sizeof header) {
-    return Error{path + " is damaged: the file is cut short (" + std::to_string(got) +
-                 " bytes, less than an SQLite header)"};
-  }
-  const auto be32 = [&](int at) {
-    return std::uint32_t{header[at]} << 24 | std::uint32_t{header[at + 1]} << 16 |
-           std::uint32_t{header[at + 2]} << 8 | std::uint32_t{header[at + 3]};
-  };
-  const std::uint32_t page_size_field = std::uint32_t{header[16]} << 8 | header[17];
-  const std::uintmax_t page_size = page_size_field == 1 ? 65536 : page_size_field;
-  const std::uint32_t pages = be32(28);
-  if (be32(24) != be32(92) || pages == 0) return {};
-  const std::uintmax_t expected = page_size * pages;
-  if (size < expected) {
-    return Error{path + " is damaged: the file is cut short (" + std::to_string(size) + " of " +
-                 std::to_string(expected) + " bytes)"};
-  }
-  return {};
-}
-
 // Opens the file for writing so that SQLite rolls back the journal beside
 // it; false, with SQLite's reason, when it cannot.
 bool roll_back_journal(const std::string& path, std::string& why) {
@@ -388,7 +351,7 @@ Result<sql::Database> open_store(const std::string& path, bool writable, StoreSt
   const std::string refuse = path + " is not a ClusterScope trace store: ";
   if (!ec && size == 0) return Error{refuse + "the file is empty"};
 
-  if (auto s = check_not_cut_short(path); !s) return s.error();
+  if (auto s = sql::check_not_cut_short(path); !s) return s.error();
   // A store whose writer died keeps its last writes in the write-ahead log,
   // which SQLite reads only through a "-shm" file made beside it: in a
   // read-only folder it cannot be, and SQLite's own words were "unable to

@@ -2,6 +2,7 @@
 // stats (with the breakdown the Python reference computed), export in every
 // format, merge, and the one-line errors.
 
+#include <QFile>
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
@@ -9,9 +10,8 @@
 #include <QTemporaryDir>
 #include <QtTest>
 
-#include <sys/resource.h>
-
 #include <sqlite3.h>
+#include <sys/resource.h>
 
 #include "../process_run.h"
 
@@ -43,6 +43,7 @@ class TestTraceCli : public QObject {
   void exportToStandardOutput();
   void keptEventsAreCounted();
   void errors_data();
+  void truncatedNsightExportIsNamed();
   void errors();
 };
 
@@ -572,6 +573,24 @@ void TestTraceCli::errors() {
   QVERIFY2(r.exit_code == code, qPrintable(QString("exit %1: %2").arg(r.exit_code).arg(r.err)));
   QVERIFY2(r.err.contains(message), qPrintable(r.err));
   QVERIFY2(r.err.startsWith("clusterscope: error: "), qPrintable(r.err));
+}
+
+// An Nsight Systems export cut short (a copy that stopped half way) is named
+// so, with its size against what its header promises; it read "not a trace
+// this build imports" at any length.
+void TestTraceCli::truncatedNsightExportIsNamed() {
+  QTemporaryDir dir;
+  for (const qint64 size : {qint64{100'000}, qint64{1'000'000}}) {
+    const QString cut = dir.filePath(QStringLiteral("cut-%1.sqlite").arg(size));
+    QVERIFY(QFile::copy(kData + "nsys/saxpy-mpi-cuda.sqlite", cut));
+    QVERIFY(QFile::setPermissions(cut, QFile::ReadOwner | QFile::WriteOwner));
+    QVERIFY(QFile::resize(cut, size));
+    const Run r = run_cli({"trace", "import", cut, "-o", dir.filePath("out.db")});
+    QCOMPARE(r.exit_code, 1);
+    QVERIFY2(r.err.contains(cut + " is damaged: the file is cut short (" + QString::number(size) +
+                            " of 1613824 bytes)"),
+             qPrintable(r.err));
+  }
 }
 
 QTEST_GUILESS_MAIN(TestTraceCli)
