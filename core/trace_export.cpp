@@ -1002,7 +1002,7 @@ Result<ExportReport> export_csv(const TraceReader& reader, const RunAnalysis* an
 }
 
 Result<ExportReport> export_html_report(const TraceReader& reader, const RunAnalysis& analysis,
-                                        const std::string& path) {
+                                        const std::string& path, const ReportNotes& notes) {
   const RunInfo run = reader.run();
   Output out(path, reader);
   if (!out.ok()) return out.status().error();
@@ -1019,6 +1019,19 @@ Result<ExportReport> export_html_report(const TraceReader& reader, const RunAnal
       << "th{background:#f4f4f4}.note{color:#666;font-size:.85em}\n"
       << ".bad{color:#b00;font-weight:bold}code{font-size:.9em}\n</style></head><body>\n";
   out << "<h1>" << html(title) << "</h1>\n";
+  if (!notes.damage.empty()) {
+    out << "<p class=bad>" << html(notes.damage)
+        << ". The figures below are of what could be read.</p>\n";
+  }
+  if (notes.window) {
+    const TimeRange run_range = reader.time_range();
+    const auto ms = [](std::int64_t ns) { return format_fixed(static_cast<double>(ns) / 1e6, 3); };
+    out << "<p class=bad>A range of the run: " << ms(notes.window->start_ns - run_range.start_ns)
+        << " to " << ms(notes.window->end_ns - run_range.start_ns) << " ms from its start ("
+        << ms(notes.window->end_ns - notes.window->start_ns)
+        << " ms). The breakdown, kernels and collectives are of this range; the steps that "
+           "overlap it are shown whole.</p>\n";
+  }
 
   out << "<h2>Run</h2>\n<table>\n";
   auto meta_row = [&](std::string_view k, const std::string& v) {
@@ -1038,8 +1051,10 @@ Result<ExportReport> export_html_report(const TraceReader& reader, const RunAnal
   meta_row("tool versions", run.tool_versions_json);
   out << "</table>\n";
   if (!run.plan_json.empty()) {
-    out << "<details><summary>plan (JSON)</summary><pre>" << html(run.plan_json)
-        << "</pre></details>\n";
+    // Indented: one line of JSON ran off a printed page.
+    const nlohmann::json plan = nlohmann::json::parse(run.plan_json, nullptr, false);
+    out << "<details><summary>plan (JSON)</summary><pre>"
+        << html(plan.is_discarded() ? run.plan_json : plan.dump(1)) << "</pre></details>\n";
   }
   out << "<table><tr><th>rank</th><th>host</th><th>device</th><th>pid</th></tr>\n";
   for (const RankInfo& r : reader.ranks()) {

@@ -73,7 +73,15 @@ Result<ExportReport> export_csv(const TraceReader& reader, const RunAnalysis* an
 // with bandwidths, stragglers and predicted against measured (per category
 // and part, each part of the step with the verdict, and the machine probe:
 // what `clusterscope trace stats` prints, from the same comparison).
+// `notes` say what the figures cover: a range of the run (the analysis'
+// window), and damage found in the store (verify_store's message, which
+// names the store), shown
+// under the title so that a colleague reading the file knows.
+struct ReportNotes {
+  std::optional<TimeRange> window;
+  std::string damage;
+};
 Result<ExportReport> export_html_report(const TraceReader& reader, const RunAnalysis& analysis,
-                                        const std::string& path);
+                                        const std::string& path, const ReportNotes& notes = {});
 
 }  // namespace cs::trace

@@ -676,7 +676,11 @@ void run_export(ExportOptions o) {
     }
   } else if (format == "html") {
     const RunAnalysis analysis = take(analyze_run(*r));
-    report = take(export_html_report(*r, analysis, o.output));
+    // A damaged store's report says so (its figures are of what could be read).
+    const Status verified = verify_store(r->path());
+    if (!verified) std::cerr << "clusterscope: warning: " << verified.message() << '\n';
+    report = take(export_html_report(*r, analysis, o.output,
+                                     {std::nullopt, verified ? "" : verified.message()}));
   } else {
     throw CliError("--format: \"" + format + "\" is not one of chrome, csv, html");
   }

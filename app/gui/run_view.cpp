@@ -1500,6 +1500,7 @@ struct ExportSource {
   std::string store;
   std::optional<trace::TimeRange> range;
   std::shared_ptr<const trace::RunAnalysis> analysis;
+  std::string damage;  // what the integrity check found, said in the report
 };
 
 Result<std::shared_ptr<const trace::RunAnalysis>> exportAnalysis(const trace::TraceReader& reader,
@@ -1520,7 +1521,8 @@ Result<QString> coreReportHtml(const ExportSource& source) {
   if (!analysis) return analysis.error();
   QTemporaryDir dir;
   const std::string core_path = dir.filePath(QStringLiteral("core.html")).toStdString();
-  auto written = trace::export_html_report(*reader.value(), *analysis.value(), core_path);
+  auto written = trace::export_html_report(*reader.value(), *analysis.value(), core_path,
+                                           {source.range, source.damage});
   if (!written) return written.error();
   auto text = readFile(core_path);
   if (!text) return text.error();
@@ -1655,7 +1657,7 @@ std::function<QString()> RunView::timelineSection(bool range_only) const {
 Result<RunView::ExportTask> RunView::prepareExport(RunExport kind, const QString& path,
                                                    bool range_only) const {
   if (path_.isEmpty()) return Error{"no run is open"};
-  ExportSource source{path_.toStdString(), std::nullopt, analysis_};
+  ExportSource source{path_.toStdString(), std::nullopt, analysis_, damage_.toStdString()};
   if (range_only) {
     source.range = timeline_->selectedRange();
     if (!source.range) return Error{"no time range is selected (Shift+drag on the timeline)"};

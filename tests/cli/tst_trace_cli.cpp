@@ -44,6 +44,7 @@ class TestTraceCli : public QObject {
   void keptEventsAreCounted();
   void errors_data();
   void truncatedNsightExportIsNamed();
+  void damagedStoreReportSaysSo();
   void errors();
 };
 
@@ -591,6 +592,29 @@ void TestTraceCli::truncatedNsightExportIsNamed() {
                             " of 1613824 bytes)"),
              qPrintable(r.err));
   }
+}
+
+// A store with a damaged page still analyses; its HTML report says it is
+// damaged (it read as a clean report with wrong figures), and so does stderr.
+void TestTraceCli::damagedStoreReportSaysSo() {
+  QTemporaryDir dir;
+  const QString store = dir.filePath(QStringLiteral("damaged.db"));
+  QVERIFY(QFile::copy(CS_SOURCE_DIR "/tests/data/gpu/worker-bf16.db", store));
+  QVERIFY(QFile::setPermissions(store, QFile::ReadOwner | QFile::WriteOwner));
+  QCOMPARE(run_cli({"trace", "info", store}).exit_code, 0);  // upgraded to this schema
+  {
+    QFile f(store);
+    QVERIFY(f.open(QIODevice::ReadWrite));
+    QVERIFY(f.seek(4096 * 150 + 200));
+    QCOMPARE(f.write(QByteArray(600, char(0xff))), qint64{600});
+  }
+  const QString html = dir.filePath(QStringLiteral("report.html"));
+  const Run r = run_cli({"trace", "export", store, "-o", html});
+  QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+  QVERIFY2(r.err.contains("warning: " + store + " is damaged"), qPrintable(r.err));
+  QFile report(html);
+  QVERIFY(report.open(QIODevice::ReadOnly));
+  QVERIFY(QString::fromUtf8(report.readAll()).contains("<p class=bad>" + store + " is damaged: "));
 }
 
 QTEST_GUILESS_MAIN(TestTraceCli)

@@ -203,6 +203,7 @@ class TestTraceExport : public QObject {
   void chromeTraceWarnsWhenLarge();
   void csvTables();
   void htmlReportIsSelfContained();
+  void htmlReportSaysWhatItCovers();
   void failuresNameTheFile();
   void failedExportKeepsTheEarlierFile();
 };
@@ -892,6 +893,32 @@ void TestTraceExport::htmlReportIsSelfContained() {
   QString rest = text;
   rest.remove("http://www.w3.org/2000/svg");  // the SVG namespace is a name, not a fetch
   QVERIFY(!rest.contains("http://") && !rest.contains("https://"));
+}
+
+// A report of a range, or of a damaged store, says so under its title: the
+// range's place and length, the damage found.
+void TestTraceExport::htmlReportSaysWhatItCovers() {
+  QTemporaryDir dir;
+  auto r = imported(dir, {kNsys}, "saxpy.cstrace");
+  const TimeRange whole = r->time_range();
+  const TimeRange range{whole.start_ns + 2'000'000, whole.start_ns + 5'500'000};
+  AnalysisOptions options;
+  options.window = range;
+  auto analysis = analyze_run(*r, options);
+  QVERIFY(analysis);
+  const std::string path = dir.filePath("range.html").toStdString();
+  QVERIFY(export_html_report(*r, *analysis, path, {range, "saxpy.cstrace is damaged: a test"}));
+  const QString text = QString::fromStdString(read_file(path));
+  QVERIFY2(text.contains("A range of the run: 2.000 to 5.500 ms from its start (3.500 ms)"),
+           qPrintable(text.left(3000)));
+  QVERIFY(
+      text.contains("<p class=bad>saxpy.cstrace is damaged: a test. The figures below are of "
+                    "what could be read.</p>"));
+  QVERIFY(text.indexOf("A range of the run") < text.indexOf("<h2>Run</h2>"));
+  // Without notes, neither.
+  QVERIFY(export_html_report(*r, *analysis, path));
+  const QString plain = QString::fromStdString(read_file(path));
+  QVERIFY(!plain.contains("A range of the run") && !plain.contains("is damaged"));
 }
 
 void TestTraceExport::failuresNameTheFile() {

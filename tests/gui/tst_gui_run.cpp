@@ -956,8 +956,12 @@ void TestGuiRun::exports() {
   QVERIFY(QFileInfo(part_html).size() > 1000);
   QFile part_file(part_html);
   QVERIFY(part_file.open(QIODevice::ReadOnly));
-  QVERIFY(
-      QString::fromUtf8(part_file.readAll()).contains(QStringLiteral("<p>the selected range:")));
+  const QString part_text = QString::fromUtf8(part_file.readAll());
+  QVERIFY(part_text.contains(QStringLiteral("<p>the selected range:")));
+  // Said under the title too, before any figure.
+  QVERIFY(part_text.indexOf(QStringLiteral("A range of the run: 0.000 to ")) <
+          part_text.indexOf(QStringLiteral("<h2>Run</h2>")));
+  QVERIFY(part_text.contains(QStringLiteral("A range of the run: 0.000 to ")));
   // A folder that is not there: a message.
   const auto bad =
       view.exportNow(RunExport::html, dir_.filePath(QStringLiteral("no/such/dir/r.html")));
