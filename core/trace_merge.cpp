@@ -76,6 +76,7 @@ struct Alignment {
   std::map<std::int32_t, std::int64_t> offsets;
   std::map<std::int32_t, std::string> rank_method;
   std::map<std::int32_t, std::int64_t> spread;  // median absolute deviation of the matches
+  std::vector<std::string> warnings;
 };
 
 Result<Alignment> align(const std::vector<Input>& inputs, ClockAlignment wanted) {
@@ -160,12 +161,29 @@ Result<Alignment> align(const std::vector<Input>& inputs, ClockAlignment wanted)
     std::vector<std::int64_t> deviations;
     for (std::int64_t d : diffs)
       deviations.push_back(d > offset ? d - offset : offset - d);
+    const std::int64_t spread = middle_sample(std::move(deviations));
+    if (wanted == ClockAlignment::automatic && spread > kAlignmentSpreadNs) {
+      // Chosen for the user, a shift its own matches contradict is not made.
+      const std::string disagree = std::to_string(diffs.size()) +
+                                   " collectives matched disagree by " +
+                                   format_seconds(static_cast<double>(spread) * 1e-9) + " (median)";
+      a.rank_method[rank] = "none (its " + disagree + ")";
+      a.warnings.push_back(
+          "rank " + std::to_string(rank) + " was left as recorded: its " + disagree +
+          ", so they are not the same ones (point-to-point transfers pair with different "
+          "peers); shifting it by " +
+          format_seconds(static_cast<double>(offset) * 1e-9) +
+          " would misplace it. Give --align collectives to shift it anyway, or recorded if its "
+          "clock offset was measured");
+      continue;
+    }
     a.offsets[rank] = offset;
-    a.spread[rank] = middle_sample(std::move(deviations));
+    a.spread[rank] = spread;
     a.rank_method[rank] = "collectives (" + std::to_string(diffs.size()) + " matched)";
     ++aligned;
   }
-  a.method = aligned == 0                                    ? "none (no matching collectives)"
+  a.method = aligned == 0 && !a.warnings.empty()             ? "none (matched collectives disagree)"
+             : aligned == 0                                  ? "none (no matching collectives)"
              : aligned + 1 == static_cast<int>(ranks.size()) ? "collectives"
                                                              : "collectives (some ranks)";
   return a;
@@ -349,6 +367,7 @@ Result<MergeReport> merge_into(const std::vector<std::string>& inputs, const std
   report.method = alignment->method;
   report.offsets_ns = alignment->offsets;
   report.rank_method = alignment->rank_method;
+  report.warnings = alignment->warnings;
   for (const auto& [rank, spread] : alignment->spread) {
     if (spread <= kAlignmentSpreadNs) continue;
     report.warnings.push_back(

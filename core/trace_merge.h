@@ -52,6 +52,7 @@ struct MergeReport {
   std::int32_t ranks = 0;
   // An alignment on collectives whose matches disagree (their spread past
   // kAlignmentSpreadNs): the collectives paired may not be the same ones.
+  // Under automatic alignment such a rank is left as recorded, and said so.
   std::vector<std::string> warnings;
 };
 

@@ -65,7 +65,9 @@ void TestTraceCli::importInfoStats() {
   QCOMPARE(i["status"].toString(), QString("complete"));
   QCOMPARE(i["world_size"].toInt(), 128);
   QCOMPARE(i["ranks"].toArray().size(), 2);
-  QCOMPARE(i["meta"].toObject()["clock_alignment"].toString(), QString("collectives"));
+  // Their send/receive matches disagree: left as recorded (see tst_trace_import).
+  QCOMPARE(i["meta"].toObject()["clock_alignment"].toString(),
+           QString("none (matched collectives disagree)"));
   const Run info_text = run_cli({"trace", "info", store, "--check"});
   QCOMPARE(info_text.exit_code, 0);
   QVERIFY(info_text.out.contains("GPU 0 stream 7"));
