@@ -1060,6 +1060,11 @@ Result<ImportReport> import_one_kineto(const std::string& file, const std::strin
     }
   }
 
+  // As an Nsight export with nothing in it: an empty store helps no one.
+  if (h.events.empty()) {
+    return Error{file + ": no events to import (its traceEvents hold no complete events, ph X" +
+                 (h.counters.empty() ? std::string() : ", only counters") + ")"};
+  }
   if (own_export) return import_own_export(h, file, output, options, std::move(report));
   if (!h.counters.empty())
     report.skipped["counter events (ph C)"] += static_cast<std::int64_t>(h.counters.size());

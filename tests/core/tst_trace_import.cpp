@@ -693,6 +693,15 @@ void TestTraceImport::kinetoPlainJsonAndErrors() {
   QVERIFY2(QString::fromStdString(e2.message())
                .contains("is not a PyTorch profiler trace: it has no traceEvents array"),
            e2.message().c_str());
+  // An empty trace: refused as an empty Nsight export is (it made a store
+  // of 0 events, exit status 0), and no store is left.
+  const std::string empty = write("empty.json", R"({"traceEvents": []})");
+  const std::string empty_out = dir.filePath("empty.cstrace").toStdString();
+  auto none = import_kineto({empty}, empty_out);
+  QVERIFY(!none);
+  QVERIFY2(QString::fromStdString(none.message()).contains(": no events to import"),
+           none.message().c_str());
+  QVERIFY(!std::filesystem::exists(empty_out));
   // A gzip trace cut in half: said as such (it read "not valid JSON at byte
   // 790353", as if the trace were broken rather than the file).
   {
