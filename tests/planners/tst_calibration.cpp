@@ -2605,16 +2605,17 @@ void TestCalibration::learntNames() {
            saved_as);
 }
 
-// A calibration store with no GEMM to fit (here: a trace with no events)
-// is an error that says why, and no preset is written: one without a peak
-// made every later command refuse the presets folder.
+// A calibration store with no GEMM to fit is an error that says why, and no
+// preset is written: one without a peak made every later command refuse the
+// presets folder. Nor is a trace of one host operation a calibration.
 void TestCalibration::storeWithNothingToFitWritesNoPreset() {
   QTemporaryDir work;
   const QString presets = work.filePath("presets");
   QVERIFY(QDir().mkpath(presets));
   QFile empty(work.filePath("empty.json"));
   QVERIFY(empty.open(QIODevice::WriteOnly));
-  empty.write(R"({"traceEvents": []})");
+  empty.write(
+      R"({"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 1, "dur": 2}]})");
   empty.close();
   const QString imported = work.filePath("empty.db");
   Run r = run_cli({"trace", "import", empty.fileName(), "-o", imported}, presets);
