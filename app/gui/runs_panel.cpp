@@ -110,6 +110,21 @@ RunsPanel::RunsPanel(Workspace* workspace, QWidget* parent)
   hostfile_->setPlaceholderText(tr("hostfile path (Open MPI format)"));
   hostfile_->setEnabled(false);
   form->addRow(tr("Hostfile"), hostfile_);
+  // The Slurm job's own settings, as `clusterscope run --slurm-*` takes them.
+  slurm_partition_ = new QLineEdit(this);
+  slurm_partition_->setObjectName(QStringLiteral("runs_slurm_partition"));
+  slurm_partition_->setPlaceholderText(tr("the cluster's default"));
+  slurm_account_ = new QLineEdit(this);
+  slurm_account_->setObjectName(QStringLiteral("runs_slurm_account"));
+  slurm_account_->setPlaceholderText(tr("your default"));
+  slurm_time_ = new QLineEdit(this);
+  slurm_time_->setObjectName(QStringLiteral("runs_slurm_time"));
+  slurm_time_->setPlaceholderText(tr("as sbatch takes it: 30, 1:00:00, 2-00:00:00"));
+  form->addRow(tr("Slurm partition"), slurm_partition_);
+  form->addRow(tr("Slurm account"), slurm_account_);
+  form->addRow(tr("Slurm time limit"), slurm_time_);
+  for (QLineEdit* field : {slurm_partition_, slurm_account_, slurm_time_})
+    field->setEnabled(false);
   folder_ = new QLineEdit(this);
   folder_->setText(QStandardPaths::writableLocation(QStandardPaths::AppDataLocation) +
                    QStringLiteral("/runs"));
@@ -202,6 +217,9 @@ RunsPanel::RunsPanel(Workspace* workspace, QWidget* parent)
   });
   connect(placement_, &QComboBox::currentIndexChanged, this, [this] {
     hostfile_->setEnabled(placement_->currentData().toInt() == int(launch::Placement::hostfile));
+    const bool slurm = placement_->currentData().toInt() == int(launch::Placement::slurm);
+    for (QLineEdit* field : {slurm_partition_, slurm_account_, slurm_time_})
+      field->setEnabled(slurm);
   });
   connect(backend_, &QComboBox::currentIndexChanged, this,
           [this] { engine_->setText(describeEngine()); });
@@ -244,6 +262,9 @@ Status RunsPanel::launch() {
   options.hang_timeout = std::chrono::seconds(hang_->value());
   options.placement = launch::Placement(placement_->currentData().toInt());
   options.hostfile = hostfile_->text().toStdString();
+  options.slurm.partition = slurm_partition_->text().trimmed().toStdString();
+  options.slurm.account = slurm_account_->text().trimmed().toStdString();
+  options.slurm.time_limit = slurm_time_->text().trimmed().toStdString();
   if (options.placement == launch::Placement::hostfile && options.hostfile.empty())
     return fail("hostfile: no file given");
   const QString folder = folder_->text();

@@ -109,6 +109,9 @@ class RunsPanel : public QWidget {
   QComboBox* backend_;
   QComboBox* placement_;
   QLineEdit* hostfile_;
+  QLineEdit* slurm_partition_;
+  QLineEdit* slurm_account_;
+  QLineEdit* slurm_time_;
   QLineEdit* folder_;
   QSpinBox* steps_;
   QSpinBox* hang_;

@@ -261,13 +261,28 @@ void TestGuiRuns::crashedRun() {
 // A Slurm job launched from the app ends by merging its ranks' stores into
 // the run store its history names, as `clusterscope run --slurm` does (the
 // app's job left only the rank stores). Without sbatch here, the script is
-// written and the store is still to come.
+// written and the store is still to come. The job's partition, account and
+// time limit are the panel's.
 void TestGuiRuns::slurmJobFromTheApp() {
   RunsPanel* panel = window_->runsPanel();
   if (!QStandardPaths::findExecutable(QStringLiteral("sbatch")).isEmpty())
     QSKIP("sbatch is on PATH: the job would be submitted");
+  auto field = [panel](const char* name) {
+    return panel->findChild<QLineEdit*>(QString::fromLatin1(name));
+  };
+  QVERIFY(field("runs_slurm_partition") && !field("runs_slurm_partition")->isEnabled());
   panel->placementBox()->setCurrentIndex(
       panel->placementBox()->findData(int(launch::Placement::slurm)));
+  QVERIFY(field("runs_slurm_partition")->isEnabled());
+  // A value no #SBATCH line can carry is refused before anything is written.
+  field("runs_slurm_account")->setText(QStringLiteral("ml; rm -rf ~"));
+  const Status refused = panel->launch();
+  QVERIFY(!refused.ok());
+  QVERIFY2(QString::fromStdString(refused.message()).contains("Slurm account"),
+           refused.message().c_str());
+  field("runs_slurm_partition")->setText(QStringLiteral("gpu"));
+  field("runs_slurm_account")->setText(QStringLiteral("ml-team"));
+  field("runs_slurm_time")->setText(QStringLiteral("1:00:00"));
   QSignalSpy finished(panel, &RunsPanel::runFinished);
   const Status s = panel->launch();
   QVERIFY2(s.ok(), s.ok() ? "" : s.message().c_str());
@@ -279,6 +294,9 @@ void TestGuiRuns::slurmJobFromTheApp() {
   const QString store = QString::fromStdString(window_->workspace()->project().runs.back().store);
   QVERIFY(store.endsWith(QStringLiteral(".db")));
   QVERIFY2(text.contains(QStringLiteral("run --merge-only")), qPrintable(text));
+  for (const char* line :
+       {"#SBATCH --partition=gpu", "#SBATCH --account=ml-team", "#SBATCH --time=1:00:00"})
+    QVERIFY2(text.contains(QString::fromLatin1(line)), line);
   QVERIFY2(text.contains(store), qPrintable(text));
 }
 
