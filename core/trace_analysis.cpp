@@ -507,6 +507,31 @@ Result<RankAnalysis> analyze_rank_raw(const TraceReader& r, std::int32_t rank,
   return out;
 }
 
+// What each rank's figure is held against. Three ranks or more: the median
+// rank, and a rank must also stand 3 median absolute deviations out (a
+// robust outlier test). Of two, the median is their mean and 3 deviations
+// their whole difference, so neither could ever stand out: the slower (or
+// later) is held against the other, by the threshold alone.
+struct Reference {
+  double middle = 0;
+  double mad = 0;
+  bool pair = false;
+};
+Reference reference_of(const std::vector<double>& values) {
+  Reference r;
+  r.pair = values.size() == 2;
+  if (r.pair) {
+    r.middle = std::min(values[0], values[1]);
+    return r;
+  }
+  r.middle = median(values);
+  std::vector<double> deviations;
+  for (double v : values)
+    deviations.push_back(std::fabs(v - r.middle));
+  r.mad = median(std::move(deviations));
+  return r;
+}
+
 StragglerReport stragglers_from(const std::vector<RankAnalysis>& ranks, std::vector<RankRaw>& raws,
                                 const AnalysisOptions& options) {
   StragglerReport report;
@@ -521,18 +546,10 @@ StragglerReport stragglers_from(const std::vector<RankAnalysis>& ranks, std::vec
     }
   }
   if (n < 2) return report;
-  // Three ranks or more: each is held against the median rank and must also
-  // stand 3 median absolute deviations out (a robust outlier test). With two,
-  // the median is their mean and 3 deviations their whole difference, so
-  // neither could ever stand out: the slower is held against the faster, by
-  // the threshold alone.
-  const bool step_pair = step_medians.size() == 2;
-  const double step_median =
-      step_pair ? std::min(step_medians[0], step_medians[1]) : median(step_medians);
-  std::vector<double> step_dev;
-  for (double s : step_medians)
-    step_dev.push_back(std::fabs(s - step_median));
-  const double step_mad = step_pair ? 0 : median(step_dev);
+  const Reference step_ref = reference_of(step_medians);
+  const bool step_pair = step_ref.pair;
+  const double step_median = step_ref.middle;
+  const double step_mad = step_ref.mad;
 
   // Lateness of each rank's collectives against the median start of the same
   // collective (n-th of its kind) over the ranks that have it.
@@ -559,8 +576,7 @@ StragglerReport stragglers_from(const std::vector<RankAnalysis>& ranks, std::vec
       std::vector<double> values;
       for (const auto& [i, s] : present)
         values.push_back(s);
-      // Of two, the earlier is on time (see above).
-      const double mid = values.size() == 2 ? std::min(values[0], values[1]) : median(values);
+      const double mid = reference_of(values).middle;  // of two, the earlier
       for (const auto& [i, s] : present) {
         late_sum[i] += s - mid;
         ++late_count[i];
@@ -574,12 +590,10 @@ StragglerReport stragglers_from(const std::vector<RankAnalysis>& ranks, std::vec
     s.late_start_ns = late_count[i] ? late_sum[i] / static_cast<double>(late_count[i]) : 0;
     if (late_count[i]) lateness.push_back(s.late_start_ns);
   }
-  const bool late_pair = lateness.size() == 2;
-  const double late_median = late_pair ? std::min(lateness[0], lateness[1]) : median(lateness);
-  std::vector<double> late_dev;
-  for (double l : lateness)
-    late_dev.push_back(std::fabs(l - late_median));
-  const double late_mad = late_pair ? 0 : median(late_dev);
+  const Reference late_ref = reference_of(lateness);
+  const bool late_pair = late_ref.pair;
+  const double late_median = late_ref.middle;
+  const double late_mad = late_ref.mad;
   std::vector<double> spans;
   for (const RankAnalysis& a : ranks)
     spans.push_back(static_cast<double>(a.total.span_ns));
