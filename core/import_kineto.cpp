@@ -641,7 +641,7 @@ class KinetoHandler : public nlohmann::json_sax<nlohmann::json> {
       counters.push_back({pid_, name_, ts_, counter_value_});
       return;
     }
-    if (ph_ != 'X') {
+    if (ph_ != 'X' && ph_ != 'B' && ph_ != 'E') {
       ++skipped[ph_ == 's' || ph_ == 'f' || ph_ == 't' ? kFlowEvents
                 : ph_ == 'i' || ph_ == 'I'             ? "instant events (ph i)"
                 : ph_ == 'C'                           ? "counter events (ph C)"
@@ -661,29 +661,69 @@ class KinetoHandler : public nlohmann::json_sax<nlohmann::json> {
       ++skipped["events without ts"];
       return;
     }
+    if (ph_ == 'B') return begin_duration();
+    if (ph_ == 'E') return end_duration();
     if (dur_ < 0) {
       ++skipped["events with a negative dur"];
       return;
     }
-    if (cat_ == Cat::trace_span) {
+    add_complete(current_, cat_, unknown_cat_, name_, ts_, ts_ + dur_, has_dur_);
+  }
+
+  // A complete event: from "ph": "X", or a "B" and its "E".
+  void add_complete(Parsed p, Cat cat, const std::string& unknown_cat, std::uint32_t name,
+                    std::int64_t start, std::int64_t end, bool has_dur) {
+    if (cat == Cat::trace_span) {
       ++skipped["profiler spans (cat Trace)"];
       return;
     }
-    if (cat_ == Cat::unknown && !unknown_cat_.empty()) ++imported_unknown_[unknown_cat_];
+    if (cat == Cat::unknown && !unknown_cat.empty()) ++imported_unknown_[unknown_cat];
     // Imported all the same, and said: a hand-edited or cut trace.
-    if (!has_dur_) ++imported_without_["no dur: imported with zero length"];
-    if (name_ == 0) ++imported_without_["no name"];
-    if (cat_ == Cat::unknown && unknown_cat_.empty())
+    if (!has_dur) ++imported_without_["no dur: imported with zero length"];
+    if (name == 0) ++imported_without_["no name"];
+    if (cat == Cat::unknown && unknown_cat.empty())
       ++imported_without_["no cat: imported as CPU operations"];
-    const LaneKey key{pid_, tid_, cat_ == Cat::gpu_user_annotation};
+    const LaneKey key{pid_, tid_, cat == Cat::gpu_user_annotation};
     auto [it, fresh] = lane_index.emplace(key, static_cast<std::uint32_t>(lane_keys.size()));
     if (fresh) lane_keys.push_back(key);
-    current_.lane = it->second;
-    current_.cat = cat_;
-    current_.name = name_;
-    current_.start = ts_;
-    current_.end = ts_ + dur_;
-    events.push_back(current_);
+    p.lane = it->second;
+    p.cat = cat;
+    p.name = name;
+    p.start = start;
+    p.end = end;
+    events.push_back(p);
+  }
+
+  // Chrome's duration events: a "B" opens a slice on its thread, the next
+  // "E" there closes the innermost open one (they nest, in time order). The
+  // slice keeps the "B" event's name, category and args.
+  void begin_duration() {
+    open_[{pid_, tid_}].push_back({current_, cat_, unknown_cat_, name_, ts_});
+  }
+  void end_duration() {
+    auto it = open_.find({pid_, tid_});
+    if (it == open_.end() || it->second.empty()) {
+      ++skipped[kEndWithoutBegin];
+      return;
+    }
+    const OpenSlice b = std::move(it->second.back());
+    it->second.pop_back();
+    if (ts_ < b.start) {
+      ++skipped["duration events (ph B/E) that end before they begin"];
+      return;
+    }
+    add_complete(b.parsed, b.cat, b.unknown_cat, b.name, b.start, ts_, true);
+  }
+
+ public:
+  // After the last event: slices begun and never ended are counted, not
+  // imported (a trace cut short, or written by a process that crashed).
+  void count_unended() {
+    std::int64_t n = 0;
+    for (const auto& [thread, stack] : open_)
+      n += static_cast<std::int64_t>(stack.size());
+    if (n > 0) skipped["duration events begun (ph B) and never ended"] += n;
+    open_.clear();
   }
 
  public:
@@ -711,6 +751,15 @@ class KinetoHandler : public nlohmann::json_sax<nlohmann::json> {
   std::int64_t arg_sort_index_ = 0;
   bool has_number_ = false;  // a counter's value: the first number in its args
   double counter_value_ = 0;
+  struct OpenSlice {
+    Parsed parsed;
+    Cat cat = Cat::unknown;
+    std::string unknown_cat;
+    std::uint32_t name = 0;
+    std::int64_t start = 0;
+  };
+  static constexpr const char* kEndWithoutBegin = "duration ends (ph E) with no begin (ph B)";
+  std::map<std::pair<Id, Id>, std::vector<OpenSlice>> open_;  // by (pid, tid), innermost last
   std::vector<nlohmann::json*> capture_;  // the open objects and arrays inside otherData
   std::string capture_key_;
 };
@@ -1001,24 +1050,49 @@ Result<ImportReport> import_own_export(const KinetoHandler& h, const std::string
   return report;
 }
 
+// Chrome's JSON Array Format may end without its "]" (a process that was
+// writing it stopped), often after a comma: closes such an array in place.
+// Returns whether it did. The buffer has a byte of room past `size`.
+bool close_open_array(Text& text) {
+  const auto space = [](char c) { return std::isspace(static_cast<unsigned char>(c)) != 0; };
+  std::size_t first = 0;
+  while (first < text.size && space(text.data[first]))
+    ++first;
+  if (first == text.size || text.data[first] != '[') return false;
+  std::size_t end = text.size;
+  while (end > first && space(text.data[end - 1]))
+    --end;
+  if (text.data[end - 1] == ']' && end - 1 > first) return false;
+  if (text.data[end - 1] == ',') --end;
+  text.data[end] = ']';
+  text.size = end + 1;
+  return true;
+}
+
 Result<ImportReport> import_one_kineto(const std::string& file, const std::string& output,
                                        int file_index, const ImportOptions& options) {
   auto text = read_possibly_gzipped(file);
   if (!text) return text.error();
+  const std::size_t bytes = text->size;
+  const bool closed_array = close_open_array(*text);
   KinetoHandler h;
   h.events.reserve(text->size / 350);  // Kineto writes 300-600 bytes per event
   const char* begin = text->data.get();
   const bool ok = nlohmann::json::sax_parse(begin, begin + text->size, &h);
-  const std::size_t bytes = text->size;
   text->data.reset();  // the events are all in `h` now
   if (!ok) return Error{file + ": " + (h.error.empty() ? "cannot parse" : h.error)};
   if (!h.saw_trace_events)
-    return Error{file + " is not a PyTorch profiler trace: it has no traceEvents array"};
+    return Error{file + " is not a PyTorch profiler or Chrome trace: it has no traceEvents array"};
+  h.count_unended();
 
   ImportReport report;
   report.format = "kineto";
   report.bytes_read = static_cast<std::int64_t>(bytes);
   report.skipped = h.skipped;
+  if (closed_array)
+    report.warnings.push_back(
+        "the array of events has no closing ']' (Chrome's format allows it): read to the end of "
+        "the file");
   for (const auto& [cat, n] : h.imported_unknown_)
     report.warnings.push_back(std::to_string(n) + " events of category '" + cat +
                               "' imported as CPU operations");
@@ -1062,7 +1136,9 @@ Result<ImportReport> import_one_kineto(const std::string& file, const std::strin
 
   // As an Nsight export with nothing in it: an empty store helps no one.
   if (h.events.empty()) {
-    return Error{file + ": no events to import (its traceEvents hold no complete events, ph X" +
+    return Error{file +
+                 ": no events to import (its traceEvents hold no complete events, ph X or "
+                 "a B/E pair" +
                  (h.counters.empty() ? std::string() : ", only counters") + ")"};
   }
   if (own_export) return import_own_export(h, file, output, options, std::move(report));

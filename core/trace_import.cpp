@@ -161,7 +161,8 @@ TraceFormat detect_trace_format(const std::string& path) {
   }
   for (std::size_t i = 0; i < n; ++i) {
     if (std::isspace(head[i])) continue;
-    return head[i] == '{' ? TraceFormat::kineto_json : TraceFormat::unknown;
+    // {"traceEvents": [...]}, or Chrome's bare array of events.
+    return head[i] == '{' || head[i] == '[' ? TraceFormat::kineto_json : TraceFormat::unknown;
   }
   return TraceFormat::unknown;
 }
@@ -188,8 +189,9 @@ Result<ImportReport> import_traces(const std::vector<std::string>& files, const 
         what = read ? "an SQLite database, but not an Nsight Systems export (no StringIds table)"
                     : "an SQLite file SQLite cannot read (" + read.message() + ")";
       }
-      return Error{f + ": not a trace this build imports (a PyTorch profiler JSON trace, plain or "
-                       "gzip, or an Nsight Systems SQLite export)" +
+      return Error{f +
+                   ": not a trace this build imports (a PyTorch profiler or Chrome JSON trace, "
+                   "plain or gzip, or an Nsight Systems SQLite export)" +
                    (what.empty() ? "" : ": " + what)};
     }
     if (this_one == TraceFormat::trace_store)

@@ -44,8 +44,8 @@ struct ImportReport {
 
 enum class TraceFormat { unknown, kineto_json, nsys_sqlite, trace_store };
 
-// By content: gzip or '{' → Kineto JSON; SQLite with StringIds → nsys export;
-// SQLite with the store's application id → a trace store.
+// By content: gzip, '{' or '[' → Kineto (Chrome trace-event) JSON; SQLite
+// with StringIds → nsys export; SQLite with the store's application id → a trace store.
 TraceFormat detect_trace_format(const std::string& path);
 
 Result<ImportReport> import_kineto(const std::vector<std::string>& files, const std::string& output,

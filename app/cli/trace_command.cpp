@@ -1018,8 +1018,8 @@ void register_trace(CLI::App& app, Context& ctx) {
   auto imp = std::make_shared<ImportCliOptions>();
   CLI::App* im = trace->add_subcommand(
       "import",
-      "Import PyTorch profiler (Kineto) JSON traces or Nsight Systems SQLite exports, "
-      "one file per rank, into one store");
+      "Import PyTorch profiler (Kineto) or other Chrome trace-event JSON traces, or Nsight "
+      "Systems SQLite exports, one file per rank, into one store");
   im->add_option("files", imp->inputs, "Trace files")->required();
   im->add_option("-o,--output,--out", imp->output, "Store to write")->required();
   im->add_option("--align", imp->align,

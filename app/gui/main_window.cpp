@@ -260,7 +260,7 @@ void MainWindow::createActions() {
       },
       "actionOpenRun");
   add(
-      file, tr("&Import trace (Nsight Systems SQLite, Kineto JSON)…"),
+      file, tr("&Import trace (Nsight Systems SQLite, Kineto or Chrome JSON)…"),
       QKeySequence(tr("Ctrl+Shift+I")),
       [this] {
         const QStringList files = QFileDialog::getOpenFileNames(

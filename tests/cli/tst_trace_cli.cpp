@@ -522,12 +522,11 @@ void TestTraceCli::errors_data() {
                                   << 1 << "not a trace this build imports";
   // What the file is instead, where that can be told; an output folder that
   // is not there (it said "unable to open database file").
-  QTest::addRow("import a folder") << QStringList{"trace", "import", CS_SOURCE_DIR "/docs", "-o",
-                                                  "x.cstrace"}
-                                   << 1
-                                   << "docs: not a trace this build imports (a PyTorch profiler "
-                                      "JSON trace, plain or gzip, or an Nsight Systems SQLite "
-                                      "export): it is a folder";
+  QTest::addRow("import a folder")
+      << QStringList{"trace", "import", CS_SOURCE_DIR "/docs", "-o", "x.cstrace"} << 1
+      << "docs: not a trace this build imports (a PyTorch profiler "
+         "or Chrome JSON trace, plain or gzip, or an Nsight Systems "
+         "SQLite export): it is a folder";
   QTest::addRow("import into a folder not there")
       << QStringList{"trace", "import", kData + "nsys/saxpy-mpi-cuda.sqlite", "-o",
                      "/nonexistent/dir/x.cstrace"}

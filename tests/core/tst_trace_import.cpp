@@ -169,6 +169,8 @@ class TestTraceImport : public QObject {
   void kinetoRanksMerged();
   void kinetoBaseTimeAlignsRanks();
   void kinetoPlainJsonAndErrors();
+  void chromeArrayAndDurationEvents_data();
+  void chromeArrayAndDurationEvents();
   void formatDetection();
 };
 
@@ -598,6 +600,78 @@ void TestTraceImport::kinetoRanksMerged() {
 
 // Two ranks whose profilers began a second apart: each trace's ts counts
 // from its own baseTimeNanoseconds, and the store holds both on one clock.
+// Chrome trace-event JSON from other tools: a bare array of events (its "]"
+// may be missing, with or without a last comma) and duration events, a "B"
+// closed by the next "E" on its thread. Both were refused or skipped: the
+// bare array read "not a trace this build imports", B/E pairs "events with
+// ph 'B'".
+void TestTraceImport::chromeArrayAndDurationEvents_data() {
+  QTest::addColumn<QByteArray>("ending");
+  QTest::addColumn<bool>("closed");
+  QTest::newRow("closed array") << QByteArray("]\n") << true;
+  QTest::newRow("no ]") << QByteArray("\n") << false;
+  QTest::newRow("no ], a last comma") << QByteArray(",\n") << false;
+}
+
+void TestTraceImport::chromeArrayAndDurationEvents() {
+  QFETCH(QByteArray, ending);
+  QFETCH(bool, closed);
+  QTemporaryDir dir;
+  const QByteArray events = R"([
+{"name": "step", "cat": "app", "ph": "B", "ts": 100, "pid": 1, "tid": 1, "args": {"n": 1}},
+{"name": "forward", "cat": "app", "ph": "B", "ts": 110, "pid": 1, "tid": 1},
+{"name": "other thread", "cat": "app", "ph": "B", "ts": 115, "pid": 1, "tid": 2},
+{"ph": "E", "ts": 150, "pid": 1, "tid": 1},
+{"name": "write", "cat": "io", "ph": "X", "ts": 160, "dur": 20, "pid": 1, "tid": 1},
+{"ph": "E", "ts": 200, "pid": 1, "tid": 1},
+{"ph": "E", "ts": 210, "pid": 1, "tid": 1},
+{"ph": "E", "ts": 220.5, "pid": 1, "tid": 2},
+{"name": "late", "ph": "B", "ts": 300, "pid": 1, "tid": 2},
+{"name": "backwards", "ph": "B", "ts": 400, "pid": 2, "tid": 1},
+{"ph": "E", "ts": 390, "pid": 2, "tid": 1},
+{"name": "cut", "ph": "B", "ts": 500, "pid": 2, "tid": 1})";
+  const QString path = dir.filePath("chrome.json");
+  {
+    QFile f(path);
+    QVERIFY(f.open(QIODevice::WriteOnly));
+    f.write(events + ending);
+  }
+  QCOMPARE(detect_trace_format(path.toStdString()), TraceFormat::kineto_json);
+  const std::string out = dir.filePath("chrome.cstrace").toStdString();
+  auto report = import_traces({path.toStdString()}, out);
+  QVERIFY2(report, report ? "" : report.message().c_str());
+  QCOMPARE(report->events, std::int64_t{4});
+  QCOMPARE(report->skipped["duration ends (ph E) with no begin (ph B)"], 1);
+  QCOMPARE(report->skipped["duration events (ph B/E) that end before they begin"], 1);
+  QCOMPARE(report->skipped["duration events begun (ph B) and never ended"], 2);
+  const auto& warnings = report->warnings;
+  const bool said_open = std::any_of(warnings.begin(), warnings.end(), [](const std::string& w) {
+    return w.find("has no closing ']'") != std::string::npos;
+  });
+  QCOMPARE(said_open, !closed);
+
+  // Each slice from its begin to its end, nested on its thread, with the
+  // begin's name and category.
+  auto reader = open_reader(out);
+  std::map<std::string, std::pair<std::int64_t, std::int64_t>> slices;  // name -> (start, length)
+  std::int64_t first = INT64_MAX;
+  int host_operations = 0;
+  (void)reader->for_each_event({}, INT64_MIN / 4, INT64_MAX / 4, [&](const StoredEvent& e) {
+    slices[reader->string(e.event.name)] = {e.event.start_ns, e.event.duration_ns()};
+    first = std::min(first, e.event.start_ns);
+    host_operations += e.event.kind == EventKind::cpu_op;
+    return true;
+  });
+  QCOMPARE(host_operations, 4);
+  QCOMPARE(int(slices.size()), 4);
+  QCOMPARE(slices["step"].second, std::int64_t{100'000});
+  QCOMPARE(slices["forward"].first - slices["step"].first, std::int64_t{10'000});
+  QCOMPARE(slices["forward"].second, std::int64_t{40'000});
+  QCOMPARE(slices["write"].second, std::int64_t{20'000});
+  QCOMPARE(slices["other thread"].second, std::int64_t{105'500});
+  QCOMPARE(slices["step"].first, first);
+}
+
 void TestTraceImport::kinetoBaseTimeAlignsRanks() {
   QTemporaryDir dir;
   auto write = [&](const char* name, const std::string& text) {
@@ -691,7 +765,7 @@ void TestTraceImport::kinetoPlainJsonAndErrors() {
   auto e2 = import_kineto({other}, dir.filePath("o.cstrace").toStdString());
   QVERIFY(!e2);
   QVERIFY2(QString::fromStdString(e2.message())
-               .contains("is not a PyTorch profiler trace: it has no traceEvents array"),
+               .contains("is not a PyTorch profiler or Chrome trace: it has no traceEvents array"),
            e2.message().c_str());
   // An empty trace: refused as an empty Nsight export is (it made a store
   // of 0 events, exit status 0), and no store is left.
