@@ -551,6 +551,7 @@ void RunView::openStore(const QString& path) {
   range_analysis_.reset();
   predicted_again_on_.clear();
   damage_.clear();
+  integrity_checked_ = false;
   header_->setText(tr("Opening %1…").arg(title_));
   // Nothing of the store shown before stays: a store that cannot be
   // analysed showed the last one's figures under its own name.
@@ -679,6 +680,7 @@ void RunView::checkIntegrity() {
   }).then(this, [this, job](const QString& damage) {
     if (job != job_) return;  // another store was opened since
     damage_ = damage;
+    integrity_checked_ = true;
     if (!damage.isEmpty()) {
       header_->setText(header_->text() + QStringLiteral("<br><span style=\"color:#c03030\">") +
                        damage.toHtmlEscaped() + QStringLiteral("</span>"));
@@ -1500,8 +1502,16 @@ struct ExportSource {
   std::string store;
   std::optional<trace::TimeRange> range;
   std::shared_ptr<const trace::RunAnalysis> analysis;
-  std::string damage;  // what the integrity check found, said in the report
+  // What the integrity check found, said in the report; none when it has
+  // not finished yet, and the export checks the store itself.
+  std::optional<std::string> damage;
 };
+
+std::string damageOf(const ExportSource& source) {
+  if (source.damage) return *source.damage;
+  const Status verified = trace::verify_store(source.store);
+  return verified ? std::string() : verified.message();
+}
 
 Result<std::shared_ptr<const trace::RunAnalysis>> exportAnalysis(const trace::TraceReader& reader,
                                                                  const ExportSource& source) {
@@ -1522,7 +1532,7 @@ Result<QString> coreReportHtml(const ExportSource& source) {
   QTemporaryDir dir;
   const std::string core_path = dir.filePath(QStringLiteral("core.html")).toStdString();
   auto written = trace::export_html_report(*reader.value(), *analysis.value(), core_path,
-                                           {source.range, source.damage});
+                                           {source.range, damageOf(source)});
   if (!written) return written.error();
   auto text = readFile(core_path);
   if (!text) return text.error();
@@ -1657,7 +1667,8 @@ std::function<QString()> RunView::timelineSection(bool range_only) const {
 Result<RunView::ExportTask> RunView::prepareExport(RunExport kind, const QString& path,
                                                    bool range_only) const {
   if (path_.isEmpty()) return Error{"no run is open"};
-  ExportSource source{path_.toStdString(), std::nullopt, analysis_, damage_.toStdString()};
+  ExportSource source{path_.toStdString(), std::nullopt, analysis_, std::nullopt};
+  if (integrity_checked_) source.damage = damage_.toStdString();
   if (range_only) {
     source.range = timeline_->selectedRange();
     if (!source.range) return Error{"no time range is selected (Shift+drag on the timeline)"};

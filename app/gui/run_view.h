@@ -159,6 +159,7 @@ class RunView : public QWidget {
   QString message_;
   QString title_;
   QString damage_;
+  bool integrity_checked_ = false;  // damage_ says what the check found
   std::uint64_t job_ = 0;
   std::uint64_t range_job_ = 0;
   std::uint64_t instance_job_ = 0;

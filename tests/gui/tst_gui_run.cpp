@@ -1264,8 +1264,30 @@ void TestGuiRun::damagedStoreIsSaid() {
     f.write(garbage);
   }
   checked.clear();
+  // A report exported before the integrity check has finished (here, as
+  // soon as the analysis is shown) says the damage all the same: it was
+  // said only once the check had finished first.
+  std::optional<RunView::ExportTask> early_report;
+  int checks_before_export = -1;
+  const QString report_path = dir_.filePath(QStringLiteral("damaged-early.html"));
+  const auto connection = connect(view, &RunView::analysisReady, this, [&] {
+    checks_before_export = int(checked.count());
+    auto task = view->prepareExport(RunExport::html, report_path, false);
+    if (task) early_report = std::move(task).value();
+  });
   window.openRun(path);
   QTRY_COMPARE_WITH_TIMEOUT(checked.count(), 1, 60000);
+  disconnect(connection);
+  QCOMPARE(checks_before_export, 0);
+  QVERIFY(early_report);
+  auto written = (*early_report)();
+  QVERIFY2(written, written ? "" : written.message().c_str());
+  {
+    QFile report(report_path);
+    QVERIFY(report.open(QIODevice::ReadOnly));
+    const QString html = QString::fromUtf8(report.readAll());
+    QVERIFY2(html.contains(QStringLiteral("is damaged: SQLite")), qPrintable(html.left(2000)));
+  }
   const QString damage = checked.front().at(0).toString();
   QVERIFY2(damage.contains(path + QStringLiteral(" is damaged: SQLite's check finds")),
            qPrintable(damage));
