@@ -42,6 +42,16 @@ double megatron_model_flops(double b, double s, double l, double h, double v) {
   return 72 * b * s * l * h * h * (1 + s / (6 * h) + v / (12 * l * h));
 }
 
+double model_flops_per_token(const TransformerShape& x) {
+  const double h = x.hidden;
+  const double d = x.heads > 0 ? h / x.heads : 0;
+  const double qkv_cols = (x.heads + 2.0 * x.kv_heads) * d;
+  const double up_cols = (x.gated_mlp ? 2.0 : 1.0) * x.ffn_hidden;
+  const double layer = 2 * h * qkv_cols + 2 * (x.heads * d) * h + 2 * h * up_cols +
+                       2 * x.ffn_hidden * h + 4.0 * x.seq_len * x.heads * d;
+  return 3 * (x.layers * layer + 2 * h * x.vocab);
+}
+
 double six_pd_flops(double parameters, double tokens) {
   return 6 * parameters * tokens;
 }

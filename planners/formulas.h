@@ -33,6 +33,14 @@ double activation_bytes_per_layer(const LayerShape& shape, int tp, bool sequence
 // 72 B s L h^2 (1 + s/(6h) + V/(12 L h)). Korthikanti et al. 2022, Sec. 6.
 double megatron_model_flops(double batch, double seq, double layers, double hidden, double vocab);
 
+// Model FLOPs of one token, forward + backward (3 x forward, no
+// recomputation), of a transformer of any shape: per layer the QKV
+// projection (grouped-query K/V), the output projection, the MLP (three
+// matrices when gated) and attention over the full s x s square, plus the LM
+// head. For a GPT shape (kv = heads, ffn = 4h, plain MLP) it is
+// megatron_model_flops(1, s, L, h, V) / s. What the planner's MFU counts.
+double model_flops_per_token(const TransformerShape& shape);
+
 // Training compute C = 6 P D (parameters x tokens), Kaplan et al. 2020.
 double six_pd_flops(double parameters, double tokens);
 

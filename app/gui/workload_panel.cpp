@@ -56,10 +56,9 @@ QString WorkloadPanel::figuresHtml(const Workload& w) {
   row(tr("Parameters"), q(format_count(params)));
   if (w.kind == WorkloadKind::transformer) {
     const TransformerShape& s = w.transformer;
-    // Training FLOPs of one token: Korthikanti et al.'s model FLOPs of one
-    // sequence divided by its length (forward + backward, no recomputation).
-    const double per_token = plan::megatron_model_flops(1, s.seq_len, s.layers, s.hidden, s.vocab) /
-                             std::max(1, s.seq_len);
+    // Training FLOPs of one token, of this shape (grouped-query attention,
+    // the MLP's width, gated or not): what the planner's MFU counts.
+    const double per_token = plan::model_flops_per_token(s);
     row(tr("Training FLOPs per token"), q(format_rate(per_token, "FLOP")));
     row(tr("  forward only"), q(format_rate(per_token / 3, "FLOP")));
     row(tr("  6N (Kaplan et al.)"), q(format_rate(plan::six_pd_flops(params, 1), "FLOP")));

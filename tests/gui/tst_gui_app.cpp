@@ -58,6 +58,7 @@
 #include "core/format.h"
 #include "core/model_json.h"
 #include "gui_test_support.h"
+#include "planners/formulas.h"
 
 using namespace cs::gui;
 using cs::plan::Control;
@@ -276,6 +277,18 @@ void TestGuiApp::editWorkloadShowsFiguresLive() {
   QCOMPARE(window_->workspace()->project().current_workload()->transformer.heads, 32);
   test::typeInto(heads->lineEdit(), QStringLiteral("32"));
   QVERIFY(!heads->hasProblem());
+  // The FLOPs of a token follow the MLP's width (they stayed at Megatron's
+  // GPT formula for every shape: below 6N once the MLP was widened).
+  test::typeInto(panel->field(QStringLiteral("/ffn_hidden"))->lineEdit(), QStringLiteral("22016"));
+  const cs::Workload& widened = *window_->workspace()->project().current_workload();
+  QCOMPARE(widened.transformer.ffn_hidden, 22016);
+  const double per_token = cs::plan::model_flops_per_token(widened.transformer);
+  QVERIFY(per_token > cs::plan::six_pd_flops(cs::parameter_count(widened), 1));
+  QVERIFY2(panel->figuresLabel()->text().contains(
+               QString::fromStdString(cs::format_rate(per_token, "FLOP"))),
+           qPrintable(panel->figuresLabel()->text()));
+  window_->workspace()->undoStack()->undo();
+  waitForEstimate();
   window_->workspace()->undoStack()->undo();
   waitForEstimate();
   QCOMPARE(window_->workspace()->project().current_workload()->transformer.layers, 32);

@@ -107,6 +107,8 @@ class TestPlannerAccuracy : public QObject {
   void collectiveBytes_data();
   void collectiveBytes();
   void trainingCompute();
+  void modelFlopsPerToken_data();
+  void modelFlopsPerToken();
   void seedCommunication_data();
   void seedCommunication();
   void seedQuantisation();
@@ -220,6 +222,38 @@ void TestPlannerAccuracy::utilisation() {
       report(QString(QTest::currentDataTag()) + " HFU", e.throughput.hfu, hfu, "", kTable5);
   QVERIFY(std::fabs(mfu_error) <= 0.10);
   QVERIFY(std::fabs(hfu_error) <= 0.10);
+}
+
+// The model FLOPs of one token of any shape (what the workload panel shows)
+// are the planner's model FLOPs of a step divided by its tokens; for a GPT
+// shape they are Korthikanti et al.'s formula. The panel used that formula
+// for every shape: LLaMA-2 70B read 841 ZFLOP over its 2T tokens, not 889.
+void TestPlannerAccuracy::modelFlopsPerToken_data() {
+  QTest::addColumn<QString>("model");
+  QTest::addColumn<double>("gflop_per_token");  // by hand from the shape, 3 x forward
+  QTest::addRow("GPT-3 175B") << "megatron-175b" << 1076.443;
+  QTest::addRow("LLaMA-2 7B") << "llama2-7b" << 46.085;
+  QTest::addRow("LLaMA-2 70B (grouped-query)") << "llama2-70b" << 444.491;
+  QTest::addRow("LLaMA-3 8B (grouped-query)") << "llama3-8b" << 57.913;
+}
+
+void TestPlannerAccuracy::modelFlopsPerToken() {
+  QFETCH(QString, model);
+  QFETCH(double, gflop_per_token);
+  const cs::Plan plan = megatron_plan(model, 8, 8, 1, 1, 8, 1, 1, true);
+  const cs::TransformerShape& s = plan.workload.transformer;
+  const double per_token = cs::plan::model_flops_per_token(s);
+  QVERIFY2(std::fabs(per_token / 1e9 / gflop_per_token - 1) < 1e-4,
+           qPrintable(QString::number(per_token / 1e9, 'f', 3)));
+  const cs::plan::Estimate e = estimate_or_fail(plan);
+  const double tokens = double(plan.parallel.global_batch) * s.seq_len;
+  QVERIFY(std::fabs(e.throughput.model_flops_per_step / tokens / per_token - 1) < 1e-12);
+  const bool gpt_shape = s.kv_heads == s.heads && s.ffn_hidden == 4 * s.hidden && !s.gated_mlp;
+  if (gpt_shape) {
+    const double formula =
+        cs::plan::megatron_model_flops(1, s.seq_len, s.layers, s.hidden, s.vocab);
+    QVERIFY(std::fabs(per_token * s.seq_len / formula - 1) < 1e-12);
+  }
 }
 
 // One 22B layer (TP 8, micro-batch 4) on a DGX A100, forward and backward:
