@@ -1192,4 +1192,15 @@ void add_prediction(launch::RunSpec& spec, std::vector<std::string>& notes,
                   (prediction->calibrated.value_or(false) ? " (calibrated)" : ""));
 }
 
+void note_plan_problems(const Plan& plan, std::vector<std::string>& notes) {
+  if (plan.cluster.total_gpus() == 0) return;
+  const std::vector<Problem> problems = plan::check_plan(plan);
+  for (const Problem& p : problems) {
+    notes.push_back(
+        "the plan does not hold on its cluster (" +
+        (plan.cluster.display_name.empty() ? plan.cluster.name : plan.cluster.display_name) +
+        "): " + p.pointer + ": " + p.message + "; the engines run it here as they can");
+  }
+}
+
 }  // namespace cs::calib

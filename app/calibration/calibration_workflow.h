@@ -236,4 +236,11 @@ Result<trace::PredictedStep> predict_recorded_run(const PresetCatalog& catalog,
 void add_prediction(launch::RunSpec& spec, std::vector<std::string>& notes,
                     const PresetCatalog& catalog, const Plan& plan, std::string_view backend);
 
+// Says in `notes` each rule the plan breaks on its own cluster (as
+// `clusterscope validate` finds them): the engines run the plan as they can
+// all the same (they scale the model to their size), but neither the plan
+// nor its prediction holds there. Nothing for a cluster without GPUs (this
+// machine), which a plan's GPU rules cannot apply to.
+void note_plan_problems(const Plan& plan, std::vector<std::string>& notes);
+
 }  // namespace cs::calib

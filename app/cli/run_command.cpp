@@ -423,6 +423,7 @@ void run(RunOptions& o, Context& ctx, const std::string& command_line) {
   }
   launch::RunSpec spec = made->spec;
   std::vector<std::string> notes = made->notes;
+  calib::note_plan_problems(plan, notes);
   const std::string out = spec.run_store;
   spec.keep_rank_stores = o.keep_rank_stores;
   // The planner's estimate of this very run, for the run store (meta

@@ -638,11 +638,24 @@ bool MainWindow::exportHtml(const QString& path) {
 bool MainWindow::exportPlanJson(const QString& path) {
   auto a = analysis_->latest();
   const Status s = a ? cs::gui::exportPlanJson(path, *a) : Status(Error{"no estimate yet"});
-  showMessage(s ? tr("Exported %1: run it with clusterscope run --plan %1")
-                      .arg(QFileInfo(path).fileName())
-                : q(s.message()),
-              int(s ? MessageLevel::info : MessageLevel::error));
-  return bool(s);
+  if (!s) {
+    showMessage(q(s.message()), int(MessageLevel::error));
+    return false;
+  }
+  const QString file = QFileInfo(path).fileName();
+  if (!a->problems.empty()) {
+    // Written all the same (a plan being worked on is worth keeping), but
+    // not said to be ready to run: `clusterscope validate` refuses it.
+    showMessage(tr("Exported %1, but the plan cannot run: %2 (%3 problems in all; clusterscope "
+                   "validate lists them)")
+                    .arg(file, q(a->problems.front().pointer + ": " + a->problems.front().message))
+                    .arg(a->problems.size()),
+                int(MessageLevel::warning));
+    return true;
+  }
+  showMessage(tr("Exported %1: run it with clusterscope run --plan %1").arg(file),
+              int(MessageLevel::info));
+  return true;
 }
 
 void MainWindow::setDarkTheme(bool dark) {

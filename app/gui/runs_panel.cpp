@@ -276,6 +276,7 @@ Status RunsPanel::launch() {
   options.command_line = "clusterscope-ui: Runs ▸ Launch";
   auto run = launch::plan_run(plan.value(), options);
   if (!run) return fail(run.message());
+  calib::note_plan_problems(plan.value(), run->notes);
   // The planner's estimate of this very run, in its store, as `clusterscope
   // run` records it: the run view then holds the plan against the measurement.
   if (options.placement == launch::Placement::local)

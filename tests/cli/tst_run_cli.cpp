@@ -138,6 +138,7 @@ class TestRunCli : public QObject {
   void mergeTellsRunsApart();
   void mergeTakesTheWorstEnding_data();
   void mergeTakesTheWorstEnding();
+  void planProblemsAreSaid();
   void mergeOnlyRefusesLaunchFlags_data();
   void mergeOnlyRefusesLaunchFlags();
 
@@ -164,6 +165,8 @@ void TestRunCli::runsIntoAStore() {
   // JSON and on stderr, as without --json.
   const QJsonArray notes = j["notes"].toArray();
   QVERIFY(!notes.isEmpty());
+  // This machine's cluster has no GPU for a plan's rules to apply to.
+  QVERIFY2(!r.err.contains("does not hold on its cluster"), qPrintable(r.err));
   for (const auto& note : notes)
     QVERIFY2(r.err.contains("note: " + note.toString()), qPrintable(r.err));
   const QJsonArray summary = j["summary"].toObject()["ranks"].toArray();
@@ -199,6 +202,23 @@ void TestRunCli::runsIntoAStore() {
   QCOMPARE(plan["workload"].toObject()["layers"].toInt(), 2);
   QVERIFY(plan.contains("cluster"));
   QCOMPARE(QString::fromStdString((*reader)->state().status), QString("complete"));
+}
+
+// A plan that breaks its cluster's rules (2 ranks on a 1-GPU cluster) runs
+// here as the engines can, and says each rule broken before it starts (it
+// ran without a word, though `clusterscope validate` refuses the plan).
+void TestRunCli::planProblemsAreSaid() {
+  const QString store = dir_.filePath("problems/run.db");
+  const Run r =
+      run_cli(QStringList{"run", "--gpu", "h100-sxm", "--nodes", "1", "--gpus-per-node", "1",
+                          "--dp", "2", "--backend", "cpu", "--steps", "1", "--out", store} +
+              tiny());
+  QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+  QVERIFY2(r.err.contains("note: the plan does not hold on its cluster") &&
+               r.err.contains("/parallel/dp: dp x tp x pp = 2 x 1 x 1 = 2 GPUs, but the cluster "
+                              "has 1") &&
+               r.err.contains("the engines run it here as they can"),
+           qPrintable(r.err));
 }
 
 void TestRunCli::plainProgressWhenNotATerminal() {

@@ -381,6 +381,18 @@ void TestGuiApp::impossiblePlanShowsWhy() {
   QVERIFY2(message->text().contains(QStringLiteral("/parallel/tp")), qPrintable(message->text()));
   QCOMPARE(headline("tokens_per_second"), QStringLiteral("—"));
   QVERIFY(panel->controlReason(Control::tp)->text().startsWith(QStringLiteral("✗")));
+  // Its JSON is written (a plan being worked on is worth keeping), with a
+  // warning instead of "run it with clusterscope run --plan".
+  const QString json = dir_.filePath(QStringLiteral("impossible.json"));
+  QVERIFY(window_->exportPlanJson(json));
+  QVERIFY(QFile::exists(json));
+  QCOMPARE(window_->messageBar()->level(), MessageLevel::warning);
+  const QString said = window_->messageBar()->text();
+  QVERIFY2(said.contains(QStringLiteral("but the plan cannot run: /parallel/")) &&
+               said.contains(QStringLiteral("4 problems in all")) &&
+               !said.contains(QStringLiteral("run it with")),
+           qPrintable(said));
+  window_->messageBar()->dismiss();
   window_->workspace()->undoStack()->undo();
   waitForEstimate();
   QVERIFY(window_->analysis()->latest()->estimate.has_value());
