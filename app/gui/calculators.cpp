@@ -66,7 +66,9 @@ CommunicationCalculator::CommunicationCalculator(QWidget* parent) : QWidget(pare
   devices_->setRange(1, 1 << 20);
   devices_->setValue(8);
   bandwidth_ = spin(0.001, 1e6, 10, 3, QStringLiteral(" GB/s"), "commBandwidth");
-  latency_ = spin(0, 1e6, 0.1, 4, QStringLiteral(" ms"), "commLatency");
+  // In microseconds to the nanosecond: a plan's link latency (0.25 us)
+  // read 0.0003 ms in milliseconds to 4 places, 20 % off.
+  latency_ = spin(0, 1e9, 100, 3, QStringLiteral(" µs"), "commLatency");
   low_ = spin(0.001, 1e6, 1, 3, QStringLiteral(" GB/s"), "commLow");
   high_ = spin(0.001, 1e6, 100, 3, QStringLiteral(" GB/s"), "commHigh");
   result_ = new QLabel;
@@ -136,13 +138,13 @@ void CommunicationCalculator::usePlan(const PlanAnalysis& a) {
   megabytes_->setValue(s.gradient_bytes / 1e6);
   devices_->setValue(s.ranks);
   bandwidth_->setValue(s.bandwidth / 1e9);
-  latency_->setValue(s.latency * 1e3);
+  latency_->setValue(s.latency * 1e6);
 }
 
 void CommunicationCalculator::recompute() {
   const double bytes = megabytes_->value() * 1e6;
   const int n = devices_->value();
-  const double latency = latency_->value() * 1e-3;
+  const double latency = latency_->value() * 1e-6;
   const double b = bandwidth_->value() * 1e9;
   const double simple = plan::simple_communication_seconds(bytes, n, b, latency);
   const double ring = plan::ring_all_reduce_seconds(bytes, n, b, latency);
@@ -281,6 +283,25 @@ void QuantizationCalculator::recompute() {
   const auto mode = QuantMode(mode_->currentData().toInt());
   const bool article = mode == QuantMode::article;
   bits_->setEnabled(!article);  // the articles' mix is defined for INT8 only
+  // A range that is no range is refused, as `clusterscope calc quantize`
+  // refuses it (it showed a scale of 1 "of [0, 0]").
+  const bool range_ok = lo < hi;
+  for (QDoubleSpinBox* box : {min_, max_}) {
+    box->setStyleSheet(range_ok ? QString() : QStringLiteral("color: #c03030"));
+  }
+  if (!range_ok) {
+    scale_->setText(QStringLiteral("—"));
+    zero_point_->setText(QStringLiteral("—"));
+    range_->setText(QStringLiteral("—"));
+    mapping_->setText(tr("<span style=\"color:#c03030\">min must be below max (got min %1, "
+                         "max %2)</span>")
+                          .arg(lo)
+                          .arg(hi));
+    table_->setRowCount(0);
+    dequantized_->clear();
+    error_->clear();
+    return;
+  }
   const plan::QuantParams p =
       article ? plan::article_int8_params(lo, hi)
               : plan::quant_params(lo, hi, bits, mode == QuantMode::signed_range);

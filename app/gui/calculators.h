@@ -30,7 +30,7 @@ class CommunicationCalculator : public QWidget {
   QDoubleSpinBox* bytesBox() const { return megabytes_; }  // S in MB
   QSpinBox* devicesBox() const { return devices_; }
   QDoubleSpinBox* bandwidthBox() const { return bandwidth_; }  // B in GB/s
-  QDoubleSpinBox* latencyBox() const { return latency_; }      // L in ms
+  QDoubleSpinBox* latencyBox() const { return latency_; }      // L in µs
   QLabel* resultLabel() const { return result_; }
   QLineSeries* simpleSeries() const { return simple_; }
   QLineSeries* ringSeries() const { return ring_; }

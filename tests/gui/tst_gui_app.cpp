@@ -755,6 +755,19 @@ void TestGuiApp::seedCalculators() {
   quant->minBox()->setValue(-0.5);
   QCOMPARE(quant->scaleLabel()->text(), QStringLiteral("0.005098"));
   quant->modeBox()->setCurrentIndex(0);
+  // min above max is refused, as the CLI refuses it (it showed a scale of 1
+  // "of [0, 0]" and mapped every value to 0).
+  quant->minBox()->setValue(1);
+  quant->maxBox()->setValue(-1);
+  QCOMPARE(quant->scaleLabel()->text(), QStringLiteral("—"));
+  QVERIFY2(quant->valueLabel()->text().contains(QStringLiteral("min must be below max")),
+           qPrintable(quant->valueLabel()->text()));
+  QCOMPARE(table->rowCount(), 0);
+  QCOMPARE(quant->errorSeries()->count(), 0);
+  quant->maxBox()->setValue(0.8);
+  quant->minBox()->setValue(-0.5);
+  QCOMPARE(quant->scaleLabel()->text(), QStringLiteral("0.005098"));
+  QVERIFY(table->rowCount() > 10);
 
   // Communication: S = 100 MB, N = 8, B = 10 GB/s, L = 0.1 ms is about 0.08 s.
   CommunicationCalculator* comm = window_->calculators()->communication();
@@ -776,6 +789,11 @@ void TestGuiApp::seedCalculators() {
   // From the plan: its data-parallel gradients.
   comm->usePlan(*window_->analysis()->latest());
   QCOMPARE(comm->devicesBox()->value(), window_->workspace()->project().current()->parallel.dp);
+  // The plan's latency to the nanosecond (it was rounded to 0.1 us).
+  const double latency_us =
+      window_->analysis()->latest()->estimate->seed_communication.latency * 1e6;
+  QVERIFY(latency_us > 0);
+  QCOMPARE(comm->latencyBox()->value(), std::round(latency_us * 1000) / 1000);
 }
 
 void TestGuiApp::screenshots() {
