@@ -2,7 +2,9 @@
 
 #include <QComboBox>
 #include <QFormLayout>
+#include <QHBoxLayout>
 #include <QLabel>
+#include <QPushButton>
 #include <QScrollArea>
 #include <QSplitter>
 #include <QVBoxLayout>
@@ -89,6 +91,9 @@ ClusterDesigner::ClusterDesigner(Workspace* workspace, QWidget* parent)
     if (index > 0) applyPreset(preset_->itemData(index).toString());
     preset_->setCurrentIndex(0);
   });
+  copy_ = new QPushButton(tr("Copy for this plan"));
+  copy_->setObjectName(QStringLiteral("clusterCopy"));
+  connect(copy_, &QPushButton::clicked, this, [this] { copyForCurrentPlan(); });
 
   gpu_ = new QComboBox;
   gpu_->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
@@ -159,7 +164,10 @@ ClusterDesigner::ClusterDesigner(Workspace* workspace, QWidget* parent)
 
   auto* top = new QWidget;
   auto* top_layout = new QVBoxLayout(top);
-  top_layout->addWidget(preset_);
+  auto* preset_row = new QHBoxLayout;
+  preset_row->addWidget(preset_, 1);
+  preset_row->addWidget(copy_);
+  top_layout->addLayout(preset_row);
   top_layout->addLayout(form);
   top_layout->addWidget(problem_);
   top_layout->addWidget(totals_);
@@ -200,9 +208,28 @@ bool ClusterDesigner::applyPreset(const QString& name) {
   }
   Project after = project;
   Cluster cluster = std::move(preset).value();
-  cluster.name = current->name;  // plans refer to the cluster by this name
-  after.clusters[std::size_t(project.cluster_index(current->name))] = std::move(cluster);
+  if (plans_using_cluster(project, current->name) > 1) {
+    add_cluster_for_current_plan(after, std::move(cluster));
+  } else {
+    cluster.name = current->name;  // plans refer to the cluster by this name
+    after.clusters[std::size_t(project.cluster_index(current->name))] = std::move(cluster);
+  }
   workspace_->edit(tr("Load cluster preset %1").arg(name), std::move(after));
+  return true;
+}
+
+bool ClusterDesigner::copyForCurrentPlan() {
+  const Project& project = workspace_->project();
+  const Cluster* current = project.current_cluster();
+  if (!current) return false;
+  Project after = project;
+  Cluster copy = *current;
+  copy.display_name =
+      (current->display_name.empty() ? current->name : current->display_name) + " (copy)";
+  add_cluster_for_current_plan(after, std::move(copy));
+  workspace_->edit(
+      tr("Copy cluster %1 for plan %2").arg(q(current->display_name), q(project.current()->name)),
+      std::move(after));
   return true;
 }
 
@@ -228,7 +255,7 @@ void ClusterDesigner::onFieldEdited(const QString& pointer, const QString& value
   const FieldEdit* f = field(pointer);
   const QString label = f ? pointer.mid(1).replace('/', ' ').replace('_', ' ') : pointer;
   editFields(tr("Edit cluster %1").arg(label), std::move(edits),
-             QStringLiteral("cluster") + pointer);
+             QStringLiteral("cluster %1 %2").arg(q(c->name), pointer));
 }
 
 void ClusterDesigner::showProblems(const std::vector<Problem>& problems,
@@ -305,6 +332,14 @@ void ClusterDesigner::refresh() {
   std::string whole;
   const std::vector<std::string> values = cluster_fields(*c, pointers, &whole);
   problem_->setVisible(false);  // a refused edit's message lasts until the next change
+  const Project& project = workspace_->project();
+  const int sharing = plans_using_cluster(project, c->name);
+  copy_->setEnabled(sharing > 1);
+  copy_->setToolTip(sharing > 1 ? tr("%1 plans use this cluster: an edit changes each. Gives "
+                                     "plan %2 a copy of its own to edit.")
+                                      .arg(sharing)
+                                      .arg(q(project.current()->name))
+                                : tr("Only this plan uses this cluster."));
   if (whole == shown_) return;  // an edit elsewhere: nothing here changed
   shown_ = whole;
   refreshing_ = true;

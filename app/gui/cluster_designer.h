@@ -13,6 +13,7 @@
 #include "core/problem.h"
 
 class QComboBox;
+class QPushButton;
 class QLabel;
 
 namespace cs::gui {
@@ -36,8 +37,14 @@ class ClusterDesigner : public QWidget {
   TopologyView* topology() const { return topology_; }
   QLabel* totalsLabel() const { return totals_; }
 
-  // Applies a preset by name; false (with a message in the panel) when missing.
+  QPushButton* copyButton() const { return copy_; }
+
+  // Applies a preset by name; false (with a message in the panel) when
+  // missing. A cluster other plans share stays theirs: the current plan gets
+  // the preset as a cluster of its own.
   bool applyPreset(const QString& name);
+  // Gives the current plan a copy of its cluster to edit on its own.
+  bool copyForCurrentPlan();
 
  private:
   void refresh();
@@ -49,6 +56,7 @@ class ClusterDesigner : public QWidget {
 
   Workspace* workspace_;
   QComboBox* preset_;
+  QPushButton* copy_;
   QComboBox* gpu_;
   QComboBox* intra_;
   QComboBox* inter_;

@@ -314,8 +314,7 @@ void MainWindow::createActions() {
 
   QMenu* plans = menuBar()->addMenu(tr("&Plan"));
   QAction* new_plan = add(
-      plans, tr("&New plan"), QKeySequence(tr("Ctrl+T")), [this] { addPlan(true); },
-      "actionNewPlan");
+      plans, tr("&New plan"), QKeySequence(tr("Ctrl+T")), [this] { addPlan(); }, "actionNewPlan");
   QAction* delete_plan = add(
       plans, tr("&Delete plan"), QKeySequence(tr("Ctrl+Shift+Del")), [this] { deletePlan(); },
       "actionDeletePlan");
@@ -689,12 +688,31 @@ bool MainWindow::pinCurrentPlan() {
   return true;
 }
 
-void MainWindow::addPlan(bool duplicate) {
+void MainWindow::addPlan() {
   Project after = workspace_->project();
   std::vector<std::string> names;
   for (const ProjectPlan& p : after.plans)
     names.push_back(p.name);
-  if (!after.current() || !duplicate) return;
+  if (!after.current()) {
+    // A project with no plan (a file that held none) gets the default plan,
+    // on the project's first cluster and workload where it has them: "add
+    // one" was said, and Ctrl+T did nothing.
+    auto fresh = default_project(workspace_->catalog());
+    if (!fresh) {
+      showMessage(q(fresh.message()), int(MessageLevel::error));
+      return;
+    }
+    if (after.clusters.empty()) after.clusters.push_back(fresh->clusters.front());
+    if (after.workloads.empty()) after.workloads.push_back(fresh->workloads.front());
+    ProjectPlan plan = fresh->plans.front();
+    plan.cluster = after.clusters.front().name;
+    plan.workload = after.workloads.front().name;
+    const QString text = tr("New plan %1").arg(q(plan.name));
+    after.plans.push_back(std::move(plan));
+    after.current_plan = 0;
+    workspace_->edit(text, std::move(after));
+    return;
+  }
   ProjectPlan copy = *after.current();
   copy.name = unique_name(copy.name, names);
   after.plans.push_back(copy);

@@ -107,7 +107,7 @@ class MainWindow : public QMainWindow {
   // and recorded first, or the change is called off. False when called off.
   bool stopRunFirst();
   bool confirmDiscard();
-  void addPlan(bool duplicate);
+  void addPlan();  // a copy of the current plan, or the default plan when there is none
   void deletePlan();
   void stepPlan(int delta);
   std::vector<ReportFigure> reportFigures() const;

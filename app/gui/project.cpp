@@ -286,6 +286,47 @@ std::string unique_name(const std::string& base, const std::vector<std::string>&
   }
 }
 
+int plans_using_cluster(const Project& project, std::string_view name) {
+  return int(std::count_if(project.plans.begin(), project.plans.end(),
+                           [&](const ProjectPlan& p) { return p.cluster == name; }));
+}
+
+int plans_using_workload(const Project& project, std::string_view name) {
+  return int(std::count_if(project.plans.begin(), project.plans.end(),
+                           [&](const ProjectPlan& p) { return p.workload == name; }));
+}
+
+namespace {
+
+// Adds `item` to `items` with a name and a display name none of them has
+// (the display name is what the plan panel's list shows); returns its name.
+template <typename Item>
+std::string add_uniquely(std::vector<Item>& items, Item item) {
+  std::vector<std::string> names, shown;
+  for (const Item& i : items) {
+    names.push_back(i.name);
+    shown.push_back(i.display_name.empty() ? i.name : i.display_name);
+  }
+  item.name = unique_name(item.name, names);
+  item.display_name = unique_name(item.display_name.empty() ? item.name : item.display_name, shown);
+  items.push_back(std::move(item));
+  return items.back().name;
+}
+
+}  // namespace
+
+void add_cluster_for_current_plan(Project& project, Cluster cluster) {
+  ProjectPlan* plan = project.current();
+  if (!plan) return;
+  plan->cluster = add_uniquely(project.clusters, std::move(cluster));
+}
+
+void add_workload_for_current_plan(Project& project, Workload workload) {
+  ProjectPlan* plan = project.current();
+  if (!plan) return;
+  plan->workload = add_uniquely(project.workloads, std::move(workload));
+}
+
 std::vector<Problem> problems_from_message(std::string_view message, std::string_view document) {
   std::vector<Problem> out;
   const std::string prefix = std::string(document) + ": ";

@@ -80,6 +80,16 @@ Result<Project> default_project(const PresetCatalog& catalog);
 // `base`, or "base 2", "base 3", ...: the first not in `taken`.
 std::string unique_name(const std::string& base, const std::vector<std::string>& taken);
 
+// Plans of the project that use the cluster (workload) of that name.
+int plans_using_cluster(const Project& project, std::string_view name);
+int plans_using_workload(const Project& project, std::string_view name);
+
+// Gives the current plan `cluster` (`workload`) of its own: added to the
+// project under a name and a display name no other has, the plan pointed at
+// it; the one it used stays for the plans that share it.
+void add_cluster_for_current_plan(Project& project, Cluster cluster);
+void add_workload_for_current_plan(Project& project, Workload workload);
+
 // Splits a core error message "<document>: <pointer>: <rule>" (one per line)
 // back into problems; lines of other documents keep their whole text.
 std::vector<Problem> problems_from_message(std::string_view message, std::string_view document);

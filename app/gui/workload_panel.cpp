@@ -3,7 +3,9 @@
 #include <QCheckBox>
 #include <QComboBox>
 #include <QFormLayout>
+#include <QHBoxLayout>
 #include <QLabel>
+#include <QPushButton>
 #include <QScrollArea>
 #include <QVBoxLayout>
 
@@ -93,6 +95,9 @@ WorkloadPanel::WorkloadPanel(Workspace* workspace, QWidget* parent)
     if (index > 0) applyPreset(preset_->itemData(index).toString());
     preset_->setCurrentIndex(0);
   });
+  copy_ = new QPushButton(tr("Copy for this plan"));
+  copy_->setObjectName(QStringLiteral("workloadCopy"));
+  connect(copy_, &QPushButton::clicked, this, [this] { copyForCurrentPlan(); });
 
   auto* form = form_ = new QFormLayout;
   form->setFieldGrowthPolicy(QFormLayout::AllNonFixedFieldsGrow);
@@ -127,7 +132,10 @@ WorkloadPanel::WorkloadPanel(Workspace* workspace, QWidget* parent)
 
   auto* inner = new QWidget;
   auto* v = new QVBoxLayout(inner);
-  v->addWidget(preset_);
+  auto* preset_row = new QHBoxLayout;
+  preset_row->addWidget(preset_, 1);
+  preset_row->addWidget(copy_);
+  v->addLayout(preset_row);
   v->addLayout(form);
   v->addWidget(problem_);
   v->addWidget(figures_);
@@ -162,9 +170,28 @@ bool WorkloadPanel::applyPreset(const QString& name) {
   }
   Project after = project;
   Workload w = *preset;
-  w.name = current->name;  // plans refer to the workload by this name
-  after.workloads[std::size_t(project.workload_index(current->name))] = std::move(w);
+  if (plans_using_workload(project, current->name) > 1) {
+    add_workload_for_current_plan(after, std::move(w));
+  } else {
+    w.name = current->name;  // plans refer to the workload by this name
+    after.workloads[std::size_t(project.workload_index(current->name))] = std::move(w);
+  }
   workspace_->edit(tr("Load model preset %1").arg(name), std::move(after));
+  return true;
+}
+
+bool WorkloadPanel::copyForCurrentPlan() {
+  const Project& project = workspace_->project();
+  const Workload* current = project.current_workload();
+  if (!current) return false;
+  Project after = project;
+  Workload copy = *current;
+  copy.display_name =
+      (current->display_name.empty() ? current->name : current->display_name) + " (copy)";
+  add_workload_for_current_plan(after, std::move(copy));
+  workspace_->edit(
+      tr("Copy workload %1 for plan %2").arg(q(current->display_name), q(project.current()->name)),
+      std::move(after));
   return true;
 }
 
@@ -208,7 +235,8 @@ void WorkloadPanel::edit(const QString& text, const QString& pointer, const QStr
   if (before_json == after_json) return;  // the value it already had: no undo step
   Project after = project;
   after.workloads[std::size_t(project.workload_index(current->name))] = std::move(edited).value();
-  workspace_->edit(text, std::move(after), QStringLiteral("workload") + pointer);
+  workspace_->edit(text, std::move(after),
+                   QStringLiteral("workload %1 %2").arg(q(current->name), pointer));
 }
 
 void WorkloadPanel::refresh() {
@@ -225,6 +253,14 @@ void WorkloadPanel::refresh() {
   std::string whole;
   const std::vector<std::string> values = workload_fields(*w, pointers, &whole);
   problem_->setVisible(false);  // a refused edit's message lasts until the next change
+  const Project& project = workspace_->project();
+  const int sharing = plans_using_workload(project, w->name);
+  copy_->setEnabled(sharing > 1);
+  copy_->setToolTip(sharing > 1 ? tr("%1 plans use this workload: an edit changes each. Gives "
+                                     "plan %2 a copy of its own to edit.")
+                                      .arg(sharing)
+                                      .arg(q(project.current()->name))
+                                : tr("Only this plan uses this workload."));
   if (whole == shown_) return;  // an edit elsewhere: nothing here changed
   shown_ = whole;
   refreshing_ = true;

@@ -12,6 +12,7 @@ class QCheckBox;
 class QComboBox;
 class QFormLayout;
 class QLabel;
+class QPushButton;
 
 namespace cs {
 struct Workload;
@@ -31,7 +32,12 @@ class WorkloadPanel : public QWidget {
   FieldEdit* field(const QString& pointer) const;
   QComboBox* presetBox() const { return preset_; }
   QLabel* figuresLabel() const { return figures_; }
+  // A workload other plans share stays theirs: the current plan gets the
+  // preset as a workload of its own.
   bool applyPreset(const QString& name);
+  // Gives the current plan a copy of its workload to edit on its own.
+  bool copyForCurrentPlan();
+  QPushButton* copyButton() const { return copy_; }
 
   // "6.74 B parameters · 42.3 GFLOP per token", for a workload.
   static QString figuresHtml(const Workload& workload);
@@ -42,6 +48,7 @@ class WorkloadPanel : public QWidget {
 
   Workspace* workspace_;
   QComboBox* preset_;
+  QPushButton* copy_;
   QFormLayout* form_;
   QCheckBox* gated_;
   QCheckBox* tied_;

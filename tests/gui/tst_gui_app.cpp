@@ -23,6 +23,7 @@
 #include <QPainter>
 #include <QProcess>
 #include <QProgressBar>
+#include <QPushButton>
 #include <QScatterSeries>
 #include <QScopeGuard>
 #include <QSignalSpy>
@@ -74,6 +75,8 @@ class TestGuiApp : public QObject {
   void badValueMarkedAtField();
   void topologyFoldsThousandsOfNodes();
   void editWorkloadShowsFiguresLive();
+  void plansKeepTheirOwnClusters();
+  void newPlanInAProjectWithNone();
   void planControlsShowValidValues();
   void costTileSaysWhyThereIsNoCost();
   void impossiblePlanShowsWhy();
@@ -294,6 +297,98 @@ void TestGuiApp::editWorkloadShowsFiguresLive() {
   QCOMPARE(window_->workspace()->project().current_workload()->transformer.layers, 32);
   QCOMPARE(panel->figuresLabel()->text(), before);
   window_->setFocus();
+}
+
+// Plans share a cluster until one is given its own: a preset loaded for a
+// plan whose cluster others use is that plan's alone, and "Copy for this
+// plan" gives it a copy to edit. (Every preset and edit went into the one
+// shared cluster: the first plan ran on the second's A100s under its H100
+// name.) Typing into two clusters' fields makes a step each.
+void TestGuiApp::plansKeepTheirOwnClusters() {
+  Workspace* ws = window_->workspace();
+  const int start = ws->undoStack()->index();
+  auto back = qScopeGuard([&] {
+    while (ws->undoStack()->index() > start)
+      ws->undoStack()->undo();
+    waitForEstimate();
+  });
+  ClusterDesigner* designer = window_->clusterDesigner();
+  WorkloadPanel* workload = window_->workloadPanel();
+  QVERIFY(!designer->copyButton()->isEnabled());  // one plan
+  window_->findChild<QAction*>(QStringLiteral("actionNewPlan"))->trigger();
+  QCOMPARE(int(ws->project().plans.size()), 2);
+  QCOMPARE(ws->project().current_plan, 1);
+  QVERIFY(designer->copyButton()->isEnabled());
+  QVERIFY(workload->copyButton()->isEnabled());
+  const std::string shared = ws->project().plans[0].cluster;
+  const std::string shared_display = ws->project().current_cluster()->display_name;
+
+  QVERIFY(designer->applyPreset(QStringLiteral("dgx-a100-64")));
+  {
+    const Project& p = ws->project();
+    QCOMPARE(int(p.clusters.size()), 2);
+    QCOMPARE(p.plans[0].cluster, shared);
+    QVERIFY(p.plans[1].cluster != shared);
+    QCOMPARE(p.clusters[std::size_t(p.cluster_index(shared))].display_name, shared_display);
+    QVERIFY2(QString::fromStdString(p.current_cluster()->display_name).contains("A100"),
+             p.current_cluster()->display_name.c_str());
+    QVERIFY(!designer->copyButton()->isEnabled());  // each plan has its own now
+  }
+  ws->undoStack()->undo();
+  QCOMPARE(int(ws->project().clusters.size()), 1);
+
+  QVERIFY(designer->copyForCurrentPlan());
+  QCOMPARE(int(ws->project().clusters.size()), 2);
+  QCOMPARE(ws->project().current_cluster()->display_name, shared_display + " (copy)");
+  const int before = ws->undoStack()->count();
+  test::typeInto(designer->field(QStringLiteral("/nodes"))->lineEdit(), QStringLiteral("2"));
+  ws->selectPlan(0);
+  test::typeInto(designer->field(QStringLiteral("/nodes"))->lineEdit(), QStringLiteral("3"));
+  QCOMPARE(ws->undoStack()->count(), before + 2);
+  {
+    const Project& p = ws->project();
+    QCOMPARE(p.clusters[std::size_t(p.cluster_index(p.plans[0].cluster))].nodes, 3);
+    QCOMPARE(p.clusters[std::size_t(p.cluster_index(p.plans[1].cluster))].nodes, 2);
+  }
+  ws->undoStack()->undo();  // one cluster's edit alone
+  {
+    const Project& p = ws->project();
+    QCOMPARE(p.clusters[std::size_t(p.cluster_index(p.plans[0].cluster))].nodes, 4);
+    QCOMPARE(p.clusters[std::size_t(p.cluster_index(p.plans[1].cluster))].nodes, 2);
+  }
+
+  // The workload alike.
+  ws->selectPlan(1);
+  const std::string model = ws->project().plans[0].workload;
+  QVERIFY(workload->applyPreset(QStringLiteral("llama2-13b")));
+  const Project& p = ws->project();
+  QCOMPARE(p.plans[0].workload, model);
+  QCOMPARE(p.workloads[std::size_t(p.workload_index(model))].transformer.layers, 32);
+  QCOMPARE(p.current_workload()->transformer.layers, 40);
+  QVERIFY(!workload->copyButton()->isEnabled());
+}
+
+// A project that holds no plan says "add one": New plan adds the default
+// plan on the project's cluster and workload (it did nothing).
+void TestGuiApp::newPlanInAProjectWithNone() {
+  Workspace* ws = window_->workspace();
+  const int start = ws->undoStack()->index();
+  auto back = qScopeGuard([&] {
+    while (ws->undoStack()->index() > start)
+      ws->undoStack()->undo();
+    waitForEstimate();
+  });
+  Project none = ws->project();
+  none.plans.clear();
+  none.current_plan = 0;
+  ws->edit(QStringLiteral("no plans"), none);
+  QVERIFY(!ws->project().has_plan());
+  window_->findChild<QAction*>(QStringLiteral("actionNewPlan"))->trigger();
+  QVERIFY(ws->project().has_plan());
+  QCOMPARE(ws->project().plans.front().cluster, ws->project().clusters.front().name);
+  QCOMPARE(ws->project().plans.front().workload, ws->project().workloads.front().name);
+  waitForEstimate();
+  QVERIFY(window_->analysis()->latest()->estimate.has_value());
 }
 
 void TestGuiApp::planControlsShowValidValues() {
