@@ -373,9 +373,20 @@ void read_parallel(const json& j, const std::string& ptr, Diagnostics& d, Parall
     }
   }
   if (has_global && has_accumulation && p.gradient_accumulation() != accumulation) {
-    d.add(r.pointer("gradient_accumulation"),
-          "must equal global_batch / (dp x micro_batch) = " +
-              std::to_string(p.gradient_accumulation()));
+    const std::int64_t per_step = p.samples_per_micro_step();
+    if (per_step > 0 && p.global_batch % per_step == 0) {
+      d.add(r.pointer("gradient_accumulation"), "must equal global_batch / (dp x micro_batch) = " +
+                                                    std::to_string(p.gradient_accumulation()));
+    } else {
+      // No accumulation would do (DeepSpeed's train_batch_size = micro
+      // batch x accumulation x dp): the rule at the global batch, with
+      // the figure these give. It read "= 0", the quotient cut to an int.
+      d.add(r.pointer("global_batch"),
+            "must equal dp x micro_batch x gradient_accumulation = " + std::to_string(p.dp) +
+                " x " + std::to_string(p.micro_batch) + " x " + std::to_string(accumulation) +
+                " = " + std::to_string(per_step * accumulation) + " (got " +
+                std::to_string(p.global_batch) + ")");
+    }
   }
   if (r.has("virtual_stages") && p.virtual_stages > 1 && !r.has("schedule")) {
     p.schedule = PipelineSchedule::interleaved;

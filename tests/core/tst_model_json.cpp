@@ -353,6 +353,13 @@ void TestModelJson::validationErrors_data() {
   QTest::addRow("accumulation disagrees") << "parallel"
       << R"({"dp": 2, "micro_batch": 1, "global_batch": 8, "gradient_accumulation": 3})"
       << "parallel.json: /gradient_accumulation: must equal global_batch / (dp x micro_batch) = 4";
+  // The articles' DeepSpeed configuration: 32 sequences are no accumulation
+  // of 4 per GPU on 32 GPUs (it read "= 0", 32 / 128 cut to an int).
+  QTest::addRow("accumulation of no whole global batch")
+      << "parallel"
+      << R"({"dp": 32, "micro_batch": 4, "global_batch": 32, "gradient_accumulation": 2})"
+      << "parallel.json: /global_batch: must equal dp x micro_batch x gradient_accumulation = "
+         "32 x 4 x 2 = 256 (got 32)";
   QTest::addRow("recompute name") << "parallel" << R"({"recompute": "some"})"
       << "parallel.json: /recompute: must be one of none, selective or full (got \"some\")";
   QTest::addRow("tp zero") << "parallel" << R"({"tp": 0})" << "parallel.json: /tp: must be >= 1 (got 0)";
