@@ -88,9 +88,12 @@ const Metric kMetrics[] = {
 
 }  // namespace
 
-bool PinnedPlans::pin(const plan::RankedPlan& plan, const QString& name) {
+bool PinnedPlans::pin(const plan::RankedPlan& plan, const QString& name,
+                      const std::string& subject) {
   if (int(plans_.size()) >= kMaxPinned) return false;
-  for (const plan::RankedPlan& p : plans_) {
+  for (std::size_t i = 0; i < plans_.size(); ++i) {
+    if (subjects_[i] != subject) continue;  // the same plan on another cluster differs
+    const plan::RankedPlan& p = plans_[i];
     const ParallelPlan& a = p.parallel;
     const ParallelPlan& b = plan.parallel;
     if (a.dp == b.dp && a.tp == b.tp && a.pp == b.pp && a.virtual_stages == b.virtual_stages &&
@@ -105,6 +108,7 @@ bool PinnedPlans::pin(const plan::RankedPlan& plan, const QString& name) {
   }
   plans_.push_back(plan);
   names_.push_back(name);
+  subjects_.push_back(subject);
   emit changed();
   return true;
 }
@@ -113,12 +117,14 @@ void PinnedPlans::unpin(int index) {
   if (index < 0 || index >= size()) return;
   plans_.erase(plans_.begin() + index);
   names_.erase(names_.begin() + index);
+  subjects_.erase(subjects_.begin() + index);
   emit changed();
 }
 
 void PinnedPlans::clear() {
   plans_.clear();
   names_.clear();
+  subjects_.clear();
   emit changed();
 }
 
@@ -159,7 +165,7 @@ CompareView::CompareView(PinnedPlans* pinned, QWidget* parent) : QWidget(parent)
   auto* clear = new QPushButton(tr("Unpin all"));
   connect(current, &QPushButton::clicked, this, [this] {
     const int c = table_->currentColumn();
-    if (c >= 0 && c < pinned_->size()) emit makeCurrent(pinned_->at(c));
+    if (c >= 0 && c < pinned_->size()) emit makeCurrent(pinned_->at(c), pinned_->subjectAt(c));
   });
   connect(unpin, &QPushButton::clicked, this, [this] { pinned_->unpin(table_->currentColumn()); });
   connect(clear, &QPushButton::clicked, pinned_, &PinnedPlans::clear);

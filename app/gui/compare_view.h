@@ -25,13 +25,15 @@ class PinnedPlans : public QObject {
 
  public:
   using QObject::QObject;
-  // False (and nothing pinned) when four are pinned already or it is pinned.
-  bool pin(const plan::RankedPlan& plan, const QString& name);
+  // False (and nothing pinned) when four are pinned already or it is pinned
+  // (the same plan on the same cluster and workload, `subject_of`).
+  bool pin(const plan::RankedPlan& plan, const QString& name, const std::string& subject);
   void unpin(int index);
   void clear();
   int size() const { return int(plans_.size()); }
   const plan::RankedPlan& at(int i) const { return plans_[std::size_t(i)]; }
   const QString& nameAt(int i) const { return names_[std::size_t(i)]; }
+  const std::string& subjectAt(int i) const { return subjects_[std::size_t(i)]; }
 
  signals:
   void changed();
@@ -39,6 +41,7 @@ class PinnedPlans : public QObject {
  private:
   std::vector<plan::RankedPlan> plans_;
   std::vector<QString> names_;
+  std::vector<std::string> subjects_;
 };
 
 class CompareView : public QWidget {
@@ -50,7 +53,7 @@ class CompareView : public QWidget {
   QBarSeries* bars() const { return bars_; }
 
  signals:
-  void makeCurrent(const cs::plan::RankedPlan& plan);
+  void makeCurrent(const cs::plan::RankedPlan& plan, const std::string& subject);
 
  private:
   void refresh();

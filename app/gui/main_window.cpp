@@ -107,7 +107,16 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
           [this](const QString& text, MessageLevel level) { showMessage(text, int(level)); });
   connect(analysis_, &AnalysisService::analysed, calculators_, &Calculators::setAnalysis);
   connect(runs_, &RunsPanel::openRunRequested, this, &MainWindow::openRun);
-  connect(compare_, &CompareView::makeCurrent, explorer_, &PlanExplorer::makeCurrent);
+  connect(compare_, &CompareView::makeCurrent, this,
+          [this](const plan::RankedPlan& plan, const std::string& subject) {
+            if (!explorer_->makeCurrent(plan, subject)) {
+              showMessage(tr("That pinned plan was estimated for another cluster or workload "
+                             "than the current plan's: it is left as it was."),
+                          int(MessageLevel::warning));
+            }
+          });
+  // Pinned plans are the project's: a new or opened project starts with none.
+  connect(workspace_, &Workspace::projectReplaced, pinned_, &PinnedPlans::clear);
 
   resize(1500, 950);
   QSettings settings;
@@ -679,7 +688,12 @@ bool MainWindow::pinCurrentPlan() {
   r.parallel = a->plan.parallel;
   r.precision = a->plan.precision;
   r.estimate = *a->estimate;
-  if (!pinned_->pin(r, q(p->name))) {
+  const std::string subject = subject_of(a->plan);
+  if (!pinned_->pin(r,
+                    q(p->name + " on " +
+                      (a->plan.cluster.display_name.empty() ? a->plan.cluster.name
+                                                            : a->plan.cluster.display_name)),
+                    subject)) {
     showMessage(tr("Already pinned, or %1 plans pinned: unpin one first.").arg(kMaxPinned),
                 int(MessageLevel::warning));
     return false;

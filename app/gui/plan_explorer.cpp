@@ -225,6 +225,7 @@ PlanExplorer::PlanExplorer(Workspace* workspace, PinnedPlans* pinned, QWidget* p
   connect(&watcher_, &QFutureWatcher<SearchOutcome>::progressRangeChanged, progress_,
           &QProgressBar::setRange);
   connect(&watcher_, &QFutureWatcher<SearchOutcome>::finished, this, &PlanExplorer::onFinished);
+  connect(workspace_, &Workspace::projectChanged, this, &PlanExplorer::checkStale);
 }
 
 PlanExplorer::~PlanExplorer() {
@@ -262,6 +263,7 @@ void PlanExplorer::runSearch() {
   input.limits.threads = std::max(1, QThread::idealThreadCount() - 1);
 
   const std::uint64_t job = ++job_;
+  const std::string subject = subject_of(resolved.value());
   stop_ = std::make_shared<std::stop_source>();
   running_ = true;
   run_->setEnabled(true);
@@ -269,7 +271,7 @@ void PlanExplorer::runSearch() {
   progress_->setRange(0, 0);
   status_->setText(tr("Searching…"));
   QFuture<SearchOutcome> future = QtConcurrent::run(
-      [input = std::move(input), job, stop = stop_](QPromise<SearchOutcome>& promise) {
+      [input = std::move(input), job, subject, stop = stop_](QPromise<SearchOutcome>& promise) {
         plan::SearchControl control;
         control.stop = stop->get_token();
         control.on_progress = [&promise](const plan::SearchProgress& p) {
@@ -284,6 +286,7 @@ void PlanExplorer::runSearch() {
         };
         SearchOutcome out;
         out.job = job;
+        out.subject = subject;
         auto r = plan::search(input.cluster, input.workload, input.space, input.objective,
                               input.limits, control);
         if (r) {
@@ -337,6 +340,9 @@ void PlanExplorer::onFinished() {
                        .arg(q(format_seconds(r.seconds)))
                        .arg(r.threads == 1 ? tr("1 thread") : tr("%1 threads").arg(r.threads))
                        .arg(r.pareto_memory.size()));
+  result_status_ = status_->text();
+  searched_for_ = out.subject;
+  checkStale();
   emit searchFinished(out.job);
 }
 
@@ -393,19 +399,37 @@ void PlanExplorer::pickPoint(const QPointF& point) {
   }
   if (best < 0) return;
   selectRow(best);
-  makeCurrent(model_->planAt(best));
+  makeCurrent(model_->planAt(best), searched_for_);
 }
 
 void PlanExplorer::makeRowCurrent(int proxy_row) {
   const QModelIndex i = proxy_->mapToSource(proxy_->index(proxy_row, 0));
   if (!i.isValid()) return;
-  makeCurrent(model_->planAt(i.row()));
+  makeCurrent(model_->planAt(i.row()), searched_for_);
 }
 
-void PlanExplorer::makeCurrent(const plan::RankedPlan& r) {
+void PlanExplorer::checkStale() {
+  if (searched_for_.empty() || running_) return;
+  auto resolved = workspace_->project().resolved_plan();
+  stale_ = !resolved || subject_of(resolved.value()) != searched_for_;
+  status_->setText(stale_ ? tr("The cluster or workload has changed since this search: its "
+                               "figures are for the one searched. Search again to use a row.")
+                          : result_status_);
+}
+
+bool PlanExplorer::makeCurrent(const plan::RankedPlan& r, const std::string& subject) {
   Project after = workspace_->project();
   ProjectPlan* p = after.current();
-  if (!p) return;
+  auto resolved = after.resolved_plan();
+  if (!p || !resolved) return false;
+  if (subject_of(resolved.value()) != subject) {
+    // Its dp x tp x pp and its figures were for another cluster or model:
+    // applied here they broke the plan ("48 GPUs, but the cluster has 16").
+    status_->setText(
+        tr("That plan was estimated for another cluster or workload than the "
+           "current plan's: search again (or switch back) to use it."));
+    return false;
+  }
   p->parallel = r.parallel;
   p->precision = r.precision;
   workspace_->edit(tr("Use plan %1×%2×%3 from the explorer")
@@ -413,6 +437,7 @@ void PlanExplorer::makeCurrent(const plan::RankedPlan& r) {
                        .arg(r.parallel.tp)
                        .arg(r.parallel.pp),
                    std::move(after));
+  return true;
 }
 
 bool PlanExplorer::pinSelected() {
@@ -428,7 +453,13 @@ bool PlanExplorer::pinSelected() {
                            .arg(r.parallel.tp)
                            .arg(r.parallel.pp)
                            .arg(q(std::string(to_string(r.precision.compute))));
-  if (!pinned_->pin(r, name)) {
+  if (stale_) {
+    status_->setText(
+        tr("The cluster or workload has changed since this search: search again "
+           "to pin a row."));
+    return false;
+  }
+  if (!pinned_->pin(r, name, searched_for_)) {
     status_->setText(tr("Already pinned, or %1 plans pinned: unpin one first.").arg(kMaxPinned));
     return false;
   }

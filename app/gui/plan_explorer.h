@@ -36,6 +36,7 @@ class Workspace;
 struct SearchOutcome {
   std::uint64_t job = 0;
   std::string error;  // the search could not start
+  std::string subject;  // the cluster and workload searched (subject_of)
   plan::SearchResult result;
 };
 
@@ -68,8 +69,9 @@ class PlanExplorer : public QWidget {
   void cancelSearch();
   // Makes the plan of a table row (of the proxy) the current plan.
   void makeRowCurrent(int proxy_row);
-  // Makes a ranked plan current (one undo step).
-  void makeCurrent(const plan::RankedPlan& plan);
+  // Makes a ranked plan current (one undo step), when it was estimated for
+  // the current plan's cluster and workload (`subject`); else says so.
+  bool makeCurrent(const plan::RankedPlan& plan, const std::string& subject);
   // Pins the selected row's plan; false when four are pinned.
   bool pinSelected();
   // Makes the plan nearest a point of the chart current (chart units).
@@ -83,6 +85,9 @@ class PlanExplorer : public QWidget {
   void onFinished();
   void updateChart();
   void selectRow(int source_row);
+  // Marks the results as another cluster's or workload's once the project's
+  // differ from those searched (and clears the mark on undo).
+  void checkStale();
 
   Workspace* workspace_;
   PinnedPlans* pinned_;
@@ -108,6 +113,9 @@ class PlanExplorer : public QWidget {
   QFutureWatcher<SearchOutcome> watcher_;
   std::shared_ptr<std::stop_source> stop_;
   std::uint64_t job_ = 0;
+  std::string searched_for_;  // subject_of the plan the results are for
+  QString result_status_;     // the status the results came with
+  bool stale_ = false;
   bool running_ = false;
 };
 

@@ -286,6 +286,10 @@ std::string unique_name(const std::string& base, const std::vector<std::string>&
   }
 }
 
+std::string subject_of(const Plan& plan) {
+  return to_json(plan.cluster).dump() + '\n' + to_json(plan.workload).dump();
+}
+
 int plans_using_cluster(const Project& project, std::string_view name) {
   return int(std::count_if(project.plans.begin(), project.plans.end(),
                            [&](const ProjectPlan& p) { return p.cluster == name; }));

@@ -80,6 +80,10 @@ Result<Project> default_project(const PresetCatalog& catalog);
 // `base`, or "base 2", "base 3", ...: the first not in `taken`.
 std::string unique_name(const std::string& base, const std::vector<std::string>& taken);
 
+// A plan's cluster and workload as one text: figures estimated for one
+// (a search's rows, a pinned plan) apply to it alone.
+std::string subject_of(const Plan& plan);
+
 // Plans of the project that use the cluster (workload) of that name.
 int plans_using_cluster(const Project& project, std::string_view name);
 int plans_using_workload(const Project& project, std::string_view name);

@@ -142,6 +142,7 @@ void Workspace::replaceAll(Project project, const QString& path, bool modified) 
   } else {
     undo_.setClean();
   }
+  emit projectReplaced();
   emit projectChanged();
   emit fileChanged();
 }

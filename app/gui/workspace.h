@@ -79,6 +79,9 @@ class Workspace : public QObject {
 
  signals:
   void projectChanged();  // after every edit, undo, redo, new, open and recovery
+  // Before projectChanged, for a new, opened or recovered project: what was
+  // kept about the last one (pinned plans) goes.
+  void projectReplaced();
   void fileChanged();     // the path or the modified state changed
   void recentFilesChanged();
   void message(const QString& text, cs::gui::MessageLevel level);

@@ -621,6 +621,50 @@ void TestGuiApp::searchPickAndCompare() {
   explorer->table()->setCurrentIndex(proxy->index(4, 0));
   QVERIFY(!explorer->pinSelected());  // four at most
   QCOMPARE(window_->pinned()->size(), kMaxPinned);
+
+  // The rows are the cluster's searched: once it changes they are said to
+  // be another's and are neither applied nor pinned (a row's 16 x 2 x 1 was
+  // applied to a 2-node cluster: "32 GPUs, but the cluster has 16").
+  Workspace* ws = window_->workspace();
+  const std::string parallel_before = cs::to_json(ws->project().current()->parallel).dump();
+  FieldEdit* nodes = window_->clusterDesigner()->field(QStringLiteral("/nodes"));
+  test::typeInto(nodes->lineEdit(), QStringLiteral("2"));
+  QVERIFY2(explorer->statusLabel()->text().contains(QStringLiteral("changed since this search")),
+           qPrintable(explorer->statusLabel()->text()));
+  const int last = proxy->rowCount() - 1;
+  explorer->makeRowCurrent(last);
+  QCOMPARE(cs::to_json(ws->project().current()->parallel).dump(), parallel_before);
+  window_->pinned()->clear();
+  explorer->table()->setCurrentIndex(proxy->index(0, 0));
+  QVERIFY(!explorer->pinSelected());
+  ws->undoStack()->undo();
+  waitForEstimate();
+  QVERIFY(!explorer->statusLabel()->text().contains(QStringLiteral("changed since this search")));
+  QVERIFY(explorer->pinSelected());
+
+  // The same plan pinned on two clusters is two plans (the second was
+  // refused as "already pinned"); a pinned plan of another cluster is not
+  // made current; a new project starts with no pins.
+  window_->pinned()->clear();
+  QVERIFY(window_->pinCurrentPlan());
+  QVERIFY(!window_->pinCurrentPlan());
+  test::typeInto(nodes->lineEdit(), QStringLiteral("8"));
+  waitForEstimate();
+  QVERIFY(window_->pinCurrentPlan());
+  QCOMPARE(window_->pinned()->size(), 2);
+  QVERIFY(window_->pinned()->nameAt(0).contains(QStringLiteral(" on ")));
+  window_->messageBar()->dismiss();
+  compare->table()->setCurrentCell(0, 0);
+  compare->findChild<QPushButton*>(QStringLiteral("compareMakeCurrent"))->click();
+  QCOMPARE(window_->messageBar()->level(), MessageLevel::warning);
+  QVERIFY2(window_->messageBar()->text().contains(QStringLiteral("another cluster")),
+           qPrintable(window_->messageBar()->text()));
+  window_->messageBar()->dismiss();
+  ws->undoStack()->undo();
+  waitForEstimate();
+  QVERIFY(ws->newProject());
+  QCOMPARE(window_->pinned()->size(), 0);
+  waitForEstimate();
 }
 
 void TestGuiApp::staleSearchDropped() {
