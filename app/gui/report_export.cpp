@@ -28,10 +28,47 @@ constexpr double kChartWidth = 720;
 
 using Rows = std::vector<std::pair<QString, QString>>;
 
+template <typename Named>
+QString shownName(const Named& x) {
+  return q(x.display_name.empty() ? x.name : x.display_name);
+}
+
+// From the cluster as it is: its name is the preset's, which edits of its
+// nodes or GPU leave as it was ("DGX H100 pod, 4 nodes" over a 2-node A100
+// plan's figures).
 QString titleOf(const Plan& p) {
-  return QObject::tr("%1 on %2")
-      .arg(q(p.workload.display_name.empty() ? p.workload.name : p.workload.display_name),
-           q(p.cluster.display_name.empty() ? p.cluster.name : p.cluster.display_name));
+  const Cluster& c = p.cluster;
+  const QString on =
+      c.gpu ? QObject::tr("%1 × %2 %3").arg(c.nodes).arg(c.gpus_per_node).arg(shownName(*c.gpu))
+            : shownName(c);
+  return QObject::tr("%1 on %2").arg(shownName(p.workload), on);
+}
+
+// The hardware and the model the figures are for.
+Rows hardwareRows(const Plan& plan) {
+  const Cluster& c = plan.cluster;
+  Rows rows{{QObject::tr("cluster"), shownName(c)}};
+  if (c.gpu) {
+    rows.push_back({QObject::tr("GPUs"), QObject::tr("%1 nodes × %2 %3 = %4 (%5 each)")
+                                             .arg(c.nodes)
+                                             .arg(c.gpus_per_node)
+                                             .arg(shownName(*c.gpu))
+                                             .arg(c.total_gpus())
+                                             .arg(q(format_bytes(c.gpu->memory_bytes)))});
+  }
+  auto link = [](const Link& l) {
+    return QStringLiteral("%1, %2").arg(shownName(l), q(format_rate(l.bandwidth, "B/s")));
+  };
+  rows.push_back({QObject::tr("inside a node"), link(c.intra_node)});
+  if (c.inter_node) rows.push_back({QObject::tr("between nodes"), link(*c.inter_node)});
+  if (c.price_per_gpu_hour > 0) {
+    rows.push_back({QObject::tr("price per GPU-hour"),
+                    QStringLiteral("$%1").arg(c.price_per_gpu_hour, 0, 'f', 2)});
+  }
+  rows.push_back({QObject::tr("model"), QObject::tr("%1, %2 parameters")
+                                            .arg(shownName(plan.workload))
+                                            .arg(q(format_count(parameter_count(plan.workload))))});
+  return rows;
 }
 
 Rows planRows(const Plan& plan) {
@@ -221,6 +258,8 @@ QString reportHtml(const PlanAnalysis& a, const std::vector<ReportFigure>& figur
   body += QStringLiteral("<p class=sub>%1 · ClusterScope %2</p>")
               .arg(QDateTime::currentDateTime().toString(Qt::ISODate),
                    QStringLiteral(CLUSTERSCOPE_VERSION));
+  body += QStringLiteral("<h2>%1</h2>").arg(QObject::tr("Cluster and model")) +
+          htmlTable(hardwareRows(a.plan));
   body += QStringLiteral("<h2>%1</h2>").arg(QObject::tr("Plan")) + htmlTable(planRows(a.plan));
   if (a.estimate) {
     const plan::Estimate& e = *a.estimate;
@@ -292,6 +331,8 @@ Status exportPdf(const QString& path, const PlanAnalysis& a,
     flow.text(QDateTime::currentDateTime().toString(Qt::ISODate) +
                   QStringLiteral(" · ClusterScope " CLUSTERSCOPE_VERSION),
               0.9);
+    flow.text(QObject::tr("Cluster and model"), 1.3, true);
+    flow.table(hardwareRows(a.plan));
     flow.text(QObject::tr("Plan"), 1.3, true);
     flow.table(planRows(a.plan));
     if (a.estimate) {

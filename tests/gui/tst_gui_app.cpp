@@ -807,6 +807,33 @@ void TestGuiApp::exports() {
   }
   QVERIFY(page.contains(headline("tokens_per_second")));
   QVERIFY(page.contains(QStringLiteral("LLaMA-2 7B")));
+  // The title and the hardware are the cluster's as it is: after an edit of
+  // its nodes the heading still said the preset's "4 nodes (32 GPUs)".
+  auto title_of = [](const cs::Cluster& c) {
+    return QStringLiteral("on %1 × %2 %3</h1>")
+        .arg(c.nodes)
+        .arg(c.gpus_per_node)
+        .arg(QString::fromStdString(c.gpu->display_name));
+  };
+  const cs::Cluster cluster = *window_->workspace()->project().current_cluster();
+  QVERIFY2(page.contains(title_of(cluster)), qPrintable(page.left(3000)));
+  QVERIFY(page.contains(QStringLiteral("Cluster and model")));
+  test::typeInto(window_->clusterDesigner()->field(QStringLiteral("/nodes"))->lineEdit(),
+                 QStringLiteral("2"));
+  waitForEstimate();
+  const QString edited_html = dir_.filePath(QStringLiteral("edited.html"));
+  QVERIFY(window_->exportHtml(edited_html));
+  {
+    QFile f(edited_html);
+    QVERIFY(f.open(QIODevice::ReadOnly));
+    const QString edited = QString::fromUtf8(f.readAll());
+    const cs::Cluster now = *window_->workspace()->project().current_cluster();
+    QCOMPARE(now.nodes, 2);
+    QVERIFY2(edited.contains(title_of(now)), qPrintable(edited.left(3000)));
+    QVERIFY(edited.contains(QStringLiteral("2 nodes × 8")));
+  }
+  window_->workspace()->undoStack()->undo();
+  waitForEstimate();
 
   // The plan reads back through the core reader, as `clusterscope run` reads it.
   QFile j(json);
