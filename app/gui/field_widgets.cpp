@@ -1,6 +1,7 @@
 #include "app/gui/field_widgets.h"
 
 #include <QFormLayout>
+#include <QKeyEvent>
 #include <QVBoxLayout>
 #include <cmath>
 
@@ -41,6 +42,7 @@ FieldEdit::FieldEdit(QString pointer, Kind kind, QWidget* parent)
   layout->addWidget(reason_);
   if (kind_ != Kind::text) edit_->setAlignment(Qt::AlignRight);
   connect(edit_, &QLineEdit::textEdited, this, [this] { emit edited(pointer_, jsonValue()); });
+  edit_->installEventFilter(this);
   // Left with a value the model refused, the field goes back to the one the
   // figures use: "1e9" stayed in red while the energy was the last good
   // keystroke's ("1": 1 W).
@@ -49,6 +51,20 @@ FieldEdit::FieldEdit(QString pointer, Kind kind, QWidget* parent)
     edit_->setText(shown_);
     setProblem({});
   });
+}
+
+bool FieldEdit::eventFilter(QObject* watched, QEvent* event) {
+  if (watched == edit_ &&
+      (event->type() == QEvent::ShortcutOverride || event->type() == QEvent::KeyPress)) {
+    auto* key = static_cast<QKeyEvent*>(event);
+    if (key->matches(QKeySequence::Undo) || key->matches(QKeySequence::Redo)) {
+      // Not accepted as an override, the key reaches the window's Undo and
+      // Redo shortcuts; as a key press it never reaches the line edit.
+      event->ignore();
+      return true;
+    }
+  }
+  return QWidget::eventFilter(watched, event);
 }
 
 void FieldEdit::showValue(const QString& value) {

@@ -38,6 +38,12 @@ class FieldEdit : public QWidget {
   // with no number gives the text quoted, so the reader says what is wrong.
   QString jsonValue() const;
 
+ protected:
+  // Undo and redo keys go to the project's undo stack, not the line edit's
+  // own: every keystroke is an edit of the project already, and the line
+  // edit's undo made a step that changed nothing and left redo disabled.
+  bool eventFilter(QObject* watched, QEvent* event) override;
+
  signals:
   void edited(const QString& pointer, const QString& json_value);
 

@@ -308,7 +308,12 @@ void MainWindow::createActions() {
       edit, tr("&Undo"), QKeySequence::Undo, [stack] { stack->undo(); }, "actionUndo");
   QAction* redo = add(
       edit, tr("&Redo"), QKeySequence::Redo, [stack] { stack->redo(); }, "actionRedo");
-  redo->setShortcuts({QKeySequence::Redo, QKeySequence(tr("Ctrl+Y"))});
+  // Every binding of the platform (a QKeySequence made of a standard key is
+  // its first alone: redo was Ctrl+Y only, never Ctrl+Shift+Z), and Ctrl+Y.
+  undo->setShortcuts(QKeySequence::Undo);
+  QList<QKeySequence> redo_keys = QKeySequence::keyBindings(QKeySequence::Redo);
+  if (!redo_keys.contains(QKeySequence(tr("Ctrl+Y")))) redo_keys.append(QKeySequence(tr("Ctrl+Y")));
+  redo->setShortcuts(redo_keys);
   auto track = [stack, undo, redo] {
     undo->setEnabled(stack->canUndo());
     redo->setEnabled(stack->canRedo());

@@ -195,6 +195,27 @@ void TestGuiApp::editClusterChangesEstimate() {
   QVERIFY(headline("cost") != cost_before);
   undo->undo();
   waitForEstimate();
+
+  // Ctrl+Z in the field it typed into is the project's undo (the line
+  // edit's own undo left a step that changed nothing, and no redo); then
+  // Ctrl+Shift+Z redoes it.
+  window_->activateWindow();
+  QLineEdit* price = designer->field("/price_per_gpu_hour")->lineEdit();
+  const double price_before = window_->workspace()->project().current_cluster()->price_per_gpu_hour;
+  test::typeInto(price, QStringLiteral("5"));
+  QCOMPARE(window_->workspace()->project().current_cluster()->price_per_gpu_hour, 5.0);
+  const int index = undo->index();
+  price->setFocus();
+  QTest::keyClick(price, Qt::Key_Z, Qt::ControlModifier);
+  QCOMPARE(undo->index(), index - 1);
+  QVERIFY(undo->canRedo());
+  QCOMPARE(window_->workspace()->project().current_cluster()->price_per_gpu_hour, price_before);
+  QCOMPARE(price->text().toDouble(), price_before);
+  QTest::keyClick(price, Qt::Key_Z, Qt::ControlModifier | Qt::ShiftModifier);
+  QCOMPARE(window_->workspace()->project().current_cluster()->price_per_gpu_hour, 5.0);
+  undo->undo();
+  waitForEstimate();
+  QVERIFY(!window_->workspace()->isModified());
 }
 
 void TestGuiApp::badValueMarkedAtField() {
