@@ -500,6 +500,19 @@ bool MainWindow::saveProjectAs(const QString& path) {
 
 std::vector<ReportFigure> MainWindow::reportFigures() const {
   TimelineWidget* timeline = estimate_->timeline();
+  if (!estimate_->timelineSettled()) {
+    // What is on screen is an earlier plan's (the edit's timeline comes
+    // after its figures are painted): said, not drawn as this plan's.
+    const QString note =
+        tr("The predicted timeline of this plan was still being drawn when the "
+           "report was made: export again to include it.");
+    return {{tr("Predicted timeline of one step"), [](double) { return 40.0; },
+             [note](QPainter& p, const QRectF& r) {
+               p.fillRect(r, Qt::white);
+               p.setPen(Qt::black);
+               p.drawText(r, Qt::AlignLeft | Qt::AlignVCenter | Qt::TextWordWrap, note);
+             }}};
+  }
   if (timeline->frameJob() == 0) return {};
   return {{tr("Predicted timeline of one step"),
            [timeline](double) { return timeline->renderHeight(); },

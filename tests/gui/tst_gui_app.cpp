@@ -839,9 +839,25 @@ void TestGuiApp::exports() {
   const cs::Cluster cluster = *window_->workspace()->project().current_cluster();
   QVERIFY2(page.contains(title_of(cluster)), qPrintable(page.left(3000)));
   QVERIFY(page.contains(QStringLiteral("Cluster and model")));
+  // A report made as soon as the edit's figures are painted, before its
+  // timeline is drawn, says so: it drew the last plan's timeline as this
+  // one's.
+  const QString early_html = dir_.filePath(QStringLiteral("early.html"));
+  QString early_page;
+  const auto on_painted = connect(window_->estimateView(), &EstimateView::painted, this, [&] {
+    auto a = window_->analysis()->latest();
+    if (!early_page.isEmpty() || !a || a->plan.cluster.nodes != 8) return;
+    if (!window_->exportHtml(early_html)) return;
+    QFile f(early_html);
+    if (f.open(QIODevice::ReadOnly)) early_page = QString::fromUtf8(f.readAll());
+  });
   test::typeInto(window_->clusterDesigner()->field(QStringLiteral("/nodes"))->lineEdit(),
-                 QStringLiteral("2"));
+                 QStringLiteral("8"));
   waitForEstimate();
+  disconnect(on_painted);
+  QVERIFY2(early_page.contains(QStringLiteral("still being drawn when the report was made")),
+           qPrintable(early_page.right(3000)));
+  QTRY_VERIFY_WITH_TIMEOUT(window_->estimateView()->timelineSettled(), 20000);
   const QString edited_html = dir_.filePath(QStringLiteral("edited.html"));
   QVERIFY(window_->exportHtml(edited_html));
   {
@@ -849,9 +865,11 @@ void TestGuiApp::exports() {
     QVERIFY(f.open(QIODevice::ReadOnly));
     const QString edited = QString::fromUtf8(f.readAll());
     const cs::Cluster now = *window_->workspace()->project().current_cluster();
-    QCOMPARE(now.nodes, 2);
+    QCOMPARE(now.nodes, 8);
     QVERIFY2(edited.contains(title_of(now)), qPrintable(edited.left(3000)));
-    QVERIFY(edited.contains(QStringLiteral("2 nodes × 8")));
+    QVERIFY(edited.contains(QStringLiteral("8 nodes × 8")));
+    QVERIFY(edited.contains(QStringLiteral("Predicted timeline")));
+    QVERIFY(!edited.contains(QStringLiteral("still being drawn")));
   }
   window_->workspace()->undoStack()->undo();
   waitForEstimate();
