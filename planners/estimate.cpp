@@ -252,13 +252,33 @@ void set_compute_precision(ParallelPlan& parallel, PrecisionPlan& precision, Pre
   }
 }
 
+namespace {
+
+// As Megatron-LM derives data parallelism from the world size: a new tp x pp
+// keeps the GPUs the plan used, dp taking what is left, where that divides
+// (16 x 2 x 1 to tp 4 is 8 x 4 x 1, not 16 x 4 x 1 on twice the GPUs), and
+// the global batch stays a multiple of dp x micro_batch.
+void keep_world_size(ParallelPlan& parallel, int tp, int pp) {
+  const std::int64_t world = std::int64_t{parallel.dp} * parallel.tp * parallel.pp;
+  const std::int64_t model = std::int64_t{tp} * pp;
+  if (tp < 1 || pp < 1 || world % model != 0) return;
+  const std::int64_t dp = world / model;
+  const std::int64_t per_step = dp * parallel.micro_batch;
+  if (dp < 1 || per_step < 1 || parallel.global_batch % per_step != 0) return;
+  parallel.dp = static_cast<int>(dp);
+}
+
+}  // namespace
+
 void set_control(ParallelPlan& parallel, PrecisionPlan& precision, Control control, int value) {
   switch (control) {
     case Control::tp:
+      keep_world_size(parallel, value, parallel.pp);
       parallel.tp = value;
       if (value < 2) parallel.sequence_parallel = false;
       break;
     case Control::pp:
+      keep_world_size(parallel, parallel.tp, value);
       parallel.pp = value;
       if (value < 2) {
         parallel.virtual_stages = 1;

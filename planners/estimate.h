@@ -272,9 +272,11 @@ struct ControlOption {
 std::vector<ControlOption> control_options(const Plan& plan, Control control);
 
 // A control's change, as its options try it and the app applies it (one
-// home, so that the figures offered are those of the plan picked): tp 1
-// turns sequence parallelism off and pp 1 the virtual stages, which need
-// more; virtual stages pick their schedule; a precision is set_compute_precision.
+// home, so that the figures offered are those of the plan picked): a new
+// tp or pp keeps the plan's GPU count, dp taking what is left where that
+// divides (as Megatron-LM derives it); tp 1 turns sequence parallelism off
+// and pp 1 the virtual stages, which need more; virtual stages pick their schedule; a precision is
+// set_compute_precision.
 void set_control(ParallelPlan& parallel, PrecisionPlan& precision, Control control, int value);
 
 // The precision control's change: the usual plan for `compute`, the fp32

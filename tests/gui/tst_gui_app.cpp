@@ -426,6 +426,14 @@ void TestGuiApp::planControlsShowValidValues() {
     }
   }
   QVERIFY2(some_invalid, "some TP values must be refused, with their reason");
+  // TP 4 and 8 keep the plan's 32 GPUs, DP taking what is left (they were
+  // refused: DP stayed 16, and 16 x 4 is 64 GPUs).
+  for (int value : {4, 8}) {
+    const int i = tp->findData(value);
+    QVERIFY(i >= 0);
+    QVERIFY2(tp->model()->flags(tp->model()->index(i, 0)) & Qt::ItemIsEnabled,
+             qPrintable(tp->itemText(i)));
+  }
   QVERIFY(!panel->controlReason(Control::tp)->toolTip().isEmpty());
 
   // Changing the ZeRO stage by keyboard, as a user does, changes memory.

@@ -74,6 +74,8 @@ class TestPlanner : public QObject {
   void outOfMemory();
   void controlOptions_data();
   void controlOptions();
+  void setControlKeepsTheGpus_data();
+  void setControlKeepsTheGpus();
   void precisions_data();
   void precisions();
   void zeroShrinksModelState();
@@ -322,6 +324,42 @@ void TestPlanner::controlOptions() {
   }
   QVERIFY(saw_valid);
   QVERIFY(saw_invalid);
+}
+
+// A new tp or pp keeps the plan's GPU count, dp taking what is left, as
+// Megatron-LM derives it (dp stayed: 16 x 2 to tp 4 asked for 64 GPUs, and
+// every tp above 2 was offered as invalid on a 32-GPU plan).
+void TestPlanner::setControlKeepsTheGpus_data() {
+  QTest::addColumn<int>("control");
+  QTest::addColumn<int>("value");
+  QTest::addColumn<int>("global_batch");
+  QTest::addColumn<int>("dp");
+  const int tp = int(cs::plan::Control::tp);
+  const int pp = int(cs::plan::Control::pp);
+  QTest::addRow("tp 4") << tp << 4 << 1024 << 8;
+  QTest::addRow("tp 1") << tp << 1 << 1024 << 32;
+  QTest::addRow("pp 4") << pp << 4 << 1024 << 4;
+  QTest::addRow("tp 3 divides no 32: dp stays") << tp << 3 << 1024 << 16;
+  QTest::addRow("pp 64 leaves no dp: dp stays") << pp << 64 << 1024 << 16;
+  QTest::addRow("a batch dp 32 cannot split: dp stays") << tp << 1 << 48 << 16;
+}
+
+void TestPlanner::setControlKeepsTheGpus() {
+  QFETCH(int, control);
+  QFETCH(int, value);
+  QFETCH(int, global_batch);
+  QFETCH(int, dp);
+  cs::ParallelPlan parallel;
+  parallel.dp = 16;
+  parallel.tp = 2;
+  parallel.pp = 1;
+  parallel.micro_batch = 1;
+  parallel.global_batch = global_batch;
+  cs::PrecisionPlan precision;
+  cs::plan::set_control(parallel, precision, static_cast<cs::plan::Control>(control), value);
+  QCOMPARE(parallel.dp, dp);
+  const int set = control == int(cs::plan::Control::tp) ? parallel.tp : parallel.pp;
+  QCOMPARE(set, value);
 }
 
 // --- Precisions: bytes per parameter and speed.
