@@ -1132,8 +1132,13 @@ Result<ExportReport> export_html_report(const TraceReader& reader, const RunAnal
         << format_seconds(p.predicted_step_s) << ", measured " << format_seconds(p.measured_step_s)
         << (p.steps > 0 ? " (mean of " + std::to_string(p.steps) + " rank-steps)"
                         : " (the whole trace as one step)")
-        << ".</p>\n"
-        << prediction_svg(p)
+        << ".</p>\n";
+    if (!p.breakdown.empty()) {
+      const std::string note =
+          mean_against_median_note(p.measured_step_s, p.measured_step_median_s, p.critical_rank);
+      if (!note.empty()) out << "<p class=note>" << html(note) << "</p>\n";
+    }
+    out << prediction_svg(p)
         << "\n<p class=note>Grey: predicted; blue: measured.</p>\n<table>\n<tr><th></th>"
            "<th>name</th><th>predicted</th><th>measured</th><th>measured / predicted</th></tr>\n";
     auto rows = [&](const char* group, const std::vector<PredictedVsMeasured>& list) {

@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <mutex>
 
 #include <CLI/CLI.hpp>
@@ -211,22 +212,26 @@ class ProgressPrinter {
   void on_step(const LaunchEvent& e) {
     if (e.rank >= 0 && e.rank < static_cast<int>(rank_steps_.size())) rank_steps_[e.rank] = e.step;
     if (e.rank == 0) {
-      loss_ = e.loss;
-      step_seconds_ = e.step_seconds;
+      rank0_steps_[e.step] = {e.loss, e.step_seconds, e.tokens_per_second};
       rank0_step_seconds_.push_back(e.step_seconds);
-      tokens_per_second_ = e.tokens_per_second;
     }
-    // A step counts once every rank has finished it.
+    // A step counts once every rank has finished it; its figures are rank
+    // 0's of that step (rank 0 may be steps ahead: its latest were printed
+    // against an earlier step).
     int done = rank_steps_.front();
     for (int s : rank_steps_)
       done = std::min(done, s);
     if (done <= shown_step_) return;
+    const auto figures_of = rank0_steps_.find(done);
+    if (figures_of == rank0_steps_.end()) return;
     shown_step_ = done;
+    const StepFigures f = figures_of->second;
+    rank0_steps_.erase(rank0_steps_.begin(), std::next(figures_of));
     const double eta = trace::expected_step_seconds(rank0_step_seconds_) * (steps_ - done - 1);
     char figures[160];
-    std::snprintf(figures, sizeof figures, "loss %.4f  %s/step  %s tokens/s  ETA %s", loss_,
-                  format_seconds(step_seconds_).c_str(),
-                  format_count(std::round(tokens_per_second_)).c_str(), format_eta(eta).c_str());
+    std::snprintf(figures, sizeof figures, "loss %.4f  %s/step  %s tokens/s  ETA %s", f.loss,
+                  format_seconds(f.step_seconds).c_str(),
+                  format_count(std::round(f.tokens_per_second)).c_str(), format_eta(eta).c_str());
     const std::string count = "step " + std::to_string(done + 1) + "/" + std::to_string(steps_);
     if (!terminal_) {
       std::cerr << count << "  " << figures << '\n';
@@ -252,7 +257,10 @@ class ProgressPrinter {
   bool quiet_;
   std::vector<int> rank_steps_;
   int shown_step_ = -1;
-  double loss_ = 0, step_seconds_ = 0, tokens_per_second_ = 0;
+  struct StepFigures {
+    double loss = 0, step_seconds = 0, tokens_per_second = 0;
+  };
+  std::map<int, StepFigures> rank0_steps_;  // by step, until shown
   bool bar_shown_ = false;
   std::vector<double> rank0_step_seconds_;  // for the ETA
 };

@@ -527,6 +527,9 @@ void run_stats(const StatsOptions& o, Context& ctx) {
       row("part: " + r2.name, r2.predicted_s, r2.measured_s);
     t2.print(std::cout);
     if (!p.breakdown.empty()) {
+      const std::string note = trace::mean_against_median_note(
+          p.measured_step_s, p.measured_step_median_s, p.critical_rank);
+      if (!note.empty()) std::cout << note << '\n';
       std::cout << "\nEach part of the step, predicted against measured (rank " << p.critical_rank
                 << ": of the stage the planner timed, the most compute; median of its "
                 << trace::describe_steps(p.critical_steps, p.critical_warm_up) << ")\n";

@@ -52,6 +52,7 @@
 #include "app/gui/timeline_widget.h"
 #include "core/format.h"
 #include "core/model_json.h"
+#include "core/prediction_text.h"
 #include "core/trace_compare.h"
 #include "core/trace_reader.h"
 
@@ -1006,6 +1007,9 @@ void RunView::showAnalysis() {
     for (const trace::PredictedVsMeasured& r : p.categories) add_row(q(r.name), r.predicted_s, r.measured_s);
     for (const trace::PredictedVsMeasured& r : p.parts) add_row(q(r.name), r.predicted_s, r.measured_s);
     if (!p.breakdown.empty()) {
+      const std::string note = trace::mean_against_median_note(
+          p.measured_step_s, p.measured_step_median_s, p.critical_rank);
+      if (!note.empty()) add_line(q(note));
       // Each part of the step on the critical rank, its median step: the
       // comparison that names the largest disagreement.
       add_line(tr("Each part of the step (rank %1: of the stage the planner timed, the most compute; median of its %2)")

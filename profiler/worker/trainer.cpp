@@ -242,12 +242,12 @@ StepResult Trainer::step() {
   if (!std::isfinite(loss)) {
     // Every rank holds the same reduced loss, so all stop here together; the
     // steps recorded so far stay in the store (a NaN loss cannot be stored).
+    // Counted from 1, as the progress lines count.
     char lr[32];
     std::snprintf(lr, sizeof lr, "%g", static_cast<double>(config_.lr));
-    throw std::runtime_error("training diverged: the loss is " +
-                             std::string(std::isnan(loss) ? "nan" : "infinite") + " at step " +
-                             std::to_string(step_) + " (is the learning rate " + lr +
-                             " too large?)");
+    throw std::runtime_error(
+        "training diverged: the loss is " + std::string(std::isnan(loss) ? "nan" : "infinite") +
+        " at step " + std::to_string(step_ + 1) + " (is the learning rate " + lr + " too large?)");
   }
 
   const std::int64_t step_end = OpTracer::now_ns();

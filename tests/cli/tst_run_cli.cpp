@@ -244,6 +244,22 @@ void TestRunCli::plainProgressWhenNotATerminal() {
   // A complete run keeps only the merged store.
   QVERIFY(!QDir(dir_.filePath("plain/run.ranks")).exists() ||
           QDir(dir_.filePath("plain/run.ranks")).isEmpty());
+
+  // Each line's loss is its own step's, as the store has it: rank 0's
+  // latest was printed against the step every rank had finished, a step
+  // early when rank 0 ran ahead.
+  const QString two = dir_.filePath("plain/two.db");
+  const Run r2 = run_cli(QStringList{"run", "--dp", "2", "--steps", "8", "--out", two} + tiny());
+  QVERIFY2(r2.exit_code == 0, qPrintable(r2.err));
+  auto reader = cs::trace::TraceReader::open(two.toStdString());
+  QVERIFY(reader.ok());
+  auto steps = (*reader)->steps(0);
+  QVERIFY(steps.ok());
+  QCOMPARE(int(steps->size()), 8);
+  for (const cs::trace::StepMetrics& m : *steps) {
+    const QString said = QString("\nstep %1/8  loss %2  ").arg(m.step + 1).arg(m.loss, 0, 'f', 4);
+    QVERIFY2(r2.err.contains(said), qPrintable(said + " in\n" + r2.err));
+  }
 }
 
 void TestRunCli::userErrors_data() {
@@ -666,6 +682,12 @@ void TestRunCli::divergedRunKeepsItsSteps() {
   auto steps = (*reader)->steps();
   QVERIFY(steps && !steps->empty());
   QCOMPARE(QString::fromStdString((*reader)->state().status), QString("failed"));
+  // The step that diverged, counted from 1 as the progress lines count: the
+  // one after the last step stored (it said the last step stored).
+  std::int32_t last = 0;
+  for (const cs::trace::StepMetrics& m : *steps)
+    last = std::max(last, m.step);
+  QVERIFY2(r.err.contains(QString("at step %1 (").arg(last + 2)), qPrintable(r.err));
 }
 
 // `clusterscope run ... | head -1`: head exits, the launcher's next write
