@@ -88,6 +88,9 @@ struct GpuEfficiency {
   // pipeline's fill and drain, where a stage would wait, go to the other
   // ranks' work instead.
   double core_share = 1;
+  // CPU engine: the BLAS threads per rank the calibration measured with; a
+  // run with another count computes at another rate. 0: not recorded.
+  int blas_threads = 0;
   // The same while ranks meet in collectives (tensor-parallel ranks, data-
   // parallel replicas): their waits poll and take part of the cores from
   // the ranks computing. Fitted to the calibration's reference runs of

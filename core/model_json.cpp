@@ -199,6 +199,7 @@ void read_gpu(const json& j, const std::string& ptr, Diagnostics& d, GpuSpec& g)
     }
     er.number("overlap_slowdown", g.efficiency.overlap_slowdown, kLimits.factor);
     er.number("core_share", g.efficiency.core_share, Range::fraction());
+    er.integer("blas_threads", g.efficiency.blas_threads, Range::between(0, 4096));
     er.number("collective_core_share", g.efficiency.collective_core_share, Range::fraction());
     er.number("shared_wait_in_transfer", g.efficiency.shared_wait_in_transfer, Range::between(0, 1));
     er.number("shared_wait_in_tp_transfer", g.efficiency.shared_wait_in_tp_transfer,
@@ -633,6 +634,7 @@ json to_json(const GpuSpec& g) {
   }
   if (e.overlap_slowdown > 0) ej["overlap_slowdown"] = e.overlap_slowdown;
   if (e.core_share < 1) ej["core_share"] = e.core_share;
+  if (e.blas_threads > 0) ej["blas_threads"] = e.blas_threads;
   if (e.collective_core_share > 0) ej["collective_core_share"] = e.collective_core_share;
   if (e.shared_wait_in_transfer > 0) ej["shared_wait_in_transfer"] = e.shared_wait_in_transfer;
   if (e.shared_wait_in_tp_transfer > 0)

@@ -1477,6 +1477,7 @@ PresetBundle calibrated_presets(const Calibration& cal, const std::optional<GpuS
       g.efficiency.overlap_slowdown =
           cal.cpu_cores > 0 && fit.ranks * (threads + 1) > cal.cpu_cores ? 1.0 : 0.0;
       g.efficiency.core_share = fit.core_share;
+      g.efficiency.blas_threads = threads;
       g.tdp_watts = 0;
     } else {
       g.display_name = (datasheet ? datasheet->display_name : cal.device) + " (calibrated)";

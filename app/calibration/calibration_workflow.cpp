@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <thread>
 #include <utility>
 
 #include <nlohmann/json.hpp>
@@ -959,7 +960,8 @@ Result<trace::PredictedStep> predict_trained(const PresetCatalog& catalog, Plan 
                                              std::string_view backend, int ranks,
                                              std::string_view host,
                                              const std::optional<Cluster>& cluster,
-                                             double bucket_kib, std::vector<std::string> notes) {
+                                             double bucket_kib, int threads,
+                                             std::vector<std::string> notes) {
   ParallelPlan& p = plan.parallel;
   p.flash_attention = false;     // the engines compute attention from the full score matrix
   p.async_tp_allreduce = false;  // ... and all-reduce the input gradient before the weight's
@@ -1008,6 +1010,19 @@ Result<trace::PredictedStep> predict_trained(const PresetCatalog& catalog, Plan 
     notes.push_back("no calibration of this GPU: predicted with the datasheet of " +
                     (plan.cluster.gpu ? plan.cluster.gpu->name : std::string("the cluster's GPU")));
   }
+  if (backend == "cpu" && threads > 0 && plan.cluster.gpu &&
+      plan.cluster.gpu->efficiency.blas_threads > 0 &&
+      plan.cluster.gpu->efficiency.blas_threads != threads) {
+    // Another thread count computes at another rate, which the preset did
+    // not measure (the prediction was 34 % off, and said nothing).
+    const int calibrated = plan.cluster.gpu->efficiency.blas_threads;
+    notes.push_back(predicted_on + " was calibrated with " + std::to_string(calibrated) +
+                    " BLAS threads per rank, the run has " + std::to_string(threads) +
+                    ": its compute is predicted at the calibrated rate (clusterscope calibrate "
+                    "--ranks " +
+                    std::to_string(ranks) + " --threads " + std::to_string(threads) +
+                    " measures this layout)");
+  }
   if (plan.cluster.total_gpus() < p.world_size()) {
     return Error{"cluster " + predicted_on + " has " + std::to_string(plan.cluster.total_gpus()) +
                  " devices, the run " + std::to_string(p.world_size()) + " ranks"};
@@ -1045,7 +1060,7 @@ Result<Workload> executed_workload(const Workload& planned, int tp, int pp, std:
 
 Result<trace::PredictedStep> predict_run(const PresetCatalog& catalog, const Plan& planned,
                                          std::string_view backend, int ranks, std::string_view host,
-                                         const std::optional<Cluster>& cluster) {
+                                         const std::optional<Cluster>& cluster, int threads) {
   std::vector<std::string> notes;
   std::string scaled;
   auto workload =
@@ -1057,7 +1072,11 @@ Result<trace::PredictedStep> predict_run(const PresetCatalog& catalog, const Pla
   if (!bucket_kib) return bucket_kib.error();
   Plan plan = planned;
   plan.workload = *workload;
-  return predict_trained(catalog, plan, backend, ranks, host, cluster, *bucket_kib,
+  if (threads <= 0) {  // the worker's default: this machine's cores shared out
+    threads =
+        std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / std::max(1, ranks));
+  }
+  return predict_trained(catalog, plan, backend, ranks, host, cluster, *bucket_kib, threads,
                          std::move(notes));
 }
 
@@ -1174,13 +1193,18 @@ Result<trace::PredictedStep> predict_recorded_run(const PresetCatalog& catalog,
     if (!named) return Error{"--cluster: " + named.message()};
     cluster = std::move(named).value();
   }
+  const int threads = parallel.contains("threads") && parallel["threads"].is_number_integer()
+                          ? parallel["threads"].get<int>()
+                          : 0;
   return predict_trained(catalog, plan, backend, ranks, store.meta("host").value_or(""), cluster,
-                         bucket_kib, {});
+                         bucket_kib, threads, {});
 }
 
 void add_prediction(launch::RunSpec& spec, std::vector<std::string>& notes,
-                    const PresetCatalog& catalog, const Plan& plan, std::string_view backend) {
-  auto prediction = predict_run(catalog, plan, backend, spec.ranks, probe_host().hostname);
+                    const PresetCatalog& catalog, const Plan& plan, std::string_view backend,
+                    int threads) {
+  auto prediction =
+      predict_run(catalog, plan, backend, spec.ranks, probe_host().hostname, std::nullopt, threads);
   if (!prediction) {
     notes.push_back("no prediction in the run store: " + prediction.message());
     return;
@@ -1190,6 +1214,8 @@ void add_prediction(launch::RunSpec& spec, std::vector<std::string>& notes,
   notes.push_back("the planner predicts " + format_seconds(prediction->step_seconds) +
                   " per step on " + prediction->cluster.value_or("?") +
                   (prediction->calibrated.value_or(false) ? " (calibrated)" : ""));
+  for (const std::string& n : prediction->notes.value_or(std::vector<std::string>{}))
+    notes.push_back("prediction: " + n);
 }
 
 void note_plan_problems(const Plan& plan, std::vector<std::string>& notes) {

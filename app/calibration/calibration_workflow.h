@@ -216,9 +216,13 @@ Result<Workload> executed_workload(const Workload& planned, int tp, int pp, std:
 // `cluster`, when given, is used instead (a preset the user names). The
 // result is what the run store's meta "predicted_step" holds, with the
 // cluster predicted on, whether it was calibrated, and notes on how.
+// `threads`: the BLAS threads per rank of a CPU-engine run (0: the worker's
+// default, this machine's cores shared out); a count other than the
+// calibration's is said in the notes.
 Result<trace::PredictedStep> predict_run(const PresetCatalog& catalog, const Plan& plan,
                                          std::string_view backend, int ranks, std::string_view host,
-                                         const std::optional<Cluster>& cluster = std::nullopt);
+                                         const std::optional<Cluster>& cluster = std::nullopt,
+                                         int threads = 0);
 
 // The prediction of a recorded run made now, with the presets at hand, as
 // predict_run makes it for a run about to start: the run's plan (meta
@@ -234,7 +238,8 @@ Result<trace::PredictedStep> predict_recorded_run(const PresetCatalog& catalog,
 // "predicted_step"), as `clusterscope run` and the app's runs do, and says
 // in `notes` what was predicted, or why nothing was.
 void add_prediction(launch::RunSpec& spec, std::vector<std::string>& notes,
-                    const PresetCatalog& catalog, const Plan& plan, std::string_view backend);
+                    const PresetCatalog& catalog, const Plan& plan, std::string_view backend,
+                    int threads = 0);
 
 // Says in `notes` each rule the plan breaks on its own cluster (as
 // `clusterscope validate` finds them): the engines run the plan as they can

@@ -437,7 +437,7 @@ void run(RunOptions& o, Context& ctx, const std::string& command_line) {
   // The planner's estimate of this very run, for the run store (meta
   // "predicted_step"): its analyses then hold the plan against the measurement.
   if (o.hostfile.empty() && !o.slurm)
-    calib::add_prediction(spec, notes, catalog, plan, made->backend);
+    calib::add_prediction(spec, notes, catalog, plan, made->backend, o.threads);
   if (o.merge_only) return merge_only(spec, o.json);
 
   const bool terminal = isatty(STDERR_FILENO) != 0;

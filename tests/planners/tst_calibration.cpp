@@ -1983,6 +1983,29 @@ void TestCalibration::calibrateRunPredictLearn() {
     QVERIFY(probe_events);
     QVERIFY(probe_events->empty());
   }
+  // The presets keep the BLAS threads they were measured with (--threads 1);
+  // a run with another count is predicted at that rate, and says so (it was
+  // 34 % off and said nothing).
+  {
+    QFile presets_file(cal["presets_file"].toString());
+    QVERIFY(presets_file.open(QIODevice::ReadOnly));
+    QVERIFY(presets_file.readAll().contains("\"blas_threads\": 1"));
+  }
+  const QString threads_store = work + "/threads.db";
+  r = run_cli(QStringList{"run", "--threads", "2", "--steps", "2", "--out", threads_store} + tiny(),
+              presets, work);
+  QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+  QVERIFY2(r.err.contains("was calibrated with 1 BLAS threads per rank, the run has 2") &&
+               r.err.contains("--ranks 1 --threads 2 measures this layout"),
+           qPrintable(r.err));
+  {
+    auto reader = cs::trace::TraceReader::open(threads_store.toStdString());
+    QVERIFY(reader);
+    const auto predicted = (*reader)->meta("predicted_step");
+    QVERIFY(predicted.has_value());
+    QVERIFY2(predicted->find("was calibrated with 1 BLAS threads per rank") != std::string::npos,
+             predicted->c_str());
+  }
   r = run_cli({"trace", "stats", run_store}, presets, work);
   QVERIFY(r.out.contains("<- largest disagreement"));
   // Both tables give the prediction's error the same way (the first gave
