@@ -933,7 +933,9 @@ Result<std::optional<PredictionComparison>> compare_with_prediction(
   };
   for (const RankAnalysis& r : ranks) {
     if (any_steps) {
-      for (std::size_t i = first_counted(r); i < r.steps.size(); ++i)
+      const std::size_t first = first_counted(r);
+      out.warm_up_steps += static_cast<int>(first);
+      for (std::size_t i = first; i < r.steps.size(); ++i)
         add(r.steps[i].breakdown);
     } else if (r.total.span_ns > 0) {
       add(r.total);

@@ -163,6 +163,7 @@ struct PredictionComparison {
   double predicted_step_s = 0;
   double measured_step_s = 0;
   int steps = 0;  // steps averaged (over all ranks); 0: the whole trace counted as one
+  int warm_up_steps = 0;  // steps left out as warm-up (all ranks together)
   std::vector<PredictedVsMeasured> categories;
   std::vector<PredictedVsMeasured> parts;
   // The prediction's "breakdown" (compute per operation kind, communication

@@ -504,12 +504,13 @@ void run_stats(const StatsOptions& o, Context& ctx) {
       for (const std::string& n : again->notes.value_or(std::vector<std::string>{}))
         std::cout << "  " << n << '\n';
     }
-    std::cout << (p.steps > 0 ? "\nPredicted against measured (per step: the mean over " +
-                                    std::to_string(p.steps) +
-                                    " steps of all ranks together, each rank's warm-up left "
-                                    "out)\n"
-                              : "\nPredicted against measured (the whole trace as one step: no "
-                                "per-step analysis)\n");
+    std::cout << (p.steps > 0
+                      ? "\nPredicted against measured (per step: the mean over " +
+                            std::to_string(p.steps) + " steps of all ranks together, " +
+                            (p.warm_up_steps > 0 ? "each rank's warm-up left out)\n"
+                                                 : "none left out as warm-up: too few steps)\n")
+                      : "\nPredicted against measured (the whole trace as one step: no "
+                        "per-step analysis)\n");
     // Both tables give the prediction's error against the measurement, the
     // same way (the first gave measured/predicted, the second the error).
     const auto error = trace::prediction_error_text;

@@ -2006,6 +2006,10 @@ void TestCalibration::calibrateRunPredictLearn() {
     QVERIFY2(predicted->find("was calibrated with 1 BLAS threads per rank") != std::string::npos,
              predicted->c_str());
   }
+  // Two steps leave none out as warm-up, and the header says so (it said
+  // each rank's warm-up was left out).
+  r = run_cli({"trace", "stats", threads_store}, presets, work);
+  QVERIFY2(r.out.contains("none left out as warm-up: too few steps"), qPrintable(r.out));
   r = run_cli({"trace", "stats", run_store}, presets, work);
   QVERIFY(r.out.contains("<- largest disagreement"));
   // Both tables give the prediction's error the same way (the first gave
