@@ -115,7 +115,7 @@ Result<PlanRun> plan_run(const Plan& plan, const PlanRunOptions& o) {
   if (!shape) return Error{shape.message()};
   if (!shape->scaled.empty()) {
     const ShapeLimits limits;
-    run.notes.push_back("the model is scaled down to the engines' size (at most hidden " +
+    run.notes.push_back("the model is reshaped to what the engines run (at most hidden " +
                         std::to_string(limits.max_hidden) + ", " +
                         std::to_string(limits.max_layers) + " layers, sequence " +
                         std::to_string(limits.max_seq) + "): " + shape->scaled);

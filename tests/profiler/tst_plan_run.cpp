@@ -166,7 +166,8 @@ void TestPlanRun::notes_data() {
                              << "recomputation is not implemented"
                              << "fp32";
   QTest::addRow("scaled model") << "none"
-                                << "the model is scaled down to the engines' size (at most hidden 256, 8 layers, sequence 128)"
+                                << "the model is reshaped to what the engines run (at most hidden "
+                                   "256, 8 layers, sequence 128)"
                                 << "fp32";
 }
 
