@@ -521,6 +521,7 @@ struct Launcher::State {
   Stop stop = Stop::none;
   Clock::time_point stop_deadline;
   bool hung = false;
+  std::chrono::milliseconds hung_after{0};  // the patience the hang outlasted
   std::string stopped_when_hung;  // the ranks held stopped when the hang was seen
 
   void emit(LaunchEvent e) {
@@ -781,13 +782,79 @@ struct Launcher::State {
       out += "; " + spec.mpirun + " (pid " + std::to_string(child.pid) +
              ") is stopped (SIGSTOP or a debugger)";
     }
+    std::vector<std::int64_t> named;
     for (const auto& [rank, pid] : local_ranks()) {
+      named.push_back(pid);
       if (stopped(process_state(pid))) {
         out += "; rank " + std::to_string(rank) + " (pid " + std::to_string(pid) +
                ") is stopped (SIGSTOP or a debugger)";
       }
     }
+    // A rank stopped before it said it had started has told no pid: found
+    // among mpirun's descendants, its rank read from the environment mpirun
+    // gave it.
+    if (child.pid <= 0) return out;
+    for (const std::int64_t pid : descendants_of(child.pid)) {
+      if (std::find(named.begin(), named.end(), pid) != named.end() || !stopped(process_state(pid)))
+        continue;
+      const std::optional<int> rank = rank_in_environment(pid);
+      out += "; " +
+             (rank ? "rank " + std::to_string(*rank) + " (pid " + std::to_string(pid) + ")"
+                   : "pid " + std::to_string(pid) + " of the job") +
+             (rank && !rank_started(*rank) ? ", not yet started," : "") +
+             " is stopped (SIGSTOP or a debugger)";
+    }
     return out;
+  }
+
+  bool rank_started(int rank) {
+    std::lock_guard lock(mutex);
+    return rank >= 0 && rank < static_cast<int>(ranks.size()) &&
+           ranks[static_cast<std::size_t>(rank)].state != RankState::starting;
+  }
+
+  // Every process below `root` (children, grandchildren...), from /proc.
+  static std::vector<std::int64_t> descendants_of(std::int64_t root) {
+    std::vector<std::pair<std::int64_t, std::int64_t>> parent_of;  // (pid, parent)
+    std::error_code ec;
+    for (const auto& entry : fs::directory_iterator("/proc", ec)) {
+      const std::string name = entry.path().filename().string();
+      const std::optional<std::int64_t> pid = parse_count<std::int64_t>(name);
+      if (!pid) continue;
+      std::ifstream stat(entry.path() / "stat");
+      std::string line;
+      std::getline(stat, line);
+      // "pid (command) S ppid ...": fields after the command's parenthesis.
+      const std::size_t close = line.rfind(')');
+      if (close == std::string::npos) continue;
+      std::istringstream rest(line.substr(close + 1));
+      std::string state;
+      std::int64_t parent = 0;
+      if (rest >> state >> parent) parent_of.emplace_back(*pid, parent);
+    }
+    std::vector<std::int64_t> out{root};
+    for (std::size_t i = 0; i < out.size(); ++i) {
+      for (const auto& [pid, parent] : parent_of)
+        if (parent == out[i]) out.push_back(pid);
+    }
+    out.erase(out.begin());
+    return out;
+  }
+
+  // The rank MPI or Slurm gave a process, from its environment.
+  static std::optional<int> rank_in_environment(std::int64_t pid) {
+    std::ifstream environ("/proc/" + std::to_string(pid) + "/environ", std::ios::binary);
+    std::string entry;
+    while (std::getline(environ, entry, '\0')) {
+      for (const char* key :
+           {"OMPI_COMM_WORLD_RANK=", "PMIX_RANK=", "PMI_RANK=", "SLURM_PROCID="}) {
+        if (entry.starts_with(key)) {
+          if (const auto rank = parse_count(std::string_view(entry).substr(std::strlen(key))))
+            return rank;
+        }
+      }
+    }
+    return std::nullopt;
   }
 
   // Ranks mpirun left running when a signal ended it (kill -9, the OOM
@@ -848,7 +915,9 @@ struct Launcher::State {
     for (const RankStatus& r : ranks) {
       out += (out.empty() ? "" : ", ") + std::string("rank ") + std::to_string(r.rank) + " " +
              // Counted from 1, as the progress lines count them.
-             (r.step < 0 ? std::string("no step") : "step " + std::to_string(r.step + 1));
+             (r.state == RankState::starting ? std::string("not started")
+              : r.step < 0                   ? std::string("no step")
+                                             : "step " + std::to_string(r.step + 1));
     }
     return out;
   }
@@ -924,6 +993,7 @@ struct Launcher::State {
       if (stop == Stop::none && spec.hang_timeout.count() > 0 &&
           Clock::now() - last_progress > patience) {
         hung = true;
+        hung_after = patience;
         stopped_when_hung = stopped_ranks_text();
         const std::string text = "no progress for " + seconds_text(patience) +
                                  "; last steps: " + last_steps_text() + stopped_when_hung;
@@ -997,7 +1067,7 @@ struct Launcher::State {
       r.message = "the run was cancelled; last steps: " + last_steps_text();
     } else if (hung) {
       r.outcome = Outcome::hung;
-      r.message = "the run hung (no progress for " + seconds_text(spec.hang_timeout) +
+      r.message = "the run hung (no progress for " + seconds_text(hung_after) +
                   ") and was stopped; last steps: " + last_steps_text() + stopped_when_hung;
     } else if (errored) {
       r.outcome = Outcome::failed;

@@ -2,14 +2,15 @@
 // Slurm script, argument-vector safety, and real runs through mpirun where a
 // rank is killed, a rank hangs, a rank fails, or the user cancels.
 
-#include <algorithm>
-#include <limits>
 #include <QFile>
 #include <QProcess>
+#include <QRegularExpression>
 #include <QTemporaryDir>
 #include <QtTest>
+#include <algorithm>
 #include <atomic>
 #include <fstream>
+#include <limits>
 #include <sstream>
 
 #include <signal.h>
@@ -151,6 +152,7 @@ class TestLauncher : public QObject {
   void cancelStopsEveryRank();
   void sweepRanksAreKnown();
   void hungRunIsStopped();
+  void rankStoppedBeforeItStartedIsNamed();
   void stoppedMpirunIsNamed();
 
  private:
@@ -906,6 +908,55 @@ void TestLauncher::stoppedMpirunIsNamed() {
     QVERIFY2(own.error.empty(), own.error.c_str());
     QCOMPARE(QString::fromStdString(own.status), QString("cancelled"));
   }
+}
+
+// A rank stopped before it said it had started (here: before its worker
+// even ran) has told the launcher no pid. The hang is seen after the
+// start-up patience, and both the message and the report say that patience
+// and name the rank, found among mpirun's processes. The report said "no
+// progress for" the hang timeout, and named no one.
+void TestLauncher::rankStoppedBeforeItStartedIsNamed() {
+  const QString folder = dir_.filePath("stopped-before-start");
+  QVERIFY(QDir().mkpath(folder));
+  const QString wrapper = folder + "/clusterscope-worker";
+  {
+    QFile script(wrapper);
+    QVERIFY(script.open(QIODevice::WriteOnly));
+    script.write(QString("#!/bin/sh\n"
+                         "if [ \"$OMPI_COMM_WORLD_RANK\" = 1 ]; then kill -STOP $$; fi\n"
+                         "exec '%1' \"$@\"\n")
+                     .arg(CS_BIN_DIR "/clusterscope-worker")
+                     .toUtf8());
+    script.close();
+    QVERIFY(script.setPermissions(QFile::ReadOwner | QFile::WriteOwner | QFile::ExeOwner));
+  }
+  RunSpec spec = endless_run(2);
+  spec.worker = wrapper.toStdString();
+  spec.hang_timeout = 1s;
+  spec.startup_timeout = 3s;
+  spec.kill_grace = 2s;
+  std::string hung_text;
+  std::mutex mutex;
+  Launcher launcher(spec, [&](const LaunchEvent& e) {
+    std::lock_guard lock(mutex);
+    if (e.kind == LaunchEvent::Kind::hung) hung_text = e.text;
+  });
+  QVERIFY(launcher.start().ok());
+  const RunReport r = launcher.wait();
+  QCOMPARE(r.outcome, Outcome::hung);
+  const QRegularExpression named(
+      "; rank 1 \\(pid \\d+\\), not yet started, is stopped "
+      "\\(SIGSTOP or a debugger\\)$");
+  {
+    std::lock_guard lock(mutex);
+    QVERIFY2(QString::fromStdString(hung_text).startsWith("no progress for 3 s; last steps: "),
+             hung_text.c_str());
+    QVERIFY2(QString::fromStdString(hung_text).contains("rank 1 not started"), hung_text.c_str());
+    QVERIFY2(named.match(QString::fromStdString(hung_text)).hasMatch(), hung_text.c_str());
+  }
+  QVERIFY2(QString::fromStdString(r.message).startsWith("the run hung (no progress for 3 s)"),
+           r.message.c_str());
+  QVERIFY2(named.match(QString::fromStdString(r.message)).hasMatch(), r.message.c_str());
 }
 
 // One rank stopped (SIGSTOP) stalls the others in their collectives: no
