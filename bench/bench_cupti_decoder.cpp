@@ -44,6 +44,7 @@ class CountingWriter final : public cs::trace::TraceWriter {
   cs::Status flush() override { return {}; }
   cs::Status close(std::string_view) override { return {}; }
   cs::Status error() const override { return {}; }
+  std::int64_t committed_steps() const override { return 0; }  // steps are not kept
   const std::string& path() const override { return path_; }
 
   std::uint64_t events = 0;

@@ -1,6 +1,7 @@
 #include "core/trace_writer.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <condition_variable>
 #include <cstring>
@@ -435,6 +436,8 @@ class SqliteTraceWriter final : public TraceWriter {
     return error_;
   }
 
+  std::int64_t committed_steps() const override { return committed_steps_.load(); }
+
   const std::string& path() const override { return path_; }
 
  private:
@@ -592,6 +595,7 @@ class SqliteTraceWriter final : public TraceWriter {
     }
     if (!(s = tx.commit())) return db_.error("write failed");
     next_event_id_ += static_cast<std::int64_t>(batch.events.size());
+    committed_steps_ += static_cast<std::int64_t>(batch.steps.size());
     events_since_checkpoint_ += batch.events.size();
     if (events_since_checkpoint_ >= kEventsPerCheckpoint) {
       request_checkpoint(/*last=*/false);
@@ -757,6 +761,7 @@ class SqliteTraceWriter final : public TraceWriter {
   std::int64_t ends_before_start_ = 0;
   std::int64_t unknown_lane_ = 0;
   std::int64_t nan_rows_ = 0;
+  std::atomic<std::int64_t> committed_steps_{0};  // written by the flusher, read by anyone
 
   // The flusher thread's own (and close()'s, after the flusher ended).
   sql::Database db_;

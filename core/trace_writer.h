@@ -93,6 +93,8 @@ class TraceWriter {
   virtual Status close(std::string_view status = "complete") = 0;
   // The first write failure (a full disk, ...); rows committed before it stay.
   virtual Status error() const = 0;
+  // Step rows committed so far: what a reader finds after a failure.
+  virtual std::int64_t committed_steps() const = 0;
   virtual const std::string& path() const = 0;
 };
 

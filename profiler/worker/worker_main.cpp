@@ -352,9 +352,15 @@ void train_steps(Trainer& trainer, const Options& o, int rank, Backend& backend,
     if (g_stop) wait_to_be_ended();
     if (trace.writer) {
       if (Status written = trace.writer->error(); !written) {
-        throw std::runtime_error("the run stops before step " + std::to_string(s) +
-                                 ": its trace store could not be written (" + written.message() +
-                                 "); what was written before stays in " + trace.path);
+        // Counted from 1, as the progress lines count steps.
+        const std::int64_t kept = trace.writer->committed_steps();
+        throw std::runtime_error(
+            "the run stops before step " + std::to_string(s + 1) +
+            ": its trace store could not be written (" + written.message() + "); " +
+            (kept == 0 ? "nothing was committed to " + trace.path +
+                             " before the failure: it holds no step"
+                       : "the " + std::to_string(kept) + (kept == 1 ? " step" : " steps") +
+                             " committed before the failure stay in " + trace.path));
       }
     }
     const double cpu_before = process_cpu_seconds();

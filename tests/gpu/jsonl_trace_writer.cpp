@@ -7,6 +7,7 @@
 // One JSON object per line: {"t":"run"|"rank"|"lane"|"string"|"event"|
 // "counter"|"meta"|"close", ...}; enums as their integer values.
 
+#include <atomic>
 #include <fstream>
 #include <mutex>
 
@@ -65,6 +66,7 @@ class JsonLinesWriter final : public TraceWriter {
           {"step", e.step}});
   }
   void add(const StepMetrics& m) override {
+    ++steps_;
     line({{"t", "step"},
           {"rank", m.rank},
           {"step", m.step},
@@ -91,6 +93,7 @@ class JsonLinesWriter final : public TraceWriter {
     return flush();
   }
   Status error() const override { return {}; }
+  std::int64_t committed_steps() const override { return steps_; }
   const std::string& path() const override { return path_; }
 
  private:
@@ -104,6 +107,7 @@ class JsonLinesWriter final : public TraceWriter {
   std::ofstream out_;
   std::mutex mutex_;
   std::uint32_t lanes_ = 0;
+  std::atomic<std::int64_t> steps_{0};
   std::map<std::string, StringId> strings_;
 };
 

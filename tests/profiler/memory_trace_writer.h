@@ -64,6 +64,10 @@ class MemoryTraceWriter final : public trace::TraceWriter {
     return {};
   }
   Status error() const override { return {}; }
+  std::int64_t committed_steps() const override {
+    std::lock_guard lock(mutex_);
+    return static_cast<std::int64_t>(steps.size());
+  }
   const std::string& path() const override { return path_; }
 
   // Read after the tracer finished.
@@ -82,7 +86,7 @@ class MemoryTraceWriter final : public trace::TraceWriter {
   std::string closed_as;
 
  private:
-  std::mutex mutex_;
+  mutable std::mutex mutex_;
   std::map<std::string, trace::StringId> ids_;
   std::string path_ = "(memory)";
 };

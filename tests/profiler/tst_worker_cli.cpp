@@ -60,6 +60,7 @@ class TestWorkerCli : public QObject {
   void cpuRunScalesThePlanAndRecordsIt();
   void sweepsSayWhereTheyRan();
   void stoppedSweepSaysNoMore();
+  void fullDiskStopsTheRun_data();
   void fullDiskStopsTheRun();
 };
 
@@ -210,14 +211,24 @@ void TestWorkerCli::stoppedSweepSaysNoMore() {
   QCOMPARE(QString::fromStdString((*reader)->state().status), QString("cancelled"));
 }
 
-// A disk that fills during the run: a real one, a 12 MiB tmpfs (room for a
-// full commit of 65536 rows, and more) in a mount namespace of its own. The
-// rank stops at the next step with the reason (it trained on untraced,
-// reporting steps its store did not hold), and what was committed before
-// stays readable, with the loss counted. The worker ignores SIGXFSZ, so a
+void TestWorkerCli::fullDiskStopsTheRun_data() {
+  QTest::addColumn<QString>("size");
+  // Room for a full commit of 65536 rows, and more.
+  QTest::newRow("12 MiB") << "12m";
+  // Room for the new store, then (as a rule) not for its first commit.
+  QTest::newRow("1 MiB") << "1m";
+}
+
+// A disk that fills during the run: a real one, a small tmpfs in a mount
+// namespace of its own. The rank stops at the next step with the reason (it
+// trained on untraced, reporting steps its store did not hold), and what was
+// committed before stays readable, with the loss counted. The message says
+// how many steps the store kept: it said "what was written before stays"
+// when nothing had been committed. The worker ignores SIGXFSZ, so a
 // file-size limit fails the same way (not tested: the limit also stops MPI's
 // own start-up files).
 void TestWorkerCli::fullDiskStopsTheRun() {
+  QFETCH(QString, size);
   QTemporaryDir dir;
   const QString small = dir.filePath("small");
   const QString kept = dir.filePath("kept");
@@ -225,13 +236,13 @@ void TestWorkerCli::fullDiskStopsTheRun() {
   // The store lives only in the namespace: copied out before it ends.
   const QString script =
       QStringLiteral(
-          "mount -t tmpfs -o size=12m tmpfs '%1' || exit 99\n"
+          "mount -t tmpfs -o size=%4 tmpfs '%1' || exit 99\n"
           "'%2' --backend cpu --steps 100000 --layers 2 --hidden 64 --heads 4 --seq 16 "
           "--out '%1/run.db'\n"
           "rc=$?\n"
           "cp '%1'/run.rank0.db* '%3'/\n"
           "exit $rc\n")
-          .arg(small, CS_BIN_DIR "/clusterscope-worker", kept);
+          .arg(small, CS_BIN_DIR "/clusterscope-worker", kept, size);
   const Run r = run_program("unshare", {"--mount", "sh", "-c", script});
   if (r.exit_code == 99 || r.exit_code == -1 || r.err.contains("unshare: "))
     QSKIP(qPrintable("a small tmpfs cannot be mounted here (needs root): " + r.err.trimmed()));
@@ -251,8 +262,15 @@ void TestWorkerCli::fullDiskStopsTheRun() {
   auto rows = (*reader)->steps(0);
   QVERIFY2(rows, rows ? "" : rows.message().c_str());
   const std::size_t steps = rows->size();
-  QVERIFY2(steps > 0 && steps <= static_cast<std::size_t>(step_lines),
+  QVERIFY2(steps <= static_cast<std::size_t>(step_lines),
            qPrintable(QString("%1 steps kept, %2 reported").arg(steps).arg(step_lines)));
+  if (size == "12m") QVERIFY2(steps > 0, "a 12 MiB disk kept no step");
+  QVERIFY2(
+      r.err.contains(steps == 0 ? QString("before the failure: it holds no step")
+                                : QString("the %1 step%2 committed before the failure stay in ")
+                                      .arg(steps)
+                                      .arg(steps == 1 ? "" : "s")),
+      qPrintable(QString("%1 steps kept; %2").arg(steps).arg(r.err)));
   // The count goes with the status row, in the same transaction.
   if (status == "failed") {
     const std::vector<std::string> losses = (*reader)->losses();
