@@ -362,7 +362,7 @@ class KinetoHandler : public nlohmann::json_sax<nlohmann::json> {
   bool number_float(number_float_t v, const string_t& raw) override {
     if (capturing()) return capture(v);
     if (in_events()) return scalar();
-    const Ctx c = stack_.back();
+    const Ctx c = top();
     if (c == Ctx::event && (key_ == Key::ts || key_ == Key::dur) && !(std::fabs(v) <= kMaxMicros)) {
       time_out_of_range_ = true;
     } else if (c == Ctx::event) {
@@ -385,7 +385,7 @@ class KinetoHandler : public nlohmann::json_sax<nlohmann::json> {
   bool string(string_t& v) override {
     if (capturing()) return capture(v);
     if (in_events()) return scalar();
-    const Ctx c = stack_.back();
+    const Ctx c = top();
     if (c == Ctx::event) {
       if (key_ == Key::ts || key_ == Key::dur) {
         time_not_a_number_ = true;
@@ -533,6 +533,9 @@ class KinetoHandler : public nlohmann::json_sax<nlohmann::json> {
     has_number_ = true;
   }
   bool in_events() const { return !stack_.empty() && stack_.back() == Ctx::events; }
+  // The innermost open container; a document that is a bare number or
+  // string (a gzip of "1") has none.
+  Ctx top() const { return stack_.empty() ? Ctx::skip : stack_.back(); }
   // A value with no key of its own: in the traceEvents array, not an event.
   bool scalar() {
     if (in_events()) ++skipped[kNotAnEvent];
@@ -549,7 +552,7 @@ class KinetoHandler : public nlohmann::json_sax<nlohmann::json> {
   }
 
   bool integer(std::int64_t v) {
-    const Ctx c = stack_.back();
+    const Ctx c = top();
     if (c == Ctx::event && (key_ == Key::ts || key_ == Key::dur) &&
         (v > kMaxMicros || v < -kMaxMicros)) {
       time_out_of_range_ = true;

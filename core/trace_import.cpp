@@ -2,17 +2,19 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <map>
 
+#include "core/file_exists.h"
 #include "core/trace_import_internal.h"
-#include "core/trace_reader_internal.h"
 #include "core/trace_reader.h"
+#include "core/trace_reader_internal.h"
 #include "core/trace_sqlite.h"
 #include "core/trace_store.h"
 #include "core/trace_writer.h"
-#include "core/file_exists.h"
 
 namespace cs::trace {
 
@@ -146,6 +148,10 @@ bool is_synchronizing_api(std::string_view name) {
 }  // namespace importing
 
 TraceFormat detect_trace_format(const std::string& path) {
+  // A pipe or a device would block here, or give its first bytes to this
+  // look and not to the import that opens it again.
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) return TraceFormat::unknown;
   std::FILE* f = std::fopen(path.c_str(), "rb");
   if (!f) return TraceFormat::unknown;
   unsigned char head[16] = {};
@@ -180,14 +186,25 @@ Result<ImportReport> import_traces(const std::vector<std::string>& files, const 
       std::string what;
       if (std::filesystem::is_directory(f, ec)) {
         what = "it is a folder";
+      } else if (!std::filesystem::is_regular_file(f, ec)) {
+        what = "it is not a regular file (a pipe, socket or device): save it to a file first";
       } else if (std::filesystem::file_size(f, ec) == 0 && !ec) {
         what = "the file is empty";
-      } else if (Status whole = sql::check_not_cut_short(f); !whole) {
-        return whole.error();
-      } else if (auto db = sql::Database::open(f, SQLITE_OPEN_READONLY)) {
-        auto read = db->prepare("SELECT count(*) FROM sqlite_master");
-        what = read ? "an SQLite database, but not an Nsight Systems export (no StringIds table)"
-                    : "an SQLite file SQLite cannot read (" + read.message() + ")";
+      } else if (std::FILE* in = std::fopen(f.c_str(), "rb"); !in) {
+        return Error{f + ": cannot open: " + std::strerror(errno)};
+      } else {
+        char head[16] = {};
+        const std::size_t n = std::fread(head, 1, sizeof head, in);
+        std::fclose(in);
+        if (n < sizeof head || std::string_view(head, 15) != "SQLite format 3") {
+          what = "it is not JSON, gzip or SQLite";
+        } else if (Status whole = sql::check_not_cut_short(f); !whole) {
+          return whole.error();
+        } else if (auto db = sql::Database::open(f, SQLITE_OPEN_READONLY)) {
+          auto read = db->prepare("SELECT count(*) FROM sqlite_master");
+          what = read ? "an SQLite database, but not an Nsight Systems export (no StringIds table)"
+                      : "an SQLite file SQLite cannot read (" + read.message() + ")";
+        }
       }
       return Error{f +
                    ": not a trace this build imports (a PyTorch profiler or Chrome JSON trace, "

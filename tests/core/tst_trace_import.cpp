@@ -14,6 +14,7 @@
 #include <map>
 
 #include <sqlite3.h>
+#include <sys/stat.h>
 #include <zlib.h>
 
 #include "core/trace_analysis.h"
@@ -878,6 +879,37 @@ void TestTraceImport::formatDetection() {
       import_traces({text.fileName().toStdString()}, dir.filePath("u.cstrace").toStdString());
   QVERIFY(!unknown);
   QVERIFY(QString::fromStdString(unknown.message()).contains("not a trace this build imports"));
+  // Said for what it is: text, not an SQLite file SQLite cannot read.
+  QVERIFY2(QString::fromStdString(unknown.message()).endsWith(": it is not JSON, gzip or SQLite"),
+           unknown.message().c_str());
+
+  // A pipe is refused at once: it was opened twice, so the import hung on
+  // one with no writer, and lost the first bytes to the format's look on one
+  // with a writer (a valid gzip trace then crashed the import).
+  const std::string fifo = dir.filePath("trace.json.gz").toStdString();
+  QCOMPARE(::mkfifo(fifo.c_str(), 0600), 0);
+  auto piped = import_traces({fifo}, dir.filePath("f.cstrace").toStdString());
+  QVERIFY(!piped);
+  QVERIFY2(QString::fromStdString(piped.message())
+               .endsWith(": it is not a regular file (a pipe, socket or device): save it to a "
+                         "file first"),
+           piped.message().c_str());
+
+  // A gzip document that is a bare number or string has no container open
+  // when its value arrives: the import crashed (SIGSEGV).
+  for (const char* document : {"1", "1.5", "\"s\"", "-7"}) {
+    const std::string gz = dir.filePath("scalar.json.gz").toStdString();
+    gzFile out = gzopen(gz.c_str(), "wb");
+    QVERIFY(out);
+    gzputs(out, document);
+    gzclose(out);
+    auto scalar = import_traces({gz}, dir.filePath("n.cstrace").toStdString());
+    QVERIFY(!scalar);
+    QVERIFY2(
+        QString::fromStdString(scalar.message())
+            .contains("is not a PyTorch profiler or Chrome trace: it has no traceEvents array"),
+        scalar.message().c_str());
+  }
 }
 
 QTEST_GUILESS_MAIN(TestTraceImport)
