@@ -823,6 +823,7 @@ Result<RunAnalysis> analyze_run(const TraceReader& reader, const AnalysisOptions
     }
   } else {
     std::atomic<std::size_t> next{0};
+    std::mutex damage_mutex;
     auto work = [&] {
       auto own = TraceReader::open(reader.path(), TraceReader::Options{false});
       for (std::size_t i; (i = next.fetch_add(1)) < n;) {
@@ -835,6 +836,12 @@ Result<RunAnalysis> analyze_run(const TraceReader& reader, const AnalysisOptions
           errors[i] = a.message();
         else
           results[i] = std::move(a).value();
+      }
+      if (own) {
+        if (Status damaged = (**own).damage(); !damaged) {
+          std::lock_guard lock(damage_mutex);
+          if (run.damage.empty()) run.damage = damaged.message();
+        }
       }
     };
     std::vector<std::thread> pool;
@@ -873,6 +880,8 @@ Result<RunAnalysis> analyze_run(const TraceReader& reader, const AnalysisOptions
   auto prediction = compare_with_prediction(reader, run.ranks, options.prediction);
   if (!prediction) return prediction.error();
   run.prediction = std::move(prediction).value();
+  if (Status damaged = reader.damage(); !damaged && run.damage.empty())
+    run.damage = damaged.message();
   return run;
 }
 

@@ -293,6 +293,9 @@ struct RunAnalysis {
   std::vector<CollectiveStats> collectives;  // all ranks together
   StragglerReport stragglers;
   std::optional<PredictionComparison> prediction;
+  // A damaged page met while reading (TraceReader::damage's message): the
+  // figures lack the rows it held. Empty when none was met.
+  std::string damage;
 };
 
 Result<RankAnalysis> analyze_rank(const TraceReader& reader, std::int32_t rank,

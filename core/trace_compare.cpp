@@ -164,6 +164,9 @@ Result<RunComparison> compare_stores(const TraceReader& a, const TraceReader& b,
   if (!a_run) return a_run.error();
   auto b_run = analyze_run(b, b_options);
   if (!b_run) return b_run.error();
+  // Figures lacking the rows of a damaged page would compare as a change.
+  if (!a_run->damage.empty()) return Error{a_run->damage};
+  if (!b_run->damage.empty()) return Error{b_run->damage};
   return compare_runs(*a_run, *b_run);
 }
 

@@ -33,8 +33,13 @@ constexpr std::int64_t kMaxTime = kTraceTimeLimitNs;
 // one an earlier export wrote there. Never over the store it exports.
 class Output {
  public:
-  Output(std::string path, const TraceReader& store)
-      : file_beside_(std::move(path)), path_(file_beside_.path()) {
+  // `damage_said`: the file says the store is damaged (a report's note), so
+  // damage met while reading it does not stop it.
+  Output(std::string path, const TraceReader& store, bool damage_said = false)
+      : file_beside_(std::move(path)),
+        path_(file_beside_.path()),
+        store_(store),
+        damage_said_(damage_said) {
     std::error_code ec;
     if (std::filesystem::equivalent(path_, store.path(), ec)) {
       error_ = Error{path_ + ": is the store being exported; give another output file"};
@@ -88,6 +93,9 @@ class Output {
         error_ = Error{path_ + ": write failed: " + std::strerror(errno)};
       file_ = nullptr;
     }
+    // Rows a damaged page hid would be missing from the file without a word.
+    if (Status damaged = store_.damage(); !damaged && !damage_said_ && error_.ok())
+      error_ = Error{damaged.message() + "; " + path_ + " was not written"};
     if (error_.ok()) {
       if (Status s = file_beside_.commit(); !s) error_ = s;
     }
@@ -107,6 +115,8 @@ class Output {
 
   FileBeside file_beside_;
   const std::string& path_;
+  const TraceReader& store_;
+  bool damage_said_;
   std::FILE* file_ = nullptr;
   std::string buffer_;
   std::int64_t written_ = 0;
@@ -1004,7 +1014,9 @@ Result<ExportReport> export_csv(const TraceReader& reader, const RunAnalysis* an
 Result<ExportReport> export_html_report(const TraceReader& reader, const RunAnalysis& analysis,
                                         const std::string& path, const ReportNotes& notes) {
   const RunInfo run = reader.run();
-  Output out(path, reader);
+  // The integrity check's words, else what the analysis met.
+  const std::string& damage = notes.damage.empty() ? analysis.damage : notes.damage;
+  Output out(path, reader, /*damage_said=*/!damage.empty());
   if (!out.ok()) return out.status().error();
   const std::string title =
       run.title.empty() ? std::filesystem::path(reader.path()).filename().string() : run.title;
@@ -1019,8 +1031,8 @@ Result<ExportReport> export_html_report(const TraceReader& reader, const RunAnal
       << "th{background:#f4f4f4}.note{color:#666;font-size:.85em}\n"
       << ".bad{color:#b00;font-weight:bold}code{font-size:.9em}\n</style></head><body>\n";
   out << "<h1>" << html(title) << "</h1>\n";
-  if (!notes.damage.empty()) {
-    out << "<p class=bad>" << html(notes.damage)
+  if (!damage.empty()) {
+    out << "<p class=bad>" << html(damage)
         << ". The figures below are of what could be read.</p>\n";
   }
   if (notes.window) {

@@ -75,8 +75,8 @@ Result<ExportReport> export_csv(const TraceReader& reader, const RunAnalysis* an
 // what `clusterscope trace stats` prints, from the same comparison).
 // `notes` say what the figures cover: a range of the run (the analysis'
 // window), and damage found in the store (verify_store's message, which
-// names the store), shown
-// under the title so that a colleague reading the file knows.
+// names the store; else the damage the analysis met), shown under the title
+// so that a colleague reading the file knows.
 struct ReportNotes {
   std::optional<TimeRange> window;
   std::string damage;

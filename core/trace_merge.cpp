@@ -396,7 +396,11 @@ Result<MergeReport> merge_into(const std::vector<std::string>& inputs, const std
     w.set_meta(key, value);
 
   for (const Input& in : opened) {
-    if (Status s = copy_input(in, w, alignment->offsets, report.events); !s) {
+    Status s = copy_input(in, w, alignment->offsets, report.events);
+    // A damaged page ends a query early, as if its rows had ended: the
+    // merge would lack them without a word.
+    if (s) s = in.reader->damage();
+    if (!s) {
       (void)w.close("failed");
       return s.error();
     }

@@ -202,10 +202,12 @@ Status TraceReader::Impl::load() {
     auto stmt = db.prepare("SELECT key, value FROM meta WHERE key IN ('status', 'finalized')");
     if (!stmt) return stmt.error();
     state.finalized = false;
-    while (stmt->step() == SQLITE_ROW) {
+    int rc;
+    while ((rc = stmt->step()) == SQLITE_ROW) {
       if (stmt->text_at(0) == "status") state.status = std::string(stmt->text_at(1));
       if (stmt->text_at(0) == "finalized") state.finalized = stmt->text_at(1) == "1";
     }
+    if (rc != SQLITE_DONE) return db.error("cannot read the status", rc);
     if (state.status != "writing") state.writer_alive = false;
   }
   {
@@ -450,6 +452,13 @@ const std::string& TraceReader::path() const {
 }
 const StoreState& TraceReader::state() const {
   return impl_->state;
+}
+
+Status TraceReader::damage() const {
+  const std::string& found = impl_->db.damage();
+  if (found.empty()) return {};
+  return Error{impl_->path + " is damaged: " + found +
+               " (found while reading it: some of its rows could not be read)"};
 }
 
 std::optional<std::string> TraceReader::meta(std::string_view key) const {

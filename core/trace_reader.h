@@ -99,6 +99,11 @@ class TraceReader {
   // One line per loss the writer counted (kLossCounts), e.g. "6033 events
   // lost after a write failed (a full disk?)"; empty when nothing was lost.
   std::vector<std::string> losses() const;
+  // A damaged page or a failed read met by any query so far: a query that
+  // met one may have returned fewer rows than the store holds (the meta, a
+  // collective's bytes), so whatever is made from them says so instead.
+  // "<path> is damaged: <SQLite's words>"; ok while none was met.
+  Status damage() const;
 
   // For a store still being written, these are reloaded when the writer
   // commits more: a reference is valid until the next query.

@@ -35,7 +35,9 @@ Error Database::error(std::string_view context) const {
 }
 
 Error Database::error(std::string_view context, int code) const {
-  std::string message = db_ ? sqlite3_errmsg(db_) : "";
+  // The connection's message is of its latest call, which may be another
+  // statement's (a read that failed, then one that ended: "no more rows").
+  std::string message = db_ && sqlite3_extended_errcode(db_) == code ? sqlite3_errmsg(db_) : "";
   if (message.empty() || message == "not an error") message = sqlite3_errstr(code);
   // For a failed read or write, what the operating system said ("No space
   // left on device", "File too large").
@@ -70,7 +72,7 @@ Result<Statement> Database::prepare(std::string_view sql, bool persistent) {
     sqlite3_finalize(stmt);
     return error("cannot prepare query", rc);
   }
-  return Statement(stmt);
+  return Statement(stmt, damage_.get());
 }
 
 bool Database::has_table(std::string_view name) {

@@ -4,6 +4,7 @@
 // public headers stay free of SQLite types.
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -17,12 +18,16 @@ namespace cs::trace::sql {
 class Statement {
  public:
   Statement() = default;
-  Statement(sqlite3_stmt* stmt) : stmt_(stmt) {}
-  Statement(Statement&& other) noexcept : stmt_(std::exchange(other.stmt_, nullptr)) {}
+  // `damage`: where the first sign of a damaged file is kept (its database's).
+  Statement(sqlite3_stmt* stmt, std::string* damage) : stmt_(stmt), damage_(damage) {}
+  Statement(Statement&& other) noexcept
+      : stmt_(std::exchange(other.stmt_, nullptr)),
+        damage_(std::exchange(other.damage_, nullptr)) {}
   Statement& operator=(Statement&& other) noexcept {
     if (this != &other) {
       sqlite3_finalize(stmt_);
       stmt_ = std::exchange(other.stmt_, nullptr);
+      damage_ = std::exchange(other.damage_, nullptr);
     }
     return *this;
   }
@@ -56,8 +61,15 @@ class Statement {
     return *this;
   }
 
-  // SQLITE_ROW, SQLITE_DONE or an error code.
-  int step() { return sqlite3_step(stmt_); }
+  // SQLITE_ROW, SQLITE_DONE or an error code. A loop that reads rows while
+  // step() gives SQLITE_ROW ends early on a damaged page as if the rows had
+  // ended: the damage is kept for Database::damage(), which readers check.
+  int step() {
+    const int rc = sqlite3_step(stmt_);
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE && damage_ && damage_->empty() && is_damage(rc))
+      *damage_ = sqlite3_errmsg(sqlite3_db_handle(stmt_));
+    return rc;
+  }
   void reset() {
     sqlite3_reset(stmt_);
     sqlite3_clear_bindings(stmt_);
@@ -86,19 +98,27 @@ class Statement {
   int column_count() const { return sqlite3_column_count(stmt_); }
 
  private:
+  static bool is_damage(int rc) {
+    const int primary = rc & 0xff;
+    return primary == SQLITE_CORRUPT || primary == SQLITE_NOTADB || primary == SQLITE_IOERR;
+  }
   sqlite3_stmt* stmt_ = nullptr;
+  std::string* damage_ = nullptr;
 };
 
 class Database {
  public:
   Database() = default;
   Database(Database&& other) noexcept
-      : db_(std::exchange(other.db_, nullptr)), path_(std::move(other.path_)) {}
+      : db_(std::exchange(other.db_, nullptr)),
+        path_(std::move(other.path_)),
+        damage_(std::move(other.damage_)) {}
   Database& operator=(Database&& other) noexcept {
     if (this != &other) {
       close();
       db_ = std::exchange(other.db_, nullptr);
       path_ = std::move(other.path_);
+      damage_ = std::move(other.damage_);
     }
     return *this;
   }
@@ -124,9 +144,18 @@ class Database {
   bool has_table(std::string_view name);
   std::int64_t changes() const { return sqlite3_changes64(db_); }
 
+  // SQLite's words for the first damaged page or failed read any statement
+  // of this connection met ("database disk image is malformed"); empty if none.
+  const std::string& damage() const {
+    static const std::string none;
+    return damage_ ? *damage_ : none;
+  }
+
  private:
   sqlite3* db_ = nullptr;
   std::string path_;
+  // On the heap: statements keep its address, and the database may move.
+  std::unique_ptr<std::string> damage_ = std::make_unique<std::string>();
 };
 
 // Commits on commit(), rolls back when destroyed without it.

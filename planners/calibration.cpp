@@ -1242,6 +1242,8 @@ Result<Calibration> fit_stores(const std::vector<const trace::TraceReader*>& sto
     }
     if (Status s = collect(*store, own, info.engine == "cpu"); !s)
       return Error{store->path() + ": " + s.message()};
+    // A damaged page ends a query early: the fit would be of part of the run.
+    if (Status damaged = store->damage(); !damaged) return damaged.error();
     for (PhaseData& d : own)
       d.end_store();
     for (const PhaseData& d : own) {

@@ -66,6 +66,14 @@ std::unique_ptr<TraceReader> open_store(const std::string& path) {
   return take(TraceReader::open(path));
 }
 
+// After a command printed what it read: a damaged page met on the way (a
+// query then ends early, as if its rows had ended) fails the command, which
+// printed figures lacking those rows (it exited 0 with them).
+void refuse_if_damaged(const TraceReader& reader) {
+  if (Status damaged = reader.damage(); !damaged)
+    throw CliError(damaged.message() + ": what was printed lacks those rows");
+}
+
 std::string ms(std::int64_t ns) {
   return format_fixed(static_cast<double>(ns) / 1e6, 3);
 }
@@ -160,9 +168,16 @@ struct InfoOptions {
   bool check = false;
 };
 
+void print_info(const InfoOptions& o, const std::unique_ptr<TraceReader>& r);
+
 void run_info(const InfoOptions& o) {
   if (o.check) take(verify_store(o.store));
   auto r = open_store(o.store);
+  print_info(o, r);
+  refuse_if_damaged(*r);
+}
+
+void print_info(const InfoOptions& o, const std::unique_ptr<TraceReader>& r) {
   const RunInfo run = r->run();
   const StoreState& st = r->state();
   const TimeRange range = r->time_range();
@@ -201,7 +216,12 @@ void run_info(const InfoOptions& o) {
   std::cout << r->path() << '\n';
   std::cout << "  " << (run.title.empty() ? "(untitled)" : run.title);
   if (!run.source.empty()) std::cout << " — " << run.source;
-  std::cout << "\n  trace schema " << st.schema_version << ", status " << st.status
+  // Every store is written with a status row: none read is a sign of a
+  // damaged meta table that SQLite's lookups do not notice.
+  std::cout << "\n  trace schema " << st.schema_version << ", status "
+            << (st.status.empty() ? "unknown (no status row: its meta table may be damaged; "
+                                    "`trace info --check` tells)"
+                                  : st.status)
             << (st.writer_alive ? " (its writer is still running; read as committed so far)" : "")
             << (st.writer_elsewhere ? " (by " + st.writer +
                                           " of another host, which may still be running: read "
@@ -265,12 +285,29 @@ std::string status_note(const TraceReader& r) {
            (st.writer_alive || st.writer_elsewhere ? " (its writer is running)" : "") +
            ": the figures are of what it committed so far";
   }
+  if (st.status.empty()) {
+    return r.path() +
+           " has no status row (its meta table may be damaged; `trace info --check` "
+           "tells): the figures are of what could be read";
+  }
   return r.path() + ": the run ended " + st.status + ": the figures are of what it recorded";
 }
+
+// `damage`: what the analysis met (RunAnalysis::damage).
+void print_stats(const StatsOptions& o, Context& ctx, const std::unique_ptr<TraceReader>& r,
+                 std::string& damage);
 
 void run_stats(const StatsOptions& o, Context& ctx) {
   if (!o.cluster.empty() && !o.predict_again) throw CliError("--cluster goes with --predict-again");
   auto r = open_store(o.store);
+  std::string damage;
+  print_stats(o, ctx, r, damage);
+  if (!damage.empty()) throw CliError(damage + ": what was printed lacks those rows");
+  refuse_if_damaged(*r);
+}
+
+void print_stats(const StatsOptions& o, Context& ctx, const std::unique_ptr<TraceReader>& r,
+                 std::string& damage) {
   // Always per step: the comparison with the prediction is per step (the
   // whole trace taken as one step was held against one step's prediction).
   AnalysisOptions options;
@@ -281,6 +318,7 @@ void run_stats(const StatsOptions& o, Context& ctx) {
     options.prediction = again;
   }
   const RunAnalysis a = take(analyze_run(*r, options));
+  damage = a.damage;
   if (o.predict_again && !a.prediction)
     throw CliError(r->path() + ": the new prediction was not compared");
   const std::size_t top = static_cast<std::size_t>(std::max(0, o.top));
@@ -662,7 +700,10 @@ void run_export(ExportOptions o) {
                      "prediction, all");
     }
     std::optional<RunAnalysis> analysis;
-    if (tables.size() > 1 || tables[0] != CsvTable::events) analysis = take(analyze_run(*r));
+    if (tables.size() > 1 || tables[0] != CsvTable::events) {
+      analysis = take(analyze_run(*r));
+      if (!analysis->damage.empty()) throw CliError(analysis->damage + "; nothing was written");
+    }
     const std::filesystem::path out(o.output);
     auto file_of = [&](CsvTable t) {
       return tables.size() == 1 ? o.output
@@ -683,6 +724,8 @@ void run_export(ExportOptions o) {
     // A damaged store's report says so (its figures are of what could be read).
     const Status verified = verify_store(r->path());
     if (!verified) std::cerr << "clusterscope: warning: " << verified.message() << '\n';
+    if (verified && !analysis.damage.empty())
+      std::cerr << "clusterscope: warning: " << analysis.damage << '\n';
     report = take(export_html_report(*r, analysis, o.output,
                                      {std::nullopt, verified ? "" : verified.message()}));
   } else {
@@ -860,6 +903,9 @@ void run_compare(const CompareOptions& o) {
   auto a_reader = open_store(o.baseline);
   auto b_reader = open_store(o.other);
   const RunComparison c = take(compare_stores(*a_reader, *b_reader, options));
+  // Said before the figures: they would lack the unreadable rows.
+  take(a_reader->damage());
+  take(b_reader->damage());
   const std::string basis = c.per_step ? "per rank and step" : "per rank, over the run";
   const std::size_t top = static_cast<std::size_t>(std::max(0, o.top));
   if (o.json) {

@@ -45,6 +45,7 @@ class TestTraceCli : public QObject {
   void errors_data();
   void truncatedNsightExportIsNamed();
   void damagedStoreReportSaysSo();
+  void damagedPagesAreNotReadAsNoRows();
   void errors();
 };
 
@@ -613,6 +614,63 @@ void TestTraceCli::damagedStoreReportSaysSo() {
   const Run r = run_cli({"trace", "export", store, "-o", html});
   QVERIFY2(r.exit_code == 0, qPrintable(r.err));
   QVERIFY2(r.err.contains("warning: " + store + " is damaged"), qPrintable(r.err));
+  QFile report(html);
+  QVERIFY(report.open(QIODevice::ReadOnly));
+  QVERIFY(QString::fromUtf8(report.readAll()).contains("<p class=bad>" + store + " is damaged: "));
+}
+
+// A damaged page ends SQLite's reads with an error, which the readers took
+// for the end of the rows: an export lacked every collective's bytes and
+// `stats` its collectives table, each with exit status 0. The page holding
+// the event details is zeroed in a real store (a 2-rank CPU engine run).
+void TestTraceCli::damagedPagesAreNotReadAsNoRows() {
+  QTemporaryDir dir;
+  const QString store = dir.filePath(QStringLiteral("details-zeroed.db"));
+  QVERIFY(QFile::copy(CS_SOURCE_DIR "/tests/data/cpu/cpu-engine-dp2.db", store));
+  QVERIFY(QFile::setPermissions(store, QFile::ReadOwner | QFile::WriteOwner));
+  QCOMPARE(run_cli({"trace", "info", store}).exit_code, 0);  // upgraded to this schema
+  qint64 offset = 0;
+  {
+    sqlite3* db = nullptr;
+    QCOMPARE(sqlite3_open_v2(store.toUtf8().constData(), &db, SQLITE_OPEN_READONLY, nullptr),
+             SQLITE_OK);
+    sqlite3_stmt* stmt = nullptr;
+    sqlite3_prepare_v2(db,
+                       "SELECT rootpage, (SELECT page_size FROM pragma_page_size) FROM "
+                       "sqlite_master WHERE name = 'event_details'",
+                       -1, &stmt, nullptr);
+    QCOMPARE(sqlite3_step(stmt), SQLITE_ROW);
+    offset = (sqlite3_column_int64(stmt, 0) - 1) * sqlite3_column_int64(stmt, 1);
+    sqlite3_finalize(stmt);
+    sqlite3_close(db);
+  }
+  {
+    QFile f(store);
+    QVERIFY(f.open(QIODevice::ReadWrite));
+    QVERIFY(f.seek(offset));
+    QCOMPARE(f.write(QByteArray(4096, '\0')), qint64{4096});
+  }
+  struct Case {
+    QStringList args;
+    QString output;  // not written
+  };
+  const QString json = dir.filePath("x.json"), csv = dir.filePath("x.csv");
+  for (const Case& c :
+       {Case{{"trace", "export", store, "-o", json}, json},
+        Case{{"trace", "export", store, "--format", "csv", "--table", "all", "-o", csv},
+             dir.filePath("x.events.csv")},
+        Case{{"trace", "stats", store}, {}}, Case{{"trace", "compare", store, store}, {}},
+        Case{{"trace", "merge", store, "-o", dir.filePath("m.db")}, dir.filePath("m.db")}}) {
+    const Run r = run_cli(c.args);
+    QVERIFY2(r.exit_code == 1, qPrintable(c.args.join(' ') + ": " + r.err));
+    QVERIFY2(r.err.contains(store) && r.err.contains("database disk image is malformed"),
+             qPrintable(c.args.join(' ') + ": " + r.err));
+    if (!c.output.isEmpty()) QVERIFY2(!QFile::exists(c.output), qPrintable(c.output));
+  }
+  // The report is made, and says it is of what could be read.
+  const QString html = dir.filePath(QStringLiteral("report.html"));
+  const Run r = run_cli({"trace", "export", store, "-o", html});
+  QVERIFY2(r.exit_code == 0, qPrintable(r.err));
   QFile report(html);
   QVERIFY(report.open(QIODevice::ReadOnly));
   QVERIFY(QString::fromUtf8(report.readAll()).contains("<p class=bad>" + store + " is damaged: "));
