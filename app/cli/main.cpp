@@ -91,6 +91,26 @@ std::string unknown_subcommand(CLI::App& command, int argc, char** argv, int fro
 
 }  // namespace
 
+// An empty value (`--plan ""`, `--from-store "$UNSET"`) is refused by name:
+// the commands read an empty string as the option not given, and ran
+// something else (the default model, a whole calibration). Only texts a user
+// may leave blank on purpose take one.
+void refuse_empty_values(CLI::App& command) {
+  static const CLI::Validator not_empty(
+      [](std::string& value) {
+        return value.empty() ? std::string("an empty value") : std::string();
+      },
+      "");
+  for (CLI::Option* option : command.get_options()) {
+    const std::string& name = option->get_name();
+    if (option->get_items_expected_min() == 0 || name == "--title" || name.starts_with("--slurm-"))
+      continue;
+    option->check(not_empty);
+  }
+  for (CLI::App* sub : command.get_subcommands({}))
+    refuse_empty_values(*sub);
+}
+
 int main(int argc, char** argv) {
   // `clusterscope run ... | head` must not kill the launcher (and orphan its
   // ranks) when head exits: a write to the closed pipe fails instead, the
@@ -116,6 +136,7 @@ int main(int argc, char** argv) {
   cs::cli::register_run(app, ctx);
   cs::cli::register_calibrate(app, ctx);
   cs::cli::register_calc(app, ctx);
+  refuse_empty_values(app);
 
   WatchedOutput watched(std::cout.rdbuf());
   std::cout.rdbuf(&watched);

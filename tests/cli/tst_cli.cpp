@@ -72,6 +72,15 @@ void TestCli::exitCodes_data() {
                                   << "clusterscope: error:";
   QTest::addRow("bad preset kind") << QStringList{"presets", "gadgets"} << 2 << ""
                                    << "gadgets not in {gpus,links,models,clusters}";
+  // An empty value was read as the option not given: a whole calibration
+  // ran, or the default model trained.
+  QTest::addRow("empty --from-store")
+      << QStringList{"calibrate", "--no-save", "--from-store", ""} << 2 << ""
+      << "clusterscope: error: --from-store: an empty value";
+  QTest::addRow("empty --plan") << QStringList{"run", "--plan", "", "--steps", "1"} << 2 << ""
+                                << "clusterscope: error: --plan: an empty value";
+  QTest::addRow("empty store") << QStringList{"trace", "stats", ""} << 2 << ""
+                               << "clusterscope: error: store: an empty value";
   QTest::addRow("presets gpus") << QStringList{"presets", "gpus"} << 0 << "h100-sxm" << "";
   QTest::addRow("presets clusters") << QStringList{"presets", "clusters"} << 0 << "this-machine" << "";
   QTest::addRow("presets clusters json")
