@@ -263,7 +263,11 @@ void read_cluster(const json& j, const std::string& ptr, Diagnostics& d, Cluster
   r.integer("nodes", c.nodes, Range::between(1, Cluster::kMaxNodes), true);
   r.integer("gpus_per_node", c.gpus_per_node, Range::between(0, Cluster::kMaxGpusPerNode), true);
 
-  const bool has_gpus = c.gpus_per_node > 0;
+  // A count refused above (out of range) still says the nodes have GPUs:
+  // their "gpu" is read, not refused as well.
+  const nlohmann::json* gpus_per_node = r.field("gpus_per_node");
+  const bool has_gpus = c.gpus_per_node > 0 || (gpus_per_node && gpus_per_node->is_number() &&
+                                                gpus_per_node->get<double>() > 0);
   const std::vector<std::string> no_names;
   if (has_gpus) {
     GpuSpec gpu;

@@ -427,6 +427,14 @@ void TestModelJson::refusedValueRaisesNoRelation() {
   QVERIFY2(error.contains("parallel.json: /global_batch: must fit in a 32-bit integer"),
            qPrintable(error));
   QVERIFY2(!error.contains("multiple of"), qPrintable(error));
+  // ... nor a GPU count past the range taken for 0 ("/gpu: must be absent
+  // when gpus_per_node is 0").
+  const QString gpus = read_error(
+      "cluster",
+      R"({"name": "c", "nodes": 1, "gpus_per_node": 100000000, "gpu": "h100-sxm", "intra_node": "nvlink4"})");
+  QVERIFY2(gpus.contains("/gpus_per_node: must be between 0 and 1024 (got 100000000)"),
+           qPrintable(gpus));
+  QVERIFY2(!gpus.contains("/gpu:"), qPrintable(gpus));
 }
 
 void TestModelJson::validDocuments_data() {
