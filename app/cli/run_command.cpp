@@ -479,11 +479,16 @@ void run(RunOptions& o, Context& ctx, const std::string& command_line) {
   // (a full disk while merging) did not give the user what was asked.
   if (report.outcome == launch::Outcome::completed && !spec.run_store.empty() &&
       report.run_store.empty()) {
-    throw CliError("the run completed, but its run store " + spec.run_store +
-                   " was not written" +
+    // The folder may be gone with the run store's (deleted during the run).
+    const std::string ranks_folder = launch::run_store_stem(spec.run_store) + ".ranks";
+    std::error_code ec;
+    throw CliError("the run completed, but its run store " + spec.run_store + " was not written" +
                    (report.merge_note.empty() ? "" : " (" + report.merge_note + ")") +
-                   ": the rank stores are kept in " + launch::run_store_stem(spec.run_store) +
-                   ".ranks; merge them with the same flags and --merge-only");
+                   (std::filesystem::is_directory(ranks_folder, ec)
+                        ? ": the rank stores are kept in " + ranks_folder +
+                              "; merge them with the same flags and --merge-only"
+                        : ": the rank stores' folder " + ranks_folder +
+                              " is gone too (deleted during the run?): nothing was kept"));
   }
   switch (report.outcome) {
     case launch::Outcome::completed:

@@ -129,6 +129,7 @@ class TestRunCli : public QObject {
   void secondInterruptKillsTheRanks();
   void secondInterruptKillsACalibration();
   void hangUpStopsACalibrationCleanly();
+  void unwrittenRunStoreFails_data();
   void unwrittenRunStoreFails();
   void slurmScriptEndToEnd();
   void runLeavesTheUsersFilesAlone();
@@ -495,29 +496,42 @@ void TestRunCli::hangUpStopsACalibrationCleanly() {
   QCOMPARE(QDir(work).entryList(QDir::AllEntries | QDir::NoDotAndDotDot), QStringList{});
 }
 
-// Ranks that finish but a run store that cannot be written (here a folder
-// took its name during the run; a full disk while merging does the same):
-// an error, not "completed" with exit 0, and the rank stores are kept.
+void TestRunCli::unwrittenRunStoreFails_data() {
+  QTest::addColumn<bool>("deleted");
+  QTest::addRow("a folder takes its name") << false;
+  QTest::addRow("its folder deleted") << true;
+}
+
+// Ranks that finish but a run store that cannot be written (a folder took
+// its name during the run; a full disk while merging does the same): an
+// error, not "completed" with exit 0, and the rank stores are kept. When the
+// whole output folder was deleted during the run, the rank stores went with
+// it, and the message says so (it pointed at their folder, gone).
 void TestRunCli::unwrittenRunStoreFails() {
-  const QString store = dir_.filePath("unwritten/run.db");
+  QFETCH(bool, deleted);
+  const QString folder = dir_.filePath(deleted ? "deleted" : "unwritten");
+  const QString store = folder + "/run.db";
   QProcess p;
   p.start(kCli, QStringList{"run", "--dp", "2", "--steps", "40", "--out", store} + tiny());
   QVERIFY(p.waitForStarted());
   QString err;
   QTRY_VERIFY_WITH_TIMEOUT(
       (err += QString::fromUtf8(p.readAllStandardError()), err.contains("step 1/")), 60000);
-  QVERIFY(QDir().mkpath(store));
+  QVERIFY(deleted ? QDir(folder).removeRecursively() : QDir().mkpath(store));
   QVERIFY(p.waitForFinished(120000));
   err += QString::fromUtf8(p.readAllStandardError());
   QCOMPARE(p.exitCode(), 1);
   QVERIFY2(err.contains("clusterscope: error: the run completed, but its run store " + store +
                         " was not written"),
            qPrintable(err));
-  QVERIFY2(err.contains("the rank stores are kept in " + dir_.filePath("unwritten/run.ranks")),
-           qPrintable(err));
+  if (deleted) {
+    QVERIFY2(err.contains("the rank stores' folder " + folder + "/run.ranks is gone too"),
+             qPrintable(err));
+    return;
+  }
+  QVERIFY2(err.contains("the rank stores are kept in " + folder + "/run.ranks"), qPrintable(err));
   for (int rank = 0; rank < 2; ++rank) {
-    QCOMPARE(status_of(dir_.filePath("unwritten/run.ranks/rank%1.db").arg(rank)),
-             QString("complete"));
+    QCOMPARE(status_of(folder + QString("/run.ranks/rank%1.db").arg(rank)), QString("complete"));
   }
 }
 
