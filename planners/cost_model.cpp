@@ -804,7 +804,8 @@ PipelineCosts pipeline_costs(const Machine& m, const Model& x, const Knobs& k,
       // layer by layer: at least one layer's gather is exposed).
       p.zero3_exposed = mb * (std::max(gather - forward_window, gather / layers) +
                               std::max(gather - backward_window, gather / layers));
-      p.dp_total = mb * (2 * gather + r.total);
+      p.zero3_gathers = mb * 2 * gather;
+      p.dp_total = p.zero3_gathers + mb * r.total;
       p.dp_exposed = mb * std::max(r.total - std::max(0.0, backward_window - gather), r.last);
     }
     if (k.zero == 1 || k.zero == 2) {
@@ -1182,7 +1183,7 @@ void evaluate(const Machine& m, const Model& x, const Knobs& k, const LayerCosts
   comm.pp_seconds = time.pp_communication;
   comm.dp_seconds = p.dp_total;
   comm.dp_overlapped = std::max(0.0, p.dp_total - time.dp_communication - time.zero_gather);
-  comm.zero3_seconds = k.zero >= 3 ? p.dp_total : 0;
+  comm.zero3_seconds = p.zero3_gathers;  // without the gradients' reduce-scatter
   const StageParams params0 = stage_params(x, k, true, single);
   if (k.dp > 1 && !k.inference) {
     comm.dp_bytes_per_gpu =

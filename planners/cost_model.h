@@ -203,6 +203,7 @@ struct PipelineCosts {
   int micro_batches = 0;
   double dp_total = 0, dp_exposed = 0;
   double zero3_exposed = 0;
+  double zero3_gathers = 0;  // ZeRO-3: every parameter gather, before overlap (in dp_total)
   double optimizer = 0;
   double tied_embedding_sync = 0;
   double zero_param_gather = 0;  // ZeRO-1/2 all-gather after the optimizer

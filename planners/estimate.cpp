@@ -117,18 +117,33 @@ Problem memory_problem(const Plan& plan, const Estimate& e) {
   }
   std::sort(parts.begin(), parts.end(),
             [](const auto& a, const auto& b) { return a.first > b.first; });
+  const detail::Names names = names_of(plan);
   std::string message = "needs " + format_bytes(mem.total()) + " on GPU stage " +
                         std::to_string(e.most_loaded_stage) + ", the " +
-                        (plan.cluster.gpu ? plan.cluster.gpu->display_name : std::string("GPU")) +
-                        " has " + format_bytes(e.memory_capacity) +
-                        "; largest: " + parts[0].second + " " + format_bytes(parts[0].first) +
-                        ", " + parts[1].second + " " + format_bytes(parts[1].first);
-  const bool activations_lead = parts[0].second == "activations";
-  if (activations_lead) {
-    message += " (try recompute, sequence parallelism, a smaller micro-batch, more tp or pp)";
-  } else {
-    message += " (try a higher ZeRO stage, more tp or pp)";
+                        (names.gpu.empty() ? std::string("GPU") : names.gpu) + " has " +
+                        format_bytes(e.memory_capacity) + "; largest: " + parts[0].second + " " +
+                        format_bytes(parts[0].first) + ", " + parts[1].second + " " +
+                        format_bytes(parts[1].first);
+  // Only what this plan can still change: ZeRO shards nothing at dp 1 (nor
+  // past stage 1 with a pipeline), tp stops at a node's GPUs, and a generic
+  // model has neither tp nor pp.
+  const ParallelPlan& k = plan.parallel;
+  const bool transformer = plan.workload.kind == WorkloadKind::transformer;
+  std::vector<std::string> tries;
+  if (parts[0].second == "activations") {
+    if (k.recompute != Recompute::full && !plan.precision.inference) tries.push_back("recompute");
+    if (transformer && k.tp > 1 && !k.sequence_parallel) tries.push_back("sequence parallelism");
+    if (k.micro_batch > 1) tries.push_back("a smaller micro-batch");
+  } else if (k.dp > 1 && k.zero_stage < (k.pp > 1 ? 1 : 3) && !plan.precision.inference) {
+    tries.push_back("a higher ZeRO stage");
   }
+  if (transformer && k.tp < plan.cluster.gpus_per_node) tries.push_back("more tp");
+  if (transformer) tries.push_back("more pp");
+  tries.push_back(transformer ? "more GPUs" : "more GPUs with ZeRO");
+  message += " (try ";
+  for (std::size_t i = 0; i < tries.size(); ++i)
+    message += (i == 0 ? "" : i + 1 == tries.size() ? " or " : ", ") + tries[i];
+  message += ")";
   return {"/parallel", message};
 }
 

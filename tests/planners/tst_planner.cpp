@@ -247,8 +247,24 @@ void TestPlanner::outOfMemory() {
   const cs::Problem problem = cs::plan::memory_problem(p, e);
   QCOMPARE(QString::fromStdString(problem.pointer), QString("/parallel"));
   QVERIFY(QString::fromStdString(problem.message).contains("needs"));
-  QVERIFY(QString::fromStdString(problem.message).contains("ZeRO") ||
-          QString::fromStdString(problem.message).contains("recompute"));
+  // Only what this plan can still change: at dp 1 ZeRO shards nothing, and
+  // tp already spans the node (it advised "a higher ZeRO stage, more tp").
+  QVERIFY2(QString::fromStdString(problem.message).endsWith("(try more pp or more GPUs)"),
+           problem.message.c_str());
+  {
+    cs::Plan replicas = make_plan("dgx-a100-64", "gpt3-175b", 8, 8, 1, 64);
+    const std::string advice = cs::plan::memory_problem(replicas, must_estimate(replicas)).message;
+    QVERIFY2(
+        QString::fromStdString(advice).endsWith("(try a higher ZeRO stage, more pp or more GPUs)"),
+        advice.c_str());
+    // A GPU without a display name is named by its name (the message read
+    // "the  has 80.0 GiB").
+    replicas.cluster.gpu->display_name.clear();
+    const std::string named = cs::plan::memory_problem(replicas, must_estimate(replicas)).message;
+    QVERIFY2(QString::fromStdString(named).contains(
+                 QString(", the %1 has ").arg(QString::fromStdString(replicas.cluster.gpu->name))),
+             named.c_str());
+  }
   bool noted = false;
   for (const std::string& n : e.notes)
     noted |= n.find("does not fit") != std::string::npos;
@@ -425,6 +441,12 @@ void TestPlanner::zeroShrinksModelState() {
     if (stage == 3) {
       QVERIFY(e.communication.zero3_seconds > 0);
       QVERIFY(e.communication.dp_seconds > previous_step);  // gathers every micro-batch
+      // The gathers alone: the gradients' reduce-scatter was counted in them
+      // too, so they equalled dp_seconds.
+      QVERIFY2(e.communication.zero3_seconds < e.communication.dp_seconds,
+               qPrintable(QString("%1 s of gathers, %2 s of data-parallel communication")
+                              .arg(e.communication.zero3_seconds)
+                              .arg(e.communication.dp_seconds)));
     }
   }
 }
