@@ -1046,7 +1046,18 @@ void evaluate(const Machine& m, const Model& x, const Knobs& k, const LayerCosts
   }
   if (k.pp > 1) {
     time.pipeline_bubble = (k.pp - 1.0) / k.v * average;
-    const double exchanges = (k.inference ? 1.0 : 2.0) * (static_cast<double>(mb) * k.v + k.pp - 1);
+    // Hops on the critical path. 1F1B: Megatron-LM waits on every batched
+    // isend/irecv (overlap_p2p_comm is forced off without virtual stages),
+    // so each micro-batch pays its hops. Interleaved training: overlap_p2p_comm
+    // (this schedule's default) posts the steady state's sends and receives
+    // after a pass and waits only before the chunk that uses them, hidden
+    // behind the other pass; only the fill and the drain are exposed, where
+    // a micro-batch's activations cross all p v - 1 chunk boundaries and its
+    // gradients cross them back. predict_timeline runs the same rules.
+    const double passes = k.inference ? 1.0 : 2.0;
+    const double exchanges = k.v > 1 && !k.inference
+                                 ? passes * (static_cast<double>(k.pp) * k.v - 1)
+                                 : passes * (static_cast<double>(mb) * k.v + k.pp - 1);
     time.pp_communication = exchanges * slow->p2p + p.tied_embedding_sync;
   }
   out.bubble_fraction = pipeline_bubble_fraction(k.pp, mb, k.v);

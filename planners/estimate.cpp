@@ -70,6 +70,12 @@ std::vector<std::string> notes_of(const Plan& plan, const Estimate& e) {
         "generic model with no layer count: kernel launches are not counted, so a small "
         "model's step is underestimated");
   }
+  if (e.throughput.mfu > 1) {
+    notes.push_back(
+        "MFU above 100 %: model FLOPs count attention over the whole s x s square (Korthikanti's "
+        "72 B s L h^2 (1 + s/6h + ...)), while the causal fused attention kernel computes half "
+        "of it; at this sequence length attention dominates the step");
+  }
   if (!e.fits) {
     notes.push_back("does not fit: needs " + format_bytes(e.memory.total()) + " per GPU, " +
                     format_bytes(e.memory_capacity) + " available");
