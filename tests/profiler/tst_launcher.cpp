@@ -53,6 +53,22 @@ pid_t parent_of(std::int64_t pid) {
   return parent;
 }
 
+// The text of the launcher's "hung" event, kept from its monitor thread.
+struct HungText {
+  std::mutex mutex;
+  std::string text;
+  Launcher::Callback watch() {
+    return [this](const LaunchEvent& e) {
+      std::lock_guard lock(mutex);
+      if (e.kind == LaunchEvent::Kind::hung) text = e.text;
+    };
+  }
+  QString get() {
+    std::lock_guard lock(mutex);
+    return QString::fromStdString(text);
+  }
+};
+
 bool every_rank_reached(const Launcher& launcher, int step) {
   for (const RankStatus& r : launcher.ranks()) {
     if (r.step < step || r.pid <= 0) return false;
@@ -878,12 +894,8 @@ void TestLauncher::stoppedMpirunIsNamed() {
   RunSpec spec = endless_run(2, dir_.filePath("mpirun-stopped/run.db"));
   spec.hang_timeout = 1500ms;
   spec.kill_grace = 60s;
-  std::string hung_text;
-  std::mutex mutex;
-  Launcher launcher(spec, [&](const LaunchEvent& e) {
-    std::lock_guard lock(mutex);
-    if (e.kind == LaunchEvent::Kind::hung) hung_text = e.text;
-  });
+  HungText hung;
+  Launcher launcher(spec, hung.watch());
   QVERIFY(launcher.start().ok());
   QVERIFY2(test::wait_until([&] { return every_rank_reached(launcher, 2); }, 30s), "no progress");
   const pid_t mpirun = parent_of(launcher.ranks()[0].pid);
@@ -896,12 +908,11 @@ void TestLauncher::stoppedMpirunIsNamed() {
            "the launcher waited out the grace: the ranks did not close their stores");
   QCOMPARE(r.outcome, Outcome::hung);
   {
-    std::lock_guard lock(mutex);
-    QVERIFY2(QString::fromStdString(hung_text).contains(
-                 QString("; %1 (pid %2) is stopped (SIGSTOP or a debugger)")
-                     .arg(QString::fromStdString(spec.mpirun))
-                     .arg(mpirun)),
-             hung_text.c_str());
+    const QString text = hung.get();
+    QVERIFY2(text.contains(QString("; %1 (pid %2) is stopped (SIGSTOP or a debugger)")
+                               .arg(QString::fromStdString(spec.mpirun))
+                               .arg(mpirun)),
+             qPrintable(text));
   }
   for (int rank = 0; rank < 2; ++rank) {
     const StoreView own = view_store(rank_store_path(spec.run_store, rank));
@@ -935,12 +946,8 @@ void TestLauncher::rankStoppedBeforeItStartedIsNamed() {
   spec.hang_timeout = 1s;
   spec.startup_timeout = 3s;
   spec.kill_grace = 2s;
-  std::string hung_text;
-  std::mutex mutex;
-  Launcher launcher(spec, [&](const LaunchEvent& e) {
-    std::lock_guard lock(mutex);
-    if (e.kind == LaunchEvent::Kind::hung) hung_text = e.text;
-  });
+  HungText hung;
+  Launcher launcher(spec, hung.watch());
   QVERIFY(launcher.start().ok());
   const RunReport r = launcher.wait();
   QCOMPARE(r.outcome, Outcome::hung);
@@ -948,11 +955,10 @@ void TestLauncher::rankStoppedBeforeItStartedIsNamed() {
       "; rank 1 \\(pid \\d+\\), not yet started, is stopped "
       "\\(SIGSTOP or a debugger\\)$");
   {
-    std::lock_guard lock(mutex);
-    QVERIFY2(QString::fromStdString(hung_text).startsWith("no progress for 3 s; last steps: "),
-             hung_text.c_str());
-    QVERIFY2(QString::fromStdString(hung_text).contains("rank 1 not started"), hung_text.c_str());
-    QVERIFY2(named.match(QString::fromStdString(hung_text)).hasMatch(), hung_text.c_str());
+    const QString text = hung.get();
+    QVERIFY2(text.startsWith("no progress for 3 s; last steps: "), qPrintable(text));
+    QVERIFY2(text.contains("rank 1 not started"), qPrintable(text));
+    QVERIFY2(named.match(text).hasMatch(), qPrintable(text));
   }
   QVERIFY2(QString::fromStdString(r.message).startsWith("the run hung (no progress for 3 s)"),
            r.message.c_str());
@@ -968,12 +974,8 @@ void TestLauncher::hungRunIsStopped() {
   // once: the run must not wait this out (it ended after the whole grace
   // when only mpirun's SIGTERM continued the rank).
   spec.kill_grace = 60s;
-  std::string hung_text;
-  std::mutex mutex;
-  Launcher launcher(spec, [&](const LaunchEvent& e) {
-    std::lock_guard lock(mutex);
-    if (e.kind == LaunchEvent::Kind::hung) hung_text = e.text;
-  });
+  HungText hung;
+  Launcher launcher(spec, hung.watch());
   QVERIFY(launcher.start().ok());
   QVERIFY2(test::wait_until([&] { return every_rank_reached(launcher, 2); }, 30s), "no progress");
   const std::int64_t stopped = launcher.ranks()[1].pid;
@@ -985,14 +987,12 @@ void TestLauncher::hungRunIsStopped() {
   ::kill(static_cast<pid_t>(stopped), SIGCONT);  // in case it outlived the run
   QCOMPARE(r.outcome, Outcome::hung);
   {
-    std::lock_guard lock(mutex);
-    QVERIFY2(QString::fromStdString(hung_text).startsWith(
-                 "no progress for 1.5 s; last steps: rank 0 step "),
-             hung_text.c_str());
+    const QString text = hung.get();
+    QVERIFY2(text.startsWith("no progress for 1.5 s; last steps: rank 0 step "), qPrintable(text));
     // Which rank hangs the run: the one the system holds stopped.
-    QVERIFY2(QString::fromStdString(hung_text).endsWith(
-                 QString("; rank 1 (pid %1) is stopped (SIGSTOP or a debugger)").arg(stopped)),
-             hung_text.c_str());
+    QVERIFY2(
+        text.endsWith(QString("; rank 1 (pid %1) is stopped (SIGSTOP or a debugger)").arg(stopped)),
+        qPrintable(text));
   }
   // Steps counted from 1 in the message, as the progress lines count them.
   QVERIFY2(QString::fromStdString(r.message).contains(
