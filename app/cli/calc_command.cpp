@@ -187,23 +187,24 @@ struct FlopsOptions {
   bool json = false;
 };
 
+// The seed article's own example when neither a model nor FLOPs are given.
+constexpr const char* kArticleFlopsModel = "resnet18-cifar10";
+
 void run_flops(const FlopsOptions& o, Context& ctx) {
-  if (o.model.empty() && !o.forward_flops) {
-    throw CliError("give --model (a preset or JSON file with forward FLOPs per sample, e.g. "
-                   "resnet18-cifar10) or --forward-flops");
-  }
+  const std::string model = o.model.empty() && !o.forward_flops ? kArticleFlopsModel : o.model;
   std::string what;  // the model's name, when one is given
   double forward = o.forward_flops.value_or(0);
   double samples = o.samples.value_or(0);
   double epochs = o.epochs.value_or(1);
-  if (!o.model.empty()) {
+  if (!model.empty()) {
     ModelOptions m;
-    m.model = o.model;
+    m.model = model;
     const Workload w = m.resolve(ctx.catalog());
     if (w.kind != WorkloadKind::generic) {
-      throw CliError(o.model + " is a transformer: its training FLOPs per step (and 6PD) are in "
-                     "`clusterscope plan --model " + o.model +
-                     "`; calc flops takes a model with forward FLOPs per sample");
+      throw CliError(model +
+                     " is a transformer: its training FLOPs per step (and 6PD) are in "
+                     "`clusterscope plan --model " +
+                     model + "`; calc flops takes a model with forward FLOPs per sample");
     }
     what = w.display_name + ", preset " + w.name;
     if (!o.forward_flops) forward = w.generic.forward_flops_per_sample;
@@ -309,11 +310,11 @@ void register_calc(CLI::App& app, Context& ctx) {
   auto f = std::make_shared<FlopsOptions>();
   CLI::App* flops = calc->add_subcommand(
       "flops",
-      "Training FLOPs = forward FLOPs x 3 x batch x iterations (the articles write x 2), e.g. "
-      "--model resnet18-cifar10");
+      "Training FLOPs = forward FLOPs x 3 x batch x iterations (the articles write x 2); with "
+      "no options, the article's example (resnet18-cifar10)");
   flops->add_option("--model", f->model,
                     "A model preset or JSON file with forward FLOPs per sample (its samples "
-                    "and epochs too)");
+                    "and epochs too); default resnet18-cifar10 unless --forward-flops");
   // Bounds past any real training (a PFLOP forward, a million samples a
   // step, 10^12 samples, 10^4 epochs): the product stays in the units' range.
   flops->add_option("--forward-flops", f->forward_flops, "Forward FLOPs per sample")
