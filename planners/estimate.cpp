@@ -212,17 +212,23 @@ std::string_view json_pointer(Control c) {
 namespace {
 
 std::vector<int> divisors(int n) {
+  // Up to the square root, each divisor with its pair: a count near 2^30
+  // (a global batch) took a billion steps on the GUI thread.
   std::vector<int> out;
-  for (int d = 1; d <= n; ++d) {
-    if (n % d == 0) out.push_back(d);
+  for (std::int64_t d = 1; d * d <= n; ++d) {
+    if (n % d != 0) continue;
+    out.push_back(static_cast<int>(d));
+    if (d * d != n) out.push_back(static_cast<int>(n / d));
   }
+  std::sort(out.begin(), out.end());
   return out;
 }
 
 // Powers of two up to `limit`, with the extra values merged in (sorted, unique).
 std::vector<int> powers_of_two_and(int limit, std::vector<int> extra) {
-  for (int v = 1; v <= limit; v *= 2)
-    extra.push_back(v);
+  // In 64 bits: doubling past 2^30 wrapped an int to 0, looping for ever.
+  for (std::int64_t v = 1; v <= limit; v *= 2)
+    extra.push_back(static_cast<int>(v));
   std::sort(extra.begin(), extra.end());
   extra.erase(std::unique(extra.begin(), extra.end()), extra.end());
   extra.erase(std::remove_if(extra.begin(), extra.end(), [&](int v) { return v < 1 || v > limit; }),

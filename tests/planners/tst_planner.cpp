@@ -73,6 +73,7 @@ class TestPlanner : public QObject {
   void validPlanHasNoProblem();
   void outOfMemory();
   void mfuAboveOneIsExplained();
+  void controlOptionsAtTheBounds();
   void controlOptions_data();
   void controlOptions();
   void setControlKeepsTheGpus_data();
@@ -292,6 +293,24 @@ void TestPlanner::mfuAboveOneIsExplained() {
   // Not said of an ordinary plan.
   for (const std::string& n : must_estimate(gpt3_on_64()).notes)
     QVERIFY2(!n.starts_with("MFU above"), n.c_str());
+}
+
+// A global batch of 2^30 (the app's field allows it): the micro-batch's
+// options doubled an int past 2^30 to 0 and looped until memory ran out
+// (the app aborted). Every control's options come back, bounded.
+void TestPlanner::controlOptionsAtTheBounds() {
+  cs::Plan p = gpt3_on_64();
+  for (int global_batch : {1 << 30, std::numeric_limits<int>::max()}) {
+    p.parallel.global_batch = global_batch;
+    for (int c = 0; c <= static_cast<int>(cs::plan::Control::flash_attention); ++c) {
+      const auto options = cs::plan::control_options(p, static_cast<cs::plan::Control>(c));
+      QVERIFY(!options.empty());
+      QVERIFY2(options.size() <= 64,
+               qPrintable(QString("control %1: %2 options").arg(c).arg(options.size())));
+    }
+    const auto micro = cs::plan::control_options(p, cs::plan::Control::micro_batch);
+    QCOMPARE(micro.back().value, 1 << 30);
+  }
 }
 
 // --- What a GUI shows next to each control.
