@@ -9,6 +9,24 @@ Result<WorkerShape> worker_shape_for(const Workload& w, int tp, int pp, const Sh
     return Error{"the worker trains GPT-style transformers; \"" + w.name +
                  "\" is a generic model, which the planner estimates but the engines do not run"};
   }
+  // Past these the reshaped model fits no rank: each tensor-parallel rank
+  // gets at least one head, each stage a layer (tp = 10^6 grew the hidden
+  // size to 1.6e7, and the app ran out of memory laying out its weights).
+  constexpr int kMaxGrownHidden = 8192;
+  constexpr int kMaxGrownLayers = 1024;
+  if (tp < 1 || pp < 1) return Error{"tp and pp must be >= 1"};
+  if (static_cast<long long>(tp) * limits.min_head_dim > kMaxGrownHidden) {
+    return Error{"tp = " + std::to_string(tp) +
+                 ": the engines give each tensor-parallel rank a head of at least " +
+                 std::to_string(limits.min_head_dim) +
+                 ", so the model would grow past a hidden size of " +
+                 std::to_string(kMaxGrownHidden) + "; they run tp up to " +
+                 std::to_string(kMaxGrownHidden / limits.min_head_dim)};
+  }
+  if (pp > kMaxGrownLayers) {
+    return Error{"pp = " + std::to_string(pp) + ": the engines run at most " +
+                 std::to_string(kMaxGrownLayers) + " pipeline stages (a layer each)"};
+  }
   const TransformerShape& s = w.transformer;
   worker::GptConfig c;
   c.vocab = 256;  // byte-level tokens of the built-in corpus

@@ -135,6 +135,17 @@ void TestPlanRun::refusals_data() {
                             << "steps: must be >= 1";
   QTest::addRow("no store") << "store"
                             << "run store";
+  // What the app's Launch started although its panel flagged the plan: a
+  // tp of 10^5 or 10^6 ran the app out of memory laying out the reshaped model, a
+  // dp of 2^31 - 1 wrapped the rank count.
+  QTest::addRow("tp past any rank") << "tp"
+                                    << "tp = 100000: the engines give each tensor-parallel rank "
+                                       "a head of at least 16";
+  QTest::addRow("ranks past an int") << "dp"
+                                     << "parallel: dp x tp x pp = 2147483647 ranks; a run starts "
+                                        "at most 1048576";
+  QTest::addRow("global batch") << "batch"
+                                << "parallel/global_batch: must be a multiple of dp x micro_batch";
 }
 
 void TestPlanRun::refusals() {
@@ -147,6 +158,14 @@ void TestPlanRun::refusals() {
   if (change == "backend") o.backend = "tpu";
   if (change == "steps") o.steps = 0;
   if (change == "store") o.run_store.clear();
+  if (change == "tp") plan.parallel.tp = 100000;
+  if (change == "dp") {
+    plan.parallel.dp = std::numeric_limits<int>::max();
+    plan.parallel.global_batch = std::numeric_limits<int>::max();
+    plan.parallel.micro_batch = 1;
+  }
+  if (change == "batch")
+    plan.parallel.global_batch = plan.parallel.dp * plan.parallel.micro_batch + 1;
   auto run = launch::plan_run(plan, o);
   QVERIFY(!run.ok());
   QVERIFY2(QString::fromStdString(run.message()).contains(says), run.message().c_str());
