@@ -1,8 +1,10 @@
 #include "core/json_reader.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -267,7 +269,7 @@ Result<nlohmann::json> read_json_file(const std::string& path) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) return Error{path + ": is a folder, not a JSON file"};
   std::ifstream in(path, std::ios::binary);
-  if (!in) return Error{path + ": cannot open file"};
+  if (!in) return Error{path + ": cannot open file: " + std::strerror(errno)};
   return read_json_stream(in, path);
 }
 
@@ -293,7 +295,15 @@ Result<nlohmann::json> read_json_stream(std::istream& in, const std::string& pat
   std::vector<std::set<std::string>> open_objects;
   std::map<std::string, int> as_key;  // times each text was a key, for the place
   std::optional<std::pair<std::string, int>> twice;
-  auto check_keys = [&](int, Event event, nlohmann::json& parsed) {
+  // Nesting past any document of ours: copying or printing such a value
+  // recurses once per level, and 100000 levels overflowed the stack.
+  constexpr int kMaxDepth = 256;
+  bool too_deep = false;
+  auto check_keys = [&](int depth, Event event, nlohmann::json& parsed) {
+    if (depth > kMaxDepth) {
+      too_deep = true;
+      return false;  // discarded: what is kept stays shallow
+    }
     if (event == Event::object_start) open_objects.emplace_back();
     if (event == Event::object_end && !open_objects.empty()) open_objects.pop_back();
     if (event == Event::key && parsed.is_string()) {
@@ -306,6 +316,10 @@ Result<nlohmann::json> read_json_stream(std::istream& in, const std::string& pat
   };
   try {
     nlohmann::json parsed = nlohmann::json::parse(text, check_keys);
+    if (too_deep) {
+      return Error{path + ": invalid JSON: nested more than " + std::to_string(kMaxDepth) +
+                   " levels deep"};
+    }
     if (!twice) return parsed;
     // The n-th "key" followed by a colon is where it was given again.
     const std::string quoted = '"' + twice->first + '"';

@@ -242,7 +242,11 @@ void preset_or_inline(ObjectReader& r, std::string_view key, bool required, T& o
   if (v->is_string()) {
     const std::string name = v->get<std::string>();
     if (!catalog) {
-      r.diagnostics().add(ptr, "names the preset \"" + name + "\" but no presets are loaded");
+      // A project, say, holds its GPUs and links whole: it opens the same
+      // wherever the presets differ.
+      r.diagnostics().add(ptr, "names the preset \"" + name +
+                                   "\", but this document must give it whole (an object), not "
+                                   "by a preset's name");
     } else if (const T* found = find(name)) {
       out = *found;
     } else {
@@ -470,7 +474,9 @@ void read_plan(const json& j, const std::string& ptr, Diagnostics& d, Plan& plan
   if (const json* c = r.field("cluster", true)) {
     if (c->is_string()) {
       if (!catalog) {
-        d.add(r.pointer("cluster"), "names a preset but no presets are loaded");
+        d.add(r.pointer("cluster"),
+              "names a preset, but this document must give the cluster whole (an object), not "
+              "by a preset's name");
       } else if (auto cl = catalog->cluster(c->get<std::string>())) {
         plan.cluster = std::move(cl).value();
       } else {

@@ -1,6 +1,8 @@
 #include "app/gui/project.h"
 
 #include <algorithm>
+#include <cstdint>
+#include <sstream>
 
 #include <nlohmann/json.hpp>
 
@@ -73,22 +75,49 @@ Result<Plan> Project::resolved_plan() const {
   return Plan{*cluster, *workload, plan->parallel, plan->precision};
 }
 
+namespace {
+
+Result<Project> project_from_json(const json& j, const std::string& doc);
+
+}  // namespace
+
+// Read as every JSON file is (core/json_reader.h): a damaged document is
+// named by line and column, and one nested past reason refused before
+// anything recurses through it (100000 levels crashed the app).
 Result<Project> project_from_json_text(std::string_view text, std::string_view document) {
   const std::string doc(document);
-  const json j = json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded())
-    return Error{doc + ": not a JSON document (the file is damaged or not a project)"};
+  std::istringstream in{std::string(text)};
+  auto j = read_json_stream(in, doc);
+  if (!j) {
+    return Error{doc +
+                 ": not a JSON document (the file is damaged or not a project): " + j.message()};
+  }
+  return project_from_json(*j, doc);
+}
+
+namespace {
+
+std::string version_text(const json& j) {
+  const auto it = j.find("version");
+  return it == j.end() ? std::string("nothing") : it->dump();
+}
+
+Result<Project> project_from_json(const json& j, const std::string& doc) {
   if (!j.is_object()) return Error{doc + ": /: must be an object"};
   if (text_of(j, "kind") != kProjectKind) {
     return Error{doc + ": /kind: must be \"" + std::string(kProjectKind) +
                  "\" (this is not a ClusterScope project)"};
   }
   auto version = j.find("version");
-  if (version == j.end() || !version->is_number_integer()) {
-    return Error{doc + ": /version: must be an integer"};
+  // Read whole: get<int>() wrapped 4294967297 to 1 and opened it.
+  if (version == j.end() || !version->is_number_integer() ||
+      (version->is_number_unsigned() ? version->get<std::uint64_t>() < 1
+                                     : version->get<std::int64_t>() < 1)) {
+    return Error{doc + ": /version: must be a whole number from 1 (got " + version_text(j) + ")"};
   }
-  if (version->get<int>() > kProjectVersion) {
-    return Error{doc + ": /version: " + std::to_string(version->get<int>()) +
+  if (version->is_number_unsigned() ? version->get<std::uint64_t>() > kProjectVersion
+                                    : version->get<std::int64_t>() > kProjectVersion) {
+    return Error{doc + ": /version: " + version->dump() +
                  " was written by a newer ClusterScope (this one reads up to " +
                  std::to_string(kProjectVersion) + ")"};
   }
@@ -177,8 +206,14 @@ Result<Project> project_from_json_text(std::string_view text, std::string_view d
     }
   }
   if (auto it = j.find("current_plan"); it != j.end()) {
-    if (!it->is_number_integer() || it->get<int>() < 0 ||
-        it->get<int>() >= std::max<int>(1, int(project.plans.size()))) {
+    // Read whole: get<int>() wrapped 4294967296 to plan 0.
+    const std::uint64_t plans = std::max<std::uint64_t>(1, project.plans.size());
+    const bool indexes =
+        it->is_number_unsigned() ? it->get<std::uint64_t>() < plans
+        : it->is_number_integer()
+            ? it->get<std::int64_t>() >= 0 && std::uint64_t(it->get<std::int64_t>()) < plans
+            : false;
+    if (!indexes) {
       append_line(errors, doc + ": /current_plan: must index the plans (0 to " +
                               std::to_string(std::max<int>(0, int(project.plans.size()) - 1)) +
                               ")");
@@ -209,6 +244,8 @@ Result<Project> project_from_json_text(std::string_view text, std::string_view d
   return project;
 }
 
+}  // namespace
+
 std::string project_to_json_text(const Project& project) {
   json j = {{"kind", kProjectKind}, {"version", kProjectVersion}};
   j["clusters"] = json::array();
@@ -236,7 +273,7 @@ std::string project_to_json_text(const Project& project) {
 Result<Project> load_project(const std::string& path) {
   auto j = read_json_file(path);
   if (!j) return j.error();
-  return project_from_json_text(j->dump(), path);
+  return project_from_json(*j, path);
 }
 
 Status save_project(const std::string& path, const Project& project) {

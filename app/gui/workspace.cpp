@@ -256,10 +256,15 @@ bool Workspace::recover() {
   if (recovery_path_.isEmpty()) return false;
   auto project = load_project(recovery_path_.toStdString());
   if (!project) {
-    emit message(tr("The recovered project could not be read:\n%1")
-                     .arg(QString::fromStdString(project.message())),
+    // Kept, not deleted: it is the last session's unsaved work (written by
+    // a newer ClusterScope, say), which another version may still read.
+    emit message(tr("The recovered project could not be read:\n%1\nIt is kept in %2.")
+                     .arg(QString::fromStdString(project.message()), recovery_path_),
                  MessageLevel::error);
-    discardRecovery();
+    recovery_lock_.reset();
+    recovery_path_.clear();
+    recovery_source_.clear();
+    emit recoveryChanged();
     return false;
   }
   replaceAll(std::move(project).value(), recovery_source_, true);

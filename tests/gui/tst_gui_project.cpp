@@ -58,6 +58,7 @@ class TestGuiProject : public QObject {
   void saveOpenAndRecentFiles();
   void openKeepsProjectOnFailure();
   void autosaveAndRecovery();
+  void failedRecoveryKeepsTheFile();
   void analysisInlineAndInBackground();
 
  private:
@@ -167,6 +168,36 @@ void TestGuiProject::badFiles_data() {
   QTest::addRow("current plan") << edited(QStringLiteral("\"current_plan\": 0"),
                                           QStringLiteral("\"current_plan\": 4"))
                                 << QStringLiteral("/current_plan: must index the plans");
+  // Numbers past an int were wrapped (4294967297 opened as version 1, and
+  // 4294967296 as plan 0), a negative version accepted.
+  QTest::addRow("version past an int")
+      << edited(QStringLiteral("\"version\": 1"), QStringLiteral("\"version\": 4294967297"))
+      << QStringLiteral("/version: 4294967297 was written by a newer ClusterScope");
+  QTest::addRow("version past 64 bits")
+      << edited(QStringLiteral("\"version\": 1"),
+                QStringLiteral("\"version\": 18446744073709551615"))
+      << QStringLiteral("/version: 18446744073709551615 was written by a newer ClusterScope");
+  QTest::addRow("negative version")
+      << edited(QStringLiteral("\"version\": 1"), QStringLiteral("\"version\": -5"))
+      << QStringLiteral("/version: must be a whole number from 1 (got -5)");
+  QTest::addRow("current plan past an int")
+      << edited(QStringLiteral("\"current_plan\": 0"),
+                QStringLiteral("\"current_plan\": 4294967296"))
+      << QStringLiteral("/current_plan: must index the plans");
+  // 100000 levels: printing it overflowed the stack (SIGSEGV).
+  QTest::addRow("nested past reason")
+      << QString(QStringLiteral("[")).repeated(100000) +
+             QString(QStringLiteral("]")).repeated(100000)
+      << QStringLiteral(
+             "p.json: not a JSON document (the file is damaged or not a project): p.json: "
+             "invalid JSON: nested more than 256 levels deep");
+  // A GPU by a preset's name: a project gives it whole (it said "no presets
+  // are loaded" while the app had its presets).
+  QTest::addRow("preset name") << edited(QStringLiteral("\"gpu\": {"),
+                                         QStringLiteral("\"gpu\": \"h100-sxm\", \"unused\": {"))
+                               << QStringLiteral(
+                                      "/gpu: names the preset \"h100-sxm\", but this "
+                                      "document must give it whole");
 }
 
 void TestGuiProject::badFiles() {
@@ -464,6 +495,44 @@ void TestGuiProject::autosaveAndRecovery() {
   Workspace after_clean;
   QVERIFY(!after_clean.hasRecovery());
   after_clean.closeSession();
+}
+
+// A crashed session's autosave that this version cannot read (a newer one
+// wrote it) is kept and its place said: Restore deleted it, and with it the
+// unsaved work.
+void TestGuiProject::failedRecoveryKeepsTheFile() {
+  QString autosave;
+  {
+    Workspace crashed;
+    QVERIFY(crashed.newProject());
+    crashed.setAutosaveDelay(10);
+    Project p = crashed.project();
+    p.plans[0].parallel.global_batch = 2048;
+    crashed.edit(QStringLiteral("batch"), p);
+    autosave = crashed.autosavePath();
+    QTRY_VERIFY(QFile::exists(autosave));
+    // No closeSession(): the session ends as a crash would.
+  }
+  QFile file(autosave);
+  QVERIFY(file.open(QIODevice::ReadWrite));
+  QString text = QString::fromUtf8(file.readAll());
+  QVERIFY(text.contains(QStringLiteral("\"version\": 1")));
+  text.replace(QStringLiteral("\"version\": 1"), QStringLiteral("\"version\": 2"));
+  QVERIFY(file.resize(0));
+  file.write(text.toUtf8());
+  file.close();
+  Workspace next;
+  QVERIFY(next.hasRecovery());
+  QSignalSpy messages(&next, &Workspace::message);
+  QVERIFY(!next.recover());
+  QVERIFY(QFile::exists(autosave));
+  QCOMPARE(messages.count(), 1);
+  QVERIFY2(
+      messages.front().front().toString().contains(QStringLiteral("It is kept in ") + autosave),
+      qPrintable(messages.front().front().toString()));
+  QVERIFY(!next.hasRecovery());
+  next.closeSession();
+  QFile::remove(autosave);
 }
 
 void TestGuiProject::analysisInlineAndInBackground() {
