@@ -222,10 +222,11 @@ Status create_schema(sql::Database& db) {
 }
 
 Status tune_connection(sql::Database& db, bool writer) {
-  // 64 MiB page cache; memory-mapped reads avoid a copy per page.
-  std::string pragmas = "PRAGMA cache_size = -65536; PRAGMA temp_store = MEMORY;";
-  if (!writer) pragmas += "PRAGMA mmap_size = 17179869184;";
-  return db.exec(pragmas);
+  // 64 MiB page cache. No memory-mapped reads: a store cut short while open
+  // (copied over in place, a scp in progress) raised SIGBUS on the mapped
+  // pages past its new end, and the app died; read() fails with an error.
+  (void)writer;
+  return db.exec("PRAGMA cache_size = -65536; PRAGMA temp_store = MEMORY; PRAGMA mmap_size = 0;");
 }
 
 bool is_own_meta_row(std::string_view key) {
