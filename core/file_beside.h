@@ -11,8 +11,9 @@ namespace cs {
 
 class FileBeside {
  public:
-  // A device, a pipe (/dev/stdout) or a symbolic link at `path` is written
-  // in place: there is nothing to rename over it.
+  // A device or a pipe (/dev/stdout) at `path` is written in place: there
+  // is nothing to rename over it. A symbolic link's target is written beside
+  // the target and replaced, the link kept.
   explicit FileBeside(std::string path);
   // Without a successful commit() the file beside is removed.
   ~FileBeside();
@@ -27,6 +28,7 @@ class FileBeside {
 
  private:
   std::string path_;
+  std::string target_;  // path_, or the file a symbolic link there points to
   std::string writing_;
   bool beside_ = false;  // writing_ is a file beside path_, still to rename or remove
 };

@@ -551,7 +551,8 @@ void TestModelJson::readJsonFileErrors() {
   const std::string missing = dir.filePath("missing.json").toStdString();
   auto r = cs::read_json_file(missing);
   QVERIFY(!r.ok());
-  QCOMPARE(QString::fromStdString(r.message()), QString::fromStdString(missing + ": cannot open file"));
+  QCOMPARE(QString::fromStdString(r.message()),
+           QString::fromStdString(missing + ": cannot open file: No such file or directory"));
 
   const std::string broken = dir.filePath("broken.json").toStdString();
   std::ofstream(broken) << "{\n  \"nodes\": 2,\n  \"gpu\": ]\n}\n";
@@ -643,8 +644,18 @@ void TestModelJson::writeJsonFileWholeOrNotAtAll() {
   QCOMPARE(cs::read_json_file(path)->dump(), small.dump());
   QVERIFY(!std::filesystem::exists(path + ".partial"));
 
+  // Through a symbolic link: a failed write keeps the target whole (it was
+  // written in place, and a full disk left it cut short).
   const std::string link = dir.filePath("link.json").toStdString();
   std::filesystem::create_symlink(path, link);
+  QCOMPARE(setrlimit(RLIMIT_FSIZE, &limit), 0);
+  std::signal(SIGXFSZ, SIG_IGN);
+  const cs::Status full_through_link = cs::write_json_file(link, large);
+  setrlimit(RLIMIT_FSIZE, &saved);
+  std::signal(SIGXFSZ, old_handler);
+  QVERIFY(!full_through_link.ok());
+  QCOMPARE(cs::read_json_file(path)->dump(), small.dump());
+  QVERIFY(!std::filesystem::exists(path + ".partial"));
   QVERIFY(cs::write_json_file(link, large).ok());
   QVERIFY(std::filesystem::is_symlink(link));
   QCOMPARE(cs::read_json_file(path)->dump(), large.dump());
