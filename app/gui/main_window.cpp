@@ -588,6 +588,13 @@ void MainWindow::importTrace(const QStringList& files) {
       out.summary += tr(" (clocks aligned by %1)").arg(q(report->clock_alignment));
     for (const std::string& w : report->warnings)
       out.warnings += (out.warnings.isEmpty() ? QString() : QStringLiteral("\n")) + q(w);
+    // What the import left out, as the CLI lists it (the app said only
+    // "Imported 10 events" of a trace with bad records).
+    for (const auto& [what, n] : report->skipped) {
+      if (n <= 0) continue;
+      out.warnings += (out.warnings.isEmpty() ? QString() : QStringLiteral("\n")) +
+                      tr("not imported: %1 %2").arg(n).arg(q(what));
+    }
     for (const std::string& loss : report->losses)
       out.warnings += (out.warnings.isEmpty() ? QString() : QStringLiteral("\n")) + output + QStringLiteral(": ") + q(loss);
     return out;
