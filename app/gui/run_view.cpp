@@ -256,6 +256,10 @@ RunView::RunView(QWidget* parent) : QWidget(parent) {
   header_->setObjectName(QStringLiteral("run_header"));
   header_->setTextInteractionFlags(Qt::TextSelectableByMouse);
   header_->setWordWrap(true);
+  // A word the label cannot break (a 120,000-character title, a long path)
+  // set the window's minimum width to its own: 7.8 GB of pixmaps, then a
+  // crash. The header takes the width it is given.
+  header_->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
   layout->addWidget(header_);
 
   // Search by name, next and previous.
@@ -649,8 +653,13 @@ void RunView::startAnalysis() {
                                    ? tr("%1 of %2 ranks").arg(ranks).arg(out.world_size)
                                : ranks == 1 ? tr("1 rank")
                                             : tr("%1 ranks").arg(ranks);
+    constexpr int kHeaderTitleChars = 200;
+    const QString shown_title = title_.size() > kHeaderTitleChars
+                                    ? title_.left(kHeaderTitleChars) + QStringLiteral("…")
+                                    : title_;
+    header_->setToolTip(title_.left(4096));
     header_->setText(tr("<b>%1</b> — %2 · source %3 · %4%5")
-                         .arg(title_.toHtmlEscaped(), rank_count)
+                         .arg(shown_title.toHtmlEscaped(), rank_count)
                          .arg(q(out.run.source).toHtmlEscaped(),
                               QFileInfo(path_).absoluteFilePath().toHtmlEscaped(),
                               endingText(out.state, out.losses)));

@@ -714,6 +714,9 @@ void TimelineWidget::paintEvent(QPaintEvent*) {
     cache_.setDevicePixelRatio(devicePixelRatioF());
     cache_.fill(palette().color(QPalette::Base));
     QPainter p(&cache_);
+    // A pixmap past what the paint engine takes (a widget grown huge) has
+    // none: painting into it crashed.
+    if (!p.isActive()) return;
     p.setFont(font());
     drawn_items_ = paintTimeline(paintState(), p, QRectF(rect()), palette().color(QPalette::Text));
     cache_job_ = frameJob();

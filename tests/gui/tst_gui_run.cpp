@@ -61,6 +61,7 @@ class TestGuiRun : public QObject {
  private slots:
   void initTestCase();
   void opensCpuEngineRun();
+  void longTitleKeepsTheWindow();
   void zoomPanAndSelect();
   void kernelRowShowsInstances();
   void rangeBreakdown();
@@ -1009,6 +1010,41 @@ void TestGuiRun::committedTraces() {
   double dominant = 1;
   QVERIFY(cs::gui::test::distinctColours(shot, &dominant) > 8);
   QVERIFY(dominant < 0.95);
+}
+
+// A title the header cannot break (`run --title` takes 120,000 characters)
+// set the window's minimum width to its own: gigabytes of pixmaps, then a
+// crash painting the timeline. It is shortened, whole in the tooltip.
+void TestGuiRun::longTitleKeepsTheWindow() {
+  const QString path = dir_.filePath(QStringLiteral("long-title.db"));
+  {
+    trace::RunInfo run;
+    run.title = std::string(120000, 'x');
+    auto w = trace::TraceWriter::create(path.toStdString(), run);
+    QVERIFY2(w.ok(), w.ok() ? "" : w.message().c_str());
+    (*w)->add_rank({0, "host", "CPU", 1, 0, false});
+    trace::Event e;
+    e.lane = (*w)->add_lane(0, trace::LaneKind::cpu_thread, "compute");
+    e.start_ns = 1000;
+    e.end_ns = 2000;
+    e.name = (*w)->intern("gemm");
+    (*w)->add(e);
+    QVERIFY((*w)->close("complete").ok());
+  }
+  RunView view;
+  view.resize(900, 600);
+  view.show();
+  QSignalSpy analysed(&view, &RunView::analysisReady);
+  view.openStore(path);
+  QTRY_COMPARE_WITH_TIMEOUT(analysed.count(), 1, 30000);
+  auto* header = view.findChild<QLabel*>(QStringLiteral("run_header"));
+  QVERIFY(header);
+  QVERIFY2(header->text().size() < 2000, qPrintable(QString::number(header->text().size())));
+  QVERIFY(header->text().contains(QString(200, 'x') + QStringLiteral("…")));
+  QVERIFY2(view.minimumSizeHint().width() < 2000,
+           qPrintable(QString::number(view.minimumSizeHint().width())));
+  QCOMPARE(view.width(), 900);
+  view.timeline()->repaint();  // paints at the window's size
 }
 
 void TestGuiRun::importedTraces_data() {
