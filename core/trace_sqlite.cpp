@@ -14,9 +14,12 @@ Result<Database> Database::open(const std::string& path, int flags) {
   db.db_ = raw;
   db.path_ = path;
   if (rc != SQLITE_OK) {
-    Error e{path + ": cannot open: " +
-            (raw ? std::string(sqlite3_errmsg(raw)) : std::string(sqlite3_errstr(rc)))};
-    return e;
+    std::string why = raw ? std::string(sqlite3_errmsg(raw)) : std::string(sqlite3_errstr(rc));
+    // What the system said ("Permission denied"): SQLite's own words are
+    // only "unable to open database file".
+    if (raw && sqlite3_system_errno(raw) != 0)
+      why += std::string(" (") + std::strerror(sqlite3_system_errno(raw)) + ")";
+    return Error{path + ": cannot open: " + why};
   }
   sqlite3_extended_result_codes(raw, 1);
   // A reader waits a little for a writer's checkpoint instead of failing at once.

@@ -7,11 +7,13 @@
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QProcess>
+#include <QStandardPaths>
 #include <QTemporaryDir>
 #include <QtTest>
 
 #include <sqlite3.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include "../process_run.h"
 
@@ -46,6 +48,7 @@ class TestTraceCli : public QObject {
   void truncatedNsightExportIsNamed();
   void damagedStoreReportSaysSo();
   void damagedPagesAreNotReadAsNoRows();
+  void unreadableStoreSaysWhy();
   void errors();
 };
 
@@ -674,6 +677,35 @@ void TestTraceCli::damagedPagesAreNotReadAsNoRows() {
   QFile report(html);
   QVERIFY(report.open(QIODevice::ReadOnly));
   QVERIFY(QString::fromUtf8(report.readAll()).contains("<p class=bad>" + store + " is damaged: "));
+}
+
+// A store the user may not read says so ("Permission denied"); SQLite's own
+// words were only "unable to open database file". As root, the command runs
+// as nobody (root reads every file).
+void TestTraceCli::unreadableStoreSaysWhy() {
+  QTemporaryDir dir;
+  const QString store = dir.filePath(QStringLiteral("private.db"));
+  QVERIFY(QFile::copy(CS_SOURCE_DIR "/tests/data/cpu/cpu-engine-dp2.db", store));
+  QVERIFY(QFile::setPermissions(store, QFileDevice::Permissions{}));
+  // The folder open to all: the file itself is what may not be read.
+  QVERIFY(QFile::setPermissions(dir.path(), QFileDevice::ReadOwner | QFileDevice::WriteOwner |
+                                                QFileDevice::ExeOwner | QFileDevice::ReadOther |
+                                                QFileDevice::ExeOther));
+  Run r;
+  if (::geteuid() == 0) {
+    if (QStandardPaths::findExecutable(QStringLiteral("setpriv")).isEmpty())
+      QSKIP("running as root without setpriv: every file reads");
+    r = cs::test::run_process(
+        QStringLiteral("setpriv"),
+        {QStringLiteral("--reuid=65534"), QStringLiteral("--regid=65534"),
+         QStringLiteral("--clear-groups"), QStringLiteral(CS_BIN_DIR "/clusterscope"),
+         QStringLiteral("trace"), QStringLiteral("info"), store});
+  } else {
+    r = run_cli({"trace", "info", store});
+  }
+  QCOMPARE(r.exit_code, 1);
+  QVERIFY2(r.err.contains(store + ": cannot open: ") && r.err.contains("(Permission denied)"),
+           qPrintable(r.err));
 }
 
 QTEST_GUILESS_MAIN(TestTraceCli)
