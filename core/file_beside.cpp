@@ -10,7 +10,10 @@ namespace fs = std::filesystem;
 FileBeside::FileBeside(std::string path) : path_(std::move(path)), target_(path_) {
   std::error_code ec;
   const fs::file_status status = fs::status(path_, ec);
-  const bool in_place = !ec && fs::exists(status) && !fs::is_regular_file(status);
+  // /dev/stdout is a link to whatever the shell gave (a log appended to):
+  // written in place, never replaced.
+  const bool stream = path_.starts_with("/dev/") || path_.starts_with("/proc/");
+  const bool in_place = !ec && fs::exists(status) && (!fs::is_regular_file(status) || stream);
   // A symbolic link to a file: its target is written beside and replaced,
   // the link kept (written in place, a full disk left the target cut short).
   if (!in_place && fs::is_symlink(fs::symlink_status(path_, ec))) {

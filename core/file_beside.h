@@ -11,8 +11,9 @@ namespace cs {
 
 class FileBeside {
  public:
-  // A device or a pipe (/dev/stdout) at `path` is written in place: there
-  // is nothing to rename over it. A symbolic link's target is written beside
+  // A device, a pipe or anything under /dev or /proc (/dev/stdout, a link
+  // to what the shell gave) is written in place: there is nothing to rename
+  // over it. A symbolic link's target is written beside
   // the target and replaced, the link kept.
   explicit FileBeside(std::string path);
   // Without a successful commit() the file beside is removed.
