@@ -55,6 +55,26 @@
 using namespace cs;
 using namespace cs::gui;
 
+namespace {
+
+// A store of one rank with one 1 us kernel, left open for more; null when
+// it cannot be created.
+std::unique_ptr<trace::TraceWriter> one_kernel_store(const QString& path,
+                                                     const trace::RunInfo& run = {}) {
+  auto w = trace::TraceWriter::create(path.toStdString(), run);
+  if (!w) return nullptr;
+  (*w)->add_rank({0, "host", "CPU", 1, 0, false});
+  trace::Event e;
+  e.lane = (*w)->add_lane(0, trace::LaneKind::cpu_thread, "compute");
+  e.start_ns = 1000;
+  e.end_ns = 2000;
+  e.name = (*w)->intern("gemm");
+  (*w)->add(e);
+  return std::move(w).value();
+}
+
+}  // namespace
+
 class TestGuiRun : public QObject {
   Q_OBJECT
 
@@ -1020,16 +1040,9 @@ void TestGuiRun::longTitleKeepsTheWindow() {
   {
     trace::RunInfo run;
     run.title = std::string(120000, 'x');
-    auto w = trace::TraceWriter::create(path.toStdString(), run);
-    QVERIFY2(w.ok(), w.ok() ? "" : w.message().c_str());
-    (*w)->add_rank({0, "host", "CPU", 1, 0, false});
-    trace::Event e;
-    e.lane = (*w)->add_lane(0, trace::LaneKind::cpu_thread, "compute");
-    e.start_ns = 1000;
-    e.end_ns = 2000;
-    e.name = (*w)->intern("gemm");
-    (*w)->add(e);
-    QVERIFY((*w)->close("complete").ok());
+    auto w = one_kernel_store(path, run);
+    QVERIFY(w);
+    QVERIFY(w->close("complete").ok());
   }
   RunView view;
   view.resize(900, 600);
@@ -1193,20 +1206,17 @@ void TestGuiRun::badFiles() {
   } else if (kind == QStringLiteral("lossy")) {
     // Closed "complete", but its writer dropped events: the view must not
     // hide it behind a complete-looking run.
-    auto w = trace::TraceWriter::create(path.toStdString(), {});
-    if (!w.ok()) QFAIL(w.message().c_str());
-    (*w)->add_rank({0, "host", "CPU", 1, 0, false});
+    auto w = one_kernel_store(path);
+    QVERIFY(w);
     trace::Event e;
-    e.lane = (*w)->add_lane(0, trace::LaneKind::cpu_thread, "compute");
     e.start_ns = 1000;
     e.end_ns = 2000;
-    e.name = (*w)->intern("gemm");
-    (*w)->add(e);
+    e.name = w->intern("gemm");
     for (std::uint32_t lane : {4'000'000'000u, 4'000'000'001u}) {
       e.lane = trace::LaneId{lane};
-      (*w)->add(e);
+      w->add(e);
     }
-    QVERIFY((*w)->close("complete").ok());
+    QVERIFY(w->close("complete").ok());
   }
   RunView view;
   view.resize(900, 600);
