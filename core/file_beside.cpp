@@ -3,22 +3,46 @@
 #include <filesystem>
 #include <system_error>
 
+#include <unistd.h>
+
 namespace cs {
 
 namespace fs = std::filesystem;
 
+namespace {
+
+// A path under /dev or /proc, or a link whose chain passes through one
+// (/dev/stdout -> /proc/self/fd/1 -> the shell's log): written in place.
+bool is_stream(fs::path p) {
+  for (int hop = 0; hop < 40; ++hop) {
+    const std::string text = p.string();
+    if (text.starts_with("/dev/") || text.starts_with("/proc/")) return true;
+    std::error_code ec;
+    if (!fs::is_symlink(fs::symlink_status(p, ec))) return false;
+    const fs::path next = fs::read_symlink(p, ec);
+    if (ec) return false;
+    p = next.is_absolute() ? next : p.parent_path() / next;
+  }
+  return false;
+}
+
+}  // namespace
+
 FileBeside::FileBeside(std::string path) : path_(std::move(path)), target_(path_) {
   std::error_code ec;
   const fs::file_status status = fs::status(path_, ec);
-  // /dev/stdout is a link to whatever the shell gave (a log appended to):
-  // written in place, never replaced.
-  const bool stream = path_.starts_with("/dev/") || path_.starts_with("/proc/");
-  const bool in_place = !ec && fs::exists(status) && (!fs::is_regular_file(status) || stream);
+  stream_ = !ec && fs::exists(status) && is_stream(fs::absolute(path_, ec));
+  bool in_place = !ec && fs::exists(status) && (!fs::is_regular_file(status) || stream_);
   // A symbolic link to a file: its target is written beside and replaced,
   // the link kept (written in place, a full disk left the target cut short).
+  // A dangling link, or a target whose folder takes no new file, is written
+  // in place as before.
   if (!in_place && fs::is_symlink(fs::symlink_status(path_, ec))) {
     const fs::path resolved = fs::canonical(path_, ec);
-    if (!ec) target_ = resolved.string();
+    if (!ec && ::access(resolved.parent_path().c_str(), W_OK) == 0)
+      target_ = resolved.string();
+    else
+      in_place = true;
   }
   beside_ = !in_place;
   writing_ = beside_ ? target_ + ".partial" : path_;

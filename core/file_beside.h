@@ -24,6 +24,9 @@ class FileBeside {
   const std::string& path() const { return path_; }
   // The file to open and write: `path` + ".partial", or `path` itself.
   const std::string& writing() const { return writing_; }
+  // Under /dev or /proc, or linked through there (/dev/stdout): to be
+  // opened for appending, never truncated (a log the shell appends to).
+  bool stream() const { return stream_; }
   // The file written (and closed) takes the path's place.
   Status commit();
 
@@ -31,7 +34,8 @@ class FileBeside {
   std::string path_;
   std::string target_;  // path_, or the file a symbolic link there points to
   std::string writing_;
-  bool beside_ = false;  // writing_ is a file beside path_, still to rename or remove
+  bool beside_ = false;
+  bool stream_ = false;  // writing_ is a file beside path_, still to rename or remove
 };
 
 }  // namespace cs

@@ -273,6 +273,16 @@ Result<nlohmann::json> read_json_file(const std::string& path) {
   return read_json_stream(in, path);
 }
 
+nlohmann::json parse_json_text(std::string_view text) {
+  bool too_deep = false;
+  auto shallow = [&](int depth, nlohmann::json::parse_event_t, nlohmann::json&) {
+    if (depth > kMaxJsonDepth) too_deep = true;
+    return !too_deep;
+  };
+  nlohmann::json parsed = nlohmann::json::parse(text, shallow, /*allow_exceptions=*/false);
+  return too_deep ? nlohmann::json(nlohmann::json::value_t::discarded) : parsed;
+}
+
 Result<nlohmann::json> read_json_stream(std::istream& in, const std::string& path) {
   // Read in pieces up to a bound: a device such as /dev/zero never ends.
   constexpr std::size_t kMaxBytes = std::size_t{512} << 20;
@@ -297,7 +307,7 @@ Result<nlohmann::json> read_json_stream(std::istream& in, const std::string& pat
   std::optional<std::pair<std::string, int>> twice;
   // Nesting past any document of ours: copying or printing such a value
   // recurses once per level, and 100000 levels overflowed the stack.
-  constexpr int kMaxDepth = 256;
+  constexpr int kMaxDepth = kMaxJsonDepth;
   bool too_deep = false;
   auto check_keys = [&](int depth, Event event, nlohmann::json& parsed) {
     if (depth > kMaxDepth) {

@@ -124,4 +124,13 @@ Result<nlohmann::json> read_json_file(const std::string& path);
 // checks of a file; errors name it as `name` ("standard input:3:7: ...").
 Result<nlohmann::json> read_json_stream(std::istream& in, const std::string& name);
 
+// JSON nested deeper than this is refused by every reader: copying or
+// printing such a value recurses once per level (100000 levels overflowed
+// the stack).
+inline constexpr int kMaxJsonDepth = 256;
+// Text from elsewhere (a store's meta row, a line of another program):
+// the value, or a discarded one (is_discarded()) when it is not JSON or is
+// nested past kMaxJsonDepth. Never throws.
+nlohmann::json parse_json_text(std::string_view text);
+
 }  // namespace cs

@@ -37,7 +37,7 @@ std::string machine_probe_json(const MachineProbe& p) {
 }
 
 Result<MachineProbe> machine_probe_from_json(std::string_view text, std::string_view where) {
-  const json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  const json j = parse_json_text(text);
   if (j.is_discarded()) return Error{std::string(where) + ": not valid JSON"};
   Diagnostics diag;
   ObjectReader r(j, "", diag);

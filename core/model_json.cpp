@@ -898,7 +898,8 @@ Result<std::vector<DocumentKind>> validate_json(const json& document, const std:
 Status write_json_file(const std::string& path, const json& j) {
   FileBeside file(path);
   {
-    std::ofstream out(file.writing(), std::ios::binary | std::ios::trunc);
+    std::ofstream out(file.writing(),
+                      std::ios::binary | (file.stream() ? std::ios::app : std::ios::trunc));
     if (!out) {
       return Error{path + ": cannot write (cannot create " + file.writing() +
                    ": " + std::strerror(errno) + ")"};

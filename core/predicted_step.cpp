@@ -34,7 +34,7 @@ json to_json(const PredictedStep& p) {
   if (!p.plan_json.empty()) {
     // plan_json is an object's text by contract; anything else is left out
     // rather than written as a store that does not read.
-    json plan = json::parse(p.plan_json, nullptr, /*allow_exceptions=*/false);
+    json plan = parse_json_text(p.plan_json);
     if (plan.is_object()) j["plan"] = std::move(plan);
   }
   if (p.machine_probe)

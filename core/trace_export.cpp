@@ -17,6 +17,7 @@
 #include "core/enum_names.h"
 #include "core/file_beside.h"
 #include "core/format.h"
+#include "core/json_reader.h"
 #include "core/median.h"
 #include "core/prediction_text.h"
 #include "core/utf8.h"
@@ -45,10 +46,10 @@ class Output {
       error_ = Error{path_ + ": is the store being exported; give another output file"};
       return;
     }
-    // The standard output is written where it stands: opened to truncate,
-    // it emptied a log the shell appended it to (`-o - >> log`).
-    const bool standard_output = path_ == "/dev/stdout";
-    file_ = std::fopen(file_beside_.writing().c_str(), standard_output ? "ab" : "wb");
+    // The standard output (or a link to it) is written where it stands:
+    // opened to truncate, it emptied a log the shell appended it to
+    // (`-o - >> log`).
+    file_ = std::fopen(file_beside_.writing().c_str(), file_beside_.stream() ? "ab" : "wb");
     if (!file_) error_ = Error{path_ + ": cannot write: " + std::strerror(errno)};
     buffer_.reserve(kChunk + 4096);
   }
@@ -912,6 +913,10 @@ std::optional<CsvTable> csv_table_from_string(std::string_view text) {
 Result<ExportReport> export_csv(const TraceReader& reader, const RunAnalysis* analysis,
                                 CsvTable table, const std::string& path,
                                 std::optional<TimeRange> window) {
+  // Figures lacking the rows of a damaged page (the analysis read it with
+  // readers of its own, whose damage the store's reader does not see).
+  if (table != CsvTable::events && analysis && !analysis->damage.empty())
+    return Error{analysis->damage + "; " + path + " was not written"};
   if (table != CsvTable::events && !analysis)
     return Error{"export: the " + std::string(to_string(table)) + " table needs an analysis"};
   ExportReport report;
@@ -1064,7 +1069,7 @@ Result<ExportReport> export_html_report(const TraceReader& reader, const RunAnal
   out << "</table>\n";
   if (!run.plan_json.empty()) {
     // Indented: one line of JSON ran off a printed page.
-    const nlohmann::json plan = nlohmann::json::parse(run.plan_json, nullptr, false);
+    const nlohmann::json plan = parse_json_text(run.plan_json);
     out << "<details><summary>plan (JSON)</summary><pre>"
         << html(plan.is_discarded() ? run.plan_json : plan.dump(1)) << "</pre></details>\n";
   }

@@ -154,18 +154,22 @@ TraceFormat detect_trace_format(const std::string& path) {
   if (!std::filesystem::is_regular_file(path, ec)) return TraceFormat::unknown;
   std::FILE* f = std::fopen(path.c_str(), "rb");
   if (!f) return TraceFormat::unknown;
-  unsigned char head[16] = {};
+  // Enough to pass a byte-order mark and the spaces a pretty-printer puts
+  // before the first bracket (16 bytes read JSON indented further as
+  // "not JSON").
+  unsigned char head[4096] = {};
   const std::size_t n = std::fread(head, 1, sizeof head, f);
   std::fclose(f);
   if (n >= 2 && head[0] == 0x1f && head[1] == 0x8b) return TraceFormat::kineto_json;
-  if (n == 16 && std::string_view(reinterpret_cast<char*>(head), 15) == "SQLite format 3") {
+  if (n >= 16 && std::string_view(reinterpret_cast<char*>(head), 15) == "SQLite format 3") {
     auto state = inspect_store(path);
     if (state) return TraceFormat::trace_store;
     auto db = sql::Database::open(path, SQLITE_OPEN_READONLY);
     if (db && db->has_table("StringIds")) return TraceFormat::nsys_sqlite;
     return TraceFormat::unknown;
   }
-  for (std::size_t i = 0; i < n; ++i) {
+  const std::size_t bom = n >= 3 && head[0] == 0xef && head[1] == 0xbb && head[2] == 0xbf ? 3 : 0;
+  for (std::size_t i = bom; i < n; ++i) {
     if (std::isspace(head[i])) continue;
     // {"traceEvents": [...]}, or Chrome's bare array of events.
     return head[i] == '{' || head[i] == '[' ? TraceFormat::kineto_json : TraceFormat::unknown;
@@ -197,7 +201,7 @@ Result<ImportReport> import_traces(const std::vector<std::string>& files, const 
         const std::size_t n = std::fread(head, 1, sizeof head, in);
         std::fclose(in);
         if (n < sizeof head || std::string_view(head, 15) != "SQLite format 3") {
-          what = "it is not JSON, gzip or SQLite";
+          what = "it is not JSON (it does not begin with { or [), gzip or SQLite";
         } else if (Status whole = sql::check_not_cut_short(f); !whole) {
           return whole.error();
         } else if (auto db = sql::Database::open(f, SQLITE_OPEN_READONLY)) {

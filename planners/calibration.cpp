@@ -276,21 +276,24 @@ Result<std::vector<CalibrationPhase>> phases_of(const trace::TraceReader& r, Cal
     ph.first_rank = std::min(ph.first_rank, rank.rank);
   if (ph.first_rank == std::numeric_limits<int>::max()) ph.first_rank = 0;
   if (auto parallel = r.meta("parallel")) {
-    try {
-      const json p = json::parse(*parallel);
-      ph.threads = p.value("threads", 0);
-      ph.precision = p.value("precision", "fp32");
-      out.engine = p.value("backend", "");
-    } catch (const json::exception&) {
-      // The store's own analyses report a broken meta row; the defaults stand.
+    // A broken meta row is the store's own analyses' to report; the
+    // defaults stand.
+    if (const json p = parse_json_text(*parallel); p.is_object()) {
+      try {
+        ph.threads = p.value("threads", 0);
+        ph.precision = p.value("precision", "fp32");
+        out.engine = p.value("backend", "");
+      } catch (const json::exception&) {
+      }
     }
   }
   if (auto plan = r.meta("plan_json")) {
-    try {
-      const json p = json::parse(*plan);
-      if (p.contains("cluster")) out.cpu_cores = p["cluster"].value("cpu_cores_per_node", 0);
-    } catch (const json::exception&) {
-      // As above: the run's own analyses report a broken plan.
+    // As above: the run's own analyses report a broken plan.
+    if (const json p = parse_json_text(*plan); p.is_object() && p.contains("cluster")) {
+      try {
+        out.cpu_cores = p["cluster"].value("cpu_cores_per_node", 0);
+      } catch (const json::exception&) {
+      }
     }
   }
   const trace::RunInfo run = r.run();

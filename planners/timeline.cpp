@@ -184,11 +184,12 @@ Result<Timeline> predict_timeline(const Plan& plan) {
           backward_end[s][index(op.micro_batch, op.chunk)] = at;
         }
         free_at[s] = at;
-        // 1F1B: Megatron-LM waits on every batched isend/irecv (overlap_p2p_comm
-        // is forced off without virtual stages), so the sending stage is held
-        // for the hop. Interleaved sends overlap the next pass and hold no one.
+        // 1F1B and forward-only: Megatron-LM waits on every batched
+        // isend/irecv (overlap_p2p_comm is forced off without virtual
+        // stages), so the sending stage is held for the hop. Interleaved
+        // sends overlap the next pass and hold no one.
         const bool sends = op.forward ? s < p - 1 : s > 0;
-        if (v == 1 && pp_hop > 0 && sends && !k.inference) {
+        if (v == 1 && pp_hop > 0 && sends) {
           add(t, s, 0, at, at + pp_hop, trace::Category::communication, trace::EventKind::p2p,
               trace::Collective::send, op.forward ? "pp send activations" : "pp send gradients",
               op.micro_batch, op.chunk);

@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "core/host_name.h"
+#include "core/json_reader.h"
 #include "core/parse_count.h"
 #include "core/trace_writer.h"
 #include "profiler/mpirun_output.h"
@@ -630,7 +631,7 @@ struct Launcher::State {
       return;
     }
     if (!tagged.stderr_stream && tagged.text.starts_with("{")) {
-      const auto j = nlohmann::json::parse(tagged.text, nullptr, /*allow_exceptions=*/false);
+      const auto j = parse_json_text(tagged.text);
       if (j.is_object() && j.contains("event")) {
         try {
           handle_rank_json(tagged.rank, j);
@@ -841,19 +842,22 @@ struct Launcher::State {
     return out;
   }
 
-  // The rank MPI or Slurm gave a process, from its environment.
+  // The rank MPI or Slurm gave a process, from its environment: mpirun's
+  // own first, since its ranks inherit a batch step's SLURM_PROCID.
   static std::optional<int> rank_in_environment(std::int64_t pid) {
+    static constexpr std::string_view kKeys[] = {
+        "OMPI_COMM_WORLD_RANK=", "PMIX_RANK=", "PMI_RANK=", "SLURM_PROCID="};
+    std::optional<int> found[std::size(kKeys)];
     std::ifstream environ("/proc/" + std::to_string(pid) + "/environ", std::ios::binary);
     std::string entry;
     while (std::getline(environ, entry, '\0')) {
-      for (const char* key :
-           {"OMPI_COMM_WORLD_RANK=", "PMIX_RANK=", "PMI_RANK=", "SLURM_PROCID="}) {
-        if (entry.starts_with(key)) {
-          if (const auto rank = parse_count(std::string_view(entry).substr(std::strlen(key))))
-            return rank;
-        }
+      for (std::size_t k = 0; k < std::size(kKeys); ++k) {
+        if (entry.starts_with(kKeys[k]))
+          found[k] = parse_count(std::string_view(entry).substr(kKeys[k].size()));
       }
     }
+    for (const std::optional<int>& rank : found)
+      if (rank) return rank;
     return std::nullopt;
   }
 

@@ -84,7 +84,8 @@ Result<PlanRun> plan_run(const Plan& plan, const PlanRunOptions& o) {
   // its panel flagged (tp = 10^6 ran it out of memory; dp = 2^31 - 1
   // wrapped the rank count and read "a run needs at least one rank").
   if (const auto problems = check_parallel_plan(p); !problems.empty())
-    return Error{"parallel" + problems.front().pointer + ": " + problems.front().message};
+    return Error{"parallel." + problems.front().pointer.substr(1) + ": " +
+                 problems.front().message};
   constexpr long long kMaxRunRanks = 1 << 20;
   if (const long long world = static_cast<long long>(p.dp) * p.tp * p.pp; world > kMaxRunRanks) {
     return Error{"parallel: dp x tp x pp = " + std::to_string(world) +

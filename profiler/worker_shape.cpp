@@ -15,19 +15,23 @@ Result<WorkerShape> worker_shape_for(const Workload& w, int tp, int pp, const Sh
   constexpr int kMaxGrownHidden = 8192;
   constexpr int kMaxGrownLayers = 1024;
   if (tp < 1 || pp < 1) return Error{"tp and pp must be >= 1"};
-  if (static_cast<long long>(tp) * limits.min_head_dim > kMaxGrownHidden) {
+  const TransformerShape& s = w.transformer;
+  if (s.heads < 1 || s.hidden < 1) return Error{"the model has no heads or no hidden size"};
+  // Heads of the model's width (at most 64), at least the minimum.
+  const int head_dim = std::max(limits.min_head_dim, std::min(s.hidden / s.heads, 64));
+  if (static_cast<long long>(tp) * head_dim > kMaxGrownHidden) {
     return Error{"tp = " + std::to_string(tp) +
-                 ": the engines give each tensor-parallel rank a head of at least " +
-                 std::to_string(limits.min_head_dim) +
-                 ", so the model would grow past a hidden size of " +
+                 ": the engines give each tensor-parallel rank a head (" +
+                 std::to_string(head_dim) +
+                 " wide for this model), so the model would grow "
+                 "past a hidden size of " +
                  std::to_string(kMaxGrownHidden) + "; they run tp up to " +
-                 std::to_string(kMaxGrownHidden / limits.min_head_dim)};
+                 std::to_string(kMaxGrownHidden / head_dim)};
   }
   if (pp > kMaxGrownLayers) {
     return Error{"pp = " + std::to_string(pp) + ": the engines run at most " +
                  std::to_string(kMaxGrownLayers) + " pipeline stages (a layer each)"};
   }
-  const TransformerShape& s = w.transformer;
   worker::GptConfig c;
   c.vocab = 256;  // byte-level tokens of the built-in corpus
 
@@ -35,14 +39,12 @@ Result<WorkerShape> worker_shape_for(const Workload& w, int tp, int pp, const Sh
   c.layers = std::min(s.layers, std::max(limits.max_layers, pp));
   c.layers = std::max(pp, c.layers / pp * pp);
 
-  // Heads of the model's width (at most 64), as many as the hidden limit
-  // holds, a multiple of tp.
-  const int head_dim = std::max(limits.min_head_dim, std::min(s.hidden / s.heads, 64));
+  // As many heads as the hidden limit holds, a multiple of tp.
   int heads = std::min(s.heads, std::max(1, limits.max_hidden / head_dim));
   heads = std::max(tp, heads / tp * tp);
   c.heads = heads;
   c.hidden = heads * head_dim;
-  c.ffn = s.ffn_hidden * c.hidden / s.hidden;
+  c.ffn = static_cast<int>(static_cast<long long>(s.ffn_hidden) * c.hidden / s.hidden);
   c.ffn = std::max(tp, c.ffn / tp * tp);
   c.seq = std::min(s.seq_len, limits.max_seq);
 

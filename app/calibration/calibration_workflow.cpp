@@ -13,6 +13,7 @@
 #include "core/calibration_meta.h"
 #include "core/format.h"
 #include "core/host_probe.h"
+#include "core/json_reader.h"
 #include "core/json_text.h"
 #include "core/machine_probe.h"
 #include "core/model_json.h"
@@ -1088,7 +1089,7 @@ Result<worker::GptConfig> trained_shape(const trace::TraceReader& store) {
   const auto text = store.meta("worker_shape");
   if (!text || text->empty())
     return Error{store.path() + ": no meta worker_shape: the run does not say what it trained"};
-  const nlohmann::json shape = nlohmann::json::parse(*text, nullptr, false);
+  const nlohmann::json shape = parse_json_text(*text);
   if (!shape.is_object()) return Error{where + ": not a JSON object"};
   worker::GptConfig c;
   for (auto [key, field] : {std::pair{"layers", &c.layers}, std::pair{"hidden", &c.hidden},
@@ -1148,7 +1149,7 @@ Result<trace::PredictedStep> predict_recorded_run(const PresetCatalog& catalog,
   if (!parallel_text || parallel_text->empty())
     return Error{store.path() + ": not a training run of the ClusterScope engines (it holds no "
                  "plan to predict again: an imported trace or a sweep)"};
-  const nlohmann::json parallel = nlohmann::json::parse(*parallel_text, nullptr, false);
+  const nlohmann::json parallel = parse_json_text(*parallel_text);
   if (!parallel.is_object()) return Error{store.path() + ": meta parallel: not a JSON object"};
   std::string backend;
   try {
@@ -1161,7 +1162,7 @@ Result<trace::PredictedStep> predict_recorded_run(const PresetCatalog& catalog,
   Plan plan;
   const auto plan_text = store.meta("plan_json");
   if (plan_text && !plan_text->empty()) {
-    const nlohmann::json j = nlohmann::json::parse(*plan_text, nullptr, false);
+    const nlohmann::json j = parse_json_text(*plan_text);
     if (j.is_discarded()) return Error{store.path() + ": meta plan_json: not valid JSON"};
     auto parsed = plan_from_json(j, store.path() + ": meta plan_json", &catalog);
     if (!parsed) return parsed.error();

@@ -28,6 +28,7 @@
 #include "core/format.h"
 #include "core/host_probe.h"
 #include "core/import_sweeps.h"
+#include "core/json_reader.h"
 #include "core/json_text.h"
 #include "core/model_json.h"
 
@@ -245,7 +246,7 @@ std::optional<std::pair<std::string, nlohmann::json>> sweep_start_of(
     while (std::getline(in, text)) {
       const std::size_t first = text.find_first_not_of(" \t\r");
       if (first == std::string::npos || text[first] != '{') continue;
-      nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+      nlohmann::json j = parse_json_text(text);
       if (j.is_object() && j.value("event", "") == "sweep_start") return std::pair{file, std::move(j)};
     }
   }

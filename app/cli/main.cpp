@@ -103,7 +103,9 @@ void refuse_empty_values(CLI::App& command) {
       "");
   for (CLI::Option* option : command.get_options()) {
     const std::string& name = option->get_name();
-    if (option->get_items_expected_min() == 0 || name == "--title" || name.starts_with("--slurm-"))
+    // `profile -- COMMAND ARGS...`: the traced program's arguments may be empty.
+    if (option->get_items_expected_min() == 0 || name == "--title" ||
+        name.starts_with("--slurm-") || name == "command")
       continue;
     option->check(not_empty);
   }

@@ -19,6 +19,7 @@
 #include "app/cli/text_table.h"
 #include "core/file_exists.h"
 #include "core/format.h"
+#include "core/json_reader.h"
 #include "core/prediction_text.h"
 #include "core/trace_analysis.h"
 #include "core/trace_compare.h"
@@ -55,7 +56,7 @@ json meta_value_json(const std::string& text) {
   if (text.empty() || std::isspace(static_cast<unsigned char>(text.front())) ||
       std::isspace(static_cast<unsigned char>(text.back())))
     return text;
-  json parsed = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  json parsed = parse_json_text(text);
   if (parsed.is_object() || parsed.is_array() || parsed.is_boolean() || parsed.is_number_integer())
     return parsed;
   if (parsed.is_number_float() && text.find_first_of(".eE") != std::string::npos) return parsed;

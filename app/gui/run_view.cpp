@@ -51,6 +51,7 @@
 #include "app/gui/report_export.h"
 #include "app/gui/timeline_widget.h"
 #include "core/format.h"
+#include "core/json_reader.h"
 #include "core/model_json.h"
 #include "core/prediction_text.h"
 #include "core/trace_compare.h"
@@ -755,7 +756,7 @@ void RunView::startPrediction(const std::string& plan_json,
   const std::uint64_t job = job_;
   QtConcurrent::run([plan_json, step_starts] {
     std::pair<QString, QString> out;  // store path, error
-    const auto j = nlohmann::json::parse(plan_json, nullptr, false);
+    const auto j = parse_json_text(plan_json);
     if (j.is_discarded()) {
       out.second = QStringLiteral("the run's plan is not JSON");
       return out;

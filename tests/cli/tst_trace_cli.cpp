@@ -49,6 +49,7 @@ class TestTraceCli : public QObject {
   void damagedStoreReportSaysSo();
   void damagedPagesAreNotReadAsNoRows();
   void unreadableStoreSaysWhy();
+  void deepMetaIsText();
   void errors();
 };
 
@@ -454,6 +455,20 @@ void TestTraceCli::exportToStandardOutput() {
   QVERIFY(log.open(QIODevice::ReadOnly));
   const QByteArray appended = log.readAll();
   QVERIFY2(appended.startsWith("line 1\nline 2\nrank,name,kind"), appended.left(200).constData());
+  log.close();
+  // ... and through a link to it: the link's target was written beside and
+  // renamed over the log.
+  const QString link = dir.filePath("to-stdout.csv");
+  QVERIFY(QFile::link(QStringLiteral("/dev/stdout"), link));
+  p.start(CS_BIN_DIR "/clusterscope",
+          {"trace", "export", CS_SOURCE_DIR "/tests/data/gpu/worker-fp32.db", "-o", link,
+           "--format", "csv", "--table", "kernels"});
+  QVERIFY(p.waitForFinished(60000));
+  QCOMPARE(p.exitCode(), 0);
+  QVERIFY(log.open(QIODevice::ReadOnly));
+  const QByteArray twice = log.readAll();
+  QVERIFY2(twice.startsWith(appended) && twice.size() > appended.size(),
+           twice.left(200).constData());
 }
 
 // Events the writer cannot keep (a time past what a trace holds) are said
@@ -706,6 +721,34 @@ void TestTraceCli::unreadableStoreSaysWhy() {
   QCOMPARE(r.exit_code, 1);
   QVERIFY2(r.err.contains(store + ": cannot open: ") && r.err.contains("(Permission denied)"),
            qPrintable(r.err));
+}
+
+// A meta row of JSON nested 100000 levels deep (an imported trace can carry
+// any): `trace info --json` printed it as JSON and overflowed the stack.
+// Past the readers' depth it stays the text it is.
+void TestTraceCli::deepMetaIsText() {
+  QTemporaryDir dir;
+  const QString store = dir.filePath(QStringLiteral("deep.db"));
+  QVERIFY(QFile::copy(CS_SOURCE_DIR "/tests/data/cpu/cpu-engine-dp2.db", store));
+  QVERIFY(QFile::setPermissions(store, QFile::ReadOwner | QFile::WriteOwner));
+  QCOMPARE(run_cli({"trace", "info", store}).exit_code, 0);  // upgraded to this schema
+  const std::string deep = "{\"a\":" + std::string(100000, '[') + std::string(100000, ']') + "}";
+  {
+    sqlite3* db = nullptr;
+    QCOMPARE(sqlite3_open(store.toUtf8().constData(), &db), SQLITE_OK);
+    sqlite3_stmt* stmt = nullptr;
+    sqlite3_prepare_v2(db, "INSERT OR REPLACE INTO meta(key, value) VALUES('deep_json', ?)", -1,
+                       &stmt, nullptr);
+    sqlite3_bind_text(stmt, 1, deep.c_str(), int(deep.size()), SQLITE_TRANSIENT);
+    QCOMPARE(sqlite3_step(stmt), SQLITE_DONE);
+    sqlite3_finalize(stmt);
+    sqlite3_close(db);
+  }
+  const Run r = run_cli({"trace", "info", store, "--json"});
+  QVERIFY2(r.exit_code == 0, qPrintable(r.err.left(400)));
+  // As a JSON string: {"a": [[[... escaped.
+  QVERIFY2(r.out.contains(QStringLiteral("\"deep_json\": \"{\\\"a\\\":[[[[")),
+           qPrintable(r.out.left(2000)));
 }
 
 QTEST_GUILESS_MAIN(TestTraceCli)

@@ -880,8 +880,24 @@ void TestTraceImport::formatDetection() {
   QVERIFY(!unknown);
   QVERIFY(QString::fromStdString(unknown.message()).contains("not a trace this build imports"));
   // Said for what it is: text, not an SQLite file SQLite cannot read.
-  QVERIFY2(QString::fromStdString(unknown.message()).endsWith(": it is not JSON, gzip or SQLite"),
+  QVERIFY2(QString::fromStdString(unknown.message())
+               .endsWith(": it is not JSON (it does not begin with { or [), gzip or SQLite"),
            unknown.message().c_str());
+
+  // A byte-order mark, and more spaces before the first bracket than the
+  // format's look read (16 bytes): "not JSON" before.
+  {
+    const std::string padded = dir.filePath("padded.json").toStdString();
+    QFile f(QString::fromStdString(padded));
+    QVERIFY(f.open(QIODevice::WriteOnly));
+    f.write(
+        "\xef\xbb\xbf" + QByteArray(40, ' ') +
+        R"({"traceEvents": [{"ph": "X", "name": "k", "ts": 1, "dur": 2, "pid": 0, "tid": 0}]})");
+    f.close();
+    auto imported = import_traces({padded}, dir.filePath("padded.cstrace").toStdString());
+    QVERIFY2(imported, imported ? "" : imported.message().c_str());
+    QCOMPARE(imported->events, std::int64_t{1});
+  }
 
   // A pipe is refused at once: it was opened twice, so the import hung on
   // one with no writer, and lost the first bytes to the format's look on one

@@ -140,12 +140,12 @@ void TestPlanRun::refusals_data() {
   // dp of 2^31 - 1 wrapped the rank count.
   QTest::addRow("tp past any rank") << "tp"
                                     << "tp = 100000: the engines give each tensor-parallel rank "
-                                       "a head of at least 16";
+                                       "a head (";
   QTest::addRow("ranks past an int") << "dp"
                                      << "parallel: dp x tp x pp = 2147483647 ranks; a run starts "
                                         "at most 1048576";
   QTest::addRow("global batch") << "batch"
-                                << "parallel/global_batch: must be a multiple of dp x micro_batch";
+                                << "parallel.global_batch: must be a multiple of dp x micro_batch";
 }
 
 void TestPlanRun::refusals() {
