@@ -28,6 +28,17 @@ QJsonObject json_of(const Run& r) {
 
 const QString kData = CS_DATA_DIR "/validation/";
 
+// A writable copy of a committed store in `dir`, upgraded to this schema (as
+// opening it does), to be damaged or edited; empty when it cannot be made.
+QString writable_store(const QTemporaryDir& dir, const QString& fixture, const QString& name) {
+  const QString store = dir.filePath(name);
+  if (!QFile::copy(QStringLiteral(CS_SOURCE_DIR "/tests/data/") + fixture, store) ||
+      !QFile::setPermissions(store, QFile::ReadOwner | QFile::WriteOwner) ||
+      run_cli({"trace", "info", store}).exit_code != 0)
+    return {};
+  return store;
+}
+
 }  // namespace
 
 class TestTraceCli : public QObject {
@@ -618,10 +629,9 @@ void TestTraceCli::truncatedNsightExportIsNamed() {
 // damaged (it read as a clean report with wrong figures), and so does stderr.
 void TestTraceCli::damagedStoreReportSaysSo() {
   QTemporaryDir dir;
-  const QString store = dir.filePath(QStringLiteral("damaged.db"));
-  QVERIFY(QFile::copy(CS_SOURCE_DIR "/tests/data/gpu/worker-bf16.db", store));
-  QVERIFY(QFile::setPermissions(store, QFile::ReadOwner | QFile::WriteOwner));
-  QCOMPARE(run_cli({"trace", "info", store}).exit_code, 0);  // upgraded to this schema
+  const QString store =
+      writable_store(dir, QStringLiteral("gpu/worker-bf16.db"), QStringLiteral("damaged.db"));
+  QVERIFY(!store.isEmpty());
   {
     QFile f(store);
     QVERIFY(f.open(QIODevice::ReadWrite));
@@ -643,10 +653,9 @@ void TestTraceCli::damagedStoreReportSaysSo() {
 // the event details is zeroed in a real store (a 2-rank CPU engine run).
 void TestTraceCli::damagedPagesAreNotReadAsNoRows() {
   QTemporaryDir dir;
-  const QString store = dir.filePath(QStringLiteral("details-zeroed.db"));
-  QVERIFY(QFile::copy(CS_SOURCE_DIR "/tests/data/cpu/cpu-engine-dp2.db", store));
-  QVERIFY(QFile::setPermissions(store, QFile::ReadOwner | QFile::WriteOwner));
-  QCOMPARE(run_cli({"trace", "info", store}).exit_code, 0);  // upgraded to this schema
+  const QString store = writable_store(dir, QStringLiteral("cpu/cpu-engine-dp2.db"),
+                                       QStringLiteral("details-zeroed.db"));
+  QVERIFY(!store.isEmpty());
   qint64 offset = 0;
   {
     sqlite3* db = nullptr;
@@ -728,10 +737,9 @@ void TestTraceCli::unreadableStoreSaysWhy() {
 // Past the readers' depth it stays the text it is.
 void TestTraceCli::deepMetaIsText() {
   QTemporaryDir dir;
-  const QString store = dir.filePath(QStringLiteral("deep.db"));
-  QVERIFY(QFile::copy(CS_SOURCE_DIR "/tests/data/cpu/cpu-engine-dp2.db", store));
-  QVERIFY(QFile::setPermissions(store, QFile::ReadOwner | QFile::WriteOwner));
-  QCOMPARE(run_cli({"trace", "info", store}).exit_code, 0);  // upgraded to this schema
+  const QString store =
+      writable_store(dir, QStringLiteral("cpu/cpu-engine-dp2.db"), QStringLiteral("deep.db"));
+  QVERIFY(!store.isEmpty());
   const std::string deep = "{\"a\":" + std::string(100000, '[') + std::string(100000, ']') + "}";
   {
     sqlite3* db = nullptr;
