@@ -11,12 +11,15 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// A path under /dev or /proc, or a link whose chain passes through one
-// (/dev/stdout -> /proc/self/fd/1 -> the shell's log): written in place.
+// A process's own streams (/dev/stdout, /dev/fd/N, /proc/self/fd/N), or a
+// link whose chain passes through one (/dev/stdout -> /proc/self/fd/1 ->
+// the shell's log): written in place. A file in /dev/shm is a file.
 bool is_stream(fs::path p) {
   for (int hop = 0; hop < 40; ++hop) {
     const std::string text = p.string();
-    if (text.starts_with("/dev/") || text.starts_with("/proc/")) return true;
+    if (text.starts_with("/proc/") || text.starts_with("/dev/fd/") || text == "/dev/stdout" ||
+        text == "/dev/stderr" || text == "/dev/stdin")
+      return true;
     std::error_code ec;
     if (!fs::is_symlink(fs::symlink_status(p, ec))) return false;
     const fs::path next = fs::read_symlink(p, ec);

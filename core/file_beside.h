@@ -11,9 +11,9 @@ namespace cs {
 
 class FileBeside {
  public:
-  // A device, a pipe or anything under /dev or /proc (/dev/stdout, a link
-  // to what the shell gave) is written in place: there is nothing to rename
-  // over it. A symbolic link's target is written beside
+  // A device, a pipe or a process's own stream (/dev/stdout, /dev/fd/N,
+  // /proc/self/fd/N, or a link through one: what the shell gave) is written
+  // in place: there is nothing to rename over it. A symbolic link's target is written beside
   // the target and replaced, the link kept.
   explicit FileBeside(std::string path);
   // Without a successful commit() the file beside is removed.
@@ -24,7 +24,7 @@ class FileBeside {
   const std::string& path() const { return path_; }
   // The file to open and write: `path` + ".partial", or `path` itself.
   const std::string& writing() const { return writing_; }
-  // Under /dev or /proc, or linked through there (/dev/stdout): to be
+  // A process's own stream, or linked through one (/dev/stdout): to be
   // opened for appending, never truncated (a log the shell appends to).
   bool stream() const { return stream_; }
   // The file written (and closed) takes the path's place.
