@@ -288,13 +288,12 @@ class SqliteTraceWriter final : public TraceWriter {
 
   LaneId add_lane(std::int32_t rank, LaneKind kind, std::string_view raw_name,
                   std::int32_t sort_index) override {
-    const std::string name = valid_utf8(raw_name);
+    std::string key = lane_key(rank, kind, valid_utf8(raw_name));
     std::lock_guard lock(mu_);
-    for (const auto& [key, id] : lane_ids_) {
-      if (key.rank == rank && key.kind == kind && key.name == name) return LaneId{id};
-    }
+    if (auto it = lane_ids_.find(key); it != lane_ids_.end()) return LaneId{it->second};
     const std::uint32_t id = next_lane_++;
-    lane_ids_.push_back({{id, rank, kind, name, sort_index}, id});
+    const std::string name = key.substr(kLaneKeyPrefix);
+    lane_ids_.emplace(std::move(key), id);
     note_pending();
     pending_.lanes.push_back({id, rank, kind, name, sort_index});
     return LaneId{id};
@@ -441,13 +440,14 @@ class SqliteTraceWriter final : public TraceWriter {
   const std::string& path() const override { return path_; }
 
  private:
-  struct LaneKey {
-    std::uint32_t id;
-    std::int32_t rank;
-    LaneKind kind;
-    std::string name;
-    std::int32_t sort_index;
-  };
+  // A lane is one per (rank, kind, name): the key is those, the name last.
+  static constexpr std::size_t kLaneKeyPrefix = sizeof(std::int32_t) + sizeof(LaneKind);
+  static std::string lane_key(std::int32_t rank, LaneKind kind, std::string name) {
+    std::string key(kLaneKeyPrefix, '\0');
+    std::memcpy(key.data(), &rank, sizeof rank);
+    std::memcpy(key.data() + sizeof rank, &kind, sizeof kind);
+    return key + name;
+  }
 
   // Under mu_: remembers when the oldest waiting row arrived.
   void note_pending() {
@@ -756,7 +756,7 @@ class SqliteTraceWriter final : public TraceWriter {
   Status error_;
   std::unordered_map<std::string, std::uint32_t, StringHash, std::equal_to<>> strings_;
   std::uint32_t next_string_ = 1;
-  std::vector<std::pair<LaneKey, std::uint32_t>> lane_ids_;
+  std::unordered_map<std::string, std::uint32_t> lane_ids_;  // by lane_key
   std::uint32_t next_lane_ = 1;
   std::int64_t ends_before_start_ = 0;
   std::int64_t unknown_lane_ = 0;
