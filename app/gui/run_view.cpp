@@ -1669,7 +1669,7 @@ std::pair<trace::TimeRange, QString> RunView::pictureWindow(bool range_only) con
 // The timeline picture of one step (or the range), as an inline SVG section.
 std::function<QString()> RunView::timelineSection(bool range_only) const {
   const auto [window, what] = pictureWindow(range_only);
-  const QSizeF size(1000, std::max(60.0, timeline_->renderHeight()));
+  const QSizeF size(1000, std::max(60.0, timeline_->pictureHeight()));
   const QString heading = tr("<h2>Timeline</h2><p>%1: %2 to %3 after the start of the trace.</p>\n")
                               .arg(what, ns(window.start_ns - timeline_->fullRange().start_ns),
                                    ns(window.end_ns - timeline_->fullRange().start_ns));
@@ -1701,7 +1701,7 @@ Result<RunView::ExportTask> RunView::prepareExport(RunExport kind, const QString
       // The chart is drawn here (a graphics scene belongs to the GUI
       // thread); the timeline's picture and the rest on the worker.
       const QImage chart = breakdownPicture();
-      const QSize picture_size(1000, int(std::max(60.0, timeline_->renderHeight())));
+      const QSize picture_size(1000, int(std::max(60.0, timeline_->pictureHeight())));
       return ExportTask(
           [source, path, title = title_, chart, picture_size,
            paint = timeline_->windowPainter(pictureWindow(range_only).first, Qt::black)] {

@@ -112,27 +112,87 @@ QString tickLabel(std::int64_t t, std::int64_t step) {
   return QString::number(t);
 }
 
-QString laneTitle(const trace::TraceReader& reader, const trace::LaneInfo& lane) {
-  QString rank = QStringLiteral("rank %1").arg(lane.rank);
+// Each lane's title: its rank's device (else "rank N") and its name.
+std::vector<QString> laneTitles(const trace::TraceReader& reader) {
+  std::map<std::int32_t, QString> devices;
   for (const trace::RankInfo& r : reader.ranks()) {
-    if (r.rank == lane.rank && !r.device.empty()) rank = q(r.device);
+    if (!r.device.empty()) devices[r.rank] = q(r.device);
   }
-  return QStringLiteral("%1 · %2").arg(rank, q(lane.name));
+  std::vector<QString> titles;
+  for (const trace::LaneInfo& lane : reader.lanes()) {
+    const auto device = devices.find(lane.rank);
+    const QString rank =
+        device != devices.end() ? device->second : QStringLiteral("rank %1").arg(lane.rank);
+    titles.push_back(QStringLiteral("%1 · %2").arg(rank, q(lane.name)));
+  }
+  return titles;
 }
 
-// The spans of every lane in `window` for a view `pixels` wide: the reader's
+bool firstLaneOfRank(const std::vector<TimelineWidget::Lane>& lanes, std::size_t index) {
+  return index == 0 || lanes[index - 1].info.rank != lanes[index].info.rank;
+}
+
+bool isFolded(const std::vector<std::int32_t>& collapsed, std::int32_t rank) {
+  return std::find(collapsed.begin(), collapsed.end(), rank) != collapsed.end();
+}
+
+// The lanes [first, last) whose rows lie between y0 and y1 of the widget
+// (the layout of paintTimeline).
+std::pair<int, int> lanesBetween(const std::vector<TimelineWidget::Lane>& lanes,
+                                 const std::vector<std::int32_t>& collapsed, double y0, double y1) {
+  int first = -1, last = -1;
+  double at = kRuler + 2;
+  for (std::size_t i = 0; i < lanes.size() && at < y1; ++i) {
+    if (firstLaneOfRank(lanes, i)) at += kRowHeight;
+    if (isFolded(collapsed, lanes[i].info.rank)) continue;
+    const double h = lanes[i].depth * kRowHeight;
+    if (at + h + kLaneGap > y0 && at < y1) {
+      if (first < 0) first = int(i);
+      last = int(i) + 1;
+    }
+    at += h + kLaneGap;
+  }
+  return first < 0 ? std::pair{0, 0} : std::pair{first, last};
+}
+
+// The rows a query loads: those shown and a screen's height above and below,
+// so that a scroll of a page finds its spans in hand.
+std::pair<double, double> rowsToLoad(const QRect& shown) {
+  const double margin = std::max(400, shown.height());
+  return {shown.top() - margin, shown.bottom() + 1 + margin};
+}
+
+// The ids to query for lanes [first, last): 0 for a lane of a folded rank.
+std::vector<trace::LaneId> idsOf(const std::vector<TimelineWidget::Lane>& lanes,
+                                 const std::vector<std::int32_t>& collapsed,
+                                 std::pair<int, int> range) {
+  std::vector<trace::LaneId> ids;
+  for (int i = range.first; i < range.second; ++i) {
+    const trace::LaneInfo& lane = lanes[std::size_t(i)].info;
+    ids.push_back(isFolded(collapsed, lane.rank) ? trace::LaneId{0} : lane.id);
+  }
+  return ids;
+}
+
+// The spans in `window` for a view `pixels` wide of lanes `ids` (the view's
+// lanes from `first_lane` on; an id of 0 is left empty): the reader's
 // level-of-detail query, with names and colours resolved here, off the GUI
 // thread.
 std::shared_ptr<const TimelineWidget::Frame> queryFrame(const trace::TraceReader& reader,
                                                         const std::vector<trace::LaneId>& ids,
-                                                        trace::TimeRange window, int pixels,
-                                                        std::uint64_t job) {
+                                                        int first_lane, trace::TimeRange window,
+                                                        int pixels, std::uint64_t job) {
   auto frame = std::make_shared<TimelineWidget::Frame>();
   frame->job = job;
   frame->window = window;
   frame->pixels = pixels;
+  frame->first_lane = first_lane;
   for (trace::LaneId id : ids) {
     TimelineWidget::LaneFrame lane;
+    if (id.value == 0) {
+      frame->lanes.push_back(std::move(lane));
+      continue;
+    }
     // Fold only what is under a pixel: a wider fold is named after its
     // longest event, which can misname a lane of many short ones.
     auto spans = reader.spans(id, window.start_ns, window.end_ns, pixels, /*min_span_pixels=*/1);
@@ -196,6 +256,7 @@ struct Opened {
   std::vector<TimelineWidget::Lane> lanes;
   trace::TimeRange range;
   std::shared_ptr<const TimelineWidget::Frame> frame;
+  std::pair<int, int> asked;  // the lanes the frame holds
   QString error;
 };
 
@@ -220,7 +281,8 @@ void TimelineWidget::setStore(const QString& path) {
   path_ = path;
   opening_ = true;
   // The store on screen stays until the new one can be shown whole.
-  QtConcurrent::run(&pool_, [path, job, frame_job, pixels = spanAreaWidth()] {
+  QtConcurrent::run(&pool_, [path, job, frame_job, pixels = spanAreaWidth(),
+                             rows = rowsToLoad(shownRect()), collapsed = collapsed_] {
     auto out = std::make_shared<Opened>();
     out->job = job;
     auto reader = trace::TraceReader::open(path.toStdString());
@@ -231,13 +293,14 @@ void TimelineWidget::setStore(const QString& path) {
     out->reader = std::shared_ptr<trace::TraceReader>(std::move(reader).value());
     out->range = out->reader->time_range();
     if (out->range.empty()) out->range.end_ns = out->range.start_ns + kMinWindowNs;
-    std::vector<trace::LaneId> ids;
-    for (const trace::LaneInfo& l : out->reader->lanes()) {
-      out->lanes.push_back(
-          {l, laneTitle(*out->reader, l), std::min(l.max_depth + 1, kMaxLaneRows)});
-      ids.push_back(l.id);
+    const std::vector<QString> titles = laneTitles(*out->reader);
+    for (std::size_t i = 0; i < titles.size(); ++i) {
+      const trace::LaneInfo& l = out->reader->lanes()[i];
+      out->lanes.push_back({l, titles[i], std::min(l.max_depth + 1, kMaxLaneRows)});
     }
-    out->frame = queryFrame(*out->reader, ids, out->range, pixels, frame_job);
+    out->asked = lanesBetween(out->lanes, collapsed, rows.first, rows.second);
+    out->frame = queryFrame(*out->reader, idsOf(out->lanes, collapsed, out->asked),
+                            out->asked.first, out->range, pixels, frame_job);
     return out;
   }).then(this, [this](std::shared_ptr<Opened> opened) {
     if (opened->job != open_job_) {  // another store was asked for since
@@ -266,6 +329,7 @@ void TimelineWidget::setStore(const QString& path) {
     match_index_ = -1;
     const bool same_rows = lanes_.size() == opened->lanes.size();
     lanes_ = std::move(opened->lanes);
+    asked_lanes_ = opened->asked;
     own_range_ = opened->range;
     full_ = own_range_;
     if (followed_full_) {
@@ -289,6 +353,8 @@ void TimelineWidget::setStore(const QString& path) {
     if (requested_ == asked && frame_ &&
         (frame_->pixels != spanAreaWidth() || frame_->job != requested_))
       requestFrame();
+    else
+      loadLanesInView();  // the layout of the new lanes may show others
   });
 }
 
@@ -358,6 +424,41 @@ std::int64_t TimelineWidget::handedSpans() const {
   return n;
 }
 
+std::pair<int, int> TimelineWidget::frameLanes() const {
+  if (!frame_) return {0, 0};
+  return {frame_->first_lane, frame_->first_lane + int(frame_->lanes.size())};
+}
+
+QRect TimelineWidget::shownRect() const {
+  const QRect seen = visibleRegion().boundingRect();
+  if (!seen.isEmpty()) return seen;
+  // Hidden (a tab not shown, a view not yet laid out): the first rows, as a
+  // scroll area shows them first.
+  return QRect(0, 0, std::max(1, width()), std::clamp(height(), 1, 2000));
+}
+
+std::pair<int, int> TimelineWidget::lanesInView() const {
+  const QRect shown = shownRect();
+  return lanesBetween(lanes_, collapsed_, shown.top(), shown.bottom() + 1);
+}
+
+void TimelineWidget::loadLanesInView() {
+  if (!reader_ || lanes_.empty() || opening_ || pending_) return;
+  const auto [first, last] = lanesInView();
+  if (first >= last || (first >= asked_lanes_.first && last <= asked_lanes_.second)) return;
+  requestFrame();
+}
+
+void TimelineWidget::moveEvent(QMoveEvent* event) {
+  QWidget::moveEvent(event);
+  loadLanesInView();
+}
+
+void TimelineWidget::showEvent(QShowEvent* event) {
+  QWidget::showEvent(event);
+  loadLanesInView();
+}
+
 int TimelineWidget::spanAreaWidth() const {
   return std::max(1, int(width() - gutter_ - 4));
 }
@@ -415,11 +516,11 @@ void TimelineWidget::requestFrame() {
 void TimelineWidget::startQuery(std::uint64_t job) {
   running_ = true;
   pending_ = false;
-  std::vector<trace::LaneId> ids;
-  for (const Lane& l : lanes_)
-    ids.push_back(l.info.id);
-  QtConcurrent::run(&pool_, [reader = reader_, ids, window = window_, pixels = spanAreaWidth(),
-                             job] { return queryFrame(*reader, ids, window, pixels, job); })
+  const auto [top, bottom] = rowsToLoad(shownRect());
+  asked_lanes_ = lanesBetween(lanes_, collapsed_, top, bottom);
+  QtConcurrent::run(&pool_, [reader = reader_, ids = idsOf(lanes_, collapsed_, asked_lanes_),
+                             first = asked_lanes_.first, window = window_, pixels = spanAreaWidth(),
+                             job] { return queryFrame(*reader, ids, first, window, pixels, job); })
       .then(this, [this, reader = static_cast<const void*>(reader_.get())](
                       std::shared_ptr<const Frame> frame) {
         running_ = false;
@@ -441,14 +542,6 @@ void TimelineWidget::frameArrived(std::shared_ptr<const Frame> frame) {
 
 namespace {
 
-bool firstLaneOfRank(const std::vector<TimelineWidget::Lane>& lanes, std::size_t index) {
-  return index == 0 || lanes[index - 1].info.rank != lanes[index].info.rank;
-}
-
-bool isFolded(const std::vector<std::int32_t>& collapsed, std::int32_t rank) {
-  return std::find(collapsed.begin(), collapsed.end(), rank) != collapsed.end();
-}
-
 // A line from `a` to `b` with an arrowhead at `b`.
 void drawArrow(QPainter& painter, QPointF a, QPointF b, const QColor& color) {
   painter.save();
@@ -465,11 +558,13 @@ void drawArrow(QPainter& painter, QPointF a, QPointF b, const QColor& color) {
   painter.restore();
 }
 
-// Paints `state` into `area`; times map to the area's width. Returns the spans drawn.
+// Paints the part `exposed` of `state` laid out in `area` (the lanes of
+// other rows are skipped); times map to the area's width. Returns the spans
+// drawn.
 int paintTimeline(const TimelineWidget::PaintState& state, QPainter& painter, const QRectF& area,
-                  const QColor& text) {
+                  const QColor& text, const QRectF& exposed) {
   painter.save();
-  painter.setClipRect(area);
+  painter.setClipRect(area.intersected(exposed));
   const QFontMetricsF fm(painter.font());
   if (state.lanes.empty() || !state.message.isEmpty()) {
     painter.setPen(text);
@@ -516,7 +611,13 @@ int paintTimeline(const TimelineWidget::PaintState& state, QPainter& painter, co
   for (std::size_t i = 0; i < state.lanes.size(); ++i) {
     const TimelineWidget::Lane& lane = state.lanes[i];
     const bool collapsed = isFolded(state.collapsed, lane.info.rank);
-    if (firstLaneOfRank(state.lanes, i)) {
+    // Rows outside `exposed` are laid out, not painted.
+    auto in_exposed = [&](double height) {
+      return y + height >= exposed.top() && y <= exposed.bottom();
+    };
+    if (firstLaneOfRank(state.lanes, i) && !in_exposed(kRowHeight)) {
+      y += kRowHeight;
+    } else if (firstLaneOfRank(state.lanes, i)) {
       // The rank's header row: a click folds or unfolds its lanes.
       QColor header = text;
       header.setAlpha(28);
@@ -534,16 +635,21 @@ int paintTimeline(const TimelineWidget::PaintState& state, QPainter& painter, co
     }
     if (collapsed) continue;
     const double h = lane.depth * kRowHeight;
-    painter.setPen(text);
-    const double title_width = state.gutter - kTitleIndent - 4;
-    painter.drawText(QRectF(area.left() + kTitleIndent, y, title_width, kRowHeight),
-                     Qt::AlignLeft | Qt::AlignVCenter,
-                     fm.elidedText(q(lane.info.name), Qt::ElideMiddle, title_width));
-    QColor band = text;
-    band.setAlpha(12);
-    painter.fillRect(QRectF(left, y, width, h), band);
-    if (state.frame && i < state.frame->lanes.size()) {
-      const TimelineWidget::LaneFrame& lf = state.frame->lanes[i];
+    const bool shown = in_exposed(h + kLaneGap);
+    if (shown) {
+      painter.setPen(text);
+      const double title_width = state.gutter - kTitleIndent - 4;
+      painter.drawText(QRectF(area.left() + kTitleIndent, y, title_width, kRowHeight),
+                       Qt::AlignLeft | Qt::AlignVCenter,
+                       fm.elidedText(q(lane.info.name), Qt::ElideMiddle, title_width));
+      QColor band = text;
+      band.setAlpha(12);
+      painter.fillRect(QRectF(left, y, width, h), band);
+    }
+    const TimelineWidget::LaneFrame* in_frame =
+        shown && state.frame ? state.frame->lane(i) : nullptr;
+    if (in_frame) {
+      const TimelineWidget::LaneFrame& lf = *in_frame;
       for (std::size_t k = 0; k < lf.spans.size(); ++k) {
         const trace::Span& s = lf.spans[k];
         if (s.end_ns <= t0 || s.start_ns >= state.window.end_ns) continue;
@@ -573,7 +679,7 @@ int paintTimeline(const TimelineWidget::PaintState& state, QPainter& painter, co
       if (e.event.lane.value != lane.info.id.value) return std::optional<QRectF>();
       const int depth = std::min(lane.depth - 1, int(row));
       const QRectF place(x_of(e.event.start_ns), y + depth * kRowHeight, 0, kRowHeight);
-      if (e.event.end_ns <= t0 || e.event.start_ns >= state.window.end_ns)
+      if (!shown || e.event.end_ns <= t0 || e.event.start_ns >= state.window.end_ns)
         return std::optional<QRectF>(place);
       const double x0 = std::max(left, x_of(e.event.start_ns));
       const double x1 = std::min(left + width, x_of(e.event.end_ns));
@@ -647,6 +753,7 @@ void TimelineWidget::setRankCollapsed(std::int32_t rank, bool collapsed) {
   cache_job_ = 0;  // the layout changed: repaint from the frame
   updateGeometry();
   update();
+  loadLanesInView();  // lanes from below move up into view
 }
 
 bool TimelineWidget::rankCollapsed(std::int32_t rank) const {
@@ -702,35 +809,41 @@ QSize TimelineWidget::sizeHint() const {
   return {600, int(std::ceil(renderHeight())) + 8};
 }
 
-void TimelineWidget::paintEvent(QPaintEvent*) {
+void TimelineWidget::paintEvent(QPaintEvent* event) {
   QPainter painter(this);
   const qint64 palette_key = palette().cacheKey();
-  const bool valid = !cache_.isNull() && cache_.size() == size() * devicePixelRatioF() &&
+  const bool valid = !cache_.isNull() && cache_rect_.contains(event->rect()) &&
+                     cache_.size() == cache_rect_.size() * devicePixelRatioF() &&
                      cache_job_ == frameJob() && cache_window_.start_ns == window_.start_ns &&
                      cache_window_.end_ns == window_.end_ns && cache_palette_ == palette_key &&
-                     cache_job_ != 0 && message_.isEmpty();
+                     cache_job_ != 0 && message_.isEmpty() && cache_width_ == width();
   if (!valid) {
-    cache_ = QPixmap(size() * devicePixelRatioF());
+    // Only the part on screen (and what was asked for): in a scroll area the
+    // widget is as tall as all its lanes, thousands of screens for some stores.
+    cache_rect_ = visibleRegion().boundingRect().united(event->rect()).intersected(rect());
+    cache_ = QPixmap(cache_rect_.size() * devicePixelRatioF());
     cache_.setDevicePixelRatio(devicePixelRatioF());
     cache_.fill(palette().color(QPalette::Base));
     QPainter p(&cache_);
-    // A pixmap past what the paint engine takes (a widget grown huge) has
-    // none: painting into it crashed.
+    // A pixmap past what the paint engine takes has none: painting into it crashed.
     if (!p.isActive()) return;
     p.setFont(font());
-    drawn_items_ = paintTimeline(paintState(), p, QRectF(rect()), palette().color(QPalette::Text));
+    p.translate(-cache_rect_.topLeft());
+    drawn_items_ = paintTimeline(paintState(), p, QRectF(rect()), palette().color(QPalette::Text),
+                                 QRectF(cache_rect_));
     cache_job_ = frameJob();
     cache_window_ = window_;
     cache_palette_ = palette_key;
     cache_items_ = drawn_items_;
+    cache_width_ = width();
   }
   drawn_items_ = cache_items_;
-  painter.drawPixmap(0, 0, cache_);
+  painter.drawPixmap(cache_rect_.topLeft(), cache_);
 }
 
 void TimelineWidget::render(QPainter& painter, const QRectF& area, const QColor& text,
                             const QColor&) {
-  paintTimeline(paintState(), painter, area, text);
+  paintTimeline(paintState(), painter, area, text, area);
 }
 
 TimelineWidget::PaintState TimelineWidget::paintState() const {
@@ -755,17 +868,39 @@ TimelineWidget::Painter TimelineWidget::windowPainter(trace::TimeRange window,
                                                       const QColor& text) const {
   return [state = paintState(), path = path_.toStdString(), window, text](
              QPainter& painter, const QRectF& area) mutable {
+    std::pair<int, int> drawn = lanesBetween(state.lanes, state.collapsed, 0, area.height());
+    int left_out = 0;  // lanes shown in the view that the picture has no room for
+    for (int i = drawn.second; i < int(state.lanes.size()); ++i)
+      left_out += isFolded(state.collapsed, state.lanes[std::size_t(i)].info.rank) ? 0 : 1;
+    QRectF lanes_area = area;
+    if (left_out > 0) {  // the last row says so
+      drawn = lanesBetween(state.lanes, state.collapsed, 0, area.height() - kRowHeight);
+      left_out = 0;
+      for (int i = drawn.second; i < int(state.lanes.size()); ++i)
+        left_out += isFolded(state.collapsed, state.lanes[std::size_t(i)].info.rank) ? 0 : 1;
+      lanes_area.setBottom(area.bottom() - kRowHeight);
+    }
     auto reader = trace::TraceReader::open(path);
     if (reader && !window.empty() && !state.lanes.empty()) {
-      std::vector<trace::LaneId> ids;
-      for (const Lane& l : state.lanes)
-        ids.push_back(l.info.id);
       const int pixels = std::max(1, int(area.width() - state.gutter - 4));
-      state.frame = queryFrame(*reader.value(), ids, window, pixels, 0);
+      state.frame = queryFrame(*reader.value(), idsOf(state.lanes, state.collapsed, drawn),
+                               drawn.first, window, pixels, 0);
       state.window = window;
     }  // else the view's own frame and window, as drawn
-    paintTimeline(state, painter, area, text);
+    paintTimeline(state, painter, area, text, lanes_area);
+    if (left_out > 0) {
+      painter.setPen(text);
+      painter.drawText(
+          QRectF(area.left() + 4, lanes_area.bottom(), area.width() - 8, kRowHeight),
+          Qt::AlignLeft | Qt::AlignVCenter,
+          left_out == 1 ? TimelineWidget::tr("… and 1 more lane, not drawn here")
+                        : TimelineWidget::tr("… and %1 more lanes, not drawn here").arg(left_out));
+    }
   };
+}
+
+double TimelineWidget::pictureHeight() const {
+  return std::min(renderHeight(), kRuler + 6 + 250 * (kRowHeight + kLaneGap));
 }
 
 std::int64_t TimelineWidget::timeAt(double x) const {
@@ -903,9 +1038,10 @@ std::int32_t TimelineWidget::depthInFrame(const trace::StoredEvent& event,
                                           std::int32_t fallback) const {
   // How many events of the frame hold it in its lane.
   if (!frame_) return fallback;
-  for (std::size_t i = 0; i < lanes_.size() && i < frame_->lanes.size(); ++i) {
-    if (lanes_[i].info.id.value != event.event.lane.value) continue;
-    for (const trace::Span& s : frame_->lanes[i].spans) {
+  for (std::size_t i = 0; i < lanes_.size(); ++i) {
+    const LaneFrame* lane = frame_->lane(i);
+    if (!lane || lanes_[i].info.id.value != event.event.lane.value) continue;
+    for (const trace::Span& s : lane->spans) {
       if (s.event_id == event.id) return s.depth;
     }
   }
@@ -931,14 +1067,14 @@ void TimelineWidget::clearSelection() {
 
 std::optional<TimelineWidget::SpanHit> TimelineWidget::spanAt(const QPoint& pos) const {
   const int lane = laneAt(pos.y(), 0);
-  if (lane < 0 || !frame_ || lane >= int(frame_->lanes.size()) || pos.x() < gutter_)
+  if (lane < 0 || !frame_ || !frame_->lane(std::size_t(lane)) || pos.x() < gutter_)
     return std::nullopt;
   const Lane& l = lanes_[std::size_t(lane)];
   const int row = std::clamp(int((pos.y() - laneRect(lane).top()) / kRowHeight), 0, l.depth - 1);
   const std::int64_t t = timeAt(pos.x());
   const std::int64_t slack =
       std::int64_t(2.0 / spanAreaWidth() * double(window_.end_ns - window_.start_ns));
-  const LaneFrame& lf = frame_->lanes[std::size_t(lane)];
+  const LaneFrame& lf = *frame_->lane(std::size_t(lane));
   std::optional<SpanHit> best;
   std::int64_t best_distance = slack + 1;
   for (std::size_t k = 0; k < lf.spans.size(); ++k) {
@@ -959,7 +1095,7 @@ void TimelineWidget::selectAt(const QPoint& pos) {
     clearSelection();
     return;
   }
-  const trace::Span& s = frame_->lanes[std::size_t(hit->lane)].spans[hit->span];
+  const trace::Span& s = frame_->lane(std::size_t(hit->lane))->spans[hit->span];
   if (s.count == 1 && s.event_id != 0) {
     pick(s.event_id, false, hit->row);
     return;
@@ -1162,7 +1298,7 @@ void TimelineWidget::mouseDoubleClickEvent(QMouseEvent* event) {
   }
   // On a span: zoom to it (a fold: to all it holds); elsewhere: the whole run.
   if (const std::optional<SpanHit> hit = spanAt(event->position().toPoint())) {
-    const trace::Span& s = frame_->lanes[std::size_t(hit->lane)].spans[hit->span];
+    const trace::Span& s = frame_->lane(std::size_t(hit->lane))->spans[hit->span];
     zoomTo({s.start_ns, s.end_ns});
     return;
   }
@@ -1282,7 +1418,7 @@ bool TimelineWidget::event(QEvent* e) {
   // From the spans in hand (no query on the GUI thread): the span a click
   // there selects.
   if (const std::optional<SpanHit> hit = spanAt(help->pos())) {
-    const LaneFrame& lf = frame_->lanes[std::size_t(hit->lane)];
+    const LaneFrame& lf = *frame_->lane(std::size_t(hit->lane));
     const std::size_t k = hit->span;
     const trace::Span& s = lf.spans[k];
     const QString extent = q(format_seconds(double(s.end_ns - s.start_ns) * 1e-9));

@@ -5,7 +5,9 @@
 // there, and every change of the window or the width asks the reader's
 // level-of-detail query spans(lane, window, pixels) for at most about one
 // span per pixel; the answer comes back as a value and a stale one is
-// dropped. Painting draws exactly the spans it was handed. Times stay int64
+// dropped. Only the lanes in view (and a screen above and below) are asked
+// for and painted, so that a store of 50,000 lanes scrolls as one of ten.
+// Painting draws exactly the spans it was handed. Times stay int64
 // nanoseconds; they become doubles only after the window's start is
 // subtracted. Measured runs and the planner's prediction use this same widget.
 
@@ -18,6 +20,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "core/trace_reader.h"
@@ -100,6 +103,10 @@ class TimelineWidget : public QWidget {
   std::uint64_t requestedJob() const { return requested_; }
   bool busy() const { return opening_ || running_ || pending_; }
   std::int64_t handedSpans() const;  // spans in the last frame, all lanes
+  // The lanes [first, last) the last frame holds spans for, and those the
+  // view shows now.
+  std::pair<int, int> frameLanes() const;
+  std::pair<int, int> lanesInView() const;
   int drawnItems() const { return drawn_items_; }
   int spanAreaWidth() const;  // pixels the spans are drawn across
 
@@ -121,8 +128,12 @@ class TimelineWidget : public QWidget {
   // what the view shows (lanes, folds, selection) is copied now; the store is
   // read, with a reader of its own, and the picture painted when it is
   // called, on any thread, so that an export leaves the GUI thread free.
+  // The lanes that fit the area are drawn; a last row counts the others.
   using Painter = std::function<void(QPainter&, const QRectF&)>;
   Painter windowPainter(trace::TimeRange window, const QColor& text) const;
+  // The height a report gives that picture: every lane's, up to about 250
+  // rows (a store of thousands of lanes would make an image of gigabytes).
+  double pictureHeight() const;
 
   QSize sizeHint() const override;
   QSize minimumSizeHint() const override;
@@ -154,6 +165,8 @@ class TimelineWidget : public QWidget {
   void mouseReleaseEvent(QMouseEvent* event) override;
   void mouseDoubleClickEvent(QMouseEvent* event) override;
   void keyPressEvent(QKeyEvent* event) override;
+  void moveEvent(QMoveEvent* event) override;  // a scroll of the surrounding area
+  void showEvent(QShowEvent* event) override;
   bool event(QEvent* event) override;
 
  public:
@@ -167,8 +180,14 @@ class TimelineWidget : public QWidget {
     std::uint64_t job = 0;
     trace::TimeRange window;
     int pixels = 0;
-    std::vector<LaneFrame> lanes;  // parallel to lanes_
+    int first_lane = 0;            // lanes[k] is lane first_lane + k of the view
+    std::vector<LaneFrame> lanes;  // those in view when it was asked for
     QString error;
+    // Lane `index`'s spans, or null when it was out of view.
+    const LaneFrame* lane(std::size_t index) const {
+      const std::size_t k = index - std::size_t(first_lane);
+      return index >= std::size_t(first_lane) && k < lanes.size() ? &lanes[k] : nullptr;
+    }
   };
   struct Lane {
     trace::LaneInfo info;
@@ -194,6 +213,12 @@ class TimelineWidget : public QWidget {
 
  private:
   void requestFrame();
+  // Asks for the lanes come into view (a scroll, a resize, a rank unfolded)
+  // when the last query did not cover them.
+  void loadLanesInView();
+  // The part of the widget on screen (in a scroll area, the rows scrolled
+  // in), or its first rows while it is hidden.
+  QRect shownRect() const;
   // Lets go of the reader on the worker thread (closing SQLite is I/O).
   void releaseReader();
   void startQuery(std::uint64_t job);
@@ -243,6 +268,7 @@ class TimelineWidget : public QWidget {
   trace::TimeRange window_;
   std::shared_ptr<const Frame> frame_;
   std::uint64_t requested_ = 0;
+  std::pair<int, int> asked_lanes_{0, 0};  // the lanes of the query running or last run
   bool opening_ = false;  // a store is being opened
   bool running_ = false;
   bool pending_ = false;
@@ -251,6 +277,8 @@ class TimelineWidget : public QWidget {
   // The last paint of the spans, reused while neither the frame, the window,
   // the size nor the palette changed (other widgets' repaints reach here too).
   QPixmap cache_;
+  QRect cache_rect_;  // the part of the widget it holds
+  int cache_width_ = 0;
   std::uint64_t cache_job_ = 0;
   trace::TimeRange cache_window_;
   qint64 cache_palette_ = 0;

@@ -89,6 +89,7 @@ class TestGuiRun : public QObject {
   void searchNextPrevious();
   void navigatesAsNsightDoes();
   void collapseRank();
+  void manyLanesLoadWhatIsInView();
   void exports();
   void committedTraces_data();
   void committedTraces();
@@ -887,6 +888,84 @@ void TestGuiRun::collapseRank() {
   QVERIFY(t->laneRect(last_lane_of_rank1).isEmpty());
   t->setRankCollapsed(1, false);
   QCOMPARE(t->renderHeight(), open);
+}
+
+void TestGuiRun::manyLanesLoadWhatIsInView() {
+  // 3000 lanes (a Chrome trace's thread ids): the view asks for and paints
+  // the lanes in view, and those a scroll or a fold brings in.
+  constexpr int kLanes = 3000;
+  const QString path = dir_.filePath(QStringLiteral("many-lanes.db"));
+  {
+    auto w = trace::TraceWriter::create(path.toStdString(), {});
+    QVERIFY(w.ok());
+    (*w)->add_rank({0, "host", "CPU", 1, 0, false});
+    (*w)->add_rank({1, "host", "CPU", 2, 0, false});
+    const trace::StringId name = (*w)->intern("aten::mm");
+    for (int i = 0; i < kLanes; ++i) {
+      trace::Event e;
+      e.lane = (*w)->add_lane(i < kLanes / 2 ? 0 : 1, trace::LaneKind::cpu_thread,
+                              "thread " + std::to_string(i));
+      e.kind = trace::EventKind::cpu_op;
+      e.name = name;
+      for (int k = 0; k < 3; ++k) {
+        e.start_ns = 1'000'000 * k + i;
+        e.end_ns = e.start_ns + 500'000;
+        (*w)->add(e);
+      }
+    }
+    QVERIFY((*w)->close().ok());
+  }
+  RunView view;
+  view.resize(1200, 800);
+  view.show();
+  openAndWait(view, path);
+  TimelineWidget* t = view.timeline();
+  QCOMPARE(t->laneCount(), kLanes);
+  auto covered = [t] {
+    const auto [first, last] = t->lanesInView();
+    const auto [frame_first, frame_last] = t->frameLanes();
+    return !t->busy() && first < last && frame_first <= first && last <= frame_last;
+  };
+  QTRY_VERIFY_WITH_TIMEOUT(covered(), 30000);
+  const auto [first, last] = t->frameLanes();
+  QVERIFY2(first == 0 && last - first < 300,
+           qPrintable(QStringLiteral("the frame holds lanes %1 to %2").arg(first).arg(last)));
+
+  // Scrolled to the end: the last lane's spans are loaded, drawn, and a click
+  // on one selects it.
+  QScrollArea* area = nullptr;
+  for (QWidget* p = t->parentWidget(); p && !area; p = p->parentWidget())
+    area = qobject_cast<QScrollArea*>(p);
+  QVERIFY(area);
+  area->verticalScrollBar()->setValue(area->verticalScrollBar()->maximum());
+  QTRY_VERIFY_WITH_TIMEOUT(covered() && t->lanesInView().second == kLanes, 30000);
+  t->repaint();
+  QVERIFY(t->drawnItems() > 0);
+  QSignalSpy selected(t, &TimelineWidget::eventSelected);
+  const QRectF row = t->laneRect(kLanes - 1);
+  t->selectAt(QPoint(int(t->xOf(1'000'000 + 250'000 + kLanes - 1)), int(row.top()) + 8));
+  QTRY_COMPARE_WITH_TIMEOUT(selected.count(), 1, 10000);
+  QVERIFY(t->selectedEvent());
+  QCOMPARE(t->selectedEvent()->event.lane.value, t->laneInfo(kLanes - 1).id.value);
+
+  // Back at the top with rank 0 folded: rank 1's first lanes come into view
+  // and are loaded.
+  area->verticalScrollBar()->setValue(0);
+  t->setRankCollapsed(0, true);
+  QTRY_VERIFY_WITH_TIMEOUT(covered() && t->lanesInView().first == kLanes / 2, 30000);
+  QVERIFY(t->frameLanes().second - t->frameLanes().first < kLanes / 2);
+
+  // A report's picture holds the lanes it has room for and counts the rest
+  // (all 3000 made an image 60,000 pixels tall).
+  t->setRankCollapsed(0, false);
+  const QString html = dir_.filePath(QStringLiteral("many-lanes.html"));
+  QVERIFY(view.exportNow(RunExport::html, html).ok());
+  QFile report(html);
+  QVERIFY(report.open(QIODevice::ReadOnly));
+  const QByteArray text = report.readAll();
+  QVERIFY(text.contains("thread 0<") || text.contains("thread 0 "));
+  QVERIFY2(text.contains("more lanes, not drawn here"), text.right(2000).constData());
+  QVERIFY(!text.contains("thread 2999"));
 }
 
 void TestGuiRun::exports() {
