@@ -1014,16 +1014,30 @@ void evaluate(const Machine& m, const Model& x, const Knobs& k, const LayerCosts
   const double t_first = stage_total(p.first, k.inference);
   const double t_last = stage_total(p.last, k.inference);
   const double t_middle = stage_total(p.middle, k.inference);
+  // 1F1B and forward-only: Megatron-LM waits on every batched isend/irecv
+  // (overlap_p2p_comm is forced off without virtual stages), so each send
+  // holds its stage for a hop, while a receive from a faster neighbour has
+  // arrived already. A stage's period per micro-batch is its compute and its
+  // sends: the first stage sends activations, the last gradients (none in
+  // inference), a middle stage both. The longest period sets the pace.
+  const bool held_sends = k.pp > 1 && k.v == 1;
+  const double hop_passes = k.inference ? 1.0 : 2.0;
+  const double sends_first = held_sends ? 1.0 : 0.0;
+  const double sends_last = held_sends && !k.inference ? 1.0 : 0.0;
+  const double sends_middle = held_sends ? hop_passes : 0.0;
   const StageCost* slow = &p.first;
-  double t_slow = t_first;
-  if (t_last > t_slow) {
+  double period = t_first + sends_first * p.first.p2p;
+  double sends_slow = sends_first;
+  if (k.pp > 1 && t_last + sends_last * p.last.p2p > period) {
     slow = &p.last;
-    t_slow = t_last;
+    period = t_last + sends_last * p.last.p2p;
+    sends_slow = sends_last;
   }
-  if (k.pp > 2 && t_middle > t_slow) {
+  if (k.pp > 2 && t_middle + sends_middle * p.middle.p2p > period) {
     slow = &p.middle;
-    t_slow = t_middle;
+    sends_slow = sends_middle;
   }
+  const double t_slow = stage_total(*slow, k.inference);
   const double average = k.pp == 1 ? t_first : (t_first + t_last + (k.pp - 2) * t_middle) / k.pp;
 
   TimeBreakdown& time = out.time;
@@ -1046,18 +1060,19 @@ void evaluate(const Machine& m, const Model& x, const Knobs& k, const LayerCosts
   }
   if (k.pp > 1) {
     time.pipeline_bubble = (k.pp - 1.0) / k.v * average;
-    // Hops on the critical path. 1F1B: Megatron-LM waits on every batched
-    // isend/irecv (overlap_p2p_comm is forced off without virtual stages),
-    // so each micro-batch pays its hops. Interleaved training: overlap_p2p_comm
-    // (this schedule's default) posts the steady state's sends and receives
-    // after a pass and waits only before the chunk that uses them, hidden
-    // behind the other pass; only the fill and the drain are exposed, where
-    // a micro-batch's activations cross all p v - 1 chunk boundaries and its
-    // gradients cross them back. predict_timeline runs the same rules.
-    const double passes = k.inference ? 1.0 : 2.0;
-    const double exchanges = k.v > 1 && !k.inference
-                                 ? passes * (static_cast<double>(k.pp) * k.v - 1)
-                                 : passes * (static_cast<double>(mb) * k.v + k.pp - 1);
+    // Hops on the critical path. 1F1B and forward-only: the pacing stage's
+    // held sends, once per micro-batch (above), and the fill and the drain,
+    // where the first micro-batch's activations cross the p - 1 stage
+    // boundaries and its gradients cross them back. Interleaved training:
+    // overlap_p2p_comm (this schedule's default) posts the steady state's
+    // sends and receives after a pass and waits only before the chunk that
+    // uses them, hidden behind the other pass; only the fill and the drain
+    // are exposed, across all p v - 1 chunk boundaries and back.
+    // predict_timeline runs the same rules.
+    const double exchanges = held_sends ? mb * sends_slow + hop_passes * (k.pp - 1.0)
+                             : !k.inference
+                                 ? hop_passes * (static_cast<double>(k.pp) * k.v - 1)
+                                 : hop_passes * (static_cast<double>(mb) * k.v + k.pp - 1);
     time.pp_communication = exchanges * slow->p2p + p.tied_embedding_sync;
   }
   out.bubble_fraction = pipeline_bubble_fraction(k.pp, mb, k.v);
