@@ -514,11 +514,14 @@ std::vector<ReportFigure> MainWindow::reportFigures() const {
              }}};
   }
   if (timeline->frameJob() == 0) return {};
+  // Read from its store at the picture's size: the view holds only the
+  // stages near the screen.
   return {{tr("Predicted timeline of one step"),
-           [timeline](double) { return timeline->renderHeight(); },
-           [timeline](QPainter& p, const QRectF& r) {
+           [height = timeline->pictureHeight()](double) { return height; },
+           [paint = timeline->windowPainter(timeline->window(), Qt::black)](QPainter& p,
+                                                                            const QRectF& r) {
              p.fillRect(r, Qt::white);
-             timeline->render(p, r, Qt::black, Qt::white);
+             paint(p, r);
            }}};
 }
 

@@ -535,6 +535,10 @@ void TimelineWidget::startQuery(std::uint64_t job) {
 void TimelineWidget::frameArrived(std::shared_ptr<const Frame> frame) {
   if (frame_ && frame->job < frame_->job) return;
   frame_ = std::move(frame);
+  // The selected and linked events' rows, from the first frame holding
+  // their lanes (one out of view when they were picked had none).
+  if (selected_) selected_depth_ = depthInFrame(*selected_, selected_depth_);
+  if (linked_) linked_depth_ = depthInFrame(*linked_, linked_depth_);
   if (!frame_->error.isEmpty()) message_ = frame_->error;
   update();
   emit frameReady(frame_->job);
@@ -753,7 +757,11 @@ void TimelineWidget::setRankCollapsed(std::int32_t rank, bool collapsed) {
   cache_job_ = 0;  // the layout changed: repaint from the frame
   updateGeometry();
   update();
-  loadLanesInView();  // lanes from below move up into view
+  if (collapsed) {
+    loadLanesInView();  // lanes from below move up into view
+  } else {
+    requestFrame();  // queries while it was folded left its lanes out
+  }
 }
 
 bool TimelineWidget::rankCollapsed(std::int32_t rank) const {
@@ -839,6 +847,11 @@ void TimelineWidget::paintEvent(QPaintEvent* event) {
   }
   drawn_items_ = cache_items_;
   painter.drawPixmap(cache_rect_.topLeft(), cache_);
+  // More of the widget on screen than the last query covered (the scroll
+  // area's viewport grew, which neither moves nor resizes the widget).
+  const auto [first, last] = lanesInView();
+  if (first < last && (first < asked_lanes_.first || last > asked_lanes_.second))
+    QMetaObject::invokeMethod(this, &TimelineWidget::loadLanesInView, Qt::QueuedConnection);
 }
 
 void TimelineWidget::render(QPainter& painter, const QRectF& area, const QColor& text,

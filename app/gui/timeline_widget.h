@@ -71,6 +71,7 @@ class TimelineWidget : public QWidget {
   void selectEvent(std::int64_t event_id);
   void clearSelection();
   std::optional<trace::StoredEvent> selectedEvent() const { return selected_; }
+  int selectedRow() const { return selected_depth_; }  // the nesting row it is outlined on
   QString selectedName() const { return selected_name_; }
 
   // The event the selected one is correlated with (a runtime call and the

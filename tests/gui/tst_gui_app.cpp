@@ -819,6 +819,12 @@ void TestGuiApp::exports() {
   QVERIFY(page.contains(QStringLiteral("<svg")));
   QVERIFY(page.count(QStringLiteral("<svg")) >= 3);  // the memory and the time bars, the timeline
   QVERIFY(page.contains(QStringLiteral("Predicted timeline")));
+  // Every stage of the predicted step, read from its store: the view holds
+  // only the lanes near the screen.
+  const TimelineWidget* predicted = window_->estimateView()->timeline();
+  QVERIFY(predicted->laneCount() > 0);
+  QVERIFY(page.contains(QString::fromStdString(predicted->laneInfo(predicted->laneCount() - 1).name)
+                            .toHtmlEscaped()));
   // Each inline chart is an SVG document an SVG renderer accepts.
   for (qsizetype at = page.indexOf(QStringLiteral("<svg")); at >= 0;
        at = page.indexOf(QStringLiteral("<svg"), at + 4)) {

@@ -898,18 +898,25 @@ void TestGuiRun::manyLanesLoadWhatIsInView() {
   {
     auto w = trace::TraceWriter::create(path.toStdString(), {});
     QVERIFY(w.ok());
-    (*w)->add_rank({0, "host", "CPU", 1, 0, false});
-    (*w)->add_rank({1, "host", "CPU", 2, 0, false});
+    for (int r = 0; r < 3; ++r)
+      (*w)->add_rank({r, "host", "CPU", 1 + r, 0, false});
     const trace::StringId name = (*w)->intern("aten::mm");
     for (int i = 0; i < kLanes; ++i) {
+      // Rank 1 holds ten lanes between the other two's.
+      const int rank = i < kLanes / 2 ? 0 : i < kLanes / 2 + 10 ? 1 : 2;
       trace::Event e;
-      e.lane = (*w)->add_lane(i < kLanes / 2 ? 0 : 1, trace::LaneKind::cpu_thread,
-                              "thread " + std::to_string(i));
+      e.lane = (*w)->add_lane(rank, trace::LaneKind::cpu_thread, "thread " + std::to_string(i));
       e.kind = trace::EventKind::cpu_op;
       e.name = name;
       for (int k = 0; k < 3; ++k) {
         e.start_ns = 1'000'000 * k + i;
         e.end_ns = e.start_ns + 500'000;
+        (*w)->add(e);
+      }
+      if (i == kLanes - 1) {  // one event nested in the last lane's first
+        e.name = (*w)->intern("needle");
+        e.start_ns = 100'000;
+        e.end_ns = 200'000;
         (*w)->add(e);
       }
     }
@@ -955,6 +962,16 @@ void TestGuiRun::manyLanesLoadWhatIsInView() {
   QTRY_VERIFY_WITH_TIMEOUT(covered() && t->lanesInView().first == kLanes / 2, 30000);
   QVERIFY(t->frameLanes().second - t->frameLanes().first < kLanes / 2);
 
+  // Found far below the lanes in hand: the nested event is outlined on its
+  // own row once its lane's spans come (it was drawn on row 0, its parent's).
+  t->setRankCollapsed(0, false);
+  t->findNext(QStringLiteral("needle"));
+  QTRY_VERIFY_WITH_TIMEOUT(t->selectedEvent() && covered() && t->lanesInView().second == kLanes &&
+                               t->frameJob() == t->requestedJob(),
+                           30000);
+  QCOMPARE(t->selectedEvent()->event.lane.value, t->laneInfo(kLanes - 1).id.value);
+  QCOMPARE(t->selectedRow(), 1);
+
   // A report's picture holds the lanes it has room for and counts the rest
   // (all 3000 made an image 60,000 pixels tall).
   t->setRankCollapsed(0, false);
@@ -966,6 +983,37 @@ void TestGuiRun::manyLanesLoadWhatIsInView() {
   QVERIFY(text.contains("thread 0<") || text.contains("thread 0 "));
   QVERIFY2(text.contains("more lanes, not drawn here"), text.right(2000).constData());
   QVERIFY(!text.contains("thread 2999"));
+
+  // A rank folded between two others, the view zoomed, the rank unfolded:
+  // its lanes are asked for again. The queries while it was folded held
+  // them empty inside the range asked for, and they stayed blank.
+  auto settled = [&] { return covered() && t->frameJob() == t->requestedJob(); };
+  const int middle = kLanes / 2 + 5;  // one of rank 1's
+  area->ensureVisible(0, int(t->laneRect(middle).center().y()), 0, 100);
+  QTRY_VERIFY_WITH_TIMEOUT(settled(), 30000);
+  t->setRankCollapsed(1, true);
+  QTRY_VERIFY_WITH_TIMEOUT(settled(), 30000);
+  const trace::TimeRange full = t->fullRange();
+  t->setWindow(full.start_ns, full.start_ns + (full.end_ns - full.start_ns) / 2);
+  QTRY_VERIFY_WITH_TIMEOUT(settled(), 30000);
+  t->setRankCollapsed(1, false);
+  QTRY_VERIFY_WITH_TIMEOUT(settled(), 30000);
+  selected.clear();
+  t->selectAt(QPoint(int(t->xOf(250'000 + middle)), int(t->laneRect(middle).top()) + 8));
+  QTRY_COMPARE_WITH_TIMEOUT(selected.count(), 1, 10000);
+  QVERIFY(t->selectedEvent());
+  QCOMPARE(t->selectedEvent()->event.lane.value, t->laneInfo(middle).id.value);
+
+  // The viewport grows (a taller window) with the scroll in the middle:
+  // neither moved nor resized, the widget still asks for the lanes come
+  // into view.
+  area->verticalScrollBar()->setValue(area->verticalScrollBar()->maximum() / 2);
+  QTRY_VERIFY_WITH_TIMEOUT(covered(), 30000);
+  const int shown_before = t->lanesInView().second - t->lanesInView().first;
+  view.resize(1200, 2400);
+  QTRY_VERIFY_WITH_TIMEOUT(t->lanesInView().second - t->lanesInView().first > 2 * shown_before,
+                           10000);
+  QTRY_VERIFY_WITH_TIMEOUT(covered(), 30000);
 }
 
 void TestGuiRun::exports() {
