@@ -1264,7 +1264,7 @@ void TestTraceAnalysis::meanAgainstMedian_data() {
   QTest::addColumn<QString>("said");  // "" when nothing is said
   QTest::addRow("one slow step") << 2.68e-3 << 1.75e-3 << "53 % above rank 1's median";
   QTest::addRow("ranks differ") << 1.5e-3 << 2.0e-3 << "25 % below rank 1's median";
-  QTest::addRow("within 10 %") << 1.9e-3 << 1.75e-3 << "";
+  QTest::addRow("within 10 %%") << 1.9e-3 << 1.75e-3 << "";
   QTest::addRow("no median") << 1.9e-3 << 0.0 << "";
 }
 
