@@ -66,8 +66,9 @@ class TestPresets : public QObject {
 void TestPresets::promisedPresets_data() {
   QTest::addColumn<QString>("kind");
   QTest::addColumn<QString>("name");
-  for (const char* g : {"v100-sxm2-32gb", "a100-40gb", "a100-80gb", "h100-sxm", "h100-pcie", "h200",
-                        "b200", "l40s", "rtx-4090", "mi300x"}) {
+  for (const char* g :
+       {"v100-sxm2-32gb", "a100-40gb", "a100-80gb", "a100-pcie-40gb", "a100-pcie-80gb", "h100-sxm",
+        "h100-pcie", "h200", "b200", "l40s", "rtx-4090", "mi300x"}) {
     QTest::addRow("gpu %s", g) << "gpu" << g;
   }
   for (const char* l : {"nvlink3", "nvlink4", "nvlink5", "pcie4", "pcie5", "ib-hdr", "ib-ndr",
@@ -209,6 +210,12 @@ void TestPresets::matchDevice_data() {
                              << "a100-80gb";
   QTest::addRow("A100 40GB") << "NVIDIA A100-SXM4-40GB"
                              << "a100-40gb";
+  // The PCIe boards: no NVLink switch, 250 / 300 W. "A100 80GB" alone took
+  // the SXM4 board's preset, 2.6 times too fast a tensor-parallel step.
+  QTest::addRow("A100 PCIe 40GB") << "NVIDIA A100-PCIE-40GB"
+                                  << "a100-pcie-40gb";
+  QTest::addRow("A100 PCIe 80GB") << "NVIDIA A100 80GB PCIe"
+                                  << "a100-pcie-80gb";
   QTest::addRow("RTX 4090") << "NVIDIA GeForce RTX 4090"
                             << "rtx-4090";
   QTest::addRow("L40S") << "NVIDIA L40S"
