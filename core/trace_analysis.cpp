@@ -703,7 +703,7 @@ Result<std::vector<StepWindow>> job_step_windows(const TraceReader& r) {
 }
 
 // The rank to hold against the prediction: one of the stage the planner
-// timed, the pipeline's slowest, which it tells by its loss part (the last
+// timed, the pipeline's pacing one, which it tells by its loss part (the last
 // stage computes the loss; a first or middle stage, or a store with no loss
 // kernels, does not); among those, the rank with the most compute. On a
 // pipeline whose ranks share cores, the most compute alone can pick a first

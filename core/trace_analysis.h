@@ -189,8 +189,8 @@ struct PredictionComparison {
 };
 
 // What each part of a step took, measured from a store's events, on the
-// critical rank (the one with the most compute: the slowest stage, which the
-// planner times), as the median over its steps past the warm-up
+// critical rank (of the stage the planner times, the pipeline's pacing one;
+// among its ranks, the one with the most compute), as the median over its steps past the warm-up
 // (warm_up_steps). Parts (seconds per step):
 // - "compute.<kind>": compute events by operation_kind(); on a rank with
 //   forward/backward annotations, kernels of no known kind outside them are

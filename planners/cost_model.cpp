@@ -129,8 +129,22 @@ bool pipeline_crosses_nodes(const Machine& m, const Knobs& k) {
   return static_cast<long long>(k.tp) * k.dp * k.pp > m.gpus_per_node;
 }
 
+// The intra-node tier a GPU has towards `peers` others of its node. On a
+// mesh (an 8-GPU MI300X board: 7 links of 64 GB/s each way, no switch) it
+// reaches them over `peers` of its links, where the link's bandwidth counts
+// them all: tp 2 gets one link's 64 GB/s, not the board's 448 (RCCL's
+// collectives use the direct links; AMD ROCm blog, "Understanding RCCL
+// Bandwidth and xGMI Performance on MI300X").
+Tier intra_towards(const Machine& m, const Tier& intra, int peers) {
+  Tier t = intra;
+  if (m.mesh_links > 0 && peers < m.mesh_links)
+    t.bandwidth *= static_cast<double>(std::max(peers, 1)) / m.mesh_links;
+  return t;
+}
+
 double collective(const Machine& m, trace::Collective op, double bytes, const GroupPlacement& g) {
-  return group_seconds(op, bytes, g, m.intra, m.has_inter ? m.inter : m.intra);
+  const Tier intra = intra_towards(m, m.intra, g.per_node - 1);
+  return group_seconds(op, bytes, g, intra, m.has_inter ? m.inter : intra);
 }
 
 // The tensor-parallel group: tp consecutive ranks, inside one node when the
@@ -329,6 +343,7 @@ Machine machine_of(const Cluster& c) {
   m.gpus_per_node = std::max(c.gpus_per_node, 1);
   m.nodes = std::max(c.nodes, 1);
   m.intra = tier_of(c.intra_node, c.intra_node.bandwidth);
+  if (c.intra_node.kind == LinkKind::infinity_fabric) m.mesh_links = m.gpus_per_node - 1;
   if (c.inter_node) {
     m.has_inter = true;
     const double share = c.inter_node->bandwidth * std::max(c.nics_per_node, 1) / m.gpus_per_node;
@@ -674,7 +689,8 @@ struct Bucketed {
 double gradient_collective(const Machine& m, trace::Collective op, double bytes,
                            const GroupPlacement& g) {
   if (!m.has_cold) return collective(m, op, bytes, g);
-  return group_seconds(op, bytes, g, m.intra_cold, m.has_inter ? m.inter : m.intra_cold);
+  const Tier intra = intra_towards(m, m.intra_cold, g.per_node - 1);
+  return group_seconds(op, bytes, g, intra, m.has_inter ? m.inter : intra);
 }
 
 Bucketed bucketed(const Machine& m, trace::Collective op, double bytes, double bucket,
@@ -737,7 +753,8 @@ double p2p_seconds(const Machine& m, const Model& x, const Knobs& k, double e) {
   // Megatron sends 1/t of the activation from each tensor rank and
   // gathers it on the receiving node.
   const double tokens = static_cast<double>(k.micro_batch) * x.seq;
-  const Tier& tier = (pipeline_crosses_nodes(m, k) && m.has_inter) ? m.inter : m.intra;
+  const Tier tier =
+      (pipeline_crosses_nodes(m, k) && m.has_inter) ? m.inter : intra_towards(m, m.intra, 1);
   const double bytes = tokens * x.hidden * e / k.tp;
   double hop = tier.latency + bytes / (tier.bandwidth * tier.efficiency);
   if (k.tp > 1 && !k.sp) {
@@ -1059,7 +1076,10 @@ void evaluate(const Machine& m, const Model& x, const Knobs& k, const LayerCosts
     time.zero_gather = p.zero3_exposed;
   }
   if (k.pp > 1) {
-    time.pipeline_bubble = (k.pp - 1.0) / k.v * average;
+    // Without interleaving the first micro-batch fills the stages before
+    // the pacing one and the last drains them: the bubble is the other
+    // stages' time (p - 1 average stages counted a heavy LM head's excess).
+    time.pipeline_bubble = k.v == 1 ? k.pp * average - t_slow : (k.pp - 1.0) / k.v * average;
     // Hops on the critical path. 1F1B and forward-only: the pacing stage's
     // held sends, once per micro-batch (above), and the fill and the drain,
     // where the first micro-batch's activations cross the p - 1 stage
@@ -1069,10 +1089,12 @@ void evaluate(const Machine& m, const Model& x, const Knobs& k, const LayerCosts
     // uses them, hidden behind the other pass; only the fill and the drain
     // are exposed, across all p v - 1 chunk boundaries and back.
     // predict_timeline runs the same rules.
-    const double exchanges = held_sends ? mb * sends_slow + hop_passes * (k.pp - 1.0)
-                             : !k.inference
-                                 ? hop_passes * (static_cast<double>(k.pp) * k.v - 1)
-                                 : hop_passes * (static_cast<double>(mb) * k.v + k.pp - 1);
+    // The pacing stage's last send is the next stage's arrival, counted in
+    // the drain: one hop less when it sends.
+    const double exchanges =
+        held_sends     ? mb * sends_slow + hop_passes * (k.pp - 1.0) - (sends_slow > 0 ? 1.0 : 0.0)
+        : !k.inference ? hop_passes * (static_cast<double>(k.pp) * k.v - 1)
+                       : hop_passes * (static_cast<double>(mb) * k.v + k.pp - 1);
     time.pp_communication = exchanges * slow->p2p + p.tied_embedding_sync;
   }
   out.bubble_fraction = pipeline_bubble_fraction(k.pp, mb, k.v);
@@ -1295,7 +1317,8 @@ void evaluate(const Machine& m, const Model& x, const Knobs& k, const LayerCosts
   seed = {};
   if (k.dp > 1 && !k.inference) {
     const GroupPlacement g = dp_placement(m, k);
-    const Tier& slowest = (g.nodes > 1 && m.has_inter) ? m.inter : m.intra;
+    const Tier slowest =
+        (g.nodes > 1 && m.has_inter) ? m.inter : intra_towards(m, m.intra, g.per_node - 1);
     seed.gradient_bytes = comm.dp_bytes_per_gpu;
     seed.ranks = k.dp;
     seed.bandwidth = slowest.bandwidth;

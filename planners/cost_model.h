@@ -38,6 +38,9 @@ struct Machine {
   int gpus_per_node = 1;
   int nodes = 1;
   Tier intra;  // per GPU inside a node
+  // GPUs wired to each other directly, one link per peer and no switch
+  // (AMD Infinity Fabric): the number of links `intra` counts; 0 switched.
+  int mesh_links = 0;
   Tier inter;  // per GPU's share of the node's NICs
   bool has_inter = false;
   Tier intra_cold;  // inside a node, buffers out of the caches (Link::cold_*)
