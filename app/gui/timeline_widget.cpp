@@ -894,12 +894,17 @@ TimelineWidget::Painter TimelineWidget::windowPainter(trace::TimeRange window,
       lanes_area.setBottom(area.bottom() - kRowHeight);
     }
     auto reader = trace::TraceReader::open(path);
-    if (reader && !window.empty() && !state.lanes.empty()) {
+    if (!reader) {
+      // Said in the picture: the view's own frame holds only the lanes
+      // near its screen.
+      state.message = TimelineWidget::tr("The timeline could not be read for this picture: %1")
+                          .arg(q(reader.message()));
+    } else if (!window.empty() && !state.lanes.empty()) {
       const int pixels = std::max(1, int(area.width() - state.gutter - 4));
       state.frame = queryFrame(*reader.value(), idsOf(state.lanes, state.collapsed, drawn),
                                drawn.first, window, pixels, 0);
       state.window = window;
-    }  // else the view's own frame and window, as drawn
+    }
     paintTimeline(state, painter, area, text, lanes_area);
     if (left_out > 0) {
       painter.setPen(text);
