@@ -44,6 +44,7 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -202,20 +203,29 @@ bool writeBigStore(const std::string& path, std::int64_t events) {
 
 // The store of writeBigStore with `events` events, in /tmp, written once and
 // reused after; "" when it could not be written.
-std::string bigStore(std::int64_t events) {
-  const std::string path = "/tmp/clusterscope-bench-gui-" + std::to_string(events) + ".db";
+// The store at `path`, written once by `write` (into a file moved there
+// when whole) and reused after; "" when it could not be written.
+std::string storeWrittenOnce(const std::string& path, const std::string& what,
+                             const std::function<bool(const std::string&)>& write) {
   std::error_code ec;
   if (!std::filesystem::exists(path, ec)) {
     QElapsedTimer w;
     w.start();
     const std::string partial = path + ".partial";
     std::filesystem::remove(partial, ec);
-    if (!writeBigStore(partial, events)) return {};
+    if (!write(partial)) return {};
     std::filesystem::rename(partial, path, ec);
-    std::printf("wrote %s (%lld events) in %.1f s\n", path.c_str(), (long long)events,
+    std::printf("wrote %s (%s) in %.1f s\n", path.c_str(), what.c_str(),
                 double(w.nsecsElapsed()) * 1e-9);
   }
   return path;
+}
+
+std::string bigStore(std::int64_t events) {
+  return storeWrittenOnce("/tmp/clusterscope-bench-gui-" + std::to_string(events) + ".db",
+                          std::to_string(events) + " events", [events](const std::string& partial) {
+                            return writeBigStore(partial, events);
+                          });
 }
 
 // Section 3: the 10-million-event run in the run view.
@@ -367,18 +377,11 @@ bool writeManyLanes(const std::string& path, int lanes, int per_lane) {
 
 int benchManyLanes(int lanes) {
   constexpr int kPerLane = 20;
-  const std::string path = "/tmp/clusterscope-bench-gui-lanes-" + std::to_string(lanes) + ".db";
-  std::error_code ec;
-  if (!std::filesystem::exists(path, ec)) {
-    QElapsedTimer w;
-    w.start();
-    const std::string partial = path + ".partial";
-    std::filesystem::remove(partial, ec);
-    if (!writeManyLanes(partial, lanes, kPerLane)) return 1;
-    std::filesystem::rename(partial, path, ec);
-    std::printf("wrote %s (%d lanes of %d events) in %.1f s\n", path.c_str(), lanes, kPerLane,
-                double(w.nsecsElapsed()) * 1e-9);
-  }
+  const std::string path = storeWrittenOnce(
+      "/tmp/clusterscope-bench-gui-lanes-" + std::to_string(lanes) + ".db",
+      std::to_string(lanes) + " lanes of " + std::to_string(kPerLane) + " events",
+      [lanes](const std::string& partial) { return writeManyLanes(partial, lanes, kPerLane); });
+  if (path.empty()) return 1;
   RunView view;
   view.resize(1600, 1000);
   view.show();
