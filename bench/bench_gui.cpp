@@ -45,6 +45,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -113,17 +114,25 @@ long procStatusKb(const char* field) {
 // kernels (inside forward/backward annotations on their own lane), a
 // communication stream of all-reduces, a copy stream and a steps lane.
 // Deterministic, so the file is reused across runs of the benchmark.
-bool writeBigStore(const std::string& path, std::int64_t events) {
-  using namespace cs::trace;
-  RunInfo run;
-  run.title = "bench: " + std::to_string(events) + " events";
+// A writer of a benchmark's store; null, said, when it cannot be created.
+std::unique_ptr<cs::trace::TraceWriter> benchWriter(const std::string& path,
+                                                    const std::string& title) {
+  cs::trace::RunInfo run;
+  run.title = "bench: " + title;
   run.source = "bench";
-  auto created = TraceWriter::create(path, run);
+  auto created = cs::trace::TraceWriter::create(path, run);
   if (!created) {
     std::fprintf(stderr, "bench_gui: %s\n", created.message().c_str());
-    return false;
+    return nullptr;
   }
-  TraceWriter& w = *created.value();
+  return std::move(created).value();
+}
+
+bool writeBigStore(const std::string& path, std::int64_t events) {
+  using namespace cs::trace;
+  const auto writer = benchWriter(path, std::to_string(events) + " events");
+  if (!writer) return false;
+  TraceWriter& w = *writer;
   constexpr int kRanks = 4;
   const std::int64_t per_rank = events / kRanks;
   const StringId names[] = {w.intern("ampere_sgemm_128x64_nn"), w.intern("layer_norm_fwd"),
@@ -340,15 +349,9 @@ int benchRun(std::int64_t events) {
 // scroll to the lanes in view painted with their spans.
 bool writeManyLanes(const std::string& path, int lanes, int per_lane) {
   using namespace cs::trace;
-  RunInfo run;
-  run.title = "bench: " + std::to_string(lanes) + " lanes";
-  run.source = "bench";
-  auto created = TraceWriter::create(path, run);
-  if (!created) {
-    std::fprintf(stderr, "bench_gui: %s\n", created.message().c_str());
-    return false;
-  }
-  TraceWriter& w = *created.value();
+  const auto writer = benchWriter(path, std::to_string(lanes) + " lanes");
+  if (!writer) return false;
+  TraceWriter& w = *writer;
   constexpr int kRanks = 8;
   const StringId names[] = {w.intern("aten::mm"), w.intern("aten::add"), w.intern("aten::copy_")};
   for (int r = 0; r < kRanks; ++r)
