@@ -20,10 +20,38 @@ constexpr Group kGroups[] = {{"categories", &PredictedStep::categories},
                              {"parts", &PredictedStep::parts},
                              {"breakdown", &PredictedStep::breakdown}};
 
+constexpr std::pair<PipelinePace::Stage, const char*> kStageNames[] = {
+    {PipelinePace::Stage::first, "first"},
+    {PipelinePace::Stage::middle, "middle"},
+    {PipelinePace::Stage::last, "last"}};
+
 }  // namespace
+
+bool PipelinePace::holds(int rank) const {
+  if (rank < 0 || ranks_per_stage < 1) return false;
+  const int stage = rank / ranks_per_stage;
+  switch (pacing) {
+    case Stage::first:
+      return stage == 0;
+    case Stage::last:
+      return stage == stages - 1;
+    case Stage::middle:
+      return stage > 0 && stage < stages - 1;
+  }
+  return false;
+}
 
 json to_json(const PredictedStep& p) {
   json j = {{"step_seconds", p.step_seconds}};
+  if (p.pipeline) {
+    const char* pacing = "first";
+    for (const auto& [stage, name] : kStageNames) {
+      if (stage == p.pipeline->pacing) pacing = name;
+    }
+    j["pipeline"] = {{"stages", p.pipeline->stages},
+                     {"ranks_per_stage", p.pipeline->ranks_per_stage},
+                     {"pacing", pacing}};
+  }
   for (const Group& g : kGroups) {
     if (!(p.*g.member).empty()) j[g.key] = p.*g.member;
   }
@@ -61,6 +89,32 @@ Result<PredictedStep> read_predicted_step(std::string_view text, std::string_vie
                      ": must be a number of seconds"};
       (p.*g.member)[key] = value.get<double>();
     }
+  }
+  if (j.contains("pipeline")) {
+    const json& pipe = j["pipeline"];
+    if (!pipe.is_object()) return Error{at + ": /pipeline: must be an object"};
+    PipelinePace pace;
+    auto count = [&](const char* key, int least, int& out) -> Status {
+      if (!pipe.contains(key) || !pipe[key].is_number_integer() ||
+          pipe[key].get<double>() < least || pipe[key].get<double>() > (1 << 20))
+        return Error{at + ": /pipeline/" + key + ": must be a whole number from " +
+                     std::to_string(least) + " to 1048576"};
+      out = pipe[key].get<int>();
+      return {};
+    };
+    if (Status s = count("stages", 2, pace.stages); !s) return s.error();
+    if (Status s = count("ranks_per_stage", 1, pace.ranks_per_stage); !s) return s.error();
+    bool known = false;
+    if (pipe.contains("pacing") && pipe["pacing"].is_string()) {
+      for (const auto& [stage, name] : kStageNames) {
+        if (pipe["pacing"].get<std::string>() == name) {
+          pace.pacing = stage;
+          known = true;
+        }
+      }
+    }
+    if (!known) return Error{at + ": /pipeline/pacing: must be \"first\", \"middle\" or \"last\""};
+    p.pipeline = pace;
   }
   // The calibration's fields: each optional, each of one type.
   auto text_field = [&](const char* key, std::optional<std::string>& out) -> Status {

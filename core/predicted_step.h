@@ -21,8 +21,24 @@ namespace cs::trace {
 
 inline constexpr const char* kPredictedStepMetaKey = "predicted_step";
 
+// Which stage of a pipeline the prediction timed: the one whose period set
+// the pace. Stage s holds ranks [s x ranks_per_stage, (s + 1) x
+// ranks_per_stage) in Megatron's order (core/rank_order.h); a middle stage
+// is any of 1 .. stages - 2, which cost the same.
+struct PipelinePace {
+  enum class Stage { first, middle, last };
+  int stages = 2;
+  int ranks_per_stage = 1;
+  Stage pacing = Stage::first;
+  // Whether `rank` is of the pacing stage.
+  bool holds(int rank) const;
+};
+
 struct PredictedStep {
   double step_seconds = 0;
+  // The pipeline's pacing stage, whose parts `breakdown` gives; absent
+  // without a pipeline (and in stores written before it was recorded).
+  std::optional<PipelinePace> pipeline;
   // Seconds per step by name, each group optional in the JSON:
   // - categories: as the step breakdown measures them (compute,
   //   communication, memory, synchronization, other);

@@ -703,13 +703,23 @@ Result<std::vector<StepWindow>> job_step_windows(const TraceReader& r) {
 }
 
 // The rank to hold against the prediction: one of the stage the planner
-// timed, the pipeline's pacing one, which it tells by its loss part (the last
+// timed, the pipeline's pacing one, which the prediction names (a first, a
+// middle or the last stage's ranks), or else tells by its loss part (the last
 // stage computes the loss; a first or middle stage, or a store with no loss
 // kernels, does not); among those, the rank with the most compute. On a
 // pipeline whose ranks share cores, the most compute alone can pick a first
 // stage whose compute the scheduler slowed more than the last one's.
 static const StepParts& critical_rank_parts(const std::vector<StepParts>& ranks,
-                                            const std::map<std::string, double>& predicted) {
+                                            const PredictedStep& prediction) {
+  // A prediction that names its pipeline's pacing stage: that stage's ranks.
+  if (prediction.pipeline) {
+    const StepParts* best = nullptr;
+    for (const StepParts& r : ranks) {
+      if (prediction.pipeline->holds(r.rank) && (!best || r.compute() > best->compute())) best = &r;
+    }
+    if (best) return *best;
+  }
+  const std::map<std::string, double>& predicted = prediction.breakdown;
   const auto loss = predicted.find("compute.loss");
   const bool predicted_loss = loss != predicted.end() && loss->second > 0;
   const bool any_match = std::any_of(ranks.begin(), ranks.end(), [&](const StepParts& r) {
@@ -724,12 +734,12 @@ static const StepParts& critical_rank_parts(const std::vector<StepParts>& ranks,
 }
 
 // The prediction's breakdown against the critical rank's parts, and the verdict.
-static Status compare_breakdown(const TraceReader& reader,
-                                const std::map<std::string, double>& predicted,
+static Status compare_breakdown(const TraceReader& reader, const PredictedStep& prediction,
                                 PredictionComparison& out) {
+  const std::map<std::string, double>& predicted = prediction.breakdown;
   auto ranks = measure_rank_parts(reader);
   if (!ranks) return ranks.error();
-  const StepParts* measured = &critical_rank_parts(*ranks, predicted);
+  const StepParts* measured = &critical_rank_parts(*ranks, prediction);
   out.critical_rank = measured->rank;
   out.measured_step_median_s = measured->step_s;
   out.critical_steps = measured->steps;
@@ -913,7 +923,7 @@ Result<std::optional<PredictionComparison>> compare_with_prediction(
   PredictionComparison out;
   out.predicted_step_s = predicted.step_seconds;
   if (!predicted.breakdown.empty()) {
-    if (Status s = compare_breakdown(reader, predicted.breakdown, out); !s) return s.error();
+    if (Status s = compare_breakdown(reader, predicted, out); !s) return s.error();
   }
   compare_machine_probes(reader, predicted, out);
 

@@ -1054,6 +1054,9 @@ void evaluate(const Machine& m, const Model& x, const Knobs& k, const LayerCosts
     slow = &p.middle;
     sends_slow = sends_middle;
   }
+  out.pacing_stage = slow == &p.first ? 0 : slow == &p.last ? k.pp - 1 : 1;
+  out.pipeline_stages = k.pp;
+  out.ranks_per_stage = k.dp * k.tp;
   const double t_slow = stage_total(*slow, k.inference);
   const double average = k.pp == 1 ? t_first : (t_first + t_last + (k.pp - 2) * t_middle) / k.pp;
 

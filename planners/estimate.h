@@ -208,6 +208,12 @@ struct Estimate {
   MemoryBreakdown first_stage;  // pipeline stage 0 (embedding)
   MemoryBreakdown last_stage;   // stage pp-1 (LM head); equal to first_stage when pp == 1
   int most_loaded_stage = 0;
+  // The pipeline stage whose period sets the pace, whose compute and
+  // communication the time parts are: 0, pp - 1, or 1 for any middle stage
+  // (they cost the same); 0 without a pipeline.
+  int pacing_stage = 0;
+  int pipeline_stages = 1;
+  int ranks_per_stage = 1;     // dp x tp: Megatron's order puts stage s at ranks [s, s + 1) x this
   double memory_capacity = 0;  // bytes per GPU
   double headroom_bytes = 0;   // capacity - memory.total(); negative when it does not fit
   bool fits = false;

@@ -31,6 +31,7 @@ json to_json(const Estimate& e) {
   const TimeBreakdown& t = e.time;
   json time = {{"step_seconds", t.step()},
                {"bubble_fraction", e.bubble_fraction},
+               {"pacing_stage", e.pacing_stage},
                {"compute_by_kind",
                 {{"gemm_seconds", e.compute_by_kind.gemm},
                  {"attention_seconds", e.compute_by_kind.attention},
@@ -164,6 +165,13 @@ trace::PredictedStep predicted_step(const Estimate& e) {
                  {"wait", t.collective_wait},
                  {"bubble", t.pipeline_bubble},
                  {"idle", 0.0}};
+  if (e.pipeline_stages > 1) {
+    const bool first = e.pacing_stage == 0, last = e.pacing_stage == e.pipeline_stages - 1;
+    p.pipeline = trace::PipelinePace{e.pipeline_stages, e.ranks_per_stage,
+                                     first  ? trace::PipelinePace::Stage::first
+                                     : last ? trace::PipelinePace::Stage::last
+                                            : trace::PipelinePace::Stage::middle};
+  }
   return p;
 }
 

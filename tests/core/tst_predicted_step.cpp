@@ -97,6 +97,7 @@ void TestPredictedStep::roundTrip() {
   probe.loop_seconds = 2e-4;
   probe.all_reduce_seconds = 3e-4;
   p.machine_probe = probe;
+  p.pipeline = cs::trace::PipelinePace{4, 16, cs::trace::PipelinePace::Stage::middle};
 
   const std::string text = cs::json_text(to_json(p));
   auto back = read_predicted_step(text, kWhere);
@@ -112,6 +113,13 @@ void TestPredictedStep::roundTrip() {
   QCOMPARE(back->plan_json, p.plan_json);
   QVERIFY(back->machine_probe);
   QCOMPARE(cs::machine_probe_json(*back->machine_probe), cs::machine_probe_json(probe));
+  QVERIFY(back->pipeline);
+  QCOMPARE(back->pipeline->stages, 4);
+  QCOMPARE(back->pipeline->ranks_per_stage, 16);
+  QVERIFY(back->pipeline->pacing == cs::trace::PipelinePace::Stage::middle);
+  // Stage s holds ranks [16 s, 16 s + 16): the middle ones are 16 .. 47.
+  QVERIFY(!back->pipeline->holds(15) && back->pipeline->holds(16) && back->pipeline->holds(47) &&
+          !back->pipeline->holds(48));
   QCOMPARE(cs::json_text(to_json(*back)), text);
 }
 
@@ -147,6 +155,17 @@ void TestPredictedStep::errorsNameThePointer_data() {
                                     << "/notes/1: must be text";
   QTest::addRow("plan as text") << R"({"step_seconds": 1, "plan": "gpt"})"
                                 << "/plan: must be an object";
+  QTest::addRow("pipeline as list") << R"({"step_seconds": 1, "pipeline": [2]})"
+                                    << "/pipeline: must be an object";
+  QTest::addRow("one stage")
+      << R"({"step_seconds": 1, "pipeline": {"stages": 1, "ranks_per_stage": 1, "pacing": "last"}})"
+      << "/pipeline/stages: must be a whole number from 2 to 1048576";
+  QTest::addRow("ranks as text")
+      << R"({"step_seconds": 1, "pipeline": {"stages": 2, "ranks_per_stage": "8", "pacing": "last"}})"
+      << "/pipeline/ranks_per_stage: must be a whole number from 1 to 1048576";
+  QTest::addRow("unknown pacing")
+      << R"({"step_seconds": 1, "pipeline": {"stages": 2, "ranks_per_stage": 1, "pacing": "slow"}})"
+      << "/pipeline/pacing: must be \"first\", \"middle\" or \"last\"";
 }
 
 void TestPredictedStep::errorsNameThePointer() {

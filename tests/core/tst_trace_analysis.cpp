@@ -941,13 +941,33 @@ void TestTraceAnalysis::slowFirstStepsLeftOut() {
 // has more compute, but a prediction with a loss part timed the last.
 void TestTraceAnalysis::pipelineParts_data() {
   QTest::addColumn<QString>("breakdown");
+  QTest::addColumn<QString>("pipeline");  // the prediction's pacing stage, "" for none
   QTest::addColumn<int>("critical");
-  QTest::addRow("the last stage predicted") << R"("compute.gemm": 4e-6, "compute.loss": 1e-6)" << 1;
-  QTest::addRow("no loss predicted") << R"("compute.gemm": 8e-6)" << 0;
+  QTest::addRow("the last stage predicted") << R"("compute.gemm": 4e-6, "compute.loss": 1e-6)"
+                                            << "" << 1;
+  QTest::addRow("no loss predicted") << R"("compute.gemm": 8e-6)"
+                                     << "" << 0;
+  // Named by the prediction, whatever the parts: a middle stage paces a
+  // plan of three or more (its two held sends), one that has no loss part,
+  // where the most compute picked the first stage.
+  QTest::addRow("the first stage named")
+      << R"("compute.gemm": 4e-6, "compute.loss": 1e-6)"
+      << R"("stages": 2, "ranks_per_stage": 1, "pacing": "first")" << 0;
+  QTest::addRow("the last stage named")
+      << R"("compute.gemm": 8e-6)"
+      << R"("stages": 2, "ranks_per_stage": 1, "pacing": "last")" << 1;
+  QTest::addRow("a middle stage named")
+      << R"("compute.gemm": 8e-6)"
+      << R"("stages": 3, "ranks_per_stage": 1, "pacing": "middle")" << 1;
+  // A stage no rank of the store holds (a store of fewer ranks): the parts decide.
+  QTest::addRow("a stage not in the store")
+      << R"("compute.gemm": 8e-6)"
+      << R"("stages": 4, "ranks_per_stage": 2, "pacing": "last")" << 0;
 }
 
 void TestTraceAnalysis::pipelineParts() {
   QFETCH(QString, breakdown);
+  QFETCH(QString, pipeline);
   QFETCH(int, critical);
   QTemporaryDir dir;
   Builder b(dir, "pipeline.cstrace");
@@ -979,8 +999,10 @@ void TestTraceAnalysis::pipelineParts() {
     w.add(StepMetrics{0, step, s, s + 20'000, 1.0, 100, 0});
     w.add(StepMetrics{1, step, s, s + 20'000, 1.0, 100, 0});
   }
-  w.set_meta("predicted_step",
-             (R"({"step_seconds": 2e-5, "breakdown": {)" + breakdown + "}}").toStdString());
+  const QString pace = pipeline.isEmpty() ? QString() : R"(, "pipeline": {)" + pipeline + "}";
+  w.set_meta(
+      "predicted_step",
+      (R"({"step_seconds": 2e-5, "breakdown": {)" + breakdown + "}" + pace + "}").toStdString());
   auto r = b.close();
   auto ranks = measure_rank_parts(*r);
   QVERIFY2(ranks, ranks ? "" : ranks.message().c_str());

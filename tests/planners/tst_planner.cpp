@@ -89,6 +89,8 @@ class TestPlanner : public QObject {
   void gradientAccumulationExchangesOncePerStep();
   void ranksSharingCores();
   void meshLinksServeTheGroupInTheNode();
+  void pacingStageIsNamed_data();
+  void pacingStageIsNamed();
   void blockingTensorParallelAllReduce();
   void embeddingAndHeadWholePerRank();
   void gradientReductionOnAColdLink();
@@ -806,6 +808,45 @@ void TestPlanner::meshLinksServeTheGroupInTheNode() {
           5 * must_estimate(pipe_switched).time.pp_communication);
 }
 
+// The stage whose period paces the pipeline is named with the prediction, so
+// that a run is held against that stage's ranks.
+void TestPlanner::pacingStageIsNamed_data() {
+  QTest::addColumn<QString>("model");
+  QTest::addColumn<int>("tp");
+  QTest::addColumn<int>("pp");
+  QTest::addColumn<bool>("inference");
+  QTest::addColumn<QString>("pacing");
+  // The LM head of a 32k vocabulary outweighs a stage of 4 layers.
+  QTest::addRow("training, the head") << "llama2-7b" << 1 << 8 << false << "last";
+  // In inference the last stage sends nothing, the others one hop each:
+  // the first, with the embedding, paces, though the head's stage computes
+  // more (llama2-7b tp 8 pp 8 int8: 9.8 % more).
+  QTest::addRow("int8 inference, the first stage") << "llama2-7b" << 8 << 8 << true << "first";
+}
+
+void TestPlanner::pacingStageIsNamed() {
+  QFETCH(QString, model);
+  QFETCH(int, tp);
+  QFETCH(int, pp);
+  QFETCH(bool, inference);
+  QFETCH(QString, pacing);
+  const int dp = 64 / (tp * pp);
+  cs::Plan p = make_plan("dgx-h100-64", model.toUtf8().constData(), dp, tp, pp, dp * pp * 4,
+                         inference ? cs::Precision::int8 : cs::Precision::bf16);
+  const cs::plan::Estimate e = must_estimate(p);
+  QCOMPARE(e.pipeline_stages, pp);
+  QCOMPARE(e.ranks_per_stage, dp * tp);
+  const cs::trace::PredictedStep step = cs::plan::predicted_step(e);
+  QVERIFY(step.pipeline);
+  const char* names[] = {"first", "middle", "last"};
+  QCOMPARE(QString(names[int(step.pipeline->pacing)]), pacing);
+  // The step's compute is that stage's: the timeline's stage of that kind
+  // has it.
+  const int stage = pacing == "first" ? 0 : pacing == "last" ? pp - 1 : 1;
+  QVERIFY(step.pipeline->holds(stage * dp * tp) &&
+          !step.pipeline->holds((stage + 1) % pp * dp * tp));
+}
+
 void TestPlanner::ranksSharingCores() {
   cs::Plan p = make_plan("dgx-a100-8", "gpt2-small", 2, 1, 2, 16, cs::Precision::fp32);
   p.cluster.gpus_per_node = 4;
@@ -1008,14 +1049,15 @@ void TestPlanner::estimateJson() {
   QCOMPARE(step.step_seconds, e.time.step());
 
   // The keys earlier versions stored (readers of old stores expect them),
-  // and the same figures back from the text.
+  // the pipeline's pacing stage (this plan's is pipelined), and the same
+  // figures back from the text.
   const nlohmann::json stored = cs::trace::to_json(step);
   std::vector<std::string> keys, parts;
   for (const auto& [key, value] : stored.items())
     keys.push_back(key);
   for (const auto& [key, value] : stored["breakdown"].items())
     parts.push_back(key);
-  QCOMPARE(keys, (std::vector<std::string>{"breakdown", "categories", "step_seconds"}));
+  QCOMPARE(keys, (std::vector<std::string>{"breakdown", "categories", "pipeline", "step_seconds"}));
   QCOMPARE(parts,
            (std::vector<std::string>{"bubble", "communication.dp", "communication.pp",
                                      "communication.tp", "compute.activation", "compute.attention",
