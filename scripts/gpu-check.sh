@@ -35,13 +35,20 @@ run() {  # run and log a command; keep going on failure
   [ $rc -eq 0 ] || say "exit status $rc: $1"
   return $rc
 }
-run_to() {  # run with stdout into a file (appended), stderr into the log
+# A worker that hangs (a rank stuck in NCCL, a driver fault) is stopped
+# after this many seconds, so that the rest of the check still runs.
+STEP_LIMIT=${STEP_LIMIT:-240}
+run_to() {  # run with stdout into a file (appended), stderr into the log; time-limited
   local file=$1
   shift
   say "$* >> $(basename "$file")"
-  "$@" >>"$file" 2>>"$LOG"
+  timeout --kill-after=10 "$STEP_LIMIT" "$@" >>"$file" 2>>"$LOG"
   local rc=$?
-  [ $rc -eq 0 ] || say "exit status $rc: $1"
+  if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
+    say "stopped after $STEP_LIMIT s (STEP_LIMIT): $1"
+  elif [ $rc -ne 0 ]; then
+    say "exit status $rc: $1"
+  fi
   return $rc
 }
 
@@ -109,8 +116,8 @@ if [ "$GPUS" -ge 2 ]; then
   port=$((29500 + RANDOM % 1000))
   pids=()
   for r in $(seq 0 $((GPUS - 1))); do
-    env RANK=$r WORLD_SIZE=$GPUS LOCAL_RANK=$r LOCAL_WORLD_SIZE=$GPUS NCCL_COMM_ID=127.0.0.1:$port \
-      "$BIN/clusterscope-worker" --backend cuda --precision fp32 --dp "$GPUS" --sweep all_reduce \
+    timeout --kill-after=10 "$STEP_LIMIT" env RANK=$r WORLD_SIZE=$GPUS LOCAL_RANK=$r \
+      LOCAL_WORLD_SIZE=$GPUS NCCL_COMM_ID=127.0.0.1:$port "$BIN/clusterscope-worker" --backend cuda --precision fp32 --dp "$GPUS" --sweep all_reduce \
       >> "$OUT_DIR/allreduce.jsonl" 2>>"$LOG" &
     pids+=($!)
   done
@@ -154,7 +161,9 @@ else
   say "PyTorch with CUDA is not importable: no profiled PyTorch run"
 fi
 
-# Fold each store's write-ahead log into it, so that one file per store travels.
+# Fold each store's write-ahead log into it, so that one file per store travels
+# (no store at all: the loop runs for none, not for a file named "*.db").
+shopt -s nullglob
 for db in "$OUT_DIR"/*.db; do
   python3 -c "import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); c.execute('PRAGMA wal_checkpoint(TRUNCATE)'); c.execute('PRAGMA journal_mode=DELETE'); c.close()" "$db" >>"$LOG" 2>&1
 done

@@ -430,11 +430,13 @@ class CudaBackend final : public Backend {
     cudaDeviceProp prop{};
     CS_CUDA(cudaGetDeviceProperties(&prop, device_));
     name_ = prop.name;
-    fp8_capable_ = prop.major >= 9;
+    // Ada (8.9) and Hopper on have FP8 tensor cores, which cuBLASLt's E4M3
+    // GEMMs use.
+    fp8_capable_ = prop.major > 8 || (prop.major == 8 && prop.minor >= 9);
     if (compute_ == CudaCompute::fp8 && !fp8_capable_) {
       throw std::runtime_error(name_ + " has no FP8 tensor cores (compute capability " +
                                std::to_string(prop.major) + "." + std::to_string(prop.minor) +
-                               "; FP8 needs 9.0 or newer)");
+                               "; FP8 needs 8.9 or newer)");
     }
     // TF32 tensor cores for fp32 storage only when asked for.
     gemm_compute_ = compute_ == CudaCompute::tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32
@@ -444,6 +446,8 @@ class CudaBackend final : public Backend {
   ~CudaBackend() override {
     cudaSetDevice(device_);
     cudaStreamSynchronize(stream_);
+    for (Tensor& t : scratch_)
+      release(t);
     for (void* p : fp8_buffers_) cudaFree(p);
     cudaFree(workspace_);
     cudaFree(scratch_scalars_);
@@ -873,8 +877,21 @@ class CudaBackend final : public Backend {
     });
     check_launch();
 
-    cublasLtMatmulDesc_t desc;
-    cublasLtMatrixLayout_t la, lb, lc;
+    // Destroyed on every way out, a cuBLASLt error's exception too.
+    struct LtObjects {
+      cublasLtMatmulDesc_t desc = nullptr;
+      cublasLtMatrixLayout_t la = nullptr, lb = nullptr, lc = nullptr;
+      cublasLtMatmulPreference_t pref = nullptr;
+      ~LtObjects() {
+        if (pref) cublasLtMatmulPreferenceDestroy(pref);
+        for (cublasLtMatrixLayout_t l : {la, lb, lc}) {
+          if (l) cublasLtMatrixLayoutDestroy(l);
+        }
+        if (desc) cublasLtMatmulDescDestroy(desc);
+      }
+    } lt;
+    cublasLtMatmulDesc_t& desc = lt.desc;
+    cublasLtMatrixLayout_t &la = lt.la, &lb = lt.lb, &lc = lt.lc;
     const cublasOperation_t opT = CUBLAS_OP_T;
     const cublasOperation_t opN = CUBLAS_OP_N;
     CS_CUBLAS(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
@@ -887,7 +904,7 @@ class CudaBackend final : public Backend {
     CS_CUBLAS(cublasLtMatrixLayoutCreate(&lc, cuda_type(out.dtype), OC, N, OC));
     const float alpha = 1.0f;
     const float beta = 0.0f;
-    cublasLtMatmulPreference_t pref;
+    cublasLtMatmulPreference_t& pref = lt.pref;
     CS_CUBLAS(cublasLtMatmulPreferenceCreate(&pref));
     CS_CUBLAS(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                                                    &kWorkspace, sizeof kWorkspace));
@@ -909,7 +926,13 @@ class CudaBackend final : public Backend {
     const cublasStatus_t heuristic =
         cublasLtMatmulAlgoGetHeuristic(lt_, desc, la, lb, lc, lc, pref, 8, heuristics, &found);
     cublasStatus_t status = CUBLAS_STATUS_NOT_SUPPORTED;
+    // A candidate's fields hold only when its own state is success.
+    cublasStatus_t candidate_state = CUBLAS_STATUS_SUCCESS;
     for (int i = 0; i < found && status != CUBLAS_STATUS_SUCCESS; ++i) {
+      if (heuristics[i].state != CUBLAS_STATUS_SUCCESS) {
+        candidate_state = heuristics[i].state;
+        continue;
+      }
       status = cublasLtMatmul(lt_, desc, &alpha, a8, la, b8, lb, &beta, out.data, lc, out.data, lc,
                               &heuristics[i].algo, workspace_, kWorkspace, stream_);
     }
@@ -930,21 +953,18 @@ class CudaBackend final : public Backend {
                       : heuristic;
         std::fprintf(stderr,
                      "clusterscope-worker: FP8 GEMM %dx%dx%d not supported by cuBLASLt (%s, %d "
-                     "candidates; its own choice %s; heuristic %s, algorithm check %s; alignment A %u, "
-                     "B %u, D %u bytes): running such GEMMs in BF16\n",
+                     "candidates, a refused one's state %s; its own choice %s; heuristic %s, "
+                     "algorithm check %s; alignment A %u, B %u, D %u bytes): running such GEMMs in "
+                     "BF16\n",
                      N, OC, C, cublasGetStatusString(explicit_status), found,
-                     cublasGetStatusString(status), cublasGetStatusString(heuristic),
-                     cublasGetStatusString(algo_check), align_a, align_b, align_d);
+                     cublasGetStatusString(candidate_state), cublasGetStatusString(status),
+                     cublasGetStatusString(heuristic), cublasGetStatusString(algo_check), align_a,
+                     align_b, align_d);
       }
       gemm(CUBLAS_OP_T, CUBLAS_OP_N, OC, N, C, weight, C, inp, C, out, OC, 0.0f);
     } else {
       ++fp8_gemms_;
     }
-    cublasLtMatmulPreferenceDestroy(pref);
-    cublasLtMatrixLayoutDestroy(la);
-    cublasLtMatrixLayoutDestroy(lb);
-    cublasLtMatrixLayoutDestroy(lc);
-    cublasLtMatmulDescDestroy(desc);
     return status == CUBLAS_STATUS_SUCCESS;
   }
 

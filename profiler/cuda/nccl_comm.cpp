@@ -1,12 +1,13 @@
 #include "profiler/cuda/nccl_comm.h"
 
-#include <cuda_runtime.h>
-#include <nccl.h>
-
 #include <cstring>
 #include <deque>
+#include <exception>
 #include <stdexcept>
 #include <utility>
+
+#include <cuda_runtime.h>
+#include <nccl.h>
 
 #include "profiler/worker/op_tracer.h"
 
@@ -59,11 +60,17 @@ class NcclComm final : public Communicator {
   }
   ~NcclComm() override {
     cudaSetDevice(device_);
+    // Destroyed while a failure unwinds (an NCCL error, a peer gone): its
+    // kernels may spin for a peer that will not come, which a stream sync
+    // or ncclCommDestroy (it finalizes: flushes what was issued) would wait
+    // on for ever. ncclCommAbort stops them; the rank then exits.
+    const bool failing = std::uncaught_exceptions() > 0;
+    if (failing) ncclCommAbort(comm_);
     cudaStreamSynchronize(side_);
     for (auto& [ticket, event] : events_) cudaEventDestroy(event);
     cudaStreamDestroy(side_);
     if (barrier_word_) cudaFree(barrier_word_);
-    ncclCommDestroy(comm_);
+    if (!failing) ncclCommDestroy(comm_);
   }
 
   int rank() const override { return rank_; }
@@ -197,6 +204,7 @@ Result<std::unique_ptr<NcclWorld>> NcclWorld::create(const NcclBootstrap& boot, 
     return Error{"the plan needs dp x tp x pp = " + std::to_string(dp * tp * pp) + " ranks, but " +
                  std::to_string(boot.world_size) + " were started"};
   }
+  ncclComm_t world_comm = nullptr;
   try {
     CS_CUDA_OK(cudaSetDevice(device));
     ncclUniqueId id;
@@ -206,7 +214,6 @@ Result<std::unique_ptr<NcclWorld>> NcclWorld::create(const NcclBootstrap& boot, 
       // With NCCL_COMM_ID set every rank derives the same id from rank 0's address.
       CS_NCCL(ncclGetUniqueId(&id));
     }
-    ncclComm_t world_comm;
     CS_NCCL(ncclCommInitRank(&world_comm, boot.world_size, id, boot.world_rank));
     std::unique_ptr<NcclWorld> w(new NcclWorld);
     w->layout_ = WorldLayout::of(boot.world_rank, dp, tp, pp);
@@ -214,16 +221,25 @@ Result<std::unique_ptr<NcclWorld>> NcclWorld::create(const NcclBootstrap& boot, 
     const WorldLayout& l = w->layout_;
     auto s = static_cast<cudaStream_t>(stream);
     auto split = [&](int colour, const char* name) -> std::unique_ptr<Communicator> {
-      ncclComm_t comm;
+      ncclComm_t comm = nullptr;
       CS_NCCL(ncclCommSplit(world_comm, colour, boot.world_rank, &comm, nullptr));
-      return std::make_unique<NcclComm>(comm, name, s, device, *w->impl_);
+      try {
+        return std::make_unique<NcclComm>(comm, name, s, device, *w->impl_);
+      } catch (...) {
+        ncclCommAbort(comm);  // no NcclComm took it
+        throw;
+      }
     };
     w->dp_ = split(l.order().data_parallel_group(l.coordinates()), "dp");
     w->tp_ = split(l.order().tensor_parallel_group(l.coordinates()), "tp");
     w->pp_ = split(l.order().pipeline_group(l.coordinates()), "pp");
     w->world_ = std::make_unique<NcclComm>(world_comm, "world", s, device, *w->impl_);
+    world_comm = nullptr;  // w->world_ owns it
     return w;
   } catch (const std::exception& e) {
+    // The world communicator no NcclComm took yet (a split failed); the
+    // split ones went with `w`, aborted as it unwound.
+    if (world_comm) ncclCommAbort(world_comm);
     return Error{e.what()};
   }
 }
