@@ -237,6 +237,22 @@ std::string bigStore(std::int64_t events) {
                           });
 }
 
+// Opens `path` in `view` and waits for its first timeline frame, painted:
+// the milliseconds that took, or -1 (said) when the store did not open.
+double openAndPaint(RunView& view, const std::string& path, const char* what, int timeout_ms) {
+  TimelineWidget* t = view.timeline();
+  QElapsedTimer clock;
+  clock.start();
+  view.openStore(QString::fromStdString(path));
+  if (!waitUntil([&] { return t->frameJob() != 0 || !view.message().isEmpty(); }, timeout_ms) ||
+      !view.message().isEmpty()) {
+    std::fprintf(stderr, "bench_gui: %s did not open: %s\n", what, qPrintable(view.message()));
+    return -1;
+  }
+  t->repaint();
+  return double(clock.nsecsElapsed()) * 1e-6;
+}
+
 // Section 3: the 10-million-event run in the run view.
 int benchRun(std::int64_t events) {
   const std::string path = bigStore(events);
@@ -249,16 +265,8 @@ int benchRun(std::int64_t events) {
   view.resize(1600, 1000);
   view.show();
   TimelineWidget* t = view.timeline();
-  QElapsedTimer clock;
-  clock.start();
-  view.openStore(QString::fromStdString(path));
-  if (!waitUntil([&] { return t->frameJob() != 0 || !view.message().isEmpty(); }, 60000) ||
-      !view.message().isEmpty()) {
-    std::fprintf(stderr, "bench_gui: the big store did not open: %s\n", qPrintable(view.message()));
-    return 1;
-  }
-  t->repaint();
-  const double first_frame_ms = double(clock.nsecsElapsed()) * 1e-6;
+  const double first_frame_ms = openAndPaint(view, path, "the big store", 60000);
+  if (first_frame_ms < 0) return 1;
   std::printf(
       "run store of %lld events (%.0f MB, %d lanes): open -> first timeline frame painted "
       "%.0f ms (target 1000 ms: %s)\n",
@@ -396,18 +404,9 @@ int benchManyLanes(int lanes) {
     std::fprintf(stderr, "bench_gui: the run view's timeline is not in a scroll area\n");
     return 1;
   }
-  QElapsedTimer clock;
-  clock.start();
   const double cpu0 = threadCpuMs();
-  view.openStore(QString::fromStdString(path));
-  if (!waitUntil([&] { return t->frameJob() != 0 || !view.message().isEmpty(); }, 120000) ||
-      !view.message().isEmpty()) {
-    std::fprintf(stderr, "bench_gui: the store of many lanes did not open: %s\n",
-                 qPrintable(view.message()));
-    return 1;
-  }
-  t->repaint();
-  const double first_ms = double(clock.nsecsElapsed()) * 1e-6;
+  const double first_ms = openAndPaint(view, path, "the store of many lanes", 120000);
+  if (first_ms < 0) return 1;
   std::printf(
       "run store of %d lanes (%d events each): open -> first timeline frame painted %.0f ms "
       "(GUI thread %.0f ms; target 1000 ms: %s); %d spans drawn\n",
