@@ -4,6 +4,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <string>
 
 namespace cs::trace::sql {
 
@@ -107,6 +108,104 @@ Status Transaction::commit() {
 // file, from the header itself (https://www.sqlite.org/fileformat.html 1.3):
 // the page count holds only where the change counter equals its
 // version-valid-for number, and only when no write-ahead log holds pages.
+namespace {
+
+struct IntRowsTable {
+  sqlite3_vtab base;
+  const IntRows* rows;
+};
+
+struct IntRowsCursor {
+  sqlite3_vtab_cursor base;
+  const IntRows* rows;
+  std::size_t row;
+};
+
+int int_rows_connect(sqlite3* db, void* aux, int, const char* const*, sqlite3_vtab** out, char**) {
+  const auto* rows = static_cast<const IntRows*>(aux);
+  std::string schema = "CREATE TABLE x(";
+  for (int c = 0; c < rows->columns(); ++c)
+    schema += (c ? ", c" : "c") + std::to_string(c);
+  schema += ")";
+  if (const int rc = sqlite3_declare_vtab(db, schema.c_str()); rc != SQLITE_OK) return rc;
+  auto* table = static_cast<IntRowsTable*>(sqlite3_malloc(sizeof(IntRowsTable)));
+  if (!table) return SQLITE_NOMEM;
+  std::memset(table, 0, sizeof(IntRowsTable));
+  table->rows = rows;
+  *out = &table->base;
+  return SQLITE_OK;
+}
+int int_rows_disconnect(sqlite3_vtab* table) {
+  sqlite3_free(table);
+  return SQLITE_OK;
+}
+int int_rows_best_index(sqlite3_vtab*, sqlite3_index_info* info) {
+  info->estimatedCost = 1e6;
+  return SQLITE_OK;
+}
+int int_rows_open(sqlite3_vtab* table, sqlite3_vtab_cursor** out) {
+  auto* cursor = static_cast<IntRowsCursor*>(sqlite3_malloc(sizeof(IntRowsCursor)));
+  if (!cursor) return SQLITE_NOMEM;
+  std::memset(cursor, 0, sizeof(IntRowsCursor));
+  cursor->rows = reinterpret_cast<IntRowsTable*>(table)->rows;
+  *out = &cursor->base;
+  return SQLITE_OK;
+}
+int int_rows_close(sqlite3_vtab_cursor* cursor) {
+  sqlite3_free(cursor);
+  return SQLITE_OK;
+}
+int int_rows_filter(sqlite3_vtab_cursor* cursor, int, const char*, int, sqlite3_value**) {
+  reinterpret_cast<IntRowsCursor*>(cursor)->row = 0;
+  return SQLITE_OK;
+}
+int int_rows_next(sqlite3_vtab_cursor* cursor) {
+  reinterpret_cast<IntRowsCursor*>(cursor)->row++;
+  return SQLITE_OK;
+}
+int int_rows_eof(sqlite3_vtab_cursor* cursor) {
+  const auto* c = reinterpret_cast<IntRowsCursor*>(cursor);
+  return c->row >= c->rows->count();
+}
+int int_rows_column(sqlite3_vtab_cursor* cursor, sqlite3_context* ctx, int column) {
+  const auto* c = reinterpret_cast<IntRowsCursor*>(cursor);
+  if (column < 0 || column >= c->rows->columns())
+    sqlite3_result_null(ctx);
+  else
+    sqlite3_result_int64(ctx, c->rows->at(c->row, column));
+  return SQLITE_OK;
+}
+int int_rows_rowid(sqlite3_vtab_cursor* cursor, sqlite3_int64* rowid) {
+  *rowid = static_cast<sqlite3_int64>(reinterpret_cast<IntRowsCursor*>(cursor)->row);
+  return SQLITE_OK;
+}
+
+// No xCreate: eponymous only, read as `FROM name` with no CREATE.
+const sqlite3_module kIntRowsModule = {0,
+                                       nullptr,
+                                       int_rows_connect,
+                                       int_rows_best_index,
+                                       int_rows_disconnect,
+                                       nullptr,
+                                       int_rows_open,
+                                       int_rows_close,
+                                       int_rows_filter,
+                                       int_rows_next,
+                                       int_rows_eof,
+                                       int_rows_column,
+                                       int_rows_rowid};
+
+}  // namespace
+
+IntRows* IntRows::attach(Database& db, const char* name, int columns) {
+  auto* rows = new IntRows(columns);
+  // SQLite owns it from here: it calls the destructor when the connection
+  // closes, the name is registered again, or registering fails.
+  const int rc = sqlite3_create_module_v2(db.get(), name, &kIntRowsModule, rows,
+                                          [](void* p) { delete static_cast<IntRows*>(p); });
+  return rc == SQLITE_OK ? rows : nullptr;
+}
+
 Status check_not_cut_short(const std::string& path) {
   std::error_code ec;
   const auto size = std::filesystem::file_size(path, ec);

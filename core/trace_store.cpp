@@ -199,20 +199,36 @@ void ChunkEncoder::add(const ScanRow& r, bool has_details) {
   ++count_;
 }
 
-Status ChunkEncoder::write(sql::Database& db, sql::Statement& insert, std::uint32_t lane,
-                           std::int64_t seq) {
+SealedChunk ChunkEncoder::seal(std::uint32_t lane, std::int64_t seq) {
+  SealedChunk chunk{(static_cast<std::int64_t>(lane) << 32) | seq,
+                    lane,
+                    first_start_,
+                    last_start_,
+                    end_max_,
+                    count_,
+                    std::move(data_)};
+  *this = {};
+  return chunk;
+}
+
+Status insert_chunk(sql::Database& db, sql::Statement& insert, const SealedChunk& chunk) {
   insert.reset();
-  insert.bind(1, (static_cast<std::int64_t>(lane) << 32) | seq)
-      .bind(2, lane)
-      .bind(3, first_start_)
-      .bind(4, last_start_)
-      .bind(5, end_max_)
-      .bind(6, count_);
-  sqlite3_bind_blob(insert.get(), 7, data_.data(), static_cast<int>(data_.size()), SQLITE_STATIC);
+  insert.bind(1, chunk.id)
+      .bind(2, chunk.lane)
+      .bind(3, chunk.first_start)
+      .bind(4, chunk.last_start)
+      .bind(5, chunk.end_max)
+      .bind(6, chunk.count);
+  sqlite3_bind_blob(insert.get(), 7, chunk.data.data(), static_cast<int>(chunk.data.size()),
+                    SQLITE_STATIC);
   const int rc = insert.step();
   if (rc != SQLITE_DONE) return db.error("cannot write event chunks", rc);
-  *this = {};
   return {};
+}
+
+Status ChunkEncoder::write(sql::Database& db, sql::Statement& insert, std::uint32_t lane,
+                           std::int64_t seq) {
+  return insert_chunk(db, insert, seal(lane, seq));
 }
 
 Status create_schema(sql::Database& db) {
@@ -995,11 +1011,29 @@ class LodBuilder {
   Status status_;
 };
 
+// The level-of-detail rows wait here and go in by thousands: one statement
+// per row took as long as the rest of finalize.
+constexpr int kLodColumns = 11;
+constexpr std::size_t kLodRowsPerInsert = 16384;
+
 struct FinalizeStatements {
   sql::Statement insert_lod, insert_stats, insert_chunk;
+  sql::IntRows* lod_rows = nullptr;
+  std::vector<std::int64_t> lod_waiting;  // kLodColumns per row
   // Per lane, the sorted ids of its events that have an event_details row.
   std::map<std::uint32_t, std::vector<std::int64_t>> with_details;
 };
+
+Status insert_lod_rows(sql::Database& db, FinalizeStatements& q) {
+  if (q.lod_waiting.empty()) return {};
+  q.lod_rows->set(q.lod_waiting.data(), q.lod_waiting.size() / kLodColumns);
+  q.insert_lod.reset();
+  const int rc = q.insert_lod.step();
+  q.lod_rows->set(nullptr, 0);
+  q.lod_waiting.clear();
+  if (rc != SQLITE_DONE) return db.error("cannot write level-of-detail rows", rc);
+  return {};
+}
 
 Status finalize_lane(sql::Database& db, std::uint32_t lane, bool chunked, FinalizeStatements& q,
                      std::int64_t& seq) {
@@ -1077,21 +1111,20 @@ Status finalize_lane(sql::Database& db, std::uint32_t lane, bool chunked, Finali
       if (!written) return written.error();
       ChunkMerge again(db, std::vector<const std::vector<Chunk>*>{&*written}, -kAll, kAll);
       LodBuilder write(stats.finest, stats.coarsest, 0, [&](int level, const LodRow& r) -> Status {
-        q.insert_lod.reset();
-        q.insert_lod.bind(1, lane)
-            .bind(2, level)
-            .bind(3, r.depth)
-            .bind(4, r.start)
-            .bind(5, ++seq)
-            .bind(6, r.end)
-            .bind(7, r.count)
-            .bind(8, r.name)
-            .bind(9, static_cast<int>(r.kind))
-            .bind(10, static_cast<int>(r.category))
-            .bind(11, r.event_id);
-        if (const int rc = q.insert_lod.step(); rc != SQLITE_DONE)
-          return db.error("cannot write level-of-detail rows", rc);
-        return {};
+        const std::int64_t values[kLodColumns] = {lane,
+                                                  level,
+                                                  r.depth,
+                                                  r.start,
+                                                  ++seq,
+                                                  r.end,
+                                                  r.count,
+                                                  r.name,
+                                                  static_cast<std::int64_t>(r.kind),
+                                                  static_cast<std::int64_t>(r.category),
+                                                  r.event_id};
+        q.lod_waiting.insert(q.lod_waiting.end(), values, values + kLodColumns);
+        if (q.lod_waiting.size() < kLodRowsPerInsert * kLodColumns) return {};
+        return insert_lod_rows(db, q);
       });
       open_ends.clear();
       while (again.next(row) && write.status()) {
@@ -1104,6 +1137,7 @@ Status finalize_lane(sql::Database& db, std::uint32_t lane, bool chunked, Finali
       if (!again.status()) return again.status();
       write.finish();
       if (!write.status()) return write.status();
+      if (Status s = insert_lod_rows(db, q); !s) return s;
     }
   }
 
@@ -1141,10 +1175,12 @@ Status finalize(sql::Database& db, std::string_view status_if_unclosed,
     if (rc != SQLITE_DONE) return db.error("cannot read lanes", rc);
   }
   FinalizeStatements q;
+  q.lod_rows = sql::IntRows::attach(db, "cs_lod_rows", kLodColumns);
+  if (!q.lod_rows) return db.error("cannot register the level-of-detail rows");
   const std::pair<sql::Statement*, const char*> statements[] = {
       {&q.insert_lod,
        "INSERT INTO lod(lane, level, depth, start_ns, seq, end_ns, count, name, kind, category, "
-       "event_id) VALUES(?,?,?,?,?,?,?,?,?,?,?)"},
+       "event_id) SELECT * FROM cs_lod_rows"},
       {&q.insert_stats,
        "INSERT INTO lane_stats(lane, event_count, first_ns, last_ns, max_duration_ns, max_depth, "
        "lod_finest_level, lod_coarsest_level) VALUES(?,?,?,?,?,?,?,?)"},

@@ -185,13 +185,24 @@ struct Chunk {
 // chunk: id (zigzag delta), start (zigzag delta), duration, name, kind (bit 7:
 // has an event_details row), category, correlation (zigzag delta), step
 // (zigzag). Integers are LEB128 varints.
+// A chunk encoded and ready to insert: one row of the chunks table.
+struct SealedChunk {
+  std::int64_t id = 0;  // lane << 32 | seq
+  std::uint32_t lane = 0;
+  std::int64_t first_start = 0, last_start = 0, end_max = 0, count = 0;
+  std::string data;
+};
+// Inserts it with `insert`, the statement of kInsertChunkSql.
+Status insert_chunk(sql::Database& db, sql::Statement& insert, const SealedChunk& chunk);
+
 class ChunkEncoder {
  public:
   void add(const ScanRow& r, bool has_details);
   bool full() const { return count_ >= kChunkEvents; }
   bool empty() const { return count_ == 0; }
-  // Inserts the chunk (lane, seq) with `insert` (the statement of
-  // kInsertChunkSql) and starts an empty one.
+  // The chunk (lane, seq) as it stands; the encoder starts an empty one.
+  SealedChunk seal(std::uint32_t lane, std::int64_t seq);
+  // seal(), then insert_chunk().
   Status write(sql::Database& db, sql::Statement& insert, std::uint32_t lane, std::int64_t seq);
 
  private:

@@ -26,11 +26,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// ---------------------------------------------------------------------------
-// Bulk insert through a virtual table: `INSERT INTO events SELECT * FROM
-// cs_event_batch` runs one statement per batch instead of one per row, which
-// is what makes millions of rows per second possible.
-
 // Events in blocks that never move: growing the buffer copies nothing, and
 // cleared blocks are reused by the next batch.
 class EventBuffer {
@@ -54,115 +49,8 @@ class EventBuffer {
   std::size_t size_ = 0;
 };
 
-struct BatchView {
-  const EventBuffer* events = nullptr;
-  const std::uint32_t* order = nullptr;  // events in (lane, start, end desc) order
-  std::size_t size = 0;
-  std::int64_t first_id = 0;
-};
-
-struct BatchCursor {
-  sqlite3_vtab_cursor base;
-  const BatchView* view;
-  std::size_t index;
-};
-
-int batch_connect(sqlite3* db, void* aux, int, const char* const*, sqlite3_vtab** out, char**) {
-  const int rc = sqlite3_declare_vtab(
-      db, "CREATE TABLE x(id, lane, kind, category, start_ns, end_ns, name, correlation, step)");
-  if (rc != SQLITE_OK) return rc;
-  struct Table {
-    sqlite3_vtab base;
-    BatchView* view;
-  };
-  auto* table = static_cast<Table*>(sqlite3_malloc(sizeof(Table)));
-  if (!table) return SQLITE_NOMEM;
-  std::memset(table, 0, sizeof(Table));
-  table->view = static_cast<BatchView*>(aux);
-  *out = &table->base;
-  return SQLITE_OK;
-}
-int batch_disconnect(sqlite3_vtab* table) {
-  sqlite3_free(table);
-  return SQLITE_OK;
-}
-int batch_best_index(sqlite3_vtab*, sqlite3_index_info* info) {
-  info->estimatedCost = 1e6;
-  return SQLITE_OK;
-}
-int batch_open(sqlite3_vtab* table, sqlite3_vtab_cursor** out) {
-  struct Table {
-    sqlite3_vtab base;
-    BatchView* view;
-  };
-  auto* cursor = new (std::nothrow) BatchCursor{};
-  if (!cursor) return SQLITE_NOMEM;
-  cursor->view = reinterpret_cast<Table*>(table)->view;
-  *out = &cursor->base;
-  return SQLITE_OK;
-}
-int batch_close(sqlite3_vtab_cursor* cursor) {
-  delete reinterpret_cast<BatchCursor*>(cursor);
-  return SQLITE_OK;
-}
-int batch_filter(sqlite3_vtab_cursor* cursor, int, const char*, int, sqlite3_value**) {
-  reinterpret_cast<BatchCursor*>(cursor)->index = 0;
-  return SQLITE_OK;
-}
-int batch_next(sqlite3_vtab_cursor* cursor) {
-  reinterpret_cast<BatchCursor*>(cursor)->index++;
-  return SQLITE_OK;
-}
-int batch_eof(sqlite3_vtab_cursor* cursor) {
-  auto* c = reinterpret_cast<BatchCursor*>(cursor);
-  return c->index >= c->view->size;
-}
-int batch_column(sqlite3_vtab_cursor* cursor, sqlite3_context* ctx, int column) {
-  auto* c = reinterpret_cast<BatchCursor*>(cursor);
-  const Event& e = (*c->view->events)[c->view->order[c->index]];
-  switch (column) {
-    case 0:
-      sqlite3_result_int64(ctx, c->view->first_id + static_cast<std::int64_t>(c->index));
-      break;
-    case 1:
-      sqlite3_result_int64(ctx, e.lane.value);
-      break;
-    case 2:
-      sqlite3_result_int(ctx, static_cast<int>(e.kind));
-      break;
-    case 3:
-      sqlite3_result_int(ctx, static_cast<int>(e.category));
-      break;
-    case 4:
-      sqlite3_result_int64(ctx, e.start_ns);
-      break;
-    case 5:
-      sqlite3_result_int64(ctx, e.end_ns);
-      break;
-    case 6:
-      sqlite3_result_int64(ctx, e.name.value);
-      break;
-    case 7:
-      sqlite3_result_int64(ctx, e.correlation);
-      break;
-    case 8:
-      sqlite3_result_int(ctx, e.step);
-      break;
-    default:
-      sqlite3_result_null(ctx);
-  }
-  return SQLITE_OK;
-}
-int batch_rowid(sqlite3_vtab_cursor* cursor, sqlite3_int64* rowid) {
-  *rowid = static_cast<sqlite3_int64>(reinterpret_cast<BatchCursor*>(cursor)->index);
-  return SQLITE_OK;
-}
-
-// Eponymous-only (no xCreate): usable as `FROM cs_event_batch` with no CREATE.
-const sqlite3_module kBatchModule = {
-    0,         nullptr,      batch_connect, batch_best_index, batch_disconnect,
-    nullptr,   batch_open,   batch_close,   batch_filter,     batch_next,
-    batch_eof, batch_column, batch_rowid};
+// The values of an event's row in the events table, in the insert's order.
+constexpr int kEventRowColumns = 8;
 
 // ---------------------------------------------------------------------------
 
@@ -174,10 +62,9 @@ struct LaneRow {
   std::int32_t sort_index = 0;
 };
 
-// What waits to be committed. The flusher swaps it out whole, so one batch
-// always carries the strings and lanes its events refer to.
-struct Pending {
-  EventBuffer events;
+// Rows other than events, committed in the transaction of the batch that
+// carries them.
+struct OtherRows {
   std::vector<StepMetrics> steps;
   std::vector<CounterSample> counters;
   std::vector<std::pair<std::uint32_t, std::string>> strings;
@@ -185,18 +72,56 @@ struct Pending {
   std::vector<LaneRow> lanes;
   std::vector<std::pair<std::string, std::string>> meta;
 
-  std::size_t rows() const {
-    return events.size() + steps.size() + counters.size() + strings.size() + ranks.size() +
-           lanes.size() + meta.size();
+  std::size_t size() const {
+    return steps.size() + counters.size() + strings.size() + ranks.size() + lanes.size() +
+           meta.size();
   }
   void clear() {
-    events.clear();
     steps.clear();
     counters.clear();
     strings.clear();
     ranks.clear();
     lanes.clear();
     meta.clear();
+  }
+};
+
+// What waits to be written. The flusher swaps it out whole, so one batch
+// always carries the strings and lanes its events refer to.
+struct Pending {
+  EventBuffer events;
+  OtherRows other;
+
+  std::size_t rows() const { return events.size() + other.size(); }
+  void clear() {
+    events.clear();
+    other.clear();
+  }
+};
+
+// A batch as the flusher prepared it: every row the committer writes in its
+// one transaction, events ordered and encoded.
+struct PreparedBatch {
+  OtherRows other;
+  // kEventRowColumns values per event, in (lane, start, end descending)
+  // order; their ids are first_event_id onwards.
+  std::vector<std::int64_t> event_rows;
+  std::int64_t first_event_id = 0;
+  std::size_t event_count = 0;                                        // also when dropped
+  std::vector<std::pair<std::int64_t, store::EventDetails>> details;  // by event id
+  std::vector<store::Segment> segments;                               // one per lane
+  std::vector<store::SealedChunk> chunks;
+  std::uint64_t flush_target = 0;  // the flush() requests it answers once committed
+  bool drop = false;               // a write failed before it: counted, not written
+
+  void clear() {
+    other.clear();
+    event_rows.clear();
+    details.clear();
+    segments.clear();
+    chunks.clear();
+    event_count = 0;
+    drop = false;
   }
 };
 
@@ -222,8 +147,8 @@ class SqliteTraceWriter final : public TraceWriter {
   }
 
   Status start() {
-    if (sqlite3_create_module(db_.get(), "cs_event_batch", &kBatchModule, &view_) != SQLITE_OK)
-      return db_.error("cannot register the batch table");
+    event_rows_ = sql::IntRows::attach(db_, "cs_event_batch", kEventRowColumns);
+    if (!event_rows_) return db_.error("cannot register the batch table");
     auto prepare = [&](sql::Statement& out, const char* text) -> Status {
       auto stmt = db_.prepare(text, true);
       if (!stmt) return stmt.error();
@@ -235,8 +160,7 @@ class SqliteTraceWriter final : public TraceWriter {
                       // No id: SQLite appends with max(id) + 1, which is the
                       // batch's next id (checked after), without a lookup per row.
                       "INSERT INTO events(lane, kind, category, start_ns, end_ns, name, "
-                      "correlation, step) SELECT lane, kind, category, start_ns, end_ns, name, "
-                      "correlation, step FROM cs_event_batch")))
+                      "correlation, step) SELECT * FROM cs_event_batch")))
       return s;
     if (!(s = prepare(insert_string_, "INSERT OR REPLACE INTO strings(id, value) VALUES(?, ?)")))
       return s;
@@ -265,6 +189,9 @@ class SqliteTraceWriter final : public TraceWriter {
     if (!(s = prepare(insert_counter_,
                       "INSERT INTO counters(rank, name, time_ns, value) VALUES(?, ?, ?, ?)")))
       return s;
+    for (int i = 0; i < 2; ++i)
+      free_batches_.push_back(std::make_unique<PreparedBatch>());
+    committer_ = std::thread([this] { committer_loop(); });
     flusher_ = std::thread([this] { flusher_loop(); });
     // Without a second connection the writer still works; close() then
     // copies the whole WAL into the file itself.
@@ -281,7 +208,7 @@ class SqliteTraceWriter final : public TraceWriter {
     std::lock_guard lock(mu_);
     if (closed_) return;  // after close() nothing more is written
     note_pending();
-    RankInfo& stored = pending_.ranks.emplace_back(rank);
+    RankInfo& stored = pending_.other.ranks.emplace_back(rank);
     stored.host = valid_utf8(stored.host);
     stored.device = valid_utf8(stored.device);
   }
@@ -295,7 +222,7 @@ class SqliteTraceWriter final : public TraceWriter {
     const std::string name = key.substr(kLaneKeyPrefix);
     lane_ids_.emplace(std::move(key), id);
     note_pending();
-    pending_.lanes.push_back({id, rank, kind, name, sort_index});
+    pending_.other.lanes.push_back({id, rank, kind, name, sort_index});
     return LaneId{id};
   }
 
@@ -307,7 +234,7 @@ class SqliteTraceWriter final : public TraceWriter {
     const std::uint32_t id = next_string_++;
     strings_.emplace(std::string(text), id);
     note_pending();
-    pending_.strings.emplace_back(id, std::string(text));
+    pending_.other.strings.emplace_back(id, std::string(text));
     return StringId{id};
   }
 
@@ -348,7 +275,7 @@ class SqliteTraceWriter final : public TraceWriter {
       return;
     }
     note_pending();
-    pending_.steps.push_back(metrics);
+    pending_.other.steps.push_back(metrics);
   }
 
   void add(const CounterSample& sample) override {
@@ -359,14 +286,14 @@ class SqliteTraceWriter final : public TraceWriter {
       return;
     }
     note_pending();
-    pending_.counters.push_back(sample);
+    pending_.other.counters.push_back(sample);
   }
 
   void set_meta(std::string_view key, std::string_view value) override {
     std::lock_guard lock(mu_);
     if (closed_) return;  // after close() nothing more is written
     note_pending();
-    pending_.meta.emplace_back(valid_utf8(key), valid_utf8(value));
+    pending_.other.meta.emplace_back(valid_utf8(key), valid_utf8(value));
   }
 
   Status flush() override {
@@ -387,6 +314,7 @@ class SqliteTraceWriter final : public TraceWriter {
       wake_.notify_one();
     }
     if (flusher_.joinable()) flusher_.join();
+    if (committer_.joinable()) committer_.join();
     // The pages committed so far are copied into the file while finalize
     // builds the level of detail; the last checkpoint below copies the rest.
     request_checkpoint(/*last=*/true);
@@ -458,11 +386,16 @@ class SqliteTraceWriter final : public TraceWriter {
     }
   }
 
+  // The flusher takes what waits and prepares it (prepare); the committer
+  // writes it (write_batch). While one batch commits, the next is ordered and
+  // encoded on the other core.
   void flusher_loop() {
-    std::unique_lock lock(mu_);
+    std::uint64_t taken = 0;  // the flush() requests the batches handed over answer
     while (true) {
+      std::unique_ptr<PreparedBatch> batch = take_free_batch();
+      std::unique_lock lock(mu_);
       auto due = [&] {
-        return stop_ || requested_ > completed_ || pending_.events.size() >= options_.flush_rows ||
+        return stop_ || requested_ > taken || pending_.events.size() >= options_.flush_rows ||
                pending_.events.size() >= options_.max_buffered_rows ||
                (!pending_empty_ && Clock::now() >= oldest_ + options_.flush_interval);
       };
@@ -472,31 +405,85 @@ class SqliteTraceWriter final : public TraceWriter {
         else
           wake_.wait_until(lock, oldest_ + options_.flush_interval);
       }
-      const std::uint64_t target = requested_;
+      taken = requested_;
       std::swap(pending_, spare_);
       pending_empty_ = true;
       const bool failed = !error_.ok();
       drained_.notify_all();
       lock.unlock();
 
-      Status s;
-      if (spare_.rows() > 0) {
-        if (failed)
-          dropped_events_ += spare_.events.size();
-        else
-          s = write_batch(spare_);
-      }
-      if (!s) dropped_events_ += spare_.events.size();
+      batch->flush_target = taken;
+      batch->event_count = spare_.events.size();
+      batch->drop = failed;
+      if (!failed) prepare(spare_, *batch);
       spare_.clear();
+      hand_over(std::move(batch));
 
       lock.lock();
-      if (!s && error_.ok()) error_ = s;
-      completed_ = target;
-      drained_.notify_all();
       if (stop_ && pending_empty_ && pending_.rows() == 0) break;
     }
+    no_more_batches();
+  }
+
+  void committer_loop() {
+    bool failed = false;  // after a failed write, nothing more is written
+    while (std::unique_ptr<PreparedBatch> batch = take_ready_batch()) {
+      Status s;
+      if (batch->drop || failed) {
+        dropped_events_ += batch->event_count;
+      } else if (batch->event_count > 0 || batch->other.size() > 0) {
+        s = write_batch(*batch);
+        if (!s) {
+          dropped_events_ += batch->event_count;
+          failed = true;
+        }
+      }
+      const std::uint64_t target = batch->flush_target;
+      batch->clear();
+      give_back(std::move(batch));
+
+      std::lock_guard lock(mu_);
+      if (!s && error_.ok()) error_ = s;
+      completed_ = std::max(completed_, target);
+      drained_.notify_all();
+    }
+    std::lock_guard lock(mu_);
     flusher_done_ = true;
     drained_.notify_all();
+  }
+
+  // Two batches go round: one prepared by the flusher while the committer
+  // writes the other.
+  std::unique_ptr<PreparedBatch> take_free_batch() {
+    std::unique_lock lock(handoff_mu_);
+    handoff_wake_.wait(lock, [&] { return !free_batches_.empty(); });
+    std::unique_ptr<PreparedBatch> batch = std::move(free_batches_.back());
+    free_batches_.pop_back();
+    return batch;
+  }
+  void hand_over(std::unique_ptr<PreparedBatch> batch) {
+    std::unique_lock lock(handoff_mu_);
+    handoff_wake_.wait(lock, [&] { return !ready_batch_; });
+    ready_batch_ = std::move(batch);
+    handoff_wake_.notify_all();
+  }
+  void no_more_batches() {
+    std::lock_guard lock(handoff_mu_);
+    no_more_batches_ = true;
+    handoff_wake_.notify_all();
+  }
+  // Null once the flusher has ended and every batch is taken.
+  std::unique_ptr<PreparedBatch> take_ready_batch() {
+    std::unique_lock lock(handoff_mu_);
+    handoff_wake_.wait(lock, [&] { return ready_batch_ || no_more_batches_; });
+    std::unique_ptr<PreparedBatch> batch = std::move(ready_batch_);
+    handoff_wake_.notify_all();
+    return batch;
+  }
+  void give_back(std::unique_ptr<PreparedBatch> batch) {
+    std::lock_guard lock(handoff_mu_);
+    free_batches_.push_back(std::move(batch));
+    handoff_wake_.notify_all();
   }
 
   Status write_meta(std::string_view key, std::string_view value) {
@@ -542,17 +529,18 @@ class SqliteTraceWriter final : public TraceWriter {
     checkpoint_wake_.notify_one();
   }
 
-  // Flusher thread only: commits one batch, or nothing of it.
-  Status write_batch(Pending& batch) {
+  // Committer thread only: commits one batch, or nothing of it.
+  Status write_batch(PreparedBatch& batch) {
     sql::Transaction tx(db_);
     if (!tx.begin_status()) return db_.error("write failed");
     Status s;
-    for (const auto& [id, text] : batch.strings) {
+    const OtherRows& other = batch.other;
+    for (const auto& [id, text] : other.strings) {
       insert_string_.reset();
       insert_string_.bind(1, id).bind(2, text);
       if (!(s = step_done(insert_string_))) return s;
     }
-    for (const RankInfo& r : batch.ranks) {
+    for (const RankInfo& r : other.ranks) {
       insert_rank_.reset();
       insert_rank_.bind(1, r.rank)
           .bind(2, r.host)
@@ -562,7 +550,7 @@ class SqliteTraceWriter final : public TraceWriter {
           .bind(6, r.clock_offset_measured ? 1 : 0);
       if (!(s = step_done(insert_rank_))) return s;
     }
-    for (const LaneRow& l : batch.lanes) {
+    for (const LaneRow& l : other.lanes) {
       insert_lane_.reset();
       insert_lane_.bind(1, l.id)
           .bind(2, l.rank)
@@ -571,13 +559,13 @@ class SqliteTraceWriter final : public TraceWriter {
           .bind(5, l.sort_index);
       if (!(s = step_done(insert_lane_))) return s;
     }
-    for (const auto& [key, value] : batch.meta) {
+    for (const auto& [key, value] : other.meta) {
       if (!(s = write_meta(key, value))) return s;
     }
-    if (!batch.events.empty()) {
-      if (!(s = write_events(batch.events))) return s;
+    if (!batch.event_rows.empty()) {
+      if (!(s = write_events(batch))) return s;
     }
-    for (const StepMetrics& m : batch.steps) {
+    for (const StepMetrics& m : other.steps) {
       insert_step_.reset();
       insert_step_.bind(1, m.rank)
           .bind(2, m.step)
@@ -588,15 +576,14 @@ class SqliteTraceWriter final : public TraceWriter {
           .bind(7, m.loss_scale);
       if (!(s = step_done(insert_step_))) return s;
     }
-    for (const CounterSample& c : batch.counters) {
+    for (const CounterSample& c : other.counters) {
       insert_counter_.reset();
       insert_counter_.bind(1, c.rank).bind(2, c.name.value).bind(3, c.time_ns).bind(4, c.value);
       if (!(s = step_done(insert_counter_))) return s;
     }
     if (!(s = tx.commit())) return db_.error("write failed");
-    next_event_id_ += static_cast<std::int64_t>(batch.events.size());
-    committed_steps_ += static_cast<std::int64_t>(batch.steps.size());
-    events_since_checkpoint_ += batch.events.size();
+    committed_steps_ += static_cast<std::int64_t>(other.steps.size());
+    events_since_checkpoint_ += batch.event_count;
     if (events_since_checkpoint_ >= kEventsPerCheckpoint) {
       request_checkpoint(/*last=*/false);
       events_since_checkpoint_ = 0;
@@ -604,10 +591,60 @@ class SqliteTraceWriter final : public TraceWriter {
     return {};
   }
 
-  // Orders the batch by (lane, start, end descending) — a counting sort by
-  // lane, then a sort only of the lanes whose events came out of order — and
-  // writes one segment per lane.
-  Status write_events(const EventBuffer& events) {
+  // Committer thread: the batch's events, their details, its segments and
+  // the chunks prepare() sealed.
+  Status write_events(const PreparedBatch& batch) {
+    event_rows_->set(batch.event_rows.data(), batch.event_count);
+    insert_events_.reset();
+    const int rc = insert_events_.step();
+    event_rows_->set(nullptr, 0);
+    if (rc != SQLITE_DONE) return db_.error("write failed", rc);
+    const std::int64_t last_id =
+        batch.first_event_id + static_cast<std::int64_t>(batch.event_count) - 1;
+    if (sqlite3_last_insert_rowid(db_.get()) != last_id) {
+      return Error{path_ + ": write failed: event ids out of step (" +
+                   std::to_string(sqlite3_last_insert_rowid(db_.get())) + ", expected " +
+                   std::to_string(last_id) + ")"};
+    }
+    Status s;
+    for (const auto& [id, d] : batch.details) {
+      insert_details_.reset();
+      insert_details_.bind(1, id)
+          .bind(2, d.bytes)
+          .bind(3, d.flops)
+          .bind(4, static_cast<int>(d.collective))
+          .bind(5, static_cast<int>(d.dtype))
+          .bind(6, d.count)
+          .bind(7, d.peer)
+          .bind(8, d.group_size);
+      if (!(s = step_done(insert_details_))) return s;
+    }
+    for (const store::Segment& g : batch.segments) {
+      insert_segment_.reset();
+      insert_segment_.bind(1, static_cast<std::int64_t>(g.lane))
+          .bind(2, g.first_id)
+          .bind(3, g.last_id)
+          .bind(4, g.start_min)
+          .bind(5, g.start_max)
+          .bind(6, g.end_max)
+          .bind(7, g.duration_max);
+      if (!(s = step_done(insert_segment_))) return s;
+    }
+    for (const store::SealedChunk& chunk : batch.chunks) {
+      if (!(s = store::insert_chunk(db_, insert_chunk_, chunk))) return s;
+    }
+    return {};
+  }
+
+  // Flusher thread: orders the batch's events by (lane, start, end
+  // descending) — a counting sort by lane, then a sort only of the lanes
+  // whose events came out of order — gives them their ids, and makes every
+  // row write_batch writes: the events, their details, one segment per lane,
+  // the chunks of the lanes whose events arrive in time order.
+  void prepare(Pending& pending, PreparedBatch& out) {
+    std::swap(out.other, pending.other);
+    const EventBuffer& events = pending.events;
+    if (events.empty()) return;
     std::uint32_t max_lane = 0;
     for (std::size_t i = 0; i < events.size(); ++i)
       max_lane = std::max(max_lane, events[i].lane.value);
@@ -634,58 +671,49 @@ class SqliteTraceWriter final : public TraceWriter {
       if (!std::is_sorted(first, last, before)) std::stable_sort(first, last, before);
     }
 
-    view_ = {&events, order_.data(), events.size(), next_event_id_};
-    insert_events_.reset();
-    if (const int rc = insert_events_.step(); rc != SQLITE_DONE)
-      return db_.error("write failed", rc);
-    const std::int64_t last_id = next_event_id_ + static_cast<std::int64_t>(events.size()) - 1;
-    if (sqlite3_last_insert_rowid(db_.get()) != last_id) {
-      return Error{path_ + ": write failed: event ids out of step (" +
-                   std::to_string(sqlite3_last_insert_rowid(db_.get())) + ", expected " +
-                   std::to_string(last_id) + ")"};
-    }
-
-    Status s;
-    for (std::size_t i = 0; i < order_.size(); ++i) {
-      const auto d = store::EventDetails::of(events[order_[i]]);
-      if (d.is_default()) continue;
-      insert_details_.reset();
-      insert_details_.bind(1, next_event_id_ + static_cast<std::int64_t>(i))
-          .bind(2, d.bytes)
-          .bind(3, d.flops)
-          .bind(4, static_cast<int>(d.collective))
-          .bind(5, static_cast<int>(d.dtype))
-          .bind(6, d.count)
-          .bind(7, d.peer)
-          .bind(8, d.group_size);
-      if (!(s = step_done(insert_details_))) return s;
+    out.first_event_id = next_event_id_;
+    next_event_id_ += static_cast<std::int64_t>(events.size());
+    out.event_rows.resize(events.size() * kEventRowColumns);
+    std::int64_t* row = out.event_rows.data();
+    for (std::size_t i = 0; i < order_.size(); ++i, row += kEventRowColumns) {
+      const Event& e = events[order_[i]];
+      const std::int64_t values[kEventRowColumns] = {e.lane.value,
+                                                     static_cast<std::int64_t>(e.kind),
+                                                     static_cast<std::int64_t>(e.category),
+                                                     e.start_ns,
+                                                     e.end_ns,
+                                                     e.name.value,
+                                                     e.correlation,
+                                                     e.step};
+      std::copy(values, values + kEventRowColumns, row);
+      const auto d = store::EventDetails::of(e);
+      if (!d.is_default())
+        out.details.emplace_back(out.first_event_id + static_cast<std::int64_t>(i), d);
     }
     for (std::size_t lane = 0; lane + 1 < lane_offsets_.size(); ++lane) {
       const std::uint32_t begin = lane_offsets_[lane], end = lane_offsets_[lane + 1];
       if (begin == end) continue;
-      std::int64_t end_max = std::numeric_limits<std::int64_t>::min(), duration_max = 0;
+      store::Segment g;
+      g.lane = static_cast<std::uint32_t>(lane);
+      g.first_id = out.first_event_id + begin;
+      g.last_id = out.first_event_id + end - 1;
+      g.start_min = events[order_[begin]].start_ns;
+      g.start_max = events[order_[end - 1]].start_ns;
+      g.end_max = std::numeric_limits<std::int64_t>::min();
       for (std::uint32_t i = begin; i < end; ++i) {
         const Event& e = events[order_[i]];
-        end_max = std::max(end_max, e.end_ns);
-        duration_max = std::max(duration_max, e.end_ns - e.start_ns);
+        g.end_max = std::max(g.end_max, e.end_ns);
+        g.duration_max = std::max(g.duration_max, e.end_ns - e.start_ns);
       }
-      insert_segment_.reset();
-      insert_segment_.bind(1, static_cast<std::int64_t>(lane))
-          .bind(2, next_event_id_ + begin)
-          .bind(3, next_event_id_ + end - 1)
-          .bind(4, events[order_[begin]].start_ns)
-          .bind(5, events[order_[end - 1]].start_ns)
-          .bind(6, end_max)
-          .bind(7, duration_max);
-      if (!(s = step_done(insert_segment_))) return s;
+      out.segments.push_back(g);
     }
-    return append_chunks(events);
+    seal_chunks(events, out);
   }
 
-  // A lane whose batches arrive in time order gets its chunks here, in the
-  // batch's transaction, so close() need not read its rows back. A lane with
-  // a late event gets them from finalize instead.
-  Status append_chunks(const EventBuffer& events) {
+  // A lane whose batches arrive in time order gets its chunks here, committed
+  // with the batch, so close() need not read its rows back. A lane with a
+  // late event gets them from finalize instead.
+  void seal_chunks(const EventBuffer& events, PreparedBatch& out) {
     for (std::size_t lane = 0; lane + 1 < lane_offsets_.size(); ++lane) {
       const std::uint32_t begin = lane_offsets_[lane], end = lane_offsets_[lane + 1];
       if (begin == end) continue;
@@ -701,7 +729,7 @@ class SqliteTraceWriter final : public TraceWriter {
       for (std::uint32_t i = begin; i < end; ++i) {
         const Event& e = events[order_[i]];
         store::ScanRow row;
-        row.id = next_event_id_ + i;
+        row.id = out.first_event_id + i;
         row.lane = static_cast<std::uint32_t>(lane);
         row.start = e.start_ns;
         row.end = e.end_ns;
@@ -711,16 +739,13 @@ class SqliteTraceWriter final : public TraceWriter {
         row.correlation = e.correlation;
         row.step = e.step;
         c.open.add(row, !store::EventDetails::of(e).is_default());
-        if (c.open.full()) {
-          if (Status s = c.open.write(db_, insert_chunk_, row.lane, c.seq++); !s) return s;
-        }
+        if (c.open.full()) out.chunks.push_back(c.open.seal(row.lane, c.seq++));
       }
       const Event& last = events[order_[end - 1]];
       c.any = true;
       c.last_start = last.start_ns;
       c.last_end = last.end_ns;
     }
-    return {};
   }
 
   // close(): the last, partial chunk of each in-order lane; returns those lanes.
@@ -761,19 +786,24 @@ class SqliteTraceWriter final : public TraceWriter {
   std::int64_t ends_before_start_ = 0;
   std::int64_t unknown_lane_ = 0;
   std::int64_t nan_rows_ = 0;
+  std::size_t out_of_time_ = 0;                   // events past +-kTraceTimeLimitNs
   std::atomic<std::int64_t> committed_steps_{0};  // written by the flusher, read by anyone
 
-  // The flusher thread's own (and close()'s, after the flusher ended).
+  // The committer's own (and close()'s, after it ended).
   sql::Database db_;
+  sql::IntRows* event_rows_ = nullptr;  // the connection's
+  sql::Statement insert_events_, insert_string_, insert_rank_, insert_lane_, insert_meta_,
+      insert_details_, insert_segment_, insert_step_, insert_counter_, insert_chunk_;
+  std::size_t events_since_checkpoint_ = 0;
+  std::size_t dropped_events_ = 0;
+  std::thread committer_;
+
+  // The flusher's own (and close()'s, after it ended).
   Pending spare_;
-  BatchView view_;
   std::vector<std::uint32_t> order_;
   std::vector<std::uint32_t> lane_offsets_;
   std::int64_t next_event_id_ = 1;
-  std::size_t events_since_checkpoint_ = 0;
-  std::size_t dropped_events_ = 0;
-  std::size_t out_of_time_ = 0;  // events past +-kTraceTimeLimitNs
-  // Per lane, the event chunks built as batches arrive (see write_events).
+  // Per lane, the event chunks built as batches arrive (see seal_chunks).
   struct LaneChunks {
     store::ChunkEncoder open;
     std::int64_t seq = 0;
@@ -783,9 +813,14 @@ class SqliteTraceWriter final : public TraceWriter {
     std::int64_t last_end = 0;
   };
   std::unordered_map<std::uint32_t, LaneChunks> chunks_;
-  sql::Statement insert_events_, insert_string_, insert_rank_, insert_lane_, insert_meta_,
-      insert_details_, insert_segment_, insert_step_, insert_counter_, insert_chunk_;
   std::thread flusher_;
+
+  // Between the two (see take_free_batch).
+  std::mutex handoff_mu_;
+  std::condition_variable handoff_wake_;
+  std::vector<std::unique_ptr<PreparedBatch>> free_batches_;
+  std::unique_ptr<PreparedBatch> ready_batch_;
+  bool no_more_batches_ = false;
 
   // About 60 MB of WAL between checkpoints.
   static constexpr std::size_t kEventsPerCheckpoint = std::size_t{1} << 20;

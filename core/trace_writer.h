@@ -53,7 +53,7 @@ struct WriterOptions {
   std::chrono::milliseconds flush_interval{500};  // ... or when the oldest waits this long
   // add() blocks while this many events wait, so a writer that cannot keep
   // up bounds its memory instead of growing without end.
-  std::size_t max_buffered_rows = 1 << 20;
+  std::size_t max_buffered_rows = 1 << 19;
 };
 
 // Whether a store may be written at `path`: not where a folder is (even an
