@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <tuple>
 
 #include <QtConcurrent/QtConcurrentRun>
 
@@ -153,6 +154,26 @@ std::pair<int, int> lanesBetween(const std::vector<TimelineWidget::Lane>& lanes,
     at += h + kLaneGap;
   }
   return first < 0 ? std::pair{0, 0} : std::pair{first, last};
+}
+
+// The lanes from the top that a picture `height` tall holds whole, and the y
+// where the last of them ends (a folded rank's lanes need only its header).
+std::pair<int, double> lanesWhollyIn(const std::vector<TimelineWidget::Lane>& lanes,
+                                     const std::vector<std::int32_t>& collapsed, double height) {
+  int held = 0;
+  double at = kRuler + 2, bottom = at;
+  for (std::size_t i = 0; i < lanes.size(); ++i) {
+    if (firstLaneOfRank(lanes, i)) at += kRowHeight;
+    if (at > height) break;
+    if (!isFolded(collapsed, lanes[i].info.rank)) {
+      const double h = lanes[i].depth * kRowHeight;
+      if (at + h > height) break;
+      at += h + kLaneGap;
+    }
+    held = int(i) + 1;
+    bottom = at;
+  }
+  return {held, bottom};
 }
 
 // The rows a query loads: those shown and a screen's height above and below,
@@ -881,18 +902,26 @@ TimelineWidget::Painter TimelineWidget::windowPainter(trace::TimeRange window,
                                                       const QColor& text) const {
   return [state = paintState(), path = path_.toStdString(), window, text](
              QPainter& painter, const QRectF& area) mutable {
-    std::pair<int, int> drawn = lanesBetween(state.lanes, state.collapsed, 0, area.height());
-    int left_out = 0;  // lanes shown in the view that the picture has no room for
-    for (int i = drawn.second; i < int(state.lanes.size()); ++i)
-      left_out += isFolded(state.collapsed, state.lanes[std::size_t(i)].info.rank) ? 0 : 1;
+    // Lanes shown in the view that the picture has no room for, whole: they
+    // are left out, and its last row says how many (a lane cut at the
+    // bottom was drawn, and not counted).
+    auto [held, bottom] = lanesWhollyIn(state.lanes, state.collapsed, area.height());
+    auto count_left_out = [&] {
+      int n = 0;
+      for (std::size_t i = std::size_t(held); i < state.lanes.size(); ++i)
+        n += isFolded(state.collapsed, state.lanes[i].info.rank) ? 0 : 1;
+      return n;
+    };
+    int left_out = count_left_out();
     QRectF lanes_area = area;
-    if (left_out > 0) {  // the last row says so
-      drawn = lanesBetween(state.lanes, state.collapsed, 0, area.height() - kRowHeight);
-      left_out = 0;
-      for (int i = drawn.second; i < int(state.lanes.size()); ++i)
-        left_out += isFolded(state.collapsed, state.lanes[std::size_t(i)].info.rank) ? 0 : 1;
-      lanes_area.setBottom(area.bottom() - kRowHeight);
+    if (left_out > 0) {
+      std::tie(held, bottom) =
+          lanesWhollyIn(state.lanes, state.collapsed, area.height() - kRowHeight);
+      left_out = count_left_out();
+      state.lanes.resize(std::size_t(held));
+      lanes_area.setBottom(area.top() + bottom);
     }
+    const std::pair<int, int> drawn{0, held};
     auto reader = trace::TraceReader::open(path);
     if (!reader) {
       // Said in the picture: the view's own frame holds only the lanes

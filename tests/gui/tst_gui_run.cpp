@@ -983,6 +983,19 @@ void TestGuiRun::manyLanesLoadWhatIsInView() {
   QVERIFY(text.contains("thread 0<") || text.contains("thread 0 "));
   QVERIFY2(text.contains("more lanes, not drawn here"), text.right(2000).constData());
   QVERIFY(!text.contains("thread 2999"));
+  // It draws the lanes it holds whole and counts every other: the lane the
+  // picture's bottom cut through was drawn, and not counted.
+  const double room = t->pictureHeight() - t->laneRect(0).height();  // less the last row
+  int whole = 0;
+  while (whole < kLanes && t->laneRect(whole).bottom() <= room)
+    ++whole;
+  const QString counted = QStringLiteral("and %1 more lanes, not drawn here").arg(kLanes - whole);
+  QVERIFY2(text.contains(counted.toUtf8()),
+           qPrintable(counted + " in " + QString::fromUtf8(text.right(600))));
+  QVERIFY(text.contains(QStringLiteral("thread %1<").arg(whole - 1).toUtf8()) ||
+          text.contains(QStringLiteral("thread %1 ").arg(whole - 1).toUtf8()));
+  QVERIFY(!text.contains(QStringLiteral("thread %1<").arg(whole).toUtf8()) &&
+          !text.contains(QStringLiteral("thread %1 ").arg(whole).toUtf8()));
 
   // A rank folded between two others, the view zoomed, the rank unfolded:
   // its lanes are asked for again. The queries while it was folded held
