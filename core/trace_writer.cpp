@@ -192,7 +192,12 @@ class SqliteTraceWriter final : public TraceWriter {
     for (int i = 0; i < 2; ++i)
       free_batches_.push_back(std::make_unique<PreparedBatch>());
     committer_ = std::thread([this] { committer_loop(); });
-    flusher_ = std::thread([this] { flusher_loop(); });
+    try {
+      flusher_ = std::thread([this] { flusher_loop(); });
+    } catch (...) {
+      no_more_batches();  // else close() waits for the committer forever
+      throw;
+    }
     // Without a second connection the writer still works; close() then
     // copies the whole WAL into the file itself.
     if (auto second = sql::Database::open(path_, SQLITE_OPEN_READWRITE)) {
