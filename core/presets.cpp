@@ -1,6 +1,7 @@
 #include "core/presets.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cstdlib>
 #include <map>
 
@@ -353,14 +354,42 @@ Result<Cluster> PresetCatalog::cluster(std::string_view name) const {
   return Error{unknown_name_message("cluster preset", name, cluster_names())};
 }
 
+namespace {
+
+// A CUDA device name without what follows it in a rank's device (" (GPU 0)").
+std::string_view board_name(std::string_view name) {
+  while (!name.empty() && name.back() == ' ')
+    name.remove_suffix(1);
+  if (!name.empty() && name.back() == ')') {
+    if (const std::size_t open = name.rfind(" ("); open != std::string_view::npos)
+      name = name.substr(0, open);
+  }
+  while (!name.empty() && name.back() == ' ')
+    name.remove_suffix(1);
+  return name;
+}
+
+// Whether `pattern` is the board name's last words: "H200" names
+// "NVIDIA H200", not "NVIDIA H200 NVL" (another board: 600 W, lower peaks),
+// "NVIDIA GH200 480GB" or a MIG slice ("NVIDIA H100 80GB HBM3 MIG 1g.10gb").
+bool names_board(std::string_view board, std::string_view pattern) {
+  if (pattern.empty() || board.size() < pattern.size() ||
+      board.substr(board.size() - pattern.size()) != pattern)
+    return false;
+  const std::size_t at = board.size() - pattern.size();
+  return at == 0 || !std::isalnum(static_cast<unsigned char>(board[at - 1]));
+}
+
+}  // namespace
+
 const GpuSpec* PresetCatalog::match_device(std::string_view cuda_device_name) const {
   // The longest matching pattern wins ("H100 PCIe" before "H100").
+  const std::string_view board = board_name(cuda_device_name);
   const GpuSpec* best = nullptr;
   std::size_t best_length = 0;
   for (const GpuSpec& g : gpus_) {
     for (const std::string& pattern : g.device_names) {
-      if (pattern.size() > best_length &&
-          cuda_device_name.find(pattern) != std::string_view::npos) {
+      if (pattern.size() > best_length && names_board(board, pattern)) {
         best = &g;
         best_length = pattern.size();
       }

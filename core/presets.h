@@ -80,7 +80,9 @@ class PresetCatalog {
   const Workload* find_model(std::string_view name) const;
   // A cluster preset, or this machine when name is "this-machine".
   Result<Cluster> cluster(std::string_view name) const;
-  // The GPU preset whose device_names match a CUDA device name, if any.
+  // The GPU preset one of whose device_names ends a CUDA device name (a
+  // rank's " (GPU n)" aside), if any: a board with more words after them
+  // is another board.
   const GpuSpec* match_device(std::string_view cuda_device_name) const;
 
   // "unknown GPU preset "h10": did you mean "h100-sxm"? (presets: a, b, ...)"

@@ -222,6 +222,20 @@ void TestPresets::matchDevice_data() {
                         << "l40s";
   QTest::addRow("unknown") << "NVIDIA T4"
                            << "";
+  // A rank's device names its GPU too.
+  QTest::addRow("H200, rank's device") << "NVIDIA H200 (GPU 0)"
+                                       << "h200";
+  // Other boards whose names hold a preset's: "H200" took the H200 NVL
+  // (600 W, 16 % lower peaks), the GH200 and the RTX 4090 D; "H100 80GB
+  // HBM3" a MIG slice of a seventh of the GPU.
+  QTest::addRow("H200 NVL") << "NVIDIA H200 NVL"
+                            << "h200-nvl";
+  QTest::addRow("GH200") << "NVIDIA GH200 480GB"
+                         << "";
+  QTest::addRow("RTX 4090 D") << "NVIDIA GeForce RTX 4090 D"
+                              << "";
+  QTest::addRow("MIG slice") << "NVIDIA H100 80GB HBM3 MIG 1g.10gb"
+                             << "";
 }
 
 void TestPresets::matchDevice() {
