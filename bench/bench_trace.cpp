@@ -31,6 +31,7 @@
 #include "core/trace_analysis.h"
 #include "core/trace_import.h"
 #include "core/trace_reader.h"
+#include "core/trace_sqlite.h"
 #include "core/trace_writer.h"
 
 using namespace cs::trace;
@@ -75,6 +76,60 @@ struct Lcg {
 // stream of kernels (each launched by a cudaLaunchKernel on the main thread),
 // a communication stream whose all-reduces overlap the compute, and steps.
 // `lanes_per_rank` > 0 instead piles everything on one stream of one rank.
+
+// The writer's floor on this machine at this moment: as many rows into a
+// bare events table (the store's schema for it, its pragmas), one
+// INSERT ... SELECT of packed rows per 65536 and one commit each, on one
+// thread, nothing else. Rows/s, timing the statements and commits only.
+double sqlite_floor_rows_per_s(const std::string& path, std::int64_t rows) {
+  namespace sql = cs::trace::sql;
+  for (const char* suffix : {"", "-wal", "-shm"})
+    std::filesystem::remove(path + suffix);
+  auto opened = sql::Database::open(path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
+  if (!opened) return 0;
+  sql::Database db = std::move(opened).value();
+  if (!db.exec("PRAGMA page_size = 16384; PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; "
+               "PRAGMA wal_autocheckpoint = 0; PRAGMA cache_size = -65536;") ||
+      !db.exec("CREATE TABLE events(id INTEGER PRIMARY KEY, lane INTEGER NOT NULL, kind INTEGER "
+               "NOT NULL, category INTEGER NOT NULL, start_ns INTEGER NOT NULL, end_ns INTEGER NOT "
+               "NULL, name INTEGER NOT NULL, correlation INTEGER NOT NULL, step INTEGER NOT NULL)"))
+    return 0;
+  constexpr int kColumns = 8;
+  constexpr std::int64_t kBatch = 65536;
+  sql::IntRows* table = sql::IntRows::attach(db, "floor_rows", kColumns);
+  auto insert = db.prepare(
+      "INSERT INTO events(lane, kind, category, start_ns, end_ns, name, correlation, step) "
+      "SELECT * FROM floor_rows");
+  if (!table || !insert) return 0;
+  std::vector<std::int64_t> values(static_cast<std::size_t>(kBatch * kColumns));
+  Lcg rng{7};
+  std::int64_t t = 1'700'000'000'000'000'000;
+  double seconds = 0;
+  for (std::int64_t done = 0; done < rows;) {
+    const std::int64_t n = std::min(kBatch, rows - done);
+    for (std::int64_t i = 0; i < n; ++i) {
+      std::int64_t* v = values.data() + i * kColumns;
+      const std::int64_t end = t + rng.in(2'000, 60'000);
+      const std::int64_t row[kColumns] = {
+          1 + (i % 32),      0, 0, t, end, static_cast<std::int64_t>(rng.next() % 200), done + i,
+          (done + i) / 20000};
+      std::copy(row, row + kColumns, v);
+      t = end + rng.in(500, 4'000);
+    }
+    table->set(values.data(), static_cast<std::size_t>(n));
+    const auto start = Clock::now();
+    if (!db.exec("BEGIN")) return 0;
+    insert->reset();
+    if (insert->step() != SQLITE_DONE || !db.exec("COMMIT")) return 0;
+    seconds += seconds_since(start);
+    done += n;
+  }
+  table->set(nullptr, 0);
+  db.close();
+  for (const char* suffix : {"", "-wal", "-shm"})
+    std::filesystem::remove(path + suffix);
+  return seconds > 0 ? static_cast<double>(rows) / seconds : 0;
+}
 
 int phase_write(const std::string& path, std::int64_t events, int ranks, bool one_lane) {
   auto created = TraceWriter::create(path, RunInfo{"benchmark", "bench_trace", 0, "synthetic"});
@@ -183,11 +238,17 @@ int phase_write(const std::string& path, std::int64_t events, int ranks, bool on
     std::fprintf(stderr, "%s %s\n", flushed.message().c_str(), closed.message().c_str());
     return 1;
   }
+  const double cpu_s = cpu_seconds() - c0;
   std::printf(
       "events=%lld write_s=%.3f rate_meps=%.3f close_s=%.3f total_rate_meps=%.3f cpu_s=%.3f "
       "mb=%.1f\n",
       static_cast<long long>(written), write_s, written / write_s / 1e6, close_s,
-      written / (write_s + close_s) / 1e6, cpu_seconds() - c0, file_mb(path));
+      written / (write_s + close_s) / 1e6, cpu_s, file_mb(path));
+  // The reference, measured right after in the same process: the machine's
+  // speed moves from run to run, the ratio much less.
+  const double floor = sqlite_floor_rows_per_s(path + ".floor", written);
+  std::printf("sqlite_floor_meps=%.3f (the events table alone) writer_vs_floor=%.2f\n", floor / 1e6,
+              floor > 0 ? written / write_s / floor : 0.0);
   return 0;
 }
 
