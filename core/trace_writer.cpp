@@ -679,6 +679,7 @@ class SqliteTraceWriter final : public TraceWriter {
     out.first_event_id = next_event_id_;
     next_event_id_ += static_cast<std::int64_t>(events.size());
     out.event_rows.resize(events.size() * kEventRowColumns);
+    has_details_.resize(events.size());
     std::int64_t* row = out.event_rows.data();
     for (std::size_t i = 0; i < order_.size(); ++i, row += kEventRowColumns) {
       const Event& e = events[order_[i]];
@@ -692,7 +693,8 @@ class SqliteTraceWriter final : public TraceWriter {
                                                      e.step};
       std::copy(values, values + kEventRowColumns, row);
       const auto d = store::EventDetails::of(e);
-      if (!d.is_default())
+      has_details_[i] = !d.is_default();
+      if (has_details_[i])
         out.details.emplace_back(out.first_event_id + static_cast<std::int64_t>(i), d);
     }
     for (std::size_t lane = 0; lane + 1 < lane_offsets_.size(); ++lane) {
@@ -743,7 +745,7 @@ class SqliteTraceWriter final : public TraceWriter {
         row.category = e.category;
         row.correlation = e.correlation;
         row.step = e.step;
-        c.open.add(row, !store::EventDetails::of(e).is_default());
+        c.open.add(row, has_details_[i]);
         if (c.open.full()) out.chunks.push_back(c.open.seal(row.lane, c.seq++));
       }
       const Event& last = events[order_[end - 1]];
@@ -807,6 +809,7 @@ class SqliteTraceWriter final : public TraceWriter {
   Pending spare_;
   std::vector<std::uint32_t> order_;
   std::vector<std::uint32_t> lane_offsets_;
+  std::vector<std::uint8_t> has_details_;  // per event, in order_'s order
   std::int64_t next_event_id_ = 1;
   // Per lane, the event chunks built as batches arrive (see seal_chunks).
   struct LaneChunks {
