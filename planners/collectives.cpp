@@ -58,9 +58,15 @@ AcrossNodes across_nodes(trace::Collective op, double bytes, const GroupPlacemen
       }
       out.network_bytes = 2 * (n - 1) / n * bytes / g_ranks;
       break;
+    case trace::Collective::all_to_all:
+      // No aggregation inside the node: each rank sends the off-node part
+      // of its buffer, (n-1)/n, on its own NIC share. Its in-node part,
+      // (per_node-1)/size of the buffer on `intra`, goes at the same time
+      // and is the shorter one, so it adds nothing.
+      out.network_bytes = (n - 1) / n * bytes;
+      break;
     case trace::Collective::all_gather:
     case trace::Collective::reduce_scatter:
-    case trace::Collective::all_to_all:
       if (in_node) {
         out.node_seconds =
             (g_ranks - 1) / g_ranks * bytes / intra_rate + (g_ranks - 1) * intra.latency;

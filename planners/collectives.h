@@ -55,8 +55,9 @@ struct GroupPlacement {
 // Hierarchical collective: inside each node on `intra`, between nodes on
 // `inter` (the per-rank share of the node's NICs), as NCCL does for
 // multi-node groups: reduce-scatter in the node, all-reduce of 1/per_node of
-// the data across nodes, all-gather in the node. Latency is the lesser of a
-// ring's and a tree's (2 log2 nodes) across nodes.
+// the data across nodes, all-gather in the node; an all-to-all sends its
+// off-node part straight from every rank. Latency is the lesser of a ring's
+// and a tree's (2 log2 nodes) across nodes.
 double group_seconds(trace::Collective op, double bytes, const GroupPlacement& group,
                      const Tier& intra, const Tier& inter);
 

@@ -315,6 +315,7 @@ class TestCalibration : public QObject {
   void calibrateRefusesOptionsThatDoNotApply_data();
   void calibrateRefusesOptionsThatDoNotApply();
   void ncclTestsCommandSavesALinkPreset();
+  void ncclTestsAllToAllAcrossNodesFitsTheNic();
   void calibrateRunPredictLearn();
   void importsSweepLinesOfAGpuMachine();
   void importsTheColdSweepOfACpuMachine();
@@ -1689,6 +1690,27 @@ void TestCalibration::calibrationNamesTheWorkersError() {
                !last.contains("MPI_ABORT") && last.count("not fp8") == 1,
            qPrintable(last));
   QVERIFY(!QFile::exists(work + "/cal.db"));
+}
+
+// The two-host all-to-all log was written with 9 us and 45 GB/s per GPU for
+// the off-node half of each rank's buffer (tests/data/nccl-tests/README.md).
+// The fit read 6 times too slow a network: it divided that half by the GPUs
+// of a node, as if the node gathered it first, as an all-gather's is.
+void TestCalibration::ncclTestsAllToAllAcrossNodesFitsTheNic() {
+  const QString presets = dir_.filePath("a2a-presets");
+  QDir().mkpath(presets);
+  const Run r =
+      run_cli({"calibrate", "--nccl-tests", fixture("alltoall_perf_2x8_h100_ib.log"), "--link-name",
+               "ib-a2a", "--link-type", "infiniband", "--intra", "nvlink4", "--json"},
+              presets);
+  QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+  const QJsonObject j = json_of(r);
+  QVERIFY(j["inter_node"].toBool());
+  const double port = j["port_bandwidth_bytes_per_second"].toDouble();
+  QVERIFY2(std::abs(port / 45e9 - 1) < 0.05, qPrintable(QString::number(port)));
+  const double latency = j["latency_seconds"].toDouble();
+  QVERIFY2(std::abs(latency / 9e-6 - 1) < 0.1, qPrintable(QString::number(latency)));
+  QVERIFY(j["quality"].toObject()["r2"].toDouble() > 0.99);
 }
 
 void TestCalibration::ncclTestsCommandSavesALinkPreset() {
