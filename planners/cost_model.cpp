@@ -1236,11 +1236,16 @@ void evaluate(const Machine& m, const Model& x, const Knobs& k, const LayerCosts
   comm.dp_overlapped = std::max(0.0, p.dp_total - time.dp_communication - time.zero_gather);
   comm.zero3_seconds = p.zero3_gathers;  // without the gradients' reduce-scatter
   const StageParams params0 = stage_params(x, k, true, single);
+  // One exchange's gradient bytes (the seed article's S). ZeRO-2 and -3
+  // reduce-scatter every micro-batch's gradients (their buffers hold a
+  // shard only), the others once per step.
+  double gradient_bytes = 0;
   if (k.dp > 1 && !k.inference) {
-    comm.dp_bytes_per_gpu =
-        params0.total() * (k.fp32_main_grad ? 4.0 : bytes_per_element(k.gradients));
-    comm.dp_buckets =
-        static_cast<std::int64_t>(std::min(9e18, std::ceil(comm.dp_bytes_per_gpu / k.bucket_bytes)));
+    gradient_bytes = params0.total() * (k.fp32_main_grad ? 4.0 : bytes_per_element(k.gradients));
+    const double exchanges = k.zero >= 2 ? p.micro_batches : 1;
+    const double buckets = std::ceil(gradient_bytes / k.bucket_bytes);
+    comm.dp_bytes_per_gpu = exchanges * gradient_bytes;
+    comm.dp_buckets = static_cast<std::int64_t>(std::min(9e18, exchanges * buckets));
   }
 
   // --- throughput
@@ -1322,7 +1327,7 @@ void evaluate(const Machine& m, const Model& x, const Knobs& k, const LayerCosts
     const GroupPlacement g = dp_placement(m, k);
     const Tier slowest =
         (g.nodes > 1 && m.has_inter) ? m.inter : intra_towards(m, m.intra, g.per_node - 1);
-    seed.gradient_bytes = comm.dp_bytes_per_gpu;
+    seed.gradient_bytes = gradient_bytes;
     seed.ranks = k.dp;
     seed.bandwidth = slowest.bandwidth;
     seed.latency = slowest.latency;

@@ -148,7 +148,7 @@ struct CommunicationDetail {
   double pp_seconds = 0;        // all pipeline transfers of one step
   double dp_seconds = 0;        // gradient reduction (all buckets) + ZeRO parameter gathers
   double dp_overlapped = 0;     // the part of dp_seconds hidden behind backward
-  double dp_bytes_per_gpu = 0;  // gradient bytes each GPU reduces per step
+  double dp_bytes_per_gpu = 0;  // gradient bytes each GPU reduces per step, every exchange
   std::int64_t dp_buckets = 0;
   double zero3_seconds = 0;  // ZeRO-3 gathers before overlap
 };

@@ -660,7 +660,8 @@ void TestPlanner::dataParallelOverlap() {
 // micro-batch's gradients (its buffers hold a shard only), so its exchange
 // grows with them.
 void TestPlanner::gradientAccumulationExchangesOncePerStep() {
-  double dp_bytes[3] = {}, dp_seconds[3] = {}, zero2_seconds[3] = {};
+  double dp_bytes[3] = {}, dp_seconds[3] = {}, zero2_seconds[3] = {}, zero2_bytes[3] = {};
+  std::int64_t zero2_buckets[3] = {};
   for (int i = 0; i < 3; ++i) {
     const int accumulation = 1 << i;
     cs::Plan p = make_plan("dgx-a100-64", "gpt2-xl", 64, 1, 1, 64 * accumulation);
@@ -670,7 +671,12 @@ void TestPlanner::gradientAccumulationExchangesOncePerStep() {
     dp_bytes[i] = e.communication.dp_bytes_per_gpu;
     dp_seconds[i] = e.communication.dp_seconds;
     p.parallel.zero_stage = 2;
-    zero2_seconds[i] = must_estimate(p).communication.dp_seconds;
+    const cs::plan::Estimate zero2 = must_estimate(p);
+    zero2_seconds[i] = zero2.communication.dp_seconds;
+    zero2_bytes[i] = zero2.communication.dp_bytes_per_gpu;
+    zero2_buckets[i] = zero2.communication.dp_buckets;
+    // The article's S stays one exchange's gradients.
+    QCOMPARE(zero2.seed_communication.gradient_bytes, dp_bytes[0]);
   }
   for (int i = 1; i < 3; ++i) {
     QCOMPARE(dp_bytes[i], dp_bytes[0]);  // per step: per sample, 1 / accumulation
@@ -680,6 +686,9 @@ void TestPlanner::gradientAccumulationExchangesOncePerStep() {
                             .arg(1 << i)
                             .arg(zero2_seconds[i])
                             .arg(zero2_seconds[i - 1])));
+    // Its bytes and buckets per step count every exchange (they stayed one's).
+    QCOMPARE(zero2_bytes[i], (1 << i) * zero2_bytes[0]);
+    QCOMPARE(zero2_buckets[i], (1 << i) * zero2_buckets[0]);
   }
 }
 
