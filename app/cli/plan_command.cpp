@@ -134,12 +134,17 @@ void print_text(const Plan& plan, const plan::Estimate& e) {
   }
   const plan::SeedCommunication& s = e.seed_communication;
   if (s.ranks > 1) {
-    std::cout << "Gradient sync, the seed article's model T = S*N/B + L*(N-1) beside the ring:\n"
-              << "  S = " << format_bytes(s.gradient_bytes) << ", N = " << s.ranks
+    // S in decimal bytes, as B is: the line's sum can be redone from it.
+    std::cout << "Gradient sync, the seed article's model T = S*N/B + L*(N-1) beside the ring, "
+                 "both flat over the slowest link:\n"
+              << "  S = " << format_rate(s.gradient_bytes, "B") << " ("
+              << format_bytes(s.gradient_bytes) << "), N = " << s.ranks
               << ", B = " << format_rate(s.bandwidth, "B/s")
               << ", L = " << format_seconds(s.latency) << ": simple "
               << format_seconds(s.simple_seconds) << ", ring all-reduce (2(N-1)/N*S/B + 2(N-1)L) "
-              << format_seconds(s.ring_seconds) << "\n\n";
+              << format_seconds(s.ring_seconds)
+              << "; the planner's data-parallel communication (by link tier, bucketed) "
+              << format_seconds(e.communication.dp_seconds) << "\n\n";
   }
   if (e.quantization.bits > 0) {
     const plan::QuantizationSummary& q = e.quantization;

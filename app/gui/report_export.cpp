@@ -109,12 +109,14 @@ Rows noteRows(const PlanAnalysis& a) {
     if (s.ranks > 1) {
       rows.emplace_back(
           QObject::tr("gradient exchange"),
-          QObject::tr("%1 over %2 ranks at %3: the articles' S·N/B + L·(N−1) gives %4, a ring "
-                      "all-reduce %5")
-              .arg(q(format_bytes(s.gradient_bytes)))
+          QObject::tr("%1 over %2 ranks at %3: the seed article's S·N/B + L·(N−1) gives %4, a "
+                      "flat ring all-reduce %5; the planner's data-parallel communication (by "
+                      "link tier, bucketed) %6")
+              .arg(q(format_rate(s.gradient_bytes, "B")))
               .arg(s.ranks)
               .arg(q(format_rate(s.bandwidth, "B/s")), q(format_seconds(s.simple_seconds)),
-                   q(format_seconds(s.ring_seconds))));
+                   q(format_seconds(s.ring_seconds)),
+                   q(format_seconds(a.estimate->communication.dp_seconds))));
     }
     for (const std::string& n : a.estimate->notes)
       rows.emplace_back(QObject::tr("note"), q(n));

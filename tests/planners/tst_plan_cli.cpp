@@ -6,8 +6,10 @@
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QProcess>
+#include <QRegularExpression>
 #include <QTemporaryDir>
 #include <QtTest>
+
 #include <signal.h>
 
 #include "../process_run.h"
@@ -112,6 +114,19 @@ void TestPlanCli::planText() {
         "Training run", "GPU-hours", "T = S*N/B + L*(N-1)", "ring all-reduce"}) {
     QVERIFY2(r.out.contains(text), qPrintable(QString(text) + "\n" + r.out));
   }
+  // The seed article's line gives S in the decimal bytes B is in (it gave
+  // GiB beside GB/s, so that its sum could not be redone), and the
+  // planner's own figure beside its flat rings: the one the step uses.
+  const Run xl = run_cli({"plan", "--cluster", "dgx-a100-64", "--nodes", "4", "--model", "gpt2-xl",
+                          "--precision", "fp16", "--micro-batch", "4"});
+  QVERIFY2(xl.exit_code == 0, qPrintable(xl.err));
+  QVERIFY2(xl.out.contains("S = 3.12 GB (2.90 GiB), N = 32, B = 25.0 GB/s"), qPrintable(xl.out));
+  const QRegularExpressionMatch reduction =
+      QRegularExpression("data-parallel reduction (\\S+ \\S+) in").match(xl.out);
+  QVERIFY2(reduction.hasMatch(), qPrintable(xl.out));
+  QVERIFY2(xl.out.contains("the planner's data-parallel communication (by link tier, bucketed) " +
+                           reduction.captured(1)),
+           qPrintable(xl.out));
   // An inference plan passes the tokens forward once: no training run, no
   // 6PD (training's forward and backward).
   const Run serving = run_cli({"plan", "--cluster", "dgx-a100-64", "--model", "gpt3-175b", "--tp",
