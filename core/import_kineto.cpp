@@ -959,18 +959,67 @@ Result<ImportReport> import_own_export(const KinetoHandler& h, const std::string
     return Error{file + ": a ClusterScope export whose pid " + id_text(h, pid) +
                  " is not a rank (each process of the export is one)"};
   };
+  // otherData's rows, read field by field before anything is written: a
+  // wrong type or a negative rank is named where it sits in the file (it
+  // threw an internal error, or was written and then refused as damage of
+  // the new store).
+  Diagnostics diag;
+  auto rows = [&](const char* key, auto&& read) {
+    const json& list = member(other, key, empty_array);
+    for (std::size_t i = 0; i < list.size(); ++i) {
+      ObjectReader r(list[i], std::string("/otherData/") + key + "/" + std::to_string(i), diag);
+      if (r.is_object()) read(r);
+    }
+  };
   std::map<std::int32_t, RankInfo> ranks;
-  for (const json& r : member(other, "ranks", empty_array)) {
-    if (!r.is_object()) continue;
+  rows("ranks", [&](ObjectReader& r) {
     RankInfo info;
-    info.rank = r.value("rank", 0);
-    info.host = r.value("host", "");
-    info.device = r.value("device", "");
-    info.pid = r.value("pid", std::int64_t{0});
-    info.clock_offset_ns = r.value("clock_offset_ns", std::int64_t{0});
-    info.clock_offset_measured = r.value("clock_offset_measured", false);
+    int rank = 0;
+    r.integer("rank", rank, Range::non_negative());
+    info.rank = rank;
+    r.text("host", info.host);
+    r.text("device", info.device);
+    r.integer64("pid", info.pid);
+    r.integer64("clock_offset_ns", info.clock_offset_ns);
+    r.boolean("clock_offset_measured", info.clock_offset_measured);
     ranks[info.rank] = info;
-  }
+  });
+  struct LaneRow {
+    int rank = 0;
+    std::string kind, name;
+    std::int64_t tid = -1;
+    int sort_index = 0;
+  };
+  std::vector<LaneRow> lane_rows;
+  rows("lanes", [&](ObjectReader& r) {
+    LaneRow l;
+    r.integer("rank", l.rank, Range::non_negative());
+    r.text("kind", l.kind);
+    r.integer64("tid", l.tid);
+    r.text("name", l.name);
+    r.integer("sort_index", l.sort_index);
+    lane_rows.push_back(std::move(l));
+  });
+  std::vector<StepMetrics> steps;
+  rows("steps", [&](ObjectReader& r) {
+    StepMetrics m;
+    int rank = 0, step = 0;
+    r.integer("rank", rank, Range::non_negative());
+    r.integer("step", step, Range::non_negative());
+    m.rank = rank;
+    m.step = step;
+    r.integer64("start_ns", m.start_ns);
+    r.integer64("end_ns", m.end_ns);
+    if (m.end_ns < m.start_ns) {
+      diag.add(r.pointer("end_ns"), "must not be before start_ns (got " + std::to_string(m.end_ns) +
+                                        ", start_ns " + std::to_string(m.start_ns) + ")");
+    }
+    r.number("loss", m.loss);
+    r.number("tokens", m.tokens, Range::non_negative());
+    r.number("loss_scale", m.loss_scale, Range::non_negative());
+    steps.push_back(m);
+  });
+  if (!diag.empty()) return diag.to_error(file);
   for (const LaneKey& k : h.lane_keys) {
     auto rank = rank_of(k.pid);
     if (!rank) return not_a_rank(k.pid);
@@ -994,12 +1043,9 @@ Result<ImportReport> import_own_export(const KinetoHandler& h, const std::string
 
   // Lanes as the store had them (tid = its lane id), in its order.
   std::map<std::pair<std::int32_t, std::int64_t>, LaneId> by_tid;
-  for (const json& l : member(other, "lanes", empty_array)) {
-    if (!l.is_object()) continue;
-    const std::int32_t rank = l.value("rank", 0);
-    const LaneKind kind = lane_kind_from_string(l.value("kind", "")).value_or(LaneKind::cpu_thread);
-    by_tid[{rank, l.value("tid", std::int64_t{-1})}] =
-        w.add_lane(rank, kind, l.value("name", ""), l.value("sort_index", 0));
+  for (const LaneRow& l : lane_rows) {
+    const LaneKind kind = lane_kind_from_string(l.kind).value_or(LaneKind::cpu_thread);
+    by_tid[{l.rank, l.tid}] = w.add_lane(l.rank, kind, l.name, l.sort_index);
   }
   // Threads otherData does not list (an export before it listed them): by
   // their thread_name, on the GPU where GPU work ran.
@@ -1038,12 +1084,8 @@ Result<ImportReport> import_own_export(const KinetoHandler& h, const std::string
   }
   for (const ParsedCounter& c : h.counters)
     w.add(CounterSample{*rank_of(c.pid), name_of(c.name), c.time, c.value});
-  for (const json& s : member(other, "steps", empty_array)) {
-    if (!s.is_object()) continue;
-    w.add(StepMetrics{s.value("rank", 0), s.value("step", 0), s.value("start_ns", std::int64_t{0}),
-                      s.value("end_ns", std::int64_t{0}), s.value("loss", 0.0),
-                      s.value("tokens", 0.0), s.value("loss_scale", 0.0)});
-  }
+  for (const StepMetrics& m : steps)
+    w.add(m);
   if (Status s = w.close("complete"); !s) return s.error();
   // The flow arrows repeat each event's args.correlation, which is kept.
   report.skipped.erase(kFlowEvents);

@@ -123,6 +123,34 @@ void ObjectReader::number(std::string_view key, double& out, Range range, bool r
   out = value;
 }
 
+void ObjectReader::integer64(std::string_view key, std::int64_t& out, Range range, bool required) {
+  const nlohmann::json* v = field(key, required);
+  if (!v) return;
+  // Past 2^53 a double is not every integer: whole numbers as JSON wrote them.
+  if (v->is_number_unsigned() &&
+      v->get<std::uint64_t>() >
+          static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) {
+    diag_.add(pointer(key), "must fit in a 64-bit integer (got " + v->dump() + ")");
+    return;
+  }
+  const bool whole = v->is_number_integer() ||
+                     (v->is_number_float() && std::floor(v->get<double>()) == v->get<double>() &&
+                      std::abs(v->get<double>()) < 9.2e18);
+  if (!whole) {
+    diag_.add(pointer(key), v->is_number_float() && std::floor(v->get<double>()) == v->get<double>()
+                                ? "must fit in a 64-bit integer (got " + v->dump() + ")"
+                                : "must be an integer");
+    return;
+  }
+  const std::int64_t value =
+      v->is_number_integer() ? v->get<std::int64_t>() : static_cast<std::int64_t>(v->get<double>());
+  if (!range.contains(static_cast<double>(value))) {
+    diag_.add(pointer(key), range.rule() + " (got " + std::to_string(value) + ")");
+    return;
+  }
+  out = value;
+}
+
 void ObjectReader::integer(std::string_view key, int& out, Range range, bool required) {
   const nlohmann::json* v = field(key, required);
   if (!v) return;

@@ -8,6 +8,7 @@
 // includes nlohmann/json.hpp (headers that only name JSON types include
 // nlohmann/json_fwd.hpp instead).
 
+#include <cstdint>
 #include <initializer_list>
 #include <iosfwd>
 #include <limits>
@@ -73,6 +74,8 @@ class ObjectReader {
   // Each getter marks the key as known. Absent optional keys leave `out` as it is.
   void number(std::string_view key, double& out, Range range = Range::any(), bool required = false);
   void integer(std::string_view key, int& out, Range range = Range::any(), bool required = false);
+  void integer64(std::string_view key, std::int64_t& out, Range range = Range::any(),
+                 bool required = false);
   void boolean(std::string_view key, bool& out);
   void text(std::string_view key, std::string& out, bool required = false);
   // A required name: text without control characters (a newline or an

@@ -896,7 +896,16 @@ Status build_store_then_replace(const std::string& path,
     return Error{std::move(message)};
   };
   remove_with_log(temporary);
-  if (Status built = build(temporary); !built) {
+  // An exception from the build leaves no partial store behind either.
+  Status built = [&] {
+    try {
+      return build(temporary);
+    } catch (...) {
+      remove_with_log(temporary);
+      throw;
+    }
+  }();
+  if (!built) {
     remove_with_log(temporary);
     return naming_path(built.message());
   }

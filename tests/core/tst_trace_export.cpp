@@ -4,6 +4,7 @@
 // HTA's args; time-window and per-rank exports; CSV tables that parse; an
 // HTML report that needs nothing from the network; failures naming the file.
 
+#include <QDir>
 #include <QFile>
 #include <QTemporaryDir>
 #include <QtTest>
@@ -187,6 +188,8 @@ class TestTraceExport : public QObject {
   void ownExportImportsBack_data();
   void ownExportImportsBack();
   void ownExportWithAPidThatIsNoRankIsRefused();
+  void ownExportRowsOfTheWrongKindAreNamed_data();
+  void ownExportRowsOfTheWrongKindAreNamed();
   void collectivesSizedUnderKinetoNames();
   void flowsJoinCallsToTheirGpuWork_data();
   void flowsJoinCallsToTheirGpuWork();
@@ -375,6 +378,50 @@ void TestTraceExport::ownExportWithAPidThatIsNoRankIsRefused() {
   QVERIFY(!report);
   QVERIFY2(report.message().find("pid host is not a rank") != std::string::npos,
            report.message().c_str());
+}
+
+// otherData's rows are read field by field: a value of the wrong type or
+// out of range is named where it sits. It was an internal error (exit 3)
+// that left a partial store behind, or a store written and then refused,
+// at every later analysis, as damaged.
+void TestTraceExport::ownExportRowsOfTheWrongKindAreNamed_data() {
+  QTest::addColumn<QString>("rows");
+  QTest::addColumn<QString>("error");
+  QTest::addRow("lane kind a number") << R"("lanes":[{"tid":7,"rank":0,"kind":99,"name":"x"}])"
+                                      << "/otherData/lanes/0/kind: must be a string";
+  QTest::addRow("rank a string") << R"("ranks":[{"rank":"0"}])"
+                                 << "/otherData/ranks/0/rank: must be an integer";
+  QTest::addRow("pid a string") << R"("ranks":[{"rank":0,"pid":"abc"}])"
+                                << "/otherData/ranks/0/pid: must be an integer";
+  QTest::addRow("negative rank") << R"("ranks":[{"rank":-7}])"
+                                 << "/otherData/ranks/0/rank: must be >= 0 (got -7)";
+  QTest::addRow("step start a string")
+      << R"("steps":[{"rank":0,"step":0,"start_ns":"a","end_ns":5}])"
+      << "/otherData/steps/0/start_ns: must be an integer";
+  QTest::addRow("step ending before it starts")
+      << R"("steps":[{"rank":0,"step":0,"start_ns":100,"end_ns":5}])"
+      << "/otherData/steps/0/end_ns: must not be before start_ns (got 5, start_ns 100)";
+  QTest::addRow("time past 64 bits")
+      << R"("steps":[{"rank":0,"step":0,"start_ns":0,"end_ns":18446744073709551615}])"
+      << "/otherData/steps/0/end_ns: must fit in a 64-bit integer (got 18446744073709551615)";
+  QTest::addRow("a row not an object") << R"("ranks":[3])"
+                                       << "/otherData/ranks/0: must be an object";
+}
+
+void TestTraceExport::ownExportRowsOfTheWrongKindAreNamed() {
+  QFETCH(QString, rows);
+  QFETCH(QString, error);
+  QTemporaryDir dir;
+  const std::string path = dir.filePath("edited.json").toStdString();
+  std::ofstream(path) << R"({"traceEvents":[{"ph":"X","name":"k","ts":10,"dur":5,"pid":0,"tid":7,)"
+                      << R"("cat":"kernel"}],"otherData":{"producer":"ClusterScope",)"
+                      << R"("clusterscope_export_version":1,)" << rows.toStdString() << "}}";
+  const std::string out = dir.filePath("edited.cstrace").toStdString();
+  auto report = import_traces({path}, out);
+  QVERIFY(!report);
+  QCOMPARE(QString::fromStdString(report.message()), QString::fromStdString(path) + ": " + error);
+  // Nothing is left beside the store it would have been.
+  QCOMPARE(QDir(dir.path()).entryList(QDir::Files), QStringList{"edited.json"});
 }
 
 // Collectives carry PyTorch's size args ("Collective name", "In msg nelems",
