@@ -315,6 +315,24 @@ Status migrate_from_version_1(const std::string& path) {
     if (!stmt || stmt->step() != SQLITE_ROW) return db.error("cannot read the schema version");
     if (stmt->int_at(0) != 1) return {};
   }
+  // A file that says it is a version-1 store but lacks its tables is not
+  // touched: the upgrade added a table to it, then failed on the next.
+  bool had_chunks = false;
+  {
+    std::set<std::string, std::less<>> tables;
+    auto stmt = db.prepare("SELECT name FROM sqlite_master WHERE type = 'table'");
+    if (!stmt) return stmt.error();
+    while (stmt->step() == SQLITE_ROW)
+      tables.emplace(stmt->text_at(0));
+    for (const char* table : kRequiredTables) {
+      if (std::string_view(table) == "chunks") {
+        had_chunks = tables.count(std::string_view(table)) > 0;
+      } else if (!tables.count(std::string_view(table))) {
+        return Error{path + " is damaged: the trace store table '" + std::string(table) +
+                     "' is missing (the store, of schema version 1, is unchanged)"};
+      }
+    }
+  }
   if (auto s = tune_connection(db, true); !s) return s;
   if (auto s = db.exec("CREATE TABLE IF NOT EXISTS chunks(id INTEGER PRIMARY KEY, lane INTEGER "
                        "NOT NULL, first_start INTEGER NOT NULL, last_start INTEGER NOT NULL, "
@@ -324,8 +342,11 @@ Status migrate_from_version_1(const std::string& path) {
   }
   // Every lane's chunks and level of detail rebuilt from its rows; a store
   // whose writer died keeps "interrupted" as its status, like finalize_store.
-  if (auto s = finalize(db, "interrupted"); !s)
+  // A failed rebuild rolls back; the table it would fill goes too.
+  if (auto s = finalize(db, "interrupted"); !s) {
+    if (!had_chunks) (void)db.exec("DROP TABLE IF EXISTS chunks");
     return Error{path + ": cannot upgrade from trace schema version 1: " + s.message() + advice};
+  }
   if (auto s = write_meta(db, "schema_version", std::to_string(kSchemaVersion)); !s) return s;
   if (auto s = db.exec("PRAGMA user_version = " + std::to_string(kSchemaVersion)); !s) return s;
   return {};

@@ -1253,6 +1253,13 @@ void TestTraceStore::refusesWhatIsNotAStore_data() {
                                 << "uses trace schema version 0, which this build cannot read";
   QTest::addRow("missing table") << "missing-table"
                                  << "is damaged: the trace store table 'segments' is missing";
+  // A file that says it is a version-1 store, lacking its tables: the
+  // upgrade added a table, then failed naming another ("no such table: lod")
+  // and said the store was unchanged.
+  QTest::addRow("version 1 missing a table")
+      << "v1-missing-table"
+      << "is damaged: the trace store table 'lod' is missing (the store, of schema version 1, is "
+         "unchanged)";
   // A renamed column failed later, in each analysis, with "no such column".
   QTest::addRow("renamed column") << "renamed-column"
                                   << "is damaged: the trace store table 'steps' has no column 'loss'";
@@ -1308,6 +1315,10 @@ void TestTraceStore::refusesWhatIsNotAStore() {
     good_store();
     exec_sql(path, "DROP TABLE segments");
   }
+  if (kind == "v1-missing-table") {
+    good_store();
+    exec_sql(path, "DROP TABLE lod; DROP TABLE chunks; PRAGMA user_version = 1");
+  }
   if (kind == "renamed-column") {
     good_store();
     exec_sql(path, "ALTER TABLE steps RENAME COLUMN loss TO lossx");
@@ -1341,9 +1352,17 @@ void TestTraceStore::refusesWhatIsNotAStore() {
   }
   if (kind == "none") path = temp_path(dir, "missing.cstrace");
   if (kind == "fifo") QCOMPARE(::mkfifo(path.c_str(), 0600), 0);
+  auto contents = [&] {
+    QFile f(QString::fromStdString(path));
+    return f.open(QIODevice::ReadOnly) ? f.readAll() : QByteArray();
+  };
+  const bool regular = std::filesystem::is_regular_file(path);
+  const QByteArray before = regular ? contents() : QByteArray();
 
   auto r = TraceReader::open(path);
   QVERIFY(!r);
+  // What it refuses, it leaves as it was.
+  if (regular) QVERIFY(contents() == before);
   const QString got = QString::fromStdString(r.message());
   QVERIFY2(got.contains(QString::fromStdString(path)), qPrintable(got));
   QVERIFY2(got.contains(message), qPrintable(got));
