@@ -14,6 +14,7 @@
 #include "core/json_reader.h"
 #include "core/json_text.h"
 #include "core/precision.h"
+#include "core/text_file.h"
 #include "core/trace_writer.h"
 
 namespace cs::trace {
@@ -44,6 +45,10 @@ constexpr double kNoDefault = std::numeric_limits<double>::quiet_NaN();
 
 }  // namespace
 
+Result<std::string> read_sweep_file(const std::string& path) {
+  return read_text_file(path, std::size_t{256} << 20, "a file of sweep lines");
+}
+
 Result<SweepImport> import_sweep_lines(const std::vector<std::string>& files,
                                        const std::string& store, std::string_view engine,
                                        std::string_view device) {
@@ -57,15 +62,18 @@ Result<SweepImport> import_sweep_lines(const std::vector<std::string>& files,
   std::string host;
   try {
     for (const std::string& file : files) {
-      std::ifstream in(file);
-      if (!in) return Error{file + ": cannot open"};
-      std::string text;
+      auto contents = read_sweep_file(file);
+      if (!contents) return contents.error();
+      std::string_view rest = *contents;
       int number = 0;
-      while (std::getline(in, text)) {
+      while (!rest.empty()) {
+        const std::size_t end = rest.find('\n');
+        const std::string_view text = rest.substr(0, end);
+        rest = end == std::string_view::npos ? std::string_view() : rest.substr(end + 1);
         ++number;
         const std::string where = file + ":" + std::to_string(number);
         const std::size_t first = text.find_first_not_of(" \t\r");
-        if (first == std::string::npos) continue;
+        if (first == std::string_view::npos) continue;
         if (text[first] != '{') {
           if (imported.lines_left_out++ == 0) imported.first_left_out = where;
           continue;

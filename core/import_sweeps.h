@@ -23,6 +23,10 @@ struct SweepImport {
   int lines_left_out = 0;
   std::string first_left_out;  // "file:line"
 };
+// A file of sweep lines, read whole up to 256 MiB (a calibration's sweeps
+// are a few MiB): /dev/zero or a binary given by mistake is refused by name.
+Result<std::string> read_sweep_file(const std::string& path);
+
 Result<SweepImport> import_sweep_lines(const std::vector<std::string>& files,
                                        const std::string& store, std::string_view engine,
                                        std::string_view device);

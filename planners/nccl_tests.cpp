@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "core/parse_count.h"
+#include "core/text_file.h"
 #include "planners/collectives.h"
 
 namespace cs::plan {
@@ -189,15 +190,10 @@ Result<NcclTestsLog> parse_nccl_tests(std::string_view text, std::string_view fi
 }
 
 Result<NcclTestsLog> read_nccl_tests(const std::string& path, std::string_view collective) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) {
-    return Error{path + ": is a folder, not an nccl-tests log"};
-  }
-  std::ifstream in(path);
-  if (!in) return Error{path + ": cannot open"};
-  std::stringstream text;
-  text << in.rdbuf();
-  return parse_nccl_tests(text.str(), path, collective);
+  // A sweep to 16 GiB over thousands of ranks logs a few MiB.
+  auto text = read_text_file(path, std::size_t{64} << 20, "an nccl-tests log");
+  if (!text) return text.error();
+  return parse_nccl_tests(*text, path, collective);
 }
 
 Result<NetworkFit> fit_nccl_tests(const std::vector<NcclTestsLog>& logs,

@@ -241,13 +241,17 @@ std::optional<GpuSpec> datasheet_of(Context& ctx, const std::string& gpu) {
 std::optional<std::pair<std::string, nlohmann::json>> sweep_start_of(
     const std::vector<std::string>& files) {
   for (const std::string& file : files) {
-    std::ifstream in(file);
-    std::string text;
-    while (std::getline(in, text)) {
+    auto contents = take(trace::read_sweep_file(file));
+    std::string_view rest = contents;
+    while (!rest.empty()) {
+      const std::size_t end = rest.find('\n');
+      const std::string_view text = rest.substr(0, end);
+      rest = end == std::string_view::npos ? std::string_view() : rest.substr(end + 1);
       const std::size_t first = text.find_first_not_of(" \t\r");
-      if (first == std::string::npos || text[first] != '{') continue;
+      if (first == std::string_view::npos || text[first] != '{') continue;
       nlohmann::json j = parse_json_text(text);
-      if (j.is_object() && j.value("event", "") == "sweep_start") return std::pair{file, std::move(j)};
+      const auto event = j.is_object() ? j.find("event") : j.end();
+      if (event != j.end() && *event == "sweep_start") return std::pair{file, std::move(j)};
     }
   }
   return std::nullopt;

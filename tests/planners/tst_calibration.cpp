@@ -321,6 +321,8 @@ class TestCalibration : public QObject {
   void importsTheColdSweepOfACpuMachine();
   void refusesBadSweepLines_data();
   void refusesBadSweepLines();
+  void inputsPastTheirBoundAreRefused_data();
+  void inputsPastTheirBoundAreRefused();
   void calibratedOnTheH200PredictsItsRuns_data();
   void calibratedOnTheH200PredictsItsRuns();
   void learnsFromTheGemmKernelsOfTheH200Run();
@@ -2407,6 +2409,39 @@ void TestCalibration::refusesBadSweepLines() {
                         work, work);
   QCOMPARE(r.exit_code, 1);
   QVERIFY2(r.err.contains(message), qPrintable(r.err));
+}
+
+// A device that never ends, or a large binary given by mistake, is refused
+// at a bound: read whole, /dev/zero took all 24 GiB of memory and the kernel
+// killed the command. A start line whose event is not text was an internal
+// error.
+void TestCalibration::inputsPastTheirBoundAreRefused_data() {
+  QTest::addColumn<QStringList>("args");
+  QTest::addColumn<QString>("message");
+  QTest::addRow("nccl-tests log") << QStringList{"--nccl-tests", "/dev/zero", "--link-name", "zero",
+                                                 "--no-save"}
+                                  << "/dev/zero: more than 64 MiB: not an nccl-tests log";
+  QTest::addRow("sweep lines") << QStringList{"--from-sweeps", "/dev/zero", "--out", "@/zero.db"}
+                               << "/dev/zero: more than 256 MiB: not a file of sweep lines";
+  QTest::addRow("an event that is not text")
+      << QStringList{"--from-sweeps", "@/event.jsonl", "--out", "@/event.db"}
+      << "@/event.jsonl: no sweep line (gemm, bandwidth, op, collective)";
+}
+
+void TestCalibration::inputsPastTheirBoundAreRefused() {
+  QFETCH(QStringList, args);
+  QFETCH(QString, message);
+  const QString work = dir_.filePath("bounded");
+  QDir().mkpath(work);
+  QFile f(work + "/event.jsonl");
+  QVERIFY(f.open(QIODevice::WriteOnly | QIODevice::Truncate));
+  f.write("{\"event\":5}\n");
+  f.close();
+  args.replaceInStrings("@", work);
+  const Run r = run_cli(QStringList{"calibrate"} + args, work, work);
+  QCOMPARE(r.exit_code, 1);
+  QVERIFY2(r.err.contains(QString(message).replace("@", work)), qPrintable(r.err));
+  QVERIFY(!QFile::exists(work + "/zero.db"));
 }
 
 // The GPU check's real H200 data (tests/data/gpu): its GEMM and streaming

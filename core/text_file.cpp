@@ -1,0 +1,30 @@
+#include "core/text_file.h"
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+namespace cs {
+
+Result<std::string> read_text_file(const std::string& path, std::size_t max_bytes,
+                                   std::string_view what) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    return Error{path + ": is a folder, not " + std::string(what)};
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Error{path + ": cannot open: " + std::strerror(errno)};
+  std::string text;
+  char piece[1 << 16];
+  while (in.read(piece, sizeof piece) || in.gcount() > 0) {
+    text.append(piece, static_cast<std::size_t>(in.gcount()));
+    if (text.size() > max_bytes) {
+      return Error{path + ": more than " + std::to_string(max_bytes >> 20) + " MiB: not " +
+                   std::string(what)};
+    }
+  }
+  if (in.bad()) return Error{path + ": cannot read: " + std::strerror(errno)};
+  return text;
+}
+
+}  // namespace cs
