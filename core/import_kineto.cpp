@@ -22,8 +22,10 @@
 #include <unordered_map>
 
 #include <nlohmann/json.hpp>
+#include <unistd.h>
 
 #include "core/file_exists.h"
+#include "core/format.h"
 #include "core/json_reader.h"
 #include "core/kernel_names.h"
 #include "core/parse_count.h"
@@ -46,10 +48,25 @@ struct Text {
   std::size_t capacity = 0;
 };
 
-Result<Text> read_possibly_gzipped(const std::string& path) {
+// Half the machine's memory: what the text of one trace may take.
+std::size_t default_max_text_bytes() {
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  if (pages <= 0 || page <= 0) return std::size_t{16} << 30;
+  return static_cast<std::size_t>(pages) * static_cast<std::size_t>(page) / 2;
+}
+
+Error too_large(const std::string& path, std::size_t max_bytes) {
+  return Error{
+      path + ": holds more than " + format_bytes(static_cast<double>(max_bytes)) + " of JSON" +
+      (max_bytes == default_max_text_bytes() ? " (half this machine's memory)" : std::string()) +
+      ": not read; split the trace (the profiler's schedule, one file per rank or step)"};
+}
+
+Result<Text> read_possibly_gzipped(const std::string& path, std::size_t max_bytes) {
   std::error_code ec;
   if (Status there = check_file_exists(path); !there) return there.error();
   const auto size = std::filesystem::file_size(path, ec);
+  if (!ec && size > max_bytes) return too_large(path, max_bytes);
 #if CLUSTERSCOPE_HAVE_ZLIB
   // zlib reads plain files as they are, so one path serves both. The buffer
   // is sized once from the file (or, for gzip, from its trailer's length
@@ -67,6 +84,7 @@ Result<Text> read_possibly_gzipped(const std::string& path) {
                                                      (static_cast<std::size_t>(tail[3]) << 24));
     }
   }
+  expected = std::min(expected, max_bytes);
   gzFile f = gzopen(path.c_str(), "rb");
   if (!f) return Error{path + ": cannot open"};
   gzbuffer(f, 1 << 20);
@@ -75,10 +93,15 @@ Result<Text> read_possibly_gzipped(const std::string& path) {
   out.data.reset(new char[out.capacity]);
   for (;;) {
     if (out.size == out.capacity) {  // the trailer lied (a file of several gzip members)
-      std::unique_ptr<char[]> bigger(new char[out.capacity * 2]);
+      if (out.size > max_bytes) {
+        gzclose(f);
+        return too_large(path, max_bytes);
+      }
+      const std::size_t larger = std::min(out.capacity * 2, max_bytes + 2);
+      std::unique_ptr<char[]> bigger(new char[larger]);
       std::memcpy(bigger.get(), out.data.get(), out.size);
       out.data = std::move(bigger);
-      out.capacity *= 2;
+      out.capacity = larger;
     }
     const std::size_t room = std::min<std::size_t>(out.capacity - out.size, 1u << 30);
     const int n = gzread(f, out.data.get() + out.size, static_cast<unsigned>(room));
@@ -90,6 +113,10 @@ Result<Text> read_possibly_gzipped(const std::string& path) {
     }
     if (n == 0) break;
     out.size += static_cast<std::size_t>(n);
+    if (out.size > max_bytes) {
+      gzclose(f);
+      return too_large(path, max_bytes);
+    }
   }
   // zlib ends a gzip stream cut short like a whole one, and says so only here.
   int code = 0;
@@ -1116,7 +1143,8 @@ bool close_open_array(Text& text) {
 
 Result<ImportReport> import_one_kineto(const std::string& file, const std::string& output,
                                        int file_index, const ImportOptions& options) {
-  auto text = read_possibly_gzipped(file);
+  auto text = read_possibly_gzipped(
+      file, options.max_text_bytes > 0 ? options.max_text_bytes : default_max_text_bytes());
   if (!text) return text.error();
   const std::size_t bytes = text->size;
   const bool closed_array = close_open_array(*text);

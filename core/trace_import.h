@@ -25,6 +25,9 @@ struct ImportOptions {
   ClockAlignment alignment = ClockAlignment::automatic;  // for several files
   std::string title;                                     // default: the first file's name
   WriterOptions writer;
+  // The most bytes of JSON one file may hold, once decompressed (0: half this
+  // machine's memory): a small gzip can hold gigabytes of whitespace.
+  std::size_t max_text_bytes = 0;
 };
 
 struct ImportReport {

@@ -170,6 +170,8 @@ class TestTraceImport : public QObject {
   void kinetoRanksMerged();
   void kinetoBaseTimeAlignsRanks();
   void kinetoPlainJsonAndErrors();
+  void kinetoTextPastItsBound_data();
+  void kinetoTextPastItsBound();
   void chromeArrayAndDurationEvents_data();
   void chromeArrayAndDurationEvents();
   void formatDetection();
@@ -721,6 +723,54 @@ void TestTraceImport::kinetoBaseTimeAlignsRanks() {
   QVERIFY(negative->warnings.empty());
   QCOMPARE(open_reader(dir.filePath("negative.cstrace").toStdString())->time_range().start_ns,
            -5000000000 + 10000);
+}
+
+// A file is read up to a bound (by default half this machine's memory): a
+// 13 MB gzip of 3 GB of whitespace took 7 GB before it said "no events". The
+// bound holds whatever the gzip trailer says, and for several members.
+void TestTraceImport::kinetoTextPastItsBound_data() {
+  QTest::addColumn<QString>("kind");
+  QTest::addRow("plain") << "plain";
+  QTest::addRow("gzip") << "gzip";
+  QTest::addRow("gzip of two members") << "members";
+}
+
+void TestTraceImport::kinetoTextPastItsBound() {
+  QFETCH(QString, kind);
+  QTemporaryDir dir;
+  const QByteArray padding(3 << 20, ' ');
+  const QByteArray head =
+      R"({"traceEvents":[{"ph":"X","name":"k","ts":1,"dur":1,"pid":0,"tid":0}],)";
+  const std::string path = dir.filePath(kind == "plain" ? "big.json" : "big.json.gz").toStdString();
+  if (kind == "plain") {
+    QFile f(QString::fromStdString(path));
+    QVERIFY(f.open(QIODevice::WriteOnly));
+    f.write(head + padding + R"("x":1})");
+  } else {
+    for (int member = 0; member < (kind == "members" ? 2 : 1); ++member) {
+      gzFile out = gzopen(path.c_str(), member == 0 ? "wb" : "ab");
+      QVERIFY(out);
+      const QByteArray tail = padding + R"("x":1})";
+      const QByteArray part = kind == "gzip" ? head + tail : member == 0 ? head : tail;
+      QVERIFY(gzwrite(out, part.constData(), static_cast<unsigned>(part.size())) > 0);
+      gzclose(out);
+    }
+  }
+  cs::trace::ImportOptions options;
+  options.max_text_bytes = std::size_t{1} << 20;
+  const std::string out = dir.filePath("big.cstrace").toStdString();
+  auto refused = import_traces({path}, out, options);
+  QVERIFY(!refused);
+  QVERIFY2(refused.message() == path +
+                                    ": holds more than 1.00 MiB of JSON: not read; split the "
+                                    "trace (the profiler's schedule, one file per rank or step)",
+           refused.message().c_str());
+  QVERIFY(!std::filesystem::exists(out));
+  // Under the bound it is read.
+  options.max_text_bytes = std::size_t{8} << 20;
+  auto read = import_traces({path}, out, options);
+  QVERIFY2(read, read ? "" : read.message().c_str());
+  QCOMPARE(read->events, std::int64_t{1});
 }
 
 void TestTraceImport::kinetoPlainJsonAndErrors() {
