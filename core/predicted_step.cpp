@@ -76,9 +76,16 @@ Result<PredictedStep> read_predicted_step(std::string_view text, std::string_vie
   if (!parsed) return parsed.error();
   json j = std::move(parsed).value();
   PredictedStep p;
+  // Times a planner can give: an edited or imported store's -0.3 s step or
+  // 1e308 s part printed as a prediction ("-300 ms", "1157... days").
+  constexpr double kMostSeconds = 1e9;
   if (!j.contains("step_seconds") || !j["step_seconds"].is_number())
     return Error{at + ": /step_seconds: must be a number"};
   p.step_seconds = j["step_seconds"].get<double>();
+  if (!(p.step_seconds > 0 && p.step_seconds <= kMostSeconds)) {
+    return Error{at + ": /step_seconds: must be > 0 and at most 1e9 seconds (got " +
+                 number_text(p.step_seconds) + ")"};
+  }
   for (const Group& g : kGroups) {
     if (!j.contains(g.key)) continue;
     const std::string pointer = json_pointer_append("", g.key);
@@ -87,7 +94,12 @@ Result<PredictedStep> read_predicted_step(std::string_view text, std::string_vie
       if (!value.is_number())
         return Error{at + ": " + json_pointer_append(pointer, key) +
                      ": must be a number of seconds"};
-      (p.*g.member)[key] = value.get<double>();
+      const double seconds = value.get<double>();
+      if (!(seconds >= 0 && seconds <= kMostSeconds)) {
+        return Error{at + ": " + json_pointer_append(pointer, key) +
+                     ": must be from 0 to 1e9 seconds (got " + number_text(seconds) + ")"};
+      }
+      (p.*g.member)[key] = seconds;
     }
   }
   if (j.contains("pipeline")) {

@@ -143,6 +143,14 @@ void TestPredictedStep::errorsNameThePointer_data() {
   QTest::addRow("breakdown part as list")
       << R"({"step_seconds": 1, "breakdown": {"compute.gemm": [1]}})"
       << "/breakdown/compute.gemm: must be a number of seconds";
+  // Out of any planner's range: printed as if predicted.
+  QTest::addRow("negative step") << R"({"step_seconds": -0.3})"
+                                 << "/step_seconds: must be > 0 and at most 1e9 seconds (got -0.3)";
+  QTest::addRow("negative category")
+      << R"({"step_seconds": 1, "categories": {"compute": -5}})"
+      << "/categories/compute: must be from 0 to 1e9 seconds (got -5)";
+  QTest::addRow("part of 1e308 s") << R"({"step_seconds": 1, "parts": {"mlp": 1e308}})"
+                                   << "/parts/mlp: must be from 0 to 1e9 seconds (got 1e+308)";
   QTest::addRow("part name escaped") << R"({"step_seconds": 1, "parts": {"a/b~c": true}})"
                                      << "/parts/a~1b~0c: must be a number of seconds";
   QTest::addRow("parts not an object") << R"({"step_seconds": 1, "parts": [1]})"
