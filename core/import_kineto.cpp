@@ -1208,11 +1208,17 @@ Result<ImportReport> import_one_kineto(const std::string& file, const std::strin
   }
 
   // As an Nsight export with nothing in it: an empty store helps no one.
+  // Events left out say why, or the file seemed to hold none.
   if (h.events.empty()) {
+    std::string left_out;
+    for (const auto& [what, n] : h.skipped) {
+      left_out +=
+          (left_out.empty() ? "; left out: " : ", ") + what + " (" + std::to_string(n) + ")";
+    }
     return Error{file +
                  ": no events to import (its traceEvents hold no complete events, ph X or "
-                 "a B/E pair" +
-                 (h.counters.empty() ? std::string() : ", only counters") + ")"};
+                 "a B/E pair, that can be read" +
+                 (h.counters.empty() ? std::string() : ", only counters") + left_out + ")"};
   }
   if (own_export) return import_own_export(h, file, output, options, std::move(report));
   if (!h.counters.empty())

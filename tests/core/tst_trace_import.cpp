@@ -827,6 +827,20 @@ void TestTraceImport::kinetoPlainJsonAndErrors() {
   QVERIFY2(QString::fromStdString(none.message()).contains(": no events to import"),
            none.message().c_str());
   QVERIFY(!std::filesystem::exists(empty_out));
+  // Events there but none readable: why each was left out (it said the
+  // file held no complete events, which it did).
+  const std::string unreadable =
+      write("unreadable.json",
+            R"({"traceEvents": [{"ph":"X","name":"k","ts":10,"dur":-5,"pid":0,"tid":0},)"
+            R"({"ph":"X","name":"k","ts":"abc","dur":5,"pid":0,"tid":0}]})");
+  auto unread = import_kineto({unreadable}, dir.filePath("u.cstrace").toStdString());
+  QVERIFY(!unread);
+  QVERIFY2(unread.message() ==
+               unreadable +
+                   ": no events to import (its traceEvents hold no complete events, ph X or a B/E "
+                   "pair, that can be read; left out: events with a negative dur (1), events "
+                   "with a ts or dur that is not a number (1))",
+           unread.message().c_str());
   // A gzip trace cut in half: said as such (it read "not valid JSON at byte
   // 790353", as if the trace were broken rather than the file).
   {
