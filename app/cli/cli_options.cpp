@@ -11,6 +11,7 @@
 #include "app/cli/context.h"
 #include "core/json_reader.h"
 #include "core/model_json.h"
+#include "core/parse_count.h"
 
 namespace cs::cli {
 
@@ -36,6 +37,17 @@ const CLI::Validator& positive_int() {
 
 const CLI::Validator& non_negative_number() {
   static const CLI::Validator check = number_in(Range::non_negative(), "NONNEGATIVE");
+  return check;
+}
+
+const CLI::Validator& seed_number() {
+  // Whole and within 64 bits: CLI11 made 1e30 the largest seed, silently.
+  static const CLI::Validator check(
+      [](std::string& text) -> std::string {
+        if (parse_count<std::uint64_t>(text)) return {};
+        return "must be a whole number from 0 to 18446744073709551615 (got " + text + ")";
+      },
+      "SEED");
   return check;
 }
 

@@ -29,6 +29,8 @@ const CLI::Validator& positive_number();
 // A count that fits an int: "--seq: must be > 0 and <= 2147483647 (got 99999999999)".
 const CLI::Validator& positive_int();
 const CLI::Validator& non_negative_number();
+// A seed: a whole number that fits 64 bits.
+const CLI::Validator& seed_number();
 // A number the range holds: "--bandwidth: must be > 0 and <= 1e+06 (got 1e-300)".
 CLI::Validator number_within(const Range& range);
 CLI::Validator integer_between(std::int64_t lo, std::int64_t hi);

@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <limits>
 #include <map>
 #include <mutex>
 
@@ -526,9 +527,11 @@ void register_run(CLI::App& app, Context& ctx) {
       ->check(integer_between(1, kMaxSweepRanks));
   cmd->add_option("-o,--out,--output", options->out, "The run store (default run-<date>-<time>.db)");
   cmd->add_option("--title", options->title, "Title of the run");
-  cmd->add_option("--lr", options->lr, "AdamW learning rate")->check(positive_number());
+  // The engines keep the rate as a float: past its range it became inf.
+  cmd->add_option("--lr", options->lr, "AdamW learning rate")
+      ->check(number_within({0, std::numeric_limits<float>::max(), true}));
   cmd->add_option("--seed", options->seed, "Seed of the initial weights and the data order")
-      ->check(non_negative_number());
+      ->check(seed_number());
   cmd->add_option("--hostfile", options->hostfile, "Run on the hosts of an Open MPI hostfile");
   cmd->add_flag("--slurm", options->slurm, "Write a Slurm batch script and submit it with sbatch");
   cmd->add_option("--slurm-partition", options->slurm_options.partition, "Slurm partition");

@@ -300,8 +300,16 @@ void TestRunCli::userErrors_data() {
                                      << "BAD_HOSTFILE:1: \"node;reboot\" is not a host name";
   QTest::addRow("{rank} in --out") << QStringList{"--out", "r{rank}.db"} << 1
                                    << "{rank} is not replaced there";
-  QTest::addRow("negative seed") << QStringList{"--seed", "-1"} << 2
-                                 << "--seed: must be >= 0 (got -1)";
+  QTest::addRow("negative seed")
+      << QStringList{"--seed", "-1"} << 2
+      << "--seed: must be a whole number from 0 to 18446744073709551615 (got -1)";
+  // Past 64 bits it ran with the largest seed, silently.
+  QTest::addRow("seed past 64 bits")
+      << QStringList{"--seed", "99999999999999999999999"} << 2
+      << "--seed: must be a whole number from 0 to 18446744073709551615 (got 9999";
+  // Past a float the engines' rate was inf, and every rank diverged.
+  QTest::addRow("learning rate past a float")
+      << QStringList{"--lr", "1e300"} << 2 << "--lr: must be > 0 and <= 3.40282e+38 (got 1e300)";
 }
 
 void TestRunCli::userErrors() {
