@@ -143,6 +143,7 @@ void read_gpu(const json& j, const std::string& ptr, Diagnostics& d, GpuSpec& g)
   check_kind(r, DocumentKind::gpu);
   r.name("name", g.name);
   r.text("display_name", g.display_name);
+  if (g.display_name.empty()) g.display_name = g.name;  // what every view prints
   r.text("vendor", g.vendor);
   r.text("architecture", g.architecture);
   scaled(r, "memory_gib", g.memory_bytes, kGiB, kLimits.memory_gib, true);
@@ -218,6 +219,7 @@ void read_link(const json& j, const std::string& ptr, Diagnostics& d, Link& l) {
   check_kind(r, DocumentKind::link);
   r.name("name", l.name);
   r.text("display_name", l.display_name);
+  if (l.display_name.empty()) l.display_name = l.name;  // what every view prints
   r.choice("type", l.kind, kLinkKindNames, true);
   scaled(r, "bandwidth_gbps", l.bandwidth, kGbitToBytes, kLimits.link_gbps, true);
   scaled(r, "latency_us", l.latency, kMicro, kLimits.microseconds, true);
@@ -264,6 +266,7 @@ void read_cluster(const json& j, const std::string& ptr, Diagnostics& d, Cluster
   check_kind(r, DocumentKind::cluster);
   r.name("name", c.name);
   r.text("display_name", c.display_name);
+  if (c.display_name.empty()) c.display_name = c.name;  // what every view prints
   r.integer("nodes", c.nodes, Range::between(1, Cluster::kMaxNodes), true);
   r.integer("gpus_per_node", c.gpus_per_node, Range::between(0, Cluster::kMaxGpusPerNode), true);
 
@@ -311,6 +314,7 @@ void read_workload(const json& j, const std::string& ptr, Diagnostics& d, Worklo
   check_kind(r, DocumentKind::workload);
   r.name("name", w.name);
   r.text("display_name", w.display_name);
+  if (w.display_name.empty()) w.display_name = w.name;  // what every view prints
   r.choice("type", w.kind, kWorkloadKindNames);
   r.choice("optimizer", w.optimizer, kOptimizerNames);
   r.text("source", w.source);

@@ -78,9 +78,11 @@ void refuse_if_damaged(const TraceReader& reader) {
 std::string ms(std::int64_t ns) {
   return format_fixed(static_cast<double>(ns) / 1e6, 3);
 }
+// "12.5%", or "-" of nothing (a rank without device work has no span).
 std::string pct(std::int64_t part, std::int64_t whole) {
-  return whole > 0 ? format_fixed(100.0 * static_cast<double>(part) / static_cast<double>(whole), 1)
-                   : "-";
+  return whole > 0
+             ? format_fixed(100.0 * static_cast<double>(part) / static_cast<double>(whole), 1) + "%"
+             : "-";
 }
 std::string shorten(const std::string& s, std::size_t n) {
   return s.size() <= n ? s : s.substr(0, n - 3) + "...";
@@ -444,18 +446,28 @@ void print_stats(const StatsOptions& o, Context& ctx, const std::unique_ptr<Trac
                "host wait", "idle other", "steps"});
   for (std::size_t i = 0; i < 11; ++i)
     t.right_align(i);
+  std::vector<std::string> without_span;
   for (const RankAnalysis& k : a.ranks) {
     const Breakdown& b = k.total;
+    if (b.span_ns <= 0) without_span.push_back(std::to_string(k.rank));
     t.add({std::to_string(k.rank) + (k.gpu ? "" : " cpu"), ms(b.span_ns),
-           pct(b.compute_ns, b.span_ns) + "%", pct(b.communication_ns, b.span_ns) + "%",
-           format_fixed(b.overlap_percent(), 1) + "%",
-           pct(b.exposed_communication_ns, b.span_ns) + "%", pct(b.memory_ns, b.span_ns) + "%",
-           pct(b.idle_ns, b.span_ns) + "%", pct(b.idle_host_wait_ns, b.span_ns) + "%",
-           pct(b.idle_other_ns, b.span_ns) + "%", std::to_string(k.steps.size())});
+           pct(b.compute_ns, b.span_ns), pct(b.communication_ns, b.span_ns),
+           b.span_ns > 0 ? format_fixed(b.overlap_percent(), 1) + "%" : "-",
+           pct(b.exposed_communication_ns, b.span_ns), pct(b.memory_ns, b.span_ns),
+           pct(b.idle_ns, b.span_ns), pct(b.idle_host_wait_ns, b.span_ns),
+           pct(b.idle_other_ns, b.span_ns), std::to_string(k.steps.size())});
   }
   t.print(std::cout);
   std::cout << "  percentages of the span; overlap is the share of communication hidden under "
                "compute\n";
+  if (!without_span.empty()) {
+    std::string ranks;
+    for (const std::string& r : without_span)
+      ranks += (ranks.empty() ? "" : ", ") + r;
+    std::cout << "  " << (without_span.size() == 1 ? "rank " : "ranks ") << ranks
+              << ": no device work recorded (no GPU kernel, copy or engine compute), so no span "
+                 "to share out; its host events are in the timeline (trace export)\n";
+  }
 
   // HTA's kernel launch statistics, where runtime calls launched GPU work.
   if (std::any_of(a.ranks.begin(), a.ranks.end(),
@@ -473,7 +485,7 @@ void print_stats(const StatsOptions& o, Context& ctx, const std::unique_ptr<Trac
       const LaunchStats& s = k.launches;
       if (s.launches == 0) continue;
       auto share = [&](std::int64_t n) {
-        return std::to_string(n) + " (" + pct(n, s.launches) + "%)";
+        return std::to_string(n) + " (" + pct(n, s.launches) + ")";
       };
       l.add({std::to_string(k.rank), std::to_string(s.launches), us(s.call_median_ns),
              us(s.call_p95_ns), us(s.delay_median_ns), us(s.delay_p95_ns), us(s.delay_max_ns),

@@ -46,6 +46,7 @@ class TestTraceCli : public QObject {
 
  private slots:
   void importInfoStats();
+  void rankWithoutDeviceWorkSaysSo();
   void infoJsonGivesMetaTypes_data();
   void infoJsonGivesMetaTypes();
   void exportFormats();
@@ -63,6 +64,27 @@ class TestTraceCli : public QObject {
   void deepMetaIsText();
   void errors();
 };
+
+// A CPU-only profiler trace has no device span to share out: its row says
+// "-" (it said "-%" in every column) and a line says why.
+void TestTraceCli::rankWithoutDeviceWorkSaysSo() {
+  QTemporaryDir dir;
+  const QString trace = dir.filePath("cpu.json");
+  QFile f(trace);
+  QVERIFY(f.open(QIODevice::WriteOnly));
+  f.write(R"({"traceEvents":[{"ph":"X","name":"aten::mm","ts":10,"dur":5,"pid":1,"tid":1,)"
+          R"("cat":"cpu_op"}],"distributedInfo":{"rank":0}})");
+  f.close();
+  const QString store = dir.filePath("cpu.cstrace");
+  const Run imported = run_cli({"trace", "import", trace, "-o", store});
+  QVERIFY2(imported.exit_code == 0, qPrintable(imported.err));
+  const Run stats = run_cli({"trace", "stats", store});
+  QVERIFY2(stats.exit_code == 0, qPrintable(stats.err));
+  QVERIFY2(!stats.out.contains("-%"), qPrintable(stats.out));
+  QVERIFY2(stats.out.contains("  rank 0: no device work recorded (no GPU kernel, copy or engine "
+                              "compute), so no span to share out"),
+           qPrintable(stats.out));
+}
 
 void TestTraceCli::importInfoStats() {
   QTemporaryDir dir;

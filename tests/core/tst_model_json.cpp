@@ -56,6 +56,7 @@ class TestModelJson : public QObject {
   void presetsRoundTrip_data();
   void presetsRoundTrip();
   void coldLinkRoundTrip();
+  void displayNameDefaultsToName();
   void optimizerBySizeRoundTrip();
   void planRoundTrip();
   void validationErrors_data();
@@ -117,6 +118,24 @@ void TestModelJson::presetsRoundTrip() {
 
 // A calibrated CPU-engine link keeps its cold figures through JSON; a link
 // without them writes none.
+// A preset without a display name is shown by its name: describe printed
+// "8 x " with nothing after it.
+void TestModelJson::displayNameDefaultsToName() {
+  const auto gpu = cs::gpu_from_json(
+      nlohmann::json::parse(
+          R"({"kind":"gpu","name":"my-gpu","memory_gib":80,)"
+          R"("memory_bandwidth_gb_s":3000,"peak_tflops":{"fp32":60},"source":"x"})"),
+      "gpus.json");
+  QVERIFY2(gpu, gpu ? "" : gpu.message().c_str());
+  QCOMPARE(QString::fromStdString(gpu->display_name), QString("my-gpu"));
+  const auto link = cs::link_from_json(
+      nlohmann::json::parse(R"({"kind":"link","name":"my-link","type":"infiniband",)"
+                            R"("bandwidth_gbps":400,"latency_us":5,"source":"x"})"),
+      "links.json");
+  QVERIFY2(link, link ? "" : link.message().c_str());
+  QCOMPARE(QString::fromStdString(link->display_name), QString("my-link"));
+}
+
 void TestModelJson::coldLinkRoundTrip() {
   cs::Link l = *catalog().find_link("nvlink4");
   QVERIFY(!cs::to_json(l).contains("cold_bandwidth_gbps"));
