@@ -10,7 +10,39 @@ std::size_t width(const std::string& s) {
   return static_cast<std::size_t>(
       std::count_if(s.begin(), s.end(), [](char c) { return (static_cast<unsigned char>(c) & 0xC0) != 0x80; }));
 }
+std::string escaped(const std::string& cell) {
+  if (std::none_of(cell.begin(), cell.end(), [](char c) {
+        const auto u = static_cast<unsigned char>(c);
+        return u < 0x20 || u == 0x7f;
+      }))
+    return cell;
+  static const char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (char c : cell) {
+    const auto u = static_cast<unsigned char>(c);
+    if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\r') {
+      out += "\\r";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (u < 0x20 || u == 0x7f) {
+      out += "\\x";
+      out += kHex[u >> 4];
+      out += kHex[u & 15];
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
 }  // namespace
+
+void TextTable::add(std::vector<std::string> row) {
+  for (std::string& cell : row)
+    cell = escaped(cell);
+  rows_.push_back(std::move(row));
+}
 
 void TextTable::print(std::ostream& out) const {
   std::vector<std::size_t> widths(header_.size(), 0);

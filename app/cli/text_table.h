@@ -12,7 +12,10 @@ class TextTable {
   explicit TextTable(std::vector<std::string> header) : header_(std::move(header)) {}
   // Columns whose cells are numbers are right-aligned.
   void right_align(std::size_t column) { right_.push_back(column); }
-  void add(std::vector<std::string> row) { rows_.push_back(std::move(row)); }
+  // Control characters in a cell (a newline, an escape code in an imported
+  // event's name) are shown escaped, "\n", "\x1b": raw, they split the row or
+  // reached the terminal.
+  void add(std::vector<std::string> row);
   void print(std::ostream& out) const;
 
  private:

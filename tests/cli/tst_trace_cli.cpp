@@ -47,6 +47,7 @@ class TestTraceCli : public QObject {
  private slots:
   void importInfoStats();
   void rankWithoutDeviceWorkSaysSo();
+  void controlCharactersInNamesAreEscaped();
   void infoJsonGivesMetaTypes_data();
   void infoJsonGivesMetaTypes();
   void exportFormats();
@@ -84,6 +85,25 @@ void TestTraceCli::rankWithoutDeviceWorkSaysSo() {
   QVERIFY2(stats.out.contains("  rank 0: no device work recorded (no GPU kernel, copy or engine "
                               "compute), so no span to share out"),
            qPrintable(stats.out));
+}
+
+// An imported name holding a newline or an escape code: raw, it split the
+// table's row and reached the terminal.
+void TestTraceCli::controlCharactersInNamesAreEscaped() {
+  QTemporaryDir dir;
+  const QString trace = dir.filePath("weird.json");
+  QFile f(trace);
+  QVERIFY(f.open(QIODevice::WriteOnly));
+  f.write(R"({"traceEvents":[{"ph":"X","name":"a\nb\r\u0001\u001b[31m","ts":10,"dur":5,)"
+          R"("pid":0,"tid":7,"cat":"kernel"}],"distributedInfo":{"rank":0}})");
+  f.close();
+  const QString store = dir.filePath("weird.cstrace");
+  const Run imported = run_cli({"trace", "import", trace, "-o", store});
+  QVERIFY2(imported.exit_code == 0, qPrintable(imported.err));
+  const Run stats = run_cli({"trace", "stats", store});
+  QVERIFY2(stats.exit_code == 0, qPrintable(stats.err));
+  QVERIFY2(stats.out.contains(R"(a\nb\r\x01\x1b[31m  )"), qPrintable(stats.out));
+  QVERIFY(!stats.out.contains('\x1b') && !stats.out.contains('\r'));
 }
 
 void TestTraceCli::importInfoStats() {
