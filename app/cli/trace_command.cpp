@@ -127,7 +127,7 @@ std::int64_t parse_duration(const std::string& text, const char* option) {
 
 ClockAlignment parse_alignment(const std::string& text) {
   if (auto a = clock_alignment_from_string(text)) return *a;
-  throw CliError("--align: \"" + text + "\" is not one of auto, recorded, collectives, none");
+  throw UsageError("--align: \"" + text + "\" is not one of auto, recorded, collectives, none");
 }
 
 json breakdown_json(const Breakdown& b) {

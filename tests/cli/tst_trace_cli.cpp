@@ -583,8 +583,9 @@ void TestTraceCli::errors_data() {
   QTest::addRow("foreign file") << QStringList{"trace", "stats",
                                                kData + "nsys/saxpy-mpi-cuda.sqlite"}
                                 << 1 << "is not a ClusterScope trace store";
+  // A bad option value, as every other (it exited 1, as a failed merge).
   QTest::addRow("bad align") << QStringList{"trace", "merge", "a", "-o", "b", "--align", "sideways"}
-                             << 1 << "--align: \"sideways\" is not one of";
+                             << 2 << "--align: \"sideways\" is not one of";
   QTest::addRow("bad format") << QStringList{"trace", "export", "a", "-o", "b", "--format", "pdf"}
                               << 2 << "--format";
   QTest::addRow("import nothing") << QStringList{"trace", "import", "-o", "x.cstrace"} << 2
