@@ -41,6 +41,7 @@ std::string number_text(double v) {
 
 bool Range::contains(double v) const {
   if (!std::isfinite(v)) return false;  // no figure is infinite (--tokens inf)
+  if (v != 0 && std::fabs(v) < least_above_zero) return false;
   if (lo_open ? !(v > lo) : !(v >= lo)) return false;
   return v <= hi;
 }
@@ -55,13 +56,22 @@ std::string Range::rule() const {
   return "must be a number";
 }
 
+std::string Range::rule_broken_by(double v) const {
+  if (std::isfinite(v) && v != 0 && std::fabs(v) < least_above_zero) {
+    return least_above_zero > std::numeric_limits<double>::min()
+               ? "must be 0 (none) or at least " + number_text(least_above_zero)
+               : "must be 0 or at least 2.2e-308";
+  }
+  return rule();
+}
+
 std::string Range::broken_by(const std::string& text) const {
   char* end = nullptr;
   const double value = std::strtod(text.c_str(), &end);
   if (text.empty() || end != text.c_str() + text.size() || std::isnan(value))
     return "is not a number (got \"" + text + "\")";
   if (!std::isfinite(value)) return "must be a finite number (got " + text + ")";
-  if (!contains(value)) return rule() + " (got " + text + ")";
+  if (!contains(value)) return rule_broken_by(value) + " (got " + text + ")";
   return {};
 }
 
@@ -117,7 +127,7 @@ void ObjectReader::number(std::string_view key, double& out, Range range, bool r
   }
   const double value = v->get<double>();
   if (!range.contains(value)) {
-    diag_.add(pointer(key), range.rule() + " (got " + number_text(value) + ")");
+    diag_.add(pointer(key), range.rule_broken_by(value) + " (got " + number_text(value) + ")");
     return;
   }
   out = value;

@@ -44,6 +44,10 @@ struct Range {
   double lo = -std::numeric_limits<double>::infinity();
   double hi = std::numeric_limits<double>::infinity();
   bool lo_open = false;
+  // Values strictly between 0 and this are refused: by default the
+  // subnormal doubles (1e-310), which no figure is; a rate whose 0 means
+  // "none" sets the smallest real one.
+  double least_above_zero = std::numeric_limits<double>::min();
 
   static Range any() { return {}; }
   static Range positive() { return {0, std::numeric_limits<double>::infinity(), true}; }
@@ -54,6 +58,8 @@ struct Range {
 
   bool contains(double v) const;
   std::string rule() const;  // "must be > 0", "must be between 0 and 1", ...
+  // The rule `v` breaks: rule(), or "must be 0 (none) or at least 1e-06".
+  std::string rule_broken_by(double v) const;
   // What a number written as `text` (a command-line value) breaks: "must
   // be > 0 (got 0)", "is not a number (got "two")"; empty when it keeps the rule.
   std::string broken_by(const std::string& text) const;

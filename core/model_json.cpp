@@ -31,11 +31,11 @@ constexpr double kGbitToBytes = 1e9 / 8.0;
 // the shape's products stay well inside 64 bits.
 struct Limits {
   Range tflops{1e-6, 1e6};            // 1 MFLOP/s to 1 EFLOP/s
-  Range tflops_or_0{0, 1e6};          // 0: the device has no such path
+  Range tflops_or_0{0, 1e6, false, 1e-6};  // 0: the device has no such path; else >= 1e-6
   Range memory_gib{1.0 / 1024, 1e6};  // 1 MiB to about 1 PiB
   Range memory_gb_s{1e-3, 1e6};       // 1 MB/s to 1 PB/s
   Range link_gbps{1e-3, 1e7};         // 1 Mbit/s to 10 Pbit/s
-  Range link_gbps_or_0{0, 1e7};       // 0: not measured
+  Range link_gbps_or_0{0, 1e7, false, 1e-3};  // 0: not measured; else >= 1e-3
   Range microseconds{0, 1e7};         // up to 10 s
   Range nanoseconds{0, 1e12};         // up to 1000 s
   Range gflop{0, 1e9};
@@ -47,21 +47,9 @@ struct Limits {
   Range bytes{1, 1e15};
 };
 const Limits kLimits;
-// A rate of 0 says "none"; above 0 it must be at least the smallest real one.
-constexpr double kSmallestTflops = 1e-6;
-constexpr double kSmallestGbps = 1e-3;
 constexpr int kMaxLayers = 1 << 16;
 constexpr int kMaxWidth = 1 << 20;   // hidden size, heads
 constexpr int kMaxLength = 1 << 24;  // sequence, vocabulary, MLP width
-
-// A figure where 0 means "none": any other value must be at least `smallest`.
-void zero_or_at_least(ObjectReader& r, std::string_view key, double value_in_unit,
-                      double smallest) {
-  if (value_in_unit > 0 && value_in_unit < smallest) {
-    r.diagnostics().add(r.pointer(key), "must be 0 (none) or at least " + number_text(smallest) +
-                                            " (got " + number_text(value_in_unit) + ")");
-  }
-}
 
 using DocNames = Named<DocumentKind>;
 constexpr auto kDocumentKindNames = enum_names<DocumentKind>(
@@ -152,15 +140,10 @@ void read_gpu(const json& j, const std::string& ptr, Diagnostics& d, GpuSpec& g)
     ObjectReader pr(*p, r.pointer("peak_tflops"), d);
     scaled(pr, "fp32", g.peak.fp32, kTera, kLimits.tflops, true);
     scaled(pr, "tf32", g.peak.tf32, kTera, kLimits.tflops_or_0);
-    zero_or_at_least(pr, "tf32", g.peak.tf32 / kTera, kSmallestTflops);
     scaled(pr, "bf16", g.peak.bf16, kTera, kLimits.tflops_or_0);
-    zero_or_at_least(pr, "bf16", g.peak.bf16 / kTera, kSmallestTflops);
     scaled(pr, "fp16", g.peak.fp16, kTera, kLimits.tflops_or_0);
-    zero_or_at_least(pr, "fp16", g.peak.fp16 / kTera, kSmallestTflops);
     scaled(pr, "fp8", g.peak.fp8, kTera, kLimits.tflops_or_0);
-    zero_or_at_least(pr, "fp8", g.peak.fp8 / kTera, kSmallestTflops);
     scaled(pr, "int8", g.peak.int8, kTera, kLimits.tflops_or_0);
-    zero_or_at_least(pr, "int8", g.peak.int8 / kTera, kSmallestTflops);
     pr.finish();
   }
   r.number("tdp_watts", g.tdp_watts, kLimits.watts);
@@ -225,7 +208,6 @@ void read_link(const json& j, const std::string& ptr, Diagnostics& d, Link& l) {
   scaled(r, "latency_us", l.latency, kMicro, kLimits.microseconds, true);
   r.number("efficiency", l.efficiency, Range::fraction());
   scaled(r, "cold_bandwidth_gbps", l.cold_bandwidth, kGbitToBytes, kLimits.link_gbps_or_0, false);
-  zero_or_at_least(r, "cold_bandwidth_gbps", l.cold_bandwidth / kGbitToBytes, kSmallestGbps);
   scaled(r, "cold_latency_us", l.cold_latency, kMicro, kLimits.microseconds, false);
   if (const json* sizes = r.field("cold_by_size", false))
     read_link_by_size(*sizes, r.pointer("cold_by_size"), d, l.cold_by_size);

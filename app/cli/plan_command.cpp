@@ -122,9 +122,10 @@ void print_text(const Plan& plan, const plan::Estimate& e) {
 
   const plan::TrainingCost& r = e.training;
   if (r.steps > 0) {
-    std::cout << (e.inference ? "The workload's tokens, one forward pass each: "
-                              : "Training run: ")
-              << format_count(r.steps) << (e.inference ? " passes, " : " steps, ")
+    std::cout << (e.inference ? "The workload's tokens, one forward pass each: " : "Training run: ")
+              << format_count(r.steps)
+              << (e.inference ? (r.steps == 1 ? " pass, " : " passes, ")
+                              : (r.steps == 1 ? " step, " : " steps, "))
               << format_seconds(r.seconds) << ", " << amount(r.gpu_hours) << " GPU-hours";
     if (r.cost_usd > 0) std::cout << ", $" << amount(r.cost_usd);
     std::cout << ", " << amount(r.energy_kwh) << " kWh\n";

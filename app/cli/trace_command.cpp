@@ -462,8 +462,8 @@ void print_stats(const StatsOptions& o, Context& ctx, const std::unique_ptr<Trac
                "compute\n";
   if (!without_span.empty()) {
     std::string ranks;
-    for (const std::string& r : without_span)
-      ranks += (ranks.empty() ? "" : ", ") + r;
+    for (const std::string& rank : without_span)
+      ranks += (ranks.empty() ? "" : ", ") + rank;
     std::cout << "  " << (without_span.size() == 1 ? "rank " : "ranks ") << ranks
               << ": no device work recorded (no GPU kernel, copy or engine compute), so no span "
                  "to share out; its host events are in the timeline (trace export)\n";

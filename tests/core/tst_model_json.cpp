@@ -322,6 +322,11 @@ void TestModelJson::validationErrors_data() {
       << R"({"name": "g", "memory_gib": 80, "memory_bandwidth_gb_s": 2000,
             "peak_tflops": {"fp32": 1, "bf16": 1e-310}})"
       << "gpu.json: /peak_tflops/bf16: must be 0 (none) or at least 1e-06 (got 1e-310)";
+  // A subnormal where 0 is allowed, any figure: the documents say it is refused.
+  QTest::addRow("link latency subnormal")
+      << "link"
+      << R"({"name": "l", "type": "infiniband", "bandwidth_gbps": 400, "latency_us": 1e-310})"
+      << "link.json: /latency_us: must be 0 or at least 2.2e-308 (got 1e-310)";
   QTest::addRow("link bandwidth subnormal") << "link"
       << R"({"name": "l", "type": "infiniband", "bandwidth_gbps": 1e-300, "latency_us": 6})"
       << "link.json: /bandwidth_gbps: must be between 0.001 and 10000000 (got 1e-300)";

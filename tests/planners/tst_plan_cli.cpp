@@ -127,6 +127,11 @@ void TestPlanCli::planText() {
   QVERIFY2(xl.out.contains("the planner's data-parallel communication (by link tier, bucketed) " +
                            reduction.captured(1)),
            qPrintable(xl.out));
+  // One step is said so ("1 steps").
+  const Run one =
+      run_cli({"plan", "--cluster", "dgx-h100-8", "--model", "gpt2-small", "--tokens", "1000"});
+  QVERIFY2(one.exit_code == 0, qPrintable(one.err));
+  QVERIFY2(one.out.contains("Training run: 1 step, "), qPrintable(one.out));
   // An inference plan passes the tokens forward once: no training run, no
   // 6PD (training's forward and backward).
   const Run serving = run_cli({"plan", "--cluster", "dgx-a100-64", "--model", "gpt3-175b", "--tp",
