@@ -38,7 +38,7 @@ nlohmann::json totals_json(const ClusterTotals& t) {
 }
 
 void print_text(const Cluster& c, const ClusterTotals& t) {
-  if (c.display_name.empty()) {
+  if (c.display_name.empty() || c.display_name == c.name) {
     std::cout << c.name << '\n';
   } else {
     std::cout << c.display_name << " (" << c.name << ")\n";
