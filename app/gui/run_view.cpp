@@ -287,8 +287,9 @@ RunView::RunView(QWidget* parent) : QWidget(parent) {
 
   auto* timelines = new QWidget(splitter);
   // Docked beside the other panels, the lanes kept a few rows at least
-  // (the tabs below took the height and left them 68 px).
-  timelines->setMinimumHeight(160);
+  // (the tabs below took the height and left them 68 px); no more, since the
+  // dock's minimum is the bottom area's, and the window's (it was 1417 px).
+  timelines->setMinimumHeight(90);
   auto* timelines_layout = new QVBoxLayout(timelines);
   timelines_layout->setContentsMargins(0, 0, 0, 0);
   auto* scroll = new QScrollArea(timelines);
@@ -351,7 +352,7 @@ RunView::RunView(QWidget* parent) : QWidget(parent) {
   chart_ = new QChartView(tabs_);
   chart_->setObjectName(QStringLiteral("run_breakdown_chart"));
   chart_->setRenderHint(QPainter::Antialiasing);
-  chart_->setMinimumHeight(200);
+  chart_->setMinimumHeight(120);
   tabs_->addTab(chart_, tr("Breakdown"));
 
   rank_table_ = new QTableWidget(tabs_);
@@ -367,10 +368,13 @@ RunView::RunView(QWidget* parent) : QWidget(parent) {
   filter_->setObjectName(QStringLiteral("run_filter"));
   filter_->setPlaceholderText(tr("Filter kernels and collectives by name"));
   filter_->setClearButtonEnabled(true);
-  summaries_layout->addWidget(filter_);
   summaries_scope_ = new QLabel(tr("The whole run"), summaries);
   summaries_scope_->setObjectName(QStringLiteral("run_summaries_scope"));
-  summaries_layout->addWidget(summaries_scope_);
+  // The scope beside the filter, not under it: a line less of the dock's minimum.
+  auto* filter_row = new QHBoxLayout;
+  filter_row->addWidget(filter_, 1);
+  filter_row->addWidget(summaries_scope_);
+  summaries_layout->addLayout(filter_row);
   auto* summary_split = new QSplitter(Qt::Vertical, summaries);
   auto* summary_tabs = new QTabWidget(summary_split);
   kernel_model_ = new QStandardItemModel(this);
@@ -395,6 +399,8 @@ RunView::RunView(QWidget* parent) : QWidget(parent) {
     view->verticalHeader()->hide();
     view->horizontalHeader()->setStretchLastSection(true);
     view->setTextElideMode(Qt::ElideMiddle);
+    // A few rows: the page's minimum is the Run dock's, and so the window's.
+    view->setMinimumHeight(48);
   }
   kernel_view_->setModel(kernel_proxy_);
   collective_view_->setModel(collective_proxy_);
@@ -414,6 +420,7 @@ RunView::RunView(QWidget* parent) : QWidget(parent) {
   instances_->verticalHeader()->hide();
   instances_->horizontalHeader()->setSortIndicator(1, Qt::AscendingOrder);
   instances_->setSortingEnabled(true);
+  instances_->setMinimumHeight(48);
   instances_layout->addWidget(instances_, 1);
   summaries_layout->addWidget(summary_split, 1);
   tabs_->addTab(summaries, tr("Kernels and communication"));

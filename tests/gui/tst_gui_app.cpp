@@ -71,6 +71,7 @@ class TestGuiApp : public QObject {
   void initTestCase();
   void cleanupTestCase();
   void defaultProjectShown();
+  void fitsA1280x800Screen();
   void editClusterChangesEstimate();
   void badValueMarkedAtField();
   void topologyFoldsThousandsOfNodes();
@@ -152,6 +153,21 @@ void TestGuiApp::defaultProjectShown() {
            QStringLiteral("8"));
   QCOMPARE(window_->workloadPanel()->field(QStringLiteral("/layers"))->text(),
            QStringLiteral("32"));
+}
+
+// A laptop's screen holds the default layout: the docks' minimums once made
+// the window at least 1417 px tall.
+void TestGuiApp::fitsA1280x800Screen() {
+  const QSize before = window_->size();
+  auto restore = qScopeGuard([&] {
+    window_->resize(before);
+    QCoreApplication::processEvents();
+  });
+  const int minimum = window_->minimumSizeHint().height();
+  QVERIFY2(minimum <= 760, qPrintable(QStringLiteral("minimum height %1 px").arg(minimum)));
+  window_->resize(1280, 800);
+  QCoreApplication::processEvents();
+  QTRY_COMPARE(window_->size(), QSize(1280, 800));
 }
 
 void TestGuiApp::editClusterChangesEstimate() {
