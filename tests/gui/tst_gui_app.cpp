@@ -26,6 +26,8 @@
 #include <QPushButton>
 #include <QScatterSeries>
 #include <QScopeGuard>
+#include <QScrollArea>
+#include <QScrollBar>
 #include <QSignalSpy>
 #include <QSpinBox>
 #include <QStatusBar>
@@ -72,6 +74,7 @@ class TestGuiApp : public QObject {
   void cleanupTestCase();
   void defaultProjectShown();
   void fitsA1280x800Screen();
+  void estimateFitsItsColumn();
   void editClusterChangesEstimate();
   void badValueMarkedAtField();
   void topologyFoldsThousandsOfNodes();
@@ -168,6 +171,45 @@ void TestGuiApp::fitsA1280x800Screen() {
   window_->resize(1280, 800);
   QCoreApplication::processEvents();
   QTRY_COMPARE(window_->size(), QSize(1280, 800));
+}
+
+// At 1280 px the centre column of the default layout is about 550 px wide:
+// a fixed grid of 4 headline tiles was wider, cut "26.1 GiB / 80.0 Gi" and
+// the bars' totals, and put a horizontal scroll bar under the estimate.
+void TestGuiApp::estimateFitsItsColumn() {
+  const QSize before = window_->size();
+  auto restore = qScopeGuard([&] {
+    window_->resize(before);
+    QCoreApplication::processEvents();
+  });
+  window_->resize(1280, 800);
+  waitForEstimate();
+  EstimateView* v = window_->estimateView();
+  QScrollArea* area = nullptr;
+  for (QWidget* w = v->parentWidget(); w && !area; w = w->parentWidget())
+    area = qobject_cast<QScrollArea*>(w);
+  QVERIFY(area);
+  QTRY_COMPARE(v->width(), area->viewport()->width());
+  const int column = area->viewport()->width();
+  QVERIFY2(v->minimumSizeHint().width() <= column,
+           qPrintable(QStringLiteral("%1 px in %2").arg(v->minimumSizeHint().width()).arg(column)));
+  QVERIFY(!area->horizontalScrollBar()->isVisible());
+  QVERIFY(v->headlineColumns() >= 2);
+  for (const char* key : {"tokens_per_second", "mfu", "step_time", "time_to_train", "gpu_hours",
+                          "cost", "energy", "memory"}) {
+    QLabel* label = v->headline(QString::fromLatin1(key));
+    const int right = label->mapTo(v, QPoint(label->width(), 0)).x();
+    QVERIFY2(label->width() >= label->sizeHint().width() && right <= column,
+             qPrintable(QStringLiteral("%1: %2 px of %3, to %4 of %5")
+                            .arg(QString::fromLatin1(key))
+                            .arg(label->width())
+                            .arg(label->sizeHint().width())
+                            .arg(right)
+                            .arg(column)));
+  }
+  // The bars draw their totals inside their own width.
+  for (QWidget* bar : {static_cast<QWidget*>(v->memoryBar()), static_cast<QWidget*>(v->timeBar())})
+    QVERIFY(bar->mapTo(v, QPoint(bar->width(), 0)).x() <= column);
 }
 
 void TestGuiApp::editClusterChangesEstimate() {
