@@ -23,7 +23,7 @@ QString q(const std::string& s) {
 
 struct Tile {
   const char* key;
-  const char* caption;
+  const char* caption;  // until the first estimate says which (samples/s, forward pass)
 };
 constexpr Tile kTiles[] = {
     {"tokens_per_second", "tokens/s"},
@@ -281,6 +281,8 @@ void EstimateView::showAnalysis(const std::shared_ptr<const PlanAnalysis>& a) {
   for (const Tile& tile : kTiles) {
     QLabel* label = headlines_[QString::fromLatin1(tile.key)];
     label->setText(figures[std::size_t(i)].second);
+    // The caption the figure has: samples/s for a CNN, forward pass for inference.
+    captions_[QString::fromLatin1(tile.key)]->setText(figures[std::size_t(i)].first);
     if (QString::fromLatin1(tile.key) == QLatin1String("memory")) {
       label->setStyleSheet(e.fits ? QString() : QStringLiteral("color: #d03030;"));
     }

@@ -83,6 +83,7 @@ class TestGuiApp : public QObject {
   void newPlanInAProjectWithNone();
   void planControlsShowValidValues();
   void costTileSaysWhyThereIsNoCost();
+  void captionsFollowTheWorkload();
   void impossiblePlanShowsWhy();
   void searchPickAndCompare();
   void staleSearchDropped();
@@ -550,6 +551,59 @@ void TestGuiApp::costTileSaysWhyThereIsNoCost() {
   cs::Plan no_price = plan.value();
   no_price.cluster.price_per_gpu_hour = 0;
   QCOMPARE(cost_of(no_price), QStringLiteral("no price"));
+}
+
+// A CNN's throughput is in samples, an inference plan's step a forward pass:
+// the captions under the figures say so, as the report does (the window's
+// said "tokens/s" under 200 k samples/s of ResNet-50).
+void TestGuiApp::captionsFollowTheWorkload() {
+  QUndoStack* undo = window_->workspace()->undoStack();
+  const int index = undo->index();
+  EstimateView* v = window_->estimateView();
+  auto caption = [v](const char* key) { return v->caption(QString::fromLatin1(key))->text(); };
+  QCOMPARE(caption("tokens_per_second"), QStringLiteral("tokens/s"));
+  QCOMPARE(caption("step_time"), QStringLiteral("step time"));
+
+  QVERIFY(window_->workloadPanel()->applyPreset(QStringLiteral("resnet50")));
+  Project after = window_->workspace()->project();
+  cs::ParallelPlan& p = after.current()->parallel;
+  p.tp = 1;
+  p.pp = 1;
+  p.dp = 32;
+  p.virtual_stages = 1;
+  p.sequence_parallel = false;
+  p.micro_batch = 32;
+  p.global_batch = 1024;
+  p.recompute = cs::Recompute::none;
+  window_->workspace()->edit(QStringLiteral("data parallel"), std::move(after));
+  waitForEstimate();
+  auto a = window_->analysis()->latest();
+  QVERIFY2(a && a->estimate, a ? qPrintable(QString::fromStdString(a->error)) : "no analysis");
+  QCOMPARE(caption("tokens_per_second"), QStringLiteral("samples/s"));
+  QCOMPARE(headline("tokens_per_second"),
+           QString::fromStdString(cs::format_count(a->estimate->throughput.samples_per_second)));
+
+  // The plan explorer's throughput column and chart say samples too.
+  PlanExplorer* explorer = window_->explorer();
+  explorer->runSearch();
+  QTRY_VERIFY_WITH_TIMEOUT(!explorer->running(), 180000);
+  QVERIFY(explorer->table()->model()->rowCount() > 0);
+  QCOMPARE(
+      explorer->table()->model()->headerData(RankedPlanModel::tokens_per_second, Qt::Horizontal),
+      QVariant(QStringLiteral("samples/s")));
+
+  // Inference: one forward pass, not a training step.
+  window_->planPanel()->setControl(Control::precision, int(cs::Precision::int8));
+  waitForEstimate();
+  a = window_->analysis()->latest();
+  QVERIFY(a && a->estimate && a->estimate->inference);
+  QCOMPARE(caption("step_time"), QStringLiteral("forward pass"));
+  QCOMPARE(caption("time_to_train"), QStringLiteral("time for the tokens"));
+
+  undo->setIndex(index);
+  waitForEstimate();
+  QCOMPARE(caption("tokens_per_second"), QStringLiteral("tokens/s"));
+  QCOMPARE(caption("step_time"), QStringLiteral("step time"));
 }
 
 void TestGuiApp::impossiblePlanShowsWhy() {
