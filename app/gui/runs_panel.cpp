@@ -8,6 +8,7 @@
 #include <QDir>
 #include <QFileInfo>
 #include <QFormLayout>
+#include <QGraphicsLayout>
 #include <QHBoxLayout>
 #include <QHeaderView>
 #include <QLabel>
@@ -60,9 +61,12 @@ QChartView* lineChart(const QString& title, const QString& unit, QLineSeries* se
     axis->setTitleText(unit);
   for (QAbstractAxis* axis : chart->axes(Qt::Horizontal))
     axis->setTitleText(QObject::tr("step"));
+  // Room for the axes' labels: at 160 px Qt Charts elided each to "…".
+  chart->setMargins(QMargins(4, 4, 4, 4));
+  chart->layout()->setContentsMargins(0, 0, 0, 0);
   auto* view = new QChartView(chart, parent);
   view->setRenderHint(QPainter::Antialiasing);
-  view->setMinimumHeight(160);
+  view->setMinimumHeight(220);
   return view;
 }
 

@@ -75,6 +75,7 @@ class TestGuiApp : public QObject {
   void defaultProjectShown();
   void fitsA1280x800Screen();
   void estimateFitsItsColumn();
+  void formLabelsWhole();
   void editClusterChangesEstimate();
   void badValueMarkedAtField();
   void topologyFoldsThousandsOfNodes();
@@ -211,6 +212,52 @@ void TestGuiApp::estimateFitsItsColumn() {
   // The bars draw their totals inside their own width.
   for (QWidget* bar : {static_cast<QWidget*>(v->memoryBar()), static_cast<QWidget*>(v->timeBar())})
     QVERIFY(bar->mapTo(v, QPoint(bar->width(), 0)).x() <= column);
+}
+
+// Every label of the plan, cluster and workload forms is drawn whole at the
+// default layout of a 1280 px screen ("Tensor parallel (TP" lost its ")":
+// the underlined shortcut letter is laid out apart from the next one).
+void TestGuiApp::formLabelsWhole() {
+  const QSize before = window_->size();
+  auto restore = qScopeGuard([&] {
+    window_->resize(before);
+    QCoreApplication::processEvents();
+  });
+  window_->resize(1280, 800);
+  QCoreApplication::processEvents();
+  // The rightmost column with ink in it.
+  auto ink_right = [](QWidget* w) {
+    const QImage image = w->grab().toImage();
+    for (int x = image.width() - 1; x >= 0; --x) {
+      for (int y = 0; y < image.height(); ++y) {
+        if (qGray(image.pixel(x, y)) < 128) return x;
+      }
+    }
+    return -1;
+  };
+  int checked = 0;
+  for (QWidget* panel : {static_cast<QWidget*>(window_->planPanel()),
+                         static_cast<QWidget*>(window_->clusterDesigner()),
+                         static_cast<QWidget*>(window_->workloadPanel())}) {
+    for (QLabel* label : panel->findChildren<QLabel*>()) {
+      if (!label->buddy() || label->isHidden()) continue;
+      // The same text with room to spare: where its ink ends.
+      QWidget room;
+      QLineEdit buddy(&room);
+      QLabel whole(label->text(), &room);
+      whole.setFont(label->font());
+      whole.setBuddy(&buddy);
+      whole.resize(label->width() + 100, label->height());
+      const int needed = ink_right(&whole) + 1;
+      QVERIFY2(needed > 0, qPrintable(label->text()));
+      QVERIFY2(needed <= label->width(), qPrintable(QStringLiteral("%1: %2 px drawn in %3")
+                                                        .arg(label->text())
+                                                        .arg(needed)
+                                                        .arg(label->width())));
+      ++checked;
+    }
+  }
+  QVERIFY(checked > 20);
 }
 
 void TestGuiApp::editClusterChangesEstimate() {
