@@ -13,10 +13,14 @@
 #include <QHeaderView>
 #include <QHorizontalStackedBarSeries>
 #include <QImage>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
 #include <QKeyEvent>
 #include <QLabel>
 #include <QLegend>
 #include <QLineEdit>
+#include <QPageLayout>
 #include <QPainter>
 #include <QPdfWriter>
 #include <QPushButton>
@@ -35,6 +39,7 @@
 #include <QTemporaryDir>
 #include <QTextBrowser>
 #include <QTextDocument>
+#include <QTextDocumentFragment>
 #include <QToolButton>
 #include <QVBoxLayout>
 #include <QValueAxis>
@@ -1566,58 +1571,145 @@ QString withSection(QString html, const QString& section) {
   return html;
 }
 
+// A4 across: the core report's tables (11 columns in "Where the time
+// went") broke their headers mid-word ("compu|te") in portrait's 700 px.
+QPageLayout pdfPageLayout() {
+  return QPageLayout(QPageSize(QPageSize::A4), QPageLayout::Landscape, QMarginsF(12, 12, 12, 12),
+                     QPageLayout::Millimeter);
+}
+constexpr int kPdfDpi = 96;
+
+// The plan the run recorded, as one row per part (cluster, workload,
+// parallel, precision) of "key value" pairs that wrap: its indented JSON
+// took a page and a half and ran off the margin.
+QString planTable(const QString& json_text) {
+  const QJsonDocument plan = QJsonDocument::fromJson(json_text.toUtf8());
+  if (!plan.isObject()) return {};
+  auto scalar = [](const QJsonValue& v) -> QString {
+    if (v.isDouble()) return QString::number(v.toDouble(), 'g', 6);
+    if (v.isBool()) return v.toBool() ? QStringLiteral("true") : QStringLiteral("false");
+    if (v.isString()) return v.toString();
+    if (v.isNull()) return QStringLiteral("none");
+    const QJsonObject o = v.toObject();
+    for (const char* name : {"display_name", "name"}) {
+      if (o.contains(QLatin1String(name))) return o.value(QLatin1String(name)).toString();
+    }
+    return QString::fromUtf8(v.isArray() ? QJsonDocument(v.toArray()).toJson(QJsonDocument::Compact)
+                                         : QJsonDocument(o).toJson(QJsonDocument::Compact));
+  };
+  QString rows;
+  const QJsonObject top = plan.object();
+  for (auto it = top.begin(); it != top.end(); ++it) {
+    if (it.key() == QLatin1String("kind")) continue;
+    QStringList pairs;
+    if (it.value().isObject()) {
+      const QJsonObject part = it.value().toObject();
+      for (auto f = part.begin(); f != part.end(); ++f)
+        pairs
+            << QStringLiteral("%1&nbsp;<b>%2</b>").arg(f.key(), scalar(f.value()).toHtmlEscaped());
+    } else {
+      pairs << scalar(it.value()).toHtmlEscaped();
+    }
+    rows += QStringLiteral("<tr><th>%1</th><td>%2</td></tr>\n")
+                .arg(it.key().toHtmlEscaped(), pairs.join(QStringLiteral(" · ")));
+  }
+  return QStringLiteral("<p><b>Plan</b></p>\n<table>\n%1</table>\n").arg(rows);
+}
+
+}  // namespace
+
 // The PDF report: the core report's tables through QTextDocument, its inline
-// SVG charts giving way to pictures (QTextDocument draws no SVG). QTextDocument
-// and QPdfWriter are reentrant: this runs on a worker thread.
-Result<QStringList> writePdfReport(const ExportSource& source, const QString& path,
-                                   const QString& title, const QImage& chart,
+// SVG charts giving way to pictures (QTextDocument draws no SVG).
+QString RunView::pdfReportDocument(QTextDocument& document, QString html, const QImage& breakdown,
                                    const QImage& timeline) {
-  auto core = coreReportHtml(source);
-  if (!core) return core.error();
-  QString html = core.value();
-  QTextDocument document;
-  // Each inline chart drawn by Qt SVG into a picture of twice its size (sharp
-  // in print), shown at its own width.
+  const QSizeF page = pdfPageLayout().paintRectPixels(kPdfDpi).size();
+  // Pictures as wide as they were drawn, at most the page's width less the
+  // body's margins, and as high as their aspect makes them (a width alone
+  // kept the natural height: every picture came out squashed).
+  const double widest = page.width() - 80;
+  auto picture = [&document, widest](const QString& name, const QImage& image, QSizeF shown) {
+    document.addResource(QTextDocument::ImageResource, QUrl(name), image);
+    if (shown.width() > widest) shown *= widest / shown.width();
+    // A paragraph of its own: inline, a picture made the line it shared as
+    // tall as itself and split the sentence before it.
+    return QStringLiteral("<p><img src=\"%1\" width=\"%2\" height=\"%3\"></p>")
+        .arg(name)
+        .arg(qRound(shown.width()))
+        .arg(qRound(shown.height()));
+  };
   int charts = 0;
   for (int at = html.indexOf(QStringLiteral("<svg")); at >= 0;
        at = html.indexOf(QStringLiteral("<svg"), at)) {
     const int end = html.indexOf(QStringLiteral("</svg>"), at);
     if (end < 0) break;
-    QSvgRenderer svg(html.mid(at, end + 6 - at).toUtf8());
+    const QString svg_text = html.mid(at, end + 6 - at);
     QString replacement;
-    if (svg.isValid() && !svg.defaultSize().isEmpty()) {
-      const QSize size = svg.defaultSize();
-      QImage picture(size * 2, QImage::Format_ARGB32);
-      picture.fill(Qt::white);
-      {
-        QPainter p(&picture);
-        p.setRenderHint(QPainter::Antialiasing);
-        svg.render(&p);
+    if (svg_text.contains(QStringLiteral("aria-label=\"time breakdown per rank\""))) {
+      // The Run view's breakdown in its place: the core's has other
+      // categories and colours, and a report with both left the reader to
+      // guess which was right.
+      replacement = picture(QStringLiteral("cs://breakdown"), breakdown, breakdown.size());
+    } else {
+      // Drawn by Qt SVG at twice its size (sharp in print), shown at its own.
+      QSvgRenderer svg(svg_text.toUtf8());
+      if (svg.isValid() && !svg.defaultSize().isEmpty()) {
+        const QSize size = svg.defaultSize();
+        QImage image(size * 2, QImage::Format_ARGB32);
+        image.fill(Qt::white);
+        {
+          QPainter p(&image);
+          p.setRenderHint(QPainter::Antialiasing);
+          svg.render(&p);
+        }
+        replacement = picture(QStringLiteral("cs://chart%1").arg(++charts), image, size);
       }
-      const QString name = QStringLiteral("cs://chart%1").arg(++charts);
-      document.addResource(QTextDocument::ImageResource, QUrl(name), picture);
-      replacement = QStringLiteral("<img src=\"%1\" width=\"%2\">")
-                        .arg(name)
-                        .arg(std::min(640, size.width()));
     }
     html.replace(at, end + 6 - at, replacement);
     at += replacement.size();
   }
-  document.addResource(QTextDocument::ImageResource, QUrl(QStringLiteral("cs://breakdown")), chart);
-  document.addResource(QTextDocument::ImageResource, QUrl(QStringLiteral("cs://timeline")),
-                       timeline);
-  document.setHtml(
-      withSection(html, QObject::tr("<h2>Breakdown per rank</h2><img src=\"cs://breakdown\" "
-                                    "width=\"640\"><h2>Timeline</h2><img src=\"cs://timeline\" "
-                                    "width=\"640\">")));
+  const QString plan_start = QStringLiteral("<details><summary>plan (JSON)</summary><pre>");
+  const QString plan_end = QStringLiteral("</pre></details>");
+  if (const int at = html.indexOf(plan_start); at >= 0) {
+    const int end = html.indexOf(plan_end, at);
+    if (end > at) {
+      const QString json =
+          QTextDocumentFragment::fromHtml(
+              QStringLiteral("<pre>%1</pre>")
+                  .arg(html.mid(at + plan_start.size(), end - at - plan_start.size())))
+              .toPlainText();
+      QString table = planTable(json);
+      if (table.isEmpty()) {
+        table = QStringLiteral("<p>Plan (JSON)</p><pre style=\"white-space: pre-wrap\">%1</pre>")
+                    .arg(json.toHtmlEscaped());
+      }
+      html.replace(at, end + plan_end.size() - at, table);
+    }
+  }
+  html = withSection(html, QObject::tr("<h2>Timeline</h2>") +
+                               picture(QStringLiteral("cs://timeline"), timeline, timeline.size()));
+  document.setPageSize(page);
+  document.setHtml(html);
+  return html;
+}
+
+namespace {
+
+// QTextDocument and QPdfWriter are reentrant: this runs on a worker thread.
+Result<QStringList> writePdfReport(const ExportSource& source, const QString& path,
+                                   const QString& title, const QImage& chart,
+                                   const QImage& timeline) {
+  auto core = coreReportHtml(source);
+  if (!core) return core.error();
+  QTextDocument document;
+  RunView::pdfReportDocument(document, core.value(), chart, timeline);
   QTemporaryDir out_dir;
   const QString temporary = out_dir.filePath(QStringLiteral("report.pdf"));
   {
     QPdfWriter writer(temporary);
     writer.setTitle(title);
     writer.setCreator(QStringLiteral("ClusterScope"));
-    writer.setPageSize(QPageSize(QPageSize::A4));
-    writer.setResolution(96);
+    writer.setPageLayout(pdfPageLayout());
+    writer.setResolution(kPdfDpi);
     document.setPageSize(QSizeF(writer.width(), writer.height()));
     document.print(&writer);
   }
