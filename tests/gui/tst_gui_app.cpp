@@ -24,6 +24,7 @@
 #include <QProcess>
 #include <QProgressBar>
 #include <QPushButton>
+#include <QRegularExpression>
 #include <QScatterSeries>
 #include <QScopeGuard>
 #include <QScrollArea>
@@ -1001,10 +1002,26 @@ void TestGuiApp::exports() {
   }
   QVERIFY(page.contains(headline("tokens_per_second")));
   QVERIFY(page.contains(QStringLiteral("LLaMA-2 7B")));
+  // Titled with the plan's name; made at a time with its zone.
+  const QString plan_name = QString::fromStdString(window_->workspace()->project().current()->name);
+  QVERIFY2(page.contains(QStringLiteral("<h1>%1</h1>").arg(plan_name.toHtmlEscaped())),
+           qPrintable(page.left(3000)));
+  QVERIFY(page.contains(QRegularExpression(QStringLiteral("\\d\\d:\\d\\d:\\d\\d UTC"))));
+  // The step's parts that are zero are left out, as from the chart's legend.
+  const auto shown = window_->analysis()->latest();
+  QVERIFY(shown && shown->estimate);
+  const BarData time_bar = cs::gui::timeBar(*shown->estimate);
+  int zero_parts = 0;
+  for (const BarPart& part : time_bar.parts) {
+    const QString row = QStringLiteral("<tr><th>%1</th>").arg(part.label.toHtmlEscaped());
+    QVERIFY2(page.contains(row) == (part.value > 0), qPrintable(part.label));
+    zero_parts += part.value > 0 ? 0 : 1;
+  }
+  QVERIFY(zero_parts > 0);  // the default plan has no pipeline: "PP comm" is zero
   // The title and the hardware are the cluster's as it is: after an edit of
   // its nodes the heading still said the preset's "4 nodes (32 GPUs)".
   auto title_of = [](const cs::Cluster& c) {
-    return QStringLiteral("on %1 × %2 %3</h1>")
+    return QStringLiteral("on %1 × %2 %3 · ")
         .arg(c.nodes)
         .arg(c.gpus_per_node)
         .arg(QString::fromStdString(c.gpu->display_name));
