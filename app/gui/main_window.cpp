@@ -189,7 +189,7 @@ void MainWindow::createDocks() {
   dock(QStringLiteral("planDock"))->raise();
   explorer->raise();
   resizeDocks({cluster, dock(QStringLiteral("planDock"))}, {380, 340}, Qt::Horizontal);
-  resizeDocks({explorer}, {330}, Qt::Vertical);
+  resizeDocks({explorer}, {400}, Qt::Vertical);
 }
 
 void MainWindow::createActions() {

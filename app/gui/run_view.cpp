@@ -354,11 +354,18 @@ RunView::RunView(QWidget* parent) : QWidget(parent) {
   range_text_->setPlaceholderText(tr("Shift+drag on the timeline to see a range's breakdown."));
   tabs_->addTab(selection, tr("Selection"));
 
-  chart_ = new QChartView(tabs_);
+  // The chart scrolls in a short dock rather than shrink: below about
+  // 230 px Qt Charts elides every axis label to "…"; and its height no
+  // longer sets the dock's minimum.
+  auto* chart_area = new QScrollArea(tabs_);
+  chart_area->setWidgetResizable(true);
+  chart_area->setFrameShape(QFrame::NoFrame);
+  chart_ = new QChartView(chart_area);
   chart_->setObjectName(QStringLiteral("run_breakdown_chart"));
   chart_->setRenderHint(QPainter::Antialiasing);
-  chart_->setMinimumHeight(120);
-  tabs_->addTab(chart_, tr("Breakdown"));
+  chart_->setMinimumHeight(230);
+  chart_area->setWidget(chart_);
+  tabs_->addTab(chart_area, tr("Breakdown"));
 
   rank_table_ = new QTableWidget(tabs_);
   rank_table_->setObjectName(QStringLiteral("run_ranks"));
@@ -427,6 +434,11 @@ RunView::RunView(QWidget* parent) : QWidget(parent) {
   instances_->setSortingEnabled(true);
   instances_->setMinimumHeight(48);
   instances_layout->addWidget(instances_, 1);
+  // The tallest page sets the tabs' minimum, and so how few lanes the
+  // timeline keeps in a short dock: its two halves ask for little (their
+  // tables scroll).
+  summary_tabs->setMinimumHeight(70);
+  instances_box->setMinimumHeight(40);
   summaries_layout->addWidget(summary_split, 1);
   tabs_->addTab(summaries, tr("Kernels and communication"));
 
