@@ -1,10 +1,12 @@
 #include "app/gui/estimate_view.h"
 
-#include <QGridLayout>
+#include <QEvent>
 #include <QLabel>
 #include <QScrollArea>
 #include <QTimer>
 #include <QVBoxLayout>
+#include <algorithm>
+#include <vector>
 
 #include "app/gui/predicted_timeline.h"
 #include "app/gui/stacked_bar.h"
@@ -21,7 +23,7 @@ QString q(const std::string& s) {
 
 struct Tile {
   const char* key;
-  const char* caption;
+  const char* caption;  // until the first estimate says which (samples/s, forward pass)
 };
 constexpr Tile kTiles[] = {
     {"tokens_per_second", "tokens/s"},
@@ -35,6 +37,83 @@ constexpr Tile kTiles[] = {
 };
 
 }  // namespace
+
+// The headline tiles in rows of 4, or of 2 or 1 where the width is short:
+// a fixed grid of 4 was wider than the centre column at 1280 px and cut
+// the figures off. Every tile is as wide as the widest.
+class HeadlineTiles : public QWidget {
+ public:
+  explicit HeadlineTiles(QWidget* parent = nullptr) : QWidget(parent) {
+    QSizePolicy policy(QSizePolicy::Preferred, QSizePolicy::Preferred);
+    policy.setHeightForWidth(true);
+    setSizePolicy(policy);
+  }
+  void add(QWidget* tile) {
+    tile->setParent(this);
+    tiles_.push_back(tile);
+    refresh();
+  }
+  // After the tiles' texts change: their size may have too.
+  void refresh() {
+    updateGeometry();
+    place();
+  }
+  int columns() const { return columnsFor(width()); }
+
+  bool hasHeightForWidth() const override { return true; }
+  int heightForWidth(int width) const override {
+    const int n = int(tiles_.size());
+    const int c = columnsFor(width);
+    const int rows = (n + c - 1) / c;
+    return rows * cell().height() + std::max(0, rows - 1) * kRowSpacing;
+  }
+  QSize sizeHint() const override {
+    const int w = widthOf(4);
+    return {w, heightForWidth(w)};
+  }
+  QSize minimumSizeHint() const override {
+    const int w = cell().width();
+    return {w, heightForWidth(w)};
+  }
+
+ protected:
+  void resizeEvent(QResizeEvent*) override { place(); }
+  bool event(QEvent* e) override {
+    // A tile's text changed size.
+    if (e->type() == QEvent::LayoutRequest) refresh();
+    return QWidget::event(e);
+  }
+
+ private:
+  static constexpr int kColumnSpacing = 16;
+  static constexpr int kRowSpacing = 6;
+
+  QSize cell() const {
+    QSize size(0, 0);
+    for (const QWidget* tile : tiles_)
+      size = size.expandedTo(tile->sizeHint());
+    return size;
+  }
+  int widthOf(int columns) const {
+    return columns * cell().width() + (columns - 1) * kColumnSpacing;
+  }
+  int columnsFor(int width) const {
+    for (int c : {4, 2})
+      if (widthOf(c) <= width) return c;
+    return 1;
+  }
+  void place() {
+    const int c = columnsFor(width());
+    const int w = (width() - (c - 1) * kColumnSpacing) / c;
+    const int h = cell().height();
+    for (std::size_t i = 0; i < tiles_.size(); ++i) {
+      const int row = int(i) / c, column = int(i) % c;
+      tiles_[i]->setGeometry(column * (w + kColumnSpacing), row * (h + kRowSpacing), w, h);
+    }
+  }
+
+  std::vector<QWidget*> tiles_;
+};
 
 std::vector<std::pair<QString, QString>> EstimateView::headlineFigures(const plan::Estimate& e,
                                                                        const Plan& plan) {
@@ -67,10 +146,13 @@ std::vector<std::pair<QString, QString>> EstimateView::headlineFigures(const pla
 EstimateView::EstimateView(AnalysisService* analysis, QWidget* parent)
     : QWidget(parent), analysis_(analysis) {
   setObjectName(QStringLiteral("estimateView"));
-  auto* grid = new QGridLayout;
-  grid->setHorizontalSpacing(16);
-  int i = 0;
+  tiles_ = new HeadlineTiles;
+  tiles_->setObjectName(QStringLiteral("headlineTiles"));
   for (const Tile& tile : kTiles) {
+    auto* box = new QWidget;
+    auto* box_layout = new QVBoxLayout(box);
+    box_layout->setContentsMargins(0, 0, 0, 0);
+    box_layout->setSpacing(0);
     auto* value = new QLabel(QStringLiteral("—"));
     value->setObjectName(QStringLiteral("headline_") + tile.key);
     QFont big = value->font();
@@ -79,10 +161,12 @@ EstimateView::EstimateView(AnalysisService* analysis, QWidget* parent)
     value->setFont(big);
     value->setTextInteractionFlags(Qt::TextSelectableByMouse);
     auto* caption = new QLabel(tr(tile.caption));
-    grid->addWidget(value, (i / 4) * 2, i % 4);
-    grid->addWidget(caption, (i / 4) * 2 + 1, i % 4);
+    caption->setObjectName(QStringLiteral("caption_") + tile.key);
+    box_layout->addWidget(value);
+    box_layout->addWidget(caption);
+    tiles_->add(box);
     headlines_[QString::fromLatin1(tile.key)] = value;
-    ++i;
+    captions_[QString::fromLatin1(tile.key)] = caption;
   }
 
   message_ = new QLabel;
@@ -114,7 +198,7 @@ EstimateView::EstimateView(AnalysisService* analysis, QWidget* parent)
           });
 
   auto* layout = new QVBoxLayout(this);
-  layout->addLayout(grid);
+  layout->addWidget(tiles_);
   layout->addWidget(message_);
   layout->addWidget(memory_);
   layout->addWidget(time_);
@@ -150,6 +234,15 @@ QLabel* EstimateView::headline(const QString& key) const {
   return it == headlines_.end() ? nullptr : it->second;
 }
 
+QLabel* EstimateView::caption(const QString& key) const {
+  auto it = captions_.find(key);
+  return it == captions_.end() ? nullptr : it->second;
+}
+
+int EstimateView::headlineColumns() const {
+  return tiles_->columns();
+}
+
 std::uint64_t EstimateView::paintedJob() const {
   return std::min(memory_->paintedJob(), time_->paintedJob());
 }
@@ -178,6 +271,7 @@ void EstimateView::showAnalysis(const std::shared_ptr<const PlanAnalysis>& a) {
     time_->setVisible(false);
     timeline_plan_.reset();
     timeline_->clear(tr("No timeline: the plan cannot run."));
+    tiles_->refresh();
     emit painted(a->job);
     return;
   }
@@ -187,11 +281,14 @@ void EstimateView::showAnalysis(const std::shared_ptr<const PlanAnalysis>& a) {
   for (const Tile& tile : kTiles) {
     QLabel* label = headlines_[QString::fromLatin1(tile.key)];
     label->setText(figures[std::size_t(i)].second);
+    // The caption the figure has: samples/s for a CNN, forward pass for inference.
+    captions_[QString::fromLatin1(tile.key)]->setText(figures[std::size_t(i)].first);
     if (QString::fromLatin1(tile.key) == QLatin1String("memory")) {
       label->setStyleSheet(e.fits ? QString() : QStringLiteral("color: #d03030;"));
     }
     ++i;
   }
+  tiles_->refresh();
   if (!e.fits) {
     message_->setText(tr("Does not fit: %1").arg(q(a->memory.message)));
     message_->setStyleSheet(QStringLiteral("color: #d03030;"));

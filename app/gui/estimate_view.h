@@ -14,10 +14,10 @@
 #include "app/gui/analysis.h"
 
 class QLabel;
-class QGridLayout;
 
 namespace cs::gui {
 
+class HeadlineTiles;
 class PredictedTimelineService;
 class StackedBarWidget;
 class TimelineWidget;
@@ -33,6 +33,9 @@ class EstimateView : public QWidget {
   TimelineWidget* timeline() const { return timeline_; }
   PredictedTimelineService* predictedTimeline() const { return predicted_; }
   QLabel* headline(const QString& key) const;  // "tokens_per_second", "mfu", ...
+  QLabel* caption(const QString& key) const;   // the words under that figure
+  // How many headline tiles a row holds at the view's width (4, 2 or 1).
+  int headlineColumns() const;
   QLabel* messageLabel() const { return message_; }
   // The job whose estimate both bars have painted (0 before the first).
   std::uint64_t paintedJob() const;
@@ -52,7 +55,9 @@ class EstimateView : public QWidget {
 
  private:
   AnalysisService* analysis_;
+  HeadlineTiles* tiles_;
   std::map<QString, QLabel*> headlines_;
+  std::map<QString, QLabel*> captions_;
   QLabel* message_;
   StackedBarWidget* memory_;
   StackedBarWidget* time_;

@@ -119,9 +119,15 @@ QString FieldEdit::jsonValue() const {
   return quoted(t);
 }
 
+void roomForMnemonic(QLabel* label) {
+  if (!label->text().contains(QLatin1Char('&'))) return;
+  label->setMinimumWidth(label->sizeHint().width() + label->fontMetrics().averageCharWidth());
+}
+
 void addRow(QFormLayout* form, const QString& label, QWidget* field, const QString& tip) {
   auto* l = new QLabel(label);
   l->setBuddy(field);
+  roomForMnemonic(l);
   if (!tip.isEmpty()) {
     l->setToolTip(tip);
     field->setToolTip(tip);

@@ -56,6 +56,11 @@ class FieldEdit : public QWidget {
   QString shown_;  // the model's value, as last shown
 };
 
+// A label's room for its shortcut letter: underlined, that letter is laid
+// out apart from the next one, which the width measured as one word does
+// not allow for ("Tensor parallel (TP" lost its parenthesis).
+void roomForMnemonic(QLabel* label);
+
 // Adds a labelled row to a form.
 void addRow(QFormLayout* form, const QString& label, QWidget* field, const QString& tip = {});
 

@@ -189,7 +189,7 @@ void MainWindow::createDocks() {
   dock(QStringLiteral("planDock"))->raise();
   explorer->raise();
   resizeDocks({cluster, dock(QStringLiteral("planDock"))}, {380, 340}, Qt::Horizontal);
-  resizeDocks({explorer}, {330}, Qt::Vertical);
+  resizeDocks({explorer}, {400}, Qt::Vertical);
 }
 
 void MainWindow::createActions() {
@@ -498,6 +498,11 @@ bool MainWindow::saveProjectAs(const QString& path) {
   return workspace_->saveAs(path);
 }
 
+QString MainWindow::currentPlanName() const {
+  const ProjectPlan* plan = workspace_->project().current();
+  return plan ? q(plan->name) : QString();
+}
+
 std::vector<ReportFigure> MainWindow::reportFigures() const {
   TimelineWidget* timeline = estimate_->timeline();
   if (!estimate_->timelineSettled()) {
@@ -655,8 +660,8 @@ bool MainWindow::exportRun(RunExport kind, const QString& path, bool range_only)
 
 bool MainWindow::exportPdf(const QString& path) {
   auto a = analysis_->latest();
-  const Status s =
-      a ? cs::gui::exportPdf(path, *a, reportFigures()) : Status(Error{"no estimate yet"});
+  const Status s = a ? cs::gui::exportPdf(path, *a, reportFigures(), currentPlanName())
+                     : Status(Error{"no estimate yet"});
   showMessage(s ? tr("Exported %1").arg(QFileInfo(path).fileName()) : q(s.message()),
               int(s ? MessageLevel::info : MessageLevel::error));
   return bool(s);
@@ -664,8 +669,8 @@ bool MainWindow::exportPdf(const QString& path) {
 
 bool MainWindow::exportHtml(const QString& path) {
   auto a = analysis_->latest();
-  const Status s =
-      a ? cs::gui::exportHtml(path, *a, reportFigures()) : Status(Error{"no estimate yet"});
+  const Status s = a ? cs::gui::exportHtml(path, *a, reportFigures(), currentPlanName())
+                     : Status(Error{"no estimate yet"});
   showMessage(s ? tr("Exported %1").arg(QFileInfo(path).fileName()) : q(s.message()),
               int(s ? MessageLevel::info : MessageLevel::error));
   return bool(s);

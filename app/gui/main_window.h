@@ -111,6 +111,7 @@ class MainWindow : public QMainWindow {
   void deletePlan();
   void stepPlan(int delta);
   std::vector<ReportFigure> reportFigures() const;
+  QString currentPlanName() const;  // the reports' title
 
   Workspace* workspace_;
   AnalysisService* analysis_;

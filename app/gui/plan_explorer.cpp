@@ -287,6 +287,7 @@ void PlanExplorer::runSearch() {
         SearchOutcome out;
         out.job = job;
         out.subject = subject;
+        out.per_sample = input.workload.kind != WorkloadKind::transformer;
         auto r = plan::search(input.cluster, input.workload, input.space, input.objective,
                               input.limits, control);
         if (r) {
@@ -325,7 +326,7 @@ void PlanExplorer::onFinished() {
     return;
   }
   const plan::SearchResult& r = out.result;
-  model_->setResult(r);
+  model_->setResult(r, out.per_sample);
   table_->sortByColumn(RankedPlanModel::rank, Qt::AscendingOrder);
   updateChart();
   // "within the limits" (headroom, days, cost): "kept" read as how many the
@@ -368,7 +369,10 @@ void PlanExplorer::updateChart() {
   const auto x_axes = chart->axes(Qt::Horizontal);
   const auto y_axes = chart->axes(Qt::Vertical);
   if (!x_axes.isEmpty()) x_axes.front()->setRange(0, max_x > 0 ? max_x * 1.08 : 1);
-  if (!y_axes.isEmpty()) y_axes.front()->setRange(0, max_y > 0 ? max_y * 1.08 : 1);
+  if (!y_axes.isEmpty()) {
+    y_axes.front()->setRange(0, max_y > 0 ? max_y * 1.08 : 1);
+    y_axes.front()->setTitleText(model_->perSample() ? tr("k samples/s") : tr("k tokens/s"));
+  }
 }
 
 void PlanExplorer::selectRow(int source_row) {

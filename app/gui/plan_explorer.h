@@ -37,6 +37,7 @@ struct SearchOutcome {
   std::uint64_t job = 0;
   std::string error;  // the search could not start
   std::string subject;  // the cluster and workload searched (subject_of)
+  bool per_sample = false;  // the workload counts samples (a CNN), not tokens
   plan::SearchResult result;
 };
 

@@ -9,6 +9,7 @@
 #include <QStandardItemModel>
 #include <QVBoxLayout>
 
+#include "app/gui/field_widgets.h"
 #include "app/gui/workspace.h"
 #include "core/format.h"
 
@@ -178,6 +179,7 @@ PlanPanel::PlanPanel(Workspace* workspace, AnalysisService* analysis, QWidget* p
     v->addWidget(reason);
     auto* label = new QLabel(controlLabel(c));
     label->setBuddy(box);
+    roomForMnemonic(label);
     form->addRow(label, cell);
     boxes_[std::size_t(i)] = box;
     reasons_[std::size_t(i)] = reason;

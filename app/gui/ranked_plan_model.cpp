@@ -20,8 +20,9 @@ bool samePlan(const plan::RankedPlan& a, const plan::RankedPlan& b) {
 
 RankedPlanModel::RankedPlanModel(QObject* parent) : QAbstractTableModel(parent) {}
 
-void RankedPlanModel::setResult(const plan::SearchResult& result) {
+void RankedPlanModel::setResult(const plan::SearchResult& result, bool per_sample) {
   beginResetModel();
+  per_sample_ = per_sample;
   plans_ = result.best;
   // The front belongs in the table even where it is not among the best.
   for (const plan::RankedPlan& f : result.pareto_memory) {
@@ -63,7 +64,7 @@ QVariant RankedPlanModel::headerData(int section, Qt::Orientation orientation, i
     case rank:
       return tr("#");
     case tokens_per_second:
-      return tr("tokens/s");
+      return per_sample_ ? tr("samples/s") : tr("tokens/s");
     case memory_per_gpu:
       return tr("memory/GPU");
     case mfu:
@@ -119,7 +120,8 @@ QVariant RankedPlanModel::data(const QModelIndex& index, int role) const {
   }
   if (role == Qt::ToolTipRole) {
     return tr("%1 · %2 of memory per GPU · score %3")
-        .arg(q(format_count(e.throughput.tokens_per_second)) + tr(" tokens/s"))
+        .arg(per_sample_ ? q(format_count(e.throughput.samples_per_second)) + tr(" samples/s")
+                         : q(format_count(e.throughput.tokens_per_second)) + tr(" tokens/s"))
         .arg(q(format_bytes(e.memory.total())))
         .arg(r.score, 0, 'g', 4);
   }
@@ -129,9 +131,11 @@ QVariant RankedPlanModel::data(const QModelIndex& index, int role) const {
   switch (Column(index.column())) {
     case rank:
       return index.row() + 1;
-    case tokens_per_second:
-      return sort ? QVariant(e.throughput.tokens_per_second)
-                  : q(format_count(e.throughput.tokens_per_second));
+    case tokens_per_second: {
+      const double rate =
+          per_sample_ ? e.throughput.samples_per_second : e.throughput.tokens_per_second;
+      return sort ? QVariant(rate) : q(format_count(rate));
+    }
     case memory_per_gpu:
       return sort ? QVariant(e.memory.total() / kGiB) : q(format_bytes(e.memory.total()));
     case mfu:

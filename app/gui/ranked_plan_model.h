@@ -44,8 +44,10 @@ class RankedPlanModel : public QAbstractTableModel {
   explicit RankedPlanModel(QObject* parent = nullptr);
 
   // The ranked plans (best first) and the Pareto front of throughput against
-  // memory; a plan on the front is marked in its row.
-  void setResult(const plan::SearchResult& result);
+  // memory; a plan on the front is marked in its row. `per_sample`: the
+  // workload counts samples, not tokens (a CNN), and so does the throughput column.
+  void setResult(const plan::SearchResult& result, bool per_sample = false);
+  bool perSample() const { return per_sample_; }
   void clear();
   const std::vector<plan::RankedPlan>& plans() const { return plans_; }
   const plan::RankedPlan& planAt(int row) const { return plans_[std::size_t(row)]; }
@@ -60,6 +62,7 @@ class RankedPlanModel : public QAbstractTableModel {
  private:
   std::vector<plan::RankedPlan> plans_;
   std::vector<bool> front_;
+  bool per_sample_ = false;
 };
 
 // Sorts by SortRole and filters by text over every column, optionally

@@ -44,6 +44,21 @@ QString titleOf(const Plan& p) {
   return QObject::tr("%1 on %2").arg(shownName(p.workload), on);
 }
 
+// The report's title, the plan's name where it has one, and the line under
+// it: the model on the cluster (when the title is the name), when the
+// report was made (in UTC, as the run report says it) and by what.
+struct Heading {
+  QString title;
+  QString line;
+};
+Heading headingOf(const Plan& p, const QString& plan_name) {
+  const QString made =
+      QDateTime::currentDateTimeUtc().toString(QStringLiteral("yyyy-MM-dd HH:mm:ss")) +
+      QStringLiteral(" UTC · ClusterScope " CLUSTERSCOPE_VERSION);
+  if (plan_name.trimmed().isEmpty()) return {titleOf(p), made};
+  return {plan_name, titleOf(p) + QStringLiteral(" · ") + made};
+}
+
 // The hardware and the model the figures are for.
 Rows hardwareRows(const Plan& plan) {
   const Cluster& c = plan.cluster;
@@ -91,10 +106,13 @@ Rows planRows(const Plan& plan) {
   };
 }
 
+// The parts the bar draws: as its legend, none that is zero ("PP comm 0 s"
+// on a plan without pipeline stages).
 Rows breakdownRows(const BarData& bar) {
   Rows rows;
-  for (const BarPart& part : bar.parts)
-    rows.emplace_back(part.label, bar.format(part.value));
+  for (const BarPart& part : bar.parts) {
+    if (part.value > 0) rows.emplace_back(part.label, bar.format(part.value));
+  }
   rows.emplace_back(QObject::tr("total"), bar.summary());
   return rows;
 }
@@ -254,12 +272,12 @@ QByteArray svgOf(const QSizeF& size, const std::function<void(QPainter&, const Q
   return buffer.data();
 }
 
-QString reportHtml(const PlanAnalysis& a, const std::vector<ReportFigure>& figures) {
+QString reportHtml(const PlanAnalysis& a, const std::vector<ReportFigure>& figures,
+                   const QString& plan_name) {
+  const Heading heading = headingOf(a.plan, plan_name);
   QString body;
-  body += QStringLiteral("<h1>%1</h1>").arg(titleOf(a.plan).toHtmlEscaped());
-  body += QStringLiteral("<p class=sub>%1 · ClusterScope %2</p>")
-              .arg(QDateTime::currentDateTime().toString(Qt::ISODate),
-                   QStringLiteral(CLUSTERSCOPE_VERSION));
+  body += QStringLiteral("<h1>%1</h1>").arg(heading.title.toHtmlEscaped());
+  body += QStringLiteral("<p class=sub>%1</p>").arg(heading.line.toHtmlEscaped());
   body += QStringLiteral("<h2>%1</h2>").arg(QObject::tr("Cluster and model")) +
           htmlTable(hardwareRows(a.plan));
   body += QStringLiteral("<h2>%1</h2>").arg(QObject::tr("Plan")) + htmlTable(planRows(a.plan));
@@ -299,17 +317,18 @@ QString reportHtml(const PlanAnalysis& a, const std::vector<ReportFigure>& figur
              "padding-right:2em}td{font-variant-numeric:tabular-nums}.tiles{display:flex;flex-wrap:"
              "wrap;gap:1.5em}.tile b{font-size:1.3em}figure{margin:1em 0}"
              "</style></head><body>\n%2\n</body></html>\n")
-      .arg(titleOf(a.plan).toHtmlEscaped(), body);
+      .arg(heading.title.toHtmlEscaped(), body);
 }
 
 Status exportHtml(const QString& path, const PlanAnalysis& a,
-                  const std::vector<ReportFigure>& figures) {
+                  const std::vector<ReportFigure>& figures, const QString& plan_name) {
   if (!a.has_plan) return Error{"nothing to export: " + a.error};
-  return writeWhole(path, reportHtml(a, figures).toUtf8());
+  return writeWhole(path, reportHtml(a, figures, plan_name).toUtf8());
 }
 
 Status exportPdf(const QString& path, const PlanAnalysis& a,
-                 const std::vector<ReportFigure>& figures) {
+                 const std::vector<ReportFigure>& figures, const QString& plan_name) {
+  const Heading heading = headingOf(a.plan, plan_name);
   if (!a.has_plan) return Error{"nothing to export: " + a.error};
   // Drawn to a temporary file first: a failed export leaves no half PDF.
   const QString temporary = path + QStringLiteral(".part");
@@ -318,7 +337,7 @@ Status exportPdf(const QString& path, const PlanAnalysis& a,
     writer.setPageSize(QPageSize(QPageSize::A4));
     writer.setPageMargins(QMarginsF(15, 15, 15, 15), QPageLayout::Millimeter);
     writer.setResolution(96);  // the drawings' pixel sizes read as screen pixels
-    writer.setTitle(titleOf(a.plan));
+    writer.setTitle(heading.title);
     writer.setCreator(QStringLiteral("ClusterScope " CLUSTERSCOPE_VERSION));
     QPainter painter;
     if (!painter.begin(&writer)) {
@@ -329,10 +348,8 @@ Status exportPdf(const QString& path, const PlanAnalysis& a,
     font.setPointSizeF(9);
     PdfFlow flow(writer, painter);
     flow.setFont(font);
-    flow.text(titleOf(a.plan), 1.8, true);
-    flow.text(QDateTime::currentDateTime().toString(Qt::ISODate) +
-                  QStringLiteral(" · ClusterScope " CLUSTERSCOPE_VERSION),
-              0.9);
+    flow.text(heading.title, 1.8, true);
+    flow.text(heading.line, 0.9);
     flow.text(QObject::tr("Cluster and model"), 1.3, true);
     flow.table(hardwareRows(a.plan));
     flow.text(QObject::tr("Plan"), 1.3, true);

@@ -26,10 +26,12 @@ struct ReportFigure {
   std::function<void(QPainter&, const QRectF&)> paint;
 };
 
+// `plan_name`: the plan's name in the project, the report's title (else
+// the model and the cluster are).
 Status exportPdf(const QString& path, const PlanAnalysis& analysis,
-                 const std::vector<ReportFigure>& figures = {});
+                 const std::vector<ReportFigure>& figures = {}, const QString& plan_name = {});
 Status exportHtml(const QString& path, const PlanAnalysis& analysis,
-                  const std::vector<ReportFigure>& figures = {});
+                  const std::vector<ReportFigure>& figures = {}, const QString& plan_name = {});
 Status exportPlanJson(const QString& path, const PlanAnalysis& analysis);
 
 // Writes `bytes` as `path` whole, or leaves an earlier file as it was and
@@ -40,7 +42,8 @@ Status writeWhole(const QString& path, const QByteArray& bytes);
 Result<QByteArray> completePdf(const QString& file, const QString& path);
 
 // The report's HTML text (what exportHtml writes).
-QString reportHtml(const PlanAnalysis& analysis, const std::vector<ReportFigure>& figures);
+QString reportHtml(const PlanAnalysis& analysis, const std::vector<ReportFigure>& figures,
+                   const QString& plan_name = {});
 // An SVG document of a drawing, for inline use.
 QByteArray svgOf(const QSizeF& size, const std::function<void(QPainter&, const QRectF&)>& paint);
 

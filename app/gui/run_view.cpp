@@ -13,10 +13,14 @@
 #include <QHeaderView>
 #include <QHorizontalStackedBarSeries>
 #include <QImage>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
 #include <QKeyEvent>
 #include <QLabel>
 #include <QLegend>
 #include <QLineEdit>
+#include <QPageLayout>
 #include <QPainter>
 #include <QPdfWriter>
 #include <QPushButton>
@@ -35,6 +39,7 @@
 #include <QTemporaryDir>
 #include <QTextBrowser>
 #include <QTextDocument>
+#include <QTextDocumentFragment>
 #include <QToolButton>
 #include <QVBoxLayout>
 #include <QValueAxis>
@@ -287,8 +292,9 @@ RunView::RunView(QWidget* parent) : QWidget(parent) {
 
   auto* timelines = new QWidget(splitter);
   // Docked beside the other panels, the lanes kept a few rows at least
-  // (the tabs below took the height and left them 68 px).
-  timelines->setMinimumHeight(160);
+  // (the tabs below took the height and left them 68 px); no more, since the
+  // dock's minimum is the bottom area's, and the window's (it was 1417 px).
+  timelines->setMinimumHeight(90);
   auto* timelines_layout = new QVBoxLayout(timelines);
   timelines_layout->setContentsMargins(0, 0, 0, 0);
   auto* scroll = new QScrollArea(timelines);
@@ -348,11 +354,18 @@ RunView::RunView(QWidget* parent) : QWidget(parent) {
   range_text_->setPlaceholderText(tr("Shift+drag on the timeline to see a range's breakdown."));
   tabs_->addTab(selection, tr("Selection"));
 
-  chart_ = new QChartView(tabs_);
+  // The chart scrolls in a short dock rather than shrink: below about
+  // 230 px Qt Charts elides every axis label to "…"; and its height no
+  // longer sets the dock's minimum.
+  auto* chart_area = new QScrollArea(tabs_);
+  chart_area->setWidgetResizable(true);
+  chart_area->setFrameShape(QFrame::NoFrame);
+  chart_ = new QChartView(chart_area);
   chart_->setObjectName(QStringLiteral("run_breakdown_chart"));
   chart_->setRenderHint(QPainter::Antialiasing);
-  chart_->setMinimumHeight(200);
-  tabs_->addTab(chart_, tr("Breakdown"));
+  chart_->setMinimumHeight(230);
+  chart_area->setWidget(chart_);
+  tabs_->addTab(chart_area, tr("Breakdown"));
 
   rank_table_ = new QTableWidget(tabs_);
   rank_table_->setObjectName(QStringLiteral("run_ranks"));
@@ -367,10 +380,13 @@ RunView::RunView(QWidget* parent) : QWidget(parent) {
   filter_->setObjectName(QStringLiteral("run_filter"));
   filter_->setPlaceholderText(tr("Filter kernels and collectives by name"));
   filter_->setClearButtonEnabled(true);
-  summaries_layout->addWidget(filter_);
   summaries_scope_ = new QLabel(tr("The whole run"), summaries);
   summaries_scope_->setObjectName(QStringLiteral("run_summaries_scope"));
-  summaries_layout->addWidget(summaries_scope_);
+  // The scope beside the filter, not under it: a line less of the dock's minimum.
+  auto* filter_row = new QHBoxLayout;
+  filter_row->addWidget(filter_, 1);
+  filter_row->addWidget(summaries_scope_);
+  summaries_layout->addLayout(filter_row);
   auto* summary_split = new QSplitter(Qt::Vertical, summaries);
   auto* summary_tabs = new QTabWidget(summary_split);
   kernel_model_ = new QStandardItemModel(this);
@@ -395,6 +411,8 @@ RunView::RunView(QWidget* parent) : QWidget(parent) {
     view->verticalHeader()->hide();
     view->horizontalHeader()->setStretchLastSection(true);
     view->setTextElideMode(Qt::ElideMiddle);
+    // A few rows: the page's minimum is the Run dock's, and so the window's.
+    view->setMinimumHeight(48);
   }
   kernel_view_->setModel(kernel_proxy_);
   collective_view_->setModel(collective_proxy_);
@@ -414,7 +432,13 @@ RunView::RunView(QWidget* parent) : QWidget(parent) {
   instances_->verticalHeader()->hide();
   instances_->horizontalHeader()->setSortIndicator(1, Qt::AscendingOrder);
   instances_->setSortingEnabled(true);
+  instances_->setMinimumHeight(48);
   instances_layout->addWidget(instances_, 1);
+  // The tallest page sets the tabs' minimum, and so how few lanes the
+  // timeline keeps in a short dock: its two halves ask for little (their
+  // tables scroll).
+  summary_tabs->setMinimumHeight(70);
+  instances_box->setMinimumHeight(40);
   summaries_layout->addWidget(summary_split, 1);
   tabs_->addTab(summaries, tr("Kernels and communication"));
 
@@ -1559,58 +1583,145 @@ QString withSection(QString html, const QString& section) {
   return html;
 }
 
+// A4 across: the core report's tables (11 columns in "Where the time
+// went") broke their headers mid-word ("compu|te") in portrait's 700 px.
+QPageLayout pdfPageLayout() {
+  return QPageLayout(QPageSize(QPageSize::A4), QPageLayout::Landscape, QMarginsF(12, 12, 12, 12),
+                     QPageLayout::Millimeter);
+}
+constexpr int kPdfDpi = 96;
+
+// The plan the run recorded, as one row per part (cluster, workload,
+// parallel, precision) of "key value" pairs that wrap: its indented JSON
+// took a page and a half and ran off the margin.
+QString planTable(const QString& json_text) {
+  const QJsonDocument plan = QJsonDocument::fromJson(json_text.toUtf8());
+  if (!plan.isObject()) return {};
+  auto scalar = [](const QJsonValue& v) -> QString {
+    if (v.isDouble()) return QString::number(v.toDouble(), 'g', 6);
+    if (v.isBool()) return v.toBool() ? QStringLiteral("true") : QStringLiteral("false");
+    if (v.isString()) return v.toString();
+    if (v.isNull()) return QStringLiteral("none");
+    const QJsonObject o = v.toObject();
+    for (const char* name : {"display_name", "name"}) {
+      if (o.contains(QLatin1String(name))) return o.value(QLatin1String(name)).toString();
+    }
+    return QString::fromUtf8(v.isArray() ? QJsonDocument(v.toArray()).toJson(QJsonDocument::Compact)
+                                         : QJsonDocument(o).toJson(QJsonDocument::Compact));
+  };
+  QString rows;
+  const QJsonObject top = plan.object();
+  for (auto it = top.begin(); it != top.end(); ++it) {
+    if (it.key() == QLatin1String("kind")) continue;
+    QStringList pairs;
+    if (it.value().isObject()) {
+      const QJsonObject part = it.value().toObject();
+      for (auto f = part.begin(); f != part.end(); ++f)
+        pairs
+            << QStringLiteral("%1&nbsp;<b>%2</b>").arg(f.key(), scalar(f.value()).toHtmlEscaped());
+    } else {
+      pairs << scalar(it.value()).toHtmlEscaped();
+    }
+    rows += QStringLiteral("<tr><th>%1</th><td>%2</td></tr>\n")
+                .arg(it.key().toHtmlEscaped(), pairs.join(QStringLiteral(" · ")));
+  }
+  return QStringLiteral("<p><b>Plan</b></p>\n<table>\n%1</table>\n").arg(rows);
+}
+
+}  // namespace
+
 // The PDF report: the core report's tables through QTextDocument, its inline
-// SVG charts giving way to pictures (QTextDocument draws no SVG). QTextDocument
-// and QPdfWriter are reentrant: this runs on a worker thread.
-Result<QStringList> writePdfReport(const ExportSource& source, const QString& path,
-                                   const QString& title, const QImage& chart,
+// SVG charts giving way to pictures (QTextDocument draws no SVG).
+QString RunView::pdfReportDocument(QTextDocument& document, QString html, const QImage& breakdown,
                                    const QImage& timeline) {
-  auto core = coreReportHtml(source);
-  if (!core) return core.error();
-  QString html = core.value();
-  QTextDocument document;
-  // Each inline chart drawn by Qt SVG into a picture of twice its size (sharp
-  // in print), shown at its own width.
+  const QSizeF page = pdfPageLayout().paintRectPixels(kPdfDpi).size();
+  // Pictures as wide as they were drawn, at most the page's width less the
+  // body's margins, and as high as their aspect makes them (a width alone
+  // kept the natural height: every picture came out squashed).
+  const double widest = page.width() - 80;
+  auto picture = [&document, widest](const QString& name, const QImage& image, QSizeF shown) {
+    document.addResource(QTextDocument::ImageResource, QUrl(name), image);
+    if (shown.width() > widest) shown *= widest / shown.width();
+    // A paragraph of its own: inline, a picture made the line it shared as
+    // tall as itself and split the sentence before it.
+    return QStringLiteral("<p><img src=\"%1\" width=\"%2\" height=\"%3\"></p>")
+        .arg(name)
+        .arg(qRound(shown.width()))
+        .arg(qRound(shown.height()));
+  };
   int charts = 0;
   for (int at = html.indexOf(QStringLiteral("<svg")); at >= 0;
        at = html.indexOf(QStringLiteral("<svg"), at)) {
     const int end = html.indexOf(QStringLiteral("</svg>"), at);
     if (end < 0) break;
-    QSvgRenderer svg(html.mid(at, end + 6 - at).toUtf8());
+    const QString svg_text = html.mid(at, end + 6 - at);
     QString replacement;
-    if (svg.isValid() && !svg.defaultSize().isEmpty()) {
-      const QSize size = svg.defaultSize();
-      QImage picture(size * 2, QImage::Format_ARGB32);
-      picture.fill(Qt::white);
-      {
-        QPainter p(&picture);
-        p.setRenderHint(QPainter::Antialiasing);
-        svg.render(&p);
+    if (svg_text.contains(QStringLiteral("aria-label=\"time breakdown per rank\""))) {
+      // The Run view's breakdown in its place: the core's has other
+      // categories and colours, and a report with both left the reader to
+      // guess which was right.
+      replacement = picture(QStringLiteral("cs://breakdown"), breakdown, breakdown.size());
+    } else {
+      // Drawn by Qt SVG at twice its size (sharp in print), shown at its own.
+      QSvgRenderer svg(svg_text.toUtf8());
+      if (svg.isValid() && !svg.defaultSize().isEmpty()) {
+        const QSize size = svg.defaultSize();
+        QImage image(size * 2, QImage::Format_ARGB32);
+        image.fill(Qt::white);
+        {
+          QPainter p(&image);
+          p.setRenderHint(QPainter::Antialiasing);
+          svg.render(&p);
+        }
+        replacement = picture(QStringLiteral("cs://chart%1").arg(++charts), image, size);
       }
-      const QString name = QStringLiteral("cs://chart%1").arg(++charts);
-      document.addResource(QTextDocument::ImageResource, QUrl(name), picture);
-      replacement = QStringLiteral("<img src=\"%1\" width=\"%2\">")
-                        .arg(name)
-                        .arg(std::min(640, size.width()));
     }
     html.replace(at, end + 6 - at, replacement);
     at += replacement.size();
   }
-  document.addResource(QTextDocument::ImageResource, QUrl(QStringLiteral("cs://breakdown")), chart);
-  document.addResource(QTextDocument::ImageResource, QUrl(QStringLiteral("cs://timeline")),
-                       timeline);
-  document.setHtml(
-      withSection(html, QObject::tr("<h2>Breakdown per rank</h2><img src=\"cs://breakdown\" "
-                                    "width=\"640\"><h2>Timeline</h2><img src=\"cs://timeline\" "
-                                    "width=\"640\">")));
+  const QString plan_start = QStringLiteral("<details><summary>plan (JSON)</summary><pre>");
+  const QString plan_end = QStringLiteral("</pre></details>");
+  if (const int at = html.indexOf(plan_start); at >= 0) {
+    const int end = html.indexOf(plan_end, at);
+    if (end > at) {
+      const QString json =
+          QTextDocumentFragment::fromHtml(
+              QStringLiteral("<pre>%1</pre>")
+                  .arg(html.mid(at + plan_start.size(), end - at - plan_start.size())))
+              .toPlainText();
+      QString table = planTable(json);
+      if (table.isEmpty()) {
+        table = QStringLiteral("<p>Plan (JSON)</p><pre style=\"white-space: pre-wrap\">%1</pre>")
+                    .arg(json.toHtmlEscaped());
+      }
+      html.replace(at, end + plan_end.size() - at, table);
+    }
+  }
+  html = withSection(html, QObject::tr("<h2>Timeline</h2>") +
+                               picture(QStringLiteral("cs://timeline"), timeline, timeline.size()));
+  document.setPageSize(page);
+  document.setHtml(html);
+  return html;
+}
+
+namespace {
+
+// QTextDocument and QPdfWriter are reentrant: this runs on a worker thread.
+Result<QStringList> writePdfReport(const ExportSource& source, const QString& path,
+                                   const QString& title, const QImage& chart,
+                                   const QImage& timeline) {
+  auto core = coreReportHtml(source);
+  if (!core) return core.error();
+  QTextDocument document;
+  RunView::pdfReportDocument(document, core.value(), chart, timeline);
   QTemporaryDir out_dir;
   const QString temporary = out_dir.filePath(QStringLiteral("report.pdf"));
   {
     QPdfWriter writer(temporary);
     writer.setTitle(title);
     writer.setCreator(QStringLiteral("ClusterScope"));
-    writer.setPageSize(QPageSize(QPageSize::A4));
-    writer.setResolution(96);
+    writer.setPageLayout(pdfPageLayout());
+    writer.setResolution(kPdfDpi);
     document.setPageSize(QSizeF(writer.width(), writer.height()));
     document.print(&writer);
   }

@@ -34,6 +34,7 @@ class QTabWidget;
 class QTableView;
 class QTableWidget;
 class QTextBrowser;
+class QTextDocument;
 
 namespace cs::gui {
 
@@ -112,6 +113,12 @@ class RunView : public QWidget {
                                 bool range_only = false) const;
   // The breakdown chart as the PDF report shows it, whichever tab is open.
   QImage breakdownPicture() const;
+  // The PDF report laid out in `document` (A4 across) from core's HTML
+  // report: its charts as pictures, each at its aspect, the per-rank
+  // breakdown the Run view's (`breakdown`), the plan as a table, and the
+  // `timeline` at the end. Returns the HTML it set. Reentrant.
+  static QString pdfReportDocument(QTextDocument& document, QString core_html,
+                                   const QImage& breakdown, const QImage& timeline);
 
  signals:
   void storeOpened(const QString& path, const QString& error);

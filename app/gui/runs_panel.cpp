@@ -8,6 +8,7 @@
 #include <QDir>
 #include <QFileInfo>
 #include <QFormLayout>
+#include <QGraphicsLayout>
 #include <QHBoxLayout>
 #include <QHeaderView>
 #include <QLabel>
@@ -18,6 +19,7 @@
 #include <QProcess>
 #include <QProgressBar>
 #include <QPushButton>
+#include <QScrollArea>
 #include <QSpinBox>
 #include <QSplitter>
 #include <QStandardPaths>
@@ -59,9 +61,12 @@ QChartView* lineChart(const QString& title, const QString& unit, QLineSeries* se
     axis->setTitleText(unit);
   for (QAbstractAxis* axis : chart->axes(Qt::Horizontal))
     axis->setTitleText(QObject::tr("step"));
+  // Room for the axes' labels: at 160 px Qt Charts elided each to "…".
+  chart->setMargins(QMargins(4, 4, 4, 4));
+  chart->layout()->setContentsMargins(0, 0, 0, 0);
   auto* view = new QChartView(chart, parent);
   view->setRenderHint(QPainter::Antialiasing);
-  view->setMinimumHeight(160);
+  view->setMinimumHeight(220);
   return view;
 }
 
@@ -89,7 +94,16 @@ void fitAxes(QLineSeries* series) {
 RunsPanel::RunsPanel(Workspace* workspace, QWidget* parent)
     : QWidget(parent), workspace_(workspace) {
   setObjectName(QStringLiteral("runs_panel"));
-  auto* layout = new QVBoxLayout(this);
+  // The panel's long column scrolls: its own minimum (777 px) set the main
+  // window's, taller than a 1280x800 screen.
+  auto* outer = new QVBoxLayout(this);
+  outer->setContentsMargins(0, 0, 0, 0);
+  auto* scroll = new QScrollArea(this);
+  scroll->setObjectName(QStringLiteral("runs_scroll"));
+  scroll->setWidgetResizable(true);
+  scroll->setFrameShape(QFrame::NoFrame);
+  auto* content = new QWidget(scroll);
+  auto* layout = new QVBoxLayout(content);
 
   auto* form = new QFormLayout;
   backend_ = new QComboBox(this);
@@ -173,8 +187,10 @@ RunsPanel::RunsPanel(Workspace* workspace, QWidget* parent)
   layout->addLayout(progress_row);
 
   auto* split = new QSplitter(Qt::Vertical, this);
+  // One above the other, each as wide as the dock: side by side, each was
+  // 200 px wide and every axis label read "…".
   auto* charts = new QWidget(split);
-  auto* charts_layout = new QHBoxLayout(charts);
+  auto* charts_layout = new QVBoxLayout(charts);
   charts_layout->setContentsMargins(0, 0, 0, 0);
   loss_ = new QLineSeries(this);
   step_time_ = new QLineSeries(this);
@@ -195,6 +211,8 @@ RunsPanel::RunsPanel(Workspace* workspace, QWidget* parent)
   history_->setObjectName(QStringLiteral("runs_history"));
   history_->setToolTip(tr("Runs of this project: double-click to open one"));
   layout->addWidget(split, 1);
+  scroll->setWidget(content);
+  outer->addWidget(scroll);
 
   timer_ = new QTimer(this);
   timer_->setInterval(100);

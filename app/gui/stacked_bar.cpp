@@ -46,6 +46,15 @@ std::vector<LegendItem> legendLayout(const BarData& data, const QFontMetricsF& f
   return items;
 }
 
+// The total goes on the title's line, or under it where the two would meet
+// (a narrow window drew one over the other, or cut the total off).
+bool summaryOnItsOwnLine(const BarData& data, const QFont& font, double width) {
+  QFont bold = font;
+  bold.setBold(true);
+  const QFontMetricsF fm(bold);
+  return fm.horizontalAdvance(data.title) + 12 + fm.horizontalAdvance(data.summary()) > width;
+}
+
 }  // namespace
 
 double BarData::total() const {
@@ -125,7 +134,8 @@ BarData timeBar(const plan::Estimate& e) {
 
 double stackedBarHeight(const BarData& data, const QFont& font, double width) {
   const QFontMetricsF fm(font);
-  const double legend_top = fm.height() + 4 + kBarHeight + 6;
+  const double lines = summaryOnItsOwnLine(data, font, width) ? 2 : 1;
+  const double legend_top = lines * fm.height() + 4 + kBarHeight + 6;
   const auto items = legendLayout(data, fm, 0, legend_top, width);
   const double legend_bottom = items.empty() ? legend_top : items.back().rect.bottom();
   return legend_bottom + 4;
@@ -136,7 +146,8 @@ void paintStackedBar(QPainter& painter, const QRectF& area, const BarData& data,
   painter.save();
   const QFontMetricsF fm(painter.font());
   const double line = fm.height();
-  QFont bold = painter.font();
+  const QFont normal_font = painter.font();
+  QFont bold = normal_font;
   bold.setBold(true);
 
   painter.setPen(text);
@@ -145,14 +156,14 @@ void paintStackedBar(QPainter& painter, const QRectF& area, const BarData& data,
                    Qt::AlignLeft | Qt::AlignVCenter, data.title);
   const double total = data.total();
   const bool over = data.capacity > 0 && total > data.capacity;
+  const bool own_line = summaryOnItsOwnLine(data, normal_font, area.width());
   painter.setPen(over ? QColor(0xd0, 0x30, 0x30) : text);
-  painter.drawText(QRectF(area.left(), area.top(), area.width(), line),
-                   Qt::AlignRight | Qt::AlignVCenter, data.summary());
-  QFont normal = bold;
-  normal.setBold(false);
-  painter.setFont(normal);
+  painter.drawText(QRectF(area.left(), area.top() + (own_line ? line : 0), area.width(), line),
+                   (own_line ? Qt::AlignLeft : Qt::AlignRight) | Qt::AlignVCenter, data.summary());
+  painter.setFont(normal_font);
 
-  const QRectF bar(area.left(), area.top() + line + 4, area.width(), kBarHeight);
+  const QRectF bar(area.left(), area.top() + (own_line ? 2 : 1) * line + 4, area.width(),
+                   kBarHeight);
   painter.setPen(QPen(text, 0.5));
   painter.setBrush(base);
   painter.drawRect(bar);

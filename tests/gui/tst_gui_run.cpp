@@ -5,6 +5,7 @@
 // breakdown, search, collapse a rank, the exports (HTML, PDF, CSV, Chrome
 // trace), and files that are not stores of this version: a message, no crash.
 
+#include <QAbstractTextDocumentLayout>
 #include <QAction>
 #include <QApplication>
 #include <QChart>
@@ -18,21 +19,22 @@
 #include <QJsonObject>
 #include <QLabel>
 #include <QLineEdit>
+#include <QRegularExpression>
 #include <QScrollArea>
 #include <QScrollBar>
 #include <QSignalSpy>
-#include <QTabWidget>
-#include <sqlite3.h>
-#include <QStatusBar>
 #include <QSortFilterProxyModel>
+#include <QStatusBar>
+#include <QTabWidget>
 #include <QTableView>
 #include <QTableWidget>
-#include <algorithm>
 #include <QTemporaryDir>
 #include <QTest>
 #include <QTextBrowser>
-#include <QUrl>
+#include <QTextDocument>
 #include <QToolTip>
+#include <QUrl>
+#include <algorithm>
 #include <set>
 
 #include <nlohmann/json.hpp>
@@ -46,11 +48,13 @@
 #include "app/gui/timeline_widget.h"
 #include "core/model_json.h"
 #include "core/presets.h"
+#include "core/trace_analysis.h"
+#include "core/trace_export.h"
 #include "core/trace_import.h"
 #include "core/trace_reader.h"
 #include "core/trace_writer.h"
-#include "planners/estimate.h"
 #include "gui_test_support.h"
+#include "planners/estimate.h"
 
 using namespace cs;
 using namespace cs::gui;
@@ -1072,6 +1076,55 @@ void TestGuiRun::exports() {
               pdf_bytes.count("/Type /Page/") + pdf_bytes.count("/Type /Page>") >=
           1);
   QFile::copy(pdf, QStringLiteral(CS_SCREENSHOT_DIR "/run-report.pdf"));
+
+  // What the PDF lays out: one breakdown per rank, the Run view's (core's
+  // has other categories and colours); every picture with a width and a
+  // height in its own aspect (a width alone squashed each); the plan as a
+  // short table, not a page and a half of JSON; nothing wider than the page.
+  {
+    auto reader = trace::TraceReader::open(cpu_store_.toStdString());
+    QVERIFY(reader.ok());
+    auto analysis = trace::analyze_run(*reader.value());
+    QVERIFY(analysis.ok());
+    const QString core_path = dir_.filePath(QStringLiteral("core.html"));
+    QVERIFY(trace::export_html_report(*reader.value(), analysis.value(), core_path.toStdString()));
+    QFile core_file(core_path);
+    QVERIFY(core_file.open(QIODevice::ReadOnly));
+    const QString core = QString::fromUtf8(core_file.readAll());
+    QVERIFY(core.contains(QStringLiteral("aria-label=\"time breakdown per rank\"")));
+    QVERIFY(core.contains(QStringLiteral("plan (JSON)")));
+    const QImage breakdown = view.breakdownPicture();
+    QImage timeline(1000, 180, QImage::Format_ARGB32);
+    timeline.fill(Qt::white);
+    QTextDocument document;
+    const QString laid = RunView::pdfReportDocument(document, core, breakdown, timeline);
+    QVERIFY(!laid.contains(QStringLiteral("<svg")));
+    QVERIFY(!laid.contains(QStringLiteral("time breakdown per rank")));
+    QCOMPARE(laid.count(QStringLiteral("cs://breakdown")), 1);
+    QCOMPARE(laid.count(QStringLiteral("cs://timeline")), 1);
+    QVERIFY(!laid.contains(QStringLiteral("<pre")));
+    QVERIFY(laid.contains(QStringLiteral("<th>parallel</th>")));
+    const QRegularExpression img(
+        QStringLiteral("<img src=\"([^\"]+)\" width=\"(\\d+)\" height=\"(\\d+)\">"));
+    int pictures = 0;
+    for (auto it = img.globalMatch(laid); it.hasNext(); ++pictures) {
+      const QRegularExpressionMatch m = it.next();
+      const QImage picture =
+          document.resource(QTextDocument::ImageResource, QUrl(m.captured(1))).value<QImage>();
+      QVERIFY2(!picture.isNull(), qPrintable(m.captured(1)));
+      const double shown = m.captured(2).toDouble() / m.captured(3).toDouble();
+      const double drawn = double(picture.width()) / picture.height();
+      QVERIFY2(
+          std::abs(shown / drawn - 1) < 0.02,
+          qPrintable(QStringLiteral("%1: %2 against %3").arg(m.captured(1)).arg(shown).arg(drawn)));
+    }
+    QCOMPARE(pictures, int(laid.count(QStringLiteral("<img"))));  // each with both
+    QVERIFY(pictures >= 3);
+    QVERIFY2(document.documentLayout()->documentSize().width() <= document.pageSize().width() + 0.5,
+             qPrintable(QStringLiteral("%1 px on a %2 px page")
+                            .arg(document.documentLayout()->documentSize().width())
+                            .arg(document.pageSize().width())));
+  }
 
   auto csv = view.exportNow(RunExport::csv, dir_.filePath(QStringLiteral("run")));
   if (!csv.ok()) QFAIL(csv.message().c_str());

@@ -15,6 +15,7 @@
 #include <QPointer>
 #include <QProgressBar>
 #include <QPushButton>
+#include <QScrollArea>
 #include <QSignalSpy>
 #include <QSpinBox>
 #include <QStandardPaths>
@@ -177,7 +178,11 @@ void TestGuiRuns::completedRun() {
   QVERIFY2(!view->header()->text().contains(QStringLiteral("the run ended")),
            qPrintable(view->header()->text()));  // complete: nothing to say
 
-  const QImage shot = cs::gui::test::saveScreenshot(panel, QStringLiteral("runs-panel"));
+  // The panel's whole column, as it scrolls in its dock.
+  QWidget* column = panel->findChild<QScrollArea*>(QStringLiteral("runs_scroll"))->widget();
+  column->resize(std::max(column->width(), 440),
+                 std::max(column->height(), column->sizeHint().height()));
+  const QImage shot = cs::gui::test::saveScreenshot(column, QStringLiteral("runs-panel"));
   double dominant = 1;
   QVERIFY(cs::gui::test::distinctColours(shot, &dominant) > 8);
 }
