@@ -32,6 +32,7 @@
 
 #include "app/gui/compare_view.h"
 #include "app/gui/ranked_plan_model.h"
+#include "app/gui/theme.h"
 #include "app/gui/workspace.h"
 #include "core/format.h"
 
@@ -187,7 +188,6 @@ PlanExplorer::PlanExplorer(Workspace* workspace, PinnedPlans* pinned, QWidget* p
   x->setTitleText(tr("memory per GPU (GiB)"));
   auto* y = new QValueAxis;
   y->setTitleText(tr("k tokens/s"));
-  y->setLabelFormat(QStringLiteral("%g"));
   chart->addAxis(x, Qt::AlignBottom);
   chart->addAxis(y, Qt::AlignLeft);
   for (QAbstractSeries* s : chart->series()) {
@@ -368,9 +368,11 @@ void PlanExplorer::updateChart() {
   auto* chart = chart_view_->chart();
   const auto x_axes = chart->axes(Qt::Horizontal);
   const auto y_axes = chart->axes(Qt::Vertical);
-  if (!x_axes.isEmpty()) x_axes.front()->setRange(0, max_x > 0 ? max_x * 1.08 : 1);
+  if (auto* values = x_axes.isEmpty() ? nullptr : qobject_cast<QValueAxis*>(x_axes.front()))
+    setRoundTicks(values, 0, max_x > 0 ? max_x * 1.02 : 1);
   if (!y_axes.isEmpty()) {
-    y_axes.front()->setRange(0, max_y > 0 ? max_y * 1.08 : 1);
+    if (auto* values = qobject_cast<QValueAxis*>(y_axes.front()))
+      setRoundTicks(values, 0, max_y > 0 ? max_y * 1.02 : 1);
     y_axes.front()->setTitleText(model_->perSample() ? tr("k samples/s") : tr("k tokens/s"));
   }
 }

@@ -54,6 +54,7 @@
 #include "app/calibration/calibration_workflow.h"
 #include "app/gui/predicted_timeline.h"
 #include "app/gui/report_export.h"
+#include "app/gui/theme.h"
 #include "app/gui/timeline_widget.h"
 #include "core/format.h"
 #include "core/json_reader.h"
@@ -932,13 +933,15 @@ void RunView::showAnalysis() {
   auto* axis_x = new QValueAxis;
   // Short enough not to be elided in a docked view; the legend names the parts.
   axis_x->setTitleText(tr("ms per rank (the parts add up to its span)"));
-  axis_x->setRange(0, std::max(1e-3, longest * 1.05));
   chart->addAxis(axis_x, Qt::AlignBottom);
   series->attachAxis(axis_x);
+  setRoundTicks(axis_x, 0, std::max(1e-3, longest));
   chart->legend()->setAlignment(Qt::AlignBottom);
   QChart* old = chart_->chart();
   chart_->setChart(chart);
   delete old;
+  // A chart made after a switch to the dark theme came up white.
+  applyChartTheme(this);
 
   // Ranks: the breakdown's figures, overlap and straggler verdicts.
   const QStringList rank_columns = {tr("rank"),

@@ -32,6 +32,7 @@
 
 #include "app/calibration/calibration_workflow.h"
 #include "app/gui/project.h"
+#include "app/gui/theme.h"
 #include "app/gui/workspace.h"
 #include "core/format.h"
 #include "core/host_probe.h"
@@ -84,9 +85,11 @@ void fitAxes(QLineSeries* series) {
   const double pad = std::max(1e-9, (y2 - y1) * 0.1);
   QChart* chart = series->chart();
   for (QAbstractAxis* axis : chart->axes(Qt::Horizontal))
-    axis->setRange(x1, std::max(x1 + 1, x2));
+    if (auto* values = qobject_cast<QValueAxis*>(axis))
+      setRoundTicks(values, x1, std::max(x1 + 1, x2), true);
   for (QAbstractAxis* axis : chart->axes(Qt::Vertical))
-    axis->setRange(std::max(0.0, y1 - pad), y2 + pad);
+    if (auto* values = qobject_cast<QValueAxis*>(axis))
+      setRoundTicks(values, std::max(0.0, y1 - pad), y2 + pad);
 }
 
 }  // namespace

@@ -8,6 +8,9 @@
 #include <QPalette>
 #include <QStyle>
 #include <QStyleFactory>
+#include <QValueAxis>
+#include <algorithm>
+#include <cmath>
 
 namespace cs::gui {
 
@@ -78,6 +81,28 @@ void applyChartTheme(QWidget* root) {
       axis->setLinePenColor(grid);
     }
   }
+}
+
+void setRoundTicks(QValueAxis* axis, double lo, double hi, bool whole) {
+  if (!(hi > lo)) hi = lo + (whole ? 1 : 1e-3);
+  const double target = (hi - lo) / 5;
+  const double power = std::pow(10.0, std::floor(std::log10(target)));
+  double step = 10 * power;
+  for (double m : {1.0, 2.0, 5.0}) {
+    if (m * power >= target) {
+      step = m * power;
+      break;
+    }
+  }
+  if (whole) step = std::max(1.0, std::round(step));
+  const double first = std::floor(lo / step + 1e-9) * step;
+  const double last = std::ceil(hi / step - 1e-9) * step;
+  axis->setRange(first, last);
+  axis->setTickType(QValueAxis::TicksDynamic);
+  axis->setTickAnchor(first);
+  axis->setTickInterval(step);
+  const int decimals = step >= 1 ? 0 : int(std::ceil(-std::log10(step) - 1e-9));
+  axis->setLabelFormat(QStringLiteral("%.") + QString::number(decimals) + QStringLiteral("f"));
 }
 
 }  // namespace cs::gui

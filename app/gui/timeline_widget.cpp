@@ -93,26 +93,6 @@ std::int64_t tickStep(double target) {
   return std::int64_t(10 * p);
 }
 
-// A tick's time since the start of the trace, with the digits its step needs
-// (ticks 200 ns apart at 12.3456 ms read "12345.6 µs", not all "12.3 ms").
-QString tickLabel(std::int64_t t, std::int64_t step) {
-  struct Unit {
-    double ns;
-    const char* name;
-  };
-  static constexpr Unit kUnits[] = {{1e9, "s"}, {1e6, "ms"}, {1e3, "µs"}, {1, "ns"}};
-  for (const Unit& u : kUnits) {
-    if (u.ns <= double(std::max<std::int64_t>(step, 1)) * 1000 || u.ns == 1) {
-      const int decimals = std::max(
-          0, int(std::ceil(std::log10(u.ns / double(std::max<std::int64_t>(step, 1))) - 1e-9)));
-      return QStringLiteral("%1 %2")
-          .arg(double(t) / u.ns, 0, 'f', decimals)
-          .arg(QString::fromUtf8(u.name));
-    }
-  }
-  return QString::number(t);
-}
-
 // Each lane's title: its rank's device (else "rank N") and its name.
 std::vector<QString> laneTitles(const trace::TraceReader& reader) {
   std::map<std::int32_t, QString> devices;
@@ -282,6 +262,36 @@ struct Opened {
 };
 
 }  // namespace
+
+// In the unit a profiler speaks for the step: ticks 2 ms apart read "2 ms",
+// "4 ms" (they read "0.002 s"), 0.5 ms apart "0.5 ms"; at most one decimal
+// more than the step needs, unless the time would take more than five
+// digits in that unit (123.456 s, not 123456 ms; 200 ns apart at 12.3456 ms,
+// "12345.6 µs").
+QString timeTickLabel(std::int64_t t, std::int64_t step) {
+  struct Unit {
+    double ns;
+    const char* name;
+  };
+  static constexpr Unit kUnits[] = {{1e9, "s"}, {1e6, "ms"}, {1e3, "µs"}, {1, "ns"}};
+  constexpr int kCount = 4;
+  const double s = double(std::max<std::int64_t>(step, 1));
+  int unit = kCount - 1;
+  for (int i = 0; i < kCount; ++i) {
+    if (kUnits[i].ns <= s * 10) {
+      unit = i;
+      break;
+    }
+  }
+  int decimals = std::max(0, int(std::ceil(std::log10(kUnits[unit].ns / s) - 1e-9)));
+  while (unit > 0 && std::abs(double(t)) / kUnits[unit].ns >= 1e5) {
+    --unit;
+    decimals += 3;
+  }
+  return QStringLiteral("%1 %2")
+      .arg(double(t) / kUnits[unit].ns, 0, 'f', decimals)
+      .arg(QString::fromUtf8(kUnits[unit].name));
+}
 
 TimelineWidget::TimelineWidget(QWidget* parent) : QWidget(parent) {
   setObjectName(QStringLiteral("timeline"));
@@ -619,7 +629,7 @@ int paintTimeline(const TimelineWidget::PaintState& state, QPainter& painter, co
     const double x = x_of(t);
     painter.setPen(grid);
     painter.drawLine(QPointF(x, area.top() + kRuler - 4), QPointF(x, area.bottom()));
-    const QString label = tickLabel(t - state.full.start_ns, step);
+    const QString label = timeTickLabel(t - state.full.start_ns, step);
     if (x + 2 + fm.horizontalAdvance(label) > area.right()) continue;
     painter.setPen(text);
     painter.drawText(QRectF(x + 2, area.top(), 90, kRuler - 4), Qt::AlignLeft | Qt::AlignVCenter,

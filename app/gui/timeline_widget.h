@@ -27,6 +27,10 @@
 
 namespace cs::gui {
 
+// The time axis's label of a tick `t` ns after the trace's start, ticks
+// `step` ns apart: "2 ms", "0.5 ms", "123.456 s".
+QString timeTickLabel(std::int64_t t, std::int64_t step);
+
 class TimelineWidget : public QWidget {
   Q_OBJECT
 

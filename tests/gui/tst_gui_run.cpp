@@ -34,6 +34,7 @@
 #include <QTextDocument>
 #include <QToolTip>
 #include <QUrl>
+#include <QValueAxis>
 #include <algorithm>
 #include <set>
 
@@ -45,6 +46,7 @@
 #include "app/gui/message_bar.h"
 #include "app/gui/project.h"
 #include "app/gui/run_view.h"
+#include "app/gui/theme.h"
 #include "app/gui/timeline_widget.h"
 #include "core/model_json.h"
 #include "core/presets.h"
@@ -85,6 +87,7 @@ class TestGuiRun : public QObject {
  private slots:
   void initTestCase();
   void opensCpuEngineRun();
+  void chartMadeInTheDarkThemeIsDark();
   void longTitleKeepsTheWindow();
   void zoomPanAndSelect();
   void kernelRowShowsInstances();
@@ -156,6 +159,21 @@ void TestGuiRun::openAndWait(RunView& view, const QString& path) {
                            30000);
 }
 
+// A run opened after the switch to the dark theme: its breakdown chart,
+// made anew for each store, came up white.
+void TestGuiRun::chartMadeInTheDarkThemeIsDark() {
+  cs::gui::applyTheme(true);
+  auto light_again = qScopeGuard([] { cs::gui::applyTheme(false); });
+  RunView view;
+  view.resize(1200, 900);
+  view.show();
+  QVERIFY(QTest::qWaitForWindowExposed(&view));
+  openAndWait(view, cpu_store_);
+  const QColor base = QApplication::palette().color(QPalette::Base);
+  QCOMPARE(view.breakdownChart()->chart()->backgroundBrush().color(), base);
+  QVERIFY(base.lightness() < 128);
+}
+
 void TestGuiRun::opensCpuEngineRun() {
   RunView view;
   view.resize(1200, 900);
@@ -171,6 +189,25 @@ void TestGuiRun::opensCpuEngineRun() {
   QChart* chart = view.breakdownChart()->chart();
   QVERIFY(chart);
   QCOMPARE(chart->series().size(), 1);
+  // Its axis ticks round, 1, 2 or 5 times a power of ten apart, from 0 (they
+  // read 755.2, 1510.4, ...), past the longest span.
+  {
+    auto* axis = qobject_cast<QValueAxis*>(chart->axes(Qt::Horizontal).value(0));
+    QVERIFY(axis);
+    QCOMPARE(axis->tickType(), QValueAxis::TicksDynamic);
+    QCOMPARE(axis->min(), 0.0);
+    const double interval = axis->tickInterval();
+    const double mantissa = interval / std::pow(10.0, std::floor(std::log10(interval)));
+    QVERIFY2(std::abs(mantissa - 1) < 1e-9 || std::abs(mantissa - 2) < 1e-9 ||
+                 std::abs(mantissa - 5) < 1e-9,
+             qPrintable(QString::number(interval)));
+    const double ticks = axis->max() / interval;
+    QVERIFY2(std::abs(ticks - std::round(ticks)) < 1e-9, qPrintable(QString::number(axis->max())));
+    std::int64_t longest = 0;
+    for (const cs::trace::RankAnalysis& r : view.analysis()->ranks)
+      longest = std::max(longest, r.total.span_ns);
+    QVERIFY(axis->max() >= double(longest) * 1e-6);
+  }
   QCOMPARE(view.rankTable()->rowCount(), 2);
   QVERIFY(view.kernelProxy()->rowCount() > 0);
   QVERIFY(view.collectiveProxy()->rowCount() > 0);  // the data-parallel all-reduces

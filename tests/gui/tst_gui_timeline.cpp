@@ -119,6 +119,8 @@ class TestGuiTimeline : public QObject {
  private slots:
   void initTestCase();
   void onePaintedItemPerPixel();
+  void tickLabelsSpeakTheStepsUnit_data();
+  void tickLabelsSpeakTheStepsUnit();
   void deepZoomKeepsNanoseconds();
   void zoomAndPanStayInTheTrace();
   void predictedStepStore();
@@ -142,6 +144,32 @@ void TestGuiTimeline::waitForFrame(TimelineWidget& w) {
   QTRY_VERIFY_WITH_TIMEOUT(!w.busy() && w.frameJob() != 0 && w.frameJob() == w.requestedJob(),
                            20000);
   w.repaint();
+}
+
+// Ticks in the unit a profiler speaks for their step: 2 ms apart they read
+// "0.002 s", "0.004 s".
+void TestGuiTimeline::tickLabelsSpeakTheStepsUnit_data() {
+  QTest::addColumn<qint64>("t");
+  QTest::addColumn<qint64>("step");
+  QTest::addColumn<QString>("label");
+  QTest::addRow("2 ms apart") << qint64(4'000'000) << qint64(2'000'000) << "4 ms";
+  QTest::addRow("0.5 ms apart") << qint64(1'500'000) << qint64(500'000) << "1.5 ms";
+  QTest::addRow("50 us apart") << qint64(150'000) << qint64(50'000) << "150 µs";
+  QTest::addRow("200 ms apart") << qint64(600'000'000) << qint64(200'000'000) << "0.6 s";
+  QTest::addRow("2 s apart") << qint64(4'000'000'000) << qint64(2'000'000'000) << "4 s";
+  QTest::addRow("10 ns apart") << qint64(30) << qint64(10) << "30 ns";
+  // Past five digits the larger unit, with the step's digits.
+  QTest::addRow("2 ms apart at two minutes")
+      << qint64(123'456'000'000) << qint64(2'000'000) << "123.456 s";
+  QTest::addRow("200 ns apart at 12 ms") << qint64(12'345'600) << qint64(200) << "12345.6 µs";
+  QTest::addRow("start") << qint64(0) << qint64(2'000'000) << "0 ms";
+}
+
+void TestGuiTimeline::tickLabelsSpeakTheStepsUnit() {
+  QFETCH(qint64, t);
+  QFETCH(qint64, step);
+  QFETCH(QString, label);
+  QCOMPARE(cs::gui::timeTickLabel(t, step), label);
 }
 
 void TestGuiTimeline::onePaintedItemPerPixel() {
