@@ -160,9 +160,16 @@ Result<PlanRun> plan_run(const Plan& plan, const PlanRunOptions& o) {
 
   const int ranks = p.world_size();
   RunSpec& spec = run.spec;
-  spec.title = o.title.empty() ? plan.workload.display_name + " on " + std::to_string(ranks) +
-                                     (ranks == 1 ? " rank" : " ranks")
-                               : o.title;
+  // A reshaped model says so: "GPT-2 124M on 2 ranks" titled a run of a
+  // few million parameters.
+  const std::string model = shape->scaled.empty()
+                                ? plan.workload.display_name
+                                : plan.workload.display_name + ", scaled to " +
+                                      std::to_string(shape->config.layers) + " layers of hidden " +
+                                      std::to_string(shape->config.hidden) + ",";
+  spec.title = o.title.empty()
+                   ? model + " on " + std::to_string(ranks) + (ranks == 1 ? " rank" : " ranks")
+                   : o.title;
   const auto worker = find_worker();
   if (!worker) return Error{"clusterscope-worker was not found beside this program or on PATH"};
   spec.worker = *worker;
