@@ -1006,7 +1006,10 @@ void RunView::showAnalysis() {
   if (!a.prediction) {
     prediction_table_->setRowCount(1);
     prediction_table_->setItem(
-        0, 0, tableCell(tr("The run records no prediction (meta \"predicted_step\").")));
+        0, 0,
+        tableCell(tr("This run records no prediction of its step. Tools ▸ Predict the open run "
+                     "again makes one on this machine's calibration (Tools ▸ Calibrate this "
+                     "machine… first, where there is none).")));
   } else {
     const trace::PredictionComparison& p = *a.prediction;
     // As `trace stats` says them: the error of the prediction against the

@@ -1330,6 +1330,12 @@ void TestGuiRun::importedTraces() {
   QVERIFY(int(view->analysis()->ranks.size()) >= int(files.size()));
   QVERIFY(view->kernelProxy()->rowCount() > 0);
   QTRY_VERIFY_WITH_TIMEOUT(view->timeline()->laneCount() > 0, 30000);
+  // An imported trace has no prediction: the tab says how to make one (it
+  // named the store's meta key).
+  QVERIFY(!view->analysis()->prediction);
+  QVERIFY2(view->predictionTable()->item(0, 0)->text().contains(
+               QStringLiteral("Tools ▸ Predict the open run again")),
+           qPrintable(view->predictionTable()->item(0, 0)->text()));
   // Tools ▸ Compare the open run with… is there once a run is open.
   auto* compare = window.findChild<QAction*>(QStringLiteral("actionCompareRun"));
   QVERIFY(compare);
