@@ -82,7 +82,8 @@ void fitAxes(QLineSeries* series) {
     y1 = std::min(y1, p.y());
     y2 = std::max(y2, p.y());
   }
-  const double pad = std::max(1e-9, (y2 - y1) * 0.1);
+  // A flat line (every step's loss alike) gets a range about its value.
+  const double pad = std::max({1e-9, (y2 - y1) * 0.1, std::abs(y2) * 0.01});
   QChart* chart = series->chart();
   for (QAbstractAxis* axis : chart->axes(Qt::Horizontal))
     if (auto* values = qobject_cast<QValueAxis*>(axis))

@@ -97,10 +97,14 @@ void setRoundTicks(QValueAxis* axis, double lo, double hi, bool whole) {
   if (whole) step = std::max(1.0, std::round(step));
   const double first = std::floor(lo / step + 1e-9) * step;
   const double last = std::ceil(hi / step - 1e-9) * step;
+  // Fixed ticks while the range and the interval change: dynamic ones laid
+  // out the new range at the old interval first (a range of 5 at an earlier
+  // interval of 2e-10: billions of ticks, and the app hung).
+  axis->setTickType(QValueAxis::TicksFixed);
   axis->setRange(first, last);
-  axis->setTickType(QValueAxis::TicksDynamic);
   axis->setTickAnchor(first);
   axis->setTickInterval(step);
+  axis->setTickType(QValueAxis::TicksDynamic);
   const int decimals = step >= 1 ? 0 : int(std::ceil(-std::log10(step) - 1e-9));
   axis->setLabelFormat(QStringLiteral("%.") + QString::number(decimals) + QStringLiteral("f"));
 }

@@ -558,7 +558,7 @@ void TestModelJson::clusterTotals() {
   const cs::ClusterTotals t = cs::totals(*c);
   QCOMPARE(t.gpus, 32);
   QCOMPARE(t.peak.bf16, 32 * 989.4e12);
-  QCOMPARE(t.gpu_memory_bytes, 32 * 80.0 * (1 << 30));
+  QCOMPARE(t.gpu_memory_bytes, 32 * 79.65 * (1 << 30));  // 81559 MiB, as nvidia-smi has it
   QCOMPARE(t.per_gpu_intra_bandwidth, 450e9);            // NVLink 4 per direction
   QCOMPARE(t.per_gpu_inter_bandwidth, 50e9);             // one NDR port per GPU
   QCOMPARE(t.bisection_bandwidth, 2 * 8 * 50e9);         // half the nodes' NICs
