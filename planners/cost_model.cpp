@@ -1303,7 +1303,7 @@ void evaluate(const Machine& m, const Model& x, const Knobs& k, const LayerCosts
   } else {
     run.steps = iterations_per_run(x.dataset_samples, samples, x.epochs);
     // 6PD is a transformer's (each parameter used once per token); a
-    // convolution reuses its weights across the image (ResNet-18: 56.5
+    // convolution reuses its weights across the image (ResNet-18: 56.3
     // TFLOP against a "6PD" of 17.5): none is given.
     run.flops_6pd = 0;
   }

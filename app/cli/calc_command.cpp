@@ -1,5 +1,6 @@
 // clusterscope calc communication | quantize | flops: the seed articles'
-// calculators, headless (the app's Calculators panel does the same sums).
+// calculators, headless (the app's Calculators panel does the communication
+// and quantisation sums).
 // With no options each reproduces the article's own worked example.
 
 #include <cmath>

@@ -651,7 +651,7 @@ void TestPlannerAccuracy::seedTrainingFlops() {
   QCOMPARE(iterations, 196.0 * 5);
   const double flops = cs::plan::training_flops(w->generic.forward_flops_per_sample, 50000 * 5);
   QCOMPARE(flops, w->generic.forward_flops_per_sample * 3 * 50000 * 5);
-  // The article's x2 undercounts the backward pass by a third.
+  // The article's x2 undercounts the total by a third (the backward by half).
   QCOMPARE(flops * 2 / 3, w->generic.forward_flops_per_sample * 2 * 50000 * 5);
 
   cs::Plan plan;
