@@ -237,20 +237,38 @@ std::vector<int> powers_of_two_and(int limit, std::vector<int> extra) {
 }
 
 // `pointer`: the control's own; its problem is the reason shown, when it has one.
-ControlOption try_option(const Plan& plan, int value, std::string label, std::string_view pointer) {
+// A value is invalid for a problem of its own: one at its control, or one
+// the current plan (`standing`) does not have. A problem elsewhere that the
+// plan already has made every value of every control invalid, each naming
+// that other control's problem.
+ControlOption try_option(const Plan& plan, int value, std::string label, std::string_view pointer,
+                         const std::vector<Problem>& standing) {
   ControlOption o;
   o.value = value;
   o.label = std::move(label);
   const std::vector<Problem> problems = check_plan(plan);
   if (!problems.empty()) {
-    const Problem* shown = &problems.front();
+    auto stands = [&](const Problem& p) {
+      return p.pointer != pointer &&
+             std::any_of(standing.begin(), standing.end(), [&](const Problem& s) {
+               return s.pointer == p.pointer && s.message == p.message;
+             });
+    };
+    const Problem* own = nullptr;
     for (const Problem& p : problems) {
       if (p.pointer == pointer) {
-        shown = &p;
+        own = &p;
         break;
       }
+      if (!own && !stands(p)) own = &p;
     }
-    o.reason = shown->pointer + ": " + shown->message;
+    if (own) {
+      o.reason = own->pointer + ": " + own->message;
+      return o;
+    }
+    // Valid here; its memory is not known while the plan has that problem.
+    o.valid = true;
+    o.reason = "not estimated while " + problems.front().pointer + " has a problem";
     return o;
   }
   o.valid = true;
@@ -348,10 +366,11 @@ std::vector<ControlOption> control_options(const Plan& plan, Control control) {
   const int gpus = std::max(plan.cluster.total_gpus(), 1);
   const bool transformer = plan.workload.kind == WorkloadKind::transformer;
   const TransformerShape& s = plan.workload.transformer;
+  const std::vector<Problem> standing = check_plan(plan);
   auto option = [&](int value, std::string label) {
     Plan trial = plan;
     set_control(trial.parallel, trial.precision, control, value);
-    out.push_back(try_option(trial, value, std::move(label), json_pointer(control)));
+    out.push_back(try_option(trial, value, std::move(label), json_pointer(control), standing));
   };
   auto integers = [&](const std::vector<int>& values) {
     for (int v : values)

@@ -267,8 +267,8 @@ std::string_view json_pointer(Control control);  // "/parallel/tp", "/precision/
 struct ControlOption {
   int value = 0;       // the integer, the enum value (Recompute, Precision), or 0/1 for flags
   std::string label;   // "8", "selective", "bf16", "on"
-  bool valid = false;  // check_plan finds no problem with it
-  bool fits = false;   // valid and fits in GPU memory
+  bool valid = false;  // check_plan finds no problem with it other than the plan's own elsewhere
+  bool fits = false;  // valid and fits in GPU memory (false, unknown, while the plan has a problem)
   std::string reason;  // why not: the first problem, or the memory shortfall; "" when it fits
 };
 

@@ -353,10 +353,14 @@ void PlanPanel::showAnalysis(const std::shared_ptr<const PlanAnalysis>& a) {
       if (pr.pointer == pointer) problem = q(pr.message);
     }
     const bool bad = !problem.isEmpty();
+    // While another control has a problem, no value's memory is known.
     const QString text =
-        bad ? QStringLiteral("✗ ") + problem
-        : options.empty()
-            ? QString()
+        bad               ? QStringLiteral("✗ ") + problem
+        : options.empty() ? QString()
+        : !a->problems.empty()
+            ? tr("%1 of %2 values valid; what fits, once the plan's problem is fixed")
+                  .arg(valid)
+                  .arg(options.size())
             : tr("%1 of %2 values valid, %3 fit").arg(valid).arg(options.size()).arg(fitting);
     reason->setText(text);
     if (reason->property("bad").toBool() != bad) {

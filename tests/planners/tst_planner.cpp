@@ -76,6 +76,7 @@ class TestPlanner : public QObject {
   void controlOptionsAtTheBounds();
   void controlOptions_data();
   void controlOptions();
+  void controlOptionsBesideAnotherProblem();
   void setControlKeepsTheGpus_data();
   void setControlKeepsTheGpus();
   void precisions_data();
@@ -384,6 +385,39 @@ void TestPlanner::controlOptions() {
   }
   QVERIFY(saw_valid);
   QVERIFY(saw_invalid);
+}
+
+// A problem the plan already has elsewhere does not make every value of
+// every control invalid: an inference plan with recomputation offered no
+// valid TP, each value naming the recomputation's problem.
+void TestPlanner::controlOptionsBesideAnotherProblem() {
+  cs::Plan p = gpt3_on_64();
+  p.precision.inference = true;  // recompute stays selective: the plan's own problem
+  const auto standing = cs::plan::check_plan(p);
+  QVERIFY(!standing.empty());
+  QCOMPARE(QString::fromStdString(standing.front().pointer), QString("/parallel/recompute"));
+  bool saw_valid = false, saw_invalid = false;
+  for (const cs::plan::ControlOption& o : cs::plan::control_options(p, cs::plan::Control::tp)) {
+    if (o.label == "8") {
+      saw_valid = true;
+      QVERIFY2(o.valid, o.reason.c_str());
+      QVERIFY(!o.fits);  // not estimated while the plan has its problem
+      QCOMPARE(QString::fromStdString(o.reason),
+               QString("not estimated while /parallel/recompute has a problem"));
+    }
+    if (o.label == "3") {
+      saw_invalid = true;
+      QVERIFY(!o.valid);
+      QVERIFY2(QString::fromStdString(o.reason).startsWith("/parallel/tp"), o.reason.c_str());
+    }
+  }
+  QVERIFY(saw_valid && saw_invalid);
+  // The control with the problem: its other values are judged as before.
+  for (const cs::plan::ControlOption& o :
+       cs::plan::control_options(p, cs::plan::Control::recompute)) {
+    if (o.label == "none") QVERIFY2(o.valid && o.fits, o.reason.c_str());
+    if (o.label == "selective") QVERIFY(!o.valid);
+  }
 }
 
 // A new tp or pp keeps the plan's GPU count, dp taking what is left, as
