@@ -818,8 +818,12 @@ void TestLauncher::killedRankIsNamed() {
 // were not, and a stop or a kill reached mpirun alone), and a cancel stops
 // them at once.
 void TestLauncher::sweepRanksAreKnown() {
-  RunSpec spec = test::worker_spec(2, {"--backend", "cpu", "--sweep", "layer_gemm",
-                                       "--sweep-seconds", "60", "--gemm-sizes", "64", "--dp", "2"});
+  // GEMMs of width 1024: each size's repetitions take seconds (of width 64,
+  // at most 200 of them, the whole sweep took 0.4 s and a rank could be done
+  // before the other's pid was known).
+  RunSpec spec =
+      test::worker_spec(2, {"--backend", "cpu", "--sweep", "layer_gemm", "--sweep-seconds", "60",
+                            "--gemm-sizes", "1024", "--dp", "2"});
   Launcher launcher(spec);
   QVERIFY(launcher.start().ok());
   QVERIFY2(test::wait_until(
