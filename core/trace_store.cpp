@@ -132,6 +132,16 @@ std::string process_start_time(long pid) {
   return {};
 }
 
+// The names of the database's tables.
+Result<std::set<std::string, std::less<>>> table_names(sql::Database& db) {
+  std::set<std::string, std::less<>> tables;
+  auto stmt = db.prepare("SELECT name FROM sqlite_master WHERE type = 'table'");
+  if (!stmt) return stmt.error();
+  while (stmt->step() == SQLITE_ROW)
+    tables.emplace(stmt->text_at(0));
+  return tables;
+}
+
 std::string list_tables(sql::Database& db) {
   auto stmt = db.prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name");
   if (!stmt) return {};
@@ -319,15 +329,12 @@ Status migrate_from_version_1(const std::string& path) {
   // touched: the upgrade added a table to it, then failed on the next.
   bool had_chunks = false;
   {
-    std::set<std::string, std::less<>> tables;
-    auto stmt = db.prepare("SELECT name FROM sqlite_master WHERE type = 'table'");
-    if (!stmt) return stmt.error();
-    while (stmt->step() == SQLITE_ROW)
-      tables.emplace(stmt->text_at(0));
+    auto tables = table_names(db);
+    if (!tables) return tables.error();
     for (const char* table : kRequiredTables) {
       if (std::string_view(table) == "chunks") {
-        had_chunks = tables.count(std::string_view(table)) > 0;
-      } else if (!tables.count(std::string_view(table))) {
+        had_chunks = tables->count(std::string_view(table)) > 0;
+      } else if (!tables->count(std::string_view(table))) {
         return Error{path + " is damaged: the trace store table '" + std::string(table) +
                      "' is missing (the store, of schema version 1, is unchanged)"};
       }
@@ -475,13 +482,10 @@ Result<sql::Database> open_store(const std::string& path, bool writable, StoreSt
                  std::to_string(kSchemaVersion) + ")"};
   }
   {
-    std::set<std::string, std::less<>> tables;
-    auto stmt = db.prepare("SELECT name FROM sqlite_master WHERE type = 'table'");
-    if (!stmt) return stmt.error();
-    while (stmt->step() == SQLITE_ROW)
-      tables.emplace(stmt->text_at(0));
+    auto tables = table_names(db);
+    if (!tables) return tables.error();
     for (const char* table : kRequiredTables) {
-      if (!tables.count(std::string_view(table))) {
+      if (!tables->count(std::string_view(table))) {
         return Error{path + " is damaged: the trace store table '" + std::string(table) +
                      "' is missing"};
       }

@@ -22,6 +22,20 @@ namespace {
 using Run = cs::test::ProcessRun;
 using cs::test::run_cli;
 
+// `trace stats` of a store imported from a trace of this JSON text (a
+// failed import's run, when it fails).
+Run stats_of_trace(const QTemporaryDir& dir, const QByteArray& text) {
+  const QString trace = dir.filePath("trace.json");
+  QFile f(trace);
+  if (!f.open(QIODevice::WriteOnly)) return Run{};
+  f.write(text);
+  f.close();
+  const QString store = dir.filePath("trace.cstrace");
+  const Run imported = run_cli({"trace", "import", trace, "-o", store});
+  if (imported.exit_code != 0) return imported;
+  return run_cli({"trace", "stats", store});
+}
+
 QJsonObject json_of(const Run& r) {
   return QJsonDocument::fromJson(r.out.toUtf8()).object();
 }
@@ -70,16 +84,9 @@ class TestTraceCli : public QObject {
 // "-" (it said "-%" in every column) and a line says why.
 void TestTraceCli::rankWithoutDeviceWorkSaysSo() {
   QTemporaryDir dir;
-  const QString trace = dir.filePath("cpu.json");
-  QFile f(trace);
-  QVERIFY(f.open(QIODevice::WriteOnly));
-  f.write(R"({"traceEvents":[{"ph":"X","name":"aten::mm","ts":10,"dur":5,"pid":1,"tid":1,)"
-          R"("cat":"cpu_op"}],"distributedInfo":{"rank":0}})");
-  f.close();
-  const QString store = dir.filePath("cpu.cstrace");
-  const Run imported = run_cli({"trace", "import", trace, "-o", store});
-  QVERIFY2(imported.exit_code == 0, qPrintable(imported.err));
-  const Run stats = run_cli({"trace", "stats", store});
+  const Run stats = stats_of_trace(
+      dir, R"({"traceEvents":[{"ph":"X","name":"aten::mm","ts":10,"dur":5,"pid":1,"tid":1,)"
+           R"("cat":"cpu_op"}],"distributedInfo":{"rank":0}})");
   QVERIFY2(stats.exit_code == 0, qPrintable(stats.err));
   QVERIFY2(!stats.out.contains("-%"), qPrintable(stats.out));
   QVERIFY2(stats.out.contains("  rank 0: no device work recorded (no GPU kernel, copy or engine "
@@ -91,16 +98,9 @@ void TestTraceCli::rankWithoutDeviceWorkSaysSo() {
 // table's row and reached the terminal.
 void TestTraceCli::controlCharactersInNamesAreEscaped() {
   QTemporaryDir dir;
-  const QString trace = dir.filePath("weird.json");
-  QFile f(trace);
-  QVERIFY(f.open(QIODevice::WriteOnly));
-  f.write(R"({"traceEvents":[{"ph":"X","name":"a\nb\r\u0001\u001b[31m","ts":10,"dur":5,)"
-          R"("pid":0,"tid":7,"cat":"kernel"}],"distributedInfo":{"rank":0}})");
-  f.close();
-  const QString store = dir.filePath("weird.cstrace");
-  const Run imported = run_cli({"trace", "import", trace, "-o", store});
-  QVERIFY2(imported.exit_code == 0, qPrintable(imported.err));
-  const Run stats = run_cli({"trace", "stats", store});
+  const Run stats = stats_of_trace(
+      dir, R"({"traceEvents":[{"ph":"X","name":"a\nb\r\u0001\u001b[31m","ts":10,"dur":5,)"
+           R"("pid":0,"tid":7,"cat":"kernel"}],"distributedInfo":{"rank":0}})");
   QVERIFY2(stats.exit_code == 0, qPrintable(stats.err));
   QVERIFY2(stats.out.contains(R"(a\nb\r\x01\x1b[31m  )"), qPrintable(stats.out));
   QVERIFY(!stats.out.contains('\x1b') && !stats.out.contains('\r'));
