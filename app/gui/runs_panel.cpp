@@ -380,7 +380,13 @@ void RunsPanel::setRankRow(int rank, const QString& state, const QString& detail
   };
   set(0, QString::number(rank));
   QTableWidgetItem* state_item = set(1, state);
-  state_item->setBackground(state == tr("failed") ? QColor(0xff, 0xc8, 0xc8) : QColor());
+  // A failed rank's cell is tinted; the others have none (an invalid
+  // colour's brush painted them black).
+  if (state == tr("failed")) {
+    state_item->setBackground(QColor(0xff, 0xc8, 0xc8));
+  } else {
+    state_item->setData(Qt::BackgroundRole, QVariant());
+  }
   if (!detail.isEmpty()) set(5, detail);
 }
 

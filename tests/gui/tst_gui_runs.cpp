@@ -153,6 +153,9 @@ void TestGuiRuns::completedRun() {
   QCOMPARE(panel->progress()->value(), 4);
   QCOMPARE(panel->rankTable()->rowCount(), 2);
   QCOMPARE(panel->rankTable()->item(1, 2)->text(), QStringLiteral("4"));
+  // A rank that did not fail has no tint (its state cell was painted black).
+  for (int rank = 0; rank < 2; ++rank)
+    QVERIFY(!panel->rankTable()->item(rank, 1)->data(Qt::BackgroundRole).isValid());
   const QString store = finished.front().at(1).toString();
   QVERIFY(QFileInfo::exists(store));
   QVERIFY(panel->report()->toPlainText().contains(QStringLiteral("complete")));
