@@ -90,7 +90,11 @@ void FieldEdit::showValue(const QString& value) {
         std::abs(typed - v) <= 1e-12 * std::max(1.0, std::abs(v)))
       return;
   }
-  if (edit_->text() != shown) edit_->setText(shown);
+  if (edit_->text() != shown) {
+    edit_->setText(shown);
+    // A long value shows its start (a cluster's name showed only its end).
+    if (!edit_->hasFocus()) edit_->setCursorPosition(0);
+  }
 }
 
 void FieldEdit::setProblem(const QString& reason) {

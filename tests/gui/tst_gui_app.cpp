@@ -263,6 +263,10 @@ void TestGuiApp::formLabelsWhole() {
 
 void TestGuiApp::editClusterChangesEstimate() {
   ClusterDesigner* designer = window_->clusterDesigner();
+  // The cluster's name shows from its start (the field showed its end).
+  QLineEdit* name = designer->field(QStringLiteral("/display_name"))->lineEdit();
+  QVERIFY(!name->text().isEmpty());
+  QCOMPARE(name->cursorPosition(), 0);
   QUndoStack* undo = window_->workspace()->undoStack();
   const int steps = undo->count();
   const QString cost_before = headline("cost");
