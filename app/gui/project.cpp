@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <set>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -135,11 +136,18 @@ Result<Project> project_from_json(const json& j, const std::string& doc) {
   };
 
   // Clusters and workloads are self-contained documents: no presets needed.
+  // The names of those refused: a plan naming one is not said to name a
+  // cluster the project lacks (the follow-on error sent the user looking).
+  std::set<std::string, std::less<>> refused_clusters, refused_workloads;
+  auto note_refused = [](std::set<std::string, std::less<>>& names, const json& item) {
+    if (item.is_object()) names.insert(text_of(item, "name"));
+  };
   if (const json* clusters = list("clusters")) {
     for (std::size_t i = 0; i < clusters->size(); ++i) {
       const std::string where = doc + ", cluster " + std::to_string(i);
       auto c = cluster_from_json((*clusters)[i], where);
       if (!c) {
+        note_refused(refused_clusters, (*clusters)[i]);
         append_line(errors, c.message());
       } else if (project.cluster_index(c->name) >= 0) {
         append_line(errors, where + ": /name: \"" + c->name + "\" is used twice");
@@ -153,6 +161,7 @@ Result<Project> project_from_json(const json& j, const std::string& doc) {
       const std::string where = doc + ", workload " + std::to_string(i);
       auto w = workload_from_json((*workloads)[i], where);
       if (!w) {
+        note_refused(refused_workloads, (*workloads)[i]);
         append_line(errors, w.message());
       } else if (project.workload_index(w->name) >= 0) {
         append_line(errors, where + ": /name: \"" + w->name + "\" is used twice");
@@ -174,11 +183,11 @@ Result<Project> project_from_json(const json& j, const std::string& doc) {
       plan.cluster = text_of(p, "cluster");
       plan.workload = text_of(p, "workload");
       if (plan.name.empty()) append_line(errors, where + ": /name: is required");
-      if (project.cluster_index(plan.cluster) < 0) {
+      if (project.cluster_index(plan.cluster) < 0 && !refused_clusters.count(plan.cluster)) {
         append_line(errors,
                     where + ": /cluster: no cluster named \"" + plan.cluster + "\" in the project");
       }
-      if (project.workload_index(plan.workload) < 0) {
+      if (project.workload_index(plan.workload) < 0 && !refused_workloads.count(plan.workload)) {
         append_line(errors, where + ": /workload: no workload named \"" + plan.workload +
                                 "\" in the project");
       }
