@@ -304,6 +304,27 @@ nlohmann::json report_json(const launch::RunReport& r, const nlohmann::json& sum
   return j;
 }
 
+// A rank that reported more steps than its store holds: killed before its
+// last steps were committed (the report and the store disagreed unsaid).
+std::vector<std::string> uncommitted_steps(const launch::RunReport& r,
+                                           const nlohmann::json& summary) {
+  std::vector<std::string> out;
+  if (!summary.contains("ranks")) return out;
+  for (const launch::RankStatus& s : r.ranks) {
+    for (const auto& stored : summary["ranks"]) {
+      if (stored.value("rank", -1) != s.rank) continue;
+      const std::int64_t kept = stored.value("steps_in_store", std::int64_t{0});
+      if (kept < s.step + 1) {
+        out.push_back("rank " + std::to_string(s.rank) + " reported " + std::to_string(s.step + 1) +
+                      (s.step == 0 ? " step" : " steps") + "; its store holds " +
+                      std::to_string(kept) + ": the last were not committed when it ended (" +
+                      std::string(to_string(s.state)) + ")");
+      }
+    }
+  }
+  return out;
+}
+
 void print_rank_table(const launch::RunReport& r) {
   // Steps counted from 1, as the progress lines count them (the JSON's
   // last_step and the store's steps are indices from 0).
@@ -462,6 +483,8 @@ void run(RunOptions& o, Context& ctx, const std::string& command_line) {
 
   nlohmann::json summary;
   if (!report.run_store.empty()) summary = run_summary_json(report.run_store);
+  const std::vector<std::string> uncommitted = uncommitted_steps(report, summary);
+  notes.insert(notes.end(), uncommitted.begin(), uncommitted.end());
   if (o.json) {
     std::cout << json_text(report_json(report, summary, notes), 2) << '\n';
   } else {
@@ -475,6 +498,8 @@ void run(RunOptions& o, Context& ctx, const std::string& command_line) {
       print_run_summary(std::cout, summary);
     }
     if (!report.merge_note.empty()) std::cout << "note: " << report.merge_note << '\n';
+    for (const std::string& n : uncommitted)
+      std::cout << "note: " << n << '\n';
   }
   // A run whose ranks finished but whose run store could not be written
   // (a full disk while merging) did not give the user what was asked.

@@ -21,7 +21,9 @@ nlohmann::json run_summary_json(const std::string& run_store) {
   nlohmann::json ranks = nlohmann::json::array();
   for (const trace::RankAnalysis& r : analysis->ranks) {
     const trace::Breakdown& b = r.total;
+    auto steps = (*reader)->steps(r.rank);
     ranks.push_back({{"rank", r.rank},
+                     {"steps_in_store", steps ? static_cast<std::int64_t>(steps->size()) : 0},
                      {"span_ns", b.span_ns},
                      {"compute_ns", b.compute_ns},
                      {"communication_ns", b.communication_ns},

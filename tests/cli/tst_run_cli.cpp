@@ -461,6 +461,35 @@ void TestRunCli::secondInterruptKillsTheRanks() {
   const QJsonArray ranks = QJsonDocument::fromJson(stats.out.toUtf8())["ranks"].toArray();
   QVERIFY2(!ranks.isEmpty(), qPrintable(stats.out));
   QVERIFY2(!ranks[0].toObject()["steps"].toArray().isEmpty(), qPrintable(stats.out));
+  // A rank whose last reported steps its store lacks (killed before they
+  // were committed) is said to, with both counts; the report and the store
+  // disagreed unsaid.
+  auto reader = cs::trace::TraceReader::open(store.toStdString());
+  QVERIFY(reader);
+  const QRegularExpression row("^(\\d+)\\s+\\S+\\s+\\S+\\s+(\\d+)\\s");
+  int rows = 0;
+  for (const QString& line : out.split('\n')) {
+    const QRegularExpressionMatch m = row.match(line);
+    if (!m.hasMatch()) continue;
+    ++rows;
+    const int rank = m.captured(1).toInt(), reported = m.captured(2).toInt();
+    auto steps = (*reader)->steps(rank);
+    QVERIFY(steps);
+    const int stored = int(steps->size());
+    QVERIFY2(stored <= reported, qPrintable(out));
+    const QString said = QString(
+                             "note: rank %1 reported %2 steps; its store holds %3: the last "
+                             "were not committed when it ended")
+                             .arg(rank)
+                             .arg(reported)
+                             .arg(stored);
+    if (stored < reported) {
+      QVERIFY2(out.contains(said), qPrintable(out));
+    } else {
+      QVERIFY2(!out.contains(QString("note: rank %1 reported").arg(rank)), qPrintable(out));
+    }
+  }
+  QCOMPARE(rows, 2);
 }
 
 // The same in a calibration: a second Ctrl-C kills the phase's ranks, and
