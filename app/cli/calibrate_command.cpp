@@ -12,7 +12,6 @@
 
 #include <atomic>
 #include <ctime>
-#include <fstream>
 #include <iostream>
 
 #include <CLI/CLI.hpp>

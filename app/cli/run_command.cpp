@@ -310,17 +310,16 @@ std::vector<std::string> uncommitted_steps(const launch::RunReport& r,
                                            const nlohmann::json& summary) {
   std::vector<std::string> out;
   if (!summary.contains("ranks")) return out;
+  std::map<int, std::int64_t> kept_of;  // rank -> steps in its store
+  for (const auto& stored : summary["ranks"])
+    kept_of[stored.value("rank", -1)] = stored.value("steps_in_store", std::int64_t{0});
   for (const launch::RankStatus& s : r.ranks) {
-    for (const auto& stored : summary["ranks"]) {
-      if (stored.value("rank", -1) != s.rank) continue;
-      const std::int64_t kept = stored.value("steps_in_store", std::int64_t{0});
-      if (kept < s.step + 1) {
-        out.push_back("rank " + std::to_string(s.rank) + " reported " + std::to_string(s.step + 1) +
-                      (s.step == 0 ? " step" : " steps") + "; its store holds " +
-                      std::to_string(kept) + ": the last were not committed when it ended (" +
-                      std::string(to_string(s.state)) + ")");
-      }
-    }
+    const auto kept = kept_of.find(s.rank);
+    if (kept == kept_of.end() || kept->second >= s.step + 1) continue;
+    out.push_back("rank " + std::to_string(s.rank) + " reported " + std::to_string(s.step + 1) +
+                  (s.step == 0 ? " step" : " steps") + "; its store holds " +
+                  std::to_string(kept->second) + ": the last were not committed when it ended (" +
+                  std::string(to_string(s.state)) + ")");
   }
   return out;
 }
