@@ -969,9 +969,20 @@ bool check_rules(const Machine& m, const Model& x, const Knobs& k, const Names* 
       }))
     return false;
   if ((k.tp > m.gpus_per_node || m.gpus_per_node % k.tp != 0) && !fail("/parallel/tp", [&] {
+        const std::string gpus =
+            m.gpus_per_node == 1 ? "the 1 GPU" : "the " + n(m.gpus_per_node) + " GPUs";
         return "tensor parallelism must stay inside a node: tp " + n(k.tp) +
-               " does not divide the " + n(m.gpus_per_node) +
-               " GPUs per node (its collectives run every layer)";
+               (k.tp > m.gpus_per_node ? " is more than " + gpus + " of a node"
+                                       : " does not divide " + gpus + " per node") +
+               " (its collectives run every layer)";
+      }))
+    return false;
+  // Megatron-LM refuses it too: the layer norms and dropouts outside the
+  // tensor-parallel region each take seq_len / tp of the sequence.
+  if (k.sp && k.tp > 1 && static_cast<long long>(x.seq) % k.tp != 0 &&
+      !fail("/parallel/sequence_parallel", [&] {
+        return "splits the sequence over the tensor-parallel ranks: the sequence length " +
+               n(x.seq) + " of " + model + " must be a multiple of tp " + n(k.tp);
       }))
     return false;
   if (layers % k.pp != 0 && !fail("/parallel/pp", [&] {

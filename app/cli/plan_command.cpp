@@ -71,7 +71,8 @@ void print_text(const Plan& plan, const plan::Estimate& e) {
   std::cout << model << " on " << cluster << "\n";
   std::cout << "Plan: " << describe_plan(plan) << "\n";
   std::cout << "      " << e.gpus << " GPUs, " << e.micro_batches
-            << " micro-batches per replica per step";
+            << (e.micro_batches == 1 ? " micro-batch" : " micro-batches")
+            << " per replica per step";
   if (e.layers_per_stage > 0) std::cout << ", " << e.layers_per_stage << " layers per stage";
   std::cout << ", " << format_count(e.parameters) << " parameters ("
             << format_count(e.parameters_per_gpu) << " on the most loaded GPU)\n\n";
@@ -118,7 +119,19 @@ void print_text(const Plan& plan, const plan::Estimate& e) {
   std::cout << "  model " << format_fixed(th.model_tflops_per_gpu, 1) << " TFLOP/s per GPU, MFU "
             << format_fixed(th.mfu * 100, 1) << " %; hardware "
             << format_fixed(th.hardware_tflops_per_gpu, 1) << " TFLOP/s per GPU, HFU "
-            << format_fixed(th.hfu * 100, 1) << " %\n\n";
+            << format_fixed(th.hfu * 100, 1) << " %\n";
+  // Which peak: an FP8 plan's MFU is of the FP8 peak, twice the 16-bit one.
+  if (plan.cluster.gpu) {
+    const double peak = plan.cluster.gpu->peak.of(plan.precision.compute);
+    std::cout << "  (both of the " << to_string(plan.precision.compute) << " dense peak, "
+              << format_fixed(peak / 1e12, 1) << " TFLOP/s per GPU";
+    if (th.hfu < th.mfu) {
+      std::cout << "; hardware FLOPs below model FLOPs: fused causal attention computes half "
+                   "the attention square that model FLOPs count";
+    }
+    std::cout << ")\n";
+  }
+  std::cout << "\n";
 
   const plan::TrainingCost& r = e.training;
   if (r.steps > 0) {

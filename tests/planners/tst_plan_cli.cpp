@@ -132,6 +132,23 @@ void TestPlanCli::planText() {
       run_cli({"plan", "--cluster", "dgx-h100-8", "--model", "gpt2-small", "--tokens", "1000"});
   QVERIFY2(one.exit_code == 0, qPrintable(one.err));
   QVERIFY2(one.out.contains("Training run: 1 step, "), qPrintable(one.out));
+  QVERIFY2(one.out.contains(" GPUs, 1 micro-batch per replica per step"), qPrintable(one.out));
+  // MFU and HFU say which peak they are of: an FP8 plan's is twice the
+  // 16-bit one, so its MFU reads low beside a faster step. Fused causal
+  // attention puts hardware FLOPs below model FLOPs, and the line says why.
+  const Run fp8 = run_cli({"plan", "--cluster", "dgx-h100-64", "--model", "llama2-70b", "--tp", "8",
+                           "--pp", "4", "--zero", "1", "--global-batch", "64",
+                           "--sequence-parallel", "--precision", "fp8"});
+  QVERIFY2(fp8.exit_code == 0, qPrintable(fp8.err));
+  QVERIFY2(fp8.out.contains("(both of the fp8 dense peak, 1978.9 TFLOP/s per GPU; hardware FLOPs "
+                            "below model FLOPs: fused causal attention computes half"),
+           qPrintable(fp8.out));
+  const Run unfused = run_cli({"plan", "--cluster", "dgx-h100-64", "--model", "llama2-70b", "--tp",
+                               "8", "--pp", "4", "--zero", "1", "--global-batch", "64",
+                               "--no-flash-attention", "--recompute", "full"});
+  QVERIFY2(unfused.exit_code == 0, qPrintable(unfused.err));
+  QVERIFY2(unfused.out.contains("(both of the bf16 dense peak, 989.4 TFLOP/s per GPU)\n"),
+           qPrintable(unfused.out));
   // An inference plan passes the tokens forward once: no training run, no
   // 6PD (training's forward and backward).
   const Run serving = run_cli({"plan", "--cluster", "dgx-a100-64", "--model", "gpt3-175b", "--tp",
@@ -412,6 +429,15 @@ void TestPlanCli::searchText() {
   const Run asked = run_cli({"search", "--cluster", "dgx-h100-32", "--model", "llama2-13b",
                              "--global-batch", "128", "--precision", "fp16", "--top", "2"});
   QVERIFY2(asked.exit_code == 0 && asked.out.contains(" fp16 "), qPrintable(asked.out));
+  QVERIFY2(!asked.out.contains("MFU is of each plan's own precision"), qPrintable(asked.out));
+  // Plans of several precisions: their MFUs are of different peaks.
+  const Run mixed = run_cli({"search", "--cluster", "dgx-h100-32", "--model", "llama2-13b",
+                             "--global-batch", "128", "--precision", "bf16,fp8", "--top", "6"});
+  QVERIFY2(mixed.exit_code == 0, qPrintable(mixed.err));
+  QVERIFY2(mixed.out.contains(" fp8 ") && mixed.out.contains(" bf16 "), qPrintable(mixed.out));
+  QVERIFY2(mixed.out.contains("MFU is of each plan's own precision's dense peak: compare plans "
+                              "of different precisions by tokens/s"),
+           qPrintable(mixed.out));
 }
 
 void TestPlanCli::searchClusterSizes() {

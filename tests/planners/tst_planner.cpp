@@ -120,9 +120,17 @@ void TestPlanner::problems_data() {
   QTest::addRow("tp not dividing heads") << "tp=5"
                                          << "/parallel/tp"
                                          << "must divide the 96 attention heads";
-  QTest::addRow("tp across nodes") << "tp=16"
-                                   << "/parallel/tp"
-                                   << "must stay inside a node";
+  QTest::addRow("tp across nodes")
+      << "tp=16"
+      << "/parallel/tp"
+      << "must stay inside a node: tp 16 is more than the 8 GPUs of a node";
+  QTest::addRow("tp not dividing a node") << "tp=3"
+                                          << "/parallel/tp"
+                                          << "tp 3 does not divide the 8 GPUs per node";
+  QTest::addRow("sequence parallel, sequence not split evenly")
+      << "sp seq=2049"
+      << "/parallel/sequence_parallel"
+      << "the sequence length 2049 of GPT-3 175B must be a multiple of tp 8";
   QTest::addRow("pp not dividing layers") << "pp=5"
                                           << "/parallel/pp"
                                           << "must divide the 96 layers";
@@ -195,6 +203,7 @@ void TestPlanner::problems() {
     if (c == "int8") p.precision = cs::PrecisionPlan::for_compute(cs::Precision::int8);
     if (c == "full") p.parallel.recompute = cs::Recompute::full;
     if (c == "layers=0") p.workload.transformer.layers = 0;
+    if (c.startsWith("seq=")) p.workload.transformer.seq_len = c.mid(4).toInt();
     if (c == "memory=0") p.cluster.gpu->memory_bytes = 0;
   }
   const std::vector<cs::Problem> problems = cs::plan::check_plan(p);
