@@ -788,9 +788,19 @@ bool ChunkMerge::decode(Cursor& c, const Chunk& chunk) {
                     " events in " + std::to_string(bytes) + " bytes"};
     return false;
   }
+  // Damage that still decodes (bytes overwritten inside the blob) is caught
+  // by what the chunk's row says of it: its first and last start, its
+  // latest end, its events in time order and its bytes all used. Analyses
+  // and exports then refuse the store instead of reading other events.
+  auto damaged = [&](const char* what) {
+    status_ = Error{db_.path() + " is damaged: an event chunk of lane " +
+                    std::to_string(chunk.lane) + " " + what};
+    return false;
+  };
   c.rows.resize(static_cast<std::size_t>(chunk.count));
   c.has_details.resize(c.rows.size());
   std::int64_t id = 0, start = 0, correlation = 0;
+  std::int64_t end_max = std::numeric_limits<std::int64_t>::min();
   for (std::size_t i = 0; i < c.rows.size(); ++i) {
     std::uint64_t v[6];
     if (!get_varint(p, end, v[0]) || !get_varint(p, end, v[1]) || !get_varint(p, end, v[2]) ||
@@ -807,9 +817,19 @@ bool ChunkMerge::decode(Cursor& c, const Chunk& chunk) {
       return false;
     }
     ScanRow& r = c.rows[i];
+    const std::int64_t previous_start = start;
     id += unzigzag(v[0]);
     start += unzigzag(v[1]);
     correlation += unzigzag(v[4]);
+    if (kind > (0x80 | static_cast<unsigned>(EventKind::overhead)) ||
+        (kind & 0x7f) > static_cast<unsigned>(EventKind::overhead) ||
+        category > static_cast<unsigned>(Category::other)) {
+      return damaged("holds an event of no known kind or category");
+    }
+    if ((i > 0 && start < previous_start) || start <= -kTraceTimeLimitNs ||
+        start >= kTraceTimeLimitNs || v[2] >= static_cast<std::uint64_t>(2 * kTraceTimeLimitNs)) {
+      return damaged("does not decode to events in time order");
+    }
     r.id = id;
     r.lane = chunk.lane;
     r.start = start;
@@ -821,6 +841,12 @@ bool ChunkMerge::decode(Cursor& c, const Chunk& chunk) {
     r.step = static_cast<std::int32_t>(unzigzag(v[5]));
     r.details = {};
     c.has_details[i] = (kind & 0x80) != 0;
+    end_max = std::max(end_max, r.end);
+  }
+  if (p != end) return damaged("holds bytes past its events");
+  if (!c.rows.empty() && (c.rows.front().start != chunk.first_start ||
+                          c.rows.back().start != chunk.last_start || end_max != chunk.end_max)) {
+    return damaged("does not decode to the times its row gives");
   }
   c.at = 0;
   return true;
