@@ -12,7 +12,7 @@ PACKAGES=(
   libopenmpi-dev openmpi-bin libopenblas-dev
   qt6-base-dev qt6-charts-dev libqt6opengl6-dev qt6-svg-dev libqt6svgwidgets6 libqt6sql6-sqlite
   libgl1-mesa-dev fonts-dejavu-core xvfb xauth
-  libbenchmark-dev zlib1g-dev
+  zlib1g-dev
   python3-torch  # bench/cpu_engine_vs_pytorch.py: the CPU engine's peer
 )
 

@@ -7,8 +7,8 @@ if [ -z "${DISPLAY:-}" ] && [ -z "${WAYLAND_DISPLAY:-}" ] && [ -z "${QT_QPA_PLAT
   cat <<MSG
 ClusterScope is built, but there is no display to show it on (DISPLAY is not set).
   - On a desktop session, run this command from a terminal inside it.
-  - Over SSH, connect with 'ssh -X' or start a virtual display:
-      xvfb-run -a -s "-screen 0 1600x1000x24" $0
+  - Over SSH, connect with 'ssh -X' (X forwarding) and run it again,
+    or run it inside a remote desktop (VNC) session.
   - The command-line tool needs no display: $BUILD_DIR/bin/clusterscope --help
 MSG
   exit 1
