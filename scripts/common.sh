@@ -35,10 +35,11 @@ install_dependencies() {
 }
 
 build() {
-  if [ -x /usr/local/cuda/bin/nvcc ]; then
-    echo "== CUDA toolkit found at /usr/local/cuda: the CUDA engine is built"
+  # CMake looks for nvcc the same way: CUDACXX, /usr/local/cuda, then PATH.
+  if [ -n "${CUDACXX:-}" ] || [ -x /usr/local/cuda/bin/nvcc ] || command -v nvcc > /dev/null; then
+    echo "== CUDA toolkit found (nvcc): the CUDA engine is built"
   else
-    echo "== no CUDA toolkit at /usr/local/cuda: building without the CUDA engine"
+    echo "== no CUDA toolkit (no nvcc in CUDACXX, /usr/local/cuda or on PATH): building without the CUDA engine"
   fi
   cmake -S "$ROOT" -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@"
   cmake --build "$BUILD_DIR" --parallel "$(nproc)"
