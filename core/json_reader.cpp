@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -34,9 +35,11 @@ Error Diagnostics::to_error(std::string_view document) const {
 std::string number_text(double v) {
   if (std::isfinite(v) && v == std::floor(v) && std::fabs(v) < 1e15)
     return std::to_string(static_cast<long long>(v));
-  std::ostringstream out;
-  out << v;
-  return out.str();
+  // The shortest text that reads back as v: a bound rounded to 6 digits
+  // (1/1024 as 0.000976562) refused the value it printed.
+  char text[32];
+  const auto written = std::to_chars(text, text + sizeof text, v);
+  return std::string(text, written.ptr);
 }
 
 bool Range::contains(double v) const {

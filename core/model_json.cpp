@@ -47,9 +47,6 @@ struct Limits {
   Range bytes{1, 1e15};
 };
 const Limits kLimits;
-constexpr int kMaxLayers = 1 << 16;
-constexpr int kMaxWidth = 1 << 20;   // hidden size, heads
-constexpr int kMaxLength = 1 << 24;  // sequence, vocabulary, MLP width
 
 using DocNames = Named<DocumentKind>;
 constexpr auto kDocumentKindNames = enum_names<DocumentKind>(

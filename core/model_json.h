@@ -22,6 +22,11 @@
 
 namespace cs {
 
+// The largest transformer shape a workload document, or a flag, may give.
+inline constexpr int kMaxLayers = 1 << 16;
+inline constexpr int kMaxWidth = 1 << 20;   // hidden size, heads
+inline constexpr int kMaxLength = 1 << 24;  // sequence, vocabulary, MLP width
+
 class PresetCatalog;
 
 enum class DocumentKind { gpu, link, cluster, workload, parallel_plan, precision_plan, plan };

@@ -225,15 +225,19 @@ void ModelOptions::add_to(CLI::App& command) {
       "--model", model,
       "Model: a preset name (see `clusterscope presets models`) or a workload JSON file "
       "(- reads standard input)");
-  command.add_option("--layers", layers, "Transformer layers")->check(positive_int());
-  command.add_option("--hidden", hidden, "Hidden size")->check(positive_int());
-  command.add_option("--heads", heads, "Attention heads")->check(positive_int());
+  // The workload document's ranges, so that a flag is refused as its field is.
+  command.add_option("--layers", layers, "Transformer layers")
+      ->check(integer_between(1, kMaxLayers));
+  command.add_option("--hidden", hidden, "Hidden size")->check(integer_between(1, kMaxWidth));
+  command.add_option("--heads", heads, "Attention heads")->check(integer_between(1, kMaxWidth));
   command.add_option("--kv-heads", kv_heads, "Key/value heads (grouped-query attention)")
-      ->check(positive_int());
-  command.add_option("--ffn", ffn_hidden, "MLP inner size (default 4 x hidden; needed with --gated-mlp)")
-      ->check(positive_int());
-  command.add_option("--seq", seq_len, "Sequence length")->check(positive_int());
-  command.add_option("--vocab", vocab, "Vocabulary size")->check(positive_int());
+      ->check(integer_between(1, kMaxWidth));
+  command
+      .add_option("--ffn", ffn_hidden,
+                  "MLP inner size (default 4 x hidden; needed with --gated-mlp)")
+      ->check(integer_between(1, kMaxLength));
+  command.add_option("--seq", seq_len, "Sequence length")->check(integer_between(1, kMaxLength));
+  command.add_option("--vocab", vocab, "Vocabulary size")->check(integer_between(1, kMaxLength));
   command.add_flag("--gated-mlp", gated_mlp, "SwiGLU-style gated MLP");
   command.add_option("--tokens", training_tokens, "Tokens to train on")
       ->check(non_negative_number());

@@ -315,9 +315,10 @@ void TestModelJson::validationErrors_data() {
             "cold_by_size": [{"bytes": 4e6}]})"
       << "link.json: /cold_by_size/0/bandwidth_gbps: is required";
   // Figures no device has: they used to print "inf days" and "-nan %".
-  QTest::addRow("gpu memory 1e30") << "gpu"
+  QTest::addRow("gpu memory 1e30")
+      << "gpu"
       << R"({"name": "g", "memory_gib": 1e30, "memory_bandwidth_gb_s": 2000, "peak_tflops": {"fp32": 1}})"
-      << "gpu.json: /memory_gib: must be between 0.000976562 and 1000000 (got 1e+30)";
+      << "gpu.json: /memory_gib: must be between 0.0009765625 and 1000000 (got 1e+30)";
   QTest::addRow("gpu bf16 peak subnormal") << "gpu"
       << R"({"name": "g", "memory_gib": 80, "memory_bandwidth_gb_s": 2000,
             "peak_tflops": {"fp32": 1, "bf16": 1e-310}})"
@@ -423,6 +424,12 @@ void TestModelJson::validationErrors_data() {
   QTest::addRow("plan unknown cluster") << "plan"
       << R"({"cluster": "dgx-h100-9", "workload": "llama2-7b", "parallel": {}})"
       << "plan.json: /cluster: unknown cluster preset \"dgx-h100-9\": did you mean \"dgx-h100-8\"?";
+  // A bound is printed so that it reads back as itself: 1/1024 printed as
+  // 0.000976562 refused the value it named.
+  QTest::addRow("bucket below 1/1024 MiB")
+      << "parallel"
+      << R"({"bucket_mib": 0.000976562})"
+      << "parallel.json: /bucket_mib: must be between 0.0009765625 and 1048576 (got 0.000976562)";
   QTest::addRow("plan precision string") << "plan"
       << R"({"cluster": "dgx-h100-8", "workload": "llama2-7b", "precision": "fp64"})"
       << "plan.json: /precision: must be one of fp32, tf32, bf16, fp16, fp8, int8 or int4";

@@ -195,9 +195,9 @@ void TestPlanCli::planErrors_data() {
       << 1 << "--gated-mlp needs --ffn";
   QTest::addRow("tp 0") << base + QStringList{"--tp", "0"} << 2 << "--tp: must be > 0 and <= 2147483647 (got 0)";
   QTest::addRow("sequence past an int")
-      << QStringList{"plan", "--cluster", "dgx-h100-8", "--model", "llama2-7b", "--seq",
-                     "99999999999"}
-      << 2 << "--seq: must be > 0 and <= 2147483647 (got 99999999999)";
+      << QStringList{"plan",      "--cluster", "dgx-h100-8", "--model",
+                     "llama2-7b", "--seq",     "99999999999"}
+      << 2 << "--seq: must be between 1 and 16777216 (got 99999999999)";
   QTest::addRow("tp not a number") << base + QStringList{"--tp", "two"} << 2
                                    << "--tp: is not a number (got \"two\")";
   QTest::addRow("zero 5") << base + QStringList{"--zero", "5"} << 2
@@ -511,10 +511,11 @@ void TestPlanCli::searchErrors_data() {
   QTest::addRow("infinite price")
       << base + QStringList{"--global-batch", "64", "--price", "inf"} << 2
       << "--price: must be a finite number (got inf)";
+  // The flag's range is the workload document's: one bound, one exit status.
   QTest::addRow("sequence past the bound")
-      << QStringList{"search", "--cluster", "dgx-a100-8", "--model", "gpt3-13b", "--seq",
-                     "2147483647", "--global-batch", "64"}
-      << 1 << "/seq_len: must be between 1 and 16777216";
+      << QStringList{"search", "--cluster", "dgx-a100-8",     "--model", "gpt3-13b",
+                     "--seq",  "16777217",  "--global-batch", "64"}
+      << 2 << "--seq: must be between 1 and 16777216 (got 16777217)";
   // Where the micro-batch doubling overflowed and never ended, and where
   // the system refused the threads (an abort).
   QTest::addRow("micro-batch past a search")
