@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdio>
 #include <iterator>
+#include <vector>
 
 namespace cs {
 
@@ -62,6 +63,72 @@ std::string format_count(double n) {
   if (a >= 1e6) return three_digits(n / 1e6) + " M";
   if (a >= 1e4) return three_digits(n / 1e3) + " k";
   return format_fixed(n, std::floor(n) == n ? 0 : 2);
+}
+
+namespace {
+
+// The code point at `i` and its length in bytes (a stray byte: itself, 1).
+char32_t code_point_at(std::string_view s, std::size_t i, std::size_t& length) {
+  const auto b = static_cast<unsigned char>(s[i]);
+  length = b < 0x80 ? 1 : b >> 5 == 0x6 ? 2 : b >> 4 == 0xE ? 3 : b >> 3 == 0x1E ? 4 : 1;
+  if (i + length > s.size()) length = 1;
+  if (length == 1) return b;
+  char32_t c = b & (0x7F >> length);
+  for (std::size_t k = 1; k < length; ++k)
+    c = (c << 6) | (static_cast<unsigned char>(s[i + k]) & 0x3F);
+  return c;
+}
+
+std::size_t cells_of(char32_t c) {
+  if ((c >= 0x0300 && c <= 0x036F) || (c >= 0x200B && c <= 0x200F) ||
+      (c >= 0x20D0 && c <= 0x20FF) || (c >= 0xFE00 && c <= 0xFE0F)) {
+    return 0;  // combining marks, zero-width spaces, variation selectors
+  }
+  const bool wide = (c >= 0x1100 && c <= 0x115F) || (c >= 0x2E80 && c <= 0xA4CF && c != 0x303F) ||
+                    (c >= 0xAC00 && c <= 0xD7A3) || (c >= 0xF900 && c <= 0xFAFF) ||
+                    (c >= 0xFE30 && c <= 0xFE4F) || (c >= 0xFF00 && c <= 0xFF60) ||
+                    (c >= 0xFFE0 && c <= 0xFFE6) || (c >= 0x1F300 && c <= 0x1F64F) ||
+                    (c >= 0x1F680 && c <= 0x1F6FF) || (c >= 0x1F900 && c <= 0x1F9FF) ||
+                    (c >= 0x20000 && c <= 0x3FFFD);
+  return wide ? 2 : 1;
+}
+
+}  // namespace
+
+std::size_t display_width(std::string_view utf8) {
+  std::size_t cells = 0, length = 0;
+  for (std::size_t i = 0; i < utf8.size(); i += length)
+    cells += cells_of(code_point_at(utf8, i, length));
+  return cells;
+}
+
+std::string fit_width(std::string_view utf8, std::size_t cells) {
+  if (display_width(utf8) <= cells) return std::string(utf8);
+  if (cells <= 3) return std::string(cells, '.');
+  // Two thirds of the room for the start, the rest for the end.
+  const std::size_t room = cells - 3;
+  const std::size_t head_cells = (room * 2 + 2) / 3;
+  std::size_t head = 0, used = 0, length = 0;
+  while (head < utf8.size()) {
+    const std::size_t w = cells_of(code_point_at(utf8, head, length));
+    if (used + w > head_cells) break;
+    used += w;
+    head += length;
+  }
+  // The end: the longest run of whole characters in what is left of the room.
+  std::vector<std::size_t> starts;  // each character's first byte
+  for (std::size_t i = head; i < utf8.size(); i += length) {
+    code_point_at(utf8, i, length);
+    starts.push_back(i);
+  }
+  std::size_t tail = utf8.size(), tail_cells = 0;
+  for (auto it = starts.rbegin(); it != starts.rend(); ++it) {
+    const std::size_t w = cells_of(code_point_at(utf8, *it, length));
+    if (used + tail_cells + w > room) break;
+    tail_cells += w;
+    tail = *it;
+  }
+  return std::string(utf8.substr(0, head)) + "..." + std::string(utf8.substr(tail));
 }
 
 }  // namespace cs

@@ -2,6 +2,7 @@
 // Human-readable quantities, shared by the CLI and the GUI.
 
 #include <string>
+#include <string_view>
 
 namespace cs {
 
@@ -10,5 +11,13 @@ std::string format_rate(double value, const char* unit);  // SI prefixes: "989 T
 std::string format_seconds(double seconds);       // "12.3 ms", "1.42 s", "3 h 20 min", "41.2 days"
 std::string format_count(double n);               // "6.74 B", "124 M", "50,257"
 std::string format_fixed(double value, int decimals);
+
+// Terminal cells a UTF-8 text takes: East Asian wide characters and emoji
+// two, combining marks none, the rest one.
+std::size_t display_width(std::string_view utf8);
+// The text in at most `cells` cells, its middle left out ("void split_emb...
+// <float, 32>") where it is wider: kernel names differ at their ends. Cut
+// between characters, never inside one.
+std::string fit_width(std::string_view utf8, std::size_t cells);
 
 }  // namespace cs

@@ -2,13 +2,14 @@
 
 #include <algorithm>
 
+#include "core/format.h"
+
 namespace cs::cli {
 
 namespace {
-// Display width: count UTF-8 code points, not bytes ("µs" is two columns).
+// Terminal cells, not bytes ("µs" is two columns, "核函数" six).
 std::size_t width(const std::string& s) {
-  return static_cast<std::size_t>(
-      std::count_if(s.begin(), s.end(), [](char c) { return (static_cast<unsigned char>(c) & 0xC0) != 0x80; }));
+  return display_width(s);
 }
 std::string escaped(const std::string& cell) {
   if (std::none_of(cell.begin(), cell.end(), [](char c) {

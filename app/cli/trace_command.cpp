@@ -85,7 +85,7 @@ std::string pct(std::int64_t part, std::int64_t whole) {
              : "-";
 }
 std::string shorten(const std::string& s, std::size_t n) {
-  return s.size() <= n ? s : s.substr(0, n - 3) + "...";
+  return fit_width(s, n);
 }
 
 // "1.5s", "200ms", "350us", "1000ns" or plain seconds → nanoseconds.

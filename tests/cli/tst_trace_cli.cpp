@@ -62,6 +62,7 @@ class TestTraceCli : public QObject {
   void importInfoStats();
   void rankWithoutDeviceWorkSaysSo();
   void controlCharactersInNamesAreEscaped();
+  void wideAndLongNamesKeepTheColumns();
   void infoJsonGivesMetaTypes_data();
   void infoJsonGivesMetaTypes();
   void exportFormats();
@@ -104,6 +105,57 @@ void TestTraceCli::controlCharactersInNamesAreEscaped() {
   QVERIFY2(stats.exit_code == 0, qPrintable(stats.err));
   QVERIFY2(stats.out.contains(R"(a\nb\r\x01\x1b[31m  )"), qPrintable(stats.out));
   QVERIFY(!stats.out.contains('\x1b') && !stats.out.contains('\r'));
+}
+
+// Names in CJK and emoji take two terminal cells a character: counted as
+// one, they pushed the rest of their row right. A long name keeps its start
+// and its end, cut between characters: two kernels that differ at the end
+// printed the same label, and a cut inside a character printed invalid UTF-8.
+void TestTraceCli::wideAndLongNamesKeepTheColumns() {
+  QTemporaryDir dir;
+  const QString wide = QString::fromUtf8("unicod\u00e9_\u6838\u51fd\u6570_\U0001F680");  // 17 cells
+  const QString stem = "void split_embedding_backward_codegen_rowwise_adagrad_unweighted_kernel";
+  const QStringList names = {wide, stem + "_cta<float, float, 32>",
+                             stem + "_warp<float, float, 64>",
+                             QString(40, QChar(0x6838))};  // 80 cells: cut between characters
+  QJsonArray events;
+  for (int i = 0; i < names.size(); ++i) {
+    events.append(QJsonObject{{"ph", "X"},
+                              {"name", names[i]},
+                              {"ts", 10 + 20 * i},
+                              {"dur", 5 + i},
+                              {"pid", 0},
+                              {"tid", 7},
+                              {"cat", "kernel"}});
+  }
+  const QJsonObject trace{{"traceEvents", events}, {"distributedInfo", QJsonObject{{"rank", 0}}}};
+  const Run stats = stats_of_trace(dir, QJsonDocument(trace).toJson());
+  QVERIFY2(stats.exit_code == 0, qPrintable(stats.err));
+  const QStringList lines = stats.out.split('\n');
+  const int header = lines.indexOf(QRegularExpression("^name +category +count.*"));
+  QVERIFY2(header > 0, qPrintable(stats.out));
+  const int category_at = static_cast<int>(lines[header].indexOf("category"));
+  QStringList labels;
+  for (int i = header + 2; i < header + 2 + names.size(); ++i) {
+    const QString row = lines.value(i);
+    const qsizetype end = row.indexOf("  compute");
+    QVERIFY2(end > 0, qPrintable(row));
+    labels.append(row.left(end).trimmed());
+    // Every character here but ASCII takes two cells, the rocket two UTF-16 units.
+    int cells = 0;
+    for (qsizetype k = 0; k < end + 2; ++k) {
+      const QChar c = row[k];
+      if (c.isLowSurrogate()) continue;
+      cells += c.unicode() < 0x80 || c.unicode() == 0xe9 ? 1 : 2;
+    }
+    QVERIFY2(cells == category_at, qPrintable(row + "\n" + lines[header]));
+    QVERIFY2(!row.contains(QChar::ReplacementCharacter), qPrintable(row));
+  }
+  QVERIFY2(labels.contains(wide), qPrintable(labels.join('\n')));
+  QVERIFY2(labels.removeDuplicates() == 0, qPrintable(labels.join('\n')));
+  QVERIFY2(
+      labels.contains(QRegularExpression("^void split_embedding_.*\\.\\.\\.a<float, float, 32>$")),
+      qPrintable(labels.join('\n')));
 }
 
 void TestTraceCli::importInfoStats() {
