@@ -59,10 +59,15 @@ json to_json(const Estimate& e) {
                            {"mfu", th.mfu},
                            {"hfu", th.hfu}};
   const TrainingCost& r = e.training;
-  const json training = {{"steps", r.steps},          {"seconds", r.seconds},
-                         {"days", r.seconds / 86400}, {"gpu_hours", r.gpu_hours},
-                         {"cost_usd", r.cost_usd},    {"energy_kwh", r.energy_kwh},
-                         {"flops", r.flops},          {"flops_6pd", r.flops_6pd}};
+  // No tokens (or samples) to train on: null, where zeros read "0 days, $0"
+  // to a script. An inference plan has no 6PD (training's forward and backward).
+  json training = nullptr;
+  if (r.steps > 0) {
+    training = {{"steps", r.steps},         {"seconds", r.seconds},   {"days", r.seconds / 86400},
+                {"gpu_hours", r.gpu_hours}, {"cost_usd", r.cost_usd}, {"energy_kwh", r.energy_kwh},
+                {"flops", r.flops},         {"flops_6pd", nullptr}};
+    if (!e.inference) training["flops_6pd"] = r.flops_6pd;
+  }
   const SeedCommunication& s = e.seed_communication;
   const json seed = {{"gradient_bytes", s.gradient_bytes},        {"ranks", s.ranks},
                      {"bandwidth_bytes_per_second", s.bandwidth}, {"latency_seconds", s.latency},

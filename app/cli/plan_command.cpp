@@ -63,6 +63,23 @@ std::string describe_plan(const Plan& plan) {
   return text;
 }
 
+// What the planner's data-parallel time holds at a ZeRO stage: the seed
+// article's line sets one all-reduce beside it.
+std::string planned_dp_exchange(int zero_stage) {
+  switch (zero_stage) {
+    case 0:
+      return "data-parallel all-reduce";
+    case 1:
+      return "reduce-scatter of the gradients and all-gather of the updated weights";
+    case 2:
+      return "reduce-scatter of every micro-batch's gradients and all-gather of the updated "
+             "weights";
+    default:
+      return "reduce-scatter of every micro-batch's gradients and the weights' all-gathers, "
+             "forward and backward";
+  }
+}
+
 void print_text(const Plan& plan, const plan::Estimate& e) {
   const std::string model =
       plan.workload.display_name.empty() ? plan.workload.name : plan.workload.display_name;
@@ -156,8 +173,8 @@ void print_text(const Plan& plan, const plan::Estimate& e) {
               << ", B = " << format_rate(s.bandwidth, "B/s")
               << ", L = " << format_seconds(s.latency) << ": simple "
               << format_seconds(s.simple_seconds) << ", ring all-reduce (2(N-1)/N*S/B + 2(N-1)L) "
-              << format_seconds(s.ring_seconds)
-              << "; the planner's data-parallel communication (by link tier, bucketed) "
+              << format_seconds(s.ring_seconds) << "; the planner's "
+              << planned_dp_exchange(plan.parallel.zero_stage) << " (by link tier, bucketed) "
               << format_seconds(e.communication.dp_seconds) << "\n\n";
   }
   if (e.quantization.bits > 0) {

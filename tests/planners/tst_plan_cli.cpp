@@ -103,6 +103,18 @@ void TestPlanCli::planJsonKeys() {
   QVERIFY(o["training"].toObject()["gpu_hours"].toDouble() > 0);
   QVERIFY(o["seed_communication"].toObject()["simple_seconds"].toDouble() > 0);
   QCOMPARE(o["plan"].toObject()["parallel"].toObject()["dp"].toInt(), 16);  // 1024 / (8 x 8)
+  QVERIFY(o["training"].toObject()["flops_6pd"].toDouble() > 0);
+  // A model with no tokens to train on has no training run: null, where
+  // zeros read "0 days, $0"; an inference plan has no 6PD.
+  const Run untrained = run_cli({"plan", "--cluster", "dgx-a100-64", "--model", "gpt2-xl",
+                                 "--precision", "fp16", "--micro-batch", "4", "--json"});
+  QVERIFY2(untrained.exit_code == 0, qPrintable(untrained.err));
+  QVERIFY2(parse(untrained)["training"].isNull(), qPrintable(untrained.out));
+  const Run serving = run_cli({"plan", "--cluster", "dgx-a100-64", "--model", "gpt3-175b", "--tp",
+                               "8", "--pp", "8", "--precision", "int8", "--json"});
+  QVERIFY2(serving.exit_code == 0, qPrintable(serving.err));
+  const QJsonObject passes = parse(serving)["training"].toObject();
+  QVERIFY2(passes["steps"].toDouble() > 0 && passes["flops_6pd"].isNull(), qPrintable(serving.out));
 }
 
 void TestPlanCli::planText() {
@@ -124,9 +136,17 @@ void TestPlanCli::planText() {
   const QRegularExpressionMatch reduction =
       QRegularExpression("data-parallel reduction (\\S+ \\S+) in").match(xl.out);
   QVERIFY2(reduction.hasMatch(), qPrintable(xl.out));
-  QVERIFY2(xl.out.contains("the planner's data-parallel communication (by link tier, bucketed) " +
+  QVERIFY2(xl.out.contains("the planner's data-parallel all-reduce (by link tier, bucketed) " +
                            reduction.captured(1)),
            qPrintable(xl.out));
+  // With ZeRO-3 it says what the planner's figure holds: not one all-reduce.
+  const Run zero3 = run_cli({"plan", "--cluster", "dgx-a100-64", "--model", "gpt2-xl",
+                             "--precision", "fp16", "--micro-batch", "4", "--zero", "3"});
+  QVERIFY2(zero3.exit_code == 0, qPrintable(zero3.err));
+  QVERIFY2(zero3.out.contains("the planner's reduce-scatter of every micro-batch's gradients and "
+                              "the weights' all-gathers, forward and backward (by link tier, "
+                              "bucketed) "),
+           qPrintable(zero3.out));
   // One step is said so ("1 steps").
   const Run one =
       run_cli({"plan", "--cluster", "dgx-h100-8", "--model", "gpt2-small", "--tokens", "1000"});
