@@ -216,7 +216,8 @@ struct CollectiveKey {
 struct RankRaw {
   std::unordered_map<std::uint32_t, NameStats> kernels;
   std::map<CollectiveKey, std::vector<std::int64_t>> collectives;
-  // Start times of communication, by collective type (bit 40 set) or name id.
+  // Start times of communication (not point-to-point), by collective type
+  // (bit 40 set) or name id.
   std::map<std::uint64_t, std::vector<std::int64_t>> comm_starts;
   std::vector<std::int64_t> step_durations;
 };
@@ -471,11 +472,16 @@ Result<RankAnalysis> analyze_rank_raw(const TraceReader& r, std::int32_t rank,
                                                           : world;
       if (key.collective == Collective::none) key.name = e.name;
       sink.collectives[key].push_back(duration);
-      const std::uint64_t order_key =
-          key.collective != Collective::none
-              ? (std::uint64_t{1} << 40) | static_cast<unsigned>(key.collective)
-              : e.name;
-      sink.comm_starts[order_key].push_back(e.start);
+      // Sends and receives are left out of the straggler search, as out of
+      // the transfers: the n-th on each rank pairs with a different peer, so
+      // it is not the same operation and its start says nothing of lateness.
+      if (e.kind != EventKind::p2p && !is_point_to_point(key.collective)) {
+        const std::uint64_t order_key =
+            key.collective != Collective::none
+                ? (std::uint64_t{1} << 40) | static_cast<unsigned>(key.collective)
+                : e.name;
+        sink.comm_starts[order_key].push_back(e.start);
+      }
     }
   }
   if (!(*scan)->status()) return (*scan)->status().error();

@@ -137,7 +137,7 @@ struct RankStraggler {
   double step_ns = 0;            // median step time; 0 when the rank has no steps
   double step_excess = 0;        // step_ns / (median over ranks; of two, the faster) − 1
   double late_start_ns = 0;      // mean lateness of its collective starts against the median rank
-  std::int64_t collectives = 0;  // collectives compared
+  std::int64_t collectives = 0;  // collectives compared (sends and receives are not)
   bool straggler = false;
   std::string reason;
 };
