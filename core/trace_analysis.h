@@ -109,12 +109,15 @@ struct CollectiveStats {
   double transfer_busbw_gbps = 0;
 };
 
-// HTA's CUDA kernel launch statistics: each kernel (NCCL's included), copy
-// or memset paired with the runtime or driver call that launched it (their
-// correlation id).
+// HTA's CUDA kernel launch statistics: each kernel (NCCL's included) and
+// each asynchronous copy or memset (cudaMemcpyAsync, cudaMemsetAsync) paired
+// with the runtime or driver call that launched it (their correlation id).
+// Synchronous copies and sets (cudaMemcpy, cudaMemset) are not launches:
+// their call lasts until the copy ends. They are only counted, apart.
 // The launch delay is the device event's start less the call's end.
 struct LaunchStats {
-  std::int64_t launches = 0;          // device events paired with their call
+  std::int64_t launches = 0;              // kernels and asynchronous copies paired with their call
+  std::int64_t synchronous_left_out = 0;  // synchronous copies and sets with a call, left out
   std::int64_t short_kernels = 0;     // ran shorter on the GPU than their call took on the host
   std::int64_t runtime_outliers = 0;  // calls longer than AnalysisOptions::runtime_cutoff_ns
   std::int64_t delay_outliers = 0;    // delays longer than AnalysisOptions::launch_delay_cutoff_ns

@@ -1105,10 +1105,19 @@ Result<ExportReport> export_html_report(const TraceReader& reader, const RunAnal
   if (std::any_of(analysis.ranks.begin(), analysis.ranks.end(),
                   [](const RankAnalysis& r) { return r.launches.launches > 0; })) {
     auto us = [](double ns_value) { return format_fixed(ns_value / 1e3, 1); };
-    out << "<h2>Kernel launches</h2>\n<p class=note>Each kernel, copy or memset with the runtime "
-           "call that launched it (their correlation id), as Holistic Trace Analysis counts "
-           "them: the delay is the GPU's start less the call's end; a kernel shorter than its "
-           "call leaves the GPU waiting on the host.</p>\n<table>\n<tr><th>rank</th>"
+    std::int64_t synchronous = 0;
+    for (const RankAnalysis& r : analysis.ranks)
+      synchronous += r.launches.synchronous_left_out;
+    out << "<h2>Kernel launches</h2>\n<p class=note>Each kernel, and each asynchronous copy or "
+           "memset, with the runtime call that launched it (their correlation id), as Holistic "
+           "Trace Analysis counts them: the delay is the GPU's start less the call's end; a "
+           "kernel shorter than its call leaves the GPU waiting on the host.";
+    if (synchronous > 0)
+      out << " " << synchronous << " synchronous "
+          << (synchronous == 1 ? "copy or memset (cudaMemcpy, cudaMemset) is"
+                               : "copies and memsets (cudaMemcpy, cudaMemset) are")
+          << " left out: the call lasts until the copy ends, so it is no launch.";
+    out << "</p>\n<table>\n<tr><th>rank</th>"
            "<th>launches</th><th>call median us</th><th>call p95 us</th><th>delay median us</th>"
            "<th>delay p95 us</th><th>delay max us</th><th>shorter than call</th>"
         << "<th>calls &gt; " << AnalysisOptions{}.runtime_cutoff_ns / 1000 << " us</th>"

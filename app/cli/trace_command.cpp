@@ -156,6 +156,7 @@ json launch_json(const LaunchStats& l) {
           {"short_kernels", l.short_kernels},
           {"runtime_outliers", l.runtime_outliers},
           {"delay_outliers", l.delay_outliers},
+          {"synchronous_copies_left_out", l.synchronous_left_out},
           {"call_median_ns", l.call_median_ns},
           {"call_p95_ns", l.call_p95_ns},
           {"delay_median_ns", l.delay_median_ns},
@@ -472,7 +473,8 @@ void print_stats(const StatsOptions& o, Context& ctx, const std::unique_ptr<Trac
   // HTA's kernel launch statistics, where runtime calls launched GPU work.
   if (std::any_of(a.ranks.begin(), a.ranks.end(),
                   [](const RankAnalysis& k) { return k.launches.launches > 0; })) {
-    std::cout << "\nKernel launches (each kernel, copy or memset with the call that launched it)\n";
+    std::cout << "\nKernel launches (each kernel, and each asynchronous copy or memset, with the "
+                 "call that launched it)\n";
     const AnalysisOptions cutoffs;  // the analysis ran with the defaults
     TextTable l({"rank", "launches", "call median us", "call p95 us", "delay median us",
                  "delay p95 us", "delay max us", "shorter than call",
@@ -494,6 +496,14 @@ void print_stats(const StatsOptions& o, Context& ctx, const std::unique_ptr<Trac
     l.print(std::cout);
     std::cout << "  delay: the GPU's start less the call's end; a kernel shorter than its call "
                  "leaves the GPU waiting on the host (fuse kernels, or CUDA graphs)\n";
+    std::int64_t synchronous = 0;
+    for (const RankAnalysis& k : a.ranks)
+      synchronous += k.launches.synchronous_left_out;
+    if (synchronous > 0)
+      std::cout << "  " << synchronous << " synchronous "
+                << (synchronous == 1 ? "copy or memset (cudaMemcpy, cudaMemset) is"
+                                     : "copies and memsets (cudaMemcpy, cudaMemset) are")
+                << " left out: the call lasts until the copy ends, so it is no launch\n";
   }
 
   if (!a.kernels.empty() && top > 0) {
