@@ -443,8 +443,8 @@ void print_stats(const StatsOptions& o, Context& ctx, const std::unique_ptr<Trac
             << '\n';
   if (const std::string note = status_note(*r); !note.empty()) std::cout << "note: " << note << '\n';
   std::cout << "\nWhere the time went (per rank, over its device span; HTA definitions)\n";
-  TextTable t({"rank", "span ms", "compute", "comm", "overlap", "exposed comm", "memory", "idle",
-               "host wait", "idle other", "steps"});
+  TextTable t({"rank", "span ms", "compute", "comm", "overlap", "exposed comm", "exposed memory",
+               "idle", "host wait", "idle other", "steps"});
   for (std::size_t i = 0; i < 11; ++i)
     t.right_align(i);
   std::vector<std::string> without_span;
@@ -454,13 +454,18 @@ void print_stats(const StatsOptions& o, Context& ctx, const std::unique_ptr<Trac
     t.add({std::to_string(k.rank) + (k.gpu ? "" : " cpu"), ms(b.span_ns),
            pct(b.compute_ns, b.span_ns), pct(b.communication_ns, b.span_ns),
            b.span_ns > 0 ? format_fixed(b.overlap_percent(), 1) + "%" : "-",
-           pct(b.exposed_communication_ns, b.span_ns), pct(b.memory_ns, b.span_ns),
+           pct(b.exposed_communication_ns, b.span_ns), pct(b.exposed_memory_ns, b.span_ns),
            pct(b.idle_ns, b.span_ns), pct(b.idle_host_wait_ns, b.span_ns),
            pct(b.idle_other_ns, b.span_ns), std::to_string(k.steps.size())});
   }
   t.print(std::cout);
-  std::cout << "  percentages of the span; overlap is the share of communication hidden under "
-               "compute\n";
+  // The exposed columns share out the span with compute and idle, as the
+  // GUI's bars and the per-step categories do (a total "memory" read as one
+  // of the parts and the row added up past 100%).
+  std::cout << "  percentages of the span: compute, exposed comm, exposed memory and idle share it "
+               "out (the rest is synchronization and other device work); comm is all "
+               "communication, overlap the share of it hidden under compute; exposed: under "
+               "neither compute nor communication; host wait and idle other split idle\n";
   if (!without_span.empty()) {
     std::string ranks;
     for (const std::string& rank : without_span)

@@ -10,6 +10,7 @@
 #include <QStandardPaths>
 #include <QTemporaryDir>
 #include <QtTest>
+#include <algorithm>
 
 #include <sqlite3.h>
 #include <sys/resource.h>
@@ -60,6 +61,7 @@ class TestTraceCli : public QObject {
 
  private slots:
   void importInfoStats();
+  void launchStatisticsAreKernelLaunches();
   void rankWithoutDeviceWorkSaysSo();
   void controlCharactersInNamesAreEscaped();
   void infoJsonGivesMetaTypes_data();
@@ -171,6 +173,61 @@ void TestTraceCli::importInfoStats() {
   QVERIFY(text.out.contains("22.1%"));  // rank 1 compute, 271.973 of 1231.186 ms
   QVERIFY2(text.out.contains("Kernel launches"), qPrintable(text.out));
   QVERIFY2(text.out.contains("278 (24.1%)"), qPrintable(text.out));  // rank 1's short kernels
+  QVERIFY2(text.out.contains("No straggler"), qPrintable(text.out));
+  // The memory column is exposed memory (0.37% for rank 1), so that the
+  // columns share out the span; it was all memory (1.34%), and rank 1's row
+  // added up to 101%.
+  const QStringList lines = text.out.split('\n');
+  const auto header = std::find_if(lines.begin(), lines.end(), [](const QString& line) {
+    return line.contains("exposed comm") && line.contains("exposed memory");
+  });
+  QVERIFY2(header != lines.end(), qPrintable(text.out));
+  const auto row1 = std::find_if(
+      header, lines.end(), [](const QString& line) { return line.trimmed().startsWith("1 "); });
+  QVERIFY2(row1 != lines.end(), qPrintable(text.out));
+  QVERIFY2(row1->contains(" 0.4% ") && !row1->contains("1.3%"), qPrintable(*row1));
+}
+
+// HTA's launch statistics count kernel launches. The Nsight export's 15
+// copies are synchronous cudaMemcpy calls, each lasting its whole copy: they
+// were counted as launches too (20, a median delay of -18468 us, 75% of
+// calls "over 50 us"). Now the 5 saxpy kernels, and the copies are named
+// apart, in the text, the JSON and the report.
+void TestTraceCli::launchStatisticsAreKernelLaunches() {
+  QTemporaryDir dir;
+  const QString store = dir.filePath("saxpy.cstrace");
+  QCOMPARE(
+      run_cli({"trace", "import", kData + "nsys/saxpy-mpi-cuda.sqlite", "-o", store}).exit_code, 0);
+  const Run stats = run_cli({"trace", "stats", store, "--json"});
+  QVERIFY2(stats.exit_code == 0, qPrintable(stats.err));
+  const QJsonObject launches =
+      json_of(stats)["ranks"].toArray()[0].toObject()["launches"].toObject();
+  QCOMPARE(launches["launches"].toInt(), 5);
+  QCOMPARE(launches["synchronous_copies_left_out"].toInt(), 15);
+  QCOMPARE(launches["call_median_ns"].toDouble(), 31871.0);
+  QCOMPARE(launches["delay_median_ns"].toDouble(), 1243.0);
+  QCOMPARE(launches["runtime_outliers"].toInt(), 0);
+
+  const Run text = run_cli({"trace", "stats", store});
+  QVERIFY2(text.exit_code == 0, qPrintable(text.err));
+  QVERIFY2(text.out.contains("Kernel launches (each kernel, and each asynchronous copy or memset, "
+                             "with the call that launched it)"),
+           qPrintable(text.out));
+  QVERIFY2(text.out.contains("15 synchronous copies and memsets (cudaMemcpy, cudaMemset) are left "
+                             "out: the call lasts until the copy ends, so it is no launch"),
+           qPrintable(text.out));
+  QVERIFY2(!text.out.contains("-18468"), qPrintable(text.out));
+
+  const Run html = run_cli({"trace", "export", store, "-o", dir.filePath("r.html")});
+  QCOMPARE(html.exit_code, 0);
+  QFile h(dir.filePath("r.html"));
+  QVERIFY(h.open(QIODevice::ReadOnly));
+  const QByteArray report = h.readAll();
+  QVERIFY(report.contains("Each kernel, and each asynchronous copy or memset"));
+  QVERIFY(
+      report.contains("15 synchronous copies and memsets (cudaMemcpy, cudaMemset) are left "
+                      "out"));
+  QVERIFY(report.contains("<tr><td class=n>0</td><td class=n>5</td><td class=n>31.9</td>"));
 }
 
 // Two real ranks of one job, imported as two runs and compared: the figures
