@@ -673,12 +673,14 @@ void run_export(ExportOptions o) {
   // An option the format has no use for is refused, not ignored.
   const bool windowed = !o.from.empty() || !o.to.empty();
   const bool chrome = format == "chrome" || format == "json";
+  // What is being exported, for the refusals: the table only where it is
+  // one (it read "not to this html all export").
+  const std::string exported = chrome             ? "a Chrome trace export"
+                               : format == "html" ? "an HTML export"
+                               : o.table.empty()  ? "a CSV export"
+                                                  : "the CSV " + o.table + " table";
   auto refuse = [&](bool given, const std::string& option, const std::string& applies) {
-    if (given) {
-      throw CliError(option + " applies to " + applies + ", not to this " +
-                     (chrome ? "Chrome trace" : format + (o.table.empty() ? "" : " " + o.table)) +
-                     " export");
-    }
+    if (given) throw CliError(option + " applies to " + applies + ", not to " + exported);
   };
   const std::string window_use = "Chrome traces and the CSV events table";
   refuse(!chrome && !o.ranks.empty(), "--rank", "Chrome traces");

@@ -687,16 +687,20 @@ void TestTraceCli::errors_data() {
   // Options the format has no use for (each was ignored, with exit 0).
   QTest::addRow("table of a Chrome trace")
       << QStringList{"trace", "export", store, "-o", "x.json", "--table", "breakdown"} << 1
-      << "--table applies to CSV exports, not to this Chrome trace export";
-  QTest::addRow("rank of a CSV")
-      << QStringList{"trace", "export", store, "-o", "x.csv", "--rank", "0"} << 1
-      << "--rank applies to Chrome traces, not to this csv export";
+      << "--table applies to CSV exports, not to a Chrome trace export";
+  // It read "not to this html all export".
+  QTest::addRow("table of a report")
+      << QStringList{"trace", "export", store, "-o", "x.html", "--table", "all"} << 1
+      << "--table applies to CSV exports, not to an HTML export";
+  QTest::addRow("rank of a CSV") << QStringList{"trace", "export", store, "-o",
+                                                "x.csv", "--rank", "0"}
+                                 << 1 << "--rank applies to Chrome traces, not to a CSV export";
   QTest::addRow("window of a report")
       << QStringList{"trace", "export", store, "-o", "x.html", "--from", "1ms"} << 1
-      << "--from/--to applies to Chrome traces and the CSV events table, not to this html export";
+      << "--from/--to applies to Chrome traces and the CSV events table, not to an HTML export";
   QTest::addRow("window of an analysis table")
       << QStringList{"trace", "export", store, "-o", "x.csv", "--table", "breakdown", "--to", "1ms"}
-      << 1 << "not to this csv breakdown export";
+      << 1 << "not to the CSV breakdown table";
   QTest::addRow("files per table beside a device")
       << QStringList{"trace", "export", store, "-o", "/dev/null", "--format", "csv", "--table",
                      "all"}
