@@ -63,8 +63,21 @@ json meta_value_json(const std::string& text) {
   return text;
 }
 
+// For a file that did not open as a store: another program's trace, which
+// `trace import` reads, is named with the command (it read "an SQLite
+// database of another kind (tables: ...)" or "not an SQLite database"). A
+// damaged one keeps the reason it fails.
+void refuse_if_importable(const std::string& path) {
+  if (const std::string kind = importable_trace_kind(path); !kind.empty()) {
+    throw CliError(path + " is not a ClusterScope trace store but " + kind +
+                   ": import it with `clusterscope trace import " + path + " -o store.db`");
+  }
+}
+
 std::unique_ptr<TraceReader> open_store(const std::string& path) {
-  return take(TraceReader::open(path));
+  auto opened = TraceReader::open(path);
+  if (!opened) refuse_if_importable(path);
+  return take(std::move(opened));
 }
 
 // After a command printed what it read: a damaged page met on the way (a
@@ -175,7 +188,11 @@ struct InfoOptions {
 void print_info(const InfoOptions& o, const std::unique_ptr<TraceReader>& r);
 
 void run_info(const InfoOptions& o) {
-  if (o.check) take(verify_store(o.store));
+  if (o.check) {
+    const Status checked = verify_store(o.store);
+    if (!checked) refuse_if_importable(o.store);
+    take(checked);
+  }
   auto r = open_store(o.store);
   print_info(o, r);
   refuse_if_damaged(*r);

@@ -643,9 +643,35 @@ void TestTraceCli::errors_data() {
   QTest::addRow("import of a file name too long")
       << QStringList{"trace", "import", long_name, "-o", "x.cstrace"} << 1
       << long_name + ": File name too long";
-  QTest::addRow("foreign file") << QStringList{"trace", "stats",
-                                               kData + "nsys/saxpy-mpi-cuda.sqlite"}
-                                << 1 << "is not a ClusterScope trace store";
+  QTest::addRow("foreign file") << QStringList{"trace", "stats", CS_SOURCE_DIR "/README.md"} << 1
+                                << "is not a ClusterScope trace store";
+  // Another program's trace, which the import reads: the command that does
+  // (it listed the Nsight export's tables, or said "not an SQLite database").
+  const QString nsys = kData + "nsys/saxpy-mpi-cuda.sqlite";
+  const QString kineto = kData + "kineto/sampled_rank-0.json.gz";
+  const QString nsys_said =
+      nsys +
+      " is not a ClusterScope trace store but an Nsight Systems SQLite export: import it "
+      "with `clusterscope trace import " +
+      nsys + " -o store.db`";
+  const QString kineto_said =
+      kineto +
+      " is not a ClusterScope trace store but a PyTorch profiler (Kineto) or Chrome JSON "
+      "trace: import it with `clusterscope trace import " +
+      kineto + " -o store.db`";
+  QTest::addRow("stats of an Nsight export")
+      << QStringList{"trace", "stats", nsys} << 1 << nsys_said;
+  QTest::addRow("info of an Nsight export") << QStringList{"trace", "info", nsys} << 1 << nsys_said;
+  QTest::addRow("export of an Nsight export")
+      << QStringList{"trace", "export", nsys, "-o", "x.json"} << 1 << nsys_said;
+  QTest::addRow("stats of a Kineto trace")
+      << QStringList{"trace", "stats", kineto} << 1 << kineto_said;
+  QTest::addRow("info of a Kineto trace")
+      << QStringList{"trace", "info", kineto} << 1 << kineto_said;
+  QTest::addRow("check of a Kineto trace")
+      << QStringList{"trace", "info", "--check", kineto} << 1 << kineto_said;
+  QTest::addRow("export of a Kineto trace")
+      << QStringList{"trace", "export", kineto, "-o", "x.json"} << 1 << kineto_said;
   // A bad option value, as every other (it exited 1, as a failed merge).
   QTest::addRow("bad align") << QStringList{"trace", "merge", "a", "-o", "b", "--align", "sideways"}
                              << 2 << "--align: \"sideways\" is not one of";
