@@ -216,7 +216,8 @@ struct CollectiveKey {
 struct RankRaw {
   std::unordered_map<std::uint32_t, NameStats> kernels;
   std::map<CollectiveKey, std::vector<std::int64_t>> collectives;
-  // Start times of communication, by collective type (bit 40 set) or name id.
+  // Start times of communication (not point-to-point), by collective type
+  // (bit 40 set) or name id.
   std::map<std::uint64_t, std::vector<std::int64_t>> comm_starts;
   std::vector<std::int64_t> step_durations;
 };
@@ -316,6 +317,7 @@ std::vector<CollectiveStats> collective_stats(const TraceReader& r, CollectiveDu
 // A runtime or driver call of the rank that has a correlation id.
 struct Launch {
   std::int64_t correlation, start, end;
+  bool asynchronous;  // its name says Async (cudaMemcpyAsync, cuMemsetD8Async, ...)
   bool operator<(const Launch& o) const {
     return correlation != o.correlation ? correlation < o.correlation : start < o.start;
   }
@@ -328,9 +330,13 @@ Result<std::vector<Launch>> launches(const TraceReader& r, const RankLanes& lane
   auto scan = r.impl().scan(lanes.host, kMinTime, kMaxTime, store::ScanColumns::light);
   if (!scan) return scan.error();
   store::ScanRow row;
+  std::unordered_map<std::uint32_t, bool> asynchronous;  // by name id
   while ((*scan)->next(row)) {
-    if ((row.kind == EventKind::api_call || row.kind == EventKind::sync) && row.correlation != 0)
-      out.push_back({row.correlation, row.start, row.end});
+    if ((row.kind != EventKind::api_call && row.kind != EventKind::sync) || row.correlation == 0)
+      continue;
+    auto [it, added] = asynchronous.try_emplace(row.name, false);
+    if (added) it->second = r.string(StringId{row.name}).find("Async") != std::string::npos;
+    out.push_back({row.correlation, row.start, row.end, it->second});
   }
   if (!(*scan)->status()) return (*scan)->status().error();
   std::sort(out.begin(), out.end());
@@ -340,7 +346,8 @@ Result<std::vector<Launch>> launches(const TraceReader& r, const RankLanes& lane
 // The call that launched a device event: the earliest with its correlation id.
 const Launch* launch_of(const std::vector<Launch>& calls, std::int64_t correlation) {
   if (correlation == 0) return nullptr;
-  auto it = std::lower_bound(calls.begin(), calls.end(), Launch{correlation, kMinTime, kMinTime});
+  auto it =
+      std::lower_bound(calls.begin(), calls.end(), Launch{correlation, kMinTime, kMinTime, false});
   return it != calls.end() && it->correlation == correlation ? &*it : nullptr;
 }
 
@@ -443,8 +450,17 @@ Result<RankAnalysis> analyze_rank_raw(const TraceReader& r, std::int32_t rank,
     // half-open: a kernel that ends where it starts ran before it.
     const bool before = e.end < window_lo || (e.end == window_lo && e.start < e.end);
     if (before || e.start >= window_hi) continue;
-    // Every device event its call launched (NCCL's kernels are stored as collectives).
-    if (const Launch* call = launch_of(*launch, e.correlation)) {
+    // Kernels (NCCL's are stored as collectives) and asynchronous copies and
+    // sets, with the call that launched them, as HTA pairs them. A synchronous
+    // cudaMemcpy or cudaMemset is left out: its call lasts the whole copy, so
+    // it is no launch overhead and its "delay" would be minus the copy.
+    const Launch* call = launch_of(*launch, e.correlation);
+    const bool copy_or_set = e.kind == EventKind::memcpy || e.kind == EventKind::memset;
+    if (call && copy_or_set && !call->asynchronous) {
+      ++out.launches.synchronous_left_out;
+      call = nullptr;
+    }
+    if (call) {
       const std::int64_t call_ns = call->end - call->start;
       const std::int64_t delay_ns = e.start - call->end;
       ++out.launches.launches;
@@ -471,11 +487,16 @@ Result<RankAnalysis> analyze_rank_raw(const TraceReader& r, std::int32_t rank,
                                                           : world;
       if (key.collective == Collective::none) key.name = e.name;
       sink.collectives[key].push_back(duration);
-      const std::uint64_t order_key =
-          key.collective != Collective::none
-              ? (std::uint64_t{1} << 40) | static_cast<unsigned>(key.collective)
-              : e.name;
-      sink.comm_starts[order_key].push_back(e.start);
+      // Sends and receives are left out of the straggler search, as out of
+      // the transfers: the n-th on each rank pairs with a different peer, so
+      // it is not the same operation and its start says nothing of lateness.
+      if (e.kind != EventKind::p2p && !is_point_to_point(key.collective)) {
+        const std::uint64_t order_key =
+            key.collective != Collective::none
+                ? (std::uint64_t{1} << 40) | static_cast<unsigned>(key.collective)
+                : e.name;
+        sink.comm_starts[order_key].push_back(e.start);
+      }
     }
   }
   if (!(*scan)->status()) return (*scan)->status().error();

@@ -109,12 +109,15 @@ struct CollectiveStats {
   double transfer_busbw_gbps = 0;
 };
 
-// HTA's CUDA kernel launch statistics: each kernel (NCCL's included), copy
-// or memset paired with the runtime or driver call that launched it (their
-// correlation id).
+// HTA's CUDA kernel launch statistics: each kernel (NCCL's included) and
+// each asynchronous copy or memset (cudaMemcpyAsync, cudaMemsetAsync) paired
+// with the runtime or driver call that launched it (their correlation id).
+// Synchronous copies and sets (cudaMemcpy, cudaMemset) are not launches:
+// their call lasts until the copy ends. They are only counted, apart.
 // The launch delay is the device event's start less the call's end.
 struct LaunchStats {
-  std::int64_t launches = 0;          // device events paired with their call
+  std::int64_t launches = 0;              // kernels and asynchronous copies paired with their call
+  std::int64_t synchronous_left_out = 0;  // synchronous copies and sets with a call, left out
   std::int64_t short_kernels = 0;     // ran shorter on the GPU than their call took on the host
   std::int64_t runtime_outliers = 0;  // calls longer than AnalysisOptions::runtime_cutoff_ns
   std::int64_t delay_outliers = 0;    // delays longer than AnalysisOptions::launch_delay_cutoff_ns
@@ -137,7 +140,7 @@ struct RankStraggler {
   double step_ns = 0;            // median step time; 0 when the rank has no steps
   double step_excess = 0;        // step_ns / (median over ranks; of two, the faster) − 1
   double late_start_ns = 0;      // mean lateness of its collective starts against the median rank
-  std::int64_t collectives = 0;  // collectives compared
+  std::int64_t collectives = 0;  // collectives compared (sends and receives are not)
   bool straggler = false;
   std::string reason;
 };

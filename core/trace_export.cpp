@@ -1082,10 +1082,14 @@ Result<ExportReport> export_html_report(const TraceReader& reader, const RunAnal
 
   out << "<h2>Where the time went</h2>\n<p class=note>Over each rank's device span (first to "
          "last GPU event; the CPU engine's compute and communication lanes where there is no "
-         "GPU), as Holistic Trace Analysis defines it.</p>\n";
+         "GPU), as Holistic Trace Analysis defines it. Compute, exposed communication, exposed "
+         "memory and idle share out the span (the rest is synchronization and other device "
+         "work); exposed: under neither compute nor communication; communication is all of it, "
+         "overlap % the share of it hidden under compute.</p>\n";
   out << breakdown_svg(analysis.ranks) << "\n<table>\n<tr><th>rank</th><th>span ms</th>"
       << "<th>compute</th><th>communication</th><th>overlap %</th><th>exposed comm.</th>"
-      << "<th>memory</th><th>idle</th><th>host wait</th><th>idle other</th><th>events</th></tr>\n";
+      << "<th>exposed memory</th><th>idle</th><th>host wait</th><th>idle other</th>"
+      << "<th>events</th></tr>\n";
   for (const RankAnalysis& r : analysis.ranks) {
     const Breakdown& b = r.total;
     const double span = static_cast<double>(b.span_ns);
@@ -1094,7 +1098,7 @@ Result<ExportReport> export_html_report(const TraceReader& reader, const RunAnal
         << "</td><td class=n>" << pct(static_cast<double>(b.communication_ns), span)
         << "</td><td class=n>" << format_fixed(b.overlap_percent(), 1) << "</td><td class=n>"
         << pct(static_cast<double>(b.exposed_communication_ns), span) << "</td><td class=n>"
-        << pct(static_cast<double>(b.memory_ns), span) << "</td><td class=n>"
+        << pct(static_cast<double>(b.exposed_memory_ns), span) << "</td><td class=n>"
         << pct(static_cast<double>(b.idle_ns), span) << "</td><td class=n>"
         << pct(static_cast<double>(b.idle_host_wait_ns), span) << "</td><td class=n>"
         << pct(static_cast<double>(b.idle_other_ns), span) << "</td><td class=n>" << b.events
@@ -1105,10 +1109,19 @@ Result<ExportReport> export_html_report(const TraceReader& reader, const RunAnal
   if (std::any_of(analysis.ranks.begin(), analysis.ranks.end(),
                   [](const RankAnalysis& r) { return r.launches.launches > 0; })) {
     auto us = [](double ns_value) { return format_fixed(ns_value / 1e3, 1); };
-    out << "<h2>Kernel launches</h2>\n<p class=note>Each kernel, copy or memset with the runtime "
-           "call that launched it (their correlation id), as Holistic Trace Analysis counts "
-           "them: the delay is the GPU's start less the call's end; a kernel shorter than its "
-           "call leaves the GPU waiting on the host.</p>\n<table>\n<tr><th>rank</th>"
+    std::int64_t synchronous = 0;
+    for (const RankAnalysis& r : analysis.ranks)
+      synchronous += r.launches.synchronous_left_out;
+    out << "<h2>Kernel launches</h2>\n<p class=note>Each kernel, and each asynchronous copy or "
+           "memset, with the runtime call that launched it (their correlation id), as Holistic "
+           "Trace Analysis counts them: the delay is the GPU's start less the call's end; a "
+           "kernel shorter than its call leaves the GPU waiting on the host.";
+    if (synchronous > 0)
+      out << " " << synchronous << " synchronous "
+          << (synchronous == 1 ? "copy or memset (cudaMemcpy, cudaMemset) is"
+                               : "copies and memsets (cudaMemcpy, cudaMemset) are")
+          << " left out: the call lasts until the copy ends, so it is no launch.";
+    out << "</p>\n<table>\n<tr><th>rank</th>"
            "<th>launches</th><th>call median us</th><th>call p95 us</th><th>delay median us</th>"
            "<th>delay p95 us</th><th>delay max us</th><th>shorter than call</th>"
         << "<th>calls &gt; " << AnalysisOptions{}.runtime_cutoff_ns / 1000 << " us</th>"
@@ -1130,13 +1143,19 @@ Result<ExportReport> export_html_report(const TraceReader& reader, const RunAnal
   const std::string steps = steps_svg(analysis.ranks);
   if (!steps.empty()) {
     out << "<h2>Steps</h2>\n"
-        << steps << "\n<table>\n<tr><th>rank</th><th>step</th>"
-        << "<th>time ms</th><th>compute ms</th><th>exposed comm. ms</th><th>idle ms</th></tr>\n";
+        << steps
+        << "\n<p class=note>Each step's time, shared out: compute, exposed communication, exposed "
+           "memory, other (synchronization and other device work) and idle add up to it.</p>\n"
+        << "<table>\n<tr><th>rank</th><th>step</th><th>time ms</th><th>compute ms</th>"
+        << "<th>exposed comm. ms</th><th>exposed memory ms</th><th>other ms</th><th>idle ms</th>"
+        << "</tr>\n";
     for (const RankAnalysis& r : analysis.ranks) {
       for (const StepBreakdown& s : r.steps) {
         out << "<tr><td class=n>" << r.rank << "</td><td class=n>" << s.step << "</td><td class=n>"
             << ms(s.breakdown.span_ns) << "</td><td class=n>" << ms(s.breakdown.compute_ns)
             << "</td><td class=n>" << ms(s.breakdown.exposed_communication_ns)
+            << "</td><td class=n>" << ms(s.breakdown.exposed_memory_ns) << "</td><td class=n>"
+            << ms(s.breakdown.exposed_synchronization_ns + s.breakdown.other_busy_ns)
             << "</td><td class=n>" << ms(s.breakdown.idle_ns) << "</td></tr>\n";
       }
     }

@@ -177,6 +177,20 @@ TraceFormat detect_trace_format(const std::string& path) {
   return TraceFormat::unknown;
 }
 
+std::string importable_trace_kind(const std::string& path) {
+  if (!sql::check_not_cut_short(path)) return "";
+  switch (detect_trace_format(path)) {
+    case TraceFormat::nsys_sqlite:
+      return "an Nsight Systems SQLite export";
+    case TraceFormat::kineto_json:
+      return "a PyTorch profiler (Kineto) or Chrome JSON trace";
+    case TraceFormat::trace_store:
+    case TraceFormat::unknown:
+      break;
+  }
+  return "";
+}
+
 Result<ImportReport> import_traces(const std::vector<std::string>& files, const std::string& output,
                                    const ImportOptions& options) {
   if (files.empty()) return Error{"import: no input files"};

@@ -51,6 +51,12 @@ enum class TraceFormat { unknown, kineto_json, nsys_sqlite, trace_store };
 // with StringIds → nsys export; SQLite with the store's application id → a trace store.
 TraceFormat detect_trace_format(const std::string& path);
 
+// What another program's trace is, for a file that is no trace store but
+// that the import reads: "an Nsight Systems SQLite export" or "a PyTorch
+// profiler (Kineto) or Chrome JSON trace"; "" for anything else, and for an
+// SQLite file cut short (its damage is what to say).
+std::string importable_trace_kind(const std::string& path);
+
 Result<ImportReport> import_kineto(const std::vector<std::string>& files, const std::string& output,
                                    const ImportOptions& options = {});
 Result<ImportReport> import_nsys(const std::vector<std::string>& files, const std::string& output,

@@ -63,8 +63,21 @@ json meta_value_json(const std::string& text) {
   return text;
 }
 
+// For a file that did not open as a store: another program's trace, which
+// `trace import` reads, is named with the command (it read "an SQLite
+// database of another kind (tables: ...)" or "not an SQLite database"). A
+// damaged one keeps the reason it fails.
+void refuse_if_importable(const std::string& path) {
+  if (const std::string kind = importable_trace_kind(path); !kind.empty()) {
+    throw CliError(path + " is not a ClusterScope trace store but " + kind +
+                   ": import it with `clusterscope trace import " + path + " -o store.db`");
+  }
+}
+
 std::unique_ptr<TraceReader> open_store(const std::string& path) {
-  return take(TraceReader::open(path));
+  auto opened = TraceReader::open(path);
+  if (!opened) refuse_if_importable(path);
+  return take(std::move(opened));
 }
 
 // After a command printed what it read: a damaged page met on the way (a
@@ -156,6 +169,7 @@ json launch_json(const LaunchStats& l) {
           {"short_kernels", l.short_kernels},
           {"runtime_outliers", l.runtime_outliers},
           {"delay_outliers", l.delay_outliers},
+          {"synchronous_copies_left_out", l.synchronous_left_out},
           {"call_median_ns", l.call_median_ns},
           {"call_p95_ns", l.call_p95_ns},
           {"delay_median_ns", l.delay_median_ns},
@@ -174,7 +188,11 @@ struct InfoOptions {
 void print_info(const InfoOptions& o, const std::unique_ptr<TraceReader>& r);
 
 void run_info(const InfoOptions& o) {
-  if (o.check) take(verify_store(o.store));
+  if (o.check) {
+    const Status checked = verify_store(o.store);
+    if (!checked) refuse_if_importable(o.store);
+    take(checked);
+  }
   auto r = open_store(o.store);
   print_info(o, r);
   refuse_if_damaged(*r);
@@ -442,8 +460,8 @@ void print_stats(const StatsOptions& o, Context& ctx, const std::unique_ptr<Trac
             << '\n';
   if (const std::string note = status_note(*r); !note.empty()) std::cout << "note: " << note << '\n';
   std::cout << "\nWhere the time went (per rank, over its device span; HTA definitions)\n";
-  TextTable t({"rank", "span ms", "compute", "comm", "overlap", "exposed comm", "memory", "idle",
-               "host wait", "idle other", "steps"});
+  TextTable t({"rank", "span ms", "compute", "comm", "overlap", "exposed comm", "exposed memory",
+               "idle", "host wait", "idle other", "steps"});
   for (std::size_t i = 0; i < 11; ++i)
     t.right_align(i);
   std::vector<std::string> without_span;
@@ -453,13 +471,18 @@ void print_stats(const StatsOptions& o, Context& ctx, const std::unique_ptr<Trac
     t.add({std::to_string(k.rank) + (k.gpu ? "" : " cpu"), ms(b.span_ns),
            pct(b.compute_ns, b.span_ns), pct(b.communication_ns, b.span_ns),
            b.span_ns > 0 ? format_fixed(b.overlap_percent(), 1) + "%" : "-",
-           pct(b.exposed_communication_ns, b.span_ns), pct(b.memory_ns, b.span_ns),
+           pct(b.exposed_communication_ns, b.span_ns), pct(b.exposed_memory_ns, b.span_ns),
            pct(b.idle_ns, b.span_ns), pct(b.idle_host_wait_ns, b.span_ns),
            pct(b.idle_other_ns, b.span_ns), std::to_string(k.steps.size())});
   }
   t.print(std::cout);
-  std::cout << "  percentages of the span; overlap is the share of communication hidden under "
-               "compute\n";
+  // The exposed columns share out the span with compute and idle, as the
+  // GUI's bars and the per-step categories do (a total "memory" read as one
+  // of the parts and the row added up past 100%).
+  std::cout << "  percentages of the span: compute, exposed comm, exposed memory and idle share it "
+               "out (the rest is synchronization and other device work); comm is all "
+               "communication, overlap the share of it hidden under compute; exposed: under "
+               "neither compute nor communication; host wait and idle other split idle\n";
   if (!without_span.empty()) {
     std::string ranks;
     for (const std::string& rank : without_span)
@@ -472,7 +495,8 @@ void print_stats(const StatsOptions& o, Context& ctx, const std::unique_ptr<Trac
   // HTA's kernel launch statistics, where runtime calls launched GPU work.
   if (std::any_of(a.ranks.begin(), a.ranks.end(),
                   [](const RankAnalysis& k) { return k.launches.launches > 0; })) {
-    std::cout << "\nKernel launches (each kernel, copy or memset with the call that launched it)\n";
+    std::cout << "\nKernel launches (each kernel, and each asynchronous copy or memset, with the "
+                 "call that launched it)\n";
     const AnalysisOptions cutoffs;  // the analysis ran with the defaults
     TextTable l({"rank", "launches", "call median us", "call p95 us", "delay median us",
                  "delay p95 us", "delay max us", "shorter than call",
@@ -494,6 +518,14 @@ void print_stats(const StatsOptions& o, Context& ctx, const std::unique_ptr<Trac
     l.print(std::cout);
     std::cout << "  delay: the GPU's start less the call's end; a kernel shorter than its call "
                  "leaves the GPU waiting on the host (fuse kernels, or CUDA graphs)\n";
+    std::int64_t synchronous = 0;
+    for (const RankAnalysis& k : a.ranks)
+      synchronous += k.launches.synchronous_left_out;
+    if (synchronous > 0)
+      std::cout << "  " << synchronous << " synchronous "
+                << (synchronous == 1 ? "copy or memset (cudaMemcpy, cudaMemset) is"
+                                     : "copies and memsets (cudaMemcpy, cudaMemset) are")
+                << " left out: the call lasts until the copy ends, so it is no launch\n";
   }
 
   if (!a.kernels.empty() && top > 0) {
@@ -658,12 +690,14 @@ void run_export(ExportOptions o) {
   // An option the format has no use for is refused, not ignored.
   const bool windowed = !o.from.empty() || !o.to.empty();
   const bool chrome = format == "chrome" || format == "json";
+  // What is being exported, for the refusals: the table only where it is
+  // one (it read "not to this html all export").
+  const std::string exported = chrome             ? "a Chrome trace export"
+                               : format == "html" ? "an HTML export"
+                               : o.table.empty()  ? "a CSV export"
+                                                  : "the CSV " + o.table + " table";
   auto refuse = [&](bool given, const std::string& option, const std::string& applies) {
-    if (given) {
-      throw CliError(option + " applies to " + applies + ", not to this " +
-                     (chrome ? "Chrome trace" : format + (o.table.empty() ? "" : " " + o.table)) +
-                     " export");
-    }
+    if (given) throw CliError(option + " applies to " + applies + ", not to " + exported);
   };
   const std::string window_use = "Chrome traces and the CSV events table";
   refuse(!chrome && !o.ranks.empty(), "--rank", "Chrome traces");

@@ -10,6 +10,7 @@
 #include <QStandardPaths>
 #include <QTemporaryDir>
 #include <QtTest>
+#include <algorithm>
 
 #include <sqlite3.h>
 #include <sys/resource.h>
@@ -60,6 +61,7 @@ class TestTraceCli : public QObject {
 
  private slots:
   void importInfoStats();
+  void launchStatisticsAreKernelLaunches();
   void rankWithoutDeviceWorkSaysSo();
   void controlCharactersInNamesAreEscaped();
   void wideAndLongNamesKeepTheColumns();
@@ -208,6 +210,12 @@ void TestTraceCli::importInfoStats() {
   QVERIFY(
       s["kernels"].toArray()[0].toObject()["name"].toString().startsWith("ncclKernel_SendRecv"));
   QCOMPARE(s["collectives"].toArray()[0].toObject()["count"].toInt(), 20);
+  // Their sends and receives pair with other peers on each rank (two ranks
+  // of 128): the n-th is not the same operation, so its start says nothing
+  // of lateness. Rank 1 was a straggler ("its collectives start 38133 us
+  // after the other rank's").
+  for (const QJsonValue& rank : s["stragglers"].toArray())
+    QVERIFY2(!rank.toObject()["straggler"].toBool(), qPrintable(stats.out));
 
   const Run text = run_cli({"trace", "stats", store});
   QCOMPARE(text.exit_code, 0);
@@ -217,6 +225,61 @@ void TestTraceCli::importInfoStats() {
   QVERIFY(text.out.contains("22.1%"));  // rank 1 compute, 271.973 of 1231.186 ms
   QVERIFY2(text.out.contains("Kernel launches"), qPrintable(text.out));
   QVERIFY2(text.out.contains("278 (24.1%)"), qPrintable(text.out));  // rank 1's short kernels
+  QVERIFY2(text.out.contains("No straggler"), qPrintable(text.out));
+  // The memory column is exposed memory (0.37% for rank 1), so that the
+  // columns share out the span; it was all memory (1.34%), and rank 1's row
+  // added up to 101%.
+  const QStringList lines = text.out.split('\n');
+  const auto header = std::find_if(lines.begin(), lines.end(), [](const QString& line) {
+    return line.contains("exposed comm") && line.contains("exposed memory");
+  });
+  QVERIFY2(header != lines.end(), qPrintable(text.out));
+  const auto row1 = std::find_if(
+      header, lines.end(), [](const QString& line) { return line.trimmed().startsWith("1 "); });
+  QVERIFY2(row1 != lines.end(), qPrintable(text.out));
+  QVERIFY2(row1->contains(" 0.4% ") && !row1->contains("1.3%"), qPrintable(*row1));
+}
+
+// HTA's launch statistics count kernel launches. The Nsight export's 15
+// copies are synchronous cudaMemcpy calls, each lasting its whole copy: they
+// were counted as launches too (20, a median delay of -18468 us, 75% of
+// calls "over 50 us"). Now the 5 saxpy kernels, and the copies are named
+// apart, in the text, the JSON and the report.
+void TestTraceCli::launchStatisticsAreKernelLaunches() {
+  QTemporaryDir dir;
+  const QString store = dir.filePath("saxpy.cstrace");
+  QCOMPARE(
+      run_cli({"trace", "import", kData + "nsys/saxpy-mpi-cuda.sqlite", "-o", store}).exit_code, 0);
+  const Run stats = run_cli({"trace", "stats", store, "--json"});
+  QVERIFY2(stats.exit_code == 0, qPrintable(stats.err));
+  const QJsonObject launches =
+      json_of(stats)["ranks"].toArray()[0].toObject()["launches"].toObject();
+  QCOMPARE(launches["launches"].toInt(), 5);
+  QCOMPARE(launches["synchronous_copies_left_out"].toInt(), 15);
+  QCOMPARE(launches["call_median_ns"].toDouble(), 31871.0);
+  QCOMPARE(launches["delay_median_ns"].toDouble(), 1243.0);
+  QCOMPARE(launches["runtime_outliers"].toInt(), 0);
+
+  const Run text = run_cli({"trace", "stats", store});
+  QVERIFY2(text.exit_code == 0, qPrintable(text.err));
+  QVERIFY2(text.out.contains("Kernel launches (each kernel, and each asynchronous copy or memset, "
+                             "with the call that launched it)"),
+           qPrintable(text.out));
+  QVERIFY2(text.out.contains("15 synchronous copies and memsets (cudaMemcpy, cudaMemset) are left "
+                             "out: the call lasts until the copy ends, so it is no launch"),
+           qPrintable(text.out));
+  QVERIFY2(!text.out.contains("-18468"), qPrintable(text.out));
+
+  const Run html = run_cli({"trace", "export", store, "-o", dir.filePath("r.html")});
+  QCOMPARE(html.exit_code, 0);
+  QFile h(dir.filePath("r.html"));
+  QVERIFY(h.open(QIODevice::ReadOnly));
+  const QByteArray report = h.readAll();
+  QVERIFY(report.contains("Each kernel, and each asynchronous copy or memset"));
+  QVERIFY(
+      report.contains("15 synchronous copies and memsets (cudaMemcpy, cudaMemset) are left "
+                      "out"));
+  QVERIFY(report.contains("<tr><td class=n>0</td><td class=n>5</td><td class=n>31.9</td>"));
 }
 
 // Two real ranks of one job, imported as two runs and compared: the figures
@@ -632,9 +695,35 @@ void TestTraceCli::errors_data() {
   QTest::addRow("import of a file name too long")
       << QStringList{"trace", "import", long_name, "-o", "x.cstrace"} << 1
       << long_name + ": File name too long";
-  QTest::addRow("foreign file") << QStringList{"trace", "stats",
-                                               kData + "nsys/saxpy-mpi-cuda.sqlite"}
-                                << 1 << "is not a ClusterScope trace store";
+  QTest::addRow("foreign file") << QStringList{"trace", "stats", CS_SOURCE_DIR "/README.md"} << 1
+                                << "is not a ClusterScope trace store";
+  // Another program's trace, which the import reads: the command that does
+  // (it listed the Nsight export's tables, or said "not an SQLite database").
+  const QString nsys = kData + "nsys/saxpy-mpi-cuda.sqlite";
+  const QString kineto = kData + "kineto/sampled_rank-0.json.gz";
+  const QString nsys_said =
+      nsys +
+      " is not a ClusterScope trace store but an Nsight Systems SQLite export: import it "
+      "with `clusterscope trace import " +
+      nsys + " -o store.db`";
+  const QString kineto_said =
+      kineto +
+      " is not a ClusterScope trace store but a PyTorch profiler (Kineto) or Chrome JSON "
+      "trace: import it with `clusterscope trace import " +
+      kineto + " -o store.db`";
+  QTest::addRow("stats of an Nsight export")
+      << QStringList{"trace", "stats", nsys} << 1 << nsys_said;
+  QTest::addRow("info of an Nsight export") << QStringList{"trace", "info", nsys} << 1 << nsys_said;
+  QTest::addRow("export of an Nsight export")
+      << QStringList{"trace", "export", nsys, "-o", "x.json"} << 1 << nsys_said;
+  QTest::addRow("stats of a Kineto trace")
+      << QStringList{"trace", "stats", kineto} << 1 << kineto_said;
+  QTest::addRow("info of a Kineto trace")
+      << QStringList{"trace", "info", kineto} << 1 << kineto_said;
+  QTest::addRow("check of a Kineto trace")
+      << QStringList{"trace", "info", "--check", kineto} << 1 << kineto_said;
+  QTest::addRow("export of a Kineto trace")
+      << QStringList{"trace", "export", kineto, "-o", "x.json"} << 1 << kineto_said;
   // A bad option value, as every other (it exited 1, as a failed merge).
   QTest::addRow("bad align") << QStringList{"trace", "merge", "a", "-o", "b", "--align", "sideways"}
                              << 2 << "--align: \"sideways\" is not one of";
@@ -676,16 +765,20 @@ void TestTraceCli::errors_data() {
   // Options the format has no use for (each was ignored, with exit 0).
   QTest::addRow("table of a Chrome trace")
       << QStringList{"trace", "export", store, "-o", "x.json", "--table", "breakdown"} << 1
-      << "--table applies to CSV exports, not to this Chrome trace export";
-  QTest::addRow("rank of a CSV")
-      << QStringList{"trace", "export", store, "-o", "x.csv", "--rank", "0"} << 1
-      << "--rank applies to Chrome traces, not to this csv export";
+      << "--table applies to CSV exports, not to a Chrome trace export";
+  // It read "not to this html all export".
+  QTest::addRow("table of a report")
+      << QStringList{"trace", "export", store, "-o", "x.html", "--table", "all"} << 1
+      << "--table applies to CSV exports, not to an HTML export";
+  QTest::addRow("rank of a CSV") << QStringList{"trace", "export", store, "-o",
+                                                "x.csv", "--rank", "0"}
+                                 << 1 << "--rank applies to Chrome traces, not to a CSV export";
   QTest::addRow("window of a report")
       << QStringList{"trace", "export", store, "-o", "x.html", "--from", "1ms"} << 1
-      << "--from/--to applies to Chrome traces and the CSV events table, not to this html export";
+      << "--from/--to applies to Chrome traces and the CSV events table, not to an HTML export";
   QTest::addRow("window of an analysis table")
       << QStringList{"trace", "export", store, "-o", "x.csv", "--table", "breakdown", "--to", "1ms"}
-      << 1 << "not to this csv breakdown export";
+      << 1 << "not to the CSV breakdown table";
   QTest::addRow("files per table beside a device")
       << QStringList{"trace", "export", store, "-o", "/dev/null", "--format", "csv", "--table",
                      "all"}

@@ -15,9 +15,10 @@ the same args.correlation) started after the gap began, "kernel wait" when
 it is shorter than 30 ns, else "other". Times are converted from their
 decimal text to integer nanoseconds exactly.
 
-Launch statistics (HTA's get_cuda_kernel_launch_stats): each GPU event
-paired with the runtime or driver call of its correlation id (the earliest
-starting); the call's duration, the launch delay (the GPU event's start less
+Launch statistics (HTA's get_cuda_kernel_launch_stats): each kernel, and
+each copy or set whose call is asynchronous (its name has "Async", as
+cudaMemcpyAsync), paired with the runtime or driver call of its correlation
+id (the earliest starting); the call's duration, the launch delay (the GPU event's start less
 the call's end), short kernels (GPU duration under the call's), calls over
 50 us and delays over 100 us; medians, and 95th percentiles by nearest rank.
 """
@@ -76,7 +77,7 @@ def analyse(path):
             c = args["correlation"]
             launches[c] = min(launches.get(c, start), start)
             if c not in calls or start < calls[c][0]:
-                calls[c] = (start, end)
+                calls[c] = (start, end, "Async" in ev["name"])
         if cat == "kernel":
             cls = "comm" if ev["name"].startswith("nccl") else "compute"
         elif cat in ("gpu_memcpy", "gpu_memset"):
@@ -113,9 +114,9 @@ def analyse(path):
             other += gap
 
     call_ns, delays, short = [], [], 0
-    for s, e, _, corr in gpu:
-        if corr and corr in calls:
-            cs, ce = calls[corr]
+    for s, e, cls, corr in gpu:
+        if corr and corr in calls and (cls != "memory" or calls[corr][2]):
+            cs, ce, _ = calls[corr]
             call_ns.append(ce - cs)
             delays.append(s - ce)
             short += (e - s) < (ce - cs)

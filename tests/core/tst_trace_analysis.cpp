@@ -403,25 +403,33 @@ void TestTraceAnalysis::stragglerOfTwoRanks_data() {
   QTest::addColumn<std::int64_t>("rank0_step_ns");
   QTest::addColumn<std::int64_t>("slow_step_ns");  // rank 1's
   QTest::addColumn<std::int64_t>("late_ns");       // rank 1's all-reduce starts this late
+  QTest::addColumn<bool>("send_recv");             // the transfers are sends and receives
   QTest::addColumn<bool>("straggler");
   QTest::addColumn<QString>("reason");
-  QTest::addRow("three times slower") << std::int64_t{10'000'000} << std::int64_t{30'000'000}
-                                      << std::int64_t{0} << true << "200% above the other rank's";
+  QTest::addRow("three times slower")
+      << std::int64_t{10'000'000} << std::int64_t{30'000'000} << std::int64_t{0} << false << true
+      << "200% above the other rank's";
   QTest::addRow("collectives late")
-      << std::int64_t{10'000'000} << std::int64_t{10'000'000} << std::int64_t{1'000'000} << true
-      << "collectives start 1000 us after the other rank's";
+      << std::int64_t{10'000'000} << std::int64_t{10'000'000} << std::int64_t{1'000'000} << false
+      << true << "collectives start 1000 us after the other rank's";
   // Rank 0's steps are longer by its wait for rank 1: rank 1 is the straggler.
   QTest::addRow("the other waits")
-      << std::int64_t{11'000'000} << std::int64_t{10'000'000} << std::int64_t{1'000'000} << true
-      << "collectives start 1000 us after the other rank's";
+      << std::int64_t{11'000'000} << std::int64_t{10'000'000} << std::int64_t{1'000'000} << false
+      << true << "collectives start 1000 us after the other rank's";
   QTest::addRow("within the thresholds") << std::int64_t{10'000'000} << std::int64_t{10'300'000}
-                                         << std::int64_t{100'000} << false << "";
+                                         << std::int64_t{100'000} << false << false << "";
+  // The n-th send or receive of each rank pairs with a different peer (two
+  // ranks of a larger pipeline): not the same operation, so its start is no
+  // lateness. It flagged rank 1 ("its collectives start 1000 us after").
+  QTest::addRow("sends and receives late") << std::int64_t{10'000'000} << std::int64_t{10'000'000}
+                                           << std::int64_t{1'000'000} << true << false << "";
 }
 
 void TestTraceAnalysis::stragglerOfTwoRanks() {
   QFETCH(std::int64_t, rank0_step_ns);
   QFETCH(std::int64_t, slow_step_ns);
   QFETCH(std::int64_t, late_ns);
+  QFETCH(bool, send_recv);
   QFETCH(bool, straggler);
   QFETCH(QString, reason);
   QTemporaryDir dir;
@@ -434,9 +442,15 @@ void TestTraceAnalysis::stragglerOfTwoRanks() {
     std::int64_t t = 0;
     for (int step = 0; step < 5; ++step) {
       const std::int64_t joins = t + 2'000'000 + (rank == 1 ? late_ns : 0);
-      b.add(lane, EventKind::collective, Category::communication, joins, joins + 1'000'000,
-            "ncclDevKernel_AllReduce");
-      b.last.collective = Collective::all_reduce;
+      if (send_recv) {
+        b.add(lane, EventKind::p2p, Category::communication, joins, joins + 1'000'000,
+              "ncclDevKernel_SendRecv");
+        b.last.collective = Collective::send_recv;
+      } else {
+        b.add(lane, EventKind::collective, Category::communication, joins, joins + 1'000'000,
+              "ncclDevKernel_AllReduce");
+        b.last.collective = Collective::all_reduce;
+      }
       b.commit();
       w.add(StepMetrics{rank, step, t, t + step_ns, 1.0, 1, 0});
       t += 10'000'000;
@@ -448,6 +462,7 @@ void TestTraceAnalysis::stragglerOfTwoRanks() {
   const RankStraggler& slow = run->stragglers.ranks[1];
   QCOMPARE(slow.straggler, straggler);
   QVERIFY2(QString::fromStdString(slow.reason).contains(reason), slow.reason.c_str());
+  QCOMPARE(slow.collectives, send_recv ? 0 : 5);
 }
 
 // Two ranks run four 1 MiB all-reduces; rank 0 joins each first and waits

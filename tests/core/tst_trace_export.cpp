@@ -6,6 +6,7 @@
 
 #include <QDir>
 #include <QFile>
+#include <QRegularExpression>
 #include <QTemporaryDir>
 #include <QtTest>
 #include <csignal>
@@ -932,6 +933,29 @@ void TestTraceExport::htmlReportIsSelfContained() {
   QVERIFY(text.contains("<h2>Kernel launches</h2>"));
   QVERIFY2(text.contains("<td class=n>1</td><td class=n>1154</td>"), qPrintable(text));
   QVERIFY(text.contains("</td><td class=n>278</td>"));
+  // The breakdown's memory column is exposed memory, and each step's columns
+  // add up to its time: rank 1's step 552 lacked its 2.435 ms of exposed
+  // memory (628.204 of 630.639 ms).
+  QVERIFY(text.contains("<th>exposed memory</th>"));
+  const qsizetype steps = text.indexOf("<h2>Steps</h2>");
+  QVERIFY(steps >= 0);
+  QVERIFY(text.indexOf("<th>exposed memory ms</th><th>other ms</th><th>idle ms</th>", steps) > 0);
+  const QRegularExpression step_row(
+      "<tr><td class=n>(\\d+)</td><td class=n>(\\d+)</td>"
+      "<td class=n>([\\d.]+)</td><td class=n>([\\d.]+)</td>"
+      "<td class=n>([\\d.]+)</td><td class=n>([\\d.]+)</td>"
+      "<td class=n>([\\d.]+)</td><td class=n>([\\d.]+)</td></tr>");
+  int rows = 0;
+  for (auto it = step_row.globalMatch(text, steps); it.hasNext();) {
+    const QRegularExpressionMatch m = it.next();
+    double parts = 0;
+    for (int column = 4; column <= 8; ++column)
+      parts += m.captured(column).toDouble();
+    QVERIFY2(std::abs(parts - m.captured(3).toDouble()) < 0.003, qPrintable(m.captured(0)));
+    if (m.captured(1) == "1" && m.captured(2) == "552") QCOMPARE(m.captured(6), QString("2.435"));
+    ++rows;
+  }
+  QCOMPARE(rows, 4);  // two steps of two ranks
   // Nothing to fetch: no scripts, no stylesheets or images from elsewhere.
   QVERIFY(!text.contains("<script"));
   QVERIFY(!text.contains("src="));

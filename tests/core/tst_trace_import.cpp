@@ -300,6 +300,23 @@ void TestTraceImport::nsysRealExportAnalysed() {
   QCOMPARE(a->total.idle_host_wait_ns + a->total.idle_kernel_wait_ns + a->total.idle_other_ns,
            a->total.idle_ns);
   QVERIFY(a->total.idle_host_wait_ns > 0);
+
+  // HTA's launch statistics hold the 5 saxpy kernels and their
+  // cudaLaunchKernel calls. The 15 copies were synchronous cudaMemcpy calls,
+  // each lasting its whole copy: they had been counted as 15 more launches,
+  // with a median delay of -18.5 ms and 75% of calls "over 50 us". Each
+  // kernel has two runtime rows, "cudaLaunchKernel" around
+  // "cudaLaunchKernel_v7000": the earliest, the outer, is its call (31.871 us
+  // median; the inner's is 31.361).
+  QCOMPARE(a->launches.launches, 5);
+  QCOMPARE(a->launches.synchronous_left_out, 15);
+  QCOMPARE(a->launches.short_kernels, 0);
+  QCOMPARE(a->launches.runtime_outliers, 0);
+  QCOMPARE(a->launches.delay_outliers, 0);
+  QCOMPARE(a->launches.call_median_ns, 31871.0);
+  QCOMPARE(a->launches.call_p95_ns, 35939.0);
+  QCOMPARE(a->launches.delay_median_ns, 1243.0);
+  QCOMPARE(a->launches.delay_max_ns, 1892.0);
 }
 
 void TestTraceImport::textThatIsNotUtf8_data() {
