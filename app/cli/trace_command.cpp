@@ -722,9 +722,15 @@ void run_export(ExportOptions o) {
     if (!o.from.empty() && !o.to.empty() && window->empty()) {
       throw CliError("--to " + o.to + " is not after --from " + o.from);
     }
+    const std::string lasts = format_seconds(static_cast<double>(all.end_ns - all.start_ns) / 1e9);
+    // A window wholly past the end wrote a file of no events, which no import reads.
+    if (!o.from.empty() && window->start_ns > all.end_ns) {
+      const bool bare = o.from.find_first_not_of("0123456789.eE+-") == std::string::npos;
+      throw CliError("--from " + o.from + " is past the trace's end (the trace lasts " + lasts +
+                     ")" + (bare ? "; a time without a unit is in seconds (200ms, 40us)" : ""));
+    }
     if (window->empty()) {
-      throw CliError("--from/--to: the window is empty (the trace lasts " +
-                     format_seconds(static_cast<double>(all.end_ns - all.start_ns) / 1e9) + ")");
+      throw CliError("--from/--to: the window is empty (the trace lasts " + lasts + ")");
     }
   }
   ExportReport report;

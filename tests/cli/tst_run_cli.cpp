@@ -309,7 +309,8 @@ void TestRunCli::userErrors_data() {
       << "--seed: must be a whole number from 0 to 18446744073709551615 (got 9999";
   // Past a float the engines' rate was inf, and every rank diverged.
   QTest::addRow("learning rate past a float")
-      << QStringList{"--lr", "1e300"} << 2 << "--lr: must be > 0 and <= 3.40282e+38 (got 1e300)";
+      << QStringList{"--lr", "1e300"} << 2
+      << "--lr: must be > 0 and <= 3.4028234663852886e+38 (got 1e300)";
 }
 
 void TestRunCli::userErrors() {

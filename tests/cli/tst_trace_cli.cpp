@@ -759,9 +759,17 @@ void TestTraceCli::errors_data() {
   QTest::addRow("window the wrong way round")
       << QStringList{"trace", "export", store, "-o", "x.json", "--from", "2ms", "--to", "1ms"}
       << 1 << "--to 1ms is not after --from 2ms";
-  QTest::addRow("empty window says the length")
+  QTest::addRow("window past the end says the length")
       << QStringList{"trace", "export", store, "-o", "x.json", "--from", "1000s"} << 1
-      << "--from/--to: the window is empty (the trace lasts ";
+      << "--from 1000s is past the trace's end (the trace lasts ";
+  // Both edges past the end wrote a file of no events that no import reads;
+  // a bare number is seconds, which a Perfetto user typing microseconds meets.
+  QTest::addRow("window wholly past the end")
+      << QStringList{"trace", "export", store, "-o", "x.json", "--from", "100s", "--to", "200s"}
+      << 1 << "--from 100s is past the trace's end (the trace lasts ";
+  QTest::addRow("bare number past the end")
+      << QStringList{"trace", "export", store, "-o", "x.csv", "--from", "50000", "--to", "60000"}
+      << 1 << "; a time without a unit is in seconds (200ms, 40us)";
   // Options the format has no use for (each was ignored, with exit 0).
   QTest::addRow("table of a Chrome trace")
       << QStringList{"trace", "export", store, "-o", "x.json", "--table", "breakdown"} << 1
