@@ -27,14 +27,26 @@ void print_gpus(const PresetCatalog& c) {
   TextTable t({"name", "GPU", "memory", "mem BW", "FP32", "TF32", "BF16", "FP16", "FP8", "INT8",
                "TDP"});
   for (std::size_t i = 2; i <= 10; ++i) t.right_align(i);
+  bool loop_device = false;
   for (const GpuSpec& g : c.gpus()) {
-    t.add({g.name, g.display_name, format_bytes(g.memory_bytes),
-           format_rate(g.memory_bandwidth, "B/s"), tflops(g.peak.fp32), tflops(g.peak.tf32),
-           tflops(g.peak.bf16), tflops(g.peak.fp16), tflops(g.peak.fp8), tflops(g.peak.int8),
-           format_fixed(g.tdp_watts, 0) + " W"});
+    // A CPU-engine preset's rate times GEMM operands only; 1e6 GB/s there
+    // means none showed (docs/calibration.md), not a petabyte a second.
+    const bool loops = g.efficiency.loops.any();
+    loop_device = loop_device || loops;
+    const std::string bandwidth =
+        loops && g.memory_bandwidth >= 1e15
+            ? "-"
+            : format_rate(g.memory_bandwidth, "B/s") + (loops ? " *" : "");
+    t.add({g.name, g.display_name, format_bytes(g.memory_bytes), bandwidth, tflops(g.peak.fp32),
+           tflops(g.peak.tf32), tflops(g.peak.bf16), tflops(g.peak.fp16), tflops(g.peak.fp8),
+           tflops(g.peak.int8), format_fixed(g.tdp_watts, 0) + " W"});
   }
   t.print(std::cout);
   std::cout << "Peak rates are dense TFLOP/s (TOP/s for INT8); - means no such path.\n";
+  if (loop_device) {
+    std::cout << "* CPU-engine presets: the rate their GEMMs' operands move at (- none showed); "
+                 "their other work has its own costs per element.\n";
+  }
 }
 
 void print_links(const PresetCatalog& c) {

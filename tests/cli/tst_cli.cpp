@@ -32,6 +32,7 @@ class TestCli : public QObject {
   void exitCodes_data();
   void exitCodes();
   void presetsModelsJson();
+  void presetsOfCpuEngineRanks();
   void describeClusterJson();
   void describeInlineCluster();
   void validateReportsEveryProblem();
@@ -322,6 +323,36 @@ void TestCli::validateJsonReport() {
            bad + ": /hidden: must be divisible by heads (3)");
   QCOMPARE(report[1].toObject()["valid"].toBool(), true);
   QVERIFY(report[1].toObject()["kinds"].toArray().size() >= 10);
+}
+
+// A calibrated CPU-engine rank's memory rate times its GEMMs' operands
+// only, and 1e6 GB/s says none showed: the list printed "1.00 PB/s".
+void TestCli::presetsOfCpuEngineRanks() {
+  QTemporaryDir dir;
+  QFile f(dir.filePath("calibrated.json"));
+  QVERIFY(f.open(QIODevice::WriteOnly));
+  const char* rank = R"({"kind": "gpu", "name": "%1", "display_name": "CPU-engine rank",
+    "memory_gib": 8, "memory_bandwidth_gb_s": %2, "peak_tflops": {"fp32": 0.2}, "source": "test",
+    "efficiency": {"gemm_max": 1, "loops": {"norm_ns": 1.5, "activation_ns": 2}}})";
+  f.write(("[" + QString(rank).arg("rank-no-operands").arg(1e6) + ", " +
+           QString(rank).arg("rank-operands").arg(29.2) + "]")
+              .toUtf8());
+  f.close();
+  cs::test::ProcessOptions options;
+  options.env.insert("CLUSTERSCOPE_USER_PRESETS", dir.path());
+  const Run r = run_cli({"presets", "gpus"}, options);
+  QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+  const QStringList lines = r.out.split('\n');
+  const QString none = lines.filter(QRegularExpression("^rank-no-operands ")).value(0);
+  const QString some = lines.filter(QRegularExpression("^rank-operands ")).value(0);
+  QVERIFY2(none.contains(QRegularExpression("GiB +- +0\\.2 ")), qPrintable(none));
+  QVERIFY2(some.contains(QRegularExpression("GiB +29\\.2 GB/s \\* +0\\.2 ")), qPrintable(some));
+  QVERIFY2(!r.out.contains("PB/s"), qPrintable(r.out));
+  QVERIFY2(r.out.contains("* CPU-engine presets: the rate their GEMMs' operands move at (- none "
+                          "showed)"),
+           qPrintable(r.out));
+  // The datasheet presets say nothing of it.
+  QVERIFY(!run_cli({"presets", "gpus"}).out.contains("CPU-engine presets"));
 }
 
 // Installed, the binary reads the presets installed beside it.
