@@ -30,6 +30,12 @@ std::string demangle(const char* name);
 // "void at::native::foo<float>(int)" -> "at::native::foo".
 std::string_view kernel_base_name(std::string_view demangled);
 
+// The name with template arguments but without return type, parameters or
+// "(anonymous namespace)::": what tells one kernel from another where a
+// table has no room for the whole name ("void cs::worker::(anonymous
+// namespace)::softmax_kernel<float>(float*, int)" -> "cs::worker::softmax_kernel<float>").
+std::string kernel_short_name(std::string_view demangled);
+
 struct NcclKernel {
   Collective collective = Collective::none;  // none: Generic kernels; send_recv: SendRecv
   DataType dtype = DataType::none;

@@ -20,6 +20,7 @@
 #include "core/file_exists.h"
 #include "core/format.h"
 #include "core/json_reader.h"
+#include "core/kernel_names.h"
 #include "core/prediction_text.h"
 #include "core/trace_analysis.h"
 #include "core/trace_compare.h"
@@ -99,6 +100,11 @@ std::string pct(std::int64_t part, std::int64_t whole) {
 }
 std::string shorten(const std::string& s, std::size_t n) {
   return fit_width(s, n);
+}
+// A kernel's name in `n` cells: whole where it fits, else without its
+// return type and parameters (what tells two kernels apart), then cut.
+std::string shorten_kernel(const std::string& name, std::size_t n) {
+  return display_width(name) <= n ? name : fit_width(trace::kernel_short_name(name), n);
 }
 
 // "1.5s", "200ms", "350us", "1000ns" or plain seconds → nanoseconds.
@@ -535,9 +541,9 @@ void print_stats(const StatsOptions& o, Context& ctx, const std::unique_ptr<Trac
       k.right_align(i);
     for (std::size_t i = 0; i < a.kernels.size() && i < top; ++i) {
       const KernelStats& s = a.kernels[i];
-      k.add({shorten(s.name, 60), std::string(to_string(s.category)), std::to_string(s.count),
-             ms(s.total_ns), format_fixed(s.mean_ns / 1e3, 2), format_fixed(s.median_ns / 1e3, 2),
-             format_fixed(s.share * 100, 1) + "%"});
+      k.add({shorten_kernel(s.name, 60), std::string(to_string(s.category)),
+             std::to_string(s.count), ms(s.total_ns), format_fixed(s.mean_ns / 1e3, 2),
+             format_fixed(s.median_ns / 1e3, 2), format_fixed(s.share * 100, 1) + "%"});
     }
     k.print(std::cout);
   }
@@ -1032,8 +1038,9 @@ void run_compare(const CompareOptions& o) {
       t.right_align(i);
     for (std::size_t i = 0; i < std::min(top, figures.size()); ++i) {
       const ComparedFigure& f = figures[i];
-      t.add({shorten(f.name, 60), std::to_string(f.a_count) + " -> " + std::to_string(f.b_count),
-             msf(f.a_ns), msf(f.b_ns), change(f)});
+      t.add({shorten_kernel(f.name, 60),
+             std::to_string(f.a_count) + " -> " + std::to_string(f.b_count), msf(f.a_ns),
+             msf(f.b_ns), change(f)});
     }
     t.print(std::cout);
   };
