@@ -312,6 +312,7 @@ void read_workload(const json& j, const std::string& ptr, Diagnostics& d, Worklo
     r.integer("vocab", s.vocab, Range::between(1, kMaxLength), true);
     r.boolean("tied_embeddings", s.tied_embeddings);
     r.boolean("bias", s.bias);
+    r.boolean("dropout", s.dropout);
     r.choice("norm", s.norm, kNormNames);
     r.choice("positions", s.positions, kPositionNames);
     scaled(r, "training_tokens", w.training_tokens, 1.0, Range::between(0, 1e18));
@@ -388,6 +389,7 @@ void read_parallel(const json& j, const std::string& ptr, Diagnostics& d, Parall
   r.boolean("flash_attention", p.flash_attention);
   r.boolean("async_tp_allreduce", p.async_tp_allreduce);
   r.boolean("vocab_parallel", p.vocab_parallel);
+  r.boolean("fp32_attention_scores", p.fp32_attention_scores);
   r.number("bucket_mib", p.bucket_mib, Range::between(1.0 / 1024, 1 << 20));
   r.finish();
   // A value refused above was left at its default: the relations between
@@ -694,6 +696,7 @@ json to_json(const Workload& w) {
               {"vocab", s.vocab},
               {"tied_embeddings", s.tied_embeddings},
               {"bias", s.bias},
+              {"dropout", s.dropout},
               {"norm", to_string(s.norm)},
               {"positions", to_string(s.positions)},
               {"training_tokens", w.training_tokens}});
@@ -726,6 +729,7 @@ json to_json(const ParallelPlan& p) {
           {"bucket_mib", p.bucket_mib}};
   if (!p.async_tp_allreduce) j["async_tp_allreduce"] = false;
   if (!p.vocab_parallel) j["vocab_parallel"] = false;
+  if (p.fp32_attention_scores) j["fp32_attention_scores"] = true;
   return j;
 }
 

@@ -42,6 +42,11 @@ struct ParallelPlan {
   // cross-entropy); false: every tensor-parallel rank holds and computes
   // them whole, as the ClusterScope engines do.
   bool vocab_parallel = true;
+  // Attention without fused kernels keeps its score matrix and the
+  // scores' gradients in fp32 and splits and merges the heads by copies,
+  // as the ClusterScope engines do; false: in the compute type (Megatron's
+  // unfused attention).
+  bool fp32_attention_scores = false;
   double bucket_mib = 25;  // data-parallel gradient bucket (PyTorch DDP's default)
 
   friend bool operator==(const ParallelPlan&, const ParallelPlan&) = default;

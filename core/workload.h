@@ -31,6 +31,7 @@ struct TransformerShape {
   int vocab = 0;
   bool tied_embeddings = true;  // LM head shares the token embedding
   bool bias = true;             // linear layers carry biases (GPT) or not (LLaMA)
+  bool dropout = true;          // dropout after attention and MLP (GPT, BERT); LLaMA trains without
   Norm norm = Norm::layernorm;
   PositionEmbedding positions = PositionEmbedding::learned;
 

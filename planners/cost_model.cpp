@@ -253,7 +253,8 @@ MemoryBreakdown stage_memory(const Machine& m, const Model& x, const Knobs& k, d
   const double sp_share = k.sp ? 1.0 / t : 1.0;
   if (x.transformer) {
     const LayerShape shape{
-        x.seq, static_cast<double>(k.micro_batch), x.hidden, x.heads, x.kv_heads, x.ffn, x.gated};
+        x.seq,    static_cast<double>(k.micro_batch), x.hidden, x.heads, x.kv_heads, x.ffn, x.gated,
+        x.dropout};
     const double logits = 4 * tokens * vocab_rows_per_rank(x, k);  // fp32
     if (k.inference) {
       // Forward only: one layer's tensors live at a time.
@@ -268,7 +269,8 @@ MemoryBreakdown stage_memory(const Machine& m, const Model& x, const Knobs& k, d
       mem.activations = chunks * (x.layers / (k.pp * k.v)) * per_layer;
       if (first) {
         const int in_flight = (chunks + k.v - 1) / k.v;
-        mem.embedding_activations += in_flight * tokens * x.hidden * sp_share;  // dropout mask
+        if (x.dropout)
+          mem.embedding_activations += in_flight * tokens * x.hidden * sp_share;  // its mask
       }
       if (last) {
         mem.embedding_activations +=
@@ -280,7 +282,8 @@ MemoryBreakdown stage_memory(const Machine& m, const Model& x, const Knobs& k, d
         mem.activation_workspace +=
             activation_bytes_per_layer(shape, k.tp, k.sp, Recompute::none, k.flash, e);
       } else if (k.recompute == Recompute::selective && !k.flash) {
-        mem.activation_workspace += (2 * e + 1) * x.heads * x.seq * x.seq * k.micro_batch / t;
+        mem.activation_workspace +=
+            (x.dropout ? 2 * e + 1 : e) * x.heads * x.seq * x.seq * k.micro_batch / t;
       }
     }
   } else {
@@ -381,6 +384,7 @@ Model model_of(const Workload& w) {
     x.gated = s.gated_mlp;
     x.tied = s.tied_embeddings;
     x.bias = s.bias;
+    x.dropout = s.dropout;
     x.learned_positions = s.positions == PositionEmbedding::learned;
     x.layernorm = s.norm == Norm::layernorm;
     const ParameterCount c = parameter_count(s);
@@ -415,6 +419,7 @@ Knobs knobs_of(const ParallelPlan& p, const PrecisionPlan& q) {
   k.flash = p.flash_attention;
   k.async_tp = p.async_tp_allreduce;
   k.vocab_parallel = p.vocab_parallel;
+  k.fp32_scores = p.fp32_attention_scores;
   k.bucket_bytes = p.bucket_mib * kMiB;
   k.compute = q.compute;
   k.weights = q.weights;
@@ -478,7 +483,7 @@ LayerCosts layer_costs(const Machine& m, const Model& x, const Knobs& k) {
   // with loop costs (the CPU engine) times each kind per element instead:
   // no dropout, the residual gradient accumulated inside the norm backward.
   const double norm_bytes = 2 * local_tokens * h * e;
-  const double dropout_residual_bytes = local_tokens * h * (3 * e + 1);
+  const double dropout_residual_bytes = local_tokens * h * (3 * e + (x.dropout ? 1 : 0));
   const double activation_bytes = (x.gated ? 3 : 2) * tokens * ffn * e;
   const double activation_elements = tokens * ffn;
   // FP8: the projection and down-projection inputs are cast by their own
@@ -523,19 +528,37 @@ LayerCosts layer_costs(const Machine& m, const Model& x, const Knobs& k) {
     // QK^T and AV as batched GEMMs over micro-batch x heads (K = head
     // dimension): the scores go out to memory and come back, timed like
     // every GEMM (compute plus traffic).
+    // The score GEMMs write `se`-byte scores (the engines: fp32), which the
+    // softmax reads; the probabilities it writes are e bytes.
+    const double se = k.fp32_scores ? 4 : e;
     const double matmul =
         2 * tokens * x.seq * heads * d / (kn.attention_peak * kn.attention_max) + kn.ramp;
     const double qk =
-        kn.floor(matmul + (tokens * (heads + kv) * d * e + scores * e) / m.memory_rate + m.launch);
+        kn.floor(matmul + (tokens * (heads + kv) * d * e + scores * se) / m.memory_rate + m.launch);
     const double av =
         kn.floor(matmul + (scores * e + tokens * (kv + heads) * d * e) / m.memory_rate + m.launch);
-    const double softmax = kn.stream(2 * scores * e);
-    const double dropout = kn.stream(scores * (2 * e + 1));
-    attention_forward = qk + softmax + dropout + av;
-    // Two matmuls per forward matmul; softmax and dropout backward read
-    // output and gradient and write a gradient.
-    attention_backward =
-        2 * qk + 2 * av + kn.stream(3 * scores * e) + kn.stream(scores * (2 * e + 1));
+    // The engines' causal softmax reads the scores below the diagonal only
+    // and writes every probability (zeros above it); Megatron's fused
+    // scale-mask-softmax reads them all.
+    const double softmax = kn.stream(scores * ((k.fp32_scores ? se / 2 : se) + e));
+    const double dropout = x.dropout ? kn.stream(scores * (2 * e + 1)) : 0;
+    // The engines merge the heads' output back by a copy (forward) and join
+    // Q, K and V's gradients into one tensor (backward), and convert the
+    // scores' gradient to e bytes for the GEMMs that read it. (Their copies
+    // splitting Q, K and V into heads run before the attention operation
+    // and are timed with none.)
+    const double head_bytes = tokens * (heads + 2 * kv) * d * e;
+    const double head_copies = k.fp32_scores ? kn.stream(2 * tokens * heads * d * e) : 0;
+    const double head_copies_back = k.fp32_scores ? kn.stream(2 * head_bytes) : 0;
+    const double convert = k.fp32_scores ? kn.stream(scores * (se + e)) : 0;
+    attention_forward = qk + softmax + dropout + av + head_copies;
+    // Two matmuls per forward matmul: the scores' gradient written as the
+    // scores were (`se` bytes), the three others reading e-byte scores;
+    // softmax and dropout backward read output and gradient and write a gradient.
+    const double softmax_back =
+        k.fp32_scores ? kn.stream(scores * ((se + e) / 2 + se)) : kn.stream(scores * (2 * se + e));
+    attention_backward = qk + 3 * av + softmax_back + convert + head_copies_back +
+                         (x.dropout ? kn.stream(scores * (2 * e + 1)) : 0);
   }
 
   LayerCost& l = out.layer;

@@ -60,7 +60,8 @@ struct Machine {
 struct Model {
   bool transformer = true;
   double layers = 0, hidden = 0, heads = 0, kv_heads = 0, head_dim = 0, ffn = 0, seq = 0, vocab = 0;
-  bool gated = false, tied = true, bias = true, learned_positions = true, layernorm = true;
+  bool gated = false, tied = true, bias = true, learned_positions = true, layernorm = true,
+       dropout = true;
   double params_total = 0;
   double params_layer = 0;  // one transformer block
   double params_layer_norms =
@@ -94,6 +95,7 @@ struct Knobs {
   bool flash = true;
   bool async_tp = true;  // ParallelPlan::async_tp_allreduce
   bool vocab_parallel = true;  // ParallelPlan::vocab_parallel
+  bool fp32_scores = false;    // ParallelPlan::fp32_attention_scores
   double bucket_bytes = 25.0 * 1024 * 1024;
   Precision compute = Precision::bf16;
   Precision weights = Precision::bf16;

@@ -11,7 +11,7 @@ double activation_bytes_per_layer(const LayerShape& x, int tp, bool sequence_par
   const double sp_share = sequence_parallel ? 1.0 / t : 1.0;
   if (recompute == Recompute::full) return e * sbh * sp_share;  // 2sbh at e = 2
 
-  constexpr double mask = 1;  // dropout masks are one byte per element
+  const double mask = x.dropout ? 1 : 0;  // dropout masks are one byte per element
   const double kv_ratio = x.heads > 0 ? x.kv_heads / x.heads : 1;
   const double ffn_ratio = x.hidden > 0 ? x.ffn / x.hidden : 4;
 
@@ -29,8 +29,9 @@ double activation_bytes_per_layer(const LayerShape& x, int tp, bool sequence_par
   double bytes = sbh * (replicated * sp_share + split / t);
   const bool keeps_scores = recompute == Recompute::none && !flash_attention;
   if (keeps_scores) {
-    // Softmax output, its dropout mask and the dropout output: (2e + 1) a s^2 b (5as^2b at e = 2).
-    bytes += (2 * e + mask) * x.heads * x.seq * x.seq * x.batch / t;
+    // Softmax output, its dropout mask and the dropout output: (2e + 1) a s^2 b (5as^2b at e = 2);
+    // without dropout the softmax output alone, which the weighted sum's backward reads.
+    bytes += (x.dropout ? 2 * e + mask : e) * x.heads * x.seq * x.seq * x.batch / t;
   } else if (flash_attention) {
     // Fused attention keeps the softmax log-sum-exp: one fp32 per head and token.
     bytes += 4 * x.heads * x.seq * x.batch / t;

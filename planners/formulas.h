@@ -23,6 +23,7 @@ namespace cs::plan {
 struct LayerShape {
   double seq = 0, batch = 0, hidden = 0, heads = 0, kv_heads = 0, ffn = 0;
   bool gated_mlp = false;
+  bool dropout = true;  // its masks (one byte an element) are kept for backward
 };
 double activation_bytes_per_layer(const LayerShape& shape, int tp, bool sequence_parallel,
                                   Recompute recompute, bool flash_attention,

@@ -946,6 +946,7 @@ Workload trained_workload(const Workload& planned, const worker::GptConfig& c) {
   s.vocab = c.vocab;
   s.tied_embeddings = false;  // the worker's LM head is its own matrix
   s.bias = true;
+  s.dropout = false;  // the engines train without dropout
   s.norm = Norm::layernorm;
   s.positions = PositionEmbedding::learned;
   w.optimizer = Optimizer::adamw;
@@ -967,6 +968,7 @@ Result<trace::PredictedStep> predict_trained(const PresetCatalog& catalog, Plan 
   p.flash_attention = false;     // the engines compute attention from the full score matrix
   p.async_tp_allreduce = false;  // ... and all-reduce the input gradient before the weight's
   p.vocab_parallel = false;      // ... and keep the embedding and LM head whole on every rank
+  p.fp32_attention_scores = true;  // ... with the scores in fp32
   p.sequence_parallel = false;
   p.recompute = Recompute::none;
   p.schedule = PipelineSchedule::one_f_one_b;

@@ -239,6 +239,16 @@ void ModelOptions::add_to(CLI::App& command) {
   command.add_option("--seq", seq_len, "Sequence length")->check(integer_between(1, kMaxLength));
   command.add_option("--vocab", vocab, "Vocabulary size")->check(integer_between(1, kMaxLength));
   command.add_flag("--gated-mlp", gated_mlp, "SwiGLU-style gated MLP");
+  command
+      .add_option("--dropout", dropout,
+                  "Dropout after attention and MLP, on or off (the model's; LLaMA trains "
+                  "without): its masks are kept for backward")
+      ->check(CLI::Validator(
+          [](std::string& text) -> std::string {
+            if (text == "on" || text == "off") return {};
+            return "must be on or off (got " + text + ")";
+          },
+          "on|off"));
   command.add_option("--tokens", training_tokens, "Tokens to train on")
       ->check(non_negative_number());
 }
@@ -278,10 +288,10 @@ Workload ModelOptions::resolve(const PresetCatalog& catalog) const {
 }
 
 Workload ModelOptions::over(Workload w) const {
-  if (w.kind == WorkloadKind::generic &&
-      (layers || hidden || heads || kv_heads || ffn_hidden || gated_mlp || seq_len || vocab)) {
+  if (w.kind == WorkloadKind::generic && (layers || hidden || heads || kv_heads || ffn_hidden ||
+                                          gated_mlp || dropout || seq_len || vocab)) {
     throw CliError(
-        "--layers/--hidden/--heads/--kv-heads/--ffn/--gated-mlp/--seq/--vocab apply "
+        "--layers/--hidden/--heads/--kv-heads/--ffn/--gated-mlp/--dropout/--seq/--vocab apply "
         "to transformers, and \"" +
         w.name + "\" is a generic model");
   }
@@ -302,6 +312,7 @@ Workload ModelOptions::over(Workload w) const {
   }
   if (ffn_hidden) s.ffn_hidden = *ffn_hidden;
   if (gated_mlp) s.gated_mlp = true;
+  if (dropout) s.dropout = *dropout;
   if (seq_len) s.seq_len = *seq_len;
   if (vocab) s.vocab = *vocab;
   if (training_tokens) w.training_tokens = *training_tokens;

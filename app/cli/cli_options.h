@@ -73,11 +73,14 @@ struct ModelOptions {
   std::string model;  // preset name or JSON file
   std::optional<int> layers, hidden, heads, kv_heads, ffn_hidden, seq_len, vocab;
   bool gated_mlp = false;
+  std::optional<bool> dropout;
   std::optional<double> training_tokens;
 
   void add_to(CLI::App& command);
   bool given() const;  // a model is named, or a shape flag given
-  bool changes() const { return given() || kv_heads || ffn_hidden || gated_mlp || training_tokens; }
+  bool changes() const {
+    return given() || kv_heads || ffn_hidden || gated_mlp || dropout || training_tokens;
+  }
   Workload resolve(const PresetCatalog& catalog) const;
   // The flags applied over `w` (a plan document's model), checked as a
   // workload file is.

@@ -114,7 +114,12 @@ WorkloadPanel::WorkloadPanel(Workspace* workspace, QWidget* parent)
   gated_->setObjectName(QStringLiteral("/gated_mlp"));
   tied_ = new QCheckBox(tr("LM head tied to the embedding"));
   tied_->setObjectName(QStringLiteral("/tied_embeddings"));
-  for (QCheckBox* box : {gated_, tied_}) {
+  dropout_ = new QCheckBox(tr("Dropout (its masks kept for backward)"));
+  dropout_->setObjectName(QStringLiteral("/dropout"));
+  dropout_->setToolTip(
+      tr("GPT and BERT train with dropout after attention and the MLP; "
+         "LLaMA trains without"));
+  for (QCheckBox* box : {gated_, tied_, dropout_}) {
     connect(box, &QCheckBox::toggled, this, [this, box](bool on) {
       if (refreshing_) return;
       edit(box->text(), box->objectName(), on ? QStringLiteral("true") : QStringLiteral("false"));
@@ -276,8 +281,10 @@ void WorkloadPanel::refresh() {
   }
   form_->setRowVisible(gated_, transformer);
   form_->setRowVisible(tied_, transformer);
+  form_->setRowVisible(dropout_, transformer);
   gated_->setChecked(w->transformer.gated_mlp);
   tied_->setChecked(w->transformer.tied_embeddings);
+  dropout_->setChecked(w->transformer.dropout);
   refreshing_ = false;
   problem_->setVisible(false);
   figures_->setText(figuresHtml(*w));

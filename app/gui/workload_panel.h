@@ -52,6 +52,7 @@ class WorkloadPanel : public QWidget {
   QFormLayout* form_;
   QCheckBox* gated_;
   QCheckBox* tied_;
+  QCheckBox* dropout_;
   std::map<QString, FieldEdit*> fields_;
   QLabel* problem_;
   QLabel* figures_;

@@ -81,6 +81,7 @@ class TestGuiApp : public QObject {
   void badValueMarkedAtField();
   void topologyFoldsThousandsOfNodes();
   void editWorkloadShowsFiguresLive();
+  void dropoutKeepsItsMasks();
   void plansKeepTheirOwnClusters();
   void newPlanInAProjectWithNone();
   void planControlsShowValidValues();
@@ -429,6 +430,30 @@ void TestGuiApp::editWorkloadShowsFiguresLive() {
   QCOMPARE(window_->workspace()->project().current_workload()->transformer.layers, 32);
   QCOMPARE(panel->figuresLabel()->text(), before);
   window_->setFocus();
+}
+
+// LLaMA trains without dropout: the box is clear for the default LLaMA-2 7B,
+// and ticking it keeps the masks (two bytes a token and hidden element each
+// layer): the activations grow, one undo step puts them back.
+void TestGuiApp::dropoutKeepsItsMasks() {
+  auto* box = window_->workloadPanel()->findChild<QCheckBox*>(QStringLiteral("/dropout"));
+  QVERIFY(box && box->isVisible());
+  QVERIFY(!box->isChecked());
+  waitForEstimate();
+  auto a = window_->analysis()->latest();
+  QVERIFY(a && a->estimate);
+  const double without = a->estimate->memory.activations;
+  box->click();
+  waitForEstimate();
+  QVERIFY(window_->workspace()->project().current_workload()->transformer.dropout);
+  a = window_->analysis()->latest();
+  QVERIFY(a && a->estimate);
+  QVERIFY2(a->estimate->memory.activations > without,
+           qPrintable(QString("%1 <= %2").arg(a->estimate->memory.activations).arg(without)));
+  window_->workspace()->undoStack()->undo();
+  waitForEstimate();
+  QVERIFY(!box->isChecked());
+  QCOMPARE(window_->analysis()->latest()->estimate->memory.activations, without);
 }
 
 // Plans share a cluster until one is given its own: a preset loaded for a

@@ -147,6 +147,24 @@ void TestPlanCli::planText() {
                               "the weights' all-gathers, forward and backward (by link tier, "
                               "bucketed) "),
            qPrintable(zero3.out));
+  // --dropout over a preset: LLaMA-2 7B's unfused activations with dropout
+  // keep its masks and the dropped scores, twice those without (97.6 against
+  // 48.6 GiB); a value other than on or off is refused.
+  auto activations = [](const Run& r) {
+    return QJsonDocument::fromJson(r.out.toUtf8())["memory"]["activations_bytes"].toDouble() /
+           (1 << 30);
+  };
+  const QStringList llama = {
+      "plan", "--cluster", "dgx-h100-8", "--model", "llama2-7b", "--no-flash-attention", "--json"};
+  const Run without = run_cli(llama);
+  const Run with = run_cli(llama + QStringList{"--dropout", "on"});
+  QVERIFY2(without.exit_code == 0 && with.exit_code == 0, qPrintable(without.err + with.err));
+  QVERIFY2(std::fabs(activations(without) - 48.61) < 0.01, qPrintable(without.out.left(400)));
+  QVERIFY2(std::fabs(activations(with) - 97.63) < 0.01, qPrintable(with.out.left(400)));
+  const Run bad =
+      run_cli({"plan", "--cluster", "dgx-h100-8", "--model", "llama2-7b", "--dropout", "maybe"});
+  QVERIFY2(bad.exit_code == 2 && bad.err.contains("--dropout: must be on or off (got maybe)"),
+           qPrintable(bad.err));
   // One step is said so ("1 steps").
   const Run one =
       run_cli({"plan", "--cluster", "dgx-h100-8", "--model", "gpt2-small", "--tokens", "1000"});

@@ -411,6 +411,16 @@ void TestPlannerAccuracy::activationFormulas_data() {
   QTest::addRow("tensor + sequence + selective")
       << 8 << true << int(cs::Recompute::selective) << "34sbh/t";
   QTest::addRow("full recompute") << 8 << false << int(cs::Recompute::full) << "2sbh";
+  // A model trained without dropout (LLaMA) keeps no masks (1 byte an
+  // element: 2sbh a layer) and of the scores only the softmax output (2as^2b
+  // of 5as^2b): the paper's terms less those.
+  QTest::addRow("no parallelism, no dropout")
+      << 1 << false << int(cs::Recompute::none) << "sbh(32 + 2as/h)";
+  QTest::addRow("tensor parallel, no dropout")
+      << 8 << false << int(cs::Recompute::none) << "sbh(8 + 24/t + 2as/(ht))";
+  QTest::addRow("tensor + sequence + selective, no dropout")
+      << 8 << true << int(cs::Recompute::selective) << "32sbh/t";
+  QTest::addRow("full recompute, no dropout") << 8 << false << int(cs::Recompute::full) << "2sbh";
 }
 
 void TestPlannerAccuracy::activationFormulas() {
@@ -419,7 +429,8 @@ void TestPlannerAccuracy::activationFormulas() {
   QFETCH(int, recompute);
   QFETCH(QString, formula);
   const double s = 2048, b = 4, h = 6144, a = 64, t = tp;
-  const cs::plan::LayerShape shape{s, b, h, a, a, 4 * h, false};
+  const bool dropout = !QString(QTest::currentDataTag()).endsWith("no dropout");
+  const cs::plan::LayerShape shape{s, b, h, a, a, 4 * h, false, dropout};
   const double got = cs::plan::activation_bytes_per_layer(
       shape, tp, sequence_parallel, static_cast<cs::Recompute>(recompute), false);
   double expected = 0;
@@ -430,6 +441,11 @@ void TestPlannerAccuracy::activationFormulas() {
   if (formula == "sbh(10 + 24/t)") expected = s * b * h * (10 + 24 / t);
   if (formula == "34sbh/t") expected = 34 * s * b * h / t;
   if (formula == "2sbh") expected = 2 * s * b * h;
+  if (formula == "sbh(32 + 2as/h)") expected = s * b * h * (32 + 2 * a * s / h);
+  if (formula == "sbh(8 + 24/t + 2as/(ht))")
+    expected = s * b * h * (8 + 24 / t + 2 * a * s / (h * t));
+  if (formula == "32sbh/t") expected = 32 * s * b * h / t;
+  QVERIFY2(expected > 0, qPrintable(formula));
   QCOMPARE(got, expected);
 }
 
