@@ -299,6 +299,15 @@ Workload ModelOptions::over(Workload w) const {
   if (layers) s.layers = *layers;
   if (hidden) s.hidden = *hidden;
   if (heads) {
+    // A model of grouped-query attention keeps its key/value heads: they
+    // must still divide the heads given (the document's rule, said of the
+    // flag, since the user never set kv_heads).
+    if (!kv_heads && s.kv_heads > 0 && s.kv_heads != s.heads && *heads % s.kv_heads != 0) {
+      throw CliError("--heads " + std::to_string(*heads) + ": " + w.display_name + " has " +
+                     std::to_string(s.kv_heads) +
+                     " key/value heads (grouped-query attention), which must divide the heads: "
+                     "give --kv-heads too");
+    }
     if (s.kv_heads == s.heads || s.kv_heads == 0) s.kv_heads = *heads;
     s.heads = *heads;
   }

@@ -231,6 +231,12 @@ void TestPlanCli::planErrors_data() {
       << QStringList{"plan", "--cluster", "dgx-h100-8", "--layers", "32", "--hidden", "4096",
                      "--heads", "32", "--seq", "4096", "--vocab", "32000", "--gated-mlp"}
       << 1 << "--gated-mlp needs --ffn";
+  // The preset's key/value heads, which the user never set, are named as such.
+  QTest::addRow("heads the preset's key/value heads do not divide")
+      << QStringList{"plan", "--cluster", "dgx-h100-8", "--model", "llama2-70b", "--heads", "7"}
+      << 1
+      << "--heads 7: LLaMA-2 70B has 8 key/value heads (grouped-query attention), which must "
+         "divide the heads: give --kv-heads too";
   QTest::addRow("tp 0") << base + QStringList{"--tp", "0"} << 2 << "--tp: must be > 0 and <= 2147483647 (got 0)";
   QTest::addRow("sequence past an int")
       << QStringList{"plan",      "--cluster", "dgx-h100-8", "--model",
