@@ -390,6 +390,7 @@ void read_parallel(const json& j, const std::string& ptr, Diagnostics& d, Parall
   r.boolean("async_tp_allreduce", p.async_tp_allreduce);
   r.boolean("vocab_parallel", p.vocab_parallel);
   r.boolean("fp32_attention_scores", p.fp32_attention_scores);
+  r.boolean("overlap_grad_reduce", p.overlap_grad_reduce);
   r.number("bucket_mib", p.bucket_mib, Range::between(1.0 / 1024, 1 << 20));
   r.finish();
   // A value refused above was left at its default: the relations between
@@ -730,6 +731,7 @@ json to_json(const ParallelPlan& p) {
   if (!p.async_tp_allreduce) j["async_tp_allreduce"] = false;
   if (!p.vocab_parallel) j["vocab_parallel"] = false;
   if (p.fp32_attention_scores) j["fp32_attention_scores"] = true;
+  if (!p.overlap_grad_reduce) j["overlap_grad_reduce"] = false;
   return j;
 }
 

@@ -47,6 +47,11 @@ struct ParallelPlan {
   // as the ClusterScope engines do; false: in the compute type (Megatron's
   // unfused attention).
   bool fp32_attention_scores = false;
+  // The data-parallel gradient reduction runs bucket by bucket while
+  // backward computes (PyTorch DDP, FSDP, Megatron-LM with
+  // --overlap-grad-reduce); false: after backward, as Megatron-LM does
+  // without that flag and DeepSpeed without overlap_comm.
+  bool overlap_grad_reduce = true;
   double bucket_mib = 25;  // data-parallel gradient bucket (PyTorch DDP's default)
 
   friend bool operator==(const ParallelPlan&, const ParallelPlan&) = default;

@@ -420,6 +420,7 @@ Knobs knobs_of(const ParallelPlan& p, const PrecisionPlan& q) {
   k.async_tp = p.async_tp_allreduce;
   k.vocab_parallel = p.vocab_parallel;
   k.fp32_scores = p.fp32_attention_scores;
+  k.overlap_dp = p.overlap_grad_reduce;
   k.bucket_bytes = p.bucket_mib * kMiB;
   k.compute = q.compute;
   k.weights = q.weights;
@@ -818,6 +819,8 @@ PipelineCosts pipeline_costs(const Machine& m, const Model& x, const Knobs& k,
   const double weight_bytes = params.total() * bytes_per_element(k.weights);
   const StageCost& s0 = p.first;
   const double backward_window = s0.backward + s0.recompute + s0.tp_backward;
+  // Without overlap the gradient reduction starts after backward: nothing hides it.
+  const double reduce_window = k.overlap_dp ? backward_window : 0;
   const double forward_window = s0.forward + s0.tp_forward;
   if (k.dp > 1) {
     const GroupPlacement g = dp_placement(m, k);
@@ -827,14 +830,14 @@ PipelineCosts pipeline_costs(const Machine& m, const Model& x, const Knobs& k,
           m, k.zero == 0 ? trace::Collective::all_reduce : trace::Collective::reduce_scatter,
           grad_bytes, k.bucket_bytes, g);
       p.dp_total = r.total;
-      p.dp_exposed = std::max(r.total - backward_window, r.last);
+      p.dp_exposed = std::max(r.total - reduce_window, r.last);
       // A communication thread sharing the cores slows the backward it overlaps.
       p.dp_exposed += m.overlap_slowdown * std::max(0.0, r.total - p.dp_exposed);
     } else if (k.zero == 2) {
       const Bucketed r =
           bucketed(m, trace::Collective::reduce_scatter, grad_bytes, k.bucket_bytes, g);
       p.dp_total = mb * r.total;
-      p.dp_exposed = mb * std::max(r.total - backward_window, r.last);
+      p.dp_exposed = mb * std::max(r.total - reduce_window, r.last);
     } else {
       const double layers = x.transformer ? std::max(x.layers / k.pp, 1.0) : 1.0;
       const double gather = collective(m, trace::Collective::all_gather, weight_bytes, g);
@@ -846,7 +849,7 @@ PipelineCosts pipeline_costs(const Machine& m, const Model& x, const Knobs& k,
                               std::max(gather - backward_window, gather / layers));
       p.zero3_gathers = mb * 2 * gather;
       p.dp_total = p.zero3_gathers + mb * r.total;
-      p.dp_exposed = mb * std::max(r.total - std::max(0.0, backward_window - gather), r.last);
+      p.dp_exposed = mb * std::max(r.total - std::max(0.0, reduce_window - gather), r.last);
     }
     if (k.zero == 1 || k.zero == 2) {
       // The updated shards are gathered back after the optimizer step.

@@ -96,6 +96,7 @@ struct Knobs {
   bool async_tp = true;  // ParallelPlan::async_tp_allreduce
   bool vocab_parallel = true;  // ParallelPlan::vocab_parallel
   bool fp32_scores = false;    // ParallelPlan::fp32_attention_scores
+  bool overlap_dp = true;      // ParallelPlan::overlap_grad_reduce
   double bucket_bytes = 25.0 * 1024 * 1024;
   Precision compute = Precision::bf16;
   Precision weights = Precision::bf16;

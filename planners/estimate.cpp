@@ -177,6 +177,8 @@ std::string_view to_string(Control c) {
       return "precision";
     case Control::flash_attention:
       return "flash_attention";
+    case Control::overlap_grad_reduce:
+      return "overlap_grad_reduce";
   }
   return "";
 }
@@ -205,6 +207,8 @@ std::string_view json_pointer(Control c) {
       return "/precision/compute";
     case Control::flash_attention:
       return "/parallel/flash_attention";
+    case Control::overlap_grad_reduce:
+      return "/parallel/overlap_grad_reduce";
   }
   return "";
 }
@@ -358,6 +362,9 @@ void set_control(ParallelPlan& parallel, PrecisionPlan& precision, Control contr
     case Control::flash_attention:
       parallel.flash_attention = value != 0;
       break;
+    case Control::overlap_grad_reduce:
+      parallel.overlap_grad_reduce = value != 0;
+      break;
   }
 }
 
@@ -400,6 +407,7 @@ std::vector<ControlOption> control_options(const Plan& plan, Control control) {
     }
     case Control::sequence_parallel:
     case Control::flash_attention:
+    case Control::overlap_grad_reduce:
       for (int v : {0, 1})
         option(v, v ? "on" : "off");
       break;

@@ -259,6 +259,7 @@ enum class Control {
   recompute,
   precision,
   flash_attention,
+  overlap_grad_reduce,
 };
 std::string_view to_string(Control control);
 std::string_view json_pointer(Control control);  // "/parallel/tp", "/precision/compute", ...

@@ -375,6 +375,9 @@ void PlanOptions::add_to(CLI::App& command) {
   command.add_flag("--blocking-tp-allreduce", blocking_tp_allreduce,
                    "Backward's tensor-parallel input-gradient all-reduce blocks instead of "
                    "overlapping the weight gradient (as the ClusterScope engines run it)");
+  command.add_flag("--no-overlap-grad-reduce", no_overlap_grad_reduce,
+                   "The data-parallel gradient reduction starts after backward instead of "
+                   "bucket by bucket during it (Megatron-LM without --overlap-grad-reduce)");
   command.add_flag("--whole-vocab", whole_vocab,
                    "Every tensor-parallel rank keeps the embedding and LM head whole instead of "
                    "its share of the vocabulary (as the ClusterScope engines run them)");
@@ -457,6 +460,7 @@ Plan PlanOptions::resolve(const PresetCatalog& catalog, const ClusterOptions& cl
   if (no_flash_attention) p.flash_attention = false;
   if (blocking_tp_allreduce) p.async_tp_allreduce = false;
   if (whole_vocab) p.vocab_parallel = false;
+  if (no_overlap_grad_reduce) p.overlap_grad_reduce = false;
   if (!precision.empty()) {
     plan.precision = PrecisionPlan::for_compute(*precision_from_string(precision));
   }

@@ -103,6 +103,7 @@ struct PlanOptions {
   bool no_flash_attention = false;  // --no-flash-attention
   bool blocking_tp_allreduce = false;  // --blocking-tp-allreduce
   bool whole_vocab = false;            // --whole-vocab
+  bool no_overlap_grad_reduce = false;  // --no-overlap-grad-reduce
   bool fp32_main_grad = false;      // Megatron's fp32 main gradient
   std::string recompute;            // none, selective, full
   std::string precision;            // fp32, tf32, bf16, fp16, fp8, int8, int4

@@ -22,7 +22,7 @@
 
 namespace cs::gui {
 
-inline constexpr int kControlCount = int(plan::Control::flash_attention) + 1;
+inline constexpr int kControlCount = int(plan::Control::overlap_grad_reduce) + 1;
 
 struct PlanAnalysis {
   std::uint64_t job = 0;

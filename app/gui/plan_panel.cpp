@@ -30,6 +30,7 @@ QString valueLabel(Control c, int value) {
   switch (c) {
     case Control::sequence_parallel:
     case Control::flash_attention:
+    case Control::overlap_grad_reduce:
       return value ? QObject::tr("on") : QObject::tr("off");
     case Control::recompute:
       return q(to_string(Recompute(value)));
@@ -66,6 +67,8 @@ int controlValue(const ParallelPlan& p, const PrecisionPlan& precision, Control 
       return int(precision.compute);
     case Control::flash_attention:
       return p.flash_attention ? 1 : 0;
+    case Control::overlap_grad_reduce:
+      return p.overlap_grad_reduce ? 1 : 0;
   }
   return 0;
 }
@@ -94,6 +97,8 @@ QString controlLabel(Control c) {
       return QObject::tr("Pre&cision");
     case Control::flash_attention:
       return QObject::tr("Fused attention");
+    case Control::overlap_grad_reduce:
+      return QObject::tr("Gradient reduction in backward");
   }
   return {};
 }

@@ -110,6 +110,8 @@ class TestPlanner : public QObject {
   void timelineAgreesOnPipelineHops();
   void timelineOneForwardOneBackwardOrder();
   void timelineInference();
+  void gradientReductionAfterBackward_data();
+  void gradientReductionAfterBackward();
 };
 
 // --- Why a plan cannot run: each rule names its control.
@@ -1530,4 +1532,55 @@ void TestPlanner::timelineInference() {
 }
 
 QTEST_GUILESS_MAIN(TestPlanner)
+// Megatron-LM without --overlap-grad-reduce (and DeepSpeed without
+// overlap_comm) reduces the gradients after backward: the whole reduction
+// is exposed and the step grows by the part that had hidden behind
+// backward, in the estimate and in the predicted timeline alike, whose
+// reduction then starts when backward ends.
+void TestPlanner::gradientReductionAfterBackward_data() {
+  QTest::addColumn<int>("zero");
+  QTest::addRow("ZeRO-0 all-reduce") << 0;
+  QTest::addRow("ZeRO-1 reduce-scatter") << 1;
+  QTest::addRow("ZeRO-2, every micro-batch") << 2;
+}
+
+void TestPlanner::gradientReductionAfterBackward() {
+  QFETCH(int, zero);
+  cs::Plan p = make_plan("dgx-h100-32", "llama2-7b", 16, 2, 1, 256);
+  p.parallel.zero_stage = zero;
+  p.parallel.micro_batch = 4;
+  const cs::plan::Estimate overlapped = must_estimate(p);
+  QVERIFY(overlapped.communication.dp_overlapped > 0);
+  p.parallel.overlap_grad_reduce = false;
+  const cs::plan::Estimate after = must_estimate(p);
+  QCOMPARE(after.communication.dp_overlapped, 0.0);
+  QCOMPARE(after.communication.dp_seconds, overlapped.communication.dp_seconds);
+  QVERIFY2(
+      std::fabs(after.time.step() - overlapped.time.step() -
+                overlapped.communication.dp_overlapped) < 1e-9,
+      qPrintable(QString("%1 s against %2 s").arg(after.time.step()).arg(overlapped.time.step())));
+  auto t = cs::plan::predict_timeline(p);
+  QVERIFY2(t.ok(), t.ok() ? "" : t.message().c_str());
+  std::int64_t backward_end = 0, reduction_start = -1;
+  for (const cs::plan::TimelineSpan& s : t->spans) {
+    if (s.stage != 0) continue;
+    if (s.lane == 0 && s.name.starts_with("backward"))
+      backward_end = std::max(backward_end, s.end_ns);
+    if (s.name == "dp gradient reduction") reduction_start = s.start_ns;
+  }
+  QVERIFY(reduction_start >= 0);
+  QVERIFY2(
+      reduction_start >= backward_end,
+      qPrintable(
+          QString("starts %1 ns, backward ends %2 ns").arg(reduction_start).arg(backward_end)));
+  QVERIFY2(
+      std::fabs(t->step_ns / 1e9 / after.time.step() - 1) < 0.02,
+      qPrintable(
+          QString("timeline %1 s, estimate %2 s").arg(t->step_ns / 1e9).arg(after.time.step())));
+  // It is kept in the plan's JSON only when off.
+  QCOMPARE(cs::to_json(p.parallel).value("overlap_grad_reduce", true), false);
+  auto back = cs::parallel_plan_from_json(cs::to_json(p.parallel), "round trip");
+  QVERIFY(back.ok() && !back->overlap_grad_reduce);
+}
+
 #include "tst_planner.moc"
