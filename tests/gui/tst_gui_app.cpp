@@ -82,6 +82,7 @@ class TestGuiApp : public QObject {
   void topologyFoldsThousandsOfNodes();
   void editWorkloadShowsFiguresLive();
   void dropoutKeepsItsMasks();
+  void gradientReductionAfterBackwardFromThePanel();
   void plansKeepTheirOwnClusters();
   void newPlanInAProjectWithNone();
   void planControlsShowValidValues();
@@ -454,6 +455,29 @@ void TestGuiApp::dropoutKeepsItsMasks() {
   waitForEstimate();
   QVERIFY(!box->isChecked());
   QCOMPARE(window_->analysis()->latest()->estimate->memory.activations, without);
+}
+
+// The plan panel's "Gradient reduction in backward": off, the reduction is
+// exposed whole (Megatron-LM without --overlap-grad-reduce); one undo back.
+void TestGuiApp::gradientReductionAfterBackwardFromThePanel() {
+  PlanPanel* panel = window_->planPanel();
+  waitForEstimate();
+  auto a = window_->analysis()->latest();
+  QVERIFY(a && a->estimate);
+  QVERIFY2(a->estimate->communication.dp_overlapped > 0,
+           "the default plan hides none of its reduction");
+  const double step = a->estimate->time.step();
+  const double hidden = a->estimate->communication.dp_overlapped;
+  panel->setControl(Control::overlap_grad_reduce, 0);
+  waitForEstimate();
+  a = window_->analysis()->latest();
+  QVERIFY(a && a->estimate);
+  QVERIFY(!window_->workspace()->project().current()->parallel.overlap_grad_reduce);
+  QCOMPARE(a->estimate->communication.dp_overlapped, 0.0);
+  QVERIFY(std::fabs(a->estimate->time.step() - step - hidden) < 1e-9);
+  window_->workspace()->undoStack()->undo();
+  waitForEstimate();
+  QVERIFY(window_->workspace()->project().current()->parallel.overlap_grad_reduce);
 }
 
 // Plans share a cluster until one is given its own: a preset loaded for a
