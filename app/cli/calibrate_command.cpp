@@ -35,6 +35,9 @@ namespace cs::cli {
 
 namespace {
 
+// A GPU sweeps every tensor-core path but FP8 unless asked (--precisions).
+constexpr const char* kCudaPrecisions[] = {"fp32", "tf32", "bf16", "fp16"};
+
 using nlohmann::json;
 
 struct CalibrateOptions {
@@ -506,7 +509,7 @@ void run(Context& ctx, const CalibrateOptions& o) {
   if (!o.precisions.empty()) {
     run.precisions = o.precisions;
   } else if (backend == "cuda") {
-    run.precisions = {"fp32", "tf32", "bf16", "fp16"};
+    run.precisions.assign(std::begin(kCudaPrecisions), std::end(kCudaPrecisions));
   }
   if (!o.gemm_sizes.empty()) run.gemm_sizes = o.gemm_sizes;
   if (backend == "cuda" && o.gemm_sizes.empty()) run.gemm_sizes = {1024, 2048, 4096, 8192};
@@ -620,13 +623,31 @@ void register_calibrate(CLI::App& app, Context& ctx) {
       "Measure this machine (or read measurements) and save the planner's calibrated presets");
   cmd->add_option("--backend", o->backend, "cpu, cuda, or auto (CUDA when a GPU is present)")
       ->check(CLI::IsMember({"cpu", "cuda", "auto"}));
+  // The defaults said as the sweep has them.
+  const launch::CalibrationRunOptions defaults;
+  auto listed = [](const auto& values) {
+    std::string text;
+    for (const auto& v : values) {
+      if (!text.empty()) text += ",";
+      if constexpr (std::is_arithmetic_v<std::decay_t<decltype(v)>>) {
+        text += std::to_string(v);
+      } else {
+        text += v;
+      }
+    }
+    return text;
+  };
   cmd->add_option("--ranks", o->ranks,
-                  "Rank counts to measure (CPU engine: ranks sharing the cores)")
+                  "Rank counts to measure (CPU engine: ranks sharing the cores; default " +
+                      listed(defaults.rank_counts) + "; CUDA: the GPUs here)")
       ->delimiter(',')
       ->check(integer_between(1, kMaxSweepRanks));
   cmd->add_option("--threads", o->threads, "BLAS threads per rank (default: cores / ranks)")
       ->check(integer_between(1, kMaxSweepRanks));
-  cmd->add_option("--precisions", o->precisions, "Precisions of the GEMM sweep")->delimiter(',');
+  cmd->add_option("--precisions", o->precisions,
+                  "Precisions of the GEMM sweep (default " + listed(defaults.precisions) +
+                      "; CUDA: " + listed(kCudaPrecisions) + ")")
+      ->delimiter(',');
   cmd->add_option("--gemm-sizes", o->gemm_sizes, "widths of the layer GEMMs swept (h tokens through h -> h and h -> 4h, forward and backward)")
       ->delimiter(',')
       ->check(integer_between(1, 1 << 16));
@@ -637,6 +658,7 @@ void register_calibrate(CLI::App& app, Context& ctx) {
       ->delimiter(',')
       ->check(integer_between(1, kMaxSweepBytes));
   cmd->add_option("--seconds", o->seconds, "Seconds per GEMM size (a quarter per operation size)")
+      ->capture_default_str()
       ->check(positive_number());
   cmd->add_flag("--no-ops", o->no_ops, "Skip the sweep of the model's loop operations (CPU)");
   cmd->add_flag("--no-reference-runs", o->no_reference_runs,
