@@ -20,10 +20,13 @@ std::string demangle(const char* name) {
   return readable;
 }
 
-std::string kernel_short_name(std::string_view text) {
-  constexpr std::string_view kAnonymous = "(anonymous namespace)";
-  // As kernel_base_name finds them: the name starts after the return type
-  // and ends at the parameter list, outside template arguments.
+namespace {
+
+constexpr std::string_view kAnonymous = "(anonymous namespace)";
+
+// The qualified name with its template arguments: after the return type
+// ("void foo<int>(...)"), up to the parameter list, outside template arguments.
+std::string_view qualified_name(std::string_view text) {
   std::size_t start = 0;
   std::size_t end = text.size();
   int angle = 0;
@@ -42,7 +45,13 @@ std::string kernel_short_name(std::string_view text) {
     }
     if (c == ' ') start = i + 1;
   }
-  std::string name(text.substr(start, end - start));
+  return text.substr(start, end - start);
+}
+
+}  // namespace
+
+std::string kernel_short_name(std::string_view text) {
+  std::string name(qualified_name(text));
   const std::string anonymous = std::string(kAnonymous) + "::";
   for (std::size_t at; (at = name.find(anonymous)) != std::string::npos;)
     name.erase(at, anonymous.size());
@@ -50,28 +59,8 @@ std::string kernel_short_name(std::string_view text) {
 }
 
 std::string_view kernel_base_name(std::string_view text) {
-  constexpr std::string_view kAnonymous = "(anonymous namespace)";
-  std::size_t start = 0;
-  std::size_t end = text.size();
-  int angle = 0;
-  for (std::size_t i = 0; i < text.size(); ++i) {
-    if (text.compare(i, kAnonymous.size(), kAnonymous) == 0) {
-      i += kAnonymous.size() - 1;
-      continue;
-    }
-    const char c = text[i];
-    if (c == '<') ++angle;
-    if (c == '>' && angle > 0) --angle;
-    if (angle > 0) continue;
-    if (c == '(') {
-      end = i;
-      break;
-    }
-    if (c == ' ') start = i + 1;  // after a return type ("void foo<int>(...)")
-  }
-  std::string_view base = text.substr(start, end - start);
+  const std::string_view base = qualified_name(text);
   // Without template arguments.
-  angle = 0;
   for (std::size_t i = 0; i < base.size(); ++i) {
     if (base.compare(i, kAnonymous.size(), kAnonymous) == 0) {
       i += kAnonymous.size() - 1;
