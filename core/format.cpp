@@ -72,6 +72,11 @@ char32_t code_point_at(std::string_view s, std::size_t i, std::size_t& length) {
   const auto b = static_cast<unsigned char>(s[i]);
   length = b < 0x80 ? 1 : b >> 5 == 0x6 ? 2 : b >> 4 == 0xE ? 3 : b >> 3 == 0x1E ? 4 : 1;
   if (i + length > s.size()) length = 1;
+  // Each following byte must be 10xxxxxx; else the lead byte stands alone
+  // (a Latin-1 "é" before "ab" is three characters, not one).
+  for (std::size_t k = 1; k < length; ++k) {
+    if ((static_cast<unsigned char>(s[i + k]) & 0xC0) != 0x80) length = 1;
+  }
   if (length == 1) return b;
   char32_t c = b & (0x7F >> length);
   for (std::size_t k = 1; k < length; ++k)

@@ -455,8 +455,12 @@ Result<RankAnalysis> analyze_rank_raw(const TraceReader& r, std::int32_t rank,
     // cudaMemcpy or cudaMemset is left out: its call lasts the whole copy, so
     // it is no launch overhead and its "delay" would be minus the copy.
     const Launch* call = launch_of(*launch, e.correlation);
+    // A copy of a call not named *Async that starts while its call still
+    // runs (a pageable host-to-device cudaMemcpy returns once its data is
+    // staged, before the copy ends); a graph's copies carry
+    // cudaGraphLaunch's id and start after it returned: launches.
     const bool copy_or_set = e.kind == EventKind::memcpy || e.kind == EventKind::memset;
-    if (call && copy_or_set && !call->asynchronous) {
+    if (call && copy_or_set && !call->asynchronous && e.start < call->end) {
       ++out.launches.synchronous_left_out;
       call = nullptr;
     }

@@ -1084,7 +1084,9 @@ Result<ExportReport> export_html_report(const TraceReader& reader, const RunAnal
          "last GPU event; the CPU engine's compute and communication lanes where there is no "
          "GPU), as Holistic Trace Analysis defines it. Compute, exposed communication, exposed "
          "memory and idle share out the span (the rest is synchronization and other device "
-         "work); exposed: under neither compute nor communication; communication is all of it, "
+         "work); exposed communication: not under compute; exposed memory: under neither compute "
+         "nor communication; host wait and idle other are parts of idle; communication is all of "
+         "it, "
          "overlap % the share of it hidden under compute.</p>\n";
   out << breakdown_svg(analysis.ranks) << "\n<table>\n<tr><th>rank</th><th>span ms</th>"
       << "<th>compute</th><th>communication</th><th>overlap %</th><th>exposed comm.</th>"

@@ -821,15 +821,15 @@ bool ChunkMerge::decode(Cursor& c, const Chunk& chunk) {
     id += unzigzag(v[0]);
     start += unzigzag(v[1]);
     correlation += unzigzag(v[4]);
-    if (kind > (0x80 | static_cast<unsigned>(EventKind::overhead)) ||
-        (kind & 0x7f) > static_cast<unsigned>(EventKind::overhead) ||
+    if ((kind & 0x7f) > static_cast<unsigned>(EventKind::overhead) ||
         category > static_cast<unsigned>(Category::other)) {
       return damaged("holds an event of no known kind or category");
     }
-    if ((i > 0 && start < previous_start) || start <= -kTraceTimeLimitNs ||
-        start >= kTraceTimeLimitNs || v[2] >= static_cast<std::uint64_t>(2 * kTraceTimeLimitNs)) {
-      return damaged("does not decode to events in time order");
+    if (start <= -kTraceTimeLimitNs || start >= kTraceTimeLimitNs ||
+        v[2] >= static_cast<std::uint64_t>(2 * kTraceTimeLimitNs)) {
+      return damaged("does not decode to times a store holds");
     }
+    if (i > 0 && start < previous_start) return damaged("does not decode to events in time order");
     r.id = id;
     r.lane = chunk.lane;
     r.start = start;

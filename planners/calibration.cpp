@@ -1251,9 +1251,10 @@ Result<Calibration> fit_stores(const std::vector<const trace::TraceReader*>& sto
   // development VM: 12.7-16.6 ms a step in one run, 5.5-7.8 in the next).
   SizeMedians size_medians;
   GemmMedians gemm_medians;  // ... and its typical time of each GEMM shape
-  bool only_runs = true;     // no calibration store among them
+  // OpTimes::typical() takes the runs' figures once any store is a run.
+  bool any_run = false;
   for (const trace::TraceReader* store : stores) {
-    if (store->meta(kCalibrationMetaKey)) only_runs = false;  // as collect() tells them
+    if (!store->meta(kCalibrationMetaKey)) any_run = true;  // as collect() tells them
     Calibration info;
     auto phases = phases_of(*store, info);
     if (!phases) return phases.error();
@@ -1303,7 +1304,7 @@ Result<Calibration> fit_stores(const std::vector<const trace::TraceReader*>& sto
     }
   }
 
-  const bool cpu_runs = out.engine == "cpu" && only_runs;
+  const bool cpu_runs = out.engine == "cpu" && any_run;
   out.notes = disagreeing_stores(size_medians, cpu_runs);
   for (std::string& note : slower_gemm_stores(gemm_medians, cpu_runs))
     out.notes.push_back(std::move(note));

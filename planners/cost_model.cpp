@@ -252,9 +252,10 @@ MemoryBreakdown stage_memory(const Machine& m, const Model& x, const Knobs& k, d
   const double tokens = static_cast<double>(k.micro_batch) * x.seq;
   const double sp_share = k.sp ? 1.0 / t : 1.0;
   if (x.transformer) {
+    // Inference runs in eval mode: no dropout.
     const LayerShape shape{
-        x.seq,    static_cast<double>(k.micro_batch), x.hidden, x.heads, x.kv_heads, x.ffn, x.gated,
-        x.dropout};
+        x.seq,   static_cast<double>(k.micro_batch), x.hidden, x.heads, x.kv_heads, x.ffn,
+        x.gated, x.dropout && !k.inference};
     const double logits = 4 * tokens * vocab_rows_per_rank(x, k);  // fp32
     if (k.inference) {
       // Forward only: one layer's tensors live at a time.
@@ -282,8 +283,7 @@ MemoryBreakdown stage_memory(const Machine& m, const Model& x, const Knobs& k, d
         mem.activation_workspace +=
             activation_bytes_per_layer(shape, k.tp, k.sp, Recompute::none, k.flash, e);
       } else if (k.recompute == Recompute::selective && !k.flash) {
-        mem.activation_workspace +=
-            (x.dropout ? 2 * e + 1 : e) * x.heads * x.seq * x.seq * k.micro_batch / t;
+        mem.activation_workspace += stored_scores_bytes(shape, k.tp, e);
       }
     }
   } else {

@@ -60,13 +60,14 @@ json to_json(const Estimate& e) {
                            {"hfu", th.hfu}};
   const TrainingCost& r = e.training;
   // No tokens (or samples) to train on: null, where zeros read "0 days, $0"
-  // to a script. An inference plan has no 6PD (training's forward and backward).
+  // to a script. An inference plan has no 6PD (training's forward and
+  // backward), nor a generic model (no token count to multiply).
   json training = nullptr;
   if (r.steps > 0) {
     training = {{"steps", r.steps},         {"seconds", r.seconds},   {"days", r.seconds / 86400},
                 {"gpu_hours", r.gpu_hours}, {"cost_usd", r.cost_usd}, {"energy_kwh", r.energy_kwh},
                 {"flops", r.flops},         {"flops_6pd", nullptr}};
-    if (!e.inference) training["flops_6pd"] = r.flops_6pd;
+    if (!e.inference && r.flops_6pd > 0) training["flops_6pd"] = r.flops_6pd;
   }
   const SeedCommunication& s = e.seed_communication;
   const json seed = {{"gradient_bytes", s.gradient_bytes},        {"ranks", s.ranks},

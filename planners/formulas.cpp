@@ -4,6 +4,10 @@
 
 namespace cs::plan {
 
+double stored_scores_bytes(const LayerShape& x, int tp, double e) {
+  return (x.dropout ? 2 * e + 1 : e) * x.heads * x.seq * x.seq * x.batch / std::max(tp, 1);
+}
+
 double activation_bytes_per_layer(const LayerShape& x, int tp, bool sequence_parallel,
                                   Recompute recompute, bool flash_attention, double e) {
   const double t = std::max(tp, 1);
@@ -29,9 +33,8 @@ double activation_bytes_per_layer(const LayerShape& x, int tp, bool sequence_par
   double bytes = sbh * (replicated * sp_share + split / t);
   const bool keeps_scores = recompute == Recompute::none && !flash_attention;
   if (keeps_scores) {
-    // Softmax output, its dropout mask and the dropout output: (2e + 1) a s^2 b (5as^2b at e = 2);
-    // without dropout the softmax output alone, which the weighted sum's backward reads.
-    bytes += (x.dropout ? 2 * e + mask : e) * x.heads * x.seq * x.seq * x.batch / t;
+    // Without dropout the softmax output alone, which the weighted sum's backward reads.
+    bytes += stored_scores_bytes(x, tp, e);
   } else if (flash_attention) {
     // Fused attention keeps the softmax log-sum-exp: one fp32 per head and token.
     bytes += 4 * x.heads * x.seq * x.batch / t;

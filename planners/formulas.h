@@ -25,6 +25,10 @@ struct LayerShape {
   bool gated_mlp = false;
   bool dropout = true;  // its masks (one byte an element) are kept for backward
 };
+// Bytes of one layer's attention scores kept for backward when they are
+// stored (unfused, not recomputed): the softmax output, and with dropout its
+// mask and output, (2e + 1) a s^2 b / t (5as^2b at e = 2), else e a s^2 b / t.
+double stored_scores_bytes(const LayerShape& shape, int tp, double element_bytes);
 double activation_bytes_per_layer(const LayerShape& shape, int tp, bool sequence_parallel,
                                   Recompute recompute, bool flash_attention,
                                   double element_bytes = 2);

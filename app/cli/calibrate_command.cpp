@@ -46,7 +46,7 @@ struct CalibrateOptions {
   int threads = 0;
   std::vector<std::string> precisions;
   std::vector<std::int64_t> gemm_sizes, buffer_sizes, message_sizes;
-  double seconds = 0.2;
+  double seconds = launch::CalibrationRunOptions{}.seconds_per_size;
   bool no_ops = false;
   bool no_reference_runs = false;
   int reference_steps = 12;

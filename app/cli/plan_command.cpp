@@ -139,9 +139,13 @@ void print_text(const Plan& plan, const plan::Estimate& e) {
             << format_fixed(th.hfu * 100, 1) << " %\n";
   // Which peak: an FP8 plan's MFU is of the FP8 peak, twice the 16-bit one.
   if (plan.cluster.gpu) {
-    const double peak = plan.cluster.gpu->peak.of(plan.precision.compute);
-    std::cout << "  (both of the " << to_string(plan.precision.compute) << " dense peak, "
-              << format_fixed(peak / 1e12, 1) << " TFLOP/s per GPU";
+    // INT4 weights compute at INT8's rate (PeakRates::of); integer peaks are OP/s.
+    const Precision path =
+        plan.precision.compute == Precision::int4 ? Precision::int8 : plan.precision.compute;
+    const bool integer = path == Precision::int8;
+    const double peak = plan.cluster.gpu->peak.of(path);
+    std::cout << "  (both of the " << to_string(path) << " dense peak, "
+              << format_fixed(peak / 1e12, 1) << (integer ? " TOP/s" : " TFLOP/s") << " per GPU";
     if (th.hfu < th.mfu) {
       std::cout << "; hardware FLOPs below model FLOPs: fused causal attention computes half "
                    "the attention square that model FLOPs count";

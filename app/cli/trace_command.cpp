@@ -487,8 +487,9 @@ void print_stats(const StatsOptions& o, Context& ctx, const std::unique_ptr<Trac
   // of the parts and the row added up past 100%).
   std::cout << "  percentages of the span: compute, exposed comm, exposed memory and idle share it "
                "out (the rest is synchronization and other device work); comm is all "
-               "communication, overlap the share of it hidden under compute; exposed: under "
-               "neither compute nor communication; host wait and idle other split idle\n";
+               "communication, overlap the share of it hidden under compute; exposed comm: "
+               "communication not under compute; exposed memory: copies under neither; host "
+               "wait and idle other are parts of idle (the rest: short gaps between kernels)\n";
   if (!without_span.empty()) {
     std::string ranks;
     for (const std::string& rank : without_span)
@@ -1030,7 +1031,9 @@ void run_compare(const CompareOptions& o) {
   for (const ComparedFigure& f : c.parts)
     parts.add({f.name, msf(f.a_ns), msf(f.b_ns), change(f)});
   parts.print(std::cout);
-  auto list = [&](const char* title, const std::vector<ComparedFigure>& figures) {
+  // `kernels`: the names are kernels', shortened as such.
+  auto list = [&](const char* title, const std::vector<ComparedFigure>& figures,
+                  bool kernels = false) {
     if (figures.empty() || top == 0) return;
     std::cout << "\n" << title << "\n";
     TextTable t({"name", "count", "baseline ms", "other ms", "change ms"});
@@ -1038,7 +1041,7 @@ void run_compare(const CompareOptions& o) {
       t.right_align(i);
     for (std::size_t i = 0; i < std::min(top, figures.size()); ++i) {
       const ComparedFigure& f = figures[i];
-      t.add({shorten_kernel(f.name, 60),
+      t.add({kernels ? shorten_kernel(f.name, 60) : shorten(f.name, 60),
              std::to_string(f.a_count) + " -> " + std::to_string(f.b_count), msf(f.a_ns),
              msf(f.b_ns), change(f)});
     }
@@ -1047,7 +1050,7 @@ void run_compare(const CompareOptions& o) {
   // By kind first: a precision or library change renames the kernels.
   list("Compute by operation kind (kernel names change with precision and library)",
        c.operation_kinds);
-  list("Kernels whose time changed most", c.kernels);
+  list("Kernels whose time changed most", c.kernels, true);
   list("Collectives whose time changed most", c.collectives);
   std::cout << "  count: instances in each run, all ranks; times " << basis << "\n";
 }

@@ -65,6 +65,7 @@ class TestTraceCli : public QObject {
   void rankWithoutDeviceWorkSaysSo();
   void controlCharactersInNamesAreEscaped();
   void wideAndLongNamesKeepTheColumns();
+  void graphCopiesAreLaunches();
   void infoJsonGivesMetaTypes_data();
   void infoJsonGivesMetaTypes();
   void exportFormats();
@@ -162,6 +163,31 @@ void TestTraceCli::wideAndLongNamesKeepTheColumns() {
   // Too wide, a kernel's name loses its return type and parameters first.
   QVERIFY2(labels.contains("cs::worker::softmax_backward_kernel<__nv_bfloat16>"),
            qPrintable(labels.join('\n')));
+}
+
+// A copy that a CUDA graph launched carries cudaGraphLaunch's correlation:
+// a launch, not a synchronous cudaMemcpy (whose call outlasts its copy),
+// though neither call is named *Async.
+void TestTraceCli::graphCopiesAreLaunches() {
+  QTemporaryDir dir;
+  const QByteArray trace = R"({"traceEvents":[
+    {"ph":"X","cat":"cuda_runtime","name":"cudaGraphLaunch","pid":1,"tid":1,"ts":10,"dur":5,"args":{"correlation":1}},
+    {"ph":"X","cat":"gpu_memcpy","name":"Memcpy HtoD","pid":0,"tid":7,"ts":20,"dur":50,"args":{"correlation":1,"device":0,"stream":7}},
+    {"ph":"X","cat":"cuda_runtime","name":"cudaMemcpy","pid":1,"tid":1,"ts":100,"dur":60,"args":{"correlation":2}},
+    {"ph":"X","cat":"gpu_memcpy","name":"Memcpy DtoH","pid":0,"tid":7,"ts":110,"dur":40,"args":{"correlation":2,"device":0,"stream":7}}],
+    "distributedInfo":{"rank":0}})";
+  QFile f(dir.filePath("graph.json"));
+  QVERIFY(f.open(QIODevice::WriteOnly));
+  f.write(trace);
+  f.close();
+  const QString store = dir.filePath("graph.db");
+  const Run imported = run_cli({"trace", "import", dir.filePath("graph.json"), "-o", store});
+  QVERIFY2(imported.exit_code == 0, qPrintable(imported.err));
+  const QJsonObject stats = json_of(run_cli({"trace", "stats", store, "--json"}));
+  const QJsonObject launches = stats["ranks"].toArray().at(0).toObject()["launches"].toObject();
+  QVERIFY2(
+      launches["launches"].toInt() == 1 && launches["synchronous_copies_left_out"].toInt() == 1,
+      QJsonDocument(stats["ranks"].toArray().at(0).toObject()).toJson().constData());
 }
 
 void TestTraceCli::importInfoStats() {

@@ -1157,6 +1157,8 @@ void TestTraceStore::chunksThatDecodeToOtherEvents_data() {
                                    << "does not decode to the times its row gives";
   QTest::addRow("its latest end") << "end_max = end_max - 1"
                                   << "does not decode to the times its row gives";
+  QTest::addRow("its last start") << "last_start = last_start - 1"
+                                  << "does not decode to the times its row gives";
 }
 
 void TestTraceStore::chunksThatDecodeToOtherEvents() {

@@ -115,6 +115,11 @@ void TestPlanCli::planJsonKeys() {
   QVERIFY2(serving.exit_code == 0, qPrintable(serving.err));
   const QJsonObject passes = parse(serving)["training"].toObject();
   QVERIFY2(passes["steps"].toDouble() > 0 && passes["flops_6pd"].isNull(), qPrintable(serving.out));
+  // A generic model has no tokens to multiply: no 6PD, where it read 0.
+  const Run resnet = run_cli({"plan", "--cluster", "dgx-a100-8", "--model", "resnet50", "--json"});
+  QVERIFY2(resnet.exit_code == 0, qPrintable(resnet.err));
+  const QJsonObject epochs = parse(resnet)["training"].toObject();
+  QVERIFY2(epochs["steps"].toDouble() > 0 && epochs["flops_6pd"].isNull(), qPrintable(resnet.out));
 }
 
 void TestPlanCli::planText() {
@@ -187,6 +192,12 @@ void TestPlanCli::planText() {
   QVERIFY2(unfused.exit_code == 0, qPrintable(unfused.err));
   QVERIFY2(unfused.out.contains("(both of the bf16 dense peak, 989.4 TFLOP/s per GPU)\n"),
            qPrintable(unfused.out));
+  // INT4 weights compute at INT8's rate, an integer rate in OP/s.
+  const Run int4 =
+      run_cli({"plan", "--cluster", "dgx-h100-8", "--model", "llama2-7b", "--precision", "int4"});
+  QVERIFY2(int4.exit_code == 0, qPrintable(int4.err));
+  QVERIFY2(int4.out.contains("(both of the int8 dense peak, 1978.9 TOP/s per GPU"),
+           qPrintable(int4.out));
   // An inference plan passes the tokens forward once: no training run, no
   // 6PD (training's forward and backward).
   const Run serving = run_cli({"plan", "--cluster", "dgx-a100-64", "--model", "gpt3-175b", "--tp",

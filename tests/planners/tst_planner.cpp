@@ -110,6 +110,7 @@ class TestPlanner : public QObject {
   void timelineAgreesOnPipelineHops();
   void timelineOneForwardOneBackwardOrder();
   void timelineInference();
+  void inferenceRunsWithoutDropout();
   void gradientReductionAfterBackward_data();
   void gradientReductionAfterBackward();
 };
@@ -1531,7 +1532,6 @@ void TestPlanner::timelineInference() {
   QVERIFY(!cs::plan::predict_timeline(bad).ok());
 }
 
-QTEST_GUILESS_MAIN(TestPlanner)
 // Megatron-LM without --overlap-grad-reduce (and DeepSpeed without
 // overlap_comm) reduces the gradients after backward: the whole reduction
 // is exposed and the step grows by the part that had hidden behind
@@ -1582,5 +1582,25 @@ void TestPlanner::gradientReductionAfterBackward() {
   auto back = cs::parallel_plan_from_json(cs::to_json(p.parallel), "round trip");
   QVERIFY(back.ok() && !back->overlap_grad_reduce);
 }
+
+// Inference runs in eval mode: a model trained with dropout keeps no masks
+// or dropped scores in a forward pass, so its workspace is the one of the
+// same model without dropout; training keeps them.
+void TestPlanner::inferenceRunsWithoutDropout() {
+  cs::Plan p = make_plan("dgx-a100-64", "gpt3-175b", 1, 8, 8, 8, cs::Precision::int8);
+  p.parallel.flash_attention = false;
+  QVERIFY(p.workload.transformer.dropout);
+  const double with = must_estimate(p).memory.activation_workspace;
+  p.workload.transformer.dropout = false;
+  QCOMPARE(must_estimate(p).memory.activation_workspace, with);
+  cs::Plan training = make_plan("dgx-a100-64", "gpt3-175b", 1, 8, 8, 64);
+  training.parallel.flash_attention = false;
+  training.parallel.recompute = cs::Recompute::selective;
+  const double kept = must_estimate(training).memory.activation_workspace;
+  training.workload.transformer.dropout = false;
+  QVERIFY(must_estimate(training).memory.activation_workspace < kept);
+}
+
+QTEST_GUILESS_MAIN(TestPlanner)
 
 #include "tst_planner.moc"
