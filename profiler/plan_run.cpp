@@ -186,6 +186,8 @@ Result<PlanRun> plan_run(const Plan& plan, const PlanRunOptions& o) {
                       "--lr",           format_float(o.lr),
                       "--seed",         std::to_string(o.seed),
                       "--bucket-kib",   format_float(bucket_kib)};
+  // The workers reduce gradients during backward unless the plan says after.
+  if (!p.overlap_grad_reduce) spec.worker_args.push_back("--no-overlap");
   if (o.threads > 0) {
     spec.worker_args.push_back("--threads");
     spec.worker_args.push_back(std::to_string(o.threads));

@@ -1119,6 +1119,7 @@ Result<Plan> plan_of_worker_run(const PresetCatalog& catalog, const trace::Trace
   p.zero_stage = parallel.value("zero_stage", 0);
   p.micro_batch = parallel.value("micro_batch", 1);
   p.global_batch = p.dp * p.micro_batch * std::max(1, parallel.value("accumulation", 1));
+  p.overlap_grad_reduce = parallel.value("overlap", true);  // the worker's --no-overlap
   const std::string precision = parallel.value("precision", "fp32");
   const auto compute = precision_from_string(precision);
   if (!compute)

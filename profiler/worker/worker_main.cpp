@@ -319,7 +319,8 @@ RankTrace open_trace(const Options& o, const Job& job, int rank, const std::stri
                                                 {"backend", o.backend},
                                                 {"threads", o.threads},
                                                 {"polite_waits", o.polite_waits},
-                                                {"bucket_kib", o.bucket_kib}}));
+                                                {"bucket_kib", o.bucket_kib},
+                                                {"overlap", !o.no_overlap}}));
   t.tracer = std::make_unique<OpTracer>(*t.writer, recorded_rank);
   register_writer(t.writer.get(), true);
   return t;

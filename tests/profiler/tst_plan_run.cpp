@@ -4,6 +4,7 @@
 
 #include <QTemporaryDir>
 #include <QTest>
+#include <algorithm>
 
 #include <nlohmann/json.hpp>
 
@@ -95,6 +96,15 @@ void TestPlanRun::workerArguments() {
   QVERIFY(back.ok());
   QCOMPARE(back->parallel.dp, 2);
   QCOMPARE(nlohmann::json::parse(spec.plan_json)["kind"].get<std::string>(), std::string("plan"));
+  QVERIFY(std::find(spec.worker_args.begin(), spec.worker_args.end(), "--no-overlap") ==
+          spec.worker_args.end());
+  // A plan that reduces gradients after backward runs its workers so.
+  Plan after = plan;
+  after.parallel.overlap_grad_reduce = false;
+  auto late = launch::plan_run(after, options());
+  if (!late) QFAIL(late.message().c_str());
+  QVERIFY(std::find(late->spec.worker_args.begin(), late->spec.worker_args.end(), "--no-overlap") !=
+          late->spec.worker_args.end());
 }
 
 // A Slurm job ends by merging its ranks' stores into the run store, whoever

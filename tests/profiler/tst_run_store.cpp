@@ -75,6 +75,7 @@ void TestRunStore::fourRanks() {
   QCOMPARE(r.meta("run_outcome").value_or(""), std::string("complete"));
   const auto parallel = nlohmann::json::parse(r.meta("parallel").value_or("{}"));
   QCOMPARE(parallel.value("dp", 0), 2);
+  QVERIFY(parallel.value("overlap", false));  // gradients reduced during backward
   // Four ranks' threads against this machine's cores: waits sleep between
   // polls exactly when the threads outnumber the cores.
   const long cores = sysconf(_SC_NPROCESSORS_ONLN);
