@@ -791,6 +791,18 @@ void run_export(ExportOptions o) {
   } else {
     throw CliError("--format: \"" + format + "\" is not one of chrome, csv, html");
   }
+  // A window in a gap of the trace: a file of no events, which no import
+  // reads, is not left behind.
+  if (window && report.events == 0 && format != "html") {
+    for (const std::string& file : report.files) {
+      std::error_code ignored;
+      std::filesystem::remove(file, ignored);
+    }
+    const TimeRange all = r->time_range();
+    throw CliError("--from/--to: no event lies in the window (the trace lasts " +
+                   format_seconds(static_cast<double>(all.end_ns - all.start_ns) / 1e9) +
+                   "); nothing was written");
+  }
   for (const std::string& w : report.warnings)
     std::cerr << "clusterscope: warning: " << w << '\n';
   if (o.json) {

@@ -66,6 +66,7 @@ class TestTraceCli : public QObject {
   void controlCharactersInNamesAreEscaped();
   void wideAndLongNamesKeepTheColumns();
   void graphCopiesAreLaunches();
+  void windowInAGapWritesNothing();
   void infoJsonGivesMetaTypes_data();
   void infoJsonGivesMetaTypes();
   void exportFormats();
@@ -188,6 +189,35 @@ void TestTraceCli::graphCopiesAreLaunches() {
   QVERIFY2(
       launches["launches"].toInt() == 1 && launches["synchronous_copies_left_out"].toInt() == 1,
       QJsonDocument(stats["ranks"].toArray().at(0).toObject()).toJson().constData());
+}
+
+// A window that falls in a gap of the trace (two kernels a second apart,
+// the window between them) wrote a file of no events, which no import
+// reads: refused, nothing left behind; a window over a kernel exports it.
+void TestTraceCli::windowInAGapWritesNothing() {
+  QTemporaryDir dir;
+  QFile f(dir.filePath("gap.json"));
+  QVERIFY(f.open(QIODevice::WriteOnly));
+  f.write(R"({"traceEvents":[
+    {"ph":"X","cat":"kernel","name":"early","pid":0,"tid":7,"ts":10,"dur":5},
+    {"ph":"X","cat":"kernel","name":"late","pid":0,"tid":7,"ts":1000010,"dur":5}],
+    "distributedInfo":{"rank":0}})");
+  f.close();
+  const QString store = dir.filePath("gap.db");
+  QCOMPARE(run_cli({"trace", "import", dir.filePath("gap.json"), "-o", store}).exit_code, 0);
+  for (const QString& out : {dir.filePath("w.json"), dir.filePath("w.csv")}) {
+    const Run gap =
+        run_cli({"trace", "export", store, "-o", out, "--from", "100ms", "--to", "200ms"});
+    QVERIFY2(
+        gap.exit_code == 1 && gap.err.contains("--from/--to: no event lies in the window "
+                                               "(the trace lasts 1.00 s); nothing was written"),
+        qPrintable(gap.err));
+    QVERIFY2(!QFile::exists(out), qPrintable(out));
+  }
+  const Run late = run_cli(
+      {"trace", "export", store, "-o", dir.filePath("late.json"), "--from", "900ms", "--json"});
+  QVERIFY2(late.exit_code == 0, qPrintable(late.err));
+  QCOMPARE(json_of(late)["events"].toInt(), 1);
 }
 
 void TestTraceCli::importInfoStats() {
