@@ -7,10 +7,6 @@
 namespace cs::cli {
 
 namespace {
-// Terminal cells, not bytes ("µs" is two columns, "核函数" six).
-std::size_t width(const std::string& s) {
-  return display_width(s);
-}
 std::string escaped(const std::string& cell) {
   if (std::none_of(cell.begin(), cell.end(), [](char c) {
         const auto u = static_cast<unsigned char>(c);
@@ -49,7 +45,7 @@ void TextTable::print(std::ostream& out) const {
   std::vector<std::size_t> widths(header_.size(), 0);
   auto measure = [&](const std::vector<std::string>& row) {
     for (std::size_t i = 0; i < row.size() && i < widths.size(); ++i) {
-      widths[i] = std::max(widths[i], width(row[i]));
+      widths[i] = std::max(widths[i], display_width(row[i]));  // cells, not bytes
     }
   };
   measure(header_);
@@ -59,7 +55,7 @@ void TextTable::print(std::ostream& out) const {
     std::string line;
     for (std::size_t i = 0; i < widths.size(); ++i) {
       const std::string cell = i < row.size() ? row[i] : "";
-      const std::string pad(widths[i] - width(cell), ' ');
+      const std::string pad(widths[i] - display_width(cell), ' ');
       const bool right = std::find(right_.begin(), right_.end(), i) != right_.end();
       if (i > 0) line += "  ";
       line += right ? pad + cell : cell + pad;
