@@ -2190,6 +2190,47 @@ void TestCalibration::calibrateRunPredictLearn() {
   r = run_cli({"trace", "stats", run_store, "--cluster", "laptop-cpu"}, presets, work);
   QCOMPARE(r.exit_code, 1);
   QVERIFY2(r.err.contains("--cluster goes with --predict-again"), qPrintable(r.err));
+  // Workers started by hand record no plan, only their layout (meta
+  // parallel): one run with --no-overlap is predicted with its gradients
+  // reduced after backward, the whole reduction exposed. (On A100s: this
+  // machine's two cores hide no reduction, a rank's compute threads taking
+  // both. In buckets of 16 KiB: the tiny model's gradients fill one of the
+  // default 1 MiB, which is reduced after backward either way.)
+  auto predicted_by_layout = [&](bool overlap, double* step, double* dp_comm) {
+    const QString copy = work + (overlap ? "/by-hand-overlap.db" : "/by-hand-no-overlap.db");
+    QFile::remove(copy);
+    QVERIFY(QFile::copy(run_store, copy));
+    QCOMPARE(set_store_meta(copy, "plan_json", ""), QString());
+    auto reader = cs::trace::TraceReader::open(copy.toStdString());
+    QVERIFY(reader);
+    QJsonObject parallel =
+        QJsonDocument::fromJson(QByteArray::fromStdString(*(*reader)->meta("parallel"))).object();
+    reader->reset();
+    QVERIFY(parallel["dp"].toInt() == 2);
+    parallel["overlap"] = overlap;
+    parallel["bucket_kib"] = 16;
+    QCOMPARE(set_store_meta(copy, "parallel",
+                            QJsonDocument(parallel).toJson(QJsonDocument::Compact).constData()),
+             QString());
+    const Run again_run = run_cli({"trace", "stats", copy, "--predict-again", "--cluster",
+                                   "dgx-a100-8", "--no-steps", "--json"},
+                                  presets, work);
+    QVERIFY2(again_run.exit_code == 0, qPrintable(again_run.err));
+    const QJsonObject p = json_of(again_run)["prediction"].toObject();
+    *step = p["predicted_step_s"].toDouble();
+    for (const QJsonValue& v : p["breakdown"].toArray())
+      if (v.toObject()["name"].toString() == "communication.dp")
+        *dp_comm = v.toObject()["predicted_s"].toDouble();
+  };
+  double overlapped_step = 0, overlapped_dp = -1, after_step = 0, after_dp = -1;
+  predicted_by_layout(true, &overlapped_step, &overlapped_dp);
+  predicted_by_layout(false, &after_step, &after_dp);
+  QVERIFY2(overlapped_dp >= 0 && after_dp > overlapped_dp && after_step > overlapped_step,
+           qPrintable(QString("dp comm %1 -> %2 s, step %3 -> %4 s")
+                          .arg(overlapped_dp)
+                          .arg(after_dp)
+                          .arg(overlapped_step)
+                          .arg(after_step)));
   r = run_cli({"trace", "stats", store, "--predict-again"}, presets, work);
   QCOMPARE(r.exit_code, 1);
   QVERIFY2(r.err.contains("a calibration store, not a training run"), qPrintable(r.err));
