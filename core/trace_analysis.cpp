@@ -417,7 +417,11 @@ Result<RankAnalysis> analyze_rank_raw(const TraceReader& r, std::int32_t rank,
   if (!scan) return scan.error();
   store::ScanRow e;
   while ((*scan)->next(e)) {
-    if (!is_device_work(e.kind)) continue;
+    // The CPU engine's compute thread waiting for a collective's result
+    // stands still as a GPU stream waiting on an event would: where nothing
+    // else runs, that is exposed synchronization, not idle time.
+    const bool engine_wait = !lanes.gpu && e.kind == EventKind::sync;
+    if (!is_device_work(e.kind) && !engine_wait) continue;
     const std::int64_t duration = e.end - e.start;
     device_first = std::min(device_first, e.start);
     device_last = std::max(device_last, e.end);
@@ -444,6 +448,7 @@ Result<RankAnalysis> analyze_rank_raw(const TraceReader& r, std::int32_t rank,
     if (counts[bit_index(b)]++ == 0) mask |= b;
     active.push({e.end, b});
     sweep.count_event(e.start);
+    if (engine_wait) continue;  // no operation of the kernel and collective tables
 
     // The kernel and collective tables of a range hold what ran in it (they
     // held the whole run's beside the range's breakdown). The range is

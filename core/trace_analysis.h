@@ -4,7 +4,8 @@
 //
 // - The device events of a rank are its kernels, copies, sets, collectives
 //   and point-to-point transfers on its GPU streams (for the CPU engine, which
-//   has no GPU stream: on its compute and communication lanes). They are
+//   has no GPU stream: on its compute and communication lanes, with the
+//   compute thread's waits for a collective as synchronization). They are
 //   classed by category: compute, communication, memory, synchronization,
 //   other (HTA: communication = name starts with "nccl", memory =
 //   Memcpy/Memset, compute = the rest; importers and tracers set categories

@@ -266,6 +266,10 @@ void TestTraceAnalysis::cpuEngineLanes() {
   b.commit();
   b.add(comm, EventKind::collective, Category::communication, 3000, 7000, "MPI_Allreduce");
   b.commit();
+  // The compute thread waits for the all-reduce's result, and wakes 600 ns
+  // after it: synchronization, not idle time.
+  b.add(compute, EventKind::sync, Category::synchronization, 6000, 7600, "wait dp");
+  b.commit();
   b.add(compute, EventKind::kernel, Category::compute, 8000, 9000, "gemm");
   b.commit();
   auto r = b.close();
@@ -277,10 +281,13 @@ void TestTraceAnalysis::cpuEngineLanes() {
   QCOMPARE(a->total.communication_ns, 4000);
   QCOMPARE(a->total.overlap_ns, 1000);
   QCOMPARE(a->total.exposed_communication_ns, 3000);
-  QCOMPARE(a->total.idle_ns, 1000);
-  QCOMPARE(a->total.idle_other_ns, 1000);  // no launches on the CPU engine
-  QCOMPARE(a->total.events, 3);
+  QCOMPARE(a->total.exposed_synchronization_ns, 600);
+  QCOMPARE(a->total.idle_ns, 400);
+  QCOMPARE(a->total.idle_other_ns, 400);  // no launches on the CPU engine
+  QCOMPARE(a->total.events, 4);
   QCOMPARE(a->total.overlap_percent(), 25.0);
+  // The wait is no operation of the kernel table.
+  QCOMPARE(a->kernels.size(), std::size_t{2});
 }
 
 void TestTraceAnalysis::timeWindow() {
