@@ -391,6 +391,23 @@ Result<RankAnalysis> analyze_rank_raw(const TraceReader& r, std::int32_t rank,
   Sweep sweep(window_lo, window_hi, windows);
   RankRaw local;
   RankRaw& sink = raw ? *raw : local;
+  struct StreamState {
+    std::int64_t events = 0;
+    std::int64_t first = 0;
+    std::int64_t last_end = kMinTime;
+    StreamIdle idle;
+  };
+  // One per device lane, in lanes.device's order: found by a short linear
+  // search from the last one hit (a map lookup per event slowed the sweep).
+  std::vector<StreamState> stream_state(lanes.device.size());
+  std::size_t last_stream = 0;
+  auto state_of = [&](std::uint32_t lane) -> StreamState& {
+    if (lanes.device[last_stream].value != lane) {
+      for (std::size_t i = 0; i < lanes.device.size(); ++i)
+        if (lanes.device[i].value == lane) last_stream = i;
+    }
+    return stream_state[last_stream];
+  };
 
   struct Active {
     std::int64_t end;
@@ -455,6 +472,27 @@ Result<RankAnalysis> analyze_rank_raw(const TraceReader& r, std::int32_t rank,
     // half-open: a kernel that ends where it starts ran before it.
     const bool before = e.end < window_lo || (e.end == window_lo && e.start < e.end);
     if (before || e.start >= window_hi) continue;
+    {
+      // This stream's gap before the event, and its busy time (events on one
+      // CPU-engine lane may overlap: only what runs past the last end counts).
+      StreamState& st = state_of(e.lane);
+      const bool first = st.events++ == 0;
+      if (first) {
+        st.first = e.start;
+      } else if (e.start > st.last_end) {
+        const std::int64_t gap = e.start - st.last_end;
+        const Launch* call = launch_of(*launch, e.correlation);
+        if (call && call->start > st.last_end)
+          st.idle.idle_host_wait_ns += gap;
+        else if (gap < options.kernel_wait_ns)
+          st.idle.idle_kernel_wait_ns += gap;
+        else
+          st.idle.idle_other_ns += gap;
+      }
+      const std::int64_t from = first ? e.start : std::max(e.start, st.last_end);
+      st.idle.busy_ns += std::max<std::int64_t>(0, e.end - from);
+      st.last_end = std::max(st.last_end, e.end);
+    }
     // Kernels (NCCL's are stored as collectives) and asynchronous copies and
     // sets, with the call that launched them, as HTA pairs them. A synchronous
     // cudaMemcpy or cudaMemset is left out: its call lasts the whole copy, so
@@ -522,6 +560,19 @@ Result<RankAnalysis> analyze_rank_raw(const TraceReader& r, std::int32_t rank,
     out.steps.push_back({windows[i].step, sweep.steps()[i].finish()});
     sink.step_durations.push_back(windows[i].end - windows[i].start);
   }
+  for (std::size_t i = 0; i < lanes.device.size(); ++i) {
+    const StreamState& st = stream_state[i];
+    if (st.events == 0) continue;
+    StreamIdle idle = st.idle;
+    idle.lane = lanes.device[i];
+    idle.events = st.events;
+    idle.span_ns = st.last_end - st.first;
+    for (const LaneInfo& l : r.lanes())
+      if (l.id == idle.lane) idle.name = l.name;
+    out.streams.push_back(std::move(idle));
+  }
+  std::sort(out.streams.begin(), out.streams.end(),
+            [](const StreamIdle& a, const StreamIdle& b) { return a.lane.value < b.lane.value; });
   out.kernels = kernel_stats(r, sink.kernels);
   out.launches.call_median_ns = median(call_durations);
   out.launches.call_p95_ns = nearest_rank(call_durations, 0.95);

@@ -126,11 +126,32 @@ struct LaunchStats {
   double delay_median_ns = 0, delay_p95_ns = 0, delay_max_ns = 0;
 };
 
+// HTA's idle time breakdown per stream (get_idle_time_breakdown): the gaps
+// between one stream's consecutive device events, each by its cause as the
+// rank's idle gaps are: host wait when the next event's launching call
+// started after the stream's previous event ended, kernel wait when shorter
+// than kernel_wait_ns, other otherwise. A rank's idle time is when no stream
+// works; a stream's is when it does not, so a stream that waits for another
+// shows its wait here. Over the events of the analysed range, as the kernel
+// table.
+struct StreamIdle {
+  LaneId lane;
+  std::string name;          // the stream's (lane's) name
+  std::int64_t events = 0;   // device events on it
+  std::int64_t span_ns = 0;  // its first event's start to its last event's end
+  std::int64_t busy_ns = 0;  // the union of its events
+  std::int64_t idle_host_wait_ns = 0;
+  std::int64_t idle_kernel_wait_ns = 0;
+  std::int64_t idle_other_ns = 0;
+  std::int64_t idle_ns() const { return idle_host_wait_ns + idle_kernel_wait_ns + idle_other_ns; }
+};
+
 struct RankAnalysis {
   std::int32_t rank = 0;
   bool gpu = true;  // false: the CPU engine's lanes stood in for GPU streams
   Breakdown total;
   LaunchStats launches;  // empty (0 launches) without runtime calls and GPU streams
+  std::vector<StreamIdle> streams;  // by lane id; the CPU engine's compute and communication lanes
   std::vector<StepBreakdown> steps;
   std::vector<KernelStats> kernels;          // by total time, descending
   std::vector<CollectiveStats> collectives;  // by total time, descending

@@ -300,6 +300,7 @@ struct StatsOptions {
   int threads = 0;
   bool predict_again = false;
   std::string cluster;  // with predict_again: the cluster preset to predict on
+  bool streams = false;  // each stream's idle time, by cause
 };
 
 // How the store's run ended, said where it did not complete: the figures of
@@ -358,12 +359,23 @@ void print_stats(const StatsOptions& o, Context& ctx, const std::unique_ptr<Trac
         if (o.no_steps) break;
         steps.push_back({{"step", s.step}, {"breakdown", breakdown_json(s.breakdown)}});
       }
-      ranks.push_back(
-          {{"rank", k.rank},
-           {"gpu", k.gpu},
-           {"total", breakdown_json(k.total)},
-           {"launches", launch_json(k.launches)},
-           {"steps", steps}});
+      json streams = json::array();
+      for (const StreamIdle& st : k.streams)
+        streams.push_back({{"lane", st.lane.value},
+                           {"name", st.name},
+                           {"events", st.events},
+                           {"span_ns", st.span_ns},
+                           {"busy_ns", st.busy_ns},
+                           {"idle_ns", st.idle_ns()},
+                           {"idle_host_wait_ns", st.idle_host_wait_ns},
+                           {"idle_kernel_wait_ns", st.idle_kernel_wait_ns},
+                           {"idle_other_ns", st.idle_other_ns}});
+      ranks.push_back({{"rank", k.rank},
+                       {"gpu", k.gpu},
+                       {"total", breakdown_json(k.total)},
+                       {"launches", launch_json(k.launches)},
+                       {"streams", streams},
+                       {"steps", steps}});
     }
     json kernels = json::array(), collectives = json::array(), stragglers = json::array();
     for (std::size_t i = 0; i < a.kernels.size() && i < top; ++i) {
@@ -497,6 +509,28 @@ void print_stats(const StatsOptions& o, Context& ctx, const std::unique_ptr<Trac
     std::cout << "  " << (without_span.size() == 1 ? "rank " : "ranks ") << ranks
               << ": no device work recorded (no GPU kernel, copy or engine compute), so no span "
                  "to share out; its host events are in the timeline (trace export)\n";
+  }
+
+  if (o.streams) {
+    std::cout << "\nIdle time per stream (HTA's idle time breakdown; percentages of the stream's "
+                 "span)\n";
+    TextTable st({"rank", "stream", "events", "span ms", "busy", "idle", "host wait", "kernel wait",
+                  "idle other"});
+    for (std::size_t i : {0, 2, 3, 4, 5, 6, 7, 8})
+      st.right_align(i);
+    for (const RankAnalysis& k : a.ranks) {
+      for (const StreamIdle& s : k.streams) {
+        st.add({std::to_string(k.rank), s.name, std::to_string(s.events), ms(s.span_ns),
+                pct(s.busy_ns, s.span_ns), pct(s.idle_ns(), s.span_ns),
+                pct(s.idle_host_wait_ns, s.span_ns), pct(s.idle_kernel_wait_ns, s.span_ns),
+                pct(s.idle_other_ns, s.span_ns)});
+      }
+    }
+    st.print(std::cout);
+    std::cout << "  a stream's idle time is the gaps between its own events: host wait when the "
+                 "next one was launched after the last one ended, kernel wait when shorter than "
+              << AnalysisOptions{}.kernel_wait_ns
+              << " ns, other (waiting for another stream, or for data) the rest\n";
   }
 
   // HTA's kernel launch statistics, where runtime calls launched GPU work.
@@ -1103,6 +1137,9 @@ void register_trace(CLI::App& app, Context& ctx) {
               "(the run's calibrated cluster, or --cluster), instead of the one it recorded");
   s->add_option("--cluster", stats->cluster,
                 "With --predict-again: the cluster preset to predict on");
+  s->add_flag("--streams", stats->streams,
+              "Also each stream's idle time, by cause (HTA's idle time breakdown; always in the "
+              "JSON)");
   add_json_flag(*s, stats->json);
   s->callback([stats, &ctx] { run_stats(*stats, ctx); });
 

@@ -266,6 +266,27 @@ void TestTraceCli::importInfoStats() {
   QCOMPARE(launches1["short_kernels"].toInt(), 278);
   QCOMPARE(launches1["delay_outliers"].toInt(), 880);
   QCOMPARE(launches1["delay_median_ns"].toDouble(), 11886000.0);
+  // ... and each stream's idle time (HTA's idle time breakdown): rank 0's
+  // compute stream 7 idles 83.1% of its span where the rank idles 55.2%
+  // (tests/core/kineto_reference.py, HTA's algorithm per stream).
+  auto stream = [&](int rank, const QString& name) {
+    for (const QJsonValue& v : s["ranks"].toArray()[rank].toObject()["streams"].toArray())
+      if (v.toObject()["name"].toString() == name) return v.toObject();
+    return QJsonObject();
+  };
+  const QJsonObject s7 = stream(0, "GPU 0 stream 7");
+  QCOMPARE(s7["events"].toInt(), 1052);
+  QCOMPARE(s7["span_ns"].toDouble(), 1202935000.0);
+  QCOMPARE(s7["busy_ns"].toDouble(), 202918000.0);
+  QCOMPARE(s7["idle_host_wait_ns"].toDouble(), 397917000.0);
+  QCOMPARE(s7["idle_kernel_wait_ns"].toDouble(), 0.0);
+  QCOMPARE(s7["idle_other_ns"].toDouble(), 602100000.0);
+  const QJsonObject s84 = stream(1, "GPU 1 stream 84");
+  QCOMPARE(s84["events"].toInt(), 8);
+  QCOMPARE(s84["busy_ns"].toDouble(), 274146000.0);
+  QCOMPARE(s84["idle_host_wait_ns"].toDouble(), 715850000.0);
+  QCOMPARE(s84["idle_other_ns"].toDouble(), 62586000.0);
+  QCOMPARE(s["ranks"].toArray()[1].toObject()["streams"].toArray().size(), 5);
   QCOMPARE(s["kernels"].toArray().size(), 3);
   QVERIFY(
       s["kernels"].toArray()[0].toObject()["name"].toString().startsWith("ncclKernel_SendRecv"));
@@ -277,8 +298,15 @@ void TestTraceCli::importInfoStats() {
   for (const QJsonValue& rank : s["stragglers"].toArray())
     QVERIFY2(!rank.toObject()["straggler"].toBool(), qPrintable(stats.out));
 
+  const Run streams = run_cli({"trace", "stats", store, "--streams", "--top", "0"});
+  QVERIFY2(streams.out.contains("Idle time per stream") &&
+               streams.out.contains("   0  GPU 0 stream 7      1052  1202.935  16.9%  83.1%      "
+                                    "33.1%         0.0%       50.1%"),
+           qPrintable(streams.out));
+
   const Run text = run_cli({"trace", "stats", store});
   QCOMPARE(text.exit_code, 0);
+  QVERIFY(!text.out.contains("Idle time per stream"));
   QVERIFY(text.out.contains("Where the time went"));
   QVERIFY(text.out.contains("Top kernels"));
   QVERIFY(text.out.contains("Collectives"));

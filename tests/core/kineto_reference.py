@@ -15,6 +15,11 @@ the same args.correlation) started after the gap began, "kernel wait" when
 it is shorter than 30 ns, else "other". Times are converted from their
 decimal text to integer nanoseconds exactly.
 
+Idle time per stream (HTA's get_idle_time_breakdown): each stream's GPU
+events by start; the gap before each (its start less the latest end before
+it on the stream) is host wait, kernel wait or other as above, with the
+stream's previous end for the gap's beginning.
+
 Launch statistics (HTA's get_cuda_kernel_launch_stats): each kernel, and
 each copy or set whose call is asynchronous (its name has "Async", as
 cudaMemcpyAsync), paired with the runtime or driver call of its correlation
@@ -84,12 +89,12 @@ def analyse(path):
             cls = "memory"
         else:
             continue
-        gpu.append((start, end, cls, args.get("correlation", 0)))
+        gpu.append((start, end, cls, args.get("correlation", 0), args.get("stream", -1)))
 
-    busy = union([(s, e) for s, e, _, _ in gpu])
-    compute = union([(s, e) for s, e, c, _ in gpu if c == "compute"])
-    comm = union([(s, e) for s, e, c, _ in gpu if c == "comm"])
-    memory = union([(s, e) for s, e, c, _ in gpu if c == "memory"])
+    busy = union([(g[0], g[1]) for g in gpu])
+    compute = union([(g[0], g[1]) for g in gpu if g[2] == "compute"])
+    comm = union([(g[0], g[1]) for g in gpu if g[2] == "comm"])
+    memory = union([(g[0], g[1]) for g in gpu if g[2] == "memory"])
     overlap = intersect(compute, comm)
     span = busy[-1][1] - busy[0][0]
 
@@ -113,8 +118,30 @@ def analyse(path):
         else:
             other += gap
 
+    streams = {}
+    for stream in sorted({g[4] for g in gpu}):
+        events = sorted((g for g in gpu if g[4] == stream), key=lambda g: (g[0], -g[1]))
+        idle = {"host_wait": 0, "kernel_wait": 0, "other": 0}
+        last_end = events[0][1]
+        for s, e, _, corr, _ in events[1:]:
+            gap = s - last_end
+            if gap > 0:
+                if corr and corr in launches and launches[corr] > last_end:
+                    idle["host_wait"] += gap
+                elif gap < 30:
+                    idle["kernel_wait"] += gap
+                else:
+                    idle["other"] += gap
+            last_end = max(last_end, e)
+        streams[stream] = dict(
+            events=len(events),
+            span=last_end - events[0][0],
+            busy=length(union([(g[0], g[1]) for g in events])),
+            **idle,
+        )
+
     call_ns, delays, short = [], [], 0
-    for s, e, cls, corr in gpu:
+    for s, e, cls, corr, _ in gpu:
         if corr and corr in calls and (cls != "memory" or calls[corr][2]):
             cs, ce, _ = calls[corr]
             call_ns.append(ce - cs)
@@ -153,6 +180,7 @@ def analyse(path):
         "kernel_wait": kernel,
         "idle_other": other,
         "gaps_with_tied_starts": ties,
+        "streams": streams,
     }
 
 

@@ -172,6 +172,29 @@ void TestTraceAnalysis::workedExample() {
   QCOMPARE(t.events, 8);
   QCOMPARE(t.overlap_percent(), 100.0 / 3);
   QCOMPARE(t.non_compute_ns(), 5200 - 2490 - 1010);
+
+  // Each stream's own gaps (HTA's idle time breakdown per stream). Stream 7:
+  // 1500 ns before the gemm launched at 3200 (host wait), 10 ns before the
+  // next (kernel wait), 500 ns before the copy launched at 4400 and 400 ns
+  // before the unlaunched wait_kernel (other). Stream 13 waits 2500 ns
+  // between its all-reduce and its gemm, which no call launched: other.
+  QCOMPARE(a->streams.size(), std::size_t{2});
+  const StreamIdle& s7 = a->streams[0];
+  QCOMPARE(QString::fromStdString(s7.name), QString("stream 7"));
+  QCOMPARE(s7.events, 6);
+  QCOMPARE(s7.span_ns, 5200);
+  QCOMPARE(s7.busy_ns, 2790);
+  QCOMPARE(s7.idle_host_wait_ns, 1500);
+  QCOMPARE(s7.idle_kernel_wait_ns, 10);
+  QCOMPARE(s7.idle_other_ns, 900);
+  QCOMPARE(s7.busy_ns + s7.idle_ns(), s7.span_ns);
+  const StreamIdle& s13 = a->streams[1];
+  QCOMPARE(QString::fromStdString(s13.name), QString("stream 13"));
+  QCOMPARE(s13.events, 2);
+  QCOMPARE(s13.span_ns, 4500);
+  QCOMPARE(s13.busy_ns, 2000);
+  QCOMPARE(s13.idle_host_wait_ns + s13.idle_kernel_wait_ns, 0);
+  QCOMPARE(s13.idle_other_ns, 2500);
 }
 
 void TestTraceAnalysis::perStep() {
@@ -286,8 +309,12 @@ void TestTraceAnalysis::cpuEngineLanes() {
   QCOMPARE(a->total.idle_other_ns, 400);  // no launches on the CPU engine
   QCOMPARE(a->total.events, 4);
   QCOMPARE(a->total.overlap_percent(), 25.0);
-  // The wait is no operation of the kernel table.
+  // The wait is no operation of the kernel table, nor work of its lane.
   QCOMPARE(a->kernels.size(), std::size_t{2});
+  QCOMPARE(a->streams.size(), std::size_t{2});
+  QCOMPARE(a->streams[0].events, 2);
+  QCOMPARE(a->streams[0].busy_ns, 5000);
+  QCOMPARE(a->streams[0].idle_other_ns, 4000);
 }
 
 void TestTraceAnalysis::timeWindow() {
