@@ -373,6 +373,15 @@ RunView::RunView(QWidget* parent) : QWidget(parent) {
   rank_table_->setSortingEnabled(false);
   tabs_->addTab(rank_table_, tr("Ranks"));
 
+  stream_table_ = new QTableWidget(tabs_);
+  stream_table_->setObjectName(QStringLiteral("run_streams"));
+  stream_table_->setSortingEnabled(false);
+  stream_table_->setToolTip(
+      tr("Each stream's idle time: the gaps between its own events. Host wait: the next one was "
+         "launched after the last one ended; kernel wait: a gap shorter than 30 ns; other: "
+         "waiting for another stream, or for data."));
+  tabs_->addTab(stream_table_, tr("Streams"));
+
   // Kernels and communication: a filter above both, instances below.
   auto* summaries = new QWidget(tabs_);
   auto* summaries_layout = new QVBoxLayout(summaries);
@@ -594,6 +603,8 @@ void RunView::openStore(const QString& path) {
   delete old_chart;
   rank_table_->clear();
   rank_table_->setRowCount(0);
+  stream_table_->clear();
+  stream_table_->setRowCount(0);
   kernel_model_->removeRows(0, kernel_model_->rowCount());
   collective_model_->removeRows(0, collective_model_->rowCount());
   prediction_table_->clear();
@@ -990,6 +1001,39 @@ void RunView::showAnalysis() {
     }
   }
   rank_table_->resizeColumnsToContents();
+
+  // Streams: each one's idle time by cause (HTA's idle time breakdown).
+  const QStringList stream_columns = {tr("rank"),      tr("stream"),      tr("events"),
+                                      tr("span"),      tr("busy"),        tr("idle %"),
+                                      tr("host wait"), tr("kernel wait"), tr("other idle")};
+  stream_table_->clear();
+  stream_table_->setColumnCount(int(stream_columns.size()));
+  stream_table_->setHorizontalHeaderLabels(stream_columns);
+  int stream_rows = 0;
+  for (const trace::RankAnalysis& r : a.ranks)
+    stream_rows += int(r.streams.size());
+  stream_table_->setRowCount(stream_rows);
+  int stream_row = 0;
+  for (const trace::RankAnalysis& r : a.ranks) {
+    for (const trace::StreamIdle& st : r.streams) {
+      const QStringList values = {
+          QString::number(r.rank),
+          q(st.name),
+          QString::number(st.events),
+          ns(st.span_ns),
+          ns(st.busy_ns),
+          st.span_ns > 0
+              ? QString::number(100.0 * double(st.idle_ns()) / double(st.span_ns), 'f', 1)
+              : tr("—"),
+          ns(st.idle_host_wait_ns),
+          ns(st.idle_kernel_wait_ns),
+          ns(st.idle_other_ns)};
+      for (int c = 0; c < int(values.size()); ++c)
+        stream_table_->setItem(stream_row, c, tableCell(values[c]));
+      ++stream_row;
+    }
+  }
+  stream_table_->resizeColumnsToContents();
 
   // A range selected before the whole run's answer came keeps its tables.
   if (range_analysis_ && timeline_->selectedRange())

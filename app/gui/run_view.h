@@ -71,6 +71,7 @@ class RunView : public QWidget {
   QTextBrowser* rangeBreakdown() const { return range_text_; }
   QChartView* breakdownChart() const { return chart_; }
   QTableWidget* rankTable() const { return rank_table_; }
+  QTableWidget* streamTable() const { return stream_table_; }
   QTableView* kernelTable() const { return kernel_view_; }
   QTableView* collectiveTable() const { return collective_view_; }
   QSortFilterProxyModel* kernelProxy() const { return kernel_proxy_; }
@@ -196,6 +197,7 @@ class RunView : public QWidget {
   QTextBrowser* range_text_;
   QChartView* chart_;
   QTableWidget* rank_table_;
+  QTableWidget* stream_table_;  // each stream's idle time (HTA's idle time breakdown)
   QStandardItemModel* kernel_model_;
   QStandardItemModel* collective_model_;
   QSortFilterProxyModel* kernel_proxy_;
