@@ -1108,6 +1108,29 @@ Result<ExportReport> export_html_report(const TraceReader& reader, const RunAnal
   }
   out << "</table>\n";
 
+  // HTA's idle time breakdown, per stream.
+  out << "<h2>Idle time per stream</h2>\n<p class=note>The gaps between one stream's own "
+         "events, as Holistic Trace Analysis breaks them down, in percent of the stream's span: "
+         "host wait when the next event was launched after the stream's last one ended, kernel "
+         "wait when shorter than "
+      << AnalysisOptions{}.kernel_wait_ns
+      << " ns, other (waiting for another stream, or for data) the rest.</p>\n<table>\n"
+         "<tr><th>rank</th><th>stream</th><th>events</th><th>span ms</th><th>busy</th>"
+         "<th>idle</th><th>host wait</th><th>kernel wait</th><th>idle other</th></tr>\n";
+  for (const RankAnalysis& r : analysis.ranks) {
+    for (const StreamIdle& st : r.streams) {
+      const double span = static_cast<double>(st.span_ns);
+      out << "<tr><td class=n>" << r.rank << "</td><td>" << html(st.name) << "</td><td class=n>"
+          << st.events << "</td><td class=n>" << ms(st.span_ns) << "</td><td class=n>"
+          << pct(static_cast<double>(st.busy_ns), span) << "</td><td class=n>"
+          << pct(static_cast<double>(st.idle_ns()), span) << "</td><td class=n>"
+          << pct(static_cast<double>(st.idle_host_wait_ns), span) << "</td><td class=n>"
+          << pct(static_cast<double>(st.idle_kernel_wait_ns), span) << "</td><td class=n>"
+          << pct(static_cast<double>(st.idle_other_ns), span) << "</td></tr>\n";
+    }
+  }
+  out << "</table>\n";
+
   if (std::any_of(analysis.ranks.begin(), analysis.ranks.end(),
                   [](const RankAnalysis& r) { return r.launches.launches > 0; })) {
     auto us = [](double ns_value) { return format_fixed(ns_value / 1e3, 1); };
