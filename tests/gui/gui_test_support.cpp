@@ -10,6 +10,7 @@
 #include <QStandardPaths>
 #include <QTest>
 #include <QWidget>
+#include <algorithm>
 
 namespace cs::gui::test {
 
@@ -21,9 +22,13 @@ void isolateSettings() {
   QSettings().clear();
 }
 
-QImage saveScreenshot(QWidget* widget, const QString& name) {
+QImage saveScreenshot(QWidget* widget, const QString& name, int height) {
   QDir().mkpath(QStringLiteral(CS_SCREENSHOT_DIR));
-  const QImage image = widget->grab().toImage();
+  QImage image = widget->grab().toImage();
+  if (height > 0) {  // the top `height` pixels (device-independent) only
+    const int rows = int(height * image.devicePixelRatio());
+    image = image.copy(0, 0, image.width(), std::min(image.height(), rows));
+  }
   image.save(QStringLiteral(CS_SCREENSHOT_DIR "/%1.png").arg(name));
   return image;
 }

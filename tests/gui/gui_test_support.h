@@ -16,7 +16,7 @@ namespace cs::gui::test {
 void isolateSettings();
 
 // Grabs `widget`, saves it as <build>/screenshots/<name>.png and returns it.
-QImage saveScreenshot(QWidget* widget, const QString& name);
+QImage saveScreenshot(QWidget* widget, const QString& name, int height = 0);
 
 // Distinct colours in the image, and the share of its most common colour.
 int distinctColours(const QImage& image, double* dominant_share = nullptr);

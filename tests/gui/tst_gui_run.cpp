@@ -1269,6 +1269,25 @@ void TestGuiRun::committedTraces() {
   double dominant = 1;
   QVERIFY(cs::gui::test::distinctColours(shot, &dominant) > 8);
   QVERIFY(dominant < 0.95);
+  // One step past the warm-up, as a user zooms in to read it (README's picture).
+  auto reader = cs::trace::TraceReader::open(copy.toStdString());
+  QVERIFY(reader);
+  const auto steps = (*reader)->steps(0);
+  QVERIFY(steps);
+  if (steps->size() >= 6) {
+    const cs::trace::StepMetrics& step = (*steps)[5];
+    view.timeline()->setWindow(step.start_ns, step.end_ns);
+    QTRY_VERIFY_WITH_TIMEOUT(
+        !view.timeline()->busy() && view.timeline()->frameJob() == view.timeline()->requestedJob(),
+        30000);
+    view.timeline()->repaint();
+    TimelineWidget* t = view.timeline();
+    const int lanes_bottom = int(t->laneRect(t->laneCount() - 1).bottom()) + 8;
+    const QImage zoomed = cs::gui::test::saveScreenshot(
+        t, QStringLiteral("run-timeline-%1-step").arg(QFileInfo(path).baseName()), lanes_bottom);
+    QVERIFY(cs::gui::test::distinctColours(zoomed, &dominant) > 8);
+    QVERIFY(dominant < 0.95);
+  }
 }
 
 // A title the header cannot break (`run --title` takes 120,000 characters)
