@@ -917,11 +917,13 @@ struct Launcher::State {
     std::lock_guard lock(mutex);
     std::string out;
     for (const RankStatus& r : ranks) {
-      out += (out.empty() ? "" : ", ") + std::string("rank ") + std::to_string(r.rank) + " " +
-             // Counted from 1, as the progress lines count them.
-             (r.state == RankState::starting ? std::string("not started")
-              : r.step < 0                   ? std::string("no step")
-                                             : "step " + std::to_string(r.step + 1));
+      // A count, not a step's number: the timeline numbers steps from 0 (as
+      // PyTorch's ProfilerStep#0), the progress lines count from 1.
+      const std::string rank = "rank " + std::to_string(r.rank);
+      out +=
+          (out.empty() ? "" : ", ") + (r.state == RankState::starting ? rank + " not started"
+                                       : r.step < 0                   ? "none by " + rank
+                                                    : std::to_string(r.step + 1) + " by " + rank);
     }
     return out;
   }
@@ -1000,7 +1002,7 @@ struct Launcher::State {
         hung_after = patience;
         stopped_when_hung = stopped_ranks_text();
         const std::string text = "no progress for " + seconds_text(patience) +
-                                 "; last steps: " + last_steps_text() + stopped_when_hung;
+                                 "; steps done: " + last_steps_text() + stopped_when_hung;
         LaunchEvent e;
         e.kind = LaunchEvent::Kind::hung;
         e.text = text;
@@ -1068,11 +1070,11 @@ struct Launcher::State {
                   (steps == 1 ? " step" : " steps");
     } else if (cancel_requested) {
       r.outcome = Outcome::cancelled;
-      r.message = "the run was cancelled; last steps: " + last_steps_text();
+      r.message = "the run was cancelled; steps done: " + last_steps_text();
     } else if (hung) {
       r.outcome = Outcome::hung;
       r.message = "the run hung (no progress for " + seconds_text(hung_after) +
-                  ") and was stopped; last steps: " + last_steps_text() + stopped_when_hung;
+                  ") and was stopped; steps done: " + last_steps_text() + stopped_when_hung;
     } else if (errored) {
       r.outcome = Outcome::failed;
       RankFailure f = failure_of(errored->rank);

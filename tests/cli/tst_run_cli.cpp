@@ -386,7 +386,8 @@ void TestRunCli::interruptCancelsCleanly() {
   QCOMPARE(p.exitCode(), 1);
   QVERIFY2(err.contains("stopping the run (every rank closes its store)"), qPrintable(err));
   QVERIFY2(err.contains("clusterscope: error: the run was cancelled"), qPrintable(err));
-  QVERIFY2(out.contains("the run was cancelled; last steps: rank 0 step"), qPrintable(out));
+  QVERIFY2(out.contains(QRegularExpression("the run was cancelled; steps done: \\d+ by rank 0")),
+           qPrintable(out));
   QCOMPARE(status_of(store), QString("cancelled"));
   for (int rank = 0; rank < 2; ++rank) {
     QCOMPARE(status_of(dir_.filePath("interrupt/run.ranks/rank%1.db").arg(rank)),
@@ -410,8 +411,8 @@ void TestRunCli::interruptAsTheRanksStart() {
   QVERIFY(p.waitForFinished(60000));
   const QString out = QString::fromUtf8(p.readAllStandardOutput());
   QCOMPARE(p.exitCode(), 1);
-  QVERIFY2(out.contains("the run was cancelled; last steps: "), qPrintable(out));
-  const QRegularExpression step("rank \\d+ step (\\d+)");
+  QVERIFY2(out.contains("the run was cancelled; steps done: "), qPrintable(out));
+  const QRegularExpression step("(\\d+) by rank \\d+");
   for (auto m = step.globalMatch(out); m.hasNext();) {
     const int last = m.next().captured(1).toInt();
     QVERIFY2(last < 100, qPrintable(out));
@@ -420,7 +421,7 @@ void TestRunCli::interruptAsTheRanksStart() {
   // started not yet made its store: no step ran, there is no store to
   // merge, and the note says so.
   if (!step.match(out).hasMatch() && !QFile::exists(store)) {
-    QVERIFY2(out.contains("last steps: rank 0 not started, rank 1 not started") ||
+    QVERIFY2(out.contains("steps done: rank 0 not started, rank 1 not started") ||
                  out.contains("note: no rank store to merge into " + store),
              qPrintable(out));
     return;
@@ -450,7 +451,8 @@ void TestRunCli::secondInterruptKillsTheRanks() {
   QVERIFY2(err.contains("clusterscope: error: the run was cancelled: the ranks were killed on a "
                         "second interrupt"),
            qPrintable(err));
-  QVERIFY2(out.contains("the run was cancelled; last steps: rank 0 step"), qPrintable(out));
+  QVERIFY2(out.contains(QRegularExpression("the run was cancelled; steps done: \\d+ by rank 0")),
+           qPrintable(out));
   QCOMPARE(status_of(store), QString("cancelled"));
   // What the ranks had committed before they were killed: their steps.
   const Run info = run_cli({"trace", "info", store, "--json"});

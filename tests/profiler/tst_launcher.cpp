@@ -862,7 +862,7 @@ void TestLauncher::cancelStopsEveryRank() {
   QCOMPARE(r.outcome, Outcome::cancelled);
   QCOMPARE(stopping.load(), 1);
   QVERIFY(!r.failure);
-  QVERIFY2(QString::fromStdString(r.message).contains("rank 0 step"), r.message.c_str());
+  QVERIFY2(QString::fromStdString(r.message).contains(" by rank 0"), r.message.c_str());
   // Every rank said it had closed its store (before the job was ended).
   for (const RankStatus& s : r.ranks) {
     QCOMPARE(s.state, RankState::cancelled);
@@ -960,7 +960,7 @@ void TestLauncher::rankStoppedBeforeItStartedIsNamed() {
       "\\(SIGSTOP or a debugger\\)$");
   {
     const QString text = hung.get();
-    QVERIFY2(text.startsWith("no progress for 3 s; last steps: "), qPrintable(text));
+    QVERIFY2(text.startsWith("no progress for 3 s; steps done: "), qPrintable(text));
     QVERIFY2(text.contains("rank 1 not started"), qPrintable(text));
     QVERIFY2(named.match(text).hasMatch(), qPrintable(text));
   }
@@ -992,15 +992,18 @@ void TestLauncher::hungRunIsStopped() {
   QCOMPARE(r.outcome, Outcome::hung);
   {
     const QString text = hung.get();
-    QVERIFY2(text.startsWith("no progress for 1.5 s; last steps: rank 0 step "), qPrintable(text));
+    QVERIFY2(
+        text.contains(QRegularExpression("^no progress for 1.5 s; steps done: \\d+ by rank 0, ")),
+        qPrintable(text));
     // Which rank hangs the run: the one the system holds stopped.
     QVERIFY2(
         text.endsWith(QString("; rank 1 (pid %1) is stopped (SIGSTOP or a debugger)").arg(stopped)),
         qPrintable(text));
   }
-  // Steps counted from 1 in the message, as the progress lines count them.
+  // A count of the steps done (the timeline numbers them from 0, the progress
+  // lines from 1: a step's number read differently in each).
   QVERIFY2(QString::fromStdString(r.message).contains(
-               QString::fromStdString("rank 1 step " + std::to_string(r.ranks[1].step + 1))),
+               QString::fromStdString(std::to_string(r.ranks[1].step + 1) + " by rank 1")),
            r.message.c_str());
   QVERIFY2(QString::fromStdString(r.message).contains("rank 1 (pid") &&
                QString::fromStdString(r.message).contains("is stopped"),
