@@ -4,6 +4,7 @@
 #include <atomic>
 #include <bit>
 #include <cmath>
+#include <deque>
 #include <limits>
 #include <map>
 #include <mutex>
@@ -395,6 +396,8 @@ Result<RankAnalysis> analyze_rank_raw(const TraceReader& r, std::int32_t rank,
     std::int64_t events = 0;
     std::int64_t first = 0;
     std::int64_t last_end = kMinTime;
+    double queued_ns = 0;  // launched operations × their time waiting to start, inside the span
+    std::deque<std::int64_t> pending_starts;  // of the launched operations not started yet
     StreamIdle idle;
   };
   // One per device lane, in lanes.device's order: found by a short linear
@@ -472,6 +475,7 @@ Result<RankAnalysis> analyze_rank_raw(const TraceReader& r, std::int32_t rank,
     // half-open: a kernel that ends where it starts ran before it.
     const bool before = e.end < window_lo || (e.end == window_lo && e.start < e.end);
     if (before || e.start >= window_hi) continue;
+    const Launch* call = launch_of(*launch, e.correlation);
     {
       // This stream's gap before the event, and its busy time (events on one
       // CPU-engine lane may overlap: only what runs past the last end counts).
@@ -481,7 +485,6 @@ Result<RankAnalysis> analyze_rank_raw(const TraceReader& r, std::int32_t rank,
         st.first = e.start;
       } else if (e.start > st.last_end) {
         const std::int64_t gap = e.start - st.last_end;
-        const Launch* call = launch_of(*launch, e.correlation);
         if (call && call->start > st.last_end)
           st.idle.idle_host_wait_ns += gap;
         else if (gap < options.kernel_wait_ns)
@@ -492,12 +495,24 @@ Result<RankAnalysis> analyze_rank_raw(const TraceReader& r, std::int32_t rank,
       const std::int64_t from = first ? e.start : std::max(e.start, st.last_end);
       st.idle.busy_ns += std::max<std::int64_t>(0, e.end - from);
       st.last_end = std::max(st.last_end, e.end);
+      if (call) {
+        // Queued from its call's start to its own start. A stream runs its
+        // work in launch order, so the queue just after this call holds
+        // the launched operations that had not started by then.
+        ++st.idle.launched;
+        st.queued_ns += static_cast<double>(
+            std::max<std::int64_t>(0, e.start - std::max(call->start, st.first)));
+        st.pending_starts.push_back(e.start);
+        while (!st.pending_starts.empty() && st.pending_starts.front() <= call->start)
+          st.pending_starts.pop_front();
+        st.idle.queue_max =
+            std::max(st.idle.queue_max, static_cast<std::int64_t>(st.pending_starts.size()));
+      }
     }
     // Kernels (NCCL's are stored as collectives) and asynchronous copies and
     // sets, with the call that launched them, as HTA pairs them. A synchronous
     // cudaMemcpy or cudaMemset is left out: its call lasts the whole copy, so
     // it is no launch overhead and its "delay" would be minus the copy.
-    const Launch* call = launch_of(*launch, e.correlation);
     // A copy of a call not named *Async that starts while its call still
     // runs (a pageable host-to-device cudaMemcpy returns once its data is
     // staged, before the copy ends); a graph's copies carry
@@ -567,6 +582,8 @@ Result<RankAnalysis> analyze_rank_raw(const TraceReader& r, std::int32_t rank,
     idle.lane = lanes.device[i];
     idle.events = st.events;
     idle.span_ns = st.last_end - st.first;
+    if (st.idle.launched > 0 && idle.span_ns > 0)
+      idle.queue_mean = st.queued_ns / static_cast<double>(idle.span_ns);
     for (const LaneInfo& l : r.lanes())
       if (l.id == idle.lane) idle.name = l.name;
     out.streams.push_back(std::move(idle));

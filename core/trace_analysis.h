@@ -144,6 +144,13 @@ struct StreamIdle {
   std::int64_t idle_kernel_wait_ns = 0;
   std::int64_t idle_other_ns = 0;
   std::int64_t idle_ns() const { return idle_host_wait_ns + idle_kernel_wait_ns + idle_other_ns; }
+  // HTA's queue length: the operations launched on the stream (from their
+  // call's start) that have not started yet. Over its events with a
+  // launching call (0 without: the CPU engine, traces without runtime calls);
+  // the mean is the queue's time average over the stream's span.
+  std::int64_t launched = 0;
+  std::int64_t queue_max = 0;
+  double queue_mean = 0;
 };
 
 struct RankAnalysis {

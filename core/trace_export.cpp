@@ -1114,9 +1114,12 @@ Result<ExportReport> export_html_report(const TraceReader& reader, const RunAnal
          "host wait when the next event was launched after the stream's last one ended, kernel "
          "wait when shorter than "
       << AnalysisOptions{}.kernel_wait_ns
-      << " ns, other (waiting for another stream, or for data) the rest.</p>\n<table>\n"
+      << " ns, other (waiting for another stream, or for data) the rest. Its queue is the "
+         "operations launched on it that have not started yet (HTA's queue length), on average "
+         "over its span and at most: a deep queue means the host runs ahead.</p>\n<table>\n"
          "<tr><th>rank</th><th>stream</th><th>events</th><th>span ms</th><th>busy</th>"
-         "<th>idle</th><th>host wait</th><th>kernel wait</th><th>idle other</th></tr>\n";
+         "<th>idle</th><th>host wait</th><th>kernel wait</th><th>idle other</th>"
+         "<th>queue mean</th><th>queue max</th></tr>\n";
   for (const RankAnalysis& r : analysis.ranks) {
     for (const StreamIdle& st : r.streams) {
       const double span = static_cast<double>(st.span_ns);
@@ -1126,7 +1129,9 @@ Result<ExportReport> export_html_report(const TraceReader& reader, const RunAnal
           << pct(static_cast<double>(st.idle_ns()), span) << "</td><td class=n>"
           << pct(static_cast<double>(st.idle_host_wait_ns), span) << "</td><td class=n>"
           << pct(static_cast<double>(st.idle_kernel_wait_ns), span) << "</td><td class=n>"
-          << pct(static_cast<double>(st.idle_other_ns), span) << "</td></tr>\n";
+          << pct(static_cast<double>(st.idle_other_ns), span) << "</td><td class=n>"
+          << (st.launched > 0 ? format_fixed(st.queue_mean, 1) : "-") << "</td><td class=n>"
+          << (st.launched > 0 ? std::to_string(st.queue_max) : "-") << "</td></tr>\n";
     }
   }
   out << "</table>\n";

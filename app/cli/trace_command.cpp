@@ -369,7 +369,10 @@ void print_stats(const StatsOptions& o, Context& ctx, const std::unique_ptr<Trac
                            {"idle_ns", st.idle_ns()},
                            {"idle_host_wait_ns", st.idle_host_wait_ns},
                            {"idle_kernel_wait_ns", st.idle_kernel_wait_ns},
-                           {"idle_other_ns", st.idle_other_ns}});
+                           {"idle_other_ns", st.idle_other_ns},
+                           {"launched", st.launched},
+                           {"queue_max", st.launched > 0 ? json(st.queue_max) : json(nullptr)},
+                           {"queue_mean", st.launched > 0 ? json(st.queue_mean) : json(nullptr)}});
       ranks.push_back({{"rank", k.rank},
                        {"gpu", k.gpu},
                        {"total", breakdown_json(k.total)},
@@ -515,22 +518,26 @@ void print_stats(const StatsOptions& o, Context& ctx, const std::unique_ptr<Trac
     std::cout << "\nIdle time per stream (HTA's idle time breakdown; percentages of the stream's "
                  "span)\n";
     TextTable st({"rank", "stream", "events", "span ms", "busy", "idle", "host wait", "kernel wait",
-                  "idle other"});
-    for (std::size_t i : {0, 2, 3, 4, 5, 6, 7, 8})
+                  "idle other", "queue mean", "queue max"});
+    for (std::size_t i : {0, 2, 3, 4, 5, 6, 7, 8, 9, 10})
       st.right_align(i);
     for (const RankAnalysis& k : a.ranks) {
       for (const StreamIdle& s : k.streams) {
         st.add({std::to_string(k.rank), s.name, std::to_string(s.events), ms(s.span_ns),
                 pct(s.busy_ns, s.span_ns), pct(s.idle_ns(), s.span_ns),
                 pct(s.idle_host_wait_ns, s.span_ns), pct(s.idle_kernel_wait_ns, s.span_ns),
-                pct(s.idle_other_ns, s.span_ns)});
+                pct(s.idle_other_ns, s.span_ns),
+                s.launched > 0 ? format_fixed(s.queue_mean, 1) : "-",
+                s.launched > 0 ? std::to_string(s.queue_max) : "-"});
       }
     }
     st.print(std::cout);
     std::cout << "  a stream's idle time is the gaps between its own events: host wait when the "
                  "next one was launched after the last one ended, kernel wait when shorter than "
               << AnalysisOptions{}.kernel_wait_ns
-              << " ns, other (waiting for another stream, or for data) the rest\n";
+              << " ns, other (waiting for another stream, or for data) the rest; its queue: "
+                 "the operations launched on it that have not started (HTA's queue length), "
+                 "averaged over its span, and at most; a deep queue: the host runs ahead\n";
   }
 
   // HTA's kernel launch statistics, where runtime calls launched GPU work.
@@ -1138,8 +1145,8 @@ void register_trace(CLI::App& app, Context& ctx) {
   s->add_option("--cluster", stats->cluster,
                 "With --predict-again: the cluster preset to predict on");
   s->add_flag("--streams", stats->streams,
-              "Also each stream's idle time, by cause (HTA's idle time breakdown; always in the "
-              "JSON)");
+              "Also each stream's idle time by cause and its queue of launched operations (HTA's "
+              "idle time breakdown and queue length; always in the JSON)");
   add_json_flag(*s, stats->json);
   s->callback([stats, &ctx] { run_stats(*stats, ctx); });
 

@@ -379,7 +379,8 @@ RunView::RunView(QWidget* parent) : QWidget(parent) {
   stream_table_->setToolTip(
       tr("Each stream's idle time: the gaps between its own events. Host wait: the next one was "
          "launched after the last one ended; kernel wait: a gap shorter than 30 ns; other: "
-         "waiting for another stream, or for data."));
+         "waiting for another stream, or for data. Queue: the operations launched on it that "
+         "have not started yet (HTA's queue length), on average over its span and at most."));
   tabs_->addTab(stream_table_, tr("Streams"));
 
   // Kernels and communication: a filter above both, instances below.
@@ -1003,9 +1004,10 @@ void RunView::showAnalysis() {
   rank_table_->resizeColumnsToContents();
 
   // Streams: each one's idle time by cause (HTA's idle time breakdown).
-  const QStringList stream_columns = {tr("rank"),      tr("stream"),      tr("events"),
-                                      tr("span"),      tr("busy"),        tr("idle %"),
-                                      tr("host wait"), tr("kernel wait"), tr("other idle")};
+  const QStringList stream_columns = {tr("rank"),       tr("stream"),      tr("events"),
+                                      tr("span"),       tr("busy"),        tr("idle %"),
+                                      tr("host wait"),  tr("kernel wait"), tr("other idle"),
+                                      tr("queue mean"), tr("queue max")};
   stream_table_->clear();
   stream_table_->setColumnCount(int(stream_columns.size()));
   stream_table_->setHorizontalHeaderLabels(stream_columns);
@@ -1027,7 +1029,9 @@ void RunView::showAnalysis() {
               : tr("—"),
           ns(st.idle_host_wait_ns),
           ns(st.idle_kernel_wait_ns),
-          ns(st.idle_other_ns)};
+          ns(st.idle_other_ns),
+          st.launched > 0 ? QString::number(st.queue_mean, 'f', 1) : tr("—"),
+          st.launched > 0 ? QString::number(st.queue_max) : tr("—")};
       for (int c = 0; c < int(values.size()); ++c)
         stream_table_->setItem(stream_row, c, tableCell(values[c]));
       ++stream_row;

@@ -281,6 +281,11 @@ void TestTraceCli::importInfoStats() {
   QCOMPARE(s7["idle_host_wait_ns"].toDouble(), 397917000.0);
   QCOMPARE(s7["idle_kernel_wait_ns"].toDouble(), 0.0);
   QCOMPARE(s7["idle_other_ns"].toDouble(), 602100000.0);
+  // Its queue (HTA's queue length): 80 operations at most, 16.1 on average.
+  QCOMPARE(s7["launched"].toInt(), 1052);
+  QCOMPARE(s7["queue_max"].toInt(), 80);
+  QVERIFY2(std::abs(s7["queue_mean"].toDouble() - 16.1027628259) < 1e-9,
+           qPrintable(QString::number(s7["queue_mean"].toDouble(), 'g', 12)));
   const QJsonObject s84 = stream(1, "GPU 1 stream 84");
   QCOMPARE(s84["events"].toInt(), 8);
   QCOMPARE(s84["busy_ns"].toDouble(), 274146000.0);
@@ -301,7 +306,7 @@ void TestTraceCli::importInfoStats() {
   const Run streams = run_cli({"trace", "stats", store, "--streams", "--top", "0"});
   QVERIFY2(streams.out.contains("Idle time per stream") &&
                streams.out.contains("   0  GPU 0 stream 7      1052  1202.935  16.9%  83.1%      "
-                                    "33.1%         0.0%       50.1%"),
+                                    "33.1%         0.0%       50.1%        16.1         80"),
            qPrintable(streams.out));
 
   const Run text = run_cli({"trace", "stats", store});

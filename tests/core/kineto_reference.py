@@ -18,7 +18,9 @@ decimal text to integer nanoseconds exactly.
 Idle time per stream (HTA's get_idle_time_breakdown): each stream's GPU
 events by start; the gap before each (its start less the latest end before
 it on the stream) is host wait, kernel wait or other as above, with the
-stream's previous end for the gap's beginning.
+stream's previous end for the gap's beginning. Its queue length (HTA's
+get_queue_length_time_series): +1 at each launching call's start, -1 at its
+GPU event's start; the maximum, and the time average over the stream's span.
 
 Launch statistics (HTA's get_cuda_kernel_launch_stats): each kernel, and
 each copy or set whose call is asynchronous (its name has "Async", as
@@ -133,10 +135,28 @@ def analyse(path):
                 else:
                     idle["other"] += gap
             last_end = max(last_end, e)
+        # HTA's queue length: +1 at each launching call's start, -1 at its
+        # operation's start (a start before a call at the same time).
+        changes = sorted(
+            [(launches[g[3]], 1) for g in events if g[3] and g[3] in launches]
+            + [(g[0], -1) for g in events if g[3] and g[3] in launches]
+        )
+        queue = queue_max = 0
+        area = 0
+        first, prev = events[0][0], None
+        for t, d in changes:
+            if prev is not None and t > first:
+                area += queue * (t - max(prev, first))
+            queue += d
+            queue_max = max(queue_max, queue)
+            prev = t
         streams[stream] = dict(
             events=len(events),
             span=last_end - events[0][0],
             busy=length(union([(g[0], g[1]) for g in events])),
+            launched=sum(1 for g in events if g[3] and g[3] in launches),
+            queue_max=queue_max,
+            queue_mean=area / (last_end - first) if last_end > first else 0,
             **idle,
         )
 

@@ -188,6 +188,12 @@ void TestTraceAnalysis::workedExample() {
   QCOMPARE(s7.idle_kernel_wait_ns, 10);
   QCOMPARE(s7.idle_other_ns, 900);
   QCOMPARE(s7.busy_ns + s7.idle_ns(), s7.span_ns);
+  // Its queue (HTA's queue length): 2 at most, after the call at 3200 (the
+  // copy launched at 100 waits from 100 to 4010); over the span [1000, 6200)
+  // 1 for 2200 ns, 2 for 300, 1 for 510 and 1 for 600: 3910 / 5200.
+  QCOMPARE(s7.launched, 4);
+  QCOMPARE(s7.queue_max, 2);
+  QCOMPARE(s7.queue_mean, 3910.0 / 5200);
   const StreamIdle& s13 = a->streams[1];
   QCOMPARE(QString::fromStdString(s13.name), QString("stream 13"));
   QCOMPARE(s13.events, 2);
@@ -195,6 +201,9 @@ void TestTraceAnalysis::workedExample() {
   QCOMPARE(s13.busy_ns, 2000);
   QCOMPARE(s13.idle_host_wait_ns + s13.idle_kernel_wait_ns, 0);
   QCOMPARE(s13.idle_other_ns, 2500);
+  QCOMPARE(s13.launched, 1);  // the gemm at 5500 was launched by no call
+  QCOMPARE(s13.queue_max, 1);
+  QCOMPARE(s13.queue_mean, 0.0);  // queued before its span began only
 }
 
 void TestTraceAnalysis::perStep() {
@@ -315,6 +324,7 @@ void TestTraceAnalysis::cpuEngineLanes() {
   QCOMPARE(a->streams[0].events, 2);
   QCOMPARE(a->streams[0].busy_ns, 5000);
   QCOMPARE(a->streams[0].idle_other_ns, 4000);
+  QCOMPARE(a->streams[0].launched, 0);  // no launching calls: no queue
 }
 
 void TestTraceAnalysis::timeWindow() {

@@ -936,7 +936,9 @@ void TestTraceExport::htmlReportIsSelfContained() {
   // Each stream's idle time: rank 0's stream 7 idles 83.1% of its span.
   QVERIFY(text.contains("<h2>Idle time per stream</h2>"));
   QVERIFY2(text.contains("<tr><td class=n>0</td><td>GPU 0 stream 7</td><td class=n>1052</td>"
-                         "<td class=n>1202.935</td><td class=n>16.9%</td><td class=n>83.1%</td>"),
+                         "<td class=n>1202.935</td><td class=n>16.9%</td><td class=n>83.1%</td>"
+                         "<td class=n>33.1%</td><td class=n>0.0%</td><td class=n>50.1%</td>"
+                         "<td class=n>16.1</td><td class=n>80</td></tr>"),
            qPrintable(text));
   // The breakdown's memory column is exposed memory, and each step's columns
   // add up to its time: rank 1's step 552 lacked its 2.435 ms of exposed

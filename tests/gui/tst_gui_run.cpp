@@ -643,6 +643,8 @@ void TestGuiRun::navigatesAsNsightDoes() {
   QCOMPARE(streams->item(0, 1)->text(), QStringLiteral("GPU 0 stream 7"));
   QCOMPARE(streams->item(0, 2)->text(), QStringLiteral("1052"));
   QCOMPARE(streams->item(0, 5)->text(), QStringLiteral("83.1"));
+  QCOMPARE(streams->item(0, 9)->text(), QStringLiteral("16.1"));  // queue mean
+  QCOMPARE(streams->item(0, 10)->text(), QStringLiteral("80"));   // queue max
 
   // A click selects what the tooltip names, at the whole run's zoom where
   // the GPU lanes are mostly folds.
