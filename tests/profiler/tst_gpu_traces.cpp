@@ -65,6 +65,8 @@ class TestGpuTraces : public QObject {
   void kernelsHaveTheirLaunches_data() { stores_data(); }
   void streamsAreOrdered();
   void streamsAreOrdered_data() { stores_data(); }
+  void hostRunsAheadOfTheStream();
+  void hostRunsAheadOfTheStream_data() { stores_data(); }
   void gemmRatesMatchTheSweep();
   void lossFallsAndStepsAreRecorded();
   void summaryFigures();
@@ -138,6 +140,28 @@ void TestGpuTraces::streamsAreOrdered() {
     QVERIFY2(overlaps * 100 < kernels, qPrintable(QString("%1 overlaps in %2 kernels").arg(overlaps).arg(kernels)));
   }
   QVERIFY(streams >= 1);
+}
+
+// Each stream's idle time and queue (HTA's): every operation on it was
+// launched by a call, its idle and busy time make up its span, and the
+// engine's host, launching asynchronously, runs ahead of the GPU: kernels
+// queue on the stream (310 at most in the bf16 run).
+void TestGpuTraces::hostRunsAheadOfTheStream() {
+  QFETCH(QString, store);
+  QTemporaryDir dir;
+  auto r = open_copy(dir, store);
+  auto a = trace::analyze_rank(*r, r->ranks().front().rank);
+  QVERIFY2(a, a ? "" : a.message().c_str());
+  QVERIFY(!a->streams.empty());
+  for (const trace::StreamIdle& s : a->streams) {
+    QCOMPARE(s.launched, s.events);
+    QCOMPARE(s.busy_ns + s.idle_ns(), s.span_ns);
+    QVERIFY2(s.queue_max >= 10 && s.queue_mean > 1,
+             qPrintable(QString("%1: queue at most %2, %3 on average")
+                            .arg(QString::fromStdString(s.name))
+                            .arg(s.queue_max)
+                            .arg(s.queue_mean)));
+  }
 }
 
 // The GEMMs of a training step, timed on the GPU through their kernels, run
