@@ -216,6 +216,7 @@ struct CollectiveKey {
 // and the straggler search.
 struct RankRaw {
   std::unordered_map<std::uint32_t, NameStats> kernels;
+  std::unordered_map<std::uint32_t, NameStats> api_calls;  // runtime and driver calls, by name
   std::map<CollectiveKey, std::vector<std::int64_t>> collectives;
   // Start times of communication (not point-to-point), by collective type
   // (bit 40 set) or name id.
@@ -324,8 +325,12 @@ struct Launch {
   }
 };
 
-// The rank's calls with a correlation id, by id (the earliest first).
-Result<std::vector<Launch>> launches(const TraceReader& r, const RankLanes& lanes) {
+// The rank's calls with a correlation id, by id (the earliest first); the
+// durations of its runtime and driver calls in [window_lo, window_hi) (as
+// the kernel table's window) go to `api_calls`, by name.
+Result<std::vector<Launch>> launches(const TraceReader& r, const RankLanes& lanes,
+                                     std::int64_t window_lo, std::int64_t window_hi,
+                                     std::unordered_map<std::uint32_t, NameStats>& api_calls) {
   std::vector<Launch> out;
   if (lanes.host.empty() || !lanes.gpu) return out;
   auto scan = r.impl().scan(lanes.host, kMinTime, kMaxTime, store::ScanColumns::light);
@@ -333,6 +338,15 @@ Result<std::vector<Launch>> launches(const TraceReader& r, const RankLanes& lane
   store::ScanRow row;
   std::unordered_map<std::uint32_t, bool> asynchronous;  // by name id
   while ((*scan)->next(row)) {
+    if (row.kind == EventKind::api_call) {
+      const bool before = row.end < window_lo || (row.end == window_lo && row.start < row.end);
+      if (!before && row.start < window_hi) {
+        NameStats& call = api_calls[row.name];
+        call.kind = row.kind;
+        call.category = row.category;
+        call.durations.push_back(row.end - row.start);
+      }
+    }
     if ((row.kind != EventKind::api_call && row.kind != EventKind::sync) || row.correlation == 0)
       continue;
     auto [it, added] = asynchronous.try_emplace(row.name, false);
@@ -380,10 +394,6 @@ Result<RankAnalysis> analyze_rank_raw(const TraceReader& r, std::int32_t rank,
       });
     }
   }
-  auto launch = launches(r, lanes);
-  if (!launch) return launch.error();
-  const int world = r.world_size();
-
   // Elementary intervals go straight to the accumulators; the device span
   // (first start to last end of device work) is known only at the end, and
   // no interval lies outside it.
@@ -392,6 +402,9 @@ Result<RankAnalysis> analyze_rank_raw(const TraceReader& r, std::int32_t rank,
   Sweep sweep(window_lo, window_hi, windows);
   RankRaw local;
   RankRaw& sink = raw ? *raw : local;
+  auto launch = launches(r, lanes, window_lo, window_hi, sink.api_calls);
+  if (!launch) return launch.error();
+  const int world = r.world_size();
   struct StreamState {
     std::int64_t events = 0;
     std::int64_t first = 0;
@@ -964,12 +977,13 @@ Result<RunAnalysis> analyze_run(const TraceReader& reader, const AnalysisOptions
   for (auto& r : results)
     run.ranks.push_back(std::move(*r));
 
-  std::unordered_map<std::uint32_t, NameStats> kernels;
+  std::unordered_map<std::uint32_t, NameStats> kernels, api_calls;
   CollectiveDurations collectives;
   const CollectiveDurations transfer = transfer_durations(raws);
-  for (RankRaw& raw : raws) {
-    for (auto& [name, stats] : raw.kernels) {
-      NameStats& k = kernels[name];
+  auto gather = [](std::unordered_map<std::uint32_t, NameStats>& from,
+                   std::unordered_map<std::uint32_t, NameStats>& into) {
+    for (auto& [name, stats] : from) {
+      NameStats& k = into[name];
       if (k.durations.empty()) {
         k.kind = stats.kind;
         k.category = stats.category;
@@ -977,12 +991,17 @@ Result<RunAnalysis> analyze_run(const TraceReader& reader, const AnalysisOptions
       k.durations.insert(k.durations.end(), stats.durations.begin(), stats.durations.end());
       std::vector<std::int64_t>().swap(stats.durations);
     }
+  };
+  for (RankRaw& raw : raws) {
+    gather(raw.kernels, kernels);
+    gather(raw.api_calls, api_calls);
     for (auto& [key, durations] : raw.collectives) {
       auto& all = collectives[key];
       all.insert(all.end(), durations.begin(), durations.end());
     }
   }
   run.kernels = kernel_stats(reader, kernels);
+  run.api_calls = kernel_stats(reader, api_calls);
   run.collectives = collective_stats(reader, collectives, transfer);
   run.stragglers = stragglers_from(run.ranks, raws, options);
   auto prediction = compare_with_prediction(reader, run.ranks, options.prediction);

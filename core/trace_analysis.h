@@ -323,6 +323,9 @@ struct RunAnalysis {
   std::vector<RankAnalysis> ranks;
   std::vector<KernelStats> kernels;          // all ranks together
   std::vector<CollectiveStats> collectives;  // all ranks together
+  // The CUDA runtime and driver calls of all ranks, by name and total time
+  // (Nsight Systems' cuda_api_sum); share: of all calls' time.
+  std::vector<KernelStats> api_calls;
   StragglerReport stragglers;
   std::optional<PredictionComparison> prediction;
   // A damaged page met while reading (TraceReader::damage's message): the

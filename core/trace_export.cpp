@@ -1268,6 +1268,25 @@ Result<ExportReport> export_html_report(const TraceReader& reader, const RunAnal
   }
   out << "</table>\n";
 
+  if (!analysis.api_calls.empty()) {
+    out << "<h2>CUDA API calls</h2>\n<p class=note>The runtime and driver calls of all ranks by "
+           "name, as Nsight Systems' cuda_api_sum sums them; share: of all calls' time.</p>\n"
+           "<table>\n<tr><th>name</th><th>count</th><th>total ms</th><th>mean us</th>"
+           "<th>median us</th><th>min us</th><th>max us</th><th>share</th></tr>\n";
+    shown = 0;
+    for (const KernelStats& c : analysis.api_calls) {
+      if (shown++ == 25) break;
+      out << "<tr><td><code>" << html(c.name) << "</code></td><td class=n>" << c.count
+          << "</td><td class=n>" << ms(c.total_ns) << "</td><td class=n>"
+          << format_fixed(c.mean_ns / 1e3, 2) << "</td><td class=n>"
+          << format_fixed(c.median_ns / 1e3, 2) << "</td><td class=n>"
+          << format_fixed(static_cast<double>(c.min_ns) / 1e3, 2) << "</td><td class=n>"
+          << format_fixed(static_cast<double>(c.max_ns) / 1e3, 2) << "</td><td class=n>"
+          << format_fixed(c.share * 100, 1) << "%</td></tr>\n";
+    }
+    out << "</table>\n";
+  }
+
   if (!analysis.collectives.empty()) {
     out << "<h2>Collectives</h2>\n<p class=note>Bandwidths by the nccl-tests formulas: algbw = "
            "size / mean time; busbw = algbw &times; 2(n&minus;1)/n for all-reduce, (n&minus;1)/n "

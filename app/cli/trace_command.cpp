@@ -419,11 +419,21 @@ void print_stats(const StatsOptions& o, Context& ctx, const std::unique_ptr<Trac
                             {"straggler", s.straggler},
                             {"reason", s.reason}});
     }
-    json out = {{"path", r->path()},
-                {"status", r->state().status},
-                {"ranks", ranks},
-                {"kernels", kernels},
-                {"collectives", collectives},
+    json api_calls = json::array();
+    for (std::size_t i = 0; i < a.api_calls.size() && i < top; ++i) {
+      const KernelStats& c = a.api_calls[i];
+      api_calls.push_back({{"name", c.name},
+                           {"count", c.count},
+                           {"total_ns", c.total_ns},
+                           {"mean_ns", c.mean_ns},
+                           {"median_ns", c.median_ns},
+                           {"min_ns", c.min_ns},
+                           {"max_ns", c.max_ns},
+                           {"share", c.share}});
+    }
+    json out = {{"path", r->path()},       {"status", r->state().status},
+                {"ranks", ranks},          {"kernels", kernels},
+                {"api_calls", api_calls},  {"collectives", collectives},
                 {"stragglers", stragglers}};
     if (a.prediction) {
       auto rows = [](const std::vector<PredictedVsMeasured>& list) {
@@ -588,6 +598,20 @@ void print_stats(const StatsOptions& o, Context& ctx, const std::unique_ptr<Trac
              format_fixed(s.median_ns / 1e3, 2), format_fixed(s.share * 100, 1) + "%"});
     }
     k.print(std::cout);
+  }
+  if (!a.api_calls.empty() && top > 0) {
+    std::cout << "\nCUDA API calls (all ranks; as Nsight Systems' cuda_api_sum)\n";
+    TextTable c({"name", "count", "total ms", "mean us", "median us", "min us", "max us", "share"});
+    for (std::size_t i = 1; i < 8; ++i)
+      c.right_align(i);
+    auto us = [](double ns_value) { return format_fixed(ns_value / 1e3, 2); };
+    for (std::size_t i = 0; i < a.api_calls.size() && i < top; ++i) {
+      const KernelStats& s = a.api_calls[i];
+      c.add({shorten_kernel(s.name, 60), std::to_string(s.count), ms(s.total_ns), us(s.mean_ns),
+             us(s.median_ns), us(static_cast<double>(s.min_ns)), us(static_cast<double>(s.max_ns)),
+             format_fixed(s.share * 100, 1) + "%"});
+    }
+    c.print(std::cout);
   }
   if (!a.collectives.empty() && top > 0) {
     std::cout << "\nCollectives (nccl-tests bandwidths)\n";

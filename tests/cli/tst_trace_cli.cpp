@@ -62,6 +62,7 @@ class TestTraceCli : public QObject {
  private slots:
   void importInfoStats();
   void launchStatisticsAreKernelLaunches();
+  void apiCallsAsNsightSumsThem();
   void rankWithoutDeviceWorkSaysSo();
   void controlCharactersInNamesAreEscaped();
   void wideAndLongNamesKeepTheColumns();
@@ -333,6 +334,67 @@ void TestTraceCli::importInfoStats() {
   QVERIFY2(row1->contains(" 0.4% ") && !row1->contains("1.3%"), qPrintable(*row1));
 }
 
+// The CUDA API calls by name and total time, as Nsight Systems' cuda_api_sum
+// report sums them: the same counts, totals, least and longest as SQL over
+// the export's own CUPTI_ACTIVITY_KIND_RUNTIME table.
+void TestTraceCli::apiCallsAsNsightSumsThem() {
+  QTemporaryDir dir;
+  const QString nsys = kData + "nsys/saxpy-mpi-cuda.sqlite";
+  const QString store = dir.filePath("saxpy.cstrace");
+  QCOMPARE(run_cli({"trace", "import", nsys, "-o", store}).exit_code, 0);
+  const Run stats = run_cli({"trace", "stats", store, "--json", "--top", "100"});
+  QVERIFY2(stats.exit_code == 0, qPrintable(stats.err));
+  const QJsonArray calls = json_of(stats)["api_calls"].toArray();
+
+  sqlite3* db = nullptr;
+  QCOMPARE(sqlite3_open_v2(nsys.toUtf8().constData(), &db, SQLITE_OPEN_READONLY, nullptr),
+           SQLITE_OK);
+  sqlite3_stmt* stmt = nullptr;
+  QCOMPARE(
+      sqlite3_prepare_v2(db,
+                         "SELECT s.value, count(*), sum(r.end - r.start), min(r.end - r.start), "
+                         "max(r.end - r.start) FROM CUPTI_ACTIVITY_KIND_RUNTIME r JOIN "
+                         "StringIds s ON s.id = r.nameId GROUP BY s.value ORDER BY 3 DESC",
+                         -1, &stmt, nullptr),
+      SQLITE_OK);
+  int row = 0;
+  double total = 0;
+  for (const QJsonValue& v : calls)
+    total += v.toObject()["total_ns"].toDouble();
+  while (sqlite3_step(stmt) == SQLITE_ROW) {
+    QVERIFY2(row < calls.size(), "a call name of the export is missing");
+    const QJsonObject c = calls[row++].toObject();
+    QCOMPARE(c["name"].toString(),
+             QString::fromUtf8(reinterpret_cast<const char*>(sqlite3_column_text(stmt, 0))));
+    QCOMPARE(c["count"].toInteger(), sqlite3_column_int64(stmt, 1));
+    QCOMPARE(c["total_ns"].toInteger(), sqlite3_column_int64(stmt, 2));
+    QCOMPARE(c["min_ns"].toInteger(), sqlite3_column_int64(stmt, 3));
+    QCOMPARE(c["max_ns"].toInteger(), sqlite3_column_int64(stmt, 4));
+    QCOMPARE(c["share"].toDouble(), c["total_ns"].toDouble() / total);
+  }
+  sqlite3_finalize(stmt);
+  sqlite3_close(db);
+  QCOMPARE(row, calls.size());
+  QCOMPARE(calls[0].toObject()["name"].toString(), QString("cudaMemcpy"));  // 374.3 ms of 15 calls
+
+  const Run text = run_cli({"trace", "stats", store});
+  QVERIFY2(text.out.contains("CUDA API calls (all ranks; as Nsight Systems' cuda_api_sum)") &&
+               text.out.contains(QRegularExpression("\\ncudaLaunchKernel +5 +0\\.163 ")),
+           qPrintable(text.out));
+  // A trace of no runtime calls has no such table.
+  QFile f(dir.filePath("kernels.json"));
+  QVERIFY(f.open(QIODevice::WriteOnly));
+  f.write(R"({"traceEvents":[
+    {"ph":"X","cat":"kernel","name":"k","pid":0,"tid":7,"ts":10,"dur":5}],
+    "distributedInfo":{"rank":0}})");
+  f.close();
+  const QString kernels = dir.filePath("kernels.cstrace");
+  QCOMPARE(run_cli({"trace", "import", dir.filePath("kernels.json"), "-o", kernels}).exit_code, 0);
+  QCOMPARE(json_of(run_cli({"trace", "stats", kernels, "--json"}))["api_calls"].toArray().size(),
+           0);
+  QVERIFY(!run_cli({"trace", "stats", kernels}).out.contains("CUDA API"));
+}
+
 // HTA's launch statistics count kernel launches. The Nsight export's 15
 // copies are synchronous cudaMemcpy calls, each lasting its whole copy: they
 // were counted as launches too (20, a median delay of -18468 us, 75% of
@@ -373,6 +435,11 @@ void TestTraceCli::launchStatisticsAreKernelLaunches() {
       report.contains("15 synchronous copies and memsets (cudaMemcpy, cudaMemset) are left "
                       "out"));
   QVERIFY(report.contains("<tr><td class=n>0</td><td class=n>5</td><td class=n>31.9</td>"));
+  // The API calls as Nsight sums them: 15 cudaMemcpy calls, 374.344 ms.
+  QVERIFY2(report.contains("<h2>CUDA API calls</h2>") &&
+               report.contains("<tr><td><code>cudaMemcpy</code></td><td class=n>15</td><td "
+                               "class=n>374.344</td>"),
+           report.constData());
 }
 
 // Two real ranks of one job, imported as two runs and compared: the figures
