@@ -12,6 +12,8 @@
 #include <optional>
 #include <set>
 
+#include "core/text_file.h"
+
 namespace cs {
 
 void Diagnostics::add(std::string pointer, std::string message) {
@@ -308,6 +310,10 @@ std::string json_error_text(const nlohmann::json::exception& e) {
 Result<nlohmann::json> read_json_file(const std::string& path) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) return Error{path + ": is a folder, not a JSON file"};
+  // A device reads forever (/dev/zero: 512 MiB read into memory, 1 GB, before
+  // the bound refused it).
+  if (const std::string device = device_kind(path); !device.empty())
+    return Error{path + ": is " + device + ", not a JSON file: save the document to a file"};
   std::ifstream in(path, std::ios::binary);
   if (!in) return Error{path + ": cannot open file: " + std::strerror(errno)};
   return read_json_stream(in, path);

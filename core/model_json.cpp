@@ -865,11 +865,15 @@ Result<std::vector<DocumentKind>> validate_json(const json& document, const std:
   const json* j = &document;
   std::vector<DocumentKind> kinds;
   std::string errors;
+  // The first documents' problems, then a count: a list of millions of
+  // invalid entries printed each one (20 GB for a 120 MB file).
+  constexpr std::size_t kDocumentsReported = 20;
+  std::size_t invalid = 0;
   auto check = [&](const json& doc, const std::string& root) {
     auto parsed = read_any(doc, path, catalog, root);
     if (parsed) {
       kinds.push_back(static_cast<DocumentKind>(parsed->index()));
-    } else {
+    } else if (++invalid <= kDocumentsReported) {
       if (!errors.empty()) errors += '\n';
       errors += parsed.message();
     }
@@ -879,6 +883,11 @@ Result<std::vector<DocumentKind>> validate_json(const json& document, const std:
     for (std::size_t i = 0; i < j->size(); ++i) check((*j)[i], "/" + std::to_string(i));
   } else {
     check(*j, {});
+  }
+  if (invalid > kDocumentsReported) {
+    errors += "\n" + path + ": ... and " + std::to_string(invalid - kDocumentsReported) +
+              " more invalid documents of the list (" + std::to_string(invalid) + " of " +
+              std::to_string(j->size()) + ")";
   }
   if (!errors.empty()) return Error{errors};
   return kinds;

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "core/file_exists.h"
+#include "core/text_file.h"
 #include "core/trace_store_internal.h"
 #include "core/utf8.h"
 
@@ -861,6 +862,35 @@ std::string not_a_store_there(const std::string& path) {
   return "another program's SQLite database";
 }
 
+// The process (host:pid) still writing the trace store at `path`; empty when
+// none is (or it is no store).
+std::string live_writer_of(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec) || !is_sqlite_file(path)) return {};
+  auto db = sql::Database::open(path, SQLITE_OPEN_READONLY);
+  if (!db) return {};
+  auto id = db->prepare("PRAGMA application_id");
+  if (!id || id->step() != SQLITE_ROW || id->int64_at(0) != kApplicationId) return {};
+  auto meta = db->prepare("SELECT key, value FROM meta WHERE key IN ('status', 'writer')");
+  if (!meta) return {};
+  std::string status, writer;
+  while (meta->step() == SQLITE_ROW) {
+    if (meta->text_at(0) == "status") status = meta->text_at(1);
+    if (meta->text_at(0) == "writer") writer = meta->text_at(1);
+  }
+  if (status != "writing" || !store::process_alive(writer)) return {};
+  if (const auto last = writer.rfind(':'); last != std::string::npos) writer.resize(last);
+  return writer;  // "host:pid:start" -> "host:pid"
+}
+
+// What a non-regular file at `path` is, for people; empty for a regular file,
+// a folder, or nothing there.
+std::string special_file_kind(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_fifo(path, ec)) return "a named pipe";
+  return device_kind(path);
+}
+
 }  // namespace
 
 Status check_store_path(const std::string& path) {
@@ -868,6 +898,16 @@ Status check_store_path(const std::string& path) {
   if (std::filesystem::is_directory(path, ec))
     return Error{path + ": is a folder; give the store's file name (for example " +
                  (std::filesystem::path(path) / "run.db").string() + ")"};
+  // Replaced, a device (root's /dev/null) or a pipe would be gone for every
+  // other program.
+  if (const std::string kind = special_file_kind(path); !kind.empty())
+    return Error{path + ": is " + kind +
+                 "; a trace store replaces only an earlier store: " + "give a file name"};
+  // Replaced under its writer, a live store (another run's rank store) loses
+  // what that run records from then on, and the run reads another's rows.
+  if (const std::string writer = live_writer_of(path); !writer.empty())
+    return Error{path + ": is a trace store that process " + writer +
+                 " is still writing: wait for it to end, or give another name"};
   // A store replaces an earlier store (a run again), never another file: a
   // plan given as --out, a text file, an Nsight Systems export.
   if (const std::string what = not_a_store_there(path); !what.empty()) {

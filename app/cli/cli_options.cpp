@@ -7,6 +7,8 @@
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "app/cli/context.h"
 #include "core/json_reader.h"
@@ -82,8 +84,11 @@ int samples_per_step(const ParallelPlan& p) {
 // (read_json_file) rather than "unknown preset".
 bool looks_like_file(const std::string& argument) {
   std::error_code ec;
+  // No preset name has a '/': a path that is there is read (a device or a
+  // pipe said "unknown preset").
   return argument == "-" || std::filesystem::is_regular_file(argument, ec) ||
          std::filesystem::is_directory(argument, ec) ||
+         (argument.find('/') != std::string::npos && std::filesystem::exists(argument, ec)) ||
          (argument.size() > 5 && argument.ends_with(".json"));
 }
 
@@ -92,7 +97,14 @@ std::string document_name(const std::string& source) {
 }
 
 Result<nlohmann::json> read_document(const std::string& source, const std::string& flag) {
-  if (source != "-") return read_json_file(source);
+  if (source != "-") {
+    // A named pipe waits for a program to write to it: say so, not hang mute.
+    std::error_code ec;
+    if (std::filesystem::is_fifo(source, ec))
+      std::cerr << "clusterscope: " << flag << ": reading " << source
+                << ", a named pipe: waiting for a program to write to it (Ctrl-C to stop)\n";
+    return read_json_file(source);
+  }
   // One process, one command: the flag that took standard input first.
   static std::string taken_by;
   if (!taken_by.empty()) {
@@ -100,6 +112,10 @@ Result<nlohmann::json> read_document(const std::string& source, const std::strin
                      " already, and it can be read once");
   }
   taken_by = flag;
+  // A terminal is typed into; any other device (< /dev/zero) reads forever.
+  struct stat in {};
+  if (::fstat(STDIN_FILENO, &in) == 0 && S_ISCHR(in.st_mode) && !::isatty(STDIN_FILENO))
+    return Error{flag + " -: standard input is a device, not a JSON document: give a file"};
   return read_json_stream(std::cin, document_name(source));
 }
 

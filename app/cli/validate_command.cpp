@@ -36,13 +36,22 @@ std::string plan_problems(const nlohmann::json& document, const std::string& fil
     plans.emplace_back("", &document);
   }
   std::string text;
+  // The first plans' problems, then a count (as validate_json counts).
+  constexpr int kPlansReported = 20;
+  int refused = 0;
   for (const auto& [pointer, j] : plans) {
     auto kind = detect_kind(*j, file);
     if (!kind || *kind != DocumentKind::plan) continue;
     auto plan = plan_from_json(*j, file, &catalog, ParallelRules::leave_to_caller);
     if (!plan) continue;  // validate_file said why
-    for (const Problem& p : plan::check_plan(*plan))
+    const std::vector<Problem> problems = plan::check_plan(*plan);
+    if (problems.empty() || ++refused > kPlansReported) continue;
+    for (const Problem& p : problems)
       text += (text.empty() ? "" : "\n") + file + ": " + pointer + p.pointer + ": " + p.message;
+  }
+  if (refused > kPlansReported) {
+    text += "\n" + file + ": ... and " + std::to_string(refused - kPlansReported) +
+            " more plans the planner refuses";
   }
   return text;
 }

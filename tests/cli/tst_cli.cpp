@@ -405,13 +405,31 @@ void TestCli::outputThatCannotBeWrittenFails() {
            "no error for a full disk");
 }
 
-// A device that never ends, and a file with a NUL byte in it (whatever
-// followed the NUL went unread and the file passed as valid).
+// A device that never ends (it was read to 512 MiB, a gigabyte of memory,
+// before it was refused; given as --cluster, it was "an unknown preset"),
+// and a file with a NUL byte in it (whatever followed the NUL went unread
+// and the file passed as valid).
 void TestCli::endlessOrBinaryJsonIsRefused() {
   Run r = run_cli({"validate", "/dev/zero"});
   QCOMPARE(r.exit_code, 1);
-  QVERIFY2(r.err.contains("/dev/zero: more than 512 MiB: not a JSON document"), qPrintable(r.err));
+  QVERIFY2(r.err.contains("/dev/zero: is a character device, not a JSON file"), qPrintable(r.err));
+  r = run_cli({"plan", "--cluster", "/dev/zero", "--model", "gpt2-small"});
+  QCOMPARE(r.exit_code, 1);
+  QVERIFY2(r.err.contains("/dev/zero: is a character device, not a JSON file"), qPrintable(r.err));
   QTemporaryDir dir;
+  // A list of a million entries that are no documents: the first twenty
+  // problems and a count (each was printed: gigabytes for a large file).
+  QByteArray many = "[";
+  for (int i = 0; i < 1000000; ++i)
+    many += "1,";
+  many += "1]";
+  const QString list = write_file(dir, "many.json", many);
+  r = run_cli({"validate", list});
+  QCOMPARE(r.exit_code, 1);
+  QCOMPARE(r.err.count(": must be an object"), 20);
+  QVERIFY2(r.err.contains(list + ": ... and 999981 more invalid documents of the list (1000001 "
+                                 "of 1000001)"),
+           qPrintable(r.err.right(500)));
   const QString nul = write_file(dir, "nul.json", QByteArray("{\"kind\": \"link\"}\0garbage{{", 26));
   r = run_cli({"validate", nul});
   QCOMPARE(r.exit_code, 1);

@@ -935,6 +935,14 @@ void TestTraceStore::liveStoreOpensReadOnly() {
       n += s.count;
     QCOMPARE(n, child.committed / 2);
     QVERIFY(!finalize_store(path));  // refused while the writer lives
+    // Nor replaced under it (another run given its rank store as --out):
+    // that run went on writing into a removed file and lost its steps.
+    auto over = TraceWriter::create(path, RunInfo{"over", "test"});
+    QVERIFY(!over);
+    QVERIFY2(QString::fromStdString(over.message())
+                     .contains(QString::fromStdString(path) + ": is a trace store that process ") &&
+                 QString::fromStdString(over.message()).contains(" is still writing"),
+             over.message().c_str());
   }
   child.kill_hard();
   auto r = open_reader(path);
@@ -1110,6 +1118,15 @@ void TestTraceStore::notCreatedOverAFolder() {
            QString::fromStdString(folder + ": is a folder; give the store's file name (for example " +
                                   folder + "/run.db)"));
   QVERIFY(std::filesystem::is_directory(folder));
+  // Nor over a named pipe (or a device: root's /dev/null was replaced).
+  const std::string pipe = temp_path(dir, "pipe");
+  QCOMPARE(::mkfifo(pipe.c_str(), 0600), 0);
+  auto over_pipe = TraceWriter::create(pipe, RunInfo{"run", "test"});
+  QVERIFY(!over_pipe);
+  QCOMPARE(QString::fromStdString(over_pipe.message()),
+           QString::fromStdString(pipe + ": is a named pipe; a trace store replaces only an "
+                                         "earlier store: give a file name"));
+  QVERIFY(std::filesystem::is_fifo(pipe));
 }
 
 // A chunk whose event count its bytes cannot hold (a damaged or edited
