@@ -1049,6 +1049,17 @@ struct Launcher::State {
       }
     }
     const auto& notice = notices.failure();
+    // A rank killed by another signal than the job's own stop (kill -9, a
+    // segfault) before it closed its store: a crash, though a cancel was
+    // asked. Reported as cancelled, the run store hid the rank's loss.
+    bool died_while_cancelled = false;
+    if (cancel_requested && notice && notice->signal != 0 && notice->signal != SIGTERM &&
+        notice->signal != SIGINT && stop != Stop::killed) {
+      const auto rank = std::find_if(r.ranks.begin(), r.ranks.end(),
+                                     [&](const RankStatus& s) { return s.rank == notice->rank; });
+      died_while_cancelled = rank == r.ranks.end() || (rank->state != RankState::cancelled &&
+                                                       rank->state != RankState::done);
+    }
 
     auto failure_of = [&](int rank) {
       RankFailure f;
@@ -1068,7 +1079,7 @@ struct Launcher::State {
       r.message = "the run completed: " + std::to_string(r.ranks.size()) +
                   (r.ranks.size() == 1 ? " rank, " : " ranks, ") + std::to_string(steps) +
                   (steps == 1 ? " step" : " steps");
-    } else if (cancel_requested) {
+    } else if (cancel_requested && !died_while_cancelled) {
       r.outcome = Outcome::cancelled;
       r.message = "the run was cancelled; steps done: " + last_steps_text();
     } else if (hung) {
@@ -1101,7 +1112,7 @@ struct Launcher::State {
         f.description = "exited with status " + std::to_string(notice->exit_code);
       }
       r.message = "rank " + std::to_string(f.rank) + (f.host.empty() ? "" : " on " + f.host) + " " +
-                  f.description;
+                  f.description + (died_while_cancelled ? " while the run was cancelled" : "");
       if (!f.last_lines.empty()) r.message += "; its last lines:\n" + join_last(f.last_lines, 10);
       r.failure = f;
     } else {

@@ -166,6 +166,7 @@ class TestLauncher : public QObject {
   void killedRankIsNamed();
   void ranksOfAKilledJobAreLost();
   void cancelStopsEveryRank();
+  void rankKilledDuringACancelIsACrash();
   void sweepRanksAreKnown();
   void hungRunIsStopped();
   void rankStoppedBeforeItStartedIsNamed();
@@ -846,6 +847,28 @@ void TestLauncher::sweepRanksAreKnown() {
   launcher.cancel();
   const RunReport r = launcher.wait();
   QCOMPARE(r.outcome, Outcome::cancelled);
+}
+
+// A rank killed (kill -9) as the run is cancelled lost what it had not
+// committed: the run crashed, though a cancel was asked (it was reported,
+// and its store marked, as cancelled).
+void TestLauncher::rankKilledDuringACancelIsACrash() {
+  RunSpec spec = endless_run(2, dir_.filePath("killed-in-cancel/run.db"));
+  spec.kill_grace = 20s;
+  Launcher launcher(spec, {});
+  QVERIFY(launcher.start().ok());
+  QVERIFY2(test::wait_until([&] { return every_rank_reached(launcher, 2); }, 30s), "no progress");
+  const std::int64_t victim = launcher.ranks()[1].pid;
+  QCOMPARE(::kill(static_cast<pid_t>(victim), SIGKILL), 0);
+  launcher.cancel();
+  const RunReport r = launcher.wait();
+  QCOMPARE(r.outcome, Outcome::crashed);
+  QVERIFY(r.failure);
+  QCOMPARE(r.failure->rank, 1);
+  QCOMPARE(r.failure->signal, SIGKILL);
+  const StoreView run = view_store(spec.run_store);
+  QVERIFY2(run.error.empty(), run.error.c_str());
+  QCOMPARE(QString::fromStdString(run.status), QString("crashed"));
 }
 
 void TestLauncher::cancelStopsEveryRank() {
