@@ -600,7 +600,14 @@ struct Launcher::State {
         r->state = RankState::cancelled;
         e.kind = LaunchEvent::Kind::message;
         e.text = "rank " + std::to_string(rank) + " stopped (signal " +
-                 std::to_string(j.value("signal", 0)) + ") and closed its store";
+                 std::to_string(j.value("signal", 0)) + ")";
+        // A close that failed (a full disk) leaves the store as committed
+        // before; "closed its store" said otherwise.
+        const std::string close_error = j.value("close_error", "");
+        e.text += close_error.empty() ? " and closed its store"
+                                      : "; its store holds what it committed before, as its "
+                                        "close failed: " +
+                                            close_error;
       } else if (event == "error") {
         r->state = RankState::failed;
         r->error = j.value("message", "");

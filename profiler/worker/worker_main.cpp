@@ -137,14 +137,17 @@ std::string described(const std::exception& e) {
   return e.what();
 }
 
-// Commits what is buffered, then records how the run ended; a store is closed once.
-void close_all_writers(std::string_view status) {
+// Commits what is buffered, then records how the run ended; a store is closed
+// once. Returns why a store could not be closed (a full disk), else "".
+std::string close_all_writers(std::string_view status) {
   std::lock_guard lock(g_writers_mutex);
+  std::string failed;
   for (trace::TraceWriter* w : g_writers) {
     (void)w->flush();  // the rows first: a kill during close keeps them
-    (void)w->close(status);
+    if (Status closed = w->close(status); !closed && failed.empty()) failed = closed.message();
   }
   g_writers.clear();
+  return failed;
 }
 
 int g_signal_pipe[2] = {-1, -1};
@@ -173,8 +176,12 @@ void install_signal_handling() {
       if (n != 1) return;
       const int sig = byte;
       const bool first = !g_stop.exchange(true);
-      close_all_writers("cancelled");
-      if (first) emit({{"event", "cancelled"}, {"rank", g_rank.load()}, {"signal", sig}});
+      const std::string close_failed = close_all_writers("cancelled");
+      if (first) {
+        json line = {{"event", "cancelled"}, {"rank", g_rank.load()}, {"signal", sig}};
+        if (!close_failed.empty()) line["close_error"] = close_failed;
+        emit(line);
+      }
       if (sig != SIGUSR1) std::_Exit(128 + sig);
     }
   }).detach();
