@@ -590,9 +590,13 @@ class SqliteTraceWriter final : public TraceWriter {
     if (!(s = tx.commit())) return db_.error("write failed");
     committed_steps_ += static_cast<std::int64_t>(other.steps.size());
     events_since_checkpoint_ += batch.event_count;
-    if (events_since_checkpoint_ >= kEventsPerCheckpoint) {
+    // By size, and at least every few seconds: a slow run's rows would stay
+    // in the -wal for minutes, where a copy of the .db alone misses them.
+    if (events_since_checkpoint_ >= kEventsPerCheckpoint ||
+        Clock::now() - last_checkpoint_ > kCheckpointInterval) {
       request_checkpoint(/*last=*/false);
       events_since_checkpoint_ = 0;
+      last_checkpoint_ = Clock::now();
     }
     return {};
   }
@@ -831,8 +835,10 @@ class SqliteTraceWriter final : public TraceWriter {
   std::unique_ptr<PreparedBatch> ready_batch_;
   bool no_more_batches_ = false;
 
-  // About 60 MB of WAL between checkpoints.
+  // About 60 MB of WAL between checkpoints, or 10 s.
   static constexpr std::size_t kEventsPerCheckpoint = std::size_t{1} << 20;
+  static constexpr std::chrono::seconds kCheckpointInterval{10};
+  Clock::time_point last_checkpoint_ = Clock::now();
   std::mutex checkpoint_mu_;
   std::condition_variable checkpoint_wake_;
   std::uint64_t checkpoints_requested_ = 0;
@@ -1031,6 +1037,10 @@ Result<std::unique_ptr<TraceWriter>> TraceWriter::create(const std::string& path
     if (auto s = tx.commit(); !s)
       return Error{path + ": cannot create the trace store: " + s.message()};
   }
+  // The schema and meta into the file itself: until the first checkpoint
+  // everything was in the -wal, and a copy of the .db alone made during the
+  // run read as "an SQLite database with no tables".
+  (void)db.exec("PRAGMA wal_checkpoint(PASSIVE)");
   auto writer = std::make_unique<SqliteTraceWriter>(path, options, std::move(db));
   if (auto s = writer->start(); !s) return s.error();
   return std::unique_ptr<TraceWriter>(std::move(writer));

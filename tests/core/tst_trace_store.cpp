@@ -935,6 +935,13 @@ void TestTraceStore::liveStoreOpensReadOnly() {
       n += s.count;
     QCOMPARE(n, child.committed / 2);
     QVERIFY(!finalize_store(path));  // refused while the writer lives
+    // The file alone (copied without its -wal mid-run) is a store: the
+    // schema was all in the -wal ("an SQLite database with no tables").
+    const std::string alone = temp_path(dir, "alone.cstrace");
+    std::filesystem::copy_file(path, alone);
+    auto copy = TraceReader::open(alone);
+    QVERIFY2(copy, copy ? "" : copy.message().c_str());
+    QCOMPARE((*copy)->state().status, std::string("writing"));
     // Nor replaced under it (another run given its rank store as --out):
     // that run went on writing into a removed file and lost its steps.
     auto over = TraceWriter::create(path, RunInfo{"over", "test"});
