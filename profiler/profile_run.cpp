@@ -54,14 +54,32 @@ std::string signal_name(int number) {
 }
 
 std::atomic<pid_t> g_child{0};
+std::atomic<int> g_interrupts{0};
 constexpr int kForwarded[] = {SIGINT, SIGTERM};
 
-// Passes a signal on to the command unless a terminal sent it (SI_KERNEL):
-// the terminal already signalled the command's process group.
+void say(const char* text) {  // async-signal-safe
+  const ssize_t ignored = write(STDERR_FILENO, text, std::strlen(text));
+  (void)ignored;
+}
+
+// The first interrupt is passed on to the command, unless a terminal sent it
+// (SI_KERNEL): the terminal already signalled the command's process group.
+// A command that ignores it (a trap, a stuck job) is ended by a second one
+// (SIGTERM), then killed by a third (SIGKILL): Ctrl-C did nothing, however
+// often it was pressed.
 void forward_signal(int number, siginfo_t* info, void*) {
-  if (info && info->si_code > 0) return;
   const pid_t child = g_child.load();
-  if (child > 0) kill(child, number);
+  const int nth = ++g_interrupts;
+  if (nth == 1) {
+    if (!(info && info->si_code > 0) && child > 0) kill(child, number);
+    say("clusterscope: the command was interrupted; interrupt again to end it (SIGTERM)\n");
+  } else if (nth == 2) {
+    if (child > 0) kill(child, SIGTERM);
+    say("clusterscope: ending the command (SIGTERM); interrupt again to kill it (SIGKILL)\n");
+  } else {
+    if (child > 0) kill(child, SIGKILL);
+    say("clusterscope: killing the command (SIGKILL)\n");
+  }
 }
 
 fs::path this_program() {
@@ -195,6 +213,7 @@ Result<ExitStatus> run_command(const std::vector<std::string>& command,
   if (pipe2(exec_error, O_CLOEXEC) != 0) {
     return Error{std::string("cannot start the command: ") + std::strerror(errno)};
   }
+  g_interrupts.store(0);
   struct sigaction previous[2]{};
   struct sigaction forward {};
   forward.sa_sigaction = forward_signal;

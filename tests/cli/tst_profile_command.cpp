@@ -12,10 +12,11 @@
 #include <QTemporaryDir>
 #include <QtTest>
 
-#include "core/trace_reader.h"
-#include "core/trace_writer.h"
+#include <signal.h>
 
 #include "../process_run.h"
+#include "core/trace_reader.h"
+#include "core/trace_writer.h"
 
 namespace {
 
@@ -57,6 +58,7 @@ class TestProfileCommand : public QObject {
   void commandRunsWithTheInjection_data();
   void commandRunsWithTheInjection();
   void signalsReachTheCommand();
+  void aSecondInterruptEndsTheCommand();
   void gathersTheStoreOfOneProcess();
   void severalStoresAreMerged();
   void unreadableStoresAreKept();
@@ -176,6 +178,34 @@ void TestProfileCommand::signalsReachTheCommand() {
   QCOMPARE(p.exitStatus(), QProcess::NormalExit);
   QVERIFY2(p.exitCode() == 143, qPrintable(QString::number(p.exitCode()) + err));
   QVERIFY2(err.contains("clusterscope: sh was killed by SIGTERM"), qPrintable(err));
+}
+
+// A command that ignores the interrupt: a second one ends it (SIGTERM). It
+// ran on, whatever was pressed, and said nothing.
+void TestProfileCommand::aSecondInterruptEndsTheCommand() {
+  QTemporaryDir tmp;
+  QProcess p;
+  p.setProcessEnvironment(with_tmp(tmp));
+  p.start(CS_BIN_DIR "/clusterscope", {"profile", "--out", tmp.filePath("run.db"), "--", "sh", "-c",
+                                       "trap '' INT; echo ready; while :; do sleep 1; done"});
+  QVERIFY(p.waitForStarted());
+  QByteArray seen;
+  QElapsedTimer waited;
+  waited.start();
+  while (!seen.contains("ready") && p.state() == QProcess::Running && waited.elapsed() < 20000) {
+    p.waitForReadyRead(200);
+    seen += p.readAllStandardOutput();
+  }
+  QVERIFY2(seen.contains("ready"), seen.constData());
+  ::kill(static_cast<pid_t>(p.processId()), SIGINT);
+  QVERIFY(!p.waitForFinished(1500));  // ignored by the command
+  ::kill(static_cast<pid_t>(p.processId()), SIGINT);
+  QVERIFY(p.waitForFinished(30000));
+  const QString err = QString::fromUtf8(p.readAllStandardError());
+  QVERIFY2(err.contains("the command was interrupted; interrupt again to end it (SIGTERM)") &&
+               err.contains("ending the command (SIGTERM)") &&
+               err.contains("clusterscope: sh was killed by SIGTERM"),
+           qPrintable(err));
 }
 
 void TestProfileCommand::gathersTheStoreOfOneProcess() {
