@@ -29,6 +29,13 @@ std::string file_names(const std::vector<std::string>& paths) {
 }
 
 void run(const ProfileOptions& o) {
+  // Said before the command runs, not after (a long job ran to its end and
+  // only then heard that nothing could be traced).
+  const HostInfo before = probe_host();
+  if (before.gpus.empty()) {
+    std::cerr << "clusterscope: note: no GPU here (" << before.gpu_status
+              << "): the command runs, but no CUDA process can be traced\n";
+  }
   profiler::ProfileRequest request;
   request.command = o.command;
   request.out = o.out;
@@ -43,7 +50,7 @@ void run(const ProfileOptions& o) {
     std::cerr << "clusterscope: " << program << ' ' << outcome.status.describe() << '\n';
   }
   if (outcome.parts.empty()) {
-    const HostInfo host = probe_host();
+    const HostInfo& host = before;
     std::string why = host.gpus.empty()
                           ? host.gpu_status
                           : "the command did not initialise CUDA, or tracing failed in it (see any "
