@@ -515,6 +515,20 @@ void run(RunOptions& o, Context& ctx, const std::string& command_line) {
                         : ": the rank stores' folder " + ranks_folder +
                               " is gone too (deleted during the run?): nothing was kept"));
   }
+  // A run that failed and could not write its run store either (the same
+  // full disk): what it recorded is in the rank stores, which stay.
+  if (report.outcome != launch::Outcome::completed &&
+      report.outcome != launch::Outcome::submitted &&
+      report.outcome != launch::Outcome::script_only && !spec.run_store.empty() &&
+      report.run_store.empty()) {
+    const std::string ranks_folder = launch::run_store_stem(spec.run_store) + ".ranks";
+    std::error_code ec;
+    if (std::filesystem::exists(launch::rank_store_path(spec.run_store, 0), ec)) {
+      std::cout << "note: " << spec.run_store
+                << " was not written; what the ranks recorded is kept in " << ranks_folder
+                << ": merge it with the same flags and --merge-only (once there is room)\n";
+    }
+  }
   switch (report.outcome) {
     case launch::Outcome::completed:
     case launch::Outcome::submitted:

@@ -131,6 +131,7 @@ class TestRunCli : public QObject {
   void hangUpStopsACalibrationCleanly();
   void unwrittenRunStoreFails_data();
   void unwrittenRunStoreFails();
+  void unwrittenStoreOfAStoppedRunSaysWhereItsRanksAre();
   void slurmScriptEndToEnd();
   void runLeavesTheUsersFilesAlone();
   void pathThatIsNotUtf8();
@@ -579,6 +580,30 @@ void TestRunCli::unwrittenRunStoreFails() {
   for (int rank = 0; rank < 2; ++rank) {
     QCOMPARE(status_of(folder + QString("/run.ranks/rank%1.db").arg(rank)), QString("complete"));
   }
+}
+
+// A run that did not complete and could not write its run store either
+// (here a folder takes its name; a full disk does the same): the rank
+// stores are kept, and the output says where and how to merge them (it
+// said so only for a completed run).
+void TestRunCli::unwrittenStoreOfAStoppedRunSaysWhereItsRanksAre() {
+  const QString folder = dir_.filePath("unwritten-cancelled");
+  const QString store = folder + "/run.db";
+  QProcess p;
+  p.start(kCli, QStringList{"run", "--dp", "2", "--steps", "100000", "--out", store} + tiny());
+  QVERIFY(p.waitForStarted());
+  QString err;
+  QTRY_VERIFY_WITH_TIMEOUT(
+      (err += QString::fromUtf8(p.readAllStandardError()), err.contains("step 1/")), 60000);
+  QVERIFY(QDir().mkpath(store));
+  ::kill(static_cast<pid_t>(p.processId()), SIGINT);
+  QVERIFY(p.waitForFinished(120000));
+  const QString out = QString::fromUtf8(p.readAllStandardOutput());
+  QCOMPARE(p.exitCode(), 1);
+  QVERIFY2(out.contains("note: " + store + " was not written; what the ranks recorded is kept in " +
+                        folder + "/run.ranks: merge it with the same flags and --merge-only"),
+           qPrintable(out));
+  QCOMPARE(status_of(folder + "/run.ranks/rank0.db"), QString("cancelled"));
 }
 
 // The batch script as Slurm would run it, with srun played by mpirun (this
