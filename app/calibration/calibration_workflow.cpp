@@ -812,6 +812,25 @@ Result<std::vector<RunRefinement>> refine_from_runs(const std::vector<std::strin
                    " is a calibration store (sweeps, not a run): fit it with --from-store; "
                    "--learn learns from the stores of runs"};
     }
+    // One rank's store of a larger run (RUN.ranks/rank0.db) was learnt as a
+    // run of one rank: its collectives, of the whole run's ranks, went into
+    // the 1-rank preset.
+    if (const auto parallel_text = (*reader)->meta("parallel")) {
+      const nlohmann::json parallel = parse_json_text(*parallel_text);
+      if (parallel.is_object()) {
+        long long planned = 1;
+        for (const char* key : {"dp", "tp", "pp"}) {
+          if (parallel.contains(key) && parallel[key].is_number_integer())
+            planned *= std::max<long long>(1, parallel[key].get<long long>());
+        }
+        if (planned > (*reader)->world_size()) {
+          return Error{run_stores[i] + " holds " + std::to_string((*reader)->world_size()) +
+                       " of its run's " + std::to_string(planned) +
+                       " ranks (one rank's store?): learn from the run store the ranks were "
+                       "merged into, which holds them all"};
+        }
+      }
+    }
     const int ranks = base_cluster.empty() ? std::max(1, (*reader)->world_size()) : 0;
     readers.push_back(std::move(reader).value());
     auto group =

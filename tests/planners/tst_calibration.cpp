@@ -2022,8 +2022,10 @@ void TestCalibration::calibrateRunPredictLearn() {
   // A run now carries the planner's estimate, and trace stats holds each
   // part against it.
   const QString run_store = work + "/run.db";
-  r = run_cli(QStringList{"run", "--dp", "2", "--steps", "4", "--out", run_store} + tiny(), presets,
-              work);
+  r = run_cli(
+      QStringList{"run", "--dp", "2", "--steps", "4", "--out", run_store, "--keep-rank-stores"} +
+          tiny(),
+      presets, work);
   QVERIFY2(r.exit_code == 0, qPrintable(r.err));
   QVERIFY2((r.out + r.err).contains("(calibrated)"), qPrintable(r.out + r.err));
   {
@@ -2137,6 +2139,12 @@ void TestCalibration::calibrateRunPredictLearn() {
   QVERIFY2(r.exit_code == 0, qPrintable(r.err + r.out));
   QCOMPARE(json_of(r)["fit"].toObject()["devices"].toArray()[0].toObject()["gemm"].toArray(),
            gemm);
+  // One rank's store of the run is not a run of one rank: its collectives
+  // were of two (it was learnt into the 1-rank preset).
+  r = run_cli({"calibrate", "--learn", work + "/run.ranks/rank0.db", "--no-save"}, presets, work);
+  QCOMPARE(r.exit_code, 1);
+  QVERIFY2(r.err.contains(work + "/run.ranks/rank0.db holds 1 of its run's 2 ranks"),
+           qPrintable(r.err));
   // A run that did not complete (it diverged, a rank was lost) is learnt
   // from its recorded steps, and the notes say so.
   const QString failed_store = work + "/failed-run.db";
