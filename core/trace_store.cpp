@@ -1304,7 +1304,14 @@ Status verify_store(const std::string& path) {
         if (found++ < kNamed) named += (named.empty() ? "" : "; ") + problem;
       }
     }
-    if (rc != SQLITE_DONE) return Error{path + " is damaged: " + sqlite3_errmsg(db->get())};
+    // The check itself may stop at damage it cannot step over: what it named
+    // before goes with the reason.
+    if (rc != SQLITE_DONE) {
+      return Error{path + " is damaged: " + sqlite3_errmsg(db->get()) +
+                   (found > 0 ? " (SQLite's check found first: " + named +
+                                    (found > kNamed ? "; ..." : "") + ")"
+                              : std::string())};
+    }
     if (found > 0) {
       const std::string count = found >= kCounted ? std::to_string(kCounted) + " or more"
                                                   : std::to_string(found);
