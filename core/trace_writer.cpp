@@ -927,9 +927,14 @@ Status build_store_then_replace(const std::string& path,
                                 const std::function<Status(const std::string& temporary)>& build) {
   if (Status s = check_store_path(path); !s) return s;
   std::error_code ec;
-  if (const auto folder = std::filesystem::path(path).parent_path();
-      !folder.empty() && !std::filesystem::is_directory(folder, ec))
+  const auto folder = std::filesystem::path(path).parent_path();
+  if (!folder.empty() && !std::filesystem::is_directory(folder, ec))
     return Error{path + ": the folder " + folder.string() + " does not exist"};
+  // Said before SQLite tries: its error named the errno of its last,
+  // read-only attempt ("No such file or directory" on a read-only mount).
+  if (const std::string in = folder.empty() ? "." : folder.string();
+      ::access(in.c_str(), W_OK) != 0)
+    return Error{path + ": cannot write in " + in + ": " + std::strerror(errno)};
   const std::string temporary = path + "." + std::to_string(::getpid()) + ".partial";
   auto remove_with_log = [&ec](const std::string& store) {
     for (const char* suffix : {"", "-wal", "-shm", "-journal"})

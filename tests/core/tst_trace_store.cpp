@@ -1034,6 +1034,15 @@ void TestTraceStore::crashedStoreOnAReadOnlyMount() {
                r.message().find("copy the store and its -wal file to a writable folder") !=
                    std::string::npos,
            r.message().c_str());
+  // A store built there says why it cannot be (it said "No such file or
+  // directory", the errno of SQLite's last, read-only, attempt).
+  const std::string beside = (mount_point + QStringLiteral("/new.cstrace")).toStdString();
+  const cs::Status built =
+      build_store_then_replace(beside, [](const std::string&) { return cs::Status{}; });
+  QVERIFY(!built);
+  QVERIFY2(built.message().find(beside + ": cannot write in ") != std::string::npos &&
+               built.message().find("Read-only file system") != std::string::npos,
+           built.message().c_str());
 }
 
 void TestTraceStore::killedWriterKeepsCommitted() {
