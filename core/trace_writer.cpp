@@ -14,9 +14,11 @@
 #include <unordered_map>
 #include <vector>
 
+#include <signal.h>
 #include <unistd.h>
 
 #include "core/file_exists.h"
+#include "core/parse_count.h"
 #include "core/text_file.h"
 #include "core/trace_store_internal.h"
 #include "core/utf8.h"
@@ -947,6 +949,24 @@ Status build_store_then_replace(const std::string& path,
     return Error{std::move(message)};
   };
   remove_with_log(temporary);
+  // Partial stores of earlier builds whose process died (kill -9 during a
+  // merge) stayed beside the store for good.
+  {
+    const std::string prefix = std::filesystem::path(path).filename().string() + ".";
+    std::vector<std::string> stale;
+    for (auto it = std::filesystem::directory_iterator(folder.empty() ? "." : folder, ec);
+         !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
+      const std::string name = it->path().filename().string();
+      if (!name.starts_with(prefix) || !name.ends_with(".partial")) continue;
+      const std::optional<long> pid =
+          parse_count<long>(name.substr(prefix.size(), name.size() - prefix.size() - 8));
+      if (pid && *pid > 0 && ::kill(static_cast<pid_t>(*pid), 0) != 0 && errno == ESRCH)
+        stale.push_back(it->path().string());
+    }
+    for (const std::string& partial : stale)
+      remove_with_log(partial);
+    ec.clear();
+  }
   // An exception from the build leaves no partial store behind either.
   Status built = [&] {
     try {

@@ -158,6 +158,7 @@ class TestTraceStore : public QObject {
  private slots:
   void enumNames();
   void storeCutShortWhileOpen();
+  void partialStoresOfDeadBuildsAreRemoved();
   void roundTrip();
   void finishedStoreLeavesNoFilesBeside();
   void worldSizeOnlyAsAWholeNumber_data();
@@ -359,6 +360,30 @@ void TestTraceStore::finishedStoreLeavesNoFilesBeside() {
   sqlite3_finalize(mode);
   sqlite3_close(db);
   QCOMPARE(journal, QString("delete"));
+}
+
+// The partial store of a build killed before it ended (kill -9 during a
+// merge) is removed by the next build beside it; one of a live process
+// (another build) is left alone.
+void TestTraceStore::partialStoresOfDeadBuildsAreRemoved() {
+  QTemporaryDir dir;
+  const std::string path = temp_path(dir, "built.cstrace");
+  const pid_t dead = ::fork();
+  if (dead == 0) ::_exit(0);
+  QVERIFY(dead > 0);
+  QCOMPARE(::waitpid(dead, nullptr, 0), dead);
+  const std::string stale = path + "." + std::to_string(dead) + ".partial";
+  const std::string live = path + "." + std::to_string(::getppid()) + ".partial";
+  for (const std::string& file : {stale, stale + "-wal", live})
+    std::ofstream(file) << "partial";
+  const cs::Status built = build_store_then_replace(path, [](const std::string& temporary) {
+    auto w = TraceWriter::create(temporary, RunInfo{"built", "test"});
+    return w ? (*w)->close() : cs::Status(w.error());
+  });
+  QVERIFY2(built, built.message().c_str());
+  QVERIFY(!std::filesystem::exists(stale));
+  QVERIFY(!std::filesystem::exists(stale + "-wal"));
+  QVERIFY(std::filesystem::exists(live));
 }
 
 void TestTraceStore::roundTrip() {
