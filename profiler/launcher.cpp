@@ -1056,12 +1056,17 @@ struct Launcher::State {
       }
     }
     const auto& notice = notices.failure();
-    // A rank killed by another signal than the job's own stop (kill -9, a
-    // segfault) before it closed its store: a crash, though a cancel was
-    // asked. Reported as cancelled, the run store hid the rank's loss.
+    // A rank killed by a signal the job's stop never sends (kill -9 when the
+    // launcher killed nothing, a segfault) before it closed its store: a
+    // crash, though a cancel was asked. Reported as cancelled, the run store
+    // hid the rank's loss. (A rank still starting dies of the stop's own
+    // SIGUSR1, SIGINT or SIGTERM: that is the cancel.)
+    const auto crash_signal = [](int signal) {
+      return signal == SIGKILL || signal == SIGSEGV || signal == SIGABRT || signal == SIGBUS ||
+             signal == SIGFPE || signal == SIGILL;
+    };
     bool died_while_cancelled = false;
-    if (cancel_requested && notice && notice->signal != 0 && notice->signal != SIGTERM &&
-        notice->signal != SIGINT && stop != Stop::killed) {
+    if (cancel_requested && notice && crash_signal(notice->signal) && stop != Stop::killed) {
       const auto rank = std::find_if(r.ranks.begin(), r.ranks.end(),
                                      [&](const RankStatus& s) { return s.rank == notice->rank; });
       died_while_cancelled = rank == r.ranks.end() || (rank->state != RankState::cancelled &&

@@ -2533,11 +2533,15 @@ void TestCalibration::refusesBadSweepLines() {
 void TestCalibration::inputsPastTheirBoundAreRefused_data() {
   QTest::addColumn<QStringList>("args");
   QTest::addColumn<QString>("message");
+  // A device is refused at once (/dev/zero was read to the bound first).
   QTest::addRow("nccl-tests log") << QStringList{"--nccl-tests", "/dev/zero", "--link-name", "zero",
                                                  "--no-save"}
-                                  << "/dev/zero: more than 64 MiB: not an nccl-tests log";
+                                  << "/dev/zero: is a character device, not an nccl-tests log";
   QTest::addRow("sweep lines") << QStringList{"--from-sweeps", "/dev/zero", "--out", "@/zero.db"}
-                               << "/dev/zero: more than 256 MiB: not a file of sweep lines";
+                               << "/dev/zero: is a character device, not a file of sweep lines";
+  QTest::addRow("nccl-tests log past its bound")
+      << QStringList{"--nccl-tests", "@/big.log", "--link-name", "big", "--no-save"}
+      << "@/big.log: more than 64 MiB: not an nccl-tests log";
   QTest::addRow("an event that is not text")
       << QStringList{"--from-sweeps", "@/event.jsonl", "--out", "@/event.db"}
       << "@/event.jsonl: no sweep line (gemm, bandwidth, op, collective)";
@@ -2552,6 +2556,9 @@ void TestCalibration::inputsPastTheirBoundAreRefused() {
   QVERIFY(f.open(QIODevice::WriteOnly | QIODevice::Truncate));
   f.write("{\"event\":5}\n");
   f.close();
+  QFile big(work + "/big.log");  // sparse: 65 MiB of zeros that take no disk
+  QVERIFY(big.open(QIODevice::WriteOnly | QIODevice::Truncate) && big.resize(qint64{65} << 20));
+  big.close();
   args.replaceInStrings("@", work);
   const Run r = run_cli(QStringList{"calibrate"} + args, work, work);
   QCOMPARE(r.exit_code, 1);
