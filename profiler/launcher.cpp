@@ -518,6 +518,7 @@ struct Launcher::State {
   // ends the ranks; SIGKILL if that has not worked 10 s later. (A SIGTERM
   // first would not do: mpirun kills the ranks one second after forwarding
   // it, too soon to close a large store.)
+  int mpirun_signal = 0;  // the signal that ended mpirun, 0 when it exited
   enum class Stop { none, closing, terminating, killed };
   Stop stop = Stop::none;
   Clock::time_point stop_deadline;
@@ -1029,6 +1030,7 @@ struct Launcher::State {
     }
     if (WIFSIGNALED(status)) wait_for_orphaned_ranks();
     const int exit_status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    mpirun_signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
     finish(exit_status);
   }
 
@@ -1129,7 +1131,10 @@ struct Launcher::State {
       r.failure = f;
     } else {
       r.outcome = any_started ? Outcome::crashed : Outcome::failed;
-      r.message = spec.mpirun + " exited with status " + std::to_string(exit_status) +
+      r.message = spec.mpirun +
+                  (mpirun_signal != 0 ? " was killed by signal " + std::to_string(mpirun_signal) +
+                                            " (" + strsignal(mpirun_signal) + ")"
+                                      : " exited with status " + std::to_string(exit_status)) +
                   (any_started ? " before every rank finished" : " before any rank started");
       if (!r.mpirun_lines.empty()) r.message += ":\n" + join_first(r.mpirun_lines, 12);
     }

@@ -749,6 +749,10 @@ void TestLauncher::ranksOfAKilledJobAreLost() {
   QCOMPARE(::kill(mpirun, SIGKILL), 0);
   const RunReport r = launcher.wait();
   QVERIFY2(r.outcome == Outcome::crashed, qPrintable(describe(r)));
+  // Said as a signal, not as "exited with status 137".
+  QVERIFY2(r.message.find(" was killed by signal 9 (Killed) before every rank finished") !=
+               std::string::npos,
+           r.message.c_str());
   for (const RankStatus& s : r.ranks) {
     QVERIFY2(s.state != RankState::running && s.state != RankState::starting,
              qPrintable(QString("rank %1 is %2").arg(s.rank).arg(to_string(s.state).data())));
