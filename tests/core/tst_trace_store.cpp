@@ -1159,6 +1159,12 @@ void TestTraceStore::chunksThatDecodeToOtherEvents_data() {
                                   << "does not decode to the times its row gives";
   QTest::addRow("its last start") << "last_start = last_start - 1"
                                   << "does not decode to the times its row gives";
+  // Two events: the first starts at 2^60, the second's start delta is
+  // INT64_MAX. Their sum overflowed an int64 (undefined behaviour, found
+  // by UBSan under fuzzing); added modulo 2^64 it is a time no store holds.
+  QTest::addRow("a start delta that overflows")
+      << "count = 2, data = x'0280808080808080802000000000000002feffffffffffffffff01000000000000'"
+      << "does not decode to times a store holds";
 }
 
 void TestTraceStore::chunksThatDecodeToOtherEvents() {
