@@ -191,6 +191,15 @@ void TestLauncher::hostfileParsing_data() {
       << QByteArray("10.0.0.7 slots=3") << QStringList{"10.0.0.7"} << 3;
   QTest::addRow("IPv6 and underscores")
       << QByteArray("fe80::1\nrack_3-node\n") << QStringList{"fe80::1", "rack_3-node"} << 2;
+  // 2048 hosts of the most slots a line may give: 2^31, past an int (the
+  // sum overflowed, undefined behaviour); the total is capped at INT_MAX.
+  QByteArray many;
+  QStringList many_names;
+  for (int i = 0; i < 2048; ++i) {
+    many += "n" + QByteArray::number(i) + " slots=1048576\n";
+    many_names << "n" + QString::number(i);
+  }
+  QTest::addRow("more slots than an int") << many << many_names << std::numeric_limits<int>::max();
 }
 
 void TestLauncher::hostfileParsing() {
