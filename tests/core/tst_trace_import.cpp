@@ -163,6 +163,8 @@ class TestTraceImport : public QObject {
   void textThatIsNotUtf8();
   void nsysMissingRequiredColumn();
   void nsysRankPastAnInt();
+  void nsysNamesLongerThanAny_data();
+  void nsysNamesLongerThanAny();
   void kinetoRealTraces_data();
   void kinetoRealTraces();
   void kinetoTimestampsExact();
@@ -448,6 +450,36 @@ void TestTraceImport::nsysRankPastAnInt() {
 
 void TestTraceImport::kinetoRealTraces_data() {
   QTest::addColumn<int>("index");
+// Names of 40000 characters in an export (a thread "MPI Rank 999...", a
+// table CUPTI_ACTIVITY_KIND_KERNEL_V999...) overflowed the stack in
+// std::regex, a crash; they name no rank and no versioned table, and the
+// export imports as it is.
+void TestTraceImport::nsysNamesLongerThanAny_data() {
+  QTest::addColumn<QString>("sql");
+  QTest::addRow("thread name")
+      << "UPDATE StringIds SET value = 'MPI Rank ' || replace(hex(zeroblob(20000)), '0', '9') "
+         "WHERE value = 'MPI Rank 0'";
+  QTest::addRow("table name")
+      << "CREATE TABLE \"CUPTI_ACTIVITY_KIND_KERNEL_V\" (start INTEGER)";  // name completed below
+}
+
+void TestTraceImport::nsysNamesLongerThanAny() {
+  QFETCH(QString, sql);
+  std::string statement = sql.toStdString();
+  if (QByteArray(QTest::currentDataTag()) == "table name")
+    statement.insert(statement.find("_V\"") + 2, std::string(40000, '9'));
+  QTemporaryDir dir;
+  const std::string in = dir.filePath("long.sqlite").toStdString();
+  std::filesystem::copy_file(kNsys, in);
+  sqlite3* db = nullptr;
+  QCOMPARE(sqlite3_open(in.c_str(), &db), SQLITE_OK);
+  exec(db, statement);
+  sqlite3_close(db);
+  auto report = import_nsys({in}, dir.filePath("long.cstrace").toStdString());
+  QVERIFY2(report, report ? "" : report.message().c_str());
+  QCOMPARE(report->events, 5 + 15 + 95 + 22);
+}
+
   for (int i = 0; i < 3; ++i)
     QTest::addRow("%s", kReferences[i].file) << i;
 }
