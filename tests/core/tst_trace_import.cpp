@@ -168,6 +168,8 @@ class TestTraceImport : public QObject {
   void kinetoRealTraces_data();
   void kinetoRealTraces();
   void kinetoTimestampsExact();
+  void kinetoNumbersPastAnInt64_data();
+  void kinetoNumbersPastAnInt64();
   void kinetoCollectives();
   void kinetoRanksMerged();
   void kinetoBaseTimeAlignsRanks();
@@ -448,8 +450,6 @@ void TestTraceImport::nsysRankPastAnInt() {
   QCOMPARE(open_reader(out)->ranks().front().rank, 0);
 }
 
-void TestTraceImport::kinetoRealTraces_data() {
-  QTest::addColumn<int>("index");
 // Names of 40000 characters in an export (a thread "MPI Rank 999...", a
 // table CUPTI_ACTIVITY_KIND_KERNEL_V999...) overflowed the stack in
 // std::regex, a crash; they name no rank and no versioned table, and the
@@ -480,6 +480,8 @@ void TestTraceImport::nsysNamesLongerThanAny() {
   QCOMPARE(report->events, 5 + 15 + 95 + 22);
 }
 
+void TestTraceImport::kinetoRealTraces_data() {
+  QTest::addColumn<int>("index");
   for (int i = 0; i < 3; ++i)
     QTest::addRow("%s", kReferences[i].file) << i;
 }
@@ -541,6 +543,47 @@ void TestTraceImport::kinetoTimestampsExact() {
   QVERIFY(r->run().start_utc_ns > 1714521600000000000 && r->run().start_utc_ns < 1717200000000000000);
   QCOMPARE(first->event.correlation, 57541);
   QCOMPARE(r->ranks()[0].device, std::string("NVIDIA A100-PG509-200 (GPU 0)"));
+}
+
+// Numbers whose digits or value go past an int64 (undefined behaviour: the
+// digits of "1000...0e-20" were summed before the exponent was seen, and a
+// double arg of 1e30 was converted as it was): times read by value, args
+// held at the int64 limit.
+void TestTraceImport::kinetoNumbersPastAnInt64_data() {
+  QTest::addColumn<QByteArray>("event");
+  QTest::addColumn<qint64>("start_ns");
+  QTest::addColumn<qint64>("end_ns");
+  QTest::addRow("ts digits past an int64, then an exponent")
+      << QByteArray(R"("ts": 100000000000000000000000e-22, "dur": 2)") << qint64{10000}
+      << qint64{12000};
+  QTest::addRow("dur digits past an int64, then an exponent")
+      << QByteArray(R"("ts": 1, "dur": 3000000000000000000000000E-24)") << qint64{1000}
+      << qint64{4000};
+  QTest::addRow("an arg past an int64")
+      << QByteArray(R"("ts": 1, "dur": 2, "args": {"correlation": 1e30, "Ev Idx": -1e30})")
+      << qint64{1000} << qint64{3000};
+}
+
+void TestTraceImport::kinetoNumbersPastAnInt64() {
+  QFETCH(QByteArray, event);
+  QFETCH(qint64, start_ns);
+  QFETCH(qint64, end_ns);
+  QTemporaryDir dir;
+  const QString path = dir.filePath("big.json");
+  {
+    QFile f(path);
+    QVERIFY(f.open(QIODevice::WriteOnly));
+    f.write(R"({"traceEvents": [{"name": "k", "cat": "kernel", "ph": "X", "pid": 1, "tid": 7, )" +
+            event + "}]}");
+  }
+  const std::string out = dir.filePath("big.cstrace").toStdString();
+  auto report = import_kineto({path.toStdString()}, out);
+  QVERIFY2(report, report ? "" : report.message().c_str());
+  QCOMPARE(report->events, std::int64_t{1});
+  auto e = open_reader(out)->find_events("k", NameMatch::exact, 10);
+  QVERIFY(e && e->size() == 1);
+  QCOMPARE(e->front().event.start_ns, start_ns);
+  QCOMPARE(e->front().event.end_ns, end_ns);
 }
 
 // allreduce_rank-0 holds 15 all-reduces and 6 broadcasts, 3 of each size
