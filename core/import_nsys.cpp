@@ -129,16 +129,6 @@ std::string memcpy_name(std::int64_t kind) {
   return kind >= 0 && kind <= 10 ? names[kind] : "Memcpy";
 }
 
-// A time of the export on the session's clock (its start + the offset). Both
-// are whatever the file holds: a sum past int64 (undefined behaviour) is
-// held at its limit instead, a time past what a trace holds, which the
-// writer drops and counts.
-std::int64_t on_session_clock(std::int64_t offset, std::int64_t session_start) {
-  if (session_start > 0 && offset > INT64_MAX - session_start) return INT64_MAX;
-  if (session_start < 0 && offset < INT64_MIN - session_start) return INT64_MIN;
-  return offset + session_start;
-}
-
 std::int64_t pid_of(std::int64_t global_id) {
   return (global_id >> 24) & 0xFFFFFF;
 }
@@ -304,8 +294,8 @@ Result<ImportReport> import_one_nsys(const std::string& file, const std::string&
       Record r;
       r.kind = kind;
       r.category = kind == EventKind::kernel ? Category::compute : Category::memory;
-      r.start = on_session_clock(stmt->int64_at(0), session_start);
-      r.end = on_session_clock(stmt->int64_at(1), session_start);
+      r.start = saturating_add(stmt->int64_at(0), session_start);
+      r.end = saturating_add(stmt->int64_at(1), session_start);
       r.pid = stmt->is_null(6) ? 0 : pid_of(stmt->int64_at(6));
       r.device = stmt->int64_at(2);
       r.stream = stmt->int64_at(3);
@@ -356,8 +346,8 @@ Result<ImportReport> import_one_nsys(const std::string& file, const std::string&
       const bool sync = importing::is_synchronizing_api(r.name);
       r.kind = sync ? EventKind::sync : EventKind::api_call;
       r.category = sync ? Category::synchronization : Category::other;
-      r.start = on_session_clock(stmt->int64_at(0), session_start);
-      r.end = on_session_clock(stmt->int64_at(1), session_start);
+      r.start = saturating_add(stmt->int64_at(0), session_start);
+      r.end = saturating_add(stmt->int64_at(1), session_start);
       r.pid = pid_of(stmt->int64_at(2));
       r.lane_key = cpu_lane(stmt->int64_at(2));
       r.correlation = stmt->is_null(4) ? 0 : stmt->int64_at(4);
@@ -409,8 +399,8 @@ Result<ImportReport> import_one_nsys(const std::string& file, const std::string&
       Record r;
       r.kind = EventKind::annotation;
       r.category = Category::other;
-      r.start = on_session_clock(start, session_start);
-      r.end = on_session_clock(end, session_start);
+      r.start = saturating_add(start, session_start);
+      r.end = saturating_add(end, session_start);
       r.pid = pid_of(tid);
       r.name = std::move(text);
       r.lane_key = "nvtx:" + std::to_string(tid) + ":" + std::to_string(domain);

@@ -165,6 +165,7 @@ class TestTraceImport : public QObject {
   void nsysRankPastAnInt();
   void nsysNamesLongerThanAny_data();
   void nsysNamesLongerThanAny();
+  void nsysTimePastAnInt64();
   void kinetoRealTraces_data();
   void kinetoRealTraces();
   void kinetoTimestampsExact();
@@ -478,6 +479,30 @@ void TestTraceImport::nsysNamesLongerThanAny() {
   auto report = import_nsys({in}, dir.filePath("long.cstrace").toStdString());
   QVERIFY2(report, report ? "" : report.message().c_str());
   QCOMPARE(report->events, 5 + 15 + 95 + 22);
+}
+
+// A session that starts before 0 and a kernel that starts near INT64_MIN:
+// their sum overflowed an int64, and the writer took std::abs of the time
+// (both undefined behaviour). The sum is held at INT64_MIN, past what a
+// trace holds: that kernel is dropped and counted, the rest imported.
+void TestTraceImport::nsysTimePastAnInt64() {
+  QTemporaryDir dir;
+  const std::string in = dir.filePath("early.sqlite").toStdString();
+  std::filesystem::copy_file(kNsys, in);
+  sqlite3* db = nullptr;
+  QCOMPARE(sqlite3_open(in.c_str(), &db), SQLITE_OK);
+  exec(db, "UPDATE TARGET_INFO_SESSION_START_TIME SET utcEpochNs = -1000");
+  exec(db,
+       "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET start = -9223372036854775798 "
+       "WHERE rowid = (SELECT MIN(rowid) FROM CUPTI_ACTIVITY_KIND_KERNEL)");
+  sqlite3_close(db);
+  auto report = import_nsys({in}, dir.filePath("early.cstrace").toStdString());
+  QVERIFY2(report, report ? "" : report.message().c_str());
+  QCOMPARE(report->events, 5 + 15 + 95 + 22 - 1);
+  QVERIFY(std::any_of(report->losses.begin(), report->losses.end(), [](const std::string& l) {
+    return l.find("1 event") != std::string::npos &&
+           l.find("time past what a trace holds") != std::string::npos;
+  }));
 }
 
 void TestTraceImport::kinetoRealTraces_data() {
