@@ -637,9 +637,21 @@ bool SegmentMerge::advance(Source& src) {
     r.id = src.stmt.int64_at(0);
     r.start = src.stmt.int64_at(1);
     r.end = src.stmt.int64_at(2);
+    // The writer keeps only times within +-kTraceTimeLimitNs, end >= start,
+    // and known kinds and categories: a row otherwise is damage (an edited
+    // store), refused by name as a damaged chunk is. Read as it was, a span
+    // of its times overflowed the readers (end - start past int64).
+    const std::int64_t kind = src.stmt.int64_at(4), category = src.stmt.int64_at(5);
+    if (r.start <= -kTraceTimeLimitNs || r.end >= kTraceTimeLimitNs || r.end < r.start ||
+        kind < 0 || kind > static_cast<std::int64_t>(EventKind::overhead) || category < 0 ||
+        category > static_cast<std::int64_t>(Category::other)) {
+      status_ = Error{db_.path() + " is damaged: event " + std::to_string(r.id) +
+                      " holds a time, kind or category no store holds"};
+      return false;
+    }
     r.name = static_cast<std::uint32_t>(src.stmt.int64_at(3));
-    r.kind = static_cast<EventKind>(src.stmt.int_at(4));
-    r.category = static_cast<Category>(src.stmt.int_at(5));
+    r.kind = static_cast<EventKind>(kind);
+    r.category = static_cast<Category>(category);
     r.correlation = src.stmt.int64_at(6);
     r.step = src.stmt.int_at(7);
     if (columns_ != ScanColumns::light) {

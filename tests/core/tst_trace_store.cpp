@@ -186,6 +186,8 @@ class TestTraceStore : public QObject {
   void chunkCountsThatCannotBe();
   void chunksThatDecodeToOtherEvents_data();
   void chunksThatDecodeToOtherEvents();
+  void rowsNoWriterWrote_data();
+  void rowsNoWriterWrote();
   void version1StoreIsMigrated();
   void refusesWhatIsNotAStore_data();
   void refusesWhatIsNotAStore();
@@ -1186,6 +1188,45 @@ void TestTraceStore::chunksThatDecodeToOtherEvents() {
               .startsWith(QString::fromStdString(path) + " is damaged: an event chunk of lane ") &&
           QString::fromStdString(s.message()).endsWith(said),
       s.message().c_str());
+}
+
+// Event rows no writer writes (an edited or damaged store read from its
+// rows: a version-1 store, or one whose writer died): refused by name, as a
+// damaged chunk is. A start of -7.7e18 reached the timeline's folding,
+// whose end - start overflowed an int64 (found by fuzzing).
+void TestTraceStore::rowsNoWriterWrote_data() {
+  QTest::addColumn<QString>("update");
+  QTest::addRow("a start past what a trace holds") << "start_ns = -7684776719209289544";
+  QTest::addRow("an end past what a trace holds") << "end_ns = 9223372036854775807";
+  QTest::addRow("an end before its start") << "end_ns = start_ns - 1";
+  QTest::addRow("a kind past the last") << "kind = 200";
+  QTest::addRow("a negative category") << "category = -1";
+}
+
+void TestTraceStore::rowsNoWriterWrote() {
+  QFETCH(QString, update);
+  QTemporaryDir dir;
+  const std::string path = temp_path(dir, "rows.cstrace");
+  write_store(path, {Pattern::uniform}, 5000);
+  const std::string sql =
+      "DROP TABLE chunks; DELETE FROM lod; DELETE FROM lane_stats; "
+      "PRAGMA user_version = 1; UPDATE events SET " +
+      update.toStdString() + " WHERE id = (SELECT MIN(id) FROM events)";
+  exec_sql(path, sql.c_str());
+  std::string message;
+  if (auto r = TraceReader::open(path); !r) {
+    message = r.message();
+  } else {
+    const cs::Status s = (*r)->for_each_event({}, INT64_MIN / 4, INT64_MAX / 4,
+                                              [](const StoredEvent&) { return true; });
+    QVERIFY(!s);
+    message = s.message();
+  }
+  QVERIFY2(QString::fromStdString(message).contains(QString::fromStdString(path) +
+                                                    " is damaged: event ") &&
+               QString::fromStdString(message).contains(
+                   " holds a time, kind or category no store holds"),
+           message.c_str());
 }
 
 // Garbage written over pages inside a store: verify_store names the file
