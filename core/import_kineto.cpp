@@ -143,8 +143,15 @@ Result<Text> read_possibly_gzipped(const std::string& path, std::size_t max_byte
 }
 
 // "4458676522690.655" µs → 4458676522690655 ns, exactly. Exponent forms fall
-// back to a double.
+// back to a double: their digits alone can overflow an int64
+// ("100000000000000000000000e-20"), where the value (which the caller
+// checked is within kMaxMicros) bounds the digits of one without.
 std::int64_t micros_text_to_ns(std::string_view text) {
+  if (text.find_first_of("eE") != std::string_view::npos) {
+    double v = 0;
+    std::from_chars(text.data(), text.data() + text.size(), v);
+    return static_cast<std::int64_t>(std::llround(v * 1000.0));
+  }
   bool negative = false;
   std::size_t i = 0;
   if (i < text.size() && (text[i] == '-' || text[i] == '+')) negative = text[i++] == '-';
@@ -164,11 +171,6 @@ std::int64_t micros_text_to_ns(std::string_view text) {
         ++digits;
       }
     }
-  }
-  if (i < text.size() && (text[i] == 'e' || text[i] == 'E')) {
-    double v = 0;
-    std::from_chars(text.data(), text.data() + text.size(), v);
-    return static_cast<std::int64_t>(std::llround(v * 1000.0));
   }
   while (digits < 3) {
     frac *= 10;
@@ -404,8 +406,8 @@ class KinetoHandler : public nlohmann::json_sax<nlohmann::json> {
       note_number(v);
       if (key_ == Key::own_flops)
         current_.own_flops = v;
-      else
-        integer(static_cast<std::int64_t>(v));
+      else  // clamped as number_unsigned is: a double past int64 does not convert (UB)
+        integer(v >= 9.2e18 ? INT64_MAX : v <= -9.2e18 ? INT64_MIN : static_cast<std::int64_t>(v));
     }
     return value_done();
   }

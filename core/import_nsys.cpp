@@ -8,6 +8,7 @@
 // that is missing is read as absent.
 
 #include <algorithm>
+#include <cstdint>
 #include <filesystem>
 #include <map>
 #include <optional>
@@ -15,6 +16,7 @@
 #include <set>
 #include <unordered_map>
 
+#include "core/bounded_regex.h"
 #include "core/file_exists.h"
 #include "core/kernel_names.h"
 #include "core/parse_count.h"
@@ -57,7 +59,7 @@ class Export {
       if (name == base && best_version < 0) {
         best = name;
         best_version = 0;
-      } else if (std::regex_match(name, m, versioned)) {
+      } else if (bounded_regex_match(name, m, versioned)) {
         const std::optional<int> version = parse_count(m[1].str());
         if (version && *version > best_version) {
           best = name;
@@ -242,8 +244,11 @@ Result<ImportReport> import_one_nsys(const std::string& file, const std::string&
     if (!lane_info.count(key)) {
       lane_info[key] = {LaneKind::gpu_stream,
                         "GPU " + std::to_string(device) + " stream " + std::to_string(stream)};
-      lane_sort[key] =
-          1000 + static_cast<std::int32_t>(device) * 1000 + static_cast<std::int32_t>(stream);
+      // Ids are whatever the file holds: held to 2^20 (real ones are far
+      // smaller), so that the sort index cannot overflow an int.
+      const std::int64_t d = std::clamp<std::int64_t>(device, -(1 << 20), 1 << 20);
+      const std::int64_t s = std::clamp<std::int64_t>(stream, -(1 << 20), 1 << 20);
+      lane_sort[key] = static_cast<std::int32_t>(1000 + d * 1000 + s);
     }
     return key;
   };
@@ -289,8 +294,8 @@ Result<ImportReport> import_one_nsys(const std::string& file, const std::string&
       Record r;
       r.kind = kind;
       r.category = kind == EventKind::kernel ? Category::compute : Category::memory;
-      r.start = stmt->int64_at(0) + session_start;
-      r.end = stmt->int64_at(1) + session_start;
+      r.start = saturating_add(stmt->int64_at(0), session_start);
+      r.end = saturating_add(stmt->int64_at(1), session_start);
       r.pid = stmt->is_null(6) ? 0 : pid_of(stmt->int64_at(6));
       r.device = stmt->int64_at(2);
       r.stream = stmt->int64_at(3);
@@ -341,8 +346,8 @@ Result<ImportReport> import_one_nsys(const std::string& file, const std::string&
       const bool sync = importing::is_synchronizing_api(r.name);
       r.kind = sync ? EventKind::sync : EventKind::api_call;
       r.category = sync ? Category::synchronization : Category::other;
-      r.start = stmt->int64_at(0) + session_start;
-      r.end = stmt->int64_at(1) + session_start;
+      r.start = saturating_add(stmt->int64_at(0), session_start);
+      r.end = saturating_add(stmt->int64_at(1), session_start);
       r.pid = pid_of(stmt->int64_at(2));
       r.lane_key = cpu_lane(stmt->int64_at(2));
       r.correlation = stmt->is_null(4) ? 0 : stmt->int64_at(4);
@@ -394,8 +399,8 @@ Result<ImportReport> import_one_nsys(const std::string& file, const std::string&
       Record r;
       r.kind = EventKind::annotation;
       r.category = Category::other;
-      r.start = start + session_start;
-      r.end = end + session_start;
+      r.start = saturating_add(start, session_start);
+      r.end = saturating_add(end, session_start);
       r.pid = pid_of(tid);
       r.name = std::move(text);
       r.lane_key = "nvtx:" + std::to_string(tid) + ":" + std::to_string(domain);
@@ -404,7 +409,8 @@ Result<ImportReport> import_one_nsys(const std::string& file, const std::string&
             domains.count(domain) ? domains[domain] : "domain " + std::to_string(domain);
         lane_info[r.lane_key] = {LaneKind::annotation,
                                  "NVTX " + d + " (thread " + std::to_string(tid_of(tid)) + ")"};
-        lane_sort[r.lane_key] = 500 + static_cast<std::int32_t>(domain);
+        lane_sort[r.lane_key] =
+            static_cast<std::int32_t>(500 + std::clamp<std::int64_t>(domain, -(1 << 20), 1 << 20));
       }
       records.push_back(std::move(r));
     }
@@ -457,7 +463,7 @@ Result<ImportReport> import_one_nsys(const std::string& file, const std::string&
       std::optional<std::int32_t> rank;
       for (const auto& [tid, name] : thread_names) {
         std::smatch m;
-        if (pid_of(tid) == pid && std::regex_search(name, m, mpi_rank)) {
+        if (pid_of(tid) == pid && bounded_regex_search(name, m, mpi_rank)) {
           if (auto n = parse_count(m[1].str())) rank = *n;  // a rank past an int is no rank
         }
       }

@@ -467,9 +467,12 @@ Result<std::vector<StepParts>> measure_rank_parts(const TraceReader& reader) {
         by_key[key].push_back(std::move(calls));
     }
     for (auto& [key, ranks_calls] : by_key) {
-      const bool paired = std::all_of(
-          ranks_calls.begin(), ranks_calls.end(),
-          [&](const auto& calls) { return calls.size() == ranks_calls.front().size(); });
+      // The first rank's size is named before the lambda: clang 14 cannot
+      // capture a structured binding (the fuzzing build uses it).
+      const std::size_t first_size = ranks_calls.front().size();
+      const bool paired =
+          std::all_of(ranks_calls.begin(), ranks_calls.end(),
+                      [&](const auto& calls) { return calls.size() == first_size; });
       if (!paired) {
         for (auto& calls : ranks_calls) {
           for (CollectiveCall* c : calls)

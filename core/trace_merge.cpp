@@ -240,8 +240,10 @@ Status copy_input(const Input& in, TraceWriter& w,
     e.lane = lane->second.first;
     e.kind = static_cast<EventKind>(rows->int_at(2));
     e.category = static_cast<Category>(rows->int_at(3));
-    e.start_ns = rows->int64_at(4) + off;
-    e.end_ns = rows->int64_at(5) + off;
+    // Offsets recorded in a store and its rows can be anything (an edited
+    // store): a time shifted past int64 is held at its limit, and dropped.
+    e.start_ns = saturating_add(rows->int64_at(4), off);
+    e.end_ns = saturating_add(rows->int64_at(5), off);
     e.name = map_string(static_cast<std::uint32_t>(rows->int64_at(6)));
     e.correlation = rows->int64_at(7);
     e.step = rows->int_at(8);
@@ -267,8 +269,8 @@ Status copy_input(const Input& in, TraceWriter& w,
   if (!steps) return steps.error();
   for (StepMetrics m : *steps) {
     const auto off = offsets.count(m.rank) ? offsets.at(m.rank) : 0;
-    m.start_ns += off;
-    m.end_ns += off;
+    m.start_ns = saturating_add(m.start_ns, off);
+    m.end_ns = saturating_add(m.end_ns, off);
     w.add(m);
   }
   auto series = r.counter_series();
@@ -278,7 +280,7 @@ Status copy_input(const Input& in, TraceWriter& w,
     if (!samples) return samples.error();
     const auto off = offsets.count(rank) ? offsets.at(rank) : 0;
     for (CounterSample c : *samples) {
-      c.time_ns += off;
+      c.time_ns = saturating_add(c.time_ns, off);
       c.name = map_string(name.value);
       w.add(c);
     }

@@ -169,6 +169,16 @@ void put_varint(std::string& out, std::uint64_t v) {
   }
   out += static_cast<char>(v);
 }
+// Deltas are taken and added modulo 2^64, as unsigned numbers: a damaged
+// chunk's varints can be anything, and so can the correlations an import
+// reads (a signed overflow is undefined behaviour). Wrapped values round-trip
+// exactly; the decoder checks what the sums come to.
+std::int64_t wrapping_add(std::int64_t a, std::int64_t b) {
+  return static_cast<std::int64_t>(static_cast<std::uint64_t>(a) + static_cast<std::uint64_t>(b));
+}
+std::int64_t wrapping_sub(std::int64_t a, std::int64_t b) {
+  return static_cast<std::int64_t>(static_cast<std::uint64_t>(a) - static_cast<std::uint64_t>(b));
+}
 std::uint64_t zigzag(std::int64_t v) {
   return (static_cast<std::uint64_t>(v) << 1) ^ static_cast<std::uint64_t>(v >> 63);
 }
@@ -193,13 +203,13 @@ void ChunkEncoder::add(const ScanRow& r, bool has_details) {
     first_start_ = r.start;
     end_max_ = r.end;
   }
-  put_varint(data_, zigzag(r.id - prev_id_));
-  put_varint(data_, zigzag(r.start - prev_start_));
+  put_varint(data_, zigzag(wrapping_sub(r.id, prev_id_)));
+  put_varint(data_, zigzag(wrapping_sub(r.start, prev_start_)));
   put_varint(data_, static_cast<std::uint64_t>(r.end - r.start));
   put_varint(data_, r.name);
   data_ += static_cast<char>(static_cast<unsigned>(r.kind) | (has_details ? 0x80u : 0u));
   data_ += static_cast<char>(r.category);
-  put_varint(data_, zigzag(r.correlation - prev_correlation_));
+  put_varint(data_, zigzag(wrapping_sub(r.correlation, prev_correlation_)));
   put_varint(data_, zigzag(r.step));
   prev_id_ = r.id;
   prev_start_ = r.start;
@@ -627,9 +637,21 @@ bool SegmentMerge::advance(Source& src) {
     r.id = src.stmt.int64_at(0);
     r.start = src.stmt.int64_at(1);
     r.end = src.stmt.int64_at(2);
+    // The writer keeps only times within +-kTraceTimeLimitNs, end >= start,
+    // and known kinds and categories: a row otherwise is damage (an edited
+    // store), refused by name as a damaged chunk is. Read as it was, a span
+    // of its times overflowed the readers (end - start past int64).
+    const std::int64_t kind = src.stmt.int64_at(4), category = src.stmt.int64_at(5);
+    if (r.start <= -kTraceTimeLimitNs || r.end >= kTraceTimeLimitNs || r.end < r.start ||
+        kind < 0 || kind > static_cast<std::int64_t>(EventKind::overhead) || category < 0 ||
+        category > static_cast<std::int64_t>(Category::other)) {
+      status_ = Error{db_.path() + " is damaged: event " + std::to_string(r.id) +
+                      " holds a time, kind or category no store holds"};
+      return false;
+    }
     r.name = static_cast<std::uint32_t>(src.stmt.int64_at(3));
-    r.kind = static_cast<EventKind>(src.stmt.int_at(4));
-    r.category = static_cast<Category>(src.stmt.int_at(5));
+    r.kind = static_cast<EventKind>(kind);
+    r.category = static_cast<Category>(category);
     r.correlation = src.stmt.int64_at(6);
     r.step = src.stmt.int_at(7);
     if (columns_ != ScanColumns::light) {
@@ -818,9 +840,9 @@ bool ChunkMerge::decode(Cursor& c, const Chunk& chunk) {
     }
     ScanRow& r = c.rows[i];
     const std::int64_t previous_start = start;
-    id += unzigzag(v[0]);
-    start += unzigzag(v[1]);
-    correlation += unzigzag(v[4]);
+    id = wrapping_add(id, unzigzag(v[0]));
+    start = wrapping_add(start, unzigzag(v[1]));
+    correlation = wrapping_add(correlation, unzigzag(v[4]));
     if ((kind & 0x7f) > static_cast<unsigned>(EventKind::overhead) ||
         category > static_cast<unsigned>(Category::other)) {
       return damaged("holds an event of no known kind or category");

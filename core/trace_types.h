@@ -17,6 +17,16 @@ namespace cs::trace {
 // fit an int64. The writer drops events outside it, counted in meta.
 inline constexpr std::int64_t kTraceTimeLimitNs = INT64_MAX / 4;
 
+// t + offset, held at the int64 limits where the sum would overflow
+// (undefined behaviour): for a time and an offset read from a file, which
+// can be anything. A held sum is past kTraceTimeLimitNs, so the writer
+// drops it and counts it as any such time.
+inline std::int64_t saturating_add(std::int64_t t, std::int64_t offset) {
+  if (offset > 0 && t > INT64_MAX - offset) return INT64_MAX;
+  if (offset < 0 && t < INT64_MIN - offset) return INT64_MIN;
+  return t + offset;
+}
+
 struct LaneId {
   std::uint32_t value = 0;
   friend bool operator==(LaneId, LaneId) = default;

@@ -253,7 +253,10 @@ class SqliteTraceWriter final : public TraceWriter {
       ++unknown_lane_;  // not a lane of this writer: dropped, counted in meta
       return;
     }
-    if (std::abs(event.start_ns) >= kTraceTimeLimitNs || std::abs(event.end_ns) >= kTraceTimeLimitNs) {
+    // Compared, not std::abs'd: an import's time can be INT64_MIN, whose
+    // absolute value is undefined behaviour.
+    auto outside = [](std::int64_t t) { return t <= -kTraceTimeLimitNs || t >= kTraceTimeLimitNs; };
+    if (outside(event.start_ns) || outside(event.end_ns)) {
       ++out_of_time_;  // a span of such times overflows the readers: dropped, counted in meta
       return;
     }

@@ -1,6 +1,7 @@
 #include "planners/formulas.h"
 
 #include <algorithm>
+#include <cstdint>
 
 namespace cs::plan {
 
@@ -86,10 +87,15 @@ double pipeline_bubble_fraction(int stages, int micro_batches, int virtual_stage
 }
 
 int chunks_in_flight(int stages, int rank, int virtual_stages, int micro_batches) {
-  const int v = std::max(virtual_stages, 1);
-  const int total = micro_batches * v;
-  const int warmup = v == 1 ? stages - rank - 1 : 2 * (stages - rank - 1) + (v - 1) * stages;
-  return std::clamp(warmup + 1, 1, std::max(total, 1));
+  // In 64 bits: a global batch of 2^30 is 2^30 micro-batches, which times 2
+  // virtual stages overflowed an int (undefined behaviour). The result is
+  // at most the warm-up's chunks, which fit an int.
+  const std::int64_t v = std::max(virtual_stages, 1);
+  const std::int64_t total = micro_batches * v;
+  const std::int64_t behind = static_cast<std::int64_t>(stages) - rank - 1;
+  const std::int64_t warmup = v == 1 ? behind : 2 * behind + (v - 1) * stages;
+  return static_cast<int>(
+      std::clamp<std::int64_t>(warmup + 1, 1, std::max<std::int64_t>(total, 1)));
 }
 
 }  // namespace cs::plan

@@ -7,6 +7,7 @@
 #include <set>
 #include <sstream>
 
+#include "core/bounded_regex.h"
 #include "core/parse_count.h"
 #include "core/text_file.h"
 #include "planners/collectives.h"
@@ -84,6 +85,12 @@ Result<NcclTestsLog> parse_nccl_tests(std::string_view text, std::string_view fi
   while (std::getline(in, raw)) {
     ++line_number;
     if (!raw.empty() && raw.back() == '\r') raw.pop_back();
+    // No line of nccl-tests is this long, and the patterns below would
+    // match one by a recursion as deep as it is long (see bounded_regex.h).
+    if (raw.size() > kMaxRegexTextChars) {
+      if (++log.lines_left_out == 1) log.first_line_left_out = line_number;
+      continue;
+    }
     const std::string line(strip_tag(raw));
     std::smatch m;
     if (std::regex_search(line, m, kStarting)) {

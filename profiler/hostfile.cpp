@@ -1,8 +1,11 @@
 #include "profiler/hostfile.h"
 
+#include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <sstream>
 
 #include "core/parse_count.h"
@@ -134,10 +137,12 @@ Result<std::vector<Host>> read_hostfile(const std::string& path) {
 }
 
 int total_slots(const std::vector<Host>& hosts) {
-  int total = 0;
+  // Summed in 64 bits and capped at INT_MAX: 2048 hosts of slots=1048576
+  // (the most a line may give) overflowed an int, and no run has more ranks.
+  std::int64_t total = 0;
   for (const Host& h : hosts)
     total += h.slot_count;
-  return total;
+  return static_cast<int>(std::min<std::int64_t>(total, std::numeric_limits<int>::max()));
 }
 
 std::string format_hostfile(const std::vector<Host>& hosts) {

@@ -4,6 +4,7 @@
 #include <optional>
 #include <regex>
 
+#include "core/bounded_regex.h"
 #include "core/parse_count.h"
 
 namespace cs::launch {
@@ -27,8 +28,12 @@ TaggedLine parse_tagged_line(std::string_view line) {
   TaggedLine out;
   out.text = line;
   if (line.size() < 4 || line.front() != '[') return out;
-  const auto comma = line.find(',');
-  const auto close = line.find(']');
+  // A tag is short: '[', two ints of at most 10 digits, ',' and ']'. Looking
+  // no further keeps split(), which tries each '[' of a line, linear: a
+  // rank's line of 1000000 '[' took 39 s.
+  const std::string_view head = line.substr(0, 23);
+  const auto comma = head.find(',');
+  const auto close = head.find(']');
   if (comma == std::string_view::npos || close == std::string_view::npos || comma > close)
     return out;
   const std::optional<int> job = parse_count(line.substr(1, comma - 1));
@@ -81,13 +86,13 @@ void MpirunNotices::feed(std::string_view line) {
   if (abort_code_pending_) {
     // The error code of MPI_ABORT follows on the next line.
     abort_code_pending_ = false;
-    if (std::regex_search(text, m, abort_code_re)) {
+    if (bounded_regex_search(text, m, abort_code_re)) {
       if (auto code = number_of(m[1])) failure_->exit_code = *code;
     }
     return;
   }
   if (failure_) return;
-  if (std::regex_search(text, m, signal_re)) {
+  if (bounded_regex_search(text, m, signal_re)) {
     const auto rank = number_of(m[1]);
     const auto pid = number_of<std::int64_t>(m[2]);
     const auto signal = number_of(m[4]);
@@ -99,23 +104,23 @@ void MpirunNotices::feed(std::string_view line) {
     n.signal = *signal;
     n.signal_name = m[5].matched ? std::string(m[5]) : std::string();
     failure_ = n;
-  } else if (std::regex_search(text, m, process_re)) {
+  } else if (bounded_regex_search(text, m, process_re)) {
     pending_exit_rank_ = number_of(m[1]).value_or(-1);
-  } else if (pending_exit_rank_ >= 0 && std::regex_search(text, m, exit_re)) {
+  } else if (pending_exit_rank_ >= 0 && bounded_regex_search(text, m, exit_re)) {
     const auto code = number_of(m[1]);
     if (!code) return;
     RankFailureNotice n;
     n.rank = pending_exit_rank_;
     n.exit_code = *code;
     failure_ = n;
-  } else if (std::regex_search(text, m, abort_re)) {
+  } else if (bounded_regex_search(text, m, abort_re)) {
     const auto rank = number_of(m[1]);
     if (!rank) return;
     RankFailureNotice n;
     n.rank = *rank;
     n.mpi_abort = true;
     failure_ = n;
-    abort_code_pending_ = !std::regex_search(text, m, abort_code_re);
+    abort_code_pending_ = !bounded_regex_search(text, m, abort_code_re);
     if (!abort_code_pending_) {
       if (auto code = number_of(m[1])) failure_->exit_code = *code;
     }

@@ -1,6 +1,8 @@
 #include "profiler/replay_file.h"
 
+#include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <memory>
@@ -116,11 +118,23 @@ Result<ReplayRecording> read_replay(const std::string& path) {
   if (!r.get(rec.cupti_version, "truncated header") || !r.get(count, "truncated header")) {
     return Error{r.message()};
   }
+  // Nothing is allocated for what a header claims before the file shows it
+  // holds it: 24 bytes claiming 2^28 segments resized a vector to 10 GiB,
+  // a segment header claiming 4 GiB allocated it. Segments and fixups are
+  // added as they are read (each read takes 24 bytes of the file or fails),
+  // and a segment longer than the bytes left is a file cut short. A file
+  // whose size is not known (a pipe) is held to the limits alone.
+  std::error_code ec;
+  const std::uint64_t file_bytes = std::filesystem::file_size(path, ec);
+  auto left = [&] {
+    const std::streamoff at = in.tellg();
+    if (ec || at < 0) return std::numeric_limits<std::uint64_t>::max();
+    return file_bytes - std::min<std::uint64_t>(file_bytes, static_cast<std::uint64_t>(at));
+  };
   if (count > kMaxCount)
     return Error{path + ": implausible segment count " + std::to_string(count)};
-  rec.segments.resize(count);
   for (std::uint64_t i = 0; i < count; ++i) {
-    auto& segment = rec.segments[i];
+    ReplayRecording::Segment segment;
     std::uint32_t kind = 0;
     std::uint32_t reserved = 0;
     std::uint64_t size = 0;
@@ -137,16 +151,20 @@ Result<ReplayRecording> read_replay(const std::string& path) {
       r.fail("segment " + std::to_string(i) + " claims " + std::to_string(size) + " bytes");
       return Error{r.message()};
     }
+    if (size > left()) {
+      r.fail("truncated segment");
+      return Error{r.message()};
+    }
     segment.kind = static_cast<ReplayRecording::SegmentKind>(kind);
     if (!r.bytes(segment.bytes, size, "truncated segment")) return Error{r.message()};
+    rec.segments.push_back(std::move(segment));
   }
   std::uint64_t fixups = 0;
   if (!r.get(fixups, "truncated fixup table")) return Error{r.message()};
   if (fixups > kMaxCount)
     return Error{path + ": implausible fixup count " + std::to_string(fixups)};
-  rec.fixups.resize(fixups);
   for (std::uint64_t i = 0; i < fixups; ++i) {
-    auto& f = rec.fixups[i];
+    ReplayRecording::Fixup f;
     if (!r.get(f.segment, "truncated fixup") || !r.get(f.target, "truncated fixup") ||
         !r.get(f.offset, "truncated fixup") || !r.get(f.target_offset, "truncated fixup")) {
       return Error{r.message()};
@@ -162,6 +180,7 @@ Result<ReplayRecording> read_replay(const std::string& path) {
                    " offset " + std::to_string(f.offset) + " -> segment " +
                    std::to_string(f.target) + " offset " + std::to_string(f.target_offset) + ")"};
     }
+    rec.fixups.push_back(f);
   }
   char extra = 0;
   if (in.read(&extra, 1)) return Error{path + ": unexpected bytes after the fixup table"};

@@ -73,7 +73,13 @@ Workspace::Workspace(QObject* parent) : QObject(parent) {
   claimAutosaveSlot();
 }
 
-Workspace::~Workspace() = default;
+Workspace::~Workspace() {
+  // The undo stack comes clean as it is destroyed, after this body: its
+  // cleanChanged said fileChanged to receivers already destroyed (the main
+  // window, whose child this is, is past its own destructor by then; UBSan
+  // saw refreshTitle called on what was only a QWidget any more).
+  disconnect(&undo_, nullptr, this, nullptr);
+}
 
 void Workspace::claimAutosaveSlot() {
   if (!QDir().mkpath(autosaveDir())) return;

@@ -163,9 +163,14 @@ class TestTraceImport : public QObject {
   void textThatIsNotUtf8();
   void nsysMissingRequiredColumn();
   void nsysRankPastAnInt();
+  void nsysNamesLongerThanAny_data();
+  void nsysNamesLongerThanAny();
+  void nsysTimePastAnInt64();
   void kinetoRealTraces_data();
   void kinetoRealTraces();
   void kinetoTimestampsExact();
+  void kinetoNumbersPastAnInt64_data();
+  void kinetoNumbersPastAnInt64();
   void kinetoCollectives();
   void kinetoRanksMerged();
   void kinetoBaseTimeAlignsRanks();
@@ -446,6 +451,60 @@ void TestTraceImport::nsysRankPastAnInt() {
   QCOMPARE(open_reader(out)->ranks().front().rank, 0);
 }
 
+// Names of 40000 characters in an export (a thread "MPI Rank 999...", a
+// table CUPTI_ACTIVITY_KIND_KERNEL_V999...) overflowed the stack in
+// std::regex, a crash; they name no rank and no versioned table, and the
+// export imports as it is.
+void TestTraceImport::nsysNamesLongerThanAny_data() {
+  QTest::addColumn<QString>("sql");
+  QTest::addRow("thread name")
+      << "UPDATE StringIds SET value = 'MPI Rank ' || replace(hex(zeroblob(20000)), '0', '9') "
+         "WHERE value = 'MPI Rank 0'";
+  QTest::addRow("table name")
+      << "CREATE TABLE \"CUPTI_ACTIVITY_KIND_KERNEL_V\" (start INTEGER)";  // name completed below
+}
+
+void TestTraceImport::nsysNamesLongerThanAny() {
+  QFETCH(QString, sql);
+  std::string statement = sql.toStdString();
+  if (QByteArray(QTest::currentDataTag()) == "table name")
+    statement.insert(statement.find("_V\"") + 2, std::string(40000, '9'));
+  QTemporaryDir dir;
+  const std::string in = dir.filePath("long.sqlite").toStdString();
+  std::filesystem::copy_file(kNsys, in);
+  sqlite3* db = nullptr;
+  QCOMPARE(sqlite3_open(in.c_str(), &db), SQLITE_OK);
+  exec(db, statement);
+  sqlite3_close(db);
+  auto report = import_nsys({in}, dir.filePath("long.cstrace").toStdString());
+  QVERIFY2(report, report ? "" : report.message().c_str());
+  QCOMPARE(report->events, 5 + 15 + 95 + 22);
+}
+
+// A session that starts before 0 and a kernel that starts near INT64_MIN:
+// their sum overflowed an int64, and the writer took std::abs of the time
+// (both undefined behaviour). The sum is held at INT64_MIN, past what a
+// trace holds: that kernel is dropped and counted, the rest imported.
+void TestTraceImport::nsysTimePastAnInt64() {
+  QTemporaryDir dir;
+  const std::string in = dir.filePath("early.sqlite").toStdString();
+  std::filesystem::copy_file(kNsys, in);
+  sqlite3* db = nullptr;
+  QCOMPARE(sqlite3_open(in.c_str(), &db), SQLITE_OK);
+  exec(db, "UPDATE TARGET_INFO_SESSION_START_TIME SET utcEpochNs = -1000");
+  exec(db,
+       "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET start = -9223372036854775798 "
+       "WHERE rowid = (SELECT MIN(rowid) FROM CUPTI_ACTIVITY_KIND_KERNEL)");
+  sqlite3_close(db);
+  auto report = import_nsys({in}, dir.filePath("early.cstrace").toStdString());
+  QVERIFY2(report, report ? "" : report.message().c_str());
+  QCOMPARE(report->events, 5 + 15 + 95 + 22 - 1);
+  QVERIFY(std::any_of(report->losses.begin(), report->losses.end(), [](const std::string& l) {
+    return l.find("1 event") != std::string::npos &&
+           l.find("time past what a trace holds") != std::string::npos;
+  }));
+}
+
 void TestTraceImport::kinetoRealTraces_data() {
   QTest::addColumn<int>("index");
   for (int i = 0; i < 3; ++i)
@@ -509,6 +568,47 @@ void TestTraceImport::kinetoTimestampsExact() {
   QVERIFY(r->run().start_utc_ns > 1714521600000000000 && r->run().start_utc_ns < 1717200000000000000);
   QCOMPARE(first->event.correlation, 57541);
   QCOMPARE(r->ranks()[0].device, std::string("NVIDIA A100-PG509-200 (GPU 0)"));
+}
+
+// Numbers whose digits or value go past an int64 (undefined behaviour: the
+// digits of "1000...0e-20" were summed before the exponent was seen, and a
+// double arg of 1e30 was converted as it was): times read by value, args
+// held at the int64 limit.
+void TestTraceImport::kinetoNumbersPastAnInt64_data() {
+  QTest::addColumn<QByteArray>("event");
+  QTest::addColumn<qint64>("start_ns");
+  QTest::addColumn<qint64>("end_ns");
+  QTest::addRow("ts digits past an int64, then an exponent")
+      << QByteArray(R"("ts": 100000000000000000000000e-22, "dur": 2)") << qint64{10000}
+      << qint64{12000};
+  QTest::addRow("dur digits past an int64, then an exponent")
+      << QByteArray(R"("ts": 1, "dur": 3000000000000000000000000E-24)") << qint64{1000}
+      << qint64{4000};
+  QTest::addRow("an arg past an int64")
+      << QByteArray(R"("ts": 1, "dur": 2, "args": {"correlation": 1e30, "Ev Idx": -1e30})")
+      << qint64{1000} << qint64{3000};
+}
+
+void TestTraceImport::kinetoNumbersPastAnInt64() {
+  QFETCH(QByteArray, event);
+  QFETCH(qint64, start_ns);
+  QFETCH(qint64, end_ns);
+  QTemporaryDir dir;
+  const QString path = dir.filePath("big.json");
+  {
+    QFile f(path);
+    QVERIFY(f.open(QIODevice::WriteOnly));
+    f.write(R"({"traceEvents": [{"name": "k", "cat": "kernel", "ph": "X", "pid": 1, "tid": 7, )" +
+            event + "}]}");
+  }
+  const std::string out = dir.filePath("big.cstrace").toStdString();
+  auto report = import_kineto({path.toStdString()}, out);
+  QVERIFY2(report, report ? "" : report.message().c_str());
+  QCOMPARE(report->events, std::int64_t{1});
+  auto e = open_reader(out)->find_events("k", NameMatch::exact, 10);
+  QVERIFY(e && e->size() == 1);
+  QCOMPARE(e->front().event.start_ns, start_ns);
+  QCOMPARE(e->front().event.end_ns, end_ns);
 }
 
 // allreduce_rank-0 holds 15 all-reduces and 6 broadcasts, 3 of each size

@@ -187,6 +187,8 @@ class TestTraceStore : public QObject {
   void chunkCountsThatCannotBe();
   void chunksThatDecodeToOtherEvents_data();
   void chunksThatDecodeToOtherEvents();
+  void rowsNoWriterWrote_data();
+  void rowsNoWriterWrote();
   void version1StoreIsMigrated();
   void refusesWhatIsNotAStore_data();
   void refusesWhatIsNotAStore();
@@ -1217,6 +1219,12 @@ void TestTraceStore::chunksThatDecodeToOtherEvents_data() {
                                   << "does not decode to the times its row gives";
   QTest::addRow("its last start") << "last_start = last_start - 1"
                                   << "does not decode to the times its row gives";
+  // Two events: the first starts at 2^60, the second's start delta is
+  // INT64_MAX. Their sum overflowed an int64 (undefined behaviour, found
+  // by UBSan under fuzzing); added modulo 2^64 it is a time no store holds.
+  QTest::addRow("a start delta that overflows")
+      << "count = 2, data = x'0280808080808080802000000000000002feffffffffffffffff01000000000000'"
+      << "does not decode to times a store holds";
 }
 
 void TestTraceStore::chunksThatDecodeToOtherEvents() {
@@ -1238,6 +1246,45 @@ void TestTraceStore::chunksThatDecodeToOtherEvents() {
               .startsWith(QString::fromStdString(path) + " is damaged: an event chunk of lane ") &&
           QString::fromStdString(s.message()).endsWith(said),
       s.message().c_str());
+}
+
+// Event rows no writer writes (an edited or damaged store read from its
+// rows: a version-1 store, or one whose writer died): refused by name, as a
+// damaged chunk is. A start of -7.7e18 reached the timeline's folding,
+// whose end - start overflowed an int64 (found by fuzzing).
+void TestTraceStore::rowsNoWriterWrote_data() {
+  QTest::addColumn<QString>("update");
+  QTest::addRow("a start past what a trace holds") << "start_ns = -7684776719209289544";
+  QTest::addRow("an end past what a trace holds") << "end_ns = 9223372036854775807";
+  QTest::addRow("an end before its start") << "end_ns = start_ns - 1";
+  QTest::addRow("a kind past the last") << "kind = 200";
+  QTest::addRow("a negative category") << "category = -1";
+}
+
+void TestTraceStore::rowsNoWriterWrote() {
+  QFETCH(QString, update);
+  QTemporaryDir dir;
+  const std::string path = temp_path(dir, "rows.cstrace");
+  write_store(path, {Pattern::uniform}, 5000);
+  const std::string sql =
+      "DROP TABLE chunks; DELETE FROM lod; DELETE FROM lane_stats; "
+      "PRAGMA user_version = 1; UPDATE events SET " +
+      update.toStdString() + " WHERE id = (SELECT MIN(id) FROM events)";
+  exec_sql(path, sql.c_str());
+  std::string message;
+  if (auto r = TraceReader::open(path); !r) {
+    message = r.message();
+  } else {
+    const cs::Status s = (*r)->for_each_event({}, INT64_MIN / 4, INT64_MAX / 4,
+                                              [](const StoredEvent&) { return true; });
+    QVERIFY(!s);
+    message = s.message();
+  }
+  QVERIFY2(QString::fromStdString(message).contains(QString::fromStdString(path) +
+                                                    " is damaged: event ") &&
+               QString::fromStdString(message).contains(
+                   " holds a time, kind or category no store holds"),
+           message.c_str());
 }
 
 // Garbage written over pages inside a store: verify_store names the file

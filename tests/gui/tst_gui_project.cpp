@@ -54,6 +54,7 @@ class TestGuiProject : public QObject {
   void uniqueNames();
   void undoMergesTyping();
   void runsStayThroughUndo();
+  void destroyedWorkspaceSaysNothing();
   void switchingPlansIsNotAnEdit();
   void saveOpenAndRecentFiles();
   void openKeepsProjectOnFailure();
@@ -337,6 +338,22 @@ void TestGuiProject::undoMergesTyping() {
   QCOMPARE(ws.project().clusters[0].nodes, 4);
   QVERIFY(!ws.isModified());
   ws.closeSession();
+}
+
+// A workspace destroyed with unsaved edits said fileChanged from inside its
+// destructor (its undo stack comes clean as it is destroyed), to receivers
+// already destroyed: the main window, whose child it is (undefined
+// behaviour; UBSan: a call on an object that was only a QWidget any more).
+void TestGuiProject::destroyedWorkspaceSaysNothing() {
+  auto* ws = new Workspace;
+  QVERIFY(ws->newProject());
+  Project p = ws->project();
+  p.plans[0].parallel.zero_stage = 2;
+  ws->edit(QStringLiteral("zero"), p);
+  QVERIFY(!ws->undoStack()->isClean());
+  QSignalSpy file_changed(ws, &Workspace::fileChanged);
+  delete ws;
+  QCOMPARE(file_changed.count(), 0);
 }
 
 // A run recorded is a fact, not an edit: undo and redo leave it, and it

@@ -306,6 +306,7 @@ class TestCalibration : public QObject {
   void readsNcclTestsLogs_data();
   void readsNcclTestsLogs();
   void ncclTestsRowsWithWrongValuesAreLeftOut();
+  void ncclTestsLineLongerThanAnyIsLeftOut();
   void ncclTestsFitsTheTier();
   void malformedNcclTestsLogs_data();
   void malformedNcclTestsLogs();
@@ -1480,6 +1481,25 @@ void TestCalibration::readsNcclTestsLogs() {
   QVERIFY(!folder);
   QCOMPARE(QString::fromStdString(folder.message()),
            QStringLiteral(CS_DATA_DIR "/nccl-tests: is a folder, not an nccl-tests log"));
+}
+
+// A line of 100000 characters that begins like a rank line overflowed the
+// stack in std::regex (a crash): no line of nccl-tests is that long, so it
+// is left out and counted, and the log reads as without it.
+void TestCalibration::ncclTestsLineLongerThanAnyIsLeftOut() {
+  QFile f(fixture("all_reduce_perf_1x8_h100.log"));
+  QVERIFY(f.open(QIODevice::ReadOnly));
+  const QByteArray text = f.readAll();
+  auto whole = cs::plan::parse_nccl_tests(text.toStdString(), "all_reduce_perf.log");
+  QVERIFY2(whole, whole ? "" : whole.message().c_str());
+  const QByteArray line =
+      "#  Rank  9 Group  0 Pid 1 on h device  0 [0x1b] " + QByteArray(100000, 'x') + "\n";
+  auto log = cs::plan::parse_nccl_tests((line + text).toStdString(), "all_reduce_perf.log");
+  QVERIFY2(log, log ? "" : log.message().c_str());
+  QCOMPARE(log->ranks, whole->ranks);
+  QCOMPARE(log->samples.size(), whole->samples.size());
+  QCOMPARE(log->lines_left_out, whole->lines_left_out + 1);
+  QCOMPARE(log->first_line_left_out, 1);
 }
 
 // A size whose "#wrong" column counts wrong values timed no working

@@ -959,6 +959,14 @@ void TestCuptiDecoder::damagedRecordings_data() {
                                       << "points outside the recording";
   QTest::addRow("huge segment") << "size"
                                 << "claims";
+  // Counts and sizes past the file's bytes were allocated before reading
+  // (16M segments: 640 MiB; a 4 GiB segment: 4 GiB); now the file is cut short.
+  QTest::addRow("segment past the file") << "size 4 GiB"
+                                         << "truncated segment";
+  QTest::addRow("segment count past the file") << "count"
+                                               << "truncated segment";
+  QTest::addRow("fixup count past the file") << "fixup count"
+                                             << "truncated fixup";
   QTest::addRow("trailing bytes") << "append"
                                   << "unexpected bytes after the fixup table";
   QTest::addRow("scrambled records") << "scramble"
@@ -990,6 +998,15 @@ void TestCuptiDecoder::damagedRecordings() {
   if (damage == "truncate") bytes.resize(bytes.size() / 2);
   if (damage == "fixup") bytes[bytes.size() - 20] = 9;  // the last fixup's target segment
   if (damage == "size") bytes[first_segment + 16 + 6] = 0x7f;
+  if (damage == "size 4 GiB")
+    bytes.replace(first_segment + 16, 8, std::string("\0\0\0\0\1\0\0\0", 8));
+  if (damage == "count") bytes[16 + 3] = 1;  // + 2^24 segments
+  if (damage == "fixup count") {
+    // The fixup table follows the last segment: its count is 8 bytes before
+    // its entries (24 bytes each).
+    const std::size_t fixups = b.recording().fixups.size();
+    bytes[bytes.size() - 24 * fixups - 8 + 3] = 1;  // + 2^24 fixups
+  }
   if (damage == "append") bytes += "junk";
   if (damage == "scramble") {
     // Keep the kernel's kind but garble everything after it in the buffer.

@@ -2,6 +2,7 @@
 // Slurm script, argument-vector safety, and real runs through mpirun where a
 // rank is killed, a rank hangs, a rank fails, or the user cancels.
 
+#include <QElapsedTimer>
 #include <QFile>
 #include <QProcess>
 #include <QRegularExpression>
@@ -148,6 +149,7 @@ class TestLauncher : public QObject {
   void taggedLines_data();
   void taggedLines();
   void splitLinesAreReassembled();
+  void lineOfBracketsIsLinear();
   void mpirunNotices_data();
   void mpirunNotices();
   void mpirunCommand();
@@ -192,6 +194,15 @@ void TestLauncher::hostfileParsing_data() {
       << QByteArray("10.0.0.7 slots=3") << QStringList{"10.0.0.7"} << 3;
   QTest::addRow("IPv6 and underscores")
       << QByteArray("fe80::1\nrack_3-node\n") << QStringList{"fe80::1", "rack_3-node"} << 2;
+  // 2048 hosts of the most slots a line may give: 2^31, past an int (the
+  // sum overflowed, undefined behaviour); the total is capped at INT_MAX.
+  QByteArray many;
+  QStringList many_names;
+  for (int i = 0; i < 2048; ++i) {
+    many += "n" + QByteArray::number(i) + " slots=1048576\n";
+    many_names << "n" + QString::number(i);
+  }
+  QTest::addRow("more slots than an int") << many << many_names << std::numeric_limits<int>::max();
 }
 
 void TestLauncher::hostfileParsing() {
@@ -300,6 +311,25 @@ void TestLauncher::taggedLines() {
   QCOMPARE(QString::fromStdString(std::string(t.text)), text);
 }
 
+// A rank's line of 1000000 '[' is mpirun's own text up to the tag after it:
+// each '[' was parsed as a tag to the line's end (39 s in a release build;
+// now milliseconds).
+void TestLauncher::lineOfBracketsIsLinear() {
+  const std::string brackets(1000000, '[');
+  std::vector<std::pair<int, std::size_t>> pieces;
+  TaggedLineAssembler assembler;
+  QElapsedTimer timer;
+  timer.start();
+  assembler.feed(brackets + "[1,3]<stderr>:x",
+                 [&](const TaggedLine& t) { pieces.emplace_back(t.rank, t.text.size()); });
+  QVERIFY2(timer.elapsed() < 10000, qPrintable(QString::number(timer.elapsed()) + " ms"));
+  QCOMPARE(pieces.size(), std::size_t{2});
+  QCOMPARE(pieces[0].first, -1);
+  QCOMPARE(pieces[0].second, brackets.size());
+  QCOMPARE(pieces[1].first, 3);
+  QCOMPARE(pieces[1].second, std::size_t{1});
+}
+
 // As Open MPI 4.1 printed it: rank 0's line read in two pieces, rank 1's lines between.
 void TestLauncher::splitLinesAreReassembled() {
   const std::vector<std::string> physical = {
@@ -375,6 +405,15 @@ void TestLauncher::mpirunNotices_data() {
       << -1 << 0 << -1 << false;
   QTest::addRow("nothing") << "ssh: Could not resolve hostname no-such-node\n"
                            << -1 << 0 << -1 << false;
+  // A line of 100000 characters that begins like a notice (a rank's output
+  // can) overflowed the stack in std::regex; it is no notice, and the real
+  // one after it still counts.
+  QTest::addRow("a line longer than any notice")
+      << "mpirun noticed that process rank 1 with PID 0 on node " + QString(100000, 'n') +
+             " exited on signal 9\n"
+             "mpirun noticed that process rank 2 with PID 0 on node a exited on signal 6 "
+             "(Aborted).\n"
+      << 2 << 6 << -1 << false;
 }
 
 void TestLauncher::mpirunNotices() {
