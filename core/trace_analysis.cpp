@@ -224,10 +224,10 @@ struct RankRaw {
   std::vector<std::int64_t> step_durations;
 };
 
-// Takes the durations (they are moved into the median: a copy of millions
-// of them doubled the analysis's peak memory).
+// The durations are taken (moved into the median) where the caller is done
+// with them: a copy of millions of them doubled the analysis's peak memory.
 template <class Stats>
-void fill_duration_stats(Stats& s, std::vector<std::int64_t>& durations) {
+void fill_duration_stats(Stats& s, std::vector<std::int64_t> durations) {
   s.count = static_cast<std::int64_t>(durations.size());
   if (durations.empty()) return;
   s.min_ns = *std::min_element(durations.begin(), durations.end());
@@ -239,8 +239,10 @@ void fill_duration_stats(Stats& s, std::vector<std::int64_t>& durations) {
   s.median_ns = median(std::move(durations));
 }
 
+// `consume`: the durations are not needed after (moved, not copied).
 std::vector<KernelStats> kernel_stats(const TraceReader& r,
-                                      std::unordered_map<std::uint32_t, NameStats>& by_name) {
+                                      std::unordered_map<std::uint32_t, NameStats>& by_name,
+                                      bool consume) {
   std::vector<KernelStats> out;
   std::int64_t all = 0;
   for (auto& [name, stats] : by_name) {
@@ -248,7 +250,7 @@ std::vector<KernelStats> kernel_stats(const TraceReader& r,
     k.name = r.string(StringId{name});
     k.kind = stats.kind;
     k.category = stats.category;
-    fill_duration_stats(k, stats.durations);
+    fill_duration_stats(k, consume ? std::move(stats.durations) : stats.durations);
     all += k.total_ns;
     out.push_back(std::move(k));
   }
@@ -299,7 +301,7 @@ std::vector<CollectiveStats> collective_stats(const TraceReader& r, CollectiveDu
     c.dtype = key.dtype;
     c.bytes = key.bytes;
     c.ranks = key.ranks;
-    fill_duration_stats(c, durations);
+    fill_duration_stats(c, std::move(durations));  // the caller's copy
     if (c.bytes > 0 && c.mean_ns > 0) {
       c.algbw_gbps = static_cast<double>(c.bytes) / c.mean_ns;  // bytes per ns = GB/s
       const double factor = bus_bandwidth_factor(c.collective, c.ranks);
@@ -406,6 +408,8 @@ Result<RankAnalysis> analyze_rank_raw(const TraceReader& r, std::int32_t rank,
   RankRaw& sink = raw ? *raw : local;
   auto launch = launches(r, lanes, window_lo, window_hi, sink.api_calls);
   if (!launch) return launch.error();
+  for (auto& [name, calls] : sink.api_calls)  // held until the run's are gathered
+    calls.durations.shrink_to_fit();
   const int world = r.world_size();
   struct StreamState {
     std::int64_t events = 0;
@@ -605,7 +609,8 @@ Result<RankAnalysis> analyze_rank_raw(const TraceReader& r, std::int32_t rank,
   }
   std::sort(out.streams.begin(), out.streams.end(),
             [](const StreamIdle& a, const StreamIdle& b) { return a.lane.value < b.lane.value; });
-  out.kernels = kernel_stats(r, sink.kernels);
+  // A run's analysis gathers the rank's durations after: kept.
+  out.kernels = kernel_stats(r, sink.kernels, /*consume=*/raw == nullptr);
   out.launches.call_median_ns = median(call_durations);
   out.launches.call_p95_ns = nearest_rank(call_durations, 0.95);
   out.launches.delay_median_ns = median(launch_delays);
@@ -1013,8 +1018,8 @@ Result<RunAnalysis> analyze_run(const TraceReader& reader, const AnalysisOptions
       all.insert(all.end(), durations.begin(), durations.end());
     }
   }
-  run.kernels = kernel_stats(reader, kernels);
-  run.api_calls = kernel_stats(reader, api_calls);
+  run.kernels = kernel_stats(reader, kernels, /*consume=*/true);
+  run.api_calls = kernel_stats(reader, api_calls, /*consume=*/true);
   run.collectives = collective_stats(reader, collectives, transfer);
   run.stragglers = stragglers_from(run.ranks, raws, options);
   auto prediction = compare_with_prediction(reader, run.ranks, options.prediction);
