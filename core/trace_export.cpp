@@ -1254,17 +1254,21 @@ Result<ExportReport> export_html_report(const TraceReader& reader, const RunAnal
   out << "<h2>Top kernels</h2>\n<table>\n<tr><th>name</th><th>category</th><th>count</th>"
       << "<th>total ms</th><th>mean us</th><th>median us</th><th>min us</th><th>max us</th>"
       << "<th>share</th></tr>\n";
-  std::size_t shown = 0;
-  for (const KernelStats& k : analysis.kernels) {
-    if (shown++ == 25) break;
-    out << "<tr><td><code>" << html(k.name.size() > 120 ? k.name.substr(0, 117) + "..." : k.name)
-        << "</code></td><td>" << to_string(k.category) << "</td><td class=n>" << k.count
-        << "</td><td class=n>" << ms(k.total_ns) << "</td><td class=n>"
+  // A kernel's or a call's figures, from its count on.
+  auto duration_cells = [&out](const KernelStats& k) {
+    out << "<td class=n>" << k.count << "</td><td class=n>" << ms(k.total_ns) << "</td><td class=n>"
         << format_fixed(k.mean_ns / 1e3, 2) << "</td><td class=n>"
         << format_fixed(k.median_ns / 1e3, 2) << "</td><td class=n>"
         << format_fixed(static_cast<double>(k.min_ns) / 1e3, 2) << "</td><td class=n>"
         << format_fixed(static_cast<double>(k.max_ns) / 1e3, 2) << "</td><td class=n>"
         << format_fixed(k.share * 100, 1) << "%</td></tr>\n";
+  };
+  std::size_t shown = 0;
+  for (const KernelStats& k : analysis.kernels) {
+    if (shown++ == 25) break;
+    out << "<tr><td><code>" << html(k.name.size() > 120 ? k.name.substr(0, 117) + "..." : k.name)
+        << "</code></td><td>" << to_string(k.category) << "</td>";
+    duration_cells(k);
   }
   out << "</table>\n";
 
@@ -1276,13 +1280,8 @@ Result<ExportReport> export_html_report(const TraceReader& reader, const RunAnal
     shown = 0;
     for (const KernelStats& c : analysis.api_calls) {
       if (shown++ == 25) break;
-      out << "<tr><td><code>" << html(c.name) << "</code></td><td class=n>" << c.count
-          << "</td><td class=n>" << ms(c.total_ns) << "</td><td class=n>"
-          << format_fixed(c.mean_ns / 1e3, 2) << "</td><td class=n>"
-          << format_fixed(c.median_ns / 1e3, 2) << "</td><td class=n>"
-          << format_fixed(static_cast<double>(c.min_ns) / 1e3, 2) << "</td><td class=n>"
-          << format_fixed(static_cast<double>(c.max_ns) / 1e3, 2) << "</td><td class=n>"
-          << format_fixed(c.share * 100, 1) << "%</td></tr>\n";
+      out << "<tr><td><code>" << html(c.name) << "</code></td>";
+      duration_cells(c);
     }
     out << "</table>\n";
   }

@@ -30,6 +30,20 @@ Run profile(const QStringList& args,
 }
 
 // An environment whose temporary directory is `tmp`, to see what is left there.
+// Waits until the profiled command runs (it prints "ready"), so that a
+// signal finds it.
+bool command_is_ready(QProcess& p) {
+  QByteArray seen;
+  QElapsedTimer waited;
+  waited.start();
+  while (!seen.contains("ready") && p.state() == QProcess::Running && waited.elapsed() < 20000) {
+    p.waitForReadyRead(200);
+    seen += p.readAllStandardOutput();
+  }
+  if (!seen.contains("ready")) qWarning("the command never said ready: %s", seen.constData());
+  return seen.contains("ready");
+}
+
 QProcessEnvironment with_tmp(const QTemporaryDir& tmp) {
   QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
   env.insert("TMPDIR", tmp.path());
@@ -172,15 +186,7 @@ void TestProfileCommand::signalsReachTheCommand() {
   p.start(CS_BIN_DIR "/clusterscope", {"profile", "--out", tmp.filePath("run.db"), "--", "sh", "-c",
                                        "echo ready; exec sleep 60"});
   QVERIFY(p.waitForStarted());
-  // Wait until the command runs (it prints "ready"), so the signal finds it.
-  QByteArray seen;
-  QElapsedTimer waited;
-  waited.start();
-  while (!seen.contains("ready") && p.state() == QProcess::Running && waited.elapsed() < 20000) {
-    p.waitForReadyRead(200);
-    seen += p.readAllStandardOutput();
-  }
-  QVERIFY2(seen.contains("ready"), seen.constData());
+  QVERIFY(command_is_ready(p));
   p.terminate();  // SIGTERM to clusterscope alone, as a scheduler sends it
   QVERIFY(p.waitForFinished(30000));
   const QString err = QString::fromUtf8(p.readAllStandardError());
@@ -198,14 +204,7 @@ void TestProfileCommand::aSecondInterruptEndsTheCommand() {
   p.start(CS_BIN_DIR "/clusterscope", {"profile", "--out", tmp.filePath("run.db"), "--", "sh", "-c",
                                        "trap '' INT; echo ready; while :; do sleep 1; done"});
   QVERIFY(p.waitForStarted());
-  QByteArray seen;
-  QElapsedTimer waited;
-  waited.start();
-  while (!seen.contains("ready") && p.state() == QProcess::Running && waited.elapsed() < 20000) {
-    p.waitForReadyRead(200);
-    seen += p.readAllStandardOutput();
-  }
-  QVERIFY2(seen.contains("ready"), seen.constData());
+  QVERIFY(command_is_ready(p));
   ::kill(static_cast<pid_t>(p.processId()), SIGINT);
   QVERIFY(!p.waitForFinished(1500));  // ignored by the command
   ::kill(static_cast<pid_t>(p.processId()), SIGINT);
