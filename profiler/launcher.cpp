@@ -1373,8 +1373,18 @@ Status Launcher::start() {
     }
     s.run_lock_path = run_lock_path(spec.run_store);
     s.run_lock_fd = *lock;
-    for (int r = 0; r < spec.ranks; ++r)
-      fs::remove(rank_store_path(spec.run_store, r), ec);
+    // The last run's rank stores go; a file of the user's by that name (not
+    // a store, or a store another process writes) stays, and the run is refused.
+    for (int r = 0; r < spec.ranks; ++r) {
+      const std::string rank_store = rank_store_path(spec.run_store, r);
+      if (Status st = trace::check_store_path(rank_store); !st) {
+        s.release_run_lock();
+        s.remove_temp_hostfile();
+        return Error{st.message() + " (the run keeps rank " + std::to_string(r) +
+                     "'s store there)"};
+      }
+      fs::remove(rank_store, ec);
+    }
   }
 
   const std::vector<std::string> argv = mpirun_command(spec, hostfile_copy);

@@ -711,7 +711,7 @@ void TestRunCli::pathThatIsNotUtf8() {
 // the run's plan. Each used to be replaced or deleted silently.
 void TestRunCli::runLeavesTheUsersFilesAlone() {
   const QString work = dir_.filePath("users-files");
-  QVERIFY(QDir().mkpath(work + "/run.ranks"));
+  QVERIFY(QDir().mkpath(work + "/run.ranks") && QDir().mkpath(work + "/mine.ranks"));
   auto write = [](const QString& path, const QByteArray& text) {
     QFile f(path);
     QVERIFY(f.open(QIODevice::WriteOnly));
@@ -734,6 +734,15 @@ void TestRunCli::runLeavesTheUsersFilesAlone() {
   QCOMPARE(r.exit_code, 1);
   QVERIFY2(r.err.contains("other.plan.json: the run writes its plan there"), qPrintable(r.err));
   QCOMPARE(text_of(work + "/other.plan.json"), QByteArray("precious\n"));
+  // A file of the user's named like a rank store: the run is refused, the
+  // file kept (it was removed at launch).
+  write(work + "/mine.ranks/rank0.db", "my notes\n");
+  r = run_cli(QStringList{"run", "--steps", "2", "--out", work + "/mine.db"} + tiny());
+  QCOMPARE(r.exit_code, 1);
+  QVERIFY2(r.err.contains(work + "/mine.ranks/rank0.db: is a file that is not a trace store") &&
+               r.err.contains("(the run keeps rank 0's store there)"),
+           qPrintable(r.err));
+  QCOMPARE(text_of(work + "/mine.ranks/rank0.db"), QByteArray("my notes\n"));
   // A completed run removes its rank stores, not the user's file among them,
   // and reads the user's hostfile without rewriting it.
   write(work + "/run.ranks/mine.txt", "keep me\n");
