@@ -161,15 +161,30 @@ Result<PlanRun> plan_run(const Plan& plan, const PlanRunOptions& o) {
   const int ranks = p.world_size();
   RunSpec& spec = run.spec;
   // A reshaped model says so: "GPT-2 124M on 2 ranks" titled a run of a
-  // few million parameters.
-  const std::string model = shape->scaled.empty()
-                                ? plan.workload.display_name
-                                : plan.workload.display_name + ", scaled to " +
-                                      std::to_string(shape->config.layers) + " layers of hidden " +
-                                      std::to_string(shape->config.hidden) + ",";
+  // few million parameters. The title reaches each worker as one argument,
+  // which Linux holds to 128 KiB ("mpirun: Argument list too long", with
+  // nothing to say why): a title made of the workload's name is shortened,
+  // a title given refused.
+  constexpr std::size_t kNameBytes = 4096, kArgumentBytes = 128 * 1024 - 1;
+  std::string name = plan.workload.display_name;
+  if (name.size() > kNameBytes) {
+    std::size_t cut = kNameBytes;
+    while (cut > 0 && (static_cast<unsigned char>(name[cut]) & 0xC0) == 0x80)
+      --cut;  // whole characters
+    name = name.substr(0, cut) + "...";
+  }
+  const std::string model =
+      shape->scaled.empty() ? name
+                            : name + ", scaled to " + std::to_string(shape->config.layers) +
+                                  " layers of hidden " + std::to_string(shape->config.hidden) + ",";
   spec.title = o.title.empty()
                    ? model + " on " + std::to_string(ranks) + (ranks == 1 ? " rank" : " ranks")
                    : o.title;
+  if (spec.title.size() > kArgumentBytes) {
+    return Error{"--title: " + std::to_string(spec.title.size()) +
+                 " bytes, more than a program argument holds (" + std::to_string(kArgumentBytes) +
+                 "): give a shorter title"};
+  }
   const auto worker = find_worker();
   if (!worker) return Error{"clusterscope-worker was not found beside this program or on PATH"};
   spec.worker = *worker;

@@ -98,6 +98,24 @@ void TestPlanRun::workerArguments() {
   QCOMPARE(nlohmann::json::parse(spec.plan_json)["kind"].get<std::string>(), std::string("plan"));
   QVERIFY(std::find(spec.worker_args.begin(), spec.worker_args.end(), "--no-overlap") ==
           spec.worker_args.end());
+  // A workload's name past what a title needs is shortened in it: the title
+  // is one argument of each worker, and 140,000 characters made mpirun fail
+  // with "Argument list too long". A title given that long is refused.
+  Plan named = plan;
+  named.workload.display_name = std::string(140000, 'n');
+  auto shortened = launch::plan_run(named, options());
+  if (!shortened) QFAIL(shortened.message().c_str());
+  QVERIFY2(shortened->spec.title.size() < 5000 &&
+               QString::fromStdString(shortened->spec.title)
+                   .endsWith("nnn..., scaled to 8 layers of hidden 256, on 2 ranks"),
+           shortened->spec.title.substr(0, 100).c_str());
+  launch::PlanRunOptions long_title = options();
+  long_title.title = std::string(140000, 't');
+  auto refused = launch::plan_run(plan, long_title);
+  QVERIFY(!refused);
+  QVERIFY2(refused.message().find("--title: 140000 bytes, more than a program argument holds") !=
+               std::string::npos,
+           refused.message().c_str());
   // A plan that reduces gradients after backward runs its workers so.
   Plan after = plan;
   after.parallel.overlap_grad_reduce = false;
