@@ -13,6 +13,7 @@
 #include <set>
 
 #include "core/text_file.h"
+#include "core/utf8.h"
 
 namespace cs {
 
@@ -341,8 +342,14 @@ Result<nlohmann::json> read_json_stream(std::istream& in, const std::string& pat
   }
   // nlohmann's parser takes a NUL byte for the end of the text: what
   // follows one would go unread.
-  if (const auto nul = text.find('\0'); nul != std::string::npos)
+  if (const auto nul = text.find('\0'); nul != std::string::npos) {
+    // UTF-16 (a Windows editor's "Unicode"): a NUL beside every ASCII byte.
+    const bool bom = text.size() >= 2 && ((text[0] == '\xFF' && text[1] == '\xFE') ||
+                                          (text[0] == '\xFE' && text[1] == '\xFF'));
+    if (bom || (text.size() >= 2 && (text[0] == '\0' || text[1] == '\0')))
+      return Error{path + ": invalid JSON: UTF-16 text; save it as UTF-8"};
     return Error{position(path, text, nul + 1) + ": invalid JSON: a NUL byte (a binary file?)"};
+  }
   // nlohmann's parser reports a malformed document by byte, and a number
   // past a double's range (1e309) by the number alone.
   // A key given twice in one object: nlohmann keeps the last silently, and
@@ -391,7 +398,9 @@ Result<nlohmann::json> read_json_stream(std::istream& in, const std::string& pat
                  ": invalid JSON: \"" + twice->first +
                  "\" is given twice in one object (which one is meant?)"};
   } catch (const nlohmann::json::parse_error& e) {
-    return Error{position(path, text, e.byte) + ": invalid JSON: " + json_error_text(e)};
+    // nlohmann quotes the bytes it last read: a stray byte stays valid UTF-8.
+    return Error{position(path, text, e.byte) +
+                 ": invalid JSON: " + valid_utf8(json_error_text(e))};
   } catch (const nlohmann::json::exception& e) {
     // "number overflow parsing '1e309'": placed by the number.
     const std::string what = json_error_text(e);

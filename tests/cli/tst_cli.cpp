@@ -434,6 +434,21 @@ void TestCli::endlessOrBinaryJsonIsRefused() {
   r = run_cli({"validate", nul});
   QCOMPARE(r.exit_code, 1);
   QVERIFY2(r.err.contains(nul + ":1:17: invalid JSON: a NUL byte"), qPrintable(r.err));
+  // UTF-16 (it was "a binary file?"), and a stray byte the parser quotes,
+  // said in valid UTF-8 (it was echoed raw).
+  const QByteArray utf16 = QByteArray("\xFF\xFE{\0}\0", 6);
+  const QString wide = write_file(dir, "wide.json", utf16);
+  r = run_cli({"validate", wide});
+  QCOMPARE(r.exit_code, 1);
+  QVERIFY2(r.err.contains(wide + ": invalid JSON: UTF-16 text; save it as UTF-8"),
+           qPrintable(r.err));
+  const QString stray = write_file(dir, "stray.json", QByteArray("{\"kind\": \"Cust\xFF"));
+  QProcess p;  // the bytes as written, not decoded
+  p.start(CS_BIN_DIR "/clusterscope", {"validate", stray});
+  QVERIFY(p.waitForFinished(30000));
+  const QByteArray said = p.readAllStandardError();
+  QCOMPARE(p.exitCode(), 1);
+  QVERIFY2(said.contains("Cust\xEF\xBF\xBD") && !said.contains('\xFF'), said.constData());
 }
 
 
