@@ -303,6 +303,11 @@ bool written_on_this_host(const std::string& identity) {
   return id && id->host == this_host_name();
 }
 
+std::string identity_for_people(std::string identity) {
+  if (const auto last = identity.rfind(':'); last != std::string::npos) identity.resize(last);
+  return identity;
+}
+
 bool process_alive(const std::string& identity) {
   const auto id = split_identity(identity);
   if (!id || id->host != this_host_name()) return false;
@@ -539,9 +544,7 @@ Result<sql::Database> open_store(const std::string& path, bool writable, StoreSt
     rc = stmt->step();
     if (rc != SQLITE_ROW) return db.error("cannot read events", rc);
     state->events = stmt->int64_at(0);
-    // "host:pid:start" → "host:pid" for people.
-    if (const auto last = state->writer.rfind(':'); last != std::string::npos)
-      state->writer.resize(last);
+    state->writer = identity_for_people(std::move(state->writer));
   }
   return db;
 }

@@ -49,6 +49,8 @@ bool is_own_meta_row(std::string_view key);
 // True when `identity` names a live process on this host. A process on
 // another host cannot be checked and counts as gone.
 bool process_alive(const std::string& identity);
+// "host:pid:start" (a writer's identity) as people read it: "host:pid".
+std::string identity_for_people(std::string identity);
 // True when `identity` was recorded by a process of this host.
 bool written_on_this_host(const std::string& identity);
 

@@ -890,8 +890,7 @@ std::string live_writer_of(const std::string& path) {
     if (meta->text_at(0) == "writer") writer = meta->text_at(1);
   }
   if (status != "writing" || !store::process_alive(writer)) return {};
-  if (const auto last = writer.rfind(':'); last != std::string::npos) writer.resize(last);
-  return writer;  // "host:pid:start" -> "host:pid"
+  return store::identity_for_people(std::move(writer));
 }
 
 // What a non-regular file at `path` is, for people; empty for a regular file,
@@ -913,7 +912,8 @@ Status check_store_path(const std::string& path) {
   // other program.
   if (const std::string kind = special_file_kind(path); !kind.empty())
     return Error{path + ": is " + kind +
-                 "; a trace store replaces only an earlier store: " + "give a file name"};
+                 "; a trace store replaces only an earlier store: give a "
+                 "file name"};
   // Replaced under its writer, a live store (another run's rank store) loses
   // what that run records from then on, and the run reads another's rows.
   if (const std::string writer = live_writer_of(path); !writer.empty())
