@@ -56,6 +56,7 @@ struct RankLanes {
   std::vector<LaneId> device;
   std::vector<LaneId> host;   // where launches (API calls) are
   std::vector<LaneId> steps;  // LaneKind::steps
+  std::vector<LaneId> annotations;  // LaneKind::annotation
   bool gpu = true;
 };
 
@@ -67,6 +68,7 @@ RankLanes rank_lanes(const TraceReader& r, std::int32_t rank) {
     if (l.kind == LaneKind::gpu_stream || l.kind == LaneKind::predicted) out.device.push_back(l.id);
     if (l.kind == LaneKind::cpu_thread) out.host.push_back(l.id);
     if (l.kind == LaneKind::steps) out.steps.push_back(l.id);
+    if (l.kind == LaneKind::annotation) out.annotations.push_back(l.id);
   }
   if (out.device.empty()) {
     // The CPU engine: its compute thread and communication lanes do the work.
@@ -217,6 +219,9 @@ struct CollectiveKey {
 struct RankRaw {
   std::unordered_map<std::uint32_t, NameStats> kernels;
   std::unordered_map<std::uint32_t, NameStats> api_calls;  // runtime and driver calls, by name
+  std::unordered_map<std::uint32_t, NameStats> annotations;  // ranges, by name
+  std::unordered_map<std::uint32_t, NameStats> memory_ops;   // copies and sets, by name
+  std::unordered_map<std::uint32_t, std::vector<std::int64_t>> memory_bytes;  // of those
   std::map<CollectiveKey, std::vector<std::int64_t>> collectives;
   // Start times of communication (not point-to-point), by collective type
   // (bit 40 set) or name id.
@@ -258,6 +263,41 @@ std::vector<KernelStats> kernel_stats(const TraceReader& r,
     k.share = all > 0 ? static_cast<double>(k.total_ns) / static_cast<double>(all) : 0;
   std::sort(out.begin(), out.end(), [](const KernelStats& a, const KernelStats& b) {
     return a.total_ns != b.total_ns ? a.total_ns > b.total_ns : a.name < b.name;
+  });
+  return out;
+}
+
+// Copies and sets by name, timed as kernel_stats times them, with their bytes.
+std::vector<MemoryOpStats> memory_op_stats(
+    const TraceReader& r, std::unordered_map<std::uint32_t, NameStats>& by_name,
+    std::unordered_map<std::uint32_t, std::vector<std::int64_t>>& bytes_by_name) {
+  std::vector<MemoryOpStats> out;
+  std::int64_t all = 0;
+  for (auto& [name, stats] : by_name) {
+    MemoryOpStats m;
+    m.time.name = r.string(StringId{name});
+    m.time.kind = stats.kind;
+    m.time.category = stats.category;
+    fill_duration_stats(m.time, std::move(stats.durations));
+    all += m.time.total_ns;
+    std::vector<std::int64_t>& bytes = bytes_by_name[name];
+    if (!bytes.empty()) {
+      for (std::int64_t b : bytes)
+        m.total_bytes = saturating_add(m.total_bytes, b);
+      m.min_bytes = *std::min_element(bytes.begin(), bytes.end());
+      m.max_bytes = *std::max_element(bytes.begin(), bytes.end());
+      m.mean_bytes = static_cast<double>(m.total_bytes) / static_cast<double>(bytes.size());
+      m.median_bytes = median(std::move(bytes));
+    }
+    if (m.time.total_ns > 0)
+      m.throughput_gbps = static_cast<double>(m.total_bytes) / static_cast<double>(m.time.total_ns);
+    out.push_back(std::move(m));
+  }
+  for (MemoryOpStats& m : out)
+    m.time.share = all > 0 ? static_cast<double>(m.time.total_ns) / static_cast<double>(all) : 0;
+  std::sort(out.begin(), out.end(), [](const MemoryOpStats& a, const MemoryOpStats& b) {
+    return a.time.total_ns != b.time.total_ns ? a.time.total_ns > b.time.total_ns
+                                              : a.time.name < b.time.name;
   });
   return out;
 }
@@ -329,12 +369,27 @@ struct Launch {
   }
 };
 
-// The rank's calls with a correlation id, by id (the earliest first); the
-// durations of its runtime and driver calls in [window_lo, window_hi) (as
-// the kernel table's window) go to `api_calls`, by name.
+// Whether an event counts in the half-open window [lo, hi): one that ends
+// where the window starts ran before it.
+bool in_window(const store::ScanRow& row, std::int64_t lo, std::int64_t hi) {
+  const bool before = row.end < lo || (row.end == lo && row.start < row.end);
+  return !before && row.start < hi;
+}
+
+void add_duration(std::unordered_map<std::uint32_t, NameStats>& by_name,
+                  const store::ScanRow& row) {
+  NameStats& s = by_name[row.name];
+  s.kind = row.kind;
+  s.category = row.category;
+  s.durations.push_back(row.end - row.start);
+}
+
+// The rank's calls with a correlation id, by id (the earliest first). The
+// durations of its runtime and driver calls and of the annotation ranges on
+// its threads (PyTorch's record_function) in [window_lo, window_hi), as the
+// kernel table's window, go to `raw`, by name.
 Result<std::vector<Launch>> launches(const TraceReader& r, const RankLanes& lanes,
-                                     std::int64_t window_lo, std::int64_t window_hi,
-                                     std::unordered_map<std::uint32_t, NameStats>& api_calls) {
+                                     std::int64_t window_lo, std::int64_t window_hi, RankRaw& raw) {
   std::vector<Launch> out;
   if (lanes.host.empty() || !lanes.gpu) return out;
   auto scan = r.impl().scan(lanes.host, kMinTime, kMaxTime, store::ScanColumns::light);
@@ -342,15 +397,10 @@ Result<std::vector<Launch>> launches(const TraceReader& r, const RankLanes& lane
   store::ScanRow row;
   std::unordered_map<std::uint32_t, bool> asynchronous;  // by name id
   while ((*scan)->next(row)) {
-    if (row.kind == EventKind::api_call) {
-      const bool before = row.end < window_lo || (row.end == window_lo && row.start < row.end);
-      if (!before && row.start < window_hi) {
-        NameStats& call = api_calls[row.name];
-        call.kind = row.kind;
-        call.category = row.category;
-        call.durations.push_back(row.end - row.start);
-      }
-    }
+    if (row.kind == EventKind::api_call && in_window(row, window_lo, window_hi))
+      add_duration(raw.api_calls, row);
+    if (row.kind == EventKind::annotation && in_window(row, window_lo, window_hi))
+      add_duration(raw.annotations, row);
     if ((row.kind != EventKind::api_call && row.kind != EventKind::sync) || row.correlation == 0)
       continue;
     auto [it, added] = asynchronous.try_emplace(row.name, false);
@@ -406,7 +456,7 @@ Result<RankAnalysis> analyze_rank_raw(const TraceReader& r, std::int32_t rank,
   Sweep sweep(window_lo, window_hi, windows);
   RankRaw local;
   RankRaw& sink = raw ? *raw : local;
-  auto launch = launches(r, lanes, window_lo, window_hi, sink.api_calls);
+  auto launch = launches(r, lanes, window_lo, window_hi, sink);
   if (!launch) return launch.error();
   for (auto& [name, calls] : sink.api_calls)  // held until the run's are gathered
     calls.durations.shrink_to_fit();
@@ -452,10 +502,14 @@ Result<RankAnalysis> analyze_rank_raw(const TraceReader& r, std::int32_t rank,
     }
   };
 
-  auto scan = r.impl().scan(lanes.device, kMinTime, kMaxTime, store::ScanColumns::communication);
+  auto scan = r.impl().scan(lanes.device, kMinTime, kMaxTime, store::ScanColumns::transfers);
   if (!scan) return scan.error();
   store::ScanRow e;
   while ((*scan)->next(e)) {
+    // Ranges on the threads of a trace without GPU lanes (a CPU-only
+    // PyTorch profile).
+    if (e.kind == EventKind::annotation && !lanes.gpu && in_window(e, window_lo, window_hi))
+      add_duration(sink.annotations, e);
     // The CPU engine's compute thread waiting for a collective's result
     // stands still as a GPU stream waiting on an event would: where nothing
     // else runs, that is exposed synchronization, not idle time.
@@ -492,8 +546,7 @@ Result<RankAnalysis> analyze_rank_raw(const TraceReader& r, std::int32_t rank,
     // The kernel and collective tables of a range hold what ran in it (they
     // held the whole run's beside the range's breakdown). The range is
     // half-open: a kernel that ends where it starts ran before it.
-    const bool before = e.end < window_lo || (e.end == window_lo && e.start < e.end);
-    if (before || e.start >= window_hi) continue;
+    if (!in_window(e, window_lo, window_hi)) continue;
     const Launch* call = launch_of(*launch, e.correlation);
     {
       // This stream's gap before the event, and its busy time (events on one
@@ -557,6 +610,10 @@ Result<RankAnalysis> analyze_rank_raw(const TraceReader& r, std::int32_t rank,
       k.category = e.category;
     }
     k.durations.push_back(duration);
+    if (copy_or_set) {
+      add_duration(sink.memory_ops, e);
+      sink.memory_bytes[e.name].push_back(e.details.bytes);
+    }
     if (e.category == Category::communication) {
       CollectiveKey key;
       key.collective = e.details.collective;
@@ -581,6 +638,16 @@ Result<RankAnalysis> analyze_rank_raw(const TraceReader& r, std::int32_t rank,
     }
   }
   if (!(*scan)->status()) return (*scan)->status().error();
+  if (raw && !lanes.annotations.empty()) {
+    // The annotation lanes' ranges (NVTX, the engines' phases), for the run's table.
+    auto ranges = r.impl().scan(lanes.annotations, kMinTime, kMaxTime, store::ScanColumns::light);
+    if (!ranges) return ranges.error();
+    store::ScanRow row;
+    while ((*ranges)->next(row))
+      if (row.kind == EventKind::annotation && in_window(row, window_lo, window_hi))
+        add_duration(sink.annotations, row);
+    if (!(*ranges)->status()) return (*ranges)->status().error();
+  }
   retire_until(kMaxTime);
   if (device_first > device_last) return out;  // no device work at all
 
@@ -984,7 +1051,8 @@ Result<RunAnalysis> analyze_run(const TraceReader& reader, const AnalysisOptions
   for (auto& r : results)
     run.ranks.push_back(std::move(*r));
 
-  std::unordered_map<std::uint32_t, NameStats> kernels, api_calls;
+  std::unordered_map<std::uint32_t, NameStats> kernels, api_calls, annotations, memory_ops;
+  std::unordered_map<std::uint32_t, std::vector<std::int64_t>> memory_bytes;
   CollectiveDurations collectives;
   const CollectiveDurations transfer = transfer_durations(raws);
   // Each name's durations of all ranks in one vector of the exact size (grown
@@ -1012,7 +1080,13 @@ Result<RunAnalysis> analyze_run(const TraceReader& reader, const AnalysisOptions
   };
   gather(&RankRaw::kernels, kernels);
   gather(&RankRaw::api_calls, api_calls);
+  gather(&RankRaw::annotations, annotations);
+  gather(&RankRaw::memory_ops, memory_ops);
   for (RankRaw& raw : raws) {
+    for (auto& [name, bytes] : raw.memory_bytes) {
+      auto& all = memory_bytes[name];
+      all.insert(all.end(), bytes.begin(), bytes.end());
+    }
     for (auto& [key, durations] : raw.collectives) {
       auto& all = collectives[key];
       all.insert(all.end(), durations.begin(), durations.end());
@@ -1020,6 +1094,8 @@ Result<RunAnalysis> analyze_run(const TraceReader& reader, const AnalysisOptions
   }
   run.kernels = kernel_stats(reader, kernels, /*consume=*/true);
   run.api_calls = kernel_stats(reader, api_calls, /*consume=*/true);
+  run.annotations = kernel_stats(reader, annotations, /*consume=*/true);
+  run.memory_ops = memory_op_stats(reader, memory_ops, memory_bytes);
   run.collectives = collective_stats(reader, collectives, transfer);
   run.stragglers = stragglers_from(run.ranks, raws, options);
   auto prediction = compare_with_prediction(reader, run.ranks, options.prediction);

@@ -83,6 +83,19 @@ struct KernelStats {
   double share = 0;  // of the summed duration of all device events summarised (0..1)
 };
 
+// One kind of device copy or set, all ranks together (Nsight Systems'
+// cuda_gpu_mem_time_sum and cuda_gpu_mem_size_sum; HTA's memory bandwidth
+// summary). time.share: of all copies' and sets' time.
+struct MemoryOpStats {
+  KernelStats time;
+  std::int64_t total_bytes = 0;
+  std::int64_t min_bytes = 0;
+  std::int64_t max_bytes = 0;
+  double mean_bytes = 0;
+  double median_bytes = 0;
+  double throughput_gbps = 0;  // total bytes / total time, in GB/s (10^9 bytes per second)
+};
+
 struct CollectiveStats {
   Collective collective = Collective::none;
   std::string name;  // the collective ("all_reduce") or, when its type is unknown, the kernel name
@@ -326,6 +339,12 @@ struct RunAnalysis {
   // The CUDA runtime and driver calls of all ranks, by name and total time
   // (Nsight Systems' cuda_api_sum); share: of all calls' time.
   std::vector<KernelStats> api_calls;
+  // Copies and sets by kind ("Memcpy HtoD", "Memset", ...), by total time.
+  std::vector<MemoryOpStats> memory_ops;
+  // Annotation ranges (NVTX, the engines' phases, PyTorch's
+  // record_function) of all ranks by name and total time (Nsight Systems'
+  // nvtx_sum); share: of all ranges' time, nested ones counted in full.
+  std::vector<KernelStats> annotations;
   StragglerReport stragglers;
   std::optional<PredictionComparison> prediction;
   // A damaged page met while reading (TraceReader::damage's message): the

@@ -1286,6 +1286,51 @@ Result<ExportReport> export_html_report(const TraceReader& reader, const RunAnal
     out << "</table>\n";
   }
 
+  if (!analysis.memory_ops.empty()) {
+    out << "<h2>Device copies and sets</h2>\n<p class=note>All ranks, by kind, as Nsight "
+           "Systems' cuda_gpu_mem_time_sum and cuda_gpu_mem_size_sum; GB/s: the bytes over the "
+           "time of all of them; share: of all copies' and sets' time.</p>\n"
+           "<table>\n<tr><th>operation</th><th>count</th><th>total ms</th><th>mean us</th>"
+           "<th>median us</th><th>max us</th><th>total</th><th>mean size</th><th>max size</th>"
+           "<th>GB/s</th><th>share</th></tr>\n";
+    shown = 0;
+    for (const MemoryOpStats& m : analysis.memory_ops) {
+      if (shown++ == 25) break;
+      const bool sized = m.total_bytes > 0;
+      out << "<tr><td><code>" << html(m.time.name) << "</code></td><td class=n>" << m.time.count
+          << "</td><td class=n>" << ms(m.time.total_ns) << "</td><td class=n>"
+          << format_fixed(m.time.mean_ns / 1e3, 2) << "</td><td class=n>"
+          << format_fixed(m.time.median_ns / 1e3, 2) << "</td><td class=n>"
+          << format_fixed(static_cast<double>(m.time.max_ns) / 1e3, 2) << "</td><td class=n>"
+          << (sized ? format_bytes(static_cast<double>(m.total_bytes)) : "-") << "</td><td class=n>"
+          << (sized ? format_bytes(m.mean_bytes) : "-") << "</td><td class=n>"
+          << (sized ? format_bytes(static_cast<double>(m.max_bytes)) : "-") << "</td><td class=n>"
+          << (sized && m.time.total_ns > 0 ? format_fixed(m.throughput_gbps, 2) : "-")
+          << "</td><td class=n>" << format_fixed(m.time.share * 100, 1) << "%</td></tr>\n";
+    }
+    out << "</table>\n";
+  }
+
+  if (!analysis.annotations.empty()) {
+    out << "<h2>Annotation ranges</h2>\n<p class=note>NVTX ranges and the engines' phases of "
+           "all ranks by name, as Nsight Systems' nvtx_sum sums them; share: of all ranges' "
+           "time, a range inside another counted in both.</p>\n"
+           "<table>\n<tr><th>name</th><th>count</th><th>total ms</th><th>mean us</th>"
+           "<th>median us</th><th>min us</th><th>max us</th><th>share</th></tr>\n";
+    shown = 0;
+    for (const KernelStats& c : analysis.annotations) {
+      if (shown++ == 25) break;
+      out << "<tr><td><code>" << html(c.name) << "</code></td><td class=n>" << c.count
+          << "</td><td class=n>" << ms(c.total_ns) << "</td><td class=n>"
+          << format_fixed(c.mean_ns / 1e3, 2) << "</td><td class=n>"
+          << format_fixed(c.median_ns / 1e3, 2) << "</td><td class=n>"
+          << format_fixed(static_cast<double>(c.min_ns) / 1e3, 2) << "</td><td class=n>"
+          << format_fixed(static_cast<double>(c.max_ns) / 1e3, 2) << "</td><td class=n>"
+          << format_fixed(c.share * 100, 1) << "%</td></tr>\n";
+    }
+    out << "</table>\n";
+  }
+
   if (!analysis.collectives.empty()) {
     out << "<h2>Collectives</h2>\n<p class=note>Bandwidths by the nccl-tests formulas: algbw = "
            "size / mean time; busbw = algbw &times; 2(n&minus;1)/n for all-reduce, (n&minus;1)/n "

@@ -901,7 +901,8 @@ bool ChunkMerge::next(ScanRow& row) {
   row = c.rows[c.at];
   if (c.has_details[c.at] &&
       (columns_ == ScanColumns::full ||
-       (columns_ == ScanColumns::communication && row.category == Category::communication))) {
+       (columns_ == ScanColumns::transfers &&
+        (row.category == Category::communication || row.category == Category::memory)))) {
     if (!details_) {
       auto stmt = db_.prepare(
           "SELECT bytes, flops, collective, dtype, count, peer, group_size FROM event_details "

@@ -115,12 +115,13 @@ struct ScanRow {
   Category category = Category::compute;
   std::int64_t correlation = 0;
   std::int32_t step = -1;
-  EventDetails details;  // only with ScanColumns::full
+  EventDetails details;  // only with ScanColumns::full or ::transfers
 };
 
-// light: no event_details columns; full: all; communication: event_details
-// only for communication events (what the analyses need).
-enum class ScanColumns { light, full, communication };
+// light: no event_details columns; full: all; transfers: event_details only
+// for the events that move bytes, communication and copies (what the
+// analyses need).
+enum class ScanColumns { light, full, transfers };
 
 // Events in (start, end descending, id) order with start in [from, to).
 class EventScan {

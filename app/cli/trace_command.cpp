@@ -431,10 +431,40 @@ void print_stats(const StatsOptions& o, Context& ctx, const std::unique_ptr<Trac
                            {"max_ns", c.max_ns},
                            {"share", c.share}});
     }
-    json out = {{"path", r->path()},       {"status", r->state().status},
-                {"ranks", ranks},          {"kernels", kernels},
-                {"api_calls", api_calls},  {"collectives", collectives},
-                {"stragglers", stragglers}};
+    json memory_ops = json::array(), annotations = json::array();
+    for (std::size_t i = 0; i < a.memory_ops.size() && i < top; ++i) {
+      const MemoryOpStats& m = a.memory_ops[i];
+      memory_ops.push_back({{"name", m.time.name},
+                            {"kind", to_string(m.time.kind)},
+                            {"count", m.time.count},
+                            {"total_ns", m.time.total_ns},
+                            {"mean_ns", m.time.mean_ns},
+                            {"median_ns", m.time.median_ns},
+                            {"min_ns", m.time.min_ns},
+                            {"max_ns", m.time.max_ns},
+                            {"share", m.time.share},
+                            {"total_bytes", m.total_bytes},
+                            {"mean_bytes", m.mean_bytes},
+                            {"median_bytes", m.median_bytes},
+                            {"min_bytes", m.min_bytes},
+                            {"max_bytes", m.max_bytes},
+                            {"throughput_gbps", m.throughput_gbps}});
+    }
+    for (std::size_t i = 0; i < a.annotations.size() && i < top; ++i) {
+      const KernelStats& n = a.annotations[i];
+      annotations.push_back({{"name", n.name},
+                             {"count", n.count},
+                             {"total_ns", n.total_ns},
+                             {"mean_ns", n.mean_ns},
+                             {"median_ns", n.median_ns},
+                             {"min_ns", n.min_ns},
+                             {"max_ns", n.max_ns},
+                             {"share", n.share}});
+    }
+    json out = {
+        {"path", r->path()},          {"status", r->state().status}, {"ranks", ranks},
+        {"kernels", kernels},         {"api_calls", api_calls},      {"memory_ops", memory_ops},
+        {"annotations", annotations}, {"collectives", collectives},  {"stragglers", stragglers}};
     if (a.prediction) {
       auto rows = [](const std::vector<PredictedVsMeasured>& list) {
         json j = json::array();
@@ -612,6 +642,44 @@ void print_stats(const StatsOptions& o, Context& ctx, const std::unique_ptr<Trac
              format_fixed(s.share * 100, 1) + "%"});
     }
     c.print(std::cout);
+  }
+  if (!a.memory_ops.empty() && top > 0) {
+    std::cout << "\nDevice copies and sets (all ranks; as Nsight Systems' cuda_gpu_mem_time_sum "
+                 "and cuda_gpu_mem_size_sum)\n";
+    TextTable m({"operation", "count", "total ms", "mean us", "median us", "max us", "total",
+                 "mean size", "max size", "GB/s", "share"});
+    for (std::size_t i = 1; i < 11; ++i)
+      m.right_align(i);
+    auto us = [](double ns_value) { return format_fixed(ns_value / 1e3, 2); };
+    for (std::size_t i = 0; i < a.memory_ops.size() && i < top; ++i) {
+      const MemoryOpStats& s = a.memory_ops[i];
+      const bool sized = s.total_bytes > 0;
+      m.add({shorten_kernel(s.time.name, 40), std::to_string(s.time.count), ms(s.time.total_ns),
+             us(s.time.mean_ns), us(s.time.median_ns), us(static_cast<double>(s.time.max_ns)),
+             sized ? format_bytes(static_cast<double>(s.total_bytes)) : "-",
+             sized ? format_bytes(s.mean_bytes) : "-",
+             sized ? format_bytes(static_cast<double>(s.max_bytes)) : "-",
+             sized && s.time.total_ns > 0 ? format_fixed(s.throughput_gbps, 2) : "-",
+             format_fixed(s.time.share * 100, 1) + "%"});
+    }
+    m.print(std::cout);
+    std::cout << "  GB/s: the bytes over the time of all of them (10^9 bytes per second)\n";
+  }
+  if (!a.annotations.empty() && top > 0) {
+    std::cout << "\nAnnotation ranges (all ranks; NVTX and the engines' phases, as Nsight "
+                 "Systems' nvtx_sum)\n";
+    TextTable n({"name", "count", "total ms", "mean us", "median us", "min us", "max us", "share"});
+    for (std::size_t i = 1; i < 8; ++i)
+      n.right_align(i);
+    auto us = [](double ns_value) { return format_fixed(ns_value / 1e3, 2); };
+    for (std::size_t i = 0; i < a.annotations.size() && i < top; ++i) {
+      const KernelStats& s = a.annotations[i];
+      n.add({shorten_kernel(s.name, 60), std::to_string(s.count), ms(s.total_ns), us(s.mean_ns),
+             us(s.median_ns), us(static_cast<double>(s.min_ns)), us(static_cast<double>(s.max_ns)),
+             format_fixed(s.share * 100, 1) + "%"});
+    }
+    n.print(std::cout);
+    std::cout << "  share: of all ranges' time; a range inside another counts in both\n";
   }
   if (!a.collectives.empty() && top > 0) {
     std::cout << "\nCollectives (nccl-tests bandwidths)\n";

@@ -389,7 +389,7 @@ RunView::RunView(QWidget* parent) : QWidget(parent) {
   summaries_layout->setContentsMargins(0, 0, 0, 0);
   filter_ = new QLineEdit(summaries);
   filter_->setObjectName(QStringLiteral("run_filter"));
-  filter_->setPlaceholderText(tr("Filter kernels and collectives by name"));
+  filter_->setPlaceholderText(tr("Filter kernels, collectives, calls, copies and ranges by name"));
   filter_->setClearButtonEnabled(true);
   summaries_scope_ = new QLabel(tr("The whole run"), summaries);
   summaries_scope_->setObjectName(QStringLiteral("run_summaries_scope"));
@@ -429,6 +429,32 @@ RunView::RunView(QWidget* parent) : QWidget(parent) {
   collective_view_->setModel(collective_proxy_);
   summary_tabs->addTab(kernel_view_, tr("Kernels"));
   summary_tabs->addTab(collective_view_, tr("Communication"));
+  auto add_summary = [&](SummaryTable& t, const QString& object_name, const QString& title) {
+    t.model = new QStandardItemModel(this);
+    t.proxy = new QSortFilterProxyModel(this);
+    t.proxy->setSortRole(Qt::UserRole);
+    t.proxy->setFilterCaseSensitivity(Qt::CaseInsensitive);
+    t.proxy->setFilterKeyColumn(0);
+    t.proxy->setSourceModel(t.model);
+    t.view = new QTableView(summary_tabs);
+    t.view->setObjectName(object_name);
+    t.view->setSortingEnabled(true);
+    t.view->setSelectionBehavior(QAbstractItemView::SelectRows);
+    t.view->setSelectionMode(QAbstractItemView::SingleSelection);
+    t.view->verticalHeader()->hide();
+    t.view->horizontalHeader()->setStretchLastSection(true);
+    t.view->setTextElideMode(Qt::ElideMiddle);
+    t.view->setMinimumHeight(48);
+    t.view->setModel(t.proxy);
+    summary_tabs->addTab(t.view, title);
+    connect(t.view->selectionModel(), &QItemSelectionModel::currentRowChanged, this,
+            [this, proxy = t.proxy](const QModelIndex& current) {
+              if (current.isValid()) showNamedInstances(proxy, current.row());
+            });
+  };
+  add_summary(api_calls_, QStringLiteral("run_api_calls"), tr("CUDA API"));
+  add_summary(copies_, QStringLiteral("run_copies"), tr("Copies and sets"));
+  add_summary(ranges_, QStringLiteral("run_ranges"), tr("Ranges"));
   auto* instances_box = new QWidget(summary_split);
   auto* instances_layout = new QVBoxLayout(instances_box);
   instances_layout->setContentsMargins(0, 0, 0, 0);
@@ -464,8 +490,9 @@ RunView::RunView(QWidget* parent) : QWidget(parent) {
   comparison_table_->hide();
 
   connect(filter_, &QLineEdit::textChanged, this, [this](const QString& text) {
-    kernel_proxy_->setFilterFixedString(text);
-    collective_proxy_->setFilterFixedString(text);
+    for (QSortFilterProxyModel* proxy :
+         {kernel_proxy_, collective_proxy_, api_calls_.proxy, copies_.proxy, ranges_.proxy})
+      proxy->setFilterFixedString(text);
   });
   connect(kernel_view_->selectionModel(), &QItemSelectionModel::currentRowChanged, this,
           [this](const QModelIndex& current) {
@@ -608,6 +635,8 @@ void RunView::openStore(const QString& path) {
   stream_table_->setRowCount(0);
   kernel_model_->removeRows(0, kernel_model_->rowCount());
   collective_model_->removeRows(0, collective_model_->rowCount());
+  for (const SummaryTable* t : {&api_calls_, &copies_, &ranges_})
+    t->model->removeRows(0, t->model->rowCount());
   prediction_table_->clear();
   prediction_table_->setRowCount(0);
   comparison_table_->clear();
@@ -897,6 +926,56 @@ void RunView::fillSummaries(const trace::RunAnalysis& a,
   collective_view_->setColumnWidth(0,
                                    std::min(collective_view_->columnWidth(0), kNameColumnWidth));
   collective_proxy_->sort(5, Qt::DescendingOrder);
+
+  // Calls and ranges, timed by name as Nsight Systems' cuda_api_sum and nvtx_sum.
+  auto fill_timed = [this](const SummaryTable& t, const std::vector<trace::KernelStats>& rows,
+                           const QString& share_tip) {
+    t.model->clear();
+    t.model->setHorizontalHeaderLabels({tr("name"), tr("count"), tr("total"), tr("mean"),
+                                        tr("median"), tr("min"), tr("max"), tr("share %")});
+    t.model->horizontalHeaderItem(7)->setToolTip(share_tip);
+    for (const trace::KernelStats& k : rows) {
+      t.model->appendRow(
+          {textCell(q(k.name)), cell(QString::number(k.count), double(k.count)),
+           cell(ns(k.total_ns), double(k.total_ns)), cell(seconds(k.mean_ns * 1e-9), k.mean_ns),
+           cell(seconds(k.median_ns * 1e-9), k.median_ns), cell(ns(k.min_ns), double(k.min_ns)),
+           cell(ns(k.max_ns), double(k.max_ns)),
+           cell(QString::number(k.share * 100, 'f', 1), k.share)});
+    }
+    t.view->resizeColumnsToContents();
+    t.view->setColumnWidth(0, std::min(t.view->columnWidth(0), kNameColumnWidth));
+    t.proxy->sort(2, Qt::DescendingOrder);
+  };
+  fill_timed(api_calls_, a.api_calls, tr("Of all calls' time"));
+  fill_timed(ranges_, a.annotations,
+             tr("Of all ranges' time; a range inside another counts in both"));
+
+  // Copies and sets by kind, with their bytes (cuda_gpu_mem_time_sum and _size_sum).
+  copies_.model->clear();
+  copies_.model->setHorizontalHeaderLabels({tr("operation"), tr("count"), tr("total"), tr("mean"),
+                                            tr("median"), tr("max"), tr("bytes"), tr("mean size"),
+                                            tr("max size"), tr("GB/s"), tr("share %")});
+  copies_.model->horizontalHeaderItem(9)->setToolTip(
+      tr("The bytes over the time of all of them (10^9 bytes per second)"));
+  for (const trace::MemoryOpStats& m : a.memory_ops) {
+    const bool sized = m.total_bytes > 0;
+    auto bytes = [sized](double b) { return sized ? q(format_bytes(b)) : QStringLiteral("-"); };
+    copies_.model->appendRow(
+        {textCell(q(m.time.name)), cell(QString::number(m.time.count), double(m.time.count)),
+         cell(ns(m.time.total_ns), double(m.time.total_ns)),
+         cell(seconds(m.time.mean_ns * 1e-9), m.time.mean_ns),
+         cell(seconds(m.time.median_ns * 1e-9), m.time.median_ns),
+         cell(ns(m.time.max_ns), double(m.time.max_ns)),
+         cell(bytes(double(m.total_bytes)), double(m.total_bytes)),
+         cell(bytes(m.mean_bytes), m.mean_bytes),
+         cell(bytes(double(m.max_bytes)), double(m.max_bytes)),
+         cell(sized && m.time.total_ns > 0 ? QString::number(m.throughput_gbps, 'f', 2)
+                                           : QStringLiteral("-"),
+              m.throughput_gbps),
+         cell(QString::number(m.time.share * 100, 'f', 1), m.time.share)});
+  }
+  copies_.view->resizeColumnsToContents();
+  copies_.proxy->sort(2, Qt::DescendingOrder);
 }
 
 void RunView::showAnalysis() {
@@ -1504,7 +1583,11 @@ void RunView::analyseRange(std::optional<trace::TimeRange> range) {
 }
 
 void RunView::showKernelInstances(int proxy_row) {
-  const QModelIndex index = kernel_proxy_->index(proxy_row, 0);
+  showNamedInstances(kernel_proxy_, proxy_row);
+}
+
+void RunView::showNamedInstances(const QSortFilterProxyModel* proxy, int proxy_row) {
+  const QModelIndex index = proxy->index(proxy_row, 0);
   if (!index.isValid()) return;
   const std::string name = index.data(Qt::DisplayRole).toString().toStdString();
   const std::uint64_t job = ++instance_job_;

@@ -76,6 +76,17 @@ class RunView : public QWidget {
   QTableView* collectiveTable() const { return collective_view_; }
   QSortFilterProxyModel* kernelProxy() const { return kernel_proxy_; }
   QSortFilterProxyModel* collectiveProxy() const { return collective_proxy_; }
+  // The other tables beside the kernels: the CUDA API calls (Nsight Systems'
+  // cuda_api_sum), the device copies and sets by kind (cuda_gpu_mem_*_sum),
+  // the annotation ranges (nvtx_sum). A row lists its instances.
+  struct SummaryTable {
+    QStandardItemModel* model = nullptr;
+    QSortFilterProxyModel* proxy = nullptr;
+    QTableView* view = nullptr;
+  };
+  const SummaryTable& apiCallTable() const { return api_calls_; }
+  const SummaryTable& copyTable() const { return copies_; }
+  const SummaryTable& rangeTable() const { return ranges_; }
   QLineEdit* filterField() const { return filter_; }
   QLineEdit* searchField() const { return search_; }
   QTableWidget* instances() const { return instances_; }
@@ -86,6 +97,8 @@ class RunView : public QWidget {
   // Lists the instances of the kernel or collective in the row (a row of the
   // proxy) of the table shown; instancesReady follows.
   void showKernelInstances(int proxy_row);
+  // The events named as the row's first cell: kernels, calls, copies, ranges.
+  void showNamedInstances(const QSortFilterProxyModel* proxy, int proxy_row);
   void showCollectiveInstances(int proxy_row);
 
   // Holds the run against the planner's prediction made now, with the
@@ -204,6 +217,9 @@ class RunView : public QWidget {
   QSortFilterProxyModel* collective_proxy_;
   QTableView* kernel_view_;
   QTableView* collective_view_;
+  SummaryTable api_calls_;
+  SummaryTable copies_;
+  SummaryTable ranges_;
   QLineEdit* filter_;
   QTableWidget* instances_;
   QLabel* instances_note_;   // how many instances, and which are listed

@@ -11,6 +11,7 @@
 #include <QTemporaryDir>
 #include <QtTest>
 #include <algorithm>
+#include <functional>
 
 #include <sqlite3.h>
 #include <sys/resource.h>
@@ -63,6 +64,7 @@ class TestTraceCli : public QObject {
   void importInfoStats();
   void launchStatisticsAreKernelLaunches();
   void apiCallsAsNsightSumsThem();
+  void copiesAndRangesAsNsightSumsThem();
   void rankWithoutDeviceWorkSaysSo();
   void controlCharactersInNamesAreEscaped();
   void wideAndLongNamesKeepTheColumns();
@@ -393,6 +395,122 @@ void TestTraceCli::apiCallsAsNsightSumsThem() {
   QCOMPARE(json_of(run_cli({"trace", "stats", kernels, "--json"}))["api_calls"].toArray().size(),
            0);
   QVERIFY(!run_cli({"trace", "stats", kernels}).out.contains("CUDA API"));
+}
+
+// The device copies by kind (Nsight Systems' cuda_gpu_mem_time_sum and
+// cuda_gpu_mem_size_sum) and the NVTX ranges by name (nvtx_sum): the same
+// counts, times and bytes as SQL over the export's own CUPTI_ACTIVITY_KIND_MEMCPY
+// and NVTX_EVENTS tables; in the text, the JSON and the HTML report.
+void TestTraceCli::copiesAndRangesAsNsightSumsThem() {
+  QTemporaryDir dir;
+  const QString nsys = kData + "nsys/saxpy-mpi-cuda.sqlite";
+  const QString store = dir.filePath("saxpy.cstrace");
+  QCOMPARE(run_cli({"trace", "import", nsys, "-o", store}).exit_code, 0);
+  const Run stats = run_cli({"trace", "stats", store, "--json", "--top", "100"});
+  QVERIFY2(stats.exit_code == 0, qPrintable(stats.err));
+  const QJsonArray copies = json_of(stats)["memory_ops"].toArray();
+  const QJsonArray ranges = json_of(stats)["annotations"].toArray();
+
+  sqlite3* db = nullptr;
+  QCOMPARE(sqlite3_open_v2(nsys.toUtf8().constData(), &db, SQLITE_OPEN_READONLY, nullptr),
+           SQLITE_OK);
+  auto each_row = [db](const char* sql, const std::function<void(sqlite3_stmt*)>& row) {
+    sqlite3_stmt* stmt = nullptr;
+    QCOMPARE(sqlite3_prepare_v2(db, sql, -1, &stmt, nullptr), SQLITE_OK);
+    while (sqlite3_step(stmt) == SQLITE_ROW)
+      row(stmt);
+    sqlite3_finalize(stmt);
+  };
+  // copyKind 1 is host to device, 2 device to host (CUpti_ActivityMemcpyKind).
+  int row = 0;
+  double copy_time = 0;
+  for (const QJsonValue& v : copies)
+    copy_time += v.toObject()["total_ns"].toDouble();
+  each_row(
+      "SELECT CASE copyKind WHEN 1 THEN 'Memcpy HtoD' WHEN 2 THEN 'Memcpy DtoH' END, count(*), "
+      "sum(end - start), min(end - start), max(end - start), sum(bytes), min(bytes), max(bytes) "
+      "FROM CUPTI_ACTIVITY_KIND_MEMCPY GROUP BY copyKind ORDER BY 3 DESC",
+      [&](sqlite3_stmt* stmt) {
+        QVERIFY2(row < copies.size(), "a copy kind of the export is missing");
+        const QJsonObject c = copies[row++].toObject();
+        QCOMPARE(c["name"].toString(),
+                 QString::fromUtf8(reinterpret_cast<const char*>(sqlite3_column_text(stmt, 0))));
+        QCOMPARE(c["kind"].toString(), QString("memcpy"));
+        QCOMPARE(c["count"].toInteger(), sqlite3_column_int64(stmt, 1));
+        QCOMPARE(c["total_ns"].toInteger(), sqlite3_column_int64(stmt, 2));
+        QCOMPARE(c["min_ns"].toInteger(), sqlite3_column_int64(stmt, 3));
+        QCOMPARE(c["max_ns"].toInteger(), sqlite3_column_int64(stmt, 4));
+        QCOMPARE(c["total_bytes"].toInteger(), sqlite3_column_int64(stmt, 5));
+        QCOMPARE(c["min_bytes"].toInteger(), sqlite3_column_int64(stmt, 6));
+        QCOMPARE(c["max_bytes"].toInteger(), sqlite3_column_int64(stmt, 7));
+        QCOMPARE(c["throughput_gbps"].toDouble(),
+                 c["total_bytes"].toDouble() / c["total_ns"].toDouble());
+        QCOMPARE(c["share"].toDouble(), c["total_ns"].toDouble() / copy_time);
+      });
+  QCOMPARE(row, copies.size());
+  QCOMPARE(row, 2);
+
+  // Ranges (push/pop 59, start/end 60) with an end; the text is inline or an id.
+  row = 0;
+  double range_time = 0;
+  for (const QJsonValue& v : ranges)
+    range_time += v.toObject()["total_ns"].toDouble();
+  each_row(
+      "SELECT coalesce(n.text, s.value), count(*), sum(n.end - n.start), min(n.end - n.start), "
+      "max(n.end - n.start) FROM NVTX_EVENTS n LEFT JOIN StringIds s ON s.id = n.textId "
+      "WHERE n.eventType IN (59, 60) AND n.end IS NOT NULL GROUP BY 1 ORDER BY 3 DESC",
+      [&](sqlite3_stmt* stmt) {
+        QVERIFY2(row < ranges.size(), "a range name of the export is missing");
+        const QJsonObject n = ranges[row++].toObject();
+        QCOMPARE(n["name"].toString(),
+                 QString::fromUtf8(reinterpret_cast<const char*>(sqlite3_column_text(stmt, 0))));
+        QCOMPARE(n["count"].toInteger(), sqlite3_column_int64(stmt, 1));
+        QCOMPARE(n["total_ns"].toInteger(), sqlite3_column_int64(stmt, 2));
+        QCOMPARE(n["min_ns"].toInteger(), sqlite3_column_int64(stmt, 3));
+        QCOMPARE(n["max_ns"].toInteger(), sqlite3_column_int64(stmt, 4));
+        QCOMPARE(n["share"].toDouble(), n["total_ns"].toDouble() / range_time);
+      });
+  sqlite3_close(db);
+  QCOMPARE(row, ranges.size());
+  QCOMPARE(row, 5);  // MPI_Init, MPI_Send, MPI_Recv, MPI_Finalize, saxpy
+
+  const Run text = run_cli({"trace", "stats", store});
+  QVERIFY2(text.out.contains("Device copies and sets (all ranks; as Nsight Systems' "
+                             "cuda_gpu_mem_time_sum and cuda_gpu_mem_size_sum)") &&
+               // 10 copies of 250 MiB in 186.001 ms: 14.09 GB/s.
+               text.out.contains(QRegularExpression(
+                   "\\nMemcpy HtoD +10 +186\\.001 .* 2\\.44 GiB +250 MiB +250 MiB +14\\.09 ")),
+           qPrintable(text.out));
+  QVERIFY2(text.out.contains("Annotation ranges (all ranks; NVTX and the engines' phases, as "
+                             "Nsight Systems' nvtx_sum)") &&
+               text.out.contains(QRegularExpression("\\nMPI_Send +10 +136\\.343 ")),
+           qPrintable(text.out));
+  QCOMPARE(run_cli({"trace", "export", store, "-o", dir.filePath("r.html")}).exit_code, 0);
+  QFile h(dir.filePath("r.html"));
+  QVERIFY(h.open(QIODevice::ReadOnly));
+  const QByteArray report = h.readAll();
+  QVERIFY2(report.contains("<h2>Device copies and sets</h2>") &&
+               report.contains("<tr><td><code>Memcpy DtoH</code></td><td class=n>5</td><td "
+                               "class=n>98.698</td>") &&
+               report.contains("<h2>Annotation ranges</h2>") &&
+               report.contains("<tr><td><code>MPI_Recv</code></td><td class=n>5</td><td "
+                               "class=n>107.721</td>"),
+           report.constData());
+
+  // A trace of kernels alone has neither table.
+  QFile f(dir.filePath("kernels.json"));
+  QVERIFY(f.open(QIODevice::WriteOnly));
+  f.write(R"({"traceEvents":[
+    {"ph":"X","cat":"kernel","name":"k","pid":0,"tid":7,"ts":10,"dur":5}],
+    "distributedInfo":{"rank":0}})");
+  f.close();
+  const QString kernels = dir.filePath("kernels.cstrace");
+  QCOMPARE(run_cli({"trace", "import", dir.filePath("kernels.json"), "-o", kernels}).exit_code, 0);
+  const QJsonObject bare = json_of(run_cli({"trace", "stats", kernels, "--json"}));
+  QCOMPARE(bare["memory_ops"].toArray().size(), 0);
+  QCOMPARE(bare["annotations"].toArray().size(), 0);
+  const QString bare_text = run_cli({"trace", "stats", kernels}).out;
+  QVERIFY(!bare_text.contains("Device copies") && !bare_text.contains("Annotation ranges"));
 }
 
 // HTA's launch statistics count kernel launches. The Nsight export's 15

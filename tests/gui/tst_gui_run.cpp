@@ -106,6 +106,7 @@ class TestGuiRun : public QObject {
   void badFiles();
   void damagedStoreIsSaid();
   void predictAgain();
+  void callsCopiesAndRanges();
   void predictedLaneDrawsThePlanPredicted();
   void machineProbeRows();
 
@@ -1622,6 +1623,54 @@ void TestGuiRun::damagedStoreIsSaid() {
   QTRY_COMPARE_WITH_TIMEOUT(checked.count(), 1, 60000);
   QVERIFY(checked.front().at(0).toString().isEmpty());
   QVERIFY2(window.messageBar()->text() != damage, qPrintable(window.messageBar()->text()));
+}
+
+// The tables beside the kernels, on the CUDA engine's committed run: its
+// CUDA API calls, copies and sets with their bytes, and NVTX ranges by name,
+// each row listing its instances; the filter takes them all.
+void TestGuiRun::callsCopiesAndRanges() {
+  const QString copy = dir_.filePath(QStringLiteral("calls-copies-ranges.db"));
+  QFile::remove(copy);
+  QVERIFY(QFile::copy(QStringLiteral(CS_DATA_DIR "/gpu/worker-bf16.db"), copy));
+  QFile(copy).setPermissions(QFile::ReadOwner | QFile::WriteOwner);
+  RunView view;
+  view.resize(1200, 900);
+  view.show();
+  openAndWait(view, copy);
+  auto row_of = [](const RunView::SummaryTable& t, const QString& name) {
+    for (int r = 0; r < t.proxy->rowCount(); ++r)
+      if (t.proxy->index(r, 0).data().toString() == name) return r;
+    return -1;
+  };
+  auto number = [](const RunView::SummaryTable& t, int row, int column) {
+    return t.proxy->index(row, column).data(Qt::UserRole).toDouble();
+  };
+  const int launch = row_of(view.apiCallTable(), QStringLiteral("cudaLaunchKernel"));
+  QVERIFY(launch >= 0);
+  QCOMPARE(number(view.apiCallTable(), launch, 1), 3565.0);
+  // Sorted by total time: the synchronizations first.
+  QCOMPARE(view.apiCallTable().proxy->index(0, 0).data().toString(),
+           QStringLiteral("cudaStreamSynchronize"));
+  const int memset = row_of(view.copyTable(), QStringLiteral("Memset"));
+  QVERIFY(memset >= 0);
+  QCOMPARE(number(view.copyTable(), memset, 1), 1521.0);
+  QVERIFY(number(view.copyTable(), memset, 6) > 1e10);  // 11.5 GiB set
+  QVERIFY(number(view.copyTable(), memset, 9) > 1000);  // GB/s
+  const int qkv = row_of(view.rangeTable(), QStringLiteral("attn.qkv"));
+  QVERIFY(qkv >= 0);
+  QCOMPARE(number(view.rangeTable(), qkv, 1), 144.0);
+
+  QSignalSpy instances(&view, &RunView::instancesReady);
+  view.rangeTable().view->selectRow(qkv);
+  QTRY_COMPARE_WITH_TIMEOUT(instances.count(), 1, 30000);
+  QVERIFY2(instances.front().at(1).toString().isEmpty(),
+           qPrintable(instances.front().at(1).toString()));
+  QCOMPARE(view.instances()->rowCount(), 144);
+
+  view.filterField()->setText(QStringLiteral("memcpy"));
+  QCOMPARE(view.copyTable().proxy->rowCount(), 3);  // HtoD, DtoH, DtoD
+  QVERIFY(row_of(view.apiCallTable(), QStringLiteral("cudaMemcpyAsync")) >= 0);
+  QCOMPARE(view.rangeTable().proxy->rowCount(), 0);
 }
 
 // Tools > Predict the open run again: the CUDA engine's committed run, which
