@@ -650,7 +650,10 @@ constexpr auto kCsvNames =
                          std::pair{CsvTable::kernels, std::string_view("kernels")},
                          std::pair{CsvTable::collectives, std::string_view("collectives")},
                          std::pair{CsvTable::stragglers, std::string_view("stragglers")},
-                         std::pair{CsvTable::prediction, std::string_view("prediction")});
+                         std::pair{CsvTable::prediction, std::string_view("prediction")},
+                         std::pair{CsvTable::api_calls, std::string_view("api_calls")},
+                         std::pair{CsvTable::memory_ops, std::string_view("memory_ops")},
+                         std::pair{CsvTable::annotations, std::string_view("annotations")});
 
 void breakdown_row(Output& out, std::int32_t rank, std::string_view step, const Breakdown& b) {
   csv_row(out, rank, step, b.window_start_ns, b.window_end_ns, b.span_ns, b.busy_ns, b.compute_ns,
@@ -1009,6 +1012,25 @@ Result<ExportReport> export_csv(const TraceReader& reader, const RunAnalysis* an
           csv_row(out, "breakdown", r.name, r.predicted_s, r.measured_s);
       }
       break;
+    case CsvTable::api_calls:
+    case CsvTable::annotations:
+      csv_row(out, "name", "count", "total_ns", "mean_ns", "median_ns", "min_ns", "max_ns",
+              "share");
+      for (const KernelStats& k :
+           table == CsvTable::api_calls ? analysis->api_calls : analysis->annotations)
+        csv_row(out, k.name, k.count, k.total_ns, k.mean_ns, k.median_ns, k.min_ns, k.max_ns,
+                k.share);
+      break;
+    case CsvTable::memory_ops:
+      csv_row(out, "name", "kind", "count", "total_ns", "mean_ns", "median_ns", "min_ns", "max_ns",
+              "share", "total_bytes", "mean_bytes", "median_bytes", "min_bytes", "max_bytes",
+              "throughput_gbps");
+      for (const MemoryOpStats& m : analysis->memory_ops)
+        csv_row(out, m.time.name, to_string(m.time.kind), m.time.count, m.time.total_ns,
+                m.time.mean_ns, m.time.median_ns, m.time.min_ns, m.time.max_ns, m.time.share,
+                m.total_bytes, m.mean_bytes, m.median_bytes, m.min_bytes, m.max_bytes,
+                m.throughput_gbps);
+      break;
   }
   report.bytes = out.bytes();
   if (Status s = out.close(); !s) return s.error();
@@ -1046,7 +1068,8 @@ Result<ExportReport> export_html_report(const TraceReader& reader, const RunAnal
     out << "<p class=bad>A range of the run: " << ms(notes.window->start_ns - run_range.start_ns)
         << " to " << ms(notes.window->end_ns - run_range.start_ns) << " ms from its start ("
         << ms(notes.window->end_ns - notes.window->start_ns)
-        << " ms). The breakdown, kernels and collectives are of this range; the steps that "
+        << " ms). The breakdown and every table of kernels, calls, copies, ranges and collectives "
+           "are of this range; the steps that "
            "overlap it are shown whole.</p>\n";
   }
 

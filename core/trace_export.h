@@ -57,13 +57,29 @@ struct ChromeTraceOptions {
 Result<ExportReport> export_chrome_trace(const TraceReader& reader, const std::string& path,
                                          const ChromeTraceOptions& options = {});
 
-enum class CsvTable { events, breakdown, kernels, collectives, stragglers, prediction };
+enum class CsvTable {
+  events,
+  breakdown,
+  kernels,
+  collectives,
+  stragglers,
+  prediction,
+  api_calls,    // the CUDA API calls by name (trace stats' "api_calls")
+  memory_ops,   // the device's copies and sets by kind, with their bytes
+  annotations,  // the annotation ranges by name
+};
+// Every table, in the order `trace export --table all` and the app write them.
+inline constexpr CsvTable kAllCsvTables[] = {
+    CsvTable::events,      CsvTable::breakdown,  CsvTable::kernels,
+    CsvTable::collectives, CsvTable::stragglers, CsvTable::prediction,
+    CsvTable::api_calls,   CsvTable::memory_ops, CsvTable::annotations};
 std::string_view to_string(CsvTable t);
 std::optional<CsvTable> csv_table_from_string(std::string_view text);
 
 // One table as CSV (RFC 4180 quoting, a header row). `analysis` is needed by
-// every table but `events`; `window` limits the events table to the events
-// overlapping it (as the Chrome trace).
+// every table but `events` (analysed over the window for a range's tables);
+// `window` limits the events table to the events overlapping it (as the
+// Chrome trace).
 Result<ExportReport> export_csv(const TraceReader& reader, const RunAnalysis* analysis,
                                 CsvTable table, const std::string& path,
                                 std::optional<TimeRange> window = {});

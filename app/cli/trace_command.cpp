@@ -301,6 +301,7 @@ struct StatsOptions {
   bool predict_again = false;
   std::string cluster;  // with predict_again: the cluster preset to predict on
   bool streams = false;  // each stream's idle time, by cause
+  std::string from, to;  // a window of the trace
 };
 
 // How the store's run ended, said where it did not complete: the figures of
@@ -325,6 +326,50 @@ std::string status_note(const TraceReader& r) {
 void print_stats(const StatsOptions& o, Context& ctx, const std::unique_ptr<TraceReader>& r,
                  std::string& damage);
 
+// --from/--to: a window of the trace, each counted from its start; none when
+// neither is given. A window that is empty or wholly past the end is refused.
+std::optional<TimeRange> window_of(const TraceReader& r, const std::string& from,
+                                   const std::string& to) {
+  if (from.empty() && to.empty()) return std::nullopt;
+  const TimeRange all = r.time_range();
+  const TimeRange window{
+      from.empty() ? all.start_ns : all.start_ns + parse_duration(from, "--from"),
+      to.empty() ? all.end_ns + 1 : all.start_ns + parse_duration(to, "--to")};
+  if (!from.empty() && !to.empty() && window.empty())
+    throw CliError("--to " + to + " is not after --from " + from);
+  const std::string lasts = format_seconds(static_cast<double>(all.end_ns - all.start_ns) / 1e9);
+  // A window wholly past the end wrote a file of no events, which no import reads.
+  if (!from.empty() && window.start_ns > all.end_ns) {
+    const bool bare = from.find_first_not_of("0123456789.eE+-") == std::string::npos;
+    throw CliError("--from " + from + " is past the trace's end (the trace lasts " + lasts + ")" +
+                   (bare ? "; a time without a unit is in seconds (200ms, 40us)" : ""));
+  }
+  if (window.empty())
+    throw CliError("--from/--to: the window is empty (the trace lasts " + lasts + ")");
+  return window;
+}
+
+// The figures of a window hold what ran in it: one where no rank's device
+// worked has none, and nothing is printed or written for it.
+void refuse_idle_window(const TraceReader& r, const RunAnalysis& a) {
+  if (std::any_of(a.ranks.begin(), a.ranks.end(),
+                  [](const RankAnalysis& k) { return k.total.events > 0 || k.total.busy_ns > 0; }))
+    return;
+  const TimeRange all = r.time_range();
+  throw CliError(
+      "--from/--to: no device work (kernel, copy, collective or engine compute) lies "
+      "in the window (the trace lasts " +
+      format_seconds(static_cast<double>(all.end_ns - all.start_ns) / 1e9) +
+      "); nothing was written");
+}
+
+std::string csv_table_names() {
+  std::string names;
+  for (CsvTable t : kAllCsvTables)
+    names += std::string(to_string(t)) + ", ";
+  return names + "all";
+}
+
 void run_stats(const StatsOptions& o, Context& ctx) {
   if (!o.cluster.empty() && !o.predict_again) throw CliError("--cluster goes with --predict-again");
   auto r = open_store(o.store);
@@ -340,12 +385,14 @@ void print_stats(const StatsOptions& o, Context& ctx, const std::unique_ptr<Trac
   // whole trace taken as one step was held against one step's prediction).
   AnalysisOptions options;
   options.threads = o.threads;
+  options.window = window_of(*r, o.from, o.to);
   std::optional<PredictedStep> again;  // with its cluster, calibrated and notes
   if (o.predict_again) {
     again = take(calib::predict_recorded_run(ctx.catalog(), *r, o.cluster));
     options.prediction = again;
   }
   const RunAnalysis a = take(analyze_run(*r, options));
+  if (options.window) refuse_idle_window(*r, a);
   damage = a.damage;
   if (o.predict_again && !a.prediction)
     throw CliError(r->path() + ": the new prediction was not compared");
@@ -465,6 +512,11 @@ void print_stats(const StatsOptions& o, Context& ctx, const std::unique_ptr<Trac
         {"path", r->path()},          {"status", r->state().status}, {"ranks", ranks},
         {"kernels", kernels},         {"api_calls", api_calls},      {"memory_ops", memory_ops},
         {"annotations", annotations}, {"collectives", collectives},  {"stragglers", stragglers}};
+    // The window's bounds from the trace's start, as --from/--to count them.
+    const std::int64_t origin = r->time_range().start_ns;
+    out["window"] = options.window ? json{{"from_ns", options.window->start_ns - origin},
+                                          {"to_ns", options.window->end_ns - origin}}
+                                   : json(nullptr);
     if (a.prediction) {
       auto rows = [](const std::vector<PredictedVsMeasured>& list) {
         json j = json::array();
@@ -520,6 +572,14 @@ void print_stats(const StatsOptions& o, Context& ctx, const std::unique_ptr<Trac
   std::cout << r->path() << ": " << a.ranks.size() << (a.ranks.size() == 1 ? " rank" : " ranks")
             << '\n';
   if (const std::string note = status_note(*r); !note.empty()) std::cout << "note: " << note << '\n';
+  if (options.window) {
+    const std::int64_t origin = r->time_range().start_ns;
+    std::cout << "window: "
+              << format_seconds(static_cast<double>(options.window->start_ns - origin) / 1e9)
+              << " to "
+              << format_seconds(static_cast<double>(options.window->end_ns - origin) / 1e9)
+              << " from the trace's start; every figure below is of what ran in it\n";
+  }
   std::cout << "\nWhere the time went (per rank, over its device span; HTA definitions)\n";
   TextTable t({"rank", "span ms", "compute", "comm", "overlap", "exposed comm", "exposed memory",
                "idle", "host wait", "idle other", "steps"});
@@ -828,7 +888,6 @@ void run_export(ExportOptions o) {
     }
   }
   // An option the format has no use for is refused, not ignored.
-  const bool windowed = !o.from.empty() || !o.to.empty();
   const bool chrome = format == "chrome" || format == "json";
   // What is being exported, for the refusals: the table only where it is
   // one (it read "not to this html all export").
@@ -839,13 +898,9 @@ void run_export(ExportOptions o) {
   auto refuse = [&](bool given, const std::string& option, const std::string& applies) {
     if (given) throw CliError(option + " applies to " + applies + ", not to " + exported);
   };
-  const std::string window_use = "Chrome traces and the CSV events table";
   refuse(!chrome && !o.ranks.empty(), "--rank", "Chrome traces");
   refuse(!chrome && o.file_per_rank, "--file-per-rank", "Chrome traces");
   refuse(format != "csv" && !o.table.empty(), "--table", "CSV exports");
-  refuse(format == "html" && windowed, "--from/--to", window_use);
-  refuse(format == "csv" && !o.table.empty() && o.table != "events" && windowed, "--from/--to",
-         window_use);
   // Several files are named after --output: not beside a device.
   if (to_device && (o.file_per_rank || o.table == "all")) {
     throw CliError(o.output + ": " + (o.file_per_rank ? "--file-per-rank" : "--table all") +
@@ -853,26 +908,16 @@ void run_export(ExportOptions o) {
   }
   if (o.table.empty()) o.table = "events";
   auto r = open_store(o.store);
-  std::optional<TimeRange> window;
-  if (!o.from.empty() || !o.to.empty()) {
-    const TimeRange all = r->time_range();
-    window =
-        TimeRange{o.from.empty() ? all.start_ns : all.start_ns + parse_duration(o.from, "--from"),
-                  o.to.empty() ? all.end_ns + 1 : all.start_ns + parse_duration(o.to, "--to")};
-    if (!o.from.empty() && !o.to.empty() && window->empty()) {
-      throw CliError("--to " + o.to + " is not after --from " + o.from);
-    }
-    const std::string lasts = format_seconds(static_cast<double>(all.end_ns - all.start_ns) / 1e9);
-    // A window wholly past the end wrote a file of no events, which no import reads.
-    if (!o.from.empty() && window->start_ns > all.end_ns) {
-      const bool bare = o.from.find_first_not_of("0123456789.eE+-") == std::string::npos;
-      throw CliError("--from " + o.from + " is past the trace's end (the trace lasts " + lasts +
-                     ")" + (bare ? "; a time without a unit is in seconds (200ms, 40us)" : ""));
-    }
-    if (window->empty()) {
-      throw CliError("--from/--to: the window is empty (the trace lasts " + lasts + ")");
-    }
-  }
+  // A window limits the events to those overlapping it, and the figures of a
+  // report or a summary table to what ran in it (the app's selected range).
+  const std::optional<TimeRange> window = window_of(*r, o.from, o.to);
+  auto analyse = [&] {
+    AnalysisOptions options;
+    options.window = window;
+    RunAnalysis analysis = take(analyze_run(*r, options));
+    if (window) refuse_idle_window(*r, analysis);
+    return analysis;
+  };
   ExportReport report;
   if (format == "chrome" || format == "json") {
     ChromeTraceOptions options;
@@ -883,18 +928,15 @@ void run_export(ExportOptions o) {
   } else if (format == "csv") {
     std::vector<CsvTable> tables;
     if (o.table == "all") {
-      tables = {CsvTable::events,      CsvTable::breakdown,  CsvTable::kernels,
-                CsvTable::collectives, CsvTable::stragglers, CsvTable::prediction};
+      tables.assign(std::begin(kAllCsvTables), std::end(kAllCsvTables));
     } else if (auto t = csv_table_from_string(o.table)) {
       tables = {*t};
     } else {
-      throw CliError("--table: \"" + o.table +
-                     "\" is not one of events, breakdown, kernels, collectives, stragglers, "
-                     "prediction, all");
+      throw CliError("--table: \"" + o.table + "\" is not one of " + csv_table_names());
     }
     std::optional<RunAnalysis> analysis;
     if (tables.size() > 1 || tables[0] != CsvTable::events) {
-      analysis = take(analyze_run(*r));
+      analysis = analyse();
       if (!analysis->damage.empty()) throw CliError(analysis->damage + "; nothing was written");
     }
     const std::filesystem::path out(o.output);
@@ -913,20 +955,23 @@ void run_export(ExportOptions o) {
       report.bytes += one.bytes;
     }
   } else if (format == "html") {
-    const RunAnalysis analysis = take(analyze_run(*r));
+    const RunAnalysis analysis = analyse();
     // A damaged store's report says so (its figures are of what could be read).
     const Status verified = verify_store(r->path());
     if (!verified) std::cerr << "clusterscope: warning: " << verified.message() << '\n';
     if (verified && !analysis.damage.empty())
       std::cerr << "clusterscope: warning: " << analysis.damage << '\n';
-    report = take(export_html_report(*r, analysis, o.output,
-                                     {std::nullopt, verified ? "" : verified.message()}));
+    report = take(
+        export_html_report(*r, analysis, o.output, {window, verified ? "" : verified.message()}));
   } else {
     throw CliError("--format: \"" + format + "\" is not one of chrome, csv, html");
   }
   // A window in a gap of the trace: a file of no events, which no import
-  // reads, is not left behind.
-  if (window && report.events == 0 && format != "html") {
+  // reads, is not left behind. (A report or a summary table alone holds
+  // figures; an idle window was refused before any was written.)
+  const bool holds_events =
+      format != "html" && (format != "csv" || o.table == "events" || o.table == "all");
+  if (window && report.events == 0 && holds_events) {
     for (const std::string& file : report.files) {
       std::error_code ignored;
       std::filesystem::remove(file, ignored);
@@ -949,8 +994,6 @@ void run_export(ExportOptions o) {
   for (const std::string& f : report.files)
     summary << "wrote " << f << '\n';
   // A report or a summary table holds figures, not events: only the size.
-  const bool holds_events =
-      format != "html" && (format != "csv" || o.table == "events" || o.table == "all");
   summary << "  " << (holds_events ? std::to_string(report.events) + " events, " : std::string())
           << format_bytes(static_cast<double>(report.bytes)) << '\n';
 }
@@ -1239,6 +1282,10 @@ void register_trace(CLI::App& app, Context& ctx) {
   s->add_flag("--streams", stats->streams,
               "Also each stream's idle time by cause and its queue of launched operations (HTA's "
               "idle time breakdown and queue length; always in the JSON)");
+  s->add_option("--from", stats->from,
+                "Window start, from the trace's start (e.g. 1.5s, 200ms): the figures of what ran "
+                "in the window, as the app's selected range");
+  s->add_option("--to", stats->to, "Window end, from the trace's start");
   add_json_flag(*s, stats->json);
   s->callback([stats, &ctx] { run_stats(*stats, ctx); });
 
@@ -1266,9 +1313,10 @@ void register_trace(CLI::App& app, Context& ctx) {
   e->add_option("--format", exp->format, "chrome (also json), csv or html")
       ->check(CLI::IsMember({"chrome", "json", "csv", "html"}));
   e->add_option("--table", exp->table,
-                "CSV table: events, breakdown, kernels, collectives, stragglers, prediction, or "
-                "all (one file each, named after --output)");
-  e->add_option("--from", exp->from, "Window start, from the trace's start (e.g. 1.5s, 200ms)");
+                "CSV table: " + csv_table_names() + " (one file each, named after --output)");
+  e->add_option("--from", exp->from,
+                "Window start, from the trace's start (e.g. 1.5s, 200ms): the events overlapping "
+                "the window, and a report's or a summary table's figures of what ran in it");
   e->add_option("--to", exp->to, "Window end, from the trace's start");
   e->add_option("--rank", exp->ranks, "Only these ranks (Chrome JSON)");
   e->add_flag("--file-per-rank", exp->file_per_rank,

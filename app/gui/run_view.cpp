@@ -1876,9 +1876,7 @@ Result<QStringList> writeCsvTables(const ExportSource& source, const QString& st
   QString stem = stem_path;
   if (stem.endsWith(QStringLiteral(".csv"))) stem.chop(4);
   QStringList files;
-  for (trace::CsvTable table :
-       {trace::CsvTable::events, trace::CsvTable::breakdown, trace::CsvTable::kernels,
-        trace::CsvTable::collectives, trace::CsvTable::stragglers, trace::CsvTable::prediction}) {
+  for (trace::CsvTable table : trace::kAllCsvTables) {
     if (table == trace::CsvTable::prediction && !analysis.value()->prediction) continue;
     const QString file = QStringLiteral("%1.%2.csv").arg(stem, q(std::string(to_string(table))));
     auto written = trace::export_csv(*reader.value(), analysis.value().get(), table,

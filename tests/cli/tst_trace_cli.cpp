@@ -2,6 +2,7 @@
 // stats (with the breakdown the Python reference computed), export in every
 // format, merge, and the one-line errors.
 
+#include <QDir>
 #include <QFile>
 #include <QJsonArray>
 #include <QJsonDocument>
@@ -70,6 +71,7 @@ class TestTraceCli : public QObject {
   void wideAndLongNamesKeepTheColumns();
   void graphCopiesAreLaunches();
   void windowInAGapWritesNothing();
+  void windowedFigures();
   void infoJsonGivesMetaTypes_data();
   void infoJsonGivesMetaTypes();
   void exportFormats();
@@ -217,10 +219,97 @@ void TestTraceCli::windowInAGapWritesNothing() {
         qPrintable(gap.err));
     QVERIFY2(!QFile::exists(out), qPrintable(out));
   }
+  // A report, a summary table or the statistics of the gap: no figures to give.
+  const QString no_work =
+      "--from/--to: no device work (kernel, copy, collective or engine "
+      "compute) lies in the window (the trace lasts 1.00 s)";
+  for (const QStringList& args :
+       {QStringList{"export", store, "-o", dir.filePath("w.html")},
+        QStringList{"export", store, "-o", dir.filePath("k.csv"), "--table", "kernels"},
+        QStringList{"export", store, "-o", dir.filePath("all.csv"), "--table", "all"},
+        QStringList{"stats", store}}) {
+    const Run gap =
+        run_cli(QStringList{"trace"} + args + QStringList{"--from", "100ms", "--to", "200ms"});
+    QVERIFY2(gap.exit_code == 1 && gap.err.contains(no_work), qPrintable(gap.err));
+    QVERIFY2(gap.out.isEmpty(), qPrintable(gap.out));
+  }
+  QCOMPARE(QDir(dir.path()).entryList({"w.*", "k.*", "all.*"}, QDir::Files).size(), 0);
   const Run late = run_cli(
       {"trace", "export", store, "-o", dir.filePath("late.json"), "--from", "900ms", "--json"});
   QVERIFY2(late.exit_code == 0, qPrintable(late.err));
   QCOMPARE(json_of(late)["events"].toInt(), 1);
+}
+
+// --from/--to on the statistics, a report and the summary tables: the
+// figures of what ran in the window, as the app's selected range gives them.
+// The kernels the window's statistics count are those the events table of
+// the same window holds (two paths: the analysis and the event export).
+void TestTraceCli::windowedFigures() {
+  QTemporaryDir dir;
+  const QString store = dir.filePath("run.db");
+  QVERIFY(QFile::copy(CS_DATA_DIR "/cpu/cpu-engine-dp2.db", store));
+  QFile(store).setPermissions(QFile::ReadOwner | QFile::WriteOwner);
+  const Run whole = run_cli({"trace", "stats", store, "--json"});
+  QVERIFY2(whole.exit_code == 0, qPrintable(whole.err));
+  QVERIFY(json_of(whole)["window"].isNull());
+  const Run part = run_cli(
+      {"trace", "stats", store, "--json", "--top", "1000", "--from", "100ms", "--to", "300ms"});
+  QVERIFY2(part.exit_code == 0, qPrintable(part.err));
+  const QJsonObject window = json_of(part)["window"].toObject();
+  QCOMPARE(window["from_ns"].toInteger(), 100'000'000);
+  QCOMPARE(window["to_ns"].toInteger(), 300'000'000);
+  auto kernel_count = [](const QJsonObject& stats) {
+    qint64 n = 0;
+    for (const QJsonValue& k : stats["kernels"].toArray())
+      if (k.toObject()["kind"].toString() == "kernel") n += k.toObject()["count"].toInteger();
+    return n;
+  };
+  const qint64 in_window = kernel_count(json_of(part));
+  QVERIFY(in_window > 0);
+  QVERIFY(in_window <
+          kernel_count(json_of(run_cli({"trace", "stats", store, "--json", "--top", "1000"}))));
+  // The events table of the window: its kernels that end after the window
+  // starts (one ending where it starts ran before it) and start before it ends.
+  const QString events = dir.filePath("e.csv");
+  QCOMPARE(run_cli({"trace", "export", store, "-o", events, "--from", "100ms", "--to", "300ms"})
+               .exit_code,
+           0);
+  QFile csv(events);
+  QVERIFY(csv.open(QIODevice::ReadOnly));
+  const QStringList header = QString(csv.readLine()).trimmed().split(',');
+  const int kind = header.indexOf("kind");
+  QVERIFY(kind >= 0);
+  qint64 listed = 0;
+  while (!csv.atEnd())
+    if (QString(csv.readLine()).split(',').value(kind) == "kernel") ++listed;
+  QCOMPARE(listed, in_window);
+  // The text says what it covers.
+  const Run text = run_cli({"trace", "stats", store, "--from", "100ms", "--to", "300ms"});
+  QVERIFY2(text.out.contains("window: 100 ms to 300 ms from the trace's start; every figure below "
+                             "is of what ran in it"),
+           qPrintable(text.out));
+  // A report of the window says it is one; the kernels table of the window
+  // holds the statistics' kernels.
+  const QString report = dir.filePath("r.html");
+  QCOMPARE(run_cli({"trace", "export", store, "-o", report, "--from", "100ms", "--to", "300ms"})
+               .exit_code,
+           0);
+  QFile html(report);
+  QVERIFY(html.open(QIODevice::ReadOnly));
+  QVERIFY(html.readAll().contains("A range of the run: 100.000 to 300.000 ms from its start"));
+  const QString kernels = dir.filePath("k.csv");
+  QCOMPARE(run_cli({"trace", "export", store, "-o", kernels, "--table", "kernels", "--from",
+                    "100ms", "--to", "300ms"})
+               .exit_code,
+           0);
+  QFile k(kernels);
+  QVERIFY(k.open(QIODevice::ReadOnly));
+  qint64 tabled = 0;
+  for (const QString& line : QString(k.readAll()).split('\n')) {
+    const QStringList f = line.split(',');
+    if (f.value(0) == "all" && f.value(2) == "kernel") tabled += f.value(4).toLongLong();
+  }
+  QCOMPARE(tabled, in_window);
 }
 
 void TestTraceCli::importInfoStats() {
@@ -1059,12 +1148,16 @@ void TestTraceCli::errors_data() {
   QTest::addRow("rank of a CSV") << QStringList{"trace", "export", store, "-o",
                                                 "x.csv", "--rank", "0"}
                                  << 1 << "--rank applies to Chrome traces, not to a CSV export";
-  QTest::addRow("window of a report")
-      << QStringList{"trace", "export", store, "-o", "x.html", "--from", "1ms"} << 1
-      << "--from/--to applies to Chrome traces and the CSV events table, not to an HTML export";
-  QTest::addRow("window of an analysis table")
-      << QStringList{"trace", "export", store, "-o", "x.csv", "--table", "breakdown", "--to", "1ms"}
-      << 1 << "not to the CSV breakdown table";
+  QTest::addRow("statistics of a window the wrong way round")
+      << QStringList{"trace", "stats", store, "--from", "2ms", "--to", "1ms"} << 1
+      << "--to 1ms is not after --from 2ms";
+  QTest::addRow("statistics of a window past the end")
+      << QStringList{"trace", "stats", store, "--from", "1000s"} << 1
+      << "--from 1000s is past the trace's end (the trace lasts ";
+  QTest::addRow("unknown table names them all")
+      << QStringList{"trace", "export", store, "-o", "x.csv", "--table", "copies"} << 1
+      << "--table: \"copies\" is not one of events, breakdown, kernels, collectives, stragglers, "
+         "prediction, api_calls, memory_ops, annotations, all";
   QTest::addRow("files per table beside a device")
       << QStringList{"trace", "export", store, "-o", "/dev/null", "--format", "csv", "--table",
                      "all"}
