@@ -1666,6 +1666,15 @@ void TestGuiRun::callsCopiesAndRanges() {
   QVERIFY2(instances.front().at(1).toString().isEmpty(),
            qPrintable(instances.front().at(1).toString()));
   QCOMPARE(view.instances()->rowCount(), 144);
+  // The copies' page, as a user reads it.
+  view.tabs()->setCurrentIndex(view.tabs()->indexOf(
+      view.copyTable().view->parentWidget()->parentWidget()->parentWidget()->parentWidget()));
+  auto* summary_tabs =
+      qobject_cast<QTabWidget*>(view.copyTable().view->parentWidget()->parentWidget());
+  QVERIFY(summary_tabs);
+  summary_tabs->setCurrentWidget(view.copyTable().view);
+  QVERIFY(view.copyTable().view->isVisible());
+  cs::gui::test::saveScreenshot(&view, QStringLiteral("run-copies"));
 
   view.filterField()->setText(QStringLiteral("memcpy"));
   QCOMPARE(view.copyTable().proxy->rowCount(), 3);  // HtoD, DtoH, DtoD
