@@ -241,6 +241,12 @@ void fill_duration_stats(Stats& s, std::vector<std::int64_t> durations) {
   for (std::int64_t d : durations)
     s.total_ns += d;
   s.mean_ns = static_cast<double>(s.total_ns) / static_cast<double>(s.count);
+  if (s.count > 1) {
+    double squares = 0;
+    for (std::int64_t d : durations)
+      squares += (static_cast<double>(d) - s.mean_ns) * (static_cast<double>(d) - s.mean_ns);
+    s.stddev_ns = std::sqrt(squares / static_cast<double>(s.count - 1));
+  }
   s.median_ns = median(std::move(durations));
 }
 

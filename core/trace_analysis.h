@@ -80,6 +80,8 @@ struct KernelStats {
   std::int64_t max_ns = 0;
   double mean_ns = 0;
   double median_ns = 0;
+  double stddev_ns =
+      0;             // the sample standard deviation (n - 1), as Nsight Systems' StdDev; 0 for one
   double share = 0;  // of the summed duration of all device events summarised (0..1)
 };
 
@@ -110,6 +112,7 @@ struct CollectiveStats {
   std::int64_t max_ns = 0;
   double mean_ns = 0;
   double median_ns = 0;
+  double stddev_ns = 0;   // as KernelStats'
   double algbw_gbps = 0;  // bytes / mean time, in GB/s (10^9 bytes per second)
   double busbw_gbps = 0;  // algbw × bus_bandwidth_factor (trace_types.h)
   // The mean above includes the time a rank waited for its peers to join.

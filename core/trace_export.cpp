@@ -963,14 +963,15 @@ Result<ExportReport> export_csv(const TraceReader& reader, const RunAnalysis* an
       break;
     case CsvTable::kernels:
       csv_row(out, "rank", "name", "kind", "category", "count", "total_ns", "mean_ns", "median_ns",
-              "min_ns", "max_ns", "share");
+              "min_ns", "max_ns", "share", "stddev_ns");
       for (const KernelStats& k : analysis->kernels)
         csv_row(out, "all", k.name, to_string(k.kind), to_string(k.category), k.count, k.total_ns,
-                k.mean_ns, k.median_ns, k.min_ns, k.max_ns, k.share);
+                k.mean_ns, k.median_ns, k.min_ns, k.max_ns, k.share, k.stddev_ns);
       for (const RankAnalysis& r : analysis->ranks) {
         for (const KernelStats& k : r.kernels)
           csv_row(out, std::to_string(r.rank), k.name, to_string(k.kind), to_string(k.category),
-                  k.count, k.total_ns, k.mean_ns, k.median_ns, k.min_ns, k.max_ns, k.share);
+                  k.count, k.total_ns, k.mean_ns, k.median_ns, k.min_ns, k.max_ns, k.share,
+                  k.stddev_ns);
       }
       break;
     case CsvTable::collectives:
@@ -1014,22 +1015,22 @@ Result<ExportReport> export_csv(const TraceReader& reader, const RunAnalysis* an
       break;
     case CsvTable::api_calls:
     case CsvTable::annotations:
-      csv_row(out, "name", "count", "total_ns", "mean_ns", "median_ns", "min_ns", "max_ns",
-              "share");
+      csv_row(out, "name", "count", "total_ns", "mean_ns", "median_ns", "min_ns", "max_ns", "share",
+              "stddev_ns");
       for (const KernelStats& k :
            table == CsvTable::api_calls ? analysis->api_calls : analysis->annotations)
         csv_row(out, k.name, k.count, k.total_ns, k.mean_ns, k.median_ns, k.min_ns, k.max_ns,
-                k.share);
+                k.share, k.stddev_ns);
       break;
     case CsvTable::memory_ops:
       csv_row(out, "name", "kind", "count", "total_ns", "mean_ns", "median_ns", "min_ns", "max_ns",
               "share", "total_bytes", "mean_bytes", "median_bytes", "min_bytes", "max_bytes",
-              "throughput_gbps");
+              "throughput_gbps", "stddev_ns");
       for (const MemoryOpStats& m : analysis->memory_ops)
         csv_row(out, m.time.name, to_string(m.time.kind), m.time.count, m.time.total_ns,
                 m.time.mean_ns, m.time.median_ns, m.time.min_ns, m.time.max_ns, m.time.share,
                 m.total_bytes, m.mean_bytes, m.median_bytes, m.min_bytes, m.max_bytes,
-                m.throughput_gbps);
+                m.throughput_gbps, m.time.stddev_ns);
       break;
   }
   report.bytes = out.bytes();
@@ -1276,14 +1277,15 @@ Result<ExportReport> export_html_report(const TraceReader& reader, const RunAnal
 
   out << "<h2>Top kernels</h2>\n<table>\n<tr><th>name</th><th>category</th><th>count</th>"
       << "<th>total ms</th><th>mean us</th><th>median us</th><th>min us</th><th>max us</th>"
-      << "<th>share</th></tr>\n";
-  // A kernel's or a call's figures, from its count on.
+      << "<th>stddev us</th><th>share</th></tr>\n";
+  // A kernel's, a call's or a range's figures, from its count on.
   auto duration_cells = [&out](const KernelStats& k) {
     out << "<td class=n>" << k.count << "</td><td class=n>" << ms(k.total_ns) << "</td><td class=n>"
         << format_fixed(k.mean_ns / 1e3, 2) << "</td><td class=n>"
         << format_fixed(k.median_ns / 1e3, 2) << "</td><td class=n>"
         << format_fixed(static_cast<double>(k.min_ns) / 1e3, 2) << "</td><td class=n>"
         << format_fixed(static_cast<double>(k.max_ns) / 1e3, 2) << "</td><td class=n>"
+        << format_fixed(k.stddev_ns / 1e3, 2) << "</td><td class=n>"
         << format_fixed(k.share * 100, 1) << "%</td></tr>\n";
   };
   std::size_t shown = 0;
@@ -1299,7 +1301,8 @@ Result<ExportReport> export_html_report(const TraceReader& reader, const RunAnal
     out << "<h2>CUDA API calls</h2>\n<p class=note>The runtime and driver calls of all ranks by "
            "name, as Nsight Systems' cuda_api_sum sums them; share: of all calls' time.</p>\n"
            "<table>\n<tr><th>name</th><th>count</th><th>total ms</th><th>mean us</th>"
-           "<th>median us</th><th>min us</th><th>max us</th><th>share</th></tr>\n";
+           "<th>median us</th><th>min us</th><th>max us</th><th>stddev "
+           "us</th><th>share</th></tr>\n";
     shown = 0;
     for (const KernelStats& c : analysis.api_calls) {
       if (shown++ == 25) break;
@@ -1339,17 +1342,13 @@ Result<ExportReport> export_html_report(const TraceReader& reader, const RunAnal
            "all ranks by name, as Nsight Systems' nvtx_sum sums them; share: of all ranges' "
            "time, a range inside another counted in both.</p>\n"
            "<table>\n<tr><th>name</th><th>count</th><th>total ms</th><th>mean us</th>"
-           "<th>median us</th><th>min us</th><th>max us</th><th>share</th></tr>\n";
+           "<th>median us</th><th>min us</th><th>max us</th><th>stddev "
+           "us</th><th>share</th></tr>\n";
     shown = 0;
     for (const KernelStats& c : analysis.annotations) {
       if (shown++ == 25) break;
-      out << "<tr><td><code>" << html(c.name) << "</code></td><td class=n>" << c.count
-          << "</td><td class=n>" << ms(c.total_ns) << "</td><td class=n>"
-          << format_fixed(c.mean_ns / 1e3, 2) << "</td><td class=n>"
-          << format_fixed(c.median_ns / 1e3, 2) << "</td><td class=n>"
-          << format_fixed(static_cast<double>(c.min_ns) / 1e3, 2) << "</td><td class=n>"
-          << format_fixed(static_cast<double>(c.max_ns) / 1e3, 2) << "</td><td class=n>"
-          << format_fixed(c.share * 100, 1) << "%</td></tr>\n";
+      out << "<tr><td><code>" << html(c.name) << "</code></td>";
+      duration_cells(c);
     }
     out << "</table>\n";
   }

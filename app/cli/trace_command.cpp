@@ -439,6 +439,7 @@ void print_stats(const StatsOptions& o, Context& ctx, const std::unique_ptr<Trac
                          {"median_ns", k.median_ns},
                          {"min_ns", k.min_ns},
                          {"max_ns", k.max_ns},
+                         {"stddev_ns", k.stddev_ns},
                          {"share", k.share}});
     }
     for (std::size_t i = 0; i < a.collectives.size() && i < top; ++i) {
@@ -452,6 +453,7 @@ void print_stats(const StatsOptions& o, Context& ctx, const std::unique_ptr<Trac
                              {"total_ns", c.total_ns},
                              {"mean_ns", c.mean_ns},
                              {"median_ns", c.median_ns},
+                             {"stddev_ns", c.stddev_ns},
                              {"algbw_gbps", c.algbw_gbps},
                              {"busbw_gbps", c.busbw_gbps},
                              {"transfer_median_ns", optional_number(c.transfer_median_ns)},
@@ -476,6 +478,7 @@ void print_stats(const StatsOptions& o, Context& ctx, const std::unique_ptr<Trac
                            {"median_ns", c.median_ns},
                            {"min_ns", c.min_ns},
                            {"max_ns", c.max_ns},
+                           {"stddev_ns", c.stddev_ns},
                            {"share", c.share}});
     }
     json memory_ops = json::array(), annotations = json::array();
@@ -489,6 +492,7 @@ void print_stats(const StatsOptions& o, Context& ctx, const std::unique_ptr<Trac
                             {"median_ns", m.time.median_ns},
                             {"min_ns", m.time.min_ns},
                             {"max_ns", m.time.max_ns},
+                            {"stddev_ns", m.time.stddev_ns},
                             {"share", m.time.share},
                             {"total_bytes", m.total_bytes},
                             {"mean_bytes", m.mean_bytes},
@@ -506,6 +510,7 @@ void print_stats(const StatsOptions& o, Context& ctx, const std::unique_ptr<Trac
                              {"median_ns", n.median_ns},
                              {"min_ns", n.min_ns},
                              {"max_ns", n.max_ns},
+                             {"stddev_ns", n.stddev_ns},
                              {"share", n.share}});
     }
     json out = {
@@ -691,15 +696,16 @@ void print_stats(const StatsOptions& o, Context& ctx, const std::unique_ptr<Trac
   }
   if (!a.api_calls.empty() && top > 0) {
     std::cout << "\nCUDA API calls (all ranks; as Nsight Systems' cuda_api_sum)\n";
-    TextTable c({"name", "count", "total ms", "mean us", "median us", "min us", "max us", "share"});
-    for (std::size_t i = 1; i < 8; ++i)
+    TextTable c({"name", "count", "total ms", "mean us", "median us", "min us", "max us",
+                 "stddev us", "share"});
+    for (std::size_t i = 1; i < 9; ++i)
       c.right_align(i);
     auto us = [](double ns_value) { return format_fixed(ns_value / 1e3, 2); };
     for (std::size_t i = 0; i < a.api_calls.size() && i < top; ++i) {
       const KernelStats& s = a.api_calls[i];
       c.add({shorten_kernel(s.name, 60), std::to_string(s.count), ms(s.total_ns), us(s.mean_ns),
              us(s.median_ns), us(static_cast<double>(s.min_ns)), us(static_cast<double>(s.max_ns)),
-             format_fixed(s.share * 100, 1) + "%"});
+             us(s.stddev_ns), format_fixed(s.share * 100, 1) + "%"});
     }
     c.print(std::cout);
   }
@@ -728,15 +734,16 @@ void print_stats(const StatsOptions& o, Context& ctx, const std::unique_ptr<Trac
   if (!a.annotations.empty() && top > 0) {
     std::cout << "\nAnnotation ranges (all ranks; NVTX and the engines' phases, as Nsight "
                  "Systems' nvtx_sum)\n";
-    TextTable n({"name", "count", "total ms", "mean us", "median us", "min us", "max us", "share"});
-    for (std::size_t i = 1; i < 8; ++i)
+    TextTable n({"name", "count", "total ms", "mean us", "median us", "min us", "max us",
+                 "stddev us", "share"});
+    for (std::size_t i = 1; i < 9; ++i)
       n.right_align(i);
     auto us = [](double ns_value) { return format_fixed(ns_value / 1e3, 2); };
     for (std::size_t i = 0; i < a.annotations.size() && i < top; ++i) {
       const KernelStats& s = a.annotations[i];
       n.add({shorten_kernel(s.name, 60), std::to_string(s.count), ms(s.total_ns), us(s.mean_ns),
              us(s.median_ns), us(static_cast<double>(s.min_ns)), us(static_cast<double>(s.max_ns)),
-             format_fixed(s.share * 100, 1) + "%"});
+             us(s.stddev_ns), format_fixed(s.share * 100, 1) + "%"});
     }
     n.print(std::cout);
     std::cout << "  share: of all ranges' time; a range inside another counts in both\n";

@@ -880,7 +880,7 @@ void RunView::fillSummaries(const trace::RunAnalysis& a,
   kernel_model_->clear();
   kernel_model_->setHorizontalHeaderLabels({tr("name"), tr("kind"), tr("category"), tr("count"),
                                             tr("total"), tr("mean"), tr("median"), tr("min"),
-                                            tr("max"), tr("share %")});
+                                            tr("max"), tr("stddev"), tr("share %")});
   for (const trace::KernelStats& k : a.kernels) {
     kernel_model_->appendRow(
         {textCell(q(k.name)), textCell(q(std::string(to_string(k.kind)))),
@@ -888,6 +888,7 @@ void RunView::fillSummaries(const trace::RunAnalysis& a,
          cell(QString::number(k.count), double(k.count)), cell(ns(k.total_ns), double(k.total_ns)),
          cell(seconds(k.mean_ns * 1e-9), k.mean_ns), cell(seconds(k.median_ns * 1e-9), k.median_ns),
          cell(ns(k.min_ns), double(k.min_ns)), cell(ns(k.max_ns), double(k.max_ns)),
+         cell(seconds(k.stddev_ns * 1e-9), k.stddev_ns),
          cell(QString::number(k.share * 100, 'f', 1), k.share)});
   }
   kernel_view_->resizeColumnsToContents();
@@ -932,14 +933,15 @@ void RunView::fillSummaries(const trace::RunAnalysis& a,
                            const QString& share_tip) {
     t.model->clear();
     t.model->setHorizontalHeaderLabels({tr("name"), tr("count"), tr("total"), tr("mean"),
-                                        tr("median"), tr("min"), tr("max"), tr("share %")});
-    t.model->horizontalHeaderItem(7)->setToolTip(share_tip);
+                                        tr("median"), tr("min"), tr("max"), tr("stddev"),
+                                        tr("share %")});
+    t.model->horizontalHeaderItem(8)->setToolTip(share_tip);
     for (const trace::KernelStats& k : rows) {
       t.model->appendRow(
           {textCell(q(k.name)), cell(QString::number(k.count), double(k.count)),
            cell(ns(k.total_ns), double(k.total_ns)), cell(seconds(k.mean_ns * 1e-9), k.mean_ns),
            cell(seconds(k.median_ns * 1e-9), k.median_ns), cell(ns(k.min_ns), double(k.min_ns)),
-           cell(ns(k.max_ns), double(k.max_ns)),
+           cell(ns(k.max_ns), double(k.max_ns)), cell(seconds(k.stddev_ns * 1e-9), k.stddev_ns),
            cell(QString::number(k.share * 100, 'f', 1), k.share)});
     }
     t.view->resizeColumnsToContents();

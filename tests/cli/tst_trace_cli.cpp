@@ -12,7 +12,9 @@
 #include <QTemporaryDir>
 #include <QtTest>
 #include <algorithm>
+#include <cmath>
 #include <functional>
+#include <map>
 
 #include <sqlite3.h>
 #include <sys/resource.h>
@@ -44,6 +46,33 @@ QJsonObject json_of(const Run& r) {
 }
 
 const QString kData = CS_DATA_DIR "/validation/";
+
+// The sample standard deviation (n - 1) of each name's durations, as
+// Nsight Systems' StdDev, from rows of (name, duration) an SQL query gives.
+std::map<QString, double> stddev_by_name(sqlite3* db, const char* sql) {
+  std::map<QString, std::vector<double>> durations;
+  sqlite3_stmt* stmt = nullptr;
+  if (sqlite3_prepare_v2(db, sql, -1, &stmt, nullptr) != SQLITE_OK)
+    qFatal("%s", sqlite3_errmsg(db));
+  while (sqlite3_step(stmt) == SQLITE_ROW)
+    durations[QString::fromUtf8(reinterpret_cast<const char*>(sqlite3_column_text(stmt, 0)))]
+        .push_back(sqlite3_column_double(stmt, 1));
+  sqlite3_finalize(stmt);
+  std::map<QString, double> out;
+  for (const auto& [name, d] : durations) {
+    double mean = 0, squares = 0;
+    for (double x : d)
+      mean += x / double(d.size());
+    for (double x : d)
+      squares += (x - mean) * (x - mean);
+    out[name] = d.size() > 1 ? std::sqrt(squares / double(d.size() - 1)) : 0;
+  }
+  return out;
+}
+
+bool close_to(double a, double b) {
+  return std::abs(a - b) <= 1e-9 * std::max(std::abs(b), 1.0) + 1e-6;
+}
 
 // A writable copy of a committed store in `dir`, upgraded to this schema (as
 // opening it does), to be damaged or edited; empty when it cannot be made.
@@ -448,6 +477,10 @@ void TestTraceCli::apiCallsAsNsightSumsThem() {
                          "StringIds s ON s.id = r.nameId GROUP BY s.value ORDER BY 3 DESC",
                          -1, &stmt, nullptr),
       SQLITE_OK);
+  const std::map<QString, double> stddev = stddev_by_name(
+      db,
+      "SELECT s.value, r.end - r.start FROM CUPTI_ACTIVITY_KIND_RUNTIME r JOIN StringIds s ON "
+      "s.id = r.nameId");
   int row = 0;
   double total = 0;
   for (const QJsonValue& v : calls)
@@ -461,6 +494,8 @@ void TestTraceCli::apiCallsAsNsightSumsThem() {
     QCOMPARE(c["total_ns"].toInteger(), sqlite3_column_int64(stmt, 2));
     QCOMPARE(c["min_ns"].toInteger(), sqlite3_column_int64(stmt, 3));
     QCOMPARE(c["max_ns"].toInteger(), sqlite3_column_int64(stmt, 4));
+    QVERIFY2(close_to(c["stddev_ns"].toDouble(), stddev.at(c["name"].toString())),
+             qPrintable(c["name"].toString()));
     QCOMPARE(c["share"].toDouble(), c["total_ns"].toDouble() / total);
   }
   sqlite3_finalize(stmt);
@@ -511,6 +546,14 @@ void TestTraceCli::copiesAndRangesAsNsightSumsThem() {
     sqlite3_finalize(stmt);
   };
   // copyKind 1 is host to device, 2 device to host (CUpti_ActivityMemcpyKind).
+  const std::map<QString, double> copy_stddev = stddev_by_name(
+      db,
+      "SELECT CASE copyKind WHEN 1 THEN 'Memcpy HtoD' WHEN 2 THEN 'Memcpy DtoH' END, "
+      "end - start FROM CUPTI_ACTIVITY_KIND_MEMCPY");
+  const std::map<QString, double> range_stddev = stddev_by_name(
+      db,
+      "SELECT coalesce(n.text, s.value), n.end - n.start FROM NVTX_EVENTS n LEFT JOIN "
+      "StringIds s ON s.id = n.textId WHERE n.eventType IN (59, 60) AND n.end IS NOT NULL");
   int row = 0;
   double copy_time = 0;
   for (const QJsonValue& v : copies)
@@ -532,6 +575,7 @@ void TestTraceCli::copiesAndRangesAsNsightSumsThem() {
         QCOMPARE(c["total_bytes"].toInteger(), sqlite3_column_int64(stmt, 5));
         QCOMPARE(c["min_bytes"].toInteger(), sqlite3_column_int64(stmt, 6));
         QCOMPARE(c["max_bytes"].toInteger(), sqlite3_column_int64(stmt, 7));
+        QVERIFY(close_to(c["stddev_ns"].toDouble(), copy_stddev.at(c["name"].toString())));
         QCOMPARE(c["throughput_gbps"].toDouble(),
                  c["total_bytes"].toDouble() / c["total_ns"].toDouble());
         QCOMPARE(c["share"].toDouble(), c["total_ns"].toDouble() / copy_time);
@@ -557,6 +601,7 @@ void TestTraceCli::copiesAndRangesAsNsightSumsThem() {
         QCOMPARE(n["total_ns"].toInteger(), sqlite3_column_int64(stmt, 2));
         QCOMPARE(n["min_ns"].toInteger(), sqlite3_column_int64(stmt, 3));
         QCOMPARE(n["max_ns"].toInteger(), sqlite3_column_int64(stmt, 4));
+        QVERIFY(close_to(n["stddev_ns"].toDouble(), range_stddev.at(n["name"].toString())));
         QCOMPARE(n["share"].toDouble(), n["total_ns"].toDouble() / range_time);
       });
   sqlite3_close(db);
