@@ -1297,20 +1297,25 @@ Result<ExportReport> export_html_report(const TraceReader& reader, const RunAnal
   }
   out << "</table>\n";
 
-  if (!analysis.api_calls.empty()) {
-    out << "<h2>CUDA API calls</h2>\n<p class=note>The runtime and driver calls of all ranks by "
-           "name, as Nsight Systems' cuda_api_sum sums them; share: of all calls' time.</p>\n"
-           "<table>\n<tr><th>name</th><th>count</th><th>total ms</th><th>mean us</th>"
+  // Calls and ranges, timed by name.
+  auto timed_table = [&](const std::vector<KernelStats>& rows, std::string_view title,
+                         std::string_view note) {
+    if (rows.empty()) return;
+    out << "<h2>" << title << "</h2>\n<p class=note>" << note
+        << "</p>\n<table>\n<tr><th>name</th><th>count</th><th>total ms</th><th>mean us</th>"
            "<th>median us</th><th>min us</th><th>max us</th><th>stddev "
            "us</th><th>share</th></tr>\n";
-    shown = 0;
-    for (const KernelStats& c : analysis.api_calls) {
-      if (shown++ == 25) break;
+    std::size_t listed = 0;
+    for (const KernelStats& c : rows) {
+      if (listed++ == 25) break;
       out << "<tr><td><code>" << html(c.name) << "</code></td>";
       duration_cells(c);
     }
     out << "</table>\n";
-  }
+  };
+  timed_table(analysis.api_calls, "CUDA API calls",
+              "The runtime and driver calls of all ranks by name, as Nsight Systems' cuda_api_sum "
+              "sums them; share: of all calls' time.");
 
   if (!analysis.memory_ops.empty()) {
     out << "<h2>Device copies and sets</h2>\n<p class=note>All ranks, by kind, as Nsight "
@@ -1337,21 +1342,10 @@ Result<ExportReport> export_html_report(const TraceReader& reader, const RunAnal
     out << "</table>\n";
   }
 
-  if (!analysis.annotations.empty()) {
-    out << "<h2>Annotation ranges</h2>\n<p class=note>NVTX ranges and the engines' phases of "
-           "all ranks by name, as Nsight Systems' nvtx_sum sums them; share: of all ranges' "
-           "time, a range inside another counted in both.</p>\n"
-           "<table>\n<tr><th>name</th><th>count</th><th>total ms</th><th>mean us</th>"
-           "<th>median us</th><th>min us</th><th>max us</th><th>stddev "
-           "us</th><th>share</th></tr>\n";
-    shown = 0;
-    for (const KernelStats& c : analysis.annotations) {
-      if (shown++ == 25) break;
-      out << "<tr><td><code>" << html(c.name) << "</code></td>";
-      duration_cells(c);
-    }
-    out << "</table>\n";
-  }
+  timed_table(analysis.annotations, "Annotation ranges",
+              "NVTX ranges and the engines' phases of all ranks by name, as Nsight Systems' "
+              "nvtx_sum sums them; share: of all ranges' time, a range inside another counted in "
+              "both.");
 
   if (!analysis.collectives.empty()) {
     out << "<h2>Collectives</h2>\n<p class=note>Bandwidths by the nccl-tests formulas: algbw = "

@@ -468,20 +468,7 @@ void print_stats(const StatsOptions& o, Context& ctx, const std::unique_ptr<Trac
                             {"straggler", s.straggler},
                             {"reason", s.reason}});
     }
-    json api_calls = json::array();
-    for (std::size_t i = 0; i < a.api_calls.size() && i < top; ++i) {
-      const KernelStats& c = a.api_calls[i];
-      api_calls.push_back({{"name", c.name},
-                           {"count", c.count},
-                           {"total_ns", c.total_ns},
-                           {"mean_ns", c.mean_ns},
-                           {"median_ns", c.median_ns},
-                           {"min_ns", c.min_ns},
-                           {"max_ns", c.max_ns},
-                           {"stddev_ns", c.stddev_ns},
-                           {"share", c.share}});
-    }
-    json memory_ops = json::array(), annotations = json::array();
+    json memory_ops = json::array();
     for (std::size_t i = 0; i < a.memory_ops.size() && i < top; ++i) {
       const MemoryOpStats& m = a.memory_ops[i];
       memory_ops.push_back({{"name", m.time.name},
@@ -501,22 +488,32 @@ void print_stats(const StatsOptions& o, Context& ctx, const std::unique_ptr<Trac
                             {"max_bytes", m.max_bytes},
                             {"throughput_gbps", m.throughput_gbps}});
     }
-    for (std::size_t i = 0; i < a.annotations.size() && i < top; ++i) {
-      const KernelStats& n = a.annotations[i];
-      annotations.push_back({{"name", n.name},
-                             {"count", n.count},
-                             {"total_ns", n.total_ns},
-                             {"mean_ns", n.mean_ns},
-                             {"median_ns", n.median_ns},
-                             {"min_ns", n.min_ns},
-                             {"max_ns", n.max_ns},
-                             {"stddev_ns", n.stddev_ns},
-                             {"share", n.share}});
-    }
-    json out = {
-        {"path", r->path()},          {"status", r->state().status}, {"ranks", ranks},
-        {"kernels", kernels},         {"api_calls", api_calls},      {"memory_ops", memory_ops},
-        {"annotations", annotations}, {"collectives", collectives},  {"stragglers", stragglers}};
+    // Calls and ranges, timed by name.
+    auto timed = [top](const std::vector<KernelStats>& rows) {
+      json j = json::array();
+      for (std::size_t i = 0; i < rows.size() && i < top; ++i) {
+        const KernelStats& k = rows[i];
+        j.push_back({{"name", k.name},
+                     {"count", k.count},
+                     {"total_ns", k.total_ns},
+                     {"mean_ns", k.mean_ns},
+                     {"median_ns", k.median_ns},
+                     {"min_ns", k.min_ns},
+                     {"max_ns", k.max_ns},
+                     {"stddev_ns", k.stddev_ns},
+                     {"share", k.share}});
+      }
+      return j;
+    };
+    json out = {{"path", r->path()},
+                {"status", r->state().status},
+                {"ranks", ranks},
+                {"kernels", kernels},
+                {"api_calls", timed(a.api_calls)},
+                {"memory_ops", memory_ops},
+                {"annotations", timed(a.annotations)},
+                {"collectives", collectives},
+                {"stragglers", stragglers}};
     // The window's bounds from the trace's start, as --from/--to count them.
     const std::int64_t origin = r->time_range().start_ns;
     out["window"] = options.window ? json{{"from_ns", options.window->start_ns - origin},
@@ -694,21 +691,24 @@ void print_stats(const StatsOptions& o, Context& ctx, const std::unique_ptr<Trac
     }
     k.print(std::cout);
   }
-  if (!a.api_calls.empty() && top > 0) {
-    std::cout << "\nCUDA API calls (all ranks; as Nsight Systems' cuda_api_sum)\n";
-    TextTable c({"name", "count", "total ms", "mean us", "median us", "min us", "max us",
+  // Calls and ranges, timed by name as Nsight Systems' reports time them.
+  auto print_timed = [top](const std::vector<KernelStats>& rows, const std::string& title) {
+    if (rows.empty() || top == 0) return;
+    std::cout << "\n" << title << '\n';
+    TextTable t({"name", "count", "total ms", "mean us", "median us", "min us", "max us",
                  "stddev us", "share"});
     for (std::size_t i = 1; i < 9; ++i)
-      c.right_align(i);
+      t.right_align(i);
     auto us = [](double ns_value) { return format_fixed(ns_value / 1e3, 2); };
-    for (std::size_t i = 0; i < a.api_calls.size() && i < top; ++i) {
-      const KernelStats& s = a.api_calls[i];
-      c.add({shorten_kernel(s.name, 60), std::to_string(s.count), ms(s.total_ns), us(s.mean_ns),
+    for (std::size_t i = 0; i < rows.size() && i < top; ++i) {
+      const KernelStats& s = rows[i];
+      t.add({shorten_kernel(s.name, 60), std::to_string(s.count), ms(s.total_ns), us(s.mean_ns),
              us(s.median_ns), us(static_cast<double>(s.min_ns)), us(static_cast<double>(s.max_ns)),
              us(s.stddev_ns), format_fixed(s.share * 100, 1) + "%"});
     }
-    c.print(std::cout);
-  }
+    t.print(std::cout);
+  };
+  print_timed(a.api_calls, "CUDA API calls (all ranks; as Nsight Systems' cuda_api_sum)");
   if (!a.memory_ops.empty() && top > 0) {
     std::cout << "\nDevice copies and sets (all ranks; as Nsight Systems' cuda_gpu_mem_time_sum "
                  "and cuda_gpu_mem_size_sum)\n";
@@ -731,23 +731,11 @@ void print_stats(const StatsOptions& o, Context& ctx, const std::unique_ptr<Trac
     m.print(std::cout);
     std::cout << "  GB/s: the bytes over the time of all of them (10^9 bytes per second)\n";
   }
-  if (!a.annotations.empty() && top > 0) {
-    std::cout << "\nAnnotation ranges (all ranks; NVTX and the engines' phases, as Nsight "
-                 "Systems' nvtx_sum)\n";
-    TextTable n({"name", "count", "total ms", "mean us", "median us", "min us", "max us",
-                 "stddev us", "share"});
-    for (std::size_t i = 1; i < 9; ++i)
-      n.right_align(i);
-    auto us = [](double ns_value) { return format_fixed(ns_value / 1e3, 2); };
-    for (std::size_t i = 0; i < a.annotations.size() && i < top; ++i) {
-      const KernelStats& s = a.annotations[i];
-      n.add({shorten_kernel(s.name, 60), std::to_string(s.count), ms(s.total_ns), us(s.mean_ns),
-             us(s.median_ns), us(static_cast<double>(s.min_ns)), us(static_cast<double>(s.max_ns)),
-             us(s.stddev_ns), format_fixed(s.share * 100, 1) + "%"});
-    }
-    n.print(std::cout);
+  print_timed(a.annotations,
+              "Annotation ranges (all ranks; NVTX and the engines' phases, as Nsight Systems' "
+              "nvtx_sum)");
+  if (!a.annotations.empty() && top > 0)
     std::cout << "  share: of all ranges' time; a range inside another counts in both\n";
-  }
   if (!a.collectives.empty() && top > 0) {
     std::cout << "\nCollectives (nccl-tests bandwidths)\n";
     TextTable c({"collective", "type", "size", "ranks", "count", "mean us", "algbw GB/s",
