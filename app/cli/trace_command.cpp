@@ -428,19 +428,23 @@ void print_stats(const StatsOptions& o, Context& ctx, const std::unique_ptr<Trac
                        {"steps", steps}});
     }
     json kernels = json::array(), collectives = json::array(), stragglers = json::array();
+    // A row timed by name (a kernel, a call, a copy, a range): its count and durations.
+    auto timed_row = [](const KernelStats& k) {
+      return json{{"name", k.name},       {"count", k.count},         {"total_ns", k.total_ns},
+                  {"mean_ns", k.mean_ns}, {"median_ns", k.median_ns}, {"min_ns", k.min_ns},
+                  {"max_ns", k.max_ns},   {"stddev_ns", k.stddev_ns}, {"share", k.share}};
+    };
+    auto timed = [&](const std::vector<KernelStats>& rows) {
+      json j = json::array();
+      for (std::size_t i = 0; i < rows.size() && i < top; ++i)
+        j.push_back(timed_row(rows[i]));
+      return j;
+    };
     for (std::size_t i = 0; i < a.kernels.size() && i < top; ++i) {
-      const KernelStats& k = a.kernels[i];
-      kernels.push_back({{"name", k.name},
-                         {"kind", to_string(k.kind)},
-                         {"category", to_string(k.category)},
-                         {"count", k.count},
-                         {"total_ns", k.total_ns},
-                         {"mean_ns", k.mean_ns},
-                         {"median_ns", k.median_ns},
-                         {"min_ns", k.min_ns},
-                         {"max_ns", k.max_ns},
-                         {"stddev_ns", k.stddev_ns},
-                         {"share", k.share}});
+      json k = timed_row(a.kernels[i]);
+      k["kind"] = to_string(a.kernels[i].kind);
+      k["category"] = to_string(a.kernels[i].category);
+      kernels.push_back(std::move(k));
     }
     for (std::size_t i = 0; i < a.collectives.size() && i < top; ++i) {
       const CollectiveStats& c = a.collectives[i];
@@ -471,40 +475,16 @@ void print_stats(const StatsOptions& o, Context& ctx, const std::unique_ptr<Trac
     json memory_ops = json::array();
     for (std::size_t i = 0; i < a.memory_ops.size() && i < top; ++i) {
       const MemoryOpStats& m = a.memory_ops[i];
-      memory_ops.push_back({{"name", m.time.name},
-                            {"kind", to_string(m.time.kind)},
-                            {"count", m.time.count},
-                            {"total_ns", m.time.total_ns},
-                            {"mean_ns", m.time.mean_ns},
-                            {"median_ns", m.time.median_ns},
-                            {"min_ns", m.time.min_ns},
-                            {"max_ns", m.time.max_ns},
-                            {"stddev_ns", m.time.stddev_ns},
-                            {"share", m.time.share},
-                            {"total_bytes", m.total_bytes},
-                            {"mean_bytes", m.mean_bytes},
-                            {"median_bytes", m.median_bytes},
-                            {"min_bytes", m.min_bytes},
-                            {"max_bytes", m.max_bytes},
-                            {"throughput_gbps", m.throughput_gbps}});
+      json row = timed_row(m.time);
+      row["kind"] = to_string(m.time.kind);
+      row["total_bytes"] = m.total_bytes;
+      row["mean_bytes"] = m.mean_bytes;
+      row["median_bytes"] = m.median_bytes;
+      row["min_bytes"] = m.min_bytes;
+      row["max_bytes"] = m.max_bytes;
+      row["throughput_gbps"] = m.throughput_gbps;
+      memory_ops.push_back(std::move(row));
     }
-    // Calls and ranges, timed by name.
-    auto timed = [top](const std::vector<KernelStats>& rows) {
-      json j = json::array();
-      for (std::size_t i = 0; i < rows.size() && i < top; ++i) {
-        const KernelStats& k = rows[i];
-        j.push_back({{"name", k.name},
-                     {"count", k.count},
-                     {"total_ns", k.total_ns},
-                     {"mean_ns", k.mean_ns},
-                     {"median_ns", k.median_ns},
-                     {"min_ns", k.min_ns},
-                     {"max_ns", k.max_ns},
-                     {"stddev_ns", k.stddev_ns},
-                     {"share", k.share}});
-      }
-      return j;
-    };
     json out = {{"path", r->path()},
                 {"status", r->state().status},
                 {"ranks", ranks},
