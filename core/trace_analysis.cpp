@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <bit>
+#include <cctype>
 #include <cmath>
 #include <deque>
 #include <limits>
@@ -56,7 +57,7 @@ struct RankLanes {
   std::vector<LaneId> device;
   std::vector<LaneId> host;   // where launches (API calls) are
   std::vector<LaneId> steps;  // LaneKind::steps
-  std::vector<LaneId> annotations;  // LaneKind::annotation
+  std::vector<LaneId> annotations;  // LaneKind::annotation, host-side
   bool gpu = true;
 };
 
@@ -68,7 +69,9 @@ RankLanes rank_lanes(const TraceReader& r, std::int32_t rank) {
     if (l.kind == LaneKind::gpu_stream || l.kind == LaneKind::predicted) out.device.push_back(l.id);
     if (l.kind == LaneKind::cpu_thread) out.host.push_back(l.id);
     if (l.kind == LaneKind::steps) out.steps.push_back(l.id);
-    if (l.kind == LaneKind::annotation) out.annotations.push_back(l.id);
+    // Host ranges only, as Nsight Systems' nvtx_sum: a GPU-side projection of
+    // a range is another measure of it (nvtx_gpu_proj_sum), not more instances.
+    if (l.kind == LaneKind::annotation && !gpu_side_annotations(l)) out.annotations.push_back(l.id);
   }
   if (out.device.empty()) {
     // The CPU engine: its compute thread and communication lanes do the work.
@@ -402,9 +405,23 @@ Result<std::vector<Launch>> launches(const TraceReader& r, const RankLanes& lane
   if (!scan) return scan.error();
   store::ScanRow row;
   std::unordered_map<std::uint32_t, bool> asynchronous;  // by name id
+  // A synchronization named as a runtime or driver call (Kineto files
+  // cudaStreamWaitEvent, cudaEventSynchronize... as synchronization) is a
+  // call; CUPTI's own synchronization records ("Stream synchronize") are not.
+  std::unordered_map<std::uint32_t, bool> api_named;  // by name id
+  auto is_api_call = [&](const store::ScanRow& e) {
+    if (e.kind == EventKind::api_call) return true;
+    if (e.kind != EventKind::sync) return false;
+    auto [it, added] = api_named.try_emplace(e.name, false);
+    if (added) {
+      const std::string name = r.string(StringId{e.name});
+      it->second = name.starts_with("cuda") || (name.size() > 2 && name.starts_with("cu") &&
+                                                std::isupper(static_cast<unsigned char>(name[2])));
+    }
+    return it->second;
+  };
   while ((*scan)->next(row)) {
-    if (row.kind == EventKind::api_call && in_window(row, window_lo, window_hi))
-      add_duration(raw.api_calls, row);
+    if (is_api_call(row) && in_window(row, window_lo, window_hi)) add_duration(raw.api_calls, row);
     if (row.kind == EventKind::annotation && in_window(row, window_lo, window_hi))
       add_duration(raw.annotations, row);
     if ((row.kind != EventKind::api_call && row.kind != EventKind::sync) || row.correlation == 0)
@@ -556,13 +573,16 @@ Result<RankAnalysis> analyze_rank_raw(const TraceReader& r, std::int32_t rank,
     const Launch* call = launch_of(*launch, e.correlation);
     {
       // This stream's gap before the event, and its busy time (events on one
-      // CPU-engine lane may overlap: only what runs past the last end counts).
+      // CPU-engine lane may overlap: only what runs past the last end counts),
+      // inside the window: a stream's span is no longer than the rank's.
       StreamState& st = state_of(e.lane);
+      const std::int64_t start = std::max(e.start, window_lo);
+      const std::int64_t end = std::min(e.end, window_hi);
       const bool first = st.events++ == 0;
       if (first) {
-        st.first = e.start;
-      } else if (e.start > st.last_end) {
-        const std::int64_t gap = e.start - st.last_end;
+        st.first = start;
+      } else if (start > st.last_end) {
+        const std::int64_t gap = start - st.last_end;
         if (call && call->start > st.last_end)
           st.idle.idle_host_wait_ns += gap;
         else if (gap < options.kernel_wait_ns)
@@ -570,9 +590,9 @@ Result<RankAnalysis> analyze_rank_raw(const TraceReader& r, std::int32_t rank,
         else
           st.idle.idle_other_ns += gap;
       }
-      const std::int64_t from = first ? e.start : std::max(e.start, st.last_end);
-      st.idle.busy_ns += std::max<std::int64_t>(0, e.end - from);
-      st.last_end = std::max(st.last_end, e.end);
+      const std::int64_t from = first ? start : std::max(start, st.last_end);
+      st.idle.busy_ns += std::max<std::int64_t>(0, end - from);
+      st.last_end = std::max(st.last_end, end);
       if (call) {
         // Queued from its call's start to its own start. A stream runs its
         // work in launch order, so the queue just after this call holds
@@ -1104,9 +1124,12 @@ Result<RunAnalysis> analyze_run(const TraceReader& reader, const AnalysisOptions
   run.memory_ops = memory_op_stats(reader, memory_ops, memory_bytes);
   run.collectives = collective_stats(reader, collectives, transfer);
   run.stragglers = stragglers_from(run.ranks, raws, options);
-  auto prediction = compare_with_prediction(reader, run.ranks, options.prediction);
-  if (!prediction) return prediction.error();
-  run.prediction = std::move(prediction).value();
+  // The plan is held against whole steps; a window's figures are of part of them.
+  if (!options.window) {
+    auto prediction = compare_with_prediction(reader, run.ranks, options.prediction);
+    if (!prediction) return prediction.error();
+    run.prediction = std::move(prediction).value();
+  }
   if (Status damaged = reader.damage(); !damaged && run.damage.empty())
     run.damage = damaged.message();
   return run;

@@ -349,7 +349,7 @@ struct RunAnalysis {
   // nvtx_sum); share: of all ranges' time, nested ones counted in full.
   std::vector<KernelStats> annotations;
   StragglerReport stragglers;
-  std::optional<PredictionComparison> prediction;
+  std::optional<PredictionComparison> prediction;  // none for a window (options.window)
   // A damaged page met while reading (TraceReader::damage's message): the
   // figures lack the rows it held. Empty when none was met.
   std::string damage;

@@ -171,15 +171,8 @@ void micros(Output& out, std::int64_t ns) {
   out << ns / 1000 << std::string_view(b);
 }
 
-// The categories Kineto writes, which Holistic Trace Analysis reads.
-// Of the annotation lanes, only the Kineto import's gpu_user_annotation lanes
-// ("GPU 0 stream 7 annotations") are on the device; NVTX ranges, the CPU
-// engine's phases and a tracer's annotations are host-side, and HTA takes a
-// gpu_user_annotation for GPU time.
-bool gpu_side_annotations(const LaneInfo& lane) {
-  return lane.kind == LaneKind::annotation && lane.name.starts_with("GPU ") &&
-         lane.name.ends_with(" annotations");
-}
+// The categories Kineto writes, which Holistic Trace Analysis reads (it
+// takes a gpu_user_annotation for GPU time).
 
 std::string_view kineto_category(EventKind kind, const LaneInfo& info) {
   const LaneKind lane = info.kind;
@@ -1069,9 +1062,9 @@ Result<ExportReport> export_html_report(const TraceReader& reader, const RunAnal
     out << "<p class=bad>A range of the run: " << ms(notes.window->start_ns - run_range.start_ns)
         << " to " << ms(notes.window->end_ns - run_range.start_ns) << " ms from its start ("
         << ms(notes.window->end_ns - notes.window->start_ns)
-        << " ms). The breakdown and every table of kernels, calls, copies, ranges and collectives "
-           "are of this range; the steps that "
-           "overlap it are shown whole.</p>\n";
+        << " ms). The breakdown is of the time inside this range; the tables of kernels, calls, "
+           "copies, ranges and collectives hold every operation that overlaps it, whole, as do "
+           "the steps.</p>\n";
   }
 
   out << "<h2>Run</h2>\n<table>\n";

@@ -35,6 +35,15 @@ struct LaneInfo {
   std::int32_t max_depth = 0;  // deepest nesting (0: no event inside another)
 };
 
+// Of the annotation lanes, only the Kineto import's gpu_user_annotation lanes
+// ("GPU 0 stream 7 annotations", the GPU-side projections of host ranges)
+// are on the device; NVTX ranges, the engines' phases and a tracer's
+// annotations are host-side.
+inline bool gpu_side_annotations(const LaneInfo& lane) {
+  return lane.kind == LaneKind::annotation && lane.name.starts_with("GPU ") &&
+         lane.name.ends_with(" annotations");
+}
+
 // One drawable item of a lane: a single event (count == 1, event_id set) or
 // `count` narrow events folded into one, named after the longest of them.
 struct Span {

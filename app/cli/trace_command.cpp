@@ -386,6 +386,10 @@ void print_stats(const StatsOptions& o, Context& ctx, const std::unique_ptr<Trac
   AnalysisOptions options;
   options.threads = o.threads;
   options.window = window_of(*r, o.from, o.to);
+  if (options.window && o.predict_again)
+    throw CliError(
+        "--predict-again holds whole steps against the plan, not a window: leave out "
+        "--from/--to");
   std::optional<PredictedStep> again;  // with its cluster, calibrated and notes
   if (o.predict_again) {
     again = take(calib::predict_recorded_run(ctx.catalog(), *r, o.cluster));
@@ -555,12 +559,19 @@ void print_stats(const StatsOptions& o, Context& ctx, const std::unique_ptr<Trac
             << '\n';
   if (const std::string note = status_note(*r); !note.empty()) std::cout << "note: " << note << '\n';
   if (options.window) {
-    const std::int64_t origin = r->time_range().start_ns;
-    std::cout << "window: "
-              << format_seconds(static_cast<double>(options.window->start_ns - origin) / 1e9)
-              << " to "
-              << format_seconds(static_cast<double>(options.window->end_ns - origin) / 1e9)
-              << " from the trace's start; every figure below is of what ran in it\n";
+    // As given, to the nanosecond (1.915s read "1.92 s"); an end past the
+    // trace's is said so.
+    const TimeRange all = r->time_range();
+    const auto ms = [&](std::int64_t t) {
+      return format_fixed(static_cast<double>(t - all.start_ns) / 1e6, 3) + " ms";
+    };
+    std::cout << "window: " << ms(options.window->start_ns) << " to " << ms(options.window->end_ns)
+              << " from the trace's first event"
+              << (options.window->end_ns > all.end_ns
+                      ? " (the trace ends at " + ms(all.end_ns) + ")"
+                      : "")
+              << "; the breakdown is of the time inside it, the tables of every operation that "
+                 "overlaps it, whole\n";
   }
   std::cout << "\nWhere the time went (per rank, over its device span; HTA definitions)\n";
   TextTable t({"rank", "span ms", "compute", "comm", "overlap", "exposed comm", "exposed memory",
@@ -752,6 +763,10 @@ void print_stats(const StatsOptions& o, Context& ctx, const std::unique_ptr<Trac
         if (s.straggler) std::cout << "  rank " << s.rank << ": " << s.reason << '\n';
       }
     }
+  }
+  if (options.window && r->meta(kPredictedStepMetaKey)) {
+    std::cout << "\nPredicted against measured: not for a window (the plan is held against whole "
+                 "steps); trace stats without --from/--to gives it\n";
   }
   if (a.prediction) {
     const PredictionComparison& p = *a.prediction;
@@ -1258,8 +1273,9 @@ void register_trace(CLI::App& app, Context& ctx) {
               "Also each stream's idle time by cause and its queue of launched operations (HTA's "
               "idle time breakdown and queue length; always in the JSON)");
   s->add_option("--from", stats->from,
-                "Window start, from the trace's start (e.g. 1.5s, 200ms): the figures of what ran "
-                "in the window, as the app's selected range");
+                "Window start, from the trace's start (e.g. 1.5s, 200ms), as the app's selected "
+                "range: the breakdown of the time inside it, the tables of every operation that "
+                "overlaps it, whole");
   s->add_option("--to", stats->to, "Window end, from the trace's start");
   add_json_flag(*s, stats->json);
   s->callback([stats, &ctx] { run_stats(*stats, ctx); });
@@ -1291,7 +1307,8 @@ void register_trace(CLI::App& app, Context& ctx) {
                 "CSV table: " + csv_table_names() + " (one file each, named after --output)");
   e->add_option("--from", exp->from,
                 "Window start, from the trace's start (e.g. 1.5s, 200ms): the events overlapping "
-                "the window, and a report's or a summary table's figures of what ran in it");
+                "the window; a report's or a summary table's breakdown of the time inside it, its "
+                "other tables of every operation that overlaps it, whole");
   e->add_option("--to", exp->to, "Window end, from the trace's start");
   e->add_option("--rank", exp->ranks, "Only these ranks (Chrome JSON)");
   e->add_flag("--file-per-rank", exp->file_per_rank,

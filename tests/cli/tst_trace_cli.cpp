@@ -95,6 +95,7 @@ class TestTraceCli : public QObject {
   void launchStatisticsAreKernelLaunches();
   void apiCallsAsNsightSumsThem();
   void copiesAndRangesAsNsightSumsThem();
+  void kinetoCallsAndRanges();
   void rankWithoutDeviceWorkSaysSo();
   void controlCharactersInNamesAreEscaped();
   void wideAndLongNamesKeepTheColumns();
@@ -287,6 +288,19 @@ void TestTraceCli::windowedFigures() {
   const QJsonObject window = json_of(part)["window"].toObject();
   QCOMPARE(window["from_ns"].toInteger(), 100'000'000);
   QCOMPARE(window["to_ns"].toInteger(), 300'000'000);
+  // Each stream's span lies inside the window, as its rank's does (a stream
+  // ran from its first overlapping event's start to its last one's end).
+  int streams = 0;
+  for (const QJsonValue& rank : json_of(part)["ranks"].toArray()) {
+    for (const QJsonValue& v : rank.toObject()["streams"].toArray()) {
+      const QJsonObject st = v.toObject();
+      ++streams;
+      QVERIFY2(st["span_ns"].toInteger() <= 200'000'000,
+               qPrintable(QString::number(st["span_ns"].toInteger())));
+      QCOMPARE(st["busy_ns"].toInteger() + st["idle_ns"].toInteger(), st["span_ns"].toInteger());
+    }
+  }
+  QVERIFY(streams >= 2);
   auto kernel_count = [](const QJsonObject& stats) {
     qint64 n = 0;
     for (const QJsonValue& k : stats["kernels"].toArray())
@@ -314,9 +328,22 @@ void TestTraceCli::windowedFigures() {
   QCOMPARE(listed, in_window);
   // The text says what it covers.
   const Run text = run_cli({"trace", "stats", store, "--from", "100ms", "--to", "300ms"});
-  QVERIFY2(text.out.contains("window: 100 ms to 300 ms from the trace's start; every figure below "
-                             "is of what ran in it"),
+  QVERIFY2(text.out.contains("window: 100.000 ms to 300.000 ms from the trace's first event; the "
+                             "breakdown is of the time inside it, the tables of every operation "
+                             "that overlaps it, whole"),
            qPrintable(text.out));
+  // An end past the trace's is said so; the echo keeps the nanoseconds given.
+  const Run past = run_cli({"trace", "stats", store, "--from", "1.915ms", "--to", "100s"});
+  QVERIFY2(past.out.contains(QRegularExpression(
+               "window: 1\\.915 ms to 100000\\.000 ms from the trace's first event \\(the trace "
+               "ends at 69[0-9]\\.[0-9]{3} ms\\)")),
+           qPrintable(past.out));
+  // The plan is held against whole steps: not in a window.
+  QVERIFY2(past.out.contains("Predicted against measured: not for a window"), qPrintable(past.out));
+  const Run again = run_cli({"trace", "stats", store, "--from", "1ms", "--predict-again"});
+  QVERIFY2(again.exit_code == 1 && again.err.contains("--predict-again holds whole steps against "
+                                                      "the plan, not a window"),
+           qPrintable(again.err));
   // A report of the window says it is one; the kernels table of the window
   // holds the statistics' kernels.
   const QString report = dir.filePath("r.html");
@@ -645,6 +672,33 @@ void TestTraceCli::copiesAndRangesAsNsightSumsThem() {
   QCOMPARE(bare["annotations"].toArray().size(), 0);
   const QString bare_text = run_cli({"trace", "stats", kernels}).out;
   QVERIFY(!bare_text.contains("Device copies") && !bare_text.contains("Annotation ranges"));
+}
+
+// A PyTorch profile's calls and ranges: every cuda_runtime call of the file
+// is a call (17 names; the importer files cudaStreamWaitEvent,
+// cudaEventSynchronize... as synchronization, and they were left out), and
+// the ranges are the host's (user_annotation): their GPU-side projections
+// (gpu_user_annotation, Nsight's nvtx_gpu_proj_sum) were counted as more
+// instances of the same range, mixing 100 ms host ranges with 0.6 ms ones.
+void TestTraceCli::kinetoCallsAndRanges() {
+  QTemporaryDir dir;
+  const QString store = dir.filePath("allreduce.db");
+  QCOMPARE(run_cli({"trace", "import", kData + "kineto/allreduce_rank-0.json.gz", "-o", store})
+               .exit_code,
+           0);
+  const QJsonObject stats = json_of(run_cli({"trace", "stats", store, "--json", "--top", "100"}));
+  std::map<QString, qint64> calls, ranges;
+  for (const QJsonValue& v : stats["api_calls"].toArray())
+    calls[v.toObject()["name"].toString()] = v.toObject()["count"].toInteger();
+  for (const QJsonValue& v : stats["annotations"].toArray())
+    ranges[v.toObject()["name"].toString()] = v.toObject()["count"].toInteger();
+  QCOMPARE(calls.size(), std::size_t(17));
+  QCOMPARE(calls["cudaStreamWaitEvent"], 84);
+  QCOMPARE(calls["cudaEventQuery"], 48);
+  QCOMPARE(calls["cudaEventSynchronize"], 24);
+  QCOMPARE(calls["cudaDeviceSynchronize"], 1);
+  QCOMPARE(ranges["## backward ##"], 3);
+  QCOMPARE(ranges["nccl:all_reduce"], 15);
 }
 
 // HTA's launch statistics count kernel launches. The Nsight export's 15
