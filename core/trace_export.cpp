@@ -1281,18 +1281,28 @@ Result<ExportReport> export_html_report(const TraceReader& reader, const RunAnal
         << format_fixed(k.stddev_ns / 1e3, 2) << "</td><td class=n>"
         << format_fixed(k.share * 100, 1) << "%</td></tr>\n";
   };
+  // Under a table of the first rows: how many there are, and where the rest are.
+  constexpr std::size_t kListed = 25;
+  auto say_rows_left_out = [&out](std::size_t total, std::string_view csv_table) {
+    if (total > kListed)
+      out << "<p class=note>" << static_cast<std::int64_t>(kListed) << " of "
+          << static_cast<std::int64_t>(total) << " listed; all of them: "
+          << "<code>clusterscope trace export STORE -o FILE.csv --table " << csv_table
+          << "</code>.</p>\n";
+  };
   std::size_t shown = 0;
   for (const KernelStats& k : analysis.kernels) {
-    if (shown++ == 25) break;
+    if (shown++ == kListed) break;
     out << "<tr><td><code>" << html(k.name.size() > 120 ? k.name.substr(0, 117) + "..." : k.name)
         << "</code></td><td>" << to_string(k.category) << "</td>";
     duration_cells(k);
   }
   out << "</table>\n";
+  say_rows_left_out(analysis.kernels.size(), "kernels");
 
   // Calls and ranges, timed by name.
   auto timed_table = [&](const std::vector<KernelStats>& rows, std::string_view title,
-                         std::string_view note) {
+                         std::string_view note, std::string_view csv_table) {
     if (rows.empty()) return;
     out << "<h2>" << title << "</h2>\n<p class=note>" << note
         << "</p>\n<table>\n<tr><th>name</th><th>count</th><th>total ms</th><th>mean us</th>"
@@ -1300,15 +1310,17 @@ Result<ExportReport> export_html_report(const TraceReader& reader, const RunAnal
            "us</th><th>share</th></tr>\n";
     std::size_t listed = 0;
     for (const KernelStats& c : rows) {
-      if (listed++ == 25) break;
+      if (listed++ == kListed) break;
       out << "<tr><td><code>" << html(c.name) << "</code></td>";
       duration_cells(c);
     }
     out << "</table>\n";
+    say_rows_left_out(rows.size(), csv_table);
   };
   timed_table(analysis.api_calls, "CUDA API calls",
               "The runtime and driver calls of all ranks by name, as Nsight Systems' cuda_api_sum "
-              "sums them; share: of all calls' time.");
+              "sums them; share: of all calls' time.",
+              "api_calls");
 
   if (!analysis.memory_ops.empty()) {
     out << "<h2>Device copies and sets</h2>\n<p class=note>All ranks, by kind, as Nsight "
@@ -1319,7 +1331,7 @@ Result<ExportReport> export_html_report(const TraceReader& reader, const RunAnal
            "<th>GB/s</th><th>share</th></tr>\n";
     shown = 0;
     for (const MemoryOpStats& m : analysis.memory_ops) {
-      if (shown++ == 25) break;
+      if (shown++ == kListed) break;
       const bool sized = m.total_bytes > 0;
       out << "<tr><td><code>" << html(m.time.name) << "</code></td><td class=n>" << m.time.count
           << "</td><td class=n>" << ms(m.time.total_ns) << "</td><td class=n>"
@@ -1333,12 +1345,14 @@ Result<ExportReport> export_html_report(const TraceReader& reader, const RunAnal
           << "</td><td class=n>" << format_fixed(m.time.share * 100, 1) << "%</td></tr>\n";
     }
     out << "</table>\n";
+    say_rows_left_out(analysis.memory_ops.size(), "memory_ops");
   }
 
   timed_table(analysis.annotations, "Annotation ranges",
               "NVTX ranges and the engines' phases of all ranks by name, as Nsight Systems' "
               "nvtx_sum sums them; share: of all ranges' time, a range inside another counted in "
-              "both.");
+              "both.",
+              "annotations");
 
   if (!analysis.collectives.empty()) {
     out << "<h2>Collectives</h2>\n<p class=note>Bandwidths by the nccl-tests formulas: algbw = "

@@ -9,6 +9,8 @@
 #include <cmath>
 #include <filesystem>
 #include <iostream>
+#include <map>
+#include <set>
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
@@ -105,6 +107,34 @@ std::string shorten(const std::string& s, std::size_t n) {
 // return type and parameters (what tells two kernels apart), then cut.
 std::string shorten_kernel(const std::string& name, std::size_t n) {
   return display_width(name) <= n ? name : fit_width(trace::kernel_short_name(name), n);
+}
+// The names of a table's rows, each in `n` cells (as a kernel's where
+// `kernels`). Two different names that would read alike are shown longer:
+// a kernel's without its parameters, uncut, else whole, as Nsight Systems
+// prints them ("split_embedding_backward_codegen_rowwi...c10::Half, 2ul,
+// 32>" stood for three kernels).
+std::vector<std::string> distinct_names(const std::vector<std::string>& names, std::size_t n,
+                                        bool kernels) {
+  std::vector<std::string> out;
+  for (const std::string& name : names)
+    out.push_back(kernels ? shorten_kernel(name, n) : shorten(name, n));
+  auto lengthen_alike = [&](auto longer) {
+    std::map<std::string, std::set<std::string>> whole_of;
+    for (std::size_t i = 0; i < out.size(); ++i)
+      whole_of[out[i]].insert(names[i]);
+    for (std::size_t i = 0; i < out.size(); ++i)
+      if (whole_of[out[i]].size() > 1) out[i] = longer(names[i]);
+  };
+  if (kernels)
+    lengthen_alike([](const std::string& name) { return trace::kernel_short_name(name); });
+  lengthen_alike([](const std::string& name) { return name; });
+  return out;
+}
+// Under a table of the first `shown` of `total` rows.
+void say_rows_left_out(std::size_t shown, std::size_t total) {
+  if (shown < total)
+    std::cout << "  " << shown << " of " << total << " shown; --top " << total
+              << " lists them all\n";
 }
 
 // "1.5s", "200ms", "350us", "1000ns" or plain seconds → nanoseconds.
@@ -481,12 +511,15 @@ void print_stats(const StatsOptions& o, Context& ctx, const std::unique_ptr<Trac
       const MemoryOpStats& m = a.memory_ops[i];
       json row = timed_row(m.time);
       row["kind"] = to_string(m.time.kind);
-      row["total_bytes"] = m.total_bytes;
-      row["mean_bytes"] = m.mean_bytes;
-      row["median_bytes"] = m.median_bytes;
-      row["min_bytes"] = m.min_bytes;
-      row["max_bytes"] = m.max_bytes;
-      row["throughput_gbps"] = m.throughput_gbps;
+      // null where no bytes were recorded (as the text's "-"): not 0 GB/s.
+      const bool sized = m.total_bytes > 0;
+      row["total_bytes"] = sized ? json(m.total_bytes) : json(nullptr);
+      row["mean_bytes"] = sized ? json(m.mean_bytes) : json(nullptr);
+      row["median_bytes"] = sized ? json(m.median_bytes) : json(nullptr);
+      row["min_bytes"] = sized ? json(m.min_bytes) : json(nullptr);
+      row["max_bytes"] = sized ? json(m.max_bytes) : json(nullptr);
+      row["throughput_gbps"] =
+          sized && m.time.total_ns > 0 ? json(m.throughput_gbps) : json(nullptr);
       memory_ops.push_back(std::move(row));
     }
     json out = {{"path", r->path()},
@@ -497,7 +530,14 @@ void print_stats(const StatsOptions& o, Context& ctx, const std::unique_ptr<Trac
                 {"memory_ops", memory_ops},
                 {"annotations", timed(a.annotations)},
                 {"collectives", collectives},
-                {"stragglers", stragglers}};
+                {"stragglers", stragglers},
+                // How many rows each table has; --top lists the first of them.
+                {"totals",
+                 {{"kernels", a.kernels.size()},
+                  {"api_calls", a.api_calls.size()},
+                  {"memory_ops", a.memory_ops.size()},
+                  {"annotations", a.annotations.size()},
+                  {"collectives", a.collectives.size()}}}};
     // The window's bounds from the trace's start, as --from/--to count them.
     const std::int64_t origin = r->time_range().start_ns;
     out["window"] = options.window ? json{{"from_ns", options.window->start_ns - origin},
@@ -669,57 +709,76 @@ void print_stats(const StatsOptions& o, Context& ctx, const std::unique_ptr<Trac
                 << " left out: the call lasts until the copy ends, so it is no launch\n";
   }
 
+  auto us = [](double ns_value) { return format_fixed(ns_value / 1e3, 2); };
+  // The first `top` rows' names.
+  auto names_of = [top](const auto& rows, auto name_of, std::size_t width, bool kernels) {
+    std::vector<std::string> names;
+    for (std::size_t i = 0; i < rows.size() && i < top; ++i)
+      names.push_back(name_of(rows[i]));
+    return distinct_names(names, width, kernels);
+  };
   if (!a.kernels.empty() && top > 0) {
-    std::cout << "\nTop kernels (all ranks)\n";
-    TextTable k({"name", "category", "count", "total ms", "mean us", "median us", "share"});
-    for (std::size_t i = 2; i < 7; ++i)
+    std::cout << "\nTop kernels (all ranks; with the copies and sets, as HTA's kernel breakdown; "
+                 "share: of their summed time)\n";
+    TextTable k({"name", "category", "count", "total ms", "mean us", "median us", "min us",
+                 "max us", "stddev us", "share"});
+    for (std::size_t i = 2; i < 10; ++i)
       k.right_align(i);
-    for (std::size_t i = 0; i < a.kernels.size() && i < top; ++i) {
+    const auto names = names_of(
+        a.kernels, [](const KernelStats& s) { return s.name; }, 60, true);
+    for (std::size_t i = 0; i < names.size(); ++i) {
       const KernelStats& s = a.kernels[i];
-      k.add({shorten_kernel(s.name, 60), std::string(to_string(s.category)),
-             std::to_string(s.count), ms(s.total_ns), format_fixed(s.mean_ns / 1e3, 2),
-             format_fixed(s.median_ns / 1e3, 2), format_fixed(s.share * 100, 1) + "%"});
+      k.add({names[i], std::string(to_string(s.category)), std::to_string(s.count), ms(s.total_ns),
+             us(s.mean_ns), us(s.median_ns), us(static_cast<double>(s.min_ns)),
+             us(static_cast<double>(s.max_ns)), us(s.stddev_ns),
+             format_fixed(s.share * 100, 1) + "%"});
     }
     k.print(std::cout);
+    say_rows_left_out(names.size(), a.kernels.size());
   }
   // Calls and ranges, timed by name as Nsight Systems' reports time them.
-  auto print_timed = [top](const std::vector<KernelStats>& rows, const std::string& title) {
+  auto print_timed = [&](const std::vector<KernelStats>& rows, const std::string& title) {
     if (rows.empty() || top == 0) return;
     std::cout << "\n" << title << '\n';
     TextTable t({"name", "count", "total ms", "mean us", "median us", "min us", "max us",
                  "stddev us", "share"});
     for (std::size_t i = 1; i < 9; ++i)
       t.right_align(i);
-    auto us = [](double ns_value) { return format_fixed(ns_value / 1e3, 2); };
-    for (std::size_t i = 0; i < rows.size() && i < top; ++i) {
+    const auto names = names_of(
+        rows, [](const KernelStats& s) { return s.name; }, 60, true);
+    for (std::size_t i = 0; i < names.size(); ++i) {
       const KernelStats& s = rows[i];
-      t.add({shorten_kernel(s.name, 60), std::to_string(s.count), ms(s.total_ns), us(s.mean_ns),
-             us(s.median_ns), us(static_cast<double>(s.min_ns)), us(static_cast<double>(s.max_ns)),
-             us(s.stddev_ns), format_fixed(s.share * 100, 1) + "%"});
+      t.add({names[i], std::to_string(s.count), ms(s.total_ns), us(s.mean_ns), us(s.median_ns),
+             us(static_cast<double>(s.min_ns)), us(static_cast<double>(s.max_ns)), us(s.stddev_ns),
+             format_fixed(s.share * 100, 1) + "%"});
     }
     t.print(std::cout);
+    say_rows_left_out(names.size(), rows.size());
   };
   print_timed(a.api_calls, "CUDA API calls (all ranks; as Nsight Systems' cuda_api_sum)");
   if (!a.memory_ops.empty() && top > 0) {
     std::cout << "\nDevice copies and sets (all ranks; as Nsight Systems' cuda_gpu_mem_time_sum "
                  "and cuda_gpu_mem_size_sum)\n";
-    TextTable m({"operation", "count", "total ms", "mean us", "median us", "max us", "total",
-                 "mean size", "max size", "GB/s", "share"});
-    for (std::size_t i = 1; i < 11; ++i)
+    TextTable m({"operation", "count", "total ms", "mean us", "median us", "min us", "max us",
+                 "stddev us", "total", "min size", "median size", "max size", "GB/s", "share"});
+    for (std::size_t i = 1; i < 14; ++i)
       m.right_align(i);
-    auto us = [](double ns_value) { return format_fixed(ns_value / 1e3, 2); };
-    for (std::size_t i = 0; i < a.memory_ops.size() && i < top; ++i) {
+    const auto names = names_of(
+        a.memory_ops, [](const MemoryOpStats& s) { return s.time.name; }, 40, false);
+    for (std::size_t i = 0; i < names.size(); ++i) {
       const MemoryOpStats& s = a.memory_ops[i];
       const bool sized = s.total_bytes > 0;
-      m.add({shorten_kernel(s.time.name, 40), std::to_string(s.time.count), ms(s.time.total_ns),
-             us(s.time.mean_ns), us(s.time.median_ns), us(static_cast<double>(s.time.max_ns)),
-             sized ? format_bytes(static_cast<double>(s.total_bytes)) : "-",
-             sized ? format_bytes(s.mean_bytes) : "-",
-             sized ? format_bytes(static_cast<double>(s.max_bytes)) : "-",
+      auto bytes = [sized](double b) { return sized ? format_bytes(b) : std::string("-"); };
+      m.add({names[i], std::to_string(s.time.count), ms(s.time.total_ns), us(s.time.mean_ns),
+             us(s.time.median_ns), us(static_cast<double>(s.time.min_ns)),
+             us(static_cast<double>(s.time.max_ns)), us(s.time.stddev_ns),
+             bytes(static_cast<double>(s.total_bytes)), bytes(static_cast<double>(s.min_bytes)),
+             bytes(s.median_bytes), bytes(static_cast<double>(s.max_bytes)),
              sized && s.time.total_ns > 0 ? format_fixed(s.throughput_gbps, 2) : "-",
              format_fixed(s.time.share * 100, 1) + "%"});
     }
     m.print(std::cout);
+    say_rows_left_out(names.size(), a.memory_ops.size());
     std::cout << "  GB/s: the bytes over the time of all of them (10^9 bytes per second)\n";
   }
   print_timed(a.annotations,
@@ -748,6 +807,7 @@ void print_stats(const StatsOptions& o, Context& ctx, const std::unique_ptr<Trac
              transfer ? format_fixed(s.transfer_busbw_gbps, 2) : "-"});
     }
     c.print(std::cout);
+    say_rows_left_out(std::min(top, a.collectives.size()), a.collectives.size());
     if (matched) {
       std::cout << "(mean: as each rank timed it, waiting for its peers included; transfer: "
                    "each call's shortest duration across the ranks, the one that joined last, "
@@ -1217,10 +1277,13 @@ void run_compare(const CompareOptions& o) {
     TextTable t({"name", "count", "baseline ms", "other ms", "change ms"});
     for (std::size_t i = 1; i < 5; ++i)
       t.right_align(i);
-    for (std::size_t i = 0; i < std::min(top, figures.size()); ++i) {
+    std::vector<std::string> whole;
+    for (std::size_t i = 0; i < std::min(top, figures.size()); ++i)
+      whole.push_back(figures[i].name);
+    const std::vector<std::string> names = distinct_names(whole, 60, kernels);
+    for (std::size_t i = 0; i < names.size(); ++i) {
       const ComparedFigure& f = figures[i];
-      t.add({kernels ? shorten_kernel(f.name, 60) : shorten(f.name, 60),
-             std::to_string(f.a_count) + " -> " + std::to_string(f.b_count), msf(f.a_ns),
+      t.add({names[i], std::to_string(f.a_count) + " -> " + std::to_string(f.b_count), msf(f.a_ns),
              msf(f.b_ns), change(f)});
     }
     t.print(std::cout);

@@ -96,6 +96,7 @@ class TestTraceCli : public QObject {
   void apiCallsAsNsightSumsThem();
   void copiesAndRangesAsNsightSumsThem();
   void kinetoCallsAndRanges();
+  void tablesSayWhatTheyLeaveOut();
   void rankWithoutDeviceWorkSaysSo();
   void controlCharactersInNamesAreEscaped();
   void wideAndLongNamesKeepTheColumns();
@@ -636,12 +637,13 @@ void TestTraceCli::copiesAndRangesAsNsightSumsThem() {
   QCOMPARE(row, 5);  // MPI_Init, MPI_Send, MPI_Recv, MPI_Finalize, saxpy
 
   const Run text = run_cli({"trace", "stats", store});
-  QVERIFY2(text.out.contains("Device copies and sets (all ranks; as Nsight Systems' "
-                             "cuda_gpu_mem_time_sum and cuda_gpu_mem_size_sum)") &&
-               // 10 copies of 250 MiB in 186.001 ms: 14.09 GB/s.
-               text.out.contains(QRegularExpression(
-                   "\\nMemcpy HtoD +10 +186\\.001 .* 2\\.44 GiB +250 MiB +250 MiB +14\\.09 ")),
-           qPrintable(text.out));
+  QVERIFY2(
+      text.out.contains("Device copies and sets (all ranks; as Nsight Systems' "
+                        "cuda_gpu_mem_time_sum and cuda_gpu_mem_size_sum)") &&
+          // 10 copies of 250 MiB in 186.001 ms: 14.09 GB/s.
+          text.out.contains(QRegularExpression(
+              "\\nMemcpy HtoD +10 +186\\.001 .* 2\\.44 GiB +250 MiB +250 MiB +250 MiB +14\\.09 ")),
+      qPrintable(text.out));
   QVERIFY2(text.out.contains("Annotation ranges (all ranks; NVTX and the engines' phases, as "
                              "Nsight Systems' nvtx_sum)") &&
                text.out.contains(QRegularExpression("\\nMPI_Send +10 +136\\.343 ")),
@@ -699,6 +701,55 @@ void TestTraceCli::kinetoCallsAndRanges() {
   QCOMPARE(calls["cudaDeviceSynchronize"], 1);
   QCOMPARE(ranges["## backward ##"], 3);
   QCOMPARE(ranges["nccl:all_reduce"], 15);
+}
+
+// A table of the first --top rows says how many there are (the text, the
+// JSON's totals, the report); names that would read alike when shortened
+// are told apart (three backward kernels read "split_embedding_backward_
+// codegen_rowwi...c10::Half, 2ul, 32>"); a copy without its bytes has no
+// rate in the JSON (it read 0 GB/s) rather than a made-up one.
+void TestTraceCli::tablesSayWhatTheyLeaveOut() {
+  QTemporaryDir dir;
+  const QString store = dir.filePath("sampled.db");
+  QCOMPARE(run_cli({"trace", "import", kData + "kineto/sampled_rank-0.json.gz",
+                    kData + "kineto/sampled_rank-1.json.gz", "-o", store})
+               .exit_code,
+           0);
+  const Run text = run_cli({"trace", "stats", store});
+  QVERIFY2(text.exit_code == 0, qPrintable(text.err));
+  const QJsonObject stats = json_of(run_cli({"trace", "stats", store, "--json"}));
+  const qint64 kernels = stats["totals"].toObject()["kernels"].toInteger();
+  QVERIFY(kernels > 100);
+  QCOMPARE(stats["kernels"].toArray().size(), 10);
+  QVERIFY2(text.out.contains(QString("  10 of %1 shown; --top %1 lists them all").arg(kernels)),
+           qPrintable(text.out));
+  for (const char* kernel : {"split_embedding_backward_codegen_rowwise_adagrad_unweighted_kernel_"
+                             "cta_per_row_1<c10::Half, float, c10::Half, 2ul, 32>",
+                             "split_embedding_backward_codegen_rowwise_adagrad_unweighted_kernel_"
+                             "warp_per_row_1<c10::Half, float, c10::Half, 2ul, 32>"})
+    QVERIFY2(text.out.contains(QString("\n") + kernel + "  "), qPrintable(text.out));
+  QVERIFY2(!text.out.contains("split_embedding_backward_codegen_rowwi..."), qPrintable(text.out));
+  QCOMPARE(run_cli({"trace", "export", store, "-o", dir.filePath("r.html")}).exit_code, 0);
+  QFile html(dir.filePath("r.html"));
+  QVERIFY(html.open(QIODevice::ReadOnly));
+  QVERIFY(html.readAll().contains(QString("25 of %1 listed; all of them: <code>clusterscope trace "
+                                          "export STORE -o FILE.csv --table kernels</code>")
+                                      .arg(kernels)
+                                      .toUtf8()));
+
+  QFile f(dir.filePath("set.json"));
+  QVERIFY(f.open(QIODevice::WriteOnly));
+  f.write(R"json({"traceEvents":[
+    {"ph":"X","cat":"gpu_memset","name":"Memset (Device)","pid":0,"tid":7,"ts":10,"dur":5}],
+    "distributedInfo":{"rank":0}})json");
+  f.close();
+  const QString set = dir.filePath("set.db");
+  QCOMPARE(run_cli({"trace", "import", dir.filePath("set.json"), "-o", set}).exit_code, 0);
+  const QJsonObject memset =
+      json_of(run_cli({"trace", "stats", set, "--json"}))["memory_ops"].toArray()[0].toObject();
+  QCOMPARE(memset["count"].toInteger(), 1);
+  QVERIFY(memset["throughput_gbps"].isNull());
+  QVERIFY(memset["total_bytes"].isNull());
 }
 
 // HTA's launch statistics count kernel launches. The Nsight export's 15
