@@ -93,8 +93,9 @@ RunComparison compare_runs(const RunAnalysis& a, const RunAnalysis& b) {
       {"compute", [](const Breakdown& x) { return static_cast<double>(x.compute_ns); }},
       {"exposed communication",
        [](const Breakdown& x) { return static_cast<double>(x.exposed_communication_ns); }},
-      {"exposed memory", [](const Breakdown& x) { return static_cast<double>(x.exposed_memory_ns); }},
-      {"other (synchronisation, ...)",
+      {"exposed memory",
+       [](const Breakdown& x) { return static_cast<double>(x.exposed_memory_ns); }},
+      {"other (synchronization, ...)",
        [](const Breakdown& x) {
          return static_cast<double>(x.exposed_synchronization_ns + x.other_busy_ns);
        }},

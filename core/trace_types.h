@@ -38,7 +38,7 @@ struct StringId {
 
 // What happened. Stored as integers: append new kinds at the end only.
 enum class EventKind : std::uint8_t {
-  kernel = 0,      // a GPU kernel, or a CPU-engine compute operation on the compute lane
+  kernel = 0,  // a GPU kernel, or a CPU-engine compute operation on the compute lane
   memcpy = 1,
   memset = 2,
   collective = 3,  // all-reduce, all-gather, ... (an NCCL kernel, an MPI call)
@@ -47,7 +47,7 @@ enum class EventKind : std::uint8_t {
   cpu_op = 6,      // a host-side operation (PyTorch op, worker phase)
   api_call = 7,    // CUDA runtime or driver API call
   step = 8,        // one training step
-  sync = 9,        // synchronisation (cudaStreamSynchronize, events, barriers)
+  sync = 9,        // synchronization (cudaStreamSynchronize, events, barriers)
   overhead = 10,   // the tracer's own overhead (CUPTI OVERHEAD records)
 };
 

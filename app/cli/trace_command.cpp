@@ -1262,7 +1262,12 @@ void run_compare(const CompareOptions& o) {
               << " ms, " << (d >= 0 ? "+" : "") << msf(d) << " ms (" << (d >= 0 ? "+" : "")
               << format_fixed(100 * d / c.a_step_ns, 1) << "%)\n";
   }
-  std::cout << "\nWhere the time went (HTA's parts, which add up to the device span)\n";
+  // The headline is the median step; the parts are means, the warm-up's
+  // steps among them (a device span above the median step is that).
+  std::cout << "\nWhere the time went (HTA's parts, which add up to the device span; "
+            << (c.per_step ? "the mean per rank and step, the first steps included"
+                           : "per rank, over the run")
+            << ")\n";
   TextTable parts({"part", "baseline ms", "other ms", "change ms"});
   for (std::size_t i = 1; i < 4; ++i)
     parts.right_align(i);
@@ -1293,7 +1298,9 @@ void run_compare(const CompareOptions& o) {
        c.operation_kinds);
   list("Kernels whose time changed most", c.kernels, true);
   list("Collectives whose time changed most", c.collectives);
-  std::cout << "  count: instances in each run, all ranks; times " << basis << "\n";
+  if (top > 0)
+    std::cout << "  count: instances in each run, all ranks"
+              << (c.per_step ? ", inside its steps" : "") << "; times " << basis << "\n";
 }
 
 void register_trace(CLI::App& app, Context& ctx) {

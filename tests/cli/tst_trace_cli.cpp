@@ -854,6 +854,10 @@ void TestTraceCli::compareTwoRuns() {
   QVERIFY2(text.exit_code == 0, qPrintable(text.err));
   QVERIFY2(text.out.contains("per rank and step"), qPrintable(text.out));
   QVERIFY2(!text.out.contains("note: "), qPrintable(text.out));
+  // The headline is the median step; the parts and counts say what they are.
+  QVERIFY2(text.out.contains("the mean per rank and step, the first steps included") &&
+               text.out.contains("count: instances in each run, all ranks, inside its steps"),
+           qPrintable(text.out));
   QCOMPARE(c["status"].toArray(), QJsonArray({"complete", "complete"}));
 
   // A run that did not complete is said, in stats and compare: its figures
