@@ -128,6 +128,17 @@ RunComparison compare_runs(const RunAnalysis& a, const RunAnalysis& b) {
                               [](const KernelStats& k) { return k.name; });
   out.collectives = compare_lists(a.collectives, b.collectives, a_scale, b_scale,
                                   [](const CollectiveStats& c) { return collective_label(c); });
+  auto by_name = [](const KernelStats& k) { return k.name; };
+  out.api_calls = compare_lists(a.api_calls, b.api_calls, a_scale, b_scale, by_name);
+  out.annotations = compare_lists(a.annotations, b.annotations, a_scale, b_scale, by_name);
+  auto times = [](const std::vector<MemoryOpStats>& ops) {
+    std::vector<KernelStats> out;
+    for (const MemoryOpStats& m : ops)
+      out.push_back(m.time);
+    return out;
+  };
+  out.memory_ops =
+      compare_lists(times(a.memory_ops), times(b.memory_ops), a_scale, b_scale, by_name);
   return out;
 }
 

@@ -34,6 +34,11 @@ struct RunComparison {
   std::vector<ComparedFigure> operation_kinds;  // by |change|, largest first
   std::vector<ComparedFigure> kernels;      // by |change|, largest first
   std::vector<ComparedFigure> collectives;  // "all_reduce fp32 1.30 MiB", by |change|
+  // HTA's trace diff beyond the kernels: the CUDA API calls, the copies and
+  // sets, and the annotation ranges, by name and |change|.
+  std::vector<ComparedFigure> api_calls;
+  std::vector<ComparedFigure> memory_ops;
+  std::vector<ComparedFigure> annotations;
 };
 
 RunComparison compare_runs(const RunAnalysis& a, const RunAnalysis& b);

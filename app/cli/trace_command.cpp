@@ -1233,7 +1233,10 @@ void run_compare(const CompareOptions& o) {
         {"parts", figures(c.parts, c.parts.size(), false)},
         {"operation_kinds", figures(c.operation_kinds, c.operation_kinds.size(), true)},
         {"kernels", figures(c.kernels, top, true)},
-        {"collectives", figures(c.collectives, top, true)}};
+        {"collectives", figures(c.collectives, top, true)},
+        {"api_calls", figures(c.api_calls, top, true)},
+        {"memory_ops", figures(c.memory_ops, top, true)},
+        {"annotations", figures(c.annotations, top, true)}};
     std::cout << json_text(out) << '\n';
     return;
   }
@@ -1298,6 +1301,9 @@ void run_compare(const CompareOptions& o) {
        c.operation_kinds);
   list("Kernels whose time changed most", c.kernels, true);
   list("Collectives whose time changed most", c.collectives);
+  list("CUDA API calls whose time changed most", c.api_calls);
+  list("Copies and sets whose time changed most", c.memory_ops);
+  list("Annotation ranges whose time changed most", c.annotations);
   if (top > 0)
     std::cout << "  count: instances in each run, all ranks"
               << (c.per_step ? ", inside its steps" : "") << "; times " << basis << "\n";
@@ -1354,7 +1360,8 @@ void register_trace(CLI::App& app, Context& ctx) {
   CLI::App* c = trace->add_subcommand(
       "compare",
       "Two runs side by side (a baseline and a run after a change): the step, where the time "
-      "went, and the kernels and collectives whose time changed most, per rank and step");
+      "went, and the kernels, collectives, CUDA API calls, copies and ranges whose time changed "
+      "most, per rank and step");
   c->add_option("baseline", cmp->baseline, "The baseline run's store")->required();
   c->add_option("other", cmp->other, "The run to hold against it")->required();
   c->add_option("--top", cmp->top, "Kernels and collectives to list")

@@ -1378,11 +1378,16 @@ void RunView::compareWith(const QString& other) {
     add_line(tr("Kernels whose time changed most"));
     for (std::size_t i = 0; i < std::min<std::size_t>(20, c.kernels.size()); ++i)
       add_row(c.kernels[i], true);
-    if (!c.collectives.empty()) {
-      add_line(tr("Collectives whose time changed most"));
-      for (std::size_t i = 0; i < std::min<std::size_t>(20, c.collectives.size()); ++i)
-        add_row(c.collectives[i], true);
-    }
+    auto add_list = [&](const QString& title, const std::vector<trace::ComparedFigure>& figures) {
+      if (figures.empty()) return;
+      add_line(title);
+      for (std::size_t i = 0; i < std::min<std::size_t>(20, figures.size()); ++i)
+        add_row(figures[i], true);
+    };
+    add_list(tr("Collectives whose time changed most"), c.collectives);
+    add_list(tr("CUDA API calls whose time changed most"), c.api_calls);
+    add_list(tr("Copies and sets whose time changed most"), c.memory_ops);
+    add_list(tr("Annotation ranges whose time changed most"), c.annotations);
     t->resizeColumnsToContents();
     t->setColumnWidth(0, std::min(t->columnWidth(0), kNameColumnWidth));
     if (tabs_->indexOf(t) < 0) tabs_->addTab(t, tr("Compared with"));

@@ -850,9 +850,31 @@ void TestTraceCli::compareTwoRuns() {
     QVERIFY(std::abs(kernels[i - 1].toObject()["change_ns"].toDouble()) >=
             std::abs(kernels[i].toObject()["change_ns"].toDouble()));
 
+  // Beyond the kernels (HTA's trace diff): calls, copies and ranges, by the
+  // size of their change; a run against itself changes none of them.
+  for (const char* table : {"api_calls", "memory_ops", "annotations"}) {
+    const QJsonArray rows = c[table].toArray();
+    QVERIFY2(!rows.isEmpty(), table);
+    for (qsizetype i = 1; i < rows.size(); ++i)
+      QVERIFY(std::abs(rows[i - 1].toObject()["change_ns"].toDouble()) >=
+              std::abs(rows[i].toObject()["change_ns"].toDouble()));
+  }
+  const QJsonObject self = json_of(run_cli({"trace", "compare", a, a, "--json", "--top", "1000"}));
+  for (const char* table : {"api_calls", "memory_ops", "annotations"}) {
+    QVERIFY2(!self[table].toArray().isEmpty(), table);
+    for (const QJsonValue& row : self[table].toArray()) {
+      QCOMPARE(row.toObject()["change_ns"].toDouble(), 0.0);
+      QCOMPARE(row.toObject()["baseline_count"].toInteger(),
+               row.toObject()["other_count"].toInteger());
+    }
+  }
+
   const Run text = run_cli({"trace", "compare", a, b});
   QVERIFY2(text.exit_code == 0, qPrintable(text.err));
   QVERIFY2(text.out.contains("per rank and step"), qPrintable(text.out));
+  QVERIFY2(text.out.contains("CUDA API calls whose time changed most") &&
+               text.out.contains("Annotation ranges whose time changed most"),
+           qPrintable(text.out));
   QVERIFY2(!text.out.contains("note: "), qPrintable(text.out));
   // The headline is the median step; the parts and counts say what they are.
   QVERIFY2(text.out.contains("the mean per rank and step, the first steps included") &&

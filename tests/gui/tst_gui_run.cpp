@@ -893,6 +893,9 @@ void TestGuiRun::navigatesAsNsightDoes() {
     QVERIFY(names.contains(QStringLiteral(
         "Compute by operation kind (kernel names change with precision and library)")));
     QVERIFY(names.contains(QStringLiteral("GEMM compute")));
+    // Beyond the kernels, as trace compare: the engines' ranges (phases) too.
+    QVERIFY2(names.contains(QStringLiteral("Annotation ranges whose time changed most")),
+             qPrintable(names.join('|')));
     QVERIFY2(names.first().contains(QStringLiteral("per rank and step")), qPrintable(names.first()));
     compared.clear();
     view.compareWith(dir_.filePath(QStringLiteral("no-such-run.db")));
