@@ -332,6 +332,7 @@ struct StatsOptions {
   std::string cluster;  // with predict_again: the cluster preset to predict on
   bool streams = false;  // each stream's idle time, by cause
   std::string from, to;  // a window of the trace
+  std::string steps;     // or of these steps ("5", "3-7")
 };
 
 // How the store's run ended, said where it did not complete: the figures of
@@ -358,8 +359,53 @@ void print_stats(const StatsOptions& o, Context& ctx, const std::unique_ptr<Trac
 
 // --from/--to: a window of the trace, each counted from its start; none when
 // neither is given. A window that is empty or wholly past the end is refused.
+// --steps A or A-B: from step A's earliest start over the ranks to step B's
+// latest end, as the steps are numbered in the store (the timeline's).
+TimeRange steps_window(const TraceReader& r, const std::string& steps) {
+  int first = -1, last = -1;
+  const char* bad = "--steps: \"";
+  {
+    std::size_t used = 0;
+    try {
+      first = std::stoi(steps, &used);
+      last = first;
+      if (used < steps.size()) {
+        if (steps[used] != '-') throw std::invalid_argument("");
+        std::size_t more = 0;
+        last = std::stoi(steps.substr(used + 1), &more);
+        if (used + 1 + more != steps.size()) throw std::invalid_argument("");
+      }
+    } catch (const std::exception&) {
+      throw CliError(bad + steps + "\" is not a step or a range of steps (5, 3-7)");
+    }
+  }
+  if (first < 0 || last < first)
+    throw CliError(bad + steps + "\" is not a step or a range of steps (5, 3-7)");
+  const std::vector<StepWindow> all = take(job_step_windows(r));
+  if (all.empty()) throw CliError("--steps: " + r.path() + " records no steps");
+  std::optional<TimeRange> window;
+  int lowest = all.front().step, highest = all.front().step;
+  for (const StepWindow& w : all) {
+    lowest = std::min(lowest, w.step);
+    highest = std::max(highest, w.step);
+    if (w.step < first || w.step > last) continue;
+    window = window
+                 ? TimeRange{std::min(window->start_ns, w.start), std::max(window->end_ns, w.end)}
+                 : TimeRange{w.start, w.end};
+  }
+  if (!window)
+    throw CliError("--steps " + steps + ": the run records steps " + std::to_string(lowest) +
+                   " to " + std::to_string(highest));
+  return *window;
+}
+
 std::optional<TimeRange> window_of(const TraceReader& r, const std::string& from,
-                                   const std::string& to) {
+                                   const std::string& to, const std::string& steps = {}) {
+  if (!steps.empty()) {
+    if (!from.empty() || !to.empty())
+      throw CliError("--steps gives the window: not with --from/--to");
+    return steps_window(r, steps);
+  }
   if (from.empty() && to.empty()) return std::nullopt;
   const TimeRange all = r.time_range();
   const TimeRange window{
@@ -415,7 +461,7 @@ void print_stats(const StatsOptions& o, Context& ctx, const std::unique_ptr<Trac
   // whole trace taken as one step was held against one step's prediction).
   AnalysisOptions options;
   options.threads = o.threads;
-  options.window = window_of(*r, o.from, o.to);
+  options.window = window_of(*r, o.from, o.to, o.steps);
   if (options.window && o.predict_again)
     throw CliError(
         "--predict-again holds whole steps against the plan, not a window: leave out "
@@ -605,7 +651,10 @@ void print_stats(const StatsOptions& o, Context& ctx, const std::unique_ptr<Trac
     const auto ms = [&](std::int64_t t) {
       return format_fixed(static_cast<double>(t - all.start_ns) / 1e6, 3) + " ms";
     };
-    std::cout << "window: " << ms(options.window->start_ns) << " to " << ms(options.window->end_ns)
+    const bool one_step = o.steps.find('-') == std::string::npos;
+    std::cout << "window: "
+              << (o.steps.empty() ? "" : (one_step ? "step " : "steps ") + o.steps + ", ")
+              << ms(options.window->start_ns) << " to " << ms(options.window->end_ns)
               << " from the trace's first event"
               << (options.window->end_ns > all.end_ns
                       ? " (the trace ends at " + ms(all.end_ns) + ")"
@@ -901,6 +950,7 @@ struct ExportOptions {
   std::string format;
   std::string table;  // empty: the events table
   std::string from, to;
+  std::string steps;  // or these steps ("5", "3-7")
   std::vector<int> ranks;
   bool file_per_rank = false;
   bool json = false;
@@ -960,7 +1010,7 @@ void run_export(ExportOptions o) {
   auto r = open_store(o.store);
   // A window limits the events to those overlapping it, and the figures of a
   // report or a summary table to what ran in it (the app's selected range).
-  const std::optional<TimeRange> window = window_of(*r, o.from, o.to);
+  const std::optional<TimeRange> window = window_of(*r, o.from, o.to, o.steps);
   auto analyse = [&] {
     AnalysisOptions options;
     options.window = window;
@@ -1353,6 +1403,9 @@ void register_trace(CLI::App& app, Context& ctx) {
                 "range: the breakdown of the time inside it, the tables of every operation that "
                 "overlaps it, whole");
   s->add_option("--to", stats->to, "Window end, from the trace's start");
+  s->add_option("--steps", stats->steps,
+                "Window of these steps, as the timeline numbers them (5, or 3-7): from the "
+                "first's earliest start over the ranks to the last's latest end");
   add_json_flag(*s, stats->json);
   s->callback([stats, &ctx] { run_stats(*stats, ctx); });
 
@@ -1387,6 +1440,9 @@ void register_trace(CLI::App& app, Context& ctx) {
                 "the window; a report's or a summary table's breakdown of the time inside it, its "
                 "other tables of every operation that overlaps it, whole");
   e->add_option("--to", exp->to, "Window end, from the trace's start");
+  e->add_option("--steps", exp->steps,
+                "Window of these steps, as the timeline numbers them (5, or 3-7): from the "
+                "first's earliest start over the ranks to the last's latest end");
   e->add_option("--rank", exp->ranks, "Only these ranks (Chrome JSON)");
   e->add_flag("--file-per-rank", exp->file_per_rank,
               "Chrome JSON: one file per rank, as Holistic Trace Analysis reads them");

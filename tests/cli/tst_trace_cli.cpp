@@ -327,6 +327,36 @@ void TestTraceCli::windowedFigures() {
   while (!csv.atEnd())
     if (QString(csv.readLine()).split(',').value(kind) == "kernel") ++listed;
   QCOMPARE(listed, in_window);
+  // --steps: the window of a step is that step, as the whole run's per-step
+  // breakdown has it.
+  {
+    const QString gpu = dir.filePath("bf16.db");
+    QVERIFY(QFile::copy(CS_DATA_DIR "/gpu/worker-bf16.db", gpu));
+    QFile(gpu).setPermissions(QFile::ReadOwner | QFile::WriteOwner);
+    const QJsonObject all = json_of(run_cli({"trace", "stats", gpu, "--json"}));
+    QJsonObject step5;
+    for (const QJsonValue& v : all["ranks"].toArray()[0].toObject()["steps"].toArray())
+      if (v.toObject()["step"].toInt() == 5) step5 = v.toObject()["breakdown"].toObject();
+    QVERIFY(!step5.isEmpty());
+    const Run one = run_cli({"trace", "stats", gpu, "--json", "--steps", "5"});
+    QVERIFY2(one.exit_code == 0, qPrintable(one.err));
+    const QJsonObject total = json_of(one)["ranks"].toArray()[0].toObject()["total"].toObject();
+    for (const char* field : {"span_ns", "compute_ns", "idle_ns", "exposed_memory_ns"})
+      QCOMPARE(total[field].toInteger(), step5[field].toInteger());
+    QVERIFY(run_cli({"trace", "stats", gpu, "--steps", "5-6"}).out.contains("window: steps 5-6, "));
+    const Run past = run_cli({"trace", "stats", gpu, "--steps", "20"});
+    QVERIFY2(past.exit_code == 1 && past.err.contains("--steps 20: the run records steps 0 to 11"),
+             qPrintable(past.err));
+    const Run bad =
+        run_cli({"trace", "export", gpu, "-o", dir.filePath("s.json"), "--steps", "3-x"});
+    QVERIFY2(bad.exit_code == 1 && bad.err.contains("--steps: \"3-x\" is not a step or a range "
+                                                    "of steps (5, 3-7)"),
+             qPrintable(bad.err));
+    const Run both = run_cli({"trace", "stats", gpu, "--steps", "3", "--from", "1s"});
+    QVERIFY2(both.exit_code == 1 && both.err.contains("--steps gives the window: not with "
+                                                      "--from/--to"),
+             qPrintable(both.err));
+  }
   // The text says what it covers.
   const Run text = run_cli({"trace", "stats", store, "--from", "100ms", "--to", "300ms"});
   QVERIFY2(text.out.contains("window: 100.000 ms to 300.000 ms from the trace's first event; the "
