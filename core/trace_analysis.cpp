@@ -277,9 +277,10 @@ std::vector<KernelStats> kernel_stats(const TraceReader& r,
 }
 
 // Copies and sets by name, timed as kernel_stats times them, with their bytes.
+// `consume` as kernel_stats'.
 std::vector<MemoryOpStats> memory_op_stats(
     const TraceReader& r, std::unordered_map<std::uint32_t, NameStats>& by_name,
-    std::unordered_map<std::uint32_t, std::vector<std::int64_t>>& bytes_by_name) {
+    std::unordered_map<std::uint32_t, std::vector<std::int64_t>>& bytes_by_name, bool consume) {
   std::vector<MemoryOpStats> out;
   std::int64_t all = 0;
   for (auto& [name, stats] : by_name) {
@@ -287,9 +288,10 @@ std::vector<MemoryOpStats> memory_op_stats(
     m.time.name = r.string(StringId{name});
     m.time.kind = stats.kind;
     m.time.category = stats.category;
-    fill_duration_stats(m.time, std::move(stats.durations));
+    fill_duration_stats(m.time, consume ? std::move(stats.durations) : stats.durations);
     all += m.time.total_ns;
-    std::vector<std::int64_t>& bytes = bytes_by_name[name];
+    std::vector<std::int64_t> kept;
+    std::vector<std::int64_t>& bytes = consume ? bytes_by_name[name] : (kept = bytes_by_name[name]);
     if (!bytes.empty()) {
       for (std::int64_t b : bytes)
         m.total_bytes = saturating_add(m.total_bytes, b);
@@ -664,7 +666,7 @@ Result<RankAnalysis> analyze_rank_raw(const TraceReader& r, std::int32_t rank,
     }
   }
   if (!(*scan)->status()) return (*scan)->status().error();
-  if (raw && !lanes.annotations.empty()) {
+  if (!lanes.annotations.empty()) {
     // The annotation lanes' ranges (NVTX, the engines' phases), for the run's table.
     auto ranges = r.impl().scan(lanes.annotations, kMinTime, kMaxTime, store::ScanColumns::light);
     if (!ranges) return ranges.error();
@@ -704,6 +706,10 @@ Result<RankAnalysis> analyze_rank_raw(const TraceReader& r, std::int32_t rank,
             [](const StreamIdle& a, const StreamIdle& b) { return a.lane.value < b.lane.value; });
   // A run's analysis gathers the rank's durations after: kept.
   out.kernels = kernel_stats(r, sink.kernels, /*consume=*/raw == nullptr);
+  out.api_calls = kernel_stats(r, sink.api_calls, /*consume=*/raw == nullptr);
+  out.annotations = kernel_stats(r, sink.annotations, /*consume=*/raw == nullptr);
+  out.memory_ops =
+      memory_op_stats(r, sink.memory_ops, sink.memory_bytes, /*consume=*/raw == nullptr);
   out.launches.call_median_ns = median(call_durations);
   out.launches.call_p95_ns = nearest_rank(call_durations, 0.95);
   out.launches.delay_median_ns = median(launch_delays);
@@ -1121,7 +1127,7 @@ Result<RunAnalysis> analyze_run(const TraceReader& reader, const AnalysisOptions
   run.kernels = kernel_stats(reader, kernels, /*consume=*/true);
   run.api_calls = kernel_stats(reader, api_calls, /*consume=*/true);
   run.annotations = kernel_stats(reader, annotations, /*consume=*/true);
-  run.memory_ops = memory_op_stats(reader, memory_ops, memory_bytes);
+  run.memory_ops = memory_op_stats(reader, memory_ops, memory_bytes, /*consume=*/true);
   run.collectives = collective_stats(reader, collectives, transfer);
   run.stragglers = stragglers_from(run.ranks, raws, options);
   // The plan is held against whole steps; a window's figures are of part of them.

@@ -178,6 +178,10 @@ struct RankAnalysis {
   std::vector<StepBreakdown> steps;
   std::vector<KernelStats> kernels;          // by total time, descending
   std::vector<CollectiveStats> collectives;  // by total time, descending
+  // This rank's share of the run's tables of the same names (RunAnalysis).
+  std::vector<KernelStats> api_calls;
+  std::vector<MemoryOpStats> memory_ops;
+  std::vector<KernelStats> annotations;
 };
 
 struct RankStraggler {

@@ -1007,24 +1007,37 @@ Result<ExportReport> export_csv(const TraceReader& reader, const RunAnalysis* an
       }
       break;
     case CsvTable::api_calls:
-    case CsvTable::annotations:
-      csv_row(out, "name", "count", "total_ns", "mean_ns", "median_ns", "min_ns", "max_ns", "share",
-              "stddev_ns");
-      for (const KernelStats& k :
-           table == CsvTable::api_calls ? analysis->api_calls : analysis->annotations)
-        csv_row(out, k.name, k.count, k.total_ns, k.mean_ns, k.median_ns, k.min_ns, k.max_ns,
-                k.share, k.stddev_ns);
+    case CsvTable::annotations: {
+      // The run's rows ("all"), then each rank's, as the kernels table.
+      csv_row(out, "rank", "name", "count", "total_ns", "mean_ns", "median_ns", "min_ns", "max_ns",
+              "share", "stddev_ns");
+      const bool calls = table == CsvTable::api_calls;
+      auto rows = [&](std::string_view rank, const std::vector<KernelStats>& list) {
+        for (const KernelStats& k : list)
+          csv_row(out, rank, k.name, k.count, k.total_ns, k.mean_ns, k.median_ns, k.min_ns,
+                  k.max_ns, k.share, k.stddev_ns);
+      };
+      rows("all", calls ? analysis->api_calls : analysis->annotations);
+      for (const RankAnalysis& r : analysis->ranks)
+        rows(std::to_string(r.rank), calls ? r.api_calls : r.annotations);
       break;
-    case CsvTable::memory_ops:
-      csv_row(out, "name", "kind", "count", "total_ns", "mean_ns", "median_ns", "min_ns", "max_ns",
-              "share", "total_bytes", "mean_bytes", "median_bytes", "min_bytes", "max_bytes",
-              "throughput_gbps", "stddev_ns");
-      for (const MemoryOpStats& m : analysis->memory_ops)
-        csv_row(out, m.time.name, to_string(m.time.kind), m.time.count, m.time.total_ns,
-                m.time.mean_ns, m.time.median_ns, m.time.min_ns, m.time.max_ns, m.time.share,
-                m.total_bytes, m.mean_bytes, m.median_bytes, m.min_bytes, m.max_bytes,
-                m.throughput_gbps, m.time.stddev_ns);
+    }
+    case CsvTable::memory_ops: {
+      csv_row(out, "rank", "name", "kind", "count", "total_ns", "mean_ns", "median_ns", "min_ns",
+              "max_ns", "share", "total_bytes", "mean_bytes", "median_bytes", "min_bytes",
+              "max_bytes", "throughput_gbps", "stddev_ns");
+      auto rows = [&](std::string_view rank, const std::vector<MemoryOpStats>& list) {
+        for (const MemoryOpStats& m : list)
+          csv_row(out, rank, m.time.name, to_string(m.time.kind), m.time.count, m.time.total_ns,
+                  m.time.mean_ns, m.time.median_ns, m.time.min_ns, m.time.max_ns, m.time.share,
+                  m.total_bytes, m.mean_bytes, m.median_bytes, m.min_bytes, m.max_bytes,
+                  m.throughput_gbps, m.time.stddev_ns);
+      };
+      rows("all", analysis->memory_ops);
+      for (const RankAnalysis& r : analysis->ranks)
+        rows(std::to_string(r.rank), r.memory_ops);
       break;
+    }
   }
   report.bytes = out.bytes();
   if (Status s = out.close(); !s) return s.error();

@@ -15,6 +15,7 @@
 #include <cmath>
 #include <functional>
 #include <map>
+#include <set>
 
 #include <sqlite3.h>
 #include <sys/resource.h>
@@ -97,6 +98,7 @@ class TestTraceCli : public QObject {
   void copiesAndRangesAsNsightSumsThem();
   void kinetoCallsAndRanges();
   void tablesSayWhatTheyLeaveOut();
+  void perRankTablesAddUpToTheRun();
   void rankWithoutDeviceWorkSaysSo();
   void controlCharactersInNamesAreEscaped();
   void wideAndLongNamesKeepTheColumns();
@@ -780,6 +782,40 @@ void TestTraceCli::tablesSayWhatTheyLeaveOut() {
   QCOMPARE(memset["count"].toInteger(), 1);
   QVERIFY(memset["throughput_gbps"].isNull());
   QVERIFY(memset["total_bytes"].isNull());
+}
+
+// The CSV tables of calls, copies and ranges have each rank's rows after the
+// run's, as the kernels table: a rank stuck in cudaStreamSynchronize shows.
+// Each name's instances and time over the ranks are the run's.
+void TestTraceCli::perRankTablesAddUpToTheRun() {
+  QTemporaryDir dir;
+  const QString store = dir.filePath("sampled.db");
+  QCOMPARE(run_cli({"trace", "import", kData + "kineto/sampled_rank-0.json.gz",
+                    kData + "kineto/sampled_rank-1.json.gz", "-o", store})
+               .exit_code,
+           0);
+  QCOMPARE(
+      run_cli({"trace", "export", store, "-o", dir.filePath("t.csv"), "--table", "all"}).exit_code,
+      0);
+  for (const char* table : {"api_calls", "memory_ops", "annotations"}) {
+    QFile f(dir.filePath(QString("t.%1.csv").arg(table)));
+    QVERIFY(f.open(QIODevice::ReadOnly));
+    const QStringList header = QString(f.readLine()).trimmed().split(',');
+    QCOMPARE(header.value(0), QString("rank"));
+    const int count = header.indexOf("count"), total = header.indexOf("total_ns");
+    std::map<QString, std::pair<qint64, qint64>> run, ranks;  // name -> count, total
+    std::set<QString> rank_ids;
+    while (!f.atEnd()) {
+      const QStringList row = QString(f.readLine()).trimmed().split(',');
+      auto& [n, t] = (row[0] == "all" ? run : ranks)[row[1]];
+      n += row[count].toLongLong();
+      t += row[total].toLongLong();
+      if (row[0] != "all") rank_ids.insert(row[0]);
+    }
+    QVERIFY2(!run.empty(), table);
+    QCOMPARE(rank_ids, (std::set<QString>{"0", "1"}));
+    QVERIFY2(run == ranks, table);
+  }
 }
 
 // HTA's launch statistics count kernel launches. The Nsight export's 15
