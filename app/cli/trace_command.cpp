@@ -324,7 +324,7 @@ void print_info(const InfoOptions& o, const std::unique_ptr<TraceReader>& r) {
 
 struct StatsOptions {
   std::string store;
-  int top = 10;
+  std::int64_t top = 10;  // rows per table (any count: more than there are lists them all)
   bool json = false;
   bool no_steps = false;
   int threads = 0;
@@ -476,7 +476,7 @@ void print_stats(const StatsOptions& o, Context& ctx, const std::unique_ptr<Trac
   damage = a.damage;
   if (o.predict_again && !a.prediction)
     throw CliError(r->path() + ": the new prediction was not compared");
-  const std::size_t top = static_cast<std::size_t>(std::max(0, o.top));
+  const std::size_t top = static_cast<std::size_t>(std::max<std::int64_t>(0, o.top));
 
   if (o.json) {
     json ranks = json::array();
@@ -1240,7 +1240,7 @@ void run_merge(const MergeCliOptions& o) {
 
 struct CompareOptions {
   std::string baseline, other;
-  int top = 10;
+  std::int64_t top = 10;
   int threads = 0;
   bool json = false;
 };
@@ -1255,7 +1255,7 @@ void run_compare(const CompareOptions& o) {
   take(a_reader->damage());
   take(b_reader->damage());
   const std::string basis = c.per_step ? "per rank and step" : "per rank, over the run";
-  const std::size_t top = static_cast<std::size_t>(std::max(0, o.top));
+  const std::size_t top = static_cast<std::size_t>(std::max<std::int64_t>(0, o.top));
   if (o.json) {
     auto figures = [&](const std::vector<ComparedFigure>& list, std::size_t limit, bool counts) {
       json j = json::array();
