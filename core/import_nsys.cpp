@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <filesystem>
+#include <limits>
 #include <map>
 #include <optional>
 #include <regex>
@@ -121,12 +122,19 @@ class Export {
   std::string file_;
 };
 
-std::string memcpy_name(std::int64_t kind) {
-  // CUpti_ActivityMemcpyKind
+// CUpti_ActivityMemcpyKind's kinds by our names (as the CUPTI tracer's);
+// a kind past them (newer exports' unified-memory copies) by the label of
+// the export's own ENUM_CUDA_MEMCPY_OPER, else by its number: one "Memcpy"
+// row merged them with each other and with unknown copies.
+std::string memcpy_name(std::int64_t kind, const std::map<std::int64_t, std::string>& labels) {
   static const char* const names[] = {"Memcpy",      "Memcpy HtoD", "Memcpy DtoH", "Memcpy HtoA",
                                       "Memcpy AtoH", "Memcpy AtoA", "Memcpy AtoD", "Memcpy DtoA",
                                       "Memcpy DtoD", "Memcpy HtoH", "Memcpy PtoP"};
-  return kind >= 0 && kind <= 10 ? names[kind] : "Memcpy";
+  if (kind >= 0 && kind <= 10) return names[kind];
+  auto label = labels.find(kind);
+  return label != labels.end() && !label->second.empty()
+             ? "Memcpy " + label->second
+             : "Memcpy (kind " + std::to_string(kind) + ")";
 }
 
 std::int64_t pid_of(std::int64_t global_id) {
@@ -210,6 +218,27 @@ Result<ImportReport> import_one_nsys(const std::string& file, const std::string&
     while (stmt->step() == SQLITE_ROW)
       thread_names[stmt->int64_at(1)] = text_of(stmt->int64_at(0));
   }
+  // Newer exports name their enums' values in ENUM_* tables.
+  std::map<std::int64_t, std::string> copy_kind_labels;
+  if (auto t = x.table("ENUM_CUDA_MEMCPY_OPER"); t && *t) {
+    auto stmt = x.select(**t, {{"id"}, {"label|name"}});
+    if (stmt) {
+      while (stmt->step() == SQLITE_ROW)
+        copy_kind_labels[stmt->int64_at(0)] = stmt->text_at(1);
+    }
+  }
+  // The MPI rank of each thread that made MPI calls (nsys --trace=mpi).
+  std::map<std::int64_t, std::int32_t> mpi_rank_of_pid;
+  if (auto t = x.table("MPI_RANKS"); t && *t) {
+    auto stmt = x.select(**t, {{"globalTid"}, {"rank"}});
+    if (stmt) {
+      while (stmt->step() == SQLITE_ROW) {
+        const std::int64_t rank = stmt->int64_at(1);
+        if (rank >= 0 && rank <= std::numeric_limits<std::int32_t>::max())
+          mpi_rank_of_pid[pid_of(stmt->int64_at(0))] = static_cast<std::int32_t>(rank);
+      }
+    }
+  }
   std::map<std::int64_t, std::string> process_names;  // by pid
   if (auto t = x.table("PROCESSES"); t && *t) {
     auto stmt = x.select(**t, {{"pid"}, {"name", false}});
@@ -267,12 +296,16 @@ Result<ImportReport> import_one_nsys(const std::string& file, const std::string&
   // A time that is not a whole number of nanoseconds (text, a real): SQLite
   // would read it as 0 or cut it, and a kernel as long as the session.
   const std::string bad_time = "records whose start or end is not a whole number of nanoseconds";
+  std::int64_t graph_launches = 0;
   auto read_gpu_table = [&](const std::string& base, EventKind kind) -> Status {
     auto t = x.table(base);
     if (!t) return t.error();
     if (!*t) return {};
-    // Columns 0-3 are common; 4 is the name (kernels) or the bytes.
-    const Export::Column fourth = kind == EventKind::kernel
+    // Columns 0-3 are common; 4 is the name (kernels), the graph (graphs
+    // traced whole) or the bytes.
+    const bool graph = base == "CUPTI_ACTIVITY_KIND_GRAPH_TRACE";
+    const Export::Column fourth = graph ? Export::Column{"graphId"}
+                                  : kind == EventKind::kernel
                                       ? Export::Column{"demangledName|shortName|name"}
                                   : kind == EventKind::memcpy ? Export::Column{"bytes"}
                                                               : Export::Column{"bytes", false};
@@ -301,7 +334,10 @@ Result<ImportReport> import_one_nsys(const std::string& file, const std::string&
       r.stream = stmt->int64_at(3);
       r.lane_key = gpu_lane(r.pid, r.device, r.stream);
       r.correlation = stmt->is_null(5) ? 0 : stmt->int64_at(5);
-      if (kind == EventKind::kernel) {
+      if (graph) {
+        r.name = "CUDA graph " + std::to_string(stmt->int64_at(4));
+        ++graph_launches;
+      } else if (kind == EventKind::kernel) {
         // The name column is a StringIds reference; very old exports held text.
         r.name = stmt->is_null(4) ? "" : text_of(stmt->int64_at(4));
         if (auto nccl = parse_nccl_kernel_name(r.name)) {
@@ -312,7 +348,7 @@ Result<ImportReport> import_one_nsys(const std::string& file, const std::string&
         }
       } else if (kind == EventKind::memcpy) {
         r.bytes = stmt->int64_at(4);
-        r.name = memcpy_name(stmt->is_null(7) ? 0 : stmt->int64_at(7));
+        r.name = memcpy_name(stmt->is_null(7) ? 0 : stmt->int64_at(7), copy_kind_labels);
       } else {
         r.bytes = stmt->is_null(4) ? 0 : stmt->int64_at(4);
         r.name = "Memset";
@@ -324,6 +360,14 @@ Result<ImportReport> import_one_nsys(const std::string& file, const std::string&
   };
   if (auto s = read_gpu_table("CUPTI_ACTIVITY_KIND_KERNEL", EventKind::kernel); !s)
     return s.error();
+  // CUDA graphs traced whole (nsys --cuda-graph-trace=graph): one row per
+  // launch, on its stream; their kernels are not in the kernel table.
+  if (auto s = read_gpu_table("CUPTI_ACTIVITY_KIND_GRAPH_TRACE", EventKind::kernel); !s)
+    return s.error();
+  if (graph_launches > 0)
+    report.warnings.push_back(std::to_string(graph_launches) +
+                              " CUDA graph launches imported as one event each, named by graph "
+                              "(traced whole; nsys --cuda-graph-trace=node records their kernels)");
   if (auto s = read_gpu_table("CUPTI_ACTIVITY_KIND_MEMCPY", EventKind::memcpy); !s)
     return s.error();
   if (auto s = read_gpu_table("CUPTI_ACTIVITY_KIND_MEMSET", EventKind::memset); !s)
@@ -415,7 +459,8 @@ Result<ImportReport> import_one_nsys(const std::string& file, const std::string&
       records.push_back(std::move(r));
     }
   }
-  for (const char* skipped_table : {"CUPTI_ACTIVITY_KIND_SYNCHRONIZATION", "OSRT_API"}) {
+  for (const char* skipped_table :
+       {"CUPTI_ACTIVITY_KIND_SYNCHRONIZATION", "OSRT_API", "CUDA_GPU_MEMORY_USAGE_EVENTS"}) {
     auto t = x.table(skipped_table);
     if (t && *t) {
       auto stmt = x.db().prepare("SELECT count(*) FROM \"" + (*t)->name + "\"");
@@ -448,8 +493,9 @@ Result<ImportReport> import_one_nsys(const std::string& file, const std::string&
     return Error{file + ": no CUDA kernels, copies, sets, runtime calls or NVTX ranges to import"};
   }
 
-  // Ranks: each process that did CUDA work. "MPI Rank N" thread names give
-  // the rank; otherwise the file's place in the list (and the process order).
+  // Ranks: each process that did CUDA work. The export's MPI_RANKS, else
+  // "MPI Rank N" thread names give the rank; otherwise the file's place in
+  // the list (and the process order).
   std::map<std::int64_t, std::int32_t> rank_of_pid;
   {
     std::set<std::int64_t> pids;
@@ -461,7 +507,9 @@ Result<ImportReport> import_one_nsys(const std::string& file, const std::string&
     int next = 0;
     for (std::int64_t pid : pids) {
       std::optional<std::int32_t> rank;
+      if (auto mpi = mpi_rank_of_pid.find(pid); mpi != mpi_rank_of_pid.end()) rank = mpi->second;
       for (const auto& [tid, name] : thread_names) {
+        if (rank) break;
         std::smatch m;
         if (pid_of(tid) == pid && bounded_regex_search(name, m, mpi_rank)) {
           if (auto n = parse_count(m[1].str())) rank = *n;  // a rank past an int is no rank

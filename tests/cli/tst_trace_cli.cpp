@@ -99,6 +99,7 @@ class TestTraceCli : public QObject {
   void kinetoCallsAndRanges();
   void tablesSayWhatTheyLeaveOut();
   void perRankTablesAddUpToTheRun();
+  void newerNsightExports();
   void rankWithoutDeviceWorkSaysSo();
   void controlCharactersInNamesAreEscaped();
   void wideAndLongNamesKeepTheColumns();
@@ -816,6 +817,130 @@ void TestTraceCli::perRankTablesAddUpToTheRun() {
     QCOMPARE(rank_ids, (std::set<QString>{"0", "1"}));
     QVERIFY2(run == ranks, table);
   }
+}
+
+// What newer Nsight Systems exports hold, added to the real 2022 export as
+// NVIDIA's SQLite schema reference documents it: the ranks of MPI_RANKS;
+// CUDA graphs traced whole (CUPTI_ACTIVITY_KIND_GRAPH_TRACE, one row per
+// launch, were dropped without a word); graphs traced node by node (every
+// node carries its launch's correlation id: one launch, not one per node);
+// unified-memory copy kinds by the export's ENUM_CUDA_MEMCPY_OPER (all read
+// "Memcpy"); device allocations counted as not imported.
+void TestTraceCli::newerNsightExports() {
+  QTemporaryDir dir;
+  const QString sample = kData + "nsys/saxpy-mpi-cuda.sqlite";
+  auto variant = [&](const QString& name, const QStringList& statements) {
+    const QString path = dir.filePath(name);
+    if (!QFile::copy(sample, path)) qFatal("cannot copy the sample");
+    QFile(path).setPermissions(QFile::ReadOwner | QFile::WriteOwner);
+    sqlite3* db = nullptr;
+    sqlite3_open(path.toUtf8().constData(), &db);
+    for (const QString& sql : statements) {
+      char* error = nullptr;
+      if (sqlite3_exec(db, sql.toUtf8().constData(), nullptr, nullptr, &error) != SQLITE_OK)
+        qFatal("%s: %s", qPrintable(sql), error);
+    }
+    sqlite3_close(db);
+    return path;
+  };
+  auto imported = [&](const QString& file, const QString& store) {
+    const Run r = run_cli({"trace", "import", file, "-o", store});
+    if (r.exit_code != 0) qFatal("%s", qPrintable(r.err));
+    return r;
+  };
+  const QString thread = "302119224788637";
+  const QString graph_launch = "(SELECT id FROM StringIds WHERE value = 'cudaGraphLaunch_v10000')";
+  auto graph_launches = [&](int count, int first_correlation) {
+    return QString(
+               "WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i < %1) "
+               "INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME(start, end, eventClass, globalTid, "
+               "correlationId, nameId, returnValue) SELECT 1700000000 + i * 10000000, "
+               "1700008000 + i * 10000000, 0, %2, %3 + i, %4, 0 FROM n")
+        .arg(count - 1)
+        .arg(thread)
+        .arg(first_correlation)
+        .arg(graph_launch);
+  };
+  const QString add_launch_name =
+      "INSERT INTO StringIds VALUES((SELECT max(id) + 1 FROM StringIds), 'cudaGraphLaunch_v10000')";
+
+  // MPI_RANKS names the rank (here 3, where the thread's name said 0).
+  const QString ranked =
+      variant("ranks.sqlite", {"CREATE TABLE MPI_RANKS(globalTid INTEGER NOT "
+                               "NULL, rank INTEGER NOT NULL)",
+                               "INSERT INTO MPI_RANKS VALUES(" + thread + ", 3)"});
+  imported(ranked, dir.filePath("ranks.db"));
+  const QJsonObject info = json_of(run_cli({"trace", "info", dir.filePath("ranks.db"), "--json"}));
+  QCOMPARE(info["ranks"].toArray()[0].toObject()["rank"].toInt(), 3);
+
+  // Four graphs traced whole, on stream 7.
+  const QString whole = variant(
+      "graphs.sqlite",
+      {add_launch_name, graph_launches(4, 900000),
+       "CREATE TABLE CUPTI_ACTIVITY_KIND_GRAPH_TRACE(start INTEGER NOT NULL, end INTEGER NOT "
+       "NULL, deviceId INTEGER NOT NULL, contextId INTEGER NOT NULL, greenContextId INTEGER, "
+       "streamId INTEGER NOT NULL, correlationId INTEGER, globalPid INTEGER, graphId INTEGER NOT "
+       "NULL, graphExecId INTEGER NOT NULL)",
+       "INSERT INTO CUPTI_ACTIVITY_KIND_GRAPH_TRACE SELECT start + 20000, start + 9000000, 0, 1, "
+       "NULL, 7, correlationId, 302119223558144, 1, 1 FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE "
+       "correlationId >= 900000"});
+  const Run graphs = imported(whole, dir.filePath("graphs.db"));
+  QVERIFY2(graphs.err.contains("4 CUDA graph launches imported as one event each"),
+           qPrintable(graphs.err));
+  QJsonObject stats = json_of(run_cli({"trace", "stats", dir.filePath("graphs.db"), "--json"}));
+  bool found = false;
+  for (const QJsonValue& k : stats["kernels"].toArray()) {
+    if (k.toObject()["name"].toString() != "CUDA graph 1") continue;
+    found = true;
+    QCOMPARE(k.toObject()["count"].toInt(), 4);
+    QCOMPARE(k.toObject()["total_ns"].toInteger(), 4 * 8980000);
+  }
+  QVERIFY(found);
+  QCOMPARE(stats["ranks"].toArray()[0].toObject()["launches"].toObject()["launches"].toInt(),
+           5 + 4);
+
+  // Two graphs replayed node by node, five kernels each.
+  QStringList nodes = {add_launch_name, graph_launches(2, 800000),
+                       "CREATE TEMP TABLE k AS SELECT * FROM CUPTI_ACTIVITY_KIND_KERNEL LIMIT 1"};
+  for (int g = 0; g < 2; ++g) {
+    for (int n = 0; n < 5; ++n) {
+      const qint64 start = 1700020000LL + g * 10000000LL + n * 100000LL;
+      nodes << QString("UPDATE k SET start = %1, end = %2, correlationId = %3, gridId = %4")
+                   .arg(start)
+                   .arg(start + 90000)
+                   .arg(800000 + g)
+                   .arg(50000 + g * 10 + n)
+            << "INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL SELECT * FROM k";
+    }
+  }
+  imported(variant("nodes.sqlite", nodes), dir.filePath("nodes.db"));
+  stats = json_of(run_cli({"trace", "stats", dir.filePath("nodes.db"), "--json"}));
+  const QJsonObject launches = stats["ranks"].toArray()[0].toObject()["launches"].toObject();
+  QCOMPARE(launches["launches"].toInt(), 5 + 2);
+  QCOMPARE(launches["delay_outliers"].toInt(), 0);
+
+  // Unified-memory copies by the export's labels, or by their number.
+  imported(variant("uvm.sqlite",
+                   {"CREATE TABLE ENUM_CUDA_MEMCPY_OPER(id INTEGER PRIMARY KEY, name TEXT, label "
+                    "TEXT)",
+                    "INSERT INTO ENUM_CUDA_MEMCPY_OPER VALUES(11, 'CUDA_MEMCPY_KIND_UVM_HTOD', "
+                    "'Unified Host-to-Device')",
+                    "UPDATE CUPTI_ACTIVITY_KIND_MEMCPY SET copyKind = 11 WHERE copyKind = 1",
+                    "UPDATE CUPTI_ACTIVITY_KIND_MEMCPY SET copyKind = 12 WHERE copyKind = 2",
+                    "INSERT INTO CUDA_GPU_MEMORY_USAGE_EVENTS VALUES(800000000, 302119223558144, "
+                    "0, 1, 4096, 0, 268435456, 2, 0, NULL, NULL)"}),
+           dir.filePath("uvm.db"));
+  std::map<QString, qint64> copies;
+  for (const QJsonValue& m :
+       json_of(run_cli({"trace", "stats", dir.filePath("uvm.db"), "--json"}))["memory_ops"]
+           .toArray())
+    copies[m.toObject()["name"].toString()] = m.toObject()["count"].toInteger();
+  QCOMPARE(copies, (std::map<QString, qint64>{{"Memcpy Unified Host-to-Device", 10},
+                                              {"Memcpy (kind 12)", 5}}));
+  const Run uvm =
+      run_cli({"trace", "import", dir.filePath("uvm.sqlite"), "-o", dir.filePath("u2.db")});
+  QVERIFY2(uvm.out.contains("not imported: 1 CUDA_GPU_MEMORY_USAGE_EVENTS rows"),
+           qPrintable(uvm.out));
 }
 
 // HTA's launch statistics count kernel launches. The Nsight export's 15
