@@ -298,6 +298,9 @@ enum class Key : std::uint8_t {
   own_group_size,
   own_count,
   own_flops,
+  total_allocated,  // a "[memory]" instant event's (PyTorch's profile_memory)
+  device_type,
+  device_id,
 };
 
 // The keys the handler reads; every other key is Key::other.
@@ -337,6 +340,9 @@ Key key_of(std::string_view k) {
       {"group_size", Key::own_group_size},
       {"count", Key::own_count},
       {"flops", Key::own_flops},
+      {"Total Allocated", Key::total_allocated},
+      {"Device Type", Key::device_type},
+      {"Device Id", Key::device_id},
   };
   for (const auto& [text, key] : known) {
     if (text == k) return key;
@@ -373,6 +379,7 @@ class KinetoHandler : public nlohmann::json_sax<nlohmann::json> {
   std::string backend, nccl_version;
   std::vector<std::string> devices;
   std::vector<ParsedCounter> counters;
+  std::vector<ParsedCounter> memory_samples;  // PyTorch's "[memory]" events, as counters
   // otherData, kept whole: this product's export writes its metadata there.
   nlohmann::json other_data;
   std::string error;
@@ -622,6 +629,12 @@ class KinetoHandler : public nlohmann::json_sax<nlohmann::json> {
         current_.own_count = std::max<std::int64_t>(v, 0);
       else if (key_ == Key::own_flops)
         current_.own_flops = static_cast<double>(v);
+      else if (key_ == Key::total_allocated)
+        memory_total_ = v;
+      else if (key_ == Key::device_type)
+        memory_device_type_ = v;
+      else if (key_ == Key::device_id)
+        memory_device_id_ = v;
     } else if (c == Ctx::distributed && (key_ == Key::rank || key_ == Key::world_size)) {
       const bool is_rank = key_ == Key::rank;
       if (v < (is_rank ? 0 : 1) || v > INT32_MAX) {
@@ -654,6 +667,8 @@ class KinetoHandler : public nlohmann::json_sax<nlohmann::json> {
     time_out_of_range_ = false;
     time_not_a_number_ = false;
     current_ = {};
+    memory_total_.reset();
+    memory_device_type_ = memory_device_id_ = 0;
     arg_name_.clear();
     arg_labels_.clear();
     arg_sort_index_ = 0;
@@ -671,6 +686,18 @@ class KinetoHandler : public nlohmann::json_sax<nlohmann::json> {
     }
     if (ph_ == 'C' && has_ts_ && has_number_ && !time_out_of_range_ && !time_not_a_number_) {
       counters.push_back({pid_, name_, ts_, counter_value_});
+      return;
+    }
+    // PyTorch's memory profile (profile_memory=True): each allocation and
+    // free says what is allocated on its device after it, a counter as the
+    // CUPTI tracer's "memory in use".
+    if ((ph_ == 'i' || ph_ == 'I') && memory_total_ && has_ts_ && !time_out_of_range_ &&
+        !time_not_a_number_ && strings[name_] == "[memory]") {
+      const std::string device = memory_device_type_ == 1
+                                     ? "GPU " + std::to_string(memory_device_id_)
+                                     : std::string("CPU");
+      memory_samples.push_back({pid_, intern(device + " memory allocated (bytes)"), ts_,
+                                static_cast<double>(*memory_total_)});
       return;
     }
     if (ph_ != 'X' && ph_ != 'B' && ph_ != 'E') {
@@ -781,6 +808,8 @@ class KinetoHandler : public nlohmann::json_sax<nlohmann::json> {
   Parsed current_;
   std::string arg_name_, arg_labels_;
   std::int64_t arg_sort_index_ = 0;
+  std::optional<std::int64_t> memory_total_;  // of a "[memory]" event
+  std::int64_t memory_device_type_ = 0, memory_device_id_ = 0;
   bool has_number_ = false;  // a counter's value: the first number in its args
   double counter_value_ = 0;
   struct OpenSlice {
@@ -1205,6 +1234,8 @@ Result<ImportReport> import_one_kineto(const std::string& file, const std::strin
       }
       for (ParsedCounter& c : h.counters)
         c.time += base;
+      for (ParsedCounter& c : h.memory_samples)
+        c.time += base;
       base_applied = true;
     }
   }
@@ -1313,6 +1344,8 @@ Result<ImportReport> import_one_kineto(const std::string& file, const std::strin
     w.add(e);
     ++report.events;
   }
+  for (const ParsedCounter& c : h.memory_samples)
+    w.add(CounterSample{rank, name_of(c.name), c.time, c.value});
   if (Status s = w.close("complete"); !s) return s.error();
   report.ranks = 1;
   return report;

@@ -100,6 +100,7 @@ class TestTraceCli : public QObject {
   void tablesSayWhatTheyLeaveOut();
   void perRankTablesAddUpToTheRun();
   void newerNsightExports();
+  void pytorchMemoryProfile();
   void rankWithoutDeviceWorkSaysSo();
   void controlCharactersInNamesAreEscaped();
   void wideAndLongNamesKeepTheColumns();
@@ -941,6 +942,49 @@ void TestTraceCli::newerNsightExports() {
       run_cli({"trace", "import", dir.filePath("uvm.sqlite"), "-o", dir.filePath("u2.db")});
   QVERIFY2(uvm.out.contains("not imported: 1 CUDA_GPU_MEMORY_USAGE_EVENTS rows"),
            qPrintable(uvm.out));
+}
+
+// PyTorch's memory profile (profile_memory=True): its "[memory]" instant
+// events, dropped as "instant events", are each device's allocated bytes
+// over time, the counter the CUPTI tracer records as memory in use.
+void TestTraceCli::pytorchMemoryProfile() {
+  QTemporaryDir dir;
+  QFile f(dir.filePath("memory.json"));
+  QVERIFY(f.open(QIODevice::WriteOnly));
+  f.write(R"json({"traceEvents":[
+    {"ph":"X","cat":"kernel","name":"k","pid":0,"tid":7,"ts":10,"dur":5},
+    {"ph":"i","cat":"cpu_instant_event","s":"t","name":"[memory]","pid":0,"tid":1,"ts":12,
+     "args":{"Total Reserved":4096,"Total Allocated":1024,"Bytes":1024,"Addr":1,"Device Id":0,"Device Type":1}},
+    {"ph":"i","cat":"cpu_instant_event","s":"t","name":"[memory]","pid":0,"tid":1,"ts":14,
+     "args":{"Total Reserved":4096,"Total Allocated":0,"Bytes":-1024,"Addr":1,"Device Id":0,"Device Type":1}},
+    {"ph":"i","cat":"cpu_instant_event","s":"t","name":"[memory]","pid":0,"tid":1,"ts":13,
+     "args":{"Total Allocated":64,"Bytes":64,"Addr":2,"Device Id":-1,"Device Type":0}}],
+    "distributedInfo":{"rank":0}})json");
+  f.close();
+  const QString store = dir.filePath("memory.db");
+  const Run imported = run_cli({"trace", "import", dir.filePath("memory.json"), "-o", store});
+  QVERIFY2(imported.exit_code == 0, qPrintable(imported.err));
+  QVERIFY2(!imported.out.contains("instant events"), qPrintable(imported.out));
+  sqlite3* db = nullptr;
+  QCOMPARE(sqlite3_open_v2(store.toUtf8().constData(), &db, SQLITE_OPEN_READONLY, nullptr),
+           SQLITE_OK);
+  sqlite3_stmt* stmt = nullptr;
+  QCOMPARE(sqlite3_prepare_v2(db,
+                              "SELECT s.value, c.time_ns, c.value FROM counters c JOIN strings s "
+                              "ON s.id = c.name ORDER BY s.value, c.time_ns",
+                              -1, &stmt, nullptr),
+           SQLITE_OK);
+  QStringList samples;
+  while (sqlite3_step(stmt) == SQLITE_ROW)
+    samples << QString("%1 %2 %3")
+                   .arg(reinterpret_cast<const char*>(sqlite3_column_text(stmt, 0)))
+                   .arg(sqlite3_column_int64(stmt, 1))
+                   .arg(sqlite3_column_double(stmt, 2));
+  sqlite3_finalize(stmt);
+  sqlite3_close(db);
+  QCOMPARE(samples, (QStringList{"CPU memory allocated (bytes) 13000 64",
+                                 "GPU 0 memory allocated (bytes) 12000 1024",
+                                 "GPU 0 memory allocated (bytes) 14000 0"}));
 }
 
 // HTA's launch statistics count kernel launches. The Nsight export's 15
