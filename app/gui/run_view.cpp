@@ -20,6 +20,7 @@
 #include <QLabel>
 #include <QLegend>
 #include <QLineEdit>
+#include <QLineSeries>
 #include <QPageLayout>
 #include <QPainter>
 #include <QPdfWriter>
@@ -214,9 +215,42 @@ struct Analysed {
   bool has_prediction = false;      // the store holds a prediction (meta "predicted_step")
   std::int64_t start_ns = 0;
   std::vector<std::int64_t> step_starts;  // the lowest rank's, for the predicted lane
+  std::vector<CounterLine> counters;      // each rank's sampled counters
   QString error;
   bool opened = false;  // the file is a store (its integrity is worth checking)
 };
+
+// Each counter series of the store (a rank's GPU memory in use, a PyTorch
+// profile's allocated bytes), as points from the trace's start: at most
+// kCounterPoints, the largest value of each stretch kept so that no peak is
+// lost.
+constexpr std::size_t kCounterPoints = 2000;
+Result<std::vector<CounterLine>> readCounters(const trace::TraceReader& reader) {
+  std::vector<CounterLine> out;
+  auto series = reader.counter_series();
+  if (!series) return series.error();
+  const trace::TimeRange all = reader.time_range();
+  for (const auto& [rank, name] : *series) {
+    auto samples = reader.counters(rank, name);
+    if (!samples) return samples.error();
+    CounterLine line;
+    line.title = QObject::tr("rank %1: %2").arg(rank).arg(q(reader.string(name)));
+    line.bytes = reader.string(name).find("bytes") != std::string::npos ||
+                 reader.string(name).find("memory") != std::string::npos;
+    const std::size_t n = samples->size();
+    const std::size_t per_point =
+        std::max<std::size_t>(1, (n + kCounterPoints - 1) / kCounterPoints);
+    for (std::size_t i = 0; i < n; i += per_point) {
+      std::size_t top = i;
+      for (std::size_t j = i; j < std::min(n, i + per_point); ++j)
+        if ((*samples)[j].value > (*samples)[top].value) top = j;
+      line.points.emplace_back(double((*samples)[top].time_ns - all.start_ns) * 1e-6,
+                               (*samples)[top].value);
+    }
+    out.push_back(std::move(line));
+  }
+  return out;
+}
 
 // How the run ended, where that is not "complete": a crashed or cancelled
 // run must not read like a finished one; and what its writers lost (a full
@@ -367,6 +401,13 @@ RunView::RunView(QWidget* parent) : QWidget(parent) {
   chart_->setMinimumHeight(230);
   chart_area->setWidget(chart_);
   tabs_->addTab(chart_area, tr("Breakdown"));
+
+  // The store's counters over time (GPU memory in use), when it has any.
+  counter_chart_ = new QChartView(this);
+  counter_chart_->setObjectName(QStringLiteral("run_counters_chart"));
+  counter_chart_->setRenderHint(QPainter::Antialiasing);
+  counter_chart_->setMinimumHeight(230);
+  counter_chart_->hide();
 
   rank_table_ = new QTableWidget(tabs_);
   rank_table_->setObjectName(QStringLiteral("run_ranks"));
@@ -657,6 +698,7 @@ void RunView::openStore(const QString& path) {
   details_event_.reset();
   keep_tab_ = false;
   summaries_scope_->setText(tr("The whole run"));
+  showCounters({});
   instances_note_->clear();
   instances_->setSortingEnabled(true);
   timeline_->setStore(path);
@@ -699,6 +741,7 @@ void RunView::startAnalysis() {
       out.error = q(analysis.message());
       return out;
     }
+    if (auto counters = readCounters(*reader.value())) out.counters = std::move(counters).value();
     out.analysis = std::make_shared<const trace::RunAnalysis>(std::move(analysis).value());
     return out;
   }).then(this, [this](Analysed out) {
@@ -731,6 +774,7 @@ void RunView::startAnalysis() {
                               QFileInfo(path_).absoluteFilePath().toHtmlEscaped(),
                               endingText(out.state, out.losses)));
     showAnalysis();
+    showCounters(out.counters);
     // The lane draws what the prediction was made for: the plan as the
     // engines ran it, where the store has it; else the run's own plan,
     // unless the engines ran it without a prediction (a calibration
@@ -978,6 +1022,51 @@ void RunView::fillSummaries(const trace::RunAnalysis& a,
   }
   copies_.view->resizeColumnsToContents();
   copies_.proxy->sort(2, Qt::DescendingOrder);
+}
+
+void RunView::showCounters(const std::vector<CounterLine>& lines) {
+  const int index = tabs_->indexOf(counter_chart_);
+  if (lines.empty()) {
+    if (index >= 0) tabs_->removeTab(index);
+    counter_chart_->hide();
+    return;
+  }
+  auto* chart = new QChart;
+  chart->setTitle(tr("Counters over the run (GPU memory in use, allocated bytes)"));
+  auto* axis_x = new QValueAxis;
+  axis_x->setTitleText(tr("ms from the trace's start"));
+  chart->addAxis(axis_x, Qt::AlignBottom);
+  const bool bytes =
+      std::all_of(lines.begin(), lines.end(), [](const CounterLine& l) { return l.bytes; });
+  auto* axis_y = new QValueAxis;
+  axis_y->setTitleText(bytes ? tr("GiB") : tr("value"));
+  chart->addAxis(axis_y, Qt::AlignLeft);
+  double x_hi = 1e-3, y_hi = 0;
+  const double scale = bytes ? 1.0 / double(1ULL << 30) : 1.0;
+  for (const CounterLine& line : lines) {
+    auto* series = new QLineSeries;
+    series->setName(line.title);
+    // Steps: a counter holds its value until the next sample.
+    for (std::size_t i = 0; i < line.points.size(); ++i) {
+      const QPointF& p = line.points[i];
+      if (i > 0) series->append(p.x(), line.points[i - 1].y() * scale);
+      series->append(p.x(), p.y() * scale);
+      x_hi = std::max(x_hi, p.x());
+      y_hi = std::max(y_hi, p.y() * scale);
+    }
+    chart->addSeries(series);
+    series->attachAxis(axis_x);
+    series->attachAxis(axis_y);
+  }
+  setRoundTicks(axis_x, 0, x_hi);
+  setRoundTicks(axis_y, 0, std::max(y_hi, 1e-9));
+  chart->legend()->setAlignment(Qt::AlignBottom);
+  QChart* old = counter_chart_->chart();
+  counter_chart_->setChart(chart);
+  delete old;
+  applyChartTheme(this);
+  if (index < 0)
+    tabs_->insertTab(tabs_->indexOf(stream_table_) + 1, counter_chart_, tr("Counters"));
 }
 
 void RunView::showAnalysis() {

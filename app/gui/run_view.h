@@ -10,6 +10,7 @@
 // Exports go through core/trace_export.h, the same code as the CLI, and are
 // written on a worker thread.
 
+#include <QPointF>
 #include <QString>
 #include <QStringList>
 #include <QWidget>
@@ -39,6 +40,14 @@ class QTextDocument;
 namespace cs::gui {
 
 class TimelineWidget;
+
+// One counter series of a store (a rank's GPU memory in use) as drawn: ms
+// from the trace's start against its value.
+struct CounterLine {
+  QString title;
+  bool bytes = false;  // a size: drawn in GiB
+  std::vector<QPointF> points;
+};
 
 // What a run exports: reports, the CSV tables, a Chrome trace (Perfetto).
 enum class RunExport : int { html, pdf, csv, chrome_trace };
@@ -70,6 +79,9 @@ class RunView : public QWidget {
   QTextBrowser* details() const { return details_; }
   QTextBrowser* rangeBreakdown() const { return range_text_; }
   QChartView* breakdownChart() const { return chart_; }
+  // The counters' tab (GPU memory in use over time), there only when the
+  // store samples a counter.
+  QChartView* counterChart() const { return counter_chart_; }
   QTableWidget* rankTable() const { return rank_table_; }
   QTableWidget* streamTable() const { return stream_table_; }
   QTableView* kernelTable() const { return kernel_view_; }
@@ -149,6 +161,8 @@ class RunView : public QWidget {
   void startAnalysis();
   void checkIntegrity();
   void showAnalysis();
+  // The counters' chart, its tab shown or removed.
+  void showCounters(const std::vector<CounterLine>& lines);
   // Selects the event sharing the shown event's correlation id on its rank:
   // a runtime call's kernel (or copy), a kernel's launching call.
   void goToCorrelated();
@@ -209,6 +223,7 @@ class RunView : public QWidget {
   QTextBrowser* details_;
   QTextBrowser* range_text_;
   QChartView* chart_;
+  QChartView* counter_chart_;
   QTableWidget* rank_table_;
   QTableWidget* stream_table_;  // each stream's idle time (HTA's idle time breakdown)
   QStandardItemModel* kernel_model_;

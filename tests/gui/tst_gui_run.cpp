@@ -19,6 +19,7 @@
 #include <QJsonObject>
 #include <QLabel>
 #include <QLineEdit>
+#include <QLineSeries>
 #include <QRegularExpression>
 #include <QScrollArea>
 #include <QScrollBar>
@@ -1669,6 +1670,21 @@ void TestGuiRun::callsCopiesAndRanges() {
   QVERIFY2(instances.front().at(1).toString().isEmpty(),
            qPrintable(instances.front().at(1).toString()));
   QCOMPARE(view.instances()->rowCount(), 144);
+  // The counters the CUPTI tracer sampled, over the run: the GPU's memory
+  // in use peaks at 10,239,148,032 bytes (9.54 GiB), as the store holds it.
+  QVERIFY(view.tabs()->indexOf(view.counterChart()) >= 0);
+  const QList<QAbstractSeries*> series = view.counterChart()->chart()->series();
+  QCOMPARE(series.size(), 2);
+  double peak = 0;
+  for (QAbstractSeries* s : series) {
+    if (!s->name().contains(QStringLiteral("GPU 0 memory used"))) continue;
+    for (const QPointF& p : static_cast<QLineSeries*>(s)->points())
+      peak = std::max(peak, p.y());
+  }
+  QVERIFY2(std::abs(peak - 10239148032.0 / double(1ULL << 30)) < 1e-9,
+           qPrintable(QString::number(peak)));
+  view.tabs()->setCurrentWidget(view.counterChart());
+  cs::gui::test::saveScreenshot(&view, QStringLiteral("run-counters"));
   // The copies' page, as a user reads it.
   view.tabs()->setCurrentIndex(view.tabs()->indexOf(
       view.copyTable().view->parentWidget()->parentWidget()->parentWidget()->parentWidget()));
