@@ -193,6 +193,7 @@ enum class Cat : std::uint8_t {
   python_function,
   overhead,
   trace_span,
+  cuda_sync,  // a synchronization on a device's stream (PyTorch 2.4 on)
 };
 
 Cat category_of(std::string_view c) {
@@ -207,12 +208,13 @@ Cat category_of(std::string_view c) {
   if (c == "python_function") return Cat::python_function;
   if (c == "overhead") return Cat::overhead;
   if (c == "Trace") return Cat::trace_span;
+  if (c == "cuda_sync") return Cat::cuda_sync;
   return Cat::unknown;
 }
 
 bool on_gpu(Cat c) {
   return c == Cat::kernel || c == Cat::gpu_memcpy || c == Cat::gpu_memset ||
-         c == Cat::gpu_user_annotation;
+         c == Cat::gpu_user_annotation || c == Cat::cuda_sync;
 }
 
 // A pid or tid: Kineto writes numbers, and strings for its own rows ("Spans").
@@ -931,6 +933,10 @@ Event kineto_event(const KinetoHandler& h, const Parsed& p) {
     case Cat::overhead:
       e.kind = EventKind::overhead;
       e.category = Category::other;
+      break;
+    case Cat::cuda_sync:  // "Stream Sync", "Event Sync", "Context Sync" on the GPU's row
+      e.kind = EventKind::sync;
+      e.category = Category::synchronization;
       break;
     default:
       e.kind = EventKind::cpu_op;

@@ -190,8 +190,9 @@ std::string_view kineto_category(EventKind kind, const LaneInfo& info) {
                                                                         : "user_annotation";
     case EventKind::cpu_op:
       return "cpu_op";
-    case EventKind::api_call:
     case EventKind::sync:
+      return lane == LaneKind::gpu_stream ? "cuda_sync" : "cuda_runtime";
+    case EventKind::api_call:
       return "cuda_runtime";
     case EventKind::step:
       return "user_annotation";

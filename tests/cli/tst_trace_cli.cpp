@@ -101,6 +101,7 @@ class TestTraceCli : public QObject {
   void perRankTablesAddUpToTheRun();
   void newerNsightExports();
   void pytorchMemoryProfile();
+  void pytorchStreamSyncs();
   void rankWithoutDeviceWorkSaysSo();
   void controlCharactersInNamesAreEscaped();
   void wideAndLongNamesKeepTheColumns();
@@ -985,6 +986,39 @@ void TestTraceCli::pytorchMemoryProfile() {
   QCOMPARE(samples, (QStringList{"CPU memory allocated (bytes) 13000 64",
                                  "GPU 0 memory allocated (bytes) 12000 1024",
                                  "GPU 0 memory allocated (bytes) 14000 0"}));
+}
+
+// A newer PyTorch profile's synchronizations (cat cuda_sync, on the GPU's
+// row: pid the device, tid the stream, 1 for the whole context) are
+// synchronization on that GPU's lanes; they were CPU operations, said in a
+// warning, on a CPU thread "1" the file does not have. A Chrome export
+// writes them back as cuda_sync.
+void TestTraceCli::pytorchStreamSyncs() {
+  QTemporaryDir dir;
+  QFile f(dir.filePath("sync.json"));
+  QVERIFY(f.open(QIODevice::WriteOnly));
+  f.write(R"json({"traceEvents":[
+    {"ph":"X","cat":"kernel","name":"k","pid":0,"tid":7,"ts":10,"dur":5},
+    {"ph":"X","cat":"cuda_sync","name":"Stream Sync","pid":0,"tid":7,"ts":16,"dur":3,"args":{"stream":7,"device":0}},
+    {"ph":"X","cat":"cuda_sync","name":"Context Sync","pid":0,"tid":1,"ts":20,"dur":2,"args":{"stream":-1,"device":0}},
+    {"ph":"X","cat":"cpu_op","name":"aten::mm","pid":4242,"tid":4242,"ts":5,"dur":20}],
+    "distributedInfo":{"rank":0}})json");
+  f.close();
+  const QString store = dir.filePath("sync.db");
+  const Run imported = run_cli({"trace", "import", dir.filePath("sync.json"), "-o", store});
+  QVERIFY2(imported.exit_code == 0, qPrintable(imported.err));
+  QVERIFY2(!imported.err.contains("cuda_sync"), qPrintable(imported.err));
+  QCOMPARE(run_cli({"trace", "export", store, "-o", dir.filePath("e.csv")}).exit_code, 0);
+  QFile csv(dir.filePath("e.csv"));
+  QVERIFY(csv.open(QIODevice::ReadOnly));
+  const QString events = csv.readAll();
+  QVERIFY2(events.contains(",GPU 0 stream 7,gpu_stream,sync,synchronization,Stream Sync,") &&
+               events.contains(",GPU 0 stream 1,gpu_stream,sync,synchronization,Context Sync,"),
+           qPrintable(events));
+  QCOMPARE(run_cli({"trace", "export", store, "-o", dir.filePath("c.json")}).exit_code, 0);
+  QFile chrome(dir.filePath("c.json"));
+  QVERIFY(chrome.open(QIODevice::ReadOnly));
+  QVERIFY(chrome.readAll().contains(R"("cat":"cuda_sync","name":"Stream Sync")"));
 }
 
 // HTA's launch statistics count kernel launches. The Nsight export's 15
