@@ -1359,6 +1359,18 @@ void run_compare(const CompareOptions& o) {
               << (c.per_step ? ", inside its steps" : "") << "; times " << basis << "\n";
 }
 
+// --from, --to and --steps, the window of stats and export; `what` says
+// what it does to the command's output.
+void add_window_options(CLI::App& app, std::string& from, std::string& to, std::string& steps,
+                        const std::string& what) {
+  app.add_option("--from", from,
+                 "Window start, from the trace's start (e.g. 1.5s, 200ms): " + what);
+  app.add_option("--to", to, "Window end, from the trace's start");
+  app.add_option("--steps", steps,
+                 "Window of these steps, as the timeline numbers them (5, or 3-7): from the "
+                 "first's earliest start over the ranks to the last's latest end");
+}
+
 void register_trace(CLI::App& app, Context& ctx) {
   CLI::App* trace = app.add_subcommand(
       "trace",
@@ -1398,14 +1410,9 @@ void register_trace(CLI::App& app, Context& ctx) {
   s->add_flag("--streams", stats->streams,
               "Also each stream's idle time by cause and its queue of launched operations (HTA's "
               "idle time breakdown and queue length; always in the JSON)");
-  s->add_option("--from", stats->from,
-                "Window start, from the trace's start (e.g. 1.5s, 200ms), as the app's selected "
-                "range: the breakdown of the time inside it, the tables of every operation that "
-                "overlaps it, whole");
-  s->add_option("--to", stats->to, "Window end, from the trace's start");
-  s->add_option("--steps", stats->steps,
-                "Window of these steps, as the timeline numbers them (5, or 3-7): from the "
-                "first's earliest start over the ranks to the last's latest end");
+  add_window_options(*s, stats->from, stats->to, stats->steps,
+                     "as the app's selected range: the breakdown of the time inside it, the "
+                     "tables of every operation that overlaps it, whole");
   add_json_flag(*s, stats->json);
   s->callback([stats, &ctx] { run_stats(*stats, ctx); });
 
@@ -1435,14 +1442,10 @@ void register_trace(CLI::App& app, Context& ctx) {
       ->check(CLI::IsMember({"chrome", "json", "csv", "html"}));
   e->add_option("--table", exp->table,
                 "CSV table: " + csv_table_names() + " (one file each, named after --output)");
-  e->add_option("--from", exp->from,
-                "Window start, from the trace's start (e.g. 1.5s, 200ms): the events overlapping "
-                "the window; a report's or a summary table's breakdown of the time inside it, its "
-                "other tables of every operation that overlaps it, whole");
-  e->add_option("--to", exp->to, "Window end, from the trace's start");
-  e->add_option("--steps", exp->steps,
-                "Window of these steps, as the timeline numbers them (5, or 3-7): from the "
-                "first's earliest start over the ranks to the last's latest end");
+  add_window_options(*e, exp->from, exp->to, exp->steps,
+                     "the events overlapping the window; a report's or a summary table's "
+                     "breakdown of the time inside it, its other tables of every operation that "
+                     "overlaps it, whole");
   e->add_option("--rank", exp->ranks, "Only these ranks (Chrome JSON)");
   e->add_flag("--file-per-rank", exp->file_per_rank,
               "Chrome JSON: one file per rank, as Holistic Trace Analysis reads them");
