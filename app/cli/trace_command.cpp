@@ -1411,7 +1411,7 @@ void register_trace(CLI::App& app, Context& ctx) {
               "Also each stream's idle time by cause and its queue of launched operations (HTA's "
               "idle time breakdown and queue length; always in the JSON)");
   add_window_options(*s, stats->from, stats->to, stats->steps,
-                     "as the app's selected range: the breakdown of the time inside it, the "
+                     "a selected range, as in the app; the breakdown of the time inside it, the "
                      "tables of every operation that overlaps it, whole");
   add_json_flag(*s, stats->json);
   s->callback([stats, &ctx] { run_stats(*stats, ctx); });
