@@ -31,6 +31,9 @@ namespace {
 
 constexpr std::int64_t kNvtxPushPopRange = 59;
 constexpr std::int64_t kNvtxStartEndRange = 60;
+// The same ranges read from an .nvtxt file, which Nsight's nvtx_sum counts too.
+constexpr std::int64_t kNvtxtPushPopRange = 70;
+constexpr std::int64_t kNvtxtStartEndRange = 71;
 constexpr std::int64_t kNvtxDomainCreate = 75;
 
 struct Table {
@@ -427,8 +430,14 @@ Result<ImportReport> import_one_nsys(const std::string& file, const std::string&
         ++report.skipped["NVTX domain registrations"];
         continue;
       }
-      if ((type != kNvtxPushPopRange && type != kNvtxStartEndRange) || stmt->is_null(3)) {
+      const bool range = type == kNvtxPushPopRange || type == kNvtxStartEndRange ||
+                         type == kNvtxtPushPopRange || type == kNvtxtStartEndRange;
+      if (!range) {
         ++report.skipped["NVTX records other than ranges (marks, thread names, ...)"];
+        continue;
+      }
+      if (stmt->is_null(3)) {
+        ++report.skipped["NVTX ranges never closed (no end)"];
         continue;
       }
       if (!stmt->is_whole_number(0) || !stmt->is_whole_number(3)) {

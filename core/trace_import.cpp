@@ -134,8 +134,11 @@ DataType data_type_from_any(std::string_view text) {
   if (t == "char" || t == "int8" || t == "int8_t" || t == "i8") return DataType::int8;
   if (t == "byte" || t == "uint8" || t == "uint8_t" || t == "u8" || t == "bool")
     return DataType::uint8;
-  if (t == "float8_e4m3fn" || t == "f8e4m3" || t == "fp8_e4m3") return DataType::fp8_e4m3;
-  if (t == "float8_e5m2" || t == "f8e5m2" || t == "fp8_e5m2") return DataType::fp8_e5m2;
+  // The fnuz variants (AMD's) differ in their range, not their size.
+  if (t == "float8_e4m3fn" || t == "float8_e4m3fnuz" || t == "f8e4m3" || t == "fp8_e4m3")
+    return DataType::fp8_e4m3;
+  if (t == "float8_e5m2" || t == "float8_e5m2fnuz" || t == "f8e5m2" || t == "fp8_e5m2")
+    return DataType::fp8_e5m2;
   return DataType::none;
 }
 

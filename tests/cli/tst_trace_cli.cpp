@@ -939,6 +939,24 @@ void TestTraceCli::newerNsightExports() {
     copies[m.toObject()["name"].toString()] = m.toObject()["count"].toInteger();
   QCOMPARE(copies, (std::map<QString, qint64>{{"Memcpy Unified Host-to-Device", 10},
                                               {"Memcpy (kind 12)", 5}}));
+  // A range read from an .nvtxt file (eventType 70) is a range, as nvtx_sum
+  // counts it; one never closed is said so.
+  const Run nvtxt = imported(
+      variant("nvtxt.sqlite",
+              {"INSERT INTO NVTX_EVENTS(start, end, eventType, text, globalTid) SELECT start, end, "
+               "70, 'nvtxt range', globalTid FROM NVTX_EVENTS WHERE eventType = 59 LIMIT 1",
+               "INSERT INTO NVTX_EVENTS(start, end, eventType, text, globalTid) SELECT start, "
+               "NULL, 59, 'open range', globalTid FROM NVTX_EVENTS WHERE eventType = 59 LIMIT 1"}),
+      dir.filePath("nvtxt.db"));
+  QVERIFY2(nvtxt.out.contains("not imported: 1 NVTX ranges never closed (no end)"),
+           qPrintable(nvtxt.out));
+  std::map<QString, qint64> ranges;
+  for (const QJsonValue& r : json_of(run_cli(
+           {"trace", "stats", dir.filePath("nvtxt.db"), "--json", "--top", "100"}))["annotations"]
+                                 .toArray())
+    ranges[r.toObject()["name"].toString()] = r.toObject()["count"].toInteger();
+  QCOMPARE(ranges["nvtxt range"], 1);
+  QVERIFY(!ranges.count("open range"));
   const Run uvm =
       run_cli({"trace", "import", dir.filePath("uvm.sqlite"), "-o", dir.filePath("u2.db")});
   QVERIFY2(uvm.out.contains("not imported: 1 CUDA_GPU_MEMORY_USAGE_EVENTS rows"),

@@ -20,6 +20,7 @@
 #include "core/trace_analysis.h"
 #include "core/trace_export.h"
 #include "core/trace_import.h"
+#include "core/trace_import_internal.h"
 #include "core/trace_reader.h"
 #include "core/utf8.h"
 
@@ -159,6 +160,8 @@ class TestTraceImport : public QObject {
   void nsysRealExport();
   void nsysRealExportAnalysed();
   void nsysNewerExport();
+  void dataTypeNames_data();
+  void dataTypeNames();
   void textThatIsNotUtf8_data();
   void textThatIsNotUtf8();
   void nsysMissingRequiredColumn();
@@ -322,6 +325,26 @@ void TestTraceImport::nsysRealExportAnalysed() {
   QCOMPARE(a->launches.call_p95_ns, 35939.0);
   QCOMPARE(a->launches.delay_median_ns, 1243.0);
   QCOMPARE(a->launches.delay_max_ns, 1892.0);
+}
+
+// The dtype names PyTorch and NCCL write, as a collective's element type.
+void TestTraceImport::dataTypeNames_data() {
+  QTest::addColumn<QString>("name");
+  QTest::addColumn<int>("type");
+  QTest::addRow("Float") << "Float" << int(DataType::fp32);
+  QTest::addRow("BFloat16") << "BFloat16" << int(DataType::bf16);
+  QTest::addRow("Half") << "Half" << int(DataType::fp16);
+  QTest::addRow("Float8_e4m3fn") << "Float8_e4m3fn" << int(DataType::fp8_e4m3);
+  // AMD's FP8 variants: another range, the same size.
+  QTest::addRow("Float8_e4m3fnuz") << "Float8_e4m3fnuz" << int(DataType::fp8_e4m3);
+  QTest::addRow("Float8_e5m2fnuz") << "Float8_e5m2fnuz" << int(DataType::fp8_e5m2);
+  QTest::addRow("unknown") << "Quaternion" << int(DataType::none);
+}
+
+void TestTraceImport::dataTypeNames() {
+  QFETCH(QString, name);
+  QFETCH(int, type);
+  QCOMPARE(int(importing::data_type_from_any(name.toStdString())), type);
 }
 
 void TestTraceImport::textThatIsNotUtf8_data() {
