@@ -835,6 +835,22 @@ void print_stats(const StatsOptions& o, Context& ctx, const std::unique_ptr<Trac
               "nvtx_sum)");
   if (!a.annotations.empty() && top > 0)
     std::cout << "  share: of all ranges' time; a range inside another counts in both\n";
+  // A table left out for want of rows says so, as nsys stats' "SKIPPED":
+  // none recorded is not the same as not supported.
+  if (top > 0) {
+    std::vector<std::string> none;
+    if (a.api_calls.empty()) none.push_back("CUDA API calls");
+    if (a.memory_ops.empty()) none.push_back("device copies and sets");
+    if (a.annotations.empty()) none.push_back("annotation ranges");
+    if (a.collectives.empty()) none.push_back("collectives");
+    if (!none.empty()) {
+      std::string list;
+      for (std::size_t i = 0; i < none.size(); ++i)
+        list += (i == 0 ? "" : i + 1 == none.size() ? " or " : ", ") + none[i];
+      std::cout << "\nNo " << list << " recorded" << (options.window ? " in the window" : "")
+                << ".\n";
+    }
+  }
   if (!a.collectives.empty() && top > 0) {
     std::cout << "\nCollectives (nccl-tests bandwidths)\n";
     TextTable c({"collective", "type", "size", "ranks", "count", "mean us", "algbw GB/s",

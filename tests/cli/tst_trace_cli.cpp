@@ -581,7 +581,7 @@ void TestTraceCli::apiCallsAsNsightSumsThem() {
   QCOMPARE(run_cli({"trace", "import", dir.filePath("kernels.json"), "-o", kernels}).exit_code, 0);
   QCOMPARE(json_of(run_cli({"trace", "stats", kernels, "--json"}))["api_calls"].toArray().size(),
            0);
-  QVERIFY(!run_cli({"trace", "stats", kernels}).out.contains("CUDA API"));
+  QVERIFY(!run_cli({"trace", "stats", kernels}).out.contains("CUDA API calls (all ranks"));
 }
 
 // The device copies by kind (Nsight Systems' cuda_gpu_mem_time_sum and
@@ -709,6 +709,12 @@ void TestTraceCli::copiesAndRangesAsNsightSumsThem() {
   QCOMPARE(bare["annotations"].toArray().size(), 0);
   const QString bare_text = run_cli({"trace", "stats", kernels}).out;
   QVERIFY(!bare_text.contains("Device copies") && !bare_text.contains("Annotation ranges"));
+  // ... and says what it did not find, as nsys stats' SKIPPED lines.
+  QVERIFY2(bare_text.contains("\nNo CUDA API calls, device copies and sets, annotation ranges or "
+                              "collectives recorded.\n"),
+           qPrintable(bare_text));
+  // The Nsight export has calls, copies and ranges, but no collective.
+  QVERIFY(run_cli({"trace", "stats", store}).out.contains("\nNo collectives recorded.\n"));
 }
 
 // A PyTorch profile's calls and ranges: every cuda_runtime call of the file
