@@ -445,18 +445,13 @@ RunView::RunView(QWidget* parent) : QWidget(parent) {
   collective_model_ = new QStandardItemModel(this);
   kernel_proxy_ = new QSortFilterProxyModel(this);
   collective_proxy_ = new QSortFilterProxyModel(this);
-  for (QSortFilterProxyModel* proxy : {kernel_proxy_, collective_proxy_}) {
+  // Every summary table sorts by number (Qt::UserRole) and filters by name.
+  auto set_up_proxy = [](QSortFilterProxyModel* proxy) {
     proxy->setSortRole(Qt::UserRole);
     proxy->setFilterCaseSensitivity(Qt::CaseInsensitive);
     proxy->setFilterKeyColumn(0);
-  }
-  kernel_proxy_->setSourceModel(kernel_model_);
-  collective_proxy_->setSourceModel(collective_model_);
-  kernel_view_ = new QTableView(summary_tabs);
-  kernel_view_->setObjectName(QStringLiteral("run_kernels"));
-  collective_view_ = new QTableView(summary_tabs);
-  collective_view_->setObjectName(QStringLiteral("run_collectives"));
-  for (QTableView* view : {kernel_view_, collective_view_}) {
+  };
+  auto set_up_view = [](QTableView* view) {
     view->setSortingEnabled(true);
     view->setSelectionBehavior(QAbstractItemView::SelectRows);
     view->setSelectionMode(QAbstractItemView::SingleSelection);
@@ -465,7 +460,17 @@ RunView::RunView(QWidget* parent) : QWidget(parent) {
     view->setTextElideMode(Qt::ElideMiddle);
     // A few rows: the page's minimum is the Run dock's, and so the window's.
     view->setMinimumHeight(48);
-  }
+  };
+  for (QSortFilterProxyModel* proxy : {kernel_proxy_, collective_proxy_})
+    set_up_proxy(proxy);
+  kernel_proxy_->setSourceModel(kernel_model_);
+  collective_proxy_->setSourceModel(collective_model_);
+  kernel_view_ = new QTableView(summary_tabs);
+  kernel_view_->setObjectName(QStringLiteral("run_kernels"));
+  collective_view_ = new QTableView(summary_tabs);
+  collective_view_->setObjectName(QStringLiteral("run_collectives"));
+  for (QTableView* view : {kernel_view_, collective_view_})
+    set_up_view(view);
   kernel_view_->setModel(kernel_proxy_);
   collective_view_->setModel(collective_proxy_);
   summary_tabs->addTab(kernel_view_, tr("Kernels"));
@@ -473,19 +478,11 @@ RunView::RunView(QWidget* parent) : QWidget(parent) {
   auto add_summary = [&](SummaryTable& t, const QString& object_name, const QString& title) {
     t.model = new QStandardItemModel(this);
     t.proxy = new QSortFilterProxyModel(this);
-    t.proxy->setSortRole(Qt::UserRole);
-    t.proxy->setFilterCaseSensitivity(Qt::CaseInsensitive);
-    t.proxy->setFilterKeyColumn(0);
+    set_up_proxy(t.proxy);
     t.proxy->setSourceModel(t.model);
     t.view = new QTableView(summary_tabs);
     t.view->setObjectName(object_name);
-    t.view->setSortingEnabled(true);
-    t.view->setSelectionBehavior(QAbstractItemView::SelectRows);
-    t.view->setSelectionMode(QAbstractItemView::SingleSelection);
-    t.view->verticalHeader()->hide();
-    t.view->horizontalHeader()->setStretchLastSection(true);
-    t.view->setTextElideMode(Qt::ElideMiddle);
-    t.view->setMinimumHeight(48);
+    set_up_view(t.view);
     t.view->setModel(t.proxy);
     summary_tabs->addTab(t.view, title);
     connect(t.view->selectionModel(), &QItemSelectionModel::currentRowChanged, this,

@@ -113,6 +113,9 @@ class TestGuiRun : public QObject {
 
  private:
   void openAndWait(RunView& view, const QString& path);
+  // A copy of a committed store in the test's folder (opening may upgrade a
+  // store in place); empty when it cannot be made.
+  QString writableCopy(const QString& source, const QString& name);
   QTemporaryDir dir_;
   QString cpu_store_;
 };
@@ -148,6 +151,14 @@ void TestGuiRun::initTestCase() {
   QVERIFY2(run.report.outcome == launch::Outcome::completed, run.report.message.c_str());
   cpu_store_ = QString::fromStdString(run.report.run_store);
   QVERIFY(QFile::exists(cpu_store_));
+}
+
+QString TestGuiRun::writableCopy(const QString& source, const QString& name) {
+  const QString copy = dir_.filePath(name);
+  QFile::remove(copy);
+  if (!QFile::copy(source, copy)) return {};
+  QFile(copy).setPermissions(QFile::ReadOwner | QFile::WriteOwner);
+  return copy;
 }
 
 void TestGuiRun::openAndWait(RunView& view, const QString& path) {
@@ -1246,10 +1257,8 @@ void TestGuiRun::committedTraces_data() {
 void TestGuiRun::committedTraces() {
   QFETCH(QString, path);
   // Read from a copy: opening may finalize a store in place.
-  const QString copy = dir_.filePath(QFileInfo(path).fileName());
-  QFile::remove(copy);
-  QVERIFY(QFile::copy(path, copy));
-  QFile(copy).setPermissions(QFile::ReadOwner | QFile::WriteOwner);
+  const QString copy = writableCopy(path, QFileInfo(path).fileName());
+  QVERIFY(!copy.isEmpty());
   // These stores are trace schema 1: the view opens them through the reader's
   // in-place upgrade, with nothing to say about them.
   RunView view;
@@ -1633,10 +1642,9 @@ void TestGuiRun::damagedStoreIsSaid() {
 // CUDA API calls, copies and sets with their bytes, and NVTX ranges by name,
 // each row listing its instances; the filter takes them all.
 void TestGuiRun::callsCopiesAndRanges() {
-  const QString copy = dir_.filePath(QStringLiteral("calls-copies-ranges.db"));
-  QFile::remove(copy);
-  QVERIFY(QFile::copy(QStringLiteral(CS_DATA_DIR "/gpu/worker-bf16.db"), copy));
-  QFile(copy).setPermissions(QFile::ReadOwner | QFile::WriteOwner);
+  const QString copy = writableCopy(QStringLiteral(CS_DATA_DIR "/gpu/worker-bf16.db"),
+                                    QStringLiteral("calls-copies-ranges.db"));
+  QVERIFY(!copy.isEmpty());
   RunView view;
   view.resize(1200, 900);
   view.show();
@@ -1706,10 +1714,9 @@ void TestGuiRun::callsCopiesAndRanges() {
 // then holds every part and names the largest disagreement. A CPU-engine run
 // on a machine without a calibration gets the reason instead.
 void TestGuiRun::predictAgain() {
-  const QString copy = dir_.filePath(QStringLiteral("predict-again.db"));
-  QFile::remove(copy);
-  QVERIFY(QFile::copy(QStringLiteral(CS_DATA_DIR "/gpu/worker-bf16.db"), copy));
-  QFile(copy).setPermissions(QFile::ReadOwner | QFile::WriteOwner);
+  const QString copy = writableCopy(QStringLiteral(CS_DATA_DIR "/gpu/worker-bf16.db"),
+                                    QStringLiteral("predict-again.db"));
+  QVERIFY(!copy.isEmpty());
   RunView view;
   view.resize(1200, 900);
   view.show();
