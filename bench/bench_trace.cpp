@@ -331,6 +331,76 @@ int phase_query(const std::string& path) {
   return 0;
 }
 
+// A counter of `samples` samples (a PyTorch profile's allocator events, a
+// tracer's memory sampled every few microseconds): the timeline's reduced
+// query at 2000 px over zoom levels, against reading the series whole (what
+// a chart of it reads).
+int phase_counters(const std::string& path, std::int64_t samples) {
+  std::filesystem::remove(path);
+  {
+    auto w = TraceWriter::create(path, {});
+    if (!w) {
+      std::fprintf(stderr, "%s\n", w.message().c_str());
+      return 1;
+    }
+    (*w)->add_rank({0, "host", "GPU", 1, 0, false});
+    const StringId name = (*w)->intern("GPU 0 memory allocated (bytes)");
+    std::mt19937_64 rng(11);
+    std::int64_t t = 0;
+    for (std::int64_t i = 0; i < samples; ++i) {
+      t += 1 + std::int64_t(rng() % 4000);
+      (*w)->add(CounterSample{0, name, t, double(rng() % (1ULL << 34))});
+    }
+    if (auto closed = (*w)->close(); !closed) {
+      std::fprintf(stderr, "%s\n", closed.message().c_str());
+      return 1;
+    }
+  }
+  auto opened = TraceReader::open(path);
+  if (!opened) return 1;
+  const TraceReader& r = **opened;
+  auto median_ms = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  std::vector<double> series_ms, whole_ms;
+  CounterSeries series;
+  for (int i = 0; i < 5; ++i) {
+    auto q = Clock::now();
+    auto listed = r.counter_series();
+    series_ms.push_back(seconds_since(q) * 1e3);
+    if (!listed || listed->empty()) return 1;
+    series = listed->front();
+    q = Clock::now();
+    auto all = r.counters(series.rank, series.name);
+    whole_ms.push_back(seconds_since(q) * 1e3);
+    if (!all) return 1;
+  }
+  std::printf("samples=%lld series_list_ms=%.1f read_whole_series_ms=%.1f\n",
+              static_cast<long long>(series.samples), median_ms(series_ms), median_ms(whole_ms));
+  std::mt19937_64 rng(7);
+  const std::int64_t span = series.last_ns - series.first_ns;
+  for (double fraction : {1.0, 0.1, 0.01, 0.001}) {
+    std::vector<double> times;
+    std::size_t columns = 0;
+    for (int i = 0; i < 20; ++i) {
+      const std::int64_t width =
+          std::max<std::int64_t>(1000, std::int64_t(double(span) * fraction));
+      const std::int64_t a =
+          series.first_ns +
+          std::int64_t(rng() % std::uint64_t(std::max<std::int64_t>(1, span - width + 1)));
+      const auto q = Clock::now();
+      auto view = r.counter_view(series.rank, series.name, a, a + width, 2000);
+      times.push_back(seconds_since(q) * 1e3);
+      if (!view) return 1;
+      columns = std::max(columns, view->columns.size());
+    }
+    std::printf("zoom=%g counter_view_p50_ms=%.2f vs_whole_series=%.3f max_columns=%zu\n", fraction,
+                median_ms(times), median_ms(times) / median_ms(whole_ms), columns);
+  }
+  return 0;
+}
+
 int phase_analyse(const std::string& path, int threads) {
   const double c0 = cpu_seconds();
   const auto t0 = Clock::now();
@@ -531,6 +601,7 @@ int main(int argc, char** argv) {
     if (what == "make-kineto") return phase_make_kineto(args.at(2), std::atof(args.at(3).c_str()));
     if (what == "import") return phase_import(args.at(2), args.at(3));
     if (what == "gzip") return phase_gzip(args.at(2), args.at(3));
+    if (what == "counters") return phase_counters(args.at(2), std::atoll(args.at(3).c_str()));
     return 2;
   }
   std::int64_t events = 10'000'000;
@@ -555,6 +626,7 @@ int main(int argc, char** argv) {
   const std::string run = dir + "/run8.cstrace", lane = dir + "/lane1.cstrace";
   const std::string json = dir + "/kineto.json", gz = dir + "/kineto.json.gz";
   const std::string imported = dir + "/kineto.cstrace";
+  const std::string counters = dir + "/counters.cstrace";
   std::printf("bench_trace: %lld events, %u hardware threads\n", static_cast<long long>(events),
               std::thread::hardware_concurrency());
   bool ok = true;
@@ -574,6 +646,8 @@ int main(int argc, char** argv) {
         {"write", lane, std::to_string(events), "1", "1"});
   phase("[query] open + 2000 px window on that lane (target < 10 ms)", {"query", lane});
   phase("[analyse] that rank", {"analyse", lane, "0"});
+  phase("[counters] one counter of 1 M samples: the timeline's 2000 px query",
+        {"counters", counters, "1000000"});
   phase("[kineto] generate a PyTorch profiler trace",
         {"make-kineto", json, std::to_string(json_mb)});
   phase("[kineto] import plain JSON", {"import", json, imported});
@@ -581,7 +655,7 @@ int main(int argc, char** argv) {
   phase("[kineto] import gzip", {"import", gz, imported});
   if (!keep) {
     std::error_code ec;
-    for (const std::string& p : {run, lane, json, gz, imported}) {
+    for (const std::string& p : {run, lane, json, gz, imported, counters}) {
       for (const char* suffix : {"", "-wal", "-shm"})
         std::filesystem::remove(p + suffix, ec);
     }

@@ -410,9 +410,9 @@ Status write_chrome(const TraceReader& reader, const std::string& path,
   if (options.counters) {
     auto series = reader.counter_series();
     if (!series) return series.error();
-    for (const auto& [rank, name] : *series) {
-      if (!filter.has(rank)) continue;
-      auto samples = reader.counters(rank, name);
+    for (const CounterSeries& s : *series) {
+      if (!filter.has(s.rank)) continue;
+      auto samples = reader.counters(s.rank, s.name);
       if (!samples) return samples.error();
       for (const CounterSample& c : *samples) {
         if (c.time_ns >= t0 && c.time_ns < t1) counters.push_back(c);

@@ -275,13 +275,14 @@ Status copy_input(const Input& in, TraceWriter& w,
   }
   auto series = r.counter_series();
   if (!series) return series.error();
-  for (const auto& [rank, name] : *series) {
-    auto samples = r.counters(rank, name);
+  for (const CounterSeries& s : *series) {
+    const std::int32_t rank = s.rank;
+    auto samples = r.counters(rank, s.name);
     if (!samples) return samples.error();
     const auto off = offsets.count(rank) ? offsets.at(rank) : 0;
     for (CounterSample c : *samples) {
       c.time_ns = saturating_add(c.time_ns, off);
-      c.name = map_string(name.value);
+      c.name = map_string(s.name.value);
       w.add(c);
     }
   }

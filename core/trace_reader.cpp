@@ -800,14 +800,19 @@ Result<std::vector<StepMetrics>> TraceReader::steps(std::optional<std::int32_t> 
   return out;
 }
 
-Result<std::vector<std::pair<std::int32_t, StringId>>> TraceReader::counter_series() const {
+Result<std::vector<CounterSeries>> TraceReader::counter_series() const {
   Impl& d = *impl_;
-  auto stmt = d.db.prepare("SELECT DISTINCT rank, name FROM counters ORDER BY rank, name");
+  auto stmt = d.db.prepare(
+      "SELECT rank, name, COUNT(*), MIN(value), MAX(value), MIN(time_ns), MAX(time_ns) "
+      "FROM counters GROUP BY rank, name ORDER BY rank, name");
   if (!stmt) return stmt.error();
-  std::vector<std::pair<std::int32_t, StringId>> out;
+  std::vector<CounterSeries> out;
   int rc;
-  while ((rc = stmt->step()) == SQLITE_ROW)
-    out.emplace_back(stmt->int_at(0), StringId{static_cast<std::uint32_t>(stmt->int64_at(1))});
+  while ((rc = stmt->step()) == SQLITE_ROW) {
+    out.push_back({stmt->int_at(0), StringId{static_cast<std::uint32_t>(stmt->int64_at(1))},
+                   stmt->int64_at(2), stmt->double_at(3), stmt->double_at(4), stmt->int64_at(5),
+                   stmt->int64_at(6)});
+  }
   if (rc != SQLITE_DONE) return d.db.error("cannot read counters", rc);
   return out;
 }
@@ -822,6 +827,51 @@ Result<std::vector<CounterSample>> TraceReader::counters(std::int32_t rank, Stri
   int rc;
   while ((rc = stmt->step()) == SQLITE_ROW)
     out.push_back({rank, name, stmt->int64_at(0), stmt->double_at(1)});
+  if (rc != SQLITE_DONE) return d.db.error("cannot read counters", rc);
+  return out;
+}
+
+Result<CounterView> TraceReader::counter_view(std::int32_t rank, StringId name, std::int64_t t0,
+                                              std::int64_t t1, int pixels) const {
+  Impl& d = *impl_;
+  CounterView out;
+  auto before = d.db.prepare(
+      "SELECT value FROM counters WHERE rank = ? AND name = ? AND time_ns < ? "
+      "ORDER BY time_ns DESC LIMIT 1");
+  if (!before) return before.error();
+  before->bind(1, rank).bind(2, name.value).bind(3, t0);
+  int rc = before->step();
+  if (rc == SQLITE_ROW) {
+    out.held = before->double_at(0);
+  } else if (rc != SQLITE_DONE) {
+    return d.db.error("cannot read counters", rc);
+  }
+  if (t1 <= t0) return out;
+  auto stmt = d.db.prepare(
+      "SELECT time_ns, value FROM counters WHERE rank = ? AND name = ? AND time_ns >= ? "
+      "AND time_ns < ? ORDER BY time_ns");
+  if (!stmt) return stmt.error();
+  stmt->bind(1, rank).bind(2, name.value).bind(3, t0).bind(4, t1);
+  // Columns a pixel's time wide. Unsigned differences: a damaged store's
+  // times can be any int64, and t1 > t0 here.
+  const std::uint64_t pixel =
+      (std::uint64_t(t1) - std::uint64_t(t0)) / std::uint64_t(std::max(1, pixels)) + 1;
+  std::uint64_t column = 0;
+  while ((rc = stmt->step()) == SQLITE_ROW) {
+    const std::int64_t t = stmt->int64_at(0);
+    const double v = stmt->double_at(1);
+    const std::uint64_t k = (std::uint64_t(t) - std::uint64_t(t0)) / pixel;
+    if (k != column || out.columns.empty()) {
+      out.columns.push_back({t, 1, v, v, v});
+      column = k;
+      continue;
+    }
+    CounterColumn& c = out.columns.back();
+    ++c.samples;
+    c.low = std::min(c.low, v);
+    c.high = std::max(c.high, v);
+    c.last = v;
+  }
   if (rc != SQLITE_DONE) return d.db.error("cannot read counters", rc);
   return out;
 }

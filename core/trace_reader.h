@@ -57,6 +57,28 @@ struct Span {
   std::int32_t depth = 0;  // nesting level in the lane, 0 outermost
 };
 
+// One counter series of a rank and what its samples span.
+struct CounterSeries {
+  std::int32_t rank = 0;
+  StringId name;
+  std::int64_t samples = 0;
+  double low = 0, high = 0;  // its least and greatest value
+  std::int64_t first_ns = 0, last_ns = 0;
+};
+
+// The samples of a counter that fall in one pixel of the timeline: the
+// least, the greatest and the last of them (the value held after it).
+struct CounterColumn {
+  std::int64_t start_ns = 0;  // its first sample's time
+  std::int64_t samples = 0;
+  double low = 0, high = 0, last = 0;
+};
+
+struct CounterView {
+  std::optional<double> held;  // the last sample before the window, if any
+  std::vector<CounterColumn> columns;
+};
+
 struct StoredEvent {
   std::int64_t id = 0;
   std::int32_t rank = 0;
@@ -150,9 +172,15 @@ class TraceReader {
                         const std::function<bool(const StoredEvent&)>& visit) const;
 
   Result<std::vector<StepMetrics>> steps(std::optional<std::int32_t> rank = {}) const;
-  // The counter series present: (rank, name).
-  Result<std::vector<std::pair<std::int32_t, StringId>>> counter_series() const;
+  // The counter series present, by rank and name.
+  Result<std::vector<CounterSeries>> counter_series() const;
   Result<std::vector<CounterSample>> counters(std::int32_t rank, StringId name) const;
+  // The timeline's query of a counter: its samples in [t0, t1) reduced to
+  // at most one column per pixel of a view `pixels` wide, with the value
+  // held when the window opens. Reads the window's samples once, through
+  // the series' index.
+  Result<CounterView> counter_view(std::int32_t rank, StringId name, std::int64_t t0,
+                                   std::int64_t t1, int pixels) const;
 
   // For the analyses and the merge, which live beside the reader in core.
   struct Impl;

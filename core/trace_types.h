@@ -161,4 +161,11 @@ struct CounterSample {
   double value = 0;
 };
 
+// A counter of bytes (memory in use, a profile's allocated bytes), which is
+// shown in GiB rather than as a plain number.
+inline bool counter_in_bytes(std::string_view name) {
+  return name.find("bytes") != std::string_view::npos ||
+         name.find("memory") != std::string_view::npos;
+}
+
 }  // namespace cs::trace

@@ -230,13 +230,14 @@ Result<std::vector<CounterLine>> readCounters(const trace::TraceReader& reader) 
   auto series = reader.counter_series();
   if (!series) return series.error();
   const trace::TimeRange all = reader.time_range();
-  for (const auto& [rank, name] : *series) {
+  for (const trace::CounterSeries& s : *series) {
+    const std::int32_t rank = s.rank;
+    const trace::StringId name = s.name;
     auto samples = reader.counters(rank, name);
     if (!samples) return samples.error();
     CounterLine line;
     line.title = QObject::tr("rank %1: %2").arg(rank).arg(q(reader.string(name)));
-    line.bytes = reader.string(name).find("bytes") != std::string::npos ||
-                 reader.string(name).find("memory") != std::string::npos;
+    line.bytes = trace::counter_in_bytes(reader.string(name));
     const std::size_t n = samples->size();
     const std::size_t per_point =
         std::max<std::size_t>(1, (n + kCounterPoints - 1) / kCounterPoints);

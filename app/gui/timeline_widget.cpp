@@ -93,20 +93,50 @@ std::int64_t tickStep(double target) {
   return std::int64_t(10 * p);
 }
 
-// Each lane's title: its rank's device (else "rank N") and its name.
-std::vector<QString> laneTitles(const trace::TraceReader& reader) {
+constexpr int kCounterRows = 2;  // a counter's graph
+
+// The store's lanes as the timeline shows them: each rank's lanes, then its
+// counters' lanes, titled with the rank's device (else "rank N") and the
+// lane's name. A store whose counters cannot be read shows its lanes alone.
+std::vector<TimelineWidget::Lane> timelineLanes(const trace::TraceReader& reader) {
   std::map<std::int32_t, QString> devices;
   for (const trace::RankInfo& r : reader.ranks()) {
     if (!r.device.empty()) devices[r.rank] = q(r.device);
   }
-  std::vector<QString> titles;
-  for (const trace::LaneInfo& lane : reader.lanes()) {
-    const auto device = devices.find(lane.rank);
-    const QString rank =
-        device != devices.end() ? device->second : QStringLiteral("rank %1").arg(lane.rank);
-    titles.push_back(QStringLiteral("%1 · %2").arg(rank, q(lane.name)));
+  auto title = [&](std::int32_t rank, const std::string& name) {
+    const auto device = devices.find(rank);
+    return QStringLiteral("%1 · %2").arg(
+        device != devices.end() ? device->second : QStringLiteral("rank %1").arg(rank), q(name));
+  };
+  std::map<std::int32_t, std::vector<TimelineWidget::Lane>> counters;
+  if (auto series = reader.counter_series()) {
+    for (const trace::CounterSeries& c : *series) {
+      TimelineWidget::Lane lane;
+      lane.info.rank = c.rank;
+      lane.info.name = reader.string(c.name);
+      lane.info.event_count = c.samples;
+      lane.info.first_ns = c.first_ns;
+      lane.info.last_ns = c.last_ns;
+      lane.title = title(c.rank, lane.info.name);
+      lane.depth = kCounterRows;
+      lane.counter = c;
+      counters[c.rank].push_back(std::move(lane));
+    }
   }
-  return titles;
+  std::vector<TimelineWidget::Lane> out;
+  auto add_counters_before = [&](std::optional<std::int32_t> rank) {
+    while (!counters.empty() && (!rank || counters.begin()->first < *rank)) {
+      for (TimelineWidget::Lane& lane : counters.begin()->second)
+        out.push_back(std::move(lane));
+      counters.erase(counters.begin());
+    }
+  };
+  for (const trace::LaneInfo& l : reader.lanes()) {
+    add_counters_before(l.rank);
+    out.push_back({l, title(l.rank, l.name), std::min(l.max_depth + 1, kMaxLaneRows), {}});
+  }
+  add_counters_before(std::nullopt);
+  return out;
 }
 
 bool firstLaneOfRank(const std::vector<TimelineWidget::Lane>& lanes, std::size_t index) {
@@ -163,24 +193,33 @@ std::pair<double, double> rowsToLoad(const QRect& shown) {
   return {shown.top() - margin, shown.bottom() + 1 + margin};
 }
 
-// The ids to query for lanes [first, last): 0 for a lane of a folded rank.
-std::vector<trace::LaneId> idsOf(const std::vector<TimelineWidget::Lane>& lanes,
+// What a frame asks of one lane: its events' spans (id), a counter's
+// columns, or nothing (a lane of a folded rank: id 0 and no counter).
+struct LaneQuery {
+  trace::LaneId id{0};
+  std::optional<trace::CounterSeries> counter;
+};
+
+// The queries for lanes [first, last).
+std::vector<LaneQuery> queriesOf(const std::vector<TimelineWidget::Lane>& lanes,
                                  const std::vector<std::int32_t>& collapsed,
                                  std::pair<int, int> range) {
-  std::vector<trace::LaneId> ids;
+  std::vector<LaneQuery> queries;
   for (int i = range.first; i < range.second; ++i) {
-    const trace::LaneInfo& lane = lanes[std::size_t(i)].info;
-    ids.push_back(isFolded(collapsed, lane.rank) ? trace::LaneId{0} : lane.id);
+    const TimelineWidget::Lane& lane = lanes[std::size_t(i)];
+    if (isFolded(collapsed, lane.info.rank))
+      queries.emplace_back();
+    else
+      queries.push_back({lane.info.id, lane.counter});
   }
-  return ids;
+  return queries;
 }
 
-// The spans in `window` for a view `pixels` wide of lanes `ids` (the view's
-// lanes from `first_lane` on; an id of 0 is left empty): the reader's
-// level-of-detail query, with names and colours resolved here, off the GUI
-// thread.
+// The spans in `window` for a view `pixels` wide of the lanes asked for (the
+// view's lanes from `first_lane` on): the reader's level-of-detail queries,
+// with names and colours resolved here, off the GUI thread.
 std::shared_ptr<const TimelineWidget::Frame> queryFrame(const trace::TraceReader& reader,
-                                                        const std::vector<trace::LaneId>& ids,
+                                                        const std::vector<LaneQuery>& queries,
                                                         int first_lane, trace::TimeRange window,
                                                         int pixels, std::uint64_t job) {
   auto frame = std::make_shared<TimelineWidget::Frame>();
@@ -188,15 +227,26 @@ std::shared_ptr<const TimelineWidget::Frame> queryFrame(const trace::TraceReader
   frame->window = window;
   frame->pixels = pixels;
   frame->first_lane = first_lane;
-  for (trace::LaneId id : ids) {
+  for (const LaneQuery& query : queries) {
     TimelineWidget::LaneFrame lane;
-    if (id.value == 0) {
+    if (query.counter) {
+      auto view = reader.counter_view(query.counter->rank, query.counter->name, window.start_ns,
+                                      window.end_ns, pixels);
+      if (!view)
+        frame->error = q(view.message());
+      else
+        lane.counter = std::move(view).value();
+      frame->lanes.push_back(std::move(lane));
+      continue;
+    }
+    if (query.id.value == 0) {
       frame->lanes.push_back(std::move(lane));
       continue;
     }
     // Fold only what is under a pixel: a wider fold is named after its
     // longest event, which can misname a lane of many short ones.
-    auto spans = reader.spans(id, window.start_ns, window.end_ns, pixels, /*min_span_pixels=*/1);
+    auto spans =
+        reader.spans(query.id, window.start_ns, window.end_ns, pixels, /*min_span_pixels=*/1);
     if (!spans) {
       frame->error = q(spans.message());
     } else {
@@ -324,13 +374,9 @@ void TimelineWidget::setStore(const QString& path) {
     out->reader = std::shared_ptr<trace::TraceReader>(std::move(reader).value());
     out->range = out->reader->time_range();
     if (out->range.empty()) out->range.end_ns = out->range.start_ns + kMinWindowNs;
-    const std::vector<QString> titles = laneTitles(*out->reader);
-    for (std::size_t i = 0; i < titles.size(); ++i) {
-      const trace::LaneInfo& l = out->reader->lanes()[i];
-      out->lanes.push_back({l, titles[i], std::min(l.max_depth + 1, kMaxLaneRows)});
-    }
+    out->lanes = timelineLanes(*out->reader);
     out->asked = lanesBetween(out->lanes, collapsed, rows.first, rows.second);
-    out->frame = queryFrame(*out->reader, idsOf(out->lanes, collapsed, out->asked),
+    out->frame = queryFrame(*out->reader, queriesOf(out->lanes, collapsed, out->asked),
                             out->asked.first, out->range, pixels, frame_job);
     return out;
   }).then(this, [this](std::shared_ptr<Opened> opened) {
@@ -549,9 +595,10 @@ void TimelineWidget::startQuery(std::uint64_t job) {
   pending_ = false;
   const auto [top, bottom] = rowsToLoad(shownRect());
   asked_lanes_ = lanesBetween(lanes_, collapsed_, top, bottom);
-  QtConcurrent::run(&pool_, [reader = reader_, ids = idsOf(lanes_, collapsed_, asked_lanes_),
-                             first = asked_lanes_.first, window = window_, pixels = spanAreaWidth(),
-                             job] { return queryFrame(*reader, ids, first, window, pixels, job); })
+  QtConcurrent::run(&pool_,
+                    [reader = reader_, queries = queriesOf(lanes_, collapsed_, asked_lanes_),
+                     first = asked_lanes_.first, window = window_, pixels = spanAreaWidth(),
+                     job] { return queryFrame(*reader, queries, first, window, pixels, job); })
       .then(this, [this, reader = static_cast<const void*>(reader_.get())](
                       std::shared_ptr<const Frame> frame) {
         running_ = false;
@@ -591,6 +638,56 @@ void drawArrow(QPainter& painter, QPointF a, QPointF b, const QColor& color) {
   painter.drawPolygon(
       QPolygonF{b, b - unit * head + across * head / 2, b - unit * head - across * head / 2});
   painter.restore();
+}
+
+// A counter's value as its lane and tooltip read it: bytes as "9.54 GiB".
+QString counterValueText(const std::string& name, double v) {
+  return trace::counter_in_bytes(name) ? q(format_bytes(v)) : QString::number(v, 'g', 6);
+}
+
+// The value scale of a counter's lane: from 0 (or its least value, when
+// below 0) to its greatest over the whole run, so that the graph keeps its
+// scale while the view zooms.
+std::pair<double, double> counterScale(const trace::CounterSeries& series) {
+  const double low = std::min(0.0, series.low);
+  const double high = series.high > low ? series.high : low + 1;
+  return {low, high};
+}
+
+// A counter's lane: a filled step graph, each sample's value held until the
+// next (or the series' last sample); a pixel of several samples is filled
+// to their greatest, so that no peak is lost at any zoom. Returns the
+// rectangles drawn.
+int paintCounter(QPainter& painter, const trace::CounterSeries& series,
+                 const trace::CounterView& view, const QRectF& box, trace::TimeRange window,
+                 const std::function<double(std::int64_t)>& x_of) {
+  const auto [low, high] = counterScale(series);
+  auto top_of = [&](double v) {
+    return box.bottom() - std::clamp((v - low) / (high - low), 0.0, 1.0) * (box.height() - 2);
+  };
+  const QColor fill(0x59, 0xa1, 0x4f, 170);
+  const double right = std::min(box.right(), x_of(std::min(series.last_ns, window.end_ns)) + 1);
+  int drawn = 0;
+  auto level = [&](double x0, double x1, double v) {
+    x0 = std::max(x0, box.left());
+    x1 = std::min(x1, right);
+    if (x1 <= x0) return;
+    const double top = top_of(v);
+    painter.fillRect(QRectF(x0, top, x1 - x0, box.bottom() - top), fill);
+    ++drawn;
+  };
+  const std::vector<trace::CounterColumn>& columns = view.columns;
+  if (view.held)
+    level(box.left(), columns.empty() ? right : x_of(columns.front().start_ns), *view.held);
+  for (std::size_t k = 0; k < columns.size(); ++k) {
+    const trace::CounterColumn& c = columns[k];
+    const double x = x_of(c.start_ns);
+    const double next = k + 1 < columns.size() ? x_of(columns[k + 1].start_ns) : right;
+    // The column's own pixel at its greatest, then its last value held.
+    level(x, x + 1, c.high);
+    level(x + 1, next, c.last);
+  }
+  return drawn;
 }
 
 // Paints the part `exposed` of `state` laid out in `area` (the lanes of
@@ -683,7 +780,22 @@ int paintTimeline(const TimelineWidget::PaintState& state, QPainter& painter, co
     }
     const TimelineWidget::LaneFrame* in_frame =
         shown && state.frame ? state.frame->lane(i) : nullptr;
-    if (in_frame) {
+    if (shown && lane.counter) {
+      // Under its name, the top of its scale.
+      QColor faint = text;
+      faint.setAlpha(150);
+      painter.setPen(faint);
+      const double title_width = state.gutter - kTitleIndent - 4;
+      const QString top = TimelineWidget::tr("max %1").arg(
+          counterValueText(lane.info.name, counterScale(*lane.counter).second));
+      painter.drawText(QRectF(area.left() + kTitleIndent, y + kRowHeight, title_width, kRowHeight),
+                       Qt::AlignLeft | Qt::AlignVCenter,
+                       fm.elidedText(top, Qt::ElideRight, title_width));
+    }
+    if (in_frame && lane.counter) {
+      items += paintCounter(painter, *lane.counter, in_frame->counter, QRectF(left, y, width, h),
+                            state.window, x_of);
+    } else if (in_frame) {
       const TimelineWidget::LaneFrame& lf = *in_frame;
       for (std::size_t k = 0; k < lf.spans.size(); ++k) {
         const trace::Span& s = lf.spans[k];
@@ -940,7 +1052,7 @@ TimelineWidget::Painter TimelineWidget::windowPainter(trace::TimeRange window,
                           .arg(q(reader.message()));
     } else if (!window.empty() && !state.lanes.empty()) {
       const int pixels = std::max(1, int(area.width() - state.gutter - 4));
-      state.frame = queryFrame(*reader.value(), idsOf(state.lanes, state.collapsed, drawn),
+      state.frame = queryFrame(*reader.value(), queriesOf(state.lanes, state.collapsed, drawn),
                                drawn.first, window, pixels, 0);
       state.window = window;
     }
@@ -1469,9 +1581,47 @@ void TimelineWidget::keyPressEvent(QKeyEvent* event) {
   event->accept();
 }
 
+QString TimelineWidget::counterTip(const QPoint& pos) const {
+  const int index = laneAt(pos.y(), 0);
+  if (index < 0 || pos.x() < gutter_ || !frame_ || !frame_->lane(std::size_t(index))) return {};
+  const Lane& lane = lanes_[std::size_t(index)];
+  if (!lane.counter) return {};
+  const trace::CounterView& view = frame_->lane(std::size_t(index))->counter;
+  // The column drawn under the pointer (its pixel), else the value held
+  // there: the last column before it, or the one held when the window opens.
+  const std::int64_t t = timeAt(pos.x());
+  const std::int64_t pixel = std::max<std::int64_t>(
+      1, std::int64_t(double(window_.end_ns - window_.start_ns) / spanAreaWidth()));
+  const auto after = std::upper_bound(
+      view.columns.begin(), view.columns.end(), t,
+      [](std::int64_t time, const trace::CounterColumn& c) { return time < c.start_ns; });
+  const QString at = q(format_seconds(double(t - full_.start_ns) * 1e-9));
+  const QString name = q(lane.info.name).toHtmlEscaped();
+  if (t > lane.counter->last_ns + pixel || t + pixel < lane.counter->first_ns)
+    return tr("<b>%1</b><br>no sample at %2").arg(name, at);
+  auto value = [&](double v) { return counterValueText(lane.info.name, v); };
+  if (after != view.columns.begin()) {
+    const trace::CounterColumn& c = *std::prev(after);
+    if (t - c.start_ns < pixel && c.samples > 1) {
+      return tr("<b>%1</b><br>%2 samples near %3: from %4 to %5, %6 after them")
+          .arg(name)
+          .arg(c.samples)
+          .arg(at, value(c.low), value(c.high), value(c.last));
+    }
+    const double v = t - c.start_ns < pixel ? c.high : c.last;
+    return tr("<b>%1</b><br>%2 at %3").arg(name, value(v), at);
+  }
+  if (view.held) return tr("<b>%1</b><br>%2 at %3").arg(name, value(*view.held), at);
+  return tr("<b>%1</b><br>no sample at %2").arg(name, at);
+}
+
 bool TimelineWidget::event(QEvent* e) {
   if (e->type() != QEvent::ToolTip) return QWidget::event(e);
   auto* help = static_cast<QHelpEvent*>(e);
+  if (const QString text = counterTip(help->pos()); !text.isEmpty()) {
+    QToolTip::showText(help->globalPos(), text, this);
+    return true;
+  }
   // From the spans in hand (no query on the GUI thread): the span a click
   // there selects.
   if (const std::optional<SpanHit> hit = spanAt(help->pos())) {

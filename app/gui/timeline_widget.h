@@ -58,7 +58,8 @@ class TimelineWidget : public QWidget {
   void zoom(double factor, std::int64_t anchor_ns);  // factor > 1 zooms in
   void resetZoom();
 
-  int laneCount() const { return int(lanes_.size()); }
+  int laneCount() const { return int(lanes_.size()); }  // counters' lanes too
+  bool isCounterLane(int index) const { return lanes_[std::size_t(index)].counter.has_value(); }
   const trace::LaneInfo& laneInfo(int index) const { return lanes_[std::size_t(index)].info; }
   // Where lane `index` is drawn (empty when its rank is collapsed), and the
   // x of a time in the visible window.
@@ -180,6 +181,7 @@ class TimelineWidget : public QWidget {
     std::vector<trace::Span> spans;
     std::vector<QString> names;  // parallel to spans
     std::vector<QColor> colors;  // parallel to spans, chosen on the worker thread
+    trace::CounterView counter;  // a counter's lane: its samples, one column per pixel
   };
   struct Frame {
     std::uint64_t job = 0;
@@ -198,6 +200,10 @@ class TimelineWidget : public QWidget {
     trace::LaneInfo info;
     QString title;
     int depth = 1;  // rows of nesting
+    // A sampled counter of the rank (GPU memory in use), drawn as a graph
+    // under its rank's lanes, as Nsight Systems and Perfetto draw counter
+    // tracks; info.id is then 0 and info.name the counter's name.
+    std::optional<trace::CounterSeries> counter;
   };
   // What a paint reads, copied from the view so that a picture can be
   // painted off the GUI thread.
@@ -242,6 +248,9 @@ class TimelineWidget : public QWidget {
     std::int64_t time_ns = 0, slack_ns = 0;  // the pointer's time, and 2 pixels
   };
   std::optional<SpanHit> spanAt(const QPoint& pos) const;
+  // The tooltip of a counter's lane under `pos`: its value there, from the
+  // frame in hand; empty elsewhere.
+  QString counterTip(const QPoint& pos) const;
   // Looks event `event_id` up on the worker thread and selects it.
   void pick(std::int64_t event_id, bool move_view, int row);
   // Unfolds the lane's rank and scrolls the surrounding scroll area to it.

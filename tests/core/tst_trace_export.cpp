@@ -81,11 +81,11 @@ std::vector<std::string> counter_rows(const TraceReader& r) {
   std::vector<std::string> rows;
   auto series = r.counter_series();
   if (!series) qFatal("%s", series.message().c_str());
-  for (const auto& [rank, name] : *series) {
-    const std::vector<CounterSample> samples = r.counters(rank, name).value();
+  for (const CounterSeries& s : *series) {
+    const std::vector<CounterSample> samples = r.counters(s.rank, s.name).value();
     for (const CounterSample& c : samples) {
       std::ostringstream row;
-      row << rank << '|' << r.string(name) << '|' << c.time_ns << '|' << c.value;
+      row << s.rank << '|' << r.string(s.name) << '|' << c.time_ns << '|' << c.value;
       rows.push_back(row.str());
     }
   }
@@ -546,8 +546,8 @@ void TestTraceExport::countersBeforeTheFirstEventAreExported() {
   const std::vector<std::string> samples = counter_rows(*r);
   std::int64_t earliest = INT64_MAX;
   const auto series = r->counter_series().value();
-  for (const auto& [rank, name] : series)
-    earliest = std::min(earliest, r->counters(rank, name).value().front().time_ns);
+  for (const CounterSeries& s : series)
+    earliest = std::min(earliest, r->counters(s.rank, s.name).value().front().time_ns);
   QVERIFY2(earliest < r->time_range().start_ns, "the fixture has a sample before its events");
   const std::string path = dir.filePath("bf16.json").toStdString();
   QVERIFY(export_chrome_trace(*r, path));

@@ -245,8 +245,8 @@ void TestTraceMerge::copiesEverything() {
   QCOMPARE(steps->front().loss, 3.0);
   const auto series = r->counter_series();
   QCOMPARE(series->size(), std::size_t{2});
-  QCOMPARE(r->string(series->front().second), std::string("gpu_memory_used"));
-  QCOMPARE(r->counters(1, series->back().second)->front().time_ns, kT0);
+  QCOMPARE(r->string(series->front().name), std::string("gpu_memory_used"));
+  QCOMPARE(r->counters(1, series->back().name)->front().time_ns, kT0);
 }
 
 void TestTraceMerge::refusesDuplicateRanks() {

@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <random>
 #include <set>
 #include <thread>
 #include <tuple>
@@ -172,6 +173,8 @@ class TestTraceStore : public QObject {
   void spansMatchReference();
   void spansFoldToPixels_data();
   void spansFoldToPixels();
+  void counterViewMatchesReference_data();
+  void counterViewMatchesReference();
   void eventAtIsInnermost();
   void levelGivenUpAtTheLastTiles();
   void orderOfArrivalDoesNotMatter();
@@ -557,8 +560,8 @@ void TestTraceStore::roundTrip() {
   const auto series = r->counter_series();
   QVERIFY(series);
   QCOMPARE(series->size(), std::size_t{1});
-  QCOMPARE(r->string(series->front().second), std::string("gpu_memory_used"));
-  const auto samples = r->counters(0, series->front().second);
+  QCOMPARE(r->string(series->front().name), std::string("gpu_memory_used"));
+  const auto samples = r->counters(0, series->front().name);
   QVERIFY(samples);
   QCOMPARE(samples->size(), std::size_t{2});
   QCOMPARE(samples->back().value, 1.6e10);
@@ -672,6 +675,118 @@ void TestTraceStore::spansMatchReference() {
            all.empty() ? 0 : std::max_element(all.begin(), all.end(), [](auto& a, auto& b) {
                                return a.depth < b.depth;
                              })->depth);
+}
+
+void TestTraceStore::counterViewMatchesReference_data() {
+  QTest::addColumn<double>("window_offset");
+  QTest::addColumn<double>("window_fraction");
+  QTest::addColumn<int>("pixels");
+  QTest::addRow("whole, fewer pixels than samples") << 0.0 << 1.0 << 300;
+  QTest::addRow("whole, a pixel each") << 0.0 << 1.0 << 100000;
+  QTest::addRow("middle") << 0.37 << 0.1 << 1000;
+  QTest::addRow("tiny, between two samples") << 0.5 << 1e-7 << 800;
+  QTest::addRow("before the first sample") << -0.5 << 0.4 << 500;
+  QTest::addRow("past the last sample") << 1.5 << 0.4 << 500;
+  QTest::addRow("one pixel") << 0.2 << 0.5 << 1;
+}
+
+// The timeline's counter query against the same reduction done here over
+// every sample: a pixel's time wide columns from the window's start, each
+// with its samples' least, greatest and last value, and the value held
+// before the window. Another rank's series and another name stay out.
+void TestTraceStore::counterViewMatchesReference() {
+  QFETCH(double, window_offset);
+  QFETCH(double, window_fraction);
+  QFETCH(int, pixels);
+  QTemporaryDir dir;
+  const std::string path = temp_path(dir, "counters.cstrace");
+  std::vector<CounterSample> samples;
+  {
+    auto w = TraceWriter::create(path, {});
+    QVERIFY(w.ok());
+    (*w)->add_rank({0, "host", "CPU", 1, 0, false});
+    (*w)->add_rank({1, "host", "CPU", 2, 0, false});
+    const StringId used = (*w)->intern("memory in use (bytes)");
+    const StringId other = (*w)->intern("utilization");
+    std::mt19937_64 random(7);
+    std::int64_t t = 1'000'000'000;
+    for (int i = 0; i < 20000; ++i) {
+      t += 1 + std::int64_t(random() % 5000);  // bursts and gaps
+      if (i % 1000 == 0) t += 50'000'000;
+      const CounterSample c{0, used, t, double(random() % 100000)};
+      samples.push_back(c);
+      (*w)->add(c);
+      (*w)->add(CounterSample{1, used, t, 1e12});
+      (*w)->add(CounterSample{0, other, t + 1, -1});
+    }
+    QVERIFY((*w)->close().ok());
+  }
+  auto r = open_reader(path);
+  const auto series = r->counter_series();
+  QVERIFY(series);
+  QCOMPARE(series->size(), std::size_t{3});
+  const CounterSeries& s = series->front();
+  QCOMPARE(r->string(s.name), std::string("memory in use (bytes)"));
+  QCOMPARE(s.rank, 0);
+  QCOMPARE(s.samples, std::int64_t{20000});
+  QCOMPARE(s.first_ns, samples.front().time_ns);
+  QCOMPARE(s.last_ns, samples.back().time_ns);
+  double low = 1e300, high = -1e300;
+  for (const CounterSample& c : samples) {
+    low = std::min(low, c.value);
+    high = std::max(high, c.value);
+  }
+  QCOMPARE(s.low, low);
+  QCOMPARE(s.high, high);
+
+  const std::int64_t extent = s.last_ns - s.first_ns;
+  const std::int64_t t0 = s.first_ns + std::int64_t(double(extent) * window_offset);
+  const std::int64_t t1 =
+      t0 + std::max<std::int64_t>(1, std::int64_t(double(extent) * window_fraction));
+  auto got = r->counter_view(0, s.name, t0, t1, pixels);
+  QVERIFY2(got, got ? "" : got.message().c_str());
+
+  CounterView want;
+  const std::uint64_t pixel = std::uint64_t(t1 - t0) / std::uint64_t(pixels) + 1;
+  std::uint64_t column = 0;
+  for (const CounterSample& c : samples) {
+    if (c.time_ns < t0) {
+      want.held = c.value;
+      continue;
+    }
+    if (c.time_ns >= t1) break;
+    const std::uint64_t k = std::uint64_t(c.time_ns - t0) / pixel;
+    if (want.columns.empty() || k != column) {
+      want.columns.push_back({c.time_ns, 1, c.value, c.value, c.value});
+      column = k;
+    } else {
+      CounterColumn& w = want.columns.back();
+      ++w.samples;
+      w.low = std::min(w.low, c.value);
+      w.high = std::max(w.high, c.value);
+      w.last = c.value;
+    }
+  }
+  QVERIFY(std::int64_t(want.columns.size()) <= pixels);
+  QCOMPARE(got->held.has_value(), want.held.has_value());
+  if (want.held) QCOMPARE(*got->held, *want.held);
+  QCOMPARE(got->columns.size(), want.columns.size());
+  std::int64_t counted = 0;
+  for (std::size_t i = 0; i < want.columns.size(); ++i) {
+    const CounterColumn& g = got->columns[i];
+    const CounterColumn& e = want.columns[i];
+    QVERIFY2(g.start_ns == e.start_ns && g.samples == e.samples && g.low == e.low &&
+                 g.high == e.high && g.last == e.last,
+             qPrintable(QString("column %1").arg(i)));
+    counted += g.samples;
+  }
+  // Every sample in the window is in one column.
+  QCOMPARE(counted, std::int64_t(std::count_if(samples.begin(), samples.end(), [&](auto& c) {
+             return c.time_ns >= t0 && c.time_ns < t1;
+           })));
+  // An empty or reversed window: only the value held.
+  const auto empty = r->counter_view(0, s.name, t1, t0, pixels);
+  QVERIFY(empty && empty->columns.empty());
 }
 
 void TestTraceStore::spansFoldToPixels_data() {

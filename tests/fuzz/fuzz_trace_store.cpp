@@ -36,8 +36,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     (void)reader.find_events("a", cs::trace::NameMatch::substring, 100);
     (void)reader.steps();
     if (auto series = reader.counter_series()) {
-      for (const auto& [rank, name] : *series)
-        (void)reader.counters(rank, name);
+      for (const cs::trace::CounterSeries& s : *series) {
+        (void)reader.counters(s.rank, s.name);
+        (void)reader.counter_view(s.rank, s.name, range.start_ns, range.end_ns, 1000);
+      }
     }
     cs::trace::AnalysisOptions analysis;
     analysis.threads = 1;

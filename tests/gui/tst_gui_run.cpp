@@ -108,6 +108,8 @@ class TestGuiRun : public QObject {
   void damagedStoreIsSaid();
   void predictAgain();
   void callsCopiesAndRanges();
+  void countersOnTheTimeline();
+  void committedCountersOnTheTimeline();
   void predictedLaneDrawsThePlanPredicted();
   void machineProbeRows();
 
@@ -1806,6 +1808,162 @@ void TestGuiRun::machineProbeRows() {
 
   view.tabs()->setCurrentWidget(table);
   cs::gui::test::saveScreenshot(&view, QStringLiteral("run-machine-probe"));
+}
+
+// Each rank's sampled counters are lanes of the timeline, under the rank's
+// own lanes (a rank with counters only gets a header of its own): a filled
+// step graph on the scale of the counter's greatest value, each sample held
+// until the next, and a tooltip with the value under the pointer.
+void TestGuiRun::countersOnTheTimeline() {
+  const QString path = dir_.filePath(QStringLiteral("counters.db"));
+  constexpr double kGiB = double(1ULL << 30);
+  {
+    auto w = trace::TraceWriter::create(path.toStdString(), {});
+    QVERIFY(w.ok());
+    for (int r = 0; r < 3; ++r)
+      (*w)->add_rank({r, "host", "CPU", 1 + r, 0, false});
+    for (int r = 0; r < 2; ++r) {
+      trace::Event e;
+      e.lane = (*w)->add_lane(r, trace::LaneKind::gpu_stream, "stream 7");
+      e.kind = trace::EventKind::kernel;
+      e.name = (*w)->intern("gemm");
+      e.start_ns = 0;
+      e.end_ns = 1'000'000;
+      (*w)->add(e);
+    }
+    const trace::StringId memory = (*w)->intern("GPU 0 memory in use (bytes)");
+    // 1 GiB, then 3 GiB and 2.5 GiB 10 ns apart (one pixel), then 2 GiB
+    // until the last sample at 850 us.
+    for (const auto& [t, v] : std::vector<std::pair<std::int64_t, double>>{{0, 1 * kGiB},
+                                                                           {400'000, 3 * kGiB},
+                                                                           {400'010, 2.5 * kGiB},
+                                                                           {800'000, 2 * kGiB},
+                                                                           {850'000, 2 * kGiB}})
+      (*w)->add(trace::CounterSample{0, memory, t, v});
+    const trace::StringId busy = (*w)->intern("utilization");
+    (*w)->add(trace::CounterSample{1, busy, 0, 10});
+    (*w)->add(trace::CounterSample{1, busy, 500'000, 50});
+    (*w)->add(trace::CounterSample{1, busy, 1'000'000, 50});
+    (*w)->add(trace::CounterSample{2, (*w)->intern("CPU memory allocated (bytes)"), 0, 4096});
+    (*w)->add(trace::CounterSample{2, (*w)->intern("CPU memory allocated (bytes)"), 1'000'000, 0});
+    QVERIFY((*w)->close().ok());
+  }
+  RunView view;
+  view.resize(1200, 800);
+  view.show();
+  QVERIFY(QTest::qWaitForWindowExposed(&view));
+  openAndWait(view, path);
+  TimelineWidget* t = view.timeline();
+  QCOMPARE(t->laneCount(), 5);
+  const std::vector<std::pair<int, std::string>> expected{{0, "stream 7"},
+                                                          {0, "GPU 0 memory in use (bytes)"},
+                                                          {1, "stream 7"},
+                                                          {1, "utilization"},
+                                                          {2, "CPU memory allocated (bytes)"}};
+  for (int i = 0; i < 5; ++i) {
+    QCOMPARE(t->laneInfo(i).rank, expected[std::size_t(i)].first);
+    QCOMPARE(t->laneInfo(i).name, expected[std::size_t(i)].second);
+    QCOMPARE(t->isCounterLane(i), i != 0 && i != 2);
+  }
+  QTRY_VERIFY_WITH_TIMEOUT(!t->busy() && t->frameJob() == t->requestedJob(), 30000);
+
+  auto tip = [&](int lane, std::int64_t time_ns) {
+    QToolTip::hideText();
+    const QPoint at(int(std::lround(t->xOf(time_ns))), int(t->laneRect(lane).center().y()));
+    QHelpEvent help(QEvent::ToolTip, at, t->mapToGlobal(at));
+    QApplication::sendEvent(t, &help);
+    return QToolTip::text();
+  };
+  QVERIFY2(tip(1, 200'000).contains(QStringLiteral("1.00 GiB at")), qPrintable(tip(1, 200'000)));
+  QVERIFY(tip(1, 200'000).contains(QStringLiteral("GPU 0 memory in use (bytes)")));
+  const QString both = tip(1, 400'000);
+  QVERIFY2(both.contains(QStringLiteral("2 samples near")) &&
+               both.contains(QStringLiteral("from 2.50 GiB to 3.00 GiB, 2.50 GiB after them")),
+           qPrintable(both));
+  QVERIFY2(tip(1, 600'000).contains(QStringLiteral("2.50 GiB at")), qPrintable(tip(1, 600'000)));
+  QVERIFY2(tip(1, 900'000).contains(QStringLiteral("no sample at")), qPrintable(tip(1, 900'000)));
+  QVERIFY2(tip(3, 700'000).contains(QStringLiteral("50 at")), qPrintable(tip(3, 700'000)));
+  QVERIFY2(tip(3, 300'000).contains(QStringLiteral("10 at")), qPrintable(tip(3, 300'000)));
+
+  // The graph: filled up to the value's share of the lane's greatest (3
+  // GiB), so a third of the way up at 1 GiB and five sixths at 2.5 GiB.
+  const QImage image = t->grab().toImage().convertToFormat(QImage::Format_RGB32);
+  const qreal dpr = image.devicePixelRatio();
+  auto filled = [&](std::int64_t time_ns, double share) {
+    const QRectF lane = t->laneRect(1);
+    const double y = lane.bottom() - share * (lane.height() - 2);
+    const QColor c = image.pixelColor(int(t->xOf(time_ns) * dpr), int(y * dpr));
+    return c.green() > c.red() + 30 && c.green() > c.blue() + 30;
+  };
+  QVERIFY(filled(200'000, 0.2));
+  QVERIFY(!filled(200'000, 0.5));
+  QVERIFY(filled(600'000, 0.75));
+  QVERIFY(!filled(600'000, 0.92));
+  QVERIFY(filled(700'000, 0.2));
+  QVERIFY(filled(825'000, 0.6));  // 2 GiB from 800 us
+  QVERIFY(!filled(825'000, 0.72));
+  QVERIFY(!filled(900'000, 0.2));  // after the last sample: nothing drawn
+
+  // Zoomed in on the pair of samples: each is then its own column, and the
+  // 3 GiB one is drawn for its 10 ns.
+  t->setWindow(399'990, 400'030);
+  QTRY_VERIFY_WITH_TIMEOUT(!t->busy() && t->frameJob() == t->requestedJob(), 30000);
+  QVERIFY2(tip(1, 400'005).contains(QStringLiteral("3.00 GiB at")), qPrintable(tip(1, 400'005)));
+  QVERIFY2(tip(1, 400'020).contains(QStringLiteral("2.50 GiB at")), qPrintable(tip(1, 400'020)));
+  QVERIFY2(tip(1, 399'995).contains(QStringLiteral("1.00 GiB at")), qPrintable(tip(1, 399'995)));
+  cs::gui::test::saveScreenshot(&view, QStringLiteral("run-timeline-counters-zoomed"));
+
+  // A folded rank folds its counters too.
+  t->setRankCollapsed(0, true);
+  QVERIFY(t->laneRect(1).isEmpty());
+  QVERIFY(tip(3, 399'995).contains(QStringLiteral("10 at")));
+}
+
+// The CUDA engine's committed run: the tracer's two memory counters are
+// lanes under GPU 0's, and the graph's peak reads what the store holds.
+void TestGuiRun::committedCountersOnTheTimeline() {
+  const QString copy = writableCopy(QStringLiteral(CS_DATA_DIR "/gpu/worker-bf16.db"),
+                                    QStringLiteral("counters-lanes.db"));
+  QVERIFY(!copy.isEmpty());
+  RunView view;
+  view.resize(1200, 900);
+  view.show();
+  QVERIFY(QTest::qWaitForWindowExposed(&view));
+  openAndWait(view, copy);
+  TimelineWidget* t = view.timeline();
+  auto reader = trace::TraceReader::open(copy.toStdString()).value();
+  const std::vector<trace::CounterSeries> series = reader->counter_series().value();
+  QCOMPARE(series.size(), std::size_t{2});
+  std::vector<std::string> lanes;
+  for (int i = 0; i < t->laneCount(); ++i) {
+    if (!t->isCounterLane(i)) continue;
+    QCOMPARE(i, t->laneCount() - 2 + int(lanes.size()));  // after the rank's lanes
+    lanes.push_back(t->laneInfo(i).name);
+  }
+  QCOMPARE(lanes, (std::vector<std::string>{reader->string(series[0].name),
+                                            reader->string(series[1].name)}));
+  // The sample at the peak of GPU memory in use: 10,239,148,032 bytes.
+  int lane = -1;
+  for (int i = 0; i < t->laneCount(); ++i)
+    if (t->laneInfo(i).name.find("GPU 0 memory used") != std::string::npos) lane = i;
+  QVERIFY(lane >= 0);
+  const trace::CounterSeries& used = series[std::size_t(lane - (t->laneCount() - 2))];
+  QCOMPARE(used.high, 10239148032.0);
+  std::int64_t peak_at = 0;
+  for (const trace::CounterSample& c : reader->counters(used.rank, used.name).value())
+    if (c.value == used.high && peak_at == 0) peak_at = c.time_ns;
+  auto* area = qobject_cast<QScrollArea*>(t->parentWidget()->parentWidget());
+  QVERIFY(area);
+  area->ensureVisible(0, int(t->laneRect(lane).center().y()), 0, 50);
+  t->setWindow(peak_at - 1'000'000, peak_at + 1'000'000);
+  QTRY_VERIFY_WITH_TIMEOUT(!t->busy() && t->frameJob() == t->requestedJob(), 30000);
+  const QPoint at(int(std::lround(t->xOf(peak_at))), int(t->laneRect(lane).center().y()));
+  QHelpEvent help(QEvent::ToolTip, at, t->mapToGlobal(at));
+  QApplication::sendEvent(t, &help);
+  QVERIFY2(QToolTip::text().contains(QStringLiteral("9.54 GiB")), qPrintable(QToolTip::text()));
+  t->resetZoom();
+  QTRY_VERIFY_WITH_TIMEOUT(!t->busy() && t->frameJob() == t->requestedJob(), 30000);
+  cs::gui::test::saveScreenshot(&view, QStringLiteral("run-timeline-counters"));
 }
 
 QTEST_MAIN(TestGuiRun)
