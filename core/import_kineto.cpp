@@ -303,6 +303,7 @@ enum class Key : std::uint8_t {
   total_allocated,  // a "[memory]" instant event's (PyTorch's profile_memory)
   device_type,
   device_id,
+  id,  // a deviceProperties entry's device index
 };
 
 // The keys the handler reads; every other key is Key::other.
@@ -345,6 +346,7 @@ Key key_of(std::string_view k) {
       {"Total Allocated", Key::total_allocated},
       {"Device Type", Key::device_type},
       {"Device Id", Key::device_id},
+      {"id", Key::id},
   };
   for (const auto& [text, key] : known) {
     if (text == k) return key;
@@ -379,7 +381,9 @@ class KinetoHandler : public nlohmann::json_sax<nlohmann::json> {
   std::optional<std::int32_t> world_size;
   std::optional<std::int64_t> base_time_ns;
   std::string backend, nccl_version;
-  std::vector<std::string> devices;
+  // deviceProperties' names by device index: an entry's "id", else its
+  // place in the list.
+  std::map<std::int64_t, std::string> devices;
   std::vector<ParsedCounter> counters;
   std::vector<ParsedCounter> memory_samples;  // PyTorch's "[memory]" events, as counters
   // otherData, kept whole: this product's export writes its metadata there.
@@ -460,7 +464,7 @@ class KinetoHandler : public nlohmann::json_sax<nlohmann::json> {
       if (key_ == Key::backend) backend = v;
       if (key_ == Key::nccl_version) nccl_version = v;
     } else if (c == Ctx::device && key_ == Key::name) {
-      devices.push_back(v);
+      device_name_ = v;
     }
     return value_done();
   }
@@ -487,6 +491,10 @@ class KinetoHandler : public nlohmann::json_sax<nlohmann::json> {
     else if (parent == Ctx::device_properties)
       c = Ctx::device;
     if (c == Ctx::event) begin_event();
+    if (c == Ctx::device) {
+      device_id_ = devices_listed_++;
+      device_name_.clear();
+    }
     stack_.push_back(c);
     return true;
   }
@@ -506,6 +514,7 @@ class KinetoHandler : public nlohmann::json_sax<nlohmann::json> {
     const Ctx c = stack_.back();
     stack_.pop_back();
     if (c == Ctx::event) end_event();
+    if (c == Ctx::device && !device_name_.empty()) devices[device_id_] = device_name_;
     return value_done();
   }
   bool start_array(std::size_t) override {
@@ -648,6 +657,8 @@ class KinetoHandler : public nlohmann::json_sax<nlohmann::json> {
       (is_rank ? rank : world_size) = static_cast<std::int32_t>(v);
     } else if (c == Ctx::root && key_ == Key::base_time_ns) {
       base_time_ns = v;
+    } else if (c == Ctx::device && key_ == Key::id) {
+      device_id_ = v;
     }
     return value_done();
   }
@@ -812,6 +823,9 @@ class KinetoHandler : public nlohmann::json_sax<nlohmann::json> {
   std::int64_t arg_sort_index_ = 0;
   std::optional<std::int64_t> memory_total_;  // of a "[memory]" event
   std::int64_t memory_device_type_ = 0, memory_device_id_ = 0;
+  std::int64_t devices_listed_ = 0;  // deviceProperties entries opened so far
+  std::int64_t device_id_ = 0;       // the open entry's index
+  std::string device_name_;
   bool has_number_ = false;  // a counter's value: the first number in its args
   double counter_value_ = 0;
   struct OpenSlice {
@@ -1287,9 +1301,9 @@ Result<ImportReport> import_one_kineto(const std::string& file, const std::strin
     if (on_gpu(p.cat)) {
       const LaneKey& k = h.lane_keys[p.lane];
       const auto gpu = k.pid.value;
-      device = gpu >= 0 && static_cast<std::size_t>(gpu) < h.devices.size()
-                   ? h.devices[static_cast<std::size_t>(gpu)] + " (GPU " + std::to_string(gpu) + ")"
-                   : "GPU " + std::to_string(gpu);
+      const auto named = h.devices.find(gpu);
+      device = named != h.devices.end() ? named->second + " (GPU " + std::to_string(gpu) + ")"
+                                        : "GPU " + std::to_string(gpu);
       break;
     }
   }

@@ -178,6 +178,8 @@ class TestTraceImport : public QObject {
   void kinetoRanksMerged();
   void kinetoBaseTimeAlignsRanks();
   void kinetoPlainJsonAndErrors();
+  void kinetoDeviceNamesById_data();
+  void kinetoDeviceNamesById();
   void kinetoTextPastItsBound_data();
   void kinetoTextPastItsBound();
   void chromeArrayAndDurationEvents_data();
@@ -911,6 +913,41 @@ void TestTraceImport::kinetoTextPastItsBound() {
   auto read = import_traces({path}, out, options);
   QVERIFY2(read, read ? "" : read.message().c_str());
   QCOMPARE(read->events, std::int64_t{1});
+}
+
+void TestTraceImport::kinetoDeviceNamesById_data() {
+  QTest::addColumn<QByteArray>("properties");
+  QTest::addColumn<QString>("device");
+  QTest::addRow("listed by id, out of order")
+      << QByteArray(R"([{"id": 1, "name": "NVIDIA H100 80GB HBM3"},
+                        {"id": 0, "name": "NVIDIA A100-SXM4-80GB"}])")
+      << "NVIDIA H100 80GB HBM3 (GPU 1)";
+  QTest::addRow("without ids: by place")
+      << QByteArray(R"([{"name": "A"}, {"name": "B"}])") << "B (GPU 1)";
+  QTest::addRow("only another device listed")
+      << QByteArray(R"([{"id": 0, "name": "A"}])") << "GPU 1";
+  QTest::addRow("a nameless entry") << QByteArray(R"([{"id": 1}])") << "GPU 1";
+}
+
+// A kernel on GPU 1 names its rank's device from deviceProperties by the
+// entry's "id", as Kineto writes it, not by the entry's place in the list.
+void TestTraceImport::kinetoDeviceNamesById() {
+  QFETCH(QByteArray, properties);
+  QFETCH(QString, device);
+  QTemporaryDir dir;
+  const QString path = dir.filePath("gpu1.json");
+  {
+    QFile f(path);
+    QVERIFY(f.open(QIODevice::WriteOnly));
+    f.write(R"({"deviceProperties": )" + properties + R"(, "traceEvents": [
+      {"ph": "X", "cat": "kernel", "name": "gemm", "pid": 1, "tid": 7, "ts": 10, "dur": 5,
+       "args": {"device": 1, "stream": 7, "correlation": 3}}]})");
+  }
+  const std::string out = dir.filePath("gpu1.cstrace").toStdString();
+  auto report = import_kineto({path.toStdString()}, out);
+  QVERIFY2(report, report ? "" : report.message().c_str());
+  auto r = open_reader(out);
+  QCOMPARE(QString::fromStdString(r->ranks().at(0).device), device);
 }
 
 void TestTraceImport::kinetoPlainJsonAndErrors() {
