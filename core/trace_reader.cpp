@@ -820,7 +820,7 @@ Result<std::vector<CounterSeries>> TraceReader::counter_series() const {
 Result<std::vector<CounterSample>> TraceReader::counters(std::int32_t rank, StringId name) const {
   Impl& d = *impl_;
   auto stmt = d.db.prepare(
-      "SELECT time_ns, value FROM counters WHERE rank = ? AND name = ? ORDER BY time_ns");
+      "SELECT time_ns, value FROM counters WHERE rank = ? AND name = ? ORDER BY time_ns, rowid");
   if (!stmt) return stmt.error();
   stmt->bind(1, rank).bind(2, name.value);
   std::vector<CounterSample> out;
@@ -837,7 +837,7 @@ Result<CounterView> TraceReader::counter_view(std::int32_t rank, StringId name, 
   CounterView out;
   auto before = d.db.prepare(
       "SELECT value FROM counters WHERE rank = ? AND name = ? AND time_ns < ? "
-      "ORDER BY time_ns DESC LIMIT 1");
+      "ORDER BY time_ns DESC, rowid DESC LIMIT 1");
   if (!before) return before.error();
   before->bind(1, rank).bind(2, name.value).bind(3, t0);
   int rc = before->step();
@@ -849,24 +849,29 @@ Result<CounterView> TraceReader::counter_view(std::int32_t rank, StringId name, 
   if (t1 <= t0) return out;
   auto stmt = d.db.prepare(
       "SELECT time_ns, value FROM counters WHERE rank = ? AND name = ? AND time_ns >= ? "
-      "AND time_ns < ? ORDER BY time_ns");
+      "AND time_ns < ? ORDER BY time_ns, rowid");
   if (!stmt) return stmt.error();
   stmt->bind(1, rank).bind(2, name.value).bind(3, t0).bind(4, t1);
-  // Columns a pixel's time wide. Unsigned differences: a damaged store's
-  // times can be any int64, and t1 > t0 here.
-  const std::uint64_t pixel =
-      (std::uint64_t(t1) - std::uint64_t(t0)) / std::uint64_t(std::max(1, pixels)) + 1;
+  // Columns a pixel's time wide, rounded up as the spans' query rounds
+  // (at 1 ns a pixel, a column a nanosecond). Unsigned differences: a
+  // damaged store's times can be any int64, and t1 > t0 here. Samples of
+  // one time keep the order they were written in (rowid): an allocation and
+  // a free at one nanosecond leave the free's value.
+  const std::uint64_t span = std::uint64_t(t1) - std::uint64_t(t0);
+  const std::uint64_t width = std::uint64_t(std::max(1, pixels));
+  const std::uint64_t pixel = std::max<std::uint64_t>(1, span / width + (span % width != 0));
   std::uint64_t column = 0;
   while ((rc = stmt->step()) == SQLITE_ROW) {
     const std::int64_t t = stmt->int64_at(0);
     const double v = stmt->double_at(1);
     const std::uint64_t k = (std::uint64_t(t) - std::uint64_t(t0)) / pixel;
     if (k != column || out.columns.empty()) {
-      out.columns.push_back({t, 1, v, v, v});
+      out.columns.push_back({t, t, 1, v, v, v});
       column = k;
       continue;
     }
     CounterColumn& c = out.columns.back();
+    c.last_ns = t;
     ++c.samples;
     c.low = std::min(c.low, v);
     c.high = std::max(c.high, v);

@@ -70,6 +70,7 @@ struct CounterSeries {
 // least, the greatest and the last of them (the value held after it).
 struct CounterColumn {
   std::int64_t start_ns = 0;  // its first sample's time
+  std::int64_t last_ns = 0;   // its last sample's
   std::int64_t samples = 0;
   double low = 0, high = 0, last = 0;
 };

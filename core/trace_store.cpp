@@ -54,7 +54,7 @@ CREATE TABLE steps(
   PRIMARY KEY(rank, step)) WITHOUT ROWID;
 CREATE TABLE counters(
   rank INTEGER NOT NULL, name INTEGER NOT NULL, time_ns INTEGER NOT NULL, value REAL NOT NULL);
-CREATE INDEX counters_by_series ON counters(rank, name, time_ns, value);
+CREATE INDEX counters_by_series ON counters(rank, name, time_ns);
 CREATE TABLE lane_stats(
   lane INTEGER PRIMARY KEY, event_count INTEGER NOT NULL, first_ns INTEGER NOT NULL,
   last_ns INTEGER NOT NULL, max_duration_ns INTEGER NOT NULL, max_depth INTEGER NOT NULL,

@@ -161,11 +161,14 @@ struct CounterSample {
   double value = 0;
 };
 
-// A counter of bytes (memory in use, a profile's allocated bytes), which is
-// shown in GiB rather than as a plain number.
+// A counter of bytes, which is shown in GiB rather than as a plain number:
+// one that says so ("memory in use (bytes)", PyTorch's "GPU 0 memory
+// allocated (bytes)"), or the CUDA tracer's "GPU 0 memory used". Not every
+// counter about memory is in bytes ("memory utilization", a percentage).
 inline bool counter_in_bytes(std::string_view name) {
   return name.find("bytes") != std::string_view::npos ||
-         name.find("memory") != std::string_view::npos;
+         name.find("Bytes") != std::string_view::npos ||
+         (name.starts_with("GPU ") && name.ends_with(" memory used"));
 }
 
 }  // namespace cs::trace

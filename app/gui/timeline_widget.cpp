@@ -123,6 +123,23 @@ std::vector<TimelineWidget::Lane> timelineLanes(const trace::TraceReader& reader
       counters[c.rank].push_back(std::move(lane));
     }
   }
+  // One axis per counter name across the ranks; a value that is not finite
+  // (an importer's inf) does not set it.
+  std::map<std::string, std::pair<double, double>> scales;
+  for (const auto& [rank, lanes] : counters) {
+    for (const TimelineWidget::Lane& lane : lanes) {
+      auto& [low, high] = scales.try_emplace(lane.info.name, 0.0, 0.0).first->second;
+      if (std::isfinite(lane.counter->low)) low = std::min(low, lane.counter->low);
+      if (std::isfinite(lane.counter->high)) high = std::max(high, lane.counter->high);
+    }
+  }
+  for (auto& [rank, lanes] : counters) {
+    for (TimelineWidget::Lane& lane : lanes) {
+      const auto [low, high] = scales.at(lane.info.name);
+      lane.scale_low = low;
+      lane.scale_high = high > low ? high : low + 1;
+    }
+  }
   std::vector<TimelineWidget::Lane> out;
   auto add_counters_before = [&](std::optional<std::int32_t> rank) {
     while (!counters.empty() && (!rank || counters.begin()->first < *rank)) {
@@ -133,7 +150,7 @@ std::vector<TimelineWidget::Lane> timelineLanes(const trace::TraceReader& reader
   };
   for (const trace::LaneInfo& l : reader.lanes()) {
     add_counters_before(l.rank);
-    out.push_back({l, title(l.rank, l.name), std::min(l.max_depth + 1, kMaxLaneRows), {}});
+    out.push_back({l, title(l.rank, l.name), std::min(l.max_depth + 1, kMaxLaneRows), {}, 0, 1});
   }
   add_counters_before(std::nullopt);
   return out;
@@ -232,8 +249,9 @@ std::shared_ptr<const TimelineWidget::Frame> queryFrame(const trace::TraceReader
     if (query.counter) {
       auto view = reader.counter_view(query.counter->rank, query.counter->name, window.start_ns,
                                       window.end_ns, pixels);
+      // Said in its lane: the events' lanes stand without it.
       if (!view)
-        frame->error = q(view.message());
+        lane.error = q(view.message());
       else
         lane.counter = std::move(view).value();
       frame->lanes.push_back(std::move(lane));
@@ -373,8 +391,20 @@ void TimelineWidget::setStore(const QString& path) {
     }
     out->reader = std::shared_ptr<trace::TraceReader>(std::move(reader).value());
     out->range = out->reader->time_range();
-    if (out->range.empty()) out->range.end_ns = out->range.start_ns + kMinWindowNs;
     out->lanes = timelineLanes(*out->reader);
+    // Counters sampled before the first event or after the last (a GPU's
+    // memory before its first kernel) are in the view's range too.
+    bool any = out->reader->event_count() > 0;
+    for (const Lane& lane : out->lanes) {
+      if (!lane.counter) continue;
+      const trace::TimeRange sampled{lane.counter->first_ns,
+                                     trace::saturating_add(lane.counter->last_ns, 1)};
+      out->range = any ? trace::TimeRange{std::min(out->range.start_ns, sampled.start_ns),
+                                          std::max(out->range.end_ns, sampled.end_ns)}
+                       : sampled;
+      any = true;
+    }
+    if (out->range.empty()) out->range.end_ns = out->range.start_ns + kMinWindowNs;
     out->asked = lanesBetween(out->lanes, collapsed, rows.first, rows.second);
     out->frame = queryFrame(*out->reader, queriesOf(out->lanes, collapsed, out->asked),
                             out->asked.first, out->range, pixels, frame_job);
@@ -645,47 +675,67 @@ QString counterValueText(const std::string& name, double v) {
   return trace::counter_in_bytes(name) ? q(format_bytes(v)) : QString::number(v, 'g', 6);
 }
 
-// The value scale of a counter's lane: from 0 (or its least value, when
-// below 0) to its greatest over the whole run, so that the graph keeps its
-// scale while the view zooms.
-std::pair<double, double> counterScale(const trace::CounterSeries& series) {
-  const double low = std::min(0.0, series.low);
-  const double high = series.high > low ? series.high : low + 1;
-  return {low, high};
-}
-
-// A counter's lane: a filled step graph, each sample's value held until the
-// next (or the series' last sample); a pixel of several samples is filled
-// to their greatest, so that no peak is lost at any zoom. Returns the
-// rectangles drawn.
-int paintCounter(QPainter& painter, const trace::CounterSeries& series,
+// A counter's lane: a step graph filled from 0, each sample's value held
+// until the next one and the last one to the end of the trace (`end_ns`),
+// as Perfetto draws counter tracks. A pixel of several samples is filled
+// to their least and, lighter, on to their greatest, so that neither a peak
+// nor a dip is lost at any zoom. Returns the rectangles drawn.
+int paintCounter(QPainter& painter, const TimelineWidget::Lane& lane,
                  const trace::CounterView& view, const QRectF& box, trace::TimeRange window,
-                 const std::function<double(std::int64_t)>& x_of) {
-  const auto [low, high] = counterScale(series);
-  auto top_of = [&](double v) {
-    return box.bottom() - std::clamp((v - low) / (high - low), 0.0, 1.0) * (box.height() - 2);
+                 std::int64_t end_ns, const std::function<double(std::int64_t)>& x_of) {
+  const double low = lane.scale_low, high = lane.scale_high;
+  auto y_of = [&](double v) {
+    return box.bottom() - 1 - std::clamp((v - low) / (high - low), 0.0, 1.0) * (box.height() - 3);
   };
-  const QColor fill(0x59, 0xa1, 0x4f, 170);
-  const double right = std::min(box.right(), x_of(std::min(series.last_ns, window.end_ns)) + 1);
+  // Times inside the window before they become x: a damaged store's times
+  // can be anywhere in int64.
+  auto x_at = [&](std::int64_t t) { return x_of(std::clamp(t, window.start_ns, window.end_ns)); };
+  // Opaque, so that columns less than a pixel apart do not darken where
+  // they overlap.
+  const QColor body(0x7f, 0xb8, 0x77), envelope(0xbf, 0xdc, 0xb9);
+  const double right = std::min(box.right(), x_at(end_ns));
   int drawn = 0;
-  auto level = [&](double x0, double x1, double v) {
+  auto fill = [&](double x0, double x1, double v, const QColor& color, double from = 0) {
     x0 = std::max(x0, box.left());
     x1 = std::min(x1, right);
-    if (x1 <= x0) return;
-    const double top = top_of(v);
-    painter.fillRect(QRectF(x0, top, x1 - x0, box.bottom() - top), fill);
+    if (x1 <= x0 || !std::isfinite(v) || !std::isfinite(from)) return;
+    const double a = y_of(from), b = y_of(v);
+    painter.fillRect(QRectF(x0, std::min(a, b), x1 - x0, std::max(1.0, std::abs(a - b))), color);
     ++drawn;
   };
   const std::vector<trace::CounterColumn>& columns = view.columns;
+  // Whole pixels: a column's own is the pixel its first sample falls in
+  // (the tooltip reads the same one), and columns that fall in one pixel
+  // are drawn as one.
+  auto pixel_of = [&](std::int64_t t) { return std::floor(x_at(t)); };
   if (view.held)
-    level(box.left(), columns.empty() ? right : x_of(columns.front().start_ns), *view.held);
+    fill(box.left(), columns.empty() ? right : pixel_of(columns.front().start_ns), *view.held,
+         body);
+  double low_in_pixel = 0, high_in_pixel = 0;
+  bool carried = false;  // the columns before share this one's pixel
   for (std::size_t k = 0; k < columns.size(); ++k) {
     const trace::CounterColumn& c = columns[k];
-    const double x = x_of(c.start_ns);
-    const double next = k + 1 < columns.size() ? x_of(columns[k + 1].start_ns) : right;
-    // The column's own pixel at its greatest, then its last value held.
-    level(x, x + 1, c.high);
-    level(x + 1, next, c.last);
+    const double x = pixel_of(c.start_ns);
+    const double next = k + 1 < columns.size() ? pixel_of(columns[k + 1].start_ns) : right;
+    low_in_pixel = carried ? std::min(low_in_pixel, c.low) : c.low;
+    high_in_pixel = carried ? std::max(high_in_pixel, c.high) : c.high;
+    carried = next <= x;
+    if (carried) continue;
+    // The pixel: up to its least value, then lighter to its greatest; after
+    // it, the last value held.
+    const double lo = low_in_pixel, hi = high_in_pixel;
+    if (lo == hi) {
+      fill(x, x + 1, hi, body);
+    } else if (lo >= 0) {
+      fill(x, x + 1, lo, body);
+      fill(x, x + 1, hi, envelope, lo);
+    } else if (hi <= 0) {
+      fill(x, x + 1, hi, body);
+      fill(x, x + 1, lo, envelope, hi);
+    } else {
+      fill(x, x + 1, hi, envelope, lo);
+    }
+    fill(x + 1, next, c.last, body);
   }
   return drawn;
 }
@@ -781,20 +831,26 @@ int paintTimeline(const TimelineWidget::PaintState& state, QPainter& painter, co
     const TimelineWidget::LaneFrame* in_frame =
         shown && state.frame ? state.frame->lane(i) : nullptr;
     if (shown && lane.counter) {
-      // Under its name, the top of its scale.
+      // Under its name, its own largest value (the axis may go higher, to
+      // another rank's).
       QColor faint = text;
       faint.setAlpha(150);
       painter.setPen(faint);
       const double title_width = state.gutter - kTitleIndent - 4;
-      const QString top = TimelineWidget::tr("max %1").arg(
-          counterValueText(lane.info.name, counterScale(*lane.counter).second));
+      const QString top =
+          TimelineWidget::tr("max %1").arg(counterValueText(lane.info.name, lane.counter->high));
       painter.drawText(QRectF(area.left() + kTitleIndent, y + kRowHeight, title_width, kRowHeight),
                        Qt::AlignLeft | Qt::AlignVCenter,
                        fm.elidedText(top, Qt::ElideRight, title_width));
     }
-    if (in_frame && lane.counter) {
-      items += paintCounter(painter, *lane.counter, in_frame->counter, QRectF(left, y, width, h),
-                            state.window, x_of);
+    if (in_frame && lane.counter && !in_frame->error.isEmpty()) {
+      painter.setPen(text);
+      painter.drawText(QRectF(left + 4, y, width - 8, h), Qt::AlignLeft | Qt::AlignVCenter,
+                       fm.elidedText(TimelineWidget::tr("not read: %1").arg(in_frame->error),
+                                     Qt::ElideRight, width - 8));
+    } else if (in_frame && lane.counter) {
+      items += paintCounter(painter, lane, in_frame->counter, QRectF(left, y, width, h),
+                            state.window, state.full.end_ns, x_of);
     } else if (in_frame) {
       const TimelineWidget::LaneFrame& lf = *in_frame;
       for (std::size_t k = 0; k < lf.spans.size(); ++k) {
@@ -1586,33 +1642,51 @@ QString TimelineWidget::counterTip(const QPoint& pos) const {
   if (index < 0 || pos.x() < gutter_ || !frame_ || !frame_->lane(std::size_t(index))) return {};
   const Lane& lane = lanes_[std::size_t(index)];
   if (!lane.counter) return {};
-  const trace::CounterView& view = frame_->lane(std::size_t(index))->counter;
-  // The column drawn under the pointer (its pixel), else the value held
-  // there: the last column before it, or the one held when the window opens.
-  const std::int64_t t = timeAt(pos.x());
-  const std::int64_t pixel = std::max<std::int64_t>(
-      1, std::int64_t(double(window_.end_ns - window_.start_ns) / spanAreaWidth()));
-  const auto after = std::upper_bound(
-      view.columns.begin(), view.columns.end(), t,
-      [](std::int64_t time, const trace::CounterColumn& c) { return time < c.start_ns; });
-  const QString at = q(format_seconds(double(t - full_.start_ns) * 1e-9));
+  const LaneFrame& lf = *frame_->lane(std::size_t(index));
   const QString name = q(lane.info.name).toHtmlEscaped();
-  if (t > lane.counter->last_ns + pixel || t + pixel < lane.counter->first_ns)
-    return tr("<b>%1</b><br>no sample at %2").arg(name, at);
+  if (!lf.error.isEmpty())
+    return tr("<b>%1</b><br>not read: %2").arg(name, lf.error.toHtmlEscaped());
+  const trace::CounterView& view = lf.counter;
   auto value = [&](double v) { return counterValueText(lane.info.name, v); };
-  if (after != view.columns.begin()) {
-    const trace::CounterColumn& c = *std::prev(after);
-    if (t - c.start_ns < pixel && c.samples > 1) {
-      return tr("<b>%1</b><br>%2 samples near %3: from %4 to %5, %6 after them")
-          .arg(name)
-          .arg(c.samples)
-          .arg(at, value(c.low), value(c.high), value(c.last));
-    }
-    const double v = t - c.start_ns < pixel ? c.high : c.last;
-    return tr("<b>%1</b><br>%2 at %3").arg(name, value(v), at);
+  auto at = [&](std::int64_t t) { return q(format_seconds(double(t - full_.start_ns) * 1e-9)); };
+  // As the lane draws it: the last column that starts before the pointer's
+  // pixel ends; in the pointer's own pixel, its samples, else its last value
+  // held there. The time of what is shown, not of the pointer.
+  const std::int64_t pixel_end = timeAt(pos.x() + 1);
+  const auto after = std::upper_bound(
+      view.columns.begin(), view.columns.end(), pixel_end,
+      [](std::int64_t time, const trace::CounterColumn& c) { return time <= c.start_ns; });
+  if (after == view.columns.begin()) {
+    if (view.held)
+      return tr("<b>%1</b><br>%2, held from before %3")
+          .arg(name, value(*view.held), at(window_.start_ns));
+    return tr("<b>%1</b><br>no sample before %2").arg(name, at(pixel_end));
   }
-  if (view.held) return tr("<b>%1</b><br>%2 at %3").arg(name, value(*view.held), at);
-  return tr("<b>%1</b><br>no sample at %2").arg(name, at);
+  const trace::CounterColumn& c = *std::prev(after);
+  if (std::floor(xOf(c.start_ns)) >= pos.x()) {
+    // Every column drawn in this pixel, as the lane draws them: one.
+    trace::CounterColumn in_pixel = c;
+    for (auto k = std::prev(after); k != view.columns.begin();) {
+      --k;
+      if (std::floor(xOf(k->start_ns)) < pos.x()) break;
+      in_pixel.start_ns = k->start_ns;
+      in_pixel.samples += k->samples;
+      in_pixel.low = std::min(in_pixel.low, k->low);
+      in_pixel.high = std::max(in_pixel.high, k->high);
+    }
+    if (in_pixel.samples > 1) {
+      return tr("<b>%1</b><br>%2 samples from %3: from %4 to %5, then %6")
+          .arg(name)
+          .arg(in_pixel.samples)
+          .arg(at(in_pixel.start_ns), value(in_pixel.low), value(in_pixel.high),
+               value(in_pixel.last));
+    }
+    return tr("<b>%1</b><br>%2 at %3").arg(name, value(c.high), at(c.start_ns));
+  }
+  const bool last_sample = c.last_ns >= lane.counter->last_ns;
+  return last_sample ? tr("<b>%1</b><br>%2 since %3 (the last sample)")
+                           .arg(name, value(c.last), at(c.last_ns))
+                     : tr("<b>%1</b><br>%2 since %3").arg(name, value(c.last), at(c.last_ns));
 }
 
 bool TimelineWidget::event(QEvent* e) {

@@ -182,6 +182,7 @@ class TimelineWidget : public QWidget {
     std::vector<QString> names;  // parallel to spans
     std::vector<QColor> colors;  // parallel to spans, chosen on the worker thread
     trace::CounterView counter;  // a counter's lane: its samples, one column per pixel
+    QString error;               // ... or why they could not be read
   };
   struct Frame {
     std::uint64_t job = 0;
@@ -202,8 +203,12 @@ class TimelineWidget : public QWidget {
     int depth = 1;  // rows of nesting
     // A sampled counter of the rank (GPU memory in use), drawn as a graph
     // under its rank's lanes, as Nsight Systems and Perfetto draw counter
-    // tracks; info.id is then 0 and info.name the counter's name.
+    // tracks; info.id is then 0 (no event is on it; isCounterLane tells it
+    // apart, whatever info.kind says) and info.name the counter's name.
     std::optional<trace::CounterSeries> counter;
+    // Its value axis: from 0 (or below) to the largest value of the counter
+    // of that name over all ranks, so that the ranks' lanes compare.
+    double scale_low = 0, scale_high = 1;
   };
   // What a paint reads, copied from the view so that a picture can be
   // painted off the GUI thread.

@@ -688,6 +688,8 @@ void TestTraceStore::counterViewMatchesReference_data() {
   QTest::addRow("before the first sample") << -0.5 << 0.4 << 500;
   QTest::addRow("past the last sample") << 1.5 << 0.4 << 500;
   QTest::addRow("one pixel") << 0.2 << 0.5 << 1;
+  // -1: the window is exactly `pixels` nanoseconds, a column each.
+  QTest::addRow("a nanosecond a pixel") << 0.0 << -1.0 << 1000;
 }
 
 // The timeline's counter query against the same reduction done here over
@@ -711,9 +713,12 @@ void TestTraceStore::counterViewMatchesReference() {
     std::mt19937_64 random(7);
     std::int64_t t = 1'000'000'000;
     for (int i = 0; i < 20000; ++i) {
-      t += 1 + std::int64_t(random() % 5000);  // bursts and gaps
+      // Bursts and gaps; every seventh sample at the time of the one before
+      // (an allocation and a free in one nanosecond), and negative values.
+      const bool burst = i >= 10000 && i < 11000;  // a sample every few nanoseconds
+      if (i % 7 != 0) t += 1 + std::int64_t(random() % (burst || i % 3 == 0 ? 3 : 5000));
       if (i % 1000 == 0) t += 50'000'000;
-      const CounterSample c{0, used, t, double(random() % 100000)};
+      const CounterSample c{0, used, t, double(random() % 100000) - 20000};
       samples.push_back(c);
       (*w)->add(c);
       (*w)->add(CounterSample{1, used, t, 1e12});
@@ -740,14 +745,19 @@ void TestTraceStore::counterViewMatchesReference() {
   QCOMPARE(s.high, high);
 
   const std::int64_t extent = s.last_ns - s.first_ns;
-  const std::int64_t t0 = s.first_ns + std::int64_t(double(extent) * window_offset);
+  const std::int64_t t0 = window_fraction < 0
+                              ? samples[10000].time_ns  // in the burst
+                              : s.first_ns + std::int64_t(double(extent) * window_offset);
   const std::int64_t t1 =
-      t0 + std::max<std::int64_t>(1, std::int64_t(double(extent) * window_fraction));
+      window_fraction < 0
+          ? t0 + pixels
+          : t0 + std::max<std::int64_t>(1, std::int64_t(double(extent) * window_fraction));
   auto got = r->counter_view(0, s.name, t0, t1, pixels);
   QVERIFY2(got, got ? "" : got.message().c_str());
 
   CounterView want;
-  const std::uint64_t pixel = std::uint64_t(t1 - t0) / std::uint64_t(pixels) + 1;
+  // A pixel's time, rounded up as the spans' query rounds it.
+  const std::uint64_t pixel = std::uint64_t(t1 - t0 + pixels - 1) / std::uint64_t(pixels);
   std::uint64_t column = 0;
   for (const CounterSample& c : samples) {
     if (c.time_ns < t0) {
@@ -757,10 +767,11 @@ void TestTraceStore::counterViewMatchesReference() {
     if (c.time_ns >= t1) break;
     const std::uint64_t k = std::uint64_t(c.time_ns - t0) / pixel;
     if (want.columns.empty() || k != column) {
-      want.columns.push_back({c.time_ns, 1, c.value, c.value, c.value});
+      want.columns.push_back({c.time_ns, c.time_ns, 1, c.value, c.value, c.value});
       column = k;
     } else {
       CounterColumn& w = want.columns.back();
+      w.last_ns = c.time_ns;
       ++w.samples;
       w.low = std::min(w.low, c.value);
       w.high = std::max(w.high, c.value);
@@ -775,10 +786,17 @@ void TestTraceStore::counterViewMatchesReference() {
   for (std::size_t i = 0; i < want.columns.size(); ++i) {
     const CounterColumn& g = got->columns[i];
     const CounterColumn& e = want.columns[i];
-    QVERIFY2(g.start_ns == e.start_ns && g.samples == e.samples && g.low == e.low &&
-                 g.high == e.high && g.last == e.last,
+    QVERIFY2(g.start_ns == e.start_ns && g.last_ns == e.last_ns && g.samples == e.samples &&
+                 g.low == e.low && g.high == e.high && g.last == e.last,
              qPrintable(QString("column %1").arg(i)));
     counted += g.samples;
+  }
+  if (window_fraction < 0) {  // a column for each time sampled
+    std::set<std::int64_t> times;
+    for (const CounterSample& c : samples)
+      if (c.time_ns >= t0 && c.time_ns < t1) times.insert(c.time_ns);
+    QVERIFY(times.size() > 100);
+    QCOMPARE(got->columns.size(), times.size());
   }
   // Every sample in the window is in one column.
   QCOMPARE(counted, std::int64_t(std::count_if(samples.begin(), samples.end(), [&](auto& c) {

@@ -1811,9 +1811,11 @@ void TestGuiRun::machineProbeRows() {
 }
 
 // Each rank's sampled counters are lanes of the timeline, under the rank's
-// own lanes (a rank with counters only gets a header of its own): a filled
-// step graph on the scale of the counter's greatest value, each sample held
-// until the next, and a tooltip with the value under the pointer.
+// own lanes (a rank with counters only gets a header of its own): a step
+// graph filled from 0, on one axis per counter across the ranks, each sample
+// held until the next and the last to the trace's end; a pixel of several
+// samples filled to their greatest (lighter above their least); a tooltip
+// with the value drawn under the pointer.
 void TestGuiRun::countersOnTheTimeline() {
   const QString path = dir_.filePath(QStringLiteral("counters.db"));
   constexpr double kGiB = double(1ULL << 30);
@@ -1833,19 +1835,17 @@ void TestGuiRun::countersOnTheTimeline() {
     }
     const trace::StringId memory = (*w)->intern("GPU 0 memory in use (bytes)");
     // 1 GiB, then 3 GiB and 2.5 GiB 10 ns apart (one pixel), then 2 GiB
-    // until the last sample at 850 us.
-    for (const auto& [t, v] : std::vector<std::pair<std::int64_t, double>>{{0, 1 * kGiB},
-                                                                           {400'000, 3 * kGiB},
-                                                                           {400'010, 2.5 * kGiB},
-                                                                           {800'000, 2 * kGiB},
-                                                                           {850'000, 2 * kGiB}})
+    // from 800 us on: its last sample, held to the trace's end at 1 ms.
+    for (const auto& [t, v] : std::vector<std::pair<std::int64_t, double>>{
+             {0, 1 * kGiB}, {400'000, 3 * kGiB}, {400'010, 2.5 * kGiB}, {800'000, 2 * kGiB}})
       (*w)->add(trace::CounterSample{0, memory, t, v});
+    // Rank 1 holds 1.5 GiB of it all along: half of rank 0's peak, drawn
+    // half as high on the axis they share.
+    (*w)->add(trace::CounterSample{1, memory, 0, 1.5 * kGiB});
     const trace::StringId busy = (*w)->intern("utilization");
     (*w)->add(trace::CounterSample{1, busy, 0, 10});
     (*w)->add(trace::CounterSample{1, busy, 500'000, 50});
-    (*w)->add(trace::CounterSample{1, busy, 1'000'000, 50});
     (*w)->add(trace::CounterSample{2, (*w)->intern("CPU memory allocated (bytes)"), 0, 4096});
-    (*w)->add(trace::CounterSample{2, (*w)->intern("CPU memory allocated (bytes)"), 1'000'000, 0});
     QVERIFY((*w)->close().ok());
   }
   RunView view;
@@ -1854,69 +1854,100 @@ void TestGuiRun::countersOnTheTimeline() {
   QVERIFY(QTest::qWaitForWindowExposed(&view));
   openAndWait(view, path);
   TimelineWidget* t = view.timeline();
-  QCOMPARE(t->laneCount(), 5);
-  const std::vector<std::pair<int, std::string>> expected{{0, "stream 7"},
-                                                          {0, "GPU 0 memory in use (bytes)"},
-                                                          {1, "stream 7"},
-                                                          {1, "utilization"},
-                                                          {2, "CPU memory allocated (bytes)"}};
-  for (int i = 0; i < 5; ++i) {
+  QCOMPARE(t->laneCount(), 6);
+  const std::vector<std::pair<int, std::string>> expected{
+      {0, "stream 7"},    {0, "GPU 0 memory in use (bytes)"},
+      {1, "stream 7"},    {1, "GPU 0 memory in use (bytes)"},
+      {1, "utilization"}, {2, "CPU memory allocated (bytes)"}};
+  for (int i = 0; i < 6; ++i) {
     QCOMPARE(t->laneInfo(i).rank, expected[std::size_t(i)].first);
     QCOMPARE(t->laneInfo(i).name, expected[std::size_t(i)].second);
     QCOMPARE(t->isCounterLane(i), i != 0 && i != 2);
   }
-  QTRY_VERIFY_WITH_TIMEOUT(!t->busy() && t->frameJob() == t->requestedJob(), 30000);
+  auto settled = [t] { return !t->busy() && t->frameJob() == t->requestedJob(); };
+  QTRY_VERIFY_WITH_TIMEOUT(settled(), 30000);
 
   auto tip = [&](int lane, std::int64_t time_ns) {
     QToolTip::hideText();
-    const QPoint at(int(std::lround(t->xOf(time_ns))), int(t->laneRect(lane).center().y()));
+    const QPoint at(int(std::floor(t->xOf(time_ns))), int(t->laneRect(lane).center().y()));
     QHelpEvent help(QEvent::ToolTip, at, t->mapToGlobal(at));
     QApplication::sendEvent(t, &help);
     return QToolTip::text();
   };
-  QVERIFY2(tip(1, 200'000).contains(QStringLiteral("1.00 GiB at")), qPrintable(tip(1, 200'000)));
-  QVERIFY(tip(1, 200'000).contains(QStringLiteral("GPU 0 memory in use (bytes)")));
-  const QString both = tip(1, 400'000);
-  QVERIFY2(both.contains(QStringLiteral("2 samples near")) &&
-               both.contains(QStringLiteral("from 2.50 GiB to 3.00 GiB, 2.50 GiB after them")),
-           qPrintable(both));
-  QVERIFY2(tip(1, 600'000).contains(QStringLiteral("2.50 GiB at")), qPrintable(tip(1, 600'000)));
-  QVERIFY2(tip(1, 900'000).contains(QStringLiteral("no sample at")), qPrintable(tip(1, 900'000)));
-  QVERIFY2(tip(3, 700'000).contains(QStringLiteral("50 at")), qPrintable(tip(3, 700'000)));
-  QVERIFY2(tip(3, 300'000).contains(QStringLiteral("10 at")), qPrintable(tip(3, 300'000)));
+  auto expect_tip = [&](int lane, std::int64_t time_ns, const QString& part) {
+    const QString text = tip(lane, time_ns);
+    if (!text.contains(part)) qWarning("%s", qPrintable(text + " lacks " + part));
+    return text.contains(part);
+  };
+  QVERIFY(expect_tip(1, 200'000, QStringLiteral("1.00 GiB since 0 s")));
+  QVERIFY(expect_tip(1, 200'000, QStringLiteral("GPU 0 memory in use (bytes)")));
+  QVERIFY(expect_tip(1, 600'000, QStringLiteral("2.50 GiB since 400 µs")));
+  QVERIFY(expect_tip(1, 900'000, QStringLiteral("2.00 GiB since 800 µs (the last sample)")));
+  QVERIFY(expect_tip(3, 700'000, QStringLiteral("1.50 GiB since 0 s (the last sample)")));
+  QVERIFY(expect_tip(4, 700'000, QStringLiteral("50 since 500 µs")));
+  QVERIFY(expect_tip(4, 300'000, QStringLiteral("10 since 0 s")));
+  // The pixel of the pair, at whatever width the view has: both samples.
+  for (int width = 1000; width < 1010; ++width) {
+    view.resize(width, 800);
+    QTRY_VERIFY_WITH_TIMEOUT(t->spanAreaWidth() > 0 && settled(), 30000);
+    QVERIFY2(expect_tip(1, 400'000,
+                        QStringLiteral("2 samples from 400 µs: from 2.50 GiB to 3.00 GiB, then "
+                                       "2.50 GiB")),
+             qPrintable(QString::number(width)));
+  }
+  view.resize(1200, 800);
+  QTRY_VERIFY_WITH_TIMEOUT(settled(), 30000);
 
-  // The graph: filled up to the value's share of the lane's greatest (3
-  // GiB), so a third of the way up at 1 GiB and five sixths at 2.5 GiB.
+  // The graph: filled from the bottom (0) up to the value's share of the
+  // axis's top, 3 GiB: a third of the way at 1 GiB, five sixths at 2.5 GiB;
+  // the pair's pixel to 3 GiB (lighter above 2.5 GiB); rank 1's 1.5 GiB half.
   const QImage image = t->grab().toImage().convertToFormat(QImage::Format_RGB32);
   const qreal dpr = image.devicePixelRatio();
-  auto filled = [&](std::int64_t time_ns, double share) {
-    const QRectF lane = t->laneRect(1);
-    const double y = lane.bottom() - share * (lane.height() - 2);
-    const QColor c = image.pixelColor(int(t->xOf(time_ns) * dpr), int(y * dpr));
-    return c.green() > c.red() + 30 && c.green() > c.blue() + 30;
+  auto filled = [&](int lane, std::int64_t time_ns, double share) {
+    const QRectF r = t->laneRect(lane);
+    const double y = r.bottom() - 1 - share * (r.height() - 3);
+    const QColor c = image.pixelColor(int(std::floor(t->xOf(time_ns)) * dpr), int(y * dpr));
+    return c.green() > c.red() + 20 && c.green() > c.blue() + 20;
   };
-  QVERIFY(filled(200'000, 0.2));
-  QVERIFY(!filled(200'000, 0.5));
-  QVERIFY(filled(600'000, 0.75));
-  QVERIFY(!filled(600'000, 0.92));
-  QVERIFY(filled(700'000, 0.2));
-  QVERIFY(filled(825'000, 0.6));  // 2 GiB from 800 us
-  QVERIFY(!filled(825'000, 0.72));
-  QVERIFY(!filled(900'000, 0.2));  // after the last sample: nothing drawn
+  QVERIFY(filled(1, 200'000, 0.2));
+  QVERIFY(!filled(1, 200'000, 0.5));
+  QVERIFY(filled(1, 600'000, 0.75));
+  QVERIFY(!filled(1, 600'000, 0.92));
+  QVERIFY(filled(1, 400'000, 0.95));  // the peak's pixel
+  QVERIFY(filled(1, 825'000, 0.6));   // 2 GiB from 800 us ...
+  QVERIFY(!filled(1, 825'000, 0.72));
+  QVERIFY(filled(1, 990'000, 0.6));  // ... held to the end
+  QVERIFY(filled(3, 500'000, 0.45));
+  QVERIFY(!filled(3, 500'000, 0.56));
 
-  // Zoomed in on the pair of samples: each is then its own column, and the
-  // 3 GiB one is drawn for its 10 ns.
-  t->setWindow(399'990, 400'030);
-  QTRY_VERIFY_WITH_TIMEOUT(!t->busy() && t->frameJob() == t->requestedJob(), 30000);
-  QVERIFY2(tip(1, 400'005).contains(QStringLiteral("3.00 GiB at")), qPrintable(tip(1, 400'005)));
-  QVERIFY2(tip(1, 400'020).contains(QStringLiteral("2.50 GiB at")), qPrintable(tip(1, 400'020)));
-  QVERIFY2(tip(1, 399'995).contains(QStringLiteral("1.00 GiB at")), qPrintable(tip(1, 399'995)));
+  // A report's picture of the run draws the counters as the view does.
+  QImage picture(1200, int(t->pictureHeight()), QImage::Format_RGB32);
+  picture.fill(Qt::white);
+  {
+    QPainter painter(&picture);
+    t->windowPainter(t->fullRange(), Qt::black)(painter, QRectF(picture.rect()));
+  }
+  int green = 0;
+  for (int y = 0; y < picture.height(); ++y) {
+    for (int x = 0; x < picture.width(); ++x) {
+      const QColor c = picture.pixelColor(x, y);
+      green += c.green() > c.red() + 20 && c.green() > c.blue() + 20 ? 1 : 0;
+    }
+  }
+  QVERIFY2(green > 1000, qPrintable(QString::number(green)));
+
+  // Zoomed in on the pair of samples: each is then its own column.
+  t->setWindow(399'990, 400'090);
+  QTRY_VERIFY_WITH_TIMEOUT(settled(), 30000);
+  QVERIFY(expect_tip(1, 400'005, QStringLiteral("3.00 GiB since 400 µs")));
+  QVERIFY(expect_tip(1, 400'020, QStringLiteral("2.50 GiB since 400 µs")));
+  QVERIFY(expect_tip(1, 399'995, QStringLiteral("1.00 GiB, held from before")));
   cs::gui::test::saveScreenshot(&view, QStringLiteral("run-timeline-counters-zoomed"));
 
   // A folded rank folds its counters too.
   t->setRankCollapsed(0, true);
   QVERIFY(t->laneRect(1).isEmpty());
-  QVERIFY(tip(3, 399'995).contains(QStringLiteral("10 at")));
+  QVERIFY(expect_tip(4, 399'995, QStringLiteral("10, held from before")));
 }
 
 // The CUDA engine's committed run: the tracer's two memory counters are
@@ -1950,7 +1981,8 @@ void TestGuiRun::committedCountersOnTheTimeline() {
   const trace::CounterSeries& used = series[std::size_t(lane - (t->laneCount() - 2))];
   QCOMPARE(used.high, 10239148032.0);
   std::int64_t peak_at = 0;
-  for (const trace::CounterSample& c : reader->counters(used.rank, used.name).value())
+  const std::vector<trace::CounterSample> samples = reader->counters(used.rank, used.name).value();
+  for (const trace::CounterSample& c : samples)
     if (c.value == used.high && peak_at == 0) peak_at = c.time_ns;
   auto* area = qobject_cast<QScrollArea*>(t->parentWidget()->parentWidget());
   QVERIFY(area);
