@@ -55,6 +55,10 @@ json to_json(const PredictedStep& p) {
   for (const Group& g : kGroups) {
     if (!(p.*g.member).empty()) j[g.key] = p.*g.member;
   }
+  if (p.memory) {
+    j["memory"] = {{"allocated_bytes", p.memory->allocated_bytes},
+                   {"device_bytes", p.memory->device_bytes}};
+  }
   if (p.cluster) j["cluster"] = *p.cluster;
   if (p.calibrated) j["calibrated"] = *p.calibrated;
   if (p.workload) j["workload"] = *p.workload;
@@ -101,6 +105,23 @@ Result<PredictedStep> read_predicted_step(std::string_view text, std::string_vie
       }
       (p.*g.member)[key] = seconds;
     }
+  }
+  if (j.contains("memory")) {
+    const json& memory = j["memory"];
+    if (!memory.is_object()) return Error{at + ": /memory: must be an object"};
+    PredictedMemory m;
+    // Up to an exabyte: no device holds more.
+    for (auto [key, field] : {std::pair{"allocated_bytes", &m.allocated_bytes},
+                              std::pair{"device_bytes", &m.device_bytes}}) {
+      if (!memory.contains(key) || !memory[key].is_number() || !(memory[key].get<double>() >= 0) ||
+          memory[key].get<double>() > 1e18)
+        return Error{at + ": /memory/" + key + ": must be a number of bytes from 0 to 1e18"};
+      *field = memory[key].get<double>();
+    }
+    if (m.allocated_bytes > m.device_bytes)
+      return Error{at + ": /memory: allocated_bytes (" + number_text(m.allocated_bytes) +
+                   ") is more than device_bytes (" + number_text(m.device_bytes) + ")"};
+    p.memory = m;
   }
   if (j.contains("pipeline")) {
     const json& pipe = j["pipeline"];

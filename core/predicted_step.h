@@ -34,8 +34,20 @@ struct PipelinePace {
   bool holds(int rank) const;
 };
 
+// The planner's memory per device, of its most loaded stage (bytes).
+struct PredictedMemory {
+  // What the training process allocates itself: model state, activations,
+  // workspaces and communication buffers (the engines' own allocations).
+  double allocated_bytes = 0;
+  // That, the CUDA context, the libraries' workspaces and the caching
+  // allocator's slack: the device memory the process takes.
+  double device_bytes = 0;
+};
+
 struct PredictedStep {
   double step_seconds = 0;
+  // Absent from stores written before it was recorded.
+  std::optional<PredictedMemory> memory;
   // The pipeline's pacing stage, whose parts `breakdown` gives; absent
   // without a pipeline (and in stores written before it was recorded).
   std::optional<PipelinePace> pipeline;

@@ -1166,6 +1166,39 @@ Result<StragglerReport> find_stragglers(const TraceReader& reader,
   return stragglers_from(ranks, raws, options);
 }
 
+namespace {
+
+// The counters that measure each of the planner's two memory figures.
+bool measures_allocated(std::string_view counter) {
+  return counter == "memory in use (bytes)" ||
+         (counter.starts_with("GPU ") && counter.ends_with(" memory allocated (bytes)"));
+}
+bool measures_device(std::string_view counter) {
+  return counter.starts_with("GPU ") && counter.ends_with(" memory used");
+}
+
+Status compare_memory(const TraceReader& reader, const PredictedMemory& predicted,
+                      PredictionComparison& out) {
+  auto series = reader.counter_series();
+  if (!series) return series.error();
+  MemoryVsMeasured allocated{"allocated", predicted.allocated_bytes, std::nullopt, {}, -1};
+  MemoryVsMeasured device{"device", predicted.device_bytes, std::nullopt, {}, -1};
+  for (const CounterSeries& c : *series) {
+    const std::string& name = reader.string(c.name);
+    for (MemoryVsMeasured* row : {&allocated, &device}) {
+      const bool measures = row == &allocated ? measures_allocated(name) : measures_device(name);
+      if (!measures || (row->measured_bytes && *row->measured_bytes >= c.high)) continue;
+      row->measured_bytes = c.high;
+      row->counter = name;
+      row->rank = c.rank;
+    }
+  }
+  out.memory = {allocated, device};
+  return {};
+}
+
+}  // namespace
+
 Result<std::optional<PredictionComparison>> compare_with_prediction(
     const TraceReader& reader, const std::vector<RankAnalysis>& ranks,
     const std::optional<PredictedStep>& prediction) {
@@ -1184,6 +1217,9 @@ Result<std::optional<PredictionComparison>> compare_with_prediction(
     if (Status s = compare_breakdown(reader, predicted, out); !s) return s.error();
   }
   compare_machine_probes(reader, predicted, out);
+  if (predicted.memory) {
+    if (Status s = compare_memory(reader, *predicted.memory, out); !s) return s.error();
+  }
 
   // Mean over every (rank, step) of the measured quantities, in seconds.
   double step = 0, compute = 0, comm = 0, memory = 0, sync = 0, other = 0;

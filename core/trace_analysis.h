@@ -205,6 +205,20 @@ struct PredictedVsMeasured {
   std::optional<double> measured_s;  // empty when nothing in the trace measures it
 };
 
+// The planner's memory per device against what the run's counters sampled:
+// the greatest value over the ranks (and devices).
+struct MemoryVsMeasured {
+  // "allocated": what the process allocated itself, the engines' "memory in
+  // use (bytes)" (a PyTorch profile's "GPU N memory allocated (bytes)");
+  // "device": the device memory in use, the CUDA tracer's "GPU N memory
+  // used" (cudaMemGetInfo: every process on the device).
+  std::string name;
+  double predicted_bytes = 0;
+  std::optional<double> measured_bytes;  // empty when the run sampled no such counter
+  std::string counter;                   // the counter measured
+  std::int32_t rank = -1;                // whose was the greatest
+};
+
 // The planner's estimate (meta "predicted_step") against the mean measured
 // step (each rank's warm-up steps left out: warm_up_steps).
 // Measured categories: compute = compute; communication = exposed
@@ -225,6 +239,9 @@ struct PredictionComparison {
   // the most compute. Its median step and parts; empty when the prediction
   // has none.
   std::vector<PredictedVsMeasured> breakdown;
+  // The prediction's memory against the counters; empty when the prediction
+  // has none (stores written before it was recorded).
+  std::vector<MemoryVsMeasured> memory;
   std::int32_t critical_rank = -1;
   double measured_step_median_s = 0;  // the critical rank's median step
   int critical_steps = 0;             // ... over this many steps

@@ -299,8 +299,11 @@ MemoryBreakdown stage_memory(const Machine& m, const Model& x, const Knobs& k, d
   if (k.tp > 1) ++communicators;
   if (k.dp > 1) ++communicators;
   if (k.pp > 1) ++communicators;
-  mem.communication_buffers = communicators * kNcclPerCommunicator;
-  if (k.dp > 1 && k.zero < 3 && !k.inference) mem.communication_buffers += 2 * k.bucket_bytes;
+  mem.nccl_channels = communicators * kNcclPerCommunicator;
+  // No data-parallel buckets of their own: Megatron's (and the engines')
+  // buckets are views of the contiguous gradient buffer, counted in the
+  // gradients.
+  mem.communication_buffers = mem.nccl_channels;
   if (k.pp > 1) mem.communication_buffers += 2 * 2 * e * tokens * x.hidden;
   if (k.zero >= 3 && k.dp > 1) {
     // Prefetched, gathered parameters: two layers (a tenth of a generic model).

@@ -33,6 +33,10 @@ struct MemoryBreakdown {
   // optimizer_state, and in activations (dropout mask, final norm, logits).
   double embedding_model_state = 0;
   double embedding_activations = 0;
+  // Informative too, counted in communication_buffers: what NCCL allocates
+  // itself for its channels, a set per communicator (not the framework's
+  // tensors, as the framework reserve is not).
+  double nccl_channels = 0;
 
   double model_state() const { return weights + gradients + optimizer_state; }
   double total() const;  // the sum of the parts (kMemoryParts)
@@ -63,7 +67,7 @@ inline constexpr MemoryPart kMemoryParts[] = {
 
 // A new member of MemoryBreakdown is either a part here or counted in them.
 static_assert(sizeof(MemoryBreakdown) ==
-              (sizeof(kMemoryParts) / sizeof(kMemoryParts[0]) + 2) * sizeof(double));
+              (sizeof(kMemoryParts) / sizeof(kMemoryParts[0]) + 3) * sizeof(double));
 
 inline double MemoryBreakdown::total() const {
   double sum = 0;

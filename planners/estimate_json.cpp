@@ -13,7 +13,8 @@ json to_json(const MemoryBreakdown& m) {
   json out = {{"per_gpu_bytes", m.total()},
               {"model_state_bytes", m.model_state()},
               {"embedding_model_state_bytes", m.embedding_model_state},
-              {"embedding_activations_bytes", m.embedding_activations}};
+              {"embedding_activations_bytes", m.embedding_activations},
+              {"nccl_channels_bytes", m.nccl_channels}};
   for (const MemoryPart& part : kMemoryParts)
     out[part.json_key] = m.*part.bytes;
   return out;
@@ -155,6 +156,11 @@ trace::PredictedStep predicted_step(const Estimate& e) {
                                t.zero_gather + t.collective_wait + t.pipeline_bubble;
   trace::PredictedStep p;
   p.step_seconds = t.step();
+  // The framework's reserve (context, library workspaces), NCCL's channels
+  // and the allocator's slack are the device's, not the process's tensors.
+  const MemoryBreakdown& m = e.memory;
+  p.memory = trace::PredictedMemory{
+      m.total() - m.framework_reserve - m.fragmentation - m.nccl_channels, m.total()};
   p.categories = {{"compute", t.forward + t.backward + t.recompute + t.optimizer},
                   {"communication", communication},
                   {"other", 0.0}};

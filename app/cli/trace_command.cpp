@@ -618,6 +618,21 @@ void print_stats(const StatsOptions& o, Context& ctx, const std::unique_ptr<Trac
         pj["largest_disagreement"] = a.prediction->breakdown[a.prediction->largest].name;
         pj["verdict"] = a.prediction->verdict;
       }
+      if (!a.prediction->memory.empty()) {
+        json memory = json::array();
+        for (const MemoryVsMeasured& m : a.prediction->memory) {
+          const bool measured = m.measured_bytes && *m.measured_bytes > 0;
+          memory.push_back(
+              {{"name", m.name},
+               {"predicted_bytes", m.predicted_bytes},
+               {"measured_bytes", m.measured_bytes ? json(*m.measured_bytes) : json(nullptr)},
+               {"error",
+                measured ? json(m.predicted_bytes / *m.measured_bytes - 1) : json(nullptr)},
+               {"counter", m.measured_bytes ? json(m.counter) : json(nullptr)},
+               {"rank", m.measured_bytes ? json(m.rank) : json(nullptr)}});
+        }
+        out["prediction"]["memory"] = std::move(memory);
+      }
       if (const auto& m = a.prediction->machine) {
         out["prediction"]["machine_probe"] = {
             {"measured", json::parse(machine_probe_json(m->measured))},
@@ -946,6 +961,28 @@ void print_stats(const StatsOptions& o, Context& ctx, const std::unique_ptr<Trac
       }
       t3.print(std::cout);
       std::cout << p.verdict << ".\n";
+    }
+    if (!p.memory.empty()) {
+      std::cout << "\nMemory per device, predicted (its most loaded stage) against measured (the "
+                   "largest sample of any rank)\n";
+      TextTable t4({"", "predicted", "measured", "error", "measured by"});
+      for (std::size_t i = 1; i < 4; ++i)
+        t4.right_align(i);
+      for (const MemoryVsMeasured& m : p.memory) {
+        const std::string label =
+            m.name == "allocated" ? "allocated by the process" : "in use on the device";
+        if (!m.measured_bytes) {
+          t4.add({label, format_bytes(m.predicted_bytes), "-", "-", "no counter sampled it"});
+          continue;
+        }
+        t4.add({label, format_bytes(m.predicted_bytes), format_bytes(*m.measured_bytes),
+                error(m.predicted_bytes, *m.measured_bytes),
+                "\"" + m.counter + "\" of rank " + std::to_string(m.rank)});
+      }
+      t4.print(std::cout);
+      std::cout << "  allocated: model state, activations, workspaces and communication buffers; "
+                   "on the device also the CUDA context, the libraries' workspaces and the "
+                   "allocator's slack (the device's counter counts every process on it)\n";
     }
     if (p.machine) {
       std::cout << "The machine, probed before the first step: " << p.machine->text() << ".\n";

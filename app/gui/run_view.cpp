@@ -1232,12 +1232,13 @@ void RunView::showAnalysis() {
     // measurement; a part the planner does not predict is not a -100 %
     // error; a probe, as the machine against the model (+68 %: 68 % slower).
     auto add_row = [&](const QString& name, double predicted, std::optional<double> measured,
-                       bool probe = false) {
+                       bool probe = false, bool in_bytes = false) {
+      auto text = [&](double v) { return in_bytes ? q(format_bytes(v)) : seconds(v); };
       const int row = prediction_table_->rowCount();
       prediction_table_->insertRow(row);
       prediction_table_->setItem(row, 0, tableCell(name));
-      prediction_table_->setItem(row, 1, tableCell(seconds(predicted)));
-      prediction_table_->setItem(row, 2, tableCell(measured ? seconds(*measured) : tr("—")));
+      prediction_table_->setItem(row, 1, tableCell(text(predicted)));
+      prediction_table_->setItem(row, 2, tableCell(measured ? text(*measured) : tr("—")));
       QString error = tr("—");
       if (measured && !(predicted > 0) && *measured > 0) {
         error = tr("not predicted");
@@ -1279,6 +1280,19 @@ void RunView::showAnalysis() {
                 r.measured_s);
       }
       add_line(q(p.verdict) + QStringLiteral("."));
+    }
+    if (!p.memory.empty()) {
+      // The planner's memory per device against the run's counters.
+      add_line(
+          tr("Memory per device: predicted for the most loaded stage, measured as the "
+             "largest sample of any rank"));
+      for (const trace::MemoryVsMeasured& m : p.memory) {
+        const QString what = m.name == "allocated" ? tr("memory allocated by the process")
+                                                   : tr("memory in use on the device");
+        add_row(m.measured_bytes ? tr("%1 (\"%2\" of rank %3)").arg(what, q(m.counter)).arg(m.rank)
+                                 : tr("%1 (no counter sampled it)").arg(what),
+                m.predicted_bytes, m.measured_bytes, false, true);
+      }
     }
     if (const auto& m = p.machine) {
       // The probe each rank ran before its first step, against the model.

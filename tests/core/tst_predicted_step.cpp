@@ -77,6 +77,7 @@ void TestPredictedStep::readsABarePlannerPrediction() {
   QVERIFY(!p->cluster && !p->calibrated && !p->workload && !p->notes);
   QVERIFY(p->plan_json.empty());
   QVERIFY(!p->machine_probe && p->machine_probe_error.empty());
+  QVERIFY(!p->memory);  // a store written before memory was predicted
   QCOMPARE(cs::json_text(to_json(*p)), std::string(R"({"step_seconds":0.01})"));
 }
 
@@ -98,6 +99,7 @@ void TestPredictedStep::roundTrip() {
   probe.all_reduce_seconds = 3e-4;
   p.machine_probe = probe;
   p.pipeline = cs::trace::PipelinePace{4, 16, cs::trace::PipelinePace::Stage::middle};
+  p.memory = cs::trace::PredictedMemory{123'101'184, 934'281'216};
 
   const std::string text = cs::json_text(to_json(p));
   auto back = read_predicted_step(text, kWhere);
@@ -113,6 +115,9 @@ void TestPredictedStep::roundTrip() {
   QCOMPARE(back->plan_json, p.plan_json);
   QVERIFY(back->machine_probe);
   QCOMPARE(cs::machine_probe_json(*back->machine_probe), cs::machine_probe_json(probe));
+  QVERIFY(back->memory);
+  QCOMPARE(back->memory->allocated_bytes, 123'101'184.0);
+  QCOMPARE(back->memory->device_bytes, 934'281'216.0);
   QVERIFY(back->pipeline);
   QCOMPARE(back->pipeline->stages, 4);
   QCOMPARE(back->pipeline->ranks_per_stage, 16);
@@ -171,6 +176,17 @@ void TestPredictedStep::errorsNameThePointer_data() {
   QTest::addRow("ranks as text")
       << R"({"step_seconds": 1, "pipeline": {"stages": 2, "ranks_per_stage": "8", "pacing": "last"}})"
       << "/pipeline/ranks_per_stage: must be a whole number from 1 to 1048576";
+  QTest::addRow("memory as a number") << R"({"step_seconds": 1, "memory": 8e9})"
+                                      << "/memory: must be an object";
+  QTest::addRow("memory without the device's")
+      << R"({"step_seconds": 1, "memory": {"allocated_bytes": 1e9}})"
+      << "/memory/device_bytes: must be a number of bytes from 0 to 1e18";
+  QTest::addRow("negative memory")
+      << R"({"step_seconds": 1, "memory": {"allocated_bytes": -1, "device_bytes": 1e9}})"
+      << "/memory/allocated_bytes: must be a number of bytes from 0 to 1e18";
+  QTest::addRow("allocated past the device")
+      << R"({"step_seconds": 1, "memory": {"allocated_bytes": 2e9, "device_bytes": 1e9}})"
+      << "/memory: allocated_bytes (2000000000) is more than device_bytes (1000000000)";
   QTest::addRow("unknown pacing")
       << R"({"step_seconds": 1, "pipeline": {"stages": 2, "ranks_per_stage": 1, "pacing": "slow"}})"
       << "/pipeline/pacing: must be \"first\", \"middle\" or \"last\"";

@@ -1754,6 +1754,22 @@ void TestGuiRun::predictAgain() {
                          [&](const QString& c) { return c.startsWith(QLatin1String(part)); }),
              part);
   }
+  // Memory: the planner's for the run's shape against what the CUDA tracer
+  // and the engine sampled, the engine's 7.18 GiB and the device's 9.54 GiB.
+  const auto row_of = [&](const QString& start) {
+    for (int r = 0; r < table->rowCount(); ++r)
+      if (table->item(r, 0) && table->item(r, 0)->text().startsWith(start)) return r;
+    return -1;
+  };
+  const int allocated = row_of(
+      QStringLiteral("memory allocated by the process (\"memory in use (bytes)\" of rank 0)"));
+  const int device =
+      row_of(QStringLiteral("memory in use on the device (\"GPU 0 memory used\" of rank 0)"));
+  QVERIFY2(allocated >= 0 && device >= 0, qPrintable(cells.join(" | ")));
+  QCOMPARE(table->item(allocated, 2)->text(), QStringLiteral("7.18 GiB"));
+  QCOMPARE(table->item(device, 2)->text(), QStringLiteral("9.54 GiB"));
+  QVERIFY(table->item(allocated, 1)->text().endsWith(QStringLiteral(" GiB")));
+  QVERIFY(table->item(allocated, 3)->text().startsWith(QLatin1Char('-')));  // under-predicted
   // The new prediction holds a machine probe; this run was recorded before
   // the engines probed the machine, and the tab says so.
   QVERIFY2(cells.contains(QStringLiteral("Machine probe: the run recorded no machine probe "

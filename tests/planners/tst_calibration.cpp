@@ -2071,6 +2071,21 @@ void TestCalibration::calibrateRunPredictLearn() {
   QVERIFY(measured_gemm);
   QVERIFY(names.contains(prediction["largest_disagreement"].toString()));
   QVERIFY(prediction["verdict"].toString().startsWith("the plan said"));
+  // The planner's memory against the counters: what the engine allocated
+  // (model state, activations, the data-parallel buckets) comes within 5 %
+  // of what the planner predicts for the shape it trains; the device's
+  // (context, NCCL, allocator slack) is not sampled by the CPU engine.
+  const QJsonArray memory = prediction["memory"].toArray();
+  QCOMPARE(memory.size(), 2);
+  const QJsonObject allocated = memory[0].toObject(), device = memory[1].toObject();
+  QCOMPARE(allocated["name"].toString(), QString("allocated"));
+  QCOMPARE(allocated["counter"].toString(), QString("memory in use (bytes)"));
+  QVERIFY2(
+      allocated["measured_bytes"].toDouble() > 0 && std::abs(allocated["error"].toDouble()) < 0.05,
+      qPrintable(QJsonDocument(allocated).toJson()));
+  QCOMPARE(device["name"].toString(), QString("device"));
+  QVERIFY(device["measured_bytes"].isNull() &&
+          device["predicted_bytes"].toDouble() > allocated["predicted_bytes"].toDouble());
   // Every rank probed the machine before its first step (untraced: no probe
   // GEMM in the timeline), and the prediction holds the same probe as the
   // calibrated cluster predicts it.

@@ -1112,7 +1112,15 @@ void TestPlanner::estimateJson() {
     keys.push_back(key);
   for (const auto& [key, value] : stored["breakdown"].items())
     parts.push_back(key);
-  QCOMPARE(keys, (std::vector<std::string>{"breakdown", "categories", "pipeline", "step_seconds"}));
+  QCOMPARE(keys, (std::vector<std::string>{"breakdown", "categories", "memory", "pipeline",
+                                           "step_seconds"}));
+  // Memory: the process's own allocations leave out the framework's reserve,
+  // NCCL's channels and the allocator's slack; the device's hold them all.
+  QVERIFY(step.memory);
+  QCOMPARE(step.memory->device_bytes, e.memory.total());
+  QCOMPARE(step.memory->allocated_bytes, e.memory.total() - e.memory.framework_reserve -
+                                             e.memory.fragmentation - e.memory.nccl_channels);
+  QVERIFY(e.memory.nccl_channels > 0 && e.memory.nccl_channels <= e.memory.communication_buffers);
   QCOMPARE(parts,
            (std::vector<std::string>{"bubble", "communication.dp", "communication.pp",
                                      "communication.tp", "compute.activation", "compute.attention",
