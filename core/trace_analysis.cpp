@@ -1166,6 +1166,15 @@ Result<StragglerReport> find_stragglers(const TraceReader& reader,
   return stragglers_from(ranks, raws, options);
 }
 
+std::string memory_row_label(const MemoryVsMeasured& row) {
+  return row.name == "allocated" ? "allocated by the process" : "in use on the device";
+}
+
+std::string memory_row_source(const MemoryVsMeasured& row) {
+  if (!row.measured_bytes) return "no counter sampled it";
+  return "\"" + row.counter + "\" of rank " + std::to_string(row.rank);
+}
+
 namespace {
 
 // The counters that measure each of the planner's two memory figures.

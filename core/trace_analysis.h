@@ -219,6 +219,18 @@ struct MemoryVsMeasured {
   std::int32_t rank = -1;                // whose was the greatest
 };
 
+// How `trace stats` and the report name a memory row: "allocated by the
+// process", "in use on the device".
+std::string memory_row_label(const MemoryVsMeasured& row);
+// What measured it: "\"memory in use (bytes)\" of rank 0", or "no counter
+// sampled it".
+std::string memory_row_source(const MemoryVsMeasured& row);
+// The note under the rows: what each figure counts.
+inline constexpr const char* kMemoryRowsNote =
+    "allocated: model state, activations, workspaces and pipeline buffers; on the device also "
+    "the CUDA context, the libraries' workspaces, NCCL's channels and the allocator's slack "
+    "(the device's counter counts every process on it)";
+
 // The planner's estimate (meta "predicted_step") against the mean measured
 // step (each rank's warm-up steps left out: warm_up_steps).
 // Measured categories: compute = compute; communication = exposed

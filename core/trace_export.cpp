@@ -1273,6 +1273,20 @@ Result<ExportReport> export_html_report(const TraceReader& reader, const RunAnal
       }
       out << "</table>\n<p>" << html(p.verdict) << ".</p>\n";
     }
+    if (!p.memory.empty()) {
+      out << "<h3>Memory per device</h3>\n<p class=note>Predicted for the most loaded stage; "
+             "measured: the largest sample of any rank.</p>\n<table>\n<tr><th></th>"
+             "<th>predicted</th><th>measured</th><th>error</th><th>measured by</th></tr>\n";
+      for (const MemoryVsMeasured& m : p.memory) {
+        out << "<tr><td>" << html(memory_row_label(m)) << "</td><td class=n>"
+            << format_bytes(m.predicted_bytes) << "</td><td class=n>"
+            << (m.measured_bytes ? format_bytes(*m.measured_bytes) : "-") << "</td><td class=n>"
+            << (m.measured_bytes ? prediction_error_text(m.predicted_bytes, *m.measured_bytes)
+                                 : "-")
+            << "</td><td>" << html(memory_row_source(m)) << "</td></tr>\n";
+      }
+      out << "</table>\n<p class=note>" << html(kMemoryRowsNote) << ".</p>\n";
+    }
     if (p.machine) {
       out << "<p>The machine, probed before the first step: " << html(p.machine->text())
           << ".</p>\n";

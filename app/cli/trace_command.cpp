@@ -969,20 +969,13 @@ void print_stats(const StatsOptions& o, Context& ctx, const std::unique_ptr<Trac
       for (std::size_t i = 1; i < 4; ++i)
         t4.right_align(i);
       for (const MemoryVsMeasured& m : p.memory) {
-        const std::string label =
-            m.name == "allocated" ? "allocated by the process" : "in use on the device";
-        if (!m.measured_bytes) {
-          t4.add({label, format_bytes(m.predicted_bytes), "-", "-", "no counter sampled it"});
-          continue;
-        }
-        t4.add({label, format_bytes(m.predicted_bytes), format_bytes(*m.measured_bytes),
-                error(m.predicted_bytes, *m.measured_bytes),
-                "\"" + m.counter + "\" of rank " + std::to_string(m.rank)});
+        t4.add({memory_row_label(m), format_bytes(m.predicted_bytes),
+                m.measured_bytes ? format_bytes(*m.measured_bytes) : "-",
+                m.measured_bytes ? error(m.predicted_bytes, *m.measured_bytes) : "-",
+                memory_row_source(m)});
       }
       t4.print(std::cout);
-      std::cout << "  allocated: model state, activations, workspaces and communication buffers; "
-                   "on the device also the CUDA context, the libraries' workspaces and the "
-                   "allocator's slack (the device's counter counts every process on it)\n";
+      std::cout << "  " << kMemoryRowsNote << '\n';
     }
     if (p.machine) {
       std::cout << "The machine, probed before the first step: " << p.machine->text() << ".\n";

@@ -2086,6 +2086,21 @@ void TestCalibration::calibrateRunPredictLearn() {
   QCOMPARE(device["name"].toString(), QString("device"));
   QVERIFY(device["measured_bytes"].isNull() &&
           device["predicted_bytes"].toDouble() > allocated["predicted_bytes"].toDouble());
+  // ... as the text and the HTML report say it.
+  r = run_cli({"trace", "stats", run_store}, presets, work);
+  QVERIFY2(r.exit_code == 0 && r.out.contains("allocated by the process") &&
+               r.out.contains("\"memory in use (bytes)\" of rank "),
+           qPrintable(r.out.right(2000)));
+  const QString report = work + "/run.html";
+  r = run_cli({"trace", "export", run_store, "--format", "html", "--out", report}, presets, work);
+  QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+  {
+    QFile html(report);
+    QVERIFY(html.open(QIODevice::ReadOnly));
+    const QByteArray text = html.readAll();
+    QVERIFY(text.contains("<h3>Memory per device</h3>") &&
+            text.contains("<td>allocated by the process</td>"));
+  }
   // Every rank probed the machine before its first step (untraced: no probe
   // GEMM in the timeline), and the prediction holds the same probe as the
   // calibrated cluster predicts it.
