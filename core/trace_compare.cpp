@@ -132,10 +132,10 @@ RunComparison compare_runs(const RunAnalysis& a, const RunAnalysis& b) {
   out.api_calls = compare_lists(a.api_calls, b.api_calls, a_scale, b_scale, by_name);
   out.annotations = compare_lists(a.annotations, b.annotations, a_scale, b_scale, by_name);
   auto times = [](const std::vector<MemoryOpStats>& ops) {
-    std::vector<KernelStats> out;
+    std::vector<KernelStats> timed;
     for (const MemoryOpStats& m : ops)
-      out.push_back(m.time);
-    return out;
+      timed.push_back(m.time);
+    return timed;
   };
   out.memory_ops =
       compare_lists(times(a.memory_ops), times(b.memory_ops), a_scale, b_scale, by_name);

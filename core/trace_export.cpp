@@ -1329,10 +1329,10 @@ Result<ExportReport> export_html_report(const TraceReader& reader, const RunAnal
   say_rows_left_out(analysis.kernels.size(), "kernels");
 
   // Calls and ranges, timed by name.
-  auto timed_table = [&](const std::vector<KernelStats>& rows, std::string_view title,
+  auto timed_table = [&](const std::vector<KernelStats>& rows, std::string_view heading,
                          std::string_view note, std::string_view csv_table) {
     if (rows.empty()) return;
-    out << "<h2>" << title << "</h2>\n<p class=note>" << note
+    out << "<h2>" << heading << "</h2>\n<p class=note>" << note
         << "</p>\n<table>\n<tr><th>name</th><th>count</th><th>total ms</th><th>mean us</th>"
            "<th>median us</th><th>min us</th><th>max us</th><th>stddev "
            "us</th><th>share</th></tr>\n";

@@ -804,19 +804,19 @@ void print_stats(const StatsOptions& o, Context& ctx, const std::unique_ptr<Trac
   auto print_timed = [&](const std::vector<KernelStats>& rows, const std::string& title) {
     if (rows.empty() || top == 0) return;
     std::cout << "\n" << title << '\n';
-    TextTable t({"name", "count", "total ms", "mean us", "median us", "min us", "max us",
-                 "stddev us", "share"});
+    TextTable table({"name", "count", "total ms", "mean us", "median us", "min us", "max us",
+                     "stddev us", "share"});
     for (std::size_t i = 1; i < 9; ++i)
-      t.right_align(i);
+      table.right_align(i);
     const auto names = names_of(
         rows, [](const KernelStats& s) { return s.name; }, 60, true);
     for (std::size_t i = 0; i < names.size(); ++i) {
       const KernelStats& s = rows[i];
-      t.add({names[i], std::to_string(s.count), ms(s.total_ns), us(s.mean_ns), us(s.median_ns),
-             us(static_cast<double>(s.min_ns)), us(static_cast<double>(s.max_ns)), us(s.stddev_ns),
-             format_fixed(s.share * 100, 1) + "%"});
+      table.add({names[i], std::to_string(s.count), ms(s.total_ns), us(s.mean_ns), us(s.median_ns),
+                 us(static_cast<double>(s.min_ns)), us(static_cast<double>(s.max_ns)),
+                 us(s.stddev_ns), format_fixed(s.share * 100, 1) + "%"});
     }
-    t.print(std::cout);
+    table.print(std::cout);
     say_rows_left_out(names.size(), rows.size());
   };
   print_timed(a.api_calls, "CUDA API calls (all ranks; as Nsight Systems' cuda_api_sum)");
