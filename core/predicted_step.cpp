@@ -25,6 +25,24 @@ constexpr std::pair<PipelinePace::Stage, const char*> kStageNames[] = {
     {PipelinePace::Stage::middle, "middle"},
     {PipelinePace::Stage::last, "last"}};
 
+// "memory": {"allocated_bytes": ..., "device_bytes": ...}.
+Result<PredictedMemory> read_memory(const json& memory, const std::string& at) {
+  if (!memory.is_object()) return Error{at + ": /memory: must be an object"};
+  PredictedMemory m;
+  // Up to an exabyte: no device holds more.
+  for (auto [key, field] : {std::pair{"allocated_bytes", &m.allocated_bytes},
+                            std::pair{"device_bytes", &m.device_bytes}}) {
+    if (!memory.contains(key) || !memory[key].is_number() || !(memory[key].get<double>() >= 0) ||
+        memory[key].get<double>() > 1e18)
+      return Error{at + ": /memory/" + key + ": must be a number of bytes from 0 to 1e18"};
+    *field = memory[key].get<double>();
+  }
+  if (m.allocated_bytes > m.device_bytes)
+    return Error{at + ": /memory: allocated_bytes (" + number_text(m.allocated_bytes) +
+                 ") is more than device_bytes (" + number_text(m.device_bytes) + ")"};
+  return m;
+}
+
 }  // namespace
 
 bool PipelinePace::holds(int rank) const {
@@ -107,21 +125,11 @@ Result<PredictedStep> read_predicted_step(std::string_view text, std::string_vie
     }
   }
   if (j.contains("memory")) {
-    const json& memory = j["memory"];
-    if (!memory.is_object()) return Error{at + ": /memory: must be an object"};
-    PredictedMemory m;
-    // Up to an exabyte: no device holds more.
-    for (auto [key, field] : {std::pair{"allocated_bytes", &m.allocated_bytes},
-                              std::pair{"device_bytes", &m.device_bytes}}) {
-      if (!memory.contains(key) || !memory[key].is_number() || !(memory[key].get<double>() >= 0) ||
-          memory[key].get<double>() > 1e18)
-        return Error{at + ": /memory/" + key + ": must be a number of bytes from 0 to 1e18"};
-      *field = memory[key].get<double>();
-    }
-    if (m.allocated_bytes > m.device_bytes)
-      return Error{at + ": /memory: allocated_bytes (" + number_text(m.allocated_bytes) +
-                   ") is more than device_bytes (" + number_text(m.device_bytes) + ")"};
-    p.memory = m;
+    auto memory = read_memory(j["memory"], at);
+    if (memory)
+      p.memory = memory.value();
+    else
+      p.memory_error = memory.message();
   }
   if (j.contains("pipeline")) {
     const json& pipe = j["pipeline"];

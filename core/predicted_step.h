@@ -46,8 +46,11 @@ struct PredictedMemory {
 
 struct PredictedStep {
   double step_seconds = 0;
-  // Absent from stores written before it was recorded.
+  // Absent from stores written before it was recorded. An unreadable one
+  // does not make the prediction unreadable: memory is then empty and
+  // memory_error says why.
   std::optional<PredictedMemory> memory;
+  std::string memory_error;
   // The pipeline's pacing stage, whose parts `breakdown` gives; absent
   // without a pipeline (and in stores written before it was recorded).
   std::optional<PipelinePace> pipeline;

@@ -1035,6 +1035,39 @@ Result<RankAnalysis> analyze_rank(const TraceReader& reader, std::int32_t rank,
   return analyze_rank_raw(reader, rank, options, nullptr);
 }
 
+namespace {
+
+// Each series' samples inside the window, its end included (the engines
+// sample memory as a step ends); all of them without one.
+Result<std::vector<CounterStats>> counter_stats(const TraceReader& reader,
+                                                const std::optional<TimeRange>& window) {
+  auto series = reader.counter_series();
+  if (!series) return series.error();
+  std::vector<CounterStats> out;
+  for (const CounterSeries& c : *series) {
+    auto samples = reader.counters(c.rank, c.name);
+    if (!samples) return samples.error();
+    CounterStats stats;
+    stats.rank = c.rank;
+    stats.name = reader.string(c.name);
+    stats.bytes = counter_in_bytes(stats.name);
+    for (const CounterSample& s : *samples) {
+      if (window && (s.time_ns < window->start_ns || s.time_ns > window->end_ns)) continue;
+      if (stats.samples == 0 || s.value < stats.least) stats.least = s.value;
+      if (stats.samples == 0 || s.value > stats.greatest) {
+        stats.greatest = s.value;
+        stats.greatest_at_ns = s.time_ns;
+      }
+      stats.last = s.value;
+      ++stats.samples;
+    }
+    if (stats.samples > 0) out.push_back(std::move(stats));
+  }
+  return out;
+}
+
+}  // namespace
+
 Result<RunAnalysis> analyze_run(const TraceReader& reader, const AnalysisOptions& options) {
   RunAnalysis run;
   const auto& ranks = reader.ranks();
@@ -1141,6 +1174,9 @@ Result<RunAnalysis> analyze_run(const TraceReader& reader, const AnalysisOptions
   run.annotations = kernel_stats(reader, annotations, /*consume=*/true);
   run.memory_ops = memory_op_stats(reader, memory_ops, memory_bytes, /*consume=*/true);
   run.collectives = collective_stats(reader, collectives, transfer);
+  auto counters = counter_stats(reader, options.window);
+  if (!counters) return counters.error();
+  run.counters = std::move(counters).value();
   run.stragglers = stragglers_from(run.ranks, raws, options);
   // The plan is held against whole steps; a window's figures are of part of them.
   if (!options.window) {
@@ -1177,13 +1213,23 @@ std::string memory_row_source(const MemoryVsMeasured& row) {
 
 namespace {
 
+// "GPU <n><suffix>", n a device number: the CUDA tracer's and the PyTorch
+// importer's names, and no other counter that happens to end alike ("GPU 0
+// shared memory used").
+bool names_gpu_counter(std::string_view counter, std::string_view suffix) {
+  if (!counter.starts_with("GPU ") || !counter.ends_with(suffix)) return false;
+  const std::string_view device = counter.substr(4, counter.size() - 4 - suffix.size());
+  return !device.empty() &&
+         std::all_of(device.begin(), device.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
 // The counters that measure each of the planner's two memory figures.
 bool measures_allocated(std::string_view counter) {
   return counter == "memory in use (bytes)" ||
-         (counter.starts_with("GPU ") && counter.ends_with(" memory allocated (bytes)"));
+         names_gpu_counter(counter, " memory allocated (bytes)");
 }
 bool measures_device(std::string_view counter) {
-  return counter.starts_with("GPU ") && counter.ends_with(" memory used");
+  return names_gpu_counter(counter, " memory used");
 }
 
 Status compare_memory(const TraceReader& reader, const PredictedMemory& predicted,
@@ -1196,7 +1242,10 @@ Status compare_memory(const TraceReader& reader, const PredictedMemory& predicte
     const std::string& name = reader.string(c.name);
     for (MemoryVsMeasured* row : {&allocated, &device}) {
       const bool measures = row == &allocated ? measures_allocated(name) : measures_device(name);
-      if (!measures || (row->measured_bytes && *row->measured_bytes >= c.high)) continue;
+      // A value that is not a finite size is no measurement of memory.
+      if (!measures || !std::isfinite(c.high) || !(c.high > 0) ||
+          (row->measured_bytes && *row->measured_bytes >= c.high))
+        continue;
       row->measured_bytes = c.high;
       row->counter = name;
       row->rank = c.rank;
@@ -1228,6 +1277,8 @@ Result<std::optional<PredictionComparison>> compare_with_prediction(
   compare_machine_probes(reader, predicted, out);
   if (predicted.memory) {
     if (Status s = compare_memory(reader, *predicted.memory, out); !s) return s.error();
+  } else if (!predicted.memory_error.empty()) {
+    out.memory_note = "the prediction's memory is unreadable: " + predicted.memory_error;
   }
 
   // Mean over every (rank, step) of the measured quantities, in seconds.

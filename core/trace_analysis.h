@@ -254,6 +254,7 @@ struct PredictionComparison {
   // The prediction's memory against the counters; empty when the prediction
   // has none (stores written before it was recorded).
   std::vector<MemoryVsMeasured> memory;
+  std::string memory_note;  // why there are no memory rows, when the prediction's is unreadable
   std::int32_t critical_rank = -1;
   double measured_step_median_s = 0;  // the critical rank's median step
   int critical_steps = 0;             // ... over this many steps
@@ -368,6 +369,18 @@ struct AnalysisOptions {
   std::optional<PredictedStep> prediction;
 };
 
+// One rank's sampled counter (GPU memory in use, a profile's allocated
+// bytes) over the run or the window: its peak, as PyTorch's
+// max_memory_allocated and Nsight's memory rows give it.
+struct CounterStats {
+  std::int32_t rank = 0;
+  std::string name;
+  std::int64_t samples = 0;
+  double least = 0, greatest = 0, last = 0;
+  std::int64_t greatest_at_ns = 0;  // the first sample at the greatest value
+  bool bytes = false;               // counter_in_bytes(name)
+};
+
 struct RunAnalysis {
   std::vector<RankAnalysis> ranks;
   std::vector<KernelStats> kernels;          // all ranks together
@@ -381,6 +394,8 @@ struct RunAnalysis {
   // record_function) of all ranks by name and total time (Nsight Systems'
   // nvtx_sum); share: of all ranges' time, nested ones counted in full.
   std::vector<KernelStats> annotations;
+  // Every rank's counters with a sample in the window, by rank and name.
+  std::vector<CounterStats> counters;
   StragglerReport stragglers;
   std::optional<PredictionComparison> prediction;  // none for a window (options.window)
   // A damaged page met while reading (TraceReader::damage's message): the

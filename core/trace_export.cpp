@@ -1286,6 +1286,8 @@ Result<ExportReport> export_html_report(const TraceReader& reader, const RunAnal
             << "</td><td>" << html(memory_row_source(m)) << "</td></tr>\n";
       }
       out << "</table>\n<p class=note>" << html(kMemoryRowsNote) << ".</p>\n";
+    } else if (!p.memory_note.empty()) {
+      out << "<p>Memory per device: " << html(p.memory_note) << ".</p>\n";
     }
     if (p.machine) {
       out << "<p>The machine, probed before the first step: " << html(p.machine->text())
@@ -1381,6 +1383,24 @@ Result<ExportReport> export_html_report(const TraceReader& reader, const RunAnal
               "nvtx_sum sums them; share: of all ranges' time, a range inside another counted in "
               "both.",
               "annotations");
+
+  if (!analysis.counters.empty()) {
+    out << "<h2>Sampled counters</h2>\n<p class=note>Each rank's counters (GPU memory in use, "
+           "allocated bytes): the largest sample is the peak, as PyTorch's "
+           "max_memory_allocated gives it; at: its time from the trace's first event.</p>\n"
+           "<table>\n<tr><th>rank</th><th>counter</th><th>samples</th><th>least</th>"
+           "<th>largest</th><th>at</th><th>last</th></tr>\n";
+    const std::int64_t origin = reader.time_range().start_ns;
+    for (const CounterStats& k : analysis.counters) {
+      auto value = [&](double v) { return k.bytes ? format_bytes(v) : number_text(v); };
+      out << "<tr><td class=n>" << k.rank << "</td><td>" << html(k.name) << "</td><td class=n>"
+          << k.samples << "</td><td class=n>" << value(k.least) << "</td><td class=n>"
+          << value(k.greatest) << "</td><td class=n>"
+          << format_fixed(static_cast<double>(k.greatest_at_ns - origin) / 1e6, 3)
+          << " ms</td><td class=n>" << value(k.last) << "</td></tr>\n";
+    }
+    out << "</table>\n";
+  }
 
   if (!analysis.collectives.empty()) {
     out << "<h2>Collectives</h2>\n<p class=note>Bandwidths by the nccl-tests formulas: algbw = "

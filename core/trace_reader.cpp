@@ -803,8 +803,11 @@ Result<std::vector<StepMetrics>> TraceReader::steps(std::optional<std::int32_t> 
 Result<std::vector<CounterSeries>> TraceReader::counter_series() const {
   Impl& d = *impl_;
   auto stmt = d.db.prepare(
-      "SELECT rank, name, COUNT(*), MIN(value), MAX(value), MIN(time_ns), MAX(time_ns) "
-      "FROM counters GROUP BY rank, name ORDER BY rank, name");
+      // A value that is not a number (an edited store's text) is left out
+      // of the bounds: SQLite ranks text above every number.
+      "SELECT rank, name, COUNT(*), MIN(CASE WHEN typeof(value) IN ('real', 'integer') THEN "
+      "value END), MAX(CASE WHEN typeof(value) IN ('real', 'integer') THEN value END), "
+      "MIN(time_ns), MAX(time_ns) FROM counters GROUP BY rank, name ORDER BY rank, name");
   if (!stmt) return stmt.error();
   std::vector<CounterSeries> out;
   int rc;

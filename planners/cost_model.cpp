@@ -300,10 +300,12 @@ MemoryBreakdown stage_memory(const Machine& m, const Model& x, const Knobs& k, d
   if (k.dp > 1) ++communicators;
   if (k.pp > 1) ++communicators;
   mem.nccl_channels = communicators * kNcclPerCommunicator;
-  // No data-parallel buckets of their own: Megatron's (and the engines')
-  // buckets are views of the contiguous gradient buffer, counted in the
-  // gradients.
+  // Up to ZeRO-1, no data-parallel buckets of their own: Megatron's (and
+  // the engines') are views of the contiguous gradient buffer, counted in
+  // the gradients. ZeRO-2 keeps only a shard of the gradients, and stages
+  // the whole ones in two buckets (DeepSpeed's reduce buckets).
   mem.communication_buffers = mem.nccl_channels;
+  if (k.dp > 1 && k.zero == 2 && !k.inference) mem.communication_buffers += 2 * k.bucket_bytes;
   if (k.pp > 1) mem.communication_buffers += 2 * 2 * e * tokens * x.hidden;
   if (k.zero >= 3 && k.dp > 1) {
     // Prefetched, gathered parameters: two layers (a tenth of a generic model).

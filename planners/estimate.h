@@ -25,7 +25,7 @@ struct MemoryBreakdown {
   double optimizer_state = 0;        // fp32 master weights + optimizer moments
   double activations = 0;            // kept for backward, all micro-batches in flight
   double activation_workspace = 0;   // transient: one layer recomputed, attention scores, logits
-  double communication_buffers = 0;  // NCCL channels, DP buckets, PP send/recv, ZeRO-3 gathers
+  double communication_buffers = 0;  // NCCL channels, PP send/recv, ZeRO-2 buckets, ZeRO-3 gathers
   double framework_reserve = 0;      // CUDA context, cuBLAS workspaces, allocator pools
   double fragmentation = 0;          // caching-allocator slack over what is allocated
   // Informative, already counted above: the shares held for the embedding

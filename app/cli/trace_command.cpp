@@ -568,6 +568,19 @@ void print_stats(const StatsOptions& o, Context& ctx, const std::unique_ptr<Trac
           sized && m.time.total_ns > 0 ? json(m.throughput_gbps) : json(nullptr);
       memory_ops.push_back(std::move(row));
     }
+    json counters = json::array();
+    const std::int64_t start = r->time_range().start_ns;
+    for (std::size_t i = 0; i < a.counters.size() && i < top; ++i) {
+      const CounterStats& k = a.counters[i];
+      counters.push_back({{"rank", k.rank},
+                          {"name", k.name},
+                          {"samples", k.samples},
+                          {"least", k.least},
+                          {"largest", k.greatest},
+                          {"largest_at_ns", k.greatest_at_ns - start},
+                          {"last", k.last},
+                          {"unit", k.bytes ? json("bytes") : json(nullptr)}});
+    }
     json out = {{"path", r->path()},
                 {"status", r->state().status},
                 {"ranks", ranks},
@@ -576,6 +589,7 @@ void print_stats(const StatsOptions& o, Context& ctx, const std::unique_ptr<Trac
                 {"memory_ops", memory_ops},
                 {"annotations", timed(a.annotations)},
                 {"collectives", collectives},
+                {"counters", counters},
                 {"stragglers", stragglers},
                 // How many rows each table has; --top lists the first of them.
                 {"totals",
@@ -583,7 +597,8 @@ void print_stats(const StatsOptions& o, Context& ctx, const std::unique_ptr<Trac
                   {"api_calls", a.api_calls.size()},
                   {"memory_ops", a.memory_ops.size()},
                   {"annotations", a.annotations.size()},
-                  {"collectives", a.collectives.size()}}}};
+                  {"collectives", a.collectives.size()},
+                  {"counters", a.counters.size()}}}};
     // The window's bounds from the trace's start, as --from/--to count them.
     const std::int64_t origin = r->time_range().start_ns;
     out["window"] = options.window ? json{{"from_ns", options.window->start_ns - origin},
@@ -632,6 +647,8 @@ void print_stats(const StatsOptions& o, Context& ctx, const std::unique_ptr<Trac
                {"rank", m.measured_bytes ? json(m.rank) : json(nullptr)}});
         }
         out["prediction"]["memory"] = std::move(memory);
+      } else if (!a.prediction->memory_note.empty()) {
+        out["prediction"]["memory_note"] = a.prediction->memory_note;
       }
       if (const auto& m = a.prediction->machine) {
         out["prediction"]["machine_probe"] = {
@@ -850,6 +867,24 @@ void print_stats(const StatsOptions& o, Context& ctx, const std::unique_ptr<Trac
               "nvtx_sum)");
   if (!a.annotations.empty() && top > 0)
     std::cout << "  share: of all ranges' time; a range inside another counts in both\n";
+  if (!a.counters.empty() && top > 0) {
+    std::cout << "\nSampled counters (each rank's; the largest sample is the peak, as "
+                 "max_memory_allocated gives it)\n";
+    TextTable c({"rank", "counter", "samples", "least", "largest", "at ms", "last"});
+    for (std::size_t i = 2; i < 7; ++i)
+      c.right_align(i);
+    const std::int64_t origin = r->time_range().start_ns;
+    for (std::size_t i = 0; i < a.counters.size() && i < top; ++i) {
+      const CounterStats& k = a.counters[i];
+      auto value = [&](double v) { return k.bytes ? format_bytes(v) : number_text(v); };
+      c.add({std::to_string(k.rank), shorten(k.name, 48), std::to_string(k.samples), value(k.least),
+             value(k.greatest),
+             format_fixed(static_cast<double>(k.greatest_at_ns - origin) / 1e6, 3), value(k.last)});
+    }
+    c.print(std::cout);
+    say_rows_left_out(std::min(top, a.counters.size()), a.counters.size());
+    std::cout << "  at: the largest sample's time from the trace's first event\n";
+  }
   // A table left out for want of rows says so, as nsys stats' "SKIPPED":
   // none recorded is not the same as not supported.
   if (top > 0) {
@@ -858,6 +893,7 @@ void print_stats(const StatsOptions& o, Context& ctx, const std::unique_ptr<Trac
     if (a.memory_ops.empty()) none.push_back("device copies and sets");
     if (a.annotations.empty()) none.push_back("annotation ranges");
     if (a.collectives.empty()) none.push_back("collectives");
+    if (a.counters.empty()) none.push_back("sampled counters");
     if (!none.empty()) {
       std::string list;
       for (std::size_t i = 0; i < none.size(); ++i)
@@ -976,6 +1012,8 @@ void print_stats(const StatsOptions& o, Context& ctx, const std::unique_ptr<Trac
       }
       t4.print(std::cout);
       std::cout << "  " << kMemoryRowsNote << '\n';
+    } else if (!p.memory_note.empty()) {
+      std::cout << "\nMemory per device: " << p.memory_note << ".\n";
     }
     if (p.machine) {
       std::cout << "The machine, probed before the first step: " << p.machine->text() << ".\n";

@@ -1293,6 +1293,8 @@ void RunView::showAnalysis() {
                                  : tr("%1 (no counter sampled it)").arg(what),
                 m.predicted_bytes, m.measured_bytes, false, true);
       }
+    } else if (!p.memory_note.empty()) {
+      add_line(tr("Memory per device: %1.").arg(q(p.memory_note)));
     }
     if (const auto& m = p.machine) {
       // The probe each rank ran before its first step, against the model.

@@ -91,11 +91,12 @@ BarData memoryBar(const plan::Estimate& e) {
        QObject::tr("Gradient buffers")},
       {QObject::tr("optimizer"), m.optimizer_state, QColor(0x59, 0xa1, 0x4f),
        QObject::tr("Master weights and optimizer moments")},
-      {QObject::tr("activations + workspace"), m.activations + m.activation_workspace, QColor(0xe1, 0x57, 0x59),
+      {QObject::tr("activations + workspace"), m.activations + m.activation_workspace,
+       QColor(0xe1, 0x57, 0x59),
        QObject::tr("Kept for backward: %1; transient workspace: %2")
            .arg(q(format_bytes(m.activations)), q(format_bytes(m.activation_workspace)))},
       {QObject::tr("buffers"), m.communication_buffers, QColor(0xb0, 0x7a, 0xa1),
-       QObject::tr("NCCL channels, gradient buckets, pipeline send/receive")},
+       QObject::tr("NCCL channels, pipeline send/receive, ZeRO-2 buckets, ZeRO-3 gathers")},
       {QObject::tr("reserve"), m.framework_reserve + m.fragmentation, QColor(0x9c, 0x95, 0x8f),
        QObject::tr("CUDA context and workspaces: %1; allocator fragmentation: %2")
            .arg(q(format_bytes(m.framework_reserve)), q(format_bytes(m.fragmentation)))},

@@ -101,6 +101,7 @@ class TestTraceCli : public QObject {
   void perRankTablesAddUpToTheRun();
   void newerNsightExports();
   void pytorchMemoryProfile();
+  void countersAsTheStoreHoldsThem();
   void pytorchStreamSyncs();
   void rankWithoutDeviceWorkSaysSo();
   void controlCharactersInNamesAreEscaped();
@@ -710,11 +711,13 @@ void TestTraceCli::copiesAndRangesAsNsightSumsThem() {
   const QString bare_text = run_cli({"trace", "stats", kernels}).out;
   QVERIFY(!bare_text.contains("Device copies") && !bare_text.contains("Annotation ranges"));
   // ... and says what it did not find, as nsys stats' SKIPPED lines.
-  QVERIFY2(bare_text.contains("\nNo CUDA API calls, device copies and sets, annotation ranges or "
-                              "collectives recorded.\n"),
+  QVERIFY2(bare_text.contains("\nNo CUDA API calls, device copies and sets, annotation ranges, "
+                              "collectives or sampled counters recorded.\n"),
            qPrintable(bare_text));
-  // The Nsight export has calls, copies and ranges, but no collective.
-  QVERIFY(run_cli({"trace", "stats", store}).out.contains("\nNo collectives recorded.\n"));
+  // The Nsight export has calls, copies and ranges, but no collective and
+  // no counter.
+  const QString nsight = run_cli({"trace", "stats", store}).out;
+  QVERIFY2(nsight.contains("\nNo collectives or sampled counters recorded.\n"), qPrintable(nsight));
 }
 
 // A PyTorch profile's calls and ranges: every cuda_runtime call of the file
@@ -1010,6 +1013,85 @@ void TestTraceCli::pytorchMemoryProfile() {
   QCOMPARE(samples, (QStringList{"CPU memory allocated (bytes) 13000 64",
                                  "GPU 0 memory allocated (bytes) 12000 1024",
                                  "GPU 0 memory allocated (bytes) 14000 0"}));
+
+  // trace stats gives each counter's peak, as max_memory_allocated would:
+  // 1 KiB at 2 us from the first event (the kernel at 10 us), 0 at the end.
+  const Run stats = run_cli({"trace", "stats", store, "--json"});
+  QVERIFY2(stats.exit_code == 0, qPrintable(stats.err));
+  const QJsonArray counters = QJsonDocument::fromJson(stats.out.toUtf8())["counters"].toArray();
+  QCOMPARE(counters.size(), 2);
+  QJsonObject gpu, cpu;
+  for (const QJsonValue& v : counters)
+    (v.toObject()["name"].toString().startsWith("GPU") ? gpu : cpu) = v.toObject();
+  QCOMPARE(gpu["name"].toString(), QString("GPU 0 memory allocated (bytes)"));
+  QCOMPARE(gpu["samples"].toInt(), 2);
+  QCOMPARE(gpu["largest"].toDouble(), 1024.0);
+  QCOMPARE(gpu["largest_at_ns"].toInteger(), 2000);
+  QCOMPARE(gpu["least"].toDouble(), 0.0);
+  QCOMPARE(gpu["last"].toDouble(), 0.0);
+  QCOMPARE(gpu["unit"].toString(), QString("bytes"));
+  QCOMPARE(cpu["largest"].toDouble(), 64.0);
+  const Run text = run_cli({"trace", "stats", store});
+  QVERIFY2(text.out.contains("Sampled counters") && text.out.contains("1.00 KiB"),
+           qPrintable(text.out));
+}
+
+// The counters' table on the CUDA engine's committed run, against SQL over
+// its counters table; a window of steps holds the samples the engine took
+// as each of its steps ended; the report lists them.
+void TestTraceCli::countersAsTheStoreHoldsThem() {
+  QTemporaryDir dir;
+  const QString store = writable_store(dir, "gpu/worker-bf16.db", "bf16.db");
+  QVERIFY(!store.isEmpty());
+  const Run stats = run_cli({"trace", "stats", store, "--json"});
+  QVERIFY2(stats.exit_code == 0, qPrintable(stats.err));
+  const QJsonObject doc = QJsonDocument::fromJson(stats.out.toUtf8()).object();
+  const QJsonArray counters = doc["counters"].toArray();
+  QCOMPARE(doc["totals"].toObject()["counters"].toInt(), 2);
+  sqlite3* db = nullptr;
+  QCOMPARE(sqlite3_open_v2(store.toUtf8().constData(), &db, SQLITE_OPEN_READONLY, nullptr),
+           SQLITE_OK);
+  auto sql = [&](const QString& query) {
+    sqlite3_stmt* stmt = nullptr;
+    double v = -1;
+    if (sqlite3_prepare_v2(db, query.toUtf8().constData(), -1, &stmt, nullptr) == SQLITE_OK &&
+        sqlite3_step(stmt) == SQLITE_ROW)
+      v = sqlite3_column_double(stmt, 0);
+    sqlite3_finalize(stmt);
+    return v;
+  };
+  for (const QJsonValue& v : counters) {
+    const QJsonObject c = v.toObject();
+    const QString where =
+        QString(
+            "FROM counters WHERE rank = %1 AND name = (SELECT id FROM strings WHERE value = "
+            "'%2')")
+            .arg(c["rank"].toInt())
+            .arg(c["name"].toString());
+    QCOMPARE(c["samples"].toDouble(), sql("SELECT COUNT(*) " + where));
+    QCOMPARE(c["largest"].toDouble(), sql("SELECT MAX(value) " + where));
+    QCOMPARE(c["least"].toDouble(), sql("SELECT MIN(value) " + where));
+    QCOMPARE(c["last"].toDouble(), sql("SELECT value " + where + " ORDER BY time_ns DESC LIMIT 1"));
+  }
+  QCOMPARE(counters[0].toObject()["largest"].toDouble(), 10239148032.0);  // 9.54 GiB
+  // Step 5: the engine's "memory in use" sampled as it ended.
+  const Run step = run_cli({"trace", "stats", store, "--steps", "5", "--json"});
+  QVERIFY2(step.exit_code == 0, qPrintable(step.err));
+  const QJsonArray in_step = QJsonDocument::fromJson(step.out.toUtf8())["counters"].toArray();
+  bool engine = false;
+  for (const QJsonValue& v : in_step) {
+    if (v.toObject()["name"].toString() != "memory in use (bytes)") continue;
+    engine = true;
+    QCOMPARE(v.toObject()["samples"].toInt(), 1);
+  }
+  QVERIFY2(engine, qPrintable(step.out.left(2000)));
+  sqlite3_close(db);
+  const QString report = dir.filePath("bf16.html");
+  QCOMPARE(run_cli({"trace", "export", store, "--format", "html", "--out", report}).exit_code, 0);
+  QFile html(report);
+  QVERIFY(html.open(QIODevice::ReadOnly));
+  const QByteArray page = html.readAll();
+  QVERIFY(page.contains("<h2>Sampled counters</h2>") && page.contains("9.54 GiB"));
 }
 
 // A newer PyTorch profile's synchronizations (cat cuda_sync, on the GPU's

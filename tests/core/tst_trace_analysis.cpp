@@ -122,6 +122,7 @@ class TestTraceAnalysis : public QObject {
   void predictedVersusMeasured();
   void predictionLeavesTheWarmUpOut();
   void predictionOfARunWithNoStep();
+  void memoryAgainstTheCounters();
   void operationKinds_data();
   void operationKinds();
   void stepParts();
@@ -598,6 +599,67 @@ void TestTraceAnalysis::predictionLeavesTheWarmUpOut() {
   QCOMPARE(*p.categories.front().measured_s, 10e-6);
   QCOMPARE(p.parts.front().name, std::string("dp_allreduce"));
   QCOMPARE(*p.parts.front().measured_s, 3e-6);
+}
+
+// The planner's memory against the largest sample of the counters that
+// measure it, of any rank: a counter whose name only ends alike, and values
+// that are no size (inf, negative), measure nothing; a prediction's
+// unreadable memory leaves the rest of the comparison standing.
+void TestTraceAnalysis::memoryAgainstTheCounters() {
+  for (const bool readable : {true, false}) {
+    QTemporaryDir dir;
+    Builder b(dir, "memory.cstrace");
+    TraceWriter& w = *b.writer;
+    for (int rank = 0; rank < 2; ++rank) {
+      w.add_rank({rank, "node", "GPU", 1 + rank, 0, false});
+      const LaneId compute = w.add_lane(rank, LaneKind::gpu_stream, "stream 7", 0);
+      b.add(compute, EventKind::kernel, Category::compute, 0, 10'000, "gemm");
+    }
+    b.commit();
+    auto sample = [&](int rank, const char* name, double value) {
+      w.add(CounterSample{rank, w.intern(name), 5000, value});
+    };
+    sample(0, "memory in use (bytes)", 1e9);
+    sample(1, "memory in use (bytes)", 2e9);
+    sample(1, "memory in use (bytes)", 1.5e9);
+    sample(0, "GPU 0 shared memory used", 5e10);  // not the device's memory
+    sample(0, "GPU 0 memory used", std::numeric_limits<double>::infinity());
+    sample(0, "GPU 1 memory used", -5);
+    sample(1, "GPU 1 memory used", 3e9);
+    w.set_meta(
+        "predicted_step",
+        readable
+            ? R"({"step_seconds": 1e-5, "memory": {"allocated_bytes": 1.8e9, "device_bytes": 2.7e9}})"
+            : R"({"step_seconds": 1e-5, "memory": {"allocated_bytes": "x", "device_bytes": 1}})");
+    auto r = b.close();
+    auto run = analyze_run(*r);
+    QVERIFY2(run, run ? "" : run.message().c_str());
+    QVERIFY(run->prediction);
+    const PredictionComparison& p = *run->prediction;
+    QCOMPARE(p.predicted_step_s, 1e-5);
+    if (!readable) {
+      QVERIFY(p.memory.empty());
+      QVERIFY2(p.memory_note.starts_with("the prediction's memory is unreadable: ") &&
+                   p.memory_note.ends_with("/memory/allocated_bytes: must be a number of bytes "
+                                           "from 0 to 1e18"),
+               p.memory_note.c_str());
+      continue;
+    }
+    QCOMPARE(p.memory.size(), std::size_t{2});
+    const MemoryVsMeasured& allocated = p.memory[0];
+    QCOMPARE(allocated.name, std::string("allocated"));
+    QCOMPARE(allocated.predicted_bytes, 1.8e9);
+    QCOMPARE(*allocated.measured_bytes, 2e9);
+    QCOMPARE(allocated.rank, 1);
+    QCOMPARE(memory_row_source(allocated), std::string("\"memory in use (bytes)\" of rank 1"));
+    const MemoryVsMeasured& device = p.memory[1];
+    QCOMPARE(device.name, std::string("device"));
+    QCOMPARE(*device.measured_bytes, 3e9);
+    QCOMPARE(device.counter, std::string("GPU 1 memory used"));
+    QCOMPARE(device.rank, 1);
+    // The counters' table lists them all, as sampled.
+    QCOMPARE(run->counters.size(), std::size_t{6});
+  }
 }
 
 // A run stopped before its first step ended: no verdict on its parts (it

@@ -2072,7 +2072,7 @@ void TestCalibration::calibrateRunPredictLearn() {
   QVERIFY(names.contains(prediction["largest_disagreement"].toString()));
   QVERIFY(prediction["verdict"].toString().startsWith("the plan said"));
   // The planner's memory against the counters: what the engine allocated
-  // (model state, activations, the data-parallel buckets) comes within 5 %
+  // (model state, activations) comes within 5 %
   // of what the planner predicts for the shape it trains; the device's
   // (context, NCCL, allocator slack) is not sampled by the CPU engine.
   const QJsonArray memory = prediction["memory"].toArray();
