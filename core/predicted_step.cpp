@@ -25,7 +25,7 @@ constexpr std::pair<PipelinePace::Stage, const char*> kStageNames[] = {
     {PipelinePace::Stage::middle, "middle"},
     {PipelinePace::Stage::last, "last"}};
 
-// "memory": {"allocated_bytes": ..., "device_bytes": ...}.
+// "memory": {"allocated_bytes": ..., "device_bytes": ..., "parts": {...}}.
 Result<PredictedMemory> read_memory(const json& memory, const std::string& at) {
   if (!memory.is_object()) return Error{at + ": /memory: must be an object"};
   PredictedMemory m;
@@ -40,10 +40,24 @@ Result<PredictedMemory> read_memory(const json& memory, const std::string& at) {
   if (m.allocated_bytes > m.device_bytes)
     return Error{at + ": /memory: allocated_bytes (" + number_text(m.allocated_bytes) +
                  ") is more than device_bytes (" + number_text(m.device_bytes) + ")"};
+  if (memory.contains("parts")) {
+    const json& parts = memory["parts"];
+    if (!parts.is_object()) return Error{at + ": /memory/parts: must be an object"};
+    for (const auto& [key, value] : parts.items()) {
+      if (!value.is_number() || !(value.get<double>() >= 0) || value.get<double>() > 1e18)
+        return Error{at + ": " + json_pointer_append("/memory/parts", key) +
+                     ": must be a number of bytes from 0 to 1e18"};
+      m.parts[key] = value.get<double>();
+    }
+  }
   return m;
 }
 
 }  // namespace
+
+std::string memory_part_counter(std::string_view label) {
+  return "memory in use: " + std::string(label) + " (bytes)";
+}
 
 bool PipelinePace::holds(int rank) const {
   if (rank < 0 || ranks_per_stage < 1) return false;
@@ -76,6 +90,7 @@ json to_json(const PredictedStep& p) {
   if (p.memory) {
     j["memory"] = {{"allocated_bytes", p.memory->allocated_bytes},
                    {"device_bytes", p.memory->device_bytes}};
+    if (!p.memory->parts.empty()) j["memory"]["parts"] = p.memory->parts;
   }
   if (p.cluster) j["cluster"] = *p.cluster;
   if (p.calibrated) j["calibrated"] = *p.calibrated;

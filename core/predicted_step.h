@@ -34,6 +34,29 @@ struct PipelinePace {
   bool holds(int rank) const;
 };
 
+// The parts of what a process allocates that a prediction holds apart and
+// the engines sample apart, as the counters "memory in use: <label>
+// (bytes)": (JSON key, label).
+struct MemoryPartName {
+  const char* key;
+  const char* label;
+};
+inline constexpr MemoryPartName kMemoryPartNames[] = {
+    {"weights", "weights"},
+    {"gradients", "gradients"},
+    {"optimizer_state", "optimizer state"},
+    {"activations", "activations"},
+    // Backward's gradient buffers, scratch, pipeline buffers: the rest.
+    {"workspace", "workspace and buffers"},
+};
+// "memory in use: weights (bytes)".
+std::string memory_part_counter(std::string_view label);
+// One of those: a part of "memory in use (bytes)", which the app's timeline
+// and counters chart leave to the prediction's table.
+inline bool is_memory_part_counter(std::string_view name) {
+  return name.starts_with("memory in use: ") && name.ends_with(" (bytes)");
+}
+
 // The planner's memory per device, of its most loaded stage (bytes).
 struct PredictedMemory {
   // What the training process allocates itself: model state, activations,
@@ -42,6 +65,9 @@ struct PredictedMemory {
   // That, the CUDA context, the libraries' workspaces and the caching
   // allocator's slack: the device memory the process takes.
   double device_bytes = 0;
+  // allocated_bytes by part (kMemoryPartNames' keys); empty in stores
+  // written before the parts were recorded.
+  std::map<std::string, double> parts;
 };
 
 struct PredictedStep {

@@ -1203,6 +1203,12 @@ Result<StragglerReport> find_stragglers(const TraceReader& reader,
 }
 
 std::string memory_row_label(const MemoryVsMeasured& row) {
+  if (row.part) {
+    for (const MemoryPartName& part : kMemoryPartNames) {
+      if (row.name == part.key) return std::string("  ") + part.label;
+    }
+    return "  " + row.name;
+  }
   return row.name == "allocated" ? "allocated by the process" : "in use on the device";
 }
 
@@ -1236,8 +1242,8 @@ Status compare_memory(const TraceReader& reader, const PredictedMemory& predicte
                       PredictionComparison& out) {
   auto series = reader.counter_series();
   if (!series) return series.error();
-  MemoryVsMeasured allocated{"allocated", predicted.allocated_bytes, std::nullopt, {}, -1};
-  MemoryVsMeasured device{"device", predicted.device_bytes, std::nullopt, {}, -1};
+  MemoryVsMeasured allocated{"allocated", false, predicted.allocated_bytes, std::nullopt, {}, -1};
+  MemoryVsMeasured device{"device", false, predicted.device_bytes, std::nullopt, {}, -1};
   for (const CounterSeries& c : *series) {
     const std::string& name = reader.string(c.name);
     for (MemoryVsMeasured* row : {&allocated, &device}) {
@@ -1251,7 +1257,25 @@ Status compare_memory(const TraceReader& reader, const PredictedMemory& predicte
       row->rank = c.rank;
     }
   }
-  out.memory = {allocated, device};
+  out.memory = {allocated};
+  // The parts, of the rank whose whole was measured (so that they add up
+  // to it), as the engines sample them.
+  for (const MemoryPartName& part : kMemoryPartNames) {
+    const auto predicted_part = predicted.parts.find(part.key);
+    if (predicted_part == predicted.parts.end()) continue;
+    MemoryVsMeasured row{part.key, true, predicted_part->second, std::nullopt, {}, -1};
+    const std::string counter = memory_part_counter(part.label);
+    for (const CounterSeries& c : *series) {
+      if (c.rank != allocated.rank || reader.string(c.name) != counter || !std::isfinite(c.high) ||
+          c.high < 0)
+        continue;
+      row.measured_bytes = c.high;
+      row.counter = counter;
+      row.rank = c.rank;
+    }
+    out.memory.push_back(row);
+  }
+  out.memory.push_back(device);
   return {};
 }
 

@@ -210,9 +210,12 @@ struct PredictedVsMeasured {
 struct MemoryVsMeasured {
   // "allocated": what the process allocated itself, the engines' "memory in
   // use (bytes)" (a PyTorch profile's "GPU N memory allocated (bytes)");
-  // "device": the device memory in use, the CUDA tracer's "GPU N memory
-  // used" (cudaMemGetInfo: every process on the device).
+  // then its parts (kMemoryPartNames' keys: "weights", ...), the engines'
+  // "memory in use: weights (bytes)" and the like, of the rank whose
+  // "allocated" was measured; "device": the device memory in use, the CUDA
+  // tracer's "GPU N memory used" (cudaMemGetInfo: the whole device).
   std::string name;
+  bool part = false;  // one of allocated's parts
   double predicted_bytes = 0;
   std::optional<double> measured_bytes;  // empty when the run sampled no such counter
   std::string counter;                   // the counter measured

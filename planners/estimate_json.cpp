@@ -160,7 +160,13 @@ trace::PredictedStep predicted_step(const Estimate& e) {
   // and the allocator's slack are the device's, not the process's tensors.
   const MemoryBreakdown& m = e.memory;
   p.memory = trace::PredictedMemory{
-      m.total() - m.framework_reserve - m.fragmentation - m.nccl_channels, m.total()};
+      m.total() - m.framework_reserve - m.fragmentation - m.nccl_channels, m.total(), {}};
+  p.memory->parts = {
+      {"weights", m.weights},
+      {"gradients", m.gradients},
+      {"optimizer_state", m.optimizer_state},
+      {"activations", m.activations},
+      {"workspace", m.activation_workspace + m.communication_buffers - m.nccl_channels}};
   p.categories = {{"compute", t.forward + t.backward + t.recompute + t.optimizer},
                   {"communication", communication},
                   {"other", 0.0}};

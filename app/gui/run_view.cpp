@@ -233,6 +233,9 @@ Result<std::vector<CounterLine>> readCounters(const trace::TraceReader& reader) 
   for (const trace::CounterSeries& s : *series) {
     const std::int32_t rank = s.rank;
     const trace::StringId name = s.name;
+    // The engines' memory by part adds up to their "memory in use": the
+    // prediction's table holds the parts.
+    if (trace::is_memory_part_counter(reader.string(name))) continue;
     auto samples = reader.counters(rank, name);
     if (!samples) return samples.error();
     CounterLine line;
@@ -1287,6 +1290,11 @@ void RunView::showAnalysis() {
           tr("Memory per device: predicted for the most loaded stage, measured as the "
              "largest sample of any rank"));
       for (const trace::MemoryVsMeasured& m : p.memory) {
+        if (m.part) {  // the whole's parts, of its rank
+          add_row(QStringLiteral("    ") + q(trace::memory_row_label(m)).trimmed(),
+                  m.predicted_bytes, m.measured_bytes, false, true);
+          continue;
+        }
         const QString what = m.name == "allocated" ? tr("memory allocated by the process")
                                                    : tr("memory in use on the device");
         add_row(m.measured_bytes ? tr("%1 (\"%2\" of rank %3)").arg(what, q(m.counter)).arg(m.rank)

@@ -19,6 +19,7 @@
 #include <QtConcurrent/QtConcurrentRun>
 
 #include "core/format.h"
+#include "core/predicted_step.h"
 #include "core/trace_analysis.h"
 
 namespace cs::gui {
@@ -111,6 +112,9 @@ std::vector<TimelineWidget::Lane> timelineLanes(const trace::TraceReader& reader
   std::map<std::int32_t, std::vector<TimelineWidget::Lane>> counters;
   if (auto series = reader.counter_series()) {
     for (const trace::CounterSeries& c : *series) {
+      // The engines' memory by part adds up to their "memory in use" lane:
+      // the prediction's table holds the parts.
+      if (trace::is_memory_part_counter(reader.string(c.name))) continue;
       TimelineWidget::Lane lane;
       lane.info.rank = c.rank;
       lane.info.name = reader.string(c.name);

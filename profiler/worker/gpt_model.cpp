@@ -186,6 +186,23 @@ GptModel::~GptModel() {
   }
 }
 
+std::int64_t GptModel::activation_bytes() const {
+  std::int64_t bytes = tokens_.bytes() + targets_.bytes();
+  for (const Slot* s : slots_) {
+    for (const auto* list :
+         {&s->residual, &s->ln1, &s->ln1_mean, &s->ln1_rstd, &s->qkv, &s->att, &s->atty,
+          &s->residual2, &s->ln2, &s->ln2_mean, &s->ln2_rstd, &s->fch, &s->fch_gelu}) {
+      for (const Tensor& t : *list)
+        bytes += t.bytes();
+    }
+    for (const Tensor* t : {&s->projection, &s->tokens, &s->lnf, &s->lnf_mean, &s->lnf_rstd,
+                            &s->logits, &s->losses}) {
+      bytes += t->bytes();
+    }
+  }
+  return bytes;
+}
+
 Tensor GptModel::weight(int index) const {
   const ParamInfo& p = params_[index];
   return weights_.slice(p.offset, p.numel());

@@ -80,6 +80,9 @@ class GptModel {
   int micro_batch() const { return B_; }
   // Floating-point work of one micro-batch's forward on this rank (GEMMs and attention).
   double forward_flops() const;
+  // Bytes of the activations every slot keeps for backward (with the
+  // tokens and targets).
+  std::int64_t activation_bytes() const;
 
   // Fills fp32 master values from `seed`, the same numbers whatever the split,
   // so that a split run starts from exactly the unsplit model's weights.

@@ -7,6 +7,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "core/predicted_step.h"
 #include "core/rank_order.h"
 #include "core/trace_writer.h"
 #include "profiler/worker/corpus.h"
@@ -271,10 +272,30 @@ StepResult Trainer::step() {
     m.tokens = r.tokens / config_.dp;
     m.loss_scale = r.loss_scale;
     tracer_->writer().add(m);
-    tracer_->counter("memory in use (bytes)", step_end, static_cast<double>(backend_.bytes_in_use()));
+    record_memory(step_end);
   }
   ++step_;
   return r;
+}
+
+// What the rank's tensors hold as the step ends, whole and by the parts a
+// prediction holds (kMemoryPartNames): the rest of what is in use, the
+// backend's scratch and the gradient buffers, is the workspace.
+void Trainer::record_memory(std::int64_t at_ns) {
+  const std::int64_t in_use = backend_.bytes_in_use();
+  const std::int64_t weights = weights_.bytes();
+  const std::int64_t gradients = grads_.bytes() + grad_shard_.bytes();
+  const std::int64_t optimizer =
+      (master_aliases_weights_ ? 0 : master_.bytes()) + adam_m_.bytes() + adam_v_.bytes();
+  const std::int64_t activations = model_->activation_bytes();
+  const std::int64_t parts[] = {weights, gradients, optimizer, activations,
+                                in_use - weights - gradients - optimizer - activations};
+  static_assert(std::size(parts) == std::size(trace::kMemoryPartNames));
+  tracer_->counter("memory in use (bytes)", at_ns, static_cast<double>(in_use));
+  for (std::size_t i = 0; i < std::size(parts); ++i) {
+    tracer_->counter(trace::memory_part_counter(trace::kMemoryPartNames[i].label), at_ns,
+                     static_cast<double>(parts[i]));
+  }
 }
 
 // Every rank must skip together: any rank's overflow counts.

@@ -73,6 +73,7 @@ class Trainer {
   void reduce_gradients();
   void optimizer_step();
   bool gradients_overflowed();
+  void record_memory(std::int64_t at_ns);  // counters of memory in use, whole and by part
   // The whole model's gradient norm: each parameter counted once whatever
   // the split (replicated over tp: on tp rank 0; ZeRO: per shard).
   double gradient_norm();

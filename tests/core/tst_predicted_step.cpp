@@ -101,7 +101,8 @@ void TestPredictedStep::roundTrip() {
   probe.all_reduce_seconds = 3e-4;
   p.machine_probe = probe;
   p.pipeline = cs::trace::PipelinePace{4, 16, cs::trace::PipelinePace::Stage::middle};
-  p.memory = cs::trace::PredictedMemory{123'101'184, 934'281'216};
+  p.memory = cs::trace::PredictedMemory{
+      123'101'184, 934'281'216, {{"weights", 25'900'000}, {"activations", 19'300'000}}};
 
   const std::string text = cs::json_text(to_json(p));
   auto back = read_predicted_step(text, kWhere);
@@ -120,6 +121,7 @@ void TestPredictedStep::roundTrip() {
   QVERIFY(back->memory);
   QCOMPARE(back->memory->allocated_bytes, 123'101'184.0);
   QCOMPARE(back->memory->device_bytes, 934'281'216.0);
+  QCOMPARE(back->memory->parts, p.memory->parts);
   QVERIFY(back->pipeline);
   QCOMPARE(back->pipeline->stages, 4);
   QCOMPARE(back->pipeline->ranks_per_stage, 16);
@@ -217,6 +219,9 @@ void TestPredictedStep::unreadableMemoryIsANoteNotAnError_data() {
                            << "/memory/allocated_bytes: must be a number of bytes from 0 to 1e18";
   QTest::addRow("negative") << R"({"allocated_bytes": -1, "device_bytes": 1e9})"
                             << "/memory/allocated_bytes: must be a number of bytes from 0 to 1e18";
+  QTest::addRow("a part as text")
+      << R"({"allocated_bytes": 1, "device_bytes": 2, "parts": {"weights": "1"}})"
+      << "/memory/parts/weights: must be a number of bytes from 0 to 1e18";
   QTest::addRow("allocated past the device")
       << R"({"allocated_bytes": 2e9, "device_bytes": 1e9})"
       << "/memory: allocated_bytes (2000000000) is more than device_bytes (1000000000)";

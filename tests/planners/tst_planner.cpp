@@ -1121,6 +1121,11 @@ void TestPlanner::estimateJson() {
   QCOMPARE(step.memory->allocated_bytes, e.memory.total() - e.memory.framework_reserve -
                                              e.memory.fragmentation - e.memory.nccl_channels);
   QVERIFY(e.memory.nccl_channels > 0 && e.memory.nccl_channels <= e.memory.communication_buffers);
+  double by_part = 0;
+  for (const auto& [part, bytes] : step.memory->parts)
+    by_part += bytes;
+  QVERIFY(qFuzzyCompare(by_part, step.memory->allocated_bytes));
+  QCOMPARE(step.memory->parts.size(), std::size(cs::trace::kMemoryPartNames));
   QCOMPARE(parts,
            (std::vector<std::string>{"bubble", "communication.dp", "communication.pp",
                                      "communication.tp", "compute.activation", "compute.attention",
