@@ -279,6 +279,18 @@ MemoryBreakdown stage_memory(const Machine& m, const Model& x, const Knobs& k, d
         mem.activation_workspace += logits;                 // the logits' gradient
       }
       mem.activations += mem.embedding_activations;
+      // Backward's gradients of one layer's activations, live while it runs:
+      // of its input, norm and output (hidden wide, split only by sequence
+      // parallelism), of q, k, v and the attention's output (4 x hidden) and
+      // of the MLP's two (2 x ffn), those split by tensor parallelism.
+      mem.activation_workspace +=
+          e * tokens * (3 * x.hidden * sp_share + (4 * x.hidden + 2 * x.ffn) / t);
+      // Unfused attention's backward: the gradients of one layer's
+      // probabilities and scores, score-sized (in fp32 where the scores are).
+      if (!k.flash) {
+        const double score_bytes = k.fp32_scores ? 4 : e;
+        mem.activation_workspace += 2 * score_bytes * x.heads * x.seq * x.seq * k.micro_batch / t;
+      }
       if (k.recompute == Recompute::full) {
         mem.activation_workspace +=
             activation_bytes_per_layer(shape, k.tp, k.sp, Recompute::none, k.flash, e);
