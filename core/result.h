@@ -30,7 +30,9 @@ class [[nodiscard]] Result {
     assert(ok());
     return std::get<0>(state_);
   }
-  T&& value() && {
+  // By value: `for (auto& x : f().value())` and `auto&& v = f().value()`
+  // hold the value itself, not a reference into a destroyed Result.
+  T value() && {
     assert(ok());
     return std::get<0>(std::move(state_));
   }

@@ -1259,8 +1259,13 @@ Status compare_memory(const TraceReader& reader, const PredictedMemory& predicte
   }
   out.memory = {allocated};
   // The parts, of the rank whose whole was measured (so that they add up
-  // to it), as the engines sample them.
+  // to it), as the engines sample them; none where no part was sampled (an
+  // older run, an imported profile).
+  const bool parts_sampled = std::any_of(
+      series->begin(), series->end(),
+      [&](const CounterSeries& c) { return is_memory_part_counter(reader.string(c.name)); });
   for (const MemoryPartName& part : kMemoryPartNames) {
+    if (!parts_sampled) break;
     const auto predicted_part = predicted.parts.find(part.key);
     if (predicted_part == predicted.parts.end()) continue;
     MemoryVsMeasured row{part.key, true, predicted_part->second, std::nullopt, {}, -1};

@@ -276,21 +276,25 @@ MemoryBreakdown stage_memory(const Machine& m, const Model& x, const Knobs& k, d
       if (last) {
         mem.embedding_activations +=
             2 * e * tokens * x.hidden * sp_share + logits;  // norm, head input
-        mem.activation_workspace += logits;                 // the logits' gradient
       }
       mem.activations += mem.embedding_activations;
       // Backward's gradients of one layer's activations, live while it runs:
       // of its input, norm and output (hidden wide, split only by sequence
-      // parallelism), of q, k, v and the attention's output (4 x hidden) and
-      // of the MLP's two (2 x ffn), those split by tensor parallelism.
-      mem.activation_workspace +=
-          e * tokens * (3 * x.hidden * sp_share + (4 * x.hidden + 2 * x.ffn) / t);
+      // parallelism), of q, k, v (grouped-query: k and v kv_heads wide) and
+      // the attention's output, and of the MLP's (two, three gated), those
+      // split by tensor parallelism.
+      const double qkv_out = 2 * x.hidden + 2 * x.hidden * (x.kv_heads / x.heads);
+      const double mlp = (x.gated ? 3 : 2) * x.ffn;
+      double layer_gradients = e * tokens * (3 * x.hidden * sp_share + (qkv_out + mlp) / t);
       // Unfused attention's backward: the gradients of one layer's
       // probabilities and scores, score-sized (in fp32 where the scores are).
       if (!k.flash) {
         const double score_bytes = k.fp32_scores ? 4 : e;
-        mem.activation_workspace += 2 * score_bytes * x.heads * x.seq * x.seq * k.micro_batch / t;
+        layer_gradients += 2 * score_bytes * x.heads * x.seq * x.seq * k.micro_batch / t;
       }
+      // The last stage's logits' gradient is freed once the head's backward
+      // has used it, before the layers' begins: the larger of the two.
+      mem.activation_workspace += last ? std::max(logits, layer_gradients) : layer_gradients;
       if (k.recompute == Recompute::full) {
         mem.activation_workspace +=
             activation_bytes_per_layer(shape, k.tp, k.sp, Recompute::none, k.flash, e);

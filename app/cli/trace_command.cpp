@@ -639,6 +639,7 @@ void print_stats(const StatsOptions& o, Context& ctx, const std::unique_ptr<Trac
           const bool measured = m.measured_bytes && *m.measured_bytes > 0;
           memory.push_back(
               {{"name", m.name},
+               {"part", m.part},
                {"predicted_bytes", m.predicted_bytes},
                {"measured_bytes", m.measured_bytes ? json(*m.measured_bytes) : json(nullptr)},
                {"error",
@@ -874,16 +875,25 @@ void print_stats(const StatsOptions& o, Context& ctx, const std::unique_ptr<Trac
     for (std::size_t i = 2; i < 7; ++i)
       c.right_align(i);
     const std::int64_t origin = r->time_range().start_ns;
-    for (std::size_t i = 0; i < a.counters.size() && i < top; ++i) {
-      const CounterStats& k = a.counters[i];
+    // The engines' memory by part is in the prediction's table (and in the
+    // JSON): here it would crowd out later ranks' whole.
+    std::vector<const CounterStats*> listed;
+    for (const CounterStats& k : a.counters)
+      if (!is_memory_part_counter(k.name)) listed.push_back(&k);
+    for (std::size_t i = 0; i < listed.size() && i < top; ++i) {
+      const CounterStats& k = *listed[i];
       auto value = [&](double v) { return k.bytes ? format_bytes(v) : number_text(v); };
       c.add({std::to_string(k.rank), shorten(k.name, 48), std::to_string(k.samples), value(k.least),
              value(k.greatest),
              format_fixed(static_cast<double>(k.greatest_at_ns - origin) / 1e6, 3), value(k.last)});
     }
     c.print(std::cout);
-    say_rows_left_out(std::min(top, a.counters.size()), a.counters.size());
-    std::cout << "  at: the largest sample's time from the trace's first event\n";
+    say_rows_left_out(std::min(top, listed.size()), listed.size());
+    std::cout << "  at: the largest sample's time from the trace's first event"
+              << (listed.size() < a.counters.size()
+                      ? "; the engines' memory by part is in the prediction's table and --json"
+                      : "")
+              << '\n';
   }
   // A table left out for want of rows says so, as nsys stats' "SKIPPED":
   // none recorded is not the same as not supported.

@@ -104,7 +104,23 @@ void TestRunStore::fourRanks() {
   // Data parallelism: buckets' all-reduces ran under backward's compute.
   // Summed over the ranks: with four ranks on two busy cores, whether one
   // rank's communication thread is scheduled before its backward ends is
-  // up to the machine (one is, in practice, in every run).
+  // up to the machine (one is, in practice, in nearly every run; under
+  // ctest's other suite, one run in a few had none): a second run then.
+  if (overlap == 0) {
+    qWarning(
+        "no overlap in this run (the communication threads were not scheduled under "
+        "backward): running it again");
+    launch::RunSpec again = spec;
+    again.run_store += ".again.db";
+    const auto rerun = test::run_worker(again);
+    QVERIFY2(rerun.report.outcome == launch::Outcome::completed, rerun.report.message.c_str());
+    auto second = trace::TraceReader::open(again.run_store);
+    QVERIFY(second.ok());
+    auto analysed = trace::analyze_run(**second);
+    QVERIFY(analysed.ok());
+    for (const trace::RankAnalysis& a : analysed->ranks)
+      overlap += a.total.overlap_ns;
+  }
   QVERIFY(overlap > 0);
   // Both dimensions' communication is in the store, by name.
   QStringList names;
