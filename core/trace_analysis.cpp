@@ -15,6 +15,7 @@
 #include <unordered_map>
 
 #include "core/format.h"
+#include "core/json_reader.h"
 #include "core/median.h"
 #include "core/trace_reader_internal.h"
 
@@ -1205,11 +1206,15 @@ Result<StragglerReport> find_stragglers(const TraceReader& reader,
 std::string memory_row_label(const MemoryVsMeasured& row) {
   if (row.part) {
     for (const MemoryPartName& part : kMemoryPartNames) {
-      if (row.name == part.key) return std::string("  ") + part.label;
+      if (row.name == part.key) return part.label;
     }
-    return "  " + row.name;
+    return row.name;
   }
   return row.name == "allocated" ? "allocated by the process" : "in use on the device";
+}
+
+std::string counter_value_text(const CounterStats& counter, double value) {
+  return counter.bytes ? format_bytes(value) : number_text(value);
 }
 
 std::string memory_row_source(const MemoryVsMeasured& row) {

@@ -223,7 +223,8 @@ struct MemoryVsMeasured {
 };
 
 // How `trace stats` and the report name a memory row: "allocated by the
-// process", "in use on the device".
+// process", "in use on the device", a part's label ("weights": the text
+// table indents it under the whole).
 std::string memory_row_label(const MemoryVsMeasured& row);
 // What measured it: "\"memory in use (bytes)\" of rank 0", or "no counter
 // sampled it".
@@ -383,6 +384,10 @@ struct CounterStats {
   std::int64_t greatest_at_ns = 0;  // the first sample at the greatest value
   bool bytes = false;               // counter_in_bytes(name)
 };
+
+// A sample of `counter` as `trace stats` and the report write it: bytes as
+// "9.54 GiB", other values as numbers.
+std::string counter_value_text(const CounterStats& counter, double value);
 
 struct RunAnalysis {
   std::vector<RankAnalysis> ranks;

@@ -1392,7 +1392,7 @@ Result<ExportReport> export_html_report(const TraceReader& reader, const RunAnal
            "<th>largest</th><th>at</th><th>last</th></tr>\n";
     const std::int64_t origin = reader.time_range().start_ns;
     for (const CounterStats& k : analysis.counters) {
-      auto value = [&](double v) { return k.bytes ? format_bytes(v) : number_text(v); };
+      auto value = [&](double v) { return counter_value_text(k, v); };
       out << "<tr><td class=n>" << k.rank << "</td><td>" << html(k.name) << "</td><td class=n>"
           << k.samples << "</td><td class=n>" << value(k.least) << "</td><td class=n>"
           << value(k.greatest) << "</td><td class=n>"

@@ -882,7 +882,7 @@ void print_stats(const StatsOptions& o, Context& ctx, const std::unique_ptr<Trac
       if (!is_memory_part_counter(k.name)) listed.push_back(&k);
     for (std::size_t i = 0; i < listed.size() && i < top; ++i) {
       const CounterStats& k = *listed[i];
-      auto value = [&](double v) { return k.bytes ? format_bytes(v) : number_text(v); };
+      auto value = [&](double v) { return counter_value_text(k, v); };
       c.add({std::to_string(k.rank), shorten(k.name, 48), std::to_string(k.samples), value(k.least),
              value(k.greatest),
              format_fixed(static_cast<double>(k.greatest_at_ns - origin) / 1e6, 3), value(k.last)});
@@ -1015,7 +1015,7 @@ void print_stats(const StatsOptions& o, Context& ctx, const std::unique_ptr<Trac
       for (std::size_t i = 1; i < 4; ++i)
         t4.right_align(i);
       for (const MemoryVsMeasured& m : p.memory) {
-        t4.add({memory_row_label(m), format_bytes(m.predicted_bytes),
+        t4.add({(m.part ? "  " : "") + memory_row_label(m), format_bytes(m.predicted_bytes),
                 m.measured_bytes ? format_bytes(*m.measured_bytes) : "-",
                 m.measured_bytes ? error(m.predicted_bytes, *m.measured_bytes) : "-",
                 memory_row_source(m)});

@@ -1291,8 +1291,8 @@ void RunView::showAnalysis() {
              "largest sample of any rank"));
       for (const trace::MemoryVsMeasured& m : p.memory) {
         if (m.part) {  // the whole's parts, of its rank
-          add_row(QStringLiteral("    ") + q(trace::memory_row_label(m)).trimmed(),
-                  m.predicted_bytes, m.measured_bytes, false, true);
+          add_row(QStringLiteral("    ") + q(trace::memory_row_label(m)), m.predicted_bytes,
+                  m.measured_bytes, false, true);
           continue;
         }
         const QString what = m.name == "allocated" ? tr("memory allocated by the process")
