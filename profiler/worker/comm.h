@@ -34,8 +34,11 @@ class Communicator {
   using Ticket = std::uint64_t;
   virtual Ticket all_reduce_async(Tensor t) = 0;
   // full (size() equal shards) -> this rank's shard, summed over the group.
+  // The shard may be this rank's own slice of full (in place, as ZeRO-1
+  // reduces inside the gradient buffer); otherwise the two must not overlap.
   virtual Ticket reduce_scatter_async(Tensor full, Tensor shard) = 0;
-  // this rank's shard -> full (every rank's shard in rank order).
+  // this rank's shard -> full (every rank's shard in rank order). In place
+  // likewise when the shard is this rank's slice of full.
   virtual Ticket all_gather_async(Tensor shard, Tensor full) = 0;
   virtual void wait(Ticket ticket) = 0;
 };

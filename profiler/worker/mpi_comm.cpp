@@ -1,16 +1,17 @@
 #include "profiler/worker/mpi_comm.h"
 
-#include <malloc.h>
-#include <mpi.h>
-
 #include <chrono>
 #include <climits>
 #include <condition_variable>
+#include <cstring>
 #include <deque>
 #include <functional>
 #include <mutex>
 #include <thread>
 #include <vector>
+
+#include <malloc.h>
+#include <mpi.h>
 
 #include "profiler/worker/op_tracer.h"
 
@@ -150,8 +151,15 @@ class MpiComm final : public Communicator {
     return impl_.submit([this, full, shard] {
       traced(true, trace::Collective::reduce_scatter, full, -1, [&] {
         // Gradients and master weights are fp32 (the only reduce-scattered data).
-        MPI_Reduce_scatter_block(full.data, shard.data, static_cast<int>(shard.numel), MPI_FLOAT,
-                                 MPI_SUM, comm_);
+        const int count = static_cast<int>(shard.numel);
+        if (is_own_slice(shard, full)) {
+          // MPI leaves the in-place result at the front of the buffer.
+          MPI_Reduce_scatter_block(MPI_IN_PLACE, full.data, count, MPI_FLOAT, MPI_SUM, comm_);
+          if (rank_ != 0)
+            std::memcpy(shard.data, full.data, static_cast<std::size_t>(shard.bytes()));
+        } else {
+          MPI_Reduce_scatter_block(full.data, shard.data, count, MPI_FLOAT, MPI_SUM, comm_);
+        }
       });
     });
   }
@@ -159,8 +167,13 @@ class MpiComm final : public Communicator {
   Ticket all_gather_async(Tensor shard, Tensor full) override {
     return impl_.submit([this, shard, full] {
       traced(true, trace::Collective::all_gather, full, -1, [&] {
-        MPI_Allgather(shard.data, static_cast<int>(shard.bytes()), MPI_BYTE, full.data,
-                      static_cast<int>(shard.bytes()), MPI_BYTE, comm_);
+        const int bytes = static_cast<int>(shard.bytes());
+        // MPI forbids the send buffer inside the receive buffer: say it is in place.
+        if (is_own_slice(shard, full)) {
+          MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, full.data, bytes, MPI_BYTE, comm_);
+        } else {
+          MPI_Allgather(shard.data, bytes, MPI_BYTE, full.data, bytes, MPI_BYTE, comm_);
+        }
       });
     });
   }
@@ -182,6 +195,11 @@ class MpiComm final : public Communicator {
       tracer->record(tracer->compute_lane(), trace::EventKind::sync,
                      trace::Category::synchronization, start, end, "wait " + name_);
     }
+  }
+
+  // The shard is this rank's slice of full: the collective runs in place.
+  bool is_own_slice(const Tensor& shard, const Tensor& full) const {
+    return shard.data == static_cast<const char*>(full.data) + rank_ * shard.bytes();
   }
 
   static constexpr int kTag = 7;

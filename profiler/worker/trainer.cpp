@@ -82,7 +82,9 @@ Trainer::Trainer(Backend& backend, Communicator& dp, Communicator& tp, Communica
   backend_.release(full_master);
   adam_m_ = backend_.alloc(shard_, DType::f32, "adam.m");
   adam_v_ = backend_.alloc(shard_, DType::f32, "adam.v");
-  if (zero) grad_shard_ = backend_.alloc(shard_, DType::f32, "gradient shard");
+  // ZeRO-1 reduce-scatters inside the gradient buffer, as Megatron's
+  // distributed optimizer does: the shard is a view, no second fp32 copy.
+  if (zero) grad_shard_ = grads_.slice(shard_begin, shard_);
   scalar_ = backend_.alloc(1, DType::f32, "loss");
   model_->bind_weights(weights_.slice(0, n_));
   model_->bind_gradients(grads_.slice(0, n_));
@@ -97,7 +99,7 @@ Trainer::Trainer(Backend& backend, Communicator& dp, Communicator& tp, Communica
 }
 
 Trainer::~Trainer() {
-  for (Tensor* t : {&weights_, &grads_, &grad_shard_, &adam_m_, &adam_v_, &scalar_}) {
+  for (Tensor* t : {&weights_, &grads_, &adam_m_, &adam_v_, &scalar_}) {
     backend_.release(*t);
   }
   if (!master_aliases_weights_) backend_.release(master_);
@@ -284,7 +286,7 @@ StepResult Trainer::step() {
 void Trainer::record_memory(std::int64_t at_ns) {
   const std::int64_t in_use = backend_.bytes_in_use();
   const std::int64_t weights = weights_.bytes();
-  const std::int64_t gradients = grads_.bytes() + grad_shard_.bytes();
+  const std::int64_t gradients = grads_.bytes();  // ZeRO-1's shard is a view of it
   const std::int64_t optimizer =
       (master_aliases_weights_ ? 0 : master_.bytes()) + adam_m_.bytes() + adam_v_.bytes();
   const std::int64_t activations = model_->activation_bytes();

@@ -94,7 +94,7 @@ class Trainer {
   Tensor weights_;           // compute type, padded_
   Tensor grads_;             // fp32, padded_
   Tensor master_;            // fp32: whole (ZeRO-0) or this rank's shard (ZeRO-1); may alias weights_
-  Tensor grad_shard_;        // ZeRO-1: this rank's summed gradient shard
+  Tensor grad_shard_;        // ZeRO-1: this rank's summed shard, a view of grads_
   Tensor adam_m_, adam_v_;   // fp32, sized like master_
   Tensor scalar_;            // fp32, 1: the loss on its way to every rank
   bool master_aliases_weights_ = false;

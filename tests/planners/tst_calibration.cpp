@@ -2117,6 +2117,26 @@ void TestCalibration::calibrateRunPredictLearn() {
     QVERIFY(text.contains("<h3>Memory per device</h3>") &&
             text.contains("<td>allocated by the process</td>"));
   }
+  // ZeRO-1 reduce-scatters inside the gradient buffer, as the planner (and
+  // Megatron's distributed optimizer) count it: no fp32 shard of its own,
+  // which put the gradients 50 % and the whole 11 % over the prediction.
+  {
+    const QString zero_store = work + "/zero1.db";
+    r = run_cli(
+        QStringList{"run", "--dp", "2", "--zero", "1", "--steps", "2", "--out", zero_store} +
+            tiny(),
+        presets, work);
+    QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+    r = run_cli({"trace", "stats", zero_store, "--json"}, presets, work);
+    QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+    const QJsonArray zero_memory = json_of(r)["prediction"].toObject()["memory"].toArray();
+    QVERIFY2(zero_memory.size() == 7, qPrintable(r.out.left(3000)));
+    const QJsonObject whole = zero_memory[0].toObject(), gradients = zero_memory[2].toObject();
+    QCOMPARE(gradients["name"].toString(), QString("gradients"));
+    QVERIFY2(std::abs(gradients["error"].toDouble()) < 0.01,
+             qPrintable(QJsonDocument(gradients).toJson()));
+    QVERIFY2(std::abs(whole["error"].toDouble()) < 0.05, qPrintable(QJsonDocument(whole).toJson()));
+  }
   // Every rank probed the machine before its first step (untraced: no probe
   // GEMM in the timeline), and the prediction holds the same probe as the
   // calibrated cluster predicts it.
