@@ -301,6 +301,7 @@ enum class Key : std::uint8_t {
   own_count,
   own_flops,
   total_allocated,  // a "[memory]" instant event's (PyTorch's profile_memory)
+  total_reserved,   // the same event's: what the caching allocator holds
   device_type,
   device_id,
   id,  // a deviceProperties entry's device index
@@ -344,6 +345,7 @@ Key key_of(std::string_view k) {
       {"count", Key::own_count},
       {"flops", Key::own_flops},
       {"Total Allocated", Key::total_allocated},
+      {"Total Reserved", Key::total_reserved},
       {"Device Type", Key::device_type},
       {"Device Id", Key::device_id},
       {"id", Key::id},
@@ -642,6 +644,8 @@ class KinetoHandler : public nlohmann::json_sax<nlohmann::json> {
         current_.own_flops = static_cast<double>(v);
       else if (key_ == Key::total_allocated)
         memory_total_ = v;
+      else if (key_ == Key::total_reserved)
+        memory_reserved_ = v;
       else if (key_ == Key::device_type)
         memory_device_type_ = v;
       else if (key_ == Key::device_id)
@@ -681,6 +685,7 @@ class KinetoHandler : public nlohmann::json_sax<nlohmann::json> {
     time_not_a_number_ = false;
     current_ = {};
     memory_total_.reset();
+    memory_reserved_.reset();
     memory_device_type_ = memory_device_id_ = 0;
     arg_name_.clear();
     arg_labels_.clear();
@@ -711,6 +716,11 @@ class KinetoHandler : public nlohmann::json_sax<nlohmann::json> {
                                      : std::string("CPU");
       memory_samples.push_back({pid_, intern(device + " memory allocated (bytes)"), ts_,
                                 static_cast<double>(*memory_total_)});
+      // torch.cuda.memory_reserved: allocated plus the allocator's cached slack.
+      if (memory_reserved_) {
+        memory_samples.push_back({pid_, intern(device + " memory reserved (bytes)"), ts_,
+                                  static_cast<double>(*memory_reserved_)});
+      }
       return;
     }
     if (ph_ != 'X' && ph_ != 'B' && ph_ != 'E') {
@@ -821,7 +831,8 @@ class KinetoHandler : public nlohmann::json_sax<nlohmann::json> {
   Parsed current_;
   std::string arg_name_, arg_labels_;
   std::int64_t arg_sort_index_ = 0;
-  std::optional<std::int64_t> memory_total_;  // of a "[memory]" event
+  std::optional<std::int64_t> memory_total_;     // of a "[memory]" event
+  std::optional<std::int64_t> memory_reserved_;  // the same event's, when it says
   std::int64_t memory_device_type_ = 0, memory_device_id_ = 0;
   std::int64_t devices_listed_ = 0;  // deviceProperties entries opened so far
   std::int64_t device_id_ = 0;       // the open entry's index

@@ -1010,19 +1010,28 @@ void TestTraceCli::pytorchMemoryProfile() {
                    .arg(sqlite3_column_double(stmt, 2));
   sqlite3_finalize(stmt);
   sqlite3_close(db);
-  QCOMPARE(samples, (QStringList{"CPU memory allocated (bytes) 13000 64",
-                                 "GPU 0 memory allocated (bytes) 12000 1024",
-                                 "GPU 0 memory allocated (bytes) 14000 0"}));
+  // The caching allocator's reserve (torch.cuda.memory_reserved) where the
+  // event gives it: the CPU's does not.
+  QCOMPARE(samples,
+           (QStringList{
+               "CPU memory allocated (bytes) 13000 64", "GPU 0 memory allocated (bytes) 12000 1024",
+               "GPU 0 memory allocated (bytes) 14000 0", "GPU 0 memory reserved (bytes) 12000 4096",
+               "GPU 0 memory reserved (bytes) 14000 4096"}));
 
   // trace stats gives each counter's peak, as max_memory_allocated would:
   // 1 KiB at 2 us from the first event (the kernel at 10 us), 0 at the end.
   const Run stats = run_cli({"trace", "stats", store, "--json"});
   QVERIFY2(stats.exit_code == 0, qPrintable(stats.err));
   const QJsonArray counters = QJsonDocument::fromJson(stats.out.toUtf8())["counters"].toArray();
-  QCOMPARE(counters.size(), 2);
-  QJsonObject gpu, cpu;
-  for (const QJsonValue& v : counters)
-    (v.toObject()["name"].toString().startsWith("GPU") ? gpu : cpu) = v.toObject();
+  QCOMPARE(counters.size(), 3);
+  QJsonObject gpu, cpu, reserved;
+  for (const QJsonValue& v : counters) {
+    const QString name = v.toObject()["name"].toString();
+    (name.contains("reserved") ? reserved : name.startsWith("GPU") ? gpu : cpu) = v.toObject();
+  }
+  QCOMPARE(reserved["name"].toString(), QString("GPU 0 memory reserved (bytes)"));
+  QCOMPARE(reserved["largest"].toDouble(), 4096.0);
+  QCOMPARE(reserved["unit"].toString(), QString("bytes"));
   QCOMPARE(gpu["name"].toString(), QString("GPU 0 memory allocated (bytes)"));
   QCOMPARE(gpu["samples"].toInt(), 2);
   QCOMPARE(gpu["largest"].toDouble(), 1024.0);
