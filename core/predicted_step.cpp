@@ -50,6 +50,18 @@ Result<PredictedMemory> read_memory(const json& memory, const std::string& at) {
       m.parts[key] = value.get<double>();
     }
   }
+  if (memory.contains("stages")) {
+    const json& stages = memory["stages"];
+    if (!stages.is_object()) return Error{at + ": /memory/stages: must be an object"};
+    for (const auto& [key, value] : stages.items()) {
+      const std::string where = json_pointer_append("/memory/stages", key);
+      if (key != "first" && key != "last")
+        return Error{at + ": " + where + ": unknown stage (\"first\" or \"last\")"};
+      if (!value.is_number() || !(value.get<double>() >= 0) || value.get<double>() > 1e18)
+        return Error{at + ": " + where + ": must be a number of bytes from 0 to 1e18"};
+      m.stages[key] = value.get<double>();
+    }
+  }
   return m;
 }
 
@@ -91,6 +103,7 @@ json to_json(const PredictedStep& p) {
     j["memory"] = {{"allocated_bytes", p.memory->allocated_bytes},
                    {"device_bytes", p.memory->device_bytes}};
     if (!p.memory->parts.empty()) j["memory"]["parts"] = p.memory->parts;
+    if (!p.memory->stages.empty()) j["memory"]["stages"] = p.memory->stages;
   }
   if (p.cluster) j["cluster"] = *p.cluster;
   if (p.calibrated) j["calibrated"] = *p.calibrated;

@@ -68,6 +68,10 @@ struct PredictedMemory {
   // allocated_bytes by part (kMemoryPartNames' keys); empty in stores
   // written before the parts were recorded.
   std::map<std::string, double> parts;
+  // With a pipeline, what each end stage allocates ("first": stage 0, the
+  // embedding's; "last": the LM head's), allocated_bytes being the larger;
+  // empty without a pipeline and in stores written before.
+  std::map<std::string, double> stages;
 };
 
 struct PredictedStep {

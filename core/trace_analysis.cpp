@@ -1210,6 +1210,10 @@ std::string memory_row_label(const MemoryVsMeasured& row) {
     }
     return row.name;
   }
+  if (row.stage >= 0) {
+    return "stage " + std::to_string(row.stage) + " (" +
+           (row.name == "first stage" ? "first" : "last") + ")";
+  }
   return row.name == "allocated" ? "allocated by the process" : "in use on the device";
 }
 
@@ -1244,7 +1248,7 @@ bool measures_device(std::string_view counter) {
 }
 
 Status compare_memory(const TraceReader& reader, const PredictedMemory& predicted,
-                      PredictionComparison& out) {
+                      const std::optional<PipelinePace>& pipeline, PredictionComparison& out) {
   auto series = reader.counter_series();
   if (!series) return series.error();
   MemoryVsMeasured allocated{"allocated", false, predicted.allocated_bytes, std::nullopt, {}, -1};
@@ -1285,6 +1289,28 @@ Status compare_memory(const TraceReader& reader, const PredictedMemory& predicte
     }
     out.memory.push_back(row);
   }
+  // A pipeline's end stages, each against the largest sample of its ranks
+  // (Megatron's order: stage s holds ranks [s, s + 1) x ranks_per_stage).
+  if (pipeline && pipeline->ranks_per_stage > 0) {
+    for (const auto& [key, stage] :
+         {std::pair{"first", 0}, std::pair{"last", pipeline->stages - 1}}) {
+      const auto predicted_stage = predicted.stages.find(key);
+      if (predicted_stage == predicted.stages.end()) continue;
+      MemoryVsMeasured row{
+          std::string(key) + " stage", false, predicted_stage->second, std::nullopt, {}, -1, stage};
+      for (const CounterSeries& c : *series) {
+        const std::string& name = reader.string(c.name);
+        if (c.rank / pipeline->ranks_per_stage != stage || !measures_allocated(name) ||
+            !std::isfinite(c.high) || !(c.high > 0) ||
+            (row.measured_bytes && *row.measured_bytes >= c.high))
+          continue;
+        row.measured_bytes = c.high;
+        row.counter = name;
+        row.rank = c.rank;
+      }
+      out.memory.push_back(row);
+    }
+  }
   out.memory.push_back(device);
   return {};
 }
@@ -1310,7 +1336,8 @@ Result<std::optional<PredictionComparison>> compare_with_prediction(
   }
   compare_machine_probes(reader, predicted, out);
   if (predicted.memory) {
-    if (Status s = compare_memory(reader, *predicted.memory, out); !s) return s.error();
+    if (Status s = compare_memory(reader, *predicted.memory, predicted.pipeline, out); !s)
+      return s.error();
   } else if (!predicted.memory_error.empty()) {
     out.memory_note = "the prediction's memory is unreadable: " + predicted.memory_error;
   }

@@ -220,11 +220,16 @@ struct MemoryVsMeasured {
   std::optional<double> measured_bytes;  // empty when the run sampled no such counter
   std::string counter;                   // the counter measured
   std::int32_t rank = -1;                // whose was the greatest
+  // With a pipeline, "first stage" and "last stage": what the ranks of that
+  // stage allocated (as "allocated"), against the planner's figure for it.
+  std::int32_t stage = -1;  // the stage's index; -1 on every other row
+  // Shown under "allocated" (its parts and its stages).
+  bool under_allocated() const { return part || stage >= 0; }
 };
 
 // How `trace stats` and the report name a memory row: "allocated by the
-// process", "in use on the device", a part's label ("weights": the text
-// table indents it under the whole).
+// process", "in use on the device", a part's label ("weights") or a stage's
+// ("stage 0 (first)"; the text table indents both under the whole).
 std::string memory_row_label(const MemoryVsMeasured& row);
 // What measured it: "\"memory in use (bytes)\" of rank 0", or "no counter
 // sampled it".

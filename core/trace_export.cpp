@@ -1274,8 +1274,9 @@ Result<ExportReport> export_html_report(const TraceReader& reader, const RunAnal
       out << "</table>\n<p>" << html(p.verdict) << ".</p>\n";
     }
     if (!p.memory.empty()) {
-      out << "<h3>Memory per device</h3>\n<p class=note>Predicted for the most loaded stage; "
-             "measured: the largest sample of any rank.</p>\n<table>\n<tr><th></th>"
+      out << "<h3>Memory per device</h3>\n<p class=note>Predicted for the most loaded stage, "
+             "and for a pipeline's first and last stage; measured: the largest sample of any "
+             "rank (of the stage's ranks).</p>\n<table>\n<tr><th></th>"
              "<th>predicted</th><th>measured</th><th>error</th><th>measured by</th></tr>\n";
       for (const MemoryVsMeasured& m : p.memory) {
         out << "<tr><td>" << html(memory_row_label(m)) << "</td><td class=n>"

@@ -158,9 +158,14 @@ trace::PredictedStep predicted_step(const Estimate& e) {
   p.step_seconds = t.step();
   // The framework's reserve (context, library workspaces), NCCL's channels
   // and the allocator's slack are the device's, not the process's tensors.
+  const auto allocated = [](const MemoryBreakdown& b) {
+    return b.total() - b.framework_reserve - b.fragmentation - b.nccl_channels;
+  };
   const MemoryBreakdown& m = e.memory;
-  p.memory = trace::PredictedMemory{
-      m.total() - m.framework_reserve - m.fragmentation - m.nccl_channels, m.total(), {}};
+  p.memory = trace::PredictedMemory{allocated(m), m.total(), {}, {}};
+  if (e.pipeline_stages > 1) {
+    p.memory->stages = {{"first", allocated(e.first_stage)}, {"last", allocated(e.last_stage)}};
+  }
   p.memory->parts = {
       {"weights", m.weights},
       {"gradients", m.gradients},

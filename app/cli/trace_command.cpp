@@ -640,6 +640,7 @@ void print_stats(const StatsOptions& o, Context& ctx, const std::unique_ptr<Trac
           memory.push_back(
               {{"name", m.name},
                {"part", m.part},
+               {"stage", m.stage >= 0 ? json(m.stage) : json(nullptr)},
                {"predicted_bytes", m.predicted_bytes},
                {"measured_bytes", m.measured_bytes ? json(*m.measured_bytes) : json(nullptr)},
                {"error",
@@ -1015,7 +1016,8 @@ void print_stats(const StatsOptions& o, Context& ctx, const std::unique_ptr<Trac
       for (std::size_t i = 1; i < 4; ++i)
         t4.right_align(i);
       for (const MemoryVsMeasured& m : p.memory) {
-        t4.add({(m.part ? "  " : "") + memory_row_label(m), format_bytes(m.predicted_bytes),
+        t4.add({(m.under_allocated() ? "  " : "") + memory_row_label(m),
+                format_bytes(m.predicted_bytes),
                 m.measured_bytes ? format_bytes(*m.measured_bytes) : "-",
                 m.measured_bytes ? error(m.predicted_bytes, *m.measured_bytes) : "-",
                 memory_row_source(m)});

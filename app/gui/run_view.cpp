@@ -1295,6 +1295,14 @@ void RunView::showAnalysis() {
                   m.measured_bytes, false, true);
           continue;
         }
+        if (m.stage >= 0) {  // a pipeline's end stage, on the largest of its ranks
+          const QString what = QStringLiteral("    ") + q(trace::memory_row_label(m));
+          add_row(m.measured_bytes
+                      ? tr("%1 (\"%2\" of rank %3)").arg(what, q(m.counter)).arg(m.rank)
+                      : tr("%1 (no counter sampled it)").arg(what),
+                  m.predicted_bytes, m.measured_bytes, false, true);
+          continue;
+        }
         const QString what = m.name == "allocated" ? tr("memory allocated by the process")
                                                    : tr("memory in use on the device");
         add_row(m.measured_bytes ? tr("%1 (\"%2\" of rank %3)").arg(what, q(m.counter)).arg(m.rank)

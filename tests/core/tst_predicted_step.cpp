@@ -101,8 +101,10 @@ void TestPredictedStep::roundTrip() {
   probe.all_reduce_seconds = 3e-4;
   p.machine_probe = probe;
   p.pipeline = cs::trace::PipelinePace{4, 16, cs::trace::PipelinePace::Stage::middle};
-  p.memory = cs::trace::PredictedMemory{
-      123'101'184, 934'281'216, {{"weights", 25'900'000}, {"activations", 19'300'000}}};
+  p.memory = cs::trace::PredictedMemory{123'101'184,
+                                        934'281'216,
+                                        {{"weights", 25'900'000}, {"activations", 19'300'000}},
+                                        {{"first", 123'101'184}, {"last", 99'000'000}}};
 
   const std::string text = cs::json_text(to_json(p));
   auto back = read_predicted_step(text, kWhere);
@@ -122,6 +124,7 @@ void TestPredictedStep::roundTrip() {
   QCOMPARE(back->memory->allocated_bytes, 123'101'184.0);
   QCOMPARE(back->memory->device_bytes, 934'281'216.0);
   QCOMPARE(back->memory->parts, p.memory->parts);
+  QCOMPARE(back->memory->stages, p.memory->stages);
   QVERIFY(back->pipeline);
   QCOMPARE(back->pipeline->stages, 4);
   QCOMPARE(back->pipeline->ranks_per_stage, 16);
@@ -222,6 +225,15 @@ void TestPredictedStep::unreadableMemoryIsANoteNotAnError_data() {
   QTest::addRow("a part as text")
       << R"({"allocated_bytes": 1, "device_bytes": 2, "parts": {"weights": "1"}})"
       << "/memory/parts/weights: must be a number of bytes from 0 to 1e18";
+  QTest::addRow("stages as a list")
+      << R"({"allocated_bytes": 1, "device_bytes": 2, "stages": [1, 2]})"
+      << "/memory/stages: must be an object";
+  QTest::addRow("a middle stage")
+      << R"({"allocated_bytes": 1, "device_bytes": 2, "stages": {"middle": 1}})"
+      << "/memory/stages/middle: unknown stage (\"first\" or \"last\")";
+  QTest::addRow("a stage as null")
+      << R"({"allocated_bytes": 1, "device_bytes": 2, "stages": {"last": null}})"
+      << "/memory/stages/last: must be a number of bytes from 0 to 1e18";
   QTest::addRow("allocated past the device")
       << R"({"allocated_bytes": 2e9, "device_bytes": 1e9})"
       << "/memory: allocated_bytes (2000000000) is more than device_bytes (1000000000)";

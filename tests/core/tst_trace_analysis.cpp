@@ -123,6 +123,7 @@ class TestTraceAnalysis : public QObject {
   void predictionLeavesTheWarmUpOut();
   void predictionOfARunWithNoStep();
   void memoryAgainstTheCounters();
+  void memoryOfEachEndStage();
   void operationKinds_data();
   void operationKinds();
   void stepParts();
@@ -659,6 +660,61 @@ void TestTraceAnalysis::memoryAgainstTheCounters() {
     QCOMPARE(device.rank, 1);
     // The counters' table lists them all, as sampled.
     QCOMPARE(run->counters.size(), std::size_t{6});
+  }
+}
+
+// With a pipeline, each end stage's figure against the largest sample of
+// its own ranks (stage s: ranks [s, s + 1) x ranks_per_stage), labelled by
+// its index; a stage whose ranks sampled nothing says so. Without the
+// prediction's pipeline there are no stage rows.
+void TestTraceAnalysis::memoryOfEachEndStage() {
+  for (const bool sampled_last : {true, false}) {
+    QTemporaryDir dir;
+    Builder b(dir, "stages.cstrace");
+    TraceWriter& w = *b.writer;
+    for (int rank = 0; rank < 6; ++rank) {
+      w.add_rank({rank, "node", "CPU", 1, 0, false});
+      const LaneId compute = w.add_lane(rank, LaneKind::cpu_thread, "compute", 0);
+      b.add(compute, EventKind::kernel, Category::compute, 0, 10'000, "gemm");
+    }
+    b.commit();
+    // 3 stages of 2 ranks: the middle stage (ranks 2, 3) holds the most.
+    const double in_use[] = {1.0e9, 1.2e9, 9e9, 9e9, 0.7e9, 0.8e9};
+    for (int rank = 0; rank < 6; ++rank) {
+      if (!sampled_last && rank >= 4) continue;
+      w.add(CounterSample{rank, w.intern("memory in use (bytes)"), 5000, in_use[rank]});
+      w.add(CounterSample{rank, w.intern("memory in use (bytes)"), 6000, in_use[rank] / 2});
+    }
+    w.set_meta("predicted_step",
+               R"({"step_seconds": 1e-5, "pipeline": {"stages": 3, "ranks_per_stage": 2,
+                   "pacing": "first"}, "memory": {"allocated_bytes": 1.1e9, "device_bytes": 2e9,
+                   "stages": {"first": 1.1e9, "last": 1e9}}})");
+    auto r = b.close();
+    auto run = analyze_run(*r);
+    QVERIFY2(run, run ? "" : run.message().c_str());
+    const std::vector<MemoryVsMeasured>& memory = run->prediction->memory;
+    QCOMPARE(memory.size(), std::size_t{4});  // allocated, the two stages, the device
+    QCOMPARE(*memory[0].measured_bytes, 9e9);
+    const MemoryVsMeasured& first = memory[1];
+    QCOMPARE(first.stage, 0);
+    QVERIFY(first.under_allocated() && !first.part);
+    QCOMPARE(memory_row_label(first), std::string("stage 0 (first)"));
+    QCOMPARE(first.predicted_bytes, 1.1e9);
+    QCOMPARE(*first.measured_bytes, 1.2e9);
+    QCOMPARE(first.rank, 1);
+    const MemoryVsMeasured& last = memory[2];
+    QCOMPARE(last.stage, 2);
+    QCOMPARE(memory_row_label(last), std::string("stage 2 (last)"));
+    QCOMPARE(last.predicted_bytes, 1e9);
+    if (sampled_last) {
+      QCOMPARE(*last.measured_bytes, 0.8e9);
+      QCOMPARE(memory_row_source(last), std::string("\"memory in use (bytes)\" of rank 5"));
+    } else {
+      QVERIFY(!last.measured_bytes);
+      QCOMPARE(memory_row_source(last), std::string("no counter sampled it"));
+    }
+    QCOMPARE(memory[3].name, std::string("device"));
+    QCOMPARE(memory[3].stage, -1);
   }
 }
 

@@ -112,6 +112,7 @@ class TestGuiRun : public QObject {
   void committedCountersOnTheTimeline();
   void memoryPartsAreNotLanes();
   void predictedLaneDrawsThePlanPredicted();
+  void predictionTableHoldsEachEndStage();
   void machineProbeRows();
 
  private:
@@ -289,6 +290,50 @@ void TestGuiRun::opensCpuEngineRun() {
       cs::gui::test::saveScreenshot(view.timeline(), QStringLiteral("run-timeline"));
   QVERIFY(cs::gui::test::distinctColours(timeline, &dominant) > 8);
   QVERIFY(dominant < 0.95);
+}
+
+// A pipelined prediction's memory: each end stage's figure in the
+// prediction tab against the largest sample of its own ranks, under the
+// whole. (The suite's run is DP 2: its prediction is rewritten as 2 stages
+// of one rank each.)
+void TestGuiRun::predictionTableHoldsEachEndStage() {
+  const QString store = writableCopy(cpu_store_, QStringLiteral("stages.db"));
+  QVERIFY(!store.isEmpty());
+  {
+    sqlite3* db = nullptr;
+    QCOMPARE(sqlite3_open(store.toUtf8().constData(), &db), SQLITE_OK);
+    sqlite3_stmt* stmt = nullptr;
+    QCOMPARE(sqlite3_prepare_v2(db, "UPDATE meta SET value = ? WHERE key = 'predicted_step'", -1,
+                                &stmt, nullptr),
+             SQLITE_OK);
+    const std::string text =
+        R"({"step_seconds": 0.001, "pipeline": {"stages": 2, "ranks_per_stage": 1,
+            "pacing": "first"}, "memory": {"allocated_bytes": 2e6, "device_bytes": 3e6,
+            "stages": {"first": 2e6, "last": 1e6}}})";
+    sqlite3_bind_text(stmt, 1, text.c_str(), -1, SQLITE_TRANSIENT);
+    QCOMPARE(sqlite3_step(stmt), SQLITE_DONE);
+    sqlite3_finalize(stmt);
+    sqlite3_close(db);
+  }
+  RunView view;
+  openAndWait(view, store);
+  QTableWidget* table = view.predictionTable();
+  QStringList cells;
+  int first = -1, last = -1;
+  for (int r = 0; r < table->rowCount(); ++r) {
+    if (!table->item(r, 0)) continue;
+    const QString cell = table->item(r, 0)->text();
+    cells << cell;
+    if (cell == QStringLiteral("    stage 0 (first) (\"memory in use (bytes)\" of rank 0)"))
+      first = r;
+    if (cell == QStringLiteral("    stage 1 (last) (\"memory in use (bytes)\" of rank 1)"))
+      last = r;
+  }
+  QVERIFY2(first >= 0 && last == first + 1, qPrintable(cells.join(" | ")));
+  QCOMPARE(table->item(first, 1)->text(), QStringLiteral("1.91 MiB"));
+  QCOMPARE(table->item(last, 1)->text(), QStringLiteral("977 KiB"));
+  QVERIFY2(table->item(last, 2)->text().endsWith(QStringLiteral("iB")),
+           qPrintable(table->item(last, 2)->text()));  // measured
 }
 
 // The predicted lane draws the plan the run's prediction was made for (the

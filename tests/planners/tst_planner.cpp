@@ -1126,6 +1126,13 @@ void TestPlanner::estimateJson() {
     by_part += bytes;
   QVERIFY(qFuzzyCompare(by_part, step.memory->allocated_bytes));
   QCOMPARE(step.memory->parts.size(), std::size(cs::trace::kMemoryPartNames));
+  // Each end stage's own figure, the most loaded being the whole's.
+  QCOMPARE(step.memory->stages.size(), std::size_t{2});
+  const double first = step.memory->stages.at("first"), last = step.memory->stages.at("last");
+  QCOMPARE(std::max(first, last), step.memory->allocated_bytes);
+  QCOMPARE(first, e.first_stage.total() - e.first_stage.framework_reserve -
+                      e.first_stage.fragmentation - e.first_stage.nccl_channels);
+  QVERIFY(first != last);
   QCOMPARE(parts,
            (std::vector<std::string>{"bubble", "communication.dp", "communication.pp",
                                      "communication.tp", "compute.activation", "compute.attention",
