@@ -38,6 +38,7 @@ class CountingWriter final : public cs::trace::TraceWriter {
     return it->second;
   }
   void add(const cs::trace::Event&) override { ++events; }
+  void add(const cs::trace::Event&, const cs::trace::KernelLaunch&) override { ++events; }
   void add(const cs::trace::StepMetrics&) override {}
   void add(const cs::trace::CounterSample&) override {}
   void set_meta(std::string_view, std::string_view) override {}

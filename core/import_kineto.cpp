@@ -254,6 +254,7 @@ struct Parsed {
   std::int32_t own_group_size = -1;
   std::int64_t own_count = -1;
   double own_flops = 0;
+  std::uint32_t launch = 0;  // a kernel's launch: 1 + its index in the handler's launches; 0: none
 };
 
 // A counter sample ("ph": "C"): its value is the first number in its args.
@@ -302,6 +303,11 @@ enum class Key : std::uint8_t {
   own_flops,
   total_allocated,  // a "[memory]" instant event's (PyTorch's profile_memory)
   total_reserved,   // the same event's: what the caching allocator holds
+  grid,             // a kernel's launch: [x, y, z]
+  block,
+  registers_per_thread,
+  shared_memory,          // per block, static and dynamic
+  dynamic_shared_memory,  // this product's export: the dynamic part
   device_type,
   device_id,
   id,  // a deviceProperties entry's device index
@@ -346,6 +352,11 @@ Key key_of(std::string_view k) {
       {"flops", Key::own_flops},
       {"Total Allocated", Key::total_allocated},
       {"Total Reserved", Key::total_reserved},
+      {"grid", Key::grid},
+      {"block", Key::block},
+      {"registers per thread", Key::registers_per_thread},
+      {"shared memory", Key::shared_memory},
+      {"dynamic shared memory", Key::dynamic_shared_memory},
       {"Device Type", Key::device_type},
       {"Device Id", Key::device_id},
       {"id", Key::id},
@@ -367,10 +378,13 @@ class KinetoHandler : public nlohmann::json_sax<nlohmann::json> {
     distributed,
     device_properties,
     device,
+    grid,   // a kernel's args.grid
+    block,  // ... and args.block
     skip
   };
 
   std::vector<Parsed> events;
+  std::vector<KernelLaunch> launches;  // the kernels' (Parsed::launch)
   std::vector<std::string> strings{""};
   std::unordered_map<std::string, std::uint32_t> string_ids{{"", 0}};
   std::vector<LaneKey> lane_keys;
@@ -407,7 +421,10 @@ class KinetoHandler : public nlohmann::json_sax<nlohmann::json> {
     if (capturing()) return capture(v);
     if (in_events()) return scalar();
     const Ctx c = top();
-    if (c == Ctx::event && (key_ == Key::ts || key_ == Key::dur) && !(std::fabs(v) <= kMaxMicros)) {
+    if (c == Ctx::grid || c == Ctx::block) {
+      launch_dims_ = 4;  // a fraction is no dimension: no launch
+    } else if (c == Ctx::event && (key_ == Key::ts || key_ == Key::dur) &&
+               !(std::fabs(v) <= kMaxMicros)) {
       time_out_of_range_ = true;
     } else if (c == Ctx::event) {
       if (key_ == Key::ts) {
@@ -530,6 +547,9 @@ class KinetoHandler : public nlohmann::json_sax<nlohmann::json> {
       saw_trace_events = true;
     } else if (parent == Ctx::root && key_ == Key::device_properties) {
       c = Ctx::device_properties;
+    } else if (parent == Ctx::args && (key_ == Key::grid || key_ == Key::block)) {
+      c = key_ == Key::grid ? Ctx::grid : Ctx::block;
+      launch_dims_ = 0;
     } else if (parent == Ctx::events) {
       ++skipped[kNotAnEvent];
     }
@@ -541,7 +561,11 @@ class KinetoHandler : public nlohmann::json_sax<nlohmann::json> {
       capture_.pop_back();
       return true;
     }
+    const Ctx c = stack_.back();
     stack_.pop_back();
+    // A launch's dimensions are three whole numbers, or no launch.
+    if (c == Ctx::grid) has_grid_ = launch_dims_ == 3;
+    if (c == Ctx::block) has_block_ = launch_dims_ == 3;
     return value_done();
   }
   bool parse_error(std::size_t position, const std::string&,
@@ -602,6 +626,11 @@ class KinetoHandler : public nlohmann::json_sax<nlohmann::json> {
 
   bool integer(std::int64_t v) {
     const Ctx c = top();
+    if (c == Ctx::grid || c == Ctx::block) {
+      if (launch_dims_ < 3) (c == Ctx::grid ? launch_.grid : launch_.block)[launch_dims_] = v;
+      ++launch_dims_;
+      return value_done();
+    }
     if (c == Ctx::event && (key_ == Key::ts || key_ == Key::dur) &&
         (v > kMaxMicros || v < -kMaxMicros)) {
       time_out_of_range_ = true;
@@ -646,6 +675,12 @@ class KinetoHandler : public nlohmann::json_sax<nlohmann::json> {
         memory_total_ = v;
       else if (key_ == Key::total_reserved)
         memory_reserved_ = v;
+      else if (key_ == Key::registers_per_thread)
+        launch_.registers_per_thread = v;
+      else if (key_ == Key::shared_memory)
+        launch_.shared_memory_bytes = v;
+      else if (key_ == Key::dynamic_shared_memory)
+        launch_.dynamic_shared_memory_bytes = v;
       else if (key_ == Key::device_type)
         memory_device_type_ = v;
       else if (key_ == Key::device_id)
@@ -686,6 +721,8 @@ class KinetoHandler : public nlohmann::json_sax<nlohmann::json> {
     current_ = {};
     memory_total_.reset();
     memory_reserved_.reset();
+    launch_ = {};
+    has_grid_ = has_block_ = false;
     memory_device_type_ = memory_device_id_ = 0;
     arg_name_.clear();
     arg_labels_.clear();
@@ -742,6 +779,12 @@ class KinetoHandler : public nlohmann::json_sax<nlohmann::json> {
     if (!has_ts_) {
       ++skipped["events without ts"];
       return;
+    }
+    if (has_grid_ && has_block_) {
+      if (auto launch = checked_launch(launch_)) {
+        launches.push_back(*launch);
+        current_.launch = static_cast<std::uint32_t>(launches.size());
+      }
     }
     if (ph_ == 'B') return begin_duration();
     if (ph_ == 'E') return end_duration();
@@ -833,6 +876,9 @@ class KinetoHandler : public nlohmann::json_sax<nlohmann::json> {
   std::int64_t arg_sort_index_ = 0;
   std::optional<std::int64_t> memory_total_;     // of a "[memory]" event
   std::optional<std::int64_t> memory_reserved_;  // the same event's, when it says
+  KernelLaunch launch_;                          // of a kernel's args
+  int launch_dims_ = 0;                          // numbers read in the open grid or block array
+  bool has_grid_ = false, has_block_ = false;
   std::int64_t memory_device_type_ = 0, memory_device_id_ = 0;
   std::int64_t devices_listed_ = 0;  // deviceProperties entries opened so far
   std::int64_t device_id_ = 0;       // the open entry's index
@@ -1168,7 +1214,10 @@ Result<ImportReport> import_own_export(const KinetoHandler& h, const std::string
     e.start_ns = p.start;
     e.end_ns = p.end;
     e.name = name_of(p.name);
-    w.add(e);
+    if (p.launch)
+      w.add(e, h.launches[p.launch - 1]);
+    else
+      w.add(e);
     ++report.events;
   }
   for (const ParsedCounter& c : h.counters)
@@ -1372,7 +1421,10 @@ Result<ImportReport> import_one_kineto(const std::string& file, const std::strin
     e.start_ns = p.start;
     e.end_ns = p.end;
     e.name = name_of(p.name);
-    w.add(e);
+    if (p.launch)
+      w.add(e, h.launches[p.launch - 1]);
+    else
+      w.add(e);
     ++report.events;
   }
   for (const ParsedCounter& c : h.memory_samples)

@@ -265,6 +265,7 @@ Result<ImportReport> import_one_nsys(const std::string& file, const std::string&
     std::int64_t bytes = 0;
     Collective collective = Collective::none;
     DataType dtype = DataType::none;
+    std::optional<KernelLaunch> launch;  // kernels'
   };
   std::vector<Record> records;
   std::map<std::string, std::pair<LaneKind, std::string>> lane_info;  // key -> kind, name
@@ -312,6 +313,11 @@ Result<ImportReport> import_one_nsys(const std::string& file, const std::string&
                                       ? Export::Column{"demangledName|shortName|name"}
                                   : kind == EventKind::memcpy ? Export::Column{"bytes"}
                                                               : Export::Column{"bytes", false};
+    // A kernel's launch (columns 8-16), where the export has them.
+    const bool kernels = kind == EventKind::kernel && !graph;
+    auto launch_column = [&](const char* name) {
+      return Export::Column{kernels ? name : "", false};
+    };
     auto stmt = x.select(**t, {{"start"},
                                {"end"},
                                {"deviceId"},
@@ -319,7 +325,16 @@ Result<ImportReport> import_one_nsys(const std::string& file, const std::string&
                                fourth,
                                {"correlationId", false},
                                {"globalPid", false},
-                               {"copyKind", false}});
+                               {"copyKind", false},
+                               launch_column("gridX"),
+                               launch_column("gridY"),
+                               launch_column("gridZ"),
+                               launch_column("blockX"),
+                               launch_column("blockY"),
+                               launch_column("blockZ"),
+                               launch_column("registersPerThread"),
+                               launch_column("staticSharedMemory"),
+                               launch_column("dynamicSharedMemory")});
     if (!stmt) return stmt.error();
     int rc;
     while ((rc = stmt->step()) == SQLITE_ROW) {
@@ -348,6 +363,26 @@ Result<ImportReport> import_one_nsys(const std::string& file, const std::string&
           r.kind = nccl->point_to_point ? EventKind::p2p : EventKind::collective;
           r.collective = nccl->collective;
           r.dtype = nccl->dtype;
+        }
+        if (kernels && stmt->is_whole_number(8) && stmt->is_whole_number(11)) {
+          KernelLaunch l;
+          for (int i = 0; i < 3; ++i) {
+            l.grid[i] = stmt->is_whole_number(8 + i) ? stmt->int64_at(8 + i) : 0;
+            l.block[i] = stmt->is_whole_number(11 + i) ? stmt->int64_at(11 + i) : 0;
+          }
+          if (stmt->is_whole_number(14)) l.registers_per_thread = stmt->int64_at(14);
+          // Sizes past a terabyte are no GPU's (and their sum could overflow).
+          auto size_at = [&](int c) {
+            return stmt->is_whole_number(c) && stmt->int64_at(c) >= 0 &&
+                           stmt->int64_at(c) < (std::int64_t{1} << 40)
+                       ? stmt->int64_at(c)
+                       : std::int64_t{-1};
+          };
+          if (size_at(15) >= 0 && size_at(16) >= 0) {
+            l.dynamic_shared_memory_bytes = size_at(16);
+            l.shared_memory_bytes = size_at(15) + size_at(16);
+          }
+          r.launch = checked_launch(l);
         }
       } else if (kind == EventKind::memcpy) {
         r.bytes = stmt->int64_at(4);
@@ -590,7 +625,10 @@ Result<ImportReport> import_one_nsys(const std::string& file, const std::string&
     e.bytes = r.bytes;
     e.collective = r.collective;
     e.dtype = r.dtype;
-    w.add(e);
+    if (r.launch)
+      w.add(e, *r.launch);
+    else
+      w.add(e);
     ++report.events;
   }
   if (Status s = w.close("complete"); !s) return s.error();

@@ -485,6 +485,7 @@ Status write_chrome(const TraceReader& reader, const std::string& path,
   // Escaped names by string id (a map: a damaged store's ids can be anything).
   std::unordered_map<std::uint32_t, std::string> names;
   std::vector<FlowEnd> calls, gpu_work;  // the ends of the flow arrows, below
+  Status launch_error;                   // a launch that could not be read
   for (const LaneInfo* lane : lanes) {
     // Start early enough to take in the parents of what overlaps t0.
     const std::int64_t from = options.window ? t0 - lane->max_duration_ns : kMinTime;
@@ -540,11 +541,30 @@ Status write_chrome(const TraceReader& reader, const std::string& path,
       if (e.count != 0) out << ",\"count\":" << e.count;
       if (e.peer >= 0) out << ",\"peer\":" << static_cast<std::int64_t>(e.peer);
       if (e.group_size != 0) out << ",\"group_size\":" << static_cast<std::int64_t>(e.group_size);
+      if (lane->kind == LaneKind::gpu_stream && may_have_launch(e.kind)) {
+        // Kineto's keys, so that Perfetto shows them and an import reads them back.
+        auto launch = reader.kernel_launch(se.id);
+        if (!launch) {
+          launch_error = launch.error();
+          return false;
+        }
+        if (*launch) {
+          const KernelLaunch& l = **launch;
+          out << ",\"grid\":[" << l.grid[0] << ',' << l.grid[1] << ',' << l.grid[2]
+              << "],\"block\":[" << l.block[0] << ',' << l.block[1] << ',' << l.block[2] << ']';
+          if (l.registers_per_thread >= 0)
+            out << ",\"registers per thread\":" << l.registers_per_thread;
+          if (l.shared_memory_bytes >= 0) out << ",\"shared memory\":" << l.shared_memory_bytes;
+          if (l.dynamic_shared_memory_bytes >= 0)
+            out << ",\"dynamic shared memory\":" << l.dynamic_shared_memory_bytes;
+        }
+      }
       out << "}}";
       ++report.events;
       return out.ok();
     });
     if (!s) return s;
+    if (!launch_error) return launch_error;
     if (!out.ok()) return out.status();
   }
 
@@ -923,24 +943,50 @@ Result<ExportReport> export_csv(const TraceReader& reader, const RunAnalysis* an
     case CsvTable::events: {
       csv_row(out, "id", "rank", "lane", "lane_kind", "kind", "category", "name", "start_ns",
               "end_ns", "duration_ns", "correlation", "bytes", "flops", "collective", "dtype",
-              "count", "peer", "group_size", "step");
+              "count", "peer", "group_size", "step", "grid", "block", "registers_per_thread",
+              "shared_memory_bytes", "dynamic_shared_memory_bytes");
       // The events overlapping the window, as the Chrome trace has them.
       const std::int64_t t0 = window ? window->start_ns : kMinTime;
       const std::int64_t t1 = window ? window->end_ns : kMaxTime;
       const std::int64_t from = window ? t0 - longest_event_ns(reader) : kMinTime;
+      Status launch_error;
       Status s = reader.for_each_event({}, from, t1, [&](const StoredEvent& se) {
         const Event& e = se.event;
         if (window && !overlaps(e, *window)) return true;
         const LaneInfo* lane = reader.lane(e.lane);
+        // A kernel's launch: "128x1x1"; empty where none was kept.
+        std::string grid, block, registers, shared, dynamic;
+        if (lane && lane->kind == LaneKind::gpu_stream && may_have_launch(e.kind)) {
+          auto launch = reader.kernel_launch(se.id);
+          if (!launch) {
+            launch_error = launch.error();
+            return false;
+          }
+          if (*launch) {
+            const KernelLaunch& l = **launch;
+            auto dims = [](const std::int64_t(&d)[3]) {
+              return std::to_string(d[0]) + "x" + std::to_string(d[1]) + "x" + std::to_string(d[2]);
+            };
+            grid = dims(l.grid);
+            block = dims(l.block);
+            auto known = [](std::int64_t v) { return v >= 0 ? std::to_string(v) : std::string(); };
+            registers = known(l.registers_per_thread);
+            shared = known(l.shared_memory_bytes);
+            dynamic = known(l.dynamic_shared_memory_bytes);
+          }
+        }
         csv_row(out, se.id, se.rank, lane ? std::string_view(lane->name) : std::string_view(),
                 lane ? to_string(lane->kind) : std::string_view(), to_string(e.kind),
                 to_string(e.category), std::string_view(reader.string(e.name)), e.start_ns,
                 e.end_ns, e.end_ns - e.start_ns, e.correlation, e.bytes, e.flops,
-                to_string(e.collective), to_string(e.dtype), e.count, e.peer, e.group_size, e.step);
+                to_string(e.collective), to_string(e.dtype), e.count, e.peer, e.group_size, e.step,
+                std::string_view(grid), std::string_view(block), std::string_view(registers),
+                std::string_view(shared), std::string_view(dynamic));
         ++report.events;
         return out.ok();
       });
       if (!s) return s.error();
+      if (!launch_error) return launch_error.error();
       break;
     }
     case CsvTable::breakdown:

@@ -228,6 +228,23 @@ Status copy_input(const Input& in, TraceWriter& w,
       "FROM event_details ORDER BY event_id");
   if (!rows) return rows.error();
   if (!details) return details.error();
+  // Kernels' launches, where the store kept them (stores written before
+  // have no such table).
+  std::optional<sql::Statement> launches;
+  {
+    auto table =
+        db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'kernel_launches'");
+    if (!table) return table.error();
+    if (table->step() == SQLITE_ROW) {
+      auto stmt = db.prepare(
+          "SELECT event_id, grid_x, grid_y, grid_z, block_x, block_y, block_z, "
+          "registers_per_thread, shared_memory_bytes, dynamic_shared_memory_bytes "
+          "FROM kernel_launches ORDER BY event_id");
+      if (!stmt) return stmt.error();
+      launches = std::move(stmt).value();
+    }
+  }
+  int launch_rc = launches ? launches->step() : SQLITE_DONE;
   int detail_rc = details->step();
   int rc;
   while ((rc = rows->step()) == SQLITE_ROW) {
@@ -258,10 +275,29 @@ Status copy_input(const Input& in, TraceWriter& w,
       e.peer = details->int_at(6);
       e.group_size = details->int_at(7);
     }
-    w.add(e);
+    while (launch_rc == SQLITE_ROW && launches->int64_at(0) < id)
+      launch_rc = launches->step();
+    std::optional<KernelLaunch> launch;
+    if (launch_rc == SQLITE_ROW && launches->int64_at(0) == id) {
+      KernelLaunch l;
+      for (int i = 0; i < 3; ++i) {
+        l.grid[i] = launches->int64_at(1 + i);
+        l.block[i] = launches->int64_at(4 + i);
+      }
+      l.registers_per_thread = launches->int64_at(7);
+      l.shared_memory_bytes = launches->int64_at(8);
+      l.dynamic_shared_memory_bytes = launches->int64_at(9);
+      launch = checked_launch(l);
+    }
+    if (launch)
+      w.add(e, *launch);
+    else
+      w.add(e);
     ++events;
   }
   if (rc != SQLITE_DONE) return db.error("cannot read events", rc);
+  if (launch_rc != SQLITE_ROW && launch_rc != SQLITE_DONE)
+    return db.error("cannot read kernel launches", launch_rc);
   if (detail_rc != SQLITE_ROW && detail_rc != SQLITE_DONE)
     return db.error("cannot read event details", detail_rc);
 

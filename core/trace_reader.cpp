@@ -677,7 +677,55 @@ Result<StoredEvent> TraceReader::event(std::int64_t id) const {
   if (rc == SQLITE_DONE) return Error{d.path + ": no event " + std::to_string(id)};
   if (rc != SQLITE_ROW) return d.db.error("cannot read event " + std::to_string(id), rc);
   const store::ScanRow r = event_row(*stmt);
-  return to_stored_event(r, d.rank_of(r.lane));
+  StoredEvent out = to_stored_event(r, d.rank_of(r.lane));
+  if (may_have_launch(out.event.kind)) {
+    auto launch = kernel_launch(id);
+    if (!launch) return launch.error();
+    out.launch = *launch;
+  }
+  return out;
+}
+
+Result<std::optional<KernelLaunch>> TraceReader::kernel_launch(std::int64_t id) const {
+  Impl& d = *impl_;
+  if (!d.launches_checked) {
+    // Stores written before launches were kept have no such table.
+    auto table = d.db.prepare(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'kernel_launches'");
+    if (!table) return table.error();
+    const int rc = table->step();
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+      return d.db.error("cannot read the store's tables", rc);
+    d.has_launches = rc == SQLITE_ROW;
+    d.launches_checked = true;
+  }
+  if (!d.has_launches) return std::optional<KernelLaunch>{};
+  if (!d.launch_stmt) {
+    auto stmt = d.db.prepare(
+        "SELECT grid_x, grid_y, grid_z, block_x, block_y, block_z, registers_per_thread, "
+        "shared_memory_bytes, dynamic_shared_memory_bytes FROM kernel_launches "
+        "WHERE event_id = ?",
+        true);
+    if (!stmt) return stmt.error();
+    d.launch_stmt = std::move(stmt).value();
+  }
+  sql::Statement& s = d.launch_stmt;
+  s.reset();
+  s.bind(1, id);
+  const int rc = s.step();
+  if (rc == SQLITE_DONE) return std::optional<KernelLaunch>{};
+  if (rc != SQLITE_ROW)
+    return d.db.error("cannot read the launch of event " + std::to_string(id), rc);
+  KernelLaunch l;
+  for (int i = 0; i < 3; ++i) {
+    l.grid[i] = s.int64_at(i);
+    l.block[i] = s.int64_at(3 + i);
+  }
+  l.registers_per_thread = s.int64_at(6);
+  l.shared_memory_bytes = s.int64_at(7);
+  l.dynamic_shared_memory_bytes = s.int64_at(8);
+  // An edited store's row that no launch could be is not shown as one.
+  return checked_launch(l);
 }
 
 Result<std::optional<StoredEvent>> TraceReader::event_at(LaneId lane_id, std::int64_t time) const {

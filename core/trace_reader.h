@@ -84,6 +84,9 @@ struct StoredEvent {
   std::int64_t id = 0;
   std::int32_t rank = 0;
   Event event;
+  // How a kernel was launched, where the store kept it: read by event() and
+  // event_at() (a point read); the scans and searches leave it empty.
+  std::optional<KernelLaunch> launch;
 };
 
 struct TimeRange {
@@ -160,6 +163,9 @@ class TraceReader {
   // The innermost event of `lane` running at `time_ns` ([start, end)).
   Result<std::optional<StoredEvent>> event_at(LaneId lane, std::int64_t time_ns) const;
   Result<StoredEvent> event(std::int64_t id) const;
+  // How event `id` was launched; empty for an event with no launch kept
+  // (not a kernel, a CPU engine's, a store written before launches were).
+  Result<std::optional<KernelLaunch>> kernel_launch(std::int64_t id) const;
   // Events whose name matches, in `order`, at most `limit`; all ranks when
   // `rank` is empty.
   Result<std::vector<StoredEvent>> find_events(std::string_view text, NameMatch match,

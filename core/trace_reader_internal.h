@@ -41,6 +41,9 @@ struct TraceReader::Impl {
   sql::Statement string_stmt;
   sql::Statement lod_before;  // the last level-of-detail row starting before a time
   sql::Statement lod_range;   // the rows starting in [a, b)
+  sql::Statement launch_stmt;  // a kernel's launch; unprepared while unused
+  bool launches_checked = false;
+  bool has_launches = false;  // the store has a kernel_launches table
 
   Status load();
   Status prepare_lod();

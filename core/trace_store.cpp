@@ -25,7 +25,9 @@ namespace store {
 
 namespace {
 
-// Version 2 (version 1 had no chunks table). Comments in docs/trace-schema.md;
+// Version 2 (version 1 had no chunks table; stores written before kernel
+// launches were kept have no kernel_launches table, which readers allow).
+// Comments in docs/trace-schema.md;
 // keep both in step.
 constexpr const char* kSchemaSql = R"sql(
 CREATE TABLE meta(key TEXT PRIMARY KEY NOT NULL, value TEXT NOT NULL) WITHOUT ROWID;
@@ -69,6 +71,11 @@ CREATE TABLE chunks(
   id INTEGER PRIMARY KEY, lane INTEGER NOT NULL, first_start INTEGER NOT NULL,
   last_start INTEGER NOT NULL, end_max INTEGER NOT NULL, count INTEGER NOT NULL,
   data BLOB NOT NULL);
+CREATE TABLE kernel_launches(
+  event_id INTEGER PRIMARY KEY, grid_x INTEGER NOT NULL, grid_y INTEGER NOT NULL,
+  grid_z INTEGER NOT NULL, block_x INTEGER NOT NULL, block_y INTEGER NOT NULL,
+  block_z INTEGER NOT NULL, registers_per_thread INTEGER NOT NULL,
+  shared_memory_bytes INTEGER NOT NULL, dynamic_shared_memory_bytes INTEGER NOT NULL);
 CREATE VIEW event_view AS
   SELECT e.id, l.rank, e.lane, l.name AS lane_name, e.kind, e.category, e.start_ns, e.end_ns,
          e.end_ns - e.start_ns AS duration_ns, s.value AS name, e.correlation, e.step,

@@ -93,11 +93,14 @@ struct OtherRows {
 // always carries the strings and lanes its events refer to.
 struct Pending {
   EventBuffer events;
+  // The launches of some of them, by their place in `events`.
+  std::vector<std::pair<std::uint32_t, KernelLaunch>> launches;
   OtherRows other;
 
   std::size_t rows() const { return events.size() + other.size(); }
   void clear() {
     events.clear();
+    launches.clear();
     other.clear();
   }
 };
@@ -112,6 +115,7 @@ struct PreparedBatch {
   std::int64_t first_event_id = 0;
   std::size_t event_count = 0;                                        // also when dropped
   std::vector<std::pair<std::int64_t, store::EventDetails>> details;  // by event id
+  std::vector<std::pair<std::int64_t, KernelLaunch>> launches;        // by event id
   std::vector<store::Segment> segments;                               // one per lane
   std::vector<store::SealedChunk> chunks;
   std::uint64_t flush_target = 0;  // the flush() requests it answers once committed
@@ -121,6 +125,7 @@ struct PreparedBatch {
     other.clear();
     event_rows.clear();
     details.clear();
+    launches.clear();
     segments.clear();
     chunks.clear();
     event_count = 0;
@@ -179,6 +184,11 @@ class SqliteTraceWriter final : public TraceWriter {
     if (!(s = prepare(insert_details_,
                       "INSERT INTO event_details(event_id, bytes, flops, collective, dtype, "
                       "count, peer, group_size) VALUES(?, ?, ?, ?, ?, ?, ?, ?)")))
+      return s;
+    if (!(s = prepare(insert_launch_,
+                      "INSERT INTO kernel_launches(event_id, grid_x, grid_y, grid_z, block_x, "
+                      "block_y, block_z, registers_per_thread, shared_memory_bytes, "
+                      "dynamic_shared_memory_bytes) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")))
       return s;
     if (!(s = prepare(insert_segment_,
                       "INSERT INTO segments(lane, first_id, last_id, start_min, start_max, "
@@ -248,17 +258,30 @@ class SqliteTraceWriter final : public TraceWriter {
 
   void add(const Event& event) override {
     std::unique_lock lock(mu_);
-    if (closed_) return;  // after close() nothing more is written
+    add_locked(event, lock);
+  }
+
+  void add(const Event& event, const KernelLaunch& launch) override {
+    std::unique_lock lock(mu_);
+    if (add_locked(event, lock)) {
+      pending_.launches.emplace_back(static_cast<std::uint32_t>(pending_.events.size() - 1),
+                                     launch);
+    }
+  }
+
+  // Whether the event was kept (it is pending_.events' last).
+  bool add_locked(const Event& event, std::unique_lock<std::mutex>& lock) {
+    if (closed_) return false;  // after close() nothing more is written
     if (event.lane.value == 0 || event.lane.value >= next_lane_) {
       ++unknown_lane_;  // not a lane of this writer: dropped, counted in meta
-      return;
+      return false;
     }
     // Compared, not std::abs'd: an import's time can be INT64_MIN, whose
     // absolute value is undefined behaviour.
     auto outside = [](std::int64_t t) { return t <= -kTraceTimeLimitNs || t >= kTraceTimeLimitNs; };
     if (outside(event.start_ns) || outside(event.end_ns)) {
       ++out_of_time_;  // a span of such times overflows the readers: dropped, counted in meta
-      return;
+      return false;
     }
     if (pending_.events.size() >= options_.max_buffered_rows && !stop_) {
       wake_.notify_one();
@@ -273,6 +296,7 @@ class SqliteTraceWriter final : public TraceWriter {
       ++ends_before_start_;
     }
     if (pending_.events.size() == options_.flush_rows) wake_.notify_one();
+    return true;
   }
 
   void add(const StepMetrics& metrics) override {
@@ -634,6 +658,20 @@ class SqliteTraceWriter final : public TraceWriter {
           .bind(8, d.group_size);
       if (!(s = step_done(insert_details_))) return s;
     }
+    for (const auto& [id, l] : batch.launches) {
+      insert_launch_.reset();
+      insert_launch_.bind(1, id)
+          .bind(2, l.grid[0])
+          .bind(3, l.grid[1])
+          .bind(4, l.grid[2])
+          .bind(5, l.block[0])
+          .bind(6, l.block[1])
+          .bind(7, l.block[2])
+          .bind(8, l.registers_per_thread)
+          .bind(9, l.shared_memory_bytes)
+          .bind(10, l.dynamic_shared_memory_bytes);
+      if (!(s = step_done(insert_launch_))) return s;
+    }
     for (const store::Segment& g : batch.segments) {
       insert_segment_.reset();
       insert_segment_.bind(1, static_cast<std::int64_t>(g.lane))
@@ -706,6 +744,14 @@ class SqliteTraceWriter final : public TraceWriter {
       has_details_[i] = !d.is_default();
       if (has_details_[i])
         out.details.emplace_back(out.first_event_id + static_cast<std::int64_t>(i), d);
+    }
+    if (!pending.launches.empty()) {
+      // An event's id is first_event_id + its place in order_.
+      place_.resize(events.size());
+      for (std::uint32_t i = 0; i < order_.size(); ++i)
+        place_[order_[i]] = i;
+      for (const auto& [index, launch] : pending.launches)
+        out.launches.emplace_back(out.first_event_id + place_[index], launch);
     }
     for (std::size_t lane = 0; lane + 1 < lane_offsets_.size(); ++lane) {
       const std::uint32_t begin = lane_offsets_[lane], end = lane_offsets_[lane + 1];
@@ -810,7 +856,8 @@ class SqliteTraceWriter final : public TraceWriter {
   sql::Database db_;
   sql::IntRows* event_rows_ = nullptr;  // the connection's
   sql::Statement insert_events_, insert_string_, insert_rank_, insert_lane_, insert_meta_,
-      insert_details_, insert_segment_, insert_step_, insert_counter_, insert_chunk_;
+      insert_details_, insert_launch_, insert_segment_, insert_step_, insert_counter_,
+      insert_chunk_;
   std::size_t events_since_checkpoint_ = 0;
   std::size_t dropped_events_ = 0;
   std::thread committer_;
@@ -820,6 +867,7 @@ class SqliteTraceWriter final : public TraceWriter {
   std::vector<std::uint32_t> order_;
   std::vector<std::uint32_t> lane_offsets_;
   std::vector<std::uint8_t> has_details_;  // per event, in order_'s order
+  std::vector<std::uint32_t> place_;       // per event of the batch: its place in order_
   std::int64_t next_event_id_ = 1;
   // Per lane, the event chunks built as batches arrive (see seal_chunks).
   struct LaneChunks {

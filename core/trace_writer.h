@@ -14,6 +14,7 @@
 #include <string>
 #include <string_view>
 
+#include "core/kernel_launch.h"
 #include "core/result.h"
 #include "core/trace_types.h"
 
@@ -83,6 +84,8 @@ class TraceWriter {
                           std::int32_t sort_index = 0) = 0;
   virtual StringId intern(std::string_view text) = 0;
   virtual void add(const Event& event) = 0;
+  // A kernel and how it was launched (kept in kernel_launches).
+  virtual void add(const Event& event, const KernelLaunch& launch) = 0;
   virtual void add(const StepMetrics& metrics) = 0;
   virtual void add(const CounterSample& sample) = 0;
   virtual void set_meta(std::string_view key, std::string_view value) = 0;

@@ -1397,6 +1397,25 @@ void RunView::showDetails(const std::optional<trace::StoredEvent>& event, const 
   }
   if (e.peer >= 0) row(tr("peer"), QString::number(e.peer));
   if (e.step >= 0) row(tr("step"), QString::number(e.step));
+  if (event->launch) {
+    // As Nsight Systems' and the PyTorch profiler's kernel details give it.
+    const trace::KernelLaunch& l = *event->launch;
+    auto dims = [](const std::int64_t(&d)[3]) {
+      return QStringLiteral("%1 × %2 × %3").arg(d[0]).arg(d[1]).arg(d[2]);
+    };
+    row(tr("grid"), tr("%1 (%2 blocks)").arg(dims(l.grid), q(format_count(double(l.blocks())))));
+    row(tr("block"),
+        tr("%1 (%2 threads)").arg(dims(l.block), q(format_count(double(l.threads_per_block())))));
+    if (l.registers_per_thread >= 0)
+      row(tr("registers per thread"), QString::number(l.registers_per_thread));
+    if (l.shared_memory_bytes >= 0) {
+      QString shared = q(format_bytes(double(l.shared_memory_bytes)));
+      if (l.dynamic_shared_memory_bytes >= 0)
+        shared = tr("%1 (%2 dynamic)")
+                     .arg(shared, q(format_bytes(double(l.dynamic_shared_memory_bytes))));
+      row(tr("shared memory per block"), shared);
+    }
+  }
   row(tr("correlation"), e.correlation != 0 ? QString::number(e.correlation) : tr("none"));
   row(tr("event id"), QString::number(event->id));
   html += QStringLiteral("</table>");

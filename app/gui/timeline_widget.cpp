@@ -288,7 +288,8 @@ std::shared_ptr<const TimelineWidget::Frame> queryFrame(const trace::TraceReader
 }
 
 // What a tooltip adds for one event: bytes, bandwidth, correlation.
-QString eventFacts(const trace::Event& e) {
+QString eventFacts(const trace::StoredEvent& stored) {
+  const trace::Event& e = stored.event;
   QString out;
   if (e.bytes > 0) {
     out += QObject::tr("<br>%1").arg(q(format_bytes(double(e.bytes))));
@@ -298,6 +299,16 @@ QString eventFacts(const trace::Event& e) {
     }
   }
   if (e.correlation != 0) out += QObject::tr("<br>correlation %1").arg(e.correlation);
+  if (stored.launch) {
+    const trace::KernelLaunch& l = *stored.launch;
+    out += QObject::tr("<br>grid %1 × %2 × %3, block %4 × %5 × %6")
+               .arg(l.grid[0])
+               .arg(l.grid[1])
+               .arg(l.grid[2])
+               .arg(l.block[0])
+               .arg(l.block[1])
+               .arg(l.block[2]);
+  }
   return out;
 }
 
@@ -1365,6 +1376,14 @@ void TimelineWidget::selectAt(const QPoint& pos) {
                                       return true;
                                     });
     }
+    if (read && out.event && !out.event->launch && trace::may_have_launch(out.event->event.kind)) {
+      // A scan's event comes without its launch (a point read has it).
+      auto launch = reader->kernel_launch(out.event->id);
+      if (launch)
+        out.event->launch = *launch;
+      else
+        read = launch.error();
+    }
     if (!read) {
       out.event.reset();
       out.error = q(read.message());
@@ -1729,7 +1748,7 @@ bool TimelineWidget::event(QEvent* e) {
         return read ? std::optional<trace::StoredEvent>(read.value()) : std::nullopt;
       }).then(this, [this, job, where, text](std::optional<trace::StoredEvent> stored) {
         if (job != tooltip_job_ || !stored || !QToolTip::isVisible()) return;
-        QToolTip::showText(where, text + eventFacts(stored->event), this);
+        QToolTip::showText(where, text + eventFacts(*stored), this);
       });
     }
     return true;

@@ -207,6 +207,7 @@ struct ActivityDecoder::Impl {
     Event event;
     std::uint32_t correlation = 0;
     std::uint32_t age = 0;  // buffers decoded since
+    std::optional<trace::KernelLaunch> launch;  // an NCCL kernel's
   };
 
   Impl(trace::TraceWriter& w, DecoderOptions o)
@@ -337,9 +338,28 @@ struct ActivityDecoder::Impl {
     return true;
   }
 
-  void write(const Event& event) {
-    writer.add(event);
+  void write(const Event& event, const std::optional<trace::KernelLaunch>& launch = {}) {
+    if (launch)
+      writer.add(event, *launch);
+    else
+      writer.add(event);
     ++counts.events;
+  }
+
+  static std::optional<trace::KernelLaunch> launch_of(const CUpti_ActivityKernel10& k) {
+    trace::KernelLaunch l;
+    l.grid[0] = k.gridX;
+    l.grid[1] = k.gridY;
+    l.grid[2] = k.gridZ;
+    l.block[0] = k.blockX;
+    l.block[1] = k.blockY;
+    l.block[2] = k.blockZ;
+    l.registers_per_thread = k.registersPerThread;
+    if (k.staticSharedMemory >= 0 && k.dynamicSharedMemory >= 0) {
+      l.dynamic_shared_memory_bytes = k.dynamicSharedMemory;
+      l.shared_memory_bytes = std::int64_t{k.staticSharedMemory} + k.dynamicSharedMemory;
+    }
+    return trace::checked_launch(l);
   }
 
   Event gpu_event(EventKind kind, Category category, std::uint32_t device, std::uint32_t stream,
@@ -366,8 +386,9 @@ struct ActivityDecoder::Impl {
     if (!has_time(k.start, k.end)) return;
     Event e = gpu_event(EventKind::kernel, Category::compute, k.deviceId, k.streamId, k.start,
                         k.end, name.id, k.correlationId);
+    const std::optional<trace::KernelLaunch> launch = launch_of(k);
     if (!name.nccl) {
-      write(e);
+      write(e, launch);
       return;
     }
     e.kind = name.nccl->point_to_point ? EventKind::p2p : EventKind::collective;
@@ -375,12 +396,12 @@ struct ActivityDecoder::Impl {
     e.collective = name.nccl->collective;
     e.dtype = name.nccl->dtype;
     if (annotate_nccl(e, k.correlationId, false)) {
-      write(e);
+      write(e, launch);
       return;
     }
-    waiting_nccl.push_back({e, k.correlationId, 0});
+    waiting_nccl.push_back({e, k.correlationId, 0, launch});
     if (waiting_nccl.size() > kMaxWaiting) {
-      write(waiting_nccl.front().event);
+      write(waiting_nccl.front().event, waiting_nccl.front().launch);
       waiting_nccl.pop_front();
     }
   }
@@ -696,7 +717,7 @@ struct ActivityDecoder::Impl {
     for (auto it = waiting_nccl.begin(); it != waiting_nccl.end();) {
       const bool give_up = final || it->age >= options.max_wait_buffers;
       if (annotate_nccl(it->event, it->correlation, give_up)) {
-        write(it->event);
+        write(it->event, it->launch);
         it = waiting_nccl.erase(it);
       } else {
         ++it;

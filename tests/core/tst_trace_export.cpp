@@ -864,8 +864,10 @@ void TestTraceExport::csvTables() {
   std::string line;
   std::getline(lines, line);
   const auto header = csv_split(line);
-  QCOMPARE(header.size(), std::size_t{19});
+  QCOMPARE(header.size(), std::size_t{24});
   QCOMPARE(header[6], std::string("name"));
+  QCOMPARE(header[19], std::string("grid"));
+  QCOMPARE(header[23], std::string("dynamic_shared_memory_bytes"));
   int rows = 0, kernels = 0;
   while (std::getline(lines, line)) {
     const auto f = csv_split(line);
@@ -874,7 +876,15 @@ void TestTraceExport::csvTables() {
       // The name holds commas: it must come back whole.
       QCOMPARE(f[6], std::string("saxpy(double *, double *, double *, double, int)"));
       QCOMPARE(std::stoll(f[9]), std::stoll(f[8]) - std::stoll(f[7]));
+      // Its launch, as the Nsight export's kernel table gives it.
+      QCOMPARE(f[19], std::string("2x1x1"));
+      QCOMPARE(f[20], std::string("512x1x1"));
+      QCOMPARE(f[21], std::string("26"));
+      QCOMPARE(f[22], std::string("0"));
+      QCOMPARE(f[23], std::string("0"));
       ++kernels;
+    } else {
+      QVERIFY2(f[19].empty() && f[22].empty(), line.c_str());  // no launch but a kernel's
     }
     ++rows;
   }

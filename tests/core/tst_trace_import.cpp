@@ -176,6 +176,7 @@ class TestTraceImport : public QObject {
   void kinetoNumbersPastAnInt64();
   void kinetoCollectives();
   void kinetoRanksMerged();
+  void kernelLaunchesKept();
   void kinetoBaseTimeAlignsRanks();
   void kinetoPlainJsonAndErrors();
   void kinetoDeviceNamesById_data();
@@ -741,6 +742,83 @@ void TestTraceImport::kinetoRanksMerged() {
   // A shift of a whole rank changes none of its own figures.
   check_breakdown(run->ranks[0].total, kReferences[0]);
   check_breakdown(run->ranks[1].total, kReferences[1]);
+}
+
+// Each kernel's launch as the profile gave it (args grid, block, registers
+// per thread, shared memory): through the merge of two ranks, and back
+// through the Chrome export and an import of that.
+void TestTraceImport::kernelLaunchesKept() {
+  QTemporaryDir dir;
+  const std::string out = dir.filePath("two.cstrace").toStdString();
+  QVERIFY(
+      import_kineto({kKineto + "sampled_rank-0.json.gz", kKineto + "sampled_rank-1.json.gz"}, out));
+  using Shape = std::tuple<std::int64_t, std::int64_t, std::int64_t, std::int64_t>;
+  struct Seen {
+    int with = 0, without = 0;
+    std::map<Shape, int>
+        send_recv;  // rank 0's SendRecv kernels by grid x, block x, registers, shared
+  };
+  auto seen_in = [](const std::string& path) {
+    Seen seen;
+    auto r = open_reader(path);
+    auto scanned = r->for_each_event({}, INT64_MIN / 4, INT64_MAX / 4, [&](const StoredEvent& e) {
+      const LaneInfo* lane = r->lane(e.event.lane);
+      if (!lane || lane->kind != LaneKind::gpu_stream || !may_have_launch(e.event.kind))
+        return true;
+      auto launch = r->kernel_launch(e.id);
+      if (!launch) qFatal("%s", launch.message().c_str());
+      if (!*launch) {
+        ++seen.without;
+        return true;
+      }
+      ++seen.with;
+      const KernelLaunch& l = **launch;
+      if (e.rank == 0 && r->string(e.event.name).find("SendRecv") != std::string::npos)
+        ++seen.send_recv[{l.grid[0], l.block[0], l.registers_per_thread, l.shared_memory_bytes}];
+      return true;
+    });
+    if (!scanned) qFatal("%s", scanned.message().c_str());
+    return seen;
+  };
+  const Seen imported = seen_in(out);
+  QCOMPARE(imported.with, 1154 + 1104);  // every kernel of both files
+  QCOMPARE(imported.without, 0);
+  const std::map<Shape, int> send_recv{{{16, 640, 96, 41744}, 8}, {{16, 544, 96, 41744}, 2}};
+  QVERIFY(imported.send_recv == send_recv);
+
+  const std::string json = dir.filePath("two.json").toStdString();
+  {
+    auto r = open_reader(out);
+    auto exported = export_chrome_trace(*r, json);
+    QVERIFY2(exported, exported ? "" : exported.message().c_str());
+  }
+  const std::string again = dir.filePath("again.cstrace").toStdString();
+  auto reimported = import_kineto({json}, again);
+  QVERIFY2(reimported, reimported ? "" : reimported.message().c_str());
+  const Seen back = seen_in(again);
+  QCOMPARE(back.with, imported.with);
+  QCOMPARE(back.without, 0);
+  QVERIFY(back.send_recv == send_recv);
+
+  // Args that are no launch leave the kernel without one: a grid of two
+  // numbers, a fraction, a block of 0.
+  QFile f(dir.filePath("odd.json"));
+  QVERIFY(f.open(QIODevice::WriteOnly));
+  f.write(R"json({"traceEvents": [
+    {"ph": "X", "cat": "kernel", "name": "a", "pid": 0, "tid": 7, "ts": 1, "dur": 1,
+     "args": {"grid": [4, 1], "block": [32, 1, 1]}},
+    {"ph": "X", "cat": "kernel", "name": "b", "pid": 0, "tid": 7, "ts": 3, "dur": 1,
+     "args": {"grid": [4, 1.5, 1], "block": [32, 1, 1]}},
+    {"ph": "X", "cat": "kernel", "name": "c", "pid": 0, "tid": 7, "ts": 5, "dur": 1,
+     "args": {"grid": [4, 1, 1], "block": [0, 1, 1]}},
+    {"ph": "X", "cat": "kernel", "name": "d", "pid": 0, "tid": 7, "ts": 7, "dur": 1,
+     "args": {"grid": [4, 1, 1], "block": [32, 1, 1], "registers per thread": 40}}]})json");
+  f.close();
+  const std::string odd = dir.filePath("odd.cstrace").toStdString();
+  QVERIFY(import_kineto({f.fileName().toStdString()}, odd));
+  const Seen odd_seen = seen_in(odd);
+  QCOMPARE(odd_seen.with, 1);
+  QCOMPARE(odd_seen.without, 3);
 }
 
 // Two ranks whose profilers began a second apart: each trace's ts counts

@@ -65,6 +65,7 @@ class JsonLinesWriter final : public TraceWriter {
           {"peer", e.peer},
           {"step", e.step}});
   }
+  void add(const Event& e, const KernelLaunch&) override { add(e); }
   void add(const StepMetrics& m) override {
     ++steps_;
     line({{"t", "step"},

@@ -914,6 +914,15 @@ void TestGuiRun::navigatesAsNsightDoes() {
     QCOMPARE(kernel_run.rank, launch->rank);
     QVERIFY(kernel_run.event.start_ns >= launch->event.start_ns);
     QVERIFY(view.details()->toPlainText().contains(QStringLiteral("Show the call that launched it")));
+    // How it was launched, as the profile recorded it.
+    QVERIFY(kernel_run.launch);
+    const trace::KernelLaunch& l = *kernel_run.launch;
+    QVERIFY2(
+        view.details()->toPlainText().contains(
+            QStringLiteral("grid\n%1 × %2 × %3").arg(l.grid[0]).arg(l.grid[1]).arg(l.grid[2])) &&
+            view.details()->toPlainText().contains(
+                QStringLiteral("registers per thread\n%1").arg(l.registers_per_thread)),
+        qPrintable(view.details()->toPlainText()));
     QCOMPARE(kernel_run.id, ran.id);  // the kernel the link drew
     QTRY_VERIFY_WITH_TIMEOUT(t->linkedEvent() && t->linkedEvent()->id == launch->id, 30000);
     t->repaint();

@@ -45,6 +45,11 @@ class MemoryTraceWriter final : public trace::TraceWriter {
     std::lock_guard lock(mutex_);
     events.push_back(event);
   }
+  void add(const trace::Event& event, const trace::KernelLaunch& launch) override {
+    std::lock_guard lock(mutex_);
+    launches.emplace_back(events.size(), launch);
+    events.push_back(event);
+  }
   void add(const trace::StepMetrics& metrics) override {
     std::lock_guard lock(mutex_);
     steps.push_back(metrics);
@@ -80,6 +85,7 @@ class MemoryTraceWriter final : public trace::TraceWriter {
   std::vector<Lane> lanes;
   std::vector<std::string> strings;
   std::vector<trace::Event> events;
+  std::vector<std::pair<std::size_t, trace::KernelLaunch>> launches;  // by index into events
   std::vector<trace::StepMetrics> steps;
   std::vector<trace::CounterSample> counters;
   std::map<std::string, std::string> meta;

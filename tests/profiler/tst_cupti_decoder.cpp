@@ -460,10 +460,36 @@ void TestCuptiDecoder::launchesLinkToTheirWork() {
   b.begin_buffer();
   add_kernel(b, kernel(T0 + 10000, T0 + 20000, 0, 7, 71), kGemm);
   b.add_record(memcpy_record(T0 + 21000, T0 + 22000, CUPTI_ACTIVITY_MEMCPY_KIND_HTOD, 4096, 72));
-  add_kernel(b, kernel(T0 + 23000, T0 + 24000, 0, 9, 73), "triton_poi_fused_add_0");
+  CUpti_ActivityKernel10 triton = kernel(T0 + 23000, T0 + 24000, 0, 9, 73);
+  triton.gridY = 3;
+  triton.blockX = 128;
+  triton.registersPerThread = 40;
+  triton.staticSharedMemory = 1024;
+  triton.dynamicSharedMemory = 2048;
+  add_kernel(b, triton, "triton_poi_fused_add_0");
   b.end_buffer();
   const auto run = replay(b.take());
   QCOMPARE(run->writer.events.size(), std::size_t(6));
+  // Each kernel's launch, as its record gives it (shared memory: static and
+  // dynamic together, and the dynamic part); the copy has none.
+  QCOMPARE(run->writer.launches.size(), std::size_t(2));
+  for (const auto& [index, launch] : run->writer.launches) {
+    const Event& e = run->writer.events[index];
+    QCOMPARE(e.kind, EventKind::kernel);
+    if (e.correlation == 71) {
+      QCOMPARE(launch.grid[0], 128);
+      QCOMPARE(launch.block[0], 256);
+      QCOMPARE(launch.shared_memory_bytes, 0);
+    } else {
+      QCOMPARE(e.correlation, 73);
+      QCOMPARE(launch.grid[1], 3);
+      QCOMPARE(launch.blocks(), 128 * 3);
+      QCOMPARE(launch.threads_per_block(), 128);
+      QCOMPARE(launch.registers_per_thread, 40);
+      QCOMPARE(launch.shared_memory_bytes, 3072);
+      QCOMPARE(launch.dynamic_shared_memory_bytes, 2048);
+    }
+  }
   for (std::int64_t c : {71, 72, 73}) {
     int launches = 0;
     int work = 0;
