@@ -426,6 +426,60 @@ int phase_analyse(const std::string& path, int threads) {
 }
 
 // ---------------------------------------------------------------------------
+// The parts of each step (measure_rank_parts, what trace stats holds against
+// a prediction) over a CPU-engine-like rank of `steps` steps, each 30 ops,
+// an all-reduce and a wait: its time per step must not grow with the steps
+// (it clipped every event to every step: 15,000 steps took 80 s).
+
+int phase_parts(const std::string& path, int steps) {
+  {
+    auto created = TraceWriter::create(path, RunInfo{"parts", "bench_trace", 0, "synthetic"});
+    if (!created) return 1;
+    TraceWriter& w = **created;
+    w.add_rank({0, "node", "CPU", 1, 0, false});
+    const LaneId compute = w.add_lane(0, LaneKind::cpu_thread, "compute", 0);
+    const LaneId comm = w.add_lane(0, LaneKind::cpu_thread, "communication", 1);
+    const LaneId step_lane = w.add_lane(0, LaneKind::steps, "steps", -1);
+    const StringId ops[] = {w.intern("mlp.fc"), w.intern("attention.core"), w.intern("layer_norm"),
+                            w.intern("gelu")};
+    const StringId reduce = w.intern("dp all-reduce"), wait = w.intern("wait dp"),
+                   step_name = w.intern("step");
+    std::int64_t now = 1'000'000;
+    for (int s = 0; s < steps; ++s) {
+      const std::int64_t start = now;
+      for (int k = 0; k < 30; ++k) {
+        Event e{compute, EventKind::cpu_op, Category::compute, now, now + 20'000, ops[k % 4]};
+        e.step = s;
+        w.add(e);
+        now += 21'000;
+      }
+      Event r{comm,          EventKind::collective, Category::communication,
+              now - 200'000, now + 30'000,          reduce};
+      r.collective = Collective::all_reduce;
+      r.bytes = 1 << 20;
+      r.step = s;
+      w.add(r);
+      w.add(Event{compute, EventKind::sync, Category::synchronization, now, now + 30'000, wait});
+      now += 40'000;
+      w.add(Event{step_lane, EventKind::step, Category::other, start, now, step_name});
+      w.add(StepMetrics{0, s, start, now, 2.0, 1024, 0});
+    }
+    if (!w.close()) return 1;
+  }
+  auto opened = TraceReader::open(path);
+  if (!opened) return 1;
+  const auto t0 = Clock::now();
+  auto parts = measure_rank_parts(**opened);
+  const double s = seconds_since(t0);
+  if (!parts) {
+    std::fprintf(stderr, "%s\n", parts.message().c_str());
+    return 1;
+  }
+  std::printf("steps=%d parts_s=%.3f us_per_step=%.1f\n", steps, s, s / steps * 1e6);
+  return 0;
+}
+
+// ---------------------------------------------------------------------------
 // A PyTorch profiler trace of about `mb` megabytes, shaped like the real ones:
 // nested CPU ops, runtime calls with correlation ids, kernels with Kineto's
 // args, copies, NCCL kernels with collective args, flow events, metadata.
@@ -602,6 +656,7 @@ int main(int argc, char** argv) {
     if (what == "import") return phase_import(args.at(2), args.at(3));
     if (what == "gzip") return phase_gzip(args.at(2), args.at(3));
     if (what == "counters") return phase_counters(args.at(2), std::atoll(args.at(3).c_str()));
+    if (what == "parts") return phase_parts(args.at(2), std::atoi(args.at(3).c_str()));
     return 2;
   }
   std::int64_t events = 10'000'000;
@@ -648,6 +703,10 @@ int main(int argc, char** argv) {
   phase("[analyse] that rank", {"analyse", lane, "0"});
   phase("[counters] one counter of 1 M samples: the timeline's 2000 px query",
         {"counters", counters, "1000000"});
+  phase("[parts] each step's parts over 2,000 steps (trace stats against a prediction)",
+        {"parts", dir + "/parts2k.cstrace", "2000"});
+  phase("[parts] ... over 16,000 steps (target: the time per step as at 2,000: linear)",
+        {"parts", dir + "/parts16k.cstrace", "16000"});
   phase("[kineto] generate a PyTorch profiler trace",
         {"make-kineto", json, std::to_string(json_mb)});
   phase("[kineto] import plain JSON", {"import", json, imported});
@@ -655,7 +714,8 @@ int main(int argc, char** argv) {
   phase("[kineto] import gzip", {"import", gz, imported});
   if (!keep) {
     std::error_code ec;
-    for (const std::string& p : {run, lane, json, gz, imported, counters}) {
+    for (const std::string& p : {run, lane, json, gz, imported, counters, dir + "/parts2k.cstrace",
+                                 dir + "/parts16k.cstrace"}) {
       for (const char* suffix : {"", "-wal", "-shm"})
         std::filesystem::remove(p + suffix, ec);
     }
