@@ -259,5 +259,11 @@ Status merge_run_stores(const RunSpec& spec, Outcome outcome, std::string& note)
 // cancelled; failed when one failed; crashed when one was cut short or is
 // missing.
 Outcome outcome_from_rank_stores(const RunSpec& spec);
+// Whether the rank stores beside spec.run_store are of a run of spec.ranks
+// ranks, as each store's recorded layout (meta "parallel": dp x tp x pp)
+// says: an error naming the store and both counts when one is not (a
+// merge with another plan's flags made a store of the wrong world size,
+// replacing a good one, and called its missing ranks a crash).
+Status check_rank_stores_world(const RunSpec& spec);
 
 }  // namespace cs::launch

@@ -2,6 +2,7 @@
 
 #include "core/json_text.h"
 #include "core/trace_merge.h"
+#include "core/trace_reader.h"
 #include "core/trace_store.h"
 #include "profiler/launcher.h"
 
@@ -50,6 +51,34 @@ Status merge_run_stores(const RunSpec& spec, Outcome outcome, std::string& note)
   if (!problems.empty()) {
     note = "the run store lacks " + std::to_string(problems.size()) + " of " +
            std::to_string(spec.ranks) + " ranks: " + joined();
+  }
+  return {};
+}
+
+Status check_rank_stores_world(const RunSpec& spec) {
+  for (int rank = 0; rank < spec.ranks; ++rank) {
+    const std::string path = rank_store_path(spec.run_store, rank);
+    if (!trace::inspect_store(path)) continue;  // missing: merge_run_stores names it
+    auto reader = trace::TraceReader::open(path);
+    if (!reader) continue;
+    const auto text = (*reader)->meta("parallel");
+    if (!text) continue;  // an older worker's store: nothing to hold it to
+    const nlohmann::json parallel = nlohmann::json::parse(*text, nullptr, false);
+    if (!parallel.is_object()) continue;
+    long long world = 1;
+    std::string layout;
+    for (const char* key : {"dp", "tp", "pp"}) {
+      if (!parallel.contains(key) || !parallel[key].is_number_integer()) return {};
+      const long long n = parallel[key].get<long long>();
+      if (n < 1 || n > 1'000'000) return {};
+      world *= n;
+      layout += (layout.empty() ? "" : " x ") + std::string(key) + " " + std::to_string(n);
+    }
+    if (world == spec.ranks) return {};
+    return Error{path + " is a rank store of a run of " + std::to_string(world) + " ranks (" +
+                 layout + "), but the plan given has " + std::to_string(spec.ranks) +
+                 (spec.ranks == 1 ? " rank" : " ranks") + ": give the run's own plan (its flags, " +
+                 "or --plan " + run_store_stem(spec.run_store) + ".plan.json); nothing was merged"};
   }
   return {};
 }

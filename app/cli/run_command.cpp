@@ -358,6 +358,7 @@ void merge_only(const launch::RunSpec& spec, bool json) {
                      launch::run_store_stem(spec.run_store) + ".plan.json)");
     }
   }
+  take(launch::check_rank_stores_world(spec));
   const launch::Outcome outcome = launch::outcome_from_rank_stores(spec);
   std::string note;
   take(launch::merge_run_stores(spec, outcome, note));

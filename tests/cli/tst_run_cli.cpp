@@ -833,6 +833,25 @@ void TestRunCli::mergeTellsRunsApart() {
   QVERIFY(plan.open(QIODevice::ReadOnly));
   QCOMPARE(plan.readAll(), plan_before);
   plan.close();
+  // ... and of more: refused too, before anything is written (it replaced
+  // the good store with a "crashed" one of 4 ranks, 2 of them missing).
+  const QByteArray store_before = [&] {
+    QFile f(work + "/s1.db");
+    return f.open(QIODevice::ReadOnly) ? f.readAll() : QByteArray();
+  }();
+  QVERIFY(!store_before.isEmpty());
+  r = run_cli(QStringList{"run", "--merge-only", "--dp", "4", "--out", work + "/s1.db"} + tiny());
+  QCOMPARE(r.exit_code, 1);
+  QVERIFY2(r.err.contains("rank0.db is a rank store of a run of 2 ranks (dp 2 x tp 1 x pp 1), "
+                          "but the plan given has 4 ranks") &&
+               r.err.contains("nothing was merged"),
+           qPrintable(r.err));
+  {
+    QFile f(work + "/s1.db");
+    QVERIFY(f.open(QIODevice::ReadOnly));
+    QVERIFY(f.readAll() == store_before);
+  }
+  QCOMPARE(status_of(work + "/s1.db"), QString("complete"));
   // The ranks of a run that failed.
   r = run_cli(QStringList{"run", "--dp", "2", "--steps", "20", "--lr", "1e12", "--out",
                           work + "/failed.db"} +
