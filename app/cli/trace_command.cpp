@@ -8,6 +8,7 @@
 #include <cctype>
 #include <cmath>
 #include <filesystem>
+#include <future>
 #include <iostream>
 #include <map>
 #include <set>
@@ -90,6 +91,34 @@ void refuse_if_damaged(const TraceReader& reader) {
   if (Status damaged = reader.damage(); !damaged)
     throw CliError(damaged.message() + ": what was printed lacks those rows");
 }
+
+// SQLite reads a damaged page's bytes as other rows, or as none, without a
+// word (an overwritten index page made stats print 3 all-reduces of 6 and
+// exit 0). A command that prints figures read from a store therefore
+// checks it whole meanwhile, on a thread of its own (verify_store, what
+// `trace info --check` runs), and fails after printing when it is damaged.
+class WholeStoreCheck {
+ public:
+  explicit WholeStoreCheck(const std::string& path)
+      : result_(std::async(std::launch::async, [path] { return verify_store(path); })) {}
+  Status result() {
+    if (!done_) {
+      checked_ = result_.get();
+      done_ = true;
+    }
+    return checked_;
+  }
+  // Throws when the store is damaged, saying what was made from it.
+  void require(const std::string& made_from_it) {
+    if (Status checked = result(); !checked)
+      throw CliError(checked.message() + " (" + made_from_it + ")");
+  }
+
+ private:
+  std::future<Status> result_;
+  Status checked_;
+  bool done_ = false;
+};
 
 std::string ms(std::int64_t ns) {
   return format_fixed(static_cast<double>(ns) / 1e6, 3);
@@ -449,10 +478,12 @@ std::string csv_table_names() {
 void run_stats(const StatsOptions& o, Context& ctx) {
   if (!o.cluster.empty() && !o.predict_again) throw CliError("--cluster goes with --predict-again");
   auto r = open_store(o.store);
+  WholeStoreCheck check(o.store);
   std::string damage;
   print_stats(o, ctx, r, damage);
   if (!damage.empty()) throw CliError(damage + ": what was printed lacks those rows");
   refuse_if_damaged(*r);
+  check.require("the figures printed were read from it");
 }
 
 void print_stats(const StatsOptions& o, Context& ctx, const std::unique_ptr<TraceReader>& r,
@@ -1104,6 +1135,7 @@ void run_export(ExportOptions o) {
   }
   if (o.table.empty()) o.table = "events";
   auto r = open_store(o.store);
+  WholeStoreCheck check(o.store);
   // A window limits the events to those overlapping it, and the figures of a
   // report or a summary table to what ran in it (the app's selected range).
   const std::optional<TimeRange> window = window_of(*r, o.from, o.to, o.steps);
@@ -1153,7 +1185,7 @@ void run_export(ExportOptions o) {
   } else if (format == "html") {
     const RunAnalysis analysis = analyse();
     // A damaged store's report says so (its figures are of what could be read).
-    const Status verified = verify_store(r->path());
+    const Status verified = check.result();
     if (!verified) std::cerr << "clusterscope: warning: " << verified.message() << '\n';
     if (verified && !analysis.damage.empty())
       std::cerr << "clusterscope: warning: " << analysis.damage << '\n';
@@ -1185,6 +1217,7 @@ void run_export(ExportOptions o) {
                               {"bytes", report.bytes},
                               {"warnings", report.warnings}})
             << '\n';
+    if (format != "html") check.require("what was written was read from it");
     return;
   }
   for (const std::string& f : report.files)
@@ -1192,6 +1225,8 @@ void run_export(ExportOptions o) {
   // A report or a summary table holds figures, not events: only the size.
   summary << "  " << (holds_events ? std::to_string(report.events) + " events, " : std::string())
           << format_bytes(static_cast<double>(report.bytes)) << '\n';
+  // The report said so itself; a trace or a table fails the command.
+  if (format != "html") check.require("what was written was read from it");
 }
 
 // --- import and merge -----------------------------------------------------
@@ -1346,7 +1381,11 @@ void run_compare(const CompareOptions& o) {
   options.threads = o.threads;
   auto a_reader = open_store(o.baseline);
   auto b_reader = open_store(o.other);
+  WholeStoreCheck check_a(o.baseline), check_b(o.other);
   const RunComparison c = take(compare_stores(*a_reader, *b_reader, options));
+  // Said before the figures: they would be of misread rows.
+  check_a.require("nothing was compared");
+  check_b.require("nothing was compared");
   // Said before the figures: they would lack the unreadable rows.
   take(a_reader->damage());
   take(b_reader->damage());

@@ -122,6 +122,7 @@ class TestTraceCli : public QObject {
   void truncatedNsightExportIsNamed();
   void damagedStoreReportSaysSo();
   void damagedPagesAreNotReadAsNoRows();
+  void damagedPagesReadWithoutAnError();
   void unreadableStoreSaysWhy();
   void deepMetaIsText();
   void errors();
@@ -1831,6 +1832,52 @@ void TestTraceCli::damagedPagesAreNotReadAsNoRows() {
   QFile report(html);
   QVERIFY(report.open(QIODevice::ReadOnly));
   QVERIFY(QString::fromUtf8(report.readAll()).contains("<p class=bad>" + store + " is damaged: "));
+}
+
+// A damaged page SQLite reads without an error: its bytes become other
+// rows, or none. Overwritten inside the event details' leaf, the collectives
+// table read 3 all-reduces of 6, and stats, export and compare exited 0.
+// The whole store is checked meanwhile: each command prints or writes what
+// it read, and fails naming the damage.
+void TestTraceCli::damagedPagesReadWithoutAnError() {
+  QTemporaryDir dir;
+  const QString store = writable_store(dir, QStringLiteral("cpu/cpu-engine-dp2.db"),
+                                       QStringLiteral("details-overwritten.db"));
+  QVERIFY(!store.isEmpty());
+  qint64 offset = 0;
+  {
+    sqlite3* db = nullptr;
+    QCOMPARE(sqlite3_open_v2(store.toUtf8().constData(), &db, SQLITE_OPEN_READONLY, nullptr),
+             SQLITE_OK);
+    sqlite3_stmt* stmt = nullptr;
+    QCOMPARE(sqlite3_prepare_v2(db,
+                                "SELECT pageno, pgsize FROM dbstat WHERE name = 'event_details' "
+                                "AND pagetype = 'leaf' ORDER BY ncell DESC LIMIT 1",
+                                -1, &stmt, nullptr),
+             SQLITE_OK);
+    QCOMPARE(sqlite3_step(stmt), SQLITE_ROW);
+    offset = (sqlite3_column_int64(stmt, 0) - 1) * sqlite3_column_int64(stmt, 1) + 5312;
+    sqlite3_finalize(stmt);
+    sqlite3_close(db);
+  }
+  {
+    QFile f(store);
+    QVERIFY(f.open(QIODevice::ReadWrite));
+    QVERIFY(f.seek(offset));
+    QCOMPARE(f.write(QByteArray(4000, char(0xff))), qint64{4000});
+  }
+  const QString json = dir.filePath("x.json"), csv = dir.filePath("x.csv");
+  for (const QStringList& args :
+       {QStringList{"trace", "stats", store}, QStringList{"trace", "stats", store, "--json"},
+        QStringList{"trace", "export", store, "-o", json},
+        QStringList{"trace", "export", store, "--format", "csv", "-o", csv},
+        QStringList{"trace", "compare", store, store}}) {
+    const Run r = run_cli(args);
+    QVERIFY2(r.exit_code == 1, qPrintable(args.join(' ') + ": " + r.out.right(300) + r.err));
+    QVERIFY2(r.err.contains(store + " is damaged: SQLite's check"),
+             qPrintable(args.join(' ') + ": " + r.err));
+  }
+  QVERIFY(QFile::exists(json));  // what could be read is kept, and said to be so
 }
 
 // A store the user may not read says so ("Permission denied"); SQLite's own
