@@ -61,8 +61,12 @@ double ratio(double measured, double predicted) {
   return measured > 0 && predicted > 0 ? measured / predicted : 0;
 }
 
-std::string signed_percent(double r) {
-  const double pct = 100 * (r - 1);
+// The model's error against the measurement, as every predicted-against-
+// measured table gives it (predicted / measured - 1): from the probe's
+// ratio, measured / predicted. It gave measured / predicted - 1, so one
+// model too fast read -97 % in the tables and +7657 % here.
+std::string model_error_percent(double measured_over_predicted) {
+  const double pct = 100 * (1 / measured_over_predicted - 1);
   return (pct >= 0 ? "+" : "") + format_fixed(pct, 0) + " %";
 }
 }  // namespace
@@ -90,24 +94,23 @@ std::string MachineDrift::text() const {
   const MachineProbeShape& s = measured.shape;
   std::string out;
   if (gemm_ratio() > 0) {
-    out += "GEMM probe (" + std::to_string(s.tokens()) + " x " + std::to_string(s.width) +
-           " -> " + std::to_string(s.out()) + " " + s.precision +
+    out += "GEMM probe (" + std::to_string(s.tokens()) + " x " + std::to_string(s.width) + " -> " +
+           std::to_string(s.out()) + " " + s.precision +
            "): " + format_seconds(measured.gemm_seconds) + ", the model says " +
-           format_seconds(predicted.gemm_seconds) + " (" + signed_percent(gemm_ratio()) + ")";
+           format_seconds(predicted.gemm_seconds) + " (" + model_error_percent(gemm_ratio()) + ")";
   }
   if (loop_ratio() > 0) {
     if (!out.empty()) out += "; ";
     out += "layer-norm backward probe (" + format_count(static_cast<double>(s.loop_elements())) +
            " elements): " + format_seconds(measured.loop_seconds) + ", the model says " +
-           format_seconds(predicted.loop_seconds) + " (" + signed_percent(loop_ratio()) + ")";
+           format_seconds(predicted.loop_seconds) + " (" + model_error_percent(loop_ratio()) + ")";
   }
   if (all_reduce_ratio() > 0) {
     if (!out.empty()) out += "; ";
-    out += "all-reduce probe (" + format_bytes(static_cast<double>(s.all_reduce_bytes)) +
-           " over " + std::to_string(s.ranks) +
-           " ranks): " + format_seconds(measured.all_reduce_seconds) + ", the model says " +
-           format_seconds(predicted.all_reduce_seconds) + " (" +
-           signed_percent(all_reduce_ratio()) + ")";
+    out += "all-reduce probe (" + format_bytes(static_cast<double>(s.all_reduce_bytes)) + " over " +
+           std::to_string(s.ranks) + " ranks): " + format_seconds(measured.all_reduce_seconds) +
+           ", the model says " + format_seconds(predicted.all_reduce_seconds) + " (" +
+           model_error_percent(all_reduce_ratio()) + ")";
   }
   return out;
 }

@@ -1247,9 +1247,9 @@ void RunView::showAnalysis() {
         error = tr("not predicted");
       } else if (measured && !(*measured > 0) && predicted > 0) {
         error = tr("not measured");
-      } else if (measured && probe && predicted > 0) {
-        error = tr("%1 (machine vs model)")
-                    .arg(QString::asprintf("%+.0f", 100 * (*measured - predicted) / predicted));
+      } else if (measured && probe && *measured > 0) {
+        // The model's error, as the other rows and `trace stats` give it.
+        error = QString::asprintf("%+.0f", 100 * (predicted - *measured) / *measured);
       } else if (measured && *measured > 0) {
         error = QString::asprintf("%+.1f", 100 * (predicted - *measured) / *measured);
       }
