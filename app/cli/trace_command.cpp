@@ -362,6 +362,9 @@ struct StatsOptions {
   bool streams = false;  // each stream's idle time, by cause
   std::string from, to;  // a window of the trace
   std::string steps;     // or of these steps ("5", "3-7")
+
+  // The flags that chose the window, as a message names them.
+  std::string window_flags() const { return steps.empty() ? "--from/--to" : "--steps"; }
 };
 
 // How the store's run ended, said where it did not complete: the figures of
@@ -495,8 +498,9 @@ void print_stats(const StatsOptions& o, Context& ctx, const std::unique_ptr<Trac
   options.window = window_of(*r, o.from, o.to, o.steps);
   if (options.window && o.predict_again)
     throw CliError(
-        "--predict-again holds whole steps against the plan, not a window: leave out "
-        "--from/--to");
+        "--predict-again holds every step past the warm-up against the plan, not a "
+        "window: leave out " +
+        o.window_flags());
   std::optional<PredictedStep> again;  // with its cluster, calibrated and notes
   if (o.predict_again) {
     again = take(calib::predict_recorded_run(ctx.catalog(), *r, o.cluster));
@@ -983,8 +987,9 @@ void print_stats(const StatsOptions& o, Context& ctx, const std::unique_ptr<Trac
     }
   }
   if (options.window && r->meta(kPredictedStepMetaKey)) {
-    std::cout << "\nPredicted against measured: not for a window (the plan is held against whole "
-                 "steps); trace stats without --from/--to gives it\n";
+    std::cout << "\nPredicted against measured: not for a window (the plan is held against every "
+                 "step past the warm-up); trace stats without "
+              << o.window_flags() << " gives it\n";
   }
   if (a.prediction) {
     const PredictionComparison& p = *a.prediction;

@@ -377,11 +377,20 @@ void TestTraceCli::windowedFigures() {
                "ends at 69[0-9]\\.[0-9]{3} ms\\)")),
            qPrintable(past.out));
   // The plan is held against whole steps: not in a window.
-  QVERIFY2(past.out.contains("Predicted against measured: not for a window"), qPrintable(past.out));
+  QVERIFY2(past.out.contains("Predicted against measured: not for a window") &&
+               past.out.contains("trace stats without --from/--to gives it"),
+           qPrintable(past.out));
   const Run again = run_cli({"trace", "stats", store, "--from", "1ms", "--predict-again"});
-  QVERIFY2(again.exit_code == 1 && again.err.contains("--predict-again holds whole steps against "
-                                                      "the plan, not a window"),
+  QVERIFY2(again.exit_code == 1 &&
+               again.err.contains("--predict-again holds every step past the warm-up against "
+                                  "the plan, not a window: leave out --from/--to"),
            qPrintable(again.err));
+  // A window of steps is named as it was given (it advised leaving out
+  // --from/--to, which were not given).
+  const Run steps = run_cli({"trace", "stats", store, "--steps", "1"});
+  QVERIFY2(steps.out.contains("trace stats without --steps gives it"), qPrintable(steps.out));
+  const Run steps_again = run_cli({"trace", "stats", store, "--steps", "1", "--predict-again"});
+  QVERIFY2(steps_again.err.contains("leave out --steps"), qPrintable(steps_again.err));
   // A report of the window says it is one; the kernels table of the window
   // holds the statistics' kernels.
   const QString report = dir.filePath("r.html");
