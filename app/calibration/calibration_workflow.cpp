@@ -1049,6 +1049,14 @@ Result<trace::PredictedStep> predict_trained(const PresetCatalog& catalog, Plan 
     return Error{"cluster " + predicted_on + " has " + std::to_string(plan.cluster.total_gpus()) +
                  " devices, the run " + std::to_string(p.world_size()) + " ranks"};
   }
+  // A calibration that did not sweep the run's precision has no rate for it
+  // (it read "the CPU has no bf16 path", which it has).
+  if (is_calibrated && plan.cluster.gpu && plan.cluster.gpu->peak.of(plan.precision.compute) <= 0) {
+    const std::string precision(to_string(plan.precision.compute));
+    return Error{predicted_on + " was calibrated without " + precision +
+                 ": run clusterscope calibrate --ranks " + std::to_string(ranks) +
+                 " --precisions " + precision + " (with the others the runs use) for a prediction"};
+  }
   auto estimate = plan::estimate(plan);
   if (!estimate) return Error{"the planner cannot estimate the run: " + estimate.message()};
   trace::PredictedStep step = plan::predicted_step(*estimate);

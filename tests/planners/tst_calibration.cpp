@@ -2117,6 +2117,17 @@ void TestCalibration::calibrateRunPredictLearn() {
     QVERIFY(text.contains("<h3>Memory per device</h3>") &&
             text.contains("<td>allocated by the process</td>"));
   }
+  // A precision the calibration did not sweep: the run says which flag
+  // measures it (it said the CPU "has no bf16 path").
+  r = run_cli(QStringList{"run", "--dp", "2", "--steps", "2", "--precision", "bf16", "--out",
+                          work + "/bf16.db"} +
+                  tiny(),
+              presets, work);
+  QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+  QVERIFY2((r.out + r.err)
+               .contains("was calibrated without bf16: run clusterscope calibrate "
+                         "--ranks 2 --precisions bf16"),
+           qPrintable(r.out + r.err));
   // ZeRO-1 reduce-scatters inside the gradient buffer, as the planner (and
   // Megatron's distributed optimizer) count it: no fp32 shard of its own,
   // which put the gradients 50 % and the whole 11 % over the prediction.
