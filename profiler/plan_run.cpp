@@ -131,6 +131,20 @@ Result<PlanRun> plan_run(const Plan& plan, const PlanRunOptions& o) {
                         std::to_string(limits.max_layers) + " layers, sequence " +
                         std::to_string(limits.max_seq) + "): " + shape->scaled);
   }
+  {
+    // What the engines' GPT lacks of the plan's model, said as the reshape
+    // is (the run trained them otherwise without a word).
+    const TransformerShape& t = plan.workload.transformer;
+    std::string unlike;
+    if (t.tied_embeddings)
+      unlike = "an LM head of its own (the plan's model ties it to the token embedding)";
+    if (t.dropout) {
+      unlike += std::string(unlike.empty() ? "" : " and ") +
+                "no dropout (the plan's model drops out after attention and the MLP)";
+    }
+    if (!unlike.empty())
+      run.notes.push_back("the engines train " + unlike + "; the prediction is of what they train");
+  }
   auto bucket = worker_bucket_kib(plan);
   if (!bucket) return bucket.error();
   const double bucket_kib = *bucket;
