@@ -1111,7 +1111,10 @@ void run_export(ExportOptions o) {
   if (!to_device) refuse_replacing_a_database(o.output);
   std::string format = o.format;
   if (format.empty()) {
-    const std::string ext = std::filesystem::path(o.output).extension().string();
+    // Any case: "report.HTML" was written as a Chrome trace.
+    std::string ext = std::filesystem::path(o.output).extension().string();
+    std::transform(ext.begin(), ext.end(), ext.begin(),
+                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
     format = ext == ".csv" ? "csv" : ext == ".html" || ext == ".htm" ? "html" : "chrome";
     if (format == "chrome" && ext != ".json" && !to_device) {
       std::cerr << "clusterscope: note: " << o.output

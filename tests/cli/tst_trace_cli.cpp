@@ -1418,6 +1418,13 @@ void TestTraceCli::exportFormats() {
   QFile h(dir.filePath("r.html"));
   QVERIFY(h.open(QIODevice::ReadOnly));
   QVERIFY(h.readAll().contains("NVIDIA A100-SXM4-40GB"));
+  // The name's extension in any case (REPORT.HTML was written as JSON).
+  const Run upper = run_cli({"trace", "export", store, "-o", dir.filePath("R.HTML")});
+  QCOMPARE(upper.exit_code, 0);
+  QVERIFY2(!upper.err.contains("note:"), qPrintable(upper.err));
+  QFile u(dir.filePath("R.HTML"));
+  QVERIFY(u.open(QIODevice::ReadOnly));
+  QVERIFY(u.readAll().startsWith("<!DOCTYPE html>"));
 
   // A name that says no format: a Chrome trace, and the note says so.
   const Run txt = run_cli({"trace", "export", store, "-o", dir.filePath("run.txt")});
