@@ -32,6 +32,9 @@ struct UsageError : CliError {
 struct CliExitCode {
   int code = 1;
 };
+// `plan`'s status for a plan whose estimate is printed but which does not
+// fit in its GPUs' memory.
+inline constexpr int kPlanDoesNotFit = 3;
 
 class Context {
  public:

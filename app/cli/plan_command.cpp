@@ -261,6 +261,13 @@ void run(const PlanCommandOptions& o, Context& ctx) {
                 << "): open it in the app, or `clusterscope trace export` it\n";
     }
   }
+  // The estimate is printed, and a script learns that the plan cannot run
+  // as it is (it exited 0): exit status 3.
+  if (!e.fits) {
+    std::cerr << "clusterscope: the plan does not fit: " << plan::memory_problem(plan, e).message
+              << '\n';
+    throw CliExitCode{kPlanDoesNotFit};
+  }
 }
 
 }  // namespace
