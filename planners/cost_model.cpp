@@ -908,7 +908,10 @@ bool check_rules(const Machine& m, const Model& x, const Knobs& k, const Names* 
   if (!m.has_gpu) {
     if (!fail("/cluster/gpus_per_node", [&] {
           return std::string(
-              "the cluster has no GPU to plan for (give a GPU preset and gpus_per_node)");
+              "the cluster has no GPU to plan for (give a GPU preset and gpus_per_node; "
+              "this machine's CPUs, which `clusterscope run` trains on, are planned for once "
+              "calibrated: `clusterscope calibrate --ranks N`, then the cluster "
+              "calibrated-<host>-cpuN)");
         }))
       return false;
     return ok;

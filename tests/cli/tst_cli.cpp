@@ -104,6 +104,11 @@ void TestCli::exitCodes_data() {
   QTest::addRow("describe nothing") << QStringList{"describe"} << 1 << "" << "no cluster given";
   QTest::addRow("describe this machine") << QStringList{"describe", "this-machine"} << 0
                                          << "This machine" << "";
+  // The engines train on this machine's CPUs; the planner needs them calibrated.
+  QTest::addRow("plan for this machine")
+      << QStringList{"plan", "--cluster", "this-machine", "--model", "gpt2-small"} << 1 << ""
+      << "are planned for once calibrated: `clusterscope calibrate --ranks N`, then the cluster "
+         "calibrated-<host>-cpuN";
   QTest::addRow("describe missing file") << QStringList{"describe", "/nonexistent/c.json"} << 1 << ""
                                          << "/nonexistent/c.json: cannot open file";
   QTest::addRow("unknown gpu inline") << QStringList{"describe", "--gpu", "h300"} << 1 << ""
