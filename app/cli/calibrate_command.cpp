@@ -11,6 +11,8 @@
 // presets the planner uses like datasheet presets.
 
 #include <atomic>
+#include <cerrno>
+#include <cstring>
 #include <ctime>
 #include <iostream>
 
@@ -277,6 +279,22 @@ std::string default_store() {
   return buffer;
 }
 
+// Before minutes of measuring: the presets folder can take the fit (a
+// read-only one failed only once the sweeps had run).
+void check_presets_dir_writable(const CalibrateOptions& o) {
+  if (o.no_save) return;
+  const std::filesystem::path dir =
+      o.presets_dir.empty() ? user_presets_dir() : std::filesystem::path(o.presets_dir);
+  if (dir.empty()) throw CliError("no presets folder: give --presets-dir, or set HOME");
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec || access(dir.c_str(), W_OK) != 0) {
+    const std::string why = ec ? ec.message() : std::string(std::strerror(errno));
+    throw CliError(dir.string() + ": the calibrated presets cannot be saved there (" + why +
+                   "): give --presets-dir another folder, or --no-save; nothing was measured");
+  }
+}
+
 void save_fitted(Context& ctx, calib::MachineCalibration& m, const CalibrateOptions& o) {
   if (o.no_save) return;
   std::filesystem::path dir =
@@ -524,6 +542,7 @@ void run(Context& ctx, const CalibrateOptions& o) {
   }
   mo.save = !o.no_save;
   mo.presets_dir = o.presets_dir;
+  check_presets_dir_writable(o);
   mo.reference_runs = !o.no_reference_runs;
   mo.reference_steps = o.reference_steps;
   const bool terminal = isatty(STDERR_FILENO) != 0;

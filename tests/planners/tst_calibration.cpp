@@ -13,18 +13,21 @@
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QProcess>
+#include <QRegularExpression>
 #include <QSet>
+#include <QStandardPaths>
 #include <QTemporaryDir>
 #include <QTextStream>
-#include <QRegularExpression>
 #include <QtTest>
 #include <cmath>
-#include <limits>
 #include <functional>
+#include <limits>
 #include <map>
 
 #include <sqlite3.h>
+#include <unistd.h>
 
+#include "../process_run.h"
 #include "app/calibration/calibration_workflow.h"
 #include "core/calibration_meta.h"
 #include "core/trace_analysis.h"
@@ -33,8 +36,6 @@
 #include "planners/calibration.h"
 #include "planners/collectives.h"
 #include "planners/nccl_tests.h"
-
-#include "../process_run.h"
 
 namespace {
 
@@ -320,6 +321,7 @@ class TestCalibration : public QObject {
   void ncclTestsCommandSavesALinkPreset();
   void ncclTestsAllToAllAcrossNodesFitsTheNic();
   void calibrateRunPredictLearn();
+  void readOnlyPresetsFolderRefusedFirst();
   void importsSweepLinesOfAGpuMachine();
   void importsTheColdSweepOfACpuMachine();
   void refusesBadSweepLines_data();
@@ -1871,6 +1873,45 @@ void TestCalibration::ncclTestsCommandSavesALinkPreset() {
 // The loop end to end on this machine's CPU engine. Short sweeps: the fit's
 // figures are not checked here (the machine may be busy), only that each
 // step happens for real and hands the next what it needs.
+// A presets folder the fit cannot be saved in is refused before anything
+// is measured (it failed once the sweeps had run, and said nothing of the
+// store they left). As root, the command runs as nobody (root writes
+// everywhere).
+void TestCalibration::readOnlyPresetsFolderRefusedFirst() {
+  QTemporaryDir dir;
+  const QString presets = dir.filePath("read-only");
+  QVERIFY(QDir().mkpath(presets));
+  QVERIFY(QFile::setPermissions(presets, QFileDevice::ReadOwner | QFileDevice::ExeOwner |
+                                             QFileDevice::ReadOther | QFileDevice::ExeOther));
+  QVERIFY(QFile::setPermissions(dir.path(), QFileDevice::ReadOwner | QFileDevice::WriteOwner |
+                                                QFileDevice::ExeOwner | QFileDevice::ReadOther |
+                                                QFileDevice::WriteOther | QFileDevice::ExeOther));
+  const QString out = dir.filePath("cal.db");
+  const QStringList args = {
+      "calibrate",           "--ranks", "1", "--precisions",  "fp32", "--gemm-sizes", "64",
+      "--no-reference-runs", "--out",   out, "--presets-dir", presets};
+  Run r;
+  if (::geteuid() == 0) {
+    if (QStandardPaths::findExecutable(QStringLiteral("setpriv")).isEmpty())
+      QSKIP("running as root without setpriv: every folder is writable");
+    QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+    r = cs::test::run_process(
+        QStringLiteral("setpriv"),
+        QStringList{QStringLiteral("--reuid=65534"), QStringLiteral("--regid=65534"),
+                    QStringLiteral("--clear-groups"), QString(kCli)} +
+            args,
+        {dir.path(), env, 60000});
+  } else {
+    r = run_cli(args, presets, dir.path());
+  }
+  QCOMPARE(r.exit_code, 1);
+  QVERIFY2(r.err.contains(presets + ": the calibrated presets cannot be saved there (Permission "
+                                    "denied)") &&
+               r.err.contains("nothing was measured"),
+           qPrintable(r.err));
+  QVERIFY(!QFile::exists(out));
+}
+
 void TestCalibration::calibrateRunPredictLearn() {
   const QString presets = dir_.filePath("presets");
   const QString work = dir_.filePath("work");
