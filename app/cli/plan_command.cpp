@@ -1,5 +1,6 @@
 // clusterscope plan [--cluster C] [--model M] [--plan FILE] [--tp ... --precision ...] [--json]
 
+#include <cmath>
 #include <cstdio>
 #include <iostream>
 #include <optional>
@@ -42,7 +43,8 @@ std::string amount(double v) {
     std::snprintf(buffer, sizeof buffer, "%.3g", v);
     return buffer;
   }
-  return format_count(v);
+  // Whole below ten thousand, as the other figures ("8,579", not "8579.09").
+  return format_count(v < 1e4 ? std::round(v) : v);
 }
 
 std::string describe_plan(const Plan& plan) {
@@ -87,7 +89,7 @@ void print_text(const Plan& plan, const plan::Estimate& e) {
       plan.cluster.display_name.empty() ? plan.cluster.name : plan.cluster.display_name;
   std::cout << model << " on " << cluster << "\n";
   std::cout << "Plan: " << describe_plan(plan) << "\n";
-  std::cout << "      " << e.gpus << " GPUs, " << e.micro_batches
+  std::cout << "      " << e.gpus << (e.gpus == 1 ? " GPU, " : " GPUs, ") << e.micro_batches
             << (e.micro_batches == 1 ? " micro-batch" : " micro-batches")
             << " per replica per step";
   if (e.layers_per_stage > 0) std::cout << ", " << e.layers_per_stage << " layers per stage";

@@ -411,8 +411,10 @@ TimeRange steps_window(const TraceReader& r, const std::string& steps) {
       throw CliError(bad + steps + "\" is not a step or a range of steps (5, 3-7)");
     }
   }
-  if (first < 0 || last < first)
-    throw CliError(bad + steps + "\" is not a step or a range of steps (5, 3-7)");
+  if (first >= 0 && last < first)
+    throw CliError(bad + steps + "\": the range ends before it begins (" + std::to_string(last) +
+                   "-" + std::to_string(first) + "?)");
+  if (first < 0) throw CliError(bad + steps + "\" is not a step or a range of steps (5, 3-7)");
   const std::vector<StepWindow> all = take(job_step_windows(r));
   if (all.empty()) throw CliError("--steps: " + r.path() + " records no steps");
   std::optional<TimeRange> window;
@@ -1362,8 +1364,9 @@ void run_merge(const MergeCliOptions& o) {
               << '\n';
     return;
   }
-  std::cout << "merged " << report.ranks << " ranks, " << report.events << " events into "
-            << o.output << "\n  clocks aligned by: " << report.method << '\n';
+  std::cout << "merged " << report.ranks << (report.ranks == 1 ? " rank, " : " ranks, ")
+            << report.events << " events into " << o.output
+            << "\n  clocks aligned by: " << report.method << '\n';
   for (const auto& [rank, off] : report.offsets_ns) {
     if (off != 0)
       std::cout << "  rank " << rank << " shifted by "

@@ -359,6 +359,10 @@ void TestTraceCli::windowedFigures() {
     QVERIFY2(bad.exit_code == 1 && bad.err.contains("--steps: \"3-x\" is not a step or a range "
                                                     "of steps (5, 3-7)"),
              qPrintable(bad.err));
+    const Run reversed = run_cli({"trace", "stats", gpu, "--steps", "6-5"});
+    QVERIFY2(reversed.exit_code == 1 &&
+                 reversed.err.contains("--steps: \"6-5\": the range ends before it begins (5-6?)"),
+             qPrintable(reversed.err));
     const Run both = run_cli({"trace", "stats", gpu, "--steps", "3", "--from", "1s"});
     QVERIFY2(both.exit_code == 1 && both.err.contains("--steps gives the window: not with "
                                                       "--from/--to"),
