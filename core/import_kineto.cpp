@@ -406,8 +406,16 @@ class KinetoHandler : public nlohmann::json_sax<nlohmann::json> {
   nlohmann::json other_data;
   std::string error;
 
-  bool null() override { return capturing() ? capture(nullptr) : other_value(); }
-  bool boolean(bool v) override { return capturing() ? capture(v) : other_value(); }
+  bool null() override {
+    if (capturing()) return capture(nullptr);
+    spoil_launch_dims();
+    return other_value();
+  }
+  bool boolean(bool v) override {
+    if (capturing()) return capture(v);
+    spoil_launch_dims();
+    return other_value();
+  }
   bool number_integer(number_integer_t v) override {
     if (capturing()) return capture(v);
     return in_events() ? scalar() : integer(v);
@@ -445,6 +453,7 @@ class KinetoHandler : public nlohmann::json_sax<nlohmann::json> {
   }
   bool string(string_t& v) override {
     if (capturing()) return capture(v);
+    spoil_launch_dims();
     if (in_events()) return scalar();
     const Ctx c = top();
     if (c == Ctx::event) {
@@ -487,10 +496,15 @@ class KinetoHandler : public nlohmann::json_sax<nlohmann::json> {
     }
     return value_done();
   }
-  bool binary(binary_t&) override { return capturing() ? capture(nullptr) : other_value(); }
+  bool binary(binary_t&) override {
+    if (capturing()) return capture(nullptr);
+    spoil_launch_dims();
+    return other_value();
+  }
 
   bool start_object(std::size_t) override {
     if (capturing()) return capture_open(nlohmann::json::object());
+    spoil_launch_dims();
     const Ctx parent = stack_.empty() ? Ctx::skip : stack_.back();
     if (parent == Ctx::root && key_ == Key::other_data) {
       other_data = nlohmann::json::object();
@@ -538,6 +552,7 @@ class KinetoHandler : public nlohmann::json_sax<nlohmann::json> {
   }
   bool start_array(std::size_t) override {
     if (capturing()) return capture_open(nlohmann::json::array());
+    spoil_launch_dims();
     const Ctx parent = stack_.empty() ? Ctx::skip : stack_.back();
     note_time_not_a_number(parent);
     Ctx c = Ctx::skip;
@@ -581,6 +596,11 @@ class KinetoHandler : public nlohmann::json_sax<nlohmann::json> {
  private:
   static constexpr const char* kNotAnEvent = "traceEvents entries that are not objects";
   bool value_done() { return true; }
+  // Anything but a whole number inside args.grid or args.block: no launch
+  // (a string skipped left "grid": ["x", 128, 1, 1] as 128 x 1 x 1).
+  void spoil_launch_dims() {
+    if (top() == Ctx::grid || top() == Ctx::block) launch_dims_ = 4;
+  }
   bool capturing() const { return !capture_.empty(); }
   // A value inside otherData: into the open object (under the last key) or array.
   nlohmann::json& capture_slot() {
@@ -780,7 +800,7 @@ class KinetoHandler : public nlohmann::json_sax<nlohmann::json> {
       ++skipped["events without ts"];
       return;
     }
-    if (has_grid_ && has_block_) {
+    if (has_grid_ && has_block_ && cat_ == Cat::kernel && (ph_ == 'X' || ph_ == 'B')) {
       if (auto launch = checked_launch(launch_)) {
         launches.push_back(*launch);
         current_.launch = static_cast<std::uint32_t>(launches.size());

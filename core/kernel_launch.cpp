@@ -13,6 +13,11 @@ std::optional<KernelLaunch> checked_launch(const KernelLaunch& launch) {
     if (launch.grid[i] < 1 || launch.grid[i] > kGridLimits[i]) return std::nullopt;
     if (launch.block[i] < 1 || launch.block[i] > 2147483647) return std::nullopt;
   }
+  // Their products must stay counts (a block of 2^31 cubed overflowed them).
+  if (static_cast<double>(launch.block[0]) * static_cast<double>(launch.block[1]) *
+          static_cast<double>(launch.block[2]) >
+      2147483647.0)
+    return std::nullopt;
   if (launch.registers_per_thread < -1 || launch.registers_per_thread > 65536) return std::nullopt;
   if (launch.shared_memory_bytes < -1 || launch.dynamic_shared_memory_bytes < -1)
     return std::nullopt;

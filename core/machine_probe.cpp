@@ -83,9 +83,10 @@ double MachineDrift::all_reduce_ratio() const {
   return ratio(measured.all_reduce_seconds, predicted.all_reduce_seconds);
 }
 
+// On the figure the text prints, the model's error against the measurement.
 bool MachineDrift::drifted(double tolerance) const {
   for (double r : {gemm_ratio(), loop_ratio(), all_reduce_ratio()}) {
-    if (r > 0 && std::abs(r - 1) > tolerance) return true;
+    if (r > 0 && std::abs(1 / r - 1) > tolerance) return true;
   }
   return false;
 }

@@ -59,7 +59,10 @@ Status check_rank_stores_world(const RunSpec& spec) {
   for (int rank = 0; rank < spec.ranks; ++rank) {
     const std::string path = rank_store_path(spec.run_store, rank);
     if (!trace::inspect_store(path)) continue;  // missing: merge_run_stores names it
-    auto reader = trace::TraceReader::open(path);
+    // Read as it is: the merge, not this check, completes a crashed store.
+    trace::TraceReader::Options as_it_is;
+    as_it_is.repair = false;
+    auto reader = trace::TraceReader::open(path, as_it_is);
     if (!reader) continue;
     const auto text = (*reader)->meta("parallel");
     if (!text) continue;  // an older worker's store: nothing to hold it to
@@ -67,13 +70,17 @@ Status check_rank_stores_world(const RunSpec& spec) {
     if (!parallel.is_object()) continue;
     long long world = 1;
     std::string layout;
+    bool readable = true;
     for (const char* key : {"dp", "tp", "pp"}) {
-      if (!parallel.contains(key) || !parallel[key].is_number_integer()) return {};
-      const long long n = parallel[key].get<long long>();
-      if (n < 1 || n > 1'000'000) return {};
+      const long long n = parallel.contains(key) && parallel[key].is_number_integer()
+                              ? parallel[key].get<long long>()
+                              : 0;
+      readable = readable && n >= 1 && n <= 1'000'000;
+      if (!readable) break;
       world *= n;
       layout += (layout.empty() ? "" : " x ") + std::string(key) + " " + std::to_string(n);
     }
+    if (!readable) continue;  // the next store may say
     if (world == spec.ranks) return {};
     return Error{path + " is a rank store of a run of " + std::to_string(world) + " ranks (" +
                  layout + "), but the plan given has " + std::to_string(spec.ranks) +

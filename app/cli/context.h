@@ -34,7 +34,7 @@ struct CliExitCode {
 };
 // `plan`'s status for a plan whose estimate is printed but which does not
 // fit in its GPUs' memory.
-inline constexpr int kPlanDoesNotFit = 3;
+inline constexpr int kPlanDoesNotFit = 4;  // 3 is main()'s internal error
 
 class Context {
  public:

@@ -97,12 +97,21 @@ void refuse_if_damaged(const TraceReader& reader) {
 // exit 0). A command that prints figures read from a store therefore
 // checks it whole meanwhile, on a thread of its own (verify_store, what
 // `trace info --check` runs), and fails after printing when it is damaged.
+// It starts once the command line is known to be good: an error found
+// before waits for nothing (the future's destructor joins its thread).
 class WholeStoreCheck {
  public:
-  explicit WholeStoreCheck(const std::string& path)
-      : result_(std::async(std::launch::async, [path] { return verify_store(path); })) {}
+  void start(const std::string& path) {
+    result_ = std::async(std::launch::async, [path]() -> Status {
+      try {
+        return verify_store(path);
+      } catch (const std::exception& e) {
+        return Error{path + ": the store's check stopped: " + e.what()};
+      }
+    });
+  }
   Status result() {
-    if (!done_) {
+    if (!done_ && result_.valid()) {
       checked_ = result_.get();
       done_ = true;
     }
@@ -387,7 +396,7 @@ std::string status_note(const TraceReader& r) {
 
 // `damage`: what the analysis met (RunAnalysis::damage).
 void print_stats(const StatsOptions& o, Context& ctx, const std::unique_ptr<TraceReader>& r,
-                 std::string& damage);
+                 std::string& damage, WholeStoreCheck& check);
 
 // --from/--to: a window of the trace, each counted from its start; none when
 // neither is given. A window that is empty or wholly past the end is refused.
@@ -461,16 +470,17 @@ std::optional<TimeRange> window_of(const TraceReader& r, const std::string& from
 
 // The figures of a window hold what ran in it: one where no rank's device
 // worked has none, and nothing is printed or written for it.
-void refuse_idle_window(const TraceReader& r, const RunAnalysis& a) {
+// `flags`: those that chose the window ("--from/--to", "--steps").
+void refuse_idle_window(const TraceReader& r, const RunAnalysis& a, const std::string& flags) {
   if (std::any_of(a.ranks.begin(), a.ranks.end(),
                   [](const RankAnalysis& k) { return k.total.events > 0 || k.total.busy_ns > 0; }))
     return;
   const TimeRange all = r.time_range();
-  throw CliError(
-      "--from/--to: no device work (kernel, copy, collective or engine compute) lies "
-      "in the window (the trace lasts " +
-      format_seconds(static_cast<double>(all.end_ns - all.start_ns) / 1e9) +
-      "); nothing was written");
+  throw CliError(flags +
+                 ": no device work (kernel, copy, collective or engine compute) lies "
+                 "in the window (the trace lasts " +
+                 format_seconds(static_cast<double>(all.end_ns - all.start_ns) / 1e9) +
+                 "); nothing was written");
 }
 
 std::string csv_table_names() {
@@ -483,16 +493,16 @@ std::string csv_table_names() {
 void run_stats(const StatsOptions& o, Context& ctx) {
   if (!o.cluster.empty() && !o.predict_again) throw CliError("--cluster goes with --predict-again");
   auto r = open_store(o.store);
-  WholeStoreCheck check(o.store);
+  WholeStoreCheck check;
   std::string damage;
-  print_stats(o, ctx, r, damage);
+  print_stats(o, ctx, r, damage, check);
   if (!damage.empty()) throw CliError(damage + ": what was printed lacks those rows");
   refuse_if_damaged(*r);
   check.require("the figures printed were read from it");
 }
 
 void print_stats(const StatsOptions& o, Context& ctx, const std::unique_ptr<TraceReader>& r,
-                 std::string& damage) {
+                 std::string& damage, WholeStoreCheck& check) {
   // Always per step: the comparison with the prediction is per step (the
   // whole trace taken as one step was held against one step's prediction).
   AnalysisOptions options;
@@ -508,8 +518,9 @@ void print_stats(const StatsOptions& o, Context& ctx, const std::unique_ptr<Trac
     again = take(calib::predict_recorded_run(ctx.catalog(), *r, o.cluster));
     options.prediction = again;
   }
+  check.start(o.store);
   const RunAnalysis a = take(analyze_run(*r, options));
-  if (options.window) refuse_idle_window(*r, a);
+  if (options.window) refuse_idle_window(*r, a, o.window_flags());
   damage = a.damage;
   if (o.predict_again && !a.prediction)
     throw CliError(r->path() + ": the new prediction was not compared");
@@ -1144,16 +1155,22 @@ void run_export(ExportOptions o) {
                    " writes several files named after -o: give a file name, not a device");
   }
   if (o.table.empty()) o.table = "events";
+  if (!chrome && format != "csv" && format != "html")
+    throw CliError("--format: \"" + format + "\" is not one of chrome, csv, html");
+  if (format == "csv" && o.table != "all" && !csv_table_from_string(o.table))
+    throw CliError("--table: \"" + o.table + "\" is not one of " + csv_table_names());
   auto r = open_store(o.store);
-  WholeStoreCheck check(o.store);
   // A window limits the events to those overlapping it, and the figures of a
   // report or a summary table to what ran in it (the app's selected range).
   const std::optional<TimeRange> window = window_of(*r, o.from, o.to, o.steps);
+  const std::string window_flags = o.steps.empty() ? "--from/--to" : "--steps";
+  WholeStoreCheck check;
+  check.start(o.store);
   auto analyse = [&] {
     AnalysisOptions options;
     options.window = window;
     RunAnalysis analysis = take(analyze_run(*r, options));
-    if (window) refuse_idle_window(*r, analysis);
+    if (window) refuse_idle_window(*r, analysis, window_flags);
     return analysis;
   };
   ExportReport report;
@@ -1215,7 +1232,7 @@ void run_export(ExportOptions o) {
       std::filesystem::remove(file, ignored);
     }
     const TimeRange all = r->time_range();
-    throw CliError("--from/--to: no event lies in the window (the trace lasts " +
+    throw CliError(window_flags + ": no event lies in the window (the trace lasts " +
                    format_seconds(static_cast<double>(all.end_ns - all.start_ns) / 1e9) +
                    "); nothing was written");
   }
@@ -1392,7 +1409,9 @@ void run_compare(const CompareOptions& o) {
   options.threads = o.threads;
   auto a_reader = open_store(o.baseline);
   auto b_reader = open_store(o.other);
-  WholeStoreCheck check_a(o.baseline), check_b(o.other);
+  WholeStoreCheck check_a, check_b;
+  check_a.start(o.baseline);
+  check_b.start(o.other);
   const RunComparison c = take(compare_stores(*a_reader, *b_reader, options));
   // Said before the figures: they would be of misread rows.
   check_a.require("nothing was compared");

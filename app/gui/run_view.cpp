@@ -1232,8 +1232,8 @@ void RunView::showAnalysis() {
   } else {
     const trace::PredictionComparison& p = *a.prediction;
     // As `trace stats` says them: the error of the prediction against the
-    // measurement; a part the planner does not predict is not a -100 %
-    // error; a probe, as the machine against the model (+68 %: 68 % slower).
+    // measurement (a probe's too, to the unit); a part the planner does not
+    // predict is not a -100 % error.
     auto add_row = [&](const QString& name, double predicted, std::optional<double> measured,
                        bool probe = false, bool in_bytes = false) {
       auto text = [&](double v) { return in_bytes ? q(format_bytes(v)) : seconds(v); };

@@ -7,6 +7,7 @@
 #include <deque>
 #include <functional>
 #include <mutex>
+#include <stdexcept>
 #include <thread>
 #include <vector>
 
@@ -198,8 +199,14 @@ class MpiComm final : public Communicator {
   }
 
   // The shard is this rank's slice of full: the collective runs in place.
+  // Any other overlap MPI forbids (Communicator's contract).
   bool is_own_slice(const Tensor& shard, const Tensor& full) const {
-    return shard.data == static_cast<const char*>(full.data) + rank_ * shard.bytes();
+    const char* s = static_cast<const char*>(shard.data);
+    const char* f = static_cast<const char*>(full.data);
+    if (s == f + rank_ * shard.bytes()) return true;
+    if (s < f + full.bytes() && f < s + shard.bytes())
+      throw std::logic_error("a shard inside the full tensor but not at this rank's slice");
+    return false;
   }
 
   static constexpr int kTag = 7;

@@ -73,7 +73,8 @@ def predicted_step(binary, precision):
             "--global-batch", str(s["micro_batch"]), "--precision", precision, "--json"]
     try:
         out = subprocess.run(args, capture_output=True, text=True, timeout=60)
-        if out.returncode != 0:
+        # 4: estimated, but the plan does not fit in the GPU's memory.
+        if out.returncode not in (0, 4):
             return None, (out.stderr or out.stdout).strip()[:300]
         return json.loads(out.stdout)["time"]["step_seconds"], None
     except Exception as e:  # the summary must be written whatever fails

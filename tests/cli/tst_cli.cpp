@@ -577,8 +577,8 @@ void TestCli::standardInputDocuments_data() {
   QTest::addRow("describe") << QStringList{"describe", "-"} << cluster << 0
                             << "2 nodes x 4 GPUs = 8 x NVIDIA L40S 48GB"
                             << "";
-  // Estimated; it does not fit (exit status 3).
-  QTest::addRow("plan --plan") << QStringList{"plan", "--plan", "-"} << plan << 3 << "LLaMA-2 7B"
+  // Estimated; it does not fit (exit status 4).
+  QTest::addRow("plan --plan") << QStringList{"plan", "--plan", "-"} << plan << 4 << "LLaMA-2 7B"
                                << "";
   QTest::addRow("plan --cluster") << QStringList{"plan", "--cluster", "-", "--model", "gpt2-small"}
                                   << cluster << 0 << "lab"

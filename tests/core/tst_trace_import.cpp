@@ -801,7 +801,9 @@ void TestTraceImport::kernelLaunchesKept() {
   QVERIFY(back.send_recv == send_recv);
 
   // Args that are no launch leave the kernel without one: a grid of two
-  // numbers, a fraction, a block of 0.
+  // numbers, a fraction, a block of 0, a string, an array or a null among
+  // the numbers (the rest were taken), threads past a count; and a copy
+  // keeps none.
   QFile f(dir.filePath("odd.json"));
   QVERIFY(f.open(QIODevice::WriteOnly));
   f.write(R"json({"traceEvents": [
@@ -812,13 +814,23 @@ void TestTraceImport::kernelLaunchesKept() {
     {"ph": "X", "cat": "kernel", "name": "c", "pid": 0, "tid": 7, "ts": 5, "dur": 1,
      "args": {"grid": [4, 1, 1], "block": [0, 1, 1]}},
     {"ph": "X", "cat": "kernel", "name": "d", "pid": 0, "tid": 7, "ts": 7, "dur": 1,
-     "args": {"grid": [4, 1, 1], "block": [32, 1, 1], "registers per thread": 40}}]})json");
+     "args": {"grid": [4, 1, 1], "block": [32, 1, 1], "registers per thread": 40}},
+    {"ph": "X", "cat": "kernel", "name": "e", "pid": 0, "tid": 7, "ts": 9, "dur": 1,
+     "args": {"grid": ["x", 4, 1, 1], "block": [32, 1, 1]}},
+    {"ph": "X", "cat": "kernel", "name": "f", "pid": 0, "tid": 7, "ts": 11, "dur": 1,
+     "args": {"grid": [[1, 2], 4, 1, 1], "block": [32, 1, 1]}},
+    {"ph": "X", "cat": "kernel", "name": "g", "pid": 0, "tid": 7, "ts": 13, "dur": 1,
+     "args": {"grid": [4, null, 1, 1], "block": [32, 1, 1]}},
+    {"ph": "X", "cat": "kernel", "name": "h", "pid": 0, "tid": 7, "ts": 15, "dur": 1,
+     "args": {"grid": [1, 1, 1], "block": [2147483647, 2147483647, 2147483647]}},
+    {"ph": "X", "cat": "gpu_memcpy", "name": "i", "pid": 0, "tid": 7, "ts": 17, "dur": 1,
+     "args": {"grid": [4, 1, 1], "block": [32, 1, 1]}}]})json");
   f.close();
   const std::string odd = dir.filePath("odd.cstrace").toStdString();
   QVERIFY(import_kineto({f.fileName().toStdString()}, odd));
   const Seen odd_seen = seen_in(odd);
   QCOMPARE(odd_seen.with, 1);
-  QCOMPARE(odd_seen.without, 3);
+  QCOMPARE(odd_seen.without, 7);
 }
 
 // Two ranks whose profilers began a second apart: each trace's ts counts

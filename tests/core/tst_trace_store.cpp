@@ -637,12 +637,26 @@ void TestTraceStore::kernelLaunchesRoundTrip() {
     auto w = TraceWriter::create(path, RunInfo{"launches", "test"}, options);
     QVERIFY2(w, w ? "" : w.message().c_str());
     (*w)->add_rank({0, "host", "GPU", 1, 0, false});
-    const LaneId stream = (*w)->add_lane(0, LaneKind::gpu_stream, "GPU 0 stream 7");
+    // Three lanes taking turns: the writer sorts each batch by lane, then time.
+    const LaneId streams[] = {(*w)->add_lane(0, LaneKind::gpu_stream, "GPU 0 stream 7"),
+                              (*w)->add_lane(0, LaneKind::gpu_stream, "GPU 0 stream 13"),
+                              (*w)->add_lane(0, LaneKind::gpu_stream, "GPU 0 stream 21")};
     const StringId name = (*w)->intern("gemm");
     for (int i = 0; i < 40; ++i) {
       // Each group of 5 arrives backwards in time.
       const std::int64_t start = (i / 5 * 5 + 4 - i % 5) * 1000;
-      const Event e{stream, EventKind::kernel, Category::compute, start, start + 500, name};
+      const Event e{streams[i % 3], EventKind::kernel, Category::compute, start, start + 500, name};
+      if (i % 4 == 1) {
+        // Events the writer drops, with launches, between the kept ones: an
+        // unknown lane, a time past what a store holds.
+        KernelLaunch dropped;
+        dropped.grid[0] = dropped.grid[1] = dropped.grid[2] = 7;
+        dropped.block[0] = dropped.block[1] = dropped.block[2] = 7;
+        (*w)->add(Event{LaneId{999}, EventKind::kernel, Category::compute, 0, 1, name}, dropped);
+        (*w)->add(Event{streams[0], EventKind::kernel, Category::compute, INT64_MAX / 2,
+                        INT64_MAX / 2 + 1, name},
+                  dropped);
+      }
       if (i % 3 == 2) {
         (*w)->add(e);  // no launch
         continue;
