@@ -1166,6 +1166,16 @@ void run_export(ExportOptions o) {
   const std::string window_flags = o.steps.empty() ? "--from/--to" : "--steps";
   WholeStoreCheck check;
   check.start(o.store);
+  // A trace sent to the standard output is the output: the error goes to
+  // stderr alone (--json's error document would follow the trace there).
+  auto require_whole_store = [&] {
+    if (!to_device) return check.require("what was written was read from it");
+    if (Status checked = check.result(); !checked) {
+      std::cerr << "clusterscope: error: " << checked.message()
+                << " (what was written was read from it)\n";
+      throw CliExitCode{1};
+    }
+  };
   auto analyse = [&] {
     AnalysisOptions options;
     options.window = window;
@@ -1244,7 +1254,7 @@ void run_export(ExportOptions o) {
                               {"bytes", report.bytes},
                               {"warnings", report.warnings}})
             << '\n';
-    if (format != "html") check.require("what was written was read from it");
+    if (format != "html") require_whole_store();
     return;
   }
   for (const std::string& f : report.files)
@@ -1253,7 +1263,7 @@ void run_export(ExportOptions o) {
   summary << "  " << (holds_events ? std::to_string(report.events) + " events, " : std::string())
           << format_bytes(static_cast<double>(report.bytes)) << '\n';
   // The report said so itself; a trace or a table fails the command.
-  if (format != "html") check.require("what was written was read from it");
+  if (format != "html") require_whole_store();
 }
 
 // --- import and merge -----------------------------------------------------

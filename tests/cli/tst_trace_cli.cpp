@@ -1898,6 +1898,14 @@ void TestTraceCli::damagedPagesReadWithoutAnError() {
              qPrintable(args.join(' ') + ": " + r.err));
   }
   QVERIFY(QFile::exists(json));  // what could be read is kept, and said to be so
+  // A trace sent to the standard output stays one JSON document: the error
+  // goes to stderr alone.
+  const Run piped = run_cli({"trace", "export", store, "-o", "-", "--json"});
+  QCOMPARE(piped.exit_code, 1);
+  QJsonParseError parsed{};
+  QJsonDocument::fromJson(piped.out.toUtf8(), &parsed);
+  QVERIFY2(parsed.error == QJsonParseError::NoError, qPrintable(parsed.errorString()));
+  QVERIFY(piped.err.contains(store + " is damaged"));
 }
 
 // A store the user may not read says so ("Permission denied"); SQLite's own
