@@ -588,10 +588,16 @@ class KinetoHandler : public nlohmann::json_sax<nlohmann::json> {
     // nlohmann's words without its tag ("[json.exception.parse_error.101]
     // parse error at line 1, column 2: "), and the bytes it last read as
     // UTF-8 (a binary file echoed raw bytes to the terminal).
-    error = "not valid JSON at byte " + std::to_string(position) + ": " +
-            valid_utf8(json_error_text(ex));
+    // nlohmann counts the end of the text as a byte read: an input cut
+    // short failed "at byte 300001" of 300,000.
+    error = position > text_bytes
+                ? "not valid JSON: the text ends (at byte " + std::to_string(text_bytes) +
+                      ") inside the document: " + valid_utf8(json_error_text(ex))
+                : "not valid JSON at byte " + std::to_string(position) + ": " +
+                      valid_utf8(json_error_text(ex));
     return false;
   }
+  std::size_t text_bytes = SIZE_MAX;  // of the text parsed
 
  private:
   static constexpr const char* kNotAnEvent = "traceEvents entries that are not objects";
@@ -1280,6 +1286,7 @@ Result<ImportReport> import_one_kineto(const std::string& file, const std::strin
   const std::size_t bytes = text->size;
   const bool closed_array = close_open_array(*text);
   KinetoHandler h;
+  h.text_bytes = text->size;
   h.events.reserve(text->size / 350);  // Kineto writes 300-600 bytes per event
   const char* begin = text->data.get();
   const bool ok = nlohmann::json::sax_parse(begin, begin + text->size, &h);

@@ -1068,9 +1068,16 @@ void TestTraceImport::kinetoPlainJsonAndErrors() {
   const std::string broken = write("broken.json", R"({"traceEvents": [{"ph": "X", "ts": 1,)");
   auto e1 = import_kineto({broken}, dir.filePath("b.cstrace").toStdString());
   QVERIFY(!e1);
+  // Said as cut short where it is, at its own size (it said "at byte 38" of 37).
   QVERIFY2(QString::fromStdString(e1.message())
-               .contains(QString::fromStdString(broken) + ": not valid JSON at byte"),
+               .contains(QString::fromStdString(broken) +
+                         ": not valid JSON: the text ends (at byte 37) inside the document"),
            e1.message().c_str());
+  const std::string midway = write("midway.json", R"({"traceEvents": [{"ph": "X", "ts": 1,,]})");
+  auto inside = import_kineto({midway}, dir.filePath("mw.cstrace").toStdString());
+  QVERIFY2(
+      !inside && QString::fromStdString(inside.message()).contains(": not valid JSON at byte 38: "),
+      inside ? "" : inside.message().c_str());
   // The parser's words without its tag, and a raw byte it read as U+FFFD
   // (it echoed "[json.exception.parse_error.101]" and the byte itself).
   const std::string binary = write("binary.json", QByteArray("{\"traceEvents\": [\xff\xfe]}"));
