@@ -1281,9 +1281,14 @@ Result<ExportReport> export_html_report(const TraceReader& reader, const RunAnal
           mean_against_median_note(p.measured_step_s, p.measured_step_median_s, p.critical_rank);
       if (!note.empty()) out << "<p class=note>" << html(note) << "</p>\n";
     }
-    out << prediction_svg(p)
-        << "\n<p class=note>Grey: predicted; blue: measured.</p>\n<table>\n<tr><th></th>"
-           "<th>name</th><th>predicted</th><th>measured</th><th>measured / predicted</th></tr>\n";
+    // A prediction of the step alone has no categories or parts: no chart
+    // and no table (an empty one stood under "Grey: predicted").
+    const bool by_category = !p.categories.empty() || !p.parts.empty();
+    if (by_category) {
+      out << prediction_svg(p)
+          << "\n<p class=note>Grey: predicted; blue: measured.</p>\n<table>\n<tr><th></th>"
+             "<th>name</th><th>predicted</th><th>measured</th><th>measured / predicted</th></tr>\n";
+    }
     auto rows = [&](const char* group, const std::vector<PredictedVsMeasured>& list) {
       for (const auto& r : list) {
         out << "<tr><td>" << group << "</td><td>" << html(r.name) << "</td><td class=n>"
@@ -1296,7 +1301,7 @@ Result<ExportReport> export_html_report(const TraceReader& reader, const RunAnal
     };
     rows("category", p.categories);
     rows("part", p.parts);
-    out << "</table>\n";
+    if (by_category) out << "</table>\n";
     // What `trace stats` says under it, from the same comparison.
     if (!p.breakdown.empty()) {
       out << "<h3>Each part of the step</h3>\n<p class=note>Rank " << p.critical_rank

@@ -652,6 +652,15 @@ void TestGuiApp::costTileSaysWhyThereIsNoCost() {
   cs::Plan no_price = plan.value();
   no_price.cluster.price_per_gpu_hour = 0;
   QCOMPARE(cost_of(no_price), QStringLiteral("no price"));
+  // MFU says the peak it is of: the plan's precision.
+  cs::Plan fp8 = plan.value();
+  fp8.precision = cs::PrecisionPlan::for_compute(cs::Precision::fp8);
+  auto e = cs::plan::estimate(fp8);
+  QVERIFY(e.ok());
+  bool named = false;
+  for (const auto& [name, value] : EstimateView::headlineFigures(e.value(), fp8))
+    named = named || name == QStringLiteral("MFU (FP8 peak)");
+  QVERIFY(named);
 }
 
 // A CNN's throughput is in samples, an inference plan's step a forward pass:
@@ -1022,6 +1031,9 @@ void TestGuiApp::exports() {
 
   QFile p(pdf);
   QVERIFY(p.open(QIODevice::ReadOnly));
+  // QFile::copy never replaces a file: the last run's report stayed.
+  for (const char* name : {"/report.html", "/report.pdf"})
+    QFile::remove(QStringLiteral(CS_SCREENSHOT_DIR) + QLatin1String(name));
   QFile(html).copy(QStringLiteral(CS_SCREENSHOT_DIR "/report.html"));
   QFile(pdf).copy(QStringLiteral(CS_SCREENSHOT_DIR "/report.pdf"));
   const QByteArray pdf_bytes = p.readAll();

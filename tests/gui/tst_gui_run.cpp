@@ -1173,6 +1173,11 @@ void TestGuiRun::exports() {
   QVERIFY2(text.contains(QStringLiteral("<p>step 1 of rank 0:")), "no picture of step 1");
   QVERIFY(text.count(QStringLiteral("<svg")) >= 2);       // the core's charts and the timeline
   QVERIFY(!text.contains(QStringLiteral("src=\"http")));  // self-contained
+  // The run's prediction is of the step alone: no empty table under a
+  // legend of a chart that is not there.
+  QVERIFY(text.contains(QStringLiteral("<h2>Predicted against measured</h2>")));
+  QVERIFY(!text.contains(QStringLiteral("Grey: predicted")));
+  QFile::remove(QStringLiteral(CS_SCREENSHOT_DIR "/run-report.html"));  // copy never replaces
   QFile::copy(html, QStringLiteral(CS_SCREENSHOT_DIR "/run-report.html"));
 
   // The PDF's breakdown chart, drawn while its tab has never been shown.
@@ -1196,6 +1201,7 @@ void TestGuiRun::exports() {
   QVERIFY(pdf_bytes.count("/Type /Page\n") + pdf_bytes.count("/Type /Page ") +
               pdf_bytes.count("/Type /Page/") + pdf_bytes.count("/Type /Page>") >=
           1);
+  QFile::remove(QStringLiteral(CS_SCREENSHOT_DIR "/run-report.pdf"));
   QFile::copy(pdf, QStringLiteral(CS_SCREENSHOT_DIR "/run-report.pdf"));
 
   // What the PDF lays out: one breakdown per rank, the Run view's (core's
