@@ -24,6 +24,9 @@ void isolateSettings() {
 
 QImage saveScreenshot(QWidget* widget, const QString& name, int height) {
   QDir().mkpath(QStringLiteral(CS_SCREENSHOT_DIR));
+  // Layouts settle in posted events: grabbed at once, a field whose
+  // problem line had just gone was drawn a few pixels high.
+  QCoreApplication::sendPostedEvents(nullptr, QEvent::LayoutRequest);
   QImage image = widget->grab().toImage();
   if (height > 0) {  // the top `height` pixels (device-independent) only
     const int rows = int(height * image.devicePixelRatio());
