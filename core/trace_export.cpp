@@ -174,6 +174,15 @@ void micros(Output& out, std::int64_t ns) {
 // The categories Kineto writes, which Holistic Trace Analysis reads (it
 // takes a gpu_user_annotation for GPU time).
 
+// The launch an export writes with an event: a kernel's (NCCL's too) on a
+// GPU stream, where the store kept it.
+Result<std::optional<KernelLaunch>> exported_launch(const TraceReader& reader,
+                                                    const StoredEvent& se, const LaneInfo* lane) {
+  if (!lane || lane->kind != LaneKind::gpu_stream || !may_have_launch(se.event.kind))
+    return std::optional<KernelLaunch>{};
+  return reader.kernel_launch(se.id);
+}
+
 std::string_view kineto_category(EventKind kind, const LaneInfo& info) {
   const LaneKind lane = info.kind;
   switch (kind) {
@@ -541,9 +550,9 @@ Status write_chrome(const TraceReader& reader, const std::string& path,
       if (e.count != 0) out << ",\"count\":" << e.count;
       if (e.peer >= 0) out << ",\"peer\":" << static_cast<std::int64_t>(e.peer);
       if (e.group_size != 0) out << ",\"group_size\":" << static_cast<std::int64_t>(e.group_size);
-      if (lane->kind == LaneKind::gpu_stream && may_have_launch(e.kind)) {
+      {
         // Kineto's keys, so that Perfetto shows them and an import reads them back.
-        auto launch = reader.kernel_launch(se.id);
+        auto launch = exported_launch(reader, se, lane);
         if (!launch) {
           launch_error = launch.error();
           return false;
@@ -956,8 +965,8 @@ Result<ExportReport> export_csv(const TraceReader& reader, const RunAnalysis* an
         const LaneInfo* lane = reader.lane(e.lane);
         // A kernel's launch: "128x1x1"; empty where none was kept.
         std::string grid, block, registers, shared, dynamic;
-        if (lane && lane->kind == LaneKind::gpu_stream && may_have_launch(e.kind)) {
-          auto launch = reader.kernel_launch(se.id);
+        {
+          auto launch = exported_launch(reader, se, lane);
           if (!launch) {
             launch_error = launch.error();
             return false;

@@ -236,10 +236,8 @@ Status copy_input(const Input& in, TraceWriter& w,
         db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'kernel_launches'");
     if (!table) return table.error();
     if (table->step() == SQLITE_ROW) {
-      auto stmt = db.prepare(
-          "SELECT event_id, grid_x, grid_y, grid_z, block_x, block_y, block_z, "
-          "registers_per_thread, shared_memory_bytes, dynamic_shared_memory_bytes "
-          "FROM kernel_launches ORDER BY event_id");
+      auto stmt = db.prepare(std::string("SELECT event_id, ") + store::kLaunchColumns +
+                             " FROM kernel_launches ORDER BY event_id");
       if (!stmt) return stmt.error();
       launches = std::move(stmt).value();
     }
@@ -278,17 +276,8 @@ Status copy_input(const Input& in, TraceWriter& w,
     while (launch_rc == SQLITE_ROW && launches->int64_at(0) < id)
       launch_rc = launches->step();
     std::optional<KernelLaunch> launch;
-    if (launch_rc == SQLITE_ROW && launches->int64_at(0) == id) {
-      KernelLaunch l;
-      for (int i = 0; i < 3; ++i) {
-        l.grid[i] = launches->int64_at(1 + i);
-        l.block[i] = launches->int64_at(4 + i);
-      }
-      l.registers_per_thread = launches->int64_at(7);
-      l.shared_memory_bytes = launches->int64_at(8);
-      l.dynamic_shared_memory_bytes = launches->int64_at(9);
-      launch = checked_launch(l);
-    }
+    if (launch_rc == SQLITE_ROW && launches->int64_at(0) == id)
+      launch = store::launch_at(*launches, 1);
     if (launch)
       w.add(e, *launch);
     else

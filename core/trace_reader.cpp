@@ -702,9 +702,7 @@ Result<std::optional<KernelLaunch>> TraceReader::kernel_launch(std::int64_t id) 
   if (!d.has_launches) return std::optional<KernelLaunch>{};
   if (!d.launch_stmt) {
     auto stmt = d.db.prepare(
-        "SELECT grid_x, grid_y, grid_z, block_x, block_y, block_z, registers_per_thread, "
-        "shared_memory_bytes, dynamic_shared_memory_bytes FROM kernel_launches "
-        "WHERE event_id = ?",
+        std::string("SELECT ") + store::kLaunchColumns + " FROM kernel_launches WHERE event_id = ?",
         true);
     if (!stmt) return stmt.error();
     d.launch_stmt = std::move(stmt).value();
@@ -716,16 +714,8 @@ Result<std::optional<KernelLaunch>> TraceReader::kernel_launch(std::int64_t id) 
   if (rc == SQLITE_DONE) return std::optional<KernelLaunch>{};
   if (rc != SQLITE_ROW)
     return d.db.error("cannot read the launch of event " + std::to_string(id), rc);
-  KernelLaunch l;
-  for (int i = 0; i < 3; ++i) {
-    l.grid[i] = s.int64_at(i);
-    l.block[i] = s.int64_at(3 + i);
-  }
-  l.registers_per_thread = s.int64_at(6);
-  l.shared_memory_bytes = s.int64_at(7);
-  l.dynamic_shared_memory_bytes = s.int64_at(8);
   // An edited store's row that no launch could be is not shown as one.
-  return checked_launch(l);
+  return store::launch_at(s, 0);
 }
 
 Result<std::optional<StoredEvent>> TraceReader::event_at(LaneId lane_id, std::int64_t time) const {

@@ -15,12 +15,31 @@
 #include <string>
 #include <vector>
 
+#include "core/kernel_launch.h"
 #include "core/result.h"
 #include "core/trace_sqlite.h"
 #include "core/trace_store.h"
 #include "core/trace_types.h"
 
 namespace cs::trace::store {
+
+// kernel_launches' columns after event_id, in the order launch_at reads them.
+inline constexpr const char* kLaunchColumns =
+    "grid_x, grid_y, grid_z, block_x, block_y, block_z, registers_per_thread, "
+    "shared_memory_bytes, dynamic_shared_memory_bytes";
+// The launch in a row's columns [first, first + 9) of kLaunchColumns, when it
+// is one a GPU could have made (checked_launch: an edited row is not).
+inline std::optional<KernelLaunch> launch_at(const sql::Statement& s, int first) {
+  KernelLaunch l;
+  for (int i = 0; i < 3; ++i) {
+    l.grid[i] = s.int64_at(first + i);
+    l.block[i] = s.int64_at(first + 3 + i);
+  }
+  l.registers_per_thread = s.int64_at(first + 6);
+  l.shared_memory_bytes = s.int64_at(first + 7);
+  l.dynamic_shared_memory_bytes = s.int64_at(first + 8);
+  return checked_launch(l);
+}
 
 // Level of detail: level L groups events narrower than 2 * W(L) into tiles of
 // width W(L) = 2^(kLodBaseShift + L) ns and keeps wider ones as they are.
