@@ -103,6 +103,7 @@ RunsPanel::RunsPanel(Workspace* workspace, QWidget* parent)
   auto* outer = new QVBoxLayout(this);
   outer->setContentsMargins(0, 0, 0, 0);
   auto* scroll = new QScrollArea(this);
+  scroll_ = scroll;
   scroll->setObjectName(QStringLiteral("runs_scroll"));
   scroll->setWidgetResizable(true);
   scroll->setFrameShape(QFrame::NoFrame);
@@ -496,6 +497,9 @@ void RunsPanel::finish() {
   open_button_->setEnabled(openable);
   launch_button_->setEnabled(true);
   cancel_button_->setEnabled(false);
+  // The report, which names a failed rank, is brought into view: it stood
+  // below the launch settings, out of sight.
+  QTimer::singleShot(0, this, [this] { scroll_->ensureWidgetVisible(report_, 0, 0); });
 
   // A Slurm job makes its store when it ends; a run that made none is
   // recorded without one (its entry said "no such file" when opened).

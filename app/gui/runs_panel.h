@@ -28,6 +28,7 @@ class QLineSeries;
 class QListWidget;
 class QProcess;
 class QProgressBar;
+class QScrollArea;
 class QPushButton;
 class QSpinBox;
 class QTableWidget;
@@ -87,6 +88,7 @@ class RunsPanel : public QWidget {
   void profileFinished(const QString& store, const QString& output);
 
  private:
+  QScrollArea* scroll_ = nullptr;
   void poll();
   void handle(const launch::LaunchEvent& event);
   void finish();

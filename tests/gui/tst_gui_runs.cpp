@@ -15,7 +15,9 @@
 #include <QPointer>
 #include <QProgressBar>
 #include <QPushButton>
+#include <QScopeGuard>
 #include <QScrollArea>
+#include <QScrollBar>
 #include <QSignalSpy>
 #include <QSpinBox>
 #include <QStandardPaths>
@@ -247,6 +249,15 @@ void TestGuiRuns::changingProjectStopsTheRunFirst() {
 
 void TestGuiRuns::crashedRun() {
   RunsPanel* panel = window_->runsPanel();
+  // A panel as short as a laptop's dock: the report starts below the fold.
+  auto* scroll = panel->findChild<QScrollArea*>(QStringLiteral("runs_scroll"));
+  QVERIFY(scroll);
+  scroll->setFixedHeight(200);
+  auto restore = qScopeGuard([scroll] {
+    scroll->setMinimumHeight(0);
+    scroll->setMaximumHeight(QWIDGETSIZE_MAX);
+  });
+  scroll->verticalScrollBar()->setValue(0);
   panel->stepsBox()->setValue(1000000);
   QSignalSpy finished(panel, &RunsPanel::runFinished);
   QVERIFY(panel->launch().ok());
@@ -263,6 +274,15 @@ void TestGuiRuns::crashedRun() {
   QVERIFY2(report.contains(QStringLiteral("signal 9")), qPrintable(report));
   QCOMPARE(QString::fromStdString(window_->workspace()->project().runs.back().outcome),
            QStringLiteral("crashed"));
+  // The report is brought into view: it stood below the launch settings.
+  QVERIFY(panel->report()->mapTo(scroll->widget(), QPoint(0, 0)).y() > 200);
+  QTRY_VERIFY_WITH_TIMEOUT(
+      [&] {
+        const int top = panel->report()->mapTo(scroll->widget(), QPoint(0, 0)).y();
+        const int shown = scroll->verticalScrollBar()->value();
+        return top >= shown && top < shown + scroll->viewport()->height();
+      }(),
+      5000);
   cs::gui::test::saveScreenshot(panel, QStringLiteral("runs-panel-crashed"));
 }
 
