@@ -1220,12 +1220,22 @@ std::vector<std::string> slower_gemm_stores(const GemmMedians& gemm_medians, boo
 std::vector<std::string> poor_fit_notes(const DeviceFit& fit) {
   std::vector<std::string> notes;
   auto check = [&](const std::string& what, const FitQuality& q) {
-    if (q.points.size() < 3 || q.r2 >= 0) return;
-    char r2[32];
-    std::snprintf(r2, sizeof r2, "%.2f", q.r2);
-    notes.push_back(what + ": the fit explains the times worse than their mean would (R² " + r2 +
-                    "): its measurements disagree with each other (other work on the machine, "
-                    "or a slow mode?); calibrate again before planning with it");
+    if (q.points.size() >= 3 && q.r2 < 0) {
+      char r2[32];
+      std::snprintf(r2, sizeof r2, "%.2f", q.r2);
+      notes.push_back(what + ": the fit explains the times worse than their mean would (R² " + r2 +
+                      "): its measurements disagree with each other (other work on the machine, "
+                      "or a slow mode?); calibrate again before planning with it");
+    } else if (q.points.size() >= 2 && q.rms_error > kPoorFitRmsError) {
+      // Too few points for R² to say much, but far off them (R² 0.004 and
+      // 836 % RMS over 2 points were saved without a word).
+      char rms[32];
+      std::snprintf(rms, sizeof rms, "%.0f", 100 * q.rms_error);
+      notes.push_back(what + ": the fit is " + rms + " % off its own " +
+                      std::to_string(q.points.size()) +
+                      " points (RMS): they do not follow the model (other work on the machine, or "
+                      "a slow mode?); calibrate again before planning with it");
+    }
   };
   for (const GemmCurve& g : fit.gemm) check(std::string(to_string(g.precision)) + " GEMMs", g.quality);
   if (fit.memory_rate) check("memory streaming", fit.memory_quality);

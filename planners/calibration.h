@@ -122,6 +122,8 @@ struct Calibration {
 // each other (other work on the machine, a slow mode). One note each, for
 // the user to calibrate again before planning with them.
 std::vector<std::string> poor_fit_notes(const DeviceFit& fit);
+// An RMS error of a fit past which poor_fit_notes says it is off its points.
+inline constexpr double kPoorFitRmsError = 0.5;
 
 struct FitOptions {
   // The device's datasheet (a GPU preset): efficiencies are against its

@@ -483,6 +483,23 @@ void TestCalibration::poorFitsAreSaid() {
   QVERIFY(good);
   fit.link = *good;
   QVERIFY(cs::plan::poor_fit_notes(fit).empty());
+  // Two points far off the fit (R² 0.004, 836 % RMS, as a run learnt once
+  // gave): R² says little of two points, the error does.
+  cs::plan::GemmCurve off;
+  off.precision = cs::Precision::fp32;
+  off.quality.r2 = 0.004;
+  off.quality.rms_error = 8.361;
+  off.quality.points.resize(2);
+  fit.gemm = {off};
+  const std::vector<std::string> off_notes = cs::plan::poor_fit_notes(fit);
+  QCOMPARE(off_notes.size(), std::size_t{1});
+  QVERIFY2(off_notes[0] ==
+               "fp32 GEMMs: the fit is 836 % off its own 2 points (RMS): they do not "
+               "follow the model (other work on the machine, or a slow mode?); "
+               "calibrate again before planning with it",
+           off_notes[0].c_str());
+  fit.gemm[0].quality.rms_error = 0.2;  // off by 20 %: said nothing
+  QVERIFY(cs::plan::poor_fit_notes(fit).empty());
 }
 
 // A CPU device learnt from a run takes the run's GEMM rate with the operand
