@@ -311,6 +311,7 @@ Status RunsPanel::launch() {
   store_ = q(run->spec.run_store);
   const ProjectPlan* current = workspace_->project().current();
   plan_name_ = current ? q(current->name) : QString();
+  run_title_ = q(run->spec.title);
   total_steps_ = options.steps;
   rank0_step_seconds_.clear();
   rank_steps_.assign(std::size_t(run->spec.ranks), -1);
@@ -505,12 +506,15 @@ void RunsPanel::finish() {
   // recorded without one (its entry said "no such file" when opened).
   const bool store_to_come =
       r.outcome == launch::Outcome::submitted || r.outcome == launch::Outcome::script_only;
-  recordRun(plan_name_, openable || store_to_come ? store_ : QString(), outcome, q(r.message));
+  // The history names what ran (a CPU run of a scaled model read "LLaMA-2
+  // 7B on 32 H100"), and keeps the plan it came from.
+  recordRun(run_title_, plan_name_, openable || store_to_come ? store_ : QString(), outcome,
+            q(r.message));
   emit runFinished(outcome, store_);
 }
 
-void RunsPanel::recordRun(const QString& title, const QString& store, const QString& outcome,
-                          const QString& message) {
+void RunsPanel::recordRun(const QString& title, const QString& plan, const QString& store,
+                          const QString& outcome, const QString& message) {
   // Into the project's history, saved with the project (not an undo step).
   ProjectRun run;
   run.title = title.toStdString();
@@ -518,7 +522,7 @@ void RunsPanel::recordRun(const QString& title, const QString& store, const QStr
   run.outcome = outcome.toStdString();
   run.message = message.toStdString();
   run.started = started_.toStdString();
-  run.plan = title.toStdString();
+  run.plan = plan.toStdString();
   workspace_->recordRun(std::move(run));
 }
 
@@ -558,7 +562,7 @@ Status RunsPanel::profileCommand(const QStringList& command) {
     if (written) {
       store_ = store;
       open_button_->setEnabled(true);
-      recordRun(tr("profile: %1").arg(title), store,
+      recordRun(tr("profile: %1").arg(title), tr("profile: %1").arg(title), store,
                 code == 0 ? QStringLiteral("complete") : QStringLiteral("failed"),
                 output.trimmed().section(QLatin1Char('\n'), -1));
     }

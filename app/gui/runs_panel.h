@@ -93,8 +93,8 @@ class RunsPanel : public QWidget {
   void handle(const launch::LaunchEvent& event);
   void finish();
   void refreshHistory();
-  void recordRun(const QString& title, const QString& store, const QString& outcome,
-                 const QString& message);
+  void recordRun(const QString& title, const QString& plan, const QString& store,
+                 const QString& outcome, const QString& message);
   void setRankRow(int rank, const QString& state, const QString& detail = {});
   QString describeEngine() const;
 
@@ -103,6 +103,7 @@ class RunsPanel : public QWidget {
   std::optional<launch::RunReport> last_report_;
   QString store_;
   QString plan_name_;
+  QString run_title_;  // what ran, as the store is titled ("…, scaled to …, on 2 ranks")
   QString started_;
   int total_steps_ = 0;
   std::vector<double> rank0_step_seconds_;  // for the ETA

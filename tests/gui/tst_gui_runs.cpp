@@ -167,6 +167,13 @@ void TestGuiRuns::completedRun() {
   QCOMPARE(int(project.runs.size()), 1);
   QCOMPARE(QString::fromStdString(project.runs[0].outcome), QStringLiteral("complete"));
   QCOMPARE(QString::fromStdString(project.runs[0].store), store);
+  // Named as what ran (the plan's model, scaled, on this machine's ranks),
+  // with the plan it came from (it read "LLaMA-2 7B on 32 H100").
+  QVERIFY2(QString::fromStdString(project.runs[0].title).contains(QStringLiteral("scaled to")) &&
+               QString::fromStdString(project.runs[0].title).endsWith(QStringLiteral("on 2 ranks")),
+           project.runs[0].title.c_str());
+  QCOMPARE(QString::fromStdString(project.runs[0].plan),
+           QString::fromStdString(project.current()->name));
   auto reread = project_from_json_text(project_to_json_text(project), "saved");
   QVERIFY(reread.ok());
   QCOMPARE(int(reread->runs.size()), 1);
