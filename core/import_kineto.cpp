@@ -1083,6 +1083,12 @@ class NamesInterned {
 // tid a lane whose kind and name otherData lists with the ranks' rows, the
 // store's meta and its steps; events and counters keep their stored fields.
 // Times are the store's (base + ts), already on one clock.
+// The launch a parsed kernel's args gave, if any.
+std::optional<KernelLaunch> launch_of(const KinetoHandler& h, const Parsed& p) {
+  if (p.launch == 0) return std::nullopt;
+  return h.launches[p.launch - 1];
+}
+
 Result<ImportReport> import_own_export(const KinetoHandler& h, const std::string& file,
                                        const std::string& output, const ImportOptions& options,
                                        ImportReport report) {
@@ -1240,10 +1246,7 @@ Result<ImportReport> import_own_export(const KinetoHandler& h, const std::string
     e.start_ns = p.start;
     e.end_ns = p.end;
     e.name = name_of(p.name);
-    if (p.launch)
-      w.add(e, h.launches[p.launch - 1]);
-    else
-      w.add(e);
+    w.add_with_launch(e, launch_of(h, p));
     ++report.events;
   }
   for (const ParsedCounter& c : h.counters)
@@ -1448,10 +1451,7 @@ Result<ImportReport> import_one_kineto(const std::string& file, const std::strin
     e.start_ns = p.start;
     e.end_ns = p.end;
     e.name = name_of(p.name);
-    if (p.launch)
-      w.add(e, h.launches[p.launch - 1]);
-    else
-      w.add(e);
+    w.add_with_launch(e, launch_of(h, p));
     ++report.events;
   }
   for (const ParsedCounter& c : h.memory_samples)

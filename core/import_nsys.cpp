@@ -625,10 +625,7 @@ Result<ImportReport> import_one_nsys(const std::string& file, const std::string&
     e.bytes = r.bytes;
     e.collective = r.collective;
     e.dtype = r.dtype;
-    if (r.launch)
-      w.add(e, *r.launch);
-    else
-      w.add(e);
+    w.add_with_launch(e, r.launch);
     ++report.events;
   }
   if (Status s = w.close("complete"); !s) return s.error();

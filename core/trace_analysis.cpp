@@ -1251,20 +1251,22 @@ Status compare_memory(const TraceReader& reader, const PredictedMemory& predicte
                       const std::optional<PipelinePace>& pipeline, PredictionComparison& out) {
   auto series = reader.counter_series();
   if (!series) return series.error();
+  // A row takes the largest sample of the series it is measured by; a
+  // value that is not a finite size is no measurement of memory.
+  auto take_largest = [](MemoryVsMeasured& row, const std::string& name, const CounterSeries& c) {
+    if (!std::isfinite(c.high) || !(c.high > 0) ||
+        (row.measured_bytes && *row.measured_bytes >= c.high))
+      return;
+    row.measured_bytes = c.high;
+    row.counter = name;
+    row.rank = c.rank;
+  };
   MemoryVsMeasured allocated{"allocated", false, predicted.allocated_bytes, std::nullopt, {}, -1};
   MemoryVsMeasured device{"device", false, predicted.device_bytes, std::nullopt, {}, -1};
   for (const CounterSeries& c : *series) {
     const std::string& name = reader.string(c.name);
-    for (MemoryVsMeasured* row : {&allocated, &device}) {
-      const bool measures = row == &allocated ? measures_allocated(name) : measures_device(name);
-      // A value that is not a finite size is no measurement of memory.
-      if (!measures || !std::isfinite(c.high) || !(c.high > 0) ||
-          (row->measured_bytes && *row->measured_bytes >= c.high))
-        continue;
-      row->measured_bytes = c.high;
-      row->counter = name;
-      row->rank = c.rank;
-    }
+    if (measures_allocated(name)) take_largest(allocated, name, c);
+    if (measures_device(name)) take_largest(device, name, c);
   }
   out.memory = {allocated};
   // The parts, of the rank whose whole was measured (so that they add up
@@ -1300,13 +1302,8 @@ Status compare_memory(const TraceReader& reader, const PredictedMemory& predicte
           std::string(key) + " stage", false, predicted_stage->second, std::nullopt, {}, -1, stage};
       for (const CounterSeries& c : *series) {
         const std::string& name = reader.string(c.name);
-        if (c.rank / pipeline->ranks_per_stage != stage || !measures_allocated(name) ||
-            !std::isfinite(c.high) || !(c.high > 0) ||
-            (row.measured_bytes && *row.measured_bytes >= c.high))
-          continue;
-        row.measured_bytes = c.high;
-        row.counter = name;
-        row.rank = c.rank;
+        if (c.rank / pipeline->ranks_per_stage == stage && measures_allocated(name))
+          take_largest(row, name, c);
       }
       out.memory.push_back(row);
     }

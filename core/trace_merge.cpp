@@ -231,16 +231,11 @@ Status copy_input(const Input& in, TraceWriter& w,
   // Kernels' launches, where the store kept them (stores written before
   // have no such table).
   std::optional<sql::Statement> launches;
-  {
-    auto table =
-        db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'kernel_launches'");
-    if (!table) return table.error();
-    if (table->step() == SQLITE_ROW) {
-      auto stmt = db.prepare(std::string("SELECT event_id, ") + store::kLaunchColumns +
-                             " FROM kernel_launches ORDER BY event_id");
-      if (!stmt) return stmt.error();
-      launches = std::move(stmt).value();
-    }
+  if (db.has_table("kernel_launches")) {
+    auto stmt = db.prepare(std::string("SELECT event_id, ") + store::kLaunchColumns +
+                           " FROM kernel_launches ORDER BY event_id");
+    if (!stmt) return stmt.error();
+    launches = std::move(stmt).value();
   }
   int launch_rc = launches ? launches->step() : SQLITE_DONE;
   int detail_rc = details->step();
@@ -278,10 +273,7 @@ Status copy_input(const Input& in, TraceWriter& w,
     std::optional<KernelLaunch> launch;
     if (launch_rc == SQLITE_ROW && launches->int64_at(0) == id)
       launch = store::launch_at(*launches, 1);
-    if (launch)
-      w.add(e, *launch);
-    else
-      w.add(e);
+    w.add_with_launch(e, launch);
     ++events;
   }
   if (rc != SQLITE_DONE) return db.error("cannot read events", rc);

@@ -690,13 +690,7 @@ Result<std::optional<KernelLaunch>> TraceReader::kernel_launch(std::int64_t id) 
   Impl& d = *impl_;
   if (!d.launches_checked) {
     // Stores written before launches were kept have no such table.
-    auto table = d.db.prepare(
-        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'kernel_launches'");
-    if (!table) return table.error();
-    const int rc = table->step();
-    if (rc != SQLITE_ROW && rc != SQLITE_DONE)
-      return d.db.error("cannot read the store's tables", rc);
-    d.has_launches = rc == SQLITE_ROW;
+    d.has_launches = d.db.has_table("kernel_launches");
     d.launches_checked = true;
   }
   if (!d.has_launches) return std::optional<KernelLaunch>{};

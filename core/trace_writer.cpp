@@ -185,11 +185,10 @@ class SqliteTraceWriter final : public TraceWriter {
                       "INSERT INTO event_details(event_id, bytes, flops, collective, dtype, "
                       "count, peer, group_size) VALUES(?, ?, ?, ?, ?, ?, ?, ?)")))
       return s;
-    if (!(s = prepare(insert_launch_,
-                      "INSERT INTO kernel_launches(event_id, grid_x, grid_y, grid_z, block_x, "
-                      "block_y, block_z, registers_per_thread, shared_memory_bytes, "
-                      "dynamic_shared_memory_bytes) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")))
-      return s;
+    const std::string insert_launch = std::string("INSERT INTO kernel_launches(event_id, ") +
+                                      store::kLaunchColumns +
+                                      ") VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+    if (!(s = prepare(insert_launch_, insert_launch.c_str()))) return s;
     if (!(s = prepare(insert_segment_,
                       "INSERT INTO segments(lane, first_id, last_id, start_min, start_max, "
                       "end_max, duration_max) VALUES(?, ?, ?, ?, ?, ?, ?)")))

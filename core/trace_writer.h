@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -86,6 +87,13 @@ class TraceWriter {
   virtual void add(const Event& event) = 0;
   // A kernel and how it was launched (kept in kernel_launches).
   virtual void add(const Event& event, const KernelLaunch& launch) = 0;
+  // An event, with its launch where it is a kernel its source gave one for.
+  void add_with_launch(const Event& event, const std::optional<KernelLaunch>& launch) {
+    if (launch)
+      add(event, *launch);
+    else
+      add(event);
+  }
   virtual void add(const StepMetrics& metrics) = 0;
   virtual void add(const CounterSample& sample) = 0;
   virtual void set_meta(std::string_view key, std::string_view value) = 0;

@@ -129,6 +129,11 @@ class WholeStoreCheck {
   bool done_ = false;
 };
 
+// The flags that chose a window, as a message names them.
+std::string trace_window_flags(const std::string& steps) {
+  return steps.empty() ? "--from/--to" : "--steps";
+}
+
 std::string ms(std::int64_t ns) {
   return format_fixed(static_cast<double>(ns) / 1e6, 3);
 }
@@ -372,8 +377,7 @@ struct StatsOptions {
   std::string from, to;  // a window of the trace
   std::string steps;     // or of these steps ("5", "3-7")
 
-  // The flags that chose the window, as a message names them.
-  std::string window_flags() const { return steps.empty() ? "--from/--to" : "--steps"; }
+  std::string window_flags() const { return trace_window_flags(steps); }
 };
 
 // How the store's run ended, said where it did not complete: the figures of
@@ -1163,7 +1167,7 @@ void run_export(ExportOptions o) {
   // A window limits the events to those overlapping it, and the figures of a
   // report or a summary table to what ran in it (the app's selected range).
   const std::optional<TimeRange> window = window_of(*r, o.from, o.to, o.steps);
-  const std::string window_flags = o.steps.empty() ? "--from/--to" : "--steps";
+  const std::string window_flags = trace_window_flags(o.steps);
   WholeStoreCheck check;
   check.start(o.store);
   // A trace sent to the standard output is the output: the error goes to
@@ -1194,10 +1198,8 @@ void run_export(ExportOptions o) {
     std::vector<CsvTable> tables;
     if (o.table == "all") {
       tables.assign(std::begin(kAllCsvTables), std::end(kAllCsvTables));
-    } else if (auto t = csv_table_from_string(o.table)) {
-      tables = {*t};
     } else {
-      throw CliError("--table: \"" + o.table + "\" is not one of " + csv_table_names());
+      tables = {*csv_table_from_string(o.table)};  // checked before the store was opened
     }
     std::optional<RunAnalysis> analysis;
     if (tables.size() > 1 || tables[0] != CsvTable::events) {
@@ -1219,7 +1221,7 @@ void run_export(ExportOptions o) {
       report.events += one.events;
       report.bytes += one.bytes;
     }
-  } else if (format == "html") {
+  } else {  // html: the format was checked before the store was opened
     const RunAnalysis analysis = analyse();
     // A damaged store's report says so (its figures are of what could be read).
     const Status verified = check.result();
@@ -1228,8 +1230,6 @@ void run_export(ExportOptions o) {
       std::cerr << "clusterscope: warning: " << analysis.damage << '\n';
     report = take(
         export_html_report(*r, analysis, o.output, {window, verified ? "" : verified.message()}));
-  } else {
-    throw CliError("--format: \"" + format + "\" is not one of chrome, csv, html");
   }
   // A window in a gap of the trace: a file of no events, which no import
   // reads, is not left behind. (A report or a summary table alone holds

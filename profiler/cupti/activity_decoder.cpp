@@ -339,10 +339,7 @@ struct ActivityDecoder::Impl {
   }
 
   void write(const Event& event, const std::optional<trace::KernelLaunch>& launch = {}) {
-    if (launch)
-      writer.add(event, *launch);
-    else
-      writer.add(event);
+    writer.add_with_launch(event, launch);
     ++counts.events;
   }
 
