@@ -6,12 +6,14 @@
 #include <QTemporaryDir>
 #include <QtTest>
 #include <map>
+#include <random>
 
 #include "core/prediction_text.h"
 #include "core/trace_analysis.h"
 #include "core/trace_compare.h"
 #include "core/trace_reader.h"
 #include "core/trace_writer.h"
+#include "core/window_index.h"
 
 using namespace cs::trace;
 
@@ -144,6 +146,8 @@ class TestTraceAnalysis : public QObject {
   void machineProbe();
   void compareByOperationKind();
   void compareLeavesOutWhatIsOutsideTheSteps();
+  void windowIndexFindsWhatEveryWindowWould_data();
+  void windowIndexFindsWhatEveryWindowWould();
 };
 
 void TestTraceAnalysis::workedExample() {
@@ -1476,6 +1480,58 @@ void TestTraceAnalysis::meanAgainstMedian() {
     QVERIFY2(note.isEmpty(), qPrintable(note));
   } else {
     QVERIFY2(note.contains(said) && note.contains("steadier"), qPrintable(note));
+  }
+}
+
+// The step breakdown places each event in its steps through WindowIndex;
+// it must find exactly what clipping the event to every step finds, for
+// steps that follow, touch, overlap and nest, and events of any length.
+void TestTraceAnalysis::windowIndexFindsWhatEveryWindowWould_data() {
+  QTest::addColumn<int>("windows");
+  QTest::addColumn<int>("longest");  // a window's longest length, ns
+  QTest::addColumn<int>("gap");      // largest step between two starts, ns
+  QTest::addRow("none") << 0 << 10 << 10;
+  QTest::addRow("one") << 1 << 50 << 10;
+  QTest::addRow("steps one after another") << 200 << 10 << 10;
+  QTest::addRow("steps with gaps") << 200 << 10 << 30;
+  QTest::addRow("overlapping steps") << 200 << 60 << 10;
+  QTest::addRow("nested in a long one") << 200 << 2000 << 5;
+  QTest::addRow("same start") << 50 << 40 << 0;
+}
+
+void TestTraceAnalysis::windowIndexFindsWhatEveryWindowWould() {
+  using cs::trace::Interval;
+  QFETCH(int, windows);
+  QFETCH(int, longest);
+  QFETCH(int, gap);
+  std::mt19937_64 random(static_cast<std::uint64_t>(windows * 7919 + longest * 31 + gap));
+  std::vector<Interval> steps;
+  std::int64_t start = 0;
+  for (int k = 0; k < windows; ++k) {
+    start += gap ? static_cast<std::int64_t>(random() % static_cast<std::uint64_t>(gap + 1)) : 0;
+    const auto length =
+        static_cast<std::int64_t>(random() % static_cast<std::uint64_t>(longest)) + 1;
+    steps.emplace_back(start, start + length);
+  }
+  const cs::trace::WindowIndex index(steps);
+  const std::int64_t span = start + longest + 20;
+  for (int n = 0; n < 5000; ++n) {
+    const auto a = static_cast<std::int64_t>(random() % static_cast<std::uint64_t>(span)) - 10;
+    const auto length = static_cast<std::int64_t>(
+        random() % 3 == 0 ? random() % static_cast<std::uint64_t>(span) : random() % 8);
+    const Interval event{a, a + length};
+    std::vector<std::pair<std::size_t, Interval>> found, expected;
+    index.for_each_overlap(event,
+                           [&](std::size_t k, const Interval& c) { found.emplace_back(k, c); });
+    for (std::size_t k = 0; k < steps.size(); ++k) {
+      const Interval c = cs::trace::clip(event, steps[k]);
+      if (c.second > c.first) expected.emplace_back(k, c);
+    }
+    QVERIFY2(found == expected, qPrintable(QString("event [%1, %2): %3 windows found, %4 overlap")
+                                               .arg(event.first)
+                                               .arg(event.second)
+                                               .arg(found.size())
+                                               .arg(expected.size())));
   }
 }
 
