@@ -113,6 +113,18 @@ void refuse_empty_values(CLI::App& command) {
     refuse_empty_values(*sub);
 }
 
+// CLI11's message in words a user reads: an option given more times than it
+// takes ("--output: At Most 1 required but received 2") says so.
+std::string parse_error_text(const CLI::ParseError& e) {
+  std::string text = e.what();
+  const std::string at_most = ": At Most 1 required but received ";
+  if (const std::size_t at = text.find(at_most); at != std::string::npos) {
+    const std::string times = text.substr(at + at_most.size());
+    return text.substr(0, at) + " is given " + times + " times: give it once";
+  }
+  return text;
+}
+
 int main(int argc, char** argv) {
   // `clusterscope run ... | head` must not kill the launcher (and orphan its
   // ranks) when head exits: a write to the closed pipe fails instead, the
@@ -161,8 +173,9 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    std::cerr << "clusterscope: error: " << e.what() << " (see --help)\n";
-    print_json_error(app, watched, e.what(), 2);
+    const std::string text = parse_error_text(e);
+    std::cerr << "clusterscope: error: " << text << " (see --help)\n";
+    print_json_error(app, watched, text, 2);
     return output_written(2);
   } catch (const cs::cli::CliExitCode& e) {
     return output_written(e.code);

@@ -1,5 +1,6 @@
 // clusterscope validate FILE... [--json]
 
+#include <algorithm>
 #include <iostream>
 
 #include <CLI/CLI.hpp>
@@ -60,6 +61,10 @@ void run(const ValidateOptions& o, Context& ctx) {
   const PresetCatalog& catalog = ctx.catalog();
   nlohmann::json report = nlohmann::json::array();
   int failures = 0;
+  // Before any result is printed: standard input can be read once.
+  if (std::count(o.files.begin(), o.files.end(), "-") > 1)
+    throw UsageError(
+        "validate: - (standard input) is named more than once, and it can be read once");
   for (const std::string& source : o.files) {
     const std::string file = document_name(source);
     // Read once: standard input ("-") cannot be read again.

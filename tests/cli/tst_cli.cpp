@@ -597,7 +597,7 @@ void TestCli::standardInputDocuments_data() {
       << QStringList{"plan", "--cluster", "-", "--model", "-"} << cluster << 2 << ""
       << "--model -: standard input is read for --cluster already";
   QTest::addRow("twice: validate") << QStringList{"validate", "-", "-"} << cluster << 2 << ""
-                                   << "validate -: standard input is read for validate already";
+                                   << "validate: - (standard input) is named more than once";
 }
 
 // "-" reads the JSON document from standard input, once; errors name it
@@ -617,6 +617,8 @@ void TestCli::standardInputDocuments() {
   QVERIFY2(r.exit_code == code, qPrintable(QString::number(r.exit_code) + "\n" + r.err));
   QVERIFY2(r.out.contains(stdout_has), qPrintable(r.out));
   QVERIFY2(r.err.contains(stderr_has), qPrintable(r.err));
+  // A usage error comes before any result.
+  if (code == 2) QVERIFY2(r.out.isEmpty(), qPrintable(r.out));
   if (args.contains(file))
     QVERIFY2(r.out.contains(file + ": valid parallel_plan"), qPrintable(r.out));
 }
@@ -633,8 +635,12 @@ void TestCli::jsonErrorOnStandardOutput_data() {
       << "/nonexistent/run.db";
   QTest::addRow("usage error of a recognised command")
       << QStringList{"plan", "--json", "--tp", "0"} << 2 << "--tp: must be > 0";
-  QTest::addRow("standard input twice")
-      << QStringList{"validate", "-", "-", "--json"} << 2 << "validate -: standard input is read";
+  QTest::addRow("standard input twice") << QStringList{"validate", "-", "-", "--json"} << 2
+                                        << "validate: - (standard input) is named more than once";
+  QTest::addRow("an option given twice")
+      << QStringList{"plan", "--cluster", "dgx-h100-8", "--model", "gpt2-small",
+                     "--tp", "2",         "--tp",       "4",       "--json"}
+      << 2 << "--tp is given 2 times: give it once";
 }
 
 // Under --json, a failure is a JSON object on stdout too (a script parsing
