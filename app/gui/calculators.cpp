@@ -2,6 +2,7 @@
 
 #include <QChart>
 #include <QChartView>
+#include <QCheckBox>
 #include <QComboBox>
 #include <QDoubleSpinBox>
 #include <QFormLayout>
@@ -10,7 +11,6 @@
 #include <QLabel>
 #include <QLineSeries>
 #include <QLogValueAxis>
-#include <QPushButton>
 #include <QSpinBox>
 #include <QSplitter>
 #include <QTabWidget>
@@ -390,12 +390,23 @@ Calculators::Calculators(QWidget* parent) : QWidget(parent) {
   quantization_ = new QuantizationCalculator;
   tabs_->addTab(communication_, tr("Communication cost"));
   tabs_->addTab(quantization_, tr("INT8 quantisation"));
-  auto* from_plan = new QPushButton(tr("Use the current plan's gradients"));
-  from_plan->setObjectName(QStringLiteral("commFromPlan"));
-  connect(from_plan, &QPushButton::clicked, this, [this] {
-    if (analysis_) communication_->usePlan(*analysis_);
+  follow_plan_ = new QCheckBox(tr("Follow the current plan"));
+  follow_plan_->setObjectName(QStringLiteral("commFollowPlan"));
+  follow_plan_->setToolTip(
+      tr("Fill S, N, B and L from the data-parallel gradients of each plan the app analyses. "
+         "Editing one of them by hand stops following."));
+  connect(follow_plan_, &QCheckBox::toggled, this, [this](bool on) {
+    if (on) fillFromPlan();
   });
-  tabs_->setCornerWidget(from_plan, Qt::TopRightCorner);
+  // A figure typed in is the user's own question: the plan no longer overwrites it.
+  auto stop_following = [this] {
+    if (!filling_) follow_plan_->setChecked(false);
+  };
+  for (QDoubleSpinBox* box :
+       {communication_->bytesBox(), communication_->bandwidthBox(), communication_->latencyBox()})
+    connect(box, &QDoubleSpinBox::valueChanged, this, stop_following);
+  connect(communication_->devicesBox(), &QSpinBox::valueChanged, this, stop_following);
+  tabs_->setCornerWidget(follow_plan_, Qt::TopRightCorner);
   auto* layout = new QVBoxLayout(this);
   layout->setContentsMargins(0, 0, 0, 0);
   layout->addWidget(tabs_);
@@ -403,6 +414,14 @@ Calculators::Calculators(QWidget* parent) : QWidget(parent) {
 
 void Calculators::setAnalysis(std::shared_ptr<const PlanAnalysis> analysis) {
   analysis_ = std::move(analysis);
+  if (follow_plan_->isChecked()) fillFromPlan();
+}
+
+void Calculators::fillFromPlan() {
+  if (!analysis_) return;
+  filling_ = true;
+  communication_->usePlan(*analysis_);
+  filling_ = false;
 }
 
 }  // namespace cs::gui

@@ -8,6 +8,7 @@
 #include <QWidget>
 #include <memory>
 
+class QCheckBox;
 class QComboBox;
 class QDoubleSpinBox;
 class QLabel;
@@ -88,7 +89,9 @@ class QuantizationCalculator : public QWidget {
   QLineSeries* error_;
 };
 
-// Both, as tabs, with a button that loads the current plan's figures.
+// Both, as tabs. The communication calculator opens on the articles'
+// example; "Follow the current plan" fills it from each plan the app
+// analyses, until a figure is edited by hand.
 class Calculators : public QWidget {
   Q_OBJECT
 
@@ -97,10 +100,15 @@ class Calculators : public QWidget {
   CommunicationCalculator* communication() const { return communication_; }
   QuantizationCalculator* quantization() const { return quantization_; }
   QTabWidget* tabs() const { return tabs_; }
+  QCheckBox* followPlanBox() const { return follow_plan_; }
   void setAnalysis(std::shared_ptr<const PlanAnalysis> analysis);
 
  private:
+  void fillFromPlan();
+
   QTabWidget* tabs_;
+  QCheckBox* follow_plan_;
+  bool filling_ = false;  // the plan, not the user, is setting the figures
   CommunicationCalculator* communication_;
   QuantizationCalculator* quantization_;
   std::shared_ptr<const PlanAnalysis> analysis_;

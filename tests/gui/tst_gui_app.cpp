@@ -1248,9 +1248,34 @@ void TestGuiApp::seedCalculators() {
     QVERIFY(comm->ringSeries()->at(i).y() < comm->simpleSeries()->at(i).y());
   }
   comm->bandwidthBox()->setValue(10);
-  // From the plan: its data-parallel gradients.
-  comm->usePlan(*window_->analysis()->latest());
+  // From the plan: its data-parallel gradients, once "Follow the current plan" is ticked.
+  QCheckBox* follow = window_->calculators()->followPlanBox();
+  QVERIFY(!follow->isChecked());  // the articles' example until asked
+  follow->setChecked(true);
   QCOMPARE(comm->devicesBox()->value(), window_->workspace()->project().current()->parallel.dp);
+  // Each new plan refills it: fp32 gradients in place of 16-bit ones, twice S.
+  auto megabytes = [&] {
+    return std::round(window_->analysis()->latest()->estimate->seed_communication.gradient_bytes /
+                      1e3) /
+           1e3;  // S in MB to the box's 3 places
+  };
+  const double before = comm->bytesBox()->value();
+  QCOMPARE(before, megabytes());
+  const int precision = int(window_->workspace()->project().current()->precision.compute);
+  window_->planPanel()->setControl(Control::precision, int(cs::Precision::fp32));
+  waitForEstimate();
+  QVERIFY2(megabytes() != before, "fp32 gradients are as large as the plan's");
+  QCOMPARE(comm->bytesBox()->value(), megabytes());
+  // A figure typed in stops following: the next plan leaves it alone.
+  comm->devicesBox()->setValue(5);
+  QVERIFY(!follow->isChecked());
+  window_->planPanel()->setControl(Control::precision, precision);
+  waitForEstimate();
+  QCOMPARE(comm->devicesBox()->value(), 5);
+  QVERIFY(comm->bytesBox()->value() != megabytes());
+  follow->setChecked(true);
+  QCOMPARE(comm->devicesBox()->value(), window_->workspace()->project().current()->parallel.dp);
+  QCOMPARE(comm->bytesBox()->value(), megabytes());
   // The plan's latency to the nanosecond (it was rounded to 0.1 us).
   const double latency_us =
       window_->analysis()->latest()->estimate->seed_communication.latency * 1e6;
