@@ -10,6 +10,7 @@
 #include <QLabel>
 #include <QPushButton>
 #include <QSplitter>
+#include <QStackedWidget>
 #include <QTableWidget>
 #include <QVBoxLayout>
 #include <QValueAxis>
@@ -183,9 +184,21 @@ CompareView::CompareView(PinnedPlans* pinned, QWidget* parent) : QWidget(parent)
   splitter->setStretchFactor(0, 1);
   splitter->setStretchFactor(1, 1);
   splitter->setSizes({600, 600});
+  // Nothing pinned: what to do, in place of an empty table and chart.
+  empty_ = new QLabel;
+  empty_->setObjectName(QStringLiteral("compareEmpty"));
+  empty_->setAlignment(Qt::AlignCenter);
+  empty_->setWordWrap(true);
+  empty_->setText(
+      tr("No plan is pinned.\n\nPin up to %1 plans to compare them here: a row of "
+         "the plan explorer (Pin), or the current plan (Plan ▸ Pin to compare, Ctrl+D).")
+          .arg(kMaxPinned));
+  pages_ = new QStackedWidget;
+  pages_->addWidget(empty_);
+  pages_->addWidget(splitter);
   auto* layout = new QVBoxLayout(this);
   layout->setContentsMargins(2, 2, 2, 2);
-  layout->addWidget(splitter, 1);
+  layout->addWidget(pages_, 1);
   layout->addLayout(buttons);
   connect(pinned_, &PinnedPlans::changed, this, &CompareView::refresh);
   refresh();
@@ -193,10 +206,8 @@ CompareView::CompareView(PinnedPlans* pinned, QWidget* parent) : QWidget(parent)
 
 void CompareView::refresh() {
   const int n = pinned_->size();
-  hint_->setText(
-      n == 0 ? tr("Pin up to %1 plans from the explorer (or the current plan) to compare them.")
-                   .arg(kMaxPinned)
-             : tr("%1 of %2 pinned").arg(n).arg(kMaxPinned));
+  pages_->setCurrentIndex(n == 0 ? 0 : 1);
+  hint_->setText(n == 0 ? QString() : tr("%1 of %2 pinned").arg(n).arg(kMaxPinned));
   table_->clear();
   table_->setColumnCount(n);
   table_->setRowCount(int(std::size(kMetrics)));

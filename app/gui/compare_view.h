@@ -12,6 +12,7 @@
 class QTableWidget;
 class QPushButton;
 class QLabel;
+class QStackedWidget;
 
 class QChartView;
 class QBarSeries;
@@ -63,6 +64,8 @@ class CompareView : public QWidget {
   QChartView* chart_view_;
   QBarSeries* bars_;
   QLabel* hint_;
+  QStackedWidget* pages_;  // what to do while nothing is pinned, else the table and chart
+  QLabel* empty_;
 };
 
 }  // namespace cs::gui

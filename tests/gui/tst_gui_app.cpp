@@ -857,15 +857,20 @@ void TestGuiApp::searchPickAndCompare() {
   const auto& e = *window_->analysis()->latest()->estimate;
   QCOMPARE(PlanExplorer::chartPoint(e), value);
 
-  // Pin two plans and the current one; compare them.
+  // Pin two plans and the current one; compare them. With none pinned, the
+  // view says how to pin one in place of an empty table and chart.
   window_->pinned()->clear();
+  CompareView* compare = window_->compareView();
+  QVERIFY(!compare->table()->isVisibleTo(compare));
+  QVERIFY(compare->findChild<QLabel*>(QStringLiteral("compareEmpty"))->isVisibleTo(compare));
   explorer->table()->setCurrentIndex(proxy->index(0, 0));
   QVERIFY(explorer->pinSelected());
   QVERIFY(!explorer->pinSelected());  // already pinned
   explorer->table()->setCurrentIndex(proxy->index(1, 0));
   QVERIFY(explorer->pinSelected());
   QVERIFY(window_->pinCurrentPlan());
-  CompareView* compare = window_->compareView();
+  QVERIFY(compare->table()->isVisibleTo(compare));
+  QVERIFY(!compare->findChild<QLabel*>(QStringLiteral("compareEmpty"))->isVisibleTo(compare));
   QCOMPARE(compare->table()->columnCount(), 3);
   QCOMPARE(compare->bars()->count(), 3);
   QVERIFY(!compare->table()->item(0, 0)->text().isEmpty());
@@ -1296,6 +1301,13 @@ void TestGuiApp::screenshots() {
   window_->explorer()->runSearch();
   QTRY_VERIFY_WITH_TIMEOUT(!window_->explorer()->running(), 180000);
   window_->explorer()->table()->sortByColumn(RankedPlanModel::rank, Qt::AscendingOrder);
+  // Compare shows the three best plans.
+  window_->pinned()->clear();
+  for (int row : {0, 1, 2}) {
+    QTableView* table = window_->explorer()->table();
+    table->setCurrentIndex(table->model()->index(row, 0));
+    QVERIFY(window_->explorer()->pinSelected());
+  }
   window_->explorer()->makeRowCurrent(0);
   waitForEstimate();
   QTest::qWait(0);  // the timeline is asked for once the estimate is painted
