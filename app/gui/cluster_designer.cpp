@@ -5,6 +5,7 @@
 #include <QHBoxLayout>
 #include <QLabel>
 #include <QPushButton>
+#include <QRegularExpression>
 #include <QScrollArea>
 #include <QSplitter>
 #include <QVBoxLayout>
@@ -233,6 +234,19 @@ bool ClusterDesigner::copyForCurrentPlan() {
   return true;
 }
 
+QString recounted_name(const QString& name, int nodes, int gpus, int new_nodes, int new_gpus) {
+  QString out = name;
+  const auto plural = [](int count, const QString& one) {
+    return QStringLiteral("%1 %2%3").arg(count).arg(one).arg(count == 1 ? "" : "s");
+  };
+  // Whole words only: "14 nodes" is not "4 nodes".
+  out.replace(QRegularExpression(QStringLiteral("\\b%1 nodes?\\b").arg(nodes)),
+              plural(new_nodes, QStringLiteral("node")));
+  out.replace(QRegularExpression(QStringLiteral("\\(%1 GPUs?\\)").arg(gpus)),
+              QStringLiteral("(%1)").arg(plural(new_gpus, QStringLiteral("GPU"))));
+  return out;
+}
+
 void ClusterDesigner::onFieldEdited(const QString& pointer, const QString& value) {
   const Cluster* c = workspace_->project().current_cluster();
   if (!c) return;
@@ -251,6 +265,17 @@ void ClusterDesigner::onFieldEdited(const QString& pointer, const QString& value
       edits.push_back(
           {QStringLiteral("/gpu"), jsonString(q(workspace_->catalog().gpus().front().name))});
     }
+  }
+  // A name that counts the nodes or GPUs ("DGX H100 pod, 4 nodes (32
+  // GPUs)") counts the new ones: the old count no longer names this cluster.
+  if (ok && n > 0 &&
+      (pointer == QLatin1String("/nodes") || pointer == QLatin1String("/gpus_per_node"))) {
+    const bool nodes = pointer == QLatin1String("/nodes");
+    const QString name = q(c->display_name);
+    const QString renamed =
+        recounted_name(name, c->nodes, c->nodes * c->gpus_per_node, nodes ? n : c->nodes,
+                       (nodes ? n : c->nodes) * (nodes ? c->gpus_per_node : n));
+    if (renamed != name) edits.push_back({QStringLiteral("/display_name"), jsonString(renamed)});
   }
   const FieldEdit* f = field(pointer);
   const QString label = f ? pointer.mid(1).replace('/', ' ').replace('_', ' ') : pointer;

@@ -22,6 +22,11 @@ class FieldEdit;
 class TopologyView;
 class Workspace;
 
+// A cluster's name with its counts made new ones ("DGX H100 pod, 4 nodes (32
+// GPUs)" with 2 nodes: "..., 2 nodes (16 GPUs)"); a name that counts
+// neither comes back as it was.
+QString recounted_name(const QString& name, int nodes, int gpus, int new_nodes, int new_gpus);
+
 class ClusterDesigner : public QWidget {
   Q_OBJECT
 

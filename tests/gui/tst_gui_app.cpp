@@ -79,6 +79,8 @@ class TestGuiApp : public QObject {
   void formLabelsWhole();
   void editClusterChangesEstimate();
   void badValueMarkedAtField();
+  void clusterNameCountsItsNodes_data();
+  void clusterNameCountsItsNodes();
   void topologyFoldsThousandsOfNodes();
   void editWorkloadShowsFiguresLive();
   void dropoutKeepsItsMasks();
@@ -372,6 +374,53 @@ void TestGuiApp::badValueMarkedAtField() {
   QCOMPARE(latency->lineEdit()->text(), QStringLiteral("1000"));
   test::typeInto(latency->lineEdit(), typed_before);
   window_->setFocus();
+}
+
+void TestGuiApp::clusterNameCountsItsNodes_data() {
+  QTest::addColumn<QString>("name");
+  QTest::addColumn<int>("nodes");
+  QTest::addColumn<int>("gpus");
+  QTest::addColumn<int>("new_nodes");
+  QTest::addColumn<int>("new_gpus");
+  QTest::addColumn<QString>("renamed");
+  QTest::addRow("pod") << "DGX H100 pod, 4 nodes (32 GPUs)" << 4 << 32 << 2 << 16
+                       << "DGX H100 pod, 2 nodes (16 GPUs)";
+  QTest::addRow("to one node") << "DGX H100 pod, 4 nodes (32 GPUs)" << 4 << 32 << 1 << 8
+                               << "DGX H100 pod, 1 node (8 GPUs)";
+  QTest::addRow("from one node") << "DGX A100 node, 1 node (8 GPUs)" << 1 << 8 << 3 << 24
+                                 << "DGX A100 node, 3 nodes (24 GPUs)";
+  QTest::addRow("GPUs per node") << "HGX H200 node (8 GPUs)" << 1 << 8 << 1 << 4
+                                 << "HGX H200 node (4 GPUs)";
+  QTest::addRow("another number") << "DGX pod, 14 nodes (112 GPUs)" << 4 << 32 << 2 << 16
+                                  << "DGX pod, 14 nodes (112 GPUs)";
+  QTest::addRow("no counts") << "my cluster" << 4 << 32 << 2 << 16 << "my cluster";
+}
+
+// A name that counts the nodes and GPUs follows an edit of them: after
+// Nodes 4 -> 2 the cluster was still "4 nodes (32 GPUs)" in every list.
+void TestGuiApp::clusterNameCountsItsNodes() {
+  QFETCH(QString, name);
+  QFETCH(int, nodes);
+  QFETCH(int, gpus);
+  QFETCH(int, new_nodes);
+  QFETCH(int, new_gpus);
+  QFETCH(QString, renamed);
+  QCOMPARE(cs::gui::recounted_name(name, nodes, gpus, new_nodes, new_gpus), renamed);
+  if (QByteArray(QTest::currentDataTag()) != "pod") return;
+  // In the designer: one edit, one undo step, both fields.
+  ClusterDesigner* designer = window_->clusterDesigner();
+  const cs::Cluster* c = window_->workspace()->project().current_cluster();
+  QCOMPARE(QString::fromStdString(c->display_name), name);
+  test::typeInto(designer->field(QStringLiteral("/nodes"))->lineEdit(), QStringLiteral("2"));
+  waitForEstimate();
+  c = window_->workspace()->project().current_cluster();
+  QCOMPARE(QString::fromStdString(c->display_name), renamed);
+  QCOMPARE(designer->field(QStringLiteral("/display_name"))->text(), renamed);
+  window_->workspace()->undoStack()->undo();
+  waitForEstimate();
+  c = window_->workspace()->project().current_cluster();
+  QCOMPARE(c->nodes, 4);
+  QCOMPARE(QString::fromStdString(c->display_name), name);
 }
 
 void TestGuiApp::topologyFoldsThousandsOfNodes() {
