@@ -13,6 +13,15 @@ std::string format_fixed(double value, int decimals) {
   return buffer;
 }
 
+std::string model_error_factor(double predicted, double measured) {
+  auto factor = [](double f) { return format_fixed(f, f < 10 ? 1 : 0); };
+  if (measured > 0 && predicted >= 2 * measured)
+    return factor(predicted / measured) + "× the measured";
+  if (predicted > 0 && 2 * predicted <= measured)
+    return "1/" + factor(measured / predicted) + " of the measured";
+  return {};
+}
+
 namespace {
 // Three significant digits, at most two decimals.
 std::string three_digits(double v) {

@@ -11,6 +11,10 @@ std::string format_rate(double value, const char* unit);  // SI prefixes: "989 T
 std::string format_seconds(double seconds);       // "12.3 ms", "1.42 s", "3 h 20 min", "41.2 days"
 std::string format_count(double n);               // "6.74 B", "124 M", "50,257"
 std::string format_fixed(double value, int decimals);
+// Where a model's figure is twice the measured one or more, or half or
+// less, the factor, which a percentage hides (+900 %, -90 %): "10× the
+// measured", "1/10 of the measured"; else "".
+std::string model_error_factor(double predicted, double measured);
 
 // Terminal cells a UTF-8 text takes: East Asian wide characters and emoji
 // two, combining marks none, the rest one.

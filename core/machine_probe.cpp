@@ -67,7 +67,9 @@ double ratio(double measured, double predicted) {
 // model too fast read -97 % in the tables and +7657 % here.
 std::string model_error_percent(double measured_over_predicted) {
   const double pct = 100 * (1 / measured_over_predicted - 1);
-  return (pct >= 0 ? "+" : "") + format_fixed(pct, 0) + " %";
+  const std::string factor = model_error_factor(1, measured_over_predicted);
+  return (pct >= 0 ? "+" : "") + format_fixed(pct, 0) + " %" +
+         (factor.empty() ? "" : ", " + factor);
 }
 }  // namespace
 

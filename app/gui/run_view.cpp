@@ -1250,6 +1250,8 @@ void RunView::showAnalysis() {
       } else if (measured && probe && *measured > 0) {
         // The model's error, as the other rows and `trace stats` give it.
         error = QString::asprintf("%+.0f", 100 * (predicted - *measured) / *measured);
+        if (const std::string factor = model_error_factor(predicted, *measured); !factor.empty())
+          error += QStringLiteral(" (%1)").arg(q(factor));
       } else if (measured && *measured > 0) {
         error = QString::asprintf("%+.1f", 100 * (predicted - *measured) / *measured);
       }

@@ -8,6 +8,7 @@
 #include <map>
 #include <random>
 
+#include "core/format.h"
 #include "core/prediction_text.h"
 #include "core/trace_analysis.h"
 #include "core/trace_compare.h"
@@ -144,6 +145,8 @@ class TestTraceAnalysis : public QObject {
   void predictionErrorsNameTheField();
   void machineProbe_data();
   void machineProbe();
+  void modelErrorFactor_data();
+  void modelErrorFactor();
   void compareByOperationKind();
   void compareLeavesOutWhatIsOutsideTheSteps();
   void windowIndexFindsWhatEveryWindowWould_data();
@@ -1318,7 +1321,8 @@ void TestTraceAnalysis::machineProbe_data() {
       << R"({"width": 256, "precision": "fp32", "all_reduce_bytes": 1048576, "ranks": 2,
              "gemm_seconds": 0.001, "loop_seconds": 0.00045, "all_reduce_seconds": 0.0001})"
       << model << 1.0 << 2.25 << 1.0 << true
-      << "layer-norm backward probe (65.5 k elements): 450 µs, the model says 200 µs (-56 %)";
+      << "layer-norm backward probe (65.5 k elements): 450 µs, the model says 200 µs (-56 %, 1/2.2 "
+         "of the measured)";
   QTest::addRow("slower GEMMs, one rank, no loop probed")
       << R"({"width": 256, "precision": "fp32", "all_reduce_bytes": 1048576, "ranks": 1,
              "gemm_seconds": 0.0013, "all_reduce_seconds": 0})"
@@ -1481,6 +1485,28 @@ void TestTraceAnalysis::meanAgainstMedian() {
   } else {
     QVERIFY2(note.contains(said) && note.contains("steadier"), qPrintable(note));
   }
+}
+
+void TestTraceAnalysis::modelErrorFactor_data() {
+  QTest::addColumn<double>("predicted");
+  QTest::addColumn<double>("measured");
+  QTest::addColumn<QString>("factor");
+  QTest::addRow("close") << 1.1 << 1.0 << "";
+  QTest::addRow("just under twice") << 1.99 << 1.0 << "";
+  QTest::addRow("twice") << 2.0 << 1.0 << "2.0× the measured";
+  QTest::addRow("+900 %") << 10.0 << 1.0 << "10× the measured";
+  QTest::addRow("half") << 0.5 << 1.0 << "1/2.0 of the measured";
+  QTest::addRow("-90 %") << 0.1 << 1.0 << "1/10 of the measured";
+  QTest::addRow("nothing predicted") << 0.0 << 1.0 << "";
+  QTest::addRow("nothing measured") << 1.0 << 0.0 << "";
+}
+
+// A percentage hides a factor past -50 % or +100 %: -90 % is a tenth.
+void TestTraceAnalysis::modelErrorFactor() {
+  QFETCH(double, predicted);
+  QFETCH(double, measured);
+  QFETCH(QString, factor);
+  QCOMPARE(QString::fromStdString(cs::model_error_factor(predicted, measured)), factor);
 }
 
 // The step breakdown places each event in its steps through WindowIndex;
