@@ -50,9 +50,10 @@ class Export {
   std::string schema_version;
   std::string product_version;
 
-  // The table named `base`, or its highest versioned variant (BASE_V3).
+  // The table named `base`, or its highest versioned variant (BASE_V3); a
+  // view of that name reads as one (an export someone reshaped).
   Result<std::optional<Table>> table(const std::string& base) {
-    auto stmt = db_.prepare("SELECT name FROM sqlite_master WHERE type = 'table'");
+    auto stmt = db_.prepare("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')");
     if (!stmt) return stmt.error();
     const std::regex versioned(base + "_[Vv]?([0-9]+)");
     std::string best;
@@ -184,6 +185,7 @@ Result<ImportReport> import_one_nsys(const std::string& file, const std::string&
   {
     auto t = x.table("StringIds");
     if (!t) return t.error();
+    if (!*t) return Error{file + " is not an Nsight Systems export: it has no StringIds table"};
     auto stmt = x.select(**t, {{"id"}, {"value"}});
     if (!stmt) return stmt.error();
     int rc;
@@ -194,6 +196,15 @@ Result<ImportReport> import_one_nsys(const std::string& file, const std::string&
   auto text_of = [&](std::int64_t id) -> std::string {
     auto it = strings.find(id);
     return it == strings.end() ? std::string() : it->second;
+  };
+  // A record's name by its StringIds reference; one the table lacks (a
+  // damaged or edited export) is named by its id and counted, not left empty.
+  std::int64_t names_missing = 0;
+  auto name_of = [&](std::int64_t id) -> std::string {
+    auto it = strings.find(id);
+    if (it != strings.end()) return it->second;
+    ++names_missing;
+    return "(name " + std::to_string(id) + " not in StringIds)";
   };
 
   std::int64_t session_start = 0;
@@ -300,6 +311,13 @@ Result<ImportReport> import_one_nsys(const std::string& file, const std::string&
   // A time that is not a whole number of nanoseconds (text, a real): SQLite
   // would read it as 0 or cut it, and a kernel as long as the session.
   const std::string bad_time = "records whose start or end is not a whole number of nanoseconds";
+  // Times count from the session's start: one before it is a damaged
+  // record, which would stretch the run back past its start.
+  auto before_session = [&](const sql::Statement& stmt) {
+    if (stmt.int64_at(0) >= 0) return false;
+    ++report.skipped["records that start before the session (a negative start)"];
+    return true;
+  };
   std::int64_t graph_launches = 0;
   auto read_gpu_table = [&](const std::string& base, EventKind kind) -> Status {
     auto t = x.table(base);
@@ -342,6 +360,7 @@ Result<ImportReport> import_one_nsys(const std::string& file, const std::string&
         ++report.skipped[bad_time];
         continue;
       }
+      if (before_session(*stmt)) continue;
       Record r;
       r.kind = kind;
       r.category = kind == EventKind::kernel ? Category::compute : Category::memory;
@@ -357,7 +376,7 @@ Result<ImportReport> import_one_nsys(const std::string& file, const std::string&
         ++graph_launches;
       } else if (kind == EventKind::kernel) {
         // The name column is a StringIds reference; very old exports held text.
-        r.name = stmt->is_null(4) ? "" : text_of(stmt->int64_at(4));
+        r.name = stmt->is_null(4) ? "" : name_of(stmt->int64_at(4));
         if (auto nccl = parse_nccl_kernel_name(r.name)) {
           r.category = Category::communication;
           r.kind = nccl->point_to_point ? EventKind::p2p : EventKind::collective;
@@ -423,8 +442,9 @@ Result<ImportReport> import_one_nsys(const std::string& file, const std::string&
         ++report.skipped[bad_time];
         continue;
       }
+      if (before_session(*stmt)) continue;
       Record r;
-      r.name = text_of(stmt->int64_at(3));
+      r.name = name_of(stmt->int64_at(3));
       const bool sync = importing::is_synchronizing_api(r.name);
       r.kind = sync ? EventKind::sync : EventKind::api_call;
       r.category = sync ? Category::synchronization : Category::other;
@@ -436,6 +456,23 @@ Result<ImportReport> import_one_nsys(const std::string& file, const std::string&
       records.push_back(std::move(r));
     }
     if (rc != SQLITE_DONE) return x.db().error("cannot read " + (*t)->name, rc);
+  }
+
+  if (names_missing > 0)
+    report.warnings.push_back(std::to_string(names_missing) +
+                              " kernels or CUDA calls name a StringIds entry the export lacks: "
+                              "named \"(name N not in StringIds)\"");
+  // An export with no kernels or calls is a valid one (nsys without
+  // --trace=cuda), but its breakdown would show no compute: say why.
+  const std::pair<const char*, const char*> traced[] = {
+      {"CUPTI_ACTIVITY_KIND_KERNEL", "GPU kernels"},
+      {"CUPTI_ACTIVITY_KIND_RUNTIME", "CUDA runtime calls"}};
+  for (const auto& [table, what] : traced) {
+    auto t = x.table(table);
+    if (!t) return t.error();
+    if (!*t)
+      report.warnings.push_back(std::string("the export has no ") + table + " table: no " + what +
+                                " were traced (nsys profile --trace=cuda records them)");
   }
 
   if (auto t = x.table("NVTX_EVENTS"); !t) {

@@ -165,6 +165,8 @@ class TestTraceImport : public QObject {
   void textThatIsNotUtf8_data();
   void textThatIsNotUtf8();
   void nsysMissingRequiredColumn();
+  void nsysDamagedExport_data();
+  void nsysDamagedExport();
   void nsysRankPastAnInt();
   void nsysNamesLongerThanAny_data();
   void nsysNamesLongerThanAny();
@@ -454,6 +456,56 @@ void TestTraceImport::nsysMissingRequiredColumn() {
   QVERIFY(!std::filesystem::exists(dir.filePath("x.cstrace").toStdString()));
 }
 
+void TestTraceImport::nsysDamagedExport_data() {
+  QTest::addColumn<QString>("sql");   // run on a copy of the real export
+  QTest::addColumn<int>("events");    // imported, against the real export's
+  QTest::addColumn<QString>("said");  // in a warning or a reason for records left out
+  QTest::addRow("StringIds a view")
+      << "CREATE TABLE names AS SELECT * FROM StringIds; DROP TABLE StringIds; "
+         "CREATE VIEW StringIds AS SELECT * FROM names"
+      << 0 << "";
+  QTest::addRow("a kernel before the session")
+      << "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET start = -5, end = -1 "
+         "WHERE rowid = (SELECT MIN(rowid) FROM CUPTI_ACTIVITY_KIND_KERNEL)"
+      << -1 << "records that start before the session (a negative start)";
+  QTest::addRow("a kernel's name not in StringIds")
+      << "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET demangledName = 987654321 "
+         "WHERE rowid = (SELECT MIN(rowid) FROM CUPTI_ACTIVITY_KIND_KERNEL)"
+      << 0 << "1 kernels or CUDA calls name a StringIds entry the export lacks";
+  QTest::addRow("no kernel table") << "DROP TABLE CUPTI_ACTIVITY_KIND_KERNEL" << -5
+                                   << "the export has no CUPTI_ACTIVITY_KIND_KERNEL table";
+  QTest::addRow("no runtime table") << "DROP TABLE CUPTI_ACTIVITY_KIND_RUNTIME" << -95
+                                    << "the export has no CUPTI_ACTIVITY_KIND_RUNTIME table";
+}
+
+// An export someone reshaped or damaged imports what it holds and says what
+// it could not (a view for StringIds was read through freed memory, a crash).
+void TestTraceImport::nsysDamagedExport() {
+  QFETCH(QString, sql);
+  QFETCH(int, events);
+  QFETCH(QString, said);
+  QTemporaryDir dir;
+  const std::string in = dir.filePath("damaged.sqlite").toStdString();
+  std::filesystem::copy_file(kNsys, in);
+  sqlite3* db = nullptr;
+  QCOMPARE(sqlite3_open(in.c_str(), &db), SQLITE_OK);
+  exec(db, sql.toStdString());
+  sqlite3_close(db);
+  const std::string out = dir.filePath("damaged.cstrace").toStdString();
+  auto report = import_nsys({in}, out);
+  QVERIFY2(report, report ? "" : report.message().c_str());
+  QCOMPARE(report->events, std::int64_t{5 + 15 + 95 + 22 + events});
+  QStringList text;
+  for (const std::string& w : report->warnings)
+    text << QString::fromStdString(w);
+  for (const auto& [reason, count] : report->skipped)
+    text << QString::fromStdString(reason) + ": " + QString::number(count);
+  if (!said.isEmpty()) QVERIFY2(text.join('\n').contains(said), qPrintable(text.join('\n')));
+  if (QByteArray(QTest::currentDataTag()) == "a kernel's name not in StringIds") {
+    QVERIFY(open_reader(out)->find_string("(name 987654321 not in StringIds)"));
+  }
+}
+
 // A thread named "MPI Rank N" with N past an int names no rank (std::stoi
 // threw, an internal error): the process takes its rank from the file's
 // order, with the warning a process with no such name gets.
@@ -507,19 +559,21 @@ void TestTraceImport::nsysNamesLongerThanAny() {
   QCOMPARE(report->events, 5 + 15 + 95 + 22);
 }
 
-// A session that starts before 0 and a kernel that starts near INT64_MIN:
-// their sum overflowed an int64, and the writer took std::abs of the time
-// (both undefined behaviour). The sum is held at INT64_MIN, past what a
-// trace holds: that kernel is dropped and counted, the rest imported.
+// A session's start and a kernel's near INT64_MAX: their sum overflowed an
+// int64 (undefined behaviour). The sum is held at INT64_MAX, past what a
+// trace holds: that kernel is dropped and counted, the rest imported. (A
+// kernel that starts before the session, near INT64_MIN, is left out as
+// damaged: nsysDamagedExport.)
 void TestTraceImport::nsysTimePastAnInt64() {
   QTemporaryDir dir;
   const std::string in = dir.filePath("early.sqlite").toStdString();
   std::filesystem::copy_file(kNsys, in);
   sqlite3* db = nullptr;
   QCOMPARE(sqlite3_open(in.c_str(), &db), SQLITE_OK);
-  exec(db, "UPDATE TARGET_INFO_SESSION_START_TIME SET utcEpochNs = -1000");
+  exec(db, "UPDATE TARGET_INFO_SESSION_START_TIME SET utcEpochNs = 1000");
   exec(db,
-       "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET start = -9223372036854775798 "
+       "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET start = 9223372036854775000, "
+       "end = 9223372036854775800 "
        "WHERE rowid = (SELECT MIN(rowid) FROM CUPTI_ACTIVITY_KIND_KERNEL)");
   sqlite3_close(db);
   auto report = import_nsys({in}, dir.filePath("early.cstrace").toStdString());
