@@ -327,6 +327,17 @@ Result<MergeReport> merge_into(const std::vector<std::string>& inputs, const std
     if (!reader) return reader.error();
     opened.push_back({path, std::move(reader).value()});
   }
+  // The ranks of one run record one world size: stores of two runs would
+  // merge into a run of ranks that never ran together.
+  for (const Input& in : opened) {
+    const Input& first = opened.front();
+    const auto a = first.reader->meta("world_size"), b = in.reader->meta("world_size");
+    if (a && b && first.reader->world_size() != in.reader->world_size()) {
+      return Error{"merge: " + first.path + " is a rank of a run of " +
+                   std::to_string(first.reader->world_size()) + " ranks, " + in.path + " of " +
+                   std::to_string(in.reader->world_size()) + ": merge the rank stores of one run"};
+    }
+  }
   std::map<std::int32_t, std::string> owner;
   for (const Input& in : opened) {
     for (const RankInfo& r : in.reader->ranks()) {
@@ -416,10 +427,20 @@ Result<MergeReport> merge_into(const std::vector<std::string>& inputs, const std
     w.set_meta(key, value);
 
   for (const Input& in : opened) {
+    const std::int64_t before = report.events;
     Status s = copy_input(in, w, alignment->offsets, report.events);
     // A damaged page ends a query early, as if its rows had ended: the
     // merge would lack them without a word.
     if (s) s = in.reader->damage();
+    // Rows gone from the events table (an edited store) while its lanes
+    // still count them: the analyses read the lanes' chunks and see them
+    // all, a merge of the rows would not.
+    if (s && in.reader->state().finalized && report.events - before != in.reader->event_count()) {
+      s = Error{in.path + " is damaged: its lanes hold " +
+                std::to_string(in.reader->event_count()) + " events but its events table " +
+                std::to_string(report.events - before) + " (clusterscope trace info --check " +
+                in.path + " says more)"};
+    }
     if (!s) {
       (void)w.close("failed");
       return s.error();
