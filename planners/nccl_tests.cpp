@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "core/bounded_regex.h"
+#include "core/format.h"
 #include "core/parse_count.h"
 #include "core/text_file.h"
 #include "planners/collectives.h"
@@ -78,6 +79,7 @@ Result<NcclTestsLog> parse_nccl_tests(std::string_view text, std::string_view fi
   std::vector<std::string> hosts;
   bool root_column = false;
   bool header_seen = false;
+  double seconds_per_time_unit = 1e-6;  // "(us)" in the unit row
   std::istringstream in{std::string(text)};
   std::string raw;
   int line_number = 0;
@@ -109,6 +111,7 @@ Result<NcclTestsLog> parse_nccl_tests(std::string_view text, std::string_view fi
     }
     if (std::regex_search(line, m, kAverage)) {
       if (auto v = number(m[1].str())) log.average_busbw = *v * 1e9;
+      log.has_average = true;
       continue;
     }
     if (std::regex_search(line, m, kErrors)) {
@@ -121,6 +124,16 @@ Result<NcclTestsLog> parse_nccl_tests(std::string_view text, std::string_view fi
           line.find("type") != std::string::npos) {
         header_seen = true;
         root_column = line.find("root") != std::string::npos;
+      } else if (header_seen && line.find("(B)") != std::string::npos) {
+        // The unit row: "(B) (elements) (us) (GB/s) (GB/s)".
+        static const std::pair<const char*, double> kUnits[] = {
+            {"(us)", 1e-6}, {"(ms)", 1e-3}, {"(ns)", 1e-9}, {"(s)", 1.0}};
+        for (const auto& [unit, seconds] : kUnits) {
+          if (line.find(unit) != std::string::npos) {
+            seconds_per_time_unit = seconds;
+            break;
+          }
+        }
       }
       continue;
     }
@@ -147,9 +160,27 @@ Result<NcclTestsLog> parse_nccl_tests(std::string_view text, std::string_view fi
     if (t.size() >= first + 7) ip = number(t[first + 4]);
     if (!size || !oop) return Error{where + ": size and time must be numbers"};
     if (*size <= 0) continue;
-    double us = *oop;
-    if (ip && *ip > 0) us = std::min(us, *ip);
-    if (!(us > 0)) return Error{where + ": the time must be > 0 microseconds"};
+    // A petabyte is past any collective's buffer: a damaged row.
+    if (*size > 1e15) return Error{where + ": a size of " + t[0] + " bytes is past any buffer"};
+    double time = *oop;
+    if (ip && *ip > 0) time = std::min(time, *ip);
+    if (!(time > 0)) return Error{where + ": the time must be > 0"};
+    // Each time against the algbw printed beside it (GB/s, two decimals):
+    // times in another unit than the log names would fit a link a thousand
+    // times too fast or slow, and be saved.
+    for (const std::size_t column : {first, first + 4}) {
+      if (column + 1 >= t.size()) continue;
+      const std::optional<double> row_time = number(t[column]);
+      const std::optional<double> algbw = number(t[column + 1]);
+      if (!row_time || !algbw || *algbw < 1 || !(*row_time > 0)) continue;
+      const double from_time = *size / (*row_time * seconds_per_time_unit) / 1e9;
+      if (std::fabs(from_time / *algbw - 1) > 0.1) {
+        return Error{where + ": the time " + t[column] + " and the algbw " + t[column + 1] +
+                     " GB/s beside it disagree (size / time is " + format_fixed(from_time, 2) +
+                     " GB/s): the times are not in the unit the table's header names"};
+      }
+    }
+    const double us = time * seconds_per_time_unit * 1e6;
     // "#wrong": a count, or N/A when nccl-tests did not check (-c 0).
     bool wrong = false;
     for (const std::size_t column : {first + 3, first + 7}) {
@@ -165,6 +196,7 @@ Result<NcclTestsLog> parse_nccl_tests(std::string_view text, std::string_view fi
     s.bytes = *size;
     s.seconds = us * 1e-6;
     log.samples.push_back(s);
+    log.last_row_line = line_number;
     sizes_seen.insert(*size);
   }
   if (log.collective.empty()) {
@@ -201,6 +233,15 @@ Result<NcclTestsLog> read_nccl_tests(const std::string& path, std::string_view c
   return parse_nccl_tests(*text, path, collective);
 }
 
+namespace {
+// "a.log", "a.log and b.log", "a.log and 2 more logs": what a fit's message names.
+std::string files_of(const std::vector<NcclTestsLog>& logs) {
+  if (logs.size() == 1) return logs.front().file;
+  if (logs.size() == 2) return logs[0].file + " and " + logs[1].file;
+  return logs.front().file + " and " + std::to_string(logs.size() - 1) + " more logs";
+}
+}  // namespace
+
 Result<NetworkFit> fit_nccl_tests(const std::vector<NcclTestsLog>& logs,
                                   const std::optional<Link>& intra, int nics_per_node) {
   if (logs.empty()) return Error{"no nccl-tests log given"};
@@ -223,7 +264,7 @@ Result<NetworkFit> fit_nccl_tests(const std::vector<NcclTestsLog>& logs,
     for (const NcclTestsLog& l : logs)
       samples.insert(samples.end(), l.samples.begin(), l.samples.end());
     auto fit = fit_link(samples);
-    if (!fit) return fit.error();
+    if (!fit) return Error{files_of(logs) + ": " + fit.message()};
     out.fit = std::move(fit).value();
     out.port_bandwidth = out.fit.bandwidth;
     return out;
@@ -260,7 +301,7 @@ Result<NetworkFit> fit_nccl_tests(const std::vector<NcclTestsLog>& logs,
     }
   }
   auto fit = fit_alpha_beta(points);
-  if (!fit) return fit.error();
+  if (!fit) return Error{files_of(logs) + ": " + fit.message()};
   out.fit = std::move(fit).value();
   out.fit.group_sizes = {ranks};
   out.inter_node = true;

@@ -3,8 +3,11 @@
 // reduce_scatter_perf, broadcast_perf, reduce_perf, alltoall_perf: the text
 // they print), so that a network tier can be calibrated from runs users
 // already make. The table's "size" is the whole buffer in bytes (nccl-tests
-// doc/PERFORMANCE.md) and "time" microseconds per operation; both the
-// out-of-place and in-place columns are read, and the faster kept.
+// doc/PERFORMANCE.md) and "time" microseconds per operation (the unit row
+// under the header says so; another unit there is honoured); both the
+// out-of-place and in-place columns are read, and the faster kept. A row
+// whose time disagrees with its own algbw (size / time) is refused: its
+// times are not in the unit the log names.
 
 #include <optional>
 #include <string>
@@ -25,6 +28,10 @@ struct NcclTestsLog {
   std::string device;                     // the first rank's device ("NVIDIA H100 80GB HBM3")
   std::vector<CollectiveSample> samples;  // one per size, in the log's order
   double average_busbw = 0;  // bytes/s: the log's own "Avg bus bandwidth", when printed
+  // nccl-tests ends its table with "Avg bus bandwidth": a log without it was
+  // cut short (the run killed, the file truncated), its largest sizes lost.
+  bool has_average = false;
+  int last_row_line = 0;     // the line of the last result row read
   int errors = 0;            // "Out of bounds values" (data errors nccl-tests found)
   // Lines after the table's header that are neither comments, NCCL's own
   // log lines nor result rows (a size that is not a whole number, a cut

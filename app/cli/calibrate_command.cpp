@@ -361,6 +361,21 @@ void run_nccl_tests(Context& ctx, const CalibrateOptions& o) {
                      "type, --link-type nvlink or pcie");
     }
   }
+  // What makes the fitted figures doubtful, said before they are saved.
+  for (const plan::NcclTestsLog& l : net.logs) {
+    if (!l.has_average) {
+      std::cerr << "clusterscope: warning: " << l.file
+                << " has no \"Avg bus bandwidth\" line, which ends every nccl-tests table: it "
+                   "looks cut short after line "
+                << l.last_row_line << ", its largest sizes lost (the bandwidth rests on them)\n";
+    }
+  }
+  if (const plan::FitQuality& q = net.fit.fit.quality;
+      q.points.size() >= 3 && (q.r2 < 0.9 || q.rms_error > 0.1)) {
+    std::cerr << "clusterscope: warning: the logs' times do not follow one latency and bandwidth ("
+              << quality_cell(q)
+              << "): the link fitted is doubtful; see the sizes below before planning with it\n";
+  }
   std::filesystem::path file;
   if (!o.no_save) {
     std::filesystem::path dir =

@@ -319,6 +319,7 @@ class TestCalibration : public QObject {
   void calibrateRefusesOptionsThatDoNotApply_data();
   void calibrateRefusesOptionsThatDoNotApply();
   void ncclTestsCommandSavesALinkPreset();
+  void ncclTestsDoubtfulLogsAreSaid();
   void ncclTestsAllToAllAcrossNodesFitsTheNic();
   void calibrateRunPredictLearn();
   void readOnlyPresetsFolderRefusedFirst();
@@ -1625,6 +1626,23 @@ void TestCalibration::malformedNcclTestsLogs_data() {
   QTest::addRow("not nccl-tests at all") << "notes.log"
                                          << "hello\nworld\n"
                                          << "notes.log: cannot tell";
+  // Times divided by 1000 under a header that still says (us): the fit saved
+  // a link at 384 TB/s. The algbw beside each time gives it away.
+  const QString units =
+      "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)\n";
+  QTest::addRow("times not in the header's unit")
+      << "all_reduce_perf.log"
+      << ranks + header + units +
+             "  16777216  4194304  float  sum  -1  0.09857  170.20  297.86  0  0.10057  166.82  "
+             "291.94  0\n"
+      << "all_reduce_perf.log:5: the time 0.09857 and the algbw 170.20 GB/s beside it disagree "
+         "(size / time is 170206.11 GB/s)";
+  QTest::addRow("size past any buffer")
+      << "all_reduce_perf.log"
+      << ranks + header +
+             "  99999999999999999999999  256  float  sum  -1  22.1  0.05  0.05  0  22.0  0.05  "
+             "0.05  0\n"
+      << "all_reduce_perf.log:4: a size of 99999999999999999999999 bytes is past any buffer";
 }
 
 void TestCalibration::malformedNcclTestsLogs() {
@@ -1818,6 +1836,82 @@ void TestCalibration::ncclTestsAllToAllAcrossNodesFitsTheNic() {
   const double latency = j["latency_seconds"].toDouble();
   QVERIFY2(std::abs(latency / 9e-6 - 1) < 0.1, qPrintable(QString::number(latency)));
   QVERIFY(j["quality"].toObject()["r2"].toDouble() > 0.99);
+}
+
+// A log in milliseconds (its unit row says so) fits the same link; one cut
+// short before its "Avg bus bandwidth" line is fitted but said to be, and
+// so is a fit its times do not follow.
+void TestCalibration::ncclTestsDoubtfulLogsAreSaid() {
+  QFile whole(fixture("all_reduce_perf_1x8_h100.log"));
+  QVERIFY(whole.open(QIODevice::ReadOnly));
+  const QStringList lines = QString::fromUtf8(whole.readAll()).split('\n');
+  QDir().mkpath(dir_.filePath("doubtful"));
+  auto write = [&](const QString& name, const QStringList& text) {
+    QFile f(dir_.filePath("doubtful/" + name));
+    if (!f.open(QIODevice::WriteOnly | QIODevice::Truncate))
+      qFatal("cannot write %s", qPrintable(name));
+    f.write(text.join('\n').toUtf8());
+    return f.fileName();
+  };
+  // Milliseconds: the unit row says (ms), each time a thousandth.
+  QStringList ms;
+  for (const QString& line : lines) {
+    QStringList t = line.split(' ', Qt::SkipEmptyParts);
+    if (line.startsWith('#') || t.size() < 13) {
+      ms << QString(line).replace("(us)", "(ms)");
+      continue;
+    }
+    t[5] = QString::number(t[5].toDouble() / 1000, 'g', 6);
+    t[9] = QString::number(t[9].toDouble() / 1000, 'g', 6);
+    ms << "  " + t.join("  ");
+  }
+  const QString presets = dir_.filePath("doubtful-presets");
+  Run us = run_cli({"calibrate", "--nccl-tests", fixture("all_reduce_perf_1x8_h100.log"),
+                    "--link-name", "us", "--link-type", "nvlink", "--no-save", "--json"},
+                   presets);
+  Run millis = run_cli({"calibrate", "--nccl-tests", write("all_reduce_perf_ms.log", ms),
+                        "--link-name", "ms", "--link-type", "nvlink", "--no-save", "--json"},
+                       presets);
+  QVERIFY2(us.exit_code == 0 && millis.exit_code == 0, qPrintable(us.err + millis.err));
+  const double bandwidth = json_of(us)["bus_bandwidth_bytes_per_second"].toDouble();
+  QVERIFY(bandwidth > 3e11);
+  QVERIFY2(std::fabs(json_of(millis)["bus_bandwidth_bytes_per_second"].toDouble() / bandwidth - 1) <
+               0.01,
+           qPrintable(millis.out));
+  QVERIFY(!us.err.contains("warning"));
+
+  // Cut after the 1 MiB row: fitted, with a warning naming the last line.
+  int cut = 0;
+  while (cut < lines.size() && !lines[cut].trimmed().startsWith("1048576 "))
+    ++cut;
+  QVERIFY(cut < lines.size());
+  const QString cut_log = write("all_reduce_perf_cut.log", lines.mid(0, cut + 1));
+  Run r = run_cli({"calibrate", "--nccl-tests", cut_log, "--link-name", "cut", "--link-type",
+                   "nvlink", "--no-save"},
+                  presets);
+  QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+  QVERIFY2(r.err.contains("warning: " + cut_log + " has no \"Avg bus bandwidth\" line") &&
+               r.err.contains(QStringLiteral("cut short after line %1").arg(cut + 1)),
+           qPrintable(r.err));
+
+  // Times that follow no latency and bandwidth (every size the same time).
+  QStringList flat;
+  for (const QString& line : lines) {
+    QStringList t = line.split(' ', Qt::SkipEmptyParts);
+    if (line.startsWith('#') || t.size() < 13) {
+      flat << line;
+      continue;
+    }
+    const double time = t[0].toDouble() < 1e6 ? 20 : 40 + 1000 * (t[0].toDouble() < 3e7);
+    t[5] = t[9] = QString::number(time);
+    t[6] = t[10] = QString::number(t[0].toDouble() / time / 1e3, 'f', 2);
+    flat << "  " + t.join("  ");
+  }
+  r = run_cli({"calibrate", "--nccl-tests", write("all_reduce_perf_flat.log", flat), "--link-name",
+               "flat", "--link-type", "nvlink", "--no-save"},
+              presets);
+  QVERIFY2(r.err.contains("warning: the logs' times do not follow one latency and bandwidth"),
+           qPrintable(r.err + r.out));
 }
 
 void TestCalibration::ncclTestsCommandSavesALinkPreset() {
