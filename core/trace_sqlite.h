@@ -133,6 +133,8 @@ class Database {
   void close();
   sqlite3* get() const { return db_; }
   const std::string& path() const { return path_; }
+  // The name messages give (a copy in memory names the file it came from).
+  void name_as(std::string path) { path_ = std::move(path); }
   explicit operator bool() const { return db_ != nullptr; }
 
   // "<path>: <context>: <sqlite's message>"

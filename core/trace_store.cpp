@@ -12,6 +12,8 @@
 #include <set>
 #include <sstream>
 
+#include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "core/file_exists.h"
@@ -326,22 +328,10 @@ bool process_alive(const std::string& identity) {
 
 namespace {
 
-Status migrate_from_version_1(const std::string& path) {
-  // What to do when the upgrade cannot write where the store is (a
-  // read-only folder, a full disk): the store is left as it was.
-  const std::string advice =
-      " (the store is unchanged: copy it to a folder with room that you can write, and open the "
-      "copy)";
-  auto opened = sql::Database::open(path, SQLITE_OPEN_READWRITE);
-  if (!opened) {
-    return Error{path + " uses trace schema version 1 and must be upgraded to version " +
-                 std::to_string(kSchemaVersion) +
-                 " in place, but it cannot be opened for writing: " + opened.message() + advice};
-  }
-  sql::Database db = std::move(opened).value();
-  // Another reader may be upgrading the same file: wait for it, then find
-  // the work done.
-  sqlite3_busy_timeout(db.get(), 120000);
+// Upgrades `db`, a version-1 store named `path` in messages, to the current
+// version; `advice` ends a failure's message.
+Status migrate_from_version_1(sql::Database& db, const std::string& path,
+                              const std::string& advice) {
   {
     auto stmt = db.prepare("PRAGMA user_version");
     if (!stmt || stmt->step() != SQLITE_ROW) return db.error("cannot read the schema version");
@@ -379,6 +369,61 @@ Status migrate_from_version_1(const std::string& path) {
   if (auto s = write_meta(db, "schema_version", std::to_string(kSchemaVersion)); !s) return s;
   if (auto s = db.exec("PRAGMA user_version = " + std::to_string(kSchemaVersion)); !s) return s;
   return {};
+}
+
+Status migrate_from_version_1(const std::string& path) {
+  // What to do when the upgrade cannot write where the store is (a full
+  // disk): the store is left as it was.
+  const std::string advice =
+      " (the store is unchanged: copy it to a folder with room that you can write, and open the "
+      "copy)";
+  auto opened = sql::Database::open(path, SQLITE_OPEN_READWRITE);
+  if (!opened) {
+    return Error{path + " uses trace schema version 1 and must be upgraded to version " +
+                 std::to_string(kSchemaVersion) +
+                 " in place, but it cannot be opened for writing: " + opened.message() + advice};
+  }
+  sql::Database db = std::move(opened).value();
+  // Another reader may be upgrading the same file: wait for it, then find
+  // the work done.
+  sqlite3_busy_timeout(db.get(), 120000);
+  return migrate_from_version_1(db, path, advice);
+}
+
+// A version-1 store that cannot be written here (a shared copy, a
+// read-only folder) is copied into memory and upgraded there, for this
+// reading only: the file stays as it is.
+Result<sql::Database> upgraded_in_memory(const std::string& path) {
+  auto source = sql::Database::open(path, SQLITE_OPEN_READONLY);
+  if (!source) return source.error();
+  auto memory = sql::Database::open(":memory:", SQLITE_OPEN_READWRITE);
+  if (!memory) return memory.error();
+  sqlite3_backup* copy = sqlite3_backup_init(memory->get(), "main", source->get(), "main");
+  if (!copy) return memory->error("cannot copy " + path + " into memory to upgrade it");
+  const int rc = sqlite3_backup_step(copy, -1);
+  sqlite3_backup_finish(copy);
+  if (rc != SQLITE_DONE)
+    return source->error("cannot copy the store into memory to upgrade it", rc);
+  memory->name_as(path);  // messages name the store, not ":memory:"
+  if (auto s = migrate_from_version_1(
+          *memory, path,
+          " (the store is unchanged; it was being upgraded in memory, as it cannot be written)");
+      !s)
+    return s.error();
+  return memory;
+}
+
+// Whether the store may be changed in place: the file and its folder
+// writable, on a file system mounted for writing, and the file not marked
+// read-only (chmod a-w, which root could write through).
+bool can_write_in_place(const std::string& path) {
+  const std::filesystem::path folder = std::filesystem::path(path).parent_path();
+  const char* dir = folder.empty() ? "." : folder.c_str();
+  struct stat file {};
+  struct statvfs fs {};
+  return ::stat(path.c_str(), &file) == 0 && (file.st_mode & (S_IWUSR | S_IWGRP | S_IWOTH)) != 0 &&
+         ::statvfs(dir, &fs) == 0 && (fs.f_flag & ST_RDONLY) == 0 &&
+         ::access(path.c_str(), W_OK) == 0 && ::access(dir, W_OK) == 0;
 }
 
 }  // namespace
@@ -491,12 +536,24 @@ Result<sql::Database> open_store(const std::string& path, bool writable, StoreSt
                  ", newer than this build of ClusterScope reads (up to " +
                  std::to_string(kSchemaVersion) + "): open it with a newer ClusterScope"};
   }
+  bool upgraded_in_memory_only = false;
   if (version == 1) {
     // Version 1 kept events only as rows: version 2 adds their packed chunks,
-    // rebuilt from the rows in place (with the level of detail) on first open.
+    // rebuilt from the rows in place (with the level of detail) on first
+    // open; in memory, for this reading, where the file cannot be written.
     db = sql::Database{};
-    if (auto s = migrate_from_version_1(path); !s) return s.error();
-    return open_store(path, writable, state);
+    if (!writable && !can_write_in_place(path)) {
+      auto upgraded = upgraded_in_memory(path);
+      if (!upgraded) return upgraded.error();
+      db = std::move(upgraded).value();
+      version = kSchemaVersion;
+      upgraded_in_memory_only = true;
+    } else {
+      if (auto s = migrate_from_version_1(path); !s) return s.error();
+      auto again = open_store(path, writable, state);
+      if (again && state) state->upgraded = StoreState::Upgrade::in_place;
+      return again;
+    }
   }
   if (version < kSchemaVersion) {
     return Error{path + " uses trace schema version " + std::to_string(version) +
@@ -532,6 +589,7 @@ Result<sql::Database> open_store(const std::string& path, bool writable, StoreSt
 
   if (state) {
     state->schema_version = version;
+    if (upgraded_in_memory_only) state->upgraded = StoreState::Upgrade::in_memory;
     auto meta =
         db.prepare("SELECT key, value FROM meta WHERE key IN ('status', 'writer', 'finalized')");
     if (!meta) return meta.error();

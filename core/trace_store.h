@@ -53,6 +53,10 @@ struct StoreState {
   bool writer_elsewhere = false;
   std::string writer;         // "host:pid" of the process that created it
   std::int64_t events = 0;    // committed events
+  // A store of schema version 1 is upgraded when opened: in place, or, where
+  // the file cannot be written, in memory for this reading only.
+  enum class Upgrade { none, in_place, in_memory };
+  Upgrade upgraded = Upgrade::none;
 };
 
 // Opens `path` read-only and checks that it is a trace store this build can

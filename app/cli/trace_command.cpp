@@ -81,7 +81,23 @@ void refuse_if_importable(const std::string& path) {
 std::unique_ptr<TraceReader> open_store(const std::string& path) {
   auto opened = TraceReader::open(path);
   if (!opened) refuse_if_importable(path);
-  return take(std::move(opened));
+  std::unique_ptr<TraceReader> reader = take(std::move(opened));
+  // An older store is read through an upgrade: say which, since one changes the file.
+  switch (reader->state().upgraded) {
+    case StoreState::Upgrade::in_place:
+      std::cerr << "clusterscope: note: " << path
+                << " was of trace schema version 1: upgraded in place to version "
+                << reader->state().schema_version << '\n';
+      break;
+    case StoreState::Upgrade::in_memory:
+      std::cerr << "clusterscope: note: " << path
+                << " is of trace schema version 1 and cannot be written here: read through a copy "
+                   "upgraded in memory (the file is unchanged)\n";
+      break;
+    case StoreState::Upgrade::none:
+      break;
+  }
+  return reader;
 }
 
 // After a command printed what it read: a damaged page met on the way (a
