@@ -330,6 +330,7 @@ Result<MergeReport> merge_into(const std::vector<std::string>& inputs, const std
   // The ranks of one run record one world size: stores of two runs would
   // merge into a run of ranks that never ran together.
   for (const Input& in : opened) {
+    if (!options.ranks_of_one_run) break;
     const Input& first = opened.front();
     const auto a = first.reader->meta("world_size"), b = in.reader->meta("world_size");
     if (a && b && first.reader->world_size() != in.reader->world_size()) {

@@ -41,6 +41,9 @@ struct MergeOptions {
   // Every input's writer has exited (the launcher, after its ranks): inputs
   // left "writing" on another host are repaired (see TraceReader::Options).
   bool writers_ended = false;
+  // The inputs are ranks of one run, which record one world size; a
+  // calibration's phases (1, 2 and 4 ranks) are not.
+  bool ranks_of_one_run = true;
 };
 
 struct MergeReport {

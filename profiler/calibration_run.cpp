@@ -195,6 +195,7 @@ Result<CalibrationRecord> record_calibration(
   // Phases ran one after another on one host: one clock, no shift.
   merge.alignment = trace::ClockAlignment::none;
   merge.writers_ended = true;  // every phase's ranks have exited
+  merge.ranks_of_one_run = false;  // 1, 2 and 4 ranks, each phase a run of its own
   auto merged = trace::merge_stores(phase_stores, o.store, merge);
   cleanup();
   if (!merged)
