@@ -14,6 +14,7 @@
 #include "core/format.h"
 #include "core/json_reader.h"
 #include "core/json_text.h"
+#include "core/workload.h"
 #include "planners/estimate_json.h"
 #include "planners/search.h"
 
@@ -117,6 +118,17 @@ void run(const SearchCommandOptions& o, Context& ctx) {
     throw CliError("--objective must be throughput, cost, time, memory or gpus (got \"" +
                    o.objective + "\")");
   }
+  // Without an amount to train on, no plan has a time to train: a limit on
+  // it would keep every plan without a word (and cost or time rank as
+  // GPU-seconds per token, said below).
+  const bool has_training = training_samples(workload) > 0;
+  if (o.max_days > 0 && !has_training) {
+    throw UsageError("--max-days: " + workload.name +
+                     " has no amount to train on (--tokens N, or a workload's training_tokens / "
+                     "dataset_samples): no plan has a time to train to hold to it");
+  }
+  const bool per_token = !has_training && (*objective == plan::Objective::cost ||
+                                           *objective == plan::Objective::time_to_train);
   plan::SearchSpace space;
   space.global_batches = o.global_batches;  // required, each checked by the flag
   for (const std::string& name : o.precisions) {
@@ -149,6 +161,7 @@ void run(const SearchCommandOptions& o, Context& ctx) {
   if (o.json) {
     nlohmann::json out = plan::to_json(r);
     out["objective"] = std::string(plan::to_string(*objective));
+    if (per_token) out["objective_per_token"] = true;
     out["cluster"] = cluster.name;
     out["workload"] = workload.name;
     std::cout << json_text(out, 2) << '\n';
@@ -158,7 +171,11 @@ void run(const SearchCommandOptions& o, Context& ctx) {
   const std::string model = workload.display_name.empty() ? workload.name : workload.display_name;
   std::cout << "Search: " << model << " on "
             << (cluster.display_name.empty() ? cluster.name : cluster.display_name)
-            << ", objective " << plan::to_string(*objective) << "\n\n";
+            << ", objective " << plan::to_string(*objective)
+            << (per_token ? " (per token: with no amount to train on given, --tokens N, no plan "
+                            "has a whole run to cost or time)"
+                          : "")
+            << "\n\n";
   const bool show_nodes = o.node_counts.size() > 1;
   const bool show_batch = o.global_batches.size() > 1;
   if (r.best.empty() && !r.cancelled) {

@@ -470,6 +470,14 @@ void TestPlanCli::searchText() {
   QVERIFY2(r.exit_code == 0, qPrintable(r.err));
   QVERIFY(r.out.contains("objective cost"));
   QVERIFY(r.out.contains("Pareto front"));
+  // A workload with tokens to train on costs whole runs; one without is
+  // ranked per token, and says so (it read "objective cost" alone).
+  QVERIFY2(!r.out.contains("(per token"), qPrintable(r.out));
+  const Run per_token = run_cli({"search", "--cluster", "dgx-h100-8", "--model", "gpt2-small",
+                                 "--global-batch", "64", "--objective", "cost", "--top", "2"});
+  QVERIFY2(per_token.exit_code == 0, qPrintable(per_token.err));
+  QVERIFY2(per_token.out.contains("objective cost (per token: with no amount to train on given"),
+           qPrintable(per_token.out));
   const QString last = r.out.trimmed().split('\n').last();
   QVERIFY2(last.startsWith("Evaluated ") && last.contains("candidate plans") &&
                last.contains(" in ") && last.contains("thread"),
@@ -556,6 +564,12 @@ void TestPlanCli::searchErrors_data() {
   const QStringList base = {"search", "--cluster", "dgx-a100-8", "--model", "gpt3-13b"};
   // Usage errors exit 2, as a flag's own check does.
   QTest::addRow("no global batch") << base << 2 << "--global-batch is required";
+  // A limit on the days to train, of a workload with nothing to train on,
+  // kept every plan without a word.
+  QTest::addRow("--max-days with nothing to train on")
+      << QStringList{"search",         "--cluster", "dgx-h100-8", "--model", "gpt2-small",
+                     "--global-batch", "64",        "--max-days", "1e-7"}
+      << 2 << "--max-days: gpt2-small has no amount to train on";
   QTest::addRow("bad objective") << base +
                                         QStringList{"--global-batch", "64", "--objective", "speed"}
                                  << 1 << "--objective must be";
