@@ -208,6 +208,18 @@ Cluster ClusterOptions::apply(Cluster c, const PresetCatalog& catalog, bool inli
     c.inter_node = link("ib-ndr");
   }
   if (c.inter_node && c.nics_per_node == 0) c.nics_per_node = std::max(1, c.gpus_per_node);
+  // Another GPU in a preset's nodes: the preset's price and board power
+  // were its own GPU's (an A100 price on H100s costed the run 40 % low).
+  const bool gpu_replaced = !inline_build && !gpu.empty() && preset.gpu && preset.gpu->name != gpu;
+  if (gpu_replaced) {
+    if (preset.price_per_gpu_hour > 0 && !price_per_gpu_hour) {
+      std::cerr << "clusterscope: note: --gpu " << gpu << " replaces the " << preset.gpu->name
+                << " of " << preset.name << ", whose price ($" << preset.price_per_gpu_hour
+                << " per GPU-hour) is that GPU's: the cost is left out; give --price\n";
+    }
+    c.price_per_gpu_hour = 0;
+    c.power_per_gpu_watts = 0;  // the new GPU's TDP
+  }
   if (price_per_gpu_hour) c.price_per_gpu_hour = *price_per_gpu_hour;
   if (!inline_build) {
     // A preset's name says what it was ("1 node (8 GPUs)"): changed by

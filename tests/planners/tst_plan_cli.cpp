@@ -123,6 +123,23 @@ void TestPlanCli::planJsonKeys() {
 }
 
 void TestPlanCli::planText() {
+  // Another GPU in a preset's nodes: the preset's price was its own GPU's
+  // (an A100 price on H100s costed the run 40 % low). It is left out, and
+  // said; --price gives the new one.
+  const QStringList swapped = {"plan",     "--cluster", "dgx-a100-8", "--gpu",
+                               "h100-sxm", "--model",   "llama2-7b",  "--tp",
+                               "8",        "--tokens",  "1e10",       "--json"};
+  const Run no_price = run_cli(swapped);
+  QVERIFY2(no_price.exit_code == 0, qPrintable(no_price.err));
+  QCOMPARE(parse(no_price)["training"].toObject()["cost_usd"].toDouble(), 0.0);
+  QVERIFY2(
+      no_price.err.contains("--gpu h100-sxm replaces the a100-80gb of dgx-a100-8, whose price"),
+      qPrintable(no_price.err));
+  const Run priced = run_cli(swapped + QStringList{"--price", "3"});
+  const QJsonObject training = parse(priced)["training"].toObject();
+  QCOMPARE(training["cost_usd"].toDouble(), 3 * training["gpu_hours"].toDouble());
+  QVERIFY2(!priced.err.contains("replaces"), qPrintable(priced.err));
+
   const Run r = run_cli(kGpt3Plan);
   QVERIFY2(r.exit_code == 0, qPrintable(r.err));
   for (const char* text :
