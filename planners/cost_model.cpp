@@ -445,6 +445,7 @@ Knobs knobs_of(const ParallelPlan& p, const PrecisionPlan& q) {
   k.bucket_bytes = p.bucket_mib * kMiB;
   k.compute = q.compute;
   k.weights = q.weights;
+  k.symmetric_quant = q.quant.symmetric;
   k.gradients = q.gradients;
   k.optimizer_state = q.optimizer_state;
   k.master_weights = q.master_weights;
@@ -1402,7 +1403,9 @@ void evaluate(const Machine& m, const Model& x, const Knobs& k, const LayerCosts
   q = {};
   if (is_integer(k.weights)) {
     q.bits = k.weights == Precision::int8 ? 8 : 4;
-    q.levels = 1 << q.bits;
+    // Symmetric leaves out the most negative integer, so that the range is
+    // even about 0: one step fewer over the same range.
+    q.levels = (1 << q.bits) - (k.symmetric_quant ? 1 : 0);
     const double step_fraction = 1.0 / (q.levels - 1);
     q.relative_max_error = step_fraction / 2;
     q.relative_rms_error = step_fraction / std::sqrt(12.0);

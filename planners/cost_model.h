@@ -100,6 +100,7 @@ struct Knobs {
   double bucket_bytes = 25.0 * 1024 * 1024;
   Precision compute = Precision::bf16;
   Precision weights = Precision::bf16;
+  bool symmetric_quant = false;  // integer weights: zero point 0, [-(2^(b-1)-1), 2^(b-1)-1]
   Precision gradients = Precision::bf16;
   Precision optimizer_state = Precision::fp32;
   bool master_weights = true;

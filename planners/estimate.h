@@ -194,7 +194,7 @@ struct SeedCommunication {
 // INT8 / INT4 weight plans: what the quantisation costs in precision.
 struct QuantizationSummary {
   int bits = 0;                   // 0: the plan does not quantise weights
-  int levels = 0;                 // 2^bits
+  int levels = 0;                 // 2^bits; 2^bits - 1 symmetric (no -2^(bits-1))
   double relative_max_error = 0;  // half a step, as a fraction of the quantised range
   double relative_rms_error = 0;  // step / sqrt(12), same unit
   double weight_bytes_saved = 0;  // per GPU, against bf16 weights

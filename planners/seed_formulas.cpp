@@ -40,6 +40,18 @@ QuantParams quant_params(double min, double max, int bits, bool signed_range) {
   return q;
 }
 
+QuantParams symmetric_quant_params(double min, double max, int bits) {
+  QuantParams q;
+  const double m = std::max(std::fabs(min), std::fabs(max));
+  q.q_max = (1 << (bits - 1)) - 1;
+  q.q_min = -q.q_max;
+  q.min = -m;
+  q.max = m;
+  q.scale = m > 0 ? m / q.q_max : 1.0;
+  q.zero_point = 0;
+  return q;
+}
+
 QuantParams article_int8_params(double min, double max) {
   QuantParams q = quant_params(min, max, 8, false);
   q.q_min = -128;

@@ -36,6 +36,12 @@ struct QuantParams {
 // -2^(bits-1) so that the same reals map into range.
 QuantParams quant_params(double min, double max, int bits = 8, bool signed_range = false);
 
+// Symmetric (absmax) quantisation, as TensorRT and LLM.int8() do: the range
+// is [-m, m] with m = max(|min|, |max|), s = m / (2^(bits-1) - 1), z = 0,
+// integers [-(2^(bits-1) - 1), 2^(bits-1) - 1]. A lopsided tensor uses
+// part of it: its error is larger than asymmetric's, for no zero point.
+QuantParams symmetric_quant_params(double min, double max, int bits = 8);
+
 // The article's mix: z = round(-min/s) as for unsigned, but values stored in
 // a signed int8 [-128, 127]; 0.3 then maps to 157 and must be clamped to 127.
 QuantParams article_int8_params(double min, double max);

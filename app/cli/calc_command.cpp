@@ -115,9 +115,11 @@ void run_quantize(const QuantizeOptions& o, bool bits_given) {
                    ": the articles' integers are INT8; give --integers unsigned or signed for "
                    "other widths");
   }
-  const plan::QuantParams p = article ? plan::article_int8_params(o.min, o.max)
-                                      : plan::quant_params(o.min, o.max, o.bits,
-                                                           o.integers == "signed");
+  const bool symmetric = o.integers == "symmetric";
+  const plan::QuantParams p =
+      article     ? plan::article_int8_params(o.min, o.max)
+      : symmetric ? plan::symmetric_quant_params(o.min, o.max, o.bits)
+                  : plan::quant_params(o.min, o.max, o.bits, o.integers == "signed");
   std::vector<plan::Quantized> mapped;
   for (double x : o.values) mapped.push_back(plan::quantize(x, p));
   const bool widened = p.min != o.min || p.max != o.max;
@@ -150,13 +152,19 @@ void run_quantize(const QuantizeOptions& o, bool bits_given) {
   std::cout << "INT" << bits << " of [" << number(o.min) << ", " << number(o.max)
             << "]";
   if (widened) {
-    std::cout << ", widened to [" << number(p.min) << ", " << number(p.max)
-              << "] so that 0 stays exact";
+    std::cout << (symmetric ? ", symmetric about 0: [" : ", widened to [") << number(p.min) << ", "
+              << number(p.max) << (symmetric ? "]" : "] so that 0 stays exact");
   }
-  std::cout << ":\n  scale s = (max - min)/(2^" << bits << " - 1) = " << format_fixed(p.scale, 6)
-            << "\n  zero point z = round(-min/s)" << (o.integers == "signed" ? " - " : "")
-            << (o.integers == "signed" ? std::to_string(1 << (bits - 1)) : "") << " = "
-            << p.zero_point << "\n  integers [" << p.q_min << ", " << p.q_max << "]"
+  if (symmetric) {
+    std::cout << ":\n  scale s = max(|min|, |max|)/(2^" << bits - 1
+              << " - 1) = " << format_fixed(p.scale, 6) << "\n  zero point z = 0";
+  } else {
+    std::cout << ":\n  scale s = (max - min)/(2^" << bits << " - 1) = " << format_fixed(p.scale, 6)
+              << "\n  zero point z = round(-min/s)" << (o.integers == "signed" ? " - " : "")
+              << (o.integers == "signed" ? std::to_string(1 << (bits - 1)) : "") << " = "
+              << p.zero_point;
+  }
+  std::cout << "\n  integers [" << p.q_min << ", " << p.q_max << "]"
             << (article ? " (the articles' z is for 0 to 255, the values stored as int8)" : "")
             << "\n\n";
   TextTable t({"x", "round(x/s) + z", "q", "x' = s(q - z)", "error x' - x", ""});
@@ -299,10 +307,12 @@ void register_calc(CLI::App& app, Context& ctx) {
   quant->add_option("--max", q->max, "Range max")->check(number_within({-1e9, 1e9}));
   CLI::Option* bits = quant->add_option("--bits", q->bits, "Integer width (article: 8)")
                           ->check(integer_between(2, 16));
-  quant->add_option("--integers", q->integers,
-                    "article (z = round(-min/s), stored as int8), unsigned (0 to 2^bits - 1) or "
-                    "signed (-2^(bits-1) to 2^(bits-1) - 1)")
-      ->check(CLI::IsMember({"article", "unsigned", "signed"}));
+  quant
+      ->add_option("--integers", q->integers,
+                   "article (z = round(-min/s), stored as int8), unsigned (0 to 2^bits - 1), "
+                   "signed (-2^(bits-1) to 2^(bits-1) - 1) or symmetric (z = 0, s = "
+                   "max|x|/(2^(bits-1) - 1), as TensorRT and LLM.int8())")
+      ->check(CLI::IsMember({"article", "unsigned", "signed", "symmetric"}));
   quant->add_option("--value,-x", q->values, "Values to quantise")
       ->check(number_within({-1e9, 1e9}));
   add_json_flag(*quant, q->json);

@@ -185,17 +185,24 @@ void print_text(const Plan& plan, const plan::Estimate& e) {
   }
   if (e.quantization.bits > 0) {
     const plan::QuantizationSummary& q = e.quantization;
-    std::cout << "Quantisation: INT" << q.bits << " weights, " << q.levels
-              << " levels: worst error " << format_fixed(q.relative_max_error * 100, 3)
-              << " % of the range, RMS " << format_fixed(q.relative_rms_error * 100, 3)
-              << " %; saves " << format_bytes(q.weight_bytes_saved) << " per GPU against bf16\n";
+    std::cout << "Quantisation: INT" << q.bits << " weights, " << q.levels << " levels"
+              << (plan.precision.quant.symmetric ? " (symmetric)" : "") << ": worst error "
+              << format_fixed(q.relative_max_error * 100, 3) << " % of the range quantised, RMS "
+              << format_fixed(q.relative_rms_error * 100, 3) << " %; saves "
+              << format_bytes(q.weight_bytes_saved) << " per GPU against bf16\n";
     // The seed article's worked example, with this plan's integer width.
+    // Symmetric quantises [-0.8, 0.8] for it: a wider range, a coarser step.
     const bool symmetric = plan.precision.quant.symmetric;
-    const double lo = symmetric ? -0.8 : -0.5, hi = 0.8;
-    const plan::QuantParams qp = plan::quant_params(lo, hi, q.bits, /*signed_range=*/true);
+    const double lo = -0.5, hi = 0.8;
+    const plan::QuantParams qp = symmetric
+                                     ? plan::symmetric_quant_params(lo, hi, q.bits)
+                                     : plan::quant_params(lo, hi, q.bits, /*signed_range=*/true);
     const plan::Quantized x = plan::quantize(0.3, qp);
-    std::cout << "  e.g. a tensor in [" << format_fixed(lo, 1) << ", " << format_fixed(hi, 1)
-              << "]: scale " << format_fixed(qp.scale, 6) << ", zero point " << qp.zero_point
+    std::cout << "  e.g. a tensor in [" << format_fixed(lo, 1) << ", " << format_fixed(hi, 1) << "]"
+              << (symmetric
+                      ? " (as [" + format_fixed(qp.min, 1) + ", " + format_fixed(qp.max, 1) + "])"
+                      : std::string())
+              << ": scale " << format_fixed(qp.scale, 6) << ", zero point " << qp.zero_point
               << "; 0.3 -> " << x.q << " -> " << format_fixed(x.dequantized, 4) << " (error "
               << format_fixed(x.error, 4) << ")\n\n";
   }

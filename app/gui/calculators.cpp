@@ -51,7 +51,7 @@ QChartView* chartView(QChart* chart) {
   return view;
 }
 
-enum class QuantMode { article, unsigned_range, signed_range };
+enum class QuantMode { article, unsigned_range, signed_range, symmetric };
 
 }  // namespace
 
@@ -204,6 +204,7 @@ QuantizationCalculator::QuantizationCalculator(QWidget* parent) : QWidget(parent
   mode_->addItem(tr("the articles' (z = round(−min/s), stored as int8)"), int(QuantMode::article));
   mode_->addItem(tr("unsigned, 0 to 2^bits − 1"), int(QuantMode::unsigned_range));
   mode_->addItem(tr("signed, −2^(bits−1) to 2^(bits−1) − 1"), int(QuantMode::signed_range));
+  mode_->addItem(tr("symmetric, z = 0, s = max|x| / (2^(bits−1) − 1)"), int(QuantMode::symmetric));
   scale_ = new QLabel;
   scale_->setObjectName(QStringLiteral("quantScale"));
   zero_point_ = new QLabel;
@@ -304,9 +305,13 @@ void QuantizationCalculator::recompute() {
   }
   const plan::QuantParams p =
       article ? plan::article_int8_params(lo, hi)
-              : plan::quant_params(lo, hi, bits, mode == QuantMode::signed_range);
+      : mode == QuantMode::symmetric
+          ? plan::symmetric_quant_params(lo, hi, bits)
+          : plan::quant_params(lo, hi, bits, mode == QuantMode::signed_range);
   QString scale_text = QString::number(p.scale, 'f', 6);
-  if (p.min != lo || p.max != hi) {
+  if (mode == QuantMode::symmetric && (p.min != lo || p.max != hi)) {
+    scale_text += tr(" (of [%1, %2]: symmetric about 0)").arg(p.min).arg(p.max);
+  } else if (p.min != lo || p.max != hi) {
     scale_text += tr(" (of [%1, %2]: the range widened to hold 0 exactly)").arg(p.min).arg(p.max);
   }
   scale_->setText(scale_text);

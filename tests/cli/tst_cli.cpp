@@ -485,6 +485,17 @@ void TestCli::calcSeedExamples_data() {
                                      << "/zero_point" << -30.0;
   QTest::addRow("signed 0.3") << QStringList{"quantize", "--integers", "signed"} << "/values/0/q"
                               << 29.0;
+  // Symmetric (absmax): [-0.8, 0.8] for [-0.5, 0.8], s = 0.8/127, z = 0:
+  // 0.3 -> round(47.6) = 48; -0.8 stays in range at -127.
+  QTest::addRow("symmetric scale")
+      << QStringList{"quantize", "--integers", "symmetric"} << "/scale" << 0.8 / 127;
+  QTest::addRow("symmetric zero point")
+      << QStringList{"quantize", "--integers", "symmetric"} << "/zero_point" << 0.0;
+  QTest::addRow("symmetric 0.3") << QStringList{"quantize", "--integers", "symmetric"}
+                                 << "/values/0/q" << 48.0;
+  QTest::addRow("symmetric lowest")
+      << QStringList{"quantize", "--integers", "symmetric", "-x", "-0.8"} << "/values/0/q"
+      << -127.0;
   QTest::addRow("INT4 levels") << QStringList{"quantize", "--integers", "unsigned", "--bits", "4"}
                                << "/scale" << 1.3 / 15;
   QTest::addRow("range widened to 0") << QStringList{"quantize", "--min", "0.2", "--max", "0.8"}

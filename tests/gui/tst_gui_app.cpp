@@ -1270,6 +1270,12 @@ void TestGuiApp::seedCalculators() {
            QStringLiteral("0.003137 (of [0, 0.8]: the range widened to hold 0 exactly)"));
   quant->minBox()->setValue(-0.5);
   QCOMPARE(quant->scaleLabel()->text(), QStringLiteral("0.005098"));
+  // Symmetric: zero point 0, the range made even about it.
+  quant->modeBox()->setCurrentIndex(3);
+  QCOMPARE(quant->scaleLabel()->text(),
+           QStringLiteral("0.006299 (of [-0.8, 0.8]: symmetric about 0)"));
+  QCOMPARE(quant->zeroPointLabel()->text(), QStringLiteral("0"));
+  QCOMPARE(table->item(last, 2)->text(), QStringLiteral("48"));
   quant->modeBox()->setCurrentIndex(0);
   // min above max is refused, as the CLI refuses it (it showed a scale of 1
   // "of [0, 0]" and mapped every value to 0).

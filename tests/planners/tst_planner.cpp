@@ -665,6 +665,12 @@ void TestPlanner::inferencePlan() {
   QCOMPARE(e.quantization.levels, 256);
   QCOMPARE(e.quantization.relative_max_error, 0.5 / 255);
   QVERIFY(e.quantization.weight_bytes_saved > 0);
+  // Symmetric leaves -128 out: 255 levels, 254 steps over the range.
+  cs::Plan symmetric = p;
+  symmetric.precision.quant.symmetric = true;
+  const cs::plan::Estimate s = must_estimate(symmetric);
+  QCOMPARE(s.quantization.levels, 255);
+  QCOMPARE(s.quantization.relative_max_error, 0.5 / 254);
   // One byte per weight (plus per-channel scales).
   QVERIFY(std::fabs(e.memory.weights / e.parameters_per_gpu - 1) < 0.01);
   cs::Plan int4 = p;
