@@ -81,7 +81,16 @@ double training_flops(double forward_flops_per_sample, double samples_trained) {
 
 double iterations_per_run(double samples, double batch, double epochs) {
   if (batch <= 0) return 0;
-  return std::ceil(samples / batch) * epochs;
+  // Whole passes, then the part of one (2.5 epochs: two passes and half a
+  // set), each ending in a partial batch.
+  const double passes = std::floor(epochs);
+  return passes * std::ceil(samples / batch) +
+         std::ceil(std::ceil((epochs - passes) * samples) / batch);
+}
+
+double samples_per_run(double samples, double epochs) {
+  const double passes = std::floor(epochs);
+  return passes * samples + std::ceil((epochs - passes) * samples);
 }
 
 }  // namespace cs::plan

@@ -62,7 +62,10 @@ Quantized quantize(double x, const QuantParams& params);
 double training_flops(double forward_flops_per_sample, double samples_trained);
 
 // Iterations of `epochs` passes over `samples` in batches of `batch` (the
-// last, partial batch counts as an iteration, as a PyTorch DataLoader does).
+// last, partial batch counts as an iteration, as a PyTorch DataLoader does;
+// a part of an epoch is that part of the set, in whole samples).
 double iterations_per_run(double samples, double batch, double epochs);
+// The samples those passes train on.
+double samples_per_run(double samples, double epochs);
 
 }  // namespace cs::plan

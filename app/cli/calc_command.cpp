@@ -230,8 +230,10 @@ void run_flops(const FlopsOptions& o, Context& ctx) {
   } else {
     throw CliError("give --iterations, or --samples (and --epochs) to count them");
   }
-  // The samples trained on: the last batch of an epoch holds what is left.
-  const double trained = o.iterations ? o.batch * iterations : samples * epochs;
+  // The samples trained on: the last batch of an epoch holds what is left
+  // (a part of an epoch, 2.5, trains on whole samples).
+  const double trained =
+      o.iterations ? o.batch * iterations : plan::samples_per_run(samples, epochs);
   const double total = plan::training_flops(forward, trained);
   // The article's formula as it is written: batch x iterations, x 2.
   const double article = forward * 2 * o.batch * iterations;
@@ -331,15 +333,14 @@ void register_calc(CLI::App& app, Context& ctx) {
   flops->add_option("--forward-flops", f->forward_flops, "Forward FLOPs per sample")
       ->check(number_within({0, 1e15, true}));
   flops->add_option("--batch", f->batch, "Samples per iteration (default 256)")
-      ->check(number_within({0, 1e6, true}));
-  CLI::Option* samples =
-      flops->add_option("--samples", f->samples, "Samples in the training set")
-          ->check(number_within({0, 1e12, true}));
+      ->check(whole_number_within({0, 1e6, true}));
+  CLI::Option* samples = flops->add_option("--samples", f->samples, "Samples in the training set")
+                             ->check(whole_number_within({0, 1e12, true}));
   CLI::Option* epochs =
       flops->add_option("--epochs", f->epochs, "Passes over the training set")
           ->check(number_within({0, 1e4, true}));
   flops->add_option("--iterations", f->iterations, "Iterations (instead of samples and epochs)")
-      ->check(number_within({0, 1e12, true}))
+      ->check(whole_number_within({0, 1e12, true}))
       ->excludes(samples)
       ->excludes(epochs);
   add_json_flag(*flops, f->json);

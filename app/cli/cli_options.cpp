@@ -1,5 +1,6 @@
 #include "app/cli/cli_options.h"
 
+#include <cmath>
 #include <filesystem>
 #include <iostream>
 #include <limits>
@@ -55,6 +56,19 @@ const CLI::Validator& seed_number() {
 
 CLI::Validator number_within(const Range& range) {
   return number_in(range, "NUMBER");
+}
+
+CLI::Validator whole_number_within(const Range& range) {
+  CLI::Validator in_range = number_in(range, "WHOLE");
+  return CLI::Validator(
+      [in_range](std::string& text) mutable -> std::string {
+        std::string checked = text;
+        if (std::string error = in_range(checked); !error.empty()) return error;
+        const double value = std::strtod(text.c_str(), nullptr);
+        if (value != std::floor(value)) return "must be a whole number (got " + text + ")";
+        return {};
+      },
+      "WHOLE");
 }
 
 CLI::Validator integer_between(std::int64_t lo, std::int64_t hi) {

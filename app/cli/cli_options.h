@@ -34,6 +34,8 @@ const CLI::Validator& seed_number();
 // A number the range holds: "--bandwidth: must be > 0 and <= 1e+06 (got 1e-300)".
 CLI::Validator number_within(const Range& range);
 CLI::Validator integer_between(std::int64_t lo, std::int64_t hi);
+// A count held in a double (past an int: samples, iterations): whole, in range.
+CLI::Validator whole_number_within(const Range& range);
 // A precision's name: fp32, tf32, bf16, fp16, fp8, int8 or int4.
 CLI::Validator precision_name();  // "--zero: must be between 0 and 3 (got 5)"
 

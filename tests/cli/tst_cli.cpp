@@ -136,6 +136,12 @@ void TestCli::exitCodes_data() {
   QTest::addRow("calc article INT4")
       << QStringList{"calc", "quantize", "--bits", "4"} << 1 << ""
       << "--bits 4: the articles' integers are INT8; give --integers unsigned or signed";
+  // Half a sample a batch: "batch 0.5, 500000 iterations".
+  QTest::addRow("calc half a sample") << QStringList{"calc", "flops", "--batch", "0.5"} << 2 << ""
+                                      << "--batch: must be a whole number (got 0.5)";
+  QTest::addRow("calc part of an iteration")
+      << QStringList{"calc", "flops", "--iterations", "2.5"} << 2 << ""
+      << "--iterations: must be a whole number (got 2.5)";
   QTest::addRow("calc value nan") << QStringList{"calc", "quantize", "-x", "nan"} << 2 << ""
                                   << "--value: is not a number (got \"nan\")";
   QTest::addRow("calc value inf") << QStringList{"calc", "quantize", "-x", "inf"} << 2 << ""
@@ -507,6 +513,14 @@ void TestCli::calcSeedExamples_data() {
   // FLOPs x 3 x 50 000 x 5 (x 3 x 256 x 980 counted 880 images too many).
   QTest::addRow("iterations") << QStringList{"flops", "--model", "resnet18-cifar10"} << "/iterations"
                               << 980.0;
+  // 2.5 epochs of 1000 samples in batches of 256: two passes of 4, then
+  // 500 samples in 2 ("2.5 iterations" of 100 samples it said).
+  QTest::addRow("part of an epoch")
+      << QStringList{"flops", "--samples", "1000", "--batch", "256", "--epochs", "2.5"}
+      << "/iterations" << 10.0;
+  QTest::addRow("part of an epoch's samples")
+      << QStringList{"flops", "--samples", "1000", "--batch", "256", "--epochs", "2.5"}
+      << "/samples_trained" << 2500.0;
   QTest::addRow("training FLOPs") << QStringList{"flops", "--model", "resnet18-cifar10"}
                                   << "/training_flops" << 75046912.0 * 3 * 50000 * 5;
   QTest::addRow("partial last batch") << QStringList{"flops", "--forward-flops", "1e9", "--samples",
