@@ -476,6 +476,29 @@ void read_plan(const json& j, const std::string& ptr, Diagnostics& d, Plan& plan
       r, "workload", true, plan.workload, catalog, "model preset",
       catalog ? catalog->model_names() : no_names, read_workload,
       [&](const std::string& n) { return catalog->find_model(n); });
+  // dp left out fills the cluster with what tp x pp leave of its GPUs, as
+  // `clusterscope plan` does without --dp (it planned 1 of 8 GPUs); before
+  // the parallel plan is read, so that its default global batch counts it.
+  {
+    const auto parallel = j.find("parallel");
+    const bool dp_given = parallel != j.end() && parallel->is_object() && parallel->contains("dp");
+    if (!dp_given) {
+      auto degree = [&](const char* key) -> std::int64_t {
+        if (parallel == j.end() || !parallel->is_object()) return 1;
+        const auto v = parallel->find(key);
+        return v != parallel->end() && v->is_number_integer() && v->get<std::int64_t>() >= 1
+                   ? v->get<std::int64_t>()
+                   : 1;
+      };
+      const std::int64_t gpus = plan.cluster.total_gpus();
+      const std::int64_t model_parallel = degree("tp") * degree("pp");
+      if (gpus >= model_parallel && gpus % model_parallel == 0)
+        plan.parallel.dp = static_cast<int>(gpus / model_parallel);
+      // No parallel section: one micro-batch a replica, as the section's own default.
+      if (parallel == j.end())
+        plan.parallel.global_batch = static_cast<int>(plan.parallel.samples_per_micro_step());
+    }
+  }
   if (const json* p = r.field("parallel"))
     read_parallel(*p, r.pointer("parallel"), d, plan.parallel, rules);
   if (const json* p = r.field("precision")) {

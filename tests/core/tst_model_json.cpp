@@ -59,6 +59,8 @@ class TestModelJson : public QObject {
   void displayNameDefaultsToName();
   void optimizerBySizeRoundTrip();
   void planRoundTrip();
+  void planWithoutDpFillsTheCluster_data();
+  void planWithoutDpFillsTheCluster();
   void validationErrors_data();
   void validationErrors();
   void refusedValueRaisesNoRelation();
@@ -178,6 +180,34 @@ void TestModelJson::optimizerBySizeRoundTrip() {
   QCOMPARE(points[1].parameters, 4194304.0);
   QCOMPARE(points[1].ns, 1.2);
   QCOMPARE(QString::fromStdString(cs::to_json(*back).dump()), QString::fromStdString(j.dump()));
+}
+
+void TestModelJson::planWithoutDpFillsTheCluster_data() {
+  QTest::addColumn<QString>("parallel");  // "" for no parallel section
+  QTest::addColumn<int>("dp");
+  QTest::addColumn<int>("global_batch");
+  QTest::addRow("no parallel section") << "" << 64 << 64;
+  QTest::addRow("tp and pp given") << R"("parallel": {"tp": 8, "pp": 2},)" << 4 << 4;
+  QTest::addRow("micro-batch and accumulation")
+      << R"("parallel": {"tp": 8, "micro_batch": 2, "gradient_accumulation": 4},)" << 8 << 64;
+  QTest::addRow("dp given") << R"("parallel": {"dp": 2, "tp": 8},)" << 2 << 2;
+  QTest::addRow("tp not dividing the GPUs") << R"("parallel": {"tp": 3},)" << 1 << 1;
+}
+
+// dp left out of a plan document fills the cluster, as `clusterscope plan`
+// does without --dp: the same inputs planned 1 GPU of 64 from a file.
+void TestModelJson::planWithoutDpFillsTheCluster() {
+  QFETCH(QString, parallel);
+  QFETCH(int, dp);
+  QFETCH(int, global_batch);
+  const json j = json::parse(QStringLiteral(R"({"kind": "plan", "cluster": "dgx-h100-64", %1
+    "workload": "llama2-7b"})")
+                                 .arg(parallel)
+                                 .toStdString());
+  auto plan = cs::plan_from_json(j, "plan.json", &catalog(), cs::ParallelRules::leave_to_caller);
+  QVERIFY2(plan.ok(), plan.ok() ? "" : plan.message().c_str());
+  QCOMPARE(plan->parallel.dp, dp);
+  QCOMPARE(plan->parallel.global_batch, global_batch);
 }
 
 void TestModelJson::planRoundTrip() {
