@@ -263,8 +263,10 @@ MemoryBreakdown stage_memory(const Machine& m, const Model& x, const Knobs& k, d
           activation_bytes_per_layer(shape, k.tp, k.sp, Recompute::none, k.flash, e);
       if (last) mem.activation_workspace += logits;
     } else {
+      // FP8 training keeps the GEMMs' inputs as their FP8 copies (Transformer Engine).
+      const double gemm_inputs = k.compute == Precision::fp8 ? 1.0 : e;
       const double per_layer =
-          activation_bytes_per_layer(shape, k.tp, k.sp, k.recompute, k.flash, e);
+          activation_bytes_per_layer(shape, k.tp, k.sp, k.recompute, k.flash, e, gemm_inputs);
       const int rank = first ? 0 : k.pp - 1;
       const int chunks = chunks_in_flight(k.pp, rank, k.v, micro_batches);
       mem.activations = chunks * (x.layers / (k.pp * k.v)) * per_layer;

@@ -10,7 +10,9 @@ double stored_scores_bytes(const LayerShape& x, int tp, double e) {
 }
 
 double activation_bytes_per_layer(const LayerShape& x, int tp, bool sequence_parallel,
-                                  Recompute recompute, bool flash_attention, double e) {
+                                  Recompute recompute, bool flash_attention, double e,
+                                  double gemm_input_bytes) {
+  const double g = gemm_input_bytes > 0 ? gemm_input_bytes : e;
   const double t = std::max(tp, 1);
   const double sbh = x.seq * x.batch * x.hidden;
   const double sp_share = sequence_parallel ? 1.0 / t : 1.0;
@@ -22,13 +24,14 @@ double activation_bytes_per_layer(const LayerShape& x, int tp, bool sequence_par
 
   // Outside the tensor-parallel region (replicated unless sequence parallel):
   // two layer-norm inputs, the QKV and MLP inputs, two dropout masks: 4e + 2 (10 at e = 2).
-  const double replicated = 4 * e + 2 * mask;
+  const double replicated = 2 * e + 2 * g + 2 * mask;
   // Inside it (split over t): Q and K, V, the projection input, the MLP's
-  // inner activations (GeLU in and out; SwiGLU's gate and up, and their product).
+  // inner activations (GeLU in and out; SwiGLU's gate and up, and their
+  // product); the GeLU's output and SwiGLU's product are the last GEMM's input.
   const double qk = (1 + kv_ratio) * e;
   const double v = kv_ratio * e;
-  const double projection_input = e;
-  const double mlp_inner = (x.gated_mlp ? 3 : 2) * ffn_ratio * e;
+  const double projection_input = g == e ? e : flash_attention ? e + g : g;
+  const double mlp_inner = ((x.gated_mlp ? 2 : 1) * e + g) * ffn_ratio;
   const double split = qk + v + projection_input + mlp_inner;  // 24 at e = 2, GPT shapes
 
   double bytes = sbh * (replicated * sp_share + split / t);

@@ -29,9 +29,14 @@ struct LayerShape {
 // stored (unfused, not recomputed): the softmax output, and with dropout its
 // mask and output, (2e + 1) a s^2 b / t (5as^2b at e = 2), else e a s^2 b / t.
 double stored_scores_bytes(const LayerShape& shape, int tp, double element_bytes);
+// gemm_input_bytes: how the inputs of the four GEMMs are kept (QKV, the
+// projection, the MLP's two); 0 as the other activations. FP8 training
+// (Transformer Engine) keeps them as the FP8 copies the GEMMs read, 1 byte:
+// the layer-norm outputs and the MLP's activation output only so; the
+// attention output also in 16 bits where fused attention's backward reads it.
 double activation_bytes_per_layer(const LayerShape& shape, int tp, bool sequence_parallel,
                                   Recompute recompute, bool flash_attention,
-                                  double element_bytes = 2);
+                                  double element_bytes = 2, double gemm_input_bytes = 0);
 
 // Model FLOPs of one step of B sequences through a GPT of L layers, hidden h,
 // sequence s, vocabulary V (forward + backward, no recomputation):

@@ -99,6 +99,8 @@ class TestPlannerAccuracy : public QObject {
   void activationShares();
   void activationFormulas_data();
   void activationFormulas();
+  void fp8KeepsTheGemmInputsInOneByte_data();
+  void fp8KeepsTheGemmInputsInOneByte();
   void zeroModelState_data();
   void zeroModelState();
   void megatronModelState();
@@ -421,6 +423,42 @@ void TestPlannerAccuracy::activationFormulas_data() {
   QTest::addRow("tensor + sequence + selective, no dropout")
       << 8 << true << int(cs::Recompute::selective) << "32sbh/t";
   QTest::addRow("full recompute, no dropout") << 8 << false << int(cs::Recompute::full) << "2sbh";
+}
+
+void TestPlannerAccuracy::fp8KeepsTheGemmInputsInOneByte_data() {
+  QTest::addColumn<bool>("flash");
+  QTest::addColumn<bool>("gated");
+  QTest::addColumn<double>("per_sbh");  // bytes per s*b*h, tp 1, dropout, no scores
+  // 34 at 16 bits: less one byte for each of the QKV, MLP and FC2 inputs
+  // (4 of h wide: 1 + 1 + 4); fused attention's output stays in 16 bits
+  // for its own backward, beside its FP8 copy (+1).
+  QTest::addRow("fused attention, GeLU") << true << false << 34.0 - 6 + 1;
+  // Unfused: the projection reads only its FP8 copy (-1).
+  QTest::addRow("unfused attention, GeLU") << false << false << 34.0 - 6 - 1;
+  // SwiGLU of ffn 4h: gate and up in 16 bits, the product one byte.
+  QTest::addRow("fused attention, SwiGLU")
+      << true << true << 2.0 * 2 + 2 * 1 + 2 + 4 + 2 + 3 + (2 * 2 + 1) * 4;
+}
+
+// FP8 training (Transformer Engine) keeps the inputs of the four GEMMs as
+// their FP8 copies: the planner counted them in 16 bits, 17 % more
+// activations than a Megatron-LM FP8 run holds.
+void TestPlannerAccuracy::fp8KeepsTheGemmInputsInOneByte() {
+  QFETCH(bool, flash);
+  QFETCH(bool, gated);
+  QFETCH(double, per_sbh);
+  const double s = 2048, b = 1, h = 4096, a = 32;
+  const cs::plan::LayerShape shape{s, b, h, a, a, 4 * h, gated, true};
+  const double got =
+      cs::plan::activation_bytes_per_layer(shape, 1, false, cs::Recompute::selective, flash, 2, 1);
+  const double scores = flash ? 4 * a * s * b : 0;  // fused attention's log-sum-exp
+  QCOMPARE(got, s * b * h * per_sbh + scores);
+  // In 16 bits, as before: 34sbh.
+  if (!gated) {
+    QCOMPARE(
+        cs::plan::activation_bytes_per_layer(shape, 1, false, cs::Recompute::selective, flash, 2),
+        34 * s * b * h + scores);
+  }
 }
 
 void TestPlannerAccuracy::activationFormulas() {
