@@ -31,14 +31,21 @@ std::string three_digits(double v) {
 }  // namespace
 
 std::string format_bytes(double bytes) {
-  static const char* const units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+  static const char* const units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB", "ZiB", "YiB"};
+  constexpr int kLast = int(std::size(units)) - 1;
   int i = 0;
   double v = bytes;
-  while (std::fabs(v) >= 1024 && i < 6) {
+  while (std::fabs(v) >= 1024 && i < kLast) {
     v /= 1024;
     ++i;
   }
   if (i == 0) return format_fixed(v, 0) + " B";
+  // Past yobibytes (a plan no machine holds): a power of ten, not 12 digits.
+  if (std::fabs(v) >= 1024) {
+    char buffer[32];
+    std::snprintf(buffer, sizeof buffer, "%.3g", v);
+    return std::string(buffer) + " " + units[kLast];
+  }
   return three_digits(v) + " " + units[i];
 }
 

@@ -147,6 +147,8 @@ class TestTraceAnalysis : public QObject {
   void machineProbe();
   void modelErrorFactor_data();
   void modelErrorFactor();
+  void bytesForPeople_data();
+  void bytesForPeople();
   void compareByOperationKind();
   void compareLeavesOutWhatIsOutsideTheSteps();
   void windowIndexFindsWhatEveryWindowWould_data();
@@ -1499,6 +1501,24 @@ void TestTraceAnalysis::modelErrorFactor_data() {
   QTest::addRow("-90 %") << 0.1 << 1.0 << "1/10 of the measured";
   QTest::addRow("nothing predicted") << 0.0 << 1.0 << "";
   QTest::addRow("nothing measured") << 1.0 << 0.0 << "";
+}
+
+void TestTraceAnalysis::bytesForPeople_data() {
+  QTest::addColumn<double>("bytes");
+  QTest::addColumn<QString>("text");
+  QTest::addRow("bytes") << 512.0 << "512 B";
+  QTest::addRow("GiB") << 79.6 * 1073741824.0 << "79.6 GiB";
+  QTest::addRow("EiB") << 3.0 * 1152921504606846976.0 << "3.00 EiB";
+  QTest::addRow("ZiB") << 2.0 * 1180591620717411303424.0 << "2.00 ZiB";
+  // An impossible plan's memory read "500588261196 EiB".
+  QTest::addRow("past YiB") << 5.77e32 << "4.77e+08 YiB";
+}
+
+// What the CLI and the app print for a size.
+void TestTraceAnalysis::bytesForPeople() {
+  QFETCH(double, bytes);
+  QFETCH(QString, text);
+  QCOMPARE(QString::fromStdString(cs::format_bytes(bytes)), text);
 }
 
 // A percentage hides a factor past -50 % or +100 %: -90 % is a tenth.
