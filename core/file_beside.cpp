@@ -49,12 +49,14 @@ FileBeside::FileBeside(std::string path) : path_(std::move(path)), target_(path_
   }
   beside_ = !in_place;
   writing_ = beside_ ? target_ + ".partial" : path_;
+  if (beside_) unfinished_.emplace(writing_);
 }
 
 FileBeside::~FileBeside() {
   if (!beside_) return;
   std::error_code ec;
   fs::remove(writing_, ec);
+  unfinished_.reset();
 }
 
 Status FileBeside::commit() {
@@ -63,6 +65,7 @@ Status FileBeside::commit() {
   fs::rename(writing_, target_, ec);
   if (ec) return Error{path_ + ": cannot write: " + ec.message()};
   beside_ = false;
+  unfinished_.reset();
   return {};
 }
 

@@ -3,9 +3,11 @@
 // disk) leaves no half file and keeps what was there before.
 #pragma once
 
+#include <optional>
 #include <string>
 
 #include "core/result.h"
+#include "core/unfinished_file.h"
 
 namespace cs {
 
@@ -36,6 +38,7 @@ class FileBeside {
   std::string writing_;
   bool beside_ = false;
   bool stream_ = false;  // writing_ is a file beside path_, still to rename or remove
+  std::optional<UnfinishedFile> unfinished_;  // writing_, while it is beside
 };
 
 }  // namespace cs

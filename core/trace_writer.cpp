@@ -21,6 +21,7 @@
 #include "core/parse_count.h"
 #include "core/text_file.h"
 #include "core/trace_store_internal.h"
+#include "core/unfinished_file.h"
 #include "core/utf8.h"
 
 namespace cs::trace {
@@ -999,6 +1000,10 @@ Status build_store_then_replace(const std::string& path,
     return Error{std::move(message)};
   };
   remove_with_log(temporary);
+  // Ctrl-C or a kill during the build removes them too (core/unfinished_file.h).
+  const UnfinishedFile unfinished[] = {
+      UnfinishedFile(temporary), UnfinishedFile(temporary + "-journal"),
+      UnfinishedFile(temporary + "-wal"), UnfinishedFile(temporary + "-shm")};
   // Partial stores of earlier builds whose process died (kill -9 during a
   // merge) stayed beside the store for good.
   {

@@ -9,6 +9,7 @@
 
 #include "app/cli/context.h"
 #include "core/json_text.h"
+#include "core/unfinished_file.h"
 
 namespace {
 
@@ -133,6 +134,8 @@ int main(int argc, char** argv) {
   // A file-size limit (ulimit -f, common on cluster nodes) makes a write fail
   // with a message naming the file, instead of killing the process mid-write.
   std::signal(SIGXFSZ, SIG_IGN);
+  // Ctrl-C or a kill during an export, import or merge leaves no half file.
+  cs::remove_unfinished_files_on_signal();
   CLI::App app{
       "ClusterScope: plan, run and profile neural-network training on GPU clusters.",
       "clusterscope"};

@@ -25,6 +25,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "core/file_beside.h"
 #include "core/trace_reader.h"
 #include "core/trace_store.h"
 #include "core/trace_store_internal.h"
@@ -194,6 +195,8 @@ class TestTraceStore : public QObject {
   void rowsNoWriterWrote_data();
   void rowsNoWriterWrote();
   void version1StoreIsMigrated();
+  void unfinishedFilesGoOnASignal_data();
+  void unfinishedFilesGoOnASignal();
   void refusesWhatIsNotAStore_data();
   void refusesWhatIsNotAStore();
   void readsPastAJournalLeftBeside_data();
@@ -1687,6 +1690,52 @@ void TestTraceStore::version1StoreIsMigrated() {
                              {QStringLiteral("-o"), QStringLiteral("remount,ro"), mount_point}),
            0);
   read_in_memory(copy);
+}
+
+void TestTraceStore::unfinishedFilesGoOnASignal_data() {
+  QTest::addColumn<int>("signal_number");
+  QTest::addRow("SIGINT") << SIGINT;
+  QTest::addRow("SIGTERM") << SIGTERM;
+  QTest::addRow("SIGHUP") << SIGHUP;
+}
+
+// Killed while it writes an export (Ctrl-C, a job's timeout), a command left
+// its 40 MB "p.csv.partial" beside the output. A child process writes one,
+// is signalled, and ends by that signal with the partial file gone, the
+// earlier output kept, and a finished file of its own left alone.
+void TestTraceStore::unfinishedFilesGoOnASignal() {
+  QFETCH(int, signal_number);
+  QTemporaryDir dir;
+  const std::string out = temp_path(dir, "p.csv");
+  const std::string done = temp_path(dir, "done.csv");
+  std::ofstream(out) << "the earlier export\n";
+  const pid_t child = ::fork();
+  QVERIFY(child >= 0);
+  if (child == 0) {
+    // As the CLI starts: QtTest's own handlers are not the default actions.
+    for (int s : {SIGINT, SIGTERM, SIGHUP})
+      ::signal(s, SIG_DFL);
+    cs::remove_unfinished_files_on_signal();
+    {
+      cs::FileBeside finished(done);
+      std::ofstream(finished.writing()) << "whole\n";
+      if (!finished.commit()) ::_exit(2);
+    }
+    cs::FileBeside file(out);
+    std::ofstream(file.writing()) << "half of it";
+    ::raise(signal_number);
+    ::_exit(3);  // not reached: the signal ends the process
+  }
+  int status = 0;
+  QCOMPARE(::waitpid(child, &status, 0), child);
+  QVERIFY2(WIFSIGNALED(status) && WTERMSIG(status) == signal_number,
+           qPrintable(QString("status %1").arg(status)));
+  QVERIFY(!std::filesystem::exists(out + ".partial"));
+  std::ifstream earlier(out);
+  std::string line;
+  std::getline(earlier, line);
+  QCOMPARE(QString::fromStdString(line), QStringLiteral("the earlier export"));
+  QVERIFY(std::filesystem::exists(done));
 }
 
 void TestTraceStore::refusesWhatIsNotAStore_data() {
