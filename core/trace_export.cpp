@@ -14,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/breakdown_parts.h"
 #include "core/enum_names.h"
 #include "core/file_beside.h"
 #include "core/format.h"
@@ -730,23 +731,6 @@ std::string utc_text(std::int64_t ns) {
   return b;
 }
 
-struct Segment {
-  const char* name;
-  const char* color;
-  std::int64_t Breakdown::*field;
-};
-// The parts of a span, in drawing order; together they add up to it.
-const Segment kSegments[] = {
-    {"compute", "#4c78a8", &Breakdown::compute_ns},
-    {"exposed communication", "#e45756", &Breakdown::exposed_communication_ns},
-    {"exposed memory", "#f58518", &Breakdown::exposed_memory_ns},
-    {"synchronization", "#b279a2", &Breakdown::exposed_synchronization_ns},
-    {"other device work", "#9d755d", &Breakdown::other_busy_ns},
-    {"idle: host wait", "#bab0ac", &Breakdown::idle_host_wait_ns},
-    {"idle: kernel wait", "#d8d3cf", &Breakdown::idle_kernel_wait_ns},
-    {"idle: other", "#eeeeee", &Breakdown::idle_other_ns},
-};
-
 std::string breakdown_svg(const std::vector<RankAnalysis>& ranks) {
   const int row = 26, label = 90, width = 640, top = 10;
   const int height = top + row * static_cast<int>(ranks.size()) + 56;
@@ -759,19 +743,20 @@ std::string breakdown_svg(const std::vector<RankAnalysis>& ranks) {
          std::to_string(r.rank) + "</text>";
     const double span = static_cast<double>(std::max<std::int64_t>(1, r.total.span_ns));
     double x = label;
-    for (const Segment& seg : kSegments) {
-      const double w = width * static_cast<double>(r.total.*seg.field) / span;
+    for (const BreakdownPart& seg : kBreakdownParts) {
+      const std::int64_t ns = seg.ns(r.total);
+      const double w = width * static_cast<double>(ns) / span;
       if (w <= 0) continue;
       s += "<rect x=\"" + format_fixed(x, 2) + "\" y=\"" + std::to_string(y) + "\" width=\"" +
            format_fixed(w, 2) + "\" height=\"" + std::to_string(row - 6) + "\" fill=\"" +
-           seg.color + "\"><title>" + seg.name + ": " + ms(r.total.*seg.field) + " ms (" +
-           pct(static_cast<double>(r.total.*seg.field), span) + ")</title></rect>";
+           seg.color + "\"><title>" + seg.name + ": " + ms(ns) + " ms (" +
+           pct(static_cast<double>(ns), span) + ")</title></rect>";
       x += w;
     }
     y += row;
   }
   int lx = label;
-  for (const Segment& seg : kSegments) {
+  for (const BreakdownPart& seg : kBreakdownParts) {
     const int item = 13 + static_cast<int>(std::strlen(seg.name)) * 6 + 10;
     if (lx + item > label + width) {  // the legend wraps onto a second line
       lx = label;

@@ -57,6 +57,7 @@
 #include "app/gui/report_export.h"
 #include "app/gui/theme.h"
 #include "app/gui/timeline_widget.h"
+#include "core/breakdown_parts.h"
 #include "core/format.h"
 #include "core/json_reader.h"
 #include "core/model_json.h"
@@ -188,20 +189,6 @@ Instances collectInstances(const trace::TraceReader& r, std::optional<trace::Tim
       });
   if (!read) out.error = q(read.message());
   return out;
-}
-
-// The parts of a rank's stacked bar: they add up to its span.
-struct BarParts {
-  double compute, exposed, hidden, memory, other, idle;
-};
-
-BarParts barParts(const trace::Breakdown& b) {
-  return {double(b.compute_ns - b.overlap_ns) * 1e-9,
-          double(b.exposed_communication_ns) * 1e-9,
-          double(b.overlap_ns) * 1e-9,
-          double(b.exposed_memory_ns) * 1e-9,
-          double(b.exposed_synchronization_ns + b.other_busy_ns) * 1e-9,
-          double(b.idle_ns) * 1e-9};
 }
 
 struct Analysed {
@@ -1081,28 +1068,19 @@ void RunView::showAnalysis() {
   auto* chart = new QChart;
   chart->setTitle(tr("Where each rank's time went (stragglers marked ⚠)"));
   auto* series = new QHorizontalStackedBarSeries;
-  const std::pair<QString, QColor> kParts[] = {
-      {tr("compute"), QColor(0x4e, 0x79, 0xa7)},
-      {tr("exposed communication"), QColor(0xf2, 0x8e, 0x2b)},
-      {tr("hidden communication"), QColor(0xf7, 0xc3, 0x8d)},
-      {tr("memory"), QColor(0x59, 0xa1, 0x4f)},
-      {tr("other"), QColor(0xb0, 0x7a, 0xa1)},
-      {tr("idle"), QColor(0xba, 0xb0, 0xac)},
-  };
+  // The report's parts and colours (core/breakdown_parts.h).
   std::vector<QBarSet*> sets;
-  for (const auto& [label, color] : kParts) {
-    auto* set = new QBarSet(label);
-    set->setColor(color);
-    set->setBorderColor(color);
+  for (const trace::BreakdownPart& part : trace::kBreakdownParts) {
+    auto* set = new QBarSet(q(part.name));
+    set->setColor(QColor(QString::fromLatin1(part.color)));
+    set->setBorderColor(set->color());
     sets.push_back(set);
   }
   QStringList categories;
   double longest = 0;
   for (const trace::RankAnalysis& r : a.ranks) {
-    const BarParts p = barParts(r.total);
-    const double values[] = {p.compute, p.exposed, p.hidden, p.memory, p.other, p.idle};
     for (std::size_t i = 0; i < sets.size(); ++i)
-      *sets[i] << values[i] * 1e3;
+      *sets[i] << double(trace::kBreakdownParts[i].ns(r.total)) * 1e-6;
     longest = std::max(longest, double(r.total.span_ns) * 1e-6);
     categories << (isStraggler(r.rank) ? tr("rank %1 ⚠").arg(r.rank) : tr("rank %1").arg(r.rank));
   }
@@ -1695,24 +1673,22 @@ void RunView::analyseRange(std::optional<trace::TimeRange> range) {
                            .arg(ns(window.start_ns - timeline_->fullRange().start_ns),
                                 ns(window.end_ns - timeline_->fullRange().start_ns),
                                 ns(window.end_ns - window.start_ns));
-        html +=
-            tr("<table><tr><th>rank</th><th>compute alone</th><th>exposed comm.</th>"
-               "<th>comm. under compute</th><th>memory</th><th>other</th><th>idle</th>"
-               "<th>device events</th></tr>");
+        // The parts of the Summary's bars and the report's (core/breakdown_parts.h).
+        html += tr("<table><tr><th>rank</th>");
+        for (const trace::BreakdownPart& part : trace::kBreakdownParts)
+          html += QStringLiteral("<th>%1</th>").arg(q(part.name));
+        html += tr("<th>device events</th></tr>");
         for (const trace::RankAnalysis& r : range_analysis_->ranks) {
-          const BarParts p = barParts(r.total);
-          html += QStringLiteral(
-                      "<tr><td>%1</td><td>%2</td><td>%3</td><td>%4</td><td>%5</td><td>%6</"
-                      "td><td>%7</td><td>%8</td></tr>")
-                      .arg(r.rank)
-                      .arg(seconds(p.compute), seconds(p.exposed), seconds(p.hidden),
-                           seconds(p.memory), seconds(p.other), seconds(p.idle))
-                      .arg(r.total.events);
+          html += QStringLiteral("<tr><td>%1</td>").arg(r.rank);
+          for (const trace::BreakdownPart& part : trace::kBreakdownParts)
+            html += QStringLiteral("<td>%1</td>").arg(seconds(double(part.ns(r.total)) * 1e-9));
+          html += QStringLiteral("<td>%1</td></tr>").arg(r.total.events);
         }
         html += QStringLiteral("</table>");
-        html += tr("<p>The columns add up to the range; compute alone and the communication "
-                   "under it make the compute of the Ranks tab. Device events: kernels, copies "
-                   "and collectives (the CPU engine's operations).</p>");
+        html +=
+            tr("<p>The columns add up to the range; compute and the communication hidden "
+               "under it make the compute of the Ranks tab. Device events: kernels, copies "
+               "and collectives (the CPU engine's operations).</p>");
         if (!range_analysis_->kernels.empty()) {
           html += tr("<p>Top kernels in the range:</p><ol>");
           for (std::size_t i = 0; i < std::min<std::size_t>(5, range_analysis_->kernels.size());

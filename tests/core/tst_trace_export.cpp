@@ -20,6 +20,7 @@
 #include <sqlite3.h>
 #include <sys/resource.h>
 
+#include "core/breakdown_parts.h"
 #include "core/trace_analysis.h"
 #include "core/trace_export.h"
 #include "core/trace_import.h"
@@ -935,6 +936,12 @@ void TestTraceExport::htmlReportIsSelfContained() {
   QVERIFY(text.startsWith("<!DOCTYPE html>"));
   QVERIFY(text.contains("<h1>two ranks &lt;of 128&gt;</h1>"));  // escaped
   QVERIFY(text.count("<svg") >= 2);                             // breakdown and steps
+  // The breakdown's parts and colours are the app's (core/breakdown_parts.h).
+  for (const BreakdownPart& part : kBreakdownParts) {
+    QVERIFY2(text.contains(QStringLiteral("fill=\"%1\" stroke=\"#999\"/><text").arg(part.color)) &&
+                 text.contains(QStringLiteral(">%1</text>").arg(part.name)),
+             part.name);
+  }
   QVERIFY(text.contains("Where the time went"));
   QVERIFY(text.contains("Top kernels"));
   QVERIFY(text.contains("ncclKernel_SendRecv"));

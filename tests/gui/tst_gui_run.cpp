@@ -8,12 +8,14 @@
 #include <QAbstractTextDocumentLayout>
 #include <QAction>
 #include <QApplication>
+#include <QBarSet>
 #include <QChart>
 #include <QChartView>
 #include <QDockWidget>
 #include <QFile>
 #include <QFileInfo>
 #include <QHelpEvent>
+#include <QHorizontalStackedBarSeries>
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
@@ -49,6 +51,7 @@
 #include "app/gui/run_view.h"
 #include "app/gui/theme.h"
 #include "app/gui/timeline_widget.h"
+#include "core/breakdown_parts.h"
 #include "core/model_json.h"
 #include "core/presets.h"
 #include "core/trace_analysis.h"
@@ -202,10 +205,28 @@ void TestGuiRun::opensCpuEngineRun() {
   QCOMPARE(int(view.analysis()->ranks.size()), 2);
   QVERIFY(view.timeline()->laneCount() >= 2);
   QVERIFY(view.timeline()->handedSpans() > 0);
-  // The stacked bars: a category per rank, six parts.
+  // The stacked bars: a category per rank, the parts and colours of the
+  // exported report's (they differed: six parts here, eight there).
   QChart* chart = view.breakdownChart()->chart();
   QVERIFY(chart);
   QCOMPARE(chart->series().size(), 1);
+  {
+    auto* bars = qobject_cast<QHorizontalStackedBarSeries*>(chart->series().front());
+    QVERIFY(bars);
+    QCOMPARE(bars->count(), int(std::size(cs::trace::kBreakdownParts)));
+    for (int i = 0; i < bars->count(); ++i) {
+      QCOMPARE(bars->barSets()[i]->label(), QString(cs::trace::kBreakdownParts[i].name));
+      QCOMPARE(bars->barSets()[i]->color(), QColor(QString(cs::trace::kBreakdownParts[i].color)));
+    }
+    // Each rank's parts add up to its span.
+    for (int rank = 0; rank < 2; ++rank) {
+      double sum = 0;
+      for (QBarSet* set : bars->barSets())
+        sum += set->at(rank);
+      QVERIFY(std::abs(sum - view.analysis()->ranks[std::size_t(rank)].total.span_ns * 1e-6) <
+              1e-6 * sum + 1e-9);
+    }
+  }
   // Its axis ticks round, 1, 2 or 5 times a power of ten apart, from 0 (they
   // read 755.2, 1510.4, ...), past the longest span.
   {
