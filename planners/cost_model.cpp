@@ -869,8 +869,10 @@ PipelineCosts pipeline_costs(const Machine& m, const Model& x, const Knobs& k,
           bucketed(m, trace::Collective::reduce_scatter, grad_bytes, k.bucket_bytes, g);
       // Forward and backward each gather every parameter again (prefetched
       // layer by layer: at least one layer's gather is exposed).
-      p.zero3_exposed = mb * (std::max(gather - forward_window, gather / layers) +
-                              std::max(gather - backward_window, gather / layers));
+      p.zero3_gather = gather;
+      p.zero3_forward_exposed = std::max(gather - forward_window, gather / layers);
+      p.zero3_backward_exposed = std::max(gather - backward_window, gather / layers);
+      p.zero3_exposed = mb * (p.zero3_forward_exposed + p.zero3_backward_exposed);
       p.zero3_gathers = mb * 2 * gather;
       p.dp_total = p.zero3_gathers + mb * r.total;
       p.dp_exposed = mb * std::max(r.total - std::max(0.0, reduce_window - gather), r.last);

@@ -211,6 +211,10 @@ struct PipelineCosts {
   double dp_total = 0, dp_exposed = 0;
   double zero3_exposed = 0;
   double zero3_gathers = 0;  // ZeRO-3: every parameter gather, before overlap (in dp_total)
+  // ZeRO-3, per micro-batch: one pass's gather of every parameter, and the
+  // part of it the forward and the backward wait for (zero3_exposed is
+  // micro_batches x their sum).
+  double zero3_gather = 0, zero3_forward_exposed = 0, zero3_backward_exposed = 0;
   double optimizer = 0;
   double tied_embedding_sync = 0;
   double zero_param_gather = 0;  // ZeRO-1/2 all-gather after the optimizer

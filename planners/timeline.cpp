@@ -121,6 +121,7 @@ Result<Timeline> predict_timeline(const Plan& plan) {
 
   Timeline t;
   t.stages = p;
+  const bool zero3 = k.zero >= 3;
   const double pp_hop = p > 1 ? hop : 0;
   bool progress = true;
   while (progress) {
@@ -163,6 +164,21 @@ Result<Timeline> predict_timeline(const Plan& plan) {
         }
         const StageCost c = chunk(s, op.chunk);
         double at = start;
+        // ZeRO-3 gathers every parameter again in each pass, layer by layer
+        // ahead of the compute: the pass waits for the part not hidden.
+        const double gather_wait =
+            zero3 ? (op.forward ? pipe.zero3_forward_exposed : pipe.zero3_backward_exposed) : 0;
+        if (gather_wait > 0) {
+          add(t, s, 1, at, at + pipe.zero3_gather, trace::Category::communication,
+              trace::EventKind::collective, trace::Collective::all_gather,
+              op.forward ? "zero-3 parameter all-gather (forward)"
+                         : "zero-3 parameter all-gather (backward)",
+              op.micro_batch, op.chunk);
+          add(t, s, 0, at, at + gather_wait, trace::Category::communication,
+              trace::EventKind::collective, trace::Collective::all_gather,
+              "waiting for the parameter gather", op.micro_batch, op.chunk);
+          at += gather_wait;
+        }
         if (op.forward) {
           add(t, s, 0, at, at + c.forward, trace::Category::compute, trace::EventKind::kernel,
               trace::Collective::none, "forward", op.micro_batch, op.chunk);
@@ -208,19 +224,20 @@ Result<Timeline> predict_timeline(const Plan& plan) {
 
   // Data-parallel gradient reduction, overlapped with the last backward;
   // then every rank waits for the slowest before the optimizer step.
+  // (ZeRO-3's gathers are drawn in each pass, above.)
   std::vector<double> reduced(p);
-  const bool zero3 = k.zero >= 3;
   const trace::Collective dp_collective =
       k.zero == 0 ? trace::Collective::all_reduce : trace::Collective::reduce_scatter;
   for (int s = 0; s < p; ++s) {
     const double end = free_at[s];
     reduced[s] = end;
     if (k.inference || k.dp <= 1) continue;
-    const double exposed = pipe.dp_exposed + pipe.zero3_exposed;
-    const double hidden = std::max(0.0, pipe.dp_total - exposed - pipe.zero_param_gather);
+    const double exposed = pipe.dp_exposed;
+    const double hidden =
+        std::max(0.0, pipe.dp_total - pipe.zero3_gathers - exposed - pipe.zero_param_gather);
     add(t, s, 1, end - hidden, end + exposed, trace::Category::communication,
         trace::EventKind::collective, dp_collective,
-        zero3 ? "zero-3 gathers / gradient reduce-scatter" : "dp gradient reduction");
+        zero3 ? "dp gradient reduce-scatter" : "dp gradient reduction");
     reduced[s] = end + exposed;
   }
   const double tied = pipe.tied_embedding_sync;

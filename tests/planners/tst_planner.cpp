@@ -110,6 +110,7 @@ class TestPlanner : public QObject {
   void timelineAgreesOnPipelineHops();
   void timelineOneForwardOneBackwardOrder();
   void timelineInference();
+  void timelineZero3GathersInEachPass();
   void inferenceRunsWithoutDropout();
   void gradientReductionAfterBackward_data();
   void gradientReductionAfterBackward();
@@ -1433,6 +1434,46 @@ void TestPlanner::timelineAgreesOnPipelineHops() {
                           .arg(step)
                           .arg(e.time.step())
                           .arg(e.time.pp_communication)));
+}
+
+// ZeRO-3 gathers every parameter in each forward and backward pass; the
+// predicted step drew them as one block after the last backward, where no
+// run has them. Each pass now has its gather beside it and waits for the
+// part not hidden; the step stays the estimate's.
+void TestPlanner::timelineZero3GathersInEachPass() {
+  cs::Plan p = make_plan("dgx-h100-8", "llama2-7b", 8, 1, 1, 32);
+  p.parallel.zero_stage = 3;
+  p.parallel.micro_batch = 1;
+  auto t = cs::plan::predict_timeline(p);
+  QVERIFY2(t.ok(), t.ok() ? "" : t.message().c_str());
+  const cs::plan::Estimate e = must_estimate(p);
+  QVERIFY(e.time.zero_gather > 0);
+  const double step = t->step_ns / 1e9;
+  QVERIFY2(std::fabs(step / e.time.step() - 1) < 0.01,
+           qPrintable(QString("timeline %1 s, estimate %2 s").arg(step).arg(e.time.step())));
+  const int micro_batches = p.parallel.gradient_accumulation();
+  QCOMPARE(micro_batches, 4);
+  int forward_gathers = 0, backward_gathers = 0, waits = 0, reductions = 0;
+  std::int64_t waited = 0;
+  for (const cs::plan::TimelineSpan& s : t->spans) {
+    forward_gathers += s.name == "zero-3 parameter all-gather (forward)";
+    backward_gathers += s.name == "zero-3 parameter all-gather (backward)";
+    if (s.name == "waiting for the parameter gather") {
+      QCOMPARE(s.lane, 0);
+      ++waits;
+      waited += s.duration_ns();
+    }
+    reductions += s.name == "dp gradient reduce-scatter";
+    QVERIFY2(!QString::fromStdString(s.name).startsWith("zero-3 gathers /"), s.name.c_str());
+  }
+  QCOMPARE(forward_gathers, micro_batches);
+  QCOMPARE(backward_gathers, micro_batches);
+  QCOMPARE(waits, 2 * micro_batches);
+  QCOMPARE(reductions, 1);
+  // What the passes wait for is the estimate's exposed gather time.
+  QVERIFY2(
+      std::fabs(waited / 1e9 / e.time.zero_gather - 1) < 1e-6,
+      qPrintable(QString("%1 s waited, %2 s exposed").arg(waited / 1e9).arg(e.time.zero_gather)));
 }
 
 void TestPlanner::timelineSchedule() {
