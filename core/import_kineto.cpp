@@ -395,6 +395,7 @@ class KinetoHandler : public nlohmann::json_sax<nlohmann::json> {
   bool saw_trace_events = false;
   std::optional<std::int32_t> rank;
   std::optional<std::int32_t> world_size;
+  std::string rank_text, world_size_text;  // distributedInfo's, where given as text
   std::optional<std::int64_t> base_time_ns;
   std::string backend, nccl_version;
   // deviceProperties' names by device index: an entry's "id", else its
@@ -491,6 +492,9 @@ class KinetoHandler : public nlohmann::json_sax<nlohmann::json> {
     } else if (c == Ctx::distributed) {
       if (key_ == Key::backend) backend = v;
       if (key_ == Key::nccl_version) nccl_version = v;
+      // A rank or world size written as text is none: said, not passed over.
+      if (key_ == Key::rank) rank_text = v;
+      if (key_ == Key::world_size) world_size_text = v;
     } else if (c == Ctx::device && key_ == Key::name) {
       device_name_ = v;
     }
@@ -1316,9 +1320,25 @@ Result<ImportReport> import_one_kineto(const std::string& file, const std::strin
   const bool own_export =
       h.other_data.is_object() && h.other_data.value(kExportProducerKey, "") == kExportProducer;
   const std::int32_t rank = h.rank.value_or(file_index);
-  if (!h.rank && !own_export)
+  if (!h.rank && !h.rank_text.empty()) {
+    report.warnings.push_back("distributedInfo.rank is \"" + h.rank_text +
+                              "\", not a number: rank " + std::to_string(rank) +
+                              " from the file order");
+  } else if (!h.rank && !own_export) {
     report.warnings.push_back("no distributedInfo.rank: rank " + std::to_string(rank) +
                               " from the file order");
+  }
+  if (!h.world_size && !h.world_size_text.empty())
+    report.warnings.push_back("distributedInfo.world_size is \"" + h.world_size_text +
+                              "\", not a number: the world size is left out");
+  // A rank past the world it names: one of the two is wrong, and a merge
+  // would take the world size as the run's.
+  if (h.world_size && rank >= *h.world_size) {
+    report.warnings.push_back("distributedInfo says rank " + std::to_string(rank) +
+                              " of a world of " + std::to_string(*h.world_size) +
+                              ": the world size is left out");
+    h.world_size.reset();
+  }
 
   // PyTorch 2 writes ts relative to baseTimeNanoseconds: the host time is
   // base + ts, as HTA reads it. Without it, each rank's trace would start near

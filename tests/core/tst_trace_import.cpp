@@ -181,6 +181,8 @@ class TestTraceImport : public QObject {
   void kernelLaunchesKept();
   void kinetoBaseTimeAlignsRanks();
   void kinetoPlainJsonAndErrors();
+  void kinetoDistributedInfoThatContradicts_data();
+  void kinetoDistributedInfoThatContradicts();
   void kinetoDeviceNamesById_data();
   void kinetoDeviceNamesById();
   void kinetoTextPastItsBound_data();
@@ -1092,6 +1094,52 @@ void TestTraceImport::kinetoDeviceNamesById() {
   QVERIFY2(report, report ? "" : report.message().c_str());
   auto r = open_reader(out);
   QCOMPARE(QString::fromStdString(r->ranks().at(0).device), device);
+}
+
+void TestTraceImport::kinetoDistributedInfoThatContradicts_data() {
+  QTest::addColumn<QString>("info");
+  QTest::addColumn<QString>("warning");
+  QTest::addColumn<bool>("world_kept");
+  QTest::addRow("rank past the world") << R"({"rank": 5, "world_size": 1})"
+                                       << "distributedInfo says rank 5 of a world of 1" << false;
+  QTest::addRow("rank as text") << R"({"rank": "zero", "world_size": 2})"
+                                << "distributedInfo.rank is \"zero\", not a number: rank 0" << true;
+  QTest::addRow("world size as text")
+      << R"({"rank": 0, "world_size": "two"})"
+      << "distributedInfo.world_size is \"two\", not a number" << false;
+  QTest::addRow("as it should be") << R"({"rank": 1, "world_size": 2})"
+                                   << "" << true;
+}
+
+// distributedInfo that contradicts itself is said, and a world size it
+// cannot be is left out (a merge takes it as the run's); rank 5 of 1 was
+// imported without a word, and "zero" read as a missing rank.
+void TestTraceImport::kinetoDistributedInfoThatContradicts() {
+  QFETCH(QString, info);
+  QFETCH(QString, warning);
+  QFETCH(bool, world_kept);
+  QTemporaryDir dir;
+  const std::string in = dir.filePath("trace.json").toStdString();
+  {
+    QFile f(QString::fromStdString(in));
+    QVERIFY(f.open(QIODevice::WriteOnly));
+    f.write(QStringLiteral(R"({"distributedInfo": %1, "traceEvents": [
+      {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 1, "dur": 2}]})")
+                .arg(info)
+                .toUtf8());
+  }
+  const std::string out = dir.filePath("t.cstrace").toStdString();
+  auto report = import_kineto({in}, out);
+  QVERIFY2(report, report ? "" : report.message().c_str());
+  QStringList warnings;
+  for (const std::string& w : report->warnings)
+    warnings << QString::fromStdString(w);
+  if (warning.isEmpty()) {
+    QVERIFY2(warnings.filter("distributedInfo").isEmpty(), qPrintable(warnings.join('\n')));
+  } else {
+    QVERIFY2(!warnings.filter(warning).isEmpty(), qPrintable(warnings.join('\n')));
+  }
+  QCOMPARE(open_reader(out)->meta("world_size").has_value(), world_kept);
 }
 
 void TestTraceImport::kinetoPlainJsonAndErrors() {
