@@ -886,8 +886,10 @@ void TestGuiRun::navigatesAsNsightDoes() {
   const QPoint on(int(t->xOf(walked.event.start_ns + walked.event.duration_ns() / 2)),
                   int(t->laneRect(walked_lane).top()) + 8);
   QTest::mouseClick(t, Qt::LeftButton, {}, on);
-  QTRY_COMPARE_WITH_TIMEOUT(selected.count(), 1, 30000);
-  QCOMPARE(tabs->currentIndex(), 0);
+  // Waited for by what it does: under load the walk's own selection, read
+  // on a worker thread, can be the first one the spy sees (one CI run).
+  QTRY_COMPARE_WITH_TIMEOUT(tabs->currentIndex(), 0, 30000);
+  QVERIFY(selected.count() >= 1);
   // Esc clears the selection; with no range selected, the instances stay.
   const int listed = view.instances()->rowCount();
   QTest::keyClick(t, Qt::Key_Escape);
