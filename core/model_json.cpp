@@ -335,8 +335,18 @@ void read_workload(const json& j, const std::string& ptr, Diagnostics& d, Worklo
   r.finish();
 }
 
+// The dp that fills `gpus` with what tp x pp leave of them; 1 where they do
+// not divide (or there are no GPUs).
+int filling_dp(std::int64_t gpus, int tp, int pp) {
+  const std::int64_t model_parallel = std::int64_t{std::max(tp, 1)} * std::max(pp, 1);
+  return gpus >= model_parallel && gpus % model_parallel == 0
+             ? static_cast<int>(gpus / model_parallel)
+             : 1;
+}
+
+// fill_gpus > 0: a plan's cluster has that many GPUs, and dp left out fills them.
 void read_parallel(const json& j, const std::string& ptr, Diagnostics& d, ParallelPlan& p,
-                   ParallelRules rules = ParallelRules::check) {
+                   ParallelRules rules = ParallelRules::check, std::int64_t fill_gpus = 0) {
   ObjectReader r(j, ptr, d);
   if (!r.is_object()) return;
   const std::size_t problems_before = d.problems().size();
@@ -344,6 +354,8 @@ void read_parallel(const json& j, const std::string& ptr, Diagnostics& d, Parall
   r.integer("dp", p.dp, Range::at_least(1));
   r.integer("tp", p.tp, Range::at_least(1));
   r.integer("pp", p.pp, Range::at_least(1));
+  // Before the default global batch, which counts dp, and the rules.
+  if (fill_gpus > 0 && !r.has("dp")) p.dp = filling_dp(fill_gpus, p.tp, p.pp);
   r.integer("virtual_stages", p.virtual_stages, Range::between(1, kMaxLayers));
   r.boolean("sequence_parallel", p.sequence_parallel);
   r.integer("zero_stage", p.zero_stage, Range::between(0, 3));
@@ -477,30 +489,14 @@ void read_plan(const json& j, const std::string& ptr, Diagnostics& d, Plan& plan
       catalog ? catalog->model_names() : no_names, read_workload,
       [&](const std::string& n) { return catalog->find_model(n); });
   // dp left out fills the cluster with what tp x pp leave of its GPUs, as
-  // `clusterscope plan` does without --dp (it planned 1 of 8 GPUs); before
-  // the parallel plan is read, so that its default global batch counts it.
-  {
-    const auto parallel = j.find("parallel");
-    const bool dp_given = parallel != j.end() && parallel->is_object() && parallel->contains("dp");
-    if (!dp_given) {
-      auto degree = [&](const char* key) -> std::int64_t {
-        if (parallel == j.end() || !parallel->is_object()) return 1;
-        const auto v = parallel->find(key);
-        return v != parallel->end() && v->is_number_integer() && v->get<std::int64_t>() >= 1
-                   ? v->get<std::int64_t>()
-                   : 1;
-      };
-      const std::int64_t gpus = plan.cluster.total_gpus();
-      const std::int64_t model_parallel = degree("tp") * degree("pp");
-      if (gpus >= model_parallel && gpus % model_parallel == 0)
-        plan.parallel.dp = static_cast<int>(gpus / model_parallel);
-      // No parallel section: one micro-batch a replica, as the section's own default.
-      if (parallel == j.end())
-        plan.parallel.global_batch = static_cast<int>(plan.parallel.samples_per_micro_step());
-    }
+  // `clusterscope plan` does without --dp (it planned 1 of 8 GPUs).
+  if (const json* p = r.field("parallel")) {
+    read_parallel(*p, r.pointer("parallel"), d, plan.parallel, rules, plan.cluster.total_gpus());
+  } else {
+    // No parallel section: one micro-batch a replica, as the section's own default.
+    plan.parallel.dp = filling_dp(plan.cluster.total_gpus(), plan.parallel.tp, plan.parallel.pp);
+    plan.parallel.global_batch = static_cast<int>(plan.parallel.samples_per_micro_step());
   }
-  if (const json* p = r.field("parallel"))
-    read_parallel(*p, r.pointer("parallel"), d, plan.parallel, rules);
   if (const json* p = r.field("precision")) {
     read_precision(*p, r.pointer("precision"), d, plan.precision);
   }

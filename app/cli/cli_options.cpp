@@ -437,12 +437,14 @@ Plan PlanOptions::resolve(const PresetCatalog& catalog, const ClusterOptions& cl
   // (1 when it names none) x dp x micro-batch, after the flags (--dp 8 over
   // such a file asked for a batch of 1 before; its accumulation was lost).
   bool file_sets_global_batch = false;
+  bool file_sets_dp = false;  // else dp fills the cluster, the flags' cluster too
   std::int64_t file_accumulation = 1;
   if (from_file) {
     const nlohmann::json document = take(read_document(plan_file, "--plan"));
     const auto parallel = document.find("parallel");
     file_sets_global_batch = parallel != document.end() &&
                              (!parallel->is_object() || parallel->contains("global_batch"));
+    file_sets_dp = parallel != document.end() && parallel->is_object() && parallel->contains("dp");
     plan = take(plan_from_json(document, plan_name, &catalog));
     file_accumulation = std::max(plan.parallel.gradient_accumulation(), 1);
     apply_over_document(plan, cluster_options, model_options, catalog);
@@ -470,7 +472,7 @@ Plan PlanOptions::resolve(const PresetCatalog& catalog, const ClusterOptions& cl
   if (micro_batch) p.micro_batch = *micro_batch;
   if (dp) {
     p.dp = *dp;
-  } else if (from_file && (tp || pp)) {
+  } else if (from_file && file_sets_dp && (tp || pp)) {
     // Flags over a plan document change what they name: the plan keeps its
     // GPUs, and dp takes what tp x pp leave of them (filling the cluster
     // instead turned --tp 2 over a dp-4 plan on 32 GPUs into dp 16).
@@ -481,7 +483,7 @@ Plan PlanOptions::resolve(const PresetCatalog& catalog, const ClusterOptions& cl
                      " does not divide: give --dp");
     }
     p.dp = static_cast<int>(file_gpus / model_parallel);
-  } else if (!from_file) {
+  } else if (!from_file || !file_sets_dp) {
     const int gpus = plan.cluster.total_gpus();
     const int model_parallel = std::max(p.tp * p.pp, 1);
     p.dp = (gpus >= model_parallel && gpus % model_parallel == 0) ? gpus / model_parallel : 1;

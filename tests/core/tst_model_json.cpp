@@ -192,6 +192,9 @@ void TestModelJson::planWithoutDpFillsTheCluster_data() {
       << R"("parallel": {"tp": 8, "micro_batch": 2, "gradient_accumulation": 4},)" << 8 << 64;
   QTest::addRow("dp given") << R"("parallel": {"dp": 2, "tp": 8},)" << 2 << 2;
   QTest::addRow("tp not dividing the GPUs") << R"("parallel": {"tp": 3},)" << 1 << 1;
+  // A whole number written as a real is the reader's 8, not a degree of 1
+  // (dp filled 64, and the plan needed 512 GPUs).
+  QTest::addRow("tp written 8.0") << R"("parallel": {"tp": 8.0},)" << 8 << 8;
 }
 
 // dp left out of a plan document fills the cluster, as `clusterscope plan`

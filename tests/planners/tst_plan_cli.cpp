@@ -318,6 +318,19 @@ void TestPlanCli::planDocument() {
   QCOMPARE(o["gpus"].toInt(), 64);
   QCOMPARE(o["micro_batches"].toInt(), 32);
   QCOMPARE(o["plan"].toObject()["precision"].toObject()["compute"].toString(), QString("fp8"));
+  // A document without dp fills its cluster, and the cluster flags put
+  // over it: 8 x 8 on 64 GPUs, 1 x 8 on the one node --nodes 1 leaves.
+  QFile free_dp(dir.filePath("free-dp.json"));
+  QVERIFY(free_dp.open(QIODevice::WriteOnly));
+  free_dp.write(R"({"cluster": "dgx-h100-64", "workload": "llama2-7b", "parallel": {"tp": 8}})");
+  free_dp.close();
+  for (const auto& [nodes, dp] : {std::pair{QString(), 8}, std::pair{QString("1"), 1}}) {
+    QStringList args = {"plan", "--plan", free_dp.fileName(), "--json"};
+    if (!nodes.isEmpty()) args << "--nodes" << nodes;
+    const Run filled = run_cli(args);
+    QVERIFY2(filled.exit_code == 0, qPrintable(filled.err));
+    QCOMPARE(parse(filled)["plan"].toObject()["parallel"].toObject()["dp"].toInt(), dp);
+  }
   // Flags go over the document: tp 4 leaves dp 4 to fill the 64 GPUs.
   const Run over = run_cli({"plan", "--plan", file.fileName(), "--tp", "4", "--json"});
   QVERIFY2(over.exit_code == 0, qPrintable(over.err));
