@@ -89,7 +89,16 @@ Result<ImportReport> import_into(const std::vector<std::string>& files, const st
   merge.writer = options.writer;
   auto merged = merge_stores(parts, output, merge);
   remove_parts();
-  if (!merged) return merged.error();
+  if (!merged) {
+    // Named by the files the user gave, not their temporary stores.
+    std::string message = merged.message();
+    for (std::size_t i = 0; i < parts.size(); ++i) {
+      for (std::size_t at = message.find(parts[i]); at != std::string::npos;
+           at = message.find(parts[i], at + files[i].size()))
+        message.replace(at, parts[i].size(), files[i]);
+    }
+    return Error{std::move(message)};
+  }
   total.ranks = merged->ranks;
   total.events = merged->events;
   total.clock_alignment = merged->method;

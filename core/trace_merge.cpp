@@ -331,12 +331,17 @@ Result<MergeReport> merge_into(const std::vector<std::string>& inputs, const std
   // merge into a run of ranks that never ran together.
   for (const Input& in : opened) {
     if (!options.ranks_of_one_run) break;
+    // As recorded: a value that does not parse says nothing of the run.
     const Input& first = opened.front();
-    const auto a = first.reader->meta("world_size"), b = in.reader->meta("world_size");
-    if (a && b && first.reader->world_size() != in.reader->world_size()) {
-      return Error{"merge: " + first.path + " is a rank of a run of " +
-                   std::to_string(first.reader->world_size()) + " ranks, " + in.path + " of " +
-                   std::to_string(in.reader->world_size()) + ": merge the rank stores of one run"};
+    auto recorded = [](const Input& i) {
+      const auto text = i.reader->meta("world_size");
+      return text ? parse_count<std::int64_t>(*text) : std::nullopt;
+    };
+    const auto a = recorded(first), b = recorded(in);
+    if (a && b && *a != *b) {
+      return Error{"merge: " + first.path + " is a rank of a run of " + std::to_string(*a) +
+                   " ranks, " + in.path + " of " + std::to_string(*b) +
+                   ": merge the rank stores of one run"};
     }
   }
   std::map<std::int32_t, std::string> owner;

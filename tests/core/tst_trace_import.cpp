@@ -183,6 +183,7 @@ class TestTraceImport : public QObject {
   void kinetoPlainJsonAndErrors();
   void kinetoDistributedInfoThatContradicts_data();
   void kinetoDistributedInfoThatContradicts();
+  void kinetoRanksOfTwoRunsRefused();
   void kinetoDeviceNamesById_data();
   void kinetoDeviceNamesById();
   void kinetoTextPastItsBound_data();
@@ -1140,6 +1141,31 @@ void TestTraceImport::kinetoDistributedInfoThatContradicts() {
     QVERIFY2(!warnings.filter(warning).isEmpty(), qPrintable(warnings.join('\n')));
   }
   QCOMPARE(open_reader(out)->meta("world_size").has_value(), world_kept);
+}
+
+// Rank files of two runs (world sizes 2 and 4) are not one run; the error
+// names the files given, not the temporary stores the import merges.
+void TestTraceImport::kinetoRanksOfTwoRunsRefused() {
+  QTemporaryDir dir;
+  std::vector<std::string> files;
+  for (const auto& [rank, world] : {std::pair{0, 2}, std::pair{1, 4}}) {
+    const std::string in = dir.filePath(QStringLiteral("rank%1.json").arg(rank)).toStdString();
+    QFile f(QString::fromStdString(in));
+    QVERIFY(f.open(QIODevice::WriteOnly));
+    f.write(QStringLiteral(R"({"distributedInfo": {"rank": %1, "world_size": %2}, "traceEvents": [
+      {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 1, "dur": 2}]})")
+                .arg(rank)
+                .arg(world)
+                .toUtf8());
+    files.push_back(in);
+  }
+  const std::string out = dir.filePath("run.cstrace").toStdString();
+  auto report = import_kineto(files, out);
+  QVERIFY(!report);
+  QCOMPARE(QString::fromStdString(report.message()),
+           QString::fromStdString("merge: " + files[0] + " is a rank of a run of 2 ranks, " +
+                                  files[1] + " of 4: merge the rank stores of one run"));
+  QVERIFY(!std::filesystem::exists(out));
 }
 
 void TestTraceImport::kinetoPlainJsonAndErrors() {
