@@ -14,7 +14,8 @@ std::string format_fixed(double value, int decimals) {
 }
 
 std::string model_error_factor(double predicted, double measured) {
-  auto factor = [](double f) { return format_fixed(f, f < 10 ? 1 : 0); };
+  // One decimal below 10 as printed (9.96 reads "10", as 10 does).
+  auto factor = [](double f) { return format_fixed(f, f < 9.95 ? 1 : 0); };
   if (measured > 0 && predicted >= 2 * measured)
     return factor(predicted / measured) + "× the measured";
   if (predicted > 0 && 2 * predicted <= measured)

@@ -298,8 +298,9 @@ MemoryBreakdown stage_memory(const Machine& m, const Model& x, const Knobs& k, d
       // has used it, before the layers' begins: the larger of the two.
       mem.activation_workspace += last ? std::max(logits, layer_gradients) : layer_gradients;
       if (k.recompute == Recompute::full) {
+        // The recomputed layer keeps what a stored one would, FP8 copies too.
         mem.activation_workspace +=
-            activation_bytes_per_layer(shape, k.tp, k.sp, Recompute::none, k.flash, e);
+            activation_bytes_per_layer(shape, k.tp, k.sp, Recompute::none, k.flash, e, gemm_inputs);
       } else if (k.recompute == Recompute::selective && !k.flash) {
         mem.activation_workspace += stored_scores_bytes(shape, k.tp, e);
       }

@@ -79,18 +79,26 @@ double training_flops(double forward_flops_per_sample, double samples_trained) {
   return forward_flops_per_sample * 3 * samples_trained;
 }
 
+namespace {
+// The samples of the part of a pass past the whole ones (2.5 epochs: half
+// the set), whole; 1.1 - 1 is 0.10000000000000009 in a double, and its
+// ceiling would add a sample.
+double samples_of_part_pass(double samples, double epochs) {
+  const double part = (epochs - std::floor(epochs)) * samples;
+  const double nearest = std::round(part);
+  return std::fabs(part - nearest) < 1e-9 * std::max(1.0, samples) ? nearest : std::ceil(part);
+}
+}  // namespace
+
 double iterations_per_run(double samples, double batch, double epochs) {
   if (batch <= 0) return 0;
-  // Whole passes, then the part of one (2.5 epochs: two passes and half a
-  // set), each ending in a partial batch.
-  const double passes = std::floor(epochs);
-  return passes * std::ceil(samples / batch) +
-         std::ceil(std::ceil((epochs - passes) * samples) / batch);
+  // Whole passes, then the part of one, each ending in a partial batch.
+  return std::floor(epochs) * std::ceil(samples / batch) +
+         std::ceil(samples_of_part_pass(samples, epochs) / batch);
 }
 
 double samples_per_run(double samples, double epochs) {
-  const double passes = std::floor(epochs);
-  return passes * samples + std::ceil((epochs - passes) * samples);
+  return std::floor(epochs) * samples + samples_of_part_pass(samples, epochs);
 }
 
 }  // namespace cs::plan

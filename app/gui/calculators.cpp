@@ -139,6 +139,9 @@ void CommunicationCalculator::usePlan(const PlanAnalysis& a) {
   devices_->setValue(s.ranks);
   bandwidth_->setValue(s.bandwidth / 1e9);
   latency_->setValue(s.latency * 1e6);
+  // The same figures as before change no box: the result of the plan
+  // before (a DP = 1 note) would stay.
+  recompute();
 }
 
 void CommunicationCalculator::recompute() {

@@ -518,6 +518,10 @@ void TestCli::calcSeedExamples_data() {
   QTest::addRow("part of an epoch")
       << QStringList{"flops", "--samples", "1000", "--batch", "256", "--epochs", "2.5"}
       << "/iterations" << 10.0;
+  // 1.1 - 1 is 0.10000000000000009 in a double: 11 iterations, not 12.
+  QTest::addRow("a tenth of an epoch")
+      << QStringList{"flops", "--samples", "10", "--batch", "1", "--epochs", "1.1"} << "/iterations"
+      << 11.0;
   QTest::addRow("part of an epoch's samples")
       << QStringList{"flops", "--samples", "1000", "--batch", "256", "--epochs", "2.5"}
       << "/samples_trained" << 2500.0;
