@@ -1046,6 +1046,9 @@ Status build_store_then_replace(const std::string& path,
   }
   std::filesystem::remove(temporary + "-shm", ec);  // rebuilt from the log when needed
   ec.clear();
+  // The renames go whole: a signal between them would remove the new store
+  // and leave its log beside the old one.
+  const SignalsHeld held;
   if (std::filesystem::exists(temporary + "-wal", ec))
     std::filesystem::rename(temporary + "-wal", path + "-wal", ec);
   if (!ec) std::filesystem::rename(temporary, path, ec);

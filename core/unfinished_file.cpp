@@ -2,6 +2,7 @@
 
 #include <atomic>
 
+#include <pthread.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -49,6 +50,26 @@ void remove_unfinished_files_on_signal() {
     sigemptyset(&action.sa_mask);
     ::sigaction(signal_number, &action, nullptr);
   }
+}
+
+void default_signal_actions_in_child() {
+  for (int signal_number : {SIGINT, SIGTERM, SIGHUP}) {
+    struct sigaction current {};
+    if (::sigaction(signal_number, nullptr, &current) == 0 && current.sa_handler == remove_and_end)
+      ::signal(signal_number, SIG_DFL);
+  }
+}
+
+SignalsHeld::SignalsHeld() {
+  sigset_t held;
+  sigemptyset(&held);
+  for (int signal_number : {SIGINT, SIGTERM, SIGHUP})
+    sigaddset(&held, signal_number);
+  ::pthread_sigmask(SIG_BLOCK, &held, &old_);
+}
+
+SignalsHeld::~SignalsHeld() {
+  ::pthread_sigmask(SIG_SETMASK, &old_, nullptr);
 }
 
 }  // namespace cs

@@ -7,6 +7,8 @@
 
 #include <string>
 
+#include <signal.h>
+
 namespace cs {
 
 class UnfinishedFile {
@@ -27,5 +29,23 @@ class UnfinishedFile {
 // process by the same signal, for those of the three signals whose action
 // is the default. A command that handles a signal itself replaces them.
 void remove_unfinished_files_on_signal();
+
+// In a child between fork and exec: those handlers back to the default
+// actions, so that a signal there ends the child without touching the
+// parent's files (exec would reset them, but only at exec).
+void default_signal_actions_in_child();
+
+// Blocks the three signals while it lives (renaming a finished file into
+// place: a signal between two renames would remove half of it).
+class SignalsHeld {
+ public:
+  SignalsHeld();
+  ~SignalsHeld();
+  SignalsHeld(const SignalsHeld&) = delete;
+  SignalsHeld& operator=(const SignalsHeld&) = delete;
+
+ private:
+  sigset_t old_{};
+};
 
 }  // namespace cs

@@ -1,8 +1,5 @@
 #include "profiler/profile_run.h"
 
-#include "core/trace_merge.h"
-#include "core/trace_writer.h"
-
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
@@ -15,6 +12,10 @@
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include "core/trace_merge.h"
+#include "core/trace_writer.h"
+#include "core/unfinished_file.h"
 
 namespace fs = std::filesystem;
 
@@ -231,9 +232,11 @@ Result<ExitStatus> run_command(const std::vector<std::string>& command,
 
   const pid_t child = fork();
   if (child == 0) {
-    // The child takes the default dispositions and the mask the profiler had.
+    // The child takes the default dispositions and the mask the profiler had
+    // (the CLI's handler that removes its unfinished files is not the child's).
     for (int i = 0; i < 2; ++i)
       sigaction(kForwarded[i], &previous[i], nullptr);
+    cs::default_signal_actions_in_child();
     // The CLI ignores SIGPIPE and SIGXFSZ for itself; an ignored signal stays
     // ignored across exec, and the user's command must see the usual ones.
     signal(SIGPIPE, SIG_DFL);
