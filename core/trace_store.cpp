@@ -1,6 +1,7 @@
 #include "core/trace_store.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -8,6 +9,7 @@
 #include <limits>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <set>
 #include <sstream>
@@ -20,6 +22,7 @@
 #include "core/host_name.h"
 #include "core/parse_count.h"
 #include "core/trace_store_internal.h"
+#include "core/unfinished_file.h"
 
 namespace cs::trace {
 
@@ -391,26 +394,55 @@ Status migrate_from_version_1(const std::string& path) {
 }
 
 // A version-1 store that cannot be written here (a shared copy, a
-// read-only folder) is copied into memory and upgraded there, for this
-// reading only: the file stays as it is.
-Result<sql::Database> upgraded_in_memory(const std::string& path) {
-  auto source = sql::Database::open(path, SQLITE_OPEN_READONLY);
-  if (!source) return source.error();
-  auto memory = sql::Database::open(":memory:", SQLITE_OPEN_READWRITE);
-  if (!memory) return memory.error();
-  sqlite3_backup* copy = sqlite3_backup_init(memory->get(), "main", source->get(), "main");
-  if (!copy) return memory->error("cannot copy " + path + " into memory to upgrade it");
-  const int rc = sqlite3_backup_step(copy, -1);
-  sqlite3_backup_finish(copy);
-  if (rc != SQLITE_DONE)
-    return source->error("cannot copy the store into memory to upgrade it", rc);
-  memory->name_as(path);  // messages name the store, not ":memory:"
-  if (auto s = migrate_from_version_1(
-          *memory, path,
-          " (the store is unchanged; it was being upgraded in memory, as it cannot be written)");
-      !s)
-    return s.error();
-  return memory;
+// read-only folder) is read through an upgraded copy in the temporary
+// folder, made once a process (the analysis opens a reader per thread, the
+// app reopens by path) and removed at its exit or on a signal; the store
+// stays as it is.
+struct UpgradedCopy {
+  std::string path;
+  std::optional<UnfinishedFile> removed_on_signal;
+  ~UpgradedCopy() {
+    std::error_code ec;
+    for (const char* suffix : {"", "-journal", "-wal", "-shm"})
+      std::filesystem::remove(path + suffix, ec);
+  }
+};
+
+Result<std::string> upgraded_copy(const std::string& path) {
+  static std::mutex mutex;
+  static std::map<std::string, std::unique_ptr<UpgradedCopy>> copies;
+  // The same file as it is now: its size and time of change say a new one.
+  struct stat file {};
+  if (::stat(path.c_str(), &file) != 0) return Error{path + ": " + std::strerror(errno)};
+  std::error_code ec;
+  const std::string key = std::filesystem::weakly_canonical(path, ec).string() + "\n" +
+                          std::to_string(file.st_size) + "\n" + std::to_string(file.st_mtime) +
+                          "." + std::to_string(file.st_mtim.tv_nsec);
+  const std::lock_guard lock(mutex);
+  if (auto it = copies.find(key); it != copies.end()) return it->second->path;
+  static int made = 0;
+  auto copy = std::make_unique<UpgradedCopy>();
+  copy->path = (std::filesystem::temp_directory_path(ec) /
+                ("clusterscope-upgraded-" + std::to_string(::getpid()) + "-" +
+                 std::to_string(++made) + ".cstrace"))
+                   .string();
+  copy->removed_on_signal.emplace(copy->path);
+  const std::string advice =
+      " (the store is unchanged; it cannot be written here, and its upgraded copy in " +
+      std::filesystem::path(copy->path).parent_path().string() +
+      " could not be made: free room there, or set TMPDIR to a folder with room)";
+  std::filesystem::copy_file(path, copy->path, ec);
+  if (ec) {
+    return Error{path + " uses trace schema version 1 and must be upgraded: cannot copy it to " +
+                 copy->path + ": " + ec.message() + advice};
+  }
+  auto opened = sql::Database::open(copy->path, SQLITE_OPEN_READWRITE);
+  if (!opened) return Error{opened.message() + advice};
+  opened->name_as(path);  // messages name the store, not its copy
+  if (Status s = migrate_from_version_1(*opened, path, advice); !s) return s.error();
+  const std::string made_path = copy->path;
+  copies.emplace(key, std::move(copy));
+  return made_path;
 }
 
 // Whether the store may be changed in place: the file and its folder
@@ -536,18 +568,21 @@ Result<sql::Database> open_store(const std::string& path, bool writable, StoreSt
                  ", newer than this build of ClusterScope reads (up to " +
                  std::to_string(kSchemaVersion) + "): open it with a newer ClusterScope"};
   }
-  bool upgraded_in_memory_only = false;
+  bool upgraded_in_a_copy = false;
   if (version == 1) {
     // Version 1 kept events only as rows: version 2 adds their packed chunks,
     // rebuilt from the rows in place (with the level of detail) on first
     // open; in memory, for this reading, where the file cannot be written.
     db = sql::Database{};
     if (!writable && !can_write_in_place(path)) {
-      auto upgraded = upgraded_in_memory(path);
+      auto copy = upgraded_copy(path);
+      if (!copy) return copy.error();
+      auto upgraded = sql::Database::open(*copy, SQLITE_OPEN_READONLY);
       if (!upgraded) return upgraded.error();
       db = std::move(upgraded).value();
+      db.name_as(path);  // messages name the store, not its copy
       version = kSchemaVersion;
-      upgraded_in_memory_only = true;
+      upgraded_in_a_copy = true;
     } else {
       if (auto s = migrate_from_version_1(path); !s) return s.error();
       auto again = open_store(path, writable, state);
@@ -589,7 +624,7 @@ Result<sql::Database> open_store(const std::string& path, bool writable, StoreSt
 
   if (state) {
     state->schema_version = version;
-    if (upgraded_in_memory_only) state->upgraded = StoreState::Upgrade::in_memory;
+    if (upgraded_in_a_copy) state->upgraded = StoreState::Upgrade::in_a_copy;
     auto meta =
         db.prepare("SELECT key, value FROM meta WHERE key IN ('status', 'writer', 'finalized')");
     if (!meta) return meta.error();

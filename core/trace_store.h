@@ -54,8 +54,9 @@ struct StoreState {
   std::string writer;         // "host:pid" of the process that created it
   std::int64_t events = 0;    // committed events
   // A store of schema version 1 is upgraded when opened: in place, or, where
-  // the file cannot be written, in memory for this reading only.
-  enum class Upgrade { none, in_place, in_memory };
+  // the file cannot be written, in a copy in the temporary folder, made once
+  // a process.
+  enum class Upgrade { none, in_place, in_a_copy };
   Upgrade upgraded = Upgrade::none;
 };
 

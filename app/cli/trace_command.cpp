@@ -89,10 +89,10 @@ std::unique_ptr<TraceReader> open_store(const std::string& path) {
                 << " was of trace schema version 1: upgraded in place to version "
                 << reader->state().schema_version << '\n';
       break;
-    case StoreState::Upgrade::in_memory:
+    case StoreState::Upgrade::in_a_copy:
       std::cerr << "clusterscope: note: " << path
                 << " is of trace schema version 1 and cannot be written here: read through a copy "
-                   "upgraded in memory (the file is unchanged)\n";
+                   "upgraded in the temporary folder (the file is unchanged)\n";
       break;
     case StoreState::Upgrade::none:
       break;

@@ -1644,8 +1644,10 @@ void TestTraceStore::version1StoreIsMigrated() {
   QVERIFY2(verified, verified ? "" : verified.message().c_str());
 
   // A store marked read-only (chmod a-w: a colleague's shared copy) is not
-  // changed: it is read through a copy upgraded in memory. It was refused
-  // ("cannot upgrade ... readonly"), or, for root, changed in place.
+  // changed: it is read through a copy upgraded in the temporary folder,
+  // made once however often it is opened (the analysis opens a reader per
+  // thread). It was refused ("cannot upgrade ... readonly"), or, for root,
+  // changed in place.
   const std::string old = temp_path(dir, "v1-again.cstrace");
   const Written again = write_store(old, {Pattern::uniform}, 1000);
   exec_sql(old, "DROP TABLE chunks; DELETE FROM lod; DELETE FROM lane_stats; PRAGMA user_version = 1");
@@ -1653,11 +1655,23 @@ void TestTraceStore::version1StoreIsMigrated() {
     QFile f(QString::fromStdString(file));
     return f.open(QIODevice::ReadOnly) ? f.readAll() : QByteArray();
   };
-  auto read_in_memory = [&](const std::string& file) {
+  auto copies_made = [] {
+    const std::string prefix = "clusterscope-upgraded-" + std::to_string(::getpid()) + "-";
+    int n = 0;
+    for (const auto& entry :
+         std::filesystem::directory_iterator(std::filesystem::temp_directory_path()))
+      n += entry.path().filename().string().starts_with(prefix);
+    return n;
+  };
+  auto read_through_a_copy = [&](const std::string& file) {
     const QByteArray before = bytes_of(file);
+    const int copies_before = copies_made();
     auto opened = TraceReader::open(file);
+    auto again_opened = TraceReader::open(file);
+    QVERIFY(again_opened);
+    QCOMPARE(copies_made(), copies_before + 1);
     QVERIFY2(opened, opened ? "" : opened.message().c_str());
-    QCOMPARE((*opened)->state().upgraded, StoreState::Upgrade::in_memory);
+    QCOMPARE((*opened)->state().upgraded, StoreState::Upgrade::in_a_copy);
     QCOMPARE((*opened)->state().schema_version, kSchemaVersion);
     std::int64_t seen = 0;
     cs::Status s = (*opened)->for_each_event({}, INT64_MIN / 4, INT64_MAX / 4,
@@ -1673,7 +1687,7 @@ void TestTraceStore::version1StoreIsMigrated() {
   std::filesystem::permissions(marked, std::filesystem::perms::owner_read |
                                            std::filesystem::perms::group_read |
                                            std::filesystem::perms::others_read);
-  read_in_memory(marked);
+  read_through_a_copy(marked);
   if (QTest::currentTestFailed()) return;
 
   // So is one on a read-only mount (a real read-only tmpfs).
@@ -1689,7 +1703,7 @@ void TestTraceStore::version1StoreIsMigrated() {
   QCOMPARE(QProcess::execute(QStringLiteral("mount"),
                              {QStringLiteral("-o"), QStringLiteral("remount,ro"), mount_point}),
            0);
-  read_in_memory(copy);
+  read_through_a_copy(copy);
 }
 
 void TestTraceStore::unfinishedFilesGoOnASignal_data() {
