@@ -8,6 +8,7 @@
 
 #include "app/cli/cli_options.h"
 #include "app/cli/context.h"
+#include "core/format.h"
 #include "core/json_reader.h"
 #include "core/json_text.h"
 #include "core/model_json.h"
@@ -57,6 +58,33 @@ std::string plan_problems(const nlohmann::json& document, const std::string& fil
   return text;
 }
 
+// Plans that are valid but do not fit in their GPUs' memory: "valid" alone
+// misled (a 70B model on 8 GPUs without sharding, 1 TB a GPU, read
+// "valid plan"). Checked by the planner's estimate; the document stays valid.
+struct DoesNotFit {
+  std::string pointer;
+  double needs = 0, capacity = 0;
+};
+std::vector<DoesNotFit> plans_not_fitting(const nlohmann::json& document, const std::string& file,
+                                          const PresetCatalog& catalog) {
+  std::vector<DoesNotFit> out;
+  auto check = [&](const std::string& pointer, const nlohmann::json& j) {
+    auto kind = detect_kind(j, file);
+    if (!kind || *kind != DocumentKind::plan) return;
+    auto plan = plan_from_json(j, file, &catalog);
+    if (!plan || !plan::check_plan(*plan).empty()) return;
+    if (auto e = plan::estimate(*plan); e && !e->fits)
+      out.push_back({pointer, e->memory.total(), e->memory_capacity});
+  };
+  if (document.is_array()) {
+    for (std::size_t i = 0; i < document.size(); ++i)
+      check("/" + std::to_string(i), document[i]);
+  } else {
+    check("", document);
+  }
+  return out;
+}
+
 void run(const ValidateOptions& o, Context& ctx) {
   const PresetCatalog& catalog = ctx.catalog();
   nlohmann::json report = nlohmann::json::array();
@@ -91,12 +119,27 @@ void run(const ValidateOptions& o, Context& ctx) {
       std::vector<std::string> names;
       for (DocumentKind k : *kinds) names.emplace_back(to_string(k));
       entry["kinds"] = names;
+      const std::vector<DoesNotFit> too_big =
+          document ? plans_not_fitting(*document, file, catalog) : std::vector<DoesNotFit>{};
+      if (!too_big.empty()) {
+        entry["does_not_fit"] = nlohmann::json::array();
+        for (const DoesNotFit& d : too_big) {
+          entry["does_not_fit"].push_back(
+              {{"pointer", d.pointer}, {"per_gpu_bytes", d.needs}, {"capacity_bytes", d.capacity}});
+        }
+      }
       if (!o.json) {
         std::cout << file << ": valid ";
         if (names.size() == 1) {
           std::cout << names.front() << '\n';
         } else {
           std::cout << "list of " << names.size() << " documents\n";
+        }
+        for (const DoesNotFit& d : too_big) {
+          std::cout << "  but " << (d.pointer.empty() ? "it" : d.pointer)
+                    << " does not fit in GPU memory: " << format_bytes(d.needs)
+                    << " per GPU, the GPU has " << format_bytes(d.capacity)
+                    << " (clusterscope plan shows where it goes)\n";
         }
       }
     } else {

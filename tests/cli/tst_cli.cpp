@@ -334,6 +334,26 @@ void TestCli::validateJsonReport() {
            bad + ": /hidden: must be divisible by heads (3)");
   QCOMPARE(report[1].toObject()["valid"].toBool(), true);
   QVERIFY(report[1].toObject()["kinds"].toArray().size() >= 10);
+
+  // A valid plan that does not fit in GPU memory says so, and stays valid
+  // (LLaMA-2 70B unsharded on 8 GPUs read "valid plan" alone).
+  const QString big = write_file(dir, "big.json",
+                                 R"({"cluster": "dgx-h100-8", "workload": "llama2-70b",
+                                     "parallel": {"dp": 8}})");
+  const QString fits =
+      write_file(dir, "fits.json", R"({"cluster": "dgx-h100-8", "workload": "gpt2-small"})");
+  const Run plans = run_cli({"validate", "--json", big, fits});
+  QCOMPARE(plans.exit_code, 0);
+  const QJsonArray checked = QJsonDocument::fromJson(plans.out.toUtf8()).array();
+  QCOMPARE(checked[0].toObject()["valid"].toBool(), true);
+  const QJsonObject too_big = checked[0].toObject()["does_not_fit"].toArray()[0].toObject();
+  QVERIFY(too_big["per_gpu_bytes"].toDouble() > 1e12);
+  QVERIFY(too_big["capacity_bytes"].toDouble() < 1e11);
+  QVERIFY(!checked[1].toObject().contains("does_not_fit"));
+  const Run text = run_cli({"validate", big});
+  QVERIFY2(text.out.contains(big +
+                             ": valid plan\n  but it does not fit in GPU memory: 1.14 TiB per GPU"),
+           qPrintable(text.out));
 }
 
 // A calibrated CPU-engine rank's memory rate times its GEMMs' operands
