@@ -42,8 +42,15 @@ std::vector<std::string> notes_of(const Plan& plan, const Estimate& e) {
   const Cluster& c = plan.cluster;
   const ParallelPlan& p = plan.parallel;
   if (e.gpus < c.total_gpus()) {
+    // The cost counts the GPUs the plan uses; where the whole cluster is
+    // rented (its idle GPUs billed too), the run costs that much more.
+    std::string whole;
+    if (e.training.cost_usd > 0 && e.gpus > 0) {
+      whole = ": the cost counts those; the whole cluster for the same time costs $" +
+              format_fixed(e.training.cost_usd * c.total_gpus() / e.gpus, 0);
+    }
     notes.push_back("uses " + std::to_string(e.gpus) + " of the cluster's " +
-                    std::to_string(c.total_gpus()) + " GPUs");
+                    std::to_string(c.total_gpus()) + " GPUs" + whole);
   }
   if (p.zero_stage > 0 && p.dp == 1) {
     notes.push_back("ZeRO shards over data-parallel ranks: with dp 1 it changes nothing");

@@ -15,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/format.h"
 #include "core/model_json.h"
 #include "core/presets.h"
 #include "core/trace_types.h"
@@ -111,6 +112,7 @@ class TestPlanner : public QObject {
   void timelineOneForwardOneBackwardOrder();
   void timelineInference();
   void timelineZero3GathersInEachPass();
+  void idleGpusCostSaid();
   void inferenceRunsWithoutDropout();
   void gradientReductionAfterBackward_data();
   void gradientReductionAfterBackward();
@@ -1474,6 +1476,22 @@ void TestPlanner::timelineZero3GathersInEachPass() {
   QVERIFY2(
       std::fabs(waited / 1e9 / e.time.zero_gather - 1) < 1e-6,
       qPrintable(QString("%1 s waited, %2 s exposed").arg(waited / 1e9).arg(e.time.zero_gather)));
+}
+
+// A plan on 4 of a node's 8 GPUs costs its 4; where the node is rented
+// whole, twice that: the note says both.
+void TestPlanner::idleGpusCostSaid() {
+  cs::Plan p = make_plan("dgx-h100-8", "llama2-7b", 1, 2, 2, 8);
+  p.workload.training_tokens = 1e9;
+  const cs::plan::Estimate e = must_estimate(p);
+  QCOMPARE(e.gpus, 4);
+  QVERIFY(e.training.cost_usd > 0);
+  const std::string expected =
+      "uses 4 of the cluster's 8 GPUs: the cost counts those; the whole "
+      "cluster for the same time costs $" +
+      cs::format_fixed(2 * e.training.cost_usd, 0);
+  QVERIFY2(std::find(e.notes.begin(), e.notes.end(), expected) != e.notes.end(),
+           qPrintable(QString::fromStdString(expected)));
 }
 
 void TestPlanner::timelineSchedule() {
