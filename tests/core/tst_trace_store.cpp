@@ -1750,6 +1750,35 @@ void TestTraceStore::unfinishedFilesGoOnASignal() {
   std::getline(earlier, line);
   QCOMPARE(QString::fromStdString(line), QStringLiteral("the earlier export"));
   QVERIFY(std::filesystem::exists(done));
+
+  // A store being built beside its path (an import, a merge), signalled
+  // half way: its partial store and log go, the earlier store stays.
+  const std::string store = temp_path(dir, "run.cstrace");
+  write_store(store, {Pattern::uniform}, 100);
+  const auto store_size = std::filesystem::file_size(store);
+  const pid_t builder = ::fork();
+  QVERIFY(builder >= 0);
+  if (builder == 0) {
+    for (int s : {SIGINT, SIGTERM, SIGHUP})
+      ::signal(s, SIG_DFL);
+    cs::remove_unfinished_files_on_signal();
+    (void)cs::trace::build_store_then_replace(store,
+                                              [&](const std::string& temporary) -> cs::Status {
+                                                std::ofstream(temporary) << "half a store";
+                                                std::ofstream(temporary + "-journal") << "its log";
+                                                ::raise(signal_number);
+                                                return {};
+                                              });
+    ::_exit(3);
+  }
+  QCOMPARE(::waitpid(builder, &status, 0), builder);
+  QVERIFY2(WIFSIGNALED(status) && WTERMSIG(status) == signal_number,
+           qPrintable(QString("status %1").arg(status)));
+  QCOMPARE(std::filesystem::file_size(store), store_size);
+  for (const auto& entry : std::filesystem::directory_iterator(dir.path().toStdString())) {
+    const std::string name = entry.path().filename().string();
+    QVERIFY2(name.find(".partial") == std::string::npos, name.c_str());
+  }
 }
 
 void TestTraceStore::refusesWhatIsNotAStore_data() {
