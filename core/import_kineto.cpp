@@ -442,6 +442,12 @@ class KinetoHandler : public nlohmann::json_sax<nlohmann::json> {
       } else if (key_ == Key::dur) {
         dur_ = micros_text_to_ns(raw);
         has_dur_ = true;
+      } else if (key_ == Key::pid || key_ == Key::tid) {
+        // 7.0 is 7; 7.5 is an id of its own, named as written (it read as
+        // 0: a kernel of stream 7.5 drawn on stream 0).
+        const bool whole = std::fabs(v) < 9e18 && v == std::floor(v);
+        const Id id = whole ? Id{false, static_cast<std::int64_t>(v)} : Id{true, intern(raw)};
+        (key_ == Key::pid ? pid_ : tid_) = id;
       }
     } else if (c == Ctx::args) {
       note_number(v);

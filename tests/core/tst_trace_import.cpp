@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <map>
+#include <set>
 
 #include <sqlite3.h>
 #include <sys/stat.h>
@@ -184,6 +185,7 @@ class TestTraceImport : public QObject {
   void kinetoDistributedInfoThatContradicts_data();
   void kinetoDistributedInfoThatContradicts();
   void kinetoRanksOfTwoRunsRefused();
+  void kinetoIdsWrittenAsReals();
   void kinetoDeviceNamesById_data();
   void kinetoDeviceNamesById();
   void kinetoTextPastItsBound_data();
@@ -1166,6 +1168,33 @@ void TestTraceImport::kinetoRanksOfTwoRunsRefused() {
            QString::fromStdString("merge: " + files[0] + " is a rank of a run of 2 ranks, " +
                                   files[1] + " of 4: merge the rank stores of one run"));
   QVERIFY(!std::filesystem::exists(out));
+}
+
+// A tid written as a real: 7.0 is stream 7; 7.5 is a lane of its own, named
+// as written (it read as 0, its kernel drawn on stream 0).
+void TestTraceImport::kinetoIdsWrittenAsReals() {
+  QTemporaryDir dir;
+  const std::string in = dir.filePath("reals.json").toStdString();
+  {
+    QFile f(QString::fromStdString(in));
+    QVERIFY(f.open(QIODevice::WriteOnly));
+    f.write(R"({"distributedInfo": {"rank": 0}, "traceEvents": [
+      {"ph": "X", "cat": "kernel", "name": "a", "pid": 0, "tid": 7.0, "ts": 1, "dur": 2},
+      {"ph": "X", "cat": "kernel", "name": "b", "pid": 0, "tid": 7.5, "ts": 4, "dur": 2}]})");
+  }
+  const std::string out = dir.filePath("reals.cstrace").toStdString();
+  auto report = import_kineto({in}, out);
+  QVERIFY2(report, report ? "" : report.message().c_str());
+  const auto reader = open_reader(out);
+  std::set<std::string> names;
+  for (const LaneInfo& l : reader->lanes())
+    names.insert(l.name);
+  std::string all;
+  for (const std::string& n : names)
+    all += n + "; ";
+  QVERIFY2(names.count("GPU 0 stream 7"), all.c_str());
+  QVERIFY2(names.count("GPU 0 stream 7.5"), all.c_str());
+  QVERIFY(!names.count("GPU 0 stream 0"));
 }
 
 void TestTraceImport::kinetoPlainJsonAndErrors() {
