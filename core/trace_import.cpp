@@ -227,7 +227,9 @@ Result<ImportReport> import_traces(const std::vector<std::string>& files, const 
         const std::size_t n = std::fread(head, 1, sizeof head, in);
         std::fclose(in);
         if (n < sizeof head || std::string_view(head, 15) != "SQLite format 3") {
-          what = "it is not JSON (it does not begin with { or [), gzip or SQLite";
+          what =
+              "it is no JSON object or array (it does not begin with { or [), and no gzip or "
+              "SQLite file";
         } else if (Status whole = sql::check_not_cut_short(f); !whole) {
           return whole.error();
         } else if (auto db = sql::Database::open(f, SQLITE_OPEN_READONLY)) {

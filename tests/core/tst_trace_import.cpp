@@ -1376,7 +1376,8 @@ void TestTraceImport::formatDetection() {
   QVERIFY(QString::fromStdString(unknown.message()).contains("not a trace this build imports"));
   // Said for what it is: text, not an SQLite file SQLite cannot read.
   QVERIFY2(QString::fromStdString(unknown.message())
-               .endsWith(": it is not JSON (it does not begin with { or [), gzip or SQLite"),
+               .endsWith(": it is no JSON object or array (it does not begin with { or [), and no "
+                         "gzip or SQLite file"),
            unknown.message().c_str());
 
   // A byte-order mark, and more spaces before the first bracket than the
