@@ -79,6 +79,10 @@ struct Fp8Options {
   Fp8Format format = Fp8Format::hybrid;
   Fp8Recipe recipe = Fp8Recipe::delayed;
   int amax_history = 1024;  // delayed scaling keeps this many amax values per tensor
+  // The GEMMs' inputs kept for backward as their 1-byte FP8 copies, as
+  // Transformer Engine keeps them; false: in 16 bits, the FP8 copies the
+  // GEMM's own (ClusterScope's CUDA engine).
+  bool saved_inputs_fp8 = true;
 };
 
 struct IntQuantOptions {

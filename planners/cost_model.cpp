@@ -264,7 +264,7 @@ MemoryBreakdown stage_memory(const Machine& m, const Model& x, const Knobs& k, d
       if (last) mem.activation_workspace += logits;
     } else {
       // FP8 training keeps the GEMMs' inputs as their FP8 copies (Transformer Engine).
-      const double gemm_inputs = k.compute == Precision::fp8 ? 1.0 : e;
+      const double gemm_inputs = k.compute == Precision::fp8 && k.fp8_saved_inputs ? 1.0 : e;
       const double per_layer =
           activation_bytes_per_layer(shape, k.tp, k.sp, k.recompute, k.flash, e, gemm_inputs);
       const int rank = first ? 0 : k.pp - 1;
@@ -449,6 +449,7 @@ Knobs knobs_of(const ParallelPlan& p, const PrecisionPlan& q) {
   k.compute = q.compute;
   k.weights = q.weights;
   k.symmetric_quant = q.quant.symmetric;
+  k.fp8_saved_inputs = q.fp8.saved_inputs_fp8;
   k.gradients = q.gradients;
   k.optimizer_state = q.optimizer_state;
   k.master_weights = q.master_weights;

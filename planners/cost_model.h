@@ -101,6 +101,7 @@ struct Knobs {
   Precision compute = Precision::bf16;
   Precision weights = Precision::bf16;
   bool symmetric_quant = false;  // integer weights: zero point 0, [-(2^(b-1)-1), 2^(b-1)-1]
+  bool fp8_saved_inputs = true;  // FP8: the GEMMs' inputs kept for backward in 1 byte
   Precision gradients = Precision::bf16;
   Precision optimizer_state = Precision::fp32;
   bool master_weights = true;

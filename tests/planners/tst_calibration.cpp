@@ -2822,14 +2822,16 @@ void TestCalibration::inputsPastTheirBoundAreRefused() {
 void TestCalibration::calibratedOnTheH200PredictsItsRuns_data() {
   QTest::addColumn<QString>("run");
   QTest::addColumn<double>("step_within");
-  QTest::addRow("bf16") << "worker-bf16.db" << 0.20;
-  QTest::addRow("fp32") << "worker-fp32.db" << 0.10;
-  QTest::addRow("fp8, its GEMMs in BF16") << "worker-fp8.db" << 0.10;
+  QTest::addColumn<double>("allocated_within");
+  QTest::addRow("bf16") << "worker-bf16.db" << 0.20 << 0.05;
+  QTest::addRow("fp32") << "worker-fp32.db" << 0.10 << 0.05;
+  QTest::addRow("fp8, its GEMMs in BF16") << "worker-fp8.db" << 0.10 << 0.03;
 }
 
 void TestCalibration::calibratedOnTheH200PredictsItsRuns() {
   QFETCH(QString, run);
   QFETCH(double, step_within);
+  QFETCH(double, allocated_within);
   const QString work = dir_.filePath("h200");
   const QString presets = work + "/presets";
   QDir().mkpath(presets);
@@ -2848,6 +2850,18 @@ void TestCalibration::calibratedOnTheH200PredictsItsRuns() {
       p["predicted_step_s"].toDouble() / p["measured_step_median_s"].toDouble() - 1;
   QVERIFY2(std::abs(step_error) <= step_within,
            qPrintable(QString("step %1 %").arg(100 * step_error)));
+  // The memory the process allocated (fp8 -1.7 %: its engine keeps the
+  // GEMMs' inputs in 16 bits; counted as Transformer Engine's FP8 copies
+  // they read -8.5 %).
+  bool allocated = false;
+  for (const QJsonValue& v : p["memory"].toArray()) {
+    const QJsonObject row = v.toObject();
+    if (row["name"].toString() != "allocated") continue;
+    allocated = true;
+    QVERIFY2(std::abs(row["error"].toDouble()) <= allocated_within,
+             qPrintable(QString("allocated: %1 %").arg(100 * row["error"].toDouble())));
+  }
+  QVERIFY(allocated);
   // GEMMs and the attention (its batched GEMMs counted as attention).
   for (const QJsonValue& v : p["breakdown"].toArray()) {
     const QJsonObject row = v.toObject();
