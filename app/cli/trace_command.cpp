@@ -458,7 +458,9 @@ TimeRange steps_window(const TraceReader& r, const std::string& steps) {
   }
   if (!window)
     throw CliError("--steps " + steps + ": the run records steps " + std::to_string(lowest) +
-                   " to " + std::to_string(highest));
+                   " to " + std::to_string(highest) +
+                   " (numbered from 0, as the timeline shows them; run's progress lines count "
+                   "from 1)");
   return *window;
 }
 
@@ -1558,8 +1560,9 @@ void add_window_options(CLI::App& app, std::string& from, std::string& to, std::
                  "Window start, from the trace's start (e.g. 1.5s, 200ms): " + what);
   app.add_option("--to", to, "Window end, from the trace's start");
   app.add_option("--steps", steps,
-                 "Window of these steps, as the timeline numbers them (5, or 3-7): from the "
-                 "first's earliest start over the ranks to the last's latest end");
+                 "Window of these steps (5, or 3-7), numbered from 0 as the store and the "
+                 "timeline number them (clusterscope run's progress lines count from 1): from "
+                 "the first's earliest start over the ranks to the last's latest end");
 }
 
 void register_trace(CLI::App& app, Context& ctx) {
