@@ -329,15 +329,15 @@ Result<MergeReport> merge_into(const std::vector<std::string>& inputs, const std
   }
   // The ranks of one run record one world size: stores of two runs would
   // merge into a run of ranks that never ran together.
+  // As recorded: a value that does not parse says nothing of the run.
+  auto recorded_world = [](const Input& i) {
+    const auto text = i.reader->meta("world_size");
+    return text ? parse_count<std::int64_t>(*text) : std::nullopt;
+  };
+  const Input& first = opened.front();
   for (const Input& in : opened) {
     if (!options.ranks_of_one_run) break;
-    // As recorded: a value that does not parse says nothing of the run.
-    const Input& first = opened.front();
-    auto recorded = [](const Input& i) {
-      const auto text = i.reader->meta("world_size");
-      return text ? parse_count<std::int64_t>(*text) : std::nullopt;
-    };
-    const auto a = recorded(first), b = recorded(in);
+    const auto a = recorded_world(first), b = recorded_world(in);
     if (a && b && *a != *b) {
       return Error{"merge: " + first.path + " is a rank of a run of " + std::to_string(*a) +
                    " ranks, " + in.path + " of " + std::to_string(*b) +

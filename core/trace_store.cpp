@@ -572,7 +572,7 @@ Result<sql::Database> open_store(const std::string& path, bool writable, StoreSt
   if (version == 1) {
     // Version 1 kept events only as rows: version 2 adds their packed chunks,
     // rebuilt from the rows in place (with the level of detail) on first
-    // open; in memory, for this reading, where the file cannot be written.
+    // open; in a copy (upgraded_copy) where the file cannot be written.
     db = sql::Database{};
     if (!writable && !can_write_in_place(path)) {
       auto copy = upgraded_copy(path);
