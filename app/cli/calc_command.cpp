@@ -99,21 +99,22 @@ struct QuantizeOptions {
 
 void run_quantize(const QuantizeOptions& o, bool bits_given) {
   if (!(o.min < o.max)) {
-    throw CliError("--min must be below --max (got " + number(o.min) + " and " +
-                   number(o.max) + ")");
+    throw UsageError("--min must be below --max (got " + number(o.min) + " and " + number(o.max) +
+                     ")");
   }
   // A range narrower than any float32 tensor's gives a scale of 0 (or one
   // that maps every value to the integers' end): "round(x/s)+z = 9e18".
   if (o.max - o.min < std::numeric_limits<float>::min()) {
-    throw CliError("--min " + number(o.min) + " and --max " + number(o.max) +
-                   " are closer than the smallest normal float32 (1.2e-38): no tensor's range is, "
-                   "and its scale would be 0; give a wider range");
+    throw UsageError(
+        "--min " + number(o.min) + " and --max " + number(o.max) +
+        " are closer than the smallest normal float32 (1.2e-38): no tensor's range is, "
+        "and its scale would be 0; give a wider range");
   }
   const bool article = o.integers == "article";
   if (article && bits_given && o.bits != 8) {
-    throw CliError("--bits " + std::to_string(o.bits) +
-                   ": the articles' integers are INT8; give --integers unsigned or signed for "
-                   "other widths");
+    throw UsageError("--bits " + std::to_string(o.bits) +
+                     ": the articles' integers are INT8; give --integers unsigned or signed for "
+                     "other widths");
   }
   const bool symmetric = o.integers == "symmetric";
   const plan::QuantParams p =

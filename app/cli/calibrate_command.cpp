@@ -325,9 +325,9 @@ void report(const CalibrateOptions& o, const plan::Calibration& fit, const Prese
 
 void run_nccl_tests(Context& ctx, const CalibrateOptions& o) {
   if (o.link_name.empty())
-    throw CliError("--nccl-tests needs --link-name for the link preset it makes");
+    throw UsageError("--nccl-tests needs --link-name for the link preset it makes");
   auto kind = link_kind_from_string(o.link_type.empty() ? "infiniband" : o.link_type);
-  if (!kind) throw CliError("--link-type: unknown link type \"" + o.link_type + "\"");
+  if (!kind) throw UsageError("--link-type: unknown link type \"" + o.link_type + "\"");
   // A user link named like a shipped one replaced it in the user's own
   // clusters but not in the shipped ones, which keep the datasheet's.
   if (auto shipped = PresetCatalog::load(ctx.catalog().directory());
@@ -454,7 +454,7 @@ void run(Context& ctx, const CalibrateOptions& o) {
   const int sources =
       !o.from_store.empty() + !o.from_run.empty() + !o.from_sweeps.empty() + !o.nccl_tests.empty();
   if (sources > 1) {
-    throw CliError("--from-store, --from-run, --from-sweeps and --nccl-tests exclude each other");
+    throw UsageError("--from-store, --from-run, --from-sweeps and --nccl-tests exclude each other");
   }
   if (!o.nccl_tests.empty()) return run_nccl_tests(ctx, o);
 
@@ -503,7 +503,7 @@ void run(Context& ctx, const CalibrateOptions& o) {
     std::string store = o.from_store;
     if (!o.from_sweeps.empty()) {
       if (o.out.empty())
-        throw CliError("--from-sweeps needs --out for the calibration store it writes");
+        throw UsageError("--from-sweeps needs --out for the calibration store it writes");
       store = o.out;
       const std::string engine = datasheet ? "cuda" : "cpu";
       const trace::SweepImport imported = take(trace::import_sweep_lines(

@@ -453,7 +453,7 @@ Plan PlanOptions::resolve(const PresetCatalog& catalog, const ClusterOptions& cl
     plan.workload = model_options.resolve(catalog);
   }
   if (flash_attention && no_flash_attention) {
-    throw CliError("--flash-attention and --no-flash-attention contradict each other");
+    throw UsageError("--flash-attention and --no-flash-attention contradict each other");
   }
   ParallelPlan& p = plan.parallel;
   const std::int64_t file_gpus = static_cast<std::int64_t>(p.tp) * p.pp * p.dp;

@@ -116,7 +116,7 @@ struct RunPlanOptions {
     }
     if (!precision.empty()) {
       const auto parsed = precision_from_string(precision);
-      if (!parsed) throw CliError("--precision: unknown precision \"" + precision + "\"");
+      if (!parsed) throw UsageError("--precision: unknown precision \"" + precision + "\"");
       plan.precision = PrecisionPlan::for_compute(*parsed);
     }
     // The same rules as a plan file.
@@ -405,11 +405,12 @@ void refuse_launch_flags(CLI::App& command) {
 
 void run(RunOptions& o, Context& ctx, const std::string& command_line) {
   const PresetCatalog& catalog = ctx.catalog();
-  if (!o.hostfile.empty() && o.slurm) throw CliError("--hostfile and --slurm exclude each other");
+  if (!o.hostfile.empty() && o.slurm) throw UsageError("--hostfile and --slurm exclude each other");
   // The rank stores' paths are made from --out with {rank} in them.
   if (o.out.find("{rank}") != std::string::npos)
-    throw CliError("--out " + o.out + ": names the run's one store; {rank} is not replaced there "
-                   "(the rank stores go in a folder beside it)");
+    throw UsageError("--out " + o.out +
+                     ": names the run's one store; {rank} is not replaced there "
+                     "(the rank stores go in a folder beside it)");
 
   const Plan plan = o.plan.resolve(catalog, o.ranks);
   const ParallelPlan& p = plan.parallel;

@@ -115,8 +115,8 @@ void run(const SearchCommandOptions& o, Context& ctx) {
   const Workload workload = o.model.resolve(ctx.catalog());
   auto objective = plan::objective_from_string(o.objective);
   if (!objective) {
-    throw CliError("--objective must be throughput, cost, time, memory or gpus (got \"" +
-                   o.objective + "\")");
+    throw UsageError("--objective must be throughput, cost, time, memory or gpus (got \"" +
+                     o.objective + "\")");
   }
   // Without an amount to train on, no plan has a time to train: a limit on
   // it would keep every plan without a word (and cost or time rank as

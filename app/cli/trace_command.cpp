@@ -437,13 +437,13 @@ TimeRange steps_window(const TraceReader& r, const std::string& steps) {
         if (used + 1 + more != steps.size()) throw std::invalid_argument("");
       }
     } catch (const std::exception&) {
-      throw CliError(bad + steps + "\" is not a step or a range of steps (5, 3-7)");
+      throw UsageError(bad + steps + "\" is not a step or a range of steps (5, 3-7)");
     }
   }
   if (first >= 0 && last < first)
-    throw CliError(bad + steps + "\": the range ends before it begins (" + std::to_string(last) +
-                   "-" + std::to_string(first) + "?)");
-  if (first < 0) throw CliError(bad + steps + "\" is not a step or a range of steps (5, 3-7)");
+    throw UsageError(bad + steps + "\": the range ends before it begins (" + std::to_string(last) +
+                     "-" + std::to_string(first) + "?)");
+  if (first < 0) throw UsageError(bad + steps + "\" is not a step or a range of steps (5, 3-7)");
   const std::vector<StepWindow> all = take(job_step_windows(r));
   if (all.empty()) throw CliError("--steps: " + r.path() + " records no steps");
   std::optional<TimeRange> window;
@@ -468,7 +468,7 @@ std::optional<TimeRange> window_of(const TraceReader& r, const std::string& from
                                    const std::string& to, const std::string& steps = {}) {
   if (!steps.empty()) {
     if (!from.empty() || !to.empty())
-      throw CliError("--steps gives the window: not with --from/--to");
+      throw UsageError("--steps gives the window: not with --from/--to");
     return steps_window(r, steps);
   }
   if (from.empty() && to.empty()) return std::nullopt;
@@ -513,7 +513,8 @@ std::string csv_table_names() {
 }
 
 void run_stats(const StatsOptions& o, Context& ctx) {
-  if (!o.cluster.empty() && !o.predict_again) throw CliError("--cluster goes with --predict-again");
+  if (!o.cluster.empty() && !o.predict_again)
+    throw UsageError("--cluster goes with --predict-again");
   auto r = open_store(o.store);
   WholeStoreCheck check;
   std::string damage;
@@ -1178,9 +1179,9 @@ void run_export(ExportOptions o) {
   }
   if (o.table.empty()) o.table = "events";
   if (!chrome && format != "csv" && format != "html")
-    throw CliError("--format: \"" + format + "\" is not one of chrome, csv, html");
+    throw UsageError("--format: \"" + format + "\" is not one of chrome, csv, html");
   if (format == "csv" && o.table != "all" && !csv_table_from_string(o.table))
-    throw CliError("--table: \"" + o.table + "\" is not one of " + csv_table_names());
+    throw UsageError("--table: \"" + o.table + "\" is not one of " + csv_table_names());
   auto r = open_store(o.store);
   // A window limits the events to those overlapping it, and the figures of a
   // report or a summary table to what ran in it (the app's selected range).

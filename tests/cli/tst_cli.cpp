@@ -125,16 +125,17 @@ void TestCli::exitCodes_data() {
                                    << "one device exchanges nothing" << "";
   QTest::addRow("calc no devices") << QStringList{"calc", "communication", "-N", "0"} << 2 << ""
                                    << "--devices";
-  QTest::addRow("calc empty range") << QStringList{"calc", "quantize", "--min", "1", "--max", "1"}
-                                    << 1 << "" << "--min must be below --max (got 1 and 1)";
+  QTest::addRow("calc empty range")
+      << QStringList{"calc", "quantize", "--min", "1", "--max", "1"} << 2 << ""
+      << "--min must be below --max (got 1 and 1)";
   QTest::addRow("calc range narrower than a float")
-      << QStringList{"calc", "quantize", "--min", "0", "--max", "1e-39"} << 1 << ""
+      << QStringList{"calc", "quantize", "--min", "0", "--max", "1e-39"} << 2 << ""
       << "are closer than the smallest normal float32 (1.2e-38)";
   QTest::addRow("calc bound subnormal")
       << QStringList{"calc", "quantize", "--min", "0", "--max", "1e-320"} << 2 << ""
       << "--max: must be 0 or at least 2.2e-308 (got 1e-320)";
   QTest::addRow("calc article INT4")
-      << QStringList{"calc", "quantize", "--bits", "4"} << 1 << ""
+      << QStringList{"calc", "quantize", "--bits", "4"} << 2 << ""
       << "--bits 4: the articles' integers are INT8; give --integers unsigned or signed";
   // Half a sample a batch: "batch 0.5, 500000 iterations".
   QTest::addRow("calc half a sample") << QStringList{"calc", "flops", "--batch", "0.5"} << 2 << ""

@@ -284,7 +284,7 @@ void TestRunCli::userErrors_data() {
       << "the worker trains GPT-style transformers; \"resnet50\" is a generic model";
   QTest::addRow("missing hostfile") << QStringList{"--hostfile", "/nonexistent/hosts"} << 1
                                     << "/nonexistent/hosts: cannot open hostfile";
-  QTest::addRow("hostfile and slurm") << QStringList{"--hostfile", "h", "--slurm"} << 1
+  QTest::addRow("hostfile and slurm") << QStringList{"--hostfile", "h", "--slurm"} << 2
                                       << "--hostfile and --slurm exclude each other";
   QTest::addRow("unknown backend") << QStringList{"--backend", "tpu"} << 2 << "--backend";
   // Decided on the login node, a GPU partition's job trained on the CPU.
@@ -299,8 +299,8 @@ void TestRunCli::userErrors_data() {
       << "backend auto decides on this machine, but the ranks run on the hostfile's hosts";
   QTest::addRow("bad hostfile line") << QStringList{"--hostfile", "BAD_HOSTFILE"} << 1
                                      << "BAD_HOSTFILE:1: \"node;reboot\" is not a host name";
-  QTest::addRow("{rank} in --out") << QStringList{"--out", "r{rank}.db"} << 1
-                                   << "{rank} is not replaced there";
+  QTest::addRow("{rank} in --out")
+      << QStringList{"--out", "r{rank}.db"} << 2 << "{rank} is not replaced there";
   QTest::addRow("negative seed")
       << QStringList{"--seed", "-1"} << 2
       << "--seed: must be a whole number from 0 to 18446744073709551615 (got -1)";

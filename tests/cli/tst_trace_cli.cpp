@@ -354,17 +354,19 @@ void TestTraceCli::windowedFigures() {
     const Run past = run_cli({"trace", "stats", gpu, "--steps", "20"});
     QVERIFY2(past.exit_code == 1 && past.err.contains("--steps 20: the run records steps 0 to 11"),
              qPrintable(past.err));
+    // A step the store lacks is an error of the store's (exit 1); a flag
+    // that cannot be read, or two that exclude each other, a usage error (2).
     const Run bad =
         run_cli({"trace", "export", gpu, "-o", dir.filePath("s.json"), "--steps", "3-x"});
-    QVERIFY2(bad.exit_code == 1 && bad.err.contains("--steps: \"3-x\" is not a step or a range "
+    QVERIFY2(bad.exit_code == 2 && bad.err.contains("--steps: \"3-x\" is not a step or a range "
                                                     "of steps (5, 3-7)"),
              qPrintable(bad.err));
     const Run reversed = run_cli({"trace", "stats", gpu, "--steps", "6-5"});
-    QVERIFY2(reversed.exit_code == 1 &&
+    QVERIFY2(reversed.exit_code == 2 &&
                  reversed.err.contains("--steps: \"6-5\": the range ends before it begins (5-6?)"),
              qPrintable(reversed.err));
     const Run both = run_cli({"trace", "stats", gpu, "--steps", "3", "--from", "1s"});
-    QVERIFY2(both.exit_code == 1 && both.err.contains("--steps gives the window: not with "
+    QVERIFY2(both.exit_code == 2 && both.err.contains("--steps gives the window: not with "
                                                       "--from/--to"),
              qPrintable(both.err));
   }
@@ -1740,7 +1742,7 @@ void TestTraceCli::errors_data() {
       << QStringList{"trace", "stats", store, "--from", "1000s"} << 1
       << "--from 1000s is past the trace's end (the trace lasts ";
   QTest::addRow("unknown table names them all")
-      << QStringList{"trace", "export", store, "-o", "x.csv", "--table", "copies"} << 1
+      << QStringList{"trace", "export", store, "-o", "x.csv", "--table", "copies"} << 2
       << "--table: \"copies\" is not one of events, breakdown, kernels, collectives, stragglers, "
          "prediction, api_calls, memory_ops, annotations, all";
   QTest::addRow("files per table beside a device")

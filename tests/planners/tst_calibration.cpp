@@ -2445,7 +2445,7 @@ void TestCalibration::calibrateRunPredictLearn() {
   QVERIFY2(r.err.contains("cluster this-machine has 0 devices, the run 2 ranks"),
            qPrintable(r.err));
   r = run_cli({"trace", "stats", run_store, "--cluster", "laptop-cpu"}, presets, work);
-  QCOMPARE(r.exit_code, 1);
+  QCOMPARE(r.exit_code, 2);
   QVERIFY2(r.err.contains("--cluster goes with --predict-again"), qPrintable(r.err));
   // Workers started by hand record no plan, only their layout (meta
   // parallel): one run with --no-overlap is predicted with its gradients

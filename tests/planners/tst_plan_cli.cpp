@@ -254,7 +254,7 @@ void TestPlanCli::planErrors_data() {
   QTest::addRow("missing plan file") << QStringList{"plan", "--plan", "/nonexistent/plan.json"} << 1
                                      << "/nonexistent/plan.json: cannot open file";
   QTest::addRow("flash both ways")
-      << base + QStringList{"--tp", "8", "--flash-attention", "--no-flash-attention"} << 1
+      << base + QStringList{"--tp", "8", "--flash-attention", "--no-flash-attention"} << 2
       << "contradict";
   QTest::addRow("gated MLP without its size")
       << QStringList{"plan", "--cluster", "dgx-h100-8", "--layers", "32", "--hidden", "4096",
@@ -602,7 +602,7 @@ void TestPlanCli::searchErrors_data() {
       << 2 << "--max-days: gpt2-small has no amount to train on";
   QTest::addRow("bad objective") << base +
                                         QStringList{"--global-batch", "64", "--objective", "speed"}
-                                 << 1 << "--objective must be";
+                                 << 2 << "--objective must be";
   QTest::addRow("no GPU") << QStringList{"search",     "--cluster",      "laptop-cpu", "--model",
                                          "gpt2-small", "--global-batch", "8"}
                           << 1 << "has no GPU";
