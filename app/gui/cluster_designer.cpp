@@ -271,10 +271,11 @@ void ClusterDesigner::onFieldEdited(const QString& pointer, const QString& value
   if (ok && n > 0 &&
       (pointer == QLatin1String("/nodes") || pointer == QLatin1String("/gpus_per_node"))) {
     const bool nodes = pointer == QLatin1String("/nodes");
+    const int new_nodes = nodes ? n : c->nodes;
+    const int new_per_node = nodes ? c->gpus_per_node : n;
     const QString name = q(c->display_name);
-    const QString renamed =
-        recounted_name(name, c->nodes, c->nodes * c->gpus_per_node, nodes ? n : c->nodes,
-                       (nodes ? n : c->nodes) * (nodes ? c->gpus_per_node : n));
+    const QString renamed = recounted_name(name, c->nodes, c->nodes * c->gpus_per_node, new_nodes,
+                                           new_nodes * new_per_node);
     if (renamed != name) edits.push_back({QStringLiteral("/display_name"), jsonString(renamed)});
   }
   const FieldEdit* f = field(pointer);
