@@ -227,9 +227,21 @@ struct RankRaw {
   std::unordered_map<std::uint32_t, NameStats> memory_ops;   // copies and sets, by name
   std::unordered_map<std::uint32_t, std::vector<std::int64_t>> memory_bytes;  // of those
   std::map<CollectiveKey, std::vector<std::int64_t>> collectives;
-  // Start times of communication (not point-to-point), by collective type
-  // (bit 40 set) or name id.
-  std::map<std::uint64_t, std::vector<std::int64_t>> comm_starts;
+  // The same calls by communicator (Communicators), in order: the transfers
+  // match the n-th call of each rank of one communicator.
+  std::map<std::pair<CollectiveKey, int>, std::vector<std::int64_t>> communicator_calls;
+  // Start times of the collectives (not point-to-point) that started in the
+  // window, each with its index among the same collective's calls of its
+  // step on this rank (counted over the whole step, so that a call just
+  // before the window does not shift the pairing of the rest).
+  struct CallOrder {
+    std::int32_t step = -1;  // the step last started at the call's start; -1 before the first
+    CollectiveKey key;
+    int communicator = 0;
+    auto operator<=>(const CallOrder&) const = default;
+  };
+  std::map<CallOrder, std::vector<std::pair<std::size_t, std::int64_t>>> comm_starts;
+  std::map<CallOrder, std::size_t> calls_counted;  // each CallOrder's calls so far
   std::vector<std::int64_t> step_durations;
 };
 
@@ -322,20 +334,26 @@ using CollectiveDurations = std::map<CollectiveKey, std::vector<std::int64_t>>;
 // sides are different collectives, and the same one on other ranks is
 // another pair's.
 CollectiveDurations transfer_durations(const std::vector<RankRaw>& raws) {
-  std::map<CollectiveKey, std::vector<std::vector<double>>> by_key;
+  std::map<std::pair<CollectiveKey, int>, std::vector<std::vector<double>>> by_communicator;
   for (const RankRaw& raw : raws) {
-    for (const auto& [key, durations] : raw.collectives) {
-      if (!is_point_to_point(key.collective))
-        by_key[key].emplace_back(durations.begin(), durations.end());
+    for (const auto& [key, durations] : raw.communicator_calls) {
+      if (!is_point_to_point(key.first.collective))
+        by_communicator[key].emplace_back(durations.begin(), durations.end());
     }
   }
-  CollectiveDurations out;
-  for (const auto& [key, ranks] : by_key) {
+  // A collective whose calls pair in some communicators and not in others
+  // (a rank's events lost) gets no transfer: those it has would be a part.
+  std::map<CollectiveKey, bool> unpaired;
+  for (const auto& [key, ranks] : by_communicator) {
     const std::size_t count = ranks.front().size();
     if (ranks.size() < 2 || std::any_of(ranks.begin(), ranks.end(),
                                         [&](const auto& calls) { return calls.size() != count; }))
-      continue;
-    std::vector<std::int64_t>& transfers = out[key];
+      unpaired[key.first] = true;
+  }
+  CollectiveDurations out;
+  for (const auto& [key, ranks] : by_communicator) {
+    if (unpaired.contains(key.first)) continue;
+    std::vector<std::int64_t>& transfers = out[key.first];
     for (double d : shortest_of_each_call(ranks))
       transfers.push_back(static_cast<std::int64_t>(d));
   }
@@ -462,18 +480,47 @@ Result<RankAnalysis> analyze_rank_raw(const TraceReader& r, std::int32_t rank,
   out.gpu = lanes.gpu;
   if (lanes.device.empty()) return out;
 
+  // Every step of the rank, in time order: the collectives are matched
+  // across ranks within their step.
+  auto all_steps = step_windows(r, rank, lanes);
+  if (!all_steps) return all_steps.error();
   std::vector<StepWindow> windows;
   if (options.per_step) {
-    auto w = step_windows(r, rank, lanes);
-    if (!w) return w.error();
-    windows = std::move(w).value();
-    if (options.window) {
+    windows = *all_steps;
+    if (options.steps) {
+      // The steps asked for, by number: a rank's step before them that
+      // ended inside the window (a later rank's) is not one of them.
+      std::erase_if(windows, [&](const StepWindow& s) {
+        return s.step < options.steps->first || s.step > options.steps->last;
+      });
+    } else if (options.window) {
       // Only the steps the range reaches.
       std::erase_if(windows, [&](const StepWindow& s) {
         return s.end <= options.window->start_ns || s.start >= options.window->end_ns;
       });
     }
   }
+  const Communicators communicators = Communicators::of(r);
+  std::unordered_map<std::uint32_t, int> communicator_of_name;  // this rank's, by name id
+  auto communicator_of = [&](const store::ScanRow& e) {
+    auto [found, added] = communicator_of_name.try_emplace(e.name, 0);
+    if (added) found->second = communicators.of_call(rank, r.string(StringId{e.name}));
+    return found->second;
+  };
+  const int world = r.world_size();
+  auto collective_key = [&](const store::ScanRow& e) {
+    CollectiveKey key;
+    key.collective = e.details.collective;
+    key.dtype = e.details.dtype;
+    key.bytes = e.details.bytes;
+    // A send or receive joins two ranks, whatever its communicator's size.
+    key.ranks = is_point_to_point(e.details.collective) ? 2
+                : e.details.group_size > 0              ? e.details.group_size
+                                                        : world;
+    if (key.collective == Collective::none) key.name = e.name;
+    return key;
+  };
+  std::size_t next_step = 0;  // the first step not started yet at the scan's time
   // Elementary intervals go straight to the accumulators; the device span
   // (first start to last end of device work) is known only at the end, and
   // no interval lies outside it.
@@ -486,7 +533,6 @@ Result<RankAnalysis> analyze_rank_raw(const TraceReader& r, std::int32_t rank,
   if (!launch) return launch.error();
   for (auto& [name, calls] : sink.api_calls)  // held until the run's are gathered
     calls.durations.shrink_to_fit();
-  const int world = r.world_size();
   struct StreamState {
     std::int64_t events = 0;
     std::int64_t first = 0;
@@ -572,6 +618,22 @@ Result<RankAnalysis> analyze_rank_raw(const TraceReader& r, std::int32_t rank,
     sweep.count_event(e.start);
     if (engine_wait) continue;  // no operation of the kernel and collective tables
 
+    // The straggler search's calls: every collective of the rank counted
+    // in its step, those that started in the window kept. Sends and receives
+    // are left out, as from the transfers: the n-th on each rank pairs with a
+    // different peer, so it is not the same operation and its start says
+    // nothing of lateness.
+    if (e.category == Category::communication && e.kind != EventKind::p2p &&
+        !is_point_to_point(e.details.collective)) {
+      while (next_step < all_steps->size() && (*all_steps)[next_step].start <= e.start)
+        ++next_step;
+      const RankRaw::CallOrder order{next_step > 0 ? (*all_steps)[next_step - 1].step : -1,
+                                     collective_key(e), communicator_of(e)};
+      const std::size_t index = sink.calls_counted[order]++;
+      if (e.start >= window_lo && e.start < window_hi)
+        sink.comm_starts[order].emplace_back(index, e.start);
+    }
+
     // The kernel and collective tables of a range hold what ran in it (they
     // held the whole run's beside the range's breakdown). The range is
     // half-open: a kernel that ends where it starts ran before it.
@@ -656,26 +718,9 @@ Result<RankAnalysis> analyze_rank_raw(const TraceReader& r, std::int32_t rank,
       sink.memory_bytes[e.name].push_back(e.details.bytes);
     }
     if (e.category == Category::communication) {
-      CollectiveKey key;
-      key.collective = e.details.collective;
-      key.dtype = e.details.dtype;
-      key.bytes = e.details.bytes;
-      // A send or receive joins two ranks, whatever its communicator's size.
-      key.ranks = is_point_to_point(e.details.collective) ? 2
-                  : e.details.group_size > 0              ? e.details.group_size
-                                                          : world;
-      if (key.collective == Collective::none) key.name = e.name;
+      const CollectiveKey key = collective_key(e);
       sink.collectives[key].push_back(duration);
-      // Sends and receives are left out of the straggler search, as out of
-      // the transfers: the n-th on each rank pairs with a different peer, so
-      // it is not the same operation and its start says nothing of lateness.
-      if (e.kind != EventKind::p2p && !is_point_to_point(key.collective)) {
-        const std::uint64_t order_key =
-            key.collective != Collective::none
-                ? (std::uint64_t{1} << 40) | static_cast<unsigned>(key.collective)
-                : e.name;
-        sink.comm_starts[order_key].push_back(e.start);
-      }
+      sink.communicator_calls[{key, communicator_of(e)}].push_back(duration);
     }
   }
   if (!(*scan)->status()) return (*scan)->status().error();
@@ -700,7 +745,9 @@ Result<RankAnalysis> analyze_rank_raw(const TraceReader& r, std::int32_t rank,
   out.total = sweep.total().finish();
   for (std::size_t i = 0; i < windows.size(); ++i) {
     out.steps.push_back({windows[i].step, sweep.steps()[i].finish()});
-    sink.step_durations.push_back(windows[i].end - windows[i].start);
+    const bool whole =
+        options.steps || (windows[i].start >= window_lo && windows[i].end <= window_hi);
+    if (whole) sink.step_durations.push_back(windows[i].end - windows[i].start);
   }
   for (std::size_t i = 0; i < lanes.device.size(); ++i) {
     const StreamState& st = stream_state[i];
@@ -782,35 +829,31 @@ StragglerReport stragglers_from(const std::vector<RankAnalysis>& ranks, std::vec
   const double step_mad = step_ref.mad;
 
   // Lateness of each rank's collectives against the median start of the same
-  // collective (n-th of its kind) over the ranks that have it.
+  // call over the ranks that made it: the n-th call of one collective, in one
+  // step, on one communicator (RankRaw::CallOrder).
   std::vector<double> late_sum(n, 0.0);
   std::vector<std::int64_t> late_count(n, 0);
-  std::map<std::uint64_t, bool> keys;
-  for (const RankRaw& raw : raws)
-    for (const auto& [key, starts] : raw.comm_starts)
-      keys[key] = true;
-  for (const auto& [key, unused] : keys) {
-    std::size_t most = 0;
-    for (const RankRaw& raw : raws) {
-      auto it = raw.comm_starts.find(key);
-      if (it != raw.comm_starts.end()) most = std::max(most, it->second.size());
-    }
-    for (std::size_t k = 0; k < most; ++k) {
-      std::vector<std::pair<std::size_t, double>> present;
-      for (std::size_t i = 0; i < n; ++i) {
-        auto it = raws[i].comm_starts.find(key);
-        if (it != raws[i].comm_starts.end() && k < it->second.size())
-          present.emplace_back(i, static_cast<double>(it->second[k]));
-      }
-      if (present.size() < 2) continue;
-      std::vector<double> values;
-      for (const auto& [i, s] : present)
-        values.push_back(s);
-      const double mid = reference_of(values).middle;  // of two, the earlier
-      for (const auto& [i, s] : present) {
-        late_sum[i] += s - mid;
-        ++late_count[i];
-      }
+  std::map<std::pair<RankRaw::CallOrder, std::size_t>,
+           std::vector<std::pair<std::size_t, std::int64_t>>>
+      calls;  // each call's (rank index, start)
+  for (std::size_t i = 0; i < n; ++i)
+    for (const auto& [order, starts] : raws[i].comm_starts)
+      for (const auto& [index, start] : starts)
+        calls[{order, index}].emplace_back(i, start);
+  for (const auto& [call, present] : calls) {
+    if (present.size() < 2) continue;
+    // Counted from the earliest start: a start in nanoseconds since 1970
+    // is past what a double holds to the nanosecond.
+    std::int64_t earliest = present.front().second;
+    for (const auto& [i, start] : present)
+      earliest = std::min(earliest, start);
+    std::vector<double> values;
+    for (const auto& [i, start] : present)
+      values.push_back(static_cast<double>(start - earliest));
+    const double mid = reference_of(values).middle;  // of two, the earlier
+    for (const auto& [i, start] : present) {
+      late_sum[i] += static_cast<double>(start - earliest) - mid;
+      ++late_count[i];
     }
   }
   std::vector<double> lateness;

@@ -27,6 +27,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/machine_probe.h"
@@ -312,12 +313,27 @@ Result<StepParts> measure_step_parts(const TraceReader& reader);
 Result<std::vector<StepParts>> measure_rank_parts(const TraceReader& reader);
 
 // Collective calls matched across ranks: the n-th call of one collective
-// (one name, size, operation and group size) on each rank that made it is
+// (one name, size, operation, group size and communicator) on each rank that made it is
 // one call, and its shortest duration is the rank that arrived last, which
 // waited for no one: the transfer. The others' durations add the time they
 // waited for it (in a training step, for the slowest rank's compute).
 // `durations[r][n]` is rank r's n-th call; returns each n's shortest.
 std::vector<double> shortest_of_each_call(const std::vector<std::vector<double>>& durations);
+
+// Which communicator ran a rank's collective, where the run says: the
+// engines name their calls by group ("dp all-reduce", "tp all-gather") and
+// record their degrees (meta "parallel"), so a "dp" call of rank 0 and one of
+// rank 2 in a dp 2 x pp 2 run are two data-parallel groups' calls, not one
+// call. Calls are matched across ranks, and timed by their transfer, only
+// within one communicator. 0 (one pool, as for an import) where unknown.
+class Communicators {
+ public:
+  static Communicators of(const TraceReader& reader);
+  int of_call(std::int32_t rank, std::string_view name) const;
+
+ private:
+  int dp_ = 0, tp_ = 0, pp_ = 0;  // 0: the run recorded no degrees
+};
 
 // A training step's time window: on one rank, or across the ranks.
 struct StepWindow {
@@ -364,6 +380,15 @@ struct AnalysisOptions {
   int threads = 0;  // ranks analysed at once; 0 = one per hardware thread
   // Only time inside this window counts (all when unset).
   std::optional<TimeRange> window;
+  // The steps the window was made of (--steps A-B): each rank's step rows
+  // and its median step (the straggler search) hold exactly these. A window
+  // without them (a range, --from/--to) has the rows of the steps it
+  // reaches, and the medians of the steps wholly inside it: a step cut by
+  // the range is no step length.
+  struct StepRange {
+    std::int32_t first = 0, last = 0;
+  };
+  std::optional<StepRange> steps;
   // Straggler thresholds: a rank whose median step is this much slower than
   // the median rank, or whose collectives start this fraction of a step late
   // on average (and beyond 3 median absolute deviations of all ranks).

@@ -8,7 +8,11 @@
 #include <map>
 #include <tuple>
 
+#include <nlohmann/json.hpp>
+
+#include "core/json_reader.h"
 #include "core/median.h"
+#include "core/rank_order.h"
 #include "core/trace_analysis.h"
 #include "core/window_index.h"
 
@@ -105,11 +109,12 @@ struct P2p {
 };
 
 // A collective call of a rank (or a communication kernel), matched across
-// ranks by its step, name, size, operation and group size.
+// ranks by its step, name, size, operation, group size and communicator
+// (Communicators).
 struct CollectiveCall {
   Interval when;
   std::string_view group;
-  std::tuple<std::string_view, std::int64_t, Collective, std::int32_t> key;
+  std::tuple<std::string_view, std::int64_t, Collective, std::int32_t, int> key;
   // Its step: the event's own, else the index of the step it started in;
   // -1 outside every step.
   int step = -1;
@@ -240,6 +245,42 @@ std::string describe_part(std::string_view part) {
   return it == kText.end() ? std::string(part) : std::string(it->second);
 }
 
+Communicators Communicators::of(const TraceReader& reader) {
+  Communicators c;
+  const std::optional<std::string> text = reader.meta("parallel");
+  if (!text) return c;
+  const nlohmann::json p = parse_json_text(*text);
+  auto degree = [&](const char* key) {
+    const auto it = p.is_object() ? p.find(key) : p.end();
+    return it != p.end() && it->is_number_integer() && *it >= 1 && *it <= (1 << 20) ? it->get<int>()
+                                                                                    : 0;
+  };
+  const int dp = degree("dp"), tp = degree("tp"), pp = degree("pp");
+  // Degrees that are not this run's world (a store cut to some ranks keeps
+  // its world size) say nothing of its ranks.
+  if (dp == 0 || tp == 0 || pp == 0 ||
+      static_cast<std::int64_t>(dp) * tp * pp != reader.world_size())
+    return c;
+  c.dp_ = dp;
+  c.tp_ = tp;
+  c.pp_ = pp;
+  return c;
+}
+
+int Communicators::of_call(std::int32_t rank, std::string_view name) const {
+  if (dp_ == 0 || rank < 0) return 0;
+  const RankOrder order{dp_, tp_, pp_};
+  if (rank >= order.world_size()) return 0;
+  const RankCoordinates at = order.coordinates(rank);
+  const std::string_view group = group_of(name, EventKind::collective);
+  // 1 + the kind's offset + the group's index: distinct for every group.
+  const int world = order.world_size();
+  if (group == "dp") return 1 + order.data_parallel_group(at);
+  if (group == "tp") return 1 + world + order.tensor_parallel_group(at);
+  if (group == "pp") return 1 + 2 * world + order.pipeline_group(at);
+  return 0;
+}
+
 std::vector<double> shortest_of_each_call(const std::vector<std::vector<double>>& durations) {
   std::size_t most = 0;
   for (const auto& calls : durations)
@@ -292,6 +333,7 @@ Result<std::vector<StepParts>> measure_rank_parts(const TraceReader& reader) {
   std::vector<PendingRank> pending_ranks;
   // Every pipeline call's length, by direction (send or not) and size.
   std::map<std::pair<bool, std::int64_t>, std::vector<std::int64_t>> call_lengths;
+  const Communicators communicators = Communicators::of(reader);
   for (std::int32_t rank : ranks) {
     RankEvents ev;
     auto metrics = reader.steps(rank);
@@ -327,10 +369,11 @@ Result<std::vector<StepParts>> measure_rank_parts(const TraceReader& reader) {
               if (group_of(name, e.kind) == "pp") {
                 ev.communication["pp"].push_back(when);
               } else {
-                ev.collectives.push_back({when,
-                                          group_of(name, e.kind),
-                                          {name, e.bytes, e.collective, e.group_size},
-                                          e.step});
+                ev.collectives.push_back(
+                    {when,
+                     group_of(name, e.kind),
+                     {name, e.bytes, e.collective, e.group_size, communicators.of_call(rank, name)},
+                     e.step});
               }
               return true;
             case EventKind::p2p:
@@ -347,10 +390,11 @@ Result<std::vector<StepParts>> measure_rank_parts(const TraceReader& reader) {
               if (e.category == Category::communication && group_of(name, e.kind) == "pp") {
                 ev.communication["pp"].push_back(when);
               } else if (e.category == Category::communication) {
-                ev.collectives.push_back({when,
-                                          group_of(name, e.kind),
-                                          {name, e.bytes, e.collective, e.group_size},
-                                          e.step});
+                ev.collectives.push_back(
+                    {when,
+                     group_of(name, e.kind),
+                     {name, e.bytes, e.collective, e.group_size, communicators.of_call(rank, name)},
+                     e.step});
               } else if (e.category == Category::compute) {
                 if (gpu && e.correlation > 0) {
                   ev.kernels.push_back({when, e.correlation, operation_kind(name)});
@@ -454,7 +498,7 @@ Result<std::vector<StepParts>> measure_rank_parts(const TraceReader& reader) {
   // of such calls (a rank's events lost), the order pairs nothing: each call
   // is all transfer.
   {
-    using Key = std::tuple<int, std::string_view, std::int64_t, Collective, std::int32_t>;
+    using Key = std::tuple<int, std::string_view, std::int64_t, Collective, std::int32_t, int>;
     std::map<Key, std::vector<std::vector<CollectiveCall*>>> by_key;  // per rank, in order
     for (std::size_t ri = 0; ri < pending_ranks.size(); ++ri) {
       std::map<Key, std::vector<CollectiveCall*>> own;

@@ -422,7 +422,7 @@ void print_stats(const StatsOptions& o, Context& ctx, const std::unique_ptr<Trac
 // neither is given. A window that is empty or wholly past the end is refused.
 // --steps A or A-B: from step A's earliest start over the ranks to step B's
 // latest end, as the steps are numbered in the store (the timeline's).
-TimeRange steps_window(const TraceReader& r, const std::string& steps) {
+AnalysisOptions::StepRange parse_steps(const std::string& steps) {
   int first = -1, last = -1;
   const char* bad = "--steps: \"";
   {
@@ -444,6 +444,11 @@ TimeRange steps_window(const TraceReader& r, const std::string& steps) {
     throw UsageError(bad + steps + "\": the range ends before it begins (" + std::to_string(last) +
                      "-" + std::to_string(first) + "?)");
   if (first < 0) throw UsageError(bad + steps + "\" is not a step or a range of steps (5, 3-7)");
+  return {first, last};
+}
+
+TimeRange steps_window(const TraceReader& r, const std::string& steps) {
+  const auto [first, last] = parse_steps(steps);
   const std::vector<StepWindow> all = take(job_step_windows(r));
   if (all.empty()) throw CliError("--steps: " + r.path() + " records no steps");
   std::optional<TimeRange> window;
@@ -531,6 +536,7 @@ void print_stats(const StatsOptions& o, Context& ctx, const std::unique_ptr<Trac
   AnalysisOptions options;
   options.threads = o.threads;
   options.window = window_of(*r, o.from, o.to, o.steps);
+  if (!o.steps.empty()) options.steps = parse_steps(o.steps);
   if (options.window && o.predict_again)
     throw CliError(
         "--predict-again holds every step past the warm-up against the plan, not a "
@@ -1202,6 +1208,7 @@ void run_export(ExportOptions o) {
   auto analyse = [&] {
     AnalysisOptions options;
     options.window = window;
+    if (!o.steps.empty()) options.steps = parse_steps(o.steps);
     RunAnalysis analysis = take(analyze_run(*r, options));
     if (window) refuse_idle_window(*r, analysis, window_flags);
     return analysis;

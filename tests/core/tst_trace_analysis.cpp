@@ -122,6 +122,8 @@ class TestTraceAnalysis : public QObject {
   void stragglerOfTwoRanks_data();
   void stragglerOfTwoRanks();
   void transferLeavesTheWaitOut();
+  void stepsWindowHoldsOnlyItsSteps();
+  void transferWithinEachCommunicator();
   void predictedVersusMeasured();
   void predictionLeavesTheWarmUpOut();
   void predictionOfARunWithNoStep();
@@ -448,6 +450,117 @@ void TestTraceAnalysis::stragglers() {
   auto again = find_stragglers(*r, run->ranks);
   QVERIFY(again);
   QCOMPARE(again->stragglers, std::vector<std::int32_t>{2});
+}
+
+// Two ranks whose steps are 50 us apart, on a clock of nanoseconds since
+// 1970 (past what a double holds to the nanosecond): rank 1's step 0 ends,
+// and rank 0's step 2 starts, inside the window of step 1 (--steps 1).
+// Each step makes a 4-byte all-reduce at its start and a 32 KiB one at its
+// end; rank 0's step-0 32 KiB call ends just inside the window.
+// The window held rank 0's steps 1-2 (a 30 ms step 2 made it a straggler,
+// "100% above") and paired rank 0's step-0 call with rank 1's step-1 call.
+void TestTraceAnalysis::stepsWindowHoldsOnlyItsSteps() {
+  QTemporaryDir dir;
+  Builder b(dir, "skewed.db");
+  TraceWriter& w = *b.writer;
+  constexpr std::int64_t kOrigin = 1'800'000'000'000'000'000;
+  constexpr std::int64_t kMs = 1'000'000;
+  for (int rank = 0; rank < 2; ++rank) {
+    w.add_rank({rank, "node", "GPU", 1, 0, false});
+    const LaneId s = w.add_lane(rank, LaneKind::gpu_stream, "stream 7", 0);
+    const std::int64_t skew = rank == 1 ? 50'000 : 0;
+    for (int step = 0; step < 4; ++step) {
+      const std::int64_t start = kOrigin + step * 10 * kMs + (step > 0 ? skew : 0);
+      const std::int64_t length =
+          rank == 0 && step == 2 ? 30 * kMs : 10 * kMs + (step == 0 ? skew : 0);
+      const std::int64_t t = kOrigin + step * 10 * kMs + skew;  // the calls' own times
+      b.add(s, EventKind::collective, Category::communication, t, t + kMs / 2, "loss all-reduce");
+      b.last.collective = Collective::all_reduce;
+      b.last.bytes = 4;
+      b.last.group_size = 2;
+      b.commit();
+      b.add(s, EventKind::kernel, Category::compute, t + kMs, t + 8 * kMs, "gemm");
+      b.commit();
+      const std::int64_t grad_end = t + 10 * kMs + (rank == 0 && step == 0 ? 10'000 : -10'000);
+      b.add(s, EventKind::collective, Category::communication, t + 9 * kMs, grad_end,
+            "grad all-reduce");
+      b.last.collective = Collective::all_reduce;
+      b.last.bytes = 32 * 1024;
+      b.last.group_size = 2;
+      b.commit();
+      w.add(StepMetrics{rank, step, start, start + length, 1.0, 1, 0});
+    }
+  }
+  auto r = b.close();
+  AnalysisOptions options;
+  options.window = TimeRange{kOrigin + 10 * kMs, kOrigin + 20 * kMs + 50'000};
+  options.steps = AnalysisOptions::StepRange{1, 1};
+  auto run = analyze_run(*r, options);
+  QVERIFY2(run, run ? "" : run.message().c_str());
+  for (const RankAnalysis& rank : run->ranks) {
+    QCOMPARE(rank.steps.size(), std::size_t{1});
+    QCOMPARE(rank.steps[0].step, 1);
+  }
+  QVERIFY(run->stragglers.stragglers.empty());
+  QCOMPARE(run->stragglers.ranks[0].step_ns, 10.0 * kMs);
+  QCOMPARE(run->stragglers.ranks[1].step_ns, 10.0 * kMs);
+  // Step 1's two calls on each rank: rank 1's start 50 us after rank 0's,
+  // to the nanosecond.
+  QCOMPARE(run->stragglers.ranks[1].collectives, std::int64_t{2});
+  QCOMPARE(run->stragglers.ranks[1].late_start_ns, 50'000.0);
+  QCOMPARE(run->stragglers.ranks[0].late_start_ns, 0.0);
+
+  // A range without step numbers (--from/--to): the rows of the steps it
+  // reaches, the medians of those wholly inside it.
+  options.steps.reset();
+  options.window = TimeRange{kOrigin + 10 * kMs, kOrigin + 25 * kMs};
+  run = analyze_run(*r, options);
+  QVERIFY2(run, run ? "" : run.message().c_str());
+  QCOMPARE(run->ranks[0].steps.size(), std::size_t{2});  // steps 1 and 2 (to 50 ms)
+  QCOMPARE(run->stragglers.ranks[0].step_ns, 10.0 * kMs);
+  QVERIFY(run->stragglers.stragglers.empty());
+}
+
+// A dp 2 x pp 2 run (meta "parallel"): ranks 0-1 and 2-3 are two
+// data-parallel groups. Each "dp all-reduce" call is timed by the rank of its
+// own group that joined last: 2 us in one group, 6 us in the other, so the
+// median transfer is 4 us. Pooled over the four ranks it read 2 us.
+void TestTraceAnalysis::transferWithinEachCommunicator() {
+  QTemporaryDir dir;
+  Builder b(dir, "dp2pp2.db");
+  TraceWriter& w = *b.writer;
+  w.set_meta("parallel", R"({"dp": 2, "tp": 1, "pp": 2})");
+  w.set_meta("world_size", "4");
+  const std::int64_t waits[4] = {5'000, 2'000, 9'000, 6'000};  // per rank, in ns
+  for (int rank = 0; rank < 4; ++rank) {
+    w.add_rank({rank, "node", "CPU", rank + 1, 0, false});
+    const LaneId s = w.add_lane(rank, LaneKind::communication, "dp", 0);
+    for (int call = 0; call < 3; ++call) {
+      const std::int64_t t = 1'000'000 * (call + 1);
+      b.add(s, EventKind::collective, Category::communication, t, t + waits[rank], "dp all-reduce");
+      b.last.collective = Collective::all_reduce;
+      b.last.dtype = DataType::fp32;
+      b.last.bytes = 4;
+      b.last.group_size = 2;
+      b.commit();
+    }
+  }
+  auto r = b.close();
+  auto run = analyze_run(*r);
+  QVERIFY2(run, run ? "" : run.message().c_str());
+  QCOMPARE(run->collectives.size(), std::size_t{1});
+  QCOMPARE(run->collectives[0].count, std::int64_t{12});
+  QCOMPARE(run->collectives[0].transfer_median_ns, 4'000.0);
+  auto parts = measure_rank_parts(*r);
+  QVERIFY2(parts, parts ? "" : parts.message().c_str());
+  // Each rank's wait is its calls less its own group's transfers (the run
+  // has no steps: one step of its three calls).
+  const double expected_wait[4] = {9e-6, 0, 9e-6, 0};
+  for (int rank = 0; rank < 4; ++rank) {
+    const double got = (*parts)[static_cast<std::size_t>(rank)].part("wait");
+    QVERIFY2(std::abs(got - expected_wait[rank]) < 1e-9,
+             qPrintable(QString("rank %1 wait %2").arg(rank).arg(got)));
+  }
 }
 
 // Of two ranks the median is their mean and 3 median absolute deviations
