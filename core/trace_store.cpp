@@ -355,6 +355,22 @@ Status migrate_from_version_1(sql::Database& db, const std::string& path,
       }
     }
   }
+  // A damaged file is not written to: the upgrade rolled back when it could
+  // not read its rows, but its table made and dropped had changed the file.
+  {
+    auto check = db.prepare("PRAGMA quick_check(1)");
+    const int rc = check ? check->step() : SQLITE_ERROR;
+    std::string verdict =
+        rc == SQLITE_ROW ? std::string(check->text_at(0)) : std::string(sqlite3_errmsg(db.get()));
+    if (verdict != "ok") {
+      // Its first row names the database on a line of its own.
+      if (verdict.rfind("*** in database", 0) == 0 && verdict.find('\n') != std::string::npos)
+        verdict.erase(0, verdict.find('\n') + 1);
+      std::replace(verdict.begin(), verdict.end(), '\n', ' ');
+      return Error{path + " is damaged (SQLite's check: " + verdict +
+                   "): the store, of trace schema version 1, was not upgraded and is unchanged"};
+    }
+  }
   if (auto s = tune_connection(db, true); !s) return s;
   if (auto s = db.exec("CREATE TABLE IF NOT EXISTS chunks(id INTEGER PRIMARY KEY, lane INTEGER "
                        "NOT NULL, first_start INTEGER NOT NULL, last_start INTEGER NOT NULL, "
@@ -1395,6 +1411,21 @@ Status finalize(sql::Database& db, std::string_view status_if_unclosed,
 }
 
 }  // namespace store
+
+std::string upgrade_note(const std::string& path, const StoreState& state) {
+  switch (state.upgraded) {
+    case StoreState::Upgrade::in_place:
+      return path + " was of trace schema version 1: upgraded in place to version " +
+             std::to_string(state.schema_version);
+    case StoreState::Upgrade::in_a_copy:
+      return path +
+             " is of trace schema version 1 and cannot be written here: read through a copy "
+             "upgraded in the temporary folder (the file is unchanged)";
+    case StoreState::Upgrade::none:
+      break;
+  }
+  return {};
+}
 
 Result<StoreState> inspect_store(const std::string& path) {
   StoreState state;

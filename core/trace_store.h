@@ -60,6 +60,10 @@ struct StoreState {
   Upgrade upgraded = Upgrade::none;
 };
 
+// What an upgrade did to the store `path`, to say where one changed a file
+// or read a copy ("" for none): the CLI's note and the app's header.
+std::string upgrade_note(const std::string& path, const StoreState& state);
+
 // Opens `path` read-only and checks that it is a trace store this build can
 // read. A non-SQLite file, a foreign SQLite database, an empty file and a
 // newer schema are refused with a message that names the file.

@@ -83,20 +83,8 @@ std::unique_ptr<TraceReader> open_store(const std::string& path) {
   if (!opened) refuse_if_importable(path);
   std::unique_ptr<TraceReader> reader = take(std::move(opened));
   // An older store is read through an upgrade: say which, since one changes the file.
-  switch (reader->state().upgraded) {
-    case StoreState::Upgrade::in_place:
-      std::cerr << "clusterscope: note: " << path
-                << " was of trace schema version 1: upgraded in place to version "
-                << reader->state().schema_version << '\n';
-      break;
-    case StoreState::Upgrade::in_a_copy:
-      std::cerr << "clusterscope: note: " << path
-                << " is of trace schema version 1 and cannot be written here: read through a copy "
-                   "upgraded in the temporary folder (the file is unchanged)\n";
-      break;
-    case StoreState::Upgrade::none:
-      break;
-  }
+  if (const std::string note = upgrade_note(path, reader->state()); !note.empty())
+    std::cerr << "clusterscope: note: " << note << '\n';
   return reader;
 }
 

@@ -689,6 +689,12 @@ void RunView::openStore(const QString& path) {
   showCounters({});
   instances_note_->clear();
   instances_->setSortingEnabled(true);
+  // An older store is upgraded when first opened, before the timeline reads
+  // it: one changed in place, or read through a copy, is said in the header
+  // as the CLI says it. A store that cannot be opened is the analysis's error.
+  upgrade_note_.clear();
+  if (auto state = trace::inspect_store(path.toStdString()))
+    upgrade_note_ = q(trace::upgrade_note(path.toStdString(), *state));
   timeline_->setStore(path);
 }
 
@@ -760,7 +766,10 @@ void RunView::startAnalysis() {
                          .arg(shown_title.toHtmlEscaped(), rank_count)
                          .arg(q(out.run.source).toHtmlEscaped(),
                               QFileInfo(path_).absoluteFilePath().toHtmlEscaped(),
-                              endingText(out.state, out.losses)));
+                              endingText(out.state, out.losses)) +
+                     (upgrade_note_.isEmpty()
+                          ? QString()
+                          : QStringLiteral("<br>") + upgrade_note_.toHtmlEscaped()));
     showAnalysis();
     showCounters(out.counters);
     // The lane draws what the prediction was made for: the plan as the

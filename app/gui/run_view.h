@@ -65,6 +65,7 @@ class RunView : public QWidget {
   void openStore(const QString& path);
   QString storePath() const { return path_; }
   QString message() const { return message_; }  // why the store could not be shown
+  QString upgradeNote() const { return upgrade_note_; }  // what opening did to an older store
   const trace::RunAnalysis* analysis() const { return analysis_.get(); }
   QString title() const { return title_; }
   // What SQLite's check of every page found wrong with the store ("" when
@@ -192,6 +193,7 @@ class RunView : public QWidget {
 
   QString path_;
   QString message_;
+  QString upgrade_note_;  // what opening did to an older store (trace::upgrade_note)
   QString title_;
   QString damage_;
   bool integrity_checked_ = false;  // damage_ says what the check found

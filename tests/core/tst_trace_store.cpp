@@ -195,6 +195,7 @@ class TestTraceStore : public QObject {
   void rowsNoWriterWrote_data();
   void rowsNoWriterWrote();
   void version1StoreIsMigrated();
+  void damagedVersion1StoreIsNotWritten();
   void unfinishedFilesGoOnASignal_data();
   void unfinishedFilesGoOnASignal();
   void refusesWhatIsNotAStore_data();
@@ -1704,6 +1705,40 @@ void TestTraceStore::version1StoreIsMigrated() {
                              {QStringLiteral("-o"), QStringLiteral("remount,ro"), mount_point}),
            0);
   read_through_a_copy(copy);
+}
+
+// A damaged version-1 store is refused as damaged before the upgrade writes
+// anything. The upgrade made its chunks table, failed on the rows it could
+// not read, rolled back and dropped the table: the same rows, but 16 KiB more
+// and other bytes, under "the store is unchanged: copy it to a folder with
+// room", advice for a full disk.
+void TestTraceStore::damagedVersion1StoreIsNotWritten() {
+  QTemporaryDir dir;
+  const std::string path = temp_path(dir, "v1-damaged.cstrace");
+  write_store(path, {Pattern::nested, Pattern::uniform}, 30000);
+  exec_sql(path,
+           "DROP TABLE chunks; DELETE FROM lod; DELETE FROM lane_stats; "
+           "PRAGMA user_version = 1; VACUUM");
+  {
+    QFile f(QString::fromStdString(path));
+    QVERIFY(f.open(QIODevice::ReadWrite));
+    const qint64 middle = f.size() / 2 / 4096 * 4096;
+    QVERIFY(f.seek(middle));
+    QVERIFY(f.write(QByteArray(4096, '\x5a')) == 4096);  // one page's bytes scrambled
+  }
+  QFile file(QString::fromStdString(path));
+  QVERIFY(file.open(QIODevice::ReadOnly));
+  const QByteArray before = file.readAll();
+  file.close();
+  auto r = TraceReader::open(path);
+  QVERIFY(!r);
+  const QString message = QString::fromStdString(r.message());
+  QVERIFY2(message.contains(QString::fromStdString(path) + " is damaged (SQLite's check: ") &&
+               message.contains("was not upgraded and is unchanged") &&
+               !message.contains("folder with room"),
+           qPrintable(message));
+  QVERIFY(file.open(QIODevice::ReadOnly));
+  QVERIFY(file.readAll() == before);
 }
 
 void TestTraceStore::unfinishedFilesGoOnASignal_data() {
