@@ -1,4 +1,13 @@
-#include "profiler/cuda/cuda_backend.h"
+#include <array>
+#include <atomic>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <exception>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <vector>
 
 #include <cublasLt.h>
 #include <cublas_v2.h>
@@ -8,15 +17,7 @@
 #include <cuda_runtime.h>
 #include <nvtx3/nvToolsExt.h>
 
-#include <array>
-#include <atomic>
-#include <cmath>
-#include <cstdint>
-#include <cstdio>
-#include <stdexcept>
-#include <set>
-#include <string>
-#include <vector>
+#include "profiler/cuda/cuda_backend.h"
 
 namespace cs::worker {
 
@@ -475,6 +476,14 @@ class CudaBackend final : public Backend {
     return t;
   }
   void release(Tensor& t) override {
+    // While a failure unwinds (an NCCL error, a peer gone) the stream may
+    // hold a collective spinning for a peer that will not come: waiting on
+    // it, or cudaFree (which waits for the device), would keep the rank from
+    // reaching ncclCommAbort. The process ends; the memory goes with it.
+    if (t.data && std::uncaught_exceptions() > 0) {
+      t = Tensor{};
+      return;
+    }
     if (t.data) {
       cudaStreamSynchronize(stream_);
       cudaFree(t.data);

@@ -855,18 +855,29 @@ int run_cuda_single_process(Options o, const Job& job, int argc, char** argv) {
         // A new thread starts on GPU 0: rank r's tensors, events and
         // launches belong on GPU r.
         cuda_use_device(devices[r]);
-        NcclWorld& w = *(*worlds)[r];
-        RankTrace trace =
-            open_trace(o, job, r, backends[r]->device_name(), cs::trace::kCudaEngineSource,
-                       cuda_versions(*info), argc, argv);
-        trace_gemms(*backends[r], trace.tracer.get());  // as a rank of its own process does
-        Trainer trainer(*backends[r], w.dp(), w.tp(), w.pp(),
-                        train_config(o, job.shape.config, w.layout(), cuda_storage_type(*compute)),
-                        builtin_corpus(), trace.tracer.get());
-        emit(start_line(r, w.layout(), "cuda", backends[r]->device_name(), trainer, job, o, trace.path));
-        train_steps(trainer, o, r, *backends[r], trace, nullptr);
-        close_trace(trace);
-        emit_unless_stopped({{"event", "done"}, {"rank", r}, {"store", trace.path}});
+        std::string store;
+        {
+          NcclWorld& w = *(*worlds)[r];
+          RankTrace trace =
+              open_trace(o, job, r, backends[r]->device_name(), cs::trace::kCudaEngineSource,
+                         cuda_versions(*info), argc, argv);
+          trace_gemms(*backends[r], trace.tracer.get());  // as a rank of its own process does
+          Trainer trainer(
+              *backends[r], w.dp(), w.tp(), w.pp(),
+              train_config(o, job.shape.config, w.layout(), cuda_storage_type(*compute)),
+              builtin_corpus(), trace.tracer.get());
+          emit(start_line(r, w.layout(), "cuda", backends[r]->device_name(), trainer, job, o,
+                          trace.path));
+          train_steps(trainer, o, r, *backends[r], trace, nullptr);
+          close_trace(trace);
+          store = trace.path;
+        }
+        // Each rank's communicators go in its own thread, as separate
+        // processes' would: ncclCommDestroy finalizes, which waits for every
+        // rank of the communicator, so one thread destroying them all in
+        // turn waited on the first for ever (NCCL asks for a group there).
+        (*worlds)[r].reset();
+        emit_unless_stopped({{"event", "done"}, {"rank", r}, {"store", store}});
       } catch (const std::exception& e) {
         // The other ranks would wait in their next all-reduce for this one,
         // and their threads never join: end the whole job, as a failing rank
