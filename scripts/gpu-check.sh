@@ -8,10 +8,13 @@
 #   - an NCCL all-reduce sweep over the GPUs when there are two or more;
 #   - the planner calibrated from this GPU's sweeps, and each worker run held
 #     against its prediction (predicted versus measured, part by part);
+#   - an FP8 probe through PyTorch (torch._scaled_mm), independent of the
+#     engine's cuBLASLt path, when torch imports and the GPU has FP8;
 #   - a small PyTorch DDP program under `clusterscope profile`, when torch imports;
 #   - summary.json and summary.md: GPU, driver and CUDA versions, GEMM TFLOP/s
-#     against the GPU's peak, tracer overhead, events per kind, predicted
-#     versus measured step time.
+#     against the GPU's peak (and what an fp8 GEMM really ran in), tracer
+#     overhead, events per kind, each worker run's FP8 GEMMs, fallbacks and
+#     errors, predicted versus measured step time.
 # Every step that runs a GPU program is stopped after STEP_LIMIT seconds, and
 # past GPU_CHECK_DEADLINE the remaining steps are skipped: the summary is
 # always written (on an interrupt too).
@@ -54,7 +57,7 @@ rm -f "$OUT_DIR"/worker-*.jsonl "$OUT_DIR"/worker-*.db "$OUT_DIR"/worker-*.db-wa
   "$OUT_DIR"/worker-*.db-shm "$OUT_DIR"/gemm.jsonl "$OUT_DIR"/gemm-fp8-diagnosis.jsonl \
   "$OUT_DIR"/cublaslt-fp8.log "$OUT_DIR"/bandwidth.jsonl "$OUT_DIR"/sweep-bandwidth*.db* \
   "$OUT_DIR"/allreduce.jsonl "$OUT_DIR"/calibration-sweeps.jsonl "$OUT_DIR"/calibration.db* \
-  "$OUT_DIR"/prediction-*.json "$OUT_DIR"/torch-ddp.db* \
+  "$OUT_DIR"/prediction-*.json "$OUT_DIR"/fp8-probe.json "$OUT_DIR"/torch-ddp.db* \
   "$OUT_DIR"/torch-ddp.log "$OUT_DIR"/cupti-bf16.replay "$OUT_DIR"/gpus.csv \
   "$OUT_DIR"/summary.json "$OUT_DIR"/summary.md "$OUT_DIR"/presets/calibrated-*.json
 shopt -u nullglob
@@ -227,6 +230,8 @@ run_to "$OUT_DIR/worker-bf16-untraced.jsonl" "${GPU_ENV[@]}" "$BIN/clusterscope-
   --backend cuda --precision bf16 "${SHAPE[@]}" --no-trace
 
 # --- Sweeps ----------------------------------------------------------------
+# Each gemm line says what its GEMMs ran in ("ran_as": "bf16" where cuBLASLt
+# turned an fp8 shape down), and an fp8 run ends with its FP8 and fallback counts.
 for p in $PRECISIONS; do
   run_to "$OUT_DIR/gemm.jsonl" "${GPU_ENV[@]}" "$BIN/clusterscope-worker" --backend cuda \
     --precision "$p" --sweep gemm --sizes 1024 2048 4096 8192 --sweep-seconds 0.3
@@ -267,6 +272,7 @@ fi
 # precision) with the streaming sweep above make this GPU's calibrated
 # presets, kept in the check's folder; each worker run above is then held
 # against the planner's prediction made with them (trace stats --predict-again).
+# An fp8 sample that ran in BF16 is calibrated as BF16 (its "ran_as").
 PRESETS_DIR="$OUT_DIR/presets"
 mkdir -p "$PRESETS_DIR"
 for p in $PRECISIONS; do
@@ -288,16 +294,22 @@ if [ -s "$OUT_DIR/calibration-sweeps.jsonl" ] && ! past_deadline "calibrate and 
   done
 fi
 
-# --- A PyTorch program under the injection library ---------------------------
+# --- PyTorch: an FP8 probe, and a program under the injection library -------
 TORCH=0
 if ! past_deadline "the PyTorch steps"; then
   if timeout 60 "${GPU_ENV[@]}" python3 -c "import torch; assert torch.cuda.is_available()" >>"$LOG" 2>&1; then
     TORCH=1
   else
-    say "PyTorch with CUDA is not importable: no profiled PyTorch run"
+    say "PyTorch with CUDA is not importable: no FP8 probe, no profiled PyTorch run"
   fi
 fi
 if [ $TORCH -eq 1 ]; then
+  # FP8 GEMMs through PyTorch's own cuBLASLt, whatever the engine's did.
+  if [ "$CC" -ge 89 ]; then
+    run_to "$OUT_DIR/fp8-probe.json" "${GPU_ENV[@]}" python3 "$ROOT/scripts/gpu/fp8_probe.py"
+  else
+    say "compute capability $CC: no FP8 tensor cores, no FP8 probe"
+  fi
   TORCHRUN=(python3 -m torch.distributed.run --standalone --nproc_per_node 1)
   run_to "$OUT_DIR/torch-ddp.log" "${GPU_ENV[@]}" "$BIN/clusterscope" profile \
     --out "$OUT_DIR/torch-ddp.db" -- "${TORCHRUN[@]}" "$ROOT/scripts/gpu/torch_ddp_smoke.py" --steps 20
