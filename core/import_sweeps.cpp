@@ -54,6 +54,8 @@ Result<SweepImport> import_sweep_lines(const std::vector<std::string>& files,
   struct Line {
     json j;
     std::string where;
+    std::string filed_as;  // a gemm line's precision as filed ("ran_as" where it differs)
+    bool left_out = false;
   };
   std::vector<Line> lines;
   SweepImport imported;
@@ -65,6 +67,14 @@ Result<SweepImport> import_sweep_lines(const std::vector<std::string>& files,
       if (!contents) return contents.error();
       std::string_view rest = *contents;
       int number = 0;
+      // This file's gemm lines filed under another type (precision, ran_as:
+      // lines), and per rank its fp8 lines without "ran_as" since that rank's
+      // worker run began (a sweep_start or done line), which the run's fp8
+      // line judges.
+      std::map<std::pair<std::string, std::string>, int> filed_otherwise;
+      std::map<int, std::vector<std::size_t>> unmarked_fp8;
+      int fell_back = 0;
+      double fell_back_fp8 = 0, fell_back_bf16 = 0;
       while (!rest.empty()) {
         const std::size_t end = rest.find('\n');
         const std::string_view text = rest.substr(0, end);
@@ -95,6 +105,24 @@ Result<SweepImport> import_sweep_lines(const std::vector<std::string>& files,
         // calibrated presets carry its name, as a calibration made there would.
         if (host.empty() && j.contains("host") && j["host"].is_string())
           host = j["host"].get<std::string>();
+        if (event == "sweep_start" || event == "done" || event == "fp8") {
+          const int rank = static_cast<int>(
+              sweep_number(j, "rank", Range::between(0, kMaxSweepRanks - 1), 0, where));
+          std::vector<std::size_t> unmarked = std::move(unmarked_fp8[rank]);
+          unmarked_fp8.erase(rank);
+          if (event != "fp8") continue;
+          // The worker run's FP8 GEMMs and its fallbacks to BF16.
+          const double fp8 = sweep_number(j, "fp8_gemms", Range::between(0, 1e18), 0, where);
+          const double bf16 = sweep_number(j, "bf16_fallbacks", Range::between(0, 1e18), 0, where);
+          if (bf16 > 0 && !unmarked.empty()) {
+            for (std::size_t i : unmarked)
+              lines[i].left_out = true;
+            fell_back += static_cast<int>(unmarked.size());
+            fell_back_fp8 += fp8;
+            fell_back_bf16 += bf16;
+          }
+          continue;
+        }
         if (event != "gemm" && event != "bandwidth" && event != "op" && event != "collective")
           continue;
         sweep_number(j, "seconds", Range{0, 1e6, true}, kNoDefault, where);
@@ -112,23 +140,68 @@ Result<SweepImport> import_sweep_lines(const std::vector<std::string>& files,
           sweep_number(j, "bytes", Range::between(0, 1e13), 0, where);
           sweep_number(j, "ranks", Range::between(1, kMaxSweepRanks), 1, where);
         }
-        for (const char* key : {"precision", "operation"}) {
+        for (const char* key : {"precision", "operation", "ran_as"}) {
           if (j.contains(key) && !j[key].is_string())
             return Error{where + ": /" + key + ": must be text (got " + json_text(j[key]) + ")"};
         }
         if (j.contains("cold") && !j["cold"].is_boolean())
           return Error{where + ": /cold: must be true or false (got " + json_text(j["cold"]) + ")"};
         ranks = std::max(ranks, rank + 1);
-        lines.push_back({j, where});
+        Line line{j, where, {}, false};
+        if (event == "gemm") {
+          const std::string precision = j.value("precision", "fp32");
+          line.filed_as = precision;
+          if (!j.contains("ran_as")) {
+            if (precision == "fp8") unmarked_fp8[rank].push_back(lines.size());
+          } else if (const std::string ran_as = j["ran_as"].get<std::string>();
+                     ran_as != precision) {
+            // Filed under what ran; a mix of types is neither's sample.
+            if (precision_from_string(ran_as)) {
+              line.filed_as = ran_as;
+            } else {
+              line.left_out = true;
+            }
+            ++filed_otherwise[{precision, ran_as}];
+          }
+        }
+        lines.push_back(std::move(line));
+      }
+      for (const auto& [types, count] : filed_otherwise) {
+        const auto& [precision, ran_as] = types;
+        const std::string samples =
+            std::to_string(count) + " " + precision +
+            (count == 1 ? " GEMM sample ran as " : " GEMM samples ran as ") + ran_as +
+            " (\"ran_as\")";
+        imported.notes.push_back(file + ": " + samples +
+                                 (precision_from_string(ran_as)
+                                      ? ": filed under " + ran_as + ", not " + precision
+                                      : ": left out, neither type's alone"));
+      }
+      if (fell_back > 0) {
+        imported.notes.push_back(
+            file + ": " + std::to_string(fell_back) +
+            (fell_back == 1 ? " fp8 GEMM sample" : " fp8 GEMM samples") +
+            " left out of fp8: the worker run that measured them fell back to BF16 (its fp8 "
+            "line: " +
+            std::to_string(static_cast<long long>(fell_back_fp8)) + " FP8 GEMMs, " +
+            std::to_string(static_cast<long long>(fell_back_bf16)) +
+            " BF16 fallbacks) and, having no \"ran_as\" (a worker from before it wrote one), "
+            "they do not say which of them ran in BF16");
       }
     }
   } catch (const std::runtime_error& e) {
     return Error{e.what()};
   }
-  if (lines.empty()) {
+  if (std::all_of(lines.begin(), lines.end(), [](const Line& l) { return l.left_out; })) {
     std::string named;
     for (const std::string& file : files)
       named += (named.empty() ? "" : ", ") + file;
+    if (!lines.empty()) {
+      std::string why;
+      for (const std::string& note : imported.notes)
+        why += "; " + note;
+      return Error{named + ": every sweep line was left out" + why};
+    }
     return Error{named + ": no sweep line (gemm, bandwidth, op, collective)" +
                  (imported.lines_left_out > 0
                       ? " (" + std::to_string(imported.lines_left_out) +
@@ -151,6 +224,7 @@ Result<SweepImport> import_sweep_lines(const std::vector<std::string>& files,
   std::map<int, std::int64_t> cursor;
   std::map<int, LaneId> cold_lanes;
   for (const Line& line : lines) {
+    if (line.left_out) continue;
     const json& j = line.j;
     const int rank = j.value("rank", 0);
     Event e;
@@ -165,7 +239,7 @@ Result<SweepImport> import_sweep_lines(const std::vector<std::string>& files,
     std::string name;
     if (event == "gemm") {
       const double m = j.value("m", 0.0), n = j.value("n", 0.0), k = j.value("k", 0.0);
-      const std::string precision = j.value("precision", "fp32");
+      const std::string& precision = line.filed_as;
       const auto p = precision_from_string(precision);
       if (!p || m <= 0 || n <= 0 || k <= 0) {
         return Error{line.where + ": a gemm line needs m, n, k > 0 and a known precision"};

@@ -19,9 +19,18 @@ namespace cs::trace {
 // presets are named for it (calibrated-<host>-cuda) as its runs look them up.
 // Lines that are not JSON objects (text the worker's output was mixed
 // with, say) are passed over and counted.
+//
+// A gemm line is filed under the type its GEMMs ran in: its "ran_as" where
+// that differs from its "precision" (an fp8 sample whose GEMMs cuBLASLt
+// turned down ran in BF16: "ran_as": "bf16"), a mixed one ("fp8+bf16") is
+// left out. Lines from before the worker wrote "ran_as" are judged by their
+// worker run's fp8 line ({"event":"fp8","fp8_gemms":..,"bf16_fallbacks":..}):
+// where any of that run's FP8 GEMMs fell back, its fp8 samples cannot say
+// which ran in BF16 and are left out. `notes` says, per file, how many.
 struct SweepImport {
   int lines_left_out = 0;
   std::string first_left_out;  // "file:line"
+  std::vector<std::string> notes;
 };
 // A file of sweep lines, read whole up to 256 MiB (a calibration's sweeps
 // are a few MiB): /dev/zero or a binary given by mistake is refused by name.

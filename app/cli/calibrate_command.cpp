@@ -515,6 +515,9 @@ void run(Context& ctx, const CalibrateOptions& o) {
                   << " passed over (the first: "
                   << imported.first_left_out << ")\n";
       }
+      // GEMM samples filed under the type they ran in, or left out.
+      for (const std::string& note : imported.notes)
+        std::cerr << "clusterscope: note: " << note << '\n';
     }
     calib::MachineCalibration m = take(calib::fit_calibration_store(store, datasheet));
     save_fitted(ctx, m, o);

@@ -19,6 +19,9 @@
 
 #include "profiler/cuda/cuda_backend.h"
 
+// dladdr: the file cuBLASLt was loaded from, in its refusal line.
+#include <dlfcn.h>
+
 namespace cs::worker {
 
 namespace {
@@ -38,6 +41,17 @@ namespace {
     cublasStatus_t s_ = (call);                                                                  \
     if (s_ != CUBLAS_STATUS_SUCCESS) fail(#call, cublasGetStatusString(s_), __FILE__, __LINE__); \
   } while (0)
+
+// The file cuBLASLt's code was loaded from: the shared library a process
+// found (LD_LIBRARY_PATH, a wheel's copy), or the executable when linked in.
+std::string cublaslt_library() {
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<void*>(&cublasLtMatmul), &info) != 0 && info.dli_fname &&
+      *info.dli_fname) {
+    return info.dli_fname;
+  }
+  return "an unknown file";
+}
 
 // ---------------------------------------------------------------- element access
 __device__ __forceinline__ float tof(float v) { return v; }
@@ -458,6 +472,23 @@ class CudaBackend final : public Backend {
   }
 
   std::string_view name() const override { return "cuda"; }
+  std::string take_gemm_ran_as() override {
+    // The run's own precision where a GEMM names no other type (an fp8
+    // run's GEMMs outside cuBLASLt, its attention's, run in its BF16 storage).
+    static constexpr const char* kAsked[] = {"fp32", "tf32", "bf16", "fp16", "bf16"};
+    const std::string_view asked = kAsked[static_cast<int>(compute_)];
+    const bool as_asked = ran_in_ & kRanAsAsked;
+    const bool bf16 = (ran_in_ & kRanBf16) || (as_asked && asked == "bf16");
+    std::string ran(as_asked && asked != "bf16" ? asked : std::string_view());
+    for (const auto& [did, type] :
+         {std::pair{(ran_in_ & kRanFp8) != 0, "fp8"}, std::pair{bf16, "bf16"}}) {
+      if (!did) continue;
+      if (!ran.empty()) ran += '+';
+      ran += type;
+    }
+    ran_in_ = 0;
+    return ran;
+  }
   std::string device_name() const override { return name_ + " (GPU " + std::to_string(device_) + ")"; }
   cudaStream_t stream() const { return stream_; }
   void set_hooks(GemmHooks hooks) { hooks_ = std::move(hooks); }
@@ -805,6 +836,9 @@ class CudaBackend final : public Backend {
       if (backend.hooks_.before) backend.hooks_.before(id, label, flops, bytes);
     }
     ~Hooked() {
+      backend.ran_in_ |= computed_in == trace::DataType::fp8_e4m3 ? kRanFp8
+                         : computed_in == trace::DataType::bf16   ? kRanBf16
+                                                                  : kRanAsAsked;
       if (backend.hooks_.after) backend.hooks_.after(id, computed_in);
       nvtxRangePop();
     }
@@ -960,15 +994,17 @@ class CudaBackend final : public Backend {
         const cublasStatus_t algo_check =
             found > 0 ? cublasLtMatmulAlgoCheck(lt_, desc, la, lb, lc, lc, &heuristics[0].algo, &check)
                       : heuristic;
+        // Which cuBLASLt answered: its version and the library it was
+        // loaded from (a CUDA toolkit's, or one a Python package put first).
         std::fprintf(stderr,
                      "clusterscope-worker: FP8 GEMM %dx%dx%d not supported by cuBLASLt (%s, %d "
                      "candidates, a refused one's state %s; its own choice %s; heuristic %s, "
-                     "algorithm check %s; alignment A %u, B %u, D %u bytes): running such GEMMs in "
-                     "BF16\n",
+                     "algorithm check %s; alignment A %u, B %u, D %u bytes; cuBLASLt %zu from %s): "
+                     "running such GEMMs in BF16\n",
                      N, OC, C, cublasGetStatusString(explicit_status), found,
                      cublasGetStatusString(candidate_state), cublasGetStatusString(status),
                      cublasGetStatusString(heuristic), cublasGetStatusString(algo_check), align_a,
-                     align_b, align_d);
+                     align_b, align_d, cublasLtGetVersion(), cublaslt_library().c_str());
       }
       gemm(CUBLAS_OP_T, CUBLAS_OP_N, OC, N, C, weight, C, inp, C, out, OC, 0.0f);
     } else {
@@ -1022,6 +1058,9 @@ class CudaBackend final : public Backend {
   GemmHooks hooks_;
 
  public:
+  // What the GEMMs ran in since take_gemm_ran_as last asked: kRan* bits.
+  static constexpr unsigned kRanAsAsked = 1, kRanFp8 = 2, kRanBf16 = 4;
+  unsigned ran_in_ = 0;
   std::uint64_t fp8_gemms_ = 0;      // forward GEMMs that ran in FP8
   std::uint64_t fp8_fallbacks_ = 0;  // ... and those that fell back to BF16
   std::set<std::array<int, 3>> fp8_refused_;  // (N, C, OC) shapes cuBLASLt turned down

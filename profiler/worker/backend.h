@@ -64,6 +64,12 @@ class Backend {
   // dweight += dout^T . inp, dbias += column sums of dout.
   virtual void matmul_backward(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Tensor inp,
                                Tensor weight, int N, int C, int OC, std::string_view name) = 0;
+  // The types the GEMMs since the last call ran in ("fp8", "bf16", or both
+  // as "fp8+bf16": an fp8 run's backward, and the forwards cuBLASLt turned
+  // down, run in BF16), and forgets them; empty where the backend does not
+  // tell (the CPU's GEMMs run in the precision asked for). The sweeps mark
+  // each sample with it, so that a sample is filed under what really ran.
+  virtual std::string take_gemm_ran_as() { return {}; }
 
   // Layer norm over C per row; mean and rstd (fp32, N each) kept for backward.
   virtual void layernorm_forward(Tensor out, Tensor mean, Tensor rstd, Tensor inp, Tensor weight,

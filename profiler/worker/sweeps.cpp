@@ -50,6 +50,7 @@ std::vector<GemmSample> gemm_sweep(Backend& backend, DType storage, const std::v
     // Warm up (cuBLAS picks its kernel), then time enough repetitions.
     backend.matmul_forward(c, a, b, Tensor{}, n, n, n, name);
     backend.synchronize();
+    backend.take_gemm_ran_as();  // the warm-up's (a refused FP8 try) is not the sample's
     const double start = now_seconds();
     backend.matmul_forward(c, a, b, Tensor{}, n, n, n, name);
     backend.synchronize();
@@ -62,6 +63,7 @@ std::vector<GemmSample> gemm_sweep(Backend& backend, DType storage, const std::v
     s.m = s.n = s.k = n;
     s.seconds = (now_seconds() - t0) / repetitions;
     s.flops_per_second = 2.0 * n * static_cast<double>(n) * n / s.seconds;
+    s.ran_as = backend.take_gemm_ran_as();
     samples.push_back(s);
     if (on_sample) on_sample(s);
     backend.release(a);
@@ -127,6 +129,7 @@ std::vector<GemmSample> layer_gemm_sweep(Backend& backend, DType storage,
       forward();
       backward();
       backend.synchronize();
+      backend.take_gemm_ran_as();  // not the warm-up's
       auto timed = [&](const std::function<void()>& op, double seconds) {
         double start = now_seconds();
         op();
@@ -139,12 +142,14 @@ std::vector<GemmSample> layer_gemm_sweep(Backend& backend, DType storage,
         return (now_seconds() - start) / repetitions;
       };
       const double forward_s = timed(forward, seconds_per_size / 4);
+      const std::string forward_ran_as = backend.take_gemm_ran_as();
       const double backward_s = timed(backward, seconds_per_size / 4);
+      const std::string backward_ran_as = backend.take_gemm_ran_as();
       const double flops = 2.0 * N * static_cast<double>(C) * OC;
-      keep({N, OC, C, "forward", forward_s, flops / forward_s});
+      keep({N, OC, C, "forward", forward_s, flops / forward_s, forward_ran_as});
       // The two backward GEMMs do the same FLOPs: each one's share.
-      keep({N, C, OC, "dgrad", backward_s / 2, flops / (backward_s / 2)});
-      keep({OC, C, N, "wgrad", backward_s / 2, flops / (backward_s / 2)});
+      keep({N, C, OC, "dgrad", backward_s / 2, flops / (backward_s / 2), backward_ran_as});
+      keep({OC, C, N, "wgrad", backward_s / 2, flops / (backward_s / 2), backward_ran_as});
       for (Operands& o : sets) {
         for (Tensor* t : {&o.inp, &o.weight, &o.bias, &o.out, &o.dout, &o.dinp, &o.dweight,
                           &o.dbias}) {

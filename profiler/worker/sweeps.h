@@ -21,6 +21,9 @@ struct GemmSample {
   std::string layout = "nt";  // the layer sweep: "forward", "dgrad", "wgrad"
   double seconds = 0;  // one GEMM, averaged over the repetitions
   double flops_per_second = 0;
+  // The types its timed GEMMs ran in (Backend::take_gemm_ran_as: "bf16" for
+  // an fp8 sample that fell back); empty where the backend does not tell.
+  std::string ran_as;
 };
 
 struct BandwidthSample {

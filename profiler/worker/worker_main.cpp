@@ -461,15 +461,20 @@ void run_sweep(const Options& o, Backend& backend, const std::vector<Communicato
       for (const std::string& precision : precisions) {
         const DType type = backend.name() == "cpu" ? cpu_storage(precision) : storage;
         auto on_sample = [&](const GemmSample& s) {
-          emit_unless_stopped({{"event", "gemm"},
-                               {"rank", rank},
-                               {"precision", precision},
-                               {"m", s.m},
-                               {"n", s.n},
-                               {"k", s.k},
-                               {"layout", s.layout},
-                               {"seconds", s.seconds},
-                               {"tflops", s.flops_per_second / 1e12}});
+          json line = {{"event", "gemm"},
+                       {"rank", rank},
+                       {"precision", precision},
+                       {"m", s.m},
+                       {"n", s.n},
+                       {"k", s.k},
+                       {"layout", s.layout},
+                       {"seconds", s.seconds},
+                       {"tflops", s.flops_per_second / 1e12}};
+          // What the GEMMs really ran in, where the backend tells: an fp8
+          // sample that cuBLASLt turned down ran in BF16 ("ran_as": "bf16"),
+          // and calibration files it so.
+          if (!s.ran_as.empty()) line["ran_as"] = s.ran_as;
+          emit_unless_stopped(line);
         };
         if (layer) {
           layer_gemm_sweep(backend, type, n, o.sweep_seconds, on_sample);

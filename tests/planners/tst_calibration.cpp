@@ -12,6 +12,7 @@
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
+#include <QMap>
 #include <QProcess>
 #include <QRegularExpression>
 #include <QSet>
@@ -30,6 +31,7 @@
 #include "../process_run.h"
 #include "app/calibration/calibration_workflow.h"
 #include "core/calibration_meta.h"
+#include "core/import_sweeps.h"
 #include "core/trace_analysis.h"
 #include "core/trace_reader.h"
 #include "core/trace_writer.h"
@@ -325,6 +327,7 @@ class TestCalibration : public QObject {
   void readOnlyPresetsFolderRefusedFirst();
   void importsSweepLinesOfAGpuMachine();
   void importsTheColdSweepOfACpuMachine();
+  void gemmSamplesAreFiledAsTheyRan();
   void refusesBadSweepLines_data();
   void refusesBadSweepLines();
   void inputsPastTheirBoundAreRefused_data();
@@ -2718,6 +2721,114 @@ void TestCalibration::importsSweepLinesOfAGpuMachine() {
   QVERIFY2(r.exit_code == 0, qPrintable(r.err));
 }
 
+// An fp8 GEMM sample says what its GEMMs ran in ("ran_as"): one that
+// cuBLASLt turned down ran in BF16 and is a bf16 sample, not an fp8 one (the
+// H200's sweep filed BF16 GEMMs as fp8: the calibrated "fp8" rate was
+// BF16's). A mix of types is left out, and so are the fp8 samples of an older
+// worker (no "ran_as") whose run's fp8 line counts fallbacks: it cannot say
+// which of them ran in BF16. Each is noted, naming the file and the count.
+void TestCalibration::gemmSamplesAreFiledAsTheyRan() {
+  const QString presets = dir_.filePath("ran-as-presets");
+  const QString work = dir_.filePath("ran-as");
+  QDir().mkpath(presets);
+  QDir().mkpath(work);
+  const QString sweeps = write_gpu_sweeps(work + "/sweeps.jsonl");
+  QVERIFY(!sweeps.isEmpty());
+  auto gemm = [](int n, double rate, const QString& ran_as) {
+    const double flops = 2.0 * n * n * n;
+    return QString(
+               R"({"event":"gemm","rank":0,"precision":"fp8","m":%1,"n":%1,"k":%1,"seconds":%2%3})")
+               .arg(n)
+               .arg(flops / rate + 5e-6, 0, 'g', 12)
+               .arg(ran_as.isEmpty() ? QString() : R"(,"ran_as":")" + ran_as + "\"") +
+           "\n";
+  };
+  QFile f(work + "/fp8.jsonl");
+  QVERIFY(f.open(QIODevice::WriteOnly));
+  // Shapes the bf16 sweep does not have, at its rate: cuBLASLt turned them down.
+  for (int n : {3072, 6144})
+    f.write(gemm(n, 600e12, "bf16").toUtf8());
+  // Ran in FP8, at twice the rate.
+  for (int n : {1024, 2048, 4096, 8192})
+    f.write(gemm(n, 1200e12, "fp8").toUtf8());
+  f.write(gemm(5120, 900e12, "fp8+bf16").toUtf8());
+  f.write(R"({"bf16_fallbacks":40,"event":"fp8","fp8_gemms":800,"rank":0})"
+          "\n");
+  f.write(R"({"event":"done","rank":0,"store":""})"
+          "\n");
+  // An older worker's run: no "ran_as", and its fp8 line counts fallbacks.
+  for (int n : {1536, 2560, 3584})
+    f.write(gemm(n, 300e12, {}).toUtf8());
+  f.write(R"({"bf16_fallbacks":606,"event":"fp8","fp8_gemms":0,"rank":0})"
+          "\n");
+  f.write(R"({"event":"done","rank":0,"store":""})"
+          "\n");
+  // One whose FP8 GEMMs all ran in FP8 keeps its samples.
+  f.write(gemm(7168, 1200e12, {}).toUtf8());
+  f.write(R"({"bf16_fallbacks":0,"event":"fp8","fp8_gemms":202,"rank":0})"
+          "\n");
+  f.close();
+  const QString fp8 = work + "/fp8.jsonl";
+
+  // The importer, as the command calls it.
+  auto imported =
+      cs::trace::import_sweep_lines({sweeps.toStdString(), fp8.toStdString()},
+                                    (work + "/direct.db").toStdString(), "cuda", "NVIDIA H200");
+  QVERIFY2(imported, imported ? "" : imported.message().c_str());
+  QStringList notes;
+  for (const std::string& note : imported->notes)
+    notes << QString::fromStdString(note);
+  QCOMPARE(notes,
+           QStringList({fp8 + ": 2 fp8 GEMM samples ran as bf16 (\"ran_as\"): filed under bf16, "
+                              "not fp8",
+                        fp8 + ": 1 fp8 GEMM sample ran as fp8+bf16 (\"ran_as\"): left out, neither "
+                              "type's alone",
+                        fp8 + ": 3 fp8 GEMM samples left out of fp8: the worker run that measured "
+                              "them fell back to BF16 (its fp8 line: 0 FP8 GEMMs, 606 BF16 "
+                              "fallbacks) and, having no \"ran_as\" (a worker from before it wrote "
+                              "one), they do not say which of them ran in BF16"}));
+
+  Run r = run_cli({"calibrate", "--from-sweeps", sweeps, fp8, "--out", work + "/cal.db", "--json"},
+                  presets, work);
+  QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+  for (const QString& note : notes)
+    QVERIFY2(r.err.contains("clusterscope: note: " + note), qPrintable(r.err));
+  QMap<QString, int> points;
+  for (const QJsonValue& curve :
+       json_of(r)["fit"].toObject()["devices"].toArray().first().toObject()["gemm"].toArray()) {
+    points[curve.toObject()["precision"].toString()] =
+        curve.toObject()["quality"].toObject()["points"].toArray().size();
+  }
+  // bf16: its own 4 and the 2 that fell back; fp8: the 4 and the one of the
+  // run without fallbacks; fp32: its 4.
+  QCOMPARE(points, (QMap<QString, int>{{"bf16", 6}, {"fp32", 4}, {"fp8", 5}}));
+  const QJsonObject by_precision = json_of(r)["presets"]
+                                       .toObject()["gpus"]
+                                       .toArray()
+                                       .first()
+                                       .toObject()["efficiency"]
+                                       .toObject()["gemm_max_by_precision"]
+                                       .toObject();
+  // 1200 of the H200's 1978.9 fp8 TFLOP/s: the left-out 300 do not pull it down.
+  const double efficiency = by_precision["fp8"].toDouble();
+  QVERIFY2(efficiency >= 1200 / 1978.9 && efficiency < 1200 / 1978.9 + 0.1,
+           qPrintable(QString::number(efficiency)));
+
+  // A ran_as that is not text is refused, as a precision that is not.
+  QFile bad(work + "/bad.jsonl");
+  QVERIFY(bad.open(QIODevice::WriteOnly));
+  bad.write(
+      R"({"event":"gemm","rank":0,"precision":"fp8","m":8,"n":8,"k":8,"seconds":1e-3,"ran_as":16})"
+      "\n");
+  bad.close();
+  r = run_cli({"calibrate", "--from-sweeps", work + "/bad.jsonl", "--gpu", "h200", "--out",
+               work + "/bad.db"},
+              presets, work);
+  QCOMPARE(r.exit_code, 1);
+  QVERIFY2(r.err.contains(work + "/bad.jsonl:1: /ran_as: must be text (got 16)"),
+           qPrintable(r.err));
+}
+
 void TestCalibration::refusesBadSweepLines_data() {
   QTest::addColumn<QString>("text");
   QTest::addColumn<QString>("message");
@@ -2823,15 +2934,18 @@ void TestCalibration::calibratedOnTheH200PredictsItsRuns_data() {
   QTest::addColumn<QString>("run");
   QTest::addColumn<double>("step_within");
   QTest::addColumn<double>("allocated_within");
-  QTest::addRow("bf16") << "worker-bf16.db" << 0.20 << 0.05;
-  QTest::addRow("fp32") << "worker-fp32.db" << 0.10 << 0.05;
-  QTest::addRow("fp8, its GEMMs in BF16") << "worker-fp8.db" << 0.10 << 0.03;
+  // Whether its GEMMs ran in the precision asked for.
+  QTest::addColumn<bool>("gemms_as_asked");
+  QTest::addRow("bf16") << "worker-bf16.db" << 0.20 << 0.05 << true;
+  QTest::addRow("fp32") << "worker-fp32.db" << 0.10 << 0.05 << true;
+  QTest::addRow("fp8, its GEMMs in BF16") << "worker-fp8.db" << 0.10 << 0.03 << false;
 }
 
 void TestCalibration::calibratedOnTheH200PredictsItsRuns() {
   QFETCH(QString, run);
   QFETCH(double, step_within);
   QFETCH(double, allocated_within);
+  QFETCH(bool, gemms_as_asked);
   const QString work = dir_.filePath("h200");
   const QString presets = work + "/presets";
   QDir().mkpath(presets);
@@ -2848,8 +2962,24 @@ void TestCalibration::calibratedOnTheH200PredictsItsRuns() {
   QVERIFY(p["predicted_now"].toObject()["calibrated"].toBool());
   const double step_error =
       p["predicted_step_s"].toDouble() / p["measured_step_median_s"].toDouble() - 1;
-  QVERIFY2(std::abs(step_error) <= step_within,
-           qPrintable(QString("step %1 %").arg(100 * step_error)));
+  if (gemms_as_asked) {
+    QVERIFY2(std::abs(step_error) <= step_within,
+             qPrintable(QString("step %1 %").arg(100 * step_error)));
+  } else {
+    // cuBLASLt turned every FP8 GEMM of the run down, and of the sweep: the
+    // sweep's fp8 samples are BF16 GEMMs, which calibration leaves out of
+    // fp8 (they once made a calibrated "fp8" rate of BF16's that predicted
+    // this run within 3 %). The planner predicts FP8 GEMMs at the
+    // datasheet's rate: far under what ran (-47 %).
+    QVERIFY2(step_error < -0.3, qPrintable(QString("step %1 %").arg(100 * step_error)));
+    QFile calibrated_file(presets + "/" +
+                          QDir(presets).entryList({"*.json"}, QDir::Files).value(0));
+    QVERIFY(calibrated_file.open(QIODevice::ReadOnly));
+    const QJsonObject gpu =
+        QJsonDocument::fromJson(calibrated_file.readAll()).array()[0].toObject();
+    QVERIFY(gpu["efficiency"].toObject()["gemm_max_by_precision"].toObject().contains("bf16"));
+    QVERIFY(!gpu["efficiency"].toObject()["gemm_max_by_precision"].toObject().contains("fp8"));
+  }
   // The memory the process allocated (fp8 -1.7 %: its engine keeps the
   // GEMMs' inputs in 16 bits; counted as Transformer Engine's FP8 copies
   // they read -8.5 %).
@@ -2866,7 +2996,9 @@ void TestCalibration::calibratedOnTheH200PredictsItsRuns() {
   for (const QJsonValue& v : p["breakdown"].toArray()) {
     const QJsonObject row = v.toObject();
     const QString name = row["name"].toString();
-    if (name != "compute.gemm" && (name != "compute.attention" || run.contains("fp32"))) continue;
+    if ((name != "compute.gemm" || !gemms_as_asked) &&
+        (name != "compute.attention" || run.contains("fp32")))
+      continue;
     QVERIFY2(std::abs(row["error"].toDouble()) <= 0.12,
              qPrintable(QString("%1: %2 %").arg(name).arg(100 * row["error"].toDouble())));
   }
