@@ -178,8 +178,14 @@ void MainWindow::createDocks() {
   QDockWidget* explorer =
       make(explorer_, tr("Plan explorer"), "explorerDock", Qt::BottomDockWidgetArea);
   QDockWidget* compare = make(compare_, tr("Compare"), "compareDock", Qt::BottomDockWidgetArea);
+  // The calculators scroll rather than set the bottom area's minimum (790 x
+  // 347 px), which the window's took: it could not be made 1024 x 700.
+  auto* calculators_area = new QScrollArea;
+  calculators_area->setWidget(calculators_);
+  calculators_area->setWidgetResizable(true);
+  calculators_area->setFrameShape(QFrame::NoFrame);
   QDockWidget* calculators =
-      make(calculators_, tr("Calculators"), "calculatorsDock", Qt::BottomDockWidgetArea);
+      make(calculators_area, tr("Calculators"), "calculatorsDock", Qt::BottomDockWidgetArea);
   tabifyDockWidget(explorer, compare);
   tabifyDockWidget(explorer, calculators);
   QDockWidget* run = make(run_view_, tr("Run"), "runDock", Qt::BottomDockWidgetArea);
@@ -561,6 +567,16 @@ void MainWindow::openRun(const QString& path) {
   QDockWidget* d = dock(QStringLiteral("runDock"));
   d->show();
   d->raise();
+  // A run is read on its lanes: the first one opened gets the bottom area
+  // half the window (at its 400 px, 2 lanes were in view at 1500 x 950);
+  // later, the user's split stays. Once the raised dock is laid out.
+  if (!run_dock_sized_ && !d->isFloating()) {
+    run_dock_sized_ = true;
+    QTimer::singleShot(0, this, [this, d] {
+      if (!d->isFloating() && d->height() < height() / 2)
+        resizeDocks({d}, {height() / 2}, Qt::Vertical);
+    });
+  }
 }
 
 void MainWindow::importTrace(const QStringList& files) {

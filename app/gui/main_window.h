@@ -118,6 +118,7 @@ class MainWindow : public QMainWindow {
   PinnedPlans* pinned_;
   MessageBar* messages_;
   QString run_damage_shown_;  // the open store's damage, while the message bar says it
+  bool run_dock_sized_ = false;  // the Run dock given half the window once
   EstimateView* estimate_;
   ClusterDesigner* cluster_;
   WorkloadPanel* workload_;

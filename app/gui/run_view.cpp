@@ -25,6 +25,7 @@
 #include <QPainter>
 #include <QPdfWriter>
 #include <QPushButton>
+#include <QResizeEvent>
 #include <QSaveFile>
 #include <QScrollArea>
 #include <QScrollBar>
@@ -314,6 +315,7 @@ RunView::RunView(QWidget* parent) : QWidget(parent) {
   layout->addLayout(search_row);
 
   auto* splitter = new QSplitter(Qt::Vertical, this);
+  lanes_and_tabs_ = splitter;
   layout->addWidget(splitter, 1);
 
   auto* timelines = new QWidget(splitter);
@@ -364,7 +366,6 @@ RunView::RunView(QWidget* parent) : QWidget(parent) {
   splitter->addWidget(tabs_);
   splitter->setStretchFactor(0, 3);
   splitter->setStretchFactor(1, 2);
-  splitter->setSizes({600, 400});
   splitter->setCollapsible(0, false);
 
   // Selection: the event's details beside the selected range's breakdown.
@@ -394,11 +395,17 @@ RunView::RunView(QWidget* parent) : QWidget(parent) {
   tabs_->addTab(chart_area, tr("Breakdown"));
 
   // The store's counters over time (GPU memory in use), when it has any.
-  counter_chart_ = new QChartView(this);
+  // In a scroll area, as the breakdown's: its 230 px made the tabs' minimum,
+  // and so the dock's (429 px) and the window's.
+  counter_area_ = new QScrollArea(this);
+  counter_area_->setWidgetResizable(true);
+  counter_area_->setFrameShape(QFrame::NoFrame);
+  counter_chart_ = new QChartView(counter_area_);
   counter_chart_->setObjectName(QStringLiteral("run_counters_chart"));
   counter_chart_->setRenderHint(QPainter::Antialiasing);
   counter_chart_->setMinimumHeight(230);
-  counter_chart_->hide();
+  counter_area_->setWidget(counter_chart_);
+  counter_area_->hide();
 
   rank_table_ = new QTableWidget(tabs_);
   rank_table_->setObjectName(QStringLiteral("run_ranks"));
@@ -430,7 +437,10 @@ RunView::RunView(QWidget* parent) : QWidget(parent) {
   filter_row->addWidget(filter_, 1);
   filter_row->addWidget(summaries_scope_);
   summaries_layout->addLayout(filter_row);
-  auto* summary_split = new QSplitter(Qt::Vertical, summaries);
+  // The tables beside their selected row's instances: one above the other,
+  // the tables kept 3 rows at 1500 x 950 under an empty instances pane, and
+  // their two minimums added up to the dock's.
+  auto* summary_split = new QSplitter(Qt::Horizontal, summaries);
   auto* summary_tabs = new QTabWidget(summary_split);
   kernel_model_ = new QStandardItemModel(this);
   collective_model_ = new QStandardItemModel(this);
@@ -505,6 +515,8 @@ RunView::RunView(QWidget* parent) : QWidget(parent) {
   // tables scroll).
   summary_tabs->setMinimumHeight(70);
   instances_box->setMinimumHeight(40);
+  summary_split->setStretchFactor(0, 3);
+  summary_split->setStretchFactor(1, 2);
   summaries_layout->addWidget(summary_split, 1);
   tabs_->addTab(summaries, tr("Kernels and communication"));
 
@@ -639,6 +651,23 @@ RunView::RunView(QWidget* parent) : QWidget(parent) {
 }
 
 RunView::~RunView() = default;
+
+QWidget* RunView::counterTab() const {
+  return counter_area_;
+}
+
+void RunView::resizeEvent(QResizeEvent* event) {
+  QWidget::resizeEvent(event);
+  // Two thirds to the lanes (measured and predicted) at the first real
+  // size, kept in proportion after: the sizes given before the view had one
+  // were lost, and the tabs took all but the lanes' minimum (2 lanes in view
+  // at 1500 x 950).
+  const int total = lanes_and_tabs_->height() - lanes_and_tabs_->handleWidth();
+  if (!split_set_ && isVisible() && total > 0) {
+    split_set_ = true;
+    lanes_and_tabs_->setSizes({total * 2 / 3, total - total * 2 / 3});
+  }
+}
 
 void RunView::openStore(const QString& path) {
   path_ = path;
@@ -1022,10 +1051,10 @@ void RunView::fillSummaries(const trace::RunAnalysis& a,
 }
 
 void RunView::showCounters(const std::vector<CounterLine>& lines) {
-  const int index = tabs_->indexOf(counter_chart_);
+  const int index = tabs_->indexOf(counter_area_);
   if (lines.empty()) {
     if (index >= 0) tabs_->removeTab(index);
-    counter_chart_->hide();
+    counter_area_->hide();
     return;
   }
   auto* chart = new QChart;
@@ -1062,8 +1091,7 @@ void RunView::showCounters(const std::vector<CounterLine>& lines) {
   counter_chart_->setChart(chart);
   delete old;
   applyChartTheme(this);
-  if (index < 0)
-    tabs_->insertTab(tabs_->indexOf(stream_table_) + 1, counter_chart_, tr("Counters"));
+  if (index < 0) tabs_->insertTab(tabs_->indexOf(stream_table_) + 1, counter_area_, tr("Counters"));
 }
 
 void RunView::showAnalysis() {

@@ -29,6 +29,9 @@ class QChartView;
 class QLabel;
 class QLayout;
 class QLineEdit;
+class QResizeEvent;
+class QScrollArea;
+class QSplitter;
 class QSortFilterProxyModel;
 class QStandardItemModel;
 class QTabWidget;
@@ -83,6 +86,7 @@ class RunView : public QWidget {
   // The counters' tab (GPU memory in use over time), there only when the
   // store samples a counter.
   QChartView* counterChart() const { return counter_chart_; }
+  QWidget* counterTab() const;  // the chart's tab (it scrolls in it)
   QTableWidget* rankTable() const { return rank_table_; }
   QTableWidget* streamTable() const { return stream_table_; }
   QTableView* kernelTable() const { return kernel_view_; }
@@ -158,6 +162,9 @@ class RunView : public QWidget {
   void predictionReady(const QString& cluster, const QString& error);
   void integrityChecked(const QString& damage);
 
+ protected:
+  void resizeEvent(QResizeEvent* event) override;
+
  private:
   void startAnalysis();
   void checkIntegrity();
@@ -226,6 +233,9 @@ class RunView : public QWidget {
   QTextBrowser* range_text_;
   QChartView* chart_;
   QChartView* counter_chart_;
+  QScrollArea* counter_area_;  // the counters' tab: the chart scrolls rather than shrink
+  QSplitter* lanes_and_tabs_;  // the timeline above the tabs
+  bool split_set_ = false;     // the timeline given its share at the first real size
   QTableWidget* rank_table_;
   QTableWidget* stream_table_;  // each stream's idle time (HTA's idle time breakdown)
   QStandardItemModel* kernel_model_;

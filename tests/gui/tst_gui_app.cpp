@@ -54,6 +54,7 @@
 #include "app/gui/plan_explorer.h"
 #include "app/gui/plan_panel.h"
 #include "app/gui/ranked_plan_model.h"
+#include "app/gui/run_view.h"
 #include "app/gui/stacked_bar.h"
 #include "app/gui/timeline_widget.h"
 #include "app/gui/topology_view.h"
@@ -75,6 +76,7 @@ class TestGuiApp : public QObject {
   void cleanupTestCase();
   void defaultProjectShown();
   void fitsA1280x800Screen();
+  void runFitsASmallScreen();
   void estimateFitsItsColumn();
   void formLabelsWhole();
   void editClusterChangesEstimate();
@@ -178,6 +180,50 @@ void TestGuiApp::fitsA1280x800Screen() {
   window_->resize(1280, 800);
   QCoreApplication::processEvents();
   QTRY_COMPARE(window_->size(), QSize(1280, 800));
+}
+
+// A run open in the default layout: the window still fits 1024 x 700 (the
+// counters' chart and the calculators set the bottom area's minimum, 429 px,
+// and so the window's, 793 px), and the lanes take most of the Run dock (2
+// lanes were in view at 1500 x 950, under the tabs' minimum).
+void TestGuiApp::runFitsASmallScreen() {
+  const QSize before = window_->size();
+  auto restore = qScopeGuard([&] {
+    QDockWidget* explorer = window_->dock(QStringLiteral("explorerDock"));
+    explorer->raise();
+    window_->resize(before);
+    window_->resizeDocks({explorer}, {400}, Qt::Vertical);
+    QCoreApplication::processEvents();
+  });
+  window_->resize(1500, 950);
+  QCoreApplication::processEvents();
+  const QString copy = dir_.filePath(QStringLiteral("small-screen-run.db"));
+  QVERIFY(QFile::copy(QStringLiteral(CS_DATA_DIR "/cpu/cpu-engine-dp2.db"), copy));
+  window_->openRun(copy);
+  RunView* view = window_->runView();
+  QTRY_VERIFY_WITH_TIMEOUT(view->analysis() || !view->message().isEmpty(), 60000);
+  QVERIFY2(view->message().isEmpty(), qPrintable(view->message()));
+  QDockWidget* run = window_->dock(QStringLiteral("runDock"));
+  QTRY_VERIFY(run->isVisible() && !run->visibleRegion().isEmpty());
+  QScrollArea* lanes = nullptr;
+  for (QWidget* w = view->timeline()->parentWidget(); w && !lanes; w = w->parentWidget())
+    lanes = qobject_cast<QScrollArea*>(w);
+  QVERIFY(lanes);
+  QTRY_VERIFY2(
+      run->height() >= window_->height() * 45 / 100,
+      qPrintable(QStringLiteral("run dock %1 px of %2").arg(run->height()).arg(window_->height())));
+  QTRY_VERIFY2(
+      lanes->height() >= 140,  // 7 lanes; it was 60 px
+      qPrintable(
+          QStringLiteral("lanes %1 px of the dock's %2").arg(lanes->height()).arg(run->height())));
+  cs::gui::test::saveScreenshot(window_.get(), QStringLiteral("main-window-run"));
+  const QSize minimum = window_->minimumSizeHint();
+  QVERIFY2(
+      minimum.height() <= 700 && minimum.width() <= 1024,
+      qPrintable(QStringLiteral("minimum %1 x %2 px").arg(minimum.width()).arg(minimum.height())));
+  window_->resize(1024, 700);
+  QCoreApplication::processEvents();
+  QTRY_COMPARE(window_->size(), QSize(1024, 700));
 }
 
 // At 1280 px the centre column of the default layout is about 550 px wide:

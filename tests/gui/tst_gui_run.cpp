@@ -1773,7 +1773,7 @@ void TestGuiRun::callsCopiesAndRanges() {
   QCOMPARE(view.instances()->rowCount(), 144);
   // The counters the CUPTI tracer sampled, over the run: the GPU's memory
   // in use peaks at 10,239,148,032 bytes (9.54 GiB), as the store holds it.
-  QVERIFY(view.tabs()->indexOf(view.counterChart()) >= 0);
+  QVERIFY(view.tabs()->indexOf(view.counterTab()) >= 0);
   const QList<QAbstractSeries*> series = view.counterChart()->chart()->series();
   QCOMPARE(series.size(), 2);
   double peak = 0;
@@ -1784,7 +1784,7 @@ void TestGuiRun::callsCopiesAndRanges() {
   }
   QVERIFY2(std::abs(peak - 10239148032.0 / double(1ULL << 30)) < 1e-9,
            qPrintable(QString::number(peak)));
-  view.tabs()->setCurrentWidget(view.counterChart());
+  view.tabs()->setCurrentWidget(view.counterTab());
   cs::gui::test::saveScreenshot(&view, QStringLiteral("run-counters"));
   // The copies' page, as a user reads it.
   view.tabs()->setCurrentIndex(view.tabs()->indexOf(
