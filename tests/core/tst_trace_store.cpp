@@ -557,6 +557,24 @@ void TestTraceStore::roundTrip() {
   QVERIFY(r->find_events("AMPERE", NameMatch::substring, 10)->size() == 2);  // case-insensitive
   QVERIFY(r->find_events("100%", NameMatch::substring, 10)->empty());        // % is literal
 
+  // A kernel is found by the short name the CLI's tables show, as by its
+  // own (the GPU check's fp32 run): the short one found nothing.
+  {
+    const std::string copy = temp_path(dir, "fp32.db");
+    std::filesystem::copy_file(CS_DATA_DIR "/gpu/worker-fp32.db", copy);
+    auto real = TraceReader::open(copy);
+    QVERIFY2(real, real ? "" : real.message().c_str());
+    const auto by_short =
+        (*real)->find_events("cs::worker::add_bias_kernel<float>", NameMatch::substring, 100000);
+    const auto by_whole = (*real)->find_events(
+        "void cs::worker::(anonymous namespace)::add_bias_kernel<float>(float*, float const*, int, "
+        "long)",
+        NameMatch::exact, 100000);
+    QVERIFY(by_short && by_whole);
+    QVERIFY(!by_whole->empty());
+    QCOMPARE(by_short->size(), by_whole->size());
+  }
+
   const auto steps = r->steps();
   QVERIFY(steps);
   QCOMPARE(steps->size(), std::size_t{1});
