@@ -88,6 +88,13 @@ QString ns(std::int64_t v) {
   return q(format_seconds(double(v) * 1e-9));
 }
 
+// A point in time, nanoseconds from the run's start, to the microsecond
+// (the details: to the nanosecond): ns() rounds to three figures, and
+// events a few microseconds apart read alike ("3.54 s").
+QString instant(std::int64_t from_start, int decimals = 6) {
+  return q(format_time_ns(from_start, decimals));
+}
+
 // A sortable cell: shown as text, sorted by its number (Qt::UserRole).
 QStandardItem* cell(const QString& text, double sort_value) {
   auto* item = new QStandardItem(text);
@@ -1357,8 +1364,8 @@ void RunView::showDetails(const std::optional<trace::StoredEvent>& event, const 
   row(tr("lane"), lane);
   row(tr("kind"), q(std::string(to_string(e.kind))));
   row(tr("category"), q(std::string(to_string(e.category))));
-  row(tr("start"), ns(e.start_ns - origin));
-  row(tr("end"), ns(e.end_ns - origin));
+  row(tr("start"), instant(e.start_ns - origin, 9));
+  row(tr("end"), instant(e.end_ns - origin, 9));
   row(tr("duration"), ns(e.duration_ns()));
   if (e.bytes > 0) {
     row(tr("bytes"), q(format_bytes(double(e.bytes))));
@@ -1670,8 +1677,8 @@ void RunView::analyseRange(std::optional<trace::TimeRange> range) {
         range_analysis_ = std::move(out.first);
         fillSummaries(*range_analysis_, window);
         QString html = tr("<h3>Range %1 – %2 (%3)</h3>")
-                           .arg(ns(window.start_ns - timeline_->fullRange().start_ns),
-                                ns(window.end_ns - timeline_->fullRange().start_ns),
+                           .arg(instant(window.start_ns - timeline_->fullRange().start_ns),
+                                instant(window.end_ns - timeline_->fullRange().start_ns),
                                 ns(window.end_ns - window.start_ns));
         // The parts of the Summary's bars and the report's (core/breakdown_parts.h).
         html += tr("<table><tr><th>rank</th>");
@@ -1779,7 +1786,8 @@ void RunView::fillInstances(std::vector<trace::StoredEvent> events, std::int64_t
     // Relative to the run's start: doubles hold these exactly (epoch
     // nanoseconds would lose the last 8 bits).
     instances_->setItem(
-        row, 1, new NumberCell(ns(e.event.start_ns - origin), double(e.event.start_ns - origin)));
+        row, 1,
+        new NumberCell(instant(e.event.start_ns - origin), double(e.event.start_ns - origin)));
     instances_->setItem(row, 2,
                         new NumberCell(ns(e.event.duration_ns()), double(e.event.duration_ns())));
     instances_->setItem(
@@ -2040,8 +2048,8 @@ std::function<QString()> RunView::timelineSection(bool range_only) const {
   const auto [window, what] = pictureWindow(range_only);
   const QSizeF size(1000, std::max(60.0, timeline_->pictureHeight()));
   const QString heading = tr("<h2>Timeline</h2><p>%1: %2 to %3 after the start of the trace.</p>\n")
-                              .arg(what, ns(window.start_ns - timeline_->fullRange().start_ns),
-                                   ns(window.end_ns - timeline_->fullRange().start_ns));
+                              .arg(what, instant(window.start_ns - timeline_->fullRange().start_ns),
+                                   instant(window.end_ns - timeline_->fullRange().start_ns));
   return [heading, size, paint = timeline_->windowPainter(window, Qt::black)] {
     return heading + QString::fromUtf8(svgOf(size, paint)) + QStringLiteral("\n");
   };

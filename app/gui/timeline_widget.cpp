@@ -1671,7 +1671,7 @@ QString TimelineWidget::counterTip(const QPoint& pos) const {
     return tr("<b>%1</b><br>not read: %2").arg(name, lf.error.toHtmlEscaped());
   const trace::CounterView& view = lf.counter;
   auto value = [&](double v) { return counterValueText(lane.info.name, v); };
-  auto at = [&](std::int64_t t) { return q(format_seconds(double(t - full_.start_ns) * 1e-9)); };
+  auto at = [&](std::int64_t t) { return q(format_time_ns(t - full_.start_ns)); };
   // As the lane draws it: the last column that starts before the pointer's
   // pixel ends; in the pointer's own pixel, its samples, else its last value
   // held there. The time of what is shown, not of the pointer.
@@ -1726,7 +1726,7 @@ bool TimelineWidget::event(QEvent* e) {
     const std::size_t k = hit->span;
     const trace::Span& s = lf.spans[k];
     const QString extent = q(format_seconds(double(s.end_ns - s.start_ns) * 1e-9));
-    const QString at = q(format_seconds(double(s.start_ns - full_.start_ns) * 1e-9));
+    const QString at = q(format_time_ns(s.start_ns - full_.start_ns));
     QString text =
         s.count > 1
             ? tr("<b>%1</b> and %2 more<br>%3 events over %4 from %5<br>"

@@ -25,6 +25,7 @@
 #include <QRegularExpression>
 #include <QScrollArea>
 #include <QScrollBar>
+#include <QSet>
 #include <QSignalSpy>
 #include <QSortFilterProxyModel>
 #include <QStatusBar>
@@ -52,6 +53,7 @@
 #include "app/gui/theme.h"
 #include "app/gui/timeline_widget.h"
 #include "core/breakdown_parts.h"
+#include "core/format.h"
 #include "core/model_json.h"
 #include "core/presets.h"
 #include "core/trace_analysis.h"
@@ -117,6 +119,7 @@ class TestGuiRun : public QObject {
   void predictedLaneDrawsThePlanPredicted();
   void predictionTableHoldsEachEndStage();
   void machineProbeRows();
+  void eventTimesReadApart();
 
  private:
   void openAndWait(RunView& view, const QString& path);
@@ -1982,20 +1985,24 @@ void TestGuiRun::countersOnTheTimeline() {
     if (!text.contains(part)) qWarning("%s", qPrintable(text + " lacks " + part));
     return text.contains(part);
   };
-  QVERIFY(expect_tip(1, 200'000, QStringLiteral("1.00 GiB since 0 s")));
+  // The time of a sample, from the trace's start, to the microsecond.
+  auto at = [](std::int64_t ns) { return QString::fromStdString(format_time_ns(ns)); };
+  QVERIFY(expect_tip(1, 200'000, QStringLiteral("1.00 GiB since ") + at(0)));
   QVERIFY(expect_tip(1, 200'000, QStringLiteral("GPU 0 memory in use (bytes)")));
-  QVERIFY(expect_tip(1, 600'000, QStringLiteral("2.50 GiB since 400 µs")));
-  QVERIFY(expect_tip(1, 900'000, QStringLiteral("2.00 GiB since 800 µs (the last sample)")));
-  QVERIFY(expect_tip(3, 700'000, QStringLiteral("1.50 GiB since 0 s (the last sample)")));
-  QVERIFY(expect_tip(4, 700'000, QStringLiteral("50 since 500 µs")));
-  QVERIFY(expect_tip(4, 300'000, QStringLiteral("10 since 0 s")));
+  QVERIFY(expect_tip(1, 600'000, QStringLiteral("2.50 GiB since ") + at(400'000)));
+  QVERIFY(expect_tip(1, 900'000,
+                     QStringLiteral("2.00 GiB since %1 (the last sample)").arg(at(800'000))));
+  QVERIFY(expect_tip(3, 700'000, QStringLiteral("1.50 GiB since %1 (the last sample)").arg(at(0))));
+  QVERIFY(expect_tip(4, 700'000, QStringLiteral("50 since ") + at(500'000)));
+  QVERIFY(expect_tip(4, 300'000, QStringLiteral("10 since ") + at(0)));
   // The pixel of the pair, at whatever width the view has: both samples.
   for (int width = 1000; width < 1010; ++width) {
     view.resize(width, 800);
     QTRY_VERIFY_WITH_TIMEOUT(t->spanAreaWidth() > 0 && settled(), 30000);
     QVERIFY2(expect_tip(1, 400'000,
-                        QStringLiteral("2 samples from 400 µs: from 2.50 GiB to 3.00 GiB, then "
-                                       "2.50 GiB")),
+                        QStringLiteral("2 samples from %1: from 2.50 GiB to 3.00 GiB, then "
+                                       "2.50 GiB")
+                            .arg(at(400'000))),
              qPrintable(QString::number(width)));
   }
   view.resize(1200, 800);
@@ -2042,8 +2049,8 @@ void TestGuiRun::countersOnTheTimeline() {
   // Zoomed in on the pair of samples: each is then its own column.
   t->setWindow(399'990, 400'090);
   QTRY_VERIFY_WITH_TIMEOUT(settled(), 30000);
-  QVERIFY(expect_tip(1, 400'005, QStringLiteral("3.00 GiB since 400 µs")));
-  QVERIFY(expect_tip(1, 400'020, QStringLiteral("2.50 GiB since 400 µs")));
+  QVERIFY(expect_tip(1, 400'005, QStringLiteral("3.00 GiB since ") + at(400'000)));
+  QVERIFY(expect_tip(1, 400'020, QStringLiteral("2.50 GiB since ") + at(400'010)));
   QVERIFY(expect_tip(1, 399'995, QStringLiteral("1.00 GiB, held from before")));
   cs::gui::test::saveScreenshot(&view, QStringLiteral("run-timeline-counters-zoomed"));
 
@@ -2133,6 +2140,69 @@ void TestGuiRun::committedCountersOnTheTimeline() {
   t->resetZoom();
   QTRY_VERIFY_WITH_TIMEOUT(!t->busy() && t->frameJob() == t->requestedJob(), 30000);
   cs::gui::test::saveScreenshot(&view, QStringLiteral("run-timeline-counters"));
+}
+
+// Start, end and "at" times to the microsecond, the details' to the
+// nanosecond, as Nsight Systems gives them: a 265 µs kernel's details read
+// "start 3.37 s / end 3.37 s", and instances one after the other were all
+// listed "3.54 s". Durations keep three figures.
+void TestGuiRun::eventTimesReadApart() {
+  const QString copy =
+      writableCopy(QStringLiteral(CS_DATA_DIR "/gpu/worker-bf16.db"), QStringLiteral("times.db"));
+  QVERIFY(!copy.isEmpty());
+  RunView view;
+  view.resize(1200, 900);
+  view.show();
+  QVERIFY(QTest::qWaitForWindowExposed(&view));
+  openAndWait(view, copy);
+  TimelineWidget* t = view.timeline();
+  const std::int64_t origin = t->fullRange().start_ns;
+  // The kernel run most often: its instances, by start.
+  view.kernelProxy()->sort(3, Qt::DescendingOrder);
+  QSignalSpy instances(&view, &RunView::instancesReady);
+  view.showKernelInstances(0);
+  QTRY_COMPARE_WITH_TIMEOUT(instances.count(), 1, 30000);
+  QTableWidget* list = view.instances();
+  QVERIFY(list->rowCount() > 10);
+  const QRegularExpression to_the_microsecond(QStringLiteral("^\\d+\\.\\d{3}\u202f\\d{3} s$"));
+  std::set<std::int64_t> microseconds;
+  QSet<QString> texts;
+  for (int r = 0; r < list->rowCount(); ++r) {
+    const QString text = list->item(r, 1)->text();
+    QVERIFY2(to_the_microsecond.match(text).hasMatch(), qPrintable(text));
+    texts.insert(text);
+    // The sort key: nanoseconds from the run's start.
+    microseconds.insert(std::llround(list->item(r, 1)->data(Qt::UserRole + 1).toDouble() / 1e3));
+  }
+  QCOMPARE(std::size_t(texts.size()), microseconds.size());
+  QVERIFY(texts.size() > 10);
+
+  QSignalSpy selected(t, &TimelineWidget::eventSelected);
+  list->setCurrentCell(0, 0);
+  QTRY_COMPARE_WITH_TIMEOUT(selected.count(), 1, 30000);
+  const trace::Event e = t->selectedEvent()->event;
+  // As laid out: its HTML reads the narrow space between groups as a space.
+  const QString details = view.details()->toPlainText();
+  for (const std::int64_t at : {e.start_ns, e.end_ns}) {
+    const QString when = QString::fromStdString(format_time_ns(at - origin, 9))
+                             .replace(QChar(0x202f), QLatin1Char(' '));
+    QVERIFY2(details.contains(when), qPrintable(details + QStringLiteral(" has not ") + when));
+  }
+  QVERIFY2(details.contains(QString::fromStdString(format_seconds(double(e.duration_ns()) * 1e-9))),
+           qPrintable(details));
+  // The tooltip of the span under the pointer: when it starts, to the microsecond.
+  QTRY_VERIFY_WITH_TIMEOUT(!t->busy() && t->frameJob() == t->requestedJob(), 30000);
+  int lane = -1;
+  for (int i = 0; i < t->laneCount(); ++i) {
+    if (t->laneInfo(i).id.value == e.lane.value) lane = i;
+  }
+  QVERIFY(lane >= 0);
+  const QPoint at(int(t->xOf(e.start_ns + e.duration_ns() / 2)), int(t->laneRect(lane).top()) + 8);
+  QHelpEvent help(QEvent::ToolTip, at, t->mapToGlobal(at));
+  QApplication::sendEvent(t, &help);
+  const QRegularExpression at_the_microsecond(
+      QStringLiteral(" at \\d+\\.\\d{3}\u202f\\d{3} s|from \\d+\\.\\d{3}\u202f\\d{3} s"));
+  QTRY_VERIFY2(at_the_microsecond.match(QToolTip::text()).hasMatch(), qPrintable(QToolTip::text()));
 }
 
 QTEST_MAIN(TestGuiRun)
