@@ -41,6 +41,7 @@
 #include <QTextBrowser>
 #include <QTextDocument>
 #include <QTextDocumentFragment>
+#include <QTextOption>
 #include <QToolButton>
 #include <QVBoxLayout>
 #include <QValueAxis>
@@ -385,6 +386,9 @@ RunView::RunView(QWidget* parent) : QWidget(parent) {
   range_text_ = new QTextBrowser(selection);
   range_text_->setObjectName(QStringLiteral("run_range"));
   range_text_->setPlaceholderText(tr("Shift+drag on the timeline to see a range's breakdown."));
+  // Its table's headers wrap between words only ("communic/ation" was cut
+  // inside the word): narrower than the table, the pane scrolls across.
+  range_text_->setWordWrapMode(QTextOption::WordWrap);
   tabs_->addTab(selection, tr("Selection"));
 
   // The chart scrolls in a short dock rather than shrink: below about

@@ -34,8 +34,10 @@
 #include <QTableWidget>
 #include <QTemporaryDir>
 #include <QTest>
+#include <QTextBlock>
 #include <QTextBrowser>
 #include <QTextDocument>
+#include <QTextLayout>
 #include <QToolTip>
 #include <QUrl>
 #include <QValueAxis>
@@ -120,6 +122,7 @@ class TestGuiRun : public QObject {
   void predictionTableHoldsEachEndStage();
   void machineProbeRows();
   void eventTimesReadApart();
+  void rangeHeadersKeepTheirWords();
 
  private:
   void openAndWait(RunView& view, const QString& path);
@@ -2203,6 +2206,46 @@ void TestGuiRun::eventTimesReadApart() {
   const QRegularExpression at_the_microsecond(
       QStringLiteral(" at \\d+\\.\\d{3}\u202f\\d{3} s|from \\d+\\.\\d{3}\u202f\\d{3} s"));
   QTRY_VERIFY2(at_the_microsecond.match(QToolTip::text()).hasMatch(), qPrintable(QToolTip::text()));
+}
+
+// The range's table in a pane as narrow as a docked Run view's: its
+// headers wrap between words ("communic/ation" was cut inside the word).
+void TestGuiRun::rangeHeadersKeepTheirWords() {
+  RunView view;
+  view.resize(760, 700);
+  view.show();
+  QVERIFY(QTest::qWaitForWindowExposed(&view));
+  openAndWait(view, cpu_store_);
+  TimelineWidget* t = view.timeline();
+  const trace::TimeRange full = t->fullRange();
+  QSignalSpy ready(&view, &RunView::rangeReady);
+  t->setSelectedRange(
+      trace::TimeRange{full.start_ns, full.start_ns + (full.end_ns - full.start_ns) / 2});
+  QTRY_COMPARE_WITH_TIMEOUT(ready.count(), 1, 30000);
+  view.tabs()->setCurrentIndex(0);  // the Selection tab, laid out at its width
+  QTextBrowser* range = view.rangeBreakdown();
+  QTRY_VERIFY(range->isVisible());
+  QCoreApplication::processEvents();
+  QVERIFY(range->viewport()->width() < 500);
+  QTextDocument* document = range->document();
+  document->documentLayout()->documentSize();  // laid out whole
+  QStringList headers;
+  for (const trace::BreakdownPart& part : trace::kBreakdownParts)
+    headers << QString::fromUtf8(part.name);
+  int seen = 0;
+  for (QTextBlock b = document->begin(); b.isValid(); b = b.next()) {
+    if (!headers.contains(b.text())) continue;
+    ++seen;
+    QTextLayout* layout = b.layout();
+    QVERIFY(layout && layout->lineCount() > 0);
+    for (int i = 1; i < layout->lineCount(); ++i) {
+      const int from = layout->lineAt(i).textStart();
+      QVERIFY2(from > 0 && b.text().at(from - 1).isSpace(),
+               qPrintable(QStringLiteral("\"%1\" cut at %2").arg(b.text()).arg(from)));
+    }
+  }
+  QCOMPARE(seen, int(headers.size()));
+  cs::gui::test::saveScreenshot(range, QStringLiteral("run-range-narrow"));
 }
 
 QTEST_MAIN(TestGuiRun)
