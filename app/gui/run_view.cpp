@@ -627,12 +627,23 @@ RunView::RunView(QWidget* parent) : QWidget(parent) {
   connect(find_previous, &QShortcut::activated, this, [find] { find(-1); });
   connect(next, &QToolButton::clicked, this, [find] { find(+1); });
   connect(previous, &QToolButton::clicked, this, [find] { find(-1); });
-  // The step PageDown/PageUp went to, said where the search says where it is.
-  connect(timeline_, &TimelineWidget::stepShown, this,
-          [this](std::int32_t step) { search_status_->setText(tr("step %1").arg(step)); });
-  connect(timeline_, &TimelineWidget::stepNotShown, search_status_, &QLabel::setText);
+  // The step PageDown/PageUp went to, said where the search says where it is,
+  // while the view is on it: after Home, a zoom or a pan it is not.
+  connect(timeline_, &TimelineWidget::stepShown, this, [this](std::int32_t step) {
+    search_status_->setText(tr("step %1").arg(step));
+    status_says_step_ = true;
+  });
+  connect(timeline_, &TimelineWidget::windowChanged, this, [this] {
+    if (status_says_step_) search_status_->clear();
+    status_says_step_ = false;
+  });
+  connect(timeline_, &TimelineWidget::stepNotShown, this, [this](const QString& why) {
+    search_status_->setText(why);
+    status_says_step_ = false;
+  });
   connect(timeline_, &TimelineWidget::searchMoved, this,
           [this](int index, int matches, const QString& error) {
+            status_says_step_ = false;
             if (!error.isEmpty()) {
               search_status_->setText(error);
             } else if (matches == 0) {
@@ -666,6 +677,8 @@ void RunView::openStore(const QString& path) {
   details_->clear();
   range_text_->clear();
   instances_->setRowCount(0);
+  search_status_->clear();  // the last store's step or match
+  status_says_step_ = false;
   QChart* old_chart = chart_->chart();
   chart_->setChart(new QChart);
   delete old_chart;

@@ -123,6 +123,7 @@ class TestGuiRun : public QObject {
   void machineProbeRows();
   void eventTimesReadApart();
   void rangeHeadersKeepTheirWords();
+  void statusGoesWithItsView();
 
  private:
   void openAndWait(RunView& view, const QString& path);
@@ -2246,6 +2247,62 @@ void TestGuiRun::rangeHeadersKeepTheirWords() {
   }
   QCOMPARE(seen, int(headers.size()));
   cs::gui::test::saveScreenshot(range, QStringLiteral("run-range-narrow"));
+}
+
+// What is said of one view goes with it: the step PageDown went to, once
+// Home showed the whole run, or another store is open; an export refused
+// for want of a range, once another store is open.
+void TestGuiRun::statusGoesWithItsView() {
+  const QString other = writableCopy(QStringLiteral(CS_DATA_DIR "/cpu/cpu-engine-dp2.db"),
+                                     QStringLiteral("status-other.db"));
+  QVERIFY(!other.isEmpty());
+  MainWindow window;
+  window.resize(1400, 900);
+  window.show();
+  QVERIFY(QTest::qWaitForWindowExposed(&window));
+  RunView* view = window.runView();
+  auto open = [&](const QString& path) {
+    QSignalSpy analysed(view, &RunView::analysisReady);
+    window.openRun(path);
+    QTRY_COMPARE_WITH_TIMEOUT(analysed.count(), 1, 60000);
+    TimelineWidget* t = view->timeline();
+    QTRY_VERIFY_WITH_TIMEOUT(!t->busy() && t->frameJob() == t->requestedJob(), 30000);
+  };
+  open(cpu_store_);
+  TimelineWidget* t = view->timeline();
+  auto* status = view->findChild<QLabel*>(QStringLiteral("run_search_status"));
+  QVERIFY(status);
+  QSignalSpy stepped(t, &TimelineWidget::stepShown);
+  t->setFocus();
+  // Step 1: the warm-up step 0 takes most of this short run.
+  QTest::keyClick(t, Qt::Key_PageDown);
+  QTRY_COMPARE_WITH_TIMEOUT(stepped.count(), 1, 10000);
+  QTest::keyClick(t, Qt::Key_PageDown);
+  QTRY_COMPARE_WITH_TIMEOUT(stepped.count(), 2, 10000);
+  QCOMPARE(status->text(), QStringLiteral("step 1"));
+  QTest::keyClick(t, Qt::Key_Home);
+  QCOMPARE(t->window().start_ns, t->fullRange().start_ns);
+  QCOMPARE(t->window().end_ns, t->fullRange().end_ns);
+  QVERIFY2(status->text().isEmpty(), qPrintable(status->text()));
+  QTest::keyClick(t, Qt::Key_PageDown);
+  QTRY_COMPARE_WITH_TIMEOUT(stepped.count(), 3, 10000);
+  QVERIFY(status->text().startsWith(QStringLiteral("step ")));
+  // A range export with no range: refused, in the bar.
+  QVERIFY(!window.exportRun(RunExport::csv, dir_.filePath(QStringLiteral("no-range")), true));
+  QVERIFY2(window.messageBar()->text().contains(QStringLiteral("no time range is selected")),
+           qPrintable(window.messageBar()->text()));
+  open(other);
+  QVERIFY2(status->text().isEmpty(), qPrintable(status->text()));
+  QVERIFY2(!window.messageBar()->text().contains(QStringLiteral("no time range is selected")),
+           qPrintable(window.messageBar()->text()));
+  // A search's status goes with its store too.
+  view->searchField()->setText(QStringLiteral("no event is called this"));
+  QSignalSpy moved(t, &TimelineWidget::searchMoved);
+  QTest::keyClick(view->searchField(), Qt::Key_Return);
+  QTRY_COMPARE_WITH_TIMEOUT(moved.count(), 1, 30000);
+  QCOMPARE(status->text(), QStringLiteral("no match"));
+  open(cpu_store_);
+  QVERIFY2(status->text().isEmpty(), qPrintable(status->text()));
 }
 
 QTEST_MAIN(TestGuiRun)
