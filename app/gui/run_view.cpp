@@ -1057,7 +1057,8 @@ void RunView::showCounters(const std::vector<CounterLine>& lines) {
   const double scale = bytes ? 1.0 / double(1ULL << 30) : 1.0;
   for (const CounterLine& line : lines) {
     auto* series = new QLineSeries;
-    series->setName(line.title);
+    // In GiB: the name says no other unit.
+    series->setName(bytes ? counterTitle(line.title) : line.title);
     // Steps: a counter holds its value until the next sample.
     for (std::size_t i = 0; i < line.points.size(); ++i) {
       const QPointF& p = line.points[i];
@@ -1250,8 +1251,10 @@ void RunView::showAnalysis() {
       } else if (measured && !(*measured > 0) && predicted > 0) {
         error = tr("not measured");
       } else if (measured && probe && *measured > 0) {
-        // The model's error, as the other rows and `trace stats` give it.
-        error = QString::asprintf("%+.0f", 100 * (predicted - *measured) / *measured);
+        // The model's error against the measurement, to a tenth of a
+        // percent as the other rows give it ("-37" beside "-51.7" read as
+        // two formats).
+        error = QString::asprintf("%+.1f", 100 * (predicted - *measured) / *measured);
         if (const std::string factor = model_error_factor(predicted, *measured); !factor.empty())
           error += QStringLiteral(" (%1)").arg(q(factor));
       } else if (measured && *measured > 0) {
@@ -1485,7 +1488,8 @@ void RunView::compareWith(const QString& other) {
       t->setSpan(row, 0, 1, 5);
     };
     auto change = [](double a_ns, double b_ns) {
-      if (a_ns == 0 && b_ns == 0) return QStringLiteral("0");
+      // Said, as the other cells are, not a bare "0" (both runs at 0 s).
+      if (a_ns == b_ns) return tr("no change");
       const double d = b_ns - a_ns;
       const QString sign = d >= 0 ? QStringLiteral("+") : QString();
       return sign + ns(std::int64_t(std::llround(d))) +

@@ -124,6 +124,7 @@ class TestGuiRun : public QObject {
   void eventTimesReadApart();
   void rangeHeadersKeepTheirWords();
   void statusGoesWithItsView();
+  void unitsReadAsElsewhere();
 
  private:
   void openAndWait(RunView& view, const QString& path);
@@ -1912,9 +1913,19 @@ void TestGuiRun::machineProbeRows() {
   // took (it read "+123456 (machine vs model)"), with the factor a
   // percentage that far out hides.
   const QString probe_error = table->item(gemm_row, 3)->text();
-  QVERIFY2(probe_error.startsWith(QStringLiteral("-100 (1/")) &&
+  QVERIFY2(probe_error.startsWith(QStringLiteral("-100.0 (1/")) &&
                probe_error.endsWith(QStringLiteral(" of the measured)")),
            qPrintable(probe_error));
+  // Every error in one format, to a tenth of a percent: the probes' read
+  // "-37" beside the parts' "-51.7".
+  const QRegularExpression one_format(QStringLiteral(
+      "^[+-]\\d+\\.\\d( \\(.+ the measured\\))?$|^not predicted$|^not measured$|^—$"));
+  for (int r = 0; r < table->rowCount(); ++r) {
+    if (!table->item(r, 3)) continue;
+    const QString error = table->item(r, 3)->text();
+    QVERIFY2(one_format.match(error).hasMatch(),
+             qPrintable(table->item(r, 0)->text() + QStringLiteral(": ") + error));
+  }
 
   view.tabs()->setCurrentWidget(table);
   cs::gui::test::saveScreenshot(&view, QStringLiteral("run-machine-probe"));
@@ -1992,7 +2003,8 @@ void TestGuiRun::countersOnTheTimeline() {
   // The time of a sample, from the trace's start, to the microsecond.
   auto at = [](std::int64_t ns) { return QString::fromStdString(format_time_ns(ns)); };
   QVERIFY(expect_tip(1, 200'000, QStringLiteral("1.00 GiB since ") + at(0)));
-  QVERIFY(expect_tip(1, 200'000, QStringLiteral("GPU 0 memory in use (bytes)")));
+  // Titled without the "(bytes)" of its name: its values read in GiB.
+  QVERIFY(expect_tip(1, 200'000, QStringLiteral("<b>GPU 0 memory in use</b>")));
   QVERIFY(expect_tip(1, 600'000, QStringLiteral("2.50 GiB since ") + at(400'000)));
   QVERIFY(expect_tip(1, 900'000,
                      QStringLiteral("2.00 GiB since %1 (the last sample)").arg(at(800'000))));
@@ -2303,6 +2315,82 @@ void TestGuiRun::statusGoesWithItsView() {
   QCOMPARE(status->text(), QStringLiteral("no match"));
   open(cpu_store_);
   QVERIFY2(status->text().isEmpty(), qPrintable(status->text()));
+}
+
+// Figures read in the units the rest of the app uses: a straggler's
+// lateness scaled ("13125 us" was not), a counter in bytes not titled
+// "(bytes)" over values drawn in GiB, and a figure the same in both runs
+// compared "no change", not a bare "0".
+void TestGuiRun::unitsReadAsElsewhere() {
+  const QString dp2 = writableCopy(QStringLiteral(CS_DATA_DIR "/cpu/cpu-engine-dp2.db"),
+                                   QStringLiteral("units-dp2.db"));
+  const QString bf16 = writableCopy(QStringLiteral(CS_DATA_DIR "/gpu/worker-bf16.db"),
+                                    QStringLiteral("units-bf16.db"));
+  const QString fp8 = writableCopy(QStringLiteral(CS_DATA_DIR "/gpu/worker-fp8.db"),
+                                   QStringLiteral("units-fp8.db"));
+  QVERIFY(!dp2.isEmpty() && !bf16.isEmpty() && !fp8.isEmpty());
+  RunView view;
+  view.resize(1200, 900);
+  view.show();
+  QVERIFY(QTest::qWaitForWindowExposed(&view));
+  openAndWait(view, dp2);
+  QTableWidget* ranks = view.rankTable();
+  const int straggler = ranks->columnCount() - 1;
+  QCOMPARE(ranks->horizontalHeaderItem(straggler)->text(), QStringLiteral("straggler"));
+  QStringList verdicts;
+  for (int r = 0; r < ranks->rowCount(); ++r)
+    verdicts << ranks->item(r, straggler)->text();
+  const QString all = verdicts.join(QStringLiteral(" | "));
+  QVERIFY2(all.contains(QStringLiteral("yes: ")), qPrintable(all));
+  QVERIFY2(!QRegularExpression(QStringLiteral("\\d us\\b")).match(all).hasMatch(), qPrintable(all));
+  QVERIFY2(QRegularExpression(QStringLiteral("\\d (ms|µs|s) after the")).match(all).hasMatch(),
+           qPrintable(all));
+
+  openAndWait(view, bf16);
+  TimelineWidget* t = view.timeline();
+  int lane = -1;
+  for (int i = 0; i < t->laneCount(); ++i)
+    if (t->isCounterLane(i) && t->laneInfo(i).name == "memory in use (bytes)") lane = i;
+  QVERIFY(lane >= 0);
+  auto* area = qobject_cast<QScrollArea*>(t->parentWidget()->parentWidget());
+  QVERIFY(area);
+  area->ensureVisible(0, int(t->laneRect(lane).center().y()), 0, 50);
+  QTRY_VERIFY_WITH_TIMEOUT(!t->busy() && t->frameJob() == t->requestedJob(), 30000);
+  // Its title, whole in the title column's tooltip; and the graph's.
+  const QPoint title(4, int(t->laneRect(lane).top()) + 6);
+  QHelpEvent on_title(QEvent::ToolTip, title, t->mapToGlobal(title));
+  QApplication::sendEvent(t, &on_title);
+  QVERIFY2(QToolTip::text().endsWith(QStringLiteral(" · memory in use")),
+           qPrintable(QToolTip::text()));
+  const QPoint graph(int(t->laneRect(lane).right()) - 20, int(t->laneRect(lane).center().y()));
+  QHelpEvent on_graph(QEvent::ToolTip, graph, t->mapToGlobal(graph));
+  QApplication::sendEvent(t, &on_graph);
+  QVERIFY2(QToolTip::text().startsWith(QStringLiteral("<b>memory in use</b>")) &&
+               QToolTip::text().contains(QStringLiteral(" GiB")),
+           qPrintable(QToolTip::text()));
+  // The Counters tab's legend over its GiB axis.
+  QStringList legend;
+  for (QAbstractSeries* series : view.counterChart()->chart()->series())
+    legend << series->name();
+  QVERIFY2(legend.contains(QStringLiteral("rank 0: memory in use")), qPrintable(legend.join('|')));
+
+  QSignalSpy compared(&view, &RunView::comparisonReady);
+  view.compareWith(fp8);
+  QTRY_COMPARE_WITH_TIMEOUT(compared.count(), 1, 60000);
+  QVERIFY2(compared.front().at(0).toString().isEmpty(),
+           qPrintable(compared.front().at(0).toString()));
+  QTableWidget* c = view.comparisonTable();
+  int unchanged = 0;
+  for (int r = 0; r < c->rowCount(); ++r) {
+    if (!c->item(r, 4)) continue;
+    const QString change = c->item(r, 4)->text();
+    QVERIFY2(change != QStringLiteral("0"), qPrintable(c->item(r, 0)->text()));
+    if (change == QStringLiteral("no change")) {
+      ++unchanged;
+      QCOMPARE(c->item(r, 2)->text(), c->item(r, 3)->text());
+    }
+  }
+  QVERIFY(unchanged > 0);  // exposed communication: 0 s in both (one rank)
 }
 
 QTEST_MAIN(TestGuiRun)
