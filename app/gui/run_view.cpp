@@ -1130,6 +1130,7 @@ void RunView::showAnalysis() {
   applyChartTheme(this);
 
   // Ranks: the breakdown's figures, overlap and straggler verdicts.
+  const QString median_step = tr("median step (all steps)");
   const QStringList rank_columns = {tr("rank"),
                                     tr("span"),
                                     tr("compute"),
@@ -1138,13 +1139,18 @@ void RunView::showAnalysis() {
                                     tr("overlap %"),
                                     tr("memory"),
                                     tr("idle"),
-                                    tr("median step"),
+                                    median_step,
                                     tr("launch delay (median)"),
                                     tr("kernels shorter than their launch"),
                                     tr("straggler")};
   rank_table_->clear();
   rank_table_->setColumnCount(int(rank_columns.size()));
   rank_table_->setHorizontalHeaderLabels(rank_columns);
+  // Not the Predicted tab's step, which leaves the warm-up out.
+  rank_table_->horizontalHeaderItem(int(rank_columns.indexOf(median_step)))
+      ->setToolTip(
+          tr("The median of all the rank's steps, the warm-up included, as the straggler test "
+             "counts them. The Predicted vs measured tab's median step leaves the warm-up out."));
   rank_table_->setRowCount(int(a.ranks.size()));
   for (int row = 0; row < int(a.ranks.size()); ++row) {
     const trace::RankAnalysis& r = a.ranks[std::size_t(row)];
@@ -1282,7 +1288,16 @@ void RunView::showAnalysis() {
       add_line(tr("Each part of the step (rank %1: of the stage the planner timed, the most compute; median of its %2)")
                    .arg(p.critical_rank)
                    .arg(QString::fromStdString(trace::describe_steps(p.critical_steps, p.critical_warm_up))));
-      add_row(tr("step (median)"), p.predicted_step_s, p.measured_step_median_s);
+      // Which steps count, beside the Ranks tab's median of them all.
+      add_row(p.critical_warm_up > 0
+                  ? tr("step (median past the warm-up, %1 steps)").arg(p.critical_steps)
+                  : tr("step (median of %1 steps)").arg(p.critical_steps),
+              p.predicted_step_s, p.measured_step_median_s);
+      prediction_table_->item(prediction_table_->rowCount() - 1, 0)
+          ->setToolTip(tr("The median of rank %1's %2. The Ranks tab's median step counts "
+                          "every step, the warm-up included.")
+                           .arg(p.critical_rank)
+                           .arg(q(trace::describe_steps(p.critical_steps, p.critical_warm_up))));
       for (std::size_t i = 0; i < p.breakdown.size(); ++i) {
         const trace::PredictedVsMeasured& r = p.breakdown[i];
         const bool largest = int(i) == p.largest;
