@@ -82,6 +82,30 @@ std::string format_count(double n) {
   return format_fixed(n, std::floor(n) == n ? 0 : 2);
 }
 
+std::string format_time_ns(std::int64_t ns, int decimals) {
+  decimals = decimals < 0 ? 0 : decimals > 9 ? 9 : decimals;
+  // In unsigned integers: exact at any time a store holds, INT64_MIN too.
+  const bool negative = ns < 0;
+  const std::uint64_t a =
+      negative ? 0 - static_cast<std::uint64_t>(ns) : static_cast<std::uint64_t>(ns);
+  std::uint64_t unit = 1;  // nanoseconds per last decimal
+  for (int i = decimals; i < 9; ++i)
+    unit *= 10;
+  const std::uint64_t ticks = a / unit + (a % unit >= (unit + 1) / 2 ? 1 : 0);  // half up
+  const std::uint64_t per_second = 1'000'000'000 / unit;
+  std::string out = (negative && ticks > 0 ? "-" : "") + std::to_string(ticks / per_second);
+  if (decimals > 0) {
+    std::string digits = std::to_string(ticks % per_second);
+    digits.insert(0, static_cast<std::size_t>(decimals) - digits.size(), '0');
+    out += '.';
+    for (int i = 0; i < decimals; ++i) {
+      if (i > 0 && i % 3 == 0) out += "\u202f";  // narrow no-break space
+      out += digits[static_cast<std::size_t>(i)];
+    }
+  }
+  return out + " s";
+}
+
 namespace {
 
 // The code point at `i` and its length in bytes (a stray byte: itself, 1).

@@ -1,6 +1,7 @@
 #pragma once
 // Human-readable quantities, shared by the CLI and the GUI.
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -10,6 +11,12 @@ std::string format_bytes(double bytes);           // "79.6 GiB", "512 B"
 std::string format_rate(double value, const char* unit);  // SI prefixes: "989 TFLOP/s", "50.0 GB/s"
 std::string format_seconds(double seconds);       // "12.3 ms", "1.42 s", "3 h 20 min", "41.2 days"
 std::string format_count(double n);               // "6.74 B", "124 M", "50,257"
+// A point in time, `ns` nanoseconds after an origin (the run's start), in
+// seconds to `decimals` places (6: the microsecond, 9: the nanosecond), the
+// decimals in groups of three apart by a narrow no-break space:
+// "3.371 245 s". Events microseconds apart read apart, as they do in Nsight
+// Systems; format_seconds' three figures ("3.37 s") are for durations.
+std::string format_time_ns(std::int64_t ns, int decimals = 6);
 std::string format_fixed(double value, int decimals);
 // Where a model's figure is twice the measured one or more, or half or
 // less, the factor, which a percentage hides (+900 %, -90 %): "10× the

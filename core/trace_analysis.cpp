@@ -889,15 +889,14 @@ StragglerReport stragglers_from(const std::vector<RankAnalysis>& ranks, std::vec
       s.step_excess = s.step_ns / step_median - 1;
       if (s.step_excess > options.straggler_step_excess && s.step_ns - step_median > 3 * step_mad &&
           (late || !one_of_two_late))
-        reasons.push_back("median step " + std::to_string(std::lround(s.step_ns / 1e3)) + " us, " +
+        reasons.push_back("median step " + format_seconds(s.step_ns * 1e-9) + ", " +
                           std::to_string(std::lround(s.step_excess * 100)) +
                           (step_pair ? "% above the other rank's" : "% above the median rank"));
     }
     if (late) {
-      reasons.push_back("its collectives start " +
-                        std::to_string(std::lround(s.late_start_ns / 1e3)) +
-                        (late_pair ? " us after the other rank's, on average"
-                                   : " us after the median rank's, on average"));
+      reasons.push_back("its collectives start " + format_seconds(s.late_start_ns * 1e-9) +
+                        (late_pair ? " after the other rank's, on average"
+                                   : " after the median rank's, on average"));
     }
     if (!reasons.empty()) {
       s.straggler = true;

@@ -23,6 +23,21 @@ QString quoted(const QString& text) {
   }
   return out + '"';
 }
+
+// A whole number's digits in groups of three from 10,000 on, as counts read
+// elsewhere in the app: "2,000,000,000,000" tokens, not 2000000000000.
+QString grouped(QString digits) {
+  const int first = digits.startsWith(QLatin1Char('-')) ? 1 : 0;
+  if (digits.size() - first < 5) return digits;
+  for (int i = int(digits.size()) - 3; i > first; i -= 3)
+    digits.insert(i, QLatin1Char(','));
+  return digits;
+}
+
+// A number as typed or shown, without its group commas.
+QString ungrouped(QString text) {
+  return text.remove(QLatin1Char(','));
+}
 }  // namespace
 
 FieldEdit::FieldEdit(QString pointer, Kind kind, QWidget* parent)
@@ -77,7 +92,7 @@ void FieldEdit::showValue(const QString& value) {
     const double rounded = QString::number(v, 'g', 12).toDouble();
     // Whole numbers without the JSON writer's ".0".
     shown = rounded == std::floor(rounded) && std::abs(rounded) < 1e15
-                ? QString::number(rounded, 'f', 0)
+                ? grouped(QString::number(rounded, 'f', 0))
                 : QString::number(rounded, 'g', 12);
   }
   shown_ = shown;
@@ -85,7 +100,7 @@ void FieldEdit::showValue(const QString& value) {
     // The user is typing: keep their text while it means the same value.
     if (hasProblem()) return;
     bool typed_ok = false;
-    const double typed = edit_->text().toDouble(&typed_ok);
+    const double typed = ungrouped(edit_->text()).toDouble(&typed_ok);
     if (kind_ != Kind::text && is_number && typed_ok &&
         std::abs(typed - v) <= 1e-12 * std::max(1.0, std::abs(v)))
       return;
@@ -110,8 +125,9 @@ void FieldEdit::setProblem(const QString& reason) {
 }
 
 QString FieldEdit::jsonValue() const {
-  const QString t = edit_->text().trimmed();
-  if (kind_ == Kind::text) return quoted(t);
+  if (kind_ == Kind::text) return quoted(edit_->text().trimmed());
+  // A number with group commas, as shown, reads as one.
+  const QString t = ungrouped(edit_->text().trimmed());
   bool ok = false;
   if (kind_ == Kind::integer) {
     const qlonglong v = t.toLongLong(&ok);
@@ -120,7 +136,7 @@ QString FieldEdit::jsonValue() const {
   const double d = t.toDouble(&ok);
   if (ok && std::isfinite(d)) return QString::number(d, 'g', 17);
   // Not a number: quoted, so that the core reader reports "must be a number".
-  return quoted(t);
+  return quoted(edit_->text().trimmed());
 }
 
 void roomForMnemonic(QLabel* label) {

@@ -406,21 +406,19 @@ void MainWindow::createActions() {
     if (!path.isEmpty()) run_view_->compareWith(path);
   });
   connect(run_view_, &RunView::comparisonReady, this, [this](const QString& error) {
-    if (!error.isEmpty())
-      messages_->show(tr("No comparison: %1").arg(error), MessageLevel::error);
+    if (!error.isEmpty()) showRunMessage(tr("No comparison: %1").arg(error), MessageLevel::error);
   });
   connect(run_view_, &RunView::integrityChecked, this, [this](const QString& damage) {
     if (damage.isEmpty()) return;
-    messages_->show(damage, MessageLevel::warning);
-    run_damage_shown_ = damage;
+    showRunMessage(damage, MessageLevel::warning);
   });
   connect(run_view_, &RunView::predictionReady, this,
           [this](const QString& cluster, const QString& error) {
             if (!error.isEmpty()) {
-              messages_->show(tr("No new prediction: %1").arg(error), MessageLevel::error);
+              showRunMessage(tr("No new prediction: %1").arg(error), MessageLevel::error);
             } else {
-              messages_->show(tr("The run against the prediction made now, on %1").arg(cluster),
-                              MessageLevel::info);
+              showRunMessage(tr("The run against the prediction made now, on %1").arg(cluster),
+                             MessageLevel::info);
             }
           });
 
@@ -558,11 +556,17 @@ CalibrationPanel* MainWindow::showCalibrationPanel() {
   return dialog->findChild<CalibrationPanel*>();
 }
 
+void MainWindow::showRunMessage(const QString& text, MessageLevel level) {
+  messages_->show(text, level);
+  run_message_shown_ = text;
+}
+
 void MainWindow::openRun(const QString& path) {
-  // The warning about the store shown before goes with it (it stayed over
-  // the next one's figures).
-  if (!run_damage_shown_.isEmpty() && messages_->text() == run_damage_shown_) messages_->dismiss();
-  run_damage_shown_.clear();
+  // What the bar says of the store shown before goes with it (its damage,
+  // an export refused for want of a range, stayed over the next ones).
+  if (!run_message_shown_.isEmpty() && messages_->text() == run_message_shown_)
+    messages_->dismiss();
+  run_message_shown_.clear();
   run_view_->openStore(path);
   QDockWidget* d = dock(QStringLiteral("runDock"));
   d->show();
@@ -649,7 +653,7 @@ bool MainWindow::exportRun(RunExport kind, const QString& path, bool range_only)
   }
   auto task = run_view_->prepareExport(kind, path, range_only);
   if (!task) {
-    showMessage(q(task.message()), int(MessageLevel::error));
+    showRunMessage(q(task.message()), MessageLevel::error);
     return false;
   }
   exporting_ = QFileInfo(path).fileName();

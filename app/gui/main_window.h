@@ -9,6 +9,8 @@
 #include <memory>
 #include <vector>
 
+#include "app/gui/message_level.h"
+
 class QComboBox;
 class QDockWidget;
 class QMenu;
@@ -117,7 +119,10 @@ class MainWindow : public QMainWindow {
   AnalysisService* analysis_;
   PinnedPlans* pinned_;
   MessageBar* messages_;
-  QString run_damage_shown_;  // the open store's damage, while the message bar says it
+  // What the message bar says about the open store (its damage, an export
+  // refused, a prediction or comparison of it): it goes with the store.
+  QString run_message_shown_;
+  void showRunMessage(const QString& text, MessageLevel level);
   bool run_dock_sized_ = false;  // the Run dock given half the window once
   EstimateView* estimate_;
   ClusterDesigner* cluster_;

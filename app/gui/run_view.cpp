@@ -42,6 +42,7 @@
 #include <QTextBrowser>
 #include <QTextDocument>
 #include <QTextDocumentFragment>
+#include <QTextOption>
 #include <QToolButton>
 #include <QVBoxLayout>
 #include <QValueAxis>
@@ -87,6 +88,13 @@ struct PredictedAgain {
 
 QString ns(std::int64_t v) {
   return q(format_seconds(double(v) * 1e-9));
+}
+
+// A point in time, nanoseconds from the run's start, to the microsecond
+// (the details: to the nanosecond): ns() rounds to three figures, and
+// events a few microseconds apart read alike ("3.54 s").
+QString instant(std::int64_t from_start, int decimals = 6) {
+  return q(format_time_ns(from_start, decimals));
 }
 
 // A sortable cell: shown as text, sorted by its number (Qt::UserRole).
@@ -379,6 +387,9 @@ RunView::RunView(QWidget* parent) : QWidget(parent) {
   range_text_ = new QTextBrowser(selection);
   range_text_->setObjectName(QStringLiteral("run_range"));
   range_text_->setPlaceholderText(tr("Shift+drag on the timeline to see a range's breakdown."));
+  // Its table's headers wrap between words only ("communic/ation" was cut
+  // inside the word): narrower than the table, the pane scrolls across.
+  range_text_->setWordWrapMode(QTextOption::WordWrap);
   tabs_->addTab(selection, tr("Selection"));
 
   // The chart scrolls in a short dock rather than shrink: below about
@@ -628,12 +639,23 @@ RunView::RunView(QWidget* parent) : QWidget(parent) {
   connect(find_previous, &QShortcut::activated, this, [find] { find(-1); });
   connect(next, &QToolButton::clicked, this, [find] { find(+1); });
   connect(previous, &QToolButton::clicked, this, [find] { find(-1); });
-  // The step PageDown/PageUp went to, said where the search says where it is.
-  connect(timeline_, &TimelineWidget::stepShown, this,
-          [this](std::int32_t step) { search_status_->setText(tr("step %1").arg(step)); });
-  connect(timeline_, &TimelineWidget::stepNotShown, search_status_, &QLabel::setText);
+  // The step PageDown/PageUp went to, said where the search says where it is,
+  // while the view is on it: after Home, a zoom or a pan it is not.
+  connect(timeline_, &TimelineWidget::stepShown, this, [this](std::int32_t step) {
+    search_status_->setText(tr("step %1").arg(step));
+    status_says_step_ = true;
+  });
+  connect(timeline_, &TimelineWidget::windowChanged, this, [this] {
+    if (status_says_step_) search_status_->clear();
+    status_says_step_ = false;
+  });
+  connect(timeline_, &TimelineWidget::stepNotShown, this, [this](const QString& why) {
+    search_status_->setText(why);
+    status_says_step_ = false;
+  });
   connect(timeline_, &TimelineWidget::searchMoved, this,
           [this](int index, int matches, const QString& error) {
+            status_says_step_ = false;
             if (!error.isEmpty()) {
               search_status_->setText(error);
             } else if (matches == 0) {
@@ -684,6 +706,8 @@ void RunView::openStore(const QString& path) {
   details_->clear();
   range_text_->clear();
   instances_->setRowCount(0);
+  search_status_->clear();  // the last store's step or match
+  status_says_step_ = false;
   QChart* old_chart = chart_->chart();
   chart_->setChart(new QChart);
   delete old_chart;
@@ -1071,7 +1095,8 @@ void RunView::showCounters(const std::vector<CounterLine>& lines) {
   const double scale = bytes ? 1.0 / double(1ULL << 30) : 1.0;
   for (const CounterLine& line : lines) {
     auto* series = new QLineSeries;
-    series->setName(line.title);
+    // In GiB: the name says no other unit.
+    series->setName(bytes ? counterTitle(line.title) : line.title);
     // Steps: a counter holds its value until the next sample.
     for (std::size_t i = 0; i < line.points.size(); ++i) {
       const QPointF& p = line.points[i];
@@ -1142,6 +1167,7 @@ void RunView::showAnalysis() {
   applyChartTheme(this);
 
   // Ranks: the breakdown's figures, overlap and straggler verdicts.
+  const QString median_step = tr("median step (all steps)");
   const QStringList rank_columns = {tr("rank"),
                                     tr("span"),
                                     tr("compute"),
@@ -1150,13 +1176,18 @@ void RunView::showAnalysis() {
                                     tr("overlap %"),
                                     tr("memory"),
                                     tr("idle"),
-                                    tr("median step"),
+                                    median_step,
                                     tr("launch delay (median)"),
                                     tr("kernels shorter than their launch"),
                                     tr("straggler")};
   rank_table_->clear();
   rank_table_->setColumnCount(int(rank_columns.size()));
   rank_table_->setHorizontalHeaderLabels(rank_columns);
+  // Not the Predicted tab's step, which leaves the warm-up out.
+  rank_table_->horizontalHeaderItem(int(rank_columns.indexOf(median_step)))
+      ->setToolTip(
+          tr("The median of all the rank's steps, the warm-up included, as the straggler test "
+             "counts them. The Predicted vs measured tab's median step leaves the warm-up out."));
   rank_table_->setRowCount(int(a.ranks.size()));
   for (int row = 0; row < int(a.ranks.size()); ++row) {
     const trace::RankAnalysis& r = a.ranks[std::size_t(row)];
@@ -1263,8 +1294,10 @@ void RunView::showAnalysis() {
       } else if (measured && !(*measured > 0) && predicted > 0) {
         error = tr("not measured");
       } else if (measured && probe && *measured > 0) {
-        // The model's error, as the other rows and `trace stats` give it.
-        error = QString::asprintf("%+.0f", 100 * (predicted - *measured) / *measured);
+        // The model's error against the measurement, to a tenth of a
+        // percent as the other rows give it ("-37" beside "-51.7" read as
+        // two formats).
+        error = QString::asprintf("%+.1f", 100 * (predicted - *measured) / *measured);
         if (const std::string factor = model_error_factor(predicted, *measured); !factor.empty())
           error += QStringLiteral(" (%1)").arg(q(factor));
       } else if (measured && *measured > 0) {
@@ -1292,7 +1325,16 @@ void RunView::showAnalysis() {
       add_line(tr("Each part of the step (rank %1: of the stage the planner timed, the most compute; median of its %2)")
                    .arg(p.critical_rank)
                    .arg(QString::fromStdString(trace::describe_steps(p.critical_steps, p.critical_warm_up))));
-      add_row(tr("step (median)"), p.predicted_step_s, p.measured_step_median_s);
+      // Which steps count, beside the Ranks tab's median of them all.
+      add_row(p.critical_warm_up > 0
+                  ? tr("step (median past the warm-up, %1 steps)").arg(p.critical_steps)
+                  : tr("step (median of %1 steps)").arg(p.critical_steps),
+              p.predicted_step_s, p.measured_step_median_s);
+      prediction_table_->item(prediction_table_->rowCount() - 1, 0)
+          ->setToolTip(tr("The median of rank %1's %2. The Ranks tab's median step counts "
+                          "every step, the warm-up included.")
+                           .arg(p.critical_rank)
+                           .arg(q(trace::describe_steps(p.critical_steps, p.critical_warm_up))));
       for (std::size_t i = 0; i < p.breakdown.size(); ++i) {
         const trace::PredictedVsMeasured& r = p.breakdown[i];
         const bool largest = int(i) == p.largest;
@@ -1394,8 +1436,8 @@ void RunView::showDetails(const std::optional<trace::StoredEvent>& event, const 
   row(tr("lane"), lane);
   row(tr("kind"), q(std::string(to_string(e.kind))));
   row(tr("category"), q(std::string(to_string(e.category))));
-  row(tr("start"), ns(e.start_ns - origin));
-  row(tr("end"), ns(e.end_ns - origin));
+  row(tr("start"), instant(e.start_ns - origin, 9));
+  row(tr("end"), instant(e.end_ns - origin, 9));
   row(tr("duration"), ns(e.duration_ns()));
   if (e.bytes > 0) {
     row(tr("bytes"), q(format_bytes(double(e.bytes))));
@@ -1498,7 +1540,8 @@ void RunView::compareWith(const QString& other) {
       t->setSpan(row, 0, 1, 5);
     };
     auto change = [](double a_ns, double b_ns) {
-      if (a_ns == 0 && b_ns == 0) return QStringLiteral("0");
+      // Said, as the other cells are, not a bare "0" (both runs at 0 s).
+      if (a_ns == b_ns) return tr("no change");
       const double d = b_ns - a_ns;
       const QString sign = d >= 0 ? QStringLiteral("+") : QString();
       return sign + ns(std::int64_t(std::llround(d))) +
@@ -1707,8 +1750,8 @@ void RunView::analyseRange(std::optional<trace::TimeRange> range) {
         range_analysis_ = std::move(out.first);
         fillSummaries(*range_analysis_, window);
         QString html = tr("<h3>Range %1 – %2 (%3)</h3>")
-                           .arg(ns(window.start_ns - timeline_->fullRange().start_ns),
-                                ns(window.end_ns - timeline_->fullRange().start_ns),
+                           .arg(instant(window.start_ns - timeline_->fullRange().start_ns),
+                                instant(window.end_ns - timeline_->fullRange().start_ns),
                                 ns(window.end_ns - window.start_ns));
         // The parts of the Summary's bars and the report's (core/breakdown_parts.h).
         html += tr("<table><tr><th>rank</th>");
@@ -1816,7 +1859,8 @@ void RunView::fillInstances(std::vector<trace::StoredEvent> events, std::int64_t
     // Relative to the run's start: doubles hold these exactly (epoch
     // nanoseconds would lose the last 8 bits).
     instances_->setItem(
-        row, 1, new NumberCell(ns(e.event.start_ns - origin), double(e.event.start_ns - origin)));
+        row, 1,
+        new NumberCell(instant(e.event.start_ns - origin), double(e.event.start_ns - origin)));
     instances_->setItem(row, 2,
                         new NumberCell(ns(e.event.duration_ns()), double(e.event.duration_ns())));
     instances_->setItem(
@@ -2077,8 +2121,8 @@ std::function<QString()> RunView::timelineSection(bool range_only) const {
   const auto [window, what] = pictureWindow(range_only);
   const QSizeF size(1000, std::max(60.0, timeline_->pictureHeight()));
   const QString heading = tr("<h2>Timeline</h2><p>%1: %2 to %3 after the start of the trace.</p>\n")
-                              .arg(what, ns(window.start_ns - timeline_->fullRange().start_ns),
-                                   ns(window.end_ns - timeline_->fullRange().start_ns));
+                              .arg(what, instant(window.start_ns - timeline_->fullRange().start_ns),
+                                   instant(window.end_ns - timeline_->fullRange().start_ns));
   return [heading, size, paint = timeline_->windowPainter(window, Qt::black)] {
     return heading + QString::fromUtf8(svgOf(size, paint)) + QStringLiteral("\n");
   };

@@ -228,6 +228,7 @@ class RunView : public QWidget {
   void setPredictedShown(bool shown);
   QLineEdit* search_;
   QLabel* search_status_;
+  bool status_says_step_ = false;  // search_status_ names the step the view shows
   QTabWidget* tabs_;
   QTextBrowser* details_;
   QTextBrowser* range_text_;

@@ -24,6 +24,12 @@
 
 namespace cs::gui {
 
+QString counterTitle(const QString& name) {
+  QString title = name;
+  if (title.endsWith(QLatin1String(" (bytes)"), Qt::CaseInsensitive)) title.chop(8);
+  return title;
+}
+
 namespace {
 
 // The lane titles' column: at least this, and at most what leaves the spans
@@ -96,6 +102,12 @@ std::int64_t tickStep(double target) {
 
 constexpr int kCounterRows = 2;  // a counter's graph
 
+// A lane's name as its title column shows it.
+QString laneName(const TimelineWidget::Lane& lane) {
+  return lane.counter && trace::counter_in_bytes(lane.info.name) ? counterTitle(q(lane.info.name))
+                                                                 : q(lane.info.name);
+}
+
 // The store's lanes as the timeline shows them: each rank's lanes, then its
 // counters' lanes, titled with the rank's device (else "rank N") and the
 // lane's name. A store whose counters cannot be read shows its lanes alone.
@@ -104,10 +116,10 @@ std::vector<TimelineWidget::Lane> timelineLanes(const trace::TraceReader& reader
   for (const trace::RankInfo& r : reader.ranks()) {
     if (!r.device.empty()) devices[r.rank] = q(r.device);
   }
-  auto title = [&](std::int32_t rank, const std::string& name) {
+  auto title = [&](std::int32_t rank, const QString& name) {
     const auto device = devices.find(rank);
     return QStringLiteral("%1 · %2").arg(
-        device != devices.end() ? device->second : QStringLiteral("rank %1").arg(rank), q(name));
+        device != devices.end() ? device->second : QStringLiteral("rank %1").arg(rank), name);
   };
   std::map<std::int32_t, std::vector<TimelineWidget::Lane>> counters;
   if (auto series = reader.counter_series()) {
@@ -121,9 +133,9 @@ std::vector<TimelineWidget::Lane> timelineLanes(const trace::TraceReader& reader
       lane.info.event_count = c.samples;
       lane.info.first_ns = c.first_ns;
       lane.info.last_ns = c.last_ns;
-      lane.title = title(c.rank, lane.info.name);
-      lane.depth = kCounterRows;
       lane.counter = c;
+      lane.title = title(c.rank, laneName(lane));
+      lane.depth = kCounterRows;
       counters[c.rank].push_back(std::move(lane));
     }
   }
@@ -154,7 +166,7 @@ std::vector<TimelineWidget::Lane> timelineLanes(const trace::TraceReader& reader
   };
   for (const trace::LaneInfo& l : reader.lanes()) {
     add_counters_before(l.rank);
-    out.push_back({l, title(l.rank, l.name), std::min(l.max_depth + 1, kMaxLaneRows), {}, 0, 1});
+    out.push_back({l, title(l.rank, q(l.name)), std::min(l.max_depth + 1, kMaxLaneRows), {}, 0, 1});
   }
   add_counters_before(std::nullopt);
   return out;
@@ -608,7 +620,7 @@ void TimelineWidget::fitGutter() {
   const QFontMetricsF fm(font());
   double widest = 0;
   for (const Lane& l : lanes_)
-    widest = std::max(widest, fm.horizontalAdvance(q(l.info.name)));
+    widest = std::max(widest, fm.horizontalAdvance(laneName(l)));
   applyGutter(std::min(kTitleIndent + widest + 8, std::max(kMinGutter, width() * kMaxGutterShare)));
 }
 
@@ -838,7 +850,7 @@ int paintTimeline(const TimelineWidget::PaintState& state, QPainter& painter, co
       const double title_width = state.gutter - kTitleIndent - 4;
       painter.drawText(QRectF(area.left() + kTitleIndent, y, title_width, kRowHeight),
                        Qt::AlignLeft | Qt::AlignVCenter,
-                       fm.elidedText(q(lane.info.name), Qt::ElideMiddle, title_width));
+                       fm.elidedText(laneName(lane), Qt::ElideMiddle, title_width));
       QColor band = text;
       band.setAlpha(12);
       painter.fillRect(QRectF(left, y, width, h), band);
@@ -1666,12 +1678,12 @@ QString TimelineWidget::counterTip(const QPoint& pos) const {
   const Lane& lane = lanes_[std::size_t(index)];
   if (!lane.counter) return {};
   const LaneFrame& lf = *frame_->lane(std::size_t(index));
-  const QString name = q(lane.info.name).toHtmlEscaped();
+  const QString name = laneName(lane).toHtmlEscaped();
   if (!lf.error.isEmpty())
     return tr("<b>%1</b><br>not read: %2").arg(name, lf.error.toHtmlEscaped());
   const trace::CounterView& view = lf.counter;
   auto value = [&](double v) { return counterValueText(lane.info.name, v); };
-  auto at = [&](std::int64_t t) { return q(format_seconds(double(t - full_.start_ns) * 1e-9)); };
+  auto at = [&](std::int64_t t) { return q(format_time_ns(t - full_.start_ns)); };
   // As the lane draws it: the last column that starts before the pointer's
   // pixel ends; in the pointer's own pixel, its samples, else its last value
   // held there. The time of what is shown, not of the pointer.
@@ -1726,7 +1738,7 @@ bool TimelineWidget::event(QEvent* e) {
     const std::size_t k = hit->span;
     const trace::Span& s = lf.spans[k];
     const QString extent = q(format_seconds(double(s.end_ns - s.start_ns) * 1e-9));
-    const QString at = q(format_seconds(double(s.start_ns - full_.start_ns) * 1e-9));
+    const QString at = q(format_time_ns(s.start_ns - full_.start_ns));
     QString text =
         s.count > 1
             ? tr("<b>%1</b> and %2 more<br>%3 events over %4 from %5<br>"

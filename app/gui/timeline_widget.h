@@ -31,6 +31,11 @@ namespace cs::gui {
 // `step` ns apart: "2 ms", "0.5 ms", "123.456 s".
 QString timeTickLabel(std::int64_t t, std::int64_t step);
 
+// A title over a counter in bytes, whose values read in their own unit
+// ("max 7.18 GiB"): without the " (bytes)" its tracer ends the name with
+// ("memory in use (bytes)" is titled "memory in use").
+QString counterTitle(const QString& name);
+
 class TimelineWidget : public QWidget {
   Q_OBJECT
 

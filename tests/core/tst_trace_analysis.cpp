@@ -579,11 +579,11 @@ void TestTraceAnalysis::stragglerOfTwoRanks_data() {
       << "200% above the other rank's";
   QTest::addRow("collectives late")
       << std::int64_t{10'000'000} << std::int64_t{10'000'000} << std::int64_t{1'000'000} << false
-      << true << "collectives start 1000 us after the other rank's";
+      << true << "collectives start 1.00 ms after the other rank's";
   // Rank 0's steps are longer by its wait for rank 1: rank 1 is the straggler.
   QTest::addRow("the other waits")
       << std::int64_t{11'000'000} << std::int64_t{10'000'000} << std::int64_t{1'000'000} << false
-      << true << "collectives start 1000 us after the other rank's";
+      << true << "collectives start 1.00 ms after the other rank's";
   QTest::addRow("within the thresholds") << std::int64_t{10'000'000} << std::int64_t{10'300'000}
                                          << std::int64_t{100'000} << false << false << "";
   // The n-th send or receive of each rank pairs with a different peer (two

@@ -85,6 +85,7 @@ class TestGuiApp : public QObject {
   void clusterNameCountsItsNodes();
   void topologyFoldsThousandsOfNodes();
   void editWorkloadShowsFiguresLive();
+  void largeNumbersInGroups();
   void dropoutKeepsItsMasks();
   void gradientReductionAfterBackwardFromThePanel();
   void plansKeepTheirOwnClusters();
@@ -526,6 +527,33 @@ void TestGuiApp::editWorkloadShowsFiguresLive() {
   QCOMPARE(window_->workspace()->project().current_workload()->transformer.layers, 32);
   QCOMPARE(panel->figuresLabel()->text(), before);
   window_->setFocus();
+}
+
+// Tokens to train in groups of three, as counts read elsewhere
+// ("2000000000000" had to be counted by eye), and typed back with the
+// commas or without.
+void TestGuiApp::largeNumbersInGroups() {
+  WorkloadPanel* panel = window_->workloadPanel();
+  FieldEdit* tokens = panel->field(QStringLiteral("/training_tokens"));
+  QVERIFY(tokens);
+  window_->setFocus();
+  QCOMPARE(window_->workspace()->project().current_workload()->training_tokens, 2e12);
+  QCOMPARE(tokens->text(), QStringLiteral("2,000,000,000,000"));
+  // Below 10,000 as they are.
+  QCOMPARE(panel->field(QStringLiteral("/hidden"))->text(), QStringLiteral("4096"));
+  test::typeInto(tokens->lineEdit(), QStringLiteral("3,000,000"));
+  QVERIFY2(!tokens->hasProblem(), qPrintable(tokens->problem()));
+  QCOMPARE(window_->workspace()->project().current_workload()->training_tokens, 3e6);
+  test::typeInto(tokens->lineEdit(), QStringLiteral("4000000"));
+  QCOMPARE(window_->workspace()->project().current_workload()->training_tokens, 4e6);
+  window_->setFocus();
+  // One undo step, or two where the typing was not merged.
+  for (int i = 0;
+       i < 2 && window_->workspace()->project().current_workload()->training_tokens != 2e12; ++i)
+    window_->workspace()->undoStack()->undo();
+  waitForEstimate();
+  QCOMPARE(window_->workspace()->project().current_workload()->training_tokens, 2e12);
+  QCOMPARE(tokens->text(), QStringLiteral("2,000,000,000,000"));
 }
 
 // LLaMA trains without dropout: the box is clear for the default LLaMA-2 7B,

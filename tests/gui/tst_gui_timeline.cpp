@@ -6,15 +6,18 @@
 
 #include <QFile>
 #include <QFontMetricsF>
+#include <QHelpEvent>
 #include <QMouseEvent>
 #include <QSignalSpy>
 #include <QTemporaryDir>
 #include <QTest>
 #include <QToolTip>
+#include <limits>
 
 #include "app/gui/predicted_timeline.h"
 #include "app/gui/project.h"
 #include "app/gui/timeline_widget.h"
+#include "core/format.h"
 #include "core/presets.h"
 #include "core/trace_reader.h"
 #include "core/trace_writer.h"
@@ -122,6 +125,9 @@ class TestGuiTimeline : public QObject {
   void tickLabelsSpeakTheStepsUnit_data();
   void tickLabelsSpeakTheStepsUnit();
   void deepZoomKeepsNanoseconds();
+  void timesToTheMicrosecond_data();
+  void timesToTheMicrosecond();
+  void tooltipsTellEventsApart();
   void zoomAndPanStayInTheTrace();
   void predictedStepStore();
   void laneTitlesColumn();
@@ -227,6 +233,62 @@ void TestGuiTimeline::deepZoomKeepsNanoseconds() {
              qPrintable(QStringLiteral("event %1: %2").arg(k).arg(in_event.name())));
   }
   test::saveScreenshot(&w, QStringLiteral("timeline-deep-zoom"));
+}
+
+// A point in time to the microsecond, or the nanosecond, as Nsight Systems
+// gives it, the decimals in groups of three: three figures ("3.37 s") told
+// a 265 µs kernel's start from its end no more than from its neighbours'.
+void TestGuiTimeline::timesToTheMicrosecond_data() {
+  QTest::addColumn<qint64>("ns");
+  QTest::addColumn<int>("decimals");
+  QTest::addColumn<QString>("text");
+  const QString g = QStringLiteral("\u202f");  // between groups: a narrow no-break space
+  QTest::addRow("a kernel's start") << qint64(3'371'245'123) << 6 << "3.371" + g + "245 s";
+  QTest::addRow("to the nanosecond")
+      << qint64(3'371'245'123) << 9 << "3.371" + g + "245" + g + "123 s";
+  QTest::addRow("265 us later") << qint64(3'371'510'123) << 6 << "3.371" + g + "510 s";
+  QTest::addRow("half a microsecond rounds up")
+      << qint64(999'999'500) << 6 << "1.000" + g + "000 s";
+  QTest::addRow("the start") << qint64(0) << 6 << "0.000" + g + "000 s";
+  QTest::addRow("before the start") << qint64(-1'500) << 6 << "-0.000" + g + "002 s";
+  QTest::addRow("two hours in") << qint64(7'200'123'456'789) << 6 << "7200.123" + g + "457 s";
+  QTest::addRow("to the millisecond") << qint64(12'345'678) << 3 << "0.012 s";
+  QTest::addRow("the furthest a store holds")
+      << std::numeric_limits<qint64>::max() << 9 << "9223372036.854" + g + "775" + g + "807 s";
+}
+
+void TestGuiTimeline::timesToTheMicrosecond() {
+  QFETCH(qint64, ns);
+  QFETCH(int, decimals);
+  QFETCH(QString, text);
+  QCOMPARE(QString::fromStdString(cs::format_time_ns(ns, decimals)), text);
+}
+
+// Two events 2 µs apart, 12 ms into the trace: each tooltip says when its
+// event starts, to the microsecond (both read "50.0 ns at 12.3 ms").
+void TestGuiTimeline::tooltipsTellEventsApart() {
+  TimelineWidget w;
+  w.resize(900, 200);
+  w.show();
+  QVERIFY(QTest::qWaitForWindowExposed(&w));
+  w.setStore(dense_);
+  waitForFrame(w);
+  const std::int64_t origin = w.fullRange().start_ns;
+  const std::int64_t first = kEpoch + 123'456 * kPeriod;
+  w.setWindow(first - 1000, first + 3000);
+  waitForFrame(w);
+  const int kernel_row_y = int(w.laneRect(0).top()) + 16 + 8;
+  QStringList tips;
+  for (const std::int64_t start : {first, first + 20 * kPeriod}) {
+    const QPoint at(int(w.xOf(start + kLength / 2)), kernel_row_y);
+    QHelpEvent help(QEvent::ToolTip, at, w.mapToGlobal(at));
+    QApplication::sendEvent(&w, &help);
+    const QString when = QString::fromStdString(cs::format_time_ns(start - origin));
+    QTRY_VERIFY2(QToolTip::text().contains(QStringLiteral(" at ") + when),
+                 qPrintable(QToolTip::text() + QStringLiteral(" has not ") + when));
+    tips << QToolTip::text();
+  }
+  QVERIFY2(tips[0] != tips[1], qPrintable(tips[0]));
 }
 
 void TestGuiTimeline::zoomAndPanStayInTheTrace() {
