@@ -40,6 +40,7 @@ namespace {
 
 constexpr std::size_t kLastLines = 20;     // kept per rank
 constexpr std::size_t kMpirunLines = 400;  // mpirun's own lines kept (it says little)
+constexpr std::size_t kRanksNamed = 16;    // ranks named one by one in a message
 
 bool is_executable(const std::string& path) {
   struct stat st {};
@@ -921,10 +922,14 @@ struct Launcher::State {
     }
   }
 
+  // Each rank's steps done; past kRanksNamed ranks, the first few and a
+  // count of the others (100,000 ranks made a line of megabytes).
   std::string last_steps_text() {
     std::lock_guard lock(mutex);
     std::string out;
-    for (const RankStatus& r : ranks) {
+    const std::size_t named = ranks.size() <= kRanksNamed ? ranks.size() : kRanksNamed / 2;
+    for (std::size_t i = 0; i < named; ++i) {
+      const RankStatus& r = ranks[i];
       // A count, not a step's number: the timeline numbers steps from 0 (as
       // PyTorch's ProfilerStep#0), the progress lines count from 1.
       const std::string rank = "rank " + std::to_string(r.rank);
@@ -933,7 +938,31 @@ struct Launcher::State {
                                        : r.step < 0                   ? "none by " + rank
                                                     : std::to_string(r.step + 1) + " by " + rank);
     }
-    return out;
+    if (named == ranks.size()) return out;
+    std::size_t not_started = 0, without_step = 0, with_steps = 0;
+    int fewest = std::numeric_limits<int>::max(), most = 0;
+    for (std::size_t i = named; i < ranks.size(); ++i) {
+      const RankStatus& r = ranks[i];
+      if (r.state == RankState::starting) {
+        ++not_started;
+      } else if (r.step < 0) {
+        ++without_step;
+      } else {
+        ++with_steps;
+        fewest = std::min(fewest, r.step + 1);
+        most = std::max(most, r.step + 1);
+      }
+    }
+    std::string rest;
+    auto part = [&rest](std::size_t n, const std::string& what) {
+      if (n > 0) rest += (rest.empty() ? "" : ", ") + std::to_string(n) + " " + what;
+    };
+    part(not_started, "not started");
+    part(without_step, "with none");
+    part(with_steps, fewest == most
+                         ? "with " + std::to_string(most)
+                         : "with " + std::to_string(fewest) + " to " + std::to_string(most));
+    return out + ", and " + std::to_string(ranks.size() - named) + " more ranks (" + rest + ")";
   }
 
   bool every_rank_started() {
