@@ -35,6 +35,7 @@
 #include "core/json_text.h"
 #include "core/model_json.h"
 #include "core/trace_analysis.h"
+#include "core/trace_store.h"
 #include "core/workload.h"
 #include "profiler/launcher.h"
 #include "profiler/plan_run.h"
@@ -601,8 +602,10 @@ void run(RunOptions& o, Context& ctx, const std::string& command_line) {
       report.outcome != launch::Outcome::script_only && !spec.run_store.empty() &&
       report.run_store.empty()) {
     const std::string ranks_folder = launch::run_store_stem(spec.run_store) + ".ranks";
-    std::error_code ec;
-    if (std::filesystem::exists(launch::rank_store_path(spec.run_store, 0), ec)) {
+    bool kept_a_store = false;
+    for (int rank = 0; rank < spec.ranks && !kept_a_store; ++rank)
+      kept_a_store = trace::inspect_store(launch::rank_store_path(spec.run_store, rank)).ok();
+    if (kept_a_store) {
       std::cout << "note: " << spec.run_store
                 << " was not written; what the ranks recorded is kept in " << ranks_folder
                 << ": merge it with the same flags and --merge-only (once there is room)\n";

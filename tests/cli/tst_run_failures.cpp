@@ -1,5 +1,8 @@
 // `clusterscope run` where things go wrong, end to end: more ranks than this
-// machine runs. Real processes and real SQLite files.
+// machine runs, a disk that fills as the rank stores are made, a rank killed
+// before it starts. Real processes and real SQLite files; the full disks are
+// small real tmpfs mounts in a mount namespace of their own (root only:
+// skipped elsewhere).
 
 #include <QDir>
 #include <QFile>
@@ -29,6 +32,57 @@ QStringList tiny() {
           "--seq",    "16", "--ffn",    "128", "--vocab", "256"};
 }
 
+QString read_text(const QString& path) {
+  QFile f(path);
+  return f.open(QIODevice::ReadOnly) ? QString::fromUtf8(f.readAll()) : QString();
+}
+
+// A copy of the CLI in `work` whose ranks run the shell lines `prelude`
+// first: the clusterscope-worker beside it is a script that then runs the
+// real worker (under the same name, so that the launcher knows its ranks).
+// Empty on failure.
+QString ranks_behind(const QString& work, const QString& prelude) {
+  if (!QDir().mkpath(work + "/ranks")) return {};
+  if (!QFile::copy(kCli, work + "/clusterscope") ||
+      !QFile::copy(CS_BIN_DIR "/clusterscope-worker", work + "/ranks/clusterscope-worker"))
+    return {};
+  QFile script(work + "/clusterscope-worker");
+  if (!script.open(QIODevice::WriteOnly)) return {};
+  script.write(
+      ("#!/bin/sh\n" + prelude + "\nexec \"$(dirname \"$0\")/ranks/clusterscope-worker\" \"$@\"\n")
+          .toUtf8());
+  script.close();
+  const auto executable = QFile::ReadOwner | QFile::WriteOwner | QFile::ExeOwner;
+  for (const char* name : {"/clusterscope", "/ranks/clusterscope-worker", "/clusterscope-worker"})
+    if (!QFile::setPermissions(work + name, executable)) return {};
+  return work + "/clusterscope";
+}
+
+// Runs the shell `script` with a fresh tmpfs of `size` mounted on `disk`, in
+// a mount namespace of its own: the disk and what is on it go with the
+// script, which copies out what the test reads. Exit 99: no mount here.
+Run on_small_disk(const QString& disk, const QString& size, const QString& script) {
+  cs::test::ProcessOptions options;
+  options.timeout_ms = 240000;
+  return cs::test::run_process(
+      "unshare",
+      {"--mount", "sh", "-c",
+       QString("mount -t tmpfs -o size=%1 tmpfs '%2' || exit 99\n").arg(size, disk) + script},
+      options);
+}
+
+bool cannot_mount(const Run& r) {
+  return r.exit_code == 99 || r.exit_code == -1 || r.err.contains("unshare: ");
+}
+
+// A command's words as shell words (the tests' paths hold no quote).
+QString words(const QStringList& args) {
+  QString out;
+  for (const QString& a : args)
+    out += (out.isEmpty() ? "'" : " '") + a + "'";
+  return out;
+}
+
 }  // namespace
 
 class TestRunFailures : public QObject {
@@ -37,6 +91,8 @@ class TestRunFailures : public QObject {
  private slots:
   void moreRanksThanTheMachineRuns();
   void manyRanksAreSummarised();
+  void fullDiskAsTheRankStoresAreMade();
+  void rankKilledBeforeItStarts();
 
  private:
   QTemporaryDir dir_;
@@ -109,6 +165,80 @@ void TestRunFailures::manyRanksAreSummarised() {
                "rank 7( not started)?, and 10 more ranks \\((\\d+ not started|\\d+ with)")),
            qPrintable(out));
   QVERIFY2(!line.contains("rank 8"), qPrintable(line));
+}
+
+// A disk full as the ranks make their stores: nothing that is not a store is
+// left where they go (an empty rank1.db, a 16 KB rank0.db with its log
+// stayed, and `--merge-only` called them "an SQLite database with no
+// tables"); the run says that no run store was written and why, and never
+// that a rank closed a store it did not have.
+void TestRunFailures::fullDiskAsTheRankStoresAreMade() {
+  const QString work = dir_.filePath("full-at-create");
+  const QString disk = work + "/disk";
+  QVERIFY(QDir().mkpath(disk));
+  // The disk fills as the ranks start, once the run has written its plan.
+  const QString cli = ranks_behind(work,
+                                   "[ -n \"$CS_TEST_FILL\" ] && head -c 64M /dev/zero > "
+                                   "\"$CS_TEST_FILL.$$\" 2> /dev/null");
+  QVERIFY(!cli.isEmpty());
+  const QString store = disk + "/run.db";
+  const QString script =
+      QString(
+          "CS_TEST_FILL='%1/fill' %2 > '%3/run.out' 2> '%3/run.err'\n"
+          "echo $? > '%3/run.rc'\n"
+          "rm -f '%1'/fill.*\n"
+          "%4 > '%3/merge.out' 2> '%3/merge.err'\n"
+          "echo $? > '%3/merge.rc'\n"
+          "cd '%1' && find . | sort > '%3/left.txt'\n")
+          .arg(
+              disk,
+              words(QStringList{cli, "run", "--dp", "2", "--steps", "3", "--out", store} + tiny()),
+              work,
+              words(QStringList{cli, "run", "--merge-only", "--dp", "2", "--out", store} + tiny()));
+  const Run r = on_small_disk(disk, "2m", script);
+  if (cannot_mount(r)) QSKIP(qPrintable("a small tmpfs cannot be mounted here: " + r.err));
+  const QString out = read_text(work + "/run.out"), err = read_text(work + "/run.err");
+  QCOMPARE(read_text(work + "/run.rc").trimmed(), QString("1"));
+  QVERIFY2(out.contains("note: no run store was written: no rank made a store to merge into " +
+                        store + " (rank 0: "),
+           qPrintable(out + err));
+  QVERIFY2(out.contains("database or disk is full"), qPrintable(out));
+  QVERIFY2(!err.contains("merging the rank stores"), qPrintable(err));
+  QVERIFY2(!err.contains("closed its store"), qPrintable(err));
+  // The plan stays; no rank store, no log, no empty folder.
+  QCOMPARE(read_text(work + "/left.txt").split('\n', Qt::SkipEmptyParts),
+           (QStringList{".", "./run.plan.json"}));
+  QCOMPARE(read_text(work + "/merge.rc").trimmed(), QString("1"));
+  const QString merge_err = read_text(work + "/merge.err");
+  QVERIFY2(merge_err.contains("clusterscope: error: no run store was written: no rank store to "
+                              "merge into " +
+                              store),
+           qPrintable(merge_err));
+  QVERIFY2(!merge_err.contains("no tables"), qPrintable(merge_err));
+}
+
+// A rank killed before it starts (kill -9 of its process as mpirun starts
+// it): the other rank, stopped before it made its store, said it "closed its
+// store"; the run never said that no run store was written.
+void TestRunFailures::rankKilledBeforeItStarts() {
+  const QString work = dir_.filePath("killed-early");
+  const QString cli = ranks_behind(work, "[ \"$OMPI_COMM_WORLD_RANK\" = 1 ] && kill -9 $$");
+  QVERIFY(!cli.isEmpty());
+  const QString store = work + "/run.db";
+  const Run r = cs::test::run_process(
+      cli, QStringList{"run", "--dp", "2", "--steps", "100000", "--out", store} + tiny());
+  QCOMPARE(r.exit_code, 1);
+  // How mpirun words rank 1's end varies (its notice, or only its status):
+  // rank 1 was killed before it made a store, or never reported in.
+  QVERIFY2(r.out.contains("note: no run store was written: no rank made a store to merge into " +
+                          store + " (rank 0: ") &&
+               (r.out.contains("; rank 1: killed by signal 9 (Killed) before it made one)") ||
+                r.out.contains("; rank 1: it never started)")),
+           qPrintable(r.out));
+  QVERIFY2(!r.err.contains("closed its store"), qPrintable(r.err));
+  QVERIFY2(!r.err.contains("merging the rank stores"), qPrintable(r.err));
+  QVERIFY(!QDir(work + "/run.ranks").exists());
+  QVERIFY(!QFile::exists(store));
 }
 
 QTEST_GUILESS_MAIN(TestRunFailures)
