@@ -1571,6 +1571,19 @@ Status verify_store(const std::string& path) {
   return {};
 }
 
+bool is_unmade_store(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) return false;
+  const auto size = std::filesystem::file_size(path, ec);
+  if (ec) return false;
+  if (size == 0) return true;
+  // Read with its log: a schema committed there makes it a store.
+  auto db = sql::Database::open(path, SQLITE_OPEN_READONLY);
+  if (!db) return false;
+  auto stmt = db->prepare("SELECT count(*) FROM sqlite_master");
+  return stmt && stmt->step() == SQLITE_ROW && stmt->int64_at(0) == 0;
+}
+
 Status finalize_store(const std::string& path, bool writers_ended) {
   StoreState state;
   auto db = store::open_store(path, true, &state);

@@ -69,6 +69,11 @@ std::string upgrade_note(const std::string& path, const StoreState& state);
 // newer schema are refused with a message that names the file.
 Result<StoreState> inspect_store(const std::string& path);
 
+// Whether `path` is what a writer leaves when it fails to make a store there
+// (TraceWriter::create on a full disk, or killed while creating it): an empty
+// file, or an SQLite database with no tables. It holds nothing recorded.
+bool is_unmade_store(const std::string& path);
+
 // Builds what a closed store has and a store cut short lacks (lane statistics,
 // level-of-detail tables) and records status "interrupted". Refused while the
 // writer is alive. A finalized store is left as it is.

@@ -1060,16 +1060,10 @@ Status build_store_then_replace(const std::string& path,
   return {};
 }
 
-Result<std::unique_ptr<TraceWriter>> TraceWriter::create(const std::string& path,
-                                                         const RunInfo& run,
-                                                         WriterOptions options) {
-  if (Status s = check_store_path(path); !s) return s.error();
-  std::error_code ec;
-  for (const char* suffix : {"", "-wal", "-shm", "-journal"}) {
-    const std::string file = path + suffix;
-    if (std::filesystem::exists(file, ec) && !std::filesystem::remove(file, ec))
-      return Error{file + ": cannot replace: " + ec.message()};
-  }
+namespace {
+
+// A new store at `path` (nothing there), its schema and meta committed.
+Result<sql::Database> new_store(const std::string& path, const RunInfo& run) {
   auto opened = sql::Database::open(path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
   if (!opened) return opened.error();
   sql::Database db = std::move(opened).value();
@@ -1124,6 +1118,31 @@ Result<std::unique_ptr<TraceWriter>> TraceWriter::create(const std::string& path
   // everything was in the -wal, and a copy of the .db alone made during the
   // run read as "an SQLite database with no tables".
   (void)db.exec("PRAGMA wal_checkpoint(PASSIVE)");
+  return db;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<TraceWriter>> TraceWriter::create(const std::string& path,
+                                                         const RunInfo& run,
+                                                         WriterOptions options) {
+  if (Status s = check_store_path(path); !s) return s.error();
+  std::error_code ec;
+  for (const char* suffix : {"", "-wal", "-shm", "-journal"}) {
+    const std::string file = path + suffix;
+    if (std::filesystem::exists(file, ec) && !std::filesystem::remove(file, ec))
+      return Error{file + ": cannot replace: " + ec.message()};
+  }
+  auto made = new_store(path, run);
+  if (!made) {
+    // What the failed attempt left (on a full disk: an empty file, or a
+    // database without tables and its log) is no store: left there, it read
+    // as one that is damaged, and a run's merge named it so.
+    for (const char* suffix : {"", "-wal", "-shm", "-journal"})
+      std::filesystem::remove(path + suffix, ec);
+    return made.error();
+  }
+  sql::Database db = std::move(made).value();
   auto writer = std::make_unique<SqliteTraceWriter>(path, options, std::move(db));
   if (auto s = writer->start(); !s) return s.error();
   return std::unique_ptr<TraceWriter>(std::move(writer));

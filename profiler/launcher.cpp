@@ -26,6 +26,7 @@
 #include "core/host_name.h"
 #include "core/json_reader.h"
 #include "core/parse_count.h"
+#include "core/trace_store.h"
 #include "core/trace_writer.h"
 #include "profiler/mpirun_output.h"
 
@@ -40,6 +41,7 @@ namespace {
 
 constexpr std::size_t kLastLines = 20;     // kept per rank
 constexpr std::size_t kMpirunLines = 400;  // mpirun's own lines kept (it says little)
+constexpr std::size_t kRanksNamed = 16;    // ranks named one by one in a message
 
 bool is_executable(const std::string& path) {
   struct stat st {};
@@ -598,17 +600,26 @@ struct Launcher::State {
         e.step = r->step;
         e.text = "rank " + std::to_string(rank) + " finished";
       } else if (event == "cancelled") {
-        r->state = RankState::cancelled;
+        // A rank that reported an error before the job's end reached it failed.
+        if (r->state != RankState::failed) r->state = RankState::cancelled;
         e.kind = LaunchEvent::Kind::message;
         e.text = "rank " + std::to_string(rank) + " stopped (signal " +
                  std::to_string(j.value("signal", 0)) + ")";
         // A close that failed (a full disk) leaves the store as committed
-        // before; "closed its store" said otherwise.
+        // before; "closed its store" said otherwise, and so it did of a rank
+        // that had made none (a signal before it had, or a failed create).
         const std::string close_error = j.value("close_error", "");
-        e.text += close_error.empty() ? " and closed its store"
-                                      : "; its store holds what it committed before, as its "
-                                        "close failed: " +
-                                            close_error;
+        const std::string store = j.value("store", "");
+        if (!close_error.empty()) {
+          e.text +=
+              "; its store holds what it committed before, as its close failed: " + close_error;
+        } else if (store == "none") {
+          e.text += "; it had made no store";
+        } else if (store == "closed") {
+          e.text += "; its store was closed before";
+        } else {
+          e.text += " and closed its store";
+        }
       } else if (event == "error") {
         r->state = RankState::failed;
         r->error = j.value("message", "");
@@ -921,10 +932,14 @@ struct Launcher::State {
     }
   }
 
+  // Each rank's steps done; past kRanksNamed ranks, the first few and a
+  // count of the others (100,000 ranks made a line of megabytes).
   std::string last_steps_text() {
     std::lock_guard lock(mutex);
     std::string out;
-    for (const RankStatus& r : ranks) {
+    const std::size_t named = ranks.size() <= kRanksNamed ? ranks.size() : kRanksNamed / 2;
+    for (std::size_t i = 0; i < named; ++i) {
+      const RankStatus& r = ranks[i];
       // A count, not a step's number: the timeline numbers steps from 0 (as
       // PyTorch's ProfilerStep#0), the progress lines count from 1.
       const std::string rank = "rank " + std::to_string(r.rank);
@@ -933,7 +948,31 @@ struct Launcher::State {
                                        : r.step < 0                   ? "none by " + rank
                                                     : std::to_string(r.step + 1) + " by " + rank);
     }
-    return out;
+    if (named == ranks.size()) return out;
+    std::size_t not_started = 0, without_step = 0, with_steps = 0;
+    int fewest = std::numeric_limits<int>::max(), most = 0;
+    for (std::size_t i = named; i < ranks.size(); ++i) {
+      const RankStatus& r = ranks[i];
+      if (r.state == RankState::starting) {
+        ++not_started;
+      } else if (r.step < 0) {
+        ++without_step;
+      } else {
+        ++with_steps;
+        fewest = std::min(fewest, r.step + 1);
+        most = std::max(most, r.step + 1);
+      }
+    }
+    std::string rest;
+    auto part = [&rest](std::size_t n, const std::string& what) {
+      if (n > 0) rest += (rest.empty() ? "" : ", ") + std::to_string(n) + " " + what;
+    };
+    part(not_started, "not started");
+    part(without_step, "with none");
+    part(with_steps, fewest == most
+                         ? "with " + std::to_string(most)
+                         : "with " + std::to_string(fewest) + " to " + std::to_string(most));
+    return out + ", and " + std::to_string(ranks.size() - named) + " more ranks (" + rest + ")";
   }
 
   bool every_rank_started() {
@@ -1147,7 +1186,10 @@ struct Launcher::State {
       }
     }
 
-    if (!spec.run_store.empty() && any_started) {
+    if (!spec.run_store.empty()) remove_unmade_rank_stores();
+    const std::string no_store = spec.run_store.empty() ? std::string() : no_rank_store_text(r);
+    if (!no_store.empty()) r.merge_note = no_store;
+    if (!spec.run_store.empty() && any_started && no_store.empty()) {
       LaunchEvent e;
       e.kind = LaunchEvent::Kind::merging;
       e.text = "merging the rank stores into " + spec.run_store;
@@ -1175,6 +1217,11 @@ struct Launcher::State {
 
     remove_temp_hostfile();
     release_run_lock();
+    if (!spec.run_store.empty()) {
+      // The folder the run made for its rank stores, when none was left in it.
+      std::error_code ec;
+      fs::remove(run_store_stem(spec.run_store) + ".ranks", ec);
+    }
     LaunchEvent e;
     e.kind = LaunchEvent::Kind::finished;
     e.text = r.message;
@@ -1188,6 +1235,68 @@ struct Launcher::State {
       done = true;
     }
     done_cv.notify_all();
+  }
+
+  // What a rank left at its store's path without making a store of it (an
+  // empty file, a database without tables: a create that failed on a full
+  // disk, or a rank killed while creating it) is removed: it was read as a
+  // damaged store ("an SQLite database with no tables"), and `--merge-only`
+  // refused it. Whatever is there is this run's: start() removed the last
+  // run's rank stores and refused any other file.
+  void remove_unmade_rank_stores() {
+    for (int rank = 0; rank < spec.ranks; ++rank) {
+      const std::string store = rank_store_path(spec.run_store, rank);
+      if (!trace::is_unmade_store(store)) continue;
+      std::error_code ec;
+      for (const char* suffix : {"", "-wal", "-shm", "-journal"})
+        fs::remove(store + suffix, ec);
+    }
+  }
+
+  // Why no run store can be made: no rank left a store (each rank's reason,
+  // the first few named); "" when one did.
+  std::string no_rank_store_text(const RunReport& r) {
+    std::string reasons;
+    int unnamed = 0;
+    for (int rank = 0; rank < spec.ranks; ++rank) {
+      const std::string path = rank_store_path(spec.run_store, rank);
+      auto state = trace::inspect_store(path);
+      if (state) return {};
+      if (rank >= static_cast<int>(kRanksNamed / 4)) {
+        ++unnamed;
+        continue;
+      }
+      const RankStatus* s = rank < static_cast<int>(r.ranks.size())
+                                ? &r.ranks[static_cast<std::size_t>(rank)]
+                                : nullptr;
+      // A file that does not read, as it does not; the rank's error where it
+      // is about its store (a create that failed): that is why there is none;
+      // else how the rank ended, said once above.
+      std::error_code ec;
+      std::string why;
+      if (fs::exists(path, ec)) {
+        why = state.message();
+      } else if (s && !s->error.empty() && s->error.find(path) != std::string::npos) {
+        why = s->error;
+      } else if (s && !s->error.empty()) {
+        why = "it failed before it made one";
+      } else if (r.failure && r.failure->rank == rank && !r.failure->description.empty()) {
+        why = r.failure->description + " before it made one";
+      } else if (s && s->state == RankState::cancelled) {
+        why = "stopped before it made one";
+      } else if (s && s->pid == 0 && s->host.empty()) {
+        why = "it never started";
+      } else {
+        why = "it ended before it made one";
+      }
+      reasons += (reasons.empty() ? "" : "; ") + ("rank " + std::to_string(rank) + ": " + why);
+    }
+    if (unnamed > 0) {
+      reasons += "; " + std::to_string(unnamed) + " more rank" + (unnamed == 1 ? "" : "s") +
+                 " without one";
+    }
+    return "no run store was written: no rank made a store to merge into " + spec.run_store + " (" +
+           reasons + ")";
   }
 
   // Held while the run writes its rank stores, so that a second run given

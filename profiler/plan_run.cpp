@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 
 #include <nlohmann/json.hpp>
+#include <unistd.h>
 
 #include "core/format.h"
 #include "core/host_probe.h"
@@ -43,6 +45,77 @@ Result<double> worker_bucket_kib(const Plan& plan) {
   return full_params > 0
              ? std::clamp(plan_bucket_kib * scaled_params / full_params, 16.0, plan_bucket_kib)
              : plan_bucket_kib;
+}
+
+LocalCapacity local_capacity() {
+  LocalCapacity c;
+  const long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  c.cores = cores > 0 ? static_cast<int>(cores) : 1;
+  // MemAvailable: what can be taken without swapping (free pages and the
+  // page cache that can be dropped); free pages alone where it is not given.
+  std::ifstream meminfo("/proc/meminfo");
+  std::string key;
+  double kib = 0;
+  std::string unit;
+  while (meminfo >> key >> kib) {
+    std::getline(meminfo, unit);
+    if (key == "MemAvailable:") {
+      c.available_memory_bytes = kib * 1024;
+      return c;
+    }
+  }
+  const long pages = sysconf(_SC_AVPHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  if (pages > 0 && page > 0) c.available_memory_bytes = static_cast<double>(pages) * page;
+  return c;
+}
+
+Result<double> cpu_rank_memory_bytes(const Plan& plan) {
+  const ParallelPlan& p = plan.parallel;
+  auto shape = worker_shape_for(plan.workload, p.tp, p.pp);
+  if (!shape) return Error{shape.message()};
+  double held = 0;  // the first stage's share, which holds the embeddings
+  for (const worker::ParamInfo& info :
+       worker::gpt_parameter_layout(shape->config, {p.tp, 0, p.pp, 0}))
+    held += static_cast<double>(info.numel());
+  // fp32 weights and gradients, and AdamW's two moments (split over dp with
+  // ZeRO-1); the activations and buffers come on top of this.
+  const double optimizer = 8.0 / (p.zero_stage >= 1 ? std::max(1, p.dp) : 1);
+  // What a rank's process holds of its own besides (Open MPI, OpenBLAS,
+  // the trace writer): at least this, measured at about twice it.
+  constexpr double kProcessBytes = 32.0 * 1024 * 1024;
+  return held * (8.0 + optimizer) + kProcessBytes;
+}
+
+Status check_local_cpu_ranks(const Plan& plan, const std::string& backend,
+                             const LocalCapacity& capacity) {
+  if (backend == "cuda") return {};
+  if (backend == "auto" && !probe_host().gpus.empty()) return {};
+  const long long ranks =
+      static_cast<long long>(plan.parallel.dp) * plan.parallel.tp * plan.parallel.pp;
+  const int cores = std::max(1, capacity.cores);
+  const long long most = static_cast<long long>(cores) * kMaxRanksPerCore;
+  const std::string override_hint =
+      ": run fewer, or start them anyway with clusterscope run --oversubscribe";
+  if (ranks > most) {
+    return Error{std::to_string(ranks) + " ranks of the CPU engine on this machine's " +
+                 std::to_string(cores) + (cores == 1 ? " core" : " cores") + ": at most " +
+                 std::to_string(most) + " run here (" + std::to_string(kMaxRanksPerCore) +
+                 " a core; more only wait for the cores, and mpirun starts them slowly)" +
+                 override_hint};
+  }
+  if (capacity.available_memory_bytes > 0) {
+    auto per_rank = cpu_rank_memory_bytes(plan);
+    if (!per_rank) return per_rank.error();
+    const double needed = *per_rank * static_cast<double>(ranks);
+    if (needed > capacity.available_memory_bytes) {
+      return Error{std::to_string(ranks) + " ranks of the CPU engine need at least " +
+                   format_bytes(needed) + " of memory (" + format_bytes(*per_rank) +
+                   " a rank: its share of the model's weights, gradients and optimizer state, "
+                   "and its process), and this machine has " +
+                   format_bytes(capacity.available_memory_bytes) + " available" + override_hint};
+    }
+  }
+  return {};
 }
 
 Result<PlanRun> plan_run(const Plan& plan, const PlanRunOptions& o) {
@@ -152,6 +225,12 @@ Result<PlanRun> plan_run(const Plan& plan, const PlanRunOptions& o) {
     run.notes.push_back("data-parallel buckets of " + format_bytes(bucket_kib * 1024) +
                         ", scaled with the model from the plan's " +
                         format_bytes(p.bucket_mib * 1024 * 1024) + " (about as many buckets)");
+  }
+
+  // Ranks this machine cannot run side by side: refused before mpirun is
+  // asked to start them.
+  if (run.backend == "cpu" && o.placement == Placement::local && o.write_plan && !o.oversubscribe) {
+    if (Status s = check_local_cpu_ranks(plan, run.backend); !s) return s.error();
   }
 
   const std::string out = fs::absolute(o.run_store).lexically_normal().string();

@@ -32,7 +32,33 @@ struct PlanRunOptions {
   // False where nothing runs (merging what a run left): the plan beside the
   // store stays the run's own.
   bool write_plan = true;
+  // Start CPU-engine ranks on this machine past what check_local_cpu_ranks allows.
+  bool oversubscribe = false;
 };
+
+// CPU-engine ranks one core of this machine runs at most (docs/runs.md: "More
+// ranks than cores"): 4 ranks on 2 cores are measured and run well; 100,000
+// on 2 spun mpirun at full CPU for minutes and never started a rank.
+inline constexpr int kMaxRanksPerCore = 8;
+
+// What this machine gives a run's ranks: its cores, and its memory not in use
+// (bytes; 0 when unknown).
+struct LocalCapacity {
+  int cores = 1;
+  double available_memory_bytes = 0;
+};
+LocalCapacity local_capacity();
+
+// The memory a CPU-engine rank of `plan` takes at least (bytes): its share of
+// the scaled model's weights, gradients and optimizer state, and its process.
+Result<double> cpu_rank_memory_bytes(const Plan& plan);
+
+// Refuses a run of the CPU engine on this machine (`backend` cpu, or auto
+// without a GPU) with more ranks than kMaxRanksPerCore a core, or than the
+// available memory holds: the message names the count, the cores or the
+// memory, and the override (run --oversubscribe).
+Status check_local_cpu_ranks(const Plan& plan, const std::string& backend,
+                             const LocalCapacity& capacity = local_capacity());
 
 struct PlanRun {
   RunSpec spec;

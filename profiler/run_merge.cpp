@@ -30,8 +30,10 @@ Status merge_run_stores(const RunSpec& spec, Outcome outcome, std::string& note)
       text += (text.empty() ? "" : "; ") + p;
     return text;
   };
-  if (inputs.empty())
-    return Error{"no rank store to merge into " + spec.run_store + ": " + joined()};
+  if (inputs.empty()) {
+    return Error{"no run store was written: no rank store to merge into " + spec.run_store + " (" +
+                 joined() + ")"};
+  }
 
   trace::MergeOptions options;
   options.run.title = spec.title;

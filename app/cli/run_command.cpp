@@ -35,6 +35,7 @@
 #include "core/json_text.h"
 #include "core/model_json.h"
 #include "core/trace_analysis.h"
+#include "core/trace_store.h"
 #include "core/workload.h"
 #include "profiler/launcher.h"
 #include "profiler/plan_run.h"
@@ -141,6 +142,7 @@ struct RunOptions {
   bool keep_rank_stores = false;
   int threads = 0;  // BLAS threads per rank (CPU); 0: the worker's default
   bool merge_only = false;
+  bool oversubscribe = false;  // past launch::check_local_cpu_ranks
   bool json = false;
 };
 
@@ -304,6 +306,11 @@ nlohmann::json report_json(const launch::RunReport& r, const nlohmann::json& sum
   return j;
 }
 
+// Ranks named one by one in the report: past them, the first few, the slowest
+// and those that did not finish, and a count of the rest (100,000 ranks made a
+// table of 100,000 rows).
+constexpr std::size_t kRankRows = 16;
+
 // A rank that reported more steps than its store holds: killed before its
 // last steps were committed (the report and the store disagreed unsaid).
 std::vector<std::string> uncommitted_steps(const launch::RunReport& r,
@@ -313,15 +320,58 @@ std::vector<std::string> uncommitted_steps(const launch::RunReport& r,
   std::map<int, std::int64_t> kept_of;  // rank -> steps in its store
   for (const auto& stored : summary["ranks"])
     kept_of[stored.value("rank", -1)] = stored.value("steps_in_store", std::int64_t{0});
+  std::size_t more = 0;
   for (const launch::RankStatus& s : r.ranks) {
     const auto kept = kept_of.find(s.rank);
     if (kept == kept_of.end() || kept->second >= s.step + 1) continue;
+    if (out.size() == kRankRows / 2) {
+      ++more;
+      continue;
+    }
     out.push_back("rank " + std::to_string(s.rank) + " reported " + std::to_string(s.step + 1) +
                   (s.step == 0 ? " step" : " steps") + "; its store holds " +
                   std::to_string(kept->second) + ": the last were not committed when it ended (" +
                   std::string(to_string(s.state)) + ")");
   }
+  if (more > 0) {
+    out.push_back(std::to_string(more) + " more rank" +
+                  (more == 1 ? "'s store lacks" : "s' stores lack") + " steps the rank reported");
+  }
   return out;
+}
+
+// The ranks the table shows: all of a few; of many, the first, those that did
+// not finish and the slowest (kRankRows at most), in rank order.
+std::vector<std::size_t> ranks_shown(const launch::RunReport& r) {
+  std::vector<std::size_t> shown;
+  if (r.ranks.size() <= kRankRows) {
+    for (std::size_t i = 0; i < r.ranks.size(); ++i)
+      shown.push_back(i);
+    return shown;
+  }
+  std::vector<bool> taken(r.ranks.size(), false);
+  auto take_rank = [&](std::size_t i) {
+    if (!taken[i]) shown.push_back(i);
+    taken[i] = true;
+  };
+  for (std::size_t i = 0; i < kRankRows / 2; ++i)
+    take_rank(i);
+  for (std::size_t i = 0; i < r.ranks.size() && shown.size() < kRankRows * 3 / 4; ++i) {
+    const launch::RankState state = r.ranks[i].state;
+    if (state == launch::RankState::failed || state == launch::RankState::lost) take_rank(i);
+  }
+  std::vector<std::size_t> by_time;
+  for (std::size_t i = 0; i < r.ranks.size(); ++i)
+    if (!taken[i] && r.ranks[i].step >= 0) by_time.push_back(i);
+  const std::size_t slowest = std::min(by_time.size(), kRankRows - shown.size());
+  std::partial_sort(by_time.begin(), by_time.begin() + static_cast<std::ptrdiff_t>(slowest),
+                    by_time.end(), [&](std::size_t a, std::size_t b) {
+                      return r.ranks[a].step_seconds > r.ranks[b].step_seconds;
+                    });
+  for (std::size_t k = 0; k < slowest; ++k)
+    take_rank(by_time[k]);
+  std::sort(shown.begin(), shown.end());
+  return shown;
 }
 
 void print_rank_table(const launch::RunReport& r) {
@@ -330,7 +380,9 @@ void print_rank_table(const launch::RunReport& r) {
   TextTable table({"rank", "host", "state", "steps done", "loss", "step time", "tokens/s"});
   for (int c = 3; c <= 6; ++c)
     table.right_align(c);
-  for (const launch::RankStatus& s : r.ranks) {
+  const std::vector<std::size_t> shown = ranks_shown(r);
+  for (const std::size_t i : shown) {
+    const launch::RankStatus& s = r.ranks[i];
     table.add({std::to_string(s.rank), s.host, std::string(to_string(s.state)),
                s.step < 0 ? "-" : std::to_string(s.step + 1),
                s.step < 0 ? "-" : format_fixed(s.loss, 4),
@@ -338,6 +390,21 @@ void print_rank_table(const launch::RunReport& r) {
                s.step < 0 ? "-" : format_count(std::round(s.tokens_per_second))});
   }
   table.print(std::cout);
+  if (shown.size() == r.ranks.size()) return;
+  // The others, counted by how they ended.
+  std::vector<bool> listed(r.ranks.size(), false);
+  for (const std::size_t i : shown)
+    listed[i] = true;
+  std::map<std::string, std::size_t> states;
+  for (std::size_t i = 0; i < r.ranks.size(); ++i)
+    if (!listed[i]) ++states[std::string(to_string(r.ranks[i].state))];
+  std::string counts;
+  for (const auto& [state, n] : states)
+    counts += (counts.empty() ? "" : ", ") + std::to_string(n) + " " + state;
+  const std::size_t more = r.ranks.size() - shown.size();
+  std::cout << "... " << more << (more == 1 ? " more rank (" : " more ranks (") << counts
+            << "); shown: the first, those that did not finish and the slowest (--json lists "
+               "them all)\n";
 }
 
 // A run whose ranks ended without the launcher watching (a Slurm job): its
@@ -389,9 +456,10 @@ void merge_only(const launch::RunSpec& spec, bool json) {
 // --backend (the prediction recorded) and --json are what a merge uses.
 void refuse_launch_flags(CLI::App& command) {
   std::string given;
-  for (const char* name : {"--steps", "--threads", "--lr", "--seed", "--hostfile", "--hang-timeout",
-                           "--slurm", "--slurm-partition", "--slurm-account", "--slurm-time",
-                           "--slurm-nodes", "--slurm-cpus-per-task", "--slurm-script"}) {
+  for (const char* name :
+       {"--steps", "--threads", "--lr", "--seed", "--hostfile", "--hang-timeout", "--oversubscribe",
+        "--slurm", "--slurm-partition", "--slurm-account", "--slurm-time", "--slurm-nodes",
+        "--slurm-cpus-per-task", "--slurm-script"}) {
     if (command.get_option(name)->count() > 0)
       given += (given.empty() ? "" : ", ") + std::string(name);
   }
@@ -445,6 +513,16 @@ void run(RunOptions& o, Context& ctx, const std::string& command_line) {
     run_options.slurm = o.slurm_options;
   }
   run_options.write_plan = !o.merge_only;
+  run_options.oversubscribe = o.oversubscribe;
+  // More CPU-engine ranks than this machine runs side by side: a usage error,
+  // before anything is written (--dp 100000 on 2 cores spun mpirun at full
+  // CPU, never started a rank, and took 50 s to stop).
+  // (A shape the engines cannot lay out is plan_run's to refuse first.)
+  if (!o.merge_only && !o.oversubscribe && o.hostfile.empty() && !o.slurm &&
+      launch::worker_bucket_kib(plan).ok()) {
+    if (Status s = launch::check_local_cpu_ranks(plan, o.backend); !s)
+      throw UsageError(s.message());
+  }
   auto made = launch::plan_run(plan, run_options);
   if (!made) {
     std::string message = made.message();
@@ -524,8 +602,10 @@ void run(RunOptions& o, Context& ctx, const std::string& command_line) {
       report.outcome != launch::Outcome::script_only && !spec.run_store.empty() &&
       report.run_store.empty()) {
     const std::string ranks_folder = launch::run_store_stem(spec.run_store) + ".ranks";
-    std::error_code ec;
-    if (std::filesystem::exists(launch::rank_store_path(spec.run_store, 0), ec)) {
+    bool kept_a_store = false;
+    for (int rank = 0; rank < spec.ranks && !kept_a_store; ++rank)
+      kept_a_store = trace::inspect_store(launch::rank_store_path(spec.run_store, rank)).ok();
+    if (kept_a_store) {
       std::cout << "note: " << spec.run_store
                 << " was not written; what the ranks recorded is kept in " << ranks_folder
                 << ": merge it with the same flags and --merge-only (once there is room)\n";
@@ -594,6 +674,10 @@ void register_run(CLI::App& app, Context& ctx) {
                 "give the run's plan (its flags or --plan), not the flags of a launch");
   cmd->add_flag("--keep-rank-stores", options->keep_rank_stores,
                 "Keep the per-rank stores after merging them");
+  cmd->add_flag("--oversubscribe", options->oversubscribe,
+                "CPU engine on this machine: start more than " +
+                    std::to_string(launch::kMaxRanksPerCore) +
+                    " ranks a core, or more than the available memory holds (refused otherwise)");
   add_json_flag(*cmd, options->json);
   cmd->callback([options, &ctx, cmd] {
     if (options->merge_only) refuse_launch_flags(*cmd);

@@ -1,6 +1,8 @@
 #include "app/cli/run_summary.h"
 
+#include <algorithm>
 #include <ostream>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -66,7 +68,24 @@ void print_run_summary(std::ostream& out, const nlohmann::json& summary) {
   TextTable table({"rank", "span", "compute", "comm", "overlap", "exposed comm", "idle"});
   for (std::size_t c = 1; c < 7; ++c)
     table.right_align(c);
-  for (const auto& r : summary["ranks"]) {
+  // Past kRankRows ranks, the first and those of the longest spans (100,000
+  // ranks made a table of 100,000 rows).
+  constexpr std::size_t kRankRows = 16;
+  const nlohmann::json& all = summary["ranks"];
+  std::vector<std::size_t> shown(all.size());
+  for (std::size_t i = 0; i < all.size(); ++i)
+    shown[i] = i;
+  if (all.size() > kRankRows) {
+    std::partial_sort(shown.begin() + kRankRows / 2, shown.begin() + kRankRows, shown.end(),
+                      [&](std::size_t a, std::size_t b) {
+                        return all[a].value("span_ns", std::int64_t{0}) >
+                               all[b].value("span_ns", std::int64_t{0});
+                      });
+    shown.resize(kRankRows);
+    std::sort(shown.begin(), shown.end());
+  }
+  for (const std::size_t i : shown) {
+    const auto& r = all[i];
     const std::int64_t span = r["span_ns"];
     table.add({std::to_string(r["rank"].get<int>()), ms(span),
                ms(r["compute_ns"]) + " (" + share(r["compute_ns"], span) + ")",
@@ -75,6 +94,10 @@ void print_run_summary(std::ostream& out, const nlohmann::json& summary) {
                ms(r["exposed_communication_ns"]), ms(r["idle_ns"])});
   }
   table.print(out);
+  if (shown.size() < all.size()) {
+    out << "... " << all.size() - shown.size()
+        << " more ranks; shown: the first and the longest spans (--json lists them all)\n";
+  }
   for (const auto& c : summary["collectives"]) {
     out << "  " << c["name"].get<std::string>() << ": " << c["count"].get<std::int64_t>() << " x "
         << format_bytes(c["bytes"].get<double>()) << " over " << c["ranks"].get<int>() << " ranks, "

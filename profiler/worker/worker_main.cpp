@@ -117,11 +117,13 @@ std::mutex g_writers_mutex;
 std::vector<trace::TraceWriter*> g_writers;  // guarded by g_writers_mutex; open stores
 std::atomic<bool> g_stop{false};
 std::atomic<int> g_rank{0};
+bool g_store_opened = false;  // guarded by g_writers_mutex: a store was ever opened
 
 void register_writer(trace::TraceWriter* w, bool add) {
   std::lock_guard lock(g_writers_mutex);
   if (add) {
     g_writers.push_back(w);
+    g_store_opened = true;
   } else {
     std::erase(g_writers, w);
   }
@@ -138,16 +140,24 @@ std::string described(const std::exception& e) {
 }
 
 // Commits what is buffered, then records how the run ended; a store is closed
-// once. Returns why a store could not be closed (a full disk), else "".
-std::string close_all_writers(std::string_view status) {
-  std::lock_guard lock(g_writers_mutex);
+// once. `failed`: why a store could not be closed (a full disk), else "";
+// `store`: what the rank had ("open": closed now, "closed" before, "none": it
+// never opened one, as when a signal came before it made its store).
+struct Closed {
   std::string failed;
+  std::string_view store;
+};
+Closed close_all_writers(std::string_view status) {
+  std::lock_guard lock(g_writers_mutex);
+  Closed out;
+  out.store = !g_writers.empty() ? "open" : g_store_opened ? "closed" : "none";
   for (trace::TraceWriter* w : g_writers) {
     (void)w->flush();  // the rows first: a kill during close keeps them
-    if (Status closed = w->close(status); !closed && failed.empty()) failed = closed.message();
+    if (Status closed = w->close(status); !closed && out.failed.empty())
+      out.failed = closed.message();
   }
   g_writers.clear();
-  return failed;
+  return out;
 }
 
 int g_signal_pipe[2] = {-1, -1};
@@ -176,10 +186,13 @@ void install_signal_handling() {
       if (n != 1) return;
       const int sig = byte;
       const bool first = !g_stop.exchange(true);
-      const std::string close_failed = close_all_writers("cancelled");
+      const Closed closed = close_all_writers("cancelled");
       if (first) {
-        json line = {{"event", "cancelled"}, {"rank", g_rank.load()}, {"signal", sig}};
-        if (!close_failed.empty()) line["close_error"] = close_failed;
+        json line = {{"event", "cancelled"},
+                     {"rank", g_rank.load()},
+                     {"signal", sig},
+                     {"store", closed.store}};
+        if (!closed.failed.empty()) line["close_error"] = closed.failed;
         emit(line);
       }
       if (sig != SIGUSR1) std::_Exit(128 + sig);

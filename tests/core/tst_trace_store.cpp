@@ -11,6 +11,7 @@
 #include <QScopeGuard>
 #include <QTemporaryDir>
 #include <QtTest>
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -21,6 +22,7 @@
 
 #include <signal.h>
 #include <sqlite3.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -186,6 +188,9 @@ class TestTraceStore : public QObject {
   void storeWrittenOnAnotherHostIsNotRepaired();
   void crashedStoreOnAReadOnlyMount();
   void writeFailureNamesTheFile();
+  void failedCreateLeavesNothing_data();
+  void failedCreateLeavesNothing();
+  void unmadeStoresAreTold();
   void corruptPagesAreReported();
   void notCreatedOverAFolder();
   void chunkCountsThatCannotBe_data();
@@ -1419,6 +1424,64 @@ void TestTraceStore::writeFailureNamesTheFile() {
   QVERIFY2(r, r ? "" : r.message().c_str());
   QVERIFY2((*r)->event_count() >= committed,
            qPrintable(QString("%1 < %2").arg((*r)->event_count()).arg(committed)));
+}
+
+void TestTraceStore::failedCreateLeavesNothing_data() {
+  QTest::addColumn<qint64>("limit");  // bytes a file may hold
+  QTest::addRow("no room at all") << qint64{0};
+  QTest::addRow("room for the first page") << qint64{20000};
+}
+
+// A store that cannot be created (a full disk; here a file-size limit, which
+// fails the same writes) leaves nothing at its path: an empty file, or a
+// database without tables and its log, stayed, read as a damaged store, and
+// a run's merge refused the rank ("an SQLite database with no tables").
+void TestTraceStore::failedCreateLeavesNothing() {
+  QFETCH(qint64, limit);
+  QTemporaryDir dir;
+  const std::string path = temp_path(dir, "full.cstrace");
+  rlimit saved{};
+  QCOMPARE(getrlimit(RLIMIT_FSIZE, &saved), 0);
+  const auto old_handler = std::signal(SIGXFSZ, SIG_IGN);
+  rlimit small = saved;
+  small.rlim_cur = static_cast<rlim_t>(limit);
+  QCOMPARE(setrlimit(RLIMIT_FSIZE, &small), 0);
+  auto created = TraceWriter::create(path, RunInfo{"run", "test"});
+  setrlimit(RLIMIT_FSIZE, &saved);
+  std::signal(SIGXFSZ, old_handler);
+  QVERIFY(!created);
+  QVERIFY2(QString::fromStdString(created.message()).startsWith(QString::fromStdString(path)),
+           created.message().c_str());
+  QCOMPARE(QDir(dir.path()).entryList(QDir::AllEntries | QDir::NoDotAndDotDot), QStringList{});
+  QVERIFY(!is_unmade_store(path));  // nothing there
+}
+
+// What a failed create leaves (an empty file, a database without tables) is
+// told from a store and from another file, which a run never removes.
+void TestTraceStore::unmadeStoresAreTold() {
+  QTemporaryDir dir;
+  const std::string empty = temp_path(dir, "empty.db");
+  QVERIFY(std::ofstream(empty).good());
+  QVERIFY(is_unmade_store(empty));
+  const std::string no_tables = temp_path(dir, "no-tables.db");
+  exec_sql(no_tables,
+           "PRAGMA page_size = 16384; PRAGMA journal_mode = WAL; PRAGMA user_version = 0");
+  QVERIFY(QFileInfo(QString::fromStdString(no_tables)).size() > 0);
+  QVERIFY(is_unmade_store(no_tables));
+  const std::string other = temp_path(dir, "other.db");
+  exec_sql(other, "CREATE TABLE t(x)");
+  QVERIFY(!is_unmade_store(other));
+  const std::string text = temp_path(dir, "notes.db");
+  std::ofstream(text) << "my notes\n";
+  QVERIFY(!is_unmade_store(text));
+  const std::string store = temp_path(dir, "store.db");
+  {
+    auto created = TraceWriter::create(store, RunInfo{"run", "test"});
+    QVERIFY(created);
+    QVERIFY((*created)->close("complete"));
+  }
+  QVERIFY(!is_unmade_store(store));
+  QVERIFY(!is_unmade_store(temp_path(dir, "missing.db")));
 }
 
 // A store is never created where a folder is, even an empty one (it was

@@ -53,6 +53,8 @@ class TestPlanRun : public QObject {
   void refusals();
   void notes_data();
   void notes();
+  void ranksThisMachineRuns_data();
+  void ranksThisMachineRuns();
 
  private:
   QTemporaryDir dir_;
@@ -257,6 +259,70 @@ void TestPlanRun::notes() {
     found = found || QString::fromStdString(n).contains(text);
   QVERIFY2(found != absent, qPrintable(note));
   QCOMPARE(QString::fromStdString(argAfter(run->spec.worker_args, "--precision")), precision);
+}
+
+void TestPlanRun::ranksThisMachineRuns_data() {
+  QTest::addColumn<int>("dp");
+  QTest::addColumn<int>("cores");
+  QTest::addColumn<double>("memory_gib");
+  QTest::addColumn<QString>("refusal");  // "" when it runs
+  // docs/runs.md, "More ranks than cores": 4 ranks on 2 cores are measured.
+  QTest::addRow("4 ranks on 2 cores") << 4 << 2 << 64.0 << "";
+  QTest::addRow("8 a core") << 16 << 2 << 64.0 << "";
+  // --dp 100000 on 2 cores spun mpirun at full CPU and never started a rank.
+  QTest::addRow("past 8 a core")
+      << 17 << 2 << 64.0
+      << "17 ranks of the CPU engine on this machine's 2 cores: at most 16 run here (8 a core";
+  QTest::addRow("one core") << 9 << 1 << 64.0 << "on this machine's 1 core: at most 8 run here";
+  QTest::addRow("memory unknown") << 64 << 64 << 0.0 << "";
+  // GPT-2 small scaled to the engines' shape: about 100 MB of weights,
+  // gradients and AdamW moments a rank.
+  QTest::addRow("past the memory")
+      << 64 << 64 << 2.0 << "64 ranks of the CPU engine need at least ";
+}
+
+// How many CPU-engine ranks this machine runs side by side: refused past 8 a
+// core or past the memory available, naming the count, the cores or the
+// memory, and how to start them anyway; plan_run refuses them too unless
+// told to oversubscribe.
+void TestPlanRun::ranksThisMachineRuns() {
+  QFETCH(int, dp);
+  QFETCH(int, cores);
+  QFETCH(double, memory_gib);
+  QFETCH(QString, refusal);
+  Plan plan = smallPlan();
+  plan.parallel.dp = dp;
+  plan.parallel.global_batch = dp;
+  const launch::LocalCapacity capacity{cores, memory_gib * 1024 * 1024 * 1024};
+  const Status s = launch::check_local_cpu_ranks(plan, "cpu", capacity);
+  if (refusal.isEmpty()) {
+    QVERIFY2(s.ok(), s.message().c_str());
+  } else {
+    QVERIFY(!s.ok());
+    QVERIFY2(QString::fromStdString(s.message()).contains(refusal), s.message().c_str());
+    QVERIFY2(QString::fromStdString(s.message())
+                 .endsWith("run fewer, or start them anyway with clusterscope run --oversubscribe"),
+             s.message().c_str());
+  }
+  // The CUDA engine's ranks are the GPUs': not held to the cores.
+  QVERIFY(launch::check_local_cpu_ranks(plan, "cuda", capacity).ok());
+  const auto per_rank = launch::cpu_rank_memory_bytes(plan);
+  QVERIFY(per_rank.ok());
+  QVERIFY2(*per_rank > 64e6 && *per_rank < 400e6, std::to_string(*per_rank).c_str());
+  if (dp != 4) return;
+  // plan_run holds a run to this machine's cores, unless told otherwise.
+  Plan many = smallPlan();
+  many.parallel.dp = 100000;
+  many.parallel.global_batch = 100000;
+  auto refused = launch::plan_run(many, options());
+  QVERIFY(!refused.ok());
+  QVERIFY2(QString::fromStdString(refused.message()).startsWith("100000 ranks of the CPU engine"),
+           refused.message().c_str());
+  launch::PlanRunOptions anyway = options();
+  anyway.oversubscribe = true;
+  auto made = launch::plan_run(many, anyway);
+  QVERIFY2(made.ok(), made.ok() ? "" : made.message().c_str());
+  QCOMPARE(made->spec.ranks, 100000);
 }
 
 QTEST_GUILESS_MAIN(TestPlanRun)

@@ -1,0 +1,245 @@
+// `clusterscope run` where things go wrong, end to end: more ranks than this
+// machine runs, a disk that fills as the rank stores are made, a rank killed
+// before it starts. Real processes and real SQLite files; the full disks are
+// small real tmpfs mounts in a mount namespace of their own (root only:
+// skipped elsewhere).
+
+#include <QDir>
+#include <QFile>
+#include <QProcess>
+#include <QRegularExpression>
+#include <QTemporaryDir>
+#include <QtTest>
+
+#include <signal.h>
+#include <unistd.h>
+
+#include "../process_run.h"
+
+namespace {
+
+const QString kCli = CS_BIN_DIR "/clusterscope";
+
+using Run = cs::test::ProcessRun;
+
+Run run_cli(const QStringList& args) {
+  return cs::test::run_process(kCli, args);
+}
+
+// The tiny model of the profiler suites, as model flags of the CLI.
+QStringList tiny() {
+  return {"--layers", "2",  "--hidden", "32",  "--heads", "4",
+          "--seq",    "16", "--ffn",    "128", "--vocab", "256"};
+}
+
+QString read_text(const QString& path) {
+  QFile f(path);
+  return f.open(QIODevice::ReadOnly) ? QString::fromUtf8(f.readAll()) : QString();
+}
+
+// A copy of the CLI in `work` whose ranks run the shell lines `prelude`
+// first: the clusterscope-worker beside it is a script that then runs the
+// real worker (under the same name, so that the launcher knows its ranks).
+// Empty on failure.
+QString ranks_behind(const QString& work, const QString& prelude) {
+  if (!QDir().mkpath(work + "/ranks")) return {};
+  if (!QFile::copy(kCli, work + "/clusterscope") ||
+      !QFile::copy(CS_BIN_DIR "/clusterscope-worker", work + "/ranks/clusterscope-worker"))
+    return {};
+  QFile script(work + "/clusterscope-worker");
+  if (!script.open(QIODevice::WriteOnly)) return {};
+  script.write(
+      ("#!/bin/sh\n" + prelude + "\nexec \"$(dirname \"$0\")/ranks/clusterscope-worker\" \"$@\"\n")
+          .toUtf8());
+  script.close();
+  const auto executable = QFile::ReadOwner | QFile::WriteOwner | QFile::ExeOwner;
+  for (const char* name : {"/clusterscope", "/ranks/clusterscope-worker", "/clusterscope-worker"})
+    if (!QFile::setPermissions(work + name, executable)) return {};
+  return work + "/clusterscope";
+}
+
+// Runs the shell `script` with a fresh tmpfs of `size` mounted on `disk`, in
+// a mount namespace of its own: the disk and what is on it go with the
+// script, which copies out what the test reads. Exit 99: no mount here.
+Run on_small_disk(const QString& disk, const QString& size, const QString& script) {
+  cs::test::ProcessOptions options;
+  options.timeout_ms = 240000;
+  return cs::test::run_process(
+      "unshare",
+      {"--mount", "sh", "-c",
+       QString("mount -t tmpfs -o size=%1 tmpfs '%2' || exit 99\n").arg(size, disk) + script},
+      options);
+}
+
+bool cannot_mount(const Run& r) {
+  return r.exit_code == 99 || r.exit_code == -1 || r.err.contains("unshare: ");
+}
+
+// A command's words as shell words (the tests' paths hold no quote).
+QString words(const QStringList& args) {
+  QString out;
+  for (const QString& a : args)
+    out += (out.isEmpty() ? "'" : " '") + a + "'";
+  return out;
+}
+
+}  // namespace
+
+class TestRunFailures : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void moreRanksThanTheMachineRuns();
+  void manyRanksAreSummarised();
+  void fullDiskAsTheRankStoresAreMade();
+  void rankKilledBeforeItStarts();
+
+ private:
+  QTemporaryDir dir_;
+};
+
+// --dp 100000 on 2 cores was accepted: mpirun spun at full CPU, Ctrl-C took
+// 50 s, and the report was 8 MB. Refused now before anything is written,
+// as a usage error naming the count, the cores and the override.
+void TestRunFailures::moreRanksThanTheMachineRuns() {
+  const QString work = dir_.filePath("too-many");
+  const long cores = std::max(1L, sysconf(_SC_NPROCESSORS_ONLN));
+  const Run r = run_cli(
+      QStringList{"run", "--dp", "100000", "--steps", "1", "--out", work + "/e.db"} + tiny());
+  QCOMPARE(r.exit_code, 2);
+  QVERIFY2(r.err.contains(QString("clusterscope: error: 100000 ranks of the CPU engine on this "
+                                  "machine's %1 core")
+                              .arg(cores)),
+           qPrintable(r.err));
+  QVERIFY2(r.err.contains(QString("at most %1 run here").arg(cores * 8)), qPrintable(r.err));
+  QVERIFY2(r.err.contains("start them anyway with clusterscope run --oversubscribe"),
+           qPrintable(r.err));
+  QVERIFY(!QFile::exists(work + "/e.plan.json"));
+  QVERIFY(!QDir(work + "/e.ranks").exists());
+  // --merge-only starts nothing: --oversubscribe is a launch's flag.
+  const Run merge = run_cli(
+      QStringList{"run", "--merge-only", "--oversubscribe", "--dp", "2", "--out", work + "/e.db"} +
+      tiny());
+  QCOMPARE(merge.exit_code, 2);
+  QVERIFY2(merge.err.contains("--oversubscribe applies to launching a run"), qPrintable(merge.err));
+}
+
+// More ranks than the report names one by one: the table shows the first,
+// those that did not finish and the slowest, then a count of the others;
+// the cancelled run's "steps done" names the first and counts the rest (it
+// listed every one of 100,000 ranks).
+void TestRunFailures::manyRanksAreSummarised() {
+  const QString work = dir_.filePath("many");
+  const QStringList many = QStringList{"--dp", "18", "--oversubscribe"} + tiny();
+  const Run r = run_cli(QStringList{"run", "--steps", "1", "--out", work + "/run.db"} + many);
+  QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+  const QStringList lines = r.out.split('\n');
+  const qsizetype header =
+      lines.indexOf(QRegularExpression("^rank\\s+host\\s+state\\s+steps done.*"));
+  QVERIFY2(header >= 0, qPrintable(r.out));
+  int rows = 0;
+  for (qsizetype i = header + 2;
+       i < lines.size() && QRegularExpression("^\\d+ ").match(lines[i]).hasMatch(); ++i)
+    ++rows;
+  QCOMPARE(rows, 16);
+  QVERIFY2(lines.value(header + 2 + rows)
+               .startsWith("... 2 more ranks (2 done); shown: the first, those that did not "
+                           "finish and the slowest"),
+           qPrintable(r.out));
+  // The run store's per-rank summary likewise.
+  QVERIFY2(r.out.contains("\n... 2 more ranks; shown: the first and the longest spans"),
+           qPrintable(r.out));
+
+  QProcess p;
+  p.start(kCli, QStringList{"run", "--steps", "100000", "--out", work + "/cancelled.db"} + many);
+  QVERIFY(p.waitForStarted());
+  QString err;
+  QTRY_VERIFY_WITH_TIMEOUT(
+      (err += QString::fromUtf8(p.readAllStandardError()), err.contains("running: ")), 60000);
+  ::kill(static_cast<pid_t>(p.processId()), SIGINT);
+  QVERIFY(p.waitForFinished(120000));
+  const QString out = QString::fromUtf8(p.readAllStandardOutput());
+  QCOMPARE(p.exitCode(), 1);
+  const QString line = out.split('\n').filter("the run was cancelled; steps done: ").value(0);
+  QVERIFY2(line.contains(QRegularExpression(
+               "rank 7( not started)?, and 10 more ranks \\((\\d+ not started|\\d+ with)")),
+           qPrintable(out));
+  QVERIFY2(!line.contains("rank 8"), qPrintable(line));
+}
+
+// A disk full as the ranks make their stores: nothing that is not a store is
+// left where they go (an empty rank1.db, a 16 KB rank0.db with its log
+// stayed, and `--merge-only` called them "an SQLite database with no
+// tables"); the run says that no run store was written and why, and never
+// that a rank closed a store it did not have.
+void TestRunFailures::fullDiskAsTheRankStoresAreMade() {
+  const QString work = dir_.filePath("full-at-create");
+  const QString disk = work + "/disk";
+  QVERIFY(QDir().mkpath(disk));
+  // The disk fills as the ranks start, once the run has written its plan.
+  const QString cli = ranks_behind(work,
+                                   "[ -n \"$CS_TEST_FILL\" ] && head -c 64M /dev/zero > "
+                                   "\"$CS_TEST_FILL.$$\" 2> /dev/null");
+  QVERIFY(!cli.isEmpty());
+  const QString store = disk + "/run.db";
+  const QString script =
+      QString(
+          "CS_TEST_FILL='%1/fill' %2 > '%3/run.out' 2> '%3/run.err'\n"
+          "echo $? > '%3/run.rc'\n"
+          "rm -f '%1'/fill.*\n"
+          "%4 > '%3/merge.out' 2> '%3/merge.err'\n"
+          "echo $? > '%3/merge.rc'\n"
+          "cd '%1' && find . | sort > '%3/left.txt'\n")
+          .arg(
+              disk,
+              words(QStringList{cli, "run", "--dp", "2", "--steps", "3", "--out", store} + tiny()),
+              work,
+              words(QStringList{cli, "run", "--merge-only", "--dp", "2", "--out", store} + tiny()));
+  const Run r = on_small_disk(disk, "2m", script);
+  if (cannot_mount(r)) QSKIP(qPrintable("a small tmpfs cannot be mounted here: " + r.err));
+  const QString out = read_text(work + "/run.out"), err = read_text(work + "/run.err");
+  QCOMPARE(read_text(work + "/run.rc").trimmed(), QString("1"));
+  QVERIFY2(out.contains("note: no run store was written: no rank made a store to merge into " +
+                        store + " (rank 0: "),
+           qPrintable(out + err));
+  QVERIFY2(out.contains("database or disk is full"), qPrintable(out));
+  QVERIFY2(!err.contains("merging the rank stores"), qPrintable(err));
+  QVERIFY2(!err.contains("closed its store"), qPrintable(err));
+  // The plan stays; no rank store, no log, no empty folder.
+  QCOMPARE(read_text(work + "/left.txt").split('\n', Qt::SkipEmptyParts),
+           (QStringList{".", "./run.plan.json"}));
+  QCOMPARE(read_text(work + "/merge.rc").trimmed(), QString("1"));
+  const QString merge_err = read_text(work + "/merge.err");
+  QVERIFY2(merge_err.contains("clusterscope: error: no run store was written: no rank store to "
+                              "merge into " +
+                              store),
+           qPrintable(merge_err));
+  QVERIFY2(!merge_err.contains("no tables"), qPrintable(merge_err));
+}
+
+// A rank killed before it starts (kill -9 of its process as mpirun starts
+// it): the other rank, stopped before it made its store, said it "closed its
+// store"; the run never said that no run store was written.
+void TestRunFailures::rankKilledBeforeItStarts() {
+  const QString work = dir_.filePath("killed-early");
+  const QString cli = ranks_behind(work, "[ \"$OMPI_COMM_WORLD_RANK\" = 1 ] && kill -9 $$");
+  QVERIFY(!cli.isEmpty());
+  const QString store = work + "/run.db";
+  const Run r = cs::test::run_process(
+      cli, QStringList{"run", "--dp", "2", "--steps", "100000", "--out", store} + tiny());
+  QCOMPARE(r.exit_code, 1);
+  // How mpirun words rank 1's end varies (its notice, or only its status):
+  // rank 1 was killed before it made a store, or never reported in.
+  QVERIFY2(r.out.contains("note: no run store was written: no rank made a store to merge into " +
+                          store + " (rank 0: ") &&
+               (r.out.contains("; rank 1: killed by signal 9 (Killed) before it made one)") ||
+                r.out.contains("; rank 1: it never started)")),
+           qPrintable(r.out));
+  QVERIFY2(!r.err.contains("closed its store"), qPrintable(r.err));
+  QVERIFY2(!r.err.contains("merging the rank stores"), qPrintable(r.err));
+  QVERIFY(!QDir(work + "/run.ranks").exists());
+  QVERIFY(!QFile::exists(store));
+}
+
+QTEST_GUILESS_MAIN(TestRunFailures)
+#include "tst_run_failures.moc"
