@@ -417,8 +417,17 @@ void MainWindow::createActions() {
             if (!error.isEmpty()) {
               showRunMessage(tr("No new prediction: %1").arg(error), MessageLevel::error);
             } else {
-              showRunMessage(tr("The run against the prediction made now, on %1").arg(cluster),
-                             MessageLevel::info);
+              // With the reason it is not the machine's calibration, as
+              // `trace stats --predict-again` gives it.
+              const QStringList notes = run_view_->predictedAgainNotes();
+              const QString text =
+                  tr("The run against the prediction made now, on %1").arg(cluster);
+              if (notes.isEmpty()) {
+                showRunMessage(text, MessageLevel::info);
+              } else {
+                showRunMessage(tr("%1 (%2)").arg(text, notes.join(QStringLiteral("; "))),
+                               MessageLevel::warning);
+              }
             }
           });
 

@@ -83,6 +83,7 @@ QString seconds(double s) {
 struct PredictedAgain {
   std::shared_ptr<const trace::RunAnalysis> analysis;  // the run's, with the new prediction
   QString cluster;  // the cluster preset predicted on, "(calibrated)" when it is
+  QStringList notes;  // why not on the machine's calibration
   QString error;
 };
 
@@ -698,6 +699,7 @@ void RunView::openStore(const QString& path) {
   analysis_.reset();
   range_analysis_.reset();
   predicted_again_on_.clear();
+  predicted_again_notes_.clear();
   damage_.clear();
   integrity_checked_ = false;
   header_->setText(tr("Opening %1…").arg(title_));
@@ -886,6 +888,8 @@ void RunView::predictAgain() {
     out.cluster =
         q(prediction->cluster.value_or("")) +
         (prediction->calibrated.value_or(false) ? QStringLiteral(" (calibrated)") : QString());
+    for (const std::string& note : prediction->notes.value_or(std::vector<std::string>{}))
+      out.notes << q(note);
     auto compared = trace::compare_with_prediction(*reader.value(), analysis->ranks, *prediction);
     if (!compared) {
       out.error = q(compared.message());
@@ -901,6 +905,7 @@ void RunView::predictAgain() {
     if (out.error.isEmpty() && out.analysis) {
       analysis_ = std::move(out.analysis);
       predicted_again_on_ = out.cluster;
+      predicted_again_notes_ = out.notes;
       showAnalysis();
       tabs_->setCurrentWidget(prediction_table_);
     }
@@ -1313,6 +1318,8 @@ void RunView::showAnalysis() {
     };
     if (!predicted_again_on_.isEmpty())
       add_line(tr("Predicted now, on %1, not as the run recorded it").arg(predicted_again_on_));
+    for (const QString& note : predicted_again_notes_)
+      add_line(QStringLiteral("    ") + note);
     add_row(tr("step (mean)"), p.predicted_step_s, p.measured_step_s);
     for (const trace::PredictedVsMeasured& r : p.categories) add_row(q(r.name), r.predicted_s, r.measured_s);
     for (const trace::PredictedVsMeasured& r : p.parts) add_row(q(r.name), r.predicted_s, r.measured_s);

@@ -130,6 +130,10 @@ class RunView : public QWidget {
   // What the prediction tab holds: "" (the run's own), or the cluster the
   // last predictAgain predicted on.
   QString predictedAgainOn() const { return predicted_again_on_; }
+  // Why that prediction is not the calibration of the run's machine ("no
+  // calibration of this GPU: predicted with the datasheet of h200"), as
+  // `trace stats --predict-again` lists them.
+  QStringList predictedAgainNotes() const { return predicted_again_notes_; }
 
   // Exports; `range_only` limits them to the timeline's selected range.
   // CSV writes every table as <stem>.<table>.csv beside `path`.
@@ -217,6 +221,7 @@ class RunView : public QWidget {
   std::int64_t trace_start_ns_ = 0;
   QString predicted_path_;
   QString predicted_again_on_;
+  QStringList predicted_again_notes_;
   bool predicted_aligned_ = false;  // the predicted lane follows the measured window
 
   QLabel* header_;

@@ -126,6 +126,7 @@ class TestGuiRun : public QObject {
   void statusGoesWithItsView();
   void unitsReadAsElsewhere();
   void medianStepSaysWhichSteps();
+  void predictAgainSaysWhyInTheBar();
 
  private:
   void openAndWait(RunView& view, const QString& path);
@@ -2433,6 +2434,42 @@ void TestGuiRun::medianStepSaysWhichSteps() {
   QVERIFY2(
       ranks->horizontalHeaderItem(median)->toolTip().contains(QStringLiteral("warm-up included")),
       qPrintable(ranks->horizontalHeaderItem(median)->toolTip()));
+}
+
+// Tools ▸ Predict the open run again on the CUDA engine's H200 run, with no
+// calibration of that GPU here: the message bar gives the reason, as
+// `trace stats --predict-again` does (it said only "on this-machine").
+void TestGuiRun::predictAgainSaysWhyInTheBar() {
+  const QString copy = writableCopy(QStringLiteral(CS_DATA_DIR "/gpu/worker-bf16.db"),
+                                    QStringLiteral("predict-again-bar.db"));
+  QVERIFY(!copy.isEmpty());
+  MainWindow window;
+  window.resize(1400, 900);
+  window.show();
+  RunView* view = window.runView();
+  QSignalSpy analysed(view, &RunView::analysisReady);
+  window.openRun(copy);
+  QTRY_COMPARE_WITH_TIMEOUT(analysed.count(), 1, 60000);
+  QSignalSpy ready(view, &RunView::predictionReady);
+  auto* action = window.findChild<QAction*>(QStringLiteral("actionPredictAgain"));
+  QVERIFY(action);
+  QTRY_VERIFY(action->isEnabled());
+  action->trigger();
+  QTRY_COMPARE_WITH_TIMEOUT(ready.count(), 1, 60000);
+  QVERIFY2(ready.front().at(1).toString().isEmpty(), qPrintable(ready.front().at(1).toString()));
+  const QStringList notes = view->predictedAgainNotes();
+  QVERIFY2(notes.join('|').contains(QStringLiteral("no calibration of this GPU: predicted with the "
+                                                   "datasheet of h200")),
+           qPrintable(notes.join('|')));
+  const QString bar = window.messageBar()->text();
+  QVERIFY2(bar.contains(view->predictedAgainOn()) && bar.contains(notes.front()), qPrintable(bar));
+  QCOMPARE(window.messageBar()->level(), MessageLevel::warning);
+  // And under the tab's first line, as the CLI lists them.
+  QTableWidget* table = view->predictionTable();
+  QStringList cells;
+  for (int r = 0; r < table->rowCount(); ++r)
+    if (table->item(r, 0)) cells << table->item(r, 0)->text();
+  QVERIFY2(cells.contains(QStringLiteral("    ") + notes.front()), qPrintable(cells.join(" | ")));
 }
 
 QTEST_MAIN(TestGuiRun)
