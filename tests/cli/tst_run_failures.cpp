@@ -1,9 +1,9 @@
-// `clusterscope run` where things go wrong, end to end: more ranks than this
-// machine runs, a disk that fills as the rank stores are made or during the
-// run, a rank killed before it starts, a store whose writer ended without
-// closing it. Real processes and real SQLite files; the full disks are small
-// real tmpfs mounts in a mount namespace of their own (root only: skipped
-// elsewhere).
+// `clusterscope run` and `calibrate` where things go wrong, end to end: more
+// ranks than this machine runs, a disk that fills as the rank stores are made
+// or during the run, a rank killed before it starts, a store whose writer
+// ended without closing it. Real processes and real SQLite files; the full
+// disks are small real tmpfs mounts in a mount namespace of their own (root
+// only: skipped elsewhere).
 
 #include <QDir>
 #include <QFile>
@@ -119,6 +119,7 @@ class TestRunFailures : public QObject {
   void rankKilledBeforeItStarts();
   void fullDiskDuringTheRun();
   void writerThatEndedWithoutClosing();
+  void calibrationOnAFullDisk();
 
  private:
   QTemporaryDir dir_;
@@ -361,6 +362,40 @@ void TestRunFailures::writerThatEndedWithoutClosing() {
   QVERIFY2(info.contains("status writing (its writer, process ") &&
                info.contains(", ended without closing it; it cannot be completed here: "),
            qPrintable(info + read_text(work + "/info.err")));
+}
+
+// A calibration on a full disk: its error named a rank store whose folder it
+// had removed, and it left the empty presets folder it had made.
+void TestRunFailures::calibrationOnAFullDisk() {
+  const QString work = dir_.filePath("calibration-full");
+  const QString disk = work + "/disk";
+  QVERIFY(QDir().mkpath(disk));
+  const QString script =
+      // Room for a phase's rank store to be made and take part of a sweep.
+      fill(disk + "/fill", 400 * 1024) +
+      QString(
+          "%1 > '%2/cal.out' 2> '%2/cal.err'\n"
+          "echo $? > '%2/cal.rc'\n"
+          "find '%3' | sort > '%2/left.txt'\n")
+          .arg(words({kCli, "calibrate", "--backend", "cpu", "--ranks", "1", "2", "--gemm-sizes",
+                      "64", "--seconds", "0.05", "--no-ops", "--no-reference-runs", "-o",
+                      disk + "/cal.db", "--presets-dir", disk + "/presets"}),
+               work, disk);
+  const Run r = on_small_disk(disk, "2m", script);
+  if (cannot_mount(r)) QSKIP(qPrintable("a small tmpfs cannot be mounted here: " + r.err));
+  const QString err = read_text(work + "/cal.err");
+  QCOMPARE(read_text(work + "/cal.rc").trimmed(), QString("1"));
+  QVERIFY2(err.contains("clusterscope: error: calibration"), qPrintable(err));
+  const QStringList left = read_text(work + "/left.txt").split('\n', Qt::SkipEmptyParts);
+  QVERIFY2(!left.contains(disk + "/presets"), qPrintable(left.join('\n')));
+  // What it says it kept is there.
+  const QString marker = "; what it recorded is kept in ";
+  const qsizetype at = err.lastIndexOf(marker);
+  QVERIFY2(at >= 0 || err.contains("; nothing it recorded was kept"), qPrintable(err));
+  if (at >= 0) {
+    for (const QString& path : err.mid(at + marker.size()).trimmed().split(", "))
+      QVERIFY2(left.contains(path), qPrintable(path + " is not in\n" + left.join('\n')));
+  }
 }
 
 QTEST_GUILESS_MAIN(TestRunFailures)
