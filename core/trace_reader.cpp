@@ -441,6 +441,7 @@ Result<std::unique_ptr<TraceReader>> TraceReader::open(const std::string& path, 
     } else {
       db = store::open_store(path, false, &impl->state);  // read it as it is
       if (!db) return db.error();
+      impl->state.not_completed = s.message();
     }
   }
   impl->db = std::move(db).value();

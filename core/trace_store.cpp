@@ -326,7 +326,15 @@ bool process_alive(const std::string& identity) {
   const long pid = parse_count<long>(id->pid).value_or(0);
   if (pid <= 0) return false;
   const std::string now = process_start_time(pid);
-  return !now.empty() && now == id->start;
+  if (now.empty() || now != id->start) return false;
+  // A process that has ended but is not yet reaped (a rank whose mpirun
+  // exited first, left to an init that reaps late) keeps its /proc entry: it
+  // writes no more ("still being written" was said of such a rank's store).
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const auto close = text.rfind(')');
+  const char state = close != std::string::npos && close + 2 < text.size() ? text[close + 2] : 0;
+  return state != 'Z' && state != 'X' && state != 0;
 }
 
 namespace {

@@ -52,6 +52,10 @@ struct StoreState {
   // place under a live writer, the run's next write failed and it died).
   bool writer_elsewhere = false;
   std::string writer;         // "host:pid" of the process that created it
+  // Status "writing" by a writer that has ended (a kill, or a close that
+  // failed on a full disk): why the reader could not complete the store
+  // (TraceReader::open), "" when it was not tried or when it was completed.
+  std::string not_completed;
   std::int64_t events = 0;    // committed events
   // A store of schema version 1 is upgraded when opened: in place, or, where
   // the file cannot be written, in a copy in the temporary folder, made once

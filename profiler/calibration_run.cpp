@@ -115,6 +115,20 @@ Result<CalibrationRecord> record_calibration(
       fs::remove_all(strip_db(s) + ".ranks", ec);
     }
   };
+  // A failure keeps what the phases recorded, and says where: removed, the
+  // error named a rank store that was no longer there.
+  auto kept = [&] {
+    std::string out;
+    std::error_code ec;
+    for (const std::string& s : phase_stores) {
+      for (const std::string& path : {s, strip_db(s) + ".ranks"}) {
+        if (fs::exists(path, ec) && !(fs::is_directory(path, ec) && fs::is_empty(path, ec)))
+          out += (out.empty() ? "" : ", ") + path;
+      }
+    }
+    return out.empty() ? std::string("; nothing it recorded was kept")
+                       : "; what it recorded is kept in " + out;
+  };
   const int total = static_cast<int>(phases.size());
   for (int i = 0; i < total; ++i) {
     const Phase& ph = phases[static_cast<std::size_t>(i)];
@@ -177,9 +191,8 @@ Result<CalibrationRecord> record_calibration(
                    (report.killed ? " (its ranks were killed on a second interrupt)" : "")};
     }
     if (report.outcome != Outcome::completed || report.run_store.empty()) {
-      cleanup();
       return Error{"calibration phase " + std::to_string(i + 1) + " (" + spec.title +
-                   "): " + failure_text(report)};
+                   "): " + failure_text(report) + kept()};
     }
     record.info.phases.push_back(ph.info);
   }
@@ -197,9 +210,11 @@ Result<CalibrationRecord> record_calibration(
   merge.writers_ended = true;  // every phase's ranks have exited
   merge.ranks_of_one_run = false;  // 1, 2 and 4 ranks, each phase a run of its own
   auto merged = trace::merge_stores(phase_stores, o.store, merge);
+  if (!merged) {
+    return Error{"calibration: merging the phases into " + o.store + ": " + merged.message() +
+                 kept()};
+  }
   cleanup();
-  if (!merged)
-    return Error{"calibration: merging the phases into " + o.store + ": " + merged.message()};
   record.seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   if (progress) progress({total, total, "calibration store " + o.store});

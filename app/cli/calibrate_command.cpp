@@ -279,20 +279,49 @@ std::string default_store() {
   return buffer;
 }
 
+// Folders made before measuring, removed again at the end when nothing was
+// saved in them (the calibration failed or was cancelled): an empty presets/
+// stayed behind a calibration that failed on a full disk.
+class FoldersMade {
+ public:
+  FoldersMade() = default;
+  explicit FoldersMade(std::vector<std::filesystem::path> made) : made_(std::move(made)) {}
+  FoldersMade(const FoldersMade&) = delete;
+  FoldersMade& operator=(const FoldersMade&) = delete;
+  ~FoldersMade() {
+    std::error_code ec;
+    for (const std::filesystem::path& folder : made_)  // deepest first
+      std::filesystem::remove(folder, ec);             // only an empty one goes
+  }
+
+ private:
+  std::vector<std::filesystem::path> made_;
+};
+
 // Before minutes of measuring: the presets folder can take the fit (a
-// read-only one failed only once the sweeps had run).
-void check_presets_dir_writable(const CalibrateOptions& o) {
-  if (o.no_save) return;
+// read-only one failed only once the sweeps had run). Returns the folders it
+// made for it, deepest first.
+std::vector<std::filesystem::path> check_presets_dir_writable(const CalibrateOptions& o) {
+  if (o.no_save) return {};
   const std::filesystem::path dir =
       o.presets_dir.empty() ? user_presets_dir() : std::filesystem::path(o.presets_dir);
   if (dir.empty()) throw CliError("no presets folder: give --presets-dir, or set HOME");
   std::error_code ec;
+  std::vector<std::filesystem::path> made;
+  std::filesystem::path missing = std::filesystem::absolute(dir, ec).lexically_normal();
+  if (missing.filename().empty()) missing = missing.parent_path();  // "presets/"
+  for (; !missing.empty() && missing != missing.parent_path() &&
+         !std::filesystem::exists(missing, ec);
+       missing = missing.parent_path())
+    made.push_back(missing);
   std::filesystem::create_directories(dir, ec);
   if (ec || access(dir.c_str(), W_OK) != 0) {
     const std::string why = ec ? ec.message() : std::string(std::strerror(errno));
+    const FoldersMade undone(std::move(made));
     throw CliError(dir.string() + ": the calibrated presets cannot be saved there (" + why +
                    "): give --presets-dir another folder, or --no-save; nothing was measured");
   }
+  return made;
 }
 
 void save_fitted(Context& ctx, calib::MachineCalibration& m, const CalibrateOptions& o) {
@@ -560,7 +589,7 @@ void run(Context& ctx, const CalibrateOptions& o) {
   }
   mo.save = !o.no_save;
   mo.presets_dir = o.presets_dir;
-  check_presets_dir_writable(o);
+  const FoldersMade presets_folders(check_presets_dir_writable(o));
   mo.reference_runs = !o.no_reference_runs;
   mo.reference_steps = o.reference_steps;
   const bool terminal = isatty(STDERR_FILENO) != 0;

@@ -35,6 +35,7 @@
 #include "core/json_text.h"
 #include "core/model_json.h"
 #include "core/trace_analysis.h"
+#include "core/trace_reader.h"
 #include "core/trace_store.h"
 #include "core/workload.h"
 #include "profiler/launcher.h"
@@ -269,15 +270,20 @@ class ProgressPrinter {
 };
 
 nlohmann::json report_json(const launch::RunReport& r, const nlohmann::json& summary,
-                           const std::vector<std::string>& notes) {
+                           const std::vector<std::string>& notes,
+                           const std::map<int, std::int64_t>& kept_of) {
   nlohmann::json ranks = nlohmann::json::array();
   for (const launch::RankStatus& s : r.ranks) {
+    const auto kept = kept_of.find(s.rank);
     ranks.push_back({{"rank", s.rank},
                      {"state", std::string(to_string(s.state))},
                      {"host", s.host},
                      {"pid", s.pid},
                      {"last_step", s.step},  // the last step's index, from 0 (-1: none)
                      {"steps_done", s.step + 1},
+                     // What its store holds (null: unknown, no store read).
+                     {"steps_in_store",
+                      kept == kept_of.end() ? nlohmann::json() : nlohmann::json(kept->second)},
                      {"loss", s.loss},
                      {"step_seconds", s.step_seconds},
                      {"tokens_per_second", s.tokens_per_second},
@@ -311,19 +317,75 @@ nlohmann::json report_json(const launch::RunReport& r, const nlohmann::json& sum
 // table of 100,000 rows).
 constexpr std::size_t kRankRows = 16;
 
-// A rank that reported more steps than its store holds: killed before its
-// last steps were committed (the report and the store disagreed unsaid).
-std::vector<std::string> uncommitted_steps(const launch::RunReport& r,
-                                           const nlohmann::json& summary) {
+// Steps each rank's store holds, of the ranks that reported steps: its own
+// store where it is kept (what the rank committed, also when no run store
+// could be written), else the run store. A store that cannot be read now (on
+// a full disk SQLite cannot make the file a reader needs beside it) is named
+// with the reason, not left out unsaid.
+struct StepsKept {
+  std::map<int, std::int64_t> kept;   // rank -> steps in its store
+  std::map<int, std::string> unread;  // rank -> why its store could not be read
+};
+
+StepsKept steps_kept(const launch::RunReport& r, const std::string& run_store) {
+  StepsKept out;
+  if (run_store.empty()) return out;
+  trace::TraceReader::Options as_it_is;
+  as_it_is.repair = false;                     // the rank stores stay as the ranks left them
+  std::unique_ptr<trace::TraceReader> merged;  // read once a rank's own store is gone
+  bool merged_read = false;
+  for (const launch::RankStatus& s : r.ranks) {
+    if (s.step < 0) continue;  // none reported: nothing to hold the store against
+    const std::string path = launch::rank_store_path(run_store, s.rank);
+    auto own = trace::TraceReader::open(path, as_it_is);
+    if (own) {
+      auto steps = (*own)->steps(s.rank);
+      if (steps) {
+        out.kept[s.rank] = static_cast<std::int64_t>(steps->size());
+      } else {
+        out.unread[s.rank] = steps.message();
+      }
+      continue;
+    }
+    std::error_code ec;
+    if (std::filesystem::exists(path, ec)) {
+      out.unread[s.rank] = own.message();
+      continue;
+    }
+    if (!merged_read && !r.run_store.empty()) {
+      merged_read = true;
+      if (auto opened = trace::TraceReader::open(r.run_store)) merged = std::move(opened).value();
+    }
+    if (!merged) continue;
+    const std::vector<trace::RankInfo>& in_run = merged->ranks();
+    if (std::none_of(in_run.begin(), in_run.end(),
+                     [&](const trace::RankInfo& k) { return k.rank == s.rank; }))
+      continue;  // the merge's note names it
+    if (auto steps = merged->steps(s.rank))
+      out.kept[s.rank] = static_cast<std::int64_t>(steps->size());
+  }
+  return out;
+}
+
+// A rank that reported more steps than its store holds: killed, or its disk
+// full, before its last steps were committed (the report and the store
+// disagreed unsaid).
+std::vector<std::string> uncommitted_steps(const launch::RunReport& r, const StepsKept& steps) {
   std::vector<std::string> out;
-  if (!summary.contains("ranks")) return out;
-  std::map<int, std::int64_t> kept_of;  // rank -> steps in its store
-  for (const auto& stored : summary["ranks"])
-    kept_of[stored.value("rank", -1)] = stored.value("steps_in_store", std::int64_t{0});
   std::size_t more = 0;
   for (const launch::RankStatus& s : r.ranks) {
-    const auto kept = kept_of.find(s.rank);
-    if (kept == kept_of.end() || kept->second >= s.step + 1) continue;
+    if (const auto unread = steps.unread.find(s.rank); unread != steps.unread.end()) {
+      if (out.size() == kRankRows / 2) {
+        ++more;
+        continue;
+      }
+      out.push_back("rank " + std::to_string(s.rank) + " reported " + std::to_string(s.step + 1) +
+                    (s.step == 0 ? " step" : " steps") +
+                    "; its store cannot be read to count what it holds: " + unread->second);
+      continue;
+    }
+    const auto kept = steps.kept.find(s.rank);
+    if (kept == steps.kept.end() || kept->second >= s.step + 1) continue;
     if (out.size() == kRankRows / 2) {
       ++more;
       continue;
@@ -335,7 +397,8 @@ std::vector<std::string> uncommitted_steps(const launch::RunReport& r,
   }
   if (more > 0) {
     out.push_back(std::to_string(more) + " more rank" +
-                  (more == 1 ? "'s store lacks" : "s' stores lack") + " steps the rank reported");
+                  (more == 1 ? "'s store lacks" : "s' stores lack (or cannot tell)") +
+                  " steps the rank reported");
   }
   return out;
 }
@@ -374,20 +437,39 @@ std::vector<std::size_t> ranks_shown(const launch::RunReport& r) {
   return shown;
 }
 
-void print_rank_table(const launch::RunReport& r) {
+void print_rank_table(const launch::RunReport& r, const StepsKept& steps) {
   // Steps counted from 1, as the progress lines count them (the JSON's
-  // last_step and the store's steps are indices from 0).
-  TextTable table({"rank", "host", "state", "steps done", "loss", "step time", "tokens/s"});
-  for (int c = 3; c <= 6; ++c)
+  // last_step and the store's steps are indices from 0). What the stores
+  // hold goes beside them where a rank's store lacks some (a full disk, a
+  // kill): the table said "steps done 14" of stores holding 11 and 9.
+  const bool lacking =
+      !steps.unread.empty() ||
+      std::any_of(r.ranks.begin(), r.ranks.end(), [&](const launch::RankStatus& s) {
+        const auto kept = steps.kept.find(s.rank);
+        return kept != steps.kept.end() && kept->second < s.step + 1;
+      });
+  std::vector<std::string> header{"rank", "host", "state", "steps done"};
+  if (lacking) header.push_back("in store");
+  for (const char* h : {"loss", "step time", "tokens/s"})
+    header.push_back(h);
+  TextTable table(header);
+  for (std::size_t c = 3; c < header.size(); ++c)
     table.right_align(c);
   const std::vector<std::size_t> shown = ranks_shown(r);
   for (const std::size_t i : shown) {
     const launch::RankStatus& s = r.ranks[i];
-    table.add({std::to_string(s.rank), s.host, std::string(to_string(s.state)),
-               s.step < 0 ? "-" : std::to_string(s.step + 1),
-               s.step < 0 ? "-" : format_fixed(s.loss, 4),
-               s.step < 0 ? "-" : format_seconds(s.step_seconds),
-               s.step < 0 ? "-" : format_count(std::round(s.tokens_per_second))});
+    std::vector<std::string> row{std::to_string(s.rank), s.host, std::string(to_string(s.state)),
+                                 s.step < 0 ? "-" : std::to_string(s.step + 1)};
+    if (lacking) {
+      const auto kept = steps.kept.find(s.rank);
+      row.push_back(kept != steps.kept.end()     ? std::to_string(kept->second)
+                    : steps.unread.count(s.rank) ? "?"
+                                                 : "-");
+    }
+    row.push_back(s.step < 0 ? "-" : format_fixed(s.loss, 4));
+    row.push_back(s.step < 0 ? "-" : format_seconds(s.step_seconds));
+    row.push_back(s.step < 0 ? "-" : format_count(std::round(s.tokens_per_second)));
+    table.add(row);
   }
   table.print(std::cout);
   if (shown.size() == r.ranks.size()) return;
@@ -562,15 +644,16 @@ void run(RunOptions& o, Context& ctx, const std::string& command_line) {
 
   nlohmann::json summary;
   if (!report.run_store.empty()) summary = run_summary_json(report.run_store);
-  const std::vector<std::string> uncommitted = uncommitted_steps(report, summary);
+  const StepsKept kept = steps_kept(report, spec.run_store);
+  const std::vector<std::string> uncommitted = uncommitted_steps(report, kept);
   notes.insert(notes.end(), uncommitted.begin(), uncommitted.end());
   if (o.json) {
-    std::cout << json_text(report_json(report, summary, notes), 2) << '\n';
+    std::cout << json_text(report_json(report, summary, notes, kept.kept), 2) << '\n';
   } else {
     std::cout << report.message << '\n';
     if (!report.ranks.empty() && report.outcome != launch::Outcome::submitted &&
         report.outcome != launch::Outcome::script_only) {
-      print_rank_table(report);
+      print_rank_table(report, kept);
     }
     if (!report.run_store.empty()) {
       std::cout << "\nrun store: " << report.run_store << '\n';

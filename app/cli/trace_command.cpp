@@ -327,6 +327,14 @@ void print_info(const InfoOptions& o, const std::unique_ptr<TraceReader>& r) {
                                     "`trace info --check` tells)"
                                   : st.status)
             << (st.writer_alive ? " (its writer is still running; read as committed so far)" : "")
+            << (st.status == "writing" && !st.writer_alive && !st.writer_elsewhere
+                    ? " (its writer" + (st.writer.empty() ? "" : ", process " + st.writer + ",") +
+                          " ended without closing it" +
+                          (st.not_completed.empty()
+                               ? std::string()
+                               : "; it cannot be completed here: " + st.not_completed) +
+                          "; read as committed)"
+                    : std::string())
             << (st.writer_elsewhere ? " (by " + st.writer +
                                           " of another host, which may still be running: read "
                                           "as committed so far, not repaired)"
@@ -389,10 +397,20 @@ struct StatsOptions {
 std::string status_note(const TraceReader& r) {
   const StoreState& st = r.state();
   if (st.status == "complete") return {};
+  if (st.status == "writing" && (st.writer_alive || st.writer_elsewhere)) {
+    return r.path() +
+           " is still being written (its writer is running): the figures are of "
+           "what it committed so far";
+  }
   if (st.status == "writing") {
-    return r.path() + " is still being written" +
-           (st.writer_alive || st.writer_elsewhere ? " (its writer is running)" : "") +
-           ": the figures are of what it committed so far";
+    // Its writer ended without closing it (killed, or its close failed on a
+    // full disk): "still being written" said otherwise.
+    return r.path() + ": its writer" + (st.writer.empty() ? "" : " (process " + st.writer + ")") +
+           " ended without closing it" +
+           (st.not_completed.empty()
+                ? ""
+                : ", and it cannot be completed here (" + st.not_completed + ")") +
+           ": the figures are of what it committed";
   }
   if (st.status.empty()) {
     return r.path() +

@@ -118,6 +118,7 @@ std::vector<trace::TraceWriter*> g_writers;  // guarded by g_writers_mutex; open
 std::atomic<bool> g_stop{false};
 std::atomic<int> g_rank{0};
 bool g_store_opened = false;  // guarded by g_writers_mutex: a store was ever opened
+std::string g_close_error;    // guarded by g_writers_mutex: why a close failed (a full disk)
 
 void register_writer(trace::TraceWriter* w, bool add) {
   std::lock_guard lock(g_writers_mutex);
@@ -140,9 +141,10 @@ std::string described(const std::exception& e) {
 }
 
 // Commits what is buffered, then records how the run ended; a store is closed
-// once. `failed`: why a store could not be closed (a full disk), else "";
-// `store`: what the rank had ("open": closed now, "closed" before, "none": it
-// never opened one, as when a signal came before it made its store).
+// once. `failed`: why a store could not be closed (a full disk), now or at
+// an earlier close, else ""; `store`: what the rank had ("open": closed now,
+// "closed" before, "none": it never opened one, as when a signal came before
+// it made its store).
 struct Closed {
   std::string failed;
   std::string_view store;
@@ -157,6 +159,8 @@ Closed close_all_writers(std::string_view status) {
       out.failed = closed.message();
   }
   g_writers.clear();
+  if (g_close_error.empty()) g_close_error = out.failed;
+  if (out.failed.empty()) out.failed = g_close_error;
   return out;
 }
 
@@ -360,7 +364,13 @@ void record_machine_probe(RankTrace& trace, Backend& backend, Communicator& worl
 void close_trace(RankTrace& t) {
   if (!t.writer) return;
   register_writer(t.writer.get(), false);
-  if (Status s = t.writer->close("complete"); !s) throw std::runtime_error(s.message());
+  if (Status s = t.writer->close("complete"); !s) {
+    {
+      std::lock_guard lock(g_writers_mutex);
+      if (g_close_error.empty()) g_close_error = s.message();
+    }
+    throw std::runtime_error(s.message());
+  }
 }
 
 // The steps, with a progress line each; extra() adds engine figures. A

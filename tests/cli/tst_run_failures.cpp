@@ -1,8 +1,9 @@
-// `clusterscope run` where things go wrong, end to end: more ranks than this
-// machine runs, a disk that fills as the rank stores are made, a rank killed
-// before it starts. Real processes and real SQLite files; the full disks are
-// small real tmpfs mounts in a mount namespace of their own (root only:
-// skipped elsewhere).
+// `clusterscope run` and `calibrate` where things go wrong, end to end: more
+// ranks than this machine runs, a disk that fills as the rank stores are made
+// or during the run, a rank killed before it starts, a store whose writer
+// ended without closing it. Real processes and real SQLite files; the full
+// disks are small real tmpfs mounts in a mount namespace of their own (root
+// only: skipped elsewhere).
 
 #include <QDir>
 #include <QFile>
@@ -15,6 +16,7 @@
 #include <unistd.h>
 
 #include "../process_run.h"
+#include "core/trace_reader.h"
 
 namespace {
 
@@ -83,6 +85,28 @@ QString words(const QStringList& args) {
   return out;
 }
 
+// Fills the disk holding `file` up, but for `room` bytes (in whole pages).
+QString fill(const QString& file, qint64 room) {
+  return QString(
+             "free=$(df -B1 --output=avail \"$(dirname '%1')\" | tail -1)\n"
+             "head -c $(( (free - %2) / 4096 * 4096 )) /dev/zero > '%1'\n")
+      .arg(file)
+      .arg(room);
+}
+
+std::int64_t steps_in(const QString& store) {
+  cs::trace::TraceReader::Options as_it_is;
+  as_it_is.repair = false;
+  auto reader = cs::trace::TraceReader::open(store.toStdString(), as_it_is);
+  if (!reader) return -1;
+  std::int64_t steps = 0;
+  for (const cs::trace::RankInfo& r : (*reader)->ranks()) {
+    auto rows = (*reader)->steps(r.rank);
+    if (rows) steps += static_cast<std::int64_t>(rows->size());
+  }
+  return steps;
+}
+
 }  // namespace
 
 class TestRunFailures : public QObject {
@@ -93,6 +117,9 @@ class TestRunFailures : public QObject {
   void manyRanksAreSummarised();
   void fullDiskAsTheRankStoresAreMade();
   void rankKilledBeforeItStarts();
+  void fullDiskDuringTheRun();
+  void writerThatEndedWithoutClosing();
+  void calibrationOnAFullDisk();
 
  private:
   QTemporaryDir dir_;
@@ -239,6 +266,136 @@ void TestRunFailures::rankKilledBeforeItStarts() {
   QVERIFY2(!r.err.contains("merging the rank stores"), qPrintable(r.err));
   QVERIFY(!QDir(work + "/run.ranks").exists());
   QVERIFY(!QFile::exists(store));
+}
+
+// A disk that fills during the run: the report said "steps done 14" for both
+// ranks while their stores held 11 and 9; what each store holds is beside
+// what the rank reported.
+void TestRunFailures::fullDiskDuringTheRun() {
+  const QString work = dir_.filePath("full-mid-run");
+  const QString disk = work + "/disk", kept = work + "/kept";
+  QVERIFY(QDir().mkpath(disk) && QDir().mkpath(kept));
+  const QString store = disk + "/run.db";
+  const QString script =
+      // Room for both stores to be made (about 500 KB each) and to take
+      // some steps.
+      fill(disk + "/fill", 2 * 1024 * 1024) +
+      QString(
+          "%1 > '%2/run.out' 2> '%2/run.err'\n"
+          "echo $? > '%2/run.rc'\n"
+          "cp '%3'/run.ranks/rank* '%4'/\n")
+          .arg(words(QStringList{kCli, "run", "--dp", "2", "--steps", "100000", "--out", store} +
+                     tiny()),
+               work, disk, kept);
+  const Run r = on_small_disk(disk, "8m", script);
+  if (cannot_mount(r)) QSKIP(qPrintable("a small tmpfs cannot be mounted here: " + r.err));
+  const QString out = read_text(work + "/run.out"), err = read_text(work + "/run.err");
+  QCOMPARE(read_text(work + "/run.rc").trimmed(), QString("1"));
+  QVERIFY2(err.contains("database or disk is full"), qPrintable(err));
+  const QStringList lines = out.split('\n');
+  const qsizetype header =
+      lines.indexOf(QRegularExpression("^rank\\s+host\\s+state\\s+steps done\\s+in store\\s.*"));
+  QVERIFY2(header >= 0, qPrintable(out));
+  bool short_of_reported = false;
+  for (int rank = 0; rank < 2; ++rank) {
+    const QStringList cells = lines.value(header + 2 + rank).split(' ', Qt::SkipEmptyParts);
+    QVERIFY2(cells.size() > 4 && cells[0] == QString::number(rank), qPrintable(out));
+    // A store the full disk keeps from being read (SQLite cannot make the
+    // file a reader needs beside it) says so and why.
+    if (cells[4] == "?") {
+      QVERIFY2(out.contains(QString("note: rank %1 reported %2 steps; its store cannot be read to "
+                                    "count what it holds: ")
+                                .arg(rank)
+                                .arg(cells[3])),
+               qPrintable(out));
+      short_of_reported = true;
+      continue;
+    }
+    const qint64 reported = cells[3].toLongLong(), in_store = cells[4].toLongLong();
+    QCOMPARE(in_store, steps_in(kept + QString("/rank%1.db").arg(rank)));
+    QVERIFY2(in_store <= reported, qPrintable(out));
+    if (in_store < reported) {
+      short_of_reported = true;
+      QVERIFY2(out.contains(QString("note: rank %1 reported %2 steps; its store holds %3: the "
+                                    "last were not committed")
+                                .arg(rank)
+                                .arg(reported)
+                                .arg(in_store)),
+               qPrintable(out));
+    }
+  }
+  QVERIFY2(short_of_reported, qPrintable(out));
+}
+
+// A store whose writer ended without closing it (killed; or its close failed
+// on a full disk), which cannot be completed where it is (a full disk; here,
+// deterministically, a mount made read-only): it read as "still being
+// written".
+void TestRunFailures::writerThatEndedWithoutClosing() {
+  const QString work = dir_.filePath("ended-unclosed");
+  const QString disk = work + "/disk";
+  QVERIFY(QDir().mkpath(disk));
+  const QString store = disk + "/w.rank0.db";
+  const QString script =
+      QString(
+          "'%1' --backend cpu --steps 1000000 --layers 2 --hidden 64 --heads 4 --seq 16 "
+          "--out '%2/w.db' > /dev/null 2>&1 &\n"
+          "worker=$!\n"
+          "i=0\n"
+          // Killed once it has written steps (its log past the store's
+          // creation, about 250 KB).
+          "while [ $i -lt 2400 ] && [ \"$(stat -c %s '%3-wal' 2> /dev/null || echo 0)\" -lt "
+          "1048576 ]; do sleep 0.05; i=$((i + 1)); done\n"
+          "kill -9 $worker; wait $worker\n"
+          "mount -o remount,ro '%2'\n"
+          "'%4' trace stats '%3' > '%5/stats.out' 2> '%5/stats.err'\n"
+          "'%4' trace info '%3' > '%5/info.out' 2> '%5/info.err'\n")
+          .arg(CS_BIN_DIR "/clusterscope-worker", disk, store, kCli, work);
+  const Run r = on_small_disk(disk, "8m", script);
+  if (cannot_mount(r)) QSKIP(qPrintable("a small tmpfs cannot be mounted here: " + r.err));
+  const QString stats = read_text(work + "/stats.out") + read_text(work + "/stats.err");
+  QVERIFY2(!stats.contains("still being written"), qPrintable(stats));
+  QVERIFY2(stats.contains(store + ": its writer (process ") &&
+               stats.contains(") ended without closing it, and it cannot be completed here ("),
+           qPrintable(stats));
+  const QString info = read_text(work + "/info.out");
+  QVERIFY2(info.contains("status writing (its writer, process ") &&
+               info.contains(", ended without closing it; it cannot be completed here: "),
+           qPrintable(info + read_text(work + "/info.err")));
+}
+
+// A calibration on a full disk: its error named a rank store whose folder it
+// had removed, and it left the empty presets folder it had made.
+void TestRunFailures::calibrationOnAFullDisk() {
+  const QString work = dir_.filePath("calibration-full");
+  const QString disk = work + "/disk";
+  QVERIFY(QDir().mkpath(disk));
+  const QString script =
+      // Room for a phase's rank store to be made and take part of a sweep.
+      fill(disk + "/fill", 400 * 1024) +
+      QString(
+          "%1 > '%2/cal.out' 2> '%2/cal.err'\n"
+          "echo $? > '%2/cal.rc'\n"
+          "find '%3' | sort > '%2/left.txt'\n")
+          .arg(words({kCli, "calibrate", "--backend", "cpu", "--ranks", "1", "2", "--gemm-sizes",
+                      "64", "--seconds", "0.05", "--no-ops", "--no-reference-runs", "-o",
+                      disk + "/cal.db", "--presets-dir", disk + "/presets"}),
+               work, disk);
+  const Run r = on_small_disk(disk, "2m", script);
+  if (cannot_mount(r)) QSKIP(qPrintable("a small tmpfs cannot be mounted here: " + r.err));
+  const QString err = read_text(work + "/cal.err");
+  QCOMPARE(read_text(work + "/cal.rc").trimmed(), QString("1"));
+  QVERIFY2(err.contains("clusterscope: error: calibration"), qPrintable(err));
+  const QStringList left = read_text(work + "/left.txt").split('\n', Qt::SkipEmptyParts);
+  QVERIFY2(!left.contains(disk + "/presets"), qPrintable(left.join('\n')));
+  // What it says it kept is there.
+  const QString marker = "; what it recorded is kept in ";
+  const qsizetype at = err.lastIndexOf(marker);
+  QVERIFY2(at >= 0 || err.contains("; nothing it recorded was kept"), qPrintable(err));
+  if (at >= 0) {
+    for (const QString& path : err.mid(at + marker.size()).trimmed().split(", "))
+      QVERIFY2(left.contains(path), qPrintable(path + " is not in\n" + left.join('\n')));
+  }
 }
 
 QTEST_GUILESS_MAIN(TestRunFailures)

@@ -185,6 +185,7 @@ class TestTraceStore : public QObject {
   void findEvents();
   void liveStoreOpensReadOnly();
   void killedWriterKeepsCommitted();
+  void writerEndedButNotReapedIsNotAlive();
   void storeWrittenOnAnotherHostIsNotRepaired();
   void crashedStoreOnAReadOnlyMount();
   void writeFailureNamesTheFile();
@@ -1347,6 +1348,49 @@ void TestTraceStore::crashedStoreOnAReadOnlyMount() {
   QVERIFY2(built.message().find(beside + ": cannot write in ") != std::string::npos &&
                built.message().find("Read-only file system") != std::string::npos,
            built.message().c_str());
+}
+
+// A writer that has ended but is not yet reaped (a rank whose mpirun exited
+// first, left to an init that reaps late) keeps its /proc entry: it was
+// taken for a live writer, its store read "still being written" and was not
+// completed.
+void TestTraceStore::writerEndedButNotReapedIsNotAlive() {
+  QTemporaryDir dir;
+  const std::string path = temp_path(dir, "zombie.cstrace");
+  const pid_t child = ::fork();
+  QVERIFY(child >= 0);
+  if (child == 0) {
+    auto created = TraceWriter::create(path, RunInfo{"run", "test"});
+    if (!created) ::_exit(1);
+    TraceWriter& w = **created;
+    w.add_rank({0, "node", "CPU", ::getpid(), 0, false});
+    Event e;
+    e.lane = w.add_lane(0, LaneKind::cpu_thread, "compute", 0);
+    e.name = w.intern("gemm");
+    e.start_ns = 1000;
+    e.end_ns = 2000;
+    w.add(e);
+    ::_exit(w.flush() ? 0 : 2);  // ends with the store open, never closed
+  }
+  const auto reap = qScopeGuard([child] { ::waitpid(child, nullptr, 0); });
+  // Ended, not reaped: a zombie.
+  QTRY_VERIFY_WITH_TIMEOUT(
+      [child] {
+        QFile stat(QString("/proc/%1/stat").arg(child));
+        if (!stat.open(QIODevice::ReadOnly)) return false;
+        const QByteArray text = stat.readAll();
+        const qsizetype close = text.lastIndexOf(')');
+        return close > 0 && text.mid(close + 2, 1) == "Z";
+      }(),
+      30000);
+  auto state = inspect_store(path);
+  QVERIFY2(state, state ? "" : state.message().c_str());
+  QCOMPARE(state->status, std::string("writing"));
+  QVERIFY(!state->writer_alive);
+  auto r = TraceReader::open(path);
+  QVERIFY2(r, r ? "" : r.message().c_str());
+  QCOMPARE((*r)->state().status, std::string("interrupted"));
+  QCOMPARE((*r)->event_count(), std::int64_t{1});
 }
 
 void TestTraceStore::killedWriterKeepsCommitted() {
