@@ -47,6 +47,16 @@ Result<ImportReport> import_into(const std::vector<std::string>& files, const st
         std::filesystem::remove(p + suffix, ec);
     }
   };
+  // A part's failure (a full disk) names the store being made, not the
+  // temporary part it was writing ("x.db.part0.tmp").
+  auto naming_output = [&](std::string message) {
+    for (const std::string& part : parts) {
+      for (std::size_t at = message.find(part); at != std::string::npos;
+           at = message.find(part, at + output.size()))
+        message.replace(at, part.size(), output);
+    }
+    return Error{std::move(message)};
+  };
   ImportReport total;
   bool on_one_clock = true;
   for (std::size_t i = 0; i < files.size(); ++i) {
@@ -54,7 +64,7 @@ Result<ImportReport> import_into(const std::vector<std::string>& files, const st
     auto one = import_one(files[i], parts.back(), static_cast<int>(i), options);
     if (!one) {
       remove_parts();
-      return one.error();
+      return naming_output(one.message());
     }
     total.format = one->format;
     on_one_clock = on_one_clock && one->on_one_clock;
@@ -70,7 +80,7 @@ Result<ImportReport> import_into(const std::vector<std::string>& files, const st
     auto reader = TraceReader::open(parts[i]);
     if (!reader) {
       remove_parts();
-      return reader.error();
+      return naming_output(reader.message());
     }
     for (const RankInfo& r : (*reader)->ranks()) {
       auto [it, fresh] = owner.emplace(r.rank, i);

@@ -1282,8 +1282,11 @@ Result<Calibration> fit_stores(const std::vector<const trace::TraceReader*>& sto
       const int threads = threads_per_rank(p.ranks, p.threads, info.cpu_cores);
       d.shares_cores = info.engine == "cpu" && info.cpu_cores > 0 && p.ranks * threads > info.cpu_cores;
     }
-    if (Status s = collect(*store, own, info.engine == "cpu"); !s)
+    if (Status s = collect(*store, own, info.engine == "cpu"); !s) {
+      // Named once: the reader's own messages name the store already.
+      if (s.message().starts_with(store->path())) return s.error();
       return Error{store->path() + ": " + s.message()};
+    }
     // A damaged page ends a query early: the fit would be of part of the run.
     if (Status damaged = store->damage(); !damaged) return damaged.error();
     for (PhaseData& d : own)

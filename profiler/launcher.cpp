@@ -1277,7 +1277,8 @@ struct Launcher::State {
       if (fs::exists(path, ec)) {
         why = state.message();
       } else if (s && !s->error.empty() && s->error.find(path) != std::string::npos) {
-        why = s->error;
+        // Once: the failed rank's error is the report's message already.
+        why = r.message.find(s->error) != std::string::npos ? "its error, said above" : s->error;
       } else if (s && !s->error.empty()) {
         why = "it failed before it made one";
       } else if (r.failure && r.failure->rank == rank && !r.failure->description.empty()) {

@@ -256,9 +256,12 @@ Status merge_run_stores(const RunSpec& spec, Outcome outcome, std::string& note)
 
 // How a run ended, read from its rank stores when the launcher did not watch
 // it (a Slurm job): complete when every store is; cancelled when one was
-// cancelled; failed when one failed; crashed when one was cut short or is
-// missing.
-Outcome outcome_from_rank_stores(const RunSpec& spec);
+// cancelled; failed when one failed; crashed when one was cut short (its
+// writer died) or is missing. A store that is there but cannot be read (a
+// damaged or truncated file) says nothing of how its rank ended: the other
+// stores decide, and `unreadable` gets "rank N: why" for it.
+Outcome outcome_from_rank_stores(const RunSpec& spec,
+                                 std::vector<std::string>* unreadable = nullptr);
 // Whether the rank stores beside spec.run_store are of a run of spec.ranks
 // ranks, as each store's recorded layout (meta "parallel": dp x tp x pp)
 // says: an error naming the store and both counts when one is not (a

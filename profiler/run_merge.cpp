@@ -1,3 +1,5 @@
+#include <filesystem>
+
 #include <nlohmann/json.hpp>
 
 #include "core/json_text.h"
@@ -92,14 +94,24 @@ Status check_rank_stores_world(const RunSpec& spec) {
   return {};
 }
 
-Outcome outcome_from_rank_stores(const RunSpec& spec) {
+Outcome outcome_from_rank_stores(const RunSpec& spec, std::vector<std::string>* unreadable) {
   bool cancelled = false;
   bool failed = false;
   bool crashed = false;
   for (int rank = 0; rank < spec.ranks; ++rank) {
-    auto state = trace::inspect_store(rank_store_path(spec.run_store, rank));
+    const std::string path = rank_store_path(spec.run_store, rank);
+    auto state = trace::inspect_store(path);
     if (!state) {
-      crashed = true;
+      // A store that is there but does not read (a truncated copy) says
+      // nothing of how its rank ended: called a crash, a run whose ranks all
+      // completed was "crashed". A missing one is a rank that never wrote.
+      std::error_code ec;
+      if (std::filesystem::exists(path, ec)) {
+        if (unreadable)
+          unreadable->push_back("rank " + std::to_string(rank) + ": " + state.message());
+      } else {
+        crashed = true;
+      }
       continue;
     }
     const std::string& status = state->status;

@@ -224,10 +224,14 @@ void run(const PlanCommandOptions& o, Context& ctx) {
                        2)
                 << '\n';
     }
-    std::string text = "the plan cannot run (" + std::to_string(problems.size()) +
+    // The file named, as validate names it: the rules alone did not say
+    // which document broke them.
+    const std::string file = o.plan.plan_file.empty() ? "" : document_name(o.plan.plan_file);
+    std::string text = "the plan" + (file.empty() ? "" : " of " + file) + " cannot run (" +
+                       std::to_string(problems.size()) +
                        (problems.size() == 1 ? " problem):" : " problems):");
     for (const Problem& p : problems)
-      text += "\n  " + p.pointer + ": " + p.message;
+      text += "\n  " + (file.empty() ? "" : file + ": ") + p.pointer + ": " + p.message;
     throw CliError(text);
   }
   const plan::Estimate e = take(plan::estimate(plan));

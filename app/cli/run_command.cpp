@@ -508,28 +508,45 @@ void merge_only(const launch::RunSpec& spec, bool json) {
     }
   }
   take(launch::check_rank_stores_world(spec));
-  const launch::Outcome outcome = launch::outcome_from_rank_stores(spec);
+  std::vector<std::string> unreadable;
+  const launch::Outcome outcome = launch::outcome_from_rank_stores(spec, &unreadable);
   std::string note;
   take(launch::merge_run_stores(spec, outcome, note));
   const nlohmann::json summary = run_summary_json(spec.run_store);
+  // A rank store that does not read is left out, and says nothing of how its
+  // rank ended: the run is what the others say, less that rank.
+  std::string lacking;
+  for (const std::string& u : unreadable)
+    lacking += (lacking.empty() ? "" : "; ") + u;
+  const std::string ended =
+      "ended " + std::string(to_string(outcome)) +
+      (unreadable.empty()
+           ? std::string()
+           : " as far as its readable rank stores say (" + std::to_string(unreadable.size()) +
+                 " of " + std::to_string(spec.ranks) + " cannot be read)");
   if (json) {
     std::cout << json_text(nlohmann::json{{"outcome", std::string(to_string(outcome))},
                                           {"run_store", spec.run_store},
                                           {"merge_note", note},
+                                          {"unreadable_rank_stores", unreadable},
                                           {"summary", summary}},
                            2)
               << '\n';
   } else {
-    std::cout << "merged the rank stores of a run that ended " << to_string(outcome) << " into "
-              << spec.run_store << '\n';
+    std::cout << "merged the rank stores of a run that " << ended << " into " << spec.run_store
+              << '\n';
     print_run_summary(std::cout, summary);
     if (!note.empty()) std::cout << "note: " << note << '\n';
   }
   // The exit status of the run, as a run from mpirun gives it: a Slurm job
   // whose ranks were cancelled or crashed ends failed, not 0.
   if (outcome != launch::Outcome::completed) {
-    throw CliError("the run ended " + std::string(to_string(outcome)) + " (its rank stores are "
-                   "merged into " + spec.run_store + ")");
+    throw CliError("the run " + ended + " (its rank stores are merged into " + spec.run_store +
+                   ")");
+  }
+  if (!unreadable.empty()) {
+    throw CliError("the run store " + spec.run_store + " lacks what a rank store that cannot be " +
+                   "read holds (" + lacking + "); the other ranks ended complete");
   }
 }
 

@@ -1,9 +1,9 @@
 // `clusterscope run` and `calibrate` where things go wrong, end to end: more
-// ranks than this machine runs, a disk that fills as the rank stores are made
-// or during the run, a rank killed before it starts, a store whose writer
-// ended without closing it. Real processes and real SQLite files; the full
-// disks are small real tmpfs mounts in a mount namespace of their own (root
-// only: skipped elsewhere).
+// ranks than this machine runs, a disk that fills as the rank stores are
+// made or during the run, a rank killed before it starts, a rank store that
+// no longer reads, a store whose writer ended without closing it. Real
+// processes and real SQLite files; the full disks are small real tmpfs
+// mounts in a mount namespace of their own (root only: skipped elsewhere).
 
 #include <QDir>
 #include <QFile>
@@ -120,6 +120,7 @@ class TestRunFailures : public QObject {
   void fullDiskDuringTheRun();
   void writerThatEndedWithoutClosing();
   void calibrationOnAFullDisk();
+  void mergeOfADamagedRankStore();
 
  private:
   QTemporaryDir dir_;
@@ -230,6 +231,13 @@ void TestRunFailures::fullDiskAsTheRankStoresAreMade() {
                         store + " (rank 0: "),
            qPrintable(out + err));
   QVERIFY2(out.contains("database or disk is full"), qPrintable(out));
+  // The failed rank's error is said once (the report's first line), not
+  // again among the reasons for no run store.
+  const QString ranks = disk + "/run.ranks/";
+  QVERIFY2(
+      out.count(ranks + "rank0.db: cannot create") + out.count(ranks + "rank1.db: cannot create") <=
+          2,
+      qPrintable(out));
   QVERIFY2(!err.contains("merging the rank stores"), qPrintable(err));
   QVERIFY2(!err.contains("closed its store"), qPrintable(err));
   // The plan stays; no rank store, no log, no empty folder.
@@ -396,6 +404,32 @@ void TestRunFailures::calibrationOnAFullDisk() {
     for (const QString& path : err.mid(at + marker.size()).trimmed().split(", "))
       QVERIFY2(left.contains(path), qPrintable(path + " is not in\n" + left.join('\n')));
   }
+}
+
+// A run whose ranks all completed, merged again with one rank store cut
+// short: it was "a run that ended crashed". Now the merge says which store
+// does not read and why, and that the others completed.
+void TestRunFailures::mergeOfADamagedRankStore() {
+  const QString work = dir_.filePath("damaged-rank");
+  const QString store = work + "/run.db";
+  const QStringList plan = QStringList{"--dp", "2", "--out", store} + tiny();
+  const Run r = run_cli(QStringList{"run", "--steps", "2", "--keep-rank-stores"} + plan);
+  QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+  const QString rank1 = work + "/run.ranks/rank1.db";
+  QFile cut(rank1);
+  QVERIFY(cut.resize(cut.size() / 2));
+  const Run merge = run_cli(QStringList{"run", "--merge-only"} + plan);
+  QCOMPARE(merge.exit_code, 1);
+  QVERIFY2(merge.out.contains("merged the rank stores of a run that ended complete as far as its "
+                              "readable rank stores say (1 of 2 cannot be read) into " +
+                              store),
+           qPrintable(merge.out));
+  QVERIFY2(merge.err.contains("clusterscope: error: the run store " + store +
+                              " lacks what a rank store that cannot be read holds (rank 1: " +
+                              rank1 + " is damaged: the file is cut short") &&
+               merge.err.contains("; the other ranks ended complete"),
+           qPrintable(merge.err));
+  QVERIFY2(!(merge.out + merge.err).contains("crashed"), qPrintable(merge.out + merge.err));
 }
 
 QTEST_GUILESS_MAIN(TestRunFailures)

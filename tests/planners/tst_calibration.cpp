@@ -318,6 +318,7 @@ class TestCalibration : public QObject {
   void calibrateRefusesSizesNoMachineHas_data();
   void calibrateRefusesSizesNoMachineHas();
   void calibrationNamesTheWorkersError();
+  void learningFromADamagedStoreNamesItOnce();
   void calibrateRefusesOptionsThatDoNotApply_data();
   void calibrateRefusesOptionsThatDoNotApply();
   void ncclTestsCommandSavesALinkPreset();
@@ -1803,6 +1804,30 @@ void TestCalibration::calibrateRefusesOptionsThatDoNotApply() {
 
 // A rank that fails says why in the error itself, not Open MPI's MPI_ABORT
 // notice that follows its words.
+// A run store whose events do not decode, learnt from: the error named the
+// store twice ("run.db: run.db is damaged: ...").
+void TestCalibration::learningFromADamagedStoreNamesItOnce() {
+  const QString work = dir_.filePath("learn-damaged");
+  QVERIFY(QDir().mkpath(work));
+  const QString store = work + "/run.db";
+  QVERIFY(QFile::copy(CS_DATA_DIR "/cpu/cpu-engine-dp2.db", store));
+  QFile(store).setPermissions(QFile::ReadOwner | QFile::WriteOwner);
+  {
+    sqlite3* db = nullptr;
+    QCOMPARE(sqlite3_open(store.toUtf8().constData(), &db), SQLITE_OK);
+    const int rc =
+        sqlite3_exec(db, "UPDATE chunks SET count = -5 WHERE id = (SELECT min(id) FROM chunks)",
+                     nullptr, nullptr, nullptr);
+    sqlite3_close(db);
+    QCOMPARE(rc, SQLITE_OK);
+  }
+  const Run r = run_cli({"calibrate", "--learn", store, "--no-save"},
+                        dir_.filePath("learn-damaged-presets"), work);
+  QCOMPARE(r.exit_code, 1);
+  QVERIFY2(r.err.contains("clusterscope: error: " + store + " is damaged: "), qPrintable(r.err));
+  QCOMPARE(r.err.count(store), 1);
+}
+
 void TestCalibration::calibrationNamesTheWorkersError() {
   const QString work = dir_.filePath("worker-error");
   QDir().mkpath(work);

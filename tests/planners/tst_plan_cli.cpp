@@ -57,6 +57,7 @@ class TestPlanCli : public QObject {
   void planErrors_data();
   void planErrors();
   void planDocument();
+  void brokenRulesNameThePlanFile();
   void planDoesNotFit();
   void planHelpListsFlags();
   void searchJson();
@@ -430,6 +431,27 @@ void TestPlanCli::planDocument() {
   const Run refused = run_cli({"plan", "--plan", bad.fileName()});
   QCOMPARE(refused.exit_code, 1);
   QVERIFY2(refused.err.contains("bad.json: /parallel/tp: must be >= 1"), qPrintable(refused.err));
+}
+
+// The rules a plan file breaks name the file, as validate names it: plan
+// listed them without saying which document broke them.
+void TestPlanCli::brokenRulesNameThePlanFile() {
+  QTemporaryDir dir;
+  const QString path = dir.filePath("tp_heads.json");
+  QFile file(path);
+  QVERIFY(file.open(QIODevice::WriteOnly));
+  file.write(R"({"kind":"plan","cluster":"dgx-h100-32","workload":"gpt2-small",
+    "parallel":{"dp":1,"tp":5,"pp":1,"micro_batch":1},"precision":"bf16"})");
+  file.close();
+  const Run r = run_cli({"plan", "--plan", path});
+  QCOMPARE(r.exit_code, 1);
+  QVERIFY2(r.err.contains("clusterscope: error: the plan of " + path + " cannot run (") &&
+               r.err.contains("\n  " + path + ": /parallel/tp: must divide the 12 attention heads"),
+           qPrintable(r.err));
+  const Run validate = run_cli({"validate", path});
+  QVERIFY2(validate.err.contains(path + ": /parallel/tp: must divide the 12 attention heads") ||
+               validate.out.contains(path + ": /parallel/tp: must divide the 12 attention heads"),
+           qPrintable(validate.out + validate.err));
 }
 
 void TestPlanCli::planDoesNotFit() {
