@@ -746,11 +746,17 @@ void RunView::openStore(const QString& path) {
   instances_->setSortingEnabled(true);
   // An older store is upgraded when first opened, before the timeline reads
   // it: one changed in place, or read through a copy, is said in the header
-  // as the CLI says it. A store that cannot be opened is the analysis's error.
+  // as the CLI says it. A store that cannot be opened is the timeline's
+  // error. Off the GUI thread: an upgrade rebuilds every lane's chunks.
   upgrade_note_.clear();
-  if (auto state = trace::inspect_store(path.toStdString()))
-    upgrade_note_ = q(trace::upgrade_note(path.toStdString(), *state));
-  timeline_->setStore(path);
+  QtConcurrent::run([store = path.toStdString()] {
+    auto state = trace::inspect_store(store);
+    return state ? q(trace::upgrade_note(store, *state)) : QString();
+  }).then(this, [this, path](const QString& note) {
+    if (path != path_) return;  // another store was opened since
+    upgrade_note_ = note;
+    timeline_->setStore(path);
+  });
 }
 
 void RunView::startAnalysis() {
