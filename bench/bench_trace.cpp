@@ -29,6 +29,7 @@
 #include <zlib.h>
 
 #include "core/trace_analysis.h"
+#include "core/trace_critical_path.h"
 #include "core/trace_import.h"
 #include "core/trace_reader.h"
 #include "core/trace_sqlite.h"
@@ -422,6 +423,16 @@ int phase_analyse(const std::string& path, int threads) {
       a->ranks.size(), static_cast<long long>(device_events),
       a->ranks.empty() ? 0 : a->ranks[0].steps.size(), s, cpu_seconds() - c0,
       a->ranks.empty() ? 0.0 : a->ranks[0].total.overlap_percent());
+  // The critical path of every step across the ranks, summarised as `trace
+  // critical-path` does (the paths' segments are not kept).
+  const auto t1 = Clock::now();
+  auto paths = summarize_critical_paths(**opened);
+  if (!paths) {
+    std::fprintf(stderr, "%s\n", paths.message().c_str());
+    return 1;
+  }
+  std::printf("critical_path_s=%.3f steps=%d (after %d of warm-up)\n", seconds_since(t1),
+              paths->steps, paths->warm_up);
   return 0;
 }
 
@@ -476,6 +487,14 @@ int phase_parts(const std::string& path, int steps) {
     return 1;
   }
   std::printf("steps=%d parts_s=%.3f us_per_step=%.1f\n", steps, s, s / steps * 1e6);
+  const auto t1 = Clock::now();
+  auto paths = summarize_critical_paths(**opened);
+  if (!paths) {
+    std::fprintf(stderr, "%s\n", paths.message().c_str());
+    return 1;
+  }
+  const double cp = seconds_since(t1);
+  std::printf("critical_path_s=%.3f us_per_step=%.1f\n", cp, cp / steps * 1e6);
   return 0;
 }
 

@@ -24,6 +24,7 @@
 //   table rows, or else step events), all steps included (HTA drops the last
 //   ProfilerStep by default; this does not).
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -280,6 +281,15 @@ struct PredictionComparison {
   std::string machine_note;  // why there is no `machine` when one side has a probe
 };
 
+// The parts of a step before "idle", in the order StepParts lists them.
+// clang-format off
+inline constexpr std::array<std::string_view, 13> kStepPartNames = {
+    "compute.gemm",        "compute.attention", "compute.norm",        "compute.activation",
+    "compute.elementwise", "compute.loss",      "optimizer",           "communication.tp",
+    "communication.dp",    "communication.pp",  "communication.other", "wait",
+    "bubble"};
+// clang-format on
+
 // What each part of a step took, measured from a store's events, on the
 // critical rank (of the stage the planner times, the pipeline's pacing one;
 // among its ranks, the one with the most compute), as the median over its steps past the warm-up
@@ -366,6 +376,11 @@ double expected_step_seconds(const std::vector<double>& lengths);
 // The kind of operation a compute event's name says: "gemm", "attention",
 // "norm", "activation", "loss", "optimizer", else "elementwise".
 std::string_view operation_kind(std::string_view name);
+
+// The communication group an event's name starts with ("tp all-reduce",
+// "wait dp"; a point-to-point transfer is "pp"): "tp", "dp", "pp", else
+// "other" (NCCL kernels, imports, unnamed groups).
+std::string_view communication_group(std::string_view name, EventKind kind);
 
 // "exposed data-parallel communication", "GEMM compute", ... for a part name.
 std::string describe_part(std::string_view part);

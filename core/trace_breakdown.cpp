@@ -20,14 +20,6 @@ namespace cs::trace {
 
 namespace {
 
-// clang-format off
-constexpr std::array<std::string_view, 13> kPartOrder = {
-    "compute.gemm",        "compute.attention", "compute.norm",        "compute.activation",
-    "compute.elementwise", "compute.loss",      "optimizer",           "communication.tp",
-    "communication.dp",    "communication.pp",  "communication.other", "wait",
-    "bubble"};
-// clang-format on
-
 bool contains(std::string_view text, std::string_view what) {
   return text.find(what) != std::string_view::npos;
 }
@@ -89,17 +81,6 @@ std::int64_t fastest(std::vector<std::int64_t> lengths) {
   if (lengths.empty()) return 0;
   std::sort(lengths.begin(), lengths.end());
   return lengths[lengths.size() / 10];
-}
-
-// The communication group an event's name starts with: "tp all-reduce",
-// "wait dp", "pp send"; NCCL kernels and unnamed groups are "other".
-std::string_view group_of(std::string_view name, EventKind kind) {
-  if (kind == EventKind::p2p) return "pp";
-  if (name.starts_with("wait ")) name.remove_prefix(5);
-  for (std::string_view g : {"tp", "dp", "pp"}) {
-    if (name.starts_with(g) && (name.size() == 2 || name[2] == ' ' || name[2] == '.')) return g;
-  }
-  return "other";
 }
 
 struct P2p {
@@ -183,6 +164,15 @@ struct PendingRank {
 };
 
 }  // namespace
+
+std::string_view communication_group(std::string_view name, EventKind kind) {
+  if (kind == EventKind::p2p) return "pp";
+  if (name.starts_with("wait ")) name.remove_prefix(5);
+  for (std::string_view g : {"tp", "dp", "pp"}) {
+    if (name.starts_with(g) && (name.size() == 2 || name[2] == ' ' || name[2] == '.')) return g;
+  }
+  return "other";
+}
 
 std::string_view operation_kind(std::string_view name) {
   std::string n = lower(name);
@@ -272,7 +262,7 @@ int Communicators::of_call(std::int32_t rank, std::string_view name) const {
   const RankOrder order{dp_, tp_, pp_};
   if (rank >= order.world_size()) return 0;
   const RankCoordinates at = order.coordinates(rank);
-  const std::string_view group = group_of(name, EventKind::collective);
+  const std::string_view group = communication_group(name, EventKind::collective);
   // 1 + the kind's offset + the group's index: distinct for every group.
   const int world = order.world_size();
   if (group == "dp") return 1 + order.data_parallel_group(at);
@@ -366,12 +356,12 @@ Result<std::vector<StepParts>> measure_rank_parts(const TraceReader& reader) {
             case EventKind::collective:
               // The pipeline's own collectives (the loss shared among its
               // stages) wait for the other stages: that is its bubble.
-              if (group_of(name, e.kind) == "pp") {
+              if (communication_group(name, e.kind) == "pp") {
                 ev.communication["pp"].push_back(when);
               } else {
                 ev.collectives.push_back(
                     {when,
-                     group_of(name, e.kind),
+                     communication_group(name, e.kind),
                      {name, e.bytes, e.collective, e.group_size, communicators.of_call(rank, name)},
                      e.step});
               }
@@ -382,17 +372,18 @@ Result<std::vector<StepParts>> measure_rank_parts(const TraceReader& reader) {
               return true;
             case EventKind::sync:
               if (name.starts_with("wait ")) {
-                const std::string group(group_of(name, e.kind));
+                const std::string group(communication_group(name, e.kind));
                 (group == "pp" ? ev.communication : ev.sync_waits)[group].push_back(when);
               }
               return true;
             case EventKind::kernel:
-              if (e.category == Category::communication && group_of(name, e.kind) == "pp") {
+              if (e.category == Category::communication &&
+                  communication_group(name, e.kind) == "pp") {
                 ev.communication["pp"].push_back(when);
               } else if (e.category == Category::communication) {
                 ev.collectives.push_back(
                     {when,
-                     group_of(name, e.kind),
+                     communication_group(name, e.kind),
                      {name, e.bytes, e.collective, e.group_size, communicators.of_call(rank, name)},
                      e.step});
               } else if (e.category == Category::compute) {
@@ -576,7 +567,7 @@ Result<std::vector<StepParts>> measure_rank_parts(const TraceReader& reader) {
         accounted += exposed;
       }
       part["idle"] = std::max(0.0, pending.step_lengths[si] - accounted);
-      for (std::string_view name : kPartOrder)
+      for (std::string_view name : kStepPartNames)
         pending.per_part[std::string(name)].push_back(part[std::string(name)]);
       pending.per_part["idle"].push_back(part["idle"]);
     }
@@ -609,7 +600,7 @@ Result<std::vector<StepParts>> measure_rank_parts(const TraceReader& reader) {
     parts.steps = static_cast<int>(pending.step_lengths.size());
     parts.warm_up = pending.warm_up;
     parts.step_s = median(pending.step_lengths) * 1e-9;
-    for (std::string_view name : kPartOrder) {
+    for (std::string_view name : kStepPartNames) {
       parts.parts.emplace_back(std::string(name),
                                median(pending.per_part[std::string(name)]) * 1e-9);
     }

@@ -7,7 +7,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 CLI="${1:-$ROOT/build/bin/clusterscope}"
 commands=(
   "" presets validate describe plan search run calibrate profile
-  trace "trace info" "trace stats" "trace compare" "trace export" "trace import" "trace merge"
+  trace "trace info" "trace stats" "trace compare" "trace export" "trace import" "trace critical-path" "trace merge"
   calc "calc communication" "calc quantize" "calc flops"
 )
 echo "# Command-line reference"

@@ -27,6 +27,7 @@
 #include "core/prediction_text.h"
 #include "core/trace_analysis.h"
 #include "core/trace_compare.h"
+#include "core/trace_critical_path.h"
 #include "core/trace_export.h"
 #include "core/trace_import.h"
 #include "core/trace_merge.h"
@@ -1566,6 +1567,145 @@ void run_compare(const CompareOptions& o) {
               << (c.per_step ? ", inside its steps" : "") << "; times " << basis << "\n";
 }
 
+// --- critical path ----------------------------------------------------------
+
+struct CriticalPathOptions {
+  std::string store;
+  std::string steps;  // "5", "3-7"; every step when empty
+  std::int64_t top = 10;
+  bool segments = false;
+  bool json = false;
+};
+
+json critical_path_json(const CriticalPath& p, const TraceReader& r) {
+  json segments = json::array();
+  const std::int64_t origin = r.time_range().start_ns;
+  for (const CriticalSegment& s : p.segments) {
+    segments.push_back({{"rank", s.rank},
+                        {"start_ns", s.start_ns - origin},
+                        {"duration_ns", s.end_ns - s.start_ns},
+                        {"part", s.part},
+                        {"name", r.string(s.name)}});
+  }
+  return {{"step", p.step},
+          {"start_ns", p.start_ns - origin},
+          {"duration_ns", p.length_ns()},
+          {"segments", std::move(segments)}};
+}
+
+void run_critical_path(const CriticalPathOptions& o) {
+  std::optional<std::pair<std::int32_t, std::int32_t>> steps;
+  if (!o.steps.empty()) {
+    const auto [first, last] = parse_steps(o.steps);
+    steps.emplace(first, last);
+  }
+  auto r = open_store(o.store);
+  WholeStoreCheck check;
+  if (steps) steps_window(*r, o.steps);  // refuses steps the run does not record
+  check.start(o.store);
+  // Every step of the run: its warm-up left out of the means, as the
+  // comparison with the prediction does; steps asked for: all of them.
+  const CriticalPathSummary sum = take(summarize_critical_paths(*r, steps));
+  if (sum.steps == 0)
+    throw CliError(o.store + " records no steps: a critical path runs through a step");
+  // Each step's segments only when asked: a long run's are more than its events.
+  const std::vector<CriticalPath> paths =
+      o.segments ? take(critical_paths(*r, steps)) : std::vector<CriticalPath>{};
+  const std::string status = status_note(*r);
+  if (o.json) {
+    json parts = json::object(), ranks = json::array(), ops = json::array();
+    for (const auto& [part, ns] : sum.parts)
+      parts[std::string(part)] = ns;
+    for (const auto& [rank, ns] : sum.ranks)
+      ranks.push_back({{"rank", rank}, {"per_step_ns", ns}});
+    for (std::size_t i = 0; i < sum.operations.size() && i < static_cast<std::size_t>(o.top); ++i) {
+      const auto& op = sum.operations[i];
+      ops.push_back({{"name", r->string(op.name)},
+                     {"part", op.part},
+                     {"count", op.count},
+                     {"per_step_ns", op.per_step_ns}});
+    }
+    json out = {{"store", o.store},
+                {"steps", sum.steps},
+                {"warm_up_steps", sum.warm_up},
+                {"step_ns", sum.step_ns},
+                {"parts_per_step_ns", std::move(parts)},
+                {"ranks", std::move(ranks)},
+                {"operations", std::move(ops)}};
+    if (o.segments) {
+      json all = json::array();
+      for (const CriticalPath& p : paths)
+        all.push_back(critical_path_json(p, *r));
+      out["paths"] = std::move(all);
+    }
+    if (!status.empty()) out["note"] = status;
+    std::cout << json_text(out) << '\n';
+  } else {
+    if (!status.empty()) std::cout << "note: " << status << "\n\n";
+    std::cout << "Critical path: the chain of operations, across the ranks, that set each "
+                 "step's length\nMean of "
+              << describe_steps(sum.steps, sum.warm_up) << ", of " << sum.steps + sum.warm_up
+              << " steps; the mean step " << format_seconds(sum.step_ns * 1e-9) << "\n\n";
+    const auto share = [&](double ns) {
+      return sum.step_ns > 0 ? format_fixed(100.0 * ns / sum.step_ns, 1) + " %" : std::string("-");
+    };
+    TextTable parts({"part", "per step", "share", "what"});
+    parts.right_align(1);
+    parts.right_align(2);
+    for (const auto& [part, ns] : sum.parts) {
+      parts.add({std::string(part), format_seconds(ns * 1e-9), share(ns),
+                 part == "memory" ? "copies and sets" : describe_part(part)});
+    }
+    parts.print(std::cout);
+    std::cout << "\n";
+    TextTable ranks({"rank", "per step", "share"});
+    ranks.right_align(0);
+    ranks.right_align(1);
+    ranks.right_align(2);
+    for (const auto& [rank, ns] : sum.ranks)
+      ranks.add({std::to_string(rank), format_seconds(ns * 1e-9), share(ns)});
+    ranks.print(std::cout);
+    if (o.top > 0 && !sum.operations.empty()) {
+      std::cout << "\nOperations on the path, by time per step\n";
+      TextTable ops({"operation", "part", "count", "per step", "share"});
+      for (std::size_t c : {2, 3, 4})
+        ops.right_align(c);
+      const std::size_t shown = std::min(sum.operations.size(), static_cast<std::size_t>(o.top));
+      std::vector<std::string> names;
+      for (std::size_t i = 0; i < shown; ++i)
+        names.push_back(r->string(sum.operations[i].name));
+      names = distinct_names(names, 48, true);
+      for (std::size_t i = 0; i < shown; ++i) {
+        const auto& op = sum.operations[i];
+        ops.add({names[i], std::string(op.part), format_count(static_cast<double>(op.count)),
+                 format_seconds(op.per_step_ns * 1e-9), share(op.per_step_ns)});
+      }
+      ops.print(std::cout);
+      say_rows_left_out(shown, sum.operations.size());
+      std::cout << "  count: segments of it on the paths summarised, all steps together\n";
+    }
+    if (o.segments) {
+      const std::int64_t origin = r->time_range().start_ns;
+      for (const CriticalPath& p : paths) {
+        std::cout << "\nStep " << p.step << ", " << format_seconds(p.length_ns() * 1e-9) << " from "
+                  << format_time_ns(p.start_ns - origin) << "\n";
+        TextTable seg({"start", "duration", "rank", "part", "operation"});
+        seg.right_align(0);
+        seg.right_align(1);
+        seg.right_align(2);
+        for (const CriticalSegment& s : p.segments) {
+          seg.add({format_time_ns(s.start_ns - origin),
+                   format_seconds((s.end_ns - s.start_ns) * 1e-9), std::to_string(s.rank),
+                   std::string(s.part), shorten_kernel(r->string(s.name), 48)});
+        }
+        seg.print(std::cout);
+      }
+    }
+  }
+  refuse_if_damaged(*r);
+  check.require("the critical path printed was read from it");
+}
+
 // --from, --to and --steps, the window of stats and export; `what` says
 // what it does to the command's output.
 void add_window_options(CLI::App& app, std::string& from, std::string& to, std::string& steps,
@@ -1673,6 +1813,22 @@ void register_trace(CLI::App& app, Context& ctx) {
   im->add_option("--title", imp->title, "Run title");
   add_json_flag(*im, imp->json);
   im->callback([imp] { run_import(*imp); });
+
+  auto cp = std::make_shared<CriticalPathOptions>();
+  CLI::App* cpa = trace->add_subcommand(
+      "critical-path",
+      "The chain of operations across the ranks that set each step's length (HTA's critical "
+      "path): where a collective or a pipeline receive waited, the path goes on through the "
+      "rank it waited for; its time by part, by rank and by operation");
+  cpa->add_option("store", cp->store, "Trace store")->required();
+  cpa->add_option("--steps", cp->steps,
+                  "These steps only (5, or 3-7), numbered from 0 as the store and the timeline "
+                  "number them; default: every step, the warm-up left out of the means");
+  cpa->add_option("--top", cp->top, "Operations to list")->check(non_negative_number());
+  cpa->add_flag("--segments", cp->segments,
+                "Also each step's path, segment by segment (start, duration, rank, operation)");
+  add_json_flag(*cpa, cp->json);
+  cpa->callback([cp] { run_critical_path(*cp); });
 
   auto mrg = std::make_shared<MergeCliOptions>();
   CLI::App* m = trace->add_subcommand("merge", "Merge per-rank stores into one run store");

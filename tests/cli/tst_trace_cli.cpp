@@ -113,6 +113,7 @@ class TestTraceCli : public QObject {
   void infoJsonGivesMetaTypes();
   void exportFormats();
   void compareTwoRuns();
+  void criticalPathOfARun();
   void mergeStores();
   void failedWriteKeepsTheEarlierStore_data();
   void failedWriteKeepsTheEarlierStore();
@@ -1204,6 +1205,45 @@ void TestTraceCli::launchStatisticsAreKernelLaunches() {
 
 // Two real ranks of one job, imported as two runs and compared: the figures
 // are the Python reference's (tests/core/kineto_reference.py), per step.
+// `trace critical-path`: the path's parts add up to the step, by rank too,
+// and --segments lists each step's path end to end.
+void TestTraceCli::criticalPathOfARun() {
+  QTemporaryDir dir;
+  const QString store = dir.filePath("dp2.db");
+  QVERIFY(QFile::copy(CS_DATA_DIR "/cpu/cpu-engine-dp2.db", store));
+  QFile(store).setPermissions(QFile::ReadOwner | QFile::WriteOwner);
+  const Run run = run_cli({"trace", "critical-path", store, "--json", "--segments"});
+  QVERIFY2(run.exit_code == 0, qPrintable(run.err));
+  const QJsonObject j = json_of(run);
+  QCOMPARE(j["steps"].toInt(), 4);
+  QCOMPARE(j["warm_up_steps"].toInt(), 1);
+  const double step = j["step_ns"].toDouble();
+  QVERIFY(step > 0);
+  double parts = 0, ranks = 0;
+  for (const QJsonValue& v : j["parts_per_step_ns"].toObject())
+    parts += v.toDouble();
+  for (const QJsonValue& v : j["ranks"].toArray())
+    ranks += v.toObject()["per_step_ns"].toDouble();
+  QVERIFY(std::abs(parts - step) < 1 && std::abs(ranks - step) < 1);
+  const QJsonArray paths = j["paths"].toArray();
+  QCOMPARE(paths.size(), 5);
+  for (const QJsonValue& p : paths) {
+    qint64 t = p.toObject()["start_ns"].toInteger();
+    for (const QJsonValue& seg : p.toObject()["segments"].toArray()) {
+      QCOMPARE(seg.toObject()["start_ns"].toInteger(), t);
+      t += seg.toObject()["duration_ns"].toInteger();
+    }
+    QCOMPARE(t, p.toObject()["start_ns"].toInteger() + p.toObject()["duration_ns"].toInteger());
+  }
+  const Run text = run_cli({"trace", "critical-path", store, "--steps", "2-3"});
+  QVERIFY2(text.exit_code == 0 && text.out.contains("Mean of 2 steps, of 2 steps") &&
+               text.out.contains("dp all-reduce"),
+           qPrintable(text.out + text.err));
+  const Run past = run_cli({"trace", "critical-path", store, "--steps", "9"});
+  QVERIFY2(past.exit_code == 1 && past.err.contains("--steps 9: the run records steps 0 to 4"),
+           qPrintable(past.err));
+}
+
 void TestTraceCli::compareTwoRuns() {
   QTemporaryDir dir;
   const QString a = dir.filePath("a.db"), b = dir.filePath("b.db");

@@ -7,11 +7,13 @@
 #include <QtTest>
 #include <map>
 #include <random>
+#include <set>
 
 #include "core/format.h"
 #include "core/prediction_text.h"
 #include "core/trace_analysis.h"
 #include "core/trace_compare.h"
+#include "core/trace_critical_path.h"
 #include "core/trace_reader.h"
 #include "core/trace_writer.h"
 #include "core/window_index.h"
@@ -153,6 +155,9 @@ class TestTraceAnalysis : public QObject {
   void bytesForPeople();
   void compareByOperationKind();
   void compareLeavesOutWhatIsOutsideTheSteps();
+  void criticalPathGoesThroughTheLateRank();
+  void criticalPathGoesThroughTheSend();
+  void criticalPathOfARealRunCoversEachStep();
   void windowIndexFindsWhatEveryWindowWould_data();
   void windowIndexFindsWhatEveryWindowWould();
 };
@@ -1646,6 +1651,196 @@ void TestTraceAnalysis::modelErrorFactor() {
 // The step breakdown places each event in its steps through WindowIndex;
 // it must find exactly what clipping the event to every step finds, for
 // steps that follow, touch, overlap and nest, and events of any length.
+namespace {
+
+// The parts of one path, summed: "part" -> ns, and rank -> ns.
+std::pair<std::map<std::string, std::int64_t>, std::map<std::int32_t, std::int64_t>> sums(
+    const CriticalPath& path) {
+  std::map<std::string, std::int64_t> parts;
+  std::map<std::int32_t, std::int64_t> ranks;
+  for (const CriticalSegment& s : path.segments) {
+    parts[std::string(s.part)] += s.end_ns - s.start_ns;
+    ranks[s.rank] += s.end_ns - s.start_ns;
+  }
+  return {parts, ranks};
+}
+
+// The segments run from the step's start to its end without a gap or an overlap.
+bool covers(const CriticalPath& path) {
+  std::int64_t t = path.start_ns;
+  for (const CriticalSegment& s : path.segments) {
+    if (s.start_ns != t || s.end_ns <= s.start_ns) return false;
+    t = s.end_ns;
+  }
+  return t == path.end_ns;
+}
+
+}  // namespace
+
+// Rank 0 reduces on its communication thread from 1000 and waits for it;
+// rank 1 computes until 2500 and joins then. The path ends on rank 0 (its
+// optimizer ends last), takes its reduction from 2500 only, and goes on
+// through rank 1's compute: rank 0's waiting is not on it.
+void TestTraceAnalysis::criticalPathGoesThroughTheLateRank() {
+  QTemporaryDir dir;
+  Builder b(dir, "late.cstrace");
+  TraceWriter& w = *b.writer;
+  w.add_rank({0, "node", "CPU", 1, 0, false});
+  w.add_rank({1, "node", "CPU", 2, 0, false});
+  const LaneId c0 = w.add_lane(0, LaneKind::cpu_thread, "compute", 0);
+  const LaneId m0 = w.add_lane(0, LaneKind::cpu_thread, "communication", 1);
+  const LaneId c1 = w.add_lane(1, LaneKind::cpu_thread, "compute", 0);
+  auto reduce = [&](LaneId lane, std::int64_t s, std::int64_t e) {
+    Event& ev = b.add(lane, EventKind::collective, Category::communication, s, e, "dp all-reduce");
+    ev.collective = Collective::all_reduce;
+    ev.bytes = 4096;
+    ev.group_size = 2;
+    b.commit();
+  };
+  for (int step = 0; step < 3; ++step) {
+    const std::int64_t s = 100'000 + step * 10'000;
+    b.add(c0, EventKind::kernel, Category::compute, s, s + 1000, "mlp.fc");
+    b.commit();
+    reduce(m0, s + 1000, s + 3000);
+    b.add(c0, EventKind::sync, Category::synchronization, s + 1500, s + 3000, "wait dp");
+    b.commit();
+    b.add(c0, EventKind::kernel, Category::compute, s + 3000, s + 3700, "adamw");
+    b.commit();
+    b.add(c1, EventKind::kernel, Category::compute, s, s + 2500, "mlp.fc");
+    b.commit();
+    reduce(c1, s + 2500, s + 3000);
+    b.add(c1, EventKind::kernel, Category::compute, s + 3000, s + 3600, "adamw");
+    b.commit();
+    w.add(StepMetrics{0, step, s, s + 10'000, 1.0, 100, 0});
+    w.add(StepMetrics{1, step, s, s + 10'000, 1.0, 100, 0});
+  }
+  auto r = b.close();
+  auto paths = critical_paths(*r);
+  QVERIFY2(paths, paths ? "" : paths.message().c_str());
+  QCOMPARE(paths->size(), std::size_t{3});
+  for (const CriticalPath& p : *paths) {
+    QVERIFY(covers(p));
+    const auto [parts, ranks] = sums(p);
+    const std::map<std::string, std::int64_t> expected = {
+        {"compute.gemm", 2500}, {"communication.dp", 500}, {"optimizer", 700}, {"idle", 6300}};
+    QCOMPARE(parts, expected);
+    QCOMPARE(ranks, (std::map<std::int32_t, std::int64_t>{{0, 7500}, {1, 2500}}));
+    QCOMPARE(p.segments.front().rank, 1);
+    QCOMPARE(r->string(p.segments.front().name), std::string("mlp.fc"));
+  }
+  // Steps asked for: only they.
+  auto one = critical_paths(*r, std::pair{1, 1});
+  QVERIFY(one);
+  QCOMPARE(one->size(), std::size_t{1});
+  QCOMPARE(one->front().step, 1);
+  // The means leave the first step out as warm-up, when asked.
+  const CriticalPathSummary sum = summarize_critical_paths(*paths, true);
+  QCOMPARE(sum.steps, 2);
+  QCOMPARE(sum.warm_up, 1);
+  QCOMPARE(sum.step_ns, 10'000.0);
+  QCOMPARE(sum.parts.front(), (std::pair<std::string_view, double>{"compute.gemm", 2500}));
+  QCOMPARE(sum.parts.back(), (std::pair<std::string_view, double>{"idle", 6300}));
+  QCOMPARE(r->string(sum.operations.front().name), std::string("mlp.fc"));
+  QCOMPARE(sum.operations.front().count, std::int64_t{2});
+  QCOMPARE(summarize_critical_paths(*paths, false).steps, 3);
+}
+
+// A pipeline: stage 1 receives from 0 while stage 0 still computes; the
+// receive is on the path from the send's start, and stage 0's compute before it.
+void TestTraceAnalysis::criticalPathGoesThroughTheSend() {
+  QTemporaryDir dir;
+  Builder b(dir, "pipe.cstrace");
+  TraceWriter& w = *b.writer;
+  w.add_rank({0, "node", "CPU", 1, 0, false});
+  w.add_rank({1, "node", "CPU", 2, 0, false});
+  const LaneId c0 = w.add_lane(0, LaneKind::cpu_thread, "compute", 0);
+  const LaneId c1 = w.add_lane(1, LaneKind::cpu_thread, "compute", 0);
+  auto transfer = [&](LaneId lane, std::int64_t s, std::int64_t e, bool send, std::int32_t peer) {
+    Event& ev =
+        b.add(lane, EventKind::p2p, Category::communication, s, e, send ? "pp send" : "pp recv");
+    ev.collective = send ? Collective::send : Collective::recv;
+    ev.peer = peer;
+    ev.bytes = 64;
+    b.commit();
+  };
+  const std::int64_t s = 50'000;
+  b.add(c0, EventKind::kernel, Category::compute, s, s + 1000, "mlp.fc");
+  b.commit();
+  transfer(c0, s + 1000, s + 1200, true, 1);
+  transfer(c1, s, s + 1200, false, 0);
+  b.add(c1, EventKind::kernel, Category::compute, s + 1200, s + 2000, "mlp.fc");
+  b.commit();
+  w.add(StepMetrics{0, 0, s, s + 1200, 1.0, 100, 0});
+  w.add(StepMetrics{1, 0, s, s + 2000, 1.0, 100, 0});
+  auto r = b.close();
+  auto paths = critical_paths(*r);
+  QVERIFY2(paths, paths ? "" : paths.message().c_str());
+  QCOMPARE(paths->size(), std::size_t{1});
+  const CriticalPath& p = paths->front();
+  QVERIFY(covers(p));
+  const auto [parts, ranks] = sums(p);
+  QCOMPARE(parts, (std::map<std::string, std::int64_t>{{"compute.gemm", 1800},
+                                                       {"communication.pp", 200}}));
+  QCOMPARE(ranks, (std::map<std::int32_t, std::int64_t>{{0, 1000}, {1, 1000}}));
+}
+
+// The committed CPU-engine run (DP 2): each step's path covers it end to
+// end, and every segment but idle lies inside an operation of that name on
+// that rank. That run spent most of its steps in exposed all-reduces (`trace
+// stats`: 60-69 % of the span), and so does its path.
+void TestTraceAnalysis::criticalPathOfARealRunCoversEachStep() {
+  QTemporaryDir dir;
+  const QString path = dir.filePath("dp2.db");
+  QVERIFY(QFile::copy(CS_DATA_DIR "/cpu/cpu-engine-dp2.db", path));
+  QFile(path).setPermissions(QFile::ReadOwner | QFile::WriteOwner);
+  auto r = TraceReader::open(path.toStdString());
+  QVERIFY2(r, r ? "" : r.message().c_str());
+  auto paths = critical_paths(**r);
+  QVERIFY2(paths, paths ? "" : paths.message().c_str());
+  auto windows = job_step_windows(**r);
+  QVERIFY(windows);
+  QCOMPARE(paths->size(), windows->size());
+  QVERIFY(!paths->empty());
+  std::map<std::pair<std::int32_t, std::string>, std::vector<std::pair<std::int64_t, std::int64_t>>>
+      events;
+  for (const LaneInfo& lane : (*r)->lanes()) {
+    QVERIFY((*r)->for_each_event({lane.id}, 0, std::numeric_limits<std::int64_t>::max(),
+                                 [&](const StoredEvent& e) {
+                                   events[{e.rank, (*r)->string(e.event.name)}].emplace_back(
+                                       e.event.start_ns, e.event.end_ns);
+                                   return true;
+                                 }));
+  }
+  int ranks_met = 0;
+  for (const CriticalPath& p : *paths) {
+    QVERIFY2(covers(p), qPrintable(QString("step %1").arg(p.step)));
+    std::set<std::int32_t> ranks;
+    for (const CriticalSegment& s : p.segments) {
+      ranks.insert(s.rank);
+      if (s.part == "idle") continue;
+      const auto& of_name = events[{s.rank, (*r)->string(s.name)}];
+      QVERIFY2(
+          std::any_of(of_name.begin(), of_name.end(),
+                      [&](const auto& e) { return e.first <= s.start_ns && s.end_ns <= e.second; }),
+          qPrintable(QString("step %1: %2 on rank %3")
+                         .arg(p.step)
+                         .arg((*r)->string(s.name).c_str())
+                         .arg(s.rank)));
+    }
+    ranks_met = std::max(ranks_met, static_cast<int>(ranks.size()));
+  }
+  QCOMPARE(ranks_met, 2);  // the path crosses from one rank to the other
+  const CriticalPathSummary sum = summarize_critical_paths(*paths, true);
+  double total = 0, reduction = 0;
+  for (const auto& [part, ns] : sum.parts) {
+    total += ns;
+    if (part == "communication.dp") reduction = ns;
+  }
+  QVERIFY(std::abs(total - sum.step_ns) < 1.0);
+  QVERIFY2(reduction > 0.4 * sum.step_ns && reduction < 0.8 * sum.step_ns,
+           qPrintable(QString::number(reduction / sum.step_ns)));
+}
+
 void TestTraceAnalysis::windowIndexFindsWhatEveryWindowWould_data() {
   QTest::addColumn<int>("windows");
   QTest::addColumn<int>("longest");  // a window's longest length, ns

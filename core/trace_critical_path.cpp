@@ -1,0 +1,480 @@
+#include "core/trace_critical_path.h"
+
+#include <algorithm>
+#include <atomic>
+#include <limits>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <tuple>
+#include <unordered_map>
+
+#include "core/trace_analysis.h"
+#include "core/trace_reader.h"
+#include "core/window_index.h"
+
+namespace cs::trace {
+
+namespace {
+
+enum class ActivityType : std::uint8_t { compute, memory, collective, p2p };
+
+// One operation of a rank that the path can run through.
+struct Activity {
+  std::int64_t start = 0, end = 0;
+  ActivityType type = ActivityType::compute;
+  StringId name;
+  std::string_view part;  // a static string: a step part's name
+  // A collective: its key's parts; then, once matched, the rank that joined
+  // last and when (the transfer's start). A transfer: its peer, direction and size.
+  std::int32_t step = -1;
+  std::int64_t bytes = 0;
+  Collective collective = Collective::none;
+  std::int32_t group_size = 0;
+  int communicator = 0;
+  std::int32_t peer = -1;
+  bool send = false;
+  std::int32_t from_rank = -1;  // where the path goes on; -1: this rank
+  std::int64_t from_ns = 0;
+};
+
+struct RankActivities {
+  std::int32_t rank = 0;
+  std::vector<Activity> by_end;  // sorted by end, then the order below
+};
+
+// Of operations that end together, the one the path takes: a transfer (it
+// may lead to another rank) before compute, and of the same kind the one
+// that started first (an outer operation holds its inner ones).
+bool taken_before(const Activity& a, const Activity& b) {
+  if (a.end != b.end) return a.end < b.end;
+  // Sorted ascending, the walk takes the last: transfers sort after compute.
+  if (a.type != b.type) return a.type < b.type;
+  return a.start > b.start;
+}
+
+std::string_view compute_part(std::string_view kind) {
+  for (std::string_view p : kStepPartNames) {
+    if (p.starts_with("compute.") && p.substr(8) == kind) return p;
+  }
+  return kind == "optimizer" ? std::string_view("optimizer")
+                             : std::string_view("compute.elementwise");
+}
+
+std::string_view communication_part(std::string_view group) {
+  for (std::string_view p : kStepPartNames) {
+    if (p.starts_with("communication.") && p.substr(14) == group) return p;
+  }
+  return "communication.other";
+}
+
+// The step of the windows (sorted by start) that holds `t`; -1 when none.
+std::int32_t step_at(const std::vector<StepWindow>& windows, std::int64_t t) {
+  auto it = std::upper_bound(windows.begin(), windows.end(), t,
+                             [](std::int64_t v, const StepWindow& w) { return v < w.start; });
+  while (it != windows.begin()) {
+    --it;
+    if (it->end > t) return it->step;
+    // Windows may overlap across ranks' clocks: an earlier one may still hold t.
+    if (it->end + (it->end - it->start) < t) break;
+  }
+  return -1;
+}
+
+Result<RankActivities> read_rank(const TraceReader& reader, std::int32_t rank,
+                                 const std::vector<StepWindow>& windows, std::int64_t t0,
+                                 std::int64_t t1, const Communicators& communicators) {
+  RankActivities out;
+  out.rank = rank;
+  std::vector<LaneId> lanes;
+  bool gpu = false;
+  std::int64_t longest = 0;
+  for (const LaneInfo& l : reader.lanes_of(rank)) {
+    lanes.push_back(l.id);
+    gpu = gpu || l.kind == LaneKind::gpu_stream;
+    longest = std::max(longest, l.max_duration_ns);
+  }
+  if (lanes.empty()) return out;
+  std::vector<Interval> passes;  // forward and backward annotations
+  Status s = reader.for_each_event(lanes, t0 - longest, t1, [&](const StoredEvent& se) {
+    const Event& e = se.event;
+    if (e.end_ns <= t0 || e.end_ns <= e.start_ns) return true;
+    Activity a;
+    a.start = e.start_ns;
+    a.end = e.end_ns;
+    a.name = e.name;
+    const std::string& name = reader.string(e.name);
+    switch (e.kind) {
+      case EventKind::annotation:
+        if (name.starts_with("forward") || name.starts_with("backward"))
+          passes.emplace_back(e.start_ns, e.end_ns);
+        return true;
+      case EventKind::collective:
+      case EventKind::kernel:
+        if (e.kind == EventKind::collective || e.category == Category::communication) {
+          a.type = ActivityType::collective;
+          a.part = communication_part(communication_group(name, e.kind));
+          a.step = e.step >= 0 ? e.step : step_at(windows, e.start_ns);
+          a.bytes = e.bytes;
+          a.collective = e.collective;
+          a.group_size = e.group_size;
+          a.communicator = communicators.of_call(rank, name);
+        } else if (e.category == Category::compute) {
+          a.part = compute_part(operation_kind(name));
+        } else {
+          return true;
+        }
+        break;
+      case EventKind::p2p:
+        a.type = ActivityType::p2p;
+        a.part = "communication.pp";
+        a.peer = e.peer;
+        a.send = e.collective != Collective::recv;
+        a.bytes = e.bytes;
+        break;
+      case EventKind::memcpy:
+      case EventKind::memset:
+        a.type = ActivityType::memory;
+        a.part = "memory";
+        break;
+      case EventKind::cpu_op:
+        // Host ranges stand for compute only where no GPU stream does.
+        if (gpu || e.category != Category::compute) return true;
+        a.part = compute_part(operation_kind(name));
+        break;
+      default:
+        return true;
+    }
+    out.by_end.push_back(a);
+    return true;
+  });
+  if (!s) return s.error();
+  // As the step parts count them: elementwise work outside forward and
+  // backward is the optimizer's (zeroing, averaging, casting around it).
+  if (!passes.empty()) {
+    std::sort(passes.begin(), passes.end());
+    for (Activity& a : out.by_end) {
+      if (a.part != "compute.elementwise") continue;
+      auto it = std::upper_bound(passes.begin(), passes.end(),
+                                 Interval{a.start, std::numeric_limits<std::int64_t>::max()});
+      bool inside = false;
+      for (auto p = passes.begin(); p != it && !inside; ++p)
+        inside = p->second > a.start;
+      if (!inside) a.part = "optimizer";
+    }
+  }
+  std::sort(out.by_end.begin(), out.by_end.end(), taken_before);
+  return out;
+}
+
+// Each collective's last rank to join, and each receive's send, where the
+// calls pair up across the ranks (as many of them on each rank).
+void match_calls(std::vector<RankActivities>& ranks) {
+  using Key = std::tuple<std::int32_t, std::uint32_t, std::int64_t, Collective, std::int32_t, int>;
+  std::map<Key, std::map<std::int32_t, std::vector<Activity*>>> collectives;
+  // (from, to, bytes): the sends in order, and the receives.
+  using Route = std::tuple<std::int32_t, std::int32_t, std::int64_t>;
+  std::map<Route, std::pair<std::vector<Activity*>, std::vector<Activity*>>> routes;
+  for (RankActivities& r : ranks) {
+    std::vector<Activity*> in_start_order;
+    for (Activity& a : r.by_end) {
+      if (a.type == ActivityType::collective || a.type == ActivityType::p2p)
+        in_start_order.push_back(&a);
+    }
+    std::stable_sort(in_start_order.begin(), in_start_order.end(),
+                     [](const Activity* a, const Activity* b) { return a->start < b->start; });
+    for (Activity* a : in_start_order) {
+      if (a->type == ActivityType::collective) {
+        collectives[{a->step, a->name.value, a->bytes, a->collective, a->group_size,
+                     a->communicator}][r.rank]
+            .push_back(a);
+      } else if (a->peer >= 0) {
+        auto& [sends, receives] =
+            routes[a->send ? Route{r.rank, a->peer, a->bytes} : Route{a->peer, r.rank, a->bytes}];
+        (a->send ? sends : receives).push_back(a);
+      }
+    }
+  }
+  for (auto& [key, by_rank] : collectives) {
+    if (by_rank.size() < 2) continue;
+    const std::size_t calls = by_rank.begin()->second.size();
+    if (!std::all_of(by_rank.begin(), by_rank.end(),
+                     [&](const auto& kv) { return kv.second.size() == calls; }))
+      continue;
+    for (std::size_t n = 0; n < calls; ++n) {
+      std::int32_t last_rank = -1;
+      std::int64_t last_start = 0;
+      for (const auto& [rank, list] : by_rank) {
+        if (last_rank < 0 || list[n]->start > last_start) {
+          last_rank = rank;
+          last_start = list[n]->start;
+        }
+      }
+      for (const auto& [rank, list] : by_rank) {
+        list[n]->from_rank = last_rank;
+        list[n]->from_ns = last_start;
+      }
+    }
+  }
+  for (auto& [route, calls] : routes) {
+    auto& [sends, receives] = calls;
+    if (sends.size() != receives.size()) continue;
+    for (std::size_t n = 0; n < sends.size(); ++n) {
+      receives[n]->from_rank = std::get<0>(route);
+      receives[n]->from_ns = sends[n]->start;
+    }
+  }
+}
+
+// The path through one step's window, from its start to its end.
+std::vector<CriticalSegment> walk(const std::vector<RankActivities>& ranks,
+                                  const StepWindow& window) {
+  auto latest_before = [&](const RankActivities& r, std::int64_t t) -> const Activity* {
+    auto it = std::upper_bound(r.by_end.begin(), r.by_end.end(), t,
+                               [](std::int64_t v, const Activity& a) { return v < a.end; });
+    if (it == r.by_end.begin()) return nullptr;
+    const Activity* a = &*std::prev(it);
+    return a->end > window.start ? a : nullptr;
+  };
+  // The rank whose work ended last in the step (of several, the lowest).
+  std::size_t at = 0;
+  std::int64_t latest = window.start;
+  for (std::size_t i = 0; i < ranks.size(); ++i) {
+    const Activity* a = latest_before(ranks[i], window.end);
+    if (a && a->end > latest) {
+      latest = a->end;
+      at = i;
+    }
+  }
+  std::map<std::int32_t, std::size_t> index;
+  for (std::size_t i = 0; i < ranks.size(); ++i)
+    index[ranks[i].rank] = i;
+  std::vector<CriticalSegment> reversed;
+  auto add = [&](std::int64_t start, std::int64_t end, std::string_view part, StringId name) {
+    if (end > start) reversed.push_back({ranks[at].rank, start, end, part, name});
+  };
+  std::int64_t t = window.end;
+  // Each turn ends before `t` or moves to another rank at an earlier time, so
+  // the walk ends; the bound guards against a store that breaks that.
+  std::size_t turns = 0, most = 16;
+  for (const RankActivities& r : ranks)
+    most += 2 * r.by_end.size();
+  while (t > window.start && turns++ < most) {
+    const RankActivities& r = ranks[at];
+    const Activity* a = latest_before(r, t);
+    if (!a) {
+      add(window.start, t, "idle", StringId{});
+      t = window.start;
+      break;
+    }
+    if (a->end < t) add(a->end, t, "idle", StringId{});
+    const std::int64_t start = std::max(a->start, window.start);
+    const auto other = index.find(a->from_rank);
+    if (a->from_rank >= 0 && a->from_rank != r.rank && other != index.end() && a->from_ns > start &&
+        a->from_ns < a->end) {
+      add(a->from_ns, a->end, a->part, a->name);
+      t = a->from_ns;
+      at = other->second;
+      continue;
+    }
+    add(start, a->end, a->part, a->name);
+    t = start;
+  }
+  if (t > window.start) add(window.start, t, "idle", StringId{});
+  return {reversed.rbegin(), reversed.rend()};
+}
+
+// Every rank's operations over the steps asked for, their calls matched.
+struct Prepared {
+  std::vector<StepWindow> windows;  // the steps asked for, in time order
+  std::vector<RankActivities> ranks;
+};
+
+Result<Prepared> prepare(const TraceReader& reader,
+                         std::optional<std::pair<std::int32_t, std::int32_t>> steps) {
+  auto all = job_step_windows(reader);
+  if (!all) return all.error();
+  Prepared out;
+  for (const StepWindow& w : *all) {
+    if (w.end > w.start && (!steps || (w.step >= steps->first && w.step <= steps->second)))
+      out.windows.push_back(w);
+  }
+  if (out.windows.empty()) return out;
+  std::int64_t t0 = out.windows.front().start, t1 = out.windows.front().end;
+  for (const StepWindow& w : out.windows) {
+    t0 = std::min(t0, w.start);
+    t1 = std::max(t1, w.end);
+  }
+  std::vector<std::int32_t> ids;
+  for (const LaneInfo& l : reader.lanes()) {
+    if (std::find(ids.begin(), ids.end(), l.rank) == ids.end()) ids.push_back(l.rank);
+  }
+  std::sort(ids.begin(), ids.end());
+  const Communicators communicators = Communicators::of(reader);
+  out.ranks.resize(ids.size());
+  std::vector<std::string> errors(ids.size());
+  // Ranks read at once, a reader per thread (a reader is not thread-safe).
+  const unsigned threads = std::min<unsigned>(std::max(1u, std::thread::hardware_concurrency()),
+                                              static_cast<unsigned>(ids.size()));
+  std::atomic<std::size_t> next{0};
+  std::mutex damage_mutex;
+  std::string damage;
+  auto work = [&](const TraceReader* shared) {
+    std::unique_ptr<TraceReader> own;
+    std::string opened;
+    if (!shared) {
+      auto o = TraceReader::open(reader.path(), TraceReader::Options{false});
+      if (o)
+        own = std::move(o).value();
+      else
+        opened = o.message();
+    }
+    const TraceReader* r = shared ? shared : own.get();
+    for (std::size_t i; (i = next.fetch_add(1)) < ids.size();) {
+      if (!r) {
+        errors[i] = opened;
+        continue;
+      }
+      auto a = read_rank(*r, ids[i], *all, t0, t1, communicators);
+      if (a)
+        out.ranks[i] = std::move(a).value();
+      else
+        errors[i] = a.message();
+    }
+    // A damaged page ends a query early, as if its rows had ended.
+    if (own) {
+      if (Status damaged = own->damage(); !damaged) {
+        std::lock_guard lock(damage_mutex);
+        damage = damaged.message();
+      }
+    }
+  };
+  if (threads <= 1) {
+    work(&reader);
+  } else {
+    std::vector<std::thread> pool;
+    for (unsigned t = 0; t < threads; ++t)
+      pool.emplace_back(work, nullptr);
+    for (std::thread& t : pool)
+      t.join();
+  }
+  for (const std::string& e : errors) {
+    if (!e.empty()) return Error{e};
+  }
+  if (!damage.empty()) return Error{damage};
+  if (Status damaged = reader.damage(); !damaged) return damaged.error();
+  match_calls(out.ranks);
+  return out;
+}
+
+// Sums paths as they come: only the summary is kept, not their segments.
+class Summer {
+ public:
+  explicit Summer(std::size_t first) : first_(first) {}
+  void add(const CriticalPath& path) {
+    if (seen_++ < first_) return;
+    ++steps_;
+    step_ns_ += static_cast<double>(path.length_ns());
+    for (const CriticalSegment& s : path.segments) {
+      const auto ns = static_cast<double>(s.end_ns - s.start_ns);
+      // Parts are static text: keyed by address, a segment costs no string compare.
+      parts_[s.part.data()] += ns;
+      ranks_[s.rank] += ns;
+      if (s.part == "idle") continue;
+      CriticalPathSummary::Operation& op = operations_[{s.name.value, s.part.data()}];
+      op.name = s.name;
+      op.part = s.part;
+      ++op.count;
+      op.per_step_ns += ns;
+    }
+  }
+  CriticalPathSummary result() {
+    CriticalPathSummary out;
+    out.warm_up = static_cast<int>(std::min(first_, seen_));
+    out.steps = steps_;
+    if (steps_ == 0) return out;
+    const auto n = static_cast<double>(steps_);
+    out.step_ns = step_ns_ / n;
+    std::vector<std::string_view> order(kStepPartNames.begin(), kStepPartNames.end());
+    order.push_back("memory");
+    order.push_back("idle");
+    std::map<std::string_view, double> by_text;
+    for (const auto& [part, ns] : parts_)
+      by_text[part] += ns;
+    for (std::string_view p : order) {
+      if (auto it = by_text.find(p); it != by_text.end()) out.parts.emplace_back(p, it->second / n);
+    }
+    for (const auto& [rank, ns] : ranks_)
+      out.ranks.emplace_back(rank, ns / n);
+    for (auto& [key, op] : operations_) {
+      op.per_step_ns /= n;
+      out.operations.push_back(op);
+    }
+    // By time; ties by name and part, whatever the static texts' addresses.
+    std::sort(out.operations.begin(), out.operations.end(), [](const auto& a, const auto& b) {
+      if (a.per_step_ns != b.per_step_ns) return a.per_step_ns > b.per_step_ns;
+      return std::pair{a.name.value, a.part} < std::pair{b.name.value, b.part};
+    });
+    return out;
+  }
+
+ private:
+  std::size_t first_ = 0, seen_ = 0;
+  int steps_ = 0;
+  double step_ns_ = 0;
+  std::unordered_map<const char*, double> parts_;
+  std::map<std::int32_t, double> ranks_;
+  std::map<std::pair<std::uint32_t, const char*>, CriticalPathSummary::Operation> operations_;
+};
+
+std::size_t warm_up_of(const std::vector<std::int64_t>& lengths) {
+  return warm_up_steps(std::vector<double>(lengths.begin(), lengths.end()));
+}
+
+CriticalPath path_of(const Prepared& prepared, const StepWindow& w) {
+  CriticalPath path;
+  path.step = w.step;
+  path.start_ns = w.start;
+  path.end_ns = w.end;
+  path.segments = walk(prepared.ranks, w);
+  return path;
+}
+
+}  // namespace
+
+Result<std::vector<CriticalPath>> critical_paths(
+    const TraceReader& reader, std::optional<std::pair<std::int32_t, std::int32_t>> steps) {
+  auto prepared = prepare(reader, steps);
+  if (!prepared) return prepared.error();
+  std::vector<CriticalPath> out;
+  for (const StepWindow& w : prepared->windows)
+    out.push_back(path_of(*prepared, w));
+  return out;
+}
+
+Result<CriticalPathSummary> summarize_critical_paths(
+    const TraceReader& reader, std::optional<std::pair<std::int32_t, std::int32_t>> steps) {
+  auto prepared = prepare(reader, steps);
+  if (!prepared) return prepared.error();
+  std::vector<std::int64_t> lengths;
+  for (const StepWindow& w : prepared->windows)
+    lengths.push_back(w.end - w.start);
+  Summer sum(steps ? 0 : warm_up_of(lengths));
+  for (const StepWindow& w : prepared->windows)
+    sum.add(path_of(*prepared, w));
+  return sum.result();
+}
+
+CriticalPathSummary summarize_critical_paths(const std::vector<CriticalPath>& paths,
+                                             bool leave_out_warm_up) {
+  std::vector<std::int64_t> lengths;
+  for (const CriticalPath& p : paths)
+    lengths.push_back(p.length_ns());
+  Summer sum(leave_out_warm_up ? warm_up_of(lengths) : 0);
+  for (const CriticalPath& p : paths)
+    sum.add(p);
+  return sum.result();
+}
+
+}  // namespace cs::trace
