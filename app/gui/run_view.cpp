@@ -55,6 +55,7 @@
 #include <nlohmann/json.hpp>
 
 #include "app/calibration/calibration_workflow.h"
+#include "app/gui/critical_path_view.h"
 #include "app/gui/predicted_timeline.h"
 #include "app/gui/report_export.h"
 #include "app/gui/theme.h"
@@ -536,6 +537,9 @@ RunView::RunView(QWidget* parent) : QWidget(parent) {
   prediction_table_->setObjectName(QStringLiteral("run_prediction"));
   tabs_->addTab(prediction_table_, tr("Predicted vs measured"));
 
+  critical_path_ = new CriticalPathView(tabs_);
+  tabs_->addTab(critical_path_, tr("Critical path"));
+
   // Another run held against this one (Tools ▸ Compare the open run with…).
   // Its tab is there only while a comparison is shown.
   comparison_table_ = new QTableWidget(this);
@@ -727,6 +731,7 @@ void RunView::openStore(const QString& path) {
   comparison_table_->setRowCount(0);
   comparison_table_->setColumnCount(0);
   tabs_->removeTab(tabs_->indexOf(comparison_table_));
+  critical_path_->setStore({});
   setPredictedShown(false);
   predicted_label_->hide();
   predicted_aligned_ = false;
@@ -845,6 +850,7 @@ void RunView::startAnalysis() {
       startPrediction(out.run.plan_json, out.step_starts);
     }
     emit analysisReady({});
+    critical_path_->setStore(path_);
     checkIntegrity();
   });
 }

@@ -42,6 +42,7 @@ class QTextDocument;
 
 namespace cs::gui {
 
+class CriticalPathView;
 class TimelineWidget;
 
 // One counter series of a store (a rank's GPU memory in use) as drawn: ms
@@ -127,6 +128,7 @@ class RunView : public QWidget {
   // thread): a "Compared with" tab; comparisonReady follows.
   void compareWith(const QString& other);
   QTableWidget* comparisonTable() const { return comparison_table_; }
+  CriticalPathView* criticalPath() const { return critical_path_; }
   // What the prediction tab holds: "" (the run's own), or the cluster the
   // last predictAgain predicted on.
   QString predictedAgainOn() const { return predicted_again_on_; }
@@ -215,6 +217,7 @@ class RunView : public QWidget {
   std::uint64_t link_job_ = 0;
   std::uint64_t comparison_job_ = 0;
   QTableWidget* comparison_table_ = nullptr;
+  CriticalPathView* critical_path_ = nullptr;
   std::optional<trace::StoredEvent> details_event_;  // the measured event the details show
   std::shared_ptr<const trace::RunAnalysis> analysis_;
   std::optional<trace::RunAnalysis> range_analysis_;

@@ -48,6 +48,7 @@
 #include <sqlite3.h>
 
 #include "../profiler/worker_runs.h"
+#include "app/gui/critical_path_view.h"
 #include "app/gui/main_window.h"
 #include "app/gui/message_bar.h"
 #include "app/gui/project.h"
@@ -95,6 +96,7 @@ class TestGuiRun : public QObject {
  private slots:
   void initTestCase();
   void opensCpuEngineRun();
+  void criticalPathTab();
   void chartMadeInTheDarkThemeIsDark();
   void longTitleKeepsTheWindow();
   void zoomPanAndSelect();
@@ -2470,6 +2472,51 @@ void TestGuiRun::predictAgainSaysWhyInTheBar() {
   for (int r = 0; r < table->rowCount(); ++r)
     if (table->item(r, 0)) cells << table->item(r, 0)->text();
   QVERIFY2(cells.contains(QStringLiteral("    ") + notes.front()), qPrintable(cells.join(" | ")));
+}
+
+// The Critical path tab: the DP 2 run's path by part adds up to its step,
+// crosses both ranks and is led by the data-parallel all-reduce (as `trace
+// critical-path` prints it); a one-rank GPU run's stays on its rank.
+void TestGuiRun::criticalPathTab() {
+  const QString dp2 = writableCopy(QStringLiteral(CS_DATA_DIR "/cpu/cpu-engine-dp2.db"),
+                                   QStringLiteral("critical-dp2.db"));
+  const QString bf16 = writableCopy(QStringLiteral(CS_DATA_DIR "/gpu/worker-bf16.db"),
+                                    QStringLiteral("critical-bf16.db"));
+  QVERIFY(!dp2.isEmpty() && !bf16.isEmpty());
+  RunView view;
+  view.resize(1200, 900);
+  view.show();
+  QVERIFY(QTest::qWaitForWindowExposed(&view));
+  CriticalPathView* path = view.criticalPath();
+  QVERIFY(path);
+  auto* tabs = view.findChild<QTabWidget*>();
+  bool tab = false;
+  for (QTabWidget* t : view.findChildren<QTabWidget*>())
+    tab = tab || (t->indexOf(path) >= 0 && t->tabText(t->indexOf(path)) == "Critical path");
+  QVERIFY(tabs && tab);
+  auto shares = [](QTableWidget* t, int column) {
+    double sum = 0;
+    for (int r = 0; r < t->rowCount(); ++r)
+      sum += t->item(r, column)->data(Qt::UserRole).toDouble();
+    return sum;
+  };
+  QSignalSpy ready(path, &CriticalPathView::ready);
+  openAndWait(view, dp2);
+  QTRY_VERIFY_WITH_TIMEOUT(ready.count() == 1, 30000);
+  QVERIFY2(ready.front().at(0).toString().isEmpty(), qPrintable(ready.front().at(0).toString()));
+  QVERIFY2(path->summary()->text().contains("4 steps after the first"),
+           qPrintable(path->summary()->text()));
+  QVERIFY(std::abs(shares(path->parts(), 2) - 100.0) < 0.01);
+  QCOMPARE(path->ranks()->rowCount(), 2);
+  QVERIFY(std::abs(shares(path->ranks(), 2) - 100.0) < 0.01);
+  QCOMPARE(path->operations()->item(0, 0)->text(), QStringLiteral("dp all-reduce"));
+  QCOMPARE(path->operations()->item(0, 1)->text(), QStringLiteral("communication.dp"));
+
+  ready.clear();
+  openAndWait(view, bf16);
+  QTRY_VERIFY_WITH_TIMEOUT(ready.count() == 1, 30000);
+  QCOMPARE(path->ranks()->rowCount(), 1);
+  QVERIFY(std::abs(shares(path->parts(), 2) - 100.0) < 0.01);
 }
 
 QTEST_MAIN(TestGuiRun)
