@@ -300,6 +300,12 @@ Result<Prepared> prepare(const TraceReader& reader,
     if (w.end > w.start && (!steps || (w.step >= steps->first && w.step <= steps->second)))
       out.windows.push_back(w);
   }
+  // A trace that records no steps (an Nsight export, a profile of any
+  // program) is one step, as the step parts take it.
+  if (all->empty() && !steps) {
+    const TimeRange range = reader.time_range();
+    if (!range.empty()) out.windows.push_back({0, range.start_ns, range.end_ns});
+  }
   if (out.windows.empty()) return out;
   std::int64_t t0 = out.windows.front().start, t1 = out.windows.front().end;
   for (const StepWindow& w : out.windows) {

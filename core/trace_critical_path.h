@@ -51,7 +51,8 @@ struct CriticalPath {
 };
 
 // The critical path of each step (job_step_windows), or of the steps
-// first..last when given, in time order.
+// first..last when given, in time order. A trace that records no steps is
+// one step, numbered 0, from its first event to its last.
 Result<std::vector<CriticalPath>> critical_paths(
     const TraceReader& reader, std::optional<std::pair<std::int32_t, std::int32_t>> steps = {});
 

@@ -1606,8 +1606,8 @@ void run_critical_path(const CriticalPathOptions& o) {
   // Every step of the run: its warm-up left out of the means, as the
   // comparison with the prediction does; steps asked for: all of them.
   const CriticalPathSummary sum = take(summarize_critical_paths(*r, steps));
-  if (sum.steps == 0)
-    throw CliError(o.store + " records no steps: a critical path runs through a step");
+  if (sum.steps == 0) throw CliError(o.store + " records no events: it has no critical path");
+  const bool no_steps = take(job_step_windows(*r)).empty();
   // Each step's segments only when asked: a long run's are more than its events.
   const std::vector<CriticalPath> paths =
       o.segments ? take(critical_paths(*r, steps)) : std::vector<CriticalPath>{};
@@ -1639,13 +1639,17 @@ void run_critical_path(const CriticalPathOptions& o) {
       out["paths"] = std::move(all);
     }
     if (!status.empty()) out["note"] = status;
+    out["whole_trace_as_one_step"] = no_steps;
     std::cout << json_text(out) << '\n';
   } else {
     if (!status.empty()) std::cout << "note: " << status << "\n\n";
+    if (no_steps)
+      std::cout << "note: " << o.store
+                << " records no training steps: the whole trace is taken as one step\n\n";
     std::cout << "Critical path: the chain of operations, across the ranks, that set each "
                  "step's length\nMean of "
-              << describe_steps(sum.steps, sum.warm_up) << ", of " << sum.steps + sum.warm_up
-              << " steps; the mean step " << format_seconds(sum.step_ns * 1e-9) << "\n\n";
+              << describe_steps(sum.steps, sum.warm_up) << "; the mean step "
+              << format_seconds(sum.step_ns * 1e-9) << "\n\n";
     const auto share = [&](double ns) {
       return sum.step_ns > 0 ? format_fixed(100.0 * ns / sum.step_ns, 1) + " %" : std::string("-");
     };

@@ -104,7 +104,7 @@ void CriticalPathView::setStore(const QString& path) {
     }
     const trace::CriticalPathSummary& sum = out.summary;
     if (sum.steps == 0) {
-      const QString why = tr("the run records no steps: a critical path runs through a step");
+      const QString why = tr("the run records no events");
       summary_->setText(tr("No critical path: %1").arg(why));
       emit ready(why);
       return;

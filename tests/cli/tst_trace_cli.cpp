@@ -1236,7 +1236,7 @@ void TestTraceCli::criticalPathOfARun() {
     QCOMPARE(t, p.toObject()["start_ns"].toInteger() + p.toObject()["duration_ns"].toInteger());
   }
   const Run text = run_cli({"trace", "critical-path", store, "--steps", "2-3"});
-  QVERIFY2(text.exit_code == 0 && text.out.contains("Mean of 2 steps, of 2 steps") &&
+  QVERIFY2(text.exit_code == 0 && text.out.contains("Mean of 2 steps; the mean step") &&
                text.out.contains("dp all-reduce"),
            qPrintable(text.out + text.err));
   const Run past = run_cli({"trace", "critical-path", store, "--steps", "9"});

@@ -157,6 +157,7 @@ class TestTraceAnalysis : public QObject {
   void compareLeavesOutWhatIsOutsideTheSteps();
   void criticalPathGoesThroughTheLateRank();
   void criticalPathGoesThroughTheSend();
+  void criticalPathOfATraceWithoutSteps();
   void criticalPathOfARealRunCoversEachStep();
   void windowIndexFindsWhatEveryWindowWould_data();
   void windowIndexFindsWhatEveryWindowWould();
@@ -1782,6 +1783,33 @@ void TestTraceAnalysis::criticalPathGoesThroughTheSend() {
   QCOMPARE(parts, (std::map<std::string, std::int64_t>{{"compute.gemm", 1800},
                                                        {"communication.pp", 200}}));
   QCOMPARE(ranks, (std::map<std::int32_t, std::int64_t>{{0, 1000}, {1, 1000}}));
+}
+
+// A trace with no steps (an Nsight export) is one step: its first event's
+// start to its last event's end.
+void TestTraceAnalysis::criticalPathOfATraceWithoutSteps() {
+  QTemporaryDir dir;
+  Builder b(dir, "nosteps.cstrace");
+  TraceWriter& w = *b.writer;
+  w.add_rank({0, "node", "GPU", 1, 0, false});
+  const LaneId stream = w.add_lane(0, LaneKind::gpu_stream, "stream 7", 0);
+  b.add(stream, EventKind::memcpy, Category::memory, 1000, 1500, "Memcpy HtoD");
+  b.commit();
+  b.add(stream, EventKind::kernel, Category::compute, 1700, 2500, "saxpy");
+  b.commit();
+  auto r = b.close();
+  auto paths = critical_paths(*r);
+  QVERIFY2(paths, paths ? "" : paths.message().c_str());
+  QCOMPARE(paths->size(), std::size_t{1});
+  QVERIFY(covers(paths->front()));
+  QCOMPARE(paths->front().start_ns, std::int64_t{1000});
+  QCOMPARE(paths->front().end_ns, std::int64_t{2500});
+  QCOMPARE(sums(paths->front()).first,
+           (std::map<std::string, std::int64_t>{
+               {"memory", 500}, {"idle", 200}, {"compute.elementwise", 800}}));
+  // Steps asked of a trace that has none: no path.
+  auto none = critical_paths(*r, std::pair{0, 0});
+  QVERIFY(none && none->empty());
 }
 
 // The committed CPU-engine run (DP 2): each step's path covers it end to
