@@ -21,6 +21,7 @@
 #include "core/json_reader.h"
 #include "core/median.h"
 #include "core/prediction_text.h"
+#include "core/trace_critical_path.h"
 #include "core/utf8.h"
 
 namespace cs::trace {
@@ -1471,6 +1472,44 @@ Result<ExportReport> export_html_report(const TraceReader& reader, const RunAnal
           << "</td></tr>\n";
     }
     out << "</table>\n";
+  }
+
+  // The critical path of the whole run's steps (`trace critical-path`); a
+  // range's report has none (its steps are cut).
+  if (!notes.window) {
+    out << "<h2>Critical path</h2>\n<p class=note>The chain of operations, across the ranks, "
+           "that set each step's length (HTA's critical path): where a collective or a pipeline "
+           "receive waited, the path goes on through the rank it waited for, so waiting is never "
+           "on it. Mean time per step.</p>\n";
+    auto path = summarize_critical_paths(reader);
+    if (!path) {
+      out << "<p class=bad>" << html(path.message()) << "</p>\n";
+    } else if (path->steps == 0) {
+      out << "<p>No critical path: the run records no events.</p>\n";
+    } else {
+      const double step = path->step_ns;
+      const auto row = [&](const std::string& name, double ns) {
+        out << "<tr><td>" << html(name) << "</td><td class=n>" << format_fixed(ns / 1e6, 3)
+            << "</td><td class=n>" << format_fixed(step > 0 ? 100.0 * ns / step : 0.0, 1)
+            << "%</td></tr>\n";
+      };
+      out << "<p>" << html(describe_steps(path->steps, path->warm_up)) << ", the mean step "
+          << format_fixed(step / 1e6, 3) << " ms.</p>\n";
+      out << "<table>\n<tr><th>part</th><th>ms per step</th><th>share</th></tr>\n";
+      for (const auto& [part, ns] : path->parts)
+        row(std::string(part), ns);
+      out << "</table>\n<table>\n<tr><th>rank</th><th>ms per step</th><th>share</th></tr>\n";
+      for (const auto& [rank, ns] : path->ranks)
+        row(std::to_string(rank), ns);
+      out << "</table>\n<table>\n<tr><th>operation</th><th>ms per step</th><th>share</th></tr>\n";
+      constexpr std::size_t kOperations = 15;
+      for (std::size_t i = 0; i < path->operations.size() && i < kOperations; ++i)
+        row(reader.string(path->operations[i].name), path->operations[i].per_step_ns);
+      out << "</table>\n";
+      if (path->operations.size() > kOperations)
+        out << "<p class=note>" << std::to_string(kOperations) << " of "
+            << std::to_string(path->operations.size()) << " operations shown.</p>\n";
+    }
   }
 
   if (analysis.ranks.size() > 1) {

@@ -21,7 +21,9 @@
 #include <sys/resource.h>
 
 #include "core/breakdown_parts.h"
+#include "core/format.h"
 #include "core/trace_analysis.h"
+#include "core/trace_critical_path.h"
 #include "core/trace_export.h"
 #include "core/trace_import.h"
 #include "core/trace_reader.h"
@@ -659,6 +661,14 @@ void TestTraceExport::reportSaysWhatTraceStatsSays() {
   for (const auto& part : p.breakdown)
     QVERIFY2(page.find("<tr><td>" + part.name + "</td>") != std::string::npos, part.name.c_str());
   QVERIFY(page.find("largest disagreement") != std::string::npos);
+  // The critical path, as `trace critical-path` has it: led by the reduction.
+  const CriticalPathSummary path = summarize_critical_paths(*r).value();
+  QVERIFY(!path.operations.empty());
+  QVERIFY(page.find("<h2>Critical path</h2>") != std::string::npos);
+  QVERIFY(page.find("<tr><td>" + r->string(path.operations.front().name) + "</td><td class=n>" +
+                    cs::format_fixed(path.operations.front().per_step_ns / 1e6, 3) + "</td>") !=
+          std::string::npos);
+  QCOMPARE(r->string(path.operations.front().name), std::string("dp all-reduce"));
 
   const std::string csv_path = dir.filePath("p.csv").toStdString();
   QVERIFY(export_csv(*r, &a, CsvTable::prediction, csv_path));
