@@ -14,7 +14,6 @@
 #include <QDockWidget>
 #include <QFile>
 #include <QFileInfo>
-#include <QHelpEvent>
 #include <QHorizontalStackedBarSeries>
 #include <QJsonArray>
 #include <QJsonDocument>
@@ -432,10 +431,7 @@ void TestGuiRun::predictedLaneDrawsThePlanPredicted() {
   bool clicked = false;
   for (int x = int(stage.left()) + 2; x < int(stage.right()) && !clicked; x += 5) {
     const QPoint at(x, int(stage.top()) + 8);
-    QToolTip::hideText();
-    QHelpEvent help(QEvent::ToolTip, at, p->mapToGlobal(at));
-    QApplication::sendEvent(p, &help);
-    if (!QToolTip::isVisible()) continue;
+    if (cs::gui::test::toolTipAt(p, at).isEmpty()) continue;
     QTest::mouseClick(p, Qt::LeftButton, {}, at);
     QTRY_COMPARE_WITH_TIMEOUT(picked.count(), 1, 30000);
     clicked = true;
@@ -649,8 +645,7 @@ void TestGuiRun::hoverTooltip() {
   }
   QVERIFY(lane >= 0);
   const QPoint at(int(t->xOf(e.start_ns + e.duration_ns() / 2)), int(t->laneRect(lane).top()) + 8);
-  QHelpEvent help(QEvent::ToolTip, at, t->mapToGlobal(at));
-  QApplication::sendEvent(t, &help);
+  cs::gui::test::toolTipAt(t, at);
   QTRY_VERIFY_WITH_TIMEOUT(QToolTip::text().contains(QStringLiteral("B/s")), 10000);
   QVERIFY(QToolTip::text().contains(t->selectedName().toHtmlEscaped()));
 }
@@ -752,11 +747,8 @@ void TestGuiRun::navigatesAsNsightDoes() {
   std::optional<QPoint> single;  // where a span of one event is
   for (int x = int(lane.left()) + 3; x < int(lane.right()); x += 13) {
     const QPoint at(x, int(lane.top()) + 8);
-    QToolTip::hideText();
-    QHelpEvent help(QEvent::ToolTip, at, t->mapToGlobal(at));
-    QApplication::sendEvent(t, &help);
-    if (!QToolTip::isVisible()) continue;
-    const QString tip = QToolTip::text();
+    const QString tip = cs::gui::test::toolTipAt(t, at);
+    if (tip.isEmpty()) continue;
     const QString name = tip.section(QStringLiteral("<b>"), 1).section(QStringLiteral("</b>"), 0, 0);
     selected.clear();
     QTest::mouseClick(t, Qt::LeftButton, {}, at);
@@ -2012,11 +2004,8 @@ void TestGuiRun::countersOnTheTimeline() {
   QTRY_VERIFY_WITH_TIMEOUT(settled(), 30000);
 
   auto tip = [&](int lane, std::int64_t time_ns) {
-    QToolTip::hideText();
     const QPoint at(int(std::floor(t->xOf(time_ns))), int(t->laneRect(lane).center().y()));
-    QHelpEvent help(QEvent::ToolTip, at, t->mapToGlobal(at));
-    QApplication::sendEvent(t, &help);
-    return QToolTip::text();
+    return cs::gui::test::toolTipAt(t, at);
   };
   auto expect_tip = [&](int lane, std::int64_t time_ns, const QString& part) {
     const QString text = tip(lane, time_ns);
@@ -2173,9 +2162,8 @@ void TestGuiRun::committedCountersOnTheTimeline() {
   t->setWindow(peak_at - 1'000'000, peak_at + 1'000'000);
   QTRY_VERIFY_WITH_TIMEOUT(!t->busy() && t->frameJob() == t->requestedJob(), 30000);
   const QPoint at(int(std::lround(t->xOf(peak_at))), int(t->laneRect(lane).center().y()));
-  QHelpEvent help(QEvent::ToolTip, at, t->mapToGlobal(at));
-  QApplication::sendEvent(t, &help);
-  QVERIFY2(QToolTip::text().contains(QStringLiteral("9.54 GiB")), qPrintable(QToolTip::text()));
+  const QString peak_tip = cs::gui::test::toolTipAt(t, at);
+  QVERIFY2(peak_tip.contains(QStringLiteral("9.54 GiB")), qPrintable(peak_tip));
   t->resetZoom();
   QTRY_VERIFY_WITH_TIMEOUT(!t->busy() && t->frameJob() == t->requestedJob(), 30000);
   cs::gui::test::saveScreenshot(&view, QStringLiteral("run-timeline-counters"));
@@ -2237,8 +2225,7 @@ void TestGuiRun::eventTimesReadApart() {
   }
   QVERIFY(lane >= 0);
   const QPoint at(int(t->xOf(e.start_ns + e.duration_ns() / 2)), int(t->laneRect(lane).top()) + 8);
-  QHelpEvent help(QEvent::ToolTip, at, t->mapToGlobal(at));
-  QApplication::sendEvent(t, &help);
+  cs::gui::test::toolTipAt(t, at);
   const QRegularExpression at_the_microsecond(
       QStringLiteral(" at \\d+\\.\\d{3}\u202f\\d{3} s|from \\d+\\.\\d{3}\u202f\\d{3} s"));
   QTRY_VERIFY2(at_the_microsecond.match(QToolTip::text()).hasMatch(), qPrintable(QToolTip::text()));
@@ -2381,16 +2368,13 @@ void TestGuiRun::unitsReadAsElsewhere() {
   QTRY_VERIFY_WITH_TIMEOUT(!t->busy() && t->frameJob() == t->requestedJob(), 30000);
   // Its title, whole in the title column's tooltip; and the graph's.
   const QPoint title(4, int(t->laneRect(lane).top()) + 6);
-  QHelpEvent on_title(QEvent::ToolTip, title, t->mapToGlobal(title));
-  QApplication::sendEvent(t, &on_title);
-  QVERIFY2(QToolTip::text().endsWith(QStringLiteral(" · memory in use")),
-           qPrintable(QToolTip::text()));
+  const QString title_tip = cs::gui::test::toolTipAt(t, title);
+  QVERIFY2(title_tip.endsWith(QStringLiteral(" · memory in use")), qPrintable(title_tip));
   const QPoint graph(int(t->laneRect(lane).right()) - 20, int(t->laneRect(lane).center().y()));
-  QHelpEvent on_graph(QEvent::ToolTip, graph, t->mapToGlobal(graph));
-  QApplication::sendEvent(t, &on_graph);
-  QVERIFY2(QToolTip::text().startsWith(QStringLiteral("<b>memory in use</b>")) &&
-               QToolTip::text().contains(QStringLiteral(" GiB")),
-           qPrintable(QToolTip::text()));
+  const QString graph_tip = cs::gui::test::toolTipAt(t, graph);
+  QVERIFY2(graph_tip.startsWith(QStringLiteral("<b>memory in use</b>")) &&
+               graph_tip.contains(QStringLiteral(" GiB")),
+           qPrintable(graph_tip));
   // The Counters tab's legend over its GiB axis.
   QStringList legend;
   for (QAbstractSeries* series : view.counterChart()->chart()->series())
