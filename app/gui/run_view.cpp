@@ -646,7 +646,7 @@ RunView::RunView(QWidget* parent) : QWidget(parent) {
     search_status_->setText(tr("step %1").arg(step));
     status_says_step_ = true;
   });
-  connect(timeline_, &TimelineWidget::windowChanged, this, [this] {
+  connect(timeline_, &TimelineWidget::stepLeft, this, [this] {
     if (status_says_step_) search_status_->clear();
     status_says_step_ = false;
   });

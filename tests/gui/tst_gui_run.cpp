@@ -123,6 +123,7 @@ class TestGuiRun : public QObject {
   void eventTimesReadApart();
   void rangeHeadersKeepTheirWords();
   void statusGoesWithItsView();
+  void homeLeavesAStepThatFillsTheRun();
   void unitsReadAsElsewhere();
   void medianStepSaysWhichSteps();
   void predictAgainSaysWhyInTheBar();
@@ -2306,6 +2307,15 @@ void TestGuiRun::statusGoesWithItsView() {
   QCOMPARE(t->window().start_ns, t->fullRange().start_ns);
   QCOMPARE(t->window().end_ns, t->fullRange().end_ns);
   QVERIFY2(status->text().isEmpty(), qPrintable(status->text()));
+  // Home before the step PageDown asked for is read: the step's answer does
+  // not zoom in after it, nor name its step.
+  QTest::keyClick(t, Qt::Key_PageDown);
+  QTest::keyClick(t, Qt::Key_Home);
+  QTest::qWait(300);  // a kept answer would have come (a few ms)
+  QCOMPARE(stepped.count(), 2);
+  QCOMPARE(t->window().start_ns, t->fullRange().start_ns);
+  QCOMPARE(t->window().end_ns, t->fullRange().end_ns);
+  QVERIFY2(status->text().isEmpty(), qPrintable(status->text()));
   QTest::keyClick(t, Qt::Key_PageDown);
   QTRY_COMPARE_WITH_TIMEOUT(stepped.count(), 3, 10000);
   QVERIFY(status->text().startsWith(QStringLiteral("step ")));
@@ -2325,6 +2335,40 @@ void TestGuiRun::statusGoesWithItsView() {
   QCOMPARE(status->text(), QStringLiteral("no match"));
   open(cpu_store_);
   QVERIFY2(status->text().isEmpty(), qPrintable(status->text()));
+}
+
+// A step whose view, with its margin, is the whole run (a run of one step):
+// Home moves nothing, and still leaves the step ("step 0" stayed named).
+void TestGuiRun::homeLeavesAStepThatFillsTheRun() {
+  const QString path = dir_.filePath(QStringLiteral("one-step.db"));
+  QFile::remove(path);
+  {
+    auto w = one_kernel_store(path);  // a kernel over [1000, 2000) ns
+    QVERIFY(w);
+    w->add(trace::StepMetrics{0, 0, 1000, 2000, 1.5, 16, 0});
+    QVERIFY(w->close().ok());
+  }
+  RunView view;
+  view.resize(1000, 700);
+  view.show();
+  QVERIFY(QTest::qWaitForWindowExposed(&view));
+  openAndWait(view, path);
+  TimelineWidget* t = view.timeline();
+  QTRY_VERIFY_WITH_TIMEOUT(!t->busy() && t->frameJob() == t->requestedJob(), 30000);
+  auto* status = view.findChild<QLabel*>(QStringLiteral("run_search_status"));
+  QSignalSpy stepped(t, &TimelineWidget::stepShown);
+  t->setFocus();
+  QTest::keyClick(t, Qt::Key_PageDown);
+  QTRY_COMPARE_WITH_TIMEOUT(stepped.count(), 1, 10000);
+  QCOMPARE(status->text(), QStringLiteral("step 0"));
+  QCOMPARE(t->window().start_ns, t->fullRange().start_ns);
+  QCOMPARE(t->window().end_ns, t->fullRange().end_ns);
+  QTest::keyClick(t, Qt::Key_Home);
+  QVERIFY2(status->text().isEmpty(), qPrintable(status->text()));
+  // ... and PageDown goes to it again, from the whole run.
+  QTest::keyClick(t, Qt::Key_PageDown);
+  QTRY_COMPARE_WITH_TIMEOUT(stepped.count(), 2, 10000);
+  QCOMPARE(status->text(), QStringLiteral("step 0"));
 }
 
 // Figures read in the units the rest of the app uses: a straggler's
