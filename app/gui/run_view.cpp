@@ -5,6 +5,7 @@
 #include <QBuffer>
 #include <QChart>
 #include <QChartView>
+#include <QCursor>
 #include <QFile>
 #include <QFileInfo>
 #include <QGraphicsLayout>
@@ -44,6 +45,7 @@
 #include <QTextDocumentFragment>
 #include <QTextOption>
 #include <QToolButton>
+#include <QToolTip>
 #include <QVBoxLayout>
 #include <QValueAxis>
 #include <algorithm>
@@ -237,7 +239,8 @@ Result<std::vector<CounterLine>> readCounters(const trace::TraceReader& reader) 
     if (!samples) return samples.error();
     CounterLine line;
     line.title = QObject::tr("rank %1: %2").arg(rank).arg(q(reader.string(name)));
-    line.bytes = trace::counter_in_bytes(reader.string(name));
+    line.name = reader.string(name);
+    line.bytes = trace::counter_in_bytes(line.name);
     const std::size_t n = samples->size();
     const std::size_t per_point =
         std::max<std::size_t>(1, (n + kCounterPoints - 1) / kCounterPoints);
@@ -247,6 +250,7 @@ Result<std::vector<CounterLine>> readCounters(const trace::TraceReader& reader) 
         if ((*samples)[j].value > (*samples)[top].value) top = j;
       line.points.emplace_back(double((*samples)[top].time_ns - all.start_ns) * 1e-6,
                                (*samples)[top].value);
+      line.times_ns.push_back((*samples)[top].time_ns - all.start_ns);
     }
     out.push_back(std::move(line));
   }
@@ -1085,6 +1089,19 @@ void RunView::fillSummaries(const trace::RunAnalysis& a,
   copies_.proxy->sort(2, Qt::DescendingOrder);
 }
 
+QString counterPointTip(const CounterLine& line, double x_ms) {
+  const auto after = std::upper_bound(line.points.begin(), line.points.end(), x_ms,
+                                      [](double x, const QPointF& p) { return x < p.x(); });
+  const QString title = (line.bytes ? counterTitle(line.title) : line.title).toHtmlEscaped();
+  if (after == line.points.begin())
+    return RunView::tr("<b>%1</b><br>no sample before %2")
+        .arg(title, q(format_time_ns(std::llround(x_ms * 1e6))));
+  const std::size_t i = std::size_t(std::prev(after) - line.points.begin());
+  return RunView::tr("<b>%1</b><br>%2 since %3")
+      .arg(title, counterValueText(line.name, line.points[i].y()),
+           q(format_time_ns(line.times_ns[i])));
+}
+
 void RunView::showCounters(const std::vector<CounterLine>& lines) {
   const int index = tabs_->indexOf(counter_area_);
   if (lines.empty()) {
@@ -1119,6 +1136,14 @@ void RunView::showCounters(const std::vector<CounterLine>& lines) {
     chart->addSeries(series);
     series->attachAxis(axis_x);
     series->attachAxis(axis_y);
+    // Its value under the pointer in the counter's unit, at its sample's time
+    // as the timeline gives it; the axis alone read raw milliseconds.
+    connect(series, &QLineSeries::hovered, this, [this, line](const QPointF& at, bool on) {
+      if (on)
+        QToolTip::showText(QCursor::pos(), counterPointTip(line, at.x()), counter_chart_);
+      else
+        QToolTip::hideText();
+    });
   }
   setRoundTicks(axis_x, 0, x_hi);
   setRoundTicks(axis_y, 0, std::max(y_hi, 1e-9));

@@ -30,6 +30,11 @@ QString counterTitle(const QString& name) {
   return title;
 }
 
+QString counterValueText(const std::string& name, double v) {
+  return trace::counter_in_bytes(name) ? QString::fromStdString(format_bytes(v))
+                                       : QString::number(v, 'g', 6);
+}
+
 namespace {
 
 // The lane titles' column: at least this, and at most what leaves the spans
@@ -714,10 +719,6 @@ void drawArrow(QPainter& painter, QPointF a, QPointF b, const QColor& color) {
 }
 
 // A counter's value as its lane and tooltip read it: bytes as "9.54 GiB".
-QString counterValueText(const std::string& name, double v) {
-  return trace::counter_in_bytes(name) ? q(format_bytes(v)) : QString::number(v, 'g', 6);
-}
-
 // A counter's lane: a step graph filled from 0, each sample's value held
 // until the next one and the last one to the end of the trace (`end_ns`),
 // as Perfetto draws counter tracks. A pixel of several samples is filled

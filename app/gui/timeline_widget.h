@@ -35,6 +35,9 @@ QString timeTickLabel(std::int64_t t, std::int64_t step);
 // ("max 7.18 GiB"): without the " (bytes)" its tracer ends the name with
 // ("memory in use (bytes)" is titled "memory in use").
 QString counterTitle(const QString& name);
+// A counter's value in its unit: a size for a counter in bytes ("1.91
+// GiB"), else the number ("50").
+QString counterValueText(const std::string& name, double v);
 
 class TimelineWidget : public QWidget {
   Q_OBJECT

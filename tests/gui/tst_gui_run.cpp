@@ -2424,6 +2424,28 @@ void TestGuiRun::unitsReadAsElsewhere() {
   for (QAbstractSeries* series : view.counterChart()->chart()->series())
     legend << series->name();
   QVERIFY2(legend.contains(QStringLiteral("rank 0: memory in use")), qPrintable(legend.join('|')));
+  // A line's tooltip, the pointer on it: its value in the counter's unit,
+  // since its sample's time as the timeline gives it (the chart said none,
+  // and its axis reads raw milliseconds).
+  QLineSeries* memory = nullptr;
+  for (QAbstractSeries* series : view.counterChart()->chart()->series())
+    if (series->name() == QStringLiteral("rank 0: memory in use"))
+      memory = qobject_cast<QLineSeries*>(series);
+  QVERIFY(memory && memory->count() >= 2);
+  view.tabs()->setCurrentWidget(view.counterTab());
+  const QPointF on_line = memory->at(memory->count() / 2);
+  QToolTip::hideText();
+  emit memory->hovered(on_line, true);
+  QVERIFY(QToolTip::isVisible());
+  const QString chart_tip = QToolTip::text();
+  QVERIFY2(chart_tip.startsWith(QStringLiteral("<b>rank 0: memory in use</b><br>")),
+           qPrintable(chart_tip));
+  QVERIFY2(QRegularExpression(QStringLiteral("<br>\\d+(\\.\\d+)? (B|KiB|MiB|GiB) since "
+                                             "\\d+\\.\\d{3}\u202f\\d{3} s$"))
+               .match(chart_tip)
+               .hasMatch(),
+           qPrintable(chart_tip));
+  emit memory->hovered(on_line, false);
 
   QSignalSpy compared(&view, &RunView::comparisonReady);
   view.compareWith(fp8);
