@@ -1601,8 +1601,14 @@ void RunView::compareWith(const QString& other) {
                  .arg(c.b_ranks)
                  .arg(c.b_steps)
                  .arg(c.per_step ? tr("per rank and step") : tr("per rank, over the run")));
-    if (c.a_step_ns > 0 && c.b_step_ns > 0)
-      add_row({tr("step (median)").toStdString(), c.a_step_ns, c.b_step_ns}, false);
+    if (c.a_step_ns > 0 && c.b_step_ns > 0) {
+      add_row({trace::kComparedStepName, c.a_step_ns, c.b_step_ns}, false);
+      t->item(t->rowCount() - 1, 0)
+          ->setToolTip(
+              tr("Each rank's median over all its steps, the warm-up included (as the Ranks tab's "
+                 "median step), then the median over the ranks. The Predicted vs measured tab's "
+                 "median step leaves the warm-up out."));
+    }
     for (const trace::ComparedFigure& f : c.parts)
       add_row(f, false);
     // By kind first: a precision or library change renames the kernels.

@@ -58,6 +58,7 @@
 #include "core/model_json.h"
 #include "core/presets.h"
 #include "core/trace_analysis.h"
+#include "core/trace_compare.h"
 #include "core/trace_export.h"
 #include "core/trace_import.h"
 #include "core/trace_reader.h"
@@ -2484,6 +2485,24 @@ void TestGuiRun::medianStepSaysWhichSteps() {
   QVERIFY2(
       ranks->horizontalHeaderItem(median)->toolTip().contains(QStringLiteral("warm-up included")),
       qPrintable(ranks->horizontalHeaderItem(median)->toolTip()));
+  // The comparison with another run says which steps its step is the median
+  // of too (it read "step (median)"), as trace compare does.
+  QSignalSpy compared(&view, &RunView::comparisonReady);
+  view.compareWith(cpu_store_);
+  QTRY_COMPARE_WITH_TIMEOUT(compared.count(), 1, 60000);
+  QTableWidget* c = view.comparisonTable();
+  int step = -1;
+  QStringList names;
+  for (int r = 0; r < c->rowCount(); ++r) {
+    names << c->item(r, 0)->text();
+    if (names.back().startsWith(QStringLiteral("step ("))) step = r;
+  }
+  QVERIFY2(step >= 0, qPrintable(names.join('|')));
+  QCOMPARE(c->item(step, 0)->text(),
+           QStringLiteral("step (median of all steps, warm-up included)"));
+  QCOMPARE(c->item(step, 0)->text(), QString::fromLatin1(cs::trace::kComparedStepName));
+  QVERIFY2(c->item(step, 0)->toolTip().contains(QStringLiteral("then the median over the ranks")),
+           qPrintable(c->item(step, 0)->toolTip()));
 }
 
 // Tools ▸ Predict the open run again on the CUDA engine's H200 run, with no
