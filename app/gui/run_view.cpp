@@ -34,7 +34,6 @@
 #include <QSortFilterProxyModel>
 #include <QSplitter>
 #include <QStandardItemModel>
-#include <QStyle>
 #include <QSvgRenderer>
 #include <QTabWidget>
 #include <QTableView>
@@ -348,30 +347,33 @@ RunView::RunView(QWidget* parent) : QWidget(parent) {
   timelines_layout->addWidget(scroll, 3);
   predicted_label_ = new QLabel(tr("Predicted step (planner)"), timelines);
   predicted_label_->setObjectName(QStringLiteral("run_predicted_label"));
-  predicted_ = new TimelineWidget(timelines);
+  // The predicted lanes scroll as the measured ones do: a plan of many
+  // pipeline stages has more lanes than their share of the height shows, and
+  // the later stages could not be reached.
+  predicted_area_ = new QScrollArea(timelines);
+  predicted_area_->setObjectName(QStringLiteral("run_predicted_area"));
+  predicted_area_->setWidgetResizable(true);
+  predicted_ = new TimelineWidget(predicted_area_);
   predicted_->setObjectName(QStringLiteral("run_predicted_timeline"));
   predicted_->followGutter(timeline_);  // one column of titles, so that times line up
+  predicted_->setMinimumToContent(true);
+  predicted_area_->setWidget(predicted_);
   predicted_label_->hide();
-  predicted_->hide();
+  predicted_area_->hide();
   // A quarter of the height at most, whatever its lanes ask: the measured
   // lanes come first (a predicted group of 8 stages left them 40 px).
-  predicted_->setSizePolicy(QSizePolicy::Expanding, QSizePolicy::Ignored);
-  predicted_->setMinimumHeight(60);
+  predicted_area_->setSizePolicy(QSizePolicy::Expanding, QSizePolicy::Ignored);
+  predicted_area_->setMinimumHeight(60);
   timelines_layout->addWidget(predicted_label_);
-  // As wide as the measured lanes' viewport, so that the two time axes line
-  // up: the measured view's scroll bar is always there, and the predicted
-  // lanes leave its width free (they drifted apart by up to 15 px).
+  // Both scroll bars always there, so that the two lanes' widths, and so
+  // their time axes, are the same (they drifted apart by up to 15 px).
   scroll->setVerticalScrollBarPolicy(Qt::ScrollBarAlwaysOn);
-  auto* predicted_row = new QHBoxLayout;
-  const int frame = scroll->frameWidth();
-  predicted_row->setContentsMargins(
-      frame, 0, frame + scroll->style()->pixelMetric(QStyle::PM_ScrollBarExtent), 0);
-  predicted_row->addWidget(predicted_);
+  predicted_area_->setVerticalScrollBarPolicy(Qt::ScrollBarAlwaysOn);
+  predicted_area_->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
   // Its quarter of the height only while shown: hidden, the measured lanes
   // take it all (an empty band stayed under them).
-  timelines_layout->addLayout(predicted_row, 0);
+  timelines_layout->addWidget(predicted_area_, 0);
   timelines_layout_ = timelines_layout;
-  predicted_row_ = predicted_row;
   splitter->addWidget(timelines);
 
   tabs_ = new QTabWidget(splitter);
@@ -972,8 +974,8 @@ void RunView::startPrediction(const std::string& plan_json,
 }
 
 void RunView::setPredictedShown(bool shown) {
-  predicted_->setVisible(shown);
-  timelines_layout_->setStretchFactor(predicted_row_, shown ? 1 : 0);
+  predicted_area_->setVisible(shown);
+  timelines_layout_->setStretchFactor(predicted_area_, shown ? 1 : 0);
 }
 
 void RunView::fillSummaries(const trace::RunAnalysis& a,

@@ -28,7 +28,6 @@
 class QBoxLayout;
 class QChartView;
 class QLabel;
-class QLayout;
 class QLineEdit;
 class QResizeEvent;
 class QScrollArea;
@@ -237,7 +236,7 @@ class RunView : public QWidget {
   TimelineWidget* predicted_;
   QLabel* predicted_label_;
   QBoxLayout* timelines_layout_ = nullptr;  // the measured lanes over the predicted ones
-  QLayout* predicted_row_ = nullptr;
+  QScrollArea* predicted_area_ = nullptr;   // the predicted lanes, scrolled
   void setPredictedShown(bool shown);
   QLineEdit* search_;
   QLabel* search_status_;

@@ -309,6 +309,26 @@ void TestGuiRun::opensCpuEngineRun() {
   QCOMPARE(predicted->mapToGlobal(QPointF(predicted->xOf(inside), 0)).x(),
            view.timeline()->mapToGlobal(QPointF(view.timeline()->xOf(inside), 0)).x());
   view.timeline()->resetZoom();
+  // Its lanes scroll where they need more than their share of the height (a
+  // plan of many stages): the last one can be brought into view.
+  {
+    QScrollArea* area = nullptr;
+    for (QWidget* up = predicted->parentWidget(); up && up != &view && !area;
+         up = up->parentWidget())
+      area = qobject_cast<QScrollArea*>(up);
+    QVERIFY2(area, "the predicted lanes are in no scroll area");
+    view.resize(1200, 420);
+    QTRY_VERIFY(area->verticalScrollBar()->maximum() > 0);  // squeezed: more lanes than room
+    const QRectF last = predicted->laneRect(predicted->laneCount() - 1);
+    QVERIFY2(last.bottom() <= predicted->height(),
+             qPrintable(QStringLiteral("the last lane ends at %1 px of %2")
+                            .arg(last.bottom())
+                            .arg(predicted->height())));
+    area->ensureVisible(0, int(last.bottom()), 0, 0);
+    QVERIFY(predicted->visibleRegion().boundingRect().contains(last.center().toPoint()));
+    view.resize(1200, 900);
+    QTRY_COMPARE(predicted->width(), view.timeline()->width());
+  }
 
   view.tabs()->setCurrentIndex(1);
   view.repaint();
