@@ -2333,12 +2333,14 @@ void TestGuiRun::statusGoesWithItsView() {
   QTest::keyClick(t, Qt::Key_PageDown);
   QTest::keyClick(t, Qt::Key_Home);
   QTest::qWait(300);  // a kept answer would have come (a few ms)
-  QCOMPARE(stepped.count(), 2);
   QCOMPARE(t->window().start_ns, t->fullRange().start_ns);
   QCOMPARE(t->window().end_ns, t->fullRange().end_ns);
   QVERIFY2(status->text().isEmpty(), qPrintable(status->text()));
+  // (The answer may also come before Home is pressed: it is then shown, and
+  // Home leaves it.)
+  const qsizetype shown = stepped.count();
   QTest::keyClick(t, Qt::Key_PageDown);
-  QTRY_COMPARE_WITH_TIMEOUT(stepped.count(), 3, 10000);
+  QTRY_COMPARE_WITH_TIMEOUT(stepped.count(), shown + 1, 10000);
   QVERIFY(status->text().startsWith(QStringLiteral("step ")));
   // A range export with no range: refused, in the bar.
   QVERIFY(!window.exportRun(RunExport::csv, dir_.filePath(QStringLiteral("no-range")), true));
