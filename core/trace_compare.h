@@ -41,6 +41,12 @@ struct RunComparison {
   std::vector<ComparedFigure> annotations;
 };
 
+// a_step_ns and b_step_ns where they are shown, named by the steps they are
+// the median of: each rank's median over all its steps, the warm-up's
+// included (as the straggler test counts them), then the median over the
+// ranks. A prediction's median step leaves the warm-up out (describe_steps).
+inline constexpr const char* kComparedStepName = "step (median of all steps, warm-up included)";
+
 RunComparison compare_runs(const RunAnalysis& a, const RunAnalysis& b);
 
 // Two stores analysed and compared. Where both record steps, each is read

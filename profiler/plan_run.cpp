@@ -86,20 +86,45 @@ Result<double> cpu_rank_memory_bytes(const Plan& plan) {
   return held * (8.0 + optimizer) + kProcessBytes;
 }
 
+namespace {
+
+// The ranks of `plan` the CPU engine runs with `backend`; 0 where the CUDA
+// engine runs.
+long long cpu_engine_ranks(const Plan& plan, const std::string& backend) {
+  if (backend == "cuda") return 0;
+  if (backend == "auto" && !probe_host().gpus.empty()) return 0;
+  return static_cast<long long>(plan.parallel.dp) * plan.parallel.tp * plan.parallel.pp;
+}
+
+std::string ranks_on_cores(long long ranks, int cores) {
+  return std::to_string(ranks) + " ranks of the CPU engine on this machine's " +
+         std::to_string(cores) + (cores == 1 ? " core" : " cores");
+}
+
+}  // namespace
+
+std::string local_cpu_ranks_warning(const Plan& plan, const std::string& backend,
+                                    const LocalCapacity& capacity) {
+  const long long ranks = cpu_engine_ranks(plan, backend);
+  const int cores = std::max(1, capacity.cores);
+  if (ranks <= cores || ranks > static_cast<long long>(cores) * kMaxRanksPerCore) return {};
+  return ranks_on_cores(ranks, cores) +
+         ": more ranks than cores, so they take turns on the cores, and each step takes longer "
+         "than it would with a core a rank (at most " +
+         std::to_string(static_cast<long long>(cores) * kMaxRanksPerCore) + " start here)";
+}
+
 Status check_local_cpu_ranks(const Plan& plan, const std::string& backend,
                              const LocalCapacity& capacity) {
-  if (backend == "cuda") return {};
-  if (backend == "auto" && !probe_host().gpus.empty()) return {};
-  const long long ranks =
-      static_cast<long long>(plan.parallel.dp) * plan.parallel.tp * plan.parallel.pp;
+  const long long ranks = cpu_engine_ranks(plan, backend);
+  if (ranks == 0) return {};
   const int cores = std::max(1, capacity.cores);
   const long long most = static_cast<long long>(cores) * kMaxRanksPerCore;
   const std::string override_hint =
       ": run fewer, or start them anyway with clusterscope run --oversubscribe";
   if (ranks > most) {
-    return Error{std::to_string(ranks) + " ranks of the CPU engine on this machine's " +
-                 std::to_string(cores) + (cores == 1 ? " core" : " cores") + ": at most " +
-                 std::to_string(most) + " run here (" + std::to_string(kMaxRanksPerCore) +
+    return Error{ranks_on_cores(ranks, cores) + ": at most " + std::to_string(most) +
+                 " run here (" + std::to_string(kMaxRanksPerCore) +
                  " a core; more only wait for the cores, and mpirun starts them slowly)" +
                  override_hint};
   }

@@ -59,6 +59,11 @@ Result<double> cpu_rank_memory_bytes(const Plan& plan);
 // memory, and the override (run --oversubscribe).
 Status check_local_cpu_ranks(const Plan& plan, const std::string& backend,
                              const LocalCapacity& capacity = local_capacity());
+// Where those ranks outnumber the cores but check_local_cpu_ranks lets them
+// start: the warning to give before they do, that they take turns on the
+// cores (naming the count and the cores); "" otherwise.
+std::string local_cpu_ranks_warning(const Plan& plan, const std::string& backend,
+                                    const LocalCapacity& capacity = local_capacity());
 
 struct PlanRun {
   RunSpec spec;

@@ -1519,9 +1519,9 @@ void run_compare(const CompareOptions& o) {
   }
   if (c.a_step_ns > 0 && c.b_step_ns > 0) {
     const double d = c.b_step_ns - c.a_step_ns;
-    std::cout << "step (median): " << msf(c.a_step_ns) << " ms against " << msf(c.b_step_ns)
-              << " ms, " << (d >= 0 ? "+" : "") << msf(d) << " ms (" << (d >= 0 ? "+" : "")
-              << format_fixed(100 * d / c.a_step_ns, 1) << "%)\n";
+    std::cout << trace::kComparedStepName << ": " << msf(c.a_step_ns) << " ms against "
+              << msf(c.b_step_ns) << " ms, " << (d >= 0 ? "+" : "") << msf(d) << " ms ("
+              << (d >= 0 ? "+" : "") << format_fixed(100 * d / c.a_step_ns, 1) << "%)\n";
   }
   // The headline is the median step; the parts are means, the warm-up's
   // steps among them (a device span above the median step is that).

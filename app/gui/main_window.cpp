@@ -2,6 +2,7 @@
 
 #include <QAction>
 #include <QApplication>
+#include <QChildEvent>
 #include <QCloseEvent>
 #include <QComboBox>
 #include <QDateTime>
@@ -11,6 +12,7 @@
 #include <QEventLoop>
 #include <QFileDialog>
 #include <QFileInfo>
+#include <QHelpEvent>
 #include <QKeySequence>
 #include <QMenuBar>
 #include <QMessageBox>
@@ -19,8 +21,10 @@
 #include <QSettings>
 #include <QStandardPaths>
 #include <QStatusBar>
+#include <QTabBar>
 #include <QTimer>
 #include <QToolBar>
+#include <QToolTip>
 #include <QUndoStack>
 #include <QVBoxLayout>
 
@@ -159,6 +163,39 @@ void MainWindow::offerRecovery() {
 
 QDockWidget* MainWindow::dock(const QString& object_name) const {
   return findChild<QDockWidget*>(object_name);
+}
+
+QString MainWindow::dockTip(const QString& title) const {
+  for (QDockWidget* d : findChildren<QDockWidget*>(Qt::FindDirectChildrenOnly)) {
+    const QKeySequence key = d->toggleViewAction()->shortcut();
+    if (d->windowTitle() == title && !key.isEmpty())
+      return tr("%1 (%2)").arg(title, key.toString(QKeySequence::NativeText));
+  }
+  return {};
+}
+
+void MainWindow::childEvent(QChildEvent* event) {
+  QMainWindow::childEvent(event);
+  // The tab bars of tabbed docks are made and remade as docks move: each is
+  // watched for its tooltips (installing twice watches once).
+  if (event->polished())
+    if (auto* bar = qobject_cast<QTabBar*>(event->child())) bar->installEventFilter(this);
+}
+
+bool MainWindow::eventFilter(QObject* watched, QEvent* event) {
+  // A dock's tab says its Alt+N, which Qt's own tooltip (its title) does not.
+  if (event->type() == QEvent::ToolTip) {
+    if (auto* bar = qobject_cast<QTabBar*>(watched)) {
+      auto* help = static_cast<QHelpEvent*>(event);
+      const int index = bar->tabAt(help->pos());
+      const QString tip = index >= 0 ? dockTip(bar->tabText(index)) : QString();
+      if (!tip.isEmpty()) {
+        QToolTip::showText(help->globalPos(), tip, bar, bar->tabRect(index));
+        return true;
+      }
+    }
+  }
+  return QMainWindow::eventFilter(watched, event);
 }
 
 void MainWindow::createDocks() {
@@ -356,12 +393,23 @@ void MainWindow::createActions() {
       "actionPin");
 
   view_menu_ = menuBar()->addMenu(tr("&View"));
+  // Alt+1 … Alt+8 in the order the docks are seen, left to right and top to
+  // bottom, each tab bar's in its order: the left column, the right one, then
+  // the bottom row (in the order they were made, Runs, beside Plan, was Alt+8).
+  static constexpr const char* kDockOrder[] = {"clusterDock",     "workloadDock", "planDock",
+                                               "runsDock",        "explorerDock", "compareDock",
+                                               "calculatorsDock", "runDock"};
   int n = 1;
-  for (QDockWidget* d : findChildren<QDockWidget*>()) {
+  for (const char* name : kDockOrder) {
+    QDockWidget* d = dock(QString::fromLatin1(name));
     QAction* toggle = d->toggleViewAction();
     toggle->setShortcut(QKeySequence(QStringLiteral("Alt+%1").arg(n++)));
+    toggle->setToolTip(
+        tr("Show or hide %1 (%2)")
+            .arg(d->windowTitle(), toggle->shortcut().toString(QKeySequence::NativeText)));
     view_menu_->addAction(toggle);
   }
+  view_menu_->setToolTipsVisible(true);
   view_menu_->addSeparator();
   QAction* dark = view_menu_->addAction(tr("&Dark theme"));
   dark->setObjectName(QStringLiteral("actionDark"));

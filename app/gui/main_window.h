@@ -60,6 +60,9 @@ class MainWindow : public QMainWindow {
   MessageBar* messageBar() const { return messages_; }
   QComboBox* planSelector() const { return plan_selector_; }
   QDockWidget* dock(const QString& object_name) const;
+  // "Cluster (Alt+1)": a dock's title and the keys that show or hide it, as
+  // its tab's tooltip says; "" for a title no dock has.
+  QString dockTip(const QString& title) const;
   RunView* runView() const { return run_view_; }
   RunsPanel* runsPanel() const { return runs_; }
 
@@ -96,6 +99,8 @@ class MainWindow : public QMainWindow {
 
  protected:
   void closeEvent(QCloseEvent* event) override;
+  void childEvent(QChildEvent* event) override;
+  bool eventFilter(QObject* watched, QEvent* event) override;
 
  private:
   void createDocks();

@@ -5,6 +5,7 @@
 #include <QBuffer>
 #include <QChart>
 #include <QChartView>
+#include <QCursor>
 #include <QFile>
 #include <QFileInfo>
 #include <QGraphicsLayout>
@@ -33,7 +34,6 @@
 #include <QSortFilterProxyModel>
 #include <QSplitter>
 #include <QStandardItemModel>
-#include <QStyle>
 #include <QSvgRenderer>
 #include <QTabWidget>
 #include <QTableView>
@@ -44,6 +44,7 @@
 #include <QTextDocumentFragment>
 #include <QTextOption>
 #include <QToolButton>
+#include <QToolTip>
 #include <QVBoxLayout>
 #include <QValueAxis>
 #include <algorithm>
@@ -238,7 +239,8 @@ Result<std::vector<CounterLine>> readCounters(const trace::TraceReader& reader) 
     if (!samples) return samples.error();
     CounterLine line;
     line.title = QObject::tr("rank %1: %2").arg(rank).arg(q(reader.string(name)));
-    line.bytes = trace::counter_in_bytes(reader.string(name));
+    line.name = reader.string(name);
+    line.bytes = trace::counter_in_bytes(line.name);
     const std::size_t n = samples->size();
     const std::size_t per_point =
         std::max<std::size_t>(1, (n + kCounterPoints - 1) / kCounterPoints);
@@ -248,6 +250,7 @@ Result<std::vector<CounterLine>> readCounters(const trace::TraceReader& reader) 
         if ((*samples)[j].value > (*samples)[top].value) top = j;
       line.points.emplace_back(double((*samples)[top].time_ns - all.start_ns) * 1e-6,
                                (*samples)[top].value);
+      line.times_ns.push_back((*samples)[top].time_ns - all.start_ns);
     }
     out.push_back(std::move(line));
   }
@@ -345,30 +348,33 @@ RunView::RunView(QWidget* parent) : QWidget(parent) {
   timelines_layout->addWidget(scroll, 3);
   predicted_label_ = new QLabel(tr("Predicted step (planner)"), timelines);
   predicted_label_->setObjectName(QStringLiteral("run_predicted_label"));
-  predicted_ = new TimelineWidget(timelines);
+  // The predicted lanes scroll as the measured ones do: a plan of many
+  // pipeline stages has more lanes than their share of the height shows, and
+  // the later stages could not be reached.
+  predicted_area_ = new QScrollArea(timelines);
+  predicted_area_->setObjectName(QStringLiteral("run_predicted_area"));
+  predicted_area_->setWidgetResizable(true);
+  predicted_ = new TimelineWidget(predicted_area_);
   predicted_->setObjectName(QStringLiteral("run_predicted_timeline"));
   predicted_->followGutter(timeline_);  // one column of titles, so that times line up
+  predicted_->setMinimumToContent(true);
+  predicted_area_->setWidget(predicted_);
   predicted_label_->hide();
-  predicted_->hide();
+  predicted_area_->hide();
   // A quarter of the height at most, whatever its lanes ask: the measured
   // lanes come first (a predicted group of 8 stages left them 40 px).
-  predicted_->setSizePolicy(QSizePolicy::Expanding, QSizePolicy::Ignored);
-  predicted_->setMinimumHeight(60);
+  predicted_area_->setSizePolicy(QSizePolicy::Expanding, QSizePolicy::Ignored);
+  predicted_area_->setMinimumHeight(60);
   timelines_layout->addWidget(predicted_label_);
-  // As wide as the measured lanes' viewport, so that the two time axes line
-  // up: the measured view's scroll bar is always there, and the predicted
-  // lanes leave its width free (they drifted apart by up to 15 px).
+  // Both scroll bars always there, so that the two lanes' widths, and so
+  // their time axes, are the same (they drifted apart by up to 15 px).
   scroll->setVerticalScrollBarPolicy(Qt::ScrollBarAlwaysOn);
-  auto* predicted_row = new QHBoxLayout;
-  const int frame = scroll->frameWidth();
-  predicted_row->setContentsMargins(
-      frame, 0, frame + scroll->style()->pixelMetric(QStyle::PM_ScrollBarExtent), 0);
-  predicted_row->addWidget(predicted_);
+  predicted_area_->setVerticalScrollBarPolicy(Qt::ScrollBarAlwaysOn);
+  predicted_area_->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
   // Its quarter of the height only while shown: hidden, the measured lanes
   // take it all (an empty band stayed under them).
-  timelines_layout->addLayout(predicted_row, 0);
+  timelines_layout->addWidget(predicted_area_, 0);
   timelines_layout_ = timelines_layout;
-  predicted_row_ = predicted_row;
   splitter->addWidget(timelines);
 
   tabs_ = new QTabWidget(splitter);
@@ -650,7 +656,7 @@ RunView::RunView(QWidget* parent) : QWidget(parent) {
     search_status_->setText(tr("step %1").arg(step));
     status_says_step_ = true;
   });
-  connect(timeline_, &TimelineWidget::windowChanged, this, [this] {
+  connect(timeline_, &TimelineWidget::stepLeft, this, [this] {
     if (status_says_step_) search_status_->clear();
     status_says_step_ = false;
   });
@@ -974,8 +980,8 @@ void RunView::startPrediction(const std::string& plan_json,
 }
 
 void RunView::setPredictedShown(bool shown) {
-  predicted_->setVisible(shown);
-  timelines_layout_->setStretchFactor(predicted_row_, shown ? 1 : 0);
+  predicted_area_->setVisible(shown);
+  timelines_layout_->setStretchFactor(predicted_area_, shown ? 1 : 0);
 }
 
 void RunView::fillSummaries(const trace::RunAnalysis& a,
@@ -1091,6 +1097,19 @@ void RunView::fillSummaries(const trace::RunAnalysis& a,
   copies_.proxy->sort(2, Qt::DescendingOrder);
 }
 
+QString counterPointTip(const CounterLine& line, double x_ms) {
+  const auto after = std::upper_bound(line.points.begin(), line.points.end(), x_ms,
+                                      [](double x, const QPointF& p) { return x < p.x(); });
+  const QString title = (line.bytes ? counterTitle(line.title) : line.title).toHtmlEscaped();
+  if (after == line.points.begin())
+    return RunView::tr("<b>%1</b><br>no sample before %2")
+        .arg(title, q(format_time_ns(std::llround(x_ms * 1e6))));
+  const std::size_t i = std::size_t(std::prev(after) - line.points.begin());
+  return RunView::tr("<b>%1</b><br>%2 since %3")
+      .arg(title, counterValueText(line.name, line.points[i].y()),
+           q(format_time_ns(line.times_ns[i])));
+}
+
 void RunView::showCounters(const std::vector<CounterLine>& lines) {
   const int index = tabs_->indexOf(counter_area_);
   if (lines.empty()) {
@@ -1125,6 +1144,14 @@ void RunView::showCounters(const std::vector<CounterLine>& lines) {
     chart->addSeries(series);
     series->attachAxis(axis_x);
     series->attachAxis(axis_y);
+    // Its value under the pointer in the counter's unit, at its sample's time
+    // as the timeline gives it; the axis alone read raw milliseconds.
+    connect(series, &QLineSeries::hovered, this, [this, line](const QPointF& at, bool on) {
+      if (on)
+        QToolTip::showText(QCursor::pos(), counterPointTip(line, at.x()), counter_chart_);
+      else
+        QToolTip::hideText();
+    });
   }
   setRoundTicks(axis_x, 0, x_hi);
   setRoundTicks(axis_y, 0, std::max(y_hi, 1e-9));
@@ -1582,8 +1609,14 @@ void RunView::compareWith(const QString& other) {
                  .arg(c.b_ranks)
                  .arg(c.b_steps)
                  .arg(c.per_step ? tr("per rank and step") : tr("per rank, over the run")));
-    if (c.a_step_ns > 0 && c.b_step_ns > 0)
-      add_row({tr("step (median)").toStdString(), c.a_step_ns, c.b_step_ns}, false);
+    if (c.a_step_ns > 0 && c.b_step_ns > 0) {
+      add_row({trace::kComparedStepName, c.a_step_ns, c.b_step_ns}, false);
+      t->item(t->rowCount() - 1, 0)
+          ->setToolTip(
+              tr("Each rank's median over all its steps, the warm-up included (as the Ranks tab's "
+                 "median step), then the median over the ranks. The Predicted vs measured tab's "
+                 "median step leaves the warm-up out."));
+    }
     for (const trace::ComparedFigure& f : c.parts)
       add_row(f, false);
     // By kind first: a precision or library change renames the kernels.

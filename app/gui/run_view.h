@@ -18,6 +18,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "core/result.h"
@@ -27,7 +28,6 @@
 class QBoxLayout;
 class QChartView;
 class QLabel;
-class QLayout;
 class QLineEdit;
 class QResizeEvent;
 class QScrollArea;
@@ -49,9 +49,16 @@ class TimelineWidget;
 // from the trace's start against its value.
 struct CounterLine {
   QString title;
+  std::string name;    // the counter's, as its store names it
   bool bytes = false;  // a size: drawn in GiB
-  std::vector<QPointF> points;
+  std::vector<QPointF> points;         // (ms from the trace's start, value)
+  std::vector<std::int64_t> times_ns;  // parallel to points: ns from the trace's start
 };
+
+// The Counters chart's tooltip at `x_ms` on `line`: the value it holds there
+// (its sample at or before), in the counter's unit, and since when, as the
+// timeline's counter lanes say it.
+QString counterPointTip(const CounterLine& line, double x_ms);
 
 // What a run exports: reports, the CSV tables, a Chrome trace (Perfetto).
 enum class RunExport : int { html, pdf, csv, chrome_trace };
@@ -232,7 +239,7 @@ class RunView : public QWidget {
   TimelineWidget* predicted_;
   QLabel* predicted_label_;
   QBoxLayout* timelines_layout_ = nullptr;  // the measured lanes over the predicted ones
-  QLayout* predicted_row_ = nullptr;
+  QScrollArea* predicted_area_ = nullptr;   // the predicted lanes, scrolled
   void setPredictedShown(bool shown);
   QLineEdit* search_;
   QLabel* search_status_;

@@ -120,6 +120,12 @@ RunsPanel::RunsPanel(Workspace* workspace, QWidget* parent)
   engine_->setObjectName(QStringLiteral("runs_engine"));
   engine_->setWordWrap(true);
   form->addRow(QString(), engine_);
+  ranks_warning_ = new QLabel(this);
+  ranks_warning_->setObjectName(QStringLiteral("runs_ranks_warning"));
+  ranks_warning_->setWordWrap(true);
+  ranks_warning_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  ranks_warning_->hide();
+  form->addRow(QString(), ranks_warning_);
   placement_ = new QComboBox(this);
   placement_->addItem(tr("This machine"), int(launch::Placement::local));
   placement_->addItem(tr("Hosts of a hostfile"), int(launch::Placement::hostfile));
@@ -243,12 +249,40 @@ RunsPanel::RunsPanel(Workspace* workspace, QWidget* parent)
     const bool slurm = placement_->currentData().toInt() == int(launch::Placement::slurm);
     for (QLineEdit* field : {slurm_partition_, slurm_account_, slurm_time_})
       field->setEnabled(slurm);
+    refreshRanksWarning();
   });
-  connect(backend_, &QComboBox::currentIndexChanged, this,
-          [this] { engine_->setText(describeEngine()); });
+  connect(backend_, &QComboBox::currentIndexChanged, this, [this] {
+    engine_->setText(describeEngine());
+    refreshRanksWarning();
+  });
   connect(workspace_, &Workspace::projectChanged, this, &RunsPanel::refreshHistory);
+  connect(workspace_, &Workspace::projectChanged, this, &RunsPanel::refreshRanksWarning);
+  gpu_here_ = !probe_host().gpus.empty();
   engine_->setText(describeEngine());
   refreshHistory();
+  refreshRanksWarning();
+}
+
+void RunsPanel::refreshRanksWarning() {
+  // The CLI's own check and limit (profiler/plan_run.h), said before the
+  // launch rather than after it: 32 ranks on 2 cores started with no word.
+  QString text;
+  const QString backend = backend_->currentData().toString();
+  const bool cpu =
+      backend == QStringLiteral("cpu") || (backend == QStringLiteral("auto") && !gpu_here_);
+  auto plan = workspace_->project().resolved_plan();
+  if (cpu && plan && placement_->currentData().toInt() == int(launch::Placement::local)) {
+    const launch::LocalCapacity capacity = launch::local_capacity();
+    if (Status refused = launch::check_local_cpu_ranks(plan.value(), "cpu", capacity); !refused) {
+      text = tr("This plan will not start here: %1").arg(q(refused.message()));
+    } else if (const std::string warning =
+                   launch::local_cpu_ranks_warning(plan.value(), "cpu", capacity);
+               !warning.empty()) {
+      text = tr("Warning: %1.").arg(q(warning));
+    }
+  }
+  ranks_warning_->setText(text);
+  ranks_warning_->setVisible(!text.isEmpty());
 }
 
 RunsPanel::~RunsPanel() {

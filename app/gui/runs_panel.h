@@ -69,6 +69,9 @@ class RunsPanel : public QWidget {
   QSpinBox* hangBox() const { return hang_; }
 
   QLabel* engineLabel() const { return engine_; }
+  // Before a launch on this machine: CPU-engine ranks that outnumber its
+  // cores (a warning), or more than `clusterscope run` starts (its refusal).
+  QLabel* ranksWarning() const { return ranks_warning_; }
   QProgressBar* progress() const { return progress_; }
   QLabel* etaLabel() const { return eta_; }
   QTableWidget* rankTable() const { return rank_table_; }
@@ -97,6 +100,7 @@ class RunsPanel : public QWidget {
                  const QString& outcome, const QString& message);
   void setRankRow(int rank, const QString& state, const QString& detail = {});
   QString describeEngine() const;
+  void refreshRanksWarning();
 
   Workspace* workspace_;
   std::unique_ptr<launch::Launcher> launcher_;
@@ -119,6 +123,8 @@ class RunsPanel : public QWidget {
   QSpinBox* steps_;
   QSpinBox* hang_;
   QLabel* engine_;
+  QLabel* ranks_warning_;
+  bool gpu_here_ = false;  // probed once: the driver's start takes a while
   QPushButton* launch_button_;
   QPushButton* cancel_button_;
   QPushButton* open_button_;

@@ -30,6 +30,11 @@ QString counterTitle(const QString& name) {
   return title;
 }
 
+QString counterValueText(const std::string& name, double v) {
+  return trace::counter_in_bytes(name) ? QString::fromStdString(format_bytes(v))
+                                       : QString::number(v, 'g', 6);
+}
+
 namespace {
 
 // The lane titles' column: at least this, and at most what leaves the spans
@@ -477,6 +482,8 @@ void TimelineWidget::setStore(const QString& path) {
     }
     frame_.reset();
     message_ = lanes_.empty() ? tr("The trace has no lanes.") : QString();
+    ++step_job_;  // the last store's step, and a look-up of it, are not this one's
+    leaveStep();
     emit storeOpened(path_, {});
     emit windowChanged(window_.start_ns, window_.end_ns);
     if (!same_rows) updateGeometry();
@@ -514,7 +521,16 @@ void TimelineWidget::setWindow(std::int64_t start_ns, std::int64_t end_ns) {
   window_ = {start_ns, start_ns + span};
   requestFrame();
   update();
-  if (moved) emit windowChanged(window_.start_ns, window_.end_ns);
+  if (moved) {
+    leaveStep();
+    emit windowChanged(window_.start_ns, window_.end_ns);
+  }
+}
+
+void TimelineWidget::leaveStep() {
+  if (!shown_step_) return;
+  shown_step_.reset();
+  emit stepLeft();
 }
 
 void TimelineWidget::stopFollowing() {
@@ -540,7 +556,12 @@ void TimelineWidget::zoom(double factor, std::int64_t anchor_ns) {
 }
 
 void TimelineWidget::resetZoom() {
+  // The whole run, over a step still being looked up (its answer is
+  // dropped), and said so even where the step's view was the whole run
+  // already (a step that takes most of the run): the window does not move.
+  ++step_job_;
   setWindow(full_.start_ns, full_.end_ns);
+  leaveStep();
 }
 
 void TimelineWidget::releaseReader() {
@@ -698,10 +719,6 @@ void drawArrow(QPainter& painter, QPointF a, QPointF b, const QColor& color) {
 }
 
 // A counter's value as its lane and tooltip read it: bytes as "9.54 GiB".
-QString counterValueText(const std::string& name, double v) {
-  return trace::counter_in_bytes(name) ? q(format_bytes(v)) : QString::number(v, 'g', 6);
-}
-
 // A counter's lane: a step graph filled from 0, each sample's value held
 // until the next one and the last one to the end of the trace (`end_ns`),
 // as Perfetto draws counter tracks. A pixel of several samples is filled
@@ -1579,11 +1596,10 @@ void TimelineWidget::goToStep(int delta) {
       return;
     }
     const std::vector<trace::StepWindow>& steps = *read;
-    // From the step shown (the one this zoomed to, while the view is still
-    // on it), else from the step under the middle of the view.
+    // From the step shown (the one this zoomed to: a move of the view
+    // forgets it), else from the step under the middle of the view.
     int current = -1;
-    if (shown_step_ && window_.start_ns == shown_step_window_.start_ns &&
-        window_.end_ns == shown_step_window_.end_ns) {
+    if (shown_step_) {
       for (int i = 0; i < int(steps.size()); ++i) {
         if (steps[std::size_t(i)].step == *shown_step_) current = i;
       }
@@ -1608,7 +1624,6 @@ void TimelineWidget::goToStep(int delta) {
     }
     zoomTo({steps[std::size_t(target)].start, steps[std::size_t(target)].end});
     shown_step_ = steps[std::size_t(target)].step;
-    shown_step_window_ = window_;
     emit stepShown(*shown_step_);
   });
 }

@@ -35,6 +35,9 @@ QString timeTickLabel(std::int64_t t, std::int64_t step);
 // ("max 7.18 GiB"): without the " (bytes)" its tracer ends the name with
 // ("memory in use (bytes)" is titled "memory in use").
 QString counterTitle(const QString& name);
+// A counter's value in its unit: a size for a counter in bytes ("1.91
+// GiB"), else the number ("50").
+QString counterValueText(const std::string& name, double v);
 
 class TimelineWidget : public QWidget {
   Q_OBJECT
@@ -164,6 +167,9 @@ class TimelineWidget : public QWidget {
   // index among `matches` (-1: none found), or the error of the look-up.
   void searchMoved(int index, int matches, const QString& error);
   void stepShown(std::int32_t step);
+  // The view is no longer the step stepShown named: it moved, or Home (or
+  // resetZoom) showed the whole run, which the step's view may have been.
+  void stepLeft();
   void stepNotShown(const QString& why);  // no steps recorded, or not readable
   void gutterChanged(int pixels);
 
@@ -328,7 +334,7 @@ class TimelineWidget : public QWidget {
   bool search_capped_ = false;
   std::uint64_t step_job_ = 0;
   std::optional<std::int32_t> shown_step_;  // the step goToStep zoomed to
-  trace::TimeRange shown_step_window_;      // and the window it gave
+  void leaveStep();                         // forgets shown_step_, said with stepLeft
   std::uint64_t select_job_ = 0;
   std::int32_t selected_depth_ = 0;
   std::optional<trace::StoredEvent> linked_;

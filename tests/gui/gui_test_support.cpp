@@ -1,14 +1,17 @@
 #include "gui_test_support.h"
 
+#include <QApplication>
 #include <QCoreApplication>
 #include <QDir>
 #include <QFont>
 #include <QHash>
+#include <QHelpEvent>
 #include <QLineEdit>
 #include <QPainter>
 #include <QSettings>
 #include <QStandardPaths>
 #include <QTest>
+#include <QToolTip>
 #include <QWidget>
 #include <algorithm>
 
@@ -75,6 +78,17 @@ void typeInto(QLineEdit* edit, const QString& text) {
   edit->selectAll();
   QTest::keyClick(edit, Qt::Key_Backspace);
   QTest::keyClicks(edit, text);
+}
+
+QString toolTipAt(QWidget* widget, const QPoint& at) {
+  // The last tooltip gone at once: hideText keeps it 300 ms, and a place
+  // with no tooltip of its own read as the last place's.
+  for (QWidget* w : QApplication::topLevelWidgets())
+    if (w->inherits("QTipLabel") && w->isVisible()) w->close();
+  QToolTip::hideText();
+  QHelpEvent help(QEvent::ToolTip, at, widget->mapToGlobal(at));
+  QCoreApplication::sendEvent(widget, &help);
+  return QToolTip::isVisible() ? QToolTip::text() : QString();
 }
 
 }  // namespace cs::gui::test

@@ -4,6 +4,7 @@
 // into fields as a user does, and an isolated settings and autosave area.
 
 #include <QImage>
+#include <QPoint>
 #include <QString>
 
 class QFont;
@@ -27,5 +28,11 @@ bool glyphsRender(const QFont& font);
 
 // Replaces the field's text by typing `text` key by key.
 void typeInto(QLineEdit* edit, const QString& text);
+
+// Asks `widget` for its tooltip at `at` (its own coordinates), as a pointer
+// resting there does, the last tooltip hidden first; returns the tooltip's
+// text, "" when none shows. A tooltip that grows later (the timeline's event
+// facts) is read again from QToolTip::text().
+QString toolTipAt(QWidget* widget, const QPoint& at);
 
 }  // namespace cs::gui::test

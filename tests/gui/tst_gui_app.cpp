@@ -20,6 +20,8 @@
 #include <QLabel>
 #include <QLineEdit>
 #include <QLineSeries>
+#include <QMenu>
+#include <QMenuBar>
 #include <QPainter>
 #include <QProcess>
 #include <QProgressBar>
@@ -33,12 +35,15 @@
 #include <QSpinBox>
 #include <QStatusBar>
 #include <QSvgRenderer>
+#include <QTabBar>
 #include <QTableView>
 #include <QTableWidget>
 #include <QTemporaryDir>
 #include <QTest>
 #include <QTextDocument>
+#include <QToolTip>
 #include <QUndoStack>
+#include <algorithm>
 #include <memory>
 
 #include <nlohmann/json.hpp>
@@ -75,6 +80,7 @@ class TestGuiApp : public QObject {
   void initTestCase();
   void cleanupTestCase();
   void defaultProjectShown();
+  void dockShortcutsFollowTheLayout();
   void fitsA1280x800Screen();
   void runFitsASmallScreen();
   void estimateFitsItsColumn();
@@ -166,6 +172,70 @@ void TestGuiApp::defaultProjectShown() {
            QStringLiteral("8"));
   QCOMPARE(window_->workloadPanel()->field(QStringLiteral("/layers"))->text(),
            QStringLiteral("32"));
+}
+
+// Alt+1 … Alt+8 go by the docks as they are seen, left to right and top to
+// bottom, each tab bar's tabs in order (Runs, on the tab beside Plan's, was
+// Alt+8); the View menu lists them in that order, and a dock's tab and its
+// menu entry say its keys.
+void TestGuiApp::dockShortcutsFollowTheLayout() {
+  QMainWindow* w = window_.get();
+  QCoreApplication::processEvents();
+  struct Seen {
+    QDockWidget* dock;
+    int row;  // 0: the columns beside the estimate; 1: the bottom row under them
+    int x;
+    QTabBar* bar = nullptr;
+    int tab = -1;
+  };
+  std::vector<Seen> seen;
+  const QList<QDockWidget*> docks = w->findChildren<QDockWidget*>(Qt::FindDirectChildrenOnly);
+  QCOMPARE(docks.size(), 8);
+  for (QDockWidget* d : docks) {
+    QVERIFY2(!d->isHidden() && !d->isFloating(), qPrintable(d->windowTitle()));
+    Seen s{d, w->dockWidgetArea(d) == Qt::BottomDockWidgetArea ? 1 : 0, d->mapTo(w, QPoint()).x()};
+    // A tabbed dock is where its tab is.
+    for (QTabBar* bar : w->findChildren<QTabBar*>(Qt::FindDirectChildrenOnly)) {
+      if (bar->isHidden()) continue;
+      for (int i = 0; i < bar->count(); ++i) {
+        if (bar->tabText(i) != d->windowTitle()) continue;
+        s.x = bar->mapTo(w, bar->tabRect(i).topLeft()).x();
+        s.bar = bar;
+        s.tab = i;
+      }
+    }
+    seen.push_back(s);
+  }
+  std::sort(seen.begin(), seen.end(), [](const Seen& a, const Seen& b) {
+    return std::pair(a.row, a.x) < std::pair(b.row, b.x);
+  });
+  QStringList order;
+  for (const Seen& s : seen)
+    order << s.dock->windowTitle();
+  QCOMPARE(
+      order.join(QStringLiteral(", ")),
+      QStringLiteral("Cluster, Workload, Plan, Runs, Plan explorer, Compare, Calculators, Run"));
+  QMenu* view = nullptr;
+  for (QAction* menu : w->menuBar()->actions())
+    if (menu->text() == QStringLiteral("&View")) view = menu->menu();
+  QVERIFY(view);
+  for (int n = 1; n <= int(seen.size()); ++n) {
+    const Seen& s = seen[std::size_t(n - 1)];
+    const QString title = s.dock->windowTitle();
+    const QString keys = QStringLiteral("Alt+%1").arg(n);
+    QAction* toggle = s.dock->toggleViewAction();
+    QVERIFY2(toggle->shortcut() == QKeySequence(keys),
+             qPrintable(title + QStringLiteral(": ") + toggle->shortcut().toString()));
+    QCOMPARE(view->actions().value(n - 1), toggle);
+    QVERIFY2(toggle->toolTip().endsWith(QStringLiteral("(%1)").arg(keys)),
+             qPrintable(toggle->toolTip()));
+    if (s.bar) {
+      const QString tip = test::toolTipAt(s.bar, s.bar->tabRect(s.tab).center());
+      QCOMPARE(tip, QStringLiteral("%1 (%2)").arg(title, keys));
+    }
+  }
+  QVERIFY(view->toolTipsVisible());
+  QToolTip::hideText();
 }
 
 // A laptop's screen holds the default layout: the docks' minimums once made

@@ -14,7 +14,6 @@
 #include <QDockWidget>
 #include <QFile>
 #include <QFileInfo>
-#include <QHelpEvent>
 #include <QHorizontalStackedBarSeries>
 #include <QJsonArray>
 #include <QJsonDocument>
@@ -60,6 +59,7 @@
 #include "core/model_json.h"
 #include "core/presets.h"
 #include "core/trace_analysis.h"
+#include "core/trace_compare.h"
 #include "core/trace_export.h"
 #include "core/trace_import.h"
 #include "core/trace_reader.h"
@@ -126,6 +126,7 @@ class TestGuiRun : public QObject {
   void eventTimesReadApart();
   void rangeHeadersKeepTheirWords();
   void statusGoesWithItsView();
+  void homeLeavesAStepThatFillsTheRun();
   void unitsReadAsElsewhere();
   void medianStepSaysWhichSteps();
   void predictAgainSaysWhyInTheBar();
@@ -310,6 +311,26 @@ void TestGuiRun::opensCpuEngineRun() {
   QCOMPARE(predicted->mapToGlobal(QPointF(predicted->xOf(inside), 0)).x(),
            view.timeline()->mapToGlobal(QPointF(view.timeline()->xOf(inside), 0)).x());
   view.timeline()->resetZoom();
+  // Its lanes scroll where they need more than their share of the height (a
+  // plan of many stages): the last one can be brought into view.
+  {
+    QScrollArea* area = nullptr;
+    for (QWidget* up = predicted->parentWidget(); up && up != &view && !area;
+         up = up->parentWidget())
+      area = qobject_cast<QScrollArea*>(up);
+    QVERIFY2(area, "the predicted lanes are in no scroll area");
+    view.resize(1200, 420);
+    QTRY_VERIFY(area->verticalScrollBar()->maximum() > 0);  // squeezed: more lanes than room
+    const QRectF last = predicted->laneRect(predicted->laneCount() - 1);
+    QVERIFY2(last.bottom() <= predicted->height(),
+             qPrintable(QStringLiteral("the last lane ends at %1 px of %2")
+                            .arg(last.bottom())
+                            .arg(predicted->height())));
+    area->ensureVisible(0, int(last.bottom()), 0, 0);
+    QVERIFY(predicted->visibleRegion().boundingRect().contains(last.center().toPoint()));
+    view.resize(1200, 900);
+    QTRY_COMPARE(predicted->width(), view.timeline()->width());
+  }
 
   view.tabs()->setCurrentIndex(1);
   view.repaint();
@@ -434,10 +455,7 @@ void TestGuiRun::predictedLaneDrawsThePlanPredicted() {
   bool clicked = false;
   for (int x = int(stage.left()) + 2; x < int(stage.right()) && !clicked; x += 5) {
     const QPoint at(x, int(stage.top()) + 8);
-    QToolTip::hideText();
-    QHelpEvent help(QEvent::ToolTip, at, p->mapToGlobal(at));
-    QApplication::sendEvent(p, &help);
-    if (!QToolTip::isVisible()) continue;
+    if (cs::gui::test::toolTipAt(p, at).isEmpty()) continue;
     QTest::mouseClick(p, Qt::LeftButton, {}, at);
     QTRY_COMPARE_WITH_TIMEOUT(picked.count(), 1, 30000);
     clicked = true;
@@ -651,8 +669,7 @@ void TestGuiRun::hoverTooltip() {
   }
   QVERIFY(lane >= 0);
   const QPoint at(int(t->xOf(e.start_ns + e.duration_ns() / 2)), int(t->laneRect(lane).top()) + 8);
-  QHelpEvent help(QEvent::ToolTip, at, t->mapToGlobal(at));
-  QApplication::sendEvent(t, &help);
+  cs::gui::test::toolTipAt(t, at);
   QTRY_VERIFY_WITH_TIMEOUT(QToolTip::text().contains(QStringLiteral("B/s")), 10000);
   QVERIFY(QToolTip::text().contains(t->selectedName().toHtmlEscaped()));
 }
@@ -754,11 +771,8 @@ void TestGuiRun::navigatesAsNsightDoes() {
   std::optional<QPoint> single;  // where a span of one event is
   for (int x = int(lane.left()) + 3; x < int(lane.right()); x += 13) {
     const QPoint at(x, int(lane.top()) + 8);
-    QToolTip::hideText();
-    QHelpEvent help(QEvent::ToolTip, at, t->mapToGlobal(at));
-    QApplication::sendEvent(t, &help);
-    if (!QToolTip::isVisible()) continue;
-    const QString tip = QToolTip::text();
+    const QString tip = cs::gui::test::toolTipAt(t, at);
+    if (tip.isEmpty()) continue;
     const QString name = tip.section(QStringLiteral("<b>"), 1).section(QStringLiteral("</b>"), 0, 0);
     selected.clear();
     QTest::mouseClick(t, Qt::LeftButton, {}, at);
@@ -2014,11 +2028,8 @@ void TestGuiRun::countersOnTheTimeline() {
   QTRY_VERIFY_WITH_TIMEOUT(settled(), 30000);
 
   auto tip = [&](int lane, std::int64_t time_ns) {
-    QToolTip::hideText();
     const QPoint at(int(std::floor(t->xOf(time_ns))), int(t->laneRect(lane).center().y()));
-    QHelpEvent help(QEvent::ToolTip, at, t->mapToGlobal(at));
-    QApplication::sendEvent(t, &help);
-    return QToolTip::text();
+    return cs::gui::test::toolTipAt(t, at);
   };
   auto expect_tip = [&](int lane, std::int64_t time_ns, const QString& part) {
     const QString text = tip(lane, time_ns);
@@ -2175,9 +2186,8 @@ void TestGuiRun::committedCountersOnTheTimeline() {
   t->setWindow(peak_at - 1'000'000, peak_at + 1'000'000);
   QTRY_VERIFY_WITH_TIMEOUT(!t->busy() && t->frameJob() == t->requestedJob(), 30000);
   const QPoint at(int(std::lround(t->xOf(peak_at))), int(t->laneRect(lane).center().y()));
-  QHelpEvent help(QEvent::ToolTip, at, t->mapToGlobal(at));
-  QApplication::sendEvent(t, &help);
-  QVERIFY2(QToolTip::text().contains(QStringLiteral("9.54 GiB")), qPrintable(QToolTip::text()));
+  const QString peak_tip = cs::gui::test::toolTipAt(t, at);
+  QVERIFY2(peak_tip.contains(QStringLiteral("9.54 GiB")), qPrintable(peak_tip));
   t->resetZoom();
   QTRY_VERIFY_WITH_TIMEOUT(!t->busy() && t->frameJob() == t->requestedJob(), 30000);
   cs::gui::test::saveScreenshot(&view, QStringLiteral("run-timeline-counters"));
@@ -2239,8 +2249,7 @@ void TestGuiRun::eventTimesReadApart() {
   }
   QVERIFY(lane >= 0);
   const QPoint at(int(t->xOf(e.start_ns + e.duration_ns() / 2)), int(t->laneRect(lane).top()) + 8);
-  QHelpEvent help(QEvent::ToolTip, at, t->mapToGlobal(at));
-  QApplication::sendEvent(t, &help);
+  cs::gui::test::toolTipAt(t, at);
   const QRegularExpression at_the_microsecond(
       QStringLiteral(" at \\d+\\.\\d{3}\u202f\\d{3} s|from \\d+\\.\\d{3}\u202f\\d{3} s"));
   QTRY_VERIFY2(at_the_microsecond.match(QToolTip::text()).hasMatch(), qPrintable(QToolTip::text()));
@@ -2321,8 +2330,19 @@ void TestGuiRun::statusGoesWithItsView() {
   QCOMPARE(t->window().start_ns, t->fullRange().start_ns);
   QCOMPARE(t->window().end_ns, t->fullRange().end_ns);
   QVERIFY2(status->text().isEmpty(), qPrintable(status->text()));
+  // Home before the step PageDown asked for is read: the step's answer does
+  // not zoom in after it, nor name its step.
   QTest::keyClick(t, Qt::Key_PageDown);
-  QTRY_COMPARE_WITH_TIMEOUT(stepped.count(), 3, 10000);
+  QTest::keyClick(t, Qt::Key_Home);
+  QTest::qWait(300);  // a kept answer would have come (a few ms)
+  QCOMPARE(t->window().start_ns, t->fullRange().start_ns);
+  QCOMPARE(t->window().end_ns, t->fullRange().end_ns);
+  QVERIFY2(status->text().isEmpty(), qPrintable(status->text()));
+  // (The answer may also come before Home is pressed: it is then shown, and
+  // Home leaves it.)
+  const qsizetype shown = stepped.count();
+  QTest::keyClick(t, Qt::Key_PageDown);
+  QTRY_COMPARE_WITH_TIMEOUT(stepped.count(), shown + 1, 10000);
   QVERIFY(status->text().startsWith(QStringLiteral("step ")));
   // A range export with no range: refused, in the bar.
   QVERIFY(!window.exportRun(RunExport::csv, dir_.filePath(QStringLiteral("no-range")), true));
@@ -2340,6 +2360,40 @@ void TestGuiRun::statusGoesWithItsView() {
   QCOMPARE(status->text(), QStringLiteral("no match"));
   open(cpu_store_);
   QVERIFY2(status->text().isEmpty(), qPrintable(status->text()));
+}
+
+// A step whose view, with its margin, is the whole run (a run of one step):
+// Home moves nothing, and still leaves the step ("step 0" stayed named).
+void TestGuiRun::homeLeavesAStepThatFillsTheRun() {
+  const QString path = dir_.filePath(QStringLiteral("one-step.db"));
+  QFile::remove(path);
+  {
+    auto w = one_kernel_store(path);  // a kernel over [1000, 2000) ns
+    QVERIFY(w);
+    w->add(trace::StepMetrics{0, 0, 1000, 2000, 1.5, 16, 0});
+    QVERIFY(w->close().ok());
+  }
+  RunView view;
+  view.resize(1000, 700);
+  view.show();
+  QVERIFY(QTest::qWaitForWindowExposed(&view));
+  openAndWait(view, path);
+  TimelineWidget* t = view.timeline();
+  QTRY_VERIFY_WITH_TIMEOUT(!t->busy() && t->frameJob() == t->requestedJob(), 30000);
+  auto* status = view.findChild<QLabel*>(QStringLiteral("run_search_status"));
+  QSignalSpy stepped(t, &TimelineWidget::stepShown);
+  t->setFocus();
+  QTest::keyClick(t, Qt::Key_PageDown);
+  QTRY_COMPARE_WITH_TIMEOUT(stepped.count(), 1, 10000);
+  QCOMPARE(status->text(), QStringLiteral("step 0"));
+  QCOMPARE(t->window().start_ns, t->fullRange().start_ns);
+  QCOMPARE(t->window().end_ns, t->fullRange().end_ns);
+  QTest::keyClick(t, Qt::Key_Home);
+  QVERIFY2(status->text().isEmpty(), qPrintable(status->text()));
+  // ... and PageDown goes to it again, from the whole run.
+  QTest::keyClick(t, Qt::Key_PageDown);
+  QTRY_COMPARE_WITH_TIMEOUT(stepped.count(), 2, 10000);
+  QCOMPARE(status->text(), QStringLiteral("step 0"));
 }
 
 // Figures read in the units the rest of the app uses: a straggler's
@@ -2383,21 +2437,40 @@ void TestGuiRun::unitsReadAsElsewhere() {
   QTRY_VERIFY_WITH_TIMEOUT(!t->busy() && t->frameJob() == t->requestedJob(), 30000);
   // Its title, whole in the title column's tooltip; and the graph's.
   const QPoint title(4, int(t->laneRect(lane).top()) + 6);
-  QHelpEvent on_title(QEvent::ToolTip, title, t->mapToGlobal(title));
-  QApplication::sendEvent(t, &on_title);
-  QVERIFY2(QToolTip::text().endsWith(QStringLiteral(" · memory in use")),
-           qPrintable(QToolTip::text()));
+  const QString title_tip = cs::gui::test::toolTipAt(t, title);
+  QVERIFY2(title_tip.endsWith(QStringLiteral(" · memory in use")), qPrintable(title_tip));
   const QPoint graph(int(t->laneRect(lane).right()) - 20, int(t->laneRect(lane).center().y()));
-  QHelpEvent on_graph(QEvent::ToolTip, graph, t->mapToGlobal(graph));
-  QApplication::sendEvent(t, &on_graph);
-  QVERIFY2(QToolTip::text().startsWith(QStringLiteral("<b>memory in use</b>")) &&
-               QToolTip::text().contains(QStringLiteral(" GiB")),
-           qPrintable(QToolTip::text()));
+  const QString graph_tip = cs::gui::test::toolTipAt(t, graph);
+  QVERIFY2(graph_tip.startsWith(QStringLiteral("<b>memory in use</b>")) &&
+               graph_tip.contains(QStringLiteral(" GiB")),
+           qPrintable(graph_tip));
   // The Counters tab's legend over its GiB axis.
   QStringList legend;
   for (QAbstractSeries* series : view.counterChart()->chart()->series())
     legend << series->name();
   QVERIFY2(legend.contains(QStringLiteral("rank 0: memory in use")), qPrintable(legend.join('|')));
+  // A line's tooltip, the pointer on it: its value in the counter's unit,
+  // since its sample's time as the timeline gives it (the chart said none,
+  // and its axis reads raw milliseconds).
+  QLineSeries* memory = nullptr;
+  for (QAbstractSeries* series : view.counterChart()->chart()->series())
+    if (series->name() == QStringLiteral("rank 0: memory in use"))
+      memory = qobject_cast<QLineSeries*>(series);
+  QVERIFY(memory && memory->count() >= 2);
+  view.tabs()->setCurrentWidget(view.counterTab());
+  const QPointF on_line = memory->at(memory->count() / 2);
+  QToolTip::hideText();
+  emit memory->hovered(on_line, true);
+  QVERIFY(QToolTip::isVisible());
+  const QString chart_tip = QToolTip::text();
+  QVERIFY2(chart_tip.startsWith(QStringLiteral("<b>rank 0: memory in use</b><br>")),
+           qPrintable(chart_tip));
+  QVERIFY2(QRegularExpression(QStringLiteral("<br>\\d+(\\.\\d+)? (B|KiB|MiB|GiB) since "
+                                             "\\d+\\.\\d{3}\u202f\\d{3} s$"))
+               .match(chart_tip)
+               .hasMatch(),
+           qPrintable(chart_tip));
+  emit memory->hovered(on_line, false);
 
   QSignalSpy compared(&view, &RunView::comparisonReady);
   view.compareWith(fp8);
@@ -2436,6 +2509,24 @@ void TestGuiRun::medianStepSaysWhichSteps() {
   QVERIFY2(
       ranks->horizontalHeaderItem(median)->toolTip().contains(QStringLiteral("warm-up included")),
       qPrintable(ranks->horizontalHeaderItem(median)->toolTip()));
+  // The comparison with another run says which steps its step is the median
+  // of too (it read "step (median)"), as trace compare does.
+  QSignalSpy compared(&view, &RunView::comparisonReady);
+  view.compareWith(cpu_store_);
+  QTRY_COMPARE_WITH_TIMEOUT(compared.count(), 1, 60000);
+  QTableWidget* c = view.comparisonTable();
+  int step = -1;
+  QStringList names;
+  for (int r = 0; r < c->rowCount(); ++r) {
+    names << c->item(r, 0)->text();
+    if (names.back().startsWith(QStringLiteral("step ("))) step = r;
+  }
+  QVERIFY2(step >= 0, qPrintable(names.join('|')));
+  QCOMPARE(c->item(step, 0)->text(),
+           QStringLiteral("step (median of all steps, warm-up included)"));
+  QCOMPARE(c->item(step, 0)->text(), QString::fromLatin1(cs::trace::kComparedStepName));
+  QVERIFY2(c->item(step, 0)->toolTip().contains(QStringLiteral("then the median over the ranks")),
+           qPrintable(c->item(step, 0)->toolTip()));
 }
 
 // Tools ▸ Predict the open run again on the CUDA engine's H200 run, with no

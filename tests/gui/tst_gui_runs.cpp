@@ -35,6 +35,7 @@
 #include "app/gui/timeline_widget.h"
 #include "app/gui/workspace.h"
 #include "gui_test_support.h"
+#include "profiler/plan_run.h"
 
 using namespace cs;
 using namespace cs::gui;
@@ -92,6 +93,8 @@ class TestGuiRuns : public QObject {
   void crashedRun();
   void changingProjectStopsTheRunFirst();
   void planTheEnginesCannotRun();
+  void ranksPastTheCoresWarnedBeforeLaunch_data();
+  void ranksPastTheCoresWarnedBeforeLaunch();
   void slurmJobFromTheApp();
   void profileACommand();
   void cancelAProfiledCommand();
@@ -345,6 +348,75 @@ void TestGuiRuns::planTheEnginesCannotRun() {
            s.message().c_str());
   QVERIFY(!panel->running());
   QVERIFY(panel->report()->toPlainText().contains(QStringLiteral("not started")));
+}
+
+// CPU-engine ranks on this machine past its cores are said before the
+// launch (32 ranks on 2 cores started with no word): more than the cores, a
+// warning; more than `clusterscope run` starts, its refusal, which the
+// launch then gives too. Counted from this machine's cores.
+void TestGuiRuns::ranksPastTheCoresWarnedBeforeLaunch_data() {
+  QTest::addColumn<int>("per_core_times_2");  // ranks per core, times 2
+  QTest::addColumn<int>("extra");             // ranks beyond those
+  QTest::addColumn<QString>("backend");
+  QTest::addColumn<int>("placement");
+  QTest::addColumn<QString>("says");  // "": nothing; else how the line starts
+  const int local = int(launch::Placement::local);
+  QTest::addRow("a core each") << 2 << 0 << "cpu" << local << "";
+  QTest::addRow("two a core") << 4 << 0 << "cpu" << local << "Warning: ";
+  QTest::addRow("as many as start")
+      << 2 * launch::kMaxRanksPerCore << 0 << "cpu" << local << "Warning: ";
+  QTest::addRow("one past them") << 2 * launch::kMaxRanksPerCore << 1 << "cpu" << local
+                                 << "This plan will not start here: ";
+  QTest::addRow("the CUDA engine") << 4 << 0 << "cuda" << local << "";
+  QTest::addRow("hosts of a hostfile") << 4 << 0 << "cpu" << int(launch::Placement::hostfile) << "";
+}
+
+void TestGuiRuns::ranksPastTheCoresWarnedBeforeLaunch() {
+  QFETCH(int, per_core_times_2);
+  QFETCH(int, extra);
+  QFETCH(QString, backend);
+  QFETCH(int, placement);
+  QFETCH(QString, says);
+  const int cores = launch::local_capacity().cores;
+  const int ranks = cores * per_core_times_2 / 2 + extra;
+  RunsPanel* panel = window_->runsPanel();
+  QLabel* line = panel->ranksWarning();
+  QVERIFY(line->isHidden());  // two ranks of the tiny plan: a core each, or nothing to say
+  panel->backendBox()->setCurrentIndex(panel->backendBox()->findData(backend));
+  panel->placementBox()->setCurrentIndex(panel->placementBox()->findData(placement));
+  Workspace* ws = window_->workspace();
+  Project more = ws->project();
+  more.current()->parallel.dp = ranks;
+  more.current()->parallel.global_batch = ranks;
+  ws->edit(QStringLiteral("more ranks"), more);
+  if (says.isEmpty()) {
+    QVERIFY2(line->isHidden(), qPrintable(line->text()));
+    return;
+  }
+  QVERIFY(!line->isHidden());
+  QVERIFY2(line->text().startsWith(says), qPrintable(line->text()));
+  // Named: the ranks and the cores, in the CLI's words.
+  const QString counted = QStringLiteral("%1 ranks of the CPU engine on this machine's %2 %3")
+                              .arg(ranks)
+                              .arg(cores)
+                              .arg(cores == 1 ? QStringLiteral("core") : QStringLiteral("cores"));
+  QVERIFY2(line->text().contains(counted), qPrintable(line->text()));
+  auto plan = ws->project().resolved_plan();
+  QVERIFY(plan.ok());
+  const Status refused = launch::check_local_cpu_ranks(plan.value(), "cpu");
+  if (extra == 0) {
+    QVERIFY(refused.ok());
+    QVERIFY2(line->text().contains(QStringLiteral("take turns on the cores")),
+             qPrintable(line->text()));
+    return;
+  }
+  QVERIFY(!refused.ok());
+  QCOMPARE(line->text(), says + QString::fromStdString(refused.message()));
+  // The launch refuses as the line said, and starts nothing.
+  const Status s = panel->launch();
+  QVERIFY(!s.ok());
+  QCOMPARE(QString::fromStdString(s.message()), QString::fromStdString(refused.message()));
+  QVERIFY(!panel->running());
 }
 
 // `clusterscope profile` from the panel. Without a GPU nothing is traced, and

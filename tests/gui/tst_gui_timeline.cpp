@@ -6,7 +6,6 @@
 
 #include <QFile>
 #include <QFontMetricsF>
-#include <QHelpEvent>
 #include <QMouseEvent>
 #include <QSignalSpy>
 #include <QTemporaryDir>
@@ -281,8 +280,7 @@ void TestGuiTimeline::tooltipsTellEventsApart() {
   QStringList tips;
   for (const std::int64_t start : {first, first + 20 * kPeriod}) {
     const QPoint at(int(w.xOf(start + kLength / 2)), kernel_row_y);
-    QHelpEvent help(QEvent::ToolTip, at, w.mapToGlobal(at));
-    QApplication::sendEvent(&w, &help);
+    cs::gui::test::toolTipAt(&w, at);
     const QString when = QString::fromStdString(cs::format_time_ns(start - origin));
     QTRY_VERIFY2(QToolTip::text().contains(QStringLiteral(" at ") + when),
                  qPrintable(QToolTip::text() + QStringLiteral(" has not ") + when));
@@ -458,9 +456,8 @@ void TestGuiTimeline::laneTitlesColumn() {
   QCOMPARE(w.gutterWidth(), 300);
   // ... where a name it cuts is shown whole by the tooltip on it.
   const QPoint on_title(40, int(w.laneRect(1).center().y()));
-  QHelpEvent help(QEvent::ToolTip, on_title, w.mapToGlobal(on_title));
-  QApplication::sendEvent(&w, &help);
-  QVERIFY2(QToolTip::text().contains(long_name.toHtmlEscaped()), qPrintable(QToolTip::text()));
+  const QString title_tip = cs::gui::test::toolTipAt(&w, on_title);
+  QVERIFY2(title_tip.contains(long_name.toHtmlEscaped()), qPrintable(title_tip));
   // A double-click on the edge fits it to the names again.
   QTest::mouseDClick(&w, Qt::LeftButton, Qt::NoModifier, QPoint(297, int(y)));
   QCOMPARE(w.gutterWidth(), fitted_wide);
