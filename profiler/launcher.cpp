@@ -5,9 +5,11 @@
 #include <cerrno>
 #include <condition_variable>
 #include <cstring>
+#include <ctime>
 #include <deque>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <limits>
 #include <mutex>
 #include <sstream>
@@ -16,9 +18,10 @@
 #include <fcntl.h>
 #include <nlohmann/json.hpp>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/file.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -26,6 +29,8 @@
 #include "core/host_name.h"
 #include "core/json_reader.h"
 #include "core/parse_count.h"
+#include "core/run_clock.h"
+#include "core/trace_reader.h"
 #include "core/trace_store.h"
 #include "core/trace_writer.h"
 #include "profiler/mpirun_output.h"
@@ -92,50 +97,92 @@ struct Child {
   int err_fd = -1;
 };
 
-Result<Child> spawn(const std::vector<std::string>& argv) {
+// `with_this_thread`: the child is killed when the thread that started it
+// ends, the launcher's process included (PR_SET_PDEATHSIG): mpirun's ranks
+// then see mpirun die and close their stores (the worker's own death
+// signal). Killed with SIGKILL, the launcher left mpirun and its ranks
+// training on (until mpirun's next write to the closed pipe), and the ranks'
+// stores in use, so that a rerun with the same --out was refused. SIGKILL,
+// not SIGTERM: a dying process's threads each hand the child on and signal
+// it again, and mpirun's second SIGTERM ends it at once anyway. The death
+// signal follows the thread, not the process: the caller must keep that
+// thread until the child is reaped.
+Result<Child> spawn(const std::vector<std::string>& argv, bool with_this_thread = false) {
   if (argv.empty()) return Error{"no command to run"};
   const auto program = find_program(argv[0]);
   if (!program) return Error{argv[0] + ": not found (is it installed and on PATH?)"};
   int out_pipe[2];
   int err_pipe[2];
+  int exec_pipe[2];  // the child's errno when exec fails; closed by a good exec
   if (pipe2(out_pipe, O_CLOEXEC) != 0) return Error{std::string("pipe: ") + std::strerror(errno)};
   if (pipe2(err_pipe, O_CLOEXEC) != 0) {
+    const int e = errno;
     close(out_pipe[0]);
     close(out_pipe[1]);
-    return Error{std::string("pipe: ") + std::strerror(errno)};
+    return Error{std::string("pipe: ") + std::strerror(e)};
   }
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_adddup2(&actions, out_pipe[1], 1);
-  posix_spawn_file_actions_adddup2(&actions, err_pipe[1], 2);
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  sigset_t none;
-  sigemptyset(&none);
-  sigset_t defaults;
-  sigemptyset(&defaults);
-  for (int s : {SIGINT, SIGTERM, SIGHUP, SIGPIPE, SIGQUIT})
-    sigaddset(&defaults, s);
-  posix_spawnattr_setsigmask(&attr, &none);
-  posix_spawnattr_setsigdefault(&attr, &defaults);
-  posix_spawnattr_setpgroup(&attr, 0);
-  posix_spawnattr_setflags(&attr,
-                           POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP);
+  if (pipe2(exec_pipe, O_CLOEXEC) != 0) {
+    const int e = errno;
+    for (int fd : {out_pipe[0], out_pipe[1], err_pipe[0], err_pipe[1]})
+      close(fd);
+    return Error{std::string("pipe: ") + std::strerror(e)};
+  }
+  // Everything the child needs is made before fork: between fork and exec
+  // only async-signal-safe calls (other threads may hold malloc's locks).
   std::vector<char*> args;
   for (const std::string& a : argv)
     args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
-  pid_t pid = -1;
-  const int rc = posix_spawn(&pid, program->c_str(), &actions, &attr, args.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  posix_spawnattr_destroy(&attr);
+  const char* path = program->c_str();
+  const pid_t parent = getpid();
+  const pid_t pid = fork();
+  if (pid == 0) {
+    setpgid(0, 0);
+    sigset_t none;
+    sigemptyset(&none);
+    pthread_sigmask(SIG_SETMASK, &none, nullptr);
+    struct sigaction dfl {};
+    dfl.sa_handler = SIG_DFL;
+    sigemptyset(&dfl.sa_mask);
+    for (int s : {SIGINT, SIGTERM, SIGHUP, SIGPIPE, SIGQUIT, SIGUSR1, SIGUSR2, SIGCHLD})
+      sigaction(s, &dfl, nullptr);
+    if (with_this_thread) {
+      prctl(PR_SET_PDEATHSIG, SIGKILL);
+      // The launcher died before the line above: no signal will come.
+      if (getppid() != parent) _exit(127);
+    }
+    const int null_fd = open("/dev/null", O_RDONLY);
+    if (null_fd >= 0 && null_fd != 0) {
+      dup2(null_fd, 0);
+      close(null_fd);
+    }
+    dup2(out_pipe[1], 1);
+    dup2(err_pipe[1], 2);
+    execve(path, args.data(), environ);
+    const int e = errno;
+    [[maybe_unused]] const ssize_t n = write(exec_pipe[1], &e, sizeof e);
+    _exit(127);
+  }
+  const int fork_errno = errno;
   close(out_pipe[1]);
   close(err_pipe[1]);
-  if (rc != 0) {
+  close(exec_pipe[1]);
+  if (pid < 0) {
+    for (int fd : {out_pipe[0], err_pipe[0], exec_pipe[0]})
+      close(fd);
+    return Error{*program + ": cannot start: " + std::strerror(fork_errno)};
+  }
+  int exec_errno = 0;
+  ssize_t got = 0;
+  while ((got = read(exec_pipe[0], &exec_errno, sizeof exec_errno)) < 0 && errno == EINTR) {
+  }
+  close(exec_pipe[0]);
+  if (got == static_cast<ssize_t>(sizeof exec_errno)) {
+    while (waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
+    }
     close(out_pipe[0]);
     close(err_pipe[0]);
-    return Error{*program + ": cannot start: " + std::strerror(rc)};
+    return Error{*program + ": cannot start: " + std::strerror(exec_errno)};
   }
   return Child{pid, out_pipe[0], err_pipe[0]};
 }
@@ -717,9 +764,11 @@ struct Launcher::State {
     // machine, to commit what the rank had buffered. Continued now, it
     // closes its store like the others. The ranks on this host are also told
     // directly, whatever state mpirun is in (a second SIGUSR1 changes nothing).
+    // SIGUSR1 first: pending as a stopped rank resumes, it closes the
+    // store at once (what a stall held in flight is not work: OpTracer).
     for (const auto& [rank, pid] : local_ranks()) {
-      ::kill(static_cast<pid_t>(pid), SIGCONT);
       ::kill(static_cast<pid_t>(pid), SIGUSR1);
+      ::kill(static_cast<pid_t>(pid), SIGCONT);
     }
   }
 
@@ -793,7 +842,8 @@ struct Launcher::State {
 
   // Ranks on this host that the system holds stopped (SIGSTOP, a debugger):
   // one such rank stalls every other in its collectives, so the steps alone
-  // do not say which rank hangs the run.
+  // do not say which rank hangs the run. Each is named with its host, pid
+  // and the last op its store holds (kept in hung_ranks for the report).
   std::string stopped_ranks_text() {
     std::string out;
     // mpirun stopped relays no output and forwards no signal: every rank
@@ -803,11 +853,11 @@ struct Launcher::State {
              ") is stopped (SIGSTOP or a debugger)";
     }
     std::vector<std::int64_t> named;
+    const std::string here = this_host_name();
     for (const auto& [rank, pid] : local_ranks()) {
       named.push_back(pid);
       if (stopped(process_state(pid))) {
-        out += "; rank " + std::to_string(rank) + " (pid " + std::to_string(pid) +
-               ") is stopped (SIGSTOP or a debugger)";
+        out += "; " + held_rank(rank, pid, here, "is stopped (SIGSTOP or a debugger)");
       }
     }
     // A rank stopped before it said it had started has told no pid: found
@@ -818,13 +868,90 @@ struct Launcher::State {
       if (std::find(named.begin(), named.end(), pid) != named.end() || !stopped(process_state(pid)))
         continue;
       const std::optional<int> rank = rank_in_environment(pid);
-      out += "; " +
-             (rank ? "rank " + std::to_string(*rank) + " (pid " + std::to_string(pid) + ")"
-                   : "pid " + std::to_string(pid) + " of the job") +
-             (rank && !rank_started(*rank) ? ", not yet started," : "") +
-             " is stopped (SIGSTOP or a debugger)";
+      if (rank && !rank_started(*rank)) {
+        out += "; " +
+               held_rank(*rank, pid, here, ", not yet started, is stopped (SIGSTOP or a debugger)");
+      } else if (rank) {
+        out += "; " + held_rank(*rank, pid, here, "is stopped (SIGSTOP or a debugger)");
+      } else {
+        out += "; pid " + std::to_string(pid) + " of the job is stopped (SIGSTOP or a debugger)";
+      }
     }
     return out;
+  }
+
+  // "rank 1 (host, pid 123) is stopped ...; its last recorded op: ...", and
+  // the rank kept in hung_ranks.
+  std::string held_rank(int rank, std::int64_t pid, const std::string& host,
+                        const std::string& state) {
+    HungRank h;
+    h.rank = rank;
+    h.host = host;
+    h.pid = pid;
+    h.state = state.starts_with(", ") ? state.substr(2) : state;
+    std::string unread;
+    if (!spec.run_store.empty()) {
+      const LastOp op = last_recorded_op(rank_store_path(spec.run_store, rank));
+      h.last_op = op.name;
+      h.last_op_end_ns = op.end_ns;
+      unread = op.error;
+    }
+    hung_ranks.push_back(h);
+    return "rank " + std::to_string(rank) + " (" + host + ", pid " + std::to_string(pid) + ")" +
+           (state.starts_with(",") ? "" : " ") + state + last_op_text(h, unread);
+  }
+
+  std::vector<HungRank> hung_ranks;  // the ranks named in the hang's text
+
+  // The op a rank's store holds last (the latest end on a lane of work:
+  // compute, communication, a GPU stream), of what it has committed (up to
+  // half a second behind); no name when it holds none, and why when the
+  // store cannot be read.
+  struct LastOp {
+    std::string name;
+    std::int64_t end_ns = 0;
+    std::string error;
+  };
+  static LastOp last_recorded_op(const std::string& store) {
+    trace::TraceReader::Options as_it_is;
+    as_it_is.repair = false;  // its writer is alive, stopped
+    auto reader = trace::TraceReader::open(store, as_it_is);
+    if (!reader) return LastOp{{}, 0, reader.message()};
+    const trace::TraceReader& r = **reader;
+    // Ids do not follow time (the writer appends a batch a lane): the lane
+    // whose events end last, and the op running at its end.
+    const trace::LaneInfo* last = nullptr;
+    for (const trace::LaneInfo& lane : r.lanes()) {
+      const bool work = lane.kind == trace::LaneKind::cpu_thread ||
+                        lane.kind == trace::LaneKind::communication ||
+                        lane.kind == trace::LaneKind::gpu_stream;
+      if (work && lane.event_count > 0 && (!last || lane.last_ns > last->last_ns)) last = &lane;
+    }
+    if (!last) return {};
+    auto e = r.event_at(last->id, last->last_ns - 1);
+    if (!e) return LastOp{{}, 0, e.message()};
+    if (!*e) return {};
+    return LastOp{
+        r.string((*e)->event.name) + " on its " + last->name + " lane", (*e)->event.end_ns, {}};
+  }
+
+  // "; its last recorded op: NAME, ended at 12:00:03.123 UTC (4.2 s before the
+  // hang was seen)", or that its store holds none.
+  std::string last_op_text(const HungRank& h, const std::string& unread) const {
+    if (spec.run_store.empty()) return {};
+    if (!unread.empty()) return "; its store cannot be read for its last op: " + unread;
+    if (h.last_op.empty()) return "; its store holds no op yet (it commits every half second)";
+    const std::int64_t now = trace::run_clock_ns();
+    const std::time_t seconds = static_cast<std::time_t>(h.last_op_end_ns / 1'000'000'000);
+    std::tm utc{};
+    gmtime_r(&seconds, &utc);
+    char clock[64];
+    std::snprintf(clock, sizeof clock, "%02d:%02d:%02d.%03d UTC", utc.tm_hour, utc.tm_min,
+                  utc.tm_sec, static_cast<int>(h.last_op_end_ns / 1'000'000 % 1000));
+    char before[32];
+    std::snprintf(before, sizeof before, "%.1f s", (now - h.last_op_end_ns) * 1e-9);
+    return "; its last recorded op: " + h.last_op + ", ended at " + clock + " (" + before +
+           " before the hang was seen)";
   }
 
   bool rank_started(int rank) {
@@ -1137,6 +1264,7 @@ struct Launcher::State {
       r.message = "the run was cancelled; steps done: " + last_steps_text();
     } else if (hung) {
       r.outcome = Outcome::hung;
+      r.hung_ranks = hung_ranks;
       r.message = "the run hung (no progress for " + seconds_text(hung_after) +
                   ") and was stopped; steps done: " + last_steps_text() + stopped_when_hung;
     } else if (errored) {
@@ -1314,6 +1442,29 @@ struct Launcher::State {
     run_lock_fd = -1;
   }
 
+  // With the run's lock free, a live writer of its rank stores is a rank of
+  // a run whose launcher was killed: its mpirun got SIGTERM then (spawn) and
+  // the ranks are closing their stores, which takes a moment. A rerun made at
+  // once waits for them (up to 10 s) instead of being refused.
+  void wait_for_writers_of_an_ended_run() {
+    const auto deadline = Clock::now() + std::chrono::seconds(10);
+    bool said = false;
+    for (;;) {
+      std::string writer;
+      for (int rank = 0; rank < spec.ranks && writer.empty(); ++rank) {
+        const auto state = trace::inspect_store(rank_store_path(spec.run_store, rank));
+        if (state && state->writer_alive) writer = state->writer;
+      }
+      if (writer.empty() || Clock::now() > deadline) return;
+      if (!said) {
+        note("waiting for the ranks of an earlier run whose launcher has ended (process " + writer +
+             ") to close their stores in " + run_store_stem(spec.run_store) + ".ranks");
+        said = true;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  }
+
   void remove_temp_hostfile() {
     if (temp_hostfile.empty()) return;
     std::error_code ec;
@@ -1483,6 +1634,7 @@ Status Launcher::start() {
     }
     s.run_lock_path = run_lock_path(spec.run_store);
     s.run_lock_fd = *lock;
+    s.wait_for_writers_of_an_ended_run();
     // The last run's rank stores go; a file of the user's by that name (not
     // a store, or a store another process writes) stays, and the run is refused.
     for (int r = 0; r < spec.ranks; ++r) {
@@ -1497,17 +1649,31 @@ Status Launcher::start() {
     }
   }
 
+  // mpirun is started by the thread that watches it, and that thread lasts
+  // until mpirun is reaped: mpirun's death signal (spawn) follows the thread
+  // that started it, and a caller's thread (a pool's) may end first.
   const std::vector<std::string> argv = mpirun_command(spec, hostfile_copy);
-  auto child = spawn(argv);
-  if (!child) {
+  s.report.command = argv;
+  std::promise<Status> spawned;
+  std::future<Status> spawn_result = spawned.get_future();
+  s.thread = std::thread([&s, argv, spawned = std::move(spawned)]() mutable {
+    auto child = spawn(argv, /*with_this_thread=*/true);
+    if (!child) {
+      spawned.set_value(child.error());
+      return;
+    }
+    s.child = *child;
+    spawned.set_value(Status{});
+    s.monitor();
+  });
+  if (Status st = spawn_result.get(); !st) {
+    s.thread.join();
+    s.report.command.clear();
     s.remove_temp_hostfile();
     s.release_run_lock();
-    return child.error();
+    return st;
   }
-  s.child = *child;
-  s.report.command = argv;
   s.started = true;
-  s.thread = std::thread([&s] { s.monitor(); });
   return {};
 }
 

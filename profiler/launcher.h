@@ -7,7 +7,7 @@
 // progress for a set time), and merges the per-rank trace stores into one
 // run store recording the plan, the command line and how the run ended.
 //
-// Commands are argument vectors run with posix_spawn, never through a shell;
+// Commands are argument vectors run with fork and exec, never through a shell;
 // the one shell text made (the Slurm script) quotes every value. Qt-free:
 // the CLI and the GUI drive the same object, from any thread.
 
@@ -179,6 +179,17 @@ struct RankFailure {
   std::vector<std::string> last_lines;
 };
 
+// A rank named when the run hung: one the system held stopped (SIGSTOP, a
+// debugger) on this host, and the last op its store held then.
+struct HungRank {
+  int rank = -1;
+  std::string host;
+  std::int64_t pid = 0;
+  std::string state;                // "is stopped (SIGSTOP or a debugger)"
+  std::string last_op;              // "gemm mlp_up on its compute lane"; "" when none was read
+  std::int64_t last_op_end_ns = 0;  // run clock (UTC nanoseconds)
+};
+
 struct RunReport {
   Outcome outcome = Outcome::failed;
   std::string message;               // what happened, in a sentence or a few
@@ -186,6 +197,7 @@ struct RunReport {
   int exit_status = -1;              // mpirun's (128 + signal when killed)
   std::vector<RankStatus> ranks;
   std::optional<RankFailure> failure;     // crashed / failed: the first rank that failed
+  std::vector<HungRank> hung_ranks;       // hung: the ranks held stopped when it was seen
   std::vector<std::string> mpirun_lines;  // mpirun's own last lines
   std::string run_store;                  // the merged store, "" when none was made
   std::string merge_note;                 // about the merge: missing ranks, or why none

@@ -307,6 +307,20 @@ nlohmann::json report_json(const launch::RunReport& r, const nlohmann::json& sum
                     {"description", r.failure->description},
                     {"last_lines", r.failure->last_lines}};
   }
+  if (!r.hung_ranks.empty()) {
+    nlohmann::json hung = nlohmann::json::array();
+    for (const launch::HungRank& h : r.hung_ranks) {
+      hung.push_back({{"rank", h.rank},
+                      {"host", h.host},
+                      {"pid", h.pid},
+                      {"state", h.state},
+                      // null: its store held no op, or could not be read
+                      {"last_op", h.last_op.empty() ? nlohmann::json() : nlohmann::json(h.last_op)},
+                      {"last_op_end_ns",
+                       h.last_op.empty() ? nlohmann::json() : nlohmann::json(h.last_op_end_ns)}});
+    }
+    j["hung_ranks"] = hung;
+  }
   if (!r.slurm_script.empty()) j["slurm_script"] = r.slurm_script;
   if (!r.slurm_job.empty()) j["slurm_job"] = r.slurm_job;
   return j;
@@ -570,6 +584,19 @@ void refuse_launch_flags(CLI::App& command) {
   }
 }
 
+// " (rank 1 on vm, pid 123, is stopped (SIGSTOP or a debugger))": the ranks
+// that hung the run, for its error line.
+std::string hung_ranks_text(const launch::RunReport& r) {
+  std::string out;
+  for (std::size_t i = 0; i < r.hung_ranks.size() && i < 4; ++i) {
+    const launch::HungRank& h = r.hung_ranks[i];
+    out += (out.empty() ? "" : "; ") + ("rank " + std::to_string(h.rank) + " on " + h.host +
+                                        ", pid " + std::to_string(h.pid) + ", " + h.state);
+  }
+  if (r.hung_ranks.size() > 4) out += "; and " + std::to_string(r.hung_ranks.size() - 4) + " more";
+  return out.empty() ? out : " (" + out + ")";
+}
+
 void run(RunOptions& o, Context& ctx, const std::string& command_line) {
   const PresetCatalog& catalog = ctx.catalog();
   if (!o.hostfile.empty() && o.slurm) throw UsageError("--hostfile and --slurm exclude each other");
@@ -724,7 +751,8 @@ void run(RunOptions& o, Context& ctx, const std::string& command_line) {
           (report.killed ? ": the ranks were killed on a second interrupt (the run store holds "
                            "the steps their stores had committed)"
                          : "") +
-          (report.failure ? " (rank " + std::to_string(report.failure->rank) + ")" : ""));
+          (report.failure ? " (rank " + std::to_string(report.failure->rank) + ")" : "") +
+          hung_ranks_text(report));
   }
 }
 

@@ -3,8 +3,16 @@
 // on the calling thread's lane, with its FLOPs or bytes, at CLOCK_REALTIME
 // nanoseconds (the run clock of every store). Safe from several threads;
 // names are interned once.
+//
+// Time the whole process did not run (SIGSTOP, a debugger, swapped out, a
+// suspended machine: a stall of kStallNs or more) is not passed off as the
+// work of the op it fell in: that op is recorded as "stalled: <name>", of
+// category other (not compute, not communication; no FLOPs), and the stall
+// itself as "stalled: the process did not run" on the phases lane. A stalled
+// rank's other ranks keep their waits: they did wait.
 
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <string_view>
@@ -18,9 +26,16 @@ class TraceWriter;
 
 namespace cs::worker {
 
+class StallWatch;
+
+// The shortest stall of the process that is told apart from work.
+inline constexpr std::int64_t kStallNs = 1'000'000'000;
+inline constexpr std::string_view kStalledPrefix = "stalled: ";
+
 class OpTracer {
  public:
   OpTracer(trace::TraceWriter& writer, int rank);
+  ~OpTracer();  // stops watching for stalls
 
   static std::int64_t now_ns();
 
@@ -50,6 +65,7 @@ class OpTracer {
   trace::LaneId compute_lane_, communication_lane_, phase_lane_, steps_lane_;
   std::mutex names_mutex_;
   std::unordered_map<std::string, trace::StringId> names_;
+  std::unique_ptr<StallWatch> stalls_;
 };
 
 // What an op processed, for the trace (calibration fits times against it).

@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <ctime>
@@ -16,6 +17,7 @@
 #include <CLI/CLI.hpp>
 #include <fcntl.h>
 #include <nlohmann/json.hpp>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #include "core/calibration_meta.h"
@@ -182,6 +184,16 @@ void install_signal_handling() {
   sigemptyset(&action.sa_mask);
   action.sa_flags = SA_RESTART;
   for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGUSR1}) sigaction(sig, &action, nullptr);
+  // A rank of mpirun's (Open MPI forks its ranks from its main thread) gets
+  // SIGTERM when mpirun dies, killed with its launcher or on its own, and
+  // closes its store; it trained on with its store open until its next
+  // progress line met the closed pipe (SIGPIPE, which is ignored here so that
+  // such a write cannot end it before its store is closed). A rank whose
+  // mpirun died before this line cannot start MPI and ends there.
+  if (std::getenv("OMPI_COMM_WORLD_RANK")) {
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    std::signal(SIGPIPE, SIG_IGN);
+  }
   std::thread([] {
     for (;;) {
       unsigned char byte = 0;
@@ -199,7 +211,15 @@ void install_signal_handling() {
         if (!closed.failed.empty()) line["close_error"] = closed.failed;
         emit(line);
       }
-      if (sig != SIGUSR1) std::_Exit(128 + sig);
+      if (sig != SIGUSR1) {
+        // mpirun kills every rank once one has ended: a rank that closed its
+        // store first ended the others' closes (their launcher killed, mpirun
+        // sent SIGTERM to all at once). It lingers a moment; mpirun's own
+        // SIGKILL comes a second after its SIGTERM at the latest.
+        if (closed.store == "open" && std::getenv("OMPI_COMM_WORLD_RANK"))
+          std::this_thread::sleep_for(std::chrono::milliseconds(500));
+        std::_Exit(128 + sig);
+      }
     }
   }).detach();
 }

@@ -1,11 +1,15 @@
 // `clusterscope run` and `calibrate` where things go wrong, end to end: more
 // ranks than this machine runs, a disk that fills as the rank stores are
 // made or during the run, a rank killed before it starts, a rank store that
-// no longer reads, a store whose writer ended without closing it. Real
-// processes and real SQLite files; the full disks are small real tmpfs
-// mounts in a mount namespace of their own (root only: skipped elsewhere).
+// no longer reads, a store whose writer ended without closing it, the
+// launcher killed, a rank stopped (SIGSTOP) for a moment or until the run
+// hangs. Real processes and real SQLite files; the full disks are small
+// real tmpfs mounts in a mount namespace of their own (root only: skipped
+// elsewhere).
 
 #include <QDir>
+#include <QDirIterator>
+#include <QElapsedTimer>
 #include <QFile>
 #include <QProcess>
 #include <QRegularExpression>
@@ -17,6 +21,7 @@
 
 #include "../process_run.h"
 #include "core/trace_reader.h"
+#include "core/trace_store.h"
 
 namespace {
 
@@ -107,6 +112,78 @@ std::int64_t steps_in(const QString& store) {
   return steps;
 }
 
+// Processes whose command line holds `text` (a run's unique --out path):
+// mpirun and the ranks of that run.
+QList<qint64> processes_with(const QString& text) {
+  QList<qint64> out;
+  const QByteArray needle = text.toUtf8();
+  QDirIterator it("/proc", QDir::Dirs | QDir::NoDotAndDotDot);
+  while (it.hasNext()) {
+    const QString dir = it.next();
+    bool number = false;
+    const qint64 pid = QFileInfo(dir).fileName().toLongLong(&number);
+    if (!number) continue;
+    QFile cmdline(dir + "/cmdline");
+    if (!cmdline.open(QIODevice::ReadOnly)) continue;
+    QByteArray line = cmdline.readAll();
+    line.replace('\0', ' ');
+    // A zombie (ended, not yet reaped) has an empty command line.
+    if (line.contains(needle)) out.append(pid);
+  }
+  return out;
+}
+
+// A started `clusterscope run`, read as it goes.
+struct LiveRun {
+  QProcess process;
+  QString err;
+
+  // Waits for `pattern` in what it printed on stderr; its match, or none.
+  QRegularExpressionMatch wait_for(const QRegularExpression& pattern, int timeout_ms) {
+    QElapsedTimer timer;
+    timer.start();
+    while (timer.elapsed() < timeout_ms) {
+      process.waitForReadyRead(100);
+      err += QString::fromUtf8(process.readAllStandardError());
+      const QRegularExpressionMatch m = pattern.match(err);
+      if (m.hasMatch()) return m;
+      if (process.state() == QProcess::NotRunning) break;
+    }
+    return {};
+  }
+};
+
+// An event of a rank's, with its lane's name.
+struct RankEvent {
+  QString lane;
+  QString name;
+  cs::trace::Category category;
+  std::int64_t duration_ns;
+};
+QList<RankEvent> events_of(const QString& store, int rank) {
+  QList<RankEvent> out;
+  auto reader = cs::trace::TraceReader::open(store.toStdString());
+  if (!reader) return out;
+  const cs::trace::TraceReader& r = **reader;
+  for (const cs::trace::LaneInfo& lane : r.lanes_of(rank)) {
+    (void)r.for_each_event({lane.id}, lane.first_ns, lane.last_ns + 1,
+                           [&](const cs::trace::StoredEvent& e) {
+                             out.append({QString::fromStdString(lane.name),
+                                         QString::fromStdString(r.string(e.event.name)),
+                                         e.event.category, e.event.duration_ns()});
+                             return true;
+                           });
+  }
+  return out;
+}
+
+// Whether an event of compute or communication lasts a second or more.
+bool long_work(const RankEvent& e) {
+  return (e.category == cs::trace::Category::compute ||
+          e.category == cs::trace::Category::communication) &&
+         e.duration_ns >= 1'000'000'000;
+}
+
 }  // namespace
 
 class TestRunFailures : public QObject {
@@ -121,6 +198,9 @@ class TestRunFailures : public QObject {
   void writerThatEndedWithoutClosing();
   void calibrationOnAFullDisk();
   void mergeOfADamagedRankStore();
+  void killedLauncherEndsItsRanks();
+  void stoppedRankIsNamedWhenTheRunHangs();
+  void stallIsNotCompute();
 
  private:
   QTemporaryDir dir_;
@@ -430,6 +510,150 @@ void TestRunFailures::mergeOfADamagedRankStore() {
                merge.err.contains("; the other ranks ended complete"),
            qPrintable(merge.err));
   QVERIFY2(!(merge.out + merge.err).contains("crashed"), qPrintable(merge.out + merge.err));
+}
+
+// kill -9 of `clusterscope run` left its mpirun and ranks training on (3 to
+// 8 s and more, until mpirun's next write to the closed pipe and what came
+// of it) with their stores open, so that a rerun with the same --out was
+// refused ("is a trace store that process ... is still writing"). mpirun now
+// dies with the launcher, and its ranks with it: each closes its store and
+// ends at once; the stores merge with --merge-only, and a rerun made at once
+// starts.
+void TestRunFailures::killedLauncherEndsItsRanks() {
+  const QString work = dir_.filePath("launcher-killed");
+  QVERIFY(QDir().mkpath(work));
+  const QString store = work + "/run.db";
+  // The default model, scaled: steps of a few hundred ms.
+  const QStringList endless{"run", "--dp", "2", "--steps", "1000000", "--out", store};
+  auto start_then_kill = [&](LiveRun& run) {
+    run.process.start(kCli, endless);
+    QVERIFY(run.process.waitForStarted());
+    QVERIFY2(run.wait_for(QRegularExpression("step 2/1000000"), 60000).hasMatch(),
+             qPrintable(run.err));
+    QVERIFY(processes_with(work + "/run.ranks/").size() >= 2);  // mpirun and the ranks
+    ::kill(static_cast<pid_t>(run.process.processId()), SIGKILL);
+    QVERIFY(run.process.waitForFinished(5000));
+  };
+  {
+    LiveRun run;
+    start_then_kill(run);
+    QElapsedTimer since_kill;
+    since_kill.start();
+    while (!processes_with(work + "/run.ranks/").isEmpty() && since_kill.elapsed() < 15000)
+      QTest::qWait(50);
+    const qint64 gone_after = since_kill.elapsed();
+    qInfo("the run's processes were gone %lld ms after the launcher's kill", gone_after);
+    QVERIFY2(gone_after < 2500, qPrintable(QString("they lived %1 ms").arg(gone_after)));
+  }
+  // Each rank closed its store, as a cancelled rank does, and they merge.
+  for (int rank = 0; rank < 2; ++rank) {
+    const auto state = cs::trace::inspect_store(
+        QString("%1/run.ranks/rank%2.db").arg(work).arg(rank).toStdString());
+    QVERIFY2(state, state ? "" : state.message().c_str());
+    QCOMPARE(QString::fromStdString(state->status), QString("cancelled"));
+  }
+  const Run merge = run_cli({"run", "--merge-only", "--dp", "2", "--out", store});
+  QCOMPARE(merge.exit_code, 1);
+  QVERIFY2(merge.out.contains("merged the rank stores of a run that ended cancelled into " + store),
+           qPrintable(merge.out + merge.err));
+  QVERIFY(steps_in(store) >= 4);
+  // Killed again, and run again at once with the same --out: it starts (the
+  // lock went with the launcher; the ranks that still close their stores
+  // are waited for).
+  {
+    LiveRun run;
+    start_then_kill(run);
+  }
+  const Run again =
+      run_cli(QStringList{"run", "--dp", "2", "--steps", "1", "--out", store} + tiny());
+  QVERIFY2(again.exit_code == 0, qPrintable(again.err));
+}
+
+// A rank stopped (SIGSTOP) until the run hangs: the hang was told as "rank
+// 1 (pid P) is stopped", without its host or what it was doing. Now the
+// message and the error name its host and pid and the last op its store
+// holds, and when it ended; the run exits 1, every step the ranks reported
+// is in the run store, and the stopped time is no op's work.
+void TestRunFailures::stoppedRankIsNamedWhenTheRunHangs() {
+  const QString work = dir_.filePath("rank-hung");
+  QVERIFY(QDir().mkpath(work));
+  const QString store = work + "/run.db";
+  LiveRun run;
+  run.process.start(kCli, QStringList{"run", "--dp", "2", "--steps", "1000000", "--hang-timeout",
+                                      "1.5", "--out", store} +
+                              tiny());
+  QVERIFY(run.process.waitForStarted());
+  const QRegularExpressionMatch started =
+      run.wait_for(QRegularExpression("rank 1 started on (\\S+) \\(pid (\\d+)\\)"), 60000);
+  QVERIFY2(started.hasMatch(), qPrintable(run.err));
+  QVERIFY2(run.wait_for(QRegularExpression("step 20/"), 60000).hasMatch(), qPrintable(run.err));
+  QTest::qWait(1000);  // a rank commits its store every half second
+  const QString host = started.captured(1), pid = started.captured(2);
+  QCOMPARE(::kill(static_cast<pid_t>(pid.toLongLong()), SIGSTOP), 0);
+  QVERIFY(run.process.waitForFinished(60000));
+  ::kill(static_cast<pid_t>(pid.toLongLong()), SIGCONT);  // in case it outlived the run
+  run.err += QString::fromUtf8(run.process.readAllStandardError());
+  const QString out = QString::fromUtf8(run.process.readAllStandardOutput());
+  QCOMPARE(run.process.exitCode(), 1);
+  const QRegularExpression named(
+      QString("rank 1 \\(%1, pid %2\\) is stopped \\(SIGSTOP or a debugger\\); its last "
+              "recorded op: .+ on its (compute|communication) lane, ended at "
+              "\\d\\d:\\d\\d:\\d\\d\\.\\d{3} UTC \\(\\d+\\.\\d s before the hang was seen\\)")
+          .arg(QRegularExpression::escape(host), pid));
+  QVERIFY2(named.match(out).hasMatch(), qPrintable(out));
+  QVERIFY2(named.match(run.err).hasMatch(), qPrintable(run.err));  // the hang's own line
+  QVERIFY2(run.err.contains(QString("clusterscope: error: the run hung (rank 1 on %1, pid %2, is "
+                                    "stopped (SIGSTOP or a debugger))")
+                                .arg(host, pid)),
+           qPrintable(run.err));
+  // Every step reported is in the run store.
+  const QRegularExpressionMatch counts =
+      QRegularExpression("steps done: (\\d+) by rank 0, (\\d+) by rank 1").match(out);
+  QVERIFY2(counts.hasMatch(), qPrintable(out));
+  QVERIFY(steps_in(store) >= counts.captured(1).toLongLong() + counts.captured(2).toLongLong());
+  for (const RankEvent& e : events_of(store, 1)) {
+    QVERIFY2(!long_work(e),
+             qPrintable(QString("%1 on %2: %3 ns").arg(e.name, e.lane).arg(e.duration_ns)));
+  }
+}
+
+// A rank stopped for a moment (SIGSTOP, then SIGCONT well before the hang
+// timeout) is only slow, and the run goes on; but the op it was in counted
+// the stopped time as its work. The store now says the process did not run
+// then, and an op a stall fell in is "stalled: <name>", of category other.
+void TestRunFailures::stallIsNotCompute() {
+  const QString work = dir_.filePath("rank-stalled");
+  QVERIFY(QDir().mkpath(work));
+  const QString store = work + "/run.db";
+  LiveRun run;
+  run.process.start(kCli,
+                    QStringList{"run", "--dp", "2", "--steps", "1000000", "--out", store} + tiny());
+  QVERIFY(run.process.waitForStarted());
+  const QRegularExpressionMatch started =
+      run.wait_for(QRegularExpression("rank 1 started on \\S+ \\(pid (\\d+)\\)"), 60000);
+  QVERIFY2(started.hasMatch(), qPrintable(run.err));
+  QVERIFY2(run.wait_for(QRegularExpression("step 20/"), 60000).hasMatch(), qPrintable(run.err));
+  const pid_t pid = static_cast<pid_t>(started.captured(1).toLongLong());
+  QCOMPARE(::kill(pid, SIGSTOP), 0);
+  QTest::qWait(1500);
+  QCOMPARE(::kill(pid, SIGCONT), 0);
+  QTest::qWait(500);
+  ::kill(static_cast<pid_t>(run.process.processId()), SIGINT);
+  QVERIFY(run.process.waitForFinished(60000));
+  QCOMPARE(run.process.exitCode(), 1);  // cancelled
+  const QList<RankEvent> events = events_of(store, 1);
+  QVERIFY(!events.isEmpty());
+  bool stall_kept = false;
+  for (const RankEvent& e : events) {
+    if (e.lane == "phases" && e.name == "stalled: the process did not run" &&
+        e.duration_ns >= 1'200'000'000)
+      stall_kept = true;
+    QVERIFY2(!long_work(e),
+             qPrintable(QString("%1 on %2: %3 ns").arg(e.name, e.lane).arg(e.duration_ns)));
+    if (e.name.startsWith("stalled: ") && e.lane != "phases")
+      QCOMPARE(e.category, cs::trace::Category::other);
+  }
+  QVERIFY2(stall_kept, "no stall of the stopped rank in its store");
 }
 
 QTEST_GUILESS_MAIN(TestRunFailures)

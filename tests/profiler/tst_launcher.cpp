@@ -17,6 +17,7 @@
 #include <signal.h>
 #include <sys/stat.h>
 
+#include "core/host_name.h"
 #include "core/trace_reader.h"
 #include "core/trace_store.h"
 #include "profiler/hostfile.h"
@@ -1022,8 +1023,8 @@ void TestLauncher::rankStoppedBeforeItStartedIsNamed() {
   const RunReport r = launcher.wait();
   QCOMPARE(r.outcome, Outcome::hung);
   const QRegularExpression named(
-      "; rank 1 \\(pid \\d+\\), not yet started, is stopped "
-      "\\(SIGSTOP or a debugger\\)$");
+      "; rank 1 \\(" + QRegularExpression::escape(QString::fromStdString(this_host_name())) +
+      ", pid \\d+\\), not yet started, is stopped \\(SIGSTOP or a debugger\\)$");
   {
     const QString text = hung.get();
     QVERIFY2(text.startsWith("no progress for 3 s; steps done: "), qPrintable(text));
@@ -1048,6 +1049,7 @@ void TestLauncher::hungRunIsStopped() {
   Launcher launcher(spec, hung.watch());
   QVERIFY(launcher.start().ok());
   QVERIFY2(test::wait_until([&] { return every_rank_reached(launcher, 2); }, 30s), "no progress");
+  QTest::qWait(1000);  // a rank commits its store every half second
   const std::int64_t stopped = launcher.ranks()[1].pid;
   QCOMPARE(::kill(static_cast<pid_t>(stopped), SIGSTOP), 0);
   const auto stopped_at = std::chrono::steady_clock::now();
@@ -1061,19 +1063,26 @@ void TestLauncher::hungRunIsStopped() {
     QVERIFY2(
         text.contains(QRegularExpression("^no progress for 1.5 s; steps done: \\d+ by rank 0, ")),
         qPrintable(text));
-    // Which rank hangs the run: the one the system holds stopped.
-    QVERIFY2(
-        text.endsWith(QString("; rank 1 (pid %1) is stopped (SIGSTOP or a debugger)").arg(stopped)),
-        qPrintable(text));
+    // Which rank hangs the run: the one the system holds stopped, with its
+    // host, pid and the last op its store held.
+    QVERIFY2(text.contains(QString("; rank 1 (%1, pid %2) is stopped (SIGSTOP or a debugger); its "
+                                   "last recorded op: ")
+                               .arg(QString::fromStdString(this_host_name()))
+                               .arg(stopped)),
+             qPrintable(text));
   }
   // A count of the steps done (the timeline numbers them from 0, the progress
   // lines from 1: a step's number read differently in each).
   QVERIFY2(QString::fromStdString(r.message).contains(
                QString::fromStdString(std::to_string(r.ranks[1].step + 1) + " by rank 1")),
            r.message.c_str());
-  QVERIFY2(QString::fromStdString(r.message).contains("rank 1 (pid") &&
+  QVERIFY2(QString::fromStdString(r.message).contains("rank 1 (") &&
                QString::fromStdString(r.message).contains("is stopped"),
            r.message.c_str());
+  QCOMPARE(r.hung_ranks.size(), std::size_t{1});
+  QCOMPARE(r.hung_ranks[0].rank, 1);
+  QCOMPARE(r.hung_ranks[0].pid, stopped);
+  QVERIFY(!r.hung_ranks[0].last_op.empty());
   // The stopped rank got SIGCONT from the launcher, closed its store like
   // the other (it said so) and ended.
   QVERIFY(test::wait_until([&] { return ::kill(static_cast<pid_t>(stopped), 0) != 0; }, 5s));
