@@ -200,6 +200,8 @@ class TestTraceStore : public QObject {
   void chunksThatDecodeToOtherEvents();
   void rowsNoWriterWrote_data();
   void rowsNoWriterWrote();
+  void notReplacedWhenNewer_data();
+  void notReplacedWhenNewer();
   void checkNamesEventRowsNoWriterWrote_data();
   void checkNamesEventRowsNoWriterWrote();
   void version1StoreIsMigrated();
@@ -1551,6 +1553,57 @@ void TestTraceStore::notCreatedOverAFolder() {
            QString::fromStdString(pipe + ": is a named pipe; a trace store replaces only an "
                                          "earlier store: give a file name"));
   QVERIFY(std::filesystem::is_fifo(pipe));
+}
+
+// A store of a newer schema at the path a store is written to (`run --out`,
+// `profile --out`, `trace import --out`): this build cannot read it back, and
+// it was replaced, lost to the build that wrote it. A store of this schema
+// is replaced as before.
+void TestTraceStore::notReplacedWhenNewer_data() {
+  QTest::addColumn<QString>("edit");
+  QTest::addColumn<QString>("message");  // empty: replaced
+  QTest::addRow("newer user_version")
+      << "PRAGMA user_version = 3"
+      << ": is a trace store of schema version 3, written by a newer ClusterScope (this build "
+         "writes version 2); a trace store replaces only an earlier store: remove it or give "
+         "another name";
+  QTest::addRow("newer in meta") << "UPDATE meta SET value = '7' WHERE key = 'schema_version'"
+                                 << ": is a trace store of schema version 7, written by a newer "
+                                    "ClusterScope (this build writes version 2)";
+  QTest::addRow("no number in meta")
+      << "UPDATE meta SET value = 'two' WHERE key = 'schema_version'"
+      << ": is a trace store whose meta table gives the schema version as 'two', not a version "
+         "number; a trace store replaces only an earlier store";
+  QTest::addRow("this schema") << "SELECT 1"
+                               << "";
+}
+
+void TestTraceStore::notReplacedWhenNewer() {
+  QFETCH(QString, edit);
+  QFETCH(QString, message);
+  QTemporaryDir dir;
+  const std::string path = temp_path(dir, "run.db");
+  write_store(path, {Pattern::uniform}, 100);
+  exec_sql(path, edit.toUtf8().constData());
+  QFile file(QString::fromStdString(path));
+  QVERIFY(file.open(QIODevice::ReadOnly));
+  const QByteArray before = file.readAll();
+  file.close();
+  const cs::Status checked = check_store_path(path);
+  auto created = TraceWriter::create(path, RunInfo{"run", "test"});
+  if (message.isEmpty()) {
+    QVERIFY2(checked, checked.message().c_str());
+    QVERIFY2(created, created ? "" : created.message().c_str());
+    return;
+  }
+  QVERIFY(!checked);
+  QVERIFY(!created);
+  for (const std::string& got : {checked.message(), created.message()}) {
+    QVERIFY2(QString::fromStdString(got).startsWith(QString::fromStdString(path) + message),
+             got.c_str());
+  }
+  QVERIFY(file.open(QIODevice::ReadOnly));
+  QVERIFY(file.readAll() == before);
 }
 
 // A chunk whose event count its bytes cannot hold (a damaged or edited
