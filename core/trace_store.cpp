@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -591,6 +592,29 @@ Result<sql::Database> open_store(const std::string& path, bool writable, StoreSt
     return Error{path + " uses trace schema version " + std::to_string(version) +
                  ", newer than this build of ClusterScope reads (up to " +
                  std::to_string(kSchemaVersion) + "): open it with a newer ClusterScope"};
+  }
+  // The meta table names the version too: a store whose meta says a newer
+  // or an unreadable one was written by something this build does not know,
+  // and read as current it would be misread. No meta table is the table
+  // check's to report below.
+  if (auto meta = db.prepare("SELECT value FROM meta WHERE key = 'schema_version'");
+      meta && meta->step() == SQLITE_ROW) {
+    const std::string said(meta->text_at(0));
+    int said_version = 0;
+    const auto [end, parsed] =
+        std::from_chars(said.data(), said.data() + said.size(), said_version);
+    if (parsed != std::errc{} || end != said.data() + said.size() || said_version < 1) {
+      return Error{path + " is damaged: its meta table gives the schema version as '" + said +
+                   "', not a version number (this build reads version " +
+                   std::to_string(kSchemaVersion) + ")"};
+    }
+    if (said_version > kSchemaVersion) {
+      return Error{path +
+                   " was written by a newer ClusterScope: its meta table gives trace "
+                   "schema version " +
+                   said + ", and this build reads up to version " + std::to_string(kSchemaVersion) +
+                   ": open it with a newer ClusterScope"};
+    }
   }
   bool upgraded_in_a_copy = false;
   if (version == 1) {
@@ -1527,6 +1551,48 @@ Status verify_store(const std::string& path) {
                    std::to_string(orphan->int64_at(0)) + ", which its lanes table lacks"};
     } else if (rc != SQLITE_DONE) {
       return db->error("cannot read the lanes of its events", rc);
+    }
+  }
+  // Each event row as a writer writes it: readers of the rows (event_view,
+  // exports, an upgrade) take them as they stand, and the chunks below are
+  // checked against their count only. One pass over the table; the first few
+  // rows are named.
+  {
+    const std::string sql =
+        "SELECT id, wrong FROM (SELECT id, CASE"
+        " WHEN typeof(kind) <> 'integer' OR kind NOT BETWEEN 0 AND " +
+        std::to_string(static_cast<int>(EventKind::overhead)) +
+        " THEN 'its kind ' || quote(kind) || ' is no event kind'"
+        " WHEN typeof(category) <> 'integer' OR category NOT BETWEEN 0 AND " +
+        std::to_string(static_cast<int>(Category::other)) +
+        " THEN 'its category ' || quote(category) || ' is no event category'"
+        " WHEN typeof(start_ns) <> 'integer' OR typeof(end_ns) <> 'integer'"
+        " THEN 'its times (' || quote(start_ns) || ', ' || quote(end_ns) ||"
+        " ') are not whole nanoseconds'"
+        " WHEN end_ns < start_ns THEN 'it ends (' || end_ns || ') before it starts (' ||"
+        " start_ns || ')'"
+        " WHEN lane NOT IN (SELECT id FROM lanes)"
+        " THEN 'its lane ' || quote(lane) || ' is not in the lanes table'"
+        " END AS wrong FROM events) WHERE wrong IS NOT NULL ORDER BY id";
+    auto bad = db->prepare(sql);
+    if (!bad) return bad.error();
+    constexpr std::int64_t kNamed = 5;
+    std::int64_t found = 0;
+    std::string named;
+    int rc;
+    while ((rc = bad->step()) == SQLITE_ROW) {
+      if (found++ < kNamed) {
+        named += std::string(named.empty() ? "" : "; ") + "row " +
+                 std::to_string(bad->int64_at(0)) + ": " + std::string(bad->text_at(1));
+      }
+    }
+    if (rc != SQLITE_DONE) return db->error("cannot read its events table", rc);
+    if (found > 0) {
+      return Error{
+          path + " is damaged: " + std::to_string(found) + " row" + (found == 1 ? "" : "s") +
+          " of its events table " + (found == 1 ? "is not an event" : "are not events") +
+          " a writer writes (" + named +
+          (found > kNamed ? "; and " + std::to_string(found - kNamed) + " more" : "") + ")"};
     }
   }
   if (!state.finalized) return {};

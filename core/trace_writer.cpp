@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <charconv>
 #include <cmath>
 #include <condition_variable>
 #include <cstring>
@@ -915,7 +916,29 @@ std::string not_a_store_there(const std::string& path) {
   auto db = sql::Database::open(path, SQLITE_OPEN_READONLY);
   if (!db) return {};
   auto id = db->prepare("PRAGMA application_id");
-  if (!id || id->step() != SQLITE_ROW || id->int64_at(0) == kApplicationId) return {};
+  if (!id || id->step() != SQLITE_ROW) return {};
+  if (id->int64_at(0) == kApplicationId) {
+    // A store of a newer schema (or one whose version does not tell) holds
+    // what this build cannot read back: replaced, it would be lost to the
+    // build that wrote it.
+    const std::string newer = ", written by a newer ClusterScope (this build writes version " +
+                              std::to_string(kSchemaVersion) + ")";
+    if (auto user = db->prepare("PRAGMA user_version");
+        user && user->step() == SQLITE_ROW && user->int64_at(0) > kSchemaVersion)
+      return "a trace store of schema version " + std::to_string(user->int64_at(0)) + newer;
+    if (auto meta = db->prepare("SELECT value FROM meta WHERE key = 'schema_version'");
+        meta && meta->step() == SQLITE_ROW) {
+      const std::string said(meta->text_at(0));
+      int said_version = 0;
+      const auto [end, parsed] =
+          std::from_chars(said.data(), said.data() + said.size(), said_version);
+      if (parsed != std::errc{} || end != said.data() + said.size() || said_version < 1)
+        return "a trace store whose meta table gives the schema version as '" + said +
+               "', not a version number";
+      if (said_version > kSchemaVersion) return "a trace store of schema version " + said + newer;
+    }
+    return {};
+  }
   auto tables = db->prepare("SELECT count(*) FROM sqlite_master WHERE type = 'table'");
   if (tables && tables->step() == SQLITE_ROW && tables->int64_at(0) == 0) return {};
   return "another program's SQLite database";

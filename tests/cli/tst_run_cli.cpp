@@ -730,6 +730,31 @@ void TestRunCli::runLeavesTheUsersFilesAlone() {
   QVERIFY2(r.err.contains(work + "/notes.txt: is a file that is not a trace store"),
            qPrintable(r.err));
   QCOMPARE(text_of(work + "/notes.txt"), QByteArray("important data\n"));
+  // --out naming a store of a newer schema: this build cannot read it back,
+  // and replaced it would be lost to the build that wrote it.
+  {
+    const QString newer = work + "/newer.db";
+    {
+      cs::trace::RunInfo info;
+      info.source = "test";
+      auto created = cs::trace::TraceWriter::create(newer.toStdString(), info);
+      QVERIFY2(created, created ? "" : created.message().c_str());
+      QVERIFY((*created)->close());
+    }
+    QFile f(newer);
+    QVERIFY(f.open(QIODevice::ReadWrite));
+    QVERIFY(f.seek(60));  // the SQLite header's user_version, big-endian
+    QCOMPARE(f.write(QByteArray::fromHex("00000003")), qint64(4));
+    f.close();
+    const QByteArray before = text_of(newer);
+    r = run_cli(QStringList{"run", "--steps", "2", "--out", newer} + tiny());
+    QCOMPARE(r.exit_code, 1);
+    QVERIFY2(r.err.contains(newer + ": is a trace store of schema version 3, written by a newer "
+                                    "ClusterScope (this build writes version 2)"),
+             qPrintable(r.err));
+    QVERIFY(text_of(newer) == before);
+    QVERIFY(!QFileInfo::exists(work + "/newer.plan.json"));
+  }
   // A file named like the run's plan that is not a plan.
   write(work + "/other.plan.json", "precious\n");
   r = run_cli(QStringList{"run", "--steps", "2", "--out", work + "/other.db"} + tiny());

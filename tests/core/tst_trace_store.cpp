@@ -200,6 +200,10 @@ class TestTraceStore : public QObject {
   void chunksThatDecodeToOtherEvents();
   void rowsNoWriterWrote_data();
   void rowsNoWriterWrote();
+  void notReplacedWhenNewer_data();
+  void notReplacedWhenNewer();
+  void checkNamesEventRowsNoWriterWrote_data();
+  void checkNamesEventRowsNoWriterWrote();
   void version1StoreIsMigrated();
   void damagedVersion1StoreIsNotWritten();
   void unfinishedFilesGoOnASignal_data();
@@ -1551,6 +1555,57 @@ void TestTraceStore::notCreatedOverAFolder() {
   QVERIFY(std::filesystem::is_fifo(pipe));
 }
 
+// A store of a newer schema at the path a store is written to (`run --out`,
+// `profile --out`, `trace import --out`): this build cannot read it back, and
+// it was replaced, lost to the build that wrote it. A store of this schema
+// is replaced as before.
+void TestTraceStore::notReplacedWhenNewer_data() {
+  QTest::addColumn<QString>("edit");
+  QTest::addColumn<QString>("message");  // empty: replaced
+  QTest::addRow("newer user_version")
+      << "PRAGMA user_version = 3"
+      << ": is a trace store of schema version 3, written by a newer ClusterScope (this build "
+         "writes version 2); a trace store replaces only an earlier store: remove it or give "
+         "another name";
+  QTest::addRow("newer in meta") << "UPDATE meta SET value = '7' WHERE key = 'schema_version'"
+                                 << ": is a trace store of schema version 7, written by a newer "
+                                    "ClusterScope (this build writes version 2)";
+  QTest::addRow("no number in meta")
+      << "UPDATE meta SET value = 'two' WHERE key = 'schema_version'"
+      << ": is a trace store whose meta table gives the schema version as 'two', not a version "
+         "number; a trace store replaces only an earlier store";
+  QTest::addRow("this schema") << "SELECT 1"
+                               << "";
+}
+
+void TestTraceStore::notReplacedWhenNewer() {
+  QFETCH(QString, edit);
+  QFETCH(QString, message);
+  QTemporaryDir dir;
+  const std::string path = temp_path(dir, "run.db");
+  write_store(path, {Pattern::uniform}, 100);
+  exec_sql(path, edit.toUtf8().constData());
+  QFile file(QString::fromStdString(path));
+  QVERIFY(file.open(QIODevice::ReadOnly));
+  const QByteArray before = file.readAll();
+  file.close();
+  const cs::Status checked = check_store_path(path);
+  auto created = TraceWriter::create(path, RunInfo{"run", "test"});
+  if (message.isEmpty()) {
+    QVERIFY2(checked, checked.message().c_str());
+    QVERIFY2(created, created ? "" : created.message().c_str());
+    return;
+  }
+  QVERIFY(!checked);
+  QVERIFY(!created);
+  for (const std::string& got : {checked.message(), created.message()}) {
+    QVERIFY2(QString::fromStdString(got).startsWith(QString::fromStdString(path) + message),
+             got.c_str());
+  }
+  QVERIFY(file.open(QIODevice::ReadOnly));
+  QVERIFY(file.readAll() == before);
+}
+
 // A chunk whose event count its bytes cannot hold (a damaged or edited
 // store): reading it says so by name, where it tried to allocate that many
 // events (std::bad_alloc, "vector::_M_default_append").
@@ -1664,6 +1719,58 @@ void TestTraceStore::rowsNoWriterWrote() {
                QString::fromStdString(message).contains(
                    " holds a time, kind or category no store holds"),
            message.c_str());
+}
+
+// An event row edited in a finalized store, its chunks left whole: the
+// readers of rows (event_view, exports) took it as it stood, and the whole
+// store's check (`trace info --check`) passed it. The check names the table,
+// the row and what is wrong, counts past the first few, and writes nothing.
+void TestTraceStore::checkNamesEventRowsNoWriterWrote_data() {
+  QTest::addColumn<QString>("update");
+  QTest::addColumn<QString>("said");
+  QTest::addRow("an end before its start") << "end_ns = start_ns - 1 WHERE id = 7"
+                                           << "1 row of its events table is not an event a "
+                                              "writer writes (row 7: it ends (";
+  QTest::addRow("a text kind") << "kind = 'x' WHERE id = 3"
+                               << "(row 3: its kind 'x' is no event kind)";
+  QTest::addRow("a negative kind") << "kind = -1 WHERE id = 3"
+                                   << "(row 3: its kind -1 is no event kind)";
+  QTest::addRow("a kind past the last") << "kind = 11 WHERE id = 3"
+                                        << "(row 3: its kind 11 is no event kind)";
+  QTest::addRow("a category past the last") << "category = 5 WHERE id = 4"
+                                            << "(row 4: its category 5 is no event category)";
+  QTest::addRow("a real start") << "start_ns = 1.5 WHERE id = 5"
+                                << "(row 5: its times (1.5, ";
+  QTest::addRow("a lane no row has") << "lane = 99 WHERE id = 9"
+                                     << "(row 9: its lane 99 is not in the lanes table)";
+  QTest::addRow("many rows") << "end_ns = start_ns - 1 WHERE id <= 12"
+                             << "12 rows of its events table are not events a writer writes "
+                                "(row 1: it ends (";
+}
+
+void TestTraceStore::checkNamesEventRowsNoWriterWrote() {
+  QFETCH(QString, update);
+  QFETCH(QString, said);
+  QTemporaryDir dir;
+  const std::string path = temp_path(dir, "rows.cstrace");
+  write_store(path, {Pattern::uniform}, 2000);
+  QVERIFY(verify_store(path));
+  exec_sql(path, ("UPDATE events SET " + update.toStdString()).c_str());
+  QFile file(QString::fromStdString(path));
+  QVERIFY(file.open(QIODevice::ReadOnly));
+  const QByteArray before = file.readAll();
+  file.close();
+  const cs::Status checked = verify_store(path);
+  QVERIFY(!checked);
+  const QString got = QString::fromStdString(checked.message());
+  QVERIFY2(got.startsWith(QString::fromStdString(path) + " is damaged: "), qPrintable(got));
+  QVERIFY2(got.contains(said), qPrintable(got));
+  if (update.startsWith("end_ns") && update.endsWith("<= 12"))
+    QVERIFY2(got.contains("row 5: it ends (") && got.endsWith("; and 7 more)") &&
+                 !got.contains("row 6:"),
+             qPrintable(got));
+  QVERIFY(file.open(QIODevice::ReadOnly));
+  QVERIFY(file.readAll() == before);
 }
 
 // Garbage written over pages inside a store: verify_store names the file
@@ -1955,6 +2062,16 @@ void TestTraceStore::refusesWhatIsNotAStore_data() {
                                 << "an SQLite database with no tables";
   QTest::addRow("newer schema") << "newer"
                                 << "uses trace schema version 3, newer than this build";
+  // The meta table's version was not read: a store it calls newer was read
+  // as if it were of this schema.
+  QTest::addRow("newer schema in meta")
+      << "meta-newer"
+      << "was written by a newer ClusterScope: its meta table gives trace schema version 3, "
+         "and this build reads up to version 2";
+  QTest::addRow("schema version in meta not a number")
+      << "meta-garbage"
+      << "is damaged: its meta table gives the schema version as '2x', not a version number "
+         "(this build reads version 2)";
   QTest::addRow("older schema") << "older"
                                 << "uses trace schema version 0, which this build cannot read";
   QTest::addRow("missing table") << "missing-table"
@@ -2012,6 +2129,14 @@ void TestTraceStore::refusesWhatIsNotAStore() {
   if (kind == "newer") {
     good_store();
     exec_sql(path, "PRAGMA user_version = 3");
+  }
+  if (kind == "meta-newer") {
+    good_store();
+    exec_sql(path, "UPDATE meta SET value = '3' WHERE key = 'schema_version'");
+  }
+  if (kind == "meta-garbage") {
+    good_store();
+    exec_sql(path, "UPDATE meta SET value = '2x' WHERE key = 'schema_version'");
   }
   if (kind == "older") {
     good_store();
