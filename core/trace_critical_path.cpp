@@ -6,6 +6,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <tuple>
 #include <unordered_map>
@@ -69,22 +70,37 @@ std::string_view communication_part(std::string_view group) {
   return "communication.other";
 }
 
-// The step of the windows (sorted by start) that holds `t`; -1 when none.
-std::int32_t step_at(const std::vector<StepWindow>& windows, std::int64_t t) {
-  auto it = std::upper_bound(windows.begin(), windows.end(), t,
-                             [](std::int64_t v, const StepWindow& w) { return v < w.start; });
-  while (it != windows.begin()) {
-    --it;
-    if (it->end > t) return it->step;
-    // Windows may overlap across ranks' clocks: an earlier one may still hold t.
-    if (it->end + (it->end - it->start) < t) break;
+// The step of a time: the first of the run's step windows (sorted by start;
+// they may overlap across the ranks' clocks) that holds it, -1 when none.
+class StepLookup {
+ public:
+  explicit StepLookup(const std::vector<StepWindow>& windows) {
+    for (const StepWindow& w : windows) {
+      spans_.emplace_back(w.start, w.end);
+      steps_.push_back(w.step);
+    }
+    index_.emplace(spans_);
   }
-  return -1;
-}
+  StepLookup(const StepLookup&) = delete;  // the index refers to spans_
+  StepLookup& operator=(const StepLookup&) = delete;
+
+  std::int32_t at(std::int64_t t) const {
+    std::int32_t step = -1;
+    index_->for_each_overlap({t, t + 1}, [&](std::size_t k, const Interval&) {
+      if (step < 0) step = steps_[k];
+    });
+    return step;
+  }
+
+ private:
+  std::vector<Interval> spans_;
+  std::vector<std::int32_t> steps_;
+  std::optional<WindowIndex> index_;
+};
 
 Result<RankActivities> read_rank(const TraceReader& reader, std::int32_t rank,
-                                 const std::vector<StepWindow>& windows, std::int64_t t0,
-                                 std::int64_t t1, const Communicators& communicators) {
+                                 const StepLookup& steps, std::int64_t t0, std::int64_t t1,
+                                 const Communicators& communicators) {
   RankActivities out;
   out.rank = rank;
   std::vector<LaneId> lanes;
@@ -115,7 +131,7 @@ Result<RankActivities> read_rank(const TraceReader& reader, std::int32_t rank,
         if (e.kind == EventKind::collective || e.category == Category::communication) {
           a.type = ActivityType::collective;
           a.part = communication_part(communication_group(name, e.kind));
-          a.step = e.step >= 0 ? e.step : step_at(windows, e.start_ns);
+          a.step = e.step >= 0 ? e.step : steps.at(e.start_ns);
           a.bytes = e.bytes;
           a.collective = e.collective;
           a.group_size = e.group_size;
@@ -318,6 +334,7 @@ Result<Prepared> prepare(const TraceReader& reader,
   }
   std::sort(ids.begin(), ids.end());
   const Communicators communicators = Communicators::of(reader);
+  const StepLookup step_of(*all);
   out.ranks.resize(ids.size());
   std::vector<std::string> errors(ids.size());
   // Ranks read at once, a reader per thread (a reader is not thread-safe).
@@ -342,7 +359,7 @@ Result<Prepared> prepare(const TraceReader& reader,
         errors[i] = opened;
         continue;
       }
-      auto a = read_rank(*r, ids[i], *all, t0, t1, communicators);
+      auto a = read_rank(*r, ids[i], step_of, t0, t1, communicators);
       if (a)
         out.ranks[i] = std::move(a).value();
       else
