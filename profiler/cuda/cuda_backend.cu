@@ -4,6 +4,8 @@
 #include <cstdint>
 #include <cstdio>
 #include <exception>
+#include <map>
+#include <memory>
 #include <set>
 #include <stdexcept>
 #include <string>
@@ -89,6 +91,9 @@ cudaDataType_t cuda_type(DType t) {
 int blocks_for(std::int64_t n, int threads = 256) {
   return static_cast<int>(std::min<std::int64_t>((n + threads - 1) / threads, 65535 * 8));
 }
+// A reduction's grid: its blocks each add one atomic on one address, so a
+// bounded number of them (still about 2 000 threads per SM on an H200).
+constexpr int kReductionBlocks = 1024;
 
 // ---------------------------------------------------------------- kernels
 // Grid-stride loops: any size works with a bounded grid.
@@ -304,10 +309,11 @@ __global__ void causal_softmax_kernel(T* att, const float* preatt, float scale, 
   for (int j = lane; j < T_; j += 32) o[j] = fromf<T>(j <= t ? __expf(x[j] * scale - m) / s : 0.0f);
 }
 
-// dpreatt = scale * att * (datt - sum(att * datt)), causal.
-template <class T>
-__global__ void softmax_backward_kernel(float* dpreatt, const float* datt, const T* att,
-                                        float scale, int rows, int T_) {
+// dpreatt = scale * att * (datt - sum(att * datt)), causal; written in the
+// storage type D the next GEMMs read (no float copy and conversion pass).
+template <class D, class T>
+__global__ void softmax_backward_kernel(D* dpreatt, const float* datt, const T* att, float scale,
+                                        int rows, int T_) {
   const int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   if (row >= rows) return;
@@ -317,7 +323,8 @@ __global__ void softmax_backward_kernel(float* dpreatt, const float* datt, const
   for (int j = lane; j <= t; j += 32) dot += tof(att[base + j]) * datt[base + j];
   dot = warp_sum(dot);
   for (int j = lane; j < T_; j += 32) {
-    dpreatt[base + j] = j <= t ? scale * tof(att[base + j]) * (datt[base + j] - dot) : 0.0f;
+    dpreatt[base + j] =
+        fromf<D>(j <= t ? scale * tof(att[base + j]) * (datt[base + j] - dot) : 0.0f);
   }
 }
 
@@ -387,11 +394,21 @@ __global__ void crossentropy_kernel(float* losses, T* logits, const int* targets
   }
 }
 
+// Reduced in the block first, as amax_kernel. Launched with at most
+// kReductionBlocks blocks of 256 threads.
 __global__ void sum_kernel(double* out, const float* x, std::int64_t n, int squares) {
+  __shared__ double warp_sums[8];
   double s = 0;
   GRID_LOOP(i, n) s += squares ? static_cast<double>(x[i]) * x[i] : x[i];
   for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffff, s, o);
-  if (threadIdx.x % 32 == 0) atomicAdd(out, s);
+  if (threadIdx.x % 32 == 0) warp_sums[threadIdx.x / 32] = s;
+  __syncthreads();
+  if (threadIdx.x < 32) {
+    s = threadIdx.x < blockDim.x / 32 ? warp_sums[threadIdx.x] : 0.0;
+    for (int o = 16; o > 0; o >>= 1)
+      s += __shfl_xor_sync(0xffffffff, s, o);
+    if (threadIdx.x == 0) atomicAdd(out, s);
+  }
 }
 
 __global__ void count_non_finite_kernel(int* out, const float* x, std::int64_t n) {
@@ -413,12 +430,22 @@ __global__ void adamw_kernel(float* p, const float* g, float* m, float* v, std::
 }
 
 // FP8: the largest magnitude of a tensor, then the tensor scaled into E4M3.
+// Reduced in the block first: one atomic per block, not one per warp (a
+// warp's atomics on one address serialised the pass over a large tensor).
+// Launched with at most kReductionBlocks blocks of 256 threads.
 template <class T>
 __global__ void amax_kernel(float* amax, const T* x, std::int64_t n) {
+  __shared__ float warp_maxima[8];
   float m = 0;
   GRID_LOOP(i, n) m = fmaxf(m, fabsf(tof(x[i])));
   m = warp_max(m);
-  if (threadIdx.x % 32 == 0) atomicMax(reinterpret_cast<int*>(amax), __float_as_int(m));
+  if (threadIdx.x % 32 == 0) warp_maxima[threadIdx.x / 32] = m;
+  __syncthreads();
+  if (threadIdx.x < 32) {
+    m = threadIdx.x < blockDim.x / 32 ? warp_maxima[threadIdx.x] : 0.0f;
+    m = warp_max(m);
+    if (threadIdx.x == 0) atomicMax(reinterpret_cast<int*>(amax), __float_as_int(m));
+  }
 }
 
 template <class T>
@@ -463,6 +490,7 @@ class CudaBackend final : public Backend {
     cudaStreamSynchronize(stream_);
     for (Tensor& t : scratch_)
       release(t);
+    fp8_plans_.clear();  // before the cuBLASLt handle goes
     for (void* p : fp8_buffers_) cudaFree(p);
     cudaFree(workspace_);
     cudaFree(scratch_scalars_);
@@ -722,7 +750,7 @@ class CudaBackend final : public Backend {
     const std::int64_t ss = static_cast<std::int64_t>(T) * T;
     Tensor q = scratch(0, per_head, qkv.dtype), k = scratch(1, per_head, qkv.dtype),
            v = scratch(2, per_head, qkv.dtype), dy = scratch(3, per_head, qkv.dtype);
-    Tensor datt = scratch(4, scores, DType::f32), dpre = scratch(5, scores, DType::f32);
+    Tensor datt = scratch(4, scores, DType::f32);
     Tensor dq = scratch(6, per_head, qkv.dtype), dk = scratch(7, per_head, qkv.dtype),
            dv = scratch(8, per_head, qkv.dtype);
     Tensor dpre_t = scratch(9, scores, qkv.dtype);
@@ -741,12 +769,14 @@ class CudaBackend final : public Backend {
     // dv[T,hs] = att^T[T,T] . dy[T,hs]: column-major dv^T = dy^T . att
     batched_gemm(CUBLAS_OP_N, CUBLAS_OP_T, hs, T, T, dy, hs, sh, att, T, ss, dv, hs, sh, B * NH, 0.0f);
     const int rows = B * NH * T;
-    dispatch(att.dtype, [&](auto* tag) {
-      softmax_backward_kernel<<<(rows + 7) / 8, 256, 0, stream_>>>(
-          dpre.as<float>(), datt.as<float>(), att.as<CS_T(tag)>(), 1.0f / std::sqrt(static_cast<float>(hs)), rows, T);
+    dispatch(dpre_t.dtype, [&](auto* d) {
+      dispatch(att.dtype, [&](auto* tag) {
+        softmax_backward_kernel<<<(rows + 7) / 8, 256, 0, stream_>>>(
+            dpre_t.as<CS_T(d)>(), datt.as<float>(), att.as<CS_T(tag)>(),
+            1.0f / std::sqrt(static_cast<float>(hs)), rows, T);
+      });
     });
     check_launch();
-    convert(dpre_t, dpre);  // the GEMMs take the storage type
     // dq[T,hs] = dpre[T,T] . k[T,hs]: column-major dq^T = k^T . dpre^T
     batched_gemm(CUBLAS_OP_N, CUBLAS_OP_N, hs, T, T, k, hs, sh, dpre_t, T, ss, dq, hs, sh, B * NH, 0.0f);
     // dk[T,hs] = dpre^T . q: column-major dk^T = q^T . dpre
@@ -913,47 +943,59 @@ class CudaBackend final : public Backend {
     CS_CUDA(cudaMemsetAsync(amax_a, 0, 8 * sizeof(float), stream_));
     dispatch(weight.dtype, [&](auto* tag) {
       using X = CS_T(tag);
-      amax_kernel<<<blocks_for(na), 256, 0, stream_>>>(amax_a, weight.as<X>(), na);
-      amax_kernel<<<blocks_for(nb), 256, 0, stream_>>>(amax_b, inp.as<X>(), nb);
+      amax_kernel<<<std::min(blocks_for(na), kReductionBlocks), 256, 0, stream_>>>(
+          amax_a, weight.as<X>(), na);
+      amax_kernel<<<std::min(blocks_for(nb), kReductionBlocks), 256, 0, stream_>>>(amax_b,
+                                                                                   inp.as<X>(), nb);
       to_fp8_kernel<<<blocks_for(na), 256, 0, stream_>>>(a8, weight.as<X>(), amax_a, scale_a, na);
       to_fp8_kernel<<<blocks_for(nb), 256, 0, stream_>>>(b8, inp.as<X>(), amax_b, scale_b, nb);
     });
     check_launch();
 
-    // Destroyed on every way out, a cuBLASLt error's exception too.
-    struct LtObjects {
-      cublasLtMatmulDesc_t desc = nullptr;
-      cublasLtMatrixLayout_t la = nullptr, lb = nullptr, lc = nullptr;
-      cublasLtMatmulPreference_t pref = nullptr;
-      ~LtObjects() {
-        if (pref) cublasLtMatmulPreferenceDestroy(pref);
-        for (cublasLtMatrixLayout_t l : {la, lb, lc}) {
-          if (l) cublasLtMatrixLayoutDestroy(l);
-        }
-        if (desc) cublasLtMatmulDescDestroy(desc);
-      }
-    } lt;
-    cublasLtMatmulDesc_t& desc = lt.desc;
-    cublasLtMatrixLayout_t &la = lt.la, &lb = lt.lb, &lc = lt.lc;
-    const cublasOperation_t opT = CUBLAS_OP_T;
-    const cublasOperation_t opN = CUBLAS_OP_N;
-    CS_CUBLAS(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-    CS_CUBLAS(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &opT, sizeof opT));
-    CS_CUBLAS(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &opN, sizeof opN));
-    CS_CUBLAS(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &scale_a, sizeof scale_a));
-    CS_CUBLAS(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &scale_b, sizeof scale_b));
-    CS_CUBLAS(cublasLtMatrixLayoutCreate(&la, CUDA_R_8F_E4M3, C, OC, C));
-    CS_CUBLAS(cublasLtMatrixLayoutCreate(&lb, CUDA_R_8F_E4M3, C, N, C));
-    CS_CUBLAS(cublasLtMatrixLayoutCreate(&lc, cuda_type(out.dtype), OC, N, OC));
+    const std::uint32_t align_a = pointer_alignment(a8), align_b = pointer_alignment(b8),
+                        align_d = pointer_alignment(out.data);
     const float alpha = 1.0f;
     const float beta = 0.0f;
-    cublasLtMatmulPreference_t& pref = lt.pref;
-    CS_CUBLAS(cublasLtMatmulPreferenceCreate(&pref));
+    // A shape seen before reuses its descriptors and the algorithm that ran
+    // it: the heuristic costs more host time than a small GEMM takes.
+    const Fp8PlanKey key{N,
+                         C,
+                         OC,
+                         static_cast<int>(out.dtype),
+                         static_cast<int>(align_a),
+                         static_cast<int>(align_b),
+                         static_cast<int>(align_d)};
+    if (auto known = fp8_plans_.find(key); known != fp8_plans_.end()) {
+      const Fp8Plan& plan = *known->second;
+      const cublasStatus_t status = cublasLtMatmul(
+          lt_, plan.desc, &alpha, a8, plan.la, b8, plan.lb, &beta, out.data, plan.lc, out.data,
+          plan.lc, plan.implicit_algo ? nullptr : &plan.algo, workspace_, kWorkspace, stream_);
+      if (status == CUBLAS_STATUS_SUCCESS) {
+        ++fp8_gemms_;
+        return true;
+      }
+      fp8_plans_.erase(known);  // planned afresh below, and refused there if it must be
+    }
+
+    auto plan = std::make_unique<Fp8Plan>();
+    const cublasOperation_t opT = CUBLAS_OP_T;
+    const cublasOperation_t opN = CUBLAS_OP_N;
+    CS_CUBLAS(cublasLtMatmulDescCreate(&plan->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    cublasLtMatmulDesc_t desc = plan->desc;
+    CS_CUBLAS(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &opT, sizeof opT));
+    CS_CUBLAS(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &opN, sizeof opN));
+    // The scales live at fixed addresses, so a cached descriptor stays right.
+    CS_CUBLAS(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &scale_a, sizeof scale_a));
+    CS_CUBLAS(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &scale_b, sizeof scale_b));
+    CS_CUBLAS(cublasLtMatrixLayoutCreate(&plan->la, CUDA_R_8F_E4M3, C, OC, C));
+    CS_CUBLAS(cublasLtMatrixLayoutCreate(&plan->lb, CUDA_R_8F_E4M3, C, N, C));
+    CS_CUBLAS(cublasLtMatrixLayoutCreate(&plan->lc, cuda_type(out.dtype), OC, N, OC));
+    cublasLtMatrixLayout_t la = plan->la, lb = plan->lb, lc = plan->lc;
+    CS_CUBLAS(cublasLtMatmulPreferenceCreate(&plan->pref));
+    cublasLtMatmulPreference_t pref = plan->pref;
     CS_CUBLAS(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                                                    &kWorkspace, sizeof kWorkspace));
     // The heuristic assumes 256-byte aligned matrices unless told otherwise.
-    const std::uint32_t align_a = pointer_alignment(a8), align_b = pointer_alignment(b8),
-                        align_d = pointer_alignment(out.data);
     cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_a,
                                          sizeof align_a);
     cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_b,
@@ -978,6 +1020,7 @@ class CudaBackend final : public Backend {
       }
       status = cublasLtMatmul(lt_, desc, &alpha, a8, la, b8, lb, &beta, out.data, lc, out.data, lc,
                               &heuristics[i].algo, workspace_, kWorkspace, stream_);
+      if (status == CUBLAS_STATUS_SUCCESS) plan->algo = heuristics[i].algo;
     }
     // Last, cuBLASLt's own choice (no algorithm: its implicit heuristic with
     // default preferences), in case our preferences ruled out the kernel.
@@ -985,6 +1028,7 @@ class CudaBackend final : public Backend {
     if (status != CUBLAS_STATUS_SUCCESS) {
       status = cublasLtMatmul(lt_, desc, &alpha, a8, la, b8, lb, &beta, out.data, lc, out.data, lc,
                               nullptr, workspace_, kWorkspace, stream_);
+      plan->implicit_algo = true;
     }
     if (status != CUBLAS_STATUS_SUCCESS) {
       if (fp8_fallbacks_++ == 0) {
@@ -1007,10 +1051,11 @@ class CudaBackend final : public Backend {
                      align_b, align_d, cublasLtGetVersion(), cublaslt_library().c_str());
       }
       gemm(CUBLAS_OP_T, CUBLAS_OP_N, OC, N, C, weight, C, inp, C, out, OC, 0.0f);
-    } else {
-      ++fp8_gemms_;
+      return false;
     }
-    return status == CUBLAS_STATUS_SUCCESS;
+    ++fp8_gemms_;
+    fp8_plans_.emplace(key, std::move(plan));
+    return true;
   }
 
   __nv_fp8_e4m3* fp8_buffer(int index, std::int64_t n) {
@@ -1032,7 +1077,8 @@ class CudaBackend final : public Backend {
   double reduce(Tensor t, int squares) {
     double* out = static_cast<double*>(scratch_scalars_);
     CS_CUDA(cudaMemsetAsync(out, 0, sizeof(double), stream_));
-    sum_kernel<<<blocks_for(t.numel), 256, 0, stream_>>>(out, t.as<float>(), t.numel, squares);
+    sum_kernel<<<std::min(blocks_for(t.numel), kReductionBlocks), 256, 0, stream_>>>(
+        out, t.as<float>(), t.numel, squares);
     check_launch();
     double host = 0;
     CS_CUDA(cudaMemcpyAsync(&host, out, sizeof host, cudaMemcpyDeviceToHost, stream_));
@@ -1053,6 +1099,27 @@ class CudaBackend final : public Backend {
   std::vector<Tensor> scratch_;
   std::vector<void*> fp8_buffers_;
   std::vector<std::int64_t> fp8_sizes_;
+  // An FP8 GEMM's cuBLASLt descriptors and the algorithm that ran it, per
+  // shape, output type and operand alignments; released with the backend.
+  struct Fp8Plan {
+    cublasLtMatmulDesc_t desc = nullptr;
+    cublasLtMatrixLayout_t la = nullptr, lb = nullptr, lc = nullptr;
+    cublasLtMatmulPreference_t pref = nullptr;
+    cublasLtMatmulAlgo_t algo{};
+    bool implicit_algo = false;  // cuBLASLt's own choice (no algorithm passed)
+    Fp8Plan() = default;
+    Fp8Plan(const Fp8Plan&) = delete;
+    Fp8Plan& operator=(const Fp8Plan&) = delete;
+    ~Fp8Plan() {
+      if (pref) cublasLtMatmulPreferenceDestroy(pref);
+      for (cublasLtMatrixLayout_t l : {la, lb, lc}) {
+        if (l) cublasLtMatrixLayoutDestroy(l);
+      }
+      if (desc) cublasLtMatmulDescDestroy(desc);
+    }
+  };
+  using Fp8PlanKey = std::array<int, 7>;  // N, C, OC, output type, alignments of A, B, D
+  std::map<Fp8PlanKey, std::unique_ptr<Fp8Plan>> fp8_plans_;
   std::atomic<std::int64_t> bytes_{0};
   std::uint64_t gemm_ids_ = 0;
   GemmHooks hooks_;
