@@ -108,6 +108,10 @@ struct RankEvents {
   struct Compute {
     Interval when;
     std::string_view kind;
+    // The host time a GPU kernel was launched, when its call is known: the
+    // GPU runs behind the host, so a kernel of the backward pass can run
+    // after the pass's host range ended.
+    std::int64_t launched_ns = -1;
   };
   std::vector<Compute> compute;
   // GPU kernels take the kind of the host operation whose range their launch
@@ -184,11 +188,13 @@ std::string_view operation_kind(std::string_view name) {
       contains(n, "optimizer")) {
     return "optimizer";
   }
-  // "attention", and the worker's "gemm attention" (its batched Q.K^T and P.V).
+  // "attention", and the worker's "gemm attention" (its batched Q.K^T and P.V)
+  // with its kernels splitting and joining heads (split_single: the output
+  // gradient split into heads before the attention backward's range).
   if (contains(n, "attention") || contains(n, "softmax_backward") ||
-      contains(n, "causal_softmax") || contains(n, "split_heads") || contains(n, "merge_heads") ||
-      contains(n, "join_heads") || contains(n, "flash") || contains(n, "fmha") ||
-      contains(n, "attn_")) {
+      contains(n, "causal_softmax") || contains(n, "split_heads") || contains(n, "split_single") ||
+      contains(n, "merge_heads") || contains(n, "join_heads") || contains(n, "flash") ||
+      contains(n, "fmha") || contains(n, "attn_")) {
     return "attention";
   }
   if (contains(n, "layernorm") || contains(n, "layer_norm") || contains(n, "rmsnorm") ||
@@ -414,14 +420,16 @@ Result<std::vector<StepParts>> measure_rank_parts(const TraceReader& reader) {
         [](const RankEvents::HostOp& a, const RankEvents::HostOp& b) { return a.when < b.when; });
     for (const RankEvents::Kernel& k : ev.kernels) {
       std::string_view kind = k.kind;
+      std::int64_t launched = -1;
       if (auto launch = ev.launch_ns.find(k.correlation); launch != ev.launch_ns.end()) {
         const std::int64_t t = launch->second;
+        launched = t;
         auto it = std::upper_bound(
             ev.host_ops.begin(), ev.host_ops.end(), t,
             [](std::int64_t v, const RankEvents::HostOp& op) { return v < op.when.first; });
         if (it != ev.host_ops.begin() && std::prev(it)->when.second > t) kind = std::prev(it)->kind;
       }
-      ev.compute.push_back({k.when, kind});
+      ev.compute.push_back({k.when, kind, launched});
     }
     std::sort(ev.steps.begin(), ev.steps.end());
     if (ev.steps.empty()) ev.steps.emplace_back(range.start_ns, range.end_ns);
@@ -464,7 +472,12 @@ Result<std::vector<StepParts>> measure_rank_parts(const TraceReader& reader) {
     }
     for (const RankEvents::Compute& c : ev.compute) {
       std::string_view kind = c.kind;
-      if (kind == "elementwise" && !passes.empty() && !in_passes(c.when.first)) kind = "optimizer";
+      // Elementwise work outside the forward and backward passes is the
+      // optimizer's; a kernel is placed by its launch.
+      if (kind == "elementwise" && !passes.empty() &&
+          !in_passes(c.launched_ns >= 0 ? c.launched_ns : c.when.first)) {
+        kind = "optimizer";
+      }
       const std::string part = kind == "optimizer" ? "optimizer" : "compute." + std::string(kind);
       steps.for_each_overlap(c.when, [&](std::size_t si, const Interval& i) {
         pending.steps[si].compute.push_back(i);

@@ -356,6 +356,7 @@ Machine machine_of(const Cluster& c) {
     m.launch = g.efficiency.kernel_launch_us * 1e-6;
     m.dispatch = g.efficiency.host_dispatch_us * 1e-6;
     m.loops = g.efficiency.loops;
+    m.cpu_engine = g.architecture == "cpu";
     m.overlap_slowdown = g.efficiency.overlap_slowdown;
     m.core_share = g.efficiency.core_share;
     m.collective_core_share = g.efficiency.collective_core_share > 0
@@ -520,10 +521,25 @@ LayerCosts layer_costs(const Machine& m, const Model& x, const Knobs& k) {
   const double norm = kn.loop(lc.norm_ns, local_tokens * h, norm_bytes);
   const double dropout_residual =
       kn.loop(lc.elementwise_ns, local_tokens * h, dropout_residual_bytes);
-  // Bias adds ride in the GEMM on a loop device: one pass over each output.
-  const double bias_elements =
-      lc.elementwise_ns > 0 && x.bias ? tokens * (qkv_cols + h + up_cols + h) : 0;
-  const double bias = bias_elements * lc.elementwise_ns * 1e-9;
+  // GEMM biases. The CPU engine adds each inside its GEMM operation, one
+  // pass over the output, forward and backward. A GPU calibrated on the CUDA
+  // engine (loop costs of its own kernels) adds it in a kernel of its own in
+  // the GEMM's range, reading and writing the output, and sums its gradient
+  // in another that reads the output's gradient once, counted elementwise
+  // as its trace counts it. A datasheet GPU fuses both into the GEMMs
+  // (Megatron's epilogues): no time of their own.
+  double bias = 0, bias_gradient = 0;
+  if (x.bias && lc.elementwise_ns > 0) {
+    const double outputs = tokens * (qkv_cols + h + up_cols + h);
+    if (m.cpu_engine || !m.has_gpu) {
+      bias = outputs * lc.elementwise_ns * 1e-9;
+    } else {
+      for (const double columns : {qkv_cols, h, up_cols, h}) {
+        bias += kn.stream(2 * tokens * columns * e);
+        bias_gradient += kn.stream(tokens * columns * e);
+      }
+    }
+  }
   const double qkv = kn.linear(tokens, qkv_cols, h, in_e, e);
   const double proj = kn.linear(tokens, h, heads * d, in_e, e);
   const double up = kn.linear(tokens, up_cols, h, in_e, e);
@@ -570,21 +586,22 @@ LayerCosts layer_costs(const Machine& m, const Model& x, const Knobs& k) {
     const double softmax = kn.stream(scores * ((k.fp32_scores ? se / 2 : se) + e));
     const double dropout = x.dropout ? kn.stream(scores * (2 * e + 1)) : 0;
     // The engines merge the heads' output back by a copy (forward) and join
-    // Q, K and V's gradients into one tensor (backward), and convert the
-    // scores' gradient to e bytes for the GEMMs that read it. (Their copies
+    // Q, K and V's gradients into one tensor (backward). (Their copies
     // splitting Q, K and V into heads run before the attention operation
     // and are timed with none.)
     const double head_bytes = tokens * (heads + 2 * kv) * d * e;
     const double head_copies = k.fp32_scores ? kn.stream(2 * tokens * heads * d * e) : 0;
     const double head_copies_back = k.fp32_scores ? kn.stream(2 * head_bytes) : 0;
-    const double convert = k.fp32_scores ? kn.stream(scores * (se + e)) : 0;
     attention_forward = qk + softmax + dropout + av + head_copies;
     // Two matmuls per forward matmul: the scores' gradient written as the
     // scores were (`se` bytes), the three others reading e-byte scores;
-    // softmax and dropout backward read output and gradient and write a gradient.
+    // softmax and dropout backward read output and gradient and write a
+    // gradient. The engines' causal softmax backward reads the probabilities
+    // and their `se`-byte gradient below the diagonal and writes the e-byte
+    // gradient the next GEMMs read (no float copy to convert).
     const double softmax_back =
-        k.fp32_scores ? kn.stream(scores * ((se + e) / 2 + se)) : kn.stream(scores * (2 * se + e));
-    attention_backward = qk + 3 * av + softmax_back + convert + head_copies_back +
+        k.fp32_scores ? kn.stream(scores * ((se + e) / 2 + e)) : kn.stream(scores * (2 * se + e));
+    attention_backward = qk + 3 * av + softmax_back + head_copies_back +
                          (x.dropout ? kn.stream(scores * (2 * e + 1)) : 0);
   }
 
@@ -613,11 +630,12 @@ LayerCosts layer_costs(const Machine& m, const Model& x, const Knobs& k) {
   const double down_back =
       kn.linear_dgrad(tokens, h, ffn, in_e) + kn.linear_wgrad(tokens, h, ffn, in_e);
   KindTimes& bk = l.backward_kinds;
-  bk.gemm = qkv_dgrad + qkv_wgrad + up_dgrad + up_wgrad + proj_back + down_back + bias;
+  bk.gemm = qkv_dgrad + qkv_wgrad + up_dgrad + up_wgrad + proj_back + down_back +
+            (bias_gradient > 0 ? 0 : bias);
   bk.attention = attention_backward;
   bk.norm = 2 * kn.loop(lc.norm_backward_ns, local_tokens * h, 2 * norm_bytes);
   bk.elementwise = 2 * kn.loop(lc.elementwise_ns, 0, 2 * dropout_residual_bytes) +
-                   kn.stream(2 * cast_bytes[0]) + kn.stream(2 * cast_bytes[1]);
+                   kn.stream(2 * cast_bytes[0]) + kn.stream(2 * cast_bytes[1]) + bias_gradient;
   bk.activation = kn.loop(lc.activation_backward_ns, activation_elements, 2 * activation_bytes);
   l.backward = bk.total();
 

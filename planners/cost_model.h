@@ -29,6 +29,7 @@ struct Machine {
   double launch = 4e-6;     // seconds per kernel
   double dispatch = 10e-6;  // the least time of any kernel: the host issuing it
   LoopCosts loops;          // per-element costs as the GPU preset has them (ns, GFLOP/s)
+  bool cpu_engine = false;  // the CPU engine's device (architecture "cpu")
   double overlap_slowdown = 0;
   double core_share = 1;    // GpuEfficiency::core_share
   double collective_core_share = 1;  // GpuEfficiency::collective_core_share, else core_share

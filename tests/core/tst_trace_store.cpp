@@ -578,7 +578,7 @@ void TestTraceStore::roundTrip() {
         (*real)->find_events("cs::worker::add_bias_kernel<float>", NameMatch::substring, 100000);
     const auto by_whole = (*real)->find_events(
         "void cs::worker::(anonymous namespace)::add_bias_kernel<float>(float*, float const*, int, "
-        "long)",
+        "int)",
         NameMatch::exact, 100000);
     QVERIFY(by_short && by_whole);
     QVERIFY(!by_whole->empty());

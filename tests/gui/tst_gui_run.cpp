@@ -1362,8 +1362,10 @@ void TestGuiRun::exports() {
 void TestGuiRun::committedTraces_data() {
   QTest::addColumn<QString>("path");
   QTest::addColumn<bool>("version1");  // of trace schema 1: upgraded in place when opened
-  QTest::addRow("CUDA engine bf16") << QStringLiteral(CS_DATA_DIR "/gpu/worker-bf16.db") << true;
-  QTest::addRow("CUDA engine fp8") << QStringLiteral(CS_DATA_DIR "/gpu/worker-fp8.db") << true;
+  QTest::addRow("CUDA engine bf16") << QStringLiteral(CS_DATA_DIR "/gpu/worker-bf16.db") << false;
+  QTest::addRow("CUDA engine fp8") << QStringLiteral(CS_DATA_DIR "/gpu/worker-fp8.db") << false;
+  QTest::addRow("CUDA engine bf16, schema 1")
+      << QStringLiteral(CS_DATA_DIR "/gpu/schema-v1/worker-bf16.db") << true;
   QTest::addRow("bandwidth sweep")
       << QStringLiteral(CS_DATA_DIR "/gpu/sweep-bandwidth.db") << false;
 }
@@ -1778,13 +1780,13 @@ void TestGuiRun::callsCopiesAndRanges() {
   };
   const int launch = row_of(view.apiCallTable(), QStringLiteral("cudaLaunchKernel"));
   QVERIFY(launch >= 0);
-  QCOMPARE(number(view.apiCallTable(), launch, 1), 3565.0);
-  // Sorted by total time: the synchronizations first.
+  QCOMPARE(number(view.apiCallTable(), launch, 1), 3433.0);
+  // Sorted by total time: the copies first (the weights' upload at the start).
   QCOMPARE(view.apiCallTable().proxy->index(0, 0).data().toString(),
-           QStringLiteral("cudaStreamSynchronize"));
+           QStringLiteral("cudaMemcpyAsync"));
   const int memset = row_of(view.copyTable(), QStringLiteral("Memset"));
   QVERIFY(memset >= 0);
-  QCOMPARE(number(view.copyTable(), memset, 1), 1521.0);
+  QCOMPARE(number(view.copyTable(), memset, 1), 1532.0);
   QVERIFY(number(view.copyTable(), memset, 6) > 1e10);  // 11.5 GiB set
   QVERIFY(number(view.copyTable(), memset, 9) > 1000);  // GB/s
   const int qkv = row_of(view.rangeTable(), QStringLiteral("attn.qkv"));
@@ -1798,7 +1800,7 @@ void TestGuiRun::callsCopiesAndRanges() {
            qPrintable(instances.front().at(1).toString()));
   QCOMPARE(view.instances()->rowCount(), 144);
   // The counters the CUPTI tracer sampled, over the run: the GPU's memory
-  // in use peaks at 10,239,148,032 bytes (9.54 GiB), as the store holds it.
+  // in use peaks at 9,834,397,696 bytes (9.16 GiB), as the store holds it.
   QVERIFY(view.tabs()->indexOf(view.counterTab()) >= 0);
   const QList<QAbstractSeries*> series = view.counterChart()->chart()->series();
   QCOMPARE(series.size(), 2);
@@ -1808,7 +1810,7 @@ void TestGuiRun::callsCopiesAndRanges() {
     for (const QPointF& p : static_cast<QLineSeries*>(s)->points())
       peak = std::max(peak, p.y());
   }
-  QVERIFY2(std::abs(peak - 10239148032.0 / double(1ULL << 30)) < 1e-9,
+  QVERIFY2(std::abs(peak - 9834397696.0 / double(1ULL << 30)) < 1e-9,
            qPrintable(QString::number(peak)));
   view.tabs()->setCurrentWidget(view.counterTab());
   cs::gui::test::saveScreenshot(&view, QStringLiteral("run-counters"));
@@ -1828,12 +1830,13 @@ void TestGuiRun::callsCopiesAndRanges() {
   QCOMPARE(view.rangeTable().proxy->rowCount(), 0);
 }
 
-// Tools > Predict the open run again: the CUDA engine's committed run, which
-// recorded no prediction, against its GPU's datasheet; the prediction tab
+// Tools > Predict the open run again: the CUDA engine's first committed run
+// (of schema 1, from before the engines probed the machine), which recorded
+// no prediction, against its GPU's datasheet; the prediction tab
 // then holds every part and names the largest disagreement. A CPU-engine run
 // on a machine without a calibration gets the reason instead.
 void TestGuiRun::predictAgain() {
-  const QString copy = writableCopy(QStringLiteral(CS_DATA_DIR "/gpu/worker-bf16.db"),
+  const QString copy = writableCopy(QStringLiteral(CS_DATA_DIR "/gpu/schema-v1/worker-bf16.db"),
                                     QStringLiteral("predict-again.db"));
   QVERIFY(!copy.isEmpty());
   RunView view;
@@ -2175,7 +2178,7 @@ void TestGuiRun::committedCountersOnTheTimeline() {
     if (t->laneInfo(i).name.find("GPU 0 memory used") != std::string::npos) lane = i;
   QVERIFY(lane >= 0);
   const trace::CounterSeries& used = series[std::size_t(lane - (t->laneCount() - 2))];
-  QCOMPARE(used.high, 10239148032.0);
+  QCOMPARE(used.high, 9834397696.0);
   std::int64_t peak_at = 0;
   const std::vector<trace::CounterSample> samples = reader->counters(used.rank, used.name).value();
   for (const trace::CounterSample& c : samples)
@@ -2187,7 +2190,7 @@ void TestGuiRun::committedCountersOnTheTimeline() {
   QTRY_VERIFY_WITH_TIMEOUT(!t->busy() && t->frameJob() == t->requestedJob(), 30000);
   const QPoint at(int(std::lround(t->xOf(peak_at))), int(t->laneRect(lane).center().y()));
   const QString peak_tip = cs::gui::test::toolTipAt(t, at);
-  QVERIFY2(peak_tip.contains(QStringLiteral("9.54 GiB")), qPrintable(peak_tip));
+  QVERIFY2(peak_tip.contains(QStringLiteral("9.16 GiB")), qPrintable(peak_tip));
   t->resetZoom();
   QTRY_VERIFY_WITH_TIMEOUT(!t->busy() && t->frameJob() == t->requestedJob(), 30000);
   cs::gui::test::saveScreenshot(&view, QStringLiteral("run-timeline-counters"));

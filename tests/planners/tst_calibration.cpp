@@ -75,8 +75,12 @@ QString fixture(const QString& name) {
 // `calibrate --from-sweeps` imports them with the line the worker now starts
 // them with (naming the host of the run `store`, so that the presets are
 // that machine's). Empty, or what went wrong.
+// The sweeps: the GPU check's square GEMM sweep by default; {"calibration-sweeps.jsonl",
+// "bandwidth.jsonl"} are what `clusterscope calibrate --backend cuda` measures (the
+// layer GEMMs per precision and the engine's loops).
 QString calibrate_on_h200_sweeps(const QString& work, const QString& presets, const QString& store,
-                                 std::string* host_out = nullptr) {
+                                 std::string* host_out = nullptr,
+                                 const QStringList& files = {"gemm.jsonl", "bandwidth.jsonl"}) {
   auto reader = cs::trace::TraceReader::open(store.toStdString());
   if (!reader) return QString::fromStdString(reader.message());
   const std::string host = (*reader)->meta("host").value_or("");
@@ -89,7 +93,7 @@ QString calibrate_on_h200_sweeps(const QString& work, const QString& presets, co
                    .arg(QString::fromStdString(host))
                    .toUtf8() +
                "\n");
-  for (const char* file : {"gemm.jsonl", "bandwidth.jsonl"}) {
+  for (const QString& file : files) {
     QFile f(QStringLiteral(CS_DATA_DIR "/gpu/") + file);
     if (!f.open(QIODevice::ReadOnly)) return "cannot read " + f.fileName();
     sweeps.write(f.readAll());
@@ -2534,7 +2538,7 @@ void TestCalibration::calibrateRunPredictLearn() {
                .contains("no calibration of this GPU: predicted with the datasheet of h200"),
            qPrintable(r.out.left(2000)));
   QVERIFY(again["predicted_step_s"].toDouble() > 0);
-  QVERIFY(again["measured_step_median_s"].toDouble() > 0.03);  // 34.6 ms on the H200
+  QVERIFY(again["measured_step_median_s"].toDouble() > 0.02);  // 29.2 ms on the H200
 
   // Two runs of one rank count are learnt together: one fit over both runs'
   // operations (each shape counts the samples of both), one cluster. The
@@ -2951,34 +2955,48 @@ void TestCalibration::inputsPastTheirBoundAreRefused() {
   QVERIFY(!QFile::exists(work + "/zero.db"));
 }
 
-// The GPU check's real H200 data (tests/data/gpu): its GEMM and streaming
-// sweeps calibrate the planner, which then predicts the CUDA engine's runs
-// recorded there. The numbers are fixed, so this holds the planner, the
-// calibration and the measured parts to what they reached (docs/calibration.md).
+// The GPU check's real H200 data (tests/data/gpu): the sweeps `clusterscope
+// calibrate --backend cuda` runs (layer GEMMs per precision, the engine's
+// loops, streaming) calibrate the planner, which then predicts the CUDA
+// engine's runs recorded there, part by part; learning from a run refines
+// the calibrated preset. The numbers are fixed, so this holds the planner,
+// the calibration and the measured parts to what they reached
+// (docs/calibration.md, "On an H200").
 void TestCalibration::calibratedOnTheH200PredictsItsRuns_data() {
   QTest::addColumn<QString>("run");
   QTest::addColumn<double>("step_within");
-  QTest::addColumn<double>("allocated_within");
-  // Whether its GEMMs ran in the precision asked for.
-  QTest::addColumn<bool>("gemms_as_asked");
-  QTest::addRow("bf16") << "worker-bf16.db" << 0.20 << 0.05 << true;
-  QTest::addRow("fp32") << "worker-fp32.db" << 0.10 << 0.05 << true;
-  QTest::addRow("fp8, its GEMMs in BF16") << "worker-fp8.db" << 0.10 << 0.03 << false;
+  // Parts held within 12 %, and the GEMMs' bound (the bf16 run's thin
+  // K = 768 GEMMs: +36 %, their operand traffic added to their compute).
+  QTest::addColumn<QStringList>("parts_within_12");
+  QTest::addColumn<double>("gemm_within");
+  QTest::addRow("bf16") << "worker-bf16.db" << 0.05
+                        << QStringList{"compute.attention", "compute.norm", "compute.activation"}
+                        << 0.40;
+  // fp32: the engine's loops were measured in bf16 (half the bytes of
+  // fp32's): its attention, activation and elementwise parts run slower
+  // than predicted (-17.5 % on the step).
+  QTest::addRow("fp32") << "worker-fp32.db" << 0.20 << QStringList{"compute.norm"} << 0.05;
+  // fp8: forward GEMMs in FP8 through cuBLASLt, their backward in BF16.
+  QTest::addRow("fp8") << "worker-fp8.db" << 0.05
+                       << QStringList{"compute.attention", "compute.norm", "compute.activation"}
+                       << 0.12;
 }
 
 void TestCalibration::calibratedOnTheH200PredictsItsRuns() {
   QFETCH(QString, run);
   QFETCH(double, step_within);
-  QFETCH(double, allocated_within);
-  QFETCH(bool, gemms_as_asked);
+  QFETCH(QStringList, parts_within_12);
+  QFETCH(double, gemm_within);
   const QString work = dir_.filePath("h200");
   const QString presets = work + "/presets";
+  QDir(presets).removeRecursively();
   QDir().mkpath(presets);
   const QString store = work + "/" + run;
   QFile::remove(store);
   QVERIFY(QFile::copy(CS_DATA_DIR "/gpu/" + run, store));
   QFile(store).setPermissions(QFile::ReadOwner | QFile::WriteOwner);
-  const QString calibrated = calibrate_on_h200_sweeps(work, presets, store);
+  const QString calibrated = calibrate_on_h200_sweeps(
+      work, presets, store, nullptr, {"calibration-sweeps.jsonl", "bandwidth.jsonl"});
   QVERIFY2(calibrated.isEmpty(), qPrintable(calibrated));
   Run r =
       run_cli({"trace", "stats", store, "--predict-again", "--no-steps", "--json"}, presets, work);
@@ -2987,63 +3005,70 @@ void TestCalibration::calibratedOnTheH200PredictsItsRuns() {
   QVERIFY(p["predicted_now"].toObject()["calibrated"].toBool());
   const double step_error =
       p["predicted_step_s"].toDouble() / p["measured_step_median_s"].toDouble() - 1;
-  if (gemms_as_asked) {
-    QVERIFY2(std::abs(step_error) <= step_within,
-             qPrintable(QString("step %1 %").arg(100 * step_error)));
-  } else {
-    // cuBLASLt turned every FP8 GEMM of the run down, and of the sweep: the
-    // sweep's fp8 samples are BF16 GEMMs, which calibration leaves out of
-    // fp8 (they once made a calibrated "fp8" rate of BF16's that predicted
-    // this run within 3 %). The planner predicts FP8 GEMMs at the
-    // datasheet's rate: far under what ran (-47 %).
-    QVERIFY2(step_error < -0.3, qPrintable(QString("step %1 %").arg(100 * step_error)));
-    QFile calibrated_file(presets + "/" +
-                          QDir(presets).entryList({"*.json"}, QDir::Files).value(0));
-    QVERIFY(calibrated_file.open(QIODevice::ReadOnly));
-    const QJsonObject gpu =
-        QJsonDocument::fromJson(calibrated_file.readAll()).array()[0].toObject();
-    QVERIFY(gpu["efficiency"].toObject()["gemm_max_by_precision"].toObject().contains("bf16"));
-    QVERIFY(!gpu["efficiency"].toObject()["gemm_max_by_precision"].toObject().contains("fp8"));
-  }
-  // The memory the process allocated (fp8 -1.7 %: its engine keeps the
-  // GEMMs' inputs in 16 bits; counted as Transformer Engine's FP8 copies
-  // they read -8.5 %).
+  QVERIFY2(std::abs(step_error) <= step_within,
+           qPrintable(QString("step %1 %").arg(100 * step_error)));
+  // The FP8 GEMMs ran in FP8 (none fell back): calibration has an fp8 rate.
+  QFile calibrated_file(presets + "/" + QDir(presets).entryList({"*.json"}, QDir::Files).value(0));
+  QVERIFY(calibrated_file.open(QIODevice::ReadOnly));
+  const QJsonObject rates = QJsonDocument::fromJson(calibrated_file.readAll())
+                                .array()[0]
+                                .toObject()["efficiency"]
+                                .toObject()["gemm_max_by_precision"]
+                                .toObject();
+  calibrated_file.close();
+  for (const char* precision : {"fp32", "tf32", "bf16", "fp16", "fp8"})
+    QVERIFY2(rates.contains(precision), precision);
+  // The memory the process allocated.
   bool allocated = false;
   for (const QJsonValue& v : p["memory"].toArray()) {
     const QJsonObject row = v.toObject();
     if (row["name"].toString() != "allocated") continue;
     allocated = true;
-    QVERIFY2(std::abs(row["error"].toDouble()) <= allocated_within,
+    QVERIFY2(std::abs(row["error"].toDouble()) <= 0.05,
              qPrintable(QString("allocated: %1 %").arg(100 * row["error"].toDouble())));
   }
   QVERIFY(allocated);
-  // GEMMs and the attention (its batched GEMMs counted as attention).
-  for (const QJsonValue& v : p["breakdown"].toArray()) {
-    const QJsonObject row = v.toObject();
-    const QString name = row["name"].toString();
-    if ((name != "compute.gemm" || !gemms_as_asked) &&
-        (name != "compute.attention" || run.contains("fp32")))
-      continue;
-    QVERIFY2(std::abs(row["error"].toDouble()) <= 0.12,
-             qPrintable(QString("%1: %2 %").arg(name).arg(100 * row["error"].toDouble())));
+  auto part_error = [](const QJsonObject& prediction, const QString& part) {
+    for (const QJsonValue& v : prediction["breakdown"].toArray()) {
+      if (v.toObject()["name"].toString() == part) return v.toObject()["error"].toDouble();
+    }
+    return std::numeric_limits<double>::quiet_NaN();
+  };
+  for (const QString& part : parts_within_12) {
+    const double error = part_error(p, part);
+    QVERIFY2(std::abs(error) <= 0.12, qPrintable(QString("%1: %2 %").arg(part).arg(100 * error)));
   }
-  // This run's GEMM ranges were recorded before the worker gave them their
-  // operand bytes, and it recorded no other sizes: learning from it says so
-  // and leaves the calibrated cluster as it was.
-  QDir presets_dir(presets);
-  const QStringList files = presets_dir.entryList({"*.json"}, QDir::Files);
-  QCOMPARE(files.size(), 1);
-  QFile preset(presets_dir.filePath(files.front()));
+  const double gemm_error = part_error(p, "compute.gemm");
+  QVERIFY2(std::abs(gemm_error) <= gemm_within,
+           qPrintable(QString("compute.gemm: %1 %").arg(100 * gemm_error)));
+
+  // The run's GEMM ranges carry their operand bytes: learning from it
+  // refines the calibrated preset in place, and the planner still predicts
+  // the run's step within 20 % (bf16 -0.4 %, fp32 -17.7 %; fp8 -16.6 %: the
+  // FP8 rate learnt from the forward GEMMs is the planner's for the backward
+  // ones too, as Transformer Engine runs them, where this engine runs BF16).
+  QFile preset(presets + "/" + QDir(presets).entryList({"*.json"}, QDir::Files).value(0));
   QVERIFY(preset.open(QIODevice::ReadOnly));
   const QByteArray before = preset.readAll();
   preset.close();
   r = run_cli({"calibrate", "--learn", store}, presets, work);
-  QCOMPARE(r.exit_code, 1);
-  QVERIFY2(r.err.contains(store + ": nothing to learn") &&
-               r.err.contains("carry no operand bytes") && r.err.contains("left as it was"),
-           qPrintable(r.err));
+  QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+  QVERIFY2(r.out.contains("learning from " + store), qPrintable(r.out));
   QVERIFY(preset.open(QIODevice::ReadOnly));
-  QCOMPARE(preset.readAll(), before);
+  QVERIFY(preset.readAll() != before);
+  preset.close();
+  r = run_cli({"trace", "stats", store, "--predict-again", "--no-steps", "--json"}, presets, work);
+  QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+  const QJsonObject learnt = json_of(r)["prediction"].toObject();
+  const double learnt_error =
+      learnt["predicted_step_s"].toDouble() / learnt["measured_step_median_s"].toDouble() - 1;
+  QVERIFY2(std::abs(learnt_error) <= 0.20,
+           qPrintable(QString("after learning: step %1 %").arg(100 * learnt_error)));
+  qInfo(
+      "%s: step %+.1f %%, GEMMs %+.1f %%; after learning from the run: step %+.1f %%, GEMMs "
+      "%+.1f %%",
+      qPrintable(run), 100 * step_error, 100 * gemm_error, 100 * learnt_error,
+      100 * part_error(learnt, "compute.gemm"));
 }
 
 // The H200's bf16 run, learnt from as a run recorded now would be (its GEMM
