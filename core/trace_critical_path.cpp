@@ -38,6 +38,7 @@ struct Activity {
   bool send = false;
   std::int32_t from_rank = -1;  // where the path goes on; -1: this rank
   std::int64_t from_ns = 0;
+  std::int64_t correlation = 0;  // a GPU kernel: its launch's
 };
 
 struct RankActivities {
@@ -113,6 +114,15 @@ Result<RankActivities> read_rank(const TraceReader& reader, std::int32_t rank,
   }
   if (lanes.empty()) return out;
   std::vector<Interval> passes;  // forward and backward annotations
+  // A GPU rank's launches (correlation, host time) and host operations: a
+  // kernel takes the kind of the operation its launch fell in, and is placed
+  // in a pass by its launch, as the step parts count them.
+  std::vector<std::pair<std::int64_t, std::int64_t>> launches;
+  struct HostOp {
+    Interval when;
+    std::string_view kind;
+  };
+  std::vector<HostOp> host_ops;
   Status s = reader.for_each_event(lanes, t0 - longest, t1, [&](const StoredEvent& se) {
     const Event& e = se.event;
     if (e.end_ns <= t0 || e.end_ns <= e.start_ns) return true;
@@ -138,6 +148,7 @@ Result<RankActivities> read_rank(const TraceReader& reader, std::int32_t rank,
           a.communicator = communicators.of_call(rank, name);
         } else if (e.category == Category::compute) {
           a.part = compute_part(operation_kind(name));
+          if (gpu && e.kind == EventKind::kernel) a.correlation = e.correlation;
         } else {
           return true;
         }
@@ -155,10 +166,18 @@ Result<RankActivities> read_rank(const TraceReader& reader, std::int32_t rank,
         a.part = "memory";
         break;
       case EventKind::cpu_op:
-        // Host ranges stand for compute only where no GPU stream does.
-        if (gpu || e.category != Category::compute) return true;
+        // Host ranges stand for compute only where no GPU stream does; there
+        // they name the kernels launched inside them.
+        if (gpu) {
+          host_ops.push_back({{e.start_ns, e.end_ns}, operation_kind(name)});
+          return true;
+        }
+        if (e.category != Category::compute) return true;
         a.part = compute_part(operation_kind(name));
         break;
+      case EventKind::api_call:
+        if (gpu && e.correlation > 0) launches.emplace_back(e.correlation, e.start_ns);
+        return true;
       default:
         return true;
     }
@@ -166,19 +185,35 @@ Result<RankActivities> read_rank(const TraceReader& reader, std::int32_t rank,
     return true;
   });
   if (!s) return s.error();
-  // As the step parts count them: elementwise work outside forward and
-  // backward is the optimizer's (zeroing, averaging, casting around it).
-  if (!passes.empty()) {
-    std::sort(passes.begin(), passes.end());
-    for (Activity& a : out.by_end) {
-      if (a.part != "compute.elementwise") continue;
-      auto it = std::upper_bound(passes.begin(), passes.end(),
-                                 Interval{a.start, std::numeric_limits<std::int64_t>::max()});
-      bool inside = false;
-      for (auto p = passes.begin(); p != it && !inside; ++p)
-        inside = p->second > a.start;
-      if (!inside) a.part = "optimizer";
+  std::sort(launches.begin(), launches.end());
+  std::sort(host_ops.begin(), host_ops.end(),
+            [](const HostOp& a, const HostOp& b) { return a.when < b.when; });
+  std::sort(passes.begin(), passes.end());
+  for (Activity& a : out.by_end) {
+    // As the step parts count them: a kernel takes the kind of the host
+    // operation its launch fell in, and elementwise work outside forward and
+    // backward (placed by its launch) is the optimizer's.
+    std::int64_t placed_at = a.start;
+    if (a.correlation > 0) {
+      auto launch = std::lower_bound(launches.begin(), launches.end(),
+                                     std::make_pair(a.correlation, std::int64_t{0}));
+      if (launch != launches.end() && launch->first == a.correlation) {
+        const std::int64_t t = launch->second;
+        placed_at = t;
+        auto op =
+            std::upper_bound(host_ops.begin(), host_ops.end(), t,
+                             [](std::int64_t v, const HostOp& h) { return v < h.when.first; });
+        if (op != host_ops.begin() && std::prev(op)->when.second > t)
+          a.part = compute_part(std::prev(op)->kind);
+      }
     }
+    if (passes.empty() || a.part != "compute.elementwise") continue;
+    auto it = std::upper_bound(passes.begin(), passes.end(),
+                               Interval{placed_at, std::numeric_limits<std::int64_t>::max()});
+    bool inside = false;
+    for (auto p = passes.begin(); p != it && !inside; ++p)
+      inside = p->second > placed_at;
+    if (!inside) a.part = "optimizer";
   }
   std::sort(out.by_end.begin(), out.by_end.end(), taken_before);
   return out;

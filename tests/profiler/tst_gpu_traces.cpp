@@ -10,12 +10,12 @@
 #include <QJsonObject>
 #include <QTemporaryDir>
 #include <QtTest>
-
 #include <algorithm>
 #include <map>
 #include <set>
 
 #include "core/trace_analysis.h"
+#include "core/trace_critical_path.h"
 #include "core/trace_reader.h"
 #include "core/trace_writer.h"
 #include "profiler/cupti/replay_source.h"
@@ -75,6 +75,7 @@ class TestGpuTraces : public QObject {
   void ncclKernelsAreCommunication();
   void pytorchProgramUnderTheInjectionLibrary();
   void fp8ForwardGemmsRanInFp8();
+  void criticalPathOfOneGpuIsItsStepParts();
   void attentionKernelsCountAsAttention();
   void attentionKernelsCountAsAttention_data() { stores_data(); }
 };
@@ -469,6 +470,33 @@ void TestGpuTraces::fp8ForwardGemmsRanInFp8() {
   QCOMPARE(ran[std::make_pair(false, trace::DataType::fp8_e4m3)], forward);
   QCOMPARE(ran[std::make_pair(true, trace::DataType::bf16)], 2 * forward);
   QCOMPARE(ran.size(), std::size_t{2});
+}
+
+// On one GPU the critical path runs through every kernel of the step, so its
+// parts are the step's measured parts: each kernel takes the kind of the
+// operation it was launched in (the attention's batched GEMMs are
+// attention), and elementwise work is the optimizer's only when launched
+// outside the passes (the GPU runs up to 18 ms behind the host here).
+void TestGpuTraces::criticalPathOfOneGpuIsItsStepParts() {
+  QTemporaryDir dir;
+  auto r = open_copy(dir, "worker-bf16.db");
+  auto path = trace::summarize_critical_paths(*r);
+  QVERIFY2(path, path ? "" : path.message().c_str());
+  auto parts = trace::measure_step_parts(*r);
+  QVERIFY2(parts, parts ? "" : parts.message().c_str());
+  QCOMPARE(path->steps, parts->steps);
+  int compared = 0;
+  for (const auto& [name, ns] : path->parts) {
+    if (!(name.starts_with("compute.") || name == "optimizer") || ns < 1e6) continue;
+    const double measured_s = parts->part(name);
+    QVERIFY2(std::abs(ns * 1e-9 / measured_s - 1) < 0.02,
+             qPrintable(QString("%1: %2 ms on the path, %3 ms measured")
+                            .arg(QString::fromUtf8(name.data(), int(name.size())))
+                            .arg(ns * 1e-6)
+                            .arg(measured_s * 1e3)));
+    ++compared;
+  }
+  QCOMPARE(compared, 6);  // GEMMs, attention, norm, activation, elementwise, optimizer
 }
 
 QTEST_GUILESS_MAIN(TestGpuTraces)
