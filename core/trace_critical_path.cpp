@@ -123,6 +123,13 @@ Result<RankActivities> read_rank(const TraceReader& reader, std::int32_t rank,
     std::string_view kind;
   };
   std::vector<HostOp> host_ops;
+  // operation_kind reads a name in lower case: once per name, not per event.
+  std::unordered_map<std::uint32_t, std::string_view> kinds;
+  auto kind_of = [&](StringId id, const std::string& name) {
+    auto [it, added] = kinds.try_emplace(id.value);
+    if (added) it->second = operation_kind(name);
+    return it->second;
+  };
   Status s = reader.for_each_event(lanes, t0 - longest, t1, [&](const StoredEvent& se) {
     const Event& e = se.event;
     if (e.end_ns <= t0 || e.end_ns <= e.start_ns) return true;
@@ -147,7 +154,7 @@ Result<RankActivities> read_rank(const TraceReader& reader, std::int32_t rank,
           a.group_size = e.group_size;
           a.communicator = communicators.of_call(rank, name);
         } else if (e.category == Category::compute) {
-          a.part = compute_part(operation_kind(name));
+          a.part = compute_part(kind_of(e.name, name));
           if (gpu && e.kind == EventKind::kernel) a.correlation = e.correlation;
         } else {
           return true;
@@ -169,11 +176,11 @@ Result<RankActivities> read_rank(const TraceReader& reader, std::int32_t rank,
         // Host ranges stand for compute only where no GPU stream does; there
         // they name the kernels launched inside them.
         if (gpu) {
-          host_ops.push_back({{e.start_ns, e.end_ns}, operation_kind(name)});
+          host_ops.push_back({{e.start_ns, e.end_ns}, kind_of(e.name, name)});
           return true;
         }
         if (e.category != Category::compute) return true;
-        a.part = compute_part(operation_kind(name));
+        a.part = compute_part(kind_of(e.name, name));
         break;
       case EventKind::api_call:
         if (gpu && e.correlation > 0) launches.emplace_back(e.correlation, e.start_ns);
