@@ -286,8 +286,10 @@ void match_calls(std::vector<RankActivities>& ranks) {
 }
 
 // The path through one step's window, from its start to its end.
-std::vector<CriticalSegment> walk(const std::vector<RankActivities>& ranks,
-                                  const StepWindow& window) {
+// The step's path, handed to `sink` a segment at a time from the step's end
+// back to its start.
+template <class Sink>
+void walk(const std::vector<RankActivities>& ranks, const StepWindow& window, Sink&& sink) {
   auto latest_before = [&](const RankActivities& r, std::int64_t t) -> const Activity* {
     auto it = std::upper_bound(r.by_end.begin(), r.by_end.end(), t,
                                [](std::int64_t v, const Activity& a) { return v < a.end; });
@@ -308,9 +310,8 @@ std::vector<CriticalSegment> walk(const std::vector<RankActivities>& ranks,
   std::map<std::int32_t, std::size_t> index;
   for (std::size_t i = 0; i < ranks.size(); ++i)
     index[ranks[i].rank] = i;
-  std::vector<CriticalSegment> reversed;
   auto add = [&](std::int64_t start, std::int64_t end, std::string_view part, StringId name) {
-    if (end > start) reversed.push_back({ranks[at].rank, start, end, part, name});
+    if (end > start) sink(CriticalSegment{ranks[at].rank, start, end, part, name});
   };
   std::int64_t t = window.end;
   // Each turn ends before `t` or moves to another rank at an earlier time, so
@@ -340,7 +341,6 @@ std::vector<CriticalSegment> walk(const std::vector<RankActivities>& ranks,
     t = start;
   }
   if (t > window.start) add(window.start, t, "idle", StringId{});
-  return {reversed.rbegin(), reversed.rend()};
 }
 
 // Every rank's operations over the steps asked for, their calls matched.
@@ -437,22 +437,29 @@ Result<Prepared> prepare(const TraceReader& reader,
 class Summer {
  public:
   explicit Summer(std::size_t first) : first_(first) {}
-  void add(const CriticalPath& path) {
-    if (seen_++ < first_) return;
+  // A step of this length: false when it is left out (the warm-up).
+  bool begin_step(std::int64_t length_ns) {
+    if (seen_++ < first_) return false;
     ++steps_;
-    step_ns_ += static_cast<double>(path.length_ns());
-    for (const CriticalSegment& s : path.segments) {
-      const auto ns = static_cast<double>(s.end_ns - s.start_ns);
-      // Parts are static text: keyed by address, a segment costs no string compare.
-      parts_[s.part.data()] += ns;
-      ranks_[s.rank] += ns;
-      if (s.part == "idle") continue;
-      CriticalPathSummary::Operation& op = operations_[{s.name.value, s.part.data()}];
-      op.name = s.name;
-      op.part = s.part;
-      ++op.count;
-      op.per_step_ns += ns;
-    }
+    step_ns_ += static_cast<double>(length_ns);
+    return true;
+  }
+  void add(const CriticalSegment& s) {
+    const auto ns = static_cast<double>(s.end_ns - s.start_ns);
+    // Parts are static text: keyed by address, a segment costs no string compare.
+    parts_[s.part.data()] += ns;
+    ranks_[s.rank] += ns;
+    if (s.part == "idle") return;
+    CriticalPathSummary::Operation& op = operations_[{s.name.value, s.part.data()}];
+    op.name = s.name;
+    op.part = s.part;
+    ++op.count;
+    op.per_step_ns += ns;
+  }
+  void add(const CriticalPath& path) {
+    if (!begin_step(path.length_ns())) return;
+    for (const CriticalSegment& s : path.segments)
+      add(s);
   }
   CriticalPathSummary result() {
     CriticalPathSummary out;
@@ -502,7 +509,8 @@ CriticalPath path_of(const Prepared& prepared, const StepWindow& w) {
   path.step = w.step;
   path.start_ns = w.start;
   path.end_ns = w.end;
-  path.segments = walk(prepared.ranks, w);
+  walk(prepared.ranks, w, [&](const CriticalSegment& s) { path.segments.push_back(s); });
+  std::reverse(path.segments.begin(), path.segments.end());  // from the step's start
   return path;
 }
 
@@ -526,8 +534,12 @@ Result<CriticalPathSummary> summarize_critical_paths(
   for (const StepWindow& w : prepared->windows)
     lengths.push_back(w.end - w.start);
   Summer sum(steps ? 0 : warm_up_of(lengths));
-  for (const StepWindow& w : prepared->windows)
-    sum.add(path_of(*prepared, w));
+  // Each segment summed as the walk finds it: a step's path is never kept
+  // (a trace of no steps is one step of every operation).
+  for (const StepWindow& w : prepared->windows) {
+    if (sum.begin_step(w.end - w.start))
+      walk(prepared->ranks, w, [&](const CriticalSegment& s) { sum.add(s); });
+  }
   return sum.result();
 }
 
