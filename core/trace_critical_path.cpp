@@ -132,6 +132,16 @@ Result<RankActivities> read_rank(const TraceReader& reader, std::int32_t rank,
   };
   Status s = reader.for_each_event(lanes, t0 - longest, t1, [&](const StoredEvent& se) {
     const Event& e = se.event;
+    // A GPU rank's launches and host operations may end before the steps
+    // asked for while their kernels run inside them: kept whatever their time.
+    if (gpu && e.kind == EventKind::api_call) {
+      if (e.correlation > 0) launches.emplace_back(e.correlation, e.start_ns);
+      return true;
+    }
+    if (gpu && e.kind == EventKind::cpu_op) {
+      host_ops.push_back({{e.start_ns, e.end_ns}, kind_of(e.name, reader.string(e.name))});
+      return true;
+    }
     if (e.end_ns <= t0 || e.end_ns <= e.start_ns) return true;
     Activity a;
     a.start = e.start_ns;
@@ -173,18 +183,11 @@ Result<RankActivities> read_rank(const TraceReader& reader, std::int32_t rank,
         a.part = "memory";
         break;
       case EventKind::cpu_op:
-        // Host ranges stand for compute only where no GPU stream does; there
-        // they name the kernels launched inside them.
-        if (gpu) {
-          host_ops.push_back({{e.start_ns, e.end_ns}, kind_of(e.name, name)});
-          return true;
-        }
+        // Host ranges stand for compute only where no GPU stream does (on a
+        // GPU rank they name the kernels launched inside them, above).
         if (e.category != Category::compute) return true;
         a.part = compute_part(kind_of(e.name, name));
         break;
-      case EventKind::api_call:
-        if (gpu && e.correlation > 0) launches.emplace_back(e.correlation, e.start_ns);
-        return true;
       default:
         return true;
     }
@@ -202,8 +205,9 @@ Result<RankActivities> read_rank(const TraceReader& reader, std::int32_t rank,
     // backward (placed by its launch) is the optimizer's.
     std::int64_t placed_at = a.start;
     if (a.correlation > 0) {
-      auto launch = std::lower_bound(launches.begin(), launches.end(),
-                                     std::make_pair(a.correlation, std::int64_t{0}));
+      auto launch =
+          std::lower_bound(launches.begin(), launches.end(),
+                           std::make_pair(a.correlation, std::numeric_limits<std::int64_t>::min()));
       if (launch != launches.end() && launch->first == a.correlation) {
         const std::int64_t t = launch->second;
         placed_at = t;
