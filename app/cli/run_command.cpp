@@ -659,6 +659,12 @@ void run(RunOptions& o, Context& ctx, const std::string& command_line) {
   launch::RunSpec spec = made->spec;
   std::vector<std::string> notes = made->notes;
   calib::note_plan_problems(plan, notes);
+  // More CPU-engine ranks than cores, still allowed: said before they start,
+  // as the app's Runs panel says it.
+  if (!o.merge_only && o.hostfile.empty() && !o.slurm) {
+    if (std::string w = launch::local_cpu_ranks_warning(plan, o.backend); !w.empty())
+      notes.push_back(std::move(w));
+  }
   const std::string out = spec.run_store;
   spec.keep_rank_stores = o.keep_rank_stores;
   // The planner's estimate of this very run, for the run store (meta

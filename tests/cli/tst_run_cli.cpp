@@ -141,6 +141,7 @@ class TestRunCli : public QObject {
   void mergeTakesTheWorstEnding_data();
   void mergeTakesTheWorstEnding();
   void planProblemsAreSaid();
+  void moreRanksThanCoresAreSaid();
   void mergeOnlyRefusesLaunchFlags_data();
   void mergeOnlyRefusesLaunchFlags();
 
@@ -221,6 +222,32 @@ void TestRunCli::planProblemsAreSaid() {
                               "has 1") &&
                r.err.contains("the engines run it here as they can"),
            qPrintable(r.err));
+}
+
+// More CPU-engine ranks than this machine has cores still start (up to 8 a
+// core), but the run says first that they take turns on the cores, as the
+// app's Runs panel does; a run with a core a rank says nothing of it.
+void TestRunCli::moreRanksThanCoresAreSaid() {
+  const long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  if (cores > 4)
+    QSKIP(qPrintable(QString("%1 cores: the test would start %2 ranks").arg(cores).arg(cores + 1)));
+  const QString ranks = QString::number(cores + 1);
+  const QString store = dir_.filePath("oversubscribed/run.db");
+  Run r =
+      run_cli(QStringList{"run", "--dp", ranks, "--steps", "2", "--out", store, "--json"} + tiny());
+  QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+  const QString said = ranks + " ranks of the CPU engine on this machine's " +
+                       QString::number(cores) + (cores == 1 ? " core" : " cores") +
+                       ": more ranks than cores, so they take turns on the cores";
+  QVERIFY2(r.err.contains("note: " + said), qPrintable(r.err));
+  bool in_json = false;
+  for (const auto& note : QJsonDocument::fromJson(r.out.toUtf8())["notes"].toArray())
+    in_json = in_json || note.toString().startsWith(said);
+  QVERIFY(in_json);
+
+  r = run_cli(QStringList{"run", "--steps", "2", "--out", dir_.filePath("one/run.db")} + tiny());
+  QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+  QVERIFY2(!r.err.contains("more ranks than cores"), qPrintable(r.err));
 }
 
 void TestRunCli::plainProgressWhenNotATerminal() {
