@@ -1127,6 +1127,12 @@ Result<ImportReport> import_own_export(const KinetoHandler& h, const std::string
   run.plan_json = text("plan_json");
   run.tool_versions_json = text("tool_versions_json");
 
+  // The critical path's process (an export's "critical_path_pid") is derived
+  // from the ranks' events, not recorded: left out.
+  std::optional<std::int64_t> path_pid;
+  if (auto it = other.find("critical_path_pid"); it != other.end() && it->is_number_integer())
+    path_pid = it->get<std::int64_t>();
+  auto derived = [&](const Id& pid) { return path_pid && !pid.text && pid.value == *path_pid; };
   // A pid must be a rank: a file of another producer's pids is refused, not merged.
   auto rank_of = [&](const Id& pid) -> std::optional<std::int32_t> {
     if (pid.text || pid.value < 0 || pid.value > INT32_MAX) return std::nullopt;
@@ -1198,6 +1204,7 @@ Result<ImportReport> import_own_export(const KinetoHandler& h, const std::string
   });
   if (!diag.empty()) return diag.to_error(file);
   for (const LaneKey& k : h.lane_keys) {
+    if (derived(k.pid)) continue;
     auto rank = rank_of(k.pid);
     if (!rank) return not_a_rank(k.pid);
     ranks.try_emplace(*rank, RankInfo{*rank, "", "", 0, 0, false});
@@ -1232,6 +1239,7 @@ Result<ImportReport> import_own_export(const KinetoHandler& h, const std::string
     gpu_lane[p.lane] = gpu_lane[p.lane] || on_gpu(p.cat);
   for (std::size_t i = 0; i < h.lane_keys.size(); ++i) {
     const LaneKey& k = h.lane_keys[i];
+    if (derived(k.pid)) continue;
     const std::int32_t rank = *rank_of(k.pid);
     auto known = by_tid.find({rank, k.tid.value});
     if (known == by_tid.end() || k.tid.text) {
@@ -1250,6 +1258,7 @@ Result<ImportReport> import_own_export(const KinetoHandler& h, const std::string
 
   NamesInterned name_of(h.strings, w);
   for (const Parsed& p : h.events) {
+    if (derived(h.lane_keys[p.lane].pid)) continue;
     Event e = kineto_event(h, p);
     apply_own_fields(h, p, e);
     e.lane = lanes[p.lane];
@@ -1317,14 +1326,18 @@ Result<ImportReport> import_one_kineto(const std::string& file, const std::strin
     report.warnings.push_back(
         "the array of events has no closing ']' (Chrome's format allows it): read to the end of "
         "the file");
-  for (const auto& [cat, n] : h.imported_unknown_)
+  const bool own_export =
+      h.other_data.is_object() && h.other_data.value(kExportProducerKey, "") == kExportProducer;
+  // An export's critical path is left out of the import, not imported.
+  const bool critical_path = own_export && h.other_data.contains("critical_path_pid");
+  for (const auto& [cat, n] : h.imported_unknown_) {
+    if (critical_path && cat == "critical_path") continue;
     report.warnings.push_back(std::to_string(n) + " events of category '" + cat +
                               "' imported as CPU operations");
+  }
   for (const auto& [lack, n] : h.imported_without_)
     report.warnings.push_back(std::to_string(n) + (n == 1 ? " event with " : " events with ") +
                               lack);
-  const bool own_export =
-      h.other_data.is_object() && h.other_data.value(kExportProducerKey, "") == kExportProducer;
   const std::int32_t rank = h.rank.value_or(file_index);
   if (!h.rank && !h.rank_text.empty()) {
     report.warnings.push_back("distributedInfo.rank is \"" + h.rank_text +

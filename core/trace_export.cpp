@@ -334,7 +334,7 @@ std::int64_t longest_event_ns(const TraceReader& reader) {
 // lane's kind and name (tid is the lane id), and the steps table. With it a
 // store exported and imported again is the same store (docs/trace-schema.md).
 Result<std::string> own_export_data(const TraceReader& reader, const RankFilter& filter,
-                                    std::int64_t t0, std::int64_t t1) {
+                                    std::int64_t t0, std::int64_t t1, bool critical_path) {
   nlohmann::json other = {{kExportProducerKey, kExportProducer},
                           {kExportVersionKey, kExportVersion},
                           {"title", reader.run().title},
@@ -378,6 +378,8 @@ Result<std::string> own_export_data(const TraceReader& reader, const RankFilter&
                     {"loss_scale", s.loss_scale}});
   }
   other["steps"] = std::move(rows);
+  // The critical path's process is no rank: its pid, for the import to leave out.
+  if (critical_path) other["critical_path_pid"] = kCriticalPathPid;
   // Text as the events' names: bytes that are not UTF-8 become U+FFFD.
   return other.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
@@ -450,7 +452,7 @@ Status write_chrome(const TraceReader& reader, const std::string& path,
       << ",\"distributedInfo\":{";
   if (distributed_rank) out << "\"rank\":" << *distributed_rank << ',';
   out << "\"world_size\":" << reader.world_size() << "},\"otherData\":";
-  auto other = own_export_data(reader, filter, t0, t1);
+  auto other = own_export_data(reader, filter, t0, t1, options.critical_path);
   if (!other) return other.error();
   out << *other << ",\n\"traceEvents\":[\n";
   bool first = true;
@@ -495,6 +497,28 @@ Status write_chrome(const TraceReader& reader, const std::string& path,
 
   // Escaped names by string id (a map: a damaged store's ids can be anything).
   std::unordered_map<std::uint32_t, std::string> names;
+  auto escaped_name = [&](StringId id) -> const std::string& {
+    std::string& cached = names[id.value];
+    if (cached.empty()) {
+      // Escape once, reuse: names repeat millions of times.
+      std::string escaped = "\"";
+      for (char c : valid_utf8(reader.string(id))) {
+        const auto u = static_cast<unsigned char>(c);
+        if (c == '"' || c == '\\') {
+          escaped += '\\';
+          escaped += c;
+        } else if (u < 0x20) {
+          char b[8];
+          std::snprintf(b, sizeof b, "\\u%04x", u);
+          escaped += b;
+        } else {
+          escaped += c;
+        }
+      }
+      cached = escaped + "\"";
+    }
+    return cached;
+  };
   std::vector<FlowEnd> calls, gpu_work;  // the ends of the flow arrows, below
   Status launch_error;                   // a launch that could not be read
   for (const LaneInfo* lane : lanes) {
@@ -506,26 +530,7 @@ Status write_chrome(const TraceReader& reader, const std::string& path,
       if (options.window && !overlaps(e, *options.window)) return true;
       begin_event();
       out << "{\"ph\":\"X\",\"cat\":\"" << kineto_category(e.kind, *lane) << "\",\"name\":";
-      std::string& cached = names[e.name.value];
-      if (cached.empty()) {
-        // Escape once, reuse: names repeat millions of times.
-        std::string escaped = "\"";
-        for (char c : valid_utf8(reader.string(e.name))) {
-          const auto u = static_cast<unsigned char>(c);
-          if (c == '"' || c == '\\') {
-            escaped += '\\';
-            escaped += c;
-          } else if (u < 0x20) {
-            char b[8];
-            std::snprintf(b, sizeof b, "\\u%04x", u);
-            escaped += b;
-          } else {
-            escaped += c;
-          }
-        }
-        cached = escaped + "\"";
-      }
-      out << cached << ",\"pid\":" << se.rank
+      out << escaped_name(e.name) << ",\"pid\":" << se.rank
           << ",\"tid\":" << static_cast<std::int64_t>(lane->id.value) << ",\"ts\":";
       micros(out, e.start_ns - base);
       out << ",\"dur\":";
@@ -577,6 +582,57 @@ Status write_chrome(const TraceReader& reader, const std::string& path,
     if (!s) return s;
     if (!launch_error) return launch_error;
     if (!out.ok()) return out.status();
+  }
+
+  if (options.critical_path) {
+    // Each step's critical path (trace_critical_path.h) on a process of its
+    // own, above the ranks: a "step N" slice holding the path's segments,
+    // each named by its operation ("idle" between them), its part and rank
+    // in args. A step whose window overlaps the previous one's (ranks'
+    // clocks) starts where that one's path ended, so that slices nest.
+    auto paths = critical_paths(reader);
+    if (!paths) return paths.error();
+    begin_event();
+    out << "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":" << kCriticalPathPid
+        << ",\"tid\":0,\"args\":{\"name\":\"Critical path\"}},\n{\"ph\":\"M\",\"name\":"
+           "\"process_sort_index\",\"pid\":"
+        << kCriticalPathPid
+        << ",\"tid\":0,\"args\":{\"sort_index\":-1}},\n{\"ph\":\"M\",\"name\":\"thread_name\","
+           "\"pid\":"
+        << kCriticalPathPid << ",\"tid\":0,\"args\":{\"name\":\"each step's path\"}}";
+    std::int64_t path_end = kMinTime;
+    auto slice = [&](std::int64_t start, std::int64_t end) {
+      out << ",\"pid\":" << kCriticalPathPid << ",\"tid\":0,\"ts\":";
+      micros(out, start - base);
+      out << ",\"dur\":";
+      micros(out, end - start);
+    };
+    for (const CriticalPath& path : *paths) {
+      const std::int64_t from = std::max({path.start_ns, path_end, t0, base});
+      const std::int64_t to = std::min(path.end_ns, t1);
+      if (to <= from) continue;
+      begin_event();
+      out << "{\"ph\":\"X\",\"cat\":\"critical_path\",\"name\":\"step " << path.step << '"';
+      slice(from, to);
+      out << ",\"args\":{\"step\":" << path.step << "}}";
+      for (const CriticalSegment& seg : path.segments) {
+        const std::int64_t a = std::max(seg.start_ns, from), b = std::min(seg.end_ns, to);
+        if (b <= a) continue;
+        begin_event();
+        out << "{\"ph\":\"X\",\"cat\":\"critical_path\",\"name\":";
+        if (seg.name.value == 0) {
+          json_string(out, seg.part);
+        } else {
+          out << escaped_name(seg.name);
+        }
+        slice(a, b);
+        out << ",\"args\":{\"part\":";
+        json_string(out, seg.part);
+        out << ",\"rank\":" << seg.rank << ",\"step\":" << path.step << "}}";
+      }
+      path_end = to;
+      if (!out.ok()) return out.status();
+    }
   }
 
   // Kineto's flow arrows from each runtime or driver call to the GPU work it
@@ -894,6 +950,8 @@ Result<ExportReport> export_chrome_trace(const TraceReader& reader, const std::s
   }
   if (options.window && options.window->empty())
     return Error{"export: the time window is empty (its end is not after its start)"};
+  if (options.critical_path && options.file_per_rank)
+    return Error{"export: a critical path crosses the ranks: not in one file per rank"};
   ExportReport report;
   if (!options.file_per_rank) {
     std::optional<std::int32_t> rank;

@@ -43,8 +43,13 @@ struct ChromeTraceOptions {
   // distributedInfo.rank, the layout Holistic Trace Analysis reads.
   bool file_per_rank = false;
   bool counters = true;
+  // Each step's critical path on a process of its own ("Critical path", pid
+  // kCriticalPathPid, named in otherData's "critical_path_pid"). Not with
+  // file_per_rank: a path crosses the ranks.
+  bool critical_path = false;
   std::int64_t warn_bytes = kLargeJsonBytes;  // a file larger than this gets a warning
 };
+inline constexpr std::int64_t kCriticalPathPid = 1000000000;  // above any rank
 
 // Layout: one process (pid) per rank, one thread (tid) per lane, so that the
 // slices of a lane nest; process and thread names and sort indexes as "M"

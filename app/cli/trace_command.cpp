@@ -1134,6 +1134,7 @@ struct ExportOptions {
   std::string steps;  // or these steps ("5", "3-7")
   std::vector<int> ranks;
   bool file_per_rank = false;
+  bool critical_path = false;
   bool json = false;
 };
 
@@ -1184,6 +1185,9 @@ void run_export(ExportOptions o) {
   };
   refuse(!chrome && !o.ranks.empty(), "--rank", "Chrome traces");
   refuse(!chrome && o.file_per_rank, "--file-per-rank", "Chrome traces");
+  refuse(!chrome && o.critical_path, "--critical-path", "Chrome traces");
+  if (o.critical_path && o.file_per_rank)
+    throw UsageError("--critical-path: a path crosses the ranks, so not with --file-per-rank");
   refuse(format != "csv" && !o.table.empty(), "--table", "CSV exports");
   // Several files are named after --output: not beside a device.
   if (to_device && (o.file_per_rank || o.table == "all")) {
@@ -1226,6 +1230,7 @@ void run_export(ExportOptions o) {
     options.window = window;
     options.ranks.assign(o.ranks.begin(), o.ranks.end());
     options.file_per_rank = o.file_per_rank;
+    options.critical_path = o.critical_path;
     report = take(export_chrome_trace(*r, o.output, options));
   } else if (format == "csv") {
     std::vector<CsvTable> tables;
@@ -1801,6 +1806,9 @@ void register_trace(CLI::App& app, Context& ctx) {
   e->add_option("--rank", exp->ranks, "Only these ranks (Chrome JSON)");
   e->add_flag("--file-per-rank", exp->file_per_rank,
               "Chrome JSON: one file per rank, as Holistic Trace Analysis reads them");
+  e->add_flag("--critical-path", exp->critical_path,
+              "Chrome JSON: each step's critical path (trace critical-path) as a process of its "
+              "own above the ranks");
   add_json_flag(*e, exp->json);
   e->callback([exp] { run_export(*exp); });  // a copy: "-" is rewritten
 

@@ -1785,6 +1785,12 @@ void TestTraceCli::errors_data() {
   QTest::addRow("rank of a CSV") << QStringList{"trace", "export", store, "-o",
                                                 "x.csv", "--rank", "0"}
                                  << 1 << "--rank applies to Chrome traces, not to a CSV export";
+  QTest::addRow("critical path of a report")
+      << QStringList{"trace", "export", store, "-o", "x.html", "--critical-path"} << 1
+      << "--critical-path applies to Chrome traces, not to an HTML export";
+  QTest::addRow("critical path in a file per rank")
+      << QStringList{"trace", "export", store, "-o", "x.json", "--critical-path", "--file-per-rank"}
+      << 2 << "--critical-path: a path crosses the ranks, so not with --file-per-rank";
   QTest::addRow("statistics of a window the wrong way round")
       << QStringList{"trace", "stats", store, "--from", "2ms", "--to", "1ms"} << 1
       << "--to 1ms is not after --from 2ms";

@@ -192,6 +192,7 @@ class TestTraceExport : public QObject {
   void ownExportImportsBack_data();
   void ownExportImportsBack();
   void ownExportWithAPidThatIsNoRankIsRefused();
+  void criticalPathIsAProcessOfItsOwn();
   void ownExportRowsOfTheWrongKindAreNamed_data();
   void ownExportRowsOfTheWrongKindAreNamed();
   void collectivesSizedUnderKinetoNames();
@@ -315,26 +316,37 @@ void TestTraceExport::chromeTraceParsesBack() {
 void TestTraceExport::ownExportImportsBack_data() {
   QTest::addColumn<QString>("store");
   QTest::addColumn<bool>("filePerRank");
-  QTest::addRow("cpu engine, 2 ranks") << QString::fromStdString(kCpuEngine) << false;
-  QTest::addRow("cpu engine, a file per rank") << QString::fromStdString(kCpuEngine) << true;
-  QTest::addRow("cuda engine bf16") << QString::fromStdString(kGpuBf16) << false;
+  // With each step's critical path: a process of its own, left out again.
+  QTest::addColumn<bool>("criticalPath");
+  QTest::addRow("cpu engine, 2 ranks") << QString::fromStdString(kCpuEngine) << false << false;
+  QTest::addRow("cpu engine, a file per rank")
+      << QString::fromStdString(kCpuEngine) << true << false;
+  QTest::addRow("cuda engine bf16") << QString::fromStdString(kGpuBf16) << false << false;
+  QTest::addRow("cpu engine, its critical path")
+      << QString::fromStdString(kCpuEngine) << false << true;
+  QTest::addRow("cuda engine bf16, its critical path")
+      << QString::fromStdString(kGpuBf16) << false << true;
 }
 
 void TestTraceExport::ownExportImportsBack() {
   QFETCH(QString, store);
   QFETCH(bool, filePerRank);
+  QFETCH(bool, criticalPath);
   QTemporaryDir dir;
   auto r = opened_copy(dir, store.toStdString(), "store.cstrace");
   const std::string path = dir.filePath("store.json").toStdString();
   ChromeTraceOptions options;
   options.file_per_rank = filePerRank;
+  options.critical_path = criticalPath;
   auto exported = export_chrome_trace(*r, path, options);
   QVERIFY2(exported, exported ? "" : exported.message().c_str());
   const std::string back = dir.filePath("back.cstrace").toStdString();
   auto report = import_traces(exported->files, back);
   QVERIFY2(report, report ? "" : report.message().c_str());
-  for (const std::string& w : report->warnings)
+  for (const std::string& w : report->warnings) {
     QVERIFY2(w.find("rank") == std::string::npos, w.c_str());
+    QVERIFY2(w.find("critical_path") == std::string::npos, w.c_str());
+  }
   QCOMPARE(report->skipped.count("counter events (ph C)"), std::size_t{0});
   // Said as what it is (it read "(kineto)").
   QCOMPARE(report->format, std::string("clusterscope export"));
@@ -368,6 +380,71 @@ void TestTraceExport::ownExportImportsBack() {
   QVERIFY(!counter_rows(*r).empty());
   QCOMPARE(counter_rows(*b), counter_rows(*r));
   QCOMPARE(stats_figures(*b), stats_figures(*r));
+}
+
+// `--critical-path`: each step's path on a process of its own above the
+// ranks, a "step N" slice holding its segments end to end, each with its
+// part and rank, as trace::critical_paths finds them; not in one file per rank.
+void TestTraceExport::criticalPathIsAProcessOfItsOwn() {
+  QTemporaryDir dir;
+  auto r = opened_copy(dir, kCpuEngine, "store.cstrace");
+  const std::string path = dir.filePath("path.json").toStdString();
+  ChromeTraceOptions options;
+  options.critical_path = true;
+  auto exported = export_chrome_trace(*r, path, options);
+  QVERIFY2(exported, exported ? "" : exported.message().c_str());
+  const json doc = json::parse(read_file(path));
+  QCOMPARE(doc["otherData"]["critical_path_pid"].get<std::int64_t>(), kCriticalPathPid);
+  const std::int64_t base = doc["baseTimeNanoseconds"].get<std::int64_t>();
+  auto ns = [&](const json& e, const char* key) {
+    return static_cast<std::int64_t>(std::llround(e[key].get<double>() * 1000));
+  };
+  bool named = false;
+  std::map<int, std::pair<std::int64_t, std::int64_t>> step_slices;  // step -> [start, end)
+  std::map<int, std::int64_t> covered;                               // step -> segments' time
+  std::set<int> ranks;
+  for (const json& e : doc["traceEvents"]) {
+    if (e["pid"] != kCriticalPathPid) continue;
+    if (e["ph"] == "M" && e["name"] == "process_name") named = e["args"]["name"] == "Critical path";
+    if (e["ph"] != "X") continue;
+    QCOMPARE(e["cat"].get<std::string>(), std::string("critical_path"));
+    const int step = e["args"]["step"].get<int>();
+    const std::int64_t start = base + ns(e, "ts"), end = start + ns(e, "dur");
+    if (!e["args"].contains("part")) {
+      QCOMPARE(e["name"].get<std::string>(), "step " + std::to_string(step));
+      step_slices[step] = {start, end};
+      continue;
+    }
+    const std::string part = e["args"]["part"].get<std::string>();
+    QVERIFY2(
+        part == "idle" || part == "memory" ||
+            std::find(kStepPartNames.begin(), kStepPartNames.end(), part) != kStepPartNames.end(),
+        part.c_str());
+    ranks.insert(e["args"]["rank"].get<int>());
+    covered[step] += end - start;
+  }
+  QVERIFY(named);
+  auto paths = critical_paths(*r);
+  QVERIFY2(paths, paths ? "" : paths.message().c_str());
+  QCOMPARE(step_slices.size(), paths->size());
+  for (const CriticalPath& p : *paths) {
+    QVERIFY(step_slices.count(p.step));
+    const auto [start, end] = step_slices[p.step];
+    QVERIFY(start >= p.start_ns && end == p.end_ns);
+    // The segments fill their step's slice (microseconds to 3 decimals: a
+    // nanosecond of rounding a segment).
+    QVERIFY2(
+        std::abs(covered[p.step] - (end - start)) <= static_cast<std::int64_t>(p.segments.size()),
+        qPrintable(
+            QString("step %1: %2 of %3 ns").arg(p.step).arg(covered[p.step]).arg(end - start)));
+  }
+  QCOMPARE(ranks, (std::set<int>{0, 1}));  // the path crosses between the ranks
+
+  options.file_per_rank = true;
+  auto refused = export_chrome_trace(*r, dir.filePath("per-rank.json").toStdString(), options);
+  QVERIFY(!refused);
+  QVERIFY2(refused.message().find("crosses the ranks") != std::string::npos,
+           refused.message().c_str());
 }
 
 // A file that says it is this product's export but whose processes are not
