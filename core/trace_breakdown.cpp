@@ -31,21 +31,6 @@ std::string lower(std::string_view text) {
   return out;
 }
 
-// Sorted, merged.
-std::vector<Interval> merged(std::vector<Interval> v) {
-  std::sort(v.begin(), v.end());
-  std::vector<Interval> out;
-  for (const Interval& i : v) {
-    if (i.second <= i.first) continue;
-    if (!out.empty() && i.first <= out.back().second) {
-      out.back().second = std::max(out.back().second, i.second);
-    } else {
-      out.push_back(i);
-    }
-  }
-  return out;
-}
-
 // a minus b, for merged interval lists.
 std::vector<Interval> outside(const std::vector<Interval>& a, const std::vector<Interval>& b) {
   std::vector<Interval> out;
@@ -123,11 +108,7 @@ struct RankEvents {
     std::string_view kind;
   };
   std::vector<Kernel> kernels;
-  struct HostOp {
-    Interval when;
-    std::string_view kind;
-  };
-  std::vector<HostOp> host_ops;
+  std::vector<HostRange> host_ops;
   std::map<std::int64_t, std::int64_t> launch_ns;  // API call start by correlation
   // The pipeline's transfers and waits, and its own collectives.
   std::map<std::string, std::vector<Interval>> communication;
@@ -415,19 +396,14 @@ Result<std::vector<StepParts>> measure_rank_parts(const TraceReader& reader) {
           }
         });
     if (!s) return s.error();
-    std::sort(
-        ev.host_ops.begin(), ev.host_ops.end(),
-        [](const RankEvents::HostOp& a, const RankEvents::HostOp& b) { return a.when < b.when; });
+    std::sort(ev.host_ops.begin(), ev.host_ops.end(),
+              [](const HostRange& a, const HostRange& b) { return a.when < b.when; });
     for (const RankEvents::Kernel& k : ev.kernels) {
       std::string_view kind = k.kind;
       std::int64_t launched = -1;
       if (auto launch = ev.launch_ns.find(k.correlation); launch != ev.launch_ns.end()) {
-        const std::int64_t t = launch->second;
-        launched = t;
-        auto it = std::upper_bound(
-            ev.host_ops.begin(), ev.host_ops.end(), t,
-            [](std::int64_t v, const RankEvents::HostOp& op) { return v < op.when.first; });
-        if (it != ev.host_ops.begin() && std::prev(it)->when.second > t) kind = std::prev(it)->kind;
+        launched = launch->second;
+        kind = kind_at(ev.host_ops, launched, kind);
       }
       ev.compute.push_back({k.when, kind, launched});
     }
@@ -442,11 +418,6 @@ Result<std::vector<StepParts>> measure_rank_parts(const TraceReader& reader) {
         call.step = static_cast<int>(std::prev(it) - ev.steps.begin());
     }
     const std::vector<Interval> passes = merged(ev.passes);
-    auto in_passes = [&](std::int64_t t) {
-      auto it = std::upper_bound(passes.begin(), passes.end(),
-                                 Interval{t, std::numeric_limits<std::int64_t>::max()});
-      return it != passes.begin() && std::prev(it)->second > t;
-    };
     for (const P2p& call : ev.pp)
       call_lengths[{call.send, call.bytes}].push_back(call.when.second - call.when.first);
 
@@ -475,7 +446,7 @@ Result<std::vector<StepParts>> measure_rank_parts(const TraceReader& reader) {
       // Elementwise work outside the forward and backward passes is the
       // optimizer's; a kernel is placed by its launch.
       if (kind == "elementwise" && !passes.empty() &&
-          !in_passes(c.launched_ns >= 0 ? c.launched_ns : c.when.first)) {
+          !inside(passes, c.launched_ns >= 0 ? c.launched_ns : c.when.first)) {
         kind = "optimizer";
       }
       const std::string part = kind == "optimizer" ? "optimizer" : "compute." + std::string(kind);

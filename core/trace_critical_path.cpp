@@ -118,11 +118,7 @@ Result<RankActivities> read_rank(const TraceReader& reader, std::int32_t rank,
   // kernel takes the kind of the operation its launch fell in, and is placed
   // in a pass by its launch, as the step parts count them.
   std::vector<std::pair<std::int64_t, std::int64_t>> launches;
-  struct HostOp {
-    Interval when;
-    std::string_view kind;
-  };
-  std::vector<HostOp> host_ops;
+  std::vector<HostRange> host_ops;
   // operation_kind reads a name in lower case: once per name, not per event.
   std::unordered_map<std::uint32_t, std::string_view> kinds;
   auto kind_of = [&](StringId id, const std::string& name) {
@@ -197,8 +193,8 @@ Result<RankActivities> read_rank(const TraceReader& reader, std::int32_t rank,
   if (!s) return s.error();
   std::sort(launches.begin(), launches.end());
   std::sort(host_ops.begin(), host_ops.end(),
-            [](const HostOp& a, const HostOp& b) { return a.when < b.when; });
-  std::sort(passes.begin(), passes.end());
+            [](const HostRange& a, const HostRange& b) { return a.when < b.when; });
+  const std::vector<Interval> in_passes = merged(std::move(passes));
   for (Activity& a : out.by_end) {
     // As the step parts count them: a kernel takes the kind of the host
     // operation its launch fell in, and elementwise work outside forward and
@@ -209,22 +205,13 @@ Result<RankActivities> read_rank(const TraceReader& reader, std::int32_t rank,
           std::lower_bound(launches.begin(), launches.end(),
                            std::make_pair(a.correlation, std::numeric_limits<std::int64_t>::min()));
       if (launch != launches.end() && launch->first == a.correlation) {
-        const std::int64_t t = launch->second;
-        placed_at = t;
-        auto op =
-            std::upper_bound(host_ops.begin(), host_ops.end(), t,
-                             [](std::int64_t v, const HostOp& h) { return v < h.when.first; });
-        if (op != host_ops.begin() && std::prev(op)->when.second > t)
-          a.part = compute_part(std::prev(op)->kind);
+        placed_at = launch->second;
+        if (std::string_view kind = kind_at(host_ops, placed_at, {}); !kind.empty())
+          a.part = compute_part(kind);
       }
     }
-    if (passes.empty() || a.part != "compute.elementwise") continue;
-    auto it = std::upper_bound(passes.begin(), passes.end(),
-                               Interval{placed_at, std::numeric_limits<std::int64_t>::max()});
-    bool inside = false;
-    for (auto p = passes.begin(); p != it && !inside; ++p)
-      inside = p->second > placed_at;
-    if (!inside) a.part = "optimizer";
+    if (!in_passes.empty() && a.part == "compute.elementwise" && !inside(in_passes, placed_at))
+      a.part = "optimizer";
   }
   std::sort(out.by_end.begin(), out.by_end.end(), taken_before);
   return out;

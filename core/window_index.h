@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -18,6 +19,43 @@ using Interval = std::pair<std::int64_t, std::int64_t>;
 
 inline Interval clip(const Interval& i, const Interval& window) {
   return {std::max(i.first, window.first), std::min(i.second, window.second)};
+}
+
+// Sorted, merged: overlapping and touching intervals joined, empty ones dropped.
+inline std::vector<Interval> merged(std::vector<Interval> v) {
+  std::sort(v.begin(), v.end());
+  std::vector<Interval> out;
+  for (const Interval& i : v) {
+    if (i.second <= i.first) continue;
+    if (!out.empty() && i.first <= out.back().second) {
+      out.back().second = std::max(out.back().second, i.second);
+    } else {
+      out.push_back(i);
+    }
+  }
+  return out;
+}
+
+// Whether `t` lies in one of `merged_intervals` (as merged() leaves them).
+inline bool inside(const std::vector<Interval>& merged_intervals, std::int64_t t) {
+  auto it = std::upper_bound(merged_intervals.begin(), merged_intervals.end(),
+                             Interval{t, std::numeric_limits<std::int64_t>::max()});
+  return it != merged_intervals.begin() && std::prev(it)->second > t;
+}
+
+// A host operation's range and the kind of work it names (operation_kind).
+struct HostRange {
+  Interval when;
+  std::string_view kind;
+};
+// The kind of the host operation whose range holds `t` (of those sorted by
+// start, the last to start by t), or `otherwise`: a GPU kernel takes the
+// kind of the operation its launch fell in.
+inline std::string_view kind_at(const std::vector<HostRange>& by_start, std::int64_t t,
+                                std::string_view otherwise) {
+  auto it = std::upper_bound(by_start.begin(), by_start.end(), t,
+                             [](std::int64_t v, const HostRange& h) { return v < h.when.first; });
+  return it != by_start.begin() && std::prev(it)->when.second > t ? std::prev(it)->kind : otherwise;
 }
 
 class WindowIndex {
