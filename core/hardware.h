@@ -72,6 +72,10 @@ struct GpuEfficiency {
   double gemm_half_gflop = 1.0;   // GEMM work (GFLOP) at which half of gemm_max is reached
   double memory_max = 0.85;       // fraction of memory bandwidth a streaming kernel reaches
   double kernel_launch_us = 4.0;  // fixed cost of one kernel, launch and tail
+  // How much of a GEMM's operand and result traffic its kernels hide under
+  // their compute, [0, 1]: 0 adds the two (the datasheet model, checked
+  // against the published runs), 1 takes the longer. Calibration fits it.
+  double gemm_memory_overlap = 0;
   // gemm_max per compute precision (fractions; 0 = gemm_max), for GPUs whose
   // GEMMs reach a different share of each precision's peak.
   PeakRates gemm_max_by_precision;
@@ -108,6 +112,13 @@ struct GpuEfficiency {
   // 0: shared_wait_in_transfer.
   double shared_wait_in_tp_transfer = 0;
 };
+
+// A GEMM's time from its compute and its memory traffic (seconds) on a
+// device that hides `overlap` of the shorter under the longer
+// (GpuEfficiency::gemm_memory_overlap): the sum at 0, the longer at 1.
+inline double gemm_time(double compute, double memory, double overlap) {
+  return compute + memory - overlap * (compute < memory ? compute : memory);
+}
 
 struct GpuSpec {
   std::string name;          // preset key, e.g. "h100-sxm"

@@ -150,6 +150,7 @@ void read_gpu(const json& j, const std::string& ptr, Diagnostics& d, GpuSpec& g)
     er.number("gemm_half_gflop", g.efficiency.gemm_half_gflop, kLimits.gflop);
     er.number("memory_max", g.efficiency.memory_max, Range::fraction());
     er.number("kernel_launch_us", g.efficiency.kernel_launch_us, kLimits.microseconds);
+    er.number("gemm_memory_overlap", g.efficiency.gemm_memory_overlap, Range::between(0, 1));
     if (const json* by = er.field("gemm_max_by_precision")) {
       ObjectReader br(*by, er.pointer("gemm_max_by_precision"), d);
       PeakRates& f = g.efficiency.gemm_max_by_precision;
@@ -628,6 +629,7 @@ json to_json(const GpuSpec& g) {
     }
     ej["gemm_max_by_precision"] = f;
   }
+  if (e.gemm_memory_overlap > 0) ej["gemm_memory_overlap"] = e.gemm_memory_overlap;
   if (e.host_dispatch_us != GpuEfficiency{}.host_dispatch_us)
     ej["host_dispatch_us"] = e.host_dispatch_us;
   if (e.loops.any()) {

@@ -698,11 +698,19 @@ void fit_memory(const PhaseData& d, DeviceFit& fit) {
 }
 
 // Joint fit of every precision's rate and one ramp:
-//   t = F a_p + b + bytes / memory_rate,
+//   t = gemm_time(F a_p + b, bytes / memory_rate, overlap) + launch,
 // with the memory rate known (a GPU's HBM, measured by the bandwidth sweep)
-// or, on the CPU (where BLAS keeps operands in cache and pays for packing
-// them instead), fitted with the rest as the rate the GEMMs stream their
-// operands at (`operand_rate`).
+// and the overlap (GpuEfficiency::gemm_memory_overlap) the one of
+// kGemmOverlaps that explains the times best with each rate held to its
+// datasheet peak, unless the datasheet's own explains them within
+// kOverlapMargin of it (a training run's GEMMs share their rows and inner
+// size, their bytes grow with their FLOPs, and every overlap explains them
+// alike); or, on the CPU (where BLAS keeps operands in cache and pays for
+// packing them instead), t = F a_p + b + bytes c, the rate the GEMMs stream
+// their operands at (`operand_rate`, 1 / c) fitted with the rest.
+constexpr double kGemmOverlaps[] = {0, 0.25, 0.5, 0.75, 1};
+constexpr double kOverlapMargin = 0.01;  // RMS relative error
+
 void fit_gemm(const PhaseData& d, const FitOptions& options, double memory_rate, bool operand_rate,
               DeviceFit& fit, std::vector<std::string>& notes) {
   if (d.gemm.empty()) return;
@@ -722,72 +730,137 @@ void fit_gemm(const PhaseData& d, const FitOptions& options, double memory_rate,
   // to every GEMM: the ramp fitted is what a GEMM takes beyond it.
   const double launch =
       options.datasheet ? options.datasheet->efficiency.kernel_launch_us * 1e-6 : 0.0;
-  auto known_time = [&](double bytes) {
-    return (known_rate > 0 ? bytes / known_rate : 0.0) + launch;
+  auto memory_time = [&](double bytes) { return known_rate > 0 ? bytes / known_rate : 0.0; };
+  auto peak_of = [&](Precision p) {
+    return options.datasheet ? options.datasheet->peak.of(p) : 0.0;
   };
-  // Columns k (bytes) and k + 1 (ramp) are dropped when they come out negative.
-  bool use_bytes = operand_rate, use_ramp = true;
-  std::optional<std::vector<double>> beta;
-  for (int attempt = 0; attempt < 3; ++attempt) {
-    std::vector<std::vector<double>> x;
-    std::vector<double> y, w;
+
+  // The fit at one overlap: the columns a_p, then c (bytes) and b (ramp).
+  // GEMMs whose traffic outlasts their compute pay (1 - overlap) of the
+  // compute on top of it; which those are follows from the fit, so it is
+  // solved again while they change.
+  auto solve = [&](double overlap) -> std::optional<std::vector<double>> {
+    std::set<const GemmKey*> memory_bound;
+    std::optional<std::vector<double>> result;
+    for (int regime = 0; regime < 3; ++regime) {
+      // Columns k (bytes) and k + 1 (ramp) are dropped when they come out negative.
+      bool use_bytes = operand_rate, use_ramp = true;
+      std::optional<std::vector<double>> beta;
+      for (int attempt = 0; attempt < 3; ++attempt) {
+        std::vector<std::vector<double>> x;
+        std::vector<double> y, w;
+        for (const auto& [key, m] : d.gemm) {
+          const double t = m.typical();
+          const double memory = memory_time(key.bytes);
+          const double scale = memory_bound.count(&key) ? 1 - overlap : 1.0;
+          std::vector<double> active(k, 0.0);
+          active[column(key.precision)] = scale * key.flops;
+          if (use_bytes) active.push_back(key.bytes);
+          if (use_ramp) active.push_back(scale);
+          x.push_back(std::move(active));
+          y.push_back(t - launch - (memory_bound.count(&key) ? memory : (1 - overlap) * memory));
+          // Relative error, each size counted once whatever its repetitions.
+          w.push_back(1 / (t * t));
+        }
+        auto solved = least_squares(x, y, w);
+        if (!solved) {
+          // Too few sizes apart for every column (a run's few GEMM shapes): the
+          // bytes, then the fixed cost, are dropped as below.
+          if (use_bytes) {
+            use_bytes = false;
+            continue;
+          }
+          if (use_ramp) {
+            use_ramp = false;
+            continue;
+          }
+          break;
+        }
+        std::vector<double> full(k + 2, 0.0);
+        std::size_t i = 0;
+        for (; i < k; ++i)
+          full[i] = (*solved)[i];
+        if (use_bytes) full[k] = (*solved)[i++];
+        if (use_ramp) full[k + 1] = (*solved)[i++];
+        beta = full;
+        // A negative term, or a rate that is not one (sizes whose FLOPs and
+        // bytes grow together let the bytes' column take the FLOPs' time on a
+        // noisy machine): the bytes, then the fixed cost, are dropped.
+        const bool no_rate =
+            std::any_of(full.begin(), full.begin() + static_cast<std::ptrdiff_t>(k),
+                        [](double a) { return !(a > 0); });
+        if (use_bytes && (full[k] < 0 || no_rate)) {
+          use_bytes = false;
+          continue;
+        }
+        if (use_ramp && (full[k + 1] < 0 || no_rate)) {
+          use_ramp = false;
+          continue;
+        }
+        break;
+      }
+      result = beta;
+      if (!beta || overlap <= 0) break;
+      std::set<const GemmKey*> now;
+      for (const auto& [key, m] : d.gemm) {
+        const double a = (*beta)[column(key.precision)];
+        if (memory_time(key.bytes) > key.flops * a + std::max(0.0, (*beta)[k + 1]))
+          now.insert(&key);
+      }
+      if (now == memory_bound) break;
+      memory_bound = std::move(now);
+    }
+    return result;
+  };
+  // A fit's prediction of one GEMM, each rate held to its datasheet peak as
+  // the preset holds it.
+  auto predict = [&](const std::vector<double>& beta, double overlap, const GemmKey& key) {
+    double a = beta[column(key.precision)];
+    if (peak_of(key.precision) > 0) a = std::max(a, 1 / peak_of(key.precision));
+    const double compute = key.flops * a + std::max(0.0, beta[k + 1]);
+    const double c = operand_rate ? std::max(0.0, beta[k]) : 0.0;
+    return gemm_time(compute, memory_time(key.bytes), overlap) + c * key.bytes + launch;
+  };
+  struct Candidate {
+    double overlap = 0;
+    std::vector<double> beta;
+    double rms = 0;
+  };
+  std::vector<Candidate> candidates;
+  const double datasheet_overlap =
+      options.datasheet ? options.datasheet->efficiency.gemm_memory_overlap : 0.0;
+  std::vector<double> overlaps = {datasheet_overlap};
+  if (!operand_rate && known_rate > 0)
+    overlaps.insert(overlaps.end(), std::begin(kGemmOverlaps), std::end(kGemmOverlaps));
+  for (double o : overlaps) {
+    auto solved = solve(o);
+    if (!solved) continue;
+    double error = 0;
     for (const auto& [key, m] : d.gemm) {
-      const double t = m.typical();
-      std::vector<double> row(k + 2, 0.0);
-      row[column(key.precision)] = key.flops;
-      row[k] = use_bytes ? key.bytes : 0.0;
-      row[k + 1] = use_ramp ? 1.0 : 0.0;
-      std::vector<double> active(row.begin(), row.begin() + static_cast<std::ptrdiff_t>(k));
-      if (use_bytes) active.push_back(row[k]);
-      if (use_ramp) active.push_back(row[k + 1]);
-      x.push_back(active);
-      y.push_back(t - known_time(key.bytes));
-      // Relative error, each size counted once whatever its repetitions.
-      w.push_back(1 / (t * t));
+      const double e = predict(*solved, o, key) / m.typical() - 1;
+      error += e * e;
     }
-    auto solved = least_squares(x, y, w);
-    if (!solved) {
-      // Too few sizes apart for every column (a run's few GEMM shapes): the
-      // bytes, then the fixed cost, are dropped as below.
-      if (use_bytes) {
-        use_bytes = false;
-        continue;
-      }
-      if (use_ramp) {
-        use_ramp = false;
-        continue;
-      }
-      break;
-    }
-    std::vector<double> full(k + 2, 0.0);
-    std::size_t i = 0;
-    for (; i < k; ++i)
-      full[i] = (*solved)[i];
-    if (use_bytes) full[k] = (*solved)[i++];
-    if (use_ramp) full[k + 1] = (*solved)[i++];
-    beta = full;
-    // A negative term, or a rate that is not one (sizes whose FLOPs and
-    // bytes grow together let the bytes' column take the FLOPs' time on a
-    // noisy machine): the bytes, then the fixed cost, are dropped.
-    const bool no_rate = std::any_of(full.begin(), full.begin() + static_cast<std::ptrdiff_t>(k),
-                                     [](double a) { return !(a > 0); });
-    if (use_bytes && (full[k] < 0 || no_rate)) {
-      use_bytes = false;
-      continue;
-    }
-    if (use_ramp && (full[k + 1] < 0 || no_rate)) {
-      use_ramp = false;
-      continue;
-    }
-    break;
+    candidates.push_back({o, std::move(*solved), std::sqrt(error / d.gemm.size())});
+  }
+  std::optional<std::vector<double>> beta;
+  double overlap = 0;
+  if (!candidates.empty()) {
+    auto best =
+        std::min_element(candidates.begin(), candidates.end(),
+                         [](const Candidate& a, const Candidate& b) { return a.rms < b.rms; });
+    if (candidates.front().overlap == datasheet_overlap &&
+        candidates.front().rms <= best->rms + kOverlapMargin)
+      best = candidates.begin();
+    beta = best->beta;
+    overlap = best->overlap;
   }
   if (!beta) {
     notes.push_back("the GEMM sizes measured cannot separate a rate from a fixed cost");
     return;
   }
   fit.ramp = std::max(0.0, (*beta)[k + 1]);
+  fit.gemm_memory_overlap = overlap;
   if (operand_rate && (*beta)[k] > 0) fit.gemm_operand_rate = 1 / (*beta)[k];
-  const double c = operand_rate ? std::max(0.0, (*beta)[k]) : 0.0;
   for (Precision p : precisions) {
     const double a = (*beta)[column(p)];
     if (!(a > 0)) {
@@ -797,7 +870,7 @@ void fit_gemm(const PhaseData& d, const FitOptions& options, double memory_rate,
     GemmCurve curve;
     curve.precision = p;
     const double rate = 1 / a;
-    const double datasheet = options.datasheet ? options.datasheet->peak.of(p) : 0;
+    const double datasheet = peak_of(p);
     if (datasheet > 0) {
       curve.peak = datasheet;
       curve.efficiency = std::min(1.0, rate / datasheet);
@@ -812,11 +885,10 @@ void fit_gemm(const PhaseData& d, const FitOptions& options, double memory_rate,
     std::vector<FitPoint> points;
     for (const auto& [key, m] : d.gemm) {
       if (key.precision != p) continue;
-      const double predicted = key.flops * a + fit.ramp + known_time(key.bytes) + c * key.bytes;
       char label[64];
       std::snprintf(label, sizeof label, "gemm %.3g GFLOP %s", key.flops / 1e9,
                     std::string(to_string(p)).c_str());
-      points.push_back({label, key.flops, m.typical(), predicted, m.count});
+      points.push_back({label, key.flops, m.typical(), predict(*beta, overlap, key), m.count});
     }
     curve.quality = quality_of(std::move(points));
     fit.gemm.push_back(std::move(curve));
@@ -1486,6 +1558,7 @@ void apply_gemm(GpuSpec& g, const DeviceFit& fit, bool cpu) {
     // The planner's ramp is gemm_half_gflop at the 16-bit rate and gemm_max.
     g.efficiency.gemm_half_gflop = fit.ramp * rate16 * g.efficiency.gemm_max / 1e9;
   }
+  if (!fit.gemm.empty()) g.efficiency.gemm_memory_overlap = fit.gemm_memory_overlap;
 }
 
 }  // namespace
@@ -1657,11 +1730,12 @@ GpuSpec refine_device(const GpuSpec& base, const DeviceFit& run, std::string_vie
     const double peak = base.peak.of(c.precision);
     if (peak <= 0) continue;
     const double efficiency = std::min(1.0, c.peak * c.efficiency / peak);
-    const bool main = (c.precision == Precision::bf16 && base.peak.bf16 > 0) ||
-                      (cpu && c.precision == Precision::fp32 && base.peak.bf16 <= 0);
-    if (main && !cpu) {
-      g.efficiency.gemm_max = efficiency;
-    } else {
+    const bool main = c.precision == Precision::bf16 && base.peak.bf16 > 0;
+    if (main) g.efficiency.gemm_max = efficiency;
+    // The precision's own fraction too where the base has one (a calibrated
+    // preset has every precision's): it is what the planner reads, and a
+    // learnt bf16 rate left behind it was never used.
+    if (!main || base.efficiency.gemm_max_by_precision.of(c.precision) > 0) {
       switch (c.precision) {
         case Precision::fp32:
           g.efficiency.gemm_max_by_precision.fp32 = efficiency;
@@ -1687,6 +1761,7 @@ GpuSpec refine_device(const GpuSpec& base, const DeviceFit& run, std::string_vie
     const double rate16 =
         g.peak.bf16 > 0 ? g.peak.bf16 : (g.peak.fp16 > 0 ? g.peak.fp16 : g.peak.fp32);
     g.efficiency.gemm_half_gflop = run.ramp * rate16 * g.efficiency.gemm_max / 1e9;
+    if (!cpu) g.efficiency.gemm_memory_overlap = run.gemm_memory_overlap;
   }
   if (cpu && !run.gemm.empty()) {
     // The operand rate the run's GEMMs were fitted with; where their sizes

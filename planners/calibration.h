@@ -90,6 +90,9 @@ struct DeviceFit {
   // CPU: the rate GEMMs stream their operands at (the bytes term of the
   // GEMM formula, fitted with it); GPUs use the memory rate.
   std::optional<double> gemm_operand_rate;
+  // GPUs: how much of a GEMM's traffic its kernels hide under their compute
+  // (GpuEfficiency::gemm_memory_overlap), fitted with the rates.
+  double gemm_memory_overlap = 0;
   double launch = 0;                  // seconds: fixed cost per operation
   std::optional<double> memory_rate;  // bytes/s of streaming kernels
   FitQuality memory_quality;

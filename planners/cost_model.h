@@ -27,6 +27,7 @@ struct Machine {
   double rate16 = 0;        // the GPU's 16-bit tensor rate (bf16, else fp16, else fp32)
   double memory_rate = 0;   // bytes/s a streaming kernel reaches
   double launch = 4e-6;     // seconds per kernel
+  double gemm_memory_overlap = 0;  // GpuEfficiency::gemm_memory_overlap
   double dispatch = 10e-6;  // the least time of any kernel: the host issuing it
   LoopCosts loops;          // per-element costs as the GPU preset has them (ns, GFLOP/s)
   bool cpu_engine = false;  // the CPU engine's device (architecture "cpu")

@@ -109,6 +109,7 @@ json fit_json(const plan::Calibration& c) {
               {"threads", d.threads},
               {"gemm", gemm},
               {"gemm_ramp_seconds", d.ramp},
+              {"gemm_memory_overlap", d.gemm_memory_overlap},
               {"core_share", d.core_share},
               {"loops", loops},
               {"optimizer_by_size", optimizer_by_size}};
@@ -192,6 +193,10 @@ void print_fit(std::ostream& out, const plan::Calibration& c) {
            quality_cell(g.quality)});
     }
     if (!d.gemm.empty()) table.add({"GEMM ramp", format_seconds(d.ramp), ""});
+    if (!d.gemm.empty() && c.engine != "cpu") {
+      // A GPU's: how much of a GEMM's operand and result traffic its kernels hide.
+      table.add({"GEMM traffic hidden", percent(d.gemm_memory_overlap), ""});
+    }
     if (d.memory_rate) {
       table.add(
           {"memory streaming", format_rate(*d.memory_rate, "B/s"), quality_cell(d.memory_quality)});

@@ -95,6 +95,7 @@ class TestPlanner : public QObject {
   void pacingStageIsNamed();
   void blockingTensorParallelAllReduce();
   void embeddingAndHeadWholePerRank();
+  void gemmTrafficHiddenByOverlap();
   void gradientReductionOnAColdLink();
   void trainingCost();
   void estimateJson();
@@ -792,6 +793,33 @@ void TestPlanner::blockingTensorParallelAllReduce() {
   QCOMPARE(blocking.time.forward, async.time.forward);
   QCOMPARE(blocking.time.backward, async.time.backward);
   QVERIFY(blocking.time.step() > async.time.step());
+}
+
+// A GPU whose GEMM kernels stream their operands while they compute
+// (calibration fits gemm_memory_overlap): each GEMM takes the longer of its
+// compute and its traffic at overlap 1, their sum at 0 (the datasheet
+// model), and in between in proportion. Nothing but the GEMMs moves.
+void TestPlanner::gemmTrafficHiddenByOverlap() {
+  cs::Plan p = make_plan("dgx-h100-8", "gpt2-small", 1, 1, 1, 8);
+  p.parallel.micro_batch = 8;
+  QCOMPARE(p.cluster.gpu->efficiency.gemm_memory_overlap, 0.0);
+  const cs::plan::Estimate added = must_estimate(p);
+  p.cluster.gpu->efficiency.gemm_memory_overlap = 1;
+  const cs::plan::Estimate hidden = must_estimate(p);
+  p.cluster.gpu->efficiency.gemm_memory_overlap = 0.5;
+  const cs::plan::Estimate half = must_estimate(p);
+  // GPT-2 small's K = 768 GEMMs over 8192 tokens: their traffic is a large
+  // part of their time on an H100 (its compute at 80 % of 989 TFLOP/s).
+  QVERIFY2(hidden.compute_by_kind.gemm < 0.8 * added.compute_by_kind.gemm,
+           qPrintable(QString("%1 s against %2 s")
+                          .arg(hidden.compute_by_kind.gemm)
+                          .arg(added.compute_by_kind.gemm)));
+  QVERIFY(qFuzzyCompare(half.compute_by_kind.gemm,
+                        (added.compute_by_kind.gemm + hidden.compute_by_kind.gemm) / 2));
+  QCOMPARE(hidden.compute_by_kind.attention, added.compute_by_kind.attention);
+  QCOMPARE(hidden.compute_by_kind.norm, added.compute_by_kind.norm);
+  QCOMPARE(hidden.time.optimizer, added.time.optimizer);
+  QVERIFY(hidden.time.step() < added.time.step());
 }
 
 // Megatron splits the embedding and the LM head over the tensor-parallel
