@@ -46,6 +46,10 @@ struct LoopCosts {
   double optimizer_ns = 0;      // per updated parameter and step: AdamW, gradient scaling and norm
   double attention_gflops = 0;  // causal attention as loops: GFLOP/s of 4·b·s²·h (the full square)
   double attention_backward_gflops = 0;  // its backward: GFLOP/s of 8·b·s²·h
+  // The precision the attention rates were measured in: a run in another
+  // does the attention's matmuls at its own GEMM rate (the planner moves
+  // their FLOPs from the one rate to the other). Unset: none is moved.
+  std::optional<Precision> attention_precision;
   // optimizer_ns by the rank's parameter count, counts increasing, where the
   // cost depends on it: a CPU rank's optimizer reads lines its GEMM threads
   // left in each other's caches while its state fits there (1.7 ns per

@@ -61,6 +61,9 @@ Result<SweepImport> import_sweep_lines(const std::vector<std::string>& files,
   SweepImport imported;
   int ranks = 1;
   std::string host;
+  // The precision the operation sweep ran in (its worker run's start line):
+  // the store's phase carries it, for the loops fitted from it.
+  std::string ops_precision;
   try {
     for (const std::string& file : files) {
       auto contents = read_sweep_file(file);
@@ -73,6 +76,7 @@ Result<SweepImport> import_sweep_lines(const std::vector<std::string>& files,
       // line judges.
       std::map<std::pair<std::string, std::string>, int> filed_otherwise;
       std::map<int, std::vector<std::size_t>> unmarked_fp8;
+      std::map<int, std::string> run_precision;  // per rank, its worker run's
       int fell_back = 0;
       double fell_back_fp8 = 0, fell_back_bf16 = 0;
       while (!rest.empty()) {
@@ -110,6 +114,13 @@ Result<SweepImport> import_sweep_lines(const std::vector<std::string>& files,
               sweep_number(j, "rank", Range::between(0, kMaxSweepRanks - 1), 0, where));
           std::vector<std::size_t> unmarked = std::move(unmarked_fp8[rank]);
           unmarked_fp8.erase(rank);
+          if (event == "sweep_start") {
+            const json* precision = j.contains("precision") ? &j["precision"] : nullptr;
+            run_precision[rank] = precision && precision->is_string() &&
+                                          precision_from_string(precision->get<std::string>())
+                                      ? precision->get<std::string>()
+                                      : "fp32";
+          }
           if (event != "fp8") continue;
           // The worker run's FP8 GEMMs and its fallbacks to BF16.
           const double fp8 = sweep_number(j, "fp8_gemms", Range::between(0, 1e18), 0, where);
@@ -136,6 +147,8 @@ Result<SweepImport> import_sweep_lines(const std::vector<std::string>& files,
         } else if (event == "op") {
           sweep_number(j, "elements", Range::between(0, 1e13), 0, where);
           sweep_number(j, "flops", Range::between(0, 1e18), 0, where);
+          if (ops_precision.empty())
+            ops_precision = run_precision.count(rank) ? run_precision[rank] : "fp32";
         } else {
           sweep_number(j, "bytes", Range::between(0, 1e13), 0, where);
           sweep_number(j, "ranks", Range::between(1, kMaxSweepRanks), 1, where);
@@ -285,7 +298,7 @@ Result<SweepImport> import_sweep_lines(const std::vector<std::string>& files,
   meta.engine = engine;
   meta.host = host;
   meta.device = device;
-  meta.phases = {{ranks, 0, 0, "fp32"}};
+  meta.phases = {{ranks, 0, 0, ops_precision.empty() ? "fp32" : ops_precision}};
   w.set_meta(kCalibrationMetaKey, calibration_meta_json(meta));
   if (Status s = w.close("complete"); !s) return s.error();
   return imported;

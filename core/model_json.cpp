@@ -177,6 +177,11 @@ void read_gpu(const json& j, const std::string& ptr, Diagnostics& d, GpuSpec& g)
       }
       lr.number("attention_gflops", c.attention_gflops, kLimits.gflops);
       lr.number("attention_backward_gflops", c.attention_backward_gflops, kLimits.gflops);
+      if (lr.has("attention_precision")) {
+        Precision p = Precision::fp32;
+        lr.choice("attention_precision", p, kPrecisionNames);
+        c.attention_precision = p;
+      }
       lr.finish();
     }
     er.number("overlap_slowdown", g.efficiency.overlap_slowdown, kLimits.factor);
@@ -643,6 +648,8 @@ json to_json(const GpuSpec& g) {
                    {"optimizer_ns", c.optimizer_ns},
                    {"attention_gflops", c.attention_gflops},
                    {"attention_backward_gflops", c.attention_backward_gflops}};
+    if (c.attention_precision)
+      ej["loops"]["attention_precision"] = to_string(*c.attention_precision);
     if (!c.optimizer_by_size.empty()) {
       json sizes = json::array();
       for (const OptimizerPoint& point : c.optimizer_by_size)

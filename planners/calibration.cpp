@@ -219,6 +219,12 @@ struct PhaseData {
   // planner adds the share itself (GpuEfficiency::core_share); a run's
   // median keeps the core's speed, where a mean would add the share twice.
   bool shares_cores = false;
+  // The precision the operation sweep ran in (a run's, its own): the phases
+  // of one rank count are fitted together, the first one's precision
+  // standing for them all (the optimizer's passes are summed as that one's),
+  // and a GPU's sweep times the operations in one of them (bf16) among its
+  // GEMMs' five.
+  std::string loops_precision;
 
   // Each operation's times, to end a store's samples (OpTimes::end_store).
   void end_store() {
@@ -231,6 +237,7 @@ struct PhaseData {
 
   // Pools another store's operations of the same configuration into these.
   void absorb(const PhaseData& other) {
+    if (loops_precision.empty()) loops_precision = other.loops_precision;
     gemms_without_bytes += other.gemms_without_bytes;
     run_optimizer.insert(run_optimizer.end(), other.run_optimizer.begin(),
                          other.run_optimizer.end());
@@ -962,6 +969,8 @@ void fit_loops(const PhaseData& d, DeviceFit& fit) {
     fit.loops.push_back(std::move(f));
   }
   LoopCosts& c = fit.loop_costs;
+  const std::string& loops_precision =
+      d.loops_precision.empty() ? d.phase.precision : d.loops_precision;
   auto get = [&](const char* kind) { return value.count(kind) ? value.at(kind) : 0.0; };
   c.norm_ns = get("norm");
   c.norm_backward_ns = get("norm_backward");
@@ -971,6 +980,8 @@ void fit_loops(const PhaseData& d, DeviceFit& fit) {
   c.softmax_ns = get("softmax");
   c.attention_gflops = get("attention");
   c.attention_backward_gflops = get("attention_backward");
+  if (c.attention_gflops > 0 || c.attention_backward_gflops > 0)
+    c.attention_precision = precision_from_string(loops_precision);
   // One optimizer step per parameter: the update and the passes around it
   // (gradient norm, averaging, zeroing for the next step; the cast of
   // low-precision working weights when there are any).
@@ -1361,8 +1372,10 @@ Result<Calibration> fit_stores(const std::vector<const trace::TraceReader*>& sto
     }
     // A damaged page ends a query early: the fit would be of part of the run.
     if (Status damaged = store->damage(); !damaged) return damaged.error();
-    for (PhaseData& d : own)
+    for (PhaseData& d : own) {
       d.end_store();
+      if (!d.loops.empty()) d.loops_precision = d.phase.precision;
+    }
     for (const PhaseData& d : own) {
       // Ranks sharing cores wait for the scheduler in their collectives,
       // which are not learnt (refine_link): their speed says nothing.
@@ -1783,6 +1796,8 @@ GpuSpec refine_device(const GpuSpec& base, const DeviceFit& run, std::string_vie
         std::pair{r.attention_backward_gflops, &c.attention_backward_gflops}}) {
     if (from > 0) *to = from;
   }
+  if ((r.attention_gflops > 0 || r.attention_backward_gflops > 0) && r.attention_precision)
+    c.attention_precision = r.attention_precision;
   c.optimizer_by_size = merge_optimizer_points(c.optimizer_by_size, r.optimizer_by_size);
   g.source = base.source + "; refined by " + std::string(source);
   return g;

@@ -566,11 +566,25 @@ LayerCosts layer_costs(const Machine& m, const Model& x, const Knobs& k) {
   } else if (lc.attention_gflops > 0) {
     // Loops over the causal triangle (scores, softmax and the weighted sum
     // in one pass), at the device's measured rate on the full-square FLOPs.
-    attention_forward = kn.floor(attention_flops / (lc.attention_gflops * 1e9) + m.launch);
-    const double backward_rate =
-        (lc.attention_backward_gflops > 0 ? lc.attention_backward_gflops : lc.attention_gflops) *
-        1e9;
-    attention_backward = kn.floor(2 * attention_flops / backward_rate + m.launch);
+    // Measured in another precision than the run's, the attention's matmuls
+    // (QK^T and AV, the full square: the CUDA engine's batched GEMMs) move
+    // from that precision's GEMM rate to the run's: the H200's fp32 run
+    // took its attention 32.7 ms a step against bf16's 13.2 (its batched
+    // fp32 GEMMs without tensor cores), where the bf16 rate alone said 13.5.
+    double per_flop = 0;
+    if (lc.attention_precision) {
+      const double measured =
+          m.peak_of(*lc.attention_precision) * m.gemm_max_for(*lc.attention_precision);
+      const double now = kn.attention_peak * kn.attention_max;
+      if (measured > 0 && now > 0) per_flop = 1 / now - 1 / measured;
+    }
+    auto at = [&](double flops, double gflops) {
+      return kn.floor(std::max(0.0, flops / (gflops * 1e9) + flops * per_flop) + m.launch);
+    };
+    attention_forward = at(attention_flops, lc.attention_gflops);
+    attention_backward =
+        at(2 * attention_flops,
+           lc.attention_backward_gflops > 0 ? lc.attention_backward_gflops : lc.attention_gflops);
   } else {
     // QK^T and AV as batched GEMMs over micro-batch x heads (K = head
     // dimension): the scores go out to memory and come back, timed like

@@ -318,6 +318,17 @@ void TestModelJson::validationErrors_data() {
       << R"({"name": "g", "memory_gib": 80, "memory_bandwidth_gb_s": 2000, "peak_tflops": {"fp32": 1},
             "efficiency": {"gemm_max": 1.5}})"
       << "gpu.json: /efficiency/gemm_max: must be > 0 and <= 1 (got 1.5)";
+  QTest::addRow("gpu overlap above one")
+      << "gpu"
+      << R"({"name": "g", "memory_gib": 80, "memory_bandwidth_gb_s": 2000, "peak_tflops": {"fp32": 1},
+            "efficiency": {"gemm_memory_overlap": 2}})"
+      << "gpu.json: /efficiency/gemm_memory_overlap: must be between 0 and 1 (got 2)";
+  QTest::addRow("attention measured in an unknown precision")
+      << "gpu"
+      << R"({"name": "g", "memory_gib": 80, "memory_bandwidth_gb_s": 2000, "peak_tflops": {"fp32": 1},
+            "efficiency": {"loops": {"attention_gflops": 50, "attention_precision": "fp64"}}})"
+      << "gpu.json: /efficiency/loops/attention_precision: must be one of fp32, tf32, bf16, fp16, "
+         "fp8, int8 or int4 (got \"fp64\")";
   QTest::addRow("gpu name empty") << "gpu"
       << R"({"name": "", "memory_gib": 80, "memory_bandwidth_gb_s": 2000, "peak_tflops": {"fp32": 1}})"
       << "gpu.json: /name: must not be empty";

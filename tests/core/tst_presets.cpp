@@ -337,6 +337,8 @@ cs::GpuSpec calibrated_cpu_device() {
   g.efficiency.gemm_max_by_precision.bf16 = 0.75;
   g.efficiency.host_dispatch_us = 0;
   g.efficiency.loops = {3.5, 5.25, 19.5, 21.25, 1.5, 8.5, 40.5, 1.75, 1.25};
+  g.efficiency.loops.attention_precision = cs::Precision::bf16;
+  g.efficiency.gemm_memory_overlap = 0.75;
   g.efficiency.overlap_slowdown = 0.375;
   g.efficiency.core_share = 0.5;
   g.efficiency.collective_core_share = 0.375;
@@ -526,6 +528,8 @@ void TestPresets::calibratedGpuRoundTrip() {
   QCOMPARE(g->efficiency.loops.norm_ns, want.efficiency.loops.norm_ns);
   QCOMPARE(g->efficiency.loops.softmax_ns, want.efficiency.loops.softmax_ns);
   QCOMPARE(g->efficiency.loops.attention_backward_gflops, 1.25);
+  QCOMPARE(g->efficiency.loops.attention_precision, std::optional{cs::Precision::bf16});
+  QCOMPARE(g->efficiency.gemm_memory_overlap, 0.75);
   QCOMPARE(g->efficiency.overlap_slowdown, 0.375);
   QCOMPARE(g->efficiency.core_share, 0.5);
   QCOMPARE(g->efficiency.collective_core_share, 0.375);
@@ -542,6 +546,8 @@ void TestPresets::calibratedGpuRoundTrip() {
   QVERIFY(!h100["efficiency"].contains("loops"));
   QVERIFY(!h100["efficiency"].contains("host_dispatch_us"));
   QVERIFY(!h100["efficiency"].contains("gemm_max_by_precision"));
+  QVERIFY(!h100["efficiency"].contains("gemm_memory_overlap"));
+  QCOMPARE(catalog.find_gpu("h100-sxm")->efficiency.gemm_memory_overlap, 0.0);
 }
 
 void TestPresets::loadDefaultNamesBrokenUserFile() {

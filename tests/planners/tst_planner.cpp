@@ -96,6 +96,7 @@ class TestPlanner : public QObject {
   void blockingTensorParallelAllReduce();
   void embeddingAndHeadWholePerRank();
   void gemmTrafficHiddenByOverlap();
+  void attentionMeasuredInAnotherPrecision();
   void gradientReductionOnAColdLink();
   void trainingCost();
   void estimateJson();
@@ -820,6 +821,43 @@ void TestPlanner::gemmTrafficHiddenByOverlap() {
   QCOMPARE(hidden.compute_by_kind.norm, added.compute_by_kind.norm);
   QCOMPARE(hidden.time.optimizer, added.time.optimizer);
   QVERIFY(hidden.time.step() < added.time.step());
+}
+
+// A GPU calibrated on the CUDA engine times its attention as loops, at a
+// rate measured in bf16. An fp32 run does the attention's matmuls (QK^T
+// and AV over the full square, twice that backward) at the fp32 GEMM rate:
+// their FLOPs move from bf16's rate to fp32's. A bf16 run, or a preset
+// that does not say what its rate was measured in, moves nothing.
+void TestPlanner::attentionMeasuredInAnotherPrecision() {
+  cs::Plan p = make_plan("dgx-h100-8", "gpt2-small", 1, 1, 1, 8, cs::Precision::fp32);
+  p.parallel.micro_batch = 8;
+  p.parallel.flash_attention = false;
+  cs::GpuSpec& g = *p.cluster.gpu;
+  g.efficiency.loops.attention_gflops = 50e3;
+  g.efficiency.loops.attention_backward_gflops = 70e3;
+  const cs::plan::Estimate unsaid = must_estimate(p);
+  g.efficiency.loops.attention_precision = cs::Precision::bf16;
+  const cs::plan::Estimate moved = must_estimate(p);
+  const cs::Workload& w = p.workload;
+  const double full_square = 4.0 * p.parallel.micro_batch * w.transformer.seq_len *
+                             w.transformer.seq_len * w.transformer.hidden * w.transformer.layers;
+  auto rate = [&](cs::Precision q) {
+    const double f = g.efficiency.gemm_max_by_precision.of(q);
+    return g.peak.of(q) * (f > 0 ? f : g.efficiency.gemm_max);
+  };
+  const double per_flop = 1 / rate(cs::Precision::fp32) - 1 / rate(cs::Precision::bf16);
+  QVERIFY(per_flop > 0);
+  QVERIFY2(qFuzzyCompare(moved.compute_by_kind.attention - unsaid.compute_by_kind.attention,
+                         3 * full_square * per_flop),
+           qPrintable(QString("%1 s added, %2 s expected")
+                          .arg(moved.compute_by_kind.attention - unsaid.compute_by_kind.attention)
+                          .arg(3 * full_square * per_flop)));
+  QCOMPARE(moved.compute_by_kind.gemm, unsaid.compute_by_kind.gemm);
+  p.precision = cs::PrecisionPlan::for_compute(cs::Precision::bf16);
+  g.efficiency.loops.attention_precision.reset();
+  const cs::plan::Estimate bf16_unsaid = must_estimate(p);
+  g.efficiency.loops.attention_precision = cs::Precision::bf16;
+  QCOMPARE(must_estimate(p).compute_by_kind.attention, bf16_unsaid.compute_by_kind.attention);
 }
 
 // Megatron splits the embedding and the LM head over the tensor-parallel
