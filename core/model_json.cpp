@@ -451,6 +451,7 @@ void read_precision(const json& j, const std::string& ptr, Diagnostics& d, Preci
     fr.choice("recipe", p.fp8.recipe, kFp8RecipeNames);
     fr.integer("amax_history", p.fp8.amax_history, Range::at_least(1));
     fr.boolean("saved_inputs_fp8", p.fp8.saved_inputs_fp8);
+    fr.boolean("backward_fp8", p.fp8.backward_fp8);
     fr.finish();
   }
   const bool integer_weights = p.weights == Precision::int8 || p.weights == Precision::int4;
@@ -779,7 +780,8 @@ json to_json(const PrecisionPlan& p) {
     j["fp8"] = {{"format", to_string(p.fp8.format)},
                 {"recipe", to_string(p.fp8.recipe)},
                 {"amax_history", p.fp8.amax_history},
-                {"saved_inputs_fp8", p.fp8.saved_inputs_fp8}};
+                {"saved_inputs_fp8", p.fp8.saved_inputs_fp8},
+                {"backward_fp8", p.fp8.backward_fp8}};
   }
   if (p.weights == Precision::int8 || p.weights == Precision::int4) {
     j["quantization"] = {{"symmetric", p.quant.symmetric}, {"per_channel", p.quant.per_channel}};

@@ -83,6 +83,10 @@ struct Fp8Options {
   // Transformer Engine keeps them; false: in 16 bits, the FP8 copies the
   // GEMM's own (ClusterScope's CUDA engine).
   bool saved_inputs_fp8 = true;
+  // The backward GEMMs (input and weight gradients) in FP8 too, the
+  // gradients in E5M2 with the hybrid format, as Transformer Engine runs
+  // them; false: in 16 bits (ClusterScope's CUDA engine).
+  bool backward_fp8 = true;
 };
 
 struct IntQuantOptions {

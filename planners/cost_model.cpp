@@ -46,6 +46,8 @@ struct Kernels {
   double ramp;            // seconds: the hyperbolic efficiency's half-work point
   double linear_max;      // gemm_max at the linear layers' precision
   double attention_max;   // ... and at the attention matmuls'
+  double backward_peak;   // the linear layers' backward GEMMs (16-bit where FP8 runs them so)
+  double backward_max;
 
   double floor(double seconds) const { return std::max(seconds, m.dispatch); }
 
@@ -72,10 +74,11 @@ struct Kernels {
   }
   // Forward GEMM plus its two backward GEMMs (input gradient, weight gradient).
   double linear_dgrad(double rows, double cols, double inner, double e) const {
-    return linear(rows, inner, cols, e, e);
+    return gemm(backward_peak, backward_max, rows, inner, cols, e, e);
   }
   double linear_wgrad(double rows, double cols, double inner, double e) const {
-    return linear(inner, cols, rows, e, 4);  // accumulates into an fp32 (or e-byte) weight gradient
+    // accumulates into an fp32 (or e-byte) weight gradient
+    return gemm(backward_peak, backward_max, inner, cols, rows, e, 4);
   }
   // A memory-bound kernel moving `bytes`.
   double stream(double bytes) const {
@@ -96,8 +99,14 @@ struct Kernels {
 };
 
 Kernels kernels_of(const Machine& m, const Knobs& k) {
-  Kernels kn{m, m.peak_of(k.compute),      m.peak_of(k.compute),
-             0, m.gemm_max_for(k.compute), m.gemm_max_for(k.compute)};
+  Kernels kn{m,
+             m.peak_of(k.compute),
+             m.peak_of(k.compute),
+             0,
+             m.gemm_max_for(k.compute),
+             m.gemm_max_for(k.compute),
+             0,
+             0};
   if (k.compute == Precision::fp8 || is_integer(k.compute)) {
     kn.attention_peak = m.rate16;
     kn.attention_max =
@@ -112,6 +121,12 @@ Kernels kernels_of(const Machine& m, const Knobs& k) {
     kn.attention_max = m.gemm_max_for(Precision::fp32);
   }
   kn.ramp = m.rate16 > 0 ? m.gemm_ramp_flops / (m.rate16 * m.gemm_max) : 0;
+  kn.backward_peak = kn.linear_peak;
+  kn.backward_max = kn.linear_max;
+  if (k.compute == Precision::fp8 && !k.fp8_backward && kn.attention_peak > 0) {
+    kn.backward_peak = kn.attention_peak;  // the 16-bit rate
+    kn.backward_max = kn.attention_max;
+  }
   return kn;
 }
 
@@ -455,6 +470,7 @@ Knobs knobs_of(const ParallelPlan& p, const PrecisionPlan& q) {
   k.weights = q.weights;
   k.symmetric_quant = q.quant.symmetric;
   k.fp8_saved_inputs = q.fp8.saved_inputs_fp8;
+  k.fp8_backward = q.fp8.backward_fp8;
   k.gradients = q.gradients;
   k.optimizer_state = q.optimizer_state;
   k.master_weights = q.master_weights;
@@ -508,6 +524,8 @@ LayerCosts layer_costs(const Machine& m, const Model& x, const Knobs& k) {
   const double up_cols = (x.gated ? 2 : 1) * ffn;
   // FP8 linear layers read FP8 inputs; everything else moves e-byte elements.
   const double in_e = (k.compute == Precision::fp8) ? 1.0 : e;
+  // ... and of the backward GEMMs, which an FP8 plan may run in 16 bits.
+  const double grad_e = (k.compute == Precision::fp8 && k.fp8_backward) ? 1.0 : e;
   const LoopCosts& lc = m.loops;
 
   // --- forward, one layer. Bytes of the memory-bound kernels first: the
@@ -639,14 +657,14 @@ LayerCosts layer_costs(const Machine& m, const Model& x, const Knobs& k) {
 
   // --- backward: input-gradient and weight-gradient GEMMs, elementwise
   // kernels reading twice what they read forward.
-  const double qkv_dgrad = kn.linear_dgrad(tokens, qkv_cols, h, in_e);
-  const double qkv_wgrad = kn.linear_wgrad(tokens, qkv_cols, h, in_e);
-  const double up_dgrad = kn.linear_dgrad(tokens, up_cols, h, in_e);
-  const double up_wgrad = kn.linear_wgrad(tokens, up_cols, h, in_e);
+  const double qkv_dgrad = kn.linear_dgrad(tokens, qkv_cols, h, grad_e);
+  const double qkv_wgrad = kn.linear_wgrad(tokens, qkv_cols, h, grad_e);
+  const double up_dgrad = kn.linear_dgrad(tokens, up_cols, h, grad_e);
+  const double up_wgrad = kn.linear_wgrad(tokens, up_cols, h, grad_e);
   const double proj_back =
-      kn.linear_dgrad(tokens, h, heads * d, in_e) + kn.linear_wgrad(tokens, h, heads * d, in_e);
+      kn.linear_dgrad(tokens, h, heads * d, grad_e) + kn.linear_wgrad(tokens, h, heads * d, grad_e);
   const double down_back =
-      kn.linear_dgrad(tokens, h, ffn, in_e) + kn.linear_wgrad(tokens, h, ffn, in_e);
+      kn.linear_dgrad(tokens, h, ffn, grad_e) + kn.linear_wgrad(tokens, h, ffn, grad_e);
   KindTimes& bk = l.backward_kinds;
   bk.gemm = qkv_dgrad + qkv_wgrad + up_dgrad + up_wgrad + proj_back + down_back +
             (bias_gradient > 0 ? 0 : bias);
@@ -721,12 +739,12 @@ LayerCosts layer_costs(const Machine& m, const Model& x, const Knobs& k) {
   // needs no all-reduce).
   const double vocab = vocab_rows_per_rank(x, k);
   const double head_gemm = kn.linear(tokens, vocab, h, in_e, e);
-  const double head_wgrad = kn.linear_wgrad(tokens, vocab, h, in_e);
+  const double head_wgrad = kn.linear_wgrad(tokens, vocab, h, grad_e);
   head.forward_kinds.norm = kn.loop(lc.norm_ns, local_tokens * h, 2 * local_tokens * h * e);
   head.forward_kinds.gemm = head_gemm;
   head.forward_kinds.loss = kn.loop(lc.softmax_ns, tokens * vocab, tokens * vocab * (e + 12));
   head.backward_kinds.loss = kn.loop(lc.softmax_ns, 0, tokens * vocab * (8 + e));
-  head.backward_kinds.gemm = kn.linear_dgrad(tokens, vocab, h, in_e) + head_wgrad;
+  head.backward_kinds.gemm = kn.linear_dgrad(tokens, vocab, h, grad_e) + head_wgrad;
   head.backward_kinds.norm =
       kn.loop(lc.norm_backward_ns, local_tokens * h, 4 * local_tokens * h * e);
   head.forward = head.forward_kinds.total();

@@ -104,6 +104,7 @@ struct Knobs {
   Precision weights = Precision::bf16;
   bool symmetric_quant = false;  // integer weights: zero point 0, [-(2^(b-1)-1), 2^(b-1)-1]
   bool fp8_saved_inputs = true;  // FP8: the GEMMs' inputs kept for backward in 1 byte
+  bool fp8_backward = true;      // FP8: the backward GEMMs in FP8 too (Fp8Options::backward_fp8)
   Precision gradients = Precision::bf16;
   Precision optimizer_state = Precision::fp32;
   bool master_weights = true;

@@ -391,6 +391,7 @@ Result<SearchResult> search(const Cluster& cluster, const Workload& workload,
     k.fp32_main_grad = space.fp32_main_grad && !precision.inference;
     k.inference = precision.inference;
     k.fp8_amax_history = precision.fp8.amax_history;
+    k.fp8_backward = precision.fp8.backward_fp8;
     const LayerCosts costs = detail::layer_costs(s.machine, x, k);
     Kept candidate;
     long long local_fitting = 0;

@@ -994,8 +994,9 @@ Result<trace::PredictedStep> predict_trained(const PresetCatalog& catalog, Plan 
   p.virtual_stages = 1;
   p.bucket_mib = bucket_kib / 1024;
   // The CUDA engine's FP8 GEMMs cast their inputs for themselves; what
-  // backward reads stays 16-bit.
+  // backward reads stays 16-bit, and its GEMMs run in BF16.
   plan.precision.fp8.saved_inputs_fp8 = false;
+  plan.precision.fp8.backward_fp8 = false;
   // Gradients and optimizer state stay fp32 in both engines.
   plan.precision.fp32_main_grad =
       plan.precision.compute != Precision::fp32 && plan.precision.compute != Precision::tf32;

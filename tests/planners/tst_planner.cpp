@@ -97,6 +97,7 @@ class TestPlanner : public QObject {
   void embeddingAndHeadWholePerRank();
   void gemmTrafficHiddenByOverlap();
   void attentionMeasuredInAnotherPrecision();
+  void fp8BackwardIn16Bits();
   void gradientReductionOnAColdLink();
   void trainingCost();
   void estimateJson();
@@ -858,6 +859,31 @@ void TestPlanner::attentionMeasuredInAnotherPrecision() {
   const cs::plan::Estimate bf16_unsaid = must_estimate(p);
   g.efficiency.loops.attention_precision = cs::Precision::bf16;
   QCOMPARE(must_estimate(p).compute_by_kind.attention, bf16_unsaid.compute_by_kind.attention);
+}
+
+// Transformer Engine runs an FP8 layer's backward GEMMs in FP8 too (the
+// gradients in E5M2); ClusterScope's CUDA engine runs them in BF16
+// (fp8.backward_fp8 false): its forward is the FP8 plan's, its backward
+// GEMMs at the 16-bit rate.
+void TestPlanner::fp8BackwardIn16Bits() {
+  cs::Plan p = make_plan("dgx-h100-8", "gpt2-small", 1, 1, 1, 8, cs::Precision::fp8);
+  p.parallel.micro_batch = 8;
+  p.precision.fp8.saved_inputs_fp8 = false;
+  const cs::plan::Estimate fp8 = must_estimate(p);
+  p.precision.fp8.backward_fp8 = false;
+  const cs::plan::Estimate bf16_backward = must_estimate(p);
+  cs::Plan b = p;
+  b.precision = cs::PrecisionPlan::for_compute(cs::Precision::bf16);
+  const cs::plan::Estimate bf16 = must_estimate(b);
+  QCOMPARE(bf16_backward.time.forward, fp8.time.forward);
+  QVERIFY(bf16_backward.time.backward > fp8.time.backward);
+  // All the backward adds over the FP8 plan's is GEMMs.
+  QVERIFY(qFuzzyCompare(bf16_backward.compute_by_kind.gemm - fp8.compute_by_kind.gemm,
+                        bf16_backward.time.backward - fp8.time.backward));
+  QVERIFY(bf16.time.backward > fp8.time.backward);
+  // The option is a plan's, and reads back.
+  const nlohmann::json j = cs::to_json(p.precision);
+  QCOMPARE(j["fp8"]["backward_fp8"].get<bool>(), false);
 }
 
 // Megatron splits the embedding and the LM head over the tensor-parallel
