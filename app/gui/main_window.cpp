@@ -341,6 +341,8 @@ void MainWindow::createActions() {
   run_export(tr("CSV tables…"), tr("CSV (*.csv)"), RunExport::csv, "actionRunCsv");
   run_export(tr("Chrome trace JSON (Perfetto)…"), tr("JSON (*.json)"), RunExport::chrome_trace,
              "actionRunChrome");
+  run_export(tr("Chrome trace JSON with the critical path (Perfetto)…"), tr("JSON (*.json)"),
+             RunExport::chrome_trace_critical_path, "actionRunChromeCriticalPath");
   file->addSeparator();
   add(file, tr("&Quit"), QKeySequence::Quit, [this] { close(); });
 

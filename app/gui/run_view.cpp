@@ -2143,11 +2143,13 @@ Result<QStringList> writeCsvTables(const ExportSource& source, const QString& st
   return files;
 }
 
-Result<QStringList> writeChromeTrace(const ExportSource& source, const QString& path) {
+Result<QStringList> writeChromeTrace(const ExportSource& source, const QString& path,
+                                     bool critical_path) {
   auto reader = trace::TraceReader::open(source.store);
   if (!reader) return reader.error();
   trace::ChromeTraceOptions options;
   options.window = source.range;
+  options.critical_path = critical_path;
   auto written = trace::export_chrome_trace(*reader.value(), path.toStdString(), options);
   if (!written) return written.error();
   return QStringList{path};
@@ -2219,7 +2221,10 @@ Result<RunView::ExportTask> RunView::prepareExport(RunExport kind, const QString
     case RunExport::csv:
       return ExportTask([source, path] { return writeCsvTables(source, path); });
     case RunExport::chrome_trace:
-      return ExportTask([source, path] { return writeChromeTrace(source, path); });
+    case RunExport::chrome_trace_critical_path:
+      return ExportTask([source, path, kind] {
+        return writeChromeTrace(source, path, kind == RunExport::chrome_trace_critical_path);
+      });
   }
   return Error{"unknown export"};
 }

@@ -61,7 +61,9 @@ struct CounterLine {
 QString counterPointTip(const CounterLine& line, double x_ms);
 
 // What a run exports: reports, the CSV tables, a Chrome trace (Perfetto).
-enum class RunExport : int { html, pdf, csv, chrome_trace };
+// chrome_trace_critical_path: the Chrome trace with each step's critical
+// path on a process of its own (trace export --critical-path).
+enum class RunExport : int { html, pdf, csv, chrome_trace, chrome_trace_critical_path };
 
 class RunView : public QWidget {
   Q_OBJECT

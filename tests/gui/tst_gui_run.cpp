@@ -1331,6 +1331,32 @@ void TestGuiRun::exports() {
   QVERIFY(view.exportNow(RunExport::chrome_trace, chrome).ok());
   const int all = events_in(chrome);
   QVERIFY(all > 0);
+  // With the critical path: the same slices, and each step's path on a
+  // process of its own, named in otherData as the CLI's export names it.
+  {
+    const QString with_path = dir_.filePath(QStringLiteral("run-path.json"));
+    auto written = view.exportNow(RunExport::chrome_trace_critical_path, with_path);
+    QVERIFY2(written.ok(), written.ok() ? "" : written.message().c_str());
+    QFile f(with_path);
+    QVERIFY(f.open(QIODevice::ReadOnly));
+    const QJsonObject doc = QJsonDocument::fromJson(f.readAll()).object();
+    const QJsonValue pid = doc.value(QStringLiteral("otherData"))
+                               .toObject()
+                               .value(QStringLiteral("critical_path_pid"));
+    QVERIFY2(pid.isDouble(), "no critical_path_pid in otherData");
+    int on_path = 0, elsewhere = 0;
+    for (const QJsonValue& v : doc.value(QStringLiteral("traceEvents")).toArray()) {
+      const QJsonObject e = v.toObject();
+      if (e.value(QStringLiteral("ph")).toString() != QStringLiteral("X")) continue;
+      if (e.value(QStringLiteral("pid")).toDouble() == pid.toDouble()) {
+        ++on_path;
+      } else {
+        ++elsewhere;
+      }
+    }
+    QVERIFY(on_path > 0);
+    QCOMPARE(elsewhere, all);
+  }
   // Range exports need a range.
   QVERIFY(
       !view.exportNow(RunExport::chrome_trace, dir_.filePath(QStringLiteral("none.json")), true)
