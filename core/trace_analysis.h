@@ -283,11 +283,11 @@ struct PredictionComparison {
 
 // The parts of a step before "idle", in the order StepParts lists them.
 // clang-format off
-inline constexpr std::array<std::string_view, 13> kStepPartNames = {
+inline constexpr std::array<std::string_view, 14> kStepPartNames = {
     "compute.gemm",        "compute.attention", "compute.norm",        "compute.activation",
-    "compute.elementwise", "compute.loss",      "optimizer",           "communication.tp",
-    "communication.dp",    "communication.pp",  "communication.other", "wait",
-    "bubble"};
+    "compute.elementwise", "compute.loss",      "optimizer",           "descheduled",
+    "communication.tp",    "communication.dp",  "communication.pp",    "communication.other",
+    "wait",                "bubble"};
 // clang-format on
 
 // What each part of a step took, measured from a store's events, on the
@@ -298,6 +298,9 @@ inline constexpr std::array<std::string_view, 13> kStepPartNames = {
 //   forward/backward annotations, kernels of no known kind outside them are
 //   "optimizer" work (zeroing, averaging, casting around the update);
 // - "optimizer": the optimizer's kernels (adamw, gradient norm) and the above;
+// - "descheduled": the time within those ops their thread was off CPU, where
+//   the CPU engine measured it (kOffCpuCounter: ranks sharing cores), taken
+//   out of the ops' own parts;
 // - "communication.tp" / ".dp" / ".pp" / ".other": communication (and waits
 //   on it, "wait dp") of each group not under compute, by the group its name
 //   starts with ("tp all-reduce", "wait dp"; point-to-point is pp); of a
@@ -316,7 +319,7 @@ struct StepParts {
   double step_s = 0;
   std::vector<std::pair<std::string, double>> parts;  // in the order above
   double part(std::string_view name) const;
-  double compute() const;  // the compute parts and the optimizer
+  double compute() const;  // the compute parts, the optimizer and their time descheduled
 };
 Result<StepParts> measure_step_parts(const TraceReader& reader);
 // Each rank's parts, by rank.

@@ -97,6 +97,7 @@ struct RankEvents {
     // GPU runs behind the host, so a kernel of the backward pass can run
     // after the pass's host range ended.
     std::int64_t launched_ns = -1;
+    std::int64_t off_cpu_ns = 0;  // of its time, descheduled (kOffCpuCounter)
   };
   std::vector<Compute> compute;
   // GPU kernels take the kind of the host operation whose range their launch
@@ -211,6 +212,7 @@ std::string describe_part(std::string_view part) {
       {"compute.elementwise", "elementwise compute"},
       {"compute.loss", "the loss over the logits"},
       {"optimizer", "the optimizer step"},
+      {"descheduled", "compute waiting for a core (its ops off CPU)"},
       {"communication.tp", "exposed tensor-parallel communication"},
       {"communication.dp", "exposed data-parallel communication"},
       {"communication.pp", "pipeline transfers"},
@@ -311,8 +313,17 @@ Result<std::vector<StepParts>> measure_rank_parts(const TraceReader& reader) {
   // Every pipeline call's length, by direction (send or not) and size.
   std::map<std::pair<bool, std::int64_t>, std::vector<std::int64_t>> call_lengths;
   const Communicators communicators = Communicators::of(reader);
+  const std::optional<StringId> off_cpu_counter = reader.find_string(kOffCpuCounter);
   for (std::int32_t rank : ranks) {
     RankEvents ev;
+    // The CPU engine's compute ops' time off CPU, by the op's end.
+    std::map<std::int64_t, std::int64_t> off_cpu_by_end;
+    if (off_cpu_counter) {
+      auto samples = reader.counters(rank, *off_cpu_counter);
+      if (!samples) return samples.error();
+      for (const CounterSample& c : *samples)
+        off_cpu_by_end[c.time_ns] = static_cast<std::int64_t>(std::max(0.0, c.value));
+    }
     auto metrics = reader.steps(rank);
     if (!metrics) return metrics.error();
     for (const StepMetrics& m : *metrics) {
@@ -377,7 +388,11 @@ Result<std::vector<StepParts>> measure_rank_parts(const TraceReader& reader) {
                 if (gpu && e.correlation > 0) {
                   ev.kernels.push_back({when, e.correlation, operation_kind(name)});
                 } else {
-                  ev.compute.push_back({when, operation_kind(name)});
+                  const auto off = off_cpu_by_end.find(e.end_ns);
+                  ev.compute.push_back({when, operation_kind(name), -1,
+                                        off == off_cpu_by_end.end()
+                                            ? 0
+                                            : std::min(off->second, e.end_ns - e.start_ns)});
                 }
               }
               return true;
@@ -450,9 +465,14 @@ Result<std::vector<StepParts>> measure_rank_parts(const TraceReader& reader) {
         kind = "optimizer";
       }
       const std::string part = kind == "optimizer" ? "optimizer" : "compute." + std::string(kind);
+      // Its time off CPU, spread over its span (where in it is not known).
+      const double length = static_cast<double>(c.when.second - c.when.first);
+      const double off_share = length > 0 ? static_cast<double>(c.off_cpu_ns) / length : 0;
       steps.for_each_overlap(c.when, [&](std::size_t si, const Interval& i) {
         pending.steps[si].compute.push_back(i);
-        pending.steps[si].part[part] += static_cast<double>(i.second - i.first);
+        const double in_step = static_cast<double>(i.second - i.first);
+        pending.steps[si].part[part] += in_step * (1 - off_share);
+        if (off_share > 0) pending.steps[si].part["descheduled"] += in_step * off_share;
       });
     }
     for (PendingStep& step : pending.steps)
@@ -597,7 +617,7 @@ Result<std::vector<StepParts>> measure_rank_parts(const TraceReader& reader) {
 double StepParts::compute() const {
   double total = 0;
   for (const auto& [name, v] : parts) {
-    if (name.starts_with("compute.") || name == "optimizer") total += v;
+    if (name.starts_with("compute.") || name == "optimizer" || name == "descheduled") total += v;
   }
   return total;
 }

@@ -161,6 +161,20 @@ struct CounterSample {
   double value = 0;
 };
 
+// The CPU engine's record of descheduling (Nsight Systems' "preempted"
+// thread state): a sample at a compute op's end is the time within that op
+// its thread was off CPU, another thread holding the core (ranks sharing
+// cores). Written where a rank computes on one thread (its own CPU time then
+// is the op's), for ops off CPU kOffCpuSampleNs or more; the breakdown
+// counts that time as the part "descheduled", not as the op's kind.
+inline constexpr std::string_view kOffCpuCounter = "compute op off CPU (ns)";
+inline constexpr std::int64_t kOffCpuSampleNs = 10'000;
+// A counter whose samples belong to the ops they end (the time off CPU):
+// not a quantity over time, so not a timeline lane nor a chart line.
+inline bool is_op_counter(std::string_view name) {
+  return name == kOffCpuCounter;
+}
+
 // A counter of bytes, which is shown in GiB rather than as a plain number:
 // one that says so ("memory in use (bytes)", PyTorch's "GPU 0 memory
 // allocated (bytes)"), or the CUDA tracer's "GPU 0 memory used". Not every

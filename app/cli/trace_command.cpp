@@ -964,7 +964,7 @@ void print_stats(const StatsOptions& o, Context& ctx, const std::unique_ptr<Trac
     // JSON): here it would crowd out later ranks' whole.
     std::vector<const CounterStats*> listed;
     for (const CounterStats& k : a.counters)
-      if (!is_memory_part_counter(k.name)) listed.push_back(&k);
+      if (!is_memory_part_counter(k.name) && !is_op_counter(k.name)) listed.push_back(&k);
     for (std::size_t i = 0; i < listed.size() && i < top; ++i) {
       const CounterStats& k = *listed[i];
       auto value = [&](double v) { return counter_value_text(k, v); };

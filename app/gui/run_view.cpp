@@ -235,6 +235,7 @@ Result<std::vector<CounterLine>> readCounters(const trace::TraceReader& reader) 
     // The engines' memory by part adds up to their "memory in use": the
     // prediction's table holds the parts.
     if (trace::is_memory_part_counter(reader.string(name))) continue;
+    if (trace::is_op_counter(reader.string(name))) continue;
     auto samples = reader.counters(rank, name);
     if (!samples) return samples.error();
     CounterLine line;

@@ -132,6 +132,7 @@ std::vector<TimelineWidget::Lane> timelineLanes(const trace::TraceReader& reader
       // The engines' memory by part adds up to their "memory in use" lane:
       // the prediction's table holds the parts.
       if (trace::is_memory_part_counter(reader.string(c.name))) continue;
+      if (trace::is_op_counter(reader.string(c.name))) continue;
       TimelineWidget::Lane lane;
       lane.info.rank = c.rank;
       lane.info.name = reader.string(c.name);

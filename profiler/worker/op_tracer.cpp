@@ -3,6 +3,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <ctime>
 #include <functional>
 #include <thread>
 #include <utility>
@@ -105,6 +106,12 @@ std::int64_t OpTracer::now_ns() {
   return trace::run_clock_ns();
 }
 
+std::int64_t OpTracer::thread_cpu_ns() {
+  timespec t{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return std::int64_t{t.tv_sec} * 1'000'000'000 + t.tv_nsec;
+}
+
 trace::StringId OpTracer::name(std::string_view text) {
   std::lock_guard lock(names_mutex_);
   auto it = names_.find(std::string(text));
@@ -118,7 +125,7 @@ void OpTracer::record(trace::LaneId lane, trace::EventKind kind, trace::Category
                       std::int64_t start_ns, std::int64_t end_ns, std::string_view op_name,
                       double flops, std::int64_t bytes, trace::Collective collective,
                       trace::DataType dtype, std::int64_t count, std::int32_t peer,
-                      std::int32_t group_size) {
+                      std::int32_t group_size, std::int64_t off_cpu_ns) {
   // The steps and phases keep their spans; an op that a stall fell in did
   // not work for its whole span.
   const bool stalled =
@@ -139,6 +146,8 @@ void OpTracer::record(trace::LaneId lane, trace::EventKind kind, trace::Category
   e.group_size = group_size;
   e.step = step_;
   writer_.add(e);
+  if (!stalled && off_cpu_ns >= trace::kOffCpuSampleNs)
+    counter(trace::kOffCpuCounter, end_ns, static_cast<double>(off_cpu_ns));
 }
 
 void OpTracer::counter(std::string_view counter_name, std::int64_t time_ns, double value) {

@@ -38,6 +38,13 @@ class OpTracer {
   ~OpTracer();  // stops watching for stalls
 
   static std::int64_t now_ns();
+  // The calling thread's CPU time (CLOCK_THREAD_CPUTIME_ID).
+  static std::int64_t thread_cpu_ns();
+
+  // Whether compute ops time what of them their thread spent off CPU
+  // (trace::kOffCpuCounter): only where a rank computes on one thread.
+  void set_times_off_cpu(bool on) { times_off_cpu_ = on; }
+  bool times_off_cpu() const { return times_off_cpu_; }
 
   trace::TraceWriter& writer() { return writer_; }
   int rank() const { return rank_; }
@@ -55,13 +62,14 @@ class OpTracer {
               std::int64_t start_ns, std::int64_t end_ns, std::string_view name, double flops = 0,
               std::int64_t bytes = 0, trace::Collective collective = trace::Collective::none,
               trace::DataType dtype = trace::DataType::none, std::int64_t count = 0,
-              std::int32_t peer = -1, std::int32_t group_size = 0);
+              std::int32_t peer = -1, std::int32_t group_size = 0, std::int64_t off_cpu_ns = 0);
   void counter(std::string_view name, std::int64_t time_ns, double value);
 
  private:
   trace::TraceWriter& writer_;
   int rank_;
   int step_ = -1;
+  bool times_off_cpu_ = false;
   trace::LaneId compute_lane_, communication_lane_, phase_lane_, steps_lane_;
   std::mutex names_mutex_;
   std::unordered_map<std::string, trace::StringId> names_;
@@ -82,12 +90,22 @@ class ScopedOp {
   ScopedOp(OpTracer* tracer, std::string_view name, double flops = 0)
       : ScopedOp(tracer, name, OpSize{flops, 0, 0, trace::DataType::none}) {}
   ScopedOp(OpTracer* tracer, std::string_view name, const OpSize& size)
-      : tracer_(tracer), name_(name), size_(size), start_(tracer ? OpTracer::now_ns() : 0) {}
+      : tracer_(tracer),
+        name_(name),
+        size_(size),
+        start_(tracer ? OpTracer::now_ns() : 0),
+        cpu_start_(tracer && tracer->times_off_cpu() ? OpTracer::thread_cpu_ns() : -1) {}
+  // The CPU-time reads are system calls, at whose return the scheduler may
+  // hand the core to a waiting thread (lazy preemption waits for one): the
+  // op's span encloses them, so that such a switch is counted inside it.
   ~ScopedOp() {
     if (tracer_) {
+      const std::int64_t cpu = cpu_start_ >= 0 ? OpTracer::thread_cpu_ns() - cpu_start_ : 0;
+      const std::int64_t end = OpTracer::now_ns();
+      const std::int64_t off_cpu = cpu_start_ >= 0 ? (end - start_) - cpu : 0;
       tracer_->record(tracer_->compute_lane(), trace::EventKind::kernel, trace::Category::compute,
-                      start_, OpTracer::now_ns(), name_, size_.flops, size_.bytes,
-                      trace::Collective::none, size_.dtype, size_.elements);
+                      start_, end, name_, size_.flops, size_.bytes, trace::Collective::none,
+                      size_.dtype, size_.elements, -1, 0, off_cpu);
     }
   }
   ScopedOp(const ScopedOp&) = delete;
@@ -98,6 +116,7 @@ class ScopedOp {
   std::string_view name_;
   OpSize size_;
   std::int64_t start_;
+  std::int64_t cpu_start_;  // -1: not timed
 };
 
 }  // namespace cs::worker

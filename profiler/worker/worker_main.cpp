@@ -655,6 +655,9 @@ int run_cpu(Options o, const Job& job, int argc, char** argv) {
         open_trace(o, job, layout.world_rank, backend->device_name(), cs::trace::kCpuEngineSource,
                    {{"clusterscope", CLUSTERSCOPE_VERSION}}, argc, argv);
     if (o.sweep.empty()) record_machine_probe(trace, *backend, w.world(), storage, o.precision);
+    // On one thread an op's own CPU time is the thread's: the rest of its
+    // time it was descheduled (ranks sharing cores).
+    if (trace.tracer) trace.tracer->set_times_off_cpu(threads == 1);
     backend->set_tracer(trace.tracer.get());
     w.set_tracer(trace.tracer.get());
     if (!o.sweep.empty()) {

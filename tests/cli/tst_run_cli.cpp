@@ -10,6 +10,7 @@
 #include <QJsonObject>
 #include <QProcess>
 #include <QRegularExpression>
+#include <QStandardPaths>
 #include <QTemporaryDir>
 #include <QtTest>
 
@@ -19,6 +20,7 @@
 #include <unistd.h>
 
 #include "../process_run.h"
+#include "core/trace_analysis.h"
 #include "core/trace_reader.h"
 #include "core/trace_writer.h"
 
@@ -142,6 +144,7 @@ class TestRunCli : public QObject {
   void mergeTakesTheWorstEnding();
   void planProblemsAreSaid();
   void moreRanksThanCoresAreSaid();
+  void ranksSharingACoreAreTimedOffCpu();
   void mergeOnlyRefusesLaunchFlags_data();
   void mergeOnlyRefusesLaunchFlags();
 
@@ -248,6 +251,40 @@ void TestRunCli::moreRanksThanCoresAreSaid() {
   r = run_cli(QStringList{"run", "--steps", "2", "--out", dir_.filePath("one/run.db")} + tiny());
   QVERIFY2(r.exit_code == 0, qPrintable(r.err));
   QVERIFY2(!r.err.contains("more ranks than cores"), qPrintable(r.err));
+}
+
+// Two ranks of one BLAS thread held to one core (taskset) take turns on
+// it: each op records the time its thread was off CPU, and the breakdown
+// counts that time as "descheduled", beside the ops' own time.
+void TestRunCli::ranksSharingACoreAreTimedOffCpu() {
+  const QString taskset = QStandardPaths::findExecutable("taskset");
+  if (taskset.isEmpty()) QSKIP("no taskset (util-linux) to hold the ranks to one core");
+  const QString store = dir_.filePath("one-core/run.db");
+  QDir().mkpath(dir_.filePath("one-core"));
+  const Run r = cs::test::run_process(
+      taskset, QStringList{"-c",      "0", kCli,    "run", "--dp",     "2",   "--threads", "1",
+                           "--steps", "4", "--out", store, "--layers", "2",   "--hidden",  "128",
+                           "--heads", "4", "--seq", "64",  "--ffn",    "512", "--vocab",   "256"});
+  QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+  auto reader = cs::trace::TraceReader::open(store.toStdString());
+  QVERIFY2(reader.ok(), reader ? "" : reader.message().c_str());
+  int series = 0;
+  for (const cs::trace::CounterSeries& c : (*reader)->counter_series().value())
+    series += (*reader)->string(c.name) == cs::trace::kOffCpuCounter && c.samples > 0;
+  QCOMPARE(series, 2);
+  auto ranks = cs::trace::measure_rank_parts(**reader);
+  QVERIFY2(ranks.ok(), ranks ? "" : ranks.message().c_str());
+  for (const cs::trace::StepParts& p : *ranks) {
+    const double descheduled = p.part("descheduled");
+    const double on_cpu = p.compute() - descheduled;
+    // Both ranks compute at once on one core: each waits about as long as
+    // it runs (a fifth of that at the least).
+    QVERIFY2(descheduled > 0.2 * on_cpu,
+             qPrintable(QString("rank %1: descheduled %2 ms beside %3 ms on CPU")
+                            .arg(p.rank)
+                            .arg(descheduled * 1e3)
+                            .arg(on_cpu * 1e3)));
+  }
 }
 
 void TestRunCli::plainProgressWhenNotATerminal() {

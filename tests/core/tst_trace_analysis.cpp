@@ -134,6 +134,7 @@ class TestTraceAnalysis : public QObject {
   void operationKinds_data();
   void operationKinds();
   void stepParts();
+  void descheduledTimeIsItsOwnPart();
   void collectiveWaitIsSplit();
   void collectivesPairedByTheirStep();
   void warmUpSteps_data();
@@ -1035,6 +1036,53 @@ void TestTraceAnalysis::stepParts() {
         std::abs(parts->part(name) - ns * 1e-9) < 1e-12,
         qPrintable(QString("%1: %2 s, expected %3 ns").arg(name).arg(parts->part(name)).arg(ns)));
   }
+}
+
+// The CPU engine's ops that were off CPU (kOffCpuCounter, sampled at the
+// op's end): that time is the part "descheduled", not the op's kind. Each
+// step of 10 µs: an 4000 ns GEMM 1500 of it off CPU, a layer norm never
+// off CPU, an AdamW 200 of its 1000 off, a GELU whose sample says more than
+// its length (held to it), and a sample at no op's end (left out).
+void TestTraceAnalysis::descheduledTimeIsItsOwnPart() {
+  QTemporaryDir dir;
+  Builder b(dir, "descheduled.cstrace");
+  TraceWriter& w = *b.writer;
+  w.add_rank({0, "node", "CPU", 1, 0, false});
+  const LaneId compute = w.add_lane(0, LaneKind::cpu_thread, "compute", 0);
+  const StringId off_cpu = w.intern(kOffCpuCounter);
+  for (int step = 0; step < 4; ++step) {
+    const std::int64_t s = 100'000 + step * 10'000;
+    b.add(compute, EventKind::kernel, Category::compute, s, s + 4000, "mlp.fc");
+    b.commit();
+    w.add(CounterSample{0, off_cpu, s + 4000, 1500});
+    b.add(compute, EventKind::kernel, Category::compute, s + 4000, s + 5000, "layernorm");
+    b.commit();
+    b.add(compute, EventKind::kernel, Category::compute, s + 5000, s + 6000, "adamw");
+    b.commit();
+    w.add(CounterSample{0, off_cpu, s + 6000, 200});
+    b.add(compute, EventKind::kernel, Category::compute, s + 6000, s + 6500, "gelu");
+    b.commit();
+    w.add(CounterSample{0, off_cpu, s + 6500, 900});
+    w.add(CounterSample{0, off_cpu, s + 8000, 700});
+    w.add(StepMetrics{0, step, s, s + 10'000, 1.0, 100, 0});
+  }
+  auto r = b.close();
+  auto parts = measure_step_parts(*r);
+  QVERIFY2(parts, parts ? "" : parts.message().c_str());
+  const std::vector<std::pair<const char*, double>> expected = {{"compute.gemm", 2500},
+                                                                {"compute.norm", 1000},
+                                                                {"compute.activation", 0},
+                                                                {"optimizer", 800},
+                                                                {"descheduled", 1500 + 200 + 500},
+                                                                {"idle", 3500}};
+  for (const auto& [name, ns] : expected) {
+    QVERIFY2(
+        std::abs(parts->part(name) - ns * 1e-9) < 1e-12,
+        qPrintable(QString("%1: %2 s, expected %3 ns").arg(name).arg(parts->part(name)).arg(ns)));
+  }
+  // The rank's compute still counts its time off CPU (the critical rank is
+  // the one with the most).
+  QVERIFY(std::abs(parts->compute() - 6500e-9) < 1e-12);
 }
 
 // Two data-parallel ranks, three steps of 10 µs (the first a warm-up).
