@@ -911,8 +911,10 @@ PipelineCosts pipeline_costs(const Machine& m, const Model& x, const Knobs& k,
           grad_bytes, k.bucket_bytes, g);
       p.dp_total = r.total;
       p.dp_exposed = std::max(r.total - reduce_window, r.last);
-      // A communication thread sharing the cores slows the backward it overlaps.
-      p.dp_exposed += m.overlap_slowdown * std::max(0.0, r.total - p.dp_exposed);
+      // A communication thread sharing the cores slows the backward it
+      // overlaps: that compute is descheduled for the time it hides.
+      p.dp_descheduled = m.overlap_slowdown * std::max(0.0, r.total - p.dp_exposed);
+      p.dp_exposed += p.dp_descheduled;
     } else if (k.zero == 2) {
       const Bucketed r =
           bucketed(m, trace::Collective::reduce_scatter, grad_bytes, k.bucket_bytes, g);
@@ -1197,7 +1199,8 @@ void evaluate(const Machine& m, const Model& x, const Knobs& k, const LayerCosts
     time.tp_communication += mb * slow->tp_backward;
     tp_total += mb * slow->tp_backward_total;
     time.optimizer = p.optimizer;
-    time.dp_communication = p.dp_exposed + p.zero_param_gather;
+    time.dp_communication = p.dp_exposed - p.dp_descheduled + p.zero_param_gather;
+    time.descheduled = p.dp_descheduled;
     time.zero_gather = p.zero3_exposed;
   }
   if (k.pp > 1) {
@@ -1257,93 +1260,44 @@ void evaluate(const Machine& m, const Model& x, const Knobs& k, const LayerCosts
       tp_total += time.tp_communication - exposed_before_wait;
       time.dp_communication /= collective_share;
     } else if (k.dp > 1 && k.pp == 1) {
-      // Data-parallel replicas alone: the GEMMs pay the share; the loops
-      // and the optimizer ran at their one-rank speed, and what the share
-      // costs them was spent waiting in the gradient reduction (measured
-      // on the CPU engine, DP 4 on 2 cores: GEMMs 1.9-2.1 times their
-      // one-rank time in runs K-Q, loops and AdamW at their one-rank time,
-      // the reduction 2.5-4 times what its link predicts). Pipeline stages
-      // (below) ran their loops slowed as well, 1.5-2.5 times.
-      ComputeByKind& kind = out.compute_by_kind;
-      const double passes = time.forward + time.backward + time.recompute;
-      const double gemm_added = (1 / m.core_share - 1) * kind.gemm;
-      if (passes > 0) {
-        const double grow = (passes + gemm_added) / passes;
-        time.forward *= grow;
-        time.backward *= grow;
-        time.recompute *= grow;
-      }
-      kind.gemm += gemm_added;
-      wait_in(time.dp_communication, std::max(0.0, added_in_collectives - gemm_added),
-              m.shared_wait_in_transfer);
+      // Data-parallel replicas alone compute at once: each op waits for a
+      // core what the share adds to it (measured on the CPU engine as the
+      // ops' time off CPU, DP 4 small on 2 cores: 6.6-7.0 ms a step beside
+      // 7.9 of compute on CPU), up to what the collective share costs in
+      // all; the rest of that is spent waiting in the gradient reduction.
+      const double descheduled = std::min(added, added_in_collectives);
+      time.descheduled += descheduled;
+      wait_in(time.dp_communication, added_in_collectives - descheduled, m.shared_wait_in_transfer);
     } else if (k.pp > 1) {
       // Pipeline stages: a stage waits its own bubble (the other stage then
-      // runs alone on the cores it left) and runs its loops and optimizer
-      // at one-rank speed. The step is compute and the larger of the bubble
-      // and the time the share adds. With data-parallel partners, ranks
-      // also meet in the reduction, whose waits poll: the time added is the
-      // collective share's (DP 2 x PP 2's step came out 12 % under with the
-      // core count's, the median of 22 passes re-predicted from the stores
-      // of runs W-GG; 3 % with the fitted one).
-      // Of that time, the stage's GEMMs and attention pay the core share
+      // runs alone on the cores it left). The step is compute and the
+      // larger of the bubble and the time the share adds, the core count's
+      // even with data-parallel partners, whose reduction runs at it (DP 2
+      // x PP 2 large on 2 cores, re-predicted from the stores of 7 runs
+      // whose ops record their time off CPU: the step +18 % to +23 % with
+      // the fitted collective share, 0.43, the reduction +75 % to +171 %;
+      // with the core count's -10 % to +6 %, the reduction -24 % to +17 %).
+      // Of that time, the stage's compute waits for a core (descheduled)
       // only while the other stages compute too: all of the others' chunks
       // but their first forward (the fill) and last backward (the drain),
       // (m v - 1) / (m v) of their compute, falls within this stage's. On
       // the CPU engine, DP 2 x PP 2 large on 2 cores (2 micro-batches, the
-      // first stage 0.97 of the last): the last stage's GEMMs took 1.30-1.42
-      // times the sum of their median calls in 16 runs (4 passes), where
-      // this rule says 1 + 0.48 x (1 / 0.5 - 1) = 1.48; the rule before
-      // (slowed for the share of the schedule a stage is busy) said 1.66.
-      ComputeByKind& kind = out.compute_by_kind;
-      const bool reduces = k.dp > 1 && !k.inference;
-      const double pp_added = reduces ? added_in_collectives : added;
-      const double extra = std::max(0.0, pp_added - time.pipeline_bubble);
+      // first stage 0.97 of the last): the last stage's ops were off CPU
+      // 25.4-31.9 ms a step in 7 runs, where this rule says 0.48 x (1 / 0.5
+      // - 1) x 59.4 ms of compute on CPU = 28.5. The rest is waiting for
+      // the other stages, in the bubble.
+      const double extra = std::max(0.0, added - time.pipeline_bubble);
       const double chunks = mb * k.v;
       const double others = (k.pp * average - t_slow) / (k.pp - 1.0);
       const double overlap =
           t_slow > 0 ? std::clamp((chunks - 1) / chunks * others / t_slow, 0.0, 1.0) : 0.0;
-      const double slowed = kind.gemm + kind.attention;
-      const double passes = time.forward + time.backward + time.recompute;
-      const double slowed_extra =
-          slowed > 0 && passes > 0 ? std::min(extra, overlap * (1 / m.core_share - 1) * slowed) : 0;
-      if (slowed_extra > 0) {
-        const double grow = (passes + slowed_extra) / passes;
-        time.forward *= grow;
-        time.backward *= grow;
-        time.recompute *= grow;
-        kind.gemm *= 1 + slowed_extra / slowed;
-        kind.attention *= 1 + slowed_extra / slowed;
-      }
-      // The rest is spent waiting for the others, in proportion to how often
-      // the stage meets each: its data-parallel partners once, in the
-      // gradient reduction, and the other stages at each of its m v
-      // receives, in the bubble. (Split by partners and stages alone, half
-      // and half for DP 2 x PP 2, the reduction came out +9 % to +72 %,
-      // median +27 %, in 14 learned runs of 7 passes re-predicted from
-      // their stores, the bubble median -3 %; by this rule the reduction
-      // -12 % to +36 %, the bubble -18 % to +33 %.)
-      const double rest = extra - slowed_extra;
-      const double partners = reduces ? k.dp - 1.0 : 0.0;
-      const double to_dp = rest * partners / (partners + chunks * (k.pp - 1.0));
-      // The reduction itself runs on the rank's share of a core: the stages
-      // before it are still computing their backward. Its partners do the
-      // same work at the same time and come to it together: what the share
-      // adds there is in the reduction, not waiting for them (DP 2 x PP 2
-      // large, UU-WW: the reduction's transfer 10.9-12.9 ms a step, the
-      // waiting before it 1.2-2.9).
-      time.dp_communication = time.dp_communication / collective_share + to_dp;
-      time.pipeline_bubble += rest - to_dp;
+      const double descheduled = std::min(extra, overlap * added);
+      time.descheduled += descheduled;
+      time.pipeline_bubble += extra - descheduled;
+      time.dp_communication /= m.core_share;
     } else {
-      const double slowdown = 1 / m.core_share;
-      time.forward *= slowdown;
-      time.backward *= slowdown;
-      time.recompute *= slowdown;
-      time.optimizer *= slowdown;
-      ComputeByKind& kind = out.compute_by_kind;
-      for (double* t : {&kind.gemm, &kind.attention, &kind.norm, &kind.activation,
-                        &kind.elementwise, &kind.loss}) {
-        *t *= slowdown;
-      }
+      // One rank with more threads than cores: all of its compute waits.
+      time.descheduled += added;
     }
     // A stage waiting in the pipeline's fill or drain leaves its core to
     // the others: the bubble hides up to the time added.

@@ -213,6 +213,9 @@ struct PipelineCosts {
   StageCost first, middle, last;
   int micro_batches = 0;
   double dp_total = 0, dp_exposed = 0;
+  // Of dp_exposed: compute the reduction's thread took from the backward it
+  // overlapped (overlap_slowdown), not the reduction's own time.
+  double dp_descheduled = 0;
   double zero3_exposed = 0;
   double zero3_gathers = 0;  // ZeRO-3: every parameter gather, before overlap (in dp_total)
   // ZeRO-3, per micro-batch: one pass's gather of every parameter, and the

@@ -93,6 +93,11 @@ struct TimeBreakdown {
   // cores (the CPU engine), the time the share costs; the model has all
   // ranks of a group equally fast otherwise.
   double collective_wait = 0;
+  // Compute waiting for a core (the CPU engine, where its threads outnumber
+  // the cores: ranks sharing cores, or a communication thread overlapping
+  // backward): the time the compute above would take on more cores; a
+  // trace measures it as its ops' time off CPU ("descheduled").
+  double descheduled = 0;
 
   double step() const;  // the sum of the parts (kTimeParts)
 };
@@ -120,6 +125,8 @@ inline constexpr TimePart kTimeParts[] = {
     // Only ranks that share cores wait (the CPU engine).
     {"collective_wait_seconds", "waiting in collectives (shared cores)",
      &TimeBreakdown::collective_wait, false},
+    {"descheduled_seconds", "compute waiting for a core (shared cores)",
+     &TimeBreakdown::descheduled, false},
 };
 
 // A new member of TimeBreakdown needs its row here.

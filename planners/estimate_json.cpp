@@ -172,7 +172,7 @@ trace::PredictedStep predicted_step(const Estimate& e) {
       {"optimizer_state", m.optimizer_state},
       {"activations", m.activations},
       {"workspace", m.activation_workspace + m.communication_buffers - m.nccl_channels}};
-  p.categories = {{"compute", t.forward + t.backward + t.recompute + t.optimizer},
+  p.categories = {{"compute", t.forward + t.backward + t.recompute + t.optimizer + t.descheduled},
                   {"communication", communication},
                   {"other", 0.0}};
   p.breakdown = {{"compute.gemm", k.gemm},
@@ -182,6 +182,7 @@ trace::PredictedStep predicted_step(const Estimate& e) {
                  {"compute.elementwise", k.elementwise},
                  {"compute.loss", k.loss},
                  {"optimizer", t.optimizer},
+                 {"descheduled", t.descheduled},
                  {"communication.tp", t.tp_communication},
                  {"communication.dp", t.dp_communication + t.zero_gather},
                  {"communication.pp", t.pp_communication},

@@ -129,6 +129,8 @@ BarData timeBar(const plan::Estimate& e) {
        QObject::tr("Ranks waiting in collectives for slower ones (ranks sharing cores)")},
       {QObject::tr("optimizer"), t.optimizer, QColor(0x59, 0xa1, 0x4f),
        QObject::tr("Optimizer update")},
+      {QObject::tr("descheduled"), t.descheduled, QColor(0x8c, 0x8c, 0x8c),
+       QObject::tr("Compute waiting for a core (more threads than cores)")},
   };
   return d;
 }

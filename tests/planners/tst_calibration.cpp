@@ -1127,21 +1127,25 @@ void TestCalibration::runOperationsTakeTheirMeanOverSteadySteps_data() {
   QTest::addColumn<int>("ranks");
   QTest::addColumn<QList<double>>("runs_slower");  // each run's times over the first's
   QTest::addColumn<double>("learnt_us");           // the layer norm's time learnt
+  QTest::addColumn<double>("off_cpu_us");          // of the 200 us pass, off CPU
   // Each steady step: 100, 100, 100 and 200 us (mean 125, median 100).
-  QTest::addRow("one run: its mean") << 1 << QList<double>{1.0} << 125.0;
-  QTest::addRow("a slowed run: the faster") << 1 << QList<double>{1.0, 3.0} << 125.0;
-  QTest::addRow("three runs: the middle") << 1 << QList<double>{1.0, 1.2, 3.0} << 150.0;
-  QTest::addRow("ranks sharing cores: the median") << 4 << QList<double>{1.0} << 100.0;
+  QTest::addRow("one run: its mean") << 1 << QList<double>{1.0} << 125.0 << 0.0;
+  QTest::addRow("a slowed run: the faster") << 1 << QList<double>{1.0, 3.0} << 125.0 << 0.0;
+  QTest::addRow("three runs: the middle") << 1 << QList<double>{1.0, 1.2, 3.0} << 150.0 << 0.0;
+  QTest::addRow("ranks sharing cores: the median") << 4 << QList<double>{1.0} << 100.0 << 0.0;
+  // The planner counts the time off CPU apart (descheduled compute).
+  QTest::addRow("its time off CPU left out") << 1 << QList<double>{1.0} << 112.5 << 50.0;
 }
 
 void TestCalibration::runOperationsTakeTheirMeanOverSteadySteps() {
   QFETCH(int, ranks);
   QFETCH(QList<double>, runs_slower);
   QFETCH(double, learnt_us);
+  QFETCH(double, off_cpu_us);
   namespace tr = cs::trace;
   std::vector<std::function<void(tr::TraceWriter&)>> writers;
   for (double slower : runs_slower) {
-    writers.push_back([ranks, slower](tr::TraceWriter& w) {
+    writers.push_back([ranks, slower, off_cpu_us](tr::TraceWriter& w) {
       w.set_meta("parallel", R"({"backend":"cpu","threads":1,"precision":"fp32"})");
       w.set_meta("plan_json", R"({"cluster":{"cpu_cores_per_node":2}})");
       for (std::int32_t rank = 0; rank < ranks; ++rank) {
@@ -1155,6 +1159,10 @@ void TestCalibration::runOperationsTakeTheirMeanOverSteadySteps() {
           for (double us : {100.0, 100.0, 100.0, 200.0}) {
             const auto took = static_cast<std::int64_t>(us * scale * 1e3);
             add_pass(w, lane, "layernorm", 65536, t, t + took, step);
+            if (us == 200.0 && off_cpu_us > 0) {
+              w.add(tr::CounterSample{rank, w.intern(tr::kOffCpuCounter), t + took,
+                                      off_cpu_us * scale * 1e3});
+            }
             t += took + 10'000;
           }
           w.add(tr::StepMetrics{rank, step, start, t});
