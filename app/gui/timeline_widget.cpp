@@ -305,10 +305,29 @@ std::shared_ptr<const TimelineWidget::Frame> queryFrame(const trace::TraceReader
   return frame;
 }
 
-// What a tooltip adds for one event: bytes, bandwidth, correlation.
-QString eventFacts(const trace::StoredEvent& stored) {
+// The time a CPU-engine op's thread was off CPU within it: the sample of
+// trace::kOffCpuCounter at the op's end on its rank; 0 where none.
+std::int64_t offCpuNs(const trace::TraceReader& reader, const trace::StoredEvent& stored) {
+  const std::optional<trace::StringId> counter = reader.find_string(trace::kOffCpuCounter);
+  if (!counter || stored.event.category != trace::Category::compute) return 0;
+  auto samples = reader.counters(stored.rank, *counter);
+  if (!samples) return 0;
+  const std::int64_t end = stored.event.end_ns;
+  const auto at =
+      std::lower_bound(samples->begin(), samples->end(), end,
+                       [](const trace::CounterSample& c, std::int64_t t) { return c.time_ns < t; });
+  return at != samples->end() && at->time_ns == end ? std::int64_t(at->value) : 0;
+}
+
+// What a tooltip adds for one event: bytes, bandwidth, correlation, its
+// time off CPU.
+QString eventFacts(const trace::StoredEvent& stored, std::int64_t off_cpu_ns) {
   const trace::Event& e = stored.event;
   QString out;
+  if (off_cpu_ns > 0) {
+    out += QObject::tr("<br>off CPU %1 of it (descheduled: another thread had the core)")
+               .arg(q(format_seconds(double(std::min(off_cpu_ns, e.duration_ns())) * 1e-9)));
+  }
   if (e.bytes > 0) {
     out += QObject::tr("<br>%1").arg(q(format_bytes(double(e.bytes))));
     if (e.duration_ns() > 0) {
@@ -1771,13 +1790,19 @@ bool TimelineWidget::event(QEvent* e) {
       // the pointer is still on it.
       const std::uint64_t job = ++tooltip_job_;
       const QPoint where = help->globalPos();
-      QtConcurrent::run(&pool_, [reader = reader_, id = s.event_id] {
-        auto read = reader->event(id);
-        return read ? std::optional<trace::StoredEvent>(read.value()) : std::nullopt;
-      }).then(this, [this, job, where, text](std::optional<trace::StoredEvent> stored) {
-        if (job != tooltip_job_ || !stored || !QToolTip::isVisible()) return;
-        QToolTip::showText(where, text + eventFacts(*stored), this);
-      });
+      QtConcurrent::run(&pool_,
+                        [reader = reader_, id = s.event_id] {
+                          auto read = reader->event(id);
+                          if (!read)
+                            return std::optional<std::pair<trace::StoredEvent, std::int64_t>>();
+                          const std::int64_t off_cpu = offCpuNs(*reader, read.value());
+                          return std::optional(std::pair(read.value(), off_cpu));
+                        })
+          .then(this, [this, job, where,
+                       text](std::optional<std::pair<trace::StoredEvent, std::int64_t>> stored) {
+            if (job != tooltip_job_ || !stored || !QToolTip::isVisible()) return;
+            QToolTip::showText(where, text + eventFacts(stored->first, stored->second), this);
+          });
     }
     return true;
   }

@@ -103,6 +103,7 @@ class TestGuiRun : public QObject {
   void kernelRowShowsInstances();
   void rangeBreakdown();
   void hoverTooltip();
+  void tooltipSaysTimeOffCpu();
   void searchNextPrevious();
   void navigatesAsNsightDoes();
   void collapseRank();
@@ -674,6 +675,31 @@ void TestGuiRun::hoverTooltip() {
   cs::gui::test::toolTipAt(t, at);
   QTRY_VERIFY_WITH_TIMEOUT(QToolTip::text().contains(QStringLiteral("B/s")), 10000);
   QVERIFY(QToolTip::text().contains(t->selectedName().toHtmlEscaped()));
+}
+
+// A CPU-engine op whose thread was off CPU for part of it says how long,
+// and the op's time-off-CPU samples are no lane of their own.
+void TestGuiRun::tooltipSaysTimeOffCpu() {
+  const QString path = dir_.filePath(QStringLiteral("off-cpu.db"));
+  {
+    auto w = one_kernel_store(path);  // "gemm", [1000, 2000)
+    QVERIFY(w);
+    w->add(trace::CounterSample{0, w->intern(trace::kOffCpuCounter), 2000, 400});
+    QVERIFY(w->close().ok());
+  }
+  RunView view;
+  view.resize(1200, 900);
+  view.show();
+  QVERIFY(QTest::qWaitForWindowExposed(&view));
+  openAndWait(view, path);
+  TimelineWidget* t = view.timeline();
+  QTRY_VERIFY_WITH_TIMEOUT(!t->busy() && t->frameJob() == t->requestedJob(), 30000);
+  for (int i = 0; i < t->laneCount(); ++i)
+    QVERIFY(!t->isCounterLane(i));
+  const QPoint at(int(t->xOf(1500)), int(t->laneRect(0).top()) + 8);
+  cs::gui::test::toolTipAt(t, at);
+  QTRY_VERIFY_WITH_TIMEOUT(QToolTip::text().contains(QStringLiteral("off CPU 400 ns of it")),
+                           10000);
 }
 
 void TestGuiRun::searchNextPrevious() {
