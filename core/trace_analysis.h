@@ -26,6 +26,7 @@
 
 #include <array>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -322,6 +323,10 @@ struct StepParts {
   double compute() const;  // the compute parts, the optimizer and their time descheduled
 };
 Result<StepParts> measure_step_parts(const TraceReader& reader);
+// A rank's CPU-engine ops' time off CPU (kOffCpuCounter), in ns by the op's
+// end time: the one reading of those samples; empty where none were taken.
+Result<std::map<std::int64_t, std::int64_t>> off_cpu_by_op_end(const TraceReader& reader,
+                                                               std::int32_t rank);
 // Each rank's parts, by rank.
 Result<std::vector<StepParts>> measure_rank_parts(const TraceReader& reader);
 

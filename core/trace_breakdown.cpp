@@ -313,17 +313,11 @@ Result<std::vector<StepParts>> measure_rank_parts(const TraceReader& reader) {
   // Every pipeline call's length, by direction (send or not) and size.
   std::map<std::pair<bool, std::int64_t>, std::vector<std::int64_t>> call_lengths;
   const Communicators communicators = Communicators::of(reader);
-  const std::optional<StringId> off_cpu_counter = reader.find_string(kOffCpuCounter);
   for (std::int32_t rank : ranks) {
     RankEvents ev;
-    // The CPU engine's compute ops' time off CPU, by the op's end.
-    std::map<std::int64_t, std::int64_t> off_cpu_by_end;
-    if (off_cpu_counter) {
-      auto samples = reader.counters(rank, *off_cpu_counter);
-      if (!samples) return samples.error();
-      for (const CounterSample& c : *samples)
-        off_cpu_by_end[c.time_ns] = static_cast<std::int64_t>(std::max(0.0, c.value));
-    }
+    auto off_cpu = off_cpu_by_op_end(reader, rank);
+    if (!off_cpu) return off_cpu.error();
+    const std::map<std::int64_t, std::int64_t>& off_cpu_by_end = *off_cpu;
     auto metrics = reader.steps(rank);
     if (!metrics) return metrics.error();
     for (const StepMetrics& m : *metrics) {
@@ -611,6 +605,18 @@ Result<std::vector<StepParts>> measure_rank_parts(const TraceReader& reader) {
     parts.parts.emplace_back("idle", median(pending.per_part["idle"]) * 1e-9);
     out.push_back(std::move(parts));
   }
+  return out;
+}
+
+Result<std::map<std::int64_t, std::int64_t>> off_cpu_by_op_end(const TraceReader& reader,
+                                                               std::int32_t rank) {
+  std::map<std::int64_t, std::int64_t> out;
+  const std::optional<StringId> counter = reader.find_string(kOffCpuCounter);
+  if (!counter) return out;
+  auto samples = reader.counters(rank, *counter);
+  if (!samples) return samples.error();
+  for (const CounterSample& c : *samples)
+    out[c.time_ns] = static_cast<std::int64_t>(std::max(0.0, c.value));
   return out;
 }
 

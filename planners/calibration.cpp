@@ -540,22 +540,21 @@ Status collect(const trace::TraceReader& r, std::vector<PhaseData>& data, bool c
   // compute (a communication thread overlapping backward took DP 2 small's
   // ops 2.6 ms a step). A sweep's keep it: where its ranks share cores
   // their medians are read as holding the share (unsliced_loops).
-  std::map<std::int32_t, std::map<std::int64_t, double>> off_cpu;
+  std::map<std::int32_t, std::map<std::int64_t, std::int64_t>> off_cpu;
   if (run_store && cpu_engine) {
-    if (const auto counter = r.find_string(trace::kOffCpuCounter)) {
-      for (const trace::RankInfo& rank : r.ranks()) {
-        auto samples = r.counters(rank.rank, *counter);
-        if (!samples) return samples.error();
-        for (const trace::CounterSample& c : *samples)
-          off_cpu[rank.rank][c.time_ns] = std::max(0.0, c.value) * 1e-9;
-      }
+    for (const trace::RankInfo& rank : r.ranks()) {
+      auto of_rank = trace::off_cpu_by_op_end(r, rank.rank);
+      if (!of_rank) return of_rank.error();
+      off_cpu[rank.rank] = std::move(*of_rank);
     }
   }
   auto seconds_on_cpu = [&](std::int32_t rank, const trace::Event& e, double seconds) {
     const auto of_rank = off_cpu.find(rank);
     if (of_rank == off_cpu.end()) return seconds;
     const auto off = of_rank->second.find(e.end_ns);
-    return off == of_rank->second.end() ? seconds : std::max(0.0, seconds - off->second);
+    return off == of_rank->second.end()
+               ? seconds
+               : std::max(0.0, seconds - static_cast<double>(off->second) * 1e-9);
   };
   OptimizerSteps optimizer_steps;
   // A sweep's first pass of each operation on a rank touches freshly

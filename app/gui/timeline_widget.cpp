@@ -305,18 +305,13 @@ std::shared_ptr<const TimelineWidget::Frame> queryFrame(const trace::TraceReader
   return frame;
 }
 
-// The time a CPU-engine op's thread was off CPU within it: the sample of
-// trace::kOffCpuCounter at the op's end on its rank; 0 where none.
+// The time a CPU-engine op's thread was off CPU within it; 0 where none.
 std::int64_t offCpuNs(const trace::TraceReader& reader, const trace::StoredEvent& stored) {
-  const std::optional<trace::StringId> counter = reader.find_string(trace::kOffCpuCounter);
-  if (!counter || stored.event.category != trace::Category::compute) return 0;
-  auto samples = reader.counters(stored.rank, *counter);
-  if (!samples) return 0;
-  const std::int64_t end = stored.event.end_ns;
-  const auto at =
-      std::lower_bound(samples->begin(), samples->end(), end,
-                       [](const trace::CounterSample& c, std::int64_t t) { return c.time_ns < t; });
-  return at != samples->end() && at->time_ns == end ? std::int64_t(at->value) : 0;
+  if (stored.event.category != trace::Category::compute) return 0;
+  auto by_end = trace::off_cpu_by_op_end(reader, stored.rank);
+  if (!by_end) return 0;
+  const auto at = by_end->find(stored.event.end_ns);
+  return at == by_end->end() ? 0 : at->second;
 }
 
 // What a tooltip adds for one event: bytes, bandwidth, correlation, its
