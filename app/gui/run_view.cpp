@@ -570,8 +570,9 @@ RunView::RunView(QWidget* parent) : QWidget(parent) {
     if (row < 0 || !instances_->item(row, 0)) return;
     const QVariant id = instances_->item(row, 0)->data(Qt::UserRole);
     // The list stays in front, so that the arrow keys walk the instances.
-    keep_tab_ = true;
-    if (id.isValid()) timeline_->selectEvent(id.toLongLong());
+    if (!id.isValid()) return;
+    walked_event_ = id.toLongLong();
+    timeline_->selectEvent(walked_event_);
   });
   connect(timeline_, &TimelineWidget::storeOpened, this,
           [this](const QString& path, const QString& error) {
@@ -751,7 +752,7 @@ void RunView::openStore(const QString& path) {
   ++link_job_;
   ++comparison_job_;
   details_event_.reset();
-  keep_tab_ = false;
+  walked_event_ = 0;
   summaries_scope_->setText(tr("The whole run"));
   showCounters({});
   instances_note_->clear();
@@ -1460,8 +1461,8 @@ void RunView::showAnalysis() {
 void RunView::showDetails(const std::optional<trace::StoredEvent>& event, const QString& name,
                           const QString& lane, const QString& error, std::int64_t origin,
                           bool measured) {
-  const bool keep_tab = keep_tab_;
-  keep_tab_ = false;
+  const bool keep_tab = measured && event && event->id == walked_event_;
+  if (keep_tab) walked_event_ = 0;
   if (!error.isEmpty()) {
     details_->setPlainText(tr("The event could not be read: %1").arg(error));
     return;

@@ -269,7 +269,10 @@ class RunView : public QWidget {
   QTableWidget* instances_;
   QLabel* instances_note_;   // how many instances, and which are listed
   QLabel* summaries_scope_;  // whether the tables hold the whole run or the selected range
-  bool keep_tab_ = false;   // the selection comes from the instances list
+  // The event a walk through the instances list selected: its details keep
+  // the list in front (a click's, even one made before the walk's answer
+  // came, bring them forward). 0: none.
+  std::int64_t walked_event_ = 0;
   QTableWidget* prediction_table_;
 };
 
