@@ -26,6 +26,7 @@ struct Activity {
   std::int64_t start = 0, end = 0;
   ActivityType type = ActivityType::compute;
   StringId name;
+  LaneId lane;
   std::string_view part;  // a static string: a step part's name
   // A collective: its key's parts; then, once matched, the rank that joined
   // last and when (the transfer's start). A transfer: its peer, direction and size.
@@ -143,6 +144,7 @@ Result<RankActivities> read_rank(const TraceReader& reader, std::int32_t rank,
     a.start = e.start_ns;
     a.end = e.end_ns;
     a.name = e.name;
+    a.lane = e.lane;
     const std::string& name = reader.string(e.name);
     switch (e.kind) {
       case EventKind::annotation:
@@ -301,8 +303,9 @@ void walk(const std::vector<RankActivities>& ranks, const StepWindow& window, Si
   std::map<std::int32_t, std::size_t> index;
   for (std::size_t i = 0; i < ranks.size(); ++i)
     index[ranks[i].rank] = i;
-  auto add = [&](std::int64_t start, std::int64_t end, std::string_view part, StringId name) {
-    if (end > start) sink(CriticalSegment{ranks[at].rank, start, end, part, name});
+  auto add = [&](std::int64_t start, std::int64_t end, std::string_view part, StringId name,
+                 LaneId lane) {
+    if (end > start) sink(CriticalSegment{ranks[at].rank, start, end, part, name, lane});
   };
   std::int64_t t = window.end;
   // Each turn ends before `t` or moves to another rank at an earlier time, so
@@ -314,24 +317,24 @@ void walk(const std::vector<RankActivities>& ranks, const StepWindow& window, Si
     const RankActivities& r = ranks[at];
     const Activity* a = latest_before(r, t);
     if (!a) {
-      add(window.start, t, "idle", StringId{});
+      add(window.start, t, "idle", StringId{}, LaneId{});
       t = window.start;
       break;
     }
-    if (a->end < t) add(a->end, t, "idle", StringId{});
+    if (a->end < t) add(a->end, t, "idle", StringId{}, LaneId{});
     const std::int64_t start = std::max(a->start, window.start);
     const auto other = index.find(a->from_rank);
     if (a->from_rank >= 0 && a->from_rank != r.rank && other != index.end() && a->from_ns > start &&
         a->from_ns < a->end) {
-      add(a->from_ns, a->end, a->part, a->name);
+      add(a->from_ns, a->end, a->part, a->name, a->lane);
       t = a->from_ns;
       at = other->second;
       continue;
     }
-    add(start, a->end, a->part, a->name);
+    add(start, a->end, a->part, a->name, a->lane);
     t = start;
   }
-  if (t > window.start) add(window.start, t, "idle", StringId{});
+  if (t > window.start) add(window.start, t, "idle", StringId{}, LaneId{});
 }
 
 // Every rank's operations over the steps asked for, their calls matched.

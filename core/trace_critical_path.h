@@ -41,6 +41,7 @@ struct CriticalSegment {
   // "idle" between operations. Static text: copying a segment copies no string.
   std::string_view part;
   StringId name;  // the operation's (TraceReader::string); none for idle
+  LaneId lane;    // the operation's lane; none (0) for idle
 };
 
 struct CriticalPath {

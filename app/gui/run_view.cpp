@@ -5,6 +5,7 @@
 #include <QBuffer>
 #include <QChart>
 #include <QChartView>
+#include <QCheckBox>
 #include <QCursor>
 #include <QFile>
 #include <QFileInfo>
@@ -326,6 +327,16 @@ RunView::RunView(QWidget* parent) : QWidget(parent) {
   search_row->addWidget(previous);
   search_row->addWidget(next);
   search_row->addWidget(search_status_);
+  critical_box_ = new QCheckBox(tr("Critical path"), this);
+  critical_box_->setObjectName(QStringLiteral("run_critical_path"));
+  critical_box_->setToolTip(
+      tr("Draw the chain of operations across the ranks that set each step's length (as "
+         "Holistic Trace Analysis finds it) over the timeline, for the steps in view: a bar "
+         "over each operation on it, dots for idle time"));
+  critical_status_ = new QLabel(this);
+  critical_status_->setObjectName(QStringLiteral("run_critical_path_status"));
+  search_row->addWidget(critical_box_);
+  search_row->addWidget(critical_status_);
   layout->addLayout(search_row);
 
   auto* splitter = new QSplitter(Qt::Vertical, this);
@@ -666,6 +677,8 @@ RunView::RunView(QWidget* parent) : QWidget(parent) {
     search_status_->setText(why);
     status_says_step_ = false;
   });
+  connect(critical_box_, &QCheckBox::toggled, timeline_, &TimelineWidget::setCriticalPathShown);
+  connect(timeline_, &TimelineWidget::criticalPathChanged, critical_status_, &QLabel::setText);
   connect(timeline_, &TimelineWidget::searchMoved, this,
           [this](int index, int matches, const QString& error) {
             status_says_step_ = false;

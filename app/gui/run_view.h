@@ -27,6 +27,7 @@
 
 class QBoxLayout;
 class QChartView;
+class QCheckBox;
 class QLabel;
 class QLineEdit;
 class QResizeEvent;
@@ -245,6 +246,8 @@ class RunView : public QWidget {
   void setPredictedShown(bool shown);
   QLineEdit* search_;
   QLabel* search_status_;
+  QCheckBox* critical_box_;        // draws the critical path of the steps in view
+  QLabel* critical_status_;        // ... and says which steps, or why none
   bool status_says_step_ = false;  // search_status_ names the step the view shows
   QTabWidget* tabs_;
   QTextBrowser* details_;

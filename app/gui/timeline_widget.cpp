@@ -15,12 +15,14 @@
 #include <cmath>
 #include <map>
 #include <tuple>
+#include <unordered_map>
 
 #include <QtConcurrent/QtConcurrentRun>
 
 #include "core/format.h"
 #include "core/predicted_step.h"
 #include "core/trace_analysis.h"
+#include "core/trace_critical_path.h"
 
 namespace cs::gui {
 
@@ -415,6 +417,7 @@ TimelineWidget::TimelineWidget(QWidget* parent) : QWidget(parent) {
   setSizePolicy(QSizePolicy::Expanding, QSizePolicy::Preferred);
   pool_.setMaxThreadCount(1);
   pool_.setExpiryTimeout(-1);
+  connect(this, &TimelineWidget::windowChanged, this, [this] { requestCriticalPath(); });
 }
 
 TimelineWidget::~TimelineWidget() {
@@ -473,6 +476,7 @@ void TimelineWidget::setStore(const QString& path) {
       return;
     }
     reader_ = std::move(opened->reader);
+    forgetCriticalPath();
     selected_.reset();
     linked_.reset();
     selected_name_.clear();
@@ -522,6 +526,7 @@ void TimelineWidget::clear(const QString& message) {
   lanes_.clear();
   frame_.reset();
   path_.clear();
+  forgetCriticalPath();
   message_ = message;
   updateGeometry();
   update();
@@ -848,6 +853,10 @@ int paintTimeline(const TimelineWidget::PaintState& state, QPainter& painter, co
 
   int items = 0;
   std::optional<QRectF> selected_at, linked_at;  // where the two events are drawn
+  // Where each lane's first row and each rank's header row are, for the
+  // critical path drawn over them.
+  std::unordered_map<std::uint32_t, double> lane_top;
+  std::map<std::int32_t, double> header_top;
   double y = area.top() + kRuler + 2;
   for (std::size_t i = 0; i < state.lanes.size(); ++i) {
     const TimelineWidget::Lane& lane = state.lanes[i];
@@ -856,6 +865,7 @@ int paintTimeline(const TimelineWidget::PaintState& state, QPainter& painter, co
     auto in_exposed = [&](double height) {
       return y + height >= exposed.top() && y <= exposed.bottom();
     };
+    if (firstLaneOfRank(state.lanes, i)) header_top[lane.info.rank] = y;
     if (firstLaneOfRank(state.lanes, i) && !in_exposed(kRowHeight)) {
       y += kRowHeight;
     } else if (firstLaneOfRank(state.lanes, i)) {
@@ -875,6 +885,7 @@ int paintTimeline(const TimelineWidget::PaintState& state, QPainter& painter, co
       y += kRowHeight;
     }
     if (collapsed) continue;
+    if (!lane.counter) lane_top[lane.info.id.value] = y;
     const double h = lane.depth * kRowHeight;
     const bool shown = in_exposed(h + kLaneGap);
     if (shown) {
@@ -971,6 +982,42 @@ int paintTimeline(const TimelineWidget::PaintState& state, QPainter& painter, co
     const QPointF b(std::clamp(to.left(), left, left + width), to.center().y());
     if (!both_before && !both_after && a != b) drawArrow(painter, a, b, text);
   }
+  if (state.critical) {
+    // The critical path: a bar along the top of each operation on it, a
+    // dotted one on the rank's header row for idle time (and for a folded
+    // rank's operations), and a line where it moves to another lane.
+    const QColor path = TimelineWidget::criticalPathColor();
+    bool after_mark = false;  // the last mark was drawn, ending at `previous`
+    QPointF previous;
+    for (const TimelineWidget::CriticalMark& m : *state.critical) {
+      const auto lane = m.lane.value != 0 ? lane_top.find(m.lane.value) : lane_top.end();
+      const auto header = header_top.find(m.rank);
+      const bool on_lane = lane != lane_top.end();
+      if (!on_lane && header == header_top.end()) {
+        after_mark = false;
+        continue;
+      }
+      const double top = on_lane ? lane->second : header->second + kRowHeight - 4;
+      if (m.end_ns <= t0 || m.start_ns >= state.window.end_ns) {
+        after_mark = false;
+        continue;
+      }
+      const double x0 = std::max(left, x_of(m.start_ns));
+      const double x1 = std::min(left + width, x_of(m.end_ns));
+      if (after_mark && std::abs(previous.x() - x0) < 2 && std::abs(previous.y() - top) > 1) {
+        painter.setPen(QPen(path, 1.5));
+        painter.drawLine(QPointF(x0, previous.y() + 1.5), QPointF(x0, top + 1.5));
+      }
+      if (m.lane.value != 0 && on_lane) {
+        painter.fillRect(QRectF(x0, top, std::max(1.0, x1 - x0), 3), path);
+      } else {
+        painter.setPen(QPen(path, 2, Qt::DotLine));
+        painter.drawLine(QPointF(x0, top + 1.5), QPointF(std::max(x0 + 1, x1), top + 1.5));
+      }
+      previous = QPointF(x1, top);
+      after_mark = true;
+    }
+  }
   if (state.range && state.range->end_ns > t0 && state.range->start_ns < state.window.end_ns) {
     const double x0 = std::max(left, x_of(state.range->start_ns));
     const double x1 = std::min(left + width, x_of(state.range->end_ns));
@@ -990,6 +1037,149 @@ int paintTimeline(const TimelineWidget::PaintState& state, QPainter& painter, co
 }
 
 }  // namespace
+
+namespace {
+
+struct StepWindowsRead {
+  std::shared_ptr<const std::vector<std::pair<std::int32_t, trace::TimeRange>>> windows;
+  QString error;
+};
+
+struct CriticalRead {
+  std::shared_ptr<const std::vector<TimelineWidget::CriticalMark>> marks;
+  QString error;
+};
+
+}  // namespace
+
+const std::vector<TimelineWidget::CriticalMark>& TimelineWidget::criticalMarks() const {
+  static const std::vector<CriticalMark> none;
+  return critical_ ? *critical_ : none;
+}
+
+void TimelineWidget::setCriticalPathShown(bool shown) {
+  if (shown == critical_shown_) return;
+  critical_shown_ = shown;
+  if (shown) {
+    requestCriticalPath();
+  } else {
+    ++critical_job_;
+    setCriticalMarks(nullptr, {-1, -1}, {});
+  }
+}
+
+void TimelineWidget::forgetCriticalPath() {
+  ++critical_job_;
+  step_windows_.reset();
+  step_windows_asked_ = false;
+  critical_.reset();
+  critical_steps_ = {-1, -1};
+  critical_note_.clear();
+}
+
+void TimelineWidget::setCriticalMarks(std::shared_ptr<const std::vector<CriticalMark>> marks,
+                                      std::pair<std::int32_t, std::int32_t> steps,
+                                      const QString& note) {
+  critical_ = std::move(marks);
+  critical_steps_ = steps;
+  critical_note_ = note;
+  cache_job_ = 0;  // the overlay is painted with the spans
+  update();
+  emit criticalPathChanged(note);
+}
+
+void TimelineWidget::requestCriticalPath() {
+  if (!critical_shown_ || !reader_) return;
+  if (!step_windows_) {
+    if (step_windows_asked_) return;
+    step_windows_asked_ = true;
+    QtConcurrent::run(&pool_, [reader = reader_] {
+      StepWindowsRead out;
+      auto windows = trace::job_step_windows(*reader);
+      if (!windows) {
+        out.error = q(windows.message());
+        return out;
+      }
+      auto list = std::make_shared<std::vector<std::pair<std::int32_t, trace::TimeRange>>>();
+      for (const trace::StepWindow& w : *windows)
+        list->emplace_back(w.step, trace::TimeRange{w.start, w.end});
+      out.windows = std::move(list);
+      return out;
+    }).then(this, [this, store = open_job_](StepWindowsRead out) {
+      if (store != open_job_) return;  // of a store no longer shown
+      step_windows_asked_ = false;
+      if (!critical_shown_) return;
+      if (!out.windows) {
+        ++critical_job_;
+        setCriticalMarks(nullptr, {-1, -1},
+                         tr("The critical path could not be read: %1").arg(out.error));
+        return;
+      }
+      step_windows_ = std::move(out.windows);
+      requestCriticalPath();
+    });
+    return;
+  }
+  // The steps the view shows: half of each at least, or half of the view
+  // (the neighbours of a step zoomed to overlap it where the ranks' steps
+  // are skewed). A trace that records none is one step.
+  std::pair<std::int32_t, std::int32_t> steps{-1, -1};
+  int in_view = 0;
+  for (const auto& [step, w] : *step_windows_) {
+    const std::int64_t overlap =
+        std::min(w.end_ns, window_.end_ns) - std::max(w.start_ns, window_.start_ns);
+    if (overlap <= 0 ||
+        2 * overlap < std::min(w.end_ns - w.start_ns, window_.end_ns - window_.start_ns))
+      continue;
+    if (in_view++ == 0) steps.first = step;
+    steps.second = step;
+  }
+  const bool whole = step_windows_->empty();
+  if (whole) steps = {0, 0};
+  if (!whole && in_view == 0) {
+    ++critical_job_;
+    setCriticalMarks(nullptr, {-1, -1}, tr("No step in view: no critical path to draw."));
+    return;
+  }
+  if (in_view > kCriticalPathSteps) {
+    ++critical_job_;
+    setCriticalMarks(nullptr, {-1, -1},
+                     tr("%1 steps in view: zoom in to %2 or fewer to draw their critical path.")
+                         .arg(in_view)
+                         .arg(kCriticalPathSteps));
+    return;
+  }
+  if (steps == critical_steps_ && critical_) return;  // held
+  const std::uint64_t job = ++critical_job_;
+  QtConcurrent::run(&pool_, [reader = reader_, steps, whole] {
+    CriticalRead out;
+    auto paths = whole ? trace::critical_paths(*reader) : trace::critical_paths(*reader, steps);
+    if (!paths) {
+      out.error = q(paths.message());
+      return out;
+    }
+    auto marks = std::make_shared<std::vector<CriticalMark>>();
+    for (const trace::CriticalPath& path : *paths) {
+      for (const trace::CriticalSegment& seg : path.segments)
+        marks->push_back({seg.lane, seg.rank, seg.start_ns, seg.end_ns});
+    }
+    out.marks = std::move(marks);
+    return out;
+  }).then(this, [this, job, steps, whole](CriticalRead out) {
+    if (job != critical_job_) return;
+    if (!out.marks) {
+      setCriticalMarks(nullptr, {-1, -1},
+                       tr("The critical path could not be read: %1").arg(out.error));
+      return;
+    }
+    const QString note =
+        whole ? tr("Critical path of the whole trace (it records no steps).")
+        : steps.first == steps.second
+            ? tr("Critical path of step %1.").arg(steps.first)
+            : tr("Critical path of steps %1–%2.").arg(steps.first).arg(steps.second);
+    setCriticalMarks(std::move(out.marks), steps, note);
+  });
+}
 
 bool TimelineWidget::isRankFirstLane(std::size_t index) const {
   return firstLaneOfRank(lanes_, index);
@@ -1130,6 +1320,7 @@ TimelineWidget::PaintState TimelineWidget::paintState() const {
   state.linked_depth = linked_depth_;
   state.range = range_;
   state.range_shade = palette().color(QPalette::Highlight);
+  state.critical = critical_;
   state.message = message_;
   state.gutter = gutter_;
   return state;

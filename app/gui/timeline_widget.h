@@ -97,6 +97,26 @@ class TimelineWidget : public QWidget {
   void setSelectedRange(std::optional<trace::TimeRange> range);
   std::optional<trace::TimeRange> selectedRange() const { return range_; }
 
+  // The critical path (core/trace_critical_path.h: the chain of operations
+  // across the ranks that set each step's length, as HTA finds it) of the
+  // steps in view, drawn as a bar over each operation on it, idle time on
+  // its rank's header row, and a line where it goes from one lane to
+  // another. Computed on the worker thread for at most kCriticalPathSteps
+  // steps in view; criticalPathChanged says what is drawn, or why nothing.
+  static constexpr int kCriticalPathSteps = 50;
+  void setCriticalPathShown(bool shown);
+  bool criticalPathShown() const { return critical_shown_; }
+  struct CriticalMark {
+    trace::LaneId lane;  // none: idle, drawn on the rank's header row
+    std::int32_t rank = 0;
+    std::int64_t start_ns = 0, end_ns = 0;
+  };
+  // The marks held (in time order) and the steps they cover (-1, -1: none).
+  const std::vector<CriticalMark>& criticalMarks() const;
+  std::pair<std::int32_t, std::int32_t> criticalSteps() const { return critical_steps_; }
+  QString criticalPathNote() const { return critical_note_; }
+  static QColor criticalPathColor() { return QColor(214, 0, 110); }
+
   // Zooms to the next (+1) or the previous (-1) training step, across the
   // ranks (the first key press: the step under the middle of the view);
   // stepShown reports its number.
@@ -172,6 +192,9 @@ class TimelineWidget : public QWidget {
   void stepLeft();
   void stepNotShown(const QString& why);  // no steps recorded, or not readable
   void gutterChanged(int pixels);
+  // The critical path drawn changed: what it covers ("steps 3–5"), or why
+  // none is drawn.
+  void criticalPathChanged(const QString& note);
 
  protected:
   void paintEvent(QPaintEvent* event) override;
@@ -234,12 +257,18 @@ class TimelineWidget : public QWidget {
     std::int32_t linked_depth = 0;
     std::optional<trace::TimeRange> range;
     QColor range_shade;
+    std::shared_ptr<const std::vector<CriticalMark>> critical;
     QString message;
     double gutter = 150;  // the lane titles' column
   };
 
  private:
   void requestFrame();
+  // Reads the critical path of the steps in view, unless it is held.
+  void requestCriticalPath();
+  void forgetCriticalPath();  // a new store, or none
+  void setCriticalMarks(std::shared_ptr<const std::vector<CriticalMark>> marks,
+                        std::pair<std::int32_t, std::int32_t> steps, const QString& note);
   // Asks for the lanes come into view (a scroll, a resize, a rank unfolded)
   // when the last query did not cover them.
   void loadLanesInView();
@@ -326,6 +355,15 @@ class TimelineWidget : public QWidget {
   std::vector<std::int32_t> collapsed_;  // ranks folded to their header row
   std::optional<trace::StoredEvent> selected_;
   QString selected_name_;
+  bool critical_shown_ = false;
+  std::shared_ptr<const std::vector<CriticalMark>> critical_;
+  std::pair<std::int32_t, std::int32_t> critical_steps_{-1, -1};
+  QString critical_note_;
+  std::uint64_t critical_job_ = 0;
+  // The store's steps across the ranks (read once per store, on the worker
+  // thread): which of them the view shows.
+  std::shared_ptr<const std::vector<std::pair<std::int32_t, trace::TimeRange>>> step_windows_;
+  bool step_windows_asked_ = false;
   std::optional<trace::TimeRange> range_;
   QString search_text_;
   std::vector<trace::StoredEvent> matches_;  // by start time

@@ -1776,6 +1776,13 @@ void TestTraceAnalysis::criticalPathGoesThroughTheLateRank() {
     QCOMPARE(ranks, (std::map<std::int32_t, std::int64_t>{{0, 7500}, {1, 2500}}));
     QCOMPARE(p.segments.front().rank, 1);
     QCOMPARE(r->string(p.segments.front().name), std::string("mlp.fc"));
+    // Each operation's own lane, where the timeline draws the path; none for idle.
+    QCOMPARE(p.segments.front().lane, c1);
+    for (const CriticalSegment& seg : p.segments) {
+      if (seg.part == "idle") QCOMPARE(seg.lane.value, 0u);
+      if (seg.part == "communication.dp") QCOMPARE(seg.lane, m0);  // from when rank 1 joined
+      if (seg.part == "optimizer") QCOMPARE(seg.lane, c0);
+    }
   }
   // Steps asked for: only they.
   auto one = critical_paths(*r, std::pair{1, 1});

@@ -11,6 +11,7 @@
 #include <QBarSet>
 #include <QChart>
 #include <QChartView>
+#include <QCheckBox>
 #include <QDockWidget>
 #include <QFile>
 #include <QFileInfo>
@@ -60,6 +61,7 @@
 #include "core/presets.h"
 #include "core/trace_analysis.h"
 #include "core/trace_compare.h"
+#include "core/trace_critical_path.h"
 #include "core/trace_export.h"
 #include "core/trace_import.h"
 #include "core/trace_reader.h"
@@ -131,6 +133,8 @@ class TestGuiRun : public QObject {
   void unitsReadAsElsewhere();
   void medianStepSaysWhichSteps();
   void predictAgainSaysWhyInTheBar();
+  void criticalPathOnTheTimeline();
+  void criticalPathOfManySteps();
 
  private:
   void openAndWait(RunView& view, const QString& path);
@@ -2684,3 +2688,145 @@ void TestGuiRun::criticalPathTab() {
 
 QTEST_MAIN(TestGuiRun)
 #include "tst_gui_run.moc"
+
+// The critical path drawn over a real run's timeline: the marks are the
+// core's segments of the steps in view, painted in their colour on each
+// operation's lane; zoomed into a step, that step's alone; off, none.
+void TestGuiRun::criticalPathOnTheTimeline() {
+  const QString store = writableCopy(cpu_store_, QStringLiteral("critical.db"));
+  QVERIFY(!store.isEmpty());
+  RunView view;
+  view.resize(1200, 800);
+  view.show();
+  QVERIFY(QTest::qWaitForWindowExposed(&view));
+  openAndWait(view, store);
+  TimelineWidget* t = view.timeline();
+  auto* box = view.findChild<QCheckBox*>(QStringLiteral("run_critical_path"));
+  auto* status = view.findChild<QLabel*>(QStringLiteral("run_critical_path_status"));
+  QVERIFY(box && status);
+  QVERIFY(t->criticalMarks().empty());
+  box->setChecked(true);
+  QTRY_VERIFY_WITH_TIMEOUT(!t->criticalMarks().empty(), 30000);
+  // The run's three steps, as the core walks them.
+  QCOMPARE(t->criticalSteps(), (std::pair<std::int32_t, std::int32_t>{0, 2}));
+  QCOMPARE(status->text(), QStringLiteral("Critical path of steps 0–2."));
+  auto reader = trace::TraceReader::open(store.toStdString());
+  QVERIFY(reader);
+  auto paths = trace::critical_paths(**reader);
+  QVERIFY(paths);
+  std::vector<trace::CriticalSegment> segments;
+  for (const trace::CriticalPath& p : *paths)
+    segments.insert(segments.end(), p.segments.begin(), p.segments.end());
+  QCOMPARE(t->criticalMarks().size(), segments.size());
+  for (std::size_t i = 0; i < segments.size(); ++i) {
+    const TimelineWidget::CriticalMark& m = t->criticalMarks()[i];
+    QCOMPARE(m.lane, segments[i].lane);
+    QCOMPARE(m.rank, segments[i].rank);
+    QCOMPARE(m.start_ns, segments[i].start_ns);
+    QCOMPARE(m.end_ns, segments[i].end_ns);
+  }
+  // The widest mark on a lane is painted along that lane's top.
+  auto widest = [&] {
+    const TimelineWidget::CriticalMark* best = nullptr;
+    for (const TimelineWidget::CriticalMark& m : t->criticalMarks()) {
+      if (m.lane.value == 0 || m.end_ns <= t->window().start_ns || m.start_ns >= t->window().end_ns)
+        continue;
+      if (!best || m.end_ns - m.start_ns > best->end_ns - best->start_ns) best = &m;
+    }
+    return best;
+  };
+  auto lane_index = [&](trace::LaneId id) {
+    for (int i = 0; i < t->laneCount(); ++i) {
+      if (!t->isCounterLane(i) && t->laneInfo(i).id == id) return i;
+    }
+    return -1;
+  };
+  auto painted_at = [&](const TimelineWidget::CriticalMark& m) {
+    const int index = lane_index(m.lane);
+    if (index < 0) return QColor();
+    const double x0 = std::max<double>(t->gutterWidth(), t->xOf(m.start_ns));
+    const double x1 = std::min<double>(t->width() - 5, t->xOf(m.end_ns));
+    const QImage image = t->grab().toImage();
+    return image.pixelColor(QPoint(int((x0 + x1) / 2), int(t->laneRect(index).top()) + 1));
+  };
+  const TimelineWidget::CriticalMark* mark = widest();
+  QVERIFY(mark);
+  QVERIFY2(t->xOf(mark->end_ns) - t->xOf(mark->start_ns) >= 3, "the widest mark is under 3 px");
+  QTRY_COMPARE_WITH_TIMEOUT(painted_at(*mark), TimelineWidget::criticalPathColor(), 10000);
+
+  // Zoomed into step 1, between the ends of its neighbours (the ranks'
+  // steps are skewed; each step's all-reduce keeps them apart): its path alone.
+  const auto one = trace::critical_paths(**reader, std::pair{1, 1});
+  QVERIFY(one && one->size() == 1);
+  const auto windows = trace::job_step_windows(**reader);
+  QVERIFY(windows && windows->size() == 3);
+  const std::int64_t from = std::max((*windows)[0].end, (*windows)[1].start);
+  const std::int64_t to = std::min((*windows)[2].start, (*windows)[1].end);
+  QVERIFY(to > from);
+  t->setWindow(from, to);
+  QTRY_COMPARE_WITH_TIMEOUT(t->criticalSteps(), (std::pair<std::int32_t, std::int32_t>{1, 1}),
+                            30000);
+  QCOMPARE(t->criticalMarks().size(), one->front().segments.size());
+  QCOMPARE(status->text(), QStringLiteral("Critical path of step 1."));
+  mark = widest();
+  QVERIFY(mark);
+  QTRY_COMPARE_WITH_TIMEOUT(painted_at(*mark), TimelineWidget::criticalPathColor(), 10000);
+  const TimelineWidget::CriticalMark drawn = *mark;
+
+  // Off: nothing drawn there any more.
+  box->setChecked(false);
+  QVERIFY(t->criticalMarks().empty());
+  QTRY_VERIFY_WITH_TIMEOUT(painted_at(drawn) != TimelineWidget::criticalPathColor(), 10000);
+  // On again after a new store: that store's path.
+  box->setChecked(true);
+  QTRY_VERIFY_WITH_TIMEOUT(!t->criticalMarks().empty(), 30000);
+}
+
+// More steps in view than the path is drawn for: none drawn, and the note
+// says to zoom in; zoomed in, drawn.
+void TestGuiRun::criticalPathOfManySteps() {
+  const QString path = dir_.filePath(QStringLiteral("many-steps.db"));
+  const int steps = TimelineWidget::kCriticalPathSteps + 10;
+  {
+    auto w = trace::TraceWriter::create(path.toStdString(), {});
+    QVERIFY(w.ok());
+    (*w)->add_rank({0, "host", "CPU", 1, 0, false});
+    const trace::LaneId lane = (*w)->add_lane(0, trace::LaneKind::cpu_thread, "compute");
+    const trace::StringId gemm = (*w)->intern("mlp.fc");
+    for (int s = 0; s < steps; ++s) {
+      trace::Event e;
+      e.lane = lane;
+      e.kind = trace::EventKind::cpu_op;
+      e.category = trace::Category::compute;
+      e.name = gemm;
+      e.start_ns = s * 1'000'000;
+      e.end_ns = e.start_ns + 600'000;
+      e.step = s;
+      (*w)->add(e);
+      (*w)->add(trace::StepMetrics{0, s, e.start_ns, e.start_ns + 1'000'000, 1.0, 1, 0});
+    }
+    QVERIFY((*w)->close().ok());
+  }
+  RunView view;
+  view.resize(1200, 600);
+  view.show();
+  QVERIFY(QTest::qWaitForWindowExposed(&view));
+  openAndWait(view, path);
+  TimelineWidget* t = view.timeline();
+  QSignalSpy changed(t, &TimelineWidget::criticalPathChanged);
+  t->setCriticalPathShown(true);
+  QTRY_VERIFY_WITH_TIMEOUT(changed.count() >= 1, 30000);
+  QVERIFY(t->criticalMarks().empty());
+  QCOMPARE(t->criticalPathNote(),
+           QStringLiteral("%1 steps in view: zoom in to %2 or fewer to draw their critical path.")
+               .arg(steps)
+               .arg(TimelineWidget::kCriticalPathSteps));
+  // Steps 10 to 14 in view: each step's GEMM, then 0.4 ms idle.
+  t->setWindow(10'000'000 + 1, 15'000'000 - 1);
+  QTRY_COMPARE_WITH_TIMEOUT(t->criticalSteps(), (std::pair<std::int32_t, std::int32_t>{10, 14}),
+                            30000);
+  QCOMPARE(t->criticalMarks().size(), std::size_t{10});
+  QCOMPARE(t->criticalMarks().front().start_ns, std::int64_t{10'000'000});
+  QCOMPARE(t->criticalMarks().front().end_ns, std::int64_t{10'600'000});
+  QCOMPARE(t->criticalMarks()[1].lane.value, 0u);  // idle
+}
