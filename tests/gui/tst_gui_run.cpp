@@ -2777,9 +2777,26 @@ void TestGuiRun::criticalPathOnTheTimeline() {
   box->setChecked(false);
   QVERIFY(t->criticalMarks().empty());
   QTRY_VERIFY_WITH_TIMEOUT(painted_at(drawn) != TimelineWidget::criticalPathColor(), 10000);
-  // On again after a new store: that store's path.
+  // On again, then another store opened: that store's path, all its steps.
   box->setChecked(true);
   QTRY_VERIFY_WITH_TIMEOUT(!t->criticalMarks().empty(), 30000);
+  const QString other =
+      writableCopy(QStringLiteral(CS_DATA_DIR "/cpu/cpu-engine-dp2.db"), "critical-other.db");
+  QVERIFY(!other.isEmpty());
+  openAndWait(view, other);
+  auto other_reader = trace::TraceReader::open(other.toStdString());
+  QVERIFY(other_reader);
+  auto other_paths = trace::critical_paths(**other_reader);
+  QVERIFY(other_paths && !other_paths->empty());
+  std::size_t other_segments = 0;
+  for (const trace::CriticalPath& p : *other_paths)
+    other_segments += p.segments.size();
+  QTRY_COMPARE_WITH_TIMEOUT(t->criticalSteps(),
+                            (std::pair<std::int32_t, std::int32_t>{other_paths->front().step,
+                                                                  other_paths->back().step}),
+                            30000);
+  QCOMPARE(t->criticalMarks().size(), other_segments);
+  QCOMPARE(t->criticalMarks().front().start_ns, other_paths->front().segments.front().start_ns);
 }
 
 // More steps in view than the path is drawn for: none drawn, and the note
