@@ -308,12 +308,16 @@ std::shared_ptr<const TimelineWidget::Frame> queryFrame(const trace::TraceReader
 }
 
 // The time a CPU-engine op's thread was off CPU within it; 0 where none.
+// Only the sample at the op's end is read (through the counters' index),
+// not the rank's whole series: this runs on every hover.
 std::int64_t offCpuNs(const trace::TraceReader& reader, const trace::StoredEvent& stored) {
   if (stored.event.category != trace::Category::compute) return 0;
-  auto by_end = trace::off_cpu_by_op_end(reader, stored.rank);
-  if (!by_end) return 0;
-  const auto at = by_end->find(stored.event.end_ns);
-  return at == by_end->end() ? 0 : at->second;
+  const std::optional<trace::StringId> counter = reader.find_string(trace::kOffCpuCounter);
+  if (!counter) return 0;
+  const std::int64_t end = stored.event.end_ns;
+  auto at = reader.counter_view(stored.rank, *counter, end, end + 1, 1);
+  if (!at || at->columns.empty()) return 0;
+  return static_cast<std::int64_t>(std::max(0.0, at->columns.back().last));
 }
 
 // What a tooltip adds for one event: bytes, bandwidth, correlation, its
@@ -865,7 +869,7 @@ int paintTimeline(const TimelineWidget::PaintState& state, QPainter& painter, co
     auto in_exposed = [&](double height) {
       return y + height >= exposed.top() && y <= exposed.bottom();
     };
-    if (firstLaneOfRank(state.lanes, i)) header_top[lane.info.rank] = y;
+    if (state.critical && firstLaneOfRank(state.lanes, i)) header_top[lane.info.rank] = y;
     if (firstLaneOfRank(state.lanes, i) && !in_exposed(kRowHeight)) {
       y += kRowHeight;
     } else if (firstLaneOfRank(state.lanes, i)) {
@@ -885,7 +889,7 @@ int paintTimeline(const TimelineWidget::PaintState& state, QPainter& painter, co
       y += kRowHeight;
     }
     if (collapsed) continue;
-    if (!lane.counter) lane_top[lane.info.id.value] = y;
+    if (state.critical && !lane.counter) lane_top[lane.info.id.value] = y;
     const double h = lane.depth * kRowHeight;
     const bool shown = in_exposed(h + kLaneGap);
     if (shown) {
