@@ -78,6 +78,13 @@ QString q(const std::string& s) {
   return QString::fromStdString(s);
 }
 
+// A note in the search row: the text, and the same whole in the tooltip
+// (a word too long for the row, a path, is cut there).
+void setNote(QLabel* note, const QString& text) {
+  note->setText(text);
+  note->setToolTip(text);
+}
+
 QString seconds(double s) {
   return q(format_seconds(s));
 }
@@ -321,22 +328,30 @@ RunView::RunView(QWidget* parent) : QWidget(parent) {
   auto* next = new QToolButton(this);
   next->setText(tr("▶"));
   next->setToolTip(tr("Next match"));
-  search_status_ = new QLabel(this);
-  search_status_->setObjectName(QStringLiteral("run_search_status"));
-  search_row->addWidget(search_, 1);
+  // The row's two notes can carry a store's error, paths and all: they wrap
+  // in the width the row gives them (the search keeps half) instead of
+  // widening the window to a line of their own, and say it whole in a tooltip.
+  auto elastic_note = [this](const QString& name) {
+    auto* note = new QLabel(this);
+    note->setObjectName(name);
+    note->setWordWrap(true);
+    note->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
+    return note;
+  };
+  search_status_ = elastic_note(QStringLiteral("run_search_status"));
+  search_row->addWidget(search_, 2);
   search_row->addWidget(previous);
   search_row->addWidget(next);
-  search_row->addWidget(search_status_);
+  search_row->addWidget(search_status_, 1);
   critical_box_ = new QCheckBox(tr("Critical path"), this);
   critical_box_->setObjectName(QStringLiteral("run_critical_path"));
   critical_box_->setToolTip(
       tr("Draw the chain of operations across the ranks that set each step's length (as "
          "Holistic Trace Analysis finds it) over the timeline, for the steps in view: a bar "
          "over each operation on it, dots for idle time"));
-  critical_status_ = new QLabel(this);
-  critical_status_->setObjectName(QStringLiteral("run_critical_path_status"));
+  critical_status_ = elastic_note(QStringLiteral("run_critical_path_status"));
   search_row->addWidget(critical_box_);
-  search_row->addWidget(critical_status_);
+  search_row->addWidget(critical_status_, 1);
   layout->addLayout(search_row);
 
   auto* splitter = new QSplitter(Qt::Vertical, this);
@@ -666,34 +681,35 @@ RunView::RunView(QWidget* parent) : QWidget(parent) {
   // The step PageDown/PageUp went to, said where the search says where it is,
   // while the view is on it: after Home, a zoom or a pan it is not.
   connect(timeline_, &TimelineWidget::stepShown, this, [this](std::int32_t step) {
-    search_status_->setText(tr("step %1").arg(step));
+    setNote(search_status_, tr("step %1").arg(step));
     status_says_step_ = true;
   });
   connect(timeline_, &TimelineWidget::stepLeft, this, [this] {
-    if (status_says_step_) search_status_->clear();
+    if (status_says_step_) setNote(search_status_, {});
     status_says_step_ = false;
   });
   connect(timeline_, &TimelineWidget::stepNotShown, this, [this](const QString& why) {
-    search_status_->setText(why);
+    setNote(search_status_, why);
     status_says_step_ = false;
   });
   connect(critical_box_, &QCheckBox::toggled, timeline_, &TimelineWidget::setCriticalPathShown);
-  connect(timeline_, &TimelineWidget::criticalPathChanged, critical_status_, &QLabel::setText);
+  connect(timeline_, &TimelineWidget::criticalPathChanged, this,
+          [this](const QString& note) { setNote(critical_status_, note); });
   connect(timeline_, &TimelineWidget::searchMoved, this,
           [this](int index, int matches, const QString& error) {
             status_says_step_ = false;
             if (!error.isEmpty()) {
-              search_status_->setText(error);
+              setNote(search_status_, error);
             } else if (matches == 0) {
-              search_status_->setText(tr("no match"));
+              setNote(search_status_, tr("no match"));
             } else {
               // Capped: "1 of the first 100000", not a count that reads as all.
-              search_status_->setText(
-                  timeline_->searchCapped()
-                      ? tr("%1 of the first %2 matches in time (more later in the store)")
-                            .arg(index + 1)
-                            .arg(matches)
-                      : tr("%1 of %2").arg(index + 1).arg(matches));
+              setNote(search_status_,
+                      timeline_->searchCapped()
+                          ? tr("%1 of the first %2 matches in time (more later in the store)")
+                                .arg(index + 1)
+                                .arg(matches)
+                          : tr("%1 of %2").arg(index + 1).arg(matches));
             }
           });
 }
@@ -733,7 +749,7 @@ void RunView::openStore(const QString& path) {
   details_->clear();
   range_text_->clear();
   instances_->setRowCount(0);
-  search_status_->clear();  // the last store's step or match
+  setNote(search_status_, {});  // the last store's step or match
   status_says_step_ = false;
   QChart* old_chart = chart_->chart();
   chart_->setChart(new QChart);

@@ -1526,6 +1526,19 @@ void TestGuiRun::longTitleKeepsTheWindow() {
            qPrintable(QString::number(view.minimumSizeHint().width())));
   QCOMPARE(view.width(), 900);
   view.timeline()->repaint();  // paints at the window's size
+  // The search row's notes can carry a store's error, a path in it: they wrap
+  // in the row, whole in their tooltip, and leave the window its width.
+  const QString error = QStringLiteral("the steps could not be read: ") + QString(5000, 'y');
+  for (const char* name : {"run_search_status", "run_critical_path_status"}) {
+    auto* note = view.findChild<QLabel*>(QLatin1String(name));
+    QVERIFY(note);
+    note->setText(error);
+    QVERIFY2(view.minimumSizeHint().width() < 2000,
+             qPrintable(QStringLiteral("%1: %2 px").arg(name).arg(view.minimumSizeHint().width())));
+  }
+  const QString why = QStringLiteral("zoom in to 50 or fewer steps ") + QString(3000, 'z');
+  emit view.timeline()->criticalPathChanged(why);
+  QCOMPARE(view.findChild<QLabel*>(QStringLiteral("run_critical_path_status"))->toolTip(), why);
 }
 
 void TestGuiRun::importedTraces_data() {
