@@ -238,8 +238,21 @@ std::pair<double, double> rowsToLoad(const QRect& shown) {
 // columns, or nothing (a lane of a folded rank: id 0 and no counter).
 struct LaneQuery {
   trace::LaneId id{0};
+  std::int32_t rank = 0;
   std::optional<trace::CounterSeries> counter;
 };
+
+// An op narrower than this many pixels shows no time off CPU.
+constexpr double kOffCpuMinPixels = 4;
+
+// The time a CPU-engine op that ended at `end_ns` spent off CPU; 0 where none.
+// Only the sample at the op's end is read, through the counters' index.
+std::int64_t offCpuAt(const trace::TraceReader& reader, trace::StringId counter, std::int32_t rank,
+                      std::int64_t end_ns) {
+  auto at = reader.counter_view(rank, counter, end_ns, end_ns + 1, 1);
+  if (!at || at->columns.empty()) return 0;
+  return static_cast<std::int64_t>(std::max(0.0, at->columns.back().last));
+}
 
 // The queries for lanes [first, last).
 std::vector<LaneQuery> queriesOf(const std::vector<TimelineWidget::Lane>& lanes,
@@ -251,7 +264,7 @@ std::vector<LaneQuery> queriesOf(const std::vector<TimelineWidget::Lane>& lanes,
     if (isFolded(collapsed, lane.info.rank))
       queries.emplace_back();
     else
-      queries.push_back({lane.info.id, lane.counter});
+      queries.push_back({lane.info.id, lane.info.rank, lane.counter});
   }
   return queries;
 }
@@ -268,6 +281,9 @@ std::shared_ptr<const TimelineWidget::Frame> queryFrame(const trace::TraceReader
   frame->window = window;
   frame->pixels = pixels;
   frame->first_lane = first_lane;
+  const std::optional<trace::StringId> off_cpu = reader.find_string(trace::kOffCpuCounter);
+  const double pixels_per_ns = double(std::max(1, pixels)) /
+                               double(std::max<std::int64_t>(1, window.end_ns - window.start_ns));
   for (const LaneQuery& query : queries) {
     TimelineWidget::LaneFrame lane;
     if (query.counter) {
@@ -301,6 +317,19 @@ std::shared_ptr<const TimelineWidget::Frame> queryFrame(const trace::TraceReader
         if (s.count > 1) c = c.lighter(125);  // a fold of several narrow events
         lane.colors.push_back(c);
       }
+      // The time off CPU of the ops wide enough to show it: a point read
+      // each, so a few hundred a lane at most.
+      for (std::size_t k = 0; off_cpu && k < lane.spans.size(); ++k) {
+        const trace::Span& s = lane.spans[k];
+        const std::int64_t length = s.end_ns - s.start_ns;
+        if (s.count != 1 || s.category != trace::Category::compute || length <= 0 ||
+            double(length) * pixels_per_ns < kOffCpuMinPixels)
+          continue;
+        const std::int64_t off = offCpuAt(reader, *off_cpu, query.rank, s.end_ns);
+        if (off <= 0) continue;
+        lane.off_cpu_share.resize(lane.spans.size(), 0.0f);
+        lane.off_cpu_share[k] = float(std::min(1.0, double(off) / double(length)));
+      }
     }
     frame->lanes.push_back(std::move(lane));
   }
@@ -314,10 +343,7 @@ std::int64_t offCpuNs(const trace::TraceReader& reader, const trace::StoredEvent
   if (stored.event.category != trace::Category::compute) return 0;
   const std::optional<trace::StringId> counter = reader.find_string(trace::kOffCpuCounter);
   if (!counter) return 0;
-  const std::int64_t end = stored.event.end_ns;
-  auto at = reader.counter_view(stored.rank, *counter, end, end + 1, 1);
-  if (!at || at->columns.empty()) return 0;
-  return static_cast<std::int64_t>(std::max(0.0, at->columns.back().last));
+  return offCpuAt(reader, *counter, stored.rank, stored.event.end_ns);
 }
 
 // What a tooltip adds for one event: bytes, bandwidth, correlation, its
@@ -326,7 +352,9 @@ QString eventFacts(const trace::StoredEvent& stored, std::int64_t off_cpu_ns) {
   const trace::Event& e = stored.event;
   QString out;
   if (off_cpu_ns > 0) {
-    out += QObject::tr("<br>off CPU %1 of it (descheduled: another thread had the core)")
+    out += QObject::tr(
+               "<br>off CPU %1 of it (descheduled: another thread had the core; the amber "
+               "strip along its bottom is that share of its length, not where)")
                .arg(q(format_seconds(double(std::min(off_cpu_ns, e.duration_ns())) * 1e-9)));
   }
   if (e.bytes > 0) {
@@ -938,6 +966,9 @@ int paintTimeline(const TimelineWidget::PaintState& state, QPainter& painter, co
         const int row = std::min(int(s.depth), lane.depth - 1);
         const QRectF r(x0, y + row * kRowHeight + 1, w, kRowHeight - 2);
         painter.fillRect(r, lf.colors[k]);
+        if (k < lf.off_cpu_share.size() && lf.off_cpu_share[k] > 0)
+          painter.fillRect(QRectF(r.left(), r.bottom() - 3, r.width() * lf.off_cpu_share[k], 3),
+                           TimelineWidget::offCpuColor());
         ++items;
         if (r.width() > 28) {
           // Dark text on light spans (folds, steps), white on the rest.

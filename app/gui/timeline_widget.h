@@ -116,6 +116,9 @@ class TimelineWidget : public QWidget {
   std::pair<std::int32_t, std::int32_t> criticalSteps() const { return critical_steps_; }
   QString criticalPathNote() const { return critical_note_; }
   static QColor criticalPathColor() { return QColor(214, 0, 110); }
+  // The strip along an op's bottom edge as long as the share of its time its
+  // thread was off CPU (where in the op is not recorded, so it starts left).
+  static QColor offCpuColor() { return QColor(255, 176, 0); }
 
   // Zooms to the next (+1) or the previous (-1) training step, across the
   // ranks (the first key press: the step under the middle of the view);
@@ -215,6 +218,10 @@ class TimelineWidget : public QWidget {
     std::vector<trace::Span> spans;
     std::vector<QString> names;  // parallel to spans
     std::vector<QColor> colors;  // parallel to spans, chosen on the worker thread
+    // Parallel to spans where any op in view of a CPU-engine rank was off
+    // CPU (kOffCpuCounter): the share of its time, 0 for the others; empty
+    // where none was.
+    std::vector<float> off_cpu_share;
     trace::CounterView counter;  // a counter's lane: its samples, one column per pixel
     QString error;               // ... or why they could not be read
   };

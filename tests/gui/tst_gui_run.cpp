@@ -704,6 +704,14 @@ void TestGuiRun::tooltipSaysTimeOffCpu() {
   cs::gui::test::toolTipAt(t, at);
   QTRY_VERIFY_WITH_TIMEOUT(QToolTip::text().contains(QStringLiteral("off CPU 400 ns of it")),
                            10000);
+  // On its box, a strip along the bottom edge 40 % of its length.
+  const QImage image = t->grab().toImage();
+  const int bottom = int(t->laneRect(0).top() + 16 - 1 - 2);  // a row's box, its strip's middle
+  const double x0 = t->xOf(1000), x1 = t->xOf(2000);
+  QCOMPARE(image.pixelColor(int(x0 + 0.2 * (x1 - x0)), bottom), TimelineWidget::offCpuColor());
+  QVERIFY(image.pixelColor(int(x0 + 0.6 * (x1 - x0)), bottom) != TimelineWidget::offCpuColor());
+  QVERIFY(image.pixelColor(int(x0 + 0.2 * (x1 - x0)), int(t->laneRect(0).top()) + 5) !=
+          TimelineWidget::offCpuColor());
 }
 
 void TestGuiRun::searchNextPrevious() {
