@@ -1,6 +1,7 @@
 // clusterscope: the headless front end. Every subcommand calls the same
 // library functions as the desktop app.
 
+#include <algorithm>
 #include <csignal>
 #include <iostream>
 
@@ -114,6 +115,31 @@ void refuse_empty_values(CLI::App& command) {
     refuse_empty_values(*sub);
 }
 
+// A whole-number option reads its value in decimal, as its range check
+// does: CLI11 alone took "0100" as octal (64 where the check saw 100) and
+// "0x10" as hex. Leading zeros are dropped; any other form is refused by name.
+void read_whole_numbers_in_decimal(CLI::App& command) {
+  static const CLI::Validator decimal(
+      [](std::string& value) -> std::string {
+        if (value.empty()) return {};  // said by the empty-value check
+        const std::size_t sign = value[0] == '+' || value[0] == '-' ? 1 : 0;
+        const bool digits =
+            value.size() > sign && std::all_of(value.begin() + std::ptrdiff_t(sign), value.end(),
+                                               [](char c) { return c >= '0' && c <= '9'; });
+        if (!digits) return "must be a whole number in decimal digits (got " + value + ")";
+        const std::size_t first = value.find_first_not_of('0', sign);
+        value.erase(sign, (first == std::string::npos ? value.size() - 1 : first) - sign);
+        return {};
+      },
+      "");
+  for (CLI::Option* option : command.get_options()) {
+    const std::string type = option->get_type_name();
+    if (type.starts_with("INT") || type.starts_with("UINT")) option->transform(decimal);
+  }
+  for (CLI::App* sub : command.get_subcommands({}))
+    read_whole_numbers_in_decimal(*sub);
+}
+
 // CLI11's message in words a user reads: an option given more times than it
 // takes ("--output: At Most 1 required but received 2") says so.
 std::string parse_error_text(const CLI::ParseError& e) {
@@ -154,6 +180,7 @@ int main(int argc, char** argv) {
   cs::cli::register_calibrate(app, ctx);
   cs::cli::register_calc(app, ctx);
   refuse_empty_values(app);
+  read_whole_numbers_in_decimal(app);
 
   WatchedOutput watched(std::cout.rdbuf());
   std::cout.rdbuf(&watched);

@@ -115,6 +115,23 @@ void TestCli::exitCodes_data() {
                                       << "unknown GPU preset \"h300\"";
   QTest::addRow("negative nodes") << QStringList{"describe", "--gpu", "h100-sxm", "--nodes", "-3"} << 2
                                   << "" << "--nodes";
+  // A whole number reads in decimal, as its range check reads it: "010" was
+  // octal (8 nodes) and "0x10" hex.
+  QTest::addRow("nodes with a leading zero")
+      << QStringList{"describe", "--gpu", "h100-sxm", "--nodes", "010"} << 0 << "10 nodes x 8 GPUs"
+      << "";
+  QTest::addRow("nodes in hex") << QStringList{"describe", "--gpu", "h100-sxm", "--nodes", "0x10"}
+                                << 2 << ""
+                                << "--nodes: must be a whole number in decimal digits (got 0x10)";
+  QTest::addRow("tp with a fraction")
+      << QStringList{"plan", "--cluster", "dgx-a100-64", "--model", "gpt3-13b", "--tp", "8.0"} << 2
+      << ""
+      << "--tp: must be a whole number in decimal digits (got 8.0)";
+  QTest::addRow("batch with a leading zero")
+      << QStringList{"plan", "--cluster", "dgx-a100-64",    "--model", "gpt3-13b",
+                     "--tp", "8",         "--global-batch", "0128",    "--json"}
+      << 0 << "\"global_batch\": 128"
+      << "";
   QTest::addRow("run threads past the worker's")
       << QStringList{"run", "--threads", "100000", "--steps", "1"} << 2 << ""
       << "--threads: must be between 1 and 4096 (got 100000)";
