@@ -904,6 +904,25 @@ class SqliteTraceWriter final : public TraceWriter {
 
 namespace {
 
+// Why the SQLite database at `path` cannot be read now because another
+// process holds it locked (SQLite's words); empty when it can be read, or
+// fails for another reason (damage). Read as "not a store" it was replaced,
+// under that process: another program's data gone, its journal too.
+std::string held_by_another_process(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec) || !is_sqlite_file(path)) return {};
+  auto db = sql::Database::open(path, SQLITE_OPEN_READONLY);
+  if (!db) return {};
+  auto busy = [&db] {
+    const int primary = sqlite3_extended_errcode(db->get()) & 0xff;
+    return primary == SQLITE_BUSY || primary == SQLITE_LOCKED;
+  };
+  auto id = db->prepare("SELECT count(*) FROM sqlite_master");
+  if (!id) return busy() ? sqlite3_errmsg(db->get()) : std::string();
+  if (const int rc = id->step(); rc != SQLITE_ROW && busy()) return sqlite3_errmsg(db->get());
+  return {};
+}
+
 // What lies at `path` when it is not a trace store (nor empty, nor a store
 // too damaged to tell): empty when a store may replace it.
 std::string not_a_store_there(const std::string& path) {
@@ -985,6 +1004,10 @@ Status check_store_path(const std::string& path) {
     return Error{path + ": is " + kind +
                  "; a trace store replaces only an earlier store: give a "
                  "file name"};
+  if (const std::string held = held_by_another_process(path); !held.empty())
+    return Error{path + ": cannot tell what it is: another process holds it locked (" + held +
+                 "); it is not replaced: try again once that process is done with it, or give "
+                 "another name"};
   // Replaced under its writer, a live store (another run's rank store) loses
   // what that run records from then on, and the run reads another's rows.
   if (const std::string writer = live_writer_of(path); !writer.empty())

@@ -202,6 +202,8 @@ class TestTraceStore : public QObject {
   void rowsNoWriterWrote();
   void notReplacedWhenNewer_data();
   void notReplacedWhenNewer();
+  void notReplacedWhileLocked_data();
+  void notReplacedWhileLocked();
   void checkNamesEventRowsNoWriterWrote_data();
   void checkNamesEventRowsNoWriterWrote();
   void version1StoreIsMigrated();
@@ -1604,6 +1606,58 @@ void TestTraceStore::notReplacedWhenNewer() {
   }
   QVERIFY(file.open(QIODevice::ReadOnly));
   QVERIFY(file.readAll() == before);
+}
+
+// A database another process holds locked (a transaction of its own under
+// way) could not be read, and was then taken for "no store" and replaced
+// (`trace merge -o`, `trace import -o`): that program's data and its journal
+// gone. It is refused by name, and left as it was.
+void TestTraceStore::notReplacedWhileLocked_data() {
+  QTest::addColumn<bool>("store");
+  QTest::addRow("another program's database") << false;
+  QTest::addRow("a trace store in rollback mode") << true;
+}
+
+void TestTraceStore::notReplacedWhileLocked() {
+  QFETCH(bool, store);
+  QTemporaryDir dir;
+  const std::string path = temp_path(dir, "held.db");
+  if (store) {
+    write_store(path, {Pattern::uniform}, 100);
+    exec_sql(path, "PRAGMA journal_mode = DELETE");
+  } else {
+    exec_sql(path,
+             "CREATE TABLE users(id INTEGER PRIMARY KEY, name TEXT);"
+             "INSERT INTO users VALUES(1, 'kept')");
+  }
+  sqlite3* holder = nullptr;
+  QCOMPARE(sqlite3_open(path.c_str(), &holder), SQLITE_OK);
+  const auto close_holder = qScopeGuard([&] { sqlite3_close(holder); });
+  const char* change = store ? "BEGIN EXCLUSIVE; UPDATE meta SET value = 'held' WHERE key = 'title'"
+                             : "BEGIN EXCLUSIVE; INSERT INTO users VALUES(2, 'in flight')";
+  QCOMPARE(sqlite3_exec(holder, change, nullptr, nullptr, nullptr), SQLITE_OK);
+  QVERIFY(std::filesystem::exists(path + "-journal"));
+
+  const cs::Status checked = check_store_path(path);
+  QVERIFY(!checked);
+  QVERIFY2(QString::fromStdString(checked.message())
+               .startsWith(QString::fromStdString(
+                   path + ": cannot tell what it is: another process holds it locked (database "
+                          "is locked); it is not replaced")),
+           checked.message().c_str());
+  auto created = TraceWriter::create(path, RunInfo{"run", "test"});
+  QVERIFY(!created);
+  QVERIFY(std::filesystem::exists(path + "-journal"));
+  // The holder's transaction ends as it would have.
+  QCOMPARE(sqlite3_exec(holder, "COMMIT", nullptr, nullptr, nullptr), SQLITE_OK);
+  if (!store) {
+    sqlite3_stmt* rows = nullptr;
+    QCOMPARE(sqlite3_prepare_v2(holder, "SELECT count(*) FROM users", -1, &rows, nullptr),
+             SQLITE_OK);
+    QCOMPARE(sqlite3_step(rows), SQLITE_ROW);
+    QCOMPARE(sqlite3_column_int(rows, 0), 2);
+    sqlite3_finalize(rows);
+  }
 }
 
 // A chunk whose event count its bytes cannot hold (a damaged or edited
