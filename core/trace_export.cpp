@@ -17,6 +17,7 @@
 #include "core/breakdown_parts.h"
 #include "core/enum_names.h"
 #include "core/file_beside.h"
+#include "core/file_exists.h"
 #include "core/format.h"
 #include "core/json_reader.h"
 #include "core/median.h"
@@ -46,6 +47,10 @@ class Output {
     std::error_code ec;
     if (std::filesystem::equivalent(path_, store.path(), ec)) {
       error_ = Error{path_ + ": is the store being exported; give another output file"};
+      return;
+    }
+    if (Status s = check_export_path(path_); !s) {
+      error_ = std::move(s);
       return;
     }
     // The standard output (or a link to it) is written where it stands:
@@ -937,6 +942,13 @@ std::string prediction_svg(const PredictionComparison& p) {
 
 }  // namespace
 
+Status check_export_path(const std::string& path) {
+  if (!is_sqlite_file(path)) return {};
+  return Error{path +
+               ": is an SQLite database (a trace store, or another program's); an export "
+               "does not replace it: remove it or give another name"};
+}
+
 Result<ExportReport> export_chrome_trace(const TraceReader& reader, const std::string& path,
                                          const ChromeTraceOptions& options) {
   RankFilter filter;
@@ -962,13 +974,21 @@ Result<ExportReport> export_chrome_trace(const TraceReader& reader, const std::s
   }
   std::filesystem::path p(path);
   const std::string stem = (p.parent_path() / p.stem()).string();
+  auto file_of = [&stem](std::int32_t rank) {
+    return stem + ".rank" + std::to_string(rank) + ".json";
+  };
+  // Every file checked before any is written.
+  for (const RankInfo& r : reader.ranks()) {
+    if (!filter.has(r.rank)) continue;
+    if (Status s = check_export_path(file_of(r.rank)); !s) return s.error();
+  }
   for (const RankInfo& r : reader.ranks()) {
     if (!filter.has(r.rank)) continue;
     RankFilter one;
     one.all = false;
     one.ranks.insert(r.rank);
-    const std::string file = stem + ".rank" + std::to_string(r.rank) + ".json";
-    if (Status s = write_chrome(reader, file, options, one, r.rank, report); !s) return s.error();
+    if (Status s = write_chrome(reader, file_of(r.rank), options, one, r.rank, report); !s)
+      return s.error();
   }
   return report;
 }

@@ -35,6 +35,11 @@ inline constexpr const char* kExportProducer = "ClusterScope";
 inline constexpr const char* kExportVersionKey = "clusterscope_export_version";
 inline constexpr int kExportVersion = 1;
 
+// Whether an export may be written at `path`: it replaces an earlier export
+// (or any other file named as its output), never an SQLite database (a trace
+// store, an Nsight Systems export), which it refuses by name.
+Status check_export_path(const std::string& path);
+
 struct ChromeTraceOptions {
   // Only events overlapping [start, end) (their parents too, so slices nest).
   std::optional<TimeRange> window;

@@ -1141,10 +1141,7 @@ struct ExportOptions {
 // An export replaces an earlier export (or any text file named as its
 // output), never an SQLite database: a trace store, an Nsight Systems export.
 void refuse_replacing_a_database(const std::string& path) {
-  if (is_sqlite_file(path)) {
-    throw CliError(path + ": is an SQLite database (a trace store, or another program's); an " +
-                   "export does not replace it: remove it or give another name");
-  }
+  if (Status s = check_export_path(path); !s) throw CliError(s.message());
 }
 
 void run_export(ExportOptions o) {

@@ -1507,6 +1507,17 @@ void TestTraceCli::exportFormats() {
   const Run many = run_cli({"trace", "export", store, "-o", dir.filePath("many.csv"), "--table", "all"});
   QCOMPARE(many.exit_code, 1);
   QVERIFY(!QFile::exists(dir.filePath("many.events.csv")));
+  // ... nor one among the files of --file-per-rank (it was replaced by JSON).
+  QVERIFY(QFile::copy(other, dir.filePath("per.rank0.json")));
+  const Run per_rank =
+      run_cli({"trace", "export", store, "-o", dir.filePath("per.json"), "--file-per-rank"});
+  QCOMPARE(per_rank.exit_code, 1);
+  QVERIFY2(per_rank.err.contains(dir.filePath("per.rank0.json") +
+                                 ": is an SQLite database (a trace store, or another program's)"),
+           qPrintable(per_rank.err));
+  QFile kept(dir.filePath("per.rank0.json"));
+  QVERIFY(kept.open(QIODevice::ReadOnly));
+  QVERIFY(kept.readAll() == before);
 }
 
 void TestTraceCli::mergeStores() {
