@@ -21,7 +21,7 @@ Result<PredictedStore> write_predicted_timeline(const Plan& plan, const std::str
       "Predicted step: " +
       (plan.workload.display_name.empty() ? plan.workload.name : plan.workload.display_name) +
       " on " + (plan.cluster.display_name.empty() ? plan.cluster.name : plan.cluster.display_name);
-  run.source = "planner";
+  run.source = kPredictedTimelineSource;
   run.clock = step_starts.empty() ? "predicted step, from its start"
                                   : "the measured run's clock: the predicted step from each "
                                     "measured step's start";

@@ -27,6 +27,8 @@ struct PredictedStore {
 // of those starts (at most kMaxPredictedSteps), so that it lines up with
 // the run beside it.
 inline constexpr std::size_t kMaxPredictedSteps = 2000;
+// Its meta "source": what tells a predicted timeline from a store of measurements.
+inline constexpr const char* kPredictedTimelineSource = "planner";
 Result<PredictedStore> write_predicted_timeline(const Plan& plan, const std::string& path,
                                                 const std::vector<std::int64_t>& step_starts = {});
 

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <optional>
 
@@ -14,6 +15,7 @@
 #include "core/format.h"
 #include "core/json_text.h"
 #include "core/model_json.h"
+#include "core/trace_reader.h"
 #include "core/trace_writer.h"
 #include "planners/estimate.h"
 #include "planners/estimate_json.h"
@@ -23,6 +25,23 @@
 namespace cs::cli {
 
 namespace {
+
+// A predicted timeline replaces an earlier one, never a store of measurements
+// (a run, a profile, an import, a calibration's sweeps): they were lost to a
+// `plan --timeline` given the wrong name. A store too damaged to open is
+// replaced, as a run replaces one.
+void refuse_replacing_measurements(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) return;
+  auto reader = trace::TraceReader::open(path, trace::TraceReader::Options{.repair = false});
+  if (!reader) return;
+  const std::string source = (*reader)->meta("source").value_or("");
+  if (source == plan::kPredictedTimelineSource) return;
+  throw CliError(path + ": holds measurements (a trace store of source " +
+                 (source.empty() ? std::string("unknown") : source) +
+                 "), not a predicted timeline; --timeline replaces only a timeline it wrote: " +
+                 "remove it or give another name");
+}
 
 struct PlanCommandOptions {
   ClusterOptions cluster;
@@ -240,6 +259,7 @@ void run(const PlanCommandOptions& o, Context& ctx) {
   std::optional<plan::PredictedStore> timeline;
   if (!o.timeline.empty()) {
     take(trace::check_store_path(o.timeline));
+    refuse_replacing_measurements(o.timeline);
     take(trace::build_store_then_replace(o.timeline, [&](const std::string& temporary) -> Status {
       auto written = plan::write_predicted_timeline(plan, temporary);
       if (!written) return written.error();

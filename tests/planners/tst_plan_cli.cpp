@@ -729,6 +729,24 @@ void TestPlanCli::planWritesItsTimeline() {
   const Run refused = run_cli(plan + QStringList{"--timeline", notes.fileName()});
   QCOMPARE(refused.exit_code, 1);
   QVERIFY2(refused.err.contains("is a file that is not a trace store"), qPrintable(refused.err));
+  // Nor over a store of measurements: a run's was replaced by the prediction.
+  const QString measured = dir.filePath("measured.db");
+  QVERIFY(QFile::copy(CS_SOURCE_DIR "/tests/data/cpu/cpu-engine-dp2.db", measured));
+  QFile::setPermissions(measured, QFile::ReadOwner | QFile::WriteOwner);
+  const QByteArray before = [&] {
+    QFile f(measured);
+    return f.open(QIODevice::ReadOnly) ? f.readAll() : QByteArray();
+  }();
+  const Run kept = run_cli(plan + QStringList{"--timeline", measured});
+  QCOMPARE(kept.exit_code, 1);
+  QVERIFY2(
+      kept.err.contains(measured + ": holds measurements (a trace store of source cpu-engine), "
+                                   "not a predicted timeline; --timeline replaces only a "
+                                   "timeline it wrote"),
+      qPrintable(kept.err));
+  QFile after(measured);
+  QVERIFY(after.open(QIODevice::ReadOnly));
+  QVERIFY(after.readAll() == before);
 }
 
 #include "tst_plan_cli.moc"
