@@ -196,16 +196,35 @@ Status copy_input(const Input& in, TraceWriter& w,
   TraceReader& r = *in.reader;
   auto& db = r.impl().db;
 
-  std::vector<std::int64_t> strings;  // input id -> output id, -1 until used
+  // Input string id -> output id: -1 until used, -2 where the input holds
+  // no such string (an event naming one is damage, not an empty name).
+  std::vector<std::int64_t> strings;
   {
     auto stmt = db.prepare("SELECT coalesce(max(id), 0) FROM strings");
     if (!stmt || stmt->step() != SQLITE_ROW) return db.error("cannot read strings");
-    strings.assign(static_cast<std::size_t>(stmt->int64_at(0)) + 1, -1);
+    strings.assign(static_cast<std::size_t>(stmt->int64_at(0)) + 1, -2);
+    auto ids = db.prepare("SELECT id FROM strings");
+    if (!ids) return ids.error();
+    int rc;
+    while ((rc = ids->step()) == SQLITE_ROW) {
+      const std::int64_t id = ids->int64_at(0);
+      if (id >= 0 && std::size_t(id) < strings.size()) strings[std::size_t(id)] = -1;
+    }
+    if (rc != SQLITE_DONE) return db.error("cannot read strings", rc);
   }
-  auto map_string = [&](std::uint32_t id) -> StringId {
-    if (id >= strings.size()) return StringId{0};
-    if (strings[id] < 0) strings[id] = w.intern(r.string(StringId{id})).value;
-    return StringId{static_cast<std::uint32_t>(strings[id])};
+  auto map_string = [&](std::int64_t id) -> std::optional<StringId> {
+    if (id < 0 || std::size_t(id) >= strings.size() || strings[std::size_t(id)] == -2)
+      return std::nullopt;
+    if (strings[std::size_t(id)] < 0)
+      strings[std::size_t(id)] = w.intern(r.string(StringId{std::uint32_t(id)})).value;
+    return StringId{static_cast<std::uint32_t>(strings[std::size_t(id)])};
+  };
+  // A row the store's own checks call damaged is refused by the input's name:
+  // copied, a text time read as 0 and an unknown name as an empty one, and the
+  // merged store passed every check.
+  auto damaged_event = [&in](std::int64_t id, const std::string& what) {
+    return Error{in.path + " is damaged: event " + std::to_string(id) + " " + what +
+                 "; nothing was merged"};
   };
 
   std::map<std::uint32_t, std::pair<LaneId, std::int64_t>> lanes;  // input lane -> output, offset
@@ -246,6 +265,19 @@ Status copy_input(const Input& in, TraceWriter& w,
     if (lane == lanes.end())
       return Error{in.path + ": event " + std::to_string(id) + " has no lane"};
     const std::int64_t off = lane->second.second;
+    if (!rows->is_whole_number(2) || !rows->is_whole_number(3) || rows->int64_at(2) < 0 ||
+        rows->int64_at(2) > std::int64_t(EventKind::overhead) || rows->int64_at(3) < 0 ||
+        rows->int64_at(3) > std::int64_t(Category::other))
+      return damaged_event(id, "has no known kind or category");
+    if (!rows->is_whole_number(4) || !rows->is_whole_number(5))
+      return damaged_event(id, "has a start or end that is not a whole number of nanoseconds");
+    if (rows->int64_at(5) < rows->int64_at(4)) return damaged_event(id, "ends before it starts");
+    const std::optional<StringId> name =
+        rows->is_whole_number(6) ? map_string(rows->int64_at(6)) : std::nullopt;
+    if (!name) return damaged_event(id, "is named by a string the store does not hold");
+    if (!rows->is_null(8) && (!rows->is_whole_number(8) || rows->int64_at(8) < INT32_MIN ||
+                              rows->int64_at(8) > INT32_MAX))
+      return damaged_event(id, "has a step that is not a whole number");
     Event e;
     e.lane = lane->second.first;
     e.kind = static_cast<EventKind>(rows->int_at(2));
@@ -254,7 +286,7 @@ Status copy_input(const Input& in, TraceWriter& w,
     // store): a time shifted past int64 is held at its limit, and dropped.
     e.start_ns = saturating_add(rows->int64_at(4), off);
     e.end_ns = saturating_add(rows->int64_at(5), off);
-    e.name = map_string(static_cast<std::uint32_t>(rows->int64_at(6)));
+    e.name = *name;
     e.correlation = rows->int64_at(7);
     e.step = rows->int_at(8);
     while (detail_rc == SQLITE_ROW && details->int64_at(0) < id)
@@ -297,9 +329,14 @@ Status copy_input(const Input& in, TraceWriter& w,
     auto samples = r.counters(rank, s.name);
     if (!samples) return samples.error();
     const auto off = offsets.count(rank) ? offsets.at(rank) : 0;
+    const std::optional<StringId> name = map_string(s.name.value);
+    if (!name) {
+      return Error{in.path + " is damaged: a counter of rank " + std::to_string(rank) +
+                   " is named by a string the store does not hold; nothing was merged"};
+    }
     for (CounterSample c : *samples) {
       c.time_ns = saturating_add(c.time_ns, off);
-      c.name = map_string(s.name.value);
+      c.name = *name;
       w.add(c);
     }
   }

@@ -303,6 +303,22 @@ void TestTraceMerge::editedStoreIsDamage_data() {
       << "DELETE FROM events WHERE id % 7 = 0"
       << " is damaged: its lanes hold 220 events but its events table 189"
       << " is damaged: its lanes' chunks hold 220 events but its events table 189";
+  // Copied as they read, a text time was 0 ns, an unknown name an empty
+  // one, and the merged store passed every check.
+  QTest::addRow("a time as text")
+      << "UPDATE events SET start_ns = 'abc' WHERE id = 5"
+      << " is damaged: event 5 has a start or end that is not a whole number of nanoseconds; "
+         "nothing was merged"
+      << " is damaged: 1 row of its events table is not an event a writer writes (row 5: its "
+         "times ('abc', ";
+  QTest::addRow("no such kind") << "UPDATE events SET kind = 200 WHERE id = 5"
+                                << " is damaged: event 5 has no known kind or category"
+                                << " is damaged: 1 row of its events table is not an event a "
+                                   "writer writes (row 5: its kind 200 is no event kind)";
+  QTest::addRow("names deleted")
+      << "DELETE FROM strings WHERE id > 2"
+      << " is damaged: event 201 is named by a string the store does not hold"
+      << " is damaged: its events and counters use name ids up to ";
 }
 
 // Rows deleted from a store (by hand, or a tool) while its chunks still
@@ -329,7 +345,9 @@ void TestTraceMerge::editedStoreIsDamage() {
   QVERIFY(!std::filesystem::exists(out));
   const cs::Status verified = verify_store(a);
   QVERIFY(!verified);
-  QCOMPARE(QString::fromStdString(verified.message()), QString::fromStdString(a) + verify_says);
+  QVERIFY2(QString::fromStdString(verified.message())
+               .startsWith(QString::fromStdString(a) + verify_says),
+           verified.message().c_str());
 }
 
 void TestTraceMerge::refusesOutputAmongInputs() {
