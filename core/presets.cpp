@@ -264,6 +264,15 @@ Status PresetCatalog::load_user_presets(const fs::path& dir) {
     if (!errors.empty()) return Error{errors};
     merged.user_files_.push_back(file);
   }
+  // A GPU's board link names a link preset: a misspelt one was taken here,
+  // then failed every command that built its nodes, naming neither the file
+  // nor the field.
+  for (const GpuSpec& g : merged.gpus_) {
+    const auto from = seen.find("gpu " + g.name);
+    if (from == seen.end() || g.board_link.empty() || merged.find_link(g.board_link)) continue;
+    return Error{from->second + ": /board_link: " +
+                 merged.unknown_name_message("link preset", g.board_link, merged.link_names())};
+  }
   // A shipped cluster holds a copy of its GPU and links, made when it was
   // read: a user preset of the same name stands in there too (one name was
   // two GPUs: 94 GiB on its own, the shipped 80 GiB in its clusters).

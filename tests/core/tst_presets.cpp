@@ -431,6 +431,11 @@ void TestPresets::userPresetsRefusals_data() {
   QTest::addRow("slash in a name")
       << R"({"kind": "link", "name": "../evil", "type": "pcie", "bandwidth_gbps": 1, "latency_us": 1, "source": "s"})"
       << "bad.json: /name: must not hold \"/\"";
+  // Taken here, a misspelt board link failed every command that built the
+  // GPU's nodes, naming neither this file nor the field.
+  QTest::addRow("unknown board link")
+      << R"({"kind": "gpu", "name": "mygpu", "vendor": "NVIDIA", "architecture": "hopper", "memory_gib": 80, "memory_bandwidth_gb_s": 3000, "peak_tflops": {"fp32": 60}, "board_link": "nvlnk9", "source": "s"})"
+      << "bad.json: /board_link: unknown link preset \"nvlnk9\": did you mean \"nvlink";
   QTest::addRow("twice in the folder")
       << R"({"kind": "link", "name": "dup", "type": "pcie", "bandwidth_gbps": 1, "latency_us": 1, "source": "s"})"
       << "bad.json: /name: link dup is also defined in ";
