@@ -32,6 +32,7 @@
 #include "core/json_reader.h"
 #include "core/json_text.h"
 #include "core/model_json.h"
+#include "core/trace_reader.h"
 
 namespace cs::cli {
 
@@ -277,6 +278,25 @@ std::optional<GpuSpec> datasheet_of_sweeps(Context& ctx, const std::vector<std::
                  "\", which no GPU preset names: give its datasheet with --gpu");
 }
 
+// The datasheet of a calibration store's GPU (its meta "calibration" names
+// the engine and device), as for sweeps; none for the CPU engine's. Without
+// it a GPU's GEMMs fitted against nothing: "nothing to calibrate from".
+std::optional<GpuSpec> datasheet_of_store(Context& ctx, const std::string& path) {
+  auto reader = trace::TraceReader::open(path, trace::TraceReader::Options{.repair = false});
+  if (!reader) return std::nullopt;  // said by the fit, which opens it again
+  const auto text = (*reader)->meta(kCalibrationMetaKey);
+  if (!text) return std::nullopt;
+  auto info = calibration_info_from_json(*text, path + ": meta calibration");
+  if (!info || info->engine != "cuda") return std::nullopt;  // the fit says what is wrong
+  const std::string& device = info->device;
+  if (const GpuSpec* g = ctx.catalog().match_device(device)) return *g;
+  // Sweeps imported with a datasheet record its display name as the device.
+  for (const GpuSpec& g : ctx.catalog().gpus())
+    if (g.display_name == device) return g;
+  throw CliError(path + ": the sweeps ran on \"" + device +
+                 "\", which no GPU preset names: give its datasheet with --gpu");
+}
+
 std::string default_store() {
   const std::time_t now = std::time(nullptr);
   char buffer[64];
@@ -517,6 +537,7 @@ void run(Context& ctx, const CalibrateOptions& o) {
 
   if (!o.from_sweeps.empty() || !o.from_store.empty()) {
     std::optional<GpuSpec> datasheet = datasheet_of(ctx, o.gpu);
+    if (!datasheet && !o.from_store.empty()) datasheet = datasheet_of_store(ctx, o.from_store);
     if (!datasheet && !o.from_sweeps.empty()) {
       datasheet = datasheet_of_sweeps(ctx, o.from_sweeps);
       // Sweeps of an older worker name no engine: taken as the CPU's, where

@@ -2752,6 +2752,14 @@ void TestCalibration::importsSweepLinesOfAGpuMachine() {
   QVERIFY2(reader, reader ? "" : reader.message().c_str());
   QVERIFY((*reader)->meta("calibration").has_value());
   QVERIFY((*reader)->meta("calibration")->find("gpu-box") != std::string::npos);
+  // Fitted again from that store, without --gpu: its device names the
+  // datasheet, as the sweeps' did ("nothing to calibrate from" before).
+  r = run_cli({"calibrate", "--from-store", work + "/cal.db", "--no-save", "--json"}, presets,
+              work);
+  QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+  const QJsonObject again = json_of(r)["presets"].toObject()["gpus"].toArray().first().toObject();
+  QCOMPARE(again["efficiency"].toObject()["gemm_max_by_precision"].toObject()["bf16"].toDouble(),
+           by_precision["bf16"].toDouble());
   // A device no preset names needs its datasheet given.
   QFile f(sweeps);
   QVERIFY(f.open(QIODevice::ReadOnly));
