@@ -1223,9 +1223,24 @@ Result<RunAnalysis> analyze_run(const TraceReader& reader, const AnalysisOptions
   run.stragglers = stragglers_from(run.ranks, raws, options);
   // The plan is held against whole steps; a window's figures are of part of them.
   if (!options.window) {
-    auto prediction = compare_with_prediction(reader, run.ranks, options.prediction);
-    if (!prediction) return prediction.error();
-    run.prediction = std::move(prediction).value();
+    std::optional<PredictedStep> prediction = options.prediction;
+    if (!prediction) {
+      // A recorded prediction that does not read is said, and the run's
+      // own figures stand without it.
+      const auto text = reader.meta(kPredictedStepMetaKey);
+      if (text && !text->empty()) {
+        auto read = read_predicted_step(*text, reader.path() + ": meta " + kPredictedStepMetaKey);
+        if (read)
+          prediction = std::move(read).value();
+        else
+          run.prediction_error = read.message();
+      }
+    }
+    if (prediction) {
+      auto compared = compare_with_prediction(reader, run.ranks, prediction);
+      if (!compared) return compared.error();
+      run.prediction = std::move(compared).value();
+    }
   }
   if (Status damaged = reader.damage(); !damaged && run.damage.empty())
     run.damage = damaged.message();

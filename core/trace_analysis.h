@@ -459,6 +459,9 @@ struct RunAnalysis {
   std::vector<CounterStats> counters;
   StragglerReport stragglers;
   std::optional<PredictionComparison> prediction;  // none for a window (options.window)
+  // Why the store's recorded prediction is left out: its meta does not read
+  // (it stopped every figure, not only the comparison). Empty otherwise.
+  std::string prediction_error;
   // A damaged page met while reading (TraceReader::damage's message): the
   // figures lack the rows it held. Empty when none was met.
   std::string damage;

@@ -1342,6 +1342,10 @@ Result<ExportReport> export_html_report(const TraceReader& reader, const RunAnal
     out << "</table>\n";
   }
 
+  if (!analysis.prediction_error.empty()) {
+    out << "<h2>Predicted against measured</h2>\n<p class=bad>" << html(analysis.prediction_error)
+        << ": the run's figures are shown without its prediction.</p>\n";
+  }
   if (analysis.prediction) {
     const PredictionComparison& p = *analysis.prediction;
     out << "<h2>Predicted against measured</h2>\n<p>Step: predicted "

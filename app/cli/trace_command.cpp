@@ -558,6 +558,10 @@ void print_stats(const StatsOptions& o, Context& ctx, const std::unique_ptr<Trac
   const RunAnalysis a = take(analyze_run(*r, options));
   if (options.window) refuse_idle_window(*r, a, o.window_flags());
   damage = a.damage;
+  // On stderr, with or without --json: the figures below stand without it.
+  if (!a.prediction_error.empty())
+    std::cerr << "clusterscope: warning: " << a.prediction_error
+              << "; the run's figures are shown without its prediction\n";
   if (o.predict_again && !a.prediction)
     throw CliError(r->path() + ": the new prediction was not compared");
   const std::size_t top = static_cast<std::size_t>(std::max<std::int64_t>(0, o.top));
@@ -755,6 +759,7 @@ void print_stats(const StatsOptions& o, Context& ctx, const std::unique_ptr<Trac
             {"notes", again->notes.value_or(std::vector<std::string>{})}};
       }
     }
+    if (!a.prediction_error.empty()) out["prediction_error"] = a.prediction_error;
     std::cout << json_text(out) << '\n';
     return;
   }

@@ -1347,9 +1347,13 @@ void RunView::showAnalysis() {
     prediction_table_->setRowCount(1);
     prediction_table_->setItem(
         0, 0,
-        tableCell(tr("This run records no prediction of its step. Tools ▸ Predict the open run "
-                     "again makes one on this machine's calibration (Tools ▸ Calibrate this "
-                     "machine… first, where there is none).")));
+        tableCell(a.prediction_error.empty()
+                      ? tr("This run records no prediction of its step. Tools ▸ Predict the open "
+                           "run again makes one on this machine's calibration (Tools ▸ Calibrate "
+                           "this machine… first, where there is none).")
+                      : tr("The prediction this run records does not read: %1. Tools ▸ Predict "
+                           "the open run again makes a new one.")
+                            .arg(q(a.prediction_error))));
   } else {
     const trace::PredictionComparison& p = *a.prediction;
     // As `trace stats` says them: the error of the prediction against the

@@ -93,6 +93,7 @@ class TestTraceCli : public QObject {
 
  private slots:
   void importInfoStats();
+  void unreadablePredictionLeavesTheFigures();
   void launchStatisticsAreKernelLaunches();
   void apiCallsAsNsightSumsThem();
   void copiesAndRangesAsNsightSumsThem();
@@ -1866,6 +1867,42 @@ void TestTraceCli::damagedStoreReportSaysSo() {
   QFile report(html);
   QVERIFY(report.open(QIODevice::ReadOnly));
   QVERIFY(QString::fromUtf8(report.readAll()).contains("<p class=bad>" + store + " is damaged: "));
+}
+
+// A recorded prediction whose JSON does not read stopped every analysis:
+// stats, the report and the CSV tables all exited 1 over one meta row. The
+// run's figures stand, and the prediction's error is said.
+void TestTraceCli::unreadablePredictionLeavesTheFigures() {
+  QTemporaryDir dir;
+  const QString store = writable_store(dir, QStringLiteral("cpu/cpu-engine-dp2.db"),
+                                       QStringLiteral("bad-prediction.db"));
+  QVERIFY(!store.isEmpty());
+  {
+    sqlite3* db = nullptr;
+    QCOMPARE(sqlite3_open(store.toUtf8().constData(), &db), SQLITE_OK);
+    QCOMPARE(sqlite3_exec(db, "UPDATE meta SET value = '{bad json' WHERE key = 'predicted_step'",
+                          nullptr, nullptr, nullptr),
+             SQLITE_OK);
+    QCOMPARE(sqlite3_changes(db), 1);
+    sqlite3_close(db);
+  }
+  const Run stats = run_cli({"trace", "stats", store, "--json"});
+  QVERIFY2(stats.exit_code == 0, qPrintable(stats.err));
+  const QJsonObject o = json_of(stats);
+  QCOMPARE(o["ranks"].toArray().size(), 2);
+  QVERIFY(!o.contains("prediction"));
+  QVERIFY2(o["prediction_error"].toString().startsWith(store + ": meta predicted_step: "),
+           qPrintable(o["prediction_error"].toString()));
+  QVERIFY2(stats.err.contains("clusterscope: warning: " + store + ": meta predicted_step: ") &&
+               stats.err.contains("the run's figures are shown without its prediction"),
+           qPrintable(stats.err));
+  const QString html = dir.filePath("report.html");
+  const Run report = run_cli({"trace", "export", store, "-o", html});
+  QVERIFY2(report.exit_code == 0, qPrintable(report.err));
+  QFile page(html);
+  QVERIFY(page.open(QIODevice::ReadOnly));
+  QVERIFY(QString::fromUtf8(page.readAll())
+              .contains("<p class=bad>" + store + ": meta predicted_step: "));
 }
 
 // A damaged page ends SQLite's reads with an error, which the readers took
