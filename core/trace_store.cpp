@@ -13,6 +13,7 @@
 #include <mutex>
 #include <optional>
 #include <set>
+#include <span>
 #include <sstream>
 
 #include <sys/stat.h>
@@ -96,6 +97,9 @@ CREATE VIEW event_view AS
 constexpr const char* kRequiredTables[] = {"meta",     "ranks",      "lanes",         "strings",
                                            "events",   "segments",   "event_details", "steps",
                                            "counters", "lane_stats", "lod",           "chunks"};
+// Tables of the schema a store may lack (written before they were), whose
+// columns are checked where they are present.
+constexpr const char* kOptionalTables[] = {"kernel_launches"};
 
 // The columns kSchemaSql gives each table, read from a database it built in
 // memory: the schema stays the one home of what a store holds.
@@ -104,10 +108,13 @@ const std::map<std::string, std::set<std::string>, std::less<>>& schema_columns(
     std::map<std::string, std::set<std::string>, std::less<>> out;
     auto db = sql::Database::open(":memory:", SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
     if (!db || !db->exec(kSchemaSql)) return out;
-    for (const char* table : kRequiredTables) {
-      auto info = db->prepare("SELECT name FROM pragma_table_info('" + std::string(table) + "')");
-      while (info && info->step() == SQLITE_ROW)
-        out[table].emplace(info->text_at(0));
+    for (const auto tables : {std::span<const char* const>(kRequiredTables),
+                              std::span<const char* const>(kOptionalTables)}) {
+      for (const char* table : tables) {
+        auto info = db->prepare("SELECT name FROM pragma_table_info('" + std::string(table) + "')");
+        while (info && info->step() == SQLITE_ROW)
+          out[table].emplace(info->text_at(0));
+      }
     }
     return out;
   }();
@@ -655,6 +662,7 @@ Result<sql::Database> open_store(const std::string& path, bool writable, StoreSt
     // A column renamed or dropped: queries failed later with "no such
     // column", naming neither the table nor the damage.
     for (const auto& [table, expected] : schema_columns()) {
+      if (!tables->count(std::string_view(table))) continue;  // an optional table
       std::set<std::string, std::less<>> present;
       auto info = db.prepare("SELECT name FROM pragma_table_info('" + table + "')");
       if (!info) return info.error();

@@ -2140,6 +2140,11 @@ void TestTraceStore::refusesWhatIsNotAStore_data() {
   // A renamed column failed later, in each analysis, with "no such column".
   QTest::addRow("renamed column") << "renamed-column"
                                   << "is damaged: the trace store table 'steps' has no column 'loss'";
+  // The kernels' launch table is optional (older stores lack it); present,
+  // a dropped column failed exports and merges with "no such column: grid_y".
+  QTest::addRow("launch table missing a column")
+      << "launches-column-dropped"
+      << "is damaged: the trace store table 'kernel_launches' has no column 'grid_y'";
   QTest::addRow("truncated") << "truncated"
                              << "is damaged: the file is cut short (";
   QTest::addRow("header cut") << "header-cut"
@@ -2207,6 +2212,10 @@ void TestTraceStore::refusesWhatIsNotAStore() {
   if (kind == "renamed-column") {
     good_store();
     exec_sql(path, "ALTER TABLE steps RENAME COLUMN loss TO lossx");
+  }
+  if (kind == "launches-column-dropped") {
+    good_store();
+    exec_sql(path, "ALTER TABLE kernel_launches DROP COLUMN grid_y");
   }
   if (kind == "truncated") {
     good_store();
