@@ -50,6 +50,10 @@ Error Database::error(std::string_view context, int code) const {
     if (const int os = sqlite3_system_errno(db_); os != 0)
       message += std::string(" (") + std::strerror(os) + ")";
   }
+  // After the busy timeout: who, and what to do ("database is locked" alone
+  // read as damage).
+  if (primary == SQLITE_BUSY || primary == SQLITE_LOCKED)
+    message += ": another process holds it; try again once that process is done with it";
   return {path_ + ": " + std::string(context) + ": " + message};
 }
 

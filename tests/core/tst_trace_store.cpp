@@ -1648,6 +1648,15 @@ void TestTraceStore::notReplacedWhileLocked() {
   auto created = TraceWriter::create(path, RunInfo{"run", "test"});
   QVERIFY(!created);
   QVERIFY(std::filesystem::exists(path + "-journal"));
+  if (store) {
+    // Read meanwhile, it says who holds it ("database is locked" alone read
+    // as damage).
+    auto opened = TraceReader::open(path, TraceReader::Options{false});
+    QVERIFY(!opened);
+    QVERIFY2(opened.message().find("database is locked: another process holds it; try again once "
+                                   "that process is done with it") != std::string::npos,
+             opened.message().c_str());
+  }
   // The holder's transaction ends as it would have.
   QCOMPARE(sqlite3_exec(holder, "COMMIT", nullptr, nullptr, nullptr), SQLITE_OK);
   if (!store) {
