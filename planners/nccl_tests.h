@@ -7,7 +7,8 @@
 // under the header says so; another unit there is honoured); both the
 // out-of-place and in-place columns are read, and the faster kept. A row
 // whose time disagrees with its own algbw (size / time) is refused: its
-// times are not in the unit the log names.
+// times are not in the unit the log names. A log holds one run: a second
+// one appended to it is refused at the line where it starts.
 
 #include <optional>
 #include <string>

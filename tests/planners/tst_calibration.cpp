@@ -320,6 +320,8 @@ class TestCalibration : public QObject {
   void malformedNcclTestsLogs();
   void ncclTestsLinesThatAreNotRowsAreCounted();
   void ncclTestsWrongValuesPastAnInt();
+  void ncclTestsRunsInOneLogAreRefused_data();
+  void ncclTestsRunsInOneLogAreRefused();
   void calibrateRefusesSizesNoMachineHas_data();
   void calibrateRefusesSizesNoMachineHas();
   void calibrationNamesTheWorkersError();
@@ -1614,6 +1616,48 @@ void TestCalibration::ncclTestsWrongValuesPastAnInt() {
   auto log = cs::plan::read_nccl_tests(path.toStdString());
   QVERIFY2(log, log ? "" : log.message().c_str());
   QCOMPARE(log->errors, std::numeric_limits<int>::max());
+}
+
+// Two runs in one log (appended with `>>`, or logs joined) read as one run
+// of all their ranks ("16 ranks"), the second collective's rows taken for
+// the first's: refused at the line where the second run starts. `drop`
+// lines are cut from the second log's top (a log without the preamble).
+void TestCalibration::ncclTestsRunsInOneLogAreRefused_data() {
+  QTest::addColumn<QString>("first");
+  QTest::addColumn<QString>("second");
+  QTest::addColumn<int>("drop");
+  QTest::addColumn<int>("line");
+  const QString one_host = "all_reduce_perf_1x8_h100.log";  // 36 lines
+  QTest::addRow("a run appended to itself") << one_host << one_host << 0 << 37;
+  QTest::addRow("alltoall joined to all_reduce") << "all_reduce_perf_2x8_h100_ib.log"
+                                                 << "alltoall_perf_2x8_h100_ib.log" << 0 << 42;
+  // From its first rank line: its GPUs listed again.
+  QTest::addRow("no nThread line") << one_host << one_host << 3 << 37;
+  // From the table: its header again.
+  QTest::addRow("only the table") << one_host << one_host << 12 << 38;
+}
+
+void TestCalibration::ncclTestsRunsInOneLogAreRefused() {
+  QFETCH(QString, first);
+  QFETCH(QString, second);
+  QFETCH(int, drop);
+  QFETCH(int, line);
+  QFile a(fixture(first)), b(fixture(second));
+  QVERIFY(a.open(QIODevice::ReadOnly) && b.open(QIODevice::ReadOnly));
+  QByteArray text = a.readAll();
+  QList<QByteArray> appended = b.readAll().split('\n');
+  text += appended.mid(drop).join('\n');
+  const QString path = dir_.filePath("all_reduce_perf_appended.log");
+  QFile f(path);
+  QVERIFY(f.open(QIODevice::WriteOnly | QIODevice::Truncate));
+  f.write(text);
+  f.close();
+  auto log = cs::plan::read_nccl_tests(path.toStdString());
+  QVERIFY(!log);
+  QCOMPARE(QString::fromStdString(log.message()),
+           path + ":" + QString::number(line) +
+               ": a second nccl-tests run starts here (the log holds more than one, appended or "
+               "joined): split it into one log per run");
 }
 
 void TestCalibration::malformedNcclTestsLogs_data() {
