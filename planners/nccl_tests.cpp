@@ -84,6 +84,7 @@ Result<NcclTestsLog> parse_nccl_tests(std::string_view text, std::string_view fi
   bool root_column = false;
   bool header_seen = false;
   double seconds_per_time_unit = 1e-6;  // "(us)" in the unit row
+  std::string time_unit = "us";
   std::istringstream in{std::string(text)};
   std::string raw;
   int line_number = 0;
@@ -148,10 +149,11 @@ Result<NcclTestsLog> parse_nccl_tests(std::string_view text, std::string_view fi
       } else if (header_seen && line.find("(B)") != std::string::npos) {
         // The unit row: "(B) (elements) (us) (GB/s) (GB/s)".
         static const std::pair<const char*, double> kUnits[] = {
-            {"(us)", 1e-6}, {"(ms)", 1e-3}, {"(ns)", 1e-9}, {"(s)", 1.0}};
+            {"us", 1e-6}, {"ms", 1e-3}, {"ns", 1e-9}, {"s", 1.0}};
         for (const auto& [unit, seconds] : kUnits) {
-          if (line.find(unit) != std::string::npos) {
+          if (line.find("(" + std::string(unit) + ")") != std::string::npos) {
             seconds_per_time_unit = seconds;
+            time_unit = unit;
             break;
           }
         }
@@ -183,6 +185,19 @@ Result<NcclTestsLog> parse_nccl_tests(std::string_view text, std::string_view fi
     if (*size <= 0) continue;
     // A petabyte is past any collective's buffer: a damaged row.
     if (*size > 1e15) return Error{where + ": a size of " + t[0] + " bytes is past any buffer"};
+    // A time under a nanosecond or past a day times no collective: a
+    // damaged row (1e300 us, under an algbw too small to cross-check, was
+    // fitted to an R² of NaN and saved).
+    for (const std::size_t column : {first, first + 4}) {
+      if (column >= t.size()) continue;
+      const std::optional<double> v = number(t[column]);
+      if (!v || !(*v > 0)) continue;
+      const double seconds = *v * seconds_per_time_unit;
+      if (seconds < 1e-9 || seconds > 86400) {
+        return Error{where + ": a time of " + t[column] + " " + time_unit +
+                     " is no measurement (under a nanosecond or past a day)"};
+      }
+    }
     double time = *oop;
     if (ip && *ip > 0) time = std::min(time, *ip);
     if (!(time > 0)) return Error{where + ": the time must be > 0"};

@@ -322,6 +322,7 @@ class TestCalibration : public QObject {
   void ncclTestsWrongValuesPastAnInt();
   void ncclTestsRunsInOneLogAreRefused_data();
   void ncclTestsRunsInOneLogAreRefused();
+  void linkFitThatIsNotANumberIsRefused();
   void calibrateRefusesSizesNoMachineHas_data();
   void calibrateRefusesSizesNoMachineHas();
   void calibrationNamesTheWorkersError();
@@ -1660,6 +1661,26 @@ void TestCalibration::ncclTestsRunsInOneLogAreRefused() {
                "joined): split it into one log per run");
 }
 
+// Times of 1e300 us beside an algbw under 1 GB/s (too small to cross-check)
+// gave an R² of NaN, which passed every "below" check: the link was saved.
+// The log's rows are refused now (malformedNcclTestsLogs); the fit refuses
+// such times too.
+void TestCalibration::linkFitThatIsNotANumberIsRefused() {
+  std::vector<cs::plan::CollectiveSample> samples;
+  for (const double bytes : {1024.0, 2048.0, 4096.0, 134217728.0}) {
+    cs::plan::CollectiveSample s;
+    s.collective = "all_reduce";
+    s.bytes = bytes;
+    s.ranks = 8;
+    s.seconds = bytes == 1024 ? 22.13e-6 : bytes == 134217728 ? 629.61e-6 : 1e294;
+    samples.push_back(s);
+  }
+  auto fit = cs::plan::fit_link(samples);
+  QVERIFY(!fit);
+  QVERIFY2(QString::fromStdString(fit.message()).contains("the fit's R² is not a number"),
+           fit.message().c_str());
+}
+
 void TestCalibration::malformedNcclTestsLogs_data() {
   QTest::addColumn<QString>("name");
   QTest::addColumn<QString>("text");
@@ -1717,6 +1738,26 @@ void TestCalibration::malformedNcclTestsLogs_data() {
              "  99999999999999999999999  256  float  sum  -1  22.1  0.05  0.05  0  22.0  0.05  "
              "0.05  0\n"
       << "all_reduce_perf.log:4: a size of 99999999999999999999999 bytes is past any buffer";
+  // Beside an algbw under 1 GB/s, too small to cross-check: fitted to an
+  // R² of NaN, and saved.
+  QTest::addRow("time past a day")
+      << "all_reduce_perf.log"
+      << ranks + header + units +
+             "        1024   256  float  sum  -1  22.1  0.05  0.05  0  22.0  0.05  0.05  0\n" +
+             "        2048   512  float  sum  -1  1e300  0.00  0.00  0  1e300  0.00  0.00  0\n"
+      << "all_reduce_perf.log:6: a time of 1e300 us is no measurement (under a nanosecond or "
+         "past a day)";
+  QTest::addRow("in-place time under a nanosecond")
+      << "all_reduce_perf.log"
+      << ranks + header + units +
+             "        1024   256  float  sum  -1  22.1  0.05  0.05  0  0.0001  0.00  0.00  0\n"
+      << "all_reduce_perf.log:5: a time of 0.0001 us is no measurement";
+  QTest::addRow("time in seconds past a day")
+      << "all_reduce_perf.log"
+      << ranks + header +
+             "#        (B)    (elements)                               (s)  (GB/s)  (GB/s)\n" +
+             "        1024   256  float  sum  -1  90000  0.00  0.00  0  90000  0.00  0.00  0\n"
+      << "all_reduce_perf.log:5: a time of 90000 s is no measurement";
 }
 
 void TestCalibration::malformedNcclTestsLogs() {
@@ -2946,7 +2987,14 @@ void TestCalibration::refusesBadSweepLines_data() {
   // A time whose nanoseconds overflowed (the fitted rate came out higher).
   QTest::addRow("a time of 1e300 s")
       << R"({"event":"gemm","rank":0,"precision":"fp32","m":8,"n":8,"k":8,"seconds":1e300})"
-      << "sweeps.jsonl:1: /seconds: must be > 0 and <= 1000000 (got 1e+300)";
+      << "sweeps.jsonl:1: /seconds: must be between 1e-09 and 86400 (got 1e+300)";
+  // Under a nanosecond: fitted as 25769803776 GFLOP/s.
+  QTest::addRow("a time of 1e-300 s")
+      << R"({"event":"gemm","rank":0,"precision":"fp32","m":8,"n":8,"k":8,"seconds":1e-300})"
+      << "sweeps.jsonl:1: /seconds: must be between 1e-09 and 86400 (got 1e-300)";
+  QTest::addRow("a time past a day")
+      << R"({"event":"bandwidth","rank":0,"bytes":4096,"seconds":90000})"
+      << "sweeps.jsonl:1: /seconds: must be between 1e-09 and 86400 (got 90000)";
   // Wrong types were an internal error naming no file.
   QTest::addRow("size as text")
       << R"({"event":"gemm","rank":0,"precision":"fp32","m":"big","n":8,"k":8,"seconds":1e-4})"
