@@ -552,6 +552,8 @@ void run(Context& ctx, const CalibrateOptions& o) {
       // GEMM samples filed under the type they ran in, or left out.
       for (const std::string& note : imported.notes)
         std::cerr << "clusterscope: note: " << note << '\n';
+      for (const std::string& warning : imported.warnings)
+        std::cerr << "clusterscope: warning: " << warning << '\n';
     }
     calib::MachineCalibration m = take(calib::fit_calibration_store(store, datasheet));
     save_fitted(ctx, m, o);

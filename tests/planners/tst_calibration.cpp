@@ -339,6 +339,8 @@ class TestCalibration : public QObject {
   void gemmSamplesAreFiledAsTheyRan();
   void refusesBadSweepLines_data();
   void refusesBadSweepLines();
+  void sweepsWhoseLastLineIsCutShort_data();
+  void sweepsWhoseLastLineIsCutShort();
   void inputsPastTheirBoundAreRefused_data();
   void inputsPastTheirBoundAreRefused();
   void calibratedOnTheH200PredictsItsRuns_data();
@@ -3029,6 +3031,49 @@ void TestCalibration::refusesBadSweepLines() {
                         work, work);
   QCOMPARE(r.exit_code, 1);
   QVERIFY2(r.err.contains(message), qPrintable(r.err));
+}
+
+// A worker killed while writing leaves its file's last line cut, with no
+// newline after it: that line is left out with a warning naming it, and the
+// lines before it are used (the import failed on it). A line cut anywhere
+// else is still an error.
+void TestCalibration::sweepsWhoseLastLineIsCutShort_data() {
+  QTest::addColumn<QByteArray>("tail");  // after the whole lines
+  QTest::addColumn<int>("exit_code");
+  QTest::addColumn<QString>("said");  // after "sweeps.jsonl:<the first tail line>: "
+  const QByteArray cut = R"({"event":"gemm","rank":0,"precision":"bf16","m":1024,"n":10)";
+  QTest::addRow("the last line, no newline")
+      << cut << 0
+      << "the last line is cut short (no newline at its end, not whole JSON): left out, the "
+         "lines before it imported";
+  QTest::addRow("the last line, with its newline") << cut + "\n" << 1 << "not a JSON line";
+  QTest::addRow("a line before the last")
+      << cut + "\n" + R"({"event":"step","rank":0,"step":2})" << 1 << "not a JSON line";
+}
+
+void TestCalibration::sweepsWhoseLastLineIsCutShort() {
+  QFETCH(QByteArray, tail);
+  QFETCH(int, exit_code);
+  QFETCH(QString, said);
+  const QString work = dir_.filePath("cut-sweeps");
+  const QString presets = work + "/presets";
+  QDir().mkpath(presets);
+  const QString sweeps = write_gpu_sweeps(work + "/sweeps.jsonl");
+  QVERIFY(!sweeps.isEmpty());
+  QFile f(sweeps);
+  QVERIFY(f.open(QIODevice::ReadOnly));
+  const int whole_lines = static_cast<int>(f.readAll().count('\n'));
+  f.close();
+  QVERIFY(f.open(QIODevice::WriteOnly | QIODevice::Append));
+  f.write(tail);
+  f.close();
+  QFile::remove(work + "/cal.db");
+  const Run r =
+      run_cli({"calibrate", "--from-sweeps", sweeps, "--out", work + "/cal.db"}, presets, work);
+  QVERIFY2(r.exit_code == exit_code, qPrintable(r.err));
+  QVERIFY2(r.err.contains(sweeps + ":" + QString::number(whole_lines + 1) + ": " + said),
+           qPrintable(r.err));
+  QCOMPARE(QFile::exists(work + "/cal.db"), exit_code == 0);
 }
 
 // A device that never ends, or a large binary given by mistake, is refused
