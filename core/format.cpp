@@ -148,6 +148,17 @@ std::size_t display_width(std::string_view utf8) {
   return cells;
 }
 
+std::string cut_for_message(std::string_view utf8, std::size_t chars) {
+  std::size_t end = 0, count = 0;
+  for (; end < utf8.size(); ++end) {
+    // A character starts at each byte that is not a continuation (10xxxxxx).
+    const bool starts = (static_cast<unsigned char>(utf8[end]) & 0xC0) != 0x80;
+    if (starts && count++ == chars) break;
+  }
+  if (end == utf8.size()) return std::string(utf8);
+  return std::string(utf8.substr(0, end)) + "…";
+}
+
 std::string fit_width(std::string_view utf8, std::size_t cells) {
   if (display_width(utf8) <= cells) return std::string(utf8);
   if (cells <= 3) return std::string(cells, '.');

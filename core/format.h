@@ -30,5 +30,9 @@ std::size_t display_width(std::string_view utf8);
 // <float, 32>") where it is wider: kernel names differ at their ends. Cut
 // between characters, never inside one.
 std::string fit_width(std::string_view utf8, std::size_t cells);
+// A key or name as a message quotes it: its first `chars` characters and
+// "…" where it is longer (an unknown key of 100 MB was echoed whole to
+// stderr). Cut between UTF-8 characters; reads no further than it keeps.
+std::string cut_for_message(std::string_view utf8, std::size_t chars = 80);
 
 }  // namespace cs

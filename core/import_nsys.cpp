@@ -58,7 +58,8 @@ class Export {
     const std::regex versioned(base + "_[Vv]?([0-9]+)");
     std::string best;
     int best_version = -1;
-    while (stmt->step() == SQLITE_ROW) {
+    int rc;
+    while ((rc = stmt->step()) == SQLITE_ROW) {
       const std::string name(stmt->text_at(0));
       std::smatch m;
       if (name == base && best_version < 0) {
@@ -72,14 +73,37 @@ class Export {
         }
       }
     }
+    if (rc != SQLITE_DONE) return unreadable("the list of tables", rc);
     if (best.empty()) return std::optional<Table>{};
     Table t{best, {}};
     auto info = db_.prepare("SELECT name FROM pragma_table_info(?)");
     if (!info) return info.error();
     info->bind(1, best);
-    while (info->step() == SQLITE_ROW)
+    while ((rc = info->step()) == SQLITE_ROW)
       t.columns.emplace(info->text_at(0));
+    if (rc != SQLITE_DONE) return unreadable(best, rc);
     return std::optional<Table>{std::move(t)};
+  }
+
+  // Calls row() for each row of `stmt`, a query of table `t`, until it
+  // returns false. A read that fails part way (a damaged page) is an error
+  // naming the file and the table: rows cut short would read as a valid
+  // export (a session clock of 0, ranks from the file order).
+  template <typename Row>
+  Status each_row(sql::Statement& stmt, const Table& t, Row&& row) {
+    int rc;
+    while ((rc = stmt.step()) == SQLITE_ROW) {
+      if (!row()) return {};
+    }
+    if (rc != SQLITE_DONE) return unreadable(t.name, rc);
+    return {};
+  }
+
+  Error unreadable(const std::string& what, int rc) const {
+    const int primary = rc & 0xff;
+    if (primary == SQLITE_CORRUPT || primary == SQLITE_NOTADB)
+      return Error{file_ + " is damaged: cannot read " + what + " (" + sqlite3_errstr(rc) + ")"};
+    return db_.error("cannot read " + what, rc);
   }
 
   // SELECT over named columns, in the order given: a required one must exist
@@ -173,11 +197,13 @@ Result<ImportReport> import_one_nsys(const std::string& file, const std::string&
     if (!*t) continue;
     auto stmt = x.select(**t, {{"name"}, {"value"}});
     if (!stmt) return stmt.error();
-    while (stmt->step() == SQLITE_ROW) {
+    Status read = x.each_row(*stmt, **t, [&] {
       const std::string name(stmt->text_at(0));
       if (name == "EXPORT_SCHEMA_VERSION") x.schema_version = stmt->text_at(1);
       if (name == "EXPORT_PRODUCT_VERSION") x.product_version = stmt->text_at(1);
-    }
+      return true;
+    });
+    if (!read) return read.error();
     break;
   }
 
@@ -188,10 +214,11 @@ Result<ImportReport> import_one_nsys(const std::string& file, const std::string&
     if (!*t) return Error{file + " is not an Nsight Systems export: it has no StringIds table"};
     auto stmt = x.select(**t, {{"id"}, {"value"}});
     if (!stmt) return stmt.error();
-    int rc;
-    while ((rc = stmt->step()) == SQLITE_ROW)
+    Status read = x.each_row(*stmt, **t, [&] {
       strings[stmt->int64_at(0)] = stmt->text_at(1);
-    if (rc != SQLITE_DONE) return x.db().error("cannot read StringIds", rc);
+      return true;
+    });
+    if (!read) return read.error();
   }
   auto text_of = [&](std::int64_t id) -> std::string {
     auto it = strings.find(id);
@@ -207,60 +234,73 @@ Result<ImportReport> import_one_nsys(const std::string& file, const std::string&
     return "(name " + std::to_string(id) + " not in StringIds)";
   };
 
+  // Optional tables: one the export lacks is read as absent, as is one
+  // without the columns read here (other versions' schemas) unless
+  // `columns_needed`; one that is there is read to its end, or the import
+  // fails (a damaged page read as the table's end gave a session clock of 0
+  // and ranks from the file order, silently).
+  auto read_optional = [&](const char* base, const std::vector<Export::Column>& columns,
+                           const std::string& tail, bool columns_needed, auto&& row) -> Status {
+    auto t = x.table(base);
+    if (!t) return t.error();
+    if (!*t) return {};
+    auto stmt = x.select(**t, columns, tail);
+    if (!stmt) return columns_needed ? Status(stmt.error()) : Status();
+    return x.each_row(*stmt, **t, [&] { return row(*stmt); });
+  };
   std::int64_t session_start = 0;
-  if (auto t = x.table("TARGET_INFO_SESSION_START_TIME"); t && *t) {
-    auto stmt = x.select(**t, {{"utcEpochNs"}});
-    if (stmt && stmt->step() == SQLITE_ROW && !stmt->is_null(0)) session_start = stmt->int64_at(0);
-  }
+  Status read = read_optional("TARGET_INFO_SESSION_START_TIME", {{"utcEpochNs"}}, "", false,
+                              [&](const sql::Statement& row) {
+                                if (!row.is_null(0)) session_start = row.int64_at(0);
+                                return false;
+                              });
+  if (!read) return read.error();
   std::string host;
-  if (auto t = x.table("TARGET_INFO_SYSTEM_ENV"); t && *t) {
-    auto stmt = x.select(**t, {{"name"}, {"value"}}, "WHERE name = 'Hostname'");
-    if (stmt && stmt->step() == SQLITE_ROW) host = stmt->text_at(1);
-  }
+  read = read_optional("TARGET_INFO_SYSTEM_ENV", {{"name"}, {"value"}}, "WHERE name = 'Hostname'",
+                       false, [&](const sql::Statement& row) {
+                         host = row.text_at(1);
+                         return false;
+                       });
+  if (!read) return read.error();
   std::map<std::int64_t, std::string> gpu_names;
-  if (auto t = x.table("TARGET_INFO_GPU"); t && *t) {
-    auto stmt = x.select(**t, {{"id"}, {"name", false}});
-    if (stmt) {
-      while (stmt->step() == SQLITE_ROW)
-        gpu_names[stmt->int64_at(0)] = stmt->text_at(1);
-    }
-  }
+  read = read_optional("TARGET_INFO_GPU", {{"id"}, {"name", false}}, "", false,
+                       [&](const sql::Statement& row) {
+                         gpu_names[row.int64_at(0)] = row.text_at(1);
+                         return true;
+                       });
+  if (!read) return read.error();
   std::map<std::int64_t, std::string> thread_names;  // by globalTid
-  if (auto t = x.table("ThreadNames"); t && *t) {
-    auto stmt = x.select(**t, {{"nameId"}, {"globalTid"}});
-    if (!stmt) return stmt.error();
-    while (stmt->step() == SQLITE_ROW)
-      thread_names[stmt->int64_at(1)] = text_of(stmt->int64_at(0));
-  }
+  read = read_optional("ThreadNames", {{"nameId"}, {"globalTid"}}, "", true,
+                       [&](const sql::Statement& row) {
+                         thread_names[row.int64_at(1)] = text_of(row.int64_at(0));
+                         return true;
+                       });
+  if (!read) return read.error();
   // Newer exports name their enums' values in ENUM_* tables.
   std::map<std::int64_t, std::string> copy_kind_labels;
-  if (auto t = x.table("ENUM_CUDA_MEMCPY_OPER"); t && *t) {
-    auto stmt = x.select(**t, {{"id"}, {"label|name"}});
-    if (stmt) {
-      while (stmt->step() == SQLITE_ROW)
-        copy_kind_labels[stmt->int64_at(0)] = stmt->text_at(1);
-    }
-  }
+  read = read_optional("ENUM_CUDA_MEMCPY_OPER", {{"id"}, {"label|name"}}, "", false,
+                       [&](const sql::Statement& row) {
+                         copy_kind_labels[row.int64_at(0)] = row.text_at(1);
+                         return true;
+                       });
+  if (!read) return read.error();
   // The MPI rank of each thread that made MPI calls (nsys --trace=mpi).
   std::map<std::int64_t, std::int32_t> mpi_rank_of_pid;
-  if (auto t = x.table("MPI_RANKS"); t && *t) {
-    auto stmt = x.select(**t, {{"globalTid"}, {"rank"}});
-    if (stmt) {
-      while (stmt->step() == SQLITE_ROW) {
-        const std::int64_t rank = stmt->int64_at(1);
+  read = read_optional(
+      "MPI_RANKS", {{"globalTid"}, {"rank"}}, "", false, [&](const sql::Statement& row) {
+        const std::int64_t rank = row.int64_at(1);
         if (rank >= 0 && rank <= std::numeric_limits<std::int32_t>::max())
-          mpi_rank_of_pid[pid_of(stmt->int64_at(0))] = static_cast<std::int32_t>(rank);
-      }
-    }
-  }
+          mpi_rank_of_pid[pid_of(row.int64_at(0))] = static_cast<std::int32_t>(rank);
+        return true;
+      });
+  if (!read) return read.error();
   std::map<std::int64_t, std::string> process_names;  // by pid
-  if (auto t = x.table("PROCESSES"); t && *t) {
-    auto stmt = x.select(**t, {{"pid"}, {"name", false}});
-    if (stmt) {
-      while (stmt->step() == SQLITE_ROW)
-        process_names[stmt->int64_at(0)] = stmt->text_at(1);
-    }
-  }
+  read = read_optional("PROCESSES", {{"pid"}, {"name", false}}, "", false,
+                       [&](const sql::Statement& row) {
+                         process_names[row.int64_at(0)] = row.text_at(1);
+                         return true;
+                       });
+  if (!read) return read.error();
 
   // Read every record first: ranks and lanes are known only once all are seen.
   struct Record {
@@ -412,7 +452,7 @@ Result<ImportReport> import_one_nsys(const std::string& file, const std::string&
       }
       records.push_back(std::move(r));
     }
-    if (rc != SQLITE_DONE) return x.db().error("cannot read " + t->value().name, rc);
+    if (rc != SQLITE_DONE) return x.unreadable(t->value().name, rc);
     return {};
   };
   if (auto s = read_gpu_table("CUPTI_ACTIVITY_KIND_KERNEL", EventKind::kernel); !s)
@@ -455,7 +495,7 @@ Result<ImportReport> import_one_nsys(const std::string& file, const std::string&
       r.correlation = stmt->is_null(4) ? 0 : stmt->int64_at(4);
       records.push_back(std::move(r));
     }
-    if (rc != SQLITE_DONE) return x.db().error("cannot read " + (*t)->name, rc);
+    if (rc != SQLITE_DONE) return x.unreadable((*t)->name, rc);
   }
 
   if (names_missing > 0)
@@ -519,7 +559,7 @@ Result<ImportReport> import_one_nsys(const std::string& file, const std::string&
       ranges.emplace_back(stmt->int64_at(0), stmt->int64_at(3), stmt->int64_at(2), domain,
                           std::move(text));
     }
-    if (rc != SQLITE_DONE) return x.db().error("cannot read " + (*t)->name, rc);
+    if (rc != SQLITE_DONE) return x.unreadable((*t)->name, rc);
     for (auto& [start, end, tid, domain, text] : ranges) {
       Record r;
       r.kind = EventKind::annotation;
@@ -543,11 +583,16 @@ Result<ImportReport> import_one_nsys(const std::string& file, const std::string&
   for (const char* skipped_table :
        {"CUPTI_ACTIVITY_KIND_SYNCHRONIZATION", "OSRT_API", "CUDA_GPU_MEMORY_USAGE_EVENTS"}) {
     auto t = x.table(skipped_table);
-    if (t && *t) {
-      auto stmt = x.db().prepare("SELECT count(*) FROM \"" + (*t)->name + "\"");
-      if (stmt && stmt->step() == SQLITE_ROW && stmt->int64_at(0) > 0)
+    if (!t) return t.error();
+    if (!*t) continue;
+    auto stmt = x.db().prepare("SELECT count(*) FROM \"" + (*t)->name + "\"");
+    if (!stmt) continue;
+    Status counted = x.each_row(*stmt, **t, [&] {
+      if (stmt->int64_at(0) > 0)
         report.skipped[(*t)->name + " rows (not imported)"] += stmt->int64_at(0);
-    }
+      return false;
+    });
+    if (!counted) return counted.error();
   }
   // GPU records of exports without globalPid belong to the process whose
   // runtime call launched them (same correlation id), else to the only one.

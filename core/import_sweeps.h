@@ -18,7 +18,10 @@ namespace cs::trace {
 // The machine is the one the worker's start line names (its "host"), so the
 // presets are named for it (calibrated-<host>-cuda) as its runs look them up.
 // Lines that are not JSON objects (text the worker's output was mixed
-// with, say) are passed over and counted.
+// with, say) are passed over and counted. A line that begins as one but is
+// not whole JSON is an error, unless it is a file's last and has no newline
+// after it (a worker killed while writing it): that one is left out, with a
+// warning.
 //
 // A gemm line is filed under the type its GEMMs ran in: its "ran_as" where
 // that differs from its "precision" (an fp8 sample whose GEMMs cuBLASLt
@@ -31,6 +34,7 @@ struct SweepImport {
   int lines_left_out = 0;
   std::string first_left_out;  // "file:line"
   std::vector<std::string> notes;
+  std::vector<std::string> warnings;  // "file:line: ..." (a last line cut short, left out)
 };
 // A file of sweep lines, read whole up to 256 MiB (a calibration's sweeps
 // are a few MiB): /dev/zero or a binary given by mistake is refused by name.

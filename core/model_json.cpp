@@ -9,6 +9,7 @@
 
 #include "core/enum_tables.h"
 #include "core/file_beside.h"
+#include "core/format.h"
 #include "core/json_reader.h"
 #include "core/json_text.h"
 #include "core/presets.h"
@@ -231,7 +232,7 @@ void preset_or_inline(ObjectReader& r, std::string_view key, bool required, T& o
     if (!catalog) {
       // A project, say, holds its GPUs and links whole: it opens the same
       // wherever the presets differ.
-      r.diagnostics().add(ptr, "names the preset \"" + name +
+      r.diagnostics().add(ptr, "names the preset \"" + cut_for_message(name) +
                                    "\", but this document must give it whole (an object), not "
                                    "by a preset's name");
     } else if (const T* found = find(name)) {

@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/format.h"
 #include "core/host_probe.h"
 #include "core/json_reader.h"
 #include "core/model_json.h"
@@ -83,7 +84,7 @@ Status load_list(const fs::path& file, std::vector<T>& out, Parse parse) {
     }
     if (item->source.empty()) fail(where + ": /source: is required for a preset");
     if (find_named(out, item->name))
-      fail(where + ": /name: \"" + item->name + "\" is listed twice");
+      fail(where + ": /name: \"" + cut_for_message(item->name) + "\" is listed twice");
     out.push_back(std::move(item).value());
   }
   if (!errors.empty()) return Error{errors};
@@ -409,14 +410,14 @@ const GpuSpec* PresetCatalog::match_device(std::string_view cuda_device_name) co
 
 std::string PresetCatalog::unknown_name_message(std::string_view what, std::string_view name,
                                                 const std::vector<std::string>& names) const {
-  std::string message = "unknown " + std::string(what) + " \"" + std::string(name) + "\"";
+  std::string message = "unknown " + std::string(what) + " \"" + cut_for_message(name) + "\"";
   if (std::string near = closest_name(name, names); !near.empty()) {
     message += ": did you mean \"" + near + "\"?";
   }
   message += " (known: ";
   for (std::size_t i = 0; i < names.size(); ++i) {
     if (i > 0) message += ", ";
-    message += names[i];
+    message += cut_for_message(names[i]);
   }
   return message + ")";
 }

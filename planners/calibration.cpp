@@ -1089,6 +1089,16 @@ std::vector<LinkPoint> bandwidth_by_size(const std::vector<AlphaBetaPoint>& poin
   return out;
 }
 
+// A fit whose R² or RMS error is not a number rests on times whose sums
+// overflow: it is no fit (an R² of NaN passed every "below" check, and the
+// link was saved).
+Status finite_quality(const FitQuality& q) {
+  if (std::isfinite(q.r2) && std::isfinite(q.rms_error)) return {};
+  return Error{
+      "the fit's R² is not a number (its sums of the times overflow): they are no real "
+      "collective's, and no link is fitted from them"};
+}
+
 }  // namespace
 
 Result<LinkFit> fit_alpha_beta(const std::vector<AlphaBetaPoint>& points) {
@@ -1127,6 +1137,7 @@ Result<LinkFit> fit_alpha_beta(const std::vector<AlphaBetaPoint>& points) {
                       p.offset + p.steps * fit.latency + p.bytes / fit.bandwidth, p.samples});
   }
   fit.quality = quality_of(std::move(fitted));
+  if (Status s = finite_quality(fit.quality); !s) return s.error();
   return fit;
 }
 
@@ -1162,6 +1173,7 @@ Result<LinkFit> fit_link_latency(const std::vector<CollectiveSample>& samples, d
          s.bytes, s.seconds, t, s.samples});
   }
   fit.quality = quality_of(std::move(fitted));
+  if (Status s = finite_quality(fit.quality); !s) return s.error();
   return fit;
 }
 
@@ -1326,13 +1338,14 @@ std::vector<std::string> slower_gemm_stores(const GemmMedians& gemm_medians, boo
 std::vector<std::string> poor_fit_notes(const DeviceFit& fit) {
   std::vector<std::string> notes;
   auto check = [&](const std::string& what, const FitQuality& q) {
-    if (q.points.size() >= 3 && q.r2 < 0) {
+    // Written so that a NaN (times that are not finite) fails them too.
+    if (q.points.size() >= 3 && !(q.r2 >= 0)) {
       char r2[32];
       std::snprintf(r2, sizeof r2, "%.2f", q.r2);
       notes.push_back(what + ": the fit explains the times worse than their mean would (R² " + r2 +
                       "): its measurements disagree with each other (other work on the machine, "
                       "or a slow mode?); calibrate again before planning with it");
-    } else if (q.points.size() >= 2 && q.rms_error > kPoorFitRmsError) {
+    } else if (q.points.size() >= 2 && !(q.rms_error <= kPoorFitRmsError)) {
       // Too few points for R² to say much, but far off them (R² 0.004 and
       // 836 % RMS over 2 points were saved without a word).
       char rms[32];

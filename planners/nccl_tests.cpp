@@ -72,18 +72,31 @@ Result<NcclTestsLog> parse_nccl_tests(std::string_view text, std::string_view fi
   log.file = std::string(file);
   static const std::regex kRank(
       R"(^#\s*Rank\s+(\d+)\s+(?:Group\s+\d+\s+)?Pid\s+(\d+)\s+on\s+(\S+)\s+device\s+(\d+)\s+\[[^\]]*\]\s*(.*)$)");
-  static const std::regex kStarting(R"(^#\s*Collective test (?:starting|concluded):\s*(\S+))");
+  static const std::regex kStarting(R"(^#\s*Collective test (starting|concluded):\s*(\S+))");
+  static const std::regex kThreads(R"(^#\s*nThread\s)");
   static const std::regex kAverage(R"(^#\s*Avg bus bandwidth\s*:\s*([0-9.eE+-]+))");
   static const std::regex kErrors(R"(^#\s*Out of bounds values\s*:\s*(\d+))");
   std::set<std::tuple<std::string, std::string, std::string>> seen_ranks;  // host, pid, device
+  std::set<std::pair<std::string, std::string>> seen_devices;              // host, device
   std::vector<std::string> hosts;
+  std::set<std::string> seen_hosts;
+  bool threads_line_seen = false;
   bool root_column = false;
   bool header_seen = false;
   double seconds_per_time_unit = 1e-6;  // "(us)" in the unit row
+  std::string time_unit = "us";
   std::istringstream in{std::string(text)};
   std::string raw;
   int line_number = 0;
   std::set<double> sizes_seen;
+  // Runs appended to one log (`>>`, or logs joined) read as one run of
+  // all their ranks, the later collective's rows taken for the first's:
+  // a second run's start is refused where it is.
+  const auto second_run = [&] {
+    return Error{std::string(file) + ":" + std::to_string(line_number) +
+                 ": a second nccl-tests run starts here (the log holds more than one, appended "
+                 "or joined): split it into one log per run"};
+  };
   while (std::getline(in, raw)) {
     ++line_number;
     if (!raw.empty() && raw.back() == '\r') raw.pop_back();
@@ -96,15 +109,23 @@ Result<NcclTestsLog> parse_nccl_tests(std::string_view text, std::string_view fi
     const std::string line(strip_tag(raw));
     std::smatch m;
     if (std::regex_search(line, m, kStarting)) {
-      if (auto c = collective_of_program(m[1].str())) log.collective = *c;
+      if (m[1].str() == "starting" && header_seen) return second_run();
+      if (auto c = collective_of_program(m[2].str())) log.collective = *c;
+      continue;
+    }
+    if (std::regex_search(line, m, kThreads)) {
+      if (threads_line_seen || header_seen) return second_run();
+      threads_line_seen = true;
       continue;
     }
     if (std::regex_search(line, m, kRank)) {
       // Old versions print every process's ranks from 0: count (host, pid, device).
+      const bool new_device = seen_devices.emplace(m[3].str(), m[4].str()).second;
+      // A GPU listed again once the table has begun is another run's.
+      if (!new_device && header_seen) return second_run();
       if (seen_ranks.emplace(m[3].str(), m[2].str(), m[4].str()).second) {
         ++log.ranks;
-        if (std::find(hosts.begin(), hosts.end(), m[3].str()) == hosts.end())
-          hosts.push_back(m[3].str());
+        if (seen_hosts.insert(m[3].str()).second) hosts.push_back(m[3].str());
         if (log.device.empty()) log.device = m[5].str();
       }
       continue;
@@ -122,15 +143,17 @@ Result<NcclTestsLog> parse_nccl_tests(std::string_view text, std::string_view fi
     if (!line.empty() && line[0] == '#') {
       if (line.find("size") != std::string::npos && line.find("count") != std::string::npos &&
           line.find("type") != std::string::npos) {
+        if (header_seen) return second_run();
         header_seen = true;
         root_column = line.find("root") != std::string::npos;
       } else if (header_seen && line.find("(B)") != std::string::npos) {
         // The unit row: "(B) (elements) (us) (GB/s) (GB/s)".
         static const std::pair<const char*, double> kUnits[] = {
-            {"(us)", 1e-6}, {"(ms)", 1e-3}, {"(ns)", 1e-9}, {"(s)", 1.0}};
+            {"us", 1e-6}, {"ms", 1e-3}, {"ns", 1e-9}, {"s", 1.0}};
         for (const auto& [unit, seconds] : kUnits) {
-          if (line.find(unit) != std::string::npos) {
+          if (line.find("(" + std::string(unit) + ")") != std::string::npos) {
             seconds_per_time_unit = seconds;
+            time_unit = unit;
             break;
           }
         }
@@ -162,6 +185,19 @@ Result<NcclTestsLog> parse_nccl_tests(std::string_view text, std::string_view fi
     if (*size <= 0) continue;
     // A petabyte is past any collective's buffer: a damaged row.
     if (*size > 1e15) return Error{where + ": a size of " + t[0] + " bytes is past any buffer"};
+    // A time under a nanosecond or past a day times no collective: a
+    // damaged row (1e300 us, under an algbw too small to cross-check, was
+    // fitted to an R² of NaN and saved).
+    for (const std::size_t column : {first, first + 4}) {
+      if (column >= t.size()) continue;
+      const std::optional<double> v = number(t[column]);
+      if (!v || !(*v > 0)) continue;
+      const double seconds = *v * seconds_per_time_unit;
+      if (seconds < 1e-9 || seconds > 86400) {
+        return Error{where + ": a time of " + t[column] + " " + time_unit +
+                     " is no measurement (under a nanosecond or past a day)"};
+      }
+    }
     double time = *oop;
     if (ip && *ip > 0) time = std::min(time, *ip);
     if (!(time > 0)) return Error{where + ": the time must be > 0"};

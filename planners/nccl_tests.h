@@ -7,7 +7,9 @@
 // under the header says so; another unit there is honoured); both the
 // out-of-place and in-place columns are read, and the faster kept. A row
 // whose time disagrees with its own algbw (size / time) is refused: its
-// times are not in the unit the log names.
+// times are not in the unit the log names. So is a time under a nanosecond
+// or past a day. A log holds one run: a second one appended to it is
+// refused at the line where it starts.
 
 #include <optional>
 #include <string>

@@ -425,7 +425,7 @@ void run_nccl_tests(Context& ctx, const CalibrateOptions& o) {
     }
   }
   if (const plan::FitQuality& q = net.fit.fit.quality;
-      q.points.size() >= 3 && (q.r2 < 0.9 || q.rms_error > 0.1)) {
+      q.points.size() >= 3 && !(q.r2 >= 0.9 && q.rms_error <= 0.1)) {  // NaN fails too
     std::cerr << "clusterscope: warning: the logs' times do not follow one latency and bandwidth ("
               << quality_cell(q)
               << "): the link fitted is doubtful; see the sizes below before planning with it\n";
@@ -573,6 +573,8 @@ void run(Context& ctx, const CalibrateOptions& o) {
       // GEMM samples filed under the type they ran in, or left out.
       for (const std::string& note : imported.notes)
         std::cerr << "clusterscope: note: " << note << '\n';
+      for (const std::string& warning : imported.warnings)
+        std::cerr << "clusterscope: warning: " << warning << '\n';
     }
     calib::MachineCalibration m = take(calib::fit_calibration_store(store, datasheet));
     save_fitted(ctx, m, o);

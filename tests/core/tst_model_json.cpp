@@ -64,6 +64,8 @@ class TestModelJson : public QObject {
   void validationErrors_data();
   void validationErrors();
   void refusedValueRaisesNoRelation();
+  void longKeysAndNamesAreCutInMessages_data();
+  void longKeysAndNamesAreCutInMessages();
   void validDocuments_data();
   void validDocuments();
   void detectKind_data();
@@ -514,6 +516,55 @@ void TestModelJson::refusedValueRaisesNoRelation() {
   QVERIFY2(gpus.contains("/gpus_per_node: must be between 0 and 1024 (got 100000000)"),
            qPrintable(gpus));
   QVERIFY2(!gpus.contains("/gpu:"), qPrintable(gpus));
+}
+
+// A key or a preset name of megabytes was echoed whole (a 100 MB key wrote
+// 100 MB to stderr) and the unknown key's suggestion took seconds per
+// megabyte: messages quote the first 80 characters, then "…", and no name
+// that far in length from the key is compared with it. Cut between UTF-8
+// characters (a two-byte one at the cut).
+void TestModelJson::longKeysAndNamesAreCutInMessages_data() {
+  QTest::addColumn<QString>("kind");
+  QTest::addColumn<QString>("text");
+  QTest::addColumn<QString>("expected");
+  const QString cluster =
+      R"({"name": "c", "nodes": 1, "gpus_per_node": 8, "gpu": "h100-sxm", "intra_node": "nvlink4", )";
+  const QString x80(80, 'x');
+  QTest::addRow("unknown key of 20 MB")
+      << "cluster" << cluster + "\"" + QString(20'000'000, 'x') + "\": 1}"
+      << "cluster.json: /" + x80 + "…: unknown field";
+  QTest::addRow("unknown key, a character at the cut")
+      << "cluster" << cluster + "\"" + QString(79, 'x') + "éé\": 1}"
+      << "cluster.json: /" + QString(79, 'x') + "é…: unknown field";
+  QTest::addRow("key of 80 characters, whole") << "cluster" << cluster + "\"" + x80 + "\": 1}"
+                                               << "cluster.json: /" + x80 + ": unknown field";
+  QTest::addRow("unknown GPU preset")
+      << "cluster"
+      << R"({"name": "c", "nodes": 1, "gpus_per_node": 8, "intra_node": "nvlink4", "gpu": ")" +
+             QString(100000, 'x') + "\"}"
+      << "cluster.json: /gpu: unknown GPU preset \"" + x80 + "…\"";
+  QTest::addRow("name with a slash")
+      << "gpu"
+      << "{\"name\": \"a/" + QString(100000, 'x') + "\"}"
+      << "gpu.json: /name: must not hold \"/\" (\"a/" + QString(78, 'x') +
+             "…\" would read as a file's path where a preset is named)";
+}
+
+void TestModelJson::longKeysAndNamesAreCutInMessages() {
+  QFETCH(QString, kind);
+  QFETCH(QString, text);
+  QFETCH(QString, expected);
+  QElapsedTimer timer;
+  timer.start();
+  const QString error = read_error(kind, text.toStdString());
+  // Unbounded, the 20 MB key took about 10 s of comparisons.
+  QVERIFY2(timer.elapsed() < 3000, qPrintable(QString::number(timer.elapsed()) + " ms"));
+  QVERIFY2(error.size() < 10000, qPrintable(error.left(300)));
+  bool found = false;
+  for (const QString& line : error.split('\n')) {
+    if (line == expected || line.startsWith(expected + " (known:")) found = true;
+  }
+  QVERIFY2(found, qPrintable("expected line: " + expected + "\ngot:\n" + error.left(3000)));
 }
 
 void TestModelJson::validDocuments_data() {

@@ -168,6 +168,8 @@ class TestTraceImport : public QObject {
   void nsysMissingRequiredColumn();
   void nsysDamagedExport_data();
   void nsysDamagedExport();
+  void nsysDamagedPage_data();
+  void nsysDamagedPage();
   void nsysRankPastAnInt();
   void nsysNamesLongerThanAny_data();
   void nsysNamesLongerThanAny();
@@ -509,6 +511,70 @@ void TestTraceImport::nsysDamagedExport() {
   if (QByteArray(QTest::currentDataTag()) == "a kernel's name not in StringIds") {
     QVERIFY(open_reader(out)->find_string("(name 987654321 not in StringIds)"));
   }
+}
+
+// A table whose page is damaged ("database disk image is malformed") fails
+// the import by file and table, optional tables too: their rows read as
+// ended at the damage, and a damaged session start imported the run at
+// 1970 with exit 0, damaged thread names gave ranks from the file order.
+// `setup` makes the table where the export lacks it.
+void TestTraceImport::nsysDamagedPage_data() {
+  QTest::addColumn<QString>("table");
+  QTest::addColumn<QString>("setup");
+  for (const char* table :
+       {"TARGET_INFO_SESSION_START_TIME", "TARGET_INFO_SYSTEM_ENV", "TARGET_INFO_GPU",
+        "ThreadNames", "PROCESSES", "EXPORT_META_DATA", "StringIds", "CUPTI_ACTIVITY_KIND_KERNEL",
+        "NVTX_EVENTS", "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION"})
+    QTest::addRow("%s", table) << table << "";
+  QTest::addRow("MPI_RANKS") << "MPI_RANKS"
+                             << "CREATE TABLE MPI_RANKS(globalTid INTEGER, rank INTEGER);"
+                                "INSERT INTO MPI_RANKS SELECT DISTINCT globalTid, 3 "
+                                "FROM CUPTI_ACTIVITY_KIND_RUNTIME";
+  QTest::addRow("ENUM_CUDA_MEMCPY_OPER")
+      << "ENUM_CUDA_MEMCPY_OPER"
+      << "CREATE TABLE ENUM_CUDA_MEMCPY_OPER(id INTEGER PRIMARY KEY, name TEXT, label TEXT);"
+         "INSERT INTO ENUM_CUDA_MEMCPY_OPER VALUES(11, 'UVM_HTOD', 'Unified HtoD')";
+}
+
+void TestTraceImport::nsysDamagedPage() {
+  QFETCH(QString, table);
+  QFETCH(QString, setup);
+  QTemporaryDir dir;
+  const std::string in = dir.filePath("damaged.sqlite").toStdString();
+  std::filesystem::copy_file(kNsys, in);
+  std::int64_t root = 0, page_size = 0;
+  {
+    sqlite3* db = nullptr;
+    QCOMPARE(sqlite3_open(in.c_str(), &db), SQLITE_OK);
+    if (!setup.isEmpty()) exec(db, setup.toStdString());
+    sqlite3_stmt* stmt = nullptr;
+    QCOMPARE(sqlite3_prepare_v2(db,
+                                "SELECT rootpage, (SELECT page_size FROM pragma_page_size) "
+                                "FROM sqlite_master WHERE name = ?",
+                                -1, &stmt, nullptr),
+             SQLITE_OK);
+    sqlite3_bind_text(stmt, 1, qPrintable(table), -1, SQLITE_TRANSIENT);
+    QCOMPARE(sqlite3_step(stmt), SQLITE_ROW);
+    root = sqlite3_column_int64(stmt, 0);
+    page_size = sqlite3_column_int64(stmt, 1);
+    sqlite3_finalize(stmt);
+    sqlite3_close(db);
+  }
+  QVERIFY(root > 1);
+  // The table's root page overwritten, as a disk or a copy cut short would.
+  QFile f(QString::fromStdString(in));
+  QVERIFY(f.open(QIODevice::ReadWrite));
+  QVERIFY(f.seek((root - 1) * page_size));
+  QCOMPARE(f.write(QByteArray(static_cast<int>(page_size), '\xff')), page_size);
+  f.close();
+
+  const std::string out = dir.filePath("damaged.cstrace").toStdString();
+  auto report = import_nsys({in}, out);
+  QVERIFY(!report);
+  QCOMPARE(QString::fromStdString(report.message()), QString::fromStdString(in) +
+                                                         " is damaged: cannot read " + table +
+                                                         " (database disk image is malformed)");
+  QVERIFY(!std::filesystem::exists(out));
 }
 
 // A thread named "MPI Rank N" with N past an int names no rank (std::stoi

@@ -320,6 +320,9 @@ class TestCalibration : public QObject {
   void malformedNcclTestsLogs();
   void ncclTestsLinesThatAreNotRowsAreCounted();
   void ncclTestsWrongValuesPastAnInt();
+  void ncclTestsRunsInOneLogAreRefused_data();
+  void ncclTestsRunsInOneLogAreRefused();
+  void linkFitThatIsNotANumberIsRefused();
   void calibrateRefusesSizesNoMachineHas_data();
   void calibrateRefusesSizesNoMachineHas();
   void calibrationNamesTheWorkersError();
@@ -336,6 +339,8 @@ class TestCalibration : public QObject {
   void gemmSamplesAreFiledAsTheyRan();
   void refusesBadSweepLines_data();
   void refusesBadSweepLines();
+  void sweepsWhoseLastLineIsCutShort_data();
+  void sweepsWhoseLastLineIsCutShort();
   void inputsPastTheirBoundAreRefused_data();
   void inputsPastTheirBoundAreRefused();
   void calibratedOnTheH200PredictsItsRuns_data();
@@ -1616,6 +1621,68 @@ void TestCalibration::ncclTestsWrongValuesPastAnInt() {
   QCOMPARE(log->errors, std::numeric_limits<int>::max());
 }
 
+// Two runs in one log (appended with `>>`, or logs joined) read as one run
+// of all their ranks ("16 ranks"), the second collective's rows taken for
+// the first's: refused at the line where the second run starts. `drop`
+// lines are cut from the second log's top (a log without the preamble).
+void TestCalibration::ncclTestsRunsInOneLogAreRefused_data() {
+  QTest::addColumn<QString>("first");
+  QTest::addColumn<QString>("second");
+  QTest::addColumn<int>("drop");
+  QTest::addColumn<int>("line");
+  const QString one_host = "all_reduce_perf_1x8_h100.log";  // 36 lines
+  QTest::addRow("a run appended to itself") << one_host << one_host << 0 << 37;
+  QTest::addRow("alltoall joined to all_reduce") << "all_reduce_perf_2x8_h100_ib.log"
+                                                 << "alltoall_perf_2x8_h100_ib.log" << 0 << 42;
+  // From its first rank line: its GPUs listed again.
+  QTest::addRow("no nThread line") << one_host << one_host << 3 << 37;
+  // From the table: its header again.
+  QTest::addRow("only the table") << one_host << one_host << 12 << 38;
+}
+
+void TestCalibration::ncclTestsRunsInOneLogAreRefused() {
+  QFETCH(QString, first);
+  QFETCH(QString, second);
+  QFETCH(int, drop);
+  QFETCH(int, line);
+  QFile a(fixture(first)), b(fixture(second));
+  QVERIFY(a.open(QIODevice::ReadOnly) && b.open(QIODevice::ReadOnly));
+  QByteArray text = a.readAll();
+  QList<QByteArray> appended = b.readAll().split('\n');
+  text += appended.mid(drop).join('\n');
+  const QString path = dir_.filePath("all_reduce_perf_appended.log");
+  QFile f(path);
+  QVERIFY(f.open(QIODevice::WriteOnly | QIODevice::Truncate));
+  f.write(text);
+  f.close();
+  auto log = cs::plan::read_nccl_tests(path.toStdString());
+  QVERIFY(!log);
+  QCOMPARE(QString::fromStdString(log.message()),
+           path + ":" + QString::number(line) +
+               ": a second nccl-tests run starts here (the log holds more than one, appended or "
+               "joined): split it into one log per run");
+}
+
+// Times of 1e300 us beside an algbw under 1 GB/s (too small to cross-check)
+// gave an R² of NaN, which passed every "below" check: the link was saved.
+// The log's rows are refused now (malformedNcclTestsLogs); the fit refuses
+// such times too.
+void TestCalibration::linkFitThatIsNotANumberIsRefused() {
+  std::vector<cs::plan::CollectiveSample> samples;
+  for (const double bytes : {1024.0, 2048.0, 4096.0, 134217728.0}) {
+    cs::plan::CollectiveSample s;
+    s.collective = "all_reduce";
+    s.bytes = bytes;
+    s.ranks = 8;
+    s.seconds = bytes == 1024 ? 22.13e-6 : bytes == 134217728 ? 629.61e-6 : 1e294;
+    samples.push_back(s);
+  }
+  auto fit = cs::plan::fit_link(samples);
+  QVERIFY(!fit);
+  QVERIFY2(QString::fromStdString(fit.message()).contains("the fit's R² is not a number"),
+           fit.message().c_str());
+}
+
 void TestCalibration::malformedNcclTestsLogs_data() {
   QTest::addColumn<QString>("name");
   QTest::addColumn<QString>("text");
@@ -1673,6 +1740,26 @@ void TestCalibration::malformedNcclTestsLogs_data() {
              "  99999999999999999999999  256  float  sum  -1  22.1  0.05  0.05  0  22.0  0.05  "
              "0.05  0\n"
       << "all_reduce_perf.log:4: a size of 99999999999999999999999 bytes is past any buffer";
+  // Beside an algbw under 1 GB/s, too small to cross-check: fitted to an
+  // R² of NaN, and saved.
+  QTest::addRow("time past a day")
+      << "all_reduce_perf.log"
+      << ranks + header + units +
+             "        1024   256  float  sum  -1  22.1  0.05  0.05  0  22.0  0.05  0.05  0\n" +
+             "        2048   512  float  sum  -1  1e300  0.00  0.00  0  1e300  0.00  0.00  0\n"
+      << "all_reduce_perf.log:6: a time of 1e300 us is no measurement (under a nanosecond or "
+         "past a day)";
+  QTest::addRow("in-place time under a nanosecond")
+      << "all_reduce_perf.log"
+      << ranks + header + units +
+             "        1024   256  float  sum  -1  22.1  0.05  0.05  0  0.0001  0.00  0.00  0\n"
+      << "all_reduce_perf.log:5: a time of 0.0001 us is no measurement";
+  QTest::addRow("time in seconds past a day")
+      << "all_reduce_perf.log"
+      << ranks + header +
+             "#        (B)    (elements)                               (s)  (GB/s)  (GB/s)\n" +
+             "        1024   256  float  sum  -1  90000  0.00  0.00  0  90000  0.00  0.00  0\n"
+      << "all_reduce_perf.log:5: a time of 90000 s is no measurement";
 }
 
 void TestCalibration::malformedNcclTestsLogs() {
@@ -2910,7 +2997,14 @@ void TestCalibration::refusesBadSweepLines_data() {
   // A time whose nanoseconds overflowed (the fitted rate came out higher).
   QTest::addRow("a time of 1e300 s")
       << R"({"event":"gemm","rank":0,"precision":"fp32","m":8,"n":8,"k":8,"seconds":1e300})"
-      << "sweeps.jsonl:1: /seconds: must be > 0 and <= 1000000 (got 1e+300)";
+      << "sweeps.jsonl:1: /seconds: must be between 1e-09 and 86400 (got 1e+300)";
+  // Under a nanosecond: fitted as 25769803776 GFLOP/s.
+  QTest::addRow("a time of 1e-300 s")
+      << R"({"event":"gemm","rank":0,"precision":"fp32","m":8,"n":8,"k":8,"seconds":1e-300})"
+      << "sweeps.jsonl:1: /seconds: must be between 1e-09 and 86400 (got 1e-300)";
+  QTest::addRow("a time past a day")
+      << R"({"event":"bandwidth","rank":0,"bytes":4096,"seconds":90000})"
+      << "sweeps.jsonl:1: /seconds: must be between 1e-09 and 86400 (got 90000)";
   // Wrong types were an internal error naming no file.
   QTest::addRow("size as text")
       << R"({"event":"gemm","rank":0,"precision":"fp32","m":"big","n":8,"k":8,"seconds":1e-4})"
@@ -2945,6 +3039,49 @@ void TestCalibration::refusesBadSweepLines() {
                         work, work);
   QCOMPARE(r.exit_code, 1);
   QVERIFY2(r.err.contains(message), qPrintable(r.err));
+}
+
+// A worker killed while writing leaves its file's last line cut, with no
+// newline after it: that line is left out with a warning naming it, and the
+// lines before it are used (the import failed on it). A line cut anywhere
+// else is still an error.
+void TestCalibration::sweepsWhoseLastLineIsCutShort_data() {
+  QTest::addColumn<QByteArray>("tail");  // after the whole lines
+  QTest::addColumn<int>("exit_code");
+  QTest::addColumn<QString>("said");  // after "sweeps.jsonl:<the first tail line>: "
+  const QByteArray cut = R"({"event":"gemm","rank":0,"precision":"bf16","m":1024,"n":10)";
+  QTest::addRow("the last line, no newline")
+      << cut << 0
+      << "the last line is cut short (no newline at its end, not whole JSON): left out, the "
+         "lines before it imported";
+  QTest::addRow("the last line, with its newline") << cut + "\n" << 1 << "not a JSON line";
+  QTest::addRow("a line before the last")
+      << cut + "\n" + R"({"event":"step","rank":0,"step":2})" << 1 << "not a JSON line";
+}
+
+void TestCalibration::sweepsWhoseLastLineIsCutShort() {
+  QFETCH(QByteArray, tail);
+  QFETCH(int, exit_code);
+  QFETCH(QString, said);
+  const QString work = dir_.filePath("cut-sweeps");
+  const QString presets = work + "/presets";
+  QDir().mkpath(presets);
+  const QString sweeps = write_gpu_sweeps(work + "/sweeps.jsonl");
+  QVERIFY(!sweeps.isEmpty());
+  QFile f(sweeps);
+  QVERIFY(f.open(QIODevice::ReadOnly));
+  const int whole_lines = static_cast<int>(f.readAll().count('\n'));
+  f.close();
+  QVERIFY(f.open(QIODevice::WriteOnly | QIODevice::Append));
+  f.write(tail);
+  f.close();
+  QFile::remove(work + "/cal.db");
+  const Run r =
+      run_cli({"calibrate", "--from-sweeps", sweeps, "--out", work + "/cal.db"}, presets, work);
+  QVERIFY2(r.exit_code == exit_code, qPrintable(r.err));
+  QVERIFY2(r.err.contains(sweeps + ":" + QString::number(whole_lines + 1) + ": " + said),
+           qPrintable(r.err));
+  QCOMPARE(QFile::exists(work + "/cal.db"), exit_code == 0);
 }
 
 // A device that never ends, or a large binary given by mistake, is refused
