@@ -273,7 +273,7 @@ void TestPlanCli::planErrors_data() {
                      "llama2-7b", "--seq",     "99999999999"}
       << 2 << "--seq: must be between 1 and 16777216 (got 99999999999)";
   QTest::addRow("tp not a number") << base + QStringList{"--tp", "two"} << 2
-                                   << "--tp: is not a number (got \"two\")";
+                                   << "--tp: must be a whole number in decimal digits (got two)";
   QTest::addRow("zero 5") << base + QStringList{"--zero", "5"} << 2
                           << "--zero: must be between 0 and 3 (got 5)";
   QTest::addRow("negative price") << base + QStringList{"--price", "-1"} << 2
