@@ -9,6 +9,7 @@
 #include <system_error>
 #include <thread>
 
+#include "core/format.h"
 #include "planners/cost_model.h"
 
 namespace cs::plan {
@@ -351,6 +352,7 @@ Result<SearchResult> search(const Cluster& cluster, const Workload& workload,
                     inner_combinations(x, space, gpus, gb, tp, mb, tried, zeros);
                 if (in.empty()) continue;
                 total += static_cast<long long>(in.size());
+                if (total > limits.max_candidates) return;
                 units.push_back(u);
                 inners.push_back(std::move(in));
               }
@@ -361,6 +363,15 @@ Result<SearchResult> search(const Cluster& cluster, const Workload& workload,
     }
   }
   }();
+  if (total > limits.max_candidates) {
+    return Error{"search: the space holds more than " +
+                 format_count(double(limits.max_candidates)) + " candidate plans (" +
+                 std::to_string(sizes.size()) + " cluster sizes, " +
+                 std::to_string(space.global_batches.size()) + " global batches, " +
+                 std::to_string(micro_batches.size()) +
+                 " micro-batch sizes, with every split of the GPUs): narrow it (fewer node "
+                 "counts or global batches, a smaller largest micro-batch)"};
+  }
 
   const int threads =
       std::max(1, limits.threads > 0 ? limits.threads

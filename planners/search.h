@@ -49,12 +49,18 @@ struct SearchSpace {
   std::vector<int> node_counts;  // cluster sizes to try; default: the cluster's own
 };
 
+// The most candidates one search lists: past it the listing alone took
+// gigabytes (tens of node counts and batches, micro-batches up to 2^20) and
+// ended in std::bad_alloc; the search is refused, saying how to narrow it.
+inline constexpr long long kMaxSearchCandidates = 50'000'000;
+
 struct SearchLimits {
   int top_k = 10;
   double min_headroom_bytes = 0;  // keep plans with at least this much GPU memory free
   double max_days = 0;            // keep plans that train the workload within this; 0: no limit
   double max_cost_usd = 0;        // 0: no limit
   int threads = 0;                // 0: every hardware thread
+  long long max_candidates = kMaxSearchCandidates;
 };
 
 struct SearchProgress {

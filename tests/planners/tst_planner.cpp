@@ -1437,6 +1437,22 @@ void TestPlanner::searchErrors() {
                                space, cs::plan::Objective::throughput, limits);
   QVERIFY(!grow.ok());
   QVERIFY(QString::fromStdString(grow.message()).contains("no link between nodes"));
+  // A space too wide to list is refused, saying how to narrow it: listed, it
+  // took gigabytes and ended in std::bad_alloc.
+  space.node_counts = {1, 2, 4, 8};
+  space.global_batches = {64, 128, 256, 512};
+  cs::plan::SearchLimits small = limits;
+  small.max_candidates = 1000;
+  auto wide = cs::plan::search(*catalog().cluster("dgx-a100-64"), *catalog().find_model("gpt3-13b"),
+                               space, cs::plan::Objective::throughput, small);
+  QVERIFY(!wide.ok());
+  QVERIFY2(QString::fromStdString(wide.message())
+               .startsWith("search: the space holds more than 1000 candidate plans (4 cluster "
+                           "sizes, 4 global batches, 7 micro-batch sizes"),
+           wide.message().c_str());
+  QVERIFY(cs::plan::search(*catalog().cluster("dgx-a100-64"), *catalog().find_model("gpt3-13b"),
+                           space, cs::plan::Objective::throughput, limits)
+              .ok());
   QCOMPARE(cs::plan::objective_from_string("cost"), std::optional(cs::plan::Objective::cost));
   QCOMPARE(cs::plan::objective_from_string("speed"), std::optional<cs::plan::Objective>());
 }
