@@ -14,6 +14,7 @@
 #include <cerrno>
 #include <cstring>
 #include <ctime>
+#include <filesystem>
 #include <iostream>
 
 #include <CLI/CLI.hpp>
@@ -378,6 +379,8 @@ void report(const CalibrateOptions& o, const plan::Calibration& fit, const Prese
 }
 
 void run_nccl_tests(Context& ctx, const CalibrateOptions& o) {
+  for (const std::string& log : o.nccl_tests)
+    say_if_named_pipe(log, "--nccl-tests");
   if (o.link_name.empty())
     throw UsageError("--nccl-tests needs --link-name for the link preset it makes");
   auto kind = link_kind_from_string(o.link_type.empty() ? "infiniband" : o.link_type);
@@ -536,6 +539,15 @@ void run(Context& ctx, const CalibrateOptions& o) {
   }
 
   if (!o.from_sweeps.empty() || !o.from_store.empty()) {
+    // Sweep files are read more than once (the engine, then the samples): a
+    // pipe's second read waited for a writer that never came.
+    for (const std::string& file : o.from_sweeps) {
+      std::error_code ec;
+      if (std::filesystem::is_fifo(file, ec))
+        throw CliError(file +
+                       ": is a named pipe; --from-sweeps reads a file (save the sweep "
+                       "lines to one first)");
+    }
     std::optional<GpuSpec> datasheet = datasheet_of(ctx, o.gpu);
     if (!datasheet && !o.from_store.empty()) datasheet = datasheet_of_store(ctx, o.from_store);
     if (!datasheet && !o.from_sweeps.empty()) {

@@ -110,13 +110,17 @@ std::string document_name(const std::string& source) {
   return source == "-" ? "standard input" : source;
 }
 
+void say_if_named_pipe(const std::string& path, const std::string& flag) {
+  // A named pipe waits for a program to write to it: say so, not hang mute.
+  std::error_code ec;
+  if (std::filesystem::is_fifo(path, ec))
+    std::cerr << "clusterscope: " << flag << ": reading " << path
+              << ", a named pipe: waiting for a program to write to it (Ctrl-C to stop)\n";
+}
+
 Result<nlohmann::json> read_document(const std::string& source, const std::string& flag) {
   if (source != "-") {
-    // A named pipe waits for a program to write to it: say so, not hang mute.
-    std::error_code ec;
-    if (std::filesystem::is_fifo(source, ec))
-      std::cerr << "clusterscope: " << flag << ": reading " << source
-                << ", a named pipe: waiting for a program to write to it (Ctrl-C to stop)\n";
+    say_if_named_pipe(source, flag);
     return read_json_file(source);
   }
   // One process, one command: the flag that took standard input first.

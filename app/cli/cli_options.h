@@ -125,6 +125,8 @@ bool looks_like_file(const std::string& argument);
 // "-" in place of a JSON file names standard input, which can be read once.
 // How messages name a document: its path, or "standard input".
 std::string document_name(const std::string& source);
+// Said on stderr before a named pipe is read: the read waits for a writer.
+void say_if_named_pipe(const std::string& path, const std::string& flag);
 // The JSON document `source` names: a file, or standard input for "-".
 // Standard input named a second time (`flag` and the first one's are said)
 // is a UsageError; other failures come back as the Result's message.

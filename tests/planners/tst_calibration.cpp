@@ -24,8 +24,11 @@
 #include <functional>
 #include <limits>
 #include <map>
+#include <thread>
 
+#include <fcntl.h>
 #include <sqlite3.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "../process_run.h"
@@ -316,6 +319,7 @@ class TestCalibration : public QObject {
   void ncclTestsRowsWithWrongValuesAreLeftOut();
   void ncclTestsLineLongerThanAnyIsLeftOut();
   void ncclTestsFitsTheTier();
+  void namedPipesAsInputs();
   void malformedNcclTestsLogs_data();
   void malformedNcclTestsLogs();
   void ncclTestsLinesThatAreNotRowsAreCounted();
@@ -1572,6 +1576,50 @@ void TestCalibration::ncclTestsRowsWithWrongValuesAreLeftOut() {
   QCOMPARE(log->samples.front().bytes, 2048.0);
   QCOMPARE(log->rows_with_wrong_values, 1);
   QCOMPARE(log->first_row_with_wrong_values, 16);
+}
+
+// A named pipe as an input: an nccl-tests log is read from it once, said
+// first (it waited mute for a writer); sweep files are read more than once,
+// so a pipe is refused (its second read waited for a writer forever).
+void TestCalibration::namedPipesAsInputs() {
+  QTemporaryDir dir;
+  const QString presets = dir.filePath("presets");
+  const QString pipe = dir.filePath("all_reduce_perf.log");
+  QCOMPARE(::mkfifo(pipe.toUtf8().constData(), 0600), 0);
+  QFile f(fixture("all_reduce_perf_1x8_h100.log"));
+  QVERIFY(f.open(QIODevice::ReadOnly));
+  const QByteArray log = f.readAll();
+  std::thread writer([&] {
+    const int fd = ::open(pipe.toUtf8().constData(), O_WRONLY);  // waits for the reader
+    if (fd < 0) return;
+    for (qsizetype at = 0; at < log.size();) {
+      const ssize_t n = ::write(fd, log.constData() + at, std::size_t(log.size() - at));
+      if (n <= 0) break;
+      at += n;
+    }
+    ::close(fd);
+  });
+  const Run read = run_cli({"calibrate", "--nccl-tests", pipe, "--link-name", "piped",
+                            "--link-type", "nvlink", "--no-save"},
+                           presets, dir.path());
+  // Should the command not have read it, the writer is let go (its log fits
+  // the pipe's buffer), not left waiting forever.
+  if (const int fd = ::open(pipe.toUtf8().constData(), O_RDONLY | O_NONBLOCK); fd >= 0) {
+    writer.join();
+    ::close(fd);
+  } else {
+    writer.join();
+  }
+  QVERIFY2(read.exit_code == 0, qPrintable(read.err));
+  QVERIFY2(read.err.contains("clusterscope: --nccl-tests: reading " + pipe +
+                             ", a named pipe: waiting for a program to write to it"),
+           qPrintable(read.err));
+  const Run refused =
+      run_cli({"calibrate", "--from-sweeps", pipe, "--out", dir.filePath("s.db"), "--no-save"},
+              presets, dir.path());
+  QCOMPARE(refused.exit_code, 1);
+  QVERIFY2(refused.err.contains(pipe + ": is a named pipe; --from-sweeps reads a file"),
+           qPrintable(refused.err));
 }
 
 // The one-host log was written with alpha 1.6 us per ring step and 380 GB/s
