@@ -24,9 +24,16 @@ std::string model_error_factor(double predicted, double measured) {
 }
 
 namespace {
-// Three significant digits, at most two decimals.
+// Three significant digits, at most two decimals; a power of ten from a
+// million of the unit on (an impossible plan's "3476111111111111242500796300918784
+// days" read as a figure).
 std::string three_digits(double v) {
   const double a = std::fabs(v);
+  if (a >= 1e6) {
+    char buffer[32];
+    std::snprintf(buffer, sizeof buffer, "%.3g", v);
+    return buffer;
+  }
   return format_fixed(v, a >= 100 ? 0 : (a >= 10 ? 1 : 2));
 }
 }  // namespace
@@ -41,12 +48,6 @@ std::string format_bytes(double bytes) {
     ++i;
   }
   if (i == 0) return format_fixed(v, 0) + " B";
-  // Past yobibytes (a plan no machine holds): a power of ten, not 12 digits.
-  if (std::fabs(v) >= 1024) {
-    char buffer[32];
-    std::snprintf(buffer, sizeof buffer, "%.3g", v);
-    return std::string(buffer) + " " + units[kLast];
-  }
   return three_digits(v) + " " + units[i];
 }
 

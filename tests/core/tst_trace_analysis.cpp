@@ -154,6 +154,8 @@ class TestTraceAnalysis : public QObject {
   void modelErrorFactor();
   void bytesForPeople_data();
   void bytesForPeople();
+  void timesAndCountsForPeople_data();
+  void timesAndCountsForPeople();
   void compareByOperationKind();
   void compareLeavesOutWhatIsOutsideTheSteps();
   void criticalPathGoesThroughTheLateRank();
@@ -1690,6 +1692,28 @@ void TestTraceAnalysis::bytesForPeople() {
   QFETCH(double, bytes);
   QFETCH(QString, text);
   QCOMPARE(QString::fromStdString(cs::format_bytes(bytes)), text);
+}
+
+// Times and counts past any plan a machine runs (1e9 GPUs, a model of 1e6
+// layers) read as a power of ten, not 34 digits ("3476111111111111242500796300918784 days").
+void TestTraceAnalysis::timesAndCountsForPeople_data() {
+  QTest::addColumn<bool>("seconds");
+  QTest::addColumn<double>("value");
+  QTest::addColumn<QString>("text");
+  QTest::addRow("ms") << true << 0.0123 << "12.3 ms";
+  QTest::addRow("days") << true << 86400.0 * 412 << "412 days";
+  QTest::addRow("a million days") << true << 86400.0 * 3.48e33 << "3.48e+33 days";
+  QTest::addRow("parameters") << false << 175e9 << "175 B";
+  QTest::addRow("trillions") << false << 2.59e18 << "2.59e+06 T";
+  QTest::addRow("small") << false << 50257.0 << "50.3 k";
+}
+
+void TestTraceAnalysis::timesAndCountsForPeople() {
+  QFETCH(bool, seconds);
+  QFETCH(double, value);
+  QFETCH(QString, text);
+  QCOMPARE(QString::fromStdString(seconds ? cs::format_seconds(value) : cs::format_count(value)),
+           text);
 }
 
 // A percentage hides a factor past -50 % or +100 %: -90 % is a tenth.
