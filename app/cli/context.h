@@ -40,6 +40,10 @@ class Context {
  public:
   // The preset catalog, loaded on first use.
   const PresetCatalog& catalog();
+  // For `presets`, the command that looks at them: a user preset file that
+  // does not read is a warning naming it, over the shipped presets alone
+  // (it stopped the listing meant to look into it).
+  const PresetCatalog& catalog_even_without_user_presets();
 
  private:
   std::optional<PresetCatalog> catalog_;

@@ -99,7 +99,7 @@ nlohmann::json json_list(const std::vector<T>& items) {
 }
 
 void run(const PresetsOptions& o, Context& ctx) {
-  const PresetCatalog& c = ctx.catalog();
+  const PresetCatalog& c = ctx.catalog_even_without_user_presets();
   const bool all = o.what.empty();
   if (o.json) {
     nlohmann::json j;

@@ -33,6 +33,7 @@ class TestCli : public QObject {
   void exitCodes();
   void presetsModelsJson();
   void presetsOfCpuEngineRanks();
+  void presetsListedWhenAUserFileIsBroken();
   void describeClusterJson();
   void describeInlineCluster();
   void validateReportsEveryProblem();
@@ -402,6 +403,26 @@ void TestCli::presetsOfCpuEngineRanks() {
            qPrintable(r.out));
   // The datasheet presets say nothing of it.
   QVERIFY(!run_cli({"presets", "gpus"}).out.contains("CPU-engine presets"));
+}
+
+// A user preset file that does not read stops the commands that use the
+// presets, naming it; `presets`, the command to look into them with, lists
+// the shipped ones under a warning naming it (it stopped too).
+void TestCli::presetsListedWhenAUserFileIsBroken() {
+  QTemporaryDir dir;
+  const QString bad = write_file(dir, "mine.json", "[{");
+  cs::test::ProcessOptions options;
+  options.env.insert("CLUSTERSCOPE_USER_PRESETS", dir.path());
+  const Run listed = run_cli({"presets", "gpus"}, options);
+  QVERIFY2(listed.exit_code == 0, qPrintable(listed.err));
+  QVERIFY(listed.out.contains("h100-sxm"));
+  QVERIFY2(listed.err.startsWith("clusterscope: warning: " + bad + ":1:2: invalid JSON") &&
+               listed.err.contains("(the shipped presets are listed without them)"),
+           qPrintable(listed.err));
+  const Run used = run_cli({"describe", "dgx-a100-8"}, options);
+  QCOMPARE(used.exit_code, 1);
+  QVERIFY2(used.err.startsWith("clusterscope: error: " + bad + ":1:2: invalid JSON"),
+           qPrintable(used.err));
 }
 
 // Installed, the binary reads the presets installed beside it.
