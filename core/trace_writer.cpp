@@ -1022,18 +1022,26 @@ Status check_store_path(const std::string& path) {
   return {};
 }
 
-Status build_store_then_replace(const std::string& path,
+Status build_store_then_replace(const std::string& named,
                                 const std::function<Status(const std::string& temporary)>& build) {
-  if (Status s = check_store_path(path); !s) return s;
+  if (Status s = check_store_path(named); !s) return s;
   std::error_code ec;
+  // A link named as the output (latest.db into a runs folder) is kept, and
+  // its target replaced, as an export writes through one: the link itself
+  // was replaced by a file. Messages name what was given.
+  std::string path = named;
+  if (std::filesystem::is_symlink(named, ec)) {
+    if (const auto target = std::filesystem::canonical(named, ec); !ec) path = target.string();
+    ec.clear();
+  }
   const auto folder = std::filesystem::path(path).parent_path();
   if (!folder.empty() && !std::filesystem::is_directory(folder, ec))
-    return Error{path + ": the folder " + folder.string() + " does not exist"};
+    return Error{named + ": the folder " + folder.string() + " does not exist"};
   // Said before SQLite tries: its error named the errno of its last,
   // read-only attempt ("No such file or directory" on a read-only mount).
   if (const std::string in = folder.empty() ? "." : folder.string();
       ::access(in.c_str(), W_OK) != 0)
-    return Error{path + ": cannot write in " + in + ": " + std::strerror(errno)};
+    return Error{named + ": cannot write in " + in + ": " + std::strerror(errno)};
   const std::string temporary = path + "." + std::to_string(::getpid()) + ".partial";
   auto remove_with_log = [&ec](const std::string& store) {
     for (const char* suffix : {"", "-wal", "-shm", "-journal"})
@@ -1041,8 +1049,8 @@ Status build_store_then_replace(const std::string& path,
   };
   auto naming_path = [&](std::string message) {
     for (std::size_t at = message.find(temporary); at != std::string::npos;
-         at = message.find(temporary, at + path.size()))
-      message.replace(at, temporary.size(), path);
+         at = message.find(temporary, at + named.size()))
+      message.replace(at, temporary.size(), named);
     return Error{std::move(message)};
   };
   remove_with_log(temporary);
@@ -1101,7 +1109,7 @@ Status build_store_then_replace(const std::string& path,
   if (ec) {
     const std::string why = ec.message();
     remove_with_log(temporary);
-    return Error{path + ": cannot put the new store in place: " + why};
+    return Error{named + ": cannot put the new store in place: " + why};
   }
   return {};
 }

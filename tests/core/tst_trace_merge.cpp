@@ -129,6 +129,7 @@ class TestTraceMerge : public QObject {
   void refusesRanksOfTwoRuns();
   void editedStoreIsDamage_data();
   void editedStoreIsDamage();
+  void writesThroughALink();
   void refusesOutputAmongInputs();
 };
 
@@ -348,6 +349,24 @@ void TestTraceMerge::editedStoreIsDamage() {
   QVERIFY2(QString::fromStdString(verified.message())
                .startsWith(QString::fromStdString(a) + verify_says),
            verified.message().c_str());
+}
+
+// A link named as the output is kept and its target replaced, as an
+// export writes through one (the link itself was replaced by a file).
+void TestTraceMerge::writesThroughALink() {
+  QTemporaryDir dir;
+  const std::string a = write_rank(dir, {0, "node-a", 0, 0, false, 1});
+  const std::string target = dir.filePath("runs/run-1.cstrace").toStdString();
+  QVERIFY(std::filesystem::create_directory(dir.filePath("runs").toStdString()));
+  QVERIFY(merge_stores({a}, target));
+  const std::string link = dir.filePath("latest.cstrace").toStdString();
+  std::filesystem::create_symlink(target, link);
+  auto report = merge_stores({a}, link);
+  QVERIFY2(report, report ? "" : report.message().c_str());
+  QVERIFY(std::filesystem::is_symlink(link));
+  QCOMPARE(QString::fromStdString(std::filesystem::read_symlink(link).string()),
+           QString::fromStdString(target));
+  QVERIFY(verify_store(target));
 }
 
 void TestTraceMerge::refusesOutputAmongInputs() {
