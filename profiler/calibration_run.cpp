@@ -143,7 +143,6 @@ Result<CalibrationRecord> record_calibration(
     spec.ranks = ph.info.ranks;
     spec.hang_timeout = o.hang_timeout;
     spec.run_store = strip_db(o.store) + ".phase" + std::to_string(i) + ".db";
-    phase_stores.push_back(spec.run_store);
     spec.worker_args = {"--backend",
                         o.backend,
                         "--precision",
@@ -177,10 +176,11 @@ Result<CalibrationRecord> record_calibration(
         if (!e.text.empty()) say(e.text);
       }
     });
-    if (Status s = launcher.start(); !s) {
-      cleanup();
-      return Error{"calibration phase " + std::to_string(i + 1) + ": " + s.message()};
-    }
+    // Refused, the phase's paths are not this calibration's: what is there (a
+    // user's file, another calibration's live stores) was removed with them.
+    if (Status s = launcher.start(); !s)
+      return Error{"calibration phase " + std::to_string(i + 1) + ": " + s.message() + kept()};
+    phase_stores.push_back(spec.run_store);
     record.commands.push_back(command_text(mpirun_command(spec)));
     const RunReport report = launcher.wait(stop);
     if (stop && stop->requested()) {

@@ -7,9 +7,12 @@
 // for them and calls `on_signal` once per signal, after writing `message` to
 // stderr. Given `on_again`, a second signal (and any after it) calls that
 // instead, after writing `again_message`: a second Ctrl-C escalates a stop
-// that is taking too long. The destructor restores the signal mask.
+// that is taking too long. Signals within kSameStop of the first are that
+// one stop (GNU timeout sends SIGTERM to the command and its group at once). The destructor
+// restores the signal mask.
 
 #include <atomic>
+#include <chrono>
 #include <functional>
 #include <string>
 #include <thread>
@@ -20,6 +23,9 @@ namespace cs::cli {
 
 class CancelOnSignal {
  public:
+  // Signals this soon after the first are the same stop, not a second one.
+  static constexpr std::chrono::milliseconds kSameStop{500};
+
   CancelOnSignal(std::function<void()> on_signal, std::string message,
                  std::function<void()> on_again = {}, std::string again_message = {});
   ~CancelOnSignal();

@@ -131,6 +131,7 @@ class TestRunCli : public QObject {
   void secondInterruptKillsTheRanks();
   void secondInterruptKillsACalibration();
   void hangUpStopsACalibrationCleanly();
+  void refusedCalibrationPhaseRemovesNothing();
   void unwrittenRunStoreFails_data();
   void unwrittenRunStoreFails();
   void unwrittenStoreOfAStoppedRunSaysWhereItsRanksAre();
@@ -444,12 +445,16 @@ void TestRunCli::interruptCancelsCleanly() {
            qPrintable(merged.err));
   QVERIFY2(!merged.err.contains("ended interrupted"), qPrintable(merged.err));
   QCOMPARE(status_of(snapshot), QString("partial"));
+  // One stop sent twice at once (GNU timeout signals the command, then its
+  // process group) is one stop: it killed the ranks as a second Ctrl-C.
   ::kill(static_cast<pid_t>(p.processId()), SIGINT);
+  ::kill(static_cast<pid_t>(p.processId()), SIGTERM);
   QVERIFY(p.waitForFinished(60000));
   err += QString::fromUtf8(p.readAllStandardError());
   const QString out = QString::fromUtf8(p.readAllStandardOutput());
   QCOMPARE(p.exitCode(), 1);
   QVERIFY2(err.contains("stopping the run (every rank closes its store)"), qPrintable(err));
+  QVERIFY2(!err.contains("killing the ranks"), qPrintable(err));
   QVERIFY2(err.contains("clusterscope: error: the run was cancelled"), qPrintable(err));
   QVERIFY2(out.contains(QRegularExpression("the run was cancelled; steps done: \\d+ by rank 0")),
            qPrintable(out));
@@ -583,6 +588,28 @@ void TestRunCli::secondInterruptKillsACalibration() {
   QStringList after = QDir(work).entryList(QDir::AllEntries | QDir::NoDotAndDotDot);
   after.sort();
   QCOMPARE(after, (QStringList{"clusterscope", "clusterscope-worker", "ranks"}));
+}
+
+// A phase refused its paths (a file of the user's there, or another
+// calibration's live stores) leaves them as they are: they were removed
+// with the phase's own, the other calibration's measurements lost.
+void TestRunCli::refusedCalibrationPhaseRemovesNothing() {
+  const QString work = dir_.filePath("refused-phase");
+  QVERIFY(QDir().mkpath(work + "/cal.phase0.ranks"));
+  for (const QString& file : {work + "/cal.phase0.db", work + "/cal.phase0.ranks/notes.txt"}) {
+    QFile f(file);
+    QVERIFY(f.open(QIODevice::WriteOnly));
+    f.write("mine\n");
+  }
+  const Run r = run_cli({"calibrate", "--backend", "cpu", "--ranks", "1", "--precisions", "fp32",
+                         "--gemm-sizes", "64", "--seconds", "0.01", "--no-ops",
+                         "--no-reference-runs", "--no-save", "--out", work + "/cal.db"});
+  QCOMPARE(r.exit_code, 1);
+  QVERIFY2(r.err.contains(work + "/cal.phase0.db: is a file that is not a trace store"),
+           qPrintable(r.err));
+  QVERIFY2(r.err.contains("nothing it recorded was kept"), qPrintable(r.err));
+  QVERIFY(QFile::exists(work + "/cal.phase0.db"));
+  QVERIFY(QFile::exists(work + "/cal.phase0.ranks/notes.txt"));
 }
 
 // A closed terminal (SIGHUP) stops `clusterscope calibrate` as Ctrl-C does:
