@@ -323,6 +323,20 @@ Status check_run_store_free(const std::string& run_store) {
   return {};
 }
 
+Status check_rank_store_paths(const std::string& run_store, int ranks) {
+  std::error_code ec;
+  const std::string ranks_dir = run_store_stem(run_store) + ".ranks";
+  if (fs::exists(ranks_dir, ec) && !fs::is_directory(ranks_dir, ec))
+    return Error{ranks_dir +
+                 ": is not a folder: the run keeps its rank stores there; remove it "
+                 "or give --out another name"};
+  for (int r = 0; r < ranks; ++r) {
+    if (Status st = trace::check_store_path(rank_store_path(run_store, r)); !st)
+      return Error{st.message() + " (the run keeps rank " + std::to_string(r) + "'s store there)"};
+  }
+  return {};
+}
+
 std::optional<int> rank_of_store_file(std::string_view file_name) {
   if (!file_name.starts_with("rank") || !file_name.ends_with(".db")) return std::nullopt;
   const std::string_view digits = file_name.substr(4, file_name.size() - 7);
@@ -1637,16 +1651,13 @@ Status Launcher::start() {
     s.wait_for_writers_of_an_ended_run();
     // The last run's rank stores go; a file of the user's by that name (not
     // a store, or a store another process writes) stays, and the run is refused.
-    for (int r = 0; r < spec.ranks; ++r) {
-      const std::string rank_store = rank_store_path(spec.run_store, r);
-      if (Status st = trace::check_store_path(rank_store); !st) {
-        s.release_run_lock();
-        s.remove_temp_hostfile();
-        return Error{st.message() + " (the run keeps rank " + std::to_string(r) +
-                     "'s store there)"};
-      }
-      fs::remove(rank_store, ec);
+    if (Status st = check_rank_store_paths(spec.run_store, spec.ranks); !st) {
+      s.release_run_lock();
+      s.remove_temp_hostfile();
+      return st;
     }
+    for (int r = 0; r < spec.ranks; ++r)
+      fs::remove(rank_store_path(spec.run_store, r), ec);
   }
 
   // mpirun is started by the thread that watches it, and that thread lasts

@@ -91,6 +91,11 @@ std::string rank_store_pattern(const std::string& run_store);  // with "{rank}"
 // in "<stem>.ranks"), before anything beside it is written: a second run
 // given the same --out replaced the first one's plan and rank stores.
 Status check_run_store_free(const std::string& run_store);
+// Refuses rank store paths a run cannot take: "<stem>.ranks" not a folder,
+// or a rank's store path holding what is not an earlier store (a file of the
+// user's, a folder, a pipe, a store another process writes). Checked before
+// the run's plan is written beside it, and again under the run's lock.
+Status check_rank_store_paths(const std::string& run_store, int ranks);
 
 // The commands, as argument vectors (program first).
 std::vector<std::string> worker_command(const RunSpec& spec);

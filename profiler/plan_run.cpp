@@ -353,7 +353,13 @@ Result<PlanRun> plan_run(const Plan& plan, const PlanRunOptions& o) {
     if (auto script = slurm_script(spec); !script) return script.error();
   }
   if (o.write_plan) {
-    if (Status s = write_json_file(run.plan_path, to_json(plan)); !s) return Error{s.message()};
+    // The launcher's refusals of the rank stores' paths first: a refused run
+    // left its plan there, over an earlier run's.
+    if (Status s = check_rank_store_paths(out, ranks); !s) return s.error();
+    // The user's own file, when it is the plan as given, stays as written.
+    if (!o.plan_file_is_the_plan) {
+      if (Status s = write_json_file(run.plan_path, to_json(plan)); !s) return Error{s.message()};
+    }
   }
   return run;
 }

@@ -32,6 +32,9 @@ struct PlanRunOptions {
   // False where nothing runs (merging what a run left): the plan beside the
   // store stays the run's own.
   bool write_plan = true;
+  // The plan was read, unchanged, from the file the run writes its plan to
+  // (RUN.plan.json given as --plan): it is left as the user wrote it.
+  bool plan_file_is_the_plan = false;
   // Start CPU-engine ranks on this machine past what check_local_cpu_ranks allows.
   bool oversubscribe = false;
 };

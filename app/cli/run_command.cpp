@@ -639,6 +639,26 @@ void run(RunOptions& o, Context& ctx, const std::string& command_line) {
     run_options.slurm = o.slurm_options;
   }
   run_options.write_plan = !o.merge_only;
+  // The run writes its plan beside its store. Given as --plan, that file is
+  // the user's: kept as written when it is the plan, refused when flags
+  // change the plan (it was rewritten with them, dp 2 becoming dp 1).
+  if (!o.merge_only && !o.plan.plan_file.empty() && o.plan.plan_file != "-") {
+    std::error_code ec;
+    const std::string own_plan =
+        launch::run_store_stem(
+            std::filesystem::absolute(run_options.run_store).lexically_normal().string()) +
+        ".plan.json";
+    if (std::filesystem::equivalent(o.plan.plan_file, own_plan, ec)) {
+      RunPlanOptions as_written;
+      as_written.plan_file = o.plan.plan_file;
+      if (to_json(as_written.resolve(catalog, std::nullopt)) != to_json(plan)) {
+        throw CliError(own_plan +
+                       ": is the --plan given, and the flags change its plan; the run writes "
+                       "its plan there: give --out another name, or the plan another file");
+      }
+      run_options.plan_file_is_the_plan = true;
+    }
+  }
   run_options.oversubscribe = o.oversubscribe;
   // More CPU-engine ranks than this machine runs side by side: a usage error,
   // before anything is written (--dp 100000 on 2 cores spun mpirun at full
@@ -801,7 +821,9 @@ void register_run(CLI::App& app, Context& ctx) {
                   "Where to write the batch script (default beside the run store)");
   cmd->add_option("--hang-timeout", options->hang_timeout_s,
                   "Seconds without progress after which the run is stopped as hung (0: never)")
-      ->check(non_negative_number())
+      // At least a second (0.001 called a finished run hung; 1e-9 rounded to
+      // 0 ms, never), at most 30 years (1e300 overflowed the milliseconds).
+      ->check(number_within({0, 1e9, false, 1}))
       ->capture_default_str();
   cmd->add_flag("--merge-only", options->merge_only,
                 "Start nothing: merge the rank stores a run left (e.g. a Slurm job) into --out; "

@@ -132,6 +132,7 @@ class TestRunCli : public QObject {
   void secondInterruptKillsACalibration();
   void hangUpStopsACalibrationCleanly();
   void refusedCalibrationPhaseRemovesNothing();
+  void runPlanFileKeepsWhatTheUserGave();
   void unwrittenRunStoreFails_data();
   void unwrittenRunStoreFails();
   void unwrittenStoreOfAStoppedRunSaysWhereItsRanksAre();
@@ -373,6 +374,14 @@ void TestRunCli::userErrors_data() {
   QTest::addRow("seed past 64 bits")
       << QStringList{"--seed", "99999999999999999999999"} << 2
       << "--seed: must be a whole number from 0 to 18446744073709551615 (got 9999";
+  // A thousandth of a second called a finished run hung; 1e-9 s rounded to
+  // 0 ms (never), and 1e300 overflowed.
+  QTest::addRow("hang timeout under a second")
+      << QStringList{"--hang-timeout", "0.001"} << 2
+      << "--hang-timeout: must be 0 (none) or at least 1 (got 0.001)";
+  QTest::addRow("hang timeout past any run")
+      << QStringList{"--hang-timeout", "1e300"} << 2
+      << "--hang-timeout: must be between 0 and 1000000000 (got 1e300)";
   // Past a float the engines' rate was inf, and every rank diverged.
   QTest::addRow("learning rate past a float")
       << QStringList{"--lr", "1e300"} << 2
@@ -407,6 +416,53 @@ void TestRunCli::userErrors() {
                         (model_from_args ? QStringList{} : tiny()) + args);
   QCOMPARE(r.exit_code, code);
   QVERIFY2(r.err.contains(message), qPrintable(r.err));
+}
+
+// The plan a run writes beside its store never replaces what the user
+// gave: the --plan file itself, when the flags change the plan (it was
+// rewritten with them), nor an earlier run's plan when the run is refused
+// after planning (its rank stores' folder a file: the plan was written first).
+void TestRunCli::runPlanFileKeepsWhatTheUserGave() {
+  const QString dir = dir_.filePath("own-plan");
+  QVERIFY(QDir().mkpath(dir));
+  const QString store = dir + "/run.db", plan = dir + "/run.plan.json";
+  const Run made =
+      run_cli(QStringList{"run", "--dp", "2", "--steps", "1", "--out", store} + tiny());
+  QVERIFY2(made.exit_code == 0, qPrintable(made.err));
+  auto text_of = [](const QString& path) {
+    QFile f(path);
+    return f.open(QIODevice::ReadOnly) ? f.readAll() : QByteArray();
+  };
+  const QByteArray before = text_of(plan);
+  QVERIFY(before.contains("\"dp\": 2"));
+  const Run changed = run_cli({"run", "--plan", plan, "--dp", "1", "--steps", "1", "--out", store});
+  QCOMPARE(changed.exit_code, 1);
+  QVERIFY2(changed.err.contains(plan + ": is the --plan given, and the flags change its plan"),
+           qPrintable(changed.err));
+  QCOMPARE(text_of(plan), before);
+  // Unchanged, it is the plan: the run takes it as it is, and leaves it so.
+  {
+    QFile f(plan);
+    QVERIFY(f.open(QIODevice::Append));
+    f.write("\n");  // as a user's editor leaves it
+  }
+  const QByteArray edited = text_of(plan);
+  const Run again = run_cli({"run", "--plan", plan, "--steps", "1", "--out", store});
+  QVERIFY2(again.exit_code == 0, qPrintable(again.err));
+  QCOMPARE(text_of(plan), edited);
+  // Refused by the rank stores' paths: the earlier plan stays as it was.
+  QVERIFY(QDir(dir + "/run.ranks").removeRecursively());
+  {
+    QFile f(dir + "/run.ranks");
+    QVERIFY(f.open(QIODevice::WriteOnly));
+  }
+  const Run refused =
+      run_cli(QStringList{"run", "--dp", "1", "--steps", "1", "--out", store} + tiny());
+  QCOMPARE(refused.exit_code, 1);
+  QVERIFY2(refused.err.contains(dir + "/run.ranks: is not a folder: the run keeps its rank stores "
+                                      "there"),
+           qPrintable(refused.err));
+  QCOMPARE(text_of(plan), edited);
 }
 
 // Ctrl-C: the ranks close their stores, the run store is merged and marked
