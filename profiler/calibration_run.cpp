@@ -7,6 +7,7 @@
 #include "core/host_name.h"
 #include "core/json_text.h"
 #include "core/trace_merge.h"
+#include "core/trace_writer.h"
 #include "profiler/launcher.h"
 
 namespace cs::launch {
@@ -58,6 +59,10 @@ Result<CalibrationRecord> record_calibration(
   if (o.backend != "cpu" && o.backend != "cuda") {
     return Error{"calibration: backend \"" + o.backend + "\": cpu or cuda"};
   }
+  // The store the phases merge into, checked before measuring (a folder or
+  // a text file there failed the merge after the whole sweep).
+  if (Status s = trace::check_store_path(o.store); !s)
+    return Error{s.message() + "; nothing was measured"};
   std::string worker = o.worker;
   if (worker.empty()) {
     auto found = find_worker();

@@ -733,6 +733,14 @@ void run(RunOptions& o, Context& ctx, const std::string& command_line) {
     for (const std::string& n : uncommitted)
       std::cout << "note: " << n << '\n';
   }
+  // An earlier run's store at that path stays as it was: said, lest it be
+  // read as this run's.
+  auto earlier_store_there = [&spec] {
+    std::error_code ec;
+    return std::filesystem::is_regular_file(spec.run_store, ec)
+               ? " (the store at that path is an earlier run's, left as it was)"
+               : "";
+  };
   // A run whose ranks finished but whose run store could not be written
   // (a full disk while merging) did not give the user what was asked.
   if (report.outcome == launch::Outcome::completed && !spec.run_store.empty() &&
@@ -741,6 +749,7 @@ void run(RunOptions& o, Context& ctx, const std::string& command_line) {
     const std::string ranks_folder = launch::run_store_stem(spec.run_store) + ".ranks";
     std::error_code ec;
     throw CliError("the run completed, but its run store " + spec.run_store + " was not written" +
+                   earlier_store_there() +
                    (report.merge_note.empty() ? "" : " (" + report.merge_note + ")") +
                    (std::filesystem::is_directory(ranks_folder, ec)
                         ? ": the rank stores are kept in " + ranks_folder +
@@ -759,8 +768,8 @@ void run(RunOptions& o, Context& ctx, const std::string& command_line) {
     for (int rank = 0; rank < spec.ranks && !kept_a_store; ++rank)
       kept_a_store = trace::inspect_store(launch::rank_store_path(spec.run_store, rank)).ok();
     if (kept_a_store) {
-      std::cout << "note: " << spec.run_store
-                << " was not written; what the ranks recorded is kept in " << ranks_folder
+      std::cout << "note: " << spec.run_store << " was not written" << earlier_store_there()
+                << "; what the ranks recorded is kept in " << ranks_folder
                 << ": merge it with the same flags and --merge-only (once there is room)\n";
     }
   }

@@ -10,6 +10,7 @@
 #include <QJsonObject>
 #include <QProcess>
 #include <QRegularExpression>
+#include <QScopeGuard>
 #include <QStandardPaths>
 #include <QTemporaryDir>
 #include <QtTest>
@@ -133,6 +134,7 @@ class TestRunCli : public QObject {
   void hangUpStopsACalibrationCleanly();
   void refusedCalibrationPhaseRemovesNothing();
   void runPlanFileKeepsWhatTheUserGave();
+  void unwrittenRunStoreSaysTheEarlierOneStays();
   void unwrittenRunStoreFails_data();
   void unwrittenRunStoreFails();
   void unwrittenStoreOfAStoppedRunSaysWhereItsRanksAre();
@@ -666,6 +668,17 @@ void TestRunCli::refusedCalibrationPhaseRemovesNothing() {
   QVERIFY2(r.err.contains("nothing it recorded was kept"), qPrintable(r.err));
   QVERIFY(QFile::exists(work + "/cal.phase0.db"));
   QVERIFY(QFile::exists(work + "/cal.phase0.ranks/notes.txt"));
+  // Nor is an --out the phases cannot merge into measured for: a folder
+  // there failed the merge after the whole sweep.
+  QVERIFY(QDir().mkpath(work + "/folder.db"));
+  const Run folder = run_cli({"calibrate", "--backend", "cpu", "--ranks", "1", "--precisions",
+                              "fp32", "--gemm-sizes", "64", "--seconds", "0.01", "--no-ops",
+                              "--no-reference-runs", "--no-save", "--out", work + "/folder.db"});
+  QCOMPARE(folder.exit_code, 1);
+  QVERIFY2(folder.err.contains(work + "/folder.db: is a folder") &&
+               folder.err.contains("nothing was measured"),
+           qPrintable(folder.err));
+  QVERIFY(!QFile::exists(work + "/folder.phase0.db"));
 }
 
 // A closed terminal (SIGHUP) stops `clusterscope calibrate` as Ctrl-C does:
@@ -729,6 +742,26 @@ void TestRunCli::unwrittenRunStoreFails() {
   for (int rank = 0; rank < 2; ++rank) {
     QCOMPARE(status_of(folder + QString("/run.ranks/rank%1.db").arg(rank)), QString("complete"));
   }
+}
+
+// The run store not written over an earlier run's store, which stays: the
+// error says that store is the earlier run's (it read as this run's).
+void TestRunCli::unwrittenRunStoreSaysTheEarlierOneStays() {
+  const QString folder = dir_.filePath("earlier-stays");
+  const QString store = folder + "/run.db";
+  const QStringList run = QStringList{"run", "--dp", "2", "--steps", "1", "--out", store} + tiny();
+  const Run first = run_cli(run);
+  QVERIFY2(first.exit_code == 0, qPrintable(first.err));
+  // Immutable, it cannot be replaced (a full disk while merging does the same).
+  if (QProcess::execute("chattr", {"+i", store}) != 0)
+    QSKIP("chattr +i is not available here (needs root and a file system that has it)");
+  const auto mutable_again = qScopeGuard([&] { QProcess::execute("chattr", {"-i", store}); });
+  const Run second = run_cli(run);
+  QCOMPARE(second.exit_code, 1);
+  QVERIFY2(second.err.contains("its run store " + store +
+                               " was not written (the store at that path is an earlier run's, "
+                               "left as it was)"),
+           qPrintable(second.err));
 }
 
 // A run that did not complete and could not write its run store either
