@@ -235,6 +235,14 @@ Status check_not_cut_short(const std::string& path) {
   if (be32(24) != be32(92) || pages == 0) return {};
   const std::uintmax_t expected = page_size * pages;
   if (size < expected) {
+    // More than the disk holds: no copy of it was ever that long, its header
+    // is what is damaged ("cut short (294912 of 35184372072448 bytes)").
+    const auto disk = std::filesystem::space(path, ec);
+    if (!ec && expected > disk.capacity) {
+      return Error{path + " is damaged: its SQLite header gives " + std::to_string(pages) +
+                   " pages (" + std::to_string(expected) +
+                   " bytes), more than its disk holds; the file has " + std::to_string(size)};
+    }
     return Error{path + " is damaged: the file is cut short (" + std::to_string(size) + " of " +
                  std::to_string(expected) + " bytes)"};
   }

@@ -2156,6 +2156,10 @@ void TestTraceStore::refusesWhatIsNotAStore_data() {
       << "is damaged: the trace store table 'kernel_launches' has no column 'grid_y'";
   QTest::addRow("truncated") << "truncated"
                              << "is damaged: the file is cut short (";
+  // A page count no disk holds is the header's damage, not a cut: it read
+  // "cut short (294912 of 35184372072448 bytes)".
+  QTest::addRow("page count damaged") << "page-count-damaged"
+                                      << "is damaged: its SQLite header gives 2147483647 pages (";
   QTest::addRow("header cut") << "header-cut"
                               << "is damaged: the file is cut short (50 bytes, less than an "
                                  "SQLite header)";
@@ -2233,6 +2237,14 @@ void TestTraceStore::refusesWhatIsNotAStore() {
   if (kind == "header-cut") {
     good_store();
     std::filesystem::resize_file(path, 50);
+  }
+  if (kind == "page-count-damaged") {
+    good_store();
+    exec_sql(path, "PRAGMA journal_mode = DELETE");  // the header's count holds without a log
+    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(28);
+    const char pages[4] = {0x7f, char(0xff), char(0xff), char(0xff)};
+    f.write(pages, 4);
   }
   if (kind == "rank-past-int") {
     good_store();
