@@ -356,6 +356,26 @@ Result<PlanRun> plan_run(const Plan& plan, const PlanRunOptions& o) {
     // The launcher's refusals of the rank stores' paths first: a refused run
     // left its plan there, over an earlier run's.
     if (Status s = check_rank_store_paths(out, ranks); !s) return s.error();
+    // Rank stores of an earlier run of more ranks stay beside this run's,
+    // said (a `--merge-only` reading the folder would take them as this run's).
+    std::vector<std::string> earlier;
+    for (const auto& entry : fs::directory_iterator(run_store_stem(out) + ".ranks", ec)) {
+      const auto rank = rank_of_store_file(entry.path().filename().string());
+      if (rank && *rank >= ranks) earlier.push_back(entry.path().filename().string());
+    }
+    ec.clear();
+    if (!earlier.empty()) {
+      std::sort(earlier.begin(), earlier.end());
+      std::string names;
+      for (const std::string& n : earlier)
+        names += (names.empty() ? "" : ", ") + n;
+      run.notes.push_back(run_store_stem(out) +
+                          ".ranks holds rank stores of an earlier run of more "
+                          "ranks (" +
+                          names +
+                          "), left as they were: remove them before a "
+                          "--merge-only of this run");
+    }
     // The user's own file, when it is the plan as given, stays as written.
     if (!o.plan_file_is_the_plan) {
       if (Status s = write_json_file(run.plan_path, to_json(plan)); !s) return Error{s.message()};

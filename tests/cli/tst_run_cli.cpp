@@ -135,6 +135,7 @@ class TestRunCli : public QObject {
   void refusedCalibrationPhaseRemovesNothing();
   void runPlanFileKeepsWhatTheUserGave();
   void unwrittenRunStoreSaysTheEarlierOneStays();
+  void earlierRanksLeftBesideARunAreSaid();
   void unwrittenRunStoreFails_data();
   void unwrittenRunStoreFails();
   void unwrittenStoreOfAStoppedRunSaysWhereItsRanksAre();
@@ -465,6 +466,24 @@ void TestRunCli::runPlanFileKeepsWhatTheUserGave() {
                                       "there"),
            qPrintable(refused.err));
   QCOMPARE(text_of(plan), edited);
+}
+
+// An earlier run of more ranks (one that crashed keeps its rank stores)
+// leaves stores past this run's ranks in its folder: said, left as they
+// were (a --merge-only of this run refuses the folder while they are there).
+void TestRunCli::earlierRanksLeftBesideARunAreSaid() {
+  const QString dir = dir_.filePath("earlier-ranks");
+  QVERIFY(QDir().mkpath(dir + "/run.ranks"));
+  QVERIFY(
+      QFile::copy(CS_SOURCE_DIR "/tests/data/cpu/cpu-engine-dp2.db", dir + "/run.ranks/rank1.db"));
+  const Run r =
+      run_cli(QStringList{"run", "--dp", "1", "--steps", "1", "--out", dir + "/run.db"} + tiny());
+  QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+  QVERIFY2(r.err.contains("note: " + dir +
+                          "/run.ranks holds rank stores of an earlier run of more ranks "
+                          "(rank1.db), left as they were"),
+           qPrintable(r.err));
+  QVERIFY(QFile::exists(dir + "/run.ranks/rank1.db"));
 }
 
 // Ctrl-C: the ranks close their stores, the run store is merged and marked
