@@ -1237,7 +1237,7 @@ Result<RunAnalysis> analyze_run(const TraceReader& reader, const AnalysisOptions
       }
     }
     if (prediction) {
-      auto compared = compare_with_prediction(reader, run.ranks, prediction);
+      auto compared = compare_with_prediction(reader, run.ranks, *prediction);
       if (!compared) return compared.error();
       run.prediction = std::move(compared).value();
     }
@@ -1371,18 +1371,9 @@ Status compare_memory(const TraceReader& reader, const PredictedMemory& predicte
 
 }  // namespace
 
-Result<std::optional<PredictionComparison>> compare_with_prediction(
-    const TraceReader& reader, const std::vector<RankAnalysis>& ranks,
-    const std::optional<PredictedStep>& prediction) {
-  std::optional<PredictedStep> recorded;
-  if (!prediction) {
-    const auto text = reader.meta(kPredictedStepMetaKey);
-    if (!text || text->empty()) return std::optional<PredictionComparison>{};
-    auto read = read_predicted_step(*text, reader.path() + ": meta " + kPredictedStepMetaKey);
-    if (!read) return read.error();
-    recorded = std::move(read).value();
-  }
-  const PredictedStep& predicted = prediction ? *prediction : *recorded;
+Result<PredictionComparison> compare_with_prediction(const TraceReader& reader,
+                                                     const std::vector<RankAnalysis>& ranks,
+                                                     const PredictedStep& predicted) {
   PredictionComparison out;
   out.predicted_step_s = predicted.step_seconds;
   if (!predicted.breakdown.empty()) {
@@ -1486,7 +1477,7 @@ Result<std::optional<PredictionComparison>> compare_with_prediction(
     }
     out.parts.push_back(row);
   }
-  return std::optional<PredictionComparison>{std::move(out)};
+  return out;
 }
 
 }  // namespace cs::trace

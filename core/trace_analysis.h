@@ -478,10 +478,10 @@ Result<StragglerReport> find_stragglers(const TraceReader& reader,
                                         const std::vector<RankAnalysis>& ranks,
                                         const AnalysisOptions& options = {});
 
-// Against `prediction` when given, else the store's "predicted_step"; empty
-// when there is neither. An error names the store and the bad field.
-Result<std::optional<PredictionComparison>> compare_with_prediction(
-    const TraceReader& reader, const std::vector<RankAnalysis>& ranks,
-    const std::optional<PredictedStep>& prediction = std::nullopt);
+// The run's measured parts against `prediction` (analyze_run reads the
+// store's own "predicted_step"; the app a prediction made again).
+Result<PredictionComparison> compare_with_prediction(const TraceReader& reader,
+                                                     const std::vector<RankAnalysis>& ranks,
+                                                     const PredictedStep& prediction);
 
 }  // namespace cs::trace
