@@ -5,6 +5,7 @@
 // share one store). Written by the recorder (profiler), read by the fit
 // (planners).
 
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -27,6 +28,24 @@ inline constexpr std::string_view kColdCollectivesAnnotation = "all-reduce sweep
 // several per size, exhaust any host's memory: a bare std::bad_alloc).
 inline constexpr int kMaxSweepRanks = 4096;
 inline constexpr std::int64_t kMaxSweepBytes = std::int64_t{1} << 34;
+
+// One set of a layer GEMM's operands (h tokens of width h to width `out`),
+// bytes: the input, output and their gradients and the weight and bias in
+// the storage type, the weight's and bias's gradients in fp32. The GEMM
+// sweep holds as many sets as take 8 MiB (up to 16), so that each
+// repetition meets its operands out of the core's caches; calibrate checks
+// a rank's memory against the same figures before any rank starts.
+inline double layer_gemm_set_bytes(int element_bytes, std::int64_t h, std::int64_t out) {
+  const double nc = static_cast<double>(h) * static_cast<double>(h);
+  const double oc = static_cast<double>(out) * static_cast<double>(h);
+  const double no = static_cast<double>(h) * static_cast<double>(out);
+  return element_bytes * (2 * nc + oc + 2 * no + static_cast<double>(out)) +
+         4.0 * (oc + static_cast<double>(out));
+}
+inline int layer_gemm_set_copies(double set_bytes) {
+  const double copies = std::ceil(8.0 * (1 << 20) / set_bytes);
+  return copies >= 16 ? 16 : copies <= 1 ? 1 : static_cast<int>(copies);
+}
 
 struct CalibrationPhase {
   int ranks = 1;       // ranks that ran at once (the machine's share each got)

@@ -88,6 +88,15 @@ void probe_gpus(HostInfo& host) {
 
 }  // namespace
 
+double smallest_gpu_memory_bytes(const HostInfo& host) {
+  double smallest = 0;
+  for (const GpuDevice& g : host.gpus) {
+    if (g.memory_bytes > 0 && (smallest == 0 || g.memory_bytes < smallest))
+      smallest = g.memory_bytes;
+  }
+  return smallest;
+}
+
 HostInfo probe_host() {
   HostInfo host;
   host.hostname = this_host_name();

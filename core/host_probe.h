@@ -35,6 +35,9 @@ struct HostInfo {
 
 HostInfo probe_host();
 
+// The memory of the smallest GPU here (bytes); 0 without one.
+double smallest_gpu_memory_bytes(const HostInfo& host);
+
 // This machine as a one-node cluster. GPUs take the datasheet of the preset
 // whose device_names match (else the driver's figures, peaks unknown); with
 // no GPU the cluster has gpus_per_node = 0 and the CPU engine is what runs.

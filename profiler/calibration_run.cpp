@@ -4,11 +4,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/format.h"
 #include "core/host_name.h"
 #include "core/json_text.h"
 #include "core/trace_merge.h"
 #include "core/trace_writer.h"
 #include "profiler/launcher.h"
+#include "profiler/plan_run.h"
 
 namespace cs::launch {
 
@@ -48,7 +50,71 @@ struct Phase {
   std::vector<std::string> precisions;  // the GEMM sweep's
 };
 
+// The bytes of an element the GEMM sweep stores in `precision`: the
+// half-width types in two, the others (fp32, tf32, and fp8 and int8, whose
+// operands the engines keep in fp32 and convert) in four.
+int sweep_element_bytes(const std::string& precision) {
+  return precision == "bf16" || precision == "fp16" ? 2 : 4;
+}
+
 }  // namespace
+
+SweepMemory calibration_rank_memory(const CalibrationRunOptions& o, int ranks) {
+  SweepMemory most;
+  auto consider = [&](double bytes, const std::string& what) {
+    if (bytes > most.bytes) most = {bytes, what};
+  };
+  for (std::int64_t h : o.gemm_sizes) {
+    for (const std::string& precision : o.precisions) {
+      const double set = layer_gemm_set_bytes(sweep_element_bytes(precision), h, 4 * h);
+      // The copies of the widest GEMM's operands, and the fp32 values its
+      // largest operand is filled from.
+      consider(set * layer_gemm_set_copies(set) + 16.0 * static_cast<double>(h) * h,
+               "the layer GEMMs of width " + std::to_string(h) + " in " + precision);
+    }
+  }
+  for (std::int64_t b : o.buffer_sizes)
+    consider(2.0 * static_cast<double>(b), "the bandwidth buffers of " + format_bytes(b));
+  if (ranks > 1) {
+    for (std::int64_t m : o.message_sizes) {
+      consider(2.0 * static_cast<double>(m) + (o.backend == "cpu" ? 64.0 * (1 << 20) : 0),
+               "the all-reduce messages of " + format_bytes(m));
+    }
+  }
+  return most;
+}
+
+Status check_calibration_memory(const CalibrationRunOptions& o, double host_available_bytes) {
+  const std::string smaller =
+      ": sweep smaller sizes (calibrate --gemm-sizes, --buffer-sizes, --message-sizes)";
+  if (o.backend == "cuda") {
+    if (o.gpu_memory_bytes <= 0) return {};
+    for (int ranks : o.rank_counts) {
+      const SweepMemory rank = calibration_rank_memory(o, ranks);
+      if (rank.bytes > o.gpu_memory_bytes) {
+        return Error{"calibration: " + rank.what + " need about " + format_bytes(rank.bytes) +
+                     " of a GPU's memory, and the GPU here has " +
+                     format_bytes(o.gpu_memory_bytes) + smaller + "; nothing was measured"};
+      }
+    }
+    return {};
+  }
+  if (host_available_bytes <= 0) return {};
+  for (int ranks : o.rank_counts) {
+    const SweepMemory rank = calibration_rank_memory(o, ranks);
+    const double needed = (rank.bytes + kCpuRankProcessBytes) * ranks;
+    if (needed > host_available_bytes) {
+      return Error{"calibration: " + std::to_string(ranks) +
+                   (ranks == 1 ? " rank of the CPU engine needs about "
+                               : " ranks of the CPU engine need about ") +
+                   format_bytes(needed) + " of memory (" +
+                   format_bytes(rank.bytes + kCpuRankProcessBytes) + " a rank, most of it for " +
+                   rank.what + "), and this machine has " + format_bytes(host_available_bytes) +
+                   " available" + smaller + " or fewer ranks (--ranks); nothing was measured"};
+    }
+  }
+  return {};
+}
 
 Result<CalibrationRecord> record_calibration(
     const CalibrationRunOptions& o, const std::function<void(const CalibrationProgress&)>& progress,
@@ -73,6 +139,8 @@ Result<CalibrationRecord> record_calibration(
     if (r < 1)
       return Error{"calibration: rank counts must be >= 1 (got " + std::to_string(r) + ")"};
   }
+  if (Status s = check_calibration_memory(o, local_capacity().available_memory_bytes); !s)
+    return s.error();
 
   // The phases: per rank count one launch (CPU: every precision's GEMMs in
   // it), per precision one more on CUDA, whose backend computes in one.

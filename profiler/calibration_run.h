@@ -45,8 +45,32 @@ struct CalibrationRunOptions {
   std::string host;              // recorded (default: this host's name)
   double host_memory_bytes = 0;  // recorded
   int cpu_cores = 0;             // recorded
+  // CUDA: the smallest GPU's memory, which one rank's sweeps must fit in
+  // (0: not checked). The CPU engine's ranks are checked against the
+  // host's available memory.
+  double gpu_memory_bytes = 0;
+  // A phase without progress this long is stopped as hung; 0: never.
   std::chrono::milliseconds hang_timeout{std::chrono::minutes(10)};
 };
+
+// The memory one rank of these sweeps holds at most at once (bytes), and
+// which sweep holds it ("the layer GEMMs of width 4096 in fp32"): the widest
+// layer GEMM's operands, the two largest bandwidth buffers, or the largest
+// all-reduce message with MPI's copy of it (and, in a world of several
+// ranks, the cold sweep's 64 MiB that evict the caches).
+struct SweepMemory {
+  double bytes = 0;
+  std::string what;
+};
+SweepMemory calibration_rank_memory(const CalibrationRunOptions& options, int ranks);
+
+// Refuses sweeps that would not fit, before any rank starts (a rank the
+// kernel killed for memory lost the phase, and the machine slowed to a
+// crawl first): on the CPU engine the ranks of each rank count together in
+// `host_available_bytes` (0: not checked), on CUDA one rank in
+// options.gpu_memory_bytes. The message names the count, the sweep and the
+// options that make it smaller.
+Status check_calibration_memory(const CalibrationRunOptions& options, double host_available_bytes);
 
 struct CalibrationProgress {
   int phase = 0;  // 0-based

@@ -80,10 +80,7 @@ Result<double> cpu_rank_memory_bytes(const Plan& plan) {
   // fp32 weights and gradients, and AdamW's two moments (split over dp with
   // ZeRO-1); the activations and buffers come on top of this.
   const double optimizer = 8.0 / (p.zero_stage >= 1 ? std::max(1, p.dp) : 1);
-  // What a rank's process holds of its own besides (Open MPI, OpenBLAS,
-  // the trace writer): at least this, measured at about twice it.
-  constexpr double kProcessBytes = 32.0 * 1024 * 1024;
-  return held * (8.0 + optimizer) + kProcessBytes;
+  return held * (8.0 + optimizer) + kCpuRankProcessBytes;
 }
 
 namespace {

@@ -52,6 +52,11 @@ struct LocalCapacity {
 };
 LocalCapacity local_capacity();
 
+// What a CPU-engine rank's process holds of its own besides its tensors
+// (Open MPI, OpenBLAS, the trace writer): at least this, measured at about
+// twice it.
+inline constexpr double kCpuRankProcessBytes = 32.0 * 1024 * 1024;
+
 // The memory a CPU-engine rank of `plan` takes at least (bytes): its share of
 // the scaled model's weights, gradients and optimizer state, and its process.
 Result<double> cpu_rank_memory_bytes(const Plan& plan);

@@ -54,6 +54,8 @@ struct CalibrateOptions {
   bool no_ops = false;
   bool no_reference_runs = false;
   int reference_steps = 12;
+  double hang_timeout_s =
+      std::chrono::duration<double>(launch::CalibrationRunOptions{}.hang_timeout).count();
   std::string out;
   bool no_save = false;
   std::string presets_dir;
@@ -622,8 +624,10 @@ void run(Context& ctx, const CalibrateOptions& o) {
   if (!o.message_sizes.empty()) run.message_sizes = o.message_sizes;
   run.seconds_per_size = o.seconds;
   run.ops = !o.no_ops;
+  run.hang_timeout = std::chrono::milliseconds(static_cast<std::int64_t>(o.hang_timeout_s * 1000));
   if (backend == "cuda") {
     if (host.gpus.empty()) throw CliError("--backend cuda: " + host.gpu_status);
+    run.gpu_memory_bytes = smallest_gpu_memory_bytes(host);
     if (const GpuSpec* g = ctx.catalog().match_device(host.gpus.front().name)) mo.datasheet = *g;
     if (!o.gpu.empty()) mo.datasheet = datasheet_of(ctx, o.gpu);
   }
@@ -773,6 +777,11 @@ void register_calibrate(CLI::App& app, Context& ctx) {
   cmd->add_option("--reference-steps", o->reference_steps,
                   "Training steps of each reference run (the first is a warm-up)")
       ->check(integer_between(3, 1000));
+  cmd->add_option("--hang-timeout", o->hang_timeout_s,
+                  "Seconds without progress after which a sweep or reference run is stopped as "
+                  "hung (0: never)")
+      ->check(number_within({0, 1e9, false, 1}))
+      ->capture_default_str();
   cmd->add_option("-o,--out,--output", o->out, "The calibration store (default calibration-<date>-<time>.db)");
   cmd->add_flag("--no-save", o->no_save, "Fit and show, but do not save presets");
   cmd->add_option("--presets-dir", o->presets_dir,
@@ -812,7 +821,7 @@ void register_calibrate(CLI::App& app, Context& ctx) {
   // results measured before: refused, not passed over without a word.
   for (const char* name : {"--backend", "--ranks", "--threads", "--precisions", "--gemm-sizes",
                            "--buffer-sizes", "--message-sizes", "--seconds", "--no-ops",
-                           "--no-reference-runs", "--reference-steps"}) {
+                           "--no-reference-runs", "--reference-steps", "--hang-timeout"}) {
     CLI::Option* sweep = cmd->get_option(name);
     for (CLI::Option* source : {learn, nccl_tests, from_store, from_sweeps})
       source->excludes(sweep);

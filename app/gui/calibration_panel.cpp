@@ -225,6 +225,7 @@ void CalibrationPanel::start() {
   run.host = host.hostname;
   run.host_memory_bytes = host.memory_bytes;
   run.cpu_cores = host.cpu_cores;
+  run.gpu_memory_bytes = smallest_gpu_memory_bytes(host);
   if (run.backend == "cuda") {
     run.precisions = {"fp32", "tf32", "bf16", "fp16"};
     run.gemm_sizes = {1024, 2048, 4096, 8192};

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <string>
 
+#include "core/calibration_meta.h"
 #include "core/median.h"
 #include "core/trace_analysis.h"
 
@@ -98,11 +99,7 @@ std::vector<GemmSample> layer_gemm_sweep(Backend& backend, DType storage,
       struct Operands {
         Tensor inp, weight, bias, out, dout, dinp, dweight, dbias;
       };
-      const double set_bytes = static_cast<double>(dtype_bytes(storage)) *
-                                   static_cast<double>(2 * nc + oc + 2 * no + OC) +
-                               4.0 * static_cast<double>(oc + OC);
-      const int copies =
-          std::clamp(static_cast<int>(std::ceil(8.0 * (1 << 20) / set_bytes)), 1, 16);
+      const int copies = layer_gemm_set_copies(layer_gemm_set_bytes(dtype_bytes(storage), C, OC));
       std::vector<Operands> sets;
       for (int i = 0; i < copies; ++i) {
         sets.push_back({filled(nc, storage, "layer input"), filled(oc, storage, "layer weight"),

@@ -41,6 +41,7 @@
 #include "planners/calibration.h"
 #include "planners/collectives.h"
 #include "planners/nccl_tests.h"
+#include "profiler/calibration_run.h"
 
 namespace {
 
@@ -329,6 +330,11 @@ class TestCalibration : public QObject {
   void linkFitThatIsNotANumberIsRefused();
   void calibrateRefusesSizesNoMachineHas_data();
   void calibrateRefusesSizesNoMachineHas();
+  void calibrateRefusesSweepsMemoryCannotHold_data();
+  void calibrateRefusesSweepsMemoryCannotHold();
+  void calibrateStopsAHungSweepAfterItsTimeout();
+  void calibrationOnAGpuFitsItsMemory_data();
+  void calibrationOnAGpuFitsItsMemory();
   void calibrationNamesTheWorkersError();
   void learningFromADamagedStoreNamesItOnce();
   void calibrateRefusesOptionsThatDoNotApply_data();
@@ -1883,6 +1889,9 @@ void TestCalibration::calibrateRefusesSizesNoMachineHas_data() {
   QTest::addRow("terabyte buffer")
       << QStringList{"--buffer-sizes", "1099511627776"}
       << "--buffer-sizes: must be between 1 and 17179869184 (got 1099511627776)";
+  QTest::addRow("hang timeout under a second")
+      << QStringList{"--hang-timeout", "0.5"}
+      << "--hang-timeout: must be 0 (none) or at least 1 (got 0.5)";
 }
 
 void TestCalibration::calibrateRefusesSizesNoMachineHas() {
@@ -1896,6 +1905,98 @@ void TestCalibration::calibrateRefusesSizesNoMachineHas() {
   QCOMPARE(r.exit_code, 2);
   QVERIFY2(r.err.contains(message), qPrintable(r.err));
   QVERIFY(!QFile::exists(work + "/cal.db"));
+}
+
+// Sweeps whose ranks the memory cannot hold are refused before any rank
+// starts, naming the sweep that needs it and the options that shrink it. A
+// 16 GiB buffer was accepted, and its rank was killed for memory after the
+// machine had crawled to swap.
+void TestCalibration::calibrateRefusesSweepsMemoryCannotHold_data() {
+  QTest::addColumn<QStringList>("args");
+  QTest::addColumn<QString>("message");
+  // 4096 ranks of them: more than any machine's memory.
+  QTest::addRow("layer GEMMs") << QStringList{"--ranks", "4096", "--gemm-sizes", "65536"}
+                               << "4096 ranks of the CPU engine need about 1.38 PiB of memory "
+                                  "(352 GiB a rank, most of it for the layer GEMMs of width "
+                                  "65536 in fp32)";
+  QTest::addRow("bandwidth buffers")
+      << QStringList{"--ranks", "4096", "--buffer-sizes", "17179869184"}
+      << "most of it for the bandwidth buffers of 16.0 GiB";
+  QTest::addRow("all-reduce messages, from the second rank count")
+      << QStringList{"--ranks", "1,4096", "--message-sizes", "65536,17179869184"}
+      << "4096 ranks of the CPU engine need about 128 TiB of memory (32.1 GiB a rank, most of "
+         "it for the all-reduce messages of 16.0 GiB)";
+}
+
+void TestCalibration::calibrateRefusesSweepsMemoryCannotHold() {
+  QFETCH(QStringList, args);
+  QFETCH(QString, message);
+  const QString work = dir_.filePath("refused-memory");
+  QDir().mkpath(work);
+  const Run r =
+      run_cli(QStringList{"calibrate", "--backend", "cpu", "--out", work + "/cal.db"} + args,
+              dir_.filePath("refused-presets"), work);
+  QCOMPARE(r.exit_code, 1);
+  QVERIFY2(r.err.contains(message), qPrintable(r.err));
+  QVERIFY2(r.err.contains("sweep smaller sizes (calibrate --gemm-sizes, --buffer-sizes, "
+                          "--message-sizes) or fewer ranks (--ranks); nothing was measured"),
+           qPrintable(r.err));
+  // Nothing started: no store, no phase's store.
+  QCOMPARE(QDir(work).entryList(QDir::NoDotAndDotDot | QDir::AllEntries), QStringList{});
+}
+
+// --hang-timeout stops a phase that makes no progress for that long (a
+// fixed 10 minutes before, which a sweep of wide GEMMs on a slow machine
+// could pass by itself), and says so, keeping what the phase recorded.
+void TestCalibration::calibrateStopsAHungSweepAfterItsTimeout() {
+  const QString work = dir_.filePath("hang-timeout");
+  QDir().mkpath(work);
+  // The first layer GEMM of width 4096 takes more than a second on any CPU.
+  const Run r = run_cli(
+      {"calibrate", "--backend", "cpu", "--ranks", "1", "--gemm-sizes", "4096", "--precisions",
+       "fp32", "--no-ops", "--no-reference-runs", "--hang-timeout", "1", "--out", work + "/cal.db"},
+      dir_.filePath("hang-presets"), work);
+  QCOMPARE(r.exit_code, 1);
+  QVERIFY2(r.err.contains("calibration phase 1 (Calibration: 1 rank, layer_gemm,bandwidth): the "
+                          "run hung (no progress for 1 s) and was stopped"),
+           qPrintable(r.err));
+  QVERIFY2(r.err.contains("what it recorded is kept in " + work + "/cal.phase0.db"),
+           qPrintable(r.err));
+  QVERIFY(!QFile::exists(work + "/cal.db"));
+  QVERIFY(!QFile::exists(dir_.filePath("hang-presets")));
+}
+
+// On CUDA one rank's sweeps must fit its GPU: the sizes the GPU check and
+// the app sweep on an H200 do, one layer GEMM of width 65536 does not (its
+// operands alone are 288 GiB).
+void TestCalibration::calibrationOnAGpuFitsItsMemory_data() {
+  QTest::addColumn<QString>("precision");
+  QTest::addColumn<qint64>("width");
+  QTest::addColumn<QString>("message");  // empty: it fits
+  QTest::addRow("bf16 at 8192") << "bf16" << qint64{8192} << "";
+  QTest::addRow("fp32 at 16384") << "fp32" << qint64{16384} << "";
+  QTest::addRow("fp32 at 65536")
+      << "fp32" << qint64{65536}
+      << "calibration: the layer GEMMs of width 65536 in fp32 need about 352 GiB of a GPU's "
+         "memory, and the GPU here has 131 GiB: sweep smaller sizes (calibrate --gemm-sizes, "
+         "--buffer-sizes, --message-sizes); nothing was measured";
+}
+
+void TestCalibration::calibrationOnAGpuFitsItsMemory() {
+  QFETCH(QString, precision);
+  QFETCH(qint64, width);
+  QFETCH(QString, message);
+  cs::launch::CalibrationRunOptions o;
+  o.backend = "cuda";
+  o.rank_counts = {1};
+  o.precisions = {precision.toStdString()};
+  o.gemm_sizes = {1024, width};
+  o.gpu_memory_bytes = 140.4e9;  // an H200 as the driver reports it
+  const cs::Status s = cs::launch::check_calibration_memory(o, 0);
+  QCOMPARE(QString::fromStdString(s.message()), message);
+  // Not known, not checked.
+  o.gpu_memory_bytes = 0;
+  QVERIFY(cs::launch::check_calibration_memory(o, 0));
 }
 
 // An option of another source, or a GPU's datasheet for a CPU's sweeps, is
