@@ -681,6 +681,14 @@ struct Launcher::State {
         } else {
           e.text += " and closed its store";
         }
+      } else if (event == "gemm" || event == "bandwidth" || event == "op" ||
+                 event == "collective") {
+        // A calibration's sample: its progress, as a step is a run's (a
+        // sweep making samples for longer than the hang timeout was
+        // stopped as hung).
+        ++r->samples;
+        last_progress = Clock::now();
+        return;
       } else if (event == "error") {
         r->state = RankState::failed;
         r->error = j.value("message", "");
@@ -1084,10 +1092,12 @@ struct Launcher::State {
       // A count, not a step's number: the timeline numbers steps from 0 (as
       // PyTorch's ProfilerStep#0), the progress lines count from 1.
       const std::string rank = "rank " + std::to_string(r.rank);
-      out +=
-          (out.empty() ? "" : ", ") + (r.state == RankState::starting ? rank + " not started"
-                                       : r.step < 0                   ? "none by " + rank
-                                                    : std::to_string(r.step + 1) + " by " + rank);
+      out += (out.empty() ? "" : ", ") +
+             (r.state == RankState::starting ? rank + " not started"
+              : r.step >= 0                  ? std::to_string(r.step + 1) + " by " + rank
+              : r.samples > 0 ? "none by " + rank + " (" + std::to_string(r.samples) +
+                                    (r.samples == 1 ? " sweep sample)" : " sweep samples)")
+                              : "none by " + rank);
     }
     if (named == ranks.size()) return out;
     std::size_t not_started = 0, without_step = 0, with_steps = 0;

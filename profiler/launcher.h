@@ -127,6 +127,7 @@ struct RankStatus {
   std::int64_t pid = 0;
   int step = -1;  // last finished step, -1 before the first
   int steps = 0;  // steps of the run
+  int samples = 0;  // a calibration's rank: the sweep samples it measured
   double loss = 0;
   double grad_norm = 0;
   double step_seconds = 0;

@@ -778,8 +778,8 @@ void register_calibrate(CLI::App& app, Context& ctx) {
                   "Training steps of each reference run (the first is a warm-up)")
       ->check(integer_between(3, 1000));
   cmd->add_option("--hang-timeout", o->hang_timeout_s,
-                  "Seconds without progress after which a sweep or reference run is stopped as "
-                  "hung (0: never)")
+                  "Seconds without progress (a sweep's sample, a reference run's step) after which "
+                  "the calibration is stopped as hung (0: never)")
       ->check(number_within({0, 1e9, false, 1}))
       ->capture_default_str();
   cmd->add_option("-o,--out,--output", o->out, "The calibration store (default calibration-<date>-<time>.db)");

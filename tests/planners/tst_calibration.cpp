@@ -7,6 +7,7 @@
 // measured, and learning from that run.
 
 #include <QDir>
+#include <QElapsedTimer>
 #include <QFile>
 #include <QFileInfo>
 #include <QJsonArray>
@@ -333,6 +334,7 @@ class TestCalibration : public QObject {
   void calibrateRefusesSweepsMemoryCannotHold_data();
   void calibrateRefusesSweepsMemoryCannotHold();
   void calibrateStopsAHungSweepAfterItsTimeout();
+  void calibrationSamplesAreProgress();
   void calibrationOnAGpuFitsItsMemory_data();
   void calibrationOnAGpuFitsItsMemory();
   void calibrationNamesTheWorkersError();
@@ -1964,6 +1966,25 @@ void TestCalibration::calibrateStopsAHungSweepAfterItsTimeout() {
            qPrintable(r.err));
   QVERIFY(!QFile::exists(work + "/cal.db"));
   QVERIFY(!QFile::exists(dir_.filePath("hang-presets")));
+}
+
+// A sweep's samples are its progress, as a run's steps are: a phase that
+// measures for longer than the hang timeout, a sample every fraction of a
+// second, completes (it was stopped as hung, "steps done: none").
+void TestCalibration::calibrationSamplesAreProgress() {
+  const QString work = dir_.filePath("samples-progress");
+  QDir().mkpath(work);
+  QElapsedTimer clock;
+  clock.start();
+  const Run r = run_cli({"calibrate", "--backend", "cpu", "--ranks", "1", "--gemm-sizes",
+                         "64,80,96,112,128,144,160,176,192,208", "--precisions", "fp32",
+                         "--seconds", "0.5", "--no-ops", "--no-reference-runs", "--hang-timeout",
+                         "2", "--no-save", "--out", work + "/cal.db"},
+                        dir_.filePath("samples-presets"), work);
+  QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+  QVERIFY(QFile::exists(work + "/cal.db"));
+  // Else the phase was not long enough to tell.
+  QVERIFY2(clock.elapsed() > 3000, qPrintable(QString::number(clock.elapsed())));
 }
 
 // On CUDA one rank's sweeps must fit its GPU: the sizes the GPU check and
