@@ -114,6 +114,8 @@ class TestPlanner : public QObject {
   void timelineAgreesOnPipelineHops();
   void timelineOneForwardOneBackwardOrder();
   void timelineInference();
+  void timelineOfTooManyPasses_data();
+  void timelineOfTooManyPasses();
   void timelineZero3GathersInEachPass();
   void idleGpusCostSaid();
   void inferenceRunsWithoutDropout();
@@ -1716,6 +1718,41 @@ void TestPlanner::timelineInference() {
   cs::Plan bad = p;
   bad.parallel.tp = 3;
   QVERIFY(!cs::plan::predict_timeline(bad).ok());
+}
+
+// A step of more chunk passes than a timeline holds is refused at the
+// global batch, naming the count, before any is drawn: 2^29 micro-batches
+// a replica ended in std::bad_alloc (the app's plan panel asks for one on
+// every edit). The estimate of the same plan stands.
+void TestPlanner::timelineOfTooManyPasses_data() {
+  QTest::addColumn<int>("pp");
+  QTest::addColumn<int>("virtual_stages");
+  QTest::addColumn<int>("global_batch");
+  QTest::addColumn<QString>("said");
+  QTest::addRow("1F1B, 2^29 micro-batches")
+      << 4 << 1 << (1 << 30) << "536870912 micro-batches a replica on 4 stages are 2147483648";
+  QTest::addRow("interleaved, just past the limit")
+      << 4 << 3 << 166'672 << "83336 micro-batches a replica on 4 stages of 3 chunks are 1000032";
+  QTest::addRow("no pipeline") << 1 << 1 << 2'000'002
+                               << "1000001 micro-batches a replica on 1 stage are 1000001";
+}
+
+void TestPlanner::timelineOfTooManyPasses() {
+  QFETCH(int, pp);
+  QFETCH(int, virtual_stages);
+  QFETCH(int, global_batch);
+  QFETCH(QString, said);
+  cs::Plan p = make_plan("dgx-a100-8", "gpt2-small", 2, 1, pp, global_batch);
+  if (virtual_stages > 1) {
+    p.parallel.schedule = cs::PipelineSchedule::interleaved;
+    p.parallel.virtual_stages = virtual_stages;
+  }
+  QVERIFY(cs::plan::estimate(p).ok());
+  auto t = cs::plan::predict_timeline(p);
+  QVERIFY(!t.ok());
+  const QString message = QString::fromStdString(t.message());
+  QVERIFY2(message.contains("/parallel/global_batch: " + said), qPrintable(message));
+  QVERIFY2(message.contains("more than the 1000000"), qPrintable(message));
 }
 
 // Megatron-LM without --overlap-grad-reduce (and DeepSpeed without
