@@ -145,10 +145,13 @@ void print_text(const Plan& plan, const plan::Estimate& e) {
   }
   time.print(std::cout);
   if (e.communication.dp_seconds > 0) {
-    std::cout << "  data-parallel reduction " << format_seconds(e.communication.dp_seconds)
-              << " in " << e.communication.dp_buckets
+    // ZeRO-3's figure holds the weights' gathers, which hide behind forward too.
+    const bool zero3 = plan.parallel.zero_stage >= 3;
+    std::cout << "  data-parallel " << (zero3 ? "gathers and reductions " : "reduction ")
+              << format_seconds(e.communication.dp_seconds) << " in " << e.communication.dp_buckets
               << (e.communication.dp_buckets == 1 ? " bucket, " : " buckets, ")
-              << format_seconds(e.communication.dp_overlapped) << " hidden behind backward\n";
+              << format_seconds(e.communication.dp_overlapped) << " hidden behind "
+              << (zero3 ? "forward and backward\n" : "backward\n");
   }
   std::cout << "\n";
 

@@ -170,6 +170,12 @@ void TestPlanCli::planText() {
                               "the weights' all-gathers, forward and backward (by link tier, "
                               "bucketed) "),
            qPrintable(zero3.out));
+  // ... and its gathers hide behind forward as well (it read "data-parallel
+  // reduction ... hidden behind backward").
+  QVERIFY2(zero3.out.contains(QRegularExpression(
+               "\n  data-parallel gathers and reductions \\S+ \\S+ in \\d+ buckets, \\S+ \\S+ "
+               "hidden behind forward and backward\n")),
+           qPrintable(zero3.out));
   // --dropout over a preset: LLaMA-2 7B's unfused activations with dropout
   // keep its masks and the dropped scores, twice those without (97.6 against
   // 48.6 GiB); a value other than on or off is refused.
