@@ -121,6 +121,39 @@ Result<Estimate> estimate(const Plan& plan) {
   return e;
 }
 
+namespace {
+
+// A tp above the plan's that the model's shape and the node allow (the
+// rules at /parallel/tp and /parallel/sequence_parallel, its data
+// parallelism apart): GPT-2 XL's 25 heads take none on 8-GPU nodes, where
+// "more tp" was advised.
+bool larger_tp_exists(const Plan& plan) {
+  for (int tp = plan.parallel.tp + 1; tp <= plan.cluster.gpus_per_node; ++tp) {
+    if (plan.cluster.gpus_per_node % tp != 0) continue;
+    Plan trial = plan;
+    trial.parallel.tp = tp;
+    trial.parallel.dp = 1;
+    trial.parallel.global_batch = trial.parallel.micro_batch;
+    const std::vector<Problem> problems = check_plan(trial);
+    if (std::none_of(problems.begin(), problems.end(), [](const Problem& p) {
+          return p.pointer == "/parallel/tp" || p.pointer == "/parallel/sequence_parallel";
+        }))
+      return true;
+  }
+  return false;
+}
+
+// A pp above the plan's that divides the layers (the rule at /parallel/pp);
+// pp = layers took "more pp" too.
+bool larger_pp_exists(const Plan& plan) {
+  const int layers = plan.workload.transformer.layers;
+  for (int pp = plan.parallel.pp + 1; pp <= layers; ++pp)
+    if (layers % pp == 0) return true;
+  return false;
+}
+
+}  // namespace
+
 Problem memory_problem(const Plan& plan, const Estimate& e) {
   if (e.fits) return {};
   const MemoryBreakdown& mem = e.memory;
@@ -150,8 +183,8 @@ Problem memory_problem(const Plan& plan, const Estimate& e) {
   } else if (k.dp > 1 && k.zero_stage < (k.pp > 1 ? 1 : 3) && !plan.precision.inference) {
     tries.push_back("a higher ZeRO stage");
   }
-  if (transformer && k.tp < plan.cluster.gpus_per_node) tries.push_back("more tp");
-  if (transformer) tries.push_back("more pp");
+  if (transformer && larger_tp_exists(plan)) tries.push_back("more tp");
+  if (transformer && larger_pp_exists(plan)) tries.push_back("more pp");
   tries.push_back(transformer ? "more GPUs" : "more GPUs with ZeRO");
   message += " (try ";
   for (std::size_t i = 0; i < tries.size(); ++i)

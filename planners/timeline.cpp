@@ -76,6 +76,23 @@ Result<Timeline> predict_timeline(const Plan& plan) {
   const detail::Machine m = detail::machine_of(plan.cluster);
   const detail::Model x = detail::model_of(plan.workload);
   const Knobs k = detail::knobs_of(plan.parallel, plan.precision);
+  // The timeline draws every chunk pass of every stage (about ten spans
+  // each): 400 000 passes took 30 s and 600 MB, and a global batch of 2^30
+  // (2^29 micro-batches a replica) ended in 'internal error: std::bad_alloc'.
+  // The estimate has no such limit.
+  const std::int64_t micro_batches =
+      k.global_batch / std::max<std::int64_t>(std::int64_t{k.dp} * k.micro_batch, 1);
+  const std::int64_t passes = micro_batches * k.pp * k.v;
+  if (passes > kMaxTimelinePasses) {
+    return Error{"predict_timeline: /parallel/global_batch: " + std::to_string(micro_batches) +
+                 " micro-batches a replica on " + std::to_string(k.pp) +
+                 (k.pp == 1 ? " stage" : " stages") +
+                 (k.v > 1 ? " of " + std::to_string(k.v) + " chunks" : std::string()) + " are " +
+                 std::to_string(passes) + " passes to draw, more than the " +
+                 std::to_string(kMaxTimelinePasses) +
+                 " a predicted timeline holds: a smaller global batch or a larger micro-batch "
+                 "draws one step (the estimate itself has no such limit)"};
+  }
   const detail::LayerCosts costs = detail::layer_costs(m, x, k);
   const detail::PipelineCosts pipe = detail::pipeline_costs(m, x, k, costs);
   const int p = k.pp;

@@ -40,9 +40,13 @@ struct Timeline {
   std::vector<TimelineSpan> spans;  // by stage, then lane, then start
 };
 
+// The most chunk passes (micro-batches x stages x chunks) a timeline draws.
+inline constexpr std::int64_t kMaxTimelinePasses = 1'000'000;
+
 // Simulates the plan's pipeline schedule (1F1B, or Megatron's interleaved
 // order) on the estimate's per-micro-batch costs. Fails on the plans that
-// estimate() refuses.
+// estimate() refuses, and on steps of more than kMaxTimelinePasses passes
+// (at /parallel/global_batch).
 Result<Timeline> predict_timeline(const Plan& plan);
 
 // Seconds of the stage's spans in a category, counting only its compute lane

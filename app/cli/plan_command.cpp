@@ -145,15 +145,23 @@ void print_text(const Plan& plan, const plan::Estimate& e) {
   }
   time.print(std::cout);
   if (e.communication.dp_seconds > 0) {
-    std::cout << "  data-parallel reduction " << format_seconds(e.communication.dp_seconds)
-              << " in " << e.communication.dp_buckets << " buckets, "
-              << format_seconds(e.communication.dp_overlapped) << " hidden behind backward\n";
+    // ZeRO-3's figure holds the weights' gathers, which hide behind forward too.
+    const bool zero3 = plan.parallel.zero_stage >= 3;
+    std::cout << "  data-parallel " << (zero3 ? "gathers and reductions " : "reduction ")
+              << format_seconds(e.communication.dp_seconds) << " in " << e.communication.dp_buckets
+              << (e.communication.dp_buckets == 1 ? " bucket, " : " buckets, ")
+              << format_seconds(e.communication.dp_overlapped) << " hidden behind "
+              << (zero3 ? "forward and backward\n" : "backward\n");
   }
   std::cout << "\n";
 
   const plan::Throughput& th = e.throughput;
-  std::cout << "Throughput: " << format_rate(th.tokens_per_second, "tokens/s") << ", "
-            << format_rate(th.samples_per_second, "samples/s") << "\n";
+  // A generic model (a ResNet's images) has no tokens: its tokens_per_second
+  // counts samples, which "123 ktokens/s, 123 ksamples/s" said twice.
+  std::cout << "Throughput: ";
+  if (plan.workload.kind == WorkloadKind::transformer)
+    std::cout << format_rate(th.tokens_per_second, "tokens/s") << ", ";
+  std::cout << format_rate(th.samples_per_second, "samples/s") << "\n";
   std::cout << "  model " << format_fixed(th.model_tflops_per_gpu, 1) << " TFLOP/s per GPU, MFU "
             << format_fixed(th.mfu * 100, 1) << " %; hardware "
             << format_fixed(th.hardware_tflops_per_gpu, 1) << " TFLOP/s per GPU, HFU "

@@ -47,11 +47,13 @@ std::string plan_cells(const plan::RankedPlan& r) {
 }
 
 // `show_nodes`, `show_batch`: a column for what the search varied of them.
+// `rate`: the throughput's unit, "tokens/s", or "samples/s" for a generic
+// model (a ResNet's images), whose tokens_per_second counts samples.
 void print_table(const char* title, const std::vector<plan::RankedPlan>& plans, bool show_nodes,
-                 bool show_batch) {
+                 bool show_batch, const std::string& rate) {
   std::cout << title << "\n";
   std::vector<std::string> header = {"#",         "dp/tp/pp", "SP",    "ZeRO", "mb",
-                                     "recompute", "prec",     "fused", "step", "tokens/s",
+                                     "recompute", "prec",     "fused", "step", rate,
                                      "MFU",       "mem/GPU",  "train", "cost"};
   if (show_batch) header.insert(header.begin() + 5, "batch");
   if (show_nodes) header.insert(header.begin() + 1, "nodes");
@@ -91,7 +93,8 @@ void print_table(const char* title, const std::vector<plan::RankedPlan>& plans, 
       });
   if (precisions_differ) {
     std::cout << "MFU is of each plan's own precision's dense peak: compare plans of different "
-                 "precisions by tokens/s\n";
+                 "precisions by "
+              << rate << "\n";
   }
   std::cout << "\n";
 }
@@ -207,15 +210,16 @@ void run(const SearchCommandOptions& o, Context& ctx) {
                 << " fit in GPU memory, none within " << limits_given << ".\n\n";
     }
   } else {
+    const std::string rate = workload.kind == WorkloadKind::transformer ? "tokens/s" : "samples/s";
     print_table(
         ("Best " + std::to_string(r.best.size()) + " (dp/tp/pp, x chunks when interleaved):")
             .c_str(),
-        r.best, show_nodes, show_batch);
+        r.best, show_nodes, show_batch, rate);
     print_table("Pareto front, throughput against memory per GPU:", r.pareto_memory, show_nodes,
-                show_batch);
+                show_batch, rate);
     if (show_nodes) {
       print_table("Pareto front, throughput against GPU count:", r.pareto_gpus, show_nodes,
-                  show_batch);
+                  show_batch, rate);
     }
   }
   std::cout << (r.cancelled ? "Stopped early: evaluated " : "Evaluated ")

@@ -170,6 +170,12 @@ void TestPlanCli::planText() {
                               "the weights' all-gathers, forward and backward (by link tier, "
                               "bucketed) "),
            qPrintable(zero3.out));
+  // ... and its gathers hide behind forward as well (it read "data-parallel
+  // reduction ... hidden behind backward").
+  QVERIFY2(zero3.out.contains(QRegularExpression(
+               "\n  data-parallel gathers and reductions \\S+ \\S+ in \\d+ buckets, \\S+ \\S+ "
+               "hidden behind forward and backward\n")),
+           qPrintable(zero3.out));
   // --dropout over a preset: LLaMA-2 7B's unfused activations with dropout
   // keep its masks and the dropped scores, twice those without (97.6 against
   // 48.6 GiB); a value other than on or off is refused.
@@ -217,6 +223,19 @@ void TestPlanCli::planText() {
   QVERIFY2(int4.exit_code == 0, qPrintable(int4.err));
   QVERIFY2(int4.out.contains("(both of the int8 dense peak, 1978.9 TOP/s per GPU"),
            qPrintable(int4.out));
+  // A generic model has no tokens: its throughput is in samples alone (it
+  // read "123 ktokens/s, 123 ksamples/s" for ResNet-18's images), and one
+  // bucket is said so ("in 1 buckets").
+  const Run images = run_cli({"plan", "--cluster", "dgx-a100-8", "--model", "resnet18-cifar10",
+                              "--global-batch", "256", "--micro-batch", "32"});
+  QVERIFY2(images.exit_code == 0, qPrintable(images.err));
+  QVERIFY2(images.out.contains(QRegularExpression("\nThroughput: \\S+ \\S*samples/s\n")),
+           qPrintable(images.out));
+  QVERIFY2(!images.out.contains("tokens/s"), qPrintable(images.out));
+  QVERIFY2(images.out.contains(" in 1 bucket, "), qPrintable(images.out));
+  QVERIFY2(
+      r.out.contains(QRegularExpression("\nThroughput: \\S+ \\S*tokens/s, \\S+ \\S*samples/s\n")),
+      qPrintable(r.out));
   // An inference plan passes the tokens forward once: no training run, no
   // 6PD (training's forward and backward).
   const Run serving = run_cli({"plan", "--cluster", "dgx-a100-64", "--model", "gpt3-175b", "--tp",
@@ -560,6 +579,13 @@ void TestPlanCli::searchText() {
   QVERIFY2(mixed.out.contains("MFU is of each plan's own precision's dense peak: compare plans "
                               "of different precisions by tokens/s"),
            qPrintable(mixed.out));
+  // A generic model's throughput column is in samples (a ResNet has no tokens).
+  const Run images = run_cli({"search", "--cluster", "dgx-a100-8", "--model", "resnet18-cifar10",
+                              "--global-batch", "256", "--top", "2"});
+  QVERIFY2(images.exit_code == 0, qPrintable(images.err));
+  QVERIFY2(images.out.contains(QRegularExpression(" step +samples/s +MFU ")),
+           qPrintable(images.out));
+  QVERIFY2(!images.out.contains("tokens/s"), qPrintable(images.out));
 }
 
 void TestPlanCli::searchClusterSizes() {

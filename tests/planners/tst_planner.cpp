@@ -73,6 +73,8 @@ class TestPlanner : public QObject {
   void everyProblemIsListed();
   void validPlanHasNoProblem();
   void outOfMemory();
+  void outOfMemoryAdvisesWhatTheShapeAllows_data();
+  void outOfMemoryAdvisesWhatTheShapeAllows();
   void mfuAboveOneIsExplained();
   void controlOptionsAtTheBounds();
   void controlOptions_data();
@@ -114,6 +116,8 @@ class TestPlanner : public QObject {
   void timelineAgreesOnPipelineHops();
   void timelineOneForwardOneBackwardOrder();
   void timelineInference();
+  void timelineOfTooManyPasses_data();
+  void timelineOfTooManyPasses();
   void timelineZero3GathersInEachPass();
   void idleGpusCostSaid();
   void inferenceRunsWithoutDropout();
@@ -261,6 +265,47 @@ void TestPlanner::validPlanHasNoProblem() {
   QCOMPARE(e.gpus, 64);
   QCOMPARE(e.micro_batches, 64);
   QCOMPARE(e.layers_per_stage, 12);
+}
+
+// "more tp" and "more pp" only where a larger degree passes the model's
+// shape rules: GPT-2 XL's 25 heads take no tp but 1 on 8-GPU nodes, and a
+// pipeline of one layer a stage takes no more stages (both were advised).
+void TestPlanner::outOfMemoryAdvisesWhatTheShapeAllows_data() {
+  QTest::addColumn<QString>("cluster");
+  QTest::addColumn<QString>("model");
+  QTest::addColumn<int>("layers");  // 0: the preset's
+  QTest::addColumn<int>("tp");
+  QTest::addColumn<int>("pp");
+  QTest::addColumn<int>("micro_batch");
+  QTest::addColumn<QString>("advice");
+  QTest::addRow("25 heads on 8-GPU nodes")
+      << "rtx4090-8-pcie"
+      << "gpt2-xl" << 0 << 1 << 1 << 1 << "(try more pp or more GPUs)";
+  QTest::addRow("a layer a stage") << "dgx-a100-64"
+                                   << "gpt3-175b" << 2 << 8 << 2 << 256
+                                   << "(try recompute, sequence parallelism, a smaller "
+                                      "micro-batch or more GPUs)";
+  QTest::addRow("tp 2 of 96 heads: 4 and 8 left")
+      << "dgx-a100-8"
+      << "gpt3-175b" << 0 << 2 << 1 << 1 << "(try more tp, more pp or more GPUs)";
+}
+
+void TestPlanner::outOfMemoryAdvisesWhatTheShapeAllows() {
+  QFETCH(QString, cluster);
+  QFETCH(QString, model);
+  QFETCH(int, layers);
+  QFETCH(int, tp);
+  QFETCH(int, pp);
+  QFETCH(int, micro_batch);
+  QFETCH(QString, advice);
+  cs::Plan p =
+      make_plan(cluster.toUtf8().constData(), model.toUtf8().constData(), 1, tp, pp, micro_batch);
+  p.parallel.micro_batch = micro_batch;
+  if (layers > 0) p.workload.transformer.layers = layers;
+  const cs::plan::Estimate e = must_estimate(p);
+  QVERIFY(!e.fits);
+  const std::string message = cs::plan::memory_problem(p, e).message;
+  QVERIFY2(QString::fromStdString(message).endsWith(advice), message.c_str());
 }
 
 void TestPlanner::outOfMemory() {
@@ -1716,6 +1761,41 @@ void TestPlanner::timelineInference() {
   cs::Plan bad = p;
   bad.parallel.tp = 3;
   QVERIFY(!cs::plan::predict_timeline(bad).ok());
+}
+
+// A step of more chunk passes than a timeline holds is refused at the
+// global batch, naming the count, before any is drawn: 2^29 micro-batches
+// a replica ended in std::bad_alloc (the app's plan panel asks for one on
+// every edit). The estimate of the same plan stands.
+void TestPlanner::timelineOfTooManyPasses_data() {
+  QTest::addColumn<int>("pp");
+  QTest::addColumn<int>("virtual_stages");
+  QTest::addColumn<int>("global_batch");
+  QTest::addColumn<QString>("said");
+  QTest::addRow("1F1B, 2^29 micro-batches")
+      << 4 << 1 << (1 << 30) << "536870912 micro-batches a replica on 4 stages are 2147483648";
+  QTest::addRow("interleaved, just past the limit")
+      << 4 << 3 << 166'672 << "83336 micro-batches a replica on 4 stages of 3 chunks are 1000032";
+  QTest::addRow("no pipeline") << 1 << 1 << 2'000'002
+                               << "1000001 micro-batches a replica on 1 stage are 1000001";
+}
+
+void TestPlanner::timelineOfTooManyPasses() {
+  QFETCH(int, pp);
+  QFETCH(int, virtual_stages);
+  QFETCH(int, global_batch);
+  QFETCH(QString, said);
+  cs::Plan p = make_plan("dgx-a100-8", "gpt2-small", 2, 1, pp, global_batch);
+  if (virtual_stages > 1) {
+    p.parallel.schedule = cs::PipelineSchedule::interleaved;
+    p.parallel.virtual_stages = virtual_stages;
+  }
+  QVERIFY(cs::plan::estimate(p).ok());
+  auto t = cs::plan::predict_timeline(p);
+  QVERIFY(!t.ok());
+  const QString message = QString::fromStdString(t.message());
+  QVERIFY2(message.contains("/parallel/global_batch: " + said), qPrintable(message));
+  QVERIFY2(message.contains("more than the 1000000"), qPrintable(message));
 }
 
 // Megatron-LM without --overlap-grad-reduce (and DeepSpeed without
