@@ -288,8 +288,13 @@ void RunsPanel::refreshRanksWarning() {
 RunsPanel::~RunsPanel() {
   if (profiler_) {
     profiler_->disconnect(this);
-    profiler_->kill();
-    profiler_->waitForFinished(5000);
+    // SIGTERM, which clusterscope profile passes on to the command: killed
+    // at once, it left the command running with no one to stop it.
+    profiler_->terminate();
+    if (!profiler_->waitForFinished(10000)) {
+      profiler_->kill();
+      profiler_->waitForFinished(5000);
+    }
   }
   // The launcher's destructor cancels a run still going and waits for it.
   launcher_.reset();
@@ -383,7 +388,6 @@ void RunsPanel::cancel() {
     // was recorded.
     eta_->setText(tr("stopping the profiled command…"));
     profiler_->terminate();
-    return;
   }
   if (!launcher_) return;
   eta_->setText(tr("cancelling: the ranks close their stores…"));

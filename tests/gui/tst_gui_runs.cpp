@@ -7,6 +7,7 @@
 #include <QAction>
 #include <QApplication>
 #include <QComboBox>
+#include <QDir>
 #include <QFileInfo>
 #include <QLabel>
 #include <QLineEdit>
@@ -27,6 +28,8 @@
 #include <QTextBrowser>
 #include <QTimer>
 #include <csignal>
+#include <fstream>
+#include <iterator>
 
 #include "app/gui/main_window.h"
 #include "app/gui/project.h"
@@ -74,10 +77,30 @@ void answerBoxes(QList<QMessageBox::StandardButton> answers) {
     auto* box = qobject_cast<QMessageBox*>(QApplication::activeModalWidget());
     if (!box || box == answered->data()) return;
     *answered = box;
-    box->button(answers.takeFirst())->click();
+    // A box without that button is refused (a question other than the one
+    // expected), not a null button clicked.
+    if (QAbstractButton* button = box->button(answers.takeFirst())) {
+      button->click();
+    } else {
+      box->reject();
+    }
     if (answers.isEmpty()) timer->deleteLater();
   });
   timer->start(20);
+}
+
+// Processes of this machine whose command line is `argv`, read from /proc.
+int processesRunning(const std::string& argv) {
+  int n = 0;
+  for (const QString& pid : QDir(QStringLiteral("/proc")).entryList(QDir::Dirs)) {
+    bool number = false;
+    pid.toInt(&number);
+    if (!number) continue;
+    std::ifstream in("/proc/" + pid.toStdString() + "/cmdline", std::ios::binary);
+    const std::string cmdline{std::istreambuf_iterator<char>(in), {}};
+    if (cmdline == argv) ++n;
+  }
+  return n;
 }
 
 }  // namespace
@@ -98,6 +121,8 @@ class TestGuiRuns : public QObject {
   void slurmJobFromTheApp();
   void profileACommand();
   void cancelAProfiledCommand();
+  void closingTheWindowStopsAProfiledCommand_data();
+  void closingTheWindowStopsAProfiledCommand();
 
  private:
   void waitForEveryRank(RunsPanel* panel, int step);
@@ -460,6 +485,49 @@ void TestGuiRuns::cancelAProfiledCommand() {
   QVERIFY(!cancel->isEnabled());
   const QString output = finished.front().at(1).toString();
   QVERIFY2(output.contains(QStringLiteral("SIGTERM")), qPrintable(output));
+}
+
+// The window closed while a command is profiled asks first, as it does for
+// a run, and stops the command; the window destroyed outright stops it too.
+// It was left running (clusterscope profile was killed at once, with no
+// chance to pass the stop on), and nothing asked.
+void TestGuiRuns::closingTheWindowStopsAProfiledCommand_data() {
+  QTest::addColumn<int>("answer");  // the question's answer; 0: destroyed, no question
+  QTest::addRow("asked, kept") << int(QMessageBox::Cancel);
+  QTest::addRow("asked, stopped") << int(QMessageBox::Yes);
+  QTest::addRow("destroyed") << 0;
+}
+
+void TestGuiRuns::closingTheWindowStopsAProfiledCommand() {
+  QFETCH(int, answer);
+  RunsPanel* panel = window_->runsPanel();
+  // A duration of its own, so that no other sleep is counted.
+  static int row = 0;
+  const QString seconds = QString::number(611 + row++);
+  std::string cmdline = "/bin/sleep";
+  cmdline += '\0' + seconds.toStdString() + '\0';
+  QVERIFY(panel->profileCommand({QStringLiteral("/bin/sleep"), seconds}).ok());
+  QTRY_COMPARE_WITH_TIMEOUT(processesRunning(cmdline), 1, 30000);
+  if (answer == 0) {
+    window_.reset();
+  } else {
+    window_->show();
+    if (answer == QMessageBox::Yes) {
+      // Then "Save the changes first?" of the edited project.
+      answerBoxes({QMessageBox::Yes, QMessageBox::Discard});
+    } else {
+      answerBoxes({QMessageBox::Cancel});
+    }
+    const bool closed = window_->close();
+    QCOMPARE(closed, answer == QMessageBox::Yes);
+    QCOMPARE(panel->profiling(), answer != QMessageBox::Yes);
+  }
+  if (answer == QMessageBox::Cancel) {
+    QCOMPARE(processesRunning(cmdline), 1);
+    panel->cancel();
+    QTRY_VERIFY_WITH_TIMEOUT(!panel->profiling(), 30000);
+  }
+  QTRY_COMPARE_WITH_TIMEOUT(processesRunning(cmdline), 0, 15000);
 }
 
 QTEST_MAIN(TestGuiRuns)
