@@ -1529,6 +1529,14 @@ void TimelineWidget::mouseReleaseEvent(QMouseEvent* event) {
       selectAt(event->position().toPoint());
     }
   } else if (drag_from_ && dragged_ && range_drag_) {
+    // A drag that reached no other nanosecond (a few pixels at the deepest
+    // zoom, or both ends past the lanes' edge) selects nothing, as Esc: the
+    // range of no time was analysed, all zeros, and exported.
+    if (range_ && range_->empty()) {
+      range_.reset();
+      cache_job_ = 0;
+      update();
+    }
     emit rangeSelected(range_);
   }
   drag_from_.reset();

@@ -104,6 +104,7 @@ class TestGuiRun : public QObject {
   void zoomPanAndSelect();
   void kernelRowShowsInstances();
   void rangeBreakdown();
+  void zeroWidthDragSelectsNothing();
   void hoverTooltip();
   void tooltipSaysTimeOffCpu();
   void searchNextPrevious();
@@ -649,6 +650,43 @@ void TestGuiRun::rangeBreakdown() {
   QTRY_COMPARE_WITH_TIMEOUT(ready.count(), 1, 30000);
   QVERIFY(t->selectedRange()->start_ns >= t->window().start_ns);
   QVERIFY(t->selectedRange()->end_ns > t->selectedRange()->start_ns);
+}
+
+// A Shift+drag that reaches no other nanosecond (3 px at the deepest zoom;
+// the CLI refuses --to not after --from) selects nothing, as Esc: it was a
+// range of 0 ns, analysed to all zeros and exported. A store without
+// predicted lanes (theirs, aligned, clear an empty range on their side).
+void TestGuiRun::zeroWidthDragSelectsNothing() {
+  const QString path = dir_.filePath(QStringLiteral("zero-width.db"));
+  {
+    auto w = one_kernel_store(path);  // "gemm", [1000, 2000)
+    QVERIFY(w);
+    QVERIFY(w->close().ok());
+  }
+  RunView view;
+  view.resize(1200, 900);
+  view.show();
+  QVERIFY(QTest::qWaitForWindowExposed(&view));
+  openAndWait(view, path);
+  TimelineWidget* t = view.timeline();
+  t->setWindow(1400, 1401);  // as deep as it zooms
+  QVERIFY(t->window().end_ns - t->window().start_ns <= 100);
+  const QRectF lane = t->laneRect(0);
+  // 3 px, the least drag, from a quarter in: a third of a nanosecond.
+  QVERIFY(lane.width() >= 600);
+  const int x = int(lane.left() + 0.252 * lane.width());
+  const int y = int(lane.center().y());
+  QSignalSpy selected(t, &TimelineWidget::rangeSelected);
+  QTest::mousePress(t, Qt::LeftButton, Qt::ShiftModifier, QPoint(x, y));
+  QTest::mouseMove(t, QPoint(x + 3, y));
+  QTest::mouseRelease(t, Qt::LeftButton, Qt::ShiftModifier, QPoint(x + 3, y));
+  QCOMPARE(selected.count(), 1);
+  if (const auto range = t->selectedRange())
+    QFAIL(qPrintable(QStringLiteral("a range of %1 ns").arg(range->end_ns - range->start_ns)));
+  QVERIFY(!selected.front().at(0).value<std::optional<trace::TimeRange>>());
+  QTest::qWait(200);  // a range's analysis would be under way
+  QVERIFY(!view.rangeAnalysis());
+  QVERIFY(view.rangeBreakdown()->toPlainText().isEmpty());
 }
 
 // Hovering an all-reduce: its name and duration at once, then its bytes and
