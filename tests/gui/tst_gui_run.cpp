@@ -1701,12 +1701,29 @@ void TestGuiRun::badFiles_data() {
   QTest::addRow("other schema version") << QStringLiteral("version");
   QTest::addRow("still being written") << QStringLiteral("writing");
   QTest::addRow("events lost") << QStringLiteral("lossy");
+  QTest::addRow("foreign sqlite") << QStringLiteral("foreign");
+  QTest::addRow("cut short") << QStringLiteral("cut");
 }
 
 void TestGuiRun::badFiles() {
   QFETCH(QString, kind);
   const QString path = dir_.filePath(QStringLiteral("bad-%1.db").arg(kind));
   std::unique_ptr<trace::TraceWriter> writer;  // held open while the view reads
+  if (kind == QStringLiteral("foreign")) {
+    sqlite3* db = nullptr;
+    QCOMPARE(sqlite3_open(path.toUtf8().constData(), &db), SQLITE_OK);
+    const int made = sqlite3_exec(db,
+                                  "CREATE TABLE photos(id INTEGER PRIMARY KEY, name TEXT);"
+                                  "INSERT INTO photos(name) VALUES ('cat.jpg');",
+                                  nullptr, nullptr, nullptr);
+    sqlite3_close(db);
+    QCOMPARE(made, SQLITE_OK);
+  } else if (kind == QStringLiteral("cut")) {
+    QVERIFY(QFile::copy(cpu_store_, path));
+    QFile f(path);
+    QVERIFY(f.open(QIODevice::ReadWrite));
+    QVERIFY(f.resize(f.size() / 2));
+  }
   if (kind == QStringLiteral("text")) {
     QFile f(path);
     QVERIFY(f.open(QIODevice::WriteOnly));
@@ -1797,6 +1814,14 @@ void TestGuiRun::badFiles() {
     QCOMPARE(view.predictionTable()->rowCount(), 0);
     if (kind == QStringLiteral("version")) {
       QVERIFY2(view.message().contains(QStringLiteral("version")), qPrintable(view.message()));
+    }
+    // Named: the file, and what is wrong with it.
+    QVERIFY2(view.message().startsWith(path), qPrintable(view.message()));
+    if (kind == QStringLiteral("foreign")) {
+      QVERIFY2(view.message().contains(QStringLiteral("another kind (tables: photos)")),
+               qPrintable(view.message()));
+    } else if (kind == QStringLiteral("cut")) {
+      QVERIFY2(view.message().contains(QStringLiteral("cut short")), qPrintable(view.message()));
     }
   }
   if (writer) QVERIFY(writer->close().ok());
