@@ -909,8 +909,28 @@ bool MainWindow::confirmDiscard() {
   return true;
 }
 
+bool MainWindow::stopCalibrationFirst() {
+  auto* panel = findChild<CalibrationPanel*>();
+  if (!panel || !panel->calibrating()) return true;
+  // Closed under it, the sweep was cancelled with no word, and minutes of
+  // measurement with it.
+  const auto answer = QMessageBox::question(
+      this, tr("A calibration is in progress"),
+      tr("A calibration of this machine is in progress. Stop it and close? What it has "
+         "measured so far is not kept."),
+      QMessageBox::Yes | QMessageBox::Cancel, QMessageBox::Cancel);
+  if (answer != QMessageBox::Yes) return false;
+  QEventLoop loop;
+  connect(panel, &CalibrationPanel::failed, &loop, &QEventLoop::quit);
+  connect(panel, &CalibrationPanel::calibrated, &loop, &QEventLoop::quit);
+  QTimer::singleShot(120000, &loop, &QEventLoop::quit);
+  panel->cancel();
+  if (panel->running()) loop.exec();
+  return !panel->running();
+}
+
 void MainWindow::closeEvent(QCloseEvent* event) {
-  if (!confirmDiscard()) {
+  if (!stopCalibrationFirst() || !confirmDiscard()) {
     event->ignore();
     return;
   }

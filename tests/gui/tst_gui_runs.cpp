@@ -13,7 +13,6 @@
 #include <QLineEdit>
 #include <QListWidget>
 #include <QMessageBox>
-#include <QPointer>
 #include <QProgressBar>
 #include <QPushButton>
 #include <QScopeGuard>
@@ -67,26 +66,6 @@ Project tinyPlan(Project project, int zero_stage = 0) {
   plan.parallel.recompute = Recompute::none;
   plan.precision = PrecisionPlan::for_compute(Precision::fp32);
   return project;
-}
-
-// Answers the message boxes that open next, in order, with these buttons.
-void answerBoxes(QList<QMessageBox::StandardButton> answers) {
-  auto* timer = new QTimer;
-  auto answered = std::make_shared<QPointer<QMessageBox>>();
-  QObject::connect(timer, &QTimer::timeout, [timer, answers, answered]() mutable {
-    auto* box = qobject_cast<QMessageBox*>(QApplication::activeModalWidget());
-    if (!box || box == answered->data()) return;
-    *answered = box;
-    // A box without that button is refused (a question other than the one
-    // expected), not a null button clicked.
-    if (QAbstractButton* button = box->button(answers.takeFirst())) {
-      button->click();
-    } else {
-      box->reject();
-    }
-    if (answers.isEmpty()) timer->deleteLater();
-  });
-  timer->start(20);
 }
 
 // Processes of this machine whose command line is `argv`, read from /proc.
@@ -266,13 +245,13 @@ void TestGuiRuns::changingProjectStopsTheRunFirst() {
   const std::size_t runs_before = window_->workspace()->project().runs.size();
   const QString title = window_->workspace()->displayName();
 
-  answerBoxes({QMessageBox::Cancel});  // "A run is in progress": not now
+  cs::gui::test::answerBoxes({QMessageBox::Cancel});  // "A run is in progress": not now
   new_project->trigger();
   QVERIFY(panel->running());
   QCOMPARE(window_->workspace()->project().runs.size(), runs_before);
 
   // Stop it; then keep the project, unsaved, at "Save the changes first?".
-  answerBoxes({QMessageBox::Yes, QMessageBox::Cancel});
+  cs::gui::test::answerBoxes({QMessageBox::Yes, QMessageBox::Cancel});
   new_project->trigger();
   QVERIFY(!panel->running());
   QCOMPARE(finished.count(), 1);
@@ -514,9 +493,9 @@ void TestGuiRuns::closingTheWindowStopsAProfiledCommand() {
     window_->show();
     if (answer == QMessageBox::Yes) {
       // Then "Save the changes first?" of the edited project.
-      answerBoxes({QMessageBox::Yes, QMessageBox::Discard});
+      cs::gui::test::answerBoxes({QMessageBox::Yes, QMessageBox::Discard});
     } else {
-      answerBoxes({QMessageBox::Cancel});
+      cs::gui::test::answerBoxes({QMessageBox::Cancel});
     }
     const bool closed = window_->close();
     QCOMPARE(closed, answer == QMessageBox::Yes);
