@@ -92,6 +92,8 @@ class TestGuiApp : public QObject {
   void topologyFoldsThousandsOfNodes();
   void editWorkloadShowsFiguresLive();
   void largeNumbersInGroups();
+  void commasOnlyInGroupsOfThree_data();
+  void commasOnlyInGroupsOfThree();
   void dropoutKeepsItsMasks();
   void gradientReductionAfterBackwardFromThePanel();
   void plansKeepTheirOwnClusters();
@@ -624,6 +626,53 @@ void TestGuiApp::largeNumbersInGroups() {
   waitForEstimate();
   QCOMPARE(window_->workspace()->project().current_workload()->training_tokens, 2e12);
   QCOMPARE(tokens->text(), QStringLiteral("2,000,000,000,000"));
+}
+
+// A comma reads as a group separator only where it groups the whole part in
+// threes, as the app shows numbers: "1,5" (a decimal comma) and "2,50" read
+// as 15 and 250, with no word; now the field says they are no number.
+void TestGuiApp::commasOnlyInGroupsOfThree_data() {
+  QTest::addColumn<QString>("typed");
+  QTest::addColumn<double>("value");  // 0: refused, the figures keep the last value
+  QTest::addRow("groups") << "3,000,000" << 3e6;
+  QTest::addRow("groups and a fraction") << "12,345.5" << 12345.5;
+  QTest::addRow("no commas") << "4000000" << 4e6;
+  QTest::addRow("decimal comma") << "1,5" << 0.0;
+  QTest::addRow("two after the comma") << "2,50" << 0.0;
+  QTest::addRow("a group of four") << "1,0000" << 0.0;
+  QTest::addRow("a group of two") << "10,00,000" << 0.0;
+  QTest::addRow("comma in the fraction") << "1.000,5" << 0.0;
+}
+
+void TestGuiApp::commasOnlyInGroupsOfThree() {
+  QFETCH(QString, typed);
+  QFETCH(double, value);
+  FieldEdit* tokens = window_->workloadPanel()->field(QStringLiteral("/training_tokens"));
+  QVERIFY(tokens);
+  const double before = window_->workspace()->project().current_workload()->training_tokens;
+  const int steps = window_->workspace()->undoStack()->index();
+  auto restore = qScopeGuard([&] {
+    window_->setFocus();
+    while (window_->workspace()->undoStack()->index() > steps)
+      window_->workspace()->undoStack()->undo();
+  });
+  test::typeInto(tokens->lineEdit(), typed);
+  const double now = window_->workspace()->project().current_workload()->training_tokens;
+  if (value != 0) {
+    QVERIFY2(!tokens->hasProblem(), qPrintable(tokens->problem()));
+    QCOMPARE(now, value);
+  } else {
+    QVERIFY2(tokens->hasProblem(), qPrintable(QString::number(now, 'g', 17)));
+    QVERIFY2(tokens->problem().contains(QStringLiteral("number")), qPrintable(tokens->problem()));
+    // What the figures use: the last keystroke that read ("1,": 1), never 15.
+    QVERIFY2(now != QString(typed).remove(QLatin1Char(',')).toDouble(),
+             qPrintable(QString::number(now, 'g', 17)));
+  }
+  restore.dismiss();
+  window_->setFocus();
+  while (window_->workspace()->undoStack()->index() > steps)
+    window_->workspace()->undoStack()->undo();
+  QCOMPARE(window_->workspace()->project().current_workload()->training_tokens, before);
 }
 
 // LLaMA trains without dropout: the box is clear for the default LLaMA-2 7B,
