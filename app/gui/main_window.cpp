@@ -886,7 +886,7 @@ bool MainWindow::stopRunFirst() {
     timed_out = true;
     loop.quit();
   });
-  runs_->cancel();  // both, where a run and a profiled command are going
+  runs_->stop();  // both, where a run and a profiled command are going
   while (going() && !timed_out)
     loop.exec();
   return !going();

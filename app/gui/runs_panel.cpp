@@ -347,6 +347,7 @@ Status RunsPanel::launch() {
   auto launcher = std::make_unique<launch::Launcher>(run->spec);
   if (Status s = launcher->start(); !s) return fail(s.message());
   launcher_ = std::move(launcher);
+  cancel_asked_ = false;
   store_ = q(run->spec.run_store);
   const ProjectPlan* current = workspace_->project().current();
   plan_name_ = current ? q(current->name) : QString();
@@ -383,6 +384,18 @@ Status RunsPanel::launch() {
 }
 
 void RunsPanel::cancel() {
+  if (!launcher_ || !cancel_asked_) {
+    stop();
+    return;
+  }
+  // Again while the ranks close their stores: killed, as a second Ctrl-C
+  // does to clusterscope run (a second Cancel did nothing while ranks that
+  // did not stop had their 30 s of grace).
+  eta_->setText(tr("killing the ranks…"));
+  launcher_->kill();
+}
+
+void RunsPanel::stop() {
   if (profiler_ && profiler_->state() != QProcess::NotRunning) {
     // clusterscope profile passes SIGTERM on to the command, then keeps what
     // was recorded.
@@ -390,7 +403,8 @@ void RunsPanel::cancel() {
     profiler_->terminate();
   }
   if (!launcher_) return;
-  eta_->setText(tr("cancelling: the ranks close their stores…"));
+  cancel_asked_ = true;
+  eta_->setText(tr("cancelling: the ranks close their stores… (Cancel again to kill them)"));
   launcher_->cancel();
 }
 
@@ -489,7 +503,7 @@ void RunsPanel::handle(const launch::LaunchEvent& e) {
       report_->append(tr("no progress: the run is hung. %1").arg(q(e.text)).toHtmlEscaped());
       break;
     case Kind::stopping:
-      eta_->setText(tr("stopping: the ranks close their stores…"));
+      eta_->setText(tr("stopping: the ranks close their stores… (Cancel again to kill them)"));
       break;
     case Kind::merging:
       eta_->setText(tr("merging the rank stores…"));

@@ -8,6 +8,7 @@
 #include <QApplication>
 #include <QComboBox>
 #include <QDir>
+#include <QElapsedTimer>
 #include <QFileInfo>
 #include <QLabel>
 #include <QLineEdit>
@@ -92,6 +93,7 @@ class TestGuiRuns : public QObject {
   void init();
   void completedRun();
   void cancelledRun();
+  void cancelTwiceKillsTheRanks();
   void crashedRun();
   void changingProjectStopsTheRunFirst();
   void planTheEnginesCannotRun();
@@ -229,6 +231,61 @@ void TestGuiRuns::cancelledRun() {
   // The view says how it ended: a cancelled run must not read as finished.
   QVERIFY2(view->header()->text().contains(QStringLiteral("the run ended cancelled")),
            qPrintable(view->header()->text()));
+}
+
+// Cancel pressed again while ranks that do not stop have their grace (30 s)
+// kills them at once, as a second Ctrl-C does to clusterscope run; it did
+// nothing. The ranks are the real worker with the stop and SIGTERM ignored.
+void TestGuiRuns::cancelTwiceKillsTheRanks() {
+#ifndef CS_DEAF_RANK_SHIM
+  QSKIP("no deaf-rank shim in this build");
+#else
+  const QString work = dir_.filePath(QStringLiteral("deaf"));
+  QVERIFY(QDir().mkpath(work + "/ranks"));
+  const QString worker = work + "/ranks/clusterscope-worker";
+  QVERIFY(QFile::copy(CS_BIN_DIR "/clusterscope-worker", worker));
+  QFile script(work + "/clusterscope-worker");
+  QVERIFY(script.open(QIODevice::WriteOnly));
+  script.write("#!/bin/sh\nLD_PRELOAD=" CS_DEAF_RANK_SHIM " exec \"" + worker.toUtf8() +
+               "\" \"$@\"\n");
+  script.close();
+  const auto executable = QFile::ReadOwner | QFile::WriteOwner | QFile::ExeOwner;
+  QVERIFY(QFile::setPermissions(worker, executable));
+  QVERIFY(QFile::setPermissions(script.fileName(), executable));
+  const QByteArray path = qgetenv("PATH");
+  qputenv("PATH", work.toUtf8() + ':' + path);
+  auto restore = qScopeGuard([&] {
+    qputenv("PATH", path);
+    // None outlives the test, whatever it found.
+    for (const QString& pid : QDir(QStringLiteral("/proc")).entryList(QDir::Dirs)) {
+      QFile cmdline("/proc/" + pid + "/cmdline");
+      if (pid.toLongLong() > 0 && cmdline.open(QIODevice::ReadOnly) &&
+          cmdline.readAll().startsWith(worker.toUtf8() + '\0'))
+        ::kill(pid_t(pid.toLongLong()), SIGKILL);
+    }
+  });
+
+  RunsPanel* panel = window_->runsPanel();
+  panel->stepsBox()->setValue(1000000);
+  QSignalSpy finished(panel, &RunsPanel::runFinished);
+  QVERIFY(panel->launch().ok());
+  waitForEveryRank(panel, 1);
+  panel->cancel();
+  QVERIFY2(panel->etaLabel()->text().contains(QStringLiteral("Cancel again to kill them")),
+           qPrintable(panel->etaLabel()->text()));
+  QTest::qWait(1500);  // told to stop; they train on
+  QVERIFY(panel->running());
+  QElapsedTimer since_second;
+  since_second.start();
+  panel->cancel();
+  QTRY_COMPARE_WITH_TIMEOUT(finished.count(), 1, 60000);
+  QVERIFY2(since_second.elapsed() < 15000, qPrintable(QString::number(since_second.elapsed())));
+  QVERIFY(!panel->running());
+  // Recorded, with what the ranks had committed.
+  QCOMPARE(QString::fromStdString(window_->workspace()->project().runs.back().outcome),
+           finished.front().at(0).toString());
+  QVERIFY(panel->lastReport() && panel->lastReport()->killed);
+#endif
 }
 
 // File > New during a run: the run is stopped and recorded in the project
