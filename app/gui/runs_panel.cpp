@@ -549,7 +549,7 @@ void RunsPanel::finish() {
   if (openable) store_ = q(r.run_store);
   open_button_->setEnabled(openable);
   launch_button_->setEnabled(true);
-  cancel_button_->setEnabled(false);
+  cancel_button_->setEnabled(profiling());  // a profiled command may still be going
   // The report, which names a failed rank, is brought into view: it stood
   // below the launch settings, out of sight.
   QTimer::singleShot(0, this, [this] { scroll_->ensureWidgetVisible(report_, 0, 0); });
@@ -604,8 +604,10 @@ Status RunsPanel::profileCommand(const QStringList& command) {
     profiler_->deleteLater();
     profiler_ = nullptr;
     profile_button_->setEnabled(true);
-    cancel_button_->setEnabled(false);
-    eta_->clear();
+    // A run launched meanwhile keeps its Cancel and its progress line: the
+    // button went off, and the run could not be stopped from the panel.
+    cancel_button_->setEnabled(running());
+    if (!running()) eta_->clear();
     const bool written = QFileInfo::exists(store);
     report_->setPlainText(
         (written ? tr("Profiled %1 (exit status %2).\n").arg(title).arg(code)

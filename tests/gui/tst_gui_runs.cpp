@@ -102,6 +102,7 @@ class TestGuiRuns : public QObject {
   void slurmJobFromTheApp();
   void profileACommand();
   void cancelAProfiledCommand();
+  void profiledCommandEndingKeepsTheRunsCancel();
   void closingTheWindowStopsAProfiledCommand_data();
   void closingTheWindowStopsAProfiledCommand();
 
@@ -521,6 +522,30 @@ void TestGuiRuns::cancelAProfiledCommand() {
   QVERIFY(!cancel->isEnabled());
   const QString output = finished.front().at(1).toString();
   QVERIFY2(output.contains(QStringLiteral("SIGTERM")), qPrintable(output));
+}
+
+// A run and a profiled command at once: the command ending leaves Cancel on
+// for the run (it went off, and the run could not be stopped from the
+// panel), and the run ending leaves it on for a command still going.
+void TestGuiRuns::profiledCommandEndingKeepsTheRunsCancel() {
+  RunsPanel* panel = window_->runsPanel();
+  auto* cancel = panel->findChild<QPushButton*>(QStringLiteral("runs_cancel"));
+  QVERIFY(cancel);
+  panel->stepsBox()->setValue(1000000);
+  QSignalSpy finished(panel, &RunsPanel::runFinished);
+  QSignalSpy profiled(panel, &RunsPanel::profileFinished);
+  QVERIFY(panel->launch().ok());
+  waitForEveryRank(panel, 1);
+  QVERIFY(panel->profileCommand({QStringLiteral("/bin/true")}).ok());
+  QTRY_COMPARE_WITH_TIMEOUT(profiled.count(), 1, 60000);
+  QVERIFY(panel->running());
+  QVERIFY(cancel->isEnabled());
+  QVERIFY(panel->profileCommand({QStringLiteral("/bin/sleep"), QStringLiteral("600")}).ok());
+  cancel->click();  // both stop
+  QTRY_COMPARE_WITH_TIMEOUT(finished.count(), 1, 120000);
+  QCOMPARE(finished.front().at(0).toString(), QStringLiteral("cancelled"));
+  QTRY_COMPARE_WITH_TIMEOUT(profiled.count(), 2, 30000);
+  QVERIFY(!cancel->isEnabled());
 }
 
 // The window closed while a command is profiled asks first, as it does for
