@@ -61,6 +61,20 @@ QString q(const std::string& s) {
   return QString::fromStdString(s);
 }
 
+// A name as a tooltip shows it, HTML-escaped. A tooltip is as tall as its
+// text: a templated kernel's name of thousands of characters pushed the
+// event's duration and time below the screen. Past kTipName characters its
+// middle is cut (the Selection tab has it whole).
+constexpr qsizetype kTipName = 600;
+QString tipName(const QString& name) {
+  if (name.size() <= kTipName) return name.toHtmlEscaped();
+  qsizetype head = kTipName / 2, tail = kTipName / 2;
+  if (name.at(head - 1).isHighSurrogate()) --head;  // not half a character
+  if (name.at(name.size() - tail).isLowSurrogate()) --tail;
+  return (name.left(head) + QStringLiteral(" … ") + name.right(tail)).toHtmlEscaped() +
+         TimelineWidget::tr(" <i>(%1 characters)</i>").arg(name.size());
+}
+
 // Spans of one category told apart by name: the planner's parts in the
 // colours of the step-time bar; other names get a shade of their category
 // from their first words.
@@ -2004,14 +2018,13 @@ bool TimelineWidget::event(QEvent* e) {
     const QString extent = q(format_seconds(double(s.end_ns - s.start_ns) * 1e-9));
     const QString at = q(format_time_ns(s.start_ns - full_.start_ns));
     QString text =
-        s.count > 1
-            ? tr("<b>%1</b> and %2 more<br>%3 events over %4 from %5<br>"
-                 "double-click or zoom in to see them")
-                  .arg(lf.names[k].toHtmlEscaped())
-                  .arg(s.count - 1)
-                  .arg(s.count)
-                  .arg(extent, at)
-            : QStringLiteral("<b>%1</b><br>%2 at %3").arg(lf.names[k].toHtmlEscaped(), extent, at);
+        s.count > 1 ? tr("<b>%1</b> and %2 more<br>%3 events over %4 from %5<br>"
+                         "double-click or zoom in to see them")
+                          .arg(tipName(lf.names[k]))
+                          .arg(s.count - 1)
+                          .arg(s.count)
+                          .arg(extent, at)
+                    : QStringLiteral("<b>%1</b><br>%2 at %3").arg(tipName(lf.names[k]), extent, at);
     QToolTip::showText(help->globalPos(), text, this);
     if (s.count == 1 && s.event_id != 0 && reader_) {
       // Bytes, bandwidth and correlation are not in a span: the event is
@@ -2039,7 +2052,7 @@ bool TimelineWidget::event(QEvent* e) {
   if (help->pos().x() < gutter_) {
     const int lane = laneAt(help->pos().y(), 0);
     if (lane >= 0) {
-      QToolTip::showText(help->globalPos(), lanes_[std::size_t(lane)].title.toHtmlEscaped(), this);
+      QToolTip::showText(help->globalPos(), tipName(lanes_[std::size_t(lane)].title), this);
       return true;
     }
   }

@@ -105,6 +105,7 @@ class TestGuiRun : public QObject {
   void kernelRowShowsInstances();
   void rangeBreakdown();
   void zeroWidthDragSelectsNothing();
+  void longNamesKeepTheTooltipOnScreen();
   void hoverTooltip();
   void tooltipSaysTimeOffCpu();
   void searchNextPrevious();
@@ -687,6 +688,65 @@ void TestGuiRun::zeroWidthDragSelectsNothing() {
   QTest::qWait(200);  // a range's analysis would be under way
   QVERIFY(!view.rangeAnalysis());
   QVERIFY(view.rangeBreakdown()->toPlainText().isEmpty());
+}
+
+// A templated kernel's name of thousands of characters: the tooltip cuts
+// its middle, so that the duration and the time stay on screen (a tooltip
+// of a 14,000-character name was 3520 px tall on an 800 px screen), and the
+// Selection tab keeps it whole. A lane's name alike.
+void TestGuiRun::longNamesKeepTheTooltipOnScreen() {
+  const QString path = dir_.filePath(QStringLiteral("long-names.db"));
+  std::string name = "void cutlass::Kernel<";
+  for (int i = 0; i < 1000; ++i)
+    name += "cutlass::gemm::Shape<" + std::to_string(i) + ">,";
+  name += "end>";
+  const std::string lane_name = "stream " + std::string(5000, 'x') + " end";
+  {
+    auto w = trace::TraceWriter::create(path.toStdString(), {});
+    QVERIFY(w);
+    (*w)->add_rank({0, "host", "CPU", 1, 0, false});
+    trace::Event e;
+    e.lane = (*w)->add_lane(0, trace::LaneKind::cpu_thread, lane_name);
+    e.start_ns = 1000;
+    e.end_ns = 2000;
+    e.name = (*w)->intern(name);
+    (*w)->add(e);
+    QVERIFY((*w)->close().ok());
+  }
+  RunView view;
+  view.resize(1200, 900);
+  view.show();
+  QVERIFY(QTest::qWaitForWindowExposed(&view));
+  openAndWait(view, path);
+  TimelineWidget* t = view.timeline();
+  QTRY_VERIFY_WITH_TIMEOUT(!t->busy() && t->frameJob() == t->requestedJob(), 30000);
+  const QRectF lane = t->laneRect(0);
+  const int screen = t->screen()->geometry().height();
+  auto tipHeight = [] {
+    for (QWidget* w : QApplication::topLevelWidgets())
+      if (w->inherits("QTipLabel") && w->isVisible()) return w->sizeHint().height();
+    return -1;
+  };
+
+  const QString tip =
+      cs::gui::test::toolTipAt(t, QPoint(int(lane.center().x()), int(lane.top()) + 8));
+  QVERIFY2(tip.contains(QStringLiteral("1.00 µs at")), qPrintable(tip.right(300)));
+  QVERIFY(tip.contains(QStringLiteral("void cutlass::Kernel&lt;cutlass::gemm::Shape&lt;0&gt;")));
+  QVERIFY(tip.contains(QStringLiteral("Shape&lt;999&gt;,end&gt;")));
+  QVERIFY(tip.contains(QStringLiteral("%1 characters").arg(name.size())));
+  QVERIFY2(tipHeight() > 0 && tipHeight() < screen / 2, qPrintable(QString::number(tipHeight())));
+
+  const QString title = cs::gui::test::toolTipAt(t, QPoint(10, int(lane.top()) + 8));
+  QVERIFY2(title.contains(QStringLiteral("stream xxx")) && title.contains(QStringLiteral("x end")),
+           qPrintable(title.left(200)));
+  QVERIFY2(tipHeight() > 0 && tipHeight() < screen / 2, qPrintable(QString::number(tipHeight())));
+
+  // Whole where it is selected.
+  QSignalSpy selected(t, &TimelineWidget::eventSelected);
+  QTest::mouseClick(t, Qt::LeftButton, {}, QPoint(int(lane.center().x()), int(lane.top()) + 8));
+  QTRY_COMPARE_WITH_TIMEOUT(selected.count(), 1, 30000);
+  QTRY_VERIFY_WITH_TIMEOUT(view.details()->toPlainText().contains(QString::fromStdString(name)),
+                           10000);
 }
 
 // Hovering an all-reduce: its name and duration at once, then its bytes and
