@@ -13,6 +13,7 @@
 #include <QChartView>
 #include <QCheckBox>
 #include <QComboBox>
+#include <QDialog>
 #include <QDir>
 #include <QDockWidget>
 #include <QDoubleSpinBox>
@@ -23,6 +24,7 @@
 #include <QMenu>
 #include <QMenuBar>
 #include <QPainter>
+#include <QPlainTextEdit>
 #include <QProcess>
 #include <QProgressBar>
 #include <QPushButton>
@@ -106,6 +108,7 @@ class TestGuiApp : public QObject {
   void staleSearchDropped();
   void saveAndReopen();
   void corruptProjectFile();
+  void longMessageKeepsTheWindow();
   void missingPreset();
   void exports();
   void exportsOnAFullDisk();
@@ -1205,6 +1208,57 @@ void TestGuiApp::saveAndReopen() {
   QCOMPARE(ws->recentFiles().front(), QFileInfo(path).absoluteFilePath());
   waitForEstimate();
   QVERIFY(window_->analysis()->latest()->estimate.has_value());
+}
+
+// A project of 300 bad clusters is refused with every problem, 900 lines:
+// the message bar showed them all and made the window 13,103 px tall (its
+// least height) on an 800 px screen. It shows the first lines and "Show
+// all", a window with every line; its text() is still the whole message.
+void TestGuiApp::longMessageKeepsTheWindow() {
+  QByteArray clusters;
+  for (int i = 0; i < 300; ++i) {
+    clusters += (i ? "," : "") + QByteArray(R"({"name": "c)") + QByteArray::number(i) +
+                R"(", "nodes": 0, "gpus_per_node": 8})";
+  }
+  const QString path = dir_.filePath("many-problems.clusterscope.json");
+  QFile f(path);
+  QVERIFY(f.open(QIODevice::WriteOnly));
+  f.write(R"({"kind": "clusterscope_project", "version": 1, "clusters": [)" + clusters +
+          R"(], "workloads": [], "plans": []})");
+  f.close();
+  window_->show();
+  QVERIFY(!window_->openProject(path));
+  MessageBar* bar = window_->messageBar();
+  const QString said = bar->text();
+  QVERIFY2(said.count(QLatin1Char('\n')) >= 299, qPrintable(said.left(500)));
+  QVERIFY(said.contains(QStringLiteral("cluster 299")));
+  const int screen = window_->screen()->geometry().height();
+  QVERIFY2(bar->sizeHint().height() < screen / 2,
+           qPrintable(QString::number(bar->sizeHint().height())));
+  QVERIFY2(window_->minimumSizeHint().height() < screen,
+           qPrintable(QString::number(window_->minimumSizeHint().height())));
+  auto* label = bar->findChild<QLabel*>(QStringLiteral("messageText"));
+  QVERIFY(label);
+  QVERIFY2(label->text().endsWith(QStringLiteral("more lines")),
+           qPrintable(label->text().right(200)));
+  QPushButton* all = nullptr;
+  for (QPushButton* b : bar->findChildren<QPushButton*>())
+    if (b->text() == QStringLiteral("Show all")) all = b;
+  QVERIFY(all);
+  all->click();
+  auto* whole = window_->findChild<QDialog*>(QStringLiteral("messageWhole"));
+  QVERIFY(whole);
+  auto* text = whole->findChild<QPlainTextEdit*>();
+  QVERIFY(text);
+  QCOMPARE(text->toPlainText(), said);
+  whole->close();
+  // A short message as it is, with no "Show all".
+  bar->show(QStringLiteral("Saved p.clusterscope.json"), MessageLevel::info);
+  QCOMPARE(label->text(), QStringLiteral("Saved p.clusterscope.json"));
+  QCoreApplication::sendPostedEvents(nullptr, QEvent::DeferredDelete);  // the last buttons
+  for (QPushButton* b : bar->findChildren<QPushButton*>())
+    QVERIFY(b->text() != QStringLiteral("Show all"));
+  bar->dismiss();
 }
 
 void TestGuiApp::corruptProjectFile() {
