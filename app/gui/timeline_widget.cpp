@@ -63,9 +63,10 @@ QString q(const std::string& s) {
 
 // A name as a tooltip shows it, HTML-escaped. A tooltip is as tall as its
 // text: a templated kernel's name of thousands of characters pushed the
-// event's duration and time below the screen. Past kTipName characters its
-// middle is cut (the Selection tab has it whole).
-constexpr qsizetype kTipName = 600;
+// event's duration and time below the screen. Past kTipName characters
+// (PyTorch's own kernels reach 700) its middle is cut (the Selection tab has
+// it whole).
+constexpr qsizetype kTipName = 1000;
 QString tipName(const QString& name) {
   if (name.size() <= kTipName) return name.toHtmlEscaped();
   qsizetype head = kTipName / 2, tail = kTipName / 2;

@@ -922,7 +922,16 @@ void TestGuiRun::navigatesAsNsightDoes() {
     } else {
       ++named;
       if (!single) single = at;
-      QCOMPARE(t->selectedName().toHtmlEscaped(), name);
+      // A long name has its middle cut in the tooltip: its two ends.
+      const QString whole = t->selectedName().toHtmlEscaped();
+      if (name.contains(QStringLiteral(" … "))) {
+        const QString cut = name.section(QStringLiteral(" <i>("), 0, 0);  // less its length
+        QVERIFY2(whole.startsWith(cut.section(QStringLiteral(" … "), 0, 0)) &&
+                     whole.endsWith(cut.section(QStringLiteral(" … "), 1)),
+                 qPrintable(name));
+      } else {
+        QCOMPARE(whole, name);
+      }
     }
   }
   QVERIFY2(named + folds >= 20, qPrintable(QStringLiteral("%1 named, %2 folds").arg(named).arg(folds)));
