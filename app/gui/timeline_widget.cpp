@@ -501,7 +501,12 @@ void TimelineWidget::setStore(const QString& path) {
                        : sampled;
       any = true;
     }
-    if (out->range.empty()) out->range.end_ns = out->range.start_ns + kMinWindowNs;
+    // At least the deepest zoom's window: a trace of less (one event of 50
+    // ns) asked setWindow to clamp between 100 ns and less, which is
+    // undefined (an assertion's abort where the library checks), and
+    // showed a window past the trace's end.
+    if (out->range.end_ns - out->range.start_ns < kMinWindowNs)
+      out->range.end_ns = out->range.start_ns + kMinWindowNs;
     out->asked = lanesBetween(out->lanes, collapsed, rows.first, rows.second);
     out->frame = queryFrame(*out->reader, queriesOf(out->lanes, collapsed, out->asked),
                             out->asked.first, out->range, pixels, frame_job);
