@@ -1772,6 +1772,7 @@ void TestGuiRun::badFiles_data() {
   QTest::addRow("events lost") << QStringLiteral("lossy");
   QTest::addRow("foreign sqlite") << QStringLiteral("foreign");
   QTest::addRow("cut short") << QStringLiteral("cut");
+  QTest::addRow("no events") << QStringLiteral("empty");
 }
 
 void TestGuiRun::badFiles() {
@@ -1792,6 +1793,14 @@ void TestGuiRun::badFiles() {
     QFile f(path);
     QVERIFY(f.open(QIODevice::ReadWrite));
     QVERIFY(f.resize(f.size() / 2));
+  } else if (kind == QStringLiteral("empty")) {
+    // Its rank and lane, and nothing in them (a run killed before its first
+    // event was committed).
+    auto w = trace::TraceWriter::create(path.toStdString(), {});
+    QVERIFY(w.ok());
+    w.value()->add_rank({0, "host", "CPU", 1, 0, false});
+    w.value()->add_lane(0, trace::LaneKind::cpu_thread, "compute");
+    QVERIFY(w.value()->close().ok());
   }
   if (kind == QStringLiteral("text")) {
     QFile f(path);
@@ -1859,7 +1868,14 @@ void TestGuiRun::badFiles() {
     // Shown as far as it is written.
     QVERIFY2(analysed.front().at(0).toString().isEmpty(),
              qPrintable(analysed.front().at(0).toString()));
+    QVERIFY(!view.header()->text().contains(QStringLiteral("no events recorded")));
     QTRY_VERIFY_WITH_TIMEOUT(view.timeline()->laneCount() == 1, 30000);
+  } else if (kind == QStringLiteral("empty")) {
+    // Opened, and said to hold nothing: not a run of 0 s.
+    QVERIFY2(analysed.front().at(0).toString().isEmpty(),
+             qPrintable(analysed.front().at(0).toString()));
+    QVERIFY2(view.header()->text().contains(QStringLiteral("no events recorded")),
+             qPrintable(view.header()->text()));
   } else if (kind == QStringLiteral("lossy")) {
     QVERIFY2(analysed.front().at(0).toString().isEmpty(),
              qPrintable(analysed.front().at(0).toString()));
