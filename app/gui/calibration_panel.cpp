@@ -161,6 +161,7 @@ void CalibrationPanel::setStorePath(const QString& path) {
 
 void CalibrationPanel::setRunning(bool running) {
   running_ = running;
+  calibrating_ = false;  // start() says so after
   start_->setEnabled(!running);
   cancel_->setEnabled(running);
   learn_->setEnabled(!running);
@@ -247,6 +248,7 @@ void CalibrationPanel::start() {
   progress_->setValue(0);
   status_->setText(tr("Starting the sweeps..."));
   setRunning(true);
+  calibrating_ = true;
   const int job = ++job_;
   sweep_ = std::make_shared<Sweep>();
   poll_->start();

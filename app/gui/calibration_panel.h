@@ -50,6 +50,9 @@ class CalibrationPanel : public QWidget {
   QTableWidget* fitTable() const { return table_; }
   QLabel* statusLabel() const { return status_; }
   bool running() const { return running_; }
+  // A sweep of this machine is going (not learning from runs): stopped, what
+  // it measured is not kept.
+  bool calibrating() const { return running_ && calibrating_; }
 
  public slots:
   void start();
@@ -88,6 +91,7 @@ class CalibrationPanel : public QWidget {
   QString presets_dir_;
   QString store_path_;
   bool running_ = false;
+  bool calibrating_ = false;
   int job_ = 0;  // results of an older job are dropped
   // Shared with the sweep's threads, which may outlive the panel.
   std::shared_ptr<Sweep> sweep_;

@@ -2,6 +2,7 @@
 
 #include <QFormLayout>
 #include <QKeyEvent>
+#include <QRegularExpression>
 #include <QVBoxLayout>
 #include <cmath>
 
@@ -34,8 +35,13 @@ QString grouped(QString digits) {
   return digits;
 }
 
-// A number as typed or shown, without its group commas.
+// A number as typed or shown, without its group commas. Only commas that
+// group the whole part in threes are read so: "1,5" (a decimal comma) or
+// "2,50" stays as typed, not a number, where it read as 15 and 250.
 QString ungrouped(QString text) {
+  static const QRegularExpression groups(
+      QStringLiteral(R"(^[+-]?\d{1,3}(,\d{3})+(\.\d*)?([eE][+-]?\d+)?$)"));
+  if (!text.contains(QLatin1Char(',')) || !groups.match(text.trimmed()).hasMatch()) return text;
   return text.remove(QLatin1Char(','));
 }
 }  // namespace

@@ -866,21 +866,30 @@ void MainWindow::stepPlan(int delta) {
 }
 
 bool MainWindow::stopRunFirst() {
-  if (!runs_->running()) return true;
+  auto going = [this] { return runs_->running() || runs_->profiling(); };
+  if (!going()) return true;
   // A run records itself into the project open when it ends: closed under
-  // it, the record was lost (or went into the next project).
+  // it, the record was lost (or went into the next project). A profiled
+  // command alike; the window closed under it left the command running.
+  const QString what = runs_->running() ? tr("A run") : tr("A profiled command");
   const auto answer = QMessageBox::question(
-      this, tr("A run is in progress"),
-      tr("A run is in progress. Stop it (its ranks close their stores) and record it in %1?")
-          .arg(workspace_->displayName()),
+      this, tr("%1 is in progress").arg(what),
+      tr("%1 is in progress. Stop it (its ranks close their stores) and record it in %2?")
+          .arg(what, workspace_->displayName()),
       QMessageBox::Yes | QMessageBox::Cancel, QMessageBox::Cancel);
   if (answer != QMessageBox::Yes) return false;
   QEventLoop loop;
   connect(runs_, &RunsPanel::runFinished, &loop, &QEventLoop::quit);
-  QTimer::singleShot(120000, &loop, &QEventLoop::quit);
-  runs_->cancel();
-  if (runs_->running()) loop.exec();
-  return !runs_->running();
+  connect(runs_, &RunsPanel::profileFinished, &loop, &QEventLoop::quit);
+  bool timed_out = false;
+  QTimer::singleShot(120000, &loop, [&] {
+    timed_out = true;
+    loop.quit();
+  });
+  runs_->stop();  // both, where a run and a profiled command are going
+  while (going() && !timed_out)
+    loop.exec();
+  return !going();
 }
 
 bool MainWindow::confirmDiscard() {
@@ -900,8 +909,28 @@ bool MainWindow::confirmDiscard() {
   return true;
 }
 
+bool MainWindow::stopCalibrationFirst() {
+  auto* panel = findChild<CalibrationPanel*>();
+  if (!panel || !panel->calibrating()) return true;
+  // Closed under it, the sweep was cancelled with no word, and minutes of
+  // measurement with it.
+  const auto answer = QMessageBox::question(
+      this, tr("A calibration is in progress"),
+      tr("A calibration of this machine is in progress. Stop it and close? What it has "
+         "measured so far is not kept."),
+      QMessageBox::Yes | QMessageBox::Cancel, QMessageBox::Cancel);
+  if (answer != QMessageBox::Yes) return false;
+  QEventLoop loop;
+  connect(panel, &CalibrationPanel::failed, &loop, &QEventLoop::quit);
+  connect(panel, &CalibrationPanel::calibrated, &loop, &QEventLoop::quit);
+  QTimer::singleShot(120000, &loop, &QEventLoop::quit);
+  panel->cancel();
+  if (panel->running()) loop.exec();
+  return !panel->running();
+}
+
 void MainWindow::closeEvent(QCloseEvent* event) {
-  if (!confirmDiscard()) {
+  if (!stopCalibrationFirst() || !confirmDiscard()) {
     event->ignore();
     return;
   }

@@ -113,6 +113,9 @@ class MainWindow : public QMainWindow {
   // Before the window closes or changes project: a run in progress is stopped
   // and recorded first, or the change is called off. False when called off.
   bool stopRunFirst();
+  // Before the window closes: a calibration going is stopped (what it
+  // measured is lost), or the close is called off. False when called off.
+  bool stopCalibrationFirst();
   bool confirmDiscard();
   void addPlan();  // a copy of the current plan, or the default plan when there is none
   void deletePlan();

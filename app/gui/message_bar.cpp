@@ -1,9 +1,12 @@
 #include "app/gui/message_bar.h"
 
+#include <QDialog>
 #include <QHBoxLayout>
 #include <QLabel>
+#include <QPlainTextEdit>
 #include <QPushButton>
 #include <QToolButton>
+#include <QVBoxLayout>
 
 namespace cs::gui {
 
@@ -33,7 +36,32 @@ MessageBar::MessageBar(QWidget* parent) : QFrame(parent) {
 
 void MessageBar::show(const QString& text, MessageLevel level, std::vector<Action> actions) {
   level_ = level;
-  label_->setText(text);
+  text_ = text;
+  QStringList lines = text.split(QLatin1Char('\n'));
+  // One line past the limit is shown rather than said to be there.
+  const qsizetype more = lines.size() > kShownLines + 1 ? lines.size() - kShownLines : 0;
+  bool cut = more > 0;
+  if (cut) lines.resize(kShownLines);
+  for (QString& line : lines) {
+    if (line.size() <= kShownLineChars) continue;
+    line = line.left(kShownLineChars) + QStringLiteral("…");
+    cut = true;
+  }
+  if (more > 0) lines << tr("… and %1 more lines").arg(more);
+  label_->setText(lines.join(QLatin1Char('\n')));
+  if (cut) {
+    actions.push_back({tr("Show all"), [this, text] {
+                         auto* window = new QDialog(this->window());
+                         window->setObjectName(QStringLiteral("messageWhole"));
+                         window->setAttribute(Qt::WA_DeleteOnClose);
+                         window->setWindowTitle(tr("Message"));
+                         auto* whole = new QPlainTextEdit(text, window);
+                         whole->setReadOnly(true);
+                         (new QVBoxLayout(window))->addWidget(whole);
+                         window->resize(800, 500);
+                         window->show();
+                       }});
+  }
   QColor tint;
   switch (level) {
     case MessageLevel::info:
@@ -77,7 +105,7 @@ void MessageBar::dismiss() {
 }
 
 QString MessageBar::text() const {
-  return isVisible() ? label_->text() : QString();
+  return isVisible() ? text_ : QString();
 }
 
 }  // namespace cs::gui

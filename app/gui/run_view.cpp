@@ -873,6 +873,13 @@ void RunView::startAnalysis() {
                      (upgrade_note_.isEmpty()
                           ? QString()
                           : QStringLiteral("<br>") + upgrade_note_.toHtmlEscaped()));
+    // A store of its ranks and lanes only showed an empty 100 ns and a
+    // table of 0 s, as if a run had taken no time; `trace stats` says it.
+    if (out.state.events == 0 && out.counters.empty()) {
+      header_->setText(header_->text() + QStringLiteral("<br><span style=\"color:#c03030\">") +
+                       tr("no events recorded: nothing to show or analyse") +
+                       QStringLiteral("</span>"));
+    }
     showAnalysis();
     showCounters(out.counters);
     // The lane draws what the prediction was made for: the plan as the

@@ -288,8 +288,13 @@ void RunsPanel::refreshRanksWarning() {
 RunsPanel::~RunsPanel() {
   if (profiler_) {
     profiler_->disconnect(this);
-    profiler_->kill();
-    profiler_->waitForFinished(5000);
+    // SIGTERM, which clusterscope profile passes on to the command: killed
+    // at once, it left the command running with no one to stop it.
+    profiler_->terminate();
+    if (!profiler_->waitForFinished(10000)) {
+      profiler_->kill();
+      profiler_->waitForFinished(5000);
+    }
   }
   // The launcher's destructor cancels a run still going and waits for it.
   launcher_.reset();
@@ -342,6 +347,7 @@ Status RunsPanel::launch() {
   auto launcher = std::make_unique<launch::Launcher>(run->spec);
   if (Status s = launcher->start(); !s) return fail(s.message());
   launcher_ = std::move(launcher);
+  cancel_asked_ = false;
   store_ = q(run->spec.run_store);
   const ProjectPlan* current = workspace_->project().current();
   plan_name_ = current ? q(current->name) : QString();
@@ -378,15 +384,27 @@ Status RunsPanel::launch() {
 }
 
 void RunsPanel::cancel() {
+  if (!launcher_ || !cancel_asked_) {
+    stop();
+    return;
+  }
+  // Again while the ranks close their stores: killed, as a second Ctrl-C
+  // does to clusterscope run (a second Cancel did nothing while ranks that
+  // did not stop had their 30 s of grace).
+  eta_->setText(tr("killing the ranks…"));
+  launcher_->kill();
+}
+
+void RunsPanel::stop() {
   if (profiler_ && profiler_->state() != QProcess::NotRunning) {
     // clusterscope profile passes SIGTERM on to the command, then keeps what
     // was recorded.
     eta_->setText(tr("stopping the profiled command…"));
     profiler_->terminate();
-    return;
   }
   if (!launcher_) return;
-  eta_->setText(tr("cancelling: the ranks close their stores…"));
+  cancel_asked_ = true;
+  eta_->setText(tr("cancelling: the ranks close their stores… (Cancel again to kill them)"));
   launcher_->cancel();
 }
 
@@ -485,7 +503,7 @@ void RunsPanel::handle(const launch::LaunchEvent& e) {
       report_->append(tr("no progress: the run is hung. %1").arg(q(e.text)).toHtmlEscaped());
       break;
     case Kind::stopping:
-      eta_->setText(tr("stopping: the ranks close their stores…"));
+      eta_->setText(tr("stopping: the ranks close their stores… (Cancel again to kill them)"));
       break;
     case Kind::merging:
       eta_->setText(tr("merging the rank stores…"));
@@ -531,7 +549,7 @@ void RunsPanel::finish() {
   if (openable) store_ = q(r.run_store);
   open_button_->setEnabled(openable);
   launch_button_->setEnabled(true);
-  cancel_button_->setEnabled(false);
+  cancel_button_->setEnabled(profiling());  // a profiled command may still be going
   // The report, which names a failed rank, is brought into view: it stood
   // below the launch settings, out of sight.
   QTimer::singleShot(0, this, [this] { scroll_->ensureWidgetVisible(report_, 0, 0); });
@@ -586,8 +604,10 @@ Status RunsPanel::profileCommand(const QStringList& command) {
     profiler_->deleteLater();
     profiler_ = nullptr;
     profile_button_->setEnabled(true);
-    cancel_button_->setEnabled(false);
-    eta_->clear();
+    // A run launched meanwhile keeps its Cancel and its progress line: the
+    // button went off, and the run could not be stopped from the panel.
+    cancel_button_->setEnabled(running());
+    if (!running()) eta_->clear();
     const bool written = QFileInfo::exists(store);
     report_->setPlainText(
         (written ? tr("Profiled %1 (exit status %2).\n").arg(title).arg(code)

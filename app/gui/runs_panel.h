@@ -49,7 +49,11 @@ class RunsPanel : public QWidget {
   // Launches the current plan with the panel's settings; fails (with the
   // message shown) when nothing could be started.
   Status launch();
+  // The Cancel button: stop() first, then the ranks killed if pressed again.
   void cancel();
+  // Stops what is going, each given its grace: the run's ranks close their
+  // stores, a profiled command gets SIGTERM. Never kills.
+  void stop();
   bool running() const { return bool(launcher_); }
 
   // `clusterscope profile --out <store> -- COMMAND...`: the CLI's own command,
@@ -125,6 +129,7 @@ class RunsPanel : public QWidget {
   QLabel* engine_;
   QLabel* ranks_warning_;
   bool gpu_here_ = false;  // probed once: the driver's start takes a while
+  bool cancel_asked_ = false;  // the run's Cancel was pressed: a second kills its ranks
   QPushButton* launch_button_;
   QPushButton* cancel_button_;
   QPushButton* open_button_;

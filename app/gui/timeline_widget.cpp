@@ -61,6 +61,21 @@ QString q(const std::string& s) {
   return QString::fromStdString(s);
 }
 
+// A name as a tooltip shows it, HTML-escaped. A tooltip is as tall as its
+// text: a templated kernel's name of thousands of characters pushed the
+// event's duration and time below the screen. Past kTipName characters
+// (PyTorch's own kernels reach 700) its middle is cut (the Selection tab has
+// it whole).
+constexpr qsizetype kTipName = 1000;
+QString tipName(const QString& name) {
+  if (name.size() <= kTipName) return name.toHtmlEscaped();
+  qsizetype head = kTipName / 2, tail = kTipName / 2;
+  if (name.at(head - 1).isHighSurrogate()) --head;  // not half a character
+  if (name.at(name.size() - tail).isLowSurrogate()) --tail;
+  return (name.left(head) + QStringLiteral(" … ") + name.right(tail)).toHtmlEscaped() +
+         TimelineWidget::tr(" <i>(%1 characters)</i>").arg(name.size());
+}
+
 // Spans of one category told apart by name: the planner's parts in the
 // colours of the step-time bar; other names get a shade of their category
 // from their first words.
@@ -486,7 +501,12 @@ void TimelineWidget::setStore(const QString& path) {
                        : sampled;
       any = true;
     }
-    if (out->range.empty()) out->range.end_ns = out->range.start_ns + kMinWindowNs;
+    // At least the deepest zoom's window: a trace of less (one event of 50
+    // ns) asked setWindow to clamp between 100 ns and less, which is
+    // undefined (an assertion's abort where the library checks), and
+    // showed a window past the trace's end.
+    if (out->range.end_ns - out->range.start_ns < kMinWindowNs)
+      out->range.end_ns = out->range.start_ns + kMinWindowNs;
     out->asked = lanesBetween(out->lanes, collapsed, rows.first, rows.second);
     out->frame = queryFrame(*out->reader, queriesOf(out->lanes, collapsed, out->asked),
                             out->asked.first, out->range, pixels, frame_job);
@@ -1529,6 +1549,14 @@ void TimelineWidget::mouseReleaseEvent(QMouseEvent* event) {
       selectAt(event->position().toPoint());
     }
   } else if (drag_from_ && dragged_ && range_drag_) {
+    // A drag that reached no other nanosecond (a few pixels at the deepest
+    // zoom, or both ends past the lanes' edge) selects nothing, as Esc: the
+    // range of no time was analysed, all zeros, and exported.
+    if (range_ && range_->empty()) {
+      range_.reset();
+      cache_job_ = 0;
+      update();
+    }
     emit rangeSelected(range_);
   }
   drag_from_.reset();
@@ -1996,14 +2024,13 @@ bool TimelineWidget::event(QEvent* e) {
     const QString extent = q(format_seconds(double(s.end_ns - s.start_ns) * 1e-9));
     const QString at = q(format_time_ns(s.start_ns - full_.start_ns));
     QString text =
-        s.count > 1
-            ? tr("<b>%1</b> and %2 more<br>%3 events over %4 from %5<br>"
-                 "double-click or zoom in to see them")
-                  .arg(lf.names[k].toHtmlEscaped())
-                  .arg(s.count - 1)
-                  .arg(s.count)
-                  .arg(extent, at)
-            : QStringLiteral("<b>%1</b><br>%2 at %3").arg(lf.names[k].toHtmlEscaped(), extent, at);
+        s.count > 1 ? tr("<b>%1</b> and %2 more<br>%3 events over %4 from %5<br>"
+                         "double-click or zoom in to see them")
+                          .arg(tipName(lf.names[k]))
+                          .arg(s.count - 1)
+                          .arg(s.count)
+                          .arg(extent, at)
+                    : QStringLiteral("<b>%1</b><br>%2 at %3").arg(tipName(lf.names[k]), extent, at);
     QToolTip::showText(help->globalPos(), text, this);
     if (s.count == 1 && s.event_id != 0 && reader_) {
       // Bytes, bandwidth and correlation are not in a span: the event is
@@ -2031,7 +2058,7 @@ bool TimelineWidget::event(QEvent* e) {
   if (help->pos().x() < gutter_) {
     const int lane = laneAt(help->pos().y(), 0);
     if (lane >= 0) {
-      QToolTip::showText(help->globalPos(), lanes_[std::size_t(lane)].title.toHtmlEscaped(), this);
+      QToolTip::showText(help->globalPos(), tipName(lanes_[std::size_t(lane)].title), this);
       return true;
     }
   }

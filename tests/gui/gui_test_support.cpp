@@ -1,5 +1,6 @@
 #include "gui_test_support.h"
 
+#include <QAbstractButton>
 #include <QApplication>
 #include <QCoreApplication>
 #include <QDir>
@@ -8,12 +9,15 @@
 #include <QHelpEvent>
 #include <QLineEdit>
 #include <QPainter>
+#include <QPointer>
 #include <QSettings>
 #include <QStandardPaths>
 #include <QTest>
+#include <QTimer>
 #include <QToolTip>
 #include <QWidget>
 #include <algorithm>
+#include <memory>
 
 namespace cs::gui::test {
 
@@ -89,6 +93,25 @@ QString toolTipAt(QWidget* widget, const QPoint& at) {
   QHelpEvent help(QEvent::ToolTip, at, widget->mapToGlobal(at));
   QCoreApplication::sendEvent(widget, &help);
   return QToolTip::isVisible() ? QToolTip::text() : QString();
+}
+
+void answerBoxes(QList<QMessageBox::StandardButton> answers) {
+  auto* timer = new QTimer;
+  auto answered = std::make_shared<QPointer<QMessageBox>>();
+  QObject::connect(timer, &QTimer::timeout, [timer, answers, answered]() mutable {
+    auto* box = qobject_cast<QMessageBox*>(QApplication::activeModalWidget());
+    if (!box || box == answered->data()) return;
+    *answered = box;
+    // A box without that button is refused (a question other than the one
+    // expected), not a null button clicked.
+    if (QAbstractButton* button = box->button(answers.takeFirst())) {
+      button->click();
+    } else {
+      box->reject();
+    }
+    if (answers.isEmpty()) timer->deleteLater();
+  });
+  timer->start(20);
 }
 
 }  // namespace cs::gui::test

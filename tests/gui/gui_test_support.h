@@ -4,6 +4,8 @@
 // into fields as a user does, and an isolated settings and autosave area.
 
 #include <QImage>
+#include <QList>
+#include <QMessageBox>
 #include <QPoint>
 #include <QString>
 
@@ -34,5 +36,9 @@ void typeInto(QLineEdit* edit, const QString& text);
 // text, "" when none shows. A tooltip that grows later (the timeline's event
 // facts) is read again from QToolTip::text().
 QString toolTipAt(QWidget* widget, const QPoint& at);
+
+// Answers the message boxes that open next, in order, with these buttons
+// (a box without the button asked for is refused).
+void answerBoxes(QList<QMessageBox::StandardButton> answers);
 
 }  // namespace cs::gui::test

@@ -13,6 +13,7 @@
 #include <QChartView>
 #include <QCheckBox>
 #include <QComboBox>
+#include <QDialog>
 #include <QDir>
 #include <QDockWidget>
 #include <QDoubleSpinBox>
@@ -23,6 +24,7 @@
 #include <QMenu>
 #include <QMenuBar>
 #include <QPainter>
+#include <QPlainTextEdit>
 #include <QProcess>
 #include <QProgressBar>
 #include <QPushButton>
@@ -92,6 +94,8 @@ class TestGuiApp : public QObject {
   void topologyFoldsThousandsOfNodes();
   void editWorkloadShowsFiguresLive();
   void largeNumbersInGroups();
+  void commasOnlyInGroupsOfThree_data();
+  void commasOnlyInGroupsOfThree();
   void dropoutKeepsItsMasks();
   void gradientReductionAfterBackwardFromThePanel();
   void plansKeepTheirOwnClusters();
@@ -104,6 +108,7 @@ class TestGuiApp : public QObject {
   void staleSearchDropped();
   void saveAndReopen();
   void corruptProjectFile();
+  void longMessageKeepsTheWindow();
   void missingPreset();
   void exports();
   void exportsOnAFullDisk();
@@ -624,6 +629,53 @@ void TestGuiApp::largeNumbersInGroups() {
   waitForEstimate();
   QCOMPARE(window_->workspace()->project().current_workload()->training_tokens, 2e12);
   QCOMPARE(tokens->text(), QStringLiteral("2,000,000,000,000"));
+}
+
+// A comma reads as a group separator only where it groups the whole part in
+// threes, as the app shows numbers: "1,5" (a decimal comma) and "2,50" read
+// as 15 and 250, with no word; now the field says they are no number.
+void TestGuiApp::commasOnlyInGroupsOfThree_data() {
+  QTest::addColumn<QString>("typed");
+  QTest::addColumn<double>("value");  // 0: refused, the figures keep the last value
+  QTest::addRow("groups") << "3,000,000" << 3e6;
+  QTest::addRow("groups and a fraction") << "12,345.5" << 12345.5;
+  QTest::addRow("no commas") << "4000000" << 4e6;
+  QTest::addRow("decimal comma") << "1,5" << 0.0;
+  QTest::addRow("two after the comma") << "2,50" << 0.0;
+  QTest::addRow("a group of four") << "1,0000" << 0.0;
+  QTest::addRow("a group of two") << "10,00,000" << 0.0;
+  QTest::addRow("comma in the fraction") << "1.000,5" << 0.0;
+}
+
+void TestGuiApp::commasOnlyInGroupsOfThree() {
+  QFETCH(QString, typed);
+  QFETCH(double, value);
+  FieldEdit* tokens = window_->workloadPanel()->field(QStringLiteral("/training_tokens"));
+  QVERIFY(tokens);
+  const double before = window_->workspace()->project().current_workload()->training_tokens;
+  const int steps = window_->workspace()->undoStack()->index();
+  auto restore = qScopeGuard([&] {
+    window_->setFocus();
+    while (window_->workspace()->undoStack()->index() > steps)
+      window_->workspace()->undoStack()->undo();
+  });
+  test::typeInto(tokens->lineEdit(), typed);
+  const double now = window_->workspace()->project().current_workload()->training_tokens;
+  if (value != 0) {
+    QVERIFY2(!tokens->hasProblem(), qPrintable(tokens->problem()));
+    QCOMPARE(now, value);
+  } else {
+    QVERIFY2(tokens->hasProblem(), qPrintable(QString::number(now, 'g', 17)));
+    QVERIFY2(tokens->problem().contains(QStringLiteral("number")), qPrintable(tokens->problem()));
+    // What the figures use: the last keystroke that read ("1,": 1), never 15.
+    QVERIFY2(now != QString(typed).remove(QLatin1Char(',')).toDouble(),
+             qPrintable(QString::number(now, 'g', 17)));
+  }
+  restore.dismiss();
+  window_->setFocus();
+  while (window_->workspace()->undoStack()->index() > steps)
+    window_->workspace()->undoStack()->undo();
+  QCOMPARE(window_->workspace()->project().current_workload()->training_tokens, before);
 }
 
 // LLaMA trains without dropout: the box is clear for the default LLaMA-2 7B,
@@ -1156,6 +1208,57 @@ void TestGuiApp::saveAndReopen() {
   QCOMPARE(ws->recentFiles().front(), QFileInfo(path).absoluteFilePath());
   waitForEstimate();
   QVERIFY(window_->analysis()->latest()->estimate.has_value());
+}
+
+// A project of 300 bad clusters is refused with every problem, 900 lines:
+// the message bar showed them all and made the window 13,103 px tall (its
+// least height) on an 800 px screen. It shows the first lines and "Show
+// all", a window with every line; its text() is still the whole message.
+void TestGuiApp::longMessageKeepsTheWindow() {
+  QByteArray clusters;
+  for (int i = 0; i < 300; ++i) {
+    clusters += (i ? "," : "") + QByteArray(R"({"name": "c)") + QByteArray::number(i) +
+                R"(", "nodes": 0, "gpus_per_node": 8})";
+  }
+  const QString path = dir_.filePath("many-problems.clusterscope.json");
+  QFile f(path);
+  QVERIFY(f.open(QIODevice::WriteOnly));
+  f.write(R"({"kind": "clusterscope_project", "version": 1, "clusters": [)" + clusters +
+          R"(], "workloads": [], "plans": []})");
+  f.close();
+  window_->show();
+  QVERIFY(!window_->openProject(path));
+  MessageBar* bar = window_->messageBar();
+  const QString said = bar->text();
+  QVERIFY2(said.count(QLatin1Char('\n')) >= 299, qPrintable(said.left(500)));
+  QVERIFY(said.contains(QStringLiteral("cluster 299")));
+  const int screen = window_->screen()->geometry().height();
+  QVERIFY2(bar->sizeHint().height() < screen / 2,
+           qPrintable(QString::number(bar->sizeHint().height())));
+  QVERIFY2(window_->minimumSizeHint().height() < screen,
+           qPrintable(QString::number(window_->minimumSizeHint().height())));
+  auto* label = bar->findChild<QLabel*>(QStringLiteral("messageText"));
+  QVERIFY(label);
+  QVERIFY2(label->text().endsWith(QStringLiteral("more lines")),
+           qPrintable(label->text().right(200)));
+  QPushButton* all = nullptr;
+  for (QPushButton* b : bar->findChildren<QPushButton*>())
+    if (b->text() == QStringLiteral("Show all")) all = b;
+  QVERIFY(all);
+  all->click();
+  auto* whole = window_->findChild<QDialog*>(QStringLiteral("messageWhole"));
+  QVERIFY(whole);
+  auto* text = whole->findChild<QPlainTextEdit*>();
+  QVERIFY(text);
+  QCOMPARE(text->toPlainText(), said);
+  whole->close();
+  // A short message as it is, with no "Show all".
+  bar->show(QStringLiteral("Saved p.clusterscope.json"), MessageLevel::info);
+  QCOMPARE(label->text(), QStringLiteral("Saved p.clusterscope.json"));
+  QCoreApplication::sendPostedEvents(nullptr, QEvent::DeferredDelete);  // the last buttons
+  for (QPushButton* b : bar->findChildren<QPushButton*>())
+    QVERIFY(b->text() != QStringLiteral("Show all"));
+  bar->dismiss();
 }
 
 void TestGuiApp::corruptProjectFile() {

@@ -32,6 +32,7 @@ class TestGuiCalibration : public QObject {
   void cancelTwiceKillsTheRanks();
   void learnsFromRuns();
   void mainWindowOpensThePanel();
+  void closingTheWindowAsksFirst();
   void mainWindowLearnsFromTheOpenRun();
 
  private:
@@ -227,6 +228,37 @@ void TestGuiCalibration::mainWindowOpensThePanel() {
   QVERIFY(dialog->findChild<cs::gui::CalibrationPanel*>());
   action->trigger();  // the same window again, not a second one
   QCOMPARE(window.findChildren<QDialog*>(QStringLiteral("calibrationDialog")).size(), 1);
+}
+
+// The window closed during a calibration asks first: the sweep stopped
+// keeps nothing of what it measured, and it was stopped with no word.
+void TestGuiCalibration::closingTheWindowAsksFirst() {
+  cs::gui::MainWindow window;
+  window.show();
+  window.findChild<QAction*>(QStringLiteral("actionCalibrate"))->trigger();
+  auto* panel = window.findChild<cs::gui::CalibrationPanel*>();
+  QVERIFY(panel);
+  panel->setPresetsDir(dir_.filePath("presets-closed"));
+  panel->setStorePath(dir_.filePath("closed.db"));
+  panel->rankCounts()->setText(QStringLiteral("1"));
+  panel->secondsPerSize()->setValue(10);
+  panel->startButton()->click();
+  QVERIFY(panel->calibrating());
+  const QString ranks = dir_.filePath("closed.phase0.ranks");
+  QTRY_VERIFY_WITH_TIMEOUT(QFile::exists(ranks + "/rank0.db"), 60000);
+
+  cs::gui::test::answerBoxes({QMessageBox::Cancel});  // not now
+  QVERIFY(!window.close());
+  QVERIFY(panel->calibrating());
+
+  QSignalSpy failed(panel, &cs::gui::CalibrationPanel::failed);
+  cs::gui::test::answerBoxes({QMessageBox::Yes});  // stop it
+  QVERIFY(window.close());
+  QVERIFY(!panel->running());
+  QCOMPARE(failed.count(), 1);
+  QVERIFY2(failed.front().at(0).toString().contains(QStringLiteral("calibration cancelled")),
+           qPrintable(failed.front().at(0).toString()));
+  QVERIFY(!QDir(ranks).exists());  // its ranks done and gone
 }
 
 QTEST_MAIN(TestGuiCalibration)

@@ -4,6 +4,7 @@
 // recovery after a session that did not close.
 
 #include <QFile>
+#include <QScopeGuard>
 #include <QSettings>
 #include <QSignalSpy>
 #include <QTemporaryDir>
@@ -452,6 +453,34 @@ void TestGuiProject::saveOpenAndRecentFiles() {
   QCOMPARE(messages.count(), 1);
   QCOMPARE(messages.front().at(1).value<MessageLevel>(), MessageLevel::error);
   QCOMPARE(ws.filePath(), dir_.filePath(QStringLiteral("a.clusterscope.json")));
+
+  // A read-only file is kept as it was, and read-only: it was renamed over,
+  // and came back writable. Said with its name; the project stays unsaved.
+  const QString kept = ws.filePath();
+  QFile file(kept);
+  QVERIFY(file.open(QIODevice::ReadOnly));
+  const QByteArray before = file.readAll();
+  file.close();
+  const auto read_only = QFile::ReadOwner | QFile::ReadGroup | QFile::ReadOther;
+  QVERIFY(QFile::setPermissions(kept, read_only));
+  auto writable_again =
+      qScopeGuard([&] { QFile::setPermissions(kept, read_only | QFile::WriteOwner); });
+  p.plans[0].parallel.micro_batch = 4;
+  ws.edit(QStringLiteral("micro"), p);
+  messages.clear();
+  QVERIFY(!ws.save());
+  QCOMPARE(messages.count(), 1);
+  QCOMPARE(messages.front().at(1).value<MessageLevel>(), MessageLevel::error);
+  const QString said = messages.front().at(0).toString();
+  QVERIFY2(said.contains(kept) && said.contains(QStringLiteral("read-only")), qPrintable(said));
+  QVERIFY(file.open(QIODevice::ReadOnly));
+  QCOMPARE(file.readAll(), before);
+  file.close();
+  QCOMPARE(
+      QFileInfo(kept).permissions() & (QFile::WriteOwner | QFile::WriteGroup | QFile::WriteOther),
+      QFileDevice::Permissions());
+  QVERIFY(ws.isModified());
+  QCOMPARE(ws.filePath(), kept);
 }
 
 void TestGuiProject::openKeepsProjectOnFailure() {

@@ -104,6 +104,8 @@ class TestGuiRun : public QObject {
   void zoomPanAndSelect();
   void kernelRowShowsInstances();
   void rangeBreakdown();
+  void zeroWidthDragSelectsNothing();
+  void longNamesKeepTheTooltipOnScreen();
   void hoverTooltip();
   void tooltipSaysTimeOffCpu();
   void searchNextPrevious();
@@ -651,6 +653,102 @@ void TestGuiRun::rangeBreakdown() {
   QVERIFY(t->selectedRange()->end_ns > t->selectedRange()->start_ns);
 }
 
+// A Shift+drag that reaches no other nanosecond (3 px at the deepest zoom;
+// the CLI refuses --to not after --from) selects nothing, as Esc: it was a
+// range of 0 ns, analysed to all zeros and exported. A store without
+// predicted lanes (theirs, aligned, clear an empty range on their side).
+void TestGuiRun::zeroWidthDragSelectsNothing() {
+  const QString path = dir_.filePath(QStringLiteral("zero-width.db"));
+  {
+    auto w = one_kernel_store(path);  // "gemm", [1000, 2000)
+    QVERIFY(w);
+    QVERIFY(w->close().ok());
+  }
+  RunView view;
+  view.resize(1200, 900);
+  view.show();
+  QVERIFY(QTest::qWaitForWindowExposed(&view));
+  openAndWait(view, path);
+  TimelineWidget* t = view.timeline();
+  t->setWindow(1400, 1401);  // as deep as it zooms
+  QVERIFY(t->window().end_ns - t->window().start_ns <= 100);
+  const QRectF lane = t->laneRect(0);
+  // 3 px, the least drag, from a quarter in: a third of a nanosecond.
+  QVERIFY(lane.width() >= 600);
+  const int x = int(lane.left() + 0.252 * lane.width());
+  const int y = int(lane.center().y());
+  QSignalSpy selected(t, &TimelineWidget::rangeSelected);
+  QTest::mousePress(t, Qt::LeftButton, Qt::ShiftModifier, QPoint(x, y));
+  QTest::mouseMove(t, QPoint(x + 3, y));
+  QTest::mouseRelease(t, Qt::LeftButton, Qt::ShiftModifier, QPoint(x + 3, y));
+  QCOMPARE(selected.count(), 1);
+  if (const auto range = t->selectedRange())
+    QFAIL(qPrintable(QStringLiteral("a range of %1 ns").arg(range->end_ns - range->start_ns)));
+  QVERIFY(!selected.front().at(0).value<std::optional<trace::TimeRange>>());
+  QTest::qWait(200);  // a range's analysis would be under way
+  QVERIFY(!view.rangeAnalysis());
+  QVERIFY(view.rangeBreakdown()->toPlainText().isEmpty());
+}
+
+// A templated kernel's name of thousands of characters: the tooltip cuts
+// its middle, so that the duration and the time stay on screen (a tooltip
+// of a 14,000-character name was 3520 px tall on an 800 px screen), and the
+// Selection tab keeps it whole. A lane's name alike.
+void TestGuiRun::longNamesKeepTheTooltipOnScreen() {
+  const QString path = dir_.filePath(QStringLiteral("long-names.db"));
+  std::string name = "void cutlass::Kernel<";
+  for (int i = 0; i < 1000; ++i)
+    name += "cutlass::gemm::Shape<" + std::to_string(i) + ">,";
+  name += "end>";
+  const std::string lane_name = "stream " + std::string(5000, 'x') + " end";
+  {
+    auto w = trace::TraceWriter::create(path.toStdString(), {});
+    QVERIFY(w);
+    (*w)->add_rank({0, "host", "CPU", 1, 0, false});
+    trace::Event e;
+    e.lane = (*w)->add_lane(0, trace::LaneKind::cpu_thread, lane_name);
+    e.start_ns = 1000;
+    e.end_ns = 2000;
+    e.name = (*w)->intern(name);
+    (*w)->add(e);
+    QVERIFY((*w)->close().ok());
+  }
+  RunView view;
+  view.resize(1200, 900);
+  view.show();
+  QVERIFY(QTest::qWaitForWindowExposed(&view));
+  openAndWait(view, path);
+  TimelineWidget* t = view.timeline();
+  QTRY_VERIFY_WITH_TIMEOUT(!t->busy() && t->frameJob() == t->requestedJob(), 30000);
+  const QRectF lane = t->laneRect(0);
+  const int screen = t->screen()->geometry().height();
+  auto tipHeight = [] {
+    for (QWidget* w : QApplication::topLevelWidgets())
+      if (w->inherits("QTipLabel") && w->isVisible()) return w->sizeHint().height();
+    return -1;
+  };
+
+  const QString tip =
+      cs::gui::test::toolTipAt(t, QPoint(int(lane.center().x()), int(lane.top()) + 8));
+  QVERIFY2(tip.contains(QStringLiteral("1.00 µs at")), qPrintable(tip.right(300)));
+  QVERIFY(tip.contains(QStringLiteral("void cutlass::Kernel&lt;cutlass::gemm::Shape&lt;0&gt;")));
+  QVERIFY(tip.contains(QStringLiteral("Shape&lt;999&gt;,end&gt;")));
+  QVERIFY(tip.contains(QStringLiteral("%1 characters").arg(name.size())));
+  QVERIFY2(tipHeight() > 0 && tipHeight() < screen / 2, qPrintable(QString::number(tipHeight())));
+
+  const QString title = cs::gui::test::toolTipAt(t, QPoint(10, int(lane.top()) + 8));
+  QVERIFY2(title.contains(QStringLiteral("stream xxx")) && title.contains(QStringLiteral("x end")),
+           qPrintable(title.left(200)));
+  QVERIFY2(tipHeight() > 0 && tipHeight() < screen / 2, qPrintable(QString::number(tipHeight())));
+
+  // Whole where it is selected.
+  QSignalSpy selected(t, &TimelineWidget::eventSelected);
+  QTest::mouseClick(t, Qt::LeftButton, {}, QPoint(int(lane.center().x()), int(lane.top()) + 8));
+  QTRY_COMPARE_WITH_TIMEOUT(selected.count(), 1, 30000);
+  QTRY_VERIFY_WITH_TIMEOUT(view.details()->toPlainText().contains(QString::fromStdString(name)),
+                           10000);
+}
+
 // Hovering an all-reduce: its name and duration at once, then its bytes and
 // bandwidth, read on the worker thread.
 void TestGuiRun::hoverTooltip() {
@@ -824,7 +922,16 @@ void TestGuiRun::navigatesAsNsightDoes() {
     } else {
       ++named;
       if (!single) single = at;
-      QCOMPARE(t->selectedName().toHtmlEscaped(), name);
+      // A long name has its middle cut in the tooltip: its two ends.
+      const QString whole = t->selectedName().toHtmlEscaped();
+      if (name.contains(QStringLiteral(" … "))) {
+        const QString cut = name.section(QStringLiteral(" <i>("), 0, 0);  // less its length
+        QVERIFY2(whole.startsWith(cut.section(QStringLiteral(" … "), 0, 0)) &&
+                     whole.endsWith(cut.section(QStringLiteral(" … "), 1)),
+                 qPrintable(name));
+      } else {
+        QCOMPARE(whole, name);
+      }
     }
   }
   QVERIFY2(named + folds >= 20, qPrintable(QStringLiteral("%1 named, %2 folds").arg(named).arg(folds)));
@@ -1663,12 +1770,38 @@ void TestGuiRun::badFiles_data() {
   QTest::addRow("other schema version") << QStringLiteral("version");
   QTest::addRow("still being written") << QStringLiteral("writing");
   QTest::addRow("events lost") << QStringLiteral("lossy");
+  QTest::addRow("foreign sqlite") << QStringLiteral("foreign");
+  QTest::addRow("cut short") << QStringLiteral("cut");
+  QTest::addRow("no events") << QStringLiteral("empty");
 }
 
 void TestGuiRun::badFiles() {
   QFETCH(QString, kind);
   const QString path = dir_.filePath(QStringLiteral("bad-%1.db").arg(kind));
   std::unique_ptr<trace::TraceWriter> writer;  // held open while the view reads
+  if (kind == QStringLiteral("foreign")) {
+    sqlite3* db = nullptr;
+    QCOMPARE(sqlite3_open(path.toUtf8().constData(), &db), SQLITE_OK);
+    const int made = sqlite3_exec(db,
+                                  "CREATE TABLE photos(id INTEGER PRIMARY KEY, name TEXT);"
+                                  "INSERT INTO photos(name) VALUES ('cat.jpg');",
+                                  nullptr, nullptr, nullptr);
+    sqlite3_close(db);
+    QCOMPARE(made, SQLITE_OK);
+  } else if (kind == QStringLiteral("cut")) {
+    QVERIFY(QFile::copy(cpu_store_, path));
+    QFile f(path);
+    QVERIFY(f.open(QIODevice::ReadWrite));
+    QVERIFY(f.resize(f.size() / 2));
+  } else if (kind == QStringLiteral("empty")) {
+    // Its rank and lane, and nothing in them (a run killed before its first
+    // event was committed).
+    auto w = trace::TraceWriter::create(path.toStdString(), {});
+    QVERIFY(w.ok());
+    w.value()->add_rank({0, "host", "CPU", 1, 0, false});
+    w.value()->add_lane(0, trace::LaneKind::cpu_thread, "compute");
+    QVERIFY(w.value()->close().ok());
+  }
   if (kind == QStringLiteral("text")) {
     QFile f(path);
     QVERIFY(f.open(QIODevice::WriteOnly));
@@ -1735,7 +1868,14 @@ void TestGuiRun::badFiles() {
     // Shown as far as it is written.
     QVERIFY2(analysed.front().at(0).toString().isEmpty(),
              qPrintable(analysed.front().at(0).toString()));
+    QVERIFY(!view.header()->text().contains(QStringLiteral("no events recorded")));
     QTRY_VERIFY_WITH_TIMEOUT(view.timeline()->laneCount() == 1, 30000);
+  } else if (kind == QStringLiteral("empty")) {
+    // Opened, and said to hold nothing: not a run of 0 s.
+    QVERIFY2(analysed.front().at(0).toString().isEmpty(),
+             qPrintable(analysed.front().at(0).toString()));
+    QVERIFY2(view.header()->text().contains(QStringLiteral("no events recorded")),
+             qPrintable(view.header()->text()));
   } else if (kind == QStringLiteral("lossy")) {
     QVERIFY2(analysed.front().at(0).toString().isEmpty(),
              qPrintable(analysed.front().at(0).toString()));
@@ -1759,6 +1899,14 @@ void TestGuiRun::badFiles() {
     QCOMPARE(view.predictionTable()->rowCount(), 0);
     if (kind == QStringLiteral("version")) {
       QVERIFY2(view.message().contains(QStringLiteral("version")), qPrintable(view.message()));
+    }
+    // Named: the file, and what is wrong with it.
+    QVERIFY2(view.message().startsWith(path), qPrintable(view.message()));
+    if (kind == QStringLiteral("foreign")) {
+      QVERIFY2(view.message().contains(QStringLiteral("another kind (tables: photos)")),
+               qPrintable(view.message()));
+    } else if (kind == QStringLiteral("cut")) {
+      QVERIFY2(view.message().contains(QStringLiteral("cut short")), qPrintable(view.message()));
     }
   }
   if (writer) QVERIFY(writer->close().ok());

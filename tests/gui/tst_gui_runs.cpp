@@ -7,12 +7,13 @@
 #include <QAction>
 #include <QApplication>
 #include <QComboBox>
+#include <QDir>
+#include <QElapsedTimer>
 #include <QFileInfo>
 #include <QLabel>
 #include <QLineEdit>
 #include <QListWidget>
 #include <QMessageBox>
-#include <QPointer>
 #include <QProgressBar>
 #include <QPushButton>
 #include <QScopeGuard>
@@ -27,6 +28,8 @@
 #include <QTextBrowser>
 #include <QTimer>
 #include <csignal>
+#include <fstream>
+#include <iterator>
 
 #include "app/gui/main_window.h"
 #include "app/gui/project.h"
@@ -66,18 +69,18 @@ Project tinyPlan(Project project, int zero_stage = 0) {
   return project;
 }
 
-// Answers the message boxes that open next, in order, with these buttons.
-void answerBoxes(QList<QMessageBox::StandardButton> answers) {
-  auto* timer = new QTimer;
-  auto answered = std::make_shared<QPointer<QMessageBox>>();
-  QObject::connect(timer, &QTimer::timeout, [timer, answers, answered]() mutable {
-    auto* box = qobject_cast<QMessageBox*>(QApplication::activeModalWidget());
-    if (!box || box == answered->data()) return;
-    *answered = box;
-    box->button(answers.takeFirst())->click();
-    if (answers.isEmpty()) timer->deleteLater();
-  });
-  timer->start(20);
+// Processes of this machine whose command line is `argv`, read from /proc.
+int processesRunning(const std::string& argv) {
+  int n = 0;
+  for (const QString& pid : QDir(QStringLiteral("/proc")).entryList(QDir::Dirs)) {
+    bool number = false;
+    pid.toInt(&number);
+    if (!number) continue;
+    std::ifstream in("/proc/" + pid.toStdString() + "/cmdline", std::ios::binary);
+    const std::string cmdline{std::istreambuf_iterator<char>(in), {}};
+    if (cmdline == argv) ++n;
+  }
+  return n;
 }
 
 }  // namespace
@@ -90,6 +93,7 @@ class TestGuiRuns : public QObject {
   void init();
   void completedRun();
   void cancelledRun();
+  void cancelTwiceKillsTheRanks();
   void crashedRun();
   void changingProjectStopsTheRunFirst();
   void planTheEnginesCannotRun();
@@ -98,6 +102,9 @@ class TestGuiRuns : public QObject {
   void slurmJobFromTheApp();
   void profileACommand();
   void cancelAProfiledCommand();
+  void profiledCommandEndingKeepsTheRunsCancel();
+  void closingTheWindowStopsAProfiledCommand_data();
+  void closingTheWindowStopsAProfiledCommand();
 
  private:
   void waitForEveryRank(RunsPanel* panel, int step);
@@ -227,6 +234,61 @@ void TestGuiRuns::cancelledRun() {
            qPrintable(view->header()->text()));
 }
 
+// Cancel pressed again while ranks that do not stop have their grace (30 s)
+// kills them at once, as a second Ctrl-C does to clusterscope run; it did
+// nothing. The ranks are the real worker with the stop and SIGTERM ignored.
+void TestGuiRuns::cancelTwiceKillsTheRanks() {
+#ifndef CS_DEAF_RANK_SHIM
+  QSKIP("no deaf-rank shim in this build");
+#else
+  const QString work = dir_.filePath(QStringLiteral("deaf"));
+  QVERIFY(QDir().mkpath(work + "/ranks"));
+  const QString worker = work + "/ranks/clusterscope-worker";
+  QVERIFY(QFile::copy(CS_BIN_DIR "/clusterscope-worker", worker));
+  QFile script(work + "/clusterscope-worker");
+  QVERIFY(script.open(QIODevice::WriteOnly));
+  script.write("#!/bin/sh\nLD_PRELOAD=" CS_DEAF_RANK_SHIM " exec \"" + worker.toUtf8() +
+               "\" \"$@\"\n");
+  script.close();
+  const auto executable = QFile::ReadOwner | QFile::WriteOwner | QFile::ExeOwner;
+  QVERIFY(QFile::setPermissions(worker, executable));
+  QVERIFY(QFile::setPermissions(script.fileName(), executable));
+  const QByteArray path = qgetenv("PATH");
+  qputenv("PATH", work.toUtf8() + ':' + path);
+  auto restore = qScopeGuard([&] {
+    qputenv("PATH", path);
+    // None outlives the test, whatever it found.
+    for (const QString& pid : QDir(QStringLiteral("/proc")).entryList(QDir::Dirs)) {
+      QFile cmdline("/proc/" + pid + "/cmdline");
+      if (pid.toLongLong() > 0 && cmdline.open(QIODevice::ReadOnly) &&
+          cmdline.readAll().startsWith(worker.toUtf8() + '\0'))
+        ::kill(pid_t(pid.toLongLong()), SIGKILL);
+    }
+  });
+
+  RunsPanel* panel = window_->runsPanel();
+  panel->stepsBox()->setValue(1000000);
+  QSignalSpy finished(panel, &RunsPanel::runFinished);
+  QVERIFY(panel->launch().ok());
+  waitForEveryRank(panel, 1);
+  panel->cancel();
+  QVERIFY2(panel->etaLabel()->text().contains(QStringLiteral("Cancel again to kill them")),
+           qPrintable(panel->etaLabel()->text()));
+  QTest::qWait(1500);  // told to stop; they train on
+  QVERIFY(panel->running());
+  QElapsedTimer since_second;
+  since_second.start();
+  panel->cancel();
+  QTRY_COMPARE_WITH_TIMEOUT(finished.count(), 1, 60000);
+  QVERIFY2(since_second.elapsed() < 15000, qPrintable(QString::number(since_second.elapsed())));
+  QVERIFY(!panel->running());
+  // Recorded, with what the ranks had committed.
+  QCOMPARE(QString::fromStdString(window_->workspace()->project().runs.back().outcome),
+           finished.front().at(0).toString());
+  QVERIFY(panel->lastReport() && panel->lastReport()->killed);
+#endif
+}
+
 // File > New during a run: the run is stopped and recorded in the project
 // open first, or nothing changes. The run had gone on, and recorded itself
 // into the new project when it ended (closing the window lost it).
@@ -241,13 +303,13 @@ void TestGuiRuns::changingProjectStopsTheRunFirst() {
   const std::size_t runs_before = window_->workspace()->project().runs.size();
   const QString title = window_->workspace()->displayName();
 
-  answerBoxes({QMessageBox::Cancel});  // "A run is in progress": not now
+  cs::gui::test::answerBoxes({QMessageBox::Cancel});  // "A run is in progress": not now
   new_project->trigger();
   QVERIFY(panel->running());
   QCOMPARE(window_->workspace()->project().runs.size(), runs_before);
 
   // Stop it; then keep the project, unsaved, at "Save the changes first?".
-  answerBoxes({QMessageBox::Yes, QMessageBox::Cancel});
+  cs::gui::test::answerBoxes({QMessageBox::Yes, QMessageBox::Cancel});
   new_project->trigger();
   QVERIFY(!panel->running());
   QCOMPARE(finished.count(), 1);
@@ -460,6 +522,73 @@ void TestGuiRuns::cancelAProfiledCommand() {
   QVERIFY(!cancel->isEnabled());
   const QString output = finished.front().at(1).toString();
   QVERIFY2(output.contains(QStringLiteral("SIGTERM")), qPrintable(output));
+}
+
+// A run and a profiled command at once: the command ending leaves Cancel on
+// for the run (it went off, and the run could not be stopped from the
+// panel), and the run ending leaves it on for a command still going.
+void TestGuiRuns::profiledCommandEndingKeepsTheRunsCancel() {
+  RunsPanel* panel = window_->runsPanel();
+  auto* cancel = panel->findChild<QPushButton*>(QStringLiteral("runs_cancel"));
+  QVERIFY(cancel);
+  panel->stepsBox()->setValue(1000000);
+  QSignalSpy finished(panel, &RunsPanel::runFinished);
+  QSignalSpy profiled(panel, &RunsPanel::profileFinished);
+  QVERIFY(panel->launch().ok());
+  waitForEveryRank(panel, 1);
+  QVERIFY(panel->profileCommand({QStringLiteral("/bin/true")}).ok());
+  QTRY_COMPARE_WITH_TIMEOUT(profiled.count(), 1, 60000);
+  QVERIFY(panel->running());
+  QVERIFY(cancel->isEnabled());
+  QVERIFY(panel->profileCommand({QStringLiteral("/bin/sleep"), QStringLiteral("600")}).ok());
+  cancel->click();  // both stop
+  QTRY_COMPARE_WITH_TIMEOUT(finished.count(), 1, 120000);
+  QCOMPARE(finished.front().at(0).toString(), QStringLiteral("cancelled"));
+  QTRY_COMPARE_WITH_TIMEOUT(profiled.count(), 2, 30000);
+  QVERIFY(!cancel->isEnabled());
+}
+
+// The window closed while a command is profiled asks first, as it does for
+// a run, and stops the command; the window destroyed outright stops it too.
+// It was left running (clusterscope profile was killed at once, with no
+// chance to pass the stop on), and nothing asked.
+void TestGuiRuns::closingTheWindowStopsAProfiledCommand_data() {
+  QTest::addColumn<int>("answer");  // the question's answer; 0: destroyed, no question
+  QTest::addRow("asked, kept") << int(QMessageBox::Cancel);
+  QTest::addRow("asked, stopped") << int(QMessageBox::Yes);
+  QTest::addRow("destroyed") << 0;
+}
+
+void TestGuiRuns::closingTheWindowStopsAProfiledCommand() {
+  QFETCH(int, answer);
+  RunsPanel* panel = window_->runsPanel();
+  // A duration of its own, so that no other sleep is counted.
+  static int row = 0;
+  const QString seconds = QString::number(611 + row++);
+  std::string cmdline = "/bin/sleep";
+  cmdline += '\0' + seconds.toStdString() + '\0';
+  QVERIFY(panel->profileCommand({QStringLiteral("/bin/sleep"), seconds}).ok());
+  QTRY_COMPARE_WITH_TIMEOUT(processesRunning(cmdline), 1, 30000);
+  if (answer == 0) {
+    window_.reset();
+  } else {
+    window_->show();
+    if (answer == QMessageBox::Yes) {
+      // Then "Save the changes first?" of the edited project.
+      cs::gui::test::answerBoxes({QMessageBox::Yes, QMessageBox::Discard});
+    } else {
+      cs::gui::test::answerBoxes({QMessageBox::Cancel});
+    }
+    const bool closed = window_->close();
+    QCOMPARE(closed, answer == QMessageBox::Yes);
+    QCOMPARE(panel->profiling(), answer != QMessageBox::Yes);
+  }
+  if (answer == QMessageBox::Cancel) {
+    QCOMPARE(processesRunning(cmdline), 1);
+    panel->cancel();
+    QTRY_VERIFY_WITH_TIMEOUT(!panel->profiling(), 30000);
+  }
+  QTRY_COMPARE_WITH_TIMEOUT(processesRunning(cmdline), 0, 15000);
 }
 
 QTEST_MAIN(TestGuiRuns)

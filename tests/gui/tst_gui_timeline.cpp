@@ -128,6 +128,8 @@ class TestGuiTimeline : public QObject {
   void timesToTheMicrosecond();
   void tooltipsTellEventsApart();
   void zoomAndPanStayInTheTrace();
+  void traceShorterThanTheDeepestZoom_data();
+  void traceShorterThanTheDeepestZoom();
   void predictedStepStore();
   void laneTitlesColumn();
   void badStores_data();
@@ -345,6 +347,62 @@ void TestGuiTimeline::zoomAndPanStayInTheTrace() {
   QApplication::sendEvent(&w, &move);
   QTest::mouseRelease(&w, Qt::LeftButton, {}, middle + QPoint(100, 0));
   QVERIFY(w.window().start_ns < zoomed.start_ns);  // dragged right: earlier times come in
+  waitForFrame(w);
+}
+
+// A trace shorter than the deepest zoom (100 ns): its range is made that
+// wide, so that every window stays inside it. A 50 ns trace had the window
+// clamped between 100 ns and 50 (undefined; an abort where the library
+// checks) and shown 50 ns past the trace's end.
+void TestGuiTimeline::traceShorterThanTheDeepestZoom_data() {
+  QTest::addColumn<qint64>("length");  // the one event's, from 1000 ns
+  QTest::addRow("1 ns") << qint64(1);
+  QTest::addRow("50 ns") << qint64(50);
+  QTest::addRow("99 ns") << qint64(99);
+  QTest::addRow("an instant") << qint64(0);
+}
+
+void TestGuiTimeline::traceShorterThanTheDeepestZoom() {
+  QFETCH(qint64, length);
+  const QString path = dir_.filePath(QStringLiteral("short-%1.db").arg(length));
+  {
+    auto w = trace::TraceWriter::create(path.toStdString(), {});
+    QVERIFY(w.ok());
+    (*w)->add_rank({0, "host", "CPU", 1, 0, false});
+    trace::Event e;
+    e.lane = (*w)->add_lane(0, trace::LaneKind::cpu_thread, "compute");
+    e.start_ns = 1000;
+    e.end_ns = 1000 + length;
+    e.name = (*w)->intern("gemm");
+    (*w)->add(e);
+    QVERIFY((*w)->close().ok());
+  }
+  TimelineWidget w;
+  w.resize(900, 200);
+  w.show();
+  QVERIFY(QTest::qWaitForWindowExposed(&w));
+  w.setStore(path);
+  waitForFrame(w);
+  const trace::TimeRange full = w.fullRange();
+  QCOMPARE(full.start_ns, qint64(1000));
+  QVERIFY2(full.end_ns - full.start_ns >= 100,
+           qPrintable(QString::number(full.end_ns - full.start_ns)));
+  auto inside = [&] {
+    const trace::TimeRange v = w.window();
+    return v.start_ns >= full.start_ns && v.end_ns <= full.end_ns && v.end_ns > v.start_ns;
+  };
+  QVERIFY(inside());
+  w.setFocus();
+  for (Qt::Key key :
+       {Qt::Key_Plus, Qt::Key_W, Qt::Key_D, Qt::Key_Minus, Qt::Key_S, Qt::Key_A, Qt::Key_Home}) {
+    QTest::keyClick(&w, key);
+    QVERIFY2(inside(), qPrintable(QStringLiteral("after key %1: %2 to %3")
+                                      .arg(key)
+                                      .arg(w.window().start_ns)
+                                      .arg(w.window().end_ns)));
+  }
+  w.setWindow(0, 1'000'000);
+  QVERIFY(inside());
   waitForFrame(w);
 }
 
