@@ -31,6 +31,18 @@ bool is_stream(fs::path p) {
 
 }  // namespace
 
+Status check_not_read_only(const std::string& path) {
+  std::error_code ec;
+  const fs::file_status status = fs::status(path, ec);
+  if (ec || !fs::is_regular_file(status)) return {};
+  constexpr fs::perms writable =
+      fs::perms::owner_write | fs::perms::group_write | fs::perms::others_write;
+  if ((status.permissions() & writable) != fs::perms::none) return {};
+  return Error{path +
+               ": is read-only, and is left as it was (write another file, or make it "
+               "writable first)"};
+}
+
 FileBeside::FileBeside(std::string path) : path_(std::move(path)), target_(path_) {
   std::error_code ec;
   const fs::file_status status = fs::status(path_, ec);
@@ -61,6 +73,8 @@ FileBeside::~FileBeside() {
 
 Status FileBeside::commit() {
   if (!beside_) return {};
+  if (Status s = check_not_read_only(target_); !s)
+    return target_ == path_ ? s : Error{path_ + " -> " + s.message()};
   std::error_code ec;
   fs::rename(writing_, target_, ec);
   if (ec) return Error{path_ + ": cannot write: " + ec.message()};

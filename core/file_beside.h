@@ -11,6 +11,12 @@
 
 namespace cs {
 
+// Refuses to replace a file made read-only (no write permission for
+// anyone), or a symbolic link's read-only target: a file written beside and
+// renamed over is not stopped by the old file's mode, and came back
+// writable. The mode is asked, not access(): root may write anything.
+Status check_not_read_only(const std::string& path);
+
 class FileBeside {
  public:
   // A device, a pipe or a process's own stream (/dev/stdout, /dev/fd/N,
@@ -29,7 +35,8 @@ class FileBeside {
   // A process's own stream, or linked through one (/dev/stdout): to be
   // opened for appending, never truncated (a log the shell appends to).
   bool stream() const { return stream_; }
-  // The file written (and closed) takes the path's place.
+  // The file written (and closed) takes the path's place; refused over a
+  // read-only file (check_not_read_only), which is left as it was.
   Status commit();
 
  private:

@@ -49,7 +49,8 @@ class Output {
       error_ = Error{path_ + ": is the store being exported; give another output file"};
       return;
     }
-    if (Status s = check_export_path(path_); !s) {
+    // A stream (-o - > file) is the shell's to open, whatever the file's mode.
+    if (Status s = file_beside_.stream() ? Status{} : check_export_path(path_); !s) {
       error_ = std::move(s);
       return;
     }
@@ -943,6 +944,10 @@ std::string prediction_svg(const PredictionComparison& p) {
 }  // namespace
 
 Status check_export_path(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    return Error{path + ": is a folder; an export is written to a file: give a file name"};
+  if (Status s = check_not_read_only(path); !s) return s;
   if (!is_sqlite_file(path)) return {};
   return Error{path +
                ": is an SQLite database (a trace store, or another program's); an export "

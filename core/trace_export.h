@@ -37,7 +37,8 @@ inline constexpr int kExportVersion = 1;
 
 // Whether an export may be written at `path`: it replaces an earlier export
 // (or any other file named as its output), never an SQLite database (a trace
-// store, an Nsight Systems export), which it refuses by name.
+// store, an Nsight Systems export), a read-only file or a folder, which it
+// refuses by name.
 Status check_export_path(const std::string& path);
 
 struct ChromeTraceOptions {

@@ -18,6 +18,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include "core/file_beside.h"
 #include "core/file_exists.h"
 #include "core/parse_count.h"
 #include "core/text_file.h"
@@ -998,6 +999,7 @@ Status check_store_path(const std::string& path) {
   if (std::filesystem::is_directory(path, ec))
     return Error{path + ": is a folder; give the store's file name (for example " +
                  (std::filesystem::path(path) / "run.db").string() + ")"};
+  if (Status s = check_not_read_only(path); !s) return s;
   // Replaced, a device (root's /dev/null) or a pipe would be gone for every
   // other program.
   if (const std::string kind = special_file_kind(path); !kind.empty())

@@ -2173,10 +2173,20 @@ Result<QStringList> writeCsvTables(const ExportSource& source, const QString& st
   if (!analysis) return analysis.error();
   QString stem = stem_path;
   if (stem.endsWith(QStringLiteral(".csv"))) stem.chop(4);
-  QStringList files;
+  std::vector<std::pair<trace::CsvTable, QString>> tables;
   for (trace::CsvTable table : trace::kAllCsvTables) {
     if (table == trace::CsvTable::prediction && !analysis.value()->prediction) continue;
-    const QString file = QStringLiteral("%1.%2.csv").arg(stem, q(std::string(to_string(table))));
+    tables.emplace_back(table,
+                        QStringLiteral("%1.%2.csv").arg(stem, q(std::string(to_string(table)))));
+  }
+  // Every file checked before any is written, as the CLI does: a path
+  // refused half-way (a folder of that name, a read-only file) left the
+  // tables before it new and those after it from an earlier export.
+  for (const auto& [table, file] : tables) {
+    if (Status s = trace::check_export_path(file.toStdString()); !s) return s.error();
+  }
+  QStringList files;
+  for (const auto& [table, file] : tables) {
     auto written = trace::export_csv(*reader.value(), analysis.value().get(), table,
                                      file.toStdString(), source.range);
     if (!written) return written.error();

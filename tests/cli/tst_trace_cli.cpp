@@ -113,6 +113,9 @@ class TestTraceCli : public QObject {
   void infoJsonGivesMetaTypes_data();
   void infoJsonGivesMetaTypes();
   void exportFormats();
+  void outputsKeepReadOnlyFilesAndFolders_data();
+  void outputsKeepReadOnlyFilesAndFolders();
+  void mergeKeepsAReadOnlyStore();
   void compareTwoRuns();
   void criticalPathOfARun();
   void mergeStores();
@@ -1519,6 +1522,98 @@ void TestTraceCli::exportFormats() {
   QFile kept(dir.filePath("per.rank0.json"));
   QVERIFY(kept.open(QIODevice::ReadOnly));
   QVERIFY(kept.readAll() == before);
+}
+
+// A read-only file named as an output is kept as it was, and read-only: it
+// was written beside and renamed over, which its mode does not stop, so it
+// was replaced and came back writable. A folder named as a file of --table
+// all was met half-way, the tables before it replaced. Each is refused by
+// name before anything is written.
+void TestTraceCli::outputsKeepReadOnlyFilesAndFolders_data() {
+  QTest::addColumn<QStringList>("args");  // after the store; @ is the test's folder
+  QTest::addColumn<QString>("blocked");   // the file made read-only, or made a folder
+  QTest::addColumn<bool>("folder");
+  QTest::addColumn<QString>("message");
+  QTest::addColumn<QString>("not_written");  // a file the command would have written first
+  const QString read_only =
+      ": is read-only, and is left as it was (write another file, or make "
+      "it writable first)";
+  QTest::addRow("Chrome trace") << QStringList{"-o", "@/out.json"} << "out.json" << false
+                                << "@/out.json" + read_only << "";
+  QTest::addRow("HTML report") << QStringList{"-o", "@/out.html"} << "out.html" << false
+                               << "@/out.html" + read_only << "";
+  QTest::addRow("one CSV table") << QStringList{"-o", "@/out.csv", "--table", "kernels"}
+                                 << "out.csv" << false << "@/out.csv" + read_only << "";
+  QTest::addRow("CSV tables, one read-only")
+      << QStringList{"-o", "@/t.csv", "--table", "all"} << "t.kernels.csv" << false
+      << "@/t.kernels.csv" + read_only << "t.events.csv";
+  QTest::addRow("CSV tables, one a folder")
+      << QStringList{"-o", "@/t.csv", "--table", "all"} << "t.kernels.csv" << true
+      << "@/t.kernels.csv: is a folder; an export is written to a file: give a file name"
+      << "t.events.csv";
+  QTest::addRow("a rank's file") << QStringList{"-o", "@/per.json", "--file-per-rank"}
+                                 << "per.rank0.json" << false << "@/per.rank0.json" + read_only
+                                 << "";
+}
+
+void TestTraceCli::outputsKeepReadOnlyFilesAndFolders() {
+  QFETCH(QStringList, args);
+  QFETCH(QString, blocked);
+  QFETCH(bool, folder);
+  QFETCH(QString, message);
+  QFETCH(QString, not_written);
+  QTemporaryDir dir;
+  const QString store = dir.filePath("saxpy.cstrace");
+  QCOMPARE(
+      run_cli({"trace", "import", kData + "nsys/saxpy-mpi-cuda.sqlite", "-o", store}).exit_code, 0);
+  const QString path = dir.filePath(blocked);
+  const auto read_only = QFile::ReadOwner | QFile::ReadGroup | QFile::ReadOther;
+  if (folder) {
+    QVERIFY(QDir().mkpath(path));
+  } else {
+    QFile f(path);
+    QVERIFY(f.open(QIODevice::WriteOnly));
+    f.write("kept");
+    f.close();
+    QVERIFY(f.setPermissions(read_only));
+  }
+  for (QString& a : args)
+    a.replace("@", dir.path());
+  const Run r = run_cli(QStringList{"trace", "export", store} + args);
+  QCOMPARE(r.exit_code, 1);
+  QVERIFY2(r.err.contains(QString(message).replace("@", dir.path())), qPrintable(r.err));
+  if (!folder) {
+    QFile f(path);
+    QVERIFY(f.open(QIODevice::ReadOnly));
+    QCOMPARE(f.readAll(), QByteArray("kept"));
+    QCOMPARE(f.permissions() & (QFile::WriteOwner | QFile::WriteGroup | QFile::WriteOther),
+             QFileDevice::Permissions{});
+  }
+  if (!not_written.isEmpty()) QVERIFY(!QFile::exists(dir.filePath(not_written)));
+}
+
+// A store named as the output of a merge, made read-only, is kept.
+void TestTraceCli::mergeKeepsAReadOnlyStore() {
+  QTemporaryDir dir;
+  const QString store = dir.filePath("saxpy.cstrace"), out = dir.filePath("merged.db");
+  QCOMPARE(
+      run_cli({"trace", "import", kData + "nsys/saxpy-mpi-cuda.sqlite", "-o", store}).exit_code, 0);
+  QVERIFY(QFile::copy(store, out));
+  QVERIFY(QFile::setPermissions(out, QFile::ReadOwner | QFile::ReadGroup | QFile::ReadOther));
+  const QByteArray before = [&] {
+    QFile f(out);
+    return f.open(QIODevice::ReadOnly) ? f.readAll() : QByteArray();
+  }();
+  for (const QStringList& args :
+       {QStringList{"trace", "merge", store, "-o", out},
+        QStringList{"trace", "import", kData + "nsys/saxpy-mpi-cuda.sqlite", "-o", out}}) {
+    const Run r = run_cli(args);
+    QCOMPARE(r.exit_code, 1);
+    QVERIFY2(r.err.contains(out + ": is read-only, and is left as it was"), qPrintable(r.err));
+  }
+  QFile f(out);
+  QVERIFY(f.open(QIODevice::ReadOnly));
+  QVERIFY(f.readAll() == before);
 }
 
 void TestTraceCli::mergeStores() {

@@ -210,6 +210,7 @@ class TestTraceStore : public QObject {
   void damagedVersion1StoreIsNotWritten();
   void unfinishedFilesGoOnASignal_data();
   void unfinishedFilesGoOnASignal();
+  void fileBesideKeepsAReadOnlyFile();
   void refusesWhatIsNotAStore_data();
   void refusesWhatIsNotAStore();
   void readsPastAJournalLeftBeside_data();
@@ -2041,6 +2042,41 @@ void TestTraceStore::unfinishedFilesGoOnASignal_data() {
   QTest::addRow("SIGINT") << SIGINT;
   QTest::addRow("SIGTERM") << SIGTERM;
   QTest::addRow("SIGHUP") << SIGHUP;
+}
+
+// A file written whole (a saved presets file, a run's plan) is not renamed
+// over a read-only file, nor over a link's read-only target: the rename is
+// not stopped by the old file's mode, and the file came back writable.
+void TestTraceStore::fileBesideKeepsAReadOnlyFile() {
+  QTemporaryDir dir;
+  const std::string path = temp_path(dir, "presets.json");
+  const std::string link = temp_path(dir, "link.json");
+  std::ofstream(path) << "kept\n";
+  std::filesystem::permissions(path, std::filesystem::perms::owner_read |
+                                         std::filesystem::perms::group_read |
+                                         std::filesystem::perms::others_read);
+  std::filesystem::create_symlink(path, link);
+  for (const std::string& named : {path, link}) {
+    cs::FileBeside file(named);
+    std::ofstream(file.writing()) << "new\n";
+    const cs::Status s = file.commit();
+    QVERIFY(!s);
+    QVERIFY2(QString::fromStdString(s.message())
+                 .startsWith(QString::fromStdString(named == path ? path : link + " -> " + path) +
+                             ": is read-only, and is left as it was"),
+             s.message().c_str());
+  }
+  std::ifstream kept(path);
+  std::string line;
+  std::getline(kept, line);
+  QCOMPARE(QString::fromStdString(line), QStringLiteral("kept"));
+  QVERIFY(!std::filesystem::exists(path + ".partial"));
+  // A writable file is replaced as before.
+  std::filesystem::permissions(path, std::filesystem::perms::owner_write,
+                               std::filesystem::perm_options::add);
+  cs::FileBeside again(path);
+  std::ofstream(again.writing()) << "new\n";
+  QVERIFY(again.commit());
 }
 
 // Killed while it writes an export (Ctrl-C, a job's timeout), a command left

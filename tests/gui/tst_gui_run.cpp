@@ -1475,6 +1475,20 @@ void TestGuiRun::exports() {
   QFile kernels(dir_.filePath(QStringLiteral("run.kernels.csv")));
   QVERIFY(kernels.open(QIODevice::ReadOnly));
   QVERIFY(kernels.readAll().contains(kernel.toUtf8()));
+  kernels.close();
+  // A folder named as one of the tables: refused by name before any table is
+  // written (the tables before it were replaced, those after it left from
+  // the export before).
+  {
+    const QString again = dir_.filePath(QStringLiteral("again"));
+    QVERIFY(QDir().mkpath(again + QStringLiteral(".kernels.csv")));
+    auto refused = view.exportNow(RunExport::csv, again);
+    QVERIFY(!refused.ok());
+    QVERIFY2(QString::fromStdString(refused.message())
+                 .contains(again + QStringLiteral(".kernels.csv: is a folder")),
+             refused.message().c_str());
+    QVERIFY(!QFile::exists(again + QStringLiteral(".events.csv")));
+  }
 
   // Chrome trace: the whole run, then only the first quarter.
   auto events_in = [](const QString& path) {
