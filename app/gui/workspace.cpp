@@ -196,18 +196,7 @@ bool Workspace::saveAs(const QString& path) {
       QFileInfo(target).suffix().isEmpty()) {
     target += QString::fromUtf8(kProjectSuffix.data(), int(kProjectSuffix.size()));
   }
-  // The file is written beside and renamed over, which a read-only file
-  // does not stop: it was replaced, and made writable. Its mode is asked,
-  // not access(): root may write anything, and an editor still says so.
-  const QFileInfo existing(target);
-  const auto writable = QFile::WriteOwner | QFile::WriteGroup | QFile::WriteOther;
-  if (existing.isFile() && !(existing.permissions() & writable)) {
-    emit message(tr("Could not save: %1 is read-only, and is left as it was (save as another "
-                    "file, or make it writable first)")
-                     .arg(QDir::toNativeSeparators(existing.absoluteFilePath())),
-                 MessageLevel::error);
-    return false;
-  }
+  // A read-only file is refused by name and kept (core/file_beside.h).
   const Status saved = save_project(target.toStdString(), project_);
   if (!saved) {
     emit message(tr("Could not save: %1").arg(QString::fromStdString(saved.message())),
