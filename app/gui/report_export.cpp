@@ -2,6 +2,7 @@
 
 #include <QBuffer>
 #include <QDateTime>
+#include <QDir>
 #include <QFile>
 #include <QFileInfo>
 #include <QPageSize>
@@ -16,6 +17,7 @@
 #include "app/gui/project.h"
 #include "app/gui/stacked_bar.h"
 #include "core/format.h"
+#include "core/trace_export.h"
 
 namespace cs::gui {
 
@@ -222,7 +224,19 @@ class PdfFlow {
 
 }  // namespace
 
+Status checkExportTarget(const QString& path) {
+  const QFileInfo target(path);
+  if (!target.absoluteDir().exists()) {
+    return Error{(path + ": its folder " + QDir::toNativeSeparators(target.absolutePath()) +
+                  " does not exist")
+                     .toStdString()};
+  }
+  return trace::check_export_path(path.toStdString());
+}
+
 Status writeWhole(const QString& path, const QByteArray& bytes) {
+  // QSaveFile renames over a read-only file too, and left it writable.
+  if (Status s = checkExportTarget(path); !s) return s;
   QSaveFile file(path);
   if (!file.open(QIODevice::WriteOnly)) {
     return Error{(path + ": cannot write: " + file.errorString()).toStdString()};
@@ -330,6 +344,7 @@ Status exportPdf(const QString& path, const PlanAnalysis& a,
                  const std::vector<ReportFigure>& figures, const QString& plan_name) {
   const Heading heading = headingOf(a.plan, plan_name);
   if (!a.has_plan) return Error{"nothing to export: " + a.error};
+  if (Status s = checkExportTarget(path); !s) return s;
   // Drawn to a temporary file first: a failed export leaves no half PDF.
   const QString temporary = path + QStringLiteral(".part");
   {

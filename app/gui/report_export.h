@@ -34,6 +34,10 @@ Status exportHtml(const QString& path, const PlanAnalysis& analysis,
                   const std::vector<ReportFigure>& figures = {}, const QString& plan_name = {});
 Status exportPlanJson(const QString& path, const PlanAnalysis& analysis);
 
+// Whether an export may be written at `path`, said before anything is
+// drawn: its folder exists, and it is no folder, read-only file or SQLite
+// database (trace::check_export_path).
+Status checkExportTarget(const QString& path);
 // Writes `bytes` as `path` whole, or leaves an earlier file as it was and
 // says why (a full disk included). Every export of the app writes this way.
 Status writeWhole(const QString& path, const QByteArray& bytes);

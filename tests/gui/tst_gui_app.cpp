@@ -1441,11 +1441,34 @@ void TestGuiApp::exports() {
   QCOMPARE(plan->cluster.total_gpus(),
            window_->workspace()->project().current_cluster()->total_gpus());
 
-  // A folder that does not exist: a message, no file, no crash.
-  QVERIFY(!window_->exportPdf(dir_.filePath(QStringLiteral("no/such/dir/report.pdf"))));
-  QVERIFY(!window_->exportHtml(dir_.filePath(QStringLiteral("no/such/dir/report.html"))));
-  QVERIFY(!window_->messageBar()->text().isEmpty());
+  // A folder that does not exist: a message naming it, no file, no crash
+  // (the PDF said only "cannot write a PDF here").
+  const QString gone = dir_.filePath(QStringLiteral("no/such/dir"));
+  QVERIFY(!window_->exportPdf(gone + QStringLiteral("/report.pdf")));
+  QVERIFY2(window_->messageBar()->text().contains(gone + QStringLiteral(" does not exist")),
+           qPrintable(window_->messageBar()->text()));
   window_->messageBar()->dismiss();
+  QVERIFY(!window_->exportHtml(gone + QStringLiteral("/report.html")));
+  QVERIFY2(window_->messageBar()->text().contains(gone + QStringLiteral(" does not exist")),
+           qPrintable(window_->messageBar()->text()));
+  window_->messageBar()->dismiss();
+  // A read-only file is kept as it was, and read-only (renamed over, it was
+  // replaced and came back writable).
+  const QString read_only = dir_.filePath(QStringLiteral("read-only.html"));
+  {
+    QFile f(read_only);
+    QVERIFY(f.open(QIODevice::WriteOnly));
+    f.write("kept");
+  }
+  QVERIFY(QFile::setPermissions(read_only, QFile::ReadOwner | QFile::ReadGroup | QFile::ReadOther));
+  QVERIFY(!window_->exportHtml(read_only));
+  QVERIFY2(window_->messageBar()->text().contains(read_only + QStringLiteral(": is read-only")),
+           qPrintable(window_->messageBar()->text()));
+  window_->messageBar()->dismiss();
+  QFile kept(read_only);
+  QVERIFY(kept.open(QIODevice::ReadOnly));
+  QCOMPARE(kept.readAll(), QByteArray("kept"));
+  QVERIFY(!(kept.permissions() & (QFile::WriteOwner | QFile::WriteGroup | QFile::WriteOther)));
 }
 
 // On a full disk an export fails, says so, and leaves the earlier file as
