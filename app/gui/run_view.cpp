@@ -1515,13 +1515,20 @@ void RunView::showDetails(const std::optional<trace::StoredEvent>& event, const 
   }
   const trace::Event& e = event->event;
   if (measured) details_event_ = event;
-  QString html = QStringLiteral("<h3>%1</h3><table>").arg(name.toHtmlEscaped());
-  auto row = [&html](const QString& key, const QString& value) {
+  // A name of thousands of characters (a templated kernel's) cut in the
+  // heading, whole in the last row: it pushed the event's figures out of view.
+  const QString heading = TimelineWidget::shortNameHtml(name);
+  QString html = QStringLiteral("<h3>%1</h3><table>").arg(heading);
+  auto row_html = [&html](const QString& key, const QString& value_html) {
     html += QStringLiteral("<tr><td><i>%1</i></td><td>%2</td></tr>")
-                .arg(key.toHtmlEscaped(), value.toHtmlEscaped());
+                .arg(key.toHtmlEscaped(), value_html);
+  };
+  auto row = [&row_html](const QString& key, const QString& value) {
+    row_html(key, value.toHtmlEscaped());
   };
   row(tr("rank"), QString::number(event->rank));
-  row(tr("lane"), lane);
+  const QString lane_shown = TimelineWidget::shortNameHtml(lane);
+  row_html(tr("lane"), lane_shown);
   row(tr("kind"), q(std::string(to_string(e.kind))));
   row(tr("category"), q(std::string(to_string(e.category))));
   row(tr("start"), instant(e.start_ns - origin, 9));
@@ -1565,6 +1572,8 @@ void RunView::showDetails(const std::optional<trace::StoredEvent>& event, const 
   }
   row(tr("correlation"), e.correlation != 0 ? QString::number(e.correlation) : tr("none"));
   row(tr("event id"), QString::number(event->id));
+  if (heading != name.toHtmlEscaped()) row(tr("name"), name);
+  if (lane_shown != lane.toHtmlEscaped()) row(tr("lane's name"), lane);
   html += QStringLiteral("</table>");
   // Launch and kernel share a correlation id (CUPTI's): a link goes across.
   if (measured && e.correlation != 0) {

@@ -61,20 +61,11 @@ QString q(const std::string& s) {
   return QString::fromStdString(s);
 }
 
-// A name as a tooltip shows it, HTML-escaped. A tooltip is as tall as its
-// text: a templated kernel's name of thousands of characters pushed the
-// event's duration and time below the screen. Past kTipName characters
-// (PyTorch's own kernels reach 700) its middle is cut (the Selection tab has
-// it whole).
+// A tooltip is as tall as its text: a templated kernel's name of thousands
+// of characters pushed the event's duration and time below the screen. Past
+// kTipName characters (PyTorch's own kernels reach 700) its middle is cut
+// (shortNameHtml; the Selection tab's last row has it whole).
 constexpr qsizetype kTipName = 1000;
-QString tipName(const QString& name) {
-  if (name.size() <= kTipName) return name.toHtmlEscaped();
-  qsizetype head = kTipName / 2, tail = kTipName / 2;
-  if (name.at(head - 1).isHighSurrogate()) --head;  // not half a character
-  if (name.at(name.size() - tail).isLowSurrogate()) --tail;
-  return (name.left(head) + QStringLiteral(" … ") + name.right(tail)).toHtmlEscaped() +
-         TimelineWidget::tr(" <i>(%1 characters)</i>").arg(name.size());
-}
 
 // Spans of one category told apart by name: the planner's parts in the
 // colours of the step-time bar; other names get a shade of their category
@@ -455,6 +446,15 @@ QString timeTickLabel(std::int64_t t, std::int64_t step) {
   return QStringLiteral("%1 %2")
       .arg(double(t) / kUnits[unit].ns, 0, 'f', decimals)
       .arg(QString::fromUtf8(kUnits[unit].name));
+}
+
+QString TimelineWidget::shortNameHtml(const QString& name) {
+  if (name.size() <= kTipName) return name.toHtmlEscaped();
+  qsizetype head = kTipName / 2, tail = kTipName / 2;
+  if (name.at(head - 1).isHighSurrogate()) --head;  // not half a character
+  if (name.at(name.size() - tail).isLowSurrogate()) --tail;
+  return (name.left(head) + QStringLiteral(" … ") + name.right(tail)).toHtmlEscaped() +
+         TimelineWidget::tr(" <i>(%1 characters)</i>").arg(name.size());
 }
 
 TimelineWidget::TimelineWidget(QWidget* parent) : QWidget(parent) {
@@ -2024,13 +2024,14 @@ bool TimelineWidget::event(QEvent* e) {
     const QString extent = q(format_seconds(double(s.end_ns - s.start_ns) * 1e-9));
     const QString at = q(format_time_ns(s.start_ns - full_.start_ns));
     QString text =
-        s.count > 1 ? tr("<b>%1</b> and %2 more<br>%3 events over %4 from %5<br>"
-                         "double-click or zoom in to see them")
-                          .arg(tipName(lf.names[k]))
-                          .arg(s.count - 1)
-                          .arg(s.count)
-                          .arg(extent, at)
-                    : QStringLiteral("<b>%1</b><br>%2 at %3").arg(tipName(lf.names[k]), extent, at);
+        s.count > 1
+            ? tr("<b>%1</b> and %2 more<br>%3 events over %4 from %5<br>"
+                 "double-click or zoom in to see them")
+                  .arg(shortNameHtml(lf.names[k]))
+                  .arg(s.count - 1)
+                  .arg(s.count)
+                  .arg(extent, at)
+            : QStringLiteral("<b>%1</b><br>%2 at %3").arg(shortNameHtml(lf.names[k]), extent, at);
     QToolTip::showText(help->globalPos(), text, this);
     if (s.count == 1 && s.event_id != 0 && reader_) {
       // Bytes, bandwidth and correlation are not in a span: the event is
@@ -2058,7 +2059,7 @@ bool TimelineWidget::event(QEvent* e) {
   if (help->pos().x() < gutter_) {
     const int lane = laneAt(help->pos().y(), 0);
     if (lane >= 0) {
-      QToolTip::showText(help->globalPos(), tipName(lanes_[std::size_t(lane)].title), this);
+      QToolTip::showText(help->globalPos(), shortNameHtml(lanes_[std::size_t(lane)].title), this);
       return true;
     }
   }

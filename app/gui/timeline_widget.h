@@ -119,6 +119,9 @@ class TimelineWidget : public QWidget {
   // The strip along an op's bottom edge as long as the share of its time its
   // thread was off CPU (where in the op is not recorded, so it starts left).
   static QColor offCpuColor() { return QColor(255, 176, 0); }
+  // A name as a tooltip or a heading shows it, HTML-escaped: past 1000
+  // characters its middle cut and its length given.
+  static QString shortNameHtml(const QString& name);
 
   // Zooms to the next (+1) or the previous (-1) training step, across the
   // ranks (the first key press: the step under the middle of the view);

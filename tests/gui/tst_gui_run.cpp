@@ -741,12 +741,19 @@ void TestGuiRun::longNamesKeepTheTooltipOnScreen() {
            qPrintable(title.left(200)));
   QVERIFY2(tipHeight() > 0 && tipHeight() < screen / 2, qPrintable(QString::number(tipHeight())));
 
-  // Whole where it is selected.
+  // Whole where it is selected, in the details' last row: the heading cuts
+  // it, so that the duration stands before it (it stood 26,000 characters
+  // down).
   QSignalSpy selected(t, &TimelineWidget::eventSelected);
   QTest::mouseClick(t, Qt::LeftButton, {}, QPoint(int(lane.center().x()), int(lane.top()) + 8));
   QTRY_COMPARE_WITH_TIMEOUT(selected.count(), 1, 30000);
   QTRY_VERIFY_WITH_TIMEOUT(view.details()->toPlainText().contains(QString::fromStdString(name)),
                            10000);
+  const QString details = view.details()->toPlainText();
+  const qsizetype duration = details.indexOf(QStringLiteral("duration"));
+  QVERIFY2(duration >= 0 && duration < 3000, qPrintable(QString::number(duration)));
+  QVERIFY(details.indexOf(QString::fromStdString(name)) > duration);
+  QVERIFY(details.indexOf(QString::fromStdString(lane_name)) > duration);
 }
 
 // Hovering an all-reduce: its name and duration at once, then its bytes and
