@@ -650,8 +650,8 @@ void MainWindow::importTrace(const QStringList& files) {
   const QString output = QStringLiteral("%1/%2-%3.db")
                              .arg(folder, QFileInfo(files.front()).completeBaseName())
                              .arg(QDateTime::currentMSecsSinceEpoch());
-  showMessage(tr("Importing %1…").arg(QFileInfo(files.front()).fileName()),
-              int(MessageLevel::info));
+  importing_ = QFileInfo(files.front()).fileName();
+  showMessage(tr("Importing %1…").arg(importing_), int(MessageLevel::info));
   std::vector<std::string> inputs;
   for (const QString& f : files)
     inputs.push_back(f.toStdString());
@@ -686,6 +686,7 @@ void MainWindow::importTrace(const QStringList& files) {
       out.warnings += (out.warnings.isEmpty() ? QString() : QStringLiteral("\n")) + output + QStringLiteral(": ") + q(loss);
     return out;
   }).then(this, [this, output](const Imported& imported) {
+    importing_.clear();
     if (!imported.error.isEmpty()) {
       showMessage(tr("The trace could not be imported: %1").arg(imported.error),
                   int(MessageLevel::error));
@@ -929,8 +930,25 @@ bool MainWindow::stopCalibrationFirst() {
   return !panel->running();
 }
 
+bool MainWindow::closeWhileWriting() {
+  const QString writing =
+      !importing_.isEmpty()
+          ? tr("The import of %1").arg(importing_)
+          : (!exporting_.isEmpty() ? tr("The export of %1").arg(exporting_) : QString());
+  if (writing.isEmpty()) return true;
+  // It cannot be stopped half-way: closed, the window went and the app
+  // stayed on, out of sight, until it was done.
+  const auto answer = QMessageBox::question(
+      this, tr("Still writing"),
+      tr("%1 is still being written. Close anyway? The app ends once it is written; "
+         "nothing is lost.")
+          .arg(writing),
+      QMessageBox::Yes | QMessageBox::Cancel, QMessageBox::Cancel);
+  return answer == QMessageBox::Yes;
+}
+
 void MainWindow::closeEvent(QCloseEvent* event) {
-  if (!stopCalibrationFirst() || !confirmDiscard()) {
+  if (!closeWhileWriting() || !stopCalibrationFirst() || !confirmDiscard()) {
     event->ignore();
     return;
   }

@@ -80,6 +80,7 @@ class MainWindow : public QMainWindow {
   // cannot start: no run, no range, or an export still being written.
   bool exportRun(RunExport kind, const QString& path, bool range_only = false);
   bool exportInProgress() const { return !exporting_.isEmpty(); }
+  bool importInProgress() const { return !importing_.isEmpty(); }
 
  signals:
   void runImported(const QString& store, const QString& error);
@@ -116,6 +117,8 @@ class MainWindow : public QMainWindow {
   // Before the window closes: a calibration going is stopped (what it
   // measured is lost), or the close is called off. False when called off.
   bool stopCalibrationFirst();
+  // An import or a run export still writing: asks before the window closes.
+  bool closeWhileWriting();
   bool confirmDiscard();
   void addPlan();  // a copy of the current plan, or the default plan when there is none
   void deletePlan();
@@ -146,6 +149,7 @@ class MainWindow : public QMainWindow {
   QMenu* view_menu_;
   QByteArray default_state_;
   QString exporting_;  // the file a run export is writing, while it does
+  QString importing_;  // the trace an import is reading, while it does
 };
 
 }  // namespace cs::gui
