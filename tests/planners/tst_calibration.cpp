@@ -2420,9 +2420,12 @@ void TestCalibration::calibrateRunPredictLearn() {
   };
   // With a margin: each sweep lasts a few hundred milliseconds and can meet
   // the VM's slow mode alone (once in a day of runs the warm one did, and
-  // fit slower than the cold).
+  // fit slower than the cold; under the load of other runs, twice, the warm
+  // fitted more than 4/3 of the cold). A cold sweep at half the warm one's
+  // time or less would be a fault of its own (its figures in other units,
+  // or its buffers never evicted while the warm ones were).
   QVERIFY2(ring_seconds(two["cold_link"].toObject(), 1 << 20) >
-               0.75 * ring_seconds(two["link"].toObject(), 1 << 20),
+               0.5 * ring_seconds(two["link"].toObject(), 1 << 20),
            qPrintable(QJsonDocument(two).toJson()));
   // Each size the bytes dominate keeps its own bandwidth, in increasing
   // size. (The presets saved hold the reference runs' line instead: learning
