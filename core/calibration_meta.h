@@ -20,6 +20,9 @@ inline constexpr std::string_view kCalibrationMetaKey = "calibration";
 // inside it are timed as a training step meets its gradients after
 // backward, their buffers out of the caches (Link::cold_*).
 inline constexpr std::string_view kColdCollectivesAnnotation = "all-reduce sweep, caches cold";
+// What the cold sweep writes before each all-reduce to evict the caches:
+// more than the last-level caches the CPU engine meets.
+inline constexpr std::int64_t kColdSweepEvictBytes = std::int64_t{64} << 20;
 
 // The bounds of what a calibration sweeps, for the CLI's options, the
 // worker's and the sweep lines read back: rank counts and threads up to
@@ -36,11 +39,11 @@ inline constexpr std::int64_t kMaxSweepBytes = std::int64_t{1} << 34;
 // repetition meets its operands out of the core's caches; calibrate checks
 // a rank's memory against the same figures before any rank starts.
 inline double layer_gemm_set_bytes(int element_bytes, std::int64_t h, std::int64_t out) {
-  const double nc = static_cast<double>(h) * static_cast<double>(h);
-  const double oc = static_cast<double>(out) * static_cast<double>(h);
-  const double no = static_cast<double>(h) * static_cast<double>(out);
-  return element_bytes * (2 * nc + oc + 2 * no + static_cast<double>(out)) +
-         4.0 * (oc + static_cast<double>(out));
+  const double square = static_cast<double>(h) * static_cast<double>(h);  // input, its gradient
+  const double wide =
+      static_cast<double>(h) * static_cast<double>(out);  // weight, output, its gradient
+  const double bias = static_cast<double>(out);
+  return element_bytes * (2 * square + 3 * wide + bias) + 4.0 * (wide + bias);
 }
 inline int layer_gemm_set_copies(double set_bytes) {
   const double copies = std::ceil(8.0 * (1 << 20) / set_bytes);

@@ -77,7 +77,8 @@ SweepMemory calibration_rank_memory(const CalibrationRunOptions& o, int ranks) {
     consider(2.0 * static_cast<double>(b), "the bandwidth buffers of " + format_bytes(b));
   if (ranks > 1) {
     for (std::int64_t m : o.message_sizes) {
-      consider(2.0 * static_cast<double>(m) + (o.backend == "cpu" ? 64.0 * (1 << 20) : 0),
+      consider(2.0 * static_cast<double>(m) +
+                   (o.backend == "cpu" ? static_cast<double>(kColdSweepEvictBytes) : 0),
                "the all-reduce messages of " + format_bytes(m));
     }
   }

@@ -57,7 +57,7 @@ struct CalibrationRunOptions {
 // which sweep holds it ("the layer GEMMs of width 4096 in fp32"): the widest
 // layer GEMM's operands, the two largest bandwidth buffers, or the largest
 // all-reduce message with MPI's copy of it (and, in a world of several
-// ranks, the cold sweep's 64 MiB that evict the caches).
+// ranks, the cold sweep's kColdSweepEvictBytes that evict the caches).
 struct SweepMemory {
   double bytes = 0;
   std::string what;

@@ -61,12 +61,6 @@ QString q(const std::string& s) {
   return QString::fromStdString(s);
 }
 
-// A tooltip is as tall as its text: a templated kernel's name of thousands
-// of characters pushed the event's duration and time below the screen. Past
-// kTipName characters (PyTorch's own kernels reach 700) its middle is cut
-// (shortNameHtml; the Selection tab's last row has it whole).
-constexpr qsizetype kTipName = 1000;
-
 // Spans of one category told apart by name: the planner's parts in the
 // colours of the step-time bar; other names get a shade of their category
 // from their first words.
@@ -449,12 +443,17 @@ QString timeTickLabel(std::int64_t t, std::int64_t step) {
 }
 
 QString TimelineWidget::shortNameHtml(const QString& name) {
+  // A tooltip is as tall as its text: a templated kernel's name of
+  // thousands of characters pushed the event's duration and time below the
+  // screen. Past this (PyTorch's own kernels reach 700) its middle is cut;
+  // the Selection tab's last rows have it whole.
+  constexpr qsizetype kTipName = 1000;
   if (name.size() <= kTipName) return name.toHtmlEscaped();
   qsizetype head = kTipName / 2, tail = kTipName / 2;
   if (name.at(head - 1).isHighSurrogate()) --head;  // not half a character
   if (name.at(name.size() - tail).isLowSurrogate()) --tail;
   return (name.left(head) + QStringLiteral(" … ") + name.right(tail)).toHtmlEscaped() +
-         TimelineWidget::tr(" <i>(%1 characters)</i>").arg(name.size());
+         tr(" <i>(%1 characters)</i>").arg(name.size());
 }
 
 TimelineWidget::TimelineWidget(QWidget* parent) : QWidget(parent) {

@@ -219,9 +219,8 @@ std::vector<CollectiveSample> all_reduce_sweep(Backend& backend, Communicator& c
 std::vector<CollectiveSample> cold_all_reduce_sweep(Backend& backend, Communicator& comm,
                                                     const std::vector<std::int64_t>& bytes,
                                                     int repetitions) {
-  // 64 MiB, more than the last-level caches the engine meets; one write
-  // per 64-byte line evicts them.
-  std::vector<float> evict(std::size_t{64} << 18, 0.0f);
+  // One write per 64-byte line evicts them.
+  std::vector<float> evict(static_cast<std::size_t>(kColdSweepEvictBytes) / sizeof(float), 0.0f);
   std::vector<CollectiveSample> samples;
   for (std::int64_t size : bytes) {
     const std::int64_t n = std::max<std::int64_t>(1, size / 4);
