@@ -1,5 +1,6 @@
 #include "core/hardware.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/enum_tables.h"
@@ -65,6 +66,27 @@ double gpu_power_watts(const Cluster& cluster) {
   return cluster.gpu ? cluster.gpu->tdp_watts : 0.0;
 }
 
+namespace {
+
+double uncapped_nic_share(const Cluster& cluster) {
+  if (!cluster.inter_node) return 0;
+  // A node without GPUs runs one rank a node's NICs (the CPU engine).
+  return cluster.inter_node->bandwidth * std::max(cluster.nics_per_node, 1) /
+         std::max(cluster.gpus_per_node, 1);
+}
+
+}  // namespace
+
+bool nic_share_capped_by_host_link(const Cluster& cluster) {
+  const double host = cluster.gpu ? cluster.gpu->host_link_bandwidth : 0;
+  return host > 0 && uncapped_nic_share(cluster) > host;
+}
+
+double per_gpu_nic_bandwidth(const Cluster& cluster) {
+  const double share = uncapped_nic_share(cluster);
+  return nic_share_capped_by_host_link(cluster) ? cluster.gpu->host_link_bandwidth : share;
+}
+
 ClusterTotals totals(const Cluster& cluster) {
   ClusterTotals t;
   t.gpus = cluster.total_gpus();
@@ -75,16 +97,14 @@ ClusterTotals totals(const Cluster& cluster) {
     t.gpu_memory_bytes = cluster.gpu->memory_bytes * t.gpus;
   }
   if (cluster.gpus_per_node > 1) t.per_gpu_intra_bandwidth = cluster.intra_node.bandwidth;
-  if (cluster.inter_node && cluster.gpus_per_node > 0) {
-    t.per_gpu_inter_bandwidth =
-        cluster.inter_node->bandwidth * cluster.nics_per_node / cluster.gpus_per_node;
-  }
+  if (cluster.gpus_per_node > 0) t.per_gpu_inter_bandwidth = per_gpu_nic_bandwidth(cluster);
   // Worst cut into two equal halves. Inside one node the switch (NVSwitch or
   // a PCIe switch) is taken as non-blocking; between nodes a non-blocking fat
-  // tree, so the cut crosses half of the nodes' NICs.
+  // tree, so the cut crosses half of the nodes' NICs (as much of them as the
+  // GPUs' host links can fill).
   if (cluster.nodes > 1 && cluster.inter_node) {
     t.bisection_bandwidth =
-        (cluster.nodes / 2.0) * cluster.nics_per_node * cluster.inter_node->bandwidth;
+        (cluster.nodes / 2.0) * std::max(cluster.gpus_per_node, 1) * per_gpu_nic_bandwidth(cluster);
   } else if (cluster.gpus_per_node > 1) {
     t.bisection_bandwidth = (cluster.gpus_per_node / 2.0) * cluster.intra_node.bandwidth;
   }

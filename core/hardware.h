@@ -141,6 +141,10 @@ struct GpuSpec {
   // board's own fabric ("nvlink4"), or a PCIe card's generation ("pcie5");
   // "" for pcie4.
   std::string board_link;
+  // Bytes/s per direction of the GPU's own PCIe link to its host, which its
+  // traffic to the NICs crosses (PCIe 5.0 x16: 63 GB/s): a GPU gets no more
+  // of its node's NICs than this. 0: not known, no cap.
+  double host_link_bandwidth = 0;
   std::string source;  // where the figures come from
 };
 
@@ -218,6 +222,11 @@ struct ClusterTotals {
 };
 
 ClusterTotals totals(const Cluster& cluster);
+// One GPU's share of its node's NICs (bytes/s per direction): the NICs'
+// bandwidth over the GPUs, capped by the GPU's host link; 0 with no NICs.
+double per_gpu_nic_bandwidth(const Cluster& cluster);
+// Whether the GPU's host link, not the NICs, sets per_gpu_nic_bandwidth.
+bool nic_share_capped_by_host_link(const Cluster& cluster);
 double gpu_power_watts(const Cluster& cluster);
 
 }  // namespace cs

@@ -196,6 +196,7 @@ void read_gpu(const json& j, const std::string& ptr, Diagnostics& d, GpuSpec& g)
   }
   r.text_list("device_names", g.device_names);
   r.text("board_link", g.board_link);
+  scaled(r, "host_link_gbps", g.host_link_bandwidth, kGbitToBytes, kLimits.link_gbps_or_0, false);
   r.text("source", g.source);
   r.finish();
 }
@@ -636,6 +637,7 @@ json to_json(const GpuSpec& g) {
     }
     ej["gemm_max_by_precision"] = f;
   }
+  if (g.host_link_bandwidth > 0) j["host_link_gbps"] = g.host_link_bandwidth / kGbitToBytes;
   if (e.gemm_memory_overlap > 0) ej["gemm_memory_overlap"] = e.gemm_memory_overlap;
   if (e.host_dispatch_us != GpuEfficiency{}.host_dispatch_us)
     ej["host_dispatch_us"] = e.host_dispatch_us;

@@ -393,8 +393,7 @@ Machine machine_of(const Cluster& c) {
   if (c.intra_node.kind == LinkKind::infinity_fabric) m.mesh_links = m.gpus_per_node - 1;
   if (c.inter_node) {
     m.has_inter = true;
-    const double share = c.inter_node->bandwidth * std::max(c.nics_per_node, 1) / m.gpus_per_node;
-    m.inter = tier_of(*c.inter_node, share);
+    m.inter = tier_of(*c.inter_node, per_gpu_nic_bandwidth(c));
   }
   if (m.intra.bandwidth <= 0) m.intra = m.has_inter ? m.inter : Tier{1e12, 1, 0};
   if (c.intra_node.cold_bandwidth > 0) {

@@ -21,7 +21,7 @@ struct DescribeOptions {
   bool json = false;
 };
 
-nlohmann::json totals_json(const ClusterTotals& t) {
+nlohmann::json totals_json(const ClusterTotals& t, bool capped) {
   nlohmann::json peak;
   for (Precision p : kAllPrecisions) {
     if (p == Precision::int4) continue;
@@ -32,6 +32,7 @@ nlohmann::json totals_json(const ClusterTotals& t) {
           {"gpu_memory_bytes", t.gpu_memory_bytes},
           {"per_gpu_intra_node_bytes_per_s", t.per_gpu_intra_bandwidth},
           {"per_gpu_inter_node_bytes_per_s", t.per_gpu_inter_bandwidth},
+          {"per_gpu_inter_node_capped_by_host_link", capped},
           {"bisection_bytes_per_s", t.bisection_bandwidth},
           {"power_watts", t.power_watts},
           {"price_per_hour_usd", t.price_per_hour}};
@@ -80,8 +81,10 @@ void print_text(const Cluster& c, const ClusterTotals& t) {
   }
   if (c.inter_node) {
     std::cout << "  Between nodes:  " << c.nics_per_node << " x " << c.inter_node->display_name
-              << ", " << bw(t.per_gpu_inter_bandwidth) << " per GPU per direction, "
-              << format_seconds(c.inter_node->latency) << " latency\n";
+              << ", " << bw(t.per_gpu_inter_bandwidth) << " per GPU per direction"
+              << (nic_share_capped_by_host_link(c) ? " (all its PCIe link to the host carries)"
+                                                   : "")
+              << ", " << format_seconds(c.inter_node->latency) << " latency\n";
   }
   if (t.bisection_bandwidth > 0) {
     std::cout << "  Bisection:      " << bw(t.bisection_bandwidth) << " per direction"
@@ -98,7 +101,10 @@ void run(const DescribeOptions& o, Context& ctx) {
   const Cluster c = o.cluster.resolve(ctx.catalog());
   const ClusterTotals t = totals(c);
   if (o.json) {
-    std::cout << json_text(nlohmann::json{{"cluster", to_json(c)}, {"totals", totals_json(t)}}, 2)
+    std::cout << json_text(
+                     nlohmann::json{{"cluster", to_json(c)},
+                                    {"totals", totals_json(t, nic_share_capped_by_host_link(c))}},
+                     2)
               << '\n';
   } else {
     print_text(c, t);

@@ -49,7 +49,9 @@ QString totalsHtml(const Cluster& c) {
   row(QObject::tr("GPU memory"), q(format_bytes(t.gpu_memory_bytes)));
   row(QObject::tr("Per GPU, inside a node"), bw(t.per_gpu_intra_bandwidth));
   if (c.nodes > 1) {
-    row(QObject::tr("Per GPU, between nodes"), bw(t.per_gpu_inter_bandwidth));
+    row(nic_share_capped_by_host_link(c) ? QObject::tr("Per GPU, between nodes (its PCIe link)")
+                                         : QObject::tr("Per GPU, between nodes"),
+        bw(t.per_gpu_inter_bandwidth));
     row(QObject::tr("Bisection"), bw(t.bisection_bandwidth));
   }
   row(QObject::tr("Power"), q(format_rate(t.power_watts, "W")));

@@ -74,6 +74,8 @@ class TestModelJson : public QObject {
   void parameterCount();
   void precisionDefaults();
   void clusterTotals();
+  void nicShareIsCappedByTheHostLink_data();
+  void nicShareIsCappedByTheHostLink();
   void readJsonFileErrors();
   void writeJsonFileRoundTrip();
   void writeJsonFileWholeOrNotAtAll();
@@ -320,6 +322,11 @@ void TestModelJson::validationErrors_data() {
       << R"({"name": "g", "memory_gib": 80, "memory_bandwidth_gb_s": 2000, "peak_tflops": {"fp32": 1},
             "efficiency": {"gemm_max": 1.5}})"
       << "gpu.json: /efficiency/gemm_max: must be > 0 and <= 1 (got 1.5)";
+  QTest::addRow("gpu host link negative")
+      << "gpu"
+      << R"({"name": "g", "memory_gib": 80, "memory_bandwidth_gb_s": 2000, "peak_tflops": {"fp32": 1},
+            "host_link_gbps": -504})"
+      << "gpu.json: /host_link_gbps: must be between 0 and 10000000 (got -504)";
   QTest::addRow("gpu overlap above one")
       << "gpu"
       << R"({"name": "g", "memory_gib": 80, "memory_bandwidth_gb_s": 2000, "peak_tflops": {"fp32": 1},
@@ -674,6 +681,37 @@ void TestModelJson::clusterTotals() {
   QVERIFY(one.ok());
   QCOMPARE(cs::totals(*one).bisection_bandwidth, 4 * 300e9);  // NVSwitch, 4 GPUs each way
   QCOMPARE(cs::totals(*one).per_gpu_inter_bandwidth, 0.0);
+}
+
+void TestModelJson::nicShareIsCappedByTheHostLink_data() {
+  QTest::addColumn<int>("gpusPerNode");
+  QTest::addColumn<double>("hostLinkGbps");  // -1: the preset's (PCIe 5.0 x16, 504)
+  QTest::addColumn<double>("perGpu");        // bytes/s per direction
+  QTest::addColumn<bool>("capped");
+  // dgx-h100-32: 4 nodes, 8 NDR NICs (50 GB/s each) a node.
+  QTest::addRow("8 GPUs, a NIC each") << 8 << -1.0 << 50e9 << false;
+  QTest::addRow("4 GPUs, 2 NICs each, over PCIe 5") << 4 << -1.0 << 63e9 << true;
+  QTest::addRow("2 GPUs, 4 NICs each, over PCIe 5") << 2 << -1.0 << 63e9 << true;
+  QTest::addRow("2 GPUs, PCIe 6 carries 3 of the 4 NICs") << 2 << 1200.0 << 150e9 << true;
+  QTest::addRow("2 GPUs, host link not known") << 2 << 0.0 << 200e9 << false;
+}
+
+// Every GPU's traffic to the NICs crosses its own PCIe link: 2 H100s of a
+// node with 8 NDR NICs were given 200 GB/s each, 3 times what the link carries.
+void TestModelJson::nicShareIsCappedByTheHostLink() {
+  QFETCH(int, gpusPerNode);
+  QFETCH(double, hostLinkGbps);
+  QFETCH(double, perGpu);
+  QFETCH(bool, capped);
+  auto c = catalog().cluster("dgx-h100-32");
+  QVERIFY(c.ok());
+  QCOMPARE(cs::to_json(*c->gpu)["host_link_gbps"].get<double>(), 504.0);
+  c->gpus_per_node = gpusPerNode;
+  if (hostLinkGbps >= 0) c->gpu->host_link_bandwidth = hostLinkGbps * 1e9 / 8;
+  QCOMPARE(cs::nic_share_capped_by_host_link(*c), capped);
+  const cs::ClusterTotals t = cs::totals(*c);
+  QCOMPARE(t.per_gpu_inter_bandwidth, perGpu);
+  QCOMPARE(t.bisection_bandwidth, 2 * gpusPerNode * perGpu);  // half the nodes' GPUs' shares
 }
 
 void TestModelJson::readJsonFileErrors() {
