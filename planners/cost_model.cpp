@@ -1360,6 +1360,7 @@ void evaluate(const Machine& m, const Model& x, const Knobs& k, const LayerCosts
   if (step > 0) {
     th.samples_per_second = samples / step;
     th.tokens_per_second = th.samples_per_second * tokens_per_sample;
+    th.has_tokens = x.transformer;
     th.model_tflops_per_gpu = th.model_flops_per_step / step / out.gpus / 1e12;
     th.hardware_tflops_per_gpu = th.hardware_flops_per_step / step / out.gpus / 1e12;
     const double peak = m.peak_of(k.compute);

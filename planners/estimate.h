@@ -166,6 +166,9 @@ struct CommunicationDetail {
 
 struct Throughput {
   double tokens_per_second = 0;     // whole cluster (samples x sequence length)
+  // A generic model has no tokens: its tokens_per_second is its samples'
+  // rate, for the search's ranking, and no view shows it as tokens.
+  bool has_tokens = false;
   double samples_per_second = 0;    // sequences (transformers) or samples (generic models)
   double model_flops_per_step = 0;  // 72 B s L h^2 (1 + s/6h + V/12Lh) for GPT, 6-factor for others
   double hardware_flops_per_step = 0;  // what the GPUs execute, recomputation included
@@ -204,7 +207,7 @@ struct QuantizationSummary {
   int levels = 0;                 // 2^bits; 2^bits - 1 symmetric (no -2^(bits-1))
   double relative_max_error = 0;  // half a step, as a fraction of the quantised range
   double relative_rms_error = 0;  // step / sqrt(12), same unit
-  double weight_bytes_saved = 0;  // per GPU, against bf16 weights
+  double weight_bytes_saved = 0;  // on the most loaded GPU (parameters_per_gpu), against bf16
 };
 
 struct Estimate {

@@ -51,14 +51,15 @@ json to_json(const Estimate& e) {
                               {"dp_buckets", c.dp_buckets},
                               {"zero3_seconds", c.zero3_seconds}};
   const Throughput& th = e.throughput;
-  const json throughput = {{"tokens_per_second", th.tokens_per_second},
-                           {"samples_per_second", th.samples_per_second},
-                           {"model_flops_per_step", th.model_flops_per_step},
-                           {"hardware_flops_per_step", th.hardware_flops_per_step},
-                           {"model_tflops_per_gpu", th.model_tflops_per_gpu},
-                           {"hardware_tflops_per_gpu", th.hardware_tflops_per_gpu},
-                           {"mfu", th.mfu},
-                           {"hfu", th.hfu}};
+  const json throughput = {
+      {"tokens_per_second", th.has_tokens ? json(th.tokens_per_second) : json()},
+      {"samples_per_second", th.samples_per_second},
+      {"model_flops_per_step", th.model_flops_per_step},
+      {"hardware_flops_per_step", th.hardware_flops_per_step},
+      {"model_tflops_per_gpu", th.model_tflops_per_gpu},
+      {"hardware_tflops_per_gpu", th.hardware_tflops_per_gpu},
+      {"mfu", th.mfu},
+      {"hfu", th.hfu}};
   const TrainingCost& r = e.training;
   // No tokens (or samples) to train on: null, where zeros read "0 days, $0"
   // to a script. An inference plan has no 6PD (training's forward and

@@ -216,7 +216,10 @@ void print_text(const Plan& plan, const plan::Estimate& e) {
               << (plan.precision.quant.symmetric ? " (symmetric)" : "") << ": worst error "
               << format_fixed(q.relative_max_error * 100, 3) << " % of the range quantised, RMS "
               << format_fixed(q.relative_rms_error * 100, 3) << " %; saves "
-              << format_bytes(q.weight_bytes_saved) << " per GPU against bf16\n";
+              << format_bytes(q.weight_bytes_saved)
+              << (plan.parallel.pp > 1 ? " of weights on the most loaded GPU"
+                                       : " of weights per GPU")
+              << " against bf16\n";
     // The seed article's worked example, with this plan's integer width.
     // Symmetric quantises [-0.8, 0.8] for it: a wider range, a coarser step.
     const bool symmetric = plan.precision.quant.symmetric;
@@ -263,18 +266,22 @@ void run(const PlanCommandOptions& o, Context& ctx) {
   }
   const plan::Estimate e = take(plan::estimate(plan));
   // The predicted step as a trace store, as the app draws it: its timeline,
-  // stats and exports are those of a measured run.
+  // stats and exports are those of a measured run. A timeline that cannot
+  // be drawn (too many passes) leaves the estimate to print; the path is
+  // checked first, before anything is worked out.
   std::optional<plan::PredictedStore> timeline;
+  Status timeline_written;
   if (!o.timeline.empty()) {
     take(trace::check_store_path(o.timeline));
     refuse_replacing_measurements(o.timeline);
-    take(trace::build_store_then_replace(o.timeline, [&](const std::string& temporary) -> Status {
-      auto written = plan::write_predicted_timeline(plan, temporary);
-      if (!written) return written.error();
-      timeline = *written;
-      return {};
-    }));
-    timeline->path = o.timeline;
+    timeline_written =
+        trace::build_store_then_replace(o.timeline, [&](const std::string& temporary) -> Status {
+          auto written = plan::write_predicted_timeline(plan, temporary);
+          if (!written) return written.error();
+          timeline = *written;
+          return {};
+        });
+    if (timeline) timeline->path = o.timeline;
   }
   if (o.json) {
     nlohmann::json out = plan::to_json(e);
@@ -283,6 +290,8 @@ void run(const PlanCommandOptions& o, Context& ctx) {
                          {"stages", timeline->stages},
                          {"spans", timeline->spans},
                          {"step_seconds", static_cast<double>(timeline->step_ns) * 1e-9}};
+    } else if (!timeline_written) {
+      out["timeline"] = {{"store", o.timeline}, {"error", timeline_written.message()}};
     }
     out["plan"] = cs::to_json(plan);
     out["valid"] = true;
@@ -303,12 +312,16 @@ void run(const PlanCommandOptions& o, Context& ctx) {
     }
   }
   // The estimate is printed, and a script learns that the plan cannot run
-  // as it is (it exited 0): exit status 3.
+  // as it is (it exited 0): exit status kPlanDoesNotFit.
   if (!e.fits) {
     std::cerr << "clusterscope: the plan does not fit: " << plan::memory_problem(plan, e).message
               << '\n';
-    throw CliExitCode{kPlanDoesNotFit};
   }
+  if (!timeline_written) {
+    throw CliError("the predicted timeline was not written: " + timeline_written.message() +
+                   " (the estimate above stands)");
+  }
+  if (!e.fits) throw CliExitCode{kPlanDoesNotFit};
 }
 
 }  // namespace

@@ -33,9 +33,14 @@ struct Metric {
 };
 
 const Metric kMetrics[] = {
-    {"tokens/s", [](const plan::RankedPlan& r) { return r.estimate.throughput.tokens_per_second; },
+    // In each plan's own unit: a CNN's plan counts samples (its row said
+    // tokens/s of images).
+    {"throughput",
+     [](const plan::RankedPlan& r) { return r.estimate.throughput.tokens_per_second; },
      [](const plan::RankedPlan& r) {
-       return q(format_count(r.estimate.throughput.tokens_per_second));
+       const plan::Throughput& t = r.estimate.throughput;
+       return t.has_tokens ? q(format_count(t.tokens_per_second)) + QObject::tr(" tokens/s")
+                           : q(format_count(t.samples_per_second)) + QObject::tr(" samples/s");
      },
      true},
     {"MFU", [](const plan::RankedPlan& r) { return r.estimate.throughput.mfu; },

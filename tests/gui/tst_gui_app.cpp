@@ -937,6 +937,15 @@ void TestGuiApp::captionsFollowTheWorkload() {
   QCOMPARE(caption("tokens_per_second"), QStringLiteral("samples/s"));
   QCOMPARE(headline("tokens_per_second"),
            QString::fromStdString(cs::format_count(a->estimate->throughput.samples_per_second)));
+  // And the comparison of pinned plans, in each plan's own unit.
+  window_->pinned()->clear();
+  QVERIFY(window_->pinCurrentPlan());
+  QTableWidget* compared = window_->compareView()->table();
+  QCOMPARE(compared->verticalHeaderItem(0)->text(), QStringLiteral("throughput"));
+  QCOMPARE(compared->item(0, 0)->text(),
+           QString::fromStdString(cs::format_count(a->estimate->throughput.samples_per_second)) +
+               QStringLiteral(" samples/s"));
+  window_->pinned()->clear();
 
   // The plan explorer's throughput column and chart say samples too.
   PlanExplorer* explorer = window_->explorer();

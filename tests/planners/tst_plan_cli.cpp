@@ -121,6 +121,13 @@ void TestPlanCli::planJsonKeys() {
   QVERIFY2(resnet.exit_code == 0, qPrintable(resnet.err));
   const QJsonObject epochs = parse(resnet)["training"].toObject();
   QVERIFY2(epochs["steps"].toDouble() > 0 && epochs["flops_6pd"].isNull(), qPrintable(resnet.out));
+  // Nor a rate of tokens: the key held its images' rate.
+  const QJsonObject images = parse(resnet)["throughput"].toObject();
+  QVERIFY2(images["tokens_per_second"].isNull() && images["samples_per_second"].toDouble() > 0,
+           qPrintable(resnet.out));
+  const QJsonObject tokens = parse(serving)["throughput"].toObject();
+  QCOMPARE(tokens["tokens_per_second"].toDouble(),
+           tokens["samples_per_second"].toDouble() * 2048);  // GPT-3's sequence
 }
 
 void TestPlanCli::planText() {
@@ -244,6 +251,11 @@ void TestPlanCli::planText() {
   QVERIFY2(serving.out.contains("The workload's tokens, one forward pass each: "),
            qPrintable(serving.out));
   QVERIFY2(!serving.out.contains("Training run") && !serving.out.contains("6PD"),
+           qPrintable(serving.out));
+  // Its 8 stages hold different shares (the first the embedding): the
+  // saving is the most loaded GPU's, said so (it read "per GPU").
+  QVERIFY2(serving.out.contains(QRegularExpression(
+               "; saves \\S+ \\S+ of weights on the most loaded GPU against bf16\n")),
            qPrintable(serving.out));
 }
 
@@ -773,6 +785,26 @@ void TestPlanCli::planWritesItsTimeline() {
   QFile after(measured);
   QVERIFY(after.open(QIODevice::ReadOnly));
   QVERIFY(after.readAll() == before);
+
+  // A step too long to draw still has its estimate: it was refused with the
+  // timeline's error alone. The store before it is kept.
+  const QStringList huge{"plan", "--cluster", "dgx-h100-8",     "--model",   "gpt2-small",
+                         "--dp", "8",         "--global-batch", "1073741824"};
+  const Run long_text = run_cli(huge + QStringList{"--timeline", store});
+  QCOMPARE(long_text.exit_code, 1);
+  QVERIFY2(long_text.out.contains("Step time"), qPrintable(long_text.out));
+  QVERIFY2(long_text.err.contains("the predicted timeline was not written: ") &&
+               long_text.err.contains("more than the 1000000 a predicted timeline holds") &&
+               long_text.err.contains("(the estimate above stands)"),
+           qPrintable(long_text.err));
+  const Run long_json = run_cli(huge + QStringList{"--timeline", store, "--json"});
+  QCOMPARE(long_json.exit_code, 1);
+  const QJsonObject o_long = parse(long_json);
+  QVERIFY(o_long["time"].toObject()["step_seconds"].toDouble() > 0);
+  QVERIFY2(o_long["timeline"].toObject()["error"].toString().contains("more than the 1000000"),
+           qPrintable(long_json.out));
+  const Run still = run_cli({"trace", "info", store, "--json"});
+  QVERIFY2(still.exit_code == 0, qPrintable(still.err));
 }
 
 #include "tst_plan_cli.moc"
