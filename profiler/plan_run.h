@@ -53,9 +53,11 @@ struct LocalCapacity {
 LocalCapacity local_capacity();
 
 // What a CPU-engine rank's process holds of its own besides its tensors
-// (Open MPI, OpenBLAS, the trace writer): at least this, measured at about
-// twice it.
-inline constexpr double kCpuRankProcessBytes = 32.0 * 1024 * 1024;
+// (Open MPI, OpenBLAS, the trace writer): its anonymous memory with a
+// model of 0.1 M parameters, or with a calibration's smallest sweeps, was
+// 105 to 112 MiB on a 2-core VM at 1, 2 and 4 BLAS threads (the shared
+// libraries' pages, shared between ranks, come on top).
+inline constexpr double kCpuRankProcessBytes = 104.0 * 1024 * 1024;
 
 // The memory a CPU-engine rank of `plan` takes at least (bytes): its share of
 // the scaled model's weights, gradients and optimizer state, and its process.

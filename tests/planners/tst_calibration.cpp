@@ -1926,7 +1926,7 @@ void TestCalibration::calibrateRefusesSweepsMemoryCannotHold_data() {
       << "most of it for the bandwidth buffers of 16.0 GiB";
   QTest::addRow("all-reduce messages, from the second rank count")
       << QStringList{"--ranks", "1,4096", "--message-sizes", "65536,17179869184"}
-      << "4096 ranks of the CPU engine need about 128 TiB of memory (32.1 GiB a rank, most of "
+      << "4096 ranks of the CPU engine need about 129 TiB of memory (32.2 GiB a rank, most of "
          "it for the all-reduce messages of 16.0 GiB)";
 }
 
