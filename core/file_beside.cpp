@@ -1,6 +1,7 @@
 #include "core/file_beside.h"
 
 #include <filesystem>
+#include <memory>
 #include <system_error>
 
 #include <unistd.h>
@@ -80,6 +81,35 @@ Status FileBeside::commit() {
   if (ec) return Error{path_ + ": cannot write: " + ec.message()};
   beside_ = false;
   unfinished_.reset();
+  return {};
+}
+
+Status write_files_together(const std::vector<std::string>& paths,
+                            const std::function<Status(std::size_t, const std::string&)>& write) {
+  std::vector<std::unique_ptr<FileBeside>> files;
+  for (std::size_t i = 0; i < paths.size(); ++i) {
+    files.push_back(std::make_unique<FileBeside>(paths[i]));
+    if (files.back()->stream())
+      return Error{paths[i] + ": is a stream; a set of files is written to files"};
+    const std::string& beside = files.back()->writing();
+    if (Status s = write(i, beside); !s) {
+      // Named by the file the user asked for, not the one beside it.
+      std::string message = s.message();
+      for (std::size_t at = message.find(beside); at != std::string::npos;
+           at = message.find(beside, at + paths[i].size()))
+        message.replace(at, beside.size(), paths[i]);
+      return Error{message};
+    }
+  }
+  // Checked again now that all are written (one made read-only meanwhile
+  // would stop the set half-way).
+  for (const std::string& path : paths) {
+    if (Status s = check_not_read_only(path); !s) return s;
+  }
+  SignalsHeld held;  // a signal between two renames would leave half the set
+  for (auto& file : files) {
+    if (Status s = file->commit(); !s) return s;
+  }
   return {};
 }
 

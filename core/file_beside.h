@@ -3,8 +3,11 @@
 // disk) leaves no half file and keeps what was there before.
 #pragma once
 
+#include <cstddef>
+#include <functional>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "core/result.h"
 #include "core/unfinished_file.h"
@@ -47,5 +50,14 @@ class FileBeside {
   bool stream_ = false;  // writing_ is a file beside path_, still to rename or remove
   std::optional<UnfinishedFile> unfinished_;  // writing_, while it is beside
 };
+
+// Several files written as one set (an export's CSV tables): `write(i,
+// file)` writes the i-th into `file`, beside paths[i]; only once every one is
+// written do they all take their paths' places, so a failure (a full disk at
+// the fifth table) leaves every path as it was; its error names paths[i]
+// where it named the file beside. Paths that are streams
+// (FileBeside) are refused: a set cannot be taken back from one.
+Status write_files_together(const std::vector<std::string>& paths,
+                            const std::function<Status(std::size_t, const std::string&)>& write);
 
 }  // namespace cs

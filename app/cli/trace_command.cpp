@@ -20,6 +20,7 @@
 #include "app/cli/cli_options.h"
 #include "app/cli/context.h"
 #include "app/cli/text_table.h"
+#include "core/file_beside.h"
 #include "core/file_exists.h"
 #include "core/format.h"
 #include "core/json_reader.h"
@@ -1254,13 +1255,19 @@ void run_export(ExportOptions o) {
     };
     for (CsvTable t : tables)
       refuse_replacing_a_database(file_of(t));  // before any is written
-    for (CsvTable t : tables) {
-      const std::string file = file_of(t);
-      ExportReport one = take(export_csv(*r, analysis ? &*analysis : nullptr, t, file, window));
-      report.files.insert(report.files.end(), one.files.begin(), one.files.end());
-      report.events += one.events;
-      report.bytes += one.bytes;
-    }
+    // The tables as one set: a failure at the fifth (a full disk) left the
+    // four before it new and the rest from an earlier export.
+    std::vector<std::string> files;
+    for (CsvTable t : tables)
+      files.push_back(file_of(t));
+    take(write_files_together(files, [&](std::size_t i, const std::string& beside) -> Status {
+      auto one = export_csv(*r, analysis ? &*analysis : nullptr, tables[i], beside, window);
+      if (!one) return one.error();
+      report.events += one->events;
+      report.bytes += one->bytes;
+      return {};
+    }));
+    report.files = files;
   } else {  // html: the format was checked before the store was opened
     const RunAnalysis analysis = analyse();
     // A damaged store's report says so (its figures are of what could be read).

@@ -63,6 +63,7 @@
 #include "app/gui/theme.h"
 #include "app/gui/timeline_widget.h"
 #include "core/breakdown_parts.h"
+#include "core/file_beside.h"
 #include "core/format.h"
 #include "core/json_reader.h"
 #include "core/model_json.h"
@@ -2194,13 +2195,22 @@ Result<QStringList> writeCsvTables(const ExportSource& source, const QString& st
   for (const auto& [table, file] : tables) {
     if (Status s = trace::check_export_path(file.toStdString()); !s) return s.error();
   }
+  // Written as one set: a failure at the fifth table (a full disk) left the
+  // four before it new and the rest from an earlier export.
+  std::vector<std::string> paths;
   QStringList files;
   for (const auto& [table, file] : tables) {
-    auto written = trace::export_csv(*reader.value(), analysis.value().get(), table,
-                                     file.toStdString(), source.range);
-    if (!written) return written.error();
+    paths.push_back(file.toStdString());
     files << file;
   }
+  const Status written =
+      write_files_together(paths, [&](std::size_t i, const std::string& beside) -> Status {
+        auto one = trace::export_csv(*reader.value(), analysis.value().get(), tables[i].first,
+                                     beside, source.range);
+        if (!one) return one.error();
+        return {};
+      });
+  if (!written) return written.error();
   return files;
 }
 

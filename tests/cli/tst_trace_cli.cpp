@@ -92,6 +92,7 @@ class TestTraceCli : public QObject {
   Q_OBJECT
 
  private slots:
+  void csvTablesAreWrittenAsOneSet();
   void importInfoStats();
   void unreadablePredictionLeavesTheFigures();
   void launchStatisticsAreKernelLaunches();
@@ -2164,6 +2165,46 @@ void TestTraceCli::deepMetaIsText() {
   // As a JSON string: {"a": [[[... escaped.
   QVERIFY2(r.out.contains(QStringLiteral("\"deep_json\": \"{\\\"a\\\":[[[[")),
            qPrintable(r.out.left(2000)));
+}
+
+// --table all writes its tables as one set: a failure at the third table (a
+// full disk; here the file beside it is taken by a folder) left the two
+// before it new and the rest from the earlier export.
+void TestTraceCli::csvTablesAreWrittenAsOneSet() {
+  QTemporaryDir dir;
+  const QString store = dir.filePath("s.db");
+  QVERIFY(QFile::copy(CS_SOURCE_DIR "/tests/data/gpu/worker-fp32.db", store));
+  QFile::setPermissions(store, QFile::ReadOwner | QFile::WriteOwner);
+  const QString out = dir.filePath("t.csv");
+  const Run first = run_cli({"trace", "export", store, "-o", out, "--table", "all"});
+  QVERIFY2(first.exit_code == 0, qPrintable(first.err));
+  auto contents = [&] {
+    QMap<QString, QByteArray> tables;
+    for (const QString& name : QDir(dir.path()).entryList({"t.*.csv"}, QDir::Files)) {
+      QFile f(dir.filePath(name));
+      if (f.open(QIODevice::ReadOnly)) tables[name] = f.readAll();
+    }
+    return tables;
+  };
+  const QMap<QString, QByteArray> before = contents();
+  QVERIFY(before.size() >= 8);
+  // The next export is of a window: every table would differ.
+  QVERIFY(QDir(dir.path()).mkdir("t.kernels.csv.partial"));
+  const Run failed =
+      run_cli({"trace", "export", store, "-o", out, "--table", "all", "--steps", "1"});
+  QCOMPARE(failed.exit_code, 1);
+  QVERIFY2(failed.err.contains(dir.filePath("t.kernels.csv")), qPrintable(failed.err));
+  QVERIFY(contents() == before);
+  QCOMPARE(QDir(dir.path()).entryList({"*.partial"}, QDir::Files), QStringList{});
+  // Once it can be written, the whole set is the window's.
+  QDir(dir.path()).rmdir("t.kernels.csv.partial");
+  const Run window =
+      run_cli({"trace", "export", store, "-o", out, "--table", "all", "--steps", "1"});
+  QVERIFY2(window.exit_code == 0, qPrintable(window.err));
+  const QMap<QString, QByteArray> after = contents();
+  QCOMPARE(after.keys(), before.keys());
+  QVERIFY(after["t.events.csv"] != before["t.events.csv"]);
+  QVERIFY(after["t.breakdown.csv"] != before["t.breakdown.csv"]);
 }
 
 QTEST_GUILESS_MAIN(TestTraceCli)

@@ -211,6 +211,7 @@ class TestTraceStore : public QObject {
   void unfinishedFilesGoOnASignal_data();
   void unfinishedFilesGoOnASignal();
   void fileBesideKeepsAReadOnlyFile();
+  void filesWrittenTogetherOrNotAtAll();
   void refusesWhatIsNotAStore_data();
   void refusesWhatIsNotAStore();
   void readsPastAJournalLeftBeside_data();
@@ -2077,6 +2078,55 @@ void TestTraceStore::fileBesideKeepsAReadOnlyFile() {
   cs::FileBeside again(path);
   std::ofstream(again.writing()) << "new\n";
   QVERIFY(again.commit());
+}
+
+// A set of files (an export's CSV tables) takes its paths' places only once
+// every one is written: a failure at the third (a full disk) left the two
+// before it new and the rest from the earlier set.
+void TestTraceStore::filesWrittenTogetherOrNotAtAll() {
+  QTemporaryDir dir;
+  std::vector<std::string> paths;
+  for (const char* name : {"t.events.csv", "t.breakdown.csv", "t.kernels.csv", "t.stragglers.csv"})
+    paths.push_back(temp_path(dir, name));
+  for (const std::string& path : paths)
+    std::ofstream(path) << "earlier\n";
+  auto read = [](const std::string& path) {
+    std::ifstream in(path);
+    std::string line;
+    std::getline(in, line);
+    return QString::fromStdString(line);
+  };
+  std::vector<std::string> written;
+  const cs::Status failed =
+      cs::write_files_together(paths, [&](std::size_t i, const std::string& beside) -> cs::Status {
+        if (beside == paths[i]) return cs::Error{"written in place"};
+        std::ofstream(beside) << "new\n";
+        written.push_back(beside);
+        if (i == 2) return cs::Error{beside + ": write failed: No space left on device"};
+        return {};
+      });
+  QVERIFY(!failed);
+  // Named by the file asked for, not the one beside it.
+  QCOMPARE(QString::fromStdString(failed.message()),
+           QString::fromStdString(paths[2] + ": write failed: No space left on device"));
+  QCOMPARE(written.size(), std::size_t{3});  // none after the failure
+  for (const std::string& path : paths) {
+    QCOMPARE(read(path), QStringLiteral("earlier"));
+    QVERIFY2(!std::filesystem::exists(path + ".partial"), path.c_str());
+  }
+  // Written whole, every one is replaced.
+  QVERIFY(cs::write_files_together(paths, [](std::size_t, const std::string& beside) -> cs::Status {
+    std::ofstream(beside) << "new\n";
+    return {};
+  }));
+  for (const std::string& path : paths)
+    QCOMPARE(read(path), QStringLiteral("new"));
+  // A stream cannot be one of a set: nothing is written.
+  const cs::Status stream = cs::write_files_together(
+      {paths[0], "/dev/stdout"}, [](std::size_t, const std::string&) -> cs::Status { return {}; });
+  QVERIFY(!stream);
+  QVERIFY2(QString::fromStdString(stream.message()).contains("is a stream"),
+           stream.message().c_str());
 }
 
 // Killed while it writes an export (Ctrl-C, a job's timeout), a command left
