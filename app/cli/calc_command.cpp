@@ -113,8 +113,8 @@ void run_quantize(const QuantizeOptions& o, bool bits_given) {
   const bool article = o.integers == "article";
   if (article && bits_given && o.bits != 8) {
     throw UsageError("--bits " + std::to_string(o.bits) +
-                     ": the articles' integers are INT8; give --integers unsigned or signed for "
-                     "other widths");
+                     ": the articles' integers are INT8; give --integers unsigned, signed or "
+                     "symmetric for other widths");
   }
   const bool symmetric = o.integers == "symmetric";
   const plan::QuantParams p =

@@ -1183,8 +1183,10 @@ void run_export(ExportOptions o) {
                                : format == "html" ? "an HTML export"
                                : o.table.empty()  ? "a CSV export"
                                                   : "the CSV " + o.table + " table";
+  // Flags that exclude each other: a usage error (exit 2), as
+  // --critical-path with --file-per-rank is.
   auto refuse = [&](bool given, const std::string& option, const std::string& applies) {
-    if (given) throw CliError(option + " applies to " + applies + ", not to " + exported);
+    if (given) throw UsageError(option + " applies to " + applies + ", not to " + exported);
   };
   refuse(!chrome && !o.ranks.empty(), "--rank", "Chrome traces");
   refuse(!chrome && o.file_per_rank, "--file-per-rank", "Chrome traces");

@@ -154,7 +154,8 @@ void TestCli::exitCodes_data() {
       << "--max: must be 0 or at least 2.2e-308 (got 1e-320)";
   QTest::addRow("calc article INT4")
       << QStringList{"calc", "quantize", "--bits", "4"} << 2 << ""
-      << "--bits 4: the articles' integers are INT8; give --integers unsigned or signed";
+      << "--bits 4: the articles' integers are INT8; give --integers unsigned, signed or "
+         "symmetric for other widths";
   // Half a sample a batch: "batch 0.5, 500000 iterations".
   QTest::addRow("calc half a sample") << QStringList{"calc", "flops", "--batch", "0.5"} << 2 << ""
                                       << "--batch: must be a whole number (got 0.5)";

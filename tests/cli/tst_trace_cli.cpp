@@ -1882,19 +1882,20 @@ void TestTraceCli::errors_data() {
   QTest::addRow("bare number past the end")
       << QStringList{"trace", "export", store, "-o", "x.csv", "--from", "50000", "--to", "60000"}
       << 1 << "; a time without a unit is in seconds (200ms, 40us)";
-  // Options the format has no use for (each was ignored, with exit 0).
+  // Options the format has no use for (each was ignored, with exit 0): usage
+  // errors, exit 2 (they were refused with exit 1, as a bad store is).
   QTest::addRow("table of a Chrome trace")
-      << QStringList{"trace", "export", store, "-o", "x.json", "--table", "breakdown"} << 1
+      << QStringList{"trace", "export", store, "-o", "x.json", "--table", "breakdown"} << 2
       << "--table applies to CSV exports, not to a Chrome trace export";
   // It read "not to this html all export".
   QTest::addRow("table of a report")
-      << QStringList{"trace", "export", store, "-o", "x.html", "--table", "all"} << 1
+      << QStringList{"trace", "export", store, "-o", "x.html", "--table", "all"} << 2
       << "--table applies to CSV exports, not to an HTML export";
   QTest::addRow("rank of a CSV") << QStringList{"trace", "export", store, "-o",
                                                 "x.csv", "--rank", "0"}
-                                 << 1 << "--rank applies to Chrome traces, not to a CSV export";
+                                 << 2 << "--rank applies to Chrome traces, not to a CSV export";
   QTest::addRow("critical path of a report")
-      << QStringList{"trace", "export", store, "-o", "x.html", "--critical-path"} << 1
+      << QStringList{"trace", "export", store, "-o", "x.html", "--critical-path"} << 2
       << "--critical-path applies to Chrome traces, not to an HTML export";
   QTest::addRow("critical path in a file per rank")
       << QStringList{"trace", "export", store, "-o", "x.json", "--critical-path", "--file-per-rank"}
