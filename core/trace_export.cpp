@@ -337,6 +337,17 @@ std::vector<RankInfo> exported_ranks(const TraceReader& reader) {
   return ranks;
 }
 
+// Each of `wanted` is a rank of the export, or the error names it.
+Status check_ranks_known(const TraceReader& reader, const std::vector<std::int32_t>& wanted) {
+  const std::vector<RankInfo> ranks = exported_ranks(reader);
+  for (std::int32_t r : wanted) {
+    if (std::none_of(ranks.begin(), ranks.end(),
+                     [&](const RankInfo& info) { return info.rank == r; }))
+      return Error{reader.path() + ": no rank " + std::to_string(r)};
+  }
+  return {};
+}
+
 // The longest event of any lane: an event overlapping a window starts at
 // most this long before it.
 std::int64_t longest_event_ns(const TraceReader& reader) {
@@ -966,13 +977,8 @@ Result<ExportReport> export_chrome_trace(const TraceReader& reader, const std::s
   RankFilter filter;
   filter.all = options.ranks.empty();
   filter.ranks.insert(options.ranks.begin(), options.ranks.end());
+  if (Status s = check_ranks_known(reader, options.ranks); !s) return s.error();
   const std::vector<RankInfo> ranks = exported_ranks(reader);
-  for (std::int32_t r : options.ranks) {
-    bool known = false;
-    for (const RankInfo& info : ranks)
-      known = known || info.rank == r;
-    if (!known) return Error{reader.path() + ": no rank " + std::to_string(r)};
-  }
   if (options.window && options.window->empty())
     return Error{"export: the time window is empty (its end is not after its start)"};
   if (options.critical_path && options.file_per_rank)
@@ -1004,6 +1010,17 @@ Result<ExportReport> export_chrome_trace(const TraceReader& reader, const std::s
       return s.error();
   }
   return report;
+}
+
+Result<bool> window_holds_events(const TraceReader& reader, const TimeRange& window,
+                                 const std::vector<std::int32_t>& ranks) {
+  if (Status s = check_ranks_known(reader, ranks); !s) return s.error();
+  RankFilter filter;
+  filter.all = ranks.empty();
+  filter.ranks.insert(ranks.begin(), ranks.end());
+  auto earliest = earliest_start_in_window(reader, filter, window);
+  if (!earliest) return earliest.error();
+  return earliest->has_value();
 }
 
 std::string_view to_string(CsvTable t) {
