@@ -325,6 +325,29 @@ struct RankFilter {
   bool has(std::int32_t r) const { return all || ranks.count(r); }
 };
 
+// The ranks an export writes: the store's ranks rows, then each rank known
+// only by its lanes (a store without a ranks row), as the analysis takes them.
+std::vector<RankInfo> exported_ranks(const TraceReader& reader) {
+  std::vector<RankInfo> ranks = reader.ranks();
+  for (const LaneInfo& l : reader.lanes()) {
+    if (std::none_of(ranks.begin(), ranks.end(),
+                     [&](const RankInfo& r) { return r.rank == l.rank; }))
+      ranks.push_back(RankInfo{l.rank, "", "", 0, 0, false});
+  }
+  return ranks;
+}
+
+// Each of `wanted` is a rank of the export, or the error names it.
+Status check_ranks_known(const TraceReader& reader, const std::vector<std::int32_t>& wanted) {
+  const std::vector<RankInfo> ranks = exported_ranks(reader);
+  for (std::int32_t r : wanted) {
+    if (std::none_of(ranks.begin(), ranks.end(),
+                     [&](const RankInfo& info) { return info.rank == r; }))
+      return Error{reader.path() + ": no rank " + std::to_string(r)};
+  }
+  return {};
+}
+
 // The longest event of any lane: an event overlapping a window starts at
 // most this long before it.
 std::int64_t longest_event_ns(const TraceReader& reader) {
@@ -468,12 +491,7 @@ Status write_chrome(const TraceReader& reader, const std::string& path,
   };
 
   // Every rank that has a lane gets a process, even one without a ranks row.
-  std::vector<RankInfo> ranks = reader.ranks();
-  for (const LaneInfo& l : reader.lanes()) {
-    if (std::none_of(ranks.begin(), ranks.end(),
-                     [&](const RankInfo& r) { return r.rank == l.rank; }))
-      ranks.push_back(RankInfo{l.rank, "", "", 0, 0, false});
-  }
+  const std::vector<RankInfo> ranks = exported_ranks(reader);
   for (const RankInfo& rank : ranks) {
     if (!filter.has(rank.rank)) continue;
     std::string label = "Rank " + std::to_string(rank.rank);
@@ -646,7 +664,7 @@ Status write_chrome(const TraceReader& reader, const std::string& path,
   // that Perfetto draws them. Perfetto binds them by id across the file, and
   // correlation ids count per process: with several ranks in one file, the
   // id is rank * 2^32 + correlation (CUPTI's ids are 32-bit).
-  const bool one_rank = filter.ranks.size() == 1 || reader.ranks().size() <= 1;
+  const bool one_rank = filter.ranks.size() == 1 || ranks.size() <= 1;
   std::sort(calls.begin(), calls.end());
   std::sort(gpu_work.begin(), gpu_work.end());
   auto work = gpu_work.begin();
@@ -959,12 +977,8 @@ Result<ExportReport> export_chrome_trace(const TraceReader& reader, const std::s
   RankFilter filter;
   filter.all = options.ranks.empty();
   filter.ranks.insert(options.ranks.begin(), options.ranks.end());
-  for (std::int32_t r : options.ranks) {
-    bool known = false;
-    for (const RankInfo& info : reader.ranks())
-      known = known || info.rank == r;
-    if (!known) return Error{reader.path() + ": no rank " + std::to_string(r)};
-  }
+  if (Status s = check_ranks_known(reader, options.ranks); !s) return s.error();
+  const std::vector<RankInfo> ranks = exported_ranks(reader);
   if (options.window && options.window->empty())
     return Error{"export: the time window is empty (its end is not after its start)"};
   if (options.critical_path && options.file_per_rank)
@@ -972,7 +986,7 @@ Result<ExportReport> export_chrome_trace(const TraceReader& reader, const std::s
   ExportReport report;
   if (!options.file_per_rank) {
     std::optional<std::int32_t> rank;
-    if (reader.ranks().size() == 1) rank = reader.ranks()[0].rank;
+    if (ranks.size() == 1) rank = ranks[0].rank;
     if (options.ranks.size() == 1) rank = options.ranks[0];
     if (Status s = write_chrome(reader, path, options, filter, rank, report); !s) return s.error();
     return report;
@@ -983,11 +997,11 @@ Result<ExportReport> export_chrome_trace(const TraceReader& reader, const std::s
     return stem + ".rank" + std::to_string(rank) + ".json";
   };
   // Every file checked before any is written.
-  for (const RankInfo& r : reader.ranks()) {
+  for (const RankInfo& r : ranks) {
     if (!filter.has(r.rank)) continue;
     if (Status s = check_export_path(file_of(r.rank)); !s) return s.error();
   }
-  for (const RankInfo& r : reader.ranks()) {
+  for (const RankInfo& r : ranks) {
     if (!filter.has(r.rank)) continue;
     RankFilter one;
     one.all = false;
@@ -996,6 +1010,17 @@ Result<ExportReport> export_chrome_trace(const TraceReader& reader, const std::s
       return s.error();
   }
   return report;
+}
+
+Result<bool> window_holds_events(const TraceReader& reader, const TimeRange& window,
+                                 const std::vector<std::int32_t>& ranks) {
+  if (Status s = check_ranks_known(reader, ranks); !s) return s.error();
+  RankFilter filter;
+  filter.all = ranks.empty();
+  filter.ranks.insert(ranks.begin(), ranks.end());
+  auto earliest = earliest_start_in_window(reader, filter, window);
+  if (!earliest) return earliest.error();
+  return earliest->has_value();
 }
 
 std::string_view to_string(CsvTable t) {

@@ -68,6 +68,13 @@ inline constexpr std::int64_t kCriticalPathPid = 1000000000;  // above any rank
 Result<ExportReport> export_chrome_trace(const TraceReader& reader, const std::string& path,
                                          const ChromeTraceOptions& options = {});
 
+// Whether an event of `ranks` (all when empty) overlaps `window`: what a
+// Chrome trace or the events table of the window would hold. Asked before
+// writing, so that a window in a gap of the trace is refused with no file
+// touched.
+Result<bool> window_holds_events(const TraceReader& reader, const TimeRange& window,
+                                 const std::vector<std::int32_t>& ranks = {});
+
 enum class CsvTable {
   events,
   breakdown,

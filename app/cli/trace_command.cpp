@@ -1229,8 +1229,22 @@ void run_export(ExportOptions o) {
     if (window) refuse_idle_window(*r, analysis, window_flags);
     return analysis;
   };
+  // A window in a gap of the trace would give a file of no events, which no
+  // import reads: refused before any file is written, so that an earlier
+  // export at the output stays as it was (and a device, -o -, is left alone).
+  auto refuse_window_without_events = [&](const std::vector<std::int32_t>& ranks) {
+    if (!window || take(window_holds_events(*r, *window, ranks))) return;
+    const TimeRange all = r->time_range();
+    throw CliError(window_flags + ": no event lies in the window (the trace lasts " +
+                   format_seconds(static_cast<double>(all.end_ns - all.start_ns) / 1e9) +
+                   "); nothing was written");
+  };
+  // A Chrome trace or an events table: a file of events, not of figures.
+  const bool holds_events =
+      format != "html" && (format != "csv" || o.table == "events" || o.table == "all");
   ExportReport report;
   if (format == "chrome" || format == "json") {
+    refuse_window_without_events({o.ranks.begin(), o.ranks.end()});
     ChromeTraceOptions options;
     options.window = window;
     options.ranks.assign(o.ranks.begin(), o.ranks.end());
@@ -1257,6 +1271,8 @@ void run_export(ExportOptions o) {
     };
     for (CsvTable t : tables)
       refuse_replacing_a_database(file_of(t));  // before any is written
+    if (std::find(tables.begin(), tables.end(), CsvTable::events) != tables.end())
+      refuse_window_without_events({});
     // The tables as one set: a failure at the fifth (a full disk) left the
     // four before it new and the rest from an earlier export.
     std::vector<std::string> files;
@@ -1279,21 +1295,6 @@ void run_export(ExportOptions o) {
       std::cerr << "clusterscope: warning: " << analysis.damage << '\n';
     report = take(
         export_html_report(*r, analysis, o.output, {window, verified ? "" : verified.message()}));
-  }
-  // A window in a gap of the trace: a file of no events, which no import
-  // reads, is not left behind. (A report or a summary table alone holds
-  // figures; an idle window was refused before any was written.)
-  const bool holds_events =
-      format != "html" && (format != "csv" || o.table == "events" || o.table == "all");
-  if (window && report.events == 0 && holds_events) {
-    for (const std::string& file : report.files) {
-      std::error_code ignored;
-      std::filesystem::remove(file, ignored);
-    }
-    const TimeRange all = r->time_range();
-    throw CliError(window_flags + ": no event lies in the window (the trace lasts " +
-                   format_seconds(static_cast<double>(all.end_ns - all.start_ns) / 1e9) +
-                   "); nothing was written");
   }
   for (const std::string& w : report.warnings)
     std::cerr << "clusterscope: warning: " << w << '\n';

@@ -263,6 +263,27 @@ void TestTraceCli::windowInAGapWritesNothing() {
         qPrintable(gap.err));
     QVERIFY2(!QFile::exists(out), qPrintable(out));
   }
+  // Refused before any file is written: an earlier export at the output
+  // stays as it was, and a device (-o -, a link to one) is left alone. Both
+  // were removed after the export replaced them (-o - removed /dev/stdout).
+  const QString earlier = dir.filePath("earlier.csv");
+  {
+    QFile e(earlier);
+    QVERIFY(e.open(QIODevice::WriteOnly));
+    e.write("an earlier export\n");
+  }
+  const QString device = dir.filePath("null.json");
+  QVERIFY(QFile::link("/dev/null", device));
+  for (const QString& out : {earlier, device}) {
+    const Run gap =
+        run_cli({"trace", "export", store, "-o", out, "--from", "100ms", "--to", "200ms"});
+    QVERIFY2(gap.exit_code == 1 && gap.err.contains("no event lies in the window"),
+             qPrintable(gap.err));
+  }
+  QFile kept(earlier);
+  QVERIFY(kept.open(QIODevice::ReadOnly));
+  QCOMPARE(kept.readAll(), QByteArray("an earlier export\n"));
+  QVERIFY(QFileInfo(device).isSymLink());
   // A report, a summary table or the statistics of the gap: no figures to give.
   const QString no_work =
       "--from/--to: no device work (kernel, copy, collective or engine "

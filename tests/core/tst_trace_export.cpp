@@ -208,6 +208,7 @@ class TestTraceExport : public QObject {
   void stepChartSaysWhichRanksItDraws_data();
   void stepChartSaysWhichRanksItDraws();
   void chromeTraceWindowAndRanks();
+  void ranksWithLanesButNoRankRowAreExported();
   void chromeTraceWarnsWhenLarge();
   void csvTables();
   void htmlReportIsSelfContained();
@@ -917,6 +918,68 @@ void TestTraceExport::chromeTraceWindowAndRanks() {
   auto missing = export_chrome_trace(*r, path, options);
   QVERIFY(!missing);
   QVERIFY(QString::fromStdString(missing.message()).contains("no rank 7"));
+}
+
+// A rank the store knows only by its lanes (no ranks row) is a rank of the
+// export as of the analysis: its own file with --file-per-rank (it was left
+// out, its events lost), chosen with --rank (refused as unknown), and flow
+// ids of its own (with one ranks row, both ranks' arrows shared ids).
+void TestTraceExport::ranksWithLanesButNoRankRowAreExported() {
+  QTemporaryDir dir;
+  const std::string path = dir.filePath("lanes-only.cstrace").toStdString();
+  {
+    auto w = TraceWriter::create(path, RunInfo{"lanes only", "test"}).value();
+    const StringId launch = w->intern("cudaLaunchKernel"), kernel = w->intern("gemm");
+    w->add_rank({0, "node", "GPU 0", 1, 0, false});  // rank 1 has no row
+    for (std::int32_t rank : {0, 1}) {
+      const LaneId host = w->add_lane(rank, LaneKind::cpu_thread, "Thread 1", 0);
+      const LaneId stream = w->add_lane(rank, LaneKind::gpu_stream, "GPU 0 stream 7", 1);
+      Event e;
+      e.lane = host;
+      e.kind = EventKind::api_call;
+      e.category = Category::other;
+      e.start_ns = 1'000'000 + rank * 100;
+      e.end_ns = e.start_ns + 500;
+      e.name = launch;
+      e.correlation = 1;  // each process counts its own
+      w->add(e);
+      e.lane = stream;
+      e.kind = EventKind::kernel;
+      e.category = Category::compute;
+      e.start_ns += 2'000;
+      e.end_ns = e.start_ns + 10'000;
+      e.name = kernel;
+      w->add(e);
+    }
+    QVERIFY(w->close());
+  }
+  auto r = TraceReader::open(path).value();
+  QCOMPARE(r->ranks().size(), std::size_t{1});
+
+  const std::string one = dir.filePath("one.json").toStdString();
+  auto whole = export_chrome_trace(*r, one);
+  QVERIFY2(whole, whole ? "" : whole.message().c_str());
+  const json doc = json::parse(read_file(one));
+  std::set<std::int64_t> starts;
+  for (const json& e : doc["traceEvents"]) {
+    if (e["ph"] == "s") QVERIFY2(starts.insert(e["id"].get<std::int64_t>()).second, "an id twice");
+  }
+  QCOMPARE(starts.size(), std::size_t{2});
+
+  ChromeTraceOptions split;
+  split.file_per_rank = true;
+  auto files = export_chrome_trace(*r, dir.filePath("run.json").toStdString(), split);
+  QVERIFY2(files, files ? "" : files.message().c_str());
+  QCOMPARE(files->files.size(), std::size_t{2});
+  QVERIFY(files->files[1].ends_with("run.rank1.json"));
+  QCOMPARE(json::parse(read_file(files->files[1]))["distributedInfo"]["rank"].get<int>(), 1);
+  QCOMPARE(files->events, r->event_count());
+
+  ChromeTraceOptions rank1;
+  rank1.ranks = {1};
+  auto chosen = export_chrome_trace(*r, dir.filePath("rank1.json").toStdString(), rank1);
+  QVERIFY2(chosen, chosen ? "" : chosen.message().c_str());
+  QCOMPARE(chosen->events, std::int64_t{2});
 }
 
 void TestTraceExport::chromeTraceWarnsWhenLarge() {
