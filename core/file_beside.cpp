@@ -86,6 +86,9 @@ Status FileBeside::commit() {
 
 Status write_files_together(const std::vector<std::string>& paths,
                             const std::function<Status(std::size_t, const std::string&)>& write) {
+  // One file is a set of its own: `write` writes it whole itself (beside
+  // it, or in place where it is a stream such as /dev/stdout).
+  if (paths.size() == 1) return write(0, paths[0]);
   std::vector<std::unique_ptr<FileBeside>> files;
   for (std::size_t i = 0; i < paths.size(); ++i) {
     files.push_back(std::make_unique<FileBeside>(paths[i]));

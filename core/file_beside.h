@@ -55,7 +55,8 @@ class FileBeside {
 // file)` writes the i-th into `file`, beside paths[i]; only once every one is
 // written do they all take their paths' places, so a failure (a full disk at
 // the fifth table) leaves every path as it was; its error names paths[i]
-// where it named the file beside. Paths that are streams
+// where it named the file beside. A set of one is written to its path (the
+// writer writes it whole); in a larger set, paths that are streams
 // (FileBeside) are refused: a set cannot be taken back from one.
 Status write_files_together(const std::vector<std::string>& paths,
                             const std::function<Status(std::size_t, const std::string&)>& write);
