@@ -247,6 +247,7 @@ struct Parsed {
   // This product's own export writes the event's fields under its own keys
   // (args "kind", "category", "step", "collective", ...): -1 / 0 when absent.
   std::int8_t own_kind = -1;
+  std::uint32_t own_name = 0;  // args "stored_name": a step's name, exported as ProfilerStep#N
   std::int8_t own_category = -1;
   std::int8_t own_collective = -1;
   std::int32_t own_step = -1;
@@ -294,6 +295,7 @@ enum class Key : std::uint8_t {
   base_time_ns,
   other_data,
   own_kind,
+  own_name,
   own_category,
   own_collective,
   own_step,
@@ -343,6 +345,7 @@ Key key_of(std::string_view k) {
       {"baseTimeNanoseconds", Key::base_time_ns},
       {"otherData", Key::other_data},
       {"kind", Key::own_kind},
+      {"stored_name", Key::own_name},
       {"category", Key::own_category},
       {"collective", Key::own_collective},
       {"step", Key::own_step},
@@ -489,6 +492,8 @@ class KinetoHandler : public nlohmann::json_sax<nlohmann::json> {
         current_.dtype = intern(v);
       } else if (key_ == Key::own_kind) {
         if (auto k = event_kind_from_string(v)) current_.own_kind = static_cast<std::int8_t>(*k);
+      } else if (key_ == Key::own_name) {
+        current_.own_name = intern(v);
       } else if (key_ == Key::own_category) {
         if (auto k = category_from_string(v)) current_.own_category = static_cast<std::int8_t>(*k);
       } else if (key_ == Key::own_collective) {
@@ -1264,7 +1269,7 @@ Result<ImportReport> import_own_export(const KinetoHandler& h, const std::string
     e.lane = lanes[p.lane];
     e.start_ns = p.start;
     e.end_ns = p.end;
-    e.name = name_of(p.name);
+    e.name = name_of(p.own_name != 0 ? p.own_name : p.name);
     w.add_with_launch(e, launch_of(h, p));
     ++report.events;
   }

@@ -554,8 +554,16 @@ Status write_chrome(const TraceReader& reader, const std::string& path,
       if (options.window && !overlaps(e, *options.window)) return true;
       begin_event();
       out << "{\"ph\":\"X\",\"cat\":\"" << kineto_category(e.kind, *lane) << "\",\"name\":";
-      out << escaped_name(e.name) << ",\"pid\":" << se.rank
-          << ",\"tid\":" << static_cast<std::int64_t>(lane->id.value) << ",\"ts\":";
+      // A step as PyTorch's profiler names it: HTA finds the iterations by
+      // "ProfilerStep#N" (its temporal breakdown, critical path), and an
+      // import reads it as a step; the stored name goes in the args.
+      const bool profiler_step = e.kind == EventKind::step && e.step >= 0;
+      if (profiler_step)
+        out << "\"ProfilerStep#" << static_cast<std::int64_t>(e.step) << '"';
+      else
+        out << escaped_name(e.name);
+      out << ",\"pid\":" << se.rank << ",\"tid\":" << static_cast<std::int64_t>(lane->id.value)
+          << ",\"ts\":";
       micros(out, e.start_ns - base);
       out << ",\"dur\":";
       micros(out, e.end_ns - e.start_ns);
@@ -573,6 +581,7 @@ Status write_chrome(const TraceReader& reader, const std::string& path,
       if (e.bytes != 0) out << ",\"bytes\":" << e.bytes;
       if (e.flops != 0) out << ",\"flops\":" << e.flops;
       if (e.step >= 0) out << ",\"step\":" << static_cast<std::int64_t>(e.step);
+      if (profiler_step) out << ",\"stored_name\":" << escaped_name(e.name);
       if (e.collective != Collective::none) {
         out << ",\"collective\":\"" << to_string(e.collective) << '"';
         kineto_collective_args(out, e, reader.world_size());
@@ -1482,8 +1491,8 @@ Result<ExportReport> export_html_report(const TraceReader& reader, const RunAnal
   std::size_t shown = 0;
   for (const KernelStats& k : analysis.kernels) {
     if (shown++ == kListed) break;
-    out << "<tr><td><code>" << html(k.name.size() > 120 ? k.name.substr(0, 117) + "..." : k.name)
-        << "</code></td><td>" << to_string(k.category) << "</td>";
+    out << "<tr><td><code>" << html(cut_for_message(k.name, 119)) << "</code></td><td>"
+        << to_string(k.category) << "</td>";
     duration_cells(k);
   }
   out << "</table>\n";

@@ -28,6 +28,7 @@
 #include "core/trace_import.h"
 #include "core/trace_reader.h"
 #include "core/trace_writer.h"
+#include "core/utf8.h"
 
 using namespace cs::trace;
 using nlohmann::json;
@@ -191,6 +192,7 @@ class TestTraceExport : public QObject {
   void chromeTraceParsesBack();
   void ownExportImportsBack_data();
   void ownExportImportsBack();
+  void stepsAreNamedAsHtaFindsThem();
   void ownExportWithAPidThatIsNoRankIsRefused();
   void criticalPathIsAProcessOfItsOwn();
   void ownExportRowsOfTheWrongKindAreNamed_data();
@@ -212,6 +214,7 @@ class TestTraceExport : public QObject {
   void chromeTraceWarnsWhenLarge();
   void csvTables();
   void htmlReportIsSelfContained();
+  void htmlReportCutsLongNamesByCharacter();
   void htmlReportSaysWhatItCovers();
   void failuresNameTheFile();
   void failedExportKeepsTheEarlierFile();
@@ -327,6 +330,41 @@ void TestTraceExport::ownExportImportsBack_data() {
       << QString::fromStdString(kCpuEngine) << false << true;
   QTest::addRow("cuda engine bf16, its critical path")
       << QString::fromStdString(kGpuBf16) << false << true;
+}
+
+// HTA finds a trace's iterations by PyTorch's "ProfilerStep#N" annotations;
+// the engines' steps went out as "step N" user annotations, in which HTA
+// finds no iteration (its temporal breakdown and critical path need them).
+// The stored name goes in the args, and an import gives it back.
+void TestTraceExport::stepsAreNamedAsHtaFindsThem() {
+  QTemporaryDir dir;
+  auto r = opened_copy(dir, kCpuEngine, "store.cstrace");
+  const std::string path = dir.filePath("store.json").toStdString();
+  ChromeTraceOptions options;
+  options.file_per_rank = true;
+  auto exported = export_chrome_trace(*r, path, options);
+  QVERIFY2(exported, exported ? "" : exported.message().c_str());
+  std::set<std::string> stored;
+  cs::Status s = r->for_each_event({}, INT64_MIN / 4, INT64_MAX / 4, [&](const StoredEvent& se) {
+    if (se.event.kind == EventKind::step) stored.insert(r->string(se.event.name));
+    return true;
+  });
+  QVERIFY(s);
+  QVERIFY(!stored.empty());
+  for (const std::string& file : exported->files) {
+    std::ifstream in(file);
+    const json doc = json::parse(in);
+    int steps = 0;
+    for (const json& e : doc["traceEvents"]) {
+      if (e.value("ph", "") != "X" || e["args"].value("kind", "") != "step") continue;
+      ++steps;
+      QCOMPARE(e["cat"].get<std::string>(), std::string("user_annotation"));
+      QCOMPARE(e["name"].get<std::string>(),
+               "ProfilerStep#" + std::to_string(e["args"]["step"].get<int>()));
+      QVERIFY2(stored.count(e["args"]["stored_name"].get<std::string>()), e.dump().c_str());
+    }
+    QVERIFY2(steps > 0, file.c_str());
+  }
 }
 
 void TestTraceExport::ownExportImportsBack() {
@@ -1138,6 +1176,31 @@ void TestTraceExport::htmlReportIsSelfContained() {
   QString rest = text;
   rest.remove("http://www.w3.org/2000/svg");  // the SVG namespace is a name, not a fetch
   QVERIFY(!rest.contains("http://") && !rest.contains("https://"));
+}
+
+// A kernel's name longer than the table holds is cut after whole characters:
+// cut by bytes, a name of accented letters ended in half a character, which
+// the browser shows as U+FFFD.
+void TestTraceExport::htmlReportCutsLongNamesByCharacter() {
+  QTemporaryDir dir;
+  std::string name;
+  for (int i = 0; i < 150; ++i)
+    name += "\xC3\xA9";  // é: 2 bytes, 300 in all
+  const std::string trace = dir.filePath("accents.json").toStdString();
+  std::ofstream(trace) << R"({"traceEvents": [{"ph": "X", "cat": "kernel", "name": ")" << name
+                       << R"(", "pid": 0, "tid": 7, "ts": 1, "dur": 5}]})";
+  const std::string store = dir.filePath("accents.cstrace").toStdString();
+  auto imported = import_kineto({trace}, store);
+  QVERIFY2(imported, imported ? "" : imported.message().c_str());
+  auto r = std::move(TraceReader::open(store)).value();
+  const std::string path = dir.filePath("report.html").toStdString();
+  QVERIFY(export_html_report(*r, analyze_run(*r).value(), path));
+  const std::string text = read_file(path);
+  QVERIFY(cs::is_valid_utf8(text));
+  std::string shown;
+  for (int i = 0; i < 119; ++i)
+    shown += "\xC3\xA9";
+  QVERIFY(text.find("<code>" + shown + "\xE2\x80\xA6</code>") != std::string::npos);
 }
 
 // A report of a range, or of a damaged store, says so under its title: the
