@@ -78,11 +78,18 @@ RunComparison compare_runs(const RunAnalysis& a, const RunAnalysis& b) {
   out.per_step = out.a_steps > 0 && out.b_steps > 0;
   out.a_step_ns = median_step(a);
   out.b_step_ns = median_step(b);
-  // Totals of all ranks to per rank (and step).
-  const double a_scale =
-      1.0 / std::max(1, out.a_ranks) / (out.per_step ? static_cast<double>(out.a_steps) : 1.0);
-  const double b_scale =
-      1.0 / std::max(1, out.b_ranks) / (out.per_step ? static_cast<double>(out.b_steps) : 1.0);
+  // Totals of all ranks to per rank (and step): over the steps the ranks
+  // recorded, a rank that stopped early counted for its own (one of two ranks
+  // with half the steps was averaged over steps it never ran, 25 % low).
+  auto scale = [&](const RunAnalysis& run, int most_steps) {
+    if (!out.per_step) return 1.0 / std::max<std::size_t>(1, run.ranks.size());
+    double rank_steps = 0;
+    for (const RankAnalysis& r : run.ranks)  // a rank with no step marks spans them all
+      rank_steps += r.steps.empty() ? most_steps : static_cast<double>(r.steps.size());
+    return 1.0 / std::max(1.0, rank_steps);
+  };
+  const double a_scale = scale(a, out.a_steps);
+  const double b_scale = scale(b, out.b_steps);
 
   // Where the time went: HTA's parts, which add up to the span.
   struct Part {
