@@ -11,6 +11,7 @@
 #include <map>
 #include <set>
 #include <unordered_map>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 
@@ -447,7 +448,9 @@ Status write_chrome(const TraceReader& reader, const std::string& path,
   const std::int64_t t0 = options.window ? options.window->start_ns : kMinTime;
   const std::int64_t t1 = options.window ? options.window->end_ns : kMaxTime;
   // The counter samples in [t0, t1), read first: a sample may come before
-  // every event (a GPU's memory before the first kernel).
+  // every event (a GPU's memory before the first kernel). In a window, each
+  // series' last sample before it too: the value in effect at its start
+  // (the track was blank until the first sample inside).
   std::vector<CounterSample> counters;
   if (options.counters) {
     auto series = reader.counter_series();
@@ -456,9 +459,16 @@ Status write_chrome(const TraceReader& reader, const std::string& path,
       if (!filter.has(s.rank)) continue;
       auto samples = reader.counters(s.rank, s.name);
       if (!samples) return samples.error();
+      std::optional<CounterSample> in_effect;
       for (const CounterSample& c : *samples) {
-        if (c.time_ns >= t0 && c.time_ns < t1) counters.push_back(c);
+        if (c.time_ns < t0) {
+          in_effect = c;
+        } else if (c.time_ns < t1) {
+          if (in_effect) counters.push_back(*std::exchange(in_effect, std::nullopt));
+          counters.push_back(c);
+        }
       }
+      if (in_effect && options.window) counters.push_back(*in_effect);
     }
   }
   // Times count from the earliest event or sample written, so that none is

@@ -201,6 +201,7 @@ class TestTraceExport : public QObject {
   void flowsJoinCallsToTheirGpuWork_data();
   void flowsJoinCallsToTheirGpuWork();
   void countersBeforeTheFirstEventAreExported();
+  void windowKeepsTheCounterValueInEffect();
   void textThatIsNotUtf8IsReplaced_data();
   void textThatIsNotUtf8IsReplaced();
   void predictionCsvKeepsFullPrecision();
@@ -683,6 +684,60 @@ void TestTraceExport::countersBeforeTheFirstEventAreExported() {
   }
   std::sort(exported.begin(), exported.end());
   QCOMPARE(exported, samples);
+}
+
+// A window's export carries each counter's last sample before the window,
+// the value in effect at its start: the memory track was blank until the
+// first sample inside the window.
+void TestTraceExport::windowKeepsTheCounterValueInEffect() {
+  QTemporaryDir dir;
+  auto r = opened_copy(dir, kGpuBf16, "bf16.cstrace");
+  const TimeRange whole = r->time_range();
+  const TimeRange window{whole.start_ns + (whole.end_ns - whole.start_ns) / 2, whole.end_ns};
+  std::vector<std::string> expected;
+  auto row = [](std::int32_t rank, const std::string& name, std::int64_t t, double value) {
+    std::ostringstream out;
+    out << rank << '|' << name << '|' << t << '|' << value;
+    return out.str();
+  };
+  int series = 0;
+  for (const CounterSeries& s : r->counter_series().value()) {
+    std::optional<CounterSample> in_effect;
+    for (const CounterSample& c : r->counters(s.rank, s.name).value()) {
+      if (c.time_ns < window.start_ns) {
+        in_effect = c;
+        continue;
+      }
+      if (c.time_ns >= window.end_ns) continue;
+      if (in_effect)
+        expected.push_back(row(s.rank, r->string(s.name), in_effect->time_ns, in_effect->value));
+      in_effect.reset();
+      expected.push_back(row(s.rank, r->string(s.name), c.time_ns, c.value));
+    }
+    if (in_effect)
+      expected.push_back(row(s.rank, r->string(s.name), in_effect->time_ns, in_effect->value));
+    ++series;
+  }
+  QVERIFY(series > 0);
+  const std::string path = dir.filePath("window.json").toStdString();
+  ChromeTraceOptions options;
+  options.window = window;
+  QVERIFY(export_chrome_trace(*r, path, options));
+  const json doc = json::parse(read_file(path));
+  const std::int64_t base = doc["baseTimeNanoseconds"];
+  std::vector<std::string> exported;
+  bool one_before = false;
+  for (const json& e : doc["traceEvents"]) {
+    if (e["ph"] != "C") continue;
+    const std::int64_t t = micros_to_ns(e["ts"]) + base;
+    one_before = one_before || t < window.start_ns;
+    exported.push_back(row(e["pid"].get<int>(), e["name"].get<std::string>(), t,
+                           e["args"].begin()->get<double>()));
+  }
+  QVERIFY2(one_before, "no sample from before the window");
+  std::sort(exported.begin(), exported.end());
+  std::sort(expected.begin(), expected.end());
+  QCOMPARE(exported, expected);
 }
 
 // A store written before the writer kept its text as UTF-8 may hold other
