@@ -258,6 +258,12 @@ const TracerReport& Tracer::finalize() {
         " buffers held a record CUPTI could not read; their remaining records were skipped");
   }
   if (d.capture_full) r.warnings.push_back("the capture stopped at its size cap");
+  // Before the warnings are stored, so that a capture that could not be written says so there.
+  if (d.capture) {
+    if (Status written = write_replay(d.options.capture_path, d.capture->recording()); !written) {
+      r.warnings.push_back(written.message());
+    }
+  }
 
   trace::TraceWriter& w = d.writer;
   w.set_meta("tracer.source", r.source);
@@ -269,11 +275,6 @@ const TracerReport& Tracer::finalize() {
   w.set_meta("tracer.peak_buffer_bytes", std::to_string(r.peak_buffer_bytes));
   w.set_meta("tracer.memory_samples", std::to_string(r.memory_samples));
   w.set_meta("tracer.warnings", json_text(nlohmann::json(r.warnings)));
-  if (d.capture) {
-    if (Status written = write_replay(d.options.capture_path, d.capture->recording()); !written) {
-      r.warnings.push_back(written.message());
-    }
-  }
   if (Status flushed = w.flush(); !flushed) r.warnings.push_back(flushed.message());
   // Last: everything is decoded and committed before CUPTI lets go of its
   // kernel names (and before anything it does at teardown can go wrong).

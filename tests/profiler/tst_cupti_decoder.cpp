@@ -212,6 +212,7 @@ class TestCuptiDecoder : public QObject {
   void stepsFromExternalCorrelation();
   void syncWaitsForItsCall();
   void overflowDropsAndReports();
+  void captureThatCannotBeWrittenIsStored();
   void recordingFileRoundTrip();
   void captureRecordsWhatItDecodes();
   void damagedRecordings_data();
@@ -878,6 +879,26 @@ void TestCuptiDecoder::overflowDropsAndReports() {
   QVERIFY(run->report.summary().find("17 records dropped") != std::string::npos);
   const auto counts = nlohmann::json::parse(run->writer.meta.at("tracer.counts"));
   QCOMPARE(counts.at("kernels").get<int>(), 6);
+}
+
+void TestCuptiDecoder::captureThatCannotBeWrittenIsStored() {
+  // The capture is written at the end; its failure was added to the report
+  // after the warnings had gone into the store, so the store never said so.
+  QTemporaryDir dir;
+  QFile blocker(dir.filePath("not-a-folder"));
+  QVERIFY(blocker.open(QIODevice::WriteOnly));
+  blocker.close();
+  ReplayBuilder b(CUPTI_API_VERSION);
+  b.begin_buffer();
+  add_kernel(b, kernel(T0 + 100, T0 + 200, 0, 7, 1), kGemm);
+  b.end_buffer();
+  auto options = replay_options();
+  options.capture_path = dir.filePath("not-a-folder/captured.cupti").toStdString();
+  const auto run = replay(b.take(), options);
+  QCOMPARE(run->writer.events.size(), std::size_t(1));
+  const std::string warnings = nlohmann::json::parse(run->writer.meta.at("tracer.warnings")).dump();
+  QVERIFY2(warnings.find(options.capture_path + ": cannot create the file") != std::string::npos,
+           warnings.c_str());
 }
 
 void TestCuptiDecoder::recordingFileRoundTrip() {
