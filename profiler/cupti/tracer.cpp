@@ -10,6 +10,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "core/format.h"
 #include "core/json_text.h"
 #include "core/run_clock.h"
 #include "profiler/activity_buffers.h"
@@ -246,11 +247,17 @@ const TracerReport& Tracer::finalize() {
   if (d.options.memory_sample_period.count() > 0 && !d.probe) {
     r.warnings.push_back("no GPU memory counter: " + d.probe_error);
   }
-  if (r.dropped_records > 0 || r.refused_buffers > 0) {
-    r.warnings.push_back(
-        std::to_string(r.dropped_records) + " activity records were dropped: the " +
-        std::to_string(d.options.buffer_cap_bytes >> 20) + " MiB of trace buffers were full " +
-        std::to_string(r.refused_buffers) + " times (decoding fell behind); the trace has gaps");
+  if (r.refused_buffers > 0) {
+    r.warnings.push_back(std::to_string(r.dropped_records) +
+                         " activity records were dropped: the " +
+                         format_bytes(static_cast<double>(d.options.buffer_cap_bytes)) +
+                         " of trace buffers were full " + std::to_string(r.refused_buffers) +
+                         " times (decoding fell behind); the trace has gaps");
+  } else if (r.dropped_records > 0) {
+    // No buffer was refused: CUPTI lost them on its side (its device buffers).
+    r.warnings.push_back(std::to_string(r.dropped_records) +
+                         " activity records were dropped by CUPTI itself, though no trace "
+                         "buffer was refused; the trace has gaps");
   }
   if (r.counts.invalid_buffers > 0) {
     r.warnings.push_back(
