@@ -10,6 +10,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "core/format.h"
 #include "core/json_text.h"
 #include "core/run_clock.h"
 #include "profiler/activity_buffers.h"
@@ -246,11 +247,17 @@ const TracerReport& Tracer::finalize() {
   if (d.options.memory_sample_period.count() > 0 && !d.probe) {
     r.warnings.push_back("no GPU memory counter: " + d.probe_error);
   }
-  if (r.dropped_records > 0 || r.refused_buffers > 0) {
-    r.warnings.push_back(
-        std::to_string(r.dropped_records) + " activity records were dropped: the " +
-        std::to_string(d.options.buffer_cap_bytes >> 20) + " MiB of trace buffers were full " +
-        std::to_string(r.refused_buffers) + " times (decoding fell behind); the trace has gaps");
+  if (r.refused_buffers > 0) {
+    r.warnings.push_back(std::to_string(r.dropped_records) +
+                         " activity records were dropped: the " +
+                         format_bytes(static_cast<double>(d.options.buffer_cap_bytes)) +
+                         " of trace buffers were full " + std::to_string(r.refused_buffers) +
+                         " times (decoding fell behind); the trace has gaps");
+  } else if (r.dropped_records > 0) {
+    // No buffer was refused: CUPTI lost them on its side (its device buffers).
+    r.warnings.push_back(std::to_string(r.dropped_records) +
+                         " activity records were dropped by CUPTI itself, though no trace "
+                         "buffer was refused; the trace has gaps");
   }
   if (r.counts.invalid_buffers > 0) {
     r.warnings.push_back(
@@ -258,6 +265,12 @@ const TracerReport& Tracer::finalize() {
         " buffers held a record CUPTI could not read; their remaining records were skipped");
   }
   if (d.capture_full) r.warnings.push_back("the capture stopped at its size cap");
+  // Before the warnings are stored, so that a capture that could not be written says so there.
+  if (d.capture) {
+    if (Status written = write_replay(d.options.capture_path, d.capture->recording()); !written) {
+      r.warnings.push_back(written.message());
+    }
+  }
 
   trace::TraceWriter& w = d.writer;
   w.set_meta("tracer.source", r.source);
@@ -269,11 +282,6 @@ const TracerReport& Tracer::finalize() {
   w.set_meta("tracer.peak_buffer_bytes", std::to_string(r.peak_buffer_bytes));
   w.set_meta("tracer.memory_samples", std::to_string(r.memory_samples));
   w.set_meta("tracer.warnings", json_text(nlohmann::json(r.warnings)));
-  if (d.capture) {
-    if (Status written = write_replay(d.options.capture_path, d.capture->recording()); !written) {
-      r.warnings.push_back(written.message());
-    }
-  }
   if (Status flushed = w.flush(); !flushed) r.warnings.push_back(flushed.message());
   // Last: everything is decoded and committed before CUPTI lets go of its
   // kernel names (and before anything it does at teardown can go wrong).

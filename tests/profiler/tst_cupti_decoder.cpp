@@ -212,6 +212,9 @@ class TestCuptiDecoder : public QObject {
   void stepsFromExternalCorrelation();
   void syncWaitsForItsCall();
   void overflowDropsAndReports();
+  void dropWarningSaysWhoDropped_data();
+  void dropWarningSaysWhoDropped();
+  void captureThatCannotBeWrittenIsStored();
   void recordingFileRoundTrip();
   void captureRecordsWhatItDecodes();
   void damagedRecordings_data();
@@ -878,6 +881,59 @@ void TestCuptiDecoder::overflowDropsAndReports() {
   QVERIFY(run->report.summary().find("17 records dropped") != std::string::npos);
   const auto counts = nlohmann::json::parse(run->writer.meta.at("tracer.counts"));
   QCOMPARE(counts.at("kernels").get<int>(), 6);
+}
+
+void TestCuptiDecoder::dropWarningSaysWhoDropped_data() {
+  // The warning blamed full trace buffers ("full 0 times (decoding fell
+  // behind)") even when none was refused and CUPTI alone reported the drops.
+  QTest::addColumn<std::size_t>("cap");
+  QTest::addColumn<QString>("expected");
+  QTest::addColumn<QString>("absent");
+  QTest::addRow("buffers refused")
+      << std::size_t(4096)
+      << "4 activity records were dropped: the 4.00 KiB of trace buffers "
+         "were full 1 times"
+      << "CUPTI itself";
+  QTest::addRow("only CUPTI's own drops")
+      << std::size_t(16 << 20) << "3 activity records were dropped by CUPTI itself"
+      << "were full";
+}
+
+void TestCuptiDecoder::dropWarningSaysWhoDropped() {
+  QFETCH(std::size_t, cap);
+  QFETCH(QString, expected);
+  QFETCH(QString, absent);
+  ReplayBuilder b(CUPTI_API_VERSION);
+  b.begin_buffer();
+  add_kernel(b, kernel(T0 + 100, T0 + 200, 0, 7, 1), kGemm);
+  b.end_buffer();
+  b.begin_buffer();
+  add_kernel(b, kernel(T0 + 300, T0 + 400, 0, 7, 2), kGemm);
+  b.end_buffer(3);  // CUPTI reported three records dropped after this buffer
+  const auto run = replay(b.take(), replay_options(4096, cap));
+  const std::string warnings = nlohmann::json::parse(run->writer.meta.at("tracer.warnings")).dump();
+  QVERIFY2(warnings.find(expected.toStdString()) != std::string::npos, warnings.c_str());
+  QVERIFY2(warnings.find(absent.toStdString()) == std::string::npos, warnings.c_str());
+}
+
+void TestCuptiDecoder::captureThatCannotBeWrittenIsStored() {
+  // The capture is written at the end; its failure was added to the report
+  // after the warnings had gone into the store, so the store never said so.
+  QTemporaryDir dir;
+  QFile blocker(dir.filePath("not-a-folder"));
+  QVERIFY(blocker.open(QIODevice::WriteOnly));
+  blocker.close();
+  ReplayBuilder b(CUPTI_API_VERSION);
+  b.begin_buffer();
+  add_kernel(b, kernel(T0 + 100, T0 + 200, 0, 7, 1), kGemm);
+  b.end_buffer();
+  auto options = replay_options();
+  options.capture_path = dir.filePath("not-a-folder/captured.cupti").toStdString();
+  const auto run = replay(b.take(), options);
+  QCOMPARE(run->writer.events.size(), std::size_t(1));
+  const std::string warnings = nlohmann::json::parse(run->writer.meta.at("tracer.warnings")).dump();
+  QVERIFY2(warnings.find(options.capture_path + ": cannot create the file") != std::string::npos,
+           warnings.c_str());
 }
 
 void TestCuptiDecoder::recordingFileRoundTrip() {
