@@ -179,16 +179,15 @@ Result<PlanRun> plan_run(const Plan& plan, const PlanRunOptions& o) {
   // its panel flagged (tp = 10^6 ran it out of memory; dp = 2^31 - 1
   // wrapped the rank count and read "a run needs at least one rank").
   if (const auto problems = check_parallel_plan(p); !problems.empty())
-    return Error{"parallel." + problems.front().pointer.substr(1) + ": " +
-                 problems.front().message};
+    return Error{"/parallel" + problems.front().pointer + ": " + problems.front().message};
   constexpr long long kMaxRunRanks = 1 << 20;
   if (const long long world = static_cast<long long>(p.dp) * p.tp * p.pp; world > kMaxRunRanks) {
-    return Error{"parallel: dp x tp x pp = " + std::to_string(world) +
+    return Error{"/parallel: dp x tp x pp = " + std::to_string(world) +
                  " ranks; a run starts at most " + std::to_string(kMaxRunRanks)};
   }
   if (p.zero_stage > 1) {
     return Error{
-        "parallel.zero_stage: the engines implement ZeRO stages 0 and 1; the plan asks "
+        "/parallel/zero_stage: the engines implement ZeRO stages 0 and 1; the plan asks "
         "for ZeRO-" +
         std::to_string(p.zero_stage)};
   }
@@ -207,7 +206,7 @@ Result<PlanRun> plan_run(const Plan& plan, const PlanRunOptions& o) {
       precision = "fp32";
     } else if (compute != Precision::fp32 && compute != Precision::bf16) {
       return Error{
-          "precision.compute: the CPU engine computes in fp32 or bf16; the plan asks "
+          "/precision/compute: the CPU engine computes in fp32 or bf16; the plan asks "
           "for " +
           precision};
     }

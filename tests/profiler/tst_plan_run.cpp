@@ -157,10 +157,12 @@ void TestPlanRun::slurmJobMergesItsStores() {
 void TestPlanRun::refusals_data() {
   QTest::addColumn<QString>("change");
   QTest::addColumn<QString>("says");
+  // Named by JSON pointer, as plan, validate and the app name a plan's
+  // fields (they read "parallel.zero_stage").
   QTest::addRow("ZeRO-3") << "zero3"
-                          << "parallel.zero_stage";
+                          << "/parallel/zero_stage: ";
   QTest::addRow("fp16 on the CPU") << "fp16"
-                                   << "precision.compute";
+                                   << "/precision/compute: ";
   QTest::addRow("unknown backend") << "backend"
                                    << "backend";
   QTest::addRow("no steps") << "steps"
@@ -174,10 +176,10 @@ void TestPlanRun::refusals_data() {
                                     << "tp = 100000: the engines give each tensor-parallel rank "
                                        "a head (";
   QTest::addRow("ranks past an int") << "dp"
-                                     << "parallel: dp x tp x pp = 2147483647 ranks; a run starts "
+                                     << "/parallel: dp x tp x pp = 2147483647 ranks; a run starts "
                                         "at most 1048576";
   QTest::addRow("global batch") << "batch"
-                                << "parallel.global_batch: must be a multiple of dp x micro_batch";
+                                << "/parallel/global_batch: must be a multiple of dp x micro_batch";
 }
 
 void TestPlanRun::refusals() {
