@@ -77,14 +77,14 @@ double uncapped_nic_share(const Cluster& cluster) {
 
 }  // namespace
 
-bool nic_share_capped_by_host_link(const Cluster& cluster) {
-  const double host = cluster.gpu ? cluster.gpu->host_link_bandwidth : 0;
-  return host > 0 && uncapped_nic_share(cluster) > host;
-}
-
 double per_gpu_nic_bandwidth(const Cluster& cluster) {
   const double share = uncapped_nic_share(cluster);
-  return nic_share_capped_by_host_link(cluster) ? cluster.gpu->host_link_bandwidth : share;
+  const double host = cluster.gpu ? cluster.gpu->host_link_bandwidth : 0;
+  return host > 0 && share > host ? host : share;
+}
+
+bool nic_share_capped_by_host_link(const Cluster& cluster) {
+  return per_gpu_nic_bandwidth(cluster) < uncapped_nic_share(cluster);
 }
 
 ClusterTotals totals(const Cluster& cluster) {

@@ -468,7 +468,7 @@ Status write_chrome(const TraceReader& reader, const std::string& path,
           counters.push_back(c);
         }
       }
-      if (in_effect && options.window) counters.push_back(*in_effect);
+      if (in_effect) counters.push_back(*in_effect);
     }
   }
   // Times count from the earliest event or sample written, so that none is

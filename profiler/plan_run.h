@@ -55,7 +55,7 @@ LocalCapacity local_capacity();
 // What a CPU-engine rank's process holds of its own besides its tensors
 // (Open MPI, OpenBLAS, the trace writer): its anonymous memory with a
 // model of 0.1 M parameters, or with a calibration's smallest sweeps, was
-// 105 to 112 MiB on a 2-core VM at 1, 2 and 4 BLAS threads (the shared
+// 103 to 111 MiB on a 2-core VM at 1, 2 and 4 BLAS threads (the shared
 // libraries' pages, shared between ranks, come on top).
 inline constexpr double kCpuRankProcessBytes = 104.0 * 1024 * 1024;
 

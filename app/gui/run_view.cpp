@@ -2183,30 +2183,27 @@ Result<QStringList> writeCsvTables(const ExportSource& source, const QString& st
   if (!analysis) return analysis.error();
   QString stem = stem_path;
   if (stem.endsWith(QStringLiteral(".csv"))) stem.chop(4);
-  std::vector<std::pair<trace::CsvTable, QString>> tables;
+  std::vector<trace::CsvTable> tables;
+  std::vector<std::string> paths;
+  QStringList files;
   for (trace::CsvTable table : trace::kAllCsvTables) {
     if (table == trace::CsvTable::prediction && !analysis.value()->prediction) continue;
-    tables.emplace_back(table,
-                        QStringLiteral("%1.%2.csv").arg(stem, q(std::string(to_string(table)))));
+    tables.push_back(table);
+    files << QStringLiteral("%1.%2.csv").arg(stem, q(std::string(to_string(table))));
+    paths.push_back(files.back().toStdString());
   }
   // Every file checked before any is written, as the CLI does: a path
   // refused half-way (a folder of that name, a read-only file) left the
   // tables before it new and those after it from an earlier export.
-  for (const auto& [table, file] : tables) {
-    if (Status s = trace::check_export_path(file.toStdString()); !s) return s.error();
+  for (const std::string& path : paths) {
+    if (Status s = trace::check_export_path(path); !s) return s.error();
   }
   // Written as one set: a failure at the fifth table (a full disk) left the
   // four before it new and the rest from an earlier export.
-  std::vector<std::string> paths;
-  QStringList files;
-  for (const auto& [table, file] : tables) {
-    paths.push_back(file.toStdString());
-    files << file;
-  }
   const Status written =
       write_files_together(paths, [&](std::size_t i, const std::string& beside) -> Status {
-        auto one = trace::export_csv(*reader.value(), analysis.value().get(), tables[i].first,
-                                     beside, source.range);
+        auto one = trace::export_csv(*reader.value(), analysis.value().get(), tables[i], beside,
+                                     source.range);
         if (!one) return one.error();
         return {};
       });
