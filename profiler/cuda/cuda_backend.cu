@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <set>
+#include <source_location>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -43,6 +44,16 @@ namespace {
     cublasStatus_t s_ = (call);                                                                  \
     if (s_ != CUBLAS_STATUS_SUCCESS) fail(#call, cublasGetStatusString(s_), __FILE__, __LINE__); \
   } while (0)
+
+// "gelu" of "void cs::worker::CudaBackend::gelu(Tensor, Tensor)": the
+// function's own name in a compiler's full signature.
+std::string operation_name(std::string_view signature) {
+  const auto open = signature.find('(');
+  if (open == std::string_view::npos) return std::string(signature);
+  const auto start = signature.find_last_of(": ", open);
+  return std::string(signature.substr(start == std::string_view::npos ? 0 : start + 1,
+                                      open - (start == std::string_view::npos ? 0 : start + 1)));
+}
 
 // The file cuBLASLt's code was loaded from: the shared library a process
 // found (LD_LIBRARY_PATH, a wheel's copy), or the executable when linked in.
@@ -462,6 +473,24 @@ __global__ void to_fp8_kernel(__nv_fp8_e4m3* out, const T* x, const float* amax,
 class CudaBackend final : public Backend {
  public:
   CudaBackend(int device, CudaCompute compute) : device_(device), compute_(compute) {
+    // No destructor runs for a constructor that throws: free what was made.
+    try {
+      acquire();
+    } catch (...) {
+      free_resources();
+      throw;
+    }
+  }
+  ~CudaBackend() override {
+    cudaSetDevice(device_);
+    if (stream_) cudaStreamSynchronize(stream_);
+    for (Tensor& t : scratch_)
+      release(t);
+    free_resources();
+  }
+
+ private:
+  void acquire() {
     CS_CUDA(cudaSetDevice(device_));
     CS_CUDA(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     CS_CUBLAS(cublasCreate(&cublas_));
@@ -485,20 +514,25 @@ class CudaBackend final : public Backend {
                     : compute_ == CudaCompute::fp32 ? CUBLAS_COMPUTE_32F_PEDANTIC
                                                     : CUBLAS_COMPUTE_32F;
   }
-  ~CudaBackend() override {
+  // What acquire() made, whichever part of it was made.
+  void free_resources() {
     cudaSetDevice(device_);
-    cudaStreamSynchronize(stream_);
-    for (Tensor& t : scratch_)
-      release(t);
     fp8_plans_.clear();  // before the cuBLASLt handle goes
-    for (void* p : fp8_buffers_) cudaFree(p);
-    cudaFree(workspace_);
-    cudaFree(scratch_scalars_);
-    cublasLtDestroy(lt_);
-    cublasDestroy(cublas_);
-    cudaStreamDestroy(stream_);
+    for (void* p : fp8_buffers_)
+      if (p) cudaFree(p);
+    if (workspace_) cudaFree(workspace_);
+    if (scratch_scalars_) cudaFree(scratch_scalars_);
+    if (lt_) cublasLtDestroy(lt_);
+    if (cublas_) cublasDestroy(cublas_);
+    if (stream_) cudaStreamDestroy(stream_);
+    fp8_buffers_.clear();
+    workspace_ = scratch_scalars_ = nullptr;
+    lt_ = nullptr;
+    cublas_ = nullptr;
+    stream_ = nullptr;
   }
 
+ public:
   std::string_view name() const override { return "cuda"; }
   std::string take_gemm_ran_as() override {
     // The run's own precision where a GEMM names no other type (an fp8
@@ -526,9 +560,15 @@ class CudaBackend final : public Backend {
     if (numel == 0) return t;
     const cudaError_t e = cudaMalloc(&t.data, static_cast<std::size_t>(t.bytes()));
     if (e != cudaSuccess) {
-      throw std::runtime_error("out of GPU memory allocating " + std::string(what) + " (" +
-                               std::to_string(t.bytes()) + " bytes, " +
-                               std::to_string(bytes_.load()) + " already in use)");
+      // Only cudaErrorMemoryAllocation is a full GPU; any other error (a
+      // device fault an earlier kernel left, a lost device) says its name.
+      const std::string sizes = " (" + std::to_string(t.bytes()) + " bytes, " +
+                                std::to_string(bytes_.load()) + " already in use)";
+      if (e == cudaErrorMemoryAllocation) {
+        throw std::runtime_error("out of GPU memory allocating " + std::string(what) + sizes);
+      }
+      throw std::runtime_error("cudaMalloc failed allocating " + std::string(what) + sizes + ": " +
+                               cudaGetErrorName(e) + ", " + cudaGetErrorString(e));
     }
     CS_CUDA(cudaMemsetAsync(t.data, 0, static_cast<std::size_t>(t.bytes()), stream_));
     bytes_ += t.bytes();
@@ -885,7 +925,15 @@ class CudaBackend final : public Backend {
            rows * cols * dtype_bytes(result.dtype);
   }
 
-  void check_launch() { CS_CUDA(cudaGetLastError()); }
+  // A failed launch names the backend operation that made it (the kernel's
+  // caller), not only the error.
+  void check_launch(std::source_location where = std::source_location::current()) {
+    const cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess) {
+      const std::string what = "kernel launch in " + operation_name(where.function_name());
+      fail(what.c_str(), cudaGetErrorString(e), where.file_name(), static_cast<int>(where.line()));
+    }
+  }
 
   template <class X>
   void split_single(X* out, const X* in, int B, int T, int NH, int hs) {
@@ -1067,6 +1115,8 @@ class CudaBackend final : public Backend {
       if (fp8_buffers_[index]) {
         cudaStreamSynchronize(stream_);
         cudaFree(fp8_buffers_[index]);
+        fp8_buffers_[index] = nullptr;  // a failed cudaMalloc below must not leave it to free again
+        fp8_sizes_[index] = 0;
       }
       CS_CUDA(cudaMalloc(&fp8_buffers_[index], static_cast<std::size_t>(n)));
       fp8_sizes_[index] = n;

@@ -87,13 +87,11 @@ class NcclComm final : public Communicator {
   void send(Tensor t, int peer) override { pending_.emplace_back(t, peer); }
 
   void recv(Tensor t, int peer) override {
-    CS_NCCL(ncclGroupStart());
-    for (auto& [tensor, to] : pending_) {
-      CS_NCCL(ncclSend(tensor.data, static_cast<std::size_t>(tensor.bytes()), ncclUint8, to, comm_, compute_));
-    }
-    pending_.clear();
-    CS_NCCL(ncclRecv(t.data, static_cast<std::size_t>(t.bytes()), ncclUint8, peer, comm_, compute_));
-    CS_NCCL(ncclGroupEnd());
+    in_group([&] {
+      issue_pending_sends();
+      CS_NCCL(
+          ncclRecv(t.data, static_cast<std::size_t>(t.bytes()), ncclUint8, peer, comm_, compute_));
+    });
   }
 
   void wait_sends() override { flush_sends(); }
@@ -140,12 +138,27 @@ class NcclComm final : public Communicator {
  private:
   void flush_sends() {
     if (pending_.empty()) return;
-    CS_NCCL(ncclGroupStart());
+    in_group([&] { issue_pending_sends(); });
+  }
+  void issue_pending_sends() {
     for (auto& [tensor, to] : pending_) {
       CS_NCCL(ncclSend(tensor.data, static_cast<std::size_t>(tensor.bytes()), ncclUint8, to, comm_, compute_));
     }
-    CS_NCCL(ncclGroupEnd());
     pending_.clear();
+  }
+  // Calls `issue` between ncclGroupStart and ncclGroupEnd. A call inside
+  // that fails still ends the group: one left open would hold every later
+  // NCCL call of this thread (the communicators' aborts included) in it.
+  template <class F>
+  void in_group(F&& issue) {
+    CS_NCCL(ncclGroupStart());
+    try {
+      issue();
+    } catch (...) {
+      ncclGroupEnd();
+      throw;
+    }
+    CS_NCCL(ncclGroupEnd());
   }
 
   // Work on the side stream starts after everything queued on the compute
@@ -249,9 +262,12 @@ Result<std::vector<std::unique_ptr<NcclWorld>>> NcclWorld::create_all(
   if (devices.empty() || devices.size() != streams.size()) {
     return Error{"single-process mode needs one stream per GPU and at least one GPU"};
   }
+  // Communicators made and not yet taken by an NcclComm: aborted on a
+  // failure (those taken go with their worlds as the failure unwinds).
+  const int n = static_cast<int>(devices.size());
+  std::vector<ncclComm_t> comms(devices.size(), nullptr);
+  ncclComm_t tp_comm = nullptr, pp_comm = nullptr;
   try {
-    const int n = static_cast<int>(devices.size());
-    std::vector<ncclComm_t> comms(devices.size());
     CS_NCCL(ncclCommInitAll(comms.data(), n, devices.data()));
     std::vector<std::unique_ptr<NcclWorld>> worlds;
     for (int r = 0; r < n; ++r) {
@@ -260,7 +276,6 @@ Result<std::vector<std::unique_ptr<NcclWorld>>> NcclWorld::create_all(
       w->impl_ = std::make_unique<Impl>();
       auto s = static_cast<cudaStream_t>(streams[r]);
       // Pure data parallelism: the world is the data-parallel group; tp and pp are single ranks.
-      ncclComm_t tp_comm, pp_comm;
       ncclUniqueId solo;
       CS_NCCL(ncclGetUniqueId(&solo));
       CS_CUDA_OK(cudaSetDevice(devices[r]));
@@ -268,12 +283,19 @@ Result<std::vector<std::unique_ptr<NcclWorld>>> NcclWorld::create_all(
       CS_NCCL(ncclGetUniqueId(&solo));
       CS_NCCL(ncclCommInitRank(&pp_comm, 1, solo, 0));
       w->dp_ = std::make_unique<NcclComm>(comms[r], "dp", s, devices[r], *w->impl_);
+      comms[r] = nullptr;  // taken
       w->tp_ = std::make_unique<NcclComm>(tp_comm, "tp", s, devices[r], *w->impl_);
+      tp_comm = nullptr;  // taken
       w->pp_ = std::make_unique<NcclComm>(pp_comm, "pp", s, devices[r], *w->impl_);
+      pp_comm = nullptr;  // taken
       worlds.push_back(std::move(w));
     }
     return worlds;
   } catch (const std::exception& e) {
+    for (ncclComm_t c : comms)
+      if (c) ncclCommAbort(c);
+    if (tp_comm) ncclCommAbort(tp_comm);
+    if (pp_comm) ncclCommAbort(pp_comm);
     return Error{e.what()};
   }
 }

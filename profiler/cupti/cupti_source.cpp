@@ -50,6 +50,17 @@ class CuptiSource;
 // The source CUPTI's process-wide callbacks deliver to.
 std::atomic<CuptiSource*> g_active{nullptr};
 
+// Step correlation pushes and pops CUPTI refused since the source started
+// (they are free functions, called once a step): the source's warnings say so.
+std::atomic<int> g_step_correlation_failures{0};
+std::atomic<CUptiResult> g_step_correlation_refusal{CUPTI_SUCCESS};
+
+void note_step_correlation(CUptiResult r) {
+  if (r == CUPTI_SUCCESS) return;
+  g_step_correlation_refusal.store(r);
+  g_step_correlation_failures.fetch_add(1);
+}
+
 class CuptiSource final : public ActivitySource {
  public:
   explicit CuptiSource(CuptiSourceOptions options) : options_(options) {}
@@ -100,10 +111,23 @@ class CuptiSource final : public ActivitySource {
                           cupti_error(r) + ")");
     }
     // After enabling the kinds: enabling RUNTIME/DRIVER resets these.
+    int kept = 0;
+    CUptiResult refusal = CUPTI_SUCCESS;
+    auto leave_out = [&](CUptiResult r) {
+      if (r == CUPTI_SUCCESS) return;
+      ++kept;
+      refusal = r;
+    };
     for (CUpti_CallbackId cbid : cupti_api::noisy_runtime_calls())
-      cuptiActivityEnableRuntimeApi(cbid, 0);
+      leave_out(cuptiActivityEnableRuntimeApi(cbid, 0));
     for (CUpti_CallbackId cbid : cupti_api::noisy_driver_calls())
-      cuptiActivityEnableDriverApi(cbid, 0);
+      leave_out(cuptiActivityEnableDriverApi(cbid, 0));
+    if (kept > 0) {
+      warnings_.push_back("CUPTI records " + std::to_string(kept) +
+                          " API calls it was asked to leave out (" + cupti_error(refusal) +
+                          "): the trace holds more API records than usual");
+    }
+    g_step_correlation_failures.store(0);
     return {};
   }
 
@@ -128,7 +152,11 @@ class CuptiSource final : public ActivitySource {
     if (g_active.load() != this || stopped_.exchange(true)) return;
     for (CUpti_ActivityKind kind : enabled_)
       cuptiActivityDisable(kind);
-    cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+    if (CUptiResult r = cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+        r != CUPTI_SUCCESS) {
+      warnings_.push_back("CUPTI's last flush failed (" + cupti_error(r) +
+                          "): the records of the run's last moments may be missing");
+    }
   }
 
   void finalize() override {
@@ -137,7 +165,16 @@ class CuptiSource final : public ActivitySource {
     g_active.store(nullptr);
   }
 
-  std::vector<std::string> warnings() const override { return warnings_; }
+  std::vector<std::string> warnings() const override {
+    std::vector<std::string> all = warnings_;
+    if (const int failed = g_step_correlation_failures.load(); failed > 0) {
+      all.push_back("CUPTI refused " + std::to_string(failed) + " step correlation call" +
+                    (failed == 1 ? "" : "s") + " (" +
+                    cupti_error(g_step_correlation_refusal.load()) +
+                    "): some kernels carry no step and are placed by time alone");
+    }
+    return all;
+  }
 
  private:
   static void CUPTIAPI on_buffer_requested(std::uint8_t** buffer, std::size_t* size,
@@ -190,13 +227,14 @@ std::uint32_t loaded_cupti_version() {
 }
 
 void push_step_correlation(std::int32_t step) {
-  cuptiActivityPushExternalCorrelationId(
+  note_step_correlation(cuptiActivityPushExternalCorrelationId(
       CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM2,
-      static_cast<std::uint64_t>(static_cast<std::uint32_t>(step)));
+      static_cast<std::uint64_t>(static_cast<std::uint32_t>(step))));
 }
 
 void pop_step_correlation() {
-  cuptiActivityPopExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM2, nullptr);
+  note_step_correlation(
+      cuptiActivityPopExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM2, nullptr));
 }
 
 }  // namespace cs::profiler
