@@ -263,7 +263,10 @@ Result<Project> project_from_json(const json& j, const std::string& doc) {
 
 }  // namespace
 
-std::string project_to_json_text(const Project& project) {
+namespace {
+
+// The project's file form; without its runs, what an edit changes.
+json project_json(const Project& project, bool with_runs) {
   json j = {{"kind", kProjectKind}, {"version", kProjectVersion}};
   j["clusters"] = json::array();
   for (const Cluster& c : project.clusters)
@@ -275,6 +278,7 @@ std::string project_to_json_text(const Project& project) {
   for (const ProjectPlan& p : project.plans)
     j["plans"].push_back(plan_json(p));
   j["current_plan"] = project.current_plan;
+  if (!with_runs) return j;
   j["runs"] = json::array();
   for (const ProjectRun& r : project.runs) {
     j["runs"].push_back({{"title", r.title},
@@ -284,7 +288,17 @@ std::string project_to_json_text(const Project& project) {
                          {"started", r.started},
                          {"plan", r.plan}});
   }
-  return j.dump(2) + '\n';
+  return j;
+}
+
+}  // namespace
+
+std::string project_to_json_text(const Project& project) {
+  return project_json(project, true).dump(2) + '\n';
+}
+
+bool same_edits(const Project& a, const Project& b) {
+  return project_json(a, false) == project_json(b, false);
 }
 
 Result<Project> load_project(const std::string& path) {

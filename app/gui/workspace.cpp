@@ -49,6 +49,9 @@ class ProjectCommand : public QUndoCommand {
     const auto* next = static_cast<const ProjectCommand*>(other);
     if (next->merge_key_ != merge_key_) return false;
     after_ = next->after_;
+    // Typed back to where the step began ("4" to "41" and back): the stack
+    // drops a step that changes nothing, and the project is as saved again.
+    setObsolete(same_edits(before_, after_));
     return true;
   }
 
@@ -113,6 +116,9 @@ QString Workspace::displayName() const {
 }
 
 void Workspace::edit(const QString& text, Project after, const QString& merge_key) {
+  // A list's item picked again, the explorer's row that is the plan already:
+  // no step that changes nothing, and no change to save.
+  if (same_edits(project_, after)) return;
   undo_.push(new ProjectCommand(this, text, project_, std::move(after), merge_key));
 }
 

@@ -107,6 +107,7 @@ class TestGuiApp : public QObject {
   void searchPickAndCompare();
   void staleSearchDropped();
   void saveAndReopen();
+  void undoStepsOfThePanels();
   void corruptProjectFile();
   void longMessageKeepsTheWindow();
   void missingPreset();
@@ -1217,6 +1218,85 @@ void TestGuiApp::saveAndReopen() {
   QCOMPARE(ws->recentFiles().front(), QFileInfo(path).absoluteFilePath());
   waitForEstimate();
   QVERIFY(window_->analysis()->latest()->estimate.has_value());
+}
+
+// Every edit made in a panel is one undo step named for what it did, and a
+// pick or keystrokes that change nothing make none: picking the plan's own
+// cluster again made a step "Use cluster ...", typing a field away and back
+// left a step that undid nothing (the title still said modified), and two
+// clicks on a check box merged into one step that changed nothing.
+void TestGuiApp::undoStepsOfThePanels() {
+  Workspace* ws = window_->workspace();
+  QUndoStack* stack = ws->undoStack();
+  QVERIFY(window_->saveProjectAs(dir_.filePath(QStringLiteral("steps.clusterscope.json"))));
+  const int saved = stack->index();
+  const std::string as_saved = project_to_json_text(ws->project());
+  auto nothing_changed = [&] {
+    QCOMPARE(stack->index(), saved);
+    QVERIFY(!ws->isModified());
+    QVERIFY(!window_->isWindowModified());
+    QCOMPARE(project_to_json_text(ws->project()), as_saved);
+  };
+
+  // The plan's own cluster, workload and explorer row picked again.
+  for (const char* name : {"planCluster", "planWorkload"}) {
+    auto* box = window_->planPanel()->findChild<QComboBox*>(QString::fromLatin1(name));
+    QVERIFY(box && box->currentIndex() >= 0);
+    emit box->activated(box->currentIndex());
+    nothing_changed();
+    QCOMPARE(stack->count(), saved);
+  }
+  auto resolved = ws->project().resolved_plan();
+  QVERIFY(resolved.ok());
+  cs::plan::RankedPlan same;
+  same.parallel = resolved->parallel;
+  same.precision = resolved->precision;
+  QVERIFY(window_->explorer()->makeCurrent(same, subject_of(resolved.value())));
+  nothing_changed();
+  QCOMPARE(stack->count(), saved);
+
+  // A field typed away and back.
+  QLineEdit* nodes = window_->clusterDesigner()->field(QStringLiteral("/nodes"))->lineEdit();
+  const int n = ws->project().current_cluster()->nodes;
+  QCOMPARE(nodes->text(), QString::number(n));
+  nodes->setFocus();
+  nodes->end(false);
+  QTest::keyClick(nodes, Qt::Key_1);
+  QCOMPARE(ws->project().current_cluster()->nodes, n * 10 + 1);
+  QVERIFY(ws->isModified());
+  QVERIFY(window_->isWindowModified());
+  QTest::keyClick(nodes, Qt::Key_Backspace);
+  nothing_changed();
+  QCOMPARE(stack->count(), saved);
+  nodes->clearFocus();
+
+  // Two clicks on a check box: two steps, each named with what it did.
+  auto* gated = window_->workloadPanel()->findChild<QCheckBox*>(QStringLiteral("/gated_mlp"));
+  QVERIFY(gated);
+  const bool was = gated->isChecked();
+  gated->click();
+  gated->click();
+  QCOMPARE(stack->count(), saved + 2);
+  QCOMPARE(stack->undoText(), QStringLiteral("Gated MLP (SwiGLU): %1")
+                                  .arg(was ? QStringLiteral("on") : QStringLiteral("off")));
+  stack->undo();
+  QCOMPARE(gated->isChecked(), !was);
+  QCOMPARE(ws->project().current_workload()->transformer.gated_mlp, !was);
+  QVERIFY(window_->isWindowModified());
+  stack->undo();
+  QCOMPARE(gated->isChecked(), was);
+  QVERIFY(!window_->isWindowModified());  // back at the saved step
+  stack->redo();
+  QVERIFY(window_->isWindowModified());
+  // A new edit clears what was left to redo.
+  QVERIFY(stack->canRedo());
+  window_->planPanel()->setControl(Control::micro_batch,
+                                   ws->project().current()->parallel.micro_batch == 2 ? 1 : 2);
+  QVERIFY(!stack->canRedo());
+  stack->undo();
+  stack->undo();
+  nothing_changed();
+  waitForEstimate();
 }
 
 // A project of 300 bad clusters is refused with every problem, 900 lines:

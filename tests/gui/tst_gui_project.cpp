@@ -63,6 +63,7 @@ class TestGuiProject : public QObject {
   void openKeepsProjectOnFailure();
   void foreignFilesKeepTheProject_data();
   void foreignFilesKeepTheProject();
+  void noStepThatChangesNothing();
   void saveOnAFullDisk();
   void autosaveAndRecovery();
   void failedRecoveryKeepsTheFile();
@@ -583,6 +584,55 @@ void TestGuiProject::foreignFilesKeepTheProject() {
   QVERIFY(ws.isModified());
   QCOMPARE(ws.undoStack()->count(), 1);
   QCOMPARE(ws.filePath(), saved);
+  ws.closeSession();
+}
+
+// An edit that changes nothing is no undo step and no change to save: a
+// list's item picked again made "Use cluster ..." steps, and a field typed
+// away and back ("4", "41", "4") left a step that undid nothing and the
+// project marked modified although it was as saved.
+void TestGuiProject::noStepThatChangesNothing() {
+  Workspace ws;
+  QVERIFY(ws.newProject());
+  QVERIFY(ws.saveAs(dir_.filePath(QStringLiteral("nothing.clusterscope.json"))));
+  QSignalSpy changed(&ws, &Workspace::projectChanged);
+  QSignalSpy file_changed(&ws, &Workspace::fileChanged);
+  ws.edit(QStringLiteral("same"), ws.project());
+  QCOMPARE(ws.undoStack()->count(), 0);
+  QCOMPARE(changed.count(), 0);
+  QVERIFY(!ws.isModified());
+
+  Project p = ws.project();
+  for (int nodes : {41, 4}) {
+    p.clusters[0].nodes = nodes;
+    ws.edit(QStringLiteral("nodes"), p, QStringLiteral("cluster/nodes"));
+  }
+  QCOMPARE(ws.undoStack()->count(), 0);
+  QVERIFY(!ws.undoStack()->canUndo());
+  QVERIFY(!ws.isModified());
+  QCOMPARE(file_changed.count(), 2);  // modified, then as saved again
+
+  // After another step, typing away and back leaves that step alone.
+  p.plans[0].parallel.zero_stage = 2;
+  ws.edit(QStringLiteral("zero"), p);
+  for (int nodes : {41, 4}) {
+    p.clusters[0].nodes = nodes;
+    ws.edit(QStringLiteral("nodes"), p, QStringLiteral("cluster/nodes"));
+  }
+  QCOMPARE(ws.undoStack()->count(), 1);
+  QCOMPARE(ws.undoStack()->undoText(), QStringLiteral("zero"));
+  QVERIFY(ws.isModified());
+
+  // A run recorded since is no edit: the same plans again are still none.
+  ProjectRun run;
+  run.store = "/runs/a.db";
+  ws.recordRun(run);
+  ws.edit(QStringLiteral("same"), ws.project());
+  QCOMPARE(ws.undoStack()->count(), 1);
+  // Undone, the step waits to be redone; an edit that changes nothing keeps it so.
+  ws.undoStack()->undo();
+  ws.edit(QStringLiteral("same"), ws.project());
+  QVERIFY(ws.undoStack()->canRedo());
   ws.closeSession();
 }
 
