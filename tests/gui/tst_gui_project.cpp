@@ -67,6 +67,7 @@ class TestGuiProject : public QObject {
   void saveOnAFullDisk();
   void autosaveAndRecovery();
   void failedRecoveryKeepsTheFile();
+  void discardedChangesAreNotRecovered();
   void analysisInlineAndInBackground();
 
  private:
@@ -767,6 +768,29 @@ void TestGuiProject::failedRecoveryKeepsTheFile() {
   QVERIFY(!next.hasRecovery());
   next.closeSession();
   QFile::remove(autosave);
+}
+
+// Changes discarded for a new project went on in the autosave: a crash
+// before the next edit offered them back as "unsaved changes".
+void TestGuiProject::discardedChangesAreNotRecovered() {
+  QString autosave;
+  {
+    Workspace crashed;
+    QVERIFY(!crashed.hasRecovery());
+    QVERIFY(crashed.newProject());
+    crashed.setAutosaveDelay(10);
+    Project p = crashed.project();
+    p.plans[0].parallel.global_batch = 2048;
+    crashed.edit(QStringLiteral("batch"), p);
+    autosave = crashed.autosavePath();
+    QTRY_VERIFY(QFile::exists(autosave));
+    QVERIFY(crashed.newProject());  // the edit discarded
+    QVERIFY(!QFile::exists(autosave));
+    // No closeSession(): the session ends as a crash would.
+  }
+  Workspace next;
+  QVERIFY(!next.hasRecovery());
+  next.closeSession();
 }
 
 void TestGuiProject::analysisInlineAndInBackground() {
