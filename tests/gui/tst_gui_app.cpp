@@ -108,6 +108,7 @@ class TestGuiApp : public QObject {
   void staleSearchDropped();
   void saveAndReopen();
   void undoStepsOfThePanels();
+  void unsavedChangesAsk();
   void corruptProjectFile();
   void longMessageKeepsTheWindow();
   void missingPreset();
@@ -1296,6 +1297,72 @@ void TestGuiApp::undoStepsOfThePanels() {
   stack->undo();
   stack->undo();
   nothing_changed();
+  waitForEstimate();
+}
+
+// Closing, a new project, opening one or a recent file with unsaved changes
+// asks first; Cancel keeps the project, its edits and its undo steps. A new
+// or opened project has no steps to undo into the last one.
+void TestGuiApp::unsavedChangesAsk() {
+  Workspace* ws = window_->workspace();
+  QUndoStack* stack = ws->undoStack();
+  const QString path = dir_.filePath(QStringLiteral("asked.clusterscope.json"));
+  QVERIFY(window_->saveProjectAs(path));
+  const int micro = ws->project().current()->parallel.micro_batch;
+  window_->planPanel()->setControl(Control::micro_batch, micro == 2 ? 1 : 2);
+  const std::string edited = project_to_json_text(ws->project());
+  const int steps = stack->count();
+  QVERIFY(ws->isModified());
+  auto kept = [&] {
+    QCOMPARE(project_to_json_text(ws->project()), edited);
+    QCOMPARE(stack->count(), steps);
+    QVERIFY(ws->isModified());
+    QCOMPARE(ws->filePath(), path);
+  };
+  auto* new_project = window_->findChild<QAction*>(QStringLiteral("actionNew"));
+  auto* open = window_->findChild<QAction*>(QStringLiteral("actionOpen"));
+  QVERIFY(new_project && open);
+
+  test::answerBoxes({QMessageBox::Cancel});
+  new_project->trigger();
+  kept();
+  test::answerBoxes({QMessageBox::Cancel});
+  open->trigger();  // cancelled before the file dialog
+  kept();
+  test::answerBoxes({QMessageBox::Cancel});
+  QVERIFY(!window_->close());
+  QVERIFY(window_->isVisible());
+  kept();
+  QMenu* recent = nullptr;
+  for (QMenu* m : window_->findChildren<QMenu*>())
+    if (m->title() == QStringLiteral("Open &recent")) recent = m;
+  QVERIFY(recent && !recent->actions().isEmpty());
+  test::answerBoxes({QMessageBox::Cancel});
+  recent->actions().front()->trigger();
+  kept();
+
+  // Save: written first, then the new project, with nothing to undo.
+  test::answerBoxes({QMessageBox::Save});
+  new_project->trigger();
+  auto reread = load_project(path.toStdString());
+  QVERIFY(reread.ok());
+  QCOMPARE(project_to_json_text(reread.value()), edited);
+  QCOMPARE(stack->count(), 0);
+  QVERIFY(!stack->canUndo());
+  QVERIFY(!ws->isModified());
+  QVERIFY(ws->filePath().isEmpty());
+
+  // Discard: the edit goes; the file opened has nothing to undo either.
+  window_->planPanel()->setControl(Control::micro_batch, micro == 2 ? 1 : 2);
+  QVERIFY(stack->canUndo());
+  test::answerBoxes({QMessageBox::Discard});
+  new_project->trigger();
+  QVERIFY(!ws->isModified());
+  window_->planPanel()->setControl(Control::micro_batch, micro == 2 ? 1 : 2);
+  QVERIFY(window_->openProject(path));
+  QVERIFY(!stack->canUndo());
+  QCOMPARE(project_to_json_text(ws->project()), edited);
+  QVERIFY(window_->openProject(dir_.filePath(QStringLiteral("saved.clusterscope.json"))));
   waitForEstimate();
 }
 
