@@ -109,6 +109,7 @@ class TestGuiApp : public QObject {
   void saveAndReopen();
   void undoStepsOfThePanels();
   void unsavedChangesAsk();
+  void renameGoesToItsPlan();
   void corruptProjectFile();
   void longMessageKeepsTheWindow();
   void missingPreset();
@@ -1363,6 +1364,62 @@ void TestGuiApp::unsavedChangesAsk() {
   QVERIFY(!stack->canUndo());
   QCOMPARE(project_to_json_text(ws->project()), edited);
   QVERIFY(window_->openProject(dir_.filePath(QStringLiteral("saved.clusterscope.json"))));
+  waitForEstimate();
+}
+
+// The plan's name field renames the plan it shows. Typed for one plan, the
+// name went to the next one shown (a new plan, Ctrl+PgDown: the field kept
+// the text while it had the focus); a rename undone from the toolbar (the
+// focus stays in the field) was made again as the field lost the focus, and
+// what was left to redo went.
+void TestGuiApp::renameGoesToItsPlan() {
+  Workspace* ws = window_->workspace();
+  QUndoStack* stack = ws->undoStack();
+  auto* name = window_->planPanel()->findChild<QLineEdit*>(QStringLiteral("planName"));
+  QVERIFY(name);
+  const std::string first = ws->project().current()->name;
+  QCOMPARE(name->text(), QString::fromStdString(first));
+  window_->activateWindow();
+  QVERIFY(QTest::qWaitForWindowActive(window_.get()));
+
+  // Renamed, then undone while the field keeps the focus.
+  name->setFocus();
+  QVERIFY(name->hasFocus());
+  name->end(false);
+  QTest::keyClicks(name, QStringLiteral(" renamed"));
+  QTest::keyClick(name, Qt::Key_Return);
+  QCOMPARE(ws->project().current()->name, first + " renamed");
+  QCOMPARE(stack->undoText(), QStringLiteral("Rename plan"));
+  stack->undo();
+  QCOMPARE(name->text(), QString::fromStdString(first));
+  name->clearFocus();
+  QCOMPARE(ws->project().current()->name, first);
+  QVERIFY(stack->canRedo());
+
+  // Typed for this plan, then another plan shown: the text goes with the plan.
+  const int steps = stack->count() - 1;  // the undone rename is dropped by the new plan
+  window_->findChild<QAction*>(QStringLiteral("actionNewPlan"))->trigger();
+  QCOMPARE(int(ws->project().plans.size()), 2);
+  const std::string second = ws->project().current()->name;
+  QVERIFY(second != first);
+  name->setFocus();
+  name->end(false);
+  QTest::keyClicks(name, QStringLiteral(" typed for the copy"));
+  QAction* previous = nullptr;  // Ctrl+PgUp, the focus left in the field
+  for (QAction* a : window_->findChildren<QAction*>())
+    if (a->text() == QStringLiteral("Previous plan")) previous = a;
+  QVERIFY(previous);
+  previous->trigger();
+  QCOMPARE(ws->project().current_plan, 0);
+  QVERIFY(name->hasFocus());
+  QCOMPARE(name->text(), QString::fromStdString(first));
+  name->clearFocus();
+  QCOMPARE(ws->project().plans[0].name, first);
+  QCOMPARE(ws->project().plans[1].name, second);
+  QCOMPARE(stack->count(), steps + 1);  // the new plan only
+
+  stack->undo();  // the new plan goes
+  QCOMPARE(int(ws->project().plans.size()), 1);
   waitForEstimate();
 }
 
