@@ -110,6 +110,7 @@ class TestGuiApp : public QObject {
   void undoStepsOfThePanels();
   void unsavedChangesAsk();
   void renameGoesToItsPlan();
+  void restoreAsksFirst();
   void corruptProjectFile();
   void longMessageKeepsTheWindow();
   void missingPreset();
@@ -1421,6 +1422,51 @@ void TestGuiApp::renameGoesToItsPlan() {
   stack->undo();  // the new plan goes
   QCOMPARE(int(ws->project().plans.size()), 1);
   waitForEstimate();
+}
+
+// "Restore" of the last session's unsaved changes stays offered while the
+// user works: clicked after edits, it replaced them with no question. It
+// asks, and Cancel keeps the edits and the offer.
+void TestGuiApp::restoreAsksFirst() {
+  std::string crashed_text;
+  {
+    Workspace crashed;
+    QVERIFY(crashed.newProject());
+    crashed.setAutosaveDelay(10);
+    Project p = crashed.project();
+    p.plans[0].parallel.global_batch = 2048;
+    crashed.edit(QStringLiteral("batch"), p);
+    QTRY_VERIFY(QFile::exists(crashed.autosavePath()));
+    crashed_text = project_to_json_text(crashed.project());
+    // No closeSession(): the session ends as a crash would.
+  }
+  MainWindow next;
+  next.start();
+  Workspace* ws = next.workspace();
+  QVERIFY(ws->hasRecovery());
+  auto restore = [&]() -> QPushButton* {
+    for (QPushButton* b : next.messageBar()->findChildren<QPushButton*>())
+      if (b->text() == QStringLiteral("Restore") && !b->isHidden()) return b;
+    return nullptr;
+  };
+  QVERIFY(restore());
+  const int micro = ws->project().current()->parallel.micro_batch;
+  next.planPanel()->setControl(Control::micro_batch, micro == 2 ? 1 : 2);
+  const std::string edited = project_to_json_text(ws->project());
+
+  test::answerBoxes({QMessageBox::Cancel});
+  restore()->click();
+  QCOMPARE(project_to_json_text(ws->project()), edited);
+  QVERIFY(ws->isModified());
+  QVERIFY(ws->hasRecovery());
+  QCoreApplication::sendPostedEvents(nullptr, QEvent::DeferredDelete);  // the last buttons
+  QVERIFY(restore());                                                   // offered again
+
+  test::answerBoxes({QMessageBox::Discard});
+  restore()->click();
+  QCOMPARE(project_to_json_text(ws->project()), crashed_text);
+  QVERIFY(!ws->hasRecovery());
+  ws->closeSession();
 }
 
 // A project of 300 bad clusters is refused with every problem, 900 lines:
