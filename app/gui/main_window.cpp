@@ -157,7 +157,16 @@ void MainWindow::offerRecovery() {
       tr("ClusterScope did not close cleanly last time. Unsaved changes%1 were kept.")
           .arg(source.isEmpty() ? QString() : tr(" to %1").arg(QFileInfo(source).fileName())),
       MessageLevel::warning,
-      {{tr("Restore"), [this] { workspace_->recover(); }},
+      {{tr("Restore"),
+        [this] {
+          // The bar stays while the user works: edits made since, or a
+          // project opened since, were replaced with no question.
+          if (!confirmDiscard()) {
+            offerRecovery();
+            return;
+          }
+          workspace_->recover();
+        }},
        {tr("Discard"), [this] { workspace_->discardRecovery(); }}});
 }
 

@@ -115,7 +115,10 @@ PlanPanel::PlanPanel(Workspace* workspace, AnalysisService* analysis, QWidget* p
     Project after = workspace_->project();
     ProjectPlan* p = after.current();
     const QString name = name_->text().trimmed();
-    if (!p || name.isEmpty() || name.toStdString() == p->name) return;
+    // Only a name typed for this plan (refresh() shows the plan's own name
+    // once the plan or its name changes under the field).
+    if (!p || !name_->isModified() || after.current_plan != name_plan_) return;
+    if (name.isEmpty() || name.toStdString() == p->name) return;
     p->name = name.toStdString();
     workspace_->edit(tr("Rename plan"), std::move(after));
   });
@@ -253,7 +256,19 @@ void PlanPanel::refresh() {
     refreshing_ = false;
     return;
   }
-  if (!name_->hasFocus()) name_->setText(q(p->name));
+  // The user's typing is kept while the field still names the plan it was
+  // typed for. Once another plan is shown (Ctrl+PgDown, a new plan) or this
+  // one's name changes (Undo from the toolbar, which leaves the focus in
+  // the field), the field shows the plan's name: the text typed for one plan
+  // renamed the next, and an undone rename was made again as the field lost
+  // the focus.
+  const bool typing = name_->hasFocus() && name_->isModified() &&
+                      project.current_plan == name_plan_ && p->name == name_shown_;
+  if (!typing) {
+    name_->setText(q(p->name));
+    name_plan_ = project.current_plan;
+    name_shown_ = p->name;
+  }
   cluster_->setCurrentIndex(cluster_->findData(q(p->cluster)));
   workload_->setCurrentIndex(workload_->findData(q(p->workload)));
   // Show the new values at once; the options follow with the analysis.

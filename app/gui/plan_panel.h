@@ -9,6 +9,7 @@
 #include <QWidget>
 #include <array>
 #include <memory>
+#include <string>
 
 #include "app/gui/analysis.h"
 
@@ -47,6 +48,10 @@ class PlanPanel : public QWidget {
   Workspace* workspace_;
   AnalysisService* analysis_;
   QLineEdit* name_;
+  // The plan whose name the field shows (its index and name): what the user
+  // types there renames that plan, and no other.
+  int name_plan_ = -1;
+  std::string name_shown_;
   QComboBox* cluster_;
   QComboBox* workload_;
   QLabel* shape_;

@@ -123,16 +123,27 @@ Result<Project> project_from_json(const json& j, const std::string& doc) {
                  std::to_string(kProjectVersion) + ")"};
   }
 
+  // Every field of the project, of its plans and of its runs is read as the
+  // core documents are (core/json_reader.h): a key no reader asks for (a
+  // misspelt "curent_plan", a plan's "paralel") or a value of the wrong type
+  // is named, never dropped (the plan opened with its defaults, and a save
+  // wrote it so).
   Project project;
   std::string errors;
+  Diagnostics top;
+  ObjectReader reader(j, "", top);
+  reader.accept({"kind", "version"});
   auto list = [&](const char* key) -> const json* {
-    auto it = j.find(key);
-    if (it == j.end()) return nullptr;
-    if (!it->is_array()) {
-      append_line(errors, doc + ": /" + key + ": must be a list");
+    const json* v = reader.field(key);
+    if (v && !v->is_array()) {
+      top.add(reader.pointer(key), "must be a list");
       return nullptr;
     }
-    return &*it;
+    return v;
+  };
+  // The problems of one plan or run, under its own name ("p.json, plan 0").
+  auto add_problems = [&](const Diagnostics& diag, const std::string& where) {
+    if (!diag.empty()) append_line(errors, diag.to_error(where).message);
   };
 
   // Clusters and workloads are self-contained documents: no presets needed.
@@ -172,49 +183,47 @@ Result<Project> project_from_json(const json& j, const std::string& doc) {
   }
   if (const json* plans = list("plans")) {
     for (std::size_t i = 0; i < plans->size(); ++i) {
-      const json& p = (*plans)[i];
       const std::string where = doc + ", plan " + std::to_string(i);
-      if (!p.is_object()) {
-        append_line(errors, where + ": /: must be an object");
-        continue;
-      }
+      Diagnostics diag;
+      ObjectReader p((*plans)[i], "", diag);
       ProjectPlan plan;
-      plan.name = text_of(p, "name");
-      plan.cluster = text_of(p, "cluster");
-      plan.workload = text_of(p, "workload");
-      if (plan.name.empty()) append_line(errors, where + ": /name: is required");
-      if (project.cluster_index(plan.cluster) < 0 && !refused_clusters.count(plan.cluster)) {
-        append_line(errors,
-                    where + ": /cluster: no cluster named \"" + plan.cluster + "\" in the project");
+      p.text("name", plan.name, true);
+      p.text("cluster", plan.cluster, true);
+      p.text("workload", plan.workload, true);
+      if (!plan.cluster.empty() && project.cluster_index(plan.cluster) < 0 &&
+          !refused_clusters.count(plan.cluster)) {
+        diag.add("/cluster", "no cluster named \"" + plan.cluster + "\" in the project");
       }
-      if (project.workload_index(plan.workload) < 0 && !refused_workloads.count(plan.workload)) {
-        append_line(errors, where + ": /workload: no workload named \"" + plan.workload +
-                                "\" in the project");
+      if (!plan.workload.empty() && project.workload_index(plan.workload) < 0 &&
+          !refused_workloads.count(plan.workload)) {
+        diag.add("/workload", "no workload named \"" + plan.workload + "\" in the project");
       }
-      if (auto it = p.find("parallel"); it != p.end()) {
+      if (const json* v = p.field("parallel")) {
         // A plan the plan panel flags (sequence parallelism left on at tp 1,
         // a global batch not a multiple) is saved as it is and must open
         // as it is: refusing it locked the whole project out.
         auto parallel =
-            parallel_plan_from_json(*it, where + " parallel", ParallelRules::leave_to_caller);
+            parallel_plan_from_json(*v, where + " parallel", ParallelRules::leave_to_caller);
         if (parallel) {
           plan.parallel = parallel.value();
         } else {
           append_line(errors, parallel.message());
         }
       }
-      if (auto it = p.find("precision"); it != p.end()) {
-        auto precision = precision_plan_from_json(*it, where + " precision");
+      if (const json* v = p.field("precision")) {
+        auto precision = precision_plan_from_json(*v, where + " precision");
         if (precision) {
           plan.precision = precision.value();
         } else {
           append_line(errors, precision.message());
         }
       }
-      project.plans.push_back(std::move(plan));
+      p.finish();
+      add_problems(diag, where);
+      if (p.is_object()) project.plans.push_back(std::move(plan));
     }
   }
-  if (auto it = j.find("current_plan"); it != j.end()) {
+  if (const json* it = reader.field("current_plan")) {
     // Read whole: get<int>() wrapped 4294967296 to plan 0.
     const std::uint64_t plans = std::max<std::uint64_t>(1, project.plans.size());
     const bool indexes =
@@ -223,39 +232,41 @@ Result<Project> project_from_json(const json& j, const std::string& doc) {
             ? it->get<std::int64_t>() >= 0 && std::uint64_t(it->get<std::int64_t>()) < plans
             : false;
     if (!indexes) {
-      append_line(errors, doc + ": /current_plan: must index the plans (0 to " +
-                              std::to_string(std::max<int>(0, int(project.plans.size()) - 1)) +
-                              ")");
+      top.add("/current_plan", "must index the plans (0 to " +
+                                   std::to_string(std::max<int>(0, int(project.plans.size()) - 1)) +
+                                   ")");
     } else {
       project.current_plan = it->get<int>();
     }
   }
   if (const json* runs = list("runs")) {
     for (std::size_t i = 0; i < runs->size(); ++i) {
-      const json& r = (*runs)[i];
-      const std::string where = doc + ", run " + std::to_string(i);
-      if (!r.is_object()) {
-        append_line(errors, where + ": /: must be an object");
-        continue;
-      }
+      Diagnostics diag;
+      ObjectReader r((*runs)[i], "", diag);
       ProjectRun run;
-      run.title = text_of(r, "title");
-      run.store = text_of(r, "store");
-      run.outcome = text_of(r, "outcome");
-      run.message = text_of(r, "message");
-      run.started = text_of(r, "started");
-      run.plan = text_of(r, "plan");
-      if (run.store.empty()) append_line(errors, where + ": /store: is required");
-      project.runs.push_back(std::move(run));
+      r.text("title", run.title);
+      r.text("store", run.store, true);
+      r.text("outcome", run.outcome);
+      r.text("message", run.message);
+      r.text("started", run.started);
+      r.text("plan", run.plan);
+      r.finish();
+      add_problems(diag, doc + ", run " + std::to_string(i));
+      if (r.is_object()) project.runs.push_back(std::move(run));
     }
   }
+  reader.finish();
+  if (!top.empty()) errors = top.to_error(doc).message + (errors.empty() ? "" : "\n" + errors);
   if (!errors.empty()) return Error{errors};
   return project;
 }
 
 }  // namespace
 
-std::string project_to_json_text(const Project& project) {
+namespace {
+
+// The project's file form; without its runs, what an edit changes.
+json project_json(const Project& project, bool with_runs) {
   json j = {{"kind", kProjectKind}, {"version", kProjectVersion}};
   j["clusters"] = json::array();
   for (const Cluster& c : project.clusters)
@@ -267,6 +278,7 @@ std::string project_to_json_text(const Project& project) {
   for (const ProjectPlan& p : project.plans)
     j["plans"].push_back(plan_json(p));
   j["current_plan"] = project.current_plan;
+  if (!with_runs) return j;
   j["runs"] = json::array();
   for (const ProjectRun& r : project.runs) {
     j["runs"].push_back({{"title", r.title},
@@ -276,7 +288,17 @@ std::string project_to_json_text(const Project& project) {
                          {"started", r.started},
                          {"plan", r.plan}});
   }
-  return j.dump(2) + '\n';
+  return j;
+}
+
+}  // namespace
+
+std::string project_to_json_text(const Project& project) {
+  return project_json(project, true).dump(2) + '\n';
+}
+
+bool same_edits(const Project& a, const Project& b) {
+  return project_json(a, false) == project_json(b, false);
 }
 
 Result<Project> load_project(const std::string& path) {

@@ -68,6 +68,9 @@ struct Project {
 // one per line ("p.clusterscope.json, cluster 0: /nodes: must be between 1 and 1048576 (got 0)").
 Result<Project> project_from_json_text(std::string_view text, std::string_view document);
 std::string project_to_json_text(const Project& project);
+// Whether the two hold the same clusters, workloads, plans and current plan:
+// all that an edit changes (the runs recorded are not edits).
+bool same_edits(const Project& a, const Project& b);
 
 Result<Project> load_project(const std::string& path);
 // Written atomically (temporary file + rename): a crash never leaves half a file.

@@ -106,7 +106,7 @@ WorkloadPanel::WorkloadPanel(Workspace* workspace, QWidget* parent)
     f->setProperty("transformer", spec.transformer);
     fields_[f->pointer()] = f;
     connect(f, &FieldEdit::edited, this, [this](const QString& pointer, const QString& value) {
-      edit(tr("Edit workload %1").arg(pointer.mid(1).replace('_', ' ')), pointer, value);
+      edit(tr("Edit workload %1").arg(pointer.mid(1).replace('_', ' ')), pointer, value, true);
     });
     addRow(form, tr(spec.label), f);
   }
@@ -122,7 +122,9 @@ WorkloadPanel::WorkloadPanel(Workspace* workspace, QWidget* parent)
   for (QCheckBox* box : {gated_, tied_, dropout_}) {
     connect(box, &QCheckBox::toggled, this, [this, box](bool on) {
       if (refreshing_) return;
-      edit(box->text(), box->objectName(), on ? QStringLiteral("true") : QStringLiteral("false"));
+      // Named with the state it is put in: "Undo Dropout" said neither which.
+      edit(tr("%1: %2").arg(box->text(), on ? tr("on") : tr("off")), box->objectName(),
+           on ? QStringLiteral("true") : QStringLiteral("false"), false);
     });
     form->addRow(box);
   }
@@ -200,7 +202,8 @@ bool WorkloadPanel::copyForCurrentPlan() {
   return true;
 }
 
-void WorkloadPanel::edit(const QString& text, const QString& pointer, const QString& value) {
+void WorkloadPanel::edit(const QString& text, const QString& pointer, const QString& value,
+                         bool typing) {
   const Project& project = workspace_->project();
   const Workload* current = project.current_workload();
   if (!current) return;
@@ -240,8 +243,9 @@ void WorkloadPanel::edit(const QString& text, const QString& pointer, const QStr
   if (before_json == after_json) return;  // the value it already had: no undo step
   Project after = project;
   after.workloads[std::size_t(project.workload_index(current->name))] = std::move(edited).value();
-  workspace_->edit(text, std::move(after),
-                   QStringLiteral("workload %1 %2").arg(q(current->name), pointer));
+  workspace_->edit(
+      text, std::move(after),
+      typing ? QStringLiteral("workload %1 %2").arg(q(current->name), pointer) : QString());
 }
 
 void WorkloadPanel::refresh() {

@@ -44,7 +44,9 @@ class WorkloadPanel : public QWidget {
 
  private:
   void refresh();
-  void edit(const QString& text, const QString& pointer, const QString& value);
+  // `typing`: keystrokes in one field merge into one undo step; a click
+  // on a check box is a step of its own.
+  void edit(const QString& text, const QString& pointer, const QString& value, bool typing);
 
   Workspace* workspace_;
   QComboBox* preset_;

@@ -23,6 +23,13 @@ QString slotFile(int slot, const char* suffix) {
   return autosaveDir() + QString("/session-%1%2").arg(slot).arg(suffix);
 }
 
+// A session's autosave file and the note of the file it was saved from.
+void removeAutosave(const QString& path) {
+  if (path.isEmpty()) return;
+  QFile::remove(path);
+  QFile::remove(QString(path).replace(".clusterscope.json", ".source"));
+}
+
 QString readText(const QString& path) {
   QFile f(path);
   if (!f.open(QIODevice::ReadOnly)) return {};
@@ -49,6 +56,9 @@ class ProjectCommand : public QUndoCommand {
     const auto* next = static_cast<const ProjectCommand*>(other);
     if (next->merge_key_ != merge_key_) return false;
     after_ = next->after_;
+    // Typed back to where the step began ("4" to "41" and back): the stack
+    // drops a step that changes nothing, and the project is as saved again.
+    setObsolete(same_edits(before_, after_));
     return true;
   }
 
@@ -113,6 +123,9 @@ QString Workspace::displayName() const {
 }
 
 void Workspace::edit(const QString& text, Project after, const QString& merge_key) {
+  // A list's item picked again, the explorer's row that is the plan already:
+  // no step that changes nothing, and no change to save.
+  if (same_edits(project_, after)) return;
   undo_.push(new ProjectCommand(this, text, project_, std::move(after), merge_key));
 }
 
@@ -139,6 +152,11 @@ void Workspace::selectPlan(int index) {
 }
 
 void Workspace::replaceAll(Project project, const QString& path, bool modified) {
+  // The last project's unsaved changes were saved or discarded: after New
+  // with Discard they stayed in the autosave, and a crash before the next
+  // edit offered them back.
+  autosave_timer_.stop();
+  removeAutosave(autosave_path_);
   undo_.clear();
   project_ = std::move(project);
   runs_unsaved_ = false;
@@ -180,7 +198,6 @@ bool Workspace::open(const QString& path) {
   }
   replaceAll(std::move(project).value(), QFileInfo(path).absoluteFilePath(), false);
   addRecentFile(path_);
-  if (QFile::exists(autosave_path_)) QFile::remove(autosave_path_);
   emit message(tr("Opened %1").arg(displayName()), MessageLevel::info);
   return true;
 }
@@ -208,7 +225,7 @@ bool Workspace::saveAs(const QString& path) {
   runs_unsaved_ = false;
   addRecentFile(path_);
   autosave_timer_.stop();
-  if (QFile::exists(autosave_path_)) QFile::remove(autosave_path_);
+  removeAutosave(autosave_path_);
   emit fileChanged();
   emit message(tr("Saved %1").arg(displayName()), MessageLevel::info);
   return true;
@@ -293,10 +310,7 @@ void Workspace::discardRecovery() {
 
 void Workspace::closeSession() {
   autosave_timer_.stop();
-  if (!autosave_path_.isEmpty()) {
-    QFile::remove(autosave_path_);
-    QFile::remove(QString(autosave_path_).replace(".clusterscope.json", ".source"));
-  }
+  removeAutosave(autosave_path_);
 }
 
 }  // namespace cs::gui

@@ -100,7 +100,7 @@ void answerBoxes(QList<QMessageBox::StandardButton> answers) {
   auto answered = std::make_shared<QPointer<QMessageBox>>();
   QObject::connect(timer, &QTimer::timeout, [timer, answers, answered]() mutable {
     auto* box = qobject_cast<QMessageBox*>(QApplication::activeModalWidget());
-    if (!box || box == answered->data()) return;
+    if (!box || box == answered->data() || answers.isEmpty()) return;
     *answered = box;
     // A box without that button is refused (a question other than the one
     // expected), not a null button clicked.
@@ -109,7 +109,12 @@ void answerBoxes(QList<QMessageBox::StandardButton> answers) {
     } else {
       box->reject();
     }
-    if (answers.isEmpty()) timer->deleteLater();
+    // Stopped at once: deleted only once control is back in an outer event
+    // loop, it went on to answer the next box too (from an empty list).
+    if (answers.isEmpty()) {
+      timer->stop();
+      timer->deleteLater();
+    }
   });
   timer->start(20);
 }

@@ -107,6 +107,10 @@ class TestGuiApp : public QObject {
   void searchPickAndCompare();
   void staleSearchDropped();
   void saveAndReopen();
+  void undoStepsOfThePanels();
+  void unsavedChangesAsk();
+  void renameGoesToItsPlan();
+  void restoreAsksFirst();
   void corruptProjectFile();
   void longMessageKeepsTheWindow();
   void missingPreset();
@@ -1217,6 +1221,252 @@ void TestGuiApp::saveAndReopen() {
   QCOMPARE(ws->recentFiles().front(), QFileInfo(path).absoluteFilePath());
   waitForEstimate();
   QVERIFY(window_->analysis()->latest()->estimate.has_value());
+}
+
+// Every edit made in a panel is one undo step named for what it did, and a
+// pick or keystrokes that change nothing make none: picking the plan's own
+// cluster again made a step "Use cluster ...", typing a field away and back
+// left a step that undid nothing (the title still said modified), and two
+// clicks on a check box merged into one step that changed nothing.
+void TestGuiApp::undoStepsOfThePanels() {
+  Workspace* ws = window_->workspace();
+  QUndoStack* stack = ws->undoStack();
+  QVERIFY(window_->saveProjectAs(dir_.filePath(QStringLiteral("steps.clusterscope.json"))));
+  const int saved = stack->index();
+  const std::string as_saved = project_to_json_text(ws->project());
+  auto nothing_changed = [&] {
+    QCOMPARE(stack->index(), saved);
+    QVERIFY(!ws->isModified());
+    QVERIFY(!window_->isWindowModified());
+    QCOMPARE(project_to_json_text(ws->project()), as_saved);
+  };
+
+  // The plan's own cluster, workload and explorer row picked again.
+  for (const char* name : {"planCluster", "planWorkload"}) {
+    auto* box = window_->planPanel()->findChild<QComboBox*>(QString::fromLatin1(name));
+    QVERIFY(box && box->currentIndex() >= 0);
+    emit box->activated(box->currentIndex());
+    nothing_changed();
+    QCOMPARE(stack->count(), saved);
+  }
+  auto resolved = ws->project().resolved_plan();
+  QVERIFY(resolved.ok());
+  cs::plan::RankedPlan same;
+  same.parallel = resolved->parallel;
+  same.precision = resolved->precision;
+  QVERIFY(window_->explorer()->makeCurrent(same, subject_of(resolved.value())));
+  nothing_changed();
+  QCOMPARE(stack->count(), saved);
+
+  // A field typed away and back.
+  QLineEdit* nodes = window_->clusterDesigner()->field(QStringLiteral("/nodes"))->lineEdit();
+  const int n = ws->project().current_cluster()->nodes;
+  QCOMPARE(nodes->text(), QString::number(n));
+  nodes->setFocus();
+  nodes->end(false);
+  QTest::keyClick(nodes, Qt::Key_1);
+  QCOMPARE(ws->project().current_cluster()->nodes, n * 10 + 1);
+  QVERIFY(ws->isModified());
+  QVERIFY(window_->isWindowModified());
+  QTest::keyClick(nodes, Qt::Key_Backspace);
+  nothing_changed();
+  QCOMPARE(stack->count(), saved);
+  nodes->clearFocus();
+
+  // Two clicks on a check box: two steps, each named with what it did.
+  auto* gated = window_->workloadPanel()->findChild<QCheckBox*>(QStringLiteral("/gated_mlp"));
+  QVERIFY(gated);
+  const bool was = gated->isChecked();
+  gated->click();
+  gated->click();
+  QCOMPARE(stack->count(), saved + 2);
+  QCOMPARE(stack->undoText(), QStringLiteral("Gated MLP (SwiGLU): %1")
+                                  .arg(was ? QStringLiteral("on") : QStringLiteral("off")));
+  stack->undo();
+  QCOMPARE(gated->isChecked(), !was);
+  QCOMPARE(ws->project().current_workload()->transformer.gated_mlp, !was);
+  QVERIFY(window_->isWindowModified());
+  stack->undo();
+  QCOMPARE(gated->isChecked(), was);
+  QVERIFY(!window_->isWindowModified());  // back at the saved step
+  stack->redo();
+  QVERIFY(window_->isWindowModified());
+  // A new edit clears what was left to redo.
+  QVERIFY(stack->canRedo());
+  window_->planPanel()->setControl(Control::micro_batch,
+                                   ws->project().current()->parallel.micro_batch == 2 ? 1 : 2);
+  QVERIFY(!stack->canRedo());
+  stack->undo();
+  stack->undo();
+  nothing_changed();
+  waitForEstimate();
+}
+
+// Closing, a new project, opening one or a recent file with unsaved changes
+// asks first; Cancel keeps the project, its edits and its undo steps. A new
+// or opened project has no steps to undo into the last one.
+void TestGuiApp::unsavedChangesAsk() {
+  Workspace* ws = window_->workspace();
+  QUndoStack* stack = ws->undoStack();
+  const QString path = dir_.filePath(QStringLiteral("asked.clusterscope.json"));
+  QVERIFY(window_->saveProjectAs(path));
+  const int micro = ws->project().current()->parallel.micro_batch;
+  window_->planPanel()->setControl(Control::micro_batch, micro == 2 ? 1 : 2);
+  const std::string edited = project_to_json_text(ws->project());
+  const int steps = stack->count();
+  QVERIFY(ws->isModified());
+  auto kept = [&] {
+    QCOMPARE(project_to_json_text(ws->project()), edited);
+    QCOMPARE(stack->count(), steps);
+    QVERIFY(ws->isModified());
+    QCOMPARE(ws->filePath(), path);
+  };
+  auto* new_project = window_->findChild<QAction*>(QStringLiteral("actionNew"));
+  auto* open = window_->findChild<QAction*>(QStringLiteral("actionOpen"));
+  QVERIFY(new_project && open);
+
+  test::answerBoxes({QMessageBox::Cancel});
+  new_project->trigger();
+  kept();
+  test::answerBoxes({QMessageBox::Cancel});
+  open->trigger();  // cancelled before the file dialog
+  kept();
+  test::answerBoxes({QMessageBox::Cancel});
+  QVERIFY(!window_->close());
+  QVERIFY(window_->isVisible());
+  kept();
+  QMenu* recent = nullptr;
+  for (QMenu* m : window_->findChildren<QMenu*>())
+    if (m->title() == QStringLiteral("Open &recent")) recent = m;
+  QVERIFY(recent && !recent->actions().isEmpty());
+  test::answerBoxes({QMessageBox::Cancel});
+  recent->actions().front()->trigger();
+  kept();
+
+  // Save: written first, then the new project, with nothing to undo.
+  test::answerBoxes({QMessageBox::Save});
+  new_project->trigger();
+  auto reread = load_project(path.toStdString());
+  QVERIFY(reread.ok());
+  QCOMPARE(project_to_json_text(reread.value()), edited);
+  QCOMPARE(stack->count(), 0);
+  QVERIFY(!stack->canUndo());
+  QVERIFY(!ws->isModified());
+  QVERIFY(ws->filePath().isEmpty());
+
+  // Discard: the edit goes; the file opened has nothing to undo either.
+  window_->planPanel()->setControl(Control::micro_batch, micro == 2 ? 1 : 2);
+  QVERIFY(stack->canUndo());
+  test::answerBoxes({QMessageBox::Discard});
+  new_project->trigger();
+  QVERIFY(!ws->isModified());
+  window_->planPanel()->setControl(Control::micro_batch, micro == 2 ? 1 : 2);
+  QVERIFY(window_->openProject(path));
+  QVERIFY(!stack->canUndo());
+  QCOMPARE(project_to_json_text(ws->project()), edited);
+  QVERIFY(window_->openProject(dir_.filePath(QStringLiteral("saved.clusterscope.json"))));
+  waitForEstimate();
+}
+
+// The plan's name field renames the plan it shows. Typed for one plan, the
+// name went to the next one shown (a new plan, Ctrl+PgDown: the field kept
+// the text while it had the focus); a rename undone from the toolbar (the
+// focus stays in the field) was made again as the field lost the focus, and
+// what was left to redo went.
+void TestGuiApp::renameGoesToItsPlan() {
+  Workspace* ws = window_->workspace();
+  QUndoStack* stack = ws->undoStack();
+  auto* name = window_->planPanel()->findChild<QLineEdit*>(QStringLiteral("planName"));
+  QVERIFY(name);
+  const std::string first = ws->project().current()->name;
+  QCOMPARE(name->text(), QString::fromStdString(first));
+  window_->activateWindow();
+  QVERIFY(QTest::qWaitForWindowActive(window_.get()));
+
+  // Renamed, then undone while the field keeps the focus.
+  name->setFocus();
+  QVERIFY(name->hasFocus());
+  name->end(false);
+  QTest::keyClicks(name, QStringLiteral(" renamed"));
+  QTest::keyClick(name, Qt::Key_Return);
+  QCOMPARE(ws->project().current()->name, first + " renamed");
+  QCOMPARE(stack->undoText(), QStringLiteral("Rename plan"));
+  stack->undo();
+  QCOMPARE(name->text(), QString::fromStdString(first));
+  name->clearFocus();
+  QCOMPARE(ws->project().current()->name, first);
+  QVERIFY(stack->canRedo());
+
+  // Typed for this plan, then another plan shown: the text goes with the plan.
+  const int steps = stack->count() - 1;  // the undone rename is dropped by the new plan
+  window_->findChild<QAction*>(QStringLiteral("actionNewPlan"))->trigger();
+  QCOMPARE(int(ws->project().plans.size()), 2);
+  const std::string second = ws->project().current()->name;
+  QVERIFY(second != first);
+  name->setFocus();
+  name->end(false);
+  QTest::keyClicks(name, QStringLiteral(" typed for the copy"));
+  QAction* previous = nullptr;  // Ctrl+PgUp, the focus left in the field
+  for (QAction* a : window_->findChildren<QAction*>())
+    if (a->text() == QStringLiteral("Previous plan")) previous = a;
+  QVERIFY(previous);
+  previous->trigger();
+  QCOMPARE(ws->project().current_plan, 0);
+  QVERIFY(name->hasFocus());
+  QCOMPARE(name->text(), QString::fromStdString(first));
+  name->clearFocus();
+  QCOMPARE(ws->project().plans[0].name, first);
+  QCOMPARE(ws->project().plans[1].name, second);
+  QCOMPARE(stack->count(), steps + 1);  // the new plan only
+
+  stack->undo();  // the new plan goes
+  QCOMPARE(int(ws->project().plans.size()), 1);
+  waitForEstimate();
+}
+
+// "Restore" of the last session's unsaved changes stays offered while the
+// user works: clicked after edits, it replaced them with no question. It
+// asks, and Cancel keeps the edits and the offer.
+void TestGuiApp::restoreAsksFirst() {
+  std::string crashed_text;
+  {
+    Workspace crashed;
+    QVERIFY(crashed.newProject());
+    crashed.setAutosaveDelay(10);
+    Project p = crashed.project();
+    p.plans[0].parallel.global_batch = 2048;
+    crashed.edit(QStringLiteral("batch"), p);
+    QTRY_VERIFY(QFile::exists(crashed.autosavePath()));
+    crashed_text = project_to_json_text(crashed.project());
+    // No closeSession(): the session ends as a crash would.
+  }
+  MainWindow next;
+  next.start();
+  Workspace* ws = next.workspace();
+  QVERIFY(ws->hasRecovery());
+  auto restore = [&]() -> QPushButton* {
+    for (QPushButton* b : next.messageBar()->findChildren<QPushButton*>())
+      if (b->text() == QStringLiteral("Restore") && !b->isHidden()) return b;
+    return nullptr;
+  };
+  QVERIFY(restore());
+  const int micro = ws->project().current()->parallel.micro_batch;
+  next.planPanel()->setControl(Control::micro_batch, micro == 2 ? 1 : 2);
+  const std::string edited = project_to_json_text(ws->project());
+
+  test::answerBoxes({QMessageBox::Cancel});
+  restore()->click();
+  QCOMPARE(project_to_json_text(ws->project()), edited);
+  QVERIFY(ws->isModified());
+  QVERIFY(ws->hasRecovery());
+  QCoreApplication::sendPostedEvents(nullptr, QEvent::DeferredDelete);  // the last buttons
+  QVERIFY(restore());                                                   // offered again
+
+  test::answerBoxes({QMessageBox::Discard});
+  restore()->click();
+  QCOMPARE(project_to_json_text(ws->project()), crashed_text);
+  QVERIFY(!ws->hasRecovery());
+  ws->closeSession();
 }
 
 // A project of 300 bad clusters is refused with every problem, 900 lines:

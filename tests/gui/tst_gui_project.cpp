@@ -3,7 +3,9 @@
 // through the core readers, undo and merge, recent files, and autosave with
 // recovery after a session that did not close.
 
+#include <QDir>
 #include <QFile>
+#include <QProcess>
 #include <QScopeGuard>
 #include <QSettings>
 #include <QSignalSpy>
@@ -59,8 +61,13 @@ class TestGuiProject : public QObject {
   void switchingPlansIsNotAnEdit();
   void saveOpenAndRecentFiles();
   void openKeepsProjectOnFailure();
+  void foreignFilesKeepTheProject_data();
+  void foreignFilesKeepTheProject();
+  void noStepThatChangesNothing();
+  void saveOnAFullDisk();
   void autosaveAndRecovery();
   void failedRecoveryKeepsTheFile();
+  void discardedChangesAreNotRecovered();
   void analysisInlineAndInBackground();
 
  private:
@@ -195,6 +202,33 @@ void TestGuiProject::badFiles_data() {
              "invalid JSON: nested more than 256 levels deep");
   // A GPU by a preset's name: a project gives it whole (it said "no presets
   // are loaded" while the app had its presets).
+  // Keys no reader asks for and values of the wrong type are named: they were
+  // dropped (a misspelt plan's "parallel" opened as dp 1 x tp 1 x pp 1, and
+  // a save wrote it so), a title of 5 read as "".
+  QTest::addRow("unknown key")
+      << edited(QStringLiteral("\"current_plan\": 0"), QStringLiteral("\"curent_plan\": 0"))
+      << QStringLiteral("p.json: /curent_plan: unknown field (did you mean \"current_plan\"?)");
+  QTest::addRow("unknown plan key")
+      << edited(QStringLiteral("\"parallel\": {"), QStringLiteral("\"paralel\": {"))
+      << QStringLiteral("p.json, plan 0: /paralel: unknown field (did you mean \"parallel\"?)");
+  QTest::addRow("plan name not text")
+      << edited(QStringLiteral("\"name\": \"LLaMA-2 7B on 32 H100\""),
+                QStringLiteral("\"name\": 7"))
+      << QStringLiteral("p.json, plan 0: /name: must be a string");
+  QTest::addRow("run title not text")
+      << edited(QStringLiteral("\"runs\": []"),
+                QStringLiteral(R"("runs": [{"store": "/runs/a.db", "title": 5}])"))
+      << QStringLiteral("p.json, run 0: /title: must be a string");
+  QTest::addRow("unknown run key")
+      << edited(QStringLiteral("\"runs\": []"),
+                QStringLiteral(R"("runs": [{"store": "/runs/a.db", "stores": "/runs/b.db"}])"))
+      << QStringLiteral("p.json, run 0: /stores: unknown field (did you mean \"store\"?)");
+  QTest::addRow("run without a store")
+      << edited(QStringLiteral("\"runs\": []"), QStringLiteral(R"("runs": [{"title": "a"}])"))
+      << QStringLiteral("p.json, run 0: /store: is required");
+  QTest::addRow("runs not a list")
+      << edited(QStringLiteral("\"runs\": []"), QStringLiteral("\"runs\": {}"))
+      << QStringLiteral("p.json: /runs: must be a list");
   QTest::addRow("preset name") << edited(QStringLiteral("\"gpu\": {"),
                                          QStringLiteral("\"gpu\": \"h100-sxm\", \"unused\": {"))
                                << QStringLiteral(
@@ -501,6 +535,154 @@ void TestGuiProject::openKeepsProjectOnFailure() {
   ws.closeSession();
 }
 
+// A file that is no project (a run store, a picture, an empty file, a
+// project with a misspelt key) is refused by name, and the open project
+// stays as it was: its edits, its undo steps, its file.
+void TestGuiProject::foreignFilesKeepTheProject_data() {
+  QTest::addColumn<QString>("name");
+  QTest::addColumn<QByteArray>("bytes");
+  QTest::addColumn<QString>("says");
+  QFile store(QStringLiteral(CS_SOURCE_DIR "/tests/data/cpu/cpu-engine-dp2.db"));
+  if (!store.open(QIODevice::ReadOnly)) qFatal("fixture: no run store");
+  QTest::addRow("run store") << QStringLiteral("run.json") << store.readAll()
+                             << QStringLiteral("invalid JSON");
+  QTest::addRow("picture") << QStringLiteral("picture.clusterscope.json")
+                           << QByteArray("\x89PNG\r\n\x1a\n\0\0\0\rIHDR", 16)
+                           << QStringLiteral("invalid JSON");
+  QTest::addRow("empty") << QStringLiteral("empty.clusterscope.json") << QByteArray()
+                         << QStringLiteral("invalid JSON");
+  std::string misspelt = project_to_json_text(defaults());
+  misspelt.replace(misspelt.find("\"plans\""), 7, "\"plan\"");
+  QTest::addRow("misspelt key") << QStringLiteral("misspelt.clusterscope.json")
+                                << QByteArray::fromStdString(misspelt)
+                                << QStringLiteral("/plan: unknown field (did you mean \"plans\"?)");
+}
+
+void TestGuiProject::foreignFilesKeepTheProject() {
+  QFETCH(QString, name);
+  QFETCH(QByteArray, bytes);
+  QFETCH(QString, says);
+  const QString path = dir_.filePath(name);
+  QFile f(path);
+  QVERIFY(f.open(QIODevice::WriteOnly));
+  f.write(bytes);
+  f.close();
+  Workspace ws;
+  QVERIFY(ws.newProject());
+  const QString saved = dir_.filePath(QStringLiteral("kept.clusterscope.json"));
+  QVERIFY(ws.saveAs(saved));
+  Project p = ws.project();
+  p.plans[0].parallel.zero_stage = 2;
+  ws.edit(QStringLiteral("zero"), p);
+  const std::string before = project_to_json_text(ws.project());
+  QSignalSpy messages(&ws, &Workspace::message);
+  QVERIFY(!ws.open(path));
+  QCOMPARE(messages.count(), 1);
+  const QString said = messages.front().front().toString();
+  QVERIFY2(said.contains(name) && said.contains(says), qPrintable(said));
+  QCOMPARE(messages.front().at(1).value<MessageLevel>(), MessageLevel::error);
+  QCOMPARE(project_to_json_text(ws.project()), before);
+  QVERIFY(ws.isModified());
+  QCOMPARE(ws.undoStack()->count(), 1);
+  QCOMPARE(ws.filePath(), saved);
+  ws.closeSession();
+}
+
+// An edit that changes nothing is no undo step and no change to save: a
+// list's item picked again made "Use cluster ..." steps, and a field typed
+// away and back ("4", "41", "4") left a step that undid nothing and the
+// project marked modified although it was as saved.
+void TestGuiProject::noStepThatChangesNothing() {
+  Workspace ws;
+  QVERIFY(ws.newProject());
+  QVERIFY(ws.saveAs(dir_.filePath(QStringLiteral("nothing.clusterscope.json"))));
+  QSignalSpy changed(&ws, &Workspace::projectChanged);
+  QSignalSpy file_changed(&ws, &Workspace::fileChanged);
+  ws.edit(QStringLiteral("same"), ws.project());
+  QCOMPARE(ws.undoStack()->count(), 0);
+  QCOMPARE(changed.count(), 0);
+  QVERIFY(!ws.isModified());
+
+  Project p = ws.project();
+  for (int nodes : {41, 4}) {
+    p.clusters[0].nodes = nodes;
+    ws.edit(QStringLiteral("nodes"), p, QStringLiteral("cluster/nodes"));
+  }
+  QCOMPARE(ws.undoStack()->count(), 0);
+  QVERIFY(!ws.undoStack()->canUndo());
+  QVERIFY(!ws.isModified());
+  QCOMPARE(file_changed.count(), 2);  // modified, then as saved again
+
+  // After another step, typing away and back leaves that step alone.
+  p.plans[0].parallel.zero_stage = 2;
+  ws.edit(QStringLiteral("zero"), p);
+  for (int nodes : {41, 4}) {
+    p.clusters[0].nodes = nodes;
+    ws.edit(QStringLiteral("nodes"), p, QStringLiteral("cluster/nodes"));
+  }
+  QCOMPARE(ws.undoStack()->count(), 1);
+  QCOMPARE(ws.undoStack()->undoText(), QStringLiteral("zero"));
+  QVERIFY(ws.isModified());
+
+  // A run recorded since is no edit: the same plans again are still none.
+  ProjectRun run;
+  run.store = "/runs/a.db";
+  ws.recordRun(run);
+  ws.edit(QStringLiteral("same"), ws.project());
+  QCOMPARE(ws.undoStack()->count(), 1);
+  // Undone, the step waits to be redone; an edit that changes nothing keeps it so.
+  ws.undoStack()->undo();
+  ws.edit(QStringLiteral("same"), ws.project());
+  QVERIFY(ws.undoStack()->canRedo());
+  ws.closeSession();
+}
+
+// Saved on a full disk: the save fails and says so, the file keeps what
+// the last save wrote, nothing is left beside it, and the project is still
+// unsaved.
+void TestGuiProject::saveOnAFullDisk() {
+  const QString disk = dir_.filePath(QStringLiteral("small-disk"));
+  QVERIFY(QDir().mkpath(disk));
+  QProcess mount;
+  mount.start(QStringLiteral("mount"),
+              {QStringLiteral("-t"), QStringLiteral("tmpfs"), QStringLiteral("-o"),
+               QStringLiteral("size=256k"), QStringLiteral("tmpfs"), disk});
+  if (!mount.waitForFinished(10000) || mount.exitCode() != 0)
+    QSKIP("cannot mount a small tmpfs here (needs root): the full-disk case is not checked");
+  auto unmount = qScopeGuard([&] { QProcess::execute(QStringLiteral("umount"), {disk}); });
+
+  Workspace ws;
+  QVERIFY(ws.newProject());
+  const QString path = disk + QStringLiteral("/p.clusterscope.json");
+  QVERIFY(ws.saveAs(path));
+  QFile file(path);
+  QVERIFY(file.open(QIODevice::ReadOnly));
+  const QByteArray before = file.readAll();
+  file.close();
+  {
+    QFile filler(disk + QStringLiteral("/filler"));
+    QVERIFY(filler.open(QIODevice::WriteOnly));
+    const QByteArray block(4096, 'x');
+    while (filler.write(block) == block.size() && filler.flush()) {
+    }
+  }
+  Project p = ws.project();
+  p.plans[0].parallel.zero_stage = 2;
+  ws.edit(QStringLiteral("zero"), p);
+  QSignalSpy messages(&ws, &Workspace::message);
+  QVERIFY(!ws.save());
+  QCOMPARE(messages.count(), 1);
+  const QString said = messages.front().front().toString();
+  QVERIFY2(said.contains(path) && said.contains(QStringLiteral("disk full?")), qPrintable(said));
+  QVERIFY(file.open(QIODevice::ReadOnly));
+  QCOMPARE(file.readAll(), before);
+  file.close();
+  QCOMPARE(QDir(disk).entryList(QDir::Files | QDir::Hidden).size(), 2);  // the file, the filler
+  QVERIFY(ws.isModified());
+  QCOMPARE(ws.filePath(), path);
+  ws.closeSession();
+}
+
 void TestGuiProject::autosaveAndRecovery() {
   QString autosave;
   std::string edited;
@@ -586,6 +768,29 @@ void TestGuiProject::failedRecoveryKeepsTheFile() {
   QVERIFY(!next.hasRecovery());
   next.closeSession();
   QFile::remove(autosave);
+}
+
+// Changes discarded for a new project went on in the autosave: a crash
+// before the next edit offered them back as "unsaved changes".
+void TestGuiProject::discardedChangesAreNotRecovered() {
+  QString autosave;
+  {
+    Workspace crashed;
+    QVERIFY(!crashed.hasRecovery());
+    QVERIFY(crashed.newProject());
+    crashed.setAutosaveDelay(10);
+    Project p = crashed.project();
+    p.plans[0].parallel.global_batch = 2048;
+    crashed.edit(QStringLiteral("batch"), p);
+    autosave = crashed.autosavePath();
+    QTRY_VERIFY(QFile::exists(autosave));
+    QVERIFY(crashed.newProject());  // the edit discarded
+    QVERIFY(!QFile::exists(autosave));
+    // No closeSession(): the session ends as a crash would.
+  }
+  Workspace next;
+  QVERIFY(!next.hasRecovery());
+  next.closeSession();
 }
 
 void TestGuiProject::analysisInlineAndInBackground() {
