@@ -135,7 +135,10 @@ Figures measure(std::unique_ptr<cs::profiler::ActivitySource> source, std::size_
                 int repeats = 1) {
   cs::profiler::BufferPool pool(buffer_bytes, std::size_t{8} << 30);
   cs::profiler::BufferQueue queue;
-  if (!source->start(pool, queue)) return {};
+  if (auto started = source->start(pool, queue); !started) {
+    std::fprintf(stderr, "bench_cupti_decoder: %s\n", started.message().c_str());
+    return {};
+  }
   queue.close();
   std::vector<cs::profiler::ActivityBuffer> buffers;
   while (auto b = queue.pop())
@@ -162,32 +165,44 @@ Figures measure(std::unique_ptr<cs::profiler::ActivitySource> source, std::size_
   return f;
 }
 
-void print(const char* what, const Figures& f) {
+// False, said, when there was nothing to time (every rate would be nan).
+bool print(const char* what, const Figures& f) {
+  if (f.records == 0 || f.decode_s <= 0 || f.walk_s <= 0) {
+    std::fprintf(stderr, "bench_cupti_decoder: %s: no records decoded\n", what);
+    return false;
+  }
   std::printf(
       "%-34s %9llu records %9llu events  decode %7.1f M records/s (%6.0f ns each)  "
       "bare walk %7.1f M/s  decode/walk time %.1fx\n",
       what, static_cast<unsigned long long>(f.records), static_cast<unsigned long long>(f.events),
       f.records / f.decode_s / 1e6, 1e9 * f.decode_s / f.records, f.records / f.walk_s / 1e6,
       f.decode_s / f.walk_s);
+  return true;
 }
 
 }  // namespace
 
-int main() {
+int main(int argc, char**) {
+  if (argc > 1) {
+    std::fprintf(stderr, "bench_cupti_decoder: takes no arguments\nusage: bench_cupti_decoder\n");
+    return 2;
+  }
   constexpr std::size_t kBuffer = std::size_t{4} << 20;
-  print(
-      "synthetic step mix (400k kernels)",
-      measure(cs::profiler::make_replay_source(synthetic(400'000, kBuffer), "synthetic"), kBuffer));
+  if (!print("synthetic step mix (400k kernels)",
+             measure(cs::profiler::make_replay_source(synthetic(400'000, kBuffer), "synthetic"),
+                     kBuffer)))
+    return 1;
   const std::string torch =
       std::string(CS_SOURCE_DIR) + "/tests/data/gpu/h200_torch_ddp_rank0.cupti";
   auto recording = cs::profiler::read_replay(torch);
   if (!recording) {
-    std::printf("%s\n", recording.message().c_str());
+    std::fprintf(stderr, "bench_cupti_decoder: %s\n", recording.message().c_str());
     return 1;
   }
   // Twenty passes, so that the figure is not one cold pass.
-  print("H200 PyTorch DDP recording (x20)",
-        measure(cs::profiler::make_replay_source(std::move(recording).value(), "torch"),
-                std::size_t{1} << 20, 20));
-  return 0;
+  return print("H200 PyTorch DDP recording (x20)",
+               measure(cs::profiler::make_replay_source(std::move(recording).value(), "torch"),
+                       std::size_t{1} << 20, 20))
+             ? 0
+             : 1;
 }

@@ -57,6 +57,7 @@
 #include "app/gui/run_view.h"
 #include "app/gui/timeline_widget.h"
 #include "app/gui/workspace.h"
+#include "bench/bench_args.h"
 #include "core/presets.h"
 #include "core/trace_writer.h"
 
@@ -99,7 +100,8 @@ bool waitUntil(Done done, int timeout_ms) {
   return true;
 }
 
-// Kilobytes of a /proc/self/status field (VmHWM: peak resident memory).
+// Kibibytes of a /proc/self/status field (VmHWM: peak resident memory); the
+// kernel writes "kB" for units of 1024 bytes.
 long procStatusKb(const char* field) {
   std::ifstream in("/proc/self/status");
   std::string line;
@@ -315,12 +317,13 @@ int benchRun(std::int64_t events) {
   a.start();
   waitUntil([&] { return view.analysis() != nullptr; }, 600000);
   const double analysis_s = double(a.nsecsElapsed()) * 1e-9;
-  const long peak_kb = procStatusKb("VmHWM");
+  // In MB (10^6 bytes), as the store's size: /proc counts KiB.
+  const double peak_mb = double(procStatusKb("VmHWM")) * 1024 / 1e6;
   std::printf(
       "  analyses of the whole run done %.1f s after that; app peak memory %.0f MB "
       "(%.0f MB before opening) = %.2fx the store (target under 2x: %s)\n",
-      analysis_s, double(peak_kb) / 1e3, double(rss_before_kb) / 1e3,
-      double(peak_kb) / 1e3 / store_mb, double(peak_kb) / 1e3 < 2 * store_mb ? "under" : "OVER");
+      analysis_s, peak_mb, double(rss_before_kb) * 1024 / 1e6, peak_mb / store_mb,
+      peak_mb < 2 * store_mb ? "under" : "OVER");
   zoomAndPan("after the analyses");
 
   // Looking things up on the run: the instances of the most frequent kernel
@@ -526,6 +529,18 @@ int benchExports(std::int64_t events) {
   return 0;
 }
 
+constexpr const char* kUsage =
+    "bench_gui [--edits N] [--starts N] [--run-events N] [--only-run] [--export-events N] "
+    "[--only-exports] [--lanes N] [--only-lanes]";
+
+// The value after argv[i], a whole number from `least` to `most`; i moves past it.
+long long countArg(int argc, char** argv, int& i, long long least, long long most) {
+  if (i + 1 >= argc)
+    cs::bench::usage_error("bench_gui", std::string(argv[i]) + " needs a value", kUsage);
+  ++i;
+  return cs::bench::count_arg("bench_gui", kUsage, argv[i - 1], argv[i], least, most);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -537,22 +552,34 @@ int main(int argc, char** argv) {
   bool only_exports = false;
   int many_lanes = 50'000;
   bool only_lanes = false;
-  for (int i = 1; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--run-events") == 0 && i + 1 < argc)
-      run_events = std::atoll(argv[++i]);
-    if (std::strcmp(argv[i], "--export-events") == 0 && i + 1 < argc)
-      export_events = std::atoll(argv[++i]);
-    if (std::strcmp(argv[i], "--only-run") == 0) only_run = true;
-    if (std::strcmp(argv[i], "--only-exports") == 0) only_exports = true;
-    if (std::strcmp(argv[i], "--lanes") == 0 && i + 1 < argc) many_lanes = std::atoi(argv[++i]);
-    if (std::strcmp(argv[i], "--only-lanes") == 0) only_lanes = true;
-    if (std::strcmp(argv[i], "--edits") == 0 && i + 1 < argc) edits = std::atoi(argv[++i]);
-    if (std::strcmp(argv[i], "--starts") == 0 && i + 1 < argc) starts = std::atoi(argv[++i]);
-  }
   if (qEnvironmentVariableIsEmpty("QT_QPA_PLATFORM") && qEnvironmentVariableIsEmpty("DISPLAY")) {
     qputenv("QT_QPA_PLATFORM", "offscreen");
   }
   QApplication app(argc, argv);
+  // Read after QApplication took out its own options (-platform, ...).
+  // Every count at least 1: no starts left the first start's time unread
+  // (a crash), no edits nothing to take a median of.
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--run-events")
+      run_events = countArg(argc, argv, i, 1, 1LL << 40);
+    else if (arg == "--export-events")
+      export_events = countArg(argc, argv, i, 1, 1LL << 40);
+    else if (arg == "--lanes")
+      many_lanes = int(countArg(argc, argv, i, 1, 10'000'000));
+    else if (arg == "--edits")
+      edits = int(countArg(argc, argv, i, 1, 1'000'000));
+    else if (arg == "--starts")
+      starts = int(countArg(argc, argv, i, 1, 1000));
+    else if (arg == "--only-run")
+      only_run = true;
+    else if (arg == "--only-exports")
+      only_exports = true;
+    else if (arg == "--only-lanes")
+      only_lanes = true;
+    else
+      cs::bench::usage_error("bench_gui", "unknown argument '" + arg + "'", kUsage);
+  }
   QStandardPaths::setTestModeEnabled(true);  // no user settings read or written
   QApplication::setOrganizationName(QStringLiteral("ClusterScopeBench"));
   QApplication::setApplicationName(QStringLiteral("bench_gui"));

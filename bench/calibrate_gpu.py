@@ -18,10 +18,15 @@ Usage: python3 bench/calibrate_gpu.py --peak-bf16-tflops 989.4 --bandwidth-gb-s 
 import argparse
 import json
 import subprocess
+import sys
 import threading
 import time
 
-import torch
+try:
+    import torch
+except ImportError as error:  # a machine without PyTorch: nothing to measure
+    torch = None
+    TORCH_MISSING = str(error)
 
 
 def time_cuda(fn, warmup=3, reps=10):
@@ -38,7 +43,8 @@ def time_cuda(fn, warmup=3, reps=10):
     return start.elapsed_time(end) / 1e3 / reps
 
 
-def gemm_tflops(m, n, k, dtype=torch.bfloat16):
+def gemm_tflops(m, n, k, dtype=None):
+    dtype = dtype or torch.bfloat16
     a = torch.randn(m, k, device="cuda", dtype=dtype)
     b = torch.randn(k, n, device="cuda", dtype=dtype)
     seconds = time_cuda(lambda: torch.matmul(a, b))
@@ -65,6 +71,14 @@ def main():
     parser.add_argument("--bandwidth-gb-s", type=float, required=True)
     parser.add_argument("--out")
     args = parser.parse_args()
+    if args.peak_bf16_tflops <= 0 or args.bandwidth_gb_s <= 0:
+        parser.error("--peak-bf16-tflops and --bandwidth-gb-s must be above 0")
+    # Without a CUDA GPU there is nothing to calibrate: say why and stop
+    # (exit 1), rather than a traceback from the first CUDA call.
+    if torch is None:
+        sys.exit(f"calibrate_gpu.py: needs PyTorch with CUDA ({TORCH_MISSING}): nothing measured")
+    if not torch.cuda.is_available():
+        sys.exit(f"calibrate_gpu.py: PyTorch {torch.__version__} sees no CUDA GPU: nothing measured")
     peak = args.peak_bf16_tflops
     torch.backends.cuda.matmul.allow_tf32 = False
     result = {"device": torch.cuda.get_device_name(0), "torch": torch.__version__,

@@ -27,11 +27,14 @@ import sys
 import tempfile
 import time
 
-import torch
-import torch.distributed as dist
-import torch.multiprocessing as mp
-import torch.nn as nn
-import torch.nn.functional as F
+try:
+    import torch
+    import torch.distributed as dist
+    import torch.multiprocessing as mp
+    import torch.nn as nn
+    import torch.nn.functional as F
+except ImportError as error:  # the peer is missing: nothing to compare against
+    sys.exit(f"cpu_engine_vs_pytorch.py: needs PyTorch (apt-get install python3-torch): {error}")
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CORPUS = [os.path.join(ROOT, "resources", "corpus", f) for f in ("seed-article-1.txt", "seed-article-2.txt")]
@@ -226,6 +229,16 @@ def main():
     ap.add_argument("--seed", type=int, default=1234)
     ap.add_argument("--ranks", type=int, nargs="+", default=[1, 2])
     args = ap.parse_args()
+    # What would otherwise end in a traceback, said before anything runs.
+    if not (os.path.isfile(args.worker) and os.access(args.worker, os.X_OK)):
+        ap.error(f"--worker {args.worker}: not an executable file")
+    if args.warmup < 0 or args.steps <= args.warmup:
+        ap.error(f"--steps ({args.steps}) must be more than --warmup ({args.warmup}): "
+                 "the steps after the warm-up are the ones timed")
+    for world in args.ranks:
+        if world < 1 or args.global_batch % world:
+            ap.error(f"--ranks {world}: --global-batch {args.global_batch} must split evenly "
+                     "over the ranks")
 
     with tempfile.TemporaryDirectory() as tmp:
         weights = os.path.join(tmp, "initial.bin")

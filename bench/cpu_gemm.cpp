@@ -22,6 +22,7 @@
 #include <cblas.h>
 #include <unistd.h>
 
+#include "bench/bench_args.h"
 #include "profiler/worker/cpu_backend.h"
 
 using namespace cs::worker;
@@ -63,7 +64,12 @@ void fill(Backend& b, Tensor t, std::mt19937& rng) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const int threads = argc > 1 ? std::atoi(argv[1]) : 0;
+  // BLAS threads; 0 or none: one per core.
+  constexpr const char* kUsage = "bench_cpu_gemm [BLAS threads]";
+  if (argc > 2) cs::bench::usage_error("bench_cpu_gemm", "too many arguments", kUsage);
+  const int threads = argc > 1 ? static_cast<int>(cs::bench::count_arg(
+                                     "bench_cpu_gemm", kUsage, "BLAS threads", argv[1], 0, 4096))
+                               : 0;
   const int hw = static_cast<int>(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
   auto backend = make_cpu_backend(threads > 0 ? threads : hw);
   Backend& b = *backend;

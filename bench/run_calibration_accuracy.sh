@@ -88,7 +88,7 @@ part_repeats = []  # (plan, part, the second run's part against the first's)
 for name, path, *again_path in rows:
     p = measured(path)
     if not p:
-        print(f"| {name} | - | - | - | no prediction in the store | - | - |")
+        print(f"| {name} | - | - | - | no prediction in the store | - | - | - |")
         continue
     pred, meas = p["predicted_step_s"], p["measured_step_median_s"]
     step_errors.append((name, pred / meas - 1))

@@ -10,6 +10,13 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD="${1:-$ROOT/build}"
 BIN="$BUILD/bin"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+usage="usage: bench/run_cpu_engine_bench.sh [build dir]   (default: build)"
+if [[ $# -gt 1 ]]; then
+  echo "run_cpu_engine_bench.sh: one argument at most" >&2; echo "$usage" >&2; exit 2
+fi
+if [[ ! -f "$BUILD/CMakeCache.txt" ]]; then
+  echo "run_cpu_engine_bench.sh: $BUILD is not a CMake build folder" >&2; echo "$usage" >&2; exit 2
+fi
 
 cmake --build "$BUILD" --target clusterscope-worker bench_cpu_gemm bench_tracing_overhead bench_allreduce
 

@@ -18,6 +18,7 @@
 
 #include <unistd.h>
 
+#include "bench/bench_args.h"
 #include "core/median.h"
 #include "profiler/launcher.h"
 
@@ -26,6 +27,8 @@ using namespace cs::launch;
 namespace {
 
 constexpr int kWarmup = 3;
+constexpr const char* kUsage =
+    "bench_tracing_overhead [ranks] [runs per side] [steps, more than 3] [BLAS threads per rank]";
 
 struct Steps {
   std::vector<double> wall, cpu;  // seconds per step, warm-up left out
@@ -82,13 +85,20 @@ double mean(const std::vector<double>& v) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const int ranks = argc > 1 ? std::atoi(argv[1]) : 1;
-  const int runs = argc > 2 ? std::atoi(argv[2]) : 4;
-  const int steps = argc > 3 ? std::atoi(argv[3]) : 25;
+  if (argc > 5) cs::bench::usage_error("bench_tracing_overhead", "too many arguments", kUsage);
+  auto arg = [&](int i, const char* name, int fallback, int least, int most) {
+    if (i >= argc) return fallback;
+    return static_cast<int>(
+        cs::bench::count_arg("bench_tracing_overhead", kUsage, name, argv[i], least, most));
+  };
+  const int ranks = arg(1, "ranks", 1, 1, 64);
+  const int runs = arg(2, "runs per side", 4, 1, 1000);
+  // Steps past the warm-up are the ones measured.
+  const int steps = arg(3, "steps", 25, kWarmup + 1, 100000);
   // BLAS threads per rank (0: the worker's default, cores / ranks). With more
   // than one, OpenBLAS's threads spin while they wait, and CPU time follows
   // wall time: one thread gives the cleaner CPU figure.
-  const int threads = argc > 4 ? std::atoi(argv[4]) : 1;
+  const int threads = arg(4, "BLAS threads per rank", 1, 0, 4096);
   const std::string dir =
       (std::filesystem::temp_directory_path() / ("cs-bench-tracing-" + std::to_string(getpid())))
           .string();
@@ -108,9 +118,14 @@ int main(int argc, char** argv) {
   // tracing costs, whatever else the machine is running.
   const double c_on = mean(on.cpu);
   const double c_off = mean(off.cpu);
-  std::uintmax_t store_bytes = 0;
   std::error_code ec;
-  store_bytes = std::filesystem::file_size(dir + "/run.db", ec);
+  const std::uintmax_t store_bytes = std::filesystem::file_size(dir + "/run.db", ec);
+  if (ec) {
+    std::fprintf(stderr, "bench_tracing_overhead: the traced run left no store at %s/run.db: %s\n",
+                 dir.c_str(), ec.message().c_str());
+    std::filesystem::remove_all(dir, ec);
+    return 1;
+  }
   std::printf(
       "Tracing overhead, %d rank%s x %d BLAS threads, GPT 4 x 256 (seq 128, micro-batch 4), %d "
       "runs x %d steps per side\n",
@@ -118,7 +133,8 @@ int main(int argc, char** argv) {
   std::printf("median wall time per step: tracing off %.2f ms, on %.2f ms: %+.2f %%\n", m_off * 1e3,
               m_on * 1e3, (m_on / m_off - 1) * 100);
   std::printf(
-      "mean CPU time per step (rank 0's process): off %.2f ms, on %.2f ms: overhead %+.2f %% "
+      "mean CPU time per step (each rank's process, all its threads): off %.2f ms, on %.2f ms: "
+      "overhead %+.2f %% "
       "(target < 3 %%)\n",
       c_off * 1e3, c_on * 1e3, (c_on / c_off - 1) * 100);
   std::printf("run store of the last traced run: %.1f KiB\n", store_bytes / 1024.0);
