@@ -102,6 +102,19 @@ class MpiComm final : public Communicator {
       : comm_(comm), name_(std::move(name)), impl_(impl) {
     MPI_Comm_rank(comm_, &rank_);
     MPI_Comm_size(comm_, &size_);
+    // A transfer's peer is recorded as the store numbers ranks, the world's:
+    // the group's rank named another rank (or the rank itself) wherever the
+    // pipeline group is not the world's first ranks (dp x pp, tp x pp).
+    MPI_Group group, world;
+    MPI_Comm_group(comm_, &group);
+    MPI_Comm_group(MPI_COMM_WORLD, &world);
+    std::vector<int> ranks(static_cast<std::size_t>(size_));
+    for (int r = 0; r < size_; ++r)
+      ranks[r] = r;
+    world_ranks_.resize(ranks.size());
+    MPI_Group_translate_ranks(group, size_, ranks.data(), world, world_ranks_.data());
+    MPI_Group_free(&group);
+    MPI_Group_free(&world);
   }
   ~MpiComm() override {
     if (comm_ != MPI_COMM_WORLD) MPI_Comm_free(&comm_);
@@ -258,11 +271,14 @@ class MpiComm final : public Communicator {
     op();
     const std::int64_t end = OpTracer::now_ns();
     const bool p2p = what == trace::Collective::send || what == trace::Collective::recv;
+    // The store's rank is the world's plus the run's offset (--trace-rank-offset).
+    const int recorded_peer =
+        peer < 0 ? -1 : tracer->rank() - world_ranks_[rank_] + world_ranks_[peer];
     std::string label = name_ + " " + collective_label(what);
     tracer->record(on_comm_thread ? tracer->communication_lane() : tracer->compute_lane(),
                    p2p ? trace::EventKind::p2p : trace::EventKind::collective,
                    trace::Category::communication, start, end, label, 0, t.bytes(), what,
-                   trace_type(t.dtype), t.numel, peer, size_);
+                   trace_type(t.dtype), t.numel, recorded_peer, size_);
   }
 
   MPI_Comm comm_;
@@ -270,6 +286,7 @@ class MpiComm final : public Communicator {
   MpiWorld::Impl& impl_;
   int rank_ = 0;
   int size_ = 1;
+  std::vector<int> world_ranks_;  // of each rank of this group
   std::vector<MPI_Request> pending_sends_;
   std::vector<float> widened_;
 };
