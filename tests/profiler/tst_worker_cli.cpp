@@ -62,6 +62,8 @@ class TestWorkerCli : public QObject {
   void stoppedSweepSaysNoMore();
   void fullDiskStopsTheRun_data();
   void fullDiskStopsTheRun();
+  void tensorParallelBytesAreTheBytesSent_data();
+  void tensorParallelBytesAreTheBytesSent();
 };
 
 void TestWorkerCli::cudaWithoutGpuSaysSo() {
@@ -278,6 +280,78 @@ void TestWorkerCli::fullDiskStopsTheRun() {
     QVERIFY2(QString::fromStdString(losses[0]).contains("events lost after a write failed"),
              losses[0].c_str());
   }
+}
+
+void TestWorkerCli::tensorParallelBytesAreTheBytesSent_data() {
+  QTest::addColumn<QString>("precision");
+  QTest::newRow("fp32") << "fp32";
+  QTest::newRow("bf16") << "bf16";
+}
+
+// The bytes a rank's store records for its tensor-parallel all-reduces are
+// the bytes MPI sent on that communicator, as Open MPI's monitoring counts
+// them (over 2 ranks, each sends its whole buffer once). bf16 was widened to
+// fp32 for MPI: twice the bytes recorded went.
+void TestWorkerCli::tensorParallelBytesAreTheBytesSent() {
+  QFETCH(QString, precision);
+  QTemporaryDir dir;
+  const QString profile = dir.filePath("monitoring");
+  const Run r = run_program("mpirun", {"-n",
+                                       "2",
+                                       "--mca",
+                                       "pml_monitoring_enable",
+                                       "2",
+                                       "--mca",
+                                       "pml_monitoring_enable_output",
+                                       "3",
+                                       "--mca",
+                                       "pml_monitoring_filename",
+                                       profile,
+                                       CS_BIN_DIR "/clusterscope-worker",
+                                       "--layers",
+                                       "2",
+                                       "--hidden",
+                                       "32",
+                                       "--heads",
+                                       "4",
+                                       "--seq",
+                                       "16",
+                                       "--ffn",
+                                       "128",
+                                       "--tp",
+                                       "2",
+                                       "--micro-batch",
+                                       "2",
+                                       "--steps",
+                                       "2",
+                                       "--precision",
+                                       precision,
+                                       "--out",
+                                       dir.filePath("run-{rank}.db")});
+  QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+  QFile counts(profile + ".0.prof");
+  if (!counts.open(QIODevice::ReadOnly))
+    QSKIP("this MPI has no monitoring component (pml_monitoring) to count the bytes sent");
+  // The tensor-parallel group is the world's only split of two ranks:
+  // "D\tMPI COMMUNICATOR 4 SPLIT FROM 0\tprocs: 0,1", then its totals.
+  qint64 sent = -1;
+  bool in_group = false;
+  for (const QByteArray& line : counts.readAll().split('\n')) {
+    if (line.startsWith("D\t")) in_group = line.contains("SPLIT") && line.endsWith("procs: 0,1");
+    if (in_group && line.startsWith("A2A\t"))
+      sent = line.split('\t').value(2).split(' ')[0].toLongLong();
+  }
+  QVERIFY2(sent > 0, "no tensor-parallel group in Open MPI's monitoring output");
+
+  auto reader = cs::trace::TraceReader::open(dir.filePath("run-0.db").toStdString());
+  QVERIFY2(reader, reader ? "" : reader.message().c_str());
+  auto events = (*reader)->find_events("tp all-reduce", cs::trace::NameMatch::exact, 100000, 0);
+  QVERIFY2(events, events ? "" : events.message().c_str());
+  qint64 recorded = 0;
+  for (const cs::trace::StoredEvent& e : *events)
+    recorded += e.event.bytes;
+  QVERIFY(!events->empty());
+  QCOMPARE(recorded, sent);
 }
 
 QTEST_GUILESS_MAIN(TestWorkerCli)
