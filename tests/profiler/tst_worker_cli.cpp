@@ -62,6 +62,7 @@ class TestWorkerCli : public QObject {
   void stoppedSweepSaysNoMore();
   void fullDiskStopsTheRun_data();
   void fullDiskStopsTheRun();
+  void weightsDumpIsNoPartOfTheTrace();
   void tensorParallelBytesAreTheBytesSent_data();
   void tensorParallelBytesAreTheBytesSent();
 };
@@ -279,6 +280,55 @@ void TestWorkerCli::fullDiskStopsTheRun() {
     QCOMPARE(losses.size(), std::size_t{1});
     QVERIFY2(QString::fromStdString(losses[0]).contains("events lost after a write failed"),
              losses[0].c_str());
+  }
+}
+
+// --dump-weights gathers the ZeRO shards and sends every stage's weights to
+// rank 0 after training: those transfers were recorded as the last step's
+// (a dp all-gather and world sends after the step had ended).
+void TestWorkerCli::weightsDumpIsNoPartOfTheTrace() {
+  QTemporaryDir dir;
+  const Run r = run_program("mpirun", {"-n",
+                                       "2",
+                                       CS_BIN_DIR "/clusterscope-worker",
+                                       "--layers",
+                                       "2",
+                                       "--hidden",
+                                       "32",
+                                       "--heads",
+                                       "4",
+                                       "--seq",
+                                       "16",
+                                       "--ffn",
+                                       "128",
+                                       "--dp",
+                                       "2",
+                                       "--zero",
+                                       "1",
+                                       "--steps",
+                                       "2",
+                                       "--out",
+                                       dir.filePath("run-{rank}.db"),
+                                       "--dump-weights",
+                                       dir.filePath("weights.bin")});
+  QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+  QVERIFY(QFile::exists(dir.filePath("weights.bin")));
+  for (int rank = 0; rank < 2; ++rank) {
+    auto reader =
+        cs::trace::TraceReader::open(dir.filePath(QString("run-%1.db").arg(rank)).toStdString());
+    QVERIFY2(reader, reader ? "" : reader.message().c_str());
+    auto steps = (*reader)->steps(rank);
+    QVERIFY(steps && steps->size() == 2);
+    const std::int64_t end = steps->back().end_ns;
+    QStringList after;
+    cs::Status scanned = (*reader)->for_each_event(
+        {}, end, (*reader)->time_range().end_ns + 1, [&](const cs::trace::StoredEvent& e) {
+          if (e.event.start_ns >= end)
+            after << QString::fromStdString((*reader)->string(e.event.name));
+          return true;
+        });
+    QVERIFY(scanned.ok());
+    QVERIFY2(after.isEmpty(), qPrintable(QString("rank %1: %2").arg(rank).arg(after.join(", "))));
   }
 }
 
