@@ -615,6 +615,17 @@ struct Launcher::State {
     if (lines.size() > limit) lines.erase(lines.begin(), lines.begin() + (lines.size() - limit));
   }
 
+  // A figure of a step line. JSON has no infinity nor NaN: the worker's
+  // null (the gradient norm of a step skipped for overflowed FP16
+  // gradients) reads as NaN. It threw here, and the whole step line was
+  // taken for text: the step was not counted, nor progress seen.
+  static double number_or_nan(const nlohmann::json& j, const char* key) {
+    const auto it = j.find(key);
+    if (it == j.end()) return 0;
+    if (it->is_null()) return std::numeric_limits<double>::quiet_NaN();
+    return it->get<double>();
+  }
+
   void handle_rank_json(int rank, const nlohmann::json& j) {
     const std::string event = j.value("event", "");
     LaunchEvent e;
@@ -640,8 +651,8 @@ struct Launcher::State {
       } else if (event == "step") {
         r->step = j.value("step", -1);
         r->steps = j.value("steps", r->steps);
-        r->loss = j.value("loss", 0.0);
-        r->grad_norm = j.value("grad_norm", 0.0);
+        r->loss = number_or_nan(j, "loss");
+        r->grad_norm = number_or_nan(j, "grad_norm");
         r->step_seconds = j.value("step_seconds", 0.0);
         r->cpu_seconds = j.value("cpu_seconds", 0.0);
         r->tokens_per_second = j.value("tokens_per_second", 0.0);

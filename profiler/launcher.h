@@ -129,7 +129,7 @@ struct RankStatus {
   int steps = 0;  // steps of the run
   int samples = 0;  // a calibration's rank: the sweep samples it measured
   double loss = 0;
-  double grad_norm = 0;
+  double grad_norm = 0;  // NaN where not finite (a step skipped for overflowed FP16 gradients)
   double step_seconds = 0;
   double cpu_seconds = 0;  // CPU time of the rank's process over its last step
   double tokens_per_second = 0;

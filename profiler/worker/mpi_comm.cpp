@@ -8,6 +8,7 @@
 #include <functional>
 #include <mutex>
 #include <stdexcept>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -96,12 +97,45 @@ const char* collective_label(trace::Collective c) {
   }
 }
 
+// MPI has no 16-bit float: bf16 travels as 16-bit words and this op sums
+// them in fp32, rounding each partial sum back to bf16 (as NCCL's bf16
+// all-reduce does). Widening the whole buffer to fp32 sent twice the bytes
+// the trace recorded for it.
+extern "C" void sum_bf16(void* in, void* inout, int* length, MPI_Datatype*) {
+  const bf16* a = static_cast<const bf16*>(in);
+  bf16* b = static_cast<bf16*>(inout);
+  for (int i = 0; i < *length; ++i)
+    b[i] = to_bf16(to_float(a[i]) + to_float(b[i]));
+}
+
+MPI_Op bf16_sum_op() {
+  static const MPI_Op op = [] {
+    MPI_Op created;
+    MPI_Op_create(&sum_bf16, /*commute=*/1, &created);
+    return created;
+  }();
+  return op;
+}
+
 class MpiComm final : public Communicator {
  public:
   MpiComm(MPI_Comm comm, std::string name, MpiWorld::Impl& impl)
       : comm_(comm), name_(std::move(name)), impl_(impl) {
     MPI_Comm_rank(comm_, &rank_);
     MPI_Comm_size(comm_, &size_);
+    // A transfer's peer is recorded as the store numbers ranks, the world's:
+    // the group's rank named another rank (or the rank itself) wherever the
+    // pipeline group is not the world's first ranks (dp x pp, tp x pp).
+    MPI_Group group, world;
+    MPI_Comm_group(comm_, &group);
+    MPI_Comm_group(MPI_COMM_WORLD, &world);
+    std::vector<int> ranks(static_cast<std::size_t>(size_));
+    for (int r = 0; r < size_; ++r)
+      ranks[r] = r;
+    world_ranks_.resize(ranks.size());
+    MPI_Group_translate_ranks(group, size_, ranks.data(), world, world_ranks_.data());
+    MPI_Group_free(&group);
+    MPI_Group_free(&world);
   }
   ~MpiComm() override {
     if (comm_ != MPI_COMM_WORLD) MPI_Comm_free(&comm_);
@@ -237,14 +271,11 @@ class MpiComm final : public Communicator {
       MPI_Allreduce(MPI_IN_PLACE, t.data, static_cast<int>(t.numel), MPI_FLOAT, MPI_SUM, comm_);
       return;
     }
-    // MPI has no 16-bit float: sum in fp32, store back in the tensor's type.
-    widened_.resize(static_cast<std::size_t>(t.numel));
-    const bf16* src = t.as<bf16>();
-    for (std::int64_t i = 0; i < t.numel; ++i) widened_[i] = to_float(src[i]);
-    MPI_Allreduce(MPI_IN_PLACE, widened_.data(), static_cast<int>(t.numel), MPI_FLOAT, MPI_SUM,
+    if (t.dtype != DType::bf16)
+      throw std::invalid_argument("the CPU engine all-reduces fp32 or bf16, not " +
+                                  std::string(to_string(t.dtype)));
+    MPI_Allreduce(MPI_IN_PLACE, t.data, static_cast<int>(t.numel), MPI_UINT16_T, bf16_sum_op(),
                   comm_);
-    bf16* dst = t.as<bf16>();
-    for (std::int64_t i = 0; i < t.numel; ++i) dst[i] = to_bf16(widened_[i]);
   }
 
   template <class F>
@@ -258,11 +289,14 @@ class MpiComm final : public Communicator {
     op();
     const std::int64_t end = OpTracer::now_ns();
     const bool p2p = what == trace::Collective::send || what == trace::Collective::recv;
+    // The store's rank is the world's plus the run's offset (--trace-rank-offset).
+    const int recorded_peer =
+        peer < 0 ? -1 : tracer->rank() - world_ranks_[rank_] + world_ranks_[peer];
     std::string label = name_ + " " + collective_label(what);
     tracer->record(on_comm_thread ? tracer->communication_lane() : tracer->compute_lane(),
                    p2p ? trace::EventKind::p2p : trace::EventKind::collective,
                    trace::Category::communication, start, end, label, 0, t.bytes(), what,
-                   trace_type(t.dtype), t.numel, peer, size_);
+                   trace_type(t.dtype), t.numel, recorded_peer, size_);
   }
 
   MPI_Comm comm_;
@@ -270,8 +304,8 @@ class MpiComm final : public Communicator {
   MpiWorld::Impl& impl_;
   int rank_ = 0;
   int size_ = 1;
+  std::vector<int> world_ranks_;  // of each rank of this group
   std::vector<MPI_Request> pending_sends_;
-  std::vector<float> widened_;
 };
 
 }  // namespace

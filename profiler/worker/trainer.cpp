@@ -181,8 +181,10 @@ void Trainer::optimizer_step() {
   const bool zero = config_.zero_stage == 1 && config_.dp > 1;
   const std::int64_t shard_begin = zero ? config_.dp_rank * shard_ : 0;
   Tensor grads = zero ? grad_shard_ : grads_;
+  // Adam counts the updates it applied, not the steps: a step skipped for
+  // overflowed gradients is none (as PyTorch's GradScaler and Megatron skip it).
   backend_.adamw(master_, grads, adam_m_, adam_v_, config_.lr, config_.beta1, config_.beta2,
-                 config_.eps, config_.weight_decay, step_ + 1);
+                 config_.eps, config_.weight_decay, ++adam_updates_);
   if (!master_aliases_weights_) backend_.convert(weights_.slice(shard_begin, shard_), master_);
   if (zero) {
     // Every rank updated its shard; all gather the new weights.

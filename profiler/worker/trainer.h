@@ -106,6 +106,7 @@ class Trainer {
   };
   std::vector<Bucket> buckets_;  // from the end of the buffer to its start
   int step_ = 0;
+  int adam_updates_ = 0;  // updates applied: Adam's step count, skipped steps left out
   float loss_scale_ = 1.0f;
   int clean_steps_ = 0;
 };

@@ -35,28 +35,50 @@ Status write_weights(const std::string& path, const NamedWeights& weights) {
 }
 
 Result<NamedWeights> read_weights(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Error{path + ": cannot open"};
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  if (!in) return Error{path + ": cannot open: " + std::strerror(errno)};
+  // Every size the file states is held against the bytes it has left: a
+  // damaged size would otherwise ask for up to 64 GiB before the read
+  // found the file short.
+  std::uint64_t left = static_cast<std::uint64_t>(in.tellg());
+  in.seekg(0);
+  auto take = [&](void* into, std::uint64_t bytes) {
+    if (bytes > left) return false;
+    in.read(static_cast<char*>(into), static_cast<std::streamsize>(bytes));
+    left -= bytes;
+    return static_cast<bool>(in);
+  };
   char magic[4] = {};
-  in.read(magic, 4);
-  if (!in || std::memcmp(magic, kMagic, 4) != 0) return Error{path + ": not a weights file"};
+  if (!take(magic, 4) || std::memcmp(magic, kMagic, 4) != 0)
+    return Error{path + ": not a weights file"};
   std::uint32_t count = 0;
-  in.read(reinterpret_cast<char*>(&count), sizeof count);
+  if (!take(&count, sizeof count)) return Error{path + ": truncated in its header"};
   NamedWeights weights;
-  for (std::uint32_t i = 0; in && i < count; ++i) {
+  for (std::uint32_t i = 0; i < count; ++i) {
+    const std::string where =
+        path + ": parameter " + std::to_string(i + 1) + " of " + std::to_string(count);
     std::uint32_t length = 0;
-    in.read(reinterpret_cast<char*>(&length), sizeof length);
-    if (length > 4096) return Error{path + ": corrupt parameter name"};
+    if (!take(&length, sizeof length)) return Error{where + ": truncated"};
+    if (length > 4096) return Error{where + ": corrupt name length " + std::to_string(length)};
     std::string name(length, '\0');
-    in.read(name.data(), length);
+    if (!take(name.data(), length)) return Error{where + ": truncated in its name"};
     std::uint64_t numel = 0;
-    in.read(reinterpret_cast<char*>(&numel), sizeof numel);
-    if (numel > (1ull << 34)) return Error{path + ": corrupt parameter size"};
+    if (!take(&numel, sizeof numel)) return Error{where + " (" + name + "): truncated"};
+    if (numel > left / sizeof(float)) {
+      return Error{where + " (" + name + "): " + std::to_string(numel) +
+                   " values stated, the file holds " + std::to_string(left / sizeof(float)) +
+                   " more: truncated or corrupt"};
+    }
     std::vector<float> values(numel);
-    in.read(reinterpret_cast<char*>(values.data()), static_cast<std::streamsize>(numel * sizeof(float)));
-    weights.emplace(std::move(name), std::move(values));
+    if (!take(values.data(), numel * sizeof(float)))
+      return Error{where + " (" + name + "): truncated"};
+    if (!weights.emplace(name, std::move(values)).second)
+      return Error{where + ": " + name + " appears twice"};
   }
-  if (!in) return Error{path + ": truncated"};
+  if (left != 0) {
+    return Error{path + ": " + std::to_string(left) + " bytes after its " + std::to_string(count) +
+                 " parameters: corrupt"};
+  }
   return weights;
 }
 

@@ -671,8 +671,10 @@ int run_cpu(Options o, const Job& job, int argc, char** argv) {
                     builtin_corpus(), trace.tracer.get());
     emit(start_line(layout.world_rank, layout, "cpu", backend->device_name(), trainer, job, o, trace.path));
     train_steps(trainer, o, layout.world_rank, *backend, trace, nullptr);
-    if (!o.dump_weights.empty()) dump_weights(trainer, w.world(), job.shape.config, layout.world_rank, o.dump_weights);
+    // The weights' gather is no part of the last step: untraced.
     w.set_tracer(nullptr);
+    if (!o.dump_weights.empty())
+      dump_weights(trainer, w.world(), job.shape.config, layout.world_rank, o.dump_weights);
     close_trace(trace);
     emit_unless_stopped({{"event", "done"}, {"rank", layout.world_rank}, {"store", trace.path}});
     return 0;

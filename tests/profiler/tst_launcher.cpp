@@ -10,6 +10,7 @@
 #include <QtTest>
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <fstream>
 #include <limits>
 #include <sstream>
@@ -174,6 +175,7 @@ class TestLauncher : public QObject {
   void hungRunIsStopped();
   void rankStoppedBeforeItStartedIsNamed();
   void stoppedMpirunIsNamed();
+  void skippedStepIsAStep();
 
  private:
   QTemporaryDir dir_;
@@ -1103,6 +1105,52 @@ void TestLauncher::hungRunIsStopped() {
                             .arg(run.steps_of(st.rank))
                             .arg(int(st.state))));
   }
+}
+
+// A step skipped for overflowed FP16 gradients (the CUDA engine's loss
+// scaling) has no finite gradient norm: the worker's line says null. It is a
+// step all the same, counted and passed on, its norm NaN; the launcher took
+// the line for text, and a run whose last steps were skipped read as short.
+void TestLauncher::skippedStepIsAStep() {
+  const QString folder = dir_.filePath("skipped-step");
+  QVERIFY(QDir().mkpath(folder));
+  const QString worker = folder + "/clusterscope-worker";
+  {
+    QFile script(worker);
+    QVERIFY(script.open(QIODevice::WriteOnly));
+    // Lines as the worker writes them (nlohmann writes an infinity as null).
+    script.write(
+        "#!/bin/sh\n"
+        "echo '{\"event\":\"start\",\"rank\":0,\"host\":\"h\",\"pid\":'$$',\"steps\":2,"
+        "\"store\":\"\"}'\n"
+        "echo '{\"event\":\"step\",\"rank\":0,\"step\":0,\"steps\":2,\"loss\":5.5,"
+        "\"grad_norm\":2.5,\"loss_scale\":65536.0,\"step_seconds\":0.1,\"cpu_seconds\":0.1,"
+        "\"tokens_per_second\":10.0,\"memory_bytes\":1}'\n"
+        "echo '{\"event\":\"step\",\"rank\":0,\"step\":1,\"steps\":2,\"loss\":5.4,"
+        "\"grad_norm\":null,\"loss_scale\":131072.0,\"skipped\":true,\"step_seconds\":0.1,"
+        "\"cpu_seconds\":0.1,\"tokens_per_second\":10.0,\"memory_bytes\":1}'\n"
+        "echo '{\"event\":\"done\",\"rank\":0,\"store\":\"\"}'\n");
+    script.close();
+    QVERIFY(script.setPermissions(QFile::ReadOwner | QFile::WriteOwner | QFile::ExeOwner));
+  }
+  RunSpec spec = test::worker_spec(1, {});
+  spec.worker = worker.toStdString();
+  std::vector<LaunchEvent> steps;
+  std::mutex mutex;
+  Launcher launcher(spec, [&](const LaunchEvent& e) {
+    std::lock_guard lock(mutex);
+    if (e.kind == LaunchEvent::Kind::step) steps.push_back(e);
+  });
+  QVERIFY(launcher.start().ok());
+  const RunReport r = launcher.wait();
+  QVERIFY2(r.outcome == Outcome::completed, qPrintable(describe(r)));
+  QCOMPARE(static_cast<int>(steps.size()), 2);
+  QCOMPARE(steps[0].grad_norm, 2.5);
+  QCOMPARE(steps[1].step, 1);
+  QCOMPARE(steps[1].loss, 5.4);
+  QVERIFY(std::isnan(steps[1].grad_norm));
+  QCOMPARE(r.ranks.at(0).step, 1);
+  QVERIFY(r.ranks.at(0).last_lines.empty());
 }
 
 QTEST_GUILESS_MAIN(TestLauncher)

@@ -1,14 +1,17 @@
 // Four-rank runs through the launcher (2 DP x 2 TP, 2 DP x 2 PP) into a merged
 // run store: the store records the run (plan, command line, ranks, status),
 // and its analysis shows compute and communication on every rank, and data-
-// parallel all-reduces (on the communication thread) overlapping compute.
+// parallel all-reduces (on the communication thread) overlapping compute;
+// each pipeline transfer names the rank it went to or came from, as the
+// store numbers ranks, and the bytes it carried.
 
 #include <QTemporaryDir>
 #include <QtTest>
-#include <unistd.h>
 
 #include <nlohmann/json.hpp>
+#include <unistd.h>
 
+#include "core/rank_order.h"
 #include "core/trace_analysis.h"
 #include "core/trace_reader.h"
 #include "tests/profiler/worker_runs.h"
@@ -133,6 +136,37 @@ void TestRunStore::fourRanks() {
     if (c.collective == trace::Collective::all_reduce && c.bytes > 0 && c.ranks == 2) sized = true;
   }
   QVERIFY(sized);
+
+  // Pipeline transfers: rank r's peer is the rank of its replica (and
+  // tensor-parallel slice) on the other stage, by world rank; the group's
+  // rank named rank 1 its own peer. Each carries a micro-batch's residual
+  // stream (1 x 32 tokens x 64 fp32).
+  const RankOrder order{2, tp_or_pp.startsWith("tp") ? 2 : 1, tp_or_pp.startsWith("pp") ? 2 : 1};
+  int transfers = 0;
+  std::string wrong;
+  Status scanned = r.for_each_event(
+      {}, r.time_range().start_ns, r.time_range().end_ns + 1, [&](const trace::StoredEvent& e) {
+        if (e.event.kind != trace::EventKind::p2p) return true;
+        ++transfers;
+        RankCoordinates other = order.coordinates(e.rank);
+        other.pp = 1 - other.pp;
+        if (e.event.peer != order.rank(other) || e.event.bytes != 32 * 64 * 4) {
+          wrong = "rank " + std::to_string(e.rank) + ": " + r.string(e.event.name) + " with peer " +
+                  std::to_string(e.event.peer) + ", " + std::to_string(e.event.bytes) +
+                  " bytes; expected rank " + std::to_string(order.rank(other)) + ", 8192 bytes";
+          return false;
+        }
+        return true;
+      });
+  QVERIFY2(scanned.ok(), scanned.ok() ? "" : scanned.message().c_str());
+  QVERIFY2(wrong.empty(), wrong.c_str());
+  if (order.pp > 1) {
+    // Each of 4 ranks, in each of 4 steps, sends and receives each of its
+    // replica's 2 micro-batches once.
+    QCOMPARE(transfers, 4 * 4 * 2 * 2);
+  } else {
+    QCOMPARE(transfers, 0);
+  }
 }
 
 QTEST_GUILESS_MAIN(TestRunStore)

@@ -62,6 +62,9 @@ class TestWorkerCli : public QObject {
   void stoppedSweepSaysNoMore();
   void fullDiskStopsTheRun_data();
   void fullDiskStopsTheRun();
+  void weightsDumpIsNoPartOfTheTrace();
+  void tensorParallelBytesAreTheBytesSent_data();
+  void tensorParallelBytesAreTheBytesSent();
 };
 
 void TestWorkerCli::cudaWithoutGpuSaysSo() {
@@ -278,6 +281,127 @@ void TestWorkerCli::fullDiskStopsTheRun() {
     QVERIFY2(QString::fromStdString(losses[0]).contains("events lost after a write failed"),
              losses[0].c_str());
   }
+}
+
+// --dump-weights gathers the ZeRO shards and sends every stage's weights to
+// rank 0 after training: those transfers were recorded as the last step's
+// (a dp all-gather and world sends after the step had ended).
+void TestWorkerCli::weightsDumpIsNoPartOfTheTrace() {
+  QTemporaryDir dir;
+  const Run r = run_program("mpirun", {"-n",
+                                       "2",
+                                       CS_BIN_DIR "/clusterscope-worker",
+                                       "--layers",
+                                       "2",
+                                       "--hidden",
+                                       "32",
+                                       "--heads",
+                                       "4",
+                                       "--seq",
+                                       "16",
+                                       "--ffn",
+                                       "128",
+                                       "--dp",
+                                       "2",
+                                       "--zero",
+                                       "1",
+                                       "--steps",
+                                       "2",
+                                       "--out",
+                                       dir.filePath("run-{rank}.db"),
+                                       "--dump-weights",
+                                       dir.filePath("weights.bin")});
+  QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+  QVERIFY(QFile::exists(dir.filePath("weights.bin")));
+  for (int rank = 0; rank < 2; ++rank) {
+    auto reader =
+        cs::trace::TraceReader::open(dir.filePath(QString("run-%1.db").arg(rank)).toStdString());
+    QVERIFY2(reader, reader ? "" : reader.message().c_str());
+    auto steps = (*reader)->steps(rank);
+    QVERIFY(steps && steps->size() == 2);
+    const std::int64_t end = steps->back().end_ns;
+    QStringList after;
+    cs::Status scanned = (*reader)->for_each_event(
+        {}, end, (*reader)->time_range().end_ns + 1, [&](const cs::trace::StoredEvent& e) {
+          if (e.event.start_ns >= end)
+            after << QString::fromStdString((*reader)->string(e.event.name));
+          return true;
+        });
+    QVERIFY(scanned.ok());
+    QVERIFY2(after.isEmpty(), qPrintable(QString("rank %1: %2").arg(rank).arg(after.join(", "))));
+  }
+}
+
+void TestWorkerCli::tensorParallelBytesAreTheBytesSent_data() {
+  QTest::addColumn<QString>("precision");
+  QTest::newRow("fp32") << "fp32";
+  QTest::newRow("bf16") << "bf16";
+}
+
+// The bytes a rank's store records for its tensor-parallel all-reduces are
+// the bytes MPI sent on that communicator, as Open MPI's monitoring counts
+// them (over 2 ranks, each sends its whole buffer once). bf16 was widened to
+// fp32 for MPI: twice the bytes recorded went.
+void TestWorkerCli::tensorParallelBytesAreTheBytesSent() {
+  QFETCH(QString, precision);
+  QTemporaryDir dir;
+  const QString profile = dir.filePath("monitoring");
+  const Run r = run_program("mpirun", {"-n",
+                                       "2",
+                                       "--mca",
+                                       "pml_monitoring_enable",
+                                       "2",
+                                       "--mca",
+                                       "pml_monitoring_enable_output",
+                                       "3",
+                                       "--mca",
+                                       "pml_monitoring_filename",
+                                       profile,
+                                       CS_BIN_DIR "/clusterscope-worker",
+                                       "--layers",
+                                       "2",
+                                       "--hidden",
+                                       "32",
+                                       "--heads",
+                                       "4",
+                                       "--seq",
+                                       "16",
+                                       "--ffn",
+                                       "128",
+                                       "--tp",
+                                       "2",
+                                       "--micro-batch",
+                                       "2",
+                                       "--steps",
+                                       "2",
+                                       "--precision",
+                                       precision,
+                                       "--out",
+                                       dir.filePath("run-{rank}.db")});
+  QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+  QFile counts(profile + ".0.prof");
+  if (!counts.open(QIODevice::ReadOnly))
+    QSKIP("this MPI has no monitoring component (pml_monitoring) to count the bytes sent");
+  // The tensor-parallel group is the world's only split of two ranks:
+  // "D\tMPI COMMUNICATOR 4 SPLIT FROM 0\tprocs: 0,1", then its totals.
+  qint64 sent = -1;
+  bool in_group = false;
+  for (const QByteArray& line : counts.readAll().split('\n')) {
+    if (line.startsWith("D\t")) in_group = line.contains("SPLIT") && line.endsWith("procs: 0,1");
+    if (in_group && line.startsWith("A2A\t"))
+      sent = line.split('\t').value(2).split(' ')[0].toLongLong();
+  }
+  QVERIFY2(sent > 0, "no tensor-parallel group in Open MPI's monitoring output");
+
+  auto reader = cs::trace::TraceReader::open(dir.filePath("run-0.db").toStdString());
+  QVERIFY2(reader, reader ? "" : reader.message().c_str());
+  auto events = (*reader)->find_events("tp all-reduce", cs::trace::NameMatch::exact, 100000, 0);
+  QVERIFY2(events, events ? "" : events.message().c_str());
+  qint64 recorded = 0;
+  for (const cs::trace::StoredEvent& e : *events)
+    recorded += e.event.bytes;
+  QVERIFY(!events->empty());
+  QCOMPARE(recorded, sent);
 }
 
 QTEST_GUILESS_MAIN(TestWorkerCli)
