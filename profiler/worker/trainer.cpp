@@ -246,7 +246,7 @@ StepResult Trainer::step() {
       const bool zero = config_.zero_stage == 1 && config_.dp > 1;
       backend_.scale(zero ? grad_shard_ : grads_, 1.0f / used_scale);
       if (++clean_steps_ == config_.loss_scale_window) {
-        loss_scale_ *= 2;
+        loss_scale_ = std::max(loss_scale_, std::min(loss_scale_ * 2, config_.max_loss_scale));
         clean_steps_ = 0;
       }
     }

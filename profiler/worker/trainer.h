@@ -36,6 +36,10 @@ struct TrainConfig {
   bool dynamic_loss_scale = false;
   float initial_loss_scale = 65536.0f;
   int loss_scale_window = 2000;
+  // Growth stops here (Apex's max_loss_scale): doubling every clean window
+  // for ever reaches fp32's infinity after some 250,000 steps, and an
+  // infinite scale overflows every step after it, halving to infinity.
+  float max_loss_scale = 16777216.0f;  // 2^24
 
   int global_batch() const { return dp * micro_batch * accumulation; }
 };

@@ -85,6 +85,7 @@ class TestWorkerTrainer : public QObject {
   void overflowSkipsAndHalvesTheScale();
   void firstAppliedStepIsAdamsFirst();
   void scaleDoublesAfterACleanWindow();
+  void scaleStopsGrowingAtItsCeiling();
   void scaledRunTrainsAsUnscaled();
 };
 
@@ -151,6 +152,23 @@ void TestWorkerTrainer::scaleDoublesAfterACleanWindow() {
     scales.push_back(r.loss_scale);
   }
   QCOMPARE(scales, (std::vector<double>{1024, 1024, 1024, 2048, 2048, 2048, 4096}));
+}
+
+// Doubling stops at 2^24: growing for ever, the scale became infinite
+// (a long clean run), and from then every step overflowed and was skipped.
+void TestWorkerTrainer::scaleStopsGrowingAtItsCeiling() {
+  TrainConfig c = tiny_config();
+  c.dynamic_loss_scale = true;
+  c.initial_loss_scale = 4194304;  // 2^22
+  c.loss_scale_window = 1;
+  Solo s(c);
+  std::vector<double> scales;
+  for (int i = 0; i < 5; ++i) {
+    const StepResult r = s.trainer.step();
+    QVERIFY(!r.skipped);
+    scales.push_back(r.loss_scale);
+  }
+  QCOMPARE(scales, (std::vector<double>{4194304, 8388608, 16777216, 16777216, 16777216}));
 }
 
 // Scaling by a power of two and back is exact in fp32: the same losses,
