@@ -426,8 +426,15 @@ int phase_analyse(const std::string& path, int threads) {
       a->ranks.size(), static_cast<long long>(device_events),
       a->ranks.empty() ? 0 : a->ranks[0].steps.size(), s, cpu_seconds() - c0,
       a->ranks.empty() ? 0.0 : a->ranks[0].total.overlap_percent());
-  // The critical path of every step across the ranks, summarised as `trace
-  // critical-path` does (the paths' segments are not kept).
+  return 0;
+}
+
+// The critical path of every step across the ranks, summarised as `trace
+// critical-path` does (the paths' segments are not kept). A phase of its
+// own: its peak memory is not the analysis's.
+int phase_critical_path(const std::string& path) {
+  auto opened = TraceReader::open(path);
+  if (!opened) return 1;
   const auto t1 = Clock::now();
   auto paths = summarize_critical_paths(**opened);
   if (!paths) {
@@ -699,6 +706,7 @@ int main(int argc, char** argv) {
                          args.at(5) == "1");
     if (what == "query") return phase_query(args.at(2));
     if (what == "analyse") return phase_analyse(args.at(2), std::atoi(args.at(3).c_str()));
+    if (what == "critical-path") return phase_critical_path(args.at(2));
     if (what == "make-kineto") return phase_make_kineto(args.at(2), std::atof(args.at(3).c_str()));
     if (what == "import") return phase_import(args.at(2), args.at(3));
     if (what == "gzip") return phase_gzip(args.at(2), args.at(3));
@@ -769,10 +777,12 @@ int main(int argc, char** argv) {
             {"analyse", run, "0"}),
       run);
   against_store(phase("[analyse] all 8 ranks, one thread", {"analyse", run, "1"}), run);
+  against_store(phase("[critical path] every step across the 8 ranks", {"critical-path", run}), run);
   phase("[write] every event on one stream of one rank",
         {"write", lane, std::to_string(events), "1", "1"});
   phase("[query] open + 2000 px window on that lane (target < 10 ms)", {"query", lane});
   against_store(phase("[analyse] that rank", {"analyse", lane, "0"}), lane);
+  against_store(phase("[critical path] that rank's steps", {"critical-path", lane}), lane);
   const std::string samples = std::to_string(1'000'000 / scale);
   phase(("[counters] one counter of " + samples + " samples: the timeline's 2000 px query").c_str(),
         {"counters", counters, samples});

@@ -135,7 +135,7 @@ void TestBench::plannerQuick() {
 }
 
 // Every phase in its tiny form: each says its peak memory in MiB, the
-// analyses against the store, the parts their linearity as a ratio; and
+// analyses and the critical paths (each a phase of its own) against the store, the parts their linearity as a ratio; and
 // the files are gone after.
 void TestBench::traceQuick() {
   if (!QFileInfo::exists(bench("bench_trace"))) QSKIP("bench_trace is not built here");
@@ -145,11 +145,12 @@ void TestBench::traceQuick() {
   const Run r = run(bench("bench_trace"),
                     {"--quick", "--events", "20000", "--json-mb", "0.2", "--dir", work});
   QVERIFY2(r.exit_code == 0, qPrintable(r.err + r.out));
-  QCOMPARE(count_lines(r.out, R"(^    peak_rss_mib=[0-9.]+$)"), 13);
+  QCOMPARE(count_lines(r.out, R"(^    peak_rss_mib=[0-9.]+$)"), 15);
   QVERIFY2(!r.out.contains("peak_rss_mb"), qPrintable(r.out));
   QCOMPARE(count_lines(r.out, R"(^    peak memory [0-9.]+x the store's [0-9.]+ MiB \(target: )"
                               R"(well below 1\)$)"),
-           3);
+           5);
+  QCOMPARE(count_lines(r.out, R"(^critical_path_s=[0-9.]+ steps=\d+ )"), 2);
   QCOMPARE(count_lines(r.out, R"(^events=\d+ write_s=[0-9.]+ rate_meps=[0-9.]+ )"), 2);
   QCOMPARE(count_lines(r.out, R"(writer_vs_floor=[0-9.]+$)"), 2);
   QCOMPARE(count_lines(r.out, R"(^samples=10000 )"), 1);
