@@ -149,7 +149,9 @@ void TestBench::traceQuick() {
   QVERIFY2(!r.out.contains("peak_rss_mb"), qPrintable(r.out));
   QCOMPARE(count_lines(r.out, R"(^    peak memory [0-9.]+x the store's [0-9.]+ MiB \(target: )"
                               R"(well below 1\)$)"),
-           5);
+           3);
+  QCOMPARE(count_lines(r.out, R"(^    peak memory [0-9.]+x the store's [0-9.]+ MiB \(no target: )"),
+           2);
   QCOMPARE(count_lines(r.out, R"(^critical_path_s=[0-9.]+ steps=\d+ )"), 2);
   QCOMPARE(count_lines(r.out, R"(^events=\d+ write_s=[0-9.]+ rate_meps=[0-9.]+ )"), 2);
   QCOMPARE(count_lines(r.out, R"(writer_vs_floor=[0-9.]+$)"), 2);
