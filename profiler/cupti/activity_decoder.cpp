@@ -339,8 +339,20 @@ struct ActivityDecoder::Impl {
   }
 
   void write(const Event& event, const std::optional<trace::KernelLaunch>& launch = {}) {
-    writer.add_with_launch(event, launch);
+    if (event.peer >= 0 && !options.p2p_peer_ranks.empty() && is_point_to_point(event.collective)) {
+      Event renumbered = event;
+      renumbered.peer = store_rank_of_peer(event.peer);
+      writer.add_with_launch(renumbered, launch);
+    } else {
+      writer.add_with_launch(event, launch);
+    }
     ++counts.events;
+  }
+  // A send's or receive's peer as the store numbers ranks (see DecoderOptions).
+  std::int32_t store_rank_of_peer(std::int32_t peer) const {
+    const auto& ranks = options.p2p_peer_ranks;
+    return peer < static_cast<std::int32_t>(ranks.size()) ? ranks[static_cast<std::size_t>(peer)]
+                                                          : peer;
   }
 
   static std::optional<trace::KernelLaunch> launch_of(const CUpti_ActivityKernel10& k) {

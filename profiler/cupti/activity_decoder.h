@@ -26,6 +26,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/trace_writer.h"
 #include "profiler/activity_buffers.h"
@@ -59,6 +60,11 @@ struct DecoderOptions {
   // How many later buffers an NCCL kernel waits for the NVTX range and the
   // launch that describe it before it is written without them.
   std::uint32_t max_wait_buffers = 8;
+  // The store's rank of each rank of the communicator the program's sends
+  // and receives go through, by the rank NCCL names (its group's): the CUDA
+  // engine's pipeline group, split from the world. Empty: NCCL's numbers are
+  // kept (a program traced from outside, whose communicators are unknown).
+  std::vector<std::int32_t> p2p_peer_ranks;
 };
 
 class ActivityDecoder {

@@ -69,7 +69,8 @@ struct Tracer::Impl {
         writer(w),
         options(std::move(o)),
         pool(options.buffer_bytes, options.buffer_cap_bytes),
-        decoder(writer, DecoderOptions{options.rank.rank, options.max_wait_buffers}) {}
+        decoder(writer, DecoderOptions{options.rank.rank, options.max_wait_buffers,
+                                       options.p2p_peer_ranks}) {}
 
   std::unique_ptr<ActivitySource> source;
   trace::TraceWriter& writer;

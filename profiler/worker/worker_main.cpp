@@ -708,10 +708,14 @@ void route_nvtx_to_cupti() {
 
 // The rank's CUPTI tracer, unless the process is already traced by the
 // injection library (clusterscope profile): CUPTI allows one subscriber.
-std::unique_ptr<profiler::Tracer> start_cupti(RankTrace& trace, int rank, const std::string& device) {
+// `pipeline_ranks`: the store's rank of each stage of this rank's pipeline
+// group, which NCCL numbers its sends' and receives' peers in.
+std::unique_ptr<profiler::Tracer> start_cupti(RankTrace& trace, int rank, const std::string& device,
+                                              std::vector<std::int32_t> pipeline_ranks) {
   if (!trace.writer || std::getenv("CLUSTERSCOPE_PROFILE_DIR")) return nullptr;
   profiler::TracerOptions options;
   options.rank = {rank, this_host_name(), device, getpid(), 0};
+  options.p2p_peer_ranks = std::move(pipeline_ranks);
   if (const char* capture = std::getenv("CLUSTERSCOPE_CUPTI_CAPTURE")) options.capture_path = capture;
   auto tracer = profiler::Tracer::start(profiler::make_cupti_source(), *trace.writer, options);
   if (!tracer) throw std::runtime_error("the CUPTI tracer did not start: " + tracer.message());
@@ -817,7 +821,14 @@ int run_cuda_rank(Options o, const Job& job, int argc, char** argv) {
     // compute in FP8 (or fall back to BF16, which the probe then shows).
     record_machine_probe(trace, *backend, w.world(), cuda_storage_type(*compute), o.precision);
   }
-  std::unique_ptr<profiler::Tracer> tracer = start_cupti(trace, launch->rank + o.trace_rank_offset, backend->device_name());
+  // The pipeline group is split from the world keyed by world rank: its
+  // rank i is stage i of this rank's replica and tensor slice.
+  std::vector<std::int32_t> pipeline_ranks;
+  for (int stage = 0; stage < layout.pp; ++stage)
+    pipeline_ranks.push_back(layout.order().rank({layout.dp_rank, layout.tp_rank, stage}) +
+                             o.trace_rank_offset);
+  std::unique_ptr<profiler::Tracer> tracer = start_cupti(
+      trace, launch->rank + o.trace_rank_offset, backend->device_name(), std::move(pipeline_ranks));
   trace_gemms(*backend, trace.tracer.get());
   auto finish_tracer = [&] {
     if (!tracer) return;

@@ -203,6 +203,7 @@ class TestCuptiDecoder : public QObject {
   void kernelBaseNames_data();
   void kernelBaseNames();
   void ncclKernelTakesItsNvtxRange();
+  void pipelinePeersAreStoreRanks();
   void ncclKernelWaitsForTheRangeEnd();
   void groupedNcclCallsSizeOneKernel();
   void ncclKernelWithoutNvtxIsStillCommunication();
@@ -684,6 +685,41 @@ void TestCuptiDecoder::groupedNcclCallsSizeOneKernel() {
   QCOMPARE(p2p[0].collective, Collective::send_recv);  // a send and a receive
   QVERIFY(run->named("ncclSend (comm 0000000000000099)"));
   QCOMPARE(run->named("ncclRecv (comm 0000000000000099)")->collective, Collective::recv);
+}
+
+// NCCL names a send's peer by its rank in the communicator (the CUDA
+// engine's pipeline group, split from the world); the store numbers ranks
+// as the world does. Rank 3 of a dp 2 x pp 2 run is stage 1 of replica 1:
+// its pipeline group's rank 0 is world rank 1. Recorded as 0, its
+// transfers named rank 0 (another replica's stage), and the critical path
+// could not pair them. A collective's root is left as NCCL gave it.
+void TestCuptiDecoder::pipelinePeersAreStoreRanks() {
+  ReplayBuilder b(CUPTI_API_VERSION);
+  b.begin_buffer();
+  nccl_range_start(b, "ncclSend", 60, T0 + 100, 300, 9, {0x99, 4096, 0});
+  nccl_range_end(b, 60, T0 + 200, 300);
+  nccl_range_start(b, "ncclRecv", 61, T0 + 300, 300, 10, {0x99, 8192, 0});
+  nccl_range_end(b, 61, T0 + 400, 300);
+  b.add_record(api(CUPTI_ACTIVITY_KIND_DRIVER, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx, T0 + 500,
+                   T0 + 600, 300, 13));
+  add_kernel(b, kernel(T0 + 1000, T0 + 5000, 0, 22, 13), kSendRecv);
+  nccl_range_start(b, "ncclBroadcast", 62, T0 + 6000, 300, 6, {0x77, 65536, 1});
+  b.add_record(api(CUPTI_ACTIVITY_KIND_DRIVER, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx, T0 + 6500,
+                   T0 + 6800, 300, 14));
+  nccl_range_end(b, 62, T0 + 7000, 300);
+  add_kernel(b, kernel(T0 + 8000, T0 + 9000, 0, 21, 14), "ncclDevKernel_Broadcast_RING_LL");
+  b.end_buffer();
+  auto options = replay_options();
+  options.p2p_peer_ranks = {1, 3};
+  const auto run = replay(b.take(), options);
+  const auto p2p = run->of_kind(EventKind::p2p);
+  QCOMPARE(p2p.size(), std::size_t(1));
+  QCOMPARE(p2p[0].peer, 1);
+  QCOMPARE(run->named("ncclSend (comm 0000000000000099)")->peer, 1);
+  QCOMPARE(run->named("ncclRecv (comm 0000000000000099)")->peer, 1);
+  const auto collectives = run->of_kind(EventKind::collective);
+  QCOMPARE(collectives.size(), std::size_t(1));
+  QCOMPARE(collectives[0].peer, 1);  // the broadcast's root, NCCL's number
 }
 
 void TestCuptiDecoder::ncclKernelWithoutNvtxIsStillCommunication() {
