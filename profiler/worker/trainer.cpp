@@ -253,6 +253,19 @@ StepResult Trainer::step() {
   }
   // Overflowed gradients have no norm worth reporting: infinity (null in JSON).
   const double grad_norm = skipped ? std::numeric_limits<double>::infinity() : gradient_norm();
+  if (!skipped && !std::isfinite(grad_norm)) {
+    // Applied, they made every weight NaN, and the run stopped a step later
+    // on its loss, naming the wrong step. The norm is the whole model's on
+    // every rank (reduced over tp, pp and ZeRO's shards; dp's gradients are
+    // already the same): all stop here together.
+    char lr[32];
+    std::snprintf(lr, sizeof lr, "%g", static_cast<double>(config_.lr));
+    throw std::runtime_error("training diverged: the gradient norm is " +
+                             std::string(std::isnan(grad_norm) ? "nan" : "infinite") + " at step " +
+                             std::to_string(step_ + 1) +
+                             "; the weights were not updated (is the learning rate " + lr +
+                             " too large?)");
+  }
   if (!skipped) optimizer_step();
 
   // The step's loss: the last stage's mean, averaged over replicas, sent to

@@ -87,6 +87,7 @@ class TestWorkerTrainer : public QObject {
   void scaleDoublesAfterACleanWindow();
   void scaleStopsGrowingAtItsCeiling();
   void scaledRunTrainsAsUnscaled();
+  void nonFiniteGradientsStopBeforeTheUpdate();
 };
 
 // A step whose gradients overflow changes no weight and halves the scale.
@@ -193,6 +194,36 @@ void TestWorkerTrainer::scaledRunTrainsAsUnscaled() {
   for (std::size_t i = 0; i < wa.size(); ++i)
     worst = std::max(worst, double(std::fabs(wa[i] - wb[i])));
   QVERIFY2(worst < 1e-6, qPrintable(QString::number(worst)));
+}
+
+// Gradients that are not finite (no loss scaling to skip them) stop the run
+// at the step that made them, its weights as they were: applied, they made
+// every weight NaN and the run stopped a step later, on its loss.
+void TestWorkerTrainer::nonFiniteGradientsStopBeforeTheUpdate() {
+  TrainConfig c = tiny_config();
+  c.lr = 1e30f;  // the first update throws the weights past any finite logit
+  Solo s(c);
+  std::vector<float> before;
+  QString error;
+  int step = 0;
+  for (; step < 5 && error.isEmpty(); ++step) {
+    before = s.trainer.local_weights();
+    try {
+      s.trainer.step();
+    } catch (const std::exception& e) {
+      error = QString::fromUtf8(e.what());
+    }
+  }
+  QVERIFY2(!error.isEmpty(), "a learning rate of 1e30 trained on");
+  QVERIFY2(
+      error.contains(QRegularExpression(
+          QString(R"(^training diverged: the gradient norm is (nan|infinite) at step %1; )"
+                  R"(the weights were not updated \(is the learning rate 1e\+30 too large\?\)$)")
+              .arg(step))),
+      qPrintable(error));
+  const std::vector<float> after = s.trainer.local_weights();
+  QCOMPARE(after.size(), before.size());
+  QVERIFY(std::memcmp(after.data(), before.data(), after.size() * sizeof(float)) == 0);
 }
 
 QTEST_GUILESS_MAIN(TestWorkerTrainer)
