@@ -191,8 +191,14 @@ bool Workspace::newProject() {
 bool Workspace::open(const QString& path) {
   auto project = load_project(path.toStdString());
   if (!project) {
-    emit message(tr("Could not open %1:\n%2")
-                     .arg(QFileInfo(path).fileName(), QString::fromStdString(project.message())),
+    QString why = QString::fromStdString(project.message());
+    // A recent file that is gone (moved, deleted) leaves the list: it stayed,
+    // failing each time. One that exists but does not read stays, to be mended.
+    if (!QFileInfo::exists(path) && recentFiles().contains(path)) {
+      removeRecentFile(path);
+      why += tr("\nIt is no longer in the recent files.");
+    }
+    emit message(tr("Could not open %1:\n%2").arg(QFileInfo(path).fileName(), why),
                  MessageLevel::error);
     return false;
   }
@@ -237,6 +243,13 @@ QStringList Workspace::recentFiles() const {
 
 void Workspace::clearRecentFiles() {
   QSettings().remove(kRecentKey);
+  emit recentFilesChanged();
+}
+
+void Workspace::removeRecentFile(const QString& path) {
+  QStringList files = recentFiles();
+  files.removeAll(path);
+  QSettings().setValue(kRecentKey, files);
   emit recentFilesChanged();
 }
 

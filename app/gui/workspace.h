@@ -92,6 +92,7 @@ class Workspace : public QObject {
   void setProject(Project project);  // no undo step; the runs recorded are kept
   void replaceAll(Project project, const QString& path, bool modified);
   void addRecentFile(const QString& path);
+  void removeRecentFile(const QString& path);
   void scheduleAutosave();
   void claimAutosaveSlot();
 

@@ -481,6 +481,31 @@ void TestGuiProject::saveOpenAndRecentFiles() {
   ws.closeSession();
   other.closeSession();
 
+  // A recent file gone since leaves the list when it fails to open (it
+  // stayed, failing each time); one that is there but does not read stays.
+  const QString moved = dir_.filePath(QStringLiteral("moved.clusterscope.json"));
+  QVERIFY(QFile::copy(ws.filePath(), moved));
+  QVERIFY(other.open(moved));
+  other.closeSession();
+  const QString broken = dir_.filePath(QStringLiteral("broken.clusterscope.json"));
+  QVERIFY(QFile::copy(ws.filePath(), broken));
+  QVERIFY(other.open(broken));
+  other.closeSession();
+  QVERIFY(QFile::remove(moved));
+  {
+    QFile damaged(broken);
+    QVERIFY(damaged.open(QIODevice::WriteOnly | QIODevice::Truncate));
+    damaged.write("{ not json");
+  }
+  QSignalSpy opening(&other, &Workspace::message);
+  QVERIFY(!other.open(moved));
+  QVERIFY(!other.open(broken));
+  QCOMPARE(other.recentFiles(), (QStringList{broken, ws.filePath()}));
+  QCOMPARE(opening.count(), 2);
+  QVERIFY2(opening.at(0).at(0).toString().contains(QStringLiteral("no longer in the recent files")),
+           qPrintable(opening.at(0).at(0).toString()));
+  QVERIFY(!opening.at(1).at(0).toString().contains(QStringLiteral("recent files")));
+
   // An unwritable place: the save fails with a message and nothing changes.
   QSignalSpy messages(&ws, &Workspace::message);
   QVERIFY(!ws.saveAs(dir_.filePath(QStringLiteral("no/such/dir/b.clusterscope.json"))));
