@@ -119,6 +119,20 @@ PlanPanel::PlanPanel(Workspace* workspace, AnalysisService* analysis, QWidget* p
     // once the plan or its name changes under the field).
     if (!p || !name_->isModified() || after.current_plan != name_plan_) return;
     if (name.isEmpty() || name.toStdString() == p->name) return;
+    // Runs are recorded with their plan's name: two plans of one name could
+    // not be told apart in the runs' list.
+    for (const ProjectPlan& other : after.plans) {
+      if (&other != p && other.name == name.toStdString()) {
+        emit workspace_->message(
+            tr("Another plan is named %1: the runs' list tells plans apart by name. The plan "
+               "keeps its name.")
+                .arg(name),
+            MessageLevel::warning);
+        name_->setText(QString::fromStdString(p->name));
+        name_->setModified(false);
+        return;
+      }
+    }
     p->name = name.toStdString();
     workspace_->edit(tr("Rename plan"), std::move(after));
   });

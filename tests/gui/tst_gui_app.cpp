@@ -1419,6 +1419,22 @@ void TestGuiApp::renameGoesToItsPlan() {
   QCOMPARE(ws->project().plans[1].name, second);
   QCOMPARE(stack->count(), steps + 1);  // the new plan only
 
+  // Another plan's name is refused, said, and the field shows the plan's own.
+  QSignalSpy said(ws, &Workspace::message);
+  name->setFocus();
+  name->selectAll();
+  QTest::keyClicks(name, QString::fromStdString(second));
+  QTest::keyClick(name, Qt::Key_Return);
+  QCOMPARE(ws->project().plans[0].name, first);
+  QCOMPARE(stack->count(), steps + 1);
+  QCOMPARE(name->text(), QString::fromStdString(first));
+  QCOMPARE(said.count(), 1);
+  QVERIFY2(said.front().at(0).toString().startsWith(
+               QStringLiteral("Another plan is named %1").arg(QString::fromStdString(second))),
+           qPrintable(said.front().at(0).toString()));
+  name->clearFocus();
+  QCOMPARE(ws->project().plans[0].name, first);
+
   stack->undo();  // the new plan goes
   QCOMPARE(int(ws->project().plans.size()), 1);
   waitForEstimate();
