@@ -2,12 +2,15 @@
 // The benchmarks' command lines, read one way: a value that is not a whole
 // number in range (atoi read "abc" as 0, and a benchmark of 0 runs printed
 // "nan" and exited 0), or an option no benchmark knows, ends the program
-// with a line naming it, the usage, and exit status 2.
+// with a line naming it, the usage, and exit status 2. And the process's
+// CPU time, printed beside wall times.
 
 #include <charconv>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+
+#include <time.h>
 
 #include "core/parse_count.h"
 
@@ -44,6 +47,14 @@ inline double positive_arg(const char* program, const char* usage, const char* n
     usage_error(program, std::string(name) + " must be a number above 0, not '" + s + "'", usage);
   }
   return value;
+}
+
+// This process's CPU time so far, all threads: on a shared machine a wall
+// time includes waiting for a core, this does not.
+inline double cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) / 1e9;
 }
 
 }  // namespace cs::bench

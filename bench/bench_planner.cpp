@@ -16,8 +16,6 @@
 #include <string>
 #include <vector>
 
-#include <time.h>
-
 #include "bench/bench_args.h"
 #include "core/presets.h"
 #include "planners/estimate.h"
@@ -31,12 +29,6 @@ constexpr double kCalculonSecondsPerPlan = 18e-3;
 
 double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
-}
-
-double cpu_seconds() {
-  timespec ts{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) / 1e9;
 }
 
 constexpr const char* kUsage = "bench_planner [--threads N] [--quick]";
@@ -126,11 +118,11 @@ int main(int argc, char** argv) {
   cs::plan::SearchLimits limits;
   limits.top_k = 10;
   limits.threads = threads;
-  const double c0 = cpu_seconds();
+  const double c0 = cs::bench::cpu_seconds();
   const auto t = Clock::now();
   auto result = cs::plan::search(*cluster, *model, space, cs::plan::Objective::throughput, limits);
   const double wall = seconds_since(t);
-  const double cpu = cpu_seconds() - c0;
+  const double cpu = cs::bench::cpu_seconds() - c0;
   if (!result) {
     std::fprintf(stderr, "bench_planner: %s\n", result.message().c_str());
     return 1;

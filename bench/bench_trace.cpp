@@ -26,7 +26,6 @@
 
 #include <sys/resource.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -55,12 +54,6 @@ double file_mb(const std::string& path) {
     if (!ec) total += static_cast<double>(size);
   }
   return total / 1e6;
-}
-
-double cpu_seconds() {
-  timespec ts{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) / 1e9;
 }
 
 // A cheap deterministic generator: the producer must not be the bottleneck.
@@ -163,7 +156,7 @@ int phase_write(const std::string& path, std::int64_t events, int ranks, bool on
   std::vector<std::int64_t> step_start(t);
   std::vector<int> step(static_cast<std::size_t>(ranks), 0);
   std::int64_t written = 0, correlation = 0;
-  const double c0 = cpu_seconds();
+  const double c0 = cs::bench::cpu_seconds();
   const auto start = Clock::now();
   Event e;
   while (written < events) {
@@ -242,7 +235,7 @@ int phase_write(const std::string& path, std::int64_t events, int ranks, bool on
     std::fprintf(stderr, "%s %s\n", flushed.message().c_str(), closed.message().c_str());
     return 1;
   }
-  const double cpu_s = cpu_seconds() - c0;
+  const double cpu_s = cs::bench::cpu_seconds() - c0;
   std::printf(
       "events=%lld write_s=%.3f rate_meps=%.3f close_s=%.3f total_rate_meps=%.3f cpu_s=%.3f "
       "mb=%.1f\n",
@@ -266,7 +259,7 @@ int phase_query(const std::string& path) {
   std::size_t spans = 0;
   std::int64_t lane_events = 0;
   for (int i = 0; i < 20; ++i) {
-    const double c0 = cpu_seconds();
+    const double c0 = cs::bench::cpu_seconds();
     const auto t0 = Clock::now();
     auto opened = TraceReader::open(path);
     if (!opened) {
@@ -280,7 +273,7 @@ int phase_query(const std::string& path) {
     }
     auto first = r.spans(lane->id, lane->first_ns, lane->last_ns + 1, 2000);
     wall.push_back(seconds_since(t0) * 1e3);
-    cpu.push_back((cpu_seconds() - c0) * 1e3);
+    cpu.push_back((cs::bench::cpu_seconds() - c0) * 1e3);
     if (!first) {
       std::fprintf(stderr, "%s\n", first.message().c_str());
       return 1;
@@ -310,7 +303,7 @@ int phase_query(const std::string& path) {
     std::vector<double> times, cpu_times;
     std::size_t most = 0;
     for (int i = 0; i < 60; ++i) {
-      const double c0 = cpu_seconds();
+      const double c0 = cs::bench::cpu_seconds();
       const std::int64_t width =
           std::max<std::int64_t>(1000, static_cast<std::int64_t>(span * fraction));
       const std::int64_t a =
@@ -320,7 +313,7 @@ int phase_query(const std::string& path) {
       const auto q = Clock::now();
       auto window = r.spans(lane->id, a, a + width, 2000);
       times.push_back(seconds_since(q) * 1e3);
-      cpu_times.push_back((cpu_seconds() - c0) * 1e3);
+      cpu_times.push_back((cs::bench::cpu_seconds() - c0) * 1e3);
       if (!window) return 1;
       most = std::max(most, window->size());
     }
@@ -406,7 +399,7 @@ int phase_counters(const std::string& path, std::int64_t samples) {
 }
 
 int phase_analyse(const std::string& path, int threads) {
-  const double c0 = cpu_seconds();
+  const double c0 = cs::bench::cpu_seconds();
   const auto t0 = Clock::now();
   auto opened = TraceReader::open(path);
   if (!opened) return 1;
@@ -424,7 +417,7 @@ int phase_analyse(const std::string& path, int threads) {
   std::printf(
       "ranks=%zu device_events=%lld steps=%zu analysis_s=%.3f cpu_s=%.3f overlap_rank0=%.1f%%\n",
       a->ranks.size(), static_cast<long long>(device_events),
-      a->ranks.empty() ? 0 : a->ranks[0].steps.size(), s, cpu_seconds() - c0,
+      a->ranks.empty() ? 0 : a->ranks[0].steps.size(), s, cs::bench::cpu_seconds() - c0,
       a->ranks.empty() ? 0.0 : a->ranks[0].total.overlap_percent());
   return 0;
 }
@@ -635,7 +628,7 @@ int phase_make_kineto(const std::string& path, double mb) {
 
 int phase_import(const std::string& json, const std::string& store) {
   const double mb = file_mb(json);
-  const double c0 = cpu_seconds();
+  const double c0 = cs::bench::cpu_seconds();
   const auto t0 = Clock::now();
   auto report = import_kineto({json}, store);
   const double s = seconds_since(t0);
@@ -646,8 +639,8 @@ int phase_import(const std::string& json, const std::string& store) {
   std::printf(
       "input_mb=%.1f json_mb=%.1f events=%lld import_s=%.3f cpu_s=%.3f rate_mb_s=%.1f "
       "events_per_s=%.0f\n",
-      mb, report->bytes_read / 1e6, static_cast<long long>(report->events), s, cpu_seconds() - c0,
-      report->bytes_read / 1e6 / s, report->events / s);
+      mb, report->bytes_read / 1e6, static_cast<long long>(report->events), s,
+      cs::bench::cpu_seconds() - c0, report->bytes_read / 1e6 / s, report->events / s);
   return 0;
 }
 

@@ -73,8 +73,14 @@ RankLanes rank_lanes(const TraceReader& r, std::int32_t rank) {
   for (const LaneInfo& l : r.lanes()) {
     if (l.rank != rank) continue;
     // The planner's predicted step (plan --timeline) reads as the GPU work it predicts.
-    if (l.kind == LaneKind::gpu_stream || l.kind == LaneKind::predicted) out.device.push_back(l.id);
-    if (l.kind == LaneKind::cpu_thread) out.host.push_back(l.id);
+    if (l.kind == LaneKind::gpu_stream || l.kind == LaneKind::predicted) {
+      out.device.push_back(l.id);
+      out.device_events += l.event_count;
+    }
+    if (l.kind == LaneKind::cpu_thread) {
+      out.host.push_back(l.id);
+      out.host_events += l.event_count;
+    }
     if (l.kind == LaneKind::steps) out.steps.push_back(l.id);
     // Host ranges only, as Nsight Systems' nvtx_sum: a GPU-side projection of
     // a range is another measure of it (nvtx_gpu_proj_sum), not more instances.
@@ -84,14 +90,11 @@ RankLanes rank_lanes(const TraceReader& r, std::int32_t rank) {
     // The CPU engine: its compute thread and communication lanes do the work.
     out.gpu = false;
     for (const LaneInfo& l : r.lanes()) {
-      if (l.rank == rank && (l.kind == LaneKind::cpu_thread || l.kind == LaneKind::communication))
+      if (l.rank == rank && (l.kind == LaneKind::cpu_thread || l.kind == LaneKind::communication)) {
         out.device.push_back(l.id);
+        out.device_events += l.event_count;
+      }
     }
-  }
-  for (const LaneInfo& l : r.lanes()) {
-    if (l.rank != rank) continue;
-    if (std::ranges::find(out.host, l.id) != out.host.end()) out.host_events += l.event_count;
-    if (std::ranges::find(out.device, l.id) != out.device.end()) out.device_events += l.event_count;
   }
   return out;
 }
@@ -277,14 +280,14 @@ void fill_duration_stats(Stats& s, std::span<std::int64_t> durations) {
   s.median_ns = median_in_place(durations);
 }
 
-// The durations a table's statistics may reorder: the name's own where the
-// caller is done with them (`consume`; freed after), else a copy in
-// `scratch`, one buffer for every name of the table (a fresh copy per name
-// cost a tenth of the analysis's time in page faults).
-std::span<std::int64_t> durations_to_reorder(std::vector<std::int64_t>& durations, bool consume,
-                                             std::vector<std::int64_t>& scratch) {
-  if (consume) return durations;
-  scratch.assign(durations.begin(), durations.end());
+// The values (durations, sizes) a table's statistics may reorder: the
+// name's own where the caller is done with them (`consume`; freed after),
+// else a copy in `scratch`, one buffer for every name of the table (a fresh
+// copy per name cost a tenth of the analysis's time in page faults).
+std::span<std::int64_t> values_to_reorder(std::vector<std::int64_t>& values, bool consume,
+                                          std::vector<std::int64_t>& scratch) {
+  if (consume) return values;
+  scratch.assign(values.begin(), values.end());
   return scratch;
 }
 
@@ -300,7 +303,7 @@ std::vector<KernelStats> kernel_stats(const TraceReader& r,
     k.name = r.string(StringId{name});
     k.kind = stats.kind;
     k.category = stats.category;
-    fill_duration_stats(k, durations_to_reorder(stats.durations, consume, scratch));
+    fill_duration_stats(k, values_to_reorder(stats.durations, consume, scratch));
     if (consume) std::vector<std::int64_t>().swap(stats.durations);
     all += k.total_ns;
     out.push_back(std::move(k));
@@ -326,19 +329,20 @@ std::vector<MemoryOpStats> memory_op_stats(
     m.time.name = r.string(StringId{name});
     m.time.kind = stats.kind;
     m.time.category = stats.category;
-    fill_duration_stats(m.time, durations_to_reorder(stats.durations, consume, scratch));
+    fill_duration_stats(m.time, values_to_reorder(stats.durations, consume, scratch));
     if (consume) std::vector<std::int64_t>().swap(stats.durations);
     all += m.time.total_ns;
-    std::vector<std::int64_t> kept;
-    std::vector<std::int64_t>& bytes = consume ? bytes_by_name[name] : (kept = bytes_by_name[name]);
+    std::vector<std::int64_t>& sizes = bytes_by_name[name];
+    const std::span<std::int64_t> bytes = values_to_reorder(sizes, consume, scratch);
     if (!bytes.empty()) {
       for (std::int64_t b : bytes)
         m.total_bytes = saturating_add(m.total_bytes, b);
       m.min_bytes = *std::min_element(bytes.begin(), bytes.end());
       m.max_bytes = *std::max_element(bytes.begin(), bytes.end());
       m.mean_bytes = static_cast<double>(m.total_bytes) / static_cast<double>(bytes.size());
-      m.median_bytes = median(std::move(bytes));
+      m.median_bytes = median_in_place(bytes);
     }
+    if (consume) std::vector<std::int64_t>().swap(sizes);
     if (m.time.total_ns > 0)
       m.throughput_gbps = static_cast<double>(m.total_bytes) / static_cast<double>(m.time.total_ns);
     out.push_back(std::move(m));

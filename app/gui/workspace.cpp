@@ -23,11 +23,16 @@ QString slotFile(int slot, const char* suffix) {
   return autosaveDir() + QString("/session-%1%2").arg(slot).arg(suffix);
 }
 
-// A session's autosave file and the note of the file it was saved from.
+// The note beside a session's autosave file of the file it was saved from.
+QString sourceNoteOf(const QString& autosave) {
+  return QString(autosave).replace(".clusterscope.json", ".source");
+}
+
+// A session's autosave file and its note.
 void removeAutosave(const QString& path) {
   if (path.isEmpty()) return;
   QFile::remove(path);
-  QFile::remove(QString(path).replace(".clusterscope.json", ".source"));
+  QFile::remove(sourceNoteOf(path));
 }
 
 QString readText(const QString& path) {
@@ -284,8 +289,7 @@ void Workspace::autosaveNow() {
                  MessageLevel::warning);
     return;
   }
-  const QString source_file = QString(autosave_path_).replace(".clusterscope.json", ".source");
-  QFile source(source_file);
+  QFile source(sourceNoteOf(autosave_path_));
   if (source.open(QIODevice::WriteOnly | QIODevice::Truncate)) source.write(path_.toUtf8());
 }
 
@@ -313,8 +317,7 @@ bool Workspace::recover() {
 
 void Workspace::discardRecovery() {
   if (recovery_path_.isEmpty()) return;
-  QFile::remove(recovery_path_);
-  QFile::remove(QString(recovery_path_).replace(".clusterscope.json", ".source"));
+  removeAutosave(recovery_path_);
   recovery_lock_.reset();
   recovery_path_.clear();
   recovery_source_.clear();

@@ -50,9 +50,9 @@ namespace {
 std::string operation_name(std::string_view signature) {
   const auto open = signature.find('(');
   if (open == std::string_view::npos) return std::string(signature);
-  const auto start = signature.find_last_of(": ", open);
-  return std::string(signature.substr(start == std::string_view::npos ? 0 : start + 1,
-                                      open - (start == std::string_view::npos ? 0 : start + 1)));
+  const auto space_or_colon = signature.find_last_of(": ", open);
+  const std::size_t from = space_or_colon == std::string_view::npos ? 0 : space_or_colon + 1;
+  return std::string(signature.substr(from, open - from));
 }
 
 // The file cuBLASLt's code was loaded from: the shared library a process
@@ -525,11 +525,6 @@ class CudaBackend final : public Backend {
     if (lt_) cublasLtDestroy(lt_);
     if (cublas_) cublasDestroy(cublas_);
     if (stream_) cudaStreamDestroy(stream_);
-    fp8_buffers_.clear();
-    workspace_ = scratch_scalars_ = nullptr;
-    lt_ = nullptr;
-    cublas_ = nullptr;
-    stream_ = nullptr;
   }
 
  public:

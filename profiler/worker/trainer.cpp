@@ -39,6 +39,19 @@ std::vector<ScheduledOp> one_f_one_b(int pp, int stage, int micro_batches) {
   return ops;
 }
 
+// "training diverged: the loss is nan at step 3 (is the learning rate 0.1
+// too large?)": `step` counted from 1, as the progress lines count; `note`
+// follows the step.
+std::runtime_error divergence(const char* what, double value, int step, const char* note,
+                              float lr) {
+  char rate[32];
+  std::snprintf(rate, sizeof rate, "%g", static_cast<double>(lr));
+  return std::runtime_error(std::string("training diverged: the ") + what + " is " +
+                            (std::isnan(value) ? "nan" : "infinite") + " at step " +
+                            std::to_string(step) + note + " (is the learning rate " + rate +
+                            " too large?)");
+}
+
 }  // namespace
 
 Trainer::Trainer(Backend& backend, Communicator& dp, Communicator& tp, Communicator& pp,
@@ -258,13 +271,8 @@ StepResult Trainer::step() {
     // on its loss, naming the wrong step. The norm is the whole model's on
     // every rank (reduced over tp, pp and ZeRO's shards; dp's gradients are
     // already the same): all stop here together.
-    char lr[32];
-    std::snprintf(lr, sizeof lr, "%g", static_cast<double>(config_.lr));
-    throw std::runtime_error("training diverged: the gradient norm is " +
-                             std::string(std::isnan(grad_norm) ? "nan" : "infinite") + " at step " +
-                             std::to_string(step_ + 1) +
-                             "; the weights were not updated (is the learning rate " + lr +
-                             " too large?)");
+    throw divergence("gradient norm", grad_norm, step_ + 1, "; the weights were not updated",
+                     config_.lr);
   }
   if (!skipped) optimizer_step();
 
@@ -280,12 +288,7 @@ StepResult Trainer::step() {
   if (!std::isfinite(loss)) {
     // Every rank holds the same reduced loss, so all stop here together; the
     // steps recorded so far stay in the store (a NaN loss cannot be stored).
-    // Counted from 1, as the progress lines count.
-    char lr[32];
-    std::snprintf(lr, sizeof lr, "%g", static_cast<double>(config_.lr));
-    throw std::runtime_error(
-        "training diverged: the loss is " + std::string(std::isnan(loss) ? "nan" : "infinite") +
-        " at step " + std::to_string(step_ + 1) + " (is the learning rate " + lr + " too large?)");
+    throw divergence("loss", loss, step_ + 1, "", config_.lr);
   }
 
   const std::int64_t step_end = OpTracer::now_ns();
