@@ -14,6 +14,7 @@
 #include <QFileInfo>
 #include <QHelpEvent>
 #include <QKeySequence>
+#include <QLineEdit>
 #include <QMenuBar>
 #include <QMessageBox>
 #include <QPainter>
@@ -157,17 +158,19 @@ void MainWindow::offerRecovery() {
       tr("ClusterScope did not close cleanly last time. Unsaved changes%1 were kept.")
           .arg(source.isEmpty() ? QString() : tr(" to %1").arg(QFileInfo(source).fileName())),
       MessageLevel::warning,
-      {{tr("Restore"),
-        [this] {
-          // The bar stays while the user works: edits made since, or a
-          // project opened since, were replaced with no question.
-          if (!confirmDiscard()) {
-            offerRecovery();
-            return;
-          }
-          workspace_->recover();
-        }},
+      {{tr("Restore"), [this] { restoreRecovery(); }},
        {tr("Discard"), [this] { workspace_->discardRecovery(); }}});
+}
+
+void MainWindow::restoreRecovery() {
+  if (!workspace_->hasRecovery()) return;
+  // Offered while the user works: edits made since, or a project opened
+  // since, were replaced with no question.
+  if (!confirmDiscard()) {
+    offerRecovery();
+    return;
+  }
+  workspace_->recover();
 }
 
 QDockWidget* MainWindow::dock(const QString& object_name) const {
@@ -251,7 +254,10 @@ void MainWindow::createActions() {
     QAction* a = menu->addAction(text);
     if (!key.isEmpty()) a->setShortcut(key);
     if (name) a->setObjectName(QString::fromLatin1(name));
-    connect(a, &QAction::triggered, this, slot);
+    connect(a, &QAction::triggered, this, [this, slot] {
+      commitTypedText();
+      slot();
+    });
     return a;
   };
   add(
@@ -269,6 +275,13 @@ void MainWindow::createActions() {
       },
       "actionOpen");
   recent_menu_ = file->addMenu(tr("Open &recent"));
+  // The message bar's offer goes as the next message comes: the menu keeps it.
+  QAction* restore = add(
+      file, tr("Restore the last session's unsaved changes"), QKeySequence(),
+      [this] { restoreRecovery(); }, "actionRestoreRecovery");
+  restore->setEnabled(workspace_->hasRecovery());
+  connect(workspace_, &Workspace::recoveryChanged, restore,
+          [this, restore] { restore->setEnabled(workspace_->hasRecovery()); });
   add(
       file, tr("&Save"), QKeySequence::Save,
       [this] {
@@ -956,7 +969,13 @@ bool MainWindow::closeWhileWriting() {
   return answer == QMessageBox::Yes;
 }
 
+void MainWindow::commitTypedText() {
+  auto* edit = qobject_cast<QLineEdit*>(QApplication::focusWidget());
+  if (edit && edit->isModified() && edit->window() == this) emit edit->editingFinished();
+}
+
 void MainWindow::closeEvent(QCloseEvent* event) {
+  commitTypedText();
   if (!closeWhileWriting() || !stopCalibrationFirst() || !confirmDiscard()) {
     event->ignore();
     return;

@@ -111,6 +111,7 @@ class MainWindow : public QMainWindow {
   void refreshRecentMenu();
   void showMessage(const QString& text, int level);
   void offerRecovery();
+  void restoreRecovery();  // asks first where there are edits to lose
   // Before the window closes or changes project: a run in progress is stopped
   // and recorded first, or the change is called off. False when called off.
   bool stopRunFirst();
@@ -120,6 +121,10 @@ class MainWindow : public QMainWindow {
   // An import or a run export still writing: asks before the window closes.
   bool closeWhileWriting();
   bool confirmDiscard();
+  // Text typed in a field that takes it on Return or on leaving (a plan's
+  // name), the focus still in it, is taken before a menu action or closing:
+  // Ctrl+S saved the project without it, and Ctrl+O dropped it unasked.
+  void commitTypedText();
   void addPlan();  // a copy of the current plan, or the default plan when there is none
   void deletePlan();
   void stepPlan(int delta);

@@ -1397,7 +1397,8 @@ void TestGuiApp::renameGoesToItsPlan() {
   QCOMPARE(ws->project().current()->name, first);
   QVERIFY(stack->canRedo());
 
-  // Typed for this plan, then another plan shown: the text goes with the plan.
+  // Typed for this plan, then another plan shown: the name is taken, by the
+  // plan it was typed for.
   const int steps = stack->count() - 1;  // the undone rename is dropped by the new plan
   window_->findChild<QAction*>(QStringLiteral("actionNewPlan"))->trigger();
   QCOMPARE(int(ws->project().plans.size()), 2);
@@ -1416,28 +1417,56 @@ void TestGuiApp::renameGoesToItsPlan() {
   QCOMPARE(name->text(), QString::fromStdString(first));
   name->clearFocus();
   QCOMPARE(ws->project().plans[0].name, first);
-  QCOMPARE(ws->project().plans[1].name, second);
-  QCOMPARE(stack->count(), steps + 1);  // the new plan only
+  const std::string renamed = second + " typed for the copy";
+  QCOMPARE(ws->project().plans[1].name, renamed);
+  QCOMPARE(stack->count(), steps + 2);  // the new plan and its name
 
   // Another plan's name is refused, said, and the field shows the plan's own.
   QSignalSpy said(ws, &Workspace::message);
   name->setFocus();
   name->selectAll();
-  QTest::keyClicks(name, QString::fromStdString(second));
+  QTest::keyClicks(name, QString::fromStdString(renamed));
   QTest::keyClick(name, Qt::Key_Return);
   QCOMPARE(ws->project().plans[0].name, first);
-  QCOMPARE(stack->count(), steps + 1);
+  QCOMPARE(stack->count(), steps + 2);
   QCOMPARE(name->text(), QString::fromStdString(first));
   QCOMPARE(said.count(), 1);
   QVERIFY2(said.front().at(0).toString().startsWith(
-               QStringLiteral("Another plan is named %1").arg(QString::fromStdString(second))),
+               QStringLiteral("Another plan is named %1").arg(QString::fromStdString(renamed))),
            qPrintable(said.front().at(0).toString()));
   name->clearFocus();
   QCOMPARE(ws->project().plans[0].name, first);
 
+  stack->undo();  // its name
   stack->undo();  // the new plan goes
   QCOMPARE(int(ws->project().plans.size()), 1);
   waitForEstimate();
+
+  // Typed, then saved with Ctrl+S, the focus still in the field: the file
+  // has the name (it was saved without it, the project then modified), and
+  // the project is saved.
+  MainWindow other;
+  other.start();
+  const QString path = dir_.filePath(QStringLiteral("typed-name.clusterscope.json"));
+  QVERIFY(other.saveProjectAs(path));
+  other.show();
+  other.activateWindow();
+  QVERIFY(QTest::qWaitForWindowActive(&other));
+  auto* typed = other.planPanel()->findChild<QLineEdit*>(QStringLiteral("planName"));
+  typed->setFocus();
+  QVERIFY(typed->hasFocus());
+  typed->end(false);
+  QTest::keyClicks(typed, QStringLiteral(" saved"));
+  QTest::keyClick(typed, Qt::Key_S, Qt::ControlModifier);
+  QVERIFY(typed->hasFocus());
+  QFile saved(path);
+  QVERIFY(saved.open(QIODevice::ReadOnly));
+  const std::string text = saved.readAll().toStdString();
+  const std::string saved_name = other.workspace()->project().current()->name;
+  QVERIFY2(saved_name.ends_with(" saved"), saved_name.c_str());
+  QVERIFY2(text.find("\"" + saved_name + "\"") != std::string::npos, text.c_str());
+  QVERIFY(!other.workspace()->isModified());
+  other.workspace()->closeSession();
 }
 
 // "Restore" of the last session's unsaved changes stays offered while the
@@ -1478,10 +1507,18 @@ void TestGuiApp::restoreAsksFirst() {
   QCoreApplication::sendPostedEvents(nullptr, QEvent::DeferredDelete);  // the last buttons
   QVERIFY(restore());                                                   // offered again
 
+  // Another message takes the bar: the File menu still offers it.
+  QAction* menu_restore = next.findChild<QAction*>(QStringLiteral("actionRestoreRecovery"));
+  QVERIFY(menu_restore);
+  QVERIFY(menu_restore->isEnabled());
+  next.messageBar()->show(QStringLiteral("Something else"), MessageLevel::info);
+  QCoreApplication::sendPostedEvents(nullptr, QEvent::DeferredDelete);
+  QVERIFY(!restore());
   test::answerBoxes({QMessageBox::Discard});
-  restore()->click();
+  menu_restore->trigger();
   QCOMPARE(project_to_json_text(ws->project()), crashed_text);
   QVERIFY(!ws->hasRecovery());
+  QVERIFY(!menu_restore->isEnabled());
   ws->closeSession();
 }
 
