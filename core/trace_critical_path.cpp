@@ -1,12 +1,14 @@
 #include "core/trace_critical_path.h"
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <limits>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <stdexcept>
 #include <thread>
 #include <tuple>
 #include <unordered_map>
@@ -21,15 +23,36 @@ namespace {
 
 enum class ActivityType : std::uint8_t { compute, memory, collective, p2p };
 
-// One operation of a rank that the path can run through.
-struct Activity {
-  std::int64_t start = 0, end = 0;
-  ActivityType type = ActivityType::compute;
-  StringId name;
-  LaneId lane;
-  std::string_view part;  // a static string: a step part's name
-  // A collective: its key's parts; then, once matched, the rank that joined
-  // last and when (the transfer's start). A transfer: its peer, direction and size.
+// The parts a segment can be: the step parts, then "memory" and "idle".
+// An operation holds its part's index (a byte, not a view of 16).
+constexpr std::array<std::string_view, kStepPartNames.size() + 2> kPathParts = [] {
+  std::array<std::string_view, kStepPartNames.size() + 2> parts{};
+  for (std::size_t i = 0; i < kStepPartNames.size(); ++i)
+    parts[i] = kStepPartNames[i];
+  parts[kStepPartNames.size()] = "memory";
+  parts[kStepPartNames.size() + 1] = "idle";
+  return parts;
+}();
+
+constexpr std::uint8_t path_part(std::string_view name) {
+  for (std::size_t i = 0; i < kPathParts.size(); ++i) {
+    if (kPathParts[i] == name) return static_cast<std::uint8_t>(i);
+  }
+  throw std::logic_error("not a part of the critical path");  // at compile time
+}
+constexpr std::uint8_t kElementwise = path_part("compute.elementwise");
+constexpr std::uint8_t kOptimizer = path_part("optimizer");
+constexpr std::uint8_t kPipeline = path_part("communication.pp");
+constexpr std::uint8_t kOtherCommunication = path_part("communication.other");
+constexpr std::uint8_t kMemory = path_part("memory");
+constexpr std::string_view kIdle = kPathParts.back();
+
+// A collective's or a pipeline transfer's own: for a collective, its key's
+// parts and, once matched, the rank that joined last and when (the
+// transfer's start); for a transfer, its peer, direction and size, and
+// once matched, its send's rank and start.
+struct Transfer {
+  std::int64_t start = 0;  // the operation's
   std::int32_t step = -1;
   std::int64_t bytes = 0;
   Collective collective = Collective::none;
@@ -39,12 +62,29 @@ struct Activity {
   bool send = false;
   std::int32_t from_rank = -1;  // where the path goes on; -1: this rank
   std::int64_t from_ns = 0;
-  std::int64_t correlation = 0;  // a GPU kernel: its launch's
 };
+
+// One operation of a rank that the path can run through. Held for every
+// operation of the steps asked for: kept to 32 bytes (a step of 10 M
+// events held 1.1 GB of them at 112).
+struct Activity {
+  std::int64_t start = 0, end = 0;
+  StringId name;
+  LaneId lane;
+  std::uint32_t transfer = kNoTransfer;  // RankActivities::transfers
+  std::uint8_t part = 0;                 // kPathParts
+  ActivityType type = ActivityType::compute;
+  static constexpr std::uint32_t kNoTransfer = std::numeric_limits<std::uint32_t>::max();
+};
+static_assert(sizeof(Activity) <= 32);
 
 struct RankActivities {
   std::int32_t rank = 0;
   std::vector<Activity> by_end;  // sorted by end, then the order below
+  std::vector<Transfer> transfers;
+  const Transfer* transfer_of(const Activity& a) const {
+    return a.transfer == Activity::kNoTransfer ? nullptr : &transfers[a.transfer];
+  }
 };
 
 // Of operations that end together, the one the path takes: a transfer (it
@@ -57,19 +97,21 @@ bool taken_before(const Activity& a, const Activity& b) {
   return a.start > b.start;
 }
 
-std::string_view compute_part(std::string_view kind) {
-  for (std::string_view p : kStepPartNames) {
-    if (p.starts_with("compute.") && p.substr(8) == kind) return p;
+std::uint8_t compute_part(std::string_view kind) {
+  for (std::size_t i = 0; i < kStepPartNames.size(); ++i) {
+    const std::string_view p = kStepPartNames[i];
+    if (p.starts_with("compute.") && p.substr(8) == kind) return static_cast<std::uint8_t>(i);
   }
-  return kind == "optimizer" ? std::string_view("optimizer")
-                             : std::string_view("compute.elementwise");
+  return kind == "optimizer" ? kOptimizer : kElementwise;
 }
 
-std::string_view communication_part(std::string_view group) {
-  for (std::string_view p : kStepPartNames) {
-    if (p.starts_with("communication.") && p.substr(14) == group) return p;
+std::uint8_t communication_part(std::string_view group) {
+  for (std::size_t i = 0; i < kStepPartNames.size(); ++i) {
+    const std::string_view p = kStepPartNames[i];
+    if (p.starts_with("communication.") && p.substr(14) == group)
+      return static_cast<std::uint8_t>(i);
   }
-  return "communication.other";
+  return kOtherCommunication;
 }
 
 // The step of a time: the first of the run's step windows (sorted by start;
@@ -107,19 +149,24 @@ Result<RankActivities> read_rank(const TraceReader& reader, std::int32_t rank,
   out.rank = rank;
   std::vector<LaneId> lanes;
   bool gpu = false;
-  std::int64_t longest = 0;
+  std::int64_t longest = 0, events = 0;
   for (const LaneInfo& l : reader.lanes_of(rank)) {
     lanes.push_back(l.id);
     gpu = gpu || l.kind == LaneKind::gpu_stream;
     longest = std::max(longest, l.max_duration_ns);
+    events += l.event_count;
   }
   if (lanes.empty()) return out;
+  // At most every event: reserved, not touched, the pages cost nothing until
+  // used, while growing by doubling copied every operation onto fresh ones.
+  out.by_end.reserve(static_cast<std::size_t>(events));
   std::vector<Interval> passes;  // forward and backward annotations
   // A GPU rank's launches (correlation, host time) and host operations: a
   // kernel takes the kind of the operation its launch fell in, and is placed
   // in a pass by its launch, as the step parts count them.
   std::vector<std::pair<std::int64_t, std::int64_t>> launches;
   std::vector<HostRange> host_ops;
+  std::vector<std::pair<std::size_t, std::int64_t>> kernels;  // (by_end index, correlation)
   // operation_kind reads a name in lower case: once per name, not per event.
   std::unordered_map<std::uint32_t, std::string_view> kinds;
   auto kind_of = [&](StringId id, const std::string& name) {
@@ -156,29 +203,39 @@ Result<RankActivities> read_rank(const TraceReader& reader, std::int32_t rank,
         if (e.kind == EventKind::collective || e.category == Category::communication) {
           a.type = ActivityType::collective;
           a.part = communication_part(communication_group(name, e.kind));
-          a.step = e.step >= 0 ? e.step : steps.at(e.start_ns);
-          a.bytes = e.bytes;
-          a.collective = e.collective;
-          a.group_size = e.group_size;
-          a.communicator = communicators.of_call(rank, name);
+          Transfer t;
+          t.start = e.start_ns;
+          t.step = e.step >= 0 ? e.step : steps.at(e.start_ns);
+          t.bytes = e.bytes;
+          t.collective = e.collective;
+          t.group_size = e.group_size;
+          t.communicator = communicators.of_call(rank, name);
+          a.transfer = static_cast<std::uint32_t>(out.transfers.size());
+          out.transfers.push_back(t);
         } else if (e.category == Category::compute) {
           a.part = compute_part(kind_of(e.name, name));
-          if (gpu && e.kind == EventKind::kernel) a.correlation = e.correlation;
+          if (gpu && e.kind == EventKind::kernel && e.correlation > 0)
+            kernels.emplace_back(out.by_end.size(), e.correlation);
         } else {
           return true;
         }
         break;
-      case EventKind::p2p:
+      case EventKind::p2p: {
         a.type = ActivityType::p2p;
-        a.part = "communication.pp";
-        a.peer = e.peer;
-        a.send = e.collective != Collective::recv;
-        a.bytes = e.bytes;
+        a.part = kPipeline;
+        Transfer t;
+        t.start = e.start_ns;
+        t.peer = e.peer;
+        t.send = e.collective != Collective::recv;
+        t.bytes = e.bytes;
+        a.transfer = static_cast<std::uint32_t>(out.transfers.size());
+        out.transfers.push_back(t);
         break;
+      }
       case EventKind::memcpy:
       case EventKind::memset:
         a.type = ActivityType::memory;
-        a.part = "memory";
+        a.part = kMemory;
         break;
       case EventKind::cpu_op:
         // Host ranges stand for compute only where no GPU stream does (on a
@@ -197,23 +254,26 @@ Result<RankActivities> read_rank(const TraceReader& reader, std::int32_t rank,
   std::sort(host_ops.begin(), host_ops.end(),
             [](const HostRange& a, const HostRange& b) { return a.when < b.when; });
   const std::vector<Interval> in_passes = merged(std::move(passes));
-  for (Activity& a : out.by_end) {
-    // As the step parts count them: a kernel takes the kind of the host
-    // operation its launch fell in, and elementwise work outside forward and
-    // backward (placed by its launch) is the optimizer's.
+  // As the step parts count them: a kernel takes the kind of the host
+  // operation its launch fell in, and elementwise work outside forward and
+  // backward (placed by its launch) is the optimizer's.
+  std::size_t next_kernel = 0;
+  for (std::size_t i = 0; i < out.by_end.size(); ++i) {
+    Activity& a = out.by_end[i];
     std::int64_t placed_at = a.start;
-    if (a.correlation > 0) {
+    if (next_kernel < kernels.size() && kernels[next_kernel].first == i) {
+      const std::int64_t correlation = kernels[next_kernel++].second;
       auto launch =
           std::lower_bound(launches.begin(), launches.end(),
-                           std::make_pair(a.correlation, std::numeric_limits<std::int64_t>::min()));
-      if (launch != launches.end() && launch->first == a.correlation) {
+                           std::make_pair(correlation, std::numeric_limits<std::int64_t>::min()));
+      if (launch != launches.end() && launch->first == correlation) {
         placed_at = launch->second;
         if (std::string_view kind = kind_at(host_ops, placed_at, {}); !kind.empty())
           a.part = compute_part(kind);
       }
     }
-    if (!in_passes.empty() && a.part == "compute.elementwise" && !inside(in_passes, placed_at))
-      a.part = "optimizer";
+    if (!in_passes.empty() && a.part == kElementwise && !inside(in_passes, placed_at))
+      a.part = kOptimizer;
   }
   std::sort(out.by_end.begin(), out.by_end.end(), taken_before);
   return out;
@@ -223,27 +283,27 @@ Result<RankActivities> read_rank(const TraceReader& reader, std::int32_t rank,
 // calls pair up across the ranks (as many of them on each rank).
 void match_calls(std::vector<RankActivities>& ranks) {
   using Key = std::tuple<std::int32_t, std::uint32_t, std::int64_t, Collective, std::int32_t, int>;
-  std::map<Key, std::map<std::int32_t, std::vector<Activity*>>> collectives;
+  std::map<Key, std::map<std::int32_t, std::vector<Transfer*>>> collectives;
   // (from, to, bytes): the sends in order, and the receives.
   using Route = std::tuple<std::int32_t, std::int32_t, std::int64_t>;
-  std::map<Route, std::pair<std::vector<Activity*>, std::vector<Activity*>>> routes;
+  std::map<Route, std::pair<std::vector<Transfer*>, std::vector<Transfer*>>> routes;
   for (RankActivities& r : ranks) {
-    std::vector<Activity*> in_start_order;
-    for (Activity& a : r.by_end) {
-      if (a.type == ActivityType::collective || a.type == ActivityType::p2p)
-        in_start_order.push_back(&a);
+    std::vector<const Activity*> in_start_order;
+    for (const Activity& a : r.by_end) {
+      if (a.transfer != Activity::kNoTransfer) in_start_order.push_back(&a);
     }
     std::stable_sort(in_start_order.begin(), in_start_order.end(),
                      [](const Activity* a, const Activity* b) { return a->start < b->start; });
-    for (Activity* a : in_start_order) {
+    for (const Activity* a : in_start_order) {
+      Transfer& t = r.transfers[a->transfer];
       if (a->type == ActivityType::collective) {
-        collectives[{a->step, a->name.value, a->bytes, a->collective, a->group_size,
-                     a->communicator}][r.rank]
-            .push_back(a);
-      } else if (a->peer >= 0) {
+        collectives[{t.step, a->name.value, t.bytes, t.collective, t.group_size, t.communicator}]
+                   [r.rank]
+                       .push_back(&t);
+      } else if (t.peer >= 0) {
         auto& [sends, receives] =
-            routes[a->send ? Route{r.rank, a->peer, a->bytes} : Route{a->peer, r.rank, a->bytes}];
-        (a->send ? sends : receives).push_back(a);
+            routes[t.send ? Route{r.rank, t.peer, t.bytes} : Route{t.peer, r.rank, t.bytes}];
+        (t.send ? sends : receives).push_back(&t);
       }
     }
   }
@@ -307,6 +367,9 @@ void walk(const std::vector<RankActivities>& ranks, const StepWindow& window, Si
                  LaneId lane) {
     if (end > start) sink(CriticalSegment{ranks[at].rank, start, end, part, name, lane});
   };
+  auto add_operation = [&](std::int64_t start, const Activity& a) {
+    add(start, a.end, kPathParts[a.part], a.name, a.lane);
+  };
   std::int64_t t = window.end;
   // Each turn ends before `t` or moves to another rank at an earlier time, so
   // the walk ends; the bound guards against a store that breaks that.
@@ -317,24 +380,26 @@ void walk(const std::vector<RankActivities>& ranks, const StepWindow& window, Si
     const RankActivities& r = ranks[at];
     const Activity* a = latest_before(r, t);
     if (!a) {
-      add(window.start, t, "idle", StringId{}, LaneId{});
+      add(window.start, t, kIdle, StringId{}, LaneId{});
       t = window.start;
       break;
     }
-    if (a->end < t) add(a->end, t, "idle", StringId{}, LaneId{});
+    if (a->end < t) add(a->end, t, kIdle, StringId{}, LaneId{});
     const std::int64_t start = std::max(a->start, window.start);
-    const auto other = index.find(a->from_rank);
-    if (a->from_rank >= 0 && a->from_rank != r.rank && other != index.end() && a->from_ns > start &&
-        a->from_ns < a->end) {
-      add(a->from_ns, a->end, a->part, a->name, a->lane);
-      t = a->from_ns;
-      at = other->second;
-      continue;
+    if (const Transfer* transfer = r.transfer_of(*a);
+        transfer && transfer->from_rank >= 0 && transfer->from_rank != r.rank &&
+        transfer->from_ns > start && transfer->from_ns < a->end) {
+      if (const auto other = index.find(transfer->from_rank); other != index.end()) {
+        add_operation(transfer->from_ns, *a);
+        t = transfer->from_ns;
+        at = other->second;
+        continue;
+      }
     }
-    add(start, a->end, a->part, a->name, a->lane);
+    add_operation(start, *a);
     t = start;
   }
-  if (t > window.start) add(window.start, t, "idle", StringId{}, LaneId{});
+  if (t > window.start) add(window.start, t, kIdle, StringId{}, LaneId{});
 }
 
 // Every rank's operations over the steps asked for, their calls matched.
