@@ -1306,7 +1306,7 @@ bool close_open_array(Text& text) {
 }
 
 Result<ImportReport> import_one_kineto(const std::string& file, const std::string& output,
-                                       int file_index, const ImportOptions& options) {
+                                       int first_rank, const ImportOptions& options) {
   auto text = read_possibly_gzipped(
       file, options.max_text_bytes > 0 ? options.max_text_bytes : default_max_text_bytes());
   if (!text) return text.error();
@@ -1343,7 +1343,7 @@ Result<ImportReport> import_one_kineto(const std::string& file, const std::strin
   for (const auto& [lack, n] : h.imported_without_)
     report.warnings.push_back(std::to_string(n) + (n == 1 ? " event with " : " events with ") +
                               lack);
-  const std::int32_t rank = h.rank.value_or(file_index);
+  const std::int32_t rank = h.rank.value_or(first_rank);
   if (!h.rank && !h.rank_text.empty()) {
     report.warnings.push_back("distributedInfo.rank is \"" + h.rank_text +
                               "\", not a number: rank " + std::to_string(rank) +

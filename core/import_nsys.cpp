@@ -173,7 +173,7 @@ std::int64_t tid_of(std::int64_t global_id) {
 }
 
 Result<ImportReport> import_one_nsys(const std::string& file, const std::string& output,
-                                     int file_index, const ImportOptions& options) {
+                                     int first_rank, const ImportOptions& options) {
   if (Status there = check_file_exists(file); !there) return there.error();
   auto opened = sql::Database::open(file, SQLITE_OPEN_READONLY);
   if (!opened) return opened.error();
@@ -641,8 +641,8 @@ Result<ImportReport> import_one_nsys(const std::string& file, const std::string&
   }
 
   // Ranks: each process that did CUDA work. The export's MPI_RANKS, else
-  // "MPI Rank N" thread names give the rank; otherwise the file's place in
-  // the list (and the process order).
+  // "MPI Rank N" thread names give the rank; otherwise the process order,
+  // after the ranks of the files before this one.
   std::map<std::int64_t, std::int32_t> rank_of_pid;
   {
     std::set<std::int64_t> pids;
@@ -663,7 +663,7 @@ Result<ImportReport> import_one_nsys(const std::string& file, const std::string&
         }
       }
       if (!rank) {
-        rank = file_index + next;
+        rank = first_rank + next;
         report.warnings.push_back("process " + std::to_string(pid) +
                                   " has no \"MPI Rank N\" thread name: rank " +
                                   std::to_string(*rank) + " from the file order");

@@ -179,6 +179,8 @@ class TestTraceImport : public QObject {
   void nsysDamagedPage_data();
   void nsysDamagedPage();
   void nsysRankPastAnInt();
+  void nsysFilesOfUnnamedProcesses_data();
+  void nsysFilesOfUnnamedProcesses();
   void nsysNamesLongerThanAny_data();
   void nsysNamesLongerThanAny();
   void nsysTimePastAnInt64();
@@ -619,6 +621,69 @@ void TestTraceImport::nsysRankPastAnInt() {
            std::string::npos;
   }));
   QCOMPARE(open_reader(out)->ranks().front().rank, 0);
+}
+
+// `nsys profile torchrun --nproc-per-node 2` on each of two nodes: two
+// exports of two processes each, the second's naming no rank. Its ranks
+// follow those of the first file, one past the highest: they had been
+// numbered from 1, the file's index, and the import failed ("rank 1 is in
+// both node0.sqlite and node1.sqlite").
+void TestTraceImport::nsysFilesOfUnnamedProcesses_data() {
+  QTest::addColumn<int>("first_named");  // the first file's first MPI rank; -1: unnamed
+  QTest::addColumn<QList<int>>("ranks");
+  QTest::addRow("neither file names its ranks") << -1 << QList<int>{0, 1, 2, 3};
+  QTest::addRow("the first names ranks 1 and 2") << 1 << QList<int>{1, 2, 3, 4};
+}
+
+void TestTraceImport::nsysFilesOfUnnamedProcesses() {
+  QFETCH(int, first_named);
+  QFETCH(QList<int>, ranks);
+  QTemporaryDir dir;
+  std::vector<std::string> files;
+  for (int node = 0; node < 2; ++node) {
+    files.push_back(dir.filePath(QString("node%1.sqlite").arg(node)).toStdString());
+    sqlite3* db = nullptr;
+    QCOMPARE(sqlite3_open(files.back().c_str(), &db), SQLITE_OK);
+    exec(db, R"sql(
+      CREATE TABLE StringIds(id INTEGER PRIMARY KEY, value TEXT NOT NULL);
+      INSERT INTO StringIds VALUES (1, 'gemm_kernel'), (2, 'cudaLaunchKernel_v7000');
+      CREATE TABLE ThreadNames(nameId INTEGER, priority INTEGER, globalTid INTEGER);
+      CREATE TABLE CUPTI_ACTIVITY_KIND_RUNTIME(start INTEGER NOT NULL, end INTEGER NOT NULL,
+        eventClass INTEGER, globalTid INTEGER, correlationId INTEGER, nameId INTEGER NOT NULL);
+      CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL(start INTEGER NOT NULL, end INTEGER NOT NULL,
+        deviceId INTEGER, streamId INTEGER, correlationId INTEGER, globalPid INTEGER,
+        demangledName INTEGER);
+    )sql");
+    for (int local = 0; local < 2; ++local) {
+      const std::int64_t pid = 1000 * (node + 1) + local;
+      const std::string global = std::to_string(pid) + " * 16777216";
+      const std::string thread = global + " + " + std::to_string(pid);
+      exec(db,
+           "INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME VALUES (100, 200, 0, " + thread + ", 5, 2)");
+      exec(db, "INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES (300, 900, " + std::to_string(local) +
+                   ", 7, 5, " + global + ", 1)");
+      if (node == 0 && first_named >= 0) {
+        const std::string id = std::to_string(10 + local);
+        exec(db, "INSERT INTO StringIds VALUES (" + id + ", 'MPI Rank " +
+                     std::to_string(first_named + local) + "')");
+        exec(db, "INSERT INTO ThreadNames VALUES (" + id + ", 10, " + thread + ")");
+      }
+    }
+    sqlite3_close(db);
+  }
+  const std::string out = dir.filePath("nodes.cstrace").toStdString();
+  auto report = import_nsys(files, out);
+  QVERIFY2(report, report ? "" : report.message().c_str());
+  QCOMPARE(report->ranks, 4);
+  auto r = open_reader(out);
+  QList<int> got;
+  std::vector<std::int64_t> pids;
+  for (const RankInfo& info : r->ranks()) {
+    got << info.rank;
+    pids.push_back(info.pid);
+  }
+  QCOMPARE(got, ranks);
+  QCOMPARE(pids, (std::vector<std::int64_t>{1000, 1001, 2000, 2001}));
 }
 
 // Names of 40000 characters in an export (a thread "MPI Rank 999...", a
