@@ -1467,9 +1467,13 @@ Result<ImportReport> import_one_kineto(const std::string& file, const std::strin
     std::int32_t sort;
     if (gpu_lane[i]) {
       const std::string gpu = id_text(h, k.pid);
+      // PyTorch 1.8's Kineto wrote the tid as "stream 7" (it read as "GPU 0
+      // stream stream 7").
       auto tn = h.thread_names.find({k.pid, k.tid});
-      const std::string stream =
-          tn != h.thread_names.end() ? trim(tn->second) : "stream " + id_text(h, k.tid);
+      const std::string tid = id_text(h, k.tid);
+      const std::string stream = tn != h.thread_names.end()   ? trim(tn->second)
+                                 : tid.starts_with("stream ") ? tid
+                                                              : "stream " + tid;
       kind = k.gpu_annotation ? LaneKind::annotation : LaneKind::gpu_stream;
       // Exports tell device-side annotations by this name (gpu_side_annotations).
       name = "GPU " + gpu + " " + stream + (k.gpu_annotation ? " annotations" : "");

@@ -198,6 +198,7 @@ class TestTraceImport : public QObject {
   void kinetoDistributedInfoThatContradicts();
   void kinetoRanksOfTwoRunsRefused();
   void kinetoIdsWrittenAsReals();
+  void kinetoStreamsNamedAsText();
   void kinetoDeviceNamesById_data();
   void kinetoDeviceNamesById();
   void kinetoTextPastItsBound_data();
@@ -1347,6 +1348,39 @@ void TestTraceImport::kinetoIdsWrittenAsReals() {
   QVERIFY2(names.count("GPU 0 stream 7"), all.c_str());
   QVERIFY2(names.count("GPU 0 stream 7.5"), all.c_str());
   QVERIFY(!names.count("GPU 0 stream 0"));
+}
+
+// PyTorch 1.8's Kineto named a GPU's rows by text ("tid": "stream 7") and its
+// categories otherwise ("Memcpy", "Kernel"); the lane was "GPU 0 stream
+// stream 7".
+void TestTraceImport::kinetoStreamsNamedAsText() {
+  QTemporaryDir dir;
+  const std::string in = dir.filePath("torch18.json").toStdString();
+  {
+    QFile f(QString::fromStdString(in));
+    QVERIFY(f.open(QIODevice::WriteOnly));
+    f.write(R"json({"schemaVersion": 1, "traceEvents": [
+      {"ph": "X", "cat": "Memcpy", "name": "Memcpy HtoD (Pageable -> Device)", "pid": 0,
+       "tid": "stream 7", "ts": 1614800519473220, "dur": 3,
+       "args": {"device": 0, "stream": 7, "correlation": 20002, "bytes": 200}},
+      {"ph": "X", "cat": "Kernel", "name": "gemm", "pid": 0, "tid": "stream 7",
+       "ts": 1614800519473230, "dur": 5, "args": {"device": 0, "stream": 7}}]})json");
+  }
+  const std::string out = dir.filePath("torch18.cstrace").toStdString();
+  auto report = import_kineto({in}, out);
+  QVERIFY2(report, report ? "" : report.message().c_str());
+  const auto reader = open_reader(out);
+  std::set<std::string> names;
+  for (const LaneInfo& l : reader->lanes()) {
+    if (l.kind == LaneKind::gpu_stream) names.insert(l.name);
+  }
+  std::string all;
+  for (const std::string& n : names)
+    all += n + "; ";
+  QVERIFY2(names == std::set<std::string>{"GPU 0 stream 7"}, all.c_str());
+  const auto kinds = count_kinds(*reader);
+  QCOMPARE(kinds.at(EventKind::memcpy), 1);
+  QCOMPARE(kinds.at(EventKind::kernel), 1);
 }
 
 void TestTraceImport::kinetoPlainJsonAndErrors() {
