@@ -1429,6 +1429,27 @@ void TestTraceImport::kinetoPlainJsonAndErrors() {
   QVERIFY2(raw.message().find("[json.exception") == std::string::npos, raw.message().c_str());
   QVERIFY2(cs::is_valid_utf8(raw.message()), raw.message().c_str());
   QVERIFY2(QString::fromStdString(raw.message()).contains("syntax error"), raw.message().c_str());
+  // JSON lines, as `nsys export --type json` writes them: said, and where
+  // (it read as "syntax error ... expected end of input").
+  const std::string lines = write("nsys.json",
+                                  "{\"type\":\"String\",\"id\":\"1\",\"value\":\"a\"}\n"
+                                  "{\"type\":\"String\",\"id\":\"2\",\"value\":\"b\"}\n");
+  auto several = import_traces({lines}, dir.filePath("l.cstrace").toStdString());
+  QVERIFY(!several);
+  QVERIFY2(several.message() == lines +
+                                    ": a second JSON document begins at byte 40: a trace is one "
+                                    "object or array, and this file holds several (JSON lines, as "
+                                    "an Nsight Systems JSON export is: import its SQLite export "
+                                    "instead, `nsys export --type sqlite`)",
+           several.message().c_str());
+  // Other text past the document's end is said as such.
+  const std::string extra = write("extra.json", R"({"traceEvents": []}})");
+  auto past = import_kineto({extra}, dir.filePath("x.cstrace").toStdString());
+  QVERIFY(!past);
+  QVERIFY2(past.message() == extra +
+                                 ": not valid JSON at byte 20: more follows the end of the "
+                                 "document",
+           past.message().c_str());
   const std::string other = write("other.json", R"({"name": "not a trace"})");
   auto e2 = import_kineto({other}, dir.filePath("o.cstrace").toStdString());
   QVERIFY(!e2);
