@@ -528,6 +528,7 @@ class KinetoHandler : public nlohmann::json_sax<nlohmann::json> {
     }
     note_time_not_a_number(parent);
     Ctx c = Ctx::skip;
+    root_opened_ = true;
     if (stack_.empty())
       c = Ctx::root;
     else if (parent == Ctx::events)
@@ -571,6 +572,7 @@ class KinetoHandler : public nlohmann::json_sax<nlohmann::json> {
     const Ctx parent = stack_.empty() ? Ctx::skip : stack_.back();
     note_time_not_a_number(parent);
     Ctx c = Ctx::skip;
+    root_opened_ = true;
     if (stack_.empty() || (parent == Ctx::root && key_ == Key::trace_events)) {
       // {"traceEvents": [...]}, or the bare array Chrome also accepts.
       c = Ctx::events;
@@ -605,6 +607,12 @@ class KinetoHandler : public nlohmann::json_sax<nlohmann::json> {
     // UTF-8 (a binary file echoed raw bytes to the terminal).
     // nlohmann counts the end of the text as a byte read: an input cut
     // short failed "at byte 300001" of 300,000.
+    if (root_opened_ && stack_.empty()) {
+      more_after_document = position;
+      error = "not valid JSON at byte " + std::to_string(position) +
+              ": more follows the end of the document";
+      return false;
+    }
     error = position > text_bytes
                 ? "not valid JSON: the text ends (at byte " + std::to_string(text_bytes) +
                       ") inside the document: " + valid_utf8(json_error_text(ex))
@@ -613,6 +621,9 @@ class KinetoHandler : public nlohmann::json_sax<nlohmann::json> {
     return false;
   }
   std::size_t text_bytes = SIZE_MAX;  // of the text parsed
+  // Where text follows the document's end (the position nlohmann gives: 1 +
+  // the index of the byte it read there); 0: none.
+  std::size_t more_after_document = 0;
 
  private:
   static constexpr const char* kNotAnEvent = "traceEvents entries that are not objects";
@@ -898,6 +909,7 @@ class KinetoHandler : public nlohmann::json_sax<nlohmann::json> {
 
  private:
   std::vector<Ctx> stack_;
+  bool root_opened_ = false;  // the document's object or array has begun
   Key key_ = Key::other;
   char ph_ = '?';
   Cat cat_ = Cat::unknown;
@@ -1306,7 +1318,7 @@ bool close_open_array(Text& text) {
 }
 
 Result<ImportReport> import_one_kineto(const std::string& file, const std::string& output,
-                                       int file_index, const ImportOptions& options) {
+                                       int first_rank, const ImportOptions& options) {
   auto text = read_possibly_gzipped(
       file, options.max_text_bytes > 0 ? options.max_text_bytes : default_max_text_bytes());
   if (!text) return text.error();
@@ -1317,6 +1329,15 @@ Result<ImportReport> import_one_kineto(const std::string& file, const std::strin
   h.events.reserve(text->size / 350);  // Kineto writes 300-600 bytes per event
   const char* begin = text->data.get();
   const bool ok = nlohmann::json::sax_parse(begin, begin + text->size, &h);
+  // A document after the document: JSON lines, as `nsys export --type json`
+  // writes (it read as "syntax error ... expected end of input").
+  if (const std::size_t at = h.more_after_document;
+      !ok && at > 0 && at <= text->size && (begin[at - 1] == '{' || begin[at - 1] == '[')) {
+    h.error = "a second JSON document begins at byte " + std::to_string(at) +
+              ": a trace is one object or array, and this file holds several (JSON lines, as "
+              "an Nsight Systems JSON export is: import its SQLite export instead, `nsys export "
+              "--type sqlite`)";
+  }
   text->data.reset();  // the events are all in `h` now
   if (!ok) return Error{file + ": " + (h.error.empty() ? "cannot parse" : h.error)};
   if (!h.saw_trace_events)
@@ -1343,7 +1364,7 @@ Result<ImportReport> import_one_kineto(const std::string& file, const std::strin
   for (const auto& [lack, n] : h.imported_without_)
     report.warnings.push_back(std::to_string(n) + (n == 1 ? " event with " : " events with ") +
                               lack);
-  const std::int32_t rank = h.rank.value_or(file_index);
+  const std::int32_t rank = h.rank.value_or(first_rank);
   if (!h.rank && !h.rank_text.empty()) {
     report.warnings.push_back("distributedInfo.rank is \"" + h.rank_text +
                               "\", not a number: rank " + std::to_string(rank) +
@@ -1467,9 +1488,13 @@ Result<ImportReport> import_one_kineto(const std::string& file, const std::strin
     std::int32_t sort;
     if (gpu_lane[i]) {
       const std::string gpu = id_text(h, k.pid);
+      // PyTorch 1.8's Kineto wrote the tid as "stream 7" (it read as "GPU 0
+      // stream stream 7").
       auto tn = h.thread_names.find({k.pid, k.tid});
-      const std::string stream =
-          tn != h.thread_names.end() ? trim(tn->second) : "stream " + id_text(h, k.tid);
+      const std::string tid = id_text(h, k.tid);
+      const std::string stream = tn != h.thread_names.end()   ? trim(tn->second)
+                                 : tid.starts_with("stream ") ? tid
+                                                              : "stream " + tid;
       kind = k.gpu_annotation ? LaneKind::annotation : LaneKind::gpu_stream;
       // Exports tell device-side annotations by this name (gpu_side_annotations).
       name = "GPU " + gpu + " " + stream + (k.gpu_annotation ? " annotations" : "");

@@ -173,7 +173,7 @@ std::int64_t tid_of(std::int64_t global_id) {
 }
 
 Result<ImportReport> import_one_nsys(const std::string& file, const std::string& output,
-                                     int file_index, const ImportOptions& options) {
+                                     int first_rank, const ImportOptions& options) {
   if (Status there = check_file_exists(file); !there) return there.error();
   auto opened = sql::Database::open(file, SQLITE_OPEN_READONLY);
   if (!opened) return opened.error();
@@ -470,21 +470,42 @@ Result<ImportReport> import_one_nsys(const std::string& file, const std::string&
   if (auto s = read_gpu_table("CUPTI_ACTIVITY_KIND_MEMSET", EventKind::memset); !s)
     return s.error();
 
+  // A call whose stack nsys recorded (--cudabacktrace) has a second row, of
+  // this event class, with the same times give or take and correlation id:
+  // it was counted as a second call (cudaMemcpy beside cudaMemcpy_v3020),
+  // doubling the API time. Newer exports name their classes; 67 in older ones.
+  std::int64_t backtrace_class = 67;
+  read = read_optional("ENUM_NSYS_EVENT_CLASS", {{"id"}, {"name"}},
+                       "WHERE name = 'TRACE_PROCESS_EVENT_CUDABACKTRACE'", false,
+                       [&](const sql::Statement& row) {
+                         backtrace_class = row.int64_at(0);
+                         return false;
+                       });
+  if (!read) return read.error();
   if (auto t = x.table("CUPTI_ACTIVITY_KIND_RUNTIME"); !t) {
     return t.error();
   } else if (*t) {
-    auto stmt =
-        x.select(**t, {{"start"}, {"end"}, {"globalTid"}, {"nameId"}, {"correlationId", false}});
+    auto stmt = x.select(**t, {{"start"},
+                               {"end"},
+                               {"globalTid"},
+                               {"nameId"},
+                               {"correlationId", false},
+                               {"eventClass", false}});
     if (!stmt) return stmt.error();
     int rc;
     while ((rc = stmt->step()) == SQLITE_ROW) {
+      if (!stmt->is_null(5) && stmt->int64_at(5) == backtrace_class) {
+        ++report.skipped["CUDA backtrace records (each repeats a call, to give its stack)"];
+        continue;
+      }
       if (!stmt->is_whole_number(0) || !stmt->is_whole_number(1)) {
         ++report.skipped[bad_time];
         continue;
       }
       if (before_session(*stmt)) continue;
       Record r;
-      r.name = name_of(stmt->int64_at(3));
+      // As `nsys stats` and the CUPTI tracer name it: cudaMemcpy, not cudaMemcpy_v3020.
+      r.name = api_name_without_version(name_of(stmt->int64_at(3)));
       const bool sync = importing::is_synchronizing_api(r.name);
       r.kind = sync ? EventKind::sync : EventKind::api_call;
       r.category = sync ? Category::synchronization : Category::other;
@@ -620,8 +641,8 @@ Result<ImportReport> import_one_nsys(const std::string& file, const std::string&
   }
 
   // Ranks: each process that did CUDA work. The export's MPI_RANKS, else
-  // "MPI Rank N" thread names give the rank; otherwise the file's place in
-  // the list (and the process order).
+  // "MPI Rank N" thread names give the rank; otherwise the process order,
+  // after the ranks of the files before this one.
   std::map<std::int64_t, std::int32_t> rank_of_pid;
   {
     std::set<std::int64_t> pids;
@@ -642,7 +663,7 @@ Result<ImportReport> import_one_nsys(const std::string& file, const std::string&
         }
       }
       if (!rank) {
-        rank = file_index + next;
+        rank = first_rank + next;
         report.warnings.push_back("process " + std::to_string(pid) +
                                   " has no \"MPI Rank N\" thread name: rank " +
                                   std::to_string(*rank) + " from the file order");

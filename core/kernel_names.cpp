@@ -231,4 +231,11 @@ std::optional<NcclCall> nccl_call_from_range_name(std::string_view name) {
   return std::nullopt;
 }
 
+std::string_view api_name_without_version(std::string_view name) {
+  const std::size_t v = name.rfind("_v");
+  if (v == std::string_view::npos || name.size() - v - 2 < 4) return name;
+  if (name.find_first_not_of("0123456789", v + 2) != std::string_view::npos) return name;
+  return name.substr(0, v);
+}
+
 }  // namespace cs::trace

@@ -55,4 +55,9 @@ struct NcclCall {
 
 std::optional<NcclCall> nccl_call_from_range_name(std::string_view name);
 
+// A CUDA runtime call's name without the version CUPTI and Nsight Systems
+// append ("cudaMemcpy_v3020" -> "cudaMemcpy", as `nsys stats` shows it):
+// the CUPTI tracer and the Nsight Systems import name calls alike.
+std::string_view api_name_without_version(std::string_view name);
+
 }  // namespace cs::trace

@@ -59,9 +59,16 @@ Result<ImportReport> import_into(const std::vector<std::string>& files, const st
   };
   ImportReport total;
   bool on_one_clock = true;
+  // Ranks a file does not name follow those of the files before it (one
+  // past the highest): by the file's place, an export of several unnamed
+  // processes (nsys profile torchrun, on each node) took ranks 1.. of the
+  // next file's, and the import failed as "rank 1 is in both".
+  int first_rank = 0;
+  // A rank in two files is an error that names the files, not the temporaries.
+  std::map<std::int32_t, std::size_t> owner;
   for (std::size_t i = 0; i < files.size(); ++i) {
     parts.push_back(output + ".part" + std::to_string(i) + ".tmp");
-    auto one = import_one(files[i], parts.back(), static_cast<int>(i), options);
+    auto one = import_one(files[i], parts.back(), first_rank, options);
     if (!one) {
       remove_parts();
       return naming_output(one.message());
@@ -73,10 +80,6 @@ Result<ImportReport> import_into(const std::vector<std::string>& files, const st
       total.skipped[what] += n;
     for (const std::string& w : one->warnings)
       total.warnings.push_back(files[i] + ": " + w);
-  }
-  // A rank in two files is an error that names the files, not the temporaries.
-  std::map<std::int32_t, std::size_t> owner;
-  for (std::size_t i = 0; i < parts.size(); ++i) {
     auto reader = TraceReader::open(parts[i]);
     if (!reader) {
       remove_parts();
@@ -89,6 +92,7 @@ Result<ImportReport> import_into(const std::vector<std::string>& files, const st
         return Error{"import: rank " + std::to_string(r.rank) + " is in both " + files[it->second] +
                      " and " + files[i]};
       }
+      if (r.rank < INT32_MAX) first_rank = std::max(first_rank, r.rank + 1);
     }
   }
   MergeOptions merge;

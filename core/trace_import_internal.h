@@ -11,10 +11,10 @@
 
 namespace cs::trace::importing {
 
-// Imports one file into one store; `file_index` stands in for a rank the
-// file does not name.
+// Imports one file into one store; ranks the file does not name are
+// numbered from `first_rank` (one past the highest of the files before it).
 using ImportOne = std::function<Result<ImportReport>(
-    const std::string& file, const std::string& output, int file_index, const ImportOptions&)>;
+    const std::string& file, const std::string& output, int first_rank, const ImportOptions&)>;
 
 // One file: straight into `output`. Several: each into a temporary store
 // beside `output`, then merged (clocks aligned), then the temporaries removed.

@@ -81,7 +81,16 @@ Result<NcclTestsLog> parse_nccl_tests(std::string_view text, std::string_view fi
   std::vector<std::string> hosts;
   std::set<std::string> seen_hosts;
   bool threads_line_seen = false;
-  bool root_column = false;
+  // Where each result's time sits in a row (out-of-place, then in-place),
+  // read from the header: "time" or "cputime" under it. nccl-tests 2.17's
+  // per-iteration report puts i_min, i_max, i_p99 and i_cv% after each
+  // result; read at fixed places, an i_min was taken for the in-place time
+  // and the log refused as in another unit.
+  std::vector<std::size_t> time_columns = {4, 8};
+  // Versions before 2.10 print each result's largest error ("error": 5e-07,
+  // rounding in a float sum), not its count of wrong values ("#wrong"): a
+  // row was left out for it, and a whole log of them refused.
+  bool wrong_is_count = true;
   bool header_seen = false;
   double seconds_per_time_unit = 1e-6;  // "(us)" in the unit row
   std::string time_unit = "us";
@@ -145,7 +154,19 @@ Result<NcclTestsLog> parse_nccl_tests(std::string_view text, std::string_view fi
           line.find("type") != std::string::npos) {
         if (header_seen) return second_run();
         header_seen = true;
-        root_column = line.find("root") != std::string::npos;
+        std::istringstream labels(line.substr(1));
+        std::vector<std::size_t> found;
+        std::size_t index = 0;
+        for (std::string label; labels >> label; ++index) {
+          if (label == "time" || label == "cputime") found.push_back(index);
+          if (label == "error") wrong_is_count = false;
+        }
+        if (!found.empty()) {
+          time_columns = found;
+        } else {  // an unknown header: the classic layout, with or without a root column
+          const std::size_t first = line.find("root") != std::string::npos ? 5 : 4;
+          time_columns = {first, first + 4};
+        }
       } else if (header_seen && line.find("(B)") != std::string::npos) {
         // The unit row: "(B) (elements) (us) (GB/s) (GB/s)".
         static const std::pair<const char*, double> kUnits[] = {
@@ -175,12 +196,15 @@ Result<NcclTestsLog> parse_nccl_tests(std::string_view text, std::string_view fi
     if (!header_seen) {
       return Error{where + ": a result row before the table's header (is this nccl-tests output?)"};
     }
-    const std::size_t first = root_column ? 5 : 4;
+    // A result is its time, algbw, busbw and #wrong.
+    const std::size_t first = time_columns[0];
+    const std::size_t second = time_columns.size() > 1 ? time_columns[1] : SIZE_MAX;
+    const std::vector<std::size_t> results = {first, second};
     if (t.size() < first + 3) return Error{where + ": too few columns for a result row"};
     const auto size = number(t[0]);
     const auto oop = number(t[first]);
     std::optional<double> ip;
-    if (t.size() >= first + 7) ip = number(t[first + 4]);
+    if (second != SIZE_MAX && t.size() >= second + 3) ip = number(t[second]);
     if (!size || !oop) return Error{where + ": size and time must be numbers"};
     if (*size <= 0) continue;
     // A petabyte is past any collective's buffer: a damaged row.
@@ -188,7 +212,7 @@ Result<NcclTestsLog> parse_nccl_tests(std::string_view text, std::string_view fi
     // A time under a nanosecond or past a day times no collective: a
     // damaged row (1e300 us, under an algbw too small to cross-check, was
     // fitted to an R² of NaN and saved).
-    for (const std::size_t column : {first, first + 4}) {
+    for (const std::size_t column : results) {
       if (column >= t.size()) continue;
       const std::optional<double> v = number(t[column]);
       if (!v || !(*v > 0)) continue;
@@ -205,8 +229,8 @@ Result<NcclTestsLog> parse_nccl_tests(std::string_view text, std::string_view fi
     // times in another unit than the log names would fit a link a thousand
     // times too fast or slow, and be saved. Within 10 % and the print's
     // rounding (a small size's "0.00" GB/s says under 0.005).
-    for (const std::size_t column : {first, first + 4}) {
-      if (column + 1 >= t.size()) continue;
+    for (const std::size_t column : results) {
+      if (column == SIZE_MAX || column + 1 >= t.size()) continue;
       const std::optional<double> row_time = number(t[column]);
       const std::optional<double> algbw = number(t[column + 1]);
       if (!row_time || !algbw || *algbw < 0 || !(*row_time > 0)) continue;
@@ -220,7 +244,8 @@ Result<NcclTestsLog> parse_nccl_tests(std::string_view text, std::string_view fi
     const double us = time * seconds_per_time_unit * 1e6;
     // "#wrong": a count, or N/A when nccl-tests did not check (-c 0).
     bool wrong = false;
-    for (const std::size_t column : {first + 3, first + 7}) {
+    for (const std::size_t result : wrong_is_count ? results : std::vector<std::size_t>{}) {
+      const std::size_t column = result == SIZE_MAX ? SIZE_MAX : result + 3;
       if (column < t.size()) {
         if (const auto n = number(t[column]); n && *n > 0) wrong = true;
       }

@@ -5,7 +5,12 @@
 // already make. The table's "size" is the whole buffer in bytes (nccl-tests
 // doc/PERFORMANCE.md) and "time" microseconds per operation (the unit row
 // under the header says so; another unit there is honoured); both the
-// out-of-place and in-place columns are read, and the faster kept. A row
+// out-of-place and in-place columns are read, and the faster kept. The
+// columns are found by the header's labels: the per-iteration report
+// (i_min ... after each result) and tables without a redop or root column
+// read as the classic one, and a row's "#wrong" count leaves it out where
+// older versions' "error" (the largest error, 5e-07 in a float sum) does
+// not. A row
 // whose time disagrees with its own algbw (size / time) is refused: its
 // times are not in the unit the log names. So is a time under a nanosecond
 // or past a day. A log holds one run: a second one appended to it is

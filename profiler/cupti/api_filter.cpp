@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <array>
 
+#include "core/kernel_names.h"
+
 namespace cs::profiler::cupti_api {
 
 namespace {
@@ -85,17 +87,10 @@ std::string name(CUpti_ActivityKind kind, CUpti_CallbackId cbid) {
     return (kind == CUPTI_ACTIVITY_KIND_DRIVER ? "driver call " : "runtime call ") +
            std::to_string(cbid);
   }
-  std::string readable(text);
   // Runtime names carry the version that introduced them: cudaMemcpy_v3020.
-  if (kind == CUPTI_ACTIVITY_KIND_RUNTIME) {
-    const std::size_t v = readable.rfind("_v");
-    if (v != std::string::npos && v + 2 < readable.size() &&
-        readable.find_first_not_of("0123456789", v + 2) == std::string::npos &&
-        readable.size() - v - 2 >= 4) {
-      readable.erase(v);
-    }
-  }
-  return readable;
+  if (kind == CUPTI_ACTIVITY_KIND_RUNTIME)
+    return std::string(cs::trace::api_name_without_version(text));
+  return text;
 }
 
 }  // namespace cs::profiler::cupti_api

@@ -30,6 +30,9 @@ using namespace cs::trace;
 namespace {
 
 const std::string kNsys = CS_DATA_DIR "/validation/nsys/saxpy-mpi-cuda.sqlite";
+// What it imports: 5 kernels, 15 copies, 57 runtime calls (of 95 rows, 38
+// the backtraces of calls) and 22 NVTX ranges.
+constexpr std::int64_t kNsysEvents = 5 + 15 + 57 + 22;
 const std::string kKineto = CS_DATA_DIR "/validation/kineto/";
 
 std::unique_ptr<TraceReader> open_reader(const std::string& path) {
@@ -71,7 +74,11 @@ std::string write_newer_nsys(const QTemporaryDir& dir, bool with_stream_id) {
     CREATE TABLE StringIds(id INTEGER PRIMARY KEY, value TEXT NOT NULL);
     INSERT INTO StringIds VALUES (1, 'gemm_kernel'), (2, 'ncclDevKernel_AllGather_RING_LL'),
                                  (3, 'cudaLaunchKernel_v7000'), (4, 'MPI Rank 3'),
-                                 (5, 'forward'), (6, 'cudaStreamSynchronize_v3020');
+                                 (5, 'forward'), (6, 'cudaStreamSynchronize_v3020'),
+                                 (7, 'cudaLaunchKernel');
+    CREATE TABLE ENUM_NSYS_EVENT_CLASS(id INTEGER, name TEXT, label TEXT);
+    INSERT INTO ENUM_NSYS_EVENT_CLASS VALUES (0, 'TRACE_PROCESS_EVENT_CUDA_RUNTIME', ''),
+      (1, 'TRACE_PROCESS_EVENT_CUDA_DRIVER', ''), (67, 'TRACE_PROCESS_EVENT_CUDABACKTRACE', '');
     CREATE TABLE TARGET_INFO_SESSION_START_TIME(utcEpochNs INTEGER, utcTime TEXT, localTime TEXT);
     INSERT INTO TARGET_INFO_SESSION_START_TIME VALUES (1700000000000000000, '', '');
     CREATE TABLE ThreadNames(nameId INTEGER, priority INTEGER, globalTid INTEGER);
@@ -85,6 +92,7 @@ std::string write_newer_nsys(const QTemporaryDir& dir, bool with_stream_id) {
       newerColumn TEXT);
     INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME VALUES
       (0, 1000, 1500, 16777216 * 4242 + 4242, 7, 3, 0, NULL, 'x'),
+      (67, 990, 1510, 16777216 * 4242 + 4242, 7, 7, 0, 1, 'x'),  -- its backtrace
       (0, 1600, 1700, 16777216 * 4242 + 4242, 8, 3, 0, NULL, 'x'),
       (0, 1800, 9000, 16777216 * 4242 + 4242, 9, 6, 0, NULL, 'x');
     CREATE TABLE NVTX_EVENTS(start INTEGER NOT NULL, end INTEGER, eventType INTEGER NOT NULL,
@@ -171,6 +179,8 @@ class TestTraceImport : public QObject {
   void nsysDamagedPage_data();
   void nsysDamagedPage();
   void nsysRankPastAnInt();
+  void nsysFilesOfUnnamedProcesses_data();
+  void nsysFilesOfUnnamedProcesses();
   void nsysNamesLongerThanAny_data();
   void nsysNamesLongerThanAny();
   void nsysTimePastAnInt64();
@@ -188,6 +198,7 @@ class TestTraceImport : public QObject {
   void kinetoDistributedInfoThatContradicts();
   void kinetoRanksOfTwoRunsRefused();
   void kinetoIdsWrittenAsReals();
+  void kinetoStreamsNamedAsText();
   void kinetoDeviceNamesById_data();
   void kinetoDeviceNamesById();
   void kinetoTextPastItsBound_data();
@@ -204,7 +215,12 @@ void TestTraceImport::nsysRealExport() {
   QVERIFY2(report, report ? "" : report.message().c_str());
   QCOMPARE(report->format, std::string("nsys"));
   QCOMPARE(report->ranks, 1);
-  QCOMPARE(report->events, 5 + 15 + 95 + 22);
+  // Of the 95 runtime rows, 38 are the backtraces nsys took of the program's
+  // own calls (event class 67): each repeats a call (cudaMemcpy around
+  // cudaMemcpy_v3020, one correlation id), and counted twice, they doubled
+  // the CUDA API time of `trace stats`.
+  QCOMPARE(report->events, kNsysEvents);
+  QCOMPARE(report->skipped["CUDA backtrace records (each repeats a call, to give its stack)"], 38);
   // Of the 24 NVTX_EVENTS rows, 22 are push/pop ranges; one registers the
   // "MPI" domain (type 75), one names the thread "MPI Rank 0" (type 39).
   QCOMPARE(report->skipped["NVTX domain registrations"], 1);
@@ -253,7 +269,7 @@ void TestTraceImport::nsysRealExport() {
   const auto kinds = count_kinds(*r);
   QCOMPARE(kinds.at(EventKind::kernel), 5);
   QCOMPARE(kinds.at(EventKind::memcpy), 15);
-  QCOMPARE(kinds.at(EventKind::api_call), 95);  // no synchronising call in this program
+  QCOMPARE(kinds.at(EventKind::api_call), 57);  // no synchronising call in this program
   QCOMPARE(kinds.at(EventKind::annotation), 22);
   QCOMPARE(kinds.size(), std::size_t{4});
 
@@ -285,9 +301,13 @@ void TestTraceImport::nsysRealExport() {
   QCOMPARE(k.end_ns, 1687813257637297504 + 942626994);
   QCOMPARE(k.correlation, 140);
   QCOMPARE(k.category, Category::compute);
-  auto launches = r->find_events("cudaLaunchKernel_v7000", NameMatch::exact, 100);
+  // Named as `nsys stats` and the CUPTI tracer name them, without the
+  // version the export appends (cudaLaunchKernel_v7000).
+  auto launches = r->find_events("cudaLaunchKernel", NameMatch::exact, 100);
   QCOMPARE(launches->size(), std::size_t{5});
   QCOMPARE(launches->front().event.correlation, 140);
+  QCOMPARE(r->find_events("cudaMemcpy", NameMatch::exact, 100)->size(), std::size_t{15});
+  QVERIFY(r->find_events("_v", NameMatch::substring, 100)->empty());
   auto copies = r->find_events("Memcpy HtoD", NameMatch::exact, 100);
   QCOMPARE(copies->size(), std::size_t{10});
   QCOMPARE(copies->front().event.bytes, 262144000);
@@ -325,18 +345,20 @@ void TestTraceImport::nsysRealExportAnalysed() {
   // cudaLaunchKernel calls. The 15 copies were synchronous cudaMemcpy calls,
   // each lasting its whole copy: they had been counted as 15 more launches,
   // with a median delay of -18.5 ms and 75% of calls "over 50 us". Each
-  // kernel has two runtime rows, "cudaLaunchKernel" around
-  // "cudaLaunchKernel_v7000": the earliest, the outer, is its call (31.871 us
-  // median; the inner's is 31.361).
+  // call is the runtime row of class 0, "cudaLaunchKernel_v7000" (the
+  // backtrace's row around it, which had been taken for the call, is left
+  // out): SELECT end - start FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE nameId =
+  // 672 gives 30138, 30609, 31361, 32953, 35268; their kernels start
+  // -2569, -940, 1393, 1864, 1962 ns after the calls end.
   QCOMPARE(a->launches.launches, 5);
   QCOMPARE(a->launches.synchronous_left_out, 15);
   QCOMPARE(a->launches.short_kernels, 0);
   QCOMPARE(a->launches.runtime_outliers, 0);
   QCOMPARE(a->launches.delay_outliers, 0);
-  QCOMPARE(a->launches.call_median_ns, 31871.0);
-  QCOMPARE(a->launches.call_p95_ns, 35939.0);
-  QCOMPARE(a->launches.delay_median_ns, 1243.0);
-  QCOMPARE(a->launches.delay_max_ns, 1892.0);
+  QCOMPARE(a->launches.call_median_ns, 31361.0);
+  QCOMPARE(a->launches.call_p95_ns, 35268.0);
+  QCOMPARE(a->launches.delay_median_ns, 1393.0);
+  QCOMPARE(a->launches.delay_max_ns, 1962.0);
 }
 
 // The dtype names PyTorch and NCCL write, as a collective's element type.
@@ -426,6 +448,7 @@ void TestTraceImport::nsysNewerExport() {
   QCOMPARE(report->format, std::string("nsys"));
   QCOMPARE(report->events, 2 + 3 + 1);
   QCOMPARE(report->skipped["NVTX records other than ranges (marks, thread names, ...)"], 1);
+  QCOMPARE(report->skipped["CUDA backtrace records (each repeats a call, to give its stack)"], 1);
   auto r = open_reader(out);
   QCOMPARE(r->ranks().size(), std::size_t{1});
   QCOMPARE(r->ranks()[0].rank, 3);
@@ -444,6 +467,7 @@ void TestTraceImport::nsysNewerExport() {
   const auto kinds = count_kinds(*r);
   QCOMPARE(kinds.at(EventKind::sync), 1);  // cudaStreamSynchronize
   QCOMPARE(kinds.at(EventKind::api_call), 2);
+  QCOMPARE(r->find_events("cudaLaunchKernel", NameMatch::exact, 10)->size(), std::size_t{2});
   QCOMPARE(kinds.at(EventKind::annotation), 1);
   auto a = analyze_rank(*r, 3);
   QVERIFY(a);
@@ -481,7 +505,7 @@ void TestTraceImport::nsysDamagedExport_data() {
       << 0 << "1 kernels or CUDA calls name a StringIds entry the export lacks";
   QTest::addRow("no kernel table") << "DROP TABLE CUPTI_ACTIVITY_KIND_KERNEL" << -5
                                    << "the export has no CUPTI_ACTIVITY_KIND_KERNEL table";
-  QTest::addRow("no runtime table") << "DROP TABLE CUPTI_ACTIVITY_KIND_RUNTIME" << -95
+  QTest::addRow("no runtime table") << "DROP TABLE CUPTI_ACTIVITY_KIND_RUNTIME" << -57
                                     << "the export has no CUPTI_ACTIVITY_KIND_RUNTIME table";
 }
 
@@ -501,7 +525,7 @@ void TestTraceImport::nsysDamagedExport() {
   const std::string out = dir.filePath("damaged.cstrace").toStdString();
   auto report = import_nsys({in}, out);
   QVERIFY2(report, report ? "" : report.message().c_str());
-  QCOMPARE(report->events, std::int64_t{5 + 15 + 95 + 22 + events});
+  QCOMPARE(report->events, kNsysEvents + events);
   QStringList text;
   for (const std::string& w : report->warnings)
     text << QString::fromStdString(w);
@@ -600,6 +624,69 @@ void TestTraceImport::nsysRankPastAnInt() {
   QCOMPARE(open_reader(out)->ranks().front().rank, 0);
 }
 
+// `nsys profile torchrun --nproc-per-node 2` on each of two nodes: two
+// exports of two processes each, the second's naming no rank. Its ranks
+// follow those of the first file, one past the highest: they had been
+// numbered from 1, the file's index, and the import failed ("rank 1 is in
+// both node0.sqlite and node1.sqlite").
+void TestTraceImport::nsysFilesOfUnnamedProcesses_data() {
+  QTest::addColumn<int>("first_named");  // the first file's first MPI rank; -1: unnamed
+  QTest::addColumn<QList<int>>("ranks");
+  QTest::addRow("neither file names its ranks") << -1 << QList<int>{0, 1, 2, 3};
+  QTest::addRow("the first names ranks 1 and 2") << 1 << QList<int>{1, 2, 3, 4};
+}
+
+void TestTraceImport::nsysFilesOfUnnamedProcesses() {
+  QFETCH(int, first_named);
+  QFETCH(QList<int>, ranks);
+  QTemporaryDir dir;
+  std::vector<std::string> files;
+  for (int node = 0; node < 2; ++node) {
+    files.push_back(dir.filePath(QString("node%1.sqlite").arg(node)).toStdString());
+    sqlite3* db = nullptr;
+    QCOMPARE(sqlite3_open(files.back().c_str(), &db), SQLITE_OK);
+    exec(db, R"sql(
+      CREATE TABLE StringIds(id INTEGER PRIMARY KEY, value TEXT NOT NULL);
+      INSERT INTO StringIds VALUES (1, 'gemm_kernel'), (2, 'cudaLaunchKernel_v7000');
+      CREATE TABLE ThreadNames(nameId INTEGER, priority INTEGER, globalTid INTEGER);
+      CREATE TABLE CUPTI_ACTIVITY_KIND_RUNTIME(start INTEGER NOT NULL, end INTEGER NOT NULL,
+        eventClass INTEGER, globalTid INTEGER, correlationId INTEGER, nameId INTEGER NOT NULL);
+      CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL(start INTEGER NOT NULL, end INTEGER NOT NULL,
+        deviceId INTEGER, streamId INTEGER, correlationId INTEGER, globalPid INTEGER,
+        demangledName INTEGER);
+    )sql");
+    for (int local = 0; local < 2; ++local) {
+      const std::int64_t pid = 1000 * (node + 1) + local;
+      const std::string global = std::to_string(pid) + " * 16777216";
+      const std::string thread = global + " + " + std::to_string(pid);
+      exec(db,
+           "INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME VALUES (100, 200, 0, " + thread + ", 5, 2)");
+      exec(db, "INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES (300, 900, " + std::to_string(local) +
+                   ", 7, 5, " + global + ", 1)");
+      if (node == 0 && first_named >= 0) {
+        const std::string id = std::to_string(10 + local);
+        exec(db, "INSERT INTO StringIds VALUES (" + id + ", 'MPI Rank " +
+                     std::to_string(first_named + local) + "')");
+        exec(db, "INSERT INTO ThreadNames VALUES (" + id + ", 10, " + thread + ")");
+      }
+    }
+    sqlite3_close(db);
+  }
+  const std::string out = dir.filePath("nodes.cstrace").toStdString();
+  auto report = import_nsys(files, out);
+  QVERIFY2(report, report ? "" : report.message().c_str());
+  QCOMPARE(report->ranks, 4);
+  auto r = open_reader(out);
+  QList<int> got;
+  std::vector<std::int64_t> pids;
+  for (const RankInfo& info : r->ranks()) {
+    got << info.rank;
+    pids.push_back(info.pid);
+  }
+  QCOMPARE(got, ranks);
+  QCOMPARE(pids, (std::vector<std::int64_t>{1000, 1001, 2000, 2001}));
+}
+
 // Names of 40000 characters in an export (a thread "MPI Rank 999...", a
 // table CUPTI_ACTIVITY_KIND_KERNEL_V999...) overflowed the stack in
 // std::regex, a crash; they name no rank and no versioned table, and the
@@ -627,7 +714,7 @@ void TestTraceImport::nsysNamesLongerThanAny() {
   sqlite3_close(db);
   auto report = import_nsys({in}, dir.filePath("long.cstrace").toStdString());
   QVERIFY2(report, report ? "" : report.message().c_str());
-  QCOMPARE(report->events, 5 + 15 + 95 + 22);
+  QCOMPARE(report->events, kNsysEvents);
 }
 
 // A session's start and a kernel's near INT64_MAX: their sum overflowed an
@@ -649,7 +736,7 @@ void TestTraceImport::nsysTimePastAnInt64() {
   sqlite3_close(db);
   auto report = import_nsys({in}, dir.filePath("early.cstrace").toStdString());
   QVERIFY2(report, report ? "" : report.message().c_str());
-  QCOMPARE(report->events, 5 + 15 + 95 + 22 - 1);
+  QCOMPARE(report->events, kNsysEvents - 1);
   QVERIFY(std::any_of(report->losses.begin(), report->losses.end(), [](const std::string& l) {
     return l.find("1 event") != std::string::npos &&
            l.find("time past what a trace holds") != std::string::npos;
@@ -1263,6 +1350,39 @@ void TestTraceImport::kinetoIdsWrittenAsReals() {
   QVERIFY(!names.count("GPU 0 stream 0"));
 }
 
+// PyTorch 1.8's Kineto named a GPU's rows by text ("tid": "stream 7") and its
+// categories otherwise ("Memcpy", "Kernel"); the lane was "GPU 0 stream
+// stream 7".
+void TestTraceImport::kinetoStreamsNamedAsText() {
+  QTemporaryDir dir;
+  const std::string in = dir.filePath("torch18.json").toStdString();
+  {
+    QFile f(QString::fromStdString(in));
+    QVERIFY(f.open(QIODevice::WriteOnly));
+    f.write(R"json({"schemaVersion": 1, "traceEvents": [
+      {"ph": "X", "cat": "Memcpy", "name": "Memcpy HtoD (Pageable -> Device)", "pid": 0,
+       "tid": "stream 7", "ts": 1614800519473220, "dur": 3,
+       "args": {"device": 0, "stream": 7, "correlation": 20002, "bytes": 200}},
+      {"ph": "X", "cat": "Kernel", "name": "gemm", "pid": 0, "tid": "stream 7",
+       "ts": 1614800519473230, "dur": 5, "args": {"device": 0, "stream": 7}}]})json");
+  }
+  const std::string out = dir.filePath("torch18.cstrace").toStdString();
+  auto report = import_kineto({in}, out);
+  QVERIFY2(report, report ? "" : report.message().c_str());
+  const auto reader = open_reader(out);
+  std::set<std::string> names;
+  for (const LaneInfo& l : reader->lanes()) {
+    if (l.kind == LaneKind::gpu_stream) names.insert(l.name);
+  }
+  std::string all;
+  for (const std::string& n : names)
+    all += n + "; ";
+  QVERIFY2(names == std::set<std::string>{"GPU 0 stream 7"}, all.c_str());
+  const auto kinds = count_kinds(*reader);
+  QCOMPARE(kinds.at(EventKind::memcpy), 1);
+  QCOMPARE(kinds.at(EventKind::kernel), 1);
+}
+
 void TestTraceImport::kinetoPlainJsonAndErrors() {
   QTemporaryDir dir;
   // The same trace, decompressed.
@@ -1309,6 +1429,27 @@ void TestTraceImport::kinetoPlainJsonAndErrors() {
   QVERIFY2(raw.message().find("[json.exception") == std::string::npos, raw.message().c_str());
   QVERIFY2(cs::is_valid_utf8(raw.message()), raw.message().c_str());
   QVERIFY2(QString::fromStdString(raw.message()).contains("syntax error"), raw.message().c_str());
+  // JSON lines, as `nsys export --type json` writes them: said, and where
+  // (it read as "syntax error ... expected end of input").
+  const std::string lines = write("nsys.json",
+                                  "{\"type\":\"String\",\"id\":\"1\",\"value\":\"a\"}\n"
+                                  "{\"type\":\"String\",\"id\":\"2\",\"value\":\"b\"}\n");
+  auto several = import_traces({lines}, dir.filePath("l.cstrace").toStdString());
+  QVERIFY(!several);
+  QVERIFY2(several.message() == lines +
+                                    ": a second JSON document begins at byte 40: a trace is one "
+                                    "object or array, and this file holds several (JSON lines, as "
+                                    "an Nsight Systems JSON export is: import its SQLite export "
+                                    "instead, `nsys export --type sqlite`)",
+           several.message().c_str());
+  // Other text past the document's end is said as such.
+  const std::string extra = write("extra.json", R"({"traceEvents": []}})");
+  auto past = import_kineto({extra}, dir.filePath("x.cstrace").toStdString());
+  QVERIFY(!past);
+  QVERIFY2(past.message() == extra +
+                                 ": not valid JSON at byte 20: more follows the end of the "
+                                 "document",
+           past.message().c_str());
   const std::string other = write("other.json", R"({"name": "not a trace"})");
   auto e2 = import_kineto({other}, dir.filePath("o.cstrace").toStdString());
   QVERIFY(!e2);

@@ -319,6 +319,8 @@ class TestCalibration : public QObject {
   void readsNcclTestsLogs_data();
   void readsNcclTestsLogs();
   void ncclTestsRowsWithWrongValuesAreLeftOut();
+  void ncclTestsTableLayouts_data();
+  void ncclTestsTableLayouts();
   void ncclTestsLineLongerThanAnyIsLeftOut();
   void ncclTestsFitsTheTier();
   void namedPipesAsInputs();
@@ -1584,6 +1586,93 @@ void TestCalibration::ncclTestsRowsWithWrongValuesAreLeftOut() {
   QCOMPARE(log->samples.front().bytes, 2048.0);
   QCOMPARE(log->rows_with_wrong_values, 1);
   QCOMPARE(log->first_row_with_wrong_values, 16);
+}
+
+// The tables other nccl-tests versions print, their columns found by the
+// header's labels (they were read at fixed places): before 2.10, an "error"
+// column holds each result's largest error (a float sum's 2e-07), not a
+// count of wrong values, and every row was left out, the log refused; some
+// tables have no redop column, and their algbw was read as the time; 2.17's
+// per-iteration report puts i_min ... i_cv% after each result, and the
+// in-place time was read from i_min, the log refused as in another unit.
+void TestCalibration::ncclTestsTableLayouts_data() {
+  QTest::addColumn<QString>("file");
+  QTest::addColumn<QString>("table");
+  QTest::addColumn<int>("sizes");
+  QTest::addColumn<double>("first_us");  // the faster of out-of-place and in-place
+  QTest::addColumn<double>("last_bytes");
+  const QString ranks =
+      "#  Rank  0 Pid  12345 on node01 device  0 [0x06] Tesla V100-SXM2-32GB\n"
+      "#  Rank  1 Pid  12345 on node01 device  1 [0x07] Tesla V100-SXM2-32GB\n#\n";
+  QTest::addRow("largest error, not a count")
+      << "all_reduce_perf.log"
+      << ranks +
+             "#       size         count      type   redop     time   algbw   busbw  error     "
+             "time   algbw   busbw  error\n"
+             "#        (B)    (elements)                       (us)  (GB/s)  (GB/s)            "
+             "(us)  (GB/s)  (GB/s)\n"
+             "           8             2     float     sum    42.96    0.00    0.00  2e-07    "
+             "32.87    0.00    0.00  1e-07\n"
+             "     1048576        262144     float     sum    60.00   17.48   17.48  2e-07    "
+             "59.00   17.77   17.77  1e-07\n"
+             "# Out of bounds values : 0 OK\n# Avg bus bandwidth    : 8.87\n"
+      << 2 << 32.87 << 1048576.0;
+  QTest::addRow("no redop column")
+      << "all_gather_perf.log"
+      << ranks +
+             "#       size         count    type     time   algbw   busbw  error     time   "
+             "algbw   busbw  error\n"
+             "#        (B)    (elements)             (us)  (GB/s)  (GB/s)            (us)  "
+             "(GB/s)  (GB/s)\n"
+             "     1048576        262144   float    60.00   17.48    8.74  0e+00    59.00   "
+             "17.77    8.89  0e+00\n"
+             "     2097152        524288   float    80.00   26.21   13.11  0e+00    81.00   "
+             "25.89   12.94  0e+00\n"
+             "# Out of bounds values : 0 OK\n# Avg bus bandwidth    : 10.92\n"
+      << 2 << 59.0 << 2097152.0;
+  QTest::addRow("per-iteration report (2.17)")
+      << "all_reduce_perf.log"
+      << "# nccl-tests version 2.17.6 nccl-headers=22803 nccl-library=22803\n"
+         "# Collective test starting: all_reduce_perf\n"
+         "# nThread 1 nGpus 1 minBytes 1048576 maxBytes 2097152 step: 2(factor) warmup iters: 1 "
+         "iters: 20 agg iters: 1 validation: 1 graph: 0 unalign: 0\n"
+         "# Per-Iteration Report: CUDA event timing; i_* uses max over process rows \n#\n"
+         "# Using devices\n" +
+             ranks +
+             "#                                      out-of-place (+ per-iteration)              "
+             "                  in-place (+ per-iteration)\n"
+             "#       size         count      type   redop    root     time   algbw   busbw  "
+             "#wrong    i_min    i_max    i_p99    i_cv%     time   algbw   busbw  #wrong    "
+             "i_min    i_max    i_p99    i_cv% \n"
+             "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)     "
+             "        (us)     (us)     (us)      (%)     (us)  (GB/s)  (GB/s)             (us)  "
+             "   (us)     (us)      (%) \n"
+             "     1048576        262144     float     sum      -1    60.00   17.48   17.48       "
+             "0    58.10    63.20    63.20     2.40    59.00   17.77   17.77       0    57.90    "
+             "61.00    61.00     1.90\n"
+             "     2097152        524288     float     sum      -1    80.00   26.21   26.21       "
+             "0    78.50    83.00    83.00     1.50    81.00   25.89   25.89       0    79.00    "
+             "84.00    84.00     1.20\n"
+             "# Out of bounds values : 0 OK\n# Avg bus bandwidth    : 21.84 \n#\n"
+             "# Collective test concluded: all_reduce_perf\n"
+      << 2 << 59.0 << 2097152.0;
+}
+
+void TestCalibration::ncclTestsTableLayouts() {
+  QFETCH(QString, file);
+  QFETCH(QString, table);
+  QFETCH(int, sizes);
+  QFETCH(double, first_us);
+  QFETCH(double, last_bytes);
+  auto log = cs::plan::parse_nccl_tests(table.toStdString(), file.toStdString());
+  QVERIFY2(log, log ? "" : log.message().c_str());
+  QCOMPARE(log->ranks, 2);
+  QCOMPARE(static_cast<int>(log->samples.size()), sizes);
+  QCOMPARE(log->rows_with_wrong_values, 0);
+  QCOMPARE(log->lines_left_out, 0);
+  QVERIFY2(std::abs(log->samples.front().seconds - first_us * 1e-6) < 1e-12,
+           qPrintable(QString::number(log->samples.front().seconds)));
+  QCOMPARE(log->samples.back().bytes, last_bytes);
 }
 
 // A named pipe as an input: an nccl-tests log is read from it once, said
