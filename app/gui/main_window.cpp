@@ -689,10 +689,10 @@ void MainWindow::importTrace(const QStringList& files) {
       out.error = q(report.message());
       return out;
     }
-    out.summary = tr("Imported %1 events of %2 ranks into %3")
-                      .arg(q(format_count(static_cast<double>(report->events))))
-                      .arg(report->ranks)
-                      .arg(output);
+    out.summary = (report->ranks == 1 ? tr("Imported %1 events of 1 rank into %2")
+                                      : tr("Imported %1 events of %3 ranks into %2"))
+                      .arg(q(format_count(static_cast<double>(report->events))), output,
+                           QString::number(report->ranks));
     if (!report->clock_alignment.empty())
       out.summary += tr(" (clocks aligned by %1)").arg(q(report->clock_alignment));
     for (const std::string& w : report->warnings)

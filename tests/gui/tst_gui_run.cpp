@@ -1709,7 +1709,9 @@ void TestGuiRun::importedTraces() {
     window.messageBar()->dismiss();
   } else {
     // What the import left out, as the CLI lists it (the app said only how
-    // many events it imported).
+    // many events it imported), of one rank (it said "1 ranks").
+    QVERIFY2(window.messageBar()->text().contains(QStringLiteral(" events of 1 rank into ")),
+             qPrintable(window.messageBar()->text()));
     QVERIFY2(window.messageBar()->text().contains(
                  QStringLiteral("not imported: 1 NVTX domain registrations")),
              qPrintable(window.messageBar()->text()));
