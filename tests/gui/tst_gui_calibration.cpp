@@ -3,9 +3,10 @@
 // and its presets saved in a temporary folder; and the user's errors.
 
 #include <QAction>
+#include <QCheckBox>
+#include <QComboBox>
 #include <QDialog>
 #include <QDir>
-#include <QCheckBox>
 #include <QDoubleSpinBox>
 #include <QFile>
 #include <QLabel>
@@ -18,7 +19,9 @@
 #include <QtTest>
 
 #include "app/gui/calibration_panel.h"
+#include "app/gui/cluster_designer.h"
 #include "app/gui/main_window.h"
+#include "app/gui/workspace.h"
 #include "tests/gui/gui_test_support.h"
 
 class TestGuiCalibration : public QObject {
@@ -32,6 +35,7 @@ class TestGuiCalibration : public QObject {
   void cancelTwiceKillsTheRanks();
   void learnsFromRuns();
   void mainWindowOpensThePanel();
+  void calibratedPresetsAreOfferedAtOnce();
   void closingTheWindowAsksFirst();
   void mainWindowLearnsFromTheOpenRun();
 
@@ -228,6 +232,35 @@ void TestGuiCalibration::mainWindowOpensThePanel() {
   QVERIFY(dialog->findChild<cs::gui::CalibrationPanel*>());
   action->trigger();  // the same window again, not a second one
   QCOMPARE(window.findChildren<QDialog*>(QStringLiteral("calibrationDialog")).size(), 1);
+}
+
+// Presets a calibration saves are the planner's at once: the cluster
+// designer offers them, and a preset of theirs applies (the app had to be
+// restarted, and a run launched meanwhile was predicted without them).
+void TestGuiCalibration::calibratedPresetsAreOfferedAtOnce() {
+  cs::gui::MainWindow window;
+  QVERIFY(window.workspace()->newProject());
+  cs::gui::CalibrationPanel* panel = window.showCalibrationPanel();
+  auto* designer = window.findChild<cs::gui::ClusterDesigner*>();
+  QVERIFY(panel);
+  QVERIFY(designer);
+  const QString name = QStringLiteral("calibrated-reload-test");
+  QCOMPARE(designer->presetBox()->findData(name), -1);
+  // What a calibration writes into the user's presets folder.
+  const QString file = dir_.filePath("presets/reload-test.json");
+  QFile out(file);
+  QVERIFY(out.open(QIODevice::WriteOnly));
+  out.write(R"([{"kind": "cluster", "name": "calibrated-reload-test", "source": "a test",
+                "display_name": "Reloaded", "nodes": 1, "gpus_per_node": 8,
+                "gpu": "a100-80gb", "intra_node": "nvlink3"}])");
+  out.close();
+  emit panel->calibrated(file, {name});
+  QFile::remove(file);
+  QVERIFY(designer->presetBox()->findData(name) > 0);
+  QVERIFY(window.workspace()->catalog().cluster(name.toStdString()).ok());
+  QVERIFY(designer->applyPreset(name));
+  QCOMPARE(QString::fromStdString(window.workspace()->project().current_cluster()->display_name),
+           QStringLiteral("Reloaded"));
 }
 
 // The window closed during a calibration asks first: the sweep stopped
