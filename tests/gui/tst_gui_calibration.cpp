@@ -33,6 +33,7 @@ class TestGuiCalibration : public QObject {
   void badRankCounts();
   void calibratesThisMachine();
   void cancelTwiceKillsTheRanks();
+  void cancelDuringTheReferenceRunsKeepsTheSweeps();
   void learnsFromRuns();
   void mainWindowOpensThePanel();
   void calibratedPresetsAreOfferedAtOnce();
@@ -155,6 +156,37 @@ void TestGuiCalibration::cancelTwiceKillsTheRanks() {
            qPrintable(message));
   QVERIFY(!QFile::exists(dir_.filePath("cancelled.db")));
   QVERIFY(!QDir(dir_.filePath("cancelled.phase0.ranks")).exists());
+}
+
+// Cancel once the sweeps are done, during the reference runs: nothing is
+// saved, and the error says how to keep the sweeps' minutes of work (it
+// named their store, and left the user to guess what it was good for).
+void TestGuiCalibration::cancelDuringTheReferenceRunsKeepsTheSweeps() {
+  cs::gui::CalibrationPanel panel;
+  panel.setPresetsDir(dir_.filePath("presets-reference-cancelled"));
+  panel.setStorePath(dir_.filePath("reference-cancelled.db"));
+  QSignalSpy failed(&panel, &cs::gui::CalibrationPanel::failed);
+  QSignalSpy done(&panel, &cs::gui::CalibrationPanel::calibrated);
+  panel.rankCounts()->setText(QStringLiteral("1"));
+  panel.secondsPerSize()->setValue(0.02);
+  QVERIFY(panel.referenceRuns()->isChecked());
+  panel.startButton()->click();
+  QTRY_VERIFY_WITH_TIMEOUT(
+      panel.statusLabel()->text().contains(QStringLiteral("reference run")) || !panel.running(),
+      120000);
+  panel.cancelButton()->click();
+  QTRY_VERIFY_WITH_TIMEOUT(!panel.running(), 60000);
+  QCOMPARE(done.count(), 0);
+  QCOMPARE(failed.count(), 1);
+  const QString message = failed.first().at(0).toString();
+  QVERIFY2(message.contains(QStringLiteral("cancelled during the reference runs")),
+           qPrintable(message));
+  QVERIFY2(message.contains(QStringLiteral("clusterscope calibrate --from-store ") +
+                            dir_.filePath("reference-cancelled.db")),
+           qPrintable(message));
+  QVERIFY(QFile::exists(dir_.filePath("reference-cancelled.db")));
+  QVERIFY(!QDir(dir_.filePath("presets-reference-cancelled")).exists() ||
+          QDir(dir_.filePath("presets-reference-cancelled")).isEmpty());
 }
 
 void TestGuiCalibration::learnsFromRuns() {
