@@ -509,6 +509,11 @@ std::optional<std::string> find_worker() {
   return find_beside_or_on_path("clusterscope-worker");
 }
 
+Status check_mpirun_found(const std::string& mpirun) {
+  if (find_program(mpirun)) return {};
+  return Error{mpirun + ": not found (is Open MPI installed, and its mpirun on PATH?)"};
+}
+
 std::string_view to_string(RankState s) {
   switch (s) {
     case RankState::starting:
@@ -1625,6 +1630,7 @@ Status Launcher::start() {
   if (spec.worker.empty()) return Error{"no worker executable given"};
   if (!find_program(spec.worker))
     return Error{spec.worker + ": the worker is not an executable file"};
+  if (Status st = check_mpirun_found(spec.mpirun); !st) return st;
 
   std::string hostfile_copy;
   if (spec.placement == Placement::hostfile) {
@@ -1661,7 +1667,10 @@ Status Launcher::start() {
     std::error_code ec;
     const fs::path ranks_dir = run_store_stem(spec.run_store) + ".ranks";
     fs::create_directories(ranks_dir, ec);
-    if (ec) return Error{ranks_dir.string() + ": cannot create: " + ec.message()};
+    if (ec) {
+      s.remove_temp_hostfile();
+      return Error{ranks_dir.string() + ": cannot create: " + ec.message()};
+    }
     auto lock = take_run_lock(spec.run_store, /*create=*/true);
     if (!lock) {
       s.remove_temp_hostfile();
@@ -1703,6 +1712,11 @@ Status Launcher::start() {
     s.report.command.clear();
     s.remove_temp_hostfile();
     s.release_run_lock();
+    if (!spec.run_store.empty()) {
+      // The folder made for the rank stores, empty: nothing ran.
+      std::error_code ec;
+      fs::remove(run_store_stem(spec.run_store) + ".ranks", ec);
+    }
     return st;
   }
   s.started = true;

@@ -114,6 +114,10 @@ std::optional<std::string> find_program(const std::string& name);
 std::optional<std::string> find_beside_or_on_path(const std::string& name);
 // clusterscope-worker, found so.
 std::optional<std::string> find_worker();
+// Fails, naming it, where `mpirun` is not found: checked before anything of
+// a run is written (its plan, its rank store folder), which a run that
+// could not start left behind.
+Status check_mpirun_found(const std::string& mpirun);
 
 // lost: the job ended while the rank had said neither that it finished nor
 // how it stopped (mpirun killed, the node gone).

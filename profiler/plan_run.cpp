@@ -302,6 +302,11 @@ Result<PlanRun> plan_run(const Plan& plan, const PlanRunOptions& o) {
   const auto worker = find_worker();
   if (!worker) return Error{"clusterscope-worker was not found beside this program or on PATH"};
   spec.worker = *worker;
+  // mpirun starts the ranks (here, or on a hostfile's hosts): without it,
+  // the plan was written beside the store of a run that never started.
+  if (o.placement != Placement::slurm && o.write_plan) {
+    if (Status s = check_mpirun_found(spec.mpirun); !s) return s.error();
+  }
   spec.worker_args = {"--plan",         run.plan_path,
                       "--backend",      run.backend,
                       "--dp",           std::to_string(p.dp),

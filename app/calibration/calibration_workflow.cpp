@@ -505,10 +505,15 @@ Status learn_from_reference_runs(const MachineCalibrationOptions& o, MachineCali
   int total = 0, done = 0;
   for (const plan::DeviceFit& d : out.fit.devices)
     total += static_cast<int>(reference_layouts(d.ranks).size());
+  // The sweeps took minutes: said how to keep them (the message left the
+  // store to the user, without a word of what it is good for).
   auto cancelled = [&] {
-    return Error{"calibration cancelled during the reference runs (the sweeps are in " +
-                 out.record.store + ")" +
-                 (stop->kill ? "; the run's ranks were killed on a second interrupt" : "")};
+    return Error{
+        "calibration cancelled during the reference runs; nothing was saved" +
+        std::string(stop->kill ? " (the run's ranks were killed on a second interrupt)" : "") +
+        ". The sweeps are kept in " + out.record.store + ": `clusterscope calibrate --from-store " +
+        launch::shell_quote(out.record.store) +
+        "` fits and saves them, without the reference runs"};
   };
   for (const plan::DeviceFit& device : out.fit.devices) {
     const std::string name =

@@ -79,16 +79,11 @@ QString defaultNetwork(const PresetCatalog& catalog) {
 ClusterDesigner::ClusterDesigner(Workspace* workspace, QWidget* parent)
     : QWidget(parent), workspace_(workspace) {
   setObjectName(QStringLiteral("clusterDesigner"));
-  const PresetCatalog& catalog = workspace_->catalog();
 
   preset_ = new QComboBox;
   preset_->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
   preset_->setMinimumContentsLength(12);
   preset_->setObjectName(QStringLiteral("clusterPreset"));
-  preset_->addItem(tr("Load a preset…"));
-  for (const Cluster& c : catalog.clusters()) {
-    preset_->addItem(q(c.display_name.empty() ? c.name : c.display_name), q(c.name));
-  }
   preset_->setToolTip(tr("Replaces the current cluster with a preset (undoable)"));
   connect(preset_, &QComboBox::activated, this, [this](int index) {
     if (index > 0) applyPreset(preset_->itemData(index).toString());
@@ -102,8 +97,6 @@ ClusterDesigner::ClusterDesigner(Workspace* workspace, QWidget* parent)
   gpu_->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
   gpu_->setMinimumContentsLength(12);
   gpu_->setObjectName(QStringLiteral("gpuModel"));
-  for (const GpuSpec& g : catalog.gpus())
-    gpu_->addItem(q(g.display_name), q(g.name));
   intra_ = new QComboBox;
   intra_->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
   intra_->setMinimumContentsLength(12);
@@ -112,11 +105,7 @@ ClusterDesigner::ClusterDesigner(Workspace* workspace, QWidget* parent)
   inter_->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
   inter_->setMinimumContentsLength(12);
   inter_->setObjectName(QStringLiteral("interLink"));
-  inter_->addItem(tr("none (one node)"), QString());
-  for (const Link& l : catalog.links()) {
-    intra_->addItem(q(l.display_name), q(l.name));
-    inter_->addItem(q(l.display_name), q(l.name));
-  }
+  fillPresetLists();
   auto onCombo = [this](QComboBox* box, const QString& pointer, const QString& what) {
     connect(box, &QComboBox::activated, this, [this, box, pointer, what](int) {
       if (refreshing_) return;
@@ -191,6 +180,13 @@ ClusterDesigner::ClusterDesigner(Workspace* workspace, QWidget* parent)
   layout->addWidget(splitter);
 
   connect(workspace_, &Workspace::projectChanged, this, &ClusterDesigner::refresh);
+  // Presets a calibration saved are offered at once (the app had to be
+  // restarted for the planner to be given them).
+  connect(workspace_, &Workspace::presetsChanged, this, [this] {
+    fillPresetLists();
+    shown_.clear();  // the boxes select the cluster's parts again
+    refresh();
+  });
   refresh();
 }
 
@@ -344,6 +340,22 @@ void ClusterDesigner::editFields(const QString& text,
   Project after = project;
   after.clusters[std::size_t(project.cluster_index(current->name))] = std::move(edited).value();
   workspace_->edit(text, std::move(after), merge_key);
+}
+
+void ClusterDesigner::fillPresetLists() {
+  const PresetCatalog& catalog = workspace_->catalog();
+  for (QComboBox* box : {preset_, gpu_, intra_, inter_})
+    box->clear();
+  preset_->addItem(tr("Load a preset…"));
+  for (const Cluster& c : catalog.clusters())
+    preset_->addItem(q(c.display_name.empty() ? c.name : c.display_name), q(c.name));
+  for (const GpuSpec& g : catalog.gpus())
+    gpu_->addItem(q(g.display_name), q(g.name));
+  inter_->addItem(tr("none (one node)"), QString());
+  for (const Link& l : catalog.links()) {
+    intra_->addItem(q(l.display_name), q(l.name));
+    inter_->addItem(q(l.display_name), q(l.name));
+  }
 }
 
 void ClusterDesigner::refresh() {

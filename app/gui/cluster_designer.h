@@ -52,6 +52,8 @@ class ClusterDesigner : public QWidget {
   bool copyForCurrentPlan();
 
  private:
+  // The preset, GPU and link boxes, from the workspace's catalog.
+  void fillPresetLists();
   void refresh();
   void editFields(const QString& text, std::vector<std::pair<QString, QString>> edits,
                   const QString& merge_key);

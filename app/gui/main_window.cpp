@@ -626,8 +626,11 @@ CalibrationPanel* MainWindow::showCalibrationPanel() {
     dialog->resize(720, 520);
     connect(panel, &CalibrationPanel::calibrated, this,
             [this](const QString& file, const QStringList& clusters) {
-              messages_->show(tr("Calibrated presets %1 saved in %2; they are in the cluster "
-                                 "list once the presets are loaded again (restart the app).")
+              // Read again, the presets are the planner's at once, and a run
+              // launched now is predicted on them.
+              if (!workspace_->reloadPresets()) return;  // the workspace said why
+              messages_->show(tr("Calibrated presets %1 saved in %2: in Cluster ▸ Load a "
+                                 "preset.")
                                   .arg(clusters.join(QStringLiteral(", ")), file),
                               MessageLevel::info);
             });

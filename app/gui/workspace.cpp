@@ -88,6 +88,20 @@ Workspace::Workspace(QObject* parent) : QObject(parent) {
   claimAutosaveSlot();
 }
 
+bool Workspace::reloadPresets() {
+  auto loaded = PresetCatalog::load_default();
+  if (!loaded) {
+    emit message(tr("The presets could not be read again; those loaded before stay.\n%1")
+                     .arg(QString::fromStdString(loaded.message())),
+                 MessageLevel::error);
+    return false;
+  }
+  catalog_ = std::move(loaded).value();
+  presets_error_.clear();
+  emit presetsChanged();
+  return true;
+}
+
 Workspace::~Workspace() {
   // The undo stack comes clean as it is destroyed, after this body: its
   // cleanChanged said fileChanged to receivers already destroyed (the main

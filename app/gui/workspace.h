@@ -33,6 +33,10 @@ class Workspace : public QObject {
   const PresetCatalog& catalog() const { return catalog_; }
   // Why the presets could not be loaded; empty when they were.
   const QString& presetsError() const { return presets_error_; }
+  // Reads the presets again (a calibration saved new ones), then
+  // presetsChanged. Where they no longer read, those loaded stay, and
+  // message() says why; false.
+  bool reloadPresets();
   const Project& project() const { return project_; }
   QUndoStack* undoStack() { return &undo_; }
 
@@ -79,6 +83,7 @@ class Workspace : public QObject {
 
  signals:
   void projectChanged();  // after every edit, undo, redo, new, open and recovery
+  void presetsChanged();  // reloadPresets read them again
   // Before projectChanged, for a new, opened or recovered project: what was
   // kept about the last one (pinned plans) goes.
   void projectReplaced();

@@ -3,9 +3,10 @@
 // and its presets saved in a temporary folder; and the user's errors.
 
 #include <QAction>
+#include <QCheckBox>
+#include <QComboBox>
 #include <QDialog>
 #include <QDir>
-#include <QCheckBox>
 #include <QDoubleSpinBox>
 #include <QFile>
 #include <QLabel>
@@ -18,7 +19,9 @@
 #include <QtTest>
 
 #include "app/gui/calibration_panel.h"
+#include "app/gui/cluster_designer.h"
 #include "app/gui/main_window.h"
+#include "app/gui/workspace.h"
 #include "tests/gui/gui_test_support.h"
 
 class TestGuiCalibration : public QObject {
@@ -30,8 +33,10 @@ class TestGuiCalibration : public QObject {
   void badRankCounts();
   void calibratesThisMachine();
   void cancelTwiceKillsTheRanks();
+  void cancelDuringTheReferenceRunsKeepsTheSweeps();
   void learnsFromRuns();
   void mainWindowOpensThePanel();
+  void calibratedPresetsAreOfferedAtOnce();
   void closingTheWindowAsksFirst();
   void mainWindowLearnsFromTheOpenRun();
 
@@ -153,6 +158,37 @@ void TestGuiCalibration::cancelTwiceKillsTheRanks() {
   QVERIFY(!QDir(dir_.filePath("cancelled.phase0.ranks")).exists());
 }
 
+// Cancel once the sweeps are done, during the reference runs: nothing is
+// saved, and the error says how to keep the sweeps' minutes of work (it
+// named their store, and left the user to guess what it was good for).
+void TestGuiCalibration::cancelDuringTheReferenceRunsKeepsTheSweeps() {
+  cs::gui::CalibrationPanel panel;
+  panel.setPresetsDir(dir_.filePath("presets-reference-cancelled"));
+  panel.setStorePath(dir_.filePath("reference-cancelled.db"));
+  QSignalSpy failed(&panel, &cs::gui::CalibrationPanel::failed);
+  QSignalSpy done(&panel, &cs::gui::CalibrationPanel::calibrated);
+  panel.rankCounts()->setText(QStringLiteral("1"));
+  panel.secondsPerSize()->setValue(0.02);
+  QVERIFY(panel.referenceRuns()->isChecked());
+  panel.startButton()->click();
+  QTRY_VERIFY_WITH_TIMEOUT(
+      panel.statusLabel()->text().contains(QStringLiteral("reference run")) || !panel.running(),
+      120000);
+  panel.cancelButton()->click();
+  QTRY_VERIFY_WITH_TIMEOUT(!panel.running(), 60000);
+  QCOMPARE(done.count(), 0);
+  QCOMPARE(failed.count(), 1);
+  const QString message = failed.first().at(0).toString();
+  QVERIFY2(message.contains(QStringLiteral("cancelled during the reference runs")),
+           qPrintable(message));
+  QVERIFY2(message.contains(QStringLiteral("clusterscope calibrate --from-store ") +
+                            dir_.filePath("reference-cancelled.db")),
+           qPrintable(message));
+  QVERIFY(QFile::exists(dir_.filePath("reference-cancelled.db")));
+  QVERIFY(!QDir(dir_.filePath("presets-reference-cancelled")).exists() ||
+          QDir(dir_.filePath("presets-reference-cancelled")).isEmpty());
+}
+
 void TestGuiCalibration::learnsFromRuns() {
   QProcess run;
   run.setProcessChannelMode(QProcess::MergedChannels);
@@ -228,6 +264,35 @@ void TestGuiCalibration::mainWindowOpensThePanel() {
   QVERIFY(dialog->findChild<cs::gui::CalibrationPanel*>());
   action->trigger();  // the same window again, not a second one
   QCOMPARE(window.findChildren<QDialog*>(QStringLiteral("calibrationDialog")).size(), 1);
+}
+
+// Presets a calibration saves are the planner's at once: the cluster
+// designer offers them, and a preset of theirs applies (the app had to be
+// restarted, and a run launched meanwhile was predicted without them).
+void TestGuiCalibration::calibratedPresetsAreOfferedAtOnce() {
+  cs::gui::MainWindow window;
+  QVERIFY(window.workspace()->newProject());
+  cs::gui::CalibrationPanel* panel = window.showCalibrationPanel();
+  auto* designer = window.findChild<cs::gui::ClusterDesigner*>();
+  QVERIFY(panel);
+  QVERIFY(designer);
+  const QString name = QStringLiteral("calibrated-reload-test");
+  QCOMPARE(designer->presetBox()->findData(name), -1);
+  // What a calibration writes into the user's presets folder.
+  const QString file = dir_.filePath("presets/reload-test.json");
+  QFile out(file);
+  QVERIFY(out.open(QIODevice::WriteOnly));
+  out.write(R"([{"kind": "cluster", "name": "calibrated-reload-test", "source": "a test",
+                "display_name": "Reloaded", "nodes": 1, "gpus_per_node": 8,
+                "gpu": "a100-80gb", "intra_node": "nvlink3"}])");
+  out.close();
+  emit panel->calibrated(file, {name});
+  QFile::remove(file);
+  QVERIFY(designer->presetBox()->findData(name) > 0);
+  QVERIFY(window.workspace()->catalog().cluster(name.toStdString()).ok());
+  QVERIFY(designer->applyPreset(name));
+  QCOMPARE(QString::fromStdString(window.workspace()->project().current_cluster()->display_name),
+           QStringLiteral("Reloaded"));
 }
 
 // The window closed during a calibration asks first: the sweep stopped

@@ -725,6 +725,17 @@ void TestLauncher::missingWorkerOrMpirun() {
   QVERIFY2(
       QString::fromStdString(s.message()).startsWith("mpirun-that-is-not-installed: not found"),
       s.message().c_str());
+  // With a run store: refused before its rank store folder is made (an
+  // empty RUN.ranks was left behind).
+  QTemporaryDir stores;
+  spec.run_store = stores.filePath("run.db").toStdString();
+  Launcher b2(spec);
+  s = b2.start();
+  QVERIFY(!s.ok());
+  QVERIFY2(
+      QString::fromStdString(s.message()).startsWith("mpirun-that-is-not-installed: not found"),
+      s.message().c_str());
+  QVERIFY(!QFileInfo::exists(stores.filePath("run.ranks")));
   // A run store where a folder is: refused before any rank runs (the run
   // trained to its end, then kept no store).
   QTemporaryDir dir;

@@ -2,6 +2,7 @@
 // app launches it: the engine's notes, refusals naming the field, the
 // worker's arguments, and the plan file the workers read.
 
+#include <QFileInfo>
 #include <QTemporaryDir>
 #include <QTest>
 #include <algorithm>
@@ -49,6 +50,7 @@ class TestPlanRun : public QObject {
   void initTestCase();
   void workerArguments();
   void slurmJobMergesItsStores();
+  void withoutMpirunNothingIsWritten();
   void refusals_data();
   void refusals();
   void notes_data();
@@ -152,6 +154,29 @@ void TestPlanRun::slurmJobMergesItsStores() {
   run = launch::plan_run(smallPlan(), o);
   QVERIFY(run);
   QCOMPARE(run->spec.slurm.after_command, o.slurm.after_command);
+}
+
+// Where mpirun is not found a run is refused before its plan is written
+// beside the store: the plan of a run that never started was left there,
+// and an empty RUN.ranks folder with it. A Slurm job's ranks start with
+// srun, where the job runs: it needs no mpirun here.
+void TestPlanRun::withoutMpirunNothingIsWritten() {
+  const QByteArray path = qgetenv("PATH");
+  qputenv("PATH", QByteArray(CS_BIN_DIR));  // the worker, no mpirun
+  launch::PlanRunOptions o = options();
+  o.run_store = dir_.filePath(QStringLiteral("no-mpirun.db")).toStdString();
+  auto run = launch::plan_run(smallPlan(), o);
+  const bool plan_written = QFileInfo::exists(dir_.filePath(QStringLiteral("no-mpirun.plan.json")));
+  const bool folder_made = QFileInfo::exists(dir_.filePath(QStringLiteral("no-mpirun.ranks")));
+  launch::PlanRunOptions slurm = o;
+  slurm.placement = launch::Placement::slurm;
+  auto job = launch::plan_run(smallPlan(), slurm);
+  qputenv("PATH", path);
+  QVERIFY(!run);
+  QVERIFY2(run.message().starts_with("mpirun: not found"), run.message().c_str());
+  QVERIFY(!plan_written);
+  QVERIFY(!folder_made);
+  QVERIFY2(job, job ? "" : job.message().c_str());
 }
 
 void TestPlanRun::refusals_data() {
