@@ -942,8 +942,8 @@ bool MainWindow::stopCalibrationFirst() {
   // measurement with it.
   const auto answer = QMessageBox::question(
       this, tr("A calibration is in progress"),
-      tr("A calibration of this machine is in progress. Stop it and close? What it has "
-         "measured so far is not kept."),
+      tr("A calibration of this machine is in progress. Stop it and close? No presets are "
+         "saved from it."),
       QMessageBox::Yes | QMessageBox::Cancel, QMessageBox::Cancel);
   if (answer != QMessageBox::Yes) return false;
   QEventLoop loop;
