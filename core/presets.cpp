@@ -93,6 +93,10 @@ Status load_list(const fs::path& file, std::vector<T>& out, Parse parse) {
 
 }  // namespace
 
+std::string node_link_preset(const GpuSpec& gpu) {
+  return gpu.board_link.empty() ? "pcie4" : gpu.board_link;
+}
+
 Result<fs::path> find_presets_dir() {
   if (const char* env = std::getenv("CLUSTERSCOPE_PRESETS"); env && *env) {
     if (is_presets_dir(env)) return fs::path(env);

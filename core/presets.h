@@ -16,6 +16,10 @@ namespace cs {
 
 inline constexpr std::string_view kThisMachine = "this-machine";
 
+// The link preset between the GPUs of a node of `gpu` when nothing else is
+// said: its board's own fabric, else PCIe 4.0.
+std::string node_link_preset(const GpuSpec& gpu);
+
 // Where presets live, first found wins: $CLUSTERSCOPE_PRESETS, then
 // <exe>/../share/clusterscope/presets (installed), then the source tree.
 // $CLUSTERSCOPE_PRESETS set to anything but a presets folder is an error
