@@ -246,6 +246,12 @@ Status PresetCatalog::load_user_presets(const fs::path& dir) {
               if constexpr (std::is_same_v<T, GpuSpec> || std::is_same_v<T, Link> ||
                             std::is_same_v<T, Workload> || std::is_same_v<T, Cluster>) {
                 key = std::string(to_string(*kind)) + " " + d.name;
+                bool replaces = false;
+                if constexpr (std::is_same_v<T, GpuSpec>) replaces = find_gpu(d.name);
+                if constexpr (std::is_same_v<T, Link>) replaces = find_link(d.name);
+                if constexpr (std::is_same_v<T, Workload>) replaces = find_model(d.name);
+                if constexpr (std::is_same_v<T, Cluster>) replaces = find_named(clusters_, d.name);
+                if (replaces) merged.replaced_.emplace_back(file, key);
                 if (d.source.empty()) fail(where + ": /source: is required for a preset");
                 if constexpr (std::is_same_v<T, Cluster>) {
                   if (d.name == kThisMachine) {
@@ -350,6 +356,14 @@ Status write_preset_bundle(const fs::path& file, const PresetBundle& bundle) {
     if (!back) return Error{back.message() + "\n(not saved: the presets would not load)"};
   }
   return write_json_file(file.string(), list);
+}
+
+std::vector<std::string> PresetCatalog::replaced_by(const fs::path& user_file) const {
+  std::vector<std::string> out;
+  for (const auto& [file, what] : replaced_) {
+    if (file == user_file) out.push_back(what);
+  }
+  return out;
 }
 
 const GpuSpec* PresetCatalog::find_gpu(std::string_view name) const {

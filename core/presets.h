@@ -72,6 +72,10 @@ class PresetCatalog {
   // Files of the folder that hold only plans (a run's plan saved there, say):
   // passed over, each with why, instead of refusing the folder.
   const std::vector<std::string>& skipped_user_files() const { return skipped_user_files_; }
+  // What a user file put in place of a preset of the same kind and name
+  // loaded before it (a shipped datasheet): "gpu h100-sxm", by file. Said
+  // where the presets are listed: it changes every cluster of that GPU.
+  std::vector<std::string> replaced_by(const std::filesystem::path& user_file) const;
 
   const std::vector<GpuSpec>& gpus() const { return gpus_; }
   const std::vector<Link>& links() const { return links_; }
@@ -107,6 +111,7 @@ class PresetCatalog {
   std::filesystem::path dir_;
   std::vector<std::filesystem::path> user_files_;
   std::vector<std::string> skipped_user_files_;
+  std::vector<std::pair<std::filesystem::path, std::string>> replaced_;  // file, "kind name"
   std::vector<GpuSpec> gpus_;
   std::vector<Link> links_;
   std::vector<Workload> models_;

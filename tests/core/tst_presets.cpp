@@ -380,6 +380,10 @@ void TestPresets::userPresetsMergeOverShipped() {
   QVERIFY(catalog.skipped_user_files().back().find("run.plan.json: holds plans, not presets") !=
           std::string::npos);
   QCOMPARE(catalog.gpus().size(), shipped_gpus);  // replaced, not added
+  // Which says so, by file: the one that replaced it, not the other.
+  QCOMPARE(catalog.replaced_by(dir.filePath("b-gpu.json").toStdString()),
+           std::vector<std::string>{"gpu h100-sxm"});
+  QVERIFY(catalog.replaced_by(dir.filePath("a-cluster.json").toStdString()).empty());
   QCOMPARE(catalog.find_gpu("h100-sxm")->source, std::string("measured here"));
   QCOMPARE(catalog.find_gpu("h100-sxm")->peak.bf16, 900e12);
   // ... in the shipped clusters of that GPU too (they kept the shipped one).
