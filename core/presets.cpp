@@ -154,6 +154,17 @@ Result<PresetCatalog> PresetCatalog::load_default() {
   return catalog;
 }
 
+Result<PresetCatalog> PresetCatalog::load_default_or_shipped(std::string& user_error) {
+  user_error.clear();
+  auto loaded = load_default();
+  if (loaded) return loaded;
+  auto dir = find_presets_dir();
+  auto shipped = dir ? load(*dir) : Result<PresetCatalog>(dir.error());
+  if (!shipped) return loaded;  // not the user's file: its error stands
+  user_error = loaded.message();
+  return shipped;
+}
+
 fs::path user_presets_dir() {
   if (const char* env = std::getenv("CLUSTERSCOPE_USER_PRESETS"); env && *env) return env;
   if (const char* data = std::getenv("XDG_DATA_HOME"); data && *data) {

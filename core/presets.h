@@ -58,6 +58,10 @@ class PresetCatalog {
   // (load_user_presets(user_presets_dir())), with a clear message when none
   // is found or a user file is broken.
   static Result<PresetCatalog> load_default();
+  // load_default(); or, where only the user's presets do not load, the
+  // shipped ones alone, with why in `user_error`: what the app and
+  // `clusterscope presets` show under a warning (they had no presets at all).
+  static Result<PresetCatalog> load_default_or_shipped(std::string& user_error);
 
   // Adds every *.json file of `dir`, in name order, over the presets loaded:
   // each file holds one preset document or a list of them, of any kind

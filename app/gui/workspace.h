@@ -33,6 +33,9 @@ class Workspace : public QObject {
   const PresetCatalog& catalog() const { return catalog_; }
   // Why the presets could not be loaded; empty when they were.
   const QString& presetsError() const { return presets_error_; }
+  // Why the user's own presets were left out (a file of theirs that does
+  // not read), the shipped ones loaded without them; empty when they were not.
+  const QString& userPresetsError() const { return user_presets_error_; }
   const Project& project() const { return project_; }
   QUndoStack* undoStack() { return &undo_; }
 
@@ -98,6 +101,7 @@ class Workspace : public QObject {
 
   PresetCatalog catalog_;
   QString presets_error_;
+  QString user_presets_error_;
   Project project_;
   QUndoStack undo_;
   bool runs_unsaved_ = false;  // a run recorded since the project was saved or opened

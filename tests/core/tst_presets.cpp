@@ -565,11 +565,18 @@ void TestPresets::loadDefaultNamesBrokenUserFile() {
   const QByteArray user = qgetenv("CLUSTERSCOPE_USER_PRESETS");
   qputenv("CLUSTERSCOPE_USER_PRESETS", dir.path().toUtf8());
   auto c = cs::PresetCatalog::load_default();
+  std::string user_error;
+  auto shipped = cs::PresetCatalog::load_default_or_shipped(user_error);
   qputenv("CLUSTERSCOPE_USER_PRESETS", user);
   QVERIFY(!c.ok());
   QVERIFY2(c.message().find(dir.filePath("broken.json").toStdString()) != std::string::npos,
            c.message().c_str());
   QVERIFY2(c.message().find("user presets in") != std::string::npos, c.message().c_str());
+  // Where a view of the presets asks, the shipped ones and the same words.
+  QVERIFY(shipped.ok());
+  QVERIFY(shipped->find_gpu("h100-sxm"));
+  QVERIFY(shipped->user_files().empty());
+  QCOMPARE(user_error, c.message());
 }
 
 QTEST_GUILESS_MAIN(TestPresets)
