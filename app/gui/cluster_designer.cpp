@@ -126,15 +126,18 @@ void keepWhole(const Cluster& c, const PresetCatalog& catalog,
     new_gpu = catalog.find_gpu(gpu_edit->mid(1, gpu_edit->size() - 2).toStdString());
   }
   if (new_gpu && !editAt(edits, "/intra_node") && (gpus > 1 || !c.intra_node.name.empty())) {
-    // The link the old GPU came with, or none: the new GPU's own.
+    // The new GPU's own, unless the user chose another for the old GPU (a
+    // link left from GPUs removed is theirs: H100s out and back as V100s
+    // kept NVLink 4).
     const bool chosen =
-        !c.intra_node.name.empty() && (!c.gpu || c.intra_node.name != node_link_preset(*c.gpu));
+        c.gpu && !c.intra_node.name.empty() && c.intra_node.name != node_link_preset(*c.gpu);
     const std::string link = node_link_preset(*new_gpu);
     if (!chosen && link != c.intra_node.name && catalog.find_link(link)) {
       edits.push_back({QStringLiteral("/intra_node"), jsonString(q(link))});
     }
   }
-  if (new_gpu && c.gpu && new_gpu->name != c.gpu->name) {
+  const bool gpu_removed = gpu_edit && *gpu_edit == QLatin1String("null");
+  if (c.gpu && (gpu_removed || (new_gpu && new_gpu->name != c.gpu->name))) {
     for (const char* figure : {"/price_per_gpu_hour", "/power_per_gpu_watts"}) {
       if (!editAt(edits, figure)) edits.push_back({QLatin1String(figure), QStringLiteral("0")});
     }
