@@ -142,7 +142,7 @@ Cluster this_machine_cluster(const HostInfo& host, const PresetCatalog& catalog)
 
   // Several GPUs talk over the board's own fabric when the preset names one,
   // else over PCIe.
-  const Link* link = !gpu.board_link.empty() ? catalog.find_link(gpu.board_link) : nullptr;
+  const Link* link = catalog.find_link(node_link_preset(gpu));
   if (!link) link = catalog.find_link("pcie4");
   if (link) c.intra_node = *link;
   return c;

@@ -93,6 +93,10 @@ Status load_list(const fs::path& file, std::vector<T>& out, Parse parse) {
 
 }  // namespace
 
+std::string node_link_preset(const GpuSpec& gpu) {
+  return gpu.board_link.empty() ? "pcie4" : gpu.board_link;
+}
+
 Result<fs::path> find_presets_dir() {
   if (const char* env = std::getenv("CLUSTERSCOPE_PRESETS"); env && *env) {
     if (is_presets_dir(env)) return fs::path(env);
@@ -148,6 +152,17 @@ Result<PresetCatalog> PresetCatalog::load_default() {
     }
   }
   return catalog;
+}
+
+Result<PresetCatalog> PresetCatalog::load_default_or_shipped(std::string& user_error) {
+  user_error.clear();
+  auto loaded = load_default();
+  if (loaded) return loaded;
+  auto dir = find_presets_dir();
+  auto shipped = dir ? load(*dir) : Result<PresetCatalog>(dir.error());
+  if (!shipped) return loaded;  // not the user's file: its error stands
+  user_error = loaded.message();
+  return shipped;
 }
 
 fs::path user_presets_dir() {
@@ -242,6 +257,12 @@ Status PresetCatalog::load_user_presets(const fs::path& dir) {
               if constexpr (std::is_same_v<T, GpuSpec> || std::is_same_v<T, Link> ||
                             std::is_same_v<T, Workload> || std::is_same_v<T, Cluster>) {
                 key = std::string(to_string(*kind)) + " " + d.name;
+                bool replaces = false;
+                if constexpr (std::is_same_v<T, GpuSpec>) replaces = find_gpu(d.name);
+                if constexpr (std::is_same_v<T, Link>) replaces = find_link(d.name);
+                if constexpr (std::is_same_v<T, Workload>) replaces = find_model(d.name);
+                if constexpr (std::is_same_v<T, Cluster>) replaces = find_named(clusters_, d.name);
+                if (replaces) merged.replaced_.emplace_back(file, key);
                 if (d.source.empty()) fail(where + ": /source: is required for a preset");
                 if constexpr (std::is_same_v<T, Cluster>) {
                   if (d.name == kThisMachine) {
@@ -346,6 +367,14 @@ Status write_preset_bundle(const fs::path& file, const PresetBundle& bundle) {
     if (!back) return Error{back.message() + "\n(not saved: the presets would not load)"};
   }
   return write_json_file(file.string(), list);
+}
+
+std::vector<std::string> PresetCatalog::replaced_by(const fs::path& user_file) const {
+  std::vector<std::string> out;
+  for (const auto& [file, what] : replaced_) {
+    if (file == user_file) out.push_back(what);
+  }
+  return out;
 }
 
 const GpuSpec* PresetCatalog::find_gpu(std::string_view name) const {

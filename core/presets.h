@@ -16,6 +16,10 @@ namespace cs {
 
 inline constexpr std::string_view kThisMachine = "this-machine";
 
+// The link preset between the GPUs of a node of `gpu` when nothing else is
+// said: its board's own fabric, else PCIe 4.0.
+std::string node_link_preset(const GpuSpec& gpu);
+
 // Where presets live, first found wins: $CLUSTERSCOPE_PRESETS, then
 // <exe>/../share/clusterscope/presets (installed), then the source tree.
 // $CLUSTERSCOPE_PRESETS set to anything but a presets folder is an error
@@ -54,6 +58,10 @@ class PresetCatalog {
   // (load_user_presets(user_presets_dir())), with a clear message when none
   // is found or a user file is broken.
   static Result<PresetCatalog> load_default();
+  // load_default(); or, where only the user's presets do not load, the
+  // shipped ones alone, with why in `user_error`: what the app and
+  // `clusterscope presets` show under a warning (they had no presets at all).
+  static Result<PresetCatalog> load_default_or_shipped(std::string& user_error);
 
   // Adds every *.json file of `dir`, in name order, over the presets loaded:
   // each file holds one preset document or a list of them, of any kind
@@ -68,6 +76,10 @@ class PresetCatalog {
   // Files of the folder that hold only plans (a run's plan saved there, say):
   // passed over, each with why, instead of refusing the folder.
   const std::vector<std::string>& skipped_user_files() const { return skipped_user_files_; }
+  // What a user file put in place of a preset of the same kind and name
+  // loaded before it (a shipped datasheet): "gpu h100-sxm", by file. Said
+  // where the presets are listed: it changes every cluster of that GPU.
+  std::vector<std::string> replaced_by(const std::filesystem::path& user_file) const;
 
   const std::vector<GpuSpec>& gpus() const { return gpus_; }
   const std::vector<Link>& links() const { return links_; }
@@ -103,6 +115,7 @@ class PresetCatalog {
   std::filesystem::path dir_;
   std::vector<std::filesystem::path> user_files_;
   std::vector<std::string> skipped_user_files_;
+  std::vector<std::pair<std::filesystem::path, std::string>> replaced_;  // file, "kind name"
   std::vector<GpuSpec> gpus_;
   std::vector<Link> links_;
   std::vector<Workload> models_;

@@ -217,8 +217,7 @@ Cluster ClusterOptions::apply(Cluster c, const PresetCatalog& catalog, bool inli
   if (!intra_link.empty()) {
     c.intra_node = link(intra_link);
   } else if (inline_build || !gpu.empty()) {
-    const std::string board = c.gpu ? c.gpu->board_link : std::string();
-    c.intra_node = link(board.empty() ? "pcie4" : board);
+    c.intra_node = link(c.gpu ? node_link_preset(*c.gpu) : "pcie4");
   }
   if (!inter_link.empty()) {
     c.inter_node = link(inter_link);

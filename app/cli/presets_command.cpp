@@ -128,8 +128,14 @@ void run(const PresetsOptions& o, Context& ctx) {
   if (!o.json) {
     std::cout << "Presets from " << c.directory().string() << "\n";
     // The user's own (calibrated, learnt) over them, where they come from.
-    for (const std::filesystem::path& f : c.user_files())
-      std::cout << "  and " << f.string() << "\n";
+    for (const std::filesystem::path& f : c.user_files()) {
+      std::cout << "  and " << f.string();
+      // Its GPU of a shipped name stands in every cluster of that GPU.
+      const std::vector<std::string> replaced = c.replaced_by(f);
+      for (std::size_t i = 0; i < replaced.size(); ++i)
+        std::cout << (i == 0 ? ", in place of the shipped " : ", ") << replaced[i];
+      std::cout << "\n";
+    }
   }
 }
 

@@ -9,6 +9,7 @@
 #include <QScrollArea>
 #include <QSplitter>
 #include <QVBoxLayout>
+#include <algorithm>
 
 #include "app/gui/field_widgets.h"
 #include "app/gui/topology_view.h"
@@ -72,6 +73,75 @@ QString defaultNetwork(const PresetCatalog& catalog) {
     }
   }
   return {};
+}
+
+// The edits' value at `pointer` (JSON text), or nullptr.
+const QString* editAt(const std::vector<std::pair<QString, QString>>& edits, const char* pointer) {
+  for (const auto& [p, value] : edits) {
+    if (p == QLatin1String(pointer)) return &value;
+  }
+  return nullptr;
+}
+
+// Adds to `edits` what keeps the cluster whole when its shape changes, in
+// the same undo step: a network once there is more than one node, and a NIC
+// a node for it; a GPU model once nodes hold GPUs, none once they do not;
+// and the link between a node's GPUs that another GPU model comes with,
+// unless one of the user's own choosing is there, and no price or board
+// power of the GPU it replaces (as `--gpu` over a preset). Without them, 2
+// nodes of a one-GPU machine were refused for its 0 NICs, GPUs in a
+// CPU-only node for its missing link, and RTX 4090s put in a DGX H100 kept
+// its NVLink 4 and were costed at its H100 price.
+void keepWhole(const Cluster& c, const PresetCatalog& catalog,
+               std::vector<std::pair<QString, QString>>& edits) {
+  auto count = [&](const char* pointer, int now) {
+    bool ok = false;
+    const QString* v = editAt(edits, pointer);
+    const int n = v ? v->toInt(&ok) : 0;
+    return ok ? n : now;
+  };
+  const int nodes = count("/nodes", c.nodes);
+  const int gpus = count("/gpus_per_node", c.gpus_per_node);
+
+  const QString* network = editAt(edits, "/inter_node");
+  if (!network && nodes > 1 && !c.inter_node) {
+    const QString net = defaultNetwork(catalog);
+    if (!net.isEmpty()) edits.push_back({QStringLiteral("/inter_node"), jsonString(net)});
+  }
+  network = editAt(edits, "/inter_node");
+  const bool network_added = network && *network != QLatin1String("null") && !c.inter_node;
+  if (network_added && c.nics_per_node == 0 && !editAt(edits, "/nics_per_node")) {
+    edits.push_back({QStringLiteral("/nics_per_node"), QString::number(std::max(1, gpus))});
+  }
+
+  const QString* gpu_edit = editAt(edits, "/gpu");
+  if (!gpu_edit && gpus == 0 && c.gpu) {
+    edits.push_back({QStringLiteral("/gpu"), QStringLiteral("null")});
+  } else if (!gpu_edit && gpus > 0 && !c.gpu && !catalog.gpus().empty()) {
+    edits.push_back({QStringLiteral("/gpu"), jsonString(q(catalog.gpus().front().name))});
+  }
+  gpu_edit = editAt(edits, "/gpu");
+  const GpuSpec* new_gpu = nullptr;
+  if (gpu_edit && gpu_edit->startsWith('"')) {
+    new_gpu = catalog.find_gpu(gpu_edit->mid(1, gpu_edit->size() - 2).toStdString());
+  }
+  if (new_gpu && !editAt(edits, "/intra_node") && (gpus > 1 || !c.intra_node.name.empty())) {
+    // The new GPU's own, unless the user chose another for the old GPU (a
+    // link left from GPUs removed is theirs: H100s out and back as V100s
+    // kept NVLink 4).
+    const bool chosen =
+        c.gpu && !c.intra_node.name.empty() && c.intra_node.name != node_link_preset(*c.gpu);
+    const std::string link = node_link_preset(*new_gpu);
+    if (!chosen && link != c.intra_node.name && catalog.find_link(link)) {
+      edits.push_back({QStringLiteral("/intra_node"), jsonString(q(link))});
+    }
+  }
+  const bool gpu_removed = gpu_edit && *gpu_edit == QLatin1String("null");
+  if (c.gpu && (gpu_removed || (new_gpu && new_gpu->name != c.gpu->name))) {
+    for (const char* figure : {"/price_per_gpu_hour", "/power_per_gpu_watts"}) {
+      if (!editAt(edits, figure)) edits.push_back({QLatin1String(figure), QStringLiteral("0")});
+    }
+  }
 }
 
 }  // namespace
@@ -249,21 +319,8 @@ void ClusterDesigner::onFieldEdited(const QString& pointer, const QString& value
   const Cluster* c = workspace_->project().current_cluster();
   if (!c) return;
   std::vector<std::pair<QString, QString>> edits{{pointer, value}};
-  // Keep the cluster whole when its shape changes: a network once there is
-  // more than one node, a GPU model once nodes hold GPUs.
   bool ok = false;
   const int n = value.toInt(&ok);
-  if (ok && pointer == QLatin1String("/nodes") && n > 1 && !c->inter_node) {
-    const QString net = defaultNetwork(workspace_->catalog());
-    if (!net.isEmpty()) edits.push_back({QStringLiteral("/inter_node"), jsonString(net)});
-  }
-  if (ok && pointer == QLatin1String("/gpus_per_node")) {
-    if (n == 0 && c->gpu) edits.push_back({QStringLiteral("/gpu"), QStringLiteral("null")});
-    if (n > 0 && !c->gpu && !workspace_->catalog().gpus().empty()) {
-      edits.push_back(
-          {QStringLiteral("/gpu"), jsonString(q(workspace_->catalog().gpus().front().name))});
-    }
-  }
   // A name that counts the nodes or GPUs ("DGX H100 pod, 4 nodes (32
   // GPUs)") counts the new ones: the old count no longer names this cluster.
   if (ok && n > 0 &&
@@ -319,6 +376,7 @@ void ClusterDesigner::editFields(const QString& text,
   const Project& project = workspace_->project();
   const Cluster* current = project.current_cluster();
   if (!current) return;
+  keepWhole(*current, workspace_->catalog(), edits);
   std::vector<FieldValue> values;
   for (const auto& [pointer, value] : edits)
     values.push_back({pointer.toStdString(), value.toStdString()});

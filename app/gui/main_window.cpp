@@ -140,13 +140,19 @@ void MainWindow::start(const QString& path) {
     messages_->show(tr("The presets could not be loaded; preset lists are empty.\n%1")
                         .arg(workspace_->presetsError()),
                     MessageLevel::error);
+  } else if (!workspace_->userPresetsError().isEmpty()) {
+    messages_->show(tr("Your own presets were left out; the shipped presets are listed without "
+                       "them.\n%1")
+                        .arg(workspace_->userPresetsError()),
+                    MessageLevel::warning);
   }
   bool opened = false;
   if (!path.isEmpty()) opened = workspace_->open(path);
   if (!opened) {
     const QString kept = messages_->isVisible() ? messages_->text() : QString();
+    const MessageLevel kept_level = messages_->level();
     workspace_->newProject();
-    if (!kept.isEmpty() && messages_->text().isEmpty()) messages_->show(kept, MessageLevel::error);
+    if (!kept.isEmpty() && messages_->text().isEmpty()) messages_->show(kept, kept_level);
   }
   offerRecovery();
 }

@@ -75,9 +75,13 @@ class ProjectCommand : public QUndoCommand {
 };
 
 Workspace::Workspace(QObject* parent) : QObject(parent) {
-  auto loaded = PresetCatalog::load_default();
+  // A user's file that does not read leaves the shipped presets, said why
+  // (the app had none: empty lists and no project to start with).
+  std::string user_error;
+  auto loaded = PresetCatalog::load_default_or_shipped(user_error);
   if (loaded) {
     catalog_ = std::move(loaded).value();
+    user_presets_error_ = QString::fromStdString(user_error);
   } else {
     presets_error_ = QString::fromStdString(loaded.message());
   }
@@ -98,6 +102,7 @@ bool Workspace::reloadPresets() {
   }
   catalog_ = std::move(loaded).value();
   presets_error_.clear();
+  user_presets_error_.clear();  // the user's files read, this time
   emit presetsChanged();
   return true;
 }

@@ -37,6 +37,9 @@ class Workspace : public QObject {
   // presetsChanged. Where they no longer read, those loaded stay, and
   // message() says why; false.
   bool reloadPresets();
+  // Why the user's own presets were left out (a file of theirs that does
+  // not read), the shipped ones loaded without them; empty when they were not.
+  const QString& userPresetsError() const { return user_presets_error_; }
   const Project& project() const { return project_; }
   QUndoStack* undoStack() { return &undo_; }
 
@@ -103,6 +106,7 @@ class Workspace : public QObject {
 
   PresetCatalog catalog_;
   QString presets_error_;
+  QString user_presets_error_;
   Project project_;
   QUndoStack undo_;
   bool runs_unsaved_ = false;  // a run recorded since the project was saved or opened

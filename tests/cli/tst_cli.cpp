@@ -34,6 +34,7 @@ class TestCli : public QObject {
   void presetsModelsJson();
   void presetsOfCpuEngineRanks();
   void presetsListedWhenAUserFileIsBroken();
+  void presetsSayWhatAUserFileReplaces();
   void describeClusterJson();
   void describeInlineCluster();
   void validateReportsEveryProblem();
@@ -424,6 +425,28 @@ void TestCli::presetsListedWhenAUserFileIsBroken() {
   QCOMPARE(used.exit_code, 1);
   QVERIFY2(used.err.startsWith("clusterscope: error: " + bad + ":1:2: invalid JSON"),
            qPrintable(used.err));
+}
+
+// A user's GPU of a shipped name stands in every cluster of that GPU: the
+// listing said only "and mine.json", and the datasheet's 80 GiB H100 was
+// 94 GiB with nothing to tell why.
+void TestCli::presetsSayWhatAUserFileReplaces() {
+  QTemporaryDir dir;
+  const QString mine = write_file(dir, "mine.json", R"([
+    {"kind": "gpu", "name": "h100-sxm", "memory_gib": 94, "memory_bandwidth_gb_s": 3000,
+     "peak_tflops": {"fp32": 60, "bf16": 900}, "source": "measured here"},
+    {"kind": "link", "name": "nvlink4", "type": "nvlink", "bandwidth_gbps": 3000,
+     "latency_us": 2, "source": "nccl-tests here"}])");
+  const QString own = write_file(dir, "own.json", R"({"kind": "link", "name": "my-link",
+    "type": "pcie", "bandwidth_gbps": 100, "latency_us": 2, "source": "mine"})");
+  cs::test::ProcessOptions options;
+  options.env.insert("CLUSTERSCOPE_USER_PRESETS", dir.path());
+  const Run r = run_cli({"presets", "gpus"}, options);
+  QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+  QVERIFY2(
+      r.out.contains("  and " + mine + ", in place of the shipped gpu h100-sxm, link nvlink4\n"),
+      qPrintable(r.out));
+  QVERIFY2(r.out.contains("  and " + own + "\n"), qPrintable(r.out));
 }
 
 // Installed, the binary reads the presets installed beside it.

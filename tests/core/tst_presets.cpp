@@ -380,6 +380,10 @@ void TestPresets::userPresetsMergeOverShipped() {
   QVERIFY(catalog.skipped_user_files().back().find("run.plan.json: holds plans, not presets") !=
           std::string::npos);
   QCOMPARE(catalog.gpus().size(), shipped_gpus);  // replaced, not added
+  // Which says so, by file: the one that replaced it, not the other.
+  QCOMPARE(catalog.replaced_by(dir.filePath("b-gpu.json").toStdString()),
+           std::vector<std::string>{"gpu h100-sxm"});
+  QVERIFY(catalog.replaced_by(dir.filePath("a-cluster.json").toStdString()).empty());
   QCOMPARE(catalog.find_gpu("h100-sxm")->source, std::string("measured here"));
   QCOMPARE(catalog.find_gpu("h100-sxm")->peak.bf16, 900e12);
   // ... in the shipped clusters of that GPU too (they kept the shipped one).
@@ -561,11 +565,18 @@ void TestPresets::loadDefaultNamesBrokenUserFile() {
   const QByteArray user = qgetenv("CLUSTERSCOPE_USER_PRESETS");
   qputenv("CLUSTERSCOPE_USER_PRESETS", dir.path().toUtf8());
   auto c = cs::PresetCatalog::load_default();
+  std::string user_error;
+  auto shipped = cs::PresetCatalog::load_default_or_shipped(user_error);
   qputenv("CLUSTERSCOPE_USER_PRESETS", user);
   QVERIFY(!c.ok());
   QVERIFY2(c.message().find(dir.filePath("broken.json").toStdString()) != std::string::npos,
            c.message().c_str());
   QVERIFY2(c.message().find("user presets in") != std::string::npos, c.message().c_str());
+  // Where a view of the presets asks, the shipped ones and the same words.
+  QVERIFY(shipped.ok());
+  QVERIFY(shipped->find_gpu("h100-sxm"));
+  QVERIFY(shipped->user_files().empty());
+  QCOMPARE(user_error, c.message());
 }
 
 QTEST_GUILESS_MAIN(TestPresets)

@@ -92,6 +92,8 @@ class TestGuiApp : public QObject {
   void clusterNameCountsItsNodes_data();
   void clusterNameCountsItsNodes();
   void topologyFoldsThousandsOfNodes();
+  void clusterShapeEditsKeepItWhole_data();
+  void clusterShapeEditsKeepItWhole();
   void editWorkloadShowsFiguresLive();
   void largeNumbersInGroups();
   void commasOnlyInGroupsOfThree_data();
@@ -569,6 +571,90 @@ void TestGuiApp::topologyFoldsThousandsOfNodes() {
   window_->workspace()->undoStack()->undo();
   waitForEstimate();
   QCOMPARE(window_->workspace()->project().current_cluster()->nodes, 4);
+  window_->setFocus();
+}
+
+void TestGuiApp::clusterShapeEditsKeepItWhole_data() {
+  QTest::addColumn<QString>("preset");
+  // "pointer value": typed into the field, or the preset picked in the list.
+  QTest::addColumn<QStringList>("edits");
+  // nodes x GPUs per node GPU, link inside a node, NICs x network, price
+  QTest::addColumn<QString>("cluster");
+  // 0 NICs: "/nics_per_node: must be >= 1" refused the node count.
+  QTest::addRow("one-GPU machine on two nodes")
+      << "h200-1" << QStringList{"/nodes 2"} << "2 x 1 h200, nvlink4, 1 x ib-ndr, $3.5";
+  QTest::addRow("PCIe box on two nodes")
+      << "rtx4090-8-pcie" << QStringList{"/nodes 2"} << "2 x 8 rtx-4090, pcie4, 8 x ib-ndr, $0.4";
+  QTest::addRow("network for a one-GPU machine") << "h200-1" << QStringList{"/inter_node roce-400"}
+                                                 << "1 x 1 h200, nvlink4, 1 x roce-400, $3.5";
+  // No link between its GPUs: "/intra_node: is required".
+  QTest::addRow("GPUs in a CPU-only node") << "laptop-cpu" << QStringList{"/gpus_per_node 8"}
+                                           << "1 x 8 v100-sxm2-32gb, nvlink2, 0 x -, $0";
+  // Another GPU comes with its own link, and without the H100's price:
+  // RTX 4090s kept NVLink 4's 450 GB/s and $3 an hour.
+  QTest::addRow("PCIe cards in a DGX H100")
+      << "dgx-h100-8" << QStringList{"/gpu rtx-4090"} << "1 x 8 rtx-4090, pcie4, 8 x -, $0";
+  QTest::addRow("A100s in a DGX H100")
+      << "dgx-h100-8" << QStringList{"/gpu a100-80gb"} << "1 x 8 a100-80gb, nvlink3, 8 x -, $0";
+  QTest::addRow("GPUs out and back")
+      << "dgx-h100-8" << QStringList{"/gpus_per_node 0", "/gpus_per_node 8"}
+      << "1 x 8 v100-sxm2-32gb, nvlink2, 8 x -, $0";
+  QTest::addRow("a link of the user's own stays")
+      << "dgx-h100-8" << QStringList{"/intra_node pcie5", "/gpu rtx-4090"}
+      << "1 x 8 rtx-4090, pcie5, 8 x -, $0";
+}
+
+// An edit that changes the cluster's shape brings what the new shape needs,
+// in the same undo step, instead of being refused or keeping a link of the
+// old shape.
+void TestGuiApp::clusterShapeEditsKeepItWhole() {
+  QFETCH(QString, preset);
+  QFETCH(QStringList, edits);
+  QFETCH(QString, cluster);
+  Workspace* ws = window_->workspace();
+  ClusterDesigner* designer = window_->clusterDesigner();
+  const int start = ws->undoStack()->index();
+  auto back = qScopeGuard([&] {
+    while (ws->undoStack()->index() > start)
+      ws->undoStack()->undo();
+    waitForEstimate();
+  });
+  QVERIFY(designer->applyPreset(preset));
+  QString typed_before;  // the field typed into by the edit before
+  for (const QString& edit : edits) {
+    const QString pointer = edit.section(' ', 0, 0);
+    const QString value = edit.section(' ', 1);
+    const int steps = ws->undoStack()->index();
+    QComboBox* box = pointer == QLatin1String("/gpu")          ? designer->gpuBox()
+                     : pointer == QLatin1String("/intra_node") ? designer->intraBox()
+                     : pointer == QLatin1String("/inter_node") ? designer->interBox()
+                                                               : nullptr;
+    if (box) {
+      const int index = box->findData(value);
+      QVERIFY2(index >= 0, qPrintable(value));
+      box->setCurrentIndex(index);
+      emit box->activated(index);
+    } else {
+      FieldEdit* field = designer->field(pointer);
+      test::typeInto(field->lineEdit(), value);
+      QVERIFY2(!field->hasProblem(), qPrintable(field->problem()));
+    }
+    // One step, what it brought included; typing again in a field is its step.
+    QCOMPARE(ws->undoStack()->index(), steps + (!box && pointer == typed_before ? 0 : 1));
+    typed_before = box ? QString() : pointer;
+  }
+  const cs::Cluster* c = ws->project().current_cluster();
+  QCOMPARE(QStringLiteral("%1 x %2 %3, %4, %5 x %6, $%7")
+               .arg(c->nodes)
+               .arg(c->gpus_per_node)
+               .arg(QString::fromStdString(c->gpu ? c->gpu->name : "none"))
+               .arg(QString::fromStdString(c->intra_node.name))
+               .arg(c->nics_per_node)
+               .arg(QString::fromStdString(c->inter_node ? c->inter_node->name : "-"))
+               .arg(c->price_per_gpu_hour),
+           cluster);
+  QCOMPARE(designer->intraBox()->currentData().toString(),
+           QString::fromStdString(c->intra_node.name));
   window_->setFocus();
 }
 

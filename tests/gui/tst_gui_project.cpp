@@ -47,6 +47,7 @@ class TestGuiProject : public QObject {
  private slots:
   void initTestCase();
   void defaultProjectIsAWorkingPlan();
+  void brokenUserPresetsLeaveTheShipped();
   void roundTrip();
   void badFiles_data();
   void badFiles();
@@ -98,6 +99,27 @@ void TestGuiProject::defaultProjectIsAWorkingPlan() {
   auto missing = default_project(empty);
   QVERIFY(!missing.ok());
   QVERIFY(QString::fromStdString(missing.message()).contains(QStringLiteral("dgx-h100-32")));
+}
+
+// A user preset file that does not read (half written, or another
+// program's JSON in the folder): the app had no presets at all, empty lists
+// and no project to start with. Now it has the shipped ones and says why
+// the user's are missing.
+void TestGuiProject::brokenUserPresetsLeaveTheShipped() {
+  QTemporaryDir presets;
+  QFile broken(presets.filePath(QStringLiteral("mine.json")));
+  QVERIFY(broken.open(QIODevice::WriteOnly));
+  broken.write(R"([{"kind": "gpu", "name": "h1)");
+  broken.close();
+  const QByteArray user = qgetenv("CLUSTERSCOPE_USER_PRESETS");
+  qputenv("CLUSTERSCOPE_USER_PRESETS", presets.path().toUtf8());
+  auto restore = qScopeGuard([&] { qputenv("CLUSTERSCOPE_USER_PRESETS", user); });
+  Workspace ws;
+  QVERIFY2(ws.presetsError().isEmpty(), qPrintable(ws.presetsError()));
+  QVERIFY2(ws.userPresetsError().contains(broken.fileName()), qPrintable(ws.userPresetsError()));
+  QVERIFY(ws.catalog().find_gpu("h100-sxm"));
+  QVERIFY(ws.newProject());
+  QCOMPARE(ws.project().current_cluster()->name, std::string("dgx-h100-32"));
 }
 
 void TestGuiProject::roundTrip() {
