@@ -48,7 +48,8 @@ QString totalsHtml(const Cluster& c) {
   row(QObject::tr("GPUs"), q(format_count(t.gpus)));
   rows += QStringLiteral("<tr><td colspan=2>%1</td></tr>").arg(QObject::tr("Peak, dense")) + peak;
   row(QObject::tr("GPU memory"), q(format_bytes(t.gpu_memory_bytes)));
-  row(QObject::tr("Per GPU, inside a node"), bw(t.per_gpu_intra_bandwidth));
+  if (c.gpus_per_node > 1)
+    row(QObject::tr("Per GPU, inside a node"), bw(t.per_gpu_intra_bandwidth));
   if (c.nodes > 1) {
     row(nic_share_capped_by_host_link(c) ? QObject::tr("Per GPU, between nodes (its PCIe link)")
                                          : QObject::tr("Per GPU, between nodes"),

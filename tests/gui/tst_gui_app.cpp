@@ -655,6 +655,9 @@ void TestGuiApp::clusterShapeEditsKeepItWhole() {
            cluster);
   QCOMPARE(designer->intraBox()->currentData().toString(),
            QString::fromStdString(c->intra_node.name));
+  // A node of one GPU has no bandwidth between its GPUs to show (it said 0 B/s).
+  QCOMPARE(designer->totalsLabel()->text().contains(QStringLiteral("inside a node")),
+           c->gpus_per_node > 1);
   window_->setFocus();
 }
 
