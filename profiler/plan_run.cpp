@@ -196,8 +196,6 @@ Result<PlanRun> plan_run(const Plan& plan, const PlanRunOptions& o) {
   }
   if (p.sequence_parallel)
     run.notes.push_back("sequence parallelism is not implemented: it runs without it");
-  if (p.recompute != Recompute::none)
-    run.notes.push_back("activation recomputation is not implemented: it runs without it");
   const Precision compute = plan.precision.compute;
   std::string precision(to_string(compute));
   if (run.backend == "cpu") {
@@ -313,6 +311,7 @@ Result<PlanRun> plan_run(const Plan& plan, const PlanRunOptions& o) {
                       "--tp",           std::to_string(p.tp),
                       "--pp",           std::to_string(p.pp),
                       "--zero",         std::to_string(p.zero_stage),
+                      "--recompute",    std::string(to_string(p.recompute)),
                       "--micro-batch",  std::to_string(p.micro_batch),
                       "--global-batch", std::to_string(p.global_batch),
                       "--precision",    precision,

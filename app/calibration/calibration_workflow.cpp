@@ -979,8 +979,8 @@ Workload trained_workload(const Workload& planned, const worker::GptConfig& c) {
 
 // The estimate of a plan whose workload is already what the worker trains,
 // as the engines run it (naive attention, blocking tensor-parallel
-// all-reduces, the workers' gradient buckets, fp32 gradients, no
-// recomputation or sequence parallelism).
+// all-reduces, the workers' gradient buckets, fp32 gradients, no sequence
+// parallelism; recomputation as the plan asks).
 // `notes` say how the prediction was made so far.
 Result<trace::PredictedStep> predict_trained(const PresetCatalog& catalog, Plan plan,
                                              std::string_view backend, int ranks,
@@ -994,7 +994,6 @@ Result<trace::PredictedStep> predict_trained(const PresetCatalog& catalog, Plan 
   p.vocab_parallel = false;      // ... and keep the embedding and LM head whole on every rank
   p.fp32_attention_scores = true;  // ... with the scores in fp32
   p.sequence_parallel = false;
-  p.recompute = Recompute::none;
   p.schedule = PipelineSchedule::one_f_one_b;
   p.virtual_stages = 1;
   p.bucket_mib = bucket_kib / 1024;
@@ -1153,6 +1152,12 @@ Result<Plan> plan_of_worker_run(const PresetCatalog& catalog, const trace::Trace
   p.tp = parallel.value("tp", 1);
   p.pp = parallel.value("pp", 1);
   p.zero_stage = parallel.value("zero_stage", 0);
+  const std::string recompute = parallel.value("recompute", "none");
+  if (const auto r = recompute_from_string(recompute)) {
+    p.recompute = *r;
+  } else {
+    return Error{store.path() + ": meta parallel: unknown recompute \"" + recompute + "\""};
+  }
   p.micro_batch = parallel.value("micro_batch", 1);
   p.global_batch = p.dp * p.micro_batch * std::max(1, parallel.value("accumulation", 1));
   p.overlap_grad_reduce = parallel.value("overlap", true);  // the worker's --no-overlap

@@ -57,6 +57,7 @@ struct RunPlanOptions {
   ModelOptions model;
   std::optional<int> dp, tp, pp, zero, micro_batch, global_batch;
   std::string precision;
+  std::string recompute;
 
   void add_to(CLI::App& command) {
     command.add_option("--plan", plan_file,
@@ -73,6 +74,11 @@ struct RunPlanOptions {
         ->check(positive_number());
     command.add_option("--global-batch", global_batch, "Sequences per step, all replicas")
         ->check(positive_number());
+    command
+        .add_option("--recompute", recompute,
+                    "Activation recomputation: none, selective (attention scores) or full "
+                    "(each layer)")
+        ->check(CLI::IsMember({"none", "selective", "full"}));
     command.add_option("--precision", precision,
                        "Compute precision: fp32 or bf16 (CPU); tf32, fp16, fp8 too on CUDA")
         ->check(precision_name());
@@ -108,6 +114,7 @@ struct RunPlanOptions {
       p.dp = *ranks / (p.tp * p.pp);
     }
     if (zero) p.zero_stage = *zero;
+    if (!recompute.empty()) p.recompute = recompute_from_string(recompute).value();
     if (micro_batch) p.micro_batch = *micro_batch;
     if (global_batch) {
       p.global_batch = *global_batch;

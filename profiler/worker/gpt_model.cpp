@@ -4,6 +4,9 @@
 #include <numbers>
 #include <stdexcept>
 
+#include "core/plans.h"
+#include "profiler/worker/op_tracer.h"
+
 namespace cs::worker {
 
 namespace {
@@ -102,22 +105,26 @@ std::vector<ParamInfo> gpt_parameter_layout(const GptConfig& c, const ModelParal
 // Activations of one micro-batch in flight on this stage.
 struct GptModel::Slot {
   std::vector<Tensor> residual;  // nl + 1: input of each layer, then the stage output
-  std::vector<Tensor> ln1, ln1_mean, ln1_rstd, qkv, att, atty, residual2, ln2, ln2_mean, ln2_rstd,
-      fch, fch_gelu;
+  // Each layer's (none with full recomputation; selective keeps no scores).
+  std::vector<LayerActivations> layers;
   Tensor projection;  // scratch: attention and MLP projections before the residual add
   Tensor tokens;      // first stage: kept for the embedding's backward
   Tensor lnf, lnf_mean, lnf_rstd, logits, losses;  // last stage
 };
 
 GptModel::GptModel(Backend& backend, const GptConfig& config, const ModelParallel& parallel,
-                   DType compute, int micro_batch, int slots, Communicator* tp_comm)
+                   DType compute, int micro_batch, int slots, Communicator* tp_comm,
+                   Recompute recompute,
+                   std::function<void(std::string_view, std::int64_t)> annotate)
     : backend_(backend),
       config_(config),
       parallel_(parallel),
       compute_(compute),
       B_(micro_batch),
       slot_count_(slots),
-      tp_comm_(tp_comm) {
+      tp_comm_(tp_comm),
+      recompute_(recompute),
+      annotate_(std::move(annotate)) {
   const GptConfig& c = config_;
   const auto n = [](int v) { return std::to_string(v); };
   if (c.hidden % c.heads != 0) {
@@ -168,12 +175,12 @@ GptModel::GptModel(Backend& backend, const GptConfig& config, const ModelParalle
 }
 
 GptModel::~GptModel() {
+  const auto release = [&](Tensor& t) { backend_.release(t); };
   for (Slot* s : slots_) {
-    for (auto* list : {&s->residual, &s->ln1, &s->ln1_mean, &s->ln1_rstd, &s->qkv, &s->att,
-                       &s->atty, &s->residual2, &s->ln2, &s->ln2_mean, &s->ln2_rstd, &s->fch,
-                       &s->fch_gelu}) {
-      for (Tensor& t : *list) backend_.release(t);
-    }
+    for (Tensor& t : s->residual)
+      backend_.release(t);
+    for (LayerActivations& a : s->layers)
+      a.for_each(release);
     for (Tensor* t : {&s->projection, &s->tokens, &s->lnf, &s->lnf_mean, &s->lnf_rstd, &s->logits,
                       &s->losses}) {
       backend_.release(*t);
@@ -184,17 +191,16 @@ GptModel::~GptModel() {
                     &tokens_, &targets_}) {
     backend_.release(*t);
   }
+  recomputed_.for_each(release);
 }
 
 std::int64_t GptModel::activation_bytes() const {
   std::int64_t bytes = tokens_.bytes() + targets_.bytes();
-  for (const Slot* s : slots_) {
-    for (const auto* list :
-         {&s->residual, &s->ln1, &s->ln1_mean, &s->ln1_rstd, &s->qkv, &s->att, &s->atty,
-          &s->residual2, &s->ln2, &s->ln2_mean, &s->ln2_rstd, &s->fch, &s->fch_gelu}) {
-      for (const Tensor& t : *list)
-        bytes += t.bytes();
-    }
+  for (Slot* s : slots_) {
+    for (const Tensor& t : s->residual)
+      bytes += t.bytes();
+    for (LayerActivations& a : s->layers)
+      a.for_each([&](const Tensor& t) { bytes += t.bytes(); });
     for (const Tensor* t : {&s->projection, &s->tokens, &s->lnf, &s->lnf_mean, &s->lnf_rstd,
                             &s->logits, &s->losses}) {
       bytes += t->bytes();
@@ -213,6 +219,30 @@ Tensor GptModel::grad(int index) const {
   return grads_.slice(p.offset, p.numel());
 }
 
+GptModel::LayerActivations GptModel::allocate_layer(bool with_scores) {
+  const GptConfig& c = config_;
+  const std::int64_t N = static_cast<std::int64_t>(B_) * c.seq;
+  const std::int64_t C = c.hidden;
+  const std::int64_t Cl = C / c.heads * local_heads_;
+  const std::int64_t Fl = local_ffn_;
+  auto act = [&](std::int64_t n, const char* what) { return backend_.alloc(n, compute_, what); };
+  auto f32 = [&](std::int64_t n, const char* what) { return backend_.alloc(n, DType::f32, what); };
+  LayerActivations a;
+  a.ln1 = act(N * C, "ln1");
+  a.ln1_mean = f32(N, "ln1.mean");
+  a.ln1_rstd = f32(N, "ln1.rstd");
+  a.qkv = act(N * 3 * Cl, "qkv");
+  if (with_scores) a.att = act(static_cast<std::int64_t>(B_) * local_heads_ * c.seq * c.seq, "att");
+  a.atty = act(N * Cl, "attn.out");
+  a.residual2 = act(N * C, "residual2");
+  a.ln2 = act(N * C, "ln2");
+  a.ln2_mean = f32(N, "ln2.mean");
+  a.ln2_rstd = f32(N, "ln2.rstd");
+  a.fch = act(N * Fl, "mlp.fc");
+  a.fch_gelu = act(N * Fl, "mlp.gelu");
+  return a;
+}
+
 void GptModel::alloc_activations() {
   const GptConfig& c = config_;
   const std::int64_t N = static_cast<std::int64_t>(B_) * c.seq;
@@ -225,19 +255,9 @@ void GptModel::alloc_activations() {
   for (int s = 0; s < slot_count_; ++s) {
     auto* slot = new Slot;
     for (int l = 0; l <= nl; ++l) slot->residual.push_back(act(N * C, "residual"));
-    for (int l = 0; l < nl; ++l) {
-      slot->ln1.push_back(act(N * C, "ln1"));
-      slot->ln1_mean.push_back(f32(N, "ln1.mean"));
-      slot->ln1_rstd.push_back(f32(N, "ln1.rstd"));
-      slot->qkv.push_back(act(N * 3 * Cl, "qkv"));
-      slot->att.push_back(act(static_cast<std::int64_t>(B_) * local_heads_ * c.seq * c.seq, "att"));
-      slot->atty.push_back(act(N * Cl, "attn.out"));
-      slot->residual2.push_back(act(N * C, "residual2"));
-      slot->ln2.push_back(act(N * C, "ln2"));
-      slot->ln2_mean.push_back(f32(N, "ln2.mean"));
-      slot->ln2_rstd.push_back(f32(N, "ln2.rstd"));
-      slot->fch.push_back(act(N * Fl, "mlp.fc"));
-      slot->fch_gelu.push_back(act(N * Fl, "mlp.gelu"));
+    if (recompute_ != Recompute::full) {
+      for (int l = 0; l < nl; ++l)
+        slot->layers.push_back(allocate_layer(recompute_ == Recompute::none));
     }
     slot->projection = act(N * C, "projection");
     if (first_stage()) slot->tokens = backend_.alloc(N, DType::i32, "tokens");
@@ -258,6 +278,21 @@ void GptModel::alloc_activations() {
   d_fch_gelu_ = act(N * Fl, "grad.mlp.gelu");
   d_output_ = act(N * C, "grad.stage.output");
   if (last_stage()) targets_ = backend_.alloc(N, DType::i32, "targets");
+  if (recompute_ == Recompute::full) {
+    recomputed_ = allocate_layer(true);
+    // The recomputed layer's output, which backward does not read, is left
+    // out; residual2 is its input to the MLP.
+  } else if (recompute_ == Recompute::selective) {
+    recomputed_.att = act(static_cast<std::int64_t>(B_) * local_heads_ * c.seq * c.seq, "att");
+    recomputed_.atty = act(N * Cl, "attn.out");  // written again, not read
+  }
+}
+
+GptModel::LayerActivations GptModel::layer(Slot& slot, int li) const {
+  if (recompute_ == Recompute::full) return recomputed_;
+  LayerActivations a = slot.layers[li];
+  if (recompute_ == Recompute::selective) a.att = recomputed_.att;
+  return a;
 }
 
 Tensor GptModel::stage_input(int slot) const { return slots_[slot]->residual.front(); }
@@ -291,8 +326,9 @@ void GptModel::initialize(std::uint64_t seed, Tensor master) {
   backend_.upload(master, host.data());
 }
 
-double GptModel::forward(int slot_index, const std::int32_t* tokens, const std::int32_t* targets) {
-  Slot& s = *slots_[slot_index];
+void GptModel::layer_forward(int li, const LayerActivations& a, Tensor input, Tensor output,
+                             Tensor projection) {
+  const LayerParams& L = layer_params_[li];
   const GptConfig& c = config_;
   const int N = B_ * c.seq;
   const int C = c.hidden;
@@ -300,33 +336,39 @@ double GptModel::forward(int slot_index, const std::int32_t* tokens, const std::
   const int Fl = local_ffn_;
   const bool tp = tp_comm_ && tp_comm_->size() > 1;
   const bool adds_bias = parallel_.tp_rank == 0;  // row-parallel biases are added once
+  backend_.layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, input, weight(L.ln1_w), weight(L.ln1_b),
+                             N, C);
+  backend_.matmul_forward(a.qkv, a.ln1, weight(L.qkv_w), weight(L.qkv_b), N, C, 3 * Cl, "attn.qkv");
+  backend_.attention_forward(a.atty, a.att, a.qkv, B_, c.seq, Cl, local_heads_);
+  backend_.matmul_forward(projection, a.atty, weight(L.proj_w),
+                          adds_bias ? weight(L.proj_b) : Tensor{}, N, Cl, C, "attn.proj");
+  if (tp) tp_comm_->all_reduce(projection);
+  backend_.residual_forward(a.residual2, input, projection, static_cast<std::int64_t>(N) * C);
+  backend_.layernorm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, a.residual2, weight(L.ln2_w),
+                             weight(L.ln2_b), N, C);
+  backend_.matmul_forward(a.fch, a.ln2, weight(L.fc_w), weight(L.fc_b), N, C, Fl, "mlp.fc");
+  backend_.gelu_forward(a.fch_gelu, a.fch, static_cast<std::int64_t>(N) * Fl);
+  backend_.matmul_forward(projection, a.fch_gelu, weight(L.fcproj_w),
+                          adds_bias ? weight(L.fcproj_b) : Tensor{}, N, Fl, C, "mlp.proj");
+  if (tp) tp_comm_->all_reduce(projection);
+  if (!output.empty()) {
+    backend_.residual_forward(output, a.residual2, projection, static_cast<std::int64_t>(N) * C);
+  }
+}
+
+double GptModel::forward(int slot_index, const std::int32_t* tokens, const std::int32_t* targets) {
+  Slot& s = *slots_[slot_index];
+  const GptConfig& c = config_;
+  const int N = B_ * c.seq;
+  const int C = c.hidden;
 
   if (first_stage()) {
     backend_.upload(s.tokens, tokens);
     backend_.embedding_forward(s.residual[0], s.tokens, weight(wte_), weight(wpe_), B_, c.seq, C);
   }
   for (std::size_t li = 0; li < layer_params_.size(); ++li) {
-    const LayerParams& L = layer_params_[li];
-    backend_.layernorm_forward(s.ln1[li], s.ln1_mean[li], s.ln1_rstd[li], s.residual[li],
-                               weight(L.ln1_w), weight(L.ln1_b), N, C);
-    backend_.matmul_forward(s.qkv[li], s.ln1[li], weight(L.qkv_w), weight(L.qkv_b), N, C, 3 * Cl,
-                            "attn.qkv");
-    backend_.attention_forward(s.atty[li], s.att[li], s.qkv[li], B_, c.seq, Cl, local_heads_);
-    backend_.matmul_forward(s.projection, s.atty[li], weight(L.proj_w),
-                            adds_bias ? weight(L.proj_b) : Tensor{}, N, Cl, C, "attn.proj");
-    if (tp) tp_comm_->all_reduce(s.projection);
-    backend_.residual_forward(s.residual2[li], s.residual[li], s.projection,
-                              static_cast<std::int64_t>(N) * C);
-    backend_.layernorm_forward(s.ln2[li], s.ln2_mean[li], s.ln2_rstd[li], s.residual2[li],
-                               weight(L.ln2_w), weight(L.ln2_b), N, C);
-    backend_.matmul_forward(s.fch[li], s.ln2[li], weight(L.fc_w), weight(L.fc_b), N, C, Fl,
-                            "mlp.fc");
-    backend_.gelu_forward(s.fch_gelu[li], s.fch[li], static_cast<std::int64_t>(N) * Fl);
-    backend_.matmul_forward(s.projection, s.fch_gelu[li], weight(L.fcproj_w),
-                            adds_bias ? weight(L.fcproj_b) : Tensor{}, N, Fl, C, "mlp.proj");
-    if (tp) tp_comm_->all_reduce(s.projection);
-    backend_.residual_forward(s.residual[li + 1], s.residual2[li], s.projection,
-                              static_cast<std::int64_t>(N) * C);
+    layer_forward(static_cast<int>(li), layer(s, static_cast<int>(li)), s.residual[li],
+                  s.residual[li + 1], s.projection);
   }
   if (!last_stage()) return 0;
 
@@ -363,25 +405,36 @@ void GptModel::backward(int slot_index, float dloss,
 
   for (int li = static_cast<int>(layer_params_.size()) - 1; li >= 0; --li) {
     const LayerParams& L = layer_params_[li];
+    const LayerActivations a = layer(s, li);
+    if (recompute_ == Recompute::full) {
+      const std::int64_t start = annotate_ ? OpTracer::now_ns() : 0;
+      layer_forward(li, a, s.residual[li], Tensor{}, s.projection);
+      if (annotate_) annotate_("recompute", start);
+    }
     // MLP: the gradient reaching its output is the residual stream's.
     backend_.matmul_backward(d_fch_gelu_, grad(L.fcproj_w), grad(L.fcproj_b), d_residual_,
-                             s.fch_gelu[li], weight(L.fcproj_w), N, Fl, C, "mlp.proj");
-    backend_.gelu_backward(d_fch_, s.fch[li], d_fch_gelu_, static_cast<std::int64_t>(N) * Fl);
-    backend_.matmul_backward(d_ln_, grad(L.fc_w), grad(L.fc_b), d_fch_, s.ln2[li], weight(L.fc_w),
-                             N, C, Fl, "mlp.fc");
+                             a.fch_gelu, weight(L.fcproj_w), N, Fl, C, "mlp.proj");
+    backend_.gelu_backward(d_fch_, a.fch, d_fch_gelu_, static_cast<std::int64_t>(N) * Fl);
+    backend_.matmul_backward(d_ln_, grad(L.fc_w), grad(L.fc_b), d_fch_, a.ln2, weight(L.fc_w), N, C,
+                             Fl, "mlp.fc");
     if (tp) tp_comm_->all_reduce(d_ln_);
-    backend_.layernorm_backward(d_residual_, grad(L.ln2_w), grad(L.ln2_b), d_ln_, s.residual2[li],
-                                weight(L.ln2_w), s.ln2_mean[li], s.ln2_rstd[li], N, C);
+    backend_.layernorm_backward(d_residual_, grad(L.ln2_w), grad(L.ln2_b), d_ln_, a.residual2,
+                                weight(L.ln2_w), a.ln2_mean, a.ln2_rstd, N, C);
     // Attention.
-    backend_.matmul_backward(d_atty_, grad(L.proj_w), grad(L.proj_b), d_residual_, s.atty[li],
+    backend_.matmul_backward(d_atty_, grad(L.proj_w), grad(L.proj_b), d_residual_, a.atty,
                              weight(L.proj_w), N, Cl, C, "attn.proj");
-    backend_.attention_backward(d_qkv_, d_atty_, s.qkv[li], s.att[li], B_, c.seq, Cl,
-                                local_heads_);
-    backend_.matmul_backward(d_ln_, grad(L.qkv_w), grad(L.qkv_b), d_qkv_, s.ln1[li],
-                             weight(L.qkv_w), N, C, 3 * Cl, "attn.qkv");
+    if (recompute_ == Recompute::selective) {
+      // The scores again (its output, already read above, goes to a buffer of its own).
+      const std::int64_t start = annotate_ ? OpTracer::now_ns() : 0;
+      backend_.attention_forward(recomputed_.atty, a.att, a.qkv, B_, c.seq, Cl, local_heads_);
+      if (annotate_) annotate_("recompute", start);
+    }
+    backend_.attention_backward(d_qkv_, d_atty_, a.qkv, a.att, B_, c.seq, Cl, local_heads_);
+    backend_.matmul_backward(d_ln_, grad(L.qkv_w), grad(L.qkv_b), d_qkv_, a.ln1, weight(L.qkv_w), N,
+                             C, 3 * Cl, "attn.qkv");
     if (tp) tp_comm_->all_reduce(d_ln_);
     backend_.layernorm_backward(d_residual_, grad(L.ln1_w), grad(L.ln1_b), d_ln_, s.residual[li],
-                                weight(L.ln1_w), s.ln1_mean[li], s.ln1_rstd[li], N, C);
+                                weight(L.ln1_w), a.ln1_mean, a.ln1_rstd, N, C);
     if (on_grads_ready) on_grads_ready(params_[L.ln1_w].offset);
   }
 

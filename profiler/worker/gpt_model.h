@@ -11,6 +11,13 @@
 // a contiguous range of layers (the first holds the embeddings, the last the
 // final norm and the LM head). Data parallelism and ZeRO live in the trainer.
 //
+// Activation recomputation, as Megatron's: selective keeps no attention
+// scores and recomputes them (the attention core's forward) before the
+// attention's backward; full keeps only each layer's input and runs the
+// whole layer's forward again, its tensor-parallel all-reduces included,
+// before the layer's backward. What they recompute goes into buffers of one
+// layer shared by all layers and slots (the workspace, not the activations).
+//
 // Parameters of this rank sit in one flat buffer, embeddings first and the LM
 // head last, so that backward produces gradients from the end of the buffer
 // towards its start (what bucketed data-parallel reduction relies on).
@@ -18,10 +25,15 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "profiler/worker/backend.h"
 #include "profiler/worker/comm.h"
+
+namespace cs {
+enum class Recompute;  // core/plans.h
+}
 
 namespace cs::worker {
 
@@ -66,8 +78,11 @@ class GptModel {
  public:
   // `tp_comm` is null when tp == 1. `slots` activation sets are kept, one per
   // micro-batch in flight (pipeline 1F1B keeps up to pp - stage).
-  GptModel(Backend& backend, const GptConfig& config, const ModelParallel& parallel,
-           DType compute, int micro_batch, int slots, Communicator* tp_comm);
+  // `annotate` (may be empty) is told each recomputation's name and start
+  // as it ends, for the trace's phases.
+  GptModel(Backend& backend, const GptConfig& config, const ModelParallel& parallel, DType compute,
+           int micro_batch, int slots, Communicator* tp_comm, Recompute recompute,
+           std::function<void(std::string_view, std::int64_t)> annotate = {});
   ~GptModel();
   GptModel(const GptModel&) = delete;
   GptModel& operator=(const GptModel&) = delete;
@@ -81,7 +96,7 @@ class GptModel {
   // Floating-point work of one micro-batch's forward on this rank (GEMMs and attention).
   double forward_flops() const;
   // Bytes of the activations every slot keeps for backward (with the
-  // tokens and targets).
+  // tokens and targets); recomputation's one-layer buffers are not counted.
   std::int64_t activation_bytes() const;
 
   // Fills fp32 master values from `seed`, the same numbers whatever the split,
@@ -112,10 +127,29 @@ class GptModel {
   void backward(int slot, float dloss, const std::function<void(std::int64_t)>& on_grads_ready);
 
  private:
+  // What one layer's forward leaves for its backward.
+  struct LayerActivations {
+    Tensor ln1, ln1_mean, ln1_rstd, qkv, att, atty, residual2, ln2, ln2_mean, ln2_rstd, fch,
+        fch_gelu;
+    template <class F>
+    void for_each(F f) {
+      for (Tensor* t : {&ln1, &ln1_mean, &ln1_rstd, &qkv, &att, &atty, &residual2, &ln2, &ln2_mean,
+                        &ln2_rstd, &fch, &fch_gelu})
+        f(*t);
+    }
+  };
   struct Slot;
   Tensor weight(int index) const;
   Tensor grad(int index) const;
   void alloc_activations();
+  LayerActivations allocate_layer(bool with_scores);
+  // Layer `li`'s activations in `slot`, or the recomputation buffers where
+  // they are not kept.
+  LayerActivations layer(Slot& slot, int li) const;
+  // One layer's forward from `input` into `output` (output empty: the
+  // residual add is left out, as backward does not read it).
+  void layer_forward(int li, const LayerActivations& a, Tensor input, Tensor output,
+                     Tensor projection);
 
   Backend& backend_;
   GptConfig config_;
@@ -124,6 +158,8 @@ class GptModel {
   int B_;
   int slot_count_;
   Communicator* tp_comm_;
+  Recompute recompute_;
+  std::function<void(std::string_view, std::int64_t)> annotate_;
   int first_layer_ = 0;
   int last_layer_ = 0;
   int local_heads_ = 0;
@@ -143,6 +179,9 @@ class GptModel {
   std::vector<Slot*> slots_;
   // Gradient buffers shared by all slots (one backward at a time).
   Tensor d_residual_, d_ln_, d_qkv_, d_atty_, d_fch_, d_fch_gelu_, d_output_, tokens_, targets_;
+  // Recomputation's buffers of one layer, shared by all layers and slots:
+  // full, a whole layer's; selective, the scores and the attention output.
+  LayerActivations recomputed_;
 };
 
 }  // namespace cs::worker

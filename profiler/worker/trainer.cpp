@@ -68,9 +68,10 @@ Trainer::Trainer(Backend& backend, Communicator& dp, Communicator& tp, Communica
   }
   const int slots = std::min(config_.pp - config_.pp_rank, config_.accumulation);
   ModelParallel mp{config_.tp, config_.tp_rank, config_.pp, config_.pp_rank};
-  model_ = std::make_unique<GptModel>(backend_, config_.model, mp, config_.compute,
-                                      config_.micro_batch, std::max(1, slots),
-                                      config_.tp > 1 ? &tp_ : nullptr);
+  model_ = std::make_unique<GptModel>(
+      backend_, config_.model, mp, config_.compute, config_.micro_batch, std::max(1, slots),
+      config_.tp > 1 ? &tp_ : nullptr, config_.recompute,
+      [this](std::string_view what, std::int64_t start_ns) { annotate(what, start_ns); });
 
   n_ = model_->num_params();
   const bool zero = config_.zero_stage == 1 && config_.dp > 1;

@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/plans.h"
 #include "profiler/worker/gpt_model.h"
 
 namespace cs::worker {
@@ -20,6 +21,7 @@ struct TrainConfig {
   int dp = 1, tp = 1, pp = 1;
   int dp_rank = 0, tp_rank = 0, pp_rank = 0;
   int zero_stage = 0;  // 0 or 1
+  Recompute recompute = Recompute::none;
   int micro_batch = 1;
   int accumulation = 1;  // micro-batches per replica per step
   DType compute = DType::f32;

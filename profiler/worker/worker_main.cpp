@@ -63,6 +63,7 @@ struct Options {
   int layers = 0, hidden = 0, heads = 0, seq = 0, ffn = 0;
   int dp = 1, tp = 1, pp = 1, zero = 0, micro_batch = 1, accumulation = 0, global_batch = 0;
   std::string precision = "fp32";
+  std::string recompute = "none";
   int steps = 10;
   float lr = 1e-3f;
   std::uint64_t seed = 1234;
@@ -301,6 +302,7 @@ TrainConfig train_config(const Options& o, const GptConfig& c, const WorldLayout
   tc.tp_rank = layout.tp_rank;
   tc.pp_rank = layout.pp_rank;
   tc.zero_stage = o.zero;
+  tc.recompute = recompute_from_string(o.recompute).value();  // the option's check took it
   tc.micro_batch = o.micro_batch;
   tc.accumulation = o.accumulation;
   tc.compute = storage;
@@ -357,6 +359,7 @@ RankTrace open_trace(const Options& o, const Job& job, int rank, const std::stri
                                                 {"tp", o.tp},
                                                 {"pp", o.pp},
                                                 {"zero_stage", o.zero},
+                                                {"recompute", o.recompute},
                                                 {"micro_batch", o.micro_batch},
                                                 {"accumulation", o.accumulation},
                                                 {"precision", o.precision},
@@ -1012,6 +1015,10 @@ int main(int argc, char** argv) {
   app.add_option("--tp", o.tp, "Tensor-parallel degree")->check(positive);
   app.add_option("--pp", o.pp, "Pipeline stages")->check(positive);
   app.add_option("--zero", o.zero, "ZeRO stage (0 or 1)")->check(number_in(cs::Range::between(0, 1), "0 or 1"));
+  app.add_option(
+         "--recompute", o.recompute,
+         "Activation recomputation: none, selective (attention scores) or full (each layer)")
+      ->check(CLI::IsMember({"none", "selective", "full"}));
   app.add_option("--micro-batch", o.micro_batch, "Sequences per micro-batch")->check(positive);
   auto* acc = app.add_option("--accumulation", o.accumulation, "Micro-batches per replica per step")
                   ->check(positive);

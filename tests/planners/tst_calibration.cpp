@@ -2868,8 +2868,10 @@ void TestCalibration::calibrateRunPredictLearn() {
   // machine's two cores hide no reduction, a rank's compute threads taking
   // both. In buckets of 16 KiB: the tiny model's gradients fill one of the
   // default 1 MiB, which is reduced after backward either way.)
-  auto predicted_by_layout = [&](bool overlap, double* step, double* dp_comm) {
-    const QString copy = work + (overlap ? "/by-hand-overlap.db" : "/by-hand-no-overlap.db");
+  auto predicted_by_layout = [&](bool overlap, double* step, double* dp_comm,
+                                 const QString& recompute = "none", QString* error = nullptr) {
+    const QString copy =
+        work + "/by-hand-" + (overlap ? "overlap-" : "no-overlap-") + recompute + ".db";
     QFile::remove(copy);
     QVERIFY(QFile::copy(run_store, copy));
     QCOMPARE(set_store_meta(copy, "plan_json", ""), QString());
@@ -2881,12 +2883,18 @@ void TestCalibration::calibrateRunPredictLearn() {
     QVERIFY(parallel["dp"].toInt() == 2);
     parallel["overlap"] = overlap;
     parallel["bucket_kib"] = 16;
+    parallel["recompute"] = recompute;
     QCOMPARE(set_store_meta(copy, "parallel",
                             QJsonDocument(parallel).toJson(QJsonDocument::Compact).constData()),
              QString());
     const Run again_run = run_cli({"trace", "stats", copy, "--predict-again", "--cluster",
                                    "dgx-a100-8", "--no-steps", "--json"},
                                   presets, work);
+    if (error) {
+      QCOMPARE(again_run.exit_code, 1);
+      *error = again_run.err;
+      return;
+    }
     QVERIFY2(again_run.exit_code == 0, qPrintable(again_run.err));
     const QJsonObject p = json_of(again_run)["prediction"].toObject();
     *step = p["predicted_step_s"].toDouble();
@@ -2903,6 +2911,17 @@ void TestCalibration::calibrateRunPredictLearn() {
                           .arg(after_dp)
                           .arg(overlapped_step)
                           .arg(after_step)));
+  // ... and one that recomputed (worker --recompute full) with its forward
+  // run again: the engines recompute as the plan asks.
+  double recomputed_step = 0, recomputed_dp = -1;
+  predicted_by_layout(true, &recomputed_step, &recomputed_dp, "full");
+  QVERIFY2(
+      recomputed_step > overlapped_step,
+      qPrintable(
+          QString("step %1 s recomputed, %2 s stored").arg(recomputed_step).arg(overlapped_step)));
+  QString refused;
+  predicted_by_layout(true, &recomputed_step, &recomputed_dp, "sometimes", &refused);
+  QVERIFY2(refused.contains("meta parallel: unknown recompute \"sometimes\""), qPrintable(refused));
   r = run_cli({"trace", "stats", store, "--predict-again"}, presets, work);
   QCOMPARE(r.exit_code, 1);
   QVERIFY2(r.err.contains("a calibration store, not a training run"), qPrintable(r.err));

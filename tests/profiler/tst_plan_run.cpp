@@ -240,8 +240,9 @@ void TestPlanRun::notes_data() {
   QTest::addRow("interleaved") << "interleaved"
                                << "runs as plain 1F1B"
                                << "fp32";
+  // The engines recompute as the plan asks (they ran without it, said).
   QTest::addRow("recompute") << "recompute"
-                             << "recomputation is not implemented"
+                             << "!recomputation"
                              << "fp32";
   QTest::addRow("scaled model") << "none"
                                 << "the model is reshaped to what the engines run (at most hidden "
@@ -286,6 +287,8 @@ void TestPlanRun::notes() {
     found = found || QString::fromStdString(n).contains(text);
   QVERIFY2(found != absent, qPrintable(note));
   QCOMPARE(QString::fromStdString(argAfter(run->spec.worker_args, "--precision")), precision);
+  QCOMPARE(QString::fromStdString(argAfter(run->spec.worker_args, "--recompute")),
+           change == "recompute" ? QString("full") : QString("none"));
 }
 
 void TestPlanRun::ranksThisMachineRuns_data() {

@@ -12,6 +12,7 @@
 
 #include "../process_run.h"
 #include "core/host_probe.h"
+#include "core/predicted_step.h"
 #include "core/trace_reader.h"
 
 namespace {
@@ -65,6 +66,8 @@ class TestWorkerCli : public QObject {
   void weightsDumpIsNoPartOfTheTrace();
   void tensorParallelBytesAreTheBytesSent_data();
   void tensorParallelBytesAreTheBytesSent();
+  void recomputationRunsTheForwardAgain_data();
+  void recomputationRunsTheForwardAgain();
 };
 
 void TestWorkerCli::cudaWithoutGpuSaysSo() {
@@ -402,6 +405,80 @@ void TestWorkerCli::tensorParallelBytesAreTheBytesSent() {
     recorded += e.event.bytes;
   QVERIFY(!events->empty());
   QCOMPARE(recorded, sent);
+}
+
+void TestWorkerCli::recomputationRunsTheForwardAgain_data() {
+  QTest::addColumn<QString>("recompute");
+  QTest::addColumn<int>("attentionForwards");  // per layer and micro-batch
+  QTest::addColumn<int>("qkvForwards");
+  QTest::newRow("none") << "none" << 1 << 1;
+  QTest::newRow("selective: the attention core again") << "selective" << 2 << 1;
+  QTest::newRow("full: the whole layer again") << "full" << 2 << 2;
+}
+
+// What a plan's recomputation asks is what the run does: the forward it
+// repeats is in the trace, inside "recompute" ranges, and the activations
+// kept for backward shrink (selective: no scores; full: layer inputs only).
+// Before, the engines ran every plan without recomputation.
+void TestWorkerCli::recomputationRunsTheForwardAgain() {
+  QFETCH(QString, recompute);
+  QFETCH(int, attentionForwards);
+  QFETCH(int, qkvForwards);
+  QTemporaryDir dir;
+  constexpr int kLayers = 2, kMicroBatches = 2, kSteps = 2;
+  const Run r = run_worker({"--layers",       QString::number(kLayers),
+                            "--hidden",       "32",
+                            "--heads",        "4",
+                            "--seq",          "32",
+                            "--ffn",          "128",
+                            "--micro-batch",  "1",
+                            "--global-batch", QString::number(kMicroBatches),
+                            "--steps",        QString::number(kSteps),
+                            "--recompute",    recompute,
+                            "--out",          dir.filePath("run-{rank}.db")});
+  QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+  auto reader = cs::trace::TraceReader::open(dir.filePath("run-0.db").toStdString());
+  QVERIFY2(reader.ok(), reader.ok() ? "" : reader.message().c_str());
+  const auto count = [&](const char* name) {
+    auto events = (*reader)->find_events(name, cs::trace::NameMatch::exact, 100000);
+    return events ? static_cast<int>(events->size()) : -1;
+  };
+  const int per_pass = kLayers * kMicroBatches * kSteps;
+  QCOMPARE(count("attention"), attentionForwards * per_pass);
+  QCOMPARE(count("attention backward"), per_pass);
+  QCOMPARE(count("attn.qkv"), qkvForwards * per_pass);
+  QCOMPARE(count("recompute"), recompute == "none" ? 0 : per_pass);
+  QVERIFY((*reader)
+              ->meta("parallel")
+              .value_or("")
+              .find("\"recompute\":\"" + recompute.toStdString() + "\"") != std::string::npos);
+
+  // The activations kept, as the step's memory counter has them.
+  auto series = (*reader)->counter_series();
+  QVERIFY(series.ok());
+  double activations = -1;
+  for (const cs::trace::CounterSeries& c : *series) {
+    if ((*reader)->string(c.name) != cs::trace::memory_part_counter("activations")) continue;
+    auto samples = (*reader)->counters(c.rank, c.name);
+    QVERIFY(samples.ok() && !samples->empty());
+    activations = samples->back().value;
+  }
+  // Per layer and micro-batch in flight (one here), in fp32: the input
+  // (N x C) always; selective adds all but the scores (B x NH x T x T), full
+  // keeps nothing else.
+  constexpr double N = 32, C = 32, F = 128, NH = 4, T = 32, V = 256;
+  const double input = 4 * N * C;
+  // ln1, qkv (3), the attention's output, residual2 and ln2; the norms'
+  // means and reciprocal deviations; the MLP's two.
+  const double rest = 4 * (N * C * (1 + 3 + 1 + 1 + 1) + 4 * N + 2 * N * F);
+  const double scores = 4 * NH * T * T;
+  const double layers = recompute == "full"        ? kLayers * input
+                        : recompute == "selective" ? kLayers * (input + rest)
+                                                   : kLayers * (input + rest + scores);
+  // The same in all three: the stage output, the projections' scratch, the
+  // final norm and its statistics, the logits, the losses, the tokens and targets.
+  const double others = 4 * (3 * N * C + N * V + 5 * N);
+  QCOMPARE(activations, layers + others);
 }
 
 QTEST_GUILESS_MAIN(TestWorkerCli)

@@ -4,11 +4,11 @@
 // Also: the CPU backend's read_on_compute_threads leaves what it reads as it was.
 
 #include <QtTest>
-
 #include <cmath>
 #include <random>
 #include <vector>
 
+#include "core/plans.h"
 #include "profiler/worker/cpu_backend.h"
 #include "profiler/worker/gpt_model.h"
 
@@ -34,8 +34,8 @@ struct Fixture {
   Tensor weights, grads;
   std::vector<std::int32_t> tokens, targets;
 
-  explicit Fixture(ModelParallel mp = {}) {
-    model = std::make_unique<GptModel>(*backend, tiny(), mp, DType::f32, kB, 1, nullptr);
+  explicit Fixture(ModelParallel mp = {}, cs::Recompute recompute = cs::Recompute::none) {
+    model = std::make_unique<GptModel>(*backend, tiny(), mp, DType::f32, kB, 1, nullptr, recompute);
     weights = backend->alloc(model->num_params(), DType::f32, "w");
     grads = backend->alloc(model->num_params(), DType::f32, "g");
     model->initialize(42, weights);
@@ -65,6 +65,8 @@ class TestWorkerGradients : public QObject {
   void parameterGradients_data();
   void parameterGradients();
   void stageInputGradient();
+  void recomputationGivesTheSameGradients_data();
+  void recomputationGivesTheSameGradients();
   void bf16ForwardTracksFp32();
   void readOnComputeThreadsLeavesTensors_data();
   void readOnComputeThreadsLeavesTensors();
@@ -142,12 +144,68 @@ void TestWorkerGradients::stageInputGradient() {
   }
 }
 
+void TestWorkerGradients::recomputationGivesTheSameGradients_data() {
+  QTest::addColumn<int>("recompute");
+  QTest::addColumn<int>("stage");  // of two; -1: no pipeline
+  QTest::addRow("selective") << int(cs::Recompute::selective) << -1;
+  QTest::addRow("full") << int(cs::Recompute::full) << -1;
+  QTest::addRow("full, first of two stages") << int(cs::Recompute::full) << 0;
+  QTest::addRow("selective, last of two stages") << int(cs::Recompute::selective) << 1;
+  QTest::addRow("full, last of two stages") << int(cs::Recompute::full) << 1;
+}
+
+// Recomputation runs the same forward again from what it kept: the loss,
+// every parameter's gradient and the gradient sent back are the ones of a
+// model that stored its activations, to the bit.
+void TestWorkerGradients::recomputationGivesTheSameGradients() {
+  QFETCH(int, recompute);
+  QFETCH(int, stage);
+  const ModelParallel mp = stage < 0 ? ModelParallel{} : ModelParallel{1, 0, 2, stage};
+  Fixture stored(mp), recomputed(mp, static_cast<cs::Recompute>(recompute));
+  QCOMPARE(recomputed.model->num_params(), stored.model->num_params());
+  for (Fixture* f : {&stored, &recomputed}) {
+    if (!f->model->first_stage()) {
+      std::mt19937 rng(3);
+      std::normal_distribution<float> normal(0.0f, 1.0f);
+      const Tensor x = f->model->stage_input(0);
+      for (std::int64_t i = 0; i < x.numel; ++i)
+        x.as<float>()[i] = normal(rng);
+    }
+    if (!f->model->last_stage()) {
+      std::mt19937 rng(5);
+      std::normal_distribution<float> normal(0.0f, 0.1f);
+      const Tensor d = f->model->output_grad();
+      for (std::int64_t i = 0; i < d.numel; ++i)
+        d.as<float>()[i] = normal(rng);
+    }
+    f->backend->zero(f->grads);
+  }
+  QCOMPARE(recomputed.loss(), stored.loss());
+  QVERIFY(recomputed.model->activation_bytes() < stored.model->activation_bytes());
+  stored.model->backward(0, 1.0f, nullptr);
+  recomputed.model->backward(0, 1.0f, nullptr);
+  const auto differs = [](Tensor a, Tensor b) {
+    for (std::int64_t i = 0; i < a.numel; ++i) {
+      if (a.as<float>()[i] != b.as<float>()[i]) return i;
+    }
+    return std::int64_t{-1};
+  };
+  for (const ParamInfo& p : stored.model->params()) {
+    const std::int64_t at = differs(stored.grads.slice(p.offset, p.numel()),
+                                    recomputed.grads.slice(p.offset, p.numel()));
+    QVERIFY2(at < 0, qPrintable(QString("%1[%2]").arg(p.name.c_str()).arg(at)));
+  }
+  if (!stored.model->first_stage())
+    QCOMPARE(differs(stored.model->input_grad(), recomputed.model->input_grad()), std::int64_t{-1});
+}
+
 // bf16 storage changes the numbers a little, not the function.
 void TestWorkerGradients::bf16ForwardTracksFp32() {
   Fixture f32;
   const double loss32 = f32.loss();
   auto backend = make_cpu_backend(1);
-  GptModel model(*backend, tiny(), ModelParallel{}, DType::bf16, kB, 1, nullptr);
+  GptModel model(*backend, tiny(), ModelParallel{}, DType::bf16, kB, 1, nullptr,
+                 cs::Recompute::none);
   Tensor master = backend->alloc(model.num_params(), DType::f32, "m");
   Tensor weights = backend->alloc(model.num_params(), DType::bf16, "w");
   backend->download(master.data, f32.weights);  // the same (scaled) weights

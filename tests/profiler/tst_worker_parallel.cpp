@@ -129,6 +129,13 @@ void TestWorkerParallel::splitMatchesUnsplit_data() {
   QTest::addRow("dp 2 x tp 2") << 4 << "--dp 2 --tp 2 --micro-batch 2";
   QTest::addRow("dp 2 x pp 2") << 4 << "--dp 2 --pp 2 --micro-batch 1";
   QTest::addRow("tp 2 x pp 2") << 4 << "--tp 2 --pp 2 --micro-batch 2";
+  // Recomputation computes the same numbers again: the same training.
+  QTest::addRow("selective recomputation") << 1 << "--micro-batch 4 --recompute selective";
+  QTest::addRow("full recomputation, accumulation 4") << 1 << "--micro-batch 1 --recompute full";
+  QTest::addRow("tp 2, full recomputation") << 2 << "--tp 2 --micro-batch 4 --recompute full";
+  QTest::addRow("pp 2, full recomputation") << 2 << "--pp 2 --micro-batch 1 --recompute full";
+  QTest::addRow("dp 2 x tp 2, selective recomputation")
+      << 4 << "--dp 2 --tp 2 --micro-batch 2 --recompute selective";
 }
 
 void TestWorkerParallel::splitMatchesUnsplit() {
