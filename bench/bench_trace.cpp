@@ -4,6 +4,9 @@
 //                        the full per-rank analysis < 2 s, its peak memory
 //                        well below the store's size
 //   Kineto JSON import   MB/s for a ~100 MB trace
+//   Nsight Systems import  records/s and peak memory for an export of some
+//                        2 M kernels and CUDA calls (the repository's real
+//                        export, its rows copied forward in time)
 //
 //   bench_trace [--events N] [--dir D] [--json-mb M] [--keep] [--quick]
 //
@@ -644,6 +647,82 @@ int phase_import(const std::string& json, const std::string& store) {
   return 0;
 }
 
+// An Nsight Systems export of about `records` kernels, copies and CUDA calls:
+// the real one of tests/data, its rows doubled again and again, each copy
+// after the last in time with correlation ids of its own.
+int phase_make_nsys(const std::string& path, std::int64_t records) {
+  std::error_code ec;
+  std::filesystem::remove(path, ec);
+  std::filesystem::copy_file(CS_SOURCE_DIR "/tests/data/validation/nsys/saxpy-mpi-cuda.sqlite",
+                             path, ec);
+  if (ec) {
+    std::fprintf(stderr, "make-nsys: %s\n", ec.message().c_str());
+    return 1;
+  }
+  auto db = sql::Database::open(path, SQLITE_OPEN_READWRITE);
+  if (!db) {
+    std::fprintf(stderr, "%s\n", db.message().c_str());
+    return 1;
+  }
+  const char* tables[] = {"CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY",
+                          "CUPTI_ACTIVITY_KIND_RUNTIME"};
+  auto single = [&](const std::string& sql) -> std::int64_t {
+    auto stmt = db->prepare(sql);
+    return stmt && stmt->step() == SQLITE_ROW ? stmt->int64_at(0) : 0;
+  };
+  auto count = [&] {
+    std::int64_t n = 0;
+    for (const char* t : tables)
+      n += single(std::string("SELECT count(*) FROM ") + t);
+    return n;
+  };
+  if (!db->exec("PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF")) return 1;
+  while (count() < records) {
+    std::int64_t first = INT64_MAX, last = 0, correlation = 0;
+    for (const char* t : tables) {
+      first = std::min(first, single(std::string("SELECT min(start) FROM ") + t));
+      last = std::max(last, single(std::string("SELECT max(\"end\") FROM ") + t));
+      correlation =
+          std::max(correlation, single(std::string("SELECT max(correlationId) FROM ") + t));
+    }
+    const std::int64_t shift = last - first + 1000, ids = correlation + 1;
+    for (const char* t : tables) {
+      std::string columns, values;
+      auto info = db->prepare(std::string("SELECT name FROM pragma_table_info('") + t + "')");
+      if (!info) return 1;
+      while (info->step() == SQLITE_ROW) {
+        const std::string c(info->text_at(0));
+        columns += (columns.empty() ? "\"" : ", \"") + c + "\"";
+        const std::string q = "\"" + c + "\"";
+        values += (values.empty() ? "" : ", ") +
+                  (c == "start" || c == "end" ? q + " + " + std::to_string(shift)
+                   : c == "correlationId"     ? q + " + " + std::to_string(ids)
+                                              : q);
+      }
+      if (!db->exec(std::string("INSERT INTO ") + t + " (" + columns + ") SELECT " + values +
+                    " FROM " + t))
+        return 1;
+    }
+  }
+  std::printf("records=%lld nsys_mb=%.1f\n", static_cast<long long>(count()), file_mb(path));
+  return 0;
+}
+
+int phase_import_nsys(const std::string& sqlite, const std::string& store) {
+  const double c0 = cs::bench::cpu_seconds();
+  const auto t0 = Clock::now();
+  auto report = import_nsys({sqlite}, store);
+  const double s = seconds_since(t0);
+  if (!report) {
+    std::fprintf(stderr, "%s\n", report.message().c_str());
+    return 1;
+  }
+  std::printf("events=%lld import_s=%.3f cpu_s=%.3f events_per_s=%.0f\n",
+              static_cast<long long>(report->events), s, cs::bench::cpu_seconds() - c0,
+              report->events / s);
+  return 0;
+}
+
 int phase_gzip(const std::string& in, const std::string& out) {
   std::ifstream src(in, std::ios::binary);
   gzFile dst = gzopen(out.c_str(), "wb6");
@@ -703,6 +782,8 @@ int main(int argc, char** argv) {
     if (what == "make-kineto") return phase_make_kineto(args.at(2), std::atof(args.at(3).c_str()));
     if (what == "import") return phase_import(args.at(2), args.at(3));
     if (what == "gzip") return phase_gzip(args.at(2), args.at(3));
+    if (what == "make-nsys") return phase_make_nsys(args.at(2), std::atoll(args.at(3).c_str()));
+    if (what == "import-nsys") return phase_import_nsys(args.at(2), args.at(3));
     if (what == "counters") return phase_counters(args.at(2), std::atoll(args.at(3).c_str()));
     if (what == "parts")
       return phase_parts(args.at(2), std::atoi(args.at(3).c_str()), std::atoi(args.at(4).c_str()));
@@ -794,9 +875,14 @@ int main(int argc, char** argv) {
   phase("[kineto] import plain JSON", {"import", json, imported});
   phase("[kineto] gzip it", {"gzip", json, gz});
   phase("[kineto] import gzip", {"import", gz, imported});
+  const std::string nsys = dir + "/nsys.sqlite", from_nsys = dir + "/nsys.cstrace";
+  phase("[nsys] copy the real export's rows forward",
+        {"make-nsys", nsys, std::to_string(events / 5)});
+  phase("[nsys] import it (peak memory: the records held until the ranks are known)",
+        {"import-nsys", nsys, from_nsys});
   if (!keep) {
     std::error_code ec;
-    for (const std::string& p : {run, lane, json, gz, imported, counters,
+    for (const std::string& p : {run, lane, json, gz, imported, counters, nsys, from_nsys,
                                  dir + "/parts-few.cstrace", dir + "/parts-many.cstrace"}) {
       for (const char* suffix : {"", "-wal", "-shm"})
         std::filesystem::remove(p + suffix, ec);

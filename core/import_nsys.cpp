@@ -302,50 +302,86 @@ Result<ImportReport> import_one_nsys(const std::string& file, const std::string&
                        });
   if (!read) return read.error();
 
-  // Read every record first: ranks and lanes are known only once all are seen.
+  // Read every record first: ranks and lanes are known only once all are
+  // seen. Lanes and names are held once each, records refer to them by
+  // index (a record held its kernel's name: 2.5 M records took 1 GB).
   struct Record {
     EventKind kind;
     Category category;
+    Collective collective = Collective::none;
+    DataType dtype = DataType::none;
+    std::uint32_t lane = 0;    // into lanes_seen
+    std::uint32_t name = 0;    // into names_seen
+    std::uint32_t launch = 0;  // kernels': 1 + its index in launches; 0: none
     std::int64_t start, end;
-    std::string lane_key;  // "gpu:pid:device:stream", "cpu:globalTid", "nvtx:globalTid:domain"
     std::int64_t pid;
     std::int64_t device = -1;  // GPU records only
     std::int64_t stream = -1;
-    std::string name;
     std::int64_t correlation = 0;
     std::int64_t bytes = 0;
-    Collective collective = Collective::none;
-    DataType dtype = DataType::none;
-    std::optional<KernelLaunch> launch;  // kernels'
   };
   std::vector<Record> records;
-  std::map<std::string, std::pair<LaneKind, std::string>> lane_info;  // key -> kind, name
-  std::map<std::string, std::int32_t> lane_sort;
+  std::vector<KernelLaunch> launches;
+  {
+    // Held at once: reserved whole, not grown by doubling (twice the
+    // records for a moment, copied).
+    std::int64_t rows = 0;
+    for (const char* table : {"CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_GRAPH_TRACE",
+                              "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET",
+                              "CUPTI_ACTIVITY_KIND_RUNTIME", "NVTX_EVENTS"}) {
+      auto t = x.table(table);
+      if (!t) return t.error();
+      if (!*t) continue;
+      auto stmt = x.db().prepare("SELECT count(*) FROM \"" + (*t)->name + "\"");
+      if (stmt && stmt->step() == SQLITE_ROW) rows += std::max<std::int64_t>(0, stmt->int64_at(0));
+    }
+    // A damaged count is only a hint: what is read is what counts.
+    records.reserve(static_cast<std::size_t>(std::min<std::int64_t>(rows, 1LL << 32)));
+  }
+  struct LaneSeen {
+    LaneKind kind;
+    std::string name;
+    std::int32_t sort;
+  };
+  std::vector<LaneSeen> lanes_seen;
+  // "gpu:pid:device:stream", "cpu:globalTid", "nvtx:globalTid:domain"
+  std::unordered_map<std::string, std::uint32_t> lane_of_key;
+  // The index of the lane `key`, made by `describe` the first time.
+  auto lane_index = [&](const std::string& key, auto describe) {
+    auto [it, added] = lane_of_key.try_emplace(key, static_cast<std::uint32_t>(lanes_seen.size()));
+    if (added) lanes_seen.push_back(describe());
+    return it->second;
+  };
+  std::vector<std::string> names_seen;
+  std::unordered_map<std::string, std::uint32_t> name_index_of;
+  auto name_index = [&](std::string text) {
+    auto [it, added] =
+        name_index_of.try_emplace(text, static_cast<std::uint32_t>(names_seen.size()));
+    if (added) names_seen.push_back(std::move(text));
+    return it->second;
+  };
 
   auto gpu_lane = [&](std::int64_t pid, std::int64_t device, std::int64_t stream) {
     const std::string key =
         "gpu:" + std::to_string(pid) + ":" + std::to_string(device) + ":" + std::to_string(stream);
-    if (!lane_info.count(key)) {
-      lane_info[key] = {LaneKind::gpu_stream,
-                        "GPU " + std::to_string(device) + " stream " + std::to_string(stream)};
+    return lane_index(key, [&] {
       // Ids are whatever the file holds: held to 2^20 (real ones are far
       // smaller), so that the sort index cannot overflow an int.
       const std::int64_t d = std::clamp<std::int64_t>(device, -(1 << 20), 1 << 20);
       const std::int64_t s = std::clamp<std::int64_t>(stream, -(1 << 20), 1 << 20);
-      lane_sort[key] = static_cast<std::int32_t>(1000 + d * 1000 + s);
-    }
-    return key;
+      return LaneSeen{LaneKind::gpu_stream,
+                      "GPU " + std::to_string(device) + " stream " + std::to_string(stream),
+                      static_cast<std::int32_t>(1000 + d * 1000 + s)};
+    });
   };
   auto cpu_lane = [&](std::int64_t global_tid) {
-    const std::string key = "cpu:" + std::to_string(global_tid);
-    if (!lane_info.count(key)) {
+    return lane_index("cpu:" + std::to_string(global_tid), [&] {
       auto tn = thread_names.find(global_tid);
       std::string name = "thread " + std::to_string(tid_of(global_tid));
       if (tn != thread_names.end() && !tn->second.empty()) name += " (" + tn->second + ")";
-      lane_info[key] = {LaneKind::cpu_thread, name};
-      lane_sort[key] = static_cast<std::int32_t>(tid_of(global_tid) % 100000);
-    }
-    return key;
+      return LaneSeen{LaneKind::cpu_thread, name,
+                      static_cast<std::int32_t>(tid_of(global_tid) % 100000)};
+    });
   };
 
   // A time that is not a whole number of nanoseconds (text, a real): SQLite
@@ -409,20 +445,21 @@ Result<ImportReport> import_one_nsys(const std::string& file, const std::string&
       r.pid = stmt->is_null(6) ? 0 : pid_of(stmt->int64_at(6));
       r.device = stmt->int64_at(2);
       r.stream = stmt->int64_at(3);
-      r.lane_key = gpu_lane(r.pid, r.device, r.stream);
+      r.lane = gpu_lane(r.pid, r.device, r.stream);
       r.correlation = stmt->is_null(5) ? 0 : stmt->int64_at(5);
       if (graph) {
-        r.name = "CUDA graph " + std::to_string(stmt->int64_at(4));
+        r.name = name_index("CUDA graph " + std::to_string(stmt->int64_at(4)));
         ++graph_launches;
       } else if (kind == EventKind::kernel) {
         // The name column is a StringIds reference; very old exports held text.
-        r.name = stmt->is_null(4) ? "" : name_of(stmt->int64_at(4));
-        if (auto nccl = parse_nccl_kernel_name(r.name)) {
+        std::string name = stmt->is_null(4) ? "" : name_of(stmt->int64_at(4));
+        if (auto nccl = parse_nccl_kernel_name(name)) {
           r.category = Category::communication;
           r.kind = nccl->point_to_point ? EventKind::p2p : EventKind::collective;
           r.collective = nccl->collective;
           r.dtype = nccl->dtype;
         }
+        r.name = name_index(std::move(name));
         if (kernels && stmt->is_whole_number(8) && stmt->is_whole_number(11)) {
           KernelLaunch l;
           for (int i = 0; i < 3; ++i) {
@@ -441,14 +478,18 @@ Result<ImportReport> import_one_nsys(const std::string& file, const std::string&
             l.dynamic_shared_memory_bytes = size_at(16);
             l.shared_memory_bytes = size_at(15) + size_at(16);
           }
-          r.launch = checked_launch(l);
+          if (auto checked = checked_launch(l)) {
+            launches.push_back(*checked);
+            r.launch = static_cast<std::uint32_t>(launches.size());
+          }
         }
       } else if (kind == EventKind::memcpy) {
         r.bytes = stmt->int64_at(4);
-        r.name = memcpy_name(stmt->is_null(7) ? 0 : stmt->int64_at(7), copy_kind_labels);
+        r.name =
+            name_index(memcpy_name(stmt->is_null(7) ? 0 : stmt->int64_at(7), copy_kind_labels));
       } else {
         r.bytes = stmt->is_null(4) ? 0 : stmt->int64_at(4);
-        r.name = "Memset";
+        r.name = name_index("Memset");
       }
       records.push_back(std::move(r));
     }
@@ -505,14 +546,15 @@ Result<ImportReport> import_one_nsys(const std::string& file, const std::string&
       if (before_session(*stmt)) continue;
       Record r;
       // As `nsys stats` and the CUPTI tracer name it: cudaMemcpy, not cudaMemcpy_v3020.
-      r.name = api_name_without_version(name_of(stmt->int64_at(3)));
-      const bool sync = importing::is_synchronizing_api(r.name);
+      std::string name(api_name_without_version(name_of(stmt->int64_at(3))));
+      const bool sync = importing::is_synchronizing_api(name);
+      r.name = name_index(std::move(name));
       r.kind = sync ? EventKind::sync : EventKind::api_call;
       r.category = sync ? Category::synchronization : Category::other;
       r.start = saturating_add(stmt->int64_at(0), session_start);
       r.end = saturating_add(stmt->int64_at(1), session_start);
       r.pid = pid_of(stmt->int64_at(2));
-      r.lane_key = cpu_lane(stmt->int64_at(2));
+      r.lane = cpu_lane(stmt->int64_at(2));
       r.correlation = stmt->is_null(4) ? 0 : stmt->int64_at(4);
       records.push_back(std::move(r));
     }
@@ -588,16 +630,14 @@ Result<ImportReport> import_one_nsys(const std::string& file, const std::string&
       r.start = saturating_add(start, session_start);
       r.end = saturating_add(end, session_start);
       r.pid = pid_of(tid);
-      r.name = std::move(text);
-      r.lane_key = "nvtx:" + std::to_string(tid) + ":" + std::to_string(domain);
-      if (!lane_info.count(r.lane_key)) {
+      r.name = name_index(std::move(text));
+      r.lane = lane_index("nvtx:" + std::to_string(tid) + ":" + std::to_string(domain), [&] {
         const std::string d =
             domains.count(domain) ? domains[domain] : "domain " + std::to_string(domain);
-        lane_info[r.lane_key] = {LaneKind::annotation,
-                                 "NVTX " + d + " (thread " + std::to_string(tid_of(tid)) + ")"};
-        lane_sort[r.lane_key] =
-            static_cast<std::int32_t>(500 + std::clamp<std::int64_t>(domain, -(1 << 20), 1 << 20));
-      }
+        return LaneSeen{
+            LaneKind::annotation, "NVTX " + d + " (thread " + std::to_string(tid_of(tid)) + ")",
+            static_cast<std::int32_t>(500 + std::clamp<std::int64_t>(domain, -(1 << 20), 1 << 20))};
+      });
       records.push_back(std::move(r));
     }
   }
@@ -617,7 +657,8 @@ Result<ImportReport> import_one_nsys(const std::string& file, const std::string&
   }
   // GPU records of exports without globalPid belong to the process whose
   // runtime call launched them (same correlation id), else to the only one.
-  {
+  if (std::any_of(records.begin(), records.end(),
+                  [](const Record& r) { return r.device >= 0 && r.pid == 0; })) {
     std::unordered_map<std::int64_t, std::int64_t> launcher;
     std::set<std::int64_t> cpu_pids;
     for (const Record& r : records) {
@@ -633,7 +674,7 @@ Result<ImportReport> import_one_nsys(const std::string& file, const std::string&
         r.pid = it->second;
       else if (cpu_pids.size() == 1)
         r.pid = *cpu_pids.begin();
-      r.lane_key = gpu_lane(r.pid, r.device, r.stream);
+      r.lane = gpu_lane(r.pid, r.device, r.stream);
     }
   }
   if (records.empty()) {
@@ -700,8 +741,8 @@ Result<ImportReport> import_one_nsys(const std::string& file, const std::string&
     }
     w.add_rank({rank, host, device, pid, 0, false});
   }
-  std::map<std::string, LaneId> lanes;
-  std::unordered_map<std::string, StringId> names;
+  std::vector<std::optional<LaneId>> lanes(lanes_seen.size());
+  std::vector<std::optional<StringId>> names(names_seen.size());
   for (const Record& r : records) {
     // As the Kineto import: an event that ends before it starts is left out
     // and counted (it vanished from the analyses, imported).
@@ -709,26 +750,27 @@ Result<ImportReport> import_one_nsys(const std::string& file, const std::string&
       ++report.skipped["records that end before they start"];
       continue;
     }
-    auto lane = lanes.find(r.lane_key);
-    if (lane == lanes.end()) {
-      const auto& [kind, name] = lane_info[r.lane_key];
+    std::optional<LaneId>& lane = lanes[r.lane];
+    if (!lane) {
+      const LaneSeen& seen = lanes_seen[r.lane];
       const auto rank = rank_of_pid.count(r.pid) ? rank_of_pid[r.pid] : rank_of_pid.begin()->second;
-      lane = lanes.emplace(r.lane_key, w.add_lane(rank, kind, name, lane_sort[r.lane_key])).first;
+      lane = w.add_lane(rank, seen.kind, seen.name, seen.sort);
     }
-    auto name = names.find(r.name);
-    if (name == names.end()) name = names.emplace(r.name, w.intern(r.name)).first;
+    std::optional<StringId>& name = names[r.name];
+    if (!name) name = w.intern(names_seen[r.name]);
     Event e;
-    e.lane = lane->second;
+    e.lane = *lane;
     e.kind = r.kind;
     e.category = r.category;
     e.start_ns = r.start;
     e.end_ns = r.end;
-    e.name = name->second;
+    e.name = *name;
     e.correlation = r.correlation;
     e.bytes = r.bytes;
     e.collective = r.collective;
     e.dtype = r.dtype;
-    w.add_with_launch(e, r.launch);
+    w.add_with_launch(
+        e, r.launch ? std::optional<KernelLaunch>(launches[r.launch - 1]) : std::nullopt);
     ++report.events;
   }
   if (Status s = w.close("complete"); !s) return s.error();

@@ -145,7 +145,7 @@ void TestBench::traceQuick() {
   const Run r = run(bench("bench_trace"),
                     {"--quick", "--events", "20000", "--json-mb", "0.2", "--dir", work});
   QVERIFY2(r.exit_code == 0, qPrintable(r.err + r.out));
-  QCOMPARE(count_lines(r.out, R"(^    peak_rss_mib=[0-9.]+$)"), 15);
+  QCOMPARE(count_lines(r.out, R"(^    peak_rss_mib=[0-9.]+$)"), 17);
   QVERIFY2(!r.out.contains("peak_rss_mb"), qPrintable(r.out));
   QCOMPARE(count_lines(r.out, R"(^    peak memory [0-9.]+x the store's [0-9.]+ MiB \(target: )"
                               R"(well below 1\)$)"),
@@ -160,6 +160,10 @@ void TestBench::traceQuick() {
                               R"(critical path [0-9.]+x \(target: about 1, linear\)$)"),
            1);
   QCOMPARE(count_lines(r.out, R"(^input_mb=[0-9.]+ json_mb=[0-9.]+ events=\d+ )"), 2);
+  // The Nsight Systems export made (20000 / 5 records asked: 115 x 2^6) and imported.
+  QCOMPARE(count_lines(r.out, R"(^records=7360 nsys_mb=[0-9.]+$)"), 1);
+  QCOMPARE(count_lines(r.out, R"(^events=\d+ import_s=[0-9.]+ cpu_s=[0-9.]+ events_per_s=\d+$)"),
+           1);
   QVERIFY2(!r.out.contains("nan") && !r.out.contains("inf"), qPrintable(r.out));
   QCOMPARE(QDir(work).entryList(QDir::Files), QStringList{});
 }
