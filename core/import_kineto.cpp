@@ -1449,8 +1449,9 @@ Result<ImportReport> import_one_kineto(const std::string& file, const std::strin
   if (!created) return created.error();
   TraceWriter& w = **created;
 
-  // Ranks: one per file. Its device is the GPU the kernels ran on.
-  std::string device = "GPU";
+  // Ranks: one per file. Its device is the GPU the kernels ran on; a
+  // profile of CPU activities only ran on none.
+  std::string device = "CPU";
   std::int64_t pid = 0;
   for (const Parsed& p : h.events) {
     if (on_gpu(p.cat)) {

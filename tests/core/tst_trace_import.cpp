@@ -1229,6 +1229,8 @@ void TestTraceImport::kinetoDeviceNamesById_data() {
   QTest::addRow("only another device listed")
       << QByteArray(R"([{"id": 0, "name": "A"}])") << "GPU 1";
   QTest::addRow("a nameless entry") << QByteArray(R"([{"id": 1}])") << "GPU 1";
+  // A profile of CPU activities only ran on no GPU (it was called "GPU").
+  QTest::addRow("CPU only") << QByteArray("cpu") << "CPU";
 }
 
 // A kernel on GPU 1 names its rank's device from deviceProperties by the
@@ -1241,9 +1243,14 @@ void TestTraceImport::kinetoDeviceNamesById() {
   {
     QFile f(path);
     QVERIFY(f.open(QIODevice::WriteOnly));
-    f.write(R"({"deviceProperties": )" + properties + R"(, "traceEvents": [
-      {"ph": "X", "cat": "kernel", "name": "gemm", "pid": 1, "tid": 7, "ts": 10, "dur": 5,
-       "args": {"device": 1, "stream": 7, "correlation": 3}}]})");
+    if (properties == "cpu") {
+      f.write(R"({"traceEvents": [
+        {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 10, "dur": 5}]})");
+    } else {
+      f.write(R"({"deviceProperties": )" + properties + R"(, "traceEvents": [
+        {"ph": "X", "cat": "kernel", "name": "gemm", "pid": 1, "tid": 7, "ts": 10, "dur": 5,
+         "args": {"device": 1, "stream": 7, "correlation": 3}}]})");
+    }
   }
   const std::string out = dir.filePath("gpu1.cstrace").toStdString();
   auto report = import_kineto({path.toStdString()}, out);
