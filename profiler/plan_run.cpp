@@ -150,16 +150,19 @@ Result<PlanRun> plan_run(const Plan& plan, const PlanRunOptions& o) {
   if (run.backend == "auto" && o.placement != Placement::local) {
     // Decided here, a GPU partition's job trained on the CPU engine because
     // the login node has no GPU.
-    return Error{std::string("backend auto decides on this machine, but the ranks run ") +
-                 (o.placement == Placement::slurm ? "on the Slurm job's nodes"
-                                                  : "on the hostfile's hosts") +
-                 ": name their engine with --backend cpu or --backend cuda"};
+    return Error{
+        std::string("backend auto decides on this machine, but the ranks run ") +
+        (o.placement == Placement::slurm ? "on the Slurm job's nodes" : "on the hostfile's hosts") +
+        (o.settings_are_flags ? ": name their engine with --backend cpu or --backend cuda"
+                              : ": choose their engine, CPU or CUDA, under Engine")};
   }
   if (run.backend == "cuda" && o.placement == Placement::local && o.write_plan) {
     // Refused here in one sentence, not by every rank after mpirun started.
     const HostInfo host = probe_host();
     if (host.gpus.empty())
-      return Error{"backend cuda: " + host.gpu_status + ": run with --backend cpu (or auto)"};
+      return Error{"backend cuda: " + host.gpu_status +
+                   (o.settings_are_flags ? ": run with --backend cpu (or auto)"
+                                         : ": choose the CPU engine (or Automatic) under Engine")};
   }
   if (run.backend == "auto") {
     const HostInfo host = probe_host();

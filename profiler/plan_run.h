@@ -37,6 +37,9 @@ struct PlanRunOptions {
   bool plan_file_is_the_plan = false;
   // Start CPU-engine ranks on this machine past what check_local_cpu_ranks allows.
   bool oversubscribe = false;
+  // Messages name the engine's setting as the CLI's flag (--backend cpu);
+  // false: as the app's Engine box.
+  bool settings_are_flags = true;
 };
 
 // CPU-engine ranks one core of this machine runs at most (docs/runs.md: "More

@@ -336,6 +336,7 @@ Status RunsPanel::launch() {
       QDateTime::currentDateTime().toString(QStringLiteral("yyyyMMdd-HHmmss-zzz"));
   options.run_store = QDir(folder).filePath(QStringLiteral("run-%1.db").arg(stamp)).toStdString();
   options.command_line = "clusterscope-ui: Runs ▸ Launch";
+  options.settings_are_flags = false;
   auto run = launch::plan_run(plan.value(), options);
   if (!run) return fail(run.message());
   calib::note_plan_problems(plan.value(), run->notes);

@@ -374,6 +374,17 @@ void TestGuiRuns::slurmJobFromTheApp() {
   panel->placementBox()->setCurrentIndex(
       panel->placementBox()->findData(int(launch::Placement::slurm)));
   QVERIFY(field("runs_slurm_partition")->isEnabled());
+  // Automatic decides on this machine, not the job's nodes: refused, in the
+  // app's words (it named clusterscope run's --backend flag).
+  const int engine = panel->backendBox()->currentIndex();
+  panel->backendBox()->setCurrentIndex(panel->backendBox()->findData(QStringLiteral("auto")));
+  const Status automatic = panel->launch();
+  QVERIFY(!automatic.ok());
+  QVERIFY2(QString::fromStdString(automatic.message())
+                   .contains("choose their engine, CPU or CUDA, under Engine") &&
+               !QString::fromStdString(automatic.message()).contains("--"),
+           automatic.message().c_str());
+  panel->backendBox()->setCurrentIndex(engine);
   // A value no #SBATCH line can carry is refused before anything is written.
   field("runs_slurm_account")->setText(QStringLiteral("ml; rm -rf ~"));
   const Status refused = panel->launch();
