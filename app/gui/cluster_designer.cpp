@@ -15,6 +15,7 @@
 #include "app/gui/topology_view.h"
 #include "app/gui/workspace.h"
 #include "core/format.h"
+#include "core/presets.h"
 
 namespace cs::gui {
 
@@ -406,6 +407,8 @@ void ClusterDesigner::fillPresetLists() {
   for (QComboBox* box : {preset_, gpu_, intra_, inter_})
     box->clear();
   preset_->addItem(tr("Load a preset…"));
+  // As `--cluster this-machine` gives it: its GPUs, detected when loaded.
+  preset_->addItem(tr("This machine (its GPUs, detected now)"), q(std::string(kThisMachine)));
   for (const Cluster& c : catalog.clusters())
     preset_->addItem(q(c.display_name.empty() ? c.name : c.display_name), q(c.name));
   for (const GpuSpec& g : catalog.gpus())

@@ -47,6 +47,7 @@
 #include <QUndoStack>
 #include <algorithm>
 #include <memory>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -94,6 +95,7 @@ class TestGuiApp : public QObject {
   void topologyFoldsThousandsOfNodes();
   void clusterShapeEditsKeepItWhole_data();
   void clusterShapeEditsKeepItWhole();
+  void thisMachineIsAPreset();
   void editWorkloadShowsFiguresLive();
   void largeNumbersInGroups();
   void commasOnlyInGroupsOfThree_data();
@@ -602,6 +604,30 @@ void TestGuiApp::clusterShapeEditsKeepItWhole_data() {
   QTest::addRow("a link of the user's own stays")
       << "dgx-h100-8" << QStringList{"/intra_node pcie5", "/gpu rtx-4090"}
       << "1 x 8 rtx-4090, pcie5, 8 x -, $0";
+}
+
+// The machine the app runs on is a cluster to load, as the CLI's
+// `--cluster this-machine` (the designer's list had only the files' presets).
+void TestGuiApp::thisMachineIsAPreset() {
+  Workspace* ws = window_->workspace();
+  ClusterDesigner* designer = window_->clusterDesigner();
+  const int start = ws->undoStack()->index();
+  auto back = qScopeGuard([&] {
+    while (ws->undoStack()->index() > start)
+      ws->undoStack()->undo();
+    waitForEstimate();
+  });
+  QComboBox* box = designer->presetBox();
+  const int index = box->findData(QStringLiteral("this-machine"));
+  QVERIFY(index > 0);
+  box->setCurrentIndex(index);
+  emit box->activated(index);
+  QCOMPARE(ws->undoStack()->index(), start + 1);
+  const cs::Cluster* cluster = ws->project().current_cluster();
+  QVERIFY(cluster);
+  QVERIFY2(QString::fromStdString(cluster->display_name).startsWith("This machine ("),
+           cluster->display_name.c_str());
+  QCOMPARE(cluster->cpu_cores_per_node, int(std::thread::hardware_concurrency()));
 }
 
 // An edit that changes the cluster's shape brings what the new shape needs,
