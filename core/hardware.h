@@ -194,6 +194,7 @@ struct Cluster {
   // At most this many nodes of at most 1024 GPUs, so that the GPUs count in an int.
   static constexpr int kMaxNodes = 1 << 20;
   static constexpr int kMaxGpusPerNode = 1024;
+  static constexpr int kMaxNicsPerNode = 1024;  // one a GPU, as many as GPUs at most
   int nodes = 1;
   int gpus_per_node = 0;        // 0: a machine with no GPU (the CPU engine runs there)
   std::optional<GpuSpec> gpu;   // present exactly when gpus_per_node > 0

@@ -286,7 +286,8 @@ void read_cluster(const json& j, const std::string& ptr, Diagnostics& d, Cluster
   } else {
     r.field("inter_node");
   }
-  r.integer("nics_per_node", c.nics_per_node, Range::at_least(c.inter_node ? 1 : 0));
+  r.integer("nics_per_node", c.nics_per_node,
+            Range::between(c.inter_node ? 1 : 0, Cluster::kMaxNicsPerNode));
   r.number("price_per_gpu_hour", c.price_per_gpu_hour, kLimits.price);
   r.number("power_per_gpu_watts", c.power_per_gpu_watts, kLimits.watts);
   r.integer("cpu_cores_per_node", c.cpu_cores_per_node, Range::between(0, 1 << 20));

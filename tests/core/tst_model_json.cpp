@@ -290,6 +290,12 @@ void TestModelJson::validationErrors_data() {
   QTest::addRow("wrong kind") << "cluster"
       << R"({"kind": "gpu", "name": "c", "nodes": 1, "gpus_per_node": 0})"
       << "cluster.json: /kind: must be \"cluster\"";
+  // A node of 2^31 - 1 NICs (any count was taken) is none a cluster has.
+  QTest::addRow("NICs past any node's")
+      << "cluster"
+      << R"({"name": "c", "nodes": 2, "gpus_per_node": 8, "gpu": "h100-sxm", "intra_node": "nvlink4",
+            "inter_node": "ib-ndr", "nics_per_node": 2147483647})"
+      << "cluster.json: /nics_per_node: must be between 1 and 1024 (got 2147483647)";
   QTest::addRow("negative price") << "cluster"
       << R"({"name": "c", "nodes": 1, "gpus_per_node": 1, "gpu": "h100-sxm", "price_per_gpu_hour": -2})"
       << "cluster.json: /price_per_gpu_hour: must be between 0 and 1000000 (got -2)";
