@@ -381,13 +381,21 @@ Result<MergeReport> merge_into(const std::vector<std::string>& inputs, const std
                    ": merge the rank stores of one run"};
     }
   }
+  // An input's ranks: its ranks rows, and each rank known only by its lanes
+  // (a store without a ranks row), as the analyses take them: two inputs of
+  // one rank would merge their events onto the same lanes.
   std::map<std::int32_t, std::string> owner;
   for (const Input& in : opened) {
-    for (const RankInfo& r : in.reader->ranks()) {
-      auto [it, fresh] = owner.emplace(r.rank, in.path);
+    std::set<std::int32_t> ranks;
+    for (const RankInfo& r : in.reader->ranks())
+      ranks.insert(r.rank);
+    for (const LaneInfo& l : in.reader->lanes())
+      ranks.insert(l.rank);
+    for (std::int32_t rank : ranks) {
+      auto [it, fresh] = owner.emplace(rank, in.path);
       if (!fresh) {
-        return Error{"merge: rank " + std::to_string(r.rank) + " is in both " + it->second +
-                     " and " + in.path};
+        return Error{"merge: rank " + std::to_string(rank) + " is in both " + it->second + " and " +
+                     in.path};
       }
     }
   }
