@@ -127,6 +127,7 @@ class TestTraceMerge : public QObject {
   void copiesEverything();
   void refusesDuplicateRanks_data();
   void refusesDuplicateRanks();
+  void refusesRanksOfTwoRuns_data();
   void refusesRanksOfTwoRuns();
   void editedStoreIsDamage_data();
   void editedStoreIsDamage();
@@ -295,11 +296,22 @@ void TestTraceMerge::refusesDuplicateRanks() {
 }
 
 // Rank 0 of a 2-rank run and rank 1 of a 128-rank one merged into "2 of
-// 128 ranks" of a run that never was.
+// 128 ranks" of a run that never was; so they did after a first input that
+// records no world size (a Kineto trace without distributedInfo).
+void TestTraceMerge::refusesRanksOfTwoRuns_data() {
+  QTest::addColumn<bool>("firstRecordsNone");
+  QTest::addRow("the first records its world size") << false;
+  QTest::addRow("the first records none") << true;
+}
+
 void TestTraceMerge::refusesRanksOfTwoRuns() {
+  QFETCH(bool, firstRecordsNone);
   QTemporaryDir dir;
   const std::string a = write_rank(dir, {0, "node-a", 0, 0, false, 1});
   const std::string b = write_rank(dir, {1, "node-b", 0, 0, false, 2});
+  std::vector<std::string> inputs = {a, b};
+  if (firstRecordsNone)
+    inputs.insert(inputs.begin(), write_rank(dir, {2, "node-c", 0, 0, false, 3}));
   for (const auto& [path, world] : {std::pair{a, "2"}, std::pair{b, "128"}}) {
     sqlite3* db = nullptr;
     QCOMPARE(sqlite3_open(path.c_str(), &db), SQLITE_OK);
@@ -309,7 +321,7 @@ void TestTraceMerge::refusesRanksOfTwoRuns() {
     sqlite3_close(db);
   }
   const std::string out = dir.filePath("run.cstrace").toStdString();
-  auto report = merge_stores({a, b}, out);
+  auto report = merge_stores(inputs, out);
   QVERIFY(!report);
   QCOMPARE(QString::fromStdString(report.message()),
            QString::fromStdString("merge: " + a + " is a rank of a run of 2 ranks, " + b +
