@@ -1015,10 +1015,24 @@ Result<ExportReport> export_chrome_trace(const TraceReader& reader, const std::s
   auto file_of = [&stem](std::int32_t rank) {
     return stem + ".rank" + std::to_string(rank) + ".json";
   };
-  // Every file checked before any is written.
+  // Every file checked before any is written. A rank with no event to write
+  // (none in the window, or a rank that recorded none) would get a file that
+  // no import reads, and the set of files would not import.
+  const TimeRange span = options.window.value_or(TimeRange{kMinTime, kMaxTime});
   for (const RankInfo& r : ranks) {
     if (!filter.has(r.rank)) continue;
     if (Status s = check_export_path(file_of(r.rank)); !s) return s.error();
+    RankFilter one;
+    one.all = false;
+    one.ranks.insert(r.rank);
+    auto earliest = earliest_start_in_window(reader, one, span);
+    if (!earliest) return earliest.error();
+    if (!earliest->has_value()) {
+      return Error{"export: rank " + std::to_string(r.rank) + " has no event " +
+                   (options.window ? "in the time window" : "at all") + ": " + file_of(r.rank) +
+                   " would hold none, which no import reads; nothing was written (choose the "
+                   "other ranks with --rank)"};
+    }
   }
   for (const RankInfo& r : ranks) {
     if (!filter.has(r.rank)) continue;

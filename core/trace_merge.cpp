@@ -371,23 +371,39 @@ Result<MergeReport> merge_into(const std::vector<std::string>& inputs, const std
     const auto text = i.reader->meta("world_size");
     return text ? parse_count<std::int64_t>(*text) : std::nullopt;
   };
-  const Input& first = opened.front();
+  // Each against the first input that records one (a first input that
+  // records none let any sizes after it through).
+  const Input* sized = nullptr;
   for (const Input& in : opened) {
     if (!options.ranks_of_one_run) break;
-    const auto a = recorded_world(first), b = recorded_world(in);
-    if (a && b && *a != *b) {
-      return Error{"merge: " + first.path + " is a rank of a run of " + std::to_string(*a) +
+    const auto b = recorded_world(in);
+    if (!b) continue;
+    if (!sized) {
+      sized = &in;
+      continue;
+    }
+    const auto a = recorded_world(*sized);
+    if (*a != *b) {
+      return Error{"merge: " + sized->path + " is a rank of a run of " + std::to_string(*a) +
                    " ranks, " + in.path + " of " + std::to_string(*b) +
                    ": merge the rank stores of one run"};
     }
   }
+  // An input's ranks: its ranks rows, and each rank known only by its lanes
+  // (a store without a ranks row), as the analyses take them: two inputs of
+  // one rank would merge their events onto the same lanes.
   std::map<std::int32_t, std::string> owner;
   for (const Input& in : opened) {
-    for (const RankInfo& r : in.reader->ranks()) {
-      auto [it, fresh] = owner.emplace(r.rank, in.path);
+    std::set<std::int32_t> ranks;
+    for (const RankInfo& r : in.reader->ranks())
+      ranks.insert(r.rank);
+    for (const LaneInfo& l : in.reader->lanes())
+      ranks.insert(l.rank);
+    for (std::int32_t rank : ranks) {
+      auto [it, fresh] = owner.emplace(rank, in.path);
       if (!fresh) {
-        return Error{"merge: rank " + std::to_string(r.rank) + " is in both " + it->second +
-                     " and " + in.path};
+        return Error{"merge: rank " + std::to_string(rank) + " is in both " + it->second + " and " +
+                     in.path};
       }
     }
   }

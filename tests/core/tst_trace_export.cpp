@@ -212,6 +212,8 @@ class TestTraceExport : public QObject {
   void stepChartSaysWhichRanksItDraws();
   void chromeTraceWindowAndRanks();
   void ranksWithLanesButNoRankRowAreExported();
+  void filePerRankRefusesARankWithNoEvent_data();
+  void filePerRankRefusesARankWithNoEvent();
   void chromeTraceWarnsWhenLarge();
   void csvTables();
   void htmlReportIsSelfContained();
@@ -1073,6 +1075,59 @@ void TestTraceExport::ranksWithLanesButNoRankRowAreExported() {
   auto chosen = export_chrome_trace(*r, dir.filePath("rank1.json").toStdString(), rank1);
   QVERIFY2(chosen, chosen ? "" : chosen.message().c_str());
   QCOMPARE(chosen->events, std::int64_t{2});
+}
+
+// One file per rank, where a rank has no event to write (none in the
+// window; none recorded): its file held metadata alone, which no import
+// reads, so the set did not import. Refused by rank before any file is
+// written: an earlier export's files stay as they were.
+void TestTraceExport::filePerRankRefusesARankWithNoEvent_data() {
+  QTest::addColumn<bool>("windowed");
+  QTest::addRow("no event in the window") << true;
+  QTest::addRow("no event recorded") << false;
+}
+
+void TestTraceExport::filePerRankRefusesARankWithNoEvent() {
+  QFETCH(bool, windowed);
+  QTemporaryDir dir;
+  const std::string path = dir.filePath("late.cstrace").toStdString();
+  {
+    auto w = TraceWriter::create(path, RunInfo{"late rank", "test"}).value();
+    const StringId gemm = w->intern("gemm");
+    for (std::int32_t rank : {0, 1}) {
+      w->add_rank({rank, "node", "GPU " + std::to_string(rank), 1, 0, false});
+      if (rank == 1 && !windowed) continue;  // rank 1 recorded nothing
+      Event e;
+      e.lane = w->add_lane(rank, LaneKind::gpu_stream, "GPU stream 7", 0);
+      e.kind = EventKind::kernel;
+      e.category = Category::compute;
+      e.start_ns = rank == 0 ? 1'000 : 50'000;  // rank 1 starts late
+      e.end_ns = e.start_ns + 1'000;
+      e.name = gemm;
+      w->add(e);
+    }
+    QVERIFY(w->close());
+  }
+  auto r = TraceReader::open(path).value();
+  const std::string earlier = dir.filePath("run.rank0.json").toStdString();
+  std::ofstream(earlier) << "an earlier export";
+
+  ChromeTraceOptions split;
+  split.file_per_rank = true;
+  if (windowed) split.window = TimeRange{0, 10'000};
+  auto files = export_chrome_trace(*r, dir.filePath("run.json").toStdString(), split);
+  QVERIFY(!files);
+  const std::string message = files.message();
+  QVERIFY2(message.find("rank 1 has no event") != std::string::npos, message.c_str());
+  QVERIFY2(message.find("run.rank1.json") != std::string::npos, message.c_str());
+  QCOMPARE(read_file(earlier), std::string("an earlier export"));
+  QVERIFY(!std::filesystem::exists(dir.filePath("run.rank1.json").toStdString()));
+
+  // The ranks that have events export, and import back.
+  split.ranks = {0};
+  files = export_chrome_trace(*r, dir.filePath("run.json").toStdString(), split);
+  QVERIFY2(files, files ? "" : files.message().c_str());
+  QVERIFY(import_traces(files->files, dir.filePath("back.cstrace").toStdString()));
 }
 
 void TestTraceExport::chromeTraceWarnsWhenLarge() {

@@ -125,7 +125,9 @@ class TestTraceMerge : public QObject {
   void alignment_data();
   void alignment();
   void copiesEverything();
+  void refusesDuplicateRanks_data();
   void refusesDuplicateRanks();
+  void refusesRanksOfTwoRuns_data();
   void refusesRanksOfTwoRuns();
   void editedStoreIsDamage_data();
   void editedStoreIsDamage();
@@ -256,25 +258,60 @@ void TestTraceMerge::copiesEverything() {
   QCOMPARE(r->counters(1, series->back().name)->front().time_ns, kT0);
 }
 
+// A rank is an input's by its ranks row or by its lanes alone (a store
+// without a ranks row, which the analyses and exports take as a rank): two
+// such inputs of rank 0 merged their events onto the same lanes, each one
+// twice over, as "0 ranks".
+void TestTraceMerge::refusesDuplicateRanks_data() {
+  QTest::addColumn<bool>("aRow");
+  QTest::addColumn<bool>("bRow");
+  QTest::addRow("both with a ranks row") << true << true;
+  QTest::addRow("the first by its lanes alone") << false << true;
+  QTest::addRow("the second by its lanes alone") << true << false;
+  QTest::addRow("both by their lanes alone") << false << false;
+}
+
 void TestTraceMerge::refusesDuplicateRanks() {
+  QFETCH(bool, aRow);
+  QFETCH(bool, bRow);
   QTemporaryDir dir;
   const std::string a = write_rank(dir, {0, "node-a", 0, 0, false, 1});
   QTemporaryDir other;
   const std::string b = write_rank(other, {0, "node-b", 0, 0, false, 2});
-  auto report = merge_stores({a, b}, dir.filePath("run.cstrace").toStdString());
+  for (const auto& [path, row] : {std::pair{a, aRow}, std::pair{b, bRow}}) {
+    if (row) continue;
+    sqlite3* db = nullptr;
+    QCOMPARE(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+    QCOMPARE(sqlite3_exec(db, "DELETE FROM ranks", nullptr, nullptr, nullptr), SQLITE_OK);
+    sqlite3_close(db);
+  }
+  const std::string out = dir.filePath("run.cstrace").toStdString();
+  auto report = merge_stores({a, b}, out);
   QVERIFY(!report);
   const QString m = QString::fromStdString(report.message());
   QVERIFY2(m.contains("rank 0 is in both") && m.contains(QString::fromStdString(a)) &&
                m.contains(QString::fromStdString(b)),
            qPrintable(m));
+  QVERIFY(!std::filesystem::exists(out));
 }
 
 // Rank 0 of a 2-rank run and rank 1 of a 128-rank one merged into "2 of
-// 128 ranks" of a run that never was.
+// 128 ranks" of a run that never was; so they did after a first input that
+// records no world size (a Kineto trace without distributedInfo).
+void TestTraceMerge::refusesRanksOfTwoRuns_data() {
+  QTest::addColumn<bool>("firstRecordsNone");
+  QTest::addRow("the first records its world size") << false;
+  QTest::addRow("the first records none") << true;
+}
+
 void TestTraceMerge::refusesRanksOfTwoRuns() {
+  QFETCH(bool, firstRecordsNone);
   QTemporaryDir dir;
   const std::string a = write_rank(dir, {0, "node-a", 0, 0, false, 1});
   const std::string b = write_rank(dir, {1, "node-b", 0, 0, false, 2});
+  std::vector<std::string> inputs = {a, b};
+  if (firstRecordsNone)
+    inputs.insert(inputs.begin(), write_rank(dir, {2, "node-c", 0, 0, false, 3}));
   for (const auto& [path, world] : {std::pair{a, "2"}, std::pair{b, "128"}}) {
     sqlite3* db = nullptr;
     QCOMPARE(sqlite3_open(path.c_str(), &db), SQLITE_OK);
@@ -284,7 +321,7 @@ void TestTraceMerge::refusesRanksOfTwoRuns() {
     sqlite3_close(db);
   }
   const std::string out = dir.filePath("run.cstrace").toStdString();
-  auto report = merge_stores({a, b}, out);
+  auto report = merge_stores(inputs, out);
   QVERIFY(!report);
   QCOMPARE(QString::fromStdString(report.message()),
            QString::fromStdString("merge: " + a + " is a rank of a run of 2 ranks, " + b +
