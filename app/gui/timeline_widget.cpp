@@ -618,11 +618,17 @@ void TimelineWidget::followWindow(trace::TimeRange full, trace::TimeRange window
 }
 
 void TimelineWidget::zoom(double factor, std::int64_t anchor_ns) {
+  if (full_.empty()) return;
   const std::int64_t span = window_.end_ns - window_.start_ns;
-  const auto new_span = std::int64_t(double(span) / factor);
+  // Within the deepest zoom and the whole trace before the anchor is placed:
+  // setWindow widening a span below 100 ns from its start moved the anchor,
+  // and each further zoom at the deepest level panned the view.
+  const auto new_span =
+      std::clamp(std::int64_t(double(span) / factor), kMinWindowNs, full_.end_ns - full_.start_ns);
   // The anchor keeps its place on screen: its share of the window is kept.
   const double share = span > 0 ? double(anchor_ns - window_.start_ns) / double(span) : 0.5;
-  const std::int64_t start = anchor_ns - std::int64_t(share * double(new_span));
+  // Rounded: truncated, 0.57 * 100 made 56 and each notch moved it a nanosecond.
+  const std::int64_t start = anchor_ns - std::llround(share * double(new_span));
   setWindow(start, start + new_span);
 }
 

@@ -128,6 +128,8 @@ class TestGuiTimeline : public QObject {
   void timesToTheMicrosecond();
   void tooltipsTellEventsApart();
   void zoomAndPanStayInTheTrace();
+  void zoomKeepsThePointersTime_data();
+  void zoomKeepsThePointersTime();
   void traceShorterThanTheDeepestZoom_data();
   void traceShorterThanTheDeepestZoom();
   void predictedStepStore();
@@ -347,6 +349,58 @@ void TestGuiTimeline::zoomAndPanStayInTheTrace() {
   QApplication::sendEvent(&w, &move);
   QTest::mouseRelease(&w, Qt::LeftButton, {}, middle + QPoint(100, 0));
   QVERIFY(w.window().start_ns < zoomed.start_ns);  // dragged right: earlier times come in
+  waitForFrame(w);
+}
+
+// Ctrl+wheel zooms around the pointer down to the deepest zoom (100 ns) and
+// no further: the time under the pointer stays under it. Near the deepest
+// zoom the window was widened back from its start, and each notch there
+// panned the view (15 ns a notch, at three quarters of the width).
+void TestGuiTimeline::zoomKeepsThePointersTime_data() {
+  QTest::addColumn<qint64>("window");  // ns shown before the notches
+  QTest::addColumn<double>("at");      // the pointer's share of the span area
+  QTest::addRow("down to the deepest zoom") << qint64(2000) << 0.75;
+  QTest::addRow("at the deepest zoom") << qint64(100) << 0.75;
+  QTest::addRow("just above it") << qint64(120) << 0.5;
+  QTest::addRow("near the left") << qint64(100) << 0.1;
+}
+
+void TestGuiTimeline::zoomKeepsThePointersTime() {
+  QFETCH(qint64, window);
+  QFETCH(double, at);
+  TimelineWidget w;
+  w.resize(900, 200);
+  w.show();
+  QVERIFY(QTest::qWaitForWindowExposed(&w));
+  w.setStore(dense_);
+  waitForFrame(w);
+  const std::int64_t start = kEpoch + 123'456 * kPeriod;
+  w.setWindow(start, start + window);
+  QCOMPARE(w.window().end_ns - w.window().start_ns, window);
+  const double x = w.xOf(start) + at * w.spanAreaWidth();
+  const QPoint pointer(int(std::lround(x)), 60);
+  const double pointer_share = (pointer.x() - w.xOf(start)) / w.spanAreaWidth();
+  const std::int64_t under = start + std::int64_t(pointer_share * double(window));
+  // Within a nanosecond's pixels (7.5 at the deepest zoom): the pointer's
+  // time is a whole nanosecond.
+  const double slack = 1.0 + double(w.spanAreaWidth()) / 100.0;
+  for (int notch = 0; notch < 16; ++notch) {
+    QWheelEvent event(pointer, w.mapToGlobal(pointer), {}, QPoint(0, 120), Qt::NoButton,
+                      Qt::ControlModifier, Qt::NoScrollPhase, false);
+    QApplication::sendEvent(&w, &event);
+    QVERIFY2(std::abs(w.xOf(under) - pointer.x()) <= slack,
+             qPrintable(QStringLiteral("notch %1: the pointer's time is %2 px from it (%3 to %4)")
+                            .arg(notch + 1)
+                            .arg(w.xOf(under) - pointer.x())
+                            .arg(w.window().start_ns - start)
+                            .arg(w.window().end_ns - start)));
+  }
+  QCOMPARE(w.window().end_ns - w.window().start_ns, qint64(100));
+  // The keys zoom around the middle, which stays too.
+  const std::int64_t middle = w.window().start_ns + 50;
+  w.setFocus();
+  QTest::keyClick(&w, Qt::Key_W);
+  QCOMPARE(w.window().start_ns + 50, middle);
   waitForFrame(w);
 }
 
