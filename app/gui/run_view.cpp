@@ -189,25 +189,25 @@ Instances collectInstances(const trace::TraceReader& r, std::optional<trace::Tim
   auto longer = [](const trace::StoredEvent& a, const trace::StoredEvent& b) {
     return a.event.duration_ns() > b.event.duration_ns();
   };
-  // In a range: the events overlapping [start, end], both ends kept, as the
-  // range's analysis counts them.
+  // In a range: the events its tables count (trace::counts_in_window). Both
+  // ends were kept here, and a row listed the kernels either side of a range
+  // drawn between two of them that its count left out.
   const trace::TimeRange all = r.time_range();
-  const std::int64_t end = range ? range->end_ns + 1 : all.end_ns + 1;
-  const Status read =
-      r.for_each_event({}, all.start_ns, end, [&](const trace::StoredEvent& e) {
-        if (range && e.event.end_ns < range->start_ns) return true;
-        if (!wanted(e)) return true;
-        ++out.total;
-        if (out.events.size() < kMaxInstances) {
-          out.events.push_back(e);
-          std::push_heap(out.events.begin(), out.events.end(), longer);
-        } else if (e.event.duration_ns() > out.events.front().event.duration_ns()) {
-          std::pop_heap(out.events.begin(), out.events.end(), longer);
-          out.events.back() = e;
-          std::push_heap(out.events.begin(), out.events.end(), longer);
-        }
-        return true;
-      });
+  const std::int64_t end = range ? range->end_ns : all.end_ns + 1;
+  const Status read = r.for_each_event({}, all.start_ns, end, [&](const trace::StoredEvent& e) {
+    if (range && !trace::counts_in_window(e.event.start_ns, e.event.end_ns, *range)) return true;
+    if (!wanted(e)) return true;
+    ++out.total;
+    if (out.events.size() < kMaxInstances) {
+      out.events.push_back(e);
+      std::push_heap(out.events.begin(), out.events.end(), longer);
+    } else if (e.event.duration_ns() > out.events.front().event.duration_ns()) {
+      std::pop_heap(out.events.begin(), out.events.end(), longer);
+      out.events.back() = e;
+      std::push_heap(out.events.begin(), out.events.end(), longer);
+    }
+    return true;
+  });
   if (!read) out.error = q(read.message());
   return out;
 }

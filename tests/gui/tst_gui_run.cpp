@@ -104,6 +104,7 @@ class TestGuiRun : public QObject {
   void zoomPanAndSelect();
   void kernelRowShowsInstances();
   void rangeBreakdown();
+  void rangeInstancesAreTheRangesCount();
   void zeroWidthDragSelectsNothing();
   void longNamesKeepTheTooltipOnScreen();
   void hoverTooltip();
@@ -651,6 +652,48 @@ void TestGuiRun::rangeBreakdown() {
   QTRY_COMPARE_WITH_TIMEOUT(ready.count(), 1, 30000);
   QVERIFY(t->selectedRange()->start_ns >= t->window().start_ns);
   QVERIFY(t->selectedRange()->end_ns > t->selectedRange()->start_ns);
+}
+
+// A row's instances in a selected range are the events its count holds: a
+// range drawn from one kernel's end to another's start (adjacent kernels,
+// the CPU engine's ops) listed those two beside the one its row counted,
+// "3 instances" under a count of 1.
+void TestGuiRun::rangeInstancesAreTheRangesCount() {
+  const QString path = dir_.filePath(QStringLiteral("range-instances.db"));
+  {
+    auto w = trace::TraceWriter::create(path.toStdString(), {});
+    QVERIFY(w.ok());
+    (*w)->add_rank({0, "host", "GPU 0", 1, 0, false});
+    const trace::LaneId stream = (*w)->add_lane(0, trace::LaneKind::gpu_stream, "stream 7");
+    const trace::StringId gemm = (*w)->intern("gemm");
+    for (std::int64_t start : {1000, 2000, 3000}) {  // back to back, 1 us each
+      trace::Event e;
+      e.lane = stream;
+      e.kind = trace::EventKind::kernel;
+      e.start_ns = start;
+      e.end_ns = start + 1000;
+      e.name = gemm;
+      (*w)->add(e);
+    }
+    QVERIFY((*w)->close().ok());
+  }
+  RunView view;
+  view.resize(1200, 900);
+  view.show();
+  QVERIFY(QTest::qWaitForWindowExposed(&view));
+  openAndWait(view, path);
+  QSignalSpy ready(&view, &RunView::rangeReady);
+  view.timeline()->setSelectedRange(trace::TimeRange{2000, 3000});  // the second kernel
+  QTRY_COMPARE_WITH_TIMEOUT(ready.count(), 1, 30000);
+  QCOMPARE(view.kernelProxy()->rowCount(), 1);
+  QCOMPARE(view.kernelProxy()->index(0, 3).data(Qt::UserRole).toInt(), 1);
+  QSignalSpy instances(&view, &RunView::instancesReady);
+  view.kernelTable()->selectRow(0);
+  QTRY_COMPARE_WITH_TIMEOUT(instances.count(), 1, 30000);
+  QCOMPARE(instances.front().at(0).toInt(), 1);
+  QCOMPARE(view.instances()->rowCount(), 1);
+  QCOMPARE(view.instances()->item(0, 1)->text(),
+           QString::fromStdString(format_time_ns(1000)));  // from the trace's start
 }
 
 // A Shift+drag that reaches no other nanosecond (3 px at the deepest zoom;
