@@ -405,6 +405,7 @@ struct Opened {
   std::shared_ptr<trace::TraceReader> reader;
   std::vector<TimelineWidget::Lane> lanes;
   trace::TimeRange range;
+  std::int64_t origin = 0;  // the first event, else the range's start
   std::shared_ptr<const TimelineWidget::Frame> frame;
   std::pair<int, int> asked;  // the lanes the frame holds
   QString error;
@@ -506,6 +507,8 @@ void TimelineWidget::setStore(const QString& path) {
     // showed a window past the trace's end.
     if (out->range.end_ns - out->range.start_ns < kMinWindowNs)
       out->range.end_ns = out->range.start_ns + kMinWindowNs;
+    out->origin =
+        out->reader->event_count() > 0 ? out->reader->time_range().start_ns : out->range.start_ns;
     out->asked = lanesBetween(out->lanes, collapsed, rows.first, rows.second);
     out->frame = queryFrame(*out->reader, queriesOf(out->lanes, collapsed, out->asked),
                             out->asked.first, out->range, pixels, frame_job);
@@ -540,6 +543,8 @@ void TimelineWidget::setStore(const QString& path) {
     lanes_ = std::move(opened->lanes);
     asked_lanes_ = opened->asked;
     own_range_ = opened->range;
+    own_origin_ = opened->origin;
+    origin_ = followed_origin_.value_or(own_origin_);
     full_ = own_range_;
     if (followed_full_) {
       full_ = {std::min(full_.start_ns, followed_full_->start_ns),
@@ -607,12 +612,17 @@ void TimelineWidget::leaveStep() {
 void TimelineWidget::stopFollowing() {
   followed_full_.reset();
   followed_window_.reset();
+  followed_origin_.reset();
 }
 
-void TimelineWidget::followWindow(trace::TimeRange full, trace::TimeRange window) {
+void TimelineWidget::followWindow(trace::TimeRange full, trace::TimeRange window,
+                                  std::optional<std::int64_t> origin) {
   followed_full_ = full;
   followed_window_ = window;
+  followed_origin_ = origin.value_or(full.start_ns);
   if (own_range_.empty() && full_.empty()) return;  // applied when a store opens
+  if (origin_ != *followed_origin_) cache_job_ = 0;  // the axis's labels change
+  origin_ = *followed_origin_;
   full_ = {std::min(own_range_.start_ns, full.start_ns), std::max(own_range_.end_ns, full.end_ns)};
   setWindow(window.start_ns, window.end_ns);
 }
@@ -886,18 +896,19 @@ int paintTimeline(const TimelineWidget::PaintState& state, QPainter& painter, co
   // int64 differences first; doubles only relative to the window's start.
   auto x_of = [&](std::int64_t t) { return left + double(t - t0) * per_ns; };
 
-  // The time axis, relative to the start of the trace.
+  // The time axis, from the trace's start (its first event: a sample
+  // before it reads below zero).
   QColor grid = text;
   grid.setAlpha(40);
   const std::int64_t step = tickStep(double(span_ns) / std::max(1.0, width / 90));
-  const std::int64_t first = state.full.start_ns + ((t0 - state.full.start_ns) / step) * step;
+  const std::int64_t first = state.origin + ((t0 - state.origin) / step) * step;
   painter.setPen(text);
   for (std::int64_t t = first; t <= state.window.end_ns; t += step) {
     if (t < t0) continue;
     const double x = x_of(t);
     painter.setPen(grid);
     painter.drawLine(QPointF(x, area.top() + kRuler - 4), QPointF(x, area.bottom()));
-    const QString label = timeTickLabel(t - state.full.start_ns, step);
+    const QString label = timeTickLabel(t - state.origin, step);
     if (x + 2 + fm.horizontalAdvance(label) > area.right()) continue;
     painter.setPen(text);
     painter.drawText(QRectF(x + 2, area.top(), 90, kRuler - 4), Qt::AlignLeft | Qt::AlignVCenter,
@@ -1373,6 +1384,7 @@ TimelineWidget::PaintState TimelineWidget::paintState() const {
   state.collapsed = collapsed_;
   state.full = full_;
   state.window = window_;
+  state.origin = origin_;
   state.frame = frame_;
   state.selected = selected_;
   state.selected_depth = selected_depth_;
@@ -1972,7 +1984,7 @@ QString TimelineWidget::counterTip(const QPoint& pos) const {
     return tr("<b>%1</b><br>not read: %2").arg(name, lf.error.toHtmlEscaped());
   const trace::CounterView& view = lf.counter;
   auto value = [&](double v) { return counterValueText(lane.info.name, v); };
-  auto at = [&](std::int64_t t) { return q(format_time_ns(t - full_.start_ns)); };
+  auto at = [&](std::int64_t t) { return q(format_time_ns(t - origin_)); };
   // As the lane draws it: the last column that starts before the pointer's
   // pixel ends; in the pointer's own pixel, its samples, else its last value
   // held there. The time of what is shown, not of the pointer.
@@ -2027,7 +2039,7 @@ bool TimelineWidget::event(QEvent* e) {
     const std::size_t k = hit->span;
     const trace::Span& s = lf.spans[k];
     const QString extent = q(format_seconds(double(s.end_ns - s.start_ns) * 1e-9));
-    const QString at = q(format_time_ns(s.start_ns - full_.start_ns));
+    const QString at = q(format_time_ns(s.start_ns - origin_));
     QString text =
         s.count > 1
             ? tr("<b>%1</b> and %2 more<br>%3 events over %4 from %5<br>"

@@ -2514,7 +2514,10 @@ void TestGuiRun::committedCountersOnTheTimeline() {
 // Start, end and "at" times to the microsecond, the details' to the
 // nanosecond, as Nsight Systems gives them: a 265 µs kernel's details read
 // "start 3.37 s / end 3.37 s", and instances one after the other were all
-// listed "3.54 s". Durations keep three figures.
+// listed "3.54 s". Durations keep three figures. All count from the trace's
+// first event, as `trace stats --from` and the exports do: this store's GPU
+// memory is sampled 82 us before it, and every time the app gave (the axis,
+// tooltips, details, instances, a range) was 82 us later than the CLI's.
 void TestGuiRun::eventTimesReadApart() {
   const QString copy =
       writableCopy(QStringLiteral(CS_DATA_DIR "/gpu/worker-bf16.db"), QStringLiteral("times.db"));
@@ -2525,7 +2528,14 @@ void TestGuiRun::eventTimesReadApart() {
   QVERIFY(QTest::qWaitForWindowExposed(&view));
   openAndWait(view, copy);
   TimelineWidget* t = view.timeline();
-  const std::int64_t origin = t->fullRange().start_ns;
+  std::int64_t origin = 0;
+  {
+    auto reader = trace::TraceReader::open(copy.toStdString());
+    QVERIFY(reader.ok());
+    origin = reader.value()->time_range().start_ns;  // the CLI's
+  }
+  QVERIFY2(t->fullRange().start_ns < origin,  // the lanes show the sample before it
+           qPrintable(QString::number(origin - t->fullRange().start_ns)));
   // The kernel run most often: its instances, by start.
   view.kernelProxy()->sort(3, Qt::DescendingOrder);
   QSignalSpy instances(&view, &RunView::instancesReady);
@@ -2559,6 +2569,7 @@ void TestGuiRun::eventTimesReadApart() {
   }
   QVERIFY2(details.contains(QString::fromStdString(format_seconds(double(e.duration_ns()) * 1e-9))),
            qPrintable(details));
+  QCOMPARE(list->item(0, 1)->text(), QString::fromStdString(format_time_ns(e.start_ns - origin)));
   // The tooltip of the span under the pointer: when it starts, to the microsecond.
   QTRY_VERIFY_WITH_TIMEOUT(!t->busy() && t->frameJob() == t->requestedJob(), 30000);
   int lane = -1;
@@ -2571,6 +2582,19 @@ void TestGuiRun::eventTimesReadApart() {
   const QRegularExpression at_the_microsecond(
       QStringLiteral(" at \\d+\\.\\d{3}\u202f\\d{3} s|from \\d+\\.\\d{3}\u202f\\d{3} s"));
   QTRY_VERIFY2(at_the_microsecond.match(QToolTip::text()).hasMatch(), qPrintable(QToolTip::text()));
+  const QString at_start = QString::fromStdString(format_time_ns(e.start_ns - origin));
+  QVERIFY2(QToolTip::text().contains(at_start),
+           qPrintable(QToolTip::text() + " has not " + at_start));
+  // A range over the event: its heading, as `trace stats --from --to` takes it.
+  QSignalSpy ready(&view, &RunView::rangeReady);
+  t->setSelectedRange(trace::TimeRange{e.start_ns, e.end_ns});
+  QTRY_COMPARE_WITH_TIMEOUT(ready.count(), 1, 30000);
+  const QString heading = view.rangeBreakdown()->toPlainText();
+  for (const std::int64_t edge : {e.start_ns, e.end_ns}) {
+    const QString when = QString::fromStdString(format_time_ns(edge - origin))
+                             .replace(QChar(0x202f), QLatin1Char(' '));
+    QVERIFY2(heading.contains(when), qPrintable(heading + QStringLiteral(" has not ") + when));
+  }
 }
 
 // The range's table in a pane as narrow as a docked Run view's: its
