@@ -1027,9 +1027,11 @@ void RunView::setPredictedShown(bool shown) {
 
 void RunView::fillSummaries(const trace::RunAnalysis& a,
                             std::optional<trace::TimeRange> range) {
+  // To the microsecond, as the range's heading: three figures read a range
+  // over a 265 us kernel at 3.37 s "3.37 s – 3.37 s".
   summaries_scope_->setText(range ? tr("In the selected range %1 – %2 (Esc clears it)")
-                                        .arg(ns(range->start_ns - timeline_->timeOrigin()),
-                                             ns(range->end_ns - timeline_->timeOrigin()))
+                                        .arg(instant(range->start_ns - timeline_->timeOrigin()),
+                                             instant(range->end_ns - timeline_->timeOrigin()))
                                   : tr("The whole run"));
   instances_->setRowCount(0);
   instances_note_->clear();

@@ -2595,6 +2595,11 @@ void TestGuiRun::eventTimesReadApart() {
                              .replace(QChar(0x202f), QLatin1Char(' '));
     QVERIFY2(heading.contains(when), qPrintable(heading + QStringLiteral(" has not ") + when));
   }
+  // The tables' scope says the range apart from its neighbours' too.
+  const QString scope = view.findChild<QLabel*>(QStringLiteral("run_summaries_scope"))->text();
+  QVERIFY2(scope.contains(QString::fromStdString(format_time_ns(e.start_ns - origin))) &&
+               scope.contains(QString::fromStdString(format_time_ns(e.end_ns - origin))),
+           qPrintable(scope));
 }
 
 // The range's table in a pane as narrow as a docked Run view's: its
