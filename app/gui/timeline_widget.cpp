@@ -538,6 +538,7 @@ void TimelineWidget::setStore(const QString& path) {
     matches_.clear();
     match_names_.clear();
     search_text_.clear();
+    search_pending_ = false;
     match_index_ = -1;
     const bool same_rows = lanes_.size() == opened->lanes.size();
     lanes_ = std::move(opened->lanes);
@@ -1806,7 +1807,9 @@ void TimelineWidget::stepSearch(const QString& text, int delta) {
     emit searchMoved(match_index_, n, {});
   };
   if (text == search_text_) {
-    step();
+    // While its matches are looked up, a key again waits for them: it said
+    // "no match" meanwhile, over a store full of them.
+    if (!search_pending_) step();
     return;
   }
   // Looked up once per text, on the worker thread; at most kMaxMatches kept.
@@ -1816,6 +1819,7 @@ void TimelineWidget::stepSearch(const QString& text, int delta) {
   match_names_.clear();
   match_index_ = -1;
   search_capped_ = false;
+  search_pending_ = true;
   QtConcurrent::run(&pool_, [reader = reader_, needle = text.toStdString()] {
     // One more than kept: whether there were more is said.
     // The first by time across the ranks, where there are more than kept.
@@ -1838,7 +1842,9 @@ void TimelineWidget::stepSearch(const QString& text, int delta) {
     return out;
   }).then(this, [this, text, step](Found out) {
     if (text != search_text_) return;
+    search_pending_ = false;
     if (!out.error.isEmpty()) {
+      search_text_.clear();  // the next key looks it up again
       emit searchMoved(-1, 0, out.error);
       return;
     }

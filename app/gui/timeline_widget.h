@@ -391,6 +391,7 @@ class TimelineWidget : public QWidget {
   std::vector<QString> match_names_;         // parallel to matches_
   int match_index_ = -1;
   bool search_capped_ = false;
+  bool search_pending_ = false;  // search_text_'s matches are being looked up
   std::uint64_t step_job_ = 0;
   std::optional<std::int32_t> shown_step_;  // the step goToStep zoomed to
   void leaveStep();                         // forgets shown_step_, said with stepLeft

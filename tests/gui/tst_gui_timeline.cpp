@@ -130,6 +130,7 @@ class TestGuiTimeline : public QObject {
   void zoomAndPanStayInTheTrace();
   void zoomKeepsThePointersTime_data();
   void zoomKeepsThePointersTime();
+  void searchAgainWaitsForItsMatches();
   void traceShorterThanTheDeepestZoom_data();
   void traceShorterThanTheDeepestZoom();
   void predictedStepStore();
@@ -401,6 +402,30 @@ void TestGuiTimeline::zoomKeepsThePointersTime() {
   w.setFocus();
   QTest::keyClick(&w, Qt::Key_W);
   QCOMPARE(w.window().start_ns + 50, middle);
+  waitForFrame(w);
+}
+
+// Enter pressed again while a search's matches are looked up waits for
+// them: it said "no match" meanwhile (searchMoved with none), over a store
+// of 200,000 matches.
+void TestGuiTimeline::searchAgainWaitsForItsMatches() {
+  TimelineWidget w;
+  w.resize(900, 200);
+  w.show();
+  QVERIFY(QTest::qWaitForWindowExposed(&w));
+  w.setStore(dense_);
+  waitForFrame(w);
+  QSignalSpy moved(&w, &TimelineWidget::searchMoved);
+  w.findNext(QStringLiteral("gemm"));
+  w.findNext(QStringLiteral("gemm"));  // before the answer: it comes on the event loop
+  QCOMPARE(moved.count(), 0);
+  QTRY_COMPARE_WITH_TIMEOUT(moved.count(), 1, 20000);
+  QCOMPARE(moved.front().at(0).toInt(), 0);
+  QVERIFY(moved.front().at(1).toInt() > 0);
+  QVERIFY(w.selectedEvent());
+  w.findNext(QStringLiteral("gemm"));  // then each key steps
+  QCOMPARE(moved.count(), 2);
+  QCOMPARE(moved.back().at(0).toInt(), 1);
   waitForFrame(w);
 }
 
