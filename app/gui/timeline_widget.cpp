@@ -23,6 +23,7 @@
 #include "core/predicted_step.h"
 #include "core/trace_analysis.h"
 #include "core/trace_critical_path.h"
+#include "core/trace_types.h"
 
 namespace cs::gui {
 
@@ -490,12 +491,18 @@ void TimelineWidget::setStore(const QString& path) {
     out->range = out->reader->time_range();
     out->lanes = timelineLanes(*out->reader);
     // Counters sampled before the first event or after the last (a GPU's
-    // memory before its first kernel) are in the view's range too.
+    // memory before its first kernel) are in the view's range too, within
+    // the times a store holds: the writer keeps any time of a sample, and
+    // one near INT64_MAX (a damaged store) made the axis's ticks wrap past
+    // it and paint forever.
     bool any = out->reader->event_count() > 0;
     for (const Lane& lane : out->lanes) {
       if (!lane.counter) continue;
-      const trace::TimeRange sampled{lane.counter->first_ns,
-                                     trace::saturating_add(lane.counter->last_ns, 1)};
+      constexpr std::int64_t kLimit = trace::kTraceTimeLimitNs;
+      const trace::TimeRange sampled{
+          std::clamp(lane.counter->first_ns, -kLimit, kLimit),
+          std::clamp(trace::saturating_add(lane.counter->last_ns, 1), -kLimit, kLimit)};
+      if (sampled.empty()) continue;
       out->range = any ? trace::TimeRange{std::min(out->range.start_ns, sampled.start_ns),
                                           std::max(out->range.end_ns, sampled.end_ns)}
                        : sampled;

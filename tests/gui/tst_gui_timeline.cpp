@@ -19,6 +19,7 @@
 #include "core/format.h"
 #include "core/presets.h"
 #include "core/trace_reader.h"
+#include "core/trace_types.h"
 #include "core/trace_writer.h"
 #include "gui_test_support.h"
 #include "planners/estimate.h"
@@ -133,6 +134,8 @@ class TestGuiTimeline : public QObject {
   void searchAgainWaitsForItsMatches();
   void traceShorterThanTheDeepestZoom_data();
   void traceShorterThanTheDeepestZoom();
+  void counterTimesPastWhatAStoreHolds_data();
+  void counterTimesPastWhatAStoreHolds();
   void predictedStepStore();
   void laneTitlesColumn();
   void badStores_data();
@@ -483,6 +486,58 @@ void TestGuiTimeline::traceShorterThanTheDeepestZoom() {
   w.setWindow(0, 1'000'000);
   QVERIFY(inside());
   waitForFrame(w);
+}
+
+// A counter sampled at a time past what a store holds (a damaged store: the
+// writer keeps any time of a sample): the view's range stays within the
+// times a store holds. A sample near INT64_MAX took the range there, the
+// axis's ticks wrapped past it and the first paint never ended; one near
+// INT64_MIN as well made the range's length wrap, and the view showed 100 ns
+// at INT64_MIN, none of the events.
+void TestGuiTimeline::counterTimesPastWhatAStoreHolds_data() {
+  QTest::addColumn<QList<qint64>>("samples");
+  constexpr qint64 kMin = std::numeric_limits<qint64>::min(),
+                   kMax = std::numeric_limits<qint64>::max();
+  QTest::addRow("after the end") << QList<qint64>{1500, kMax - 5};
+  QTest::addRow("before the start") << QList<qint64>{kMin + 5, 1500};
+  QTest::addRow("both") << QList<qint64>{kMin + 5, 1500, kMax - 5};
+}
+
+void TestGuiTimeline::counterTimesPastWhatAStoreHolds() {
+  QFETCH(QList<qint64>, samples);
+  const QString path = dir_.filePath(
+      QStringLiteral("counter-past-%1.db").arg(QTest::currentDataTag()).replace(' ', '-'));
+  {
+    auto w = trace::TraceWriter::create(path.toStdString(), {});
+    QVERIFY(w.ok());
+    (*w)->add_rank({0, "host", "GPU 0", 1, 0, false});
+    trace::Event e;
+    e.lane = (*w)->add_lane(0, trace::LaneKind::gpu_stream, "stream 7");
+    e.kind = trace::EventKind::kernel;
+    e.start_ns = 1000;
+    e.end_ns = 2000;
+    e.name = (*w)->intern("gemm");
+    (*w)->add(e);
+    const trace::StringId memory = (*w)->intern("memory in use (bytes)");
+    for (const qint64 t : samples)
+      (*w)->add(trace::CounterSample{0, memory, t, 4096});
+    QVERIFY((*w)->close().ok());
+  }
+  TimelineWidget w;
+  w.resize(900, 200);
+  w.show();
+  QVERIFY(QTest::qWaitForWindowExposed(&w));
+  w.setStore(path);
+  waitForFrame(w);  // painted
+  QCOMPARE(w.laneCount(), 2);
+  const trace::TimeRange full = w.fullRange();
+  QVERIFY2(full.start_ns >= -trace::kTraceTimeLimitNs && full.end_ns <= trace::kTraceTimeLimitNs &&
+               full.start_ns <= 1000 && full.end_ns >= 2000,
+           qPrintable(QStringLiteral("%1 to %2").arg(full.start_ns).arg(full.end_ns)));
+  QCOMPARE(w.timeOrigin(), qint64(1000));
+  w.setWindow(1000, 2000);
+  waitForFrame(w);
+  QVERIFY(w.drawnItems() > 0);
 }
 
 void TestGuiTimeline::predictedStepStore() {
