@@ -756,6 +756,7 @@ void RunView::openStore(const QString& path) {
   QChart* old_chart = chart_->chart();
   chart_->setChart(new QChart);
   delete old_chart;
+  chart_->setMinimumHeight(230);
   rank_table_->clear();
   rank_table_->setRowCount(0);
   stream_table_->clear();
@@ -1249,6 +1250,9 @@ void RunView::showAnalysis() {
   QChart* old = chart_->chart();
   chart_->setChart(chart);
   delete old;
+  // A row of text for each rank, the chart scrolling in its tab: 64 ranks
+  // in its 230 px left each bar 2 px and drew their labels over each other.
+  chart_->setMinimumHeight(std::max(230, 110 + 20 * int(a.ranks.size())));
   // A chart made after a switch to the dark theme came up white.
   applyChartTheme(this);
 

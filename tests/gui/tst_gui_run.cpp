@@ -15,6 +15,7 @@
 #include <QDockWidget>
 #include <QFile>
 #include <QFileInfo>
+#include <QFontMetricsF>
 #include <QHorizontalStackedBarSeries>
 #include <QJsonArray>
 #include <QJsonDocument>
@@ -100,6 +101,7 @@ class TestGuiRun : public QObject {
   void opensCpuEngineRun();
   void criticalPathTab();
   void chartMadeInTheDarkThemeIsDark();
+  void breakdownOfManyRanksReads();
   void longTitleKeepsTheWindow();
   void zoomPanAndSelect();
   void kernelRowShowsInstances();
@@ -213,6 +215,49 @@ void TestGuiRun::chartMadeInTheDarkThemeIsDark() {
   const QColor base = QApplication::palette().color(QPalette::Base);
   QCOMPARE(view.breakdownChart()->chart()->backgroundBrush().color(), base);
   QVERIFY(base.lightness() < 128);
+}
+
+// The breakdown of 64 ranks: a bar and a label of its own for each, the
+// chart scrolling in its tab. In its fixed 230 px each bar was 2 px high and
+// the ranks' labels were drawn over each other.
+void TestGuiRun::breakdownOfManyRanksReads() {
+  constexpr int kRanks = 64;
+  const QString path = dir_.filePath(QStringLiteral("many-ranks.db"));
+  {
+    auto w = trace::TraceWriter::create(path.toStdString(), {});
+    QVERIFY(w.ok());
+    const trace::StringId gemm = (*w)->intern("gemm");
+    for (int r = 0; r < kRanks; ++r) {
+      (*w)->add_rank({r, "host", "GPU " + std::to_string(r), 100 + r, 0, false});
+      trace::Event e;
+      e.lane = (*w)->add_lane(r, trace::LaneKind::gpu_stream, "stream 7");
+      e.kind = trace::EventKind::kernel;
+      e.start_ns = 1000;
+      e.end_ns = 2000 + 10 * r;
+      e.name = gemm;
+      (*w)->add(e);
+    }
+    QVERIFY((*w)->close().ok());
+  }
+  RunView view;
+  view.resize(1200, 900);
+  view.show();
+  QVERIFY(QTest::qWaitForWindowExposed(&view));
+  openAndWait(view, path);
+  QCOMPARE(int(view.analysis()->ranks.size()), kRanks);
+  for (int i = 0; i < view.tabs()->count(); ++i) {
+    if (view.tabs()->tabText(i) == QStringLiteral("Breakdown")) view.tabs()->setCurrentIndex(i);
+  }
+  QChart* chart = view.breakdownChart()->chart();
+  QVERIFY(chart->isVisible());
+  const QList<QAbstractAxis*> axes = chart->axes(Qt::Vertical);
+  QCOMPARE(axes.size(), 1);
+  const double label = QFontMetricsF(axes.front()->labelsFont()).height();
+  QTRY_VERIFY2(chart->plotArea().height() / kRanks >= label,
+               qPrintable(QStringLiteral("%1 px for %2 ranks, labels %3 px high")
+                              .arg(chart->plotArea().height())
+                              .arg(kRanks)
+                              .arg(label)));
 }
 
 void TestGuiRun::opensCpuEngineRun() {
