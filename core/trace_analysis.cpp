@@ -22,6 +22,11 @@
 
 namespace cs::trace {
 
+bool counts_in_window(std::int64_t start_ns, std::int64_t end_ns, TimeRange window) {
+  const bool before = end_ns < window.start_ns || (end_ns == window.start_ns && start_ns < end_ns);
+  return !before && start_ns < window.end_ns;
+}
+
 namespace {
 
 constexpr std::int64_t kMinTime = std::numeric_limits<std::int64_t>::min() / 4;
@@ -429,11 +434,8 @@ struct Launch {
   }
 };
 
-// Whether an event counts in the half-open window [lo, hi): one that ends
-// where the window starts ran before it.
 bool in_window(const store::ScanRow& row, std::int64_t lo, std::int64_t hi) {
-  const bool before = row.end < lo || (row.end == lo && row.start < row.end);
-  return !before && row.start < hi;
+  return counts_in_window(row.start, row.end, {lo, hi});
 }
 
 void add_duration(std::unordered_map<std::uint32_t, NameStats>& by_name,

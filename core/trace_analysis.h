@@ -397,6 +397,13 @@ std::string describe_part(std::string_view part);
 // 4)", "6 steps after the first (the warm-up)", "2 steps".
 std::string describe_steps(int steps, int warm_up);
 
+// Whether an event [start_ns, end_ns) counts in an analysis's window
+// [window.start_ns, window.end_ns): one that ends where the window starts
+// ran before it (an instant there counts), one that starts where it ends
+// after it. The tables of a range hold these; so does the list of a row's
+// instances.
+bool counts_in_window(std::int64_t start_ns, std::int64_t end_ns, TimeRange window);
+
 struct AnalysisOptions {
   std::int64_t kernel_wait_ns = 30;
   bool per_step = true;

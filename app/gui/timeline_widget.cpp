@@ -23,6 +23,7 @@
 #include "core/predicted_step.h"
 #include "core/trace_analysis.h"
 #include "core/trace_critical_path.h"
+#include "core/trace_types.h"
 
 namespace cs::gui {
 
@@ -405,6 +406,7 @@ struct Opened {
   std::shared_ptr<trace::TraceReader> reader;
   std::vector<TimelineWidget::Lane> lanes;
   trace::TimeRange range;
+  std::int64_t origin = 0;  // the first event, else the range's start
   std::shared_ptr<const TimelineWidget::Frame> frame;
   std::pair<int, int> asked;  // the lanes the frame holds
   QString error;
@@ -489,12 +491,18 @@ void TimelineWidget::setStore(const QString& path) {
     out->range = out->reader->time_range();
     out->lanes = timelineLanes(*out->reader);
     // Counters sampled before the first event or after the last (a GPU's
-    // memory before its first kernel) are in the view's range too.
+    // memory before its first kernel) are in the view's range too, within
+    // the times a store holds: the writer keeps any time of a sample, and
+    // one near INT64_MAX (a damaged store) made the axis's ticks wrap past
+    // it and paint forever.
     bool any = out->reader->event_count() > 0;
     for (const Lane& lane : out->lanes) {
       if (!lane.counter) continue;
-      const trace::TimeRange sampled{lane.counter->first_ns,
-                                     trace::saturating_add(lane.counter->last_ns, 1)};
+      constexpr std::int64_t kLimit = trace::kTraceTimeLimitNs;
+      const trace::TimeRange sampled{
+          std::clamp(lane.counter->first_ns, -kLimit, kLimit),
+          std::clamp(trace::saturating_add(lane.counter->last_ns, 1), -kLimit, kLimit)};
+      if (sampled.empty()) continue;
       out->range = any ? trace::TimeRange{std::min(out->range.start_ns, sampled.start_ns),
                                           std::max(out->range.end_ns, sampled.end_ns)}
                        : sampled;
@@ -506,6 +514,8 @@ void TimelineWidget::setStore(const QString& path) {
     // showed a window past the trace's end.
     if (out->range.end_ns - out->range.start_ns < kMinWindowNs)
       out->range.end_ns = out->range.start_ns + kMinWindowNs;
+    out->origin =
+        out->reader->event_count() > 0 ? out->reader->time_range().start_ns : out->range.start_ns;
     out->asked = lanesBetween(out->lanes, collapsed, rows.first, rows.second);
     out->frame = queryFrame(*out->reader, queriesOf(out->lanes, collapsed, out->asked),
                             out->asked.first, out->range, pixels, frame_job);
@@ -535,11 +545,14 @@ void TimelineWidget::setStore(const QString& path) {
     matches_.clear();
     match_names_.clear();
     search_text_.clear();
+    search_pending_ = false;
     match_index_ = -1;
     const bool same_rows = lanes_.size() == opened->lanes.size();
     lanes_ = std::move(opened->lanes);
     asked_lanes_ = opened->asked;
     own_range_ = opened->range;
+    own_origin_ = opened->origin;
+    origin_ = followed_origin_.value_or(own_origin_);
     full_ = own_range_;
     if (followed_full_) {
       full_ = {std::min(full_.start_ns, followed_full_->start_ns),
@@ -607,22 +620,33 @@ void TimelineWidget::leaveStep() {
 void TimelineWidget::stopFollowing() {
   followed_full_.reset();
   followed_window_.reset();
+  followed_origin_.reset();
 }
 
-void TimelineWidget::followWindow(trace::TimeRange full, trace::TimeRange window) {
+void TimelineWidget::followWindow(trace::TimeRange full, trace::TimeRange window,
+                                  std::optional<std::int64_t> origin) {
   followed_full_ = full;
   followed_window_ = window;
+  followed_origin_ = origin.value_or(full.start_ns);
   if (own_range_.empty() && full_.empty()) return;  // applied when a store opens
+  if (origin_ != *followed_origin_) cache_job_ = 0;  // the axis's labels change
+  origin_ = *followed_origin_;
   full_ = {std::min(own_range_.start_ns, full.start_ns), std::max(own_range_.end_ns, full.end_ns)};
   setWindow(window.start_ns, window.end_ns);
 }
 
 void TimelineWidget::zoom(double factor, std::int64_t anchor_ns) {
+  if (full_.empty()) return;
   const std::int64_t span = window_.end_ns - window_.start_ns;
-  const auto new_span = std::int64_t(double(span) / factor);
+  // Within the deepest zoom and the whole trace before the anchor is placed:
+  // setWindow widening a span below 100 ns from its start moved the anchor,
+  // and each further zoom at the deepest level panned the view.
+  const auto new_span =
+      std::clamp(std::int64_t(double(span) / factor), kMinWindowNs, full_.end_ns - full_.start_ns);
   // The anchor keeps its place on screen: its share of the window is kept.
   const double share = span > 0 ? double(anchor_ns - window_.start_ns) / double(span) : 0.5;
-  const std::int64_t start = anchor_ns - std::int64_t(share * double(new_span));
+  // Rounded: truncated, 0.57 * 100 made 56 and each notch moved it a nanosecond.
+  const std::int64_t start = anchor_ns - std::llround(share * double(new_span));
   setWindow(start, start + new_span);
 }
 
@@ -880,18 +904,19 @@ int paintTimeline(const TimelineWidget::PaintState& state, QPainter& painter, co
   // int64 differences first; doubles only relative to the window's start.
   auto x_of = [&](std::int64_t t) { return left + double(t - t0) * per_ns; };
 
-  // The time axis, relative to the start of the trace.
+  // The time axis, from the trace's start (its first event: a sample
+  // before it reads below zero).
   QColor grid = text;
   grid.setAlpha(40);
   const std::int64_t step = tickStep(double(span_ns) / std::max(1.0, width / 90));
-  const std::int64_t first = state.full.start_ns + ((t0 - state.full.start_ns) / step) * step;
+  const std::int64_t first = state.origin + ((t0 - state.origin) / step) * step;
   painter.setPen(text);
   for (std::int64_t t = first; t <= state.window.end_ns; t += step) {
     if (t < t0) continue;
     const double x = x_of(t);
     painter.setPen(grid);
     painter.drawLine(QPointF(x, area.top() + kRuler - 4), QPointF(x, area.bottom()));
-    const QString label = timeTickLabel(t - state.full.start_ns, step);
+    const QString label = timeTickLabel(t - state.origin, step);
     if (x + 2 + fm.horizontalAdvance(label) > area.right()) continue;
     painter.setPen(text);
     painter.drawText(QRectF(x + 2, area.top(), 90, kRuler - 4), Qt::AlignLeft | Qt::AlignVCenter,
@@ -1367,6 +1392,7 @@ TimelineWidget::PaintState TimelineWidget::paintState() const {
   state.collapsed = collapsed_;
   state.full = full_;
   state.window = window_;
+  state.origin = origin_;
   state.frame = frame_;
   state.selected = selected_;
   state.selected_depth = selected_depth_;
@@ -1788,7 +1814,9 @@ void TimelineWidget::stepSearch(const QString& text, int delta) {
     emit searchMoved(match_index_, n, {});
   };
   if (text == search_text_) {
-    step();
+    // While its matches are looked up, a key again waits for them: it said
+    // "no match" meanwhile, over a store full of them.
+    if (!search_pending_) step();
     return;
   }
   // Looked up once per text, on the worker thread; at most kMaxMatches kept.
@@ -1798,6 +1826,7 @@ void TimelineWidget::stepSearch(const QString& text, int delta) {
   match_names_.clear();
   match_index_ = -1;
   search_capped_ = false;
+  search_pending_ = true;
   QtConcurrent::run(&pool_, [reader = reader_, needle = text.toStdString()] {
     // One more than kept: whether there were more is said.
     // The first by time across the ranks, where there are more than kept.
@@ -1820,7 +1849,9 @@ void TimelineWidget::stepSearch(const QString& text, int delta) {
     return out;
   }).then(this, [this, text, step](Found out) {
     if (text != search_text_) return;
+    search_pending_ = false;
     if (!out.error.isEmpty()) {
+      search_text_.clear();  // the next key looks it up again
       emit searchMoved(-1, 0, out.error);
       return;
     }
@@ -1966,7 +1997,7 @@ QString TimelineWidget::counterTip(const QPoint& pos) const {
     return tr("<b>%1</b><br>not read: %2").arg(name, lf.error.toHtmlEscaped());
   const trace::CounterView& view = lf.counter;
   auto value = [&](double v) { return counterValueText(lane.info.name, v); };
-  auto at = [&](std::int64_t t) { return q(format_time_ns(t - full_.start_ns)); };
+  auto at = [&](std::int64_t t) { return q(format_time_ns(t - origin_)); };
   // As the lane draws it: the last column that starts before the pointer's
   // pixel ends; in the pointer's own pixel, its samples, else its last value
   // held there. The time of what is shown, not of the pointer.
@@ -2021,7 +2052,7 @@ bool TimelineWidget::event(QEvent* e) {
     const std::size_t k = hit->span;
     const trace::Span& s = lf.spans[k];
     const QString extent = q(format_seconds(double(s.end_ns - s.start_ns) * 1e-9));
-    const QString at = q(format_time_ns(s.start_ns - full_.start_ns));
+    const QString at = q(format_time_ns(s.start_ns - origin_));
     QString text =
         s.count > 1
             ? tr("<b>%1</b> and %2 more<br>%3 events over %4 from %5<br>"

@@ -58,10 +58,17 @@ class TimelineWidget : public QWidget {
   trace::TimeRange window() const { return window_; }
   trace::TimeRange fullRange() const { return full_; }
   void setWindow(std::int64_t start_ns, std::int64_t end_ns);
-  // Shows `window` of another timeline whose whole is `full`: this one then
-  // spans at least what that one spans and keeps following it across stores
-  // (the predicted step under a measured run), so that their times line up.
-  void followWindow(trace::TimeRange full, trace::TimeRange window);
+  // Where the times it shows (the axis, the tooltips) count from: the
+  // store's first event, as the CLI's --from and the exports count them (a
+  // counter sampled before it reads below zero); a store without events, its
+  // first sample. A timeline following another counts from that one's.
+  std::int64_t timeOrigin() const { return origin_; }
+  // Shows `window` of another timeline whose whole is `full` and whose times
+  // count from `origin` (else full's start): this one then spans at least
+  // what that one spans and keeps following it across stores (the predicted
+  // step under a measured run), so that their times line up.
+  void followWindow(trace::TimeRange full, trace::TimeRange window,
+                    std::optional<std::int64_t> origin = std::nullopt);
   void stopFollowing();                              // from the next store on, its own range again
   void zoom(double factor, std::int64_t anchor_ns);  // factor > 1 zooms in
   void resetZoom();
@@ -260,6 +267,7 @@ class TimelineWidget : public QWidget {
     std::vector<Lane> lanes;
     std::vector<std::int32_t> collapsed;  // ranks folded to their header row
     trace::TimeRange full, window;
+    std::int64_t origin = 0;  // the axis's zero
     std::shared_ptr<const Frame> frame;
     std::optional<trace::StoredEvent> selected;
     std::int32_t selected_depth = 0;
@@ -333,7 +341,10 @@ class TimelineWidget : public QWidget {
   std::vector<Lane> lanes_;
   trace::TimeRange full_;
   trace::TimeRange own_range_;  // the store's own time range
+  std::int64_t own_origin_ = 0;  // its first event
+  std::int64_t origin_ = 0;      // own_origin_, or the followed timeline's
   std::optional<trace::TimeRange> followed_full_, followed_window_;
+  std::optional<std::int64_t> followed_origin_;
   trace::TimeRange window_;
   std::shared_ptr<const Frame> frame_;
   std::uint64_t requested_ = 0;
@@ -380,6 +391,7 @@ class TimelineWidget : public QWidget {
   std::vector<QString> match_names_;         // parallel to matches_
   int match_index_ = -1;
   bool search_capped_ = false;
+  bool search_pending_ = false;  // search_text_'s matches are being looked up
   std::uint64_t step_job_ = 0;
   std::optional<std::int32_t> shown_step_;  // the step goToStep zoomed to
   void leaveStep();                         // forgets shown_step_, said with stepLeft

@@ -15,6 +15,7 @@
 #include <QDockWidget>
 #include <QFile>
 #include <QFileInfo>
+#include <QFontMetricsF>
 #include <QHorizontalStackedBarSeries>
 #include <QJsonArray>
 #include <QJsonDocument>
@@ -100,10 +101,12 @@ class TestGuiRun : public QObject {
   void opensCpuEngineRun();
   void criticalPathTab();
   void chartMadeInTheDarkThemeIsDark();
+  void breakdownOfManyRanksReads();
   void longTitleKeepsTheWindow();
   void zoomPanAndSelect();
   void kernelRowShowsInstances();
   void rangeBreakdown();
+  void rangeInstancesAreTheRangesCount();
   void zeroWidthDragSelectsNothing();
   void longNamesKeepTheTooltipOnScreen();
   void hoverTooltip();
@@ -212,6 +215,49 @@ void TestGuiRun::chartMadeInTheDarkThemeIsDark() {
   const QColor base = QApplication::palette().color(QPalette::Base);
   QCOMPARE(view.breakdownChart()->chart()->backgroundBrush().color(), base);
   QVERIFY(base.lightness() < 128);
+}
+
+// The breakdown of 64 ranks: a bar and a label of its own for each, the
+// chart scrolling in its tab. In its fixed 230 px each bar was 2 px high and
+// the ranks' labels were drawn over each other.
+void TestGuiRun::breakdownOfManyRanksReads() {
+  constexpr int kRanks = 64;
+  const QString path = dir_.filePath(QStringLiteral("many-ranks.db"));
+  {
+    auto w = trace::TraceWriter::create(path.toStdString(), {});
+    QVERIFY(w.ok());
+    const trace::StringId gemm = (*w)->intern("gemm");
+    for (int r = 0; r < kRanks; ++r) {
+      (*w)->add_rank({r, "host", "GPU " + std::to_string(r), 100 + r, 0, false});
+      trace::Event e;
+      e.lane = (*w)->add_lane(r, trace::LaneKind::gpu_stream, "stream 7");
+      e.kind = trace::EventKind::kernel;
+      e.start_ns = 1000;
+      e.end_ns = 2000 + 10 * r;
+      e.name = gemm;
+      (*w)->add(e);
+    }
+    QVERIFY((*w)->close().ok());
+  }
+  RunView view;
+  view.resize(1200, 900);
+  view.show();
+  QVERIFY(QTest::qWaitForWindowExposed(&view));
+  openAndWait(view, path);
+  QCOMPARE(int(view.analysis()->ranks.size()), kRanks);
+  for (int i = 0; i < view.tabs()->count(); ++i) {
+    if (view.tabs()->tabText(i) == QStringLiteral("Breakdown")) view.tabs()->setCurrentIndex(i);
+  }
+  QChart* chart = view.breakdownChart()->chart();
+  QVERIFY(chart->isVisible());
+  const QList<QAbstractAxis*> axes = chart->axes(Qt::Vertical);
+  QCOMPARE(axes.size(), 1);
+  const double label = QFontMetricsF(axes.front()->labelsFont()).height();
+  QTRY_VERIFY2(chart->plotArea().height() / kRanks >= label,
+               qPrintable(QStringLiteral("%1 px for %2 ranks, labels %3 px high")
+                              .arg(chart->plotArea().height())
+                              .arg(kRanks)
+                              .arg(label)));
 }
 
 void TestGuiRun::opensCpuEngineRun() {
@@ -651,6 +697,48 @@ void TestGuiRun::rangeBreakdown() {
   QTRY_COMPARE_WITH_TIMEOUT(ready.count(), 1, 30000);
   QVERIFY(t->selectedRange()->start_ns >= t->window().start_ns);
   QVERIFY(t->selectedRange()->end_ns > t->selectedRange()->start_ns);
+}
+
+// A row's instances in a selected range are the events its count holds: a
+// range drawn from one kernel's end to another's start (adjacent kernels,
+// the CPU engine's ops) listed those two beside the one its row counted,
+// "3 instances" under a count of 1.
+void TestGuiRun::rangeInstancesAreTheRangesCount() {
+  const QString path = dir_.filePath(QStringLiteral("range-instances.db"));
+  {
+    auto w = trace::TraceWriter::create(path.toStdString(), {});
+    QVERIFY(w.ok());
+    (*w)->add_rank({0, "host", "GPU 0", 1, 0, false});
+    const trace::LaneId stream = (*w)->add_lane(0, trace::LaneKind::gpu_stream, "stream 7");
+    const trace::StringId gemm = (*w)->intern("gemm");
+    for (std::int64_t start : {1000, 2000, 3000}) {  // back to back, 1 us each
+      trace::Event e;
+      e.lane = stream;
+      e.kind = trace::EventKind::kernel;
+      e.start_ns = start;
+      e.end_ns = start + 1000;
+      e.name = gemm;
+      (*w)->add(e);
+    }
+    QVERIFY((*w)->close().ok());
+  }
+  RunView view;
+  view.resize(1200, 900);
+  view.show();
+  QVERIFY(QTest::qWaitForWindowExposed(&view));
+  openAndWait(view, path);
+  QSignalSpy ready(&view, &RunView::rangeReady);
+  view.timeline()->setSelectedRange(trace::TimeRange{2000, 3000});  // the second kernel
+  QTRY_COMPARE_WITH_TIMEOUT(ready.count(), 1, 30000);
+  QCOMPARE(view.kernelProxy()->rowCount(), 1);
+  QCOMPARE(view.kernelProxy()->index(0, 3).data(Qt::UserRole).toInt(), 1);
+  QSignalSpy instances(&view, &RunView::instancesReady);
+  view.kernelTable()->selectRow(0);
+  QTRY_COMPARE_WITH_TIMEOUT(instances.count(), 1, 30000);
+  QCOMPARE(instances.front().at(0).toInt(), 1);
+  QCOMPARE(view.instances()->rowCount(), 1);
+  QCOMPARE(view.instances()->item(0, 1)->text(),
+           QString::fromStdString(format_time_ns(1000)));  // from the trace's start
 }
 
 // A Shift+drag that reaches no other nanosecond (3 px at the deepest zoom;
@@ -2471,7 +2559,10 @@ void TestGuiRun::committedCountersOnTheTimeline() {
 // Start, end and "at" times to the microsecond, the details' to the
 // nanosecond, as Nsight Systems gives them: a 265 µs kernel's details read
 // "start 3.37 s / end 3.37 s", and instances one after the other were all
-// listed "3.54 s". Durations keep three figures.
+// listed "3.54 s". Durations keep three figures. All count from the trace's
+// first event, as `trace stats --from` and the exports do: this store's GPU
+// memory is sampled 82 us before it, and every time the app gave (the axis,
+// tooltips, details, instances, a range) was 82 us later than the CLI's.
 void TestGuiRun::eventTimesReadApart() {
   const QString copy =
       writableCopy(QStringLiteral(CS_DATA_DIR "/gpu/worker-bf16.db"), QStringLiteral("times.db"));
@@ -2482,7 +2573,14 @@ void TestGuiRun::eventTimesReadApart() {
   QVERIFY(QTest::qWaitForWindowExposed(&view));
   openAndWait(view, copy);
   TimelineWidget* t = view.timeline();
-  const std::int64_t origin = t->fullRange().start_ns;
+  std::int64_t origin = 0;
+  {
+    auto reader = trace::TraceReader::open(copy.toStdString());
+    QVERIFY(reader.ok());
+    origin = reader.value()->time_range().start_ns;  // the CLI's
+  }
+  QVERIFY2(t->fullRange().start_ns < origin,  // the lanes show the sample before it
+           qPrintable(QString::number(origin - t->fullRange().start_ns)));
   // The kernel run most often: its instances, by start.
   view.kernelProxy()->sort(3, Qt::DescendingOrder);
   QSignalSpy instances(&view, &RunView::instancesReady);
@@ -2516,6 +2614,7 @@ void TestGuiRun::eventTimesReadApart() {
   }
   QVERIFY2(details.contains(QString::fromStdString(format_seconds(double(e.duration_ns()) * 1e-9))),
            qPrintable(details));
+  QCOMPARE(list->item(0, 1)->text(), QString::fromStdString(format_time_ns(e.start_ns - origin)));
   // The tooltip of the span under the pointer: when it starts, to the microsecond.
   QTRY_VERIFY_WITH_TIMEOUT(!t->busy() && t->frameJob() == t->requestedJob(), 30000);
   int lane = -1;
@@ -2528,6 +2627,24 @@ void TestGuiRun::eventTimesReadApart() {
   const QRegularExpression at_the_microsecond(
       QStringLiteral(" at \\d+\\.\\d{3}\u202f\\d{3} s|from \\d+\\.\\d{3}\u202f\\d{3} s"));
   QTRY_VERIFY2(at_the_microsecond.match(QToolTip::text()).hasMatch(), qPrintable(QToolTip::text()));
+  const QString at_start = QString::fromStdString(format_time_ns(e.start_ns - origin));
+  QVERIFY2(QToolTip::text().contains(at_start),
+           qPrintable(QToolTip::text() + " has not " + at_start));
+  // A range over the event: its heading, as `trace stats --from --to` takes it.
+  QSignalSpy ready(&view, &RunView::rangeReady);
+  t->setSelectedRange(trace::TimeRange{e.start_ns, e.end_ns});
+  QTRY_COMPARE_WITH_TIMEOUT(ready.count(), 1, 30000);
+  const QString heading = view.rangeBreakdown()->toPlainText();
+  for (const std::int64_t edge : {e.start_ns, e.end_ns}) {
+    const QString when = QString::fromStdString(format_time_ns(edge - origin))
+                             .replace(QChar(0x202f), QLatin1Char(' '));
+    QVERIFY2(heading.contains(when), qPrintable(heading + QStringLiteral(" has not ") + when));
+  }
+  // The tables' scope says the range apart from its neighbours' too.
+  const QString scope = view.findChild<QLabel*>(QStringLiteral("run_summaries_scope"))->text();
+  QVERIFY2(scope.contains(QString::fromStdString(format_time_ns(e.start_ns - origin))) &&
+               scope.contains(QString::fromStdString(format_time_ns(e.end_ns - origin))),
+           qPrintable(scope));
 }
 
 // The range's table in a pane as narrow as a docked Run view's: its

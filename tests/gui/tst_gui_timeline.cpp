@@ -19,6 +19,7 @@
 #include "core/format.h"
 #include "core/presets.h"
 #include "core/trace_reader.h"
+#include "core/trace_types.h"
 #include "core/trace_writer.h"
 #include "gui_test_support.h"
 #include "planners/estimate.h"
@@ -128,8 +129,13 @@ class TestGuiTimeline : public QObject {
   void timesToTheMicrosecond();
   void tooltipsTellEventsApart();
   void zoomAndPanStayInTheTrace();
+  void zoomKeepsThePointersTime_data();
+  void zoomKeepsThePointersTime();
+  void searchAgainWaitsForItsMatches();
   void traceShorterThanTheDeepestZoom_data();
   void traceShorterThanTheDeepestZoom();
+  void counterTimesPastWhatAStoreHolds_data();
+  void counterTimesPastWhatAStoreHolds();
   void predictedStepStore();
   void laneTitlesColumn();
   void badStores_data();
@@ -350,6 +356,82 @@ void TestGuiTimeline::zoomAndPanStayInTheTrace() {
   waitForFrame(w);
 }
 
+// Ctrl+wheel zooms around the pointer down to the deepest zoom (100 ns) and
+// no further: the time under the pointer stays under it. Near the deepest
+// zoom the window was widened back from its start, and each notch there
+// panned the view (15 ns a notch, at three quarters of the width).
+void TestGuiTimeline::zoomKeepsThePointersTime_data() {
+  QTest::addColumn<qint64>("window");  // ns shown before the notches
+  QTest::addColumn<double>("at");      // the pointer's share of the span area
+  QTest::addRow("down to the deepest zoom") << qint64(2000) << 0.75;
+  QTest::addRow("at the deepest zoom") << qint64(100) << 0.75;
+  QTest::addRow("just above it") << qint64(120) << 0.5;
+  QTest::addRow("near the left") << qint64(100) << 0.1;
+}
+
+void TestGuiTimeline::zoomKeepsThePointersTime() {
+  QFETCH(qint64, window);
+  QFETCH(double, at);
+  TimelineWidget w;
+  w.resize(900, 200);
+  w.show();
+  QVERIFY(QTest::qWaitForWindowExposed(&w));
+  w.setStore(dense_);
+  waitForFrame(w);
+  const std::int64_t start = kEpoch + 123'456 * kPeriod;
+  w.setWindow(start, start + window);
+  QCOMPARE(w.window().end_ns - w.window().start_ns, window);
+  const double x = w.xOf(start) + at * w.spanAreaWidth();
+  const QPoint pointer(int(std::lround(x)), 60);
+  const double pointer_share = (pointer.x() - w.xOf(start)) / w.spanAreaWidth();
+  const std::int64_t under = start + std::int64_t(pointer_share * double(window));
+  // Within a nanosecond's pixels (7.5 at the deepest zoom): the pointer's
+  // time is a whole nanosecond.
+  const double slack = 1.0 + double(w.spanAreaWidth()) / 100.0;
+  for (int notch = 0; notch < 16; ++notch) {
+    QWheelEvent event(pointer, w.mapToGlobal(pointer), {}, QPoint(0, 120), Qt::NoButton,
+                      Qt::ControlModifier, Qt::NoScrollPhase, false);
+    QApplication::sendEvent(&w, &event);
+    QVERIFY2(std::abs(w.xOf(under) - pointer.x()) <= slack,
+             qPrintable(QStringLiteral("notch %1: the pointer's time is %2 px from it (%3 to %4)")
+                            .arg(notch + 1)
+                            .arg(w.xOf(under) - pointer.x())
+                            .arg(w.window().start_ns - start)
+                            .arg(w.window().end_ns - start)));
+  }
+  QCOMPARE(w.window().end_ns - w.window().start_ns, qint64(100));
+  // The keys zoom around the middle, which stays too.
+  const std::int64_t middle = w.window().start_ns + 50;
+  w.setFocus();
+  QTest::keyClick(&w, Qt::Key_W);
+  QCOMPARE(w.window().start_ns + 50, middle);
+  waitForFrame(w);
+}
+
+// Enter pressed again while a search's matches are looked up waits for
+// them: it said "no match" meanwhile (searchMoved with none), over a store
+// of 200,000 matches.
+void TestGuiTimeline::searchAgainWaitsForItsMatches() {
+  TimelineWidget w;
+  w.resize(900, 200);
+  w.show();
+  QVERIFY(QTest::qWaitForWindowExposed(&w));
+  w.setStore(dense_);
+  waitForFrame(w);
+  QSignalSpy moved(&w, &TimelineWidget::searchMoved);
+  w.findNext(QStringLiteral("gemm"));
+  w.findNext(QStringLiteral("gemm"));  // before the answer: it comes on the event loop
+  QCOMPARE(moved.count(), 0);
+  QTRY_COMPARE_WITH_TIMEOUT(moved.count(), 1, 20000);
+  QCOMPARE(moved.front().at(0).toInt(), 0);
+  QVERIFY(moved.front().at(1).toInt() > 0);
+  QVERIFY(w.selectedEvent());
+  w.findNext(QStringLiteral("gemm"));  // then each key steps
+  QCOMPARE(moved.count(), 2);
+  QCOMPARE(moved.back().at(0).toInt(), 1);
+  waitForFrame(w);
+}
+
 // A trace shorter than the deepest zoom (100 ns): its range is made that
 // wide, so that every window stays inside it. A 50 ns trace had the window
 // clamped between 100 ns and 50 (undefined; an abort where the library
@@ -404,6 +486,58 @@ void TestGuiTimeline::traceShorterThanTheDeepestZoom() {
   w.setWindow(0, 1'000'000);
   QVERIFY(inside());
   waitForFrame(w);
+}
+
+// A counter sampled at a time past what a store holds (a damaged store: the
+// writer keeps any time of a sample): the view's range stays within the
+// times a store holds. A sample near INT64_MAX took the range there, the
+// axis's ticks wrapped past it and the first paint never ended; one near
+// INT64_MIN as well made the range's length wrap, and the view showed 100 ns
+// at INT64_MIN, none of the events.
+void TestGuiTimeline::counterTimesPastWhatAStoreHolds_data() {
+  QTest::addColumn<QList<qint64>>("samples");
+  constexpr qint64 kMin = std::numeric_limits<qint64>::min(),
+                   kMax = std::numeric_limits<qint64>::max();
+  QTest::addRow("after the end") << QList<qint64>{1500, kMax - 5};
+  QTest::addRow("before the start") << QList<qint64>{kMin + 5, 1500};
+  QTest::addRow("both") << QList<qint64>{kMin + 5, 1500, kMax - 5};
+}
+
+void TestGuiTimeline::counterTimesPastWhatAStoreHolds() {
+  QFETCH(QList<qint64>, samples);
+  const QString path = dir_.filePath(
+      QStringLiteral("counter-past-%1.db").arg(QTest::currentDataTag()).replace(' ', '-'));
+  {
+    auto w = trace::TraceWriter::create(path.toStdString(), {});
+    QVERIFY(w.ok());
+    (*w)->add_rank({0, "host", "GPU 0", 1, 0, false});
+    trace::Event e;
+    e.lane = (*w)->add_lane(0, trace::LaneKind::gpu_stream, "stream 7");
+    e.kind = trace::EventKind::kernel;
+    e.start_ns = 1000;
+    e.end_ns = 2000;
+    e.name = (*w)->intern("gemm");
+    (*w)->add(e);
+    const trace::StringId memory = (*w)->intern("memory in use (bytes)");
+    for (const qint64 t : samples)
+      (*w)->add(trace::CounterSample{0, memory, t, 4096});
+    QVERIFY((*w)->close().ok());
+  }
+  TimelineWidget w;
+  w.resize(900, 200);
+  w.show();
+  QVERIFY(QTest::qWaitForWindowExposed(&w));
+  w.setStore(path);
+  waitForFrame(w);  // painted
+  QCOMPARE(w.laneCount(), 2);
+  const trace::TimeRange full = w.fullRange();
+  QVERIFY2(full.start_ns >= -trace::kTraceTimeLimitNs && full.end_ns <= trace::kTraceTimeLimitNs &&
+               full.start_ns <= 1000 && full.end_ns >= 2000,
+           qPrintable(QStringLiteral("%1 to %2").arg(full.start_ns).arg(full.end_ns)));
+  QCOMPARE(w.timeOrigin(), qint64(1000));
+  w.setWindow(1000, 2000);
+  waitForFrame(w);
+  QVERIFY(w.drawnItems() > 0);
 }
 
 void TestGuiTimeline::predictedStepStore() {
