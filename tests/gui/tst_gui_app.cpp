@@ -119,6 +119,7 @@ class TestGuiApp : public QObject {
   void exports();
   void exportsOnAFullDisk();
   void seedCalculators();
+  void calculatorsSayWhyThePlanHasNoExchange();
   void screenshots();
 
  private:
@@ -2012,6 +2013,30 @@ void TestGuiApp::seedCalculators() {
       window_->analysis()->latest()->estimate->seed_communication.latency * 1e6;
   QVERIFY(latency_us > 0);
   QCOMPARE(comm->latencyBox()->value(), std::round(latency_us * 1000) / 1000);
+}
+
+// Following the plan, the communication calculator says why a plan has no
+// gradient exchange: a plan that cannot run was said to have DP = 1, with
+// DP 4 in its Plan panel.
+void TestGuiApp::calculatorsSayWhyThePlanHasNoExchange() {
+  Workspace* ws = window_->workspace();
+  CommunicationCalculator* comm = window_->calculators()->communication();
+  window_->calculators()->followPlanBox()->setChecked(true);
+  waitForEstimate();
+  QVERIFY(ws->project().current()->parallel.dp > 1);
+  QVERIFY2(comm->resultLabel()->text().contains(QStringLiteral("Articles' model")),
+           qPrintable(comm->resultLabel()->text()));
+  window_->planPanel()->setControl(Control::tp, 3);  // 32 heads: no TP of 3
+  waitForEstimate();
+  QVERIFY(!window_->analysis()->latest()->estimate);
+  QVERIFY(ws->project().current()->parallel.dp > 1);
+  const QString text = comm->resultLabel()->text();
+  QVERIFY2(!text.contains(QStringLiteral("DP = 1")), qPrintable(text));
+  QVERIFY2(text.contains(QStringLiteral("cannot run")), qPrintable(text));
+  ws->undoStack()->undo();
+  waitForEstimate();
+  QVERIFY2(comm->resultLabel()->text().contains(QStringLiteral("Articles' model")),
+           qPrintable(comm->resultLabel()->text()));
 }
 
 void TestGuiApp::screenshots() {
