@@ -103,6 +103,7 @@ class TestGuiApp : public QObject {
   void plansKeepTheirOwnClusters();
   void newPlanInAProjectWithNone();
   void planControlsShowValidValues();
+  void globalBatchTypedAndLeft();
   void costTileSaysWhyThereIsNoCost();
   void captionsFollowTheWorkload();
   void impossiblePlanShowsWhy();
@@ -968,6 +969,35 @@ void TestGuiApp::planControlsShowValidValues() {
   window_->workspace()->undoStack()->undo();
   waitForEstimate();
   QCOMPARE(window_->workspace()->project().current()->parallel.zero_stage, before);
+}
+
+// A global batch typed into its box and left (Tab, a click elsewhere) is
+// the plan's: one that is none of the list's items stayed in the box while
+// the plan and its estimate kept the old batch; only Enter applied it.
+void TestGuiApp::globalBatchTypedAndLeft() {
+  waitForEstimate();
+  Workspace* ws = window_->workspace();
+  QComboBox* box = window_->planPanel()->controlBox(Control::global_batch);
+  QVERIFY(box->lineEdit());
+  const int before = ws->project().current()->parallel.global_batch;
+  const int wanted = before * 3;
+  QVERIFY(box->findText(QString::number(wanted)) < 0);
+  const int step = ws->undoStack()->index();
+  test::typeInto(box->lineEdit(), QString::number(wanted));
+  QVERIFY(box->lineEdit()->hasFocus());
+  auto* name = window_->planPanel()->findChild<QLineEdit*>(QStringLiteral("planName"));
+  name->setFocus();
+  QVERIFY(name->hasFocus());
+  QCOMPARE(ws->project().current()->parallel.global_batch, wanted);
+  QCOMPARE(ws->undoStack()->index(), step + 1);  // one undo step
+  waitForEstimate();
+  QCOMPARE(window_->analysis()->latest()->plan.parallel.global_batch, wanted);
+  QCOMPARE(box->currentText(), QString::number(wanted));
+  name->clearFocus();
+  ws->undoStack()->undo();
+  waitForEstimate();
+  QCOMPARE(ws->project().current()->parallel.global_batch, before);
+  QCOMPARE(box->currentText(), QString::number(before));
 }
 
 // The cost tile says "no price" only where the cluster has none: with no
