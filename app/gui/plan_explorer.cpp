@@ -455,8 +455,9 @@ bool PlanExplorer::pinSelected() {
     return false;
   }
   const plan::RankedPlan& r = model_->planAt(i.row());
-  const QString name = tr("#%1 %2×%3×%4 %5")
-                           .arg(i.row() + 1)
+  const int place = model_->rankOf(i.row());
+  const QString name = tr("%1 %2×%3×%4 %5")
+                           .arg(place > 0 ? QStringLiteral("#%1").arg(place) : tr("front"))
                            .arg(r.parallel.dp)
                            .arg(r.parallel.tp)
                            .arg(r.parallel.pp)

@@ -109,6 +109,7 @@ class TestGuiApp : public QObject {
   void impossiblePlanShowsWhy();
   void searchPickAndCompare();
   void staleSearchDropped();
+  void frontPlansBelowTheKeptHaveNoRank();
   void saveAndReopen();
   void undoStepsOfThePanels();
   void unsavedChangesAsk();
@@ -1321,6 +1322,30 @@ void TestGuiApp::staleSearchDropped() {
   explorer->cancelSearch();
   QTRY_VERIFY_WITH_TIMEOUT(!explorer->running(), 180000);
   QVERIFY(!explorer->statusLabel()->text().isEmpty());
+}
+
+// A plan of the Pareto front below the best kept has no known place in the
+// ranking: it was numbered on from the kept ("#61" after 60), read as the
+// 61st best where it may have been the 5000th.
+void TestGuiApp::frontPlansBelowTheKeptHaveNoRank() {
+  auto a = window_->analysis()->latest();
+  QVERIFY(a && a->estimate);
+  const cs::plan::RankedPlan kept{4, a->plan.parallel, a->plan.precision, *a->estimate, 1.0};
+  cs::plan::RankedPlan below = kept;
+  below.parallel.zero_stage = (kept.parallel.zero_stage + 1) % 4;
+  cs::plan::SearchResult r;
+  r.best = {kept};
+  r.pareto_memory = {kept, below};
+  RankedPlanModel model;
+  QAbstractItemModelTester tester(&model, QAbstractItemModelTester::FailureReportingMode::QtTest);
+  model.setResult(r);
+  QCOMPARE(model.rowCount(), 2);
+  QCOMPARE(model.index(0, RankedPlanModel::rank).data().toString(), QStringLiteral("1"));
+  QCOMPARE(model.index(1, RankedPlanModel::rank).data().toString(), QStringLiteral("front"));
+  QVERIFY(model.onFront(1));
+  // Sorted by rank it comes after every ranked plan.
+  QVERIFY(model.index(1, RankedPlanModel::rank).data(RankedPlanModel::SortRole).toInt() >
+          model.index(0, RankedPlanModel::rank).data(RankedPlanModel::SortRole).toInt());
 }
 
 void TestGuiApp::saveAndReopen() {
