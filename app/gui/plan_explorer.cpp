@@ -242,7 +242,6 @@ void PlanExplorer::runSearch() {
     status_->setText(q(resolved.message()));
     return;
   }
-  if (stop_) stop_->request_stop();  // the running search's result will be dropped
   SearchInput input;
   input.cluster = resolved->cluster;
   input.workload = resolved->workload;
@@ -251,7 +250,8 @@ void PlanExplorer::runSearch() {
     bool ok = false;
     const int b = part.toInt(&ok);
     if (!ok || b < 1) {
-      status_->setText(tr("Global batch: \"%1\" is not a positive integer").arg(part));
+      input_error_ = tr("Global batch: \"%1\" is not a positive integer").arg(part);
+      status_->setText(input_error_);
       return;
     }
     input.space.global_batches.push_back(b);
@@ -263,7 +263,11 @@ void PlanExplorer::runSearch() {
   input.limits.top_k = top_k_->value();
   // Leave a core to the GUI thread.
   input.limits.threads = std::max(1, QThread::idealThreadCount() - 1);
+  // Only now, with a search to take its place: a batch mistyped while one
+  // ran stopped it, and its "Cancelled after ..." replaced the mistake's message.
+  if (stop_) stop_->request_stop();  // the running search's result will be dropped
 
+  input_error_.clear();
   const std::uint64_t job = ++job_;
   const std::string subject = subject_of(resolved.value());
   stop_ = std::make_shared<std::stop_source>();
@@ -310,7 +314,9 @@ void PlanExplorer::cancelSearch() {
 void PlanExplorer::onProgress(int value) {
   progress_->setValue(value);
   const QString text = watcher_.progressText();
-  if (!text.isEmpty()) status_->setText(text);
+  // A batch mistyped meanwhile stays said until the search ends.
+  if (!text.isEmpty())
+    status_->setText(input_error_.isEmpty() ? text : input_error_ + QStringLiteral(" · ") + text);
 }
 
 void PlanExplorer::onFinished() {

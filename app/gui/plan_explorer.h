@@ -116,6 +116,7 @@ class PlanExplorer : public QWidget {
   std::uint64_t job_ = 0;
   std::string searched_for_;  // subject_of the plan the results are for
   QString result_status_;     // the status the results came with
+  QString input_error_;       // the search asked for last was refused: why
   bool stale_ = false;
   bool running_ = false;
 };

@@ -109,6 +109,7 @@ class TestGuiApp : public QObject {
   void impossiblePlanShowsWhy();
   void searchPickAndCompare();
   void staleSearchDropped();
+  void mistypedBatchLeavesTheSearchRunning();
   void frontPlansBelowTheKeptHaveNoRank();
   void saveAndReopen();
   void undoStepsOfThePanels();
@@ -1322,6 +1323,29 @@ void TestGuiApp::staleSearchDropped() {
   explorer->cancelSearch();
   QTRY_VERIFY_WITH_TIMEOUT(!explorer->running(), 180000);
   QVERIFY(!explorer->statusLabel()->text().isEmpty());
+}
+
+// A global batch mistyped while a search runs is refused on its own: it
+// stopped the running search, whose "Cancelled after ..." then replaced
+// the message about the batch.
+void TestGuiApp::mistypedBatchLeavesTheSearchRunning() {
+  PlanExplorer* explorer = window_->explorer();
+  explorer->globalBatchEdit()->clear();
+  QSignalSpy finished(explorer, &PlanExplorer::searchFinished);
+  explorer->runSearch();
+  const std::uint64_t job = explorer->job();
+  explorer->globalBatchEdit()->setText(QStringLiteral("12x"));
+  explorer->runSearch();
+  QVERIFY2(explorer->statusLabel()->text().contains(QStringLiteral("is not a positive integer")),
+           qPrintable(explorer->statusLabel()->text()));
+  QCOMPARE(explorer->job(), job);
+  QVERIFY(explorer->running());
+  QTRY_VERIFY_WITH_TIMEOUT(!explorer->running(), 180000);
+  QCOMPARE(finished.count(), 1);
+  QVERIFY2(!explorer->statusLabel()->text().contains(QStringLiteral("Cancelled")),
+           qPrintable(explorer->statusLabel()->text()));
+  QVERIFY(explorer->model()->rowCount() > 0);
+  explorer->globalBatchEdit()->clear();
 }
 
 // A plan of the Pareto front below the best kept has no known place in the
