@@ -59,6 +59,30 @@ QPointF PlanExplorer::chartPoint(const plan::Estimate& e) {
   return {e.memory.total() / kGiB, e.throughput.tokens_per_second / 1000};
 }
 
+QString PlanExplorer::emptyResultReason(const SearchOutcome& out) {
+  const plan::SearchResult& r = out.result;
+  if (!r.best.empty() || r.cancelled) return {};
+  if (r.candidates == 0) {
+    return tr("No candidate plan: no global batch given divides over the cluster's %1 GPUs%2.")
+        .arg(q(format_count(double(out.gpus))))
+        .arg(out.all_gpus ? tr(" (untick “use every GPU” to let plans leave GPUs idle)")
+                          : QString());
+  }
+  if (r.valid == 0) {
+    return tr("No valid plan: each of the %1 candidates breaks a rule of the planner "
+              "(the Plan panel's controls say which, value by value).")
+        .arg(q(format_count(double(r.candidates))));
+  }
+  if (r.fitting == 0) {
+    return tr("No plan fits in GPU memory: the smallest of the %1 valid plans needs %2 per GPU, "
+              "the GPU has %3 (every split, ZeRO stage, recomputation and micro-batch was tried: "
+              "a larger cluster, or a GPU with more memory).")
+        .arg(q(format_count(double(r.valid))), q(format_bytes(r.smallest_memory_bytes)),
+             q(format_bytes(r.gpu_memory_bytes)));
+  }
+  return {};
+}
+
 PlanExplorer::PlanExplorer(Workspace* workspace, PinnedPlans* pinned, QWidget* parent)
     : QWidget(parent), workspace_(workspace), pinned_(pinned) {
   setObjectName(QStringLiteral("planExplorer"));
@@ -294,6 +318,8 @@ void PlanExplorer::runSearch() {
         out.job = job;
         out.subject = subject;
         out.per_sample = input.workload.kind != WorkloadKind::transformer;
+        out.gpus = input.cluster.total_gpus();
+        out.all_gpus = input.space.use_all_gpus;
         auto r = plan::search(input.cluster, input.workload, input.space, input.objective,
                               input.limits, control);
         if (r) {
@@ -349,6 +375,9 @@ void PlanExplorer::onFinished() {
                        .arg(q(format_seconds(r.seconds)))
                        .arg(r.threads == 1 ? tr("1 thread") : tr("%1 threads").arg(r.threads))
                        .arg(r.pareto_memory.size()));
+  // An empty table says why: it read "0 fit ... 0 on the front" and no more.
+  const QString reason = emptyResultReason(out);
+  if (!reason.isEmpty()) status_->setText(reason + QStringLiteral(" · ") + status_->text());
   result_status_ = status_->text();
   searched_for_ = out.subject;
   checkStale();

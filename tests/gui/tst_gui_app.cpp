@@ -110,6 +110,7 @@ class TestGuiApp : public QObject {
   void searchPickAndCompare();
   void staleSearchDropped();
   void mistypedBatchLeavesTheSearchRunning();
+  void searchSaysWhyNothingFits();
   void frontPlansBelowTheKeptHaveNoRank();
   void saveAndReopen();
   void undoStepsOfThePanels();
@@ -1346,6 +1347,45 @@ void TestGuiApp::mistypedBatchLeavesTheSearchRunning() {
            qPrintable(explorer->statusLabel()->text()));
   QVERIFY(explorer->model()->rowCount() > 0);
   explorer->globalBatchEdit()->clear();
+}
+
+// A search that keeps no plan says why, as `clusterscope search` does: the
+// status read "0 fit, 0 within the limits ... 0 on the front" above an
+// empty table and chart.
+void TestGuiApp::searchSaysWhyNothingFits() {
+  Workspace* ws = window_->workspace();
+  PlanExplorer* explorer = window_->explorer();
+  Project after = ws->project();
+  const int w = after.workload_index(after.current()->workload);
+  // 4000 layers of LLaMA-2 7B's width: 800 B parameters, 400 GB of model
+  // state a GPU even sharded over all 32.
+  after.workloads[std::size_t(w)].transformer.layers = 4000;
+  ws->edit(QStringLiteral("4000 layers"), std::move(after));
+  waitForEstimate();
+  explorer->globalBatchEdit()->setText(QStringLiteral("32"));
+  explorer->runSearch();
+  QTRY_VERIFY_WITH_TIMEOUT(!explorer->running(), 180000);
+  QCOMPARE(explorer->model()->rowCount(), 0);
+  const QString status = explorer->statusLabel()->text();
+  QVERIFY2(status.startsWith(QStringLiteral("No plan fits in GPU memory: the smallest of the ")),
+           qPrintable(status));
+  QVERIFY2(status.contains(QStringLiteral(" per GPU, the GPU has ")), qPrintable(status));
+  ws->undoStack()->undo();
+  waitForEstimate();
+  explorer->globalBatchEdit()->clear();
+
+  // No split of the GPUs at all, and where plans had to use every GPU, the
+  // box that lets them leave some idle.
+  SearchOutcome none;
+  none.gpus = 32;
+  none.result.candidates = 0;
+  QCOMPARE(PlanExplorer::emptyResultReason(none),
+           QStringLiteral("No candidate plan: no global batch given divides over the cluster's "
+                          "32 GPUs (untick “use every GPU” to let plans leave GPUs idle)."));
+  none.all_gpus = false;
+  QVERIFY(!PlanExplorer::emptyResultReason(none).contains(QStringLiteral("untick")));
+  none.result.cancelled = true;  // a cancelled search says it was cancelled
+  QVERIFY(PlanExplorer::emptyResultReason(none).isEmpty());
 }
 
 // A plan of the Pareto front below the best kept has no known place in the
