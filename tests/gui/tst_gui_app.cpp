@@ -693,6 +693,14 @@ void TestGuiApp::editWorkloadShowsFiguresLive() {
   QVERIFY2(panel->figuresLabel()->text().contains(
                QString::fromStdString(cs::format_rate(per_token, "FLOP"))),
            qPrintable(panel->figuresLabel()->text()));
+  // Beside it 6P, P every parameter as the CLI's 6PD counts them: it was
+  // named Kaplan et al.'s 6N, whose N leaves the embedding out.
+  const QString six_p = QStringLiteral("6P (P: every parameter)</td><td align=right><b>%1</b>")
+                            .arg(QString::fromStdString(cs::format_rate(
+                                cs::plan::six_pd_flops(cs::parameter_count(widened), 1), "FLOP")));
+  QVERIFY2(panel->figuresLabel()->text().contains(six_p),
+           qPrintable(panel->figuresLabel()->text()));
+  QVERIFY(!panel->figuresLabel()->text().contains(QStringLiteral("Kaplan")));
   window_->workspace()->undoStack()->undo();
   waitForEstimate();
   window_->workspace()->undoStack()->undo();
