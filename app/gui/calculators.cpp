@@ -130,7 +130,19 @@ CommunicationCalculator::CommunicationCalculator(QWidget* parent) : QWidget(pare
 }
 
 void CommunicationCalculator::usePlan(const PlanAnalysis& a) {
-  if (!a.estimate || a.estimate->seed_communication.ranks < 2) {
+  // Each plan without an exchange says why: a plan that cannot run (tp 3
+  // of 32 heads) and an inference plan were said to have DP = 1.
+  if (!a.estimate) {
+    result_->setText(
+        tr("The current plan cannot run (the Plan panel says why): it has no "
+           "gradient exchange to fill these in from."));
+    return;
+  }
+  if (a.estimate->inference) {
+    result_->setText(tr("The current plan is inference: it computes no gradients to exchange."));
+    return;
+  }
+  if (a.estimate->seed_communication.ranks < 2) {
     result_->setText(tr("The current plan has no data-parallel gradient exchange (DP = 1)."));
     return;
   }

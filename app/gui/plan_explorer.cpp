@@ -59,6 +59,30 @@ QPointF PlanExplorer::chartPoint(const plan::Estimate& e) {
   return {e.memory.total() / kGiB, e.throughput.tokens_per_second / 1000};
 }
 
+QString PlanExplorer::emptyResultReason(const SearchOutcome& out) {
+  const plan::SearchResult& r = out.result;
+  if (!r.best.empty() || r.cancelled) return {};
+  if (r.candidates == 0) {
+    return tr("No candidate plan: no global batch given divides over the cluster's %1 GPUs%2.")
+        .arg(q(format_count(double(out.gpus))))
+        .arg(out.all_gpus ? tr(" (untick “use every GPU” to let plans leave GPUs idle)")
+                          : QString());
+  }
+  if (r.valid == 0) {
+    return tr("No valid plan: each of the %1 candidates breaks a rule of the planner "
+              "(the Plan panel's controls say which, value by value).")
+        .arg(q(format_count(double(r.candidates))));
+  }
+  if (r.fitting == 0) {
+    return tr("No plan fits in GPU memory: the smallest of the %1 valid plans needs %2 per GPU, "
+              "the GPU has %3 (every split, ZeRO stage, recomputation and micro-batch was tried: "
+              "a larger cluster, or a GPU with more memory).")
+        .arg(q(format_count(double(r.valid))), q(format_bytes(r.smallest_memory_bytes)),
+             q(format_bytes(r.gpu_memory_bytes)));
+  }
+  return {};
+}
+
 PlanExplorer::PlanExplorer(Workspace* workspace, PinnedPlans* pinned, QWidget* parent)
     : QWidget(parent), workspace_(workspace), pinned_(pinned) {
   setObjectName(QStringLiteral("planExplorer"));
@@ -242,7 +266,6 @@ void PlanExplorer::runSearch() {
     status_->setText(q(resolved.message()));
     return;
   }
-  if (stop_) stop_->request_stop();  // the running search's result will be dropped
   SearchInput input;
   input.cluster = resolved->cluster;
   input.workload = resolved->workload;
@@ -251,7 +274,8 @@ void PlanExplorer::runSearch() {
     bool ok = false;
     const int b = part.toInt(&ok);
     if (!ok || b < 1) {
-      status_->setText(tr("Global batch: \"%1\" is not a positive integer").arg(part));
+      input_error_ = tr("Global batch: \"%1\" is not a positive integer").arg(part);
+      status_->setText(input_error_);
       return;
     }
     input.space.global_batches.push_back(b);
@@ -263,7 +287,11 @@ void PlanExplorer::runSearch() {
   input.limits.top_k = top_k_->value();
   // Leave a core to the GUI thread.
   input.limits.threads = std::max(1, QThread::idealThreadCount() - 1);
+  // Only now, with a search to take its place: a batch mistyped while one
+  // ran stopped it, and its "Cancelled after ..." replaced the mistake's message.
+  if (stop_) stop_->request_stop();  // the running search's result will be dropped
 
+  input_error_.clear();
   const std::uint64_t job = ++job_;
   const std::string subject = subject_of(resolved.value());
   stop_ = std::make_shared<std::stop_source>();
@@ -290,6 +318,8 @@ void PlanExplorer::runSearch() {
         out.job = job;
         out.subject = subject;
         out.per_sample = input.workload.kind != WorkloadKind::transformer;
+        out.gpus = input.cluster.total_gpus();
+        out.all_gpus = input.space.use_all_gpus;
         auto r = plan::search(input.cluster, input.workload, input.space, input.objective,
                               input.limits, control);
         if (r) {
@@ -310,7 +340,9 @@ void PlanExplorer::cancelSearch() {
 void PlanExplorer::onProgress(int value) {
   progress_->setValue(value);
   const QString text = watcher_.progressText();
-  if (!text.isEmpty()) status_->setText(text);
+  // A batch mistyped meanwhile stays said until the search ends.
+  if (!text.isEmpty())
+    status_->setText(input_error_.isEmpty() ? text : input_error_ + QStringLiteral(" · ") + text);
 }
 
 void PlanExplorer::onFinished() {
@@ -343,6 +375,9 @@ void PlanExplorer::onFinished() {
                        .arg(q(format_seconds(r.seconds)))
                        .arg(r.threads == 1 ? tr("1 thread") : tr("%1 threads").arg(r.threads))
                        .arg(r.pareto_memory.size()));
+  // An empty table says why: it read "0 fit ... 0 on the front" and no more.
+  const QString reason = emptyResultReason(out);
+  if (!reason.isEmpty()) status_->setText(reason + QStringLiteral(" · ") + status_->text());
   result_status_ = status_->text();
   searched_for_ = out.subject;
   checkStale();
@@ -455,8 +490,9 @@ bool PlanExplorer::pinSelected() {
     return false;
   }
   const plan::RankedPlan& r = model_->planAt(i.row());
-  const QString name = tr("#%1 %2×%3×%4 %5")
-                           .arg(i.row() + 1)
+  const int place = model_->rankOf(i.row());
+  const QString name = tr("%1 %2×%3×%4 %5")
+                           .arg(place > 0 ? QStringLiteral("#%1").arg(place) : tr("front"))
                            .arg(r.parallel.dp)
                            .arg(r.parallel.tp)
                            .arg(r.parallel.pp)

@@ -38,6 +38,8 @@ struct SearchOutcome {
   std::string error;  // the search could not start
   std::string subject;  // the cluster and workload searched (subject_of)
   bool per_sample = false;  // the workload counts samples (a CNN), not tokens
+  int gpus = 0;             // the cluster's GPUs
+  bool all_gpus = true;     // plans had to use every one
   plan::SearchResult result;
 };
 
@@ -63,6 +65,9 @@ class PlanExplorer : public QWidget {
   bool running() const { return running_; }
   // Where a plan sits on the chart: (GiB per GPU, thousand tokens/s).
   static QPointF chartPoint(const plan::Estimate& estimate);
+  // Why a search that ran to its end kept no plan, as `clusterscope search`
+  // says it; "" where it kept some.
+  static QString emptyResultReason(const SearchOutcome& outcome);
   std::uint64_t job() const { return job_; }
 
  public slots:
@@ -116,6 +121,7 @@ class PlanExplorer : public QWidget {
   std::uint64_t job_ = 0;
   std::string searched_for_;  // subject_of the plan the results are for
   QString result_status_;     // the status the results came with
+  QString input_error_;       // the search asked for last was refused: why
   bool stale_ = false;
   bool running_ = false;
 };

@@ -175,7 +175,11 @@ PlanPanel::PlanPanel(Workspace* workspace, AnalysisService* analysis, QWidget* p
       box->setEditable(true);
       box->setInsertPolicy(QComboBox::NoInsert);
       box->lineEdit()->setValidator(new QIntValidator(1, 1 << 30, box));
-      connect(box->lineEdit(), &QLineEdit::returnPressed, this, [this, box, c] {
+      // On Enter and when the focus leaves: a batch typed and left (Tab, a
+      // click on another control) stayed in the box while the estimate was
+      // still the old batch's.
+      connect(box->lineEdit(), &QLineEdit::editingFinished, this, [this, box, c] {
+        if (refreshing_) return;
         bool ok = false;
         const int v = box->currentText().toInt(&ok);
         if (ok) setControl(c, v);

@@ -1,5 +1,7 @@
 #include "app/gui/ranked_plan_model.h"
 
+#include <limits>
+
 #include "core/format.h"
 
 namespace cs::gui {
@@ -24,6 +26,7 @@ void RankedPlanModel::setResult(const plan::SearchResult& result, bool per_sampl
   beginResetModel();
   per_sample_ = per_sample;
   plans_ = result.best;
+  ranked_ = int(plans_.size());
   // The front belongs in the table even where it is not among the best.
   for (const plan::RankedPlan& f : result.pareto_memory) {
     bool present = false;
@@ -44,6 +47,7 @@ void RankedPlanModel::clear() {
   beginResetModel();
   plans_.clear();
   front_.clear();
+  ranked_ = 0;
   endResetModel();
 }
 
@@ -129,8 +133,13 @@ QVariant RankedPlanModel::data(const QModelIndex& index, int role) const {
   const bool sort = role == SortRole;
   const ParallelPlan& p = r.parallel;
   switch (Column(index.column())) {
-    case rank:
-      return index.row() + 1;
+    case rank: {
+      // A plan of the front below the best kept has no known place: "#61"
+      // after 60 kept read as the 61st best, where it may be the 5000th.
+      const int place = rankOf(index.row());
+      if (sort) return place > 0 ? place : std::numeric_limits<int>::max();
+      return place > 0 ? QVariant(place) : QVariant(tr("front"));
+    }
     case tokens_per_second: {
       const double rate =
           per_sample_ ? e.throughput.samples_per_second : e.throughput.tokens_per_second;

@@ -52,6 +52,9 @@ class RankedPlanModel : public QAbstractTableModel {
   const std::vector<plan::RankedPlan>& plans() const { return plans_; }
   const plan::RankedPlan& planAt(int row) const { return plans_[std::size_t(row)]; }
   bool onFront(int row) const { return front_[std::size_t(row)]; }
+  // The plan's place in the ranking, from 1; 0 for a plan of the front
+  // that is not among the ranked best (its place is not known).
+  int rankOf(int row) const { return row < ranked_ ? row + 1 : 0; }
 
   int rowCount(const QModelIndex& parent = {}) const override;
   int columnCount(const QModelIndex& parent = {}) const override;
@@ -62,6 +65,7 @@ class RankedPlanModel : public QAbstractTableModel {
  private:
   std::vector<plan::RankedPlan> plans_;
   std::vector<bool> front_;
+  int ranked_ = 0;  // the first rows: the search's best, in order
   bool per_sample_ = false;
 };
 

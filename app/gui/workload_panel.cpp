@@ -63,7 +63,10 @@ QString WorkloadPanel::figuresHtml(const Workload& w) {
     const double per_token = plan::model_flops_per_token(s);
     row(tr("Training FLOPs per token"), q(format_rate(per_token, "FLOP")));
     row(tr("  forward only"), q(format_rate(per_token / 3, "FLOP")));
-    row(tr("  6N (Kaplan et al.)"), q(format_rate(plan::six_pd_flops(params, 1), "FLOP")));
+    // P counts every parameter, the embedding too, as `clusterscope plan`'s
+    // 6PD does (docs/planner.md); Kaplan et al.'s N leaves the embedding out,
+    // so "6N (Kaplan et al.)" named a larger figure than theirs.
+    row(tr("  6P (P: every parameter)"), q(format_rate(plan::six_pd_flops(params, 1), "FLOP")));
     if (w.training_tokens > 0) {
       row(tr("Training FLOPs, all tokens"), q(format_rate(per_token * w.training_tokens, "FLOP")));
     }

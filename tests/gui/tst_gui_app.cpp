@@ -105,11 +105,15 @@ class TestGuiApp : public QObject {
   void plansKeepTheirOwnClusters();
   void newPlanInAProjectWithNone();
   void planControlsShowValidValues();
+  void globalBatchTypedAndLeft();
   void costTileSaysWhyThereIsNoCost();
   void captionsFollowTheWorkload();
   void impossiblePlanShowsWhy();
   void searchPickAndCompare();
   void staleSearchDropped();
+  void mistypedBatchLeavesTheSearchRunning();
+  void searchSaysWhyNothingFits();
+  void frontPlansBelowTheKeptHaveNoRank();
   void saveAndReopen();
   void undoStepsOfThePanels();
   void unsavedChangesAsk();
@@ -121,6 +125,7 @@ class TestGuiApp : public QObject {
   void exports();
   void exportsOnAFullDisk();
   void seedCalculators();
+  void calculatorsSayWhyThePlanHasNoExchange();
   void screenshots();
 
  private:
@@ -714,6 +719,14 @@ void TestGuiApp::editWorkloadShowsFiguresLive() {
   QVERIFY2(panel->figuresLabel()->text().contains(
                QString::fromStdString(cs::format_rate(per_token, "FLOP"))),
            qPrintable(panel->figuresLabel()->text()));
+  // Beside it 6P, P every parameter as the CLI's 6PD counts them: it was
+  // named Kaplan et al.'s 6N, whose N leaves the embedding out.
+  const QString six_p = QStringLiteral("6P (P: every parameter)</td><td align=right><b>%1</b>")
+                            .arg(QString::fromStdString(cs::format_rate(
+                                cs::plan::six_pd_flops(cs::parameter_count(widened), 1), "FLOP")));
+  QVERIFY2(panel->figuresLabel()->text().contains(six_p),
+           qPrintable(panel->figuresLabel()->text()));
+  QVERIFY(!panel->figuresLabel()->text().contains(QStringLiteral("Kaplan")));
   window_->workspace()->undoStack()->undo();
   waitForEstimate();
   window_->workspace()->undoStack()->undo();
@@ -993,6 +1006,35 @@ void TestGuiApp::planControlsShowValidValues() {
   window_->workspace()->undoStack()->undo();
   waitForEstimate();
   QCOMPARE(window_->workspace()->project().current()->parallel.zero_stage, before);
+}
+
+// A global batch typed into its box and left (Tab, a click elsewhere) is
+// the plan's: one that is none of the list's items stayed in the box while
+// the plan and its estimate kept the old batch; only Enter applied it.
+void TestGuiApp::globalBatchTypedAndLeft() {
+  waitForEstimate();
+  Workspace* ws = window_->workspace();
+  QComboBox* box = window_->planPanel()->controlBox(Control::global_batch);
+  QVERIFY(box->lineEdit());
+  const int before = ws->project().current()->parallel.global_batch;
+  const int wanted = before * 3;
+  QVERIFY(box->findText(QString::number(wanted)) < 0);
+  const int step = ws->undoStack()->index();
+  test::typeInto(box->lineEdit(), QString::number(wanted));
+  QVERIFY(box->lineEdit()->hasFocus());
+  auto* name = window_->planPanel()->findChild<QLineEdit*>(QStringLiteral("planName"));
+  name->setFocus();
+  QVERIFY(name->hasFocus());
+  QCOMPARE(ws->project().current()->parallel.global_batch, wanted);
+  QCOMPARE(ws->undoStack()->index(), step + 1);  // one undo step
+  waitForEstimate();
+  QCOMPARE(window_->analysis()->latest()->plan.parallel.global_batch, wanted);
+  QCOMPARE(box->currentText(), QString::number(wanted));
+  name->clearFocus();
+  ws->undoStack()->undo();
+  waitForEstimate();
+  QCOMPARE(ws->project().current()->parallel.global_batch, before);
+  QCOMPARE(box->currentText(), QString::number(before));
 }
 
 // The cost tile says "no price" only where the cluster has none: with no
@@ -1316,6 +1358,92 @@ void TestGuiApp::staleSearchDropped() {
   explorer->cancelSearch();
   QTRY_VERIFY_WITH_TIMEOUT(!explorer->running(), 180000);
   QVERIFY(!explorer->statusLabel()->text().isEmpty());
+}
+
+// A global batch mistyped while a search runs is refused on its own: it
+// stopped the running search, whose "Cancelled after ..." then replaced
+// the message about the batch.
+void TestGuiApp::mistypedBatchLeavesTheSearchRunning() {
+  PlanExplorer* explorer = window_->explorer();
+  explorer->globalBatchEdit()->clear();
+  QSignalSpy finished(explorer, &PlanExplorer::searchFinished);
+  explorer->runSearch();
+  const std::uint64_t job = explorer->job();
+  explorer->globalBatchEdit()->setText(QStringLiteral("12x"));
+  explorer->runSearch();
+  QVERIFY2(explorer->statusLabel()->text().contains(QStringLiteral("is not a positive integer")),
+           qPrintable(explorer->statusLabel()->text()));
+  QCOMPARE(explorer->job(), job);
+  QVERIFY(explorer->running());
+  QTRY_VERIFY_WITH_TIMEOUT(!explorer->running(), 180000);
+  QCOMPARE(finished.count(), 1);
+  QVERIFY2(!explorer->statusLabel()->text().contains(QStringLiteral("Cancelled")),
+           qPrintable(explorer->statusLabel()->text()));
+  QVERIFY(explorer->model()->rowCount() > 0);
+  explorer->globalBatchEdit()->clear();
+}
+
+// A search that keeps no plan says why, as `clusterscope search` does: the
+// status read "0 fit, 0 within the limits ... 0 on the front" above an
+// empty table and chart.
+void TestGuiApp::searchSaysWhyNothingFits() {
+  Workspace* ws = window_->workspace();
+  PlanExplorer* explorer = window_->explorer();
+  Project after = ws->project();
+  const int w = after.workload_index(after.current()->workload);
+  // 4000 layers of LLaMA-2 7B's width: 800 B parameters, 400 GB of model
+  // state a GPU even sharded over all 32.
+  after.workloads[std::size_t(w)].transformer.layers = 4000;
+  ws->edit(QStringLiteral("4000 layers"), std::move(after));
+  waitForEstimate();
+  explorer->globalBatchEdit()->setText(QStringLiteral("32"));
+  explorer->runSearch();
+  QTRY_VERIFY_WITH_TIMEOUT(!explorer->running(), 180000);
+  QCOMPARE(explorer->model()->rowCount(), 0);
+  const QString status = explorer->statusLabel()->text();
+  QVERIFY2(status.startsWith(QStringLiteral("No plan fits in GPU memory: the smallest of the ")),
+           qPrintable(status));
+  QVERIFY2(status.contains(QStringLiteral(" per GPU, the GPU has ")), qPrintable(status));
+  ws->undoStack()->undo();
+  waitForEstimate();
+  explorer->globalBatchEdit()->clear();
+
+  // No split of the GPUs at all, and where plans had to use every GPU, the
+  // box that lets them leave some idle.
+  SearchOutcome none;
+  none.gpus = 32;
+  none.result.candidates = 0;
+  QCOMPARE(PlanExplorer::emptyResultReason(none),
+           QStringLiteral("No candidate plan: no global batch given divides over the cluster's "
+                          "32 GPUs (untick “use every GPU” to let plans leave GPUs idle)."));
+  none.all_gpus = false;
+  QVERIFY(!PlanExplorer::emptyResultReason(none).contains(QStringLiteral("untick")));
+  none.result.cancelled = true;  // a cancelled search says it was cancelled
+  QVERIFY(PlanExplorer::emptyResultReason(none).isEmpty());
+}
+
+// A plan of the Pareto front below the best kept has no known place in the
+// ranking: it was numbered on from the kept ("#61" after 60), read as the
+// 61st best where it may have been the 5000th.
+void TestGuiApp::frontPlansBelowTheKeptHaveNoRank() {
+  auto a = window_->analysis()->latest();
+  QVERIFY(a && a->estimate);
+  const cs::plan::RankedPlan kept{4, a->plan.parallel, a->plan.precision, *a->estimate, 1.0};
+  cs::plan::RankedPlan below = kept;
+  below.parallel.zero_stage = (kept.parallel.zero_stage + 1) % 4;
+  cs::plan::SearchResult r;
+  r.best = {kept};
+  r.pareto_memory = {kept, below};
+  RankedPlanModel model;
+  QAbstractItemModelTester tester(&model, QAbstractItemModelTester::FailureReportingMode::QtTest);
+  model.setResult(r);
+  QCOMPARE(model.rowCount(), 2);
+  QCOMPARE(model.index(0, RankedPlanModel::rank).data().toString(), QStringLiteral("1"));
+  QCOMPARE(model.index(1, RankedPlanModel::rank).data().toString(), QStringLiteral("front"));
+  QVERIFY(model.onFront(1));
+  // Sorted by rank it comes after every ranked plan.
+  QVERIFY(model.index(1, RankedPlanModel::rank).data(RankedPlanModel::SortRole).toInt() >
+          model.index(0, RankedPlanModel::rank).data(RankedPlanModel::SortRole).toInt());
 }
 
 void TestGuiApp::saveAndReopen() {
@@ -2038,6 +2166,30 @@ void TestGuiApp::seedCalculators() {
       window_->analysis()->latest()->estimate->seed_communication.latency * 1e6;
   QVERIFY(latency_us > 0);
   QCOMPARE(comm->latencyBox()->value(), std::round(latency_us * 1000) / 1000);
+}
+
+// Following the plan, the communication calculator says why a plan has no
+// gradient exchange: a plan that cannot run was said to have DP = 1, with
+// DP 4 in its Plan panel.
+void TestGuiApp::calculatorsSayWhyThePlanHasNoExchange() {
+  Workspace* ws = window_->workspace();
+  CommunicationCalculator* comm = window_->calculators()->communication();
+  window_->calculators()->followPlanBox()->setChecked(true);
+  waitForEstimate();
+  QVERIFY(ws->project().current()->parallel.dp > 1);
+  QVERIFY2(comm->resultLabel()->text().contains(QStringLiteral("Articles' model")),
+           qPrintable(comm->resultLabel()->text()));
+  window_->planPanel()->setControl(Control::tp, 3);  // 32 heads: no TP of 3
+  waitForEstimate();
+  QVERIFY(!window_->analysis()->latest()->estimate);
+  QVERIFY(ws->project().current()->parallel.dp > 1);
+  const QString text = comm->resultLabel()->text();
+  QVERIFY2(!text.contains(QStringLiteral("DP = 1")), qPrintable(text));
+  QVERIFY2(text.contains(QStringLiteral("cannot run")), qPrintable(text));
+  ws->undoStack()->undo();
+  waitForEstimate();
+  QVERIFY2(comm->resultLabel()->text().contains(QStringLiteral("Articles' model")),
+           qPrintable(comm->resultLabel()->text()));
 }
 
 void TestGuiApp::screenshots() {
