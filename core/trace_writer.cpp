@@ -322,6 +322,10 @@ class SqliteTraceWriter final : public TraceWriter {
       ++nan_rows_;
       return;
     }
+    if (sample.time_ns <= -kTraceTimeLimitNs || sample.time_ns >= kTraceTimeLimitNs) {
+      ++samples_out_of_time_;  // as events' times: the views' spans would overflow
+      return;
+    }
     note_pending();
     pending_.other.counters.push_back(sample);
   }
@@ -373,6 +377,10 @@ class SqliteTraceWriter final : public TraceWriter {
         s = write_meta("events_dropped_with_unknown_lane", std::to_string(unknown_lane_));
       if (s && out_of_time_ > 0)
         s = write_meta("events_dropped_outside_the_time_a_trace_holds", std::to_string(out_of_time_));
+      if (s && samples_out_of_time_ > 0) {
+        s = write_meta("samples_dropped_outside_the_time_a_trace_holds",
+                       std::to_string(samples_out_of_time_));
+      }
       if (s && nan_rows_ > 0)
         s = write_meta("steps_and_samples_dropped_with_nan", std::to_string(nan_rows_));
       if (s && dropped_events_ > 0)
@@ -852,6 +860,7 @@ class SqliteTraceWriter final : public TraceWriter {
   std::int64_t unknown_lane_ = 0;
   std::int64_t nan_rows_ = 0;
   std::size_t out_of_time_ = 0;                   // events past +-kTraceTimeLimitNs
+  std::size_t samples_out_of_time_ = 0;           // counter samples past it
   std::atomic<std::int64_t> committed_steps_{0};  // written by the flusher, read by anyone
 
   // The committer's own (and close()'s, after it ended).

@@ -495,6 +495,10 @@ void TestTraceStore::roundTrip() {
     w.add(CounterSample{0, w.intern("gpu_memory_used"), 2'000'050'000, std::nan("")});
     w.add(CounterSample{0, w.intern("gpu_memory_used"), 2'000'000'000, 1.5e10});
     w.add(CounterSample{0, w.intern("gpu_memory_used"), 2'000'100'000, 1.6e10});
+    // Samples at times no trace holds (a damaged source): their span with
+    // the others' overflowed the timeline's range. Dropped, counted.
+    w.add(CounterSample{0, w.intern("gpu_memory_used"), INT64_MAX - 1, 1.7e10});
+    w.add(CounterSample{0, w.intern("gpu_memory_used"), INT64_MIN, 1.8e10});
     w.set_meta("world_size", "2");
     const cs::Status closed = w.close("complete");
     QVERIFY2(closed, closed.message().c_str());
@@ -524,6 +528,8 @@ void TestTraceStore::roundTrip() {
   QCOMPARE(r->meta("events_dropped_with_unknown_lane"), std::optional<std::string>("1"));
   QCOMPARE(r->meta("events_dropped_outside_the_time_a_trace_holds"), std::optional<std::string>("2"));
   QCOMPARE(r->meta("steps_and_samples_dropped_with_nan"), std::optional<std::string>("2"));
+  QCOMPARE(r->meta("samples_dropped_outside_the_time_a_trace_holds"),
+           std::optional<std::string>("2"));
 
   QCOMPARE(r->ranks().size(), std::size_t{2});
   QCOMPARE(r->ranks()[1].host, std::string("node-02"));

@@ -13,6 +13,8 @@
 #include <QToolTip>
 #include <limits>
 
+#include <sqlite3.h>
+
 #include "app/gui/predicted_timeline.h"
 #include "app/gui/project.h"
 #include "app/gui/timeline_widget.h"
@@ -519,9 +521,25 @@ void TestGuiTimeline::counterTimesPastWhatAStoreHolds() {
     e.name = (*w)->intern("gemm");
     (*w)->add(e);
     const trace::StringId memory = (*w)->intern("memory in use (bytes)");
-    for (const qint64 t : samples)
-      (*w)->add(trace::CounterSample{0, memory, t, 4096});
+    // Written at times the writer keeps, then moved where it now refuses
+    // them (samples_dropped_outside_the_time_a_trace_holds), as a store of
+    // an older writer or a damaged one holds them.
+    for (int i = 0; i < samples.size(); ++i)
+      (*w)->add(trace::CounterSample{0, memory, 3000 + i, 4096});
     QVERIFY((*w)->close().ok());
+  }
+  {
+    sqlite3* db = nullptr;
+    QCOMPARE(sqlite3_open(path.toUtf8().constData(), &db), SQLITE_OK);
+    for (int i = 0; i < samples.size(); ++i) {
+      const QByteArray sql = QStringLiteral("UPDATE counters SET time_ns = %1 WHERE time_ns = %2")
+                                 .arg(samples[i])
+                                 .arg(3000 + i)
+                                 .toUtf8();
+      QCOMPARE(sqlite3_exec(db, sql.constData(), nullptr, nullptr, nullptr), SQLITE_OK);
+      QCOMPARE(sqlite3_changes(db), 1);
+    }
+    sqlite3_close(db);
   }
   TimelineWidget w;
   w.resize(900, 200);
