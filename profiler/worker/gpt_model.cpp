@@ -279,9 +279,9 @@ void GptModel::alloc_activations() {
   d_output_ = act(N * C, "grad.stage.output");
   if (last_stage()) targets_ = backend_.alloc(N, DType::i32, "targets");
   if (recompute_ == Recompute::full) {
+    // One layer's activations, rebuilt from the layer's input before its
+    // backward (not its output: backward does not read it).
     recomputed_ = allocate_layer(true);
-    // The recomputed layer's output, which backward does not read, is left
-    // out; residual2 is its input to the MLP.
   } else if (recompute_ == Recompute::selective) {
     recomputed_.att = act(static_cast<std::int64_t>(B_) * local_heads_ * c.seq * c.seq, "att");
     recomputed_.atty = act(N * Cl, "attn.out");  // written again, not read
