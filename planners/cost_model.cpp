@@ -340,9 +340,13 @@ MemoryBreakdown stage_memory(const Machine& m, const Model& x, const Knobs& k, d
   // Up to ZeRO-1, no data-parallel buckets of their own: Megatron's (and
   // the engines') are views of the contiguous gradient buffer, counted in
   // the gradients. ZeRO-2 keeps only a shard of the gradients, and stages
-  // the whole ones in two buckets (DeepSpeed's reduce buckets).
+  // the whole ones in two buckets (DeepSpeed's reduce buckets), of at most
+  // the whole gradients each (as the engines size them).
   mem.communication_buffers = mem.nccl_channels;
-  if (k.dp > 1 && k.zero == 2 && !k.inference) mem.communication_buffers += 2 * k.bucket_bytes;
+  if (k.dp > 1 && k.zero == 2 && !k.inference) {
+    const double whole_gradients = params.total() * per.gradients * k.dp;
+    mem.communication_buffers += 2 * std::min(k.bucket_bytes, whole_gradients);
+  }
   if (k.pp > 1) mem.communication_buffers += 2 * 2 * e * tokens * x.hidden;
   if (k.zero >= 3 && k.dp > 1) {
     // Prefetched, gathered parameters: two layers (a tenth of a generic model).
@@ -446,6 +450,11 @@ Model model_of(const Workload& w) {
     x.generic_layers = w.generic.weight_layers;
   }
   return x;
+}
+
+trace::Collective gradient_reduction(int zero_stage) {
+  if (zero_stage == 0) return trace::Collective::all_reduce;
+  return zero_stage == 2 ? trace::Collective::reduce : trace::Collective::reduce_scatter;
 }
 
 Knobs knobs_of(const ParallelPlan& p, const PrecisionPlan& q) {
@@ -905,9 +914,7 @@ PipelineCosts pipeline_costs(const Machine& m, const Model& x, const Knobs& k,
     const GroupPlacement g = dp_placement(m, k);
     const int mb = p.micro_batches;
     if (k.zero <= 1) {
-      const Bucketed r = bucketed(
-          m, k.zero == 0 ? trace::Collective::all_reduce : trace::Collective::reduce_scatter,
-          grad_bytes, k.bucket_bytes, g);
+      const Bucketed r = bucketed(m, gradient_reduction(k.zero), grad_bytes, k.bucket_bytes, g);
       p.dp_total = r.total;
       p.dp_exposed = std::max(r.total - reduce_window, r.last);
       // A communication thread sharing the cores slows the backward it
@@ -915,8 +922,7 @@ PipelineCosts pipeline_costs(const Machine& m, const Model& x, const Knobs& k,
       p.dp_descheduled = m.overlap_slowdown * std::max(0.0, r.total - p.dp_exposed);
       p.dp_exposed += p.dp_descheduled;
     } else if (k.zero == 2) {
-      const Bucketed r =
-          bucketed(m, trace::Collective::reduce_scatter, grad_bytes, k.bucket_bytes, g);
+      const Bucketed r = bucketed(m, gradient_reduction(2), grad_bytes, k.bucket_bytes, g);
       p.dp_total = mb * r.total;
       p.dp_exposed = mb * std::max(r.total - reduce_window, r.last);
     } else {

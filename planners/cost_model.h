@@ -114,6 +114,12 @@ struct Knobs {
 };
 Knobs knobs_of(const ParallelPlan& parallel, const PrecisionPlan& precision);
 
+// The collective that reduces the data-parallel gradients under a ZeRO
+// stage: an all-reduce (0); a reduce-scatter (1, Megatron's distributed
+// optimizer; 3); ZeRO-2 as DeepSpeed's stage 2 and the ClusterScope engines
+// run it, each bucket's pieces reduced to the ranks whose shards hold them.
+trace::Collective gradient_reduction(int zero_stage);
+
 // Compute seconds by kind of operation (what a trace names them: GEMMs, the
 // attention core, layer norms, the MLP activation, elementwise kernels, the
 // loss over the logits); they add up to the compute they split.

@@ -243,8 +243,7 @@ Result<Timeline> predict_timeline(const Plan& plan) {
   // then every rank waits for the slowest before the optimizer step.
   // (ZeRO-3's gathers are drawn in each pass, above.)
   std::vector<double> reduced(p);
-  const trace::Collective dp_collective =
-      k.zero == 0 ? trace::Collective::all_reduce : trace::Collective::reduce_scatter;
+  const trace::Collective dp_collective = detail::gradient_reduction(k.zero);
   for (int s = 0; s < p; ++s) {
     const double end = free_at[s];
     reduced[s] = end;

@@ -77,10 +77,19 @@ Result<double> cpu_rank_memory_bytes(const Plan& plan) {
   for (const worker::ParamInfo& info :
        worker::gpt_parameter_layout(shape->config, {p.tp, 0, p.pp, 0}))
     held += static_cast<double>(info.numel());
-  // fp32 weights and gradients, and AdamW's two moments (split over dp with
-  // ZeRO-1); the activations and buffers come on top of this.
-  const double optimizer = 8.0 / (p.zero_stage >= 1 ? std::max(1, p.dp) : 1);
-  return held * (8.0 + optimizer) + kCpuRankProcessBytes;
+  // fp32 weights and gradients, and AdamW's two moments (the moments split
+  // over dp from ZeRO-1 on, the gradients from ZeRO-2 on, staged there in
+  // two buckets of at most the whole model); the activations and the other
+  // buffers come on top of this.
+  const int dp = std::max(1, p.dp);
+  const double optimizer = 8.0 / (p.zero_stage >= 1 ? dp : 1);
+  double gradients = 4.0 * held;
+  if (p.zero_stage >= 2 && dp > 1) {
+    auto bucket_kib = worker_bucket_kib(plan);
+    if (!bucket_kib) return Error{bucket_kib.message()};
+    gradients = 4.0 * held / dp + 2 * std::min(*bucket_kib * 1024, 4.0 * held);
+  }
+  return held * (4.0 + optimizer) + gradients + kCpuRankProcessBytes;
 }
 
 namespace {
@@ -188,9 +197,9 @@ Result<PlanRun> plan_run(const Plan& plan, const PlanRunOptions& o) {
     return Error{"/parallel: dp x tp x pp = " + std::to_string(world) +
                  " ranks; a run starts at most " + std::to_string(kMaxRunRanks)};
   }
-  if (p.zero_stage > 1) {
+  if (p.zero_stage > 2) {
     return Error{
-        "/parallel/zero_stage: the engines implement ZeRO stages 0 and 1; the plan asks "
+        "/parallel/zero_stage: the engines implement ZeRO stages 0, 1 and 2; the plan asks "
         "for ZeRO-" +
         std::to_string(p.zero_stage)};
   }

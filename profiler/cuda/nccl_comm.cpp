@@ -123,6 +123,13 @@ class NcclComm final : public Communicator {
     });
   }
 
+  Ticket reduce_async(Tensor t, int root) override {
+    return on_side_stream([&] {
+      CS_NCCL(ncclReduce(t.data, t.data, static_cast<std::size_t>(t.numel), nccl_type(t.dtype),
+                         ncclSum, root, comm_, side_));
+    });
+  }
+
   void wait(Ticket ticket) override {
     for (auto it = events_.begin(); it != events_.end(); ++it) {
       if (it->first == ticket) {

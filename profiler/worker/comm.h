@@ -40,6 +40,10 @@ class Communicator {
   // this rank's shard -> full (every rank's shard in rank order). In place
   // likewise when the shard is this rank's slice of full.
   virtual Ticket all_gather_async(Tensor shard, Tensor full) = 0;
+  // fp32 t summed over the group into root's t, in place (ZeRO-2: each
+  // piece of a gradient bucket to the rank whose shard holds it, as
+  // DeepSpeed's stage 2 reduces); the other ranks' t is left as it was.
+  virtual Ticket reduce_async(Tensor t, int root) = 0;
   virtual void wait(Ticket ticket) = 0;
 };
 

@@ -216,7 +216,16 @@ Tensor GptModel::weight(int index) const {
 
 Tensor GptModel::grad(int index) const {
   const ParamInfo& p = params_[index];
-  return grads_.slice(p.offset, p.numel());
+  return grads_view_.slice(p.offset - grads_base_, p.numel());
+}
+
+std::vector<std::int64_t> GptModel::gradient_group_begins() const {
+  std::vector<std::int64_t> begins;
+  if (last_stage()) begins.push_back(params_[lnf_w_].offset);
+  for (int li = static_cast<int>(layer_params_.size()) - 1; li >= 0; --li)
+    begins.push_back(params_[layer_params_[li].ln1_w].offset);
+  if (first_stage()) begins.push_back(0);
+  return begins;
 }
 
 GptModel::LayerActivations GptModel::allocate_layer(bool with_scores) {
@@ -390,8 +399,21 @@ void GptModel::backward(int slot_index, float dloss,
   const int Cl = C / c.heads * local_heads_;
   const int Fl = local_ffn_;
   const bool tp = tp_comm_ && tp_comm_->size() > 1;
+  // Each group's gradients go to the bound buffer or to a window of their own.
+  std::int64_t group_end = num_params_;
+  auto open_group = [&](std::int64_t begin) {
+    if (window_) {
+      grads_view_ = window_(begin, group_end);
+      grads_base_ = begin;
+    } else {
+      grads_view_ = grads_;
+      grads_base_ = 0;
+    }
+    group_end = begin;
+  };
 
   if (last_stage()) {
+    open_group(params_[lnf_w_].offset);
     backend_.scale(s.logits, dloss / N);  // d(mean loss)/d(logits)
     backend_.matmul_backward(d_ln_, grad(lm_head_), Tensor{}, s.logits, s.lnf, weight(lm_head_), N,
                              C, c.vocab, "lm_head");
@@ -406,6 +428,7 @@ void GptModel::backward(int slot_index, float dloss,
   for (int li = static_cast<int>(layer_params_.size()) - 1; li >= 0; --li) {
     const LayerParams& L = layer_params_[li];
     const LayerActivations a = layer(s, li);
+    open_group(params_[L.ln1_w].offset);
     if (recompute_ == Recompute::full) {
       const std::int64_t start = annotate_ ? OpTracer::now_ns() : 0;
       layer_forward(li, a, s.residual[li], Tensor{}, s.projection);
@@ -439,6 +462,7 @@ void GptModel::backward(int slot_index, float dloss,
   }
 
   if (first_stage()) {
+    open_group(0);
     backend_.embedding_backward(grad(wte_), grad(wpe_), d_residual_, s.tokens, B_, c.seq, C);
     if (on_grads_ready) on_grads_ready(0);
   }

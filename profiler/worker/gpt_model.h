@@ -106,6 +106,15 @@ class GptModel {
   void bind_weights(Tensor weights) { weights_ = weights; }
   // Parameter gradients (fp32, flat) that backward accumulates into.
   void bind_gradients(Tensor grads) { grads_ = grads; }
+  // ZeRO-2 keeps no whole gradient buffer: before each group of parameters
+  // (the head, a layer, the embeddings: flat range [begin, end), from the end
+  // of the buffer towards its start) backward asks `window` for a zeroed
+  // fp32 buffer of end - begin elements and writes that group's gradients
+  // there, in place of the bound buffer.
+  using GradientWindow = std::function<Tensor(std::int64_t begin, std::int64_t end)>;
+  void set_gradient_window(GradientWindow window) { window_ = std::move(window); }
+  // Those groups' first flat offsets, in the order backward produces them.
+  std::vector<std::int64_t> gradient_group_begins() const;
 
   // The residual stream entering this stage (written by the pipeline's
   // receive on later stages) and leaving it (sent to the next stage).
@@ -176,6 +185,11 @@ class GptModel {
 
   Tensor weights_;
   Tensor grads_;
+  GradientWindow window_;
+  // Where grad() points: grads_, or the window's buffer of the group that
+  // backward is producing, whose first flat offset is grads_base_.
+  Tensor grads_view_;
+  std::int64_t grads_base_ = 0;
   std::vector<Slot*> slots_;
   // Gradient buffers shared by all slots (one backward at a time).
   Tensor d_residual_, d_ln_, d_qkv_, d_atty_, d_fch_, d_fch_gelu_, d_output_, tokens_, targets_;

@@ -91,6 +91,8 @@ const char* collective_label(trace::Collective c) {
     case trace::Collective::all_reduce: return "all-reduce";
     case trace::Collective::all_gather: return "all-gather";
     case trace::Collective::reduce_scatter: return "reduce-scatter";
+    case trace::Collective::reduce:
+      return "reduce";
     case trace::Collective::send: return "send";
     case trace::Collective::recv: return "recv";
     default: return "collective";
@@ -208,6 +210,22 @@ class MpiComm final : public Communicator {
           MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, full.data, bytes, MPI_BYTE, comm_);
         } else {
           MPI_Allgather(shard.data, bytes, MPI_BYTE, full.data, bytes, MPI_BYTE, comm_);
+        }
+      });
+    });
+  }
+
+  Ticket reduce_async(Tensor t, int root) override {
+    if (t.dtype != DType::f32)
+      throw std::invalid_argument("the CPU engine reduces fp32 gradients, not " +
+                                  std::string(to_string(t.dtype)));
+    return impl_.submit([this, t, root] {
+      traced(true, trace::Collective::reduce, t, -1, [&] {
+        const int count = static_cast<int>(t.numel);
+        if (rank_ == root) {
+          MPI_Reduce(MPI_IN_PLACE, t.data, count, MPI_FLOAT, MPI_SUM, root, comm_);
+        } else {
+          MPI_Reduce(t.data, nullptr, count, MPI_FLOAT, MPI_SUM, root, comm_);
         }
       });
     });

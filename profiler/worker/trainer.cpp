@@ -63,8 +63,8 @@ Trainer::Trainer(Backend& backend, Communicator& dp, Communicator& tp, Communica
       config_(config),
       tracer_(tracer),
       corpus_(corpus) {
-  if (config_.zero_stage != 0 && config_.zero_stage != 1) {
-    throw std::invalid_argument("the worker implements ZeRO stages 0 and 1");
+  if (config_.zero_stage < 0 || config_.zero_stage > 2) {
+    throw std::invalid_argument("the worker implements ZeRO stages 0, 1 and 2");
   }
   const int slots = std::min(config_.pp - config_.pp_rank, config_.accumulation);
   ModelParallel mp{config_.tp, config_.tp_rank, config_.pp, config_.pp_rank};
@@ -74,16 +74,17 @@ Trainer::Trainer(Backend& backend, Communicator& dp, Communicator& tp, Communica
       [this](std::string_view what, std::int64_t start_ns) { annotate(what, start_ns); });
 
   n_ = model_->num_params();
-  const bool zero = config_.zero_stage == 1 && config_.dp > 1;
-  padded_ = zero ? (n_ + config_.dp - 1) / config_.dp * config_.dp : n_;
-  shard_ = zero ? padded_ / config_.dp : padded_;
+  sharded_ = config_.zero_stage >= 1 && config_.dp > 1;
+  staged_ = config_.zero_stage == 2 && config_.dp > 1;
+  padded_ = sharded_ ? (n_ + config_.dp - 1) / config_.dp * config_.dp : n_;
+  shard_ = sharded_ ? padded_ / config_.dp : padded_;
 
   weights_ = backend_.alloc(padded_, config_.compute, "weights");
-  grads_ = backend_.alloc(padded_, DType::f32, "gradients");
+  if (!staged_) grads_ = backend_.alloc(padded_, DType::f32, "gradients");
   Tensor full_master = backend_.alloc(padded_, DType::f32, "init");
   model_->initialize(config_.seed, full_master.slice(0, n_));
 
-  const std::int64_t shard_begin = zero ? config_.dp_rank * shard_ : 0;
+  const std::int64_t shard_begin = sharded_ ? config_.dp_rank * shard_ : 0;
   if (config_.compute == DType::f32) {
     backend_.convert(weights_, full_master);
     master_ = weights_.slice(shard_begin, shard_);
@@ -98,13 +99,32 @@ Trainer::Trainer(Backend& backend, Communicator& dp, Communicator& tp, Communica
   adam_v_ = backend_.alloc(shard_, DType::f32, "adam.v");
   // ZeRO-1 reduce-scatters inside the gradient buffer, as Megatron's
   // distributed optimizer does: the shard is a view, no second fp32 copy.
-  if (zero) grad_shard_ = grads_.slice(shard_begin, shard_);
+  if (sharded_ && !staged_) grad_shard_ = grads_.slice(shard_begin, shard_);
   scalar_ = backend_.alloc(1, DType::f32, "loss");
   model_->bind_weights(weights_.slice(0, n_));
-  model_->bind_gradients(grads_.slice(0, n_));
+  if (staged_) {
+    grad_shard_ = backend_.alloc(shard_, DType::f32, "gradients");
+    // A bucket holds whole groups: at least the largest one, and no more
+    // than the whole model.
+    std::int64_t largest_group = 0;
+    std::int64_t group_end = n_;
+    for (std::int64_t begin : model_->gradient_group_begins()) {
+      largest_group = std::max(largest_group, group_end - begin);
+      group_end = begin;
+    }
+    const std::int64_t per_bucket = std::max<std::int64_t>(1, config_.bucket_bytes / 4);
+    stage_capacity_ = std::min(n_, std::max(largest_group, per_bucket));
+    for (GradientStage& stage : stages_) {
+      stage.buffer = backend_.alloc(stage_capacity_, DType::f32, "gradient bucket");
+    }
+    model_->set_gradient_window(
+        [this](std::int64_t begin, std::int64_t end) { return open_gradient_group(begin, end); });
+  } else {
+    model_->bind_gradients(grads_.slice(0, n_));
+  }
 
   if (config_.dynamic_loss_scale) loss_scale_ = config_.initial_loss_scale;
-  if (config_.dp > 1 && !zero) {
+  if (config_.dp > 1 && !sharded_) {
     const std::int64_t per_bucket = std::max<std::int64_t>(1, config_.bucket_bytes / 4);
     for (std::int64_t end = n_; end > 0; end -= per_bucket) {
       buckets_.push_back({std::max<std::int64_t>(0, end - per_bucket), end});
@@ -113,8 +133,15 @@ Trainer::Trainer(Backend& backend, Communicator& dp, Communicator& tp, Communica
 }
 
 Trainer::~Trainer() {
-  for (Tensor* t : {&weights_, &grads_, &adam_m_, &adam_v_, &scalar_}) {
+  for (Tensor* t : {&weights_, &adam_m_, &adam_v_, &scalar_}) {
     backend_.release(*t);
+  }
+  if (staged_) {
+    backend_.release(grad_shard_);
+    for (GradientStage& stage : stages_)
+      backend_.release(stage.buffer);
+  } else {
+    backend_.release(grads_);
   }
   if (!master_aliases_weights_) backend_.release(master_);
 }
@@ -134,11 +161,65 @@ void Trainer::launch_ready_buckets(std::int64_t ready_from) {
   }
 }
 
+Tensor Trainer::open_gradient_group(std::int64_t begin, std::int64_t end) {
+  GradientStage* stage = &stages_[filling_];
+  const bool empty = stage->begin == stage->end;
+  if (stage->launched || (!empty && stage->end - begin > stage_capacity_)) {
+    if (!stage->launched) launch_stage(*stage);
+    filling_ ^= 1;
+    stage = &stages_[filling_];
+    finish_stage(*stage);
+  }
+  if (stage->begin == stage->end) stage->begin = stage->end = end;
+  if (end != stage->begin || end - begin > stage_capacity_) {
+    throw std::logic_error("ZeRO-2: a group of gradients out of order or larger than a bucket");
+  }
+  stage->begin = begin;
+  Tensor group = stage->buffer.slice(begin - (stage->end - stage_capacity_), end - begin);
+  backend_.zero(group);
+  return group;
+}
+
+void Trainer::launch_stage(GradientStage& stage) {
+  const std::int64_t base = stage.end - stage_capacity_;
+  for (int r = 0; r < config_.dp; ++r) {
+    const std::int64_t lo = std::max(stage.begin, r * shard_);
+    const std::int64_t hi = std::min(stage.end, (r + 1) * shard_);
+    if (lo >= hi) continue;
+    const auto ticket = dp_.reduce_async(stage.buffer.slice(lo - base, hi - lo), r);
+    stage.pieces.push_back({ticket, lo, hi, r == config_.dp_rank});
+  }
+  stage.launched = true;
+  if (!config_.overlap_dp) finish_stage(stage);
+}
+
+void Trainer::finish_stage(GradientStage& stage) {
+  const std::int64_t base = stage.end - stage_capacity_;
+  const std::int64_t shard_begin = config_.dp_rank * shard_;
+  for (const GradientStage::Piece& piece : stage.pieces) {
+    dp_.wait(piece.ticket);
+    const std::int64_t count = piece.end - piece.begin;
+    if (piece.mine) {
+      backend_.accumulate(grad_shard_.slice(piece.begin - shard_begin, count),
+                          stage.buffer.slice(piece.begin - base, count));
+    }
+  }
+  stage.pieces.clear();
+  stage.launched = false;
+  stage.begin = stage.end = 0;
+}
+
 void Trainer::reduce_gradients() {
   if (config_.dp == 1) return;
   const std::int64_t start = tracer_ ? OpTracer::now_ns() : 0;
   const float average = 1.0f / config_.dp;
-  if (config_.zero_stage == 1) {
+  if (staged_) {
+    // Each micro-batch's buckets were reduced as backward went; the last
+    // ones may still be on their way. The older stage ends first.
+    finish_stage(stages_[filling_ ^ 1]);
+    finish_stage(stages_[filling_]);
+    backend_.scale(grad_shard_, average);
+  } else if (sharded_) {
     dp_.wait(dp_.reduce_scatter_async(grads_, grad_shard_));
     backend_.scale(grad_shard_, average);
   } else {
@@ -150,10 +231,9 @@ void Trainer::reduce_gradients() {
 }
 
 double Trainer::gradient_norm() {
-  const bool zero = config_.zero_stage == 1 && config_.dp > 1;
-  const std::int64_t begin = zero ? config_.dp_rank * shard_ : 0;
+  const std::int64_t begin = sharded_ ? config_.dp_rank * shard_ : 0;
   const std::int64_t end = std::min(n_, begin + shard_);
-  const Tensor grads = zero ? grad_shard_ : grads_;  // element i is flat offset begin + i
+  const Tensor grads = sharded_ ? grad_shard_ : grads_;  // element i is flat offset begin + i
   // One sum per run of adjacent parameters counted (all of them but a
   // tensor-parallel copy): a sum per parameter cost the CUDA engine a copy
   // to the host and a wait each, about 150 a step.
@@ -185,22 +265,21 @@ double Trainer::gradient_norm() {
   backend_.upload(scalar_, &total);
   if (config_.tp > 1) tp_.all_reduce(scalar_);
   if (config_.pp > 1) pp_.all_reduce(scalar_);
-  if (zero) dp_.all_reduce(scalar_);
+  if (sharded_) dp_.all_reduce(scalar_);
   backend_.download(&total, scalar_);
   return std::sqrt(static_cast<double>(total));
 }
 
 void Trainer::optimizer_step() {
   const std::int64_t start = tracer_ ? OpTracer::now_ns() : 0;
-  const bool zero = config_.zero_stage == 1 && config_.dp > 1;
-  const std::int64_t shard_begin = zero ? config_.dp_rank * shard_ : 0;
-  Tensor grads = zero ? grad_shard_ : grads_;
+  const std::int64_t shard_begin = sharded_ ? config_.dp_rank * shard_ : 0;
+  Tensor grads = sharded_ ? grad_shard_ : grads_;
   // Adam counts the updates it applied, not the steps: a step skipped for
   // overflowed gradients is none (as PyTorch's GradScaler and Megatron skip it).
   backend_.adamw(master_, grads, adam_m_, adam_v_, config_.lr, config_.beta1, config_.beta2,
                  config_.eps, config_.weight_decay, ++adam_updates_);
   if (!master_aliases_weights_) backend_.convert(weights_.slice(shard_begin, shard_), master_);
-  if (zero) {
+  if (sharded_) {
     // Every rank updated its shard; all gather the new weights.
     dp_.wait(dp_.all_gather_async(weights_.slice(shard_begin, shard_), weights_));
   }
@@ -210,7 +289,7 @@ void Trainer::optimizer_step() {
 StepResult Trainer::step() {
   const std::int64_t step_start = OpTracer::now_ns();
   if (tracer_) tracer_->set_step(step_);
-  backend_.zero(grads_);
+  backend_.zero(staged_ ? grad_shard_ : grads_);
   for (Bucket& b : buckets_) b.launched = false;
 
   const int M = config_.accumulation;
@@ -239,6 +318,9 @@ StepResult Trainer::step() {
       model_->backward(slot, loss_scale_ / M, [&](std::int64_t ready_from) {
         if (last && overlap) launch_ready_buckets(ready_from);
       });
+      // ZeRO-2: the micro-batch's last bucket goes now, under the next forward.
+      GradientStage& filling = stages_[filling_];
+      if (staged_ && filling.end > filling.begin && !filling.launched) launch_stage(filling);
       if (!model.first_stage()) {
         pp_.send(model_->input_grad(), config_.pp_rank - 1);
         // The gradient buffer is reused by the next backward: the send must end first.
@@ -257,8 +339,7 @@ StepResult Trainer::step() {
       loss_scale_ = std::max(1.0f, loss_scale_ / 2);
       clean_steps_ = 0;
     } else {
-      const bool zero = config_.zero_stage == 1 && config_.dp > 1;
-      backend_.scale(zero ? grad_shard_ : grads_, 1.0f / used_scale);
+      backend_.scale(sharded_ ? grad_shard_ : grads_, 1.0f / used_scale);
       if (++clean_steps_ == config_.loss_scale_window) {
         loss_scale_ = std::max(loss_scale_, std::min(loss_scale_ * 2, config_.max_loss_scale));
         clean_steps_ = 0;
@@ -325,7 +406,8 @@ StepResult Trainer::step() {
 void Trainer::record_memory(std::int64_t at_ns) {
   const std::int64_t in_use = backend_.bytes_in_use();
   const std::int64_t weights = weights_.bytes();
-  const std::int64_t gradients = grads_.bytes();  // ZeRO-1's shard is a view of it
+  // ZeRO-1's shard is a view of the whole buffer; ZeRO-2's buckets are workspace.
+  const std::int64_t gradients = staged_ ? grad_shard_.bytes() : grads_.bytes();
   const std::int64_t optimizer =
       (master_aliases_weights_ ? 0 : master_.bytes()) + adam_m_.bytes() + adam_v_.bytes();
   const std::int64_t activations = model_->activation_bytes();
@@ -341,8 +423,7 @@ void Trainer::record_memory(std::int64_t at_ns) {
 
 // Every rank must skip together: any rank's overflow counts.
 bool Trainer::gradients_overflowed() {
-  const bool zero = config_.zero_stage == 1 && config_.dp > 1;
-  float overflow = backend_.all_finite(zero ? grad_shard_ : grads_) ? 0.0f : 1.0f;
+  float overflow = backend_.all_finite(sharded_ ? grad_shard_ : grads_) ? 0.0f : 1.0f;
   backend_.upload(scalar_, &overflow);
   if (config_.dp > 1) dp_.all_reduce(scalar_);
   if (config_.tp > 1) tp_.all_reduce(scalar_);
@@ -354,7 +435,7 @@ bool Trainer::gradients_overflowed() {
 std::vector<float> Trainer::local_weights() {
   std::vector<float> out(static_cast<std::size_t>(n_));
   Tensor whole = backend_.alloc(padded_, DType::f32, "weights export");
-  if (config_.zero_stage == 1 && config_.dp > 1) {
+  if (sharded_) {
     // The fp32 master is sharded: gather it.
     dp_.wait(dp_.all_gather_async(master_, whole));
   } else {

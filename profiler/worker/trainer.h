@@ -1,8 +1,10 @@
 #pragma once
 // One rank's training loop: the micro-batch schedule (gradient accumulation,
 // pipeline 1F1B), data-parallel gradient reduction in buckets overlapping
-// backward (or ZeRO-1: reduce-scatter, a sharded optimizer, all-gather),
-// AdamW with fp32 master weights, and the step's trace rows and metrics.
+// backward (or ZeRO-1: reduce-scatter, a sharded optimizer, all-gather; or
+// ZeRO-2: gradients sharded too, each micro-batch's reduced bucket by bucket
+// to their shards' ranks), AdamW with fp32 master weights, and the step's
+// trace rows and metrics.
 
 #include <cstdint>
 #include <memory>
@@ -20,7 +22,7 @@ struct TrainConfig {
   GptConfig model;
   int dp = 1, tp = 1, pp = 1;
   int dp_rank = 0, tp_rank = 0, pp_rank = 0;
-  int zero_stage = 0;  // 0 or 1
+  int zero_stage = 0;  // 0, 1 or 2
   Recompute recompute = Recompute::none;
   int micro_batch = 1;
   int accumulation = 1;  // micro-batches per replica per step
@@ -76,6 +78,11 @@ class Trainer {
 
  private:
   void launch_ready_buckets(std::int64_t ready_from);
+  // ZeRO-2's gradient staging (see stages_).
+  Tensor open_gradient_group(std::int64_t begin, std::int64_t end);
+  struct GradientStage;
+  void launch_stage(GradientStage& stage);
+  void finish_stage(GradientStage& stage);
   void reduce_gradients();
   void optimizer_step();
   bool gradients_overflowed();
@@ -97,10 +104,12 @@ class Trainer {
   std::int64_t n_ = 0;       // parameters of this rank
   std::int64_t padded_ = 0;  // n_ rounded up to a multiple of dp (ZeRO shards)
   std::int64_t shard_ = 0;   // padded_ / dp
+  bool sharded_ = false;     // ZeRO-1 or -2 over more than one replica
+  bool staged_ = false;      // ZeRO-2 over more than one replica
   Tensor weights_;           // compute type, padded_
-  Tensor grads_;             // fp32, padded_
-  Tensor master_;            // fp32: whole (ZeRO-0) or this rank's shard (ZeRO-1); may alias weights_
-  Tensor grad_shard_;        // ZeRO-1: this rank's summed shard, a view of grads_
+  Tensor grads_;             // fp32, padded_ (none with ZeRO-2)
+  Tensor master_;      // fp32: whole (ZeRO-0) or this rank's shard (ZeRO-1, -2); may alias weights_
+  Tensor grad_shard_;  // ZeRO-1: this rank's summed shard, a view of grads_; ZeRO-2: its own
   Tensor adam_m_, adam_v_;   // fp32, sized like master_
   Tensor scalar_;            // fp32, 1: the loss on its way to every rank
   bool master_aliases_weights_ = false;
@@ -111,6 +120,27 @@ class Trainer {
     std::uint64_t ticket = 0;
   };
   std::vector<Bucket> buckets_;  // from the end of the buffer to its start
+
+  // ZeRO-2 as DeepSpeed's stage 2 runs it: two bucket buffers take turns.
+  // Backward writes groups of whole parameters into one, from the top down,
+  // until the next group would not fit; then the bucket is reduced, piece by
+  // piece, to the ranks whose shards hold them (in the background with
+  // overlap), while backward fills the other. A buffer is used again once
+  // its reductions have ended and its owner added its piece to its shard.
+  struct GradientStage {
+    Tensor buffer;  // fp32, stage_capacity_: flat offset x at x - (end - capacity)
+    std::int64_t begin = 0, end = 0;  // the flat range held; empty when equal
+    bool launched = false;
+    struct Piece {
+      std::uint64_t ticket;
+      std::int64_t begin, end;  // flat
+      bool mine;                // this rank's shard holds it
+    };
+    std::vector<Piece> pieces;  // launched, not yet ended
+  };
+  GradientStage stages_[2];
+  int filling_ = 0;  // the stage backward writes into
+  std::int64_t stage_capacity_ = 0;
   int step_ = 0;
   int adam_updates_ = 0;  // updates applied: Adam's step count, skipped steps left out
   float loss_scale_ = 1.0f;

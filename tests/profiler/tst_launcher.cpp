@@ -762,7 +762,7 @@ void TestLauncher::failingRankIsNamed_data() {
                                      << "";
   // Refused by the argument parser before MPI starts: only the exit status
   // and stderr tell.
-  QTest::addRow("exit status") << QStringList{"--zero", "2"} << "exited with status"
+  QTest::addRow("exit status") << QStringList{"--zero", "3"} << "exited with status"
                                << "--zero";
 }
 

@@ -1,5 +1,5 @@
 // The worker's parallelism against the unsplit model, through real mpirun
-// runs: every split (data, tensor, pipeline, ZeRO-1, their combinations,
+// runs: every split (data, tensor, pipeline, ZeRO-1 and -2, their combinations,
 // gradient accumulation, unoverlapped small buckets) must train the same
 // model as one rank with the whole batch; and training really learns, in fp32
 // and in bf16.
@@ -15,6 +15,9 @@
 #include <QtTest>
 #include <cmath>
 
+#include "core/predicted_step.h"
+#include "core/trace_reader.h"
+#include "profiler/worker/gpt_model.h"
 #include "tests/profiler/worker_runs.h"
 
 using namespace cs;
@@ -60,6 +63,8 @@ class TestWorkerParallel : public QObject {
   void initTestCase();
   void splitMatchesUnsplit_data();
   void splitMatchesUnsplit();
+  void zeroShardsTheModelState_data();
+  void zeroShardsTheModelState();
   void lossFallsOverFiftySteps();
   void bf16ChangesTheCurveButLearns();
 
@@ -126,6 +131,17 @@ void TestWorkerParallel::splitMatchesUnsplit_data() {
   QTest::addRow("pp 2, polite waits") << 2 << "--pp 2 --micro-batch 1 --polite-waits";
   QTest::addRow("zero-1 over dp 2") << 2 << "--dp 2 --zero 1 --micro-batch 2";
   QTest::addRow("zero-1 over dp 4") << 4 << "--dp 4 --zero 1 --micro-batch 1";
+  // ZeRO-2 reduces every micro-batch's gradients bucket by bucket to the
+  // shards' ranks. The tiny model's groups are 8256 (head), 12704 (each
+  // layer) and 8704 (embeddings) values: 100 KiB buckets hold two groups,
+  // the second bucket across both ranks' shards; 4 KiB ones a group each.
+  QTest::addRow("zero-2 over dp 2, one bucket") << 2 << "--dp 2 --zero 2 --micro-batch 1";
+  QTest::addRow("zero-2 over dp 2, buckets of two groups")
+      << 2 << "--dp 2 --zero 2 --micro-batch 1 --bucket-kib 100";
+  QTest::addRow("zero-2 over dp 4, a group a bucket, no overlap")
+      << 4 << "--dp 4 --zero 2 --micro-batch 1 --bucket-kib 4 --no-overlap";
+  QTest::addRow("zero-2, dp 2 x tp 2")
+      << 4 << "--dp 2 --tp 2 --zero 2 --micro-batch 1 --bucket-kib 4";
   QTest::addRow("dp 2 x tp 2") << 4 << "--dp 2 --tp 2 --micro-batch 2";
   QTest::addRow("dp 2 x pp 2") << 4 << "--dp 2 --pp 2 --micro-batch 1";
   QTest::addRow("tp 2 x pp 2") << 4 << "--tp 2 --pp 2 --micro-batch 2";
@@ -190,6 +206,93 @@ void TestWorkerParallel::splitMatchesUnsplit() {
   qInfo("worst weight difference %.2e (%s)", worst, worst_name.c_str());
   QVERIFY2(worst < 5e-5,
            qPrintable(QString("weights differ by %1 in %2").arg(worst).arg(worst_name.c_str())));
+}
+
+void TestWorkerParallel::zeroShardsTheModelState_data() {
+  QTest::addColumn<int>("zero");
+  QTest::newRow("ZeRO-0") << 0;
+  QTest::newRow("ZeRO-1: the optimizer state sharded") << 1;
+  QTest::newRow("ZeRO-2: the gradients too, staged in two buckets") << 2;
+}
+
+// What each ZeRO stage keeps per rank, as the step's memory counters have
+// it (fp32: the master weights are the weights), and how it reduces the
+// gradients. Before, the engines refused ZeRO-2.
+void TestWorkerParallel::zeroShardsTheModelState() {
+  QFETCH(int, zero);
+  QTemporaryDir dir;
+  constexpr int kBucketKib = 100, kMicroBatches = 2, kStepsRun = 2;
+  std::vector<std::string> args = test::tiny_model_args();
+  for (const std::string& a :
+       {std::string("--dp"), std::string("2"), std::string("--zero"), std::to_string(zero),
+        std::string("--micro-batch"), std::string("1"), std::string("--global-batch"),
+        std::to_string(2 * kMicroBatches), std::string("--steps"), std::to_string(kStepsRun),
+        std::string("--bucket-kib"), std::to_string(kBucketKib), std::string("--out"),
+        dir.filePath("run-{rank}.db").toStdString()}) {
+    args.push_back(a);
+  }
+  const test::WorkerRun r = test::run_worker(test::worker_spec(2, args));
+  QVERIFY2(r.report.outcome == launch::Outcome::completed, qPrintable(describe(r.report)));
+
+  worker::GptConfig tiny;
+  tiny.layers = 2;
+  tiny.hidden = 32;
+  tiny.heads = 4;
+  tiny.seq = 16;
+  tiny.ffn = 128;
+  double n = 0;
+  for (const worker::ParamInfo& p : worker::gpt_parameter_layout(tiny, {}))
+    n += static_cast<double>(p.numel());
+  const double shard = std::ceil(n / 2);
+  // A bucket of 100 KiB holds two groups (the head and the last layer, 20960 values).
+  const double bucket = kBucketKib * 1024.0;
+
+  for (int rank = 0; rank < 2; ++rank) {
+    auto reader =
+        trace::TraceReader::open(dir.filePath(QString("run-%1.db").arg(rank)).toStdString());
+    QVERIFY2(reader.ok(), reader.ok() ? "" : reader.message().c_str());
+    auto series = (*reader)->counter_series();
+    QVERIFY(series.ok());
+    std::map<std::string, double> part;
+    for (const trace::CounterSeries& c : *series) {
+      auto samples = (*reader)->counters(c.rank, c.name);
+      QVERIFY(samples.ok() && !samples->empty());
+      part[(*reader)->string(c.name)] = samples->back().value;
+    }
+    auto bytes = [&](const char* label) { return part[trace::memory_part_counter(label)]; };
+    QCOMPARE(bytes("weights"), 4 * (zero == 0 ? n : 2 * shard));
+    QCOMPARE(bytes("gradients"), 4 * (zero == 0 ? n : zero == 1 ? 2 * shard : shard));
+    QCOMPARE(bytes("optimizer state"), 8 * (zero == 0 ? n : shard));
+
+    // The data-parallel gradient collectives of rank `rank`.
+    auto events = (*reader)->find_events("dp ", trace::NameMatch::substring, 100000, rank);
+    QVERIFY2(events, events ? "" : events.message().c_str());
+    std::map<trace::Collective, int> calls;
+    std::int64_t reduced_bytes = 0;
+    for (const trace::StoredEvent& e : *events) {
+      if (e.event.bytes <= 4) continue;  // the loss, the norm's and overflow's words
+      ++calls[e.event.collective];
+      if (e.event.collective == trace::Collective::reduce) reduced_bytes += e.event.bytes;
+    }
+    if (zero == 0) {
+      QVERIFY(calls[trace::Collective::all_reduce] > 0);
+      QCOMPARE(calls.size(), std::size_t{1});
+    } else if (zero == 1) {
+      QCOMPARE(calls[trace::Collective::reduce_scatter], kStepsRun);
+      QCOMPARE(calls[trace::Collective::all_gather], kStepsRun);
+      QCOMPARE(calls.size(), std::size_t{2});
+    } else {
+      // Every micro-batch's gradients, each value once, to its shard's rank:
+      // two buckets, the second across the ranks' shards (three pieces).
+      QCOMPARE(reduced_bytes, static_cast<std::int64_t>(4 * n) * kMicroBatches * kStepsRun);
+      QCOMPARE(calls[trace::Collective::reduce], 3 * kMicroBatches * kStepsRun);
+      QCOMPARE(calls[trace::Collective::all_gather], kStepsRun);
+      QCOMPARE(calls.size(), std::size_t{2});
+      // Two buckets' buffers in the workspace.
+      QVERIFY2(bytes("workspace and buffers") >= 2 * bucket,
+               qPrintable(QString::number(bytes("workspace and buffers"))));
+    }
+  }
 }
 
 void TestWorkerParallel::lossFallsOverFiftySteps() {

@@ -32,6 +32,7 @@ class SoloComm final : public Communicator {
   Ticket all_reduce_async(Tensor) override { return 0; }
   Ticket reduce_scatter_async(Tensor full, Tensor shard) override { return copy(full, shard); }
   Ticket all_gather_async(Tensor shard, Tensor full) override { return copy(shard, full); }
+  Ticket reduce_async(Tensor, int) override { return 0; }
   void wait(Ticket) override {}
 
  private:
