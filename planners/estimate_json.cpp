@@ -173,6 +173,9 @@ trace::PredictedStep predicted_step(const Estimate& e) {
       {"optimizer_state", m.optimizer_state},
       {"activations", m.activations},
       {"workspace", m.activation_workspace + m.communication_buffers - m.nccl_channels}};
+  // The forward work recomputed in backward, as the engines' "recompute"
+  // ranges measure it (within compute, not a part of the step of its own).
+  if (t.recompute > 0) p.parts = {{"recompute", t.recompute}};
   p.categories = {{"compute", t.forward + t.backward + t.recompute + t.optimizer + t.descheduled},
                   {"communication", communication},
                   {"other", 0.0}};

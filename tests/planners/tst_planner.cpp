@@ -638,6 +638,11 @@ void TestPlanner::recomputationTradesMemoryForTime() {
   QVERIFY(full.time.recompute > selective.time.recompute);
   QVERIFY(full.time.step() > selective.time.step());
   QVERIFY(full.throughput.hfu > full.throughput.mfu);
+  // A run's prediction holds the recomputed work apart, the part the
+  // engines' "recompute" ranges measure.
+  QVERIFY(cs::plan::predicted_step(none).parts.empty());
+  QCOMPARE(cs::plan::predicted_step(selective).parts.at("recompute"), selective.time.recompute);
+  QCOMPARE(cs::plan::predicted_step(full).parts.at("recompute"), full.time.recompute);
   // Fused attention keeps no scores, so selective saves nothing more, but
   // Megatron-core still re-runs core attention in backward: the time counts.
   p.parallel.flash_attention = true;
