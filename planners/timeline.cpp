@@ -139,6 +139,10 @@ Result<Timeline> predict_timeline(const Plan& plan) {
   Timeline t;
   t.stages = p;
   const bool zero3 = k.zero >= 3;
+  // ZeRO-2 reduces each micro-batch's gradients under its backward (its
+  // buffers hold a shard only); the others once, after the last backward.
+  const bool reduce_each_backward = k.zero == 2 && k.dp > 1 && !k.inference;
+  const trace::Collective dp_collective = detail::gradient_reduction(k.zero);
   const double pp_hop = p > 1 ? hop : 0;
   bool progress = true;
   while (progress) {
@@ -214,6 +218,14 @@ Result<Timeline> predict_timeline(const Plan& plan) {
           add(t, s, 0, at, at + c.tp_backward, trace::Category::communication,
               trace::EventKind::collective, tp_collective, tp_name, op.micro_batch, op.chunk);
           at += c.tp_backward;
+          if (reduce_each_backward) {
+            const double total = (pipe.dp_total - pipe.zero_param_gather) / mb;
+            const double exposed = pipe.dp_exposed / mb;
+            add(t, s, 1, at - (total - exposed), at + exposed, trace::Category::communication,
+                trace::EventKind::collective, dp_collective, "dp gradient reduction",
+                op.micro_batch, op.chunk);
+            at += exposed;
+          }
           backward_end[s][index(op.micro_batch, op.chunk)] = at;
         }
         free_at[s] = at;
@@ -243,11 +255,10 @@ Result<Timeline> predict_timeline(const Plan& plan) {
   // then every rank waits for the slowest before the optimizer step.
   // (ZeRO-3's gathers are drawn in each pass, above.)
   std::vector<double> reduced(p);
-  const trace::Collective dp_collective = detail::gradient_reduction(k.zero);
   for (int s = 0; s < p; ++s) {
     const double end = free_at[s];
     reduced[s] = end;
-    if (k.inference || k.dp <= 1) continue;
+    if (k.inference || k.dp <= 1 || reduce_each_backward) continue;
     const double exposed = pipe.dp_exposed;
     const double hidden =
         std::max(0.0, pipe.dp_total - pipe.zero3_gathers - exposed - pipe.zero_param_gather);

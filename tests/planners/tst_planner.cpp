@@ -9,6 +9,7 @@
 #include <atomic>
 #include <cmath>
 #include <map>
+#include <set>
 #include <stop_token>
 #include <string>
 #include <vector>
@@ -121,6 +122,7 @@ class TestPlanner : public QObject {
   void timelineOfTooManyPasses_data();
   void timelineOfTooManyPasses();
   void timelineZero3GathersInEachPass();
+  void timelineZero2ReducesEachBackward();
   void idleGpusCostSaid();
   void inferenceRunsWithoutDropout();
   void gradientReductionAfterBackward_data();
@@ -1277,15 +1279,15 @@ void TestPlanner::estimateJson() {
   QCOMPARE(step.step_seconds, e.time.step());
 
   // The keys earlier versions stored (readers of old stores expect them),
-  // the pipeline's pacing stage (this plan's is pipelined), and the same
-  // figures back from the text.
+  // the pipeline's pacing stage (this plan's is pipelined), the recomputed
+  // work (it recomputes selectively), and the same figures back from the text.
   const nlohmann::json stored = cs::trace::to_json(step);
   std::vector<std::string> keys, parts;
   for (const auto& [key, value] : stored.items())
     keys.push_back(key);
   for (const auto& [key, value] : stored["breakdown"].items())
     parts.push_back(key);
-  QCOMPARE(keys, (std::vector<std::string>{"breakdown", "categories", "memory", "pipeline",
+  QCOMPARE(keys, (std::vector<std::string>{"breakdown", "categories", "memory", "parts", "pipeline",
                                            "step_seconds"}));
   // Memory: the process's own allocations leave out the framework's reserve,
   // NCCL's channels and the allocator's slack; the device's hold them all.
@@ -1624,6 +1626,34 @@ void TestPlanner::timelineAgreesOnPipelineHops() {
                           .arg(step)
                           .arg(e.time.step())
                           .arg(e.time.pp_communication)));
+}
+
+// ZeRO-2 reduces every micro-batch's gradients under its backward (each
+// piece to its shard's rank); the predicted step drew one reduction after
+// the last backward, as for ZeRO-0 and -1.
+void TestPlanner::timelineZero2ReducesEachBackward() {
+  cs::Plan p = make_plan("dgx-h100-8", "llama2-7b", 8, 1, 1, 32);
+  p.parallel.zero_stage = 2;
+  p.parallel.micro_batch = 1;
+  auto t = cs::plan::predict_timeline(p);
+  QVERIFY2(t.ok(), t.ok() ? "" : t.message().c_str());
+  const cs::plan::Estimate e = must_estimate(p);
+  const double step = t->step_ns / 1e9;
+  QVERIFY2(std::fabs(step / e.time.step() - 1) < 0.01,
+           qPrintable(QString("timeline %1 s, estimate %2 s").arg(step).arg(e.time.step())));
+  std::set<int> reduced;
+  std::int64_t reducing = 0;
+  for (const cs::plan::TimelineSpan& s : t->spans) {
+    if (s.name != "dp gradient reduction") continue;
+    QCOMPARE(s.lane, 1);
+    QCOMPARE(s.collective, cs::trace::Collective::reduce);
+    reduced.insert(s.micro_batch);
+    reducing += s.duration_ns();
+  }
+  QCOMPARE(reduced, (std::set<int>{0, 1, 2, 3}));
+  const double gather = e.communication.dp_seconds - reducing / 1e9;  // the weights' all-gather
+  QVERIFY2(gather > 0 && gather < 0.5 * e.communication.dp_seconds,
+           qPrintable(QString("%1 s of %2 s").arg(gather).arg(e.communication.dp_seconds)));
 }
 
 // ZeRO-3 gathers every parameter in each forward and backward pass; the
