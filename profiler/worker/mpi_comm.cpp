@@ -1,8 +1,10 @@
 #include "profiler/worker/mpi_comm.h"
 
+#include <algorithm>
 #include <chrono>
 #include <climits>
 #include <condition_variable>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <functional>
@@ -75,6 +77,32 @@ struct MpiWorld::Impl {
 };
 
 namespace {
+
+// The most elements (or bytes) one MPI call is given: MPI's counts are ints
+// (Open MPI 4 has no large-count calls), so a larger transfer goes in
+// pieces. CLUSTERSCOPE_MPI_MAX_COUNT lowers it, for the tests.
+std::int64_t max_mpi_count() {
+  static const std::int64_t limit = [] {
+    if (const char* v = std::getenv("CLUSTERSCOPE_MPI_MAX_COUNT")) {
+      const long long n = std::atoll(v);
+      if (n > 0 && n < INT_MAX) return static_cast<std::int64_t>(n);
+    }
+    return static_cast<std::int64_t>(INT_MAX);
+  }();
+  return limit;
+}
+
+// Calls piece(offset, count) over [0, total) in pieces MPI can count.
+template <class F>
+void in_pieces(std::int64_t total, F&& piece) {
+  const std::int64_t most = max_mpi_count();
+  for (std::int64_t at = 0; at < total; at += most)
+    piece(at, static_cast<int>(std::min(most, total - at)));
+}
+
+char* bytes_at(const Tensor& t, std::int64_t offset) {
+  return static_cast<char*>(t.data) + offset;
+}
 
 trace::DataType trace_type(DType t) {
   switch (t) {
@@ -153,17 +181,23 @@ class MpiComm final : public Communicator {
 
   void send(Tensor t, int peer) override {
     traced(false, trace::Collective::send, t, peer, [&] {
-      MPI_Request request;
-      MPI_Isend(t.data, static_cast<int>(t.bytes()), MPI_BYTE, peer, kTag, comm_, &request);
-      pending_sends_.push_back(request);
+      // Pieces of one pair and tag arrive in the order sent.
+      in_pieces(t.bytes(), [&](std::int64_t at, int count) {
+        MPI_Request request;
+        MPI_Isend(bytes_at(t, at), count, MPI_BYTE, peer, kTag, comm_, &request);
+        pending_sends_.push_back(request);
+      });
     });
   }
 
   void recv(Tensor t, int peer) override {
     traced(false, trace::Collective::recv, t, peer, [&] {
-      MPI_Request request;
-      MPI_Irecv(t.data, static_cast<int>(t.bytes()), MPI_BYTE, peer, kTag, comm_, &request);
-      complete(request);
+      std::vector<MPI_Request> requests;
+      in_pieces(t.bytes(), [&](std::int64_t at, int count) {
+        MPI_Irecv(bytes_at(t, at), count, MPI_BYTE, peer, kTag, comm_, &requests.emplace_back());
+      });
+      for (MPI_Request& request : requests)
+        complete(request);
     });
   }
 
@@ -188,6 +222,15 @@ class MpiComm final : public Communicator {
     return impl_.submit([this, full, shard] {
       traced(true, trace::Collective::reduce_scatter, full, -1, [&] {
         // Gradients and master weights are fp32 (the only reduce-scattered data).
+        if (shard.numel > max_mpi_count()) {
+          // More than MPI counts: each rank's block reduced to it, in pieces.
+          const bool in_place = is_own_slice(shard, full);
+          for (int root = 0; root < size_; ++root) {
+            const Tensor block = full.slice(root * shard.numel, shard.numel);
+            reduce_now(block, root, root == rank_ && !in_place ? shard : block);
+          }
+          return;
+        }
         const int count = static_cast<int>(shard.numel);
         if (is_own_slice(shard, full)) {
           // MPI leaves the in-place result at the front of the buffer.
@@ -204,6 +247,18 @@ class MpiComm final : public Communicator {
   Ticket all_gather_async(Tensor shard, Tensor full) override {
     return impl_.submit([this, shard, full] {
       traced(true, trace::Collective::all_gather, full, -1, [&] {
+        if (shard.bytes() > max_mpi_count()) {
+          // More than MPI counts: each rank's block broadcast from it, in pieces.
+          const std::int64_t block = shard.bytes();
+          if (!is_own_slice(shard, full))
+            std::memcpy(bytes_at(full, rank_ * block), shard.data, static_cast<std::size_t>(block));
+          for (int root = 0; root < size_; ++root) {
+            in_pieces(block, [&](std::int64_t at, int count) {
+              MPI_Bcast(bytes_at(full, root * block + at), count, MPI_BYTE, root, comm_);
+            });
+          }
+          return;
+        }
         const int bytes = static_cast<int>(shard.bytes());
         // MPI forbids the send buffer inside the receive buffer: say it is in place.
         if (is_own_slice(shard, full)) {
@@ -220,14 +275,7 @@ class MpiComm final : public Communicator {
       throw std::invalid_argument("the CPU engine reduces fp32 gradients, not " +
                                   std::string(to_string(t.dtype)));
     return impl_.submit([this, t, root] {
-      traced(true, trace::Collective::reduce, t, -1, [&] {
-        const int count = static_cast<int>(t.numel);
-        if (rank_ == root) {
-          MPI_Reduce(MPI_IN_PLACE, t.data, count, MPI_FLOAT, MPI_SUM, root, comm_);
-        } else {
-          MPI_Reduce(t.data, nullptr, count, MPI_FLOAT, MPI_SUM, root, comm_);
-        }
-      });
+      traced(true, trace::Collective::reduce, t, -1, [&] { reduce_now(t, root, t); });
     });
   }
 
@@ -285,15 +333,28 @@ class MpiComm final : public Communicator {
   }
 
   void all_reduce_now(Tensor t) {
-    if (t.dtype == DType::f32) {
-      MPI_Allreduce(MPI_IN_PLACE, t.data, static_cast<int>(t.numel), MPI_FLOAT, MPI_SUM, comm_);
-      return;
-    }
-    if (t.dtype != DType::bf16)
+    if (t.dtype != DType::f32 && t.dtype != DType::bf16)
       throw std::invalid_argument("the CPU engine all-reduces fp32 or bf16, not " +
                                   std::string(to_string(t.dtype)));
-    MPI_Allreduce(MPI_IN_PLACE, t.data, static_cast<int>(t.numel), MPI_UINT16_T, bf16_sum_op(),
-                  comm_);
+    const bool f32 = t.dtype == DType::f32;
+    in_pieces(t.numel, [&](std::int64_t at, int count) {
+      MPI_Allreduce(MPI_IN_PLACE, bytes_at(t, at * dtype_bytes(t.dtype)), count,
+                    f32 ? MPI_FLOAT : MPI_UINT16_T, f32 ? MPI_SUM : bf16_sum_op(), comm_);
+    });
+  }
+
+  // fp32 `from` summed over the group into root's `to` (from itself: in place).
+  void reduce_now(Tensor from, int root, Tensor to) {
+    in_pieces(from.numel, [&](std::int64_t at, int count) {
+      char* send = bytes_at(from, at * 4);
+      if (rank_ != root) {
+        MPI_Reduce(send, nullptr, count, MPI_FLOAT, MPI_SUM, root, comm_);
+      } else if (to.data == from.data) {
+        MPI_Reduce(MPI_IN_PLACE, send, count, MPI_FLOAT, MPI_SUM, root, comm_);
+      } else {
+        MPI_Reduce(send, bytes_at(to, at * 4), count, MPI_FLOAT, MPI_SUM, root, comm_);
+      }
+    });
   }
 
   template <class F>

@@ -142,6 +142,16 @@ void TestWorkerParallel::splitMatchesUnsplit_data() {
       << 4 << "--dp 4 --zero 2 --micro-batch 1 --bucket-kib 4 --no-overlap";
   QTest::addRow("zero-2, dp 2 x tp 2")
       << 4 << "--dp 2 --tp 2 --zero 2 --micro-batch 1 --bucket-kib 4";
+  // MPI counts in ints: past 2^31 elements (or bytes) a call goes in pieces.
+  // Pieces of 1000 here (CLUSTERSCOPE_MPI_MAX_COUNT) run those paths on
+  // every collective and transfer: they must train the same model.
+  QTest::addRow("dp 2 x pp 2, MPI calls in pieces")
+      << 4 << "--dp 2 --pp 2 --micro-batch 1 --mpi-pieces";
+  QTest::addRow("tp 2, MPI calls in pieces") << 2 << "--tp 2 --micro-batch 4 --mpi-pieces";
+  QTest::addRow("zero-1 over dp 2, MPI calls in pieces")
+      << 2 << "--dp 2 --zero 1 --micro-batch 2 --mpi-pieces";
+  QTest::addRow("zero-2 over dp 2, MPI calls in pieces")
+      << 2 << "--dp 2 --zero 2 --micro-batch 1 --mpi-pieces";
   QTest::addRow("dp 2 x tp 2") << 4 << "--dp 2 --tp 2 --micro-batch 2";
   QTest::addRow("dp 2 x pp 2") << 4 << "--dp 2 --pp 2 --micro-batch 1";
   QTest::addRow("tp 2 x pp 2") << 4 << "--tp 2 --pp 2 --micro-batch 2";
@@ -165,8 +175,14 @@ void TestWorkerParallel::splitMatchesUnsplit() {
     worker_flags.remove(" --polite-waits");
     qputenv("CLUSTERSCOPE_POLITE_WAITS", "1");
   }
+  const bool pieces = worker_flags.contains("--mpi-pieces");
+  if (pieces) {
+    worker_flags.remove(" --mpi-pieces");
+    qputenv("CLUSTERSCOPE_MPI_MAX_COUNT", "1000");
+  }
   const auto r = run(ranks, split_args(worker_flags), weights, figures);
   if (polite) qunsetenv("CLUSTERSCOPE_POLITE_WAITS");
+  if (pieces) qunsetenv("CLUSTERSCOPE_MPI_MAX_COUNT");
   QVERIFY2(r.report.outcome == launch::Outcome::completed, qPrintable(describe(r.report)));
   QVERIFY2(r.weights_error.empty(), r.weights_error.c_str());
 
