@@ -311,8 +311,15 @@ Result<ReferenceRun> run_reference(const MachineCalibrationOptions& o, const Pre
   launch::Launcher launcher(spec);
   if (Status s = launcher.start(); !s) return s.error();
   const launch::RunReport report = launcher.wait(stop);
-  // The caller words a stop (and whether the ranks were killed).
-  if (stop && stop->requested()) return Error{"cancelled"};
+  // The caller words a stop (and whether the ranks were killed). The
+  // unfinished run is no measurement: its store, the ranks' stores and the
+  // plan it wrote go (they stayed beside the calibration's store).
+  if (stop && stop->requested()) {
+    fs::remove(store, ec);
+    fs::remove_all(launch::run_store_stem(store) + ".ranks", ec);
+    fs::remove(made->plan_path, ec);
+    return Error{"cancelled"};
+  }
   if (report.outcome != launch::Outcome::completed || report.run_store.empty())
     return Error{launch::failure_text(report)};
   auto reader = trace::TraceReader::open(report.run_store);

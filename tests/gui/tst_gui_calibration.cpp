@@ -185,6 +185,12 @@ void TestGuiCalibration::cancelDuringTheReferenceRunsKeepsTheSweeps() {
                             dir_.filePath("reference-cancelled.db")),
            qPrintable(message));
   QVERIFY(QFile::exists(dir_.filePath("reference-cancelled.db")));
+  // The cancelled reference run left nothing: its store, its ranks' stores
+  // and its plan stayed beside the calibration's store before.
+  const QStringList left = QDir(dir_.path())
+                               .entryList({QStringLiteral("reference-cancelled.reference-*")},
+                                          QDir::AllEntries | QDir::NoDotAndDotDot | QDir::Hidden);
+  QVERIFY2(left.isEmpty(), qPrintable(left.join(", ")));
   QVERIFY(!QDir(dir_.filePath("presets-reference-cancelled")).exists() ||
           QDir(dir_.filePath("presets-reference-cancelled")).isEmpty());
 }
