@@ -1317,6 +1317,73 @@ bool close_open_array(Text& text) {
   return true;
 }
 
+// Kineto before PyTorch 1.10 could write a non-finite argument bare
+// ("est. achieved occupancy %": inf), which is no JSON. Makes each such
+// value outside strings (inf, nan, Infinity, NaN, with or without a minus)
+// null, in a copy of the text with a byte of room past its end; returns how
+// many, 0 when there are none (the text then stays as it was).
+std::size_t null_bare_non_finite(Text& text) {
+  static constexpr std::string_view kTokens[] = {"-Infinity", "Infinity", "-inf", "inf",
+                                                 "-nan",      "nan",      "-NaN", "NaN"};
+  const std::string_view in(text.data.get(), text.size);
+  const auto space = [](char c) { return std::isspace(static_cast<unsigned char>(c)) != 0; };
+  // The token at `i`, where a value may start, that a delimiter ends.
+  const auto token_at = [&](std::size_t i) -> std::string_view {
+    for (std::string_view t : kTokens) {
+      if (in.substr(i, t.size()) != t) continue;
+      const std::size_t end = i + t.size();
+      if (end == in.size() || space(in[end]) || in[end] == ',' || in[end] == '}' || in[end] == ']')
+        return t;
+    }
+    return {};
+  };
+  std::vector<std::pair<std::size_t, std::size_t>> found;  // (offset, length)
+  bool in_string = false;
+  char before = 0;  // the last character outside strings that was not a space
+  for (std::size_t i = 0; i < in.size(); ++i) {
+    const char c = in[i];
+    if (in_string) {
+      if (c == '\\') {
+        ++i;
+      } else if (c == '"') {
+        in_string = false;
+        before = c;
+      }
+      continue;
+    }
+    if (c == '"') {
+      in_string = true;
+    } else if (before == ':' || before == ',' || before == '[') {
+      if (const std::string_view t = token_at(i); !t.empty()) {
+        found.emplace_back(i, t.size());
+        i += t.size() - 1;
+        before = 'l';  // a value ended
+        continue;
+      }
+    }
+    if (!space(c)) before = c;
+  }
+  if (found.empty()) return 0;
+  std::size_t size = in.size();
+  for (const auto& [at, length] : found)
+    size = size - length + 4;
+  Text out;
+  out.capacity = size + 1;
+  out.data = std::make_unique<char[]>(out.capacity);
+  std::size_t from = 0;
+  for (const auto& [at, length] : found) {
+    std::memcpy(out.data.get() + out.size, in.data() + from, at - from);
+    out.size += at - from;
+    std::memcpy(out.data.get() + out.size, "null", 4);
+    out.size += 4;
+    from = at + length;
+  }
+  std::memcpy(out.data.get() + out.size, in.data() + from, in.size() - from);
+  out.size += in.size() - from;
+  text = std::move(out);
+  return found.size();
+}
+
 Result<ImportReport> import_one_kineto(const std::string& file, const std::string& output,
                                        int first_rank, const ImportOptions& options) {
   auto text = read_possibly_gzipped(
@@ -1325,10 +1392,19 @@ Result<ImportReport> import_one_kineto(const std::string& file, const std::strin
   const std::size_t bytes = text->size;
   const bool closed_array = close_open_array(*text);
   KinetoHandler h;
-  h.text_bytes = text->size;
-  h.events.reserve(text->size / 350);  // Kineto writes 300-600 bytes per event
-  const char* begin = text->data.get();
-  const bool ok = nlohmann::json::sax_parse(begin, begin + text->size, &h);
+  const char* begin = nullptr;
+  auto parse = [&] {
+    h = KinetoHandler{};
+    h.text_bytes = text->size;
+    h.events.reserve(text->size / 350);  // Kineto writes 300-600 bytes per event
+    begin = text->data.get();
+    return nlohmann::json::sax_parse(begin, begin + text->size, &h);
+  };
+  bool ok = parse();
+  // Read again with bare non-finite values made null (looked for only when
+  // the text did not read: the search copies it).
+  std::size_t nulled = 0;
+  if (!ok && (nulled = null_bare_non_finite(*text)) > 0) ok = parse();
   // A document after the document: JSON lines, as `nsys export --type json`
   // writes (it read as "syntax error ... expected end of input").
   if (const std::size_t at = h.more_after_document;
@@ -1337,6 +1413,10 @@ Result<ImportReport> import_one_kineto(const std::string& file, const std::strin
               ": a trace is one object or array, and this file holds several (JSON lines, as "
               "an Nsight Systems JSON export is: import its SQLite export instead, `nsys export "
               "--type sqlite`)";
+  }
+  if (!ok && nulled > 0 && !h.error.empty()) {
+    h.error += " (byte offsets in the text with its " + std::to_string(nulled) +
+               " bare inf or nan values read as null)";
   }
   text->data.reset();  // the events are all in `h` now
   if (!ok) return Error{file + ": " + (h.error.empty() ? "cannot parse" : h.error)};
@@ -1348,6 +1428,11 @@ Result<ImportReport> import_one_kineto(const std::string& file, const std::strin
   report.format = "kineto";
   report.bytes_read = static_cast<std::int64_t>(bytes);
   report.skipped = h.skipped;
+  if (nulled > 0)
+    report.warnings.push_back(
+        std::to_string(nulled) + (nulled == 1 ? " value" : " values") +
+        " written bare as inf or nan (not JSON; older PyTorch profilers wrote some "
+        "arguments so) read as null");
   if (closed_array)
     report.warnings.push_back(
         "the array of events has no closing ']' (Chrome's format allows it): read to the end of "

@@ -189,6 +189,8 @@ class TestTraceImport : public QObject {
   void kinetoTimestampsExact();
   void kinetoNumbersPastAnInt64_data();
   void kinetoNumbersPastAnInt64();
+  void kinetoBareNonFiniteReadAsNull_data();
+  void kinetoBareNonFiniteReadAsNull();
   void kinetoCollectives();
   void kinetoRanksMerged();
   void kernelLaunchesKept();
@@ -847,6 +849,47 @@ void TestTraceImport::kinetoNumbersPastAnInt64() {
   QVERIFY(e && e->size() == 1);
   QCOMPARE(e->front().event.start_ns, start_ns);
   QCOMPARE(e->front().event.end_ns, end_ns);
+}
+
+void TestTraceImport::kinetoBareNonFiniteReadAsNull_data() {
+  QTest::addColumn<QByteArray>("args");
+  QTest::addColumn<int>("nulled");
+  QTest::addRow("inf") << QByteArray(R"({"est. achieved occupancy %": inf})") << 1;
+  QTest::addRow("-inf and nan") << QByteArray(R"({"a": -inf, "b":nan })") << 2;
+  QTest::addRow("Infinity, NaN, in an array") << QByteArray(R"({"a": [Infinity,NaN, 1]})") << 2;
+  QTest::addRow("in strings, left alone")
+      << QByteArray(R"({"s": "x: inf, nan", "t": "\"", "u": inf})") << 1;
+}
+
+// Older PyTorch profilers wrote some non-finite arguments bare ("est.
+// achieved occupancy %": inf), which no JSON parser reads: the import
+// refused the whole trace. They now read as null, with a warning.
+void TestTraceImport::kinetoBareNonFiniteReadAsNull() {
+  QFETCH(QByteArray, args);
+  QFETCH(int, nulled);
+  QTemporaryDir dir;
+  const QString path = dir.filePath("old.json");
+  {
+    QFile f(path);
+    QVERIFY(f.open(QIODevice::WriteOnly));
+    f.write(R"({"traceEvents": [{"name": "k", "cat": "kernel", "ph": "X", "pid": 1, "tid": 7, )"
+            R"("ts": 1, "dur": 2, "args": )" +
+            args + "}]}");
+  }
+  const std::string out = dir.filePath("old.cstrace").toStdString();
+  auto report = import_kineto({path.toStdString()}, out);
+  QVERIFY2(report, report ? "" : report.message().c_str());
+  QCOMPARE(report->events, std::int64_t{1});
+  const QString expected =
+      QString("%1 value%2 written bare as inf or nan").arg(nulled).arg(nulled == 1 ? "" : "s");
+  QVERIFY2(std::any_of(report->warnings.begin(), report->warnings.end(),
+                       [&](const std::string& w) {
+                         return QString::fromStdString(w).startsWith(expected);
+                       }),
+           qPrintable(expected));
+  auto e = open_reader(out)->find_events("k", NameMatch::exact, 10);
+  QVERIFY(e && e->size() == 1);
+  QCOMPARE(e->front().event.end_ns - e->front().event.start_ns, std::int64_t{2000});
 }
 
 // allreduce_rank-0 holds 15 all-reduces and 6 broadcasts, 3 of each size
