@@ -139,9 +139,9 @@ Result<Timeline> predict_timeline(const Plan& plan) {
   Timeline t;
   t.stages = p;
   const bool zero3 = k.zero >= 3;
-  // ZeRO-2 reduces each micro-batch's gradients under its backward (its
-  // buffers hold a shard only); the others once, after the last backward.
-  const bool reduce_each_backward = k.zero == 2 && k.dp > 1 && !k.inference;
+  // ZeRO-2 and -3 reduce each micro-batch's gradients under its backward
+  // (their buffers hold a shard only); the others once, after the last.
+  const bool reduce_each_backward = k.zero >= 2 && k.dp > 1 && !k.inference;
   const trace::Collective dp_collective = detail::gradient_reduction(k.zero);
   const double pp_hop = p > 1 ? hop : 0;
   bool progress = true;
@@ -219,11 +219,12 @@ Result<Timeline> predict_timeline(const Plan& plan) {
               trace::EventKind::collective, tp_collective, tp_name, op.micro_batch, op.chunk);
           at += c.tp_backward;
           if (reduce_each_backward) {
-            const double total = (pipe.dp_total - pipe.zero_param_gather) / mb;
+            const double total = (pipe.dp_total - pipe.zero3_gathers - pipe.zero_param_gather) / mb;
             const double exposed = pipe.dp_exposed / mb;
             add(t, s, 1, at - (total - exposed), at + exposed, trace::Category::communication,
-                trace::EventKind::collective, dp_collective, "dp gradient reduction",
-                op.micro_batch, op.chunk);
+                trace::EventKind::collective, dp_collective,
+                zero3 ? "dp gradient reduce-scatter" : "dp gradient reduction", op.micro_batch,
+                op.chunk);
             at += exposed;
           }
           backward_end[s][index(op.micro_batch, op.chunk)] = at;
@@ -251,20 +252,18 @@ Result<Timeline> predict_timeline(const Plan& plan) {
     }
   }
 
-  // Data-parallel gradient reduction, overlapped with the last backward;
+  // ZeRO-0 and -1's gradient reduction, overlapped with the last backward;
   // then every rank waits for the slowest before the optimizer step.
-  // (ZeRO-3's gathers are drawn in each pass, above.)
+  // (ZeRO-2 and -3 reduced in each backward, above.)
   std::vector<double> reduced(p);
   for (int s = 0; s < p; ++s) {
     const double end = free_at[s];
     reduced[s] = end;
     if (k.inference || k.dp <= 1 || reduce_each_backward) continue;
     const double exposed = pipe.dp_exposed;
-    const double hidden =
-        std::max(0.0, pipe.dp_total - pipe.zero3_gathers - exposed - pipe.zero_param_gather);
+    const double hidden = std::max(0.0, pipe.dp_total - exposed - pipe.zero_param_gather);
     add(t, s, 1, end - hidden, end + exposed, trace::Category::communication,
-        trace::EventKind::collective, dp_collective,
-        zero3 ? "dp gradient reduce-scatter" : "dp gradient reduction");
+        trace::EventKind::collective, dp_collective, "dp gradient reduction");
     reduced[s] = end + exposed;
   }
   const double tied = pipe.tied_embedding_sync;
