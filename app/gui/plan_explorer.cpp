@@ -317,6 +317,8 @@ void PlanExplorer::runSearch() {
         SearchOutcome out;
         out.job = job;
         out.subject = subject;
+        out.cluster = input.cluster;
+        out.workload = input.workload;
         out.per_sample = input.workload.kind != WorkloadKind::transformer;
         out.gpus = input.cluster.total_gpus();
         out.all_gpus = input.space.use_all_gpus;
@@ -380,6 +382,8 @@ void PlanExplorer::onFinished() {
   if (!reason.isEmpty()) status_->setText(reason + QStringLiteral(" · ") + status_->text());
   result_status_ = status_->text();
   searched_for_ = out.subject;
+  searched_cluster_ = std::move(out.cluster);
+  searched_workload_ = std::move(out.workload);
   checkStale();
   emit searchFinished(out.job);
 }
@@ -503,7 +507,7 @@ bool PlanExplorer::pinSelected() {
            "to pin a row."));
     return false;
   }
-  if (!pinned_->pin(r, name, searched_for_)) {
+  if (!pinned_->pin(r, name, searched_cluster_, searched_workload_)) {
     status_->setText(tr("Already pinned, or %1 plans pinned: unpin one first.").arg(kMaxPinned));
     return false;
   }

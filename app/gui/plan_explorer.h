@@ -37,6 +37,8 @@ struct SearchOutcome {
   std::uint64_t job = 0;
   std::string error;  // the search could not start
   std::string subject;  // the cluster and workload searched (subject_of)
+  Cluster cluster;
+  Workload workload;
   bool per_sample = false;  // the workload counts samples (a CNN), not tokens
   int gpus = 0;             // the cluster's GPUs
   bool all_gpus = true;     // plans had to use every one
@@ -120,6 +122,8 @@ class PlanExplorer : public QWidget {
   std::shared_ptr<std::stop_source> stop_;
   std::uint64_t job_ = 0;
   std::string searched_for_;  // subject_of the plan the results are for
+  Cluster searched_cluster_;  // and its cluster and workload (a pin keeps them)
+  Workload searched_workload_;
   QString result_status_;     // the status the results came with
   QString input_error_;       // the search asked for last was refused: why
   bool stale_ = false;

@@ -115,6 +115,7 @@ class TestGuiApp : public QObject {
   void searchSaysWhyNothingFits();
   void frontPlansBelowTheKeptHaveNoRank();
   void saveAndReopen();
+  void pinsSavedWithTheProject();
   void undoStepsOfThePanels();
   void unsavedChangesAsk();
   void renameGoesToItsPlan();
@@ -1464,6 +1465,61 @@ void TestGuiApp::saveAndReopen() {
   QCOMPARE(ws->recentFiles().front(), QFileInfo(path).absoluteFilePath());
   waitForEstimate();
   QVERIFY(window_->analysis()->latest()->estimate.has_value());
+}
+
+// Pinned plans are saved with the project and shown again when it is
+// opened (they were lost on reopening); a pin the planner no longer
+// estimates is left out, said with why, and the others are shown.
+void TestGuiApp::pinsSavedWithTheProject() {
+  Workspace* ws = window_->workspace();
+  window_->pinned()->clear();
+  const QString path = dir_.filePath(QStringLiteral("pinned.clusterscope.json"));
+  QVERIFY(window_->saveProjectAs(path));
+  waitForEstimate();
+  QVERIFY(window_->pinCurrentPlan());
+  QVERIFY(ws->isModified());  // the pin is the project's, to be saved
+  const int micro = ws->project().current()->parallel.micro_batch;
+  window_->planPanel()->setControl(Control::micro_batch, micro == 2 ? 1 : 2);
+  waitForEstimate();
+  QVERIFY(window_->pinCurrentPlan());
+  ws->undoStack()->undo();  // the pins stay
+  waitForEstimate();
+  QCOMPARE(window_->pinned()->size(), 2);
+  const QString first = window_->pinned()->nameAt(0);
+  const double first_step = window_->pinned()->at(0).estimate.time.step();
+  QVERIFY(window_->saveProjectAs(path));
+  const std::string saved = project_to_json_text(ws->project());
+  QVERIFY(ws->newProject());
+  QCOMPARE(window_->pinned()->size(), 0);
+  QVERIFY(window_->openProject(path));
+  QCOMPARE(window_->pinned()->size(), 2);
+  QCOMPARE(window_->pinned()->nameAt(0), first);
+  QCOMPARE(window_->pinned()->at(0).estimate.time.step(), first_step);
+  QCOMPARE(window_->compareView()->table()->columnCount(), 2);
+  QVERIFY(!ws->isModified());
+  QCOMPARE(project_to_json_text(ws->project()), saved);
+
+  // A pin the planner refuses (tp 3 of 32 heads, written in the file).
+  auto j = nlohmann::json::parse(saved);
+  j["pinned"][0]["parallel"]["tp"] = 3;
+  const QString stale = dir_.filePath(QStringLiteral("stale-pin.clusterscope.json"));
+  QFile f(stale);
+  QVERIFY(f.open(QIODevice::WriteOnly));
+  f.write(QByteArray::fromStdString(j.dump(2)));
+  f.close();
+  window_->messageBar()->dismiss();
+  QVERIFY(window_->openProject(stale));
+  QCOMPARE(window_->pinned()->size(), 1);
+  QCOMPARE(window_->compareView()->table()->columnCount(), 1);
+  QCOMPARE(window_->messageBar()->level(), MessageLevel::warning);
+  const QString said = window_->messageBar()->text();
+  QVERIFY2(said.contains(QStringLiteral("stale-pin.clusterscope.json")) && said.contains(first) &&
+               said.contains(QStringLiteral("/parallel/tp")),
+           qPrintable(said));
+  QVERIFY(ws->isModified());  // saving drops the pin left out
+  window_->messageBar()->dismiss();
+  QVERIFY(window_->openProject(path));
+  waitForEstimate();
 }
 
 // Every edit made in a panel is one undo step named for what it did, and a
