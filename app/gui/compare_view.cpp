@@ -209,6 +209,7 @@ CompareView::CompareView(PinnedPlans* pinned, QWidget* parent) : QWidget(parent)
   connect(unpin, &QPushButton::clicked, this, [this] { pinned_->unpin(table_->currentColumn()); });
   connect(clear, &QPushButton::clicked, pinned_, &PinnedPlans::clear);
   hint_ = new QLabel;
+  hint_->setObjectName(QStringLiteral("compareHint"));
   hint_->setWordWrap(true);
   auto* buttons = new QHBoxLayout;
   buttons->addWidget(hint_, 1);
@@ -245,7 +246,21 @@ CompareView::CompareView(PinnedPlans* pinned, QWidget* parent) : QWidget(parent)
 void CompareView::refresh() {
   const int n = pinned_->size();
   pages_->setCurrentIndex(n == 0 ? 0 : 1);
-  hint_->setText(n == 0 ? QString() : tr("%1 of %2 pinned").arg(n).arg(kMaxPinned));
+  // Pins of several precisions: their MFUs are of different peaks, as the
+  // explorer and `clusterscope search` say.
+  std::vector<plan::RankedPlan> plans;
+  int with_tokens = 0;
+  for (int i = 0; i < n; ++i) {
+    plans.push_back(pinned_->at(i));
+    with_tokens += pinned_->at(i).estimate.throughput.has_tokens ? 1 : 0;
+  }
+  const QString note =
+      q(plan::mfu_across_precisions_note(plans, with_tokens == n   ? "tokens/s"
+                                                : with_tokens == 0 ? "samples/s"
+                                                                   : "throughput"));
+  hint_->setText(n == 0 ? QString()
+                        : tr("%1 of %2 pinned").arg(n).arg(kMaxPinned) +
+                              (note.isEmpty() ? QString() : QStringLiteral(" · ") + note));
   table_->clear();
   table_->setColumnCount(n);
   table_->setRowCount(int(std::size(kMetrics)));

@@ -232,8 +232,18 @@ PlanExplorer::PlanExplorer(Workspace* workspace, PinnedPlans* pinned, QWidget* p
   connect(points_, &QScatterSeries::clicked, this, &PlanExplorer::pickPoint);
   connect(front_points_, &QScatterSeries::clicked, this, &PlanExplorer::pickPoint);
 
+  mfu_note_ = new QLabel;
+  mfu_note_->setObjectName(QStringLiteral("searchMfuNote"));
+  mfu_note_->setWordWrap(true);
+  mfu_note_->setVisible(false);
+  auto* table_side = new QWidget;
+  auto* table_layout = new QVBoxLayout(table_side);
+  table_layout->setContentsMargins(0, 0, 0, 0);
+  table_layout->addWidget(table_, 1);
+  table_layout->addWidget(mfu_note_);
+
   auto* splitter = new QSplitter(Qt::Horizontal);
-  splitter->addWidget(table_);
+  splitter->addWidget(table_side);
   splitter->addWidget(chart_view_);
   splitter->setStretchFactor(0, 1);
   splitter->setStretchFactor(1, 1);
@@ -363,6 +373,8 @@ void PlanExplorer::onFinished() {
   }
   const plan::SearchResult& r = out.result;
   model_->setResult(r, out.per_sample);
+  mfu_note_->setText(model_->mfuNote());
+  mfu_note_->setVisible(!mfu_note_->text().isEmpty());
   table_->sortByColumn(RankedPlanModel::rank, Qt::AscendingOrder);
   updateChart();
   // "within the limits" (headroom, days, cost): "kept" read as how many the

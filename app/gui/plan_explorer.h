@@ -59,6 +59,9 @@ class PlanExplorer : public QWidget {
   QScatterSeries* frontSeries() const { return front_points_; }
   QProgressBar* progress() const { return progress_; }
   QLabel* statusLabel() const { return status_; }
+  // Under the table while its plans are of several precisions: their MFUs
+  // are of different peaks (as `clusterscope search` says).
+  QLabel* mfuNoteLabel() const { return mfu_note_; }
   QLineEdit* filterEdit() const { return filter_; }
   QCheckBox* frontOnlyBox() const { return front_only_; }
   QLineEdit* globalBatchEdit() const { return batches_; }
@@ -107,6 +110,7 @@ class PlanExplorer : public QWidget {
   QPushButton* cancel_;
   QProgressBar* progress_;
   QLabel* status_;
+  QLabel* mfu_note_;
   QLineEdit* filter_;
   QCheckBox* front_only_;
   QTableView* table_;

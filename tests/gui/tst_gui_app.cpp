@@ -71,6 +71,7 @@
 #include "core/format.h"
 #include "core/model_json.h"
 #include "gui_test_support.h"
+#include "planners/estimate.h"
 #include "planners/formulas.h"
 
 using namespace cs::gui;
@@ -110,6 +111,7 @@ class TestGuiApp : public QObject {
   void captionsFollowTheWorkload();
   void impossiblePlanShowsWhy();
   void searchPickAndCompare();
+  void compareSaysMfuAcrossPrecisions();
   void staleSearchDropped();
   void mistypedBatchLeavesTheSearchRunning();
   void searchSaysWhyNothingFits();
@@ -1202,6 +1204,28 @@ void TestGuiApp::searchPickAndCompare() {
   QVERIFY(explorer->frontSeries()->count() > 0);
   QCOMPARE(explorer->pointsSeries()->count() + explorer->frontSeries()->count(),
            explorer->model()->rowCount());
+  // An H100's plans compute in BF16 and FP8: their MFUs are of different
+  // peaks, said under the table as `clusterscope search` says it (the
+  // explorer listed them side by side without a word).
+  const auto& found = explorer->model()->plans();
+  QVERIFY(std::any_of(found.begin(), found.end(), [&](const cs::plan::RankedPlan& r) {
+    return r.precision.compute != found.front().precision.compute;
+  }));
+  QVERIFY(explorer->mfuNoteLabel()->isVisibleTo(explorer));
+  QVERIFY2(explorer->mfuNoteLabel()->text().contains(
+               QStringLiteral("MFU is of each plan's own precision's dense peak: compare plans "
+                              "of different precisions by tokens/s")),
+           qPrintable(explorer->mfuNoteLabel()->text()));
+  {
+    // Plans of one precision need no note.
+    RankedPlanModel one;
+    cs::plan::SearchResult same;
+    for (const cs::plan::RankedPlan& r : found)
+      if (r.precision.compute == found.front().precision.compute) same.best.push_back(r);
+    one.setResult(same);
+    QVERIFY(one.rowCount() > 1);
+    QVERIFY(one.mfuNote().isEmpty());
+  }
 
   // Sorting by throughput, descending, through the proxy.
   RankedPlanFilter* proxy = explorer->proxy();
@@ -1339,6 +1363,33 @@ void TestGuiApp::searchPickAndCompare() {
   QVERIFY(ws->newProject());
   QCOMPARE(window_->pinned()->size(), 0);
   waitForEstimate();
+}
+
+// Pins of several precisions: their MFUs are of different peaks, and the
+// compare view says so as the explorer does (its MFU bars set an FP8 plan's
+// against a BF16 plan's without a word).
+void TestGuiApp::compareSaysMfuAcrossPrecisions() {
+  auto current = window_->workspace()->project().resolved_plan();
+  QVERIFY(current.ok());
+  PinnedPlans pinned;
+  CompareView view(&pinned);
+  const QLabel* hint = view.findChild<QLabel*>(QStringLiteral("compareHint"));
+  const QString note = QStringLiteral(
+      "MFU is of each plan's own precision's dense peak: compare plans of different precisions "
+      "by tokens/s");
+  for (const cs::Precision p : {cs::Precision::bf16, cs::Precision::fp8}) {
+    cs::Plan plan = current.value();
+    plan.precision = cs::PrecisionPlan::for_compute(p);
+    auto e = cs::plan::estimate(plan);
+    QVERIFY2(e.ok(), e.ok() ? "" : e.message().c_str());
+    cs::plan::RankedPlan r;
+    r.parallel = plan.parallel;
+    r.precision = plan.precision;
+    r.estimate = e.value();
+    QVERIFY(pinned.pin(r, QString::fromStdString(std::string(cs::to_string(p))), plan.cluster,
+                       plan.workload));
+    QCOMPARE(hint->text().contains(note), p == cs::Precision::fp8);
+  }
 }
 
 void TestGuiApp::staleSearchDropped() {
