@@ -146,6 +146,12 @@ void keepWhole(const Cluster& c, const PresetCatalog& catalog,
   }
 }
 
+// What a part of the cluster is called in its box: its display name, else its name.
+template <class Part>
+QString shownName(const Part& part) {
+  return q(part.display_name.empty() ? part.name : part.display_name);
+}
+
 }  // namespace
 
 ClusterDesigner::ClusterDesigner(Workspace* workspace, QWidget* parent)
@@ -410,13 +416,13 @@ void ClusterDesigner::fillPresetLists() {
   // As `--cluster this-machine` gives it: its GPUs, detected when loaded.
   preset_->addItem(tr("This machine (its GPUs, detected now)"), q(std::string(kThisMachine)));
   for (const Cluster& c : catalog.clusters())
-    preset_->addItem(q(c.display_name.empty() ? c.name : c.display_name), q(c.name));
+    addPresetItem(preset_, catalog, "cluster", c.name, shownName(c));
   for (const GpuSpec& g : catalog.gpus())
-    gpu_->addItem(q(g.display_name), q(g.name));
+    addPresetItem(gpu_, catalog, "gpu", g.name, shownName(g));
   inter_->addItem(tr("none (one node)"), QString());
   for (const Link& l : catalog.links()) {
-    intra_->addItem(q(l.display_name), q(l.name));
-    inter_->addItem(q(l.display_name), q(l.name));
+    addPresetItem(intra_, catalog, "link", l.name, shownName(l));
+    addPresetItem(inter_, catalog, "link", l.name, shownName(l));
   }
 }
 

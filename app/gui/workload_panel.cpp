@@ -90,10 +90,9 @@ WorkloadPanel::WorkloadPanel(Workspace* workspace, QWidget* parent)
   preset_->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
   preset_->setMinimumContentsLength(12);
   preset_->setObjectName(QStringLiteral("workloadPreset"));
-  preset_->addItem(tr("Load a model preset…"));
-  for (const Workload& m : workspace_->catalog().models()) {
-    preset_->addItem(q(m.display_name.empty() ? m.name : m.display_name), q(m.name));
-  }
+  fillPresetList();
+  // Presets read again (a calibration saved some) are offered at once.
+  connect(workspace_, &Workspace::presetsChanged, this, &WorkloadPanel::fillPresetList);
   connect(preset_, &QComboBox::activated, this, [this](int index) {
     if (index > 0) applyPreset(preset_->itemData(index).toString());
     preset_->setCurrentIndex(0);
@@ -160,6 +159,15 @@ WorkloadPanel::WorkloadPanel(Workspace* workspace, QWidget* parent)
 
   connect(workspace_, &Workspace::projectChanged, this, &WorkloadPanel::refresh);
   refresh();
+}
+
+void WorkloadPanel::fillPresetList() {
+  const PresetCatalog& catalog = workspace_->catalog();
+  preset_->clear();
+  preset_->addItem(tr("Load a model preset…"));
+  for (const Workload& m : catalog.models())
+    addPresetItem(preset_, catalog, "workload", m.name,
+                  q(m.display_name.empty() ? m.name : m.display_name));
 }
 
 FieldEdit* WorkloadPanel::field(const QString& pointer) const {

@@ -43,6 +43,7 @@ class WorkloadPanel : public QWidget {
   static QString figuresHtml(const Workload& workload);
 
  private:
+  void fillPresetList();
   void refresh();
   // `typing`: keystrokes in one field merge into one undo step; a click
   // on a check box is a step of its own.

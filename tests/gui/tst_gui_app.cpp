@@ -70,6 +70,7 @@
 #include "app/gui/workspace.h"
 #include "core/format.h"
 #include "core/model_json.h"
+#include "core/presets.h"
 #include "gui_test_support.h"
 #include "planners/estimate.h"
 #include "planners/formulas.h"
@@ -97,6 +98,7 @@ class TestGuiApp : public QObject {
   void clusterShapeEditsKeepItWhole_data();
   void clusterShapeEditsKeepItWhole();
   void thisMachineIsAPreset();
+  void userPresetsMarked();
   void editWorkloadShowsFiguresLive();
   void largeNumbersInGroups();
   void commasOnlyInGroupsOfThree_data();
@@ -693,6 +695,54 @@ void TestGuiApp::clusterShapeEditsKeepItWhole() {
   QCOMPARE(designer->totalsLabel()->text().contains(QStringLiteral("inside a node")),
            c->gpus_per_node > 1);
   window_->setFocus();
+}
+
+// Presets of the user's own that stand in place of shipped ones of the same
+// name (a calibrated H100) are marked in the preset lists, the file in the
+// tooltip: they read as the shipped datasheets.
+void TestGuiApp::userPresetsMarked() {
+  const cs::PresetCatalog& shipped = window_->workspace()->catalog();
+  QTemporaryDir presets;
+  cs::PresetBundle bundle;
+  bundle.gpus.push_back(*shipped.find_gpu("h100-sxm"));
+  bundle.gpus.back().source = "calibrated here";
+  bundle.links.push_back(*shipped.find_link("ib-ndr"));
+  bundle.links.back().source = "measured here";
+  bundle.models.push_back(*shipped.find_model("llama2-7b"));
+  bundle.models.back().source = "mine";
+  bundle.models.push_back(bundle.models.back());
+  bundle.models.back().name = "my-model";  // a new one: it replaces nothing
+  bundle.models.back().display_name = "My model";
+  const QString file = presets.filePath(QStringLiteral("mine.json"));
+  const cs::Status written = cs::write_preset_bundle(file.toStdString(), bundle);
+  QVERIFY2(written.ok(), written.message().c_str());
+  const QByteArray user = qgetenv("CLUSTERSCOPE_USER_PRESETS");
+  qputenv("CLUSTERSCOPE_USER_PRESETS", presets.path().toUtf8());
+  auto restore = qScopeGuard([&] { qputenv("CLUSTERSCOPE_USER_PRESETS", user); });
+  Workspace ws;
+  QVERIFY2(ws.userPresetsError().isEmpty(), qPrintable(ws.userPresetsError()));
+  QVERIFY(ws.newProject());
+  ClusterDesigner designer(&ws);
+  WorkloadPanel panel(&ws);
+  auto check = [&](QComboBox* box, const char* name, const std::string& shown, bool mine) {
+    const int i = box->findData(QString::fromLatin1(name));
+    QVERIFY2(i >= 0, name);
+    const QString text = QString::fromStdString(shown);
+    QCOMPARE(box->itemText(i), mine ? text + QStringLiteral(" (your preset)") : text);
+    const QString tip = box->itemData(i, Qt::ToolTipRole).toString();
+    QVERIFY2(tip.contains(file) == mine, qPrintable(tip));
+  };
+  check(designer.gpuBox(), "h100-sxm", shipped.find_gpu("h100-sxm")->display_name, true);
+  check(designer.gpuBox(), "a100-80gb", shipped.find_gpu("a100-80gb")->display_name, false);
+  check(designer.interBox(), "ib-ndr", shipped.find_link("ib-ndr")->display_name, true);
+  check(designer.intraBox(), "nvlink4", shipped.find_link("nvlink4")->display_name, false);
+  check(panel.presetBox(), "llama2-7b", shipped.find_model("llama2-7b")->display_name, true);
+  check(panel.presetBox(), "llama2-13b", shipped.find_model("llama2-13b")->display_name, false);
+  check(panel.presetBox(), "my-model", "My model", false);
+  // The cluster's GPU is the user's: its box shows it so.
+  QVERIFY2(designer.gpuBox()->currentText().endsWith(QStringLiteral(" (your preset)")),
+           qPrintable(designer.gpuBox()->currentText()));
+  ws.closeSession();
 }
 
 void TestGuiApp::editWorkloadShowsFiguresLive() {
