@@ -100,6 +100,8 @@ class TestGuiApp : public QObject {
   void thisMachineIsAPreset();
   void userPresetsMarked();
   void editWorkloadShowsFiguresLive();
+  void openWorkloadFile_data();
+  void openWorkloadFile();
   void largeNumbersInGroups();
   void commasOnlyInGroupsOfThree_data();
   void commasOnlyInGroupsOfThree();
@@ -695,6 +697,74 @@ void TestGuiApp::clusterShapeEditsKeepItWhole() {
   QCOMPARE(designer->totalsLabel()->text().contains(QStringLiteral("inside a node")),
            c->gpus_per_node > 1);
   window_->setFocus();
+}
+
+// A workload JSON file opened from the workload panel, as `--model FILE`
+// takes it (a workload document, or a plan's workload; the app could not
+// open one); what does not read is said with the file and the problem, and
+// the project stays as it was.
+void TestGuiApp::openWorkloadFile_data() {
+  QTest::addColumn<QString>("text");
+  QTest::addColumn<int>("layers");  // of the workload opened; 0: refused
+  QTest::addColumn<QString>("message");
+  const QString tiny = QStringLiteral(
+      R"({"name": "tiny", "display_name": "Tiny", "layers": 2, "hidden": 64, "heads": 4,
+          "seq_len": 128, "vocab": 1000})");
+  QTest::addRow("workload") << tiny << 2 << QString();
+  QTest::addRow("plan") << QStringLiteral(R"({"cluster": "dgx-h100-32", "workload": %1,
+                                              "parallel": {"dp": 32, "global_batch": 33}})")
+                               .arg(QString(tiny).replace(QStringLiteral("\"layers\": 2"),
+                                                          QStringLiteral("\"layers\": 3")))
+                        << 3 << QString();
+  QTest::addRow("not json") << QStringLiteral("{\"name\": ") << 0 << QStringLiteral("invalid JSON");
+  QTest::addRow("bad field") << QString(tiny).replace(QStringLiteral("\"hidden\": 64"),
+                                                      QStringLiteral("\"hidden\": -1"))
+                             << 0 << QStringLiteral(": /hidden: must be");
+  QTest::addRow("a cluster") << QStringLiteral(R"({"name": "c", "nodes": 1, "gpus_per_node": 0})")
+                             << 0 << QStringLiteral(": a cluster document, not a workload");
+  QTest::addRow("a preset list") << QStringLiteral("[%1]").arg(tiny) << 0
+                                 << QStringLiteral(": a list of 1 documents (a preset file?)");
+  QTest::addRow("plan with a bad workload")
+      << QStringLiteral(R"({"cluster": "dgx-h100-32", "workload": "llama-9", "parallel": {}})") << 0
+      << QStringLiteral("llama-9");
+}
+
+void TestGuiApp::openWorkloadFile() {
+  QFETCH(QString, text);
+  QFETCH(int, layers);
+  QFETCH(QString, message);
+  Workspace* ws = window_->workspace();
+  WorkloadPanel* panel = window_->workloadPanel();
+  QCOMPARE(panel->presetBox()->itemText(1), QStringLiteral("Open a workload file…"));
+  const int start = ws->undoStack()->index();
+  auto back = qScopeGuard([&] {
+    while (ws->undoStack()->index() > start)
+      ws->undoStack()->undo();
+    waitForEstimate();
+  });
+  const std::string before = project_to_json_text(ws->project());
+  const QString path =
+      dir_.filePath(QStringLiteral("%1.json").arg(QTest::currentDataTag()).replace(' ', '-'));
+  QFile f(path);
+  QVERIFY(f.open(QIODevice::WriteOnly | QIODevice::Truncate));
+  f.write(text.toUtf8());
+  f.close();
+  const bool opened = panel->openWorkloadFile(path);
+  QCOMPARE(opened, layers > 0);
+  if (opened) {
+    const cs::Workload* w = ws->project().current_workload();
+    QCOMPARE(w->transformer.layers, layers);
+    QCOMPARE(w->display_name, std::string("Tiny"));
+    QCOMPARE(panel->field(QStringLiteral("/layers"))->text(), QString::number(layers));
+    QCOMPARE(ws->undoStack()->index(), start + 1);
+    QVERIFY(ws->undoStack()->undoText().contains(QFileInfo(path).fileName()));
+    waitForEstimate();
+  } else {
+    QCOMPARE(project_to_json_text(ws->project()), before);
+    const QString said = panel->problemLabel()->text();
+    QVERIFY(panel->problemLabel()->isVisibleTo(panel));
+    QVERIFY2(said.contains(path) && said.contains(message), qPrintable(said));
+  }
 }
 
 // Presets of the user's own that stand in place of shipped ones of the same
