@@ -98,6 +98,7 @@ class TestGuiApp : public QObject {
   void clusterShapeEditsKeepItWhole_data();
   void clusterShapeEditsKeepItWhole();
   void thisMachineIsAPreset();
+  void editedPartsReadAsEdited();
   void userPresetsMarked();
   void editWorkloadShowsFiguresLive();
   void openWorkloadFile_data();
@@ -696,6 +697,65 @@ void TestGuiApp::clusterShapeEditsKeepItWhole() {
   // A node of one GPU has no bandwidth between its GPUs to show (it said 0 B/s).
   QCOMPARE(designer->totalsLabel()->text().contains(QStringLiteral("inside a node")),
            c->gpus_per_node > 1);
+  window_->setFocus();
+}
+
+// A GPU's memory (a link's bandwidth) edited: the part reads as edited
+// wherever it is named (the GPU box said "NVIDIA H100 SXM5 80GB" with 40
+// GiB), as a cluster's name follows its counts; edited back, it is the
+// preset again; picking the preset gives its datasheet back, picking the
+// edited part again changes nothing.
+void TestGuiApp::editedPartsReadAsEdited() {
+  Workspace* ws = window_->workspace();
+  ClusterDesigner* designer = window_->clusterDesigner();
+  const int start = ws->undoStack()->index();
+  auto back = qScopeGuard([&] {
+    while (ws->undoStack()->index() > start)
+      ws->undoStack()->undo();
+    waitForEstimate();
+  });
+  QVERIFY(designer->applyPreset(QStringLiteral("dgx-h100-32")));
+  const cs::GpuSpec h100 = *ws->catalog().find_gpu("h100-sxm");
+  const QString datasheet = QString::fromStdString(h100.display_name);
+  QComboBox* gpu = designer->gpuBox();
+  QCOMPARE(gpu->currentText(), datasheet);
+  const int items = gpu->count();
+
+  FieldEdit* memory = designer->field(QStringLiteral("/gpu/memory_gib"));
+  const QString datasheet_memory = memory->text();  // 79.65
+  test::typeInto(memory->lineEdit(), QStringLiteral("40"));
+  const cs::Cluster* c = ws->project().current_cluster();
+  QCOMPARE(c->gpu->memory_bytes, 40.0 * 1024 * 1024 * 1024);
+  QCOMPARE(QString::fromStdString(c->gpu->display_name), datasheet + QStringLiteral(" (edited)"));
+  QCOMPARE(QString::fromStdString(c->gpu->name), QStringLiteral("h100-sxm"));
+  QCOMPARE(gpu->currentText(), datasheet + QStringLiteral(" (edited)"));
+  QCOMPARE(gpu->count(), items + 1);
+  // The edited GPU picked again: nothing changes (its memory went back to 80 GiB).
+  const int steps = ws->undoStack()->index();
+  emit gpu->activated(gpu->currentIndex());
+  QCOMPARE(ws->undoStack()->index(), steps);
+  QCOMPARE(ws->project().current_cluster()->gpu->memory_bytes, 40.0 * 1024 * 1024 * 1024);
+  // Typed back to the datasheet's: the preset's name and item again.
+  test::typeInto(memory->lineEdit(), datasheet_memory);
+  QCOMPARE(QString::fromStdString(ws->project().current_cluster()->gpu->display_name), datasheet);
+  QCOMPARE(gpu->currentText(), datasheet);
+  QCOMPARE(gpu->count(), items);
+
+  // A link alike; the preset picked from the box gives its figures back.
+  QComboBox* intra = designer->intraBox();
+  const QString link = intra->currentText();
+  test::typeInto(designer->field(QStringLiteral("/intra_node/bandwidth_gbps"))->lineEdit(),
+                 QStringLiteral("100"));
+  QCOMPARE(intra->currentText(), link + QStringLiteral(" (edited)"));
+  QCOMPARE(QString::fromStdString(ws->project().current_cluster()->intra_node.display_name),
+           link + QStringLiteral(" (edited)"));
+  test::typeInto(memory->lineEdit(), QStringLiteral("40"));
+  const int preset = gpu->findData(QStringLiteral("h100-sxm"));
+  QCOMPARE(gpu->itemText(preset), datasheet);
+  gpu->setCurrentIndex(preset);
+  emit gpu->activated(preset);
+  QCOMPARE(ws->project().current_cluster()->gpu->memory_bytes, h100.memory_bytes);
+  QCOMPARE(gpu->currentText(), datasheet);
   window_->setFocus();
 }
 
