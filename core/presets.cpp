@@ -377,6 +377,14 @@ std::vector<std::string> PresetCatalog::replaced_by(const fs::path& user_file) c
   return out;
 }
 
+fs::path PresetCatalog::replacement_file(std::string_view kind, std::string_view name) const {
+  const std::string key = std::string(kind) + " " + std::string(name);
+  for (const auto& [file, what] : replaced_) {
+    if (what == key) return file;
+  }
+  return {};
+}
+
 const GpuSpec* PresetCatalog::find_gpu(std::string_view name) const {
   return find_named(gpus_, name);
 }

@@ -80,6 +80,10 @@ class PresetCatalog {
   // loaded before it (a shipped datasheet): "gpu h100-sxm", by file. Said
   // where the presets are listed: it changes every cluster of that GPU.
   std::vector<std::string> replaced_by(const std::filesystem::path& user_file) const;
+  // The other way round: the user file whose preset of that kind ("gpu",
+  // "link", "workload", "cluster") and name stands in place of a shipped
+  // one; empty when none does. Said where presets are picked.
+  std::filesystem::path replacement_file(std::string_view kind, std::string_view name) const;
 
   const std::vector<GpuSpec>& gpus() const { return gpus_; }
   const std::vector<Link>& links() const { return links_; }

@@ -14,6 +14,17 @@
 
 namespace cs::plan {
 
+std::string mfu_across_precisions_note(const std::vector<RankedPlan>& plans,
+                                       std::string_view rate) {
+  const bool differ = std::any_of(plans.begin(), plans.end(), [&](const RankedPlan& r) {
+    return r.precision.compute != plans.front().precision.compute;
+  });
+  if (!differ) return {};
+  return "MFU is of each plan's own precision's dense peak: compare plans of different "
+         "precisions by " +
+         std::string(rate);
+}
+
 std::string_view to_string(Objective o) {
   switch (o) {
     case Objective::throughput:

@@ -12,6 +12,7 @@
 #include <functional>
 #include <optional>
 #include <stop_token>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -102,6 +103,12 @@ struct SearchResult {
   int threads = 0;
   bool cancelled = false;
 };
+
+// What a list of plans of several compute precisions needs said beside its
+// MFU: each plan's is of its own precision's dense peak (an FP8 plan's of a
+// peak twice the 16-bit one), so MFUs across precisions do not compare.
+// "" when the plans share one precision. `rate`: "tokens/s" or "samples/s".
+std::string mfu_across_precisions_note(const std::vector<RankedPlan>& plans, std::string_view rate);
 
 // Searches the space. The cluster's GPU must be known; the workload's
 // parameters must be valid (as the JSON readers check). Errors name what is

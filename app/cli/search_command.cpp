@@ -85,17 +85,9 @@ void print_table(const char* title, const std::vector<plan::RankedPlan>& plans, 
     t.add(row);
   }
   t.print(std::cout);
-  // MFU is of each plan's own precision's peak (docs/planner.md): an FP8
-  // plan's is of a peak twice the 16-bit one.
-  const bool precisions_differ =
-      std::any_of(plans.begin(), plans.end(), [&](const plan::RankedPlan& r) {
-        return r.precision.compute != plans.front().precision.compute;
-      });
-  if (precisions_differ) {
-    std::cout << "MFU is of each plan's own precision's dense peak: compare plans of different "
-                 "precisions by "
-              << rate << "\n";
-  }
+  // MFU is of each plan's own precision's peak (docs/planner.md).
+  const std::string note = plan::mfu_across_precisions_note(plans, rate);
+  if (!note.empty()) std::cout << note << "\n";
   std::cout << "\n";
 }
 

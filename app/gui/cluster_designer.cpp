@@ -11,10 +11,13 @@
 #include <QVBoxLayout>
 #include <algorithm>
 
+#include <nlohmann/json.hpp>
+
 #include "app/gui/field_widgets.h"
 #include "app/gui/topology_view.h"
 #include "app/gui/workspace.h"
 #include "core/format.h"
+#include "core/model_json.h"
 #include "core/presets.h"
 
 namespace cs::gui {
@@ -146,6 +149,31 @@ void keepWhole(const Cluster& c, const PresetCatalog& catalog,
   }
 }
 
+// What a part of the cluster is called in its box: its display name, else its name.
+template <class Part>
+QString shownName(const Part& part) {
+  return q(part.display_name.empty() ? part.name : part.display_name);
+}
+
+// The name a part (a GPU, a link) of `preset`'s name has: the preset's while
+// its figures are the preset's, else that with kEditedMark, so that an H100
+// edited to 40 GiB is not called "NVIDIA H100 SXM5 80GB" (and edited back,
+// it is the preset's again). A part that is no preset keeps its name.
+template <class Part>
+void markIfEdited(Part& part, const Part* preset) {
+  if (!preset) return;
+  Part as_preset = part;
+  as_preset.display_name = preset->display_name;
+  const bool edited = to_json(as_preset) != to_json(*preset);
+  part.display_name =
+      edited ? (preset->display_name.empty() ? preset->name : preset->display_name) + kEditedMark
+             : preset->display_name;
+}
+
+// The box items of the cluster's own parts (a part from a file, a part
+// edited): made for the cluster shown, and picking one again changes nothing.
+constexpr int kOwnPartRole = Qt::UserRole + 1;
+
 }  // namespace
 
 ClusterDesigner::ClusterDesigner(Workspace* workspace, QWidget* parent)
@@ -181,6 +209,9 @@ ClusterDesigner::ClusterDesigner(Workspace* workspace, QWidget* parent)
   auto onCombo = [this](QComboBox* box, const QString& pointer, const QString& what) {
     connect(box, &QComboBox::activated, this, [this, box, pointer, what](int) {
       if (refreshing_) return;
+      // The cluster's own part picked again: picked as the preset of its
+      // name, it undid the part's edits (and one from a file was refused).
+      if (box->currentData(kOwnPartRole).toBool()) return;
       const QString name = box->currentData().toString();
       editFields(tr("Change %1 to %2").arg(what, box->currentText()),
                  {{pointer, name.isEmpty() ? QStringLiteral("null") : jsonString(name)}}, {});
@@ -388,6 +419,20 @@ void ClusterDesigner::editFields(const QString& text,
     showProblems(problems, edits);
     return;
   }
+  // A part's figures edited: its name says so, as a cluster's name
+  // follows its counts (recounted_name).
+  auto touched = [&](const QString& part) {
+    return std::any_of(edits.begin(), edits.end(), [&](const auto& e) {
+      return e.first == part || e.first.startsWith(part + '/');  // not /gpus_per_node
+    });
+  };
+  const PresetCatalog& catalog = workspace_->catalog();
+  Cluster& c = edited.value();
+  if (c.gpu && touched(QStringLiteral("/gpu"))) markIfEdited(*c.gpu, catalog.find_gpu(c.gpu->name));
+  if (touched(QStringLiteral("/intra_node")))
+    markIfEdited(c.intra_node, catalog.find_link(c.intra_node.name));
+  if (c.inter_node && touched(QStringLiteral("/inter_node")))
+    markIfEdited(*c.inter_node, catalog.find_link(c.inter_node->name));
   for (const auto& [pointer, value] : edits) {
     if (FieldEdit* f = field(pointer)) f->setProblem({});
   }
@@ -410,13 +455,13 @@ void ClusterDesigner::fillPresetLists() {
   // As `--cluster this-machine` gives it: its GPUs, detected when loaded.
   preset_->addItem(tr("This machine (its GPUs, detected now)"), q(std::string(kThisMachine)));
   for (const Cluster& c : catalog.clusters())
-    preset_->addItem(q(c.display_name.empty() ? c.name : c.display_name), q(c.name));
+    addPresetItem(preset_, catalog, "cluster", c.name, shownName(c));
   for (const GpuSpec& g : catalog.gpus())
-    gpu_->addItem(q(g.display_name), q(g.name));
+    addPresetItem(gpu_, catalog, "gpu", g.name, shownName(g));
   inter_->addItem(tr("none (one node)"), QString());
   for (const Link& l : catalog.links()) {
-    intra_->addItem(q(l.display_name), q(l.name));
-    inter_->addItem(q(l.display_name), q(l.name));
+    addPresetItem(intra_, catalog, "link", l.name, shownName(l));
+    addPresetItem(inter_, catalog, "link", l.name, shownName(l));
   }
 }
 
@@ -453,19 +498,32 @@ void ClusterDesigner::refresh() {
     if (!(f->lineEdit()->hasFocus() && f->hasProblem())) f->setProblem({});
     f->showValue(q(value));
   }
-  auto select = [](QComboBox* box, const QString& name, const QString& display) {
-    int index = box->findData(name);
+  // The preset's item where the part is the preset as it is (by its name
+  // and what it is called), else an item of its own: a part from a file, or
+  // one edited ("NVIDIA H100 SXM5 80GB (edited)"; the preset's item showed
+  // for an H100 of 40 GiB).
+  auto select = [](QComboBox* box, const QString& name, const QString& shown) {
+    for (int k = box->count() - 1; k >= 0; --k) {
+      if (box->itemData(k, kOwnPartRole).toBool()) box->removeItem(k);  // the last cluster's
+    }
+    int index = -1;
+    for (int k = 0; k < box->count() && index < 0; ++k) {
+      if (box->itemData(k).toString() == name &&
+          box->itemData(k, kPresetShownRole).toString() == shown)
+        index = k;
+    }
     if (index < 0 && !name.isEmpty()) {
-      box->addItem(display.isEmpty() ? name : display, name);  // a custom part from a file
+      box->addItem(shown, name);
       index = box->count() - 1;
+      box->setItemData(index, true, kOwnPartRole);
     }
     box->setCurrentIndex(std::max(0, index));
   };
   gpu_->setEnabled(c->gpus_per_node > 0);
-  if (c->gpu) select(gpu_, q(c->gpu->name), q(c->gpu->display_name));
-  select(intra_, q(c->intra_node.name), q(c->intra_node.display_name));
+  if (c->gpu) select(gpu_, q(c->gpu->name), shownName(*c->gpu));
+  select(intra_, q(c->intra_node.name), shownName(c->intra_node));
   select(inter_, c->inter_node ? q(c->inter_node->name) : QString(),
-         c->inter_node ? q(c->inter_node->display_name) : QString());
+         c->inter_node ? shownName(*c->inter_node) : QString());
   refreshing_ = false;
   problem_->setVisible(false);
   totals_->setText(totalsHtml(*c));

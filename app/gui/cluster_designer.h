@@ -22,6 +22,10 @@ class FieldEdit;
 class TopologyView;
 class Workspace;
 
+// What ends the name of a GPU or link whose figures were edited away from
+// its preset's ("NVIDIA H100 SXM5 80GB (edited)").
+inline constexpr const char* kEditedMark = " (edited)";
+
 // A cluster's name with its counts made new ones ("DGX H100 pod, 4 nodes (32
 // GPUs)" with 2 nodes: "..., 2 nodes (16 GPUs)"); a name that counts
 // neither comes back as it was.

@@ -16,6 +16,7 @@
 #include <QValueAxis>
 
 #include "core/format.h"
+#include "planners/estimate.h"
 
 namespace cs::gui {
 
@@ -94,44 +95,76 @@ const Metric kMetrics[] = {
 
 }  // namespace
 
-bool PinnedPlans::pin(const plan::RankedPlan& plan, const QString& name,
-                      const std::string& subject) {
-  if (int(plans_.size()) >= kMaxPinned) return false;
-  for (std::size_t i = 0; i < plans_.size(); ++i) {
-    if (subjects_[i] != subject) continue;  // the same plan on another cluster differs
-    const plan::RankedPlan& p = plans_[i];
-    const ParallelPlan& a = p.parallel;
+QString PinnedPlans::add(const plan::RankedPlan& plan, const QString& name, const Cluster& cluster,
+                         const Workload& workload) {
+  if (int(pinned_.size()) >= kMaxPinned) return tr("%1 plans are pinned already").arg(kMaxPinned);
+  std::string subject = subject_of(Plan{cluster, workload, plan.parallel, plan.precision});
+  for (const Pinned& p : pinned_) {
+    if (p.subject != subject) continue;  // the same plan on another cluster differs
+    const ParallelPlan& a = p.plan.parallel;
     const ParallelPlan& b = plan.parallel;
     if (a.dp == b.dp && a.tp == b.tp && a.pp == b.pp && a.virtual_stages == b.virtual_stages &&
         a.sequence_parallel == b.sequence_parallel && a.zero_stage == b.zero_stage &&
         a.micro_batch == b.micro_batch && a.global_batch == b.global_batch &&
         a.recompute == b.recompute && a.flash_attention == b.flash_attention &&
         a.async_tp_allreduce == b.async_tp_allreduce && a.vocab_parallel == b.vocab_parallel &&
-        p.precision.compute == plan.precision.compute &&
-        p.estimate.memory.total() == plan.estimate.memory.total()) {
-      return false;
+        p.plan.precision.compute == plan.precision.compute &&
+        p.plan.estimate.memory.total() == plan.estimate.memory.total()) {
+      return tr("the same plan as \"%1\"").arg(p.name);
     }
   }
-  plans_.push_back(plan);
-  names_.push_back(name);
-  subjects_.push_back(subject);
+  pinned_.push_back({plan, name, cluster, workload, std::move(subject)});
+  return {};
+}
+
+bool PinnedPlans::pin(const plan::RankedPlan& plan, const QString& name, const Cluster& cluster,
+                      const Workload& workload) {
+  if (!add(plan, name, cluster, workload).isEmpty()) return false;
   emit changed();
   return true;
 }
 
 void PinnedPlans::unpin(int index) {
   if (index < 0 || index >= size()) return;
-  plans_.erase(plans_.begin() + index);
-  names_.erase(names_.begin() + index);
-  subjects_.erase(subjects_.begin() + index);
+  pinned_.erase(pinned_.begin() + index);
   emit changed();
 }
 
 void PinnedPlans::clear() {
-  plans_.clear();
-  names_.clear();
-  subjects_.clear();
+  pinned_.clear();
   emit changed();
+}
+
+QStringList PinnedPlans::restore(const std::vector<ProjectPin>& pins) {
+  pinned_.clear();
+  QStringList left_out;
+  for (const ProjectPin& p : pins) {
+    const QString name = q(p.name);
+    auto e = plan::estimate(Plan{p.cluster, p.workload, p.parallel, p.precision});
+    if (!e) {
+      // The planner's rules are this version's: a plan an older one let
+      // through (or one edited in the file) is said, not shown with no figures.
+      left_out << tr("\"%1\": %2").arg(name, q(e.message()).replace('\n', QStringLiteral("; ")));
+      continue;
+    }
+    plan::RankedPlan r;
+    r.nodes = p.cluster.nodes;
+    r.parallel = p.parallel;
+    r.precision = p.precision;
+    r.estimate = std::move(e).value();
+    if (const QString why = add(r, name, p.cluster, p.workload); !why.isEmpty())
+      left_out << tr("\"%1\": %2").arg(name, why);
+  }
+  emit changed();
+  return left_out;
+}
+
+std::vector<ProjectPin> PinnedPlans::pins() const {
+  std::vector<ProjectPin> out;
+  for (const Pinned& p : pinned_) {
+    out.push_back({p.name.toStdString(), p.cluster, p.workload, p.plan.parallel, p.plan.precision});
+  }
+  return out;
 }
 
 CompareView::CompareView(PinnedPlans* pinned, QWidget* parent) : QWidget(parent), pinned_(pinned) {
@@ -176,6 +209,7 @@ CompareView::CompareView(PinnedPlans* pinned, QWidget* parent) : QWidget(parent)
   connect(unpin, &QPushButton::clicked, this, [this] { pinned_->unpin(table_->currentColumn()); });
   connect(clear, &QPushButton::clicked, pinned_, &PinnedPlans::clear);
   hint_ = new QLabel;
+  hint_->setObjectName(QStringLiteral("compareHint"));
   hint_->setWordWrap(true);
   auto* buttons = new QHBoxLayout;
   buttons->addWidget(hint_, 1);
@@ -212,7 +246,21 @@ CompareView::CompareView(PinnedPlans* pinned, QWidget* parent) : QWidget(parent)
 void CompareView::refresh() {
   const int n = pinned_->size();
   pages_->setCurrentIndex(n == 0 ? 0 : 1);
-  hint_->setText(n == 0 ? QString() : tr("%1 of %2 pinned").arg(n).arg(kMaxPinned));
+  // Pins of several precisions: their MFUs are of different peaks, as the
+  // explorer and `clusterscope search` say.
+  std::vector<plan::RankedPlan> plans;
+  int with_tokens = 0;
+  for (int i = 0; i < n; ++i) {
+    plans.push_back(pinned_->at(i));
+    with_tokens += pinned_->at(i).estimate.throughput.has_tokens ? 1 : 0;
+  }
+  const QString note =
+      q(plan::mfu_across_precisions_note(plans, with_tokens == n   ? "tokens/s"
+                                                : with_tokens == 0 ? "samples/s"
+                                                                   : "throughput"));
+  hint_->setText(n == 0 ? QString()
+                        : tr("%1 of %2 pinned").arg(n).arg(kMaxPinned) +
+                              (note.isEmpty() ? QString() : QStringLiteral(" · ") + note));
   table_->clear();
   table_->setColumnCount(n);
   table_->setRowCount(int(std::size(kMetrics)));

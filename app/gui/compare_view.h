@@ -7,6 +7,7 @@
 #include <QWidget>
 #include <vector>
 
+#include "app/gui/project.h"
 #include "planners/search.h"
 
 class QTableWidget;
@@ -21,6 +22,8 @@ namespace cs::gui {
 
 inline constexpr int kMaxPinned = 4;
 
+// The plans pinned, each with the cluster and workload it was estimated
+// for; the project keeps them (Project::pinned, MainWindow passes them on).
 class PinnedPlans : public QObject {
   Q_OBJECT
 
@@ -28,21 +31,37 @@ class PinnedPlans : public QObject {
   using QObject::QObject;
   // False (and nothing pinned) when four are pinned already or it is pinned
   // (the same plan on the same cluster and workload, `subject_of`).
-  bool pin(const plan::RankedPlan& plan, const QString& name, const std::string& subject);
+  bool pin(const plan::RankedPlan& plan, const QString& name, const Cluster& cluster,
+           const Workload& workload);
   void unpin(int index);
   void clear();
-  int size() const { return int(plans_.size()); }
-  const plan::RankedPlan& at(int i) const { return plans_[std::size_t(i)]; }
-  const QString& nameAt(int i) const { return names_[std::size_t(i)]; }
-  const std::string& subjectAt(int i) const { return subjects_[std::size_t(i)]; }
+  // Pins what a project holds in place of those pinned, each estimated anew
+  // (by this version's planner). One that no longer estimates, is pinned
+  // twice or is past the fourth is left out: each such is named, with why.
+  QStringList restore(const std::vector<ProjectPin>& pins);
+  // What the project keeps of them.
+  std::vector<ProjectPin> pins() const;
+  int size() const { return int(pinned_.size()); }
+  const plan::RankedPlan& at(int i) const { return pinned_[std::size_t(i)].plan; }
+  const QString& nameAt(int i) const { return pinned_[std::size_t(i)].name; }
+  const std::string& subjectAt(int i) const { return pinned_[std::size_t(i)].subject; }
 
  signals:
   void changed();
 
  private:
-  std::vector<plan::RankedPlan> plans_;
-  std::vector<QString> names_;
-  std::vector<std::string> subjects_;
+  struct Pinned {
+    plan::RankedPlan plan;
+    QString name;
+    Cluster cluster;
+    Workload workload;
+    std::string subject;  // subject_of the cluster and workload
+  };
+  // Why it cannot be pinned ("" when it was).
+  QString add(const plan::RankedPlan& plan, const QString& name, const Cluster& cluster,
+              const Workload& workload);
+
+  std::vector<Pinned> pinned_;
 };
 
 class CompareView : public QWidget {

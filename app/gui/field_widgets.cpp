@@ -1,10 +1,13 @@
 #include "app/gui/field_widgets.h"
 
+#include <QComboBox>
 #include <QFormLayout>
 #include <QKeyEvent>
 #include <QRegularExpression>
 #include <QVBoxLayout>
 #include <cmath>
+
+#include "core/presets.h"
 
 namespace cs::gui {
 
@@ -159,6 +162,22 @@ void addRow(QFormLayout* form, const QString& label, QWidget* field, const QStri
     field->setToolTip(tip);
   }
   form->addRow(l, field);
+}
+
+void addPresetItem(QComboBox* box, const PresetCatalog& catalog, std::string_view kind,
+                   const std::string& name, const QString& shown) {
+  const std::filesystem::path file = catalog.replacement_file(kind, name);
+  box->addItem(file.empty() ? shown : QObject::tr("%1 (your preset)").arg(shown),
+               QString::fromStdString(name));
+  const int i = box->count() - 1;
+  box->setItemData(i, shown, kPresetShownRole);
+  if (!file.empty()) {
+    box->setItemData(i,
+                     QObject::tr("Your preset from %1, in place of the shipped %2 of that name")
+                         .arg(QString::fromStdString(file.string()),
+                              QString::fromUtf8(kind.data(), int(kind.size()))),
+                     Qt::ToolTipRole);
+  }
 }
 
 }  // namespace cs::gui

@@ -7,9 +7,15 @@
 #include <QLineEdit>
 #include <QString>
 #include <QWidget>
+#include <string>
+#include <string_view>
 
 class QComboBox;
 class QFormLayout;
+
+namespace cs {
+class PresetCatalog;
+}
 
 namespace cs::gui {
 
@@ -63,5 +69,15 @@ void roomForMnemonic(QLabel* label);
 
 // Adds a labelled row to a form.
 void addRow(QFormLayout* form, const QString& label, QWidget* field, const QString& tip = {});
+
+// A preset list's item: `shown` (the preset's display name) with its name
+// as data. Where a preset of the user's own stands in place of the shipped
+// one of that name (PresetCatalog::replacement_file), the item says so,
+// its tooltip naming the file: a calibrated "h100-sxm" read as the
+// datasheet's. `kind`: "gpu", "link", "workload" or "cluster".
+void addPresetItem(QComboBox* box, const PresetCatalog& catalog, std::string_view kind,
+                   const std::string& name, const QString& shown);
+// The item's display name without that mark.
+inline constexpr int kPresetShownRole = Qt::UserRole + 2;
 
 }  // namespace cs::gui

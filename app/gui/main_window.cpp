@@ -120,8 +120,17 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
                           int(MessageLevel::warning));
             }
           });
-  // Pinned plans are the project's: a new or opened project starts with none.
-  connect(workspace_, &Workspace::projectReplaced, pinned_, &PinnedPlans::clear);
+  // Pinned plans are the project's: saved with it, and those of a new or
+  // opened project shown in place of the last one's.
+  connect(pinned_, &PinnedPlans::changed, this, [this] { workspace_->setPinned(pinned_->pins()); });
+  connect(workspace_, &Workspace::projectReplaced, this, [this] {
+    const QStringList left_out = pinned_->restore(workspace_->project().pinned);
+    if (!left_out.isEmpty()) {
+      showMessage(tr("Pinned plans of %1 left out (saving drops them from the file):\n%2")
+                      .arg(workspace_->displayName(), left_out.join('\n')),
+                  int(MessageLevel::warning));
+    }
+  });
 
   resize(1500, 950);
   QSettings settings;
@@ -832,12 +841,11 @@ bool MainWindow::pinCurrentPlan() {
   r.parallel = a->plan.parallel;
   r.precision = a->plan.precision;
   r.estimate = *a->estimate;
-  const std::string subject = subject_of(a->plan);
   if (!pinned_->pin(r,
                     q(p->name + " on " +
                       (a->plan.cluster.display_name.empty() ? a->plan.cluster.name
                                                             : a->plan.cluster.display_name)),
-                    subject)) {
+                    a->plan.cluster, a->plan.workload)) {
     showMessage(tr("Already pinned, or %1 plans pinned: unpin one first.").arg(kMaxPinned),
                 int(MessageLevel::warning));
     return false;

@@ -232,8 +232,18 @@ PlanExplorer::PlanExplorer(Workspace* workspace, PinnedPlans* pinned, QWidget* p
   connect(points_, &QScatterSeries::clicked, this, &PlanExplorer::pickPoint);
   connect(front_points_, &QScatterSeries::clicked, this, &PlanExplorer::pickPoint);
 
+  mfu_note_ = new QLabel;
+  mfu_note_->setObjectName(QStringLiteral("searchMfuNote"));
+  mfu_note_->setWordWrap(true);
+  mfu_note_->setVisible(false);
+  auto* table_side = new QWidget;
+  auto* table_layout = new QVBoxLayout(table_side);
+  table_layout->setContentsMargins(0, 0, 0, 0);
+  table_layout->addWidget(table_, 1);
+  table_layout->addWidget(mfu_note_);
+
   auto* splitter = new QSplitter(Qt::Horizontal);
-  splitter->addWidget(table_);
+  splitter->addWidget(table_side);
   splitter->addWidget(chart_view_);
   splitter->setStretchFactor(0, 1);
   splitter->setStretchFactor(1, 1);
@@ -317,6 +327,8 @@ void PlanExplorer::runSearch() {
         SearchOutcome out;
         out.job = job;
         out.subject = subject;
+        out.cluster = input.cluster;
+        out.workload = input.workload;
         out.per_sample = input.workload.kind != WorkloadKind::transformer;
         out.gpus = input.cluster.total_gpus();
         out.all_gpus = input.space.use_all_gpus;
@@ -361,6 +373,8 @@ void PlanExplorer::onFinished() {
   }
   const plan::SearchResult& r = out.result;
   model_->setResult(r, out.per_sample);
+  mfu_note_->setText(model_->mfuNote());
+  mfu_note_->setVisible(!mfu_note_->text().isEmpty());
   table_->sortByColumn(RankedPlanModel::rank, Qt::AscendingOrder);
   updateChart();
   // "within the limits" (headroom, days, cost): "kept" read as how many the
@@ -380,6 +394,8 @@ void PlanExplorer::onFinished() {
   if (!reason.isEmpty()) status_->setText(reason + QStringLiteral(" · ") + status_->text());
   result_status_ = status_->text();
   searched_for_ = out.subject;
+  searched_cluster_ = std::move(out.cluster);
+  searched_workload_ = std::move(out.workload);
   checkStale();
   emit searchFinished(out.job);
 }
@@ -503,7 +519,7 @@ bool PlanExplorer::pinSelected() {
            "to pin a row."));
     return false;
   }
-  if (!pinned_->pin(r, name, searched_for_)) {
+  if (!pinned_->pin(r, name, searched_cluster_, searched_workload_)) {
     status_->setText(tr("Already pinned, or %1 plans pinned: unpin one first.").arg(kMaxPinned));
     return false;
   }

@@ -37,6 +37,8 @@ struct SearchOutcome {
   std::uint64_t job = 0;
   std::string error;  // the search could not start
   std::string subject;  // the cluster and workload searched (subject_of)
+  Cluster cluster;
+  Workload workload;
   bool per_sample = false;  // the workload counts samples (a CNN), not tokens
   int gpus = 0;             // the cluster's GPUs
   bool all_gpus = true;     // plans had to use every one
@@ -57,6 +59,9 @@ class PlanExplorer : public QWidget {
   QScatterSeries* frontSeries() const { return front_points_; }
   QProgressBar* progress() const { return progress_; }
   QLabel* statusLabel() const { return status_; }
+  // Under the table while its plans are of several precisions: their MFUs
+  // are of different peaks (as `clusterscope search` says).
+  QLabel* mfuNoteLabel() const { return mfu_note_; }
   QLineEdit* filterEdit() const { return filter_; }
   QCheckBox* frontOnlyBox() const { return front_only_; }
   QLineEdit* globalBatchEdit() const { return batches_; }
@@ -105,6 +110,7 @@ class PlanExplorer : public QWidget {
   QPushButton* cancel_;
   QProgressBar* progress_;
   QLabel* status_;
+  QLabel* mfu_note_;
   QLineEdit* filter_;
   QCheckBox* front_only_;
   QTableView* table_;
@@ -120,6 +126,8 @@ class PlanExplorer : public QWidget {
   std::shared_ptr<std::stop_source> stop_;
   std::uint64_t job_ = 0;
   std::string searched_for_;  // subject_of the plan the results are for
+  Cluster searched_cluster_;  // and its cluster and workload (a pin keeps them)
+  Workload searched_workload_;
   QString result_status_;     // the status the results came with
   QString input_error_;       // the search asked for last was refused: why
   bool stale_ = false;

@@ -37,6 +37,21 @@ json plan_json(const ProjectPlan& plan) {
           {"precision", to_json(plan.precision)}};
 }
 
+json pin_json(const ProjectPin& pin) {
+  return {{"name", pin.name},
+          {"cluster", to_json(pin.cluster)},
+          {"workload", to_json(pin.workload)},
+          {"parallel", to_json(pin.parallel)},
+          {"precision", to_json(pin.precision)}};
+}
+
+json pins_json(const std::vector<ProjectPin>& pins) {
+  json j = json::array();
+  for (const ProjectPin& p : pins)
+    j.push_back(pin_json(p));
+  return j;
+}
+
 std::string text_of(const json& j, const char* key) {
   auto it = j.find(key);
   return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
@@ -255,6 +270,46 @@ Result<Project> project_from_json(const json& j, const std::string& doc) {
       if (r.is_object()) project.runs.push_back(std::move(run));
     }
   }
+  if (const json* pinned = list("pinned")) {
+    // Whole documents, as the clusters and workloads are: a pin's cluster
+    // need not be one of the project's any more.
+    for (std::size_t i = 0; i < pinned->size(); ++i) {
+      const std::string where = doc + ", pinned plan " + std::to_string(i);
+      Diagnostics diag;
+      ObjectReader p((*pinned)[i], "", diag);
+      ProjectPin pin;
+      p.text("name", pin.name, true);
+      auto part = [&](const char* key, auto read, auto& into) {
+        const json* v = p.field(key, true);
+        if (!v) return;
+        auto r = read(*v, where + " " + key);
+        if (r) {
+          into = std::move(r).value();
+        } else {
+          append_line(errors, r.message());
+        }
+      };
+      part(
+          "cluster", [](const json& v, const std::string& w) { return cluster_from_json(v, w); },
+          pin.cluster);
+      part(
+          "workload", [](const json& v, const std::string& w) { return workload_from_json(v, w); },
+          pin.workload);
+      part(
+          "parallel",
+          [](const json& v, const std::string& w) {
+            return parallel_plan_from_json(v, w, ParallelRules::leave_to_caller);
+          },
+          pin.parallel);
+      part(
+          "precision",
+          [](const json& v, const std::string& w) { return precision_plan_from_json(v, w); },
+          pin.precision);
+      p.finish();
+      add_problems(diag, where);
+      if (p.is_object()) project.pinned.push_back(std::move(pin));
+    }
+  }
   reader.finish();
   if (!top.empty()) errors = top.to_error(doc).message + (errors.empty() ? "" : "\n" + errors);
   if (!errors.empty()) return Error{errors};
@@ -265,8 +320,8 @@ Result<Project> project_from_json(const json& j, const std::string& doc) {
 
 namespace {
 
-// The project's file form; without its runs, what an edit changes.
-json project_json(const Project& project, bool with_runs) {
+// The project's file form; without its runs and pins, what an edit changes.
+json project_json(const Project& project, bool with_records) {
   json j = {{"kind", kProjectKind}, {"version", kProjectVersion}};
   j["clusters"] = json::array();
   for (const Cluster& c : project.clusters)
@@ -278,7 +333,7 @@ json project_json(const Project& project, bool with_runs) {
   for (const ProjectPlan& p : project.plans)
     j["plans"].push_back(plan_json(p));
   j["current_plan"] = project.current_plan;
-  if (!with_runs) return j;
+  if (!with_records) return j;
   j["runs"] = json::array();
   for (const ProjectRun& r : project.runs) {
     j["runs"].push_back({{"title", r.title},
@@ -288,6 +343,7 @@ json project_json(const Project& project, bool with_runs) {
                          {"started", r.started},
                          {"plan", r.plan}});
   }
+  j["pinned"] = pins_json(project.pinned);
   return j;
 }
 
@@ -299,6 +355,10 @@ std::string project_to_json_text(const Project& project) {
 
 bool same_edits(const Project& a, const Project& b) {
   return project_json(a, false) == project_json(b, false);
+}
+
+bool same_pins(const std::vector<ProjectPin>& a, const std::vector<ProjectPin>& b) {
+  return pins_json(a) == pins_json(b);
 }
 
 Result<Project> load_project(const std::string& path) {

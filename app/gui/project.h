@@ -19,7 +19,8 @@ class PresetCatalog;
 
 namespace cs::gui {
 
-inline constexpr int kProjectVersion = 1;
+// 2: pinned plans. Version 1 files read as they are.
+inline constexpr int kProjectVersion = 2;
 inline constexpr std::string_view kProjectKind = "clusterscope_project";
 inline constexpr std::string_view kProjectSuffix = ".clusterscope.json";
 
@@ -43,12 +44,26 @@ struct ProjectRun {
   std::string plan;     // the project's plan it ran
 };
 
+// A plan pinned to compare (compare_view.h): how it splits and stores, and
+// the cluster and workload it was estimated for, whole. Its figures are of
+// those alone (subject_of), and the project's own may have changed since.
+struct ProjectPin {
+  std::string name;
+  Cluster cluster;
+  Workload workload;
+  ParallelPlan parallel;
+  PrecisionPlan precision;
+};
+
 struct Project {
   std::vector<Cluster> clusters;
   std::vector<Workload> workloads;
   std::vector<ProjectPlan> plans;
   int current_plan = 0;          // index into plans (0 when there is none)
   std::vector<ProjectRun> runs;  // oldest first
+  // Pinned plans, in the order shown. As the runs, not an edit: undo and
+  // redo keep them, and same_edits() passes them over.
+  std::vector<ProjectPin> pinned;
 
   bool has_plan() const { return current_plan >= 0 && current_plan < int(plans.size()); }
   const ProjectPlan* current() const { return has_plan() ? &plans[current_plan] : nullptr; }
@@ -69,8 +84,9 @@ struct Project {
 Result<Project> project_from_json_text(std::string_view text, std::string_view document);
 std::string project_to_json_text(const Project& project);
 // Whether the two hold the same clusters, workloads, plans and current plan:
-// all that an edit changes (the runs recorded are not edits).
+// all that an edit changes (the runs recorded and the plans pinned are not edits).
 bool same_edits(const Project& a, const Project& b);
+bool same_pins(const std::vector<ProjectPin>& a, const std::vector<ProjectPin>& b);
 
 Result<Project> load_project(const std::string& path);
 // Written atomically (temporary file + rename): a crash never leaves half a file.

@@ -55,6 +55,11 @@ int RankedPlanModel::rowCount(const QModelIndex& parent) const {
   return parent.isValid() ? 0 : int(plans_.size());
 }
 
+QString RankedPlanModel::mfuNote() const {
+  return QString::fromStdString(
+      plan::mfu_across_precisions_note(plans_, per_sample_ ? "samples/s" : "tokens/s"));
+}
+
 int RankedPlanModel::columnCount(const QModelIndex& parent) const {
   return parent.isValid() ? 0 : column_count;
 }
@@ -72,7 +77,9 @@ QVariant RankedPlanModel::headerData(int section, Qt::Orientation orientation, i
     case memory_per_gpu:
       return tr("memory/GPU");
     case mfu:
-      return tr("MFU");
+      return role == Qt::ToolTipRole
+                 ? tr("Model FLOPs utilisation, of the dense peak of the plan's own precision")
+                 : tr("MFU");
     case step_time:
       return tr("step");
     case time_to_train:

@@ -48,6 +48,9 @@ class RankedPlanModel : public QAbstractTableModel {
   // workload counts samples, not tokens (a CNN), and so does the throughput column.
   void setResult(const plan::SearchResult& result, bool per_sample = false);
   bool perSample() const { return per_sample_; }
+  // What its MFU column needs said when the plans are of several
+  // precisions (plan::mfu_across_precisions_note); "" when of one.
+  QString mfuNote() const;
   void clear();
   const std::vector<plan::RankedPlan>& plans() const { return plans_; }
   const plan::RankedPlan& planAt(int row) const { return plans_[std::size_t(row)]; }

@@ -2,6 +2,8 @@
 
 #include <QCheckBox>
 #include <QComboBox>
+#include <QFileDialog>
+#include <QFileInfo>
 #include <QFormLayout>
 #include <QHBoxLayout>
 #include <QLabel>
@@ -12,6 +14,8 @@
 #include "app/gui/field_widgets.h"
 #include "app/gui/workspace.h"
 #include "core/format.h"
+#include "core/json_reader.h"
+#include "core/model_json.h"
 #include "planners/formulas.h"
 #include "planners/seed_formulas.h"
 
@@ -22,6 +26,8 @@ namespace {
 QString q(const std::string& s) {
   return QString::fromStdString(s);
 }
+
+constexpr int kOpenFileItem = 1;  // of the preset list: "Open a workload file…"
 
 struct FieldSpec {
   const char* pointer;
@@ -90,13 +96,18 @@ WorkloadPanel::WorkloadPanel(Workspace* workspace, QWidget* parent)
   preset_->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
   preset_->setMinimumContentsLength(12);
   preset_->setObjectName(QStringLiteral("workloadPreset"));
-  preset_->addItem(tr("Load a model preset…"));
-  for (const Workload& m : workspace_->catalog().models()) {
-    preset_->addItem(q(m.display_name.empty() ? m.name : m.display_name), q(m.name));
-  }
+  fillPresetList();
+  // Presets read again (a calibration saved some) are offered at once.
+  connect(workspace_, &Workspace::presetsChanged, this, &WorkloadPanel::fillPresetList);
   connect(preset_, &QComboBox::activated, this, [this](int index) {
-    if (index > 0) applyPreset(preset_->itemData(index).toString());
     preset_->setCurrentIndex(0);
+    if (index == kOpenFileItem) {
+      const QString path = QFileDialog::getOpenFileName(
+          this, tr("Open a workload"), {}, tr("Workload or plan JSON (*.json);;All files (*)"));
+      if (!path.isEmpty()) openWorkloadFile(path);
+    } else if (index > kOpenFileItem) {
+      applyPreset(preset_->itemData(index).toString());
+    }
   });
   copy_ = new QPushButton(tr("Copy for this plan"));
   copy_->setObjectName(QStringLiteral("workloadCopy"));
@@ -162,15 +173,27 @@ WorkloadPanel::WorkloadPanel(Workspace* workspace, QWidget* parent)
   refresh();
 }
 
+void WorkloadPanel::fillPresetList() {
+  const PresetCatalog& catalog = workspace_->catalog();
+  preset_->clear();
+  preset_->addItem(tr("Load a model preset…"));
+  preset_->addItem(tr("Open a workload file…"));  // kOpenFileItem
+  preset_->setItemData(kOpenFileItem,
+                       tr("A workload JSON document, or a plan's workload (as clusterscope "
+                          "plan --model FILE reads them)"),
+                       Qt::ToolTipRole);
+  for (const Workload& m : catalog.models())
+    addPresetItem(preset_, catalog, "workload", m.name,
+                  q(m.display_name.empty() ? m.name : m.display_name));
+}
+
 FieldEdit* WorkloadPanel::field(const QString& pointer) const {
   auto it = fields_.find(pointer);
   return it == fields_.end() ? nullptr : it->second;
 }
 
 bool WorkloadPanel::applyPreset(const QString& name) {
-  const Project& project = workspace_->project();
-  const Workload* current = project.current_workload();
-  if (!current) return false;
+  if (!workspace_->project().current_workload()) return false;
   const Workload* preset = workspace_->catalog().find_model(name.toStdString());
   if (!preset) {
     problem_->setText(q(workspace_->catalog().unknown_name_message(
@@ -178,16 +201,56 @@ bool WorkloadPanel::applyPreset(const QString& name) {
     problem_->setVisible(true);
     return false;
   }
+  use(*preset, tr("Load model preset %1").arg(name));
+  return true;
+}
+
+bool WorkloadPanel::openWorkloadFile(const QString& path) {
+  if (!workspace_->project().current_workload()) return false;
+  auto fail = [this](const std::string& why) {
+    problem_->setText(tr("Could not open the workload: %1").arg(q(why)));
+    problem_->setVisible(true);
+    return false;
+  };
+  // Named as given, as the CLI names --model FILE; errors say where in it.
+  const std::string doc = path.toStdString();
+  auto j = read_json_file(doc);
+  if (!j) return fail(j.message());
+  if (j->is_array()) {
+    return fail(doc + ": a list of " + std::to_string(j->size()) +
+                " documents (a preset file?): open a file of one workload, or of one plan");
+  }
+  auto kind = detect_kind(*j, doc);
+  if (!kind) return fail(kind.message());
+  if (*kind != DocumentKind::workload && *kind != DocumentKind::plan) {
+    return fail(doc + ": a " + std::string(to_string(*kind)) +
+                " document, not a workload (nor a plan with one)");
+  }
+  auto w = [&]() -> Result<Workload> {
+    if (*kind == DocumentKind::workload) return workload_from_json(*j, doc);
+    // Only its workload is taken: the plan's own flaws (a batch not a
+    // multiple) are no reason to refuse it.
+    auto plan = plan_from_json(*j, doc, &workspace_->catalog(), ParallelRules::leave_to_caller);
+    if (!plan) return plan.error();
+    return plan->workload;
+  }();
+  if (!w) return fail(w.message());
+  use(std::move(w).value(), tr("Open workload %1").arg(QFileInfo(path).fileName()));
+  return true;
+}
+
+void WorkloadPanel::use(Workload w, const QString& text) {
+  const Project& project = workspace_->project();
+  const Workload* current = project.current_workload();
+  if (!current) return;
   Project after = project;
-  Workload w = *preset;
   if (plans_using_workload(project, current->name) > 1) {
     add_workload_for_current_plan(after, std::move(w));
   } else {
     w.name = current->name;  // plans refer to the workload by this name
     after.workloads[std::size_t(project.workload_index(current->name))] = std::move(w);
   }
-  workspace_->edit(tr("Load model preset %1").arg(name), std::move(after));
-  return true;
+  workspace_->edit(text, std::move(after));
 }
 
 bool WorkloadPanel::copyForCurrentPlan() {

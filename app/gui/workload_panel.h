@@ -35,6 +35,12 @@ class WorkloadPanel : public QWidget {
   // A workload other plans share stays theirs: the current plan gets the
   // preset as a workload of its own.
   bool applyPreset(const QString& name);
+  // Opens a workload JSON file for the current plan as a preset is loaded:
+  // a workload document, or a plan document's workload, as `--model FILE`
+  // takes them. False, with the file and what is wrong in the panel, when
+  // it does not read.
+  bool openWorkloadFile(const QString& path);
+  QLabel* problemLabel() const { return problem_; }
   // Gives the current plan a copy of its workload to edit on its own.
   bool copyForCurrentPlan();
   QPushButton* copyButton() const { return copy_; }
@@ -43,6 +49,9 @@ class WorkloadPanel : public QWidget {
   static QString figuresHtml(const Workload& workload);
 
  private:
+  void fillPresetList();
+  // Gives the current plan `w` (its own, where others share its workload).
+  void use(Workload w, const QString& text);
   void refresh();
   // `typing`: keystrokes in one field merge into one undo step; a click
   // on a check box is a step of its own.

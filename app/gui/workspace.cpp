@@ -155,6 +155,7 @@ void Workspace::edit(const QString& text, Project after, const QString& merge_ke
 
 void Workspace::setProject(Project project) {
   project.runs = std::move(project_.runs);
+  project.pinned = std::move(project_.pinned);
   project_ = std::move(project);
   emit projectChanged();
   scheduleAutosave();
@@ -163,9 +164,18 @@ void Workspace::setProject(Project project) {
 void Workspace::recordRun(ProjectRun run) {
   const bool was_modified = isModified();
   project_.runs.push_back(std::move(run));
-  runs_unsaved_ = true;
+  records_unsaved_ = true;
   if (!was_modified) emit fileChanged();
   emit projectChanged();
+  scheduleAutosave();
+}
+
+void Workspace::setPinned(std::vector<ProjectPin> pinned) {
+  if (same_pins(project_.pinned, pinned)) return;
+  const bool was_modified = isModified();
+  project_.pinned = std::move(pinned);
+  records_unsaved_ = true;
+  if (!was_modified) emit fileChanged();
   scheduleAutosave();
 }
 
@@ -183,7 +193,7 @@ void Workspace::replaceAll(Project project, const QString& path, bool modified) 
   removeAutosave(autosave_path_);
   undo_.clear();
   project_ = std::move(project);
-  runs_unsaved_ = false;
+  records_unsaved_ = false;
   path_ = path;
   if (modified) {
     undo_.resetClean();  // no step is clean: the project differs from its file
@@ -252,7 +262,7 @@ bool Workspace::saveAs(const QString& path) {
   }
   path_ = QFileInfo(target).absoluteFilePath();
   undo_.setClean();
-  runs_unsaved_ = false;
+  records_unsaved_ = false;
   addRecentFile(path_);
   autosave_timer_.stop();
   removeAutosave(autosave_path_);

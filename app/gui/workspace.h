@@ -53,13 +53,17 @@ class Workspace : public QObject {
   // recorded (a run is a fact, not an edit). The project is modified until
   // it is saved.
   void recordRun(ProjectRun run);
+  // Replaces the plans pinned to compare. As a run recorded, not an undo
+  // step (undo and redo keep them), but saved with the project: it is
+  // modified until saved. Pins the same as before change nothing.
+  void setPinned(std::vector<ProjectPin> pinned);
   // Shows another plan: not an edit (no undo step, not a change to save),
   // as a tab is not; undoing an edit of another plan shows that plan again.
   void selectPlan(int index);
 
   QString filePath() const { return path_; }
   QString displayName() const;  // file name, or "Untitled"
-  bool isModified() const { return !undo_.isClean() || runs_unsaved_; }
+  bool isModified() const { return !undo_.isClean() || records_unsaved_; }
 
   // Each returns false, with a message(), when it fails; the open project is
   // then left as it was.
@@ -87,8 +91,8 @@ class Workspace : public QObject {
  signals:
   void projectChanged();  // after every edit, undo, redo, new, open and recovery
   void presetsChanged();  // reloadPresets read them again
-  // Before projectChanged, for a new, opened or recovered project: what was
-  // kept about the last one (pinned plans) goes.
+  // Before projectChanged, for a new, opened or recovered project: the
+  // pinned plans are the new project's (project().pinned).
   void projectReplaced();
   void fileChanged();     // the path or the modified state changed
   void recentFilesChanged();
@@ -97,7 +101,7 @@ class Workspace : public QObject {
 
  private:
   friend class ProjectCommand;
-  void setProject(Project project);  // no undo step; the runs recorded are kept
+  void setProject(Project project);  // no undo step; the runs recorded and pins are kept
   void replaceAll(Project project, const QString& path, bool modified);
   void addRecentFile(const QString& path);
   void removeRecentFile(const QString& path);
@@ -109,7 +113,8 @@ class Workspace : public QObject {
   QString user_presets_error_;
   Project project_;
   QUndoStack undo_;
-  bool runs_unsaved_ = false;  // a run recorded since the project was saved or opened
+  // A run recorded or the pins changed since the project was saved or opened.
+  bool records_unsaved_ = false;
   QString path_;
   QTimer autosave_timer_;
   std::unique_ptr<QLockFile> session_lock_;

@@ -384,6 +384,12 @@ void TestPresets::userPresetsMergeOverShipped() {
   QCOMPARE(catalog.replaced_by(dir.filePath("b-gpu.json").toStdString()),
            std::vector<std::string>{"gpu h100-sxm"});
   QVERIFY(catalog.replaced_by(dir.filePath("a-cluster.json").toStdString()).empty());
+  // And by preset, for the app's lists: a new preset replaces nothing.
+  QCOMPARE(catalog.replacement_file("gpu", "h100-sxm").string(),
+           dir.filePath("b-gpu.json").toStdString());
+  QVERIFY(catalog.replacement_file("gpu", "a100-80gb").empty());
+  QVERIFY(catalog.replacement_file("link", "h100-sxm").empty());
+  QVERIFY(catalog.replacement_file("link", "my-link").empty());
   QCOMPARE(catalog.find_gpu("h100-sxm")->source, std::string("measured here"));
   QCOMPARE(catalog.find_gpu("h100-sxm")->peak.bf16, 900e12);
   // ... in the shipped clusters of that GPU too (they kept the shipped one).

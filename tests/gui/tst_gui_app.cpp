@@ -70,7 +70,9 @@
 #include "app/gui/workspace.h"
 #include "core/format.h"
 #include "core/model_json.h"
+#include "core/presets.h"
 #include "gui_test_support.h"
+#include "planners/estimate.h"
 #include "planners/formulas.h"
 
 using namespace cs::gui;
@@ -96,7 +98,11 @@ class TestGuiApp : public QObject {
   void clusterShapeEditsKeepItWhole_data();
   void clusterShapeEditsKeepItWhole();
   void thisMachineIsAPreset();
+  void editedPartsReadAsEdited();
+  void userPresetsMarked();
   void editWorkloadShowsFiguresLive();
+  void openWorkloadFile_data();
+  void openWorkloadFile();
   void largeNumbersInGroups();
   void commasOnlyInGroupsOfThree_data();
   void commasOnlyInGroupsOfThree();
@@ -110,11 +116,13 @@ class TestGuiApp : public QObject {
   void captionsFollowTheWorkload();
   void impossiblePlanShowsWhy();
   void searchPickAndCompare();
+  void compareSaysMfuAcrossPrecisions();
   void staleSearchDropped();
   void mistypedBatchLeavesTheSearchRunning();
   void searchSaysWhyNothingFits();
   void frontPlansBelowTheKeptHaveNoRank();
   void saveAndReopen();
+  void pinsSavedWithTheProject();
   void undoStepsOfThePanels();
   void unsavedChangesAsk();
   void renameGoesToItsPlan();
@@ -692,6 +700,181 @@ void TestGuiApp::clusterShapeEditsKeepItWhole() {
   window_->setFocus();
 }
 
+// A GPU's memory (a link's bandwidth) edited: the part reads as edited
+// wherever it is named (the GPU box said "NVIDIA H100 SXM5 80GB" with 40
+// GiB), as a cluster's name follows its counts; edited back, it is the
+// preset again; picking the preset gives its datasheet back, picking the
+// edited part again changes nothing.
+void TestGuiApp::editedPartsReadAsEdited() {
+  Workspace* ws = window_->workspace();
+  ClusterDesigner* designer = window_->clusterDesigner();
+  const int start = ws->undoStack()->index();
+  auto back = qScopeGuard([&] {
+    while (ws->undoStack()->index() > start)
+      ws->undoStack()->undo();
+    waitForEstimate();
+  });
+  QVERIFY(designer->applyPreset(QStringLiteral("dgx-h100-32")));
+  const cs::GpuSpec h100 = *ws->catalog().find_gpu("h100-sxm");
+  const QString datasheet = QString::fromStdString(h100.display_name);
+  QComboBox* gpu = designer->gpuBox();
+  QCOMPARE(gpu->currentText(), datasheet);
+  const int items = gpu->count();
+
+  FieldEdit* memory = designer->field(QStringLiteral("/gpu/memory_gib"));
+  const QString datasheet_memory = memory->text();  // 79.65
+  test::typeInto(memory->lineEdit(), QStringLiteral("40"));
+  const cs::Cluster* c = ws->project().current_cluster();
+  QCOMPARE(c->gpu->memory_bytes, 40.0 * 1024 * 1024 * 1024);
+  QCOMPARE(QString::fromStdString(c->gpu->display_name), datasheet + QStringLiteral(" (edited)"));
+  QCOMPARE(QString::fromStdString(c->gpu->name), QStringLiteral("h100-sxm"));
+  QCOMPARE(gpu->currentText(), datasheet + QStringLiteral(" (edited)"));
+  QCOMPARE(gpu->count(), items + 1);
+  // The edited GPU picked again: nothing changes (its memory went back to 80 GiB).
+  const int steps = ws->undoStack()->index();
+  emit gpu->activated(gpu->currentIndex());
+  QCOMPARE(ws->undoStack()->index(), steps);
+  QCOMPARE(ws->project().current_cluster()->gpu->memory_bytes, 40.0 * 1024 * 1024 * 1024);
+  // Typed back to the datasheet's: the preset's name and item again.
+  test::typeInto(memory->lineEdit(), datasheet_memory);
+  QCOMPARE(QString::fromStdString(ws->project().current_cluster()->gpu->display_name), datasheet);
+  QCOMPARE(gpu->currentText(), datasheet);
+  QCOMPARE(gpu->count(), items);
+
+  // A link alike; the preset picked from the box gives its figures back.
+  QComboBox* intra = designer->intraBox();
+  const QString link = intra->currentText();
+  test::typeInto(designer->field(QStringLiteral("/intra_node/bandwidth_gbps"))->lineEdit(),
+                 QStringLiteral("100"));
+  QCOMPARE(intra->currentText(), link + QStringLiteral(" (edited)"));
+  QCOMPARE(QString::fromStdString(ws->project().current_cluster()->intra_node.display_name),
+           link + QStringLiteral(" (edited)"));
+  test::typeInto(memory->lineEdit(), QStringLiteral("40"));
+  const int preset = gpu->findData(QStringLiteral("h100-sxm"));
+  QCOMPARE(gpu->itemText(preset), datasheet);
+  gpu->setCurrentIndex(preset);
+  emit gpu->activated(preset);
+  QCOMPARE(ws->project().current_cluster()->gpu->memory_bytes, h100.memory_bytes);
+  QCOMPARE(gpu->currentText(), datasheet);
+  window_->setFocus();
+}
+
+// A workload JSON file opened from the workload panel, as `--model FILE`
+// takes it (a workload document, or a plan's workload; the app could not
+// open one); what does not read is said with the file and the problem, and
+// the project stays as it was.
+void TestGuiApp::openWorkloadFile_data() {
+  QTest::addColumn<QString>("text");
+  QTest::addColumn<int>("layers");  // of the workload opened; 0: refused
+  QTest::addColumn<QString>("message");
+  const QString tiny = QStringLiteral(
+      R"({"name": "tiny", "display_name": "Tiny", "layers": 2, "hidden": 64, "heads": 4,
+          "seq_len": 128, "vocab": 1000})");
+  QTest::addRow("workload") << tiny << 2 << QString();
+  QTest::addRow("plan") << QStringLiteral(R"({"cluster": "dgx-h100-32", "workload": %1,
+                                              "parallel": {"dp": 32, "global_batch": 33}})")
+                               .arg(QString(tiny).replace(QStringLiteral("\"layers\": 2"),
+                                                          QStringLiteral("\"layers\": 3")))
+                        << 3 << QString();
+  QTest::addRow("not json") << QStringLiteral("{\"name\": ") << 0 << QStringLiteral("invalid JSON");
+  QTest::addRow("bad field") << QString(tiny).replace(QStringLiteral("\"hidden\": 64"),
+                                                      QStringLiteral("\"hidden\": -1"))
+                             << 0 << QStringLiteral(": /hidden: must be");
+  QTest::addRow("a cluster") << QStringLiteral(R"({"name": "c", "nodes": 1, "gpus_per_node": 0})")
+                             << 0 << QStringLiteral(": a cluster document, not a workload");
+  QTest::addRow("a preset list") << QStringLiteral("[%1]").arg(tiny) << 0
+                                 << QStringLiteral(": a list of 1 documents (a preset file?)");
+  QTest::addRow("plan with a bad workload")
+      << QStringLiteral(R"({"cluster": "dgx-h100-32", "workload": "llama-9", "parallel": {}})") << 0
+      << QStringLiteral("llama-9");
+}
+
+void TestGuiApp::openWorkloadFile() {
+  QFETCH(QString, text);
+  QFETCH(int, layers);
+  QFETCH(QString, message);
+  Workspace* ws = window_->workspace();
+  WorkloadPanel* panel = window_->workloadPanel();
+  QCOMPARE(panel->presetBox()->itemText(1), QStringLiteral("Open a workload file…"));
+  const int start = ws->undoStack()->index();
+  auto back = qScopeGuard([&] {
+    while (ws->undoStack()->index() > start)
+      ws->undoStack()->undo();
+    waitForEstimate();
+  });
+  const std::string before = project_to_json_text(ws->project());
+  const QString path =
+      dir_.filePath(QStringLiteral("%1.json").arg(QTest::currentDataTag()).replace(' ', '-'));
+  QFile f(path);
+  QVERIFY(f.open(QIODevice::WriteOnly | QIODevice::Truncate));
+  f.write(text.toUtf8());
+  f.close();
+  const bool opened = panel->openWorkloadFile(path);
+  QCOMPARE(opened, layers > 0);
+  if (opened) {
+    const cs::Workload* w = ws->project().current_workload();
+    QCOMPARE(w->transformer.layers, layers);
+    QCOMPARE(w->display_name, std::string("Tiny"));
+    QCOMPARE(panel->field(QStringLiteral("/layers"))->text(), QString::number(layers));
+    QCOMPARE(ws->undoStack()->index(), start + 1);
+    QVERIFY(ws->undoStack()->undoText().contains(QFileInfo(path).fileName()));
+    waitForEstimate();
+  } else {
+    QCOMPARE(project_to_json_text(ws->project()), before);
+    const QString said = panel->problemLabel()->text();
+    QVERIFY(panel->problemLabel()->isVisibleTo(panel));
+    QVERIFY2(said.contains(path) && said.contains(message), qPrintable(said));
+  }
+}
+
+// Presets of the user's own that stand in place of shipped ones of the same
+// name (a calibrated H100) are marked in the preset lists, the file in the
+// tooltip: they read as the shipped datasheets.
+void TestGuiApp::userPresetsMarked() {
+  const cs::PresetCatalog& shipped = window_->workspace()->catalog();
+  QTemporaryDir presets;
+  cs::PresetBundle bundle;
+  bundle.gpus.push_back(*shipped.find_gpu("h100-sxm"));
+  bundle.gpus.back().source = "calibrated here";
+  bundle.links.push_back(*shipped.find_link("ib-ndr"));
+  bundle.links.back().source = "measured here";
+  bundle.models.push_back(*shipped.find_model("llama2-7b"));
+  bundle.models.back().source = "mine";
+  bundle.models.push_back(bundle.models.back());
+  bundle.models.back().name = "my-model";  // a new one: it replaces nothing
+  bundle.models.back().display_name = "My model";
+  const QString file = presets.filePath(QStringLiteral("mine.json"));
+  const cs::Status written = cs::write_preset_bundle(file.toStdString(), bundle);
+  QVERIFY2(written.ok(), written.message().c_str());
+  const QByteArray user = qgetenv("CLUSTERSCOPE_USER_PRESETS");
+  qputenv("CLUSTERSCOPE_USER_PRESETS", presets.path().toUtf8());
+  auto restore = qScopeGuard([&] { qputenv("CLUSTERSCOPE_USER_PRESETS", user); });
+  Workspace ws;
+  QVERIFY2(ws.userPresetsError().isEmpty(), qPrintable(ws.userPresetsError()));
+  QVERIFY(ws.newProject());
+  ClusterDesigner designer(&ws);
+  WorkloadPanel panel(&ws);
+  auto check = [&](QComboBox* box, const char* name, const std::string& shown, bool mine) {
+    const int i = box->findData(QString::fromLatin1(name));
+    QVERIFY2(i >= 0, name);
+    const QString text = QString::fromStdString(shown);
+    QCOMPARE(box->itemText(i), mine ? text + QStringLiteral(" (your preset)") : text);
+    const QString tip = box->itemData(i, Qt::ToolTipRole).toString();
+    QVERIFY2(tip.contains(file) == mine, qPrintable(tip));
+  };
+  check(designer.gpuBox(), "h100-sxm", shipped.find_gpu("h100-sxm")->display_name, true);
+  check(designer.gpuBox(), "a100-80gb", shipped.find_gpu("a100-80gb")->display_name, false);
+  check(designer.interBox(), "ib-ndr", shipped.find_link("ib-ndr")->display_name, true);
+  check(designer.intraBox(), "nvlink4", shipped.find_link("nvlink4")->display_name, false);
+  check(panel.presetBox(), "llama2-7b", shipped.find_model("llama2-7b")->display_name, true);
+  check(panel.presetBox(), "llama2-13b", shipped.find_model("llama2-13b")->display_name, false);
+  check(panel.presetBox(), "my-model", "My model", false);
+  // The cluster's GPU is the user's: its box shows it so.
+  QVERIFY2(designer.gpuBox()->currentText().endsWith(QStringLiteral(" (your preset)")),
+           qPrintable(designer.gpuBox()->currentText()));
+  ws.closeSession();
+}
+
 void TestGuiApp::editWorkloadShowsFiguresLive() {
   WorkloadPanel* panel = window_->workloadPanel();
   const QString before = panel->figuresLabel()->text();
@@ -1201,6 +1384,28 @@ void TestGuiApp::searchPickAndCompare() {
   QVERIFY(explorer->frontSeries()->count() > 0);
   QCOMPARE(explorer->pointsSeries()->count() + explorer->frontSeries()->count(),
            explorer->model()->rowCount());
+  // An H100's plans compute in BF16 and FP8: their MFUs are of different
+  // peaks, said under the table as `clusterscope search` says it (the
+  // explorer listed them side by side without a word).
+  const auto& found = explorer->model()->plans();
+  QVERIFY(std::any_of(found.begin(), found.end(), [&](const cs::plan::RankedPlan& r) {
+    return r.precision.compute != found.front().precision.compute;
+  }));
+  QVERIFY(explorer->mfuNoteLabel()->isVisibleTo(explorer));
+  QVERIFY2(explorer->mfuNoteLabel()->text().contains(
+               QStringLiteral("MFU is of each plan's own precision's dense peak: compare plans "
+                              "of different precisions by tokens/s")),
+           qPrintable(explorer->mfuNoteLabel()->text()));
+  {
+    // Plans of one precision need no note.
+    RankedPlanModel one;
+    cs::plan::SearchResult same;
+    for (const cs::plan::RankedPlan& r : found)
+      if (r.precision.compute == found.front().precision.compute) same.best.push_back(r);
+    one.setResult(same);
+    QVERIFY(one.rowCount() > 1);
+    QVERIFY(one.mfuNote().isEmpty());
+  }
 
   // Sorting by throughput, descending, through the proxy.
   RankedPlanFilter* proxy = explorer->proxy();
@@ -1340,6 +1545,33 @@ void TestGuiApp::searchPickAndCompare() {
   waitForEstimate();
 }
 
+// Pins of several precisions: their MFUs are of different peaks, and the
+// compare view says so as the explorer does (its MFU bars set an FP8 plan's
+// against a BF16 plan's without a word).
+void TestGuiApp::compareSaysMfuAcrossPrecisions() {
+  auto current = window_->workspace()->project().resolved_plan();
+  QVERIFY(current.ok());
+  PinnedPlans pinned;
+  CompareView view(&pinned);
+  const QLabel* hint = view.findChild<QLabel*>(QStringLiteral("compareHint"));
+  const QString note = QStringLiteral(
+      "MFU is of each plan's own precision's dense peak: compare plans of different precisions "
+      "by tokens/s");
+  for (const cs::Precision p : {cs::Precision::bf16, cs::Precision::fp8}) {
+    cs::Plan plan = current.value();
+    plan.precision = cs::PrecisionPlan::for_compute(p);
+    auto e = cs::plan::estimate(plan);
+    QVERIFY2(e.ok(), e.ok() ? "" : e.message().c_str());
+    cs::plan::RankedPlan r;
+    r.parallel = plan.parallel;
+    r.precision = plan.precision;
+    r.estimate = e.value();
+    QVERIFY(pinned.pin(r, QString::fromStdString(std::string(cs::to_string(p))), plan.cluster,
+                       plan.workload));
+    QCOMPARE(hint->text().contains(note), p == cs::Precision::fp8);
+  }
+}
+
 void TestGuiApp::staleSearchDropped() {
   PlanExplorer* explorer = window_->explorer();
   QSignalSpy finished(explorer, &PlanExplorer::searchFinished);
@@ -1464,6 +1696,61 @@ void TestGuiApp::saveAndReopen() {
   QCOMPARE(ws->recentFiles().front(), QFileInfo(path).absoluteFilePath());
   waitForEstimate();
   QVERIFY(window_->analysis()->latest()->estimate.has_value());
+}
+
+// Pinned plans are saved with the project and shown again when it is
+// opened (they were lost on reopening); a pin the planner no longer
+// estimates is left out, said with why, and the others are shown.
+void TestGuiApp::pinsSavedWithTheProject() {
+  Workspace* ws = window_->workspace();
+  window_->pinned()->clear();
+  const QString path = dir_.filePath(QStringLiteral("pinned.clusterscope.json"));
+  QVERIFY(window_->saveProjectAs(path));
+  waitForEstimate();
+  QVERIFY(window_->pinCurrentPlan());
+  QVERIFY(ws->isModified());  // the pin is the project's, to be saved
+  const int micro = ws->project().current()->parallel.micro_batch;
+  window_->planPanel()->setControl(Control::micro_batch, micro == 2 ? 1 : 2);
+  waitForEstimate();
+  QVERIFY(window_->pinCurrentPlan());
+  ws->undoStack()->undo();  // the pins stay
+  waitForEstimate();
+  QCOMPARE(window_->pinned()->size(), 2);
+  const QString first = window_->pinned()->nameAt(0);
+  const double first_step = window_->pinned()->at(0).estimate.time.step();
+  QVERIFY(window_->saveProjectAs(path));
+  const std::string saved = project_to_json_text(ws->project());
+  QVERIFY(ws->newProject());
+  QCOMPARE(window_->pinned()->size(), 0);
+  QVERIFY(window_->openProject(path));
+  QCOMPARE(window_->pinned()->size(), 2);
+  QCOMPARE(window_->pinned()->nameAt(0), first);
+  QCOMPARE(window_->pinned()->at(0).estimate.time.step(), first_step);
+  QCOMPARE(window_->compareView()->table()->columnCount(), 2);
+  QVERIFY(!ws->isModified());
+  QCOMPARE(project_to_json_text(ws->project()), saved);
+
+  // A pin the planner refuses (tp 3 of 32 heads, written in the file).
+  auto j = nlohmann::json::parse(saved);
+  j["pinned"][0]["parallel"]["tp"] = 3;
+  const QString stale = dir_.filePath(QStringLiteral("stale-pin.clusterscope.json"));
+  QFile f(stale);
+  QVERIFY(f.open(QIODevice::WriteOnly));
+  f.write(QByteArray::fromStdString(j.dump(2)));
+  f.close();
+  window_->messageBar()->dismiss();
+  QVERIFY(window_->openProject(stale));
+  QCOMPARE(window_->pinned()->size(), 1);
+  QCOMPARE(window_->compareView()->table()->columnCount(), 1);
+  QCOMPARE(window_->messageBar()->level(), MessageLevel::warning);
+  const QString said = window_->messageBar()->text();
+  QVERIFY2(said.contains(QStringLiteral("stale-pin.clusterscope.json")) && said.contains(first) &&
+               said.contains(QStringLiteral("/parallel/tp")),
+           qPrintable(said));
+  QVERIFY(ws->isModified());  // saving drops the pin left out
+  window_->messageBar()->dismiss();
+  QVERIFY(window_->openProject(path));
+  waitForEstimate();
 }
 
 // Every edit made in a panel is one undo step named for what it did, and a

@@ -13,6 +13,8 @@
 #include <QTest>
 #include <QUndoStack>
 
+#include <nlohmann/json.hpp>
+
 #include "app/gui/analysis.h"
 #include "app/gui/project.h"
 #include "app/gui/workspace.h"
@@ -58,6 +60,7 @@ class TestGuiProject : public QObject {
   void uniqueNames();
   void undoMergesTyping();
   void runsStayThroughUndo();
+  void pinsSavedNotUndone();
   void destroyedWorkspaceSaysNothing();
   void switchingPlansIsNotAnEdit();
   void saveOpenAndRecentFiles();
@@ -178,7 +181,7 @@ void TestGuiProject::badFiles_data() {
   QTest::addRow("a list") << QStringLiteral("[]") << QStringLiteral("p.json: /: must be an object");
   QTest::addRow("another kind") << QStringLiteral(R"({"kind": "cluster", "nodes": 1})")
                                 << QStringLiteral("/kind: must be \"clusterscope_project\"");
-  QTest::addRow("newer version") << edited(QStringLiteral("\"version\": 1"),
+  QTest::addRow("newer version") << edited(QStringLiteral("\"version\": 2"),
                                            QStringLiteral("\"version\": 9"))
                                  << QStringLiteral(
                                         "/version: 9 was written by a newer ClusterScope");
@@ -202,14 +205,14 @@ void TestGuiProject::badFiles_data() {
   // Numbers past an int were wrapped (4294967297 opened as version 1, and
   // 4294967296 as plan 0), a negative version accepted.
   QTest::addRow("version past an int")
-      << edited(QStringLiteral("\"version\": 1"), QStringLiteral("\"version\": 4294967297"))
+      << edited(QStringLiteral("\"version\": 2"), QStringLiteral("\"version\": 4294967297"))
       << QStringLiteral("/version: 4294967297 was written by a newer ClusterScope");
   QTest::addRow("version past 64 bits")
-      << edited(QStringLiteral("\"version\": 1"),
+      << edited(QStringLiteral("\"version\": 2"),
                 QStringLiteral("\"version\": 18446744073709551615"))
       << QStringLiteral("/version: 18446744073709551615 was written by a newer ClusterScope");
   QTest::addRow("negative version")
-      << edited(QStringLiteral("\"version\": 1"), QStringLiteral("\"version\": -5"))
+      << edited(QStringLiteral("\"version\": 2"), QStringLiteral("\"version\": -5"))
       << QStringLiteral("/version: must be a whole number from 1 (got -5)");
   QTest::addRow("current plan past an int")
       << edited(QStringLiteral("\"current_plan\": 0"),
@@ -251,6 +254,39 @@ void TestGuiProject::badFiles_data() {
   QTest::addRow("runs not a list")
       << edited(QStringLiteral("\"runs\": []"), QStringLiteral("\"runs\": {}"))
       << QStringLiteral("p.json: /runs: must be a list");
+  // Pinned plans are read as strictly as the plans (a pin from another
+  // version of the planner that no longer estimates is the app's to leave out).
+  {
+    Project pinned = defaults();
+    pinned.pinned.push_back({"pin", pinned.clusters[0], pinned.workloads[0],
+                             pinned.plans[0].parallel, pinned.plans[0].precision});
+    QString t = QString::fromStdString(project_to_json_text(pinned));
+    const QString pins = t.mid(t.indexOf(QStringLiteral("\"pinned\"")));
+    auto pin_edited = [&](const QString& from, const QString& to) {
+      QString p = pins;
+      if (!p.contains(from)) qFatal("fixture: %s not in the pin", qPrintable(from));
+      return QString(t).replace(pins, p.replace(p.indexOf(from), from.size(), to));
+    };
+    QTest::addRow("pinned plan field")
+        << pin_edited(QStringLiteral("\"zero_stage\": 1"), QStringLiteral("\"zero_stage\": 7"))
+        << QStringLiteral("p.json, pinned plan 0 parallel: /zero_stage:");
+    QTest::addRow("pinned plan cluster")
+        << pin_edited(QStringLiteral("\"nodes\": 4"), QStringLiteral("\"nodes\": 0"))
+        << QStringLiteral("p.json, pinned plan 0 cluster: /nodes: must be between 1");
+    QTest::addRow("pinned plan without a workload")
+        << pin_edited(QStringLiteral("\"workload\": {"), QStringLiteral("\"workloads\": {"))
+        << QStringLiteral("p.json, pinned plan 0: /workload: is required");
+    auto with_pinned = [&](const nlohmann::json& value) {
+      nlohmann::json j = nlohmann::json::parse(t.toStdString());
+      j["pinned"] = value;
+      return QString::fromStdString(j.dump(2));
+    };
+    QTest::addRow("pinned plan not an object")
+        << with_pinned(nlohmann::json::array({7}))
+        << QStringLiteral("p.json, pinned plan 0: /: must be an object");
+    QTest::addRow("pinned not a list") << with_pinned(nlohmann::json::object())
+                                       << QStringLiteral("p.json: /pinned: must be a list");
+  }
   QTest::addRow("preset name") << edited(QStringLiteral("\"gpu\": {"),
                                          QStringLiteral("\"gpu\": \"h100-sxm\", \"unused\": {"))
                                << QStringLiteral(
@@ -451,6 +487,49 @@ void TestGuiProject::runsStayThroughUndo() {
   QVERIFY(reread.ok());
   QCOMPARE(int(reread->runs.size()), 2);
   QCOMPARE(reread->plans[0].parallel.zero_stage, 1);
+  ws.closeSession();
+}
+
+// Pinned plans are saved with the project (they were lost on reopening)
+// and, as runs, are no edits: undo keeps them, pins as they were change
+// nothing, and other pins make the project modified until saved.
+void TestGuiProject::pinsSavedNotUndone() {
+  Workspace ws;
+  QVERIFY(ws.newProject());
+  const QString path = dir_.filePath(QStringLiteral("pins.clusterscope.json"));
+  QVERIFY(ws.saveAs(path));
+  Project p = ws.project();
+  p.plans[0].parallel.zero_stage = 2;
+  ws.edit(QStringLiteral("zero"), p);
+  QVERIFY(ws.save());
+  ProjectPin pin{"pinned one", p.clusters[0], p.workloads[0], p.plans[0].parallel,
+                 p.plans[0].precision};
+  pin.cluster.nodes = 8;  // estimated on a cluster the project no longer has
+  QSignalSpy file_changed(&ws, &Workspace::fileChanged);
+  ws.setPinned({pin});
+  QVERIFY(ws.isModified());
+  QCOMPARE(file_changed.count(), 1);
+  QCOMPARE(ws.undoStack()->count(), 1);  // the edit only
+  ws.undoStack()->undo();
+  QCOMPARE(ws.project().plans[0].parallel.zero_stage, 1);
+  QCOMPARE(int(ws.project().pinned.size()), 1);
+  ws.undoStack()->redo();
+  QVERIFY(ws.save());
+  QVERIFY(!ws.isModified());
+  ws.setPinned(ws.project().pinned);
+  QVERIFY(!ws.isModified());
+
+  auto reread = load_project(path.toStdString());
+  QVERIFY2(reread.ok(), reread.ok() ? "" : reread.message().c_str());
+  QCOMPARE(int(reread->pinned.size()), 1);
+  QVERIFY(same_pins(reread->pinned, {pin}));
+  QCOMPARE(reread->pinned[0].cluster.nodes, 8);
+  QCOMPARE(reread->pinned[0].name, std::string("pinned one"));
+  QVERIFY(same_edits(reread.value(), ws.project()));
+  QVERIFY(ws.open(path));
+  QVERIFY(same_pins(ws.project().pinned, {pin}));
+  ws.setPinned({});
+  QVERIFY(ws.isModified());
   ws.closeSession();
 }
 
@@ -798,8 +877,8 @@ void TestGuiProject::failedRecoveryKeepsTheFile() {
   QFile file(autosave);
   QVERIFY(file.open(QIODevice::ReadWrite));
   QString text = QString::fromUtf8(file.readAll());
-  QVERIFY(text.contains(QStringLiteral("\"version\": 1")));
-  text.replace(QStringLiteral("\"version\": 1"), QStringLiteral("\"version\": 2"));
+  QVERIFY(text.contains(QStringLiteral("\"version\": 2")));
+  text.replace(QStringLiteral("\"version\": 2"), QStringLiteral("\"version\": 3"));
   QVERIFY(file.resize(0));
   file.write(text.toUtf8());
   file.close();
