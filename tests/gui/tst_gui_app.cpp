@@ -1901,6 +1901,7 @@ void TestGuiApp::exports() {
   const QString page = QString::fromUtf8(h.readAll());
   QVERIFY(page.contains(QStringLiteral("<svg")));
   QVERIFY(page.count(QStringLiteral("<svg")) >= 3);  // the memory and the time bars, the timeline
+  QVERIFY(!page.contains(QStringLiteral("<?xml")));  // inline SVG, not XML documents
   QVERIFY(page.contains(QStringLiteral("Predicted timeline")));
   // Every stage of the predicted step, read from its store: the view holds
   // only the lanes near the screen.
