@@ -13,6 +13,12 @@ std::string format_fixed(double value, int decimals) {
   return buffer;
 }
 
+std::string format_significant(double value, int digits) {
+  char buffer[64];
+  std::snprintf(buffer, sizeof buffer, "%.*g", digits, value);
+  return buffer;
+}
+
 std::string model_error_factor(double predicted, double measured) {
   // One decimal below 10 as printed (9.96 reads "10", as 10 does).
   auto factor = [](double f) { return format_fixed(f, f < 9.95 ? 1 : 0); };

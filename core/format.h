@@ -18,6 +18,10 @@ std::string format_count(double n);               // "6.74 B", "124 M", "50,257"
 // Systems; format_seconds' three figures ("3.37 s") are for durations.
 std::string format_time_ns(std::int64_t ns, int decimals = 6);
 std::string format_fixed(double value, int decimals);
+// To `digits` significant digits, as %g writes them ("0.00509804",
+// "7.84314e-06", "98"): for figures that may be far below 1, such as a
+// quantisation scale, which fixed decimals round to nothing.
+std::string format_significant(double value, int digits = 6);
 // Where a model's figure is twice the measured one or more, or half or
 // less, the factor, which a percentage hides (+900 %, -90 %): "10× the
 // measured", "1/10 of the measured"; else "".

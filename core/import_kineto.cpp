@@ -258,10 +258,12 @@ struct Parsed {
   std::uint32_t launch = 0;  // a kernel's launch: 1 + its index in the handler's launches; 0: none
 };
 
-// A counter sample ("ph": "C"): its value is the first number in its args.
+// A counter sample ("ph": "C"): its value is the first number in its args,
+// `key` that number's key.
 struct ParsedCounter {
   Id pid;
   std::uint32_t name = 0;
+  std::uint32_t key = 0;
   std::int64_t time = 0;
   double value = 0;
 };
@@ -553,6 +555,7 @@ class KinetoHandler : public nlohmann::json_sax<nlohmann::json> {
       return true;
     }
     key_ = key_of(k);
+    if (!has_number_ && top() == Ctx::args) first_number_key_.assign(k);
     return true;
   }
   bool end_object() override {
@@ -781,6 +784,7 @@ class KinetoHandler : public nlohmann::json_sax<nlohmann::json> {
     arg_sort_index_ = 0;
     has_number_ = false;
     counter_value_ = 0;
+    first_number_key_.clear();
   }
 
   void end_event() {
@@ -792,7 +796,11 @@ class KinetoHandler : public nlohmann::json_sax<nlohmann::json> {
       return;
     }
     if (ph_ == 'C' && has_ts_ && has_number_ && !time_out_of_range_ && !time_not_a_number_) {
-      counters.push_back({pid_, name_, ts_, counter_value_});
+      counters.push_back({.pid = pid_,
+                          .name = name_,
+                          .key = intern(first_number_key_),
+                          .time = ts_,
+                          .value = counter_value_});
       return;
     }
     // PyTorch's memory profile (profile_memory=True): each allocation and
@@ -803,12 +811,16 @@ class KinetoHandler : public nlohmann::json_sax<nlohmann::json> {
       const std::string device = memory_device_type_ == 1
                                      ? "GPU " + std::to_string(memory_device_id_)
                                      : std::string("CPU");
-      memory_samples.push_back({pid_, intern(device + " memory allocated (bytes)"), ts_,
-                                static_cast<double>(*memory_total_)});
+      memory_samples.push_back({.pid = pid_,
+                                .name = intern(device + " memory allocated (bytes)"),
+                                .time = ts_,
+                                .value = static_cast<double>(*memory_total_)});
       // torch.cuda.memory_reserved: allocated plus the allocator's cached slack.
       if (memory_reserved_) {
-        memory_samples.push_back({pid_, intern(device + " memory reserved (bytes)"), ts_,
-                                  static_cast<double>(*memory_reserved_)});
+        memory_samples.push_back({.pid = pid_,
+                                  .name = intern(device + " memory reserved (bytes)"),
+                                  .time = ts_,
+                                  .value = static_cast<double>(*memory_reserved_)});
       }
       return;
     }
@@ -938,6 +950,7 @@ class KinetoHandler : public nlohmann::json_sax<nlohmann::json> {
   std::string device_name_;
   bool has_number_ = false;  // a counter's value: the first number in its args
   double counter_value_ = 0;
+  std::string first_number_key_;  // its key (until it is read: the last key in args)
   struct OpenSlice {
     Parsed parsed;
     Cat cat = Cat::unknown;
@@ -1285,8 +1298,13 @@ Result<ImportReport> import_own_export(const KinetoHandler& h, const std::string
     w.add_with_launch(e, launch_of(h, p));
     ++report.events;
   }
-  for (const ParsedCounter& c : h.counters)
-    w.add(CounterSample{*rank_of(c.pid), name_of(c.name), c.time, c.value});
+  // Each counter by the stored name its export split (chrome_counter).
+  std::map<std::pair<std::uint32_t, std::uint32_t>, StringId> counter_names;
+  for (const ParsedCounter& c : h.counters) {
+    auto [it, fresh] = counter_names.try_emplace({c.name, c.key});
+    if (fresh) it->second = w.intern(stored_counter_name(h.strings[c.name], h.strings[c.key]));
+    w.add(CounterSample{*rank_of(c.pid), it->second, c.time, c.value});
+  }
   for (const StepMetrics& m : steps)
     w.add(m);
   if (Status s = w.close("complete"); !s) return s.error();

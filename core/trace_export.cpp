@@ -707,13 +707,14 @@ Status write_chrome(const TraceReader& reader, const std::string& path,
   if (!out.ok()) return out.status();
 
   for (const CounterSample& c : counters) {
+    const ChromeCounter counter = chrome_counter(reader.string(c.name));
     begin_event();
     out << "{\"ph\":\"C\",\"name\":";
-    json_string(out, reader.string(c.name));
+    json_string(out, counter.name);
     out << ",\"pid\":" << c.rank << ",\"ts\":";
     micros(out, c.time_ns - base);
     out << ",\"args\":{";
-    json_string(out, reader.string(c.name));
+    json_string(out, counter.key);
     out << ':' << c.value << "}}";
   }
   out << "\n]}\n";
@@ -979,6 +980,24 @@ std::string prediction_svg(const PredictionComparison& p) {
 }
 
 }  // namespace
+
+ChromeCounter chrome_counter(std::string_view stored_name) {
+  const std::size_t space = stored_name.rfind(' ');
+  if (space != std::string_view::npos && space > 0 && space + 1 < stored_name.size()) {
+    const std::string_view name = stored_name.substr(0, space);
+    const std::string_view key = stored_name.substr(space + 1);
+    if (key != "value" && key != name) return {name, key};
+  }
+  return {stored_name, "value"};
+}
+
+std::string stored_counter_name(std::string_view name, std::string_view key) {
+  if (key == "value" || key == name) return std::string(name);
+  std::string stored(name);
+  stored += ' ';
+  stored += key;
+  return stored;
+}
 
 Status check_export_path(const std::string& path) {
   std::error_code ec;

@@ -35,6 +35,24 @@ inline constexpr const char* kExportProducer = "ClusterScope";
 inline constexpr const char* kExportVersionKey = "clusterscope_export_version";
 inline constexpr int kExportVersion = 1;
 
+// A counter as a Chrome trace "C" event. Perfetto names a counter's track
+// "<event name> <args key>" (it read "memory in use (bytes) memory in use
+// (bytes)" when both were the stored name); chrome://tracing names the track
+// by the event name and each args key a series of it. So the stored name is
+// written split at its last space, {"memory in use", "(bytes)"}: Perfetto
+// joins it back, chrome://tracing shows the name once. A name that does not
+// split so (one word, or one whose last word is "value" or repeats the rest)
+// goes whole, its key "value".
+struct ChromeCounter {
+  std::string_view name;
+  std::string_view key;
+};
+ChromeCounter chrome_counter(std::string_view stored_name);
+// The stored name of a counter event this product's export wrote: its name
+// and key joined, or its name alone where the key is "value" or repeats it
+// (exports before the split wrote the stored name as both).
+std::string stored_counter_name(std::string_view name, std::string_view key);
+
 // Whether an export may be written at `path`: it replaces an earlier export
 // (or any other file named as its output), never an SQLite database (a trace
 // store, an Nsight Systems export), a read-only file or a folder, which it

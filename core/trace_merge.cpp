@@ -364,6 +364,28 @@ Result<MergeReport> merge_into(const std::vector<std::string>& inputs, const std
     if (!reader) return reader.error();
     opened.push_back({path, std::move(reader).value()});
   }
+  // The ranks of one run record its id (kRunIdMeta): two runs of one command,
+  // whose stores say the same of themselves, merged into a run of ranks
+  // that never ran together. Stores without one (older, imported) pass.
+  // Inputs that are not (a calibration's phases) keep theirs, and the
+  // merged store records none.
+  const Input* identified = nullptr;
+  bool runs_differ = false;
+  for (const Input& in : opened) {
+    const auto id = in.reader->meta(kRunIdMeta);
+    if (!id || id->empty()) continue;
+    if (!identified) {
+      identified = &in;
+      continue;
+    }
+    const std::string first = *identified->reader->meta(kRunIdMeta);
+    if (*id == first) continue;
+    if (options.ranks_of_one_run) {
+      return Error{"merge: " + identified->path + " is a rank store of run " + first + ", " +
+                   in.path + " of run " + *id + ": merge the rank stores of one run"};
+    }
+    runs_differ = true;
+  }
   // The ranks of one run record one world size: stores of two runs would
   // merge into a run of ranks that never ran together.
   // As recorded: a value that does not parse says nothing of the run.
@@ -435,6 +457,7 @@ Result<MergeReport> merge_into(const std::vector<std::string>& inputs, const std
   std::set<std::string> written;
   std::map<std::string, std::int64_t> lost;
   for (const LossCount& loss : kLossCounts) written.insert(loss.key);
+  if (runs_differ) written.insert(kRunIdMeta);
   int world_size = static_cast<int>(owner.size());
   for (const Input& in : opened) {
     world_size = std::max(world_size, in.reader->world_size());

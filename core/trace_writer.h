@@ -33,6 +33,11 @@ struct RunInfo {
   std::string tool_versions_json;  // {"clusterscope": "0.1.0", "cuda": "13.0", "nccl": "2.28.9", ...}
 };
 
+// The meta row naming the run a rank store is of: an id the launcher draws
+// for each run, the same on every rank, which a merge compares
+// (trace_merge.h); a run store merged from them keeps it.
+inline constexpr const char* kRunIdMeta = "run_id";
+
 // The sources the worker writes: a run ClusterScope's own engines trained
 // (its command line and plan are the worker's, the same on every rank).
 inline constexpr const char* kCpuEngineSource = "cpu-engine";

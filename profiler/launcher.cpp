@@ -12,6 +12,7 @@
 #include <future>
 #include <limits>
 #include <mutex>
+#include <random>
 #include <sstream>
 #include <thread>
 
@@ -351,9 +352,25 @@ std::string rank_store_path(const std::string& run_store, int rank) {
   return run_store_stem(run_store) + ".ranks/rank" + std::to_string(rank) + ".db";
 }
 
+std::string new_run_id() {
+  const std::time_t now = std::time(nullptr);
+  std::tm utc{};
+  gmtime_r(&now, &utc);
+  char text[40];
+  std::strftime(text, sizeof text, "%Y%m%dT%H%M%SZ", &utc);
+  std::random_device random;
+  char tail[16];
+  std::snprintf(tail, sizeof tail, "-%08x", static_cast<unsigned>(random()));
+  return std::string(text) + tail;
+}
+
 std::vector<std::string> worker_command(const RunSpec& spec) {
   std::vector<std::string> argv{spec.worker};
   argv.insert(argv.end(), spec.worker_args.begin(), spec.worker_args.end());
+  if (!spec.run_id.empty()) {
+    argv.push_back("--run-id");
+    argv.push_back(spec.run_id);
+  }
   if (!spec.run_store.empty()) {
     argv.push_back("--out");
     argv.push_back(rank_store_pattern(spec.run_store));
@@ -1616,6 +1633,7 @@ Status Launcher::start() {
   if (!spec.run_store.empty()) {
     if (Status st = trace::check_store_path(spec.run_store); !st) return st;
   }
+  if (spec.run_id.empty() && spec.placement != Placement::slurm) spec.run_id = new_run_id();
   s.ranks.clear();
   for (int r = 0; r < spec.ranks; ++r) {
     RankStatus st;

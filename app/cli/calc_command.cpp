@@ -4,11 +4,9 @@
 // With no options each reproduces the article's own worked example.
 
 #include <cmath>
-#include <iomanip>
 #include <iostream>
 #include <limits>
 #include <optional>
-#include <sstream>
 #include <vector>
 
 #include <CLI/CLI.hpp>
@@ -32,9 +30,7 @@ namespace {
 std::string number(double value) {
   if (std::floor(value) == value && std::fabs(value) < 1e15)
     return std::to_string(static_cast<long long>(value));
-  std::ostringstream out;
-  out << std::setprecision(6) << value;
-  return out.str();
+  return format_significant(value, 6);
 }
 
 // --- communication -------------------------------------------------------------
@@ -157,10 +153,10 @@ void run_quantize(const QuantizeOptions& o, bool bits_given) {
               << number(p.max) << (symmetric ? "]" : "] so that 0 stays exact");
   }
   if (symmetric) {
-    std::cout << ":\n  scale s = max(|min|, |max|)/(2^" << bits - 1
-              << " - 1) = " << format_fixed(p.scale, 6) << "\n  zero point z = 0";
+    std::cout << ":\n  scale s = max(|min|, |max|)/(2^" << bits - 1 << " - 1) = " << number(p.scale)
+              << "\n  zero point z = 0";
   } else {
-    std::cout << ":\n  scale s = (max - min)/(2^" << bits << " - 1) = " << format_fixed(p.scale, 6)
+    std::cout << ":\n  scale s = (max - min)/(2^" << bits << " - 1) = " << number(p.scale)
               << "\n  zero point z = round(-min/s)" << (o.integers == "signed" ? " - " : "")
               << (o.integers == "signed" ? std::to_string(1 << (bits - 1)) : "") << " = "
               << p.zero_point;
@@ -174,8 +170,8 @@ void run_quantize(const QuantizeOptions& o, bool bits_given) {
   for (std::size_t i = 0; i < mapped.size(); ++i) {
     const plan::Quantized& m = mapped[i];
     any_clamped = any_clamped || m.clamped;
-    t.add({format_fixed(o.values[i], 6), std::to_string(m.unclamped), std::to_string(m.q),
-           format_fixed(m.dequantized, 6), format_fixed(m.error, 6), m.clamped ? "clamped" : ""});
+    t.add({number(o.values[i]), std::to_string(m.unclamped), std::to_string(m.q),
+           number(m.dequantized), number(m.error), m.clamped ? "clamped" : ""});
   }
   t.print(std::cout);
   if (article && any_clamped) {

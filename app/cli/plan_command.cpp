@@ -232,9 +232,9 @@ void print_text(const Plan& plan, const plan::Estimate& e) {
               << (symmetric
                       ? " (as [" + format_fixed(qp.min, 1) + ", " + format_fixed(qp.max, 1) + "])"
                       : std::string())
-              << ": scale " << format_fixed(qp.scale, 6) << ", zero point " << qp.zero_point
-              << "; 0.3 -> " << x.q << " -> " << format_fixed(x.dequantized, 4) << " (error "
-              << format_fixed(x.error, 4) << ")\n\n";
+              << ": scale " << format_significant(qp.scale) << ", zero point " << qp.zero_point
+              << "; 0.3 -> " << x.q << " -> " << format_significant(x.dequantized) << " (error "
+              << format_significant(x.error) << ")\n\n";
   }
   for (const std::string& note : e.notes)
     std::cout << "Note: " << note << "\n";

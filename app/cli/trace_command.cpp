@@ -1385,7 +1385,11 @@ std::string merged_status(const std::vector<std::string>& inputs) {
     auto reader = TraceReader::open(path, TraceReader::Options{/*repair=*/false});
     if (!reader) continue;  // merge_stores names what is wrong with it
     const RunInfo info = (*reader)->run();
-    if (trained_by_engine(info)) {
+    // Stores that record their run's id are compared by it in merge_stores,
+    // which names both runs (their command lines hold it, so two runs'
+    // differ there).
+    const bool run_id = !(*reader)->meta(kRunIdMeta).value_or("").empty();
+    if (trained_by_engine(info) && !run_id) {
       if (first_engine_input.empty()) {
         first_engine_input = path;
         engine_command = info.command_line;

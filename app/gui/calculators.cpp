@@ -323,7 +323,7 @@ void QuantizationCalculator::recompute() {
       : mode == QuantMode::symmetric
           ? plan::symmetric_quant_params(lo, hi, bits)
           : plan::quant_params(lo, hi, bits, mode == QuantMode::signed_range);
-  QString scale_text = QString::number(p.scale, 'f', 6);
+  QString scale_text = QString::number(p.scale, 'g', 6);
   if (mode == QuantMode::symmetric && (p.min != lo || p.max != hi)) {
     scale_text += tr(" (of [%1, %2]: symmetric about 0)").arg(p.min).arg(p.max);
   } else if (p.min != lo || p.max != hi) {
@@ -337,7 +337,7 @@ void QuantizationCalculator::recompute() {
   const plan::Quantized v = plan::quantize(x, p);
   QString text = tr("%1 → round(%1 / %2) + %3 = <b>%4</b>")
                      .arg(x)
-                     .arg(QString::number(p.scale, 'f', 6))
+                     .arg(QString::number(p.scale, 'g', 6))
                      .arg(p.zero_point)
                      .arg(v.unclamped);
   if (v.clamped) {

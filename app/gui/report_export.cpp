@@ -155,12 +155,6 @@ QString htmlTable(const Rows& rows) {
   return out + QStringLiteral("</table>");
 }
 
-// Strips the XML prologue so that the SVG can sit inside HTML.
-QString inlineSvg(const QByteArray& svg) {
-  const int start = svg.indexOf("<svg");
-  return QString::fromUtf8(start >= 0 ? svg.mid(start) : svg);
-}
-
 // Writes blocks down a PDF's pages.
 class PdfFlow {
  public:
@@ -283,7 +277,11 @@ QByteArray svgOf(const QSizeF& size, const std::function<void(QPainter&, const Q
   QPainter painter(&generator);
   paint(painter, QRectF(QPointF(0, 0), size));
   painter.end();
-  return buffer.data();
+  // From <svg on: QSvgGenerator opens with an XML declaration, which is not
+  // HTML where the SVG is inlined (a validator's error, text in some viewers).
+  const QByteArray& svg = buffer.data();
+  const qsizetype start = svg.indexOf("<svg");
+  return start >= 0 ? svg.mid(start) : svg;
 }
 
 QString reportHtml(const PlanAnalysis& a, const std::vector<ReportFigure>& figures,
@@ -306,19 +304,19 @@ QString reportHtml(const PlanAnalysis& a, const std::vector<ReportFigure>& figur
     QFont font;
     for (const BarData& bar : {memoryBar(e), timeBar(e)}) {
       const double h = stackedBarHeight(bar, font, kChartWidth) + 8;
-      body += QStringLiteral("<figure>%1</figure>")
-                  .arg(inlineSvg(svgOf(QSizeF(kChartWidth, h), [&](QPainter& p, const QRectF& r) {
-                    p.fillRect(r, Qt::white);
-                    paintStackedBar(p, r.adjusted(4, 4, -4, -4), bar, Qt::black,
-                                    QColor(0xf4, 0xf4, 0xf4));
-                  })));
+      const QByteArray svg = svgOf(QSizeF(kChartWidth, h), [&](QPainter& p, const QRectF& r) {
+        p.fillRect(r, Qt::white);
+        paintStackedBar(p, r.adjusted(4, 4, -4, -4), bar, Qt::black, QColor(0xf4, 0xf4, 0xf4));
+      });
+      body += QStringLiteral("<figure>%1</figure>").arg(QString::fromUtf8(svg));
       body += QStringLiteral("<h3>%1</h3>").arg(bar.title.toHtmlEscaped()) +
               htmlTable(breakdownRows(bar));
     }
     for (const ReportFigure& f : figures) {
       const double h = f.height(kChartWidth);
       body += QStringLiteral("<h2>%1</h2><figure>%2</figure>")
-                  .arg(f.title.toHtmlEscaped(), inlineSvg(svgOf(QSizeF(kChartWidth, h), f.paint)));
+                  .arg(f.title.toHtmlEscaped(),
+                       QString::fromUtf8(svgOf(QSizeF(kChartWidth, h), f.paint)));
     }
   }
   const Rows notes = noteRows(a);

@@ -48,7 +48,8 @@ Result<QByteArray> completePdf(const QString& file, const QString& path);
 // The report's HTML text (what exportHtml writes).
 QString reportHtml(const PlanAnalysis& analysis, const std::vector<ReportFigure>& figures,
                    const QString& plan_name = {});
-// An SVG document of a drawing, for inline use.
+// An SVG document of a drawing, for inline use in HTML: from its <svg> element
+// on, no XML declaration.
 QByteArray svgOf(const QSizeF& size, const std::function<void(QPainter&, const QRectF&)>& paint);
 
 }  // namespace cs::gui

@@ -75,6 +75,7 @@ struct Options {
   int threads = 0;
   bool polite_waits = false;  // CPU: point-to-point waits sleep between polls (MpiWorld)
   std::string title;
+  std::string run_id;  // the launcher's, else the Slurm job step's
   bool single_process = false;
   int gpus = 0;
   std::string sweep;  // gemm, bandwidth, ops, all_reduce (or a comma list): measure instead of training
@@ -327,6 +328,17 @@ struct RankTrace {
   }
 };
 
+// The run every rank of this one shares, which a merge checks: the
+// launcher's --run-id, else (ranks started by a Slurm script) the job step.
+std::string run_id(const Options& o) {
+  if (!o.run_id.empty()) return o.run_id;
+  const char* job = std::getenv("SLURM_JOB_ID");
+  const char* step = std::getenv("SLURM_STEP_ID");
+  if (job == nullptr || *job == '\0') return {};
+  return std::string("slurm-") + job +
+         (step != nullptr && *step != '\0' ? "." + std::string(step) : "");
+}
+
 RankTrace open_trace(const Options& o, const Job& job, int rank, const std::string& device,
                      const char* source, const json& versions, int argc, char** argv,
                      bool write_rank_row = true) {
@@ -345,6 +357,7 @@ RankTrace open_trace(const Options& o, const Job& job, int rank, const std::stri
   auto created = trace::TraceWriter::create(t.path, info);
   if (!created) throw std::runtime_error(created.message());
   t.writer = std::move(created).value();
+  if (const std::string id = run_id(o); !id.empty()) t.writer->set_meta(trace::kRunIdMeta, id);
   const int recorded_rank = rank + o.trace_rank_offset;
   if (write_rank_row) t.writer->add_rank({recorded_rank, info.host, device, getpid(), 0});
   const GptConfig& c = job.shape.config;
@@ -1039,6 +1052,9 @@ int main(int argc, char** argv) {
   app.add_option("--threads", o.threads, "BLAS threads (default: cores / local ranks)")
       ->check(number_in(cs::Range::between(1, cs::kMaxSweepRanks), "1 to 4096"));
   app.add_option("--title", o.title, "Run title");
+  app.add_option(
+      "--run-id", o.run_id,
+      "The run's id, the same on every rank (recorded; a merge refuses stores of two runs)");
   app.add_flag("--single-process", o.single_process,
                "CUDA: drive every local GPU from this one process (ncclCommInitAll), data parallel");
   app.add_option("--sweep", o.sweep,

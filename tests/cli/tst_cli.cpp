@@ -647,12 +647,19 @@ void TestCli::calcText() {
   r = run_cli({"calc", "quantize"});
   QVERIFY2(r.exit_code == 0, qPrintable(r.err));
   QVERIFY2(r.out.contains("zero point z = round(-min/s) = 98"), qPrintable(r.out));
-  QVERIFY2(r.out.contains("0.300000             157  127"), qPrintable(r.out));
+  QVERIFY2(r.out.contains("scale s = (max - min)/(2^8 - 1) = 0.00509804"), qPrintable(r.out));
+  QVERIFY2(r.out.contains("0.3             157  127"), qPrintable(r.out));
   QVERIFY2(r.out.contains("clamped"), qPrintable(r.out));
   QVERIFY2(r.out.contains("stored as a signed int8 the values above 0.147843 overflow"), qPrintable(r.out));
   r = run_cli({"calc", "quantize", "--min", "0.2", "--max", "0.8", "--integers", "signed"});
   QVERIFY2(r.out.contains("INT8 of [0.2, 0.8], widened to [0, 0.8] so that 0 stays exact"), qPrintable(r.out));
   QVERIFY2(r.out.contains("zero point z = round(-min/s) - 128 = -128"), qPrintable(r.out));
+  // A narrow range's scale in significant digits: six decimals gave 0.000008
+  // (and errors of 0.000000).
+  r = run_cli({"calc", "quantize", "--min", "0", "--max", "0.002", "-x", "0.001"});
+  QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+  QVERIFY2(r.out.contains("= 7.84314e-06\n"), qPrintable(r.out));
+  QVERIFY2(r.out.contains("0.000996078"), qPrintable(r.out));  // 128 clamped to 127: x' = 127 s
   r = run_cli({"calc", "flops", "--model", "resnet18-cifar10"});
   QVERIFY2(r.exit_code == 0, qPrintable(r.err));
   QVERIFY2(r.out.contains("batch 256, 980 iterations (5 epochs of 50000 samples"), qPrintable(r.out));

@@ -1043,7 +1043,25 @@ void TestRunCli::mergeTellsRunsApart() {
   Run r = run_cli({"trace", "merge", work + "/s1.ranks/rank0.db", work + "/s2.ranks/rank1.db",
                    "-o", work + "/mixed.db"});
   QCOMPARE(r.exit_code, 1);
-  QVERIFY2(r.err.contains("were written by different runs"), qPrintable(r.err));
+  QVERIFY2(r.err.contains("s1.ranks/rank0.db is a rank store of run ") &&
+               r.err.contains("s2.ranks/rank1.db of run ") &&
+               r.err.contains(": merge the rank stores of one run"),
+           qPrintable(r.err));
+  QVERIFY(!QFile::exists(work + "/mixed.db"));
+  // Two runs of one command (its --out and every flag the same): their
+  // stores said the same of themselves, and merged into one "complete" run
+  // of ranks that never ran together. Each run's id tells them apart.
+  QVERIFY(QFile::copy(work + "/s1.ranks/rank0.db", work + "/first-rank0.db"));
+  const Run again = run_cli(QStringList{"run", "--dp", "2", "--steps", "2", "--seed", "1",
+                                        "--keep-rank-stores", "--out", work + "/s1.db"} +
+                            tiny());
+  QVERIFY2(again.exit_code == 0, qPrintable(again.err));
+  r = run_cli({"trace", "merge", work + "/first-rank0.db", work + "/s1.ranks/rank1.db", "-o",
+               work + "/mixed.db"});
+  QCOMPARE(r.exit_code, 1);
+  QVERIFY2(r.err.contains("first-rank0.db is a rank store of run ") &&
+               r.err.contains("s1.ranks/rank1.db of run "),
+           qPrintable(r.err));
   QVERIFY(!QFile::exists(work + "/mixed.db"));
   r = run_cli({"trace", "merge", work + "/s1.ranks/rank0.db", work + "/s1.ranks/rank1.db", "-o",
                work + "/one.db"});

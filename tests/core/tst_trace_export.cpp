@@ -97,6 +97,13 @@ std::vector<std::string> counter_rows(const TraceReader& r) {
   return rows;
 }
 
+// The track Perfetto puts a counter event on: its name and its args key
+// ("<name> <key>"), one track per key.
+std::string perfetto_counter_track(const json& e) {
+  if (e["args"].size() != 1) qFatal("a counter event of %zu series", e["args"].size());
+  return e["name"].get<std::string>() + ' ' + e["args"].begin().key();
+}
+
 // What `trace stats` prints per rank and for the prediction, as numbers.
 std::vector<double> stats_figures(const TraceReader& r) {
   auto a = analyze_run(r);
@@ -200,6 +207,8 @@ class TestTraceExport : public QObject {
   void collectivesSizedUnderKinetoNames();
   void flowsJoinCallsToTheirGpuWork_data();
   void flowsJoinCallsToTheirGpuWork();
+  void counterNamesReadOnceInPerfetto_data();
+  void counterNamesReadOnceInPerfetto();
   void countersBeforeTheFirstEventAreExported();
   void windowKeepsTheCounterValueInEffect();
   void textThatIsNotUtf8IsReplaced_data();
@@ -660,6 +669,54 @@ void TestTraceExport::flowsJoinCallsToTheirGpuWork() {
   }
 }
 
+// Perfetto names a counter's track "<event name> <args key>" (it read
+// "memory in use (bytes) memory in use (bytes)"), chrome://tracing by the
+// event name: the stored name is split between the two, and this product's
+// import joins it back, as it reads exports that wrote it as both.
+void TestTraceExport::counterNamesReadOnceInPerfetto_data() {
+  QTest::addColumn<QString>("stored");
+  QTest::addColumn<QString>("name");  // the event's, chrome://tracing's track
+  QTest::addColumn<QString>("key");
+  QTest::addRow("bytes") << "memory in use (bytes)"
+                         << "memory in use"
+                         << "(bytes)";
+  QTest::addRow("part") << "memory in use: weights (bytes)"
+                        << "memory in use: weights"
+                        << "(bytes)";
+  QTest::addRow("GPU") << "GPU 0 memory used"
+                       << "GPU 0 memory"
+                       << "used";
+  QTest::addRow("one word") << "power"
+                            << "power"
+                            << "value";
+  QTest::addRow("ends in value") << "queue value"
+                                 << "queue value"
+                                 << "value";
+  QTest::addRow("word repeated") << "a a"
+                                 << "a a"
+                                 << "value";
+  QTest::addRow("trailing space") << "abc "
+                                  << "abc "
+                                  << "value";
+  QTest::addRow("leading space") << " abc"
+                                 << " abc"
+                                 << "value";
+}
+
+void TestTraceExport::counterNamesReadOnceInPerfetto() {
+  QFETCH(QString, stored);
+  QFETCH(QString, name);
+  QFETCH(QString, key);
+  const std::string s = stored.toStdString();
+  const ChromeCounter c = chrome_counter(s);
+  QCOMPARE(QString::fromUtf8(c.name.data(), qsizetype(c.name.size())), name);
+  QCOMPARE(QString::fromUtf8(c.key.data(), qsizetype(c.key.size())), key);
+  if (key != "value") QCOMPARE(std::string(c.name) + ' ' + std::string(c.key), s);
+  QCOMPARE(stored_counter_name(c.name, c.key), s);
+  // An export before the split wrote the stored name as both.
+  QCOMPARE(stored_counter_name(s, s), s);
+}
+
 // The CUDA engine samples the GPU's memory before its first kernel: that
 // sample is exported too, and the time base is early enough for it.
 void TestTraceExport::countersBeforeTheFirstEventAreExported() {
@@ -680,7 +737,7 @@ void TestTraceExport::countersBeforeTheFirstEventAreExported() {
   for (const json& e : doc["traceEvents"]) {
     if (e["ph"] != "C") continue;
     std::ostringstream row;
-    row << e["pid"].get<int>() << '|' << e["name"].get<std::string>() << '|'
+    row << e["pid"].get<int>() << '|' << perfetto_counter_track(e) << '|'
         << micros_to_ns(e["ts"]) + base << '|' << e["args"].begin()->get<double>();
     exported.push_back(row.str());
   }
@@ -733,8 +790,8 @@ void TestTraceExport::windowKeepsTheCounterValueInEffect() {
     if (e["ph"] != "C") continue;
     const std::int64_t t = micros_to_ns(e["ts"]) + base;
     one_before = one_before || t < window.start_ns;
-    exported.push_back(row(e["pid"].get<int>(), e["name"].get<std::string>(), t,
-                           e["args"].begin()->get<double>()));
+    exported.push_back(
+        row(e["pid"].get<int>(), perfetto_counter_track(e), t, e["args"].begin()->get<double>()));
   }
   QVERIFY2(one_before, "no sample from before the window");
   std::sort(exported.begin(), exported.end());

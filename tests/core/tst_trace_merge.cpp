@@ -129,6 +129,8 @@ class TestTraceMerge : public QObject {
   void refusesDuplicateRanks();
   void refusesRanksOfTwoRuns_data();
   void refusesRanksOfTwoRuns();
+  void refusesRanksOfTwoRunsOfOneCommand_data();
+  void refusesRanksOfTwoRunsOfOneCommand();
   void editedStoreIsDamage_data();
   void editedStoreIsDamage();
   void writesThroughALink();
@@ -327,6 +329,60 @@ void TestTraceMerge::refusesRanksOfTwoRuns() {
            QString::fromStdString("merge: " + a + " is a rank of a run of 2 ranks, " + b +
                                   " of 128: merge the rank stores of one run"));
   QVERIFY(!std::filesystem::exists(out));
+}
+
+// Two runs of one command write stores that say the same of themselves (the
+// command line, the world size): they merged into one run of ranks that never
+// ran together. The run id each rank records tells them apart; a store
+// without one (older, imported) is merged as before.
+void TestTraceMerge::refusesRanksOfTwoRunsOfOneCommand_data() {
+  QTest::addColumn<QString>("idA");
+  QTest::addColumn<QString>("idB");
+  QTest::addColumn<bool>("oneRun");  // MergeOptions::ranks_of_one_run
+  QTest::addColumn<bool>("refused");
+  QTest::addRow("two runs") << "run-1"
+                            << "run-2" << true << true;
+  QTest::addRow("one run") << "run-1"
+                           << "run-1" << true << false;
+  QTest::addRow("one store without an id") << "run-1"
+                                           << "" << true << false;
+  QTest::addRow("not ranks of one run (calibration phases)") << "run-1"
+                                                             << "run-2" << false << false;
+}
+
+void TestTraceMerge::refusesRanksOfTwoRunsOfOneCommand() {
+  QFETCH(QString, idA);
+  QFETCH(QString, idB);
+  QFETCH(bool, oneRun);
+  QFETCH(bool, refused);
+  QTemporaryDir dir;
+  const std::string a = write_rank(dir, {0, "node-a", 0, 0, false, 1});
+  const std::string b = write_rank(dir, {1, "node-a", 0, 0, false, 2});
+  for (const auto& [path, id] : {std::pair{a, idA}, std::pair{b, idB}}) {
+    if (id.isEmpty()) continue;
+    sqlite3* db = nullptr;
+    QCOMPARE(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+    const std::string sql = "INSERT OR REPLACE INTO meta VALUES('" + std::string(kRunIdMeta) +
+                            "', '" + id.toStdString() + "')";
+    QCOMPARE(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr), SQLITE_OK);
+    sqlite3_close(db);
+  }
+  const std::string out = dir.filePath("run.cstrace").toStdString();
+  MergeOptions options;
+  options.ranks_of_one_run = oneRun;
+  auto report = merge_stores({a, b}, out, options);
+  if (refused) {
+    QVERIFY(!report);
+    QCOMPARE(QString::fromStdString(report.message()),
+             QString::fromStdString("merge: " + a + " is a rank store of run run-1, " + b +
+                                    " of run run-2: merge the rank stores of one run"));
+    QVERIFY(!std::filesystem::exists(out));
+    return;
+  }
+  QVERIFY2(report, report ? "" : report.message().c_str());
+  // The run store keeps the run's id; stores of several runs record none.
+  QCOMPARE(QString::fromStdString(TraceReader::open(out).value()->meta(kRunIdMeta).value_or("")),
+           idA == idB || idB.isEmpty() ? idA : QString());
 }
 
 void TestTraceMerge::editedStoreIsDamage_data() {

@@ -2188,6 +2188,7 @@ void TestGuiApp::exports() {
   const QString page = QString::fromUtf8(h.readAll());
   QVERIFY(page.contains(QStringLiteral("<svg")));
   QVERIFY(page.count(QStringLiteral("<svg")) >= 3);  // the memory and the time bars, the timeline
+  QVERIFY(!page.contains(QStringLiteral("<?xml")));  // inline SVG, not XML documents
   QVERIFY(page.contains(QStringLiteral("Predicted timeline")));
   // Every stage of the predicted step, read from its store: the view holds
   // only the lanes near the screen.
@@ -2360,9 +2361,10 @@ void TestGuiApp::exportsOnAFullDisk() {
 
 void TestGuiApp::seedCalculators() {
   QuantizationCalculator* quant = window_->calculators()->quantization();
-  // The article: [-0.5, 0.8] gives s = 0.005098, z = 98, and 0.3 maps to 157,
+  // The article: [-0.5, 0.8] gives s = 0.005098 (to six figures 0.00509804),
+  // z = 98, and 0.3 maps to 157,
   // which a signed int8 cannot hold: clamped to 127.
-  QCOMPARE(quant->scaleLabel()->text(), QStringLiteral("0.005098"));
+  QCOMPARE(quant->scaleLabel()->text(), QStringLiteral("0.00509804"));
   QCOMPARE(quant->zeroPointLabel()->text(), QStringLiteral("98"));
   QVERIFY2(quant->valueLabel()->text().contains(QStringLiteral("<b>157</b>")),
            qPrintable(quant->valueLabel()->text()));
@@ -2379,13 +2381,20 @@ void TestGuiApp::seedCalculators() {
   // A range without 0 is widened to hold it, and the scale says so.
   quant->minBox()->setValue(0.2);
   QCOMPARE(quant->scaleLabel()->text(),
-           QStringLiteral("0.003137 (of [0, 0.8]: the range widened to hold 0 exactly)"));
+           QStringLiteral("0.00313725 (of [0, 0.8]: the range widened to hold 0 exactly)"));
+  // A narrow range's scale in significant digits: six decimals showed 0.000008.
+  quant->minBox()->setValue(0);
+  quant->maxBox()->setValue(0.002);
+  QCOMPARE(quant->scaleLabel()->text(), QStringLiteral("7.84314e-06"));
+  QVERIFY2(quant->valueLabel()->text().contains(QStringLiteral("7.84314e-06")),
+           qPrintable(quant->valueLabel()->text()));
+  quant->maxBox()->setValue(0.8);
   quant->minBox()->setValue(-0.5);
-  QCOMPARE(quant->scaleLabel()->text(), QStringLiteral("0.005098"));
+  QCOMPARE(quant->scaleLabel()->text(), QStringLiteral("0.00509804"));
   // Symmetric: zero point 0, the range made even about it.
   quant->modeBox()->setCurrentIndex(3);
   QCOMPARE(quant->scaleLabel()->text(),
-           QStringLiteral("0.006299 (of [-0.8, 0.8]: symmetric about 0)"));
+           QStringLiteral("0.00629921 (of [-0.8, 0.8]: symmetric about 0)"));
   QCOMPARE(quant->zeroPointLabel()->text(), QStringLiteral("0"));
   QCOMPARE(table->item(last, 2)->text(), QStringLiteral("48"));
   quant->modeBox()->setCurrentIndex(0);
@@ -2400,7 +2409,7 @@ void TestGuiApp::seedCalculators() {
   QCOMPARE(quant->errorSeries()->count(), 0);
   quant->maxBox()->setValue(0.8);
   quant->minBox()->setValue(-0.5);
-  QCOMPARE(quant->scaleLabel()->text(), QStringLiteral("0.005098"));
+  QCOMPARE(quant->scaleLabel()->text(), QStringLiteral("0.00509804"));
   QVERIFY(table->rowCount() > 10);
 
   // Communication: S = 100 MB, N = 8, B = 10 GB/s, L = 0.1 ms is about 0.08 s.

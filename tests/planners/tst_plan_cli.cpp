@@ -257,6 +257,11 @@ void TestPlanCli::planText() {
   QVERIFY2(serving.out.contains(QRegularExpression(
                "; saves \\S+ \\S+ of weights on the most loaded GPU against bf16\n")),
            qPrintable(serving.out));
+  // The worked example's figures in significant digits, as `calc quantize`
+  // gives them (six decimals read 0.005098 and an error of 0.0008).
+  QVERIFY2(serving.out.contains("scale 0.00509804, zero point -30; 0.3 -> 29 -> 0.300784 "
+                                "(error 0.000784314)"),
+           qPrintable(serving.out));
 }
 
 void TestPlanCli::planErrors_data() {

@@ -462,6 +462,13 @@ void TestLauncher::mpirunCommand() {
   const QStringList tail = got.mid(got.indexOf("/opt/cs/bin/clusterscope-worker"));
   QCOMPARE(tail, (QStringList{"/opt/cs/bin/clusterscope-worker", "--dp", "4", "--out",
                               "/data/runs/r1.ranks/rank{rank}.db", "--title", "a run"}));
+  // Every rank is told the run's id, which its store records.
+  spec.run_id = "20261205T155901Z-3f9a2c1b";
+  const auto with_id = worker_command(spec);
+  const auto id_at = std::find(with_id.begin(), with_id.end(), "--run-id");
+  QVERIFY(id_at != with_id.end());
+  QCOMPARE(*(id_at + 1), spec.run_id);
+  spec.run_id.clear();
   QCOMPARE(QString::fromStdString(rank_store_path(spec.run_store, 3)),
            QString("/data/runs/r1.ranks/rank3.db"));
   // The rank store folder's names read back (run --merge-only checks them
