@@ -211,6 +211,29 @@ StageParams stage_params(const Model& x, const Knobs& k, bool first, bool last) 
   return s;
 }
 
+// The most parameters ZeRO-3 gathers at once on this GPU: a group is the
+// embeddings, a layer, or the final norm with the LM head, as the engines
+// (and DeepSpeed's stage 3, module by module) gather them. A generic model's
+// tenth.
+double largest_parameter_group(const Model& x, const Knobs& k, bool first, bool last) {
+  if (!x.transformer) return 0.1 * x.params_total;
+  const double layer = (x.params_layer - x.params_layer_norms) / k.tp + x.params_layer_norms;
+  const double vocab_table = vocab_rows_per_rank(x, k) * x.hidden;
+  double largest = layer;
+  if (first) largest = std::max(largest, vocab_table + x.params_positions);
+  if (last) {
+    const bool own_head = x.params_lm_head > 0 || k.pp > 1;
+    largest = std::max(largest, x.params_final_norm + (own_head ? vocab_table : 0.0));
+  }
+  return largest;
+}
+
+// The groups of parameters ZeRO-3 gathers one at a time on a stage.
+double parameter_groups(const Model& x, const Knobs& k, bool first, bool last) {
+  if (!x.transformer) return 1;
+  return std::max(x.layers / k.pp, 1.0) + (first ? 1 : 0) + (last ? 1 : 0);
+}
+
 struct StateBytes {
   double weights = 0, gradients = 0, optimizer = 0;  // per parameter, after ZeRO sharding
 };
@@ -348,11 +371,13 @@ MemoryBreakdown stage_memory(const Machine& m, const Model& x, const Knobs& k, d
     mem.communication_buffers += 2 * std::min(k.bucket_bytes, whole_gradients);
   }
   if (k.pp > 1) mem.communication_buffers += 2 * 2 * e * tokens * x.hidden;
-  if (k.zero >= 3 && k.dp > 1) {
-    // Prefetched, gathered parameters: two layers (a tenth of a generic model).
-    const double gathered =
-        x.transformer ? 2 * (params.layers / (x.layers / k.pp)) : 0.1 * params.total();
-    mem.communication_buffers += gathered * bytes_per_element(k.weights);
+  if (k.zero >= 3 && k.dp > 1 && !k.inference) {
+    // Two buffers of the largest group take turns (one gathered while the
+    // other is computed), for the weights and for the gradients on their
+    // way to their shards.
+    const double largest = largest_parameter_group(x, k, first, last);
+    const double grad_element = k.fp32_main_grad ? 4.0 : bytes_per_element(k.gradients);
+    mem.communication_buffers += 2 * largest * (bytes_per_element(k.weights) + grad_element);
   }
 
   mem.framework_reserve = std::min(kFrameworkReserve, 0.05 * m.memory_bytes);
@@ -925,20 +950,29 @@ PipelineCosts pipeline_costs(const Machine& m, const Model& x, const Knobs& k,
       const Bucketed r = bucketed(m, gradient_reduction(2), grad_bytes, k.bucket_bytes, g);
       p.dp_total = mb * r.total;
       p.dp_exposed = mb * std::max(r.total - reduce_window, r.last);
+      p.dp_descheduled = m.overlap_slowdown * std::max(0.0, p.dp_total - p.dp_exposed);
+      p.dp_exposed += p.dp_descheduled;
     } else {
-      const double layers = x.transformer ? std::max(x.layers / k.pp, 1.0) : 1.0;
-      const double gather = collective(m, trace::Collective::all_gather, weight_bytes, g);
+      // A group at a time (the embeddings, a layer, the head): gathered
+      // before its forward and again before its backward, the next one
+      // prefetched (at least one group's gather is exposed a pass), its
+      // gradients reduce-scattered once its backward is done.
+      const double groups = parameter_groups(x, k, true, true);
+      const double gather =
+          groups * collective(m, trace::Collective::all_gather, weight_bytes / groups, g);
       const Bucketed r =
-          bucketed(m, trace::Collective::reduce_scatter, grad_bytes, k.bucket_bytes, g);
-      // Forward and backward each gather every parameter again (prefetched
-      // layer by layer: at least one layer's gather is exposed).
+          bucketed(m, trace::Collective::reduce_scatter, grad_bytes, grad_bytes / groups, g);
       p.zero3_gather = gather;
-      p.zero3_forward_exposed = std::max(gather - forward_window, gather / layers);
-      p.zero3_backward_exposed = std::max(gather - backward_window, gather / layers);
+      p.zero3_forward_exposed = std::max(gather - forward_window, gather / groups);
+      p.zero3_backward_exposed = std::max(gather - backward_window, gather / groups);
       p.zero3_exposed = mb * (p.zero3_forward_exposed + p.zero3_backward_exposed);
       p.zero3_gathers = mb * 2 * gather;
       p.dp_total = p.zero3_gathers + mb * r.total;
       p.dp_exposed = mb * std::max(r.total - std::max(0.0, reduce_window - gather), r.last);
+      // The gathers and reductions hidden under compute slow it, as above.
+      p.dp_descheduled =
+          m.overlap_slowdown * std::max(0.0, p.dp_total - p.dp_exposed - p.zero3_exposed);
+      p.dp_exposed += p.dp_descheduled;
     }
     if (k.zero == 1 || k.zero == 2) {
       // The updated shards are gathered back after the optimizer step.

@@ -73,23 +73,32 @@ Result<double> cpu_rank_memory_bytes(const Plan& plan) {
   const ParallelPlan& p = plan.parallel;
   auto shape = worker_shape_for(plan.workload, p.tp, p.pp);
   if (!shape) return Error{shape.message()};
-  double held = 0;  // the first stage's share, which holds the embeddings
-  for (const worker::ParamInfo& info :
-       worker::gpt_parameter_layout(shape->config, {p.tp, 0, p.pp, 0}))
+  // The first stage's share, which holds the embeddings, and its largest
+  // group of parameters (what ZeRO-3 gathers at once).
+  const auto layout = worker::gpt_parameter_layout(shape->config, {p.tp, 0, p.pp, 0});
+  double held = 0, largest_group = 0;
+  for (const worker::ParamInfo& info : layout)
     held += static_cast<double>(info.numel());
+  for (const worker::ParameterGroup& g : worker::gpt_parameter_groups(layout))
+    largest_group = std::max(largest_group, static_cast<double>(g.end - g.begin));
   // fp32 weights and gradients, and AdamW's two moments (the moments split
   // over dp from ZeRO-1 on, the gradients from ZeRO-2 on, staged there in
-  // two buckets of at most the whole model); the activations and the other
-  // buffers come on top of this.
+  // two buckets of at most the whole model, the weights from ZeRO-3 on,
+  // each group gathered into one of two buffers, the gradients staged a
+  // group a bucket); the activations and the other buffers come on top.
   const int dp = std::max(1, p.dp);
   const double optimizer = 8.0 / (p.zero_stage >= 1 ? dp : 1);
+  double weights = 4.0 * held;
   double gradients = 4.0 * held;
-  if (p.zero_stage >= 2 && dp > 1) {
+  if (p.zero_stage == 2 && dp > 1) {
     auto bucket_kib = worker_bucket_kib(plan);
     if (!bucket_kib) return Error{bucket_kib.message()};
     gradients = 4.0 * held / dp + 2 * std::min(*bucket_kib * 1024, 4.0 * held);
+  } else if (p.zero_stage >= 3 && dp > 1) {
+    weights = 4.0 * held / dp + 2 * 4.0 * largest_group;
+    gradients = 4.0 * held / dp + 2 * 4.0 * largest_group;
   }
-  return held * (4.0 + optimizer) + gradients + kCpuRankProcessBytes;
+  return weights + held * optimizer + gradients + kCpuRankProcessBytes;
 }
 
 namespace {
@@ -196,12 +205,6 @@ Result<PlanRun> plan_run(const Plan& plan, const PlanRunOptions& o) {
   if (const long long world = static_cast<long long>(p.dp) * p.tp * p.pp; world > kMaxRunRanks) {
     return Error{"/parallel: dp x tp x pp = " + std::to_string(world) +
                  " ranks; a run starts at most " + std::to_string(kMaxRunRanks)};
-  }
-  if (p.zero_stage > 2) {
-    return Error{
-        "/parallel/zero_stage: the engines implement ZeRO stages 0, 1 and 2; the plan asks "
-        "for ZeRO-" +
-        std::to_string(p.zero_stage)};
   }
   if (p.virtual_stages > 1 || p.schedule == PipelineSchedule::interleaved) {
     run.notes.push_back("the interleaved pipeline schedule runs as plain 1F1B");

@@ -90,7 +90,7 @@ struct PlanRun {
 // (the plan's bucket would hold a scaled model whole), at least 16 KiB.
 Result<double> worker_bucket_kib(const Plan& plan);
 
-// Fails (naming the field) when the engines cannot run the plan: ZeRO-3, a
+// Fails (naming the field) when the engines cannot run the plan: a
 // precision the CPU engine lacks, no clusterscope-worker, an unwritable folder.
 Result<PlanRun> plan_run(const Plan& plan, const PlanRunOptions& options);
 

@@ -68,8 +68,7 @@ struct RunPlanOptions {
     command.add_option("--dp", dp, "Data-parallel replicas")->check(positive_number());
     command.add_option("--tp", tp, "Tensor-parallel degree")->check(positive_number());
     command.add_option("--pp", pp, "Pipeline stages")->check(positive_number());
-    command.add_option("--zero", zero, "ZeRO stage (the engines run 0, 1 and 2)")
-        ->check(integer_between(0, 3));
+    command.add_option("--zero", zero, "ZeRO stage")->check(integer_between(0, 3));
     command.add_option("--micro-batch", micro_batch, "Sequences per micro-batch")
         ->check(positive_number());
     command.add_option("--global-batch", global_batch, "Sequences per step, all replicas")

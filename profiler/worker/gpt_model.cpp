@@ -171,6 +171,7 @@ GptModel::GptModel(Backend& backend, const GptConfig& config, const ModelParalle
     lnf_b_ = index("lnf.bias");
     lm_head_ = index("lm_head.weight");
   }
+  groups_ = gpt_parameter_groups(params_);
   alloc_activations();
 }
 
@@ -211,7 +212,7 @@ std::int64_t GptModel::activation_bytes() const {
 
 Tensor GptModel::weight(int index) const {
   const ParamInfo& p = params_[index];
-  return weights_.slice(p.offset, p.numel());
+  return weights_view_.slice(p.offset - weights_base_, p.numel());
 }
 
 Tensor GptModel::grad(int index) const {
@@ -219,13 +220,37 @@ Tensor GptModel::grad(int index) const {
   return grads_view_.slice(p.offset - grads_base_, p.numel());
 }
 
-std::vector<std::int64_t> GptModel::gradient_group_begins() const {
-  std::vector<std::int64_t> begins;
-  if (last_stage()) begins.push_back(params_[lnf_w_].offset);
-  for (int li = static_cast<int>(layer_params_.size()) - 1; li >= 0; --li)
-    begins.push_back(params_[layer_params_[li].ln1_w].offset);
-  if (first_stage()) begins.push_back(0);
-  return begins;
+void GptModel::open_group(std::size_t index, bool backward) {
+  const ParameterGroup& g = groups_[index];
+  if (weight_window_) {
+    weights_view_ = weight_window_(g.begin, g.end, backward);
+    weights_base_ = g.begin;
+  }
+  if (!backward) return;
+  if (window_) {
+    grads_view_ = window_(g.begin, g.end);
+    grads_base_ = g.begin;
+  } else {
+    grads_view_ = grads_;
+    grads_base_ = 0;
+  }
+}
+
+std::vector<ParameterGroup> gpt_parameter_groups(const std::vector<ParamInfo>& layout) {
+  // A group begins with the layout, with each layer's first parameter and
+  // with the final norm; each ends where the next begins.
+  auto ends_with = [](const std::string& s, std::string_view tail) {
+    return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+  };
+  std::vector<ParameterGroup> groups;
+  for (const ParamInfo& p : layout) {
+    if (groups.empty() || ends_with(p.name, ".ln1.weight") || p.name == "lnf.weight") {
+      if (!groups.empty()) groups.back().end = p.offset;
+      groups.push_back({p.offset, p.offset});
+    }
+    groups.back().end = p.offset + p.numel();
+  }
+  return groups;
 }
 
 GptModel::LayerActivations GptModel::allocate_layer(bool with_scores) {
@@ -371,16 +396,20 @@ double GptModel::forward(int slot_index, const std::int32_t* tokens, const std::
   const int N = B_ * c.seq;
   const int C = c.hidden;
 
+  std::size_t group = 0;
   if (first_stage()) {
+    open_group(group++, false);
     backend_.upload(s.tokens, tokens);
     backend_.embedding_forward(s.residual[0], s.tokens, weight(wte_), weight(wpe_), B_, c.seq, C);
   }
   for (std::size_t li = 0; li < layer_params_.size(); ++li) {
+    open_group(group++, false);
     layer_forward(static_cast<int>(li), layer(s, static_cast<int>(li)), s.residual[li],
                   s.residual[li + 1], s.projection);
   }
   if (!last_stage()) return 0;
 
+  open_group(group, false);
   backend_.layernorm_forward(s.lnf, s.lnf_mean, s.lnf_rstd, s.residual.back(), weight(lnf_w_),
                              weight(lnf_b_), N, C);
   backend_.matmul_forward(s.logits, s.lnf, weight(lm_head_), Tensor{}, N, C, c.vocab, "lm_head");
@@ -399,21 +428,10 @@ void GptModel::backward(int slot_index, float dloss,
   const int Cl = C / c.heads * local_heads_;
   const int Fl = local_ffn_;
   const bool tp = tp_comm_ && tp_comm_->size() > 1;
-  // Each group's gradients go to the bound buffer or to a window of their own.
-  std::int64_t group_end = num_params_;
-  auto open_group = [&](std::int64_t begin) {
-    if (window_) {
-      grads_view_ = window_(begin, group_end);
-      grads_base_ = begin;
-    } else {
-      grads_view_ = grads_;
-      grads_base_ = 0;
-    }
-    group_end = begin;
-  };
-
+  // The groups from the last to the first.
+  std::size_t group = groups_.size();
   if (last_stage()) {
-    open_group(params_[lnf_w_].offset);
+    open_group(--group, true);
     backend_.scale(s.logits, dloss / N);  // d(mean loss)/d(logits)
     backend_.matmul_backward(d_ln_, grad(lm_head_), Tensor{}, s.logits, s.lnf, weight(lm_head_), N,
                              C, c.vocab, "lm_head");
@@ -428,7 +446,7 @@ void GptModel::backward(int slot_index, float dloss,
   for (int li = static_cast<int>(layer_params_.size()) - 1; li >= 0; --li) {
     const LayerParams& L = layer_params_[li];
     const LayerActivations a = layer(s, li);
-    open_group(params_[L.ln1_w].offset);
+    open_group(--group, true);
     if (recompute_ == Recompute::full) {
       const std::int64_t start = annotate_ ? OpTracer::now_ns() : 0;
       layer_forward(li, a, s.residual[li], Tensor{}, s.projection);
@@ -462,7 +480,7 @@ void GptModel::backward(int slot_index, float dloss,
   }
 
   if (first_stage()) {
-    open_group(0);
+    open_group(--group, true);
     backend_.embedding_backward(grad(wte_), grad(wpe_), d_residual_, s.tokens, B_, c.seq, C);
     if (on_grads_ready) on_grads_ready(0);
   }

@@ -74,6 +74,15 @@ struct ParamInfo {
 // unsplit layout (tp = pp = 1) is the canonical order of a whole model.
 std::vector<ParamInfo> gpt_parameter_layout(const GptConfig& config, const ModelParallel& parallel);
 
+// The groups of parameters that are gathered, and whose gradients are
+// produced, together: the embeddings (first stage), each layer, the final
+// norm and the LM head (last stage). Flat ranges [begin, end) of `layout`,
+// in flat (forward) order; backward produces them in the reverse order.
+struct ParameterGroup {
+  std::int64_t begin = 0, end = 0;
+};
+std::vector<ParameterGroup> gpt_parameter_groups(const std::vector<ParamInfo>& layout);
+
 class GptModel {
  public:
   // `tp_comm` is null when tp == 1. `slots` activation sets are kept, one per
@@ -103,7 +112,18 @@ class GptModel {
   // so that a split run starts from exactly the unsplit model's weights.
   void initialize(std::uint64_t seed, Tensor master);
   // Points the model at its weights in the compute type (flat, num_params()).
-  void bind_weights(Tensor weights) { weights_ = weights; }
+  void bind_weights(Tensor weights) {
+    weights_ = weights;
+    weights_view_ = weights;
+    weights_base_ = 0;
+  }
+  // gpt_parameter_groups of this rank's parameters.
+  const std::vector<ParameterGroup>& parameter_groups() const { return groups_; }
+  // ZeRO-3 keeps no whole weights: before each group's forward and again
+  // before its backward, the model asks `window` for a buffer (compute type,
+  // end - begin elements) holding the group's weights and reads them there.
+  using WeightWindow = std::function<Tensor(std::int64_t begin, std::int64_t end, bool backward)>;
+  void set_weight_window(WeightWindow window) { weight_window_ = std::move(window); }
   // Parameter gradients (fp32, flat) that backward accumulates into.
   void bind_gradients(Tensor grads) { grads_ = grads; }
   // ZeRO-2 keeps no whole gradient buffer: before each group of parameters
@@ -113,8 +133,6 @@ class GptModel {
   // there, in place of the bound buffer.
   using GradientWindow = std::function<Tensor(std::int64_t begin, std::int64_t end)>;
   void set_gradient_window(GradientWindow window) { window_ = std::move(window); }
-  // Those groups' first flat offsets, in the order backward produces them.
-  std::vector<std::int64_t> gradient_group_begins() const;
 
   // The residual stream entering this stage (written by the pipeline's
   // receive on later stages) and leaving it (sent to the next stage).
@@ -183,9 +201,19 @@ class GptModel {
   };
   std::vector<LayerParams> layer_params_;
 
+  // Opens group `index` of groups_ for a pass: its weights (and, in
+  // backward, its gradients) are read and written where the windows say.
+  void open_group(std::size_t index, bool backward);
+
+  std::vector<ParameterGroup> groups_;
   Tensor weights_;
   Tensor grads_;
   GradientWindow window_;
+  WeightWindow weight_window_;
+  // Where weight() points: weights_, or the window's buffer of the group
+  // being computed, whose first flat offset is weights_base_.
+  Tensor weights_view_;
+  std::int64_t weights_base_ = 0;
   // Where grad() points: grads_, or the window's buffer of the group that
   // backward is producing, whose first flat offset is grads_base_.
   Tensor grads_view_;

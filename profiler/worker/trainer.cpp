@@ -63,8 +63,8 @@ Trainer::Trainer(Backend& backend, Communicator& dp, Communicator& tp, Communica
       config_(config),
       tracer_(tracer),
       corpus_(corpus) {
-  if (config_.zero_stage < 0 || config_.zero_stage > 2) {
-    throw std::invalid_argument("the worker implements ZeRO stages 0, 1 and 2");
+  if (config_.zero_stage < 0 || config_.zero_stage > 3) {
+    throw std::invalid_argument("the worker implements ZeRO stages 0 to 3");
   }
   const int slots = std::min(config_.pp - config_.pp_rank, config_.accumulation);
   ModelParallel mp{config_.tp, config_.tp_rank, config_.pp, config_.pp_rank};
@@ -75,20 +75,52 @@ Trainer::Trainer(Backend& backend, Communicator& dp, Communicator& tp, Communica
 
   n_ = model_->num_params();
   sharded_ = config_.zero_stage >= 1 && config_.dp > 1;
-  staged_ = config_.zero_stage == 2 && config_.dp > 1;
-  padded_ = sharded_ ? (n_ + config_.dp - 1) / config_.dp * config_.dp : n_;
-  shard_ = sharded_ ? padded_ / config_.dp : padded_;
+  staged_ = config_.zero_stage >= 2 && config_.dp > 1;
+  gathered_ = config_.zero_stage == 3 && config_.dp > 1;
+  const std::vector<ParameterGroup>& groups = model_->parameter_groups();
+  std::int64_t largest_group = 0;
+  for (const ParameterGroup& g : groups)
+    largest_group = std::max(largest_group, g.end - g.begin);
+  if (gathered_) {
+    padded_ = n_;
+    for (const ParameterGroup& g : groups) {
+      const std::int64_t piece = (g.end - g.begin + config_.dp - 1) / config_.dp;
+      group_shards_.push_back({g.begin, g.end, piece, shard_});
+      const std::int64_t lo = std::min(g.end, g.begin + config_.dp_rank * piece);
+      const std::int64_t hi = std::min(g.end, lo + piece);
+      if (lo < hi) shard_runs_.push_back({lo, hi, shard_});
+      shard_ += piece;
+      largest_group = std::max(largest_group, piece * config_.dp);
+    }
+  } else {
+    padded_ = sharded_ ? (n_ + config_.dp - 1) / config_.dp * config_.dp : n_;
+    shard_ = sharded_ ? padded_ / config_.dp : padded_;
+    const std::int64_t lo = std::min(n_, sharded_ ? config_.dp_rank * shard_ : 0);
+    const std::int64_t hi = std::min(n_, lo + shard_);
+    if (lo < hi) shard_runs_.push_back({lo, hi, 0});
+  }
 
-  weights_ = backend_.alloc(padded_, config_.compute, "weights");
+  weights_ = backend_.alloc(gathered_ ? shard_ : padded_, config_.compute, "weights");
   if (!staged_) grads_ = backend_.alloc(padded_, DType::f32, "gradients");
   Tensor full_master = backend_.alloc(padded_, DType::f32, "init");
   model_->initialize(config_.seed, full_master.slice(0, n_));
 
-  const std::int64_t shard_begin = sharded_ ? config_.dp_rank * shard_ : 0;
-  if (config_.compute == DType::f32) {
+  const std::int64_t shard_begin = sharded_ && !gathered_ ? config_.dp_rank * shard_ : 0;
+  master_aliases_weights_ = config_.compute == DType::f32;
+  if (gathered_) {
+    // This rank's pieces of the groups; the padding past a group's end is 0.
+    master_ =
+        master_aliases_weights_ ? weights_ : backend_.alloc(shard_, DType::f32, "master weights");
+    backend_.zero(master_);
+    for (const ShardRun& run : shard_runs_) {
+      const std::int64_t count = run.flat_end - run.flat_begin;
+      backend_.convert(master_.slice(run.shard_at, count),
+                       full_master.slice(run.flat_begin, count));
+    }
+    if (!master_aliases_weights_) backend_.convert(weights_, master_);
+  } else if (master_aliases_weights_) {
     backend_.convert(weights_, full_master);
     master_ = weights_.slice(shard_begin, shard_);
-    master_aliases_weights_ = true;
   } else {
     backend_.convert(weights_, full_master);
     master_ = backend_.alloc(shard_, DType::f32, "master weights");
@@ -101,24 +133,27 @@ Trainer::Trainer(Backend& backend, Communicator& dp, Communicator& tp, Communica
   // distributed optimizer does: the shard is a view, no second fp32 copy.
   if (sharded_ && !staged_) grad_shard_ = grads_.slice(shard_begin, shard_);
   scalar_ = backend_.alloc(1, DType::f32, "loss");
-  model_->bind_weights(weights_.slice(0, n_));
+  if (gathered_) {
+    for (WeightGather& w : gathers_)
+      w.buffer = backend_.alloc(largest_group, config_.compute, "gathered weights");
+    model_->set_weight_window([this](std::int64_t begin, std::int64_t, bool backward) {
+      return open_weight_group(begin, backward);
+    });
+  } else {
+    model_->bind_weights(weights_.slice(0, n_));
+  }
   if (staged_) {
     grad_shard_ = backend_.alloc(shard_, DType::f32, "gradients");
-    // A bucket holds whole groups: at least the largest one, and no more
-    // than the whole model.
-    std::int64_t largest_group = 0;
-    std::int64_t group_end = n_;
-    for (std::int64_t begin : model_->gradient_group_begins()) {
-      largest_group = std::max(largest_group, group_end - begin);
-      group_end = begin;
-    }
+    // ZeRO-2: a bucket holds whole groups: at least the largest one, and no
+    // more than the whole model. ZeRO-3: a bucket is a group, padded.
     const std::int64_t per_bucket = std::max<std::int64_t>(1, config_.bucket_bytes / 4);
-    stage_capacity_ = std::min(n_, std::max(largest_group, per_bucket));
+    stage_capacity_ = gathered_ ? largest_group : std::min(n_, std::max(largest_group, per_bucket));
     for (GradientStage& stage : stages_) {
       stage.buffer = backend_.alloc(stage_capacity_, DType::f32, "gradient bucket");
     }
-    model_->set_gradient_window(
-        [this](std::int64_t begin, std::int64_t end) { return open_gradient_group(begin, end); });
+    model_->set_gradient_window([this](std::int64_t begin, std::int64_t end) {
+      return gathered_ ? open_sharded_gradients(begin, end) : open_gradient_group(begin, end);
+    });
   } else {
     model_->bind_gradients(grads_.slice(0, n_));
   }
@@ -135,6 +170,10 @@ Trainer::Trainer(Backend& backend, Communicator& dp, Communicator& tp, Communica
 Trainer::~Trainer() {
   for (Tensor* t : {&weights_, &adam_m_, &adam_v_, &scalar_}) {
     backend_.release(*t);
+  }
+  // No prefetch is in flight between steps (a pass's last group has no next).
+  for (WeightGather& w : gathers_) {
+    if (!w.buffer.empty()) backend_.release(w.buffer);
   }
   if (staged_) {
     backend_.release(grad_shard_);
@@ -180,28 +219,98 @@ Tensor Trainer::open_gradient_group(std::int64_t begin, std::int64_t end) {
   return group;
 }
 
+int Trainer::group_at(std::int64_t begin) const {
+  for (std::size_t g = 0; g < group_shards_.size(); ++g) {
+    if (group_shards_[g].begin == begin) return static_cast<int>(g);
+  }
+  throw std::logic_error("ZeRO-3: no group of parameters begins at " + std::to_string(begin));
+}
+
+// All ranks gather the group's pieces into buffer `buffer` (in the
+// background; its ticket is waited for before the weights are read).
+void Trainer::gather_group(int group, int buffer) {
+  const GroupShard& g = group_shards_[static_cast<std::size_t>(group)];
+  WeightGather& w = gathers_[buffer];
+  w.group = group;
+  w.pending = true;
+  w.ticket = dp_.all_gather_async(weights_.slice(g.shard_at, g.piece),
+                                  w.buffer.slice(0, g.piece * config_.dp));
+}
+
+Tensor Trainer::open_weight_group(std::int64_t begin, bool backward) {
+  const int group = group_at(begin);
+  int use = -1;
+  for (int i = 0; i < 2; ++i) {
+    if (gathers_[i].pending && gathers_[i].group == group && gathers_[i].backward == backward)
+      use = i;
+  }
+  if (use < 0) {
+    // Not prefetched (a pass's first group, or no overlap): gather it now.
+    for (WeightGather& w : gathers_) {
+      if (w.pending) dp_.wait(w.ticket);
+      w.pending = false;
+    }
+    use = 0;
+    gather_group(group, use);
+    gathers_[use].backward = backward;
+  }
+  WeightGather& w = gathers_[use];
+  dp_.wait(w.ticket);
+  w.pending = false;
+  // The pass's next group into the other buffer, under this one's compute.
+  const int next = backward ? group - 1 : group + 1;
+  if (config_.overlap_dp && next >= 0 && next < static_cast<int>(group_shards_.size())) {
+    gather_group(next, use ^ 1);
+    gathers_[use ^ 1].backward = backward;
+  }
+  const GroupShard& g = group_shards_[static_cast<std::size_t>(group)];
+  return w.buffer.slice(0, g.end - g.begin);
+}
+
+// ZeRO-3: a group's gradients a bucket of their own, padded to the pieces.
+Tensor Trainer::open_sharded_gradients(std::int64_t begin, std::int64_t end) {
+  GradientStage* stage = &stages_[filling_];
+  if (stage->begin != stage->end) {
+    if (!stage->launched) launch_stage(*stage);
+    filling_ ^= 1;
+    stage = &stages_[filling_];
+    finish_stage(*stage);
+  }
+  const GroupShard& g = group_shards_[static_cast<std::size_t>(group_at(begin))];
+  stage->begin = begin;
+  stage->end = end;
+  backend_.zero(stage->buffer.slice(0, g.piece * config_.dp));
+  return stage->buffer.slice(0, end - begin);
+}
+
 void Trainer::launch_stage(GradientStage& stage) {
-  const std::int64_t base = stage.end - stage_capacity_;
-  for (int r = 0; r < config_.dp; ++r) {
-    const std::int64_t lo = std::max(stage.begin, r * shard_);
-    const std::int64_t hi = std::min(stage.end, (r + 1) * shard_);
-    if (lo >= hi) continue;
-    const auto ticket = dp_.reduce_async(stage.buffer.slice(lo - base, hi - lo), r);
-    stage.pieces.push_back({ticket, lo, hi, r == config_.dp_rank});
+  if (gathered_) {
+    // The group's buffer, padded, reduce-scattered: piece r to rank r,
+    // in place.
+    const GroupShard& g = group_shards_[static_cast<std::size_t>(group_at(stage.begin))];
+    const Tensor mine = stage.buffer.slice(config_.dp_rank * g.piece, g.piece);
+    const auto ticket = dp_.reduce_scatter_async(stage.buffer.slice(0, g.piece * config_.dp), mine);
+    stage.pieces.push_back({ticket, config_.dp_rank * g.piece, g.shard_at, g.piece, true});
+  } else {
+    const std::int64_t base = stage.end - stage_capacity_;
+    for (int r = 0; r < config_.dp; ++r) {
+      const std::int64_t lo = std::max(stage.begin, r * shard_);
+      const std::int64_t hi = std::min(stage.end, (r + 1) * shard_);
+      if (lo >= hi) continue;
+      const auto ticket = dp_.reduce_async(stage.buffer.slice(lo - base, hi - lo), r);
+      stage.pieces.push_back({ticket, lo - base, lo - r * shard_, hi - lo, r == config_.dp_rank});
+    }
   }
   stage.launched = true;
   if (!config_.overlap_dp) finish_stage(stage);
 }
 
 void Trainer::finish_stage(GradientStage& stage) {
-  const std::int64_t base = stage.end - stage_capacity_;
-  const std::int64_t shard_begin = config_.dp_rank * shard_;
   for (const GradientStage::Piece& piece : stage.pieces) {
     dp_.wait(piece.ticket);
-    const std::int64_t count = piece.end - piece.begin;
     if (piece.mine) {
-      backend_.accumulate(grad_shard_.slice(piece.begin - shard_begin, count),
-                          stage.buffer.slice(piece.begin - base, count));
+      backend_.accumulate(grad_shard_.slice(piece.shard_at, piece.count),
+                          stage.buffer.slice(piece.buffer_at, piece.count));
     }
   }
   stage.pieces.clear();
@@ -231,33 +340,33 @@ void Trainer::reduce_gradients() {
 }
 
 double Trainer::gradient_norm() {
-  const std::int64_t begin = sharded_ ? config_.dp_rank * shard_ : 0;
-  const std::int64_t end = std::min(n_, begin + shard_);
-  const Tensor grads = sharded_ ? grad_shard_ : grads_;  // element i is flat offset begin + i
-  // One sum per run of adjacent parameters counted (all of them but a
+  const Tensor grads = sharded_ ? grad_shard_ : grads_;
+  // One sum per run of adjacent values counted (all of them but a
   // tensor-parallel copy): a sum per parameter cost the CUDA engine a copy
   // to the host and a wait each, about 150 a step.
   double local = 0;
-  std::int64_t run_lo = 0, run_hi = 0;  // the run not summed yet, as flat offsets
+  std::int64_t run_lo = 0, run_hi = 0;  // the run not summed yet, in the shard
   auto sum_run = [&] {
-    if (run_lo < run_hi)
-      local += backend_.sum_of_squares(grads.slice(run_lo - begin, run_hi - run_lo));
+    if (run_lo < run_hi) local += backend_.sum_of_squares(grads.slice(run_lo, run_hi - run_lo));
     run_lo = run_hi = 0;
   };
-  for (const ParamInfo& p : model_->params()) {
-    if (p.replicated_over_tp && config_.tp_rank != 0) {
-      sum_run();
-      continue;
-    }
-    const std::int64_t lo = std::max(p.offset, begin);
-    const std::int64_t hi = std::min(p.offset + p.numel(), end);
-    if (lo >= hi) continue;
-    if (run_lo < run_hi && lo == run_hi) {
-      run_hi = hi;
-    } else {
-      sum_run();
-      run_lo = lo;
-      run_hi = hi;
+  for (const ShardRun& held : shard_runs_) {
+    for (const ParamInfo& p : model_->params()) {
+      if (p.replicated_over_tp && config_.tp_rank != 0) {
+        sum_run();
+        continue;
+      }
+      const std::int64_t lo = std::max(p.offset, held.flat_begin);
+      const std::int64_t hi = std::min(p.offset + p.numel(), held.flat_end);
+      if (lo >= hi) continue;
+      const std::int64_t at = held.shard_at + (lo - held.flat_begin);
+      if (run_lo < run_hi && at == run_hi) {
+        run_hi = at + (hi - lo);
+      } else {
+        sum_run();
+        run_lo = at;
+        run_hi = at + (hi - lo);
+      }
     }
   }
   sum_run();
@@ -272,15 +381,16 @@ double Trainer::gradient_norm() {
 
 void Trainer::optimizer_step() {
   const std::int64_t start = tracer_ ? OpTracer::now_ns() : 0;
-  const std::int64_t shard_begin = sharded_ ? config_.dp_rank * shard_ : 0;
+  const std::int64_t shard_begin = sharded_ && !gathered_ ? config_.dp_rank * shard_ : 0;
   Tensor grads = sharded_ ? grad_shard_ : grads_;
   // Adam counts the updates it applied, not the steps: a step skipped for
   // overflowed gradients is none (as PyTorch's GradScaler and Megatron skip it).
   backend_.adamw(master_, grads, adam_m_, adam_v_, config_.lr, config_.beta1, config_.beta2,
                  config_.eps, config_.weight_decay, ++adam_updates_);
   if (!master_aliases_weights_) backend_.convert(weights_.slice(shard_begin, shard_), master_);
-  if (sharded_) {
-    // Every rank updated its shard; all gather the new weights.
+  if (sharded_ && !gathered_) {
+    // Every rank updated its shard; all gather the new weights (ZeRO-3
+    // gathers each group before it is used).
     dp_.wait(dp_.all_gather_async(weights_.slice(shard_begin, shard_), weights_));
   }
   annotate("optimizer", start);
@@ -406,7 +516,8 @@ StepResult Trainer::step() {
 void Trainer::record_memory(std::int64_t at_ns) {
   const std::int64_t in_use = backend_.bytes_in_use();
   const std::int64_t weights = weights_.bytes();
-  // ZeRO-1's shard is a view of the whole buffer; ZeRO-2's buckets are workspace.
+  // ZeRO-1's shard is a view of the whole buffer; ZeRO-2's and -3's buckets,
+  // and ZeRO-3's gathered weights, are workspace.
   const std::int64_t gradients = staged_ ? grad_shard_.bytes() : grads_.bytes();
   const std::int64_t optimizer =
       (master_aliases_weights_ ? 0 : master_.bytes()) + adam_m_.bytes() + adam_v_.bytes();
@@ -435,7 +546,16 @@ bool Trainer::gradients_overflowed() {
 std::vector<float> Trainer::local_weights() {
   std::vector<float> out(static_cast<std::size_t>(n_));
   Tensor whole = backend_.alloc(padded_, DType::f32, "weights export");
-  if (sharded_) {
+  if (gathered_) {
+    // Each group's pieces gathered, the padding left out.
+    Tensor group = backend_.alloc(gathers_[0].buffer.numel, DType::f32, "weights export");
+    for (const GroupShard& g : group_shards_) {
+      dp_.wait(dp_.all_gather_async(master_.slice(g.shard_at, g.piece),
+                                    group.slice(0, g.piece * config_.dp)));
+      backend_.convert(whole.slice(g.begin, g.end - g.begin), group.slice(0, g.end - g.begin));
+    }
+    backend_.release(group);
+  } else if (sharded_) {
     // The fp32 master is sharded: gather it.
     dp_.wait(dp_.all_gather_async(master_, whole));
   } else {

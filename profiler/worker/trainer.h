@@ -3,8 +3,10 @@
 // pipeline 1F1B), data-parallel gradient reduction in buckets overlapping
 // backward (or ZeRO-1: reduce-scatter, a sharded optimizer, all-gather; or
 // ZeRO-2: gradients sharded too, each micro-batch's reduced bucket by bucket
-// to their shards' ranks), AdamW with fp32 master weights, and the step's
-// trace rows and metrics.
+// to their shards' ranks; or ZeRO-3: the weights sharded too, each group of
+// parameters gathered before its forward and its backward, its gradients
+// reduce-scattered), AdamW with fp32 master weights, and the step's trace
+// rows and metrics.
 
 #include <cstdint>
 #include <memory>
@@ -22,7 +24,7 @@ struct TrainConfig {
   GptConfig model;
   int dp = 1, tp = 1, pp = 1;
   int dp_rank = 0, tp_rank = 0, pp_rank = 0;
-  int zero_stage = 0;  // 0, 1 or 2
+  int zero_stage = 0;  // 0 to 3
   Recompute recompute = Recompute::none;
   int micro_batch = 1;
   int accumulation = 1;  // micro-batches per replica per step
@@ -80,6 +82,11 @@ class Trainer {
   void launch_ready_buckets(std::int64_t ready_from);
   // ZeRO-2's gradient staging (see stages_).
   Tensor open_gradient_group(std::int64_t begin, std::int64_t end);
+  // ZeRO-3's windows (see gathers_ and group_shards_).
+  Tensor open_weight_group(std::int64_t begin, bool backward);
+  void gather_group(int group, int buffer);
+  Tensor open_sharded_gradients(std::int64_t begin, std::int64_t end);
+  int group_at(std::int64_t begin) const;
   struct GradientStage;
   void launch_stage(GradientStage& stage);
   void finish_stage(GradientStage& stage);
@@ -104,15 +111,46 @@ class Trainer {
   std::int64_t n_ = 0;       // parameters of this rank
   std::int64_t padded_ = 0;  // n_ rounded up to a multiple of dp (ZeRO shards)
   std::int64_t shard_ = 0;   // padded_ / dp
-  bool sharded_ = false;     // ZeRO-1 or -2 over more than one replica
-  bool staged_ = false;      // ZeRO-2 over more than one replica
-  Tensor weights_;           // compute type, padded_
+  bool sharded_ = false;     // ZeRO-1, -2 or -3 over more than one replica
+  bool staged_ = false;      // ZeRO-2 or -3 over more than one replica
+  bool gathered_ = false;    // ZeRO-3 over more than one replica
+  Tensor weights_;           // compute type, padded_ (ZeRO-3: this rank's shard)
   Tensor grads_;             // fp32, padded_ (none with ZeRO-2)
   Tensor master_;      // fp32: whole (ZeRO-0) or this rank's shard (ZeRO-1, -2); may alias weights_
   Tensor grad_shard_;  // ZeRO-1: this rank's summed shard, a view of grads_; ZeRO-2: its own
   Tensor adam_m_, adam_v_;   // fp32, sized like master_
   Tensor scalar_;            // fp32, 1: the loss on its way to every rank
   bool master_aliases_weights_ = false;
+
+  // Where this rank's shard sits in the flat parameters: runs of flat
+  // offsets [flat_begin, flat_end) at shard_at in the shard (ZeRO-0: the
+  // whole buffer; ZeRO-1 and -2: the rank's slice; ZeRO-3: its piece of
+  // every group).
+  struct ShardRun {
+    std::int64_t flat_begin, flat_end, shard_at;
+  };
+  std::vector<ShardRun> shard_runs_;
+
+  // ZeRO-3 splits each group of parameters (GptModel::parameter_groups),
+  // padded to a multiple of dp, into dp equal pieces, as DeepSpeed's stage 3
+  // splits each parameter: piece r of every group is rank r's. A group is
+  // gathered whole (one all-gather) into one of two buffers before each
+  // pass over it, the next group's prefetched into the other with overlap;
+  // its gradients are reduce-scattered to the pieces.
+  struct GroupShard {
+    std::int64_t begin, end;  // flat
+    std::int64_t piece;       // elements of each rank's piece
+    std::int64_t shard_at;    // this rank's piece in the shard
+  };
+  std::vector<GroupShard> group_shards_;
+  struct WeightGather {
+    Tensor buffer;  // compute type, the largest padded group
+    int group = -1;
+    bool backward = false;
+    bool pending = false;  // launched, not waited for
+    std::uint64_t ticket = 0;
+  };
+  WeightGather gathers_[2];
 
   struct Bucket {
     std::int64_t begin, end;
@@ -133,8 +171,8 @@ class Trainer {
     bool launched = false;
     struct Piece {
       std::uint64_t ticket;
-      std::int64_t begin, end;  // flat
-      bool mine;                // this rank's shard holds it
+      std::int64_t buffer_at, shard_at, count;
+      bool mine;  // this rank's shard holds it
     };
     std::vector<Piece> pieces;  // launched, not yet ended
   };

@@ -1027,8 +1027,8 @@ int main(int argc, char** argv) {
   app.add_option("--dp", o.dp, "Data-parallel degree")->check(positive);
   app.add_option("--tp", o.tp, "Tensor-parallel degree")->check(positive);
   app.add_option("--pp", o.pp, "Pipeline stages")->check(positive);
-  app.add_option("--zero", o.zero, "ZeRO stage (0, 1 or 2)")
-      ->check(number_in(cs::Range::between(0, 2), "0, 1 or 2"));
+  app.add_option("--zero", o.zero, "ZeRO stage (0 to 3)")
+      ->check(number_in(cs::Range::between(0, 3), "0, 1, 2 or 3"));
   app.add_option(
          "--recompute", o.recompute,
          "Activation recomputation: none, selective (attention scores) or full (each layer)")

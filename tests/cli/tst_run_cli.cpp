@@ -346,8 +346,8 @@ void TestRunCli::userErrors_data() {
   QTest::addRow("fp16 on the CPU")
       << QStringList{"--backend", "cpu", "--precision", "fp16"} << 1
       << "the CPU engine computes in fp32 or bf16; the plan asks for fp16";
-  QTest::addRow("ZeRO-3") << QStringList{"--dp", "2", "--zero", "3"} << 1
-                          << "the engines implement ZeRO stages 0, 1 and 2";
+  QTest::addRow("no ZeRO-4") << QStringList{"--dp", "2", "--zero", "4"} << 2
+                             << "--zero: must be between 0 and 3 (got 4)";
   QTest::addRow("generic model")
       << QStringList{"MODEL_FROM_ARGS", "--model", "resnet50"} << 1
       << "the worker trains GPT-style transformers; \"resnet50\" is a generic model";

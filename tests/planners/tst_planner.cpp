@@ -88,6 +88,9 @@ class TestPlanner : public QObject {
   void precisions();
   void zeroShrinksModelState();
   void zeroTwoReducesBucketsToTheirShards();
+  void zeroThreeGathersAGroupAtATime();
+  void overlapSlowsComputeUnderEveryZeroStage_data();
+  void overlapSlowsComputeUnderEveryZeroStage();
   void recomputationTradesMemoryForTime();
   void groupedQueryAttention();
   void genericModel();
@@ -621,6 +624,54 @@ void TestPlanner::zeroTwoReducesBucketsToTheirShards() {
   const cs::plan::Estimate large = must_estimate(p);
   QCOMPARE(large.memory.communication_buffers - zero1.memory.communication_buffers,
            2 * whole_gradients);
+}
+
+// ZeRO-3 gathers a group of parameters at a time (the embeddings, a layer,
+// the head) into one of two buffers, and stages each group's gradients
+// likewise, as the engines run it: for GPT-2 small the largest group is
+// the embeddings (50257 rows padded to 50304, as Megatron pads them, x 768,
+// and 1024 x 768 positions), five times a layer. Before, the buffers were
+// two layers' weights.
+void TestPlanner::zeroThreeGathersAGroupAtATime() {
+  cs::Plan p = make_plan("dgx-a100-64", "gpt2-small", 2, 1, 1, 2);
+  p.parallel.micro_batch = 1;
+  p.parallel.zero_stage = 1;
+  const cs::plan::Estimate zero1 = must_estimate(p);
+  p.parallel.zero_stage = 3;
+  const cs::plan::Estimate zero3 = must_estimate(p);
+  const double largest = 50304.0 * 768 + 1024.0 * 768;
+  const double weight_bytes = cs::bytes_per_element(p.precision.weights);
+  const double grad_bytes =
+      p.precision.fp32_main_grad ? 4.0 : cs::bytes_per_element(p.precision.gradients);
+  QCOMPARE(zero3.memory.communication_buffers - zero1.memory.communication_buffers,
+           2 * largest * (weight_bytes + grad_bytes));
+}
+
+// Where a rank's communication thread has no core of its own (the CPU
+// engine's ranks on a calibrated machine: overlap_slowdown 1), what it hides
+// under compute costs that compute the same time (descheduled). Before, only
+// ZeRO-0 and -1 paid it; ZeRO-2's reduces and ZeRO-3's gathers hid for free.
+void TestPlanner::overlapSlowsComputeUnderEveryZeroStage_data() {
+  QTest::addColumn<int>("zero");
+  for (int zero : {0, 1, 2, 3})
+    QTest::addRow("ZeRO-%d", zero) << zero;
+}
+
+void TestPlanner::overlapSlowsComputeUnderEveryZeroStage() {
+  QFETCH(int, zero);
+  cs::Plan p = make_plan("dgx-a100-8", "gpt2-small", 2, 1, 1, 8, cs::Precision::fp32);
+  p.parallel.micro_batch = 1;
+  p.parallel.zero_stage = zero;
+  const cs::plan::Estimate own = must_estimate(p);
+  QCOMPARE(own.time.descheduled, 0.0);
+  QVERIFY(own.communication.dp_overlapped > 0);
+  p.cluster.gpu->efficiency.overlap_slowdown = 1.0;
+  const cs::plan::Estimate shared = must_estimate(p);
+  QVERIFY2(qFuzzyCompare(shared.time.descheduled, own.communication.dp_overlapped),
+           qPrintable(QString("descheduled %1 s, hidden %2 s")
+                          .arg(shared.time.descheduled)
+                          .arg(own.communication.dp_overlapped)));
+  QVERIFY(qFuzzyCompare(shared.time.step(), own.time.step() + own.communication.dp_overlapped));
 }
 
 void TestPlanner::recomputationTradesMemoryForTime() {

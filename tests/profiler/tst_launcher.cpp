@@ -769,7 +769,7 @@ void TestLauncher::failingRankIsNamed_data() {
                                      << "";
   // Refused by the argument parser before MPI starts: only the exit status
   // and stderr tell.
-  QTest::addRow("exit status") << QStringList{"--zero", "3"} << "exited with status"
+  QTest::addRow("exit status") << QStringList{"--zero", "4"} << "exited with status"
                                << "--zero";
 }
 

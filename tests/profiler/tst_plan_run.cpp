@@ -184,8 +184,8 @@ void TestPlanRun::refusals_data() {
   QTest::addColumn<QString>("says");
   // Named by JSON pointer, as plan, validate and the app name a plan's
   // fields (they read "parallel.zero_stage").
-  QTest::addRow("ZeRO-3") << "zero3"
-                          << "/parallel/zero_stage: ";
+  QTest::addRow("no ZeRO-4") << "zero4"
+                             << "/parallel/zero_stage: ";
   QTest::addRow("fp16 on the CPU") << "fp16"
                                    << "/precision/compute: ";
   QTest::addRow("unknown backend") << "backend"
@@ -212,7 +212,7 @@ void TestPlanRun::refusals() {
   QFETCH(QString, says);
   Plan plan = smallPlan();
   launch::PlanRunOptions o = options();
-  if (change == "zero3") plan.parallel.zero_stage = 3;
+  if (change == "zero4") plan.parallel.zero_stage = 4;
   if (change == "fp16") plan.precision = PrecisionPlan::for_compute(Precision::fp16);
   if (change == "backend") o.backend = "tpu";
   if (change == "steps") o.steps = 0;

@@ -94,8 +94,8 @@ void TestWorkerCli::refusals_data() {
   QTest::addRow("world size") << QStringList{"--dp", "2", "--steps", "1"}
                               << "the plan needs dp x tp x pp = 2 x 1 x 1 = 2 ranks, but 1 were started";
   QTest::addRow("tp 0") << QStringList{"--tp", "0"} << "--tp: must be > 0 (got 0)";
-  QTest::addRow("zero 3") << QStringList{"--zero", "3"}
-                          << "--zero: must be between 0 and 2 (got 3)";
+  QTest::addRow("zero 4") << QStringList{"--zero", "4"}
+                          << "--zero: must be between 0 and 3 (got 4)";
   QTest::addRow("steps not a number") << QStringList{"--steps", "many"}
                                       << "--steps: is not a number (got \"many\")";
   // Sizes and counts no run has (a GEMM of n -5 ran and reported a negative

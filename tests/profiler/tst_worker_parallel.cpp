@@ -1,5 +1,5 @@
 // The worker's parallelism against the unsplit model, through real mpirun
-// runs: every split (data, tensor, pipeline, ZeRO-1 and -2, their combinations,
+// runs: every split (data, tensor, pipeline, ZeRO-1 to -3, their combinations,
 // gradient accumulation, unoverlapped small buckets) must train the same
 // model as one rank with the whole batch; and training really learns, in fp32
 // and in bf16.
@@ -142,6 +142,15 @@ void TestWorkerParallel::splitMatchesUnsplit_data() {
       << 4 << "--dp 4 --zero 2 --micro-batch 1 --bucket-kib 4 --no-overlap";
   QTest::addRow("zero-2, dp 2 x tp 2")
       << 4 << "--dp 2 --tp 2 --zero 2 --micro-batch 1 --bucket-kib 4";
+  // ZeRO-3 gathers each group before its forward and its backward (the
+  // next prefetched with overlap) and reduce-scatters its gradients.
+  QTest::addRow("zero-3 over dp 2") << 2 << "--dp 2 --zero 3 --micro-batch 1";
+  QTest::addRow("zero-3 over dp 4, no overlap")
+      << 4 << "--dp 4 --zero 3 --micro-batch 1 --no-overlap";
+  QTest::addRow("zero-3, dp 2 x tp 2") << 4 << "--dp 2 --tp 2 --zero 3 --micro-batch 1";
+  QTest::addRow("zero-3 over dp 2, full recomputation")
+      << 2 << "--dp 2 --zero 3 --micro-batch 2 --recompute full";
+  QTest::addRow("zero-3 over dp 2, pp 2") << 4 << "--dp 2 --pp 2 --zero 3 --micro-batch 1";
   // MPI counts in ints: past 2^31 elements (or bytes) a call goes in pieces.
   // Pieces of 1000 here (CLUSTERSCOPE_MPI_MAX_COUNT) run those paths on
   // every collective and transfer: they must train the same model.
@@ -152,6 +161,8 @@ void TestWorkerParallel::splitMatchesUnsplit_data() {
       << 2 << "--dp 2 --zero 1 --micro-batch 2 --mpi-pieces";
   QTest::addRow("zero-2 over dp 2, MPI calls in pieces")
       << 2 << "--dp 2 --zero 2 --micro-batch 1 --mpi-pieces";
+  QTest::addRow("zero-3 over dp 2, MPI calls in pieces")
+      << 2 << "--dp 2 --zero 3 --micro-batch 1 --mpi-pieces";
   QTest::addRow("dp 2 x tp 2") << 4 << "--dp 2 --tp 2 --micro-batch 2";
   QTest::addRow("dp 2 x pp 2") << 4 << "--dp 2 --pp 2 --micro-batch 1";
   QTest::addRow("tp 2 x pp 2") << 4 << "--tp 2 --pp 2 --micro-batch 2";
@@ -229,11 +240,12 @@ void TestWorkerParallel::zeroShardsTheModelState_data() {
   QTest::newRow("ZeRO-0") << 0;
   QTest::newRow("ZeRO-1: the optimizer state sharded") << 1;
   QTest::newRow("ZeRO-2: the gradients too, staged in two buckets") << 2;
+  QTest::newRow("ZeRO-3: the weights too, gathered a group at a time") << 3;
 }
 
 // What each ZeRO stage keeps per rank, as the step's memory counters have
 // it (fp32: the master weights are the weights), and how it reduces the
-// gradients. Before, the engines refused ZeRO-2.
+// gradients. Before, the engines refused ZeRO-2 and -3.
 void TestWorkerParallel::zeroShardsTheModelState() {
   QFETCH(int, zero);
   QTemporaryDir dir;
@@ -259,7 +271,17 @@ void TestWorkerParallel::zeroShardsTheModelState() {
   double n = 0;
   for (const worker::ParamInfo& p : worker::gpt_parameter_layout(tiny, {}))
     n += static_cast<double>(p.numel());
-  const double shard = std::ceil(n / 2);
+  const auto layout = worker::gpt_parameter_layout(tiny, {});
+  const auto groups = worker::gpt_parameter_groups(layout);
+  QCOMPARE(groups.size(), std::size_t{4});  // the embeddings, two layers, the head
+  double largest_group = 0, padded_groups = 0;
+  for (const worker::ParameterGroup& g : groups) {
+    const double padded = 2 * std::ceil((g.end - g.begin) / 2.0);
+    largest_group = std::max(largest_group, padded);
+    padded_groups += padded;
+  }
+  // ZeRO-1 and -2 split the whole buffer in two, ZeRO-3 each group.
+  const double shard = zero == 3 ? padded_groups / 2 : std::ceil(n / 2);
   // A bucket of 100 KiB holds two groups (the head and the last layer, 20960 values).
   const double bucket = kBucketKib * 1024.0;
 
@@ -276,7 +298,7 @@ void TestWorkerParallel::zeroShardsTheModelState() {
       part[(*reader)->string(c.name)] = samples->back().value;
     }
     auto bytes = [&](const char* label) { return part[trace::memory_part_counter(label)]; };
-    QCOMPARE(bytes("weights"), 4 * (zero == 0 ? n : 2 * shard));
+    QCOMPARE(bytes("weights"), 4 * (zero == 0 ? n : zero < 3 ? 2 * shard : shard));
     QCOMPARE(bytes("gradients"), 4 * (zero == 0 ? n : zero == 1 ? 2 * shard : shard));
     QCOMPARE(bytes("optimizer state"), 8 * (zero == 0 ? n : shard));
 
@@ -284,11 +306,14 @@ void TestWorkerParallel::zeroShardsTheModelState() {
     auto events = (*reader)->find_events("dp ", trace::NameMatch::substring, 100000, rank);
     QVERIFY2(events, events ? "" : events.message().c_str());
     std::map<trace::Collective, int> calls;
-    std::int64_t reduced_bytes = 0;
+    std::int64_t reduced_bytes = 0, gathered_bytes = 0;
     for (const trace::StoredEvent& e : *events) {
       if (e.event.bytes <= 4) continue;  // the loss, the norm's and overflow's words
       ++calls[e.event.collective];
-      if (e.event.collective == trace::Collective::reduce) reduced_bytes += e.event.bytes;
+      if (e.event.collective == trace::Collective::reduce ||
+          e.event.collective == trace::Collective::reduce_scatter)
+        reduced_bytes += e.event.bytes;
+      if (e.event.collective == trace::Collective::all_gather) gathered_bytes += e.event.bytes;
     }
     if (zero == 0) {
       QVERIFY(calls[trace::Collective::all_reduce] > 0);
@@ -297,6 +322,19 @@ void TestWorkerParallel::zeroShardsTheModelState() {
       QCOMPARE(calls[trace::Collective::reduce_scatter], kStepsRun);
       QCOMPARE(calls[trace::Collective::all_gather], kStepsRun);
       QCOMPARE(calls.size(), std::size_t{2});
+    } else if (zero == 3) {
+      // Each group gathered before its forward and again before its
+      // backward, every micro-batch; its gradients reduce-scattered once.
+      const int passes = 2 * kMicroBatches * kStepsRun;
+      QCOMPARE(calls[trace::Collective::all_gather], 4 * passes);
+      QCOMPARE(gathered_bytes, static_cast<std::int64_t>(4 * padded_groups) * passes);
+      QCOMPARE(calls[trace::Collective::reduce_scatter], 4 * kMicroBatches * kStepsRun);
+      QCOMPARE(reduced_bytes,
+               static_cast<std::int64_t>(4 * padded_groups) * kMicroBatches * kStepsRun);
+      QCOMPARE(calls.size(), std::size_t{2});
+      // Two buffers of the largest group for the weights, two for the gradients.
+      QVERIFY2(bytes("workspace and buffers") >= 4 * 4 * largest_group,
+               qPrintable(QString::number(bytes("workspace and buffers"))));
     } else {
       // Every micro-batch's gradients, each value once, to its shard's rank:
       // two buckets, the second across the ranks' shards (three pieces).
