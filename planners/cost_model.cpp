@@ -762,6 +762,13 @@ LayerCosts layer_costs(const Machine& m, const Model& x, const Knobs& k) {
         m, k.sp ? trace::Collective::reduce_scatter : trace::Collective::all_reduce, bytes, g);
     emb.tp_backward = k.sp ? collective(m, trace::Collective::all_gather, bytes, g) : 0;
     emb.tp_backward_total = emb.tp_backward;
+  } else if (k.tp > 1 && k.sp) {
+    // A whole embedding: every rank looks up every token and keeps its
+    // shard; its gradient needs every token's (gathered), the same on
+    // every rank, as the engines compute it.
+    emb.tp_backward =
+        collective(m, trace::Collective::all_gather, tokens * h * e, tp_placement(m, k.tp));
+    emb.tp_backward_total = emb.tp_backward;
   }
 
   // --- LM head and vocabulary-parallel cross-entropy (fp32 logits); a loop

@@ -209,8 +209,6 @@ Result<PlanRun> plan_run(const Plan& plan, const PlanRunOptions& o) {
   if (p.virtual_stages > 1 || p.schedule == PipelineSchedule::interleaved) {
     run.notes.push_back("the interleaved pipeline schedule runs as plain 1F1B");
   }
-  if (p.sequence_parallel)
-    run.notes.push_back("sequence parallelism is not implemented: it runs without it");
   const Precision compute = plan.precision.compute;
   std::string precision(to_string(compute));
   if (run.backend == "cpu") {
@@ -336,6 +334,7 @@ Result<PlanRun> plan_run(const Plan& plan, const PlanRunOptions& o) {
                       "--bucket-kib",   format_float(bucket_kib)};
   // The workers reduce gradients during backward unless the plan says after.
   if (!p.overlap_grad_reduce) spec.worker_args.push_back("--no-overlap");
+  if (p.sequence_parallel && p.tp > 1) spec.worker_args.push_back("--sequence-parallel");
   if (o.threads > 0) {
     spec.worker_args.push_back("--threads");
     spec.worker_args.push_back(std::to_string(o.threads));

@@ -986,8 +986,8 @@ Workload trained_workload(const Workload& planned, const worker::GptConfig& c) {
 
 // The estimate of a plan whose workload is already what the worker trains,
 // as the engines run it (naive attention, blocking tensor-parallel
-// all-reduces, the workers' gradient buckets, fp32 gradients, no sequence
-// parallelism; recomputation as the plan asks).
+// collectives, the workers' gradient buckets, fp32 gradients; sequence
+// parallelism and recomputation as the plan asks).
 // `notes` say how the prediction was made so far.
 Result<trace::PredictedStep> predict_trained(const PresetCatalog& catalog, Plan plan,
                                              std::string_view backend, int ranks,
@@ -1000,7 +1000,6 @@ Result<trace::PredictedStep> predict_trained(const PresetCatalog& catalog, Plan 
   p.async_tp_allreduce = false;  // ... and all-reduce the input gradient before the weight's
   p.vocab_parallel = false;      // ... and keep the embedding and LM head whole on every rank
   p.fp32_attention_scores = true;  // ... with the scores in fp32
-  p.sequence_parallel = false;
   p.schedule = PipelineSchedule::one_f_one_b;
   p.virtual_stages = 1;
   p.bucket_mib = bucket_kib / 1024;

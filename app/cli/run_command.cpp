@@ -58,6 +58,7 @@ struct RunPlanOptions {
   std::optional<int> dp, tp, pp, zero, micro_batch, global_batch;
   std::string precision;
   std::string recompute;
+  bool sequence_parallel = false;
 
   void add_to(CLI::App& command) {
     command.add_option("--plan", plan_file,
@@ -78,6 +79,9 @@ struct RunPlanOptions {
                     "Activation recomputation: none, selective (attention scores) or full "
                     "(each layer)")
         ->check(CLI::IsMember({"none", "selective", "full"}));
+    command.add_flag("--sequence-parallel", sequence_parallel,
+                     "Megatron's sequence parallelism: layer norms on a tp-th of the tokens "
+                     "(with tp > 1)");
     command.add_option("--precision", precision,
                        "Compute precision: fp32 or bf16 (CPU); tf32, fp16, fp8 too on CUDA")
         ->check(precision_name());
@@ -114,6 +118,7 @@ struct RunPlanOptions {
     }
     if (zero) p.zero_stage = *zero;
     if (!recompute.empty()) p.recompute = recompute_from_string(recompute).value();
+    if (sequence_parallel) p.sequence_parallel = true;
     if (micro_batch) p.micro_batch = *micro_batch;
     if (global_batch) {
       p.global_batch = *global_batch;

@@ -83,6 +83,17 @@ class NcclComm final : public Communicator {
                           ncclSum, comm_, compute_));
   }
 
+  void reduce_scatter(Tensor full, Tensor shard) override {
+    flush_sends();
+    CS_NCCL(ncclReduceScatter(full.data, shard.data, static_cast<std::size_t>(shard.numel),
+                              nccl_type(full.dtype), ncclSum, comm_, compute_));
+  }
+  void all_gather(Tensor shard, Tensor full) override {
+    flush_sends();
+    CS_NCCL(ncclAllGather(shard.data, full.data, static_cast<std::size_t>(shard.numel),
+                          nccl_type(shard.dtype), comm_, compute_));
+  }
+
   // Held back until the next receive or wait_sends (see the header).
   void send(Tensor t, int peer) override { pending_.emplace_back(t, peer); }
 

@@ -19,6 +19,10 @@ class Communicator {
 
   // In program order on the compute thread (CUDA: on the compute stream).
   virtual void all_reduce(Tensor t) = 0;
+  // Sequence parallelism's: as reduce_scatter_async and all_gather_async
+  // below, fp32 or bf16, the shard never inside full.
+  virtual void reduce_scatter(Tensor full, Tensor shard) = 0;
+  virtual void all_gather(Tensor shard, Tensor full) = 0;
   // Point-to-point with `peer` (a rank of this group). send may return before
   // the data has left; wait_sends() ends every pending send.
   virtual void send(Tensor t, int peer) = 0;

@@ -144,6 +144,14 @@ GptModel::GptModel(Backend& backend, const GptConfig& config, const ModelParalle
   last_layer_ = first_layer_ + per_stage;
   local_heads_ = c.heads / parallel.tp;
   local_ffn_ = c.ffn / parallel.tp;
+  sp_ = parallel.sequence_parallel && parallel.tp > 1;
+  const int tokens = micro_batch * c.seq;
+  if (sp_ && tokens % parallel.tp != 0) {
+    throw std::invalid_argument("sequence parallelism splits a micro-batch's " + n(tokens) +
+                                " tokens over tp " + n(parallel.tp) +
+                                ": they must be a multiple of it");
+  }
+  rows_ = sp_ ? tokens / parallel.tp : tokens;
   params_ = gpt_parameter_layout(c, parallel);
   for (const ParamInfo& p : params_) num_params_ += p.numel();
 
@@ -188,8 +196,9 @@ GptModel::~GptModel() {
     }
     delete s;
   }
-  for (Tensor* t : {&d_residual_, &d_ln_, &d_qkv_, &d_atty_, &d_fch_, &d_fch_gelu_, &d_output_,
-                    &tokens_, &targets_}) {
+  for (Tensor* t :
+       {&d_residual_, &d_ln_, &d_qkv_, &d_atty_, &d_fch_, &d_fch_gelu_, &d_output_, &tokens_,
+        &targets_, &gathered_, &proj_full_, &d_full_, &d_ln_rows_, &lnf_rows_, &norm_grads_}) {
     backend_.release(*t);
   }
   recomputed_.for_each(release);
@@ -261,17 +270,18 @@ GptModel::LayerActivations GptModel::allocate_layer(bool with_scores) {
   const std::int64_t Fl = local_ffn_;
   auto act = [&](std::int64_t n, const char* what) { return backend_.alloc(n, compute_, what); };
   auto f32 = [&](std::int64_t n, const char* what) { return backend_.alloc(n, DType::f32, what); };
+  const std::int64_t R = rows_;  // the norms' rows
   LayerActivations a;
-  a.ln1 = act(N * C, "ln1");
-  a.ln1_mean = f32(N, "ln1.mean");
-  a.ln1_rstd = f32(N, "ln1.rstd");
+  a.ln1 = act(R * C, "ln1");
+  a.ln1_mean = f32(R, "ln1.mean");
+  a.ln1_rstd = f32(R, "ln1.rstd");
   a.qkv = act(N * 3 * Cl, "qkv");
   if (with_scores) a.att = act(static_cast<std::int64_t>(B_) * local_heads_ * c.seq * c.seq, "att");
   a.atty = act(N * Cl, "attn.out");
-  a.residual2 = act(N * C, "residual2");
-  a.ln2 = act(N * C, "ln2");
-  a.ln2_mean = f32(N, "ln2.mean");
-  a.ln2_rstd = f32(N, "ln2.rstd");
+  a.residual2 = act(R * C, "residual2");
+  a.ln2 = act(R * C, "ln2");
+  a.ln2_mean = f32(R, "ln2.mean");
+  a.ln2_rstd = f32(R, "ln2.rstd");
   a.fch = act(N * Fl, "mlp.fc");
   a.fch_gelu = act(N * Fl, "mlp.gelu");
   return a;
@@ -286,31 +296,41 @@ void GptModel::alloc_activations() {
   const int nl = last_layer_ - first_layer_;
   auto act = [&](std::int64_t n, const char* what) { return backend_.alloc(n, compute_, what); };
   auto f32 = [&](std::int64_t n, const char* what) { return backend_.alloc(n, DType::f32, what); };
+  const std::int64_t R = rows_;  // the norms' rows
   for (int s = 0; s < slot_count_; ++s) {
     auto* slot = new Slot;
-    for (int l = 0; l <= nl; ++l) slot->residual.push_back(act(N * C, "residual"));
+    for (int l = 0; l <= nl; ++l)
+      slot->residual.push_back(act(R * C, "residual"));
     if (recompute_ != Recompute::full) {
       for (int l = 0; l < nl; ++l)
         slot->layers.push_back(allocate_layer(recompute_ == Recompute::none));
     }
-    slot->projection = act(N * C, "projection");
+    slot->projection = act(R * C, "projection");
     if (first_stage()) slot->tokens = backend_.alloc(N, DType::i32, "tokens");
     if (last_stage()) {
       slot->lnf = act(N * C, "lnf");
-      slot->lnf_mean = f32(N, "lnf.mean");
-      slot->lnf_rstd = f32(N, "lnf.rstd");
+      slot->lnf_mean = f32(R, "lnf.mean");
+      slot->lnf_rstd = f32(R, "lnf.rstd");
       slot->logits = act(N * c.vocab, "logits");
       slot->losses = f32(N, "losses");
     }
     slots_.push_back(slot);
   }
-  d_residual_ = act(N * C, "grad.residual");
+  d_residual_ = act(R * C, "grad.residual");
   d_ln_ = act(N * C, "grad.ln");
   d_qkv_ = act(N * 3 * Cl, "grad.qkv");
   d_atty_ = act(N * Cl, "grad.attn.out");
   d_fch_ = act(N * Fl, "grad.mlp.fc");
   d_fch_gelu_ = act(N * Fl, "grad.mlp.gelu");
-  d_output_ = act(N * C, "grad.stage.output");
+  d_output_ = act(R * C, "grad.stage.output");
+  if (sp_) {
+    gathered_ = act(N * C, "sp.gathered");
+    proj_full_ = act(N * C, "sp.projection");
+    d_full_ = act(N * C, "sp.grad.residual");
+    d_ln_rows_ = act(R * C, "sp.grad.ln");
+    if (last_stage()) lnf_rows_ = act(R * C, "sp.lnf");
+    norm_grads_ = f32(2 * C, "sp.norm.grads");
+  }
   if (last_stage()) targets_ = backend_.alloc(N, DType::i32, "targets");
   if (recompute_ == Recompute::full) {
     // One layer's activations, rebuilt from the layer's input before its
@@ -360,33 +380,71 @@ void GptModel::initialize(std::uint64_t seed, Tensor master) {
   backend_.upload(master, host.data());
 }
 
+Tensor GptModel::all_rows(Tensor rows, Tensor into) {
+  if (!sp_) return rows;
+  tp_comm_->all_gather(rows, into);
+  return into;
+}
+
+void GptModel::norm_backward(Tensor dinp, int weight_index, int bias_index, Tensor dout, Tensor inp,
+                             Tensor mean, Tensor rstd) {
+  const int C = config_.hidden;
+  if (!sp_) {
+    backend_.layernorm_backward(dinp, grad(weight_index), grad(bias_index), dout, inp,
+                                weight(weight_index), mean, rstd, rows_, C);
+    return;
+  }
+  // This rank's rows' share, summed over the group, then added (the
+  // gradients accumulate over micro-batches: the sum must not see them).
+  backend_.zero(norm_grads_);
+  const Tensor dweight = norm_grads_.slice(0, C), dbias = norm_grads_.slice(C, C);
+  backend_.layernorm_backward(dinp, dweight, dbias, dout, inp, weight(weight_index), mean, rstd,
+                              rows_, C);
+  tp_comm_->all_reduce(norm_grads_);
+  backend_.accumulate(grad(weight_index), dweight);
+  backend_.accumulate(grad(bias_index), dbias);
+}
+
 void GptModel::layer_forward(int li, const LayerActivations& a, Tensor input, Tensor output,
                              Tensor projection) {
   const LayerParams& L = layer_params_[li];
   const GptConfig& c = config_;
   const int N = B_ * c.seq;
+  const int R = rows_;
   const int C = c.hidden;
   const int Cl = C / c.heads * local_heads_;
   const int Fl = local_ffn_;
   const bool tp = tp_comm_ && tp_comm_->size() > 1;
   const bool adds_bias = parallel_.tp_rank == 0;  // row-parallel biases are added once
+  // A row-parallel GEMM's partial sums: all-reduced, or under sequence
+  // parallelism reduce-scattered to this rank's rows.
+  const Tensor partial = sp_ ? proj_full_ : projection;
+  auto reduce_partial = [&] {
+    if (sp_) {
+      tp_comm_->reduce_scatter(proj_full_, projection);
+    } else if (tp) {
+      tp_comm_->all_reduce(projection);
+    }
+  };
   backend_.layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, input, weight(L.ln1_w), weight(L.ln1_b),
-                             N, C);
-  backend_.matmul_forward(a.qkv, a.ln1, weight(L.qkv_w), weight(L.qkv_b), N, C, 3 * Cl, "attn.qkv");
+                             R, C);
+  backend_.matmul_forward(a.qkv, all_rows(a.ln1, gathered_), weight(L.qkv_w), weight(L.qkv_b), N, C,
+                          3 * Cl, "attn.qkv");
   backend_.attention_forward(a.atty, a.att, a.qkv, B_, c.seq, Cl, local_heads_);
-  backend_.matmul_forward(projection, a.atty, weight(L.proj_w),
+  backend_.matmul_forward(partial, a.atty, weight(L.proj_w),
                           adds_bias ? weight(L.proj_b) : Tensor{}, N, Cl, C, "attn.proj");
-  if (tp) tp_comm_->all_reduce(projection);
-  backend_.residual_forward(a.residual2, input, projection, static_cast<std::int64_t>(N) * C);
+  reduce_partial();
+  backend_.residual_forward(a.residual2, input, projection, static_cast<std::int64_t>(R) * C);
   backend_.layernorm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, a.residual2, weight(L.ln2_w),
-                             weight(L.ln2_b), N, C);
-  backend_.matmul_forward(a.fch, a.ln2, weight(L.fc_w), weight(L.fc_b), N, C, Fl, "mlp.fc");
+                             weight(L.ln2_b), R, C);
+  backend_.matmul_forward(a.fch, all_rows(a.ln2, gathered_), weight(L.fc_w), weight(L.fc_b), N, C,
+                          Fl, "mlp.fc");
   backend_.gelu_forward(a.fch_gelu, a.fch, static_cast<std::int64_t>(N) * Fl);
-  backend_.matmul_forward(projection, a.fch_gelu, weight(L.fcproj_w),
+  backend_.matmul_forward(partial, a.fch_gelu, weight(L.fcproj_w),
                           adds_bias ? weight(L.fcproj_b) : Tensor{}, N, Fl, C, "mlp.proj");
-  if (tp) tp_comm_->all_reduce(projection);
+  reduce_partial();
   if (!output.empty()) {
-    backend_.residual_forward(output, a.residual2, projection, static_cast<std::int64_t>(N) * C);
+    backend_.residual_forward(output, a.residual2, projection, static_cast<std::int64_t>(R) * C);
   }
 }
 
@@ -400,7 +458,14 @@ double GptModel::forward(int slot_index, const std::int32_t* tokens, const std::
   if (first_stage()) {
     open_group(group++, false);
     backend_.upload(s.tokens, tokens);
-    backend_.embedding_forward(s.residual[0], s.tokens, weight(wte_), weight(wpe_), B_, c.seq, C);
+    if (sp_) {
+      // Every token embedded, this rank's rows kept.
+      backend_.embedding_forward(proj_full_, s.tokens, weight(wte_), weight(wpe_), B_, c.seq, C);
+      const std::int64_t rows = static_cast<std::int64_t>(rows_) * C;
+      backend_.convert(s.residual[0], proj_full_.slice(parallel_.tp_rank * rows, rows));
+    } else {
+      backend_.embedding_forward(s.residual[0], s.tokens, weight(wte_), weight(wpe_), B_, c.seq, C);
+    }
   }
   for (std::size_t li = 0; li < layer_params_.size(); ++li) {
     open_group(group++, false);
@@ -410,8 +475,10 @@ double GptModel::forward(int slot_index, const std::int32_t* tokens, const std::
   if (!last_stage()) return 0;
 
   open_group(group, false);
-  backend_.layernorm_forward(s.lnf, s.lnf_mean, s.lnf_rstd, s.residual.back(), weight(lnf_w_),
-                             weight(lnf_b_), N, C);
+  // The LM head, whole on every tensor-parallel rank, reads every row.
+  backend_.layernorm_forward(sp_ ? lnf_rows_ : s.lnf, s.lnf_mean, s.lnf_rstd, s.residual.back(),
+                             weight(lnf_w_), weight(lnf_b_), rows_, C);
+  if (sp_) tp_comm_->all_gather(lnf_rows_, s.lnf);
   backend_.matmul_forward(s.logits, s.lnf, weight(lm_head_), Tensor{}, N, C, c.vocab, "lm_head");
   backend_.upload(targets_, targets);
   // The logits become (softmax - onehot); backward scales them.
@@ -428,6 +495,17 @@ void GptModel::backward(int slot_index, float dloss,
   const int Cl = C / c.heads * local_heads_;
   const int Fl = local_ffn_;
   const bool tp = tp_comm_ && tp_comm_->size() > 1;
+  // A column-parallel GEMM's input gradient (partial sums in d_ln_) for
+  // the layer norm before it: all-reduced, or under sequence parallelism
+  // reduce-scattered to this rank's rows.
+  auto reduce_input_grad = [&] {
+    if (sp_) {
+      tp_comm_->reduce_scatter(d_ln_, d_ln_rows_);
+      return d_ln_rows_;
+    }
+    if (tp) tp_comm_->all_reduce(d_ln_);
+    return d_ln_;
+  };
   // The groups from the last to the first.
   std::size_t group = groups_.size();
   if (last_stage()) {
@@ -436,8 +514,10 @@ void GptModel::backward(int slot_index, float dloss,
     backend_.matmul_backward(d_ln_, grad(lm_head_), Tensor{}, s.logits, s.lnf, weight(lm_head_), N,
                              C, c.vocab, "lm_head");
     backend_.zero(d_residual_);
-    backend_.layernorm_backward(d_residual_, grad(lnf_w_), grad(lnf_b_), d_ln_, s.residual.back(),
-                                weight(lnf_w_), s.lnf_mean, s.lnf_rstd, N, C);
+    // Every rank computed the head's whole input gradient: its rows' part.
+    const std::int64_t rows = static_cast<std::int64_t>(rows_) * C;
+    const Tensor d_lnf = sp_ ? d_ln_.slice(parallel_.tp_rank * rows, rows) : d_ln_;
+    norm_backward(d_residual_, lnf_w_, lnf_b_, d_lnf, s.residual.back(), s.lnf_mean, s.lnf_rstd);
     if (on_grads_ready) on_grads_ready(params_[lnf_w_].offset);
   } else {
     backend_.convert(d_residual_, d_output_);
@@ -453,17 +533,18 @@ void GptModel::backward(int slot_index, float dloss,
       if (annotate_) annotate_("recompute", start);
     }
     // MLP: the gradient reaching its output is the residual stream's.
-    backend_.matmul_backward(d_fch_gelu_, grad(L.fcproj_w), grad(L.fcproj_b), d_residual_,
-                             a.fch_gelu, weight(L.fcproj_w), N, Fl, C, "mlp.proj");
+    backend_.matmul_backward(d_fch_gelu_, grad(L.fcproj_w), grad(L.fcproj_b),
+                             all_rows(d_residual_, d_full_), a.fch_gelu, weight(L.fcproj_w), N, Fl,
+                             C, "mlp.proj");
     backend_.gelu_backward(d_fch_, a.fch, d_fch_gelu_, static_cast<std::int64_t>(N) * Fl);
-    backend_.matmul_backward(d_ln_, grad(L.fc_w), grad(L.fc_b), d_fch_, a.ln2, weight(L.fc_w), N, C,
-                             Fl, "mlp.fc");
-    if (tp) tp_comm_->all_reduce(d_ln_);
-    backend_.layernorm_backward(d_residual_, grad(L.ln2_w), grad(L.ln2_b), d_ln_, a.residual2,
-                                weight(L.ln2_w), a.ln2_mean, a.ln2_rstd, N, C);
+    backend_.matmul_backward(d_ln_, grad(L.fc_w), grad(L.fc_b), d_fch_, all_rows(a.ln2, gathered_),
+                             weight(L.fc_w), N, C, Fl, "mlp.fc");
+    norm_backward(d_residual_, L.ln2_w, L.ln2_b, reduce_input_grad(), a.residual2, a.ln2_mean,
+                  a.ln2_rstd);
     // Attention.
-    backend_.matmul_backward(d_atty_, grad(L.proj_w), grad(L.proj_b), d_residual_, a.atty,
-                             weight(L.proj_w), N, Cl, C, "attn.proj");
+    backend_.matmul_backward(d_atty_, grad(L.proj_w), grad(L.proj_b),
+                             all_rows(d_residual_, d_full_), a.atty, weight(L.proj_w), N, Cl, C,
+                             "attn.proj");
     if (recompute_ == Recompute::selective) {
       // The scores again (its output, already read above, goes to a buffer of its own).
       const std::int64_t start = annotate_ ? OpTracer::now_ns() : 0;
@@ -471,17 +552,17 @@ void GptModel::backward(int slot_index, float dloss,
       if (annotate_) annotate_("recompute", start);
     }
     backend_.attention_backward(d_qkv_, d_atty_, a.qkv, a.att, B_, c.seq, Cl, local_heads_);
-    backend_.matmul_backward(d_ln_, grad(L.qkv_w), grad(L.qkv_b), d_qkv_, a.ln1, weight(L.qkv_w), N,
-                             C, 3 * Cl, "attn.qkv");
-    if (tp) tp_comm_->all_reduce(d_ln_);
-    backend_.layernorm_backward(d_residual_, grad(L.ln1_w), grad(L.ln1_b), d_ln_, s.residual[li],
-                                weight(L.ln1_w), a.ln1_mean, a.ln1_rstd, N, C);
+    backend_.matmul_backward(d_ln_, grad(L.qkv_w), grad(L.qkv_b), d_qkv_,
+                             all_rows(a.ln1, gathered_), weight(L.qkv_w), N, C, 3 * Cl, "attn.qkv");
+    norm_backward(d_residual_, L.ln1_w, L.ln1_b, reduce_input_grad(), s.residual[li], a.ln1_mean,
+                  a.ln1_rstd);
     if (on_grads_ready) on_grads_ready(params_[L.ln1_w].offset);
   }
 
   if (first_stage()) {
     open_group(--group, true);
-    backend_.embedding_backward(grad(wte_), grad(wpe_), d_residual_, s.tokens, B_, c.seq, C);
+    backend_.embedding_backward(grad(wte_), grad(wpe_), all_rows(d_residual_, d_full_), s.tokens,
+                                B_, c.seq, C);
     if (on_grads_ready) on_grads_ready(0);
   }
 }

@@ -11,6 +11,18 @@
 // a contiguous range of layers (the first holds the embeddings, the last the
 // final norm and the LM head). Data parallelism and ZeRO live in the trainer.
 //
+// Sequence parallelism (Korthikanti et al. 2022, Megatron-LM's
+// --sequence-parallel): outside the tensor-parallel GEMMs each rank keeps a
+// tp-th of the micro-batch's tokens (the residual stream, the layer norms
+// and what they keep for backward); an all-gather of the tokens comes before
+// each column-parallel GEMM (again in backward, for the weight gradient) and
+// a reduce-scatter replaces the all-reduce after each row-parallel one (in
+// backward the other way round). The tokens are split in runs of rows of the
+// [B, T] batch, as Megatron's [T, B] layout splits them by sequence
+// position: every op out there is per token, so any split computes the
+// same. The layer norms' weight gradients, summed over a rank's tokens, are
+// all-reduced over the tensor-parallel group.
+//
 // Activation recomputation, as Megatron's: selective keeps no attention
 // scores and recomputes them (the attention core's forward) before the
 // attention's backward; full keeps only each layer's input and runs the
@@ -51,6 +63,8 @@ struct ModelParallel {
   int tp_rank = 0;
   int pp = 1;
   int pp_rank = 0;
+  // Megatron's sequence parallelism (tp > 1): see GptModel.
+  bool sequence_parallel = false;
 };
 
 // The rows and columns of a parameter's full (unsplit) matrix that this rank
@@ -206,6 +220,25 @@ class GptModel {
   void open_group(std::size_t index, bool backward);
 
   std::vector<ParameterGroup> groups_;
+  // Sequence parallelism: the rows in tp-th that the norms compute on
+  // (N / tp of the micro-batch's N tokens; N without it).
+  bool sp_ = false;
+  int rows_ = 0;
+  // Its buffers: a gathered layer-norm output (forward and backward), a
+  // row-parallel GEMM's output before its reduce-scatter, the residual
+  // gradient gathered, a norm's input gradient after its reduce-scatter,
+  // the final norm's rows before their gather, and a norm's weight
+  // gradients before their all-reduce.
+  Tensor gathered_, proj_full_, d_full_, d_ln_rows_, lnf_rows_, norm_grads_;
+  // The layer-norm input `rows` (this rank's rows under sequence
+  // parallelism) gathered to every row for a column-parallel GEMM.
+  Tensor all_rows(Tensor rows, Tensor into);
+  // Layer norm backward over this rank's rows, whose weight and bias
+  // gradients are summed over the tensor-parallel group's rows under
+  // sequence parallelism.
+  void norm_backward(Tensor dinp, int weight_index, int bias_index, Tensor dout, Tensor inp,
+                     Tensor mean, Tensor rstd);
+
   Tensor weights_;
   Tensor grads_;
   GradientWindow window_;

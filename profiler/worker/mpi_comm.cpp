@@ -218,55 +218,24 @@ class MpiComm final : public Communicator {
     });
   }
 
+  void reduce_scatter(Tensor full, Tensor shard) override {
+    traced(false, trace::Collective::reduce_scatter, full, -1,
+           [&] { reduce_scatter_now(full, shard); });
+  }
+  void all_gather(Tensor shard, Tensor full) override {
+    traced(false, trace::Collective::all_gather, full, -1, [&] { all_gather_now(shard, full); });
+  }
+
   Ticket reduce_scatter_async(Tensor full, Tensor shard) override {
     return impl_.submit([this, full, shard] {
-      traced(true, trace::Collective::reduce_scatter, full, -1, [&] {
-        // Gradients and master weights are fp32 (the only reduce-scattered data).
-        if (shard.numel > max_mpi_count()) {
-          // More than MPI counts: each rank's block reduced to it, in pieces.
-          const bool in_place = is_own_slice(shard, full);
-          for (int root = 0; root < size_; ++root) {
-            const Tensor block = full.slice(root * shard.numel, shard.numel);
-            reduce_now(block, root, root == rank_ && !in_place ? shard : block);
-          }
-          return;
-        }
-        const int count = static_cast<int>(shard.numel);
-        if (is_own_slice(shard, full)) {
-          // MPI leaves the in-place result at the front of the buffer.
-          MPI_Reduce_scatter_block(MPI_IN_PLACE, full.data, count, MPI_FLOAT, MPI_SUM, comm_);
-          if (rank_ != 0)
-            std::memcpy(shard.data, full.data, static_cast<std::size_t>(shard.bytes()));
-        } else {
-          MPI_Reduce_scatter_block(full.data, shard.data, count, MPI_FLOAT, MPI_SUM, comm_);
-        }
-      });
+      traced(true, trace::Collective::reduce_scatter, full, -1,
+             [&] { reduce_scatter_now(full, shard); });
     });
   }
 
   Ticket all_gather_async(Tensor shard, Tensor full) override {
     return impl_.submit([this, shard, full] {
-      traced(true, trace::Collective::all_gather, full, -1, [&] {
-        if (shard.bytes() > max_mpi_count()) {
-          // More than MPI counts: each rank's block broadcast from it, in pieces.
-          const std::int64_t block = shard.bytes();
-          if (!is_own_slice(shard, full))
-            std::memcpy(bytes_at(full, rank_ * block), shard.data, static_cast<std::size_t>(block));
-          for (int root = 0; root < size_; ++root) {
-            in_pieces(block, [&](std::int64_t at, int count) {
-              MPI_Bcast(bytes_at(full, root * block + at), count, MPI_BYTE, root, comm_);
-            });
-          }
-          return;
-        }
-        const int bytes = static_cast<int>(shard.bytes());
-        // MPI forbids the send buffer inside the receive buffer: say it is in place.
-        if (is_own_slice(shard, full)) {
-          MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, full.data, bytes, MPI_BYTE, comm_);
-        } else {
-          MPI_Allgather(shard.data, bytes, MPI_BYTE, full.data, bytes, MPI_BYTE, comm_);
-        }
-      });
+      traced(true, trace::Collective::all_gather, full, -1, [&] { all_gather_now(shard, full); });
     });
   }
 
@@ -343,18 +312,71 @@ class MpiComm final : public Communicator {
     });
   }
 
-  // fp32 `from` summed over the group into root's `to` (from itself: in place).
+  // fp32 or bf16 `from` summed over the group into root's `to` (from
+  // itself: in place).
   void reduce_now(Tensor from, int root, Tensor to) {
+    const bool f32 = from.dtype == DType::f32;
+    const int element = dtype_bytes(from.dtype);
+    const MPI_Datatype type = f32 ? MPI_FLOAT : MPI_UINT16_T;
+    const MPI_Op sum = f32 ? MPI_SUM : bf16_sum_op();
     in_pieces(from.numel, [&](std::int64_t at, int count) {
-      char* send = bytes_at(from, at * 4);
+      char* send = bytes_at(from, at * element);
       if (rank_ != root) {
-        MPI_Reduce(send, nullptr, count, MPI_FLOAT, MPI_SUM, root, comm_);
+        MPI_Reduce(send, nullptr, count, type, sum, root, comm_);
       } else if (to.data == from.data) {
-        MPI_Reduce(MPI_IN_PLACE, send, count, MPI_FLOAT, MPI_SUM, root, comm_);
+        MPI_Reduce(MPI_IN_PLACE, send, count, type, sum, root, comm_);
       } else {
-        MPI_Reduce(send, bytes_at(to, at * 4), count, MPI_FLOAT, MPI_SUM, root, comm_);
+        MPI_Reduce(send, bytes_at(to, at * element), count, type, sum, root, comm_);
       }
     });
+  }
+
+  void reduce_scatter_now(Tensor full, Tensor shard) {
+    if (full.dtype != DType::f32 && full.dtype != DType::bf16)
+      throw std::invalid_argument("the CPU engine reduce-scatters fp32 or bf16, not " +
+                                  std::string(to_string(full.dtype)));
+    const bool in_place = is_own_slice(shard, full);
+    if (shard.numel > max_mpi_count()) {
+      // More than MPI counts: each rank's block reduced to it, in pieces.
+      for (int root = 0; root < size_; ++root) {
+        const Tensor block = full.slice(root * shard.numel, shard.numel);
+        reduce_now(block, root, root == rank_ && !in_place ? shard : block);
+      }
+      return;
+    }
+    const int count = static_cast<int>(shard.numel);
+    const bool f32 = full.dtype == DType::f32;
+    const MPI_Datatype type = f32 ? MPI_FLOAT : MPI_UINT16_T;
+    const MPI_Op sum = f32 ? MPI_SUM : bf16_sum_op();
+    if (in_place) {
+      // MPI leaves the in-place result at the front of the buffer.
+      MPI_Reduce_scatter_block(MPI_IN_PLACE, full.data, count, type, sum, comm_);
+      if (rank_ != 0) std::memcpy(shard.data, full.data, static_cast<std::size_t>(shard.bytes()));
+    } else {
+      MPI_Reduce_scatter_block(full.data, shard.data, count, type, sum, comm_);
+    }
+  }
+
+  void all_gather_now(Tensor shard, Tensor full) {
+    if (shard.bytes() > max_mpi_count()) {
+      // More than MPI counts: each rank's block broadcast from it, in pieces.
+      const std::int64_t block = shard.bytes();
+      if (!is_own_slice(shard, full))
+        std::memcpy(bytes_at(full, rank_ * block), shard.data, static_cast<std::size_t>(block));
+      for (int root = 0; root < size_; ++root) {
+        in_pieces(block, [&](std::int64_t at, int count) {
+          MPI_Bcast(bytes_at(full, root * block + at), count, MPI_BYTE, root, comm_);
+        });
+      }
+      return;
+    }
+    const int bytes = static_cast<int>(shard.bytes());
+    // MPI forbids the send buffer inside the receive buffer: say it is in place.
+    if (is_own_slice(shard, full)) {
+      MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, full.data, bytes, MPI_BYTE, comm_);
+    } else {
+      MPI_Allgather(shard.data, bytes, MPI_BYTE, full.data, bytes, MPI_BYTE, comm_);
+    }
   }
 
   template <class F>

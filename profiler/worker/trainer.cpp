@@ -67,7 +67,8 @@ Trainer::Trainer(Backend& backend, Communicator& dp, Communicator& tp, Communica
     throw std::invalid_argument("the worker implements ZeRO stages 0 to 3");
   }
   const int slots = std::min(config_.pp - config_.pp_rank, config_.accumulation);
-  ModelParallel mp{config_.tp, config_.tp_rank, config_.pp, config_.pp_rank};
+  ModelParallel mp{config_.tp, config_.tp_rank, config_.pp, config_.pp_rank,
+                   config_.sequence_parallel};
   model_ = std::make_unique<GptModel>(
       backend_, config_.model, mp, config_.compute, config_.micro_batch, std::max(1, slots),
       config_.tp > 1 ? &tp_ : nullptr, config_.recompute,

@@ -37,6 +37,7 @@ struct TrainConfig {
   std::uint64_t seed = 1234;
   std::int64_t bucket_bytes = 1 << 20;  // data-parallel gradient bucket
   bool overlap_dp = true;  // start buckets during backward (false: after it)
+  bool sequence_parallel = false;  // Megatron's, with tp > 1 (GptModel)
   // FP16: scale the loss so small gradients survive, skip steps whose
   // gradients overflow and halve the scale, double it after a clean window.
   bool dynamic_loss_scale = false;

@@ -69,6 +69,7 @@ struct Options {
   std::uint64_t seed = 1234;
   double bucket_kib = 1024;
   bool no_overlap = false;
+  bool sequence_parallel = false;
   std::string out;
   bool no_trace = false;
   std::string dump_weights;
@@ -311,6 +312,7 @@ TrainConfig train_config(const Options& o, const GptConfig& c, const WorldLayout
   tc.seed = o.seed;
   tc.bucket_bytes = static_cast<std::int64_t>(o.bucket_kib * 1024);
   tc.overlap_dp = !o.no_overlap;
+  tc.sequence_parallel = o.sequence_parallel;
   tc.dynamic_loss_scale = o.precision == "fp16";
   return tc;
 }
@@ -380,7 +382,8 @@ RankTrace open_trace(const Options& o, const Job& job, int rank, const std::stri
                                                 {"threads", o.threads},
                                                 {"polite_waits", o.polite_waits},
                                                 {"bucket_kib", o.bucket_kib},
-                                                {"overlap", !o.no_overlap}}));
+                                                {"overlap", !o.no_overlap},
+                                                {"sequence_parallel", o.sequence_parallel}}));
   t.tracer = std::make_unique<OpTracer>(*t.writer, recorded_rank);
   register_writer(t.writer.get(), true);
   return t;
@@ -1046,6 +1049,8 @@ int main(int argc, char** argv) {
   app.add_option("--seed", o.seed, "Seed of the weights and the data order")->check(non_negative);
   app.add_option("--bucket-kib", o.bucket_kib, "Data-parallel gradient bucket (KiB)")->check(positive);
   app.add_flag("--no-overlap", o.no_overlap, "Reduce gradients after backward instead of during it");
+  app.add_flag("--sequence-parallel", o.sequence_parallel,
+               "Megatron's sequence parallelism (with tp > 1): norms on a tp-th of the tokens");
   app.add_option("--out", o.out, "Trace store per rank: {rank} is replaced, else .rank<N>.db is added");
   app.add_flag("--no-trace", o.no_trace, "Record nothing (to measure the tracer's overhead)");
   app.add_option("--dump-weights", o.dump_weights, "Write the final weights (rank 0, unsplit layout)");

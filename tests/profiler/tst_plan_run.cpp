@@ -257,6 +257,10 @@ void TestPlanRun::notes_data() {
   QTest::addRow("untied, without dropout") << "untied"
                                            << "!the engines train"
                                            << "fp32";
+  // The engines run sequence parallelism (they ran without it, said).
+  QTest::addRow("sequence parallel") << "sp"
+                                     << "!sequence parallelism"
+                                     << "fp32";
 }
 
 void TestPlanRun::notes() {
@@ -273,6 +277,12 @@ void TestPlanRun::notes() {
     plan.parallel.schedule = PipelineSchedule::interleaved;
   }
   if (change == "recompute") plan.parallel.recompute = Recompute::full;
+  if (change == "sp") {
+    plan.parallel.tp = 2;
+    plan.parallel.dp = 1;
+    plan.parallel.global_batch = 2;
+    plan.parallel.sequence_parallel = true;
+  }
   if (change == "untied") {
     plan.workload.transformer.tied_embeddings = false;
     plan.workload.transformer.dropout = false;
@@ -289,6 +299,9 @@ void TestPlanRun::notes() {
   QCOMPARE(QString::fromStdString(argAfter(run->spec.worker_args, "--precision")), precision);
   QCOMPARE(QString::fromStdString(argAfter(run->spec.worker_args, "--recompute")),
            change == "recompute" ? QString("full") : QString("none"));
+  const auto& args = run->spec.worker_args;
+  QCOMPARE(std::find(args.begin(), args.end(), "--sequence-parallel") != args.end(),
+           change == "sp");
 }
 
 void TestPlanRun::ranksThisMachineRuns_data() {

@@ -65,6 +65,7 @@ class TestWorkerParallel : public QObject {
   void splitMatchesUnsplit();
   void zeroShardsTheModelState_data();
   void zeroShardsTheModelState();
+  void sequenceParallelSplitsTheTokens();
   void lossFallsOverFiftySteps();
   void bf16ChangesTheCurveButLearns();
 
@@ -166,6 +167,22 @@ void TestWorkerParallel::splitMatchesUnsplit_data() {
   QTest::addRow("dp 2 x tp 2") << 4 << "--dp 2 --tp 2 --micro-batch 2";
   QTest::addRow("dp 2 x pp 2") << 4 << "--dp 2 --pp 2 --micro-batch 1";
   QTest::addRow("tp 2 x pp 2") << 4 << "--tp 2 --pp 2 --micro-batch 2";
+  // Sequence parallelism: the norms on a tp-th of the tokens, an all-gather
+  // before each column-parallel GEMM, a reduce-scatter after each
+  // row-parallel one.
+  QTest::addRow("tp 2, sequence parallel") << 2 << "--tp 2 --micro-batch 4 --sequence-parallel";
+  QTest::addRow("dp 2 x tp 2, sequence parallel")
+      << 4 << "--dp 2 --tp 2 --micro-batch 2 --sequence-parallel";
+  QTest::addRow("tp 2 x pp 2, sequence parallel")
+      << 4 << "--tp 2 --pp 2 --micro-batch 2 --sequence-parallel";
+  QTest::addRow("tp 2, sequence parallel, full recomputation")
+      << 2 << "--tp 2 --micro-batch 2 --sequence-parallel --recompute full";
+  QTest::addRow("tp 2, sequence parallel, selective recomputation")
+      << 2 << "--tp 2 --micro-batch 4 --sequence-parallel --recompute selective";
+  QTest::addRow("tp 4, sequence parallel, MPI calls in pieces")
+      << 4 << "--tp 4 --micro-batch 4 --sequence-parallel --mpi-pieces";
+  QTest::addRow("zero-3, dp 2 x tp 2, sequence parallel")
+      << 4 << "--dp 2 --tp 2 --zero 3 --micro-batch 1 --sequence-parallel";
   // Recomputation computes the same numbers again: the same training.
   QTest::addRow("selective recomputation") << 1 << "--micro-batch 4 --recompute selective";
   QTest::addRow("full recomputation, accumulation 4") << 1 << "--micro-batch 1 --recompute full";
@@ -347,6 +364,63 @@ void TestWorkerParallel::zeroShardsTheModelState() {
                qPrintable(QString::number(bytes("workspace and buffers"))));
     }
   }
+}
+
+// Sequence parallelism keeps a tp-th of the tokens outside the
+// tensor-parallel GEMMs, and its tensor-parallel collectives are all-gathers
+// and reduce-scatters (the layer norms' gradients, 2 x 32 values, the only
+// all-reduces besides the loss's words). Before, the engines ran such a plan
+// without it, and said so.
+void TestWorkerParallel::sequenceParallelSplitsTheTokens() {
+  QTemporaryDir dir;
+  auto run_tp2 = [&](bool sp, std::map<std::string, double>& part,
+                     std::map<trace::Collective, std::int64_t>& largest) {
+    std::vector<std::string> args = test::tiny_model_args();
+    const std::string out = dir.filePath(sp ? "sp-{rank}.db" : "tp-{rank}.db").toStdString();
+    for (const char* a : {"--tp", "2", "--micro-batch", "2", "--global-batch", "2", "--steps", "2"})
+      args.push_back(a);
+    args.push_back("--out");
+    args.push_back(out);
+    if (sp) args.push_back("--sequence-parallel");
+    const test::WorkerRun r = test::run_worker(test::worker_spec(2, args));
+    QVERIFY2(r.report.outcome == launch::Outcome::completed, qPrintable(describe(r.report)));
+    auto reader = trace::TraceReader::open(dir.filePath(sp ? "sp-0.db" : "tp-0.db").toStdString());
+    QVERIFY2(reader.ok(), reader.ok() ? "" : reader.message().c_str());
+    auto series = (*reader)->counter_series();
+    QVERIFY(series.ok());
+    for (const trace::CounterSeries& c : *series) {
+      auto samples = (*reader)->counters(c.rank, c.name);
+      QVERIFY(samples.ok() && !samples->empty());
+      part[(*reader)->string(c.name)] = samples->back().value;
+    }
+    auto events = (*reader)->find_events("tp ", trace::NameMatch::substring, 100000, 0);
+    QVERIFY2(events, events ? "" : events.message().c_str());
+    for (const trace::StoredEvent& e : *events) {
+      std::int64_t& most = largest[e.event.collective];
+      most = std::max(most, e.event.bytes);
+    }
+  };
+  std::map<std::string, double> tp_part, sp_part;
+  std::map<trace::Collective, std::int64_t> tp_largest, sp_largest;
+  run_tp2(false, tp_part, tp_largest);
+  if (QTest::currentTestFailed()) return;
+  run_tp2(true, sp_part, sp_largest);
+  if (QTest::currentTestFailed()) return;
+
+  // 2 sequences of 16 tokens of width 32: 1024 values a full activation.
+  constexpr std::int64_t kFull = 2 * 16 * 32 * 4;
+  QCOMPARE(tp_largest.count(trace::Collective::all_gather), std::size_t{0});
+  QCOMPARE(tp_largest[trace::Collective::all_reduce], kFull);
+  QCOMPARE(sp_largest[trace::Collective::all_gather], kFull);
+  QCOMPARE(sp_largest[trace::Collective::reduce_scatter], kFull);
+  QCOMPARE(sp_largest[trace::Collective::all_reduce], std::int64_t{2 * 32 * 4});
+
+  const std::string activations = trace::memory_part_counter("activations");
+  QVERIFY(tp_part[activations] > 0);
+  QVERIFY2(sp_part[activations] < tp_part[activations],
+           qPrintable(QString("activations %1 with sequence parallelism, %2 without")
+                          .arg(sp_part[activations])
+                          .arg(tp_part[activations])));
 }
 
 void TestWorkerParallel::lossFallsOverFiftySteps() {
