@@ -1717,6 +1717,13 @@ void TestGuiApp::pinsSavedWithTheProject() {
   waitForEstimate();
   QCOMPARE(window_->pinned()->size(), 2);
   const QString first = window_->pinned()->nameAt(0);
+  // Two pins of one plan, its micro-batch edited between them: their
+  // columns had one title, and nothing told them apart.
+  const QString second = window_->pinned()->nameAt(1);
+  QCOMPARE(second, first + QStringLiteral(" (2)"));
+  QTableWidget* columns = window_->compareView()->table();
+  QCOMPARE(columns->horizontalHeaderItem(0)->text(), first);
+  QCOMPARE(columns->horizontalHeaderItem(1)->text(), second);
   const double first_step = window_->pinned()->at(0).estimate.time.step();
   QVERIFY(window_->saveProjectAs(path));
   const std::string saved = project_to_json_text(ws->project());
@@ -1725,6 +1732,7 @@ void TestGuiApp::pinsSavedWithTheProject() {
   QVERIFY(window_->openProject(path));
   QCOMPARE(window_->pinned()->size(), 2);
   QCOMPARE(window_->pinned()->nameAt(0), first);
+  QCOMPARE(window_->pinned()->nameAt(1), second);
   QCOMPARE(window_->pinned()->at(0).estimate.time.step(), first_step);
   QCOMPARE(window_->compareView()->table()->columnCount(), 2);
   QVERIFY(!ws->isModified());
