@@ -98,6 +98,8 @@ class TestGuiApp : public QObject {
   void clusterShapeEditsKeepItWhole_data();
   void clusterShapeEditsKeepItWhole();
   void thisMachineIsAPreset();
+  void openClusterFile_data();
+  void openClusterFile();
   void editedPartsReadAsEdited();
   void userPresetsMarked();
   void editWorkloadShowsFiguresLive();
@@ -641,6 +643,93 @@ void TestGuiApp::thisMachineIsAPreset() {
   QVERIFY2(QString::fromStdString(cluster->display_name).startsWith("This machine ("),
            cluster->display_name.c_str());
   QCOMPARE(cluster->cpu_cores_per_node, int(std::thread::hardware_concurrency()));
+}
+
+// A cluster JSON file opened in the cluster designer, as `--cluster FILE`
+// takes it (a cluster document, its parts inlined or named by preset, or a
+// plan's cluster; the designer offered only presets); what does not read is
+// said with the file and the problem, and the cluster shown stays as it was.
+void TestGuiApp::openClusterFile_data() {
+  QTest::addColumn<QString>("text");
+  QTest::addColumn<int>("nodes");  // of the cluster opened; 0: refused
+  QTest::addColumn<QString>("message");
+  const QString mine = QStringLiteral(
+      R"({"kind": "cluster", "name": "mine", "display_name": "My cluster", "nodes": 2,
+          "gpus_per_node": 4, "gpu": "a100-80gb", "intra_node": "nvlink3",
+          "inter_node": "ib-ndr", "nics_per_node": 4})");
+  QTest::addRow("cluster naming presets") << mine << 2 << QString();
+  // As the project and `to_json` write one: every part inlined.
+  const cs::PresetCatalog& catalog = window_->workspace()->catalog();
+  auto inlined = cs::to_json(catalog.cluster("dgx-a100-8").value());
+  inlined["nodes"] = 3;
+  inlined["display_name"] = "My cluster";
+  inlined["inter_node"] = cs::to_json(*catalog.find_link("ib-ndr"));
+  QTest::addRow("cluster inlined") << QString::fromStdString(inlined.dump(2)) << 3 << QString();
+  QTest::addRow("plan") << QStringLiteral(R"({"cluster": %1, "workload": "llama2-7b",
+                                              "parallel": {"dp": 8, "global_batch": 33}})")
+                               .arg(QString(mine).replace(QStringLiteral("\"nodes\": 2"),
+                                                          QStringLiteral("\"nodes\": 5")))
+                        << 5 << QString();
+  QTest::addRow("not json") << QStringLiteral("{\"nodes\": ") << 0
+                            << QStringLiteral("invalid JSON");
+  QTest::addRow("bad field") << QString(mine).replace(QStringLiteral("\"nodes\": 2"),
+                                                      QStringLiteral("\"nodes\": 0"))
+                             << 0 << QStringLiteral(": /nodes: must be");
+  QTest::addRow("unknown GPU") << QString(mine).replace(QStringLiteral("a100-80gb"),
+                                                        QStringLiteral("h900"))
+                               << 0 << QStringLiteral("h900");
+  QTest::addRow("a workload")
+      << QStringLiteral(R"({"name": "tiny", "layers": 2, "hidden": 64, "heads": 4, "seq_len": 128,
+                           "vocab": 1000})")
+      << 0 << QStringLiteral(": a workload document, not a cluster");
+  QTest::addRow("a preset list") << QStringLiteral("[%1]").arg(mine) << 0
+                                 << QStringLiteral(": a list of 1 documents (a preset file?)");
+  QTest::addRow("plan with a bad cluster")
+      << QStringLiteral(R"({"cluster": "dgx-z", "workload": "llama2-7b", "parallel": {}})") << 0
+      << QStringLiteral("dgx-z");
+}
+
+void TestGuiApp::openClusterFile() {
+  QFETCH(QString, text);
+  QFETCH(int, nodes);
+  QFETCH(QString, message);
+  Workspace* ws = window_->workspace();
+  ClusterDesigner* designer = window_->clusterDesigner();
+  QCOMPARE(designer->presetBox()->itemText(1), QStringLiteral("Open a cluster file…"));
+  const int start = ws->undoStack()->index();
+  auto back = qScopeGuard([&] {
+    while (ws->undoStack()->index() > start)
+      ws->undoStack()->undo();
+    waitForEstimate();
+  });
+  const std::string before = project_to_json_text(ws->project());
+  const QString nodes_shown = designer->field(QStringLiteral("/nodes"))->text();
+  const QString path = dir_.filePath(
+      QStringLiteral("cluster-%1.json").arg(QTest::currentDataTag()).replace(' ', '-'));
+  QFile f(path);
+  QVERIFY(f.open(QIODevice::WriteOnly | QIODevice::Truncate));
+  f.write(text.toUtf8());
+  f.close();
+  const bool opened = designer->openClusterFile(path);
+  QCOMPARE(opened, nodes > 0);
+  if (opened) {
+    const cs::Cluster* c = ws->project().current_cluster();
+    QCOMPARE(c->nodes, nodes);
+    QCOMPARE(c->display_name, std::string("My cluster"));
+    QCOMPARE(c->gpu->name, std::string("a100-80gb"));
+    QVERIFY(c->inter_node.has_value());
+    QCOMPARE(designer->field(QStringLiteral("/nodes"))->text(), QString::number(nodes));
+    QCOMPARE(ws->undoStack()->index(), start + 1);
+    QVERIFY(ws->undoStack()->undoText().contains(QFileInfo(path).fileName()));
+    waitForEstimate();
+  } else {
+    QCOMPARE(project_to_json_text(ws->project()), before);
+    QCOMPARE(designer->field(QStringLiteral("/nodes"))->text(), nodes_shown);
+    QCOMPARE(ws->undoStack()->index(), start);
+    const QString said = designer->problemLabel()->text();
+    QVERIFY(designer->problemLabel()->isVisibleTo(designer));
+    QVERIFY2(said.contains(path) && said.contains(message), qPrintable(said));
+  }
 }
 
 // An edit that changes the cluster's shape brings what the new shape needs,
