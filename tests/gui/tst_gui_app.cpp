@@ -1488,13 +1488,26 @@ void TestGuiApp::searchPickAndCompare() {
   {
     // Plans of one precision need no note.
     RankedPlanModel one;
+    RankedPlanFilter shown;
+    shown.setSourceModel(&one);
     cs::plan::SearchResult same;
     for (const cs::plan::RankedPlan& r : found)
       if (r.precision.compute == found.front().precision.compute) same.best.push_back(r);
     one.setResult(same);
-    QVERIFY(one.rowCount() > 1);
-    QVERIFY(one.mfuNote().isEmpty());
+    QVERIFY(shown.rowCount() > 1);
+    QVERIFY(shown.mfuNote().isEmpty());
   }
+  // Nor do the rows a filter leaves of one precision: the note stayed,
+  // about plans no longer shown; cleared, the filter brings it back.
+  const QString one_precision =
+      QString::fromStdString(std::string(cs::to_string(found.front().precision.compute)));
+  test::typeInto(explorer->filterEdit(), one_precision);
+  QVERIFY(explorer->proxy()->rowCount() > 0);
+  QVERIFY(explorer->proxy()->rowCount() < explorer->model()->rowCount());
+  QVERIFY2(!explorer->mfuNoteLabel()->isVisibleTo(explorer),
+           qPrintable(explorer->mfuNoteLabel()->text()));
+  test::typeInto(explorer->filterEdit(), QString());
+  QVERIFY(explorer->mfuNoteLabel()->isVisibleTo(explorer));
 
   // Sorting by throughput, descending, through the proxy.
   RankedPlanFilter* proxy = explorer->proxy();
