@@ -2498,6 +2498,27 @@ void TestGuiApp::seedCalculators() {
   QCOMPARE(quant->scaleLabel()->text(), QStringLiteral("7.84314e-06"));
   QVERIFY2(quant->valueLabel()->text().contains(QStringLiteral("7.84314e-06")),
            qPrintable(quant->valueLabel()->text()));
+  // Narrower still, typed as `calc quantize --max` takes it: four decimals
+  // made 0.000001 a 0 (min must be below max), and refused "1e-6".
+  for (const char* typed : {"0.000001", "1e-6", "0.0000012345678"}) {
+    QDoubleSpinBox* max = quant->maxBox();
+    max->setFocus();
+    max->selectAll();
+    QTest::keyClicks(max, QString::fromLatin1(typed));
+    const double value = std::stod(typed);
+    QCOMPARE(max->value(), value);
+    QCOMPARE(quant->scaleLabel()->text(),
+             QString::fromStdString(cs::format_significant(value / 255)));
+    QTest::keyClick(max, Qt::Key_Return);  // shown in as few digits as read back the same
+    QCOMPARE(max->text(), QString::number(value, 'g', QLocale::FloatingPointShortest));
+    QCOMPARE(max->value(), value);
+  }
+  // Narrower than any float32 tensor's range: refused as the CLI refuses it.
+  quant->maxBox()->setValue(1e-39);
+  QCOMPARE(quant->maxBox()->value(), 1e-39);
+  QCOMPARE(quant->scaleLabel()->text(), QStringLiteral("—"));
+  QVERIFY2(quant->valueLabel()->text().contains(QStringLiteral("smallest normal float32")),
+           qPrintable(quant->valueLabel()->text()));
   quant->maxBox()->setValue(0.8);
   quant->minBox()->setValue(-0.5);
   QCOMPARE(quant->scaleLabel()->text(), QStringLiteral("0.00509804"));
