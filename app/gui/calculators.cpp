@@ -18,8 +18,10 @@
 #include <QVBoxLayout>
 #include <QValueAxis>
 #include <cmath>
+#include <limits>
 
 #include "app/gui/analysis.h"
+#include "app/gui/field_widgets.h"
 #include "core/format.h"
 #include "planners/seed_formulas.h"
 
@@ -31,12 +33,13 @@ QString q(const std::string& s) {
   return QString::fromStdString(s);
 }
 
+// decimals < 0: any number, as the CLI takes it (NumberSpinBox).
 QDoubleSpinBox* spin(double lo, double hi, double value, int decimals, const QString& suffix,
                      const char* name) {
-  auto* box = new QDoubleSpinBox;
+  QDoubleSpinBox* box = decimals < 0 ? new NumberSpinBox : new QDoubleSpinBox;
   box->setObjectName(QString::fromLatin1(name));
   box->setRange(lo, hi);
-  box->setDecimals(decimals);
+  if (decimals >= 0) box->setDecimals(decimals);
   box->setValue(value);
   box->setSuffix(suffix);
   box->setKeyboardTracking(true);
@@ -206,10 +209,12 @@ void CommunicationCalculator::recompute() {
 
 QuantizationCalculator::QuantizationCalculator(QWidget* parent) : QWidget(parent) {
   setObjectName(QStringLiteral("quantizationCalculator"));
-  // The article's example: the range [-0.5, 0.8] and the value 0.3.
-  min_ = spin(-1e9, 1e9, -0.5, 4, {}, "quantMin");
-  max_ = spin(-1e9, 1e9, 0.8, 4, {}, "quantMax");
-  value_ = spin(-1e9, 1e9, 0.3, 4, {}, "quantValue");
+  // The article's example: the range [-0.5, 0.8] and the value 0.3. Any
+  // number `clusterscope calc quantize` takes (four decimals made a range
+  // of 0.000001 wide 0).
+  min_ = spin(-1e9, 1e9, -0.5, -1, {}, "quantMin");
+  max_ = spin(-1e9, 1e9, 0.8, -1, {}, "quantMax");
+  value_ = spin(-1e9, 1e9, 0.3, -1, {}, "quantValue");
   bits_ = new QSpinBox;
   bits_->setObjectName(QStringLiteral("quantBits"));
   bits_->setRange(2, 16);
@@ -300,8 +305,10 @@ void QuantizationCalculator::recompute() {
   const bool article = mode == QuantMode::article;
   bits_->setEnabled(!article);  // the articles' mix is defined for INT8 only
   // A range that is no range is refused, as `clusterscope calc quantize`
-  // refuses it (it showed a scale of 1 "of [0, 0]").
-  const bool range_ok = lo < hi;
+  // refuses it (it showed a scale of 1 "of [0, 0]"); so is one narrower than
+  // the smallest normal float32, whose scale is 0.
+  const bool ordered = lo < hi;
+  const bool range_ok = ordered && hi - lo >= std::numeric_limits<float>::min();
   for (QDoubleSpinBox* box : {min_, max_}) {
     box->setStyleSheet(range_ok ? QString() : QStringLiteral("color: #c03030"));
   }
@@ -309,10 +316,14 @@ void QuantizationCalculator::recompute() {
     scale_->setText(QStringLiteral("—"));
     zero_point_->setText(QStringLiteral("—"));
     range_->setText(QStringLiteral("—"));
-    mapping_->setText(tr("<span style=\"color:#c03030\">min must be below max (got min %1, "
-                         "max %2)</span>")
-                          .arg(lo)
-                          .arg(hi));
+    mapping_->setText(
+        (ordered ? tr("<span style=\"color:#c03030\">min %1 and max %2 are closer than the "
+                      "smallest normal float32 (1.2e-38): no tensor's range is, and its scale "
+                      "would be 0</span>")
+                 : tr("<span style=\"color:#c03030\">min must be below max (got min %1, "
+                      "max %2)</span>"))
+            .arg(lo)
+            .arg(hi));
     table_->setRowCount(0);
     dequantized_->clear();
     error_->clear();

@@ -1,6 +1,8 @@
 #include "app/gui/cluster_designer.h"
 
 #include <QComboBox>
+#include <QFileDialog>
+#include <QFileInfo>
 #include <QFormLayout>
 #include <QHBoxLayout>
 #include <QLabel>
@@ -17,6 +19,7 @@
 #include "app/gui/topology_view.h"
 #include "app/gui/workspace.h"
 #include "core/format.h"
+#include "core/json_reader.h"
 #include "core/model_json.h"
 #include "core/presets.h"
 
@@ -170,6 +173,8 @@ void markIfEdited(Part& part, const Part* preset) {
              : preset->display_name;
 }
 
+constexpr int kOpenFileItem = 1;  // of the preset list: "Open a cluster file…"
+
 // The box items of the cluster's own parts (a part from a file, a part
 // edited): made for the cluster shown, and picking one again changes nothing.
 constexpr int kOwnPartRole = Qt::UserRole + 1;
@@ -186,8 +191,14 @@ ClusterDesigner::ClusterDesigner(Workspace* workspace, QWidget* parent)
   preset_->setObjectName(QStringLiteral("clusterPreset"));
   preset_->setToolTip(tr("Replaces the current cluster with a preset (undoable)"));
   connect(preset_, &QComboBox::activated, this, [this](int index) {
-    if (index > 0) applyPreset(preset_->itemData(index).toString());
     preset_->setCurrentIndex(0);
+    if (index == kOpenFileItem) {
+      const QString path = QFileDialog::getOpenFileName(
+          this, tr("Open a cluster"), {}, tr("Cluster or plan JSON (*.json);;All files (*)"));
+      if (!path.isEmpty()) openClusterFile(path);
+    } else if (index > kOpenFileItem) {
+      applyPreset(preset_->itemData(index).toString());
+    }
   });
   copy_ = new QPushButton(tr("Copy for this plan"));
   copy_->setObjectName(QStringLiteral("clusterCopy"));
@@ -299,25 +310,64 @@ FieldEdit* ClusterDesigner::field(const QString& pointer) const {
 }
 
 bool ClusterDesigner::applyPreset(const QString& name) {
-  const Project& project = workspace_->project();
-  const Cluster* current = project.current_cluster();
-  if (!current) return false;
+  if (!workspace_->project().current_cluster()) return false;
   auto preset = workspace_->catalog().cluster(name.toStdString());
   if (!preset) {
     problem_->setText(q(preset.message()));
     problem_->setVisible(true);
     return false;
   }
+  use(std::move(preset).value(), tr("Load cluster preset %1").arg(name));
+  return true;
+}
+
+bool ClusterDesigner::openClusterFile(const QString& path) {
+  if (!workspace_->project().current_cluster()) return false;
+  auto fail = [this](const std::string& why) {
+    problem_->setText(tr("Could not open the cluster: %1").arg(q(why)));
+    problem_->setVisible(true);
+    return false;
+  };
+  // Named as given, as the CLI names --cluster FILE; errors say where in it.
+  const std::string doc = path.toStdString();
+  auto j = read_json_file(doc);
+  if (!j) return fail(j.message());
+  if (j->is_array()) {
+    return fail(doc + ": a list of " + std::to_string(j->size()) +
+                " documents (a preset file?): open a file of one cluster, or of one plan");
+  }
+  auto kind = detect_kind(*j, doc);
+  if (!kind) return fail(kind.message());
+  if (*kind != DocumentKind::cluster && *kind != DocumentKind::plan) {
+    return fail(doc + ": a " + std::string(to_string(*kind)) +
+                " document, not a cluster (nor a plan with one)");
+  }
+  const PresetCatalog& catalog = workspace_->catalog();
+  auto c = [&]() -> Result<Cluster> {
+    if (*kind == DocumentKind::cluster) return cluster_from_json(*j, doc, &catalog);
+    // Only its cluster is taken: the plan's own flaws (a batch not a
+    // multiple) are no reason to refuse it.
+    auto plan = plan_from_json(*j, doc, &catalog, ParallelRules::leave_to_caller);
+    if (!plan) return plan.error();
+    return plan->cluster;
+  }();
+  if (!c) return fail(c.message());
+  use(std::move(c).value(), tr("Open cluster %1").arg(QFileInfo(path).fileName()));
+  return true;
+}
+
+void ClusterDesigner::use(Cluster cluster, const QString& text) {
+  const Project& project = workspace_->project();
+  const Cluster* current = project.current_cluster();
+  if (!current) return;
   Project after = project;
-  Cluster cluster = std::move(preset).value();
   if (plans_using_cluster(project, current->name) > 1) {
     add_cluster_for_current_plan(after, std::move(cluster));
   } else {
     cluster.name = current->name;  // plans refer to the cluster by this name
     after.clusters[std::size_t(project.cluster_index(current->name))] = std::move(cluster);
   }
-  workspace_->edit(tr("Load cluster preset %1").arg(name), std::move(after));
-  return true;
+  workspace_->edit(text, std::move(after));
 }
 
 bool ClusterDesigner::copyForCurrentPlan() {
@@ -452,6 +502,11 @@ void ClusterDesigner::fillPresetLists() {
   for (QComboBox* box : {preset_, gpu_, intra_, inter_})
     box->clear();
   preset_->addItem(tr("Load a preset…"));
+  preset_->addItem(tr("Open a cluster file…"));  // kOpenFileItem
+  preset_->setItemData(kOpenFileItem,
+                       tr("A cluster JSON document, or a plan's cluster (as clusterscope "
+                          "plan --cluster FILE reads them)"),
+                       Qt::ToolTipRole);
   // As `--cluster this-machine` gives it: its GPUs, detected when loaded.
   preset_->addItem(tr("This machine (its GPUs, detected now)"), q(std::string(kThisMachine)));
   for (const Cluster& c : catalog.clusters())

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "core/hardware.h"
 #include "core/problem.h"
 
 class QComboBox;
@@ -52,12 +53,21 @@ class ClusterDesigner : public QWidget {
   // missing. A cluster other plans share stays theirs: the current plan gets
   // the preset as a cluster of its own.
   bool applyPreset(const QString& name);
+  // Opens a cluster JSON file for the current plan as a preset is loaded: a
+  // cluster document (its parts inlined or naming presets), or a plan
+  // document's cluster, as `--cluster FILE` takes them. False, with the file
+  // and what is wrong in the panel and the cluster as it was, when it does
+  // not read.
+  bool openClusterFile(const QString& path);
+  QLabel* problemLabel() const { return problem_; }
   // Gives the current plan a copy of its cluster to edit on its own.
   bool copyForCurrentPlan();
 
  private:
   // The preset, GPU and link boxes, from the workspace's catalog.
   void fillPresetLists();
+  // Gives the current plan `cluster` (its own, where others share its cluster).
+  void use(Cluster cluster, const QString& text);
   void refresh();
   void editFields(const QString& text, std::vector<std::pair<QString, QString>> edits,
                   const QString& merge_key);

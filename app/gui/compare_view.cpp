@@ -14,6 +14,7 @@
 #include <QTableWidget>
 #include <QVBoxLayout>
 #include <QValueAxis>
+#include <algorithm>
 
 #include "core/format.h"
 #include "planners/estimate.h"
@@ -113,7 +114,15 @@ QString PinnedPlans::add(const plan::RankedPlan& plan, const QString& name, cons
       return tr("the same plan as \"%1\"").arg(p.name);
     }
   }
-  pinned_.push_back({plan, name, cluster, workload, std::move(subject)});
+  // Two pins of one plan (edited between them, or the same row of two
+  // searches) are told apart by their column titles: "name (2)". The title
+  // is the pin's name, saved with the project as it is.
+  QString title = name;
+  for (int n = 2; std::any_of(pinned_.begin(), pinned_.end(),
+                              [&](const Pinned& p) { return p.name == title; });
+       ++n)
+    title = QStringLiteral("%1 (%2)").arg(name).arg(n);
+  pinned_.push_back({plan, title, cluster, workload, std::move(subject)});
   return {};
 }
 

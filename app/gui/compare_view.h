@@ -30,7 +30,8 @@ class PinnedPlans : public QObject {
  public:
   using QObject::QObject;
   // False (and nothing pinned) when four are pinned already or it is pinned
-  // (the same plan on the same cluster and workload, `subject_of`).
+  // (the same plan on the same cluster and workload, `subject_of`). A name
+  // another pin has gets a number ("name (2)"): each column's title differs.
   bool pin(const plan::RankedPlan& plan, const QString& name, const Cluster& cluster,
            const Workload& workload);
   void unpin(int index);

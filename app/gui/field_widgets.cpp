@@ -3,9 +3,11 @@
 #include <QComboBox>
 #include <QFormLayout>
 #include <QKeyEvent>
+#include <QLocale>
 #include <QRegularExpression>
 #include <QVBoxLayout>
 #include <cmath>
+#include <limits>
 
 #include "core/presets.h"
 
@@ -146,6 +148,40 @@ QString FieldEdit::jsonValue() const {
   if (ok && std::isfinite(d)) return QString::number(d, 'g', 17);
   // Not a number: quoted, so that the core reader reports "must be a number".
   return quoted(edit_->text().trimmed());
+}
+
+NumberSpinBox::NumberSpinBox(QWidget* parent) : QDoubleSpinBox(parent) {
+  // The most a double holds: setValue rounds to the decimals (none lost).
+  setDecimals(std::numeric_limits<double>::max_exponent10 + std::numeric_limits<double>::digits10);
+}
+
+QString NumberSpinBox::textFromValue(double value) const {
+  QLocale c = QLocale::c();
+  c.setNumberOptions(QLocale::OmitGroupSeparator);
+  return c.toString(value, 'g', QLocale::FloatingPointShortest);
+}
+
+QString NumberSpinBox::numberIn(QString text) const {
+  if (!suffix().isEmpty() && text.endsWith(suffix())) text.chop(suffix().size());
+  if (!prefix().isEmpty() && text.startsWith(prefix())) text.remove(0, prefix().size());
+  return text.trimmed();
+}
+
+double NumberSpinBox::valueFromText(const QString& text) const {
+  return QLocale::c().toDouble(numberIn(text));
+}
+
+QValidator::State NumberSpinBox::validate(QString& text, int& pos) const {
+  Q_UNUSED(pos);
+  const QString number = numberIn(text);
+  bool ok = false;
+  const double value = QLocale::c().toDouble(number, &ok);
+  if (ok && std::isfinite(value))
+    return value >= minimum() && value <= maximum() ? QValidator::Acceptable
+                                                    : QValidator::Intermediate;
+  // On the way to a number: "", "-", "1.", "1e", "1e-".
+  static const QRegularExpression partial(QStringLiteral(R"(^[+-]?(\d*\.?\d*)([eE][+-]?\d*)?$)"));
+  return partial.match(number).hasMatch() ? QValidator::Intermediate : QValidator::Invalid;
 }
 
 void roomForMnemonic(QLabel* label) {

@@ -3,6 +3,7 @@
 // and marks a bad value in place with the reason, and a combo box that names
 // presets.
 
+#include <QDoubleSpinBox>
 #include <QLabel>
 #include <QLineEdit>
 #include <QString>
@@ -60,6 +61,23 @@ class FieldEdit : public QWidget {
   QLabel* reason_;
   QString problem_;
   QString shown_;  // the model's value, as last shown
+};
+
+// A number box that takes any number a CLI option of type double takes
+// ("0.000001", "1e-6", "-2.5E3"), kept as typed, and shows a value in the
+// fewest digits that read back the same: QDoubleSpinBox's fixed decimals
+// rounded a narrow quantisation range to 0.
+class NumberSpinBox : public QDoubleSpinBox {
+  Q_OBJECT
+
+ public:
+  explicit NumberSpinBox(QWidget* parent = nullptr);
+  QString textFromValue(double value) const override;
+  double valueFromText(const QString& text) const override;
+  QValidator::State validate(QString& text, int& pos) const override;
+
+ private:
+  QString numberIn(QString text) const;  // the text without prefix and suffix
 };
 
 // A label's room for its shortcut letter: underlined, that letter is laid

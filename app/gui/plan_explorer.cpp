@@ -236,6 +236,15 @@ PlanExplorer::PlanExplorer(Workspace* workspace, PinnedPlans* pinned, QWidget* p
   mfu_note_->setObjectName(QStringLiteral("searchMfuNote"));
   mfu_note_->setWordWrap(true);
   mfu_note_->setVisible(false);
+  // The note follows the rows shown: a filter to "bf16" leaves one precision.
+  auto update_note = [this] {
+    mfu_note_->setText(proxy_->mfuNote());
+    mfu_note_->setVisible(!mfu_note_->text().isEmpty());
+  };
+  connect(proxy_, &QAbstractItemModel::rowsInserted, this, update_note);
+  connect(proxy_, &QAbstractItemModel::rowsRemoved, this, update_note);
+  connect(proxy_, &QAbstractItemModel::modelReset, this, update_note);
+  connect(proxy_, &QAbstractItemModel::layoutChanged, this, update_note);
   auto* table_side = new QWidget;
   auto* table_layout = new QVBoxLayout(table_side);
   table_layout->setContentsMargins(0, 0, 0, 0);
@@ -373,8 +382,6 @@ void PlanExplorer::onFinished() {
   }
   const plan::SearchResult& r = out.result;
   model_->setResult(r, out.per_sample);
-  mfu_note_->setText(model_->mfuNote());
-  mfu_note_->setVisible(!mfu_note_->text().isEmpty());
   table_->sortByColumn(RankedPlanModel::rank, Qt::AscendingOrder);
   updateChart();
   // "within the limits" (headroom, days, cost): "kept" read as how many the

@@ -55,11 +55,6 @@ int RankedPlanModel::rowCount(const QModelIndex& parent) const {
   return parent.isValid() ? 0 : int(plans_.size());
 }
 
-QString RankedPlanModel::mfuNote() const {
-  return QString::fromStdString(
-      plan::mfu_across_precisions_note(plans_, per_sample_ ? "samples/s" : "tokens/s"));
-}
-
 int RankedPlanModel::columnCount(const QModelIndex& parent) const {
   return parent.isValid() ? 0 : column_count;
 }
@@ -211,6 +206,17 @@ void RankedPlanFilter::setFrontOnly(bool on) {
   if (on == front_only_) return;
   front_only_ = on;
   invalidateFilter();
+}
+
+QString RankedPlanFilter::mfuNote() const {
+  const auto* model = qobject_cast<const RankedPlanModel*>(sourceModel());
+  if (!model) return {};
+  // The rows shown: a filter that leaves one precision leaves nothing to say.
+  std::vector<plan::RankedPlan> shown;
+  for (int r = 0; r < rowCount(); ++r)
+    shown.push_back(model->planAt(mapToSource(index(r, 0)).row()));
+  return QString::fromStdString(
+      plan::mfu_across_precisions_note(shown, model->perSample() ? "samples/s" : "tokens/s"));
 }
 
 bool RankedPlanFilter::filterAcceptsRow(int row, const QModelIndex& parent) const {

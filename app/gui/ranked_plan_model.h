@@ -48,9 +48,6 @@ class RankedPlanModel : public QAbstractTableModel {
   // workload counts samples, not tokens (a CNN), and so does the throughput column.
   void setResult(const plan::SearchResult& result, bool per_sample = false);
   bool perSample() const { return per_sample_; }
-  // What its MFU column needs said when the plans are of several
-  // precisions (plan::mfu_across_precisions_note); "" when of one.
-  QString mfuNote() const;
   void clear();
   const std::vector<plan::RankedPlan>& plans() const { return plans_; }
   const plan::RankedPlan& planAt(int row) const { return plans_[std::size_t(row)]; }
@@ -81,6 +78,10 @@ class RankedPlanFilter : public QSortFilterProxyModel {
   explicit RankedPlanFilter(QObject* parent = nullptr);
   void setFrontOnly(bool on);
   bool frontOnly() const { return front_only_; }
+  // What the MFU column needs said when the rows it shows are of several
+  // precisions (plan::mfu_across_precisions_note); "" when of one. The
+  // source must be a RankedPlanModel.
+  QString mfuNote() const;
 
  protected:
   bool filterAcceptsRow(int row, const QModelIndex& parent) const override;

@@ -21,6 +21,7 @@
 #include <QKeyEvent>
 #include <QLabel>
 #include <QLegend>
+#include <QLegendMarker>
 #include <QLineEdit>
 #include <QLineSeries>
 #include <QPageLayout>
@@ -249,6 +250,7 @@ Result<std::vector<CounterLine>> readCounters(const trace::TraceReader& reader) 
     if (!samples) return samples.error();
     CounterLine line;
     line.title = QObject::tr("rank %1: %2").arg(rank).arg(q(reader.string(name)));
+    line.rank = rank;
     line.name = reader.string(name);
     line.bytes = trace::counter_in_bytes(line.name);
     const std::size_t n = samples->size();
@@ -1153,6 +1155,23 @@ QString counterPointTip(const CounterLine& line, double x_ms) {
            q(format_time_ns(line.times_ns[i])));
 }
 
+// Past this many lines the Counters chart's legend names counters, not
+// lines: 8 ranks of 2 counters made 16 entries that took the chart's room.
+constexpr std::size_t kCounterLegendLines = 8;
+
+// "ranks 0–7", "ranks 0, 2, 5", or "12 ranks" where a list would be long.
+QString ranksText(std::vector<std::int32_t> ranks) {
+  std::sort(ranks.begin(), ranks.end());
+  if (ranks.size() == 1) return RunView::tr("rank %1").arg(ranks.front());
+  if (ranks.back() - ranks.front() + 1 == std::int32_t(ranks.size()))
+    return RunView::tr("ranks %1–%2").arg(ranks.front()).arg(ranks.back());
+  if (ranks.size() > 4) return RunView::tr("%1 ranks").arg(ranks.size());
+  QStringList each;
+  for (std::int32_t r : ranks)
+    each << QString::number(r);
+  return RunView::tr("ranks %1").arg(each.join(QStringLiteral(", ")));
+}
+
 void RunView::showCounters(const std::vector<CounterLine>& lines) {
   const int index = tabs_->indexOf(counter_area_);
   if (lines.empty()) {
@@ -1172,6 +1191,15 @@ void RunView::showCounters(const std::vector<CounterLine>& lines) {
   chart->addAxis(axis_y, Qt::AlignLeft);
   double x_hi = 1e-3, y_hi = 0;
   const double scale = bytes ? 1.0 / double(1ULL << 30) : 1.0;
+  // Many lines: one legend entry per counter, its ranks' lines in shades of
+  // the counter's colour, each line still named for its rank (its tooltip
+  // says which, and the line under the pointer is drawn thicker).
+  const bool grouped = lines.size() > kCounterLegendLines;
+  std::vector<std::string> counters;  // as first seen
+  for (const CounterLine& line : lines)
+    if (std::find(counters.begin(), counters.end(), line.name) == counters.end())
+      counters.push_back(line.name);
+  std::vector<int> seen(counters.size(), 0);
   for (const CounterLine& line : lines) {
     auto* series = new QLineSeries;
     // In GiB: the name says no other unit.
@@ -1187,14 +1215,54 @@ void RunView::showCounters(const std::vector<CounterLine>& lines) {
     chart->addSeries(series);
     series->attachAxis(axis_x);
     series->attachAxis(axis_y);
+    if (grouped) {
+      const std::size_t k =
+          std::size_t(std::find(counters.begin(), counters.end(), line.name) - counters.begin());
+      const int ranks = int(std::count_if(
+          lines.begin(), lines.end(), [&](const CounterLine& l) { return l.name == line.name; }));
+      // Hues far apart for the counters (the golden angle), lightness from
+      // dark to light across a counter's ranks. After addSeries: the
+      // chart's theme colours a series as it is added.
+      const int hue = int(210 + 137.5 * double(k)) % 360;
+      const int lightness = ranks > 1 ? 70 + (110 * seen[k]) / (ranks - 1) : 125;
+      ++seen[k];
+      QPen pen = series->pen();
+      pen.setColor(QColor::fromHsl(hue, 190, lightness));
+      series->setPen(pen);
+    }
     // Its value under the pointer in the counter's unit, at its sample's time
     // as the timeline gives it; the axis alone read raw milliseconds.
-    connect(series, &QLineSeries::hovered, this, [this, line](const QPointF& at, bool on) {
-      if (on)
-        QToolTip::showText(QCursor::pos(), counterPointTip(line, at.x()), counter_chart_);
-      else
-        QToolTip::hideText();
-    });
+    connect(series, &QLineSeries::hovered, this,
+            [this, line, series, width = series->pen().widthF()](const QPointF& at, bool on) {
+              QPen pen = series->pen();
+              pen.setWidthF(on ? width * 2 : width);
+              series->setPen(pen);
+              if (on)
+                QToolTip::showText(QCursor::pos(), counterPointTip(line, at.x()), counter_chart_);
+              else
+                QToolTip::hideText();
+            });
+  }
+  if (grouped) {
+    const QList<QAbstractSeries*> all = chart->series();
+    for (const std::string& counter : counters) {
+      std::vector<std::int32_t> ranks;
+      QLegendMarker* first = nullptr;
+      for (std::size_t i = 0; i < lines.size(); ++i) {
+        if (lines[i].name != counter) continue;
+        ranks.push_back(lines[i].rank);
+        for (QLegendMarker* m : chart->legend()->markers(all[qsizetype(i)])) {
+          if (first)
+            m->setVisible(false);
+          else
+            first = m;
+        }
+      }
+      const QString name = q(counter);
+      if (first) {
+        first->setLabel(tr("%1 · %2").arg(bytes ? counterTitle(name) : name, ranksText(ranks)));
+      }
+    }
   }
   setRoundTicks(axis_x, 0, x_hi);
   setRoundTicks(axis_y, 0, std::max(y_hi, 1e-9));

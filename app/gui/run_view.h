@@ -49,7 +49,8 @@ class TimelineWidget;
 // One counter series of a store (a rank's GPU memory in use) as drawn: ms
 // from the trace's start against its value.
 struct CounterLine {
-  QString title;
+  QString title;  // "rank 0: <name>"
+  std::int32_t rank = 0;
   std::string name;    // the counter's, as its store names it
   bool bytes = false;  // a size: drawn in GiB
   std::vector<QPointF> points;         // (ms from the trace's start, value)

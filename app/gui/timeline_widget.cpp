@@ -701,6 +701,7 @@ void TimelineWidget::loadLanesInView() {
 
 void TimelineWidget::moveEvent(QMoveEvent* event) {
   QWidget::moveEvent(event);
+  if (hasFocus()) update();  // the focus mark follows the part on screen
   loadLanesInView();
 }
 
@@ -1374,6 +1375,16 @@ void TimelineWidget::paintEvent(QPaintEvent* event) {
   }
   drawn_items_ = cache_items_;
   painter.drawPixmap(cache_rect_.topLeft(), cache_);
+  if (hasFocus()) {
+    // The focus mark of a field in the Fusion style: its outline in the
+    // highlight colour (the style's focus rectangle tints all it surrounds,
+    // here the whole view). Around the part on screen: in a scroll area the
+    // widget is as tall as all its lanes, and its own edges are out of sight.
+    const QRectF shown = QRectF(visibleRegion().boundingRect().intersected(rect()));
+    painter.setPen(QPen(palette().color(QPalette::Highlight), 2));
+    painter.setBrush(Qt::NoBrush);
+    painter.drawRect(shown.adjusted(1, 1, -1, -1));
+  }
   // More of the widget on screen than the last query covered (the scroll
   // area's viewport grew, which neither moves nor resizes the widget).
   const auto [first, last] = lanesInView();

@@ -98,6 +98,8 @@ class TestGuiApp : public QObject {
   void clusterShapeEditsKeepItWhole_data();
   void clusterShapeEditsKeepItWhole();
   void thisMachineIsAPreset();
+  void openClusterFile_data();
+  void openClusterFile();
   void editedPartsReadAsEdited();
   void userPresetsMarked();
   void editWorkloadShowsFiguresLive();
@@ -641,6 +643,93 @@ void TestGuiApp::thisMachineIsAPreset() {
   QVERIFY2(QString::fromStdString(cluster->display_name).startsWith("This machine ("),
            cluster->display_name.c_str());
   QCOMPARE(cluster->cpu_cores_per_node, int(std::thread::hardware_concurrency()));
+}
+
+// A cluster JSON file opened in the cluster designer, as `--cluster FILE`
+// takes it (a cluster document, its parts inlined or named by preset, or a
+// plan's cluster; the designer offered only presets); what does not read is
+// said with the file and the problem, and the cluster shown stays as it was.
+void TestGuiApp::openClusterFile_data() {
+  QTest::addColumn<QString>("text");
+  QTest::addColumn<int>("nodes");  // of the cluster opened; 0: refused
+  QTest::addColumn<QString>("message");
+  const QString mine = QStringLiteral(
+      R"({"kind": "cluster", "name": "mine", "display_name": "My cluster", "nodes": 2,
+          "gpus_per_node": 4, "gpu": "a100-80gb", "intra_node": "nvlink3",
+          "inter_node": "ib-ndr", "nics_per_node": 4})");
+  QTest::addRow("cluster naming presets") << mine << 2 << QString();
+  // As the project and `to_json` write one: every part inlined.
+  const cs::PresetCatalog& catalog = window_->workspace()->catalog();
+  auto inlined = cs::to_json(catalog.cluster("dgx-a100-8").value());
+  inlined["nodes"] = 3;
+  inlined["display_name"] = "My cluster";
+  inlined["inter_node"] = cs::to_json(*catalog.find_link("ib-ndr"));
+  QTest::addRow("cluster inlined") << QString::fromStdString(inlined.dump(2)) << 3 << QString();
+  QTest::addRow("plan") << QStringLiteral(R"({"cluster": %1, "workload": "llama2-7b",
+                                              "parallel": {"dp": 8, "global_batch": 33}})")
+                               .arg(QString(mine).replace(QStringLiteral("\"nodes\": 2"),
+                                                          QStringLiteral("\"nodes\": 5")))
+                        << 5 << QString();
+  QTest::addRow("not json") << QStringLiteral("{\"nodes\": ") << 0
+                            << QStringLiteral("invalid JSON");
+  QTest::addRow("bad field") << QString(mine).replace(QStringLiteral("\"nodes\": 2"),
+                                                      QStringLiteral("\"nodes\": 0"))
+                             << 0 << QStringLiteral(": /nodes: must be");
+  QTest::addRow("unknown GPU") << QString(mine).replace(QStringLiteral("a100-80gb"),
+                                                        QStringLiteral("h900"))
+                               << 0 << QStringLiteral("h900");
+  QTest::addRow("a workload")
+      << QStringLiteral(R"({"name": "tiny", "layers": 2, "hidden": 64, "heads": 4, "seq_len": 128,
+                           "vocab": 1000})")
+      << 0 << QStringLiteral(": a workload document, not a cluster");
+  QTest::addRow("a preset list") << QStringLiteral("[%1]").arg(mine) << 0
+                                 << QStringLiteral(": a list of 1 documents (a preset file?)");
+  QTest::addRow("plan with a bad cluster")
+      << QStringLiteral(R"({"cluster": "dgx-z", "workload": "llama2-7b", "parallel": {}})") << 0
+      << QStringLiteral("dgx-z");
+}
+
+void TestGuiApp::openClusterFile() {
+  QFETCH(QString, text);
+  QFETCH(int, nodes);
+  QFETCH(QString, message);
+  Workspace* ws = window_->workspace();
+  ClusterDesigner* designer = window_->clusterDesigner();
+  QCOMPARE(designer->presetBox()->itemText(1), QStringLiteral("Open a cluster file…"));
+  const int start = ws->undoStack()->index();
+  auto back = qScopeGuard([&] {
+    while (ws->undoStack()->index() > start)
+      ws->undoStack()->undo();
+    waitForEstimate();
+  });
+  const std::string before = project_to_json_text(ws->project());
+  const QString nodes_shown = designer->field(QStringLiteral("/nodes"))->text();
+  const QString path = dir_.filePath(
+      QStringLiteral("cluster-%1.json").arg(QTest::currentDataTag()).replace(' ', '-'));
+  QFile f(path);
+  QVERIFY(f.open(QIODevice::WriteOnly | QIODevice::Truncate));
+  f.write(text.toUtf8());
+  f.close();
+  const bool opened = designer->openClusterFile(path);
+  QCOMPARE(opened, nodes > 0);
+  if (opened) {
+    const cs::Cluster* c = ws->project().current_cluster();
+    QCOMPARE(c->nodes, nodes);
+    QCOMPARE(c->display_name, std::string("My cluster"));
+    QCOMPARE(c->gpu->name, std::string("a100-80gb"));
+    QVERIFY(c->inter_node.has_value());
+    QCOMPARE(designer->field(QStringLiteral("/nodes"))->text(), QString::number(nodes));
+    QCOMPARE(ws->undoStack()->index(), start + 1);
+    QVERIFY(ws->undoStack()->undoText().contains(QFileInfo(path).fileName()));
+    waitForEstimate();
+  } else {
+    QCOMPARE(project_to_json_text(ws->project()), before);
+    QCOMPARE(designer->field(QStringLiteral("/nodes"))->text(), nodes_shown);
+    QCOMPARE(ws->undoStack()->index(), start);
+    const QString said = designer->problemLabel()->text();
+    QVERIFY(designer->problemLabel()->isVisibleTo(designer));
+    QVERIFY2(said.contains(path) && said.contains(message), qPrintable(said));
+  }
 }
 
 // An edit that changes the cluster's shape brings what the new shape needs,
@@ -1399,13 +1488,26 @@ void TestGuiApp::searchPickAndCompare() {
   {
     // Plans of one precision need no note.
     RankedPlanModel one;
+    RankedPlanFilter shown;
+    shown.setSourceModel(&one);
     cs::plan::SearchResult same;
     for (const cs::plan::RankedPlan& r : found)
       if (r.precision.compute == found.front().precision.compute) same.best.push_back(r);
     one.setResult(same);
-    QVERIFY(one.rowCount() > 1);
-    QVERIFY(one.mfuNote().isEmpty());
+    QVERIFY(shown.rowCount() > 1);
+    QVERIFY(shown.mfuNote().isEmpty());
   }
+  // Nor do the rows a filter leaves of one precision: the note stayed,
+  // about plans no longer shown; cleared, the filter brings it back.
+  const QString one_precision =
+      QString::fromStdString(std::string(cs::to_string(found.front().precision.compute)));
+  test::typeInto(explorer->filterEdit(), one_precision);
+  QVERIFY(explorer->proxy()->rowCount() > 0);
+  QVERIFY(explorer->proxy()->rowCount() < explorer->model()->rowCount());
+  QVERIFY2(!explorer->mfuNoteLabel()->isVisibleTo(explorer),
+           qPrintable(explorer->mfuNoteLabel()->text()));
+  test::typeInto(explorer->filterEdit(), QString());
+  QVERIFY(explorer->mfuNoteLabel()->isVisibleTo(explorer));
 
   // Sorting by throughput, descending, through the proxy.
   RankedPlanFilter* proxy = explorer->proxy();
@@ -1717,6 +1819,13 @@ void TestGuiApp::pinsSavedWithTheProject() {
   waitForEstimate();
   QCOMPARE(window_->pinned()->size(), 2);
   const QString first = window_->pinned()->nameAt(0);
+  // Two pins of one plan, its micro-batch edited between them: their
+  // columns had one title, and nothing told them apart.
+  const QString second = window_->pinned()->nameAt(1);
+  QCOMPARE(second, first + QStringLiteral(" (2)"));
+  QTableWidget* columns = window_->compareView()->table();
+  QCOMPARE(columns->horizontalHeaderItem(0)->text(), first);
+  QCOMPARE(columns->horizontalHeaderItem(1)->text(), second);
   const double first_step = window_->pinned()->at(0).estimate.time.step();
   QVERIFY(window_->saveProjectAs(path));
   const std::string saved = project_to_json_text(ws->project());
@@ -1725,6 +1834,7 @@ void TestGuiApp::pinsSavedWithTheProject() {
   QVERIFY(window_->openProject(path));
   QCOMPARE(window_->pinned()->size(), 2);
   QCOMPARE(window_->pinned()->nameAt(0), first);
+  QCOMPARE(window_->pinned()->nameAt(1), second);
   QCOMPARE(window_->pinned()->at(0).estimate.time.step(), first_step);
   QCOMPARE(window_->compareView()->table()->columnCount(), 2);
   QVERIFY(!ws->isModified());
@@ -2387,6 +2497,27 @@ void TestGuiApp::seedCalculators() {
   quant->maxBox()->setValue(0.002);
   QCOMPARE(quant->scaleLabel()->text(), QStringLiteral("7.84314e-06"));
   QVERIFY2(quant->valueLabel()->text().contains(QStringLiteral("7.84314e-06")),
+           qPrintable(quant->valueLabel()->text()));
+  // Narrower still, typed as `calc quantize --max` takes it: four decimals
+  // made 0.000001 a 0 (min must be below max), and refused "1e-6".
+  for (const char* typed : {"0.000001", "1e-6", "0.0000012345678"}) {
+    QDoubleSpinBox* max = quant->maxBox();
+    max->setFocus();
+    max->selectAll();
+    QTest::keyClicks(max, QString::fromLatin1(typed));
+    const double value = std::stod(typed);
+    QCOMPARE(max->value(), value);
+    QCOMPARE(quant->scaleLabel()->text(),
+             QString::fromStdString(cs::format_significant(value / 255)));
+    QTest::keyClick(max, Qt::Key_Return);  // shown in as few digits as read back the same
+    QCOMPARE(max->text(), QString::number(value, 'g', QLocale::FloatingPointShortest));
+    QCOMPARE(max->value(), value);
+  }
+  // Narrower than any float32 tensor's range: refused as the CLI refuses it.
+  quant->maxBox()->setValue(1e-39);
+  QCOMPARE(quant->maxBox()->value(), 1e-39);
+  QCOMPARE(quant->scaleLabel()->text(), QStringLiteral("—"));
+  QVERIFY2(quant->valueLabel()->text().contains(QStringLiteral("smallest normal float32")),
            qPrintable(quant->valueLabel()->text()));
   quant->maxBox()->setValue(0.8);
   quant->minBox()->setValue(-0.5);

@@ -21,6 +21,8 @@
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QLabel>
+#include <QLegend>
+#include <QLegendMarker>
 #include <QLineEdit>
 #include <QLineSeries>
 #include <QRegularExpression>
@@ -126,6 +128,7 @@ class TestGuiRun : public QObject {
   void predictAgain();
   void callsCopiesAndRanges();
   void countersOnTheTimeline();
+  void countersLegendOfManyRanks();
   void committedCountersOnTheTimeline();
   void memoryPartsAreNotLanes();
   void predictedLaneDrawsThePlanPredicted();
@@ -2333,6 +2336,83 @@ void TestGuiRun::machineProbeRows() {
 
   view.tabs()->setCurrentWidget(table);
   cs::gui::test::saveScreenshot(&view, QStringLiteral("run-machine-probe"));
+}
+
+// Many ranks' counters: the Counters chart's legend names each counter and
+// its ranks once (8 ranks of 2 counters made 16 entries that took the room
+// of the chart), the ranks of a counter in shades of its colour; each line
+// is still its rank's, by its name, its own colour and its tooltip, and the
+// line under the pointer is drawn thicker.
+void TestGuiRun::countersLegendOfManyRanks() {
+  const QString path = dir_.filePath(QStringLiteral("counters-8-ranks.db"));
+  constexpr int kRanks = 8;
+  {
+    auto w = trace::TraceWriter::create(path.toStdString(), {});
+    QVERIFY(w.ok());
+    const trace::StringId memory = (*w)->intern("memory in use (bytes)");
+    const trace::StringId busy = (*w)->intern("utilization");
+    for (int r = 0; r < kRanks; ++r) {
+      (*w)->add_rank({r, "host", "GPU " + std::to_string(r), 1 + r, 0, false});
+      trace::Event e;
+      e.lane = (*w)->add_lane(r, trace::LaneKind::gpu_stream, "stream 7");
+      e.name = (*w)->intern("gemm");
+      e.start_ns = 0;
+      e.end_ns = 1'000'000;
+      (*w)->add(e);
+      for (std::int64_t t : {0, 500'000}) {
+        (*w)->add(trace::CounterSample{r, memory, t, double(r + 1) * double(1ULL << 30)});
+        (*w)->add(trace::CounterSample{r, busy, t, double(10 * r + t / 100'000)});
+      }
+    }
+    QVERIFY((*w)->close().ok());
+  }
+  RunView view;
+  view.resize(1200, 800);
+  view.show();
+  QVERIFY(QTest::qWaitForWindowExposed(&view));
+  openAndWait(view, path);
+  view.tabs()->setCurrentWidget(view.counterTab());
+  QChart* chart = view.counterChart()->chart();
+  const QList<QAbstractSeries*> series = chart->series();
+  QCOMPARE(series.size(), 2 * kRanks);
+  QStringList shown;
+  for (QLegendMarker* m : chart->legend()->markers())
+    if (m->isVisible()) shown << m->label();
+  // (Bytes beside a count: one axis of raw values, as before.)
+  QCOMPARE(shown, QStringList({QStringLiteral("memory in use (bytes) · ranks 0–7"),
+                               QStringLiteral("utilization · ranks 0–7")}));
+  // Each line its rank's: named so, and in a colour of its own, of its
+  // counter's hue.
+  QSet<QRgb> colours;
+  QSet<int> hues[2];
+  for (QAbstractSeries* s : series) {
+    auto* line = qobject_cast<QLineSeries*>(s);
+    QVERIFY(line);
+    const QRegularExpressionMatch m =
+        QRegularExpression(QStringLiteral("^rank [0-7]: (memory in use \\(bytes\\)|utilization)$"))
+            .match(line->name());
+    QVERIFY2(m.hasMatch(), qPrintable(line->name()));
+    colours << line->pen().color().rgb();
+    hues[m.captured(1) == QStringLiteral("utilization") ? 1 : 0] << line->pen().color().hslHue();
+  }
+  QCOMPARE(colours.size(), 2 * kRanks);
+  QCOMPARE(hues[0].size(), 1);
+  QCOMPARE(hues[1].size(), 1);
+  QVERIFY(*hues[0].begin() != *hues[1].begin());
+  // The pointer on rank 5's utilization: its line thicker, its tooltip its rank's.
+  QLineSeries* five = nullptr;
+  for (QAbstractSeries* s : series)
+    if (s->name() == QStringLiteral("rank 5: utilization")) five = qobject_cast<QLineSeries*>(s);
+  QVERIFY(five);
+  const double width = five->pen().widthF();
+  QToolTip::hideText();
+  emit five->hovered(five->at(1), true);
+  QVERIFY(five->pen().widthF() > width);
+  QVERIFY2(QToolTip::text().startsWith(QStringLiteral("<b>rank 5: utilization</b>")),
+           qPrintable(QToolTip::text()));
+  emit five->hovered(five->at(1), false);
+  QCOMPARE(five->pen().widthF(), width);
+  cs::gui::test::saveScreenshot(&view, QStringLiteral("run-counters-8-ranks"));
 }
 
 // Each rank's sampled counters are lanes of the timeline, under the rank's

@@ -6,11 +6,15 @@
 
 #include <QFile>
 #include <QFontMetricsF>
+#include <QLineEdit>
 #include <QMouseEvent>
+#include <QScrollArea>
+#include <QScrollBar>
 #include <QSignalSpy>
 #include <QTemporaryDir>
 #include <QTest>
 #include <QToolTip>
+#include <QVBoxLayout>
 #include <limits>
 
 #include <sqlite3.h>
@@ -140,6 +144,7 @@ class TestGuiTimeline : public QObject {
   void counterTimesPastWhatAStoreHolds();
   void predictedStepStore();
   void laneTitlesColumn();
+  void keyboardFocusMarked();
   void badStores_data();
   void badStores();
 
@@ -616,6 +621,76 @@ void TestGuiTimeline::predictedStepStore() {
 // edge (kept across stores, fitted again by a double-click there), shows a
 // cut name whole in a tooltip, and a timeline following another keeps its
 // column, so that the two time axes line up.
+// With the keyboard's focus, the timeline is framed around the part of it
+// on screen (it showed no mark: a user tabbing to it could not tell it took
+// the arrow keys); the frame goes with the focus.
+void TestGuiTimeline::keyboardFocusMarked() {
+  QStringList names;
+  for (int i = 0; i < 40; ++i)
+    names << QStringLiteral("stream %1").arg(i);
+  const QString path = writeNamedLanes(dir_.filePath(QStringLiteral("focus.cstrace")), names);
+  QWidget top;
+  auto* layout = new QVBoxLayout(&top);
+  auto* other = new QLineEdit;
+  layout->addWidget(other);
+  // In a scroll area, as the run view holds it: taller than its viewport.
+  auto* area = new QScrollArea;
+  area->setWidgetResizable(true);
+  auto* w = new TimelineWidget;
+  w->setMinimumToContent(true);
+  area->setWidget(w);
+  layout->addWidget(area);
+  top.resize(900, 300);
+  top.show();
+  QVERIFY(QTest::qWaitForWindowExposed(&top));
+  w->setStore(path);
+  waitForFrame(*w);
+  QVERIFY(w->height() > area->viewport()->height());
+  auto picture = [&] {
+    QApplication::processEvents();
+    return area->viewport()->grab().toImage();
+  };
+  other->setFocus(Qt::TabFocusReason);
+  QTRY_VERIFY(other->hasFocus());
+  const QImage unfocused = picture();
+  w->setFocus(Qt::TabFocusReason);
+  QTRY_VERIFY(w->hasFocus());
+  const QImage focused = picture();
+  QCOMPARE(focused.size(), unfocused.size());
+  // Pixels changed, each on the edge of what the viewport shows, and on each
+  // of its four sides.
+  int changed = 0;
+  bool left = false, right = false, top_edge = false, bottom = false;
+  constexpr int kEdge = 4;
+  const int width = focused.width(), height = focused.height();
+  for (int y = 0; y < height; ++y) {
+    for (int x = 0; x < width; ++x) {
+      if (focused.pixel(x, y) == unfocused.pixel(x, y)) continue;
+      ++changed;
+      const bool near_edge = x < kEdge || y < kEdge || x >= width - kEdge || y >= height - kEdge;
+      QVERIFY2(near_edge, qPrintable(QStringLiteral("changed inside, at %1, %2").arg(x).arg(y)));
+      left = left || x < kEdge;
+      top_edge = top_edge || y < kEdge;
+      bottom = bottom || y >= height - kEdge;
+      right = right || x >= width - kEdge;
+    }
+  }
+  QVERIFY2(changed > 0, "no focus mark");
+  QVERIFY(left && right && top_edge && bottom);
+  // Scrolled, the mark is around the part on screen still.
+  area->verticalScrollBar()->setValue(area->verticalScrollBar()->maximum() / 2);
+  waitForFrame(*w);
+  const QImage scrolled = picture();
+  other->setFocus(Qt::TabFocusReason);
+  QTRY_VERIFY(other->hasFocus());
+  const QImage scrolled_unfocused = picture();
+  int bottom_changed = 0;
+  for (int x = 0; x < width; ++x)
+    for (int y = height - kEdge; y < height; ++y)
+      bottom_changed += scrolled.pixel(x, y) != scrolled_unfocused.pixel(x, y) ? 1 : 0;
+  QVERIFY2(bottom_changed > width / 2, qPrintable(QString::number(bottom_changed)));
+}
+
 void TestGuiTimeline::laneTitlesColumn() {
   const QString long_name =
       QStringLiteral("NCCL ring all-reduce stream 31 (0000:3b:00.0, comm 0x7f3a)");
