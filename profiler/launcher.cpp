@@ -12,7 +12,6 @@
 #include <future>
 #include <limits>
 #include <mutex>
-#include <random>
 #include <sstream>
 #include <thread>
 
@@ -34,6 +33,7 @@
 #include "core/trace_reader.h"
 #include "core/trace_store.h"
 #include "core/trace_writer.h"
+#include "profiler/launch_env.h"
 #include "profiler/mpirun_output.h"
 
 extern char** environ;
@@ -381,18 +381,6 @@ std::optional<int> rank_of_store_file(std::string_view file_name) {
 
 std::string rank_store_path(const std::string& run_store, int rank) {
   return run_store_stem(run_store) + ".ranks/rank" + std::to_string(rank) + ".db";
-}
-
-std::string new_run_id() {
-  const std::time_t now = std::time(nullptr);
-  std::tm utc{};
-  gmtime_r(&now, &utc);
-  char text[40];
-  std::strftime(text, sizeof text, "%Y%m%dT%H%M%SZ", &utc);
-  std::random_device random;
-  char tail[16];
-  std::snprintf(tail, sizeof tail, "-%08x", static_cast<unsigned>(random()));
-  return std::string(text) + tail;
 }
 
 std::vector<std::string> worker_command(const RunSpec& spec) {
@@ -1664,7 +1652,8 @@ Status Launcher::start() {
   if (!spec.run_store.empty()) {
     if (Status st = trace::check_store_path(spec.run_store); !st) return st;
   }
-  if (spec.run_id.empty() && spec.placement != Placement::slurm) spec.run_id = new_run_id();
+  if (spec.run_id.empty() && spec.placement != Placement::slurm)
+    spec.run_id = profiler::new_run_id();
   s.ranks.clear();
   for (int r = 0; r < spec.ranks; ++r) {
     RankStatus st;
