@@ -200,7 +200,8 @@ Status TraceReader::Impl::load() {
   chunks.clear();
   {
     // A live writer may have closed and finalized the store since it was opened.
-    auto stmt = db.prepare("SELECT key, value FROM meta WHERE key IN ('status', 'finalized')");
+    // A scan (+key), as store::kMetaLookup is.
+    auto stmt = db.prepare("SELECT key, value FROM meta WHERE +key IN ('status', 'finalized')");
     if (!stmt) return stmt.error();
     state.finalized = false;
     int rc;
@@ -464,7 +465,7 @@ Status TraceReader::damage() const {
 }
 
 std::optional<std::string> TraceReader::meta(std::string_view key) const {
-  auto stmt = impl_->db.prepare("SELECT value FROM meta WHERE key = ?");
+  auto stmt = impl_->db.prepare(store::kMetaLookup);
   if (!stmt) return std::nullopt;
   stmt->bind(1, key);
   if (stmt->step() != SQLITE_ROW) return std::nullopt;

@@ -122,7 +122,7 @@ const std::map<std::string, std::set<std::string>, std::less<>>& schema_columns(
 }
 
 std::string read_meta(sql::Database& db, std::string_view key) {
-  auto stmt = db.prepare("SELECT value FROM meta WHERE key = ?");
+  auto stmt = db.prepare(kMetaLookup);
   if (!stmt) return {};
   stmt->bind(1, key);
   if (stmt->step() == SQLITE_ROW) return std::string(stmt->text_at(0));
@@ -604,7 +604,8 @@ Result<sql::Database> open_store(const std::string& path, bool writable, StoreSt
   // or an unreadable one was written by something this build does not know,
   // and read as current it would be misread. No meta table is the table
   // check's to report below.
-  if (auto meta = db.prepare("SELECT value FROM meta WHERE key = 'schema_version'");
+  // +key: a scan, as store::kMetaLookup is.
+  if (auto meta = db.prepare("SELECT value FROM meta WHERE +key = 'schema_version'");
       meta && meta->step() == SQLITE_ROW) {
     const std::string said(meta->text_at(0));
     int said_version = 0;
@@ -682,7 +683,7 @@ Result<sql::Database> open_store(const std::string& path, bool writable, StoreSt
     state->schema_version = version;
     if (upgraded_in_a_copy) state->upgraded = StoreState::Upgrade::in_a_copy;
     auto meta =
-        db.prepare("SELECT key, value FROM meta WHERE key IN ('status', 'writer', 'finalized')");
+        db.prepare("SELECT key, value FROM meta WHERE +key IN ('status', 'writer', 'finalized')");
     if (!meta) return meta.error();
     int rc;
     while ((rc = meta->step()) == SQLITE_ROW) {

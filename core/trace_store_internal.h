@@ -53,6 +53,14 @@ inline std::int64_t lod_width(int level) {
   return std::int64_t{1} << (kLodBaseShift + level);
 }
 
+// One meta row's value, found by a scan of the meta table (+key keeps SQLite
+// from searching its key): a search compares keys with the rows on its way
+// and reads each such row whole, and a plan over a large cluster (meta
+// plan_json, tens of MB) made every lookup near it read the plan (trace
+// info took seconds). A scan reads only the keys and the row it returns;
+// every meta read takes this form.
+inline constexpr const char* kMetaLookup = "SELECT value FROM meta WHERE +key = ?";
+
 Status create_schema(sql::Database& db);
 // Connection settings for speed: page cache, memory mapping, temp storage.
 Status tune_connection(sql::Database& db, bool writer);

@@ -955,7 +955,8 @@ std::string not_a_store_there(const std::string& path) {
     if (auto user = db->prepare("PRAGMA user_version");
         user && user->step() == SQLITE_ROW && user->int64_at(0) > kSchemaVersion)
       return "a trace store of schema version " + std::to_string(user->int64_at(0)) + newer;
-    if (auto meta = db->prepare("SELECT value FROM meta WHERE key = 'schema_version'");
+    // +key: a scan, as store::kMetaLookup is.
+    if (auto meta = db->prepare("SELECT value FROM meta WHERE +key = 'schema_version'");
         meta && meta->step() == SQLITE_ROW) {
       const std::string said(meta->text_at(0));
       int said_version = 0;
@@ -982,7 +983,7 @@ std::string live_writer_of(const std::string& path) {
   if (!db) return {};
   auto id = db->prepare("PRAGMA application_id");
   if (!id || id->step() != SQLITE_ROW || id->int64_at(0) != kApplicationId) return {};
-  auto meta = db->prepare("SELECT key, value FROM meta WHERE key IN ('status', 'writer')");
+  auto meta = db->prepare("SELECT key, value FROM meta WHERE +key IN ('status', 'writer')");
   if (!meta) return {};
   std::string status, writer;
   while (meta->step() == SQLITE_ROW) {

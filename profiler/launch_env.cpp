@@ -1,5 +1,9 @@
 #include "profiler/launch_env.h"
 
+#include <cstdint>
+#include <cstdio>
+#include <ctime>
+#include <random>
 #include <vector>
 
 #include "core/parse_count.h"
@@ -320,6 +324,49 @@ Result<LaunchEnv> parse_launch_env(const Environment& env) {
     return from_slurm(env);
   }
   return LaunchEnv{};
+}
+
+std::string new_run_id() {
+  const std::time_t now = std::time(nullptr);
+  std::tm utc{};
+  gmtime_r(&now, &utc);
+  char text[40];
+  std::strftime(text, sizeof text, "%Y%m%dT%H%M%SZ", &utc);
+  std::random_device random;
+  char tail[16];
+  std::snprintf(tail, sizeof tail, "-%08x", static_cast<unsigned>(random()));
+  return std::string(text) + tail;
+}
+
+std::string shared_run_id(const Environment& env) {
+  auto value = [&](std::string_view name) {
+    const auto text = lookup(env, name);
+    return text ? std::string(trim(*text)) : std::string();
+  };
+  if (std::string id = value(kRunIdVariable); !id.empty()) return id;
+  if (has(env, "OMPI_COMM_WORLD_SIZE")) {
+    std::string job = value("PMIX_NAMESPACE");
+    if (job.empty()) job = value("OMPI_MCA_ess_base_jobid");
+    if (!job.empty()) {
+      std::string id = "openmpi-" + job;
+      // Open MPI 4's mpirun address ("307036160.0;tcp://10.0.0.2:53861;..."),
+      // the same for every rank on every host; as a 32-bit FNV-1a digest.
+      if (const std::string mpirun = value("OMPI_MCA_orte_hnp_uri"); !mpirun.empty()) {
+        std::uint32_t digest = 2166136261u;
+        for (unsigned char c : mpirun)
+          digest = (digest ^ c) * 16777619u;
+        char hex[16];
+        std::snprintf(hex, sizeof hex, "-%08x", static_cast<unsigned>(digest));
+        id += hex;
+      }
+      return id;
+    }
+  }
+  if (const std::string job = value("SLURM_JOB_ID"); !job.empty()) {
+    const std::string step = value("SLURM_STEP_ID");
+    return "slurm-" + job + (step.empty() ? "" : "." + step);
+  }
+  return {};
 }
 
 std::string NcclRendezvous::to_string() const {

@@ -51,6 +51,24 @@ struct LaunchEnv {
 // half of a pair set (RANK without WORLD_SIZE).
 Result<LaunchEnv> parse_launch_env(const Environment& env);
 
+// A run's id, recorded by each of its ranks (trace::kRunIdMeta) so that a
+// merge refuses rank stores of two runs: a new one is its start in UTC and
+// 32 random bits, "20261205T155901Z-3f9a2c1b".
+std::string new_run_id();
+
+// Where a launcher handed every rank the same id, clusterscope profile
+// (`kRunIdVariable`) or an mpirun or srun of the user's: that id, read from
+// the environment the launcher set for each rank alike.
+//   - `kRunIdVariable`: "20261205T155901Z-3f9a2c1b";
+//   - Open MPI: its job's PMIx namespace, with a digest of the address of
+//     the mpirun that started it (a namespace comes again when an mpirun's
+//     pid does): "openmpi-307036161-5c1e07a2";
+//   - a Slurm job step: "slurm-<job>.<step>" ("slurm-<job>" outside a step).
+// The first found, in that order (mpirun inside a Slurm job: Open MPI's).
+// Empty when none is set: a single process, torchrun.
+inline constexpr const char* kRunIdVariable = "CLUSTERSCOPE_RUN_ID";
+std::string shared_run_id(const Environment& env);
+
 // NCCL_COMM_ID: where rank 0 listens for NCCL's bootstrap, "host:port",
 // "[ipv6]:port" or "ipv4:port".
 struct NcclRendezvous {

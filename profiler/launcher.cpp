@@ -12,7 +12,6 @@
 #include <future>
 #include <limits>
 #include <mutex>
-#include <random>
 #include <sstream>
 #include <thread>
 
@@ -34,6 +33,7 @@
 #include "core/trace_reader.h"
 #include "core/trace_store.h"
 #include "core/trace_writer.h"
+#include "profiler/launch_env.h"
 #include "profiler/mpirun_output.h"
 
 extern char** environ;
@@ -265,6 +265,37 @@ std::string run_lock_path(const std::string& run_store) {
 constexpr const char* kHeldLockFdVariable = "CLUSTERSCOPE_RUN_LOCK_FD";
 constexpr int kSlurmLockFd = 9;
 
+// The validated hostfile copies of runs with no store to sit beside (or
+// whose hostfile is that place) go to the temporary folder as
+// "clusterscope-<pid>-<n>.hosts", removed when the run ends. A launcher
+// killed outright (SIGKILL, the machine's OOM killer) cannot; the next one
+// removes those whose process is gone. (A pid in use again keeps its file
+// until a later start: left, never wrongly taken.)
+std::string temp_hostfile_path(int n) {
+  return (fs::temp_directory_path() /
+          ("clusterscope-" + std::to_string(getpid()) + "-" + std::to_string(n) + ".hosts"))
+      .string();
+}
+
+void remove_stale_hostfile_copies() {
+  std::error_code ec;
+  const fs::path folder = fs::temp_directory_path(ec);
+  if (ec) return;
+  for (const auto& entry : fs::directory_iterator(folder, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (!name.starts_with("clusterscope-") || !name.ends_with(".hosts")) continue;
+    const std::string_view rest = std::string_view(name).substr(13);
+    const auto dash = rest.find('-');
+    if (dash == std::string_view::npos) continue;
+    const auto pid = parse_count(rest.substr(0, dash));
+    if (!pid || *pid <= 0 || *pid == getpid()) continue;
+    if (::kill(static_cast<pid_t>(*pid), 0) == 0 || errno != ESRCH)
+      continue;  // alive, or not ours to tell
+    std::error_code remove_ec;
+    fs::remove(entry.path(), remove_ec);  // another user's stays (the sticky /tmp)
+  }
+}
+
 // Whether `fd` is the file now at `path` (not one removed from there).
 bool is_file_at(int fd, const std::string& path) {
   struct stat open_file{};
@@ -350,18 +381,6 @@ std::optional<int> rank_of_store_file(std::string_view file_name) {
 
 std::string rank_store_path(const std::string& run_store, int rank) {
   return run_store_stem(run_store) + ".ranks/rank" + std::to_string(rank) + ".db";
-}
-
-std::string new_run_id() {
-  const std::time_t now = std::time(nullptr);
-  std::tm utc{};
-  gmtime_r(&now, &utc);
-  char text[40];
-  std::strftime(text, sizeof text, "%Y%m%dT%H%M%SZ", &utc);
-  std::random_device random;
-  char tail[16];
-  std::snprintf(tail, sizeof tail, "-%08x", static_cast<unsigned>(random()));
-  return std::string(text) + tail;
 }
 
 std::vector<std::string> worker_command(const RunSpec& spec) {
@@ -1633,7 +1652,8 @@ Status Launcher::start() {
   if (!spec.run_store.empty()) {
     if (Status st = trace::check_store_path(spec.run_store); !st) return st;
   }
-  if (spec.run_id.empty() && spec.placement != Placement::slurm) spec.run_id = new_run_id();
+  if (spec.run_id.empty() && spec.placement != Placement::slurm)
+    spec.run_id = profiler::new_run_id();
   s.ranks.clear();
   for (int r = 0; r < spec.ranks; ++r) {
     RankStatus st;
@@ -1650,6 +1670,7 @@ Status Launcher::start() {
     return Error{spec.worker + ": the worker is not an executable file"};
   if (Status st = check_mpirun_found(spec.mpirun); !st) return st;
 
+  remove_stale_hostfile_copies();
   std::string hostfile_copy;
   if (spec.placement == Placement::hostfile) {
     auto hosts = read_hostfile(spec.hostfile);
@@ -1667,11 +1688,7 @@ Status Launcher::start() {
     // Never over the user's own hostfile (--hostfile run.hosts --out run.db).
     const bool over_input = !beside.empty() && fs::exists(beside, same_ec) &&
                             fs::equivalent(beside, spec.hostfile, same_ec);
-    hostfile_copy = beside.empty() || over_input
-                        ? (fs::temp_directory_path() / ("clusterscope-" + std::to_string(getpid()) +
-                                                        "-" + std::to_string(++copies) + ".hosts"))
-                              .string()
-                        : beside;
+    hostfile_copy = beside.empty() || over_input ? temp_hostfile_path(++copies) : beside;
     std::ofstream out(hostfile_copy, std::ios::trunc);
     if (hostfile_copy != beside) s.temp_hostfile = hostfile_copy;
     out << format_hostfile(*hosts);

@@ -60,7 +60,8 @@ struct RunSpec {
   std::string run_store;
   // Every rank records it (the worker's --run-id), so that a merge refuses
   // rank stores of two runs of one command. Launcher::start() draws one when
-  // empty, except for Slurm, whose workers take their job's id.
+  // empty (profiler::new_run_id), except for Slurm, whose workers take their
+  // job step's id (profiler::shared_run_id).
   std::string run_id;
   bool keep_rank_stores = false;  // after a merge of a complete run
   // No new step from any rank for this long: the run is hung (0: never).
@@ -100,9 +101,6 @@ Status check_run_store_free(const std::string& run_store);
 // user's, a folder, a pipe, a store another process writes). Checked before
 // the run's plan is written beside it, and again under the run's lock.
 Status check_rank_store_paths(const std::string& run_store, int ranks);
-
-// A new run's id: its start in UTC and 32 random bits, "20261205T155901Z-3f9a2c1b".
-std::string new_run_id();
 
 // The commands, as argument vectors (program first).
 std::vector<std::string> worker_command(const RunSpec& spec);

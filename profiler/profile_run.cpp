@@ -336,6 +336,9 @@ Result<ProfileOutcome> run_profiled(const ProfileRequest& request) {
   std::vector<std::pair<std::string, std::string>> set = {
       {"CUDA_INJECTION64_PATH", library},
       {"CLUSTERSCOPE_PROFILE_DIR", outcome.parts_dir},
+      // Every process of the command records it (shared_run_id): a merge
+      // of stores of two profiled runs is refused.
+      {kRunIdVariable, new_run_id()},
   };
   if (request.nvtx) set.emplace_back("NVTX_INJECTION64_PATH", library);
 

@@ -284,7 +284,13 @@ void run_info(const InfoOptions& o) {
 }
 
 void print_info(const InfoOptions& o, const std::unique_ptr<TraceReader>& r) {
-  const RunInfo run = r->run();
+  // The rows printed, not run(): it reads the plan too, tens of MB for a
+  // large cluster's (--json prints it with the other meta rows).
+  RunInfo run;
+  run.title = r->meta("title").value_or("");
+  run.source = r->meta("source").value_or("");
+  run.clock = r->meta("clock").value_or("");
+  run.command_line = r->meta("command_line").value_or("");
   const StoreState& st = r->state();
   const TimeRange range = r->time_range();
   if (o.json) {

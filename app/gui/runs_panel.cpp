@@ -6,6 +6,8 @@
 #include <QCoreApplication>
 #include <QDateTime>
 #include <QDir>
+#include <QElapsedTimer>
+#include <QFile>
 #include <QFileInfo>
 #include <QFormLayout>
 #include <QGraphicsLayout>
@@ -25,10 +27,14 @@
 #include <QStandardPaths>
 #include <QTableWidget>
 #include <QTextBrowser>
+#include <QThread>
 #include <QTimer>
 #include <QVBoxLayout>
 #include <QValueAxis>
 #include <algorithm>
+#include <csignal>
+
+#include <unistd.h>
 
 #include "app/calibration/calibration_workflow.h"
 #include "app/gui/project.h"
@@ -91,6 +97,22 @@ void fitAxes(QLineSeries* series) {
   for (QAbstractAxis* axis : chart->axes(Qt::Vertical))
     if (auto* values = qobject_cast<QValueAxis*>(axis))
       setRoundTicks(values, std::max(0.0, y1 - pad), y2 + pad);
+}
+
+// SIGKILL to every process of process group `group` but its leader (read
+// from /proc/PID/stat: "PID (COMM) STATE PPID PGRP ...").
+void killGroupButLeader(pid_t group) {
+  for (const QString& entry : QDir(QStringLiteral("/proc")).entryList(QDir::Dirs)) {
+    bool number = false;
+    const pid_t pid = pid_t(entry.toLongLong(&number));
+    if (!number || pid <= 0 || pid == group) continue;
+    QFile stat(QStringLiteral("/proc/%1/stat").arg(entry));
+    if (!stat.open(QIODevice::ReadOnly)) continue;
+    const QByteArray text = stat.readAll();
+    const QList<QByteArray> fields = text.mid(text.lastIndexOf(')') + 1).split(' ');
+    // fields: "", STATE, PPID, PGRP, ...
+    if (fields.size() > 3 && fields[3].toLongLong() == group) ::kill(pid, SIGKILL);
+  }
 }
 
 }  // namespace
@@ -286,17 +308,37 @@ void RunsPanel::refreshRanksWarning() {
 }
 
 RunsPanel::~RunsPanel() {
+  // Closing does not wait on what does not stop: each is asked to stop, given
+  // a moment, then ended, keeping what it recorded. (A profiled command that
+  // ignored SIGTERM held the close 10 s, then was left running; ranks that
+  // did not stop held it for their whole grace, 40 s.)
+  constexpr int kGraceMs = 2000;
   if (profiler_) {
     profiler_->disconnect(this);
     // SIGTERM, which clusterscope profile passes on to the command: killed
     // at once, it left the command running with no one to stop it.
     profiler_->terminate();
-    if (!profiler_->waitForFinished(10000)) {
-      profiler_->kill();
-      profiler_->waitForFinished(5000);
+    const auto group = pid_t(profiler_->processId());
+    if (!profiler_->waitForFinished(kGraceMs) && group > 0) {
+      // The command and what it started (the process group clusterscope
+      // profile leads) are killed; it then gathers what they recorded.
+      killGroupButLeader(group);
+      if (!profiler_->waitForFinished(kGraceMs)) {
+        ::kill(-group, SIGKILL);
+        profiler_->waitForFinished(kGraceMs);
+      }
     }
   }
-  // The launcher's destructor cancels a run still going and waits for it.
+  if (launcher_) {
+    // The ranks close their stores; those that have not after a moment are
+    // killed. The launcher's destructor then merges what they committed.
+    launcher_->cancel();
+    QElapsedTimer waited;
+    waited.start();
+    while (!launcher_->finished() && waited.elapsed() < kGraceMs)
+      QThread::msleep(20);
+    if (!launcher_->finished()) launcher_->kill();
+  }
   launcher_.reset();
 }
 
@@ -517,6 +559,11 @@ void RunsPanel::handle(const launch::LaunchEvent& e) {
 void RunsPanel::finish() {
   timer_->stop();
   const launch::RunReport r = launcher_->wait();
+  // What the launcher queued after the last poll took its events (the last
+  // steps, a rank's end): the run can end between that take and the
+  // finished() that brought us here.
+  for (const launch::LaunchEvent& e : launcher_->take_events())
+    handle(e);
   launcher_.reset();
   last_report_ = r;
   const QString outcome = q(to_string(r.outcome));
@@ -599,6 +646,9 @@ Status RunsPanel::profileCommand(const QStringList& command) {
           .arg(QDateTime::currentDateTime().toString(QStringLiteral("yyyyMMdd-HHmmss-zzz"))));
   profiler_ = new QProcess(this);
   profiler_->setProcessChannelMode(QProcess::MergedChannels);
+  // A process group of its own, which the command joins: closing the app
+  // can end them all, where the command outlives clusterscope profile.
+  profiler_->setChildProcessModifier([] { ::setpgid(0, 0); });
   const QString title = QFileInfo(command.front()).fileName();
   connect(profiler_, &QProcess::finished, this, [this, store, title](int code) {
     const QString output = QString::fromLocal8Bit(profiler_->readAll());

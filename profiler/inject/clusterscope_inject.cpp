@@ -195,6 +195,11 @@ Status start_session() {
   }
   if (launch->node_rank) w.set_meta("process.node_rank", std::to_string(*launch->node_rank));
   w.set_meta("process.pid", std::to_string(pid));
+  // clusterscope profile's id for its command, else the user's mpirun's or
+  // Slurm step's: a merge of processes of two runs is then refused.
+  if (const std::string id = cs::profiler::shared_run_id(cs::profiler::current_environment());
+      !id.empty())
+    w.set_meta(cs::trace::kRunIdMeta, id);
 
   cs::profiler::TracerOptions options;
   options.rank.rank = launch->rank;

@@ -331,14 +331,11 @@ struct RankTrace {
 };
 
 // The run every rank of this one shares, which a merge checks: the
-// launcher's --run-id, else (ranks started by a Slurm script) the job step.
+// launcher's --run-id, else what the launcher that started the ranks set for
+// each (clusterscope profile, the user's own mpirun, a Slurm job step).
 std::string run_id(const Options& o) {
   if (!o.run_id.empty()) return o.run_id;
-  const char* job = std::getenv("SLURM_JOB_ID");
-  const char* step = std::getenv("SLURM_STEP_ID");
-  if (job == nullptr || *job == '\0') return {};
-  return std::string("slurm-") + job +
-         (step != nullptr && *step != '\0' ? "." + std::string(step) : "");
+  return profiler::shared_run_id(profiler::current_environment());
 }
 
 RankTrace open_trace(const Options& o, const Job& job, int rank, const std::string& device,

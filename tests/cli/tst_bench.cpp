@@ -52,6 +52,7 @@ class TestBench : public QObject {
   void allreduceNeedsTwoRanks();
   void plannerQuick();
   void traceQuick();
+  void traceInfoTiny();
   void tracingOverheadTiny();
   void cuptiDecoder();
   void gpuCalibrationWithoutGpu();
@@ -74,6 +75,10 @@ void TestBench::badArgumentsAreRefused_data() {
       << "bench_trace" << QStringList{"--json-mb", "-1"} << "--json-mb must be a number above 0";
   QTest::addRow("trace: unknown option")
       << "bench_trace" << QStringList{"--bogus"} << "unknown argument '--bogus'";
+  QTest::addRow("trace info: plan of 0 MB")
+      << "bench_trace_info" << QStringList{"--plan-mb", "0"} << "--plan-mb must be a whole number";
+  QTest::addRow("trace info: unknown option")
+      << "bench_trace_info" << QStringList{"--bogus"} << "unknown option '--bogus'";
   QTest::addRow("gemm: threads not a number")
       << "bench_cpu_gemm" << QStringList{"all"} << "BLAS threads must be a whole number";
   QTest::addRow("gemm: two arguments")
@@ -166,6 +171,19 @@ void TestBench::traceQuick() {
            1);
   QVERIFY2(!r.out.contains("nan") && !r.out.contains("inf"), qPrintable(r.out));
   QCOMPARE(QDir(work).entryList(QDir::Files), QStringList{});
+}
+
+// Its two stores, each timed with the CLI's trace info; the files are gone after.
+void TestBench::traceInfoTiny() {
+  if (!QFileInfo::exists(bench("bench_trace_info"))) QSKIP("bench_trace_info is not built here");
+  QTemporaryDir dir;
+  QVERIFY(dir.isValid());
+  const Run r =
+      run(bench("bench_trace_info"), {"--plan-mb", "1", "--runs", "1", "--dir", dir.path()});
+  QVERIFY2(r.exit_code == 0, qPrintable(r.err + r.out));
+  QCOMPARE(count_lines(r.out, R"(^small plan +[0-9.]+ +[0-9.]+$)"), 1);
+  QCOMPARE(count_lines(r.out, R"(^1 MB plan +[0-9.]+ +[0-9.]+$)"), 1);
+  QCOMPARE(QDir(dir.path()).entryList(QDir::Files), QStringList{});
 }
 
 // Two real runs of the worker, one traced: the figures' lines, with the

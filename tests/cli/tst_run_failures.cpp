@@ -199,6 +199,7 @@ class TestRunFailures : public QObject {
   void calibrationOnAFullDisk();
   void mergeOfADamagedRankStore();
   void killedLauncherEndsItsRanks();
+  void killedLauncherLeavesNoHostfileCopy();
   void stoppedRankIsNamedWhenTheRunHangs();
   void stallIsNotCompute();
 
@@ -567,6 +568,44 @@ void TestRunFailures::killedLauncherEndsItsRanks() {
   const Run again =
       run_cli(QStringList{"run", "--dp", "2", "--steps", "1", "--out", store} + tiny());
   QVERIFY2(again.exit_code == 0, qPrintable(again.err));
+}
+
+// A hostfile given as RUN.hosts: mpirun reads a validated copy in the
+// temporary folder, removed when the run ends. kill -9 of `clusterscope run`
+// left that copy there for good, one more with each killed run. The next
+// run's start now removes the copies of launchers that are gone.
+void TestRunFailures::killedLauncherLeavesNoHostfileCopy() {
+  const QString work = dir_.filePath("hostfile-killed");
+  const QString temp = work + "/tmp";  // the runs' temporary folder, this test's alone
+  QVERIFY(QDir().mkpath(temp));
+  QFile hosts(work + "/run.hosts");
+  QVERIFY(hosts.open(QIODevice::WriteOnly));
+  hosts.write("localhost slots=2\n");
+  hosts.close();
+  const QStringList launch{
+      "run",   "--dp",          "2", "--backend", "cpu", "--hostfile", work + "/run.hosts",
+      "--out", work + "/run.db"};
+  auto copies = [&] { return QDir(temp).entryList({"clusterscope-*.hosts"}, QDir::Files); };
+  QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+  env.insert("TMPDIR", temp);
+  {
+    LiveRun run;
+    run.process.setProcessEnvironment(env);
+    run.process.start(kCli, launch + QStringList{"--steps", "1000000"} + tiny());
+    QVERIFY(run.process.waitForStarted());
+    QVERIFY2(run.wait_for(QRegularExpression("step 2/1000000"), 60000).hasMatch(),
+             qPrintable(run.err));
+    QCOMPARE(copies().size(), 1);
+    ::kill(static_cast<pid_t>(run.process.processId()), SIGKILL);
+    QVERIFY(run.process.waitForFinished(5000));
+  }
+  QTRY_VERIFY_WITH_TIMEOUT(processes_with(work + "/run.ranks/").isEmpty(), 15000);
+  QCOMPARE(copies().size(), 1);  // what the killed launcher could not remove
+  cs::test::ProcessOptions options;
+  options.env = env;
+  const Run again = cs::test::run_cli(launch + QStringList{"--steps", "1"} + tiny(), options);
+  QVERIFY2(again.exit_code == 0, qPrintable(again.err));
+  QVERIFY2(copies().isEmpty(), qPrintable(copies().join(", ")));
 }
 
 // A rank stopped (SIGSTOP) until the run hangs: the hang was told as "rank

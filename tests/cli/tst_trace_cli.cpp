@@ -113,6 +113,7 @@ class TestTraceCli : public QObject {
   void windowedFigures();
   void infoJsonGivesMetaTypes_data();
   void infoJsonGivesMetaTypes();
+  void infoOfAStoreWithAHugePlan();
   void exportFormats();
   void outputsKeepReadOnlyFilesAndFolders_data();
   void outputsKeepReadOnlyFilesAndFolders();
@@ -1461,6 +1462,61 @@ void TestTraceCli::infoJsonGivesMetaTypes() {
   // The store's own keys stay, in their types.
   QCOMPARE(meta["status"].toString(), QString("complete"));
   QVERIFY2(meta["schema_version"].isDouble(), qPrintable(info.out));
+}
+
+// A run store of a plan over a large cluster records the plan whole (meta
+// plan_json, tens of MB): `trace info` read it, and every meta row near it,
+// over and over, and took seconds (bench/bench_trace_info.cpp). It prints
+// what it printed before the plan grew; --json still gives the plan whole.
+void TestTraceCli::infoOfAStoreWithAHugePlan() {
+  QTemporaryDir dir;
+  const QString store = writable_store(dir, "cpu/cpu-engine-dp2.db", "huge-plan.db");
+  QVERIFY(!store.isEmpty());
+  const Run before = run_cli({"trace", "info", store});
+  QVERIFY2(before.exit_code == 0, qPrintable(before.err));
+  const Run json_before = run_cli({"trace", "info", store, "--json"});
+  QVERIFY2(json_before.exit_code == 0, qPrintable(json_before.err));
+
+  // 30,000 nodes of 8 GPUs: some 12 MB.
+  QJsonArray nodes;
+  for (int n = 0; n < 30000; ++n) {
+    QJsonArray gpus;
+    for (int g = 0; g < 8; ++g)
+      gpus.append(QJsonObject{{"model", "H100 SXM"}, {"memory_gb", 80}, {"index", g}});
+    nodes.append(QJsonObject{{"name", QString("node-%1").arg(n)}, {"gpus", gpus}});
+  }
+  const QJsonObject plan{{"cluster", QJsonObject{{"name", "huge"}, {"nodes", nodes}}},
+                         {"parallel", QJsonObject{{"dp", 2}, {"tp", 1}, {"pp", 1}}}};
+  const QByteArray plan_text = QJsonDocument(plan).toJson(QJsonDocument::Compact);
+  QVERIFY(plan_text.size() > 10'000'000);
+  sqlite3* db = nullptr;
+  QCOMPARE(sqlite3_open(store.toUtf8().constData(), &db), SQLITE_OK);
+  sqlite3_stmt* stmt = nullptr;
+  QCOMPARE(sqlite3_prepare_v2(db, "INSERT OR REPLACE INTO meta(key, value) VALUES('plan_json', ?)",
+                              -1, &stmt, nullptr),
+           SQLITE_OK);
+  sqlite3_bind_text(stmt, 1, plan_text.constData(), static_cast<int>(plan_text.size()),
+                    SQLITE_TRANSIENT);
+  QCOMPARE(sqlite3_step(stmt), SQLITE_DONE);
+  sqlite3_finalize(stmt);
+  sqlite3_close(db);
+
+  const Run after = run_cli({"trace", "info", store});
+  QVERIFY2(after.exit_code == 0, qPrintable(after.err));
+  QCOMPARE(after.out, before.out);
+  QVERIFY(after.out.contains("  command: "));
+  const Run json_after = run_cli({"trace", "info", store, "--json"});
+  QVERIFY2(json_after.exit_code == 0, qPrintable(json_after.err));
+  QJsonObject got = json_of(json_after);
+  QCOMPARE(got["meta"].toObject()["plan_json"].toObject(), plan);
+  QJsonObject meta = got["meta"].toObject();
+  meta.remove("plan_json");
+  got["meta"] = meta;
+  QJsonObject wanted = json_of(json_before);
+  meta = wanted["meta"].toObject();
+  meta.remove("plan_json");
+  wanted["meta"] = meta;
+  QCOMPARE(got, wanted);
 }
 
 void TestTraceCli::exportFormats() {

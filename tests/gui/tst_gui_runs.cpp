@@ -26,6 +26,7 @@
 #include <QTemporaryDir>
 #include <QTest>
 #include <QTextBrowser>
+#include <QThread>
 #include <QTimer>
 #include <csignal>
 #include <fstream>
@@ -37,6 +38,7 @@
 #include "app/gui/runs_panel.h"
 #include "app/gui/timeline_widget.h"
 #include "app/gui/workspace.h"
+#include "core/trace_reader.h"
 #include "gui_test_support.h"
 #include "profiler/plan_run.h"
 
@@ -83,6 +85,44 @@ int processesRunning(const std::string& argv) {
   return n;
 }
 
+// A clusterscope-worker in `work` (put first on PATH by the caller) that
+// runs the real one with the stop and SIGTERM ignored; its path, or empty.
+QString deafWorker(const QString& work) {
+#ifdef CS_DEAF_RANK_SHIM
+  const QString worker = work + "/ranks/clusterscope-worker";
+  QFile script(work + "/clusterscope-worker");
+  if (!QDir().mkpath(work + "/ranks") || !QFile::copy(CS_BIN_DIR "/clusterscope-worker", worker) ||
+      !script.open(QIODevice::WriteOnly))
+    return {};
+  script.write("#!/bin/sh\nLD_PRELOAD=" CS_DEAF_RANK_SHIM " exec \"" + worker.toUtf8() +
+               "\" \"$@\"\n");
+  script.close();
+  const auto executable = QFile::ReadOwner | QFile::WriteOwner | QFile::ExeOwner;
+  if (!QFile::setPermissions(worker, executable) ||
+      !QFile::setPermissions(script.fileName(), executable))
+    return {};
+  return worker;
+#else
+  (void)work;
+  return {};
+#endif
+}
+
+// SIGKILL to the processes whose command line (its words, each ended by
+// '\0') starts with `words`; how many.
+int killAll(const QByteArray& words) {
+  int n = 0;
+  for (const QString& pid : QDir(QStringLiteral("/proc")).entryList(QDir::Dirs)) {
+    QFile cmdline("/proc/" + pid + "/cmdline");
+    if (pid.toLongLong() > 0 && cmdline.open(QIODevice::ReadOnly) &&
+        cmdline.readAll().startsWith(words)) {
+      ::kill(pid_t(pid.toLongLong()), SIGKILL);
+      ++n;
+    }
+  }
+  return n;
+}
+
 }  // namespace
 
 class TestGuiRuns : public QObject {
@@ -105,6 +145,9 @@ class TestGuiRuns : public QObject {
   void profiledCommandEndingKeepsTheRunsCancel();
   void closingTheWindowStopsAProfiledCommand_data();
   void closingTheWindowStopsAProfiledCommand();
+  void closingEndsARunWhoseRanksDoNotStop();
+  void closingEndsAProfiledCommandThatIgnoresTheStop();
+  void finishTakesTheRunsLastEvents();
 
  private:
   void waitForEveryRank(RunsPanel* panel, int step);
@@ -242,28 +285,13 @@ void TestGuiRuns::cancelTwiceKillsTheRanks() {
   QSKIP("no deaf-rank shim in this build");
 #else
   const QString work = dir_.filePath(QStringLiteral("deaf"));
-  QVERIFY(QDir().mkpath(work + "/ranks"));
-  const QString worker = work + "/ranks/clusterscope-worker";
-  QVERIFY(QFile::copy(CS_BIN_DIR "/clusterscope-worker", worker));
-  QFile script(work + "/clusterscope-worker");
-  QVERIFY(script.open(QIODevice::WriteOnly));
-  script.write("#!/bin/sh\nLD_PRELOAD=" CS_DEAF_RANK_SHIM " exec \"" + worker.toUtf8() +
-               "\" \"$@\"\n");
-  script.close();
-  const auto executable = QFile::ReadOwner | QFile::WriteOwner | QFile::ExeOwner;
-  QVERIFY(QFile::setPermissions(worker, executable));
-  QVERIFY(QFile::setPermissions(script.fileName(), executable));
+  const QString worker = deafWorker(work);
+  QVERIFY(!worker.isEmpty());
   const QByteArray path = qgetenv("PATH");
   qputenv("PATH", work.toUtf8() + ':' + path);
   auto restore = qScopeGuard([&] {
     qputenv("PATH", path);
-    // None outlives the test, whatever it found.
-    for (const QString& pid : QDir(QStringLiteral("/proc")).entryList(QDir::Dirs)) {
-      QFile cmdline("/proc/" + pid + "/cmdline");
-      if (pid.toLongLong() > 0 && cmdline.open(QIODevice::ReadOnly) &&
-          cmdline.readAll().startsWith(worker.toUtf8() + '\0'))
-        ::kill(pid_t(pid.toLongLong()), SIGKILL);
-    }
+    killAll(worker.toUtf8() + '\0');  // none outlives the test, whatever it found
   });
 
   RunsPanel* panel = window_->runsPanel();
@@ -604,6 +632,96 @@ void TestGuiRuns::closingTheWindowStopsAProfiledCommand() {
     QTRY_VERIFY_WITH_TIMEOUT(!panel->profiling(), 30000);
   }
   QTRY_COMPARE_WITH_TIMEOUT(processesRunning(cmdline), 0, 15000);
+}
+
+// The app closed (the window destroyed) during a run whose ranks ignore the
+// stop and SIGTERM: it waited for their whole grace (30 s, then 10 s for
+// SIGTERM). Now the ranks get a moment, then are killed; what they had
+// committed is merged into the run store, and none is left running.
+void TestGuiRuns::closingEndsARunWhoseRanksDoNotStop() {
+#ifndef CS_DEAF_RANK_SHIM
+  QSKIP("no deaf-rank shim in this build");
+#else
+  const QString work = dir_.filePath(QStringLiteral("deaf-close"));
+  const QString worker = deafWorker(work);
+  QVERIFY(!worker.isEmpty());
+  const QByteArray path = qgetenv("PATH");
+  qputenv("PATH", work.toUtf8() + ':' + path);
+  auto restore = qScopeGuard([&] {
+    qputenv("PATH", path);
+    killAll(worker.toUtf8() + '\0');
+  });
+  RunsPanel* panel = window_->runsPanel();
+  panel->stepsBox()->setValue(1000000);
+  QSignalSpy started(panel, &RunsPanel::runStarted);
+  QVERIFY(panel->launch().ok());
+  QCOMPARE(started.count(), 1);
+  const QString store = started.front().at(0).toString();
+  waitForEveryRank(panel, 1);
+  QTest::qWait(1000);  // a rank commits its store every half second
+  QElapsedTimer closing;
+  closing.start();
+  window_.reset();
+  QVERIFY2(closing.elapsed() < 20000, qPrintable(QString::number(closing.elapsed())));
+  QCOMPARE(killAll(worker.toUtf8() + '\0'), 0);
+  auto reader = trace::TraceReader::open(store.toStdString());
+  QVERIFY2(reader, reader ? "" : reader.message().c_str());
+  QCOMPARE(int((*reader)->ranks().size()), 2);
+  QVERIFY(!(*reader)->steps(0).value().empty());
+#endif
+}
+
+// The same for a profiled command that ignores SIGTERM: the close waited
+// 10 s, then killed clusterscope profile alone and left the command running.
+void TestGuiRuns::closingEndsAProfiledCommandThatIgnoresTheStop() {
+  RunsPanel* panel = window_->runsPanel();
+  const std::string cmdline = std::string("/bin/sleep") + '\0' + "647" + '\0';
+  auto restore = qScopeGuard([&] { killAll(QByteArray::fromStdString(cmdline)); });
+  QVERIFY(panel
+              ->profileCommand({QStringLiteral("/bin/sh"), QStringLiteral("-c"),
+                                QStringLiteral("trap '' TERM; exec /bin/sleep 647")})
+              .ok());
+  QTRY_COMPARE_WITH_TIMEOUT(processesRunning(cmdline), 1, 30000);
+  QElapsedTimer closing;
+  closing.start();
+  window_.reset();
+  QVERIFY2(closing.elapsed() < 9000, qPrintable(QString::number(closing.elapsed())));
+  QTRY_COMPARE_WITH_TIMEOUT(processesRunning(cmdline), 0, 5000);
+}
+
+// The run's last events, queued after the poll took its events and before
+// it asked whether the run had finished, were never shown: the charts and
+// the bar stopped short of the run's end. Here the GUI thread is held while
+// it handles the first event until the run has ended, so that the run ends
+// in that window; every step still reaches the charts.
+void TestGuiRuns::finishTakesTheRunsLastEvents() {
+  RunsPanel* panel = window_->runsPanel();
+  const int steps = 200;
+  panel->stepsBox()->setValue(steps);
+  QSignalSpy started(panel, &RunsPanel::runStarted);
+  QSignalSpy finished(panel, &RunsPanel::runFinished);
+  QVERIFY(panel->launch().ok());
+  const QString store = started.front().at(0).toString();
+  const QString ranks = store.chopped(3) + QStringLiteral(".ranks");
+  QVERIFY(QDir(ranks).exists());
+  bool held = false;
+  // The rank stores' folder goes just before the run says it has ended.
+  const auto hold = connect(panel->report(), &QTextEdit::textChanged, this, [&] {
+    if (held) return;
+    held = true;
+    QElapsedTimer waited;
+    waited.start();
+    while (QDir(ranks).exists() && waited.elapsed() < 120000)
+      QThread::msleep(20);
+    QThread::msleep(500);
+  });
+  QTRY_COMPARE_WITH_TIMEOUT(finished.count(), 1, 180000);
+  disconnect(hold);
+  QVERIFY(held);
+  QCOMPARE(finished.front().at(0).toString(), QStringLiteral("complete"));
+  QCOMPARE(panel->lossPoints(), steps);
+  QCOMPARE(panel->progress()->value(), steps);
+  QCOMPARE(panel->rankTable()->item(1, 2)->text(), QString::number(steps));
 }
 
 QTEST_MAIN(TestGuiRuns)

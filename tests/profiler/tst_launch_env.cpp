@@ -34,6 +34,8 @@ class TestLaunchEnv : public QObject {
   void ncclCommId();
   void ncclRendezvousFromEnvironment();
   void currentEnvironmentReadsThisProcess();
+  void sharedRunId_data();
+  void sharedRunId();
 };
 
 void TestLaunchEnv::launchers_data() {
@@ -348,6 +350,56 @@ void TestLaunchEnv::currentEnvironmentReadsThisProcess() {
   auto it = env.find("CS_TEST_LAUNCH_ENV");
   QVERIFY(it != env.end());
   QCOMPARE(it->second, std::string("a=b"));
+}
+
+// The id every rank of one launch shares: a worker started by hand under
+// mpirun recorded none (a merge then compared command lines, the same for
+// two runs of one command), and one under mpirun inside a Slurm job took
+// its batch's job id on one node and a step's on the next.
+void TestLaunchEnv::sharedRunId_data() {
+  QTest::addColumn<Environment>("env");
+  QTest::addColumn<QString>("id");
+  const auto ompi4 = std::initializer_list<std::pair<const char*, const char*>>{
+      {"OMPI_COMM_WORLD_RANK", "1"},
+      {"OMPI_COMM_WORLD_SIZE", "2"},
+      {"PMIX_NAMESPACE", "307036161"},
+      {"OMPI_MCA_ess_base_jobid", "307036161"},
+      {"OMPI_MCA_orte_hnp_uri", "307036160.0;tcp://192.0.2.2:53861"}};
+  QTest::addRow("nothing") << env_of({}) << "";
+  QTest::addRow("torchrun") << env_of({{"RANK", "0"}, {"WORLD_SIZE", "2"}}) << "";
+  QTest::addRow("clusterscope profile")
+      << env_of({{"CLUSTERSCOPE_RUN_ID", "20261205T155901Z-3f9a2c1b"},
+                 {"OMPI_COMM_WORLD_SIZE", "2"},
+                 {"PMIX_NAMESPACE", "1"}})
+      << "20261205T155901Z-3f9a2c1b";
+  // 32-bit FNV-1a of the mpirun's address.
+  QTest::addRow("Open MPI 4") << env_of(ompi4) << "openmpi-307036161-b1dc1436";
+  Environment other_port = env_of(ompi4);
+  other_port["OMPI_MCA_orte_hnp_uri"] = "307036160.0;tcp://192.0.2.2:53862";
+  QTest::addRow("Open MPI 4, another mpirun of that pid")
+      << other_port << "openmpi-307036161-b0dc12a3";
+  QTest::addRow("Open MPI 5") << env_of({{"OMPI_COMM_WORLD_RANK", "0"},
+                                         {"OMPI_COMM_WORLD_SIZE", "2"},
+                                         {"PMIX_NAMESPACE", "prterun-node1-4242@1"}})
+                              << "openmpi-prterun-node1-4242@1";
+  QTest::addRow("Open MPI, a job id only")
+      << env_of({{"OMPI_COMM_WORLD_SIZE", "2"}, {"OMPI_MCA_ess_base_jobid", "77"}}) << "openmpi-77";
+  Environment in_slurm = env_of(ompi4);
+  in_slurm["SLURM_JOB_ID"] = "123";
+  in_slurm["SLURM_STEP_ID"] = "0";
+  QTest::addRow("mpirun inside a Slurm job") << in_slurm << "openmpi-307036161-b1dc1436";
+  QTest::addRow("a Slurm job step")
+      << env_of({{"SLURM_JOB_ID", "123"}, {"SLURM_STEP_ID", "4"}, {"SLURM_PROCID", "1"}})
+      << "slurm-123.4";
+  QTest::addRow("a Slurm batch script") << env_of({{"SLURM_JOB_ID", "123"}}) << "slurm-123";
+  QTest::addRow("empty values") << env_of({{"CLUSTERSCOPE_RUN_ID", ""}, {"SLURM_JOB_ID", " "}})
+                                << "";
+}
+
+void TestLaunchEnv::sharedRunId() {
+  QFETCH(Environment, env);
+  QFETCH(QString, id);
+  QCOMPARE(QString::fromStdString(cs::profiler::shared_run_id(env)), id);
 }
 
 QTEST_GUILESS_MAIN(TestLaunchEnv)

@@ -68,6 +68,8 @@ class TestWorkerCli : public QObject {
   void tensorParallelBytesAreTheBytesSent();
   void recomputationRunsTheForwardAgain_data();
   void recomputationRunsTheForwardAgain();
+  void ranksUnderTheUsersMpirunShareARunId();
+  void profiledRanksShareTheProfilesRunId();
 };
 
 void TestWorkerCli::cudaWithoutGpuSaysSo() {
@@ -480,6 +482,112 @@ void TestWorkerCli::recomputationRunsTheForwardAgain() {
   // final norm and its statistics, the logits, the losses, the tokens and targets.
   const double others = 4 * (3 * N * C + N * V + 5 * N);
   QCOMPARE(activations, layers + others);
+}
+
+// Ranks started by hand under the user's own mpirun recorded no run id, so
+// `trace merge` compared their command lines, which two runs of one command
+// share: rank 0 of one run and rank 1 of the next merged into one complete
+// run. Each run's ranks now record the id of their mpirun's job.
+void TestWorkerCli::ranksUnderTheUsersMpirunShareARunId() {
+  QTemporaryDir dir;
+  const QStringList run{"-n",
+                        "2",
+                        CS_BIN_DIR "/clusterscope-worker",
+                        "--layers",
+                        "2",
+                        "--hidden",
+                        "32",
+                        "--heads",
+                        "4",
+                        "--seq",
+                        "16",
+                        "--ffn",
+                        "128",
+                        "--dp",
+                        "2",
+                        "--steps",
+                        "1",
+                        "--out",
+                        dir.filePath("rank{rank}.db")};
+  auto id_of = [&](const QString& store) {
+    auto reader = cs::trace::TraceReader::open(store.toStdString());
+    return reader ? QString::fromStdString((*reader)->meta("run_id").value_or("")) : QString();
+  };
+  Run r = run_program("mpirun", run);
+  QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+  const QString first = id_of(dir.filePath("rank0.db"));
+  QVERIFY2(first.startsWith("openmpi-"), qPrintable(first));
+  QCOMPARE(id_of(dir.filePath("rank1.db")), first);
+  QVERIFY(QFile::copy(dir.filePath("rank0.db"), dir.filePath("first-rank0.db")));
+  r = run_program("mpirun", run);  // the same command again
+  QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+  const QString second = id_of(dir.filePath("rank0.db"));
+  QCOMPARE(id_of(dir.filePath("rank1.db")), second);
+  QVERIFY2(second.startsWith("openmpi-") && second != first, qPrintable(second));
+
+  const cs::test::ProcessRun mixed =
+      cs::test::run_cli({"trace", "merge", dir.filePath("first-rank0.db"), dir.filePath("rank1.db"),
+                         "-o", dir.filePath("mixed.db")});
+  QCOMPARE(mixed.exit_code, 1);
+  QVERIFY2(mixed.err.contains("first-rank0.db is a rank store of run " + first + ", " +
+                              dir.filePath("rank1.db") + " of run " + second),
+           qPrintable(mixed.err));
+  QVERIFY(!QFile::exists(dir.filePath("mixed.db")));
+  const cs::test::ProcessRun one =
+      cs::test::run_cli({"trace", "merge", dir.filePath("rank0.db"), dir.filePath("rank1.db"), "-o",
+                         dir.filePath("one.db")});
+  QVERIFY2(one.exit_code == 0, qPrintable(one.err));
+  QCOMPARE(id_of(dir.filePath("one.db")), second);
+}
+
+// Processes profiled with `clusterscope profile` (here ranks of the CPU
+// engine under mpirun, which write stores of their own) record the id that
+// clusterscope profile gave the run, one for each profiled run.
+void TestWorkerCli::profiledRanksShareTheProfilesRunId() {
+  QTemporaryDir dir;
+  QStringList ids;
+  for (const char* name : {"a", "b"}) {
+    const QString out = dir.filePath(QString(name) + "-rank{rank}.db");
+    const Run r = run_program(CS_BIN_DIR "/clusterscope", {"profile",
+                                                           "--out",
+                                                           dir.filePath(QString(name) + ".db"),
+                                                           "--",
+                                                           "mpirun",
+                                                           "-n",
+                                                           "2",
+                                                           CS_BIN_DIR "/clusterscope-worker",
+                                                           "--layers",
+                                                           "2",
+                                                           "--hidden",
+                                                           "32",
+                                                           "--heads",
+                                                           "4",
+                                                           "--seq",
+                                                           "16",
+                                                           "--ffn",
+                                                           "128",
+                                                           "--dp",
+                                                           "2",
+                                                           "--steps",
+                                                           "1",
+                                                           "--out",
+                                                           out});
+    QVERIFY2(r.err.contains("no CUDA process was traced"), qPrintable(r.err));
+    QString id;
+    for (int rank = 0; rank < 2; ++rank) {
+      auto reader = cs::trace::TraceReader::open(
+          QString(out).replace("{rank}", QString::number(rank)).toStdString());
+      QVERIFY2(reader, reader ? "" : reader.message().c_str());
+      const QString recorded = QString::fromStdString((*reader)->meta("run_id").value_or(""));
+      if (rank == 0) id = recorded;
+      QCOMPARE(recorded, id);
+    }
+    // A run's start in UTC and 32 random bits, not the mpirun's job.
+    QVERIFY2(QRegularExpression("^\\d{8}T\\d{6}Z-[0-9a-f]{8}$").match(id).hasMatch(),
+             qPrintable(id));
+    ids << id;
+  }
+  QVERIFY(ids[0] != ids[1]);
 }
 
 QTEST_GUILESS_MAIN(TestWorkerCli)
