@@ -945,4 +945,47 @@ Status write_json_file(const std::string& path, const json& j) {
   return file.commit();
 }
 
+namespace {
+
+// Reads `path` into `j`: a file of one document of kind `wanted`, or a plan.
+Result<DocumentKind> read_part_document(const std::string& path, DocumentKind wanted, json& j) {
+  const std::string noun(to_string(wanted));
+  auto read = read_json_file(path);
+  if (!read) return read.error();
+  j = std::move(read).value();
+  if (j.is_array()) {
+    return Error{path + ": a list of " + std::to_string(j.size()) +
+                 " documents (a preset file?): open a file of one " + noun + ", or of one plan"};
+  }
+  auto kind = detect_kind(j, path);
+  if (!kind) return kind.error();
+  if (*kind != wanted && *kind != DocumentKind::plan) {
+    return Error{path + ": a " + std::string(to_string(*kind)) + " document, not a " + noun +
+                 " (nor a plan with one)"};
+  }
+  return *kind;
+}
+
+}  // namespace
+
+Result<Cluster> cluster_from_file(const std::string& path, const PresetCatalog& catalog) {
+  json j;
+  auto kind = read_part_document(path, DocumentKind::cluster, j);
+  if (!kind) return kind.error();
+  if (*kind == DocumentKind::cluster) return cluster_from_json(j, path, &catalog);
+  auto plan = plan_from_json(j, path, &catalog, ParallelRules::leave_to_caller);
+  if (!plan) return plan.error();
+  return plan->cluster;
+}
+
+Result<Workload> workload_from_file(const std::string& path, const PresetCatalog& catalog) {
+  json j;
+  auto kind = read_part_document(path, DocumentKind::workload, j);
+  if (!kind) return kind.error();
+  if (*kind == DocumentKind::workload) return workload_from_json(j, path);
+  auto plan = plan_from_json(j, path, &catalog, ParallelRules::leave_to_caller);
+  if (!plan) return plan.error();
+  return plan->workload;
+}
+
 }  // namespace cs

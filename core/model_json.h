@@ -74,6 +74,13 @@ Result<DocumentKind> detect_kind(const nlohmann::json& j, std::string_view docum
 using AnyDocument =
     std::variant<GpuSpec, Link, Cluster, Workload, ParallelPlan, PrecisionPlan, Plan>;
 
+// The cluster or the workload of a file of one document, as the app opens
+// them: a document of that kind, or a plan holding one (its own flaws, a
+// batch not a multiple, are no reason to refuse what it holds). Errors name
+// the file as given.
+Result<Cluster> cluster_from_file(const std::string& path, const PresetCatalog& catalog);
+Result<Workload> workload_from_file(const std::string& path, const PresetCatalog& catalog);
+
 // Reads any one document of any kind.
 Result<AnyDocument> document_from_json(const nlohmann::json& j, std::string_view document,
                                        const PresetCatalog* catalog);

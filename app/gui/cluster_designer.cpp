@@ -329,28 +329,7 @@ bool ClusterDesigner::openClusterFile(const QString& path) {
     return false;
   };
   // Named as given, as the CLI names --cluster FILE; errors say where in it.
-  const std::string doc = path.toStdString();
-  auto j = read_json_file(doc);
-  if (!j) return fail(j.message());
-  if (j->is_array()) {
-    return fail(doc + ": a list of " + std::to_string(j->size()) +
-                " documents (a preset file?): open a file of one cluster, or of one plan");
-  }
-  auto kind = detect_kind(*j, doc);
-  if (!kind) return fail(kind.message());
-  if (*kind != DocumentKind::cluster && *kind != DocumentKind::plan) {
-    return fail(doc + ": a " + std::string(to_string(*kind)) +
-                " document, not a cluster (nor a plan with one)");
-  }
-  const PresetCatalog& catalog = workspace_->catalog();
-  auto c = [&]() -> Result<Cluster> {
-    if (*kind == DocumentKind::cluster) return cluster_from_json(*j, doc, &catalog);
-    // Only its cluster is taken: the plan's own flaws (a batch not a
-    // multiple) are no reason to refuse it.
-    auto plan = plan_from_json(*j, doc, &catalog, ParallelRules::leave_to_caller);
-    if (!plan) return plan.error();
-    return plan->cluster;
-  }();
+  auto c = cluster_from_file(path.toStdString(), workspace_->catalog());
   if (!c) return fail(c.message());
   use(std::move(c).value(), tr("Open cluster %1").arg(QFileInfo(path).fileName()));
   return true;

@@ -213,27 +213,7 @@ bool WorkloadPanel::openWorkloadFile(const QString& path) {
     return false;
   };
   // Named as given, as the CLI names --model FILE; errors say where in it.
-  const std::string doc = path.toStdString();
-  auto j = read_json_file(doc);
-  if (!j) return fail(j.message());
-  if (j->is_array()) {
-    return fail(doc + ": a list of " + std::to_string(j->size()) +
-                " documents (a preset file?): open a file of one workload, or of one plan");
-  }
-  auto kind = detect_kind(*j, doc);
-  if (!kind) return fail(kind.message());
-  if (*kind != DocumentKind::workload && *kind != DocumentKind::plan) {
-    return fail(doc + ": a " + std::string(to_string(*kind)) +
-                " document, not a workload (nor a plan with one)");
-  }
-  auto w = [&]() -> Result<Workload> {
-    if (*kind == DocumentKind::workload) return workload_from_json(*j, doc);
-    // Only its workload is taken: the plan's own flaws (a batch not a
-    // multiple) are no reason to refuse it.
-    auto plan = plan_from_json(*j, doc, &workspace_->catalog(), ParallelRules::leave_to_caller);
-    if (!plan) return plan.error();
-    return plan->workload;
-  }();
+  auto w = workload_from_file(path.toStdString(), workspace_->catalog());
   if (!w) return fail(w.message());
   use(std::move(w).value(), tr("Open workload %1").arg(QFileInfo(path).fileName()));
   return true;
