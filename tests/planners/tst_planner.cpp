@@ -20,6 +20,7 @@
 #include "core/model_json.h"
 #include "core/presets.h"
 #include "core/trace_types.h"
+#include "planners/cost_model.h"
 #include "planners/estimate.h"
 #include "planners/estimate_json.h"
 #include "planners/search.h"
@@ -91,6 +92,7 @@ class TestPlanner : public QObject {
   void zeroThreeGathersAGroupAtATime();
   void overlapSlowsComputeUnderEveryZeroStage_data();
   void overlapSlowsComputeUnderEveryZeroStage();
+  void sequenceParallelWholeEmbeddingGathers();
   void recomputationTradesMemoryForTime();
   void groupedQueryAttention();
   void genericModel();
@@ -672,6 +674,29 @@ void TestPlanner::overlapSlowsComputeUnderEveryZeroStage() {
                           .arg(shared.time.descheduled)
                           .arg(own.communication.dp_overlapped)));
   QVERIFY(qFuzzyCompare(shared.time.step(), own.time.step() + own.communication.dp_overlapped));
+}
+
+// A whole (not vocabulary-parallel) embedding under sequence parallelism,
+// as the engines keep it: every rank looks up every token and keeps its
+// shard, and its gradient needs every token's: an all-gather of the
+// tokens, the same as the vocabulary-parallel embedding's. Before, it was
+// free.
+void TestPlanner::sequenceParallelWholeEmbeddingGathers() {
+  namespace d = cs::plan::detail;
+  cs::Plan p = make_plan("dgx-a100-8", "gpt2-small", 1, 2, 1, 1);
+  p.parallel.micro_batch = 1;
+  p.parallel.sequence_parallel = true;
+  auto embedding_gather = [&](bool vocab_parallel, bool sp) {
+    p.parallel.vocab_parallel = vocab_parallel;
+    p.parallel.sequence_parallel = sp;
+    const auto costs = d::layer_costs(d::machine_of(p.cluster), d::model_of(p.workload),
+                                      d::knobs_of(p.parallel, p.precision));
+    return costs.embedding.tp_backward;
+  };
+  const double whole = embedding_gather(false, true);
+  QVERIFY(whole > 0);
+  QCOMPARE(whole, embedding_gather(true, true));
+  QCOMPARE(embedding_gather(false, false), 0.0);
 }
 
 void TestPlanner::recomputationTradesMemoryForTime() {
