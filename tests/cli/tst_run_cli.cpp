@@ -283,8 +283,10 @@ void TestRunCli::ranksSharingACoreAreTimedOffCpu() {
     const double descheduled = p.part("descheduled");
     const double on_cpu = p.compute() - descheduled;
     // Both ranks compute at once on one core: each waits about as long as
-    // it runs (a fifth of that at the least).
-    QVERIFY2(descheduled > 0.2 * on_cpu,
+    // it runs, when their passes overlap. Where one runs ahead while the
+    // other yields in its all-reduce, far less: a clean-clone CI run saw
+    // 0.15 of it (0.56 ms beside 3.65). Without the off-CPU counter: none.
+    QVERIFY2(descheduled > 0.05 * on_cpu,
              qPrintable(QString("rank %1: descheduled %2 ms beside %3 ms on CPU")
                             .arg(p.rank)
                             .arg(descheduled * 1e3)
