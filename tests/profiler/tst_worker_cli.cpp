@@ -484,31 +484,29 @@ void TestWorkerCli::recomputationRunsTheForwardAgain() {
   QCOMPARE(activations, layers + others);
 }
 
+namespace {
+
+// mpirun's arguments for one step of two data-parallel ranks of a tiny
+// model, writing their stores to `out` ("{rank}" in it).
+QStringList tinyTwoRankRun(const QString& out) {
+  return {"-n",       "2",       CS_BIN_DIR "/clusterscope-worker",
+          "--layers", "2",       "--hidden",
+          "32",       "--heads", "4",
+          "--seq",    "16",      "--ffn",
+          "128",      "--dp",    "2",
+          "--steps",  "1",       "--out",
+          out};
+}
+
+}  // namespace
+
 // Ranks started by hand under the user's own mpirun recorded no run id, so
 // `trace merge` compared their command lines, which two runs of one command
 // share: rank 0 of one run and rank 1 of the next merged into one complete
 // run. Each run's ranks now record the id of their mpirun's job.
 void TestWorkerCli::ranksUnderTheUsersMpirunShareARunId() {
   QTemporaryDir dir;
-  const QStringList run{"-n",
-                        "2",
-                        CS_BIN_DIR "/clusterscope-worker",
-                        "--layers",
-                        "2",
-                        "--hidden",
-                        "32",
-                        "--heads",
-                        "4",
-                        "--seq",
-                        "16",
-                        "--ffn",
-                        "128",
-                        "--dp",
-                        "2",
-                        "--steps",
-                        "1",
-                        "--out",
-                        dir.filePath("rank{rank}.db")};
+  const QStringList run = tinyTwoRankRun(dir.filePath("rank{rank}.db"));
   auto id_of = [&](const QString& store) {
     auto reader = cs::trace::TraceReader::open(store.toStdString());
     return reader ? QString::fromStdString((*reader)->meta("run_id").value_or("")) : QString();
@@ -548,30 +546,10 @@ void TestWorkerCli::profiledRanksShareTheProfilesRunId() {
   QStringList ids;
   for (const char* name : {"a", "b"}) {
     const QString out = dir.filePath(QString(name) + "-rank{rank}.db");
-    const Run r = run_program(CS_BIN_DIR "/clusterscope", {"profile",
-                                                           "--out",
-                                                           dir.filePath(QString(name) + ".db"),
-                                                           "--",
-                                                           "mpirun",
-                                                           "-n",
-                                                           "2",
-                                                           CS_BIN_DIR "/clusterscope-worker",
-                                                           "--layers",
-                                                           "2",
-                                                           "--hidden",
-                                                           "32",
-                                                           "--heads",
-                                                           "4",
-                                                           "--seq",
-                                                           "16",
-                                                           "--ffn",
-                                                           "128",
-                                                           "--dp",
-                                                           "2",
-                                                           "--steps",
-                                                           "1",
-                                                           "--out",
-                                                           out});
+    const Run r = run_program(
+        CS_BIN_DIR "/clusterscope",
+        QStringList{"profile", "--out", dir.filePath(QString(name) + ".db"), "--", "mpirun"} +
+            tinyTwoRankRun(out));
     QVERIFY2(r.err.contains("no CUDA process was traced"), qPrintable(r.err));
     QString id;
     for (int rank = 0; rank < 2; ++rank) {
