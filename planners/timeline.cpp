@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 
+#include "core/pipeline_schedule.h"
 #include "planners/cost_model.h"
 
 namespace cs::plan {
@@ -17,44 +18,7 @@ std::int64_t ns(double seconds) {
   return static_cast<std::int64_t>(std::llround(seconds * 1e9));
 }
 
-struct Op {
-  bool forward = true;
-  int micro_batch = 0;
-  int chunk = 0;
-};
-
-// The order a pipeline rank runs its forward and backward passes in
-// Megatron-LM: warm-up forwards, then one forward / one backward, then the
-// remaining backwards. Interleaved: virtual micro-batches walk the chunks
-// p micro-batches at a time.
-std::vector<Op> schedule(int stages, int stage, int micro_batches, int chunks) {
-  const int total = micro_batches * chunks;
-  auto forward_op = [&](int k) {
-    if (chunks == 1) return Op{true, k, 0};
-    const int group = k / (stages * chunks);
-    const int in_group = k % (stages * chunks);
-    return Op{true, group * stages + in_group % stages, in_group / stages};
-  };
-  auto backward_op = [&](int k) {
-    Op op = forward_op(k);
-    op.forward = false;
-    if (chunks > 1) op.chunk = chunks - 1 - op.chunk;
-    return op;
-  };
-  const int warmup = std::min(
-      total, chunks == 1 ? stages - stage - 1 : 2 * (stages - stage - 1) + (chunks - 1) * stages);
-  std::vector<Op> ops;
-  ops.reserve(2 * static_cast<std::size_t>(total));
-  for (int k = 0; k < warmup; ++k)
-    ops.push_back(forward_op(k));
-  for (int k = 0; k < total - warmup; ++k) {
-    ops.push_back(forward_op(warmup + k));
-    ops.push_back(backward_op(k));
-  }
-  for (int k = total - warmup; k < total; ++k)
-    ops.push_back(backward_op(k));
-  return ops;
-}
+using Op = PipelinePass;
 
 void add(Timeline& t, int stage, int lane, double start, double end, trace::Category category,
          trace::EventKind kind, trace::Collective collective, std::string name,
@@ -116,7 +80,7 @@ Result<Timeline> predict_timeline(const Plan& plan) {
   // is free and its input has arrived (one hop after the producer finished).
   std::vector<std::vector<Op>> ops(p);
   for (int s = 0; s < p; ++s)
-    ops[s] = schedule(p, s, mb, v);
+    ops[s] = pipeline_schedule(p, s, mb, v);
   if (k.inference) {
     for (auto& list : ops) {
       list.erase(std::remove_if(list.begin(), list.end(), [](const Op& o) { return !o.forward; }),
