@@ -35,7 +35,7 @@ std::string format_float(double v) {
 
 Result<double> worker_bucket_kib(const Plan& plan) {
   const ParallelPlan& p = plan.parallel;
-  auto shape = worker_shape_for(plan.workload, p.tp, p.pp);
+  auto shape = worker_shape_for(plan.workload, p.tp, p.pp, p.virtual_stages);
   if (!shape) return Error{shape.message()};
   double scaled_params = 0;
   for (const worker::ParamInfo& info : worker::gpt_parameter_layout(shape->config, {}))
@@ -71,16 +71,21 @@ LocalCapacity local_capacity() {
 
 Result<double> cpu_rank_memory_bytes(const Plan& plan) {
   const ParallelPlan& p = plan.parallel;
-  auto shape = worker_shape_for(plan.workload, p.tp, p.pp);
+  const int chunks = std::max(1, p.virtual_stages);
+  auto shape = worker_shape_for(plan.workload, p.tp, p.pp, chunks);
   if (!shape) return Error{shape.message()};
-  // The first stage's share, which holds the embeddings, and its largest
-  // group of parameters (what ZeRO-3 gathers at once).
-  const auto layout = worker::gpt_parameter_layout(shape->config, {p.tp, 0, p.pp, 0});
+  // The first stage's share (each of its chunks: virtual stages 0, pp, ...),
+  // which holds the embeddings, and its largest group of parameters (what
+  // ZeRO-3 gathers at once).
   double held = 0, largest_group = 0;
-  for (const worker::ParamInfo& info : layout)
-    held += static_cast<double>(info.numel());
-  for (const worker::ParameterGroup& g : worker::gpt_parameter_groups(layout))
-    largest_group = std::max(largest_group, static_cast<double>(g.end - g.begin));
+  for (int c = 0; c < chunks; ++c) {
+    const auto layout =
+        worker::gpt_parameter_layout(shape->config, {p.tp, 0, p.pp * chunks, c * p.pp});
+    for (const worker::ParamInfo& info : layout)
+      held += static_cast<double>(info.numel());
+    for (const worker::ParameterGroup& g : worker::gpt_parameter_groups(layout))
+      largest_group = std::max(largest_group, static_cast<double>(g.end - g.begin));
+  }
   // fp32 weights and gradients, and AdamW's two moments (the moments split
   // over dp from ZeRO-1 on, the gradients from ZeRO-2 on, staged there in
   // two buckets of at most the whole model, the weights from ZeRO-3 on,
@@ -206,8 +211,22 @@ Result<PlanRun> plan_run(const Plan& plan, const PlanRunOptions& o) {
     return Error{"/parallel: dp x tp x pp = " + std::to_string(world) +
                  " ranks; a run starts at most " + std::to_string(kMaxRunRanks)};
   }
-  if (p.virtual_stages > 1 || p.schedule == PipelineSchedule::interleaved) {
-    run.notes.push_back("the interleaved pipeline schedule runs as plain 1F1B");
+  // check_parallel_plan holds virtual_stages > 1 to the interleaved schedule.
+  const bool interleaved = p.virtual_stages > 1;
+  if (interleaved) {
+    const long long micro_batches = p.global_batch / p.samples_per_micro_step();
+    if (micro_batches % p.pp != 0) {
+      return Error{
+          "/parallel/virtual_stages: the interleaved schedule needs the micro-batches "
+          "per step (" +
+          std::to_string(micro_batches) + ") to be a multiple of pp (" + std::to_string(p.pp) +
+          ")"};
+    }
+    if (run.backend == "cuda") {
+      run.notes.push_back(
+          "the CUDA engine runs the interleaved pipeline schedule as plain 1F1B, on the same "
+          "model (the CPU engine runs it interleaved)");
+    }
   }
   const Precision compute = plan.precision.compute;
   std::string precision(to_string(compute));
@@ -227,7 +246,7 @@ Result<PlanRun> plan_run(const Plan& plan, const PlanRunOptions& o) {
 
   // The plan's model scaled to this machine, with the data-parallel buckets
   // scaled alike.
-  auto shape = worker_shape_for(plan.workload, p.tp, p.pp);
+  auto shape = worker_shape_for(plan.workload, p.tp, p.pp, p.virtual_stages);
   if (!shape) return Error{shape.message()};
   if (!shape->scaled.empty()) {
     const ShapeLimits limits;
@@ -335,6 +354,15 @@ Result<PlanRun> plan_run(const Plan& plan, const PlanRunOptions& o) {
   // The workers reduce gradients during backward unless the plan says after.
   if (!p.overlap_grad_reduce) spec.worker_args.push_back("--no-overlap");
   if (p.sequence_parallel && p.tp > 1) spec.worker_args.push_back("--sequence-parallel");
+  if (interleaved && run.backend == "cpu") {
+    spec.worker_args.insert(spec.worker_args.end(),
+                            {"--virtual-stages", std::to_string(p.virtual_stages)});
+  } else if (interleaved) {
+    // The model the plan's chunks split (its layers a multiple of pp x
+    // virtual stages), though 1F1B runs it.
+    spec.worker_args.insert(spec.worker_args.end(),
+                            {"--layers", std::to_string(shape->config.layers)});
+  }
   if (o.threads > 0) {
     spec.worker_args.push_back("--threads");
     spec.worker_args.push_back(std::to_string(o.threads));

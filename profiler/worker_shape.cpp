@@ -4,7 +4,8 @@
 
 namespace cs {
 
-Result<WorkerShape> worker_shape_for(const Workload& w, int tp, int pp, const ShapeLimits& limits) {
+Result<WorkerShape> worker_shape_for(const Workload& w, int tp, int pp, int chunks,
+                                     const ShapeLimits& limits) {
   if (w.kind != WorkloadKind::transformer) {
     return Error{"the worker trains GPT-style transformers; \"" + w.name +
                  "\" is a generic model, which the planner estimates but the engines do not run"};
@@ -14,7 +15,7 @@ Result<WorkerShape> worker_shape_for(const Workload& w, int tp, int pp, const Sh
   // size to 1.6e7, and the app ran out of memory laying out its weights).
   constexpr int kMaxGrownHidden = 8192;
   constexpr int kMaxGrownLayers = 1024;
-  if (tp < 1 || pp < 1) return Error{"tp and pp must be >= 1"};
+  if (tp < 1 || pp < 1 || chunks < 1) return Error{"tp, pp and virtual stages must be >= 1"};
   const TransformerShape& s = w.transformer;
   if (s.heads < 1 || s.hidden < 1) return Error{"the model has no heads or no hidden size"};
   // Heads of the model's width (at most 64), at least the minimum.
@@ -28,16 +29,20 @@ Result<WorkerShape> worker_shape_for(const Workload& w, int tp, int pp, const Sh
                  std::to_string(kMaxGrownHidden) + "; they run tp up to " +
                  std::to_string(kMaxGrownHidden / head_dim)};
   }
-  if (pp > kMaxGrownLayers) {
-    return Error{"pp = " + std::to_string(pp) + ": the engines run at most " +
-                 std::to_string(kMaxGrownLayers) + " pipeline stages (a layer each)"};
+  if (static_cast<long long>(pp) * chunks > kMaxGrownLayers) {
+    return Error{
+        (chunks > 1 ? "pp x virtual stages = " + std::to_string(static_cast<long long>(pp) * chunks)
+                    : "pp = " + std::to_string(pp)) +
+        ": the engines run at most " + std::to_string(kMaxGrownLayers) +
+        " pipeline stages (a layer each)"};
   }
   worker::GptConfig c;
   c.vocab = 256;  // byte-level tokens of the built-in corpus
 
-  // Layers: at most the limit, a multiple of pp.
-  c.layers = std::min(s.layers, std::max(limits.max_layers, pp));
-  c.layers = std::max(pp, c.layers / pp * pp);
+  // Layers: at most the limit, a multiple of pp (times its chunks).
+  const int stages = pp * chunks;
+  c.layers = std::min(s.layers, std::max(limits.max_layers, stages));
+  c.layers = std::max(stages, c.layers / stages * stages);
 
   // As many heads as the hidden limit holds, a multiple of tp.
   int heads = std::min(s.heads, std::max(1, limits.max_hidden / head_dim));

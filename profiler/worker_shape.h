@@ -1,7 +1,7 @@
 #pragma once
 // The shape the worker trains for a plan: the plan's transformer scaled down
 // to fit this machine, keeping what the parallel plan needs (heads divisible
-// by tp, layers by pp), and a sentence saying what was scaled.
+// by tp, layers by pp and its chunks), and a sentence saying what was scaled.
 
 #include <string>
 
@@ -23,7 +23,9 @@ struct WorkerShape {
   std::string scaled;  // "hidden 4096 -> 256, layers 32 -> 8, ..." or "" when unscaled
 };
 
-Result<WorkerShape> worker_shape_for(const Workload& workload, int tp, int pp,
+// `chunks`: model chunks per pipeline rank (the interleaved schedule); the
+// layers are a multiple of pp x chunks.
+Result<WorkerShape> worker_shape_for(const Workload& workload, int tp, int pp, int chunks = 1,
                                      const ShapeLimits& limits = {});
 
 }  // namespace cs

@@ -1000,8 +1000,10 @@ Result<trace::PredictedStep> predict_trained(const PresetCatalog& catalog, Plan 
   p.async_tp_allreduce = false;  // ... and all-reduce the input gradient before the weight's
   p.vocab_parallel = false;      // ... and keep the embedding and LM head whole on every rank
   p.fp32_attention_scores = true;  // ... with the scores in fp32
-  p.schedule = PipelineSchedule::one_f_one_b;
-  p.virtual_stages = 1;
+  if (backend != "cpu") {          // the CUDA engine runs an interleaved plan as 1F1B
+    p.schedule = PipelineSchedule::one_f_one_b;
+    p.virtual_stages = 1;
+  }
   p.bucket_mib = bucket_kib / 1024;
   // The CUDA engine's FP8 GEMMs cast their inputs for themselves; what
   // backward reads stays 16-bit, and its GEMMs run in BF16.
@@ -1095,8 +1097,9 @@ Result<trace::PredictedStep> predict_trained(const PresetCatalog& catalog, Plan 
 
 }  // namespace
 
-Result<Workload> executed_workload(const Workload& planned, int tp, int pp, std::string* scaled) {
-  auto shape = worker_shape_for(planned, tp, pp);
+Result<Workload> executed_workload(const Workload& planned, int tp, int pp, int chunks,
+                                   std::string* scaled) {
+  auto shape = worker_shape_for(planned, tp, pp, chunks);
   if (!shape) return shape.error();
   if (scaled) *scaled = shape->scaled;
   return trained_workload(planned, shape->config);
@@ -1107,8 +1110,8 @@ Result<trace::PredictedStep> predict_run(const PresetCatalog& catalog, const Pla
                                          const std::optional<Cluster>& cluster, int threads) {
   std::vector<std::string> notes;
   std::string scaled;
-  auto workload =
-      executed_workload(planned.workload, planned.parallel.tp, planned.parallel.pp, &scaled);
+  auto workload = executed_workload(planned.workload, planned.parallel.tp, planned.parallel.pp,
+                                    planned.parallel.virtual_stages, &scaled);
   if (!workload) return workload.error();
   if (!scaled.empty())
     notes.push_back("predicted for the shape the worker trains (" + scaled + ")");
@@ -1157,6 +1160,8 @@ Result<Plan> plan_of_worker_run(const PresetCatalog& catalog, const trace::Trace
   p.dp = parallel.value("dp", 1);
   p.tp = parallel.value("tp", 1);
   p.pp = parallel.value("pp", 1);
+  p.virtual_stages = parallel.value("virtual_stages", 1);
+  if (p.virtual_stages > 1) p.schedule = PipelineSchedule::interleaved;
   p.zero_stage = parallel.value("zero_stage", 0);
   const std::string recompute = parallel.value("recompute", "none");
   if (const auto r = recompute_from_string(recompute)) {

@@ -203,8 +203,10 @@ Result<NetworkCalibration> calibrate_network(const std::vector<std::string>& log
 // ---- predicting a run
 
 // The workload a worker trains for a plan (what clusterscope-worker --plan
-// does: scaled to the machine), as the planner's Workload.
-Result<Workload> executed_workload(const Workload& planned, int tp, int pp, std::string* scaled);
+// does: scaled to the machine, its layers a multiple of pp x `chunks`, the
+// plan's virtual stages), as the planner's Workload.
+Result<Workload> executed_workload(const Workload& planned, int tp, int pp, int chunks,
+                                   std::string* scaled);
 
 // The planner's estimate for a run about to start: the plan as the engines
 // run it (the worker's scaled shape, naive attention, the gradient bucket

@@ -106,6 +106,16 @@ class NcclComm final : public Communicator {
   }
 
   void wait_sends() override { flush_sends(); }
+  // Issued, a send ends on the compute stream before what is queued after
+  // it writes t; held back, it would read what they wrote.
+  void wait_sends_from(Tensor t) override {
+    const char* begin = static_cast<const char*>(t.data);
+    const char* end = begin + t.bytes();
+    for (const auto& [tensor, to] : pending_) {
+      const char* from = static_cast<const char*>(tensor.data);
+      if (from < end && begin < from + tensor.bytes()) return flush_sends();
+    }
+  }
 
   void barrier() override {
     CS_CUDA_OK(cudaSetDevice(device_));  // the calling thread may be on another GPU

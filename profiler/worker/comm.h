@@ -28,6 +28,10 @@ class Communicator {
   virtual void send(Tensor t, int peer) = 0;
   virtual void recv(Tensor t, int peer) = 0;
   virtual void wait_sends() = 0;
+  // Ends the pending sends that read any byte of t (before t is written
+  // again), leaving the others pending: the interleaved pipeline schedule
+  // deadlocks if each rank waits for all its sends.
+  virtual void wait_sends_from(Tensor t) = 0;
   // Returns once every rank of the group has called it; untraced (a sweep
   // lines its ranks up before timing a call).
   virtual void barrier() = 0;

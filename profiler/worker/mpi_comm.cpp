@@ -183,9 +183,10 @@ class MpiComm final : public Communicator {
     traced(false, trace::Collective::send, t, peer, [&] {
       // Pieces of one pair and tag arrive in the order sent.
       in_pieces(t.bytes(), [&](std::int64_t at, int count) {
-        MPI_Request request;
-        MPI_Isend(bytes_at(t, at), count, MPI_BYTE, peer, kTag, comm_, &request);
-        pending_sends_.push_back(request);
+        PendingSend& sent = pending_sends_.emplace_back();
+        sent.from = bytes_at(t, at);
+        sent.bytes = count;
+        MPI_Isend(sent.from, count, MPI_BYTE, peer, kTag, comm_, &sent.request);
       });
     });
   }
@@ -205,8 +206,24 @@ class MpiComm final : public Communicator {
     // A large send completes once the other stage posts its receive: time
     // this stage stands still, waiting for the other one.
     const std::int64_t start = impl_.tracer ? OpTracer::now_ns() : 0;
-    for (MPI_Request& r : pending_sends_) complete(r);
+    for (PendingSend& sent : pending_sends_)
+      complete(sent.request);
     pending_sends_.clear();
+    record_wait(start);
+  }
+
+  void wait_sends_from(Tensor t) override {
+    const char* begin = static_cast<const char*>(t.data);
+    const char* end = begin + t.bytes();
+    auto reads_t = [&](const PendingSend& sent) {
+      return sent.from < end && begin < sent.from + sent.bytes;
+    };
+    if (std::none_of(pending_sends_.begin(), pending_sends_.end(), reads_t)) return;
+    const std::int64_t start = impl_.tracer ? OpTracer::now_ns() : 0;
+    for (PendingSend& sent : pending_sends_) {
+      if (reads_t(sent)) complete(sent.request);
+    }
+    std::erase_if(pending_sends_, reads_t);
     record_wait(start);
   }
 
@@ -406,7 +423,12 @@ class MpiComm final : public Communicator {
   int rank_ = 0;
   int size_ = 1;
   std::vector<int> world_ranks_;  // of each rank of this group
-  std::vector<MPI_Request> pending_sends_;
+  struct PendingSend {
+    MPI_Request request;
+    const char* from;
+    int bytes;
+  };
+  std::vector<PendingSend> pending_sends_;
 };
 
 }  // namespace

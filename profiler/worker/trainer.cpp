@@ -17,26 +17,12 @@ namespace cs::worker {
 
 namespace {
 
-struct ScheduledOp {
-  bool forward;
-  int micro_batch;
-};
-
-// Pipeline 1F1B (Narayanan et al. 2021): stage s of p runs p - s - 1 warm-up
-// forwards, then alternates one forward and one backward, then drains the
-// backwards. Without a pipeline it is forward, backward per micro-batch.
-std::vector<ScheduledOp> one_f_one_b(int pp, int stage, int micro_batches) {
-  const int warmup = std::min(pp - stage - 1, micro_batches);
-  std::vector<ScheduledOp> ops;
-  int next_forward = 0;
-  int next_backward = 0;
-  for (; next_forward < warmup; ++next_forward) ops.push_back({true, next_forward});
-  while (next_forward < micro_batches) {
-    ops.push_back({true, next_forward++});
-    ops.push_back({false, next_backward++});
-  }
-  while (next_backward < micro_batches) ops.push_back({false, next_backward++});
-  return ops;
+// Model chunk `chunk` of pipeline rank `pp_rank` is virtual stage
+// chunk x pp + pp_rank of pp x virtual_stages: its layers, and the
+// embeddings or the head where that virtual stage is the first or the last.
+ModelParallel chunk_parallel(const TrainConfig& config, int tp_rank, int pp_rank, int chunk) {
+  return {config.tp, tp_rank, config.pp * config.virtual_stages, chunk * config.pp + pp_rank,
+          config.sequence_parallel};
 }
 
 // "training diverged: the loss is nan at step 3 (is the learning rate 0.1
@@ -66,27 +52,50 @@ Trainer::Trainer(Backend& backend, Communicator& dp, Communicator& tp, Communica
   if (config_.zero_stage < 0 || config_.zero_stage > 3) {
     throw std::invalid_argument("the worker implements ZeRO stages 0 to 3");
   }
-  const int slots = std::min(config_.pp - config_.pp_rank, config_.accumulation);
-  ModelParallel mp{config_.tp, config_.tp_rank, config_.pp, config_.pp_rank,
-                   config_.sequence_parallel};
-  model_ = std::make_unique<GptModel>(
-      backend_, config_.model, mp, config_.compute, config_.micro_batch, std::max(1, slots),
-      config_.tp > 1 ? &tp_ : nullptr, config_.recompute,
-      [this](std::string_view what, std::int64_t start_ns) { annotate(what, start_ns); });
-
-  n_ = model_->num_params();
+  const int v = config_.virtual_stages;
+  if (v < 1) throw std::invalid_argument("virtual stages must be >= 1");
+  if (v > 1 && (config_.pp < 2 || config_.accumulation % config_.pp != 0)) {
+    throw std::invalid_argument(
+        "the interleaved schedule needs a pipeline (pp >= 2) and the micro-batches per step (" +
+        std::to_string(config_.accumulation) + ") a multiple of pp (" + std::to_string(config_.pp) +
+        ")");
+  }
+  if (config_.model.layers % (config_.pp * v) != 0) {
+    throw std::invalid_argument("pp x virtual stages = " + std::to_string(config_.pp * v) +
+                                " must divide the " + std::to_string(config_.model.layers) +
+                                " layers");
+  }
+  schedule_ = pipeline_schedule(config_.pp, config_.pp_rank, config_.accumulation, v);
+  slots_ = pipeline_in_flight(schedule_, v);
+  // Groups of parameters of all the chunks, in flat order.
+  std::vector<ParameterGroup> groups;
+  std::vector<int> group_chunk;
+  for (int c = 0; c < v; ++c) {
+    const ModelParallel mp = chunk_parallel(config_, config_.tp_rank, config_.pp_rank, c);
+    auto& chunk = chunks_.emplace_back(std::make_unique<GptModel>(
+        backend_, config_.model, mp, config_.compute, config_.micro_batch,
+        std::max(1, slots_[static_cast<std::size_t>(c)]), config_.tp > 1 ? &tp_ : nullptr,
+        config_.recompute,
+        [this](std::string_view what, std::int64_t start_ns) { annotate(what, start_ns); }));
+    chunk_base_.push_back(n_);
+    for (const ParameterGroup& g : chunk->parameter_groups()) {
+      groups.push_back({n_ + g.begin, n_ + g.end});
+      group_chunk.push_back(c);
+    }
+    n_ += chunk->num_params();
+  }
   sharded_ = config_.zero_stage >= 1 && config_.dp > 1;
   staged_ = config_.zero_stage >= 2 && config_.dp > 1;
   gathered_ = config_.zero_stage == 3 && config_.dp > 1;
-  const std::vector<ParameterGroup>& groups = model_->parameter_groups();
   std::int64_t largest_group = 0;
   for (const ParameterGroup& g : groups)
     largest_group = std::max(largest_group, g.end - g.begin);
   if (gathered_) {
     padded_ = n_;
-    for (const ParameterGroup& g : groups) {
+    for (std::size_t i = 0; i < groups.size(); ++i) {
+      const ParameterGroup& g = groups[i];
       const std::int64_t piece = (g.end - g.begin + config_.dp - 1) / config_.dp;
-      group_shards_.push_back({g.begin, g.end, piece, shard_});
+      group_shards_.push_back({group_chunk[i], g.begin, g.end, piece, shard_});
       const std::int64_t lo = std::min(g.end, g.begin + config_.dp_rank * piece);
       const std::int64_t hi = std::min(g.end, lo + piece);
       if (lo < hi) shard_runs_.push_back({lo, hi, shard_});
@@ -104,7 +113,9 @@ Trainer::Trainer(Backend& backend, Communicator& dp, Communicator& tp, Communica
   weights_ = backend_.alloc(gathered_ ? shard_ : padded_, config_.compute, "weights");
   if (!staged_) grads_ = backend_.alloc(padded_, DType::f32, "gradients");
   Tensor full_master = backend_.alloc(padded_, DType::f32, "init");
-  model_->initialize(config_.seed, full_master.slice(0, n_));
+  for (std::size_t c = 0; c < chunks_.size(); ++c)
+    chunks_[c]->initialize(config_.seed,
+                           full_master.slice(chunk_base_[c], chunks_[c]->num_params()));
 
   const std::int64_t shard_begin = sharded_ && !gathered_ ? config_.dp_rank * shard_ : 0;
   master_aliases_weights_ = config_.compute == DType::f32;
@@ -137,11 +148,15 @@ Trainer::Trainer(Backend& backend, Communicator& dp, Communicator& tp, Communica
   if (gathered_) {
     for (WeightGather& w : gathers_)
       w.buffer = backend_.alloc(largest_group, config_.compute, "gathered weights");
-    model_->set_weight_window([this](std::int64_t begin, std::int64_t, bool backward) {
-      return open_weight_group(begin, backward);
-    });
+    for (std::size_t c = 0; c < chunks_.size(); ++c) {
+      chunks_[c]->set_weight_window(
+          [this, base = chunk_base_[c]](std::int64_t begin, std::int64_t, bool backward) {
+            return open_weight_group(base + begin, backward);
+          });
+    }
   } else {
-    model_->bind_weights(weights_.slice(0, n_));
+    for (std::size_t c = 0; c < chunks_.size(); ++c)
+      chunks_[c]->bind_weights(weights_.slice(chunk_base_[c], chunks_[c]->num_params()));
   }
   if (staged_) {
     grad_shard_ = backend_.alloc(shard_, DType::f32, "gradients");
@@ -152,11 +167,25 @@ Trainer::Trainer(Backend& backend, Communicator& dp, Communicator& tp, Communica
     for (GradientStage& stage : stages_) {
       stage.buffer = backend_.alloc(stage_capacity_, DType::f32, "gradient bucket");
     }
-    model_->set_gradient_window([this](std::int64_t begin, std::int64_t end) {
-      return gathered_ ? open_sharded_gradients(begin, end) : open_gradient_group(begin, end);
-    });
+    for (std::size_t c = 0; c < chunks_.size(); ++c) {
+      chunks_[c]->set_gradient_window(
+          [this, base = chunk_base_[c]](std::int64_t begin, std::int64_t end) {
+            return gathered_ ? open_sharded_gradients(base + begin, base + end)
+                             : open_gradient_group(base + begin, base + end);
+          });
+    }
   } else {
-    model_->bind_gradients(grads_.slice(0, n_));
+    for (std::size_t c = 0; c < chunks_.size(); ++c)
+      chunks_[c]->bind_gradients(grads_.slice(chunk_base_[c], chunks_[c]->num_params()));
+  }
+  if (v > 1) {
+    for (std::size_t c = 0; c < chunks_.size(); ++c) {
+      std::vector<Tensor>& sends = gradient_sends_.emplace_back();
+      if (chunks_[c]->first_stage()) continue;  // sends no input gradient
+      const Tensor g = chunks_[c]->input_grad();
+      for (int slot = 0; slot < slots_[c]; ++slot)
+        sends.push_back(backend_.alloc(g.numel, g.dtype, "pipeline gradient sends"));
+    }
   }
 
   if (config_.dynamic_loss_scale) loss_scale_ = config_.initial_loss_scale;
@@ -175,6 +204,10 @@ Trainer::~Trainer() {
   // No prefetch is in flight between steps (a pass's last group has no next).
   for (WeightGather& w : gathers_) {
     if (!w.buffer.empty()) backend_.release(w.buffer);
+  }
+  for (std::vector<Tensor>& sends : gradient_sends_) {
+    for (Tensor& t : sends)
+      backend_.release(t);
   }
   if (staged_) {
     backend_.release(grad_shard_);
@@ -204,15 +237,18 @@ void Trainer::launch_ready_buckets(std::int64_t ready_from) {
 Tensor Trainer::open_gradient_group(std::int64_t begin, std::int64_t end) {
   GradientStage* stage = &stages_[filling_];
   const bool empty = stage->begin == stage->end;
-  if (stage->launched || (!empty && stage->end - begin > stage_capacity_)) {
+  // A group that does not continue the bucket downwards (interleaving
+  // passes from one chunk to another) starts the next one.
+  if (stage->launched ||
+      (!empty && (end != stage->begin || stage->end - begin > stage_capacity_))) {
     if (!stage->launched) launch_stage(*stage);
     filling_ ^= 1;
     stage = &stages_[filling_];
     finish_stage(*stage);
   }
   if (stage->begin == stage->end) stage->begin = stage->end = end;
-  if (end != stage->begin || end - begin > stage_capacity_) {
-    throw std::logic_error("ZeRO-2: a group of gradients out of order or larger than a bucket");
+  if (end - begin > stage_capacity_) {
+    throw std::logic_error("ZeRO-2: a group of gradients larger than a bucket");
   }
   stage->begin = begin;
   Tensor group = stage->buffer.slice(begin - (stage->end - stage_capacity_), end - begin);
@@ -259,8 +295,11 @@ Tensor Trainer::open_weight_group(std::int64_t begin, bool backward) {
   dp_.wait(w.ticket);
   w.pending = false;
   // The pass's next group into the other buffer, under this one's compute.
+  // Within the chunk: the pass after this one may be another chunk's.
   const int next = backward ? group - 1 : group + 1;
-  if (config_.overlap_dp && next >= 0 && next < static_cast<int>(group_shards_.size())) {
+  if (config_.overlap_dp && next >= 0 && next < static_cast<int>(group_shards_.size()) &&
+      group_shards_[static_cast<std::size_t>(next)].chunk ==
+          group_shards_[static_cast<std::size_t>(group)].chunk) {
     gather_group(next, use ^ 1);
     gathers_[use ^ 1].backward = backward;
   }
@@ -352,21 +391,24 @@ double Trainer::gradient_norm() {
     run_lo = run_hi = 0;
   };
   for (const ShardRun& held : shard_runs_) {
-    for (const ParamInfo& p : model_->params()) {
-      if (p.replicated_over_tp && config_.tp_rank != 0) {
-        sum_run();
-        continue;
-      }
-      const std::int64_t lo = std::max(p.offset, held.flat_begin);
-      const std::int64_t hi = std::min(p.offset + p.numel(), held.flat_end);
-      if (lo >= hi) continue;
-      const std::int64_t at = held.shard_at + (lo - held.flat_begin);
-      if (run_lo < run_hi && at == run_hi) {
-        run_hi = at + (hi - lo);
-      } else {
-        sum_run();
-        run_lo = at;
-        run_hi = at + (hi - lo);
+    for (std::size_t c = 0; c < chunks_.size(); ++c) {
+      for (const ParamInfo& p : chunks_[c]->params()) {
+        if (p.replicated_over_tp && config_.tp_rank != 0) {
+          sum_run();
+          continue;
+        }
+        const std::int64_t offset = chunk_base_[c] + p.offset;
+        const std::int64_t lo = std::max(offset, held.flat_begin);
+        const std::int64_t hi = std::min(offset + p.numel(), held.flat_end);
+        if (lo >= hi) continue;
+        const std::int64_t at = held.shard_at + (lo - held.flat_begin);
+        if (run_lo < run_hi && at == run_hi) {
+          run_hi = at + (hi - lo);
+        } else {
+          sum_run();
+          run_lo = at;
+          run_hi = at + (hi - lo);
+        }
       }
     }
   }
@@ -405,39 +447,55 @@ StepResult Trainer::step() {
 
   const int M = config_.accumulation;
   const int B = config_.micro_batch;
-  const GptModel& model = *model_;
   Sampler sampler(corpus_, config_.model.seq, config_.seed);
   std::vector<std::int32_t> tokens;
   std::vector<std::int32_t> targets;
   const int replica_first = config_.dp_rank * B * M;
-  const int slots = std::max(1, std::min(config_.pp - config_.pp_rank, M));
   const bool overlap = config_.overlap_dp && !buckets_.empty();
+  const bool interleaved = chunks_.size() > 1;
+  // Interleaved, the last stage's chunks pass to the first stage's next ones.
+  const int previous = (config_.pp_rank + config_.pp - 1) % config_.pp;
+  const int next = (config_.pp_rank + 1) % config_.pp;
 
   double loss_sum = 0;
-  for (const ScheduledOp& op : one_f_one_b(config_.pp, config_.pp_rank, M)) {
-    const int slot = op.micro_batch % slots;
+  for (const PipelinePass& op : schedule_) {
+    const std::size_t c = static_cast<std::size_t>(op.chunk);
+    GptModel& model = *chunks_[c];
+    const int slot = op.micro_batch % slots_[c];
+    const std::string chunk_name = interleaved ? " (chunk " + std::to_string(op.chunk) + ")" : "";
     const std::int64_t start = tracer_ ? OpTracer::now_ns() : 0;
     if (op.forward) {
-      if (!model.first_stage()) pp_.recv(model_->stage_input(slot), config_.pp_rank - 1);
+      if (!model.first_stage()) pp_.recv(model.stage_input(slot), previous);
+      if (interleaved) pp_.wait_sends_from(model.stage_output(slot));
       sampler.fill(step_, replica_first + op.micro_batch * B, B, tokens, targets);
-      loss_sum += model_->forward(slot, tokens.data(), targets.data());
-      if (!model.last_stage()) pp_.send(model_->stage_output(slot), config_.pp_rank + 1);
-      annotate("forward " + std::to_string(op.micro_batch), start);
+      loss_sum += model.forward(slot, tokens.data(), targets.data());
+      if (!model.last_stage()) pp_.send(model.stage_output(slot), next);
+      annotate("forward " + std::to_string(op.micro_batch) + chunk_name, start);
     } else {
-      if (!model.last_stage()) pp_.recv(model_->output_grad(), config_.pp_rank + 1);
+      if (!model.last_stage()) pp_.recv(model.output_grad(), next);
+      // The chunk's last backward (interleaving ends the chunks' last
+      // micro-batches from the last chunk to the first, so the later flat
+      // offsets are final first).
       const bool last = op.micro_batch == M - 1;
-      model_->backward(slot, loss_scale_ / M, [&](std::int64_t ready_from) {
-        if (last && overlap) launch_ready_buckets(ready_from);
+      model.backward(slot, loss_scale_ / M, [&](std::int64_t ready_from) {
+        if (last && overlap) launch_ready_buckets(chunk_base_[c] + ready_from);
       });
       // ZeRO-2: the micro-batch's last bucket goes now, under the next forward.
       GradientStage& filling = stages_[filling_];
       if (staged_ && filling.end > filling.begin && !filling.launched) launch_stage(filling);
       if (!model.first_stage()) {
-        pp_.send(model_->input_grad(), config_.pp_rank - 1);
-        // The gradient buffer is reused by the next backward: the send must end first.
-        pp_.wait_sends();
+        if (interleaved) {
+          const Tensor send = gradient_sends_[c][static_cast<std::size_t>(slot)];
+          pp_.wait_sends_from(send);
+          backend_.convert(send, model.input_grad());
+          pp_.send(send, previous);
+        } else {
+          pp_.send(model.input_grad(), previous);
+          // The gradient buffer is reused by the next backward: the send must end first.
+          pp_.wait_sends();
+        }
       }
-      annotate("backward " + std::to_string(op.micro_batch), start);
+      annotate("backward " + std::to_string(op.micro_batch) + chunk_name, start);
     }
   }
   pp_.wait_sends();
@@ -471,7 +529,7 @@ StepResult Trainer::step() {
 
   // The step's loss: the last stage's mean, averaged over replicas, sent to
   // every stage.
-  float loss = model.last_stage() ? static_cast<float>(loss_sum / M) : 0.0f;
+  float loss = chunks_.back()->last_stage() ? static_cast<float>(loss_sum / M) : 0.0f;
   backend_.upload(scalar_, &loss);
   if (config_.dp > 1) dp_.all_reduce(scalar_);
   if (config_.pp > 1) pp_.all_reduce(scalar_);
@@ -522,7 +580,9 @@ void Trainer::record_memory(std::int64_t at_ns) {
   const std::int64_t gradients = staged_ ? grad_shard_.bytes() : grads_.bytes();
   const std::int64_t optimizer =
       (master_aliases_weights_ ? 0 : master_.bytes()) + adam_m_.bytes() + adam_v_.bytes();
-  const std::int64_t activations = model_->activation_bytes();
+  std::int64_t activations = 0;
+  for (const auto& chunk : chunks_)
+    activations += chunk->activation_bytes();
   const std::int64_t parts[] = {weights, gradients, optimizer, activations,
                                 in_use - weights - gradients - optimizer - activations};
   static_assert(std::size(parts) == std::size(trace::kMemoryPartNames));
@@ -606,7 +666,19 @@ std::vector<float> Trainer::gather_full_weights(Communicator& world) {
   for (int pp_rank = 0; pp_rank < config_.pp; ++pp_rank) {
     for (int tp_rank = 0; tp_rank < config_.tp; ++tp_rank) {
       const int source = RankOrder{config_.dp, config_.tp, config_.pp}.rank({0, tp_rank, pp_rank});
-      const auto layout = gpt_parameter_layout(c, ModelParallel{config_.tp, tp_rank, config_.pp, pp_rank});
+      // The rank's chunks side by side, as its flat buffer holds them.
+      std::vector<ParamInfo> layout;
+      std::int64_t base = 0;
+      for (int chunk = 0; chunk < config_.virtual_stages; ++chunk) {
+        std::int64_t size = 0;
+        for (ParamInfo& p :
+             gpt_parameter_layout(c, chunk_parallel(config_, tp_rank, pp_rank, chunk))) {
+          size += p.numel();
+          p.offset += base;
+          layout.push_back(std::move(p));
+        }
+        base += size;
+      }
       if (source == 0) {
         place(layout, mine);
         continue;

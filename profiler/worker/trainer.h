@@ -1,6 +1,7 @@
 #pragma once
 // One rank's training loop: the micro-batch schedule (gradient accumulation,
-// pipeline 1F1B), data-parallel gradient reduction in buckets overlapping
+// pipeline 1F1B or Megatron's interleaved 1F1B over several model chunks a
+// rank), data-parallel gradient reduction in buckets overlapping
 // backward (or ZeRO-1: reduce-scatter, a sharded optimizer, all-gather; or
 // ZeRO-2: gradients sharded too, each micro-batch's reduced bucket by bucket
 // to their shards' ranks; or ZeRO-3: the weights sharded too, each group of
@@ -13,6 +14,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/pipeline_schedule.h"
 #include "core/plans.h"
 #include "profiler/worker/gpt_model.h"
 
@@ -24,6 +26,11 @@ struct TrainConfig {
   GptConfig model;
   int dp = 1, tp = 1, pp = 1;
   int dp_rank = 0, tp_rank = 0, pp_rank = 0;
+  // Model chunks per pipeline rank (Megatron's virtual pipeline stages):
+  // > 1 runs the interleaved schedule, rank r holding virtual stages r,
+  // r + pp, ... of pp x virtual_stages. Needs the micro-batches per step to
+  // be a multiple of pp.
+  int virtual_stages = 1;
   int zero_stage = 0;  // 0 to 3
   Recompute recompute = Recompute::none;
   int micro_batch = 1;
@@ -70,7 +77,7 @@ class Trainer {
   Trainer& operator=(const Trainer&) = delete;
 
   StepResult step();
-  const GptModel& model() const { return *model_; }
+  std::int64_t num_params() const { return n_; }  // this rank's, all its chunks
 
   // This rank's fp32 weights, whole (ZeRO shards gathered), in its layout.
   std::vector<float> local_weights();
@@ -106,7 +113,16 @@ class Trainer {
   Communicator& pp_;
   TrainConfig config_;
   OpTracer* tracer_;
-  std::unique_ptr<GptModel> model_;
+  // This rank's model chunks (one without interleaving), their parameters
+  // side by side in the flat buffers: chunk c's from chunk_base_[c].
+  std::vector<std::unique_ptr<GptModel>> chunks_;
+  std::vector<std::int64_t> chunk_base_;
+  std::vector<PipelinePass> schedule_;  // the passes of a step
+  std::vector<int> slots_;              // activation sets of each chunk
+  // Interleaved: each chunk's input gradients leave from a buffer per
+  // activation set, so a send waits only for the receive it feeds (see
+  // Communicator::wait_sends_from).
+  std::vector<std::vector<Tensor>> gradient_sends_;
   std::string_view corpus_;
 
   std::int64_t n_ = 0;       // parameters of this rank
@@ -139,6 +155,7 @@ class Trainer {
   // pass over it, the next group's prefetched into the other with overlap;
   // its gradients are reduce-scattered to the pieces.
   struct GroupShard {
+    int chunk;
     std::int64_t begin, end;  // flat
     std::int64_t piece;       // elements of each rank's piece
     std::int64_t shard_at;    // this rank's piece in the shard

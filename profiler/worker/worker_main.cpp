@@ -62,6 +62,7 @@ struct Options {
   std::string backend = "cpu";
   int layers = 0, hidden = 0, heads = 0, seq = 0, ffn = 0;
   int dp = 1, tp = 1, pp = 1, zero = 0, micro_batch = 1, accumulation = 0, global_batch = 0;
+  int virtual_stages = 1;
   std::string precision = "fp32";
   std::string recompute = "none";
   int steps = 10;
@@ -281,7 +282,7 @@ Job resolve_job(const Options& o) {
       }
       workload = *w;
     }
-    auto scaled = worker_shape_for(workload, o.tp, o.pp);
+    auto scaled = worker_shape_for(workload, o.tp, o.pp, o.virtual_stages);
     if (!scaled) throw std::runtime_error(scaled.message());
     job.shape = *scaled;
   }
@@ -303,6 +304,7 @@ TrainConfig train_config(const Options& o, const GptConfig& c, const WorldLayout
   tc.dp_rank = layout.dp_rank;
   tc.tp_rank = layout.tp_rank;
   tc.pp_rank = layout.pp_rank;
+  tc.virtual_stages = o.virtual_stages;
   tc.zero_stage = o.zero;
   tc.recompute = recompute_from_string(o.recompute).value();  // the option's check took it
   tc.micro_batch = o.micro_batch;
@@ -370,6 +372,7 @@ RankTrace open_trace(const Options& o, const Job& job, int rank, const std::stri
   t.writer->set_meta("parallel", json_text(json{{"dp", o.dp},
                                                 {"tp", o.tp},
                                                 {"pp", o.pp},
+                                                {"virtual_stages", o.virtual_stages},
                                                 {"zero_stage", o.zero},
                                                 {"recompute", o.recompute},
                                                 {"micro_batch", o.micro_batch},
@@ -626,7 +629,7 @@ json start_line(int rank, const WorldLayout& layout, const char* engine, const s
           {"backend", engine},
           {"device", device},
           {"precision", o.precision},
-          {"parameters", trainer.model().num_params()},
+          {"parameters", trainer.num_params()},
           {"model",
            {{"layers", c.layers},
             {"hidden", c.hidden},
@@ -987,6 +990,29 @@ int run(Options o, int argc, char** argv) {
     }
   }
   const Job job = resolve_job(o);
+  if (o.virtual_stages > 1) {
+    // Said once here, not by every rank's trainer after the world started.
+    if (o.backend == "cuda") {
+      // NCCL's sends and receives block the stream until the peer's match:
+      // the interleaved schedule needs Megatron's batched exchanges, which
+      // the CUDA engine does not have yet.
+      throw std::runtime_error(
+          "--virtual-stages: the CUDA engine runs the 1F1B schedule only; the CPU engine runs "
+          "the interleaved one");
+    }
+    if (o.pp < 2)
+      throw std::runtime_error("--virtual-stages: the interleaved schedule needs --pp >= 2");
+    if (o.accumulation % o.pp != 0) {
+      throw std::runtime_error(
+          "--virtual-stages: the interleaved schedule needs the micro-batches per step (" +
+          std::to_string(o.accumulation) + ") to be a multiple of --pp " + std::to_string(o.pp));
+    }
+    if (job.shape.config.layers % (o.pp * o.virtual_stages) != 0) {
+      throw std::runtime_error(
+          "--virtual-stages: pp x virtual stages = " + std::to_string(o.pp * o.virtual_stages) +
+          " must divide the " + std::to_string(job.shape.config.layers) + " layers");
+    }
+  }
   if (o.backend == "cpu") {
 #ifdef CLUSTERSCOPE_CPU_ENGINE
     return run_cpu(o, job, argc, argv);
@@ -1027,6 +1053,10 @@ int main(int argc, char** argv) {
   app.add_option("--dp", o.dp, "Data-parallel degree")->check(positive);
   app.add_option("--tp", o.tp, "Tensor-parallel degree")->check(positive);
   app.add_option("--pp", o.pp, "Pipeline stages")->check(positive);
+  app.add_option(
+         "--virtual-stages", o.virtual_stages,
+         "Model chunks per pipeline rank (> 1: Megatron's interleaved schedule; CPU engine)")
+      ->check(number_in(cs::Range::between(1, 1024), "1 to 1024"));
   app.add_option("--zero", o.zero, "ZeRO stage (0 to 3)")
       ->check(number_in(cs::Range::between(0, 3), "0, 1, 2 or 3"));
   app.add_option(

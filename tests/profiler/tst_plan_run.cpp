@@ -55,6 +55,7 @@ class TestPlanRun : public QObject {
   void refusals();
   void notes_data();
   void notes();
+  void interleavedRunsAsOneFOneBOnTheCudaEngine();
   void ranksThisMachineRuns_data();
   void ranksThisMachineRuns();
 
@@ -205,6 +206,11 @@ void TestPlanRun::refusals_data() {
                                         "at most 1048576";
   QTest::addRow("global batch") << "batch"
                                 << "/parallel/global_batch: must be a multiple of dp x micro_batch";
+  // Megatron's interleaved order walks the chunks pp micro-batches at a time.
+  QTest::addRow("interleaved, 3 micro-batches on 2 stages")
+      << "interleaved3"
+      << "/parallel/virtual_stages: the interleaved schedule needs the micro-batches per step (3) "
+         "to be a multiple of pp (2)";
 }
 
 void TestPlanRun::refusals() {
@@ -218,6 +224,14 @@ void TestPlanRun::refusals() {
   if (change == "steps") o.steps = 0;
   if (change == "store") o.run_store.clear();
   if (change == "tp") plan.parallel.tp = 100000;
+  if (change == "interleaved3") {
+    plan.parallel.dp = 1;
+    plan.parallel.pp = 2;
+    plan.parallel.micro_batch = 1;
+    plan.parallel.global_batch = 3;
+    plan.parallel.virtual_stages = 2;
+    plan.parallel.schedule = PipelineSchedule::interleaved;
+  }
   if (change == "dp") {
     plan.parallel.dp = std::numeric_limits<int>::max();
     plan.parallel.global_batch = std::numeric_limits<int>::max();
@@ -237,8 +251,9 @@ void TestPlanRun::notes_data() {
   QTest::addRow("tf32 on the CPU") << "tf32"
                                    << "tf32 has no meaning on the CPU"
                                    << "fp32";
+  // The CPU engine runs the interleaved schedule (it ran 1F1B, said).
   QTest::addRow("interleaved") << "interleaved"
-                               << "runs as plain 1F1B"
+                               << "!1F1B"
                                << "fp32";
   // The engines recompute as the plan asks (they ran without it, said).
   QTest::addRow("recompute") << "recompute"
@@ -302,6 +317,39 @@ void TestPlanRun::notes() {
   const auto& args = run->spec.worker_args;
   QCOMPARE(std::find(args.begin(), args.end(), "--sequence-parallel") != args.end(),
            change == "sp");
+  QCOMPARE(QString::fromStdString(argAfter(args, "--virtual-stages")),
+           change == "interleaved" ? QString("2") : QString());
+}
+
+// NCCL's sends block the stream until their receive: the CUDA engine runs
+// the plan's chunks as 1F1B, said, on the model the chunks split (its
+// layers a multiple of pp x virtual stages, as the prediction's).
+void TestPlanRun::interleavedRunsAsOneFOneBOnTheCudaEngine() {
+  Plan plan = smallPlan();
+  plan.workload.transformer.layers = 12;
+  plan.parallel.dp = 1;
+  plan.parallel.pp = 2;
+  plan.parallel.global_batch = 2;
+  plan.parallel.virtual_stages = 3;
+  plan.parallel.schedule = PipelineSchedule::interleaved;
+  launch::PlanRunOptions o = options();
+  o.backend = "cuda";
+  o.write_plan = false;  // no GPU here to check
+  auto run = launch::plan_run(plan, o);
+  if (!run) QFAIL(run.message().c_str());
+  bool said = false;
+  for (const std::string& n : run->notes)
+    said = said || n.find("the CUDA engine runs the interleaved pipeline schedule as plain 1F1B") !=
+                       std::string::npos;
+  QVERIFY(said);
+  QCOMPARE(QString::fromStdString(argAfter(run->spec.worker_args, "--virtual-stages")), QString());
+  QCOMPARE(QString::fromStdString(argAfter(run->spec.worker_args, "--layers")), QString("6"));
+  o.backend = "cpu";
+  run = launch::plan_run(plan, o);
+  if (!run) QFAIL(run.message().c_str());
+  QCOMPARE(QString::fromStdString(argAfter(run->spec.worker_args, "--virtual-stages")),
+           QString("3"));
+  QCOMPARE(QString::fromStdString(argAfter(run->spec.worker_args, "--layers")), QString());
 }
 
 void TestPlanRun::ranksThisMachineRuns_data() {

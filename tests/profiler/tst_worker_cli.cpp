@@ -114,6 +114,20 @@ void TestWorkerCli::refusals_data() {
   QTest::addRow("hidden not divisible by heads")
       << QStringList{"--steps", "1", "--hidden", "63", "--heads", "4"}
       << "the hidden size 63 must be divisible by the 4 heads";
+  // The interleaved schedule's conditions, said before any rank starts.
+  QTest::addRow("interleaved without a pipeline")
+      << QStringList{"--virtual-stages", "2"}
+      << "--virtual-stages: the interleaved schedule needs --pp >= 2";
+  QTest::addRow("interleaved, micro-batches not a multiple of pp")
+      << QStringList{"--pp", "2", "--virtual-stages", "2", "--global-batch", "3"}
+      << "the interleaved schedule needs the micro-batches per step (3) to be a multiple of --pp 2";
+  QTest::addRow("interleaved, layers not a multiple of its stages")
+      << QStringList{"--pp", "2", "--virtual-stages", "2", "--global-batch", "2", "--layers", "6"}
+      << "--virtual-stages: pp x virtual stages = 4 must divide the 6 layers";
+  QTest::addRow("interleaved on the CUDA engine")
+      << QStringList{"--backend",        "cuda", "--pp",           "2",
+                     "--virtual-stages", "2",    "--global-batch", "2"}
+      << "--virtual-stages: the CUDA engine runs the 1F1B schedule only";
   // Memory no host has: said in words, not "std::bad_alloc".
   QTest::addRow("sequence past memory")
       << QStringList{"--steps", "1", "--seq", "1000000"}

@@ -13,7 +13,9 @@
 
 #include <QTemporaryDir>
 #include <QtTest>
+#include <algorithm>
 #include <cmath>
+#include <map>
 
 #include "core/predicted_step.h"
 #include "core/trace_reader.h"
@@ -66,6 +68,7 @@ class TestWorkerParallel : public QObject {
   void zeroShardsTheModelState_data();
   void zeroShardsTheModelState();
   void sequenceParallelSplitsTheTokens();
+  void interleavedRunsMegatronsOrder();
   void lossFallsOverFiftySteps();
   void bf16ChangesTheCurveButLearns();
 
@@ -74,9 +77,16 @@ class TestWorkerParallel : public QObject {
   test::WorkerRun run(int ranks, const std::vector<std::string>& args, const QString& weights,
                       StepFigures& figures);
 
+  // The unsplit run (one rank, one micro-batch of 4) of the tiny model, or
+  // of it with `layers` layers (interleaving needs pp x chunks of them).
+  struct Reference {
+    StepFigures figures;
+    worker::NamedWeights weights;
+  };
+  const Reference& reference(const QString& layers = {});
+
   QTemporaryDir dir_;
-  StepFigures reference_;
-  worker::NamedWeights reference_weights_;
+  std::map<QString, Reference> references_;
 };
 
 test::WorkerRun TestWorkerParallel::run(int ranks, const std::vector<std::string>& args,
@@ -105,15 +115,26 @@ test::WorkerRun TestWorkerParallel::run(int ranks, const std::vector<std::string
   return result;
 }
 
+const TestWorkerParallel::Reference& TestWorkerParallel::reference(const QString& layers) {
+  if (const auto found = references_.find(layers); found != references_.end()) return found->second;
+  std::vector<std::string> args = base_args();
+  if (!layers.isEmpty())
+    *(std::find(args.begin(), args.end(), "--layers") + 1) = layers.toStdString();
+  args.insert(args.end(), {"--micro-batch", "4"});
+  Reference made;
+  const auto r = run(1, args, dir_.filePath("reference" + layers + ".bin"), made.figures);
+  if (r.report.outcome != launch::Outcome::completed || !r.weights_error.empty() ||
+      static_cast<int>(made.figures.loss.size()) != kSteps) {
+    qFatal("the unsplit reference run failed: %s %s", qPrintable(describe(r.report)),
+           r.weights_error.c_str());
+  }
+  made.weights = r.weights;
+  return references_[layers] = std::move(made);
+}
+
 void TestWorkerParallel::initTestCase() {
   QVERIFY(dir_.isValid());
-  std::vector<std::string> args = base_args();
-  args.insert(args.end(), {"--micro-batch", "4"});
-  const auto r = run(1, args, dir_.filePath("reference.bin"), reference_);
-  QVERIFY2(r.report.outcome == launch::Outcome::completed, qPrintable(describe(r.report)));
-  QVERIFY2(r.weights_error.empty(), r.weights_error.c_str());
-  QCOMPARE(static_cast<int>(reference_.loss.size()), kSteps);
-  reference_weights_ = r.weights;
+  reference();
 }
 
 void TestWorkerParallel::splitMatchesUnsplit_data() {
@@ -188,6 +209,26 @@ void TestWorkerParallel::splitMatchesUnsplit_data() {
   QTest::addRow("full recomputation, accumulation 4") << 1 << "--micro-batch 1 --recompute full";
   QTest::addRow("tp 2, full recomputation") << 2 << "--tp 2 --micro-batch 4 --recompute full";
   QTest::addRow("pp 2, full recomputation") << 2 << "--pp 2 --micro-batch 1 --recompute full";
+  // Megatron's interleaved schedule: rank r holds virtual stages r and
+  // r + pp of pp x 2 (so the tiny model with 4 or 8 layers).
+  QTest::addRow("interleaved, pp 2 x 2 chunks")
+      << 2 << "--layers 4 --pp 2 --virtual-stages 2 --micro-batch 1";
+  QTest::addRow("interleaved, pp 2 x 4 chunks")
+      << 2 << "--layers 8 --pp 2 --virtual-stages 4 --micro-batch 1";
+  QTest::addRow("interleaved, pp 4 x 2 chunks")
+      << 4 << "--layers 8 --pp 4 --virtual-stages 2 --micro-batch 1";
+  QTest::addRow("interleaved, dp 2 x pp 2, small buckets overlapped")
+      << 4 << "--layers 4 --dp 2 --pp 2 --virtual-stages 2 --micro-batch 1 --bucket-kib 4";
+  QTest::addRow("interleaved, zero-1, dp 2 x pp 2")
+      << 4 << "--layers 4 --dp 2 --pp 2 --virtual-stages 2 --zero 1 --micro-batch 1";
+  QTest::addRow("interleaved, zero-2, dp 2 x pp 2, a group a bucket")
+      << 4 << "--layers 4 --dp 2 --pp 2 --virtual-stages 2 --zero 2 --micro-batch 1 --bucket-kib 4";
+  QTest::addRow("interleaved, zero-3, dp 2 x pp 2")
+      << 4 << "--layers 4 --dp 2 --pp 2 --virtual-stages 2 --zero 3 --micro-batch 1";
+  QTest::addRow("interleaved, tp 2 x pp 2, sequence parallel")
+      << 4 << "--layers 4 --tp 2 --pp 2 --virtual-stages 2 --micro-batch 1 --sequence-parallel";
+  QTest::addRow("interleaved, pp 2 x 2 chunks, full recomputation, MPI calls in pieces")
+      << 2 << "--layers 4 --pp 2 --virtual-stages 2 --micro-batch 1 --recompute full --mpi-pieces";
   QTest::addRow("dp 2 x tp 2, selective recomputation")
       << 4 << "--dp 2 --tp 2 --micro-batch 2 --recompute selective";
 }
@@ -208,9 +249,22 @@ void TestWorkerParallel::splitMatchesUnsplit() {
     worker_flags.remove(" --mpi-pieces");
     qputenv("CLUSTERSCOPE_MPI_MAX_COUNT", "1000");
   }
-  const auto r = run(ranks, split_args(worker_flags), weights, figures);
+  // A model of other layers has a reference of its own.
+  QString layers;
+  const QStringList words = worker_flags.split(' ', Qt::SkipEmptyParts);
+  if (const qsizetype at = words.indexOf("--layers"); at >= 0) {
+    layers = words[at + 1];
+    worker_flags.remove("--layers " + layers);
+  }
+  std::vector<std::string> args = split_args(worker_flags);
+  if (!layers.isEmpty())
+    *(std::find(args.begin(), args.end(), "--layers") + 1) = layers.toStdString();
+  const auto r = run(ranks, args, weights, figures);
   if (polite) qunsetenv("CLUSTERSCOPE_POLITE_WAITS");
   if (pieces) qunsetenv("CLUSTERSCOPE_MPI_MAX_COUNT");
+  const Reference& expected_run = reference(layers);
+  const StepFigures& reference_ = expected_run.figures;
+  const worker::NamedWeights& reference_weights_ = expected_run.weights;
   QVERIFY2(r.report.outcome == launch::Outcome::completed, qPrintable(describe(r.report)));
   QVERIFY2(r.weights_error.empty(), r.weights_error.c_str());
 
@@ -421,6 +475,45 @@ void TestWorkerParallel::sequenceParallelSplitsTheTokens() {
            qPrintable(QString("activations %1 with sequence parallelism, %2 without")
                           .arg(sp_part[activations])
                           .arg(tp_part[activations])));
+}
+
+// Megatron-LM's interleaved order on 2 stages of 2 chunks over 4
+// micro-batches, written out by hand: stage 0 warms up with 4 forwards,
+// stage 1 with 2; virtual micro-batches walk the chunks 2 micro-batches at
+// a time, backward from the last chunk. The passes' ranges on the phases
+// lane say the order each rank ran.
+void TestWorkerParallel::interleavedRunsMegatronsOrder() {
+  QTemporaryDir dir;
+  std::vector<std::string> args = test::tiny_model_args();
+  *(std::find(args.begin(), args.end(), "--layers") + 1) = "4";
+  for (const char* a : {"--pp", "2", "--virtual-stages", "2", "--micro-batch", "1",
+                        "--global-batch", "4", "--steps", "1"})
+    args.push_back(a);
+  args.insert(args.end(), {"--out", dir.filePath("il-{rank}.db").toStdString()});
+  const test::WorkerRun r = test::run_worker(test::worker_spec(2, args));
+  QVERIFY2(r.report.outcome == launch::Outcome::completed, qPrintable(describe(r.report)));
+  const QStringList expected[] = {{"F0c0", "F1c0", "F0c1", "F1c1", "F2c0", "B0c1", "F3c0", "B1c1",
+                                   "F2c1", "B0c0", "F3c1", "B1c0", "B2c1", "B3c1", "B2c0", "B3c0"},
+                                  {"F0c0", "F1c0", "F0c1", "B0c1", "F1c1", "B1c1", "F2c0", "B0c0",
+                                   "F3c0", "B1c0", "F2c1", "B2c1", "F3c1", "B3c1", "B2c0", "B3c0"}};
+  for (int rank = 0; rank < 2; ++rank) {
+    auto reader =
+        trace::TraceReader::open(dir.filePath(QString("il-%1.db").arg(rank)).toStdString());
+    QVERIFY2(reader.ok(), reader.ok() ? "" : reader.message().c_str());
+    auto events = (*reader)->find_events("ward ", trace::NameMatch::substring, 1000, {},
+                                         trace::FindOrder::time);
+    QVERIFY2(events, events ? "" : events.message().c_str());
+    QStringList order;
+    const QRegularExpression pass("^(forward|backward) (\\d+) \\(chunk (\\d+)\\)$");
+    for (const trace::StoredEvent& e : *events) {
+      const QString name = QString::fromStdString((*reader)->string(e.event.name));
+      const auto m = pass.match(name);
+      QVERIFY2(m.hasMatch(), qPrintable(name));
+      order << QString("%1%2c%3").arg(m.captured(1) == "forward" ? "F" : "B", m.captured(2),
+                                      m.captured(3));
+    }
+    QCOMPARE(order, expected[rank]);
+  }
 }
 
 void TestWorkerParallel::lossFallsOverFiftySteps() {

@@ -28,6 +28,7 @@ class SoloComm final : public Communicator {
   void send(Tensor, int) override { QFAIL("a single rank sends nothing"); }
   void recv(Tensor, int) override { QFAIL("a single rank receives nothing"); }
   void wait_sends() override {}
+  void wait_sends_from(Tensor) override {}
   void barrier() override {}
   void reduce_scatter(Tensor full, Tensor shard) override { copy(full, shard); }
   void all_gather(Tensor shard, Tensor full) override { copy(shard, full); }
