@@ -55,7 +55,7 @@ struct RunPlanOptions {
   std::string plan_file;
   ClusterOptions cluster;
   ModelOptions model;
-  std::optional<int> dp, tp, pp, zero, micro_batch, global_batch;
+  std::optional<int> dp, tp, pp, virtual_stages, zero, micro_batch, global_batch;
   std::string precision;
   std::string recompute;
   bool sequence_parallel = false;
@@ -69,6 +69,11 @@ struct RunPlanOptions {
     command.add_option("--dp", dp, "Data-parallel replicas")->check(positive_number());
     command.add_option("--tp", tp, "Tensor-parallel degree")->check(positive_number());
     command.add_option("--pp", pp, "Pipeline stages")->check(positive_number());
+    command
+        .add_option("--virtual-stages", virtual_stages,
+                    "Model chunks per pipeline rank (> 1: Megatron's interleaved schedule; the "
+                    "CUDA engine runs it as 1F1B)")
+        ->check(positive_number());
     command.add_option("--zero", zero, "ZeRO stage")->check(integer_between(0, 3));
     command.add_option("--micro-batch", micro_batch, "Sequences per micro-batch")
         ->check(positive_number());
@@ -115,6 +120,11 @@ struct RunPlanOptions {
                        " is not a multiple of tp x pp = " + std::to_string(p.tp * p.pp));
       }
       p.dp = *ranks / (p.tp * p.pp);
+    }
+    if (virtual_stages) {
+      p.virtual_stages = *virtual_stages;
+      p.schedule =
+          *virtual_stages > 1 ? PipelineSchedule::interleaved : PipelineSchedule::one_f_one_b;
     }
     if (zero) p.zero_stage = *zero;
     if (!recompute.empty()) p.recompute = recompute_from_string(recompute).value();

@@ -14,6 +14,7 @@
 #include <QStandardPaths>
 #include <QTemporaryDir>
 #include <QtTest>
+#include <cmath>
 
 #include <fcntl.h>
 #include <signal.h>
@@ -124,6 +125,7 @@ class TestRunCli : public QObject {
 
  private slots:
   void runsIntoAStore();
+  void interleavedRunIsPredictedInterleaved();
   void plainProgressWhenNotATerminal();
   void userErrors_data();
   void userErrors();
@@ -213,6 +215,47 @@ void TestRunCli::runsIntoAStore() {
   QCOMPARE(plan["workload"].toObject()["layers"].toInt(), 2);
   QVERIFY(plan.contains("cluster"));
   QCOMPARE(QString::fromStdString((*reader)->state().status), QString("complete"));
+}
+
+// --virtual-stages runs Megatron's interleaved schedule on the CPU engine
+// (it ran 1F1B, said), and its prediction keeps it: the predicted bubble
+// of 2 chunks a stage is half that of 1F1B, (p - 1) / (v m) (on any
+// cluster: an H100 node here).
+void TestRunCli::interleavedRunIsPredictedInterleaved() {
+  QStringList model = tiny();
+  model[1] = "4";  // layers: pp x chunks
+  double bubble[2] = {0, 0};
+  for (int chunks = 1; chunks <= 2; ++chunks) {
+    const QString store = dir_.filePath(QString("interleaved/v%1.db").arg(chunks));
+    const Run r = run_cli(QStringList{"run", "--backend", "cpu", "--pp", "2", "--virtual-stages",
+                                      QString::number(chunks), "--micro-batch", "1",
+                                      "--global-batch", "4", "--steps", "2", "--out", store} +
+                          model);
+    QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+    QVERIFY2(!r.err.contains("1F1B"), qPrintable(r.err));
+    auto reader = cs::trace::TraceReader::open(store.toStdString());
+    QVERIFY(reader.ok());
+    const QJsonObject parallel =
+        QJsonDocument::fromJson(QByteArray::fromStdString((*reader)->meta("parallel").value_or("")))
+            .object();
+    QCOMPARE(parallel["virtual_stages"].toInt(), chunks);
+    const Run stats =
+        run_cli({"trace", "stats", store, "--predict-again", "--cluster", "dgx-h100-8", "--json"});
+    QVERIFY2(stats.exit_code == 0, qPrintable(stats.err));
+    const QJsonArray parts = QJsonDocument::fromJson(stats.out.toUtf8())
+                                 .object()["prediction"]
+                                 .toObject()["breakdown"]
+                                 .toArray();
+    for (const auto& part : parts) {
+      if (part.toObject()["name"].toString() == "bubble")
+        bubble[chunks - 1] = part.toObject()["predicted_s"].toDouble();
+    }
+  }
+  QVERIFY(bubble[0] > 0);
+  QVERIFY2(
+      std::fabs(bubble[1] / bubble[0] - 0.5) < 0.1,
+      qPrintable(
+          QString("predicted bubble %1 s interleaved, %2 s 1F1B").arg(bubble[1]).arg(bubble[0])));
 }
 
 // A plan that breaks its cluster's rules (2 ranks on a 1-GPU cluster) runs
