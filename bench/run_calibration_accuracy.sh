@@ -14,7 +14,8 @@
 #   STEPS=10 (steps per run), CAL_SECONDS=0.2 (seconds per GEMM size of
 #   the sweep), KEEP_CALIBRATION=1 (reuse the work dir's calibration),
 #   AGAIN=0 (run each plan once; by default each runs twice in a row, and
-#   the second run shows how far the machine moves between two runs).
+#   the second run shows how far the machine moves between two runs),
+#   ONLY=text (only the plans whose name holds it).
 # The machine should be otherwise idle: every figure is a time.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -51,7 +52,16 @@ PLANS=(
   "TP 2, large|--tp 2 --global-batch 2 --micro-batch 2|$LARGE"
   "PP 2, large|--pp 2 --global-batch 4 --micro-batch 1|$LARGE"
   "DP 2 x PP 2, large|--dp 2 --pp 2 --global-batch 4 --micro-batch 1|$LARGE"
+  "PP 2 x 3 chunks (interleaved), large|--pp 2 --virtual-stages 3 --global-batch 4 --micro-batch 1|$LARGE"
 )
+# ONLY=text: the plans whose name holds it (the others are left out).
+if [[ -n "${ONLY:-}" ]]; then
+  kept=()
+  for entry in "${PLANS[@]}"; do
+    [[ "${entry%%|*}" == *"$ONLY"* ]] && kept+=("$entry")
+  done
+  PLANS=("${kept[@]}")
+fi
 
 table() {
   python3 - "$1" <<'EOF'
