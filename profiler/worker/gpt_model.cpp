@@ -103,11 +103,38 @@ std::vector<ParamInfo> gpt_parameter_layout(const GptConfig& c, const ModelParal
 }
 
 // Activations of one micro-batch in flight on this stage.
-struct GptModel::Slot {
+struct ActivationStack {
   std::vector<Tensor> residual;  // nl + 1: input of each layer, then the stage output
   // Each layer's (none with full recomputation; selective keeps no scores).
-  std::vector<LayerActivations> layers;
+  std::vector<GptModel::LayerActivations> layers;
   Tensor projection;  // scratch: attention and MLP projections before the residual add
+
+  std::int64_t bytes() {
+    std::int64_t total = projection.bytes();
+    for (const Tensor& t : residual)
+      total += t.bytes();
+    for (GptModel::LayerActivations& a : layers)
+      a.for_each([&](const Tensor& t) { total += t.bytes(); });
+    return total;
+  }
+  void release(Backend& backend) {
+    for (Tensor& t : residual)
+      backend.release(t);
+    for (GptModel::LayerActivations& a : layers)
+      a.for_each([&](Tensor& t) { backend.release(t); });
+    backend.release(projection);
+  }
+};
+
+ActivationPool::~ActivationPool() {
+  for (ActivationStack* stack : all_) {
+    stack->release(backend_);
+    delete stack;
+  }
+}
+
+struct GptModel::Slot {
+  ActivationStack* stack = nullptr;  // its own, or claimed from the pool
   Tensor tokens;      // first stage: kept for the embedding's backward
   Tensor lnf, lnf_mean, lnf_rstd, logits, losses;  // last stage
 };
@@ -115,7 +142,8 @@ struct GptModel::Slot {
 GptModel::GptModel(Backend& backend, const GptConfig& config, const ModelParallel& parallel,
                    DType compute, int micro_batch, int slots, Communicator* tp_comm,
                    Recompute recompute,
-                   std::function<void(std::string_view, std::int64_t)> annotate)
+                   std::function<void(std::string_view, std::int64_t)> annotate,
+                   ActivationPool* pool)
     : backend_(backend),
       config_(config),
       parallel_(parallel),
@@ -124,7 +152,8 @@ GptModel::GptModel(Backend& backend, const GptConfig& config, const ModelParalle
       slot_count_(slots),
       tp_comm_(tp_comm),
       recompute_(recompute),
-      annotate_(std::move(annotate)) {
+      annotate_(std::move(annotate)),
+      pool_(pool) {
   const GptConfig& c = config_;
   const auto n = [](int v) { return std::to_string(v); };
   if (c.hidden % c.heads != 0) {
@@ -186,12 +215,12 @@ GptModel::GptModel(Backend& backend, const GptConfig& config, const ModelParalle
 GptModel::~GptModel() {
   const auto release = [&](Tensor& t) { backend_.release(t); };
   for (Slot* s : slots_) {
-    for (Tensor& t : s->residual)
-      backend_.release(t);
-    for (LayerActivations& a : s->layers)
-      a.for_each(release);
-    for (Tensor* t : {&s->projection, &s->tokens, &s->lnf, &s->lnf_mean, &s->lnf_rstd, &s->logits,
-                      &s->losses}) {
+    if (s->stack && !pool_) {
+      s->stack->release(backend_);
+      delete s->stack;
+    }
+    if (s->stack && pool_) pool_->free_.push_back(s->stack);
+    for (Tensor* t : {&s->tokens, &s->lnf, &s->lnf_mean, &s->lnf_rstd, &s->logits, &s->losses}) {
       backend_.release(*t);
     }
     delete s;
@@ -207,12 +236,9 @@ GptModel::~GptModel() {
 std::int64_t GptModel::activation_bytes() const {
   std::int64_t bytes = tokens_.bytes() + targets_.bytes();
   for (Slot* s : slots_) {
-    for (const Tensor& t : s->residual)
-      bytes += t.bytes();
-    for (LayerActivations& a : s->layers)
-      a.for_each([&](const Tensor& t) { bytes += t.bytes(); });
-    for (const Tensor* t : {&s->projection, &s->tokens, &s->lnf, &s->lnf_mean, &s->lnf_rstd,
-                            &s->logits, &s->losses}) {
+    if (s->stack && !pool_) bytes += s->stack->bytes();
+    for (const Tensor* t :
+         {&s->tokens, &s->lnf, &s->lnf_mean, &s->lnf_rstd, &s->logits, &s->losses}) {
       bytes += t->bytes();
     }
   }
@@ -293,19 +319,12 @@ void GptModel::alloc_activations() {
   const std::int64_t C = c.hidden;
   const std::int64_t Cl = C / c.heads * local_heads_;
   const std::int64_t Fl = local_ffn_;
-  const int nl = last_layer_ - first_layer_;
   auto act = [&](std::int64_t n, const char* what) { return backend_.alloc(n, compute_, what); };
   auto f32 = [&](std::int64_t n, const char* what) { return backend_.alloc(n, DType::f32, what); };
   const std::int64_t R = rows_;  // the norms' rows
   for (int s = 0; s < slot_count_; ++s) {
     auto* slot = new Slot;
-    for (int l = 0; l <= nl; ++l)
-      slot->residual.push_back(act(R * C, "residual"));
-    if (recompute_ != Recompute::full) {
-      for (int l = 0; l < nl; ++l)
-        slot->layers.push_back(allocate_layer(recompute_ == Recompute::none));
-    }
-    slot->projection = act(R * C, "projection");
+    if (!pool_) slot->stack = make_stack();
     if (first_stage()) slot->tokens = backend_.alloc(N, DType::i32, "tokens");
     if (last_stage()) {
       slot->lnf = act(N * C, "lnf");
@@ -342,15 +361,61 @@ void GptModel::alloc_activations() {
   }
 }
 
+ActivationStack* GptModel::make_stack() {
+  const std::int64_t C = config_.hidden;
+  const std::int64_t R = rows_;  // the norms' rows
+  const int nl = last_layer_ - first_layer_;
+  auto* stack = new ActivationStack;
+  for (int l = 0; l <= nl; ++l)
+    stack->residual.push_back(backend_.alloc(R * C, compute_, "residual"));
+  if (recompute_ != Recompute::full) {
+    for (int l = 0; l < nl; ++l)
+      stack->layers.push_back(allocate_layer(recompute_ == Recompute::none));
+  }
+  stack->projection = backend_.alloc(R * C, compute_, "projection");
+  return stack;
+}
+
+ActivationStack& GptModel::stack_of(int slot) const {
+  ActivationStack* stack = slots_.at(static_cast<std::size_t>(slot))->stack;
+  if (!stack) throw std::logic_error("activation slot " + std::to_string(slot) + " not claimed");
+  return *stack;
+}
+
+void GptModel::claim(int slot) {
+  Slot& s = *slots_[static_cast<std::size_t>(slot)];
+  if (!pool_ || s.stack) return;
+  if (pool_->free_.empty()) {
+    // As many layers, as wide, in every chunk of the rank: any stack fits.
+    s.stack = make_stack();
+    pool_->all_.push_back(s.stack);
+    pool_->bytes_ += s.stack->bytes();
+  } else {
+    s.stack = pool_->free_.back();
+    pool_->free_.pop_back();
+  }
+}
+
+void GptModel::release(int slot) {
+  Slot& s = *slots_[static_cast<std::size_t>(slot)];
+  if (!pool_ || !s.stack) return;
+  pool_->free_.push_back(s.stack);
+  s.stack = nullptr;
+}
+
 GptModel::LayerActivations GptModel::layer(Slot& slot, int li) const {
   if (recompute_ == Recompute::full) return recomputed_;
-  LayerActivations a = slot.layers[li];
+  LayerActivations a = slot.stack->layers[li];
   if (recompute_ == Recompute::selective) a.att = recomputed_.att;
   return a;
 }
 
-Tensor GptModel::stage_input(int slot) const { return slots_[slot]->residual.front(); }
-Tensor GptModel::stage_output(int slot) const { return slots_[slot]->residual.back(); }
+Tensor GptModel::stage_input(int slot) const {
+  return stack_of(slot).residual.front();
+}
+Tensor GptModel::stage_output(int slot) const {
+  return stack_of(slot).residual.back();
+}
 
 double GptModel::forward_flops() const {
   const GptConfig& c = config_;
@@ -449,6 +514,7 @@ void GptModel::layer_forward(int li, const LayerActivations& a, Tensor input, Te
 }
 
 double GptModel::forward(int slot_index, const std::int32_t* tokens, const std::int32_t* targets) {
+  stack_of(slot_index);  // claimed
   Slot& s = *slots_[slot_index];
   const GptConfig& c = config_;
   const int N = B_ * c.seq;
@@ -462,22 +528,23 @@ double GptModel::forward(int slot_index, const std::int32_t* tokens, const std::
       // Every token embedded, this rank's rows kept.
       backend_.embedding_forward(proj_full_, s.tokens, weight(wte_), weight(wpe_), B_, c.seq, C);
       const std::int64_t rows = static_cast<std::int64_t>(rows_) * C;
-      backend_.convert(s.residual[0], proj_full_.slice(parallel_.tp_rank * rows, rows));
+      backend_.convert(s.stack->residual[0], proj_full_.slice(parallel_.tp_rank * rows, rows));
     } else {
-      backend_.embedding_forward(s.residual[0], s.tokens, weight(wte_), weight(wpe_), B_, c.seq, C);
+      backend_.embedding_forward(s.stack->residual[0], s.tokens, weight(wte_), weight(wpe_), B_,
+                                 c.seq, C);
     }
   }
   for (std::size_t li = 0; li < layer_params_.size(); ++li) {
     open_group(group++, false);
-    layer_forward(static_cast<int>(li), layer(s, static_cast<int>(li)), s.residual[li],
-                  s.residual[li + 1], s.projection);
+    layer_forward(static_cast<int>(li), layer(s, static_cast<int>(li)), s.stack->residual[li],
+                  s.stack->residual[li + 1], s.stack->projection);
   }
   if (!last_stage()) return 0;
 
   open_group(group, false);
   // The LM head, whole on every tensor-parallel rank, reads every row.
-  backend_.layernorm_forward(sp_ ? lnf_rows_ : s.lnf, s.lnf_mean, s.lnf_rstd, s.residual.back(),
-                             weight(lnf_w_), weight(lnf_b_), rows_, C);
+  backend_.layernorm_forward(sp_ ? lnf_rows_ : s.lnf, s.lnf_mean, s.lnf_rstd,
+                             s.stack->residual.back(), weight(lnf_w_), weight(lnf_b_), rows_, C);
   if (sp_) tp_comm_->all_gather(lnf_rows_, s.lnf);
   backend_.matmul_forward(s.logits, s.lnf, weight(lm_head_), Tensor{}, N, C, c.vocab, "lm_head");
   backend_.upload(targets_, targets);
@@ -488,6 +555,7 @@ double GptModel::forward(int slot_index, const std::int32_t* tokens, const std::
 
 void GptModel::backward(int slot_index, float dloss,
                         const std::function<void(std::int64_t)>& on_grads_ready) {
+  stack_of(slot_index);  // claimed
   Slot& s = *slots_[slot_index];
   const GptConfig& c = config_;
   const int N = B_ * c.seq;
@@ -517,7 +585,8 @@ void GptModel::backward(int slot_index, float dloss,
     // Every rank computed the head's whole input gradient: its rows' part.
     const std::int64_t rows = static_cast<std::int64_t>(rows_) * C;
     const Tensor d_lnf = sp_ ? d_ln_.slice(parallel_.tp_rank * rows, rows) : d_ln_;
-    norm_backward(d_residual_, lnf_w_, lnf_b_, d_lnf, s.residual.back(), s.lnf_mean, s.lnf_rstd);
+    norm_backward(d_residual_, lnf_w_, lnf_b_, d_lnf, s.stack->residual.back(), s.lnf_mean,
+                  s.lnf_rstd);
     if (on_grads_ready) on_grads_ready(params_[lnf_w_].offset);
   } else {
     backend_.convert(d_residual_, d_output_);
@@ -529,7 +598,7 @@ void GptModel::backward(int slot_index, float dloss,
     open_group(--group, true);
     if (recompute_ == Recompute::full) {
       const std::int64_t start = annotate_ ? OpTracer::now_ns() : 0;
-      layer_forward(li, a, s.residual[li], Tensor{}, s.projection);
+      layer_forward(li, a, s.stack->residual[li], Tensor{}, s.stack->projection);
       if (annotate_) annotate_("recompute", start);
     }
     // MLP: the gradient reaching its output is the residual stream's.
@@ -554,8 +623,8 @@ void GptModel::backward(int slot_index, float dloss,
     backend_.attention_backward(d_qkv_, d_atty_, a.qkv, a.att, B_, c.seq, Cl, local_heads_);
     backend_.matmul_backward(d_ln_, grad(L.qkv_w), grad(L.qkv_b), d_qkv_,
                              all_rows(a.ln1, gathered_), weight(L.qkv_w), N, C, 3 * Cl, "attn.qkv");
-    norm_backward(d_residual_, L.ln1_w, L.ln1_b, reduce_input_grad(), s.residual[li], a.ln1_mean,
-                  a.ln1_rstd);
+    norm_backward(d_residual_, L.ln1_w, L.ln1_b, reduce_input_grad(), s.stack->residual[li],
+                  a.ln1_mean, a.ln1_rstd);
     if (on_grads_ready) on_grads_ready(params_[L.ln1_w].offset);
   }
 

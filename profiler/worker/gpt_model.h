@@ -97,15 +97,42 @@ struct ParameterGroup {
 };
 std::vector<ParameterGroup> gpt_parameter_groups(const std::vector<ParamInfo>& layout);
 
+// What one micro-batch leaves on a stage's layers for backward: each
+// layer's input, the stage's output and what each layer keeps.
+struct ActivationStack;
+
+// Activation stacks shared by the model chunks of one rank (the
+// interleaved schedule), whose chunks have as many layers each: a stack a
+// chunk's backward gives back serves any chunk's next forward, so the rank
+// holds as many as it has micro-batches in flight at once, as Megatron
+// does, not each chunk's most in flight. Outlives the models using it.
+class ActivationPool {
+ public:
+  explicit ActivationPool(Backend& backend) : backend_(backend) {}
+  ~ActivationPool();
+  ActivationPool(const ActivationPool&) = delete;
+  ActivationPool& operator=(const ActivationPool&) = delete;
+  std::int64_t bytes() const { return bytes_; }  // every stack made, in use or not
+
+ private:
+  friend class GptModel;
+  Backend& backend_;
+  std::vector<ActivationStack*> all_, free_;
+  std::int64_t bytes_ = 0;
+};
+
 class GptModel {
  public:
   // `tp_comm` is null when tp == 1. `slots` activation sets are kept, one per
   // micro-batch in flight (pipeline 1F1B keeps up to pp - stage).
   // `annotate` (may be empty) is told each recomputation's name and start
   // as it ends, for the trace's phases.
+  // With `pool`, a slot's activation stack is claimed from it (claim) and
+  // given back (release) instead of being the slot's own.
   GptModel(Backend& backend, const GptConfig& config, const ModelParallel& parallel, DType compute,
            int micro_batch, int slots, Communicator* tp_comm, Recompute recompute,
-           std::function<void(std::string_view, std::int64_t)> annotate = {});
+           std::function<void(std::string_view, std::int64_t)> annotate = {},
+           ActivationPool* pool = nullptr);
   ~GptModel();
   GptModel(const GptModel&) = delete;
   GptModel& operator=(const GptModel&) = delete;
@@ -119,8 +146,14 @@ class GptModel {
   // Floating-point work of one micro-batch's forward on this rank (GEMMs and attention).
   double forward_flops() const;
   // Bytes of the activations every slot keeps for backward (with the
-  // tokens and targets); recomputation's one-layer buffers are not counted.
+  // tokens and targets; a pool's stacks are the pool's to count);
+  // recomputation's one-layer buffers are not counted.
   std::int64_t activation_bytes() const;
+  // With a pool: takes a stack for `slot` before its micro-batch's receive
+  // or forward, and gives it back after its backward (once nothing reads
+  // the stage output any more). Without one, nothing to do.
+  void claim(int slot);
+  void release(int slot);
 
   // Fills fp32 master values from `seed`, the same numbers whatever the split,
   // so that a split run starts from exactly the unsplit model's weights.
@@ -168,6 +201,7 @@ class GptModel {
   void backward(int slot, float dloss, const std::function<void(std::int64_t)>& on_grads_ready);
 
  private:
+  friend struct ActivationStack;
   // What one layer's forward leaves for its backward.
   struct LayerActivations {
     Tensor ln1, ln1_mean, ln1_rstd, qkv, att, atty, residual2, ln2, ln2_mean, ln2_rstd, fch,
@@ -180,6 +214,9 @@ class GptModel {
     }
   };
   struct Slot;
+  ActivationStack* make_stack();
+  // The slot's stack; a logic error when a pool's slot has not claimed one.
+  ActivationStack& stack_of(int slot) const;
   Tensor weight(int index) const;
   Tensor grad(int index) const;
   void alloc_activations();
@@ -201,6 +238,7 @@ class GptModel {
   Communicator* tp_comm_;
   Recompute recompute_;
   std::function<void(std::string_view, std::int64_t)> annotate_;
+  ActivationPool* pool_;
   int first_layer_ = 0;
   int last_layer_ = 0;
   int local_heads_ = 0;

@@ -67,6 +67,7 @@ Trainer::Trainer(Backend& backend, Communicator& dp, Communicator& tp, Communica
   }
   schedule_ = pipeline_schedule(config_.pp, config_.pp_rank, config_.accumulation, v);
   slots_ = pipeline_in_flight(schedule_, v);
+  if (v > 1) activation_pool_ = std::make_unique<ActivationPool>(backend_);
   // Groups of parameters of all the chunks, in flat order.
   std::vector<ParameterGroup> groups;
   std::vector<int> group_chunk;
@@ -76,7 +77,8 @@ Trainer::Trainer(Backend& backend, Communicator& dp, Communicator& tp, Communica
         backend_, config_.model, mp, config_.compute, config_.micro_batch,
         std::max(1, slots_[static_cast<std::size_t>(c)]), config_.tp > 1 ? &tp_ : nullptr,
         config_.recompute,
-        [this](std::string_view what, std::int64_t start_ns) { annotate(what, start_ns); }));
+        [this](std::string_view what, std::int64_t start_ns) { annotate(what, start_ns); },
+        activation_pool_.get()));
     chunk_base_.push_back(n_);
     for (const ParameterGroup& g : chunk->parameter_groups()) {
       groups.push_back({n_ + g.begin, n_ + g.end});
@@ -465,6 +467,7 @@ StepResult Trainer::step() {
     const std::string chunk_name = interleaved ? " (chunk " + std::to_string(op.chunk) + ")" : "";
     const std::int64_t start = tracer_ ? OpTracer::now_ns() : 0;
     if (op.forward) {
+      model.claim(slot);
       if (!model.first_stage()) pp_.recv(model.stage_input(slot), previous);
       if (interleaved) pp_.wait_sends_from(model.stage_output(slot));
       sampler.fill(step_, replica_first + op.micro_batch * B, B, tokens, targets);
@@ -494,6 +497,12 @@ StepResult Trainer::step() {
           // The gradient buffer is reused by the next backward: the send must end first.
           pp_.wait_sends();
         }
+      }
+      if (interleaved) {
+        // The stack goes to the next forward of any chunk: its output, sent
+        // to the next stage, has arrived (that stage's backward came back).
+        if (!model.last_stage()) pp_.wait_sends_from(model.stage_output(slot));
+        model.release(slot);
       }
       annotate("backward " + std::to_string(op.micro_batch) + chunk_name, start);
     }
@@ -580,7 +589,7 @@ void Trainer::record_memory(std::int64_t at_ns) {
   const std::int64_t gradients = staged_ ? grad_shard_.bytes() : grads_.bytes();
   const std::int64_t optimizer =
       (master_aliases_weights_ ? 0 : master_.bytes()) + adam_m_.bytes() + adam_v_.bytes();
-  std::int64_t activations = 0;
+  std::int64_t activations = activation_pool_ ? activation_pool_->bytes() : 0;
   for (const auto& chunk : chunks_)
     activations += chunk->activation_bytes();
   const std::int64_t parts[] = {weights, gradients, optimizer, activations,

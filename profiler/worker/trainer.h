@@ -115,6 +115,9 @@ class Trainer {
   OpTracer* tracer_;
   // This rank's model chunks (one without interleaving), their parameters
   // side by side in the flat buffers: chunk c's from chunk_base_[c].
+  // Interleaved, the chunks' activation stacks are shared (declared
+  // before the chunks: it outlives them).
+  std::unique_ptr<ActivationPool> activation_pool_;
   std::vector<std::unique_ptr<GptModel>> chunks_;
   std::vector<std::int64_t> chunk_base_;
   std::vector<PipelinePass> schedule_;  // the passes of a step

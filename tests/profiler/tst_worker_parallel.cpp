@@ -513,6 +513,26 @@ void TestWorkerParallel::interleavedRunsMegatronsOrder() {
                                       m.captured(3));
     }
     QCOMPARE(order, expected[rank]);
+    // The chunks share their activation stacks: stage 0 holds the 5 in
+    // flight before B0c1 (as Megatron's peak), not chunk 0's 4 and chunk 1's
+    // 2. A stack of one layer of the tiny model in fp32, 16 rows of 32:
+    // its input and output (2 x 2048 B), the projection (2048), and the
+    // layer's ln1, residual2, ln2, attention output (4 x 2048), qkv (6144),
+    // the scores (4 heads x 16 x 16 x 4 = 4096), the MLP's two (2 x 8192)
+    // and the norms' means and deviations (4 x 64): 41216 B. The first
+    // stage keeps each of chunk 0's 4 slots' tokens too (4 x 64 B).
+    if (rank == 0) {
+      auto series = (*reader)->counter_series();
+      QVERIFY(series.ok());
+      double activations = -1;
+      for (const trace::CounterSeries& c : *series) {
+        if ((*reader)->string(c.name) != trace::memory_part_counter("activations")) continue;
+        auto samples = (*reader)->counters(c.rank, c.name);
+        QVERIFY(samples.ok() && !samples->empty());
+        activations = samples->back().value;
+      }
+      QCOMPARE(activations, 5.0 * 41216 + 4 * 64);
+    }
   }
 }
 
