@@ -560,6 +560,10 @@ LayerCosts layer_costs(const Machine& m, const Model& x, const Knobs& k) {
   // ... and of the backward GEMMs, which an FP8 plan may run in 16 bits.
   const double grad_e = (k.compute == Precision::fp8 && k.fp8_backward) ? 1.0 : e;
   const LoopCosts& lc = m.loops;
+  // A device calibrated on a ClusterScope engine (loop costs) is timed as
+  // the engines run a step, with their bookkeeping operations; a datasheet
+  // GPU as Megatron-LM runs it.
+  const bool engine = lc.any();
 
   // --- forward, one layer. Bytes of the memory-bound kernels first: the
   // backward kernels read about twice what the forward ones did. A device
@@ -787,6 +791,14 @@ LayerCosts layer_costs(const Machine& m, const Model& x, const Knobs& k) {
   head.backward_kinds.gemm = kn.linear_dgrad(tokens, vocab, h, grad_e) + head_wgrad;
   head.backward_kinds.norm =
       kn.loop(lc.norm_backward_ns, local_tokens * h, 4 * local_tokens * h * e);
+  if (engine) {
+    // The engines scale the logits' gradient by the loss's weight in an
+    // operation of its own (read and write, fp32), and zero the residual
+    // stream's gradient the final norm's backward accumulates into.
+    head.backward_kinds.elementwise =
+        kn.loop(lc.elementwise_ns, tokens * vocab, 8 * tokens * vocab) +
+        kn.loop(lc.elementwise_ns, local_tokens * h, local_tokens * h * e);
+  }
   head.forward = head.forward_kinds.total();
   head.backward = head.backward_kinds.total();
   if (k.tp > 1 && k.vocab_parallel) {

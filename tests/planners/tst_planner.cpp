@@ -64,6 +64,29 @@ cs::Plan gpt3_on_64() {
   return p;
 }
 
+// A rank of the CPU engine as calibration describes it: every loop kind
+// timed per element, no launch cost, so that a part's time is its elements
+// times their rate.
+cs::Plan engine_plan(int dp, int tp, int pp, int global_batch) {
+  cs::Plan p = make_plan("dgx-a100-8", "gpt2-small", dp, tp, pp, global_batch, cs::Precision::fp32);
+  cs::GpuEfficiency& f = p.cluster.gpu->efficiency;
+  p.cluster.gpu->architecture = "cpu";
+  f.kernel_launch_us = 0;
+  f.host_dispatch_us = 0;
+  f.loops.norm_ns = 1.5;
+  f.loops.norm_backward_ns = 2;
+  f.loops.activation_ns = 2;
+  f.loops.activation_backward_ns = 3;
+  f.loops.elementwise_ns = 0.5;
+  f.loops.softmax_ns = 15;
+  f.loops.optimizer_ns = 5;
+  f.loops.attention_gflops = 30;
+  f.loops.attention_backward_gflops = 30;
+  p.parallel.micro_batch = 1;
+  p.parallel.vocab_parallel = false;  // the engines keep the embedding and the head whole
+  return p;
+}
+
 }  // namespace
 
 class TestPlanner : public QObject {
@@ -130,6 +153,7 @@ class TestPlanner : public QObject {
   void timelineZero2ReducesEachBackward();
   void idleGpusCostSaid();
   void inferenceRunsWithoutDropout();
+  void engineElementwiseOfTheHead();
   void gradientReductionAfterBackward_data();
   void gradientReductionAfterBackward();
 };
@@ -2039,6 +2063,27 @@ void TestPlanner::nodesTrafficRunsOnTheHostLinksShare() {
   full_uncapped.cluster.gpu->host_link_bandwidth = 0;
   QCOMPARE(must_estimate(full).communication.dp_seconds,
            must_estimate(full_uncapped).communication.dp_seconds);
+}
+
+// The engines' last stage scales the logits' gradient (an fp32 pass over
+// every logit) and zeroes the residual stream's gradient in backward, each
+// an elementwise operation of its own; a pp-2 CPU-engine run measured its
+// elementwise compute at 3 times what the plan said, which counted only
+// the residual adds.
+void TestPlanner::engineElementwiseOfTheHead() {
+  const cs::Plan p = engine_plan(1, 1, 2, 8);
+  const cs::plan::Estimate e = must_estimate(p);
+  QCOMPARE(e.pacing_stage, 1);  // the LM head's
+  const cs::TransformerShape& s = p.workload.transformer;
+  const double tokens = static_cast<double>(p.parallel.micro_batch) * s.seq_len;
+  const double ns = p.cluster.gpu->efficiency.loops.elementwise_ns * 1e-9;
+  const double residual_adds = 2.0 * s.layers / p.parallel.pp * tokens * s.hidden;
+  const double head = tokens * s.vocab + tokens * s.hidden;  // scale, zero
+  const int micro_batches = 8;
+  const double expected = micro_batches * (residual_adds + head) * ns;
+  QVERIFY2(
+      std::fabs(e.compute_by_kind.elementwise / expected - 1) < 1e-9,
+      qPrintable(QString("%1 s, expected %2 s").arg(e.compute_by_kind.elementwise).arg(expected)));
 }
 
 QTEST_GUILESS_MAIN(TestPlanner)
