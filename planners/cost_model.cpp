@@ -518,6 +518,7 @@ LayerCosts layer_costs(const Machine& m, const Model& x, const Knobs& k) {
   const Kernels kn = kernels_of(m, k);
   const double e = activation_bytes_of(k.compute);
   out.activation_element_bytes = e;
+  out.elementwise = {m.loops.elementwise_ns, m.memory_rate, m.launch, m.dispatch};
 
   if (!x.transformer) {
     // Generic model: its FLOPs at GEMM efficiency, and the activations it
@@ -861,7 +862,39 @@ Bucketed bucketed(const Machine& m, trace::Collective op, double bytes, double b
   return b;
 }
 
+// ZeRO-2 and -3 hold a shard of the gradients only: every micro-batch,
+// each group of parameters (the embeddings, a layer, the final norm with
+// the head) has its whole gradients zeroed in a bucket before its
+// backward, and the rank's reduced piece added into its shard after it
+// (the engines' gradient buckets; DeepSpeed's copy of each reduced
+// partition into its fp32 one), fp32 both: memory-bound compute beside
+// the reduction.
+double gradient_staging(const Model& x, const Knobs& k, const LayerCosts& c, double layers,
+                        bool embedding, bool head) {
+  if (k.zero < 2 || k.dp <= 1 || k.inference || !x.transformer) return 0;
+  auto group = [&](double params) {
+    if (params <= 0) return 0.0;
+    const double piece = params / k.dp;
+    return c.elementwise.seconds(params, 4 * params) + c.elementwise.seconds(piece, 12 * piece);
+  };
+  const double vocab_table = vocab_rows_per_rank(x, k) * x.hidden;
+  double seconds =
+      layers * group((x.params_layer - x.params_layer_norms) / k.tp + x.params_layer_norms);
+  if (embedding) seconds += group(vocab_table + x.params_positions);
+  if (head) {
+    const bool own_head = x.params_lm_head > 0 || k.pp > 1;
+    seconds += group(x.params_final_norm + (own_head ? vocab_table : 0.0));
+  }
+  return seconds;
+}
+
 }  // namespace
+
+double LayerCosts::Elementwise::seconds(double elements, double bytes) const {
+  const double t = ns > 0 ? (elements > 0 ? elements * ns * 1e-9 + launch : 0)
+                          : (bytes > 0 ? bytes / memory_rate + launch : 0);
+  return t > 0 ? std::max(t, dispatch) : 0;
+}
 
 StageCost chunk_cost(const Model& x, const Knobs& k, const LayerCosts& c, double layers,
                      bool embedding, bool head) {
@@ -883,6 +916,9 @@ StageCost chunk_cost(const Model& x, const Knobs& k, const LayerCosts& c, double
     s.tp_backward += layers * l.tp_forward;  // the recomputed forward repeats its collectives
     s.tp_backward_total += layers * l.tp_forward;
   }
+  const double staging = gradient_staging(x, k, c, layers, embedding, head);
+  s.backward += staging;
+  s.kinds.elementwise += staging;
   if (x.transformer && embedding) {
     s.forward += c.embedding.forward;
     s.backward += c.embedding.backward;
