@@ -711,6 +711,20 @@ LayerCosts layer_costs(const Machine& m, const Model& x, const Knobs& k) {
   bk.elementwise = 2 * kn.loop(lc.elementwise_ns, 0, 2 * dropout_residual_bytes) +
                    kn.stream(2 * cast_bytes[0]) + kn.stream(2 * cast_bytes[1]) + bias_gradient;
   bk.activation = kn.loop(lc.activation_backward_ns, activation_elements, 2 * activation_bytes);
+  // The engines under sequence parallelism: each norm's weight and bias
+  // gradients, of this rank's tokens only, are summed over the group at
+  // once in backward (one small blocking all-reduce per norm, latency
+  // bound), in a zeroed buffer of their own, then added to the gradients.
+  const bool sp_norm_sums = k.tp > 1 && k.sp && engine;
+  const double norm_params = x.layernorm ? 2 * h : h;  // weight (and bias), fp32 gradients
+  const double sp_norm_reduce = sp_norm_sums ? collective(m, trace::Collective::all_reduce,
+                                                          4 * norm_params, tp_placement(m, k.tp))
+                                             : 0.0;
+  const double sp_norm_elementwise =
+      sp_norm_sums ? kn.loop(lc.elementwise_ns, norm_params, 4 * norm_params) +
+                         (x.layernorm ? 2 : 1) * kn.loop(lc.elementwise_ns, h, 12 * h)
+                   : 0.0;
+  bk.elementwise += 2 * sp_norm_elementwise;
   l.backward = bk.total();
 
   // --- tensor-parallel collectives on b x s x h activations
@@ -741,6 +755,8 @@ LayerCosts layer_costs(const Machine& m, const Model& x, const Knobs& k) {
     }
     // Blocking all-reduces hide behind nothing.
     if (!k.async_tp) l.tp_backward_exposed = l.tp_backward_total;
+    l.tp_backward_total += 2 * sp_norm_reduce;  // the norms' sums, above
+    l.tp_backward_exposed += 2 * sp_norm_reduce;
   }
 
   const double linear_fwd = linear_flops(tokens, qkv_cols, h) + linear_flops(tokens, h, heads * d) +
@@ -800,6 +816,7 @@ LayerCosts layer_costs(const Machine& m, const Model& x, const Knobs& k) {
         kn.loop(lc.elementwise_ns, tokens * vocab, 8 * tokens * vocab) +
         kn.loop(lc.elementwise_ns, local_tokens * h, local_tokens * h * e);
   }
+  head.backward_kinds.elementwise += sp_norm_elementwise;  // the final norm's, as a layer's
   head.forward = head.forward_kinds.total();
   head.backward = head.backward_kinds.total();
   if (k.tp > 1 && k.vocab_parallel) {
@@ -818,6 +835,8 @@ LayerCosts layer_costs(const Machine& m, const Model& x, const Knobs& k) {
     head.tp_forward =
         collective(m, trace::Collective::all_gather, tokens * h * e, tp_placement(m, k.tp));
   }
+  head.tp_backward += sp_norm_reduce;  // the final norm's sum
+  head.tp_backward_total += sp_norm_reduce;
   head.flops_forward = linear_flops(tokens, vocab, h);
   head.model_flops_forward =
       linear_flops(tokens, x.vocab / t, h);  // the rank's share of the model's

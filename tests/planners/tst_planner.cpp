@@ -156,6 +156,7 @@ class TestPlanner : public QObject {
   void engineElementwiseOfTheHead();
   void zeroStagesGradientsEachMicroBatch_data();
   void zeroStagesGradientsEachMicroBatch();
+  void sequenceParallelNormsSumTheirGradients();
   void gradientReductionAfterBackward_data();
   void gradientReductionAfterBackward();
 };
@@ -2123,6 +2124,47 @@ void TestPlanner::zeroStagesGradientsEachMicroBatch() {
       std::fabs(t->step_ns / 1e9 / staged.time.step() - 1) < 0.01,
       qPrintable(
           QString("timeline %1 s, estimate %2 s").arg(t->step_ns / 1e9).arg(staged.time.step())));
+}
+
+// Under sequence parallelism each layer norm's weight and bias gradients
+// are of the rank's tokens only: the engines sum them over the tensor
+// group in backward (GptModel::norm_backward), a small blocking all-reduce
+// per norm (two a layer, and the final norm's on the last stage) in a
+// zeroed buffer, then add them to the gradients. The plan counted neither.
+void TestPlanner::sequenceParallelNormsSumTheirGradients() {
+  cs::Plan p = engine_plan(1, 2, 1, 8);
+  p.parallel.sequence_parallel = true;
+  const cs::plan::Estimate e = must_estimate(p);
+  // The same collectives without the norms' sums: a device not calibrated
+  // on the engines (its collectives are the link's alone).
+  cs::Plan datasheet = p;
+  datasheet.cluster.gpu->efficiency.loops = {};
+  const cs::plan::Estimate d = must_estimate(datasheet);
+  const cs::plan::detail::Machine m = cs::plan::detail::machine_of(p.cluster);
+  const cs::TransformerShape& s = p.workload.transformer;
+  const double norm_bytes = 4.0 * 2 * s.hidden;  // fp32 weight and bias
+  const double one = cs::plan::group_seconds(cs::trace::Collective::all_reduce, norm_bytes, {2, 1},
+                                             m.intra, m.intra);
+  const int micro_batches = 8;
+  const double norms = 2.0 * s.layers + 1;
+  const double added = e.communication.tp_seconds - d.communication.tp_seconds;
+  const double expected = micro_batches * norms * one;
+  QVERIFY2(std::fabs(added / expected - 1) < 1e-9,
+           qPrintable(QString("%1 s added, expected %2 s").arg(added).arg(expected)));
+  // Blocking: all of it exposed.
+  QVERIFY(e.time.tp_communication - d.time.tp_communication >= expected * (1 - 1e-9));
+  // Their buffer zeroed (2h elements) and the two gradients added (h
+  // each), beside the step's other elementwise work: the embedding and
+  // its gradient (every token), the residual adds (this rank's tokens),
+  // the logits' scale and the residual gradient's zeroing.
+  const double ns = p.cluster.gpu->efficiency.loops.elementwise_ns * 1e-9;
+  const double tokens = s.seq_len, h = s.hidden;
+  const double elements = 2 * tokens * h + 2.0 * s.layers * (tokens / 2) * h + tokens * s.vocab +
+                          (tokens / 2) * h + norms * 4 * h;
+  QVERIFY2(std::fabs(e.compute_by_kind.elementwise / (micro_batches * elements * ns) - 1) < 1e-9,
+           qPrintable(QString("%1 s, expected %2 s")
+                          .arg(e.compute_by_kind.elementwise)
+                          .arg(micro_batches * elements * ns)));
 }
 
 QTEST_GUILESS_MAIN(TestPlanner)
