@@ -518,6 +518,7 @@ LayerCosts layer_costs(const Machine& m, const Model& x, const Knobs& k) {
   const Kernels kn = kernels_of(m, k);
   const double e = activation_bytes_of(k.compute);
   out.activation_element_bytes = e;
+  out.elementwise = {m.loops.elementwise_ns, m.memory_rate, m.launch, m.dispatch};
 
   if (!x.transformer) {
     // Generic model: its FLOPs at GEMM efficiency, and the activations it
@@ -560,6 +561,10 @@ LayerCosts layer_costs(const Machine& m, const Model& x, const Knobs& k) {
   // ... and of the backward GEMMs, which an FP8 plan may run in 16 bits.
   const double grad_e = (k.compute == Precision::fp8 && k.fp8_backward) ? 1.0 : e;
   const LoopCosts& lc = m.loops;
+  // A device calibrated on a ClusterScope engine (loop costs) is timed as
+  // the engines run a step, with their bookkeeping operations; a datasheet
+  // GPU as Megatron-LM runs it.
+  const bool engine = lc.any();
 
   // --- forward, one layer. Bytes of the memory-bound kernels first: the
   // backward kernels read about twice what the forward ones did. A device
@@ -706,6 +711,20 @@ LayerCosts layer_costs(const Machine& m, const Model& x, const Knobs& k) {
   bk.elementwise = 2 * kn.loop(lc.elementwise_ns, 0, 2 * dropout_residual_bytes) +
                    kn.stream(2 * cast_bytes[0]) + kn.stream(2 * cast_bytes[1]) + bias_gradient;
   bk.activation = kn.loop(lc.activation_backward_ns, activation_elements, 2 * activation_bytes);
+  // The engines under sequence parallelism: each norm's weight and bias
+  // gradients, of this rank's tokens only, are summed over the group at
+  // once in backward (one small blocking all-reduce per norm, latency
+  // bound), in a zeroed buffer of their own, then added to the gradients.
+  const bool sp_norm_sums = k.tp > 1 && k.sp && engine;
+  const double norm_params = x.layernorm ? 2 * h : h;  // weight (and bias), fp32 gradients
+  const double sp_norm_reduce = sp_norm_sums ? collective(m, trace::Collective::all_reduce,
+                                                          4 * norm_params, tp_placement(m, k.tp))
+                                             : 0.0;
+  const double sp_norm_elementwise =
+      sp_norm_sums ? kn.loop(lc.elementwise_ns, norm_params, 4 * norm_params) +
+                         (x.layernorm ? 2 : 1) * kn.loop(lc.elementwise_ns, h, 12 * h)
+                   : 0.0;
+  bk.elementwise += 2 * sp_norm_elementwise;
   l.backward = bk.total();
 
   // --- tensor-parallel collectives on b x s x h activations
@@ -736,6 +755,8 @@ LayerCosts layer_costs(const Machine& m, const Model& x, const Knobs& k) {
     }
     // Blocking all-reduces hide behind nothing.
     if (!k.async_tp) l.tp_backward_exposed = l.tp_backward_total;
+    l.tp_backward_total += 2 * sp_norm_reduce;  // the norms' sums, above
+    l.tp_backward_exposed += 2 * sp_norm_reduce;
   }
 
   const double linear_fwd = linear_flops(tokens, qkv_cols, h) + linear_flops(tokens, h, heads * d) +
@@ -787,6 +808,15 @@ LayerCosts layer_costs(const Machine& m, const Model& x, const Knobs& k) {
   head.backward_kinds.gemm = kn.linear_dgrad(tokens, vocab, h, grad_e) + head_wgrad;
   head.backward_kinds.norm =
       kn.loop(lc.norm_backward_ns, local_tokens * h, 4 * local_tokens * h * e);
+  if (engine) {
+    // The engines scale the logits' gradient by the loss's weight in an
+    // operation of its own (read and write, fp32), and zero the residual
+    // stream's gradient the final norm's backward accumulates into.
+    head.backward_kinds.elementwise =
+        kn.loop(lc.elementwise_ns, tokens * vocab, 8 * tokens * vocab) +
+        kn.loop(lc.elementwise_ns, local_tokens * h, local_tokens * h * e);
+  }
+  head.backward_kinds.elementwise += sp_norm_elementwise;  // the final norm's, as a layer's
   head.forward = head.forward_kinds.total();
   head.backward = head.backward_kinds.total();
   if (k.tp > 1 && k.vocab_parallel) {
@@ -805,6 +835,8 @@ LayerCosts layer_costs(const Machine& m, const Model& x, const Knobs& k) {
     head.tp_forward =
         collective(m, trace::Collective::all_gather, tokens * h * e, tp_placement(m, k.tp));
   }
+  head.tp_backward += sp_norm_reduce;  // the final norm's sum
+  head.tp_backward_total += sp_norm_reduce;
   head.flops_forward = linear_flops(tokens, vocab, h);
   head.model_flops_forward =
       linear_flops(tokens, x.vocab / t, h);  // the rank's share of the model's
@@ -849,7 +881,39 @@ Bucketed bucketed(const Machine& m, trace::Collective op, double bytes, double b
   return b;
 }
 
+// ZeRO-2 and -3 hold a shard of the gradients only: every micro-batch,
+// each group of parameters (the embeddings, a layer, the final norm with
+// the head) has its whole gradients zeroed in a bucket before its
+// backward, and the rank's reduced piece added into its shard after it
+// (the engines' gradient buckets; DeepSpeed's copy of each reduced
+// partition into its fp32 one), fp32 both: memory-bound compute beside
+// the reduction.
+double gradient_staging(const Model& x, const Knobs& k, const LayerCosts& c, double layers,
+                        bool embedding, bool head) {
+  if (k.zero < 2 || k.dp <= 1 || k.inference || !x.transformer) return 0;
+  auto group = [&](double params) {
+    if (params <= 0) return 0.0;
+    const double piece = params / k.dp;
+    return c.elementwise.seconds(params, 4 * params) + c.elementwise.seconds(piece, 12 * piece);
+  };
+  const double vocab_table = vocab_rows_per_rank(x, k) * x.hidden;
+  double seconds =
+      layers * group((x.params_layer - x.params_layer_norms) / k.tp + x.params_layer_norms);
+  if (embedding) seconds += group(vocab_table + x.params_positions);
+  if (head) {
+    const bool own_head = x.params_lm_head > 0 || k.pp > 1;
+    seconds += group(x.params_final_norm + (own_head ? vocab_table : 0.0));
+  }
+  return seconds;
+}
+
 }  // namespace
+
+double LayerCosts::Elementwise::seconds(double elements, double bytes) const {
+  const double t = ns > 0 ? (elements > 0 ? elements * ns * 1e-9 + launch : 0)
+                          : (bytes > 0 ? bytes / memory_rate + launch : 0);
+  return t > 0 ? std::max(t, dispatch) : 0;
+}
 
 StageCost chunk_cost(const Model& x, const Knobs& k, const LayerCosts& c, double layers,
                      bool embedding, bool head) {
@@ -871,6 +935,9 @@ StageCost chunk_cost(const Model& x, const Knobs& k, const LayerCosts& c, double
     s.tp_backward += layers * l.tp_forward;  // the recomputed forward repeats its collectives
     s.tp_backward_total += layers * l.tp_forward;
   }
+  const double staging = gradient_staging(x, k, c, layers, embedding, head);
+  s.backward += staging;
+  s.kinds.elementwise += staging;
   if (x.transformer && embedding) {
     s.forward += c.embedding.forward;
     s.backward += c.embedding.backward;

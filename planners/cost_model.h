@@ -174,6 +174,13 @@ struct LayerCosts {
   EdgeCost embedding;
   EdgeCost head;
   double activation_element_bytes = 2;
+  // The device's elementwise operation, for work whose size depends on
+  // more than these knobs (ZeRO's gradient staging, on dp): per element
+  // where the device has a loop cost, else memory-bound on its bytes.
+  struct Elementwise {
+    double ns = 0, memory_rate = 0, launch = 0, dispatch = 0;
+    double seconds(double elements, double bytes) const;
+  } elementwise;
 };
 LayerCosts layer_costs(const Machine& m, const Model& x, const Knobs& k);
 

@@ -64,6 +64,29 @@ cs::Plan gpt3_on_64() {
   return p;
 }
 
+// A rank of the CPU engine as calibration describes it: every loop kind
+// timed per element, no launch cost, so that a part's time is its elements
+// times their rate.
+cs::Plan engine_plan(int dp, int tp, int pp, int global_batch) {
+  cs::Plan p = make_plan("dgx-a100-8", "gpt2-small", dp, tp, pp, global_batch, cs::Precision::fp32);
+  cs::GpuEfficiency& f = p.cluster.gpu->efficiency;
+  p.cluster.gpu->architecture = "cpu";
+  f.kernel_launch_us = 0;
+  f.host_dispatch_us = 0;
+  f.loops.norm_ns = 1.5;
+  f.loops.norm_backward_ns = 2;
+  f.loops.activation_ns = 2;
+  f.loops.activation_backward_ns = 3;
+  f.loops.elementwise_ns = 0.5;
+  f.loops.softmax_ns = 15;
+  f.loops.optimizer_ns = 5;
+  f.loops.attention_gflops = 30;
+  f.loops.attention_backward_gflops = 30;
+  p.parallel.micro_batch = 1;
+  p.parallel.vocab_parallel = false;  // the engines keep the embedding and the head whole
+  return p;
+}
+
 }  // namespace
 
 class TestPlanner : public QObject {
@@ -130,6 +153,10 @@ class TestPlanner : public QObject {
   void timelineZero2ReducesEachBackward();
   void idleGpusCostSaid();
   void inferenceRunsWithoutDropout();
+  void engineElementwiseOfTheHead();
+  void zeroStagesGradientsEachMicroBatch_data();
+  void zeroStagesGradientsEachMicroBatch();
+  void sequenceParallelNormsSumTheirGradients();
   void gradientReductionAfterBackward_data();
   void gradientReductionAfterBackward();
 };
@@ -2039,6 +2066,105 @@ void TestPlanner::nodesTrafficRunsOnTheHostLinksShare() {
   full_uncapped.cluster.gpu->host_link_bandwidth = 0;
   QCOMPARE(must_estimate(full).communication.dp_seconds,
            must_estimate(full_uncapped).communication.dp_seconds);
+}
+
+// The engines' last stage scales the logits' gradient (an fp32 pass over
+// every logit) and zeroes the residual stream's gradient in backward, each
+// an elementwise operation of its own; a pp-2 CPU-engine run measured its
+// elementwise compute at 3 times what the plan said, which counted only
+// the residual adds.
+void TestPlanner::engineElementwiseOfTheHead() {
+  const cs::Plan p = engine_plan(1, 1, 2, 8);
+  const cs::plan::Estimate e = must_estimate(p);
+  QCOMPARE(e.pacing_stage, 1);  // the LM head's
+  const cs::TransformerShape& s = p.workload.transformer;
+  const double tokens = static_cast<double>(p.parallel.micro_batch) * s.seq_len;
+  const double ns = p.cluster.gpu->efficiency.loops.elementwise_ns * 1e-9;
+  const double residual_adds = 2.0 * s.layers / p.parallel.pp * tokens * s.hidden;
+  const double head = tokens * s.vocab + tokens * s.hidden;  // scale, zero
+  const int micro_batches = 8;
+  const double expected = micro_batches * (residual_adds + head) * ns;
+  QVERIFY2(
+      std::fabs(e.compute_by_kind.elementwise / expected - 1) < 1e-9,
+      qPrintable(QString("%1 s, expected %2 s").arg(e.compute_by_kind.elementwise).arg(expected)));
+}
+
+// ZeRO-2 and -3 zero each group's gradients in a bucket before its
+// backward and add the rank's reduced piece into its shard, every
+// micro-batch (the engines' Trainer: open_gradient_group,
+// open_sharded_gradients, finish_stage); the plan counted none of it.
+void TestPlanner::zeroStagesGradientsEachMicroBatch_data() {
+  QTest::addColumn<int>("zero");
+  QTest::addRow("zero-2") << 2;
+  QTest::addRow("zero-3") << 3;
+}
+
+void TestPlanner::zeroStagesGradientsEachMicroBatch() {
+  QFETCH(int, zero);
+  cs::Plan p = engine_plan(2, 1, 1, 8);
+  p.parallel.zero_stage = 1;
+  const cs::plan::Estimate one = must_estimate(p);
+  p.parallel.zero_stage = zero;
+  const cs::plan::Estimate staged = must_estimate(p);
+  // Every parameter's gradient zeroed (4 bytes) and this rank's half of
+  // them accumulated, each micro-batch; gpt2-small's head is tied, so the
+  // groups hold every parameter once.
+  const int micro_batches = 8 / 2;
+  const double ns = p.cluster.gpu->efficiency.loops.elementwise_ns * 1e-9;
+  const double expected = micro_batches * staged.parameters * (1 + 1.0 / 2) * ns;
+  const double added = staged.compute_by_kind.elementwise - one.compute_by_kind.elementwise;
+  QVERIFY2(std::fabs(added / expected - 1) < 1e-9,
+           qPrintable(QString("%1 s added, expected %2 s").arg(added).arg(expected)));
+  QVERIFY(qFuzzyCompare(staged.time.backward - one.time.backward, added));
+  QCOMPARE(staged.compute_by_kind.gemm, one.compute_by_kind.gemm);
+  // The predicted timeline draws the same compute.
+  auto t = cs::plan::predict_timeline(p);
+  QVERIFY2(t.ok(), t.ok() ? "" : t.message().c_str());
+  QVERIFY2(
+      std::fabs(t->step_ns / 1e9 / staged.time.step() - 1) < 0.01,
+      qPrintable(
+          QString("timeline %1 s, estimate %2 s").arg(t->step_ns / 1e9).arg(staged.time.step())));
+}
+
+// Under sequence parallelism each layer norm's weight and bias gradients
+// are of the rank's tokens only: the engines sum them over the tensor
+// group in backward (GptModel::norm_backward), a small blocking all-reduce
+// per norm (two a layer, and the final norm's on the last stage) in a
+// zeroed buffer, then add them to the gradients. The plan counted neither.
+void TestPlanner::sequenceParallelNormsSumTheirGradients() {
+  cs::Plan p = engine_plan(1, 2, 1, 8);
+  p.parallel.sequence_parallel = true;
+  const cs::plan::Estimate e = must_estimate(p);
+  // The same collectives without the norms' sums: a device not calibrated
+  // on the engines (its collectives are the link's alone).
+  cs::Plan datasheet = p;
+  datasheet.cluster.gpu->efficiency.loops = {};
+  const cs::plan::Estimate d = must_estimate(datasheet);
+  const cs::plan::detail::Machine m = cs::plan::detail::machine_of(p.cluster);
+  const cs::TransformerShape& s = p.workload.transformer;
+  const double norm_bytes = 4.0 * 2 * s.hidden;  // fp32 weight and bias
+  const double one = cs::plan::group_seconds(cs::trace::Collective::all_reduce, norm_bytes, {2, 1},
+                                             m.intra, m.intra);
+  const int micro_batches = 8;
+  const double norms = 2.0 * s.layers + 1;
+  const double added = e.communication.tp_seconds - d.communication.tp_seconds;
+  const double expected = micro_batches * norms * one;
+  QVERIFY2(std::fabs(added / expected - 1) < 1e-9,
+           qPrintable(QString("%1 s added, expected %2 s").arg(added).arg(expected)));
+  // Blocking: all of it exposed.
+  QVERIFY(e.time.tp_communication - d.time.tp_communication >= expected * (1 - 1e-9));
+  // Their buffer zeroed (2h elements) and the two gradients added (h
+  // each), beside the step's other elementwise work: the embedding and
+  // its gradient (every token), the residual adds (this rank's tokens),
+  // the logits' scale and the residual gradient's zeroing.
+  const double ns = p.cluster.gpu->efficiency.loops.elementwise_ns * 1e-9;
+  const double tokens = s.seq_len, h = s.hidden;
+  const double elements = 2 * tokens * h + 2.0 * s.layers * (tokens / 2) * h + tokens * s.vocab +
+                          (tokens / 2) * h + norms * 4 * h;
+  QVERIFY2(std::fabs(e.compute_by_kind.elementwise / (micro_batches * elements * ns) - 1) < 1e-9,
+           qPrintable(QString("%1 s, expected %2 s")
+                          .arg(e.compute_by_kind.elementwise)
+                          .arg(micro_batches * elements * ns)));
 }
 
 QTEST_GUILESS_MAIN(TestPlanner)
