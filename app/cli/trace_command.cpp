@@ -5,6 +5,7 @@
 // clusterscope trace import FILE... -o STORE [--align A] [--title T] [--json]
 // clusterscope trace merge STORE... -o STORE [--align A] [--json]
 
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <filesystem>
@@ -12,6 +13,8 @@
 #include <iostream>
 #include <map>
 #include <set>
+#include <stdexcept>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
@@ -24,6 +27,7 @@
 #include "core/file_exists.h"
 #include "core/format.h"
 #include "core/json_reader.h"
+#include "core/json_text.h"
 #include "core/kernel_names.h"
 #include "core/prediction_text.h"
 #include "core/trace_analysis.h"
@@ -67,6 +71,35 @@ json meta_value_json(const std::string& text) {
     return parsed;
   if (parsed.is_number_float() && text.find_first_of(".eE") != std::string::npos) return parsed;
   return text;
+}
+
+// `answer` as json_text writes it, each meta value in `texts` (a null in
+// `answer`) written from its text, laid out as json_text would write it
+// parsed. The dump escapes the newlines in strings: a newline and four
+// spaces begin a member of one of the answer's objects, and the first one of
+// a key past the start of "meta" is the meta's.
+void print_with_meta_texts(const json& answer,
+                           const std::vector<std::pair<std::string, std::string>>& texts) {
+  const std::string dump = json_text(answer);
+  const std::size_t meta = dump.find("\n  \"meta\": {");
+  // Where each null is, and the text written instead.
+  std::vector<std::pair<std::size_t, const std::string*>> nulls;
+  for (const auto& [key, text] : texts) {
+    const std::string member = "\n    " + json_text(json(key)) + ": null";
+    const std::size_t at = dump.find(member, meta);
+    if (meta == std::string::npos || at == std::string::npos)
+      throw std::logic_error("trace info --json: no meta member " + key);
+    nulls.emplace_back(at + member.size() - 4, &text);
+  }
+  std::sort(nulls.begin(), nulls.end());
+  std::size_t from = 0;
+  for (const auto& [at, text] : nulls) {
+    std::cout.write(dump.data() + from, static_cast<std::streamsize>(at - from));
+    write_json_laid_out(std::cout, *text, 2, 2);
+    from = at + 4;
+  }
+  std::cout.write(dump.data() + from, static_cast<std::streamsize>(dump.size() - from));
+  std::cout << '\n';
 }
 
 // For a file that did not open as a store: another program's trace, which
@@ -306,8 +339,17 @@ void print_info(const InfoOptions& o, const std::unique_ptr<TraceReader>& r) {
                        {"first_ns", l.first_ns},
                        {"last_ns", l.last_ns},
                        {"max_depth", l.max_depth}});
-    for (const auto& [k, v] : r->all_meta())
-      meta[k] = meta_value_json(v);
+    // An object or array (the plan: tens of MB for a large cluster's) is
+    // written from its text, a null stands for it in the tree.
+    std::vector<std::pair<std::string, std::string>> texts;
+    for (auto& [k, v] : r->all_meta()) {
+      if (is_json_container_text(v, kMaxJsonDepth)) {
+        meta[k] = nullptr;
+        texts.emplace_back(k, std::move(v));
+      } else {
+        meta[k] = meta_value_json(v);
+      }
+    }
     json answer{{"path", r->path()},
                 {"schema_version", st.schema_version},
                 {"status", st.status},
@@ -322,7 +364,7 @@ void print_info(const InfoOptions& o, const std::unique_ptr<TraceReader>& r) {
                 {"meta", meta},
                 {"losses", r->losses()}};
     if (o.check) answer["integrity"] = "ok";  // a damaged store failed above
-    std::cout << json_text(answer) << '\n';
+    print_with_meta_texts(answer, texts);
     return;
   }
   std::cout << r->path() << '\n';

@@ -86,6 +86,22 @@ QString writable_store(const QTemporaryDir& dir, const QString& fixture, const Q
   return store;
 }
 
+// Sets the meta row `key` of `store` to `value`, bytes as they are.
+bool set_meta(const QString& store, const char* key, const QByteArray& value) {
+  sqlite3* db = nullptr;
+  sqlite3_stmt* stmt = nullptr;
+  const bool ok = sqlite3_open(store.toUtf8().constData(), &db) == SQLITE_OK &&
+                  sqlite3_prepare_v2(db, "INSERT OR REPLACE INTO meta(key, value) VALUES(?, ?)", -1,
+                                     &stmt, nullptr) == SQLITE_OK &&
+                  sqlite3_bind_text(stmt, 1, key, -1, SQLITE_TRANSIENT) == SQLITE_OK &&
+                  sqlite3_bind_text(stmt, 2, value.constData(), static_cast<int>(value.size()),
+                                    SQLITE_TRANSIENT) == SQLITE_OK &&
+                  sqlite3_step(stmt) == SQLITE_DONE;
+  sqlite3_finalize(stmt);
+  sqlite3_close(db);
+  return ok;
+}
+
 }  // namespace
 
 class TestTraceCli : public QObject {
@@ -114,6 +130,9 @@ class TestTraceCli : public QObject {
   void infoJsonGivesMetaTypes_data();
   void infoJsonGivesMetaTypes();
   void infoOfAStoreWithAHugePlan();
+  void infoJsonKeepsThePlanAsWritten();
+  void infoJsonOfMetaThatIsNotAnObject_data();
+  void infoJsonOfMetaThatIsNotAnObject();
   void exportFormats();
   void outputsKeepReadOnlyFilesAndFolders_data();
   void outputsKeepReadOnlyFilesAndFolders();
@@ -1517,6 +1536,80 @@ void TestTraceCli::infoOfAStoreWithAHugePlan() {
   meta.remove("plan_json");
   wanted["meta"] = meta;
   QCOMPARE(got, wanted);
+}
+
+// info --json writes the plan as the store holds it, laid out as the rest:
+// it was parsed into a tree and dumped again, which took seconds and most of
+// a GB for a large cluster's plan (tens of MB), and rewrote numbers and
+// strings: 0.1000000000000000055511 as 0.1, 1E5 as 100000.0, 2^64 as
+// 1.8446744073709552e+19, -0 as 0, "\u00e9" as "é".
+void TestTraceCli::infoJsonKeepsThePlanAsWritten() {
+  QTemporaryDir dir;
+  const QString store = writable_store(dir, "cpu/cpu-engine-dp2.db", "plan.db");
+  QVERIFY(!store.isEmpty());
+  QVERIFY(set_meta(store, "plan_json",
+                   "{\"a\":[],\"b\":{\"c\":1E5,\n \"d\" : [0.1000000000000000055511, {},"
+                   "\"\\u00e9\\n\"]},\"e\":18446744073709551616,\"f\":-0}"));
+  const Run info = run_cli({"trace", "info", store, "--json"});
+  QVERIFY2(info.exit_code == 0, qPrintable(info.err));
+  const QString plan = R"(
+    "plan_json": {
+      "a": [],
+      "b": {
+        "c": 1E5,
+        "d": [
+          0.1000000000000000055511,
+          {},
+          "\u00e9\n"
+        ]
+      },
+      "e": 18446744073709551616,
+      "f": -0
+    },
+)";
+  QVERIFY2(info.out.contains(plan), qPrintable(info.out));
+  const QJsonObject meta = json_of(info)["meta"].toObject();
+  QCOMPARE(meta["plan_json"].toObject()["b"].toObject()["d"].toArray()[2].toString(),
+           QString::fromUtf8("\u00e9\n"));
+  QCOMPARE(meta["title"].toString(), QString("GPT-2 124M on 2 ranks"));
+}
+
+// A meta value that is not a JSON object or array nlohmann's parser reads
+// whole is given as it was before the plan was written from its text.
+void TestTraceCli::infoJsonOfMetaThatIsNotAnObject_data() {
+  QTest::addColumn<QByteArray>("stored");
+  QTest::addColumn<QString>("member");  // as info --json writes it
+  QTest::addRow("not JSON") << QByteArray("{bad json") << R"("x": "{bad json")";
+  QTest::addRow("space after") << QByteArray("{\"a\":1} ") << R"("x": "{\"a\":1} ")";
+  // The parser refuses a number past a double's range.
+  QTest::addRow("past a double") << QByteArray(R"({"a":1e400})") << R"("x": "{\"a\":1e400}")";
+  QTest::addRow("two documents") << QByteArray("[1][2]") << R"("x": "[1][2]")";
+  QTest::addRow("lone surrogate") << QByteArray(R"({"a":"\ud800"})")
+                                  << R"("x": "{\"a\":\"\\ud800\"}")";
+  QTest::addRow("not UTF-8") << QByteArray("{\"a\":\"\xff\"}")
+                             << QString::fromUtf8("\"x\": \"{\\\"a\\\":\\\"\uFFFD\\\"}\"");
+  // nlohmann's parser ends the text at a NUL byte, and reads what is before.
+  QTest::addRow("NUL after") << QByteArray("{\"a\":1}\0[", 9) << "\"x\": {\n      \"a\": 1\n    }";
+  QTest::addRow("array") << QByteArray("[1,{\"b\":[]}]")
+                         << "\"x\": [\n      1,\n      {\n        \"b\": []\n      }\n    ]";
+  // Nested deeper than 256 it stays text (a value inside 257 arrays); 257
+  // arrays with nothing inside are read.
+  QTest::addRow("too deep") << QByteArray(257, '[') + "1" + QByteArray(257, ']')
+                            << "\"x\": \"" + QString(257, '[') + "1";
+  QTest::addRow("deepest") << QByteArray(257, '[') + QByteArray(257, ']') << "\"x\": [\n      [";
+}
+
+void TestTraceCli::infoJsonOfMetaThatIsNotAnObject() {
+  QFETCH(QByteArray, stored);
+  QFETCH(QString, member);
+  QTemporaryDir dir;
+  const QString store = writable_store(dir, "cpu/cpu-engine-dp2.db", "meta.db");
+  QVERIFY(!store.isEmpty());
+  QVERIFY(set_meta(store, "x", stored));
+  const Run info = run_cli({"trace", "info", store, "--json"});
+  QVERIFY2(info.exit_code == 0, qPrintable(info.err));
+  QVERIFY2(info.out.contains("\n    " + member), qPrintable(info.out.right(3000)));
+  QVERIFY(!json_of(info).isEmpty());
 }
 
 void TestTraceCli::exportFormats() {
