@@ -469,7 +469,6 @@ StepResult Trainer::step() {
     if (op.forward) {
       model.claim(slot);
       if (!model.first_stage()) pp_.recv(model.stage_input(slot), previous);
-      if (interleaved) pp_.wait_sends_from(model.stage_output(slot));
       sampler.fill(step_, replica_first + op.micro_batch * B, B, tokens, targets);
       loss_sum += model.forward(slot, tokens.data(), targets.data());
       if (!model.last_stage()) pp_.send(model.stage_output(slot), next);
