@@ -225,6 +225,9 @@ struct PhaseData {
   // and a GPU's sweep times the operations in one of them (bf16) among its
   // GEMMs' five.
   std::string loops_precision;
+  // CPU engine: what timing an op added to its span, one figure per rank
+  // (trace::kOpTimingCostCounter), seconds; empty in stores recorded before.
+  std::vector<double> timing_costs;
 
   // Each operation's times, to end a store's samples (OpTimes::end_store).
   void end_store() {
@@ -241,6 +244,7 @@ struct PhaseData {
     gemms_without_bytes += other.gemms_without_bytes;
     run_optimizer.insert(run_optimizer.end(), other.run_optimizer.begin(),
                          other.run_optimizer.end());
+    timing_costs.insert(timing_costs.end(), other.timing_costs.begin(), other.timing_costs.end());
     for (const auto& [k, m] : other.gemm) gemm[k].absorb(m);
     for (const auto& [k, m] : other.memory) memory[k].absorb(m);
     for (const auto& [kind, sizes] : other.loops) {
@@ -548,6 +552,19 @@ Status collect(const trace::TraceReader& r, std::vector<PhaseData>& data, bool c
       off_cpu[rank.rank] = std::move(*of_rank);
     }
   }
+  if (cpu_engine) {
+    if (const std::optional<trace::StringId> cost = r.find_string(trace::kOpTimingCostCounter)) {
+      for (const trace::RankInfo& rank : r.ranks()) {
+        PhaseData* d = phase_of(rank.rank);
+        if (!d) continue;
+        auto samples = r.counters(rank.rank, *cost);
+        if (!samples) return samples.error();
+        for (const trace::CounterSample& c : *samples) {
+          if (c.value >= 0 && std::isfinite(c.value)) d->timing_costs.push_back(c.value * 1e-9);
+        }
+      }
+    }
+  }
   auto seconds_on_cpu = [&](std::int32_t rank, const trace::Event& e, double seconds) {
     const auto of_rank = off_cpu.find(rank);
     if (of_rank == off_cpu.end()) return seconds;
@@ -756,10 +773,11 @@ void fit_gemm(const PhaseData& d, const FitOptions& options, double memory_rate,
                                     precisions.begin());
   };
   const double known_rate = operand_rate ? 0.0 : memory_rate;
-  // A GPU's fixed cost per kernel is the datasheet's, which the planner adds
-  // to every GEMM: the ramp fitted is what a GEMM takes beyond it.
+  // The fixed cost per op (a GPU's datasheet launch, the CPU engine's
+  // timing), which the planner adds to every GEMM: the ramp fitted is what a
+  // GEMM takes beyond it.
   const double launch =
-      options.datasheet ? options.datasheet->efficiency.kernel_launch_us * 1e-6 : 0.0;
+      options.datasheet ? options.datasheet->efficiency.kernel_launch_us * 1e-6 : fit.launch;
   auto memory_time = [&](double bytes) { return known_rate > 0 ? bytes / known_rate : 0.0; };
   auto peak_of = [&](Precision p) {
     return options.datasheet ? options.datasheet->peak.of(p) : 0.0;
@@ -953,6 +971,10 @@ LoopSizes unsliced_loops(const LoopSizes& loops, double core_share) {
 
 void fit_loops(const PhaseData& d, DeviceFit& fit) {
   const LoopSizes loops = unsliced_loops(d.loops, fit.core_share);
+  // Each op's cost beyond the fixed one the planner adds to it (fit.launch:
+  // on the CPU engine its timing, 2.6 µs where it times the op's time off
+  // CPU: as much as a 16 K-element residual add itself).
+  auto own = [&](const OpTimes& m) { return std::max(0.0, m.typical() - fit.launch); };
   // Each kind through the origin: the median over sizes of the cost per
   // element. Not a work-weighted mean: the largest size can fall out of the
   // caches and cost several times more per element, and one such point
@@ -964,7 +986,7 @@ void fit_loops(const PhaseData& d, DeviceFit& fit) {
   for (const auto& [kind, sizes] : loops) {
     std::vector<double> rates;  // seconds per element (or per FLOP)
     for (const auto& [s, m] : sizes) {
-      if (s > 0 && m.typical() > 0) rates.push_back(m.typical() / s);
+      if (s > 0 && m.typical() > 0) rates.push_back(own(m) / s);
     }
     if (rates.empty()) continue;
     double rate = 0;
@@ -975,13 +997,15 @@ void fit_loops(const PhaseData& d, DeviceFit& fit) {
       const std::size_t half = rates.size() / 2;
       rate = rates.size() % 2 ? rates[half] : (rates[half - 1] + rates[half]) / 2;
     }
+    if (rate <= 0) continue;  // every op within its fixed cost: nothing to fit
     const bool attention = kind.starts_with("attention");
     LoopFit f;
     f.kind = kind;
     f.value = attention ? 1 / rate / 1e9 : rate * 1e9;  // GFLOP/s or ns
     std::vector<FitPoint> points;
     for (const auto& [s, m] : sizes) {
-      const double predicted = attention ? s / (f.value * 1e9) : s * f.value * 1e-9;
+      const double predicted =
+          (attention ? s / (f.value * 1e9) : s * f.value * 1e-9) + (s > 0 ? fit.launch : 0.0);
       char label[80];
       std::snprintf(label, sizeof label, "%s %s %.3g", kind.c_str(), attention ? "GFLOP" : "x",
                     attention ? s / 1e9 : s);
@@ -1024,7 +1048,7 @@ void fit_loops(const PhaseData& d, DeviceFit& fit) {
       if (s <= 0 || m.typical() <= 0) continue;
       if (const double far = std::fabs(std::log(s / parameters)); far < distance) {
         distance = far;
-        best = m.typical() / s * 1e9;
+        best = own(m) / s * 1e9;
       }
     }
     return best;
@@ -1451,6 +1475,10 @@ Result<Calibration> fit_stores(const std::vector<const trace::TraceReader*>& sto
       const int threads = threads_per_rank(fit, out.cpu_cores);
       fit.core_share = std::min(1.0, static_cast<double>(out.cpu_cores) / (fit.ranks * threads));
     }
+    // The CPU engine's fixed cost of an op is the timing its tracer adds
+    // (the ops themselves start at once): measured, not fitted. (A GPU's is
+    // its datasheet's launch, which its kernels' times leave out.)
+    if (out.engine == "cpu") fit.launch = median(d.timing_costs);
     std::vector<std::string> notes;
     fit_memory(d, fit);
     double memory_rate = fit.memory_rate.value_or(0);
@@ -1835,6 +1863,9 @@ GpuSpec refine_device(const GpuSpec& base, const DeviceFit& run, std::string_vie
   if ((r.attention_gflops > 0 || r.attention_backward_gflops > 0) && r.attention_precision)
     c.attention_precision = r.attention_precision;
   c.optimizer_by_size = merge_optimizer_points(c.optimizer_by_size, r.optimizer_by_size);
+  // What the run's ops were learnt beyond: its own timing cost (none in a
+  // store recorded before the tracer measured it, whose ops then hold it).
+  if (cpu && (r.any() || !run.gemm.empty())) g.efficiency.kernel_launch_us = run.launch * 1e6;
   g.source = base.source + "; refined by " + std::string(source);
   return g;
 }

@@ -1549,7 +1549,9 @@ MachineProbe predict_machine_probe(const Cluster& cluster, const MachineProbeSha
   using namespace detail;
   MachineProbe p;
   p.shape = shape;
-  const Machine m = machine_of(cluster);
+  Machine m = machine_of(cluster);
+  // The CPU engine probes untraced: its ops carry no timing cost.
+  if (m.cpu_engine) m.launch = 0;
   Knobs k;
   k.compute = precision_from_string(shape.precision).value_or(Precision::fp32);
   const Kernels kn = kernels_of(m, k);

@@ -45,6 +45,9 @@ class OpTracer {
   // (trace::kOffCpuCounter): only where a rank computes on one thread.
   void set_times_off_cpu(bool on) { times_off_cpu_ = on; }
   bool times_off_cpu() const { return times_off_cpu_; }
+  // Measures what ScopedOp's own clock reads add to an op's span (after
+  // set_times_off_cpu) and records it (trace::kOpTimingCostCounter).
+  void record_timing_cost();
 
   trace::TraceWriter& writer() { return writer_; }
   int rank() const { return rank_; }

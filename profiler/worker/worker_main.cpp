@@ -676,7 +676,10 @@ int run_cpu(Options o, const Job& job, int argc, char** argv) {
     if (o.sweep.empty()) record_machine_probe(trace, *backend, w.world(), storage, o.precision);
     // On one thread an op's own CPU time is the thread's: the rest of its
     // time it was descheduled (ranks sharing cores).
-    if (trace.tracer) trace.tracer->set_times_off_cpu(threads == 1);
+    if (trace.tracer) {
+      trace.tracer->set_times_off_cpu(threads == 1);
+      trace.tracer->record_timing_cost();
+    }
     backend->set_tracer(trace.tracer.get());
     w.set_tracer(trace.tracer.get());
     if (!o.sweep.empty()) {

@@ -14,7 +14,10 @@
 #include <QStandardPaths>
 #include <QTemporaryDir>
 #include <QtTest>
+#include <algorithm>
 #include <cmath>
+#include <ctime>
+#include <limits>
 
 #include <fcntl.h>
 #include <signal.h>
@@ -320,6 +323,28 @@ void TestRunCli::ranksSharingACoreAreTimedOffCpu() {
   for (const cs::trace::CounterSeries& c : (*reader)->counter_series().value())
     series += (*reader)->string(c.name) == cs::trace::kOffCpuCounter && c.samples > 0;
   QCOMPARE(series, 2);
+  // What that timing costs each op: two reads of the thread's CPU time (and
+  // one of the clock), recorded once by each rank before its work.
+  double cpu_clock_read = std::numeric_limits<double>::infinity();
+  for (int batch = 0; batch < 16; ++batch) {
+    timespec ts{};
+    QElapsedTimer timer;
+    timer.start();
+    for (int i = 0; i < 32; ++i)
+      clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    cpu_clock_read = std::min(cpu_clock_read, static_cast<double>(timer.nsecsElapsed()) / 32);
+  }
+  const auto cost = (*reader)->find_string(cs::trace::kOpTimingCostCounter);
+  QVERIFY(cost);
+  for (std::int32_t rank : {0, 1}) {
+    const auto samples = (*reader)->counters(rank, *cost);
+    QVERIFY2(samples.ok() && samples->size() == 1, qPrintable(QString("rank %1").arg(rank)));
+    QVERIFY2((*samples)[0].value >= cpu_clock_read,
+             qPrintable(QString("rank %1: %2 ns an op, a CPU-time read here %3 ns")
+                            .arg(rank)
+                            .arg((*samples)[0].value)
+                            .arg(cpu_clock_read)));
+  }
   auto ranks = cs::trace::measure_rank_parts(**reader);
   QVERIFY2(ranks.ok(), ranks ? "" : ranks.message().c_str());
   for (const cs::trace::StepParts& p : *ranks) {
