@@ -1184,13 +1184,28 @@ void RunView::showCounters(const std::vector<CounterLine>& lines) {
   auto* axis_x = new QValueAxis;
   axis_x->setTitleText(tr("ms from the trace's start"));
   chart->addAxis(axis_x, Qt::AlignBottom);
-  const bool bytes =
-      std::all_of(lines.begin(), lines.end(), [](const CounterLine& l) { return l.bytes; });
-  auto* axis_y = new QValueAxis;
-  axis_y->setTitleText(bytes ? tr("GiB") : tr("value"));
-  chart->addAxis(axis_y, Qt::AlignLeft);
-  double x_hi = 1e-3, y_hi = 0;
-  const double scale = bytes ? 1.0 / double(1ULL << 30) : 1.0;
+  // Counters of bytes on an axis of GiB, the others on one of their raw
+  // values: on the right where both are drawn (a GPU's memory beside its
+  // utilisation; one raw axis drew the percentages flat along 0).
+  const bool any_bytes =
+      std::any_of(lines.begin(), lines.end(), [](const CounterLine& l) { return l.bytes; });
+  const bool any_values =
+      std::any_of(lines.begin(), lines.end(), [](const CounterLine& l) { return !l.bytes; });
+  QValueAxis* axis_bytes = nullptr;
+  QValueAxis* axis_values = nullptr;
+  if (any_bytes) {
+    axis_bytes = new QValueAxis;
+    axis_bytes->setObjectName(QStringLiteral("counter_axis_bytes"));
+    axis_bytes->setTitleText(tr("GiB"));
+    chart->addAxis(axis_bytes, Qt::AlignLeft);
+  }
+  if (any_values) {
+    axis_values = new QValueAxis;
+    axis_values->setObjectName(QStringLiteral("counter_axis_values"));
+    axis_values->setTitleText(tr("value"));
+    chart->addAxis(axis_values, any_bytes ? Qt::AlignRight : Qt::AlignLeft);
+  }
+  double x_hi = 1e-3, bytes_hi = 0, values_hi = 0;
   // Many lines: one legend entry per counter, its ranks' lines in shades of
   // the counter's colour, each line still named for its rank (its tooltip
   // says which, and the line under the pointer is drawn thicker).
@@ -1203,7 +1218,9 @@ void RunView::showCounters(const std::vector<CounterLine>& lines) {
   for (const CounterLine& line : lines) {
     auto* series = new QLineSeries;
     // In GiB: the name says no other unit.
-    series->setName(bytes ? counterTitle(line.title) : line.title);
+    series->setName(line.bytes ? counterTitle(line.title) : line.title);
+    const double scale = line.bytes ? 1.0 / double(1ULL << 30) : 1.0;
+    double& y_hi = line.bytes ? bytes_hi : values_hi;
     // Steps: a counter holds its value until the next sample.
     for (std::size_t i = 0; i < line.points.size(); ++i) {
       const QPointF& p = line.points[i];
@@ -1214,7 +1231,7 @@ void RunView::showCounters(const std::vector<CounterLine>& lines) {
     }
     chart->addSeries(series);
     series->attachAxis(axis_x);
-    series->attachAxis(axis_y);
+    series->attachAxis(line.bytes ? axis_bytes : axis_values);
     if (grouped) {
       const std::size_t k =
           std::size_t(std::find(counters.begin(), counters.end(), line.name) - counters.begin());
@@ -1260,12 +1277,14 @@ void RunView::showCounters(const std::vector<CounterLine>& lines) {
       }
       const QString name = q(counter);
       if (first) {
-        first->setLabel(tr("%1 · %2").arg(bytes ? counterTitle(name) : name, ranksText(ranks)));
+        first->setLabel(tr("%1 · %2").arg(
+            trace::counter_in_bytes(counter) ? counterTitle(name) : name, ranksText(ranks)));
       }
     }
   }
   setRoundTicks(axis_x, 0, x_hi);
-  setRoundTicks(axis_y, 0, std::max(y_hi, 1e-9));
+  if (axis_bytes) setRoundTicks(axis_bytes, 0, std::max(bytes_hi, 1e-9));
+  if (axis_values) setRoundTicks(axis_values, 0, std::max(values_hi, 1e-9));
   chart->legend()->setAlignment(Qt::AlignBottom);
   QChart* old = counter_chart_->chart();
   counter_chart_->setChart(chart);

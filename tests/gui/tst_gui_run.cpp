@@ -2378,9 +2378,28 @@ void TestGuiRun::countersLegendOfManyRanks() {
   QStringList shown;
   for (QLegendMarker* m : chart->legend()->markers())
     if (m->isVisible()) shown << m->label();
-  // (Bytes beside a count: one axis of raw values, as before.)
-  QCOMPARE(shown, QStringList({QStringLiteral("memory in use (bytes) · ranks 0–7"),
+  // Bytes beside a count: the bytes in GiB on the left, the count's own
+  // values on the right (one raw axis drew the count flat along 0).
+  QCOMPARE(shown, QStringList({QStringLiteral("memory in use · ranks 0–7"),
                                QStringLiteral("utilization · ranks 0–7")}));
+  const QList<QAbstractAxis*> vertical = chart->axes(Qt::Vertical);
+  QCOMPARE(vertical.size(), 2);
+  QValueAxis* gib = nullptr;
+  QValueAxis* values = nullptr;
+  for (QAbstractAxis* axis : vertical) {
+    if (axis->objectName() == QStringLiteral("counter_axis_bytes"))
+      gib = qobject_cast<QValueAxis*>(axis);
+    if (axis->objectName() == QStringLiteral("counter_axis_values"))
+      values = qobject_cast<QValueAxis*>(axis);
+  }
+  QVERIFY(gib && values);
+  QCOMPARE(gib->titleText(), QStringLiteral("GiB"));
+  QCOMPARE(gib->alignment(), Qt::AlignLeft);
+  QCOMPARE(values->titleText(), QStringLiteral("value"));
+  QCOMPARE(values->alignment(), Qt::AlignRight);
+  // Rank 7's 8 GiB and 75 % at the tops of their axes, each within a tick.
+  QVERIFY2(gib->max() >= 8 && gib->max() < 10, qPrintable(QString::number(gib->max())));
+  QVERIFY2(values->max() >= 75 && values->max() <= 100, qPrintable(QString::number(values->max())));
   // Each line its rank's: named so, and in a colour of its own, of its
   // counter's hue.
   QSet<QRgb> colours;
@@ -2389,11 +2408,13 @@ void TestGuiRun::countersLegendOfManyRanks() {
     auto* line = qobject_cast<QLineSeries*>(s);
     QVERIFY(line);
     const QRegularExpressionMatch m =
-        QRegularExpression(QStringLiteral("^rank [0-7]: (memory in use \\(bytes\\)|utilization)$"))
+        QRegularExpression(QStringLiteral("^rank [0-7]: (memory in use|utilization)$"))
             .match(line->name());
     QVERIFY2(m.hasMatch(), qPrintable(line->name()));
     colours << line->pen().color().rgb();
-    hues[m.captured(1) == QStringLiteral("utilization") ? 1 : 0] << line->pen().color().hslHue();
+    const bool utilization = m.captured(1) == QStringLiteral("utilization");
+    hues[utilization ? 1 : 0] << line->pen().color().hslHue();
+    QCOMPARE(line->attachedAxes().contains(utilization ? values : gib), true);
   }
   QCOMPARE(colours.size(), 2 * kRanks);
   QCOMPARE(hues[0].size(), 1);
