@@ -681,28 +681,45 @@ Result<ImportReport> import_one_nsys(const std::string& file, const std::string&
     return Error{file + ": no CUDA kernels, copies, sets, runtime calls or NVTX ranges to import"};
   }
 
-  // Ranks: each process that did CUDA work. The export's MPI_RANKS, else
-  // "MPI Rank N" thread names give the rank; otherwise the process order,
-  // after the ranks of the files before this one.
+  // Ranks: each process that did CUDA work, and each that is an MPI rank
+  // with NVTX ranges only (a rank computing on the CPU). The export's
+  // MPI_RANKS, else "MPI Rank N" thread names give the rank; otherwise the
+  // process order, after the ranks of the files before this one.
   std::map<std::int64_t, std::int32_t> rank_of_pid;
+  std::set<std::int64_t> cuda_pids;
   {
-    std::set<std::int64_t> pids;
-    for (const Record& r : records) {
-      if (r.kind != EventKind::annotation) pids.insert(r.pid);
-    }
-    if (pids.empty()) pids.insert(records.front().pid);
     const std::regex mpi_rank(R"(MPI Rank (\d+))");
-    int next = 0;
-    for (std::int64_t pid : pids) {
-      std::optional<std::int32_t> rank;
-      if (auto mpi = mpi_rank_of_pid.find(pid); mpi != mpi_rank_of_pid.end()) rank = mpi->second;
+    auto named_rank = [&](std::int64_t pid) -> std::optional<std::int32_t> {
+      if (auto mpi = mpi_rank_of_pid.find(pid); mpi != mpi_rank_of_pid.end()) return mpi->second;
       for (const auto& [tid, name] : thread_names) {
-        if (rank) break;
         std::smatch m;
         if (pid_of(tid) == pid && bounded_regex_search(name, m, mpi_rank)) {
-          if (auto n = parse_count(m[1].str())) rank = *n;  // a rank past an int is no rank
+          if (auto n = parse_count(m[1].str())) return *n;  // a rank past an int is no rank
         }
       }
+      return std::nullopt;
+    };
+    std::set<std::int64_t> pids, annotation_pids;
+    for (const Record& r : records) {
+      if (r.kind != EventKind::annotation) {
+        cuda_pids.insert(r.pid);
+      } else {
+        annotation_pids.insert(r.pid);
+      }
+    }
+    pids = cuda_pids;
+    std::map<std::int64_t, std::int32_t> named;
+    for (std::int64_t pid : annotation_pids) {
+      if (cuda_pids.count(pid)) continue;
+      if (auto rank = named_rank(pid)) {
+        pids.insert(pid);
+        named[pid] = *rank;
+      }
+    }
+    if (pids.empty()) pids.insert(records.front().pid);
+    int next = 0;
+    for (std::int64_t pid : pids) {
+      std::optional<std::int32_t> rank = named.count(pid) ? named[pid] : named_rank(pid);
       if (!rank) {
         rank = first_rank + next;
         report.warnings.push_back("process " + std::to_string(pid) +
@@ -711,6 +728,16 @@ Result<ImportReport> import_one_nsys(const std::string& file, const std::string&
       }
       rank_of_pid[pid] = *rank;
       ++next;
+    }
+    // Processes of NVTX ranges only that are no rank (a launcher, a data
+    // loader): their lanes are shown under the first process's rank, named
+    // with their process.
+    for (std::int64_t pid : annotation_pids) {
+      if (rank_of_pid.count(pid)) continue;
+      report.warnings.push_back(
+          "process " + std::to_string(pid) +
+          " recorded NVTX ranges only and is no MPI rank: its ranges are shown under rank " +
+          std::to_string(rank_of_pid.begin()->second) + ", in lanes that name the process");
     }
   }
 
@@ -730,7 +757,8 @@ Result<ImportReport> import_one_nsys(const std::string& file, const std::string&
   TraceWriter& w = **created;
   if (!x.schema_version.empty()) w.set_meta("nsys_export_schema_version", x.schema_version);
   for (const auto& [pid, rank] : rank_of_pid) {
-    std::string device = "GPU";
+    // A rank with no CUDA work computed on its host.
+    std::string device = cuda_pids.count(pid) ? "GPU" : "CPU (no CUDA activity recorded)";
     for (const Record& r : records) {
       if (r.pid == pid && r.device >= 0) {
         auto g = gpu_names.find(r.device);
@@ -753,8 +781,18 @@ Result<ImportReport> import_one_nsys(const std::string& file, const std::string&
     std::optional<LaneId>& lane = lanes[r.lane];
     if (!lane) {
       const LaneSeen& seen = lanes_seen[r.lane];
-      const auto rank = rank_of_pid.count(r.pid) ? rank_of_pid[r.pid] : rank_of_pid.begin()->second;
-      lane = w.add_lane(rank, seen.kind, seen.name, seen.sort);
+      const bool own = rank_of_pid.count(r.pid) > 0;
+      const auto rank = own ? rank_of_pid[r.pid] : rank_of_pid.begin()->second;
+      std::string lane_name = seen.name;
+      if (!own) {
+        // "NVTX default (thread 42)" -> "NVTX default (thread 42 of process 41)"
+        if (lane_name.ends_with(')')) {
+          lane_name.insert(lane_name.size() - 1, " of process " + std::to_string(r.pid));
+        } else {
+          lane_name += " (process " + std::to_string(r.pid) + ")";
+        }
+      }
+      lane = w.add_lane(rank, seen.kind, lane_name, seen.sort);
     }
     std::optional<StringId>& name = names[r.name];
     if (!name) name = w.intern(names_seen[r.name]);

@@ -169,6 +169,7 @@ class TestTraceImport : public QObject {
   void nsysRealExport();
   void nsysRealExportAnalysed();
   void nsysNewerExport();
+  void nsysProcessesOfNvtxRangesOnly();
   void dataTypeNames_data();
   void dataTypeNames();
   void textThatIsNotUtf8_data();
@@ -474,6 +475,57 @@ void TestTraceImport::nsysNewerExport() {
   auto a = analyze_rank(*r, 3);
   QVERIFY(a);
   QCOMPARE(a->total.overlap_ns, 1000);  // gemm [2000,4000) under all-gather [3000,8000)
+}
+
+// Processes that recorded NVTX ranges and no CUDA work: one that is an MPI
+// rank (a rank computing on its host) is a rank of its own; another (a
+// launcher, a data loader) is no rank, and its ranges are shown under the
+// first process's rank in lanes that name it, with a warning. Every such
+// range went to the first rank, in a lane that named its thread only.
+void TestTraceImport::nsysProcessesOfNvtxRangesOnly() {
+  QTemporaryDir dir;
+  const std::string in = write_newer_nsys(dir, true);
+  {
+    sqlite3* db = nullptr;
+    sqlite3_open(in.c_str(), &db);
+    exec(db, R"sql(
+      INSERT INTO StringIds VALUES (8, 'MPI Rank 1'), (9, 'load batch');
+      INSERT INTO ThreadNames VALUES (8, 10, 16777216 * 5000 + 5001);
+      INSERT INTO NVTX_EVENTS(start, end, eventType, text, textId, globalTid, domainId) VALUES
+        (1000, 2000, 59, NULL, 5, 16777216 * 5000 + 5001, 0),
+        (1500, 2500, 59, NULL, 9, 16777216 * 6000 + 6007, 0);
+    )sql");
+    sqlite3_close(db);
+  }
+  const std::string out = dir.filePath("nvtx-only.cstrace").toStdString();
+  auto report = import_traces({in}, out);
+  QVERIFY2(report, report ? "" : report.message().c_str());
+  QCOMPARE(report->events, 2 + 3 + 1 + 2);
+  QCOMPARE(report->ranks, 2);
+  const bool warned =
+      std::any_of(report->warnings.begin(), report->warnings.end(), [](const std::string& w) {
+        return w.find(
+                   "process 6000 recorded NVTX ranges only and is no MPI rank: its ranges are "
+                   "shown under rank 3") != std::string::npos;
+      });
+  QVERIFY(warned);
+  auto r = open_reader(out);
+  QCOMPARE(r->ranks().size(), std::size_t{2});
+  std::map<std::int32_t, RankInfo> ranks;
+  for (const RankInfo& info : r->ranks())
+    ranks[info.rank] = info;
+  QCOMPARE(ranks.at(1).pid, 5000);
+  QCOMPARE(ranks.at(1).device, std::string("CPU (no CUDA activity recorded)"));
+  QCOMPARE(ranks.at(3).pid, 4242);
+  std::map<std::string, std::int32_t> lane_rank;
+  for (const LaneInfo& l : r->lanes())
+    lane_rank[l.name] = l.rank;
+  QCOMPARE(lane_rank.at("NVTX default (thread 5001)"), 1);
+  QCOMPARE(lane_rank.at("NVTX default (thread 4242)"), 3);
+  QCOMPARE(lane_rank.at("NVTX default (thread 6007 of process 6000)"), 3);
+  auto loads = r->find_events("load batch", NameMatch::exact, 10);
+  QCOMPARE(loads->size(), std::size_t{1});
+  QCOMPARE(loads->front().rank, 3);
 }
 
 void TestTraceImport::nsysMissingRequiredColumn() {
