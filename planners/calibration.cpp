@@ -560,7 +560,9 @@ Status collect(const trace::TraceReader& r, std::vector<PhaseData>& data, bool c
         auto samples = r.counters(rank.rank, *cost);
         if (!samples) return samples.error();
         for (const trace::CounterSample& c : *samples) {
-          if (c.value >= 0 && std::isfinite(c.value)) d->timing_costs.push_back(c.value * 1e-9);
+          // Clock reads take micro-, not milliseconds: a larger figure is no
+          // measurement (a damaged or edited store) and is left out.
+          if (c.value >= 0 && c.value < 1e6) d->timing_costs.push_back(c.value * 1e-9);
         }
       }
     }

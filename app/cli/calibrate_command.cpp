@@ -113,6 +113,7 @@ json fit_json(const plan::Calibration& c) {
               {"threads", d.threads},
               {"gemm", gemm},
               {"gemm_ramp_seconds", d.ramp},
+              {"op_timing_seconds", d.launch},
               {"gemm_memory_overlap", d.gemm_memory_overlap},
               {"core_share", d.core_share},
               {"loops", loops},
@@ -197,6 +198,11 @@ void print_fit(std::ostream& out, const plan::Calibration& c) {
            quality_cell(g.quality)});
     }
     if (!d.gemm.empty()) table.add({"GEMM ramp", format_seconds(d.ramp), ""});
+    if (c.engine == "cpu" && d.launch > 0) {
+      // Measured by each rank (trace::kOpTimingCostCounter); the rest is fitted beyond it.
+      table.add(
+          {"timing of an op", format_seconds(d.launch), "measured: the tracer's clock reads"});
+    }
     if (!d.gemm.empty() && c.engine != "cpu") {
       // A GPU's: how much of a GEMM's operand and result traffic its kernels hide.
       table.add({"GEMM traffic hidden", percent(d.gemm_memory_overlap), ""});
