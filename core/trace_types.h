@@ -170,10 +170,11 @@ struct CounterSample {
 inline constexpr std::string_view kOffCpuCounter = "compute op off CPU (ns)";
 inline constexpr std::int64_t kOffCpuSampleNs = 10'000;
 // What timing one compute op adds to its span in the CPU engine: the clock
-// reads its tracer makes inside the span (with the time off CPU, two reads
-// of the thread's CPU time: system calls, 1.3 µs each on the development
-// VM). One sample per rank before its work; calibration fits the ops' own
-// cost beyond it and the planner adds it to each op (kernel_launch_us).
+// reads its tracer makes inside the span (with the time off CPU, a read of
+// the thread's CPU time, a system call: 1.3 µs on the development VM; two
+// where the op does not follow another closely). One sample per rank before
+// its work; calibration fits the ops' own cost beyond it and the planner
+// adds it to each op (kernel_launch_us).
 inline constexpr std::string_view kOpTimingCostCounter = "compute op timing cost (ns)";
 // A counter whose samples belong to ops (the time an op was off CPU, what
 // timing one costs): not a quantity over time, so not a timeline lane nor a

@@ -114,19 +114,47 @@ std::int64_t OpTracer::thread_cpu_ns() {
   return std::int64_t{t.tv_sec} * 1'000'000'000 + t.tv_nsec;
 }
 
+namespace {
+
+// The last CPU-time reading of an op's end on this thread, at run clock `wall`.
+struct CpuReading {
+  std::int64_t wall = std::numeric_limits<std::int64_t>::min();
+  std::int64_t cpu = 0;
+};
+thread_local CpuReading t_last_end;
+thread_local std::int64_t t_end_cpu = 0;  // op_end_cpu_ns's, until op_ended
+
+}  // namespace
+
+std::int64_t OpTracer::op_start_cpu_ns(std::int64_t wall) {
+  const CpuReading last = t_last_end;
+  if (last.wall != std::numeric_limits<std::int64_t>::min() && wall >= last.wall &&
+      wall - last.wall <= kChainNs) {
+    return last.cpu + (wall - last.wall);
+  }
+  return thread_cpu_ns();
+}
+
+std::int64_t OpTracer::op_end_cpu_ns() {
+  t_end_cpu = thread_cpu_ns();
+  return t_end_cpu;
+}
+
+void OpTracer::op_ended(std::int64_t wall) {
+  t_last_end = {wall, t_end_cpu};
+}
+
 void OpTracer::record_timing_cost() {
-  // The reads a ScopedOp makes between its span's ends, repeated; the
-  // fastest batch, as ranks sharing cores may be preempted in the others.
+  // The reads a ScopedOp makes between its span's ends (an op that follows
+  // another: its end's CPU time and the clock), repeated; the fastest
+  // batch, as ranks sharing cores may be preempted in the others.
   constexpr int kBatches = 16;
   constexpr int kReads = 32;
   std::int64_t best = std::numeric_limits<std::int64_t>::max();
   for (int b = 0; b < kBatches; ++b) {
     const std::int64_t start = now_ns();
     for (int i = 0; i < kReads; ++i) {
-      if (times_off_cpu_) {
-        (void)thread_cpu_ns();
-        (void)thread_cpu_ns();
-      }
+      if (times_off_cpu_) (void)thread_cpu_ns();
       (void)now_ns();
     }
     best = std::min(best, now_ns() - start);

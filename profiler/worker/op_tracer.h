@@ -31,6 +31,9 @@ class StallWatch;
 // The shortest stall of the process that is told apart from work.
 inline constexpr std::int64_t kStallNs = 1'000'000'000;
 inline constexpr std::string_view kStalledPrefix = "stalled: ";
+// The longest gap between two ops of a thread over which the second takes
+// the first's end reading of the thread's CPU time (OpTracer::op_start_cpu_ns).
+inline constexpr std::int64_t kChainNs = trace::kOffCpuSampleNs;
 
 class OpTracer {
  public:
@@ -40,6 +43,15 @@ class OpTracer {
   static std::int64_t now_ns();
   // The calling thread's CPU time (CLOCK_THREAD_CPUTIME_ID).
   static std::int64_t thread_cpu_ns();
+  // An op's CPU time at its start `wall` (now_ns(), just read) and at its
+  // end. Each read is a system call (1.3 us on the development VM), so an
+  // op that starts within kChainNs of the last one's end on its thread
+  // takes that end's reading plus the time since, as if the thread ran
+  // throughout: a deschedule in so short a gap is below what is recorded
+  // (trace::kOffCpuSampleNs). One read an op, where there were two.
+  static std::int64_t op_start_cpu_ns(std::int64_t wall);
+  static std::int64_t op_end_cpu_ns();  // then op_ended(end) with the op's end
+  static void op_ended(std::int64_t wall);
 
   // Whether compute ops time what of them their thread spent off CPU
   // (trace::kOffCpuCounter): only where a rank computes on one thread.
@@ -97,14 +109,15 @@ class ScopedOp {
         name_(name),
         size_(size),
         start_(tracer ? OpTracer::now_ns() : 0),
-        cpu_start_(tracer && tracer->times_off_cpu() ? OpTracer::thread_cpu_ns() : -1) {}
+        cpu_start_(tracer && tracer->times_off_cpu() ? OpTracer::op_start_cpu_ns(start_) : -1) {}
   // The CPU-time reads are system calls, at whose return the scheduler may
   // hand the core to a waiting thread (lazy preemption waits for one): the
   // op's span encloses them, so that such a switch is counted inside it.
   ~ScopedOp() {
     if (tracer_) {
-      const std::int64_t cpu = cpu_start_ >= 0 ? OpTracer::thread_cpu_ns() - cpu_start_ : 0;
+      const std::int64_t cpu = cpu_start_ >= 0 ? OpTracer::op_end_cpu_ns() - cpu_start_ : 0;
       const std::int64_t end = OpTracer::now_ns();
+      if (cpu_start_ >= 0) OpTracer::op_ended(end);
       const std::int64_t off_cpu = cpu_start_ >= 0 ? (end - start_) - cpu : 0;
       tracer_->record(tracer_->compute_lane(), trace::EventKind::kernel, trace::Category::compute,
                       start_, end, name_, size_.flops, size_.bytes, trace::Collective::none,
