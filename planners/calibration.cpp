@@ -974,8 +974,8 @@ LoopSizes unsliced_loops(const LoopSizes& loops, double core_share) {
 void fit_loops(const PhaseData& d, DeviceFit& fit) {
   const LoopSizes loops = unsliced_loops(d.loops, fit.core_share);
   // Each op's cost beyond the fixed one the planner adds to it (fit.launch:
-  // on the CPU engine its timing, 2.6 µs where it times the op's time off
-  // CPU: as much as a 16 K-element residual add itself).
+  // on the CPU engine its timing, 1.3 µs where it times the op's time off
+  // CPU, as much as an 8 K-element residual add itself).
   auto own = [&](const OpTimes& m) { return std::max(0.0, m.typical() - fit.launch); };
   // Each kind through the origin: the median over sizes of the cost per
   // element. Not a work-weighted mean: the largest size can fall out of the
