@@ -122,7 +122,6 @@ struct CpuReading {
   std::int64_t cpu = 0;
 };
 thread_local CpuReading t_last_end;
-thread_local std::int64_t t_end_cpu = 0;  // op_end_cpu_ns's, until op_ended
 
 }  // namespace
 
@@ -135,13 +134,8 @@ std::int64_t OpTracer::op_start_cpu_ns(std::int64_t wall) {
   return thread_cpu_ns();
 }
 
-std::int64_t OpTracer::op_end_cpu_ns() {
-  t_end_cpu = thread_cpu_ns();
-  return t_end_cpu;
-}
-
-void OpTracer::op_ended(std::int64_t wall) {
-  t_last_end = {wall, t_end_cpu};
+void OpTracer::op_ended(std::int64_t wall, std::int64_t cpu) {
+  t_last_end = {wall, cpu};
 }
 
 void OpTracer::record_timing_cost() {

@@ -50,8 +50,8 @@ class OpTracer {
   // throughout: a deschedule in so short a gap is below what is recorded
   // (trace::kOffCpuSampleNs). One read an op, where there were two.
   static std::int64_t op_start_cpu_ns(std::int64_t wall);
-  static std::int64_t op_end_cpu_ns();  // then op_ended(end) with the op's end
-  static void op_ended(std::int64_t wall);
+  // The op's end: its CPU time read (thread_cpu_ns) at run clock `wall`.
+  static void op_ended(std::int64_t wall, std::int64_t cpu);
 
   // Whether compute ops time what of them their thread spent off CPU
   // (trace::kOffCpuCounter): only where a rank computes on one thread.
@@ -115,10 +115,10 @@ class ScopedOp {
   // op's span encloses them, so that such a switch is counted inside it.
   ~ScopedOp() {
     if (tracer_) {
-      const std::int64_t cpu = cpu_start_ >= 0 ? OpTracer::op_end_cpu_ns() - cpu_start_ : 0;
+      const std::int64_t cpu_end = cpu_start_ >= 0 ? OpTracer::thread_cpu_ns() : 0;
       const std::int64_t end = OpTracer::now_ns();
-      if (cpu_start_ >= 0) OpTracer::op_ended(end);
-      const std::int64_t off_cpu = cpu_start_ >= 0 ? (end - start_) - cpu : 0;
+      if (cpu_start_ >= 0) OpTracer::op_ended(end, cpu_end);
+      const std::int64_t off_cpu = cpu_start_ >= 0 ? (end - start_) - (cpu_end - cpu_start_) : 0;
       tracer_->record(tracer_->compute_lane(), trace::EventKind::kernel, trace::Category::compute,
                       start_, end, name_, size_.flops, size_.bytes, trace::Collective::none,
                       size_.dtype, size_.elements, -1, 0, off_cpu);
