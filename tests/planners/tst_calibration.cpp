@@ -2595,17 +2595,18 @@ void TestCalibration::calibrateRunPredictLearn() {
     return 2 * link["latency_seconds"].toDouble() +
            bytes / link["bandwidth_bytes_per_second"].toDouble();
   };
-  // Within a factor of 20 of the warm sweep's time, either way: a cold
-  // sweep in other units (ms for s, bits for bytes) would be far outside it.
+  // Within a factor of 100 of the warm sweep's time, either way: a cold
+  // sweep in other units (ms for s, bytes per µs) would be far outside it.
   // Which of the two is slower is not held here (importsTheColdSweepOfACpuMachine
   // holds that each is fitted as its own): each sweep lasts a few hundred
   // milliseconds, and on 2 shared cores either can meet the VM's slow mode
   // alone. The warm one's fit came out slower than the cold's once in a day
   // of runs, and under other builds' load in four runs, once (in CI) more
-  // than twice as slow.
+  // than twice as slow; under two parallel builds (load 6) a 64 KiB
+  // all-reduce ran at 5.5 MB/s, and the two fits parted by more than 20 times.
   const double cold = ring_seconds(two["cold_link"].toObject(), 1 << 20);
   const double warm = ring_seconds(two["link"].toObject(), 1 << 20);
-  QVERIFY2(cold > warm / 20 && cold < warm * 20, qPrintable(QJsonDocument(two).toJson()));
+  QVERIFY2(cold > warm / 100 && cold < warm * 100, qPrintable(QJsonDocument(two).toJson()));
   // Each size the bytes dominate keeps its own bandwidth, in increasing
   // size. (The presets saved hold the reference runs' line instead: learning
   // replaces the cold figures.) A sweep that met other work on the 2 cores
