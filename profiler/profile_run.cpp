@@ -9,13 +9,16 @@
 #include <system_error>
 
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "core/trace_merge.h"
 #include "core/trace_writer.h"
 #include "core/unfinished_file.h"
+#include "profiler/process_tree.h"
 
 namespace fs = std::filesystem;
 
@@ -54,33 +57,78 @@ std::string signal_name(int number) {
   }
 }
 
-std::atomic<pid_t> g_child{0};
+// What the signal handlers leave for run_command's loop, which does the
+// work (reading /proc, signalling) outside them: a handler only counts and
+// writes a byte to the wake pipe (async-signal-safe).
 std::atomic<int> g_interrupts{0};
-constexpr int kForwarded[] = {SIGINT, SIGTERM};
+std::atomic<int> g_first_signal{0};
+std::atomic<bool> g_first_from_terminal{false};
+std::atomic<int> g_wake{-1};
+constexpr int kHandled[] = {SIGINT, SIGTERM, SIGCHLD};
 
-void say(const char* text) {  // async-signal-safe
-  const ssize_t ignored = write(STDERR_FILENO, text, std::strlen(text));
+void wake() {
+  const int fd = g_wake.load();
+  if (fd < 0) return;
+  const int saved = errno;
+  const ssize_t ignored = write(fd, "", 1);  // a full pipe already wakes the loop
+  (void)ignored;
+  errno = saved;
+}
+
+void note_interrupt(int number, siginfo_t* info, void*) {
+  int none = 0;
+  if (g_first_signal.compare_exchange_strong(none, number)) {
+    // SI_KERNEL and the like (si_code > 0): a terminal, which already
+    // signalled its foreground process group.
+    g_first_from_terminal.store(info && info->si_code > 0);
+  }
+  ++g_interrupts;  // counted last: the loop reads the first one's details once it sees it
+  wake();
+}
+
+void note_child(int) {
+  wake();
+}
+
+void say(const std::string& text) {
+  const ssize_t ignored = write(STDERR_FILENO, text.data(), text.size());
   (void)ignored;
 }
 
-// The first interrupt is passed on to the command, unless a terminal sent it
-// (SI_KERNEL): the terminal already signalled the command's process group.
-// A command that ignores it (a trap, a stuck job) is ended by a second one
-// (SIGTERM), then killed by a third (SIGKILL): Ctrl-C did nothing, however
-// often it was pressed.
-void forward_signal(int number, siginfo_t* info, void*) {
-  const pid_t child = g_child.load();
-  const int nth = ++g_interrupts;
+// The command's processes: the command and every process it started, found
+// below this one (a subreaper, so that none escapes by leaving the process
+// group or the session), less those that ended.
+std::vector<ProcessEntry> live_descendants() {
+  std::vector<ProcessEntry> live;
+  for (const ProcessEntry& process : descendant_processes(getpid()))
+    if (process.state != 'Z') live.push_back(process);
+  return live;
+}
+
+// The n-th interrupt. The first is passed on to the command's processes,
+// except to those a terminal already reached (its foreground process group,
+// this one's). Processes that ignore it (a trap, a stuck job) are ended by a
+// second one (SIGTERM), then killed by a third (SIGKILL): Ctrl-C did
+// nothing, however often it was pressed.
+void pass_on_interrupt(int nth) {
+  const pid_t self = getpid();
   if (nth == 1) {
-    if (!(info && info->si_code > 0) && child > 0) kill(child, number);
+    signal_descendants(self, g_first_signal.load(), g_first_from_terminal.load() ? getpgrp() : 0);
     say("clusterscope: the command was interrupted; interrupt again to end it (SIGTERM)\n");
   } else if (nth == 2) {
-    if (child > 0) kill(child, SIGTERM);
+    signal_descendants(self, SIGTERM);
     say("clusterscope: ending the command (SIGTERM); interrupt again to kill it (SIGKILL)\n");
-  } else {
-    if (child > 0) kill(child, SIGKILL);
+  } else if (nth == 3) {
+    signal_descendants(self, SIGKILL);
     say("clusterscope: killing the command (SIGKILL)\n");
   }
+}
+
+std::string pid_list(const std::vector<ProcessEntry>& processes) {
+  std::string text;
+  for (const ProcessEntry& process : processes)
+    text += (text.empty() ? "" : ", ") + std::to_string(process.pid);
+  return text;
 }
 
 fs::path this_program() {
@@ -214,28 +262,47 @@ Result<ExitStatus> run_command(const std::vector<std::string>& command,
   if (pipe2(exec_error, O_CLOEXEC) != 0) {
     return Error{std::string("cannot start the command: ") + std::strerror(errno)};
   }
+  int wake_pipe[2];
+  if (pipe2(wake_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
+    const int code = errno;
+    close(exec_error[0]);
+    close(exec_error[1]);
+    return Error{std::string("cannot start the command: ") + std::strerror(code)};
+  }
+  // A subreaper: a process of the command whose parent ends is re-parented
+  // here, not to init, so that one that left the process group or the
+  // session (setsid) is still found, signalled and waited for.
+  int was_subreaper = 0;
+  prctl(PR_GET_CHILD_SUBREAPER, &was_subreaper);
+  prctl(PR_SET_CHILD_SUBREAPER, 1);
   g_interrupts.store(0);
-  struct sigaction previous[2]{};
-  struct sigaction forward {};
-  forward.sa_sigaction = forward_signal;
-  sigemptyset(&forward.sa_mask);
-  forward.sa_flags = SA_SIGINFO | SA_RESTART;
-  for (int i = 0; i < 2; ++i)
-    sigaction(kForwarded[i], &forward, &previous[i]);
-  // Held until the child's pid is known: a signal arriving between fork and
-  // then (the command already running) would find no one to pass it to.
-  sigset_t forwarded, unblocked;
-  sigemptyset(&forwarded);
-  for (int number : kForwarded)
-    sigaddset(&forwarded, number);
-  sigprocmask(SIG_BLOCK, &forwarded, &unblocked);
+  g_first_signal.store(0);
+  g_wake.store(wake_pipe[1]);
+  struct sigaction previous[3]{};
+  struct sigaction interrupt {};
+  interrupt.sa_sigaction = note_interrupt;
+  sigemptyset(&interrupt.sa_mask);
+  interrupt.sa_flags = SA_SIGINFO | SA_RESTART;
+  struct sigaction child_ended {};
+  child_ended.sa_handler = note_child;
+  sigemptyset(&child_ended.sa_mask);
+  child_ended.sa_flags = SA_RESTART | SA_NOCLDSTOP;
+  for (int i = 0; i < 3; ++i)
+    sigaction(kHandled[i], kHandled[i] == SIGCHLD ? &child_ended : &interrupt, &previous[i]);
+  // Held until the child runs: the child must not run the handlers, and they
+  // wait for the loop below anyway.
+  sigset_t handled, unblocked;
+  sigemptyset(&handled);
+  for (int number : kHandled)
+    sigaddset(&handled, number);
+  sigprocmask(SIG_BLOCK, &handled, &unblocked);
 
   const pid_t child = fork();
   if (child == 0) {
     // The child takes the default dispositions and the mask the profiler had
     // (the CLI's handler that removes its unfinished files is not the child's).
-    for (int i = 0; i < 2; ++i)
-      sigaction(kForwarded[i], &previous[i], nullptr);
+    for (int i = 0; i < 3; ++i)
+      sigaction(kHandled[i], &previous[i], nullptr);
     cs::default_signal_actions_in_child();
     // The CLI ignores SIGPIPE and SIGXFSZ for itself; an ignored signal stays
     // ignored across exec, and the user's command must see the usual ones.
@@ -250,39 +317,84 @@ Result<ExitStatus> run_command(const std::vector<std::string>& command,
     _exit(127);
   }
   auto restore = [&] {
-    g_child.store(0);
-    for (int i = 0; i < 2; ++i)
-      sigaction(kForwarded[i], &previous[i], nullptr);
+    sigprocmask(SIG_BLOCK, &handled, nullptr);
+    for (int i = 0; i < 3; ++i)
+      sigaction(kHandled[i], &previous[i], nullptr);
+    g_wake.store(-1);
+    close(wake_pipe[0]);
+    close(wake_pipe[1]);
+    prctl(PR_SET_CHILD_SUBREAPER, was_subreaper);
+    sigprocmask(SIG_SETMASK, &unblocked, nullptr);
   };
   close(exec_error[1]);
   if (child < 0) {
     const int code = errno;
     close(exec_error[0]);
     restore();
-    sigprocmask(SIG_SETMASK, &unblocked, nullptr);
     return Error{std::string("cannot start the command: ") + std::strerror(code)};
   }
-  g_child.store(child);
-  sigprocmask(SIG_SETMASK, &unblocked, nullptr);  // what arrived meanwhile is passed on now
+  sigprocmask(SIG_SETMASK, &unblocked, nullptr);  // what arrived meanwhile is handled below
   int exec_code = 0;
   ssize_t got = 0;
   do {
     got = read(exec_error[0], &exec_code, sizeof exec_code);
   } while (got < 0 && errno == EINTR);
   close(exec_error[0]);
-  int status = 0;
-  pid_t waited = 0;
-  do {
-    waited = waitpid(child, &status, 0);
-  } while (waited < 0 && errno == EINTR);
+
+  // Until every process of the command has ended: the command, and what it
+  // left running (their stores are finished only when they end). Each wake
+  // (a child ended, an interrupt) reaps what ended, then passes interrupts on.
+  ExitStatus result;
+  bool ended = false;
+  bool announced = false;
+  int interrupts = 0;
+  int lost = 0;
+  for (;;) {
+    int status = 0;
+    const pid_t reaped = waitpid(-1, &status, WNOHANG);
+    if (reaped > 0) {
+      if (reaped == child) {
+        ended = true;
+        if (WIFEXITED(status)) result.code = WEXITSTATUS(status);
+        if (WIFSIGNALED(status)) result.signal = WTERMSIG(status);
+      }
+      continue;
+    }
+    if (reaped < 0 && errno == EINTR) continue;
+    if (reaped < 0) {
+      lost = ended ? 0 : errno;  // ECHILD once all have ended
+      break;
+    }
+    while (interrupts < g_interrupts.load())
+      pass_on_interrupt(++interrupts);
+    // Killing: also what was started since.
+    if (interrupts >= 3) signal_descendants(getpid(), SIGKILL);
+    if (ended && !announced && interrupts < 3) {
+      announced = true;
+      const std::vector<ProcessEntry> left = live_descendants();
+      if (!left.empty()) {
+        const bool one = left.size() == 1;
+        const std::string them = one ? "it" : "them";
+        say("clusterscope: the command ended; waiting for the " +
+            (one ? std::string("process") : std::to_string(left.size()) + " processes") +
+            " it left running (" + (one ? "pid " : "pids ") + pid_list(left) + "); " +
+            (interrupts == 0   ? "an interrupt ends " + them
+             : interrupts == 1 ? "interrupt again to end " + them + " (SIGTERM)"
+                               : "interrupt again to kill " + them + " (SIGKILL)") +
+            "\n");
+      }
+    }
+    pollfd woken{wake_pipe[0], POLLIN, 0};
+    poll(&woken, 1, -1);  // EINTR: a handler ran, and wrote to the pipe
+    char drained[64];
+    while (read(wake_pipe[0], drained, sizeof drained) > 0) {
+    }
+  }
   restore();
   if (got == sizeof exec_code) {
     return Error{"cannot run " + command.front() + ": " + std::strerror(exec_code)};
   }
-  if (waited < 0) return Error{std::string("lost track of the command: ") + std::strerror(errno)};
-  ExitStatus result;
-  if (WIFEXITED(status)) result.code = WEXITSTATUS(status);
-  if (WIFSIGNALED(status)) result.signal = WTERMSIG(status);
+  if (lost) return Error{std::string("lost track of the command: ") + std::strerror(lost)};
   return result;
 }
 

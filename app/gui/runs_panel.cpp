@@ -44,6 +44,7 @@
 #include "core/host_probe.h"
 #include "core/trace_analysis.h"
 #include "profiler/plan_run.h"
+#include "profiler/process_tree.h"
 
 namespace cs::gui {
 
@@ -97,22 +98,6 @@ void fitAxes(QLineSeries* series) {
   for (QAbstractAxis* axis : chart->axes(Qt::Vertical))
     if (auto* values = qobject_cast<QValueAxis*>(axis))
       setRoundTicks(values, std::max(0.0, y1 - pad), y2 + pad);
-}
-
-// SIGKILL to every process of process group `group` but its leader (read
-// from /proc/PID/stat: "PID (COMM) STATE PPID PGRP ...").
-void killGroupButLeader(pid_t group) {
-  for (const QString& entry : QDir(QStringLiteral("/proc")).entryList(QDir::Dirs)) {
-    bool number = false;
-    const pid_t pid = pid_t(entry.toLongLong(&number));
-    if (!number || pid <= 0 || pid == group) continue;
-    QFile stat(QStringLiteral("/proc/%1/stat").arg(entry));
-    if (!stat.open(QIODevice::ReadOnly)) continue;
-    const QByteArray text = stat.readAll();
-    const QList<QByteArray> fields = text.mid(text.lastIndexOf(')') + 1).split(' ');
-    // fields: "", STATE, PPID, PGRP, ...
-    if (fields.size() > 3 && fields[3].toLongLong() == group) ::kill(pid, SIGKILL);
-  }
 }
 
 }  // namespace
@@ -315,14 +300,17 @@ RunsPanel::~RunsPanel() {
   constexpr int kGraceMs = 2000;
   if (profiler_) {
     profiler_->disconnect(this);
-    // SIGTERM, which clusterscope profile passes on to the command: killed
-    // at once, it left the command running with no one to stop it.
+    // SIGTERM, which clusterscope profile passes on to the command and all
+    // it started: killed at once, it left the command running with no one
+    // to stop it.
     profiler_->terminate();
     const auto group = pid_t(profiler_->processId());
     if (!profiler_->waitForFinished(kGraceMs) && group > 0) {
-      // The command and what it started (the process group clusterscope
-      // profile leads) are killed; it then gathers what they recorded.
-      killGroupButLeader(group);
+      // The command and what it started are killed; it then gathers what
+      // they recorded. They are all below clusterscope profile (a subreaper),
+      // even those that left its process group (setsid), which a kill of the
+      // group missed: they ran on after the app had closed.
+      profiler::signal_descendants(group, SIGKILL);
       if (!profiler_->waitForFinished(kGraceMs)) {
         ::kill(-group, SIGKILL);
         profiler_->waitForFinished(kGraceMs);

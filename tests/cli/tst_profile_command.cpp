@@ -11,6 +11,7 @@
 #include <QProcess>
 #include <QTemporaryDir>
 #include <QtTest>
+#include <cerrno>
 
 #include <signal.h>
 
@@ -29,7 +30,6 @@ Run profile(const QStringList& args,
   return cs::test::run_cli(QStringList{"profile"} + args, {{}, env, 60000});
 }
 
-// An environment whose temporary directory is `tmp`, to see what is left there.
 // Waits until the profiled command runs (it prints "ready"), so that a
 // signal finds it.
 bool command_is_ready(QProcess& p) {
@@ -44,6 +44,57 @@ bool command_is_ready(QProcess& p) {
   return seen.contains("ready");
 }
 
+// Waits until clusterscope has said `text` on stderr (after an interrupt:
+// it was handled, so that the next one is a signal of its own, not merged
+// with it); what it said is added to `err`.
+bool says(QProcess& p, QByteArray& err, const QByteArray& text) {
+  p.setReadChannel(QProcess::StandardError);
+  QElapsedTimer waited;
+  waited.start();
+  while (!err.contains(text) && p.state() == QProcess::Running && waited.elapsed() < 20000) {
+    p.waitForReadyRead(200);
+    err += p.readAllStandardError();
+  }
+  err += p.readAllStandardError();
+  p.setReadChannel(QProcess::StandardOutput);
+  if (!err.contains(text))
+    qWarning("clusterscope never said \"%s\": %s", text.constData(), err.constData());
+  return err.contains(text);
+}
+
+// The pid a command wrote into `file`, 0 when none.
+pid_t pid_in(const QString& file) {
+  QFile f(file);
+  return f.open(QIODevice::ReadOnly) ? pid_t(f.readAll().trimmed().toLongLong()) : 0;
+}
+
+bool process_exists(pid_t pid) {
+  return pid > 0 && (::kill(pid, 0) == 0 || errno != ESRCH);
+}
+
+// Two stores of one rank each, made-rank0.db and made-rank1.db in `dir`,
+// one kernel in each, as two profiled processes leave them.
+bool make_rank_stores(const QTemporaryDir& dir) {
+  for (int rank = 0; rank < 2; ++rank) {
+    cs::trace::RunInfo info{"rank", "cupti", 0, "CLOCK_REALTIME"};
+    auto writer = cs::trace::TraceWriter::create(
+        dir.filePath(QString("made-rank%1.db").arg(rank)).toStdString(), info);
+    if (!writer.ok()) return false;
+    (*writer)->add_rank({rank, "host", "GPU " + std::to_string(rank), 100 + rank, 0});
+    const cs::trace::LaneId lane =
+        (*writer)->add_lane(rank, cs::trace::LaneKind::gpu_stream, "stream 7");
+    cs::trace::Event e;
+    e.lane = lane;
+    e.start_ns = 1000 + rank;
+    e.end_ns = 2000;
+    e.name = (*writer)->intern("kernel");
+    (*writer)->add(e);
+    if (!(*writer)->close().ok()) return false;
+  }
+  return true;
+}
+
+// An environment whose temporary directory is `tmp`, to see what is left there.
 QProcessEnvironment with_tmp(const QTemporaryDir& tmp) {
   QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
   env.insert("TMPDIR", tmp.path());
@@ -73,6 +124,10 @@ class TestProfileCommand : public QObject {
   void commandRunsWithTheInjection();
   void signalsReachTheCommand();
   void aSecondInterruptEndsTheCommand();
+  void processesThatLeftTheGroupAreEnded_data();
+  void processesThatLeftTheGroupAreEnded();
+  void aProcessThatIgnoresTheStopIsKilled();
+  void processesLeftRunningAreWaitedFor();
   void gathersTheStoreOfOneProcess();
   void severalStoresAreMerged();
   void unreadableStoresAreKept();
@@ -216,6 +271,111 @@ void TestProfileCommand::aSecondInterruptEndsTheCommand() {
            qPrintable(err));
 }
 
+// A process of the command that left its process group and session
+// (setsid, as daemons and some launchers' workers do) is ended with the
+// command: the interrupt reached the command alone, and the app's kill of
+// the process group missed it; it ran on after clusterscope had ended.
+void TestProfileCommand::processesThatLeftTheGroupAreEnded_data() {
+  QTest::addColumn<QString>("then");  // what the command does after starting it
+  QTest::addColumn<int>("code");
+  QTest::addRow("the command waits") << "wait" << 143;
+  // Nothing traced: 1. The interrupt came while clusterscope waited for it.
+  QTest::addRow("the command exits") << "exit 0" << 1;
+}
+
+void TestProfileCommand::processesThatLeftTheGroupAreEnded() {
+  QFETCH(QString, then);
+  QFETCH(int, code);
+  QTemporaryDir tmp;
+  const QString pid_file = tmp.filePath("pid");
+  auto cleanup = qScopeGuard([&] {
+    if (process_exists(pid_in(pid_file))) ::kill(pid_in(pid_file), SIGKILL);
+  });
+  QProcess p;
+  p.setProcessEnvironment(with_tmp(tmp));
+  p.start(
+      CS_BIN_DIR "/clusterscope",
+      {"profile", "--out", tmp.filePath("run.db"), "--", "sh", "-c",
+       "setsid sh -c 'echo $$ > \"$1\"; echo ready; exec sleep 60' sh \"$TMPDIR/pid\" & " + then});
+  QVERIFY(p.waitForStarted());
+  QVERIFY(command_is_ready(p));
+  const pid_t escaped = pid_in(pid_file);
+  QVERIFY(process_exists(escaped));
+  QByteArray err;
+  if (then.startsWith("exit")) {
+    QVERIFY(says(p, err,
+                 "clusterscope: the command ended; waiting for the process it left running (pid " +
+                     QByteArray::number(escaped) + "); an interrupt ends it"));
+  }
+  p.terminate();
+  QVERIFY(p.waitForFinished(30000));
+  err += p.readAllStandardError();
+  QCOMPARE(p.exitStatus(), QProcess::NormalExit);
+  QVERIFY2(p.exitCode() == code, qPrintable(QString::number(p.exitCode()) + err));
+  QVERIFY2(!process_exists(escaped), qPrintable(QString::number(escaped) + " still runs"));
+}
+
+// One that ignores SIGTERM too: the escalation reaches it (it reached the
+// command alone, which had ended at the first SIGTERM).
+void TestProfileCommand::aProcessThatIgnoresTheStopIsKilled() {
+  QTemporaryDir tmp;
+  const QString pid_file = tmp.filePath("pid");
+  auto cleanup = qScopeGuard([&] {
+    if (process_exists(pid_in(pid_file))) ::kill(pid_in(pid_file), SIGKILL);
+  });
+  QProcess p;
+  p.setProcessEnvironment(with_tmp(tmp));
+  p.start(CS_BIN_DIR "/clusterscope",
+          {"profile", "--out", tmp.filePath("run.db"), "--", "sh", "-c",
+           "setsid sh -c 'trap \"\" INT TERM; echo $$ > \"$1\"; echo ready; exec sleep 60' sh "
+           "\"$TMPDIR/pid\" & wait"});
+  QVERIFY(p.waitForStarted());
+  QVERIFY(command_is_ready(p));
+  const pid_t deaf = pid_in(pid_file);
+  QVERIFY(process_exists(deaf));
+  const auto profiler = pid_t(p.processId());
+  QByteArray err;
+  ::kill(profiler, SIGTERM);
+  QVERIFY(says(p, err,
+               "the command ended; waiting for the process it left running (pid " +
+                   QByteArray::number(deaf) + "); interrupt again to end it (SIGTERM)"));
+  ::kill(profiler, SIGTERM);
+  QVERIFY(says(p, err, "ending the command (SIGTERM); interrupt again to kill it (SIGKILL)"));
+  QVERIFY(process_exists(deaf));  // it ignored that too
+  ::kill(profiler, SIGTERM);
+  QVERIFY(p.waitForFinished(30000));
+  err += p.readAllStandardError();
+  QVERIFY2(err.contains("killing the command (SIGKILL)"), err.constData());
+  QVERIFY2(p.exitCode() == 143, qPrintable(QString::number(p.exitCode()) + err));
+  QVERIFY2(!process_exists(deaf), qPrintable(QString::number(deaf) + " still runs"));
+}
+
+// A command that ends leaving processes running (a launcher that does not
+// wait for its workers): their stores are gathered once they have ended.
+// Gathered at once, a store written after the command ended was missing.
+void TestProfileCommand::processesLeftRunningAreWaitedFor() {
+  QTemporaryDir tmp;
+  QVERIFY(make_rank_stores(tmp));
+  const QString out = tmp.filePath("run.db");
+  // The second store is written once the command has ended (its pid gone).
+  const Run r = profile(
+      {"--out", out, "--", "sh", "-c",
+       "cp \"$TMPDIR/made-rank0.db\" \"$CLUSTERSCOPE_PROFILE_DIR/rank0-pid1.db\" && "
+       "(while kill -0 $$ 2>/dev/null; do sleep 0.05; done; "
+       "cp \"$TMPDIR/made-rank1.db\" \"$CLUSTERSCOPE_PROFILE_DIR/rank1-pid2.db\") & exit 0"},
+      with_tmp(tmp));
+  QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+  // The subshell, and maybe its sleep.
+  QVERIFY2(r.err.contains("clusterscope: the command ended; waiting for the ") &&
+               r.err.contains(" it left running (pid"),
+           qPrintable(r.err));
+  QCOMPARE(r.out.trimmed(), "Wrote " + out + ": 2 processes traced (rank0-pid1.db, rank1-pid2.db)");
+  auto merged = cs::trace::TraceReader::open(out.toStdString());
+  QVERIFY2(merged.ok(), merged.ok() ? "" : merged.message().c_str());
+  QCOMPARE(static_cast<int>((*merged)->ranks().size()), 2);
+  QCOMPARE((*merged)->event_count(), std::int64_t{2});
+}
+
 void TestProfileCommand::gathersTheStoreOfOneProcess() {
   QTemporaryDir tmp;
   const QString out = tmp.filePath("run.db");
@@ -242,21 +402,7 @@ void TestProfileCommand::gathersTheStoreOfOneProcess() {
 // Several processes: their stores become one run store, a rank each.
 void TestProfileCommand::severalStoresAreMerged() {
   QTemporaryDir tmp;
-  for (int rank = 0; rank < 2; ++rank) {
-    cs::trace::RunInfo info{"rank", "cupti", 0, "CLOCK_REALTIME"};
-    auto writer = cs::trace::TraceWriter::create(
-        tmp.filePath(QString("made-rank%1.db").arg(rank)).toStdString(), info);
-    QVERIFY(writer.ok());
-    (*writer)->add_rank({rank, "host", "GPU " + std::to_string(rank), 100 + rank, 0});
-    const cs::trace::LaneId lane = (*writer)->add_lane(rank, cs::trace::LaneKind::gpu_stream, "stream 7");
-    cs::trace::Event e;
-    e.lane = lane;
-    e.start_ns = 1000 + rank;
-    e.end_ns = 2000;
-    e.name = (*writer)->intern("kernel");
-    (*writer)->add(e);
-    QVERIFY((*writer)->close().ok());
-  }
+  QVERIFY(make_rank_stores(tmp));
   const QString out = tmp.filePath("run.db");
   const Run r = profile({"--out", out, "--", "sh", "-c",
                          "cp \"$TMPDIR/made-rank0.db\" \"$CLUSTERSCOPE_PROFILE_DIR/rank0-pid1.db\" && "

@@ -146,6 +146,7 @@ class TestGuiRuns : public QObject {
   void closingTheWindowStopsAProfiledCommand_data();
   void closingTheWindowStopsAProfiledCommand();
   void closingEndsARunWhoseRanksDoNotStop();
+  void closingEndsAProfiledCommandThatIgnoresTheStop_data();
   void closingEndsAProfiledCommandThatIgnoresTheStop();
   void finishTakesTheRunsLastEvents();
 
@@ -673,14 +674,25 @@ void TestGuiRuns::closingEndsARunWhoseRanksDoNotStop() {
 
 // The same for a profiled command that ignores SIGTERM: the close waited
 // 10 s, then killed clusterscope profile alone and left the command running.
+// And for a process of the command that left its process group (setsid) and
+// ignores SIGTERM: the kill of the group missed it, and it ran on.
+void TestGuiRuns::closingEndsAProfiledCommandThatIgnoresTheStop_data() {
+  QTest::addColumn<QString>("script");
+  QTest::addColumn<QString>("seconds");  // of its sleep, a duration of its own
+  QTest::addRow("the command") << "trap '' TERM; exec /bin/sleep 647"
+                               << "647";
+  QTest::addRow("a process that left its group")
+      << "setsid /bin/sh -c \"trap '' TERM; exec /bin/sleep 648\" & wait"
+      << "648";
+}
+
 void TestGuiRuns::closingEndsAProfiledCommandThatIgnoresTheStop() {
+  QFETCH(QString, script);
+  QFETCH(QString, seconds);
   RunsPanel* panel = window_->runsPanel();
-  const std::string cmdline = std::string("/bin/sleep") + '\0' + "647" + '\0';
+  const std::string cmdline = std::string("/bin/sleep") + '\0' + seconds.toStdString() + '\0';
   auto restore = qScopeGuard([&] { killAll(QByteArray::fromStdString(cmdline)); });
-  QVERIFY(panel
-              ->profileCommand({QStringLiteral("/bin/sh"), QStringLiteral("-c"),
-                                QStringLiteral("trap '' TERM; exec /bin/sleep 647")})
-              .ok());
+  QVERIFY(panel->profileCommand({QStringLiteral("/bin/sh"), QStringLiteral("-c"), script}).ok());
   QTRY_COMPARE_WITH_TIMEOUT(processesRunning(cmdline), 1, 30000);
   QElapsedTimer closing;
   closing.start();
