@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <iterator>
 #include <system_error>
 
 #include <fcntl.h>
@@ -64,7 +65,11 @@ std::atomic<int> g_interrupts{0};
 std::atomic<int> g_first_signal{0};
 std::atomic<bool> g_first_from_terminal{false};
 std::atomic<int> g_wake{-1};
-constexpr int kHandled[] = {SIGINT, SIGTERM, SIGCHLD};
+// SIGHUP (the terminal closed, the ssh connection dropped) as an interrupt:
+// it ended the profiler at once, leaving the command's processes that were
+// not in the terminal's group running and what they recorded ungathered.
+constexpr int kHandled[] = {SIGINT, SIGTERM, SIGHUP, SIGCHLD};
+constexpr int kHandledCount = int(std::size(kHandled));
 
 void wake() {
   const int fd = g_wake.load();
@@ -278,7 +283,7 @@ Result<ExitStatus> run_command(const std::vector<std::string>& command,
   g_interrupts.store(0);
   g_first_signal.store(0);
   g_wake.store(wake_pipe[1]);
-  struct sigaction previous[3]{};
+  struct sigaction previous[kHandledCount] {};
   struct sigaction interrupt {};
   interrupt.sa_sigaction = note_interrupt;
   sigemptyset(&interrupt.sa_mask);
@@ -287,7 +292,7 @@ Result<ExitStatus> run_command(const std::vector<std::string>& command,
   child_ended.sa_handler = note_child;
   sigemptyset(&child_ended.sa_mask);
   child_ended.sa_flags = SA_RESTART | SA_NOCLDSTOP;
-  for (int i = 0; i < 3; ++i)
+  for (int i = 0; i < kHandledCount; ++i)
     sigaction(kHandled[i], kHandled[i] == SIGCHLD ? &child_ended : &interrupt, &previous[i]);
   // Held until the child runs: the child must not run the handlers, and they
   // wait for the loop below anyway.
@@ -301,7 +306,7 @@ Result<ExitStatus> run_command(const std::vector<std::string>& command,
   if (child == 0) {
     // The child takes the default dispositions and the mask the profiler had
     // (the CLI's handler that removes its unfinished files is not the child's).
-    for (int i = 0; i < 3; ++i)
+    for (int i = 0; i < kHandledCount; ++i)
       sigaction(kHandled[i], &previous[i], nullptr);
     cs::default_signal_actions_in_child();
     // The CLI ignores SIGPIPE and SIGXFSZ for itself; an ignored signal stays
@@ -318,7 +323,7 @@ Result<ExitStatus> run_command(const std::vector<std::string>& command,
   }
   auto restore = [&] {
     sigprocmask(SIG_BLOCK, &handled, nullptr);
-    for (int i = 0; i < 3; ++i)
+    for (int i = 0; i < kHandledCount; ++i)
       sigaction(kHandled[i], &previous[i], nullptr);
     g_wake.store(-1);
     close(wake_pipe[0]);

@@ -7,11 +7,13 @@
 // The command is started with fork/exec from an argument list, never through
 // a shell. The profiler is a subreaper (Linux), so every process the command
 // starts stays below it, even one that leaves the process group or the
-// session (setsid): SIGINT and SIGTERM sent to the profiler alone (kill,
-// timeout, a scheduler, the app's close) are passed on to all of them, and
-// the profiler waits for all of them, as `nsys profile --wait=all` does, before
-// it gathers their stores. A terminal's Ctrl-C already reaches the foreground
-// process group and is passed on only to the processes outside it.
+// session (setsid): SIGINT, SIGTERM and SIGHUP sent to the profiler alone
+// (kill, timeout, a scheduler, the app's close) are passed on to all of them,
+// and the profiler waits for all of them, as `nsys profile --wait=all` does,
+// before it gathers their stores. A terminal's Ctrl-C already reaches the foreground
+// process group and is passed on only to the processes outside it, as is
+// the SIGHUP of a terminal that closed; the profiler still gathers what was
+// recorded.
 
 #include <string>
 #include <vector>
@@ -72,7 +74,7 @@ Status gather_process_stores(const std::vector<std::string>& parts, const std::s
 // Runs `command` (fork/exec, PATH lookup) with `set` added to this process's
 // environment, and waits for it and every process it started, even those
 // it left running when it ended (said on stderr, with their pids). An
-// interrupt (SIGINT, SIGTERM) is passed on to all of them; a second sends
+// interrupt (SIGINT, SIGTERM, SIGHUP) is passed on to all of them; a second sends
 // them SIGTERM, a third SIGKILL. The status is the command's own. This
 // process is a subreaper meanwhile, and reaps any child of its own that ends.
 Result<ExitStatus> run_command(const std::vector<std::string>& command,

@@ -127,6 +127,7 @@ class TestProfileCommand : public QObject {
   void processesThatLeftTheGroupAreEnded_data();
   void processesThatLeftTheGroupAreEnded();
   void aProcessThatIgnoresTheStopIsKilled();
+  void aHangUpIsPassedOnAndWhatWasRecordedGathered();
   void processesLeftRunningAreWaitedFor();
   void gathersTheStoreOfOneProcess();
   void severalStoresAreMerged();
@@ -348,6 +349,47 @@ void TestProfileCommand::aProcessThatIgnoresTheStopIsKilled() {
   QVERIFY2(err.contains("killing the command (SIGKILL)"), err.constData());
   QVERIFY2(p.exitCode() == 143, qPrintable(QString::number(p.exitCode()) + err));
   QVERIFY2(!process_exists(deaf), qPrintable(QString::number(deaf) + " still runs"));
+}
+
+// SIGHUP (a terminal closed, an ssh connection dropped) is an interrupt: the
+// processes a terminal did not reach get it, and their stores are gathered
+// once they have ended. It ended the profiler at once: the process that
+// had left the group ran on, and nothing was gathered.
+void TestProfileCommand::aHangUpIsPassedOnAndWhatWasRecordedGathered() {
+  QTemporaryDir tmp;
+  QVERIFY(make_rank_stores(tmp));
+  const QString pid_file = tmp.filePath("pid");
+  auto cleanup = qScopeGuard([&] {
+    if (process_exists(pid_in(pid_file))) ::kill(pid_in(pid_file), SIGKILL);
+  });
+  const QString out = tmp.filePath("run.db");
+  QProcess p;
+  p.setProcessEnvironment(with_tmp(tmp));
+  // The process that left the group writes its store as it is hung up on.
+  p.start(
+      CS_BIN_DIR "/clusterscope",
+      {"profile", "--out", out, "--", "sh", "-c",
+       "cp \"$TMPDIR/made-rank0.db\" \"$CLUSTERSCOPE_PROFILE_DIR/rank0-pid1.db\" && "
+       "setsid sh -c 'trap \"cp \\\"$TMPDIR/made-rank1.db\\\" "
+       "\\\"$CLUSTERSCOPE_PROFILE_DIR/rank1-pid2.db\\\"; exit 0\" HUP; "
+       "echo $$ > \"$1\"; echo ready; while :; do sleep 0.05; done' sh \"$TMPDIR/pid\" & wait"});
+  QVERIFY(p.waitForStarted());
+  QVERIFY(command_is_ready(p));
+  const pid_t away = pid_in(pid_file);
+  QVERIFY(process_exists(away));
+  ::kill(pid_t(p.processId()), SIGHUP);
+  QVERIFY(p.waitForFinished(30000));
+  const QByteArray err = p.readAllStandardError();
+  const QByteArray said = p.readAllStandardOutput();
+  QVERIFY2(p.exitStatus() == QProcess::NormalExit, err.constData());
+  QVERIFY2(!process_exists(away), qPrintable(QString::number(away) + " still runs"));
+  QVERIFY2(said.contains("Wrote " + out.toUtf8() + ": 2 processes traced"),
+           (said + err).constData());
+  auto merged = cs::trace::TraceReader::open(out.toStdString());
+  QVERIFY2(merged.ok(), merged.ok() ? "" : merged.message().c_str());
+  QCOMPARE(static_cast<int>((*merged)->ranks().size()), 2);
+  // The command itself was hung up on: 128 + SIGHUP.
+  QVERIFY2(p.exitCode() == 129, qPrintable(QString::number(p.exitCode()) + err));
 }
 
 // A command that ends leaving processes running (a launcher that does not
