@@ -148,6 +148,14 @@ std::filesystem::path presets_file_to_save(const std::filesystem::path& dir,
                                            const PresetCatalog& catalog, std::string_view host,
                                            std::string_view engine);
 
+// Before minutes of measuring: makes the presets folder `dir` where it is
+// missing and checks that it can be written ("DIR: the calibrated presets
+// cannot be saved there (Permission denied)"). `made` gets the folders it
+// made, deepest first, for the caller to remove again when nothing is saved
+// in them; on an error those are removed already.
+Status prepare_presets_dir(const std::filesystem::path& dir,
+                           std::vector<std::filesystem::path>* made = nullptr);
+
 // Adds (replacing entries of the same name) `bundle` to the presets file
 // `file`, keeping what else it holds. Refused, with the file named, where
 // another file of its folder defines one of the bundle's names.

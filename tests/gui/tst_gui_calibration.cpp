@@ -33,6 +33,7 @@ class TestGuiCalibration : public QObject {
   void badRankCounts();
   void calibratesThisMachine();
   void cancelTwiceKillsTheRanks();
+  void presetsFolderNotWritableIsRefusedFirst();
   void cancelDuringTheReferenceRunsKeepsTheSweeps();
   void learnsFromRuns();
   void mainWindowOpensThePanel();
@@ -156,6 +157,36 @@ void TestGuiCalibration::cancelTwiceKillsTheRanks() {
            qPrintable(message));
   QVERIFY(!QFile::exists(dir_.filePath("cancelled.db")));
   QVERIFY(!QDir(dir_.filePath("cancelled.phase0.ranks")).exists());
+}
+
+// A presets folder that cannot be written is refused before the sweeps,
+// as `clusterscope calibrate` refuses it: the app measured for minutes
+// (here 10 s a GEMM size) and only then failed to save. (A folder under a
+// file: root writes into any folder.)
+void TestGuiCalibration::presetsFolderNotWritableIsRefusedFirst() {
+  QFile file(dir_.filePath("a-file"));
+  QVERIFY(file.open(QIODevice::WriteOnly));
+  file.close();
+  const QString presets = dir_.filePath("a-file/presets");
+  cs::gui::CalibrationPanel panel;
+  panel.setPresetsDir(presets);
+  panel.setStorePath(dir_.filePath("unsaved.db"));
+  QSignalSpy failed(&panel, &cs::gui::CalibrationPanel::failed);
+  panel.rankCounts()->setText(QStringLiteral("1"));
+  panel.secondsPerSize()->setValue(10);
+  panel.referenceRuns()->setChecked(false);
+  panel.startButton()->click();
+  QTRY_VERIFY_WITH_TIMEOUT(!panel.running(), 20000);
+  QCOMPARE(failed.count(), 1);
+  const QString message = failed.first().at(0).toString();
+  QVERIFY2(message.startsWith(presets + QStringLiteral(": the calibrated presets cannot be "
+                                                       "saved there (Not a directory)")),
+           qPrintable(message));
+  QVERIFY2(message.contains(QStringLiteral("nothing was measured")), qPrintable(message));
+  QCOMPARE(panel.statusLabel()->text(), message);
+  QVERIFY(!QFile::exists(dir_.filePath("unsaved.db")));
+  QVERIFY(!QDir(dir_.filePath("unsaved.phase0.ranks")).exists());
+  QVERIFY(panel.startButton()->isEnabled());
 }
 
 // Cancel once the sweeps are done, during the reference runs: nothing is
