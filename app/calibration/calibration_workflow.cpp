@@ -1225,15 +1225,22 @@ Result<Plan> plan_of_worker_run(const PresetCatalog& catalog, const trace::Trace
 
 }  // namespace
 
+std::optional<std::string> why_not_predictable(const trace::TraceReader& store) {
+  if (store.meta(kCalibrationMetaKey))
+    return "a calibration store, not a training run: nothing to predict";
+  const auto parallel_text = store.meta("parallel");
+  if (!parallel_text || parallel_text->empty()) {
+    return "not a training run of the ClusterScope engines (it holds no plan to predict again: "
+           "an imported trace or a sweep)";
+  }
+  return std::nullopt;
+}
+
 Result<trace::PredictedStep> predict_recorded_run(const PresetCatalog& catalog,
                                                   const trace::TraceReader& store,
                                                   const std::string& cluster_name) {
-  if (store.meta(kCalibrationMetaKey))
-    return Error{store.path() + ": a calibration store, not a training run: nothing to predict"};
+  if (auto why = why_not_predictable(store)) return Error{store.path() + ": " + *why};
   const auto parallel_text = store.meta("parallel");
-  if (!parallel_text || parallel_text->empty())
-    return Error{store.path() + ": not a training run of the ClusterScope engines (it holds no "
-                 "plan to predict again: an imported trace or a sweep)"};
   const nlohmann::json parallel = parse_json_text(*parallel_text);
   if (!parallel.is_object()) return Error{store.path() + ": meta parallel: not a JSON object"};
   std::string backend;

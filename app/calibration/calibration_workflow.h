@@ -234,6 +234,11 @@ Result<trace::PredictedStep> predict_run(const PresetCatalog& catalog, const Pla
                                          const std::optional<Cluster>& cluster = std::nullopt,
                                          int threads = 0);
 
+// Why no prediction can be made of the run in `store`, whatever the presets:
+// a calibration store, or a trace that holds no plan of the engines (an
+// imported one); nothing when predict_recorded_run can try.
+std::optional<std::string> why_not_predictable(const trace::TraceReader& store);
+
 // The prediction of a recorded run made now, with the presets at hand, as
 // predict_run makes it for a run about to start: the run's plan (meta
 // "plan_json"; a worker started by hand leaves only "parallel" and
