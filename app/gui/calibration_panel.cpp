@@ -16,9 +16,11 @@
 #include <QTimer>
 #include <QVBoxLayout>
 #include <QtConcurrent>
+#include <algorithm>
 #include <atomic>
 #include <mutex>
 #include <string>
+#include <utility>
 
 #include "app/calibration/calibration_workflow.h"
 #include "core/format.h"
@@ -133,7 +135,12 @@ CalibrationPanel::CalibrationPanel(QWidget* parent) : QWidget(parent) {
   table_ = new QTableWidget(0, 4, this);
   table_->setObjectName(QStringLiteral("calibrationFits"));
   table_->setHorizontalHeaderLabels({tr("Ranks"), tr("Quantity"), tr("Fitted"), tr("Fit quality")});
-  table_->horizontalHeader()->setStretchLastSection(true);
+  // The fit's quality in view without scrolling across: the columns before
+  // it are held to a width (a long value wraps, as the quality does), the
+  // quality takes the rest, and the rows grow to what they hold.
+  table_->horizontalHeader()->setSectionResizeMode(3, QHeaderView::Stretch);
+  table_->setWordWrap(true);
+  table_->verticalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
   table_->verticalHeader()->setVisible(false);
   table_->setEditTriggers(QAbstractItemView::NoEditTriggers);
   layout->addWidget(table_, 1);
@@ -436,6 +443,10 @@ void CalibrationPanel::showFit(const plan::Calibration& fit, const QString& orig
     }
   }
   table_->resizeColumnsToContents();
+  // A list of sizes or of parameter counts made its column as wide as
+  // itself, and the quality column went off the window's edge.
+  for (const auto& [column, widest] : {std::pair{1, 240}, std::pair{2, 160}})
+    table_->setColumnWidth(column, std::min(table_->columnWidth(column), widest));
 }
 
 }  // namespace cs::gui

@@ -13,6 +13,7 @@
 #include <QLineEdit>
 #include <QProcess>
 #include <QPushButton>
+#include <QScrollBar>
 #include <QSignalSpy>
 #include <QTableWidget>
 #include <QTemporaryDir>
@@ -128,6 +129,16 @@ void TestGuiCalibration::calibratesThisMachine() {
   // runs two tests at once), and the status says so.
   QVERIFY2(learnt || status.contains(QStringLiteral("not learnt from")), qPrintable(status));
   QVERIFY(panel.startButton()->isEnabled());
+  // Each fit's quality in view without scrolling across, in a window as
+  // small as the calibration dialog was: the list of message sizes widened
+  // its column, and the quality column went past the window's edge.
+  panel.resize(720, 520);
+  panel.show();
+  QTableWidget* table = panel.fitTable();
+  QTRY_COMPARE(table->horizontalScrollBar()->maximum(), 0);
+  QVERIFY2(table->columnViewportPosition(3) + 100 <= table->viewport()->width(),
+           qPrintable(QString::number(table->columnViewportPosition(3))));
+  cs::gui::test::saveScreenshot(&panel, QStringLiteral("calibration-fits"));
 }
 
 // "Learn from runs": a real 2-rank run, then the panel refines the
