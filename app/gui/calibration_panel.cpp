@@ -1,6 +1,7 @@
 #include "app/gui/calibration_panel.h"
 
 #include <QCheckBox>
+#include <QDateTime>
 #include <QDoubleSpinBox>
 #include <QFileDialog>
 #include <QFileInfo>
@@ -246,9 +247,14 @@ void CalibrationPanel::start() {
   const std::filesystem::path dir = presets_dir_.isEmpty()
                                         ? user_presets_dir()
                                         : std::filesystem::path(presets_dir_.toStdString());
-  run.store = !store_path_.isEmpty()
-                  ? store_path_.toStdString()
-                  : (dir.parent_path() / ("calibration-" + host.hostname + ".db")).string();
+  // Named for its time, as `clusterscope calibrate` names it: one name for
+  // every calibration wrote each over the last (its reference runs' too).
+  const std::string stamp =
+      QDateTime::currentDateTime().toString(QStringLiteral("yyyyMMdd-HHmmss")).toStdString();
+  run.store =
+      !store_path_.isEmpty()
+          ? store_path_.toStdString()
+          : (dir.parent_path() / ("calibration-" + host.hostname + "-" + stamp + ".db")).string();
 
   table_->setRowCount(0);
   progress_->setRange(0, static_cast<int>(ranks.size()));

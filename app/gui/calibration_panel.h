@@ -37,7 +37,8 @@ class CalibrationPanel : public QWidget {
   ~CalibrationPanel() override;
 
   // Where the presets go (default: the user's presets folder) and where the
-  // calibration store is written (default: a file in that folder's parent).
+  // calibration store is written (default: calibration-<host>-<date>-<time>.db
+  // in that folder's parent).
   void setPresetsDir(const QString& dir);
   void setStorePath(const QString& path);
 

@@ -35,6 +35,7 @@ class TestGuiCalibration : public QObject {
   void calibratesThisMachine();
   void cancelTwiceKillsTheRanks();
   void presetsFolderNotWritableIsRefusedFirst();
+  void eachCalibrationKeepsItsStore();
   void cancelDuringTheReferenceRunsKeepsTheSweeps();
   void learnsFromRuns();
   void mainWindowOpensThePanel();
@@ -198,6 +199,35 @@ void TestGuiCalibration::presetsFolderNotWritableIsRefusedFirst() {
   QVERIFY(!QFile::exists(dir_.filePath("unsaved.db")));
   QVERIFY(!QDir(dir_.filePath("unsaved.phase0.ranks")).exists());
   QVERIFY(panel.startButton()->isEnabled());
+}
+
+// The store left to the panel is named for its time: two calibrations keep
+// two stores. One name for all wrote each calibration over the last.
+void TestGuiCalibration::eachCalibrationKeepsItsStore() {
+  const QString root = dir_.filePath("stores");
+  QVERIFY(QDir().mkpath(root + QStringLiteral("/presets")));
+  cs::gui::CalibrationPanel panel;
+  panel.setPresetsDir(root + QStringLiteral("/presets"));
+  panel.rankCounts()->setText(QStringLiteral("1"));
+  panel.secondsPerSize()->setValue(0.01);
+  panel.referenceRuns()->setChecked(false);
+  QSignalSpy done(&panel, &cs::gui::CalibrationPanel::calibrated);
+  QStringList said;
+  for (int i = 0; i < 2; ++i) {
+    if (i > 0) QTest::qWait(1100);  // names to the second
+    panel.startButton()->click();
+    QTRY_VERIFY_WITH_TIMEOUT(!panel.running(), 240000);
+    QVERIFY2(done.count() == i + 1, qPrintable(panel.statusLabel()->text()));
+    said << panel.statusLabel()->text();
+  }
+  const QStringList stores =
+      QDir(root).entryList({QStringLiteral("calibration-*.db")}, QDir::Files, QDir::Name);
+  QCOMPARE(stores.size(), 2);
+  for (int i = 0; i < 2; ++i) {  // each named where the panel says it is
+    QVERIFY2(said[i].contains(QStringLiteral("the calibration store is ") +
+                              QDir(root).filePath(stores[i])),
+             qPrintable(said[i]));
+  }
 }
 
 // Cancel once the sweeps are done, during the reference runs: nothing is
