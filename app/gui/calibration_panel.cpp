@@ -13,6 +13,7 @@
 #include <QLineEdit>
 #include <QProgressBar>
 #include <QPushButton>
+#include <QScrollArea>
 #include <QTableWidget>
 #include <QTimer>
 #include <QVBoxLayout>
@@ -127,11 +128,21 @@ CalibrationPanel::CalibrationPanel(QWidget* parent) : QWidget(parent) {
   progress_ = new QProgressBar(this);
   progress_->setVisible(false);
   layout->addWidget(progress_);
-  status_ = new QLabel(this);
+  status_ = new QLabel;
   status_->setObjectName(QStringLiteral("calibrationStatus"));
   status_->setWordWrap(true);
   status_->setTextInteractionFlags(Qt::TextSelectableByMouse);
-  layout->addWidget(status_);
+  status_->setAlignment(Qt::AlignLeft | Qt::AlignTop);
+  // The status scrolls past a few lines: a calibration's notes (one for each
+  // fit off its points, on a busy machine a dozen) took the window's height
+  // and left the fits' table a row.
+  status_area_ = new QScrollArea(this);
+  status_area_->setObjectName(QStringLiteral("calibrationStatusArea"));
+  status_area_->setWidget(status_);
+  status_area_->setWidgetResizable(true);
+  status_area_->setFrameShape(QFrame::NoFrame);
+  status_area_->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+  layout->addWidget(status_area_);
 
   table_ = new QTableWidget(0, 4, this);
   table_->setObjectName(QStringLiteral("calibrationFits"));
@@ -167,6 +178,23 @@ void CalibrationPanel::setStorePath(const QString& path) {
   store_path_ = path;
 }
 
+void CalibrationPanel::setStatus(const QString& text) {
+  status_->setText(text);
+  fitStatus();
+}
+
+void CalibrationPanel::fitStatus() {
+  constexpr int kLines = 6;
+  const int wanted =
+      status_->text().isEmpty() ? 0 : status_->heightForWidth(status_area_->viewport()->width());
+  status_area_->setFixedHeight(std::min(wanted, kLines * fontMetrics().lineSpacing()));
+}
+
+void CalibrationPanel::resizeEvent(QResizeEvent* event) {
+  QWidget::resizeEvent(event);
+  fitStatus();  // the lines wrap anew
+}
+
 void CalibrationPanel::setRunning(bool running) {
   running_ = running;
   calibrating_ = false;  // start() says so after
@@ -186,11 +214,11 @@ void CalibrationPanel::showProgress() {
   sweep_->changed = false;
   if (sweep_->phases > 0) progress_->setRange(0, sweep_->phases);
   progress_->setValue(sweep_->phase);
-  status_->setText(QString::fromStdString(sweep_->text));
+  setStatus(QString::fromStdString(sweep_->text));
 }
 
 void CalibrationPanel::fail(const QString& message) {
-  status_->setText(message);
+  setStatus(message);
   emit failed(message);
 }
 
@@ -199,10 +227,10 @@ void CalibrationPanel::cancel() {
   // Again while the ranks close their stores: killed, as a second Ctrl-C does.
   if (sweep_->stop.cancel.exchange(true)) {
     sweep_->stop.kill = true;
-    status_->setText(tr("Killing the ranks..."));
+    setStatus(tr("Killing the ranks..."));
     return;
   }
-  status_->setText(tr("Stopping the calibration... (Cancel again to kill the ranks)"));
+  setStatus(tr("Stopping the calibration... (Cancel again to kill the ranks)"));
 }
 
 void CalibrationPanel::start() {
@@ -259,7 +287,7 @@ void CalibrationPanel::start() {
   table_->setRowCount(0);
   progress_->setRange(0, static_cast<int>(ranks.size()));
   progress_->setValue(0);
-  status_->setText(tr("Starting the sweeps..."));
+  setStatus(tr("Starting the sweeps..."));
   setRunning(true);
   calibrating_ = true;
   const int job = ++job_;
@@ -314,7 +342,7 @@ void CalibrationPanel::learnFrom(const QStringList& run_stores) {
   const std::filesystem::path dir = presets_dir_.toStdString();
   table_->setRowCount(0);
   progress_->setRange(0, 0);  // busy: a fit takes seconds
-  status_->setText(tr("Learning from %1...").arg(run_stores.join(QStringLiteral(", "))));
+  setStatus(tr("Learning from %1...").arg(run_stores.join(QStringLiteral(", "))));
   setRunning(true);
   cancel_->setEnabled(false);  // nothing to stop: it reads the stores and fits
   const int job = ++job_;
@@ -348,7 +376,7 @@ void CalibrationPanel::learnFrom(const QStringList& run_stores) {
       file = text(r.presets_file.string());
     }
     if (!file.isEmpty()) lines << tr("Saved in %1.").arg(file);
-    status_->setText(lines.join(QStringLiteral("\n")));
+    setStatus(lines.join(QStringLiteral("\n")));
     emit calibrated(file, clusters);
   });
   watcher->setFuture(QtConcurrent::run([stores, dir] {
@@ -401,7 +429,7 @@ void CalibrationPanel::showResult(const calib::MachineCalibration& result) {
   }
   for (const std::string& note : result.notes)
     message += QStringLiteral("\n") + text(note);
-  status_->setText(message);
+  setStatus(message);
   emit calibrated(file, clusters);
 }
 

@@ -139,6 +139,14 @@ void TestGuiCalibration::calibratesThisMachine() {
   QTRY_COMPARE(table->horizontalScrollBar()->maximum(), 0);
   QVERIFY2(table->columnViewportPosition(3) + 100 <= table->viewport()->width(),
            qPrintable(QString::number(table->columnViewportPosition(3))));
+  // And the table keeps the window: the status's lines (the stores, the
+  // reference runs, a note for each fit off its points) scroll past a few
+  // lines. They took the window's height and left the table a row.
+  const int line = panel.fontMetrics().lineSpacing();
+  QVERIFY2(panel.statusLabel()->visibleRegion().boundingRect().height() <= 7 * line,
+           qPrintable(status));
+  QVERIFY(panel.statusLabel()->height() > 7 * line);  // the whole of it, to scroll through
+  QVERIFY(table->viewport()->height() >= 8 * line);
   cs::gui::test::saveScreenshot(&panel, QStringLiteral("calibration-fits"));
 }
 
