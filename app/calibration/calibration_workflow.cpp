@@ -1,9 +1,11 @@
 #include "app/calibration/calibration_workflow.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <thread>
 #include <utility>
 
@@ -53,6 +55,25 @@ fs::path presets_file_for(const fs::path& dir, std::string_view host, std::strin
   std::string name = plan::calibrated_name(host, engine, 1, "cluster");
   if (engine == "cpu") name = name.substr(0, name.size() - std::string("-cpu1").size()) + "-cpu";
   return dir / (name + ".json");
+}
+
+Status prepare_presets_dir(const fs::path& dir, std::vector<fs::path>* made) {
+  std::error_code ec;
+  std::vector<fs::path> missing_folders;
+  fs::path missing = fs::absolute(dir, ec).lexically_normal();
+  if (missing.filename().empty()) missing = missing.parent_path();  // "presets/"
+  for (; !missing.empty() && missing != missing.parent_path() && !fs::exists(missing, ec);
+       missing = missing.parent_path())
+    missing_folders.push_back(missing);
+  fs::create_directories(dir, ec);
+  if (ec || access(dir.c_str(), W_OK) != 0) {
+    const std::string why = ec ? ec.message() : std::string(std::strerror(errno));
+    for (const fs::path& folder : missing_folders)  // deepest first; only an empty one goes
+      fs::remove(folder, ec);
+    return Error{dir.string() + ": the calibrated presets cannot be saved there (" + why + ")"};
+  }
+  if (made) *made = std::move(missing_folders);
+  return Status{};
 }
 
 fs::path presets_file_to_save(const fs::path& dir, const PresetBundle& bundle,
@@ -638,6 +659,15 @@ Result<MachineCalibration> calibrate_machine(
       progress(counted);
     };
   }
+  if (options.save) {
+    // Refused before the sweeps, not after them (the app ran minutes of them
+    // for a presets folder it could not write; the CLI checks this too).
+    const fs::path dir = presets_dir_or_default(options.presets_dir);
+    if (dir.empty())
+      return Error{"no presets folder to save into: set CLUSTERSCOPE_USER_PRESETS or HOME"};
+    if (Status s = prepare_presets_dir(dir); !s)
+      return Error{s.message() + "; nothing was measured"};
+  }
   auto record = launch::record_calibration(run, sweep_progress, stop);
   if (!record) return record.error();
   auto out = fit_calibration_store(record->store, options.datasheet);
@@ -1195,15 +1225,22 @@ Result<Plan> plan_of_worker_run(const PresetCatalog& catalog, const trace::Trace
 
 }  // namespace
 
+std::optional<std::string> why_not_predictable(const trace::TraceReader& store) {
+  if (store.meta(kCalibrationMetaKey))
+    return "a calibration store, not a training run: nothing to predict";
+  const auto parallel_text = store.meta("parallel");
+  if (!parallel_text || parallel_text->empty()) {
+    return "not a training run of the ClusterScope engines (it holds no plan to predict again: "
+           "an imported trace or a sweep)";
+  }
+  return std::nullopt;
+}
+
 Result<trace::PredictedStep> predict_recorded_run(const PresetCatalog& catalog,
                                                   const trace::TraceReader& store,
                                                   const std::string& cluster_name) {
-  if (store.meta(kCalibrationMetaKey))
-    return Error{store.path() + ": a calibration store, not a training run: nothing to predict"};
+  if (auto why = why_not_predictable(store)) return Error{store.path() + ": " + *why};
   const auto parallel_text = store.meta("parallel");
-  if (!parallel_text || parallel_text->empty())
-    return Error{store.path() + ": not a training run of the ClusterScope engines (it holds no "
-                 "plan to predict again: an imported trace or a sweep)"};
   const nlohmann::json parallel = parse_json_text(*parallel_text);
   if (!parallel.is_object()) return Error{store.path() + ": meta parallel: not a JSON object"};
   std::string backend;

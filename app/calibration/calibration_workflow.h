@@ -148,6 +148,14 @@ std::filesystem::path presets_file_to_save(const std::filesystem::path& dir,
                                            const PresetCatalog& catalog, std::string_view host,
                                            std::string_view engine);
 
+// Before minutes of measuring: makes the presets folder `dir` where it is
+// missing and checks that it can be written ("DIR: the calibrated presets
+// cannot be saved there (Permission denied)"). `made` gets the folders it
+// made, deepest first, for the caller to remove again when nothing is saved
+// in them; on an error those are removed already.
+Status prepare_presets_dir(const std::filesystem::path& dir,
+                           std::vector<std::filesystem::path>* made = nullptr);
+
 // Adds (replacing entries of the same name) `bundle` to the presets file
 // `file`, keeping what else it holds. Refused, with the file named, where
 // another file of its folder defines one of the bundle's names.
@@ -225,6 +233,11 @@ Result<trace::PredictedStep> predict_run(const PresetCatalog& catalog, const Pla
                                          std::string_view backend, int ranks, std::string_view host,
                                          const std::optional<Cluster>& cluster = std::nullopt,
                                          int threads = 0);
+
+// Why no prediction can be made of the run in `store`, whatever the presets:
+// a calibration store, or a trace that holds no plan of the engines (an
+// imported one); nothing when predict_recorded_run can try.
+std::optional<std::string> why_not_predictable(const trace::TraceReader& store);
 
 // The prediction of a recorded run made now, with the presets at hand, as
 // predict_run makes it for a run about to start: the run's plan (meta

@@ -340,20 +340,10 @@ std::vector<std::filesystem::path> check_presets_dir_writable(const CalibrateOpt
   const std::filesystem::path dir =
       o.presets_dir.empty() ? user_presets_dir() : std::filesystem::path(o.presets_dir);
   if (dir.empty()) throw CliError("no presets folder: give --presets-dir, or set HOME");
-  std::error_code ec;
   std::vector<std::filesystem::path> made;
-  std::filesystem::path missing = std::filesystem::absolute(dir, ec).lexically_normal();
-  if (missing.filename().empty()) missing = missing.parent_path();  // "presets/"
-  for (; !missing.empty() && missing != missing.parent_path() &&
-         !std::filesystem::exists(missing, ec);
-       missing = missing.parent_path())
-    made.push_back(missing);
-  std::filesystem::create_directories(dir, ec);
-  if (ec || access(dir.c_str(), W_OK) != 0) {
-    const std::string why = ec ? ec.message() : std::string(std::strerror(errno));
-    const FoldersMade undone(std::move(made));
-    throw CliError(dir.string() + ": the calibrated presets cannot be saved there (" + why +
-                   "): give --presets-dir another folder, or --no-save; nothing was measured");
+  if (Status s = calib::prepare_presets_dir(dir, &made); !s) {
+    throw CliError(s.message() +
+                   ": give --presets-dir another folder, or --no-save; nothing was measured");
   }
   return made;
 }

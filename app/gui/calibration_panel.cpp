@@ -1,6 +1,7 @@
 #include "app/gui/calibration_panel.h"
 
 #include <QCheckBox>
+#include <QDateTime>
 #include <QDoubleSpinBox>
 #include <QFileDialog>
 #include <QFileInfo>
@@ -12,13 +13,16 @@
 #include <QLineEdit>
 #include <QProgressBar>
 #include <QPushButton>
+#include <QScrollArea>
 #include <QTableWidget>
 #include <QTimer>
 #include <QVBoxLayout>
 #include <QtConcurrent>
+#include <algorithm>
 #include <atomic>
 #include <mutex>
 #include <string>
+#include <utility>
 
 #include "app/calibration/calibration_workflow.h"
 #include "core/format.h"
@@ -124,16 +128,31 @@ CalibrationPanel::CalibrationPanel(QWidget* parent) : QWidget(parent) {
   progress_ = new QProgressBar(this);
   progress_->setVisible(false);
   layout->addWidget(progress_);
-  status_ = new QLabel(this);
+  status_ = new QLabel;
   status_->setObjectName(QStringLiteral("calibrationStatus"));
   status_->setWordWrap(true);
   status_->setTextInteractionFlags(Qt::TextSelectableByMouse);
-  layout->addWidget(status_);
+  status_->setAlignment(Qt::AlignLeft | Qt::AlignTop);
+  // The status scrolls past a few lines: a calibration's notes (one for each
+  // fit off its points, on a busy machine a dozen) took the window's height
+  // and left the fits' table a row.
+  status_area_ = new QScrollArea(this);
+  status_area_->setObjectName(QStringLiteral("calibrationStatusArea"));
+  status_area_->setWidget(status_);
+  status_area_->setWidgetResizable(true);
+  status_area_->setFrameShape(QFrame::NoFrame);
+  status_area_->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+  layout->addWidget(status_area_);
 
   table_ = new QTableWidget(0, 4, this);
   table_->setObjectName(QStringLiteral("calibrationFits"));
   table_->setHorizontalHeaderLabels({tr("Ranks"), tr("Quantity"), tr("Fitted"), tr("Fit quality")});
-  table_->horizontalHeader()->setStretchLastSection(true);
+  // The fit's quality in view without scrolling across: the columns before
+  // it are held to a width (a long value wraps, as the quality does), the
+  // quality takes the rest, and the rows grow to what they hold.
+  table_->horizontalHeader()->setSectionResizeMode(3, QHeaderView::Stretch);
+  table_->setWordWrap(true);
+  table_->verticalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
   table_->verticalHeader()->setVisible(false);
   table_->setEditTriggers(QAbstractItemView::NoEditTriggers);
   layout->addWidget(table_, 1);
@@ -159,6 +178,23 @@ void CalibrationPanel::setStorePath(const QString& path) {
   store_path_ = path;
 }
 
+void CalibrationPanel::setStatus(const QString& text) {
+  status_->setText(text);
+  fitStatus();
+}
+
+void CalibrationPanel::fitStatus() {
+  constexpr int kLines = 6;
+  const int wanted =
+      status_->text().isEmpty() ? 0 : status_->heightForWidth(status_area_->viewport()->width());
+  status_area_->setFixedHeight(std::min(wanted, kLines * fontMetrics().lineSpacing()));
+}
+
+void CalibrationPanel::resizeEvent(QResizeEvent* event) {
+  QWidget::resizeEvent(event);
+  fitStatus();  // the lines wrap anew
+}
+
 void CalibrationPanel::setRunning(bool running) {
   running_ = running;
   calibrating_ = false;  // start() says so after
@@ -178,11 +214,11 @@ void CalibrationPanel::showProgress() {
   sweep_->changed = false;
   if (sweep_->phases > 0) progress_->setRange(0, sweep_->phases);
   progress_->setValue(sweep_->phase);
-  status_->setText(QString::fromStdString(sweep_->text));
+  setStatus(QString::fromStdString(sweep_->text));
 }
 
 void CalibrationPanel::fail(const QString& message) {
-  status_->setText(message);
+  setStatus(message);
   emit failed(message);
 }
 
@@ -191,10 +227,10 @@ void CalibrationPanel::cancel() {
   // Again while the ranks close their stores: killed, as a second Ctrl-C does.
   if (sweep_->stop.cancel.exchange(true)) {
     sweep_->stop.kill = true;
-    status_->setText(tr("Killing the ranks..."));
+    setStatus(tr("Killing the ranks..."));
     return;
   }
-  status_->setText(tr("Stopping the calibration... (Cancel again to kill the ranks)"));
+  setStatus(tr("Stopping the calibration... (Cancel again to kill the ranks)"));
 }
 
 void CalibrationPanel::start() {
@@ -239,14 +275,19 @@ void CalibrationPanel::start() {
   const std::filesystem::path dir = presets_dir_.isEmpty()
                                         ? user_presets_dir()
                                         : std::filesystem::path(presets_dir_.toStdString());
-  run.store = !store_path_.isEmpty()
-                  ? store_path_.toStdString()
-                  : (dir.parent_path() / ("calibration-" + host.hostname + ".db")).string();
+  // Named for its time, as `clusterscope calibrate` names it: one name for
+  // every calibration wrote each over the last (its reference runs' too).
+  const std::string stamp =
+      QDateTime::currentDateTime().toString(QStringLiteral("yyyyMMdd-HHmmss")).toStdString();
+  run.store =
+      !store_path_.isEmpty()
+          ? store_path_.toStdString()
+          : (dir.parent_path() / ("calibration-" + host.hostname + "-" + stamp + ".db")).string();
 
   table_->setRowCount(0);
   progress_->setRange(0, static_cast<int>(ranks.size()));
   progress_->setValue(0);
-  status_->setText(tr("Starting the sweeps..."));
+  setStatus(tr("Starting the sweeps..."));
   setRunning(true);
   calibrating_ = true;
   const int job = ++job_;
@@ -301,7 +342,7 @@ void CalibrationPanel::learnFrom(const QStringList& run_stores) {
   const std::filesystem::path dir = presets_dir_.toStdString();
   table_->setRowCount(0);
   progress_->setRange(0, 0);  // busy: a fit takes seconds
-  status_->setText(tr("Learning from %1...").arg(run_stores.join(QStringLiteral(", "))));
+  setStatus(tr("Learning from %1...").arg(run_stores.join(QStringLiteral(", "))));
   setRunning(true);
   cancel_->setEnabled(false);  // nothing to stop: it reads the stores and fits
   const int job = ++job_;
@@ -335,7 +376,7 @@ void CalibrationPanel::learnFrom(const QStringList& run_stores) {
       file = text(r.presets_file.string());
     }
     if (!file.isEmpty()) lines << tr("Saved in %1.").arg(file);
-    status_->setText(lines.join(QStringLiteral("\n")));
+    setStatus(lines.join(QStringLiteral("\n")));
     emit calibrated(file, clusters);
   });
   watcher->setFuture(QtConcurrent::run([stores, dir] {
@@ -388,7 +429,7 @@ void CalibrationPanel::showResult(const calib::MachineCalibration& result) {
   }
   for (const std::string& note : result.notes)
     message += QStringLiteral("\n") + text(note);
-  status_->setText(message);
+  setStatus(message);
   emit calibrated(file, clusters);
 }
 
@@ -436,6 +477,10 @@ void CalibrationPanel::showFit(const plan::Calibration& fit, const QString& orig
     }
   }
   table_->resizeColumnsToContents();
+  // A list of sizes or of parameter counts made its column as wide as
+  // itself, and the quality column went off the window's edge.
+  for (const auto& [column, widest] : {std::pair{1, 240}, std::pair{2, 160}})
+    table_->setColumnWidth(column, std::min(table_->columnWidth(column), widest));
 }
 
 }  // namespace cs::gui

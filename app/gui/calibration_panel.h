@@ -17,6 +17,7 @@ class QLabel;
 class QLineEdit;
 class QProgressBar;
 class QPushButton;
+class QScrollArea;
 class QTableWidget;
 class QTimer;
 
@@ -37,7 +38,8 @@ class CalibrationPanel : public QWidget {
   ~CalibrationPanel() override;
 
   // Where the presets go (default: the user's presets folder) and where the
-  // calibration store is written (default: a file in that folder's parent).
+  // calibration store is written (default: calibration-<host>-<date>-<time>.db
+  // in that folder's parent).
   void setPresetsDir(const QString& dir);
   void setStorePath(const QString& path);
 
@@ -77,7 +79,13 @@ class CalibrationPanel : public QWidget {
   void chooseRuns();
   void setRunning(bool running);
   void showProgress();
+  void setStatus(const QString& text);
+  void fitStatus();  // the status area as tall as its text, up to a few lines
 
+ protected:
+  void resizeEvent(QResizeEvent* event) override;
+
+ private:
   QLineEdit* ranks_ = nullptr;
   QDoubleSpinBox* seconds_ = nullptr;
   QCheckBox* reference_ = nullptr;
@@ -86,6 +94,7 @@ class CalibrationPanel : public QWidget {
   QPushButton* learn_ = nullptr;
   QProgressBar* progress_ = nullptr;
   QLabel* status_ = nullptr;
+  QScrollArea* status_area_ = nullptr;
   QTableWidget* table_ = nullptr;
   QTimer* poll_ = nullptr;
   QString presets_dir_;

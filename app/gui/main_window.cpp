@@ -638,7 +638,7 @@ CalibrationPanel* MainWindow::showCalibrationPanel() {
     dialog->setWindowTitle(tr("Calibrate this machine"));
     auto* panel = new CalibrationPanel(dialog);
     (new QVBoxLayout(dialog))->addWidget(panel);
-    dialog->resize(720, 520);
+    dialog->resize(900, 620);  // the fits' table, its quality column in view
     connect(panel, &CalibrationPanel::calibrated, this,
             [this](const QString& file, const QStringList& clusters) {
               // Read again, the presets are the planner's at once, and a run

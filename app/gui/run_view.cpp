@@ -222,6 +222,7 @@ struct Analysed {
   int world_size = 0;               // of the job the ranks came from (a sample of 128, say)
   std::string predicted_plan_json;  // the plan the run's prediction was made for, if recorded
   bool has_prediction = false;      // the store holds a prediction (meta "predicted_step")
+  std::string not_predictable;      // why none can be made (a calibration store, an import)
   std::int64_t start_ns = 0;
   std::vector<std::int64_t> step_starts;  // the lowest rank's, for the predicted lane
   std::vector<CounterLine> counters;      // each rank's sampled counters
@@ -745,6 +746,7 @@ void RunView::openStore(const QString& path) {
   range_analysis_.reset();
   predicted_again_on_.clear();
   predicted_again_notes_.clear();
+  not_predictable_.clear();
   damage_.clear();
   integrity_checked_ = false;
   header_->setText(tr("Opening %1…").arg(title_));
@@ -827,6 +829,8 @@ void RunView::startAnalysis() {
       // An unreadable one is the analysis's error, said below.
       auto step = trace::read_predicted_step(*predicted, path + ": meta predicted_step");
       if (step) out.predicted_plan_json = std::move(step->plan_json);
+    } else if (auto why = calib::why_not_predictable(*reader.value())) {
+      out.not_predictable = std::move(*why);
     }
     out.start_ns = reader.value()->time_range().start_ns;
     if (auto steps = reader.value()->steps()) {
@@ -856,6 +860,7 @@ void RunView::startAnalysis() {
       return;
     }
     analysis_ = out.analysis;
+    not_predictable_ = q(out.not_predictable);
     trace_start_ns_ = out.start_ns;
     if (!out.run.title.empty()) title_ = q(out.run.title);
     const int ranks = int(analysis_->ranks.size());
@@ -1447,15 +1452,23 @@ void RunView::showAnalysis() {
   prediction_table_->setRowCount(0);
   if (!a.prediction) {
     prediction_table_->setRowCount(1);
-    prediction_table_->setItem(
-        0, 0,
-        tableCell(a.prediction_error.empty()
-                      ? tr("This run records no prediction of its step. Tools ▸ Predict the open "
-                           "run again makes one on this machine's calibration (Tools ▸ Calibrate "
-                           "this machine… first, where there is none).")
-                      : tr("The prediction this run records does not read: %1. Tools ▸ Predict "
-                           "the open run again makes a new one.")
-                            .arg(q(a.prediction_error))));
+    QString text;
+    if (!a.prediction_error.empty()) {
+      text = tr("The prediction this run records does not read: %1. Tools ▸ Predict the open run "
+                "again makes a new one.")
+                 .arg(q(a.prediction_error));
+    } else if (!not_predictable_.isEmpty()) {
+      // Not sent to Tools ▸ Predict the open run again, which can only refuse it.
+      text = tr("This store records no prediction of its step, and none can be made of it: %1.")
+                 .arg(not_predictable_);
+    } else {
+      text =
+          tr("This run records no prediction of its step. Tools ▸ Predict the open run again "
+             "makes one on this machine's calibration (Tools ▸ Calibrate this machine… first, "
+             "where there is none).");
+    }
+    prediction_table_->setItem(0, 0, tableCell(text));
+    prediction_table_->setSpan(0, 0, 1, 4);
   } else {
     const trace::PredictionComparison& p = *a.prediction;
     // As `trace stats` says them: the error of the prediction against the

@@ -236,6 +236,7 @@ class RunView : public QWidget {
   QString predicted_path_;
   QString predicted_again_on_;
   QStringList predicted_again_notes_;
+  QString not_predictable_;         // why no prediction can be made (a calibration store)
   bool predicted_aligned_ = false;  // the predicted lane follows the measured window
 
   QLabel* header_;

@@ -13,6 +13,7 @@
 #include <QLineEdit>
 #include <QProcess>
 #include <QPushButton>
+#include <QScrollBar>
 #include <QSignalSpy>
 #include <QTableWidget>
 #include <QTemporaryDir>
@@ -33,6 +34,8 @@ class TestGuiCalibration : public QObject {
   void badRankCounts();
   void calibratesThisMachine();
   void cancelTwiceKillsTheRanks();
+  void presetsFolderNotWritableIsRefusedFirst();
+  void eachCalibrationKeepsItsStore();
   void cancelDuringTheReferenceRunsKeepsTheSweeps();
   void learnsFromRuns();
   void mainWindowOpensThePanel();
@@ -127,6 +130,24 @@ void TestGuiCalibration::calibratesThisMachine() {
   // runs two tests at once), and the status says so.
   QVERIFY2(learnt || status.contains(QStringLiteral("not learnt from")), qPrintable(status));
   QVERIFY(panel.startButton()->isEnabled());
+  // Each fit's quality in view without scrolling across, in a window as
+  // small as the calibration dialog was: the list of message sizes widened
+  // its column, and the quality column went past the window's edge.
+  panel.resize(720, 520);
+  panel.show();
+  QTableWidget* table = panel.fitTable();
+  QTRY_COMPARE(table->horizontalScrollBar()->maximum(), 0);
+  QVERIFY2(table->columnViewportPosition(3) + 100 <= table->viewport()->width(),
+           qPrintable(QString::number(table->columnViewportPosition(3))));
+  // And the table keeps the window: the status's lines (the stores, the
+  // reference runs, a note for each fit off its points) scroll past a few
+  // lines. They took the window's height and left the table a row.
+  const int line = panel.fontMetrics().lineSpacing();
+  QVERIFY2(panel.statusLabel()->visibleRegion().boundingRect().height() <= 7 * line,
+           qPrintable(status));
+  QVERIFY(panel.statusLabel()->height() > 7 * line);  // the whole of it, to scroll through
+  QVERIFY(table->viewport()->height() >= 8 * line);
+  cs::gui::test::saveScreenshot(&panel, QStringLiteral("calibration-fits"));
 }
 
 // "Learn from runs": a real 2-rank run, then the panel refines the
@@ -156,6 +177,65 @@ void TestGuiCalibration::cancelTwiceKillsTheRanks() {
            qPrintable(message));
   QVERIFY(!QFile::exists(dir_.filePath("cancelled.db")));
   QVERIFY(!QDir(dir_.filePath("cancelled.phase0.ranks")).exists());
+}
+
+// A presets folder that cannot be written is refused before the sweeps,
+// as `clusterscope calibrate` refuses it: the app measured for minutes
+// (here 10 s a GEMM size) and only then failed to save. (A folder under a
+// file: root writes into any folder.)
+void TestGuiCalibration::presetsFolderNotWritableIsRefusedFirst() {
+  QFile file(dir_.filePath("a-file"));
+  QVERIFY(file.open(QIODevice::WriteOnly));
+  file.close();
+  const QString presets = dir_.filePath("a-file/presets");
+  cs::gui::CalibrationPanel panel;
+  panel.setPresetsDir(presets);
+  panel.setStorePath(dir_.filePath("unsaved.db"));
+  QSignalSpy failed(&panel, &cs::gui::CalibrationPanel::failed);
+  panel.rankCounts()->setText(QStringLiteral("1"));
+  panel.secondsPerSize()->setValue(10);
+  panel.referenceRuns()->setChecked(false);
+  panel.startButton()->click();
+  QTRY_VERIFY_WITH_TIMEOUT(!panel.running(), 20000);
+  QCOMPARE(failed.count(), 1);
+  const QString message = failed.first().at(0).toString();
+  QVERIFY2(message.startsWith(presets + QStringLiteral(": the calibrated presets cannot be "
+                                                       "saved there (Not a directory)")),
+           qPrintable(message));
+  QVERIFY2(message.contains(QStringLiteral("nothing was measured")), qPrintable(message));
+  QCOMPARE(panel.statusLabel()->text(), message);
+  QVERIFY(!QFile::exists(dir_.filePath("unsaved.db")));
+  QVERIFY(!QDir(dir_.filePath("unsaved.phase0.ranks")).exists());
+  QVERIFY(panel.startButton()->isEnabled());
+}
+
+// The store left to the panel is named for its time: two calibrations keep
+// two stores. One name for all wrote each calibration over the last.
+void TestGuiCalibration::eachCalibrationKeepsItsStore() {
+  const QString root = dir_.filePath("stores");
+  QVERIFY(QDir().mkpath(root + QStringLiteral("/presets")));
+  cs::gui::CalibrationPanel panel;
+  panel.setPresetsDir(root + QStringLiteral("/presets"));
+  panel.rankCounts()->setText(QStringLiteral("1"));
+  panel.secondsPerSize()->setValue(0.01);
+  panel.referenceRuns()->setChecked(false);
+  QSignalSpy done(&panel, &cs::gui::CalibrationPanel::calibrated);
+  QStringList said;
+  for (int i = 0; i < 2; ++i) {
+    if (i > 0) QTest::qWait(1100);  // names to the second
+    panel.startButton()->click();
+    QTRY_VERIFY_WITH_TIMEOUT(!panel.running(), 240000);
+    QVERIFY2(done.count() == i + 1, qPrintable(panel.statusLabel()->text()));
+    said << panel.statusLabel()->text();
+  }
+  const QStringList stores =
+      QDir(root).entryList({QStringLiteral("calibration-*.db")}, QDir::Files, QDir::Name);
+  QCOMPARE(stores.size(), 2);
+  for (int i = 0; i < 2; ++i) {  // each named where the panel says it is
+    QVERIFY2(said[i].contains(QStringLiteral("the calibration store is ") +
+                              QDir(root).filePath(stores[i])),
+             qPrintable(said[i]));
+  }
 }
 
 // Cancel once the sweeps are done, during the reference runs: nothing is

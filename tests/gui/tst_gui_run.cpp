@@ -133,6 +133,8 @@ class TestGuiRun : public QObject {
   void memoryPartsAreNotLanes();
   void predictedLaneDrawsThePlanPredicted();
   void predictionTableHoldsEachEndStage();
+  void unpredictableStoreSaysWhy_data();
+  void unpredictableStoreSaysWhy();
   void machineProbeRows();
   void eventTimesReadApart();
   void rangeHeadersKeepTheirWords();
@@ -452,6 +454,45 @@ void TestGuiRun::predictionTableHoldsEachEndStage() {
 // engines' scaled shape on the calibrated cluster, recorded with it), not
 // the plan the user asked for: a CPU run of a scaled model had LLaMA-sized
 // predicted steps under it.
+// A store of which no prediction can be made: the tab says why, and no
+// longer sends the user to Tools ▸ Predict the open run again, which can
+// only refuse it (a calibration's sweeps; a trace without the engines' plan).
+void TestGuiRun::unpredictableStoreSaysWhy_data() {
+  QTest::addColumn<bool>("calibration");
+  QTest::addColumn<QString>("why");
+  QTest::addRow("calibration store")
+      << true << QStringLiteral("a calibration store, not a training run");
+  QTest::addRow("no plan of the engines")
+      << false << QStringLiteral("not a training run of the ClusterScope engines");
+}
+
+void TestGuiRun::unpredictableStoreSaysWhy() {
+  QFETCH(bool, calibration);
+  QFETCH(QString, why);
+  const QString path = dir_.filePath(QStringLiteral("unpredictable-%1.db").arg(int(calibration)));
+  QFile::remove(path);
+  auto w = one_kernel_store(path);
+  QVERIFY(w);
+  if (calibration) w->set_meta("calibration", "{}");
+  QVERIFY(w->close().ok());
+  RunView view;
+  view.resize(900, 600);
+  view.show();
+  openAndWait(view, path);
+  QTableWidget* table = view.predictionTable();
+  QCOMPARE(table->rowCount(), 1);
+  const QString text = table->item(0, 0)->text();
+  QVERIFY2(text.contains(QStringLiteral("none can be made of it: ") + why), qPrintable(text));
+  QVERIFY2(!text.contains(QStringLiteral("Predict the open run again")), qPrintable(text));
+  QCOMPARE(table->columnSpan(0, 0), 4);  // across the table, not squeezed into "part"
+  // The action, asked all the same, refuses it in the same words.
+  QSignalSpy predicted(&view, &RunView::predictionReady);
+  view.predictAgain();
+  QTRY_COMPARE_WITH_TIMEOUT(predicted.count(), 1, 30000);
+  QVERIFY2(predicted.front().at(1).toString().contains(why),
+           qPrintable(predicted.front().at(1).toString()));
+}
+
 void TestGuiRun::predictedLaneDrawsThePlanPredicted() {
   const QString store = dir_.filePath(QStringLiteral("predicted-plan.db"));
   QFile::remove(store);
@@ -1819,11 +1860,13 @@ void TestGuiRun::importedTraces() {
   QVERIFY(int(view->analysis()->ranks.size()) >= int(files.size()));
   QVERIFY(view->kernelProxy()->rowCount() > 0);
   QTRY_VERIFY_WITH_TIMEOUT(view->timeline()->laneCount() > 0, 30000);
-  // An imported trace has no prediction: the tab says how to make one (it
-  // named the store's meta key).
+  // An imported trace has no prediction, and holds no plan to make one
+  // from: the tab says so (it named the store's meta key, then sent the
+  // user to Tools ▸ Predict the open run again, which refused it).
   QVERIFY(!view->analysis()->prediction);
   QVERIFY2(view->predictionTable()->item(0, 0)->text().contains(
-               QStringLiteral("Tools ▸ Predict the open run again")),
+               QStringLiteral("none can be made of it: not a training run of the ClusterScope "
+                              "engines")),
            qPrintable(view->predictionTable()->item(0, 0)->text()));
   // Tools ▸ Compare the open run with… is there once a run is open.
   auto* compare = window.findChild<QAction*>(QStringLiteral("actionCompareRun"));
