@@ -449,6 +449,16 @@ void CalibrationPanel::showFit(const plan::Calibration& fit, const QString& orig
       add(d.ranks, tr("%1 GEMM").arg(text(std::string(to_string(g.precision)))),
           text(format_rate(g.peak * g.efficiency, "FLOP/s")), quality_text(g.quality));
     }
+    // The rows clusterscope calibrate prints beside the GEMMs: the fixed
+    // part of a GEMM's time, and what each op's timing adds (CPU engine).
+    if (!d.gemm.empty()) add(d.ranks, tr("GEMM ramp"), text(format_seconds(d.ramp)), QString());
+    if (fit.engine == "cpu" && d.launch > 0) {
+      add(d.ranks, tr("timing of an op"), text(format_seconds(d.launch)),
+          tr("measured: the tracer's clock reads"));
+    }
+    if (!d.gemm.empty() && fit.engine != "cpu")
+      add(d.ranks, tr("GEMM traffic hidden"),
+          QStringLiteral("%1 %").arg(100 * d.gemm_memory_overlap, 0, 'f', 1), QString());
     if (d.memory_rate) {
       add(d.ranks, tr("memory streaming"), text(format_rate(*d.memory_rate, "B/s")),
           quality_text(d.memory_quality));

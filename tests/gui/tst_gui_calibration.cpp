@@ -14,6 +14,7 @@
 #include <QProcess>
 #include <QPushButton>
 #include <QScrollBar>
+#include <QSet>
 #include <QSignalSpy>
 #include <QTableWidget>
 #include <QTemporaryDir>
@@ -102,14 +103,25 @@ void TestGuiCalibration::calibratesThisMachine() {
   // A row per fitted quantity, the 2-rank link among them, warm and with
   // the caches cold.
   QVERIFY(panel.fitTable()->rowCount() > 5);
+  // As clusterscope calibrate lists them: the GEMM ramp, and for each rank
+  // count the timing of an op its ranks measured.
   bool link = false, cold_link = false;
+  QSet<QString> ramps, timings;
   for (int r = 0; r < panel.fitTable()->rowCount(); ++r) {
+    const QString ranks = panel.fitTable()->item(r, 0)->text();
     const QString quantity = panel.fitTable()->item(r, 1)->text();
     link |= quantity.startsWith(QStringLiteral("link"));
     cold_link |= quantity.startsWith(QStringLiteral("caches cold: link"));
+    if (quantity == QStringLiteral("GEMM ramp")) ramps << ranks;
+    if (quantity == QStringLiteral("timing of an op")) {
+      timings << ranks;
+      QVERIFY(panel.fitTable()->item(r, 2)->text().endsWith(QStringLiteral("s")));
+    }
   }
   QVERIFY2(link, qPrintable(panel.statusLabel()->text()));
   QVERIFY2(cold_link, qPrintable(panel.statusLabel()->text()));
+  QCOMPARE(ramps, (QSet<QString>{QStringLiteral("1"), QStringLiteral("2")}));
+  QCOMPARE(timings, (QSet<QString>{QStringLiteral("1"), QStringLiteral("2")}));
   // Then the reference model trained on 1 rank (micro-batches of 2 and
   // 1), and on 2 as dp 2 and as tp 2: each run's step measured against
   // both predictions, its store kept, and what the runs showed listed apart.
