@@ -1007,18 +1007,20 @@ void print_stats(const StatsOptions& o, Context& ctx, const std::unique_ptr<Trac
               "nvtx_sum)");
   if (!a.annotations.empty() && top > 0)
     std::cout << "  share: of all ranges' time; a range inside another counts in both\n";
-  if (!a.counters.empty() && top > 0) {
+  // The engines' memory by part is in the prediction's table (and in the
+  // JSON): here it would crowd out later ranks' whole. The counters of ops
+  // are parts of them. A store of those alone (a calibration's) printed the
+  // table's title and header over no row.
+  std::vector<const CounterStats*> listed;
+  for (const CounterStats& k : a.counters)
+    if (!is_memory_part_counter(k.name) && !is_op_counter(k.name)) listed.push_back(&k);
+  if (!listed.empty() && top > 0) {
     std::cout << "\nSampled counters (each rank's; the largest sample is the peak, as "
                  "max_memory_allocated gives it)\n";
     TextTable c({"rank", "counter", "samples", "least", "largest", "at ms", "last"});
     for (std::size_t i = 2; i < 7; ++i)
       c.right_align(i);
     const std::int64_t origin = r->time_range().start_ns;
-    // The engines' memory by part is in the prediction's table (and in the
-    // JSON): here it would crowd out later ranks' whole.
-    std::vector<const CounterStats*> listed;
-    for (const CounterStats& k : a.counters)
-      if (!is_memory_part_counter(k.name) && !is_op_counter(k.name)) listed.push_back(&k);
     for (std::size_t i = 0; i < listed.size() && i < top; ++i) {
       const CounterStats& k = *listed[i];
       auto value = [&](double v) { return counter_value_text(k, v); };

@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "../process_run.h"
+#include "core/trace_writer.h"
 
 namespace {
 
@@ -120,6 +121,7 @@ class TestTraceCli : public QObject {
   void newerNsightExports();
   void pytorchMemoryProfile();
   void countersAsTheStoreHoldsThem();
+  void opCountersAloneMakeNoCountersTable();
   void pytorchStreamSyncs();
   void rankWithoutDeviceWorkSaysSo();
   void controlCharactersInNamesAreEscaped();
@@ -1112,6 +1114,41 @@ void TestTraceCli::pytorchMemoryProfile() {
   const Run text = run_cli({"trace", "stats", store});
   QVERIFY2(text.out.contains("Sampled counters") && text.out.contains("1.00 KiB"),
            qPrintable(text.out));
+}
+
+// The counters of ops (time off CPU, the cost of timing an op) are parts of
+// the ops, not lines of their own: a store of those alone (a calibration's
+// sweeps) printed the counters' title and header over no row.
+void TestTraceCli::opCountersAloneMakeNoCountersTable() {
+  namespace tr = cs::trace;
+  QTemporaryDir dir;
+  const QString store = dir.filePath("ops.db");
+  {
+    auto created = tr::TraceWriter::create(store.toStdString(), tr::RunInfo{"ops", "test"});
+    QVERIFY2(created, created ? "" : created.message().c_str());
+    tr::TraceWriter& w = **created;
+    w.add_rank({0, "box", "CPU", 1, 0, false});
+    const tr::LaneId lane = w.add_lane(0, tr::LaneKind::cpu_thread, "compute");
+    tr::Event e;
+    e.lane = lane;
+    e.kind = tr::EventKind::kernel;
+    e.category = tr::Category::compute;
+    e.start_ns = 1000;
+    e.end_ns = 5000;
+    e.name = w.intern("gemm");
+    w.add(e);
+    w.add(tr::CounterSample{0, w.intern(tr::kOpTimingCostCounter), 500, 1300});
+    w.add(tr::CounterSample{0, w.intern(tr::kOffCpuCounter), 5000, 200});
+    QVERIFY(w.close().ok());
+  }
+  const Run text = run_cli({"trace", "stats", store});
+  QVERIFY2(text.exit_code == 0, qPrintable(text.err));
+  QVERIFY2(!text.out.contains("Sampled counters"), qPrintable(text.out));
+  QVERIFY2(text.out.contains("gemm"), qPrintable(text.out));
+  // Still in the JSON, as every counter is.
+  const Run json = run_cli({"trace", "stats", store, "--json"});
+  QVERIFY2(json.exit_code == 0, qPrintable(json.err));
+  QCOMPARE(QJsonDocument::fromJson(json.out.toUtf8())["counters"].toArray().size(), 2);
 }
 
 // The counters' table on the CUDA engine's committed run, against SQL over
