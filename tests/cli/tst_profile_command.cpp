@@ -102,6 +102,33 @@ QProcessEnvironment with_tmp(const QTemporaryDir& tmp) {
   return env;
 }
 
+// clusterscope profile running `script` under sh, one of whose processes
+// leaves the process group (setsid), writes its pid to $TMPDIR/pid and says
+// ready. That process is killed when the test ends, whatever happened.
+class ProfiledScript {
+ public:
+  ProfiledScript(const QTemporaryDir& tmp, const QString& out, const QString& script)
+      : pid_file_(tmp.filePath("pid")) {
+    process.setProcessEnvironment(with_tmp(tmp));
+    process.start(CS_BIN_DIR "/clusterscope", {"profile", "--out", out, "--", "sh", "-c", script});
+  }
+  ~ProfiledScript() {
+    if (process_exists(pid_in(pid_file_))) ::kill(pid_in(pid_file_), SIGKILL);
+  }
+  // Whether the command runs and said ready; `away` is then the pid written.
+  bool ready() {
+    if (!process.waitForStarted() || !command_is_ready(process)) return false;
+    away = pid_in(pid_file_);
+    return process_exists(away);
+  }
+
+  QProcess process;
+  pid_t away = 0;
+
+ private:
+  QString pid_file_;
+};
+
 QStringList entries(const QString& dir) {
   return QDir(dir).entryList(QDir::NoDotAndDotDot | QDir::AllEntries, QDir::Name);
 }
@@ -288,20 +315,12 @@ void TestProfileCommand::processesThatLeftTheGroupAreEnded() {
   QFETCH(QString, then);
   QFETCH(int, code);
   QTemporaryDir tmp;
-  const QString pid_file = tmp.filePath("pid");
-  auto cleanup = qScopeGuard([&] {
-    if (process_exists(pid_in(pid_file))) ::kill(pid_in(pid_file), SIGKILL);
-  });
-  QProcess p;
-  p.setProcessEnvironment(with_tmp(tmp));
-  p.start(
-      CS_BIN_DIR "/clusterscope",
-      {"profile", "--out", tmp.filePath("run.db"), "--", "sh", "-c",
-       "setsid sh -c 'echo $$ > \"$1\"; echo ready; exec sleep 60' sh \"$TMPDIR/pid\" & " + then});
-  QVERIFY(p.waitForStarted());
-  QVERIFY(command_is_ready(p));
-  const pid_t escaped = pid_in(pid_file);
-  QVERIFY(process_exists(escaped));
+  ProfiledScript run(
+      tmp, tmp.filePath("run.db"),
+      "setsid sh -c 'echo $$ > \"$1\"; echo ready; exec sleep 60' sh \"$TMPDIR/pid\" & " + then);
+  QVERIFY(run.ready());
+  QProcess& p = run.process;
+  const pid_t escaped = run.away;
   QByteArray err;
   if (then.startsWith("exit")) {
     QVERIFY(says(p, err,
@@ -320,20 +339,13 @@ void TestProfileCommand::processesThatLeftTheGroupAreEnded() {
 // command alone, which had ended at the first SIGTERM).
 void TestProfileCommand::aProcessThatIgnoresTheStopIsKilled() {
   QTemporaryDir tmp;
-  const QString pid_file = tmp.filePath("pid");
-  auto cleanup = qScopeGuard([&] {
-    if (process_exists(pid_in(pid_file))) ::kill(pid_in(pid_file), SIGKILL);
-  });
-  QProcess p;
-  p.setProcessEnvironment(with_tmp(tmp));
-  p.start(CS_BIN_DIR "/clusterscope",
-          {"profile", "--out", tmp.filePath("run.db"), "--", "sh", "-c",
-           "setsid sh -c 'trap \"\" INT TERM; echo $$ > \"$1\"; echo ready; exec sleep 60' sh "
-           "\"$TMPDIR/pid\" & wait"});
-  QVERIFY(p.waitForStarted());
-  QVERIFY(command_is_ready(p));
-  const pid_t deaf = pid_in(pid_file);
-  QVERIFY(process_exists(deaf));
+  ProfiledScript run(
+      tmp, tmp.filePath("run.db"),
+      "setsid sh -c 'trap \"\" INT TERM; echo $$ > \"$1\"; echo ready; exec sleep 60' sh "
+      "\"$TMPDIR/pid\" & wait");
+  QVERIFY(run.ready());
+  QProcess& p = run.process;
+  const pid_t deaf = run.away;
   const auto profiler = pid_t(p.processId());
   QByteArray err;
   ::kill(profiler, SIGTERM);
@@ -358,25 +370,17 @@ void TestProfileCommand::aProcessThatIgnoresTheStopIsKilled() {
 void TestProfileCommand::aHangUpIsPassedOnAndWhatWasRecordedGathered() {
   QTemporaryDir tmp;
   QVERIFY(make_rank_stores(tmp));
-  const QString pid_file = tmp.filePath("pid");
-  auto cleanup = qScopeGuard([&] {
-    if (process_exists(pid_in(pid_file))) ::kill(pid_in(pid_file), SIGKILL);
-  });
   const QString out = tmp.filePath("run.db");
-  QProcess p;
-  p.setProcessEnvironment(with_tmp(tmp));
   // The process that left the group writes its store as it is hung up on.
-  p.start(
-      CS_BIN_DIR "/clusterscope",
-      {"profile", "--out", out, "--", "sh", "-c",
-       "cp \"$TMPDIR/made-rank0.db\" \"$CLUSTERSCOPE_PROFILE_DIR/rank0-pid1.db\" && "
-       "setsid sh -c 'trap \"cp \\\"$TMPDIR/made-rank1.db\\\" "
-       "\\\"$CLUSTERSCOPE_PROFILE_DIR/rank1-pid2.db\\\"; exit 0\" HUP; "
-       "echo $$ > \"$1\"; echo ready; while :; do sleep 0.05; done' sh \"$TMPDIR/pid\" & wait"});
-  QVERIFY(p.waitForStarted());
-  QVERIFY(command_is_ready(p));
-  const pid_t away = pid_in(pid_file);
-  QVERIFY(process_exists(away));
+  ProfiledScript run(
+      tmp, out,
+      "cp \"$TMPDIR/made-rank0.db\" \"$CLUSTERSCOPE_PROFILE_DIR/rank0-pid1.db\" && "
+      "setsid sh -c 'trap \"cp \\\"$TMPDIR/made-rank1.db\\\" "
+      "\\\"$CLUSTERSCOPE_PROFILE_DIR/rank1-pid2.db\\\"; exit 0\" HUP; "
+      "echo $$ > \"$1\"; echo ready; while :; do sleep 0.05; done' sh \"$TMPDIR/pid\" & wait");
+  QVERIFY(run.ready());
+  QProcess& p = run.process;
+  const pid_t away = run.away;
   ::kill(pid_t(p.processId()), SIGHUP);
   QVERIFY(p.waitForFinished(30000));
   const QByteArray err = p.readAllStandardError();
