@@ -203,6 +203,42 @@ Result<MachineCalibration> fit_calibration_store(const std::string& store,
   return out;
 }
 
+bool is_calibration_store(const std::string& store) {
+  auto reader = trace::TraceReader::open(store, trace::TraceReader::Options{.repair = false});
+  return reader && (*reader)->meta(kCalibrationMetaKey).has_value();
+}
+
+Result<std::optional<GpuSpec>> datasheet_of_calibration_store(const std::string& store,
+                                                              const PresetCatalog& catalog) {
+  auto reader = trace::TraceReader::open(store, trace::TraceReader::Options{.repair = false});
+  if (!reader) return std::optional<GpuSpec>();  // said by the fit, which opens it again
+  const auto text = (*reader)->meta(kCalibrationMetaKey);
+  if (!text) return std::optional<GpuSpec>();
+  auto info = calibration_info_from_json(*text, store + ": meta calibration");
+  if (!info || info->engine != "cuda")
+    return std::optional<GpuSpec>();  // the fit says what is wrong
+  const std::string& device = info->device;
+  if (const GpuSpec* g = catalog.match_device(device)) return std::optional<GpuSpec>(*g);
+  // Sweeps imported with a datasheet record its display name as the device.
+  for (const GpuSpec& g : catalog.gpus())
+    if (g.display_name == device) return std::optional<GpuSpec>(g);
+  return Error{store + ": the sweeps ran on \"" + device + "\", which no GPU preset names"};
+}
+
+Result<MachineCalibration> fit_and_save_calibration_store(const std::string& store,
+                                                          const PresetCatalog& catalog,
+                                                          const fs::path& presets_dir) {
+  auto datasheet = datasheet_of_calibration_store(store, catalog);
+  if (!datasheet) return datasheet.error();
+  auto out = fit_calibration_store(store, *datasheet);
+  if (!out) return out.error();
+  out->presets_file =
+      presets_file_to_save(presets_dir, out->presets, catalog, out->fit.host, out->fit.engine);
+  if (Status s = merge_into_presets_file(out->presets_file, out->presets, catalog); !s)
+    return s.error();
+  return out;
+}
+
 Workload reference_workload() {
   Workload w;
   w.name = "calibration-reference";
@@ -541,7 +577,8 @@ Status learn_from_reference_runs(const MachineCalibrationOptions& o, MachineCali
         std::string(stop->kill ? " (the run's ranks were killed on a second interrupt)" : "") +
         ". The sweeps are kept in " + out.record.store + ": `clusterscope calibrate --from-store " +
         launch::shell_quote(out.record.store) +
-        "` fits and saves them, without the reference runs"};
+        "` (or, in the app, Learn from runs... with that store) fits and saves them, "
+        "without the reference runs"};
   };
   for (const plan::DeviceFit& device : out.fit.devices) {
     const std::string name =

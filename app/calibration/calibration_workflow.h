@@ -135,6 +135,21 @@ Result<MachineCalibration> calibrate_machine(
 Result<MachineCalibration> fit_calibration_store(const std::string& store,
                                                  const std::optional<GpuSpec>& datasheet);
 
+// Whether `store` opens as a calibration store (its sweeps), not a run's.
+bool is_calibration_store(const std::string& store);
+
+// The datasheet of the GPU a calibration store's sweeps ran on, looked up in
+// `catalog`: none for the CPU engine's (or a store that does not open or say,
+// which the fit then names); an error where no GPU preset names the device.
+Result<std::optional<GpuSpec>> datasheet_of_calibration_store(const std::string& store,
+                                                              const PresetCatalog& catalog);
+
+// What clusterscope calibrate --from-store does: the store fitted with its
+// own datasheet, its presets merged into this host's file in `presets_dir`.
+Result<MachineCalibration> fit_and_save_calibration_store(const std::string& store,
+                                                          const PresetCatalog& catalog,
+                                                          const std::filesystem::path& presets_dir);
+
 // The presets file of one host and engine in `dir`: calibrated-<host>-<engine>.json.
 std::filesystem::path presets_file_for(const std::filesystem::path& dir, std::string_view host,
                                        std::string_view engine);

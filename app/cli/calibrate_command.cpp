@@ -26,14 +26,12 @@
 #include "app/cli/context.h"
 #include "app/cli/signal_cancel.h"
 #include "app/cli/text_table.h"
-#include "core/calibration_meta.h"
 #include "core/format.h"
 #include "core/host_probe.h"
 #include "core/import_sweeps.h"
 #include "core/json_reader.h"
 #include "core/json_text.h"
 #include "core/model_json.h"
-#include "core/trace_reader.h"
 
 namespace cs::cli {
 
@@ -291,19 +289,9 @@ std::optional<GpuSpec> datasheet_of_sweeps(Context& ctx, const std::vector<std::
 // the engine and device), as for sweeps; none for the CPU engine's. Without
 // it a GPU's GEMMs fitted against nothing: "nothing to calibrate from".
 std::optional<GpuSpec> datasheet_of_store(Context& ctx, const std::string& path) {
-  auto reader = trace::TraceReader::open(path, trace::TraceReader::Options{.repair = false});
-  if (!reader) return std::nullopt;  // said by the fit, which opens it again
-  const auto text = (*reader)->meta(kCalibrationMetaKey);
-  if (!text) return std::nullopt;
-  auto info = calibration_info_from_json(*text, path + ": meta calibration");
-  if (!info || info->engine != "cuda") return std::nullopt;  // the fit says what is wrong
-  const std::string& device = info->device;
-  if (const GpuSpec* g = ctx.catalog().match_device(device)) return *g;
-  // Sweeps imported with a datasheet record its display name as the device.
-  for (const GpuSpec& g : ctx.catalog().gpus())
-    if (g.display_name == device) return g;
-  throw CliError(path + ": the sweeps ran on \"" + device +
-                 "\", which no GPU preset names: give its datasheet with --gpu");
+  auto datasheet = calib::datasheet_of_calibration_store(path, ctx.catalog());
+  if (!datasheet) throw CliError(datasheet.message() + ": give its datasheet with --gpu");
+  return *datasheet;
 }
 
 std::string default_store() {

@@ -348,6 +348,10 @@ void CalibrationPanel::learnFrom(const QStringList& run_stores) {
   const int job = ++job_;
   struct Learnt {
     std::shared_ptr<std::vector<calib::RunRefinement>> value;
+    // Calibration stores (a calibration's sweeps, kept where its reference
+    // runs were cancelled) are fitted as calibrations, as
+    // clusterscope calibrate --from-store fits them.
+    std::shared_ptr<std::vector<calib::MachineCalibration>> calibrations;
     QString error;
   };
   auto* watcher = new QFutureWatcher<Learnt>(this);
@@ -356,6 +360,10 @@ void CalibrationPanel::learnFrom(const QStringList& run_stores) {
     if (job != job_) return;
     setRunning(false);
     const Learnt outcome = watcher->future().result();
+    if (outcome.calibrations) {
+      showFittedStores(*outcome.calibrations);
+      return;
+    }
     if (!outcome.value) {
       fail(outcome.error);
       return;
@@ -388,6 +396,29 @@ void CalibrationPanel::learnFrom(const QStringList& run_stores) {
     }
     if (!catalog) {
       out.error = QString::fromStdString(catalog.message());
+      return out;
+    }
+    const auto calibration_stores = std::count_if(
+        stores.begin(), stores.end(), [](auto& s) { return calib::is_calibration_store(s); });
+    if (calibration_stores > 0 && calibration_stores < std::ssize(stores)) {
+      out.error =
+          tr("Calibration stores and run stores were chosen together: a calibration "
+             "store is fitted on its own, runs are learnt from together; choose one "
+             "kind.");
+      return out;
+    }
+    if (calibration_stores > 0) {
+      auto fitted = std::make_shared<std::vector<calib::MachineCalibration>>();
+      for (const std::string& store : stores) {
+        auto one = calib::fit_and_save_calibration_store(store, *catalog,
+                                                         dir.empty() ? user_presets_dir() : dir);
+        if (!one) {
+          out.error = QString::fromStdString(one.message());
+          return out;
+        }
+        fitted->push_back(std::move(one).value());
+      }
+      out.calibrations = std::move(fitted);
       return out;
     }
     auto result = calib::refine_from_runs(stores, *catalog, {}, true, dir);
@@ -430,6 +461,28 @@ void CalibrationPanel::showResult(const calib::MachineCalibration& result) {
   for (const std::string& note : result.notes)
     message += QStringLiteral("\n") + text(note);
   setStatus(message);
+  emit calibrated(file, clusters);
+}
+
+// Calibration stores fitted again (Learn from runs given one): each one's
+// fit in the table, its clusters and the presets file it saved.
+void CalibrationPanel::showFittedStores(const std::vector<calib::MachineCalibration>& fitted) {
+  QStringList lines, clusters;
+  QString file;
+  for (const calib::MachineCalibration& m : fitted) {
+    showFit(m.fit);
+    QStringList names;
+    for (const Cluster& c : m.presets.clusters)
+      names << text(c.name);
+    lines << tr("Fitted the calibration store %1: clusters %2.")
+                 .arg(text(m.record.store), names.join(QStringLiteral(", ")));
+    for (const std::string& note : m.fit.notes)
+      lines << text(note);
+    clusters << names;
+    file = text(m.presets_file.string());
+  }
+  if (!file.isEmpty()) lines << tr("Saved in %1.").arg(file);
+  setStatus(lines.join(QStringLiteral("\n")));
   emit calibrated(file, clusters);
 }
 

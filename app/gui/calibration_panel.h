@@ -10,6 +10,7 @@
 
 #include <QWidget>
 #include <memory>
+#include <vector>
 
 class QCheckBox;
 class QDoubleSpinBox;
@@ -73,6 +74,7 @@ class CalibrationPanel : public QWidget {
   struct Sweep;  // what the sweep's threads share with the panel
 
   void showResult(const cs::calib::MachineCalibration& result);
+  void showFittedStores(const std::vector<cs::calib::MachineCalibration>& fitted);
   void fail(const QString& message);  // says why in the status line, and emits failed
   // `origin` prefixes each quantity (what the reference runs showed).
   void showFit(const plan::Calibration& fit, const QString& origin = {});

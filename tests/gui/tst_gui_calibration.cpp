@@ -285,6 +285,29 @@ void TestGuiCalibration::cancelDuringTheReferenceRunsKeepsTheSweeps() {
   QVERIFY2(left.isEmpty(), qPrintable(left.join(", ")));
   QVERIFY(!QDir(dir_.filePath("presets-reference-cancelled")).exists() ||
           QDir(dir_.filePath("presets-reference-cancelled")).isEmpty());
+
+  // Learn from runs given that store fits and saves its sweeps, as
+  // clusterscope calibrate --from-store does: the app refused it ("fit it
+  // with --from-store"), and had no other way to use it.
+  QVERIFY2(message.contains(QStringLiteral("Learn from runs")), qPrintable(message));
+  panel.learnFrom({dir_.filePath("reference-cancelled.db")});
+  QTRY_VERIFY_WITH_TIMEOUT(!panel.running(), 60000);
+  QVERIFY2(failed.count() == 1, qPrintable(panel.statusLabel()->text()));
+  QCOMPARE(done.count(), 1);
+  const QString status = panel.statusLabel()->text();
+  QVERIFY2(status.contains(QStringLiteral("Fitted the calibration store ") +
+                           dir_.filePath("reference-cancelled.db")),
+           qPrintable(status));
+  const QString file = done.first().at(0).toString();
+  QVERIFY2(file.startsWith(dir_.filePath("presets-reference-cancelled")), qPrintable(file));
+  QVERIFY(QFile::exists(file));
+  const QStringList clusters = done.first().at(1).toStringList();
+  QCOMPARE(clusters.size(), 1);
+  QVERIFY(clusters[0].endsWith(QStringLiteral("-cpu1")));
+  bool gemm = false;
+  for (int r = 0; r < panel.fitTable()->rowCount(); ++r)
+    gemm |= panel.fitTable()->item(r, 1)->text() == QStringLiteral("fp32 GEMM");
+  QVERIFY(gemm);
 }
 
 void TestGuiCalibration::learnsFromRuns() {
@@ -328,6 +351,16 @@ void TestGuiCalibration::learnsFromRuns() {
   QVERIFY2(panel.statusLabel()->text().contains(QStringLiteral("missing.db")),
            qPrintable(panel.statusLabel()->text()));
   QVERIFY(panel.learnButton()->isEnabled());
+
+  // A calibration store beside a run: one is fitted alone, the other learnt
+  // from; the two together are refused, saying so.
+  panel.learnFrom({dir_.filePath("run.db"), dir_.filePath("calibration.db")});
+  QTRY_VERIFY_WITH_TIMEOUT(!panel.running(), 60000);
+  QCOMPARE(failed.count(), 2);
+  QVERIFY2(panel.statusLabel()->text().contains(
+               QStringLiteral("Calibration stores and run stores were chosen together")),
+           qPrintable(panel.statusLabel()->text()));
+  QCOMPARE(done.count(), 1);
 }
 
 // Tools > Learn from the open run: the run open in the run view refines
