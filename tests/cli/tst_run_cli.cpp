@@ -312,6 +312,21 @@ void TestRunCli::ranksSharingACoreAreTimedOffCpu() {
   if (taskset.isEmpty()) QSKIP("no taskset (util-linux) to hold the ranks to one core");
   const QString store = dir_.filePath("one-core/run.db");
   QDir().mkpath(dir_.filePath("one-core"));
+  // What a read of the thread's CPU time costs here: the fastest of 16
+  // batches of 32, as each rank measures it.
+  auto fastest_cpu_time_read = [] {
+    double fastest = std::numeric_limits<double>::infinity();
+    for (int batch = 0; batch < 16; ++batch) {
+      timespec ts{};
+      QElapsedTimer timer;
+      timer.start();
+      for (int i = 0; i < 32; ++i)
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+      fastest = std::min(fastest, static_cast<double>(timer.nsecsElapsed()) / 32);
+    }
+    return fastest;
+  };
+  const double read_before = fastest_cpu_time_read();
   const Run r = cs::test::run_process(
       taskset, QStringList{"-c",      "0", kCli,    "run", "--dp",     "2",   "--threads", "1",
                            "--steps", "4", "--out", store, "--layers", "2",   "--hidden",  "128",
@@ -327,25 +342,22 @@ void TestRunCli::ranksSharingACoreAreTimedOffCpu() {
   // of the clock, recorded once by each rank before its work. (An op that
   // follows another takes the CPU time that one ended with: two system
   // calls an op, as each read at both ends, cost twice as much.)
-  double cpu_clock_read = std::numeric_limits<double>::infinity();
-  for (int batch = 0; batch < 16; ++batch) {
-    timespec ts{};
-    QElapsedTimer timer;
-    timer.start();
-    for (int i = 0; i < 32; ++i)
-      clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    cpu_clock_read = std::min(cpu_clock_read, static_cast<double>(timer.nsecsElapsed()) / 32);
-  }
+  // Read here before the run and after it, the fastest kept: once, under
+  // other tests' load, this read came out 9 % slower than the ranks' had.
+  const double cpu_clock_read = std::min(read_before, fastest_cpu_time_read());
   const auto cost = (*reader)->find_string(cs::trace::kOpTimingCostCounter);
   QVERIFY(cost);
   for (std::int32_t rank : {0, 1}) {
     const auto samples = (*reader)->counters(rank, *cost);
     QVERIFY2(samples.ok() && samples->size() == 1, qPrintable(QString("rank %1").arg(rank)));
-    QVERIFY2((*samples)[0].value >= cpu_clock_read && (*samples)[0].value < 1.6 * cpu_clock_read,
-             qPrintable(QString("rank %1: %2 ns an op, a CPU-time read here %3 ns")
-                            .arg(rank)
-                            .arg((*samples)[0].value)
-                            .arg(cpu_clock_read)));
+    // At least most of one read (none, as with BLAS threads, is 0.03 us),
+    // and less than two.
+    QVERIFY2(
+        (*samples)[0].value > 0.6 * cpu_clock_read && (*samples)[0].value < 1.6 * cpu_clock_read,
+        qPrintable(QString("rank %1: %2 ns an op, a CPU-time read here %3 ns")
+                       .arg(rank)
+                       .arg((*samples)[0].value)
+                       .arg(cpu_clock_read)));
   }
   auto ranks = cs::trace::measure_rank_parts(**reader);
   QVERIFY2(ranks.ok(), ranks ? "" : ranks.message().c_str());
