@@ -115,16 +115,24 @@ std::vector<ProcessEntry> live_descendants() {
 // this one's). Processes that ignore it (a trap, a stuck job) are ended by a
 // second one (SIGTERM), then killed by a third (SIGKILL): Ctrl-C did
 // nothing, however often it was pressed.
-void pass_on_interrupt(int nth) {
+// `command`: its pid while it runs, else 0.
+void pass_on_interrupt(int nth, pid_t command) {
   const pid_t self = getpid();
+  // Without /proc (not mounted) no process can be listed: the command itself
+  // is still signalled, as it was before the profiler read the tree.
+  const bool unlisted = command > 0 && access("/proc/self/stat", R_OK) != 0;
   if (nth == 1) {
-    signal_descendants(self, g_first_signal.load(), g_first_from_terminal.load() ? getpgrp() : 0);
+    const bool from_terminal = g_first_from_terminal.load();
+    signal_descendants(self, g_first_signal.load(), from_terminal ? getpgrp() : 0);
+    if (unlisted && !from_terminal) kill(command, g_first_signal.load());
     say("clusterscope: the command was interrupted; interrupt again to end it (SIGTERM)\n");
   } else if (nth == 2) {
     signal_descendants(self, SIGTERM);
+    if (unlisted) kill(command, SIGTERM);
     say("clusterscope: ending the command (SIGTERM); interrupt again to kill it (SIGKILL)\n");
   } else if (nth == 3) {
     signal_descendants(self, SIGKILL);
+    if (unlisted) kill(command, SIGKILL);
     say("clusterscope: killing the command (SIGKILL)\n");
   }
 }
@@ -371,7 +379,7 @@ Result<ExitStatus> run_command(const std::vector<std::string>& command,
       break;
     }
     while (interrupts < g_interrupts.load())
-      pass_on_interrupt(++interrupts);
+      pass_on_interrupt(++interrupts, ended ? 0 : child);
     // Killing: also what was started since.
     if (interrupts >= 3) signal_descendants(getpid(), SIGKILL);
     if (ended && !announced && interrupts < 3) {

@@ -9,6 +9,7 @@
 #include <QFile>
 #include <QFileInfo>
 #include <QProcess>
+#include <QStandardPaths>
 #include <QTemporaryDir>
 #include <QtTest>
 #include <cerrno>
@@ -151,6 +152,7 @@ class TestProfileCommand : public QObject {
   void commandRunsWithTheInjection();
   void signalsReachTheCommand();
   void aSecondInterruptEndsTheCommand();
+  void interruptsReachTheCommandWithoutProc();
   void processesThatLeftTheGroupAreEnded_data();
   void processesThatLeftTheGroupAreEnded();
   void aProcessThatIgnoresTheStopIsKilled();
@@ -297,6 +299,39 @@ void TestProfileCommand::aSecondInterruptEndsTheCommand() {
                err.contains("ending the command (SIGTERM)") &&
                err.contains("clusterscope: sh was killed by SIGTERM"),
            qPrintable(err));
+}
+
+// Where /proc is not mounted no process of the command can be listed: the
+// command itself still gets the interrupt (it got none, and the profile
+// waited on for ever). /proc is hidden in a mount namespace of the profile's
+// own (unshare, as root).
+void TestProfileCommand::interruptsReachTheCommandWithoutProc() {
+  const QString unshare = QStandardPaths::findExecutable("unshare");
+  if (unshare.isEmpty()) QSKIP("no unshare (util-linux) to hide /proc");
+  if (QProcess::execute(unshare, {"-m", "sh", "-c", "mount -t tmpfs none /proc"}) != 0)
+    QSKIP("cannot hide /proc here (unshare -m needs root)");
+  QTemporaryDir tmp;
+  const QString pid_file = tmp.filePath("pid");
+  auto cleanup = qScopeGuard([&] {
+    if (process_exists(pid_in(pid_file))) ::kill(pid_in(pid_file), SIGKILL);
+  });
+  QProcessEnvironment env = with_tmp(tmp);
+  env.insert("CLUSTERSCOPE_INJECT", kLibrary);  // found through /proc/self/exe otherwise
+  QProcess p;
+  p.setProcessEnvironment(env);
+  p.start(unshare,
+          {"-m", "sh", "-c", "mount -t tmpfs none /proc && exec \"$0\" \"$@\"",
+           CS_BIN_DIR "/clusterscope", "profile", "--out", tmp.filePath("run.db"), "--", "sh", "-c",
+           "trap 'echo stopped; exit 7' TERM; echo $$ > \"$TMPDIR/pid\"; echo ready; "
+           "while :; do sleep 0.05; done"});
+  QVERIFY(p.waitForStarted());
+  QVERIFY(command_is_ready(p));
+  ::kill(static_cast<pid_t>(p.processId()), SIGTERM);  // unshare and sh exec'd clusterscope
+  const bool ended = p.waitForFinished(20000);
+  if (!ended) p.kill();
+  QVERIFY2(ended, p.readAllStandardError().constData());
+  QVERIFY(p.readAllStandardOutput().contains("stopped"));
+  QCOMPARE(p.exitCode(), 7);
 }
 
 // A process of the command that left its process group and session
