@@ -336,16 +336,9 @@ bool ClusterDesigner::openClusterFile(const QString& path) {
 }
 
 void ClusterDesigner::use(Cluster cluster, const QString& text) {
-  const Project& project = workspace_->project();
-  const Cluster* current = project.current_cluster();
-  if (!current) return;
-  Project after = project;
-  if (plans_using_cluster(project, current->name) > 1) {
-    add_cluster_for_current_plan(after, std::move(cluster));
-  } else {
-    cluster.name = current->name;  // plans refer to the cluster by this name
-    after.clusters[std::size_t(project.cluster_index(current->name))] = std::move(cluster);
-  }
+  if (!workspace_->project().current_cluster()) return;
+  Project after = workspace_->project();
+  use_for_current_plan(after, std::move(cluster));
   workspace_->edit(text, std::move(after));
 }
 
@@ -353,14 +346,11 @@ bool ClusterDesigner::copyForCurrentPlan() {
   const Project& project = workspace_->project();
   const Cluster* current = project.current_cluster();
   if (!current) return false;
+  const QString text =
+      tr("Copy cluster %1 for plan %2").arg(shownName(*current), q(project.current()->name));
   Project after = project;
-  Cluster copy = *current;
-  copy.display_name =
-      (current->display_name.empty() ? current->name : current->display_name) + " (copy)";
-  add_cluster_for_current_plan(after, std::move(copy));
-  workspace_->edit(
-      tr("Copy cluster %1 for plan %2").arg(q(current->display_name), q(project.current()->name)),
-      std::move(after));
+  copy_cluster_for_current_plan(after);
+  workspace_->edit(text, std::move(after));
   return true;
 }
 

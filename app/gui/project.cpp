@@ -447,16 +447,60 @@ std::string add_uniquely(std::vector<Item>& items, Item item) {
 
 }  // namespace
 
-void add_cluster_for_current_plan(Project& project, Cluster cluster) {
+namespace {
+
+// The current plan's part (cluster or workload: the project's `parts`, named
+// by the plan's `used`) replaced by `part`, or added as its own where other
+// plans use it too.
+template <typename Part>
+void use_part(Project& project, std::vector<Part> Project::*parts, std::string ProjectPlan::*used,
+              Part part) {
   ProjectPlan* plan = project.current();
   if (!plan) return;
-  plan->cluster = add_uniquely(project.clusters, std::move(cluster));
+  std::vector<Part>& items = project.*parts;
+  const std::string name = plan->*used;
+  const auto same = [&](const Part& p) { return p.name == name; };
+  const auto it = std::find_if(items.begin(), items.end(), same);
+  const bool shared = std::count_if(project.plans.begin(), project.plans.end(),
+                                    [&](const ProjectPlan& p) { return p.*used == name; }) > 1;
+  if (shared || it == items.end()) {
+    plan->*used = add_uniquely(items, std::move(part));
+    return;
+  }
+  part.name = name;  // plans refer to it by this name
+  *it = std::move(part);
 }
 
-void add_workload_for_current_plan(Project& project, Workload workload) {
+template <typename Part>
+void copy_part(Project& project, std::vector<Part> Project::*parts,
+               std::string ProjectPlan::*used) {
   ProjectPlan* plan = project.current();
   if (!plan) return;
-  plan->workload = add_uniquely(project.workloads, std::move(workload));
+  std::vector<Part>& items = project.*parts;
+  const auto it = std::find_if(items.begin(), items.end(),
+                               [&](const Part& p) { return p.name == plan->*used; });
+  if (it == items.end()) return;
+  Part copy = *it;
+  copy.display_name = (it->display_name.empty() ? it->name : it->display_name) + " (copy)";
+  plan->*used = add_uniquely(items, std::move(copy));
+}
+
+}  // namespace
+
+void use_for_current_plan(Project& project, Cluster cluster) {
+  use_part(project, &Project::clusters, &ProjectPlan::cluster, std::move(cluster));
+}
+
+void use_for_current_plan(Project& project, Workload workload) {
+  use_part(project, &Project::workloads, &ProjectPlan::workload, std::move(workload));
+}
+
+void copy_cluster_for_current_plan(Project& project) {
+  copy_part(project, &Project::clusters, &ProjectPlan::cluster);
+}
+
+void copy_workload_for_current_plan(Project& project) {
+  copy_part(project, &Project::workloads, &ProjectPlan::workload);
 }
 
 std::vector<Problem> problems_from_message(std::string_view message, std::string_view document) {

@@ -107,11 +107,19 @@ std::string subject_of(const Plan& plan);
 int plans_using_cluster(const Project& project, std::string_view name);
 int plans_using_workload(const Project& project, std::string_view name);
 
-// Gives the current plan `cluster` (`workload`) of its own: added to the
-// project under a name and a display name no other has, the plan pointed at
-// it; the one it used stays for the plans that share it.
-void add_cluster_for_current_plan(Project& project, Cluster cluster);
-void add_workload_for_current_plan(Project& project, Workload workload);
+// Makes `cluster` (`workload`) the current plan's. It takes the place of
+// the one the plan uses, under that one's name (plans refer to it by name);
+// where other plans use that one too, it is added to the project as the
+// current plan's own, under a name and a display name no other has, and the
+// one it used stays for the plans that share it.
+void use_for_current_plan(Project& project, Cluster cluster);
+void use_for_current_plan(Project& project, Workload workload);
+
+// Gives the current plan a copy of its cluster (workload) of its own,
+// shown as "<display name> (copy)", for an edit the plans sharing the
+// original do not see.
+void copy_cluster_for_current_plan(Project& project);
+void copy_workload_for_current_plan(Project& project);
 
 // Splits a core error message "<document>: <pointer>: <rule>" (one per line)
 // back into problems; lines of other documents keep their whole text.

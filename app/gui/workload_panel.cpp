@@ -220,16 +220,9 @@ bool WorkloadPanel::openWorkloadFile(const QString& path) {
 }
 
 void WorkloadPanel::use(Workload w, const QString& text) {
-  const Project& project = workspace_->project();
-  const Workload* current = project.current_workload();
-  if (!current) return;
-  Project after = project;
-  if (plans_using_workload(project, current->name) > 1) {
-    add_workload_for_current_plan(after, std::move(w));
-  } else {
-    w.name = current->name;  // plans refer to the workload by this name
-    after.workloads[std::size_t(project.workload_index(current->name))] = std::move(w);
-  }
+  if (!workspace_->project().current_workload()) return;
+  Project after = workspace_->project();
+  use_for_current_plan(after, std::move(w));
   workspace_->edit(text, std::move(after));
 }
 
@@ -237,14 +230,13 @@ bool WorkloadPanel::copyForCurrentPlan() {
   const Project& project = workspace_->project();
   const Workload* current = project.current_workload();
   if (!current) return false;
+  const QString text =
+      tr("Copy workload %1 for plan %2")
+          .arg(q(current->display_name.empty() ? current->name : current->display_name),
+               q(project.current()->name));
   Project after = project;
-  Workload copy = *current;
-  copy.display_name =
-      (current->display_name.empty() ? current->name : current->display_name) + " (copy)";
-  add_workload_for_current_plan(after, std::move(copy));
-  workspace_->edit(
-      tr("Copy workload %1 for plan %2").arg(q(current->display_name), q(project.current()->name)),
-      std::move(after));
+  copy_workload_for_current_plan(after);
+  workspace_->edit(text, std::move(after));
   return true;
 }
 

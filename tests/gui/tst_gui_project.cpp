@@ -18,6 +18,7 @@
 #include "app/gui/analysis.h"
 #include "app/gui/project.h"
 #include "app/gui/workspace.h"
+#include "core/model_json.h"
 #include "core/presets.h"
 #include "gui_test_support.h"
 #include "planners/estimate.h"
@@ -58,6 +59,7 @@ class TestGuiProject : public QObject {
   void workloadEdits();
   void problemsFromMessage();
   void uniqueNames();
+  void partsForTheCurrentPlan();
   void undoMergesTyping();
   void runsStayThroughUndo();
   void pinsSavedNotUndone();
@@ -406,6 +408,50 @@ void TestGuiProject::uniqueNames() {
   QCOMPARE(QString::fromStdString(unique_name("plan", {})), QStringLiteral("plan"));
   QCOMPARE(QString::fromStdString(unique_name("plan", {"plan", "plan 2"})),
            QStringLiteral("plan 3"));
+}
+
+// A cluster or workload used by the current plan alone is replaced in
+// place under its name (the plan refers to it by that name); one that other
+// plans share stays theirs, and the current plan gets its own, named apart.
+void TestGuiProject::partsForTheCurrentPlan() {
+  Project p = defaults();
+  const std::string cluster = p.plans[0].cluster;
+  const std::string model = p.plans[0].workload;
+  cs::Cluster a100 = catalog().cluster("dgx-a100-64").value();
+  use_for_current_plan(p, a100);
+  QCOMPARE(int(p.clusters.size()), 1);
+  QCOMPARE(p.plans[0].cluster, cluster);
+  QCOMPARE(p.clusters[0].nodes, a100.nodes);
+
+  ProjectPlan second = p.plans[0];
+  second.name = "second";
+  p.plans.push_back(second);
+  p.current_plan = 1;
+  const cs::Cluster before = p.clusters[0];
+  use_for_current_plan(p, catalog().cluster("dgx-h100-32").value());
+  QCOMPARE(int(p.clusters.size()), 2);
+  QCOMPARE(p.plans[0].cluster, cluster);
+  QVERIFY(p.plans[1].cluster != cluster);
+  QVERIFY(cs::to_json(p.clusters[0]) == cs::to_json(before));  // the first plan's, untouched
+
+  // A copy: "(copy)" shown, named apart; the plan sharing the original keeps it.
+  const cs::Workload* shared = p.current_workload();
+  const std::string shown = shared->display_name;
+  copy_workload_for_current_plan(p);
+  QCOMPARE(int(p.workloads.size()), 2);
+  QCOMPARE(p.plans[0].workload, model);
+  QVERIFY(p.plans[1].workload != model);
+  QCOMPARE(p.current_workload()->display_name, shown + " (copy)");
+  // Used by the current plan alone now: replaced in place.
+  cs::Workload edited = *p.current_workload();
+  edited.name = "whatever";
+  edited.transformer.layers = 3;
+  const std::string own = p.plans[1].workload;
+  use_for_current_plan(p, edited);
+  QCOMPARE(int(p.workloads.size()), 2);
+  QCOMPARE(p.plans[1].workload, own);
+  QCOMPARE(p.current_workload()->transformer.layers, 3);
+  QVERIFY(p.workloads[std::size_t(p.workload_index(model))].transformer.layers != 3);
 }
 
 void TestGuiProject::undoMergesTyping() {
