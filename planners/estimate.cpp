@@ -1,12 +1,13 @@
 #include "planners/estimate.h"
 
 #include <algorithm>
-#include <limits>
 #include <cmath>
+#include <limits>
 #include <utility>
 
 #include "core/format.h"
 #include "core/model_json.h"
+#include "core/shown_name.h"
 #include "planners/cost_model.h"
 
 namespace cs::plan {
@@ -20,11 +21,9 @@ using detail::Model;
 detail::Names names_of(const Plan& plan) {
   detail::Names names;
   if (plan.cluster.gpu) {
-    names.gpu = plan.cluster.gpu->display_name.empty() ? plan.cluster.gpu->name
-                                                       : plan.cluster.gpu->display_name;
+    names.gpu = shown_name(*plan.cluster.gpu);
   }
-  names.model =
-      plan.workload.display_name.empty() ? plan.workload.name : plan.workload.display_name;
+  names.model = shown_name(plan.workload);
   return names;
 }
 

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "core/format.h"
+#include "core/shown_name.h"
 #include "planners/cost_model.h"
 
 namespace cs::plan {
@@ -296,8 +297,7 @@ Result<SearchResult> search(const Cluster& cluster, const Workload& workload,
     // Asked for by name, a precision the GPU cannot compute in is an error,
     // not a search that finds nothing.
     if (cluster.gpu->peak.of(p) <= 0) {
-      const std::string gpu =
-          cluster.gpu->display_name.empty() ? cluster.gpu->name : cluster.gpu->display_name;
+      const std::string gpu = shown_name(*cluster.gpu);
       const std::string name(to_string(p));
       return Error{"search: the " + gpu + " has no " + name + " path (its preset gives no " +
                    name + " rate, peak_tflops." + name + "): no plan can compute in " + name};

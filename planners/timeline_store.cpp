@@ -7,6 +7,7 @@
 
 #include "core/json_text.h"
 #include "core/model_json.h"
+#include "core/shown_name.h"
 #include "core/trace_writer.h"
 #include "planners/timeline.h"
 
@@ -17,10 +18,7 @@ Result<PredictedStore> write_predicted_timeline(const Plan& plan, const std::str
   auto timeline = predict_timeline(plan);
   if (!timeline) return timeline.error();
   trace::RunInfo run;
-  run.title =
-      "Predicted step: " +
-      (plan.workload.display_name.empty() ? plan.workload.name : plan.workload.display_name) +
-      " on " + (plan.cluster.display_name.empty() ? plan.cluster.name : plan.cluster.display_name);
+  run.title = "Predicted step: " + shown_name(plan.workload) + " on " + shown_name(plan.cluster);
   run.source = kPredictedTimelineSource;
   run.clock = step_starts.empty() ? "predicted step, from its start"
                                   : "the measured run's clock: the predicted step from each "

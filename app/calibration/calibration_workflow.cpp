@@ -19,6 +19,7 @@
 #include "core/json_text.h"
 #include "core/machine_probe.h"
 #include "core/model_json.h"
+#include "core/shown_name.h"
 #include "core/trace_analysis.h"
 #include "core/trace_reader.h"
 #include "planners/estimate.h"
@@ -773,9 +774,10 @@ Result<RunRefinement> refine_cluster_from(const Cluster& base,
   if (gpu_runs == cpu_device || (gpu_runs && !base_device.device_names.empty() && !named)) {
     const std::string ran_on = fit->device.empty() ? (gpu_runs ? "a GPU" : "a CPU") : fit->device;
     return Error{run_list + " ran on " + ran_on + ", but cluster " + base.name + "'s device is " +
-                 (base_device.display_name.empty() ? base_device.name : base_device.display_name) +
+                 shown_name(base_device) +
                  ": learn from runs on that device, or refine a cluster of the device they ran on; "
-                 "cluster " + base.name + " left as it was"};
+                 "cluster " +
+                 base.name + " left as it was"};
   }
   plan::FitOptions options;
   // A GPU's GEMMs are fitted against its datasheet, their operands at its
@@ -1352,10 +1354,8 @@ void note_plan_problems(const Plan& plan, std::vector<std::string>& notes) {
   if (plan.cluster.total_gpus() == 0) return;
   const std::vector<Problem> problems = plan::check_plan(plan);
   for (const Problem& p : problems) {
-    notes.push_back(
-        "the plan does not hold on its cluster (" +
-        (plan.cluster.display_name.empty() ? plan.cluster.name : plan.cluster.display_name) +
-        "): " + p.pointer + ": " + p.message + "; the engines run it here as they can");
+    notes.push_back("the plan does not hold on its cluster (" + shown_name(plan.cluster) +
+                    "): " + p.pointer + ": " + p.message + "; the engines run it here as they can");
   }
 }
 

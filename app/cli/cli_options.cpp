@@ -15,6 +15,7 @@
 #include "core/json_reader.h"
 #include "core/model_json.h"
 #include "core/parse_count.h"
+#include "core/shown_name.h"
 
 namespace cs::cli {
 
@@ -257,8 +258,7 @@ Cluster ClusterOptions::apply(Cluster c, const PresetCatalog& catalog, bool inli
       price << *price_per_gpu_hour;
       note(true, "--price " + price.str());
     }
-    if (!changed.empty()) c.display_name = (c.display_name.empty() ? c.name : c.display_name) +
-                                           ", changed by " + changed;
+    if (!changed.empty()) c.display_name = shown_name(c) + ", changed by " + changed;
   }
 
   // The same rules as a cluster file.

@@ -15,6 +15,7 @@
 #include "core/format.h"
 #include "core/json_text.h"
 #include "core/model_json.h"
+#include "core/shown_name.h"
 #include "core/trace_reader.h"
 #include "core/trace_writer.h"
 #include "planners/estimate.h"
@@ -102,10 +103,8 @@ std::string planned_dp_exchange(int zero_stage) {
 }
 
 void print_text(const Plan& plan, const plan::Estimate& e) {
-  const std::string model =
-      plan.workload.display_name.empty() ? plan.workload.name : plan.workload.display_name;
-  const std::string cluster =
-      plan.cluster.display_name.empty() ? plan.cluster.name : plan.cluster.display_name;
+  const std::string model = shown_name(plan.workload);
+  const std::string cluster = shown_name(plan.cluster);
   std::cout << model << " on " << cluster << "\n";
   std::cout << "Plan: " << describe_plan(plan) << "\n";
   std::cout << "      " << e.gpus << (e.gpus == 1 ? " GPU, " : " GPUs, ") << e.micro_batches

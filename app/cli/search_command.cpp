@@ -14,6 +14,7 @@
 #include "core/format.h"
 #include "core/json_reader.h"
 #include "core/json_text.h"
+#include "core/shown_name.h"
 #include "core/workload.h"
 #include "planners/estimate_json.h"
 #include "planners/search.h"
@@ -163,10 +164,9 @@ void run(const SearchCommandOptions& o, Context& ctx) {
     if (r.cancelled) throw CliError(stopped_text(r));
     return;
   }
-  const std::string model = workload.display_name.empty() ? workload.name : workload.display_name;
-  std::cout << "Search: " << model << " on "
-            << (cluster.display_name.empty() ? cluster.name : cluster.display_name)
-            << ", objective " << plan::to_string(*objective)
+  const std::string model = shown_name(workload);
+  std::cout << "Search: " << model << " on " << shown_name(cluster) << ", objective "
+            << plan::to_string(*objective)
             << (per_token ? " (per token: with no amount to train on given, --tokens N, no plan "
                             "has a whole run to cost or time)"
                           : "")

@@ -22,6 +22,7 @@
 #include "core/json_reader.h"
 #include "core/model_json.h"
 #include "core/presets.h"
+#include "core/shown_name.h"
 
 namespace cs::gui {
 
@@ -155,7 +156,7 @@ void keepWhole(const Cluster& c, const PresetCatalog& catalog,
 // What a part of the cluster is called in its box: its display name, else its name.
 template <class Part>
 QString shownName(const Part& part) {
-  return q(part.display_name.empty() ? part.name : part.display_name);
+  return q(shown_name(part));
 }
 
 // The name a part (a GPU, a link) of `preset`'s name has: the preset's while
@@ -168,9 +169,7 @@ void markIfEdited(Part& part, const Part* preset) {
   Part as_preset = part;
   as_preset.display_name = preset->display_name;
   const bool edited = to_json(as_preset) != to_json(*preset);
-  part.display_name =
-      edited ? (preset->display_name.empty() ? preset->name : preset->display_name) + kEditedMark
-             : preset->display_name;
+  part.display_name = edited ? shown_name(*preset) + kEditedMark : preset->display_name;
 }
 
 constexpr int kOpenFileItem = 1;  // of the preset list: "Open a cluster file…"

@@ -48,6 +48,7 @@
 #include "app/gui/workload_panel.h"
 #include "app/gui/workspace.h"
 #include "core/format.h"
+#include "core/shown_name.h"
 #include "core/trace_import.h"
 
 namespace cs::gui {
@@ -841,11 +842,8 @@ bool MainWindow::pinCurrentPlan() {
   r.parallel = a->plan.parallel;
   r.precision = a->plan.precision;
   r.estimate = *a->estimate;
-  if (!pinned_->pin(r,
-                    q(p->name + " on " +
-                      (a->plan.cluster.display_name.empty() ? a->plan.cluster.name
-                                                            : a->plan.cluster.display_name)),
-                    a->plan.cluster, a->plan.workload)) {
+  if (!pinned_->pin(r, q(p->name + " on " + shown_name(a->plan.cluster)), a->plan.cluster,
+                    a->plan.workload)) {
     showMessage(tr("Already pinned, or %1 plans pinned: unpin one first.").arg(kMaxPinned),
                 int(MessageLevel::warning));
     return false;

@@ -12,6 +12,7 @@
 #include "app/gui/field_widgets.h"
 #include "app/gui/workspace.h"
 #include "core/format.h"
+#include "core/shown_name.h"
 
 namespace cs::gui {
 
@@ -258,13 +259,12 @@ void PlanPanel::refresh() {
     bool same = box->count() == int(items.size());
     for (int i = 0; same && i < box->count(); ++i) {
       const auto& item = items[std::size_t(i)];
-      same = box->itemData(i).toString() == q(item.name) &&
-             box->itemText(i) == q(item.display_name.empty() ? item.name : item.display_name);
+      same = box->itemData(i).toString() == q(item.name) && box->itemText(i) == q(shown_name(item));
     }
     if (same) return;
     box->clear();
     for (const auto& item : items) {
-      box->addItem(q(item.display_name.empty() ? item.name : item.display_name), q(item.name));
+      box->addItem(q(shown_name(item)), q(item.name));
     }
   };
   fill(cluster_, project.clusters);

@@ -10,6 +10,7 @@
 #include "core/json_reader.h"
 #include "core/model_json.h"
 #include "core/presets.h"
+#include "core/shown_name.h"
 
 namespace cs::gui {
 
@@ -437,10 +438,10 @@ std::string add_uniquely(std::vector<Item>& items, Item item) {
   std::vector<std::string> names, shown;
   for (const Item& i : items) {
     names.push_back(i.name);
-    shown.push_back(i.display_name.empty() ? i.name : i.display_name);
+    shown.push_back(shown_name(i));
   }
   item.name = unique_name(item.name, names);
-  item.display_name = unique_name(item.display_name.empty() ? item.name : item.display_name, shown);
+  item.display_name = unique_name(shown_name(item), shown);
   items.push_back(std::move(item));
   return items.back().name;
 }
@@ -481,7 +482,7 @@ void copy_part(Project& project, std::vector<Part> Project::*parts,
                                [&](const Part& p) { return p.name == plan->*used; });
   if (it == items.end()) return;
   Part copy = *it;
-  copy.display_name = (it->display_name.empty() ? it->name : it->display_name) + " (copy)";
+  copy.display_name = shown_name(*it) + " (copy)";
   plan->*used = add_uniquely(items, std::move(copy));
 }
 

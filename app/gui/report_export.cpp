@@ -17,6 +17,7 @@
 #include "app/gui/project.h"
 #include "app/gui/stacked_bar.h"
 #include "core/format.h"
+#include "core/shown_name.h"
 #include "core/trace_export.h"
 
 namespace cs::gui {
@@ -32,7 +33,7 @@ using Rows = std::vector<std::pair<QString, QString>>;
 
 template <typename Named>
 QString shownName(const Named& x) {
-  return q(x.display_name.empty() ? x.name : x.display_name);
+  return q(shown_name(x));
 }
 
 // From the cluster as it is: its name is the preset's, which edits of its

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "core/format.h"
+#include "core/shown_name.h"
 
 namespace cs::gui {
 
@@ -42,8 +43,7 @@ NodeLayout layout_for(double gpu, int gpus_shown, const QSizeF& space, bool labe
 }
 
 QString link_label(const Link& link, const char* where) {
-  const QString name =
-      QString::fromStdString(link.display_name.empty() ? link.name : link.display_name);
+  const QString name = QString::fromStdString(shown_name(link));
   return QStringLiteral("%1 · %2 per port %3")
       .arg(name, QString::fromStdString(format_rate(link.bandwidth * 8, "bit/s")), where);
 }

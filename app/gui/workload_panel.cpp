@@ -16,6 +16,7 @@
 #include "core/format.h"
 #include "core/json_reader.h"
 #include "core/model_json.h"
+#include "core/shown_name.h"
 #include "planners/formulas.h"
 #include "planners/seed_formulas.h"
 
@@ -183,8 +184,7 @@ void WorkloadPanel::fillPresetList() {
                           "plan --model FILE reads them)"),
                        Qt::ToolTipRole);
   for (const Workload& m : catalog.models())
-    addPresetItem(preset_, catalog, "workload", m.name,
-                  q(m.display_name.empty() ? m.name : m.display_name));
+    addPresetItem(preset_, catalog, "workload", m.name, q(shown_name(m)));
 }
 
 FieldEdit* WorkloadPanel::field(const QString& pointer) const {
@@ -231,9 +231,7 @@ bool WorkloadPanel::copyForCurrentPlan() {
   const Workload* current = project.current_workload();
   if (!current) return false;
   const QString text =
-      tr("Copy workload %1 for plan %2")
-          .arg(q(current->display_name.empty() ? current->name : current->display_name),
-               q(project.current()->name));
+      tr("Copy workload %1 for plan %2").arg(q(shown_name(*current)), q(project.current()->name));
   Project after = project;
   copy_workload_for_current_plan(after);
   workspace_->edit(text, std::move(after));
