@@ -1,5 +1,6 @@
 #include "profiler/process_tree.h"
 
+#include <cerrno>
 #include <cstdlib>
 #include <fstream>
 #include <iterator>
@@ -55,6 +56,12 @@ std::vector<ProcessEntry> descendant_processes(pid_t root) {
     }
   }
   return below;
+}
+
+bool process_running(pid_t pid) {
+  if (pid <= 0 || (kill(pid, 0) != 0 && errno != EPERM)) return false;
+  ProcessEntry entry;
+  return !read_stat(pid, entry) || entry.state != 'Z';
 }
 
 int signal_descendants(pid_t root, int signal, pid_t skip_group) {

@@ -23,6 +23,10 @@ struct ProcessEntry {
 // end, or start, just after.
 std::vector<ProcessEntry> descendant_processes(pid_t root);
 
+// Whether process `pid` exists and has not ended (an ended one not yet
+// reaped is a zombie); without /proc, whether kill(pid, 0) finds it.
+bool process_running(pid_t pid);
+
 // Sends `signal` to every process below `root` that has not ended; with
 // `skip_group` > 0, not to those in that process group. Returns how many.
 int signal_descendants(pid_t root, int signal, pid_t skip_group = 0);

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "core/trace_merge.h"
+#include "core/trace_store.h"
 #include "core/trace_writer.h"
 #include "core/unfinished_file.h"
 #include "profiler/process_tree.h"
@@ -170,6 +171,22 @@ Status move_store_file(const fs::path& from, const fs::path& to) {
   return {};
 }
 
+// Whether a process of the command may still write the store `path`: it is
+// not closed ("writing", or not readable yet while it is being created) and
+// its writer runs, or the process its name gives (rank<R>-pid<P>.db) does.
+bool still_written(const std::string& path) {
+  const auto state = trace::inspect_store(path);
+  if (state && state->status != "writing") return false;
+  if (state && state->writer_alive) return true;
+  const std::string name = fs::path(path).stem().string();
+  const auto at = name.rfind("-pid");
+  if (at == std::string::npos) return false;
+  char* end = nullptr;
+  const long pid = std::strtol(name.c_str() + at + 4, &end, 10);
+  if (pid <= 0 || *end != '\0') return false;
+  return process_running(pid_t(pid));
+}
+
 }  // namespace
 
 std::string ExitStatus::describe() const {
@@ -247,8 +264,9 @@ Status gather_process_stores(const std::vector<std::string>& parts, const std::s
   return {};
 }
 
-Result<ExitStatus> run_command(const std::vector<std::string>& command,
-                               const std::vector<std::pair<std::string, std::string>>& set) {
+Result<CommandEnd> run_command(const std::vector<std::string>& command,
+                               const std::vector<std::pair<std::string, std::string>>& set,
+                               WaitFor wait) {
   if (command.empty() || command.front().empty()) return Error{"no command to run"};
   // Everything the child needs is built before fork: nothing allocates after it.
   std::vector<std::string> environment;
@@ -355,9 +373,10 @@ Result<ExitStatus> run_command(const std::vector<std::string>& command,
   close(exec_error[0]);
 
   // Until every process of the command has ended: the command, and what it
-  // left running (their stores are finished only when they end). Each wake
-  // (a child ended, an interrupt) reaps what ended, then passes interrupts on.
-  ExitStatus result;
+  // left running (their stores are finished only when they end); or, with
+  // WaitFor::primary, until the command has. Each wake (a child ended, an
+  // interrupt) reaps what ended, then passes interrupts on.
+  CommandEnd result;
   bool ended = false;
   bool announced = false;
   int interrupts = 0;
@@ -368,8 +387,8 @@ Result<ExitStatus> run_command(const std::vector<std::string>& command,
     if (reaped > 0) {
       if (reaped == child) {
         ended = true;
-        if (WIFEXITED(status)) result.code = WEXITSTATUS(status);
-        if (WIFSIGNALED(status)) result.signal = WTERMSIG(status);
+        if (WIFEXITED(status)) result.status.code = WEXITSTATUS(status);
+        if (WIFSIGNALED(status)) result.status.signal = WTERMSIG(status);
       }
       continue;
     }
@@ -382,6 +401,15 @@ Result<ExitStatus> run_command(const std::vector<std::string>& command,
       pass_on_interrupt(++interrupts, ended ? 0 : child);
     // Killing: also what was started since.
     if (interrupts >= 3) signal_descendants(getpid(), SIGKILL);
+    if (ended && wait == WaitFor::primary && interrupts == 0) {
+      // What it left runs on, no longer ours: not signalled, not waited for.
+      // Once interrupted, they were asked to end with it: as with
+      // WaitFor::all, they are waited for, so that what they recorded is
+      // gathered, finished (a next interrupt ends them, as said below).
+      for (const ProcessEntry& process : live_descendants())
+        result.left_running.push_back(process.pid);
+      break;
+    }
     if (ended && !announced && interrupts < 3) {
       announced = true;
       const std::vector<ProcessEntry> left = live_descendants();
@@ -467,20 +495,64 @@ Result<ProfileOutcome> run_profiled(const ProfileRequest& request) {
   };
   if (request.nvtx) set.emplace_back("NVTX_INJECTION64_PATH", library);
 
-  auto status = run_command(request.command, set);
-  if (!status) {
+  auto ended = run_command(request.command, set, request.wait);
+  if (!ended) {
     if (!outcome.parts_kept) fs::remove_all(outcome.parts_dir, error);
-    return status.error();
+    return ended.error();
   }
-  outcome.status = *status;
-  outcome.parts = find_process_stores(outcome.parts_dir);
-  outcome.gathered = gather_process_stores(outcome.parts, request.out, outcome.parts_kept);
+  outcome.status = ended->status;
+  outcome.left_running = ended->left_running;
+  // Only the command has ended: a store may still be written (and without
+  // /proc, what runs on cannot be listed, but its store is still found).
+  const bool primary = request.wait == WaitFor::primary;
+  for (const std::string& part : find_process_stores(outcome.parts_dir)) {
+    if (primary && still_written(part)) {
+      outcome.still_written.push_back(part);
+    } else {
+      outcome.parts.push_back(part);
+    }
+  }
+  if (!outcome.still_written.empty() && outcome.parts.empty()) {
+    outcome.gathered = Error{"no process that ended left a store"};
+  } else {
+    outcome.gathered = gather_process_stores(outcome.parts, request.out, outcome.parts_kept);
+  }
   if (!outcome.parts_kept) {
-    if (outcome.gathered.ok() || outcome.parts.empty()) {
+    if (!outcome.gathered.ok() && !outcome.parts.empty()) {
+      outcome.parts_kept = true;
+    } else if (!primary) {
       fs::remove_all(outcome.parts_dir, error);
     } else {
-      outcome.parts_kept = true;
+      // Processes left running may write there still (their open stores, or
+      // one they start now): removed only while empty, which rmdir checks
+      // and creating a file in it cannot race.
+      for (const std::string& part : outcome.parts) {
+        for (const char* suffix : {"-shm", "-journal"})
+          fs::remove(part + suffix, error);
+      }
+      outcome.parts_kept = !fs::remove(outcome.parts_dir, error) && fs::exists(outcome.parts_dir);
     }
+  }
+  if (!outcome.left_running.empty()) {
+    const bool one = outcome.left_running.size() == 1;
+    std::string pids;
+    for (const pid_t pid : outcome.left_running)
+      pids += (pids.empty() ? "" : ", ") + std::to_string(pid);
+    outcome.notes.push_back(
+        std::string("the command ended leaving ") + (one ? "a process" : "processes") +
+        " running (" + (one ? "pid " : "pids ") + pids + "), not waited for (--wait primary): " +
+        (one ? "it runs" : "they run") + " on, unsignalled, and a store " + (one ? "it" : "they") +
+        " still write" + (one ? "s" : "") + " is not gathered");
+  }
+  for (const std::string& part : outcome.still_written) {
+    outcome.notes.push_back(part +
+                            " is still being written by a process left running: not "
+                            "gathered, left in place");
+  }
+  if (primary && outcome.parts_kept && request.keep_parts.empty() && outcome.gathered.ok()) {
+    outcome.notes.push_back("the temporary parts directory " + outcome.parts_dir +
+                            " is kept: it is not empty, and processes left running may write "
+                            "there still; remove it once they have ended");
   }
   return outcome;
 }

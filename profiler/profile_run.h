@@ -10,18 +10,26 @@
 // session (setsid): SIGINT, SIGTERM and SIGHUP sent to the profiler alone
 // (kill, timeout, a scheduler, the app's close) are passed on to all of them,
 // and the profiler waits for all of them, as `nsys profile --wait=all` does,
-// before it gathers their stores. A terminal's Ctrl-C already reaches the foreground
-// process group and is passed on only to the processes outside it, as is
-// the SIGHUP of a terminal that closed; the profiler still gathers what was
-// recorded.
+// before it gathers their stores (WaitFor::primary: for the command alone).
+// A terminal's Ctrl-C already reaches the foreground process group and is
+// passed on only to the processes outside it, as is the SIGHUP of a terminal
+// that closed; the profiler still gathers what was recorded.
 
 #include <string>
 #include <vector>
+
+#include <sys/types.h>
 
 #include "core/result.h"
 #include "profiler/launch_env.h"
 
 namespace cs::profiler {
+
+// What the profile waits for, as nsys profile --wait: every process the
+// command starts (all), or the command alone (primary): the processes it
+// leaves running then run on, neither signalled nor waited for, and the
+// stores they still write are not gathered.
+enum class WaitFor { all, primary };
 
 struct ProfileRequest {
   std::vector<std::string> command;  // program and arguments; the program is looked up in PATH
@@ -29,6 +37,7 @@ struct ProfileRequest {
   std::string keep_parts;  // keep the per-process stores here ("" = a temporary directory, removed)
   std::string inject_library;  // libclusterscope-inject.so; "" = find_injection_library()
   bool nvtx = true;            // route NVTX ranges to CUPTI (NVTX_INJECTION64_PATH)
+  WaitFor wait = WaitFor::all;
 };
 
 struct ExitStatus {
@@ -42,11 +51,21 @@ struct ExitStatus {
   std::string describe() const;
 };
 
+// How the command ended, and (WaitFor::primary) what it left running.
+struct CommandEnd {
+  ExitStatus status;                // of the command
+  std::vector<pid_t> left_running;  // its processes still running when it ended, not waited for
+};
+
 struct ProfileOutcome {
-  ExitStatus status;               // of the command
-  std::string parts_dir;           // where the per-process stores were written
-  bool parts_kept = false;         // parts_dir is still there (asked for, or gathering failed)
-  std::vector<std::string> parts;  // the stores found there, sorted
+  ExitStatus status;        // of the command
+  std::string parts_dir;    // where the per-process stores were written
+  bool parts_kept = false;  // parts_dir is still there (asked for, gathering failed, or in use)
+  std::vector<std::string> parts;  // the stores found there to gather, sorted
+  // WaitFor::primary: the command's processes still running when it ended,
+  // and the stores in parts_dir they were still writing, not gathered.
+  std::vector<pid_t> left_running;
+  std::vector<std::string> still_written;
   Status gathered;                 // the run store written, or why not
   std::vector<std::string> notes;  // e.g. an inherited CUDA_INJECTION64_PATH that was replaced
 };
@@ -58,9 +77,11 @@ Result<std::string> find_injection_library(const Environment& env);
 
 // Runs the command traced, then gathers the stores it left into
 // request.out. A temporary parts directory is removed once gathered, and kept
-// when gathering failed. Errors only for what stops the command from running
-// (no injection library, no parts directory, a command that cannot start);
-// the command failing and gathering failing are in the outcome.
+// when gathering failed, or (WaitFor::primary) while it holds anything more:
+// a store that a process left running still writes, say. Errors only for
+// what stops the command from running (no injection library, no parts
+// directory, a command that cannot start); the command failing and
+// gathering failing are in the outcome.
 Result<ProfileOutcome> run_profiled(const ProfileRequest& request);
 
 // The per-process stores (*.db) in a directory, sorted by name.
@@ -73,11 +94,15 @@ Status gather_process_stores(const std::vector<std::string>& parts, const std::s
 
 // Runs `command` (fork/exec, PATH lookup) with `set` added to this process's
 // environment, and waits for it and every process it started, even those
-// it left running when it ended (said on stderr, with their pids). An
-// interrupt (SIGINT, SIGTERM, SIGHUP) is passed on to all of them; a second sends
-// them SIGTERM, a third SIGKILL. The status is the command's own. This
-// process is a subreaper meanwhile, and reaps any child of its own that ends.
-Result<ExitStatus> run_command(const std::vector<std::string>& command,
-                               const std::vector<std::pair<std::string, std::string>>& set);
+// it left running when it ended (said on stderr, with their pids); with
+// WaitFor::primary for the command alone, and what it left running is
+// returned, unsignalled (unless an interrupt came first: it was passed on to
+// them too, and they are waited for as with WaitFor::all). An interrupt
+// (SIGINT, SIGTERM, SIGHUP) while it waits is passed on to all of them; a
+// second sends them SIGTERM, a third SIGKILL. The status is the command's own. This process is a
+// subreaper meanwhile, and reaps any child of its own that ends.
+Result<CommandEnd> run_command(const std::vector<std::string>& command,
+                               const std::vector<std::pair<std::string, std::string>>& set,
+                               WaitFor wait = WaitFor::all);
 
 }  // namespace cs::profiler

@@ -1,4 +1,5 @@
-// clusterscope profile --out RUN.db [--keep-parts DIR] [--no-nvtx] -- COMMAND ARGS...
+// clusterscope profile --out RUN.db [--keep-parts DIR] [--no-nvtx] [--wait all|primary]
+//                      -- COMMAND ARGS...
 
 #include <iostream>
 
@@ -17,6 +18,7 @@ struct ProfileOptions {
   std::string out;
   std::string keep_parts;
   bool no_nvtx = false;
+  std::string wait = "all";
 };
 
 std::string file_names(const std::vector<std::string>& paths) {
@@ -41,6 +43,7 @@ void run(const ProfileOptions& o) {
   request.out = o.out;
   request.keep_parts = o.keep_parts;
   request.nvtx = !o.no_nvtx;
+  request.wait = o.wait == "primary" ? profiler::WaitFor::primary : profiler::WaitFor::all;
   const profiler::ProfileOutcome outcome = take(profiler::run_profiled(request));
 
   for (const std::string& note : outcome.notes)
@@ -48,6 +51,13 @@ void run(const ProfileOptions& o) {
   const std::string program = o.command.front();
   if (!outcome.status.success()) {
     std::cerr << "clusterscope: " << program << ' ' << outcome.status.describe() << '\n';
+  }
+  if (outcome.parts.empty() && !outcome.still_written.empty()) {
+    std::cerr << "clusterscope: error: no process that ended left a store, so " << o.out
+              << " was not written (the stores still being written by processes left running "
+                 "stay in "
+              << outcome.parts_dir << ")\n";
+    throw CliExitCode{outcome.status.success() ? 1 : outcome.status.shell_code()};
   }
   if (outcome.parts.empty()) {
     const HostInfo& host = before;
@@ -82,8 +92,8 @@ void register_profile(CLI::App& app, Context& /*ctx*/) {
       "Run a CUDA program under the CUPTI tracer and write one run store. Every CUDA process it "
       "starts is traced (torchrun's and mpirun's workers too), each as the rank its launcher gave "
       "it. It waits for every process the command starts, even those it leaves running, and passes "
-      "an interrupt on to them all. Example: clusterscope profile --out run.db -- torchrun "
-      "--nproc_per_node 8 train.py");
+      "an interrupt on to them all (--wait primary: for the command alone). Example: clusterscope "
+      "profile --out run.db -- torchrun --nproc_per_node 8 train.py");
   cmd->add_option("-o,--out,--output", o->out,
                   "The run store to write (SQLite); an earlier trace store there is replaced, "
                   "any other file refused")
@@ -92,6 +102,13 @@ void register_profile(CLI::App& app, Context& /*ctx*/) {
                   "Keep the per-process stores in this directory (created if missing)");
   cmd->add_flag("--no-nvtx", o->no_nvtx,
                 "Do not route NVTX ranges to CUPTI (no NCCL call sizes, no NVTX lanes)");
+  cmd->add_option("--wait", o->wait,
+                  "What to wait for, as nsys profile --wait: all (the default), every process the "
+                  "command starts; primary, the command alone: the processes it leaves running "
+                  "run on, unsignalled, and the stores they still write are not gathered (stderr "
+                  "names them). An interrupt reaches them all either way, and they are then "
+                  "waited for")
+      ->check(CLI::IsMember({"all", "primary"}));
   cmd->add_option("command", o->command, "The command to run and its arguments, after --")
       ->required();
   cmd->callback([o] { run(*o); });

@@ -9,6 +9,7 @@
 #include <QFile>
 #include <QFileInfo>
 #include <QProcess>
+#include <QRegularExpression>
 #include <QStandardPaths>
 #include <QTemporaryDir>
 #include <QtTest>
@@ -103,15 +104,18 @@ QProcessEnvironment with_tmp(const QTemporaryDir& tmp) {
   return env;
 }
 
-// clusterscope profile running `script` under sh, one of whose processes
-// leaves the process group (setsid), writes its pid to $TMPDIR/pid and says
-// ready. That process is killed when the test ends, whatever happened.
+// clusterscope profile [options] running `script` under sh, one of whose
+// processes leaves the process group (setsid), writes its pid to
+// $TMPDIR/pid and says ready. That process is killed when the test ends,
+// whatever happened.
 class ProfiledScript {
  public:
-  ProfiledScript(const QTemporaryDir& tmp, const QString& out, const QString& script)
+  ProfiledScript(const QTemporaryDir& tmp, const QString& out, const QString& script,
+                 const QStringList& options = {})
       : pid_file_(tmp.filePath("pid")) {
     process.setProcessEnvironment(with_tmp(tmp));
-    process.start(CS_BIN_DIR "/clusterscope", {"profile", "--out", out, "--", "sh", "-c", script});
+    process.start(CS_BIN_DIR "/clusterscope", QStringList{"profile", "--out", out} + options +
+                                                  QStringList{"--", "sh", "-c", script});
   }
   ~ProfiledScript() {
     if (process_exists(pid_in(pid_file_))) ::kill(pid_in(pid_file_), SIGKILL);
@@ -158,6 +162,9 @@ class TestProfileCommand : public QObject {
   void aProcessThatIgnoresTheStopIsKilled();
   void aHangUpIsPassedOnAndWhatWasRecordedGathered();
   void processesLeftRunningAreWaitedFor();
+  void waitPrimaryLeavesProcessesRunning_data();
+  void waitPrimaryLeavesProcessesRunning();
+  void aBadWaitIsRefused();
   void gathersTheStoreOfOneProcess();
   void severalStoresAreMerged();
   void unreadableStoresAreKept();
@@ -341,18 +348,24 @@ void TestProfileCommand::interruptsReachTheCommandWithoutProc() {
 void TestProfileCommand::processesThatLeftTheGroupAreEnded_data() {
   QTest::addColumn<QString>("then");  // what the command does after starting it
   QTest::addColumn<int>("code");
-  QTest::addRow("the command waits") << "wait" << 143;
+  QTest::addColumn<QStringList>("options");
+  QTest::addRow("the command waits") << "wait" << 143 << QStringList{};
   // Nothing traced: 1. The interrupt came while clusterscope waited for it.
-  QTest::addRow("the command exits") << "exit 0" << 1;
+  QTest::addRow("the command exits") << "exit 0" << 1 << QStringList{};
+  // Waiting for the command alone, an interrupt still reaches them all.
+  QTest::addRow("--wait primary, the command waits")
+      << "wait" << 143 << QStringList{"--wait", "primary"};
 }
 
 void TestProfileCommand::processesThatLeftTheGroupAreEnded() {
   QFETCH(QString, then);
   QFETCH(int, code);
+  QFETCH(QStringList, options);
   QTemporaryDir tmp;
   ProfiledScript run(
       tmp, tmp.filePath("run.db"),
-      "setsid sh -c 'echo $$ > \"$1\"; echo ready; exec sleep 60' sh \"$TMPDIR/pid\" & " + then);
+      "setsid sh -c 'echo $$ > \"$1\"; echo ready; exec sleep 60' sh \"$TMPDIR/pid\" & " + then,
+      options);
   QVERIFY(run.ready());
   QProcess& p = run.process;
   const pid_t escaped = run.away;
@@ -455,6 +468,107 @@ void TestProfileCommand::processesLeftRunningAreWaitedFor() {
   QVERIFY2(merged.ok(), merged.ok() ? "" : merged.message().c_str());
   QCOMPARE(static_cast<int>((*merged)->ranks().size()), 2);
   QCOMPARE((*merged)->event_count(), std::int64_t{2});
+}
+
+// --wait primary, as nsys's: once the command ends, the profile ends too.
+// The process it left running runs on, unsignalled; the store of the
+// process that ended is gathered, the one still being written is not (it
+// is left in place, and its directory with it), and stderr says so.
+void TestProfileCommand::waitPrimaryLeavesProcessesRunning_data() {
+  QTest::addColumn<bool>("keep_parts");
+  QTest::addColumn<bool>("one_ended");  // a process that ended left a store
+  QTest::addRow("temporary parts directory") << false << true;
+  QTest::addRow("--keep-parts") << true << true;
+  QTest::addRow("no store of a process that ended") << false << false;
+}
+
+void TestProfileCommand::waitPrimaryLeavesProcessesRunning() {
+  QFETCH(bool, keep_parts);
+  QFETCH(bool, one_ended);
+  QTemporaryDir tmp;
+  QVERIFY(make_rank_stores(tmp));
+  const QString out = tmp.filePath("run.db");
+  QStringList options{"--wait", "primary"};
+  if (keep_parts) options << "--keep-parts" << tmp.filePath("parts");
+  // The command writes a store (its cp ended), leaves a sleeping process,
+  // and ends once the test has opened that process's store.
+  ProfiledScript run(
+      tmp, out,
+      QString(one_ended
+                  ? "cp \"$TMPDIR/made-rank0.db\" \"$CLUSTERSCOPE_PROFILE_DIR/rank0-pid1.db\" && "
+                  : "") +
+          "echo \"$CLUSTERSCOPE_PROFILE_DIR\" > \"$TMPDIR/parts-dir\" && "
+          "{ setsid sh -c 'echo $$ > \"$1\"; exec sleep 60' sh \"$TMPDIR/pid\" & } && "
+          "while [ ! -s \"$TMPDIR/pid\" ]; do sleep 0.05; done; echo ready; "
+          "while [ ! -e \"$TMPDIR/go\" ]; do sleep 0.05; done; exit 0",
+      options);
+  QVERIFY(run.ready());
+  QProcess& p = run.process;
+  QFile dir_file(tmp.filePath("parts-dir"));
+  QVERIFY(dir_file.open(QIODevice::ReadOnly));
+  const QString parts = QString::fromUtf8(dir_file.readAll().trimmed());
+  // The store the process left running still writes: open, "writing".
+  const QString open_store = parts + QString("/rank1-pid%1.db").arg(run.away);
+  cs::trace::RunInfo info{"rank 1", "cupti", 0, "CLOCK_REALTIME"};
+  auto writer = cs::trace::TraceWriter::create(open_store.toStdString(), info);
+  QVERIFY2(writer.ok(), writer.ok() ? "" : writer.message().c_str());
+  (*writer)->add_rank({1, "host", "GPU 1", 101, 0});
+  QVERIFY((*writer)->flush().ok());
+  QFile go(tmp.filePath("go"));
+  QVERIFY(go.open(QIODevice::WriteOnly));
+  go.close();
+
+  QVERIFY2(p.waitForFinished(20000), "the profile waited for the process left running");
+  QVERIFY2(process_exists(run.away), "the process left running was ended");
+  const QString err = QString::fromUtf8(p.readAllStandardError());
+  const QString said = QString::fromUtf8(p.readAllStandardOutput());
+  QVERIFY2(p.exitStatus() == QProcess::NormalExit && p.exitCode() == (one_ended ? 0 : 1),
+           qPrintable(QString::number(p.exitCode()) + err));
+  QVERIFY2(
+      err.contains(QRegularExpression(
+          "clusterscope: note: the command ended leaving a process running \\(pids? "
+          "([0-9]+, )*" +
+          QString::number(run.away) + "(, [0-9]+)*\\), not waited for \\(--wait primary\\): ")),
+      qPrintable(err));
+  QVERIFY2(err.contains("clusterscope: note: " + open_store +
+                        " is still being written by a process left running: not gathered, left "
+                        "in place"),
+           qPrintable(err));
+  QVERIFY(QFile::exists(open_store));  // left where its writer writes
+  if (!one_ended) {
+    QVERIFY2(err.contains("clusterscope: error: no process that ended left a store, so " + out +
+                          " was not written (the stores still being written by processes left "
+                          "running stay in " +
+                          parts + ")"),
+             qPrintable(err));
+    QVERIFY(!QFile::exists(out));
+    QVERIFY((*writer)->close().ok());
+    return;
+  }
+  QVERIFY2(said.startsWith("Wrote " + out +
+                           ": 1 process traced (rank0-pid1.db); per-process "
+                           "stores in " +
+                           parts),
+           qPrintable(said + err));
+  if (!keep_parts) {
+    QVERIFY2(err.contains("the temporary parts directory " + parts + " is kept"), qPrintable(err));
+  }
+  auto gathered = cs::trace::TraceReader::open(out.toStdString());
+  QVERIFY2(gathered.ok(), gathered.ok() ? "" : gathered.message().c_str());
+  QCOMPARE(static_cast<int>((*gathered)->ranks().size()), 1);
+  QCOMPARE((*gathered)->ranks()[0].rank, 0);
+  QVERIFY((*writer)->close().ok());
+}
+
+void TestProfileCommand::aBadWaitIsRefused() {
+  QTemporaryDir tmp;
+  const Run r = profile(
+      {"--out", tmp.filePath("run.db"), "--wait", "sometimes", "--", "sh", "-c", "echo RAN"},
+      with_tmp(tmp));
+  QCOMPARE(r.exit_code, 2);  // a usage error
+  QVERIFY2(r.err.contains("--wait: sometimes not in {all,primary}"), qPrintable(r.err));
+  QVERIFY(!r.out.contains("RAN"));
+  QCOMPARE(entries(tmp.path()), QStringList());
 }
 
 void TestProfileCommand::gathersTheStoreOfOneProcess() {
