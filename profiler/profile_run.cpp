@@ -545,9 +545,15 @@ Result<ProfileOutcome> run_profiled(const ProfileRequest& request) {
         " still write" + (one ? "s" : "") + " is not gathered");
   }
   for (const std::string& part : outcome.still_written) {
-    outcome.notes.push_back(part +
-                            " is still being written by a process left running: not "
-                            "gathered, left in place");
+    std::string note =
+        part + " is still being written by a process left running: not gathered, left in place";
+    if (outcome.gathered.ok()) {
+      note +=
+          "; once its process has ended, merge it with the run store: clusterscope trace "
+          "merge --out ALL.db " +
+          request.out + " " + part;
+    }
+    outcome.notes.push_back(std::move(note));
   }
   if (primary && outcome.parts_kept && request.keep_parts.empty() && outcome.gathered.ok()) {
     outcome.notes.push_back("the temporary parts directory " + outcome.parts_dir +

@@ -557,7 +557,23 @@ void TestProfileCommand::waitPrimaryLeavesProcessesRunning() {
   QVERIFY2(gathered.ok(), gathered.ok() ? "" : gathered.message().c_str());
   QCOMPARE(static_cast<int>((*gathered)->ranks().size()), 1);
   QCOMPARE((*gathered)->ranks()[0].rank, 0);
+  gathered->reset();
+
+  // Once its process has ended, the store left behind merges with the run
+  // store, as the note says.
   QVERIFY((*writer)->close().ok());
+  const QString all = tmp.filePath("all.db");
+  QVERIFY2(err.contains("once its process has ended, merge it with the run store: clusterscope "
+                        "trace merge --out ALL.db " +
+                        out + " " + open_store),
+           qPrintable(err));
+  QProcess merge;
+  merge.start(CS_BIN_DIR "/clusterscope", {"trace", "merge", "--out", all, out, open_store});
+  QVERIFY(merge.waitForFinished(30000));
+  QVERIFY2(merge.exitCode() == 0, merge.readAllStandardError().constData());
+  auto merged = cs::trace::TraceReader::open(all.toStdString());
+  QVERIFY2(merged.ok(), merged.ok() ? "" : merged.message().c_str());
+  QCOMPARE(static_cast<int>((*merged)->ranks().size()), 2);
 }
 
 void TestProfileCommand::aBadWaitIsRefused() {
