@@ -1,5 +1,6 @@
 #include "profiler/calibration_run.h"
 
+#include <algorithm>
 #include <filesystem>
 
 #include <nlohmann/json.hpp>
@@ -58,6 +59,13 @@ int sweep_element_bytes(const std::string& precision) {
 }
 
 }  // namespace
+
+double CalibrationProgress::fraction() const {
+  if (phases <= 0) return 0;
+  const double within =
+      points > 0 ? std::clamp(static_cast<double>(point) / points, 0.0, 1.0) : 0.0;
+  return std::clamp((phase + within) / phases, 0.0, 1.0);
+}
 
 SweepMemory calibration_rank_memory(const CalibrationRunOptions& o, int ranks) {
   SweepMemory most;
@@ -206,8 +214,13 @@ Result<CalibrationRecord> record_calibration(
   const int total = static_cast<int>(phases.size());
   for (int i = 0; i < total; ++i) {
     const Phase& ph = phases[static_cast<std::size_t>(i)];
+    // The phase's points: the slowest rank's samples (every rank measures
+    // the same points in turn), of the count its ranks announced.
+    std::vector<int> rank_samples(static_cast<std::size_t>(ph.info.ranks), 0);
+    int point = 0, points = 0;
     auto say = [&](const std::string& text) {
-      if (progress) progress({i, total, text});
+      if (progress)
+        progress({.phase = i, .phases = total, .point = point, .points = points, .text = text});
     };
     RunSpec spec;
     spec.title = o.title + ": " + std::to_string(ph.info.ranks) +
@@ -245,9 +258,29 @@ Result<CalibrationRecord> record_calibration(
       spec.worker_args.push_back(a);
     say("phase " + std::to_string(i + 1) + "/" + std::to_string(total) + ": " + spec.title);
 
+    const std::string phase_text = "phase " + std::to_string(i + 1) + "/" + std::to_string(total) +
+                                   ": " + std::to_string(ph.info.ranks) +
+                                   (ph.info.ranks == 1 ? " rank, " : " ranks, ");
+    // Events come on the launcher's one thread.
     Launcher launcher(spec, [&](const LaunchEvent& e) {
       if (e.kind == LaunchEvent::Kind::rank_failed || e.kind == LaunchEvent::Kind::message) {
         if (!e.text.empty()) say(e.text);
+      }
+      if (e.kind != LaunchEvent::Kind::sample || e.rank < 0 || e.rank >= ph.info.ranks) return;
+      rank_samples[static_cast<std::size_t>(e.rank)] = e.step;
+      points = std::max(points, e.steps);
+      const int done = *std::min_element(rank_samples.begin(), rank_samples.end());
+      if (done <= point) return;
+      point = done;
+      if (progress) {
+        progress({.phase = i,
+                  .phases = total,
+                  .point = point,
+                  .points = points,
+                  .measured = true,
+                  .sweep = e.sweep,
+                  .text = phase_text + e.sweep + ": " + e.text + " (" + std::to_string(point) +
+                          (points > 0 ? " of " + std::to_string(points) : "") + ")"});
       }
     });
     // Refused, the phase's paths are not this calibration's: what is there (a
@@ -291,7 +324,7 @@ Result<CalibrationRecord> record_calibration(
   cleanup();
   record.seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-  if (progress) progress({total, total, "calibration store " + o.store});
+  if (progress) progress({.phase = total, .phases = total, .text = "calibration store " + o.store});
   return record;
 }
 

@@ -72,10 +72,23 @@ SweepMemory calibration_rank_memory(const CalibrationRunOptions& options, int ra
 // options that make it smaller.
 Status check_calibration_memory(const CalibrationRunOptions& options, double host_available_bytes);
 
+// Reported at each phase's start, at each point its ranks measured (every
+// rank's sample of that point in), and for the launcher's messages. After
+// the sweeps' phases the reference runs are phases too, a step a point.
 struct CalibrationProgress {
   int phase = 0;  // 0-based
   int phases = 0;
-  std::string text;  // what is happening, for a status line
+  // Within the phase: the points done of all it has (0 of 0 until its ranks
+  // have said how many; a point is a sweep's sample, a reference run's step).
+  int point = 0;
+  int points = 0;
+  bool measured = false;  // reported for a point measured, not a phase's start or a message
+  std::string sweep;      // the measured point's sweep ("all-reduces"); "" for a step
+  std::string text;       // what is happening, for a status line
+  // Of the whole calibration, 0 to 1: the phases done and the done share of
+  // this one's points, each phase an equal share. It never goes back while
+  // a calibration reports: a phase starts at the share its last one ended on.
+  double fraction() const;
 };
 
 struct CalibrationRecord {

@@ -26,6 +26,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "core/format.h"
 #include "core/host_name.h"
 #include "core/json_reader.h"
 #include "core/parse_count.h"
@@ -667,6 +668,31 @@ struct Launcher::State {
     return it->get<double>();
   }
 
+  // A sweep sample's sweep and point, for a progress line.
+  static void describe_sample(const std::string& event, const nlohmann::json& j, LaunchEvent& e) {
+    if (event == "gemm") {
+      const std::string layout = j.value("layout", "");
+      e.sweep = "GEMMs in " + j.value("precision", std::string("?"));
+      e.text = std::to_string(j.value("m", std::int64_t{0})) + "x" +
+               std::to_string(j.value("n", std::int64_t{0})) + "x" +
+               std::to_string(j.value("k", std::int64_t{0})) +
+               (layout.empty() || layout == "nt" ? "" : " " + layout);
+    } else if (event == "bandwidth") {
+      // The sample's bytes are the pass's: two buffers read, one written.
+      e.sweep = "memory bandwidth";
+      e.text = format_bytes(j.value("bytes", 0.0) / 3) + " buffers";
+    } else if (event == "op") {
+      e.sweep = "operations";
+      e.text = j.value("operation", std::string("?")) + ", " +
+               format_count(j.value("elements", 0.0)) + " elements";
+    } else {
+      e.sweep = j.value("cold", false) ? "all-reduces, caches cold" : "all-reduces";
+      const int ranks = j.value("ranks", 0);
+      e.text = format_bytes(j.value("bytes", 0.0)) + " over " + std::to_string(ranks) +
+               (ranks == 1 ? " rank" : " ranks");
+    }
+  }
+
   void handle_rank_json(int rank, const nlohmann::json& j) {
     const std::string event = j.value("event", "");
     LaunchEvent e;
@@ -683,6 +709,7 @@ struct Launcher::State {
         r->pid = j.value("pid", std::int64_t{0});
         r->steps = j.value("steps", 0);
         r->store = j.value("store", "");
+        r->sample_points = j.value("points", 0);
         e.kind = LaunchEvent::Kind::rank_started;
         e.steps = r->steps;
         e.text = "rank " + std::to_string(rank) + " started" +
@@ -740,7 +767,10 @@ struct Launcher::State {
         // stopped as hung).
         ++r->samples;
         last_progress = Clock::now();
-        return;
+        e.kind = LaunchEvent::Kind::sample;
+        e.step = r->samples;
+        e.steps = r->sample_points;
+        describe_sample(event, j, e);
       } else if (event == "error") {
         r->state = RankState::failed;
         r->error = j.value("message", "");

@@ -137,6 +137,7 @@ struct RankStatus {
   int step = -1;  // last finished step, -1 before the first
   int steps = 0;  // steps of the run
   int samples = 0;  // a calibration's rank: the sweep samples it measured
+  int sample_points = 0;  // of all its sweeps, as it said at their start (0: not said)
   double loss = 0;
   double grad_norm = 0;  // NaN where not finite (a step skipped for overflowed FP16 gradients)
   double step_seconds = 0;
@@ -160,6 +161,10 @@ struct LaunchEvent {
     stopping,      // cancel or hang: the ranks are asked to close their stores
     merging,       // merging the rank stores into the run store
     finished,      // the run ended (text: the report's message)
+    // A calibration's rank measured a sweep point (rank; step: the samples it
+    // measured, 1 for the first; steps: of all its sweeps', 0 when not said;
+    // sweep: which, "all-reduces"; text: the point, "1.0 MiB over 2 ranks").
+    sample,
   };
   Kind kind = Kind::message;
   int rank = -1;
@@ -170,6 +175,7 @@ struct LaunchEvent {
   double step_seconds = 0;
   double cpu_seconds = 0;
   double tokens_per_second = 0;
+  std::string sweep;  // sample: the sweep it belongs to
   std::string text;
 };
 

@@ -273,6 +273,8 @@ std::string to_string(const ReferenceLayout& l) {
 namespace {
 
 using Progress = std::function<void(const launch::CalibrationProgress&)>;
+// A reference run's steps finished by its slowest rank, of its steps.
+using StepProgress = std::function<void(int step, int steps)>;
 
 // The reference model's plan on `cluster`: a step of two sequences per
 // replica, in micro-batches of the layout's size.
@@ -340,7 +342,7 @@ namespace {
 Result<ReferenceRun> run_reference(const MachineCalibrationOptions& o, const PresetCatalog& catalog,
                                    const Cluster& cluster, const ReferenceLayout& layout,
                                    const std::string& store, const std::string& host,
-                                   const launch::StopRequest* stop) {
+                                   const launch::StopRequest* stop, const StepProgress& on_step) {
   const Plan plan = reference_plan(cluster, layout);
   launch::PlanRunOptions run;
   run.backend = "cpu";
@@ -366,7 +368,18 @@ Result<ReferenceRun> run_reference(const MachineCalibrationOptions& o, const Pre
   spec.extra_meta.emplace_back(trace::kPredictedStepMetaKey,
                                json_text(trace::to_json(*prediction)));
   out.predicted_sweeps_s = prediction->step_seconds;
-  launch::Launcher launcher(spec);
+  // The slowest rank's finished steps; events come on the launcher's one thread.
+  std::vector<int> rank_steps(static_cast<std::size_t>(out.ranks), 0);
+  int steps_done = 0;
+  launch::Launcher launcher(spec, [&](const launch::LaunchEvent& e) {
+    if (!on_step || e.kind != launch::LaunchEvent::Kind::step || e.rank < 0 || e.rank >= out.ranks)
+      return;
+    rank_steps[static_cast<std::size_t>(e.rank)] = e.step + 1;
+    const int done = *std::min_element(rank_steps.begin(), rank_steps.end());
+    if (done <= steps_done) return;
+    steps_done = done;
+    on_step(done, e.steps > 0 ? e.steps : o.reference_steps);
+  });
   if (Status s = launcher.start(); !s) return s.error();
   const launch::RunReport report = launcher.wait(stop);
   // The caller words a stop (and whether the ranks were killed). The
@@ -410,9 +423,9 @@ Result<ReferenceRun> run_reference(const MachineCalibrationOptions& o, const Pre
 Result<ReferenceRun> run_reference_checked(const MachineCalibrationOptions& o,
                                            const PresetCatalog& catalog, const Cluster& cluster,
                                            const ReferenceLayout& layout, const std::string& store,
-                                           const std::string& host,
-                                           const launch::StopRequest* stop) {
-  auto run = run_reference(o, catalog, cluster, layout, store, host, stop);
+                                           const std::string& host, const launch::StopRequest* stop,
+                                           const StepProgress& on_step) {
+  auto run = run_reference(o, catalog, cluster, layout, store, host, stop, on_step);
   if (!run || (stop && stop->requested()) || !(far_from_sweeps(*run) || machine_moved(*run)))
     return run;
   // The same store name (and plan file) for the second run; the first
@@ -422,7 +435,7 @@ Result<ReferenceRun> run_reference_checked(const MachineCalibrationOptions& o,
   std::error_code ec;
   fs::rename(store, first, ec);
   if (ec) return Error{"moving " + store + " aside: " + ec.message()};
-  auto again = run_reference(o, catalog, cluster, layout, store, host, stop);
+  auto again = run_reference(o, catalog, cluster, layout, store, host, stop, on_step);
   const bool better = again && (machine_moved(*run) != machine_moved(*again)
                                     ? machine_moved(*run)
                                     : again->measured_step_s < run->measured_step_s);
@@ -592,13 +605,32 @@ Status learn_from_reference_runs(const MachineCalibrationOptions& o, MachineCali
       const std::string store = stem + ".reference-" + std::to_string(device.ranks) + "r-dp" +
                                 std::to_string(layout.dp) + "-tp" + std::to_string(layout.tp) +
                                 "-mb" + std::to_string(layout.micro_batch) + ".db";
-      if (progress) {
-        progress({swept + done, swept + total,
-                  "reference run " + std::to_string(done + 1) + "/" + std::to_string(total) + ": " +
-                      reference_workload().display_name + ", " + to_string(layout)});
-      }
+      const int phase = swept + done;
+      const std::string text = "reference run " + std::to_string(done + 1) + "/" +
+                               std::to_string(total) + ": " + reference_workload().display_name +
+                               ", " + to_string(layout);
+      if (progress) progress({.phase = phase, .phases = swept + total, .text = text});
       ++done;
-      auto run = run_reference_checked(o, *catalog, *cluster, layout, store, out.fit.host, stop);
+      // Its steps are the phase's points. A run made again (far from the
+      // sweeps' prediction) counts from its first step anew: the bar holds
+      // at the first run's steps until the second passes them.
+      int shown = 0, last = 0;
+      bool again = false;
+      auto on_step = [&](int step, int steps) {
+        if (!progress) return;
+        again = again || step <= last;
+        last = step;
+        shown = std::max(shown, step);
+        progress({.phase = phase,
+                  .phases = swept + total,
+                  .point = shown,
+                  .points = steps,
+                  .measured = true,
+                  .text = text + ", step " + std::to_string(step) + " of " + std::to_string(steps) +
+                          (again ? " (run again)" : "")});
+      };
+      auto run =
+          run_reference_checked(o, *catalog, *cluster, layout, store, out.fit.host, stop, on_step);
       if (stop && stop->requested()) return cancelled();
       if (!run) {
         out.notes.push_back("reference run " + to_string(layout) + " (" + store +

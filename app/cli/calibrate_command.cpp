@@ -19,6 +19,7 @@
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include "app/calibration/calibration_workflow.h"
@@ -36,6 +37,22 @@
 namespace cs::cli {
 
 namespace {
+
+// A progress line cut to the terminal's width, so that rewriting it in
+// place (carriage return) does not leave wrapped lines behind; whole UTF-8
+// characters only.
+std::string fit_terminal_width(const std::string& line) {
+  winsize size{};
+  if (::ioctl(STDERR_FILENO, TIOCGWINSZ, &size) != 0 || size.ws_col < 2) return line;
+  std::size_t end = 0, columns = 0;
+  while (end < line.size() && columns + 1 < size.ws_col) {
+    ++end;
+    while (end < line.size() && (static_cast<unsigned char>(line[end]) & 0xC0) == 0x80)
+      ++end;
+    ++columns;
+  }
+  return line.substr(0, end);
+}
 
 // A GPU sweeps every tensor-core path but FP8 unless asked (--precisions).
 constexpr const char* kCudaPrecisions[] = {"fp32", "tf32", "bf16", "fp16"};
@@ -628,12 +645,28 @@ void run(Context& ctx, const CalibrateOptions& o) {
       [&stop] { stop.cancel = true; },
       "stopping the calibration... (interrupt again to kill the ranks)",
       [&stop] { stop.kill = true; }, "killing the ranks (SIGKILL)...");
+  // Progress on stderr: on a terminal one line, rewritten at every point
+  // measured; otherwise a line per phase, per message, and for the first
+  // point of each sweep (a log stays a page, not a line per point).
+  int printed_phase = -1;
+  std::string printed_sweep;
   calib::MachineCalibration m = take(calib::calibrate_machine(
       mo,
       [&](const launch::CalibrationProgress& p) {
         if (o.json) return;
-        std::cerr << (terminal ? "\r\033[K" : "") << "[" << std::min(p.phase + 1, p.phases) << "/"
-                  << p.phases << "] " << p.text << (terminal ? "" : "\n") << std::flush;
+        if (!terminal && p.measured) {
+          if (p.sweep.empty() || (p.phase == printed_phase && p.sweep == printed_sweep)) return;
+          printed_phase = p.phase;
+          printed_sweep = p.sweep;
+        }
+        const std::string line =
+            "[" + std::to_string(std::min(p.phase + 1, p.phases)) + "/" + std::to_string(p.phases) +
+            ", " + std::to_string(static_cast<int>(p.fraction() * 100)) + " %] " + p.text;
+        if (terminal) {
+          std::cerr << "\r\033[K" << fit_terminal_width(line) << std::flush;
+        } else {
+          std::cerr << line << '\n' << std::flush;
+        }
       },
       &stop));
   if (terminal && !o.json) std::cerr << '\n';

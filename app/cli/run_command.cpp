@@ -218,6 +218,7 @@ class ProgressPrinter {
         if (!terminal_) line(e.text);
         break;
       case LaunchEvent::Kind::rank_done:
+      case LaunchEvent::Kind::sample:  // a calibration's, not a run's
         break;
       case LaunchEvent::Kind::finished:
         end_bar();

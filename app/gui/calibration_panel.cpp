@@ -20,6 +20,7 @@
 #include <QtConcurrent>
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <mutex>
 #include <string>
 #include <utility>
@@ -31,6 +32,10 @@
 namespace cs::gui {
 
 namespace {
+
+// The progress bar's range: the calibration's share done, in thousandths
+// (its phases and the points within each, CalibrationProgress::fraction).
+constexpr int kProgressSteps = 1000;
 
 // What the worker thread hands back: the calibration, or why there is none.
 struct Outcome {
@@ -66,9 +71,7 @@ QString optimizer_text(const LoopCosts& loops) {
 struct CalibrationPanel::Sweep {
   launch::StopRequest stop;
   std::mutex mutex;
-  int phase = 0;
-  int phases = 0;
-  std::string text;
+  launch::CalibrationProgress progress;
   bool changed = false;
 };
 
@@ -212,9 +215,9 @@ void CalibrationPanel::showProgress() {
   std::lock_guard lock(sweep_->mutex);
   if (!sweep_->changed) return;
   sweep_->changed = false;
-  if (sweep_->phases > 0) progress_->setRange(0, sweep_->phases);
-  progress_->setValue(sweep_->phase);
-  setStatus(QString::fromStdString(sweep_->text));
+  // The share of the whole done, phases and the points within each.
+  progress_->setValue(static_cast<int>(std::lround(sweep_->progress.fraction() * kProgressSteps)));
+  setStatus(QString::fromStdString(sweep_->progress.text));
 }
 
 void CalibrationPanel::fail(const QString& message) {
@@ -285,7 +288,7 @@ void CalibrationPanel::start() {
           : (dir.parent_path() / ("calibration-" + host.hostname + "-" + stamp + ".db")).string();
 
   table_->setRowCount(0);
-  progress_->setRange(0, static_cast<int>(ranks.size()));
+  progress_->setRange(0, kProgressSteps);
   progress_->setValue(0);
   setStatus(tr("Starting the sweeps..."));
   setRunning(true);
@@ -312,9 +315,7 @@ void CalibrationPanel::start() {
         options,
         [sweep](const launch::CalibrationProgress& p) {
           std::lock_guard lock(sweep->mutex);
-          sweep->phase = p.phase;
-          sweep->phases = p.phases;
-          sweep->text = p.text;
+          sweep->progress = p;
           sweep->changed = true;
         },
         &sweep->stop);

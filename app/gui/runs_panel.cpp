@@ -539,6 +539,8 @@ void RunsPanel::handle(const launch::LaunchEvent& e) {
     case Kind::merging:
       eta_->setText(tr("merging the rank stores…"));
       break;
+    case Kind::sample:  // a calibration's, not a run's
+      break;
     case Kind::finished:
       break;
   }

@@ -158,8 +158,9 @@ std::vector<GemmSample> layer_gemm_sweep(Backend& backend, DType storage,
   return samples;
 }
 
-std::vector<BandwidthSample> bandwidth_sweep(Backend& backend, const std::vector<std::int64_t>& bytes,
-                                             int repetitions) {
+std::vector<BandwidthSample> bandwidth_sweep(
+    Backend& backend, const std::vector<std::int64_t>& bytes, int repetitions,
+    const std::function<void(const BandwidthSample&)>& on_sample) {
   std::vector<BandwidthSample> samples;
   for (std::int64_t size : bytes) {
     const std::int64_t n = std::max<std::int64_t>(1, size / 4);
@@ -175,6 +176,7 @@ std::vector<BandwidthSample> bandwidth_sweep(Backend& backend, const std::vector
     s.seconds = (now_seconds() - t0) / repetitions;
     s.bytes_per_second = s.bytes / s.seconds;
     samples.push_back(s);
+    if (on_sample) on_sample(s);
     backend.release(dst);
     backend.release(src);
   }
@@ -198,9 +200,9 @@ CollectiveSample all_reduce_sample(std::int64_t bytes, int ranks, double seconds
 
 }  // namespace
 
-std::vector<CollectiveSample> all_reduce_sweep(Backend& backend, Communicator& comm,
-                                               const std::vector<std::int64_t>& bytes,
-                                               int repetitions) {
+std::vector<CollectiveSample> all_reduce_sweep(
+    Backend& backend, Communicator& comm, const std::vector<std::int64_t>& bytes, int repetitions,
+    const std::function<void(const CollectiveSample&)>& on_sample) {
   std::vector<CollectiveSample> samples;
   for (std::int64_t size : bytes) {
     const std::int64_t n = std::max<std::int64_t>(1, size / 4);
@@ -211,14 +213,15 @@ std::vector<CollectiveSample> all_reduce_sweep(Backend& backend, Communicator& c
     for (int r = 0; r < repetitions; ++r) comm.all_reduce(t);
     backend.synchronize();
     samples.push_back(all_reduce_sample(n * 4, comm.size(), (now_seconds() - t0) / repetitions));
+    if (on_sample) on_sample(samples.back());
     backend.release(t);
   }
   return samples;
 }
 
-std::vector<CollectiveSample> cold_all_reduce_sweep(Backend& backend, Communicator& comm,
-                                                    const std::vector<std::int64_t>& bytes,
-                                                    int repetitions) {
+std::vector<CollectiveSample> cold_all_reduce_sweep(
+    Backend& backend, Communicator& comm, const std::vector<std::int64_t>& bytes, int repetitions,
+    const std::function<void(const CollectiveSample&)>& on_sample) {
   // One write per 64-byte line evicts them.
   std::vector<float> evict(static_cast<std::size_t>(kColdSweepEvictBytes) / sizeof(float), 0.0f);
   std::vector<CollectiveSample> samples;
@@ -238,6 +241,7 @@ std::vector<CollectiveSample> cold_all_reduce_sweep(Backend& backend, Communicat
       total += now_seconds() - t0;
     }
     samples.push_back(all_reduce_sample(n * 4, comm.size(), total / repetitions));
+    if (on_sample) on_sample(samples.back());
     backend.release(t);
   }
   return samples;
@@ -328,7 +332,48 @@ OpSample layernorm_backward_after_gemms(Backend& backend, NormTensors& n, int N,
       backend);
 }
 
+// The sizes the engine's models run at: on the CPU a small GPT's
+// activations (tokens 128..1024, width 64..256, up to 4 M parameters: a
+// rank's optimizer costs less per parameter once its state leaves the
+// caches); on a GPU a GPT-2-sized one (tokens 2048..8192, width
+// 768..1024, up to 64 M parameters), where smaller loops would time the
+// kernel launch rather than the loop.
+struct OpSweepShapes {
+  std::vector<std::pair<int, int>> shapes;           // tokens, width
+  std::vector<std::array<int, 4>> attention_shapes;  // batch, sequence, width, heads
+  std::vector<std::int64_t> parameter_counts;
+};
+
+OpSweepShapes op_sweep_shapes(const Backend& backend) {
+  const bool gpu = backend.name() == "cuda";
+  OpSweepShapes out;
+  out.shapes = gpu ? std::vector<std::pair<int, int>>{{2048, 768}, {8192, 768}, {8192, 1024}}
+                   : std::vector<std::pair<int, int>>{{128, 64}, {512, 128}, {1024, 256}};
+  out.attention_shapes =
+      gpu ? std::vector<std::array<int, 4>>{{2, 1024, 768, 12},
+                                            {8, 1024, 768, 12},
+                                            {4, 2048, 1024, 16}}
+          : std::vector<std::array<int, 4>>{{1, 64, 64, 4}, {2, 128, 128, 4}, {2, 128, 256, 8}};
+  out.parameter_counts =
+      gpu ? std::vector<std::int64_t>{std::int64_t{1} << 22, std::int64_t{1} << 24,
+                                      std::int64_t{1} << 26}
+          : std::vector<std::int64_t>{std::int64_t{1} << 16, std::int64_t{1} << 18,
+                                      std::int64_t{1} << 20, std::int64_t{1} << 22};
+  return out;
+}
+
 }  // namespace
+
+int op_sweep_points(const Backend& backend, DType storage) {
+  const OpSweepShapes o = op_sweep_shapes(backend);
+  // Per activation shape: layer norm and its backward, residual, GELU and
+  // its backward, embedding and its backward, cross-entropy; per attention
+  // shape forward and backward; per parameter count AdamW, the gradient
+  // norm, scale, zero, and the conversion to a narrower working type.
+  const int per_parameters = storage != DType::f32 ? 5 : 4;
+  return static_cast<int>(8 * o.shapes.size() + 2 * o.attention_shapes.size() +
+                          per_parameters * o.parameter_counts.size());
+}
 
 std::vector<OpSample> op_sweep(Backend& backend, DType storage, double seconds_per_point,
                                const std::function<void(const OpSample&)>& on_sample) {
@@ -338,23 +383,7 @@ std::vector<OpSample> op_sweep(Backend& backend, DType storage, double seconds_p
     samples.push_back(std::move(s));
   };
   constexpr int kVocab = 256;
-  // The sizes the engine's models run at: on the CPU a small GPT's
-  // activations (tokens 128..1024, width 64..256, up to 4 M parameters: a
-  // rank's optimizer costs less per parameter once its state leaves the
-  // caches); on a GPU a GPT-2-sized one (tokens 2048..8192, width
-  // 768..1024, up to 64 M parameters), where smaller loops would time the
-  // kernel launch rather than the loop.
-  const bool gpu = backend.name() == "cuda";
-  const std::vector<std::pair<int, int>> shapes =
-      gpu ? std::vector<std::pair<int, int>>{{2048, 768}, {8192, 768}, {8192, 1024}}
-          : std::vector<std::pair<int, int>>{{128, 64}, {512, 128}, {1024, 256}};
-  const std::vector<std::array<int, 4>> attention_shapes =
-      gpu ? std::vector<std::array<int, 4>>{{2, 1024, 768, 12}, {8, 1024, 768, 12}, {4, 2048, 1024, 16}}
-          : std::vector<std::array<int, 4>>{{1, 64, 64, 4}, {2, 128, 128, 4}, {2, 128, 256, 8}};
-  const std::vector<std::int64_t> parameter_counts =
-      gpu ? std::vector<std::int64_t>{std::int64_t{1} << 22, std::int64_t{1} << 24, std::int64_t{1} << 26}
-          : std::vector<std::int64_t>{std::int64_t{1} << 16, std::int64_t{1} << 18, std::int64_t{1} << 20,
-                                      std::int64_t{1} << 22};
+  const auto [shapes, attention_shapes, parameter_counts] = op_sweep_shapes(backend);
   for (const auto& [N, C] : shapes) {
     const std::int64_t nc = std::int64_t{N} * C;
     NormTensors norm(backend, storage, N, C);

@@ -61,23 +61,27 @@ std::vector<GemmSample> layer_gemm_sweep(Backend& backend, DType storage,
                                          const std::function<void(const GemmSample&)>& on_sample = {});
 
 // accumulate(dst, src) over tensors of each size: reads 2 and writes 1.
-std::vector<BandwidthSample> bandwidth_sweep(Backend& backend, const std::vector<std::int64_t>& bytes,
-                                             int repetitions);
+// `on_sample` is called as each size is measured, as the other sweeps call
+// it (a calibration's progress, and what keeps its hang timeout from
+// counting a whole sweep as one silence).
+std::vector<BandwidthSample> bandwidth_sweep(
+    Backend& backend, const std::vector<std::int64_t>& bytes, int repetitions,
+    const std::function<void(const BandwidthSample&)>& on_sample = {});
 
 // All-reduce of fp32 messages of each size across the communicator's group;
 // every rank of the group must call it with the same sizes.
-std::vector<CollectiveSample> all_reduce_sweep(Backend& backend, Communicator& comm,
-                                               const std::vector<std::int64_t>& bytes,
-                                               int repetitions);
+std::vector<CollectiveSample> all_reduce_sweep(
+    Backend& backend, Communicator& comm, const std::vector<std::int64_t>& bytes, int repetitions,
+    const std::function<void(const CollectiveSample&)>& on_sample = {});
 
 // The same all-reduces as a training step meets its gradients after
 // backward: before each call (untimed) every rank streams through a buffer
 // larger than the caches, then writes its message, as backward writes the
 // gradients; the ranks then start the call together, each timed alone. Host
 // memory only (the CPU engine).
-std::vector<CollectiveSample> cold_all_reduce_sweep(Backend& backend, Communicator& comm,
-                                                    const std::vector<std::int64_t>& bytes,
-                                                    int repetitions);
+std::vector<CollectiveSample> cold_all_reduce_sweep(
+    Backend& backend, Communicator& comm, const std::vector<std::int64_t>& bytes, int repetitions,
+    const std::function<void(const CollectiveSample&)>& on_sample = {});
 
 // The machine probe (core/machine_probe.h), untraced when no tracer is set:
 // the layer GEMM's forward as the layer sweep times it (about `seconds` of
@@ -104,5 +108,8 @@ struct OpSample {
 // device (core/hardware.h LoopCosts) are fitted from what they measure.
 std::vector<OpSample> op_sweep(Backend& backend, DType storage, double seconds_per_point,
                                const std::function<void(const OpSample&)>& on_sample = {});
+// How many samples op_sweep makes on `backend` in `storage`, before it runs
+// (a calibration's progress counts them).
+int op_sweep_points(const Backend& backend, DType storage);
 
 }  // namespace cs::worker

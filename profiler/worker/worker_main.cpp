@@ -493,6 +493,49 @@ DType cpu_storage(const std::string& precision) {
 // every group size the layout has: the tensor-parallel groups, then the world.
 void run_sweep(const Options& o, Backend& backend, const std::vector<Communicator*>& groups,
                DType storage, int rank, OpTracer* tracer) {
+  const std::vector<std::string> sweeps = split_list(o.sweep);
+  auto sizes_for = [&](const std::vector<std::int64_t>& own) {
+    return !own.empty() ? own : (sweeps.size() == 1 ? o.sizes : std::vector<std::int64_t>{});
+  };
+  // Each sweep's sizes, and what it runs in, settled before any runs: the
+  // start line counts the samples to come (a calibration's progress).
+  auto gemm_sizes = [&](bool layer) {
+    std::vector<std::int64_t> sizes = sizes_for(o.gemm_sizes);
+    if (sizes.empty()) {
+      sizes = layer ? std::vector<std::int64_t>{256, 512, 1024, 2048, 4096}
+                    : std::vector<std::int64_t>{256, 512, 1024, 2048, 4096, 8192};
+    }
+    return sizes;
+  };
+  const std::vector<std::string> gemm_precisions =
+      backend.name() == "cpu" && !o.sweep_precisions.empty()
+          ? o.sweep_precisions
+          : std::vector<std::string>{o.precision};
+  std::vector<std::int64_t> buffer_sizes = sizes_for(o.buffer_sizes);
+  if (buffer_sizes.empty()) buffer_sizes = {1 << 20, 16 << 20, 256 << 20};
+  std::vector<std::int64_t> message_sizes = sizes_for(o.message_sizes);
+  if (message_sizes.empty()) {
+    for (std::int64_t b = 1024; b <= (64 << 20); b *= 4)
+      message_sizes.push_back(b);
+  }
+  // On the CPU the all-reduces run again as training meets its gradients:
+  // out of the caches.
+  const bool cold_all_reduces = backend.name() == "cpu" && groups.back()->size() > 1;
+  std::int64_t points = 0;
+  for (const std::string& sweep : sweeps) {
+    const auto count = [](const auto& list) { return static_cast<std::int64_t>(list.size()); };
+    if (sweep == "gemm" || sweep == "layer_gemm") {
+      // A layer's two GEMM shapes in three layouts each, a square one.
+      points += count(gemm_precisions) * count(gemm_sizes(sweep == "layer_gemm")) *
+                (sweep == "layer_gemm" ? 6 : 1);
+    } else if (sweep == "bandwidth") {
+      points += count(buffer_sizes);
+    } else if (sweep == "ops") {
+      points += op_sweep_points(backend, storage);
+    } else if (sweep == "all_reduce") {
+      points += count(groups) * count(message_sizes) * (cold_all_reduces ? 2 : 1);
+    }
+  }
   // Where the sweeps ran: `clusterscope calibrate --from-sweeps` names the
   // presets for this host and takes the datasheet of this device.
   emit({{"event", "sweep_start"},
@@ -502,25 +545,15 @@ void run_sweep(const Options& o, Backend& backend, const std::vector<Communicato
         {"backend", std::string(backend.name())},
         {"device", backend.device_name()},
         {"precision", o.precision},
-        {"sweeps", o.sweep}});
-  const std::vector<std::string> sweeps = split_list(o.sweep);
-  auto sizes_for = [&](const std::vector<std::int64_t>& own) {
-    return !own.empty() ? own : (sweeps.size() == 1 ? o.sizes : std::vector<std::int64_t>{});
-  };
+        {"sweeps", o.sweep},
+        {"points", points}});
   for (const std::string& sweep : sweeps) {
     if (sweep == "gemm" || sweep == "layer_gemm") {
       // Squares (the GPU check's peak rates) or a layer's GEMMs (calibration).
       const bool layer = sweep == "layer_gemm";
-      std::vector<std::int64_t> sizes = sizes_for(o.gemm_sizes);
-      if (sizes.empty()) {
-        sizes = layer ? std::vector<std::int64_t>{256, 512, 1024, 2048, 4096}
-                      : std::vector<std::int64_t>{256, 512, 1024, 2048, 4096, 8192};
-      }
+      const std::vector<std::int64_t> sizes = gemm_sizes(layer);
       const std::vector<int> n(sizes.begin(), sizes.end());
-      const std::vector<std::string> precisions =
-          backend.name() == "cpu" && !o.sweep_precisions.empty() ? o.sweep_precisions
-                                                                 : std::vector<std::string>{o.precision};
-      for (const std::string& precision : precisions) {
+      for (const std::string& precision : gemm_precisions) {
         const DType type = backend.name() == "cpu" ? cpu_storage(precision) : storage;
         auto on_sample = [&](const GemmSample& s) {
           json line = {{"event", "gemm"},
@@ -545,15 +578,13 @@ void run_sweep(const Options& o, Backend& backend, const std::vector<Communicato
         }
       }
     } else if (sweep == "bandwidth") {
-      std::vector<std::int64_t> sizes = sizes_for(o.buffer_sizes);
-      if (sizes.empty()) sizes = {1 << 20, 16 << 20, 256 << 20};
-      for (const BandwidthSample& s : bandwidth_sweep(backend, sizes, 20)) {
+      bandwidth_sweep(backend, buffer_sizes, 20, [&](const BandwidthSample& s) {
         emit_unless_stopped({{"event", "bandwidth"},
                              {"rank", rank},
                              {"bytes", s.bytes},
                              {"seconds", s.seconds},
                              {"gb_per_s", s.bytes_per_second / 1e9}});
-      }
+      });
     } else if (sweep == "ops") {
       op_sweep(backend, storage, o.sweep_seconds / 4, [&](const OpSample& s) {
         emit_unless_stopped({{"event", "op"},
@@ -565,10 +596,6 @@ void run_sweep(const Options& o, Backend& backend, const std::vector<Communicato
                              {"seconds", s.seconds}});
       });
     } else if (sweep == "all_reduce") {
-      std::vector<std::int64_t> sizes = sizes_for(o.message_sizes);
-      if (sizes.empty()) {
-        for (std::int64_t b = 1024; b <= (64 << 20); b *= 4) sizes.push_back(b);
-      }
       auto emit_sample = [&](const Communicator& group, const CollectiveSample& s, bool cold) {
         emit_unless_stopped({{"event", "collective"},
                              {"rank", rank},
@@ -582,15 +609,14 @@ void run_sweep(const Options& o, Backend& backend, const std::vector<Communicato
                              {"cold", cold}});
       };
       for (Communicator* group : groups) {
-        for (const CollectiveSample& s : all_reduce_sweep(backend, *group, sizes, 20))
-          emit_sample(*group, s, false);
+        all_reduce_sweep(backend, *group, message_sizes, 20,
+                         [&](const CollectiveSample& s) { emit_sample(*group, s, false); });
       }
-      // On the CPU, again as training meets its gradients: out of the caches.
-      if (backend.name() == "cpu" && groups.back()->size() > 1) {
+      if (cold_all_reduces) {
         const std::int64_t start = OpTracer::now_ns();
         for (Communicator* group : groups) {
-          for (const CollectiveSample& s : cold_all_reduce_sweep(backend, *group, sizes, 20))
-            emit_sample(*group, s, true);
+          cold_all_reduce_sweep(backend, *group, message_sizes, 20,
+                                [&](const CollectiveSample& s) { emit_sample(*group, s, true); });
         }
         if (tracer) {
           tracer->record(tracer->phase_lane(), trace::EventKind::annotation,

@@ -12,7 +12,9 @@
 #include <QLabel>
 #include <QLineEdit>
 #include <QProcess>
+#include <QProgressBar>
 #include <QPushButton>
+#include <QRegularExpression>
 #include <QScrollBar>
 #include <QSet>
 #include <QSignalSpy>
@@ -35,6 +37,7 @@ class TestGuiCalibration : public QObject {
   void badRankCounts();
   void calibratesThisMachine();
   void cancelTwiceKillsTheRanks();
+  void progressMovesWithinAPhase();
   void presetsFolderNotWritableIsRefusedFirst();
   void eachCalibrationKeepsItsStore();
   void cancelDuringTheReferenceRunsKeepsTheSweeps();
@@ -189,6 +192,34 @@ void TestGuiCalibration::cancelTwiceKillsTheRanks() {
            qPrintable(message));
   QVERIFY(!QFile::exists(dir_.filePath("cancelled.db")));
   QVERIFY(!QDir(dir_.filePath("cancelled.phase0.ranks")).exists());
+}
+
+// The bar moves while a phase measures, a step per point its ranks
+// measured, and the status says which: it stood still from one phase to the
+// next, however long a phase took. One phase here, of 20 s of GEMMs (ten
+// sizes at 2 s), its first points after about 1 s: the bar is seen past 0
+// and short of its end whatever the load, then the sweep is stopped.
+void TestGuiCalibration::progressMovesWithinAPhase() {
+  cs::gui::CalibrationPanel panel;
+  panel.setPresetsDir(dir_.filePath("presets-progress"));
+  panel.setStorePath(dir_.filePath("progress.db"));
+  panel.rankCounts()->setText(QStringLiteral("1"));
+  panel.secondsPerSize()->setValue(2);
+  panel.referenceRuns()->setChecked(false);
+  auto* bar = panel.findChild<QProgressBar*>();
+  QVERIFY(bar);
+  panel.startButton()->click();
+  QVERIFY(panel.running());
+  QTRY_VERIFY_WITH_TIMEOUT(bar->value() > bar->minimum(), 60000);
+  QVERIFY2(bar->value() < bar->maximum(), qPrintable(QString::number(bar->value())));
+  const QString status = panel.statusLabel()->text();
+  QVERIFY2(status.startsWith(QStringLiteral("phase 1/1: 1 rank, GEMMs in fp32: ")),
+           qPrintable(status));
+  QVERIFY2(QRegularExpression(QStringLiteral(R"( \(\d+ of \d+\)$)")).match(status).hasMatch(),
+           qPrintable(status));
+  panel.cancelButton()->click();
+  panel.cancelButton()->click();
+  QTRY_VERIFY_WITH_TIMEOUT(!panel.running(), 60000);
 }
 
 // A presets folder that cannot be written is refused before the sweeps,

@@ -25,6 +25,8 @@
 #include <functional>
 #include <limits>
 #include <map>
+#include <mutex>
+#include <numeric>
 #include <thread>
 
 #include <fcntl.h>
@@ -339,6 +341,10 @@ class TestCalibration : public QObject {
   void calibrateRefusesSweepsMemoryCannotHold();
   void calibrateStopsAHungSweepAfterItsTimeout();
   void calibrationSamplesAreProgress();
+  void calibrationReportsEachPointOfAPhase();
+  void bandwidthBuffersAreProgressEach();
+  void calibrateLogsEachSweepOnce();
+  void referenceRunsReportTheirSteps();
   void calibrationOnAGpuFitsItsMemory_data();
   void calibrationOnAGpuFitsItsMemory();
   void calibrationNamesTheWorkersError();
@@ -2157,6 +2163,211 @@ void TestCalibration::calibrationSamplesAreProgress() {
   QVERIFY(QFile::exists(work + "/cal.db"));
   // Else the phase was not long enough to tell (it takes about 5 s).
   QVERIFY2(clock.elapsed() > 2000, qPrintable(QString::number(clock.elapsed())));
+}
+
+namespace {
+
+// What a calibration reported, as its callback saw it (on the sweep's
+// thread or the launcher's).
+struct Reports {
+  std::mutex mutex;
+  std::vector<cs::launch::CalibrationProgress> all;
+  std::function<void(const cs::launch::CalibrationProgress&)> callback() {
+    return [this](const cs::launch::CalibrationProgress& p) {
+      std::lock_guard lock(mutex);
+      all.push_back(p);
+    };
+  }
+};
+
+// The calibration's whole share never goes back, nor past 1.
+bool fraction_rises(const std::vector<cs::launch::CalibrationProgress>& reports, QString& why) {
+  double last = 0;
+  for (const cs::launch::CalibrationProgress& p : reports) {
+    const double f = p.fraction();
+    if (f < last || f > 1) {
+      why = QString("%1 after %2 at: %3").arg(f).arg(last).arg(QString::fromStdString(p.text));
+      return false;
+    }
+    last = f;
+  }
+  return true;
+}
+
+}  // namespace
+
+// Within a phase the progress counts the points the ranks measured, of all
+// the phase has (it moved only from one phase to the next, many seconds
+// apart): every point of each phase once, in order, the slowest rank's;
+// the whole share rising to 1, and the status line naming sweep and point.
+void TestCalibration::calibrationReportsEachPointOfAPhase() {
+  const QString work = dir_.filePath("points-progress");
+  QDir().mkpath(work);
+  cs::launch::CalibrationRunOptions o;
+  o.worker = CS_BIN_DIR "/clusterscope-worker";
+  o.rank_counts = {1, 2};
+  o.precisions = {"fp32"};
+  o.gemm_sizes = {64};
+  o.buffer_sizes = {1 << 16};
+  o.message_sizes = {1 << 14, 1 << 16};
+  o.seconds_per_size = 0.02;
+  o.store = (work + "/cal.db").toStdString();
+  Reports reports;
+  auto record = cs::launch::record_calibration(o, reports.callback());
+  QVERIFY2(record, record ? "" : record.message().c_str());
+  std::map<int, std::vector<int>> points_of;  // phase: the points reported, in order
+  std::map<int, int> totals;
+  std::map<int, QStringList> sweeps_of;
+  for (const cs::launch::CalibrationProgress& p : reports.all) {
+    QCOMPARE(p.phases, 2);
+    if (!p.measured) continue;
+    points_of[p.phase].push_back(p.point);
+    totals[p.phase] = p.points;
+    const QString sweep = QString::fromStdString(p.sweep);
+    if (sweeps_of[p.phase].isEmpty() || sweeps_of[p.phase].last() != sweep)
+      sweeps_of[p.phase] << sweep;
+    QVERIFY2(
+        QString::fromStdString(p.text).endsWith(QString(" (%1 of %2)").arg(p.point).arg(p.points)),
+        p.text.c_str());
+  }
+  QCOMPARE(points_of.size(), std::size_t{2});
+  for (const auto& [phase, points] : points_of) {
+    std::vector<int> each(static_cast<std::size_t>(totals[phase]));
+    std::iota(each.begin(), each.end(), 1);
+    QCOMPARE(points, each);
+  }
+  // Both phases: the layer GEMMs of one width (two shapes, three layouts),
+  // one bandwidth buffer, the operation sweep; 2 ranks: the two messages,
+  // warm and with the caches cold.
+  QVERIFY2(totals[0] > 7, qPrintable(QString::number(totals[0])));
+  QCOMPARE(totals[1], totals[0] + 4);
+  const QStringList swept = {"GEMMs in fp32", "memory bandwidth", "operations"};
+  QCOMPARE(sweeps_of[0], swept);
+  const QStringList with_all_reduces =
+      swept + QStringList{"all-reduces", "all-reduces, caches cold"};
+  QCOMPARE(sweeps_of[1], with_all_reduces);
+  QString why;
+  QVERIFY2(fraction_rises(reports.all, why), qPrintable(why));
+  QCOMPARE(reports.all.back().fraction(), 1.0);
+  bool named = false;
+  for (const cs::launch::CalibrationProgress& p : reports.all) {
+    named |= p.text == "phase 2/2: 2 ranks, all-reduces: 16.0 KiB over 2 ranks (" +
+                           std::to_string(totals[0] + 1) + " of " + std::to_string(totals[1]) + ")";
+  }
+  QVERIFY(named);
+}
+
+// Each bandwidth buffer (and each all-reduce message) is progress as it is
+// measured: the sweep sent its samples together at its end, and a sweep of
+// many buffers, each a fraction of the hang timeout, was stopped as hung.
+void TestCalibration::bandwidthBuffersAreProgressEach() {
+  const QString work = dir_.filePath("bandwidth-progress");
+  QDir().mkpath(work);
+  QStringList sizes;
+  for (int i = 0; i < 64; ++i)
+    sizes << QString::number((32 << 20) + i * (64 << 10));
+  const Run r = run_cli({"calibrate",
+                         "--backend",
+                         "cpu",
+                         "--ranks",
+                         "1",
+                         "--precisions",
+                         "fp32",
+                         "--gemm-sizes",
+                         "64",
+                         "--seconds",
+                         "0.02",
+                         "--no-ops",
+                         "--no-reference-runs",
+                         "--no-save",
+                         "--hang-timeout",
+                         "1",
+                         "--buffer-sizes",
+                         sizes.join(','),
+                         "--out",
+                         work + "/cal.db"},
+                        dir_.filePath("bandwidth-progress-presets"), work);
+  QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+  // Else the sweep was not long enough to tell.
+  auto reader = cs::trace::TraceReader::open((work + "/cal.db").toStdString());
+  QVERIFY(reader);
+  auto passes = (*reader)->find_events("accumulate", cs::trace::NameMatch::exact, 100000);
+  QVERIFY(passes && !passes->empty());
+  std::int64_t first = std::numeric_limits<std::int64_t>::max(), last = 0;
+  for (const cs::trace::StoredEvent& e : *passes) {
+    first = std::min(first, e.event.start_ns);
+    last = std::max(last, e.event.end_ns);
+  }
+  QVERIFY2(last - first > 1'200'000'000, qPrintable(QString::number((last - first) / 1e9)));
+}
+
+// The CLI's progress off a terminal: a line per phase and one at each
+// sweep's first point, not one per point.
+void TestCalibration::calibrateLogsEachSweepOnce() {
+  const QString work = dir_.filePath("sweep-lines");
+  QDir().mkpath(work);
+  const Run r =
+      run_cli({"calibrate", "--backend", "cpu", "--ranks", "2", "--precisions", "fp32",
+               "--gemm-sizes", "64", "--buffer-sizes", "65536", "--message-sizes", "16384,65536",
+               "--seconds", "0.02", "--no-reference-runs", "--no-save", "--out", work + "/cal.db"},
+              dir_.filePath("sweep-lines-presets"), work);
+  QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+  QStringList progress;  // the sweeps' lines (mpirun may add notes)
+  for (const QString& line : r.err.split('\n')) {
+    if (line.startsWith("[1/1, ") && line.contains("] phase 1/1: 2 ranks, ")) progress << line;
+  }
+  QCOMPARE(progress.size(), 5);
+  const QStringList starts = {"GEMMs in fp32: 64x64x64 forward (1 of ",
+                              "memory bandwidth: 64.0 KiB buffers (", "operations: layernorm, ",
+                              "all-reduces: 16.0 KiB over 2 ranks (",
+                              "all-reduces, caches cold: 16.0 KiB over 2 ranks ("};
+  for (int i = 0; i < 5; ++i)
+    QVERIFY2(progress[i].contains("] phase 1/1: 2 ranks, " + starts[i]), qPrintable(progress[i]));
+  QVERIFY2(r.err.contains("[1/1, 0 %] phase 1/1: Calibration: 2 ranks, "), qPrintable(r.err));
+  QVERIFY2(r.err.contains("[1/1, 100 %] calibration store "), qPrintable(r.err));
+}
+
+// The reference runs are phases after the sweeps', their steps the points:
+// the bar goes on through them to the end.
+void TestCalibration::referenceRunsReportTheirSteps() {
+  const QString work = dir_.filePath("reference-steps");
+  QDir().mkpath(work);
+  cs::calib::MachineCalibrationOptions mo;
+  mo.run.worker = CS_BIN_DIR "/clusterscope-worker";
+  mo.run.rank_counts = {1};
+  mo.run.precisions = {"fp32"};
+  mo.run.gemm_sizes = {64, 128};
+  mo.run.buffer_sizes = {1 << 16};
+  mo.run.seconds_per_size = 0.02;
+  mo.run.store = (work + "/cal.db").toStdString();
+  mo.save = false;
+  mo.reference_steps = 3;
+  Reports reports;
+  // The reference runs find the worker on the PATH (plan_run's search).
+  const QByteArray path = qgetenv("PATH");
+  qputenv("PATH", QByteArray(CS_BIN_DIR) + ":" + path);
+  auto m = cs::calib::calibrate_machine(mo, reports.callback());
+  qputenv("PATH", path);
+  QVERIFY2(m, m ? "" : m.message().c_str());
+  QVERIFY2(m->reference_runs.size() == 2,  // micro-batches of 2 and of 1
+           qPrintable(QString::fromStdString(m->notes.empty() ? "" : m->notes.front())));
+  std::map<int, std::vector<int>> steps_of;
+  for (const cs::launch::CalibrationProgress& p : reports.all) {
+    QCOMPARE(p.phases, 3);
+    if (p.phase >= 1 && p.measured) {
+      QCOMPARE(p.points, 3);
+      steps_of[p.phase].push_back(p.point);
+    }
+  }
+  // Each run's steps, unless it was run again (its second run's steps
+  // hold the bar where the first's left it).
+  for (int phase : {1, 2}) {
+    QVERIFY2(steps_of[phase].size() >= 3, qPrintable(QString::number(phase)));
+    QCOMPARE(steps_of[phase].back(), 3);
+  }
+  QString why;
+  QVERIFY2(fraction_rises(reports.all, why), qPrintable(why));
+  QCOMPARE(reports.all.back().fraction(), 1.0);
 }
 
 // On CUDA one rank's sweeps must fit its GPU: the sizes the GPU check and
