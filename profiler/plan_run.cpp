@@ -329,9 +329,14 @@ Result<PlanRun> plan_run(const Plan& plan, const PlanRunOptions& o) {
                  " bytes, more than a program argument holds (" + std::to_string(kArgumentBytes) +
                  "): give a shorter title"};
   }
-  const auto worker = find_worker();
-  if (!worker) return Error{"clusterscope-worker was not found beside this program or on PATH"};
-  spec.worker = *worker;
+  if (o.worker.empty()) {
+    const auto worker = find_worker();
+    if (!worker) return Error{"clusterscope-worker was not found beside this program or on PATH"};
+    spec.worker = *worker;
+  } else {
+    spec.worker = o.worker;
+  }
+  spec.mpirun = o.mpirun;
   // mpirun starts the ranks (here, or on a hostfile's hosts): without it,
   // the plan was written beside the store of a run that never started.
   if (o.placement != Placement::slurm && o.write_plan) {

@@ -25,6 +25,8 @@ struct PlanRunOptions {
   std::uint64_t seed = 1234;
   int threads = 0;  // BLAS threads per rank (CPU); 0: the worker's default
   std::chrono::milliseconds hang_timeout{std::chrono::minutes(5)};
+  std::string worker;  // clusterscope-worker (find_worker() when empty)
+  std::string mpirun = "mpirun";
   Placement placement = Placement::local;
   std::string hostfile;  // Placement::hostfile
   SlurmOptions slurm;    // Placement::slurm

@@ -351,13 +351,13 @@ Result<ReferenceRun> run_reference(const MachineCalibrationOptions& o, const Pre
   run.title = "Calibration reference run, " + to_string(layout);
   run.threads = o.run.threads;
   run.hang_timeout = o.run.hang_timeout;
+  run.worker = o.run.worker;
+  run.mpirun = o.run.mpirun;
   std::error_code ec;
   fs::remove(store, ec);
   auto made = launch::plan_run(plan, run);
   if (!made) return made.error();
   launch::RunSpec spec = made->spec;
-  if (!o.run.worker.empty()) spec.worker = o.run.worker;
-  spec.mpirun = o.run.mpirun;
   ReferenceRun out;
   out.layout = layout;
   out.ranks = layout.dp * layout.tp;
