@@ -67,6 +67,17 @@ double CalibrationProgress::fraction() const {
   return std::clamp((phase + within) / phases, 0.0, 1.0);
 }
 
+SlowestRank::SlowestRank(int ranks) : counts_(static_cast<std::size_t>(std::max(ranks, 0)), 0) {}
+
+std::optional<int> SlowestRank::advance(int rank, int count) {
+  if (rank < 0 || rank >= static_cast<int>(counts_.size())) return std::nullopt;
+  counts_[static_cast<std::size_t>(rank)] = count;
+  const int lowest = *std::min_element(counts_.begin(), counts_.end());
+  if (lowest <= lowest_) return std::nullopt;
+  lowest_ = lowest;
+  return lowest;
+}
+
 SweepMemory calibration_rank_memory(const CalibrationRunOptions& o, int ranks) {
   SweepMemory most;
   auto consider = [&](double bytes, const std::string& what) {
@@ -216,7 +227,7 @@ Result<CalibrationRecord> record_calibration(
     const Phase& ph = phases[static_cast<std::size_t>(i)];
     // The phase's points: the slowest rank's samples (every rank measures
     // the same points in turn), of the count its ranks announced.
-    std::vector<int> rank_samples(static_cast<std::size_t>(ph.info.ranks), 0);
+    SlowestRank slowest(ph.info.ranks);
     int point = 0, points = 0;
     auto say = [&](const std::string& text) {
       if (progress)
@@ -266,12 +277,11 @@ Result<CalibrationRecord> record_calibration(
       if (e.kind == LaunchEvent::Kind::rank_failed || e.kind == LaunchEvent::Kind::message) {
         if (!e.text.empty()) say(e.text);
       }
-      if (e.kind != LaunchEvent::Kind::sample || e.rank < 0 || e.rank >= ph.info.ranks) return;
-      rank_samples[static_cast<std::size_t>(e.rank)] = e.step;
+      if (e.kind != LaunchEvent::Kind::sample) return;
       points = std::max(points, e.steps);
-      const int done = *std::min_element(rank_samples.begin(), rank_samples.end());
-      if (done <= point) return;
-      point = done;
+      const std::optional<int> done = slowest.advance(e.rank, e.step);
+      if (!done) return;
+      point = *done;
       if (progress) {
         progress({.phase = i,
                   .phases = total,

@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -89,6 +90,20 @@ struct CalibrationProgress {
   // this one's points, each phase an equal share. It never goes back while
   // a calibration reports: a phase starts at the share its last one ended on.
   double fraction() const;
+};
+
+// Where all ranks of a launch have got to, each counting its own points
+// (sweep samples, steps): the lowest count, said once each time it moves on.
+class SlowestRank {
+ public:
+  explicit SlowestRank(int ranks);
+  // The new lowest count when `count` (rank's) moves it on; nothing for a
+  // rank out of range or no change.
+  std::optional<int> advance(int rank, int count);
+
+ private:
+  std::vector<int> counts_;
+  int lowest_ = 0;
 };
 
 struct CalibrationRecord {

@@ -369,16 +369,11 @@ Result<ReferenceRun> run_reference(const MachineCalibrationOptions& o, const Pre
                                json_text(trace::to_json(*prediction)));
   out.predicted_sweeps_s = prediction->step_seconds;
   // The slowest rank's finished steps; events come on the launcher's one thread.
-  std::vector<int> rank_steps(static_cast<std::size_t>(out.ranks), 0);
-  int steps_done = 0;
+  launch::SlowestRank slowest(out.ranks);
   launch::Launcher launcher(spec, [&](const launch::LaunchEvent& e) {
-    if (!on_step || e.kind != launch::LaunchEvent::Kind::step || e.rank < 0 || e.rank >= out.ranks)
-      return;
-    rank_steps[static_cast<std::size_t>(e.rank)] = e.step + 1;
-    const int done = *std::min_element(rank_steps.begin(), rank_steps.end());
-    if (done <= steps_done) return;
-    steps_done = done;
-    on_step(done, e.steps > 0 ? e.steps : o.reference_steps);
+    if (!on_step || e.kind != launch::LaunchEvent::Kind::step) return;
+    if (const std::optional<int> done = slowest.advance(e.rank, e.step + 1))
+      on_step(*done, e.steps > 0 ? e.steps : o.reference_steps);
   });
   if (Status s = launcher.start(); !s) return s.error();
   const launch::RunReport report = launcher.wait(stop);
