@@ -234,8 +234,11 @@ Result<CalibrationRecord> record_calibration(
         progress({.phase = i, .phases = total, .point = point, .points = points, .text = text});
     };
     RunSpec spec;
+    std::string sweep_titles;
+    for (const std::string& sweep : ph.sweeps)
+      sweep_titles += (sweep_titles.empty() ? "" : ", ") + sweep_title(sweep, join(ph.precisions));
     spec.title = o.title + ": " + std::to_string(ph.info.ranks) +
-                 (ph.info.ranks == 1 ? " rank" : " ranks") + ", " + join(ph.sweeps);
+                 (ph.info.ranks == 1 ? " rank, " : " ranks, ") + sweep_titles;
     spec.worker = worker;
     spec.mpirun = o.mpirun;
     spec.ranks = ph.info.ranks;

@@ -589,6 +589,19 @@ std::string_view to_string(Outcome o) {
   return "unknown";
 }
 
+std::string sweep_title(std::string_view sweep, std::string_view precisions) {
+  if (sweep == "layer_gemm" || sweep == "gemm") {
+    std::string listed;
+    for (char c : precisions)
+      listed += c == ',' ? std::string(", ") : std::string(1, c);
+    return listed.empty() ? "GEMMs" : "GEMMs in " + listed;
+  }
+  if (sweep == "bandwidth") return "memory bandwidth";
+  if (sweep == "ops") return "operations";
+  if (sweep == "all_reduce") return "all-reduces";
+  return std::string(sweep);
+}
+
 // --- The running launcher -----------------------------------------------------
 
 struct Launcher::State {
@@ -672,21 +685,21 @@ struct Launcher::State {
   static void describe_sample(const std::string& event, const nlohmann::json& j, LaunchEvent& e) {
     if (event == "gemm") {
       const std::string layout = j.value("layout", "");
-      e.sweep = "GEMMs in " + j.value("precision", std::string("?"));
+      e.sweep = sweep_title("layer_gemm", j.value("precision", std::string("?")));
       e.text = std::to_string(j.value("m", std::int64_t{0})) + "x" +
                std::to_string(j.value("n", std::int64_t{0})) + "x" +
                std::to_string(j.value("k", std::int64_t{0})) +
                (layout.empty() || layout == "nt" ? "" : " " + layout);
     } else if (event == "bandwidth") {
       // The sample's bytes are the pass's: two buffers read, one written.
-      e.sweep = "memory bandwidth";
+      e.sweep = sweep_title("bandwidth");
       e.text = format_bytes(j.value("bytes", 0.0) / 3) + " buffers";
     } else if (event == "op") {
-      e.sweep = "operations";
+      e.sweep = sweep_title("ops");
       e.text = j.value("operation", std::string("?")) + ", " +
                format_count(j.value("elements", 0.0)) + " elements";
     } else {
-      e.sweep = j.value("cold", false) ? "all-reduces, caches cold" : "all-reduces";
+      e.sweep = sweep_title("all_reduce") + (j.value("cold", false) ? ", caches cold" : "");
       const int ranks = j.value("ranks", 0);
       e.text = format_bytes(j.value("bytes", 0.0)) + " over " + std::to_string(ranks) +
                (ranks == 1 ? " rank" : " ranks");

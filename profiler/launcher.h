@@ -190,6 +190,11 @@ enum class Outcome {
 };
 std::string_view to_string(Outcome o);
 
+// What a user reads for one of the worker's sweeps (its --sweep id:
+// "layer_gemm", "bandwidth", "ops", "all_reduce"), as the progress of its
+// points names it; `precisions` ("fp32", "fp32,bf16") for the GEMMs'.
+std::string sweep_title(std::string_view sweep, std::string_view precisions = {});
+
 struct RankFailure {
   int rank = -1;
   std::string host;

@@ -2135,8 +2135,9 @@ void TestCalibration::calibrateStopsAHungSweepAfterItsTimeout() {
        "fp32", "--no-ops", "--no-reference-runs", "--hang-timeout", "1", "--out", work + "/cal.db"},
       dir_.filePath("hang-presets"), work);
   QCOMPARE(r.exit_code, 1);
-  QVERIFY2(r.err.contains("calibration phase 1 (Calibration: 1 rank, layer_gemm,bandwidth): the "
-                          "run hung (no progress for 1 s) and was stopped"),
+  QVERIFY2(r.err.contains(
+               "calibration phase 1 (Calibration: 1 rank, GEMMs in fp32, memory bandwidth): the "
+               "run hung (no progress for 1 s) and was stopped"),
            qPrintable(r.err));
   QVERIFY2(r.err.contains("what it recorded is kept in " + work + "/cal.phase0.db"),
            qPrintable(r.err));
