@@ -66,6 +66,11 @@ struct LoopFit {
   std::string kind;  // "norm", "norm_backward", "activation", ..., "attention"
   double value = 0;  // ns per element, or GFLOP/s for the attention kinds
   FitQuality quality;
+  // An optimizer pass where the planner goes by parameter count
+  // (LoopCosts::optimizer_by_size): its own ns per parameter at each count.
+  // `value` (the largest count's) and `quality` (that one rate against the
+  // counts) then serve only presets without counts.
+  std::vector<OptimizerPoint> by_count;
 };
 
 // alpha-beta of one link tier on the planner's ring model.
@@ -190,6 +195,8 @@ std::vector<OptimizerPoint> merge_optimizer_points(const std::vector<OptimizerPo
                                                    const std::vector<OptimizerPoint>& run);
 // "2.51 ns at 65.5 k parameters, ..., 1.23 ns at 4.19 M parameters"; "" without points.
 std::string optimizer_by_size_text(const LoopCosts& loops);
+// The same of one pass's own costs (LoopFit::by_count).
+std::string by_count_text(const std::vector<OptimizerPoint>& by_count);
 // "3.47 MB at 4.50 GB/s, 19.6 MB at 3.40 GB/s" (bus bandwidth); "" without points.
 std::string bandwidth_by_size_text(const std::vector<LinkPoint>& by_size);
 

@@ -117,9 +117,12 @@ json fit_json(const plan::Calibration& c) {
     }
     json loops = json::array();
     for (const plan::LoopFit& l : d.loops) {
-      loops.push_back({{"kind", l.kind},
-                       {l.kind.starts_with("attention") ? "gflops" : "ns_per_element", l.value},
-                       {"quality", quality_json(l.quality)}});
+      json loop = {{"kind", l.kind},
+                   {l.kind.starts_with("attention") ? "gflops" : "ns_per_element", l.value},
+                   {"quality", quality_json(l.quality)}};
+      for (const OptimizerPoint& p : l.by_count)
+        loop["by_count"].push_back({{"parameters", p.parameters}, {"ns", p.ns}});
+      loops.push_back(std::move(loop));
     }
     json optimizer_by_size = json::array();
     for (const OptimizerPoint& p : d.loop_costs.optimizer_by_size)
@@ -231,7 +234,9 @@ void print_fit(std::ostream& out, const plan::Calibration& c) {
       table.add({l.kind,
                  attention ? format_fixed(l.value, 2) + " GFLOP/s"
                            : format_fixed(l.value, 2) + " ns/element",
-                 l.quality.points.empty() ? optimizer_cell(d.loop_costs) : quality_cell(l.quality)});
+                 l.quality.points.empty() ? optimizer_cell(d.loop_costs)
+                 : l.by_count.empty()     ? quality_cell(l.quality)
+                                      : "by parameter count: " + plan::by_count_text(l.by_count)});
     }
     if (d.link) {
       table.add(

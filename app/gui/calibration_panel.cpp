@@ -522,7 +522,10 @@ void CalibrationPanel::showFit(const plan::Calibration& fit, const QString& orig
       add(d.ranks, text(l.kind),
           attention ? tr("%1 GFLOP/s").arg(l.value, 0, 'f', 2)
                     : tr("%1 ns/element").arg(l.value, 0, 'f', 2),
-          l.quality.points.empty() ? optimizer_text(d.loop_costs) : quality_text(l.quality));
+          l.quality.points.empty() ? optimizer_text(d.loop_costs)
+          : l.by_count.empty()
+              ? quality_text(l.quality)
+              : tr("by parameter count: %1").arg(text(plan::by_count_text(l.by_count))));
     }
     if (d.link) {
       add(d.ranks, tr("link latency (α) / bus bandwidth"),

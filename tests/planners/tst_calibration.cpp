@@ -632,6 +632,21 @@ void TestCalibration::optimizerCostBySize() {
   QVERIFY(near(loops.optimizer_ns_at(8 * large), 1.65));
   QCOMPARE(cs::plan::optimizer_by_size_text(loops),
            std::string("2.25 ns at 1.05 M parameters, 1.65 ns at 4.19 M parameters"));
+  // Each pass shows its own cost at each count, and one rate that misses
+  // the counts (the zeroing's 0.15 ns three times its 0.05) is no poor fit:
+  // the planner goes by count. Such a note told the user to calibrate again.
+  const std::vector<cs::plan::LoopFit>& fitted = fit->devices[0].loops;
+  const auto zero = std::find_if(fitted.begin(), fitted.end(), [](const cs::plan::LoopFit& l) {
+    return l.kind == "optimizer:zero";
+  });
+  QVERIFY(zero != fitted.end());
+  QCOMPARE(zero->by_count.size(), std::size_t{2});
+  QVERIFY(near(zero->by_count[0].ns, 0.05) && near(zero->by_count[1].ns, 0.15));
+  QCOMPARE(cs::plan::by_count_text(zero->by_count),
+           std::string("0.05 ns at 1.05 M parameters, 0.15 ns at 4.19 M parameters"));
+  QVERIFY2(zero->quality.rms_error > cs::plan::kPoorFitRmsError, "the one rate misses the counts");
+  const std::vector<std::string> notes = cs::plan::poor_fit_notes(fit->devices[0]);
+  QVERIFY2(notes.empty(), notes.empty() ? "" : notes.front().c_str());
 
   // Learning: the run's points replace the base's within a factor of 2.
   cs::GpuSpec base;
