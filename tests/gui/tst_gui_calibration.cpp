@@ -109,13 +109,19 @@ void TestGuiCalibration::calibratesThisMachine() {
   // As clusterscope calibrate lists them: the GEMM ramp, and for each rank
   // count the timing of an op its ranks measured.
   bool link = false, cold_link = false;
-  QSet<QString> ramps, timings;
+  QSet<QString> ramps, timings, updates;
   for (int r = 0; r < panel.fitTable()->rowCount(); ++r) {
     const QString ranks = panel.fitTable()->item(r, 0)->text();
     const QString quantity = panel.fitTable()->item(r, 1)->text();
     link |= quantity.startsWith(QStringLiteral("link"));
     cold_link |= quantity.startsWith(QStringLiteral("caches cold: link"));
     if (quantity == QStringLiteral("GEMM ramp")) ramps << ranks;
+    // The planner takes the optimizer's passes by parameter count: so does the row.
+    if (quantity == QStringLiteral("optimizer:adamw")) {
+      updates << ranks;
+      QVERIFY2(panel.fitTable()->item(r, 3)->text().startsWith(QStringLiteral("by parameter count: ")),
+               qPrintable(panel.fitTable()->item(r, 3)->text()));
+    }
     if (quantity == QStringLiteral("timing of an op")) {
       timings << ranks;
       QVERIFY(panel.fitTable()->item(r, 2)->text().endsWith(QStringLiteral("s")));
@@ -125,6 +131,7 @@ void TestGuiCalibration::calibratesThisMachine() {
   QVERIFY2(cold_link, qPrintable(panel.statusLabel()->text()));
   QCOMPARE(ramps, (QSet<QString>{QStringLiteral("1"), QStringLiteral("2")}));
   QCOMPARE(timings, (QSet<QString>{QStringLiteral("1"), QStringLiteral("2")}));
+  QCOMPARE(updates, (QSet<QString>{QStringLiteral("1"), QStringLiteral("2")}));
   // Then the reference model trained on 1 rank (micro-batches of 2 and
   // 1), and on 2 as dp 2 and as tp 2: each run's step measured against
   // both predictions, its store kept, and what the runs showed listed apart.
