@@ -320,8 +320,16 @@ Result<std::vector<CalibrationPhase>> phases_of(const trace::TraceReader& r, Cal
     }
   }
   const trace::RunInfo run = r.run();
-  if (out.engine.empty())
-    out.engine = run.source == trace::kCudaEngineSource || run.source == "cupti" ? "cuda" : "cpu";
+  if (out.engine.empty()) {
+    // A GPU's run: the CUDA engine's, a profiled program's, or one imported
+    // from a GPU profile (Kineto, Nsight Systems), whose streams say so.
+    const bool gpu_streams =
+        std::any_of(r.lanes().begin(), r.lanes().end(),
+                    [](const trace::LaneInfo& l) { return l.kind == trace::LaneKind::gpu_stream; });
+    out.engine = run.source == trace::kCudaEngineSource || run.source == "cupti" || gpu_streams
+                     ? "cuda"
+                     : "cpu";
+  }
   out.host = run.host;
   if (!r.ranks().empty()) out.device = r.ranks().front().device;
   phases.push_back(ph);

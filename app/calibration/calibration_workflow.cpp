@@ -761,6 +761,19 @@ Result<MachineCalibration> calibrate_machine(
 
 namespace {
 
+// A device recorded without its model: a trace that did not say which GPU
+// ("GPU 0" from a Kineto trace without deviceProperties, "GPU (GPU 0)" from
+// an Nsight export without its GPU table).
+bool unnamed_gpu(std::string_view device) {
+  if (const auto open = device.rfind(" (GPU "); open != std::string_view::npos)
+    device = device.substr(0, open);
+  if (device == "GPU" || device.empty()) return true;
+  if (!device.starts_with("GPU ")) return false;
+  const std::string_view number = device.substr(4);
+  return !number.empty() &&
+         std::all_of(number.begin(), number.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
 // refine_cluster with the runs' first fit (no datasheet, no link) made.
 Result<RunRefinement> refine_cluster_from(const Cluster& base,
                                           const std::vector<const trace::TraceReader*>& stores,
@@ -798,7 +811,11 @@ Result<RunRefinement> refine_cluster_from(const Cluster& base,
                                  [&](const std::string& pattern) {
                                    return fit->device.find(pattern) != std::string::npos;
                                  });
-  if (gpu_runs == cpu_device || (gpu_runs && !base_device.device_names.empty() && !named)) {
+  // Runs that do not say which GPU are taken as the cluster's, which the
+  // user named, and a note says so.
+  const bool assumed = gpu_runs && !cpu_device && !named && unnamed_gpu(fit->device);
+  if (gpu_runs == cpu_device ||
+      (gpu_runs && !base_device.device_names.empty() && !named && !assumed)) {
     const std::string ran_on = fit->device.empty() ? (gpu_runs ? "a GPU" : "a CPU") : fit->device;
     return Error{run_list + " ran on " + ran_on + ", but cluster " + base.name + "'s device is " +
                  shown_name(base_device) +
@@ -820,6 +837,12 @@ Result<RunRefinement> refine_cluster_from(const Cluster& base,
   if (options.datasheet || options.link_bandwidth) {
     auto again = plan::fit_stores(stores, options);
     if (again && !again->devices.empty()) fit = std::move(again);
+  }
+  // After the fit again, which makes its notes anew.
+  if (assumed) {
+    fit->notes.push_back(run_list + " does not say which GPU it ran on (" +
+                         (fit->device.empty() ? std::string("none recorded") : fit->device) +
+                         "): learnt as cluster " + base.name + "'s " + shown_name(base_device));
   }
   plan::DeviceFit& device = fit->devices.front();
   if (device.core_share < 1 && (device.link || device.cold_link)) {
@@ -979,10 +1002,17 @@ Result<std::vector<RunRefinement>> refine_from_runs(const std::vector<std::strin
     auto base = catalog.cluster(name);
     if (!base && base_cluster.empty()) {
       // The reason first: the preset's name is only where it was looked for.
-      return Error{"no calibration of " + std::to_string(ranks) + (ranks == 1 ? " rank" : " ranks") +
-                   " on " + fit->host +
-                   " to refine (no preset " + name + "): run clusterscope calibrate --ranks " +
-                   std::to_string(ranks) + " first, or name a cluster to refine"};
+      const std::string host = fit->host.empty() ? std::string("an unnamed host") : fit->host;
+      if (fit->engine != "cpu") {
+        // One calibration of a host's GPU serves every rank count.
+        return Error{"no calibration of the GPU of " + host + " to refine (no preset " + name +
+                     "): run clusterscope calibrate --backend cuda there first, or name the "
+                     "cluster the runs ran on (--base)"};
+      }
+      return Error{"no calibration of " + std::to_string(ranks) +
+                   (ranks == 1 ? " rank" : " ranks") + " on " + host + " to refine (no preset " +
+                   name + "): run clusterscope calibrate --ranks " + std::to_string(ranks) +
+                   " first, or name a cluster to refine (--base)"};
     }
     if (!base) return base.error();
     auto refined = refine_cluster_from(*base, stores, out.runs, std::move(fit));

@@ -372,6 +372,8 @@ class TestCalibration : public QObject {
   void learntNames_data();
   void learntNames();
   void storeWithNothingToFitWritesNoPreset();
+  void learnsTheLinkFromAPyTorchTrace_data();
+  void learnsTheLinkFromAPyTorchTrace();
 
  private:
   QTemporaryDir dir_;
@@ -4047,6 +4049,67 @@ void TestCalibration::learntNames() {
   QFETCH(QString, saved_as);
   QCOMPARE(QString::fromStdString(cs::plan::learnt_name(base.toStdString(), host.toStdString())),
            saved_as);
+}
+
+// A PyTorch profiler trace of a GPU run (HTA's 2-rank NCCL all-reduce
+// trace, rank 0) teaches the link its collectives crossed. Its GPU is
+// named in the trace's deviceProperties (an A100 of no preset's name:
+// refused for an A100 80GB cluster), or, with them cut out, not at all:
+// then it is learnt as the cluster's the user named, and a note says so.
+// Before, the unnamed GPU was refused as another device, and without
+// --base the error sent the user to calibrate the CPU ("no calibration of
+// 2 ranks on  to refine (no preset calibrated-host-cpu2)").
+void TestCalibration::learnsTheLinkFromAPyTorchTrace_data() {
+  QTest::addColumn<bool>("named");
+  QTest::addColumn<QString>("base");
+  QTest::addColumn<int>("exit_code");
+  QTest::addColumn<QString>("said");
+  QTest::newRow("unnamed GPU, no cluster named")
+      << false << QString() << 1
+      << "clusterscope: error: no calibration of the GPU of an unnamed host to refine (no preset "
+         "calibrated-host-cuda): run clusterscope calibrate --backend cuda there first, or name "
+         "the cluster the runs ran on (--base)";
+  QTest::newRow("unnamed GPU, learnt as the cluster's")
+      << false << "dgx-a100-8" << 0
+      << "does not say which GPU it ran on (GPU 0): learnt as cluster dgx-a100-8's NVIDIA A100 "
+         "SXM4 80GB";
+  QTest::newRow("another GPU named")
+      << true << "dgx-a100-8" << 1
+      << "ran on NVIDIA A100-PG509-200 (GPU 0), but cluster dgx-a100-8's device is NVIDIA A100 "
+         "SXM4 80GB";
+}
+
+void TestCalibration::learnsTheLinkFromAPyTorchTrace() {
+  QFETCH(bool, named);
+  QFETCH(QString, base);
+  QFETCH(int, exit_code);
+  QFETCH(QString, said);
+  QTemporaryDir work;
+  const QString presets = work.filePath("presets");
+  const Run unzip = cs::test::run_process(
+      "gzip", {"-dc", QStringLiteral(CS_DATA_DIR "/validation/kineto/allreduce_rank-0.json.gz")},
+      {work.path(), QProcessEnvironment::systemEnvironment(), 60000});
+  QCOMPARE(unzip.exit_code, 0);
+  QJsonObject trace = QJsonDocument::fromJson(unzip.out.toUtf8()).object();
+  QVERIFY(trace.contains("deviceProperties") && trace.contains("traceEvents"));
+  if (!named) trace.remove("deviceProperties");
+  QFile file(work.filePath("rank0.json"));
+  QVERIFY(file.open(QIODevice::WriteOnly));
+  file.write(QJsonDocument(trace).toJson(QJsonDocument::Compact));
+  file.close();
+  const QString store = work.filePath("pytorch.db");
+  Run r = run_cli({"trace", "import", file.fileName(), "-o", store}, presets);
+  QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+  QStringList args{"calibrate", "--learn", store, "--no-save"};
+  if (!base.isEmpty()) args << "--base" << base;
+  r = run_cli(args, presets);
+  QVERIFY2(r.exit_code == exit_code, qPrintable(r.out + r.err));
+  QVERIFY2((r.out + r.err).contains(said), qPrintable(r.out + r.err));
+  if (exit_code == 0) {
+    // NCCL's all-reduces over the 2 ranks, by their message sizes.
+    QVERIFY2(r.out.contains("link latency (α)") && r.out.contains("link bandwidth (bus)"),
+             qPrintable(r.out));
+  }
 }
 
 // A calibration store with no GEMM to fit is an error that says why, and no
