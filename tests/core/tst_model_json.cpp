@@ -687,6 +687,13 @@ void TestModelJson::clusterTotals() {
   QVERIFY(one.ok());
   QCOMPARE(cs::totals(*one).bisection_bandwidth, 4 * 300e9);  // NVSwitch, 4 GPUs each way
   QCOMPARE(cs::totals(*one).per_gpu_inter_bandwidth, 0.0);
+
+  // No switch: each MI300X has a 64 GB/s link to each of its 7 peers (448
+  // GB/s in all); a cut into 4 and 4 crosses 16 of those links.
+  auto mesh = catalog().cluster("mi300x-8");
+  QVERIFY(mesh.ok());
+  QCOMPARE(mesh->intra_node.bandwidth, 448e9);
+  QCOMPARE(cs::totals(*mesh).bisection_bandwidth, 4 * 4 * 64e9);
 }
 
 void TestModelJson::nicShareIsCappedByTheHostLink_data() {
