@@ -436,8 +436,11 @@ void TestModelJson::validationErrors_data() {
   QTest::addRow("virtual stages with 1f1b") << "parallel"
       << R"({"pp": 4, "virtual_stages": 2, "schedule": "1f1b"})"
       << "parallel.json: /virtual_stages: must be 1 unless the schedule is interleaved";
-  QTest::addRow("interleaved without pp") << "parallel"
-      << R"({"virtual_stages": 2})" << "parallel.json: /schedule: interleaved needs pp >= 2";
+  QTest::addRow("interleaved without pp")
+      << "parallel"
+      << R"({"virtual_stages": 2})"
+      << "parallel.json: /virtual_stages: the interleaved schedule (2 chunks per pipeline rank) "
+         "needs pp >= 2 (got 1)";
   QTest::addRow("accumulation disagrees") << "parallel"
       << R"({"dp": 2, "micro_batch": 1, "global_batch": 8, "gradient_accumulation": 3})"
       << "parallel.json: /gradient_accumulation: must equal global_batch / (dp x micro_batch) = 4";
