@@ -56,6 +56,8 @@ class TestPlanCli : public QObject {
   void planText();
   void planErrors_data();
   void planErrors();
+  void seedZeroExample_data();
+  void seedZeroExample();
   void planDocument();
   void brokenRulesNameThePlanFile();
   void planDoesNotFit();
@@ -338,6 +340,33 @@ void TestPlanCli::planErrors() {
   QVERIFY2(r.err.contains(stderr_has), qPrintable(r.err));
   QVERIFY2(r.err.startsWith("clusterscope: error: ") || r.err.contains(": cannot open file"),
            qPrintable(r.err));
+}
+
+// docs/planner.md's answer to the first seed article's "32 GPUs, 32 times
+// less memory": ZeRO shards the model states only, and ZeRO-3 adds its
+// gather buffers back (the page read 13.8 GiB after they were counted).
+void TestPlanCli::seedZeroExample_data() {
+  QTest::addColumn<QString>("zero");
+  QTest::addColumn<QString>("memory");
+  QTest::addRow("ZeRO 0") << "0"
+                          << "37.3 GiB";
+  QTest::addRow("ZeRO 1") << "1"
+                          << "19.6 GiB";
+  QTest::addRow("ZeRO 2") << "2"
+                          << "16.7 GiB";
+  QTest::addRow("ZeRO 3") << "3"
+                          << "14.3 GiB";
+}
+
+void TestPlanCli::seedZeroExample() {
+  QFETCH(QString, zero);
+  QFETCH(QString, memory);
+  const Run r = run_cli({"plan", "--cluster", "dgx-a100-64", "--nodes", "4", "--model", "gpt2-xl",
+                         "--precision", "fp16", "--micro-batch", "4", "--zero", zero});
+  QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+  QVERIFY2(r.out.contains("Memory per GPU (stage 0, the most loaded): " + memory + " of 80.0 GiB"),
+           qPrintable(r.out));
+  QVERIFY2(r.out.contains(QRegularExpression("\nactivations +10\\.8 GiB")), qPrintable(r.out));
 }
 
 void TestPlanCli::planDocument() {
