@@ -604,6 +604,19 @@ void TestPlanCli::searchText() {
   QVERIFY2(!r.out.contains(" fp16 "), qPrintable(r.out));
   QVERIFY(r.out.contains(" bf16 "));
 
+  // Plans that may leave GPUs idle: the front against GPU count is printed
+  // (it was in --json alone), from a plan on a few GPUs up to all 32.
+  const Run idle = run_cli({"search", "--cluster", "dgx-h100-32", "--model", "llama2-13b",
+                            "--global-batch", "128", "--any-gpu-count", "--top", "2"});
+  QVERIFY2(idle.exit_code == 0, qPrintable(idle.err));
+  QVERIFY2(idle.out.contains("Pareto front, throughput against GPU count:"), qPrintable(idle.out));
+  // ... from the fewest GPUs up: its first plan leaves GPUs idle.
+  const QString front = idle.out.section("against GPU count:", 1);
+  QVERIFY2(front.contains(QRegularExpression("\n1 +\\d+/\\d+/\\d+")) &&
+               !front.contains(QRegularExpression("\n1 +32/1/1 ")),
+           qPrintable(front));
+  QVERIFY2(!r.out.contains("against GPU count"), qPrintable(r.out));  // every plan on 32 GPUs
+
   // Several global batches: the list says each plan's.
   const Run batches = run_cli({"search", "--cluster", "dgx-h100-32", "--model", "llama2-13b",
                                "--global-batch", "128,512", "--top", "20"});
