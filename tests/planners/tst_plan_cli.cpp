@@ -717,6 +717,14 @@ void TestPlanCli::searchErrors_data() {
                                << 1 << "no link between nodes";
   QTest::addRow("bad precision") << base + QStringList{"--global-batch", "64", "--precision", "fp6"}
                                  << 2 << "--precision: fp6 not in {fp32,tf32,bf16,fp16,fp8,int8,int4}";
+  // Forward-only INT8 plans ranked first by tokens/s among training plans,
+  // "train 42.7 days" a forward pass over the tokens.
+  QTest::addRow("serving and training precisions")
+      << QStringList{"search",         "--cluster", "dgx-h100-8",  "--model",  "llama2-7b",
+                     "--global-batch", "64",        "--precision", "bf16,int8"}
+      << 1
+      << "search: int8 plans serve (forward passes only, no backward or optimizer) and bf16 "
+         "plans train";
   // A precision the GPU has no path for (it said "No plan fits in GPU memory").
   QTest::addRow("fp8 on an A100") << base + QStringList{"--global-batch", "64", "--precision", "fp8"}
                                   << 1 << "has no fp8 path (its preset gives no fp8 rate";
