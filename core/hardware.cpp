@@ -101,10 +101,18 @@ ClusterTotals totals(const Cluster& cluster) {
   // Worst cut into two equal halves. Inside one node the switch (NVSwitch or
   // a PCIe switch) is taken as non-blocking; between nodes a non-blocking fat
   // tree, so the cut crosses half of the nodes' NICs (as much of them as the
-  // GPUs' host links can fill).
+  // GPUs' host links can fill). GPUs wired to each other directly (Infinity
+  // Fabric: one link a peer, the link's bandwidth counting all n - 1 of a
+  // GPU's, as the planner reads it) have only the links between the halves
+  // crossing the cut: 4 x 4 of an 8-GPU MI300X board's, 1.02 TB/s, where
+  // half the GPUs' whole bandwidth said 1.79.
   if (cluster.nodes > 1 && cluster.inter_node) {
     t.bisection_bandwidth =
         (cluster.nodes / 2.0) * std::max(cluster.gpus_per_node, 1) * per_gpu_nic_bandwidth(cluster);
+  } else if (cluster.gpus_per_node > 1 && cluster.intra_node.kind == LinkKind::infinity_fabric) {
+    const int n = cluster.gpus_per_node;
+    const double crossing_links = static_cast<double>(n / 2) * (n - n / 2);
+    t.bisection_bandwidth = crossing_links * cluster.intra_node.bandwidth / (n - 1);
   } else if (cluster.gpus_per_node > 1) {
     t.bisection_bandwidth = (cluster.gpus_per_node / 2.0) * cluster.intra_node.bandwidth;
   }

@@ -592,7 +592,16 @@ std::vector<Problem> check_parallel_plan(const ParallelPlan& p) {
                                              std::to_string(p.global_batch) + ")"});
   }
   if (p.schedule == PipelineSchedule::interleaved) {
-    if (p.pp < 2) problems.push_back({"/schedule", "interleaved needs pp >= 2"});
+    // At the chunks where they ask for this schedule (virtual_stages > 1,
+    // or --virtual-stages): "/schedule" named a key such a plan does not have.
+    if (p.pp < 2 && p.virtual_stages > 1) {
+      problems.push_back({"/virtual_stages", "the interleaved schedule (" +
+                                                 std::to_string(p.virtual_stages) +
+                                                 " chunks per pipeline rank) needs pp >= 2 (got " +
+                                                 std::to_string(p.pp) + ")"});
+    } else if (p.pp < 2) {
+      problems.push_back({"/schedule", "interleaved needs pp >= 2"});
+    }
     if (p.virtual_stages < 2) {
       problems.push_back({"/virtual_stages", "must be >= 2 for the interleaved schedule"});
     }

@@ -142,11 +142,14 @@ bool larger_tp_exists(const Plan& plan) {
   return false;
 }
 
-// A pp above the plan's that divides the layers (the rule at /parallel/pp);
-// pp = layers took "more pp" too.
+// A pp above the plan's that divides the layers (the rule at /parallel/pp)
+// and that the cluster's GPUs hold (at tp 1 and dp 1, the fewest it takes):
+// pp = layers took "more pp" too, and so did a one-GPU machine, where any
+// pipeline needs GPUs it does not have ("more GPUs" says that).
 bool larger_pp_exists(const Plan& plan) {
   const int layers = plan.workload.transformer.layers;
-  for (int pp = plan.parallel.pp + 1; pp <= layers; ++pp)
+  const int gpus = plan.cluster.total_gpus();
+  for (int pp = plan.parallel.pp + 1; pp <= std::min(layers, gpus); ++pp)
     if (layers % pp == 0) return true;
   return false;
 }
@@ -172,15 +175,24 @@ Problem memory_problem(const Plan& plan, const Estimate& e) {
   // Only what this plan can still change: ZeRO shards nothing at dp 1 (nor
   // past stage 1 with a pipeline), tp stops at a node's GPUs, and a generic
   // model has neither tp nor pp.
+  // What shrinks each of the two parts named, the larger first: a plan
+  // short by less than its activations was told only of ZeRO when its
+  // optimizer state was larger (LLaMA-3 8B on one H200: 30 GiB short, 38 GiB
+  // of activations, and no word of recomputation, which makes it fit).
   const ParallelPlan& k = plan.parallel;
   const bool transformer = plan.workload.kind == WorkloadKind::transformer;
   std::vector<std::string> tries;
-  if (parts[0].second == "activations") {
-    if (k.recompute != Recompute::full && !plan.precision.inference) tries.push_back("recompute");
-    if (transformer && k.tp > 1 && !k.sequence_parallel) tries.push_back("sequence parallelism");
-    if (k.micro_batch > 1) tries.push_back("a smaller micro-batch");
-  } else if (k.dp > 1 && k.zero_stage < (k.pp > 1 ? 1 : 3) && !plan.precision.inference) {
-    tries.push_back("a higher ZeRO stage");
+  for (std::size_t i = 0; i < 2; ++i) {
+    if (parts[i].second == "activations") {
+      if (k.recompute != Recompute::full && !plan.precision.inference) tries.push_back("recompute");
+      if (transformer && k.tp > 1 && !k.sequence_parallel) tries.push_back("sequence parallelism");
+      if (k.micro_batch > 1) tries.push_back("a smaller micro-batch");
+    } else if ((i == 0 || parts[i].second == "weights" || parts[i].second == "gradients" ||
+                parts[i].second == "optimizer state") &&
+               k.dp > 1 && k.zero_stage < (k.pp > 1 ? 1 : 3) && !plan.precision.inference &&
+               std::find(tries.begin(), tries.end(), "a higher ZeRO stage") == tries.end()) {
+      tries.push_back("a higher ZeRO stage");
+    }
   }
   if (transformer && larger_tp_exists(plan)) tries.push_back("more tp");
   if (transformer && larger_pp_exists(plan)) tries.push_back("more pp");

@@ -303,6 +303,23 @@ Result<SearchResult> search(const Cluster& cluster, const Workload& workload,
                    name + " rate, peak_tflops." + name + "): no plan can compute in " + name};
     }
   }
+  // A plan that serves (INT8/INT4 weights: forward only, no backward or
+  // optimizer) ranked above every plan that trains by its tokens/s, its
+  // "time to train" a forward pass over the tokens.
+  if (!precisions.empty()) {
+    const auto serves = [](Precision p) { return PrecisionPlan::for_compute(p).inference; };
+    const auto serving = std::find_if(precisions.begin(), precisions.end(), serves);
+    const auto training = std::find_if_not(precisions.begin(), precisions.end(), serves);
+    if (serving != precisions.end() && training != precisions.end()) {
+      const std::string s(to_string(*serving)), t(to_string(*training));
+      return Error{"search: " + s +
+                   " plans serve (forward passes only, no backward or optimizer) "
+                   "and " +
+                   t +
+                   " plans train: their steps, tokens/s and times do not compare; "
+                   "search them apart"};
+    }
+  }
   if (precisions.empty()) {
     const PeakRates& peak = cluster.gpu->peak;
     for (Precision p :

@@ -209,7 +209,10 @@ void run(const SearchCommandOptions& o, Context& ctx) {
         r.best, show_nodes, show_batch, rate);
     print_table("Pareto front, throughput against memory per GPU:", r.pareto_memory, show_nodes,
                 show_batch, rate);
-    if (show_nodes) {
+    // Where plans differ in GPU count: several cluster sizes, or plans that
+    // leave GPUs idle (--any-gpu-count, where it went unprinted: "how few
+    // GPUs does it take?" was in --json alone).
+    if (show_nodes || o.any_gpu_count) {
       print_table("Pareto front, throughput against GPU count:", r.pareto_gpus, show_nodes,
                   show_batch, rate);
     }

@@ -436,8 +436,11 @@ void TestModelJson::validationErrors_data() {
   QTest::addRow("virtual stages with 1f1b") << "parallel"
       << R"({"pp": 4, "virtual_stages": 2, "schedule": "1f1b"})"
       << "parallel.json: /virtual_stages: must be 1 unless the schedule is interleaved";
-  QTest::addRow("interleaved without pp") << "parallel"
-      << R"({"virtual_stages": 2})" << "parallel.json: /schedule: interleaved needs pp >= 2";
+  QTest::addRow("interleaved without pp")
+      << "parallel"
+      << R"({"virtual_stages": 2})"
+      << "parallel.json: /virtual_stages: the interleaved schedule (2 chunks per pipeline rank) "
+         "needs pp >= 2 (got 1)";
   QTest::addRow("accumulation disagrees") << "parallel"
       << R"({"dp": 2, "micro_batch": 1, "global_batch": 8, "gradient_accumulation": 3})"
       << "parallel.json: /gradient_accumulation: must equal global_batch / (dp x micro_batch) = 4";
@@ -687,6 +690,13 @@ void TestModelJson::clusterTotals() {
   QVERIFY(one.ok());
   QCOMPARE(cs::totals(*one).bisection_bandwidth, 4 * 300e9);  // NVSwitch, 4 GPUs each way
   QCOMPARE(cs::totals(*one).per_gpu_inter_bandwidth, 0.0);
+
+  // No switch: each MI300X has a 64 GB/s link to each of its 7 peers (448
+  // GB/s in all); a cut into 4 and 4 crosses 16 of those links.
+  auto mesh = catalog().cluster("mi300x-8");
+  QVERIFY(mesh.ok());
+  QCOMPARE(mesh->intra_node.bandwidth, 448e9);
+  QCOMPARE(cs::totals(*mesh).bisection_bandwidth, 4 * 4 * 64e9);
 }
 
 void TestModelJson::nicShareIsCappedByTheHostLink_data() {

@@ -56,6 +56,8 @@ class TestPlanCli : public QObject {
   void planText();
   void planErrors_data();
   void planErrors();
+  void seedZeroExample_data();
+  void seedZeroExample();
   void planDocument();
   void brokenRulesNameThePlanFile();
   void planDoesNotFit();
@@ -340,6 +342,33 @@ void TestPlanCli::planErrors() {
            qPrintable(r.err));
 }
 
+// docs/planner.md's answer to the first seed article's "32 GPUs, 32 times
+// less memory": ZeRO shards the model states only, and ZeRO-3 adds its
+// gather buffers back (the page read 13.8 GiB after they were counted).
+void TestPlanCli::seedZeroExample_data() {
+  QTest::addColumn<QString>("zero");
+  QTest::addColumn<QString>("memory");
+  QTest::addRow("ZeRO 0") << "0"
+                          << "37.3 GiB";
+  QTest::addRow("ZeRO 1") << "1"
+                          << "19.6 GiB";
+  QTest::addRow("ZeRO 2") << "2"
+                          << "16.7 GiB";
+  QTest::addRow("ZeRO 3") << "3"
+                          << "14.3 GiB";
+}
+
+void TestPlanCli::seedZeroExample() {
+  QFETCH(QString, zero);
+  QFETCH(QString, memory);
+  const Run r = run_cli({"plan", "--cluster", "dgx-a100-64", "--nodes", "4", "--model", "gpt2-xl",
+                         "--precision", "fp16", "--micro-batch", "4", "--zero", zero});
+  QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+  QVERIFY2(r.out.contains("Memory per GPU (stage 0, the most loaded): " + memory + " of 80.0 GiB"),
+           qPrintable(r.out));
+  QVERIFY2(r.out.contains(QRegularExpression("\nactivations +10\\.8 GiB")), qPrintable(r.out));
+}
+
 void TestPlanCli::planDocument() {
   QTemporaryDir dir;
   QFile file(dir.filePath("plan.json"));
@@ -575,6 +604,19 @@ void TestPlanCli::searchText() {
   QVERIFY2(!r.out.contains(" fp16 "), qPrintable(r.out));
   QVERIFY(r.out.contains(" bf16 "));
 
+  // Plans that may leave GPUs idle: the front against GPU count is printed
+  // (it was in --json alone), from a plan on a few GPUs up to all 32.
+  const Run idle = run_cli({"search", "--cluster", "dgx-h100-32", "--model", "llama2-13b",
+                            "--global-batch", "128", "--any-gpu-count", "--top", "2"});
+  QVERIFY2(idle.exit_code == 0, qPrintable(idle.err));
+  QVERIFY2(idle.out.contains("Pareto front, throughput against GPU count:"), qPrintable(idle.out));
+  // ... from the fewest GPUs up: its first plan leaves GPUs idle.
+  const QString front = idle.out.section("against GPU count:", 1);
+  QVERIFY2(front.contains(QRegularExpression("\n1 +\\d+/\\d+/\\d+")) &&
+               !front.contains(QRegularExpression("\n1 +32/1/1 ")),
+           qPrintable(front));
+  QVERIFY2(!r.out.contains("against GPU count"), qPrintable(r.out));  // every plan on 32 GPUs
+
   // Several global batches: the list says each plan's.
   const Run batches = run_cli({"search", "--cluster", "dgx-h100-32", "--model", "llama2-13b",
                                "--global-batch", "128,512", "--top", "20"});
@@ -675,6 +717,14 @@ void TestPlanCli::searchErrors_data() {
                                << 1 << "no link between nodes";
   QTest::addRow("bad precision") << base + QStringList{"--global-batch", "64", "--precision", "fp6"}
                                  << 2 << "--precision: fp6 not in {fp32,tf32,bf16,fp16,fp8,int8,int4}";
+  // Forward-only INT8 plans ranked first by tokens/s among training plans,
+  // "train 42.7 days" a forward pass over the tokens.
+  QTest::addRow("serving and training precisions")
+      << QStringList{"search",         "--cluster", "dgx-h100-8",  "--model",  "llama2-7b",
+                     "--global-batch", "64",        "--precision", "bf16,int8"}
+      << 1
+      << "search: int8 plans serve (forward passes only, no backward or optimizer) and bf16 "
+         "plans train";
   // A precision the GPU has no path for (it said "No plan fits in GPU memory").
   QTest::addRow("fp8 on an A100") << base + QStringList{"--global-batch", "64", "--precision", "fp8"}
                                   << 1 << "has no fp8 path (its preset gives no fp8 rate";

@@ -80,6 +80,16 @@ double report(const QString& what, double predicted, double published, const QSt
 }
 
 const char* kTable5 = "Korthikanti et al. 2022, Table 5";
+const char* kWeakScaling = "Narayanan et al. 2021, Table 1";
+const char* kZero3Table = "Narayanan et al. 2021, Table 2";
+
+// Narayanan et al. 2021, Eq. 3: the FLOPs a step executes with full
+// activation recomputation (the forward pass twice, the LM head once), by
+// which their Tables 1 and 2 count teraFLOP/s per GPU:
+// 96 B s l h^2 (1 + s/(6h) + V/(16 l h)).
+double narayanan_flops(double b, double s, double l, double h, double v) {
+  return 96 * b * s * l * h * h * (1 + s / (6 * h) + v / (16 * l * h));
+}
 
 }  // namespace
 
@@ -91,6 +101,10 @@ class TestPlannerAccuracy : public QObject {
   void stepTime();
   void utilisation_data();
   void utilisation();
+  void weakScaling_data();
+  void weakScaling();
+  void zero3AgainstPipelines_data();
+  void zero3AgainstPipelines();
   void layerTimes_data();
   void layerTimes();
   void memory_data();
@@ -224,6 +238,103 @@ void TestPlannerAccuracy::utilisation() {
       report(QString(QTest::currentDataTag()) + " HFU", e.throughput.hfu, hfu, "", kTable5);
   QVERIFY(std::fabs(mfu_error) <= 0.10);
   QVERIFY(std::fabs(hfu_error) <= 0.10);
+}
+
+// Narayanan et al. 2021, Table 1: GPT models from 1.7B to 1T parameters on
+// up to 3072 A100s of Selene (s = 2048, V = 51200, fp16, full activation
+// recomputation), teraFLOP/s per GPU by Eq. 3. The table gives no
+// micro-batch or interleaving: one sequence a micro-batch, 1F1B. Megatron
+// of 2021 fused no attention.
+void TestPlannerAccuracy::weakScaling_data() {
+  QTest::addColumn<QString>("model");
+  QTest::addColumn<int>("gpus");
+  QTest::addColumn<int>("tp");
+  QTest::addColumn<int>("pp");
+  QTest::addColumn<int>("global_batch");
+  QTest::addColumn<double>("tflops");  // achieved per GPU
+  QTest::addRow("1.7B") << "megatron-1.7b" << 32 << 1 << 1 << 512 << 137.0;
+  QTest::addRow("3.6B") << "megatron-3.6b" << 64 << 2 << 1 << 512 << 138.0;
+  QTest::addRow("7.5B") << "megatron-7.5b" << 128 << 4 << 1 << 512 << 142.0;
+  QTest::addRow("18.4B") << "megatron-18.4b" << 256 << 8 << 1 << 1024 << 135.0;
+  QTest::addRow("39.1B") << "megatron-39.1b" << 512 << 8 << 2 << 1536 << 138.0;
+  QTest::addRow("76.1B") << "megatron-76.1b" << 1024 << 8 << 4 << 1792 << 140.0;
+  QTest::addRow("145.6B") << "megatron-145.6b" << 1536 << 8 << 8 << 2304 << 148.0;
+  QTest::addRow("310.1B") << "megatron-310.1b" << 1920 << 8 << 16 << 2160 << 155.0;
+  QTest::addRow("529.6B") << "megatron-530b" << 2520 << 8 << 35 << 2520 << 163.0;
+  QTest::addRow("1008.0B") << "megatron-1t" << 3072 << 8 << 64 << 3072 << 163.0;
+}
+
+void TestPlannerAccuracy::weakScaling() {
+  QFETCH(QString, model);
+  QFETCH(int, gpus);
+  QFETCH(int, tp);
+  QFETCH(int, pp);
+  QFETCH(int, global_batch);
+  QFETCH(double, tflops);
+  const int dp = gpus / (tp * pp);
+  cs::Plan plan = megatron_plan(model, gpus, tp, pp, dp, global_batch, 1, 1, false);
+  plan.precision = cs::PrecisionPlan::for_compute(cs::Precision::fp16);
+  plan.precision.fp32_main_grad = true;
+  const cs::plan::Estimate e = estimate_or_fail(plan);
+  QVERIFY(e.fits);
+  // What the planner executes is their Eq. 3 exactly.
+  const cs::TransformerShape& s = plan.workload.transformer;
+  QCOMPARE(e.throughput.hardware_flops_per_step /
+               narayanan_flops(global_batch, s.seq_len, s.layers, s.hidden, s.vocab),
+           1.0);
+  const double error = report(QString(QTest::currentDataTag()) + " TFLOP/s per GPU",
+                              e.throughput.hardware_tflops_per_gpu, tflops, "", kWeakScaling);
+  QVERIFY2(std::fabs(error) <= 0.10, qPrintable(QString("error %1 %").arg(error * 100, 0, 'f', 1)));
+}
+
+// Narayanan et al. 2021, Table 2: GPT-3 175B at a global batch of 1536 on
+// 384 to 1536 A100s, ZeRO-3 without model parallelism (DeepSpeed, fp16,
+// activation recomputation) against PTD-P (tp 8 x pp 12). PTD-P holds; the
+// ZeRO-3 rows are a known gap: the planner gathers and reduce-scatters as
+// NCCL's hierarchical collectives do (a node's share of the weights over its
+// eight NICs), hidden behind compute but for one group, and so finds the
+// step compute-bound (216 to 199 TFLOP/s); DeepSpeed's ZeRO-3 of 2021 ran
+// communication-bound at about 66 s a step whatever the micro-batch (the
+// three rows hold one micro-batch a replica), its collectives at about one
+// NIC's rate a GPU, and fell from 144 to 44 TFLOP/s.
+void TestPlannerAccuracy::zero3AgainstPipelines_data() {
+  QTest::addColumn<int>("gpus");
+  QTest::addColumn<bool>("zero3");  // else PTD-P: tp 8, pp 12
+  QTest::addColumn<int>("micro_batch");
+  QTest::addColumn<double>("tflops");
+  QTest::addColumn<QString>("known_gap");
+  QTest::addRow("ZeRO-3, 384 GPUs")
+      << 384 << true << 4 << 144.0
+      << "ZeRO-3's collectives as NCCL runs them, hidden: +50 % (DeepSpeed 2021 ran slower)";
+  QTest::addRow("ZeRO-3, 768 GPUs")
+      << 768 << true << 2 << 88.0
+      << "ZeRO-3's collectives as NCCL runs them, hidden: +139 % (DeepSpeed 2021 ran slower)";
+  QTest::addRow("ZeRO-3, 1536 GPUs")
+      << 1536 << true << 1 << 44.0
+      << "ZeRO-3's collectives as NCCL runs them, hidden: +352 % (DeepSpeed 2021 ran slower)";
+  QTest::addRow("PTD-P, 384 GPUs") << 384 << false << 1 << 153.0 << "";
+  QTest::addRow("PTD-P, 768 GPUs") << 768 << false << 1 << 149.0 << "";
+  QTest::addRow("PTD-P, 1536 GPUs") << 1536 << false << 1 << 141.0 << "";
+}
+
+void TestPlannerAccuracy::zero3AgainstPipelines() {
+  QFETCH(int, gpus);
+  QFETCH(bool, zero3);
+  QFETCH(int, micro_batch);
+  QFETCH(double, tflops);
+  QFETCH(QString, known_gap);
+  const int tp = zero3 ? 1 : 8, pp = zero3 ? 1 : 12;
+  cs::Plan plan =
+      megatron_plan("megatron-175b", gpus, tp, pp, gpus / (tp * pp), 1536, micro_batch, 1, false);
+  plan.precision = cs::PrecisionPlan::for_compute(cs::Precision::fp16);
+  plan.precision.fp32_main_grad = !zero3;  // DeepSpeed keeps fp16 gradients
+  if (zero3) plan.parallel.zero_stage = 3;
+  const cs::plan::Estimate e = estimate_or_fail(plan);
+  QVERIFY(e.fits);
+  const double error = report(QString(QTest::currentDataTag()) + " TFLOP/s per GPU",
+                              e.throughput.hardware_tflops_per_gpu, tflops, "", kZero3Table);
+  if (!known_gap.isEmpty()) QEXPECT_FAIL("", qPrintable(known_gap), Continue);
+  QVERIFY2(std::fabs(error) <= 0.10, qPrintable(QString("error %1 %").arg(error * 100, 0, 'f', 1)));
 }
 
 // The model FLOPs of one token of any shape (what the workload panel shows)
