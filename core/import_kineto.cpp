@@ -19,6 +19,7 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <span>
 #include <unordered_map>
 
 #include <nlohmann/json.hpp>
@@ -255,6 +256,11 @@ struct Parsed {
   std::int32_t own_group_size = -1;
   std::int64_t own_count = -1;
   double own_flops = 0;
+  // A GEMM operator's work from its "Input Dims" and "Input type"
+  // (record_shapes=True), as PyTorch's with_flops counts it; 0 when not one.
+  double gemm_flops = 0;
+  std::int64_t gemm_bytes = 0;
+  DataType gemm_type = DataType::none;
   std::uint32_t launch = 0;  // a kernel's launch: 1 + its index in the handler's launches; 0: none
 };
 
@@ -314,13 +320,17 @@ enum class Key : std::uint8_t {
   dynamic_shared_memory,  // this product's export: the dynamic part
   device_type,
   device_id,
-  id,  // a deviceProperties entry's device index
+  id,          // a deviceProperties entry's device index
+  input_dims,  // a CPU operator's tensor shapes (record_shapes=True)
+  input_type,  // ... and their element types
 };
 
 // The keys the handler reads; every other key is Key::other.
 Key key_of(std::string_view k) {
   static const std::pair<std::string_view, Key> known[] = {
       {"ts", Key::ts},
+      {"Input Dims", Key::input_dims},
+      {"Input type", Key::input_type},
       {"dur", Key::dur},
       {"ph", Key::ph},
       {"cat", Key::cat},
@@ -372,6 +382,61 @@ Key key_of(std::string_view k) {
   return Key::other;
 }
 
+struct GemmWork {
+  double flops = 0;
+  std::int64_t bytes = 0;  // its operands read and its result written once
+  DataType type = DataType::none;
+};
+
+// The work of PyTorch's matrix-multiply operators from their recorded
+// shapes (record_shapes=True), as its profiler counts their FLOPs
+// (with_flops: 2mkn, times the batch): aten::mm [[m,k],[k,n]], aten::addmm
+// [bias, [m,k], [k,n], beta, alpha], aten::bmm [[b,m,k],[b,k,n]],
+// aten::baddbmm [input, [b,m,k], [b,k,n], ...]. Only these leaf operators:
+// aten::linear and aten::matmul call them, and would count their work twice.
+std::optional<GemmWork> gemm_work(std::string_view name,
+                                  std::span<const std::vector<std::int64_t>> dims,
+                                  const std::vector<std::string>& types) {
+  std::size_t first = 0;  // the index of the left operand
+  bool batched = false;
+  if (name == "aten::mm") {
+  } else if (name == "aten::addmm") {
+    first = 1;
+  } else if (name == "aten::bmm") {
+    batched = true;
+  } else if (name == "aten::baddbmm") {
+    first = 1;
+    batched = true;
+  } else {
+    return std::nullopt;
+  }
+  if (dims.size() < first + 2) return std::nullopt;
+  const std::vector<std::int64_t>& a = dims[first];
+  const std::vector<std::int64_t>& b = dims[first + 1];
+  const std::size_t rank = batched ? 3 : 2;
+  if (a.size() != rank || b.size() != rank) return std::nullopt;
+  for (std::size_t i = 0; i < rank; ++i) {
+    if (a[i] <= 0 || b[i] <= 0) return std::nullopt;
+  }
+  const double batch = batched ? static_cast<double>(a[0]) : 1.0;
+  if (batched && b[0] != a[0]) return std::nullopt;
+  const double m = static_cast<double>(a[rank - 2]), k = static_cast<double>(a[rank - 1]);
+  const double n = static_cast<double>(b[rank - 1]);
+  if (b[rank - 2] != a[rank - 1]) return std::nullopt;  // not a product PyTorch would run
+  GemmWork w;
+  w.flops = 2 * batch * m * k * n;
+  if (types.size() > first) {
+    std::string_view type = types[first];
+    if (type.starts_with("c10::")) type.remove_prefix(5);
+    w.type = importing::data_type_from_any(type);
+  }
+  if (const int size = data_type_bytes(w.type); size > 0) {
+    const double elements = batch * (m * k + k * n + m * n);
+    if (elements * size < 9e18) w.bytes = static_cast<std::int64_t>(elements * size);
+  }
+  return w;
+}
+
 class KinetoHandler : public nlohmann::json_sax<nlohmann::json> {
  public:
   // Parse state: what the innermost open object or array is.
@@ -383,8 +448,11 @@ class KinetoHandler : public nlohmann::json_sax<nlohmann::json> {
     distributed,
     device_properties,
     device,
-    grid,   // a kernel's args.grid
-    block,  // ... and args.block
+    grid,               // a kernel's args.grid
+    block,              // ... and args.block
+    input_dims,         // args "Input Dims": a shape per input
+    input_dims_tensor,  // ... one input's shape
+    input_types,        // args "Input type"
     skip
   };
 
@@ -435,7 +503,9 @@ class KinetoHandler : public nlohmann::json_sax<nlohmann::json> {
     if (capturing()) return capture(v);
     if (in_events()) return scalar();
     const Ctx c = top();
-    if (c == Ctx::grid || c == Ctx::block) {
+    if (c == Ctx::input_dims_tensor) {
+      input_dims_[input_dims_used_ - 1].push_back(-1);  // a fraction is no dimension: no GEMM
+    } else if (c == Ctx::grid || c == Ctx::block) {
       launch_dims_ = 4;  // a fraction is no dimension: no launch
     } else if (c == Ctx::event && (key_ == Key::ts || key_ == Key::dur) &&
                !(std::fabs(v) <= kMaxMicros)) {
@@ -502,6 +572,8 @@ class KinetoHandler : public nlohmann::json_sax<nlohmann::json> {
         if (auto k = collective_from_string(v))
           current_.own_collective = static_cast<std::int8_t>(*k);
       }
+    } else if (c == Ctx::input_types) {
+      input_types_.push_back(v);
     } else if (c == Ctx::distributed) {
       if (key_ == Key::backend) backend = v;
       if (key_ == Key::nccl_version) nccl_version = v;
@@ -585,6 +657,18 @@ class KinetoHandler : public nlohmann::json_sax<nlohmann::json> {
     } else if (parent == Ctx::args && (key_ == Key::grid || key_ == Key::block)) {
       c = key_ == Key::grid ? Ctx::grid : Ctx::block;
       launch_dims_ = 0;
+    } else if (parent == Ctx::args && key_ == Key::input_dims) {
+      c = Ctx::input_dims;
+      input_dims_used_ = 0;
+    } else if (parent == Ctx::input_dims) {
+      c = Ctx::input_dims_tensor;
+      // The shapes' vectors are kept from event to event: most operators
+      // of a profile with shapes record some, and the import reads millions.
+      if (input_dims_used_ == input_dims_.size()) input_dims_.emplace_back();
+      input_dims_[input_dims_used_++].clear();
+    } else if (parent == Ctx::args && key_ == Key::input_type) {
+      c = Ctx::input_types;
+      input_types_.clear();
     } else if (parent == Ctx::events) {
       ++skipped[kNotAnEvent];
     }
@@ -681,6 +765,10 @@ class KinetoHandler : public nlohmann::json_sax<nlohmann::json> {
 
   bool integer(std::int64_t v) {
     const Ctx c = top();
+    if (c == Ctx::input_dims_tensor) {
+      input_dims_[input_dims_used_ - 1].push_back(v);
+      return value_done();
+    }
     if (c == Ctx::grid || c == Ctx::block) {
       if (launch_dims_ < 3) (c == Ctx::grid ? launch_.grid : launch_.block)[launch_dims_] = v;
       ++launch_dims_;
@@ -785,6 +873,8 @@ class KinetoHandler : public nlohmann::json_sax<nlohmann::json> {
     has_number_ = false;
     counter_value_ = 0;
     first_number_key_.clear();
+    input_dims_used_ = 0;
+    input_types_.clear();
   }
 
   void end_event() {
@@ -848,6 +938,14 @@ class KinetoHandler : public nlohmann::json_sax<nlohmann::json> {
       if (auto launch = checked_launch(launch_)) {
         launches.push_back(*launch);
         current_.launch = static_cast<std::uint32_t>(launches.size());
+      }
+    }
+    if (cat_ == Cat::cpu_op || cat_ == Cat::unknown) {
+      if (const std::optional<GemmWork> gemm =
+              gemm_work(strings[name_], {input_dims_.data(), input_dims_used_}, input_types_)) {
+        current_.gemm_flops = gemm->flops;
+        current_.gemm_bytes = gemm->bytes;
+        current_.gemm_type = gemm->type;
       }
     }
     if (ph_ == 'B') return begin_duration();
@@ -943,6 +1041,9 @@ class KinetoHandler : public nlohmann::json_sax<nlohmann::json> {
   std::optional<std::int64_t> memory_reserved_;  // the same event's, when it says
   KernelLaunch launch_;                          // of a kernel's args
   int launch_dims_ = 0;                          // numbers read in the open grid or block array
+  std::vector<std::vector<std::int64_t>> input_dims_;  // args "Input Dims" (-1: not a whole number)
+  std::size_t input_dims_used_ = 0;                    // of input_dims_, this event's
+  std::vector<std::string> input_types_;               // args "Input type"
   bool has_grid_ = false, has_block_ = false;
   std::int64_t memory_device_type_ = 0, memory_device_id_ = 0;
   std::int64_t devices_listed_ = 0;  // deviceProperties entries opened so far
@@ -1078,6 +1179,9 @@ Event kineto_event(const KinetoHandler& h, const Parsed& p) {
     default:
       e.kind = EventKind::cpu_op;
       e.category = Category::other;
+      e.flops = p.gemm_flops;
+      e.bytes = p.gemm_bytes;
+      e.dtype = p.gemm_type;
       break;
   }
   return e;

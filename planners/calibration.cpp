@@ -640,7 +640,11 @@ Status collect(const trace::TraceReader& r, std::vector<PhaseData>& data, bool c
       }
       return true;
     }
-    if (e.category != trace::Category::compute) return true;
+    // A GPU rank's host operator with FLOPs is a GEMM whose kernels it
+    // launched: the engines' compute ranges, or PyTorch's aten::mm and kin
+    // in an imported profile (their shapes recorded).
+    const bool host_gemm = on_gpu != gpu.end() && e.kind == trace::EventKind::cpu_op && e.flops > 0;
+    if (e.category != trace::Category::compute && !host_gemm) return true;
     const OpSample op{
         name,    e.flops, static_cast<double>(e.bytes),
         e.count, e.dtype, on_gpu == gpu.end() ? seconds_on_cpu(se.rank, e, seconds) : seconds};
@@ -933,8 +937,16 @@ void fit_gemm(const PhaseData& d, const FitOptions& options, double memory_rate,
       curve.peak = datasheet;
       curve.efficiency = std::min(1.0, rate / datasheet);
       if (rate > datasheet) {
+        // An fp32 GEMM above the fp32 peak ran on the tensor cores: PyTorch
+        // runs fp32 matmuls in TF32 where it is allowed, which no trace says.
+        const bool tf32 = p == Precision::fp32 && peak_of(Precision::tf32) > datasheet;
         notes.push_back(std::string(to_string(p)) + " GEMMs ran above the datasheet peak (" +
-                        std::to_string(rate / 1e12) + " TFLOP/s): efficiency 1 kept");
+                        format_rate(rate, "FLOP/s") + " against " +
+                        format_rate(datasheet, "FLOP/s") + ")" +
+                        (tf32 ? ", in TF32 (PyTorch's fp32 matmuls are where "
+                                "torch.backends.cuda.matmul.allow_tf32 is set)"
+                              : "") +
+                        ": efficiency 1 kept");
       }
     } else {
       curve.peak = rate;

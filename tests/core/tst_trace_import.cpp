@@ -204,6 +204,9 @@ class TestTraceImport : public QObject {
   void kinetoStreamsNamedAsText();
   void kinetoDeviceNamesById_data();
   void kinetoDeviceNamesById();
+  void kinetoGemmWorkFromShapes_data();
+  void kinetoGemmWorkFromShapes();
+  void kinetoGemmWorkOfARealTrace();
   void kinetoTextPastItsBound_data();
   void kinetoTextPastItsBound();
   void chromeArrayAndDurationEvents_data();
@@ -1352,6 +1355,114 @@ void TestTraceImport::kinetoDeviceNamesById() {
   QVERIFY2(report, report ? "" : report.message().c_str());
   auto r = open_reader(out);
   QCOMPARE(QString::fromStdString(r->ranks().at(0).device), device);
+}
+
+void TestTraceImport::kinetoGemmWorkFromShapes_data() {
+  QTest::addColumn<QByteArray>("op");
+  QTest::addColumn<double>("flops");
+  QTest::addColumn<qint64>("bytes");
+  QTest::addColumn<int>("dtype");
+  const int fp32 = int(DataType::fp32), bf16 = int(DataType::bf16), none = int(DataType::none);
+  // 2mkn, as PyTorch's with_flops counts them; the operands and the result once.
+  QTest::addRow("mm")
+      << QByteArray(
+             R"("aten::mm", "args": {"Input Dims": [[64, 128], [128, 32]], "Input type": ["float", "float"]})")
+      << 2.0 * 64 * 128 * 32 << qint64(4 * (64 * 128 + 128 * 32 + 64 * 32)) << fp32;
+  QTest::addRow("addmm, bf16")
+      << QByteArray(
+             R"("aten::addmm", "args": {"Input Dims": [[32], [64, 128], [128, 32], [], []], "Input type": ["c10::BFloat16", "c10::BFloat16", "c10::BFloat16", "Scalar", "Scalar"]})")
+      << 2.0 * 64 * 128 * 32 << qint64(2 * (64 * 128 + 128 * 32 + 64 * 32)) << bf16;
+  QTest::addRow("bmm")
+      << QByteArray(
+             R"("aten::bmm", "args": {"Input Dims": [[8, 16, 4], [8, 4, 2]], "Input type": ["float", "float"]})")
+      << 2.0 * 8 * 16 * 4 * 2 << qint64(4 * 8 * (16 * 4 + 4 * 2 + 16 * 2)) << fp32;
+  QTest::addRow("baddbmm")
+      << QByteArray(
+             R"("aten::baddbmm", "args": {"Input Dims": [[8, 16, 2], [8, 16, 4], [8, 4, 2], [], []], "Input type": ["float", "float", "float", "Scalar", "Scalar"]})")
+      << 2.0 * 8 * 16 * 4 * 2 << qint64(4 * 8 * (16 * 4 + 4 * 2 + 16 * 2)) << fp32;
+  QTest::addRow("a type of no known size: FLOPs, no bytes")
+      << QByteArray(
+             R"("aten::mm", "args": {"Input Dims": [[2, 3], [3, 4]], "Input type": ["ComplexFloat", "ComplexFloat"]})")
+      << 2.0 * 2 * 3 * 4 << qint64(0) << none;
+  // Not a GEMM to count: the operators that call one (counted twice), shapes
+  // that do not multiply, a fraction, a missing operand, no shapes.
+  QTest::addRow("linear calls addmm")
+      << QByteArray(
+             R"("aten::linear", "args": {"Input Dims": [[64, 128], [32, 128], [32]], "Input type": ["float", "float", "float"]})")
+      << 0.0 << qint64(0) << none;
+  QTest::addRow("inner sizes differ")
+      << QByteArray(
+             R"("aten::mm", "args": {"Input Dims": [[64, 128], [127, 32]], "Input type": ["float", "float"]})")
+      << 0.0 << qint64(0) << none;
+  QTest::addRow("a fraction")
+      << QByteArray(
+             R"("aten::mm", "args": {"Input Dims": [[64, 128.5], [128, 32]], "Input type": ["float", "float"]})")
+      << 0.0 << qint64(0) << none;
+  QTest::addRow("one operand")
+      << QByteArray(R"("aten::mm", "args": {"Input Dims": [[64, 128]], "Input type": ["float"]})")
+      << 0.0 << qint64(0) << none;
+  QTest::addRow("no shapes recorded")
+      << QByteArray(R"("aten::mm", "args": {"External id": 3})") << 0.0 << qint64(0) << none;
+}
+
+// A matrix multiply's work from its recorded shapes (record_shapes=True):
+// its FLOPs, operand bytes and type, which the run view shows as FLOP/s and
+// calibrate --learn fits GEMMs from. Before, an imported operator had none.
+void TestTraceImport::kinetoGemmWorkFromShapes() {
+  QFETCH(QByteArray, op);
+  QFETCH(double, flops);
+  QFETCH(qint64, bytes);
+  QFETCH(int, dtype);
+  QTemporaryDir dir;
+  const QString path = dir.filePath("mm.json");
+  {
+    QFile f(path);
+    QVERIFY(f.open(QIODevice::WriteOnly));
+    f.write(
+        R"({"traceEvents": [{"ph": "X", "cat": "cpu_op", "pid": 1, "tid": 1, "ts": 10, "dur": 5, "name": )" +
+        op + "}]}");
+  }
+  const std::string out = dir.filePath("mm.cstrace").toStdString();
+  auto report = import_kineto({path.toStdString()}, out);
+  QVERIFY2(report, report ? "" : report.message().c_str());
+  auto r = open_reader(out);
+  std::vector<Event> seen;
+  (void)r->for_each_event({}, INT64_MIN / 4, INT64_MAX / 4, [&](const StoredEvent& se) {
+    seen.push_back(se.event);
+    return true;
+  });
+  QCOMPARE(seen.size(), std::size_t{1});
+  QCOMPARE(seen[0].flops, flops);
+  QCOMPARE(qint64(seen[0].bytes), bytes);
+  QCOMPARE(int(seen[0].dtype), dtype);
+}
+
+// HTA's sampled trace records shapes: its leaf matrix multiplies carry
+// their work, the operators around them none.
+void TestTraceImport::kinetoGemmWorkOfARealTrace() {
+  QTemporaryDir dir;
+  const std::string out = dir.filePath("sampled.cstrace").toStdString();
+  auto report = import_kineto({kKineto + "sampled_rank-0.json.gz"}, out);
+  QVERIFY2(report, report ? "" : report.message().c_str());
+  auto r = open_reader(out);
+  std::map<std::string, std::pair<int, double>> with_flops;  // name -> (events, FLOPs)
+  (void)r->for_each_event({}, INT64_MIN / 4, INT64_MAX / 4, [&](const StoredEvent& se) {
+    if (se.event.flops > 0) {
+      auto& [count, sum] = with_flops[r->string(se.event.name)];
+      ++count;
+      sum += se.event.flops;
+      if (se.event.dtype != DataType::fp32 || se.event.bytes <= 0)
+        qFatal("an fp32 GEMM without its bytes");
+    }
+    return true;
+  });
+  QCOMPARE(with_flops.size(), std::size_t{3});
+  QCOMPARE(with_flops["aten::mm"].first, 231);
+  QCOMPARE(with_flops["aten::addmm"].first, 107);
+  QCOMPARE(with_flops["aten::bmm"].first, 40);
+  QCOMPARE(with_flops["aten::mm"].second, 1190708813824.0);
+  QCOMPARE(with_flops["aten::addmm"].second, 286017110016.0);
+  QCOMPARE(with_flops["aten::bmm"].second, 176113582080.0);
 }
 
 void TestTraceImport::kinetoDistributedInfoThatContradicts_data() {

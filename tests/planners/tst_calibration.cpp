@@ -374,6 +374,7 @@ class TestCalibration : public QObject {
   void storeWithNothingToFitWritesNoPreset();
   void learnsTheLinkFromAPyTorchTrace_data();
   void learnsTheLinkFromAPyTorchTrace();
+  void learnsGemmsFromAPyTorchTrace();
 
  private:
   QTemporaryDir dir_;
@@ -4110,6 +4111,35 @@ void TestCalibration::learnsTheLinkFromAPyTorchTrace() {
     QVERIFY2(r.out.contains("link latency (α)") && r.out.contains("link bandwidth (bus)"),
              qPrintable(r.out));
   }
+}
+
+// A PyTorch profile that recorded its shapes (HTA's sampled trace, rank 0
+// of 128 on an A100 it does not name) teaches the GEMM rate: each aten::mm,
+// addmm and bmm sized by its shapes, timed by the kernels it launched. Its
+// fp32 matmuls ran above the fp32 peak, in TF32, which the note says.
+// Before, the import carried no FLOPs and there was nothing to learn.
+void TestCalibration::learnsGemmsFromAPyTorchTrace() {
+  QTemporaryDir work;
+  const QString presets = work.filePath("presets");
+  const QString store = work.filePath("sampled.db");
+  Run r = run_cli(
+      {"trace", "import", QStringLiteral(CS_DATA_DIR "/validation/kineto/sampled_rank-0.json.gz"),
+       "-o", store},
+      presets);
+  QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+  r = run_cli({"calibrate", "--learn", store, "--base", "dgx-a100-8", "--no-save", "--json"},
+              presets);
+  QVERIFY2(r.exit_code == 0, qPrintable(r.out + r.err));
+  const QJsonObject fit = json_of(r)["fit"].toObject();
+  const QJsonArray gemm = fit["devices"].toArray()[0].toObject()["gemm"].toArray();
+  QCOMPARE(gemm.size(), 1);
+  QCOMPARE(gemm[0].toObject()["precision"].toString(), QStringLiteral("fp32"));
+  // One point per shape of the steps after the first.
+  QVERIFY2(gemm[0].toObject()["quality"].toObject()["points"].toArray().size() >= 50,
+           qPrintable(r.out));
+  const QString notes = QJsonDocument(fit["notes"].toArray()).toJson();
+  QVERIFY2(notes.contains("fp32 GEMMs ran above the datasheet peak") && notes.contains("in TF32"),
+           qPrintable(notes));
 }
 
 // A calibration store with no GEMM to fit is an error that says why, and no
