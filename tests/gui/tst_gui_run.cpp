@@ -1525,6 +1525,16 @@ void TestGuiRun::exports() {
   QVERIFY(!text.contains(QStringLiteral("src=\"http")));  // self-contained
   // The timeline's SVG inlined as HTML takes it: no XML declaration in the page.
   QVERIFY(!text.contains(QStringLiteral("<?xml")));
+  // Every picture fits the report's column, as a browser lays it out: the
+  // timeline, drawn 1000 px wide, was written 352.8 mm wide (1333 px at a
+  // CSS pixel's 96 an inch) in a column of 1100 px, its end off a window
+  // of 1280 px.
+  const double column = cs::gui::test::bodyMaxWidthPixels(text);
+  QVERIFY(column > 0);
+  QVERIFY2(cs::gui::test::widestSvgPixels(text) <= column,
+           qPrintable(QStringLiteral("a picture %1 px wide in a column of %2 px")
+                          .arg(cs::gui::test::widestSvgPixels(text))
+                          .arg(column)));
   // The run's prediction is of the step alone: no empty table under a
   // legend of a chart that is not there.
   QVERIFY(text.contains(QStringLiteral("<h2>Predicted against measured</h2>")));
