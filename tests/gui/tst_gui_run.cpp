@@ -117,6 +117,7 @@ class TestGuiRun : public QObject {
   void navigatesAsNsightDoes();
   void collapseRank();
   void manyLanesLoadWhatIsInView();
+  void timeAxisStaysOnScreen();
   void exports();
   void committedTraces_data();
   void committedTraces();
@@ -1363,6 +1364,45 @@ void TestGuiRun::collapseRank() {
   QVERIFY(t->laneRect(last_lane_of_rank1).isEmpty());
   t->setRankCollapsed(1, false);
   QCOMPARE(t->renderHeight(), open);
+}
+
+// Scrolled down the lanes (to another rank's, as a search or the wheel
+// takes the view), the time axis stays at the top of what is on screen, as
+// Nsight Systems' ruler does: it scrolled away with the first lanes, and the
+// view showed no time at all.
+void TestGuiRun::timeAxisStaysOnScreen() {
+  RunView view;
+  view.resize(1000, 360);  // fewer lanes on screen than the run's two ranks hold
+  view.show();
+  openAndWait(view, cpu_store_);
+  TimelineWidget* t = view.timeline();
+  QScrollArea* area = nullptr;
+  for (QWidget* p = t->parentWidget(); p && !area; p = p->parentWidget())
+    area = qobject_cast<QScrollArea*>(p);
+  QVERIFY(area);
+  QScrollBar* bar = area->verticalScrollBar();
+  QTRY_VERIFY_WITH_TIMEOUT(!t->busy() && t->paintedJob() == t->frameJob(), 30000);
+  QVERIFY2(bar->maximum() > 60, qPrintable(QString::number(bar->maximum())));
+  // The axis's labels, in the top 16 px of the view (its tick lines start below).
+  auto axis = [&] {
+    const QImage image = area->viewport()->grab().toImage();
+    const double ratio = image.devicePixelRatio();
+    return image.copy(0, 0, image.width(), int(16 * ratio));
+  };
+  const QImage unscrolled = axis();
+  QVERIFY(cs::gui::test::distinctColours(unscrolled) > 2);  // labels drawn
+  for (int value : {bar->maximum() / 2, bar->maximum()}) {
+    bar->setValue(value);
+    QTRY_VERIFY_WITH_TIMEOUT(!t->busy(), 30000);
+    QCoreApplication::processEvents();
+    QVERIFY2(axis() == unscrolled,
+             qPrintable(QStringLiteral("no time axis at the top, scrolled %1 px").arg(value)));
+  }
+  // A click on the axis held there selects nothing under it.
+  QSignalSpy selected(t, &TimelineWidget::eventSelected);
+  const QPoint on_axis(t->gutterWidth() + t->spanAreaWidth() / 2, bar->value() + 8);
+  QTest::mouseClick(t, Qt::LeftButton, {}, on_axis);
+  QCOMPARE(selected.count(), 0);
 }
 
 void TestGuiRun::manyLanesLoadWhatIsInView() {
