@@ -582,6 +582,10 @@ RunView::RunView(QWidget* parent) : QWidget(parent) {
   comparison_table_ = new QTableWidget(this);
   comparison_table_->setObjectName(QStringLiteral("run_comparison"));
   comparison_table_->hide();
+  // No row numbers, as the summary tables have none: counted from 1 beside
+  // the rank column, rank 0's row read "1 | 0".
+  for (QTableWidget* table : {rank_table_, stream_table_, prediction_table_, comparison_table_})
+    table->verticalHeader()->hide();
 
   connect(filter_, &QLineEdit::textChanged, this, [this](const QString& text) {
     for (QSortFilterProxyModel* proxy :

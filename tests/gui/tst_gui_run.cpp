@@ -16,6 +16,7 @@
 #include <QFile>
 #include <QFileInfo>
 #include <QFontMetricsF>
+#include <QHeaderView>
 #include <QHorizontalStackedBarSeries>
 #include <QJsonArray>
 #include <QJsonDocument>
@@ -319,6 +320,14 @@ void TestGuiRun::opensCpuEngineRun() {
     QVERIFY(axis->max() >= double(longest) * 1e-6);
   }
   QCOMPARE(view.rankTable()->rowCount(), 2);
+  // The ranks' table, and each table of figures, has no row numbers, as the
+  // kernels' has none: counted from 1 beside the rank column, rank 0's row
+  // read "1 | 0".
+  QCOMPARE(view.rankTable()->item(0, 0)->text(), QStringLiteral("0"));
+  for (const char* name : {"run_ranks", "run_streams", "run_prediction", "run_comparison"}) {
+    auto* table = view.findChild<QTableView*>(QLatin1String(name));
+    QVERIFY2(table && table->verticalHeader()->isHidden(), name);
+  }
   QVERIFY(view.kernelProxy()->rowCount() > 0);
   QVERIFY(view.collectiveProxy()->rowCount() > 0);  // the data-parallel all-reduces
   // The planner's step for the run's own plan, beside the measured lanes.
