@@ -1767,10 +1767,11 @@ void RunView::compareWith(const QString& other) {
       t->setItem(row, 3, tableCell(ns(std::int64_t(std::llround(f.b_ns)))));
       t->setItem(row, 4, tableCell(change(f.a_ns, f.b_ns)));
     };
-    add_line(tr("Against %1 (%2 ranks, %3 steps); figures %4")
+    // "1 rank, 1 step", as trace compare says them (it read "1 ranks").
+    add_line(tr("Against %1 (%2, %3); figures %4")
                  .arg(QFileInfo(other).fileName())
-                 .arg(c.b_ranks)
-                 .arg(c.b_steps)
+                 .arg(c.b_ranks == 1 ? tr("1 rank") : tr("%1 ranks").arg(c.b_ranks))
+                 .arg(c.b_steps == 1 ? tr("1 step") : tr("%1 steps").arg(c.b_steps))
                  .arg(c.per_step ? tr("per rank and step") : tr("per rank, over the run")));
     if (c.a_step_ns > 0 && c.b_step_ns > 0) {
       add_row({trace::kComparedStepName, c.a_step_ns, c.b_step_ns}, false);

@@ -3075,6 +3075,9 @@ void TestGuiRun::unitsReadAsElsewhere() {
   QVERIFY2(compared.front().at(0).toString().isEmpty(),
            qPrintable(compared.front().at(0).toString()));
   QTableWidget* c = view.comparisonTable();
+  // The other run's size as trace compare says it: "1 rank" (it read "1 ranks").
+  QVERIFY2(c->item(0, 0)->text().contains(QStringLiteral(" (1 rank, ")),
+           qPrintable(c->item(0, 0)->text()));
   int unchanged = 0;
   for (int r = 0; r < c->rowCount(); ++r) {
     if (!c->item(r, 4)) continue;
