@@ -1189,7 +1189,19 @@ void RunView::showCounters(const std::vector<CounterLine>& lines) {
     return;
   }
   auto* chart = new QChart;
-  chart->setTitle(tr("Counters over the run (GPU memory in use, allocated bytes)"));
+  // The counters it draws by name: a fixed "GPU memory in use, allocated
+  // bytes" stood over a CPU run's process memory, and over any other counter.
+  QStringList names;
+  for (const CounterLine& line : lines) {
+    const QString name = line.bytes ? counterTitle(q(line.name)) : q(line.name);
+    if (!names.contains(name)) names << name;
+  }
+  if (names.size() > 3) {
+    const qsizetype more = names.size() - 3;
+    names = names.mid(0, 3);
+    names << tr("%n more", nullptr, int(more));
+  }
+  chart->setTitle(tr("Counters over the run (%1)").arg(names.join(QStringLiteral(", "))));
   auto* axis_x = new QValueAxis;
   axis_x->setTitleText(tr("ms from the trace's start"));
   chart->addAxis(axis_x, Qt::AlignBottom);

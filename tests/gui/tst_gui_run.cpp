@@ -2581,6 +2581,12 @@ void TestGuiRun::countersOnTheTimeline() {
   view.show();
   QVERIFY(QTest::qWaitForWindowExposed(&view));
   openAndWait(view, path);
+  // The Counters tab's chart is titled by the counters it draws (it read
+  // "GPU memory in use, allocated bytes" whatever they were, a CPU run's too).
+  QVERIFY(view.counterChart()->chart());
+  QCOMPARE(view.counterChart()->chart()->title(),
+           QStringLiteral("Counters over the run (GPU 0 memory in use, utilization, CPU memory "
+                          "allocated)"));
   TimelineWidget* t = view.timeline();
   QCOMPARE(t->laneCount(), 6);
   const std::vector<std::pair<int, std::string>> expected{
