@@ -1478,8 +1478,8 @@ Result<ExportReport> export_html_report(const TraceReader& reader, const RunAnal
         const bool largest = static_cast<int>(i) == p.largest;
         out << "<tr><td>" << html(r.name) << "</td><td class=n>" << format_seconds(r.predicted_s)
             << "</td><td class=n>" << format_seconds(m) << "</td><td class=n>"
-            << (r.predicted_s > 0 ? prediction_error_text(r.predicted_s, m) : "not predicted")
-            << "</td><td" << (largest ? " class=bad>largest disagreement" : ">") << "</td></tr>\n";
+            << prediction_error_text(r.predicted_s, m) << "</td><td"
+            << (largest ? " class=bad>largest disagreement" : ">") << "</td></tr>\n";
       }
       out << "</table>\n<p>" << html(p.verdict) << ".</p>\n";
     }

@@ -1144,7 +1144,7 @@ void print_stats(const StatsOptions& o, Context& ctx, const std::unique_ptr<Trac
         const auto& r2 = p.breakdown[i];
         const double m = r2.measured_s.value_or(0);
         t3.add({r2.name, format_seconds(r2.predicted_s), format_seconds(m),
-                r2.predicted_s > 0 ? error(r2.predicted_s, m) : "not predicted",
+                error(r2.predicted_s, m),
                 static_cast<int>(i) == p.largest ? "<- largest disagreement" : ""});
       }
       t3.print(std::cout);

@@ -582,6 +582,10 @@ RunView::RunView(QWidget* parent) : QWidget(parent) {
   comparison_table_ = new QTableWidget(this);
   comparison_table_->setObjectName(QStringLiteral("run_comparison"));
   comparison_table_->hide();
+  // No row numbers, as the summary tables have none: counted from 1 beside
+  // the rank column, rank 0's row read "1 | 0".
+  for (QTableWidget* table : {rank_table_, stream_table_, prediction_table_, comparison_table_})
+    table->verticalHeader()->hide();
 
   connect(filter_, &QLineEdit::textChanged, this, [this](const QString& text) {
     for (QSortFilterProxyModel* proxy :
@@ -1185,7 +1189,19 @@ void RunView::showCounters(const std::vector<CounterLine>& lines) {
     return;
   }
   auto* chart = new QChart;
-  chart->setTitle(tr("Counters over the run (GPU memory in use, allocated bytes)"));
+  // The counters it draws by name: a fixed "GPU memory in use, allocated
+  // bytes" stood over a CPU run's process memory, and over any other counter.
+  QStringList names;
+  for (const CounterLine& line : lines) {
+    const QString name = line.bytes ? counterTitle(q(line.name)) : q(line.name);
+    if (!names.contains(name)) names << name;
+  }
+  if (names.size() > 3) {
+    const qsizetype more = names.size() - 3;
+    names = names.mid(0, 3);
+    names << tr("%n more", nullptr, int(more));
+  }
+  chart->setTitle(tr("Counters over the run (%1)").arg(names.join(QStringLiteral(", "))));
   auto* axis_x = new QValueAxis;
   axis_x->setTitleText(tr("ms from the trace's start"));
   chart->addAxis(axis_x, Qt::AlignBottom);
@@ -1763,10 +1779,11 @@ void RunView::compareWith(const QString& other) {
       t->setItem(row, 3, tableCell(ns(std::int64_t(std::llround(f.b_ns)))));
       t->setItem(row, 4, tableCell(change(f.a_ns, f.b_ns)));
     };
-    add_line(tr("Against %1 (%2 ranks, %3 steps); figures %4")
+    // "1 rank, 1 step", as trace compare says them (it read "1 ranks").
+    add_line(tr("Against %1 (%2, %3); figures %4")
                  .arg(QFileInfo(other).fileName())
-                 .arg(c.b_ranks)
-                 .arg(c.b_steps)
+                 .arg(c.b_ranks == 1 ? tr("1 rank") : tr("%1 ranks").arg(c.b_ranks))
+                 .arg(c.b_steps == 1 ? tr("1 step") : tr("%1 steps").arg(c.b_steps))
                  .arg(c.per_step ? tr("per rank and step") : tr("per rank, over the run")));
     if (c.a_step_ns > 0 && c.b_step_ns > 0) {
       add_row({trace::kComparedStepName, c.a_step_ns, c.b_step_ns}, false);

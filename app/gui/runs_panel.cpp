@@ -401,8 +401,11 @@ Status RunsPanel::launch() {
                      .arg(run->spec.ranks)
                      .arg(total_steps_)
                      .arg(q(run->backend), store_.toHtmlEscaped());
-  for (const std::string& note : run->notes)
+  run_notes_.clear();
+  for (const std::string& note : run->notes) {
+    run_notes_ << q(note);
     text += QStringLiteral("<br>note: ") + q(note).toHtmlEscaped();
+  }
   report_->setHtml(text);
   engine_->setText(run->backend == "cpu" ? tr("The CPU engine runs (OpenBLAS + MPI).")
                                          : tr("The CUDA engine runs."));
@@ -572,6 +575,16 @@ void RunsPanel::finish() {
     }
   }
   if (!r.merge_note.empty()) html += tr("<p>Stores: %1</p>").arg(q(r.merge_note).toHtmlEscaped());
+  // What was said before the run started (the model as the engines reshaped
+  // it, why the store holds no prediction, a rule the plan breaks) stays:
+  // the end's report took its place, and a run of a few seconds left no
+  // time to read it.
+  if (!run_notes_.isEmpty()) {
+    QStringList lines;
+    for (const QString& note : run_notes_)
+      lines << QStringLiteral("note: ") + note.toHtmlEscaped();
+    html += QStringLiteral("<p>%1</p>").arg(lines.join(QStringLiteral("<br>")));
+  }
   if (!r.slurm_script.empty())
     html += tr("<p>Slurm script: %1 %2</p>")
                 .arg(q(r.slurm_script).toHtmlEscaped(), q(r.slurm_job).toHtmlEscaped());

@@ -12,6 +12,7 @@
 // takes them on the GUI thread every 100 ms, so no launcher thread ever
 // touches a widget.
 
+#include <QStringList>
 #include <QWidget>
 #include <memory>
 #include <optional>
@@ -113,6 +114,7 @@ class RunsPanel : public QWidget {
   QString plan_name_;
   QString run_title_;  // what ran, as the store is titled ("…, scaled to …, on 2 ranks")
   QString started_;
+  QStringList run_notes_;  // said before the run started, kept in its report at the end
   int total_steps_ = 0;
   std::vector<double> rank0_step_seconds_;  // for the ETA
   std::vector<int> rank_steps_;

@@ -679,6 +679,12 @@ std::pair<int, int> TimelineWidget::frameLanes() const {
   return {frame_->first_lane, frame_->first_lane + int(frame_->lanes.size())};
 }
 
+double TimelineWidget::rulerTop() const {
+  if (lanes_.empty() || !message_.isEmpty()) return 0;
+  const QRect seen = visibleRegion().boundingRect();
+  return seen.isEmpty() ? 0 : double(seen.top());
+}
+
 QRect TimelineWidget::shownRect() const {
   const QRect seen = visibleRegion().boundingRect();
   if (!seen.isEmpty()) return seen;
@@ -701,7 +707,9 @@ void TimelineWidget::loadLanesInView() {
 
 void TimelineWidget::moveEvent(QMoveEvent* event) {
   QWidget::moveEvent(event);
-  if (hasFocus()) update();  // the focus mark follows the part on screen
+  // The focus mark and the time axis follow the part on screen (a scroll
+  // moves the pixels drawn, the axis with them).
+  if (hasFocus() || event->pos().y() != event->oldPos().y()) update();
   loadLanesInView();
 }
 
@@ -880,6 +888,37 @@ int paintCounter(QPainter& painter, const TimelineWidget::Lane& lane,
   return drawn;
 }
 
+// The time axis's labels of `state`'s window, in the strip of the ruler's
+// height from `top` (times map to the area's width, as the lanes'); from
+// the trace's start (its first event: a sample before it reads below zero).
+// `grid` set: each tick's line down to the area's bottom, else a short mark.
+void paintRulerLabels(const TimelineWidget::PaintState& state, QPainter& painter,
+                      const QRectF& area, double top, const QColor& text, bool grid_lines) {
+  const QFontMetricsF fm(painter.font());
+  const double left = area.left() + state.gutter;
+  const double width = std::max(1.0, area.right() - left - 4);
+  const std::int64_t t0 = state.window.start_ns;
+  const std::int64_t span_ns =
+      std::max<std::int64_t>(1, state.window.end_ns - state.window.start_ns);
+  const double per_ns = width / double(span_ns);
+  auto x_of = [&](std::int64_t t) { return left + double(t - t0) * per_ns; };
+  QColor grid = text;
+  grid.setAlpha(40);
+  const std::int64_t step = tickStep(double(span_ns) / std::max(1.0, width / 90));
+  const std::int64_t first = state.origin + ((t0 - state.origin) / step) * step;
+  for (std::int64_t t = first; t <= state.window.end_ns; t += step) {
+    if (t < t0) continue;
+    const double x = x_of(t);
+    painter.setPen(grid);
+    painter.drawLine(QPointF(x, top + kRuler - 4),
+                     QPointF(x, grid_lines ? area.bottom() : top + kRuler));
+    const QString label = timeTickLabel(t - state.origin, step);
+    if (x + 2 + fm.horizontalAdvance(label) > area.right()) continue;
+    painter.setPen(text);
+    painter.drawText(QRectF(x + 2, top, 90, kRuler - 4), Qt::AlignLeft | Qt::AlignVCenter, label);
+  }
+}
+
 // Paints the part `exposed` of `state` laid out in `area` (the lanes of
 // other rows are skipped); times map to the area's width. Returns the spans
 // drawn.
@@ -905,24 +944,9 @@ int paintTimeline(const TimelineWidget::PaintState& state, QPainter& painter, co
   // int64 differences first; doubles only relative to the window's start.
   auto x_of = [&](std::int64_t t) { return left + double(t - t0) * per_ns; };
 
-  // The time axis, from the trace's start (its first event: a sample
-  // before it reads below zero).
+  paintRulerLabels(state, painter, area, area.top(), text, /*grid_lines=*/true);
   QColor grid = text;
   grid.setAlpha(40);
-  const std::int64_t step = tickStep(double(span_ns) / std::max(1.0, width / 90));
-  const std::int64_t first = state.origin + ((t0 - state.origin) / step) * step;
-  painter.setPen(text);
-  for (std::int64_t t = first; t <= state.window.end_ns; t += step) {
-    if (t < t0) continue;
-    const double x = x_of(t);
-    painter.setPen(grid);
-    painter.drawLine(QPointF(x, area.top() + kRuler - 4), QPointF(x, area.bottom()));
-    const QString label = timeTickLabel(t - state.origin, step);
-    if (x + 2 + fm.horizontalAdvance(label) > area.right()) continue;
-    painter.setPen(text);
-    painter.drawText(QRectF(x + 2, area.top(), 90, kRuler - 4), Qt::AlignLeft | Qt::AlignVCenter,
-                     label);
-  }
 
   // The titles' column ends here (its edge can be dragged).
   painter.setPen(grid);
@@ -1375,6 +1399,20 @@ void TimelineWidget::paintEvent(QPaintEvent* event) {
   }
   drawn_items_ = cache_items_;
   painter.drawPixmap(cache_rect_.topLeft(), cache_);
+  // The time axis stays at the top of what is on screen, as Nsight Systems'
+  // and Perfetto's rulers do: scrolled down to another rank's lanes, the
+  // view had no time on it at all.
+  if (const double top = rulerTop(); top > 0) {
+    const PaintState state = paintState();
+    painter.fillRect(QRectF(0, top, width(), kRuler), palette().color(QPalette::Base));
+    painter.setFont(font());
+    paintRulerLabels(state, painter, QRectF(rect()), top, palette().color(QPalette::Text),
+                     /*grid_lines=*/false);
+    QColor line = palette().color(QPalette::Text);
+    line.setAlpha(40);
+    painter.setPen(line);
+    painter.drawLine(QPointF(0, top + kRuler - 0.5), QPointF(width(), top + kRuler - 0.5));
+  }
   if (hasFocus()) {
     // The focus mark of a field in the Fusion style: its outline in the
     // highlight colour (the style's focus rectangle tints all it surrounds,
@@ -1574,8 +1612,12 @@ void TimelineWidget::mouseMoveEvent(QMouseEvent* event) {
 }
 
 void TimelineWidget::mouseReleaseEvent(QMouseEvent* event) {
+  const double ruler = rulerTop();
   if (gutter_drag_) {
     // the column was resized (or its edge only clicked): nothing to select
+  } else if (ruler > 0 && event->position().y() >= ruler &&
+             event->position().y() < ruler + kRuler && !dragged_) {
+    // a click on the time axis held at the top: not on the lanes under it
   } else if (drag_from_ && !dragged_ && event->button() == Qt::LeftButton) {
     // A click: a rank header folds or unfolds its lanes; a span selects.
     const std::int32_t rank = rankHeaderAt(event->position().y(), 0);

@@ -293,6 +293,9 @@ class TimelineWidget : public QWidget {
   // The part of the widget on screen (in a scroll area, the rows scrolled
   // in), or its first rows while it is hidden.
   QRect shownRect() const;
+  // Where the time axis is drawn over the lanes: the top of the part on
+  // screen once the lanes are scrolled (0: in its own place, at the top).
+  double rulerTop() const;
   // Lets go of the reader on the worker thread (closing SQLite is I/O).
   void releaseReader();
   void startQuery(std::uint64_t job);

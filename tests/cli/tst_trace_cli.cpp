@@ -129,6 +129,7 @@ class TestTraceCli : public QObject {
   void graphCopiesAreLaunches();
   void windowInAGapWritesNothing();
   void windowedFigures();
+  void partNeitherPredictedNorMeasured();
   void infoJsonGivesMetaTypes_data();
   void infoJsonGivesMetaTypes();
   void infoOfAStoreWithAHugePlan();
@@ -331,6 +332,31 @@ void TestTraceCli::windowInAGapWritesNothing() {
 // figures of what ran in the window, as the app's selected range gives them.
 // The kernels the window's statistics count are those the events table of
 // the same window holds (two paths: the analysis and the event export).
+// Each part of the step: a part neither predicted nor measured (tensor-
+// parallel communication in a run without tp) reads "-", as the app's
+// Predicted vs measured tab and the HTML report say it; it read "not
+// predicted", as a part measured but not predicted (idle) does.
+void TestTraceCli::partNeitherPredictedNorMeasured() {
+  QTemporaryDir dir;
+  const QString store = dir.filePath("run.db");
+  QVERIFY(QFile::copy(CS_DATA_DIR "/cpu/cpu-engine-dp2.db", store));
+  QFile(store).setPermissions(QFile::ReadOwner | QFile::WriteOwner);
+  const Run stats = run_cli({"trace", "stats", store});
+  QVERIFY2(stats.exit_code == 0, qPrintable(stats.err));
+  const QString table = stats.out.section(QStringLiteral("Each part of the step"), 1);
+  QVERIFY2(!table.isEmpty(), qPrintable(stats.out));
+  auto error_of = [&](const QString& part) {
+    for (const QString& line : table.split('\n')) {
+      const QStringList cells = line.simplified().split(' ');
+      if (cells.size() >= 5 && cells[0] == part) return cells.mid(5).join(' ');
+    }
+    return QStringLiteral("(no row)");
+  };
+  QCOMPARE(error_of(QStringLiteral("communication.tp")), QStringLiteral("-"));
+  QCOMPARE(error_of(QStringLiteral("bubble")), QStringLiteral("-"));
+  QCOMPARE(error_of(QStringLiteral("idle")), QStringLiteral("not predicted"));
+}
+
 void TestTraceCli::windowedFigures() {
   QTemporaryDir dir;
   const QString store = dir.filePath("run.db");

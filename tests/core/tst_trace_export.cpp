@@ -891,6 +891,19 @@ void TestTraceExport::reportSaysWhatTraceStatsSays() {
   for (const auto& part : p.breakdown)
     QVERIFY2(page.find("<tr><td>" + part.name + "</td>") != std::string::npos, part.name.c_str());
   QVERIFY(page.find("largest disagreement") != std::string::npos);
+  // A part neither predicted nor measured (tensor-parallel communication in
+  // a run without tp) reads "-", as the app and prediction_error_text say
+  // it; it read "not predicted", which a part measured but not predicted
+  // (idle) reads too.
+  int neither = 0;
+  for (const auto& part : p.breakdown) {
+    if (part.predicted_s > 0 || part.measured_s.value_or(0) > 0) continue;
+    ++neither;
+    const std::string row =
+        "<tr><td>" + part.name + "</td><td class=n>0 s</td><td class=n>0 s</td><td class=n>-</td>";
+    QVERIFY2(page.find(row) != std::string::npos, part.name.c_str());
+  }
+  QVERIFY(neither > 0);
   // The critical path, as `trace critical-path` has it: led by the reduction.
   const CriticalPathSummary path = summarize_critical_paths(*r).value();
   QVERIFY(!path.operations.empty());

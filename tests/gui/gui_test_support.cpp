@@ -10,6 +10,7 @@
 #include <QLineEdit>
 #include <QPainter>
 #include <QPointer>
+#include <QRegularExpression>
 #include <QSettings>
 #include <QStandardPaths>
 #include <QTest>
@@ -117,6 +118,24 @@ void answerBoxes(QList<QMessageBox::StandardButton> answers) {
     }
   });
   timer->start(20);
+}
+
+double widestSvgPixels(const QString& html) {
+  double widest = 0;
+  static const QRegularExpression svg(
+      QStringLiteral("<svg\\b[^>]*?\\swidth=\"([0-9.]+)(mm|px)?\""));
+  for (auto it = svg.globalMatch(html); it.hasNext();) {
+    const QRegularExpressionMatch m = it.next();
+    const double width = m.captured(1).toDouble();
+    widest = std::max(widest, m.captured(2) == QLatin1String("mm") ? width * 96 / 25.4 : width);
+  }
+  return widest;
+}
+
+double bodyMaxWidthPixels(const QString& html) {
+  static const QRegularExpression body(QStringLiteral("body\\{[^}]*max-width:([0-9.]+)px"));
+  const QRegularExpressionMatch m = body.match(html);
+  return m.hasMatch() ? m.captured(1).toDouble() : 0;
 }
 
 }  // namespace cs::gui::test

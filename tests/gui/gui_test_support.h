@@ -37,6 +37,14 @@ void typeInto(QLineEdit* edit, const QString& text);
 // facts) is read again from QToolTip::text().
 QString toolTipAt(QWidget* widget, const QPoint& at);
 
+// The widest picture inlined in an HTML page (`<svg width=...>`), in CSS
+// pixels (a width in mm at 96 pixels an inch), as a browser lays it out;
+// 0 when there is none.
+double widestSvgPixels(const QString& html);
+
+// The page's column, its body's CSS max-width in pixels; 0 when none is set.
+double bodyMaxWidthPixels(const QString& html);
+
 // Answers the message boxes that open next, in order, with these buttons
 // (a box without the button asked for is refused).
 void answerBoxes(QList<QMessageBox::StandardButton> answers);

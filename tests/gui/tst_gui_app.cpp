@@ -2298,6 +2298,14 @@ void TestGuiApp::exports() {
   const QString page = QString::fromUtf8(h.readAll());
   QVERIFY(page.contains(QStringLiteral("<svg")));
   QVERIFY(page.count(QStringLiteral("<svg")) >= 3);  // the memory and the time bars, the timeline
+  // Each picture fits the page's column in a browser (drawn 720 px wide,
+  // each was written 254 mm wide: 960 px in a column of 760 px).
+  const double column = cs::gui::test::bodyMaxWidthPixels(page);
+  QVERIFY(column > 0);
+  QVERIFY2(cs::gui::test::widestSvgPixels(page) <= column,
+           qPrintable(QStringLiteral("a picture %1 px wide in a column of %2 px")
+                          .arg(cs::gui::test::widestSvgPixels(page))
+                          .arg(column)));
   QVERIFY(!page.contains(QStringLiteral("<?xml")));  // inline SVG, not XML documents
   QVERIFY(page.contains(QStringLiteral("Predicted timeline")));
   // Every stage of the predicted step, read from its store: the view holds

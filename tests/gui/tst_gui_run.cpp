@@ -16,6 +16,7 @@
 #include <QFile>
 #include <QFileInfo>
 #include <QFontMetricsF>
+#include <QHeaderView>
 #include <QHorizontalStackedBarSeries>
 #include <QJsonArray>
 #include <QJsonDocument>
@@ -117,6 +118,7 @@ class TestGuiRun : public QObject {
   void navigatesAsNsightDoes();
   void collapseRank();
   void manyLanesLoadWhatIsInView();
+  void timeAxisStaysOnScreen();
   void exports();
   void committedTraces_data();
   void committedTraces();
@@ -318,6 +320,14 @@ void TestGuiRun::opensCpuEngineRun() {
     QVERIFY(axis->max() >= double(longest) * 1e-6);
   }
   QCOMPARE(view.rankTable()->rowCount(), 2);
+  // The ranks' table, and each table of figures, has no row numbers, as the
+  // kernels' has none: counted from 1 beside the rank column, rank 0's row
+  // read "1 | 0".
+  QCOMPARE(view.rankTable()->item(0, 0)->text(), QStringLiteral("0"));
+  for (const char* name : {"run_ranks", "run_streams", "run_prediction", "run_comparison"}) {
+    auto* table = view.findChild<QTableView*>(QLatin1String(name));
+    QVERIFY2(table && table->verticalHeader()->isHidden(), name);
+  }
   QVERIFY(view.kernelProxy()->rowCount() > 0);
   QVERIFY(view.collectiveProxy()->rowCount() > 0);  // the data-parallel all-reduces
   // The planner's step for the run's own plan, beside the measured lanes.
@@ -1365,6 +1375,45 @@ void TestGuiRun::collapseRank() {
   QCOMPARE(t->renderHeight(), open);
 }
 
+// Scrolled down the lanes (to another rank's, as a search or the wheel
+// takes the view), the time axis stays at the top of what is on screen, as
+// Nsight Systems' ruler does: it scrolled away with the first lanes, and the
+// view showed no time at all.
+void TestGuiRun::timeAxisStaysOnScreen() {
+  RunView view;
+  view.resize(1000, 360);  // fewer lanes on screen than the run's two ranks hold
+  view.show();
+  openAndWait(view, cpu_store_);
+  TimelineWidget* t = view.timeline();
+  QScrollArea* area = nullptr;
+  for (QWidget* p = t->parentWidget(); p && !area; p = p->parentWidget())
+    area = qobject_cast<QScrollArea*>(p);
+  QVERIFY(area);
+  QScrollBar* bar = area->verticalScrollBar();
+  QTRY_VERIFY_WITH_TIMEOUT(!t->busy() && t->paintedJob() == t->frameJob(), 30000);
+  QVERIFY2(bar->maximum() > 60, qPrintable(QString::number(bar->maximum())));
+  // The axis's labels, in the top 16 px of the view (its tick lines start below).
+  auto axis = [&] {
+    const QImage image = area->viewport()->grab().toImage();
+    const double ratio = image.devicePixelRatio();
+    return image.copy(0, 0, image.width(), int(16 * ratio));
+  };
+  const QImage unscrolled = axis();
+  QVERIFY(cs::gui::test::distinctColours(unscrolled) > 2);  // labels drawn
+  for (int value : {bar->maximum() / 2, bar->maximum()}) {
+    bar->setValue(value);
+    QTRY_VERIFY_WITH_TIMEOUT(!t->busy(), 30000);
+    QCoreApplication::processEvents();
+    QVERIFY2(axis() == unscrolled,
+             qPrintable(QStringLiteral("no time axis at the top, scrolled %1 px").arg(value)));
+  }
+  // A click on the axis held there selects nothing under it.
+  QSignalSpy selected(t, &TimelineWidget::eventSelected);
+  const QPoint on_axis(t->gutterWidth() + t->spanAreaWidth() / 2, bar->value() + 8);
+  QTest::mouseClick(t, Qt::LeftButton, {}, on_axis);
+  QCOMPARE(selected.count(), 0);
+}
+
 void TestGuiRun::manyLanesLoadWhatIsInView() {
   // 3000 lanes (a Chrome trace's thread ids): the view asks for and paints
   // the lanes in view, and those a scroll or a fold brings in.
@@ -1525,6 +1574,16 @@ void TestGuiRun::exports() {
   QVERIFY(!text.contains(QStringLiteral("src=\"http")));  // self-contained
   // The timeline's SVG inlined as HTML takes it: no XML declaration in the page.
   QVERIFY(!text.contains(QStringLiteral("<?xml")));
+  // Every picture fits the report's column, as a browser lays it out: the
+  // timeline, drawn 1000 px wide, was written 352.8 mm wide (1333 px at a
+  // CSS pixel's 96 an inch) in a column of 1100 px, its end off a window
+  // of 1280 px.
+  const double column = cs::gui::test::bodyMaxWidthPixels(text);
+  QVERIFY(column > 0);
+  QVERIFY2(cs::gui::test::widestSvgPixels(text) <= column,
+           qPrintable(QStringLiteral("a picture %1 px wide in a column of %2 px")
+                          .arg(cs::gui::test::widestSvgPixels(text))
+                          .arg(column)));
   // The run's prediction is of the step alone: no empty table under a
   // legend of a chart that is not there.
   QVERIFY(text.contains(QStringLiteral("<h2>Predicted against measured</h2>")));
@@ -2522,6 +2581,12 @@ void TestGuiRun::countersOnTheTimeline() {
   view.show();
   QVERIFY(QTest::qWaitForWindowExposed(&view));
   openAndWait(view, path);
+  // The Counters tab's chart is titled by the counters it draws (it read
+  // "GPU memory in use, allocated bytes" whatever they were, a CPU run's too).
+  QVERIFY(view.counterChart()->chart());
+  QCOMPARE(view.counterChart()->chart()->title(),
+           QStringLiteral("Counters over the run (GPU 0 memory in use, utilization, CPU memory "
+                          "allocated)"));
   TimelineWidget* t = view.timeline();
   QCOMPARE(t->laneCount(), 6);
   const std::vector<std::pair<int, std::string>> expected{
@@ -3016,6 +3081,9 @@ void TestGuiRun::unitsReadAsElsewhere() {
   QVERIFY2(compared.front().at(0).toString().isEmpty(),
            qPrintable(compared.front().at(0).toString()));
   QTableWidget* c = view.comparisonTable();
+  // The other run's size as trace compare says it: "1 rank" (it read "1 ranks").
+  QVERIFY2(c->item(0, 0)->text().contains(QStringLiteral(" (1 rank, ")),
+           qPrintable(c->item(0, 0)->text()));
   int unchanged = 0;
   for (int r = 0; r < c->rowCount(); ++r) {
     if (!c->item(r, 4)) continue;

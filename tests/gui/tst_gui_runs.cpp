@@ -16,6 +16,7 @@
 #include <QMessageBox>
 #include <QProgressBar>
 #include <QPushButton>
+#include <QRegularExpression>
 #include <QScopeGuard>
 #include <QScrollArea>
 #include <QScrollBar>
@@ -198,8 +199,20 @@ void TestGuiRuns::completedRun() {
   const Status s = panel->launch();
   QVERIFY2(s.ok(), s.ok() ? "" : s.message().c_str());
   QVERIFY(panel->running());
+  // What the report says before the ranks start (the model reshaped to the
+  // engines' size, the prediction made or why there is none).
+  const QStringList notes = panel->report()
+                                ->toPlainText()
+                                .split(QRegularExpression(QStringLiteral("[\\n\\x{2028}]")))
+                                .filter(QRegularExpression(QStringLiteral("^note: ")));
+  QVERIFY(!notes.isEmpty());
   QTRY_COMPARE_WITH_TIMEOUT(finished.count(), 1, 180000);
   QCOMPARE(finished.front().at(0).toString(), QStringLiteral("complete"));
+  // ... is still there once it ends: the end's report took its place, and
+  // a run of a few seconds left no time to read why its store held no
+  // prediction.
+  for (const QString& note : notes)
+    QVERIFY2(panel->report()->toPlainText().contains(note), qPrintable(note));
   QVERIFY(!panel->running());
   QVERIFY(panel->lastReport());
   QCOMPARE(panel->lastReport()->outcome, launch::Outcome::completed);
