@@ -12,6 +12,7 @@
 #include "core/format.h"
 #include "core/json_reader.h"
 #include "core/json_text.h"
+#include "core/launched_kernels.h"
 #include "core/median.h"
 #include "core/trace_analysis.h"
 #include "core/trace_reader.h"
@@ -424,7 +425,7 @@ void add_run_optimizer_points(const OptimizerSteps& steps) {
 
 // A GPU rank's operations: the worker's host-side ranges (its GEMMs, with
 // their FLOPs and bytes) take the GPU time of the kernels launched inside
-// them, tied by correlation id to the launching API call.
+// them (trace::LaunchedKernels).
 struct GpuRank {
   struct HostOp {
     std::int64_t start_ns = 0, end_ns = 0;
@@ -433,15 +434,8 @@ struct GpuRank {
     int kernels = 0;
   };
   std::vector<HostOp> ops;
-  std::map<std::int64_t, std::int64_t> launch_ns;             // API call start by correlation
-  std::vector<std::pair<std::int64_t, double>> kernels;       // (correlation, seconds)
+  trace::LaunchedKernels launched;
 };
-
-// The CUDA engine's own kernels (its bias add, FP8 casts) inside a GEMM's
-// range are not the GEMM library's: the planner assumes the bias fused
-// into the GEMM, as Megatron-style frameworks run it, and times the casts
-// apart.
-bool engine_kernel(std::string_view name) { return name.find("cs::worker::") != std::string_view::npos; }
 
 // The worker's host range names a GEMM "gemm <op>": the op is what the
 // sample is named for. Its batched attention GEMMs are part of the
@@ -605,18 +599,8 @@ Status collect(const trace::TraceReader& r, std::vector<PhaseData>& data, bool c
     auto on_gpu = gpu.find(se.rank);
     if (on_gpu != gpu.end()) {
       // Launches and kernels carry no step: their host op's says.
-      if (e.kind == trace::EventKind::api_call && e.correlation > 0) {
-        on_gpu->second.launch_ns.emplace(e.correlation, e.start_ns);
+      if (on_gpu->second.launched.take(e, stream_lanes.count(e.lane.value) > 0, r.string(e.name)))
         return true;
-      }
-      if (e.kind == trace::EventKind::kernel && e.category == trace::Category::compute &&
-          e.correlation > 0 && stream_lanes.count(e.lane.value)) {
-        if (!engine_kernel(r.string(e.name))) {
-          on_gpu->second.kernels.emplace_back(e.correlation,
-                                              static_cast<double>(e.end_ns - e.start_ns) * 1e-9);
-        }
-        return true;
-      }
     }
     // The first step warms caches up and allocates: measured from the second.
     if (e.step == 0) return true;
@@ -682,17 +666,14 @@ Status collect(const trace::TraceReader& r, std::vector<PhaseData>& data, bool c
     std::sort(g.ops.begin(), g.ops.end(), [](const GpuRank::HostOp& a, const GpuRank::HostOp& b) {
       return a.start_ns < b.start_ns;
     });
-    for (GpuRank::HostOp& op : g.ops)
-      op.op.seconds = 0;
-    for (const auto& [correlation, seconds] : g.kernels) {
-      auto launch = g.launch_ns.find(correlation);
-      if (launch == g.launch_ns.end()) continue;
-      const std::int64_t t = launch->second;
-      auto it = std::upper_bound(g.ops.begin(), g.ops.end(), t,
-                                 [](std::int64_t v, const GpuRank::HostOp& o) { return v < o.start_ns; });
-      if (it == g.ops.begin() || std::prev(it)->end_ns <= t) continue;
-      std::prev(it)->op.seconds += seconds;
-      ++std::prev(it)->kernels;
+    std::vector<trace::LaunchedKernels::Span> spans;
+    spans.reserve(g.ops.size());
+    for (const GpuRank::HostOp& op : g.ops)
+      spans.push_back({op.start_ns, op.end_ns});
+    const auto times = g.launched.attribute(spans);
+    for (std::size_t i = 0; i < g.ops.size(); ++i) {
+      g.ops[i].op.seconds = static_cast<double>(times[i].kernel_ns) * 1e-9;
+      g.ops[i].kernels = times[i].kernels;
     }
     for (const GpuRank::HostOp& op : g.ops) {
       if (op.kernels == 0 || op.step == 0 || op.op.seconds <= 0) continue;

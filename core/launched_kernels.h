@@ -1,0 +1,53 @@
+#pragma once
+// A GPU rank's host operations timed by the kernels they launched: each
+// compute kernel on one of its GPU streams is tied by its correlation id to
+// the runtime or driver call that launched it, and belongs to the host
+// operation whose span [start, end) holds that call's start (the innermost,
+// the latest to start, where operations nest). The CUDA engine's GEMM
+// ranges ("gemm <op>", around its cuBLAS calls) and a PyTorch profile's
+// aten::mm and kin are timed so: what calibrate --learn fits and what
+// `trace stats` rates.
+
+#include <cstdint>
+#include <span>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "core/trace_types.h"
+
+namespace cs::trace {
+
+// The CUDA engine's own kernels (its bias add, FP8 casts) inside a GEMM's
+// range are not the GEMM library's: they are not the GEMM's time (the
+// planner assumes the bias fused into the GEMM, as Megatron-style
+// frameworks run it, and times the casts apart).
+bool engine_kernel(std::string_view kernel_name);
+
+class LaunchedKernels {
+ public:
+  // Takes one of the rank's events: a launching call (an API call with a
+  // correlation id), or a compute kernel with one on a GPU stream
+  // (`on_stream`; the engine's own kernels are taken and not counted).
+  // False for any other event, which the caller reads on.
+  bool take(const Event& e, bool on_stream, std::string_view name);
+
+  struct Span {
+    std::int64_t start_ns = 0, end_ns = 0;
+  };
+  struct Time {
+    std::int64_t kernel_ns = 0;  // the GPU time of the kernels it launched
+    int kernels = 0;
+  };
+  // The kernels' time of each operation of `ops`, sorted by start; a
+  // kernel whose call no operation holds, or whose call was not recorded,
+  // counts for none.
+  std::vector<Time> attribute(std::span<const Span> ops) const;
+
+ private:
+  std::unordered_map<std::int64_t, std::int64_t> launch_ns_;    // the call's start by correlation
+  std::vector<std::pair<std::int64_t, std::int64_t>> kernels_;  // (correlation, ns)
+};
+
+}  // namespace cs::trace
