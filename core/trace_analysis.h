@@ -32,6 +32,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/gemm_rates.h"
 #include "core/machine_probe.h"
 #include "core/predicted_step.h"
 #include "core/result.h"
@@ -431,6 +432,8 @@ struct AnalysisOptions {
   // A prediction to hold the run against instead of the one the store
   // recorded (meta "predicted_step").
   std::optional<PredictedStep> prediction;
+  // Where the GPUs' peaks come from (RunAnalysis::gemms); none without.
+  const PresetCatalog* presets = nullptr;
 };
 
 // One rank's sampled counter (GPU memory in use, a profile's allocated
@@ -464,6 +467,9 @@ struct RunAnalysis {
   std::vector<KernelStats> annotations;
   // Every rank's counters with a sample in the window, by rank and name.
   std::vector<CounterStats> counters;
+  // The operations with FLOPs by name and precision, their achieved FLOP/s
+  // (gemm_rates, over the window).
+  GemmRates gemms;
   StragglerReport stragglers;
   std::optional<PredictionComparison> prediction;  // none for a window (options.window)
   // Why the store's recorded prediction is left out: its meta does not read

@@ -1541,6 +1541,37 @@ Result<ExportReport> export_html_report(const TraceReader& reader, const RunAnal
   out << "</table>\n";
   say_rows_left_out(analysis.kernels.size(), "kernels");
 
+  // The operations with FLOPs, as trace stats gives them.
+  const GemmRates& gemms = analysis.gemms;
+  if (gemms.rows.empty()) {
+    out << "<p>" << html(gemm_rates_absent(gemms)) << "</p>\n";
+  } else {
+    out << "<h2>" << html(gemm_rates_title()) << "</h2>\n<p class=note>"
+        << html(gemm_rates_caption(gemms))
+        << "</p>\n<table>\n<tr><th>name</th><th>type</th><th>count</th><th>GFLOP</th>"
+           "<th>total ms</th><th>FLOP/s</th><th>share</th><th>% of peak</th></tr>\n";
+    std::size_t listed = 0;
+    for (const GemmRate& g : gemms.rows) {
+      if (listed++ == kListed) break;
+      const auto percent = g.percent_of_peak();
+      out << "<tr><td><code>" << html(g.name) << "</code></td><td>"
+          << (g.precision.empty() ? "-" : g.precision) << "</td><td class=n>" << g.count
+          << "</td><td class=n>" << format_significant(g.flops / 1e9, 4) << "</td><td class=n>"
+          << ms(g.time_ns) << "</td><td class=n>"
+          << (g.time_ns > 0 ? format_rate(g.flops_per_second(), "FLOP/s") : "-")
+          << "</td><td class=n>" << format_fixed(g.share * 100, 1) << "%</td><td class=n>"
+          << (percent ? format_fixed(*percent, 1) + "%" : "") << "</td></tr>\n";
+    }
+    out << "</table>\n";
+    if (gemms.rows.size() > kListed)
+      out << "<p class=note>" << static_cast<std::int64_t>(kListed) << " of "
+          << static_cast<std::int64_t>(gemms.rows.size())
+          << " listed; all of them: <code>clusterscope trace stats STORE --top "
+          << static_cast<std::int64_t>(gemms.rows.size()) << "</code>.</p>\n";
+    for (const std::string& note : gemm_rates_notes(gemms))
+      out << "<p class=note>" << html(note) << ".</p>\n";
+  }
+
   // Calls and ranges, timed by name.
   auto timed_table = [&](const std::vector<KernelStats>& rows, std::string_view heading,
                          std::string_view note, std::string_view csv_table) {

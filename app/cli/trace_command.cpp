@@ -427,6 +427,74 @@ void print_info(const InfoOptions& o, const std::unique_ptr<TraceReader>& r) {
 
 // --- stats --------------------------------------------------------------
 
+// The presets the GEMM rates' peaks come from: where they do not load, the
+// rates stand without a percentage of peak, said on stderr.
+const PresetCatalog* presets_for_peaks(Context& ctx) {
+  try {
+    return &ctx.catalog();
+  } catch (const CliError& e) {
+    std::cerr << "clusterscope: warning: " << e.what()
+              << "; the FLOP/s are shown without a percentage of the GPU's peak\n";
+    return nullptr;
+  }
+}
+
+json gemm_rates_json(const GemmRates& g, std::size_t top) {
+  json rows = json::array();
+  for (std::size_t i = 0; i < g.rows.size() && i < top; ++i) {
+    const GemmRate& row = g.rows[i];
+    const auto percent = row.percent_of_peak();
+    rows.push_back(
+        {{"name", row.name},
+         {"precision", row.precision.empty() ? json(nullptr) : json(row.precision)},
+         {"time", row.kernel_time ? "gpu_kernels" : "own_duration"},
+         {"gpu", row.gpu.empty() ? json(nullptr) : json(row.gpu)},
+         {"count", row.count},
+         {"flops", row.flops},
+         {"time_ns", row.time_ns},
+         {"flops_per_second", row.time_ns > 0 ? json(row.flops_per_second()) : json(nullptr)},
+         {"share", row.share},
+         {"peak_flops_per_second", row.peak_flops > 0 ? json(row.peak_flops) : json(nullptr)},
+         {"percent_of_peak", percent ? json(*percent) : json(nullptr)}});
+  }
+  json out = {{"rows", rows}, {"without_kernels", g.without_kernels}};
+  if (g.rows.empty()) {
+    out["note"] = gemm_rates_absent(g);
+  } else {
+    out["caption"] = gemm_rates_caption(g);
+    out["notes"] = gemm_rates_notes(g);
+  }
+  return out;
+}
+
+void print_gemm_rates(const GemmRates& g, std::size_t top) {
+  if (top == 0) return;
+  if (g.rows.empty()) {
+    std::cout << '\n' << gemm_rates_absent(g) << '\n';
+    return;
+  }
+  std::cout << '\n' << gemm_rates_title() << "\n  " << gemm_rates_caption(g) << '\n';
+  TextTable t({"name", "type", "count", "GFLOP", "total ms", "FLOP/s", "share", "% of peak"});
+  for (std::size_t i = 2; i < 8; ++i)
+    t.right_align(i);
+  std::vector<std::string> names;
+  for (std::size_t i = 0; i < g.rows.size() && i < top; ++i)
+    names.push_back(g.rows[i].name);
+  names = distinct_names(names, 48, false);
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    const GemmRate& row = g.rows[i];
+    const auto percent = row.percent_of_peak();
+    t.add({names[i], row.precision.empty() ? "-" : row.precision, std::to_string(row.count),
+           format_significant(row.flops / 1e9, 4), ms(row.time_ns),
+           row.time_ns > 0 ? format_rate(row.flops_per_second(), "FLOP/s") : "-",
+           format_fixed(row.share * 100, 1) + "%", percent ? format_fixed(*percent, 1) + "%" : ""});
+  }
+  t.print(std::cout);
+  say_rows_left_out(names.size(), g.rows.size());
+  for (const std::string& note : gemm_rates_notes(g))
+    std::cout << "  " << note << '\n';
+}
+
 struct StatsOptions {
   std::string store;
   std::int64_t top = 10;  // rows per table (any count: more than there are lists them all)
@@ -593,6 +661,7 @@ void print_stats(const StatsOptions& o, Context& ctx, const std::unique_ptr<Trac
   options.threads = o.threads;
   options.window = window_of(*r, o.from, o.to, o.steps);
   if (!o.steps.empty()) options.steps = parse_steps(o.steps);
+  options.presets = presets_for_peaks(ctx);
   if (options.window && o.predict_again)
     throw CliError(
         "--predict-again holds every step past the warm-up against the plan, not a "
@@ -727,6 +796,7 @@ void print_stats(const StatsOptions& o, Context& ctx, const std::unique_ptr<Trac
                 {"annotations", timed(a.annotations)},
                 {"collectives", collectives},
                 {"counters", counters},
+                {"gemms", gemm_rates_json(a.gemms, top)},
                 {"stragglers", stragglers},
                 // How many rows each table has; --top lists the first of them.
                 {"totals",
@@ -735,7 +805,8 @@ void print_stats(const StatsOptions& o, Context& ctx, const std::unique_ptr<Trac
                   {"memory_ops", a.memory_ops.size()},
                   {"annotations", a.annotations.size()},
                   {"collectives", a.collectives.size()},
-                  {"counters", a.counters.size()}}}};
+                  {"counters", a.counters.size()},
+                  {"gemms", a.gemms.rows.size()}}}};
     // The window's bounds from the trace's start, as --from/--to count them.
     const std::int64_t origin = r->time_range().start_ns;
     out["window"] = options.window ? json{{"from_ns", options.window->start_ns - origin},
@@ -957,6 +1028,7 @@ void print_stats(const StatsOptions& o, Context& ctx, const std::unique_ptr<Trac
     k.print(std::cout);
     say_rows_left_out(names.size(), a.kernels.size());
   }
+  print_gemm_rates(a.gemms, top);
   // Calls and ranges, timed by name as Nsight Systems' reports time them.
   auto print_timed = [&](const std::vector<KernelStats>& rows, const std::string& title) {
     if (rows.empty() || top == 0) return;
@@ -1200,7 +1272,7 @@ void refuse_replacing_a_database(const std::string& path) {
   if (Status s = check_export_path(path); !s) throw CliError(s.message());
 }
 
-void run_export(ExportOptions o) {
+void run_export(ExportOptions o, Context& ctx) {
   // "-" is the standard output; the summary then goes to stderr, out of the data.
   if (o.output == "-") o.output = "/dev/stdout";
   std::error_code ec;
@@ -1275,6 +1347,7 @@ void run_export(ExportOptions o) {
     AnalysisOptions options;
     options.window = window;
     if (!o.steps.empty()) options.steps = parse_steps(o.steps);
+    if (format == "html") options.presets = presets_for_peaks(ctx);  // the report's GEMM rates
     RunAnalysis analysis = take(analyze_run(*r, options));
     if (window) refuse_idle_window(*r, analysis, window_flags);
     return analysis;
@@ -1876,7 +1949,7 @@ void register_trace(CLI::App& app, Context& ctx) {
               "Chrome JSON: each step's critical path (trace critical-path) as a process of its "
               "own above the ranks");
   add_json_flag(*e, exp->json);
-  e->callback([exp] { run_export(*exp); });  // a copy: "-" is rewritten
+  e->callback([exp, &ctx] { run_export(*exp, ctx); });  // a copy: "-" is rewritten
 
   auto imp = std::make_shared<ImportCliOptions>();
   CLI::App* im = trace->add_subcommand(

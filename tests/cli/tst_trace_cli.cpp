@@ -121,6 +121,7 @@ class TestTraceCli : public QObject {
   void newerNsightExports();
   void pytorchMemoryProfile();
   void countersAsTheStoreHoldsThem();
+  void gemmRatesInStatsAndReport();
   void opCountersAloneMakeNoCountersTable();
   void pytorchStreamSyncs();
   void rankWithoutDeviceWorkSaysSo();
@@ -1175,6 +1176,145 @@ void TestTraceCli::opCountersAloneMakeNoCountersTable() {
   const Run json = run_cli({"trace", "stats", store, "--json"});
   QVERIFY2(json.exit_code == 0, qPrintable(json.err));
   QCOMPARE(QJsonDocument::fromJson(json.out.toUtf8())["counters"].toArray().size(), 2);
+}
+
+// The operations with FLOPs in trace stats (text and JSON) and in the
+// report, saying the same: the H200's bf16 run, each GEMM range timed by
+// its kernels (against SQL over the store: each kernel's call start inside
+// the range), its rate against the H200's 989.4 TFLOP/s; the CPU-engine run
+// by each op's own duration, no peak; a PyTorch profile with one aten::mm
+// that launched no kernel, left out and said; a run with no FLOPs at all,
+// one line instead of the table.
+void TestTraceCli::gemmRatesInStatsAndReport() {
+  QTemporaryDir dir;
+  const QString gpu = writable_store(dir, "gpu/worker-bf16.db", "bf16.db");
+  QVERIFY(!gpu.isEmpty());
+  const Run json = run_cli({"trace", "stats", gpu, "--json", "--top", "100"});
+  QVERIFY2(json.exit_code == 0, qPrintable(json.err));
+  const QJsonObject gemms = json_of(json)["gemms"].toObject();
+  const QJsonArray rows = gemms["rows"].toArray();
+  QCOMPARE(rows.size(), 17);
+  QCOMPARE(json_of(json)["totals"].toObject()["gemms"].toInt(), 17);
+  QCOMPARE(gemms["without_kernels"].toInt(), 0);
+  QVERIFY(
+      gemms["caption"].toString().startsWith("time: the GPU time of the kernels each launched"));
+  sqlite3* db = nullptr;
+  QCOMPARE(sqlite3_open_v2(gpu.toUtf8().constData(), &db, SQLITE_OPEN_READONLY, nullptr),
+           SQLITE_OK);
+  std::map<QString, std::pair<qint64, qint64>> by_sql;  // name: (ranges, kernel ns)
+  sqlite3_stmt* stmt = nullptr;
+  QCOMPARE(sqlite3_prepare_v2(
+               db,
+               "WITH launch AS (SELECT correlation c, min(start_ns) t FROM events WHERE kind = 7 "
+               "AND correlation > 0 GROUP BY correlation), "
+               "k AS (SELECT e.correlation c, e.end_ns - e.start_ns d FROM events e JOIN lanes l "
+               "ON l.id = e.lane JOIN strings s ON s.id = e.name WHERE l.kind = 0 AND e.kind = 0 "
+               "AND e.category = 0 AND e.correlation > 0 AND s.value NOT LIKE '%cs::worker::%'), "
+               "o AS (SELECT e.id, s.value name, e.start_ns a, e.end_ns b FROM events e JOIN "
+               "event_details d ON d.event_id = e.id JOIN strings s ON s.id = e.name WHERE "
+               "d.flops > 0) "
+               "SELECT o.name, count(DISTINCT o.id), sum(k.d) FROM o JOIN launch ON launch.t >= "
+               "o.a AND launch.t < o.b JOIN k ON k.c = launch.c GROUP BY o.name",
+               -1, &stmt, nullptr),
+           SQLITE_OK);
+  while (sqlite3_step(stmt) == SQLITE_ROW)
+    by_sql[QString::fromUtf8(reinterpret_cast<const char*>(sqlite3_column_text(stmt, 0)))] = {
+        sqlite3_column_int64(stmt, 1), sqlite3_column_int64(stmt, 2)};
+  sqlite3_finalize(stmt);
+  sqlite3_close(db);
+  QCOMPARE(by_sql.size(), std::size_t{17});
+  QString mlp_fc_percent;
+  for (const QJsonValue& v : rows) {
+    const QJsonObject row = v.toObject();
+    const QString name = row["name"].toString();
+    QVERIFY2(by_sql.count(name), qPrintable(name));
+    QCOMPARE(row["count"].toInteger(), by_sql[name].first);
+    QCOMPARE(row["time_ns"].toInteger(), by_sql[name].second);
+    QCOMPARE(row["precision"].toString(), QString("bf16"));
+    QCOMPARE(row["gpu"].toString(), QString("h200"));
+    QCOMPARE(row["time"].toString(), QString("gpu_kernels"));
+    const double rate = row["flops"].toDouble() / (row["time_ns"].toDouble() * 1e-9);
+    QVERIFY(qAbs(row["flops_per_second"].toDouble() / rate - 1) < 1e-12);
+    QCOMPARE(row["peak_flops_per_second"].toDouble(), 989.4e12);
+    QVERIFY(qAbs(row["percent_of_peak"].toDouble() - 100 * rate / 989.4e12) < 1e-9);
+    if (name == "gemm mlp.fc") mlp_fc_percent = QString::number(100 * rate / 989.4e12, 'f', 1);
+  }
+  QCOMPARE(mlp_fc_percent, QString("71.9"));
+  // The text, and the report, say the same.
+  const Run text = run_cli({"trace", "stats", gpu});
+  QVERIFY2(text.exit_code == 0, qPrintable(text.err));
+  QVERIFY(text.out.contains("Operations with FLOPs (all ranks, all steps)\n  time: the GPU time"));
+  const QRegularExpression mlp_fc(
+      "\ngemm mlp\\.fc +bf16 +144 +5566 +7\\.820 +712 TFLOP/s +5\\.6% +71\\.9%\n");
+  QVERIFY2(mlp_fc.match(text.out).hasMatch(), qPrintable(text.out));
+  QVERIFY(text.out.contains("  peak: of the GPU preset h200 (its dense datasheet figure)\n"));
+  const QString report = dir.filePath("bf16.html");
+  QCOMPARE(run_cli({"trace", "export", gpu, "-o", report}).exit_code, 0);
+  QFile html(report);
+  QVERIFY(html.open(QIODevice::ReadOnly));
+  const QString page = QString::fromUtf8(html.readAll());
+  QVERIFY(page.contains("<h2>Operations with FLOPs (all ranks, all steps)</h2>\n<p class=note>" +
+                        gemms["caption"].toString() + "</p>"));
+  QVERIFY(
+      page.contains("<tr><td><code>gemm mlp.fc</code></td><td>bf16</td><td class=n>144</td>"
+                    "<td class=n>5566</td><td class=n>7.820</td><td class=n>712 TFLOP/s</td>"
+                    "<td class=n>5.6%</td><td class=n>71.9%</td></tr>"));
+
+  // The CPU engine: each op's own duration, the peak column empty.
+  const QString cpu = writable_store(dir, "cpu/cpu-engine-dp2.db", "cpu.db");
+  QVERIFY(!cpu.isEmpty());
+  const QJsonObject cpu_gemms =
+      json_of(run_cli({"trace", "stats", cpu, "--json"}))["gemms"].toObject();
+  const QJsonObject first = cpu_gemms["rows"].toArray().first().toObject();
+  QCOMPARE(first["name"].toString(), QString("mlp.fc wgrad"));
+  QCOMPARE(first["time"].toString(), QString("own_duration"));
+  QCOMPARE(first["time_ns"].toInteger(), qint64{34407232});
+  QVERIFY(first["percent_of_peak"].isNull());
+  QVERIFY(first["gpu"].isNull());
+  const Run cpu_text = run_cli({"trace", "stats", cpu});
+  QVERIFY(cpu_text.out.contains("  time: each operation's own duration (no GPU);"));
+  QVERIFY2(
+      QRegularExpression("\nmlp\\.fc wgrad +fp32 +20 +1\\.007 +34\\.407 +29\\.3 GFLOP/s +21\\.2%\n")
+          .match(cpu_text.out)
+          .hasMatch(),
+      qPrintable(cpu_text.out));
+
+  // A PyTorch profile: one aten::mm without a kernel, left out and said.
+  const QString kineto = dir.filePath("sampled.db");
+  QCOMPARE(
+      run_cli({"trace", "import", kData + "kineto/sampled_rank-0.json.gz", "-o", kineto}).exit_code,
+      0);
+  const Run k = run_cli({"trace", "stats", kineto});
+  QVERIFY(k.out.contains("\naten::mm     fp32    230   1188  "));
+  QVERIFY(
+      k.out.contains("  1 operation with FLOPs on a GPU rank launched no recorded kernel: no "
+                     "GPU time, left out\n"));
+  QCOMPARE(json_of(run_cli({"trace", "stats", kineto, "--json"}))["gemms"]
+               .toObject()["without_kernels"]
+               .toInt(),
+           1);
+
+  // No FLOPs at all: one line, no table, in the text, the JSON and the report.
+  const QString ddp = writable_store(dir, "gpu/torch-ddp.db", "ddp.db");
+  QVERIFY(!ddp.isEmpty());
+  const QString absent =
+      "No operation carries FLOPs (the engines' GEMMs, a PyTorch profile's matrix multiplies "
+      "recorded with record_shapes): no FLOP/s to show.";
+  const Run none = run_cli({"trace", "stats", ddp});
+  QVERIFY2(none.exit_code == 0, qPrintable(none.err));
+  QVERIFY(none.out.contains("\n" + absent + "\n"));
+  QVERIFY(!none.out.contains("Operations with FLOPs"));
+  const QJsonObject none_json =
+      json_of(run_cli({"trace", "stats", ddp, "--json"}))["gemms"].toObject();
+  QVERIFY(none_json["rows"].toArray().isEmpty());
+  QCOMPARE(none_json["note"].toString(), absent);
+  const QString none_report = dir.filePath("ddp.html");
+  QCOMPARE(run_cli({"trace", "export", ddp, "-o", none_report}).exit_code, 0);
+  QFile none_html(none_report);
+  QVERIFY(none_html.open(QIODevice::ReadOnly));
+  const QString none_page = QString::fromUtf8(none_html.readAll());
+  QVERIFY(none_page.contains("<p>" + absent + "</p>"));
+  QVERIFY(!none_page.contains("Operations with FLOPs"));
 }
 
 // The counters' table on the CUDA engine's committed run, against SQL over

@@ -11,9 +11,11 @@
 
 #include "core/format.h"
 #include "core/prediction_text.h"
+#include "core/presets.h"
 #include "core/trace_analysis.h"
 #include "core/trace_compare.h"
 #include "core/trace_critical_path.h"
+#include "core/trace_import.h"
 #include "core/trace_reader.h"
 #include "core/trace_writer.h"
 #include "core/window_index.h"
@@ -159,6 +161,10 @@ class TestTraceAnalysis : public QObject {
   void compareByOperationKind();
   void compareLeavesOutWhatIsOutsideTheSteps();
   void compareCountsEachRanksOwnSteps();
+  void gemmRatesOfRealStores_data();
+  void gemmRatesOfRealStores();
+  void gemmRatesOfAPyTorchTrace();
+  void gemmRatesWithoutFlopsOrPresets();
   void criticalPathGoesThroughTheLateRank();
   void criticalPathGoesThroughTheSend();
   void criticalPathOfATraceWithoutSteps();
@@ -2027,6 +2033,243 @@ void TestTraceAnalysis::windowIndexFindsWhatEveryWindowWould() {
                                                .arg(found.size())
                                                .arg(expected.size())));
   }
+}
+
+namespace {
+
+// A store of tests/data copied where it may be opened (an older one is
+// upgraded in place).
+std::unique_ptr<TraceReader> open_copy(const QTemporaryDir& dir, const QString& fixture) {
+  const QString path = dir.filePath(QFileInfo(fixture).fileName());
+  QFile::remove(path);
+  if (!QFile::copy(QStringLiteral(CS_DATA_DIR "/") + fixture, path)) return nullptr;
+  QFile(path).setPermissions(QFile::ReadOwner | QFile::WriteOwner);
+  auto r = TraceReader::open(path.toStdString());
+  return r ? std::move(r).value() : nullptr;
+}
+
+// Each operation with FLOPs by name, timed the slow way: on a GPU rank
+// every compute kernel on a stream (not the engine's own) goes to the
+// operation whose span holds the start of the call with its correlation
+// id; elsewhere the operation's own duration. (count, time) by name, and
+// the operations of a GPU rank no kernel went to.
+struct Expected {
+  std::map<std::string, std::pair<std::int64_t, std::int64_t>> by_name;
+  std::int64_t without_kernels = 0;
+};
+Expected expected_rates(const TraceReader& r) {
+  Expected out;
+  for (const RankInfo& rank : r.ranks()) {
+    std::set<std::uint32_t> streams;
+    for (const LaneInfo& l : r.lanes())
+      if (l.rank == rank.rank && l.kind == LaneKind::gpu_stream) streams.insert(l.id.value);
+    struct Op {
+      std::string name;
+      std::int64_t start, end, ns = 0;
+      int kernels = 0;
+    };
+    std::vector<Op> ops;
+    std::map<std::int64_t, std::int64_t> call_start;
+    std::vector<std::pair<std::int64_t, std::int64_t>> kernels;
+    (void)r.for_each_event(
+        {}, std::numeric_limits<std::int64_t>::min() / 4,
+        std::numeric_limits<std::int64_t>::max() / 4, [&](const StoredEvent& se) {
+          if (se.rank != rank.rank) return true;
+          const Event& e = se.event;
+          const bool on_stream = streams.count(e.lane.value) > 0;
+          if (e.kind == EventKind::api_call && e.correlation > 0 &&
+              !call_start.count(e.correlation))
+            call_start[e.correlation] = e.start_ns;
+          if (on_stream && e.kind == EventKind::kernel && e.category == Category::compute &&
+              e.correlation > 0 && r.string(e.name).find("cs::worker::") == std::string::npos)
+            kernels.emplace_back(e.correlation, e.end_ns - e.start_ns);
+          if (!on_stream && e.flops > 0) ops.push_back({r.string(e.name), e.start_ns, e.end_ns});
+          return true;
+        });
+    for (const auto& [correlation, ns] : kernels) {
+      auto call = call_start.find(correlation);
+      if (call == call_start.end()) continue;
+      Op* inner = nullptr;
+      for (Op& op : ops)
+        if (op.start <= call->second && call->second < op.end &&
+            (!inner || op.start > inner->start))
+          inner = &op;
+      if (inner) {
+        inner->ns += ns;
+        ++inner->kernels;
+      }
+    }
+    for (const Op& op : ops) {
+      if (!streams.empty() && op.kernels == 0) {
+        ++out.without_kernels;
+        continue;
+      }
+      auto& [count, ns] = out.by_name[op.name];
+      ++count;
+      ns += streams.empty() ? op.end - op.start : op.ns;
+    }
+  }
+  return out;
+}
+
+const GemmRate* row_named(const GemmRates& g, const std::string& name) {
+  for (const GemmRate& row : g.rows)
+    if (row.name == name) return &row;
+  return nullptr;
+}
+
+}  // namespace
+
+// The real stores: the committed CPU-engine run (each op's own duration,
+// no peak), the GPU check's CUDA-engine runs on an H200 (each GEMM range by
+// its kernels, against the H200's datasheet: 989.4 TFLOP/s dense bf16,
+// 66.9 fp32). Every row as the slow attribution above finds it, and one row
+// checked to the nanosecond (SQL over the same store gave the same sums).
+void TestTraceAnalysis::gemmRatesOfRealStores_data() {
+  QTest::addColumn<QString>("fixture");
+  QTest::addColumn<QString>("name");
+  QTest::addColumn<QString>("precision");
+  QTest::addColumn<qint64>("count");
+  QTest::addColumn<double>("flops");
+  QTest::addColumn<qint64>("time_ns");
+  QTest::addColumn<bool>("kernel_time");
+  QTest::addColumn<double>("peak");  // 0: none
+  QTest::addRow("CPU engine, DP 2")
+      << "cpu/cpu-engine-dp2.db"
+      << "mlp.fc wgrad"
+      << "fp32" << qint64{20} << 1006632960.0 << qint64{34407232} << false << 0.0;
+  QTest::addRow("H200, bf16 run") << "gpu/worker-bf16.db"
+                                  << "gemm mlp.fc"
+                                  << "bf16" << qint64{144} << 5566277615616.0 << qint64{7819898}
+                                  << true << 989.4e12;
+  QTest::addRow("H200, bf16 attention")
+      << "gpu/worker-bf16.db"
+      << "gemm attention"
+      << "bf16" << qint64{144} << 3710851743744.0 << qint64{25106137} << true << 989.4e12;
+  QTest::addRow("H200, fp32 run") << "gpu/worker-fp32.db"
+                                  << "gemm mlp.fc"
+                                  << "fp32" << qint64{144} << 5566277615616.0 << qint64{112935662}
+                                  << true << 66.9e12;
+}
+
+void TestTraceAnalysis::gemmRatesOfRealStores() {
+  QFETCH(QString, fixture);
+  QFETCH(QString, name);
+  QFETCH(QString, precision);
+  QFETCH(qint64, count);
+  QFETCH(double, flops);
+  QFETCH(qint64, time_ns);
+  QFETCH(bool, kernel_time);
+  QFETCH(double, peak);
+  auto presets = cs::PresetCatalog::load_default();
+  QVERIFY2(presets, presets ? "" : presets.message().c_str());
+  QTemporaryDir dir;
+  const auto r = open_copy(dir, fixture);
+  QVERIFY(r);
+  auto g = gemm_rates(*r, std::nullopt, &*presets);
+  QVERIFY2(g, g ? "" : g.message().c_str());
+  const GemmRate* row = row_named(*g, name.toStdString());
+  QVERIFY(row);
+  QCOMPARE(QString::fromStdString(row->precision), precision);
+  QCOMPARE(row->count, count);
+  QCOMPARE(row->flops, flops);
+  QCOMPARE(row->time_ns, time_ns);
+  QCOMPARE(row->kernel_time, kernel_time);
+  QCOMPARE(row->peak_flops, peak);
+  const double rate = flops / (static_cast<double>(time_ns) * 1e-9);
+  QCOMPARE(row->flops_per_second(), rate);
+  if (peak > 0) {
+    QVERIFY(row->percent_of_peak());
+    QCOMPARE(*row->percent_of_peak(), 100 * rate / peak);
+  } else {
+    QVERIFY(!row->percent_of_peak());
+  }
+  // Every row, as the slow way finds it; the shares add up to the whole.
+  const Expected expected = expected_rates(*r);
+  QCOMPARE(g->without_kernels, expected.without_kernels);
+  QCOMPARE(g->rows.size(), expected.by_name.size());
+  double shares = 0;
+  for (const GemmRate& each : g->rows) {
+    const auto& [n, ns] = expected.by_name.at(each.name);
+    QCOMPARE(each.count, n);
+    QCOMPARE(each.time_ns, ns);
+    shares += each.share;
+  }
+  QVERIFY(std::abs(shares - 1) < 1e-9);
+  for (std::size_t i = 1; i < g->rows.size(); ++i)
+    QVERIFY(g->rows[i - 1].time_ns >= g->rows[i].time_ns);
+  // The same table is what the run's analysis holds.
+  AnalysisOptions options;
+  options.presets = &*presets;
+  options.threads = 1;
+  auto a = analyze_run(*r, options);
+  QVERIFY2(a, a ? "" : a.message().c_str());
+  QCOMPARE(a->gemms.rows.size(), g->rows.size());
+  QCOMPARE(a->gemms.rows.front().time_ns, g->rows.front().time_ns);
+}
+
+// A PyTorch profile (HTA's sampled trace, recorded with shapes): its
+// aten::mm, addmm and bmm timed by the kernels each launched. One aten::mm
+// launched no kernel the trace recorded: left out, and counted. Its device
+// ("GPU 0") is no preset's: no peak.
+void TestTraceAnalysis::gemmRatesOfAPyTorchTrace() {
+  QTemporaryDir dir;
+  const std::string store = dir.filePath("sampled.db").toStdString();
+  auto imported = import_traces({CS_DATA_DIR "/validation/kineto/sampled_rank-0.json.gz"}, store);
+  QVERIFY2(imported, imported ? "" : imported.message().c_str());
+  auto r = TraceReader::open(store);
+  QVERIFY(r);
+  auto presets = cs::PresetCatalog::load_default();
+  QVERIFY(presets);
+  auto g = gemm_rates(**r, std::nullopt, &*presets);
+  QVERIFY2(g, g ? "" : g.message().c_str());
+  QCOMPARE(g->rows.size(), std::size_t{3});
+  QCOMPARE(g->without_kernels, std::int64_t{1});
+  const std::map<std::string, std::pair<std::int64_t, std::int64_t>> want = {
+      {"aten::mm", {230, 40954000}},
+      {"aten::bmm", {40, 17882000}},
+      {"aten::addmm", {107, 9155000}}};
+  for (const GemmRate& row : g->rows) {
+    QCOMPARE(std::make_pair(row.count, row.time_ns), want.at(row.name));
+    QVERIFY(row.kernel_time);
+    QCOMPARE(row.precision, std::string("fp32"));
+    QVERIFY(!row.percent_of_peak());
+  }
+  const Expected expected = expected_rates(**r);
+  QCOMPARE(expected.without_kernels, std::int64_t{1});
+  QCOMPARE(expected.by_name.at("aten::mm").second, std::int64_t{40954000});
+  const auto notes = gemm_rates_notes(*g);
+  QVERIFY(std::any_of(notes.begin(), notes.end(), [](const std::string& n) {
+    return n.starts_with("1 operation with FLOPs on a GPU rank launched no recorded kernel");
+  }));
+  // A window holds the operations that count in it.
+  const TimeRange all = (*r)->time_range();
+  auto none = gemm_rates(**r, TimeRange{all.start_ns - 10, all.start_ns - 5}, &*presets);
+  QVERIFY(none && none->rows.empty() && none->without_kernels == 0);
+}
+
+// A GPU run with no operation that carries FLOPs (a profiled PyTorch DDP
+// program, recorded without shapes): no rows, one line that says why. And
+// without presets the H200's rates stand, with no percentage of peak.
+void TestTraceAnalysis::gemmRatesWithoutFlopsOrPresets() {
+  QTemporaryDir dir;
+  const auto ddp = open_copy(dir, "gpu/torch-ddp.db");
+  QVERIFY(ddp);
+  auto g = gemm_rates(*ddp, std::nullopt, nullptr);
+  QVERIFY(g);
+  QVERIFY(g->rows.empty());
+  QCOMPARE(g->without_kernels, std::int64_t{0});
+  QVERIFY(gemm_rates_absent(*g).starts_with("No operation carries FLOPs"));
+  const auto bf16 = open_copy(dir, "gpu/worker-bf16.db");
+  QVERIFY(bf16);
+  auto bare = gemm_rates(*bf16, std::nullopt, nullptr);
+  QVERIFY(bare && !bare->rows.empty());
+  for (const GemmRate& row : bare->rows) {
+    QVERIFY(!row.percent_of_peak());
+    QVERIFY(row.gpu.empty());
+  }
+  QCOMPARE(gemm_rates_notes(*bare),
+           std::vector<std::string>{"no % of peak: no GPU presets were read"});
 }
 
 #include "tst_trace_analysis.moc"

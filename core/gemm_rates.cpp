@@ -1,0 +1,219 @@
+#include "core/gemm_rates.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <tuple>
+
+#include <nlohmann/json.hpp>
+
+#include "core/format.h"
+#include "core/json_reader.h"
+#include "core/launched_kernels.h"
+#include "core/presets.h"
+#include "core/trace_analysis.h"
+
+namespace cs::trace {
+
+namespace {
+
+std::optional<Precision> precision_of(DataType t) {
+  switch (t) {
+    case DataType::fp32:
+      return Precision::fp32;
+    case DataType::bf16:
+      return Precision::bf16;
+    case DataType::fp16:
+      return Precision::fp16;
+    case DataType::fp8_e4m3:
+    case DataType::fp8_e5m2:
+      return Precision::fp8;
+    case DataType::int8:
+      return Precision::int8;
+    default:
+      return std::nullopt;
+  }
+}
+
+// The precision the run computed in, where it recorded one (the engines'
+// meta "parallel"): what an operation of no recorded type ran in.
+std::optional<Precision> run_precision(const TraceReader& r) {
+  const auto parallel = r.meta("parallel");
+  if (!parallel) return std::nullopt;
+  const nlohmann::json p = parse_json_text(*parallel);
+  if (!p.is_object() || !p.contains("precision") || !p["precision"].is_string())
+    return std::nullopt;
+  return precision_from_string(p["precision"].get<std::string>());
+}
+
+struct Op {
+  LaunchedKernels::Span span;
+  std::uint32_t name = 0;
+  double flops = 0;
+  DataType dtype = DataType::none;
+};
+
+}  // namespace
+
+std::optional<double> GemmRate::percent_of_peak() const {
+  if (peak_flops <= 0 || time_ns <= 0) return std::nullopt;
+  return 100.0 * flops_per_second() / peak_flops;
+}
+
+Result<GemmRates> gemm_rates(const TraceReader& r, const std::optional<TimeRange>& window,
+                             const PresetCatalog* presets) {
+  GemmRates out;
+  out.presets = presets != nullptr;
+  const std::optional<Precision> of_run = run_precision(r);
+  std::map<std::int32_t, std::string> device_of;
+  for (const RankInfo& k : r.ranks())
+    device_of[k.rank] = k.device;
+  // Each rank's GPU streams, and the other lanes its operations and
+  // launches are on (a planner's predicted lanes are no measurement).
+  std::map<std::int32_t, std::pair<std::vector<LaneId>, std::vector<LaneId>>> lanes;
+  for (const LaneInfo& l : r.lanes()) {
+    if (l.kind == LaneKind::predicted) continue;
+    auto& [streams, host] = lanes[l.rank];
+    (l.kind == LaneKind::gpu_stream ? streams : host).push_back(l.id);
+  }
+  using Key = std::tuple<std::string, std::string, bool, std::string>;
+  std::map<Key, GemmRate> rows;
+  const TimeRange all = r.time_range();
+  for (const auto& [rank, rank_lanes] : lanes) {
+    const auto& [streams, host] = rank_lanes;
+    const bool gpu = !streams.empty();
+    std::vector<Op> ops;
+    LaunchedKernels launched;
+    const std::set<std::uint32_t> stream_ids = [&] {
+      std::set<std::uint32_t> ids;
+      for (LaneId l : streams)
+        ids.insert(l.value);
+      return ids;
+    }();
+    auto visit = [&](const StoredEvent& se) {
+      const Event& e = se.event;
+      if (gpu && launched.take(e, stream_ids.count(e.lane.value) > 0, r.string(e.name)))
+        return true;
+      if (e.flops <= 0 || stream_ids.count(e.lane.value)) return true;
+      if (window && !counts_in_window(e.start_ns, e.end_ns, *window)) return true;
+      ops.push_back({{e.start_ns, e.end_ns}, e.name.value, e.flops, e.dtype});
+      return true;
+    };
+    if (host.empty()) continue;
+    if (Status s = r.for_each_event(host, all.start_ns, all.end_ns + 1, visit); !s)
+      return s.error();
+    if (ops.empty()) continue;
+    if (gpu) {
+      if (Status s = r.for_each_event(streams, all.start_ns, all.end_ns + 1, visit); !s)
+        return s.error();
+    }
+    const GpuSpec* spec = gpu && presets ? presets->match_device(device_of[rank]) : nullptr;
+    std::sort(ops.begin(), ops.end(),
+              [](const Op& a, const Op& b) { return a.span.start_ns < b.span.start_ns; });
+    std::vector<LaunchedKernels::Time> times;
+    if (gpu) {
+      std::vector<LaunchedKernels::Span> spans;
+      spans.reserve(ops.size());
+      for (const Op& op : ops)
+        spans.push_back(op.span);
+      times = launched.attribute(spans);
+    }
+    for (std::size_t i = 0; i < ops.size(); ++i) {
+      const Op& op = ops[i];
+      std::int64_t ns = op.span.end_ns - op.span.start_ns;
+      if (gpu) {
+        if (times[i].kernels == 0) {
+          ++out.without_kernels;
+          continue;
+        }
+        ns = times[i].kernel_ns;
+      }
+      std::optional<Precision> precision = precision_of(op.dtype);
+      if (!precision) precision = of_run;
+      const std::string p = precision ? std::string(to_string(*precision)) : std::string();
+      GemmRate& row =
+          rows[{r.string(StringId{op.name}), p, gpu, spec ? spec->name : std::string()}];
+      if (row.count == 0) {
+        row.name = r.string(StringId{op.name});
+        row.precision = p;
+        row.kernel_time = gpu;
+        if (spec) {
+          row.gpu = spec->name;
+          if (precision) row.peak_flops = spec->peak.of(*precision);
+        }
+      }
+      ++row.count;
+      row.flops += op.flops;
+      row.time_ns += ns;
+    }
+  }
+  std::int64_t total = 0;
+  for (auto& [key, row] : rows) {
+    total += row.time_ns;
+    out.rows.push_back(std::move(row));
+  }
+  for (GemmRate& row : out.rows)
+    row.share = total > 0 ? static_cast<double>(row.time_ns) / static_cast<double>(total) : 0;
+  std::stable_sort(out.rows.begin(), out.rows.end(),
+                   [](const GemmRate& a, const GemmRate& b) { return a.time_ns > b.time_ns; });
+  return out;
+}
+
+std::string gemm_rates_title() {
+  return "Operations with FLOPs (all ranks, all steps)";
+}
+
+std::string gemm_rates_caption(const GemmRates& rates) {
+  const bool kernel = std::any_of(rates.rows.begin(), rates.rows.end(),
+                                  [](const GemmRate& g) { return g.kernel_time; });
+  const bool own = std::any_of(rates.rows.begin(), rates.rows.end(),
+                               [](const GemmRate& g) { return !g.kernel_time; });
+  const std::string gpu_time =
+      "the GPU time of the kernels each launched (the CUDA engine's own bias and cast kernels "
+      "left out)";
+  const std::string own_time = "each operation's own duration";
+  std::string time = kernel && own
+                         ? "on a GPU rank " + gpu_time + ", on a rank without a GPU " + own_time
+                     : kernel ? gpu_time
+                              : own_time + " (no GPU)";
+  return "time: " + time + "; FLOP/s: their FLOPs over their time; share: of all their time; " +
+         (kernel ? "% of peak: of the GPU preset's datasheet peak for the precision"
+                 : "% of peak: none without a GPU");
+}
+
+std::vector<std::string> gemm_rates_notes(const GemmRates& rates) {
+  std::vector<std::string> notes;
+  std::set<std::string> gpus;
+  bool no_peak = false;
+  for (const GemmRate& g : rates.rows) {
+    if (!g.gpu.empty()) gpus.insert(g.gpu);
+    if (g.kernel_time && g.peak_flops <= 0) no_peak = true;
+  }
+  if (!gpus.empty()) {
+    std::string list;
+    for (const std::string& g : gpus)
+      list += (list.empty() ? "" : ", ") + g;
+    notes.push_back("peak: of the GPU preset " + list + " (its dense datasheet figure)");
+  }
+  if (no_peak && !rates.presets)
+    notes.push_back("no % of peak: no GPU presets were read");
+  else if (no_peak)
+    notes.push_back(
+        "no % of peak where the rank's device matches no GPU preset or the precision is not "
+        "known");
+  if (rates.without_kernels > 0)
+    notes.push_back(std::to_string(rates.without_kernels) +
+                    (rates.without_kernels == 1 ? " operation" : " operations") +
+                    " with FLOPs on a GPU rank launched no recorded kernel: no GPU time, left out");
+  return notes;
+}
+
+std::string gemm_rates_absent(const GemmRates& rates) {
+  if (rates.without_kernels > 0)
+    return "No operation with FLOPs has GPU time: the " + std::to_string(rates.without_kernels) +
+           " on GPU ranks launched no recorded kernel.";
+  return "No operation carries FLOPs (the engines' GEMMs, a PyTorch profile's matrix multiplies "
+         "recorded with record_shapes): no FLOP/s to show.";
+}
+
+}  // namespace cs::trace
