@@ -36,14 +36,17 @@ std::optional<Precision> precision_of(DataType t) {
 }
 
 // The precision the run computed in, where it recorded one (the engines'
-// meta "parallel"): what an operation of no recorded type ran in.
+// meta "parallel"): what an operation of no recorded type ran in. An fp8
+// run records the type of each GEMM it ran in FP8 (and of those in BF16);
+// the rest (its attention's batched GEMMs) run in its storage type, BF16.
 std::optional<Precision> run_precision(const TraceReader& r) {
   const auto parallel = r.meta("parallel");
   if (!parallel) return std::nullopt;
   const nlohmann::json p = parse_json_text(*parallel);
   if (!p.is_object() || !p.contains("precision") || !p["precision"].is_string())
     return std::nullopt;
-  return precision_from_string(p["precision"].get<std::string>());
+  const auto precision = precision_from_string(p["precision"].get<std::string>());
+  return precision == Precision::fp8 ? Precision::bf16 : precision;
 }
 
 struct Op {

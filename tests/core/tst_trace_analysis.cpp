@@ -2146,6 +2146,16 @@ void TestTraceAnalysis::gemmRatesOfRealStores_data() {
       << "gpu/worker-bf16.db"
       << "gemm attention"
       << "bf16" << qint64{144} << 3710851743744.0 << qint64{25106137} << true << 989.4e12;
+  // An fp8 run: its FP8 GEMMs against the FP8 peak, its attention's (no
+  // type recorded) in its storage type, BF16.
+  QTest::addRow("H200, fp8 run") << "gpu/worker-fp8.db"
+                                 << "gemm mlp.fc"
+                                 << "fp8" << qint64{144} << 5566277615616.0 << qint64{5420559}
+                                 << true << 1978.9e12;
+  QTest::addRow("H200, fp8 run's attention")
+      << "gpu/worker-fp8.db"
+      << "gemm attention"
+      << "bf16" << qint64{144} << 3710851743744.0 << qint64{25223746} << true << 989.4e12;
   QTest::addRow("H200, fp32 run") << "gpu/worker-fp32.db"
                                   << "gemm mlp.fc"
                                   << "fp32" << qint64{144} << 5566277615616.0 << qint64{112935662}
