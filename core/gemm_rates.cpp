@@ -67,6 +67,7 @@ Result<GemmRates> gemm_rates(const TraceReader& r, const std::optional<TimeRange
                              const PresetCatalog* presets) {
   GemmRates out;
   out.presets = presets != nullptr;
+  out.windowed = window.has_value();
   const std::optional<Precision> of_run = run_precision(r);
   std::map<std::int32_t, std::string> device_of;
   for (const RankInfo& k : r.ranks())
@@ -162,8 +163,9 @@ Result<GemmRates> gemm_rates(const TraceReader& r, const std::optional<TimeRange
   return out;
 }
 
-std::string gemm_rates_title() {
-  return "Operations with FLOPs (all ranks, all steps)";
+std::string gemm_rates_title(const GemmRates& rates) {
+  return rates.windowed ? "Operations with FLOPs (all ranks; those in the window)"
+                        : "Operations with FLOPs (all ranks, all steps)";
 }
 
 std::string gemm_rates_caption(const GemmRates& rates) {

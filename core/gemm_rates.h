@@ -49,6 +49,7 @@ struct GemmRates {
   // kernels were not recorded): no GPU time to rate them by, left out.
   std::int64_t without_kernels = 0;
   bool presets = false;  // peaks were looked up (gemm_rates was given presets)
+  bool windowed = false;  // of a window's operations, not all steps
 };
 
 // The operations that count in `window` (counts_in_window; all without
@@ -61,7 +62,7 @@ Result<GemmRates> gemm_rates(const TraceReader& reader, const std::optional<Time
 // its title and caption (which time the rows hold), the note under it (the
 // operations left out, the peak), and the one line that stands for it
 // where no operation carries FLOPs.
-std::string gemm_rates_title();
+std::string gemm_rates_title(const GemmRates& rates);
 std::string gemm_rates_caption(const GemmRates& rates);
 std::vector<std::string> gemm_rates_notes(const GemmRates& rates);
 std::string gemm_rates_absent(const GemmRates& rates);

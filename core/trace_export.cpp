@@ -1546,7 +1546,7 @@ Result<ExportReport> export_html_report(const TraceReader& reader, const RunAnal
   if (gemms.rows.empty()) {
     out << "<p>" << html(gemm_rates_absent(gemms)) << "</p>\n";
   } else {
-    out << "<h2>" << html(gemm_rates_title()) << "</h2>\n<p class=note>"
+    out << "<h2>" << html(gemm_rates_title(gemms)) << "</h2>\n<p class=note>"
         << html(gemm_rates_caption(gemms))
         << "</p>\n<table>\n<tr><th>name</th><th>type</th><th>count</th><th>GFLOP</th>"
            "<th>total ms</th><th>FLOP/s</th><th>share</th><th>% of peak</th></tr>\n";

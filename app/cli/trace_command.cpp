@@ -473,7 +473,7 @@ void print_gemm_rates(const GemmRates& g, std::size_t top) {
     std::cout << '\n' << gemm_rates_absent(g) << '\n';
     return;
   }
-  std::cout << '\n' << gemm_rates_title() << "\n  " << gemm_rates_caption(g) << '\n';
+  std::cout << '\n' << gemm_rates_title(g) << "\n  " << gemm_rates_caption(g) << '\n';
   TextTable t({"name", "type", "count", "GFLOP", "total ms", "FLOP/s", "share", "% of peak"});
   for (std::size_t i = 2; i < 8; ++i)
     t.right_align(i);

@@ -1248,6 +1248,11 @@ void TestTraceCli::gemmRatesInStatsAndReport() {
       "\ngemm mlp\\.fc +bf16 +144 +5566 +7\\.820 +712 TFLOP/s +5\\.6% +71\\.9%\n");
   QVERIFY2(mlp_fc.match(text.out).hasMatch(), qPrintable(text.out));
   QVERIFY(text.out.contains("  peak: of the GPU preset h200 (its dense datasheet figure)\n"));
+  // A window's: the operations in it, and the title says so (one step: 12 layers).
+  const Run step = run_cli({"trace", "stats", gpu, "--steps", "5"});
+  QVERIFY(step.out.contains("Operations with FLOPs (all ranks; those in the window)\n"));
+  QVERIFY2(QRegularExpression("\ngemm mlp\\.fc +bf16 +12 +463\\.9 ").match(step.out).hasMatch(),
+           qPrintable(step.out));
   const QString report = dir.filePath("bf16.html");
   QCOMPARE(run_cli({"trace", "export", gpu, "-o", report}).exit_code, 0);
   QFile html(report);
