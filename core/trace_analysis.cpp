@@ -1295,9 +1295,11 @@ Result<RunAnalysis> analyze_run(const TraceReader& reader, const AnalysisOptions
   auto counters = counter_stats(reader, options.window);
   if (!counters) return counters.error();
   run.counters = std::move(counters).value();
-  auto gemms = gemm_rates(reader, options.window, options.presets);
-  if (!gemms) return gemms.error();
-  run.gemms = std::move(gemms).value();
+  if (options.gemm_rates) {
+    auto gemms = gemm_rates(reader, options.window, options.presets);
+    if (!gemms) return gemms.error();
+    run.gemms = std::move(gemms).value();
+  }
   run.stragglers = stragglers_from(run.ranks, raws, options);
   // The plan is held against whole steps; a window's figures are of part of them.
   if (!options.window) {

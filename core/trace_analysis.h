@@ -432,6 +432,10 @@ struct AnalysisOptions {
   // A prediction to hold the run against instead of the one the store
   // recorded (meta "predicted_step").
   std::optional<PredictedStep> prediction;
+  // RunAnalysis::gemms: one more pass over every rank's host lanes (a
+  // tenth of a second per million events), which only `trace stats` and
+  // the report show; off, the views that do not show it open faster.
+  bool gemm_rates = false;
   // Where the GPUs' peaks come from (RunAnalysis::gemms); none without.
   const PresetCatalog* presets = nullptr;
 };
@@ -468,8 +472,8 @@ struct RunAnalysis {
   // Every rank's counters with a sample in the window, by rank and name.
   std::vector<CounterStats> counters;
   // The operations with FLOPs by name and precision, their achieved FLOP/s
-  // (gemm_rates, over the window).
-  GemmRates gemms;
+  // (gemm_rates, over the window); none unless AnalysisOptions::gemm_rates.
+  std::optional<GemmRates> gemms;
   StragglerReport stragglers;
   std::optional<PredictionComparison> prediction;  // none for a window (options.window)
   // Why the store's recorded prediction is left out: its meta does not read

@@ -1541,9 +1541,11 @@ Result<ExportReport> export_html_report(const TraceReader& reader, const RunAnal
   out << "</table>\n";
   say_rows_left_out(analysis.kernels.size(), "kernels");
 
-  // The operations with FLOPs, as trace stats gives them.
-  const GemmRates& gemms = analysis.gemms;
-  if (gemms.rows.empty()) {
+  // The operations with FLOPs, as trace stats gives them (where the
+  // analysis was asked for them: AnalysisOptions::gemm_rates).
+  const GemmRates& gemms = analysis.gemms ? *analysis.gemms : GemmRates{};
+  if (!analysis.gemms) {
+  } else if (gemms.rows.empty()) {
     out << "<p>" << html(gemm_rates_absent(gemms)) << "</p>\n";
   } else {
     out << "<h2>" << html(gemm_rates_title(gemms)) << "</h2>\n<p class=note>"

@@ -662,6 +662,7 @@ void print_stats(const StatsOptions& o, Context& ctx, const std::unique_ptr<Trac
   options.window = window_of(*r, o.from, o.to, o.steps);
   if (!o.steps.empty()) options.steps = parse_steps(o.steps);
   options.presets = presets_for_peaks(ctx);
+  options.gemm_rates = true;
   if (options.window && o.predict_again)
     throw CliError(
         "--predict-again holds every step past the warm-up against the plan, not a "
@@ -796,7 +797,7 @@ void print_stats(const StatsOptions& o, Context& ctx, const std::unique_ptr<Trac
                 {"annotations", timed(a.annotations)},
                 {"collectives", collectives},
                 {"counters", counters},
-                {"gemms", gemm_rates_json(a.gemms, top)},
+                {"gemms", gemm_rates_json(*a.gemms, top)},
                 {"stragglers", stragglers},
                 // How many rows each table has; --top lists the first of them.
                 {"totals",
@@ -806,7 +807,7 @@ void print_stats(const StatsOptions& o, Context& ctx, const std::unique_ptr<Trac
                   {"annotations", a.annotations.size()},
                   {"collectives", a.collectives.size()},
                   {"counters", a.counters.size()},
-                  {"gemms", a.gemms.rows.size()}}}};
+                  {"gemms", a.gemms->rows.size()}}}};
     // The window's bounds from the trace's start, as --from/--to count them.
     const std::int64_t origin = r->time_range().start_ns;
     out["window"] = options.window ? json{{"from_ns", options.window->start_ns - origin},
@@ -1028,7 +1029,7 @@ void print_stats(const StatsOptions& o, Context& ctx, const std::unique_ptr<Trac
     k.print(std::cout);
     say_rows_left_out(names.size(), a.kernels.size());
   }
-  print_gemm_rates(a.gemms, top);
+  print_gemm_rates(*a.gemms, top);
   // Calls and ranges, timed by name as Nsight Systems' reports time them.
   auto print_timed = [&](const std::vector<KernelStats>& rows, const std::string& title) {
     if (rows.empty() || top == 0) return;
@@ -1347,7 +1348,10 @@ void run_export(ExportOptions o, Context& ctx) {
     AnalysisOptions options;
     options.window = window;
     if (!o.steps.empty()) options.steps = parse_steps(o.steps);
-    if (format == "html") options.presets = presets_for_peaks(ctx);  // the report's GEMM rates
+    if (format == "html") {  // the report's GEMM rates
+      options.gemm_rates = true;
+      options.presets = presets_for_peaks(ctx);
+    }
     RunAnalysis analysis = take(analyze_run(*r, options));
     if (window) refuse_idle_window(*r, analysis, window_flags);
     return analysis;

@@ -69,6 +69,7 @@
 #include "core/json_reader.h"
 #include "core/model_json.h"
 #include "core/prediction_text.h"
+#include "core/presets.h"
 #include "core/trace_compare.h"
 #include "core/trace_reader.h"
 
@@ -2122,9 +2123,22 @@ std::string damageOf(const ExportSource& source) {
 
 Result<std::shared_ptr<const trace::RunAnalysis>> exportAnalysis(const trace::TraceReader& reader,
                                                                  const ExportSource& source) {
-  if (!source.range && source.analysis) return source.analysis;
+  // The report's GEMM rates, against the GPUs' peaks as `trace stats` gives
+  // them; the view's own analysis leaves them out (a pass it does not show).
+  auto presets = PresetCatalog::load_default();
+  const PresetCatalog* peaks = presets ? &presets.value() : nullptr;
+  if (!source.range && source.analysis) {
+    if (source.analysis->gemms) return source.analysis;
+    auto gemms = trace::gemm_rates(reader, std::nullopt, peaks);
+    if (!gemms) return gemms.error();
+    auto with = std::make_shared<trace::RunAnalysis>(*source.analysis);
+    with->gemms = std::move(gemms).value();
+    return std::shared_ptr<const trace::RunAnalysis>(std::move(with));
+  }
   trace::AnalysisOptions options;
   options.window = source.range;
+  options.gemm_rates = true;
+  options.presets = peaks;
   auto analysis = trace::analyze_run(reader, options);
   if (!analysis) return analysis.error();
   return std::make_shared<const trace::RunAnalysis>(std::move(analysis.value()));
