@@ -119,6 +119,7 @@ class TestGuiRun : public QObject {
   void collapseRank();
   void manyLanesLoadWhatIsInView();
   void timeAxisStaysOnScreen();
+  void rangeLabelStaysUnderTheAxis();
   void exports();
   void committedTraces_data();
   void committedTraces();
@@ -1412,6 +1413,56 @@ void TestGuiRun::timeAxisStaysOnScreen() {
   const QPoint on_axis(t->gutterWidth() + t->spanAreaWidth() / 2, bar->value() + 8);
   QTest::mouseClick(t, Qt::LeftButton, {}, on_axis);
   QCOMPARE(selected.count(), 0);
+}
+
+// A selected range's duration is written just below the time axis, which
+// stays at the top of what is on screen: it was written with the lanes, so
+// scrolled down it went under the pinned axis, then out of sight.
+void TestGuiRun::rangeLabelStaysUnderTheAxis() {
+  RunView view;
+  view.resize(1000, 800);  // fewer lanes on screen than the run's two ranks hold
+  view.show();
+  openAndWait(view, cpu_store_);
+  TimelineWidget* t = view.timeline();
+  QScrollArea* area = nullptr;
+  for (QWidget* p = t->parentWidget(); p && !area; p = p->parentWidget())
+    area = qobject_cast<QScrollArea*>(p);
+  QVERIFY(area);
+  QScrollBar* bar = area->verticalScrollBar();
+  QTRY_VERIFY_WITH_TIMEOUT(!t->busy() && t->paintedJob() == t->frameJob(), 30000);
+  const trace::TimeRange w = t->window();
+  QSignalSpy ready(&view, &RunView::rangeReady);
+  t->setSelectedRange(trace::TimeRange{w.start_ns + (w.end_ns - w.start_ns) / 3,
+                                       w.end_ns - (w.end_ns - w.start_ns) / 3});
+  QTRY_COMPARE_WITH_TIMEOUT(ready.count(), 1, 30000);
+  // The range's tables beside it leave room for the axis and the label, and
+  // lanes to scroll.
+  QVERIFY2(area->viewport()->height() > 60,
+           qPrintable(QString::number(area->viewport()->height())));
+  QVERIFY2(bar->maximum() > 60, qPrintable(QString::number(bar->maximum())));
+  // The label's place in the viewport, and its pixels there.
+  auto label = [&] {
+    QCoreApplication::processEvents();
+    const QRect at = t->rangeLabelRect().toAlignedRect();
+    const QRect in_view(t->mapTo(area->viewport(), at.topLeft()), at.size());
+    const QImage image = area->viewport()->grab().toImage();
+    const double ratio = image.devicePixelRatio();
+    return std::make_pair(in_view,
+                          image.copy(QRect(in_view.topLeft() * ratio, in_view.size() * ratio)));
+  };
+  const auto [place, unscrolled] = label();
+  QVERIFY(!place.isEmpty());
+  QCOMPARE(place.top(), 20);                                // below the axis, 20 px high
+  QVERIFY(cs::gui::test::distinctColours(unscrolled) > 2);  // the duration written
+  for (int value : {10, bar->maximum() / 2, bar->maximum()}) {
+    bar->setValue(value);
+    QTRY_VERIFY_WITH_TIMEOUT(!t->busy(), 30000);
+    const auto [scrolled_place, scrolled] = label();
+    QCOMPARE(scrolled_place, place);
+    QVERIFY2(
+        scrolled == unscrolled,
+        qPrintable(QStringLiteral("no range label under the axis, scrolled %1 px").arg(value)));
+  }
 }
 
 void TestGuiRun::manyLanesLoadWhatIsInView() {
