@@ -122,6 +122,8 @@ class TestTraceCli : public QObject {
   void pytorchMemoryProfile();
   void countersAsTheStoreHoldsThem();
   void opCountersAloneMakeNoCountersTable();
+  void reportNoteNamesTheStoresCounters_data();
+  void reportNoteNamesTheStoresCounters();
   void pytorchStreamSyncs();
   void rankWithoutDeviceWorkSaysSo();
   void controlCharactersInNamesAreEscaped();
@@ -1175,6 +1177,41 @@ void TestTraceCli::opCountersAloneMakeNoCountersTable() {
   const Run json = run_cli({"trace", "stats", store, "--json"});
   QVERIFY2(json.exit_code == 0, qPrintable(json.err));
   QCOMPARE(QJsonDocument::fromJson(json.out.toUtf8())["counters"].toArray().size(), 2);
+}
+
+// The report's note over its counters names the counters the store holds:
+// it gave "GPU memory in use" as the example on a CPU engine run too, whose
+// one counter is the process's memory.
+void TestTraceCli::reportNoteNamesTheStoresCounters_data() {
+  QTest::addColumn<QString>("fixture");
+  QTest::addColumn<QString>("names");
+  QTest::addColumn<bool>("gpu");
+  QTest::addRow("CPU engine") << "cpu/cpu-engine-dp2.db"
+                              << "(here: memory in use (bytes))" << false;
+  QTest::addRow("CUDA engine") << "gpu/worker-bf16.db"
+                               << "(here: GPU 0 memory used, memory in use (bytes), memory in "
+                                  "use: weights (bytes) and 4 more)"
+                               << true;
+}
+
+void TestTraceCli::reportNoteNamesTheStoresCounters() {
+  QFETCH(QString, fixture);
+  QFETCH(QString, names);
+  QFETCH(bool, gpu);
+  QTemporaryDir dir;
+  const QString store = writable_store(dir, fixture, "run.db");
+  QVERIFY(!store.isEmpty());
+  const QString report = dir.filePath("run.html");
+  const Run exported = run_cli({"trace", "export", store, "--format", "html", "--out", report});
+  QVERIFY2(exported.exit_code == 0, qPrintable(exported.err));
+  QFile html(report);
+  QVERIFY(html.open(QIODevice::ReadOnly));
+  const QString page = QString::fromUtf8(html.readAll());
+  const qsizetype at = page.indexOf("<h2>Sampled counters</h2>");
+  QVERIFY(at >= 0);
+  const QString note = page.mid(at, page.indexOf("</p>", at) - at);
+  QVERIFY2(note.contains("Each rank's counters " + names), qPrintable(note));
+  QCOMPARE(note.contains("GPU"), gpu);
 }
 
 // The counters' table on the CUDA engine's committed run, against SQL over
