@@ -84,7 +84,7 @@ void print_table(const char* title, const std::vector<plan::RankedPlan>& plans, 
         format_fixed(e.throughput.mfu * 100, 1) + " %",
         format_bytes(e.memory.total()),
         e.training.seconds > 0 ? format_seconds(e.training.seconds) : "-",
-        e.training.cost_usd > 0 ? "$" + format_count(e.training.cost_usd) : "-"};
+        e.training.cost_usd > 0 ? format_usd(e.training.cost_usd) : "-"};
     if (show_batch) row.insert(row.begin() + 5, std::to_string(r.parallel.global_batch));
     if (show_nodes) row.insert(row.begin() + 1, std::to_string(r.nodes));
     t.add(row);
