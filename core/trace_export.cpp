@@ -1319,11 +1319,12 @@ Result<ExportReport> export_html_report(const TraceReader& reader, const RunAnal
          "work); exposed communication: not under compute; exposed memory: under neither compute "
          "nor communication; host wait and idle other are parts of idle; communication is all of "
          "it, "
-         "overlap % the share of it hidden under compute.</p>\n";
+         "overlap % the share of it hidden under compute; "
+      << html(kEventsStartingNote) << ".</p>\n";
   out << breakdown_svg(analysis.ranks) << "\n<table>\n<tr><th>rank</th><th>span ms</th>"
       << "<th>compute</th><th>communication</th><th>overlap %</th><th>exposed comm.</th>"
       << "<th>exposed memory</th><th>idle</th><th>host wait</th><th>idle other</th>"
-      << "<th>events</th></tr>\n";
+      << "<th>" << kEventsStartingName << "</th></tr>\n";
   for (const RankAnalysis& r : analysis.ranks) {
     const Breakdown& b = r.total;
     const double span = static_cast<double>(b.span_ns);

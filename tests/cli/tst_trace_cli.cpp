@@ -124,6 +124,7 @@ class TestTraceCli : public QObject {
   void opCountersAloneMakeNoCountersTable();
   void reportNoteNamesTheStoresCounters_data();
   void reportNoteNamesTheStoresCounters();
+  void reportCountsEventsStartingInTheRange();
   void pytorchStreamSyncs();
   void rankWithoutDeviceWorkSaysSo();
   void controlCharactersInNamesAreEscaped();
@@ -1212,6 +1213,26 @@ void TestTraceCli::reportNoteNamesTheStoresCounters() {
   const QString note = page.mid(at, page.indexOf("</p>", at) - at);
   QVERIFY2(note.contains("Each rank's counters " + names), qPrintable(note));
   QCOMPARE(note.contains("GPU"), gpu);
+}
+
+// The report's breakdown counts the device events that start in each
+// rank's span (Breakdown::events), and heads the column so: "events" over
+// a range of a run read as every event that ran in it, and a rank inside
+// one long collective had none.
+void TestTraceCli::reportCountsEventsStartingInTheRange() {
+  QTemporaryDir dir;
+  const QString store = writable_store(dir, "cpu/cpu-engine-dp2.db", "run.db");
+  QVERIFY(!store.isEmpty());
+  const QString report = dir.filePath("range.html");
+  const Run exported = run_cli({"trace", "export", store, "--format", "html", "--out", report,
+                                "--from", "100ms", "--to", "200ms"});
+  QVERIFY2(exported.exit_code == 0, qPrintable(exported.err));
+  QFile html(report);
+  QVERIFY(html.open(QIODevice::ReadOnly));
+  const QString page = QString::fromUtf8(html.readAll());
+  QVERIFY2(page.contains("<th>idle other</th><th>events starting</th>"),
+           qPrintable(page.left(4000)));
+  QVERIFY(page.contains("one that began before and runs through it counts in the time, not here"));
 }
 
 // The counters' table on the CUDA engine's committed run, against SQL over

@@ -110,6 +110,7 @@ class TestGuiRun : public QObject {
   void kernelRowShowsInstances();
   void rangeBreakdown();
   void rangeInstancesAreTheRangesCount();
+  void rangeCountsEventsStartingInIt();
   void zeroWidthDragSelectsNothing();
   void longNamesKeepTheTooltipOnScreen();
   void hoverTooltip();
@@ -752,6 +753,54 @@ void TestGuiRun::rangeBreakdown() {
   QTRY_COMPARE_WITH_TIMEOUT(ready.count(), 1, 30000);
   QVERIFY(t->selectedRange()->start_ns >= t->window().start_ns);
   QVERIFY(t->selectedRange()->end_ns > t->selectedRange()->start_ns);
+}
+
+// The range's table counts the device events that start in it (Breakdown::
+// events), and says so: a rank whose whole range lay inside one long
+// collective read "device events 0" beside its communication time.
+void TestGuiRun::rangeCountsEventsStartingInIt() {
+  const QString path = dir_.filePath(QStringLiteral("range-inside-collective.db"));
+  {
+    auto w = trace::TraceWriter::create(path.toStdString(), {});
+    QVERIFY(w.ok());
+    (*w)->add_rank({0, "host", "GPU 0", 1, 0, false});
+    const trace::LaneId stream = (*w)->add_lane(0, trace::LaneKind::gpu_stream, "stream 7");
+    trace::Event gemm;
+    gemm.lane = stream;
+    gemm.start_ns = 0;
+    gemm.end_ns = 1000;
+    gemm.name = (*w)->intern("gemm");
+    (*w)->add(gemm);
+    trace::Event all_reduce;
+    all_reduce.lane = stream;
+    all_reduce.kind = trace::EventKind::collective;
+    all_reduce.category = trace::Category::communication;
+    all_reduce.collective = trace::Collective::all_reduce;
+    all_reduce.start_ns = 1000;
+    all_reduce.end_ns = 1'000'000;
+    all_reduce.name = (*w)->intern("ncclAllReduce");
+    (*w)->add(all_reduce);
+    QVERIFY((*w)->close().ok());
+  }
+  RunView view;
+  view.resize(1200, 900);
+  view.show();
+  QVERIFY(QTest::qWaitForWindowExposed(&view));
+  openAndWait(view, path);
+  QSignalSpy ready(&view, &RunView::rangeReady);
+  view.timeline()->setSelectedRange(trace::TimeRange{200'000, 800'000});
+  QTRY_COMPARE_WITH_TIMEOUT(ready.count(), 1, 30000);
+  QVERIFY2(ready.front().at(0).toString().isEmpty(), qPrintable(ready.front().at(0).toString()));
+  QVERIFY(view.rangeAnalysis());
+  const trace::Breakdown& b = view.rangeAnalysis()->ranks.at(0).total;
+  QCOMPARE(b.events, 0);
+  QCOMPARE(b.communication_ns, 600'000);
+  const QString text = view.rangeBreakdown()->toPlainText();
+  QVERIFY2(!text.contains(QStringLiteral("device events")), qPrintable(text));
+  QVERIFY2(text.contains(QStringLiteral("events starting")), qPrintable(text));
+  QVERIFY2(text.contains(QStringLiteral("one that began before and runs through it counts in "
+                                        "the time, not here")),
+           qPrintable(text));
 }
 
 // A row's instances in a selected range are the events its count holds: a
