@@ -32,4 +32,15 @@ inline constexpr BreakdownPart kBreakdownParts[] = {
     {"idle: other", "#eeeeee", [](const Breakdown& b) { return b.idle_other_ns; }},
 };
 
+// Breakdown::events as the app's range table and the report head it: the
+// device events that start in the span or range. One that started before
+// and runs through it counts in the parts' time but not here, so a rank
+// whose whole range lies inside one collective has none ("device events 0"
+// read as if it did nothing).
+inline constexpr const char* kEventsStartingName = "events starting";
+inline constexpr const char* kEventsStartingNote =
+    "events starting: the kernels, copies and collectives (the CPU engine's operations) "
+    "that start inside it; one that began before and runs through it counts in the time, "
+    "not here";
+
 }  // namespace cs::trace

@@ -89,6 +89,15 @@ std::string format_count(double n) {
   return format_fixed(n, std::floor(n) == n ? 0 : 2);
 }
 
+std::string format_amount(double v) {
+  if (v != 0 && std::fabs(v) < 100) return format_significant(v, 3);
+  return format_count(std::fabs(v) < 1e4 ? std::round(v) : v);
+}
+
+std::string format_usd(double usd) {
+  return "$" + format_amount(usd);
+}
+
 std::string format_time_ns(std::int64_t ns, int decimals) {
   decimals = decimals < 0 ? 0 : decimals > 9 ? 9 : decimals;
   // In unsigned integers: exact at any time a store holds, INT64_MIN too.

@@ -11,6 +11,13 @@ std::string format_bytes(double bytes);           // "79.6 GiB", "512 B"
 std::string format_rate(double value, const char* unit);  // SI prefixes: "989 TFLOP/s", "50.0 GB/s"
 std::string format_seconds(double seconds);       // "12.3 ms", "1.42 s", "3 h 20 min", "41.2 days"
 std::string format_count(double n);               // "6.74 B", "124 M", "50,257"
+// An amount (GPU-hours, kWh, dollars): three significant figures below 100
+// ("0.0031", "12.3"), whole below ten thousand ("8579"), format_count above
+// ("32.6 M").
+std::string format_amount(double v);
+// Money, as every cost the CLI and the app show reads: "$" and the amount
+// ("$0.0031", "$8579", "$32.6 M").
+std::string format_usd(double usd);
 // A point in time, `ns` nanoseconds after an origin (the run's start), in
 // seconds to `decimals` places (6: the microsecond, 9: the nanosecond), the
 // decimals in groups of three apart by a narrow no-break space:

@@ -1319,11 +1319,12 @@ Result<ExportReport> export_html_report(const TraceReader& reader, const RunAnal
          "work); exposed communication: not under compute; exposed memory: under neither compute "
          "nor communication; host wait and idle other are parts of idle; communication is all of "
          "it, "
-         "overlap % the share of it hidden under compute.</p>\n";
+         "overlap % the share of it hidden under compute; "
+      << html(kEventsStartingNote) << ".</p>\n";
   out << breakdown_svg(analysis.ranks) << "\n<table>\n<tr><th>rank</th><th>span ms</th>"
       << "<th>compute</th><th>communication</th><th>overlap %</th><th>exposed comm.</th>"
       << "<th>exposed memory</th><th>idle</th><th>host wait</th><th>idle other</th>"
-      << "<th>events</th></tr>\n";
+      << "<th>" << kEventsStartingName << "</th></tr>\n";
   for (const RankAnalysis& r : analysis.ranks) {
     const Breakdown& b = r.total;
     const double span = static_cast<double>(b.span_ns);
@@ -1629,8 +1630,17 @@ Result<ExportReport> export_html_report(const TraceReader& reader, const RunAnal
               "annotations");
 
   if (!analysis.counters.empty()) {
-    out << "<h2>Sampled counters</h2>\n<p class=note>Each rank's counters (GPU memory in use, "
-           "allocated bytes): the largest sample is the peak, as PyTorch's "
+    // The counters this store holds by name: a fixed "GPU memory in use"
+    // stood over a CPU engine's process memory, and over any other counter.
+    std::vector<std::string> names;
+    for (const CounterStats& k : analysis.counters)
+      if (std::find(names.begin(), names.end(), k.name) == names.end()) names.push_back(k.name);
+    std::string listed;
+    for (std::size_t i = 0; i < names.size() && i < 3; ++i)
+      listed += (i > 0 ? ", " : "") + html(names[i]);
+    if (names.size() > 3) listed += " and " + std::to_string(names.size() - 3) + " more";
+    out << "<h2>Sampled counters</h2>\n<p class=note>Each rank's counters (here: " << listed
+        << "): the largest sample is the peak, as PyTorch's "
            "max_memory_allocated gives it; at: its time from the trace's first event.</p>\n"
            "<table>\n<tr><th>rank</th><th>counter</th><th>samples</th><th>least</th>"
            "<th>largest</th><th>at</th><th>last</th></tr>\n";

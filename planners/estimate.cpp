@@ -45,8 +45,8 @@ std::vector<std::string> notes_of(const Plan& plan, const Estimate& e) {
     // rented (its idle GPUs billed too), the run costs that much more.
     std::string whole;
     if (e.training.cost_usd > 0 && e.gpus > 0) {
-      whole = ": the cost counts those; the whole cluster for the same time costs $" +
-              format_fixed(e.training.cost_usd * c.total_gpus() / e.gpus, 0);
+      whole = ": the cost counts those; the whole cluster for the same time costs " +
+              format_usd(e.training.cost_usd * c.total_gpus() / e.gpus);
     }
     notes.push_back("uses " + std::to_string(e.gpus) + " of the cluster's " +
                     std::to_string(c.total_gpus()) + " GPUs" + whole);

@@ -88,6 +88,10 @@ json to_json(const Estimate& e) {
               {"training", training},
               {"seed_communication", seed},
               {"notes", e.notes}};
+  // An inference plan's run is the workload's tokens forward, not training:
+  // the same figures under the name that says so ("training" stays, as
+  // scripts read it).
+  if (e.inference) out["serving"] = training;
   if (e.quantization.bits > 0) {
     const QuantizationSummary& q = e.quantization;
     out["quantization"] = {{"bits", q.bits},

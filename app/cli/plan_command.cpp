@@ -56,17 +56,6 @@ std::string percent(double part, double whole) {
   return whole > 0 ? format_fixed(100.0 * part / whole, 1) + " %" : "-";
 }
 
-// Three significant figures for small amounts ("0.0031"), grouped counts above.
-std::string amount(double v) {
-  if (v != 0 && v < 100) {
-    char buffer[32];
-    std::snprintf(buffer, sizeof buffer, "%.3g", v);
-    return buffer;
-  }
-  // Whole below ten thousand, as the other figures ("8,579", not "8579.09").
-  return format_count(v < 1e4 ? std::round(v) : v);
-}
-
 std::string describe_plan(const Plan& plan) {
   const ParallelPlan& p = plan.parallel;
   std::string text = "dp " + std::to_string(p.dp) + " x tp " + std::to_string(p.tp) + " x pp " +
@@ -188,9 +177,9 @@ void print_text(const Plan& plan, const plan::Estimate& e) {
               << format_count(r.steps)
               << (e.inference ? (r.steps == 1 ? " pass, " : " passes, ")
                               : (r.steps == 1 ? " step, " : " steps, "))
-              << format_seconds(r.seconds) << ", " << amount(r.gpu_hours) << " GPU-hours";
-    if (r.cost_usd > 0) std::cout << ", $" << amount(r.cost_usd);
-    std::cout << ", " << amount(r.energy_kwh) << " kWh\n";
+              << format_seconds(r.seconds) << ", " << format_amount(r.gpu_hours) << " GPU-hours";
+    if (r.cost_usd > 0) std::cout << ", " << format_usd(r.cost_usd);
+    std::cout << ", " << format_amount(r.energy_kwh) << " kWh\n";
     std::cout << "  compute " << format_rate(r.flops, "FLOP");
     if (r.flops_6pd > 0) std::cout << " (6PD: " << format_rate(r.flops_6pd, "FLOP") << ")";
     std::cout << "\n\n";

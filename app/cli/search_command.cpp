@@ -50,12 +50,16 @@ std::string plan_cells(const plan::RankedPlan& r) {
 // `show_nodes`, `show_batch`: a column for what the search varied of them.
 // `rate`: the throughput's unit, "tokens/s", or "samples/s" for a generic
 // model (a ResNet's images), whose tokens_per_second counts samples.
+// Plans that serve (a search never mixes them with plans that train) have
+// no time to train: theirs is the time to run the tokens forward, "serve".
 void print_table(const char* title, const std::vector<plan::RankedPlan>& plans, bool show_nodes,
                  bool show_batch, const std::string& rate) {
   std::cout << title << "\n";
-  std::vector<std::string> header = {"#",         "dp/tp/pp", "SP",    "ZeRO", "mb",
-                                     "recompute", "prec",     "fused", "step", rate,
-                                     "MFU",       "mem/GPU",  "train", "cost"};
+  const std::string run_column =
+      !plans.empty() && plans.front().estimate.inference ? "serve" : "train";
+  std::vector<std::string> header = {"#",         "dp/tp/pp", "SP",       "ZeRO", "mb",
+                                     "recompute", "prec",     "fused",    "step", rate,
+                                     "MFU",       "mem/GPU",  run_column, "cost"};
   if (show_batch) header.insert(header.begin() + 5, "batch");
   if (show_nodes) header.insert(header.begin() + 1, "nodes");
   TextTable t(header);
@@ -80,7 +84,7 @@ void print_table(const char* title, const std::vector<plan::RankedPlan>& plans, 
         format_fixed(e.throughput.mfu * 100, 1) + " %",
         format_bytes(e.memory.total()),
         e.training.seconds > 0 ? format_seconds(e.training.seconds) : "-",
-        e.training.cost_usd > 0 ? "$" + format_count(e.training.cost_usd) : "-"};
+        e.training.cost_usd > 0 ? format_usd(e.training.cost_usd) : "-"};
     if (show_batch) row.insert(row.begin() + 5, std::to_string(r.parallel.global_batch));
     if (show_nodes) row.insert(row.begin() + 1, std::to_string(r.nodes));
     t.add(row);

@@ -59,9 +59,8 @@ const Metric kMetrics[] = {
      true},
     {"cost", [](const plan::RankedPlan& r) { return r.estimate.training.cost_usd; },
      [](const plan::RankedPlan& r) {
-       return r.estimate.training.cost_usd > 0
-                  ? QStringLiteral("$") + q(format_count(r.estimate.training.cost_usd))
-                  : QStringLiteral("—");
+       return r.estimate.training.cost_usd > 0 ? q(format_usd(r.estimate.training.cost_usd))
+                                               : QStringLiteral("—");
      },
      true},
     {"GPUs", [](const plan::RankedPlan& r) { return double(r.estimate.gpus); },

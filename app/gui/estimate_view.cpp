@@ -136,7 +136,7 @@ std::vector<std::pair<QString, QString>> EstimateView::headlineFigures(const pla
   // there is nothing to price (it said "no price" beside a $3/h cluster).
   QString cost = tr("—");
   if (e.training.cost_usd > 0)
-    cost = QStringLiteral("$%1").arg(q(format_count(e.training.cost_usd)));
+    cost = q(format_usd(e.training.cost_usd));
   else if (e.training.seconds > 0 && plan.cluster.price_per_gpu_hour <= 0)
     cost = tr("no price");
   out.emplace_back(tr("cost"), cost);

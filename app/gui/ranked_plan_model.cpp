@@ -158,9 +158,8 @@ QVariant RankedPlanModel::data(const QModelIndex& index, int role) const {
       return sort ? QVariant(e.training.seconds) : q(format_seconds(e.training.seconds));
     case cost:
       return sort ? QVariant(e.training.cost_usd)
-                  : QVariant(e.training.cost_usd > 0
-                                 ? QStringLiteral("$") + q(format_count(e.training.cost_usd))
-                                 : QStringLiteral("—"));
+                  : QVariant(e.training.cost_usd > 0 ? q(format_usd(e.training.cost_usd))
+                                                     : QStringLiteral("—"));
     case gpus:
       return e.gpus;
     case dp:

@@ -1986,7 +1986,7 @@ void RunView::analyseRange(std::optional<trace::TimeRange> range) {
         html += tr("<table><tr><th>rank</th>");
         for (const trace::BreakdownPart& part : trace::kBreakdownParts)
           html += QStringLiteral("<th>%1</th>").arg(q(part.name));
-        html += tr("<th>device events</th></tr>");
+        html += QStringLiteral("<th>%1</th></tr>").arg(q(trace::kEventsStartingName));
         for (const trace::RankAnalysis& r : range_analysis_->ranks) {
           html += QStringLiteral("<tr><td>%1</td>").arg(r.rank);
           for (const trace::BreakdownPart& part : trace::kBreakdownParts)
@@ -1994,10 +1994,9 @@ void RunView::analyseRange(std::optional<trace::TimeRange> range) {
           html += QStringLiteral("<td>%1</td></tr>").arg(r.total.events);
         }
         html += QStringLiteral("</table>");
-        html +=
-            tr("<p>The columns add up to the range; compute and the communication hidden "
-               "under it make the compute of the Ranks tab. Device events: kernels, copies "
-               "and collectives (the CPU engine's operations).</p>");
+        html += tr("<p>The columns of time add up to the range; compute and the communication "
+                   "hidden under it make the compute of the Ranks tab. %1.</p>")
+                    .arg(q(trace::kEventsStartingNote).toHtmlEscaped());
         if (!range_analysis_->kernels.empty()) {
           html += tr("<p>Top kernels in the range:</p><ol>");
           for (std::size_t i = 0; i < std::min<std::size_t>(5, range_analysis_->kernels.size());

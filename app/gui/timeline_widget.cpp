@@ -919,6 +919,39 @@ void paintRulerLabels(const TimelineWidget::PaintState& state, QPainter& painter
   }
 }
 
+// Where `state`'s range's duration is written: a row's height just below
+// the axis drawn from `top`, from the range's start (or the window's); empty
+// with no range in the window.
+QRectF rangeLabelRect(const TimelineWidget::PaintState& state, const QFont& font,
+                      const QRectF& area, double top) {
+  if (!state.range || state.lanes.empty() || !state.message.isEmpty() ||
+      state.range->end_ns <= state.window.start_ns || state.range->start_ns >= state.window.end_ns)
+    return {};
+  const double left = area.left() + state.gutter;
+  const double width = std::max(1.0, area.right() - left - 4);
+  const std::int64_t t0 = state.window.start_ns;
+  const std::int64_t span_ns =
+      std::max<std::int64_t>(1, state.window.end_ns - state.window.start_ns);
+  const double x0 =
+      std::max(left, left + double(state.range->start_ns - t0) * width / double(span_ns));
+  const QString label =
+      q(format_seconds(double(state.range->end_ns - state.range->start_ns) * 1e-9));
+  // Whole pixels: the background drawn under it covers all it takes.
+  return QRectF(std::floor(x0), std::floor(top + kRuler),
+                std::ceil(QFontMetricsF(font).horizontalAdvance(label)) + 4, kRowHeight);
+}
+
+// The range's duration in `at` (rangeLabelRect), on `background` where it
+// is valid: drawn over the lanes under a pinned axis, it is read over them.
+void paintRangeLabel(const TimelineWidget::PaintState& state, QPainter& painter, const QRectF& at,
+                     const QColor& text, const QColor& background) {
+  if (at.isEmpty()) return;
+  if (background.isValid()) painter.fillRect(at, background);
+  painter.setPen(text);
+  painter.drawText(at.adjusted(2, 0, 0, 0), Qt::AlignLeft | Qt::AlignVCenter,
+                   q(format_seconds(double(state.range->end_ns - state.range->start_ns) * 1e-9)));
+}
+
 // Paints the part `exposed` of `state` laid out in `area` (the lanes of
 // other rows are skipped); times map to the area's width. Returns the spans
 // drawn.
@@ -1130,11 +1163,10 @@ int paintTimeline(const TimelineWidget::PaintState& state, QPainter& painter, co
     painter.fillRect(
         QRectF(x0, area.top() + kRuler, std::max(1.0, x1 - x0), area.height() - kRuler),
         shade_color);
-    painter.setPen(text);
-    const QString label =
-        q(format_seconds(double(state.range->end_ns - state.range->start_ns) * 1e-9));
-    painter.drawText(QRectF(x0 + 2, area.top() + kRuler, 200, kRowHeight),
-                     Qt::AlignLeft | Qt::AlignVCenter, label);
+    if (state.range_label) {
+      paintRangeLabel(state, painter, rangeLabelRect(state, painter.font(), area, area.top()), text,
+                      QColor());
+    }
   }
   painter.restore();
   return items;
@@ -1344,6 +1376,10 @@ QRectF TimelineWidget::laneRect(int index) const {
   return {};
 }
 
+QRectF TimelineWidget::rangeLabelRect() const {
+  return cs::gui::rangeLabelRect(paintState(), font(), QRectF(rect()), rulerTop());
+}
+
 double TimelineWidget::xOf(std::int64_t time_ns) const {
   const std::int64_t span = std::max<std::int64_t>(1, window_.end_ns - window_.start_ns);
   return gutter_ + double(time_ns - window_.start_ns) * spanAreaWidth() / double(span);
@@ -1389,7 +1425,9 @@ void TimelineWidget::paintEvent(QPaintEvent* event) {
     if (!p.isActive()) return;
     p.setFont(font());
     p.translate(-cache_rect_.topLeft());
-    drawn_items_ = paintTimeline(paintState(), p, QRectF(rect()), palette().color(QPalette::Text),
+    PaintState state = paintState();
+    state.range_label = false;  // written below, where the axis is
+    drawn_items_ = paintTimeline(state, p, QRectF(rect()), palette().color(QPalette::Text),
                                  QRectF(cache_rect_));
     cache_job_ = frameJob();
     cache_window_ = window_;
@@ -1413,6 +1451,11 @@ void TimelineWidget::paintEvent(QPaintEvent* event) {
     painter.setPen(line);
     painter.drawLine(QPointF(0, top + kRuler - 0.5), QPointF(width(), top + kRuler - 0.5));
   }
+  // The range's duration under the axis wherever the axis is: written with
+  // the lanes, it scrolled away with them (or under the pinned axis).
+  painter.setFont(font());
+  paintRangeLabel(paintState(), painter, rangeLabelRect(), palette().color(QPalette::Text),
+                  palette().color(QPalette::Base));
   if (hasFocus()) {
     // The focus mark of a field in the Fusion style: its outline in the
     // highlight colour (the style's focus rectangle tints all it surrounds,

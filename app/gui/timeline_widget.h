@@ -80,6 +80,10 @@ class TimelineWidget : public QWidget {
   // x of a time in the visible window.
   QRectF laneRect(int index) const;
   double xOf(std::int64_t time_ns) const;
+  // Where the selected range's duration is written: just below the time
+  // axis, where the axis is (pinned at the top of what is on screen once the
+  // lanes are scrolled); empty with no range in the window.
+  QRectF rangeLabelRect() const;
 
   // Ranks folded to one header row (a click on the rank's header toggles it).
   void setRankCollapsed(std::int32_t rank, bool collapsed);
@@ -275,6 +279,9 @@ class TimelineWidget : public QWidget {
     std::int32_t linked_depth = 0;
     std::optional<trace::TimeRange> range;
     QColor range_shade;
+    // Whether the range's duration is written under the axis: the widget
+    // writes it over its cached picture, under the axis where it is pinned.
+    bool range_label = true;
     std::shared_ptr<const std::vector<CriticalMark>> critical;
     QString message;
     double gutter = 150;  // the lane titles' column

@@ -123,6 +123,9 @@ class TestTraceCli : public QObject {
   void countersAsTheStoreHoldsThem();
   void gemmRatesInStatsAndReport();
   void opCountersAloneMakeNoCountersTable();
+  void reportNoteNamesTheStoresCounters_data();
+  void reportNoteNamesTheStoresCounters();
+  void reportCountsEventsStartingInTheRange();
   void pytorchStreamSyncs();
   void rankWithoutDeviceWorkSaysSo();
   void controlCharactersInNamesAreEscaped();
@@ -1320,6 +1323,61 @@ void TestTraceCli::gemmRatesInStatsAndReport() {
   const QString none_page = QString::fromUtf8(none_html.readAll());
   QVERIFY(none_page.contains("<p>" + absent + "</p>"));
   QVERIFY(!none_page.contains("Operations with FLOPs"));
+}
+
+// The report's note over its counters names the counters the store holds:
+// it gave "GPU memory in use" as the example on a CPU engine run too, whose
+// one counter is the process's memory.
+void TestTraceCli::reportNoteNamesTheStoresCounters_data() {
+  QTest::addColumn<QString>("fixture");
+  QTest::addColumn<QString>("names");
+  QTest::addColumn<bool>("gpu");
+  QTest::addRow("CPU engine") << "cpu/cpu-engine-dp2.db"
+                              << "(here: memory in use (bytes))" << false;
+  QTest::addRow("CUDA engine") << "gpu/worker-bf16.db"
+                               << "(here: GPU 0 memory used, memory in use (bytes), memory in "
+                                  "use: weights (bytes) and 4 more)"
+                               << true;
+}
+
+void TestTraceCli::reportNoteNamesTheStoresCounters() {
+  QFETCH(QString, fixture);
+  QFETCH(QString, names);
+  QFETCH(bool, gpu);
+  QTemporaryDir dir;
+  const QString store = writable_store(dir, fixture, "run.db");
+  QVERIFY(!store.isEmpty());
+  const QString report = dir.filePath("run.html");
+  const Run exported = run_cli({"trace", "export", store, "--format", "html", "--out", report});
+  QVERIFY2(exported.exit_code == 0, qPrintable(exported.err));
+  QFile html(report);
+  QVERIFY(html.open(QIODevice::ReadOnly));
+  const QString page = QString::fromUtf8(html.readAll());
+  const qsizetype at = page.indexOf("<h2>Sampled counters</h2>");
+  QVERIFY(at >= 0);
+  const QString note = page.mid(at, page.indexOf("</p>", at) - at);
+  QVERIFY2(note.contains("Each rank's counters " + names), qPrintable(note));
+  QCOMPARE(note.contains("GPU"), gpu);
+}
+
+// The report's breakdown counts the device events that start in each
+// rank's span (Breakdown::events), and heads the column so: "events" over
+// a range of a run read as every event that ran in it, and a rank inside
+// one long collective had none.
+void TestTraceCli::reportCountsEventsStartingInTheRange() {
+  QTemporaryDir dir;
+  const QString store = writable_store(dir, "cpu/cpu-engine-dp2.db", "run.db");
+  QVERIFY(!store.isEmpty());
+  const QString report = dir.filePath("range.html");
+  const Run exported = run_cli({"trace", "export", store, "--format", "html", "--out", report,
+                                "--from", "100ms", "--to", "200ms"});
+  QVERIFY2(exported.exit_code == 0, qPrintable(exported.err));
+  QFile html(report);
+  QVERIFY(html.open(QIODevice::ReadOnly));
+  const QString page = QString::fromUtf8(html.readAll());
+  QVERIFY2(page.contains("<th>idle other</th><th>events starting</th>"),
+           qPrintable(page.left(4000)));
+  QVERIFY(page.contains("one that began before and runs through it counts in the time, not here"));
 }
 
 // The counters' table on the CUDA engine's committed run, against SQL over

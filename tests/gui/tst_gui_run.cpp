@@ -110,6 +110,7 @@ class TestGuiRun : public QObject {
   void kernelRowShowsInstances();
   void rangeBreakdown();
   void rangeInstancesAreTheRangesCount();
+  void rangeCountsEventsStartingInIt();
   void zeroWidthDragSelectsNothing();
   void longNamesKeepTheTooltipOnScreen();
   void hoverTooltip();
@@ -119,6 +120,7 @@ class TestGuiRun : public QObject {
   void collapseRank();
   void manyLanesLoadWhatIsInView();
   void timeAxisStaysOnScreen();
+  void rangeLabelStaysUnderTheAxis();
   void exports();
   void committedTraces_data();
   void committedTraces();
@@ -751,6 +753,54 @@ void TestGuiRun::rangeBreakdown() {
   QTRY_COMPARE_WITH_TIMEOUT(ready.count(), 1, 30000);
   QVERIFY(t->selectedRange()->start_ns >= t->window().start_ns);
   QVERIFY(t->selectedRange()->end_ns > t->selectedRange()->start_ns);
+}
+
+// The range's table counts the device events that start in it (Breakdown::
+// events), and says so: a rank whose whole range lay inside one long
+// collective read "device events 0" beside its communication time.
+void TestGuiRun::rangeCountsEventsStartingInIt() {
+  const QString path = dir_.filePath(QStringLiteral("range-inside-collective.db"));
+  {
+    auto w = trace::TraceWriter::create(path.toStdString(), {});
+    QVERIFY(w.ok());
+    (*w)->add_rank({0, "host", "GPU 0", 1, 0, false});
+    const trace::LaneId stream = (*w)->add_lane(0, trace::LaneKind::gpu_stream, "stream 7");
+    trace::Event gemm;
+    gemm.lane = stream;
+    gemm.start_ns = 0;
+    gemm.end_ns = 1000;
+    gemm.name = (*w)->intern("gemm");
+    (*w)->add(gemm);
+    trace::Event all_reduce;
+    all_reduce.lane = stream;
+    all_reduce.kind = trace::EventKind::collective;
+    all_reduce.category = trace::Category::communication;
+    all_reduce.collective = trace::Collective::all_reduce;
+    all_reduce.start_ns = 1000;
+    all_reduce.end_ns = 1'000'000;
+    all_reduce.name = (*w)->intern("ncclAllReduce");
+    (*w)->add(all_reduce);
+    QVERIFY((*w)->close().ok());
+  }
+  RunView view;
+  view.resize(1200, 900);
+  view.show();
+  QVERIFY(QTest::qWaitForWindowExposed(&view));
+  openAndWait(view, path);
+  QSignalSpy ready(&view, &RunView::rangeReady);
+  view.timeline()->setSelectedRange(trace::TimeRange{200'000, 800'000});
+  QTRY_COMPARE_WITH_TIMEOUT(ready.count(), 1, 30000);
+  QVERIFY2(ready.front().at(0).toString().isEmpty(), qPrintable(ready.front().at(0).toString()));
+  QVERIFY(view.rangeAnalysis());
+  const trace::Breakdown& b = view.rangeAnalysis()->ranks.at(0).total;
+  QCOMPARE(b.events, 0);
+  QCOMPARE(b.communication_ns, 600'000);
+  const QString text = view.rangeBreakdown()->toPlainText();
+  QVERIFY2(!text.contains(QStringLiteral("device events")), qPrintable(text));
+  QVERIFY2(text.contains(QStringLiteral("events starting")), qPrintable(text));
+  QVERIFY2(text.contains(QStringLiteral("one that began before and runs through it counts in "
+                                        "the time, not here")),
+           qPrintable(text));
 }
 
 // A row's instances in a selected range are the events its count holds: a
@@ -1412,6 +1462,56 @@ void TestGuiRun::timeAxisStaysOnScreen() {
   const QPoint on_axis(t->gutterWidth() + t->spanAreaWidth() / 2, bar->value() + 8);
   QTest::mouseClick(t, Qt::LeftButton, {}, on_axis);
   QCOMPARE(selected.count(), 0);
+}
+
+// A selected range's duration is written just below the time axis, which
+// stays at the top of what is on screen: it was written with the lanes, so
+// scrolled down it went under the pinned axis, then out of sight.
+void TestGuiRun::rangeLabelStaysUnderTheAxis() {
+  RunView view;
+  view.resize(1000, 800);  // fewer lanes on screen than the run's two ranks hold
+  view.show();
+  openAndWait(view, cpu_store_);
+  TimelineWidget* t = view.timeline();
+  QScrollArea* area = nullptr;
+  for (QWidget* p = t->parentWidget(); p && !area; p = p->parentWidget())
+    area = qobject_cast<QScrollArea*>(p);
+  QVERIFY(area);
+  QScrollBar* bar = area->verticalScrollBar();
+  QTRY_VERIFY_WITH_TIMEOUT(!t->busy() && t->paintedJob() == t->frameJob(), 30000);
+  const trace::TimeRange w = t->window();
+  QSignalSpy ready(&view, &RunView::rangeReady);
+  t->setSelectedRange(trace::TimeRange{w.start_ns + (w.end_ns - w.start_ns) / 3,
+                                       w.end_ns - (w.end_ns - w.start_ns) / 3});
+  QTRY_COMPARE_WITH_TIMEOUT(ready.count(), 1, 30000);
+  // The range's tables beside it leave room for the axis and the label, and
+  // lanes to scroll.
+  QVERIFY2(area->viewport()->height() > 60,
+           qPrintable(QString::number(area->viewport()->height())));
+  QVERIFY2(bar->maximum() > 60, qPrintable(QString::number(bar->maximum())));
+  // The label's place in the viewport, and its pixels there.
+  auto label = [&] {
+    QCoreApplication::processEvents();
+    const QRect at = t->rangeLabelRect().toAlignedRect();
+    const QRect in_view(t->mapTo(area->viewport(), at.topLeft()), at.size());
+    const QImage image = area->viewport()->grab().toImage();
+    const double ratio = image.devicePixelRatio();
+    return std::make_pair(in_view,
+                          image.copy(QRect(in_view.topLeft() * ratio, in_view.size() * ratio)));
+  };
+  const auto [place, unscrolled] = label();
+  QVERIFY(!place.isEmpty());
+  QCOMPARE(place.top(), 20);                                // below the axis, 20 px high
+  QVERIFY(cs::gui::test::distinctColours(unscrolled) > 2);  // the duration written
+  for (int value : {10, bar->maximum() / 2, bar->maximum()}) {
+    bar->setValue(value);
+    QTRY_VERIFY_WITH_TIMEOUT(!t->busy(), 30000);
+    const auto [scrolled_place, scrolled] = label();
+    QCOMPARE(scrolled_place, place);
+    QVERIFY2(
+        scrolled == unscrolled,
+        qPrintable(QStringLiteral("no range label under the axis, scrolled %1 px").arg(value)));
+  }
 }
 
 void TestGuiRun::manyLanesLoadWhatIsInView() {

@@ -63,6 +63,8 @@ class TestPlanCli : public QObject {
   void planDoesNotFit();
   void planHelpListsFlags();
   void searchJson();
+  void searchNamesWhatServingPlansTake_data();
+  void searchNamesWhatServingPlansTake();
   void searchText();
   void searchClusterSizes();
   void searchErrors_data();
@@ -578,6 +580,51 @@ void TestPlanCli::searchJson() {
                                     .toObject()["tokens_per_second"].toDouble());
     };
     QVERIFY2(tokens(i) > tokens(i - 1), qPrintable(QString::number(i)));
+  }
+}
+
+// Plans that serve (int8, int4: forward passes only) have no time to
+// train: the table's column read "train" over the time to run the tokens
+// forward. It reads "serve" for them, and --json has the figures under
+// "serving" too (beside "training", which scripts read).
+void TestPlanCli::searchNamesWhatServingPlansTake_data() {
+  QTest::addColumn<QString>("precisions");
+  QTest::addColumn<QString>("column");
+  QTest::addRow("bf16") << "bf16"
+                        << "train";
+  QTest::addRow("int8") << "int8"
+                        << "serve";
+  QTest::addRow("int8,int4") << "int8,int4"
+                             << "serve";
+}
+
+void TestPlanCli::searchNamesWhatServingPlansTake() {
+  QFETCH(QString, precisions);
+  QFETCH(QString, column);
+  const QStringList args{"search",     "--cluster",      "dgx-h100-8", "--model",
+                         "llama2-13b", "--global-batch", "64",         "--top",
+                         "2",          "--precision",    precisions};
+  const Run text = run_cli(args);
+  QVERIFY2(text.exit_code == 0, qPrintable(text.err));
+  const QStringList lines = text.out.split('\n');
+  int headers = 0;
+  for (const QString& line : lines) {
+    if (!line.startsWith('#')) continue;
+    ++headers;
+    const QStringList cells = line.split(' ', Qt::SkipEmptyParts);
+    QVERIFY2(cells.size() >= 2 && cells[cells.size() - 2] == column, qPrintable(line));
+  }
+  QVERIFY2(headers > 0, qPrintable(text.out));
+  const Run json = run_cli(args + QStringList{"--json"});
+  QVERIFY2(json.exit_code == 0, qPrintable(json.err));
+  const QJsonArray best = parse(json)["best"].toArray();
+  QVERIFY(!best.isEmpty());
+  for (const QJsonValue& v : best) {
+    const QJsonObject e = v.toObject()["estimate"].toObject();
+    QVERIFY(e["training"].isObject());
+    QCOMPARE(e["inference"].toBool(), column == "serve");
+    QCOMPARE(e.contains("serving"), column == "serve");
+    if (column == "serve") QCOMPARE(e["serving"].toObject(), e["training"].toObject());
   }
 }
 

@@ -151,6 +151,7 @@ class TestPlanner : public QObject {
   void timelineOfTooManyPasses();
   void timelineZero3GathersInEachPass();
   void timelineZero2ReducesEachBackward();
+  void idleGpusCostSaid_data();
   void idleGpusCostSaid();
   void inferenceRunsWithoutDropout();
   void engineElementwiseOfTheHead();
@@ -1808,19 +1809,32 @@ void TestPlanner::timelineZero3GathersInEachPass() {
 }
 
 // A plan on 4 of a node's 8 GPUs costs its 4; where the node is rented
-// whole, twice that: the note says both.
+// whole, twice that: the note says both, in money as every cost reads
+// (format_usd: "$336 k"; it read "$336042").
+void TestPlanner::idleGpusCostSaid_data() {
+  QTest::addColumn<double>("tokens");
+  QTest::addRow("hundreds of dollars") << 1e9;
+  QTest::addRow("hundreds of thousands") << 2e12;
+}
+
 void TestPlanner::idleGpusCostSaid() {
+  QFETCH(double, tokens);
   cs::Plan p = make_plan("dgx-h100-8", "llama2-7b", 1, 2, 2, 8);
-  p.workload.training_tokens = 1e9;
+  p.workload.training_tokens = tokens;
   const cs::plan::Estimate e = must_estimate(p);
   QCOMPARE(e.gpus, 4);
   QVERIFY(e.training.cost_usd > 0);
   const std::string expected =
       "uses 4 of the cluster's 8 GPUs: the cost counts those; the whole "
-      "cluster for the same time costs $" +
-      cs::format_fixed(2 * e.training.cost_usd, 0);
-  QVERIFY2(std::find(e.notes.begin(), e.notes.end(), expected) != e.notes.end(),
-           qPrintable(QString::fromStdString(expected)));
+      "cluster for the same time costs " +
+      cs::format_usd(2 * e.training.cost_usd);
+  const auto note = std::find_if(e.notes.begin(), e.notes.end(), [](const std::string& n) {
+    return n.starts_with("uses 4 of the cluster's 8 GPUs");
+  });
+  QVERIFY(note != e.notes.end());
+  QCOMPARE(*note, expected);
+  // No figure of five digits or more: a large one reads "k", "M".
+  QVERIFY2(!QString::fromStdString(*note).contains(QRegularExpression("\\d{5}")), note->c_str());
 }
 
 void TestPlanner::timelineSchedule() {
