@@ -1668,6 +1668,9 @@ void TestGuiRun::exports() {
   QVERIFY(text.contains(QStringLiteral("gui test run")));
   QVERIFY(text.contains(kernel.toHtmlEscaped()));
   QVERIFY(text.contains(QStringLiteral("<h2>Timeline</h2>")));
+  // The GEMM rates, as trace stats gives them: the view's own analysis
+  // leaves them out, the report computes them.
+  QVERIFY(text.contains(QStringLiteral("<h2>Operations with FLOPs (all ranks, all steps)</h2>")));
   // The picture is of one step past the warm-up.
   QVERIFY2(text.contains(QStringLiteral("<p>step 1 of rank 0:")), "no picture of step 1");
   QVERIFY(text.count(QStringLiteral("<svg")) >= 2);       // the core's charts and the timeline
