@@ -17,24 +17,6 @@ namespace cs::trace {
 
 namespace {
 
-std::optional<Precision> precision_of(DataType t) {
-  switch (t) {
-    case DataType::fp32:
-      return Precision::fp32;
-    case DataType::bf16:
-      return Precision::bf16;
-    case DataType::fp16:
-      return Precision::fp16;
-    case DataType::fp8_e4m3:
-    case DataType::fp8_e5m2:
-      return Precision::fp8;
-    case DataType::int8:
-      return Precision::int8;
-    default:
-      return std::nullopt;
-  }
-}
-
 // The precision the run computed in, where it recorded one (the engines'
 // meta "parallel"): what an operation of no recorded type ran in. An fp8
 // run records the type of each GEMM it ran in FP8 (and of those in BF16);

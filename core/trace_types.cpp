@@ -89,6 +89,24 @@ std::optional<LaneKind> lane_kind_from_string(std::string_view text) {
   return kLaneKindNames.parse(text);
 }
 
+std::optional<Precision> precision_of(DataType t) {
+  switch (t) {
+    case DataType::fp32:
+      return Precision::fp32;
+    case DataType::bf16:
+      return Precision::bf16;
+    case DataType::fp16:
+      return Precision::fp16;
+    case DataType::fp8_e4m3:
+    case DataType::fp8_e5m2:
+      return Precision::fp8;
+    case DataType::int8:
+      return Precision::int8;
+    default:
+      return std::nullopt;
+  }
+}
+
 int data_type_bytes(DataType t) {
   switch (t) {
     case DataType::none:

@@ -9,6 +9,8 @@
 #include <optional>
 #include <string_view>
 
+#include "core/precision.h"
+
 namespace cs::trace {
 
 // Times a store holds lie strictly within +-this (about 73 years of
@@ -121,6 +123,9 @@ std::optional<Collective> collective_from_string(std::string_view text);
 std::optional<DataType> data_type_from_string(std::string_view text);
 std::optional<LaneKind> lane_kind_from_string(std::string_view text);
 int data_type_bytes(DataType t);
+// The precision a GEMM of this element type computes in; none for a type
+// that is no GEMM precision (fp64, integers but int8).
+std::optional<Precision> precision_of(DataType t);
 
 struct Event {
   LaneId lane;

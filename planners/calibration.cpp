@@ -262,24 +262,6 @@ std::optional<Precision> precision_of_name(std::string_view name) {
   return precision_from_string(name.substr(space + 1));
 }
 
-std::optional<Precision> precision_of_type(trace::DataType t) {
-  switch (t) {
-    case trace::DataType::fp32:
-      return Precision::fp32;
-    case trace::DataType::bf16:
-      return Precision::bf16;
-    case trace::DataType::fp16:
-      return Precision::fp16;
-    case trace::DataType::fp8_e4m3:
-    case trace::DataType::fp8_e5m2:
-      return Precision::fp8;
-    case trace::DataType::int8:
-      return Precision::int8;
-    default:
-      return std::nullopt;
-  }
-}
-
 Result<std::vector<CalibrationPhase>> phases_of(const trace::TraceReader& r, Calibration& out) {
   std::vector<CalibrationPhase> phases;
   if (auto text = r.meta(kCalibrationMetaKey); text && !text->empty()) {
@@ -373,7 +355,7 @@ void add_sample(PhaseData& d, const OpSample& op, bool gpu, bool from_run) {
     return;
   }
   auto precision = precision_of_name(op.name);
-  if (!precision) precision = precision_of_type(op.dtype);
+  if (!precision) precision = trace::precision_of(op.dtype);
   if (!precision) precision = precision_from_string(d.phase.precision);
   if (precision) add(d.gemm[{*precision, op.flops, op.bytes}]);
 }

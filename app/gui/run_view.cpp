@@ -2120,14 +2120,20 @@ std::string damageOf(const ExportSource& source) {
   return verified ? std::string() : verified.message();
 }
 
+// `gemm_rates`: with the report's GEMM rates, against the GPUs' peaks as
+// `trace stats` gives them; the view's own analysis leaves them out (a pass
+// it does not show), and so do the CSV tables.
 Result<std::shared_ptr<const trace::RunAnalysis>> exportAnalysis(const trace::TraceReader& reader,
-                                                                 const ExportSource& source) {
-  // The report's GEMM rates, against the GPUs' peaks as `trace stats` gives
-  // them; the view's own analysis leaves them out (a pass it does not show).
-  auto presets = PresetCatalog::load_default();
-  const PresetCatalog* peaks = presets ? &presets.value() : nullptr;
+                                                                 const ExportSource& source,
+                                                                 bool gemm_rates) {
+  if (!source.range && source.analysis && (!gemm_rates || source.analysis->gemms))
+    return source.analysis;
+  std::optional<PresetCatalog> presets;  // none: the rates without a % of peak
+  if (gemm_rates) {
+    if (auto loaded = PresetCatalog::load_default()) presets = std::move(loaded).value();
+  }
+  const PresetCatalog* peaks = presets ? &*presets : nullptr;
   if (!source.range && source.analysis) {
-    if (source.analysis->gemms) return source.analysis;
     auto gemms = trace::gemm_rates(reader, std::nullopt, peaks);
     if (!gemms) return gemms.error();
     auto with = std::make_shared<trace::RunAnalysis>(*source.analysis);
@@ -2136,7 +2142,7 @@ Result<std::shared_ptr<const trace::RunAnalysis>> exportAnalysis(const trace::Tr
   }
   trace::AnalysisOptions options;
   options.window = source.range;
-  options.gemm_rates = true;
+  options.gemm_rates = gemm_rates;
   options.presets = peaks;
   auto analysis = trace::analyze_run(reader, options);
   if (!analysis) return analysis.error();
@@ -2147,7 +2153,7 @@ Result<std::shared_ptr<const trace::RunAnalysis>> exportAnalysis(const trace::Tr
 Result<QString> coreReportHtml(const ExportSource& source) {
   auto reader = trace::TraceReader::open(source.store);
   if (!reader) return reader.error();
-  auto analysis = exportAnalysis(*reader.value(), source);
+  auto analysis = exportAnalysis(*reader.value(), source, /*gemm_rates=*/true);
   if (!analysis) return analysis.error();
   QTemporaryDir dir;
   const std::string core_path = dir.filePath(QStringLiteral("core.html")).toStdString();
@@ -2316,7 +2322,7 @@ Result<QStringList> writePdfReport(const ExportSource& source, const QString& pa
 Result<QStringList> writeCsvTables(const ExportSource& source, const QString& stem_path) {
   auto reader = trace::TraceReader::open(source.store);
   if (!reader) return reader.error();
-  auto analysis = exportAnalysis(*reader.value(), source);
+  auto analysis = exportAnalysis(*reader.value(), source, /*gemm_rates=*/false);
   if (!analysis) return analysis.error();
   QString stem = stem_path;
   if (stem.endsWith(QStringLiteral(".csv"))) stem.chop(4);
