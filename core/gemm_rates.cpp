@@ -145,6 +145,86 @@ Result<GemmRates> gemm_rates(const TraceReader& r, const std::optional<TimeRange
   return out;
 }
 
+Result<OperationRate> gemm_rate_of(const TraceReader& r, const StoredEvent& op,
+                                   const PresetCatalog* presets) {
+  OperationRate out;
+  GemmRate& rate = out.rate;
+  const Event& e = op.event;
+  rate.name = r.string(e.name);
+  std::optional<Precision> precision = precision_of(e.dtype);
+  if (!precision) precision = run_precision(r);
+  if (precision) rate.precision = std::string(to_string(*precision));
+  rate.flops = e.flops;
+  std::vector<LaneId> streams, host;
+  std::set<std::uint32_t> stream_ids;
+  for (const LaneInfo& l : r.lanes_of(op.rank)) {
+    if (l.kind == LaneKind::predicted) continue;
+    (l.kind == LaneKind::gpu_stream ? streams : host).push_back(l.id);
+    if (l.kind == LaneKind::gpu_stream) stream_ids.insert(l.id.value);
+  }
+  if (streams.empty() || stream_ids.count(e.lane.value)) {
+    rate.count = 1;
+    rate.time_ns = e.duration_ns();
+    return out;
+  }
+  rate.kernel_time = true;
+  std::string device;
+  for (const RankInfo& k : r.ranks())
+    if (k.rank == op.rank) device = k.device;
+  if (const GpuSpec* spec = presets ? presets->match_device(device) : nullptr) {
+    rate.gpu = spec->name;
+    if (precision) rate.peak_flops = spec->peak.of(*precision);
+  }
+  // The calls within its span, and the operations with FLOPs that start in
+  // it (itself, and any nested one, which takes its own calls' kernels).
+  LaunchedKernels launched;
+  std::set<std::int64_t> unseen;
+  std::vector<LaunchedKernels::Span> ops;
+  Status read = r.for_each_event(host, e.start_ns, e.end_ns, [&](const StoredEvent& se) {
+    const Event& h = se.event;
+    if (launched.take(h, false, {})) {
+      if (h.kind == EventKind::api_call) unseen.insert(h.correlation);
+    } else if (h.flops > 0 && h.end_ns > h.start_ns) {
+      ops.push_back({h.start_ns, h.end_ns});
+    }
+    return true;
+  });
+  if (!read) return read.error();
+  if (unseen.empty()) return out;
+  // Their kernels run after the calls, in launch order on each stream: the
+  // read stops once each call's work was seen and a later launch's started
+  // after it.
+  std::int64_t last_end = e.start_ns;
+  read =
+      r.for_each_event(streams, e.start_ns, r.time_range().end_ns + 1, [&](const StoredEvent& se) {
+        const Event& k = se.event;
+        const bool ours = k.correlation > 0 && launched.launched(k.correlation);
+        if (ours) {
+          unseen.erase(k.correlation);
+          last_end = std::max(last_end, k.end_ns);
+          launched.take(k, true, r.string(k.name));
+          return true;
+        }
+        return !unseen.empty() || k.start_ns < last_end;
+      });
+  if (!read) return read.error();
+  std::sort(ops.begin(), ops.end(),
+            [](const LaunchedKernels::Span& a, const LaunchedKernels::Span& b) {
+              return a.start_ns < b.start_ns;
+            });
+  const auto times = launched.attribute(ops);
+  for (std::size_t i = 0; i < ops.size(); ++i) {
+    if (ops[i].start_ns != e.start_ns || ops[i].end_ns != e.end_ns) continue;
+    out.kernels = times[i].kernels;
+    if (out.kernels > 0) {
+      rate.count = 1;
+      rate.time_ns = times[i].kernel_ns;
+    }
+    break;
+  }
+  return out;
+}
+
 std::string gemm_rates_title(const GemmRates& rates) {
   return rates.windowed ? "Operations with FLOPs (all ranks; those in the window)"
                         : "Operations with FLOPs (all ranks, all steps)";

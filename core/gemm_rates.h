@@ -58,6 +58,17 @@ struct GemmRates {
 Result<GemmRates> gemm_rates(const TraceReader& reader, const std::optional<TimeRange>& window,
                              const PresetCatalog* presets);
 
+// One operation with FLOPs timed as the table times it: the run view's
+// details of the operation a user picked. On a GPU rank its kernels are
+// those launched by the calls within its span (and not by an operation
+// nested in it), found on the rank's streams from its start on.
+struct OperationRate {
+  GemmRate rate;    // count 1; 0 where a GPU rank's operation launched no recorded kernel
+  int kernels = 0;  // the kernels that timed it (GPU ranks)
+};
+Result<OperationRate> gemm_rate_of(const TraceReader& reader, const StoredEvent& op,
+                                   const PresetCatalog* presets);
+
 // What `trace stats` and the report say with the table, the same in both:
 // its title and caption (which time the rows hold), the note under it (the
 // operations left out, the peak), and the one line that stands for it

@@ -32,6 +32,8 @@ class LaunchedKernels {
   // (`on_stream`; the engine's own kernels are taken and not counted).
   // False for any other event, which the caller reads on.
   bool take(const Event& e, bool on_stream, std::string_view name);
+  // Whether a call of this correlation id was taken.
+  bool launched(std::int64_t correlation) const { return launch_ns_.count(correlation) > 0; }
 
   struct Span {
     std::int64_t start_ns = 0, end_ns = 0;

@@ -165,6 +165,8 @@ class TestTraceAnalysis : public QObject {
   void gemmRatesOfRealStores();
   void gemmRatesOfAPyTorchTrace();
   void gemmRatesWithoutFlopsOrPresets();
+  void gemmRateOfEachOperation_data();
+  void gemmRateOfEachOperation();
   void criticalPathGoesThroughTheLateRank();
   void criticalPathGoesThroughTheSend();
   void criticalPathOfATraceWithoutSteps();
@@ -2265,6 +2267,78 @@ void TestTraceAnalysis::gemmRatesOfAPyTorchTrace() {
 // A GPU run with no operation that carries FLOPs (a profiled PyTorch DDP
 // program, recorded without shapes): no rows, one line that says why. And
 // without presets the H200's rates stand, with no percentage of peak.
+// Each operation with FLOPs timed alone (the run view's details): its
+// kernels found from its own calls on, each operation as the table times
+// it, so that all of them add up to the table's row (the figures above)
+// and those that launched no recorded kernel are the table's left out.
+void TestTraceAnalysis::gemmRateOfEachOperation_data() {
+  QTest::addColumn<QString>("fixture");
+  QTest::addColumn<QString>("name");
+  QTest::addColumn<qint64>("count");
+  QTest::addColumn<qint64>("time_ns");
+  QTest::addColumn<qint64>("without_kernels");
+  QTest::addColumn<bool>("kernel_time");
+  QTest::addColumn<double>("peak");
+  QTest::addRow("CPU engine, DP 2")
+      << "cpu/cpu-engine-dp2.db"
+      << "mlp.fc wgrad" << qint64{20} << qint64{34407232} << qint64{0} << false << 0.0;
+  QTest::addRow("H200, bf16 run") << "gpu/worker-bf16.db"
+                                  << "gemm mlp.fc" << qint64{144} << qint64{7819898} << qint64{0}
+                                  << true << 989.4e12;
+  QTest::addRow("H200, fp8 run's attention")
+      << "gpu/worker-fp8.db"
+      << "gemm attention" << qint64{144} << qint64{25223746} << qint64{0} << true << 989.4e12;
+  QTest::addRow("PyTorch profile")
+      << "validation/kineto/sampled_rank-0.json.gz"
+      << "aten::mm" << qint64{230} << qint64{40954000} << qint64{1} << true << 0.0;
+}
+
+void TestTraceAnalysis::gemmRateOfEachOperation() {
+  QFETCH(QString, fixture);
+  QFETCH(QString, name);
+  QFETCH(qint64, count);
+  QFETCH(qint64, time_ns);
+  QFETCH(qint64, without_kernels);
+  QFETCH(bool, kernel_time);
+  QFETCH(double, peak);
+  auto presets = cs::PresetCatalog::load_default();
+  QVERIFY(presets);
+  QTemporaryDir dir;
+  std::unique_ptr<TraceReader> r;
+  if (fixture.endsWith(".json.gz")) {
+    const std::string store = dir.filePath("imported.db").toStdString();
+    auto imported =
+        import_traces({(QStringLiteral(CS_DATA_DIR "/") + fixture).toStdString()}, store);
+    QVERIFY2(imported, imported ? "" : imported.message().c_str());
+    auto opened = TraceReader::open(store);
+    QVERIFY(opened);
+    r = std::move(opened).value();
+  } else {
+    r = open_copy(dir, fixture);
+  }
+  QVERIFY(r);
+  auto ops = r->find_events(name.toStdString(), NameMatch::exact, 100000);
+  QVERIFY2(ops, ops ? "" : ops.message().c_str());
+  qint64 timed = 0, time = 0, without = 0;
+  for (const StoredEvent& op : *ops) {
+    auto one = gemm_rate_of(*r, op, &*presets);
+    QVERIFY2(one, one ? "" : one.message().c_str());
+    QCOMPARE(one->rate.name, name.toStdString());
+    QCOMPARE(one->rate.kernel_time, kernel_time);
+    QCOMPARE(one->rate.peak_flops, peak);
+    QCOMPARE(one->rate.flops, op.event.flops);
+    QVERIFY(one->rate.count == 0 || one->rate.count == 1);
+    QCOMPARE(one->rate.count == 0, kernel_time && one->kernels == 0);
+    if (!kernel_time) QCOMPARE(one->rate.time_ns, op.event.duration_ns());
+    timed += one->rate.count;
+    time += one->rate.time_ns;
+    without += one->rate.count == 0;
+  }
+  QCOMPARE(timed, count);
+  QCOMPARE(time, time_ns);
+  QCOMPARE(without, without_kernels);
+}
+
 void TestTraceAnalysis::gemmRatesWithoutFlopsOrPresets() {
   QTemporaryDir dir;
   const auto ddp = open_copy(dir, "gpu/torch-ddp.db");
