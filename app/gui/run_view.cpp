@@ -1659,14 +1659,18 @@ void RunView::showDetails(const std::optional<trace::StoredEvent>& event, const 
   row(tr("start"), instant(e.start_ns - origin, 9));
   row(tr("end"), instant(e.end_ns - origin, 9));
   row(tr("duration"), ns(e.duration_ns()));
+  // A GPU rank's host operation (a GEMM range, PyTorch's aten::mm) spans
+  // its launches: its rates are those of the kernels it launched, read below.
+  const bool rated_by_kernels = measured && e.flops > 0 && launchesGpuWork(*event);
   if (e.bytes > 0) {
     row(tr("bytes"), q(format_bytes(double(e.bytes))));
-    if (e.duration_ns() > 0) {
+    if (e.duration_ns() > 0 && !rated_by_kernels) {
       row(tr("bandwidth"),
           q(format_rate(double(e.bytes) / (double(e.duration_ns()) * 1e-9), "B/s")));
     }
   }
-  if (e.flops > 0 && e.duration_ns() > 0) {
+  if (e.flops > 0) row(tr("work"), q(format_rate(e.flops, "FLOP")));
+  if (e.flops > 0 && e.duration_ns() > 0 && !rated_by_kernels) {
     row(tr("FLOP/s"), q(format_rate(e.flops / (double(e.duration_ns()) * 1e-9), "FLOP/s")));
   }
   if (e.collective != trace::Collective::none) {
@@ -1712,6 +1716,8 @@ void RunView::showDetails(const std::optional<trace::StoredEvent>& event, const 
   }
   details_->setHtml(html);
   if (measured) linkCorrelated();
+  ++rate_job_;
+  if (rated_by_kernels) rateByKernels(*event);
   // A click on the timeline shows what it picked; a walk through the
   // instances keeps their list in front.
   if (!keep_tab) tabs_->setCurrentIndex(0);
@@ -1914,6 +1920,67 @@ void RunView::goToCorrelated() {
     timeline_->selectEvent(out.first->id);
     emit correlatedShown(out.first->id, {});
   });
+}
+
+bool RunView::launchesGpuWork(const trace::StoredEvent& event) const {
+  bool streams = false;
+  for (int i = 0; i < timeline_->laneCount(); ++i) {
+    if (timeline_->isCounterLane(i)) continue;  // its kind says nothing
+    const trace::LaneInfo& l = timeline_->laneInfo(i);
+    if (l.rank != event.rank || l.kind != trace::LaneKind::gpu_stream) continue;
+    if (l.id.value == event.event.lane.value) return false;
+    streams = true;
+  }
+  return streams;
+}
+
+void RunView::rateByKernels(const trace::StoredEvent& op) {
+  const std::uint64_t job = rate_job_;
+  QtConcurrent::run([path = path_.toStdString(), op] {
+    std::pair<std::optional<trace::OperationRate>, QString> out;
+    auto reader = trace::TraceReader::open(path);
+    if (!reader) {
+      out.second = q(reader.message());
+      return out;
+    }
+    auto presets = PresetCatalog::load_default();  // none: the rate without a % of peak
+    auto rate = trace::gemm_rate_of(*reader.value(), op, presets ? &*presets : nullptr);
+    if (!rate) {
+      out.second = q(rate.message());
+    } else {
+      out.first = std::move(rate).value();
+    }
+    return out;
+  })
+      .then(this, [this, job, bytes = op.event.bytes](
+                      std::pair<std::optional<trace::OperationRate>, QString> out) {
+        if (job != rate_job_) return;
+        if (!out.first) {
+          details_->append(tr("<p><i>Its kernels could not be read: %1</i></p>")
+                               .arg(out.second.toHtmlEscaped()));
+        } else if (out.first->kernels == 0) {
+          details_->append(
+              tr("<p>No kernel it launched was recorded: how fast it ran on the GPU is not known "
+                 "(its span is the host's, which launched the work).</p>"));
+        } else {
+          const trace::GemmRate& r = out.first->rate;
+          const double seconds = double(r.time_ns) * 1e-9;
+          QString text = out.first->kernels == 1
+                             ? tr("Its kernel ran %1 on the GPU: %2")
+                             : tr("Its %3 kernels ran %1 on the GPU: %2").arg(out.first->kernels);
+          text = text.arg(ns(r.time_ns), q(format_rate(r.flops / seconds, "FLOP/s")));
+          if (const auto percent = r.percent_of_peak()) {
+            text += tr(", %1 % of the %2 preset's %3 peak (%4)")
+                        .arg(*percent, 0, 'f', 1)
+                        .arg(q(r.gpu), q(r.precision), q(format_rate(r.peak_flops, "FLOP/s")));
+          }
+          if (bytes > 0)
+            text += tr("; its operands and result at %1")
+                        .arg(q(format_rate(double(bytes) / seconds, "B/s")));
+          details_->append(QStringLiteral("<p>%1.</p>").arg(text.toHtmlEscaped()));
+        }
+        emit kernelRateShown();
+      });
 }
 
 void RunView::linkCorrelated() {

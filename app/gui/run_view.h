@@ -176,6 +176,8 @@ class RunView : public QWidget {
   void comparisonReady(const QString& error);
   // The event correlated with the one shown was selected (its id), or why none was.
   void correlatedShown(std::optional<std::int64_t> event_id, const QString& error);
+  // The rate of the kernels a GPU rank's operation launched was added to its details.
+  void kernelRateShown();
   void predictionReady(const QString& cluster, const QString& error);
   void integrityChecked(const QString& damage);
 
@@ -194,6 +196,10 @@ class RunView : public QWidget {
   // Looks the shown event's correlated one up and has the timeline link the
   // two; the details then say the launch latency.
   void linkCorrelated();
+  // Whether `event` is a host operation of a rank with GPU streams.
+  bool launchesGpuWork(const trace::StoredEvent& event) const;
+  // Appends to the details the rate of the kernels operation `op` launched.
+  void rateByKernels(const trace::StoredEvent& op);
   // The kernel and collective tables of the run, or of the selected range.
   void fillSummaries(const trace::RunAnalysis& a, std::optional<trace::TimeRange> range);
   void analyseRange(std::optional<trace::TimeRange> range);
@@ -226,6 +232,7 @@ class RunView : public QWidget {
   std::uint64_t instance_job_ = 0;
   std::uint64_t correlation_job_ = 0;
   std::uint64_t link_job_ = 0;
+  std::uint64_t rate_job_ = 0;
   std::uint64_t comparison_job_ = 0;
   QTableWidget* comparison_table_ = nullptr;
   CriticalPathView* critical_path_ = nullptr;

@@ -149,6 +149,8 @@ class TestGuiRun : public QObject {
   void predictAgainSaysWhyInTheBar();
   void criticalPathOnTheTimeline();
   void criticalPathOfManySteps();
+  void operationRatedByItsKernels_data();
+  void operationRatedByItsKernels();
 
  private:
   void openAndWait(RunView& view, const QString& path);
@@ -3317,6 +3319,110 @@ void TestGuiRun::criticalPathTab() {
   QTRY_VERIFY_WITH_TIMEOUT(ready.count() == 1, 30000);
   QCOMPARE(path->ranks()->rowCount(), 1);
   QVERIFY(std::abs(shares(path->parts(), 2) - 100.0) < 0.01);
+}
+
+// The details of a GPU rank's GEMM (the CUDA engine's range, PyTorch's
+// aten::mm): its span on the host is its launches', so its FLOP/s and
+// bandwidth are those of the kernels it launched, read after the click,
+// with the % of the GPU preset's peak; one whose kernels were not recorded
+// says so. A CPU-engine rank's op keeps its own span's rate, at once.
+void TestGuiRun::operationRatedByItsKernels_data() {
+  QTest::addColumn<QString>("fixture");
+  QTest::addColumn<QString>("name");
+  QTest::addColumn<bool>("by_kernels");
+  QTest::addRow("CUDA engine, H200 bf16") << "gpu/worker-bf16.db"
+                                          << "gemm mlp.fc" << true;
+  QTest::addRow("PyTorch profile") << "validation/kineto/sampled_rank-0.json.gz"
+                                   << "aten::mm" << true;
+  QTest::addRow("CPU engine") << "cpu/cpu-engine-dp2.db"
+                              << "mlp.fc wgrad" << false;
+}
+
+void TestGuiRun::operationRatedByItsKernels() {
+  QFETCH(QString, fixture);
+  QFETCH(QString, name);
+  QFETCH(bool, by_kernels);
+  QString store;
+  if (fixture.endsWith(".json.gz")) {
+    store = dir_.filePath(QStringLiteral("rated-by-kernels.db"));
+    QFile::remove(store);
+    auto imported = trace::import_traces(
+        {(QStringLiteral(CS_DATA_DIR "/") + fixture).toStdString()}, store.toStdString());
+    QVERIFY2(imported, imported ? "" : imported.message().c_str());
+  } else {
+    store = writableCopy(QStringLiteral(CS_DATA_DIR "/") + fixture,
+                         QStringLiteral("rated-%1").arg(QFileInfo(fixture).fileName()));
+  }
+  auto presets = cs::PresetCatalog::load_default();
+  QVERIFY(presets);
+  // An operation timed by its kernels and, in the profile, one whose
+  // kernels were not recorded (the table leaves one aten::mm out).
+  std::optional<trace::StoredEvent> timed, untimed;
+  std::optional<trace::OperationRate> timed_rate;
+  {
+    auto reader = trace::TraceReader::open(store.toStdString());
+    QVERIFY(reader);
+    auto ops = (*reader)->find_events(name.toStdString(), trace::NameMatch::exact, 1000);
+    QVERIFY(ops && !ops->empty());
+    for (const trace::StoredEvent& op : *ops) {
+      auto rate = trace::gemm_rate_of(**reader, op, &*presets);
+      QVERIFY(rate);
+      if (rate->rate.count == 1 && !timed) {
+        timed = op;
+        timed_rate = *rate;
+      } else if (rate->rate.count == 0 && !untimed) {
+        untimed = op;
+      }
+    }
+  }
+  QVERIFY(timed);
+  RunView view;
+  view.resize(1200, 900);
+  view.show();
+  openAndWait(view, store);
+  TimelineWidget* t = view.timeline();
+  QSignalSpy selected(t, &TimelineWidget::eventSelected);
+  QSignalSpy rated(&view, &RunView::kernelRateShown);
+  t->selectEvent(timed->id);
+  QTRY_COMPARE_WITH_TIMEOUT(selected.count(), 1, 30000);
+  const double seconds = double(timed_rate->rate.time_ns) * 1e-9;
+  const QString kernel_rate =
+      QString::fromStdString(format_rate(timed->event.flops / seconds, "FLOP/s"));
+  const QString span_rate = QString::fromStdString(
+      format_rate(timed->event.flops / (double(timed->event.duration_ns()) * 1e-9), "FLOP/s"));
+  if (!by_kernels) {
+    const QString details = view.details()->toPlainText();
+    QVERIFY2(details.contains(span_rate), qPrintable(details));
+    QTest::qWait(200);
+    QCOMPARE(rated.count(), 0);
+    return;
+  }
+  QVERIFY(kernel_rate != span_rate);
+  QTRY_COMPARE_WITH_TIMEOUT(rated.count(), 1, 30000);
+  QString details = view.details()->toPlainText();
+  QVERIFY2(details.contains(QStringLiteral("on the GPU: ") + kernel_rate), qPrintable(details));
+  // Not the host span's rate: that times the launch.
+  QVERIFY2(!details.contains(span_rate), qPrintable(details));
+  QVERIFY2(timed_rate->kernels == 1
+               ? details.contains(QStringLiteral("Its kernel ran"))
+               : details.contains(QStringLiteral("Its %1 kernels ran").arg(timed_rate->kernels)),
+           qPrintable(details));
+  if (const auto percent = timed_rate->rate.percent_of_peak()) {
+    QVERIFY2(details.contains(QStringLiteral("%1 % of the h200 preset's bf16 peak (989 TFLOP/s)")
+                                  .arg(*percent, 0, 'f', 1)),
+             qPrintable(details));
+  } else {
+    QVERIFY2(!details.contains(QStringLiteral("peak")), qPrintable(details));
+  }
+  if (untimed) {
+    selected.clear();
+    t->selectEvent(untimed->id);
+    QTRY_COMPARE_WITH_TIMEOUT(rated.count(), 2, 30000);
+    details = view.details()->toPlainText();
+    QVERIFY2(details.contains(QStringLiteral("No kernel it launched was recorded")),
+             qPrintable(details));
+    QVERIFY2(!details.contains(QStringLiteral("FLOP/s")), qPrintable(details));
+  }
 }
 
 QTEST_MAIN(TestGuiRun)
