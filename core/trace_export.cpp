@@ -650,15 +650,15 @@ Status write_chrome(const TraceReader& reader, const std::string& path,
       out << ",\"dur\":";
       micros(out, end - start);
     };
-    for (const CriticalPath& path : *paths) {
-      const std::int64_t from = std::max({path.start_ns, path_end, t0, base});
-      const std::int64_t to = std::min(path.end_ns, t1);
+    for (const CriticalPath& step_path : *paths) {
+      const std::int64_t from = std::max({step_path.start_ns, path_end, t0, base});
+      const std::int64_t to = std::min(step_path.end_ns, t1);
       if (to <= from) continue;
       begin_event();
-      out << "{\"ph\":\"X\",\"cat\":\"critical_path\",\"name\":\"step " << path.step << '"';
+      out << "{\"ph\":\"X\",\"cat\":\"critical_path\",\"name\":\"step " << step_path.step << '"';
       slice(from, to);
-      out << ",\"args\":{\"step\":" << path.step << "}}";
-      for (const CriticalSegment& seg : path.segments) {
+      out << ",\"args\":{\"step\":" << step_path.step << "}}";
+      for (const CriticalSegment& seg : step_path.segments) {
         const std::int64_t a = std::max(seg.start_ns, from), b = std::min(seg.end_ns, to);
         if (b <= a) continue;
         begin_event();
@@ -671,7 +671,7 @@ Status write_chrome(const TraceReader& reader, const std::string& path,
         slice(a, b);
         out << ",\"args\":{\"part\":";
         json_string(out, seg.part);
-        out << ",\"rank\":" << seg.rank << ",\"step\":" << path.step << "}}";
+        out << ",\"rank\":" << seg.rank << ",\"step\":" << step_path.step << "}}";
       }
       path_end = to;
       if (!out.ok()) return out.status();
@@ -1688,34 +1688,34 @@ Result<ExportReport> export_html_report(const TraceReader& reader, const RunAnal
            "that set each step's length (HTA's critical path): where a collective or a pipeline "
            "receive waited, the path goes on through the rank it waited for, so waiting is never "
            "on it. Mean time per step.</p>\n";
-    auto path = summarize_critical_paths(reader);
-    if (!path) {
-      out << "<p class=bad>" << html(path.message()) << "</p>\n";
-    } else if (path->steps == 0) {
+    auto run_path = summarize_critical_paths(reader);
+    if (!run_path) {
+      out << "<p class=bad>" << html(run_path.message()) << "</p>\n";
+    } else if (run_path->steps == 0) {
       out << "<p>No critical path: the run records no events.</p>\n";
     } else {
-      const double step = path->step_ns;
+      const double step = run_path->step_ns;
       const auto row = [&](const std::string& name, double ns) {
         out << "<tr><td>" << html(name) << "</td><td class=n>" << format_fixed(ns / 1e6, 3)
             << "</td><td class=n>" << format_fixed(step > 0 ? 100.0 * ns / step : 0.0, 1)
             << "%</td></tr>\n";
       };
-      out << "<p>" << html(describe_steps(path->steps, path->warm_up)) << ", the mean step "
+      out << "<p>" << html(describe_steps(run_path->steps, run_path->warm_up)) << ", the mean step "
           << format_fixed(step / 1e6, 3) << " ms.</p>\n";
       out << "<table>\n<tr><th>part</th><th>ms per step</th><th>share</th></tr>\n";
-      for (const auto& [part, ns] : path->parts)
+      for (const auto& [part, ns] : run_path->parts)
         row(std::string(part), ns);
       out << "</table>\n<table>\n<tr><th>rank</th><th>ms per step</th><th>share</th></tr>\n";
-      for (const auto& [rank, ns] : path->ranks)
+      for (const auto& [rank, ns] : run_path->ranks)
         row(std::to_string(rank), ns);
       out << "</table>\n<table>\n<tr><th>operation</th><th>ms per step</th><th>share</th></tr>\n";
       constexpr std::size_t kOperations = 15;
-      for (std::size_t i = 0; i < path->operations.size() && i < kOperations; ++i)
-        row(reader.string(path->operations[i].name), path->operations[i].per_step_ns);
+      for (std::size_t i = 0; i < run_path->operations.size() && i < kOperations; ++i)
+        row(reader.string(run_path->operations[i].name), run_path->operations[i].per_step_ns);
       out << "</table>\n";
-      if (path->operations.size() > kOperations)
+      if (run_path->operations.size() > kOperations)
         out << "<p class=note>" << std::to_string(kOperations) << " of "
-            << std::to_string(path->operations.size()) << " operations shown.</p>\n";
+            << std::to_string(run_path->operations.size()) << " operations shown.</p>\n";
     }
   }
 

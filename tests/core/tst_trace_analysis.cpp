@@ -1705,10 +1705,10 @@ void TestTraceAnalysis::modelErrorFactor_data() {
   QTest::addRow("close") << 1.1 << 1.0 << "";
   QTest::addRow("just under twice") << 1.99 << 1.0 << "";
   QTest::addRow("twice") << 2.0 << 1.0 << "2.0× the measured";
-  QTest::addRow("+900 %") << 10.0 << 1.0 << "10× the measured";
+  QTest::newRow("+900 %") << 10.0 << 1.0 << "10× the measured";
   QTest::addRow("just under 10") << 9.96 << 1.0 << "10× the measured";
   QTest::addRow("half") << 0.5 << 1.0 << "1/2.0 of the measured";
-  QTest::addRow("-90 %") << 0.1 << 1.0 << "1/10 of the measured";
+  QTest::newRow("-90 %") << 0.1 << 1.0 << "1/10 of the measured";
   QTest::addRow("nothing predicted") << 0.0 << 1.0 << "";
   QTest::addRow("nothing measured") << 1.0 << 0.0 << "";
 }
