@@ -116,6 +116,10 @@ Result<GemmRates> gemm_rates(const TraceReader& r, const std::optional<TimeRange
       }
       std::optional<Precision> precision = precision_of(op.dtype);
       if (!precision) precision = of_run;
+      if (gpu && precision == Precision::fp32) {
+        precision = times[i].computed_in(precision);
+        out.tf32_by_kernels += precision == Precision::tf32;
+      }
       const std::string p = precision ? std::string(to_string(*precision)) : std::string();
       GemmRate& row =
           rows[{r.string(StringId{op.name}), p, gpu, spec ? spec->name : std::string()}];
@@ -153,7 +157,6 @@ Result<OperationRate> gemm_rate_of(const TraceReader& r, const StoredEvent& op,
   rate.name = r.string(e.name);
   std::optional<Precision> precision = precision_of(e.dtype);
   if (!precision) precision = run_precision(r);
-  if (precision) rate.precision = std::string(to_string(*precision));
   rate.flops = e.flops;
   std::vector<LaneId> streams, host;
   std::set<std::uint32_t> stream_ids;
@@ -163,18 +166,24 @@ Result<OperationRate> gemm_rate_of(const TraceReader& r, const StoredEvent& op,
     if (l.kind == LaneKind::gpu_stream) stream_ids.insert(l.id.value);
   }
   if (streams.empty() || stream_ids.count(e.lane.value)) {
+    if (precision) rate.precision = std::string(to_string(*precision));
     rate.count = 1;
     rate.time_ns = e.duration_ns();
     return out;
   }
   rate.kernel_time = true;
-  std::string device;
-  for (const RankInfo& k : r.ranks())
-    if (k.rank == op.rank) device = k.device;
-  if (const GpuSpec* spec = presets ? presets->match_device(device) : nullptr) {
-    rate.gpu = spec->name;
-    if (precision) rate.peak_flops = spec->peak.of(*precision);
-  }
+  // The precision its kernels computed in, and the GPU preset's peak for it.
+  auto finish = [&] {
+    if (precision) rate.precision = std::string(to_string(*precision));
+    std::string device;
+    for (const RankInfo& k : r.ranks())
+      if (k.rank == op.rank) device = k.device;
+    if (const GpuSpec* spec = presets ? presets->match_device(device) : nullptr) {
+      rate.gpu = spec->name;
+      if (precision) rate.peak_flops = spec->peak.of(*precision);
+    }
+    return out;
+  };
   // The calls within its span, and the operations with FLOPs that start in
   // it (itself, and any nested one, which takes its own calls' kernels).
   LaunchedKernels launched;
@@ -190,7 +199,7 @@ Result<OperationRate> gemm_rate_of(const TraceReader& r, const StoredEvent& op,
     return true;
   });
   if (!read) return read.error();
-  if (unseen.empty()) return out;
+  if (unseen.empty()) return finish();
   // Their kernels run after the calls, in launch order on each stream: the
   // read stops once each call's work was seen and a later launch's started
   // after it.
@@ -219,10 +228,11 @@ Result<OperationRate> gemm_rate_of(const TraceReader& r, const StoredEvent& op,
     if (out.kernels > 0) {
       rate.count = 1;
       rate.time_ns = times[i].kernel_ns;
+      precision = times[i].computed_in(precision);
     }
     break;
   }
-  return out;
+  return finish();
 }
 
 std::string gemm_rates_title(const GemmRates& rates) {
@@ -268,6 +278,11 @@ std::vector<std::string> gemm_rates_notes(const GemmRates& rates) {
     notes.push_back(
         "no % of peak where the rank's device matches no GPU preset or the precision is not "
         "known");
+  if (rates.tf32_by_kernels > 0)
+    notes.push_back(std::to_string(rates.tf32_by_kernels) +
+                    (rates.tf32_by_kernels == 1 ? " fp32 operation" : " fp32 operations") +
+                    " ran on TF32 tensor cores (their GEMM kernels' names say so, as where "
+                    "PyTorch allows TF32): rated as tf32");
   if (rates.without_kernels > 0)
     notes.push_back(std::to_string(rates.without_kernels) +
                     (rates.without_kernels == 1 ? " operation" : " operations") +

@@ -48,6 +48,9 @@ struct GemmRates {
   // Operations with FLOPs on a GPU rank that launched no kernel (or whose
   // kernels were not recorded): no GPU time to rate them by, left out.
   std::int64_t without_kernels = 0;
+  // fp32 operations rated as tf32: they launched a GEMM kernel on TF32
+  // tensor cores (LaunchedKernels::Time::computed_in).
+  std::int64_t tf32_by_kernels = 0;
   bool presets = false;  // peaks were looked up (gemm_rates was given presets)
   bool windowed = false;  // of a window's operations, not all steps
 };

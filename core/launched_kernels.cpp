@@ -1,12 +1,27 @@
 #include "core/launched_kernels.h"
 
 #include <algorithm>
+#include <cctype>
 #include <iterator>
+#include <string>
 
 namespace cs::trace {
 
 bool engine_kernel(std::string_view kernel_name) {
   return kernel_name.find("cs::worker::") != std::string_view::npos;
+}
+
+bool tf32_kernel(std::string_view kernel_name) {
+  std::string name(kernel_name);
+  std::transform(name.begin(), name.end(), name.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  if (name.find("3xtf32") != std::string::npos) return false;
+  if (name.find("tf32") != std::string::npos) return true;
+  constexpr std::string_view kCutlassFp32 = "tensorop_s1688gemm_";
+  const auto at = name.find(kCutlassFp32);
+  if (at == std::string::npos) return false;
+  const std::string_view after = std::string_view(name).substr(at + kCutlassFp32.size());
+  return !after.starts_with("f16") && !after.starts_with("bf16");  // half operands (Turing's)
 }
 
 bool LaunchedKernels::take(const Event& e, bool on_stream, std::string_view name) {
@@ -16,7 +31,8 @@ bool LaunchedKernels::take(const Event& e, bool on_stream, std::string_view name
   }
   if (e.kind == EventKind::kernel && e.category == Category::compute && e.correlation > 0 &&
       on_stream) {
-    if (!engine_kernel(name)) kernels_.emplace_back(e.correlation, e.end_ns - e.start_ns);
+    if (!engine_kernel(name))
+      kernels_.push_back({e.correlation, e.end_ns - e.start_ns, tf32_kernel(name)});
     return true;
   }
   return false;
@@ -24,16 +40,17 @@ bool LaunchedKernels::take(const Event& e, bool on_stream, std::string_view name
 
 std::vector<LaunchedKernels::Time> LaunchedKernels::attribute(std::span<const Span> ops) const {
   std::vector<Time> out(ops.size());
-  for (const auto& [correlation, ns] : kernels_) {
-    auto launch = launch_ns_.find(correlation);
+  for (const Kernel& kernel : kernels_) {
+    auto launch = launch_ns_.find(kernel.correlation);
     if (launch == launch_ns_.end()) continue;
     const std::int64_t t = launch->second;
     auto it = std::upper_bound(ops.begin(), ops.end(), t,
                                [](std::int64_t v, const Span& o) { return v < o.start_ns; });
     if (it == ops.begin() || std::prev(it)->end_ns <= t) continue;
     Time& time = out[static_cast<std::size_t>(std::prev(it) - ops.begin())];
-    time.kernel_ns += ns;
+    time.kernel_ns += kernel.ns;
     ++time.kernels;
+    time.tf32_kernels += kernel.tf32;
   }
   return out;
 }

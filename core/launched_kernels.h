@@ -9,6 +9,7 @@
 // `trace stats` rates.
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string_view>
 #include <unordered_map>
@@ -24,6 +25,12 @@ namespace cs::trace {
 // planner assumes the bias fused into the GEMM, as Megatron-style
 // frameworks run it, and times the casts apart).
 bool engine_kernel(std::string_view kernel_name);
+
+// Whether a kernel's name says it computed an FP32 GEMM on TF32 tensor
+// cores: cuBLAS's "..._tf32f32_..." and CUTLASS's "s1688tf32gemm", and
+// CUTLASS's "tensorop_s1688gemm" over float operands (rounded to TF32 on
+// Ampere and later). Not "3xtf32", FP32 emulated at FP32's accuracy.
+bool tf32_kernel(std::string_view kernel_name);
 
 class LaunchedKernels {
  public:
@@ -41,6 +48,14 @@ class LaunchedKernels {
   struct Time {
     std::int64_t kernel_ns = 0;  // the GPU time of the kernels it launched
     int kernels = 0;
+    int tf32_kernels = 0;  // of them, those that ran on TF32 tensor cores (tf32_kernel)
+    // The precision they computed in, of an operation of `typed`: an fp32
+    // operation that launched a TF32 GEMM kernel computed in TF32 (PyTorch's
+    // fp32 matmuls where allow_tf32 is set, which no trace records), its
+    // other kernels (cuBLAS's split-K reduction) beside it.
+    std::optional<Precision> computed_in(std::optional<Precision> typed) const {
+      return typed == Precision::fp32 && tf32_kernels > 0 ? Precision::tf32 : typed;
+    }
   };
   // The kernels' time of each operation of `ops`, sorted by start; a
   // kernel whose call no operation holds, or whose call was not recorded,
@@ -49,7 +64,11 @@ class LaunchedKernels {
 
  private:
   std::unordered_map<std::int64_t, std::int64_t> launch_ns_;    // the call's start by correlation
-  std::vector<std::pair<std::int64_t, std::int64_t>> kernels_;  // (correlation, ns)
+  struct Kernel {
+    std::int64_t correlation = 0, ns = 0;
+    bool tf32 = false;
+  };
+  std::vector<Kernel> kernels_;
 };
 
 }  // namespace cs::trace

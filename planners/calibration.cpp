@@ -328,7 +328,18 @@ struct OpSample {
   std::int64_t count = 0;
   trace::DataType dtype = trace::DataType::none;
   double seconds = 0;
+  // What its kernels computed in, where they say (a GPU's fp32 GEMM on TF32
+  // tensor cores); else its name's, its type's, the phase's.
+  std::optional<Precision> computed_in;
 };
+
+std::optional<Precision> sample_precision(const PhaseData& d, const OpSample& op) {
+  if (op.computed_in) return op.computed_in;
+  auto precision = precision_of_name(op.name);
+  if (!precision) precision = trace::precision_of(op.dtype);
+  if (!precision) precision = precision_from_string(d.phase.precision);
+  return precision;
+}
 
 // `from_run`: a sample from a run's steady step (OpTimes).
 void add_sample(PhaseData& d, const OpSample& op, bool gpu, bool from_run) {
@@ -354,10 +365,7 @@ void add_sample(PhaseData& d, const OpSample& op, bool gpu, bool from_run) {
     ++d.gemms_without_bytes;
     return;
   }
-  auto precision = precision_of_name(op.name);
-  if (!precision) precision = trace::precision_of(op.dtype);
-  if (!precision) precision = precision_from_string(d.phase.precision);
-  if (precision) add(d.gemm[{*precision, op.flops, op.bytes}]);
+  if (auto precision = sample_precision(d, op)) add(d.gemm[{*precision, op.flops, op.bytes}]);
 }
 
 // A run's optimizer step, rank by rank and step by step: the time of all
@@ -654,7 +662,9 @@ Status collect(const trace::TraceReader& r, std::vector<PhaseData>& data, bool c
       spans.push_back({op.start_ns, op.end_ns});
     const auto times = g.launched.attribute(spans);
     for (std::size_t i = 0; i < g.ops.size(); ++i) {
-      g.ops[i].op.seconds = static_cast<double>(times[i].kernel_ns) * 1e-9;
+      OpSample& op = g.ops[i].op;
+      op.seconds = static_cast<double>(times[i].kernel_ns) * 1e-9;
+      op.computed_in = times[i].computed_in(sample_precision(*d, op));
       g.ops[i].kernels = times[i].kernels;
     }
     for (const GpuRank::HostOp& op : g.ops) {

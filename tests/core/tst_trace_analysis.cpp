@@ -10,6 +10,7 @@
 #include <set>
 
 #include "core/format.h"
+#include "core/launched_kernels.h"
 #include "core/prediction_text.h"
 #include "core/presets.h"
 #include "core/trace_analysis.h"
@@ -166,6 +167,8 @@ class TestTraceAnalysis : public QObject {
   void gemmRatesOfAPyTorchTrace();
   void gemmRatesWithoutFlopsOrPresets();
   void gemmRateOfEachOperation_data();
+  void tf32KernelNames_data();
+  void tf32KernelNames();
   void gemmRateOfEachOperation();
   void criticalPathGoesThroughTheLateRank();
   void criticalPathGoesThroughTheSend();
@@ -2057,6 +2060,8 @@ std::unique_ptr<TraceReader> open_copy(const QTemporaryDir& dir, const QString& 
 // the operations of a GPU rank no kernel went to.
 struct Expected {
   std::map<std::string, std::pair<std::int64_t, std::int64_t>> by_name;
+  // Of them, those that launched a CUTLASS or cuBLAS TF32 GEMM.
+  std::map<std::string, std::pair<std::int64_t, std::int64_t>> tf32_by_name;
   std::int64_t without_kernels = 0;
 };
 Expected expected_rates(const TraceReader& r) {
@@ -2068,11 +2073,11 @@ Expected expected_rates(const TraceReader& r) {
     struct Op {
       std::string name;
       std::int64_t start, end, ns = 0;
-      int kernels = 0;
+      int kernels = 0, tf32 = 0;
     };
     std::vector<Op> ops;
     std::map<std::int64_t, std::int64_t> call_start;
-    std::vector<std::pair<std::int64_t, std::int64_t>> kernels;
+    std::vector<std::tuple<std::int64_t, std::int64_t, bool>> kernels;
     (void)r.for_each_event(
         {}, std::numeric_limits<std::int64_t>::min() / 4,
         std::numeric_limits<std::int64_t>::max() / 4, [&](const StoredEvent& se) {
@@ -2084,11 +2089,13 @@ Expected expected_rates(const TraceReader& r) {
             call_start[e.correlation] = e.start_ns;
           if (on_stream && e.kind == EventKind::kernel && e.category == Category::compute &&
               e.correlation > 0 && r.string(e.name).find("cs::worker::") == std::string::npos)
-            kernels.emplace_back(e.correlation, e.end_ns - e.start_ns);
+            kernels.emplace_back(e.correlation, e.end_ns - e.start_ns,
+                                 r.string(e.name).find("s1688gemm") != std::string::npos ||
+                                     r.string(e.name).find("tf32") != std::string::npos);
           if (!on_stream && e.flops > 0) ops.push_back({r.string(e.name), e.start_ns, e.end_ns});
           return true;
         });
-    for (const auto& [correlation, ns] : kernels) {
+    for (const auto& [correlation, ns, tf32] : kernels) {
       auto call = call_start.find(correlation);
       if (call == call_start.end()) continue;
       Op* inner = nullptr;
@@ -2099,6 +2106,7 @@ Expected expected_rates(const TraceReader& r) {
       if (inner) {
         inner->ns += ns;
         ++inner->kernels;
+        inner->tf32 += tf32;
       }
     }
     for (const Op& op : ops) {
@@ -2109,6 +2117,11 @@ Expected expected_rates(const TraceReader& r) {
       auto& [count, ns] = out.by_name[op.name];
       ++count;
       ns += streams.empty() ? op.end - op.start : op.ns;
+      if (op.tf32 > 0) {
+        auto& [tf32_count, tf32_ns] = out.tf32_by_name[op.name];
+        ++tf32_count;
+        tf32_ns += op.ns;
+      }
     }
   }
   return out;
@@ -2200,6 +2213,8 @@ void TestTraceAnalysis::gemmRatesOfRealStores() {
   const Expected expected = expected_rates(*r);
   QCOMPARE(g->without_kernels, expected.without_kernels);
   QCOMPARE(g->rows.size(), expected.by_name.size());
+  QVERIFY(expected.tf32_by_name.empty());  // cuBLAS ran the engine's GEMMs in their own type
+  QCOMPARE(g->tf32_by_kernels, std::int64_t{0});
   double shares = 0;
   for (const GemmRate& each : g->rows) {
     const auto& [n, ns] = expected.by_name.at(each.name);
@@ -2239,34 +2254,83 @@ void TestTraceAnalysis::gemmRatesOfAPyTorchTrace() {
   QVERIFY(presets);
   auto g = gemm_rates(**r, std::nullopt, &*presets);
   QVERIFY2(g, g ? "" : g.message().c_str());
-  QCOMPARE(g->rows.size(), std::size_t{3});
   QCOMPARE(g->without_kernels, std::int64_t{1});
+  // Each operator, all precisions together.
   const std::map<std::string, std::pair<std::int64_t, std::int64_t>> want = {
       {"aten::mm", {230, 40954000}},
       {"aten::bmm", {40, 17882000}},
       {"aten::addmm", {107, 9155000}}};
-  for (const GemmRate& row : g->rows) {
-    QCOMPARE(std::make_pair(row.count, row.time_ns), want.at(row.name));
-    QVERIFY(row.kernel_time);
-    QCOMPARE(row.precision, std::string("fp32"));
-    QVERIFY(!row.percent_of_peak());
-  }
+  // Its fp32 matmuls ran on TF32 tensor cores (CUTLASS's s1688gemm
+  // kernels) or on the FP32 pipes (ampere_sgemm, gemmk1): rated apart.
   const Expected expected = expected_rates(**r);
   QCOMPARE(expected.without_kernels, std::int64_t{1});
-  QCOMPARE(expected.by_name.at("aten::mm").second, std::int64_t{40954000});
+  std::map<std::string, std::pair<std::int64_t, std::int64_t>> by_operator;
+  std::int64_t tf32_ops = 0;
+  for (const GemmRate& row : g->rows) {
+    QVERIFY(row.kernel_time);
+    QVERIFY(!row.percent_of_peak());
+    by_operator[row.name].first += row.count;
+    by_operator[row.name].second += row.time_ns;
+    const auto tf32 = expected.tf32_by_name.count(row.name)
+                          ? expected.tf32_by_name.at(row.name)
+                          : std::pair<std::int64_t, std::int64_t>{0, 0};
+    if (row.precision == "tf32") {
+      QCOMPARE(std::make_pair(row.count, row.time_ns), tf32);
+      tf32_ops += row.count;
+    } else {
+      QCOMPARE(row.precision, std::string("fp32"));
+      const auto& [count, ns] = expected.by_name.at(row.name);
+      QCOMPARE(std::make_pair(row.count, row.time_ns),
+               std::make_pair(count - tf32.first, ns - tf32.second));
+    }
+  }
+  QCOMPARE(by_operator, want);
+  QCOMPARE(g->tf32_by_kernels, tf32_ops);
+  QVERIFY2(tf32_ops > 100 && tf32_ops < 377, qPrintable(QString::number(tf32_ops)));
   const auto notes = gemm_rates_notes(*g);
   QVERIFY(std::any_of(notes.begin(), notes.end(), [](const std::string& n) {
     return n.starts_with("1 operation with FLOPs on a GPU rank launched no recorded kernel");
   }));
+  const std::string tf32_note =
+      std::to_string(tf32_ops) + " fp32 operations ran on TF32 tensor cores";
+  QVERIFY(std::any_of(notes.begin(), notes.end(),
+                      [&](const std::string& n) { return n.starts_with(tf32_note); }));
   // A window holds the operations that count in it.
   const TimeRange all = (*r)->time_range();
   auto none = gemm_rates(**r, TimeRange{all.start_ns - 10, all.start_ns - 5}, &*presets);
   QVERIFY(none && none->rows.empty() && none->without_kernels == 0);
 }
 
-// A GPU run with no operation that carries FLOPs (a profiled PyTorch DDP
-// program, recorded without shapes): no rows, one line that says why. And
-// without presets the H200's rates stand, with no percentage of peak.
+// Which kernels computed an fp32 GEMM on TF32 tensor cores, by name: the
+// names of real traces (HTA's A100 profile, cuBLAS on Ampere and Hopper).
+void TestTraceAnalysis::tf32KernelNames_data() {
+  QTest::addColumn<QString>("name");
+  QTest::addColumn<bool>("tf32");
+  QTest::newRow("CUTLASS, float operands")
+      << "void cutlass::Kernel<cutlass_80_tensorop_s1688gemm_64x64_32x6_tn_align4>("
+         "cutlass_80_tensorop_s1688gemm_64x64_32x6_tn_align4::Params)"
+      << true;
+  QTest::newRow("CUTLASS, tf32 operands")
+      << "cutlass_80_tensorop_s1688tf32gemm_256x128_16x3_nn_align4" << true;
+  QTest::newRow("cuBLAS xmma") << "sm80_xmma_gemm_f32f32_tf32f32_f32_nn_n_tilesize64x64x32_stage6"
+                               << true;
+  QTest::newRow("CUTLASS, FP32 from three TF32 passes")
+      << "cutlass_80_tensorop_s1688gemm_3xtf32_fast_128x128_16x4_nt_align4" << false;
+  QTest::newRow("CUTLASS, half operands (Turing)")
+      << "cutlass_75_tensorop_s1688gemm_f16_256x128_32x2_nt_align8" << false;
+  QTest::newRow("cuBLAS SIMT") << "ampere_sgemm_128x64_nn" << false;
+  QTest::newRow("cuBLAS gemv") << "void gemmk1_kernel<float, 256, 5, false, false, false, false>"
+                               << false;
+  QTest::newRow("cuBLAS bf16") << "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64"
+                               << false;
+}
+
+void TestTraceAnalysis::tf32KernelNames() {
+  QFETCH(QString, name);
+  QFETCH(bool, tf32);
+  QCOMPARE(cs::trace::tf32_kernel(name.toStdString()), tf32);
+}
+
 // Each operation with FLOPs timed alone (the run view's details): its
 // kernels found from its own calls on, each operation as the table times
 // it, so that all of them add up to the table's row (the figures above)
@@ -2339,6 +2403,9 @@ void TestTraceAnalysis::gemmRateOfEachOperation() {
   QCOMPARE(without, without_kernels);
 }
 
+// A GPU run with no operation that carries FLOPs (a profiled PyTorch DDP
+// program, recorded without shapes): no rows, one line that says why. And
+// without presets the H200's rates stand, with no percentage of peak.
 void TestTraceAnalysis::gemmRatesWithoutFlopsOrPresets() {
   QTemporaryDir dir;
   const auto ddp = open_copy(dir, "gpu/torch-ddp.db");

@@ -4132,11 +4132,17 @@ void TestCalibration::learnsGemmsFromAPyTorchTrace() {
   QVERIFY2(r.exit_code == 0, qPrintable(r.out + r.err));
   const QJsonObject fit = json_of(r)["fit"].toObject();
   const QJsonArray gemm = fit["devices"].toArray()[0].toObject()["gemm"].toArray();
-  QCOMPARE(gemm.size(), 1);
-  QCOMPARE(gemm[0].toObject()["precision"].toString(), QStringLiteral("fp32"));
-  // One point per shape of the steps after the first.
-  QVERIFY2(gemm[0].toObject()["quality"].toObject()["points"].toArray().size() >= 50,
-           qPrintable(r.out));
+  // Its fp32 matmuls that launched a TF32 GEMM kernel (CUTLASS's
+  // s1688gemm) are fitted as tf32, apart from those on the FP32 pipes
+  // (ampere_sgemm): one point per shape of the steps after the first.
+  QCOMPARE(gemm.size(), 2);
+  QMap<QString, qsizetype> points;
+  for (const auto& g : gemm)
+    points[g.toObject()["precision"].toString()] =
+        g.toObject()["quality"].toObject()["points"].toArray().size();
+  QVERIFY2(points.value("tf32") >= 50 && points.value("fp32") >= 10, qPrintable(r.out));
+  // Some fp32 matmuls recorded only cuBLAS's split-K reduction, not their
+  // GEMM kernel: timed by it, they run above the FP32 peak, which is said.
   const QString notes = QJsonDocument(fit["notes"].toArray()).toJson();
   QVERIFY2(notes.contains("fp32 GEMMs ran above the datasheet peak") && notes.contains("in TF32"),
            qPrintable(notes));
