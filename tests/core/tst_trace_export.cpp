@@ -761,20 +761,19 @@ void TestTraceExport::windowKeepsTheCounterValueInEffect() {
   };
   int series = 0;
   for (const CounterSeries& s : r->counter_series().value()) {
-    std::optional<CounterSample> in_effect;
+    // The sample in effect as the window opens, where one came before it.
+    std::string in_effect;
     for (const CounterSample& c : r->counters(s.rank, s.name).value()) {
       if (c.time_ns < window.start_ns) {
-        in_effect = c;
+        in_effect = row(s.rank, r->string(s.name), c.time_ns, c.value);
         continue;
       }
       if (c.time_ns >= window.end_ns) continue;
-      if (in_effect)
-        expected.push_back(row(s.rank, r->string(s.name), in_effect->time_ns, in_effect->value));
-      in_effect.reset();
+      if (!in_effect.empty()) expected.push_back(in_effect);
+      in_effect.clear();
       expected.push_back(row(s.rank, r->string(s.name), c.time_ns, c.value));
     }
-    if (in_effect)
-      expected.push_back(row(s.rank, r->string(s.name), in_effect->time_ns, in_effect->value));
+    if (!in_effect.empty()) expected.push_back(in_effect);
     ++series;
   }
   QVERIFY(series > 0);
