@@ -79,7 +79,7 @@ void CriticalPathView::setStore(const QString& path) {
     return;
   }
   summary_->setText(tr("Finding each step's critical path…"));
-  QtConcurrent::run([store = path.toStdString()] {
+  QtConcurrent::run(&jobs_, [store = path.toStdString()] {
     Computed out;
     auto reader = trace::TraceReader::open(store);
     if (!reader) {
@@ -157,6 +157,10 @@ void CriticalPathView::setStore(const QString& path) {
       t->resizeColumnsToContents();
     emit ready({});
   });
+}
+
+CriticalPathView::~CriticalPathView() {
+  jobs_.waitForDone();
 }
 
 }  // namespace cs::gui

@@ -6,6 +6,7 @@
 // store no longer shown is dropped.
 
 #include <QString>
+#include <QThreadPool>
 #include <QWidget>
 #include <cstdint>
 
@@ -19,6 +20,7 @@ class CriticalPathView : public QWidget {
 
  public:
   explicit CriticalPathView(QWidget* parent = nullptr);
+  ~CriticalPathView() override;
 
   // Computes the path of `path`'s steps; an empty path clears the view.
   void setStore(const QString& path);
@@ -38,6 +40,9 @@ class CriticalPathView : public QWidget {
   QTableWidget* ranks_;
   QTableWidget* operations_;
   std::uint64_t job_ = 0;
+  // Where its reads run: their answers come back to it, so it waits for
+  // them when it closes (one that came as it was destroyed was a crash).
+  QThreadPool jobs_;
 };
 
 }  // namespace cs::gui

@@ -143,7 +143,9 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   refreshRecentMenu();
 }
 
-MainWindow::~MainWindow() = default;
+MainWindow::~MainWindow() {
+  jobs_.waitForDone();
+}
 
 void MainWindow::start(const QString& path) {
   if (!workspace_->presetsError().isEmpty()) {
@@ -701,7 +703,7 @@ void MainWindow::importTrace(const QStringList& files) {
     QString summary;   // what was written, and how the clocks were aligned
     QString warnings;  // what the import could not do right (the CLI's warnings)
   };
-  QtConcurrent::run([inputs, output] {
+  QtConcurrent::run(&jobs_, [inputs, output] {
     auto report = trace::import_traces(inputs, output.toStdString());
     Imported out;
     if (!report) {
@@ -759,7 +761,7 @@ bool MainWindow::exportRun(RunExport kind, const QString& path, bool range_only)
   }
   exporting_ = QFileInfo(path).fileName();
   statusBar()->showMessage(tr("Writing %1…").arg(exporting_));  // until it is written
-  QtConcurrent::run([write = std::move(task.value())] {
+  QtConcurrent::run(&jobs_, [write = std::move(task.value())] {
     auto files = write();
     return files ? std::pair(files.value(), QString()) : std::pair(QStringList(), q(files.message()));
   }).then(this, [this](const std::pair<QStringList, QString>& written) {

@@ -6,6 +6,7 @@
 
 #include <QMainWindow>
 #include <QStringList>
+#include <QThreadPool>
 #include <memory>
 #include <vector>
 
@@ -155,6 +156,9 @@ class MainWindow : public QMainWindow {
   QByteArray default_state_;
   QString exporting_;  // the file a run export is writing, while it does
   QString importing_;  // the trace an import is reading, while it does
+  // Where its reads run: their answers come back to it, so it waits for
+  // them when it closes (one that came as it was destroyed was a crash).
+  QThreadPool jobs_;
 };
 
 }  // namespace cs::gui

@@ -724,7 +724,9 @@ RunView::RunView(QWidget* parent) : QWidget(parent) {
           });
 }
 
-RunView::~RunView() = default;
+RunView::~RunView() {
+  jobs_.waitForDone();
+}
 
 QWidget* RunView::counterTab() const {
   return counter_area_;
@@ -803,7 +805,7 @@ void RunView::openStore(const QString& path) {
   // as the CLI says it. A store that cannot be opened is the timeline's
   // error. Off the GUI thread: an upgrade rebuilds every lane's chunks.
   upgrade_note_.clear();
-  QtConcurrent::run([store = path.toStdString()] {
+  QtConcurrent::run(&jobs_, [store = path.toStdString()] {
     auto state = trace::inspect_store(store);
     return state ? q(trace::upgrade_note(store, *state)) : QString();
   }).then(this, [this, path](const QString& note) {
@@ -815,7 +817,7 @@ void RunView::openStore(const QString& path) {
 
 void RunView::startAnalysis() {
   const std::uint64_t job = ++job_;
-  QtConcurrent::run([path = path_.toStdString(), job] {
+  QtConcurrent::run(&jobs_, [path = path_.toStdString(), job] {
     Analysed out;
     out.job = job;
     // Read as it is: a store still being written is left to its writer.
@@ -918,7 +920,7 @@ void RunView::startAnalysis() {
 // every page takes about as long again.
 void RunView::checkIntegrity() {
   const std::uint64_t job = job_;
-  QtConcurrent::run([path = path_.toStdString()] {
+  QtConcurrent::run(&jobs_, [path = path_.toStdString()] {
     const Status verified = trace::verify_store(path);
     return verified ? QString() : q(verified.message());
   }).then(this, [this, job](const QString& damage) {
@@ -939,7 +941,7 @@ void RunView::predictAgain() {
     return;
   }
   const std::uint64_t job = job_;
-  QtConcurrent::run([path = path_.toStdString(), analysis = analysis_] {
+  QtConcurrent::run(&jobs_, [path = path_.toStdString(), analysis = analysis_] {
     PredictedAgain out;
     auto catalog = PresetCatalog::load_default();
     if (!catalog) {
@@ -990,7 +992,7 @@ void RunView::startPrediction(const std::string& plan_json,
   // measured ones: from the start of each measured step, on the run's clock
   // (one step from zero when the run recorded no steps).
   const std::uint64_t job = job_;
-  QtConcurrent::run([plan_json, step_starts] {
+  QtConcurrent::run(&jobs_, [plan_json, step_starts] {
     std::pair<QString, QString> out;  // store path, error
     const auto j = parse_json_text(plan_json);
     if (j.is_discarded()) {
@@ -1726,7 +1728,7 @@ void RunView::showDetails(const std::optional<trace::StoredEvent>& event, const 
 void RunView::compareWith(const QString& other) {
   if (path_.isEmpty()) return;
   const std::uint64_t job = ++comparison_job_;
-  QtConcurrent::run([baseline = path_.toStdString(), other = other.toStdString()] {
+  QtConcurrent::run(&jobs_, [baseline = path_.toStdString(), other = other.toStdString()] {
     std::pair<std::optional<trace::RunComparison>, QString> out;
     // Each run is analysed again, over its steps where both record them
     // (this run's analysis on screen covers the whole trace).
@@ -1908,7 +1910,7 @@ void RunView::goToCorrelated() {
   if (!details_event_ || details_event_->event.correlation == 0) return;
   const trace::StoredEvent from = *details_event_;
   const std::uint64_t job = ++correlation_job_;
-  QtConcurrent::run([path = path_.toStdString(), from] {
+  QtConcurrent::run(&jobs_, [path = path_.toStdString(), from] {
     return findCorrelated(path, from);
   }).then(this, [this, job](std::pair<std::optional<trace::StoredEvent>, QString> out) {
     if (job != correlation_job_) return;
@@ -1936,22 +1938,24 @@ bool RunView::launchesGpuWork(const trace::StoredEvent& event) const {
 
 void RunView::rateByKernels(const trace::StoredEvent& op) {
   const std::uint64_t job = rate_job_;
-  QtConcurrent::run([path = path_.toStdString(), op] {
-    std::pair<std::optional<trace::OperationRate>, QString> out;
-    auto reader = trace::TraceReader::open(path);
-    if (!reader) {
-      out.second = q(reader.message());
-      return out;
-    }
-    auto presets = PresetCatalog::load_default();  // none: the rate without a % of peak
-    auto rate = trace::gemm_rate_of(*reader.value(), op, presets ? &*presets : nullptr);
-    if (!rate) {
-      out.second = q(rate.message());
-    } else {
-      out.first = std::move(rate).value();
-    }
-    return out;
-  })
+  QtConcurrent::run(
+      &jobs_,
+      [path = path_.toStdString(), op] {
+        std::pair<std::optional<trace::OperationRate>, QString> out;
+        auto reader = trace::TraceReader::open(path);
+        if (!reader) {
+          out.second = q(reader.message());
+          return out;
+        }
+        auto presets = PresetCatalog::load_default();  // none: the rate without a % of peak
+        auto rate = trace::gemm_rate_of(*reader.value(), op, presets ? &*presets : nullptr);
+        if (!rate) {
+          out.second = q(rate.message());
+        } else {
+          out.first = std::move(rate).value();
+        }
+        return out;
+      })
       .then(this, [this, job, bytes = op.event.bytes](
                       std::pair<std::optional<trace::OperationRate>, QString> out) {
         if (job != rate_job_) return;
@@ -1987,7 +1991,7 @@ void RunView::linkCorrelated() {
   const std::uint64_t job = ++link_job_;
   if (!details_event_ || !hasCorrelated(details_event_->event)) return;
   const trace::StoredEvent from = *details_event_;
-  QtConcurrent::run([path = path_.toStdString(), from] {
+  QtConcurrent::run(&jobs_, [path = path_.toStdString(), from] {
     return findCorrelated(path, from);
   }).then(this, [this, job, from](std::pair<std::optional<trace::StoredEvent>, QString> out) {
     if (job != link_job_ || !out.first) return;  // none: the link above says why when asked
@@ -2017,24 +2021,25 @@ void RunView::analyseRange(std::optional<trace::TimeRange> range) {
     return;
   }
   range_text_->setPlainText(tr("Analysing the range…"));
-  QtConcurrent::run([path = path_.toStdString(), window = *range] {
-    std::pair<std::optional<trace::RunAnalysis>, QString> out;
-    auto reader = trace::TraceReader::open(path);
-    if (!reader) {
-      out.second = q(reader.message());
-      return out;
-    }
-    trace::AnalysisOptions options;
-    options.window = window;
-    options.per_step = false;
-    auto analysis = trace::analyze_run(*reader.value(), options);
-    if (!analysis) {
-      out.second = q(analysis.message());
-    } else {
-      out.first = std::move(analysis).value();
-    }
-    return out;
-  })
+  QtConcurrent::run(&jobs_,
+                    [path = path_.toStdString(), window = *range] {
+                      std::pair<std::optional<trace::RunAnalysis>, QString> out;
+                      auto reader = trace::TraceReader::open(path);
+                      if (!reader) {
+                        out.second = q(reader.message());
+                        return out;
+                      }
+                      trace::AnalysisOptions options;
+                      options.window = window;
+                      options.per_step = false;
+                      auto analysis = trace::analyze_run(*reader.value(), options);
+                      if (!analysis) {
+                        out.second = q(analysis.message());
+                      } else {
+                        out.first = std::move(analysis).value();
+                      }
+                      return out;
+                    })
       .then(this, [this, job,
                    window = *range](std::pair<std::optional<trace::RunAnalysis>, QString> out) {
         if (job != range_job_) return;
@@ -2089,7 +2094,7 @@ void RunView::showNamedInstances(const QSortFilterProxyModel* proxy, int proxy_r
   if (!index.isValid()) return;
   const std::string name = index.data(Qt::DisplayRole).toString().toStdString();
   const std::uint64_t job = ++instance_job_;
-  QtConcurrent::run([path = path_.toStdString(), name, range = timeline_->selectedRange()] {
+  QtConcurrent::run(&jobs_, [path = path_.toStdString(), name, range = timeline_->selectedRange()] {
     auto reader = trace::TraceReader::open(path);
     if (!reader) return Instances{{}, 0, q(reader.message())};
     const std::optional<trace::StringId> id = reader.value()->find_string(name);
@@ -2110,8 +2115,8 @@ void RunView::showCollectiveInstances(int proxy_row) {
   const std::int64_t bytes = index.data(Qt::UserRole + 2).toLongLong();
   const std::string name = index.data(Qt::DisplayRole).toString().toStdString();
   const std::uint64_t job = ++instance_job_;
-  QtConcurrent::run([path = path_.toStdString(), collective, bytes, name,
-                     range = timeline_->selectedRange()] {
+  QtConcurrent::run(&jobs_, [path = path_.toStdString(), collective, bytes, name,
+                             range = timeline_->selectedRange()] {
     auto reader = trace::TraceReader::open(path);
     if (!reader) return Instances{{}, 0, q(reader.message())};
     const trace::TraceReader& r = *reader.value();

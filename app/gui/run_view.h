@@ -13,6 +13,7 @@
 #include <QPointF>
 #include <QString>
 #include <QStringList>
+#include <QThreadPool>
 #include <QWidget>
 #include <cstdint>
 #include <functional>
@@ -286,6 +287,9 @@ class RunView : public QWidget {
   // came, bring them forward). 0: none.
   std::int64_t walked_event_ = 0;
   QTableWidget* prediction_table_;
+  // Where its reads run: their answers come back to it, so it waits for
+  // them when it closes (one that came as it was destroyed was a crash).
+  QThreadPool jobs_;
 };
 
 }  // namespace cs::gui
