@@ -130,6 +130,9 @@ void keepWhole(const Cluster& c, const PresetCatalog& catalog,
     edits.push_back({QStringLiteral("/gpu"), jsonString(q(catalog.gpus().front().name))});
   }
   gpu_edit = editAt(edits, "/gpu");
+  // Read before the edits grow: a push_back moves them (gpu_edit then
+  // pointed at freed memory).
+  const bool gpu_removed = gpu_edit && *gpu_edit == QLatin1String("null");
   const GpuSpec* new_gpu = nullptr;
   if (gpu_edit && gpu_edit->startsWith('"')) {
     new_gpu = catalog.find_gpu(gpu_edit->mid(1, gpu_edit->size() - 2).toStdString());
@@ -145,7 +148,6 @@ void keepWhole(const Cluster& c, const PresetCatalog& catalog,
       edits.push_back({QStringLiteral("/intra_node"), jsonString(q(link))});
     }
   }
-  const bool gpu_removed = gpu_edit && *gpu_edit == QLatin1String("null");
   if (c.gpu && (gpu_removed || (new_gpu && new_gpu->name != c.gpu->name))) {
     for (const char* figure : {"/price_per_gpu_hour", "/power_per_gpu_watts"}) {
       if (!editAt(edits, figure)) edits.push_back({QLatin1String(figure), QStringLiteral("0")});
