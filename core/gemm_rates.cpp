@@ -108,7 +108,7 @@ Result<GemmRates> gemm_rates(const TraceReader& r, const std::optional<TimeRange
       const Op& op = ops[i];
       std::int64_t ns = op.span.end_ns - op.span.start_ns;
       if (gpu) {
-        if (times[i].kernels == 0) {
+        if (!times[i].work_recorded()) {
           ++out.without_kernels;
           continue;
         }
@@ -225,7 +225,7 @@ Result<OperationRate> gemm_rate_of(const TraceReader& r, const StoredEvent& op,
   for (std::size_t i = 0; i < ops.size(); ++i) {
     if (ops[i].start_ns != e.start_ns || ops[i].end_ns != e.end_ns) continue;
     out.kernels = times[i].kernels;
-    if (out.kernels > 0) {
+    if (times[i].work_recorded()) {
       rate.count = 1;
       rate.time_ns = times[i].kernel_ns;
       precision = times[i].computed_in(precision);
@@ -284,9 +284,11 @@ std::vector<std::string> gemm_rates_notes(const GemmRates& rates) {
                     " ran on TF32 tensor cores (their GEMM kernels' names say so, as where "
                     "PyTorch allows TF32): rated as tf32");
   if (rates.without_kernels > 0)
-    notes.push_back(std::to_string(rates.without_kernels) +
-                    (rates.without_kernels == 1 ? " operation" : " operations") +
-                    " with FLOPs on a GPU rank launched no recorded kernel: no GPU time, left out");
+    notes.push_back(
+        std::to_string(rates.without_kernels) +
+        (rates.without_kernels == 1 ? " operation" : " operations") +
+        " with FLOPs on a GPU rank launched no recorded kernel (or only cuBLAS's split-K "
+        "reduction, its GEMM's lost): no GPU time, left out");
   return notes;
 }
 

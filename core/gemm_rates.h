@@ -46,7 +46,8 @@ struct GemmRate {
 struct GemmRates {
   std::vector<GemmRate> rows;  // by total time, descending
   // Operations with FLOPs on a GPU rank that launched no kernel (or whose
-  // kernels were not recorded): no GPU time to rate them by, left out.
+  // kernels were not recorded, but for a split-K reduction: Time::
+  // work_recorded): no GPU time to rate them by, left out.
   std::int64_t without_kernels = 0;
   // fp32 operations rated as tf32: they launched a GEMM kernel on TF32
   // tensor cores (LaunchedKernels::Time::computed_in).
@@ -67,7 +68,8 @@ Result<GemmRates> gemm_rates(const TraceReader& reader, const std::optional<Time
 // nested in it), found on the rank's streams from its start on.
 struct OperationRate {
   GemmRate rate;    // count 1; 0 where a GPU rank's operation launched no recorded kernel
-  int kernels = 0;  // the kernels that timed it (GPU ranks)
+                    // (Time::work_recorded)
+  int kernels = 0;  // the kernels recorded (GPU ranks)
 };
 Result<OperationRate> gemm_rate_of(const TraceReader& reader, const StoredEvent& op,
                                    const PresetCatalog* presets);

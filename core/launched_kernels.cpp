@@ -24,6 +24,10 @@ bool tf32_kernel(std::string_view kernel_name) {
   return !after.starts_with("f16") && !after.starts_with("bf16");  // half operands (Turing's)
 }
 
+bool gemm_reduction_kernel(std::string_view kernel_name) {
+  return kernel_name.find("splitKreduce") != std::string_view::npos;
+}
+
 bool LaunchedKernels::take(const Event& e, bool on_stream, std::string_view name) {
   if (e.kind == EventKind::api_call && e.correlation > 0) {
     launch_ns_.emplace(e.correlation, e.start_ns);  // the earliest call of an id stays
@@ -32,7 +36,8 @@ bool LaunchedKernels::take(const Event& e, bool on_stream, std::string_view name
   if (e.kind == EventKind::kernel && e.category == Category::compute && e.correlation > 0 &&
       on_stream) {
     if (!engine_kernel(name))
-      kernels_.push_back({e.correlation, e.end_ns - e.start_ns, tf32_kernel(name)});
+      kernels_.push_back(
+          {e.correlation, e.end_ns - e.start_ns, tf32_kernel(name), gemm_reduction_kernel(name)});
     return true;
   }
   return false;
@@ -51,6 +56,7 @@ std::vector<LaunchedKernels::Time> LaunchedKernels::attribute(std::span<const Sp
     time.kernel_ns += kernel.ns;
     ++time.kernels;
     time.tf32_kernels += kernel.tf32;
+    time.reduction_kernels += kernel.reduction;
   }
   return out;
 }

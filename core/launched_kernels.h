@@ -31,6 +31,9 @@ bool engine_kernel(std::string_view kernel_name);
 // CUTLASS's "tensorop_s1688gemm" over float operands (rounded to TF32 on
 // Ampere and later). Not "3xtf32", FP32 emulated at FP32's accuracy.
 bool tf32_kernel(std::string_view kernel_name);
+// Whether a kernel is cuBLAS's split-K reduction: it sums the partial
+// products of a GEMM kernel launched before it, and is no GEMM's work alone.
+bool gemm_reduction_kernel(std::string_view kernel_name);
 
 class LaunchedKernels {
  public:
@@ -49,6 +52,11 @@ class LaunchedKernels {
     std::int64_t kernel_ns = 0;  // the GPU time of the kernels it launched
     int kernels = 0;
     int tf32_kernels = 0;  // of them, those that ran on TF32 tensor cores (tf32_kernel)
+    int reduction_kernels = 0;  // of them, split-K reductions (gemm_reduction_kernel)
+    // Whether a kernel that did its work was recorded: a trace that lost
+    // events (Kineto's buffers full, a sampled trace) may hold a split-K
+    // GEMM's reduction alone, which timed it 3-10 times too fast.
+    bool work_recorded() const { return kernels > reduction_kernels; }
     // The precision they computed in, of an operation of `typed`: an fp32
     // operation that launched a TF32 GEMM kernel computed in TF32 (PyTorch's
     // fp32 matmuls where allow_tf32 is set, which no trace records), its
@@ -67,6 +75,7 @@ class LaunchedKernels {
   struct Kernel {
     std::int64_t correlation = 0, ns = 0;
     bool tf32 = false;
+    bool reduction = false;
   };
   std::vector<Kernel> kernels_;
 };

@@ -665,7 +665,7 @@ Status collect(const trace::TraceReader& r, std::vector<PhaseData>& data, bool c
       OpSample& op = g.ops[i].op;
       op.seconds = static_cast<double>(times[i].kernel_ns) * 1e-9;
       op.computed_in = times[i].computed_in(sample_precision(*d, op));
-      g.ops[i].kernels = times[i].kernels;
+      g.ops[i].kernels = times[i].work_recorded() ? times[i].kernels : 0;
     }
     for (const GpuRank::HostOp& op : g.ops) {
       if (op.kernels == 0 || op.step == 0 || op.op.seconds <= 0) continue;

@@ -1962,10 +1962,13 @@ void RunView::rateByKernels(const trace::StoredEvent& op) {
         if (!out.first) {
           details_->append(tr("<p><i>Its kernels could not be read: %1</i></p>")
                                .arg(out.second.toHtmlEscaped()));
-        } else if (out.first->kernels == 0) {
+        } else if (out.first->rate.count == 0) {
           details_->append(
-              tr("<p>No kernel it launched was recorded: how fast it ran on the GPU is not known "
-                 "(its span is the host's, which launched the work).</p>"));
+              out.first->kernels == 0
+                  ? tr("<p>No kernel it launched was recorded: how fast it ran on the GPU is not "
+                       "known (its span is the host's, which launched the work).</p>")
+                  : tr("<p>Only cuBLAS's split-K reduction it launched was recorded, not its GEMM "
+                       "kernel (the trace lost it): how fast it ran on the GPU is not known.</p>"));
         } else {
           const trace::GemmRate& r = out.first->rate;
           const double seconds = double(r.time_ns) * 1e-9;

@@ -2073,11 +2073,11 @@ Expected expected_rates(const TraceReader& r) {
     struct Op {
       std::string name;
       std::int64_t start, end, ns = 0;
-      int kernels = 0, tf32 = 0;
+      int kernels = 0, tf32 = 0, reductions = 0;
     };
     std::vector<Op> ops;
     std::map<std::int64_t, std::int64_t> call_start;
-    std::vector<std::tuple<std::int64_t, std::int64_t, bool>> kernels;
+    std::vector<std::tuple<std::int64_t, std::int64_t, bool, bool>> kernels;
     (void)r.for_each_event(
         {}, std::numeric_limits<std::int64_t>::min() / 4,
         std::numeric_limits<std::int64_t>::max() / 4, [&](const StoredEvent& se) {
@@ -2091,11 +2091,12 @@ Expected expected_rates(const TraceReader& r) {
               e.correlation > 0 && r.string(e.name).find("cs::worker::") == std::string::npos)
             kernels.emplace_back(e.correlation, e.end_ns - e.start_ns,
                                  r.string(e.name).find("s1688gemm") != std::string::npos ||
-                                     r.string(e.name).find("tf32") != std::string::npos);
+                                     r.string(e.name).find("tf32") != std::string::npos,
+                                 r.string(e.name).starts_with("void splitKreduce_kernel"));
           if (!on_stream && e.flops > 0) ops.push_back({r.string(e.name), e.start_ns, e.end_ns});
           return true;
         });
-    for (const auto& [correlation, ns, tf32] : kernels) {
+    for (const auto& [correlation, ns, tf32, reduction] : kernels) {
       auto call = call_start.find(correlation);
       if (call == call_start.end()) continue;
       Op* inner = nullptr;
@@ -2107,10 +2108,11 @@ Expected expected_rates(const TraceReader& r) {
         inner->ns += ns;
         ++inner->kernels;
         inner->tf32 += tf32;
+        inner->reductions += reduction;
       }
     }
     for (const Op& op : ops) {
-      if (!streams.empty() && op.kernels == 0) {
+      if (!streams.empty() && op.kernels == op.reductions) {
         ++out.without_kernels;
         continue;
       }
@@ -2240,9 +2242,9 @@ void TestTraceAnalysis::gemmRatesOfRealStores() {
 }
 
 // A PyTorch profile (HTA's sampled trace, recorded with shapes): its
-// aten::mm, addmm and bmm timed by the kernels each launched. One aten::mm
-// launched no kernel the trace recorded: left out, and counted. Its device
-// ("GPU 0") is no preset's: no peak.
+// aten::mm, addmm and bmm timed by the kernels each launched, those
+// without a GEMM kernel recorded left out and counted. Its device ("GPU 0")
+// is no preset's: no peak.
 void TestTraceAnalysis::gemmRatesOfAPyTorchTrace() {
   QTemporaryDir dir;
   const std::string store = dir.filePath("sampled.db").toStdString();
@@ -2254,16 +2256,19 @@ void TestTraceAnalysis::gemmRatesOfAPyTorchTrace() {
   QVERIFY(presets);
   auto g = gemm_rates(**r, std::nullopt, &*presets);
   QVERIFY2(g, g ? "" : g.message().c_str());
-  QCOMPARE(g->without_kernels, std::int64_t{1});
+  // One aten::mm launched no kernel the trace kept, six only cuBLAS's
+  // split-K reduction (the trace lost their GEMM kernels, which ran first):
+  // timed by it, they read up to 60 TFLOP/s in FP32. Left out, and counted.
+  QCOMPARE(g->without_kernels, std::int64_t{7});
   // Each operator, all precisions together.
   const std::map<std::string, std::pair<std::int64_t, std::int64_t>> want = {
-      {"aten::mm", {230, 40954000}},
+      {"aten::mm", {224, 40883000}},
       {"aten::bmm", {40, 17882000}},
       {"aten::addmm", {107, 9155000}}};
   // Its fp32 matmuls ran on TF32 tensor cores (CUTLASS's s1688gemm
   // kernels) or on the FP32 pipes (ampere_sgemm, gemmk1): rated apart.
   const Expected expected = expected_rates(**r);
-  QCOMPARE(expected.without_kernels, std::int64_t{1});
+  QCOMPARE(expected.without_kernels, std::int64_t{7});
   std::map<std::string, std::pair<std::int64_t, std::int64_t>> by_operator;
   std::int64_t tf32_ops = 0;
   for (const GemmRate& row : g->rows) {
@@ -2289,7 +2294,9 @@ void TestTraceAnalysis::gemmRatesOfAPyTorchTrace() {
   QVERIFY2(tf32_ops > 100 && tf32_ops < 377, qPrintable(QString::number(tf32_ops)));
   const auto notes = gemm_rates_notes(*g);
   QVERIFY(std::any_of(notes.begin(), notes.end(), [](const std::string& n) {
-    return n.starts_with("1 operation with FLOPs on a GPU rank launched no recorded kernel");
+    return n ==
+           "7 operations with FLOPs on a GPU rank launched no recorded kernel (or only "
+           "cuBLAS's split-K reduction, its GEMM's lost): no GPU time, left out";
   }));
   const std::string tf32_note =
       std::to_string(tf32_ops) + " fp32 operations ran on TF32 tensor cores";
@@ -2354,7 +2361,7 @@ void TestTraceAnalysis::gemmRateOfEachOperation_data() {
       << "gemm attention" << qint64{144} << qint64{25223746} << qint64{0} << true << 989.4e12;
   QTest::addRow("PyTorch profile")
       << "validation/kineto/sampled_rank-0.json.gz"
-      << "aten::mm" << qint64{230} << qint64{40954000} << qint64{1} << true << 0.0;
+      << "aten::mm" << qint64{224} << qint64{40883000} << qint64{7} << true << 0.0;
 }
 
 void TestTraceAnalysis::gemmRateOfEachOperation() {
@@ -2392,7 +2399,7 @@ void TestTraceAnalysis::gemmRateOfEachOperation() {
     QCOMPARE(one->rate.peak_flops, peak);
     QCOMPARE(one->rate.flops, op.event.flops);
     QVERIFY(one->rate.count == 0 || one->rate.count == 1);
-    QCOMPARE(one->rate.count == 0, kernel_time && one->kernels == 0);
+    QVERIFY(one->rate.count == 1 || kernel_time);
     if (!kernel_time) QCOMPARE(one->rate.time_ns, op.event.duration_ns());
     timed += one->rate.count;
     time += one->rate.time_ns;

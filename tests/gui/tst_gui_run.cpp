@@ -3358,8 +3358,9 @@ void TestGuiRun::operationRatedByItsKernels() {
   auto presets = cs::PresetCatalog::load_default();
   QVERIFY(presets);
   // An operation timed by its kernels and, in the profile, one whose
-  // kernels were not recorded (the table leaves one aten::mm out).
-  std::optional<trace::StoredEvent> timed, untimed;
+  // kernels were not recorded and one with only cuBLAS's split-K reduction
+  // recorded (the table leaves them out).
+  std::optional<trace::StoredEvent> timed, untimed, reduced;
   std::optional<trace::OperationRate> timed_rate;
   {
     auto reader = trace::TraceReader::open(store.toStdString());
@@ -3372,8 +3373,10 @@ void TestGuiRun::operationRatedByItsKernels() {
       if (rate->rate.count == 1 && !timed) {
         timed = op;
         timed_rate = *rate;
-      } else if (rate->rate.count == 0 && !untimed) {
+      } else if (rate->rate.count == 0 && rate->kernels == 0 && !untimed) {
         untimed = op;
+      } else if (rate->rate.count == 0 && rate->kernels > 0 && !reduced) {
+        reduced = op;
       }
     }
   }
@@ -3416,12 +3419,21 @@ void TestGuiRun::operationRatedByItsKernels() {
   } else {
     QVERIFY2(!details.contains(QStringLiteral("peak")), qPrintable(details));
   }
+  QCOMPARE(bool(untimed), fixture.endsWith(".json.gz"));
+  QCOMPARE(bool(reduced), fixture.endsWith(".json.gz"));
   if (untimed) {
     selected.clear();
     t->selectEvent(untimed->id);
     QTRY_COMPARE_WITH_TIMEOUT(rated.count(), 2, 30000);
     details = view.details()->toPlainText();
     QVERIFY2(details.contains(QStringLiteral("No kernel it launched was recorded")),
+             qPrintable(details));
+    QVERIFY2(!details.contains(QStringLiteral("FLOP/s")), qPrintable(details));
+    t->selectEvent(reduced->id);
+    QTRY_COMPARE_WITH_TIMEOUT(rated.count(), 3, 30000);
+    details = view.details()->toPlainText();
+    QVERIFY2(details.contains(QStringLiteral("Only cuBLAS's split-K reduction it launched was "
+                                             "recorded, not its GEMM kernel")),
              qPrintable(details));
     QVERIFY2(!details.contains(QStringLiteral("FLOP/s")), qPrintable(details));
   }

@@ -4141,11 +4141,11 @@ void TestCalibration::learnsGemmsFromAPyTorchTrace() {
     points[g.toObject()["precision"].toString()] =
         g.toObject()["quality"].toObject()["points"].toArray().size();
   QVERIFY2(points.value("tf32") >= 50 && points.value("fp32") >= 10, qPrintable(r.out));
-  // Some fp32 matmuls recorded only cuBLAS's split-K reduction, not their
-  // GEMM kernel: timed by it, they run above the FP32 peak, which is said.
+  // Six fp32 matmuls recorded only cuBLAS's split-K reduction, not their
+  // GEMM kernel: timed by it, they ran "above the FP32 peak" (106 TFLOP/s
+  // against 19.5), which was said. They are left out, and none is above it.
   const QString notes = QJsonDocument(fit["notes"].toArray()).toJson();
-  QVERIFY2(notes.contains("fp32 GEMMs ran above the datasheet peak") && notes.contains("in TF32"),
-           qPrintable(notes));
+  QVERIFY2(!notes.contains("ran above the datasheet peak"), qPrintable(notes));
 }
 
 // A calibration store with no GEMM to fit is an error that says why, and no
