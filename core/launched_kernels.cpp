@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cctype>
 #include <iterator>
-#include <string>
 
 namespace cs::trace {
 
@@ -11,16 +10,25 @@ bool engine_kernel(std::string_view kernel_name) {
   return kernel_name.find("cs::worker::") != std::string_view::npos;
 }
 
+namespace {
+
+// Whether `text` holds `lower` (lower case) in any case; no copy: it is
+// asked of every kernel of a store.
+bool contains_any_case(std::string_view text, std::string_view lower) {
+  return std::search(text.begin(), text.end(), lower.begin(), lower.end(), [](char a, char b) {
+           return std::tolower(static_cast<unsigned char>(a)) == b;
+         }) != text.end();
+}
+
+}  // namespace
+
 bool tf32_kernel(std::string_view kernel_name) {
-  std::string name(kernel_name);
-  std::transform(name.begin(), name.end(), name.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  if (name.find("3xtf32") != std::string::npos) return false;
-  if (name.find("tf32") != std::string::npos) return true;
+  if (contains_any_case(kernel_name, "3xtf32")) return false;
+  if (contains_any_case(kernel_name, "tf32")) return true;
   constexpr std::string_view kCutlassFp32 = "tensorop_s1688gemm_";
-  const auto at = name.find(kCutlassFp32);
-  if (at == std::string::npos) return false;
-  const std::string_view after = std::string_view(name).substr(at + kCutlassFp32.size());
+  const auto at = kernel_name.find(kCutlassFp32);
+  if (at == std::string_view::npos) return false;
+  const std::string_view after = kernel_name.substr(at + kCutlassFp32.size());
   return !after.starts_with("f16") && !after.starts_with("bf16");  // half operands (Turing's)
 }
 
