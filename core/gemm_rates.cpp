@@ -31,6 +31,25 @@ std::optional<Precision> run_precision(const TraceReader& r) {
   return precision == Precision::fp8 ? Precision::bf16 : precision;
 }
 
+// What an operation of type `dtype` computed in: its type's precision, else
+// the run's; on a GPU rank (`kernels`), TF32 where an fp32 one launched a
+// TF32 GEMM kernel (LaunchedKernels::Time::computed_in).
+std::optional<Precision> computed_precision(DataType dtype, const std::optional<Precision>& of_run,
+                                            const LaunchedKernels::Time* kernels) {
+  std::optional<Precision> typed = precision_of(dtype);
+  if (!typed) typed = of_run;
+  return kernels ? kernels->computed_in(typed) : typed;
+}
+
+// A rate's precision and, on a GPU rank whose device is a preset's
+// (`spec`), that GPU and its datasheet peak for the precision.
+void set_precision(GemmRate& rate, const std::optional<Precision>& precision, const GpuSpec* spec) {
+  if (precision) rate.precision = std::string(to_string(*precision));
+  if (!spec) return;
+  rate.gpu = spec->name;
+  if (precision) rate.peak_flops = spec->peak.of(*precision);
+}
+
 struct Op {
   LaunchedKernels::Span span;
   std::uint32_t name = 0;
@@ -114,23 +133,16 @@ Result<GemmRates> gemm_rates(const TraceReader& r, const std::optional<TimeRange
         }
         ns = times[i].kernel_ns;
       }
-      std::optional<Precision> precision = precision_of(op.dtype);
-      if (!precision) precision = of_run;
-      if (gpu && precision == Precision::fp32) {
-        precision = times[i].computed_in(precision);
-        out.tf32_by_kernels += precision == Precision::tf32;
-      }
+      const std::optional<Precision> precision =
+          computed_precision(op.dtype, of_run, gpu ? &times[i] : nullptr);
+      out.tf32_by_kernels += gpu && precision != computed_precision(op.dtype, of_run, nullptr);
       const std::string p = precision ? std::string(to_string(*precision)) : std::string();
       GemmRate& row =
           rows[{r.string(StringId{op.name}), p, gpu, spec ? spec->name : std::string()}];
       if (row.count == 0) {
         row.name = r.string(StringId{op.name});
-        row.precision = p;
         row.kernel_time = gpu;
-        if (spec) {
-          row.gpu = spec->name;
-          if (precision) row.peak_flops = spec->peak.of(*precision);
-        }
+        set_precision(row, precision, spec);
       }
       ++row.count;
       row.flops += op.flops;
@@ -155,35 +167,22 @@ Result<OperationRate> gemm_rate_of(const TraceReader& r, const StoredEvent& op,
   GemmRate& rate = out.rate;
   const Event& e = op.event;
   rate.name = r.string(e.name);
-  std::optional<Precision> precision = precision_of(e.dtype);
-  if (!precision) precision = run_precision(r);
   rate.flops = e.flops;
+  const std::optional<Precision> of_run = run_precision(r);
   std::vector<LaneId> streams, host;
-  std::set<std::uint32_t> stream_ids;
+  bool on_stream = false;
   for (const LaneInfo& l : r.lanes_of(op.rank)) {
     if (l.kind == LaneKind::predicted) continue;
     (l.kind == LaneKind::gpu_stream ? streams : host).push_back(l.id);
-    if (l.kind == LaneKind::gpu_stream) stream_ids.insert(l.id.value);
+    on_stream |= l.kind == LaneKind::gpu_stream && l.id.value == e.lane.value;
   }
-  if (streams.empty() || stream_ids.count(e.lane.value)) {
-    if (precision) rate.precision = std::string(to_string(*precision));
+  if (streams.empty() || on_stream) {
     rate.count = 1;
     rate.time_ns = e.duration_ns();
+    set_precision(rate, computed_precision(e.dtype, of_run, nullptr), nullptr);
     return out;
   }
   rate.kernel_time = true;
-  // The precision its kernels computed in, and the GPU preset's peak for it.
-  auto finish = [&] {
-    if (precision) rate.precision = std::string(to_string(*precision));
-    std::string device;
-    for (const RankInfo& k : r.ranks())
-      if (k.rank == op.rank) device = k.device;
-    if (const GpuSpec* spec = presets ? presets->match_device(device) : nullptr) {
-      rate.gpu = spec->name;
-      if (precision) rate.peak_flops = spec->peak.of(*precision);
-    }
-    return out;
-  };
   // The calls within its span, and the operations with FLOPs that start in
   // it (itself, and any nested one, which takes its own calls' kernels).
   LaunchedKernels launched;
@@ -199,40 +198,47 @@ Result<OperationRate> gemm_rate_of(const TraceReader& r, const StoredEvent& op,
     return true;
   });
   if (!read) return read.error();
-  if (unseen.empty()) return finish();
   // Their kernels run after the calls, in launch order on each stream: the
   // read stops once each call's work was seen and a later launch's started
   // after it.
-  std::int64_t last_end = e.start_ns;
-  read =
-      r.for_each_event(streams, e.start_ns, r.time_range().end_ns + 1, [&](const StoredEvent& se) {
-        const Event& k = se.event;
-        const bool ours = k.correlation > 0 && launched.launched(k.correlation);
-        if (ours) {
-          unseen.erase(k.correlation);
-          last_end = std::max(last_end, k.end_ns);
-          launched.take(k, true, r.string(k.name));
-          return true;
-        }
-        return !unseen.empty() || k.start_ns < last_end;
-      });
-  if (!read) return read.error();
+  if (!unseen.empty()) {
+    std::int64_t last_end = e.start_ns;
+    read = r.for_each_event(streams, e.start_ns, r.time_range().end_ns + 1,
+                            [&](const StoredEvent& se) {
+                              const Event& k = se.event;
+                              if (k.correlation > 0 && launched.launched(k.correlation)) {
+                                unseen.erase(k.correlation);
+                                last_end = std::max(last_end, k.end_ns);
+                                launched.take(k, true, r.string(k.name));
+                                return true;
+                              }
+                              return !unseen.empty() || k.start_ns < last_end;
+                            });
+    if (!read) return read.error();
+  }
   std::sort(ops.begin(), ops.end(),
             [](const LaunchedKernels::Span& a, const LaunchedKernels::Span& b) {
               return a.start_ns < b.start_ns;
             });
   const auto times = launched.attribute(ops);
+  LaunchedKernels::Time mine;
   for (std::size_t i = 0; i < ops.size(); ++i) {
-    if (ops[i].start_ns != e.start_ns || ops[i].end_ns != e.end_ns) continue;
-    out.kernels = times[i].kernels;
-    if (times[i].work_recorded()) {
-      rate.count = 1;
-      rate.time_ns = times[i].kernel_ns;
-      precision = times[i].computed_in(precision);
+    if (ops[i].start_ns == e.start_ns && ops[i].end_ns == e.end_ns) {
+      mine = times[i];
+      break;
     }
-    break;
   }
-  return finish();
+  out.kernels = mine.kernels;
+  if (mine.work_recorded()) {
+    rate.count = 1;
+    rate.time_ns = mine.kernel_ns;
+  }
+  std::string device;
+  for (const RankInfo& k : r.ranks())
+    if (k.rank == op.rank) device = k.device;
+  set_precision(rate, computed_precision(e.dtype, of_run, mine.work_recorded() ? &mine : nullptr),
+                presets ? presets->match_device(device) : nullptr);
+  return out;
 }
 
 std::string gemm_rates_title(const GemmRates& rates) {
