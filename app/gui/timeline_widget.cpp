@@ -888,6 +888,25 @@ int paintCounter(QPainter& painter, const TimelineWidget::Lane& lane,
   return drawn;
 }
 
+// Where the times of `state`'s window fall across `area`: its span area,
+// from the titles' column to 4 px short of the right edge.
+struct TimeAxis {
+  double left = 0, width = 1, per_ns = 0;
+  std::int64_t t0 = 0, span_ns = 1;
+  // int64 differences first; doubles only relative to the window's start.
+  double x(std::int64_t t) const { return left + double(t - t0) * per_ns; }
+};
+
+TimeAxis timeAxis(const TimelineWidget::PaintState& state, const QRectF& area) {
+  TimeAxis a;
+  a.left = area.left() + state.gutter;
+  a.width = std::max(1.0, area.right() - a.left - 4);
+  a.t0 = state.window.start_ns;
+  a.span_ns = std::max<std::int64_t>(1, state.window.end_ns - state.window.start_ns);
+  a.per_ns = a.width / double(a.span_ns);
+  return a;
+}
+
 // The time axis's labels of `state`'s window, in the strip of the ruler's
 // height from `top` (times map to the area's width, as the lanes'); from
 // the trace's start (its first event: a sample before it reads below zero).
@@ -895,20 +914,14 @@ int paintCounter(QPainter& painter, const TimelineWidget::Lane& lane,
 void paintRulerLabels(const TimelineWidget::PaintState& state, QPainter& painter,
                       const QRectF& area, double top, const QColor& text, bool grid_lines) {
   const QFontMetricsF fm(painter.font());
-  const double left = area.left() + state.gutter;
-  const double width = std::max(1.0, area.right() - left - 4);
-  const std::int64_t t0 = state.window.start_ns;
-  const std::int64_t span_ns =
-      std::max<std::int64_t>(1, state.window.end_ns - state.window.start_ns);
-  const double per_ns = width / double(span_ns);
-  auto x_of = [&](std::int64_t t) { return left + double(t - t0) * per_ns; };
+  const TimeAxis axis = timeAxis(state, area);
   QColor grid = text;
   grid.setAlpha(40);
-  const std::int64_t step = tickStep(double(span_ns) / std::max(1.0, width / 90));
-  const std::int64_t first = state.origin + ((t0 - state.origin) / step) * step;
+  const std::int64_t step = tickStep(double(axis.span_ns) / std::max(1.0, axis.width / 90));
+  const std::int64_t first = state.origin + ((axis.t0 - state.origin) / step) * step;
   for (std::int64_t t = first; t <= state.window.end_ns; t += step) {
-    if (t < t0) continue;
-    const double x = x_of(t);
+    if (t < axis.t0) continue;
+    const double x = axis.x(t);
     painter.setPen(grid);
     painter.drawLine(QPointF(x, top + kRuler - 4),
                      QPointF(x, grid_lines ? area.bottom() : top + kRuler));
@@ -927,13 +940,8 @@ QRectF rangeLabelRect(const TimelineWidget::PaintState& state, const QFont& font
   if (!state.range || state.lanes.empty() || !state.message.isEmpty() ||
       state.range->end_ns <= state.window.start_ns || state.range->start_ns >= state.window.end_ns)
     return {};
-  const double left = area.left() + state.gutter;
-  const double width = std::max(1.0, area.right() - left - 4);
-  const std::int64_t t0 = state.window.start_ns;
-  const std::int64_t span_ns =
-      std::max<std::int64_t>(1, state.window.end_ns - state.window.start_ns);
-  const double x0 =
-      std::max(left, left + double(state.range->start_ns - t0) * width / double(span_ns));
+  const TimeAxis axis = timeAxis(state, area);
+  const double x0 = std::max(axis.left, axis.x(state.range->start_ns));
   const QString label =
       q(format_seconds(double(state.range->end_ns - state.range->start_ns) * 1e-9));
   // Whole pixels: the background drawn under it covers all it takes.
@@ -968,14 +976,10 @@ int paintTimeline(const TimelineWidget::PaintState& state, QPainter& painter, co
     painter.restore();
     return 0;
   }
-  const double left = area.left() + state.gutter;
-  const double width = std::max(1.0, area.right() - left - 4);
-  const std::int64_t t0 = state.window.start_ns;
-  const std::int64_t span_ns =
-      std::max<std::int64_t>(1, state.window.end_ns - state.window.start_ns);
-  const double per_ns = width / double(span_ns);
-  // int64 differences first; doubles only relative to the window's start.
-  auto x_of = [&](std::int64_t t) { return left + double(t - t0) * per_ns; };
+  const TimeAxis axis = timeAxis(state, area);
+  const double left = axis.left, width = axis.width;
+  const std::int64_t t0 = axis.t0;
+  auto x_of = [&axis](std::int64_t t) { return axis.x(t); };
 
   paintRulerLabels(state, painter, area, area.top(), text, /*grid_lines=*/true);
   QColor grid = text;
