@@ -429,6 +429,19 @@ bool names_board(std::string_view board, std::string_view pattern) {
 
 }  // namespace
 
+bool names_device(const GpuSpec& gpu, std::string_view cuda_device_name) {
+  const std::string_view board = board_name(cuda_device_name);
+  return std::any_of(gpu.device_names.begin(), gpu.device_names.end(),
+                     [&](const std::string& pattern) { return names_board(board, pattern); });
+}
+
+std::vector<std::string> PresetCatalog::clusters_of(const GpuSpec& gpu) const {
+  std::vector<std::string> names;
+  for (const Cluster& c : clusters_)
+    if (c.gpu && c.gpu->name == gpu.name) names.push_back(c.name);
+  return names;
+}
+
 const GpuSpec* PresetCatalog::match_device(std::string_view cuda_device_name) const {
   // The longest matching pattern wins ("H100 PCIe" before "H100").
   const std::string_view board = board_name(cuda_device_name);

@@ -20,6 +20,10 @@ inline constexpr std::string_view kThisMachine = "this-machine";
 // said: its board's own fabric, else PCIe 4.0.
 std::string node_link_preset(const GpuSpec& gpu);
 
+// Whether one of gpu's device_names ends a CUDA device name (a rank's
+// " (GPU n)" aside): "H200" names "NVIDIA H200", not "NVIDIA H200 NVL".
+bool names_device(const GpuSpec& gpu, std::string_view cuda_device_name);
+
 // Where presets live, first found wins: $CLUSTERSCOPE_PRESETS, then
 // <exe>/../share/clusterscope/presets (installed), then the source tree.
 // $CLUSTERSCOPE_PRESETS set to anything but a presets folder is an error
@@ -100,6 +104,8 @@ class PresetCatalog {
   // rank's " (GPU n)" aside), if any: a board with more words after them
   // is another board.
   const GpuSpec* match_device(std::string_view cuda_device_name) const;
+  // The cluster presets whose nodes hold `gpu`, by name.
+  std::vector<std::string> clusters_of(const GpuSpec& gpu) const;
 
   // "unknown GPU preset "h10": did you mean "h100-sxm"? (presets: a, b, ...)"
   std::string unknown_name_message(std::string_view what, std::string_view name,

@@ -807,10 +807,7 @@ Result<RunRefinement> refine_cluster_from(const Cluster& base,
   const bool gpu_runs = fit->engine == "cuda" || fit->device.find("NVIDIA") != std::string::npos ||
                         fit->device.find("GPU") != std::string::npos;
   const bool cpu_device = base_device.architecture == "cpu" || base_device.vendor == "CPU";
-  const bool named = std::any_of(base_device.device_names.begin(), base_device.device_names.end(),
-                                 [&](const std::string& pattern) {
-                                   return fit->device.find(pattern) != std::string::npos;
-                                 });
+  const bool named = names_device(base_device, fit->device);
   // Runs that do not say which GPU are taken as the cluster's, which the
   // user named, and a note says so.
   const bool assumed = gpu_runs && !cpu_device && !named && unnamed_gpu(fit->device);
@@ -1005,9 +1002,17 @@ Result<std::vector<RunRefinement>> refine_from_runs(const std::vector<std::strin
       const std::string host = fit->host.empty() ? std::string("an unnamed host") : fit->host;
       if (fit->engine != "cpu") {
         // One calibration of a host's GPU serves every rank count.
+        std::string clusters;
+        if (const GpuSpec* gpu = catalog.match_device(fit->device)) {
+          for (const std::string& c : catalog.clusters_of(*gpu))
+            clusters += (clusters.empty() ? "" : ", ") + c;
+          if (!clusters.empty())
+            clusters = "; clusters of its " + shown_name(*gpu) + ": " + clusters;
+        }
         return Error{"no calibration of the GPU of " + host + " to refine (no preset " + name +
                      "): run clusterscope calibrate --backend cuda there first, or name the "
-                     "cluster the runs ran on (--base)"};
+                     "cluster the runs ran on (--base" +
+                     clusters + ")"};
       }
       return Error{"no calibration of " + std::to_string(ranks) +
                    (ranks == 1 ? " rank" : " ranks") + " on " + host + " to refine (no preset " +

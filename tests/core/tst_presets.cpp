@@ -83,8 +83,9 @@ void TestPresets::promisedPresets_data() {
         "megatron-175b", "megatron-530b", "megatron-1t", "megatron-1.7b",    "megatron-145.6b"}) {
     QTest::addRow("model %s", m) << "model" << m;
   }
-  for (const char* c : {"dgx-a100-8", "dgx-a100-64", "dgx-a100-1024", "dgx-h100-8", "dgx-h100-32",
-                        "dgx-h100-256", "rtx4090-8-pcie", "laptop-cpu", "this-machine"}) {
+  for (const char* c :
+       {"dgx-a100-8", "dgx-a100-40gb-8", "dgx-a100-64", "dgx-a100-1024", "dgx-h100-8",
+        "dgx-h100-32", "dgx-h100-256", "rtx4090-8-pcie", "laptop-cpu", "this-machine"}) {
     QTest::addRow("cluster %s", c) << "cluster" << c;
   }
 }
@@ -216,6 +217,14 @@ void TestPresets::matchDevice_data() {
                                   << "a100-pcie-40gb";
   QTest::addRow("A100 PCIe 80GB") << "NVIDIA A100 80GB PCIe"
                                   << "a100-pcie-80gb";
+  // The SXM4 boards by their board numbers, as some drivers name them
+  // (PyTorch traces of Meta's A100s): no preset matched them.
+  QTest::addRow("A100 PG509-200") << "NVIDIA A100-PG509-200"
+                                  << "a100-40gb";
+  QTest::addRow("A100 PG509-210") << "NVIDIA PG509-210"
+                                  << "a100-80gb";
+  QTest::addRow("A100 PG509-200, rank's device") << "NVIDIA A100-PG509-200 (GPU 0)"
+                                                 << "a100-40gb";
   QTest::addRow("RTX 4090") << "NVIDIA GeForce RTX 4090"
                             << "rtx-4090";
   QTest::addRow("L40S") << "NVIDIA L40S"

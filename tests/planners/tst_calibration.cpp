@@ -4054,34 +4054,52 @@ void TestCalibration::learntNames() {
 
 // A PyTorch profiler trace of a GPU run (HTA's 2-rank NCCL all-reduce
 // trace, rank 0) teaches the link its collectives crossed. Its GPU is
-// named in the trace's deviceProperties (an A100 of no preset's name:
-// refused for an A100 80GB cluster), or, with them cut out, not at all:
-// then it is learnt as the cluster's the user named, and a note says so.
+// named in the trace's deviceProperties ("NVIDIA A100-PG509-200", the SXM4
+// 40GB board by its board number: refused for an A100 80GB cluster, learnt
+// for a 40GB one, which the error names when no cluster is), or, with them
+// cut out, not at all: then it is learnt as the cluster's the user named,
+// and a note says so. Before, no preset matched the board's name.
 // Before, the unnamed GPU was refused as another device, and without
 // --base the error sent the user to calibrate the CPU ("no calibration of
 // 2 ranks on  to refine (no preset calibrated-host-cpu2)").
 void TestCalibration::learnsTheLinkFromAPyTorchTrace_data() {
-  QTest::addColumn<bool>("named");
+  // The GPU the trace names: its own, another board, or none (cut out).
+  QTest::addColumn<QString>("gpu");
   QTest::addColumn<QString>("base");
   QTest::addColumn<int>("exit_code");
   QTest::addColumn<QString>("said");
   QTest::newRow("unnamed GPU, no cluster named")
-      << false << QString() << 1
+      << QString() << QString() << 1
       << "clusterscope: error: no calibration of the GPU of an unnamed host to refine (no preset "
          "calibrated-host-cuda): run clusterscope calibrate --backend cuda there first, or name "
          "the cluster the runs ran on (--base)";
   QTest::newRow("unnamed GPU, learnt as the cluster's")
-      << false << "dgx-a100-8" << 0
+      << QString() << "dgx-a100-8" << 0
       << "does not say which GPU it ran on (GPU 0): learnt as cluster dgx-a100-8's NVIDIA A100 "
          "SXM4 80GB";
   QTest::newRow("another GPU named")
-      << true << "dgx-a100-8" << 1
+      << "NVIDIA A100-PG509-200"
+      << "dgx-a100-8" << 1
       << "ran on NVIDIA A100-PG509-200 (GPU 0), but cluster dgx-a100-8's device is NVIDIA A100 "
+         "SXM4 80GB";
+  QTest::newRow("its GPU named, no cluster named")
+      << "NVIDIA A100-PG509-200" << QString() << 1
+      << "or name the cluster the runs ran on (--base; clusters of its NVIDIA A100 SXM4 40GB: "
+         "dgx-a100-40gb-8)";
+  QTest::newRow("its GPU named, learnt as its cluster's")
+      << "NVIDIA A100-PG509-200"
+      << "dgx-a100-40gb-8" << 0 << "link bandwidth (bus)";
+  // A board whose name holds the cluster's device name ("A100 80GB") is
+  // another board: before, any preset name within the device's was taken.
+  QTest::newRow("the PCIe board of the cluster's GPU named")
+      << "NVIDIA A100 80GB PCIe"
+      << "dgx-a100-8" << 1
+      << "ran on NVIDIA A100 80GB PCIe (GPU 0), but cluster dgx-a100-8's device is NVIDIA A100 "
          "SXM4 80GB";
 }
 
 void TestCalibration::learnsTheLinkFromAPyTorchTrace() {
-  QFETCH(bool, named);
+  QFETCH(QString, gpu);
   QFETCH(QString, base);
   QFETCH(int, exit_code);
   QFETCH(QString, said);
@@ -4093,7 +4111,17 @@ void TestCalibration::learnsTheLinkFromAPyTorchTrace() {
   QCOMPARE(unzip.exit_code, 0);
   QJsonObject trace = QJsonDocument::fromJson(unzip.out.toUtf8()).object();
   QVERIFY(trace.contains("deviceProperties") && trace.contains("traceEvents"));
-  if (!named) trace.remove("deviceProperties");
+  if (gpu.isEmpty()) {
+    trace.remove("deviceProperties");
+  } else {
+    QJsonArray devices = trace["deviceProperties"].toArray();
+    for (QJsonValueRef d : devices) {
+      QJsonObject named = d.toObject();
+      named["name"] = gpu;
+      d = named;
+    }
+    trace["deviceProperties"] = devices;
+  }
   QFile file(work.filePath("rank0.json"));
   QVERIFY(file.open(QIODevice::WriteOnly));
   file.write(QJsonDocument(trace).toJson(QJsonDocument::Compact));
