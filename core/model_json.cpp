@@ -46,6 +46,10 @@ struct Limits {
   Range price{0, 1e6};  // USD per GPU-hour
   Range parameters{1, 1e16};
   Range bytes{1, 1e15};
+  // The share of a peak that kernels, links or cores reach: the planner
+  // divides work by it, so a share of 1e-300 took "inf days" to train.
+  Range efficiency{1e-6, 1};
+  Range efficiency_or_0{0, 1, false, 1e-6};  // 0: not given (gemm_max_by_precision)
 };
 const Limits kLimits;
 
@@ -147,9 +151,9 @@ void read_gpu(const json& j, const std::string& ptr, Diagnostics& d, GpuSpec& g)
   r.number("tdp_watts", g.tdp_watts, kLimits.watts);
   if (const json* e = r.field("efficiency")) {
     ObjectReader er(*e, r.pointer("efficiency"), d);
-    er.number("gemm_max", g.efficiency.gemm_max, Range::fraction());
+    er.number("gemm_max", g.efficiency.gemm_max, kLimits.efficiency);
     er.number("gemm_half_gflop", g.efficiency.gemm_half_gflop, kLimits.gflop);
-    er.number("memory_max", g.efficiency.memory_max, Range::fraction());
+    er.number("memory_max", g.efficiency.memory_max, kLimits.efficiency);
     er.number("kernel_launch_us", g.efficiency.kernel_launch_us, kLimits.microseconds);
     er.number("gemm_memory_overlap", g.efficiency.gemm_memory_overlap, Range::between(0, 1));
     if (const json* by = er.field("gemm_max_by_precision")) {
@@ -158,7 +162,7 @@ void read_gpu(const json& j, const std::string& ptr, Diagnostics& d, GpuSpec& g)
       for (auto [key, value] :
            {std::pair{"fp32", &f.fp32}, std::pair{"tf32", &f.tf32}, std::pair{"bf16", &f.bf16},
             std::pair{"fp16", &f.fp16}, std::pair{"fp8", &f.fp8}, std::pair{"int8", &f.int8}}) {
-        br.number(key, *value, Range::between(0, 1));
+        br.number(key, *value, kLimits.efficiency_or_0);
       }
       br.finish();
     }
@@ -186,9 +190,9 @@ void read_gpu(const json& j, const std::string& ptr, Diagnostics& d, GpuSpec& g)
       lr.finish();
     }
     er.number("overlap_slowdown", g.efficiency.overlap_slowdown, kLimits.factor);
-    er.number("core_share", g.efficiency.core_share, Range::fraction());
+    er.number("core_share", g.efficiency.core_share, kLimits.efficiency);
     er.integer("blas_threads", g.efficiency.blas_threads, Range::between(0, 4096));
-    er.number("collective_core_share", g.efficiency.collective_core_share, Range::fraction());
+    er.number("collective_core_share", g.efficiency.collective_core_share, kLimits.efficiency);
     er.number("shared_wait_in_transfer", g.efficiency.shared_wait_in_transfer, Range::between(0, 1));
     er.number("shared_wait_in_tp_transfer", g.efficiency.shared_wait_in_tp_transfer,
               Range::between(0, 1));
@@ -211,7 +215,7 @@ void read_link(const json& j, const std::string& ptr, Diagnostics& d, Link& l) {
   r.choice("type", l.kind, kLinkKindNames, true);
   scaled(r, "bandwidth_gbps", l.bandwidth, kGbitToBytes, kLimits.link_gbps, true);
   scaled(r, "latency_us", l.latency, kMicro, kLimits.microseconds, true);
-  r.number("efficiency", l.efficiency, Range::fraction());
+  r.number("efficiency", l.efficiency, kLimits.efficiency);
   scaled(r, "cold_bandwidth_gbps", l.cold_bandwidth, kGbitToBytes, kLimits.link_gbps_or_0, false);
   scaled(r, "cold_latency_us", l.cold_latency, kMicro, kLimits.microseconds, false);
   if (const json* sizes = r.field("cold_by_size", false))

@@ -324,10 +324,11 @@ void TestModelJson::validationErrors_data() {
   QTest::addRow("gpu unknown precision") << "gpu"
       << R"({"name": "g", "memory_gib": 80, "memory_bandwidth_gb_s": 2000, "peak_tflops": {"fp32": 1, "fp6": 3}})"
       << "gpu.json: /peak_tflops/fp6: unknown field (did you mean \"fp16\"?)";
-  QTest::addRow("gpu efficiency above one") << "gpu"
+  QTest::addRow("gpu efficiency above one")
+      << "gpu"
       << R"({"name": "g", "memory_gib": 80, "memory_bandwidth_gb_s": 2000, "peak_tflops": {"fp32": 1},
             "efficiency": {"gemm_max": 1.5}})"
-      << "gpu.json: /efficiency/gemm_max: must be > 0 and <= 1 (got 1.5)";
+      << "gpu.json: /efficiency/gemm_max: must be between 1e-06 and 1 (got 1.5)";
   QTest::addRow("gpu host link negative")
       << "gpu"
       << R"({"name": "g", "memory_gib": 80, "memory_bandwidth_gb_s": 2000, "peak_tflops": {"fp32": 1},
@@ -359,9 +360,10 @@ void TestModelJson::validationErrors_data() {
   QTest::addRow("link latency missing") << "link"
       << R"({"name": "l", "type": "pcie", "bandwidth_gbps": 100})"
       << "link.json: /latency_us: is required";
-  QTest::addRow("link efficiency zero") << "link"
+  QTest::addRow("link efficiency zero")
+      << "link"
       << R"({"name": "l", "type": "pcie", "bandwidth_gbps": 100, "latency_us": 1, "efficiency": 0})"
-      << "link.json: /efficiency: must be > 0 and <= 1 (got 0)";
+      << "link.json: /efficiency: must be between 1e-06 and 1 (got 0)";
   QTest::addRow("link cold bandwidth negative") << "link"
       << R"({"name": "l", "type": "shared_memory", "bandwidth_gbps": 40, "latency_us": 6,
             "cold_bandwidth_gbps": -18, "cold_latency_us": 30})"
@@ -386,6 +388,38 @@ void TestModelJson::validationErrors_data() {
       << R"({"name": "g", "memory_gib": 80, "memory_bandwidth_gb_s": 2000,
             "peak_tflops": {"fp32": 1, "bf16": 1e-310}})"
       << "gpu.json: /peak_tflops/bf16: must be 0 (none) or at least 1e-06 (got 1e-310)";
+  // Shares of a peak the planner divides by: 1e-300 took "inf days" to train.
+  QTest::addRow("gpu gemm efficiency tiny")
+      << "gpu"
+      << R"({"name": "g", "memory_gib": 80, "memory_bandwidth_gb_s": 2000, "peak_tflops": {"fp32": 1},
+            "efficiency": {"gemm_max": 1e-300}})"
+      << "gpu.json: /efficiency/gemm_max: must be between 1e-06 and 1 (got 1e-300)";
+  QTest::addRow("gpu memory efficiency tiny")
+      << "gpu"
+      << R"({"name": "g", "memory_gib": 80, "memory_bandwidth_gb_s": 2000, "peak_tflops": {"fp32": 1},
+            "efficiency": {"memory_max": 2.3e-308}})"
+      << "gpu.json: /efficiency/memory_max: must be between 1e-06 and 1 (got 2.3e-308)";
+  QTest::addRow("gpu bf16 efficiency tiny")
+      << "gpu"
+      << R"({"name": "g", "memory_gib": 80, "memory_bandwidth_gb_s": 2000, "peak_tflops": {"fp32": 1},
+            "efficiency": {"gemm_max_by_precision": {"bf16": 1e-7}}})"
+      << "gpu.json: /efficiency/gemm_max_by_precision/bf16: must be 0 (none) or at least 1e-06 "
+         "(got 1e-07)";
+  QTest::addRow("gpu core share tiny")
+      << "gpu"
+      << R"({"name": "g", "memory_gib": 80, "memory_bandwidth_gb_s": 2000, "peak_tflops": {"fp32": 1},
+            "efficiency": {"core_share": 1e-300}})"
+      << "gpu.json: /efficiency/core_share: must be between 1e-06 and 1 (got 1e-300)";
+  QTest::addRow("gpu collective core share tiny")
+      << "gpu"
+      << R"({"name": "g", "memory_gib": 80, "memory_bandwidth_gb_s": 2000, "peak_tflops": {"fp32": 1},
+            "efficiency": {"collective_core_share": 1e-9}})"
+      << "gpu.json: /efficiency/collective_core_share: must be between 1e-06 and 1 (got 1e-09)";
+  QTest::addRow("link efficiency tiny")
+      << "link"
+      << R"({"name": "l", "type": "infiniband", "bandwidth_gbps": 400, "latency_us": 5,
+            "efficiency": 2.3e-308})"
+      << "link.json: /efficiency: must be between 1e-06 and 1 (got 2.3e-308)";
   // A subnormal where 0 is allowed, any figure: the documents say it is refused.
   QTest::addRow("link latency subnormal")
       << "link"

@@ -60,6 +60,8 @@ class TestPlanCli : public QObject {
   void seedZeroExample();
   void planDocument();
   void brokenRulesNameThePlanFile();
+  void sharesOfAPeakNoDeviceReachesAreRefused_data();
+  void sharesOfAPeakNoDeviceReachesAreRefused();
   void planDoesNotFit();
   void planHelpListsFlags();
   void searchJson();
@@ -519,6 +521,50 @@ void TestPlanCli::brokenRulesNameThePlanFile() {
   QVERIFY2(validate.err.contains(path + ": /parallel/tp: must divide the 12 attention heads") ||
                validate.out.contains(path + ": /parallel/tp: must divide the 12 attention heads"),
            qPrintable(validate.out + validate.err));
+}
+
+// A share of a peak the planner divides by: a GPU's or a link's efficiency
+// of 2.3e-308 passed, and plan printed "inf days, inf T GPU-hours, -nan kWh".
+void TestPlanCli::sharesOfAPeakNoDeviceReachesAreRefused_data() {
+  QTest::addColumn<QString>("gpu_efficiency");
+  QTest::addColumn<QString>("link_efficiency");
+  QTest::addColumn<QString>("refused");
+  QTest::addRow("bf16 GEMMs") << R"("gemm_max_by_precision": {"bf16": 2.3e-308})"
+                              << "0.8"
+                              << "/cluster/gpu/efficiency/gemm_max_by_precision/bf16: must be 0 "
+                                 "(none) or at least 1e-06 (got 2.3e-308)";
+  QTest::addRow("memory") << R"("memory_max": 2.3e-308)"
+                          << "0.8"
+                          << "/cluster/gpu/efficiency/memory_max: must be between 1e-06 and 1 "
+                             "(got 2.3e-308)";
+  QTest::addRow("link") << R"("gemm_max": 0.5)"
+                        << "2.3e-308"
+                        << "/cluster/intra_node/efficiency: must be between 1e-06 and 1 (got "
+                           "2.3e-308)";
+}
+
+void TestPlanCli::sharesOfAPeakNoDeviceReachesAreRefused() {
+  QFETCH(QString, gpu_efficiency);
+  QFETCH(QString, link_efficiency);
+  QFETCH(QString, refused);
+  QTemporaryDir dir;
+  const QString path = dir.filePath("plan.json");
+  QFile file(path);
+  QVERIFY(file.open(QIODevice::WriteOnly));
+  file.write(QString(R"({"kind": "plan", "workload": "llama2-7b", "precision": "bf16",
+    "cluster": {"name": "c", "nodes": 1, "gpus_per_node": 2,
+      "gpu": {"name": "g", "memory_gib": 80, "memory_bandwidth_gb_s": 2000,
+              "peak_tflops": {"fp32": 60, "bf16": 900}, "efficiency": {%1}},
+      "intra_node": {"name": "l", "type": "nvlink", "bandwidth_gbps": 3600, "latency_us": 1,
+                     "efficiency": %2}}})")
+                 .arg(gpu_efficiency, link_efficiency)
+                 .toUtf8());
+  file.close();
+  const Run r = run_cli({"plan", "--plan", path});
+  QVERIFY2(r.exit_code == 1,
+           qPrintable(QString("exit %1\n%2%3").arg(r.exit_code).arg(r.out, r.err)));
+  QVERIFY2(r.err.contains(path + ": " + refused), qPrintable(r.err));
+  QVERIFY2(r.out.isEmpty(), qPrintable(r.out));
 }
 
 void TestPlanCli::planDoesNotFit() {
