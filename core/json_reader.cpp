@@ -63,10 +63,19 @@ std::string Range::rule() const {
 }
 
 std::string Range::rule_broken_by(double v) const {
-  if (std::isfinite(v) && v != 0 && std::fabs(v) < least_above_zero) {
-    return least_above_zero > std::numeric_limits<double>::min()
-               ? "must be 0 (none) or at least " + number_text(least_above_zero)
-               : "must be 0 or at least 2.2e-308";
+  auto within = [&](double x) { return (lo_open ? x > lo : x >= lo) && x <= hi; };
+  // Only a value the interval holds is refused for being too close to 0;
+  // any other breaks the interval (1e-310 for a bandwidth of at least 0.001).
+  if (std::isfinite(v) && v != 0 && std::fabs(v) < least_above_zero && within(v)) {
+    // In full: "at least 2.2e-308 (got 2.2e-308)" refused a value it named.
+    const std::string least = number_text(least_above_zero);
+    if (!within(0)) {  // (0, hi]: "must be 0 or ..." offered a refused 0
+      return "must be at least " + least +
+             (std::isfinite(hi) ? " and <= " + number_text(hi) : std::string());
+    }
+    if (least_above_zero > std::numeric_limits<double>::min())
+      return "must be 0 (none) or at least " + least;
+    return "must be 0 or at least " + least + (lo < 0 ? " in size" : "");
   }
   return rule();
 }

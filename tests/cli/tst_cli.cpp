@@ -152,7 +152,18 @@ void TestCli::exitCodes_data() {
       << "are closer than the smallest normal float32 (1.2e-38)";
   QTest::addRow("calc bound subnormal")
       << QStringList{"calc", "quantize", "--min", "0", "--max", "1e-320"} << 2 << ""
-      << "--max: must be 0 or at least 2.2e-308 (got 1e-320)";
+      << "--max: must be 0 or at least 2.2250738585072014e-308 in size (got 1e-320)";
+  // The bound in full: "at least 2.2e-308 (got 2.2e-308)" refused the value it named.
+  QTest::addRow("calc latency below the smallest normal")
+      << QStringList{"calc", "communication", "-L", "2.2e-308"} << 2 << ""
+      << "--latency: must be 0 or at least 2.2250738585072014e-308 (got 2.2e-308)";
+  // Where 0 is refused too, the rule says so ("must be 0 or ..." offered it).
+  QTest::addRow("calc bandwidth subnormal")
+      << QStringList{"calc", "communication", "-B", "1e-310"} << 2 << ""
+      << "--bandwidth: must be between 0.001 and 1000000 (got 1e-310)";
+  QTest::addRow("calc batch subnormal")
+      << QStringList{"calc", "flops", "--batch", "1e-310"} << 2 << ""
+      << "--batch: must be at least 2.2250738585072014e-308 and <= 1000000 (got 1e-310)";
   QTest::addRow("calc article INT4")
       << QStringList{"calc", "quantize", "--bits", "4"} << 2 << ""
       << "--bits 4: the articles' integers are INT8; give --integers unsigned, signed or "

@@ -424,7 +424,11 @@ void TestModelJson::validationErrors_data() {
   QTest::addRow("link latency subnormal")
       << "link"
       << R"({"name": "l", "type": "infiniband", "bandwidth_gbps": 400, "latency_us": 1e-310})"
-      << "link.json: /latency_us: must be 0 or at least 2.2e-308 (got 1e-310)";
+      << "link.json: /latency_us: must be 0 or at least 2.2250738585072014e-308 (got 1e-310)";
+  QTest::addRow("loss scale subnormal") << "precision"
+                                        << R"({"compute": "fp16", "initial_loss_scale": 1e-310})"
+                                        << "precision.json: /initial_loss_scale: must be at least "
+                                           "2.2250738585072014e-308 (got 1e-310)";
   QTest::addRow("link bandwidth subnormal") << "link"
       << R"({"name": "l", "type": "infiniband", "bandwidth_gbps": 1e-300, "latency_us": 6})"
       << "link.json: /bandwidth_gbps: must be between 0.001 and 10000000 (got 1e-300)";
