@@ -40,7 +40,8 @@ struct Limits {
   Range microseconds{0, 1e7};         // up to 10 s
   Range nanoseconds{0, 1e12};         // up to 1000 s
   Range gflop{0, 1e9};
-  Range gflops{0, 1e9};
+  // 0: not measured; else >= 1e-6 (1 kFLOP/s): attention divided by 2.3e-308 took inf days.
+  Range gflops{0, 1e9, false, 1e-6};
   Range factor{0, 100};
   Range watts{0, 1e6};
   Range price{0, 1e6};  // USD per GPU-hour

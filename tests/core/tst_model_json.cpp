@@ -415,6 +415,13 @@ void TestModelJson::validationErrors_data() {
       << R"({"name": "g", "memory_gib": 80, "memory_bandwidth_gb_s": 2000, "peak_tflops": {"fp32": 1},
             "efficiency": {"collective_core_share": 1e-9}})"
       << "gpu.json: /efficiency/collective_core_share: must be between 1e-06 and 1 (got 1e-09)";
+  QTest::addRow("attention rate tiny")
+      << "gpu"
+      << R"({"name": "g", "memory_gib": 80, "memory_bandwidth_gb_s": 2000, "peak_tflops": {"fp32": 1},
+            "efficiency": {"loops": {"attention_gflops": 50, "attention_backward_gflops": 2.3e-308}}})"
+      << "gpu.json: /efficiency/loops/attention_backward_gflops: must be 0 (none) or at least "
+         "1e-06 "
+         "(got 2.3e-308)";
   QTest::addRow("link efficiency tiny")
       << "link"
       << R"({"name": "l", "type": "infiniband", "bandwidth_gbps": 400, "latency_us": 5,

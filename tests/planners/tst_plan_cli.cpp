@@ -537,6 +537,11 @@ void TestPlanCli::sharesOfAPeakNoDeviceReachesAreRefused_data() {
                           << "0.8"
                           << "/cluster/gpu/efficiency/memory_max: must be between 1e-06 and 1 "
                              "(got 2.3e-308)";
+  // A measured rate divides the same way (unfused attention's).
+  QTest::addRow("attention rate") << R"("loops": {"attention_gflops": 2.3e-308})"
+                                  << "0.8"
+                                  << "/cluster/gpu/efficiency/loops/attention_gflops: must be 0 "
+                                     "(none) or at least 1e-06 (got 2.3e-308)";
   QTest::addRow("link") << R"("gemm_max": 0.5)"
                         << "2.3e-308"
                         << "/cluster/intra_node/efficiency: must be between 1e-06 and 1 (got "
