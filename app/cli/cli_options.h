@@ -111,6 +111,12 @@ struct PlanOptions {
   std::string precision;            // fp32, tf32, bf16, fp16, fp8, int8, int4
 
   void add_to(CLI::App& command);
+  bool changes() const {  // flags that change the plan are given
+    return tp || pp || dp || virtual_stages || zero_stage || micro_batch || global_batch ||
+           sequence_parallel || flash_attention || no_flash_attention || blocking_tp_allreduce ||
+           whole_vocab || no_overlap_grad_reduce || fp32_main_grad || !recompute.empty() ||
+           !precision.empty();
+  }
   // The plan: --plan's document (its cluster and workload unless the cluster
   // or model options name others), with every flag given applied over it.
   // dp defaults to the GPUs left by tp x pp; the global batch to dp x micro-batch.

@@ -243,13 +243,18 @@ void run(const PlanCommandOptions& o, Context& ctx) {
                 << '\n';
     }
     // The file named, as validate names it: the rules alone did not say
-    // which document broke them.
+    // which document broke them. With flags over it, the rule broken may be
+    // theirs (--gpus-per-node 0 read "plan.json: /cluster/gpus_per_node: the
+    // cluster has no GPU" of a file that gave it 8).
     const std::string file = o.plan.plan_file.empty() ? "" : document_name(o.plan.plan_file);
-    std::string text = "the plan" + (file.empty() ? "" : " of " + file) + " cannot run (" +
+    const bool flags_over =
+        !file.empty() && (o.plan.changes() || o.cluster.changes() || o.model.changes());
+    const std::string where = flags_over ? file + " with the flags over it" : file;
+    std::string text = "the plan" + (file.empty() ? "" : " of " + where) + " cannot run (" +
                        std::to_string(problems.size()) +
                        (problems.size() == 1 ? " problem):" : " problems):");
     for (const Problem& p : problems)
-      text += "\n  " + (file.empty() ? "" : file + ": ") + p.pointer + ": " + p.message;
+      text += "\n  " + (file.empty() ? "" : where + ": ") + p.pointer + ": " + p.message;
     throw CliError(text);
   }
   const plan::Estimate e = take(plan::estimate(plan));

@@ -60,6 +60,8 @@ class TestPlanCli : public QObject {
   void seedZeroExample();
   void planDocument();
   void brokenRulesNameThePlanFile();
+  void brokenRulesSayFlagsChangedThePlanFile_data();
+  void brokenRulesSayFlagsChangedThePlanFile();
   void sharesOfAPeakNoDeviceReachesAreRefused_data();
   void sharesOfAPeakNoDeviceReachesAreRefused();
   void planDoesNotFit();
@@ -521,6 +523,39 @@ void TestPlanCli::brokenRulesNameThePlanFile() {
   QVERIFY2(validate.err.contains(path + ": /parallel/tp: must divide the 12 attention heads") ||
                validate.out.contains(path + ": /parallel/tp: must divide the 12 attention heads"),
            qPrintable(validate.out + validate.err));
+}
+
+// A rule broken by a flag over a plan file was laid at the file's door:
+// "plan.json: /cluster/gpus_per_node: the cluster has no GPU to plan for"
+// of a file whose cluster has 8 GPUs a node.
+void TestPlanCli::brokenRulesSayFlagsChangedThePlanFile_data() {
+  QTest::addColumn<QStringList>("flags");
+  QTest::addColumn<QString>("problem");
+  QTest::addRow("cluster flag") << QStringList{"--gpus-per-node", "0"}
+                                << "/cluster/gpus_per_node: the cluster has no GPU to plan for";
+  QTest::addRow("model flag") << QStringList{"--heads", "5", "--hidden", "640"}
+                              << "/parallel/tp: must divide the 5 attention heads";
+  QTest::addRow("plan flag") << QStringList{"--tp", "8", "--dp", "1"}
+                             << "/parallel/tp: must divide the 12 attention heads";
+}
+
+void TestPlanCli::brokenRulesSayFlagsChangedThePlanFile() {
+  QFETCH(QStringList, flags);
+  QFETCH(QString, problem);
+  QTemporaryDir dir;
+  const QString path = dir.filePath("plan.json");
+  QFile file(path);
+  QVERIFY(file.open(QIODevice::WriteOnly));
+  file.write(R"({"kind":"plan","cluster":"dgx-h100-8","workload":"gpt2-small",
+    "parallel":{"dp":4,"tp":2,"pp":1,"micro_batch":1},"precision":"bf16"})");
+  file.close();
+  QCOMPARE(run_cli({"plan", "--plan", path}).exit_code, 0);  // the file alone runs
+  const Run r = run_cli(QStringList{"plan", "--plan", path} + flags);
+  QCOMPARE(r.exit_code, 1);
+  const QString where = path + " with the flags over it";
+  QVERIFY2(r.err.contains("clusterscope: error: the plan of " + where + " cannot run (") &&
+               r.err.contains("\n  " + where + ": " + problem),
+           qPrintable(r.err));
 }
 
 // A share of a peak the planner divides by: a GPU's or a link's efficiency
