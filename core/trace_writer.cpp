@@ -1005,6 +1005,14 @@ std::string special_file_kind(const std::string& path) {
 }  // namespace
 
 Status check_store_path(const std::string& path) {
+  // "-" names standard input or output where a command reads or prints
+  // JSON; a store is a SQLite file, which a pipe cannot hold (it was written
+  // to a file named "-" in the working folder).
+  if (path == "-") {
+    return Error{
+        "-: a trace store is a SQLite file, which standard output cannot hold: give a file "
+        "name (./- for a file named -)"};
+  }
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec))
     return Error{path + ": is a folder; give the store's file name (for example " +

@@ -955,6 +955,16 @@ void TestPlanCli::planWritesItsTimeline() {
   const Run refused = run_cli(plan + QStringList{"--timeline", notes.fileName()});
   QCOMPARE(refused.exit_code, 1);
   QVERIFY2(refused.err.contains("is a file that is not a trace store"), qPrintable(refused.err));
+  // Nor to standard output: "-" was written as a file named "-" in the working folder.
+  cs::test::ProcessOptions in_dir;
+  in_dir.dir = dir.path();
+  const Run dash = run_cli(plan + QStringList{"--timeline", "-"}, in_dir);
+  QCOMPARE(dash.exit_code, 1);
+  QVERIFY2(dash.err.contains("clusterscope: error: -: a trace store is a SQLite file, which "
+                             "standard output cannot hold: give a file name (./- for a file "
+                             "named -)"),
+           qPrintable(dash.err));
+  QVERIFY(!QFile::exists(dir.filePath("-")));
   // Nor over a store of measurements: a run's was replaced by the prediction.
   const QString measured = dir.filePath("measured.db");
   QVERIFY(QFile::copy(CS_SOURCE_DIR "/tests/data/cpu/cpu-engine-dp2.db", measured));
