@@ -104,6 +104,22 @@ extern "C" void on_interrupt(int) {
 
 // An interrupted search ends as a failure (exit 1), so that a script tells it
 // from one that went through: what it found is printed before.
+// The GPU counts the search split: the cluster's, or those of --node-counts
+// ("the cluster's 32 GPUs" was said of a search over 64 and 128 nodes).
+std::string gpus_searched(const Cluster& cluster, const std::vector<int>& node_counts) {
+  const double per_node = cluster.gpus_per_node;
+  if (node_counts.empty())
+    return "the cluster's " + format_count(per_node * cluster.nodes) + " GPUs";
+  std::string gpus;
+  std::string nodes;
+  for (std::size_t i = 0; i < node_counts.size(); ++i) {
+    const std::string sep = i == 0 ? "" : i + 1 == node_counts.size() ? " or " : ", ";
+    gpus += sep + format_count(per_node * node_counts[i]);
+    nodes += sep + std::to_string(node_counts[i]);
+  }
+  return "the " + gpus + " GPUs of " + nodes + " nodes";
+}
+
 std::string stopped_text(const plan::SearchResult& r) {
   return "the search was stopped (interrupted) after " +
          format_count(static_cast<double>(r.candidates)) + " candidate plans" +
@@ -180,8 +196,8 @@ void run(const SearchCommandOptions& o, Context& ctx) {
   if (r.best.empty() && !r.cancelled) {
     if (r.candidates == 0) {
       // Every split of the GPUs needs more replicas than the batch has samples.
-      std::cout << "No candidate plan: no global batch given divides over the cluster's "
-                << format_count(static_cast<double>(cluster.total_gpus())) << " GPUs"
+      std::cout << "No candidate plan: no global batch given divides over "
+                << gpus_searched(cluster, o.node_counts)
                 << (o.any_gpu_count ? "" : " (--any-gpu-count lets plans leave GPUs idle)")
                 << ".\n\n";
     } else if (r.fitting == 0) {

@@ -822,6 +822,14 @@ void TestPlanCli::searchClusterSizes() {
   QVERIFY2(no_split.out.contains("No candidate plan: no global batch given divides over the "
                                  "cluster's 67.1 M GPUs (--any-gpu-count lets plans leave GPUs idle)"),
            qPrintable(no_split.out));
+  // Over --node-counts, the GPU counts searched: it named the cluster's own 32.
+  const Run no_split_nodes = run_cli({"search", "--cluster", "dgx-h100-32", "--model", "gpt2-small",
+                                      "--global-batch", "4", "--node-counts", "64,128,256"});
+  QVERIFY2(no_split_nodes.exit_code == 0, qPrintable(no_split_nodes.err));
+  QVERIFY2(no_split_nodes.out.contains(
+               "No candidate plan: no global batch given divides over the 512, 1024 or 2048 GPUs "
+               "of 64, 128 or 256 nodes (--any-gpu-count lets plans leave GPUs idle)"),
+           qPrintable(no_split_nodes.out));
   QVERIFY2(none.out.contains("No plan within the limits: ") &&
                none.out.contains(" fit in GPU memory, none within --max-days 0.001."),
            qPrintable(none.out));
