@@ -1,5 +1,6 @@
 #include "core/model_json.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -71,6 +72,19 @@ void check_kind(ObjectReader& r, DocumentKind expected) {
   }
 }
 
+// A display name, as every view prints it (the name when absent): without
+// control characters, as names are (an escape code in a cluster's display
+// name reached the terminal raw in plan's first line, a newline split it).
+void read_display_name(ObjectReader& r, std::string& out, const std::string& name) {
+  r.text("display_name", out);
+  if (std::any_of(out.begin(), out.end(),
+                  [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; })) {
+    r.diagnostics().add(r.pointer("display_name"),
+                        "must not hold control characters (a newline, a tab, an escape code)");
+  }
+  if (out.empty()) out = name;
+}
+
 // Scaled number: JSON holds `value * 1/scale`, the model holds SI units.
 void scaled(ObjectReader& r, std::string_view key, double& out, double scale, Range range,
             bool required = false) {
@@ -133,8 +147,7 @@ void read_gpu(const json& j, const std::string& ptr, Diagnostics& d, GpuSpec& g)
   if (!r.is_object()) return;
   check_kind(r, DocumentKind::gpu);
   r.name("name", g.name);
-  r.text("display_name", g.display_name);
-  if (g.display_name.empty()) g.display_name = g.name;  // what every view prints
+  read_display_name(r, g.display_name, g.name);
   r.text("vendor", g.vendor);
   r.text("architecture", g.architecture);
   scaled(r, "memory_gib", g.memory_bytes, kGiB, kLimits.memory_gib, true);
@@ -211,8 +224,7 @@ void read_link(const json& j, const std::string& ptr, Diagnostics& d, Link& l) {
   if (!r.is_object()) return;
   check_kind(r, DocumentKind::link);
   r.name("name", l.name);
-  r.text("display_name", l.display_name);
-  if (l.display_name.empty()) l.display_name = l.name;  // what every view prints
+  read_display_name(r, l.display_name, l.name);
   r.choice("type", l.kind, kLinkKindNames, true);
   scaled(r, "bandwidth_gbps", l.bandwidth, kGbitToBytes, kLimits.link_gbps, true);
   scaled(r, "latency_us", l.latency, kMicro, kLimits.microseconds, true);
@@ -257,8 +269,7 @@ void read_cluster(const json& j, const std::string& ptr, Diagnostics& d, Cluster
   if (!r.is_object()) return;
   check_kind(r, DocumentKind::cluster);
   r.name("name", c.name);
-  r.text("display_name", c.display_name);
-  if (c.display_name.empty()) c.display_name = c.name;  // what every view prints
+  read_display_name(r, c.display_name, c.name);
   r.integer("nodes", c.nodes, Range::between(1, Cluster::kMaxNodes), true);
   r.integer("gpus_per_node", c.gpus_per_node, Range::between(0, Cluster::kMaxGpusPerNode), true);
 
@@ -306,8 +317,7 @@ void read_workload(const json& j, const std::string& ptr, Diagnostics& d, Worklo
   if (!r.is_object()) return;
   check_kind(r, DocumentKind::workload);
   r.name("name", w.name);
-  r.text("display_name", w.display_name);
-  if (w.display_name.empty()) w.display_name = w.name;  // what every view prints
+  read_display_name(r, w.display_name, w.name);
   r.choice("type", w.kind, kWorkloadKindNames);
   r.choice("optimizer", w.optimizer, kOptimizerNames);
   r.text("source", w.source);

@@ -348,6 +348,31 @@ void TestModelJson::validationErrors_data() {
   QTest::addRow("gpu name empty") << "gpu"
       << R"({"name": "", "memory_gib": 80, "memory_bandwidth_gb_s": 2000, "peak_tflops": {"fp32": 1}})"
       << "gpu.json: /name: must not be empty";
+  // Display names are printed as they are: an escape code reached the
+  // terminal raw, a newline split plan's first line.
+  QTest::addRow("gpu display name with an escape code")
+      << "gpu"
+      << R"({"name": "g", "display_name": "G\u001b[31m", "memory_gib": 80,
+            "memory_bandwidth_gb_s": 2000, "peak_tflops": {"fp32": 1}})"
+      << "gpu.json: /display_name: must not hold control characters (a newline, a tab, an escape "
+         "code)";
+  QTest::addRow("link display name with a newline")
+      << "link"
+      << R"({"name": "l", "display_name": "L\nsecond line", "type": "pcie", "bandwidth_gbps": 100,
+            "latency_us": 1})"
+      << "link.json: /display_name: must not hold control characters (a newline, a tab, an escape "
+         "code)";
+  QTest::addRow("cluster display name with a carriage return")
+      << "cluster"
+      << R"({"name": "c", "display_name": "C\r", "nodes": 1, "gpus_per_node": 1, "gpu": "h100-sxm"})"
+      << "cluster.json: /display_name: must not hold control characters (a newline, a tab, an "
+         "escape code)";
+  QTest::addRow("workload display name with a bell")
+      << "workload"
+      << R"({"name": "m", "display_name": "M\u0007", "layers": 2, "hidden": 64, "heads": 2,
+            "seq_len": 8, "vocab": 10})"
+      << "workload.json: /display_name: must not hold control characters (a newline, a tab, an "
+         "escape code)";
   QTest::addRow("gpu memory as text") << "gpu"
       << R"({"name": "g", "memory_gib": "80", "memory_bandwidth_gb_s": 2000, "peak_tflops": {"fp32": 1}})"
       << "gpu.json: /memory_gib: must be a number";
