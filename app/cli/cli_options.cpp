@@ -441,6 +441,7 @@ Plan PlanOptions::resolve(const PresetCatalog& catalog, const ClusterOptions& cl
   // such a file asked for a batch of 1 before; its accumulation was lost).
   bool file_sets_global_batch = false;
   bool file_sets_dp = false;  // else dp fills the cluster, the flags' cluster too
+  bool file_sets_precision = false;
   std::int64_t file_accumulation = 1;
   if (from_file) {
     const nlohmann::json document = take(read_document(plan_file, "--plan"));
@@ -448,6 +449,7 @@ Plan PlanOptions::resolve(const PresetCatalog& catalog, const ClusterOptions& cl
     file_sets_global_batch = parallel != document.end() &&
                              (!parallel->is_object() || parallel->contains("global_batch"));
     file_sets_dp = parallel != document.end() && parallel->is_object() && parallel->contains("dp");
+    file_sets_precision = document.contains("precision");
     plan = take(plan_from_json(document, plan_name, &catalog));
     file_accumulation = std::max(plan.parallel.gradient_accumulation(), 1);
     apply_over_document(plan, cluster_options, model_options, catalog);
@@ -510,6 +512,20 @@ Plan PlanOptions::resolve(const PresetCatalog& catalog, const ClusterOptions& cl
   if (no_overlap_grad_reduce) p.overlap_grad_reduce = false;
   if (!precision.empty()) {
     plan.precision = PrecisionPlan::for_compute(*precision_from_string(precision));
+  } else if (!file_sets_precision && plan.cluster.gpu &&
+             plan.cluster.gpu->peak.of(plan.precision.compute) <= 0) {
+    // The default (bf16) on a GPU without it, a V100: the rule broken named
+    // /precision/compute, which no one gave.
+    std::string has;
+    for (Precision q :
+         {Precision::fp32, Precision::tf32, Precision::bf16, Precision::fp16, Precision::fp8}) {
+      if (plan.cluster.gpu->peak.of(q) > 0)
+        has += (has.empty() ? "" : ", ") + std::string(to_string(q));
+    }
+    throw UsageError("--precision: the " + shown_name(*plan.cluster.gpu) + " has no " +
+                     std::string(to_string(plan.precision.compute)) +
+                     " path, the precision a plan takes when none is given: give one it has (" +
+                     has + ")");
   }
   if (fp32_main_grad) {
     if (plan.precision.inference) throw CliError("--fp32-main-grad applies to training plans only");

@@ -290,6 +290,13 @@ void TestPlanCli::planErrors_data() {
                                 << "/parallel/global_batch: must be a multiple of dp x micro_batch";
   QTest::addRow("tp across nodes") << base + QStringList{"--tp", "16", "--pp", "4"} << 1
                                    << "tensor parallelism must stay inside a node";
+  // bf16, taken when no precision is given, on a GPU without it: the rule
+  // named /precision/compute, which no one gave.
+  QTest::addRow("V100 without a precision")
+      << QStringList{"plan", "--gpu", "v100-sxm2-32gb", "--nodes", "1", "--model", "gpt2-small"}
+      << 2
+      << "--precision: the NVIDIA V100 SXM2 32GB has no bf16 path, the precision a plan takes "
+         "when none is given: give one it has (fp32, fp16)";
   QTest::addRow("unknown precision")
       << base + QStringList{"--precision", "fp6"} << 2 << "--precision";
   QTest::addRow("no cluster") << QStringList{"plan", "--model", "gpt3-175b"} << 1
