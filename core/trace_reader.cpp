@@ -300,6 +300,29 @@ Status TraceReader::Impl::load() {
       if (l.event_count == 0) l.first_ns = 0;
     }
   }
+  {
+    // The lanes' counts size what the analyses reserve: a count the events
+    // table cannot hold is damage (2^32 asked for hundreds of gigabytes, a
+    // negative one for more than a vector holds). Events have the ids 1 to
+    // `held`, read after the counts: a live writer's commits only add events.
+    auto stmt = db.prepare("SELECT coalesce(max(id), 0) FROM events");
+    if (!stmt) return stmt.error();
+    if (const int rc = stmt->step(); rc != SQLITE_ROW) return db.error("cannot read events", rc);
+    const std::int64_t held = stmt->int64_at(0);
+    std::int64_t counted = 0;
+    for (const LaneInfo& l : lanes) {
+      if (l.event_count < 0 || l.event_count > held) {
+        return Error{path + " is damaged: lane " + std::to_string(l.id.value) + " counts " +
+                     std::to_string(l.event_count) + " events, but its events table holds " +
+                     std::to_string(held)};
+      }
+      if (l.event_count > held - counted) {
+        return Error{path + " is damaged: its lanes count more events than its events table " +
+                     "holds (" + std::to_string(held) + ")"};
+      }
+      counted += l.event_count;
+    }
+  }
   auto version = read_version();
   if (!version) return version.error();
   data_version = *version;
