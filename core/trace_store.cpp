@@ -583,6 +583,16 @@ Result<sql::Database> open_store(const std::string& path, bool writable, StoreSt
     rolling_back_journal = false;
     return again;
   }
+  // SQLite reads the schema at the first statement that names a table: a
+  // damaged one failed each command at its first query ("cannot prepare
+  // query: malformed database schema ...").
+  if (auto schema = db.prepare("SELECT count(*) FROM sqlite_master"); !schema) {
+    if ((sqlite3_extended_errcode(db.get()) & 0xff) == SQLITE_CORRUPT) {
+      return Error{path + " is damaged: SQLite cannot read its schema (" +
+                   sqlite3_errmsg(db.get()) + ")"};
+    }
+    return schema.error();
+  }
   if (application_id != kApplicationId) {
     const std::string tables = list_tables(db);
     if (tables.empty()) return Error{refuse + "an SQLite database with no tables"};

@@ -2279,6 +2279,11 @@ void TestTraceStore::refusesWhatIsNotAStore_data() {
   QTest::addRow("segment past the events")
       << "segment-past-events"
       << "to 1000000000, which its events table (ids 1 to 60000) does not hold";
+  // Each command failed at its first query: "cannot prepare query:
+  // malformed database schema (event_view) ...".
+  QTest::addRow("schema damaged")
+      << "schema-damaged"
+      << "is damaged: SQLite cannot read its schema (malformed database schema (event_view)";
   QTest::addRow("directory") << "directory"
                              << "is not a ClusterScope trace store: it is a directory";
   QTest::addRow("no file") << "none"
@@ -2388,6 +2393,12 @@ void TestTraceStore::refusesWhatIsNotAStore() {
              "UPDATE meta SET value = '0' WHERE key = 'finalized'; "
              "UPDATE segments SET last_id = 1000000000 WHERE lane = 1 AND first_id = "
              "(SELECT min(first_id) FROM segments WHERE lane = 1)");
+  }
+  if (kind == "schema-damaged") {
+    good_store();
+    exec_sql(path,
+             "PRAGMA writable_schema = 1; UPDATE sqlite_master SET sql = 'CREATEtVIEW event_view "
+             "AS SELECT 1' WHERE name = 'event_view'");
   }
   if (kind == "directory") {
     path = dir.path().toStdString();
