@@ -2272,6 +2272,10 @@ void TestTraceStore::refusesWhatIsNotAStore_data() {
   QTest::addRow("lane count negative")
       << "lane-count-negative"
       << "is damaged: lane 1 counts -100 events, but its events table";
+  // Text read as 0 events: the lane showed as empty in trace info and the timeline.
+  QTest::addRow("lane count not a number")
+      << "lane-count-text"
+      << "is damaged: the statistics of lane 1 are not all whole numbers";
   QTest::addRow("lane counts past the events together")
       << "lanes-count-past-events"
       << "is damaged: its lanes count more events than its events table holds (60000)";
@@ -2382,6 +2386,10 @@ void TestTraceStore::refusesWhatIsNotAStore() {
   if (kind == "lane-count-negative") {
     good_store();
     exec_sql(path, "UPDATE lane_stats SET event_count = -100 WHERE lane = 1");
+  }
+  if (kind == "lane-count-text") {
+    good_store();
+    exec_sql(path, "UPDATE lane_stats SET event_count = '30000 events' WHERE lane = 1");
   }
   if (kind == "lanes-count-past-events") {
     good_store();
