@@ -7,6 +7,8 @@
 //   Nsight Systems import  records/s and peak memory for an export of some
 //                        2 M kernels and CUDA calls (the repository's real
 //                        export, its rows copied forward in time)
+//   many streams         the analysis's time per event the same at 2000 and
+//                        16000 streams of one rank
 //
 //   bench_trace [--events N] [--dir D] [--json-mb M] [--keep] [--quick]
 //
@@ -530,6 +532,69 @@ int phase_parts(const std::string& dir, int few, int many) {
 }
 
 // ---------------------------------------------------------------------------
+// The analysis of one rank whose kernels take turns on `streams` streams (a
+// trace whose threads or streams each read as a lane): its time per event
+// must not grow with the streams (each switch of stream searched every one:
+// 60,000 streams of one kernel each took `trace stats` 28 s, 20,000 3.6 s).
+
+int streams_once(const std::string& path, int streams, int per_stream, double& us_per_event) {
+  {
+    auto created = TraceWriter::create(path, RunInfo{"streams", "bench_trace", 0, "synthetic"});
+    if (!created) return 1;
+    TraceWriter& w = **created;
+    w.add_rank({0, "node", "GPU 0", 1, 0, false});
+    std::vector<LaneId> lanes;
+    for (int s = 0; s < streams; ++s)
+      lanes.push_back(w.add_lane(0, LaneKind::gpu_stream, "stream " + std::to_string(s), s));
+    const StringId kernel = w.intern("kernel");
+    std::int64_t now = 1'000'000;
+    for (int i = 0; i < per_stream; ++i) {
+      for (const LaneId lane : lanes) {
+        Event e;
+        e.lane = lane;
+        e.kind = EventKind::kernel;
+        e.category = Category::compute;
+        e.start_ns = now;
+        e.end_ns = now + 500;
+        e.name = kernel;
+        w.add(e);
+        now += 1000;
+      }
+    }
+    if (!w.close()) return 1;
+  }
+  auto opened = TraceReader::open(path);
+  if (!opened) return 1;
+  AnalysisOptions options;
+  options.threads = 1;
+  const auto t0 = Clock::now();
+  auto a = analyze_run(**opened, options);
+  const double s = seconds_since(t0);
+  if (!a) {
+    std::fprintf(stderr, "%s\n", a.message().c_str());
+    return 1;
+  }
+  const double events = static_cast<double>(streams) * per_stream;
+  us_per_event = s / events * 1e6;
+  std::printf("streams=%d events=%.0f analysis_s=%.3f us_per_event=%.2f\n", streams, events, s,
+              us_per_event);
+  return 0;
+}
+
+// The analysis over `few` streams, then over `many`, as many events on each:
+// the ratio of the times per event is the linearity the target asks for.
+int phase_streams(const std::string& dir, int few, int many, int per_stream) {
+  double small = 0, large = 0;
+  if (streams_once(dir + "/streams-few.cstrace", few, per_stream, small) != 0 ||
+      streams_once(dir + "/streams-many.cstrace", many, per_stream, large) != 0)
+    return 1;
+  std::printf(
+      "time per event at %d streams against %d: %.2fx (target: about 1, linear in the streams)\n",
+      many, few, small > 0 ? large / small : 0.0);
+  return 0;
+}
+
+// ---------------------------------------------------------------------------
 // A PyTorch profiler trace of about `mb` megabytes, shaped like the real ones:
 // nested CPU ops, runtime calls with correlation ids, kernels with Kineto's
 // args, copies, NCCL kernels with collective args, flow events, metadata.
@@ -787,6 +852,9 @@ int main(int argc, char** argv) {
     if (what == "counters") return phase_counters(args.at(2), std::atoll(args.at(3).c_str()));
     if (what == "parts")
       return phase_parts(args.at(2), std::atoi(args.at(3).c_str()), std::atoi(args.at(4).c_str()));
+    if (what == "streams")
+      return phase_streams(args.at(2), std::atoi(args.at(3).c_str()), std::atoi(args.at(4).c_str()),
+                           std::atoi(args.at(5).c_str()));
     return 2;
   }
   constexpr const char* kUsage =
@@ -870,6 +938,12 @@ int main(int argc, char** argv) {
          " steps (trace stats against a prediction; target: the time per step the same, linear)")
             .c_str(),
         {"parts", dir, few, many});
+  const std::string few_streams = std::to_string(2000 / scale),
+                    many_streams = std::to_string(16000 / scale);
+  phase(("[streams] one rank's analysis over " + few_streams + ", then " + many_streams +
+         " streams, 10 kernels each (target: the time per event the same, linear)")
+            .c_str(),
+        {"streams", dir, few_streams, many_streams, "10"});
   phase("[kineto] generate a PyTorch profiler trace",
         {"make-kineto", json, std::to_string(json_mb)});
   phase("[kineto] import plain JSON", {"import", json, imported});
@@ -883,7 +957,8 @@ int main(int argc, char** argv) {
   if (!keep) {
     std::error_code ec;
     for (const std::string& p : {run, lane, json, gz, imported, counters, nsys, from_nsys,
-                                 dir + "/parts-few.cstrace", dir + "/parts-many.cstrace"}) {
+                                 dir + "/parts-few.cstrace", dir + "/parts-many.cstrace",
+                                 dir + "/streams-few.cstrace", dir + "/streams-many.cstrace"}) {
       for (const char* suffix : {"", "-wal", "-shm"})
         std::filesystem::remove(p + suffix, ec);
     }

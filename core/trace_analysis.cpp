@@ -615,15 +615,16 @@ Result<RankAnalysis> analyze_rank_raw(const TraceReader& r, std::int32_t rank,
     std::deque<std::int64_t> pending_starts;  // of the launched operations not started yet
     StreamIdle idle;
   };
-  // One per device lane, in lanes.device's order: found by a short linear
-  // search from the last one hit (a map lookup per event slowed the sweep).
+  // One per device lane, in lanes.device's order: the last one hit, else
+  // looked up (a map lookup per event slowed the sweep; a search of every
+  // lane per switch took minutes on a trace of 100000 streams).
   std::vector<StreamState> stream_state(lanes.device.size());
+  std::unordered_map<std::uint32_t, std::size_t> stream_index;
+  for (std::size_t i = 0; i < lanes.device.size(); ++i)
+    stream_index.emplace(lanes.device[i].value, i);
   std::size_t last_stream = 0;
   auto state_of = [&](std::uint32_t lane) -> StreamState& {
-    if (lanes.device[last_stream].value != lane) {
-      for (std::size_t i = 0; i < lanes.device.size(); ++i)
-        if (lanes.device[i].value == lane) last_stream = i;
-    }
+    if (lanes.device[last_stream].value != lane) last_stream = stream_index.at(lane);
     return stream_state[last_stream];
   };
 
@@ -834,8 +835,7 @@ Result<RankAnalysis> analyze_rank_raw(const TraceReader& r, std::int32_t rank,
     idle.span_ns = st.last_end - st.first;
     if (st.idle.launched > 0 && idle.span_ns > 0)
       idle.queue_mean = st.queued_ns / static_cast<double>(idle.span_ns);
-    for (const LaneInfo& l : r.lanes())
-      if (l.id == idle.lane) idle.name = l.name;
+    if (const LaneInfo* l = r.lane(idle.lane)) idle.name = l->name;
     out.streams.push_back(std::move(idle));
   }
   std::sort(out.streams.begin(), out.streams.end(),

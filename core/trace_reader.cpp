@@ -232,7 +232,11 @@ Status TraceReader::Impl::load() {
   {
     auto stmt = db.prepare(
         "SELECT l.id, l.rank, l.kind, l.name, l.sort_index, s.event_count, s.first_ns, "
-        "s.last_ns, s.max_duration_ns, s.max_depth, s.lod_finest_level, s.lod_coarsest_level "
+        "s.last_ns, s.max_duration_ns, s.max_depth, s.lod_finest_level, s.lod_coarsest_level, "
+        "s.lane IS NOT NULL AND (typeof(s.event_count) <> 'integer' OR "
+        "typeof(s.first_ns) <> 'integer' OR typeof(s.last_ns) <> 'integer' OR "
+        "typeof(s.max_duration_ns) <> 'integer' OR typeof(s.max_depth) <> 'integer' OR "
+        "typeof(s.lod_finest_level) <> 'integer' OR typeof(s.lod_coarsest_level) <> 'integer') "
         "FROM lanes l LEFT JOIN lane_stats s ON s.lane = l.id "
         "ORDER BY l.rank, l.sort_index, l.id");
     if (!stmt) return stmt.error();
@@ -253,6 +257,11 @@ Status TraceReader::Impl::load() {
       l.kind = static_cast<LaneKind>(kind);
       l.name = std::string(stmt->text_at(3));
       l.sort_index = stmt->int_at(4);
+      // A statistic of text read as 0 events: the lane showed as empty.
+      if (state.finalized && stmt->int_at(12) != 0) {
+        return Error{path + " is damaged: the statistics of lane " + std::to_string(l.id.value) +
+                     " are not all whole numbers"};
+      }
       if (state.finalized && !stmt->is_null(5)) {
         l.event_count = stmt->int64_at(5);
         l.first_ns = stmt->int64_at(6);
@@ -298,6 +307,29 @@ Status TraceReader::Impl::load() {
     }
     for (LaneInfo& l : lanes) {
       if (l.event_count == 0) l.first_ns = 0;
+    }
+  }
+  {
+    // The lanes' counts size what the analyses reserve: a count the events
+    // table cannot hold is damage (2^32 asked for hundreds of gigabytes, a
+    // negative one for more than a vector holds). Events have the ids 1 to
+    // `held`, read after the counts: a live writer's commits only add events.
+    auto stmt = db.prepare("SELECT coalesce(max(id), 0) FROM events");
+    if (!stmt) return stmt.error();
+    if (const int rc = stmt->step(); rc != SQLITE_ROW) return db.error("cannot read events", rc);
+    const std::int64_t held = stmt->int64_at(0);
+    std::int64_t counted = 0;
+    for (const LaneInfo& l : lanes) {
+      if (l.event_count < 0 || l.event_count > held) {
+        return Error{path + " is damaged: lane " + std::to_string(l.id.value) + " counts " +
+                     std::to_string(l.event_count) + " events, but its events table holds " +
+                     std::to_string(held)};
+      }
+      if (l.event_count > held - counted) {
+        return Error{path + " is damaged: its lanes count more events than its events table " +
+                     "holds (" + std::to_string(held) + ")"};
+      }
+      counted += l.event_count;
     }
   }
   auto version = read_version();

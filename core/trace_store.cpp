@@ -583,6 +583,16 @@ Result<sql::Database> open_store(const std::string& path, bool writable, StoreSt
     rolling_back_journal = false;
     return again;
   }
+  // SQLite reads the schema at the first statement that names a table: a
+  // damaged one failed each command at its first query ("cannot prepare
+  // query: malformed database schema ...").
+  if (auto schema = db.prepare("SELECT count(*) FROM sqlite_master"); !schema) {
+    if ((sqlite3_extended_errcode(db.get()) & 0xff) == SQLITE_CORRUPT) {
+      return Error{path + " is damaged: SQLite cannot read its schema (" +
+                   sqlite3_errmsg(db.get()) + ")"};
+    }
+    return schema.error();
+  }
   if (application_id != kApplicationId) {
     const std::string tables = list_tables(db);
     if (tables.empty()) return Error{refuse + "an SQLite database with no tables"};
@@ -732,6 +742,21 @@ Result<std::vector<Segment>> load_segments(sql::Database& db,
       stmt->reset();
       stmt->bind(1, lane);
       if (auto s = read_all(); !s) return s.error();
+    }
+  }
+  // Events have the ids 1 to `held`, read after the segments (a live
+  // writer's commits in between only add events). A segment's ids past them
+  // are damage: its count sizes what readers reserve, and its ids are read.
+  auto last = db.prepare("SELECT coalesce(max(id), 0) FROM events");
+  if (!last) return last.error();
+  if (const int rc = last->step(); rc != SQLITE_ROW) return db.error("cannot read events", rc);
+  const std::int64_t held = last->int64_at(0);
+  for (const Segment& s : out) {
+    if (s.first_id < 1 || s.last_id < s.first_id - 1 || s.last_id > held) {
+      return Error{db.path() + " is damaged: its segments table gives lane " +
+                   std::to_string(s.lane) + " the events " + std::to_string(s.first_id) + " to " +
+                   std::to_string(s.last_id) + ", which its events table (ids 1 to " +
+                   std::to_string(held) + ") does not hold"};
     }
   }
   std::sort(out.begin(), out.end(), [](const Segment& a, const Segment& b) {

@@ -150,7 +150,7 @@ void TestBench::traceQuick() {
   const Run r = run(bench("bench_trace"),
                     {"--quick", "--events", "20000", "--json-mb", "0.2", "--dir", work});
   QVERIFY2(r.exit_code == 0, qPrintable(r.err + r.out));
-  QCOMPARE(count_lines(r.out, R"(^    peak_rss_mib=[0-9.]+$)"), 17);
+  QCOMPARE(count_lines(r.out, R"(^    peak_rss_mib=[0-9.]+$)"), 18);
   QVERIFY2(!r.out.contains("peak_rss_mb"), qPrintable(r.out));
   QCOMPARE(count_lines(r.out, R"(^    peak memory [0-9.]+x the store's [0-9.]+ MiB \(target: )"
                               R"(well below 1\)$)"),
@@ -163,6 +163,10 @@ void TestBench::traceQuick() {
   QCOMPARE(count_lines(r.out, R"(^samples=10000 )"), 1);
   QCOMPARE(count_lines(r.out, R"(^time per step at 160 steps against 20: parts [0-9.]+x, )"
                               R"(critical path [0-9.]+x \(target: about 1, linear\)$)"),
+           1);
+  QCOMPARE(count_lines(r.out, R"(^streams=(20|160) events=\d+ analysis_s=[0-9.]+ )"), 2);
+  QCOMPARE(count_lines(r.out, R"(^time per event at 160 streams against 20: [0-9.]+x )"
+                              R"(\(target: about 1, linear in the streams\)$)"),
            1);
   QCOMPARE(count_lines(r.out, R"(^input_mb=[0-9.]+ json_mb=[0-9.]+ events=\d+ )"), 2);
   // The Nsight Systems export made (20000 / 5 records asked: 115 x 2^6) and imported.

@@ -158,6 +158,8 @@ class TestTraceCli : public QObject {
   void damagedPagesReadWithoutAnError();
   void unreadableStoreSaysWhy();
   void deepMetaIsText();
+  void laneCountsNoStoreHoldsAreDamage_data();
+  void laneCountsNoStoreHoldsAreDamage();
   void errors();
 };
 
@@ -2615,6 +2617,51 @@ void TestTraceCli::deepMetaIsText() {
   // As a JSON string: {"a": [[[... escaped.
   QVERIFY2(r.out.contains(QStringLiteral("\"deep_json\": \"{\\\"a\\\":[[[[")),
            qPrintable(r.out.left(2000)));
+}
+
+// A lane's count in the statistics of a finalized store sizes what the
+// analyses reserve: 2^32 events (hundreds of gigabytes) or a negative count
+// ended `trace critical-path` with "terminate called" (SIGABRT), and stats,
+// export and compare with "internal error: std::bad_alloc". Each names the
+// damage now.
+void TestTraceCli::laneCountsNoStoreHoldsAreDamage_data() {
+  QTest::addColumn<QString>("count");
+  QTest::addColumn<QStringList>("command");
+  for (const char* count : {"4294967296", "-100"}) {
+    QTest::addRow("%s critical-path", count) << count << QStringList{"critical-path"};
+    QTest::addRow("%s stats", count) << count << QStringList{"stats", "--json"};
+    QTest::addRow("%s report", count) << count << QStringList{"export", "-o", "report.html"};
+    QTest::addRow("%s compare", count) << count << QStringList{"compare", "baseline.db"};
+    QTest::addRow("%s info", count) << count << QStringList{"info"};
+  }
+}
+
+void TestTraceCli::laneCountsNoStoreHoldsAreDamage() {
+  QFETCH(QString, count);
+  QFETCH(QStringList, command);
+  QTemporaryDir dir;
+  const QString store =
+      writable_store(dir, QStringLiteral("cpu/cpu-engine-dp2.db"), QStringLiteral("counts.db"));
+  QVERIFY(!store.isEmpty());
+  QVERIFY(QFile::copy(store, dir.filePath(QStringLiteral("baseline.db"))));
+  {
+    sqlite3* db = nullptr;
+    QCOMPARE(sqlite3_open(store.toUtf8().constData(), &db), SQLITE_OK);
+    const QByteArray sql =
+        "UPDATE lane_stats SET event_count = " + count.toUtf8() + " WHERE lane = 1";
+    QCOMPARE(sqlite3_exec(db, sql.constData(), nullptr, nullptr, nullptr), SQLITE_OK);
+    QCOMPARE(sqlite3_changes(db), 1);
+    sqlite3_close(db);
+  }
+  QStringList args{"trace", command.front(), store};
+  for (qsizetype i = 1; i < command.size(); ++i)
+    args << (command[i].endsWith(".db") || command[i].endsWith(".html") ? dir.filePath(command[i])
+                                                                        : command[i]);
+  const Run r = run_cli(args);
+  QVERIFY2(r.exit_code == 1, qPrintable(QString::number(r.exit_code) + ": " + r.err));
+  QVERIFY2(r.err.contains(store + " is damaged: lane 1 counts " + count +
+                          " events, but its events table holds 960"),
+           qPrintable(r.err));
 }
 
 // --table all writes its tables as one set: a failure at the third table (a

@@ -2263,6 +2263,31 @@ void TestTraceStore::refusesWhatIsNotAStore_data() {
                              << "is damaged: the strings table misses 1 of the names its ids count";
   QTest::addRow("lane of no kind") << "lane-of-no-kind"
                                    << "is of kind 99, which no trace store has";
+  // A lane's count sizes what the analyses reserve: 2^32 events asked for
+  // hundreds of gigabytes (std::bad_alloc), a negative count for more than a
+  // vector holds (std::length_error); trace critical-path aborted on either.
+  QTest::addRow("lane count past the events")
+      << "lane-count-past-events"
+      << "is damaged: lane 1 counts 4294967296 events, but its events table holds 60000";
+  QTest::addRow("lane count negative")
+      << "lane-count-negative"
+      << "is damaged: lane 1 counts -100 events, but its events table";
+  // Text read as 0 events: the lane showed as empty in trace info and the timeline.
+  QTest::addRow("lane count not a number")
+      << "lane-count-text"
+      << "is damaged: the statistics of lane 1 are not all whole numbers";
+  QTest::addRow("lane counts past the events together")
+      << "lanes-count-past-events"
+      << "is damaged: its lanes count more events than its events table holds (60000)";
+  // An unfinished store's counts come from its segments, as do the ids read.
+  QTest::addRow("segment past the events")
+      << "segment-past-events"
+      << "to 1000000000, which its events table (ids 1 to 60000) does not hold";
+  // Each command failed at its first query: "cannot prepare query:
+  // malformed database schema (event_view) ...".
+  QTest::addRow("schema damaged")
+      << "schema-damaged"
+      << "is damaged: SQLite cannot read its schema (malformed database schema (event_view)";
   QTest::addRow("directory") << "directory"
                              << "is not a ClusterScope trace store: it is a directory";
   QTest::addRow("no file") << "none"
@@ -2354,6 +2379,35 @@ void TestTraceStore::refusesWhatIsNotAStore() {
     good_store();
     exec_sql(path, "UPDATE lanes SET kind = 99");
   }
+  if (kind == "lane-count-past-events") {
+    good_store();
+    exec_sql(path, "UPDATE lane_stats SET event_count = 4294967296 WHERE lane = 1");
+  }
+  if (kind == "lane-count-negative") {
+    good_store();
+    exec_sql(path, "UPDATE lane_stats SET event_count = -100 WHERE lane = 1");
+  }
+  if (kind == "lane-count-text") {
+    good_store();
+    exec_sql(path, "UPDATE lane_stats SET event_count = '30000 events' WHERE lane = 1");
+  }
+  if (kind == "lanes-count-past-events") {
+    good_store();
+    exec_sql(path, "UPDATE lane_stats SET event_count = (SELECT max(id) FROM events)");
+  }
+  if (kind == "segment-past-events") {
+    good_store();
+    exec_sql(path,
+             "UPDATE meta SET value = '0' WHERE key = 'finalized'; "
+             "UPDATE segments SET last_id = 1000000000 WHERE lane = 1 AND first_id = "
+             "(SELECT min(first_id) FROM segments WHERE lane = 1)");
+  }
+  if (kind == "schema-damaged") {
+    good_store();
+    exec_sql(path,
+             "PRAGMA writable_schema = 1; UPDATE sqlite_master SET sql = 'CREATEtVIEW event_view "
+             "AS SELECT 1' WHERE name = 'event_view'");
+  }
   if (kind == "directory") {
     path = dir.path().toStdString();
   }
@@ -2374,8 +2428,9 @@ void TestTraceStore::refusesWhatIsNotAStore() {
   QVERIFY2(got.contains(QString::fromStdString(path)), qPrintable(got));
   QVERIFY2(got.contains(message), qPrintable(got));
   // The file's own checks say the same when inspected; a rank's or a lane's
-  // rows are the reader's to check.
-  if (!kind.startsWith("rank") && !kind.startsWith("lane") && kind != "names-lost")
+  // rows, and an unfinished store's segments, are the reader's to check.
+  if (!kind.startsWith("rank") && !kind.startsWith("lane") && !kind.startsWith("segment") &&
+      kind != "names-lost")
     QCOMPARE(QString::fromStdString(inspect_store(path).message()), got);
 }
 
