@@ -194,8 +194,8 @@ void TestPlanCli::planText() {
   // --dropout over a preset: LLaMA-2 7B's unfused activations with dropout
   // keep its masks and the dropped scores, twice those without (97.6 against
   // 48.6 GiB); a value other than on or off is refused.
-  auto activations = [](const Run& r) {
-    return QJsonDocument::fromJson(r.out.toUtf8())["memory"]["activations_bytes"].toDouble() /
+  auto activations = [](const Run& run) {
+    return QJsonDocument::fromJson(run.out.toUtf8())["memory"]["activations_bytes"].toDouble() /
            (1 << 30);
   };
   const QStringList llama = {
