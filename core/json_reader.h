@@ -54,7 +54,6 @@ struct Range {
   static Range non_negative() { return {0, std::numeric_limits<double>::infinity(), false}; }
   static Range at_least(double v) { return {v, std::numeric_limits<double>::infinity(), false}; }
   static Range between(double a, double b) { return {a, b, false}; }
-  static Range fraction() { return {0, 1, true}; }  // 0 < x <= 1
 
   bool contains(double v) const;
   std::string rule() const;  // "must be > 0", "must be between 0 and 1", ...

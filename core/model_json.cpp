@@ -460,7 +460,8 @@ void read_precision(const json& j, const std::string& ptr, Diagnostics& d, Preci
   r.boolean("fp32_main_grad", p.fp32_main_grad);
   r.choice("optimizer_state", p.optimizer_state, kPrecisionNames);
   r.choice("loss_scaling", p.loss_scaling, kLossScalingNames);
-  r.number("initial_loss_scale", p.initial_loss_scale, Range::positive());
+  // A float's scale: beyond 1e38 it is infinity, and every scaled loss too.
+  r.number("initial_loss_scale", p.initial_loss_scale, Range{0, 1e38, true});
   r.boolean("inference", p.inference);
   if (const json* f = r.field("fp8")) {
     if (compute != Precision::fp8) d.add(r.pointer("fp8"), "applies only when compute is fp8");

@@ -460,7 +460,12 @@ void TestModelJson::validationErrors_data() {
   QTest::addRow("loss scale subnormal") << "precision"
                                         << R"({"compute": "fp16", "initial_loss_scale": 1e-310})"
                                         << "precision.json: /initial_loss_scale: must be at least "
-                                           "2.2250738585072014e-308 (got 1e-310)";
+                                           "2.2250738585072014e-308 and <= 1e+38 (got 1e-310)";
+  // A float's scale: 1e300 is infinity to the GEMMs it scales.
+  QTest::addRow("loss scale past a float") << "precision"
+                                           << R"({"compute": "fp16", "initial_loss_scale": 1e300})"
+                                           << "precision.json: /initial_loss_scale: must be > 0 "
+                                              "and <= 1e+38 (got 1e+300)";
   QTest::addRow("link bandwidth subnormal") << "link"
       << R"({"name": "l", "type": "infiniband", "bandwidth_gbps": 1e-300, "latency_us": 6})"
       << "link.json: /bandwidth_gbps: must be between 0.001 and 10000000 (got 1e-300)";
