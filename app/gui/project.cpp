@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <filesystem>
 #include <set>
 #include <sstream>
 
@@ -363,6 +364,13 @@ bool same_pins(const std::vector<ProjectPin>& a, const std::vector<ProjectPin>& 
 }
 
 Result<Project> load_project(const std::string& path) {
+  // A named pipe blocks the read until a program writes to it (the app hung
+  // on one, and could not quit), and a project is a file saved back to.
+  std::error_code ec;
+  if (std::filesystem::is_fifo(path, ec)) {
+    return Error{path +
+                 ": is a named pipe, not a project file: save the project to a file and open that"};
+  }
   auto j = read_json_file(path);
   if (!j) return j.error();
   return project_from_json(*j, path);
