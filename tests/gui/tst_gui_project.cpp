@@ -12,6 +12,7 @@
 #include <QTemporaryDir>
 #include <QTest>
 #include <QUndoStack>
+#include <functional>
 #include <thread>
 
 #include <fcntl.h>
@@ -203,6 +204,39 @@ void TestGuiProject::badFiles_data() {
       << edited(QStringLiteral("\"cluster\": \"dgx-h100-32\""),
                 QStringLiteral("\"cluster\": \"gone\""))
       << QStringLiteral("p.json, plan 0: /cluster: no cluster named \"gone\" in the project");
+  // A refused cluster or workload whose name does not read, or a list that
+  // is no list: the plans naming it were also said to name one the project
+  // lacks, once each (the follow-on error sent the user looking).
+  auto json_edited = [&](const std::function<void(nlohmann::json&)>& edit) {
+    nlohmann::json j = nlohmann::json::parse(good);
+    edit(j);
+    return QString::fromStdString(j.dump(2));
+  };
+  QTest::addRow("cluster by a preset's name")
+      << json_edited([](nlohmann::json& j) { j["clusters"][0] = "dgx-h100-32"; })
+      << QStringLiteral(
+             "p.json, cluster 0: /: names the preset \"dgx-h100-32\", but a project "
+             "gives each cluster whole (an object), not by a preset's name");
+  QTest::addRow("workload by a preset's name")
+      << json_edited([](nlohmann::json& j) { j["workloads"][0] = "llama2-7b"; })
+      << QStringLiteral(
+             "p.json, workload 0: /: names the preset \"llama2-7b\", but a project "
+             "gives each workload whole");
+  QTest::addRow("cluster not an object")
+      << json_edited([](nlohmann::json& j) { j["clusters"][0] = nullptr; })
+      << QStringLiteral("p.json, cluster 0: /: must be an object");
+  QTest::addRow("cluster name not text")
+      << json_edited([](nlohmann::json& j) { j["clusters"][0]["name"] = 7; })
+      << QStringLiteral("p.json, cluster 0: /name: must be a string");
+  QTest::addRow("workload without a name")
+      << json_edited([](nlohmann::json& j) { j["workloads"][0].erase("name"); })
+      << QStringLiteral("p.json, workload 0: /name: is required");
+  QTest::addRow("clusters not a list")
+      << json_edited([](nlohmann::json& j) { j["clusters"] = nlohmann::json::object(); })
+      << QStringLiteral("p.json: /clusters: must be a list");
+  QTest::addRow("workloads not a list")
+      << json_edited([](nlohmann::json& j) { j["workloads"] = "llama2-7b"; })
+      << QStringLiteral("p.json: /workloads: must be a list");
   QTest::addRow("bad plan") << edited(QStringLiteral("\"zero_stage\": 1"),
                                       QStringLiteral("\"zero_stage\": 7"))
                             << QStringLiteral("p.json, plan 0 parallel: /zero_stage:");
