@@ -358,10 +358,17 @@ Result<nlohmann::json> read_json_stream(std::istream& in, const std::string& pat
   // nlohmann's parser takes a NUL byte for the end of the text: what
   // follows one would go unread.
   if (const auto nul = text.find('\0'); nul != std::string::npos) {
+    // Nothing but NUL bytes: what a crash or a power cut can leave of a file
+    // just written (it was said to be UTF-16).
+    if (text.find_first_not_of('\0') == std::string::npos) {
+      return Error{path + ": invalid JSON: all " + std::to_string(text.size()) +
+                   " bytes are NUL: the file is damaged (zeroed, as a crash or a power cut "
+                   "can leave a file)"};
+    }
     // UTF-16 (a Windows editor's "Unicode"): a NUL beside every ASCII byte.
     const bool bom = text.size() >= 2 && ((text[0] == '\xFF' && text[1] == '\xFE') ||
                                           (text[0] == '\xFE' && text[1] == '\xFF'));
-    if (bom || (text.size() >= 2 && (text[0] == '\0' || text[1] == '\0')))
+    if (bom || (text.size() >= 2 && ((text[0] == '\0') != (text[1] == '\0'))))
       return Error{path + ": invalid JSON: UTF-16 text; save it as UTF-8"};
     return Error{position(path, text, nul + 1) + ": invalid JSON: a NUL byte (a binary file?)"};
   }

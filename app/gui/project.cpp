@@ -2,11 +2,13 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <filesystem>
 #include <set>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
 
+#include "core/format.h"
 #include "core/json_reader.h"
 #include "core/model_json.h"
 #include "core/presets.h"
@@ -163,40 +165,69 @@ Result<Project> project_from_json(const json& j, const std::string& doc) {
   };
 
   // Clusters and workloads are self-contained documents: no presets needed.
-  // The names of those refused: a plan naming one is not said to name a
-  // cluster the project lacks (the follow-on error sent the user looking).
-  std::set<std::string, std::less<>> refused_clusters, refused_workloads;
-  auto note_refused = [](std::set<std::string, std::less<>>& names, const json& item) {
-    if (item.is_object()) names.insert(text_of(item, "name"));
+  // A plan naming one refused is not said to name one the project lacks (the
+  // follow-on error sent the user looking); nor is any plan once the list is
+  // no list, or a refused one's name does not read (a cluster of null, one
+  // whose "name" is 7): the names meant are not known.
+  struct Refused {
+    std::set<std::string, std::less<>> names;
+    bool all_named = true;
+    void note(const json& item) {
+      const json* name = item.is_string() ? &item : nullptr;
+      if (item.is_object()) {
+        auto it = item.find("name");
+        if (it != item.end()) name = &*it;
+      }
+      if (name && name->is_string() && !name->get_ref<const std::string&>().empty()) {
+        names.insert(name->get<std::string>());
+      } else {
+        all_named = false;
+      }
+    }
+    bool explains(const std::string& name) const { return !all_named || names.count(name) > 0; }
   };
-  if (const json* clusters = list("clusters")) {
-    for (std::size_t i = 0; i < clusters->size(); ++i) {
-      const std::string where = doc + ", cluster " + std::to_string(i);
-      auto c = cluster_from_json((*clusters)[i], where);
-      if (!c) {
-        note_refused(refused_clusters, (*clusters)[i]);
-        append_line(errors, c.message());
-      } else if (project.cluster_index(c->name) >= 0) {
-        append_line(errors, where + ": /name: \"" + c->name + "\" is used twice");
+  Refused refused_clusters, refused_workloads;
+  // A list of parts, each read by `read` (cluster_from_json, workload_from_json).
+  auto parts = [&](const char* key, const char* noun, Refused& refused, auto read, auto& into) {
+    const json* items = reader.field(key);
+    if (!items) return;
+    if (!items->is_array()) {
+      top.add(reader.pointer(key), "must be a list");
+      refused.all_named = false;
+      return;
+    }
+    for (std::size_t i = 0; i < items->size(); ++i) {
+      const json& item = (*items)[i];
+      const std::string where = doc + ", " + noun + " " + std::to_string(i);
+      if (item.is_string()) {
+        // A preset's name, as a plan document may give it: the project holds
+        // its parts whole, to open the same wherever the presets differ.
+        refused.note(item);
+        append_line(errors, where + ": /: names the preset \"" +
+                                cut_for_message(item.get_ref<const std::string&>()) +
+                                "\", but a project gives each " + noun +
+                                " whole (an object), not by a preset's name");
+        continue;
+      }
+      auto part = read(item, where);
+      if (!part) {
+        refused.note(item);
+        append_line(errors, part.message());
+      } else if (index_of(into, part->name) >= 0) {
+        append_line(errors, where + ": /name: \"" + part->name + "\" is used twice");
       } else {
-        project.clusters.push_back(std::move(c).value());
+        into.push_back(std::move(part).value());
       }
     }
-  }
-  if (const json* workloads = list("workloads")) {
-    for (std::size_t i = 0; i < workloads->size(); ++i) {
-      const std::string where = doc + ", workload " + std::to_string(i);
-      auto w = workload_from_json((*workloads)[i], where);
-      if (!w) {
-        note_refused(refused_workloads, (*workloads)[i]);
-        append_line(errors, w.message());
-      } else if (project.workload_index(w->name) >= 0) {
-        append_line(errors, where + ": /name: \"" + w->name + "\" is used twice");
-      } else {
-        project.workloads.push_back(std::move(w).value());
-      }
-    }
-  }
+  };
+  parts(
+      "clusters", "cluster", refused_clusters,
+      [](const json& v, const std::string& w) { return cluster_from_json(v, w); },
+      project.clusters);
+  parts(
+      "workloads", "workload", refused_workloads,
+      [](const json& v, const std::string& w) { return workload_from_json(v, w); },
+      project.workloads);
   if (const json* plans = list("plans")) {
     for (std::size_t i = 0; i < plans->size(); ++i) {
       const std::string where = doc + ", plan " + std::to_string(i);
@@ -207,11 +238,11 @@ Result<Project> project_from_json(const json& j, const std::string& doc) {
       p.text("cluster", plan.cluster, true);
       p.text("workload", plan.workload, true);
       if (!plan.cluster.empty() && project.cluster_index(plan.cluster) < 0 &&
-          !refused_clusters.count(plan.cluster)) {
+          !refused_clusters.explains(plan.cluster)) {
         diag.add("/cluster", "no cluster named \"" + plan.cluster + "\" in the project");
       }
       if (!plan.workload.empty() && project.workload_index(plan.workload) < 0 &&
-          !refused_workloads.count(plan.workload)) {
+          !refused_workloads.explains(plan.workload)) {
         diag.add("/workload", "no workload named \"" + plan.workload + "\" in the project");
       }
       if (const json* v = p.field("parallel")) {
@@ -363,6 +394,13 @@ bool same_pins(const std::vector<ProjectPin>& a, const std::vector<ProjectPin>& 
 }
 
 Result<Project> load_project(const std::string& path) {
+  // A named pipe blocks the read until a program writes to it (the app hung
+  // on one, and could not quit), and a project is a file saved back to.
+  std::error_code ec;
+  if (std::filesystem::is_fifo(path, ec)) {
+    return Error{path +
+                 ": is a named pipe, not a project file: save the project to a file and open that"};
+  }
   auto j = read_json_file(path);
   if (!j) return j.error();
   return project_from_json(*j, path);

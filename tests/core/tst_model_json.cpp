@@ -832,6 +832,30 @@ void TestModelJson::readJsonFileErrors() {
   QVERIFY(!folder.ok());
   QCOMPARE(QString::fromStdString(folder.message()),
            dir.path() + ": is a folder, not a JSON file");
+
+  // Bytes that are all NUL (a file zeroed by a crash or a power cut, an
+  // autosave say) were said to be UTF-16 text, to save as UTF-8; NULs that
+  // only begin a file are a binary file's, and UTF-16 is still UTF-16.
+  auto read_bytes = [&](const char* name, const std::string& bytes) {
+    const std::string path = dir.filePath(name).toStdString();
+    std::ofstream(path, std::ios::binary) << bytes;
+    return std::pair{path, cs::read_json_file(path)};
+  };
+  const auto [zeroed, z] = read_bytes("zeroed.json", std::string(4096, '\0'));
+  QVERIFY(!z.ok());
+  QCOMPARE(QString::fromStdString(z.message()),
+           QString::fromStdString(zeroed + ": invalid JSON: all 4096 bytes are NUL: the file is "
+                                           "damaged (zeroed, as a crash or a power cut can leave "
+                                           "a file)"));
+  const auto [padded, p] = read_bytes("padded.json", std::string(2, '\0') + "{}");
+  QVERIFY(!p.ok());
+  QVERIFY2(p.message().starts_with(padded + ":1:1: invalid JSON: a NUL byte"), p.message().c_str());
+  for (const std::string& wide : {std::string("{\0}\0", 4), std::string("\0{\0}", 4)}) {
+    const auto [utf16, u] = read_bytes("utf16.json", wide);
+    QVERIFY(!u.ok());
+    QCOMPARE(QString::fromStdString(u.message()),
+             QString::fromStdString(utf16 + ": invalid JSON: UTF-16 text; save it as UTF-8"));
+  }
 }
 
 void TestModelJson::writeJsonFileRoundTrip() {

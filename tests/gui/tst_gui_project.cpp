@@ -12,8 +12,13 @@
 #include <QTemporaryDir>
 #include <QTest>
 #include <QUndoStack>
+#include <functional>
+#include <thread>
 
+#include <fcntl.h>
 #include <nlohmann/json.hpp>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "app/gui/analysis.h"
 #include "app/gui/project.h"
@@ -67,6 +72,7 @@ class TestGuiProject : public QObject {
   void switchingPlansIsNotAnEdit();
   void saveOpenAndRecentFiles();
   void openKeepsProjectOnFailure();
+  void namedPipeIsRefused();
   void foreignFilesKeepTheProject_data();
   void foreignFilesKeepTheProject();
   void noStepThatChangesNothing();
@@ -198,6 +204,39 @@ void TestGuiProject::badFiles_data() {
       << edited(QStringLiteral("\"cluster\": \"dgx-h100-32\""),
                 QStringLiteral("\"cluster\": \"gone\""))
       << QStringLiteral("p.json, plan 0: /cluster: no cluster named \"gone\" in the project");
+  // A refused cluster or workload whose name does not read, or a list that
+  // is no list: the plans naming it were also said to name one the project
+  // lacks, once each (the follow-on error sent the user looking).
+  auto json_edited = [&](const std::function<void(nlohmann::json&)>& edit) {
+    nlohmann::json j = nlohmann::json::parse(good);
+    edit(j);
+    return QString::fromStdString(j.dump(2));
+  };
+  QTest::addRow("cluster by a preset's name")
+      << json_edited([](nlohmann::json& j) { j["clusters"][0] = "dgx-h100-32"; })
+      << QStringLiteral(
+             "p.json, cluster 0: /: names the preset \"dgx-h100-32\", but a project "
+             "gives each cluster whole (an object), not by a preset's name");
+  QTest::addRow("workload by a preset's name")
+      << json_edited([](nlohmann::json& j) { j["workloads"][0] = "llama2-7b"; })
+      << QStringLiteral(
+             "p.json, workload 0: /: names the preset \"llama2-7b\", but a project "
+             "gives each workload whole");
+  QTest::addRow("cluster not an object")
+      << json_edited([](nlohmann::json& j) { j["clusters"][0] = nullptr; })
+      << QStringLiteral("p.json, cluster 0: /: must be an object");
+  QTest::addRow("cluster name not text")
+      << json_edited([](nlohmann::json& j) { j["clusters"][0]["name"] = 7; })
+      << QStringLiteral("p.json, cluster 0: /name: must be a string");
+  QTest::addRow("workload without a name")
+      << json_edited([](nlohmann::json& j) { j["workloads"][0].erase("name"); })
+      << QStringLiteral("p.json, workload 0: /name: is required");
+  QTest::addRow("clusters not a list")
+      << json_edited([](nlohmann::json& j) { j["clusters"] = nlohmann::json::object(); })
+      << QStringLiteral("p.json: /clusters: must be a list");
+  QTest::addRow("workloads not a list")
+      << json_edited([](nlohmann::json& j) { j["workloads"] = "llama2-7b"; })
+      << QStringLiteral("p.json: /workloads: must be a list");
   QTest::addRow("bad plan") << edited(QStringLiteral("\"zero_stage\": 1"),
                                       QStringLiteral("\"zero_stage\": 7"))
                             << QStringLiteral("p.json, plan 0 parallel: /zero_stage:");
@@ -703,6 +742,49 @@ void TestGuiProject::openKeepsProjectOnFailure() {
   QCOMPARE(messages.count(), 1);
   QVERIFY(messages.front().front().toString().contains(QStringLiteral("broken.clusterscope.json")));
   QCOMPARE(project_to_json_text(ws.project()), before);
+  QVERIFY(ws.filePath().isEmpty());
+  ws.closeSession();
+}
+
+// A named pipe named as a project (in the file dialog, the recent files or
+// on the command line): reading it waited for a program to write to it, and
+// the app hung, unable to quit. It is refused at once, named, whether or not
+// a program writes to it, and the open project stays as it was.
+void TestGuiProject::namedPipeIsRefused() {
+  const QString pipe = dir_.filePath(QStringLiteral("piped.clusterscope.json"));
+  QCOMPARE(::mkfifo(pipe.toUtf8().constData(), 0600), 0);
+  auto remove = qScopeGuard([&] { QFile::remove(pipe); });
+  Workspace ws;
+  QVERIFY(ws.newProject());
+  Project p = ws.project();
+  p.plans[0].parallel.zero_stage = 2;
+  ws.edit(QStringLiteral("zero"), p);
+  const std::string before = project_to_json_text(ws.project());
+  // A writer with a whole project: opened, it was read as the project.
+  std::string other = project_to_json_text(defaults());
+  std::thread writer([&] {
+    const int fd = ::open(pipe.toUtf8().constData(), O_WRONLY);  // waits for a reader
+    if (fd < 0) return;
+    for (std::size_t at = 0; at < other.size();) {
+      const ssize_t n = ::write(fd, other.data() + at, other.size() - at);
+      if (n <= 0) break;
+      at += std::size_t(n);
+    }
+    ::close(fd);
+  });
+  QSignalSpy messages(&ws, &Workspace::message);
+  const bool opened = ws.open(pipe);
+  // Not read: the writer is let go (the project fits the pipe's buffer).
+  const int fd = ::open(pipe.toUtf8().constData(), O_RDONLY | O_NONBLOCK);
+  writer.join();
+  if (fd >= 0) ::close(fd);
+  QVERIFY(!opened);
+  QCOMPARE(messages.count(), 1);
+  const QString said = messages.front().front().toString();
+  QVERIFY2(said.contains(pipe + QStringLiteral(": is a named pipe, not a project file")),
+           qPrintable(said));
+  QCOMPARE(project_to_json_text(ws.project()), before);
+  QVERIFY(ws.isModified());
   QVERIFY(ws.filePath().isEmpty());
   ws.closeSession();
 }
