@@ -330,6 +330,7 @@ bool ClusterDesigner::openClusterFile(const QString& path) {
     return false;
   };
   // Named as given, as the CLI names --cluster FILE; errors say where in it.
+  if (Status s = refuse_named_pipe(path.toStdString(), "cluster"); !s) return fail(s.message());
   auto c = cluster_from_file(path.toStdString(), workspace_->catalog());
   if (!c) return fail(c.message());
   use(std::move(c).value(), tr("Open cluster %1").arg(QFileInfo(path).fileName()));

@@ -393,14 +393,16 @@ bool same_pins(const std::vector<ProjectPin>& a, const std::vector<ProjectPin>& 
   return pins_json(a) == pins_json(b);
 }
 
-Result<Project> load_project(const std::string& path) {
-  // A named pipe blocks the read until a program writes to it (the app hung
-  // on one, and could not quit), and a project is a file saved back to.
+Status refuse_named_pipe(const std::string& path, std::string_view what) {
   std::error_code ec;
-  if (std::filesystem::is_fifo(path, ec)) {
-    return Error{path +
-                 ": is a named pipe, not a project file: save the project to a file and open that"};
-  }
+  if (!std::filesystem::is_fifo(path, ec)) return {};
+  return Error{path + ": is a named pipe, not a " + std::string(what) + " file: save the " +
+               std::string(what) + " to a file and open that"};
+}
+
+Result<Project> load_project(const std::string& path) {
+  // A project is also a file saved back to.
+  if (Status s = refuse_named_pipe(path, "project"); !s) return s.error();
   auto j = read_json_file(path);
   if (!j) return j.error();
   return project_from_json(*j, path);

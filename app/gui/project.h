@@ -88,6 +88,10 @@ std::string project_to_json_text(const Project& project);
 bool same_edits(const Project& a, const Project& b);
 bool same_pins(const std::vector<ProjectPin>& a, const std::vector<ProjectPin>& b);
 
+// An error for a named pipe given as a file to open (`what`: "project",
+// "cluster"): reading one blocks the GUI thread until a program writes to
+// it (the app hung, and could not quit); ok for anything else.
+Status refuse_named_pipe(const std::string& path, std::string_view what);
 Result<Project> load_project(const std::string& path);
 // Written atomically (temporary file + rename): a crash never leaves half a file.
 Status save_project(const std::string& path, const Project& project);

@@ -213,6 +213,7 @@ bool WorkloadPanel::openWorkloadFile(const QString& path) {
     return false;
   };
   // Named as given, as the CLI names --model FILE; errors say where in it.
+  if (Status s = refuse_named_pipe(path.toStdString(), "workload"); !s) return fail(s.message());
   auto w = workload_from_file(path.toStdString(), workspace_->catalog());
   if (!w) return fail(w.message());
   use(std::move(w).value(), tr("Open workload %1").arg(QFileInfo(path).fileName()));

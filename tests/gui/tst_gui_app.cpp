@@ -49,7 +49,10 @@
 #include <memory>
 #include <thread>
 
+#include <fcntl.h>
 #include <nlohmann/json.hpp>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "app/gui/analysis.h"
 #include "app/gui/calculators.h"
@@ -105,6 +108,8 @@ class TestGuiApp : public QObject {
   void editWorkloadShowsFiguresLive();
   void openWorkloadFile_data();
   void openWorkloadFile();
+  void namedPipesAreNotOpened_data();
+  void namedPipesAreNotOpened();
   void largeNumbersInGroups();
   void commasOnlyInGroupsOfThree_data();
   void commasOnlyInGroupsOfThree();
@@ -1011,6 +1016,62 @@ void TestGuiApp::editWorkloadShowsFiguresLive() {
 // Tokens to train in groups of three, as counts read elsewhere
 // ("2000000000000" had to be counted by eye), and typed back with the
 // commas or without.
+// A named pipe chosen as a cluster or workload file is refused before it
+// is read: the read blocked the GUI thread until a program wrote to it (with
+// none, the app hung), and what one wrote became the plan's.
+void TestGuiApp::namedPipesAreNotOpened_data() {
+  QTest::addColumn<QString>("kind");
+  QTest::addColumn<QString>("text");  // what a writer sends: a document that reads
+  QTest::addRow("cluster") << "cluster"
+                           << R"({"kind": "cluster", "name": "piped", "nodes": 2,
+                                 "gpus_per_node": 4, "gpu": "a100-80gb",
+                                 "intra_node": "nvlink3", "inter_node": "ib-ndr"})";
+  QTest::addRow("workload") << "workload"
+                            << R"({"name": "piped", "layers": 2, "hidden": 64, "heads": 4,
+                                  "seq_len": 128, "vocab": 1000})";
+}
+
+void TestGuiApp::namedPipesAreNotOpened() {
+  QFETCH(QString, kind);
+  QFETCH(QString, text);
+  Workspace* ws = window_->workspace();
+  const QString pipe = dir_.filePath(QStringLiteral("piped-%1.json").arg(kind));
+  QCOMPARE(::mkfifo(pipe.toUtf8().constData(), 0600), 0);
+  auto remove = qScopeGuard([&] { QFile::remove(pipe); });
+  const int start = ws->undoStack()->index();
+  const std::string before = project_to_json_text(ws->project());
+  const QByteArray bytes = text.toUtf8();
+  std::thread writer([&] {
+    const int fd = ::open(pipe.toUtf8().constData(), O_WRONLY);  // waits for a reader
+    if (fd < 0) return;
+    for (qsizetype at = 0; at < bytes.size();) {
+      const ssize_t n = ::write(fd, bytes.constData() + at, std::size_t(bytes.size() - at));
+      if (n <= 0) break;
+      at += n;
+    }
+    ::close(fd);
+  });
+  const bool opened = kind == "cluster" ? window_->clusterDesigner()->openClusterFile(pipe)
+                                        : window_->workloadPanel()->openWorkloadFile(pipe);
+  // Not read: the writer is let go (the document fits the pipe's buffer).
+  const int fd = ::open(pipe.toUtf8().constData(), O_RDONLY | O_NONBLOCK);
+  writer.join();
+  if (fd >= 0) ::close(fd);
+  auto back = qScopeGuard([&] {
+    while (ws->undoStack()->index() > start)
+      ws->undoStack()->undo();
+    waitForEstimate();
+  });
+  QVERIFY(!opened);
+  QCOMPARE(ws->undoStack()->index(), start);
+  QCOMPARE(project_to_json_text(ws->project()), before);
+  QLabel* problem = kind == "cluster" ? window_->clusterDesigner()->problemLabel()
+                                      : window_->workloadPanel()->problemLabel();
+  QVERIFY2(
+      problem->text().contains(pipe + QStringLiteral(": is a named pipe, not a %1 file").arg(kind)),
+      qPrintable(problem->text()));
+}
+
 void TestGuiApp::largeNumbersInGroups() {
   WorkloadPanel* panel = window_->workloadPanel();
   FieldEdit* tokens = panel->field(QStringLiteral("/training_tokens"));
