@@ -49,10 +49,7 @@
 #include <memory>
 #include <thread>
 
-#include <fcntl.h>
 #include <nlohmann/json.hpp>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "app/gui/analysis.h"
 #include "app/gui/calculators.h"
@@ -77,6 +74,7 @@
 #include "gui_test_support.h"
 #include "planners/estimate.h"
 #include "planners/formulas.h"
+#include "tests/named_pipe_writer.h"
 
 using namespace cs::gui;
 using cs::plan::Control;
@@ -1036,27 +1034,13 @@ void TestGuiApp::namedPipesAreNotOpened() {
   QFETCH(QString, text);
   Workspace* ws = window_->workspace();
   const QString pipe = dir_.filePath(QStringLiteral("piped-%1.json").arg(kind));
-  QCOMPARE(::mkfifo(pipe.toUtf8().constData(), 0600), 0);
-  auto remove = qScopeGuard([&] { QFile::remove(pipe); });
   const int start = ws->undoStack()->index();
   const std::string before = project_to_json_text(ws->project());
-  const QByteArray bytes = text.toUtf8();
-  std::thread writer([&] {
-    const int fd = ::open(pipe.toUtf8().constData(), O_WRONLY);  // waits for a reader
-    if (fd < 0) return;
-    for (qsizetype at = 0; at < bytes.size();) {
-      const ssize_t n = ::write(fd, bytes.constData() + at, std::size_t(bytes.size() - at));
-      if (n <= 0) break;
-      at += n;
-    }
-    ::close(fd);
-  });
+  cs::test::NamedPipeWriter writer(pipe, text.toUtf8());
+  QVERIFY(writer.made());
   const bool opened = kind == "cluster" ? window_->clusterDesigner()->openClusterFile(pipe)
                                         : window_->workloadPanel()->openWorkloadFile(pipe);
-  // Not read: the writer is let go (the document fits the pipe's buffer).
-  const int fd = ::open(pipe.toUtf8().constData(), O_RDONLY | O_NONBLOCK);
-  writer.join();
-  if (fd >= 0) ::close(fd);
+  writer.finish();  // not read: the writer is let go
   auto back = qScopeGuard([&] {
     while (ws->undoStack()->index() > start)
       ws->undoStack()->undo();

@@ -13,12 +13,8 @@
 #include <QTest>
 #include <QUndoStack>
 #include <functional>
-#include <thread>
 
-#include <fcntl.h>
 #include <nlohmann/json.hpp>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "app/gui/analysis.h"
 #include "app/gui/project.h"
@@ -27,6 +23,7 @@
 #include "core/presets.h"
 #include "gui_test_support.h"
 #include "planners/estimate.h"
+#include "tests/named_pipe_writer.h"
 
 using namespace cs::gui;
 
@@ -752,8 +749,6 @@ void TestGuiProject::openKeepsProjectOnFailure() {
 // a program writes to it, and the open project stays as it was.
 void TestGuiProject::namedPipeIsRefused() {
   const QString pipe = dir_.filePath(QStringLiteral("piped.clusterscope.json"));
-  QCOMPARE(::mkfifo(pipe.toUtf8().constData(), 0600), 0);
-  auto remove = qScopeGuard([&] { QFile::remove(pipe); });
   Workspace ws;
   QVERIFY(ws.newProject());
   Project p = ws.project();
@@ -761,23 +756,12 @@ void TestGuiProject::namedPipeIsRefused() {
   ws.edit(QStringLiteral("zero"), p);
   const std::string before = project_to_json_text(ws.project());
   // A writer with a whole project: opened, it was read as the project.
-  std::string other = project_to_json_text(defaults());
-  std::thread writer([&] {
-    const int fd = ::open(pipe.toUtf8().constData(), O_WRONLY);  // waits for a reader
-    if (fd < 0) return;
-    for (std::size_t at = 0; at < other.size();) {
-      const ssize_t n = ::write(fd, other.data() + at, other.size() - at);
-      if (n <= 0) break;
-      at += std::size_t(n);
-    }
-    ::close(fd);
-  });
+  cs::test::NamedPipeWriter writer(pipe,
+                                   QByteArray::fromStdString(project_to_json_text(defaults())));
+  QVERIFY(writer.made());
   QSignalSpy messages(&ws, &Workspace::message);
   const bool opened = ws.open(pipe);
-  // Not read: the writer is let go (the project fits the pipe's buffer).
-  const int fd = ::open(pipe.toUtf8().constData(), O_RDONLY | O_NONBLOCK);
-  writer.join();
-  if (fd >= 0) ::close(fd);
+  writer.finish();
   QVERIFY(!opened);
   QCOMPARE(messages.count(), 1);
   const QString said = messages.front().front().toString();

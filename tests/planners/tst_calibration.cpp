@@ -34,6 +34,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../named_pipe_writer.h"
 #include "../process_run.h"
 #include "app/calibration/calibration_workflow.h"
 #include "core/calibration_meta.h"
@@ -1787,31 +1788,16 @@ void TestCalibration::namedPipesAsInputs() {
   QTemporaryDir dir;
   const QString presets = dir.filePath("presets");
   const QString pipe = dir.filePath("all_reduce_perf.log");
-  QCOMPARE(::mkfifo(pipe.toUtf8().constData(), 0600), 0);
   QFile f(fixture("all_reduce_perf_1x8_h100.log"));
   QVERIFY(f.open(QIODevice::ReadOnly));
-  const QByteArray log = f.readAll();
-  std::thread writer([&] {
-    const int fd = ::open(pipe.toUtf8().constData(), O_WRONLY);  // waits for the reader
-    if (fd < 0) return;
-    for (qsizetype at = 0; at < log.size();) {
-      const ssize_t n = ::write(fd, log.constData() + at, std::size_t(log.size() - at));
-      if (n <= 0) break;
-      at += n;
-    }
-    ::close(fd);
-  });
+  cs::test::NamedPipeWriter writer(pipe, f.readAll());
+  QVERIFY(writer.made());
   const Run read = run_cli({"calibrate", "--nccl-tests", pipe, "--link-name", "piped",
                             "--link-type", "nvlink", "--no-save"},
                            presets, dir.path());
   // Should the command not have read it, the writer is let go (its log fits
   // the pipe's buffer), not left waiting forever.
-  if (const int fd = ::open(pipe.toUtf8().constData(), O_RDONLY | O_NONBLOCK); fd >= 0) {
-    writer.join();
-    ::close(fd);
-  } else {
-    writer.join();
-  }
+  writer.finish();
   QVERIFY2(read.exit_code == 0, qPrintable(read.err));
   QVERIFY2(read.err.contains("clusterscope: --nccl-tests: reading " + pipe +
                              ", a named pipe: waiting for a program to write to it"),
