@@ -218,14 +218,18 @@ void ObjectReader::text(std::string_view key, std::string& out, bool required) {
   if (required && out.empty()) diag_.add(pointer(key), "must not be empty");
 }
 
-void ObjectReader::name(std::string_view key, std::string& out) {
-  text(key, out, true);
+void ObjectReader::label(std::string_view key, std::string& out, bool required) {
+  text(key, out, required);
   const auto control = std::find_if(out.begin(), out.end(), [](char c) {
     return static_cast<unsigned char>(c) < 0x20 || c == 0x7f;
   });
   if (control != out.end()) {
     diag_.add(pointer(key), "must not hold control characters (a newline, a tab, an escape code)");
   }
+}
+
+void ObjectReader::name(std::string_view key, std::string& out) {
+  label(key, out, true);
   // A name is typed after --cluster, --gpu, --model or a link flag, where one
   // with a slash reads as a file's path, and it names the preset's file.
   if (out.find('/') != std::string::npos) {

@@ -83,8 +83,11 @@ class ObjectReader {
                  bool required = false);
   void boolean(std::string_view key, bool& out);
   void text(std::string_view key, std::string& out, bool required = false);
-  // A required name: text without control characters (a newline or an
-  // escape code in a preset's name was printed raw to the terminal).
+  // Text shown as it is read (a display name, a plan's name): without
+  // control characters (a newline or an escape code was printed raw to the
+  // terminal, or split a line).
+  void label(std::string_view key, std::string& out, bool required = false);
+  // A required label that names a preset, without "/" (read as a path).
   void name(std::string_view key, std::string& out);
   void text_list(std::string_view key, std::vector<std::string>& out);
 

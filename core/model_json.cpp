@@ -72,16 +72,9 @@ void check_kind(ObjectReader& r, DocumentKind expected) {
   }
 }
 
-// A display name, as every view prints it (the name when absent): without
-// control characters, as names are (an escape code in a cluster's display
-// name reached the terminal raw in plan's first line, a newline split it).
+// A display name, as every view prints it (the name when absent).
 void read_display_name(ObjectReader& r, std::string& out, const std::string& name) {
-  r.text("display_name", out);
-  if (std::any_of(out.begin(), out.end(),
-                  [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; })) {
-    r.diagnostics().add(r.pointer("display_name"),
-                        "must not hold control characters (a newline, a tab, an escape code)");
-  }
+  r.label("display_name", out);
   if (out.empty()) out = name;
 }
 

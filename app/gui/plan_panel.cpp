@@ -115,7 +115,13 @@ PlanPanel::PlanPanel(Workspace* workspace, AnalysisService* analysis, QWidget* p
   connect(name_, &QLineEdit::editingFinished, this, [this] {
     Project after = workspace_->project();
     ProjectPlan* p = after.current();
-    const QString name = name_->text().trimmed();
+    // A pasted tab, newline or escape code reads as a space: the project
+    // reader refuses them in names (the project saved would not open).
+    QString name = name_->text();
+    for (QChar& c : name) {
+      if (c.unicode() < 0x20 || c.unicode() == 0x7f) c = u' ';
+    }
+    name = name.trimmed();
     // Only a name typed for this plan (refresh() shows the plan's own name
     // once the plan or its name changes under the field).
     if (!p || !name_->isModified() || after.current_plan != name_plan_) return;

@@ -234,7 +234,7 @@ Result<Project> project_from_json(const json& j, const std::string& doc) {
       Diagnostics diag;
       ObjectReader p((*plans)[i], "", diag);
       ProjectPlan plan;
-      p.text("name", plan.name, true);
+      p.label("name", plan.name, true);
       p.text("cluster", plan.cluster, true);
       p.text("workload", plan.workload, true);
       if (!plan.cluster.empty() && project.cluster_index(plan.cluster) < 0 &&
@@ -310,7 +310,7 @@ Result<Project> project_from_json(const json& j, const std::string& doc) {
       Diagnostics diag;
       ObjectReader p((*pinned)[i], "", diag);
       ProjectPin pin;
-      p.text("name", pin.name, true);
+      p.label("name", pin.name, true);
       auto part = [&](const char* key, auto read, auto& into) {
         const json* v = p.field(key, true);
         if (!v) return;

@@ -131,6 +131,7 @@ class TestGuiApp : public QObject {
   void undoStepsOfThePanels();
   void unsavedChangesAsk();
   void renameGoesToItsPlan();
+  void pastedControlCharactersInAPlanName();
   void restoreAsksFirst();
   void corruptProjectFile();
   void longMessageKeepsTheWindow();
@@ -2152,6 +2153,30 @@ void TestGuiApp::renameGoesToItsPlan() {
   QVERIFY2(text.find("\"" + saved_name + "\"") != std::string::npos, text.c_str());
   QVERIFY(!other.workspace()->isModified());
   other.workspace()->closeSession();
+}
+
+// A name pasted with a tab, a newline or an escape code: the project reader
+// refuses them in a plan's name (they split lines and reached terminals), so
+// a saved project would not open again. They become spaces as it is taken.
+void TestGuiApp::pastedControlCharactersInAPlanName() {
+  Workspace* ws = window_->workspace();
+  auto* name = window_->planPanel()->findChild<QLineEdit*>(QStringLiteral("planName"));
+  QVERIFY(name);
+  const int start = ws->undoStack()->index();
+  auto back = qScopeGuard([&] {
+    while (ws->undoStack()->index() > start)
+      ws->undoStack()->undo();
+  });
+  name->selectAll();
+  name->insert(QStringLiteral("pasted\tname\x1b[31m red\x7f"));  // as a paste does
+  QVERIFY(name->isModified());
+  emit name->editingFinished();
+  QCOMPARE(ws->project().current()->name, std::string("pasted name [31m red"));
+  const QString path = dir_.filePath(QStringLiteral("pasted-name.clusterscope.json"));
+  QVERIFY(save_project(path.toStdString(), ws->project()).ok());
+  auto reopened = load_project(path.toStdString());
+  QVERIFY2(reopened.ok(), reopened.ok() ? "" : reopened.message().c_str());
+  QCOMPARE(reopened->current()->name, std::string("pasted name [31m red"));
 }
 
 // "Restore" of the last session's unsaved changes stays offered while the

@@ -237,6 +237,9 @@ void TestGuiProject::badFiles_data() {
   QTest::addRow("bad plan") << edited(QStringLiteral("\"zero_stage\": 1"),
                                       QStringLiteral("\"zero_stage\": 7"))
                             << QStringLiteral("p.json, plan 0 parallel: /zero_stage:");
+  QTest::addRow("plan name with a newline")
+      << json_edited([](nlohmann::json& j) { j["plans"][0]["name"] = "two\nlines"; })
+      << QStringLiteral("p.json, plan 0: /name: must not hold control characters");
   QTest::addRow("current plan") << edited(QStringLiteral("\"current_plan\": 0"),
                                           QStringLiteral("\"current_plan\": 4"))
                                 << QStringLiteral("/current_plan: must index the plans");
@@ -311,6 +314,12 @@ void TestGuiProject::badFiles_data() {
     QTest::addRow("pinned plan cluster")
         << pin_edited(QStringLiteral("\"nodes\": 4"), QStringLiteral("\"nodes\": 0"))
         << QStringLiteral("p.json, pinned plan 0 cluster: /nodes: must be between 1");
+    // A plan's or pin's name, shown in lists and titles: a newline split it,
+    // an escape code reached a terminal; refused as a cluster's name is.
+    QTest::addRow("pinned plan name with an escape code")
+        << pin_edited(QStringLiteral("\"name\": \"pin\""),
+                      QStringLiteral("\"name\": \"pin\\u001b[31m\""))
+        << QStringLiteral("p.json, pinned plan 0: /name: must not hold control characters");
     QTest::addRow("pinned plan without a workload")
         << pin_edited(QStringLiteral("\"workload\": {"), QStringLiteral("\"workloads\": {"))
         << QStringLiteral("p.json, pinned plan 0: /workload: is required");
