@@ -52,6 +52,8 @@ struct Limits {
   // divides work by it, so a share of 1e-300 took "inf days" to train.
   Range efficiency{1e-6, 1};
   Range efficiency_or_0{0, 1, false, 1e-6};  // 0: not given (gemm_max_by_precision)
+  // A float's scale: beyond 1e38 it is infinity, and every scaled loss too.
+  Range loss_scale{0, 1e38, true};
 };
 const Limits kLimits;
 
@@ -453,8 +455,7 @@ void read_precision(const json& j, const std::string& ptr, Diagnostics& d, Preci
   r.boolean("fp32_main_grad", p.fp32_main_grad);
   r.choice("optimizer_state", p.optimizer_state, kPrecisionNames);
   r.choice("loss_scaling", p.loss_scaling, kLossScalingNames);
-  // A float's scale: beyond 1e38 it is infinity, and every scaled loss too.
-  r.number("initial_loss_scale", p.initial_loss_scale, Range{0, 1e38, true});
+  r.number("initial_loss_scale", p.initial_loss_scale, kLimits.loss_scale);
   r.boolean("inference", p.inference);
   if (const json* f = r.field("fp8")) {
     if (compute != Precision::fp8) d.add(r.pointer("fp8"), "applies only when compute is fp8");

@@ -102,8 +102,6 @@ extern "C" void on_interrupt(int) {
   if (g_stop) g_stop->request_stop();
 }
 
-// An interrupted search ends as a failure (exit 1), so that a script tells it
-// from one that went through: what it found is printed before.
 // The GPU counts the search split: the cluster's, or those of --node-counts
 // ("the cluster's 32 GPUs" was said of a search over 64 and 128 nodes).
 std::string gpus_searched(const Cluster& cluster, const std::vector<int>& node_counts) {
@@ -120,6 +118,8 @@ std::string gpus_searched(const Cluster& cluster, const std::vector<int>& node_c
   return "the " + gpus + " GPUs of " + nodes + " nodes";
 }
 
+// An interrupted search ends as a failure (exit 1), so that a script tells it
+// from one that went through: what it found is printed before.
 std::string stopped_text(const plan::SearchResult& r) {
   return "the search was stopped (interrupted) after " +
          format_count(static_cast<double>(r.candidates)) + " candidate plans" +
