@@ -248,6 +248,10 @@ Result<ImportReport> import_traces(const std::vector<std::string>& files, const 
           return whole.error();
         } else if (auto db = sql::Database::open(f, SQLITE_OPEN_READONLY)) {
           auto read = db->prepare("SELECT count(*) FROM sqlite_master");
+          // Whether it was an export cannot be told then: its tables are unknown.
+          if (!read && (sqlite3_extended_errcode(db->get()) & 0xff) == SQLITE_CORRUPT)
+            return Error{f + " is damaged: SQLite cannot read its schema (" +
+                         sqlite3_errmsg(db->get()) + ")"};
           what = read ? "an SQLite database, but not an Nsight Systems export (no StringIds table)"
                       : "an SQLite file SQLite cannot read (" + read.message() + ")";
         }

@@ -1800,6 +1800,26 @@ void TestTraceImport::formatDetection() {
                          "gzip or SQLite file"),
            unknown.message().c_str());
 
+  // An export whose schema SQLite cannot read is named damaged: it was "an
+  // SQLite file SQLite cannot read (cannot prepare query: ...)".
+  {
+    const std::string damaged = dir.filePath("schema.sqlite").toStdString();
+    std::filesystem::copy_file(kNsys, damaged);
+    sqlite3* db = nullptr;
+    QCOMPARE(sqlite3_open(damaged.c_str(), &db), SQLITE_OK);
+    exec(db,
+         "PRAGMA writable_schema = 1; UPDATE sqlite_master SET sql = 'CREATEtTABLE StringIds(x)' "
+         "WHERE name = 'StringIds'");
+    sqlite3_close(db);
+    auto imported = import_traces({damaged}, dir.filePath("schema.cstrace").toStdString());
+    QVERIFY(!imported);
+    QVERIFY2(QString::fromStdString(imported.message())
+                 .startsWith(QString::fromStdString(damaged) +
+                             " is damaged: SQLite cannot read its schema (malformed database "
+                             "schema (StringIds)"),
+             imported.message().c_str());
+  }
+
   // A byte-order mark, and more spaces before the first bracket than the
   // format's look read (16 bytes): "not JSON" before.
   {
