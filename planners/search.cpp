@@ -340,9 +340,21 @@ Result<SearchResult> search(const Cluster& cluster, const Workload& workload,
       micro_batches.push_back(static_cast<int>(mb));
   }
 
+  // A unit's inner combinations. Listed again by the worker that takes the
+  // unit, not kept from the count: kept, 50 million of them took 1.3 GB
+  // before a search too wide was refused.
+  const auto inners_of = [&](const Unit& u) {
+    // With fused attention selective recomputation saves no memory over
+    // none and re-runs core attention: never better.
+    std::vector<Recompute> tried = recomputes;
+    if (u.flash)
+      tried.erase(std::remove(tried.begin(), tried.end(), Recompute::selective), tried.end());
+    return inner_combinations(x, space, sizes[u.cluster].cluster.total_gpus(), u.global_batch, u.tp,
+                              u.micro_batch, tried, zeros);
+  };
+
   // Outer units, each with its inner combinations counted up front.
   std::vector<Unit> units;
-  std::vector<std::vector<Inner>> inners;
   long long total = 0;
   const int heads = x.transformer ? static_cast<int>(x.heads) : 1;
   // Listing the units of a wide search takes seconds: a stop asked for
@@ -368,21 +380,12 @@ Result<SearchResult> search(const Cluster& cluster, const Workload& workload,
               }
               for (int fl = 1; fl >= 0; --fl) {
                 if (fl == 0 && (!space.try_without_flash_attention || !x.transformer)) continue;
-                Unit u{c, gb, p, tp, sp, mb, fl == 1};
-                // With fused attention selective recomputation saves no
-                // memory over none and re-runs core attention: never better.
-                std::vector<Recompute> tried = recomputes;
-                if (u.flash) {
-                  tried.erase(std::remove(tried.begin(), tried.end(), Recompute::selective),
-                              tried.end());
-                }
-                std::vector<Inner> in =
-                    inner_combinations(x, space, gpus, gb, tp, mb, tried, zeros);
-                if (in.empty()) continue;
-                total += static_cast<long long>(in.size());
+                const Unit u{c, gb, p, tp, sp, mb, fl == 1};
+                const std::size_t count = inners_of(u).size();
+                if (count == 0) continue;
+                total += static_cast<long long>(count);
                 if (total > limits.max_candidates) return;
                 units.push_back(u);
-                inners.push_back(std::move(in));
               }
             }
           }
@@ -434,7 +437,7 @@ Result<SearchResult> search(const Cluster& cluster, const Workload& workload,
     const LayerCosts costs = detail::layer_costs(s.machine, x, k);
     Kept candidate;
     long long local_fitting = 0;
-    const std::vector<Inner>& in = inners[index];
+    const std::vector<Inner> in = inners_of(u);
     for (std::size_t i = 0; i < in.size(); ++i) {
       const Inner& c = in[i];
       k.pp = c.pp;
