@@ -66,6 +66,10 @@ struct Range {
 
 std::string json_pointer_append(std::string_view pointer, std::string_view key);
 
+// The longest display name, plan name or preset name read (in characters,
+// UTF-8 code points).
+inline constexpr std::size_t kMaxLabelCharacters = 4096;
+
 class ObjectReader {
  public:
   // Reports "must be an object" (and reads nothing) when j is not one.
@@ -85,7 +89,8 @@ class ObjectReader {
   void text(std::string_view key, std::string& out, bool required = false);
   // Text shown as it is read (a display name, a plan's name): without
   // control characters (a newline or an escape code was printed raw to the
-  // terminal, or split a line).
+  // terminal, or split a line), and of at most kMaxLabelCharacters (a 20 MB
+  // plan name took 613 MB in the app's lists).
   void label(std::string_view key, std::string& out, bool required = false);
   // A required label that names a preset, without "/" (read as a path).
   void name(std::string_view key, std::string& out);

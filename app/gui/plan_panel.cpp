@@ -112,6 +112,9 @@ PlanPanel::PlanPanel(Workspace* workspace, AnalysisService* analysis, QWidget* p
 
   name_ = new QLineEdit;
   name_->setObjectName(QStringLiteral("planName"));
+  // Well within the project reader's bound on names (kMaxLabelCharacters),
+  // with room for the number a copy's name gains.
+  name_->setMaxLength(1000);
   connect(name_, &QLineEdit::editingFinished, this, [this] {
     Project after = workspace_->project();
     ProjectPlan* p = after.current();

@@ -373,6 +373,17 @@ void TestModelJson::validationErrors_data() {
             "seq_len": 8, "vocab": 10})"
       << "workload.json: /display_name: must not hold control characters (a newline, a tab, an "
          "escape code)";
+  // A 20 MB plan name took 613 MB in the app's lists: names are bounded.
+  QTest::addRow("gpu display name past the bound")
+      << "gpu"
+      << R"({"name": "g", "display_name": ")" + QString(4097, 'x') +
+             R"(", "memory_gib": 80, "memory_bandwidth_gb_s": 2000, "peak_tflops": {"fp32": 1}})"
+      << "gpu.json: /display_name: must be at most 4096 characters long (it holds 4097)";
+  QTest::addRow("workload name past the bound, in characters")
+      << "workload"
+      << R"({"name": ")" + QString(4097, QChar(0x00e9)) +
+             R"(", "layers": 2, "hidden": 64, "heads": 2, "seq_len": 8, "vocab": 10})"
+      << "workload.json: /name: must be at most 4096 characters long (it holds 4097)";
   QTest::addRow("gpu memory as text") << "gpu"
       << R"({"name": "g", "memory_gib": "80", "memory_bandwidth_gb_s": 2000, "peak_tflops": {"fp32": 1}})"
       << "gpu.json: /memory_gib: must be a number";
@@ -675,6 +686,11 @@ void TestModelJson::validDocuments_data() {
   QTest::addRow("precision fp16") << "precision" << R"({"compute": "fp16"})";
   QTest::addRow("int4 inference") << "precision"
       << R"({"compute": "int4", "quantization": {"symmetric": true}})";
+  // The bound counts characters, not bytes: 4096 two-byte ones are read.
+  QTest::addRow("name at the bound")
+      << "link"
+      << R"({"name": ")" + QString(4096, QChar(0x00e9)) +
+             R"(", "type": "pcie", "bandwidth_gbps": 100, "latency_us": 1})";
   QTest::addRow("generic cnn") << "workload"
       << R"({"name": "cnn", "type": "generic", "parameters": 1e6, "forward_flops_per_sample": 2e9,
             "activation_bytes_per_sample": 1e7, "dataset_samples": 50000, "epochs": 3})";

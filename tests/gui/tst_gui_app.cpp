@@ -2182,6 +2182,16 @@ void TestGuiApp::pastedControlCharactersInAPlanName() {
   auto reopened = load_project(path.toStdString());
   QVERIFY2(reopened.ok(), reopened.ok() ? "" : reopened.message().c_str());
   QCOMPARE(reopened->current()->name, std::string("pasted name [31m red"));
+
+  // A pasted page is cut to the field's 1000 characters, well within the
+  // project reader's bound (4096) with the number a copy's name gains.
+  name->selectAll();
+  name->insert(QString(5000, QLatin1Char('n')));
+  emit name->editingFinished();
+  QCOMPARE(ws->project().current()->name, std::string(1000, 'n'));
+  QVERIFY(save_project(path.toStdString(), ws->project()).ok());
+  auto long_reopened = load_project(path.toStdString());
+  QVERIFY2(long_reopened.ok(), long_reopened.ok() ? "" : long_reopened.message().c_str());
 }
 
 // "Restore" of the last session's unsaved changes stays offered while the

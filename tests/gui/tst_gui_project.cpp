@@ -240,6 +240,13 @@ void TestGuiProject::badFiles_data() {
   QTest::addRow("plan name with a newline")
       << json_edited([](nlohmann::json& j) { j["plans"][0]["name"] = "two\nlines"; })
       << QStringLiteral("p.json, plan 0: /name: must not hold control characters");
+  // A 20 MB name took 613 MB in the app's lists.
+  QTest::addRow("plan name of 20 MB")
+      << json_edited(
+             [](nlohmann::json& j) { j["plans"][0]["name"] = std::string(20'000'000, 'x'); })
+      << QStringLiteral(
+             "p.json, plan 0: /name: must be at most 4096 characters long (it holds "
+             "20000000)");
   QTest::addRow("current plan") << edited(QStringLiteral("\"current_plan\": 0"),
                                           QStringLiteral("\"current_plan\": 4"))
                                 << QStringLiteral("/current_plan: must index the plans");
