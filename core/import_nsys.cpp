@@ -21,6 +21,7 @@
 #include "core/file_exists.h"
 #include "core/kernel_names.h"
 #include "core/parse_count.h"
+#include "core/step_names.h"
 #include "core/trace_import.h"
 #include "core/trace_import_internal.h"
 #include "core/trace_sqlite.h"
@@ -319,6 +320,7 @@ Result<ImportReport> import_one_nsys(const std::string& file, const std::string&
     std::int64_t stream = -1;
     std::int64_t correlation = 0;
     std::int64_t bytes = 0;
+    std::int32_t step = -1;
   };
   std::vector<Record> records;
   std::vector<KernelLaunch> launches;
@@ -623,6 +625,10 @@ Result<ImportReport> import_one_nsys(const std::string& file, const std::string&
                           std::move(text));
     }
     if (rc != SQLITE_DONE) return x.unreadable((*t)->name, rc);
+    // A process's steps: the ranges named as a step (core/step_names.h) of
+    // its first thread to start one, outside NCCL's domain (as the CUPTI
+    // tracer takes them from a program under `clusterscope profile`).
+    std::map<std::int64_t, std::int64_t> step_thread_of_pid;
     for (auto& [start, end, tid, domain, text] : ranges) {
       Record r;
       r.kind = EventKind::annotation;
@@ -630,6 +636,19 @@ Result<ImportReport> import_one_nsys(const std::string& file, const std::string&
       r.start = saturating_add(start, session_start);
       r.end = saturating_add(end, session_start);
       r.pid = pid_of(tid);
+      const auto named = domains.find(domain);
+      const bool nccl = named != domains.end() && named->second == "NCCL";
+      const auto step = nccl ? std::nullopt : step_of_range_name(text);
+      if (step && step_thread_of_pid.try_emplace(r.pid, tid).first->second == tid) {
+        r.kind = EventKind::step;
+        r.step = *step;
+        r.name = name_index(std::move(text));
+        r.lane = lane_index("steps:" + std::to_string(r.pid), [] {
+          return LaneSeen{LaneKind::steps, "steps", -1};
+        });
+        records.push_back(std::move(r));
+        continue;
+      }
       r.name = name_index(std::move(text));
       r.lane = lane_index("nvtx:" + std::to_string(tid) + ":" + std::to_string(domain), [&] {
         const std::string d =
@@ -805,6 +824,7 @@ Result<ImportReport> import_one_nsys(const std::string& file, const std::string&
     e.name = *name;
     e.correlation = r.correlation;
     e.bytes = r.bytes;
+    e.step = r.step;
     e.collective = r.collective;
     e.dtype = r.dtype;
     w.add_with_launch(

@@ -92,7 +92,8 @@ void register_profile(CLI::App& app, Context& /*ctx*/) {
       "Run a CUDA program under the CUPTI tracer and write one run store. Every CUDA process it "
       "starts is traced (torchrun's and mpirun's workers too), each as the rank its launcher gave "
       "it. It waits for every process the command starts, even those it leaves running, and passes "
-      "an interrupt on to them all (--wait primary: for the command alone). Example: clusterscope "
+      "an interrupt on to them all (--wait primary: for the command alone). NVTX ranges named "
+      "step N, iteration N or ProfilerStep#N mark the program's steps. Example: clusterscope "
       "profile --out run.db -- torchrun --nproc_per_node 8 train.py");
   cmd->add_option("-o,--out,--output", o->out,
                   "The run store to write (SQLite); an earlier trace store there is replaced, "

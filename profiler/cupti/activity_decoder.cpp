@@ -13,6 +13,7 @@
 #include <cupti.h>
 
 #include "core/kernel_names.h"
+#include "core/step_names.h"
 #include "profiler/cupti/api_filter.h"
 #include "profiler/safe_memory.h"
 
@@ -222,6 +223,8 @@ struct ActivityDecoder::Impl {
   std::unordered_map<std::uint32_t, LaneId> thread_lanes;
   std::map<std::pair<std::string, std::uint32_t>, LaneId> nvtx_lanes;
   std::optional<LaneId> overhead_lane;
+  std::optional<LaneId> steps_lane;
+  std::optional<std::uint32_t> step_thread;  // whose ranges are the steps
   std::optional<LaneId> unknown_thread_lane;
   std::int32_t threads_seen = 0;
   std::int32_t nvtx_lanes_seen = 0;
@@ -584,11 +587,22 @@ struct ActivityDecoder::Impl {
       ++counts.nvtx_ranges;
       if (!has_time(static_cast<std::uint64_t>(open.start), m.timestamp)) return;
       Event e;
+      e.start_ns = open.start;
+      e.end_ns = static_cast<std::int64_t>(m.timestamp);
+      if (const auto step = step_of_range(open)) {
+        if (!steps_lane) steps_lane = writer.add_lane(options.rank, LaneKind::steps, "steps", -1);
+        ++counts.steps;
+        e.lane = *steps_lane;
+        e.kind = EventKind::step;
+        e.category = Category::other;
+        e.step = *step;
+        e.name = intern(open.name);
+        write(e);
+        return;
+      }
       e.lane = nvtx_lane(open.domain, open.thread);
       e.kind = EventKind::annotation;
       e.category = Category::other;
-      e.start_ns = open.start;
-      e.end_ns = static_cast<std::int64_t>(m.timestamp);
       std::string name = open.name;
       if (open.domain == "NCCL") {
         if (auto call = nccl_call_from_range_name(open.name)) {
@@ -620,6 +634,15 @@ struct ActivityDecoder::Impl {
       return;
     }
     ++counts.other_kinds;  // NVTX synchronisation-object markers
+  }
+
+  // The step a closed range marks (steps_from_ranges), if it is one.
+  std::optional<std::int32_t> step_of_range(const OpenMarker& open) {
+    if (!options.steps_from_ranges || open.domain == "NCCL") return std::nullopt;
+    if (step_thread && *step_thread != open.thread) return std::nullopt;
+    const auto step = trace::step_of_range_name(open.name);
+    if (step) step_thread = open.thread;
+    return step;
   }
 
   void remember_nccl_range(const OpenMarker& open, const NcclCall& call, std::int64_t end) {

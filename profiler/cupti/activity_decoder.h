@@ -13,7 +13,10 @@
 //                    noisy calls (api_filter.h)
 //   SYNCHRONIZATION   -> sync, synchronization, on the lane of the thread that
 //                    made the call (found through the correlation id)
-//   MARKER(_DATA)     -> annotation, one lane per NVTX domain and thread
+//   MARKER(_DATA)     -> annotation, one lane per NVTX domain and thread;
+//                    with steps_from_ranges, the ranges of one thread named
+//                    as a step (core/step_names.h) -> step, on the rank's
+//                    steps lane
 //   OVERHEAD          -> overhead, on the thread it hit or a tracer lane
 //   EXTERNAL_CORRELATION of kind CUSTOM2 -> the step of the API call and of
 //                    the GPU work with its correlation id
@@ -45,6 +48,7 @@ struct DecoderCounts {
   std::uint64_t syncs = 0;
   std::uint64_t nvtx_ranges = 0;
   std::uint64_t nvtx_marks = 0;
+  std::uint64_t steps = 0;  // NVTX ranges taken as steps (steps_from_ranges)
   std::uint64_t overheads = 0;
   std::uint64_t external_correlations = 0;
   std::uint64_t without_timestamps = 0;
@@ -65,6 +69,13 @@ struct DecoderOptions {
   // engine's pipeline group, split from the world. Empty: NCCL's numbers are
   // kept (a program traced from outside, whose communicators are unknown).
   std::vector<std::int32_t> p2p_peer_ranks;
+  // NVTX ranges named as a step ("step 12", "iteration 3", "ProfilerStep#7";
+  // core/step_names.h) are the rank's steps: a program traced from outside
+  // (`clusterscope profile`) says so where its steps are. They are taken
+  // from the first thread that closes one (in any NVTX domain but NCCL's);
+  // ranges of those names on other threads stay annotations. Off where the
+  // program records its steps itself (the CUDA engine's worker).
+  bool steps_from_ranges = false;
 };
 
 class ActivityDecoder {

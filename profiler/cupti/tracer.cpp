@@ -39,6 +39,7 @@ nlohmann::json counts_json(const DecoderCounts& c) {
           {"syncs", c.syncs},
           {"nvtx_ranges", c.nvtx_ranges},
           {"nvtx_marks", c.nvtx_marks},
+          {"nvtx_steps", c.steps},
           {"overheads", c.overheads},
           {"external_correlations", c.external_correlations},
           {"without_timestamps", c.without_timestamps},
@@ -53,13 +54,15 @@ nlohmann::json counts_json(const DecoderCounts& c) {
 
 std::string TracerReport::summary() const {
   const DecoderCounts& c = counts;
-  std::string text =
-      std::to_string(c.events) + " events: " + std::to_string(c.kernels) + " kernels (" +
-      std::to_string(c.nccl_kernels) + " NCCL, " + std::to_string(c.nccl_annotated) + " sized), " +
-      std::to_string(c.memcpys) + " copies, " + std::to_string(c.memsets) + " memsets, " +
-      std::to_string(c.api_calls) + " API calls, " + std::to_string(c.syncs) + " syncs, " +
-      std::to_string(c.nvtx_ranges) + " NVTX ranges, " + std::to_string(c.overheads) +
-      " overheads; " + std::to_string(dropped_records) + " records dropped";
+  std::string text = std::to_string(c.events) + " events: " + std::to_string(c.kernels) +
+                     " kernels (" + std::to_string(c.nccl_kernels) + " NCCL, " +
+                     std::to_string(c.nccl_annotated) + " sized), " + std::to_string(c.memcpys) +
+                     " copies, " + std::to_string(c.memsets) + " memsets, " +
+                     std::to_string(c.api_calls) + " API calls, " + std::to_string(c.syncs) +
+                     " syncs, " + std::to_string(c.nvtx_ranges) + " NVTX ranges" +
+                     (c.steps > 0 ? " (" + std::to_string(c.steps) + " of them steps)" : "") +
+                     ", " + std::to_string(c.overheads) + " overheads; " +
+                     std::to_string(dropped_records) + " records dropped";
   return text;
 }
 
@@ -70,7 +73,7 @@ struct Tracer::Impl {
         options(std::move(o)),
         pool(options.buffer_bytes, options.buffer_cap_bytes),
         decoder(writer, DecoderOptions{options.rank.rank, options.max_wait_buffers,
-                                       options.p2p_peer_ranks}) {}
+                                       options.p2p_peer_ranks, options.steps_from_ranges}) {}
 
   std::unique_ptr<ActivitySource> source;
   trace::TraceWriter& writer;

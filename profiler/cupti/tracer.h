@@ -39,6 +39,7 @@ struct TracerOptions {
   std::chrono::milliseconds flush_period{1000};
   std::uint32_t max_wait_buffers = 8;  // see DecoderOptions
   std::vector<std::int32_t> p2p_peer_ranks;  // see DecoderOptions
+  bool steps_from_ranges = false;            // see DecoderOptions
   // Also record the raw buffers to this file (a replay recording), up to
   // capture_cap_bytes: a fixture for replay tests, taken on a real GPU.
   std::string capture_path;

@@ -207,6 +207,8 @@ Status start_session() {
   options.rank.pid = pid;
   options.buffer_cap_bytes = static_cast<std::size_t>(*cap_mb) << 20;
   options.memory_sample_period = std::chrono::milliseconds(*sample_ms);
+  // A program traced from outside marks its steps, if at all, by NVTX ranges.
+  options.steps_from_ranges = true;
   if (capture && *capture) options.capture_path = std::string(capture) + "/" + stem + ".cupti";
   cs::profiler::CuptiSourceOptions cupti;
   cupti.finalize_cupti = !(finalize && std::string(finalize) == "0");

@@ -170,6 +170,7 @@ class TestTraceImport : public QObject {
   void nsysRealExportAnalysed();
   void nsysNewerExport();
   void nsysProcessesOfNvtxRangesOnly();
+  void nsysStepsFromNvtxRanges();
   void dataTypeNames_data();
   void dataTypeNames();
   void textThatIsNotUtf8_data();
@@ -529,6 +530,51 @@ void TestTraceImport::nsysProcessesOfNvtxRangesOnly() {
   auto loads = r->find_events("load batch", NameMatch::exact, 10);
   QCOMPARE(loads->size(), std::size_t{1});
   QCOMPARE(loads->front().rank, 3);
+}
+
+// NVTX ranges named as a step (core/step_names.h) are the process's steps,
+// as the CUPTI tracer takes them under `clusterscope profile`: those of its
+// first thread to start one; another thread's stay annotations.
+void TestTraceImport::nsysStepsFromNvtxRanges() {
+  QTemporaryDir dir;
+  const std::string in = dir.filePath("steps.sqlite").toStdString();
+  std::filesystem::copy_file(kNsys, in);
+  {
+    sqlite3* db = nullptr;
+    QCOMPARE(sqlite3_open(in.c_str(), &db), SQLITE_OK);
+    // The saxpy program's five iterations (its "saxpy" ranges start 924.9,
+    // 1196.0, 1449.1, 1696.2 and 1947.7 ms into the session), on its main
+    // thread, and one more on a second thread of the process.
+    exec(db, R"sql(
+      INSERT INTO NVTX_EVENTS(start, end, eventType, text, globalTid, domainId) VALUES
+        (800000000, 1100000000, 59, 'iteration 0', 302119224788637, 0),
+        (1100000000, 1350000000, 59, 'iteration 1', 302119224788637, 0),
+        (1350000000, 1600000000, 59, 'iteration 2', 302119224788637, 0),
+        (1600000000, 1850000000, 59, 'iteration 3', 302119224788637, 0),
+        (1850000000, 2100000000, 59, 'iteration 4', 302119224788637, 0),
+        (1200000000, 1210000000, 59, 'step 9', 302119224788638, 0);
+    )sql");
+    sqlite3_close(db);
+  }
+  const std::string out = dir.filePath("steps.cstrace").toStdString();
+  auto report = import_traces({in}, out);
+  QVERIFY2(report, report ? "" : report.message().c_str());
+  QCOMPARE(report->events, kNsysEvents + 6);
+  auto r = open_reader(out);
+  auto windows = job_step_windows(*r);
+  QVERIFY2(windows, windows ? "" : windows.message().c_str());
+  QCOMPARE(windows->size(), std::size_t{5});
+  for (std::size_t i = 0; i < windows->size(); ++i)
+    QCOMPARE((*windows)[i].step, static_cast<std::int32_t>(i));
+  auto analysis = analyze_run(*r);
+  QVERIFY2(analysis, analysis ? "" : analysis.message().c_str());
+  QCOMPARE(analysis->ranks.front().steps.size(), std::size_t{5});
+  // Each iteration ran its saxpy kernel.
+  for (const auto& step : analysis->ranks.front().steps)
+    QVERIFY2(step.breakdown.compute_ns > 0, qPrintable(QString::number(step.step)));
+  auto other = r->find_events("step 9", NameMatch::exact, 10);
+  QCOMPARE(other->size(), std::size_t{1});
+  QCOMPARE(other->front().event.kind, EventKind::annotation);
 }
 
 void TestTraceImport::nsysMissingRequiredColumn() {

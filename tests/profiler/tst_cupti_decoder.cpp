@@ -17,6 +17,9 @@
 #include <nlohmann/json.hpp>
 
 #include "core/kernel_names.h"
+#include "core/step_names.h"
+#include "core/trace_analysis.h"
+#include "core/trace_reader.h"
 #include "profiler/activity_buffers.h"
 #include "profiler/cupti/activity_decoder.h"
 #include "profiler/cupti/cupti_source.h"
@@ -211,6 +214,9 @@ class TestCuptiDecoder : public QObject {
   void timestampsPassThroughExactly();
   void noisyAndOwnApiCallsAreFiltered();
   void stepsFromExternalCorrelation();
+  void stepNames_data();
+  void stepNames();
+  void stepsFromNvtxRanges();
   void syncWaitsForItsCall();
   void overflowDropsAndReports();
   void dropWarningSaysWhoDropped_data();
@@ -222,6 +228,7 @@ class TestCuptiDecoder : public QObject {
   void damagedRecordings();
   void realH200Probe();
   void realH200PyTorchDdp();
+  void realH200PyTorchDdpSteps();
   void cuptiSourceWithoutDriverFailsCleanly();
   void memoryCounterNeedsADriver();
 };
@@ -861,6 +868,94 @@ void TestCuptiDecoder::stepsFromExternalCorrelation() {
   QCOMPARE(cs::profiler::kStepCorrelationKind, int(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM2));
 }
 
+void TestCuptiDecoder::stepNames_data() {
+  QTest::addColumn<QString>("name");
+  QTest::addColumn<int>("step");  // -1: not a step
+  QTest::addRow("step N") << "step 12" << 12;
+  QTest::addRow("Step#N") << "Step#3" << 3;
+  QTest::addRow("iteration_N") << "iteration_7" << 7;
+  QTest::addRow("Iteration N") << "Iteration 40" << 40;
+  QTest::addRow("iter-N") << "iter-2" << 2;
+  QTest::addRow("stepN") << "step5" << 5;
+  QTest::addRow("ITER:N") << "ITER:0" << 0;
+  QTest::addRow("PyTorch's") << "ProfilerStep#7" << 7;
+  QTest::addRow("largest") << "step 2147483647" << 2147483647;
+  QTest::addRow("past an int") << "step 2147483648" << -1;
+  QTest::addRow("a word alone") << "step" << -1;
+  QTest::addRow("a longer word") << "stepper 3" << -1;
+  QTest::addRow("plural") << "steps 3" << -1;
+  QTest::addRow("a tail") << "step 3 of 10" << -1;
+  QTest::addRow("a head") << "train step 3" << -1;
+  QTest::addRow("a sign") << "step -3" << -1;
+  QTest::addRow("two separators") << "step  3" << -1;
+  QTest::addRow("empty") << "" << -1;
+}
+
+void TestCuptiDecoder::stepNames() {
+  QFETCH(QString, name);
+  QFETCH(int, step);
+  const auto found = cs::trace::step_of_range_name(name.toStdString());
+  QCOMPARE(found ? *found : -1, step);
+}
+
+// A program traced from outside marks its steps with NVTX ranges: with
+// steps_from_ranges (the injection library's), those of the first thread to
+// close one are the rank's steps; others, and NCCL's, stay annotations.
+void TestCuptiDecoder::stepsFromNvtxRanges() {
+  auto build = [] {
+    ReplayBuilder b(CUPTI_API_VERSION);
+    b.begin_buffer();
+    auto range = [&](std::uint32_t id, const char* name, std::uint64_t start, std::uint64_t end,
+                     std::uint32_t thread, const char* domain = nullptr) {
+      const auto start_marker = marker(CUPTI_ACTIVITY_FLAG_MARKER_START, start, id, thread);
+      if (domain) {
+        b.add_record(start_marker,
+                     {{offsetof(CUpti_ActivityMarker2, name), b.add_string(name)},
+                      {offsetof(CUpti_ActivityMarker2, domain), b.add_string(domain)}});
+      } else {
+        b.add_record(start_marker, {{offsetof(CUpti_ActivityMarker2, name), b.add_string(name)}});
+      }
+      b.add_record(marker(CUPTI_ACTIVITY_FLAG_MARKER_END, end, id, thread));
+    };
+    range(1, "iteration 0", T0, T0 + 100, 100);
+    range(2, "forward", T0 + 10, T0 + 40, 100);
+    range(3, "iteration 1", T0 + 100, T0 + 200, 100);
+    range(4, "step 9", T0 + 120, T0 + 130, 101);                   // another thread's
+    range(5, "step 3", T0 + 140, T0 + 150, 100, "NCCL");           // NCCL's domain
+    range(6, "Iteration 2", T0 + 200, T0 + 290, 100, "training");  // a domain of the program's
+    add_kernel(b, kernel(T0 + 20, T0 + 60, 0, 7, 1), kGemm);
+    b.end_buffer();
+    return b.take();
+  };
+  auto options = replay_options();
+  options.steps_from_ranges = true;
+  const auto run = replay(build(), options);
+  const auto steps = run->of_kind(EventKind::step);
+  QCOMPARE(steps.size(), std::size_t(3));
+  for (std::size_t i = 0; i < steps.size(); ++i) {
+    QCOMPARE(steps[i].step, static_cast<std::int32_t>(i));
+    QCOMPARE(run->lane_name(steps[i]), std::string("steps"));
+    QCOMPARE(run->writer.lane(steps[i].lane).kind, cs::trace::LaneKind::steps);
+  }
+  QCOMPARE(steps[1].start_ns, static_cast<std::int64_t>(T0 + 100));
+  QCOMPARE(steps[1].end_ns, static_cast<std::int64_t>(T0 + 200));
+  QCOMPARE(run->report.counts.steps, std::uint64_t(3));
+  QCOMPARE(run->report.counts.nvtx_ranges, std::uint64_t(6));
+  QStringList annotations;
+  for (const Event& e : run->of_kind(EventKind::annotation))
+    annotations << QString::fromStdString(run->writer.text(e.name) + " @ " + run->lane_name(e));
+  annotations.sort();
+  QCOMPARE(annotations, QStringList({"forward @ NVTX thread 100", "step 3 @ NVTX NCCL thread 100",
+                                     "step 9 @ NVTX thread 101"}));
+  QVERIFY(run->report.summary().find("6 NVTX ranges (3 of them steps)") != std::string::npos);
+
+  // Off (the CUDA engine's worker, which records its steps itself): all
+  // of them annotations.
+  const auto plain = replay(build());
+  QVERIFY(plain->of_kind(EventKind::step).empty());
+  QCOMPARE(plain->of_kind(EventKind::annotation).size(), std::size_t(6));
+}
+
 void TestCuptiDecoder::syncWaitsForItsCall() {
   ReplayBuilder b(CUPTI_API_VERSION);
   CUpti_ActivitySynchronization2 s{};
@@ -1255,6 +1350,58 @@ void TestCuptiDecoder::realH200PyTorchDdp() {
   // PyTorch's noise is filtered: no cudaThreadExchangeStreamCaptureMode.
   QVERIFY(!run->named("cudaThreadExchangeStreamCaptureMode"));
   QVERIFY(run->named("cudaLaunchKernel"));
+}
+
+// The PyTorch program's "step N" ranges, recorded on the H200, are its steps
+// once the injection library takes steps from ranges: written into a real
+// store, the analysis finds its 30 steps, the first (CUDA's start, cuBLAS's
+// and NCCL's set-up) left out as warm-up.
+void TestCuptiDecoder::realH200PyTorchDdpSteps() {
+  QTemporaryDir dir;
+  const std::string path = dir.filePath("ddp.db").toStdString();
+  {
+    auto source = cs::profiler::open_replay_source(std::string(CS_DATA_DIR) +
+                                                   "/gpu/h200_torch_ddp_rank0.cupti");
+    QVERIFY2(source, source ? "" : source.message().c_str());
+    cs::trace::RunInfo info;
+    info.title = "replayed";
+    info.source = "cupti";
+    auto writer = cs::trace::TraceWriter::create(path, info);
+    QVERIFY2(writer, writer ? "" : writer.message().c_str());
+    auto options = replay_options(std::size_t{1} << 20, std::size_t{256} << 20);
+    options.rank.rank = 0;
+    options.steps_from_ranges = true;
+    auto tracer = cs::profiler::Tracer::start(std::move(source).value(), **writer, options);
+    QVERIFY2(tracer, tracer ? "" : tracer.message().c_str());
+    QCOMPARE((*tracer)->finalize().counts.steps, std::uint64_t(30));
+    tracer->reset();
+    QVERIFY((*writer)->close());
+  }
+  auto reader = cs::trace::TraceReader::open(path);
+  QVERIFY2(reader, reader ? "" : reader.message().c_str());
+  auto windows = cs::trace::job_step_windows(**reader);
+  QVERIFY2(windows, windows ? "" : windows.message().c_str());
+  QCOMPARE(windows->size(), std::size_t(30));
+  std::vector<double> lengths;
+  for (std::size_t i = 0; i < windows->size(); ++i) {
+    QCOMPARE((*windows)[i].step, static_cast<std::int32_t>(i));
+    if (i > 0) QVERIFY((*windows)[i].start >= (*windows)[i - 1].end);
+    lengths.push_back(double((*windows)[i].end - (*windows)[i].start));
+  }
+  QVERIFY(cs::trace::warm_up_steps(lengths) >= 1);
+  auto analysis = cs::trace::analyze_run(**reader);
+  QVERIFY2(analysis, analysis ? "" : analysis.message().c_str());
+  QCOMPARE(analysis->ranks.size(), std::size_t(1));
+  const auto& rank = analysis->ranks.front();
+  QCOMPARE(rank.steps.size(), std::size_t(30));
+  // Each step of the loop ran its kernels: compute in every step.
+  for (const auto& step : rank.steps)
+    QVERIFY2(step.breakdown.compute_ns > 0, qPrintable(QString::number(step.step)));
+  // The median step is the loop's (about 3 ms on the H200), not the first's
+  // (324 ms).
+  QCOMPARE(analysis->stragglers.ranks.size(), std::size_t(1));
+  const double median = analysis->stragglers.ranks.front().step_ns;
+  QVERIFY2(median > 1e6 && median < 10e6, qPrintable(QString::number(median)));
 }
 
 void TestCuptiDecoder::cuptiSourceWithoutDriverFailsCleanly() {

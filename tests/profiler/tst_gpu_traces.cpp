@@ -344,7 +344,10 @@ void TestGpuTraces::pytorchProgramUnderTheInjectionLibrary() {
     const std::string& name = r->string(e.event.name);
     if (e.event.kind == trace::EventKind::api_call) launches.insert(e.event.correlation);
     if (e.event.kind == trace::EventKind::kernel) by_stream[e.event.lane.value].push_back(&e);
-    if (e.event.kind == trace::EventKind::annotation && name.starts_with("step "))
+    // The program's "step N" ranges: its steps in a store recorded since
+    // the tracer takes them so (docs/cupti-tracer.md), NVTX ranges before.
+    if ((e.event.kind == trace::EventKind::step || e.event.kind == trace::EventKind::annotation) &&
+        name.starts_with("step "))
       steps.emplace_back(e.event.start_ns, e.event.end_ns);
     if (e.event.kind == trace::EventKind::annotation && name.starts_with("nccl") &&
         name.find(" (comm ") != std::string::npos) {
