@@ -494,6 +494,9 @@ Result<ProfileOutcome> run_profiled(const ProfileRequest& request) {
       {kRunIdVariable, new_run_id()},
   };
   if (request.nvtx) set.emplace_back("NVTX_INJECTION64_PATH", library);
+  // Always set: one the user's environment holds does not decide it.
+  set.emplace_back("CLUSTERSCOPE_CAPTURE_RANGE",
+                   request.capture_profiler_api ? "cudaProfilerApi" : "");
 
   auto ended = run_command(request.command, set, request.wait);
   if (!ended) {

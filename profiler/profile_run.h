@@ -37,6 +37,9 @@ struct ProfileRequest {
   std::string keep_parts;  // keep the per-process stores here ("" = a temporary directory, removed)
   std::string inject_library;  // libclusterscope-inject.so; "" = find_injection_library()
   bool nvtx = true;            // route NVTX ranges to CUPTI (NVTX_INJECTION64_PATH)
+  // Record only between the program's cudaProfilerStart and cudaProfilerStop
+  // (nsys profile --capture-range=cudaProfilerApi; CLUSTERSCOPE_CAPTURE_RANGE).
+  bool capture_profiler_api = false;
   WaitFor wait = WaitFor::all;
 };
 

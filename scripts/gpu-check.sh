@@ -58,7 +58,8 @@ rm -f "$OUT_DIR"/worker-*.jsonl "$OUT_DIR"/worker-*.db "$OUT_DIR"/worker-*.db-wa
   "$OUT_DIR"/cublaslt-fp8.log "$OUT_DIR"/bandwidth.jsonl "$OUT_DIR"/sweep-bandwidth*.db* \
   "$OUT_DIR"/allreduce.jsonl "$OUT_DIR"/calibration-sweeps.jsonl "$OUT_DIR"/calibration.db* \
   "$OUT_DIR"/prediction-*.json "$OUT_DIR"/fp8-probe.json "$OUT_DIR"/torch-ddp.db* \
-  "$OUT_DIR"/torch-ddp.log "$OUT_DIR"/cupti-bf16.replay "$OUT_DIR"/gpus.csv \
+  "$OUT_DIR"/torch-ddp.log "$OUT_DIR"/torch-ddp-capture.db* "$OUT_DIR"/torch-ddp-capture.log \
+  "$OUT_DIR"/cupti-bf16.replay "$OUT_DIR"/gpus.csv \
   "$OUT_DIR"/summary.json "$OUT_DIR"/summary.md "$OUT_DIR"/presets/calibrated-*.json
 shopt -u nullglob
 : > "$LOG"
@@ -313,6 +314,11 @@ if [ $TORCH -eq 1 ]; then
   TORCHRUN=(python3 -m torch.distributed.run --standalone --nproc_per_node 1)
   run_to "$OUT_DIR/torch-ddp.log" "${GPU_ENV[@]}" "$BIN/clusterscope" profile \
     --out "$OUT_DIR/torch-ddp.db" -- "${TORCHRUN[@]}" "$ROOT/scripts/gpu/torch_ddp_smoke.py" --steps 20
+  # Only steps 8 to 11, between cudaProfilerStart and Stop (Megatron-LM's
+  # --profile): tst_gpu_traces captureRangeOfAPyTorchProgram reads it.
+  run_to "$OUT_DIR/torch-ddp-capture.log" "${GPU_ENV[@]}" "$BIN/clusterscope" profile \
+    --capture-range cudaProfilerApi --out "$OUT_DIR/torch-ddp-capture.db" -- "${TORCHRUN[@]}" \
+    "$ROOT/scripts/gpu/torch_ddp_smoke.py" --steps 20 --profile-steps 8:11
 fi
 
 # --- Summary -----------------------------------------------------------------

@@ -1,5 +1,5 @@
 // clusterscope profile --out RUN.db [--keep-parts DIR] [--no-nvtx] [--wait all|primary]
-//                      -- COMMAND ARGS...
+//                      [--capture-range none|cudaProfilerApi] -- COMMAND ARGS...
 
 #include <iostream>
 
@@ -19,6 +19,7 @@ struct ProfileOptions {
   std::string keep_parts;
   bool no_nvtx = false;
   std::string wait = "all";
+  std::string capture_range = "none";
 };
 
 std::string file_names(const std::vector<std::string>& paths) {
@@ -44,6 +45,7 @@ void run(const ProfileOptions& o) {
   request.keep_parts = o.keep_parts;
   request.nvtx = !o.no_nvtx;
   request.wait = o.wait == "primary" ? profiler::WaitFor::primary : profiler::WaitFor::all;
+  request.capture_profiler_api = o.capture_range == "cudaProfilerApi";
   const profiler::ProfileOutcome outcome = take(profiler::run_profiled(request));
 
   for (const std::string& note : outcome.notes)
@@ -61,10 +63,15 @@ void run(const ProfileOptions& o) {
   }
   if (outcome.parts.empty()) {
     const HostInfo& host = before;
-    std::string why = host.gpus.empty()
-                          ? host.gpu_status
-                          : "the command did not initialise CUDA, or tracing failed in it (see any "
-                            "clusterscope-inject line above)";
+    std::string why =
+        host.gpus.empty() ? host.gpu_status
+        : request.capture_profiler_api
+            ? "with --capture-range cudaProfilerApi, only what the program runs between its "
+              "cudaProfilerStart and cudaProfilerStop calls is recorded: did it call them? Or "
+              "the command did not initialise CUDA, or tracing failed in it (see any "
+              "clusterscope-inject line above)"
+            : "the command did not initialise CUDA, or tracing failed in it (see any "
+              "clusterscope-inject line above)";
     std::cerr << "clusterscope: error: no CUDA process was traced, so " << o.out
               << " was not written (" << why << ")\n";
     throw CliExitCode{outcome.status.success() ? 1 : outcome.status.shell_code()};
@@ -110,6 +117,13 @@ void register_profile(CLI::App& app, Context& /*ctx*/) {
                   "names them). An interrupt reaches them all either way, and they are then "
                   "waited for")
       ->check(CLI::IsMember({"all", "primary"}));
+  cmd->add_option("--capture-range", o->capture_range,
+                  "What to record, as nsys profile --capture-range: none (the default), the whole "
+                  "run; cudaProfilerApi, only between the program's cudaProfilerStart and "
+                  "cudaProfilerStop calls (torch.cuda.profiler.start() and stop(), Megatron-LM's "
+                  "--profile), each process's own; GPU work launched inside and run after the "
+                  "stop is kept")
+      ->check(CLI::IsMember({"none", "cudaProfilerApi"}));
   cmd->add_option("command", o->command, "The command to run and its arguments, after --")
       ->required();
   cmd->callback([o] { run(*o); });

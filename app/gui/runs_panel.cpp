@@ -2,6 +2,7 @@
 
 #include <QChart>
 #include <QChartView>
+#include <QCheckBox>
 #include <QComboBox>
 #include <QCoreApplication>
 #include <QDateTime>
@@ -190,8 +191,15 @@ RunsPanel::RunsPanel(Workspace* workspace, QWidget* parent)
   profile_command_->setObjectName(QStringLiteral("runs_profile_command"));
   profile_command_->setPlaceholderText(
       tr("A CUDA program to profile, e.g. torchrun --nproc-per-node 2 train.py"));
+  profile_capture_range_ = new QCheckBox(tr("Only between cudaProfilerStart and Stop"), this);
+  profile_capture_range_->setObjectName(QStringLiteral("runs_profile_capture_range"));
+  profile_capture_range_->setToolTip(
+      tr("Record only what the program runs between its cudaProfilerStart and cudaProfilerStop "
+         "calls (torch.cuda.profiler.start() and stop(), Megatron-LM's --profile), as "
+         "nsys profile --capture-range=cudaProfilerApi"));
   profile_button_ = new QPushButton(tr("Profile a command"), this);
   profile_row->addWidget(profile_command_, 1);
+  profile_row->addWidget(profile_capture_range_);
   profile_row->addWidget(profile_button_);
   layout->addLayout(profile_row);
 
@@ -679,9 +687,10 @@ Status RunsPanel::profileCommand(const QStringList& command) {
   profile_button_->setEnabled(false);
   cancel_button_->setEnabled(true);
   report_->setPlainText(tr("Profiling: %1").arg(command.join(QLatin1Char(' '))));
-  profiler_->start(program, QStringList{QStringLiteral("profile"), QStringLiteral("--out"), store,
-                                        QStringLiteral("--")} +
-                                command);
+  QStringList arguments{QStringLiteral("profile"), QStringLiteral("--out"), store};
+  if (profile_capture_range_->isChecked())
+    arguments << QStringLiteral("--capture-range") << QStringLiteral("cudaProfilerApi");
+  profiler_->start(program, arguments + QStringList{QStringLiteral("--")} + command);
   return {};
 }
 

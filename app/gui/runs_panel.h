@@ -22,6 +22,7 @@
 #include "profiler/launcher.h"
 
 class QChartView;
+class QCheckBox;
 class QComboBox;
 class QLabel;
 class QLineEdit;
@@ -146,6 +147,7 @@ class RunsPanel : public QWidget {
   QListWidget* history_;
   QTimer* timer_;
   QLineEdit* profile_command_;
+  QCheckBox* profile_capture_range_;  // --capture-range cudaProfilerApi
   QPushButton* profile_button_;
   QProcess* profiler_ = nullptr;
 };

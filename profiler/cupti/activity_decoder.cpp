@@ -342,6 +342,10 @@ struct ActivityDecoder::Impl {
   }
 
   void write(const Event& event, const std::optional<trace::KernelLaunch>& launch = {}) {
+    if (options.capture_range && !options.capture_range->holds(capture_time(event))) {
+      ++counts.outside_capture_range;
+      return;
+    }
     if (event.peer >= 0 && !options.p2p_peer_ranks.empty() && is_point_to_point(event.collective)) {
       Event renumbered = event;
       renumbered.peer = store_rank_of_peer(event.peer);
@@ -350,6 +354,24 @@ struct ActivityDecoder::Impl {
       writer.add_with_launch(event, launch);
     }
     ++counts.events;
+  }
+  // The time an event belongs to in the capture range: GPU work's is the
+  // start of the call that launched it (a kernel launched in the range and
+  // run after it closed is the range's), where that call is known.
+  std::int64_t capture_time(const Event& event) const {
+    switch (event.kind) {
+      case EventKind::kernel:
+      case EventKind::memcpy:
+      case EventKind::memset:
+      case EventKind::collective:
+      case EventKind::p2p:
+        if (const ApiSlot* call = find_api(static_cast<std::uint32_t>(event.correlation)))
+          return call->start;
+        break;
+      default:
+        break;
+    }
+    return event.start_ns;
   }
   // A send's or receive's peer as the store numbers ranks (see DecoderOptions).
   std::int32_t store_rank_of_peer(std::int32_t peer) const {

@@ -33,6 +33,7 @@
 
 #include "core/trace_writer.h"
 #include "profiler/activity_buffers.h"
+#include "profiler/cupti/capture_range.h"
 
 namespace cs::profiler {
 
@@ -49,6 +50,7 @@ struct DecoderCounts {
   std::uint64_t nvtx_ranges = 0;
   std::uint64_t nvtx_marks = 0;
   std::uint64_t steps = 0;  // NVTX ranges taken as steps (steps_from_ranges)
+  std::uint64_t outside_capture_range = 0;  // events not written: outside the capture range
   std::uint64_t overheads = 0;
   std::uint64_t external_correlations = 0;
   std::uint64_t without_timestamps = 0;
@@ -76,6 +78,8 @@ struct DecoderOptions {
   // ranges of those names on other threads stay annotations. Off where the
   // program records its steps itself (the CUDA engine's worker).
   bool steps_from_ranges = false;
+  // Only what falls in its spans is written (capture_range.h); null: all.
+  std::shared_ptr<const CaptureRange> capture_range;
 };
 
 class ActivityDecoder {

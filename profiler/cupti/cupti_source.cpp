@@ -128,6 +128,7 @@ class CuptiSource final : public ActivitySource {
                           "): the trace holds more API records than usual");
     }
     g_step_correlation_failures.store(0);
+    if (options_.capture_range) follow_profiler_calls();
     return {};
   }
 
@@ -150,6 +151,10 @@ class CuptiSource final : public ActivitySource {
 
   void stop() override {
     if (g_active.load() != this || stopped_.exchange(true)) return;
+    if (subscriber_) {
+      cuptiUnsubscribe(subscriber_);
+      subscriber_ = nullptr;
+    }
     for (CUpti_ActivityKind kind : enabled_)
       cuptiActivityDisable(kind);
     if (CUptiResult r = cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
@@ -197,6 +202,55 @@ class CuptiSource final : public ActivitySource {
     source->queue_->push(ActivityBuffer{buffer, size, valid, true});
   }
 
+  // cudaProfilerStart and cudaProfilerStop open and close the capture range
+  // (the runtime's calls reach CUPTI as the driver's too: opening an open
+  // range does nothing).
+  void follow_profiler_calls() {
+    const auto refused = [&](const char* call, CUptiResult r) {
+      warnings_.push_back(std::string("the capture range cannot follow cudaProfilerStart and "
+                                      "cudaProfilerStop (") +
+                          call + ": " + cupti_error(r) +
+                          "; another tool in the process may hold CUPTI's callbacks): the "
+                          "whole run is recorded");
+      options_.capture_range->open_throughout();
+    };
+    if (CUptiResult r = cuptiSubscribe(&subscriber_, on_profiler_call, this); r != CUPTI_SUCCESS) {
+      subscriber_ = nullptr;
+      refused("cuptiSubscribe", r);
+      return;
+    }
+    const std::pair<CUpti_CallbackDomain, CUpti_CallbackId> calls[] = {
+        {CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuProfilerStart},
+        {CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuProfilerStop},
+        {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaProfilerStart_v4000},
+        {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaProfilerStop_v4000},
+    };
+    for (const auto& [domain, cbid] : calls) {
+      if (CUptiResult r = cuptiEnableCallback(1, subscriber_, domain, cbid); r != CUPTI_SUCCESS) {
+        cuptiUnsubscribe(subscriber_);
+        subscriber_ = nullptr;
+        refused("cuptiEnableCallback", r);
+        return;
+      }
+    }
+  }
+
+  // On the program's thread, inside its call: no lock but the range's.
+  static void CUPTIAPI on_profiler_call(void* self, CUpti_CallbackDomain domain,
+                                        CUpti_CallbackId cbid, const void* data) {
+    const auto* call = static_cast<const CUpti_CallbackData*>(data);
+    if (!self || !call || call->callbackSite != CUPTI_API_ENTER) return;
+    CaptureRange& range = *static_cast<CuptiSource*>(self)->options_.capture_range;
+    const bool starts = domain == CUPTI_CB_DOMAIN_DRIVER_API
+                            ? cbid == CUPTI_DRIVER_TRACE_CBID_cuProfilerStart
+                            : cbid == CUPTI_RUNTIME_TRACE_CBID_cudaProfilerStart_v4000;
+    if (starts) {
+      range.open(trace::run_clock_ns());
+    } else {
+      range.close(trace::run_clock_ns());
+    }
+  }
+
   Error fail(std::string message) {
     for (CUpti_ActivityKind kind : enabled_)
       cuptiActivityDisable(kind);
@@ -212,6 +266,7 @@ class CuptiSource final : public ActivitySource {
   std::vector<CUpti_ActivityKind> enabled_;
   std::vector<std::string> warnings_;
   std::atomic<bool> stopped_{false};
+  CUpti_SubscriberHandle subscriber_ = nullptr;  // the profiler calls' (capture_range)
 };
 
 }  // namespace

@@ -26,6 +26,7 @@
 #include <memory>
 
 #include "profiler/cupti/activity_source.h"
+#include "profiler/cupti/capture_range.h"
 
 namespace cs::profiler {
 
@@ -33,6 +34,11 @@ struct CuptiSourceOptions {
   // cuptiFinalize() once decoding is done: CUPTI warns that a 10-20 %
   // slowdown can remain otherwise.
   bool finalize_cupti = true;
+  // Opened at the program's cudaProfilerStart / cuProfilerStart and closed
+  // at its cudaProfilerStop / cuProfilerStop, through CUPTI's callback API
+  // (one subscriber a process: where another tool holds it, the range is
+  // opened throughout and a warning says so). Null: no callbacks.
+  std::shared_ptr<CaptureRange> capture_range;
 };
 
 // Only one CUPTI source runs in a process at a time: CUPTI's callbacks are

@@ -40,6 +40,7 @@ nlohmann::json counts_json(const DecoderCounts& c) {
           {"nvtx_ranges", c.nvtx_ranges},
           {"nvtx_marks", c.nvtx_marks},
           {"nvtx_steps", c.steps},
+          {"outside_capture_range", c.outside_capture_range},
           {"overheads", c.overheads},
           {"external_correlations", c.external_correlations},
           {"without_timestamps", c.without_timestamps},
@@ -72,8 +73,9 @@ struct Tracer::Impl {
         writer(w),
         options(std::move(o)),
         pool(options.buffer_bytes, options.buffer_cap_bytes),
-        decoder(writer, DecoderOptions{options.rank.rank, options.max_wait_buffers,
-                                       options.p2p_peer_ranks, options.steps_from_ranges}) {}
+        decoder(writer,
+                DecoderOptions{options.rank.rank, options.max_wait_buffers, options.p2p_peer_ranks,
+                               options.steps_from_ranges, options.capture_range}) {}
 
   std::unique_ptr<ActivitySource> source;
   trace::TraceWriter& writer;
@@ -146,6 +148,8 @@ struct Tracer::Impl {
 
   void sample_memory(
       std::map<int, std::pair<std::int64_t, std::chrono::steady_clock::time_point>>& last) {
+    // Outside the capture range, nothing is recorded (nor read).
+    if (options.capture_range && !options.capture_range->holds(trace::run_clock_ns())) return;
     const auto now = std::chrono::steady_clock::now();
     for (const GpuMemoryProbe::Reading& r : probe->read()) {
       note_device(r.device);
@@ -267,6 +271,11 @@ const TracerReport& Tracer::finalize() {
     r.warnings.push_back(
         std::to_string(r.counts.invalid_buffers) +
         " buffers held a record CUPTI could not read; their remaining records were skipped");
+  }
+  if (d.options.capture_range && d.options.capture_range->spans() == 0) {
+    r.warnings.push_back(
+        "the capture range never opened: the program did not call cudaProfilerStart "
+        "(torch.cuda.profiler.start()), so nothing was recorded");
   }
   if (d.capture_full) r.warnings.push_back("the capture stopped at its size cap");
   // Before the warnings are stored, so that a capture that could not be written says so there.

@@ -40,6 +40,9 @@ struct TracerOptions {
   std::uint32_t max_wait_buffers = 8;  // see DecoderOptions
   std::vector<std::int32_t> p2p_peer_ranks;  // see DecoderOptions
   bool steps_from_ranges = false;            // see DecoderOptions
+  // Record only its spans (see capture_range.h; the CUPTI source opens and
+  // closes them); null: everything. The GPU memory counter too.
+  std::shared_ptr<CaptureRange> capture_range;
   // Also record the raw buffers to this file (a replay recording), up to
   // capture_cap_bytes: a fixture for replay tests, taken on a real GPU.
   std::string capture_path;

@@ -14,6 +14,8 @@
 //   CLUSTERSCOPE_MEMORY_SAMPLE_MS  GPU memory counter period (default 100, 0: off)
 //   CLUSTERSCOPE_CUPTI_CAPTURE     a directory: also keep the raw CUPTI buffers
 //                                  (rank<R>-pid<P>.cupti, a replay recording)
+//   CLUSTERSCOPE_CAPTURE_RANGE     cudaProfilerApi: record only between the
+//                                  program's cudaProfilerStart and Stop calls
 //   CLUSTERSCOPE_CUPTI_FINALIZE=0  skip cuptiFinalize() at the end
 //   CLUSTERSCOPE_PROFILE_VERBOSE=1 one summary line per process at the end
 //
@@ -116,6 +118,7 @@ struct Session {
   bool verbose = false;
   std::unique_ptr<cs::trace::TraceWriter> writer;
   std::unique_ptr<cs::profiler::Tracer> tracer;
+  std::shared_ptr<cs::profiler::CaptureRange> tracer_capture_range;  // null: none asked for
 };
 
 void finish(Session* s, const char* how) {
@@ -128,14 +131,18 @@ void finish(Session* s, const char* how) {
   // agent asking for the device count) is not a rank of the run.
   const auto& c = report.counts;
   const bool gpu_work = c.kernels + c.memcpys + c.memsets > 0;
-  if (!gpu_work && closed) {
+  // With a capture range that never opened, the store holds nothing either.
+  const bool never_captured = s->tracer_capture_range && s->tracer_capture_range->spans() == 0;
+  if ((!gpu_work || never_captured) && closed) {
     s->writer.reset();
     remove_store(s->path);
     if (!s->capture_path.empty()) std::remove(s->capture_path.c_str());
   }
-  if (s->verbose || report.dropped_records > 0) {
+  if (s->verbose || report.dropped_records > 0 || (gpu_work && never_captured)) {
     log_line("pid " + std::to_string(s->pid) + ": " + report.summary() +
-             (gpu_work ? " -> " + s->path : std::string("; no GPU work, no store kept")));
+             (never_captured ? std::string("; nothing in the capture range, no store kept")
+              : gpu_work     ? " -> " + s->path
+                             : std::string("; no GPU work, no store kept")));
     for (const std::string& warning : report.warnings)
       log_line(warning);
   }
@@ -146,6 +153,12 @@ Status start_session() {
   if (!dir || !*dir) {
     return Error{
         "CLUSTERSCOPE_PROFILE_DIR is not set (run the program under `clusterscope profile`)"};
+  }
+  const char* capture_range = std::getenv("CLUSTERSCOPE_CAPTURE_RANGE");
+  const bool profiler_api = capture_range && std::string(capture_range) == "cudaProfilerApi";
+  if (capture_range && *capture_range && !profiler_api) {
+    return Error{std::string("CLUSTERSCOPE_CAPTURE_RANGE=\"") + capture_range +
+                 "\" is not a capture range this library knows (cudaProfilerApi, or unset)"};
   }
   if (!cs::CudaDriver::loaded()) {
     return Error{
@@ -209,9 +222,11 @@ Status start_session() {
   options.memory_sample_period = std::chrono::milliseconds(*sample_ms);
   // A program traced from outside marks its steps, if at all, by NVTX ranges.
   options.steps_from_ranges = true;
+  if (profiler_api) options.capture_range = std::make_shared<cs::profiler::CaptureRange>();
   if (capture && *capture) options.capture_path = std::string(capture) + "/" + stem + ".cupti";
   cs::profiler::CuptiSourceOptions cupti;
   cupti.finalize_cupti = !(finalize && std::string(finalize) == "0");
+  cupti.capture_range = options.capture_range;
 
   auto tracer = cs::profiler::Tracer::start(cs::profiler::make_cupti_source(cupti), w, options);
   if (!tracer) {
@@ -227,6 +242,7 @@ Status start_session() {
   session->verbose = verbose && std::string(verbose) == "1";
   session->writer = std::move(writer).value();
   session->tracer = std::move(tracer).value();
+  session->tracer_capture_range = options.capture_range;
   const Status guarded = cs::profiler::exit_guard::install(
       [session](const char* how) { finish(session, how); }, kFinishTimeout);
   if (!guarded) log_line(guarded.message());

@@ -26,7 +26,24 @@ def main() -> int:
     parser.add_argument("--hidden", type=int, default=1024)
     parser.add_argument("--batch", type=int, default=64)
     parser.add_argument("--dtype", choices=["float32", "bfloat16"], default="bfloat16")
+    parser.add_argument(
+        "--profile-steps",
+        default="",
+        help="FIRST:LAST: call cudaProfilerStart before step FIRST and cudaProfilerStop after "
+        "step LAST (as Megatron-LM's --profile does), for clusterscope profile --capture-range "
+        "cudaProfilerApi",
+    )
     args = parser.parse_args()
+    profile_first = profile_last = -1
+    if args.profile_steps:
+        try:
+            profile_first, profile_last = (int(v) for v in args.profile_steps.split(":"))
+        except ValueError:
+            profile_first = -1
+        if profile_first < 0 or profile_last < profile_first:
+            print("torch_ddp_smoke: --profile-steps must be FIRST:LAST, 0 <= FIRST <= LAST",
+                  file=sys.stderr)
+            return 2
     if args.steps < 1 or args.hidden < 8 or args.batch < 1:
         print("torch_ddp_smoke: --steps, --hidden and --batch must be positive", file=sys.stderr)
         return 2
@@ -67,6 +84,8 @@ def main() -> int:
     times = []
     for step in range(args.steps):
         torch.cuda.synchronize()
+        if step == profile_first:
+            torch.cuda.profiler.start()
         start = time.perf_counter()
         torch.cuda.nvtx.range_push(f"step {step}")
         with torch.autocast("cuda", dtype=torch.bfloat16, enabled=use_bf16):
@@ -77,6 +96,8 @@ def main() -> int:
         torch.cuda.nvtx.range_pop()
         torch.cuda.synchronize()
         times.append(time.perf_counter() - start)
+        if step == profile_last:
+            torch.cuda.profiler.stop()
         if rank == 0 and (step == 0 or (step + 1) % 5 == 0):
             print(f"step {step + 1}/{args.steps} loss {loss.item():.5f}", flush=True)
 

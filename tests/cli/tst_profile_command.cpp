@@ -154,6 +154,7 @@ class TestProfileCommand : public QObject {
   void exitStatusPassesThrough();
   void commandRunsWithTheInjection_data();
   void commandRunsWithTheInjection();
+  void unknownCaptureRangeIsRefused();
   void signalsReachTheCommand();
   void aSecondInterruptEndsTheCommand();
   void interruptsReachTheCommandWithoutProc();
@@ -236,21 +237,28 @@ void TestProfileCommand::exitStatusPassesThrough() {
 
 void TestProfileCommand::commandRunsWithTheInjection_data() {
   QTest::addColumn<bool>("nvtx");
-  QTest::addRow("with NVTX") << true;
-  QTest::addRow("--no-nvtx") << false;
+  QTest::addColumn<QString>("capture_range");  // "": not given
+  QTest::addRow("with NVTX") << true << "";
+  QTest::addRow("--no-nvtx") << false << "";
+  QTest::addRow("--capture-range cudaProfilerApi") << true << "cudaProfilerApi";
+  QTest::addRow("--capture-range none") << true << "none";
 }
 
 void TestProfileCommand::commandRunsWithTheInjection() {
   QFETCH(bool, nvtx);
+  QFETCH(QString, capture_range);
   QTemporaryDir tmp;
   QProcessEnvironment env = with_tmp(tmp);
   env.insert("CUDA_INJECTION64_PATH", "/some/other/injection.so");  // replaced, and said so
+  // The user's own setting decides nothing: the option does.
+  env.insert("CLUSTERSCOPE_CAPTURE_RANGE", "cudaProfilerApi");
   const QString script =
       "printf '%s\\n' \"$CUDA_INJECTION64_PATH\" \"$CLUSTERSCOPE_PROFILE_DIR\" "
-      "\"${NVTX_INJECTION64_PATH:-none}\" "
+      "\"${NVTX_INJECTION64_PATH:-none}\" \"${CLUSTERSCOPE_CAPTURE_RANGE:-none}\" "
       "\"$1\" >&2; test -d \"$CLUSTERSCOPE_PROFILE_DIR\"";
   QStringList args{"--out", tmp.filePath("run.db")};
   if (!nvtx) args << "--no-nvtx";
+  if (!capture_range.isEmpty()) args << "--capture-range" << capture_range;
   args << "--"
        << "sh"
        << "-c" << script << "sh"
@@ -261,14 +269,31 @@ void TestProfileCommand::commandRunsWithTheInjection() {
   // Without a GPU, a note before the command runs.
   if (!lines.isEmpty() && lines[0].startsWith("clusterscope: note: no GPU here"))
     lines.removeFirst();
-  QVERIFY2(lines.size() >= 5, qPrintable(r.err));
+  QVERIFY2(lines.size() >= 6, qPrintable(r.err));
   // The command's own lines come first, then what clusterscope says after it.
   QCOMPARE(QFileInfo(lines[0]).canonicalFilePath(), QFileInfo(kLibrary).canonicalFilePath());
   QVERIFY2(lines[1].startsWith(tmp.path() + "/clusterscope-profile-"), qPrintable(lines[1]));
   QCOMPARE(lines[2], nvtx ? lines[0] : QString("none"));
-  QCOMPARE(lines[3], QString("an argument with spaces"));  // no shell re-splits the arguments
-  QVERIFY2(lines[4].contains("CUDA_INJECTION64_PATH=/some/other/injection.so was replaced"),
+  QCOMPARE(lines[3], capture_range == "cudaProfilerApi" ? capture_range : QString("none"));
+  QCOMPARE(lines[4], QString("an argument with spaces"));  // no shell re-splits the arguments
+  QVERIFY2(lines[5].contains("CUDA_INJECTION64_PATH=/some/other/injection.so was replaced"),
            qPrintable(r.err));
+  // Nothing traced: with a capture range, the error asks whether the
+  // program called cudaProfilerStart (on a machine with a GPU; without
+  // one, the error gives that reason).
+  if (capture_range == "cudaProfilerApi" && !r.err.contains("no GPU here")) {
+    QVERIFY2(r.err.contains("did it call them?"), qPrintable(r.err));
+  }
+}
+
+void TestProfileCommand::unknownCaptureRangeIsRefused() {
+  QTemporaryDir tmp;
+  const Run r = profile({"--out", tmp.filePath("run.db"), "--capture-range", "nvtx", "--", "true"},
+                        with_tmp(tmp));
+  QCOMPARE(r.exit_code, 2);
+  QVERIFY2(r.err.contains("--capture-range: nvtx not in {none,cudaProfilerApi}"),
+           qPrintable(r.err));
+  QVERIFY(!QFile::exists(tmp.filePath("run.db")));
 }
 
 void TestProfileCommand::signalsReachTheCommand() {

@@ -6,6 +6,7 @@
 #include <QAbstractButton>
 #include <QAction>
 #include <QApplication>
+#include <QCheckBox>
 #include <QComboBox>
 #include <QDir>
 #include <QElapsedTimer>
@@ -560,6 +561,20 @@ void TestGuiRuns::profileACommand() {
     QVERIFY(QFileInfo::exists(store));
     QCOMPARE(window_->workspace()->project().runs.size(), runs_before + 1);
   }
+
+  // Only between cudaProfilerStart and Stop: the command runs under the
+  // CLI's --capture-range cudaProfilerApi, which the injection reads.
+  auto* range = panel->findChild<QCheckBox*>(QStringLiteral("runs_profile_capture_range"));
+  QVERIFY(range);
+  range->setChecked(true);
+  auto unchecked = qScopeGuard([&] { range->setChecked(false); });
+  QVERIFY(panel
+              ->profileCommand({QStringLiteral("/bin/sh"), QStringLiteral("-c"),
+                                QStringLiteral("echo \"range=$CLUSTERSCOPE_CAPTURE_RANGE\"")})
+              .ok());
+  QTRY_COMPARE_WITH_TIMEOUT(finished.count(), 2, 60000);
+  const QString ranged = finished.back().at(1).toString();
+  QVERIFY2(ranged.contains(QStringLiteral("range=cudaProfilerApi")), qPrintable(ranged));
 }
 
 // A profiled command that does not end is stopped from the panel: Cancel is

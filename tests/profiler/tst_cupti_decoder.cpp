@@ -217,6 +217,7 @@ class TestCuptiDecoder : public QObject {
   void stepNames_data();
   void stepNames();
   void stepsFromNvtxRanges();
+  void captureRangeKeepsWhatFallsInIt();
   void syncWaitsForItsCall();
   void overflowDropsAndReports();
   void dropWarningSaysWhoDropped_data();
@@ -954,6 +955,80 @@ void TestCuptiDecoder::stepsFromNvtxRanges() {
   const auto plain = replay(build());
   QVERIFY(plain->of_kind(EventKind::step).empty());
   QCOMPARE(plain->of_kind(EventKind::annotation).size(), std::size_t(6));
+}
+
+// --capture-range cudaProfilerApi: what falls between the program's
+// cudaProfilerStart and Stop is written, GPU work by the time of the call
+// that launched it; the rest is counted.
+void TestCuptiDecoder::captureRangeKeepsWhatFallsInIt() {
+  auto range = std::make_shared<cs::profiler::CaptureRange>();
+  QCOMPARE(range->spans(), 0);
+  QVERIFY(!range->holds(static_cast<std::int64_t>(T0)));
+  range->open(static_cast<std::int64_t>(T0 + 100));
+  range->open(static_cast<std::int64_t>(T0 + 105));  // the driver's call inside the runtime's
+  range->close(static_cast<std::int64_t>(T0 + 200));
+  range->close(static_cast<std::int64_t>(T0 + 201));
+  range->open(static_cast<std::int64_t>(T0 + 300));  // never stopped: open to the end
+  QCOMPARE(range->spans(), 2);
+  QVERIFY(range->holds(static_cast<std::int64_t>(T0 + 100)));
+  QVERIFY(!range->holds(static_cast<std::int64_t>(T0 + 200)));
+  QVERIFY(range->holds(static_cast<std::int64_t>(T0 + 1'000'000)));
+
+  ReplayBuilder b(CUPTI_API_VERSION);
+  b.begin_buffer();
+  const auto launch = [&](std::uint64_t start, std::uint32_t correlation) {
+    b.add_record(api(CUPTI_ACTIVITY_KIND_RUNTIME, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000,
+                     start, start + 5, 100, correlation));
+  };
+  launch(T0 + 50, 1);   // before the range: it and its kernel, run inside, left out
+  launch(T0 + 150, 2);  // inside: it and its kernel, run after the stop, kept
+  launch(T0 + 250, 3);  // between the spans: left out
+  add_kernel(b, kernel(T0 + 110, T0 + 120, 0, 7, 1), kGemm);
+  add_kernel(b, kernel(T0 + 210, T0 + 230, 0, 7, 2), kGemm);
+  add_kernel(b, kernel(T0 + 260, T0 + 270, 0, 7, 3), kGemm);
+  add_kernel(b, kernel(T0 + 310, T0 + 320, 0, 7, 99), kGemm);  // its call unknown: its own start
+  b.add_record(marker(CUPTI_ACTIVITY_FLAG_MARKER_START, T0 + 20, 1, 100),
+               {{offsetof(CUpti_ActivityMarker2, name), b.add_string("step 0")}});
+  b.add_record(marker(CUPTI_ACTIVITY_FLAG_MARKER_END, T0 + 90, 1, 100));
+  b.add_record(marker(CUPTI_ACTIVITY_FLAG_MARKER_START, T0 + 120, 2, 100),
+               {{offsetof(CUpti_ActivityMarker2, name), b.add_string("step 1")}});
+  b.add_record(marker(CUPTI_ACTIVITY_FLAG_MARKER_END, T0 + 190, 2, 100));
+  b.end_buffer();
+  auto options = replay_options();
+  options.steps_from_ranges = true;
+  options.capture_range = range;
+  const auto run = replay(b.take(), options);
+  const auto kernels = run->of_kind(EventKind::kernel);
+  QCOMPARE(kernels.size(), std::size_t(2));
+  QCOMPARE(kernels[0].correlation, std::int64_t(2));
+  QCOMPARE(kernels[1].correlation, std::int64_t(99));
+  const auto calls = run->of_kind(EventKind::api_call);
+  QCOMPARE(calls.size(), std::size_t(1));
+  QCOMPARE(calls[0].correlation, std::int64_t(2));
+  const auto steps = run->of_kind(EventKind::step);
+  QCOMPARE(steps.size(), std::size_t(1));
+  QCOMPARE(steps[0].step, 1);
+  QCOMPARE(run->report.counts.outside_capture_range, std::uint64_t(5));
+  QCOMPARE(run->report.counts.kernels, std::uint64_t(4));  // all seen, two written
+  QVERIFY(run->report.warnings.empty());
+
+  // A range that never opened: nothing is written, and the report says why.
+  ReplayBuilder never(CUPTI_API_VERSION);
+  never.begin_buffer();
+  add_kernel(never, kernel(T0 + 10, T0 + 20, 0, 7, 5), kGemm);
+  never.end_buffer();
+  auto closed = replay_options();
+  closed.capture_range = std::make_shared<cs::profiler::CaptureRange>();
+  const auto none = replay(never.take(), closed);
+  QVERIFY(none->of_kind(EventKind::kernel).empty());
+  QCOMPARE(none->report.counts.outside_capture_range, std::uint64_t(1));
+  QVERIFY2(std::any_of(none->report.warnings.begin(), none->report.warnings.end(),
+                       [](const std::string& w) {
+                         return w.find(
+                                    "the capture range never opened: the program did not call "
+                                    "cudaProfilerStart") != std::string::npos;
+                       }),
+           "no warning");
 }
 
 void TestCuptiDecoder::syncWaitsForItsCall() {

@@ -62,20 +62,34 @@ void TestCuptiInject::loadsAndExportsOnlyItsEntryPoints() {
 }
 
 void TestCuptiInject::failsGracefully_data() {
-  QTest::addColumn<QString>("profile_dir");  // "": unset; "temp": a fresh directory
+  QTest::addColumn<QString>("profile_dir");    // "": unset; "temp": a fresh directory
+  QTest::addColumn<QString>("capture_range");  // CLUSTERSCOPE_CAPTURE_RANGE; "": unset
   QTest::addColumn<QString>("message");
   QTest::addRow("not under clusterscope profile") << ""
+                                                  << ""
                                                   << "CLUSTERSCOPE_PROFILE_DIR is not set";
   QTest::addRow("no driver in the process") << "temp"
+                                            << ""
                                             << "no CUDA driver is loaded in this process";
+  QTest::addRow("capture range cudaProfilerApi, no driver")
+      << "temp"
+      << "cudaProfilerApi"
+      << "no CUDA driver is loaded in this process";
+  QTest::addRow("unknown capture range")
+      << "temp"
+      << "nvtx"
+      << "CLUSTERSCOPE_CAPTURE_RANGE=\"nvtx\" is not a capture range this library knows "
+         "(cudaProfilerApi, or unset)";
 }
 
 void TestCuptiInject::failsGracefully() {
   QFETCH(QString, profile_dir);
+  QFETCH(QString, capture_range);
   QFETCH(QString, message);
   QTemporaryDir dir;
   QProcessEnvironment env = clean_environment();
   if (profile_dir == "temp") env.insert("CLUSTERSCOPE_PROFILE_DIR", dir.path());
+  if (!capture_range.isEmpty()) env.insert("CLUSTERSCOPE_CAPTURE_RANGE", capture_range);
   const Probe p = probe(env);
   QVERIFY2(p.exit_code == 0, qPrintable(p.out + p.err));
   QVERIFY2(p.out.contains("InitializeInjection=0"), qPrintable(p.out));

@@ -11,6 +11,7 @@
 #include <QTemporaryDir>
 #include <QtTest>
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <set>
 
@@ -74,6 +75,7 @@ class TestGpuTraces : public QObject {
   void replayedBuffersDecodeToTheSameKernels();
   void ncclKernelsAreCommunication();
   void pytorchProgramUnderTheInjectionLibrary();
+  void captureRangeOfAPyTorchProgram();
   void fp8ForwardGemmsRanInFp8();
   void criticalPathOfOneGpuIsItsStepParts();
   void attentionKernelsCountAsAttention();
@@ -458,6 +460,46 @@ void TestGpuTraces::attentionKernelsCountAsAttention() {
 // The worker's fp8 run records what each GEMM ran in: every forward GEMM of
 // the linear layers and the head in FP8 E4M3 (4 x 12 layers + 1 a step, 12
 // steps), their input and weight gradients in BF16, as the engine runs them.
+// `clusterscope profile --capture-range cudaProfilerApi` of the same program
+// calling cudaProfilerStart before its step 8 and cudaProfilerStop after its
+// step 11 (scripts/gpu-check.sh): those steps, and nothing the program did
+// before the start.
+void TestGpuTraces::captureRangeOfAPyTorchProgram() {
+  if (!QFile::exists(kGpuDir + "/torch-ddp-capture.db")) {
+    QSKIP(
+        "No capture-range recording yet: scripts/gpu-check.sh writes torch-ddp-capture.db on a "
+        "GPU (the committed check ran before it did); the range itself is tested on CUPTI "
+        "records in tst_cupti_decoder (captureRangeKeepsWhatFallsInIt).");
+  }
+  QTemporaryDir dir;
+  auto r = open_copy(dir, "torch-ddp-capture.db");
+  std::vector<std::int32_t> steps;
+  std::int64_t first_step = std::numeric_limits<std::int64_t>::max();
+  std::int64_t first_call = std::numeric_limits<std::int64_t>::max();
+  int kernels = 0;
+  for (const auto& e : all_events(*r)) {
+    if (e.event.kind == trace::EventKind::step) {
+      steps.push_back(e.event.step);
+      first_step = std::min(first_step, e.event.start_ns);
+    }
+    if (e.event.kind == trace::EventKind::api_call)
+      first_call = std::min(first_call, e.event.start_ns);
+    kernels += e.event.kind == trace::EventKind::kernel;
+  }
+  std::sort(steps.begin(), steps.end());
+  QCOMPARE(steps, (std::vector<std::int32_t>{8, 9, 10, 11}));
+  QVERIFY(kernels > 0);
+  // The range opened at cudaProfilerStart, after the synchronize that ends
+  // step 7 and just before step 8's range: no call of before it.
+  QVERIFY2(first_call >= first_step - 5'000'000,
+           qPrintable(QString("first call %1 ms before the first step")
+                          .arg(double(first_step - first_call) * 1e-6)));
+  const QJsonObject counts =
+      QJsonDocument::fromJson(QByteArray::fromStdString(r->meta("tracer.counts").value_or("{}")))
+          .object();
+  QVERIFY(counts["outside_capture_range"].toDouble() > 0);
+}
+
 void TestGpuTraces::fp8ForwardGemmsRanInFp8() {
   QTemporaryDir dir;
   auto r = open_copy(dir, "worker-fp8.db");
