@@ -996,7 +996,8 @@ void compare_machine_probes(const TraceReader& reader, const PredictedStep& pred
     return;
   }
   if (!predicted) {
-    out.machine_note = "the prediction holds no machine probe (made by an older version)";
+    out.machine_note =
+        "the prediction holds no machine probe (made by an older version, or from a plan alone)";
     return;
   }
   auto measured = machine_probe_from_json(*recorded, reader.path() + ": meta machine_probe");

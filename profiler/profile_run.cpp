@@ -235,13 +235,14 @@ std::vector<std::string> find_process_stores(const std::string& dir) {
 }
 
 Status gather_process_stores(const std::vector<std::string>& parts, const std::string& out,
-                             bool keep_parts) {
+                             bool keep_parts,
+                             const std::vector<std::pair<std::string, std::string>>& meta) {
   if (parts.empty()) return Error{"no CUDA process was traced, so there is no store to gather"};
   // A stale write-ahead log beside the old run store would be read as part of the new one.
   std::error_code error;
   for (const char* suffix : {"-wal", "-shm", "-journal"})
     fs::remove(out + suffix, error);
-  if (parts.size() == 1) {
+  if (parts.size() == 1 && meta.empty()) {
     // One process: its store is the run store, with its write-ahead log when
     // the process ended before checkpointing.
     auto place = keep_parts ? copy_store_file : move_store_file;
@@ -254,6 +255,7 @@ Status gather_process_stores(const std::vector<std::string>& parts, const std::s
   trace::MergeOptions options;
   options.run.source = "cupti";
   options.writers_ended = true;  // the profiled command has exited
+  options.meta = meta;
   auto merged = trace::merge_stores(parts, out, options);
   if (!merged) return merged.error();
   if (!keep_parts) {
@@ -518,7 +520,8 @@ Result<ProfileOutcome> run_profiled(const ProfileRequest& request) {
   if (!outcome.still_written.empty() && outcome.parts.empty()) {
     outcome.gathered = Error{"no process that ended left a store"};
   } else {
-    outcome.gathered = gather_process_stores(outcome.parts, request.out, outcome.parts_kept);
+    outcome.gathered =
+        gather_process_stores(outcome.parts, request.out, outcome.parts_kept, request.meta);
   }
   if (!outcome.parts_kept) {
     if (!outcome.gathered.ok() && !outcome.parts.empty()) {

@@ -16,6 +16,7 @@
 // that closed; the profiler still gathers what was recorded.
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <sys/types.h>
@@ -41,6 +42,9 @@ struct ProfileRequest {
   // (nsys profile --capture-range=cudaProfilerApi; CLUSTERSCOPE_CAPTURE_RANGE).
   bool capture_profiler_api = false;
   WaitFor wait = WaitFor::all;
+  // More meta rows for the run store: "predicted_step", the planner's
+  // prediction of the plan the program runs (`clusterscope profile --plan`).
+  std::vector<std::pair<std::string, std::string>> meta;
 };
 
 struct ExitStatus {
@@ -91,9 +95,12 @@ Result<ProfileOutcome> run_profiled(const ProfileRequest& request);
 std::vector<std::string> find_process_stores(const std::string& dir);
 
 // Gathers the per-process stores into the run store `out`, replacing it.
-// `keep_parts`: leave the per-process stores where they are.
+// `keep_parts`: leave the per-process stores where they are. `meta`: rows
+// added to the run store's meta table (a lone process's store is then
+// merged, not moved).
 Status gather_process_stores(const std::vector<std::string>& parts, const std::string& out,
-                             bool keep_parts);
+                             bool keep_parts,
+                             const std::vector<std::pair<std::string, std::string>>& meta = {});
 
 // Runs `command` (fork/exec, PATH lookup) with `set` added to this process's
 // environment, and waits for it and every process it started, even those

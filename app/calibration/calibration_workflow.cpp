@@ -1228,6 +1228,18 @@ Result<trace::PredictedStep> predict_trained(const PresetCatalog& catalog, Plan 
 
 }  // namespace
 
+Result<trace::PredictedStep> predict_plan(const Plan& plan, const std::string& source) {
+  auto estimate = plan::estimate(plan);
+  if (!estimate) return Error{"the planner cannot estimate " + source + ": " + estimate.message()};
+  trace::PredictedStep step = plan::predicted_step(*estimate);
+  step.cluster = shown_name(plan.cluster);
+  step.calibrated = false;
+  step.workload = shown_name(plan.workload);
+  step.notes = std::vector<std::string>{"the plan of " + source + ", as it stands"};
+  step.plan_json = json_text(to_json(plan));
+  return step;
+}
+
 Result<Workload> executed_workload(const Workload& planned, int tp, int pp, int chunks,
                                    std::string* scaled) {
   auto shape = worker_shape_for(planned, tp, pp, chunks);

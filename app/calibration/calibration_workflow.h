@@ -249,6 +249,13 @@ Result<trace::PredictedStep> predict_run(const PresetCatalog& catalog, const Pla
                                          const std::optional<Cluster>& cluster = std::nullopt,
                                          int threads = 0);
 
+// The planner's prediction of `plan` as it stands (no engine's shape, no
+// calibration, no machine probe): what a run of a program of the user's own
+// (a profiled PyTorch job, an imported trace) is held against when the user
+// names the plan it ran (`trace stats --plan`, `profile --plan`). `source`
+// names the plan in the notes ("plan.json").
+Result<trace::PredictedStep> predict_plan(const Plan& plan, const std::string& source);
+
 // Why no prediction can be made of the run in `store`, whatever the presets:
 // a calibration store, or a trace that holds no plan of the engines (an
 // imported one); nothing when predict_recorded_run can try.

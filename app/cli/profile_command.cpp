@@ -1,12 +1,18 @@
 // clusterscope profile --out RUN.db [--keep-parts DIR] [--no-nvtx] [--wait all|primary]
-//                      [--capture-range none|cudaProfilerApi] -- COMMAND ARGS...
+//                      [--capture-range none|cudaProfilerApi] [--plan PLAN.json]
+//                      -- COMMAND ARGS...
 
 #include <iostream>
 
 #include <CLI/CLI.hpp>
 
+#include "app/calibration/calibration_workflow.h"
+#include "app/cli/cli_options.h"
 #include "app/cli/context.h"
+#include "core/format.h"
 #include "core/host_probe.h"
+#include "core/json_text.h"
+#include "core/predicted_step.h"
 #include "profiler/profile_run.h"
 
 namespace cs::cli {
@@ -20,6 +26,7 @@ struct ProfileOptions {
   bool no_nvtx = false;
   std::string wait = "all";
   std::string capture_range = "none";
+  std::string plan_file;  // the plan the program runs: its prediction goes into the store
 };
 
 std::string file_names(const std::vector<std::string>& paths) {
@@ -31,7 +38,20 @@ std::string file_names(const std::vector<std::string>& paths) {
   return text;
 }
 
-void run(const ProfileOptions& o) {
+void run(const ProfileOptions& o, Context& ctx) {
+  // A plan that cannot be predicted is refused before the command runs.
+  std::vector<std::pair<std::string, std::string>> meta;
+  if (!o.plan_file.empty()) {
+    PlanOptions given;
+    given.plan_file = o.plan_file;
+    const Plan plan = given.resolve(ctx.catalog(), ClusterOptions{}, ModelOptions{});
+    const trace::PredictedStep predicted = take(calib::predict_plan(plan, o.plan_file));
+    meta.emplace_back(trace::kPredictedStepMetaKey, json_text(trace::to_json(predicted)));
+    std::cerr << "clusterscope: note: the planner predicts "
+              << format_seconds(predicted.step_seconds) << " per step for "
+              << predicted.workload.value_or("?") << " on " << predicted.cluster.value_or("?")
+              << " (" << o.plan_file << ")\n";
+  }
   // Said before the command runs, not after (a long job ran to its end and
   // only then heard that nothing could be traced).
   const HostInfo before = probe_host();
@@ -46,6 +66,7 @@ void run(const ProfileOptions& o) {
   request.nvtx = !o.no_nvtx;
   request.wait = o.wait == "primary" ? profiler::WaitFor::primary : profiler::WaitFor::all;
   request.capture_profiler_api = o.capture_range == "cudaProfilerApi";
+  request.meta = meta;
   const profiler::ProfileOutcome outcome = take(profiler::run_profiled(request));
 
   for (const std::string& note : outcome.notes)
@@ -92,7 +113,7 @@ void run(const ProfileOptions& o) {
 
 }  // namespace
 
-void register_profile(CLI::App& app, Context& /*ctx*/) {
+void register_profile(CLI::App& app, Context& ctx) {
   auto o = std::make_shared<ProfileOptions>();
   CLI::App* cmd = app.add_subcommand(
       "profile",
@@ -124,9 +145,14 @@ void register_profile(CLI::App& app, Context& /*ctx*/) {
                   "--profile), each process's own; GPU work launched inside and run after the "
                   "stop is kept")
       ->check(CLI::IsMember({"none", "cudaProfilerApi"}));
+  cmd->add_option("--plan", o->plan_file,
+                  "The plan the program runs (a plan JSON document, as `clusterscope plan --plan` "
+                  "reads): the planner's prediction of it goes into the run store, and `trace "
+                  "stats` and the app hold the run against it, part by part (mark the steps with "
+                  "NVTX ranges, step N)");
   cmd->add_option("command", o->command, "The command to run and its arguments, after --")
       ->required();
-  cmd->callback([o] { run(*o); });
+  cmd->callback([o, &ctx] { run(*o, ctx); });
 }
 
 }  // namespace cs::cli

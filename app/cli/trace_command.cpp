@@ -503,6 +503,7 @@ struct StatsOptions {
   int threads = 0;
   bool predict_again = false;
   std::string cluster;  // with predict_again: the cluster preset to predict on
+  std::string plan_file;  // hold the run against this plan's prediction
   bool streams = false;  // each stream's idle time, by cause
   std::string from, to;  // a window of the trace
   std::string steps;     // or of these steps ("5", "3-7")
@@ -644,6 +645,8 @@ std::string csv_table_names() {
 void run_stats(const StatsOptions& o, Context& ctx) {
   if (!o.cluster.empty() && !o.predict_again)
     throw UsageError("--cluster goes with --predict-again");
+  if (!o.plan_file.empty() && o.predict_again)
+    throw UsageError("--plan and --predict-again each give the prediction: give one");
   auto r = open_store(o.store);
   WholeStoreCheck check;
   std::string damage;
@@ -663,14 +666,20 @@ void print_stats(const StatsOptions& o, Context& ctx, const std::unique_ptr<Trac
   if (!o.steps.empty()) options.steps = parse_steps(o.steps);
   options.presets = presets_for_peaks(ctx);
   options.gemm_rates = true;
-  if (options.window && o.predict_again)
-    throw CliError(
-        "--predict-again holds every step past the warm-up against the plan, not a "
-        "window: leave out " +
-        o.window_flags());
+  if (options.window && (o.predict_again || !o.plan_file.empty()))
+    throw CliError(std::string(o.predict_again ? "--predict-again" : "--plan") +
+                   " holds every step past the warm-up against the plan, not a window: leave "
+                   "out " +
+                   o.window_flags());
   std::optional<PredictedStep> again;  // with its cluster, calibrated and notes
   if (o.predict_again) {
     again = take(calib::predict_recorded_run(ctx.catalog(), *r, o.cluster));
+    options.prediction = again;
+  } else if (!o.plan_file.empty()) {
+    PlanOptions given;
+    given.plan_file = o.plan_file;
+    const Plan plan = given.resolve(ctx.catalog(), ClusterOptions{}, ModelOptions{});
+    again = take(calib::predict_plan(plan, o.plan_file));
     options.prediction = again;
   }
   check.start(o.store);
@@ -681,7 +690,7 @@ void print_stats(const StatsOptions& o, Context& ctx, const std::unique_ptr<Trac
   if (!a.prediction_error.empty())
     std::cerr << "clusterscope: warning: " << a.prediction_error
               << "; the run's figures are shown without its prediction\n";
-  if (o.predict_again && !a.prediction)
+  if ((o.predict_again || !o.plan_file.empty()) && !a.prediction)
     throw CliError(r->path() + ": the new prediction was not compared");
   const std::size_t top = static_cast<std::size_t>(std::max<std::int64_t>(0, o.top));
 
@@ -1171,7 +1180,13 @@ void print_stats(const StatsOptions& o, Context& ctx, const std::unique_ptr<Trac
   }
   if (a.prediction) {
     const PredictionComparison& p = *a.prediction;
-    if (again) {
+    if (again && !o.plan_file.empty()) {
+      std::cout << "\nPredicted from the plan in " << o.plan_file << " ("
+                << again->workload.value_or("?") << " on " << again->cluster.value_or("?") << ")"
+                << (r->meta(std::string(kPredictedStepMetaKey)) ? ", not as the run recorded it"
+                                                                : "")
+                << '\n';
+    } else if (again) {
       std::cout << "\nPredicted now, on " << again->cluster.value_or("?")
                 << (again->calibrated.value_or(false) ? " (calibrated)" : "")
                 << ", not as the run recorded it\n";
@@ -1907,6 +1922,11 @@ void register_trace(CLI::App& app, Context& ctx) {
               "(the run's calibrated cluster, or --cluster), instead of the one it recorded");
   s->add_option("--cluster", stats->cluster,
                 "With --predict-again: the cluster preset to predict on");
+  s->add_option("--plan", stats->plan_file,
+                "Hold the run against the planner's prediction of this plan (a plan JSON "
+                "document, as `clusterscope plan --plan` reads; - reads standard input): for a "
+                "program of your own, profiled or imported, which records none, or to try "
+                "another plan against a recorded run");
   s->add_flag("--streams", stats->streams,
               "Also each stream's idle time by cause and its queue of launched operations (HTA's "
               "idle time breakdown and queue length; always in the JSON)");

@@ -8,6 +8,8 @@
 #include <QElapsedTimer>
 #include <QFile>
 #include <QFileInfo>
+#include <QJsonDocument>
+#include <QJsonObject>
 #include <QProcess>
 #include <QRegularExpression>
 #include <QStandardPaths>
@@ -168,6 +170,7 @@ class TestProfileCommand : public QObject {
   void aBadWaitIsRefused();
   void gathersTheStoreOfOneProcess();
   void severalStoresAreMerged();
+  void thePlansPredictionGoesIntoTheStore();
   void unreadableStoresAreKept();
   void refusesAPartsDirectoryInUse();
   void missingInjectionLibrary();
@@ -649,6 +652,56 @@ void TestProfileCommand::severalStoresAreMerged() {
   QVERIFY2(merged.ok(), merged.ok() ? "" : merged.message().c_str());
   QCOMPARE(static_cast<int>((*merged)->ranks().size()), 2);
   QCOMPARE((*merged)->event_count(), std::int64_t{2});
+}
+
+// --plan: the planner's prediction of the plan the program runs goes into the
+// run store (a lone process's store merged, not moved), as `clusterscope run`
+// records its own; a plan that cannot be predicted is refused before the
+// command runs.
+void TestProfileCommand::thePlansPredictionGoesIntoTheStore() {
+  QTemporaryDir tmp;
+  QVERIFY(make_rank_stores(tmp));
+  const QString plan = tmp.filePath("plan.json");
+  QFile f(plan);
+  QVERIFY(f.open(QIODevice::WriteOnly));
+  f.write(R"({"cluster": "h200-1", "workload": "gpt2-small",
+              "parallel": {"dp": 1, "micro_batch": 8, "global_batch": 8},
+              "precision": {"compute": "bf16"}})");
+  f.close();
+  const QString out = tmp.filePath("run.db");
+  const Run r =
+      profile({"--out", out, "--plan", plan, "--", "sh", "-c",
+               "cp \"$TMPDIR/made-rank0.db\" \"$CLUSTERSCOPE_PROFILE_DIR/rank0-pid1.db\""},
+              with_tmp(tmp));
+  QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+  QVERIFY2(r.err.contains("clusterscope: note: the planner predicts "), qPrintable(r.err));
+  auto stored = cs::trace::TraceReader::open(out.toStdString());
+  QVERIFY2(stored.ok(), stored.ok() ? "" : stored.message().c_str());
+  QCOMPARE((*stored)->event_count(), std::int64_t{1});
+  const auto predicted = (*stored)->meta("predicted_step");
+  QVERIFY(predicted);
+  const QJsonObject step = QJsonDocument::fromJson(QByteArray::fromStdString(*predicted)).object();
+  const QJsonObject planned =
+      QJsonDocument::fromJson(cs::test::run_cli({"plan", "--plan", plan, "--json"}).out.toUtf8())
+          .object();
+  const double seconds = planned["time"].toObject()["step_seconds"].toDouble();
+  QVERIFY(seconds > 0);
+  QVERIFY(std::abs(step["step_seconds"].toDouble() - seconds) <= 1e-9 * seconds);
+  QCOMPARE(step["calibrated"].toBool(true), false);
+
+  // A plan the planner refuses: said, and the command never runs.
+  QFile bad(tmp.filePath("bad.json"));
+  QVERIFY(bad.open(QIODevice::WriteOnly));
+  bad.write(R"({"cluster": "h200-1", "workload": "gpt2-small", "parallel": {"tp": 5}})");
+  bad.close();
+  const QString ran = tmp.filePath("ran");
+  const Run refused =
+      profile({"--out", tmp.filePath("bad.db"), "--plan", bad.fileName(), "--", "touch", ran},
+              with_tmp(tmp));
+  QCOMPARE(refused.exit_code, 1);
+  QVERIFY2(refused.err.contains("bad.json"), qPrintable(refused.err));
+  QVERIFY(!QFile::exists(ran));
+  QVERIFY(!QFile::exists(tmp.filePath("bad.db")));
 }
 
 // Stores that are not stores: the error names the file, and nothing is lost.

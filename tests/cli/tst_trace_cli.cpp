@@ -112,6 +112,7 @@ class TestTraceCli : public QObject {
   void csvTablesAreWrittenAsOneSet();
   void importInfoStats();
   void unreadablePredictionLeavesTheFigures();
+  void runHeldAgainstAPlanOfTheUsers();
   void launchStatisticsAreKernelLaunches();
   void apiCallsAsNsightSumsThem();
   void copiesAndRangesAsNsightSumsThem();
@@ -1488,6 +1489,65 @@ void TestTraceCli::pytorchStreamSyncs() {
 // were counted as launches too (20, a median delay of -18468 us, 75% of
 // calls "over 50 us"). Now the 5 saxpy kernels, and the copies are named
 // apart, in the text, the JSON and the report.
+// `trace stats --plan`: a run that records no prediction (the GPU check's
+// worker run, a profiled program of the user's own) held against the
+// planner's prediction of the plan the user names: the step the planner gives
+// for that plan, compared part by part.
+void TestTraceCli::runHeldAgainstAPlanOfTheUsers() {
+  QTemporaryDir dir;
+  const QString store = writable_store(dir, "gpu/worker-bf16.db", "bf16.db");
+  QVERIFY(!store.isEmpty());
+  const QString plan = dir.filePath("gpt2-h200.json");
+  QFile f(plan);
+  QVERIFY(f.open(QIODevice::WriteOnly));
+  f.write(R"({
+    "cluster": {"name": "one-h200", "nodes": 1, "gpus_per_node": 1, "gpu": "h200"},
+    "workload": {"name": "gpt2-small-bytes", "layers": 12, "hidden": 768, "heads": 12,
+                 "seq_len": 1024, "vocab": 256, "training_tokens": 1e9},
+    "parallel": {"dp": 1, "micro_batch": 8, "global_batch": 8},
+    "precision": {"compute": "bf16"}})");
+  f.close();
+  const QJsonObject planned = json_of(run_cli({"plan", "--plan", plan, "--json"}));
+  const double step = planned["time"].toObject()["step_seconds"].toDouble();
+  QVERIFY2(step > 0, qPrintable(QJsonDocument(planned).toJson()));
+
+  const Run text = run_cli({"trace", "stats", store, "--plan", plan});
+  QVERIFY2(text.exit_code == 0, qPrintable(text.err));
+  QVERIFY2(
+      text.out.contains("Predicted from the plan in " + plan + " (gpt2-small-bytes on one-h200)\n"),
+      qPrintable(text.out));
+  QVERIFY(text.out.contains("Each part of the step, predicted against measured"));
+  const QJsonObject prediction =
+      json_of(run_cli({"trace", "stats", store, "--plan", plan, "--json"}))["prediction"]
+          .toObject();
+  QVERIFY(close_to(prediction["predicted_step_s"].toDouble(), step));
+  QVERIFY(prediction["measured_step_s"].toDouble() > 0);
+  QVERIFY(!prediction["breakdown"].toArray().isEmpty());
+
+  // One prediction at a time, of whole steps; a plan that cannot be read is named.
+  const Run both = run_cli({"trace", "stats", store, "--plan", plan, "--predict-again"});
+  QVERIFY2(both.exit_code == 2 &&
+               both.err.contains("--plan and --predict-again each give the prediction"),
+           qPrintable(both.err));
+  const Run window = run_cli({"trace", "stats", store, "--plan", plan, "--steps", "3"});
+  QVERIFY2(window.exit_code == 1 && window.err.contains("--plan holds every step past the "
+                                                        "warm-up against the plan, not a window: "
+                                                        "leave out --steps"),
+           qPrintable(window.err));
+  const Run missing = run_cli({"trace", "stats", store, "--plan", dir.filePath("none.json")});
+  QVERIFY2(missing.exit_code != 0 && missing.err.contains("none.json"), qPrintable(missing.err));
+  QFile bad(dir.filePath("bad.json"));
+  QVERIFY(bad.open(QIODevice::WriteOnly));
+  bad.write(R"({"cluster": "dgx-h100-8", "workload": "gpt2-small", "parallel": {"tp": 5}})");
+  bad.close();
+  const Run impossible = run_cli({"trace", "stats", store, "--plan", bad.fileName()});
+  QVERIFY2(impossible.exit_code == 1 &&
+               impossible.err.contains("the planner cannot estimate " + bad.fileName() +
+                                       ": /parallel/tp: must divide the 12 attention heads"),
+           qPrintable(impossible.err));
+  QVERIFY(impossible.out.isEmpty());
+}
+
 void TestTraceCli::launchStatisticsAreKernelLaunches() {
   QTemporaryDir dir;
   const QString store = dir.filePath("saxpy.cstrace");
