@@ -22,6 +22,7 @@
 #include <QProcess>
 #include <QProgressBar>
 #include <QPushButton>
+#include <QRegularExpression>
 #include <QScrollArea>
 #include <QSpinBox>
 #include <QSplitter>
@@ -43,6 +44,8 @@
 #include "app/gui/workspace.h"
 #include "core/format.h"
 #include "core/host_probe.h"
+#include "core/json_text.h"
+#include "core/model_json.h"
 #include "core/trace_analysis.h"
 #include "profiler/plan_run.h"
 #include "profiler/process_tree.h"
@@ -197,8 +200,15 @@ RunsPanel::RunsPanel(Workspace* workspace, QWidget* parent)
       tr("Record only what the program runs between its cudaProfilerStart and cudaProfilerStop "
          "calls (torch.cuda.profiler.start() and stop(), Megatron-LM's --profile), as "
          "nsys profile --capture-range=cudaProfilerApi"));
+  profile_plan_ = new QCheckBox(tr("Predict with the current plan"), this);
+  profile_plan_->setObjectName(QStringLiteral("runs_profile_plan"));
+  profile_plan_->setToolTip(
+      tr("The program runs the current plan: its prediction goes into the run store, and the "
+         "run view holds the run against it part by part (clusterscope profile --plan; mark "
+         "the program's steps with NVTX ranges named step N)"));
   profile_button_ = new QPushButton(tr("Profile a command"), this);
   profile_row->addWidget(profile_command_, 1);
+  profile_row->addWidget(profile_plan_);
   profile_row->addWidget(profile_capture_range_);
   profile_row->addWidget(profile_button_);
   layout->addLayout(profile_row);
@@ -655,6 +665,23 @@ Status RunsPanel::profileCommand(const QStringList& command) {
   const QString store = QDir(folder).filePath(
       QStringLiteral("profile-%1.db")
           .arg(QDateTime::currentDateTime().toString(QStringLiteral("yyyyMMdd-HHmmss-zzz"))));
+  QStringList arguments{QStringLiteral("profile"), QStringLiteral("--out"), store};
+  if (profile_plan_->isChecked()) {
+    // The plan beside the store, as the CLI reads it (and a record of what
+    // the run was held against).
+    auto plan = workspace_->project().resolved_plan();
+    if (!plan) return fail(tr("the current plan: %1").arg(q(plan.message())));
+    QString plan_file = store;
+    plan_file.replace(QRegularExpression(QStringLiteral("\\.db$")), QStringLiteral(".plan.json"));
+    QFile out(plan_file);
+    const QByteArray text = QByteArray::fromStdString(json_text(to_json(plan.value())) + "\n");
+    if (!out.open(QIODevice::WriteOnly) || out.write(text) != text.size() || !out.flush())
+      return fail(tr("%1: cannot write the plan: %2").arg(plan_file, out.errorString()));
+    out.close();
+    arguments << QStringLiteral("--plan") << plan_file;
+  }
+  if (profile_capture_range_->isChecked())
+    arguments << QStringLiteral("--capture-range") << QStringLiteral("cudaProfilerApi");
   profiler_ = new QProcess(this);
   profiler_->setProcessChannelMode(QProcess::MergedChannels);
   // A process group of its own, which the command joins: closing the app
@@ -687,9 +714,6 @@ Status RunsPanel::profileCommand(const QStringList& command) {
   profile_button_->setEnabled(false);
   cancel_button_->setEnabled(true);
   report_->setPlainText(tr("Profiling: %1").arg(command.join(QLatin1Char(' '))));
-  QStringList arguments{QStringLiteral("profile"), QStringLiteral("--out"), store};
-  if (profile_capture_range_->isChecked())
-    arguments << QStringLiteral("--capture-range") << QStringLiteral("cudaProfilerApi");
   profiler_->start(program, arguments + QStringList{QStringLiteral("--")} + command);
   return {};
 }

@@ -148,6 +148,7 @@ class RunsPanel : public QWidget {
   QTimer* timer_;
   QLineEdit* profile_command_;
   QCheckBox* profile_capture_range_;  // --capture-range cudaProfilerApi
+  QCheckBox* profile_plan_;           // --plan: the current plan's prediction in the store
   QPushButton* profile_button_;
   QProcess* profiler_ = nullptr;
 };

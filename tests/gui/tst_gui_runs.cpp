@@ -575,6 +575,32 @@ void TestGuiRuns::profileACommand() {
   QTRY_COMPARE_WITH_TIMEOUT(finished.count(), 2, 60000);
   const QString ranged = finished.back().at(1).toString();
   QVERIFY2(ranged.contains(QStringLiteral("range=cudaProfilerApi")), qPrintable(ranged));
+  range->setChecked(false);
+
+  // Predict with the current plan: the plan is written beside the store and
+  // its prediction goes into it (a process's store made by copying one).
+  QTemporaryDir dir;
+  const QString made = dir.filePath(QStringLiteral("made.db"));
+  QVERIFY(QFile::copy(QStringLiteral(CS_DATA_DIR "/cpu/cpu-engine-dp2.db"), made));
+  auto* predict = panel->findChild<QCheckBox*>(QStringLiteral("runs_profile_plan"));
+  QVERIFY(predict);
+  predict->setChecked(true);
+  auto unpredicted = qScopeGuard([&] { predict->setChecked(false); });
+  QVERIFY(panel
+              ->profileCommand({QStringLiteral("/bin/sh"), QStringLiteral("-c"),
+                                QStringLiteral("cp \"%1\" \"$CLUSTERSCOPE_PROFILE_DIR/"
+                                               "rank0-pid1.db\"")
+                                    .arg(made)})
+              .ok());
+  QTRY_COMPARE_WITH_TIMEOUT(finished.count(), 3, 60000);
+  const QString predicted_store = finished.back().at(0).toString();
+  QVERIFY2(!predicted_store.isEmpty(), qPrintable(finished.back().at(1).toString()));
+  QString plan_file = predicted_store;
+  plan_file.replace(QStringLiteral(".db"), QStringLiteral(".plan.json"));
+  QVERIFY(QFile::exists(plan_file));
+  auto reader = cs::trace::TraceReader::open(predicted_store.toStdString());
+  QVERIFY2(reader, reader ? "" : reader.message().c_str());
+  QVERIFY((*reader)->meta("predicted_step"));
 }
 
 // A profiled command that does not end is stopped from the panel: Cancel is
