@@ -1356,6 +1356,7 @@ Result<ImportReport> import_own_export(const KinetoHandler& h, const std::string
   for (const auto& [key, value] : meta.items()) {
     if (value.is_string() && !store::is_own_meta_row(key)) w.set_meta(key, value.get<std::string>());
   }
+  importing::add_caller_meta(w, options);
   for (const auto& [rank, info] : ranks)
     w.add_rank(info);
 
@@ -1655,6 +1656,7 @@ Result<ImportReport> import_one_kineto(const std::string& file, const std::strin
   auto created = TraceWriter::create(output, run, options.writer);
   if (!created) return created.error();
   TraceWriter& w = **created;
+  importing::add_caller_meta(w, options);
 
   // Ranks: one per file. Its device is the GPU the kernels ran on; a
   // profile of CPU activities only ran on none.

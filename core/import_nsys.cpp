@@ -774,6 +774,7 @@ Result<ImportReport> import_one_nsys(const std::string& file, const std::string&
   auto created = TraceWriter::create(output, run, options.writer);
   if (!created) return created.error();
   TraceWriter& w = **created;
+  importing::add_caller_meta(w, options);
   if (!x.schema_version.empty()) w.set_meta("nsys_export_schema_version", x.schema_version);
   for (const auto& [pid, rank] : rank_of_pid) {
     // A rank with no CUDA work computed on its host.

@@ -146,6 +146,11 @@ Result<ImportReport> import_files(const std::vector<std::string>& files, const s
   return report;
 }
 
+void add_caller_meta(TraceWriter& writer, const ImportOptions& options) {
+  for (const auto& [key, value] : options.meta)
+    writer.set_meta(key, value);
+}
+
 DataType data_type_from_any(std::string_view text) {
   const std::string t = lower(text);
   if (t == "float" || t == "float32" || t == "f32" || t == "fp32") return DataType::fp32;

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/result.h"
@@ -28,6 +29,9 @@ struct ImportOptions {
   // The most bytes of JSON one file may hold, once decompressed (0: half this
   // machine's memory): a small gzip can hold gigabytes of whitespace.
   std::size_t max_text_bytes = 0;
+  // More meta rows for the store: "predicted_step", the planner's prediction
+  // of the plan the traced program ran (`trace import --plan`).
+  std::vector<std::pair<std::string, std::string>> meta;
 };
 
 struct ImportReport {

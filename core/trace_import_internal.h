@@ -8,6 +8,7 @@
 
 #include "core/trace_import.h"
 #include "core/trace_types.h"
+#include "core/trace_writer.h"
 
 namespace cs::trace::importing {
 
@@ -20,6 +21,10 @@ using ImportOne = std::function<Result<ImportReport>(
 // beside `output`, then merged (clocks aligned), then the temporaries removed.
 Result<ImportReport> import_files(const std::vector<std::string>& files, const std::string& output,
                                   const ImportOptions& options, const ImportOne& import_one);
+
+// The caller's meta rows (ImportOptions::meta) into a store an importer
+// writes, over its own (a plan's prediction over an export's).
+void add_caller_meta(TraceWriter& writer, const ImportOptions& options);
 
 // NCCL kernel names: ncclKernel_AllReduce_RING_LL_Sum_float(...),
 // ncclDevKernel_AllGather_RING_LL(...), ncclDevKernel_SendRecv(...).

@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "app/calibration/calibration_workflow.h"
 #include "app/cli/context.h"
 #include "core/json_reader.h"
 #include "core/model_json.h"
@@ -532,6 +533,14 @@ Plan PlanOptions::resolve(const PresetCatalog& catalog, const ClusterOptions& cl
     plan.precision.fp32_main_grad = true;
   }
   return plan;
+}
+
+trace::PredictedStep plan_file_prediction(const PresetCatalog& catalog,
+                                          const std::string& plan_file) {
+  PlanOptions given;
+  given.plan_file = plan_file;
+  const Plan plan = given.resolve(catalog, ClusterOptions{}, ModelOptions{});
+  return take(calib::predict_plan(plan, plan_file));
 }
 
 }  // namespace cs::cli

@@ -20,6 +20,9 @@ class Validator;
 namespace cs {
 struct Range;
 }
+namespace cs::trace {
+struct PredictedStep;
+}
 
 namespace cs::cli {
 
@@ -123,6 +126,13 @@ struct PlanOptions {
   Plan resolve(const PresetCatalog& catalog, const ClusterOptions& cluster,
                const ModelOptions& model) const;
 };
+
+// The planner's prediction of the plan document `plan_file` as it stands
+// (calib::predict_plan): what a program of the user's own is held against
+// (`--plan` of profile, trace import and trace stats). Throws the CLI's
+// error for a plan it cannot read or predict.
+trace::PredictedStep plan_file_prediction(const PresetCatalog& catalog,
+                                          const std::string& plan_file);
 
 // True when the argument names an existing file, ends in ".json", or is
 // "-" (standard input).

@@ -6,7 +6,6 @@
 
 #include <CLI/CLI.hpp>
 
-#include "app/calibration/calibration_workflow.h"
 #include "app/cli/cli_options.h"
 #include "app/cli/context.h"
 #include "core/format.h"
@@ -42,10 +41,7 @@ void run(const ProfileOptions& o, Context& ctx) {
   // A plan that cannot be predicted is refused before the command runs.
   std::vector<std::pair<std::string, std::string>> meta;
   if (!o.plan_file.empty()) {
-    PlanOptions given;
-    given.plan_file = o.plan_file;
-    const Plan plan = given.resolve(ctx.catalog(), ClusterOptions{}, ModelOptions{});
-    const trace::PredictedStep predicted = take(calib::predict_plan(plan, o.plan_file));
+    const trace::PredictedStep predicted = plan_file_prediction(ctx.catalog(), o.plan_file);
     meta.emplace_back(trace::kPredictedStepMetaKey, json_text(trace::to_json(predicted)));
     std::cerr << "clusterscope: note: the planner predicts "
               << format_seconds(predicted.step_seconds) << " per step for "

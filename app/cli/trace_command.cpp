@@ -676,10 +676,7 @@ void print_stats(const StatsOptions& o, Context& ctx, const std::unique_ptr<Trac
     again = take(calib::predict_recorded_run(ctx.catalog(), *r, o.cluster));
     options.prediction = again;
   } else if (!o.plan_file.empty()) {
-    PlanOptions given;
-    given.plan_file = o.plan_file;
-    const Plan plan = given.resolve(ctx.catalog(), ClusterOptions{}, ModelOptions{});
-    again = take(calib::predict_plan(plan, o.plan_file));
+    again = plan_file_prediction(ctx.catalog(), o.plan_file);
     options.prediction = again;
   }
   check.start(o.store);
@@ -1465,13 +1462,19 @@ struct ImportCliOptions {
   std::string output;
   std::string align = "auto";
   std::string title;
+  std::string plan_file;  // the plan the traced program ran: its prediction goes into the store
   bool json = false;
 };
 
-void run_import(const ImportCliOptions& o) {
+void run_import(const ImportCliOptions& o, Context& ctx) {
   ImportOptions options;
   options.alignment = parse_alignment(o.align);
   options.title = o.title;
+  // A plan that cannot be predicted is refused before anything is imported.
+  if (!o.plan_file.empty()) {
+    options.meta.emplace_back(kPredictedStepMetaKey,
+                              json_text(to_json(plan_file_prediction(ctx.catalog(), o.plan_file))));
+  }
   ImportReport report = take(import_traces(o.inputs, o.output, options));
   for (const std::string& loss : report.losses)
     report.warnings.push_back(o.output + ": " + loss);
@@ -1986,8 +1989,12 @@ void register_trace(CLI::App& app, Context& ctx) {
                  "Clock alignment of several files: auto, recorded, "
                  "collectives or none");
   im->add_option("--title", imp->title, "Run title");
+  im->add_option("--plan", imp->plan_file,
+                 "The plan the traced program ran (a plan JSON document): the planner's "
+                 "prediction of it goes into the store, which `trace stats`, the report and the "
+                 "app hold the run against");
   add_json_flag(*im, imp->json);
-  im->callback([imp] { run_import(*imp); });
+  im->callback([imp, &ctx] { run_import(*imp, ctx); });
 
   auto cp = std::make_shared<CriticalPathOptions>();
   CLI::App* cpa = trace->add_subcommand(

@@ -1546,6 +1546,22 @@ void TestTraceCli::runHeldAgainstAPlanOfTheUsers() {
                                        ": /parallel/tp: must divide the 12 attention heads"),
            qPrintable(impossible.err));
   QVERIFY(impossible.out.isEmpty());
+
+  // trace import --plan keeps the prediction in the store it writes, which
+  // trace stats then holds the trace against without being told.
+  const QString imported = dir.filePath("saxpy.cstrace");
+  const Run with_plan = run_cli(
+      {"trace", "import", kData + "nsys/saxpy-mpi-cuda.sqlite", "-o", imported, "--plan", plan});
+  QVERIFY2(with_plan.exit_code == 0, qPrintable(with_plan.err));
+  const QJsonObject held =
+      json_of(run_cli({"trace", "stats", imported, "--json"}))["prediction"].toObject();
+  QVERIFY2(close_to(held["predicted_step_s"].toDouble(), step),
+           qPrintable(QString::number(held["predicted_step_s"].toDouble())));
+  const QString refused_store = dir.filePath("refused.cstrace");
+  const Run refused = run_cli({"trace", "import", kData + "nsys/saxpy-mpi-cuda.sqlite", "-o",
+                               refused_store, "--plan", bad.fileName()});
+  QVERIFY2(refused.exit_code == 1 && refused.err.contains("bad.json"), qPrintable(refused.err));
+  QVERIFY(!QFile::exists(refused_store));
 }
 
 void TestTraceCli::launchStatisticsAreKernelLaunches() {
