@@ -484,6 +484,26 @@ void MainWindow::createActions() {
   connect(run_view_, &RunView::storeOpened, predict,
           [predict](const QString&, const QString& error) { predict->setEnabled(error.isEmpty()); });
   connect(predict, &QAction::triggered, run_view_, &RunView::predictAgain);
+  // A program of the user's own (a profile, an import) records no
+  // prediction: held against the plan it ran, the current one.
+  QAction* with_plan = tools->addAction(tr("Hold the open run against the current &plan"));
+  with_plan->setObjectName(QStringLiteral("actionPredictWithPlan"));
+  with_plan->setEnabled(false);
+  connect(run_view_, &RunView::storeOpened, with_plan,
+          [with_plan](const QString&, const QString& error) {
+            with_plan->setEnabled(error.isEmpty());
+          });
+  connect(with_plan, &QAction::triggered, this, [this] {
+    const Project& project = workspace_->project();
+    auto plan = project.resolved_plan();
+    if (!plan) {
+      showRunMessage(tr("No prediction of the current plan: %1").arg(q(plan.message())),
+                     MessageLevel::error);
+      return;
+    }
+    run_view_->predictWithPlan(plan.value(),
+                               tr("the current plan, %1").arg(q(project.current()->name)));
+  });
   // Another run against the open one (a baseline and a run after a change).
   QAction* compare = tools->addAction(tr("C&ompare the open run with…"));
   compare->setObjectName(QStringLiteral("actionCompareRun"));
@@ -510,8 +530,11 @@ void MainWindow::createActions() {
               // With the reason it is not the machine's calibration, as
               // `trace stats --predict-again` gives it.
               const QStringList notes = run_view_->predictedAgainNotes();
+              const QString plan = run_view_->predictedFromPlan();
               const QString text =
-                  tr("The run against the prediction made now, on %1").arg(cluster);
+                  plan.isEmpty()
+                      ? tr("The run against the prediction made now, on %1").arg(cluster)
+                      : tr("The run against the prediction of %1, on %2").arg(plan, cluster);
               if (notes.isEmpty()) {
                 showRunMessage(text, MessageLevel::info);
               } else {

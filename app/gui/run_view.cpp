@@ -753,6 +753,7 @@ void RunView::openStore(const QString& path) {
   range_analysis_.reset();
   predicted_again_on_.clear();
   predicted_again_notes_.clear();
+  predicted_from_plan_.clear();
   not_predictable_.clear();
   damage_.clear();
   integrity_checked_ = false;
@@ -936,12 +937,29 @@ void RunView::checkIntegrity() {
 }
 
 void RunView::predictAgain() {
+  predictWith(
+      [](const PresetCatalog& catalog, const trace::TraceReader& reader) {
+        return calib::predict_recorded_run(catalog, reader);
+      },
+      {});
+}
+
+void RunView::predictWithPlan(const Plan& plan, const QString& name) {
+  predictWith(
+      [plan, source = name.toStdString()](const PresetCatalog&, const trace::TraceReader&) {
+        return calib::predict_plan(plan, source);
+      },
+      name);
+}
+
+void RunView::predictWith(Predict predict, const QString& plan_name) {
   if (path_.isEmpty() || !analysis_) {
     emit predictionReady({}, tr("no run is open"));
     return;
   }
   const std::uint64_t job = job_;
-  QtConcurrent::run(&jobs_, [path = path_.toStdString(), analysis = analysis_] {
+  QtConcurrent::run(&jobs_, [path = path_.toStdString(), analysis = analysis_,
+                             predict = std::move(predict)] {
     PredictedAgain out;
     auto catalog = PresetCatalog::load_default();
     if (!catalog) {
@@ -953,7 +971,7 @@ void RunView::predictAgain() {
       out.error = q(reader.message());
       return out;
     }
-    auto prediction = calib::predict_recorded_run(*catalog, *reader.value());
+    auto prediction = predict(*catalog, *reader.value());
     if (!prediction) {
       out.error = q(prediction.message());
       return out;
@@ -973,12 +991,13 @@ void RunView::predictAgain() {
       out.analysis = std::move(again);
     }
     return out;
-  }).then(this, [this, job](PredictedAgain out) {
+  }).then(this, [this, job, plan_name](PredictedAgain out) {
     if (job != job_) return;  // another store was opened since
     if (out.error.isEmpty() && out.analysis) {
       analysis_ = std::move(out.analysis);
       predicted_again_on_ = out.cluster;
-      predicted_again_notes_ = out.notes;
+      predicted_again_notes_ = plan_name.isEmpty() ? out.notes : QStringList();
+      predicted_from_plan_ = plan_name;
       showAnalysis();
       tabs_->setCurrentWidget(prediction_table_);
     }
@@ -1524,7 +1543,9 @@ void RunView::showAnalysis() {
       prediction_table_->setItem(row, 0, tableCell(text));
       prediction_table_->setSpan(row, 0, 1, 4);
     };
-    if (!predicted_again_on_.isEmpty())
+    if (!predicted_from_plan_.isEmpty())
+      add_line(tr("Predicted from %1 (on %2)").arg(predicted_from_plan_, predicted_again_on_));
+    else if (!predicted_again_on_.isEmpty())
       add_line(tr("Predicted now, on %1, not as the run recorded it").arg(predicted_again_on_));
     for (const QString& note : predicted_again_notes_)
       add_line(QStringLiteral("    ") + note);

@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "core/plans.h"
 #include "core/result.h"
 #include "core/trace_analysis.h"
 #include "core/trace_export.h"
@@ -41,6 +42,10 @@ class QTableView;
 class QTableWidget;
 class QTextBrowser;
 class QTextDocument;
+
+namespace cs {
+class PresetCatalog;
+}
 
 namespace cs::gui {
 
@@ -136,6 +141,11 @@ class RunView : public QWidget {
   // started included): the run's calibrated cluster, else its GPU's
   // datasheet. Not the prediction it recorded. predictionReady follows.
   void predictAgain();
+  // Holds the run against the planner's prediction of `plan` as it stands
+  // (a program of the user's own: `trace stats --plan`), named `name` in the
+  // prediction tab ("the current plan, LLaMA-2 7B on 32 H100").
+  // predictionReady follows.
+  void predictWithPlan(const Plan& plan, const QString& name);
   // Holds the run in `other` against this one (trace compare, on a worker
   // thread): a "Compared with" tab; comparisonReady follows.
   void compareWith(const QString& other);
@@ -148,6 +158,8 @@ class RunView : public QWidget {
   // calibration of this GPU: predicted with the datasheet of h200"), as
   // `trace stats --predict-again` lists them.
   QStringList predictedAgainNotes() const { return predicted_again_notes_; }
+  // The plan the last predictWithPlan held the run against; "" otherwise.
+  QString predictedFromPlan() const { return predicted_from_plan_; }
 
   // Exports; `range_only` limits them to the timeline's selected range.
   // CSV writes every table as <stem>.<table>.csv beside `path`.
@@ -244,6 +256,11 @@ class RunView : public QWidget {
   QString predicted_path_;
   QString predicted_again_on_;
   QStringList predicted_again_notes_;
+  QString predicted_from_plan_;  // predictWithPlan's name of its plan
+  // predictAgain and predictWithPlan: `predict` runs on a worker thread.
+  using Predict =
+      std::function<Result<trace::PredictedStep>(const PresetCatalog&, const trace::TraceReader&)>;
+  void predictWith(Predict predict, const QString& plan_name);
   QString not_predictable_;         // why no prediction can be made (a calibration store)
   bool predicted_aligned_ = false;  // the predicted lane follows the measured window
 

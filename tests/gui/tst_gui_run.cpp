@@ -64,6 +64,7 @@
 #include "core/format.h"
 #include "core/model_json.h"
 #include "core/presets.h"
+#include "core/shown_name.h"
 #include "core/trace_analysis.h"
 #include "core/trace_compare.h"
 #include "core/trace_critical_path.h"
@@ -131,6 +132,7 @@ class TestGuiRun : public QObject {
   void badFiles();
   void damagedStoreIsSaid();
   void predictAgain();
+  void predictWithAPlan();
   void callsCopiesAndRanges();
   void countersOnTheTimeline();
   void countersLegendOfManyRanks();
@@ -3245,6 +3247,45 @@ void TestGuiRun::medianStepSaysWhichSteps() {
 // Tools ▸ Predict the open run again on the CUDA engine's H200 run, with no
 // calibration of that GPU here: the message bar gives the reason, as
 // `trace stats --predict-again` does (it said only "on this-machine").
+// A run held against a plan the user gives (the current plan in the app,
+// Tools > Hold the open run against the current plan): the planner's step
+// for that plan, in a prediction tab that names the plan.
+void TestGuiRun::predictWithAPlan() {
+  const QString copy = writableCopy(QStringLiteral(CS_DATA_DIR "/gpu/worker-bf16.db"),
+                                    QStringLiteral("with-plan.db"));
+  QVERIFY(!copy.isEmpty());
+  RunView view;
+  view.resize(1200, 900);
+  view.show();
+  openAndWait(view, copy);
+  auto catalog = PresetCatalog::load_default();
+  QVERIFY2(catalog, catalog ? "" : catalog.message().c_str());
+  Plan plan;
+  plan.cluster = catalog->cluster("h200-1").value();
+  QVERIFY(catalog->find_model("gpt2-small"));
+  plan.workload = *catalog->find_model("gpt2-small");
+  plan.parallel.micro_batch = 8;
+  plan.parallel.global_batch = 8;
+  plan.precision = PrecisionPlan::for_compute(Precision::bf16);
+  auto estimate = cs::plan::estimate(plan);
+  QVERIFY2(estimate, estimate ? "" : estimate.message().c_str());
+  QSignalSpy ready(&view, &RunView::predictionReady);
+  view.predictWithPlan(plan, QStringLiteral("the current plan, p"));
+  QTRY_COMPARE_WITH_TIMEOUT(ready.count(), 1, 60000);
+  QVERIFY2(ready.front().at(1).toString().isEmpty(), qPrintable(ready.front().at(1).toString()));
+  QCOMPARE(view.predictedFromPlan(), QStringLiteral("the current plan, p"));
+  QVERIFY(view.analysis()->prediction);
+  QCOMPARE(view.analysis()->prediction->predicted_step_s, estimate->time.step());
+  QStringList cells;
+  QTableWidget* table = view.predictionTable();
+  for (int r = 0; r < table->rowCount(); ++r) {
+    if (table->item(r, 0)) cells << table->item(r, 0)->text();
+  }
+  QVERIFY2(cells.contains(QStringLiteral("Predicted from the current plan, p (on ") +
+                          QString::fromStdString(shown_name(plan.cluster)) + ")"),
+           qPrintable(cells.join(" | ")));
+}
+
 void TestGuiRun::predictAgainSaysWhyInTheBar() {
   const QString copy = writableCopy(QStringLiteral(CS_DATA_DIR "/gpu/worker-bf16.db"),
                                     QStringLiteral("predict-again-bar.db"));
