@@ -315,9 +315,11 @@ if [ $TORCH -eq 1 ]; then
   run_to "$OUT_DIR/torch-ddp.log" "${GPU_ENV[@]}" "$BIN/clusterscope" profile \
     --out "$OUT_DIR/torch-ddp.db" -- "${TORCHRUN[@]}" "$ROOT/scripts/gpu/torch_ddp_smoke.py" --steps 20
   # Only steps 8 to 11, between cudaProfilerStart and Stop (Megatron-LM's
-  # --profile): tst_gpu_traces captureRangeOfAPyTorchProgram reads it.
+  # --profile), held against the planner's prediction of the program's plan:
+  # tst_gpu_traces captureRangeOfAPyTorchProgram reads it.
   run_to "$OUT_DIR/torch-ddp-capture.log" "${GPU_ENV[@]}" "$BIN/clusterscope" profile \
-    --capture-range cudaProfilerApi --out "$OUT_DIR/torch-ddp-capture.db" -- "${TORCHRUN[@]}" \
+    --capture-range cudaProfilerApi --plan "$ROOT/scripts/gpu/torch_ddp_smoke.plan.json" \
+    --out "$OUT_DIR/torch-ddp-capture.db" -- "${TORCHRUN[@]}" \
     "$ROOT/scripts/gpu/torch_ddp_smoke.py" --steps 20 --profile-steps 8:11
 fi
 

@@ -139,6 +139,12 @@ void TestCli::exitCodes_data() {
       << "--threads: must be between 1 and 4096 (got 100000)";
   QTest::addRow("validate missing file") << QStringList{"validate", "/nonexistent.json"} << 1 << ""
                                          << "/nonexistent.json: cannot open file";
+  // The GPU check profiles its PyTorch program against this plan
+  // (scripts/gpu-check.sh): it must stay a plan the planner reads.
+  QTest::addRow("the GPU check's plan of its PyTorch program")
+      << QStringList{"validate", CS_SOURCE_DIR "/scripts/gpu/torch_ddp_smoke.plan.json"} << 0
+      << "torch_ddp_smoke.plan.json: valid plan"
+      << "";
   QTest::addRow("calc alone") << QStringList{"calc"} << 2 << "" << "A subcommand is required";
   QTest::addRow("calc one device") << QStringList{"calc", "communication", "-N", "1"} << 0
                                    << "one device exchanges nothing" << "";

@@ -498,6 +498,13 @@ void TestGpuTraces::captureRangeOfAPyTorchProgram() {
       QJsonDocument::fromJson(QByteArray::fromStdString(r->meta("tracer.counts").value_or("{}")))
           .object();
   QVERIFY(counts["outside_capture_range"].toDouble() > 0);
+  // Held against its plan (scripts/gpu/torch_ddp_smoke.plan.json), per step.
+  QVERIFY(r->meta("predicted_step"));
+  auto analysis = trace::analyze_run(*r);
+  QVERIFY2(analysis, analysis ? "" : analysis.message().c_str());
+  QVERIFY(analysis->prediction);
+  QCOMPARE(analysis->prediction->steps > 0, true);
+  QVERIFY(analysis->prediction->measured_step_s > 0);
 }
 
 void TestGpuTraces::fp8ForwardGemmsRanInFp8() {
