@@ -30,6 +30,7 @@
 #include "core/json_reader.h"
 #include "core/kernel_names.h"
 #include "core/parse_count.h"
+#include "core/step_names.h"
 #include "core/trace_export.h"
 #include "core/trace_import.h"
 #include "core/trace_import_internal.h"
@@ -1152,11 +1153,12 @@ Event kineto_event(const KinetoHandler& h, const Parsed& p) {
     case Cat::user_annotation:
       e.kind = EventKind::annotation;
       e.category = Category::other;
+      // PyTorch's profiler's own steps (a trace has no other rule for them).
       if (p.cat == Cat::user_annotation && name.rfind("ProfilerStep#", 0) == 0) {
-        e.kind = EventKind::step;
-        int number = -1;
-        std::from_chars(name.data() + 13, name.data() + name.size(), number);
-        e.step = number;
+        if (const auto step = step_of_range_name(name)) {
+          e.kind = EventKind::step;
+          e.step = *step;
+        }
       }
       break;
     case Cat::cuda_runtime:

@@ -625,10 +625,10 @@ Result<ImportReport> import_one_nsys(const std::string& file, const std::string&
                           std::move(text));
     }
     if (rc != SQLITE_DONE) return x.unreadable((*t)->name, rc);
-    // A process's steps: the ranges named as a step (core/step_names.h) of
-    // its first thread to start one, outside NCCL's domain (as the CUPTI
-    // tracer takes them from a program under `clusterscope profile`).
-    std::map<std::int64_t, std::int64_t> step_thread_of_pid;
+    // A process's steps: its ranges named as a step, as StepRanges picks
+    // them (core/step_names.h; the CUPTI tracer's rule for a program under
+    // `clusterscope profile`). The ranges come in the order they start.
+    std::map<std::int64_t, StepRanges> steps_of_pid;
     for (auto& [start, end, tid, domain, text] : ranges) {
       Record r;
       r.kind = EventKind::annotation;
@@ -637,9 +637,11 @@ Result<ImportReport> import_one_nsys(const std::string& file, const std::string&
       r.end = saturating_add(end, session_start);
       r.pid = pid_of(tid);
       const auto named = domains.find(domain);
-      const bool nccl = named != domains.end() && named->second == "NCCL";
-      const auto step = nccl ? std::nullopt : step_of_range_name(text);
-      if (step && step_thread_of_pid.try_emplace(r.pid, tid).first->second == tid) {
+      StepRanges& steps = steps_of_pid[r.pid];
+      const auto step = steps.started(static_cast<std::uint64_t>(tid),
+                                      named != domains.end() ? named->second : "", text, start);
+      if (step) {
+        steps.ended(end);
         r.kind = EventKind::step;
         r.step = *step;
         r.name = name_index(std::move(text));

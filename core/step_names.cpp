@@ -37,4 +37,15 @@ std::optional<std::int32_t> step_of_range_name(std::string_view name) {
   return step;
 }
 
+std::optional<std::int32_t> StepRanges::started(std::uint64_t thread, std::string_view domain,
+                                                std::string_view name, std::int64_t start) {
+  if (domain == "NCCL" || (thread_ && *thread_ != thread) || start < busy_until_)
+    return std::nullopt;
+  const auto step = step_of_range_name(name);
+  if (!step) return std::nullopt;
+  thread_ = thread;
+  busy_until_ = std::numeric_limits<std::int64_t>::max();  // until its end is given
+  return step;
+}
+
 }  // namespace cs::trace

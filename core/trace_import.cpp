@@ -254,7 +254,8 @@ Result<ImportReport> import_traces(const std::vector<std::string>& files, const 
         } else if (auto db = sql::Database::open(f, SQLITE_OPEN_READONLY)) {
           auto read = db->prepare("SELECT count(*) FROM sqlite_master");
           // Whether it was an export cannot be told then: its tables are unknown.
-          if (!read && (sqlite3_extended_errcode(db->get()) & 0xff) == SQLITE_CORRUPT)
+          const int code = sqlite3_extended_errcode(db->get()) & 0xff;
+          if (!read && (code == SQLITE_CORRUPT || code == SQLITE_NOTADB))
             return Error{f + " is damaged: SQLite cannot read its schema (" +
                          sqlite3_errmsg(db->get()) + ")"};
           what = read ? "an SQLite database, but not an Nsight Systems export (no StringIds table)"

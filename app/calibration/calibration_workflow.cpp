@@ -1228,14 +1228,25 @@ Result<trace::PredictedStep> predict_trained(const PresetCatalog& catalog, Plan 
 
 }  // namespace
 
-Result<trace::PredictedStep> predict_plan(const Plan& plan, const std::string& source) {
+std::string plan_size_note(const Plan& plan, int ranks) {
+  const int gpus = plan.parallel.world_size();
+  if (ranks <= 0 || ranks == gpus) return {};
+  return "the plan runs on " + std::to_string(gpus) + (gpus == 1 ? " GPU" : " GPUs") +
+         " (dp x tp x pp), the run has " + std::to_string(ranks) +
+         (ranks == 1 ? " rank" : " ranks") +
+         ": each rank is held against one of the plan's, which may not do its work";
+}
+
+Result<trace::PredictedStep> predict_plan(const Plan& plan, const std::string& source, int ranks) {
   auto estimate = plan::estimate(plan);
   if (!estimate) return Error{"the planner cannot estimate " + source + ": " + estimate.message()};
   trace::PredictedStep step = plan::predicted_step(*estimate);
   step.cluster = shown_name(plan.cluster);
   step.calibrated = false;
   step.workload = shown_name(plan.workload);
-  step.notes = std::vector<std::string>{"the plan of " + source + ", as it stands"};
+  std::vector<std::string> notes;
+  if (std::string note = plan_size_note(plan, ranks); !note.empty()) notes.push_back(note);
+  step.notes = std::move(notes);
   step.plan_json = json_text(to_json(plan));
   return step;
 }

@@ -253,8 +253,15 @@ Result<trace::PredictedStep> predict_run(const PresetCatalog& catalog, const Pla
 // calibration, no machine probe): what a run of a program of the user's own
 // (a profiled PyTorch job, an imported trace) is held against when the user
 // names the plan it ran (`trace stats --plan`, `profile --plan`). `source`
-// names the plan in the notes ("plan.json").
-Result<trace::PredictedStep> predict_plan(const Plan& plan, const std::string& source);
+// names the plan in errors ("plan.json"). `ranks`, the run's rank count
+// when known (0: not), against the plan's GPU count: a note when they differ.
+Result<trace::PredictedStep> predict_plan(const Plan& plan, const std::string& source,
+                                          int ranks = 0);
+
+// Said where a run of `ranks` ranks is held against a plan of another GPU
+// count ("the plan runs on 8 GPUs, the run has 2 ranks: ..."); "" when they
+// agree.
+std::string plan_size_note(const Plan& plan, int ranks);
 
 // Why no prediction can be made of the run in `store`, whatever the presets:
 // a calibration store, or a trace that holds no plan of the engines (an

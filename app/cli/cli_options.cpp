@@ -535,12 +535,14 @@ Plan PlanOptions::resolve(const PresetCatalog& catalog, const ClusterOptions& cl
   return plan;
 }
 
-trace::PredictedStep plan_file_prediction(const PresetCatalog& catalog,
-                                          const std::string& plan_file) {
+PlanFilePrediction plan_file_prediction(const PresetCatalog& catalog, const std::string& plan_file,
+                                        int ranks) {
   PlanOptions given;
   given.plan_file = plan_file;
-  const Plan plan = given.resolve(catalog, ClusterOptions{}, ModelOptions{});
-  return take(calib::predict_plan(plan, plan_file));
+  PlanFilePrediction out;
+  out.plan = given.resolve(catalog, ClusterOptions{}, ModelOptions{});
+  out.step = take(calib::predict_plan(out.plan, document_name(plan_file), ranks));
+  return out;
 }
 
 }  // namespace cs::cli

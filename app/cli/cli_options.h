@@ -10,6 +10,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "core/plans.h"
+#include "core/predicted_step.h"
 #include "core/presets.h"
 
 namespace CLI {
@@ -19,9 +20,6 @@ class Validator;
 
 namespace cs {
 struct Range;
-}
-namespace cs::trace {
-struct PredictedStep;
 }
 
 namespace cs::cli {
@@ -127,12 +125,17 @@ struct PlanOptions {
                const ModelOptions& model) const;
 };
 
-// The planner's prediction of the plan document `plan_file` as it stands
+// A plan document as it stands, and the planner's prediction of it
 // (calib::predict_plan): what a program of the user's own is held against
-// (`--plan` of profile, trace import and trace stats). Throws the CLI's
-// error for a plan it cannot read or predict.
-trace::PredictedStep plan_file_prediction(const PresetCatalog& catalog,
-                                          const std::string& plan_file);
+// (`--plan` of profile, trace import and trace stats), for a run of `ranks`
+// ranks when known (0: not yet). Throws the CLI's error for a plan it
+// cannot read or predict.
+struct PlanFilePrediction {
+  Plan plan;
+  trace::PredictedStep step;
+};
+PlanFilePrediction plan_file_prediction(const PresetCatalog& catalog, const std::string& plan_file,
+                                        int ranks = 0);
 
 // True when the argument names an existing file, ends in ".json", or is
 // "-" (standard input).

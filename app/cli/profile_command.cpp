@@ -6,6 +6,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "app/calibration/calibration_workflow.h"
 #include "app/cli/cli_options.h"
 #include "app/cli/context.h"
 #include "core/format.h"
@@ -40,8 +41,10 @@ std::string file_names(const std::vector<std::string>& paths) {
 void run(const ProfileOptions& o, Context& ctx) {
   // A plan that cannot be predicted is refused before the command runs.
   std::vector<std::pair<std::string, std::string>> meta;
+  std::optional<PlanFilePrediction> planned;
   if (!o.plan_file.empty()) {
-    const trace::PredictedStep predicted = plan_file_prediction(ctx.catalog(), o.plan_file);
+    planned = plan_file_prediction(ctx.catalog(), o.plan_file);
+    const trace::PredictedStep& predicted = planned->step;
     meta.emplace_back(trace::kPredictedStepMetaKey, json_text(trace::to_json(predicted)));
     std::cerr << "clusterscope: note: the planner predicts "
               << format_seconds(predicted.step_seconds) << " per step for "
@@ -98,6 +101,11 @@ void run(const ProfileOptions& o, Context& ctx) {
               << outcome.parts.size() << " per-process stores are kept in " << outcome.parts_dir
               << '\n';
     throw CliExitCode{outcome.status.success() ? 1 : outcome.status.shell_code()};
+  }
+  if (planned) {
+    const std::string note =
+        calib::plan_size_note(planned->plan, static_cast<int>(outcome.parts.size()));
+    if (!note.empty()) std::cerr << "clusterscope: warning: " << note << '\n';
   }
   std::cout << "Wrote " << o.out << ": " << outcome.parts.size()
             << (outcome.parts.size() == 1 ? " process" : " processes") << " traced ("

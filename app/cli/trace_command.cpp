@@ -1,6 +1,6 @@
 // clusterscope trace info STORE [--json]
-// clusterscope trace stats STORE [--top N] [--predict-again [--cluster NAME]] [--json]
-// clusterscope trace export STORE -o OUT [--format chrome|csv|html] [--table T|all]
+// clusterscope trace stats STORE [--top N] [--predict-again [--cluster NAME] | --plan PLAN]
+// [--json] clusterscope trace export STORE -o OUT [--format chrome|csv|html] [--table T|all]
 //                           [--from T --to T] [--rank R...] [--file-per-rank]
 // clusterscope trace import FILE... -o STORE [--align A] [--title T] [--json]
 // clusterscope trace merge STORE... -o STORE [--align A] [--json]
@@ -676,7 +676,8 @@ void print_stats(const StatsOptions& o, Context& ctx, const std::unique_ptr<Trac
     again = take(calib::predict_recorded_run(ctx.catalog(), *r, o.cluster));
     options.prediction = again;
   } else if (!o.plan_file.empty()) {
-    again = plan_file_prediction(ctx.catalog(), o.plan_file);
+    again =
+        plan_file_prediction(ctx.catalog(), o.plan_file, static_cast<int>(r->ranks().size())).step;
     options.prediction = again;
   }
   check.start(o.store);
@@ -884,6 +885,8 @@ void print_stats(const StatsOptions& o, Context& ctx, const std::unique_ptr<Trac
             {"cluster", again->cluster.value_or("")},
             {"calibrated", again->calibrated.value_or(false)},
             {"notes", again->notes.value_or(std::vector<std::string>{})}};
+        // --plan: the plan it was predicted from (not --predict-again's).
+        if (!o.plan_file.empty()) out["prediction"]["predicted_now"]["plan_file"] = o.plan_file;
       }
     }
     if (!a.prediction_error.empty()) out["prediction_error"] = a.prediction_error;
@@ -1183,6 +1186,8 @@ void print_stats(const StatsOptions& o, Context& ctx, const std::unique_ptr<Trac
                 << (r->meta(std::string(kPredictedStepMetaKey)) ? ", not as the run recorded it"
                                                                 : "")
                 << '\n';
+      for (const std::string& n : again->notes.value_or(std::vector<std::string>{}))
+        std::cout << "  " << n << '\n';
     } else if (again) {
       std::cout << "\nPredicted now, on " << again->cluster.value_or("?")
                 << (again->calibrated.value_or(false) ? " (calibrated)" : "")
@@ -1471,11 +1476,16 @@ void run_import(const ImportCliOptions& o, Context& ctx) {
   options.alignment = parse_alignment(o.align);
   options.title = o.title;
   // A plan that cannot be predicted is refused before anything is imported.
+  std::optional<PlanFilePrediction> planned;
   if (!o.plan_file.empty()) {
-    options.meta.emplace_back(kPredictedStepMetaKey,
-                              json_text(to_json(plan_file_prediction(ctx.catalog(), o.plan_file))));
+    planned = plan_file_prediction(ctx.catalog(), o.plan_file);
+    options.meta.emplace_back(kPredictedStepMetaKey, json_text(to_json(planned->step)));
   }
   ImportReport report = take(import_traces(o.inputs, o.output, options));
+  if (planned) {
+    if (const std::string note = calib::plan_size_note(planned->plan, report.ranks); !note.empty())
+      report.warnings.push_back(o.output + ": " + note);
+  }
   for (const std::string& loss : report.losses)
     report.warnings.push_back(o.output + ": " + loss);
   if (o.json) {

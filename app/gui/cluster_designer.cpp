@@ -171,7 +171,8 @@ void markIfEdited(Part& part, const Part* preset) {
   Part as_preset = part;
   as_preset.display_name = preset->display_name;
   const bool edited = to_json(as_preset) != to_json(*preset);
-  part.display_name = edited ? shown_name(*preset) + kEditedMark : preset->display_name;
+  part.display_name =
+      edited ? label_with_suffix(shown_name(*preset), kEditedMark) : preset->display_name;
 }
 
 constexpr int kOpenFileItem = 1;  // of the preset list: "Open a cluster file…"

@@ -444,13 +444,29 @@ Result<Project> default_project(const PresetCatalog& catalog) {
   return project;
 }
 
+std::string label_with_suffix(const std::string& base, std::string_view suffix) {
+  // Characters are UTF-8 code points: continuation bytes (10xxxxxx) begin none.
+  const auto begins_character = [](char c) {
+    return (static_cast<unsigned char>(c) & 0xc0) != 0x80;
+  };
+  const auto suffix_characters =
+      static_cast<std::size_t>(std::count_if(suffix.begin(), suffix.end(), begins_character));
+  const std::size_t room =
+      kMaxLabelCharacters > suffix_characters ? kMaxLabelCharacters - suffix_characters : 0;
+  std::size_t characters = 0, cut = 0;
+  for (; cut < base.size(); ++cut) {
+    if (begins_character(base[cut]) && ++characters > room) break;
+  }
+  return base.substr(0, cut) + std::string(suffix);
+}
+
 std::string unique_name(const std::string& base, const std::vector<std::string>& taken) {
   auto used = [&](const std::string& n) {
     return std::find(taken.begin(), taken.end(), n) != taken.end();
   };
   if (!used(base)) return base;
   for (int i = 2;; ++i) {
-    std::string candidate = base + " " + std::to_string(i);
+    std::string candidate = label_with_suffix(base, " " + std::to_string(i));
     if (!used(candidate)) return candidate;
   }
 }
@@ -522,7 +538,7 @@ void copy_part(Project& project, std::vector<Part> Project::*parts,
                                [&](const Part& p) { return p.name == plan->*used; });
   if (it == items.end()) return;
   Part copy = *it;
-  copy.display_name = shown_name(*it) + " (copy)";
+  copy.display_name = label_with_suffix(shown_name(*it), " (copy)");
   plan->*used = add_uniquely(items, std::move(copy));
 }
 

@@ -100,8 +100,14 @@ Status save_project(const std::string& path, const Project& project);
 // Fails with a message when a preset it needs is missing.
 Result<Project> default_project(const PresetCatalog& catalog);
 
-// `base`, or "base 2", "base 3", ...: the first not in `taken`.
+// `base`, or "base 2", "base 3", ...: the first not in `taken`, within
+// the names' length (label_with_suffix).
 std::string unique_name(const std::string& base, const std::vector<std::string>& taken);
+
+// `base` + `suffix` ("LLaMA-2 7B (copy)"), `base` cut as needed so that the
+// name stays within the kMaxLabelCharacters a project reads back (a copy of
+// a longest name made a project that did not open again).
+std::string label_with_suffix(const std::string& base, std::string_view suffix);
 
 // A plan's cluster and workload as one text: figures estimated for one
 // (a search's rows, a pinned plan) apply to it alone.

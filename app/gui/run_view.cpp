@@ -938,16 +938,18 @@ void RunView::checkIntegrity() {
 
 void RunView::predictAgain() {
   predictWith(
-      [](const PresetCatalog& catalog, const trace::TraceReader& reader) {
-        return calib::predict_recorded_run(catalog, reader);
+      [](const trace::TraceReader& reader) -> Result<trace::PredictedStep> {
+        auto catalog = PresetCatalog::load_default();
+        if (!catalog) return catalog.error();
+        return calib::predict_recorded_run(*catalog, reader);
       },
       {});
 }
 
 void RunView::predictWithPlan(const Plan& plan, const QString& name) {
   predictWith(
-      [plan, source = name.toStdString()](const PresetCatalog&, const trace::TraceReader&) {
-        return calib::predict_plan(plan, source);
+      [plan, source = name.toStdString()](const trace::TraceReader& reader) {
+        return calib::predict_plan(plan, source, static_cast<int>(reader.ranks().size()));
       },
       name);
 }
@@ -961,17 +963,12 @@ void RunView::predictWith(Predict predict, const QString& plan_name) {
   QtConcurrent::run(&jobs_, [path = path_.toStdString(), analysis = analysis_,
                              predict = std::move(predict)] {
     PredictedAgain out;
-    auto catalog = PresetCatalog::load_default();
-    if (!catalog) {
-      out.error = q(catalog.message());
-      return out;
-    }
     auto reader = trace::TraceReader::open(path);
     if (!reader) {
       out.error = q(reader.message());
       return out;
     }
-    auto prediction = predict(*catalog, *reader.value());
+    auto prediction = predict(*reader.value());
     if (!prediction) {
       out.error = q(prediction.message());
       return out;
@@ -996,7 +993,7 @@ void RunView::predictWith(Predict predict, const QString& plan_name) {
     if (out.error.isEmpty() && out.analysis) {
       analysis_ = std::move(out.analysis);
       predicted_again_on_ = out.cluster;
-      predicted_again_notes_ = plan_name.isEmpty() ? out.notes : QStringList();
+      predicted_again_notes_ = out.notes;
       predicted_from_plan_ = plan_name;
       showAnalysis();
       tabs_->setCurrentWidget(prediction_table_);

@@ -43,10 +43,6 @@ class QTableWidget;
 class QTextBrowser;
 class QTextDocument;
 
-namespace cs {
-class PresetCatalog;
-}
-
 namespace cs::gui {
 
 class CriticalPathView;
@@ -258,8 +254,7 @@ class RunView : public QWidget {
   QStringList predicted_again_notes_;
   QString predicted_from_plan_;  // predictWithPlan's name of its plan
   // predictAgain and predictWithPlan: `predict` runs on a worker thread.
-  using Predict =
-      std::function<Result<trace::PredictedStep>(const PresetCatalog&, const trace::TraceReader&)>;
+  using Predict = std::function<Result<trace::PredictedStep>(const trace::TraceReader&)>;
   void predictWith(Predict predict, const QString& plan_name);
   QString not_predictable_;         // why no prediction can be made (a calibration store)
   bool predicted_aligned_ = false;  // the predicted lane follows the measured window

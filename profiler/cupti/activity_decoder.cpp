@@ -181,6 +181,7 @@ struct ActivityDecoder::Impl {
     std::string domain;
     std::string name;
     NcclPayload payload;
+    std::optional<std::int32_t> step;  // the step it marks (steps_from_ranges)
   };
   struct NcclRange {
     std::int64_t start = 0;
@@ -224,7 +225,7 @@ struct ActivityDecoder::Impl {
   std::map<std::pair<std::string, std::uint32_t>, LaneId> nvtx_lanes;
   std::optional<LaneId> overhead_lane;
   std::optional<LaneId> steps_lane;
-  std::optional<std::uint32_t> step_thread;  // whose ranges are the steps
+  trace::StepRanges step_ranges;  // which NVTX ranges are steps (steps_from_ranges)
   std::optional<LaneId> unknown_thread_lane;
   std::int32_t threads_seen = 0;
   std::int32_t nvtx_lanes_seen = 0;
@@ -341,10 +342,11 @@ struct ActivityDecoder::Impl {
     return true;
   }
 
-  void write(const Event& event, const std::optional<trace::KernelLaunch>& launch = {}) {
-    if (options.capture_range && !options.capture_range->holds(capture_time(event))) {
+  // False when the event falls outside the capture range (not written).
+  bool write(const Event& event, const std::optional<trace::KernelLaunch>& launch = {}) {
+    if (options.capture_range && !captured(event)) {
       ++counts.outside_capture_range;
-      return;
+      return false;
     }
     if (event.peer >= 0 && !options.p2p_peer_ranks.empty() && is_point_to_point(event.collective)) {
       Event renumbered = event;
@@ -354,24 +356,27 @@ struct ActivityDecoder::Impl {
       writer.add_with_launch(event, launch);
     }
     ++counts.events;
+    if (is_gpu_work(event.kind)) ++counts.gpu_work_written;
+    return true;
   }
-  // The time an event belongs to in the capture range: GPU work's is the
-  // start of the call that launched it (a kernel launched in the range and
-  // run after it closed is the range's), where that call is known.
-  std::int64_t capture_time(const Event& event) const {
-    switch (event.kind) {
-      case EventKind::kernel:
-      case EventKind::memcpy:
-      case EventKind::memset:
-      case EventKind::collective:
-      case EventKind::p2p:
-        if (const ApiSlot* call = find_api(static_cast<std::uint32_t>(event.correlation)))
-          return call->start;
-        break;
-      default:
-        break;
+  static bool is_gpu_work(EventKind kind) {
+    return kind == EventKind::kernel || kind == EventKind::memcpy || kind == EventKind::memset ||
+           kind == EventKind::collective || kind == EventKind::p2p;
+  }
+  // Whether the capture range holds the event: GPU work by the start of the
+  // call that launched it (a kernel launched in the range and run after it
+  // closed is the range's), where that call is known; an NVTX range or a
+  // step when it meets a span (a step the program's cudaProfilerStart fell
+  // inside is the capture's); anything else by its start.
+  bool captured(const Event& event) const {
+    const CaptureRange& range = *options.capture_range;
+    if (is_gpu_work(event.kind)) {
+      if (const ApiSlot* call = find_api(static_cast<std::uint32_t>(event.correlation)))
+        return range.holds(call->start);
     }
-    return event.start_ns;
+    if (event.kind == EventKind::annotation || event.kind == EventKind::step)
+      return range.overlaps(event.start_ns, event.end_ns);
+    return range.holds(event.start_ns);
   }
   // A send's or receive's peer as the store numbers ranks (see DecoderOptions).
   std::int32_t store_rank_of_peer(std::int32_t peer) const {
@@ -595,6 +600,8 @@ struct ActivityDecoder::Impl {
         early_payloads.erase(early);
       }
       if (open.domain == "NCCL") seen_nccl_domain = true;
+      if (options.steps_from_ranges)
+        open.step = step_ranges.started(open.thread, open.domain, open.name, open.start);
       open_markers[m.id] = std::move(open);
       return;
     }
@@ -607,19 +614,19 @@ struct ActivityDecoder::Impl {
       OpenMarker open = std::move(it->second);
       open_markers.erase(it);
       ++counts.nvtx_ranges;
+      if (open.step) step_ranges.ended(static_cast<std::int64_t>(m.timestamp));
       if (!has_time(static_cast<std::uint64_t>(open.start), m.timestamp)) return;
       Event e;
       e.start_ns = open.start;
       e.end_ns = static_cast<std::int64_t>(m.timestamp);
-      if (const auto step = step_of_range(open)) {
+      if (open.step) {
         if (!steps_lane) steps_lane = writer.add_lane(options.rank, LaneKind::steps, "steps", -1);
-        ++counts.steps;
         e.lane = *steps_lane;
         e.kind = EventKind::step;
         e.category = Category::other;
-        e.step = *step;
+        e.step = *open.step;
         e.name = intern(open.name);
-        write(e);
+        if (write(e)) ++counts.steps;
         return;
       }
       e.lane = nvtx_lane(open.domain, open.thread);
@@ -656,15 +663,6 @@ struct ActivityDecoder::Impl {
       return;
     }
     ++counts.other_kinds;  // NVTX synchronisation-object markers
-  }
-
-  // The step a closed range marks (steps_from_ranges), if it is one.
-  std::optional<std::int32_t> step_of_range(const OpenMarker& open) {
-    if (!options.steps_from_ranges || open.domain == "NCCL") return std::nullopt;
-    if (step_thread && *step_thread != open.thread) return std::nullopt;
-    const auto step = trace::step_of_range_name(open.name);
-    if (step) step_thread = open.thread;
-    return step;
   }
 
   void remember_nccl_range(const OpenMarker& open, const NcclCall& call, std::int64_t end) {

@@ -51,6 +51,7 @@ struct DecoderCounts {
   std::uint64_t nvtx_marks = 0;
   std::uint64_t steps = 0;  // NVTX ranges taken as steps (steps_from_ranges)
   std::uint64_t outside_capture_range = 0;  // events not written: outside the capture range
+  std::uint64_t gpu_work_written = 0;       // kernels, copies, sets and collectives written
   std::uint64_t overheads = 0;
   std::uint64_t external_correlations = 0;
   std::uint64_t without_timestamps = 0;
@@ -74,9 +75,10 @@ struct DecoderOptions {
   // NVTX ranges named as a step ("step 12", "iteration 3", "ProfilerStep#7";
   // core/step_names.h) are the rank's steps: a program traced from outside
   // (`clusterscope profile`) says so where its steps are. They are taken
-  // from the first thread that closes one (in any NVTX domain but NCCL's);
-  // ranges of those names on other threads stay annotations. Off where the
-  // program records its steps itself (the CUDA engine's worker).
+  // as core/step_names.h's StepRanges picks them (the first thread to start
+  // one, outermost ranges, any NVTX domain but NCCL's); the others stay
+  // annotations. Off where the program records its steps itself (the CUDA
+  // engine's worker).
   bool steps_from_ranges = false;
   // Only what falls in its spans is written (capture_range.h); null: all.
   std::shared_ptr<const CaptureRange> capture_range;

@@ -5,9 +5,9 @@
 // --profile) and closes at cudaProfilerStop. Opened and closed by the CUPTI
 // source's callbacks on the program's threads, read by the tracer's decoding
 // thread: an event is kept when the time it belongs to falls in a span (a
-// call's, a range's or a step's start; GPU work's, the start of the call that
-// launched it). A record is decoded only after that time has passed, so every
-// span's opening and closing before it is known by then.
+// call's start; GPU work's, the start of the call that launched it), or, for
+// an NVTX range or a step, when it meets one. A record is decoded only after that time has passed,
+// so every span's opening and closing before it is known by then.
 //
 // CUPTI records throughout (its overhead is the same); what falls outside is
 // counted, not written.
@@ -44,6 +44,15 @@ class CaptureRange {
     // Latest first: what is decoded is mostly recent.
     for (auto it = spans_.rbegin(); it != spans_.rend(); ++it) {
       if (time >= it->first) return time < it->second;
+    }
+    return false;
+  }
+  // Whether [start, end) meets a span (a range or step that straddles the
+  // start or the stop is the capture's).
+  bool overlaps(std::int64_t start, std::int64_t end) const {
+    std::lock_guard lock(mutex_);
+    for (auto it = spans_.rbegin(); it != spans_.rend(); ++it) {
+      if (start < it->second && it->first < std::max(end, start + 1)) return true;
     }
     return false;
   }

@@ -92,6 +92,7 @@ class CuptiSource final : public ActivitySource {
     if (CUptiResult r = cuptiActivityRegisterTimestampCallback(realtime_timestamp);
         r != CUPTI_SUCCESS) {
       warnings_.push_back("timestamps are on CUPTI's default clock (" + cupti_error(r) + ")");
+      on_run_clock_ = false;
     }
     if (CUptiResult r = cuptiActivityRegisterCallbacks(on_buffer_requested, on_buffer_completed);
         r != CUPTI_SUCCESS) {
@@ -206,6 +207,15 @@ class CuptiSource final : public ActivitySource {
   // (the runtime's calls reach CUPTI as the driver's too: opening an open
   // range does nothing).
   void follow_profiler_calls() {
+    // The range is timed on the run clock, which the records are on only
+    // when CUPTI took the timestamp callback.
+    if (!on_run_clock_) {
+      warnings_.push_back(
+          "the capture range cannot be held against the records (their timestamps are not on "
+          "the run clock): the whole run is recorded");
+      options_.capture_range->open_throughout();
+      return;
+    }
     const auto refused = [&](const char* call, CUptiResult r) {
       warnings_.push_back(std::string("the capture range cannot follow cudaProfilerStart and "
                                       "cudaProfilerStop (") +
@@ -238,17 +248,9 @@ class CuptiSource final : public ActivitySource {
   // On the program's thread, inside its call: no lock but the range's.
   static void CUPTIAPI on_profiler_call(void* self, CUpti_CallbackDomain domain,
                                         CUpti_CallbackId cbid, const void* data) {
-    const auto* call = static_cast<const CUpti_CallbackData*>(data);
-    if (!self || !call || call->callbackSite != CUPTI_API_ENTER) return;
-    CaptureRange& range = *static_cast<CuptiSource*>(self)->options_.capture_range;
-    const bool starts = domain == CUPTI_CB_DOMAIN_DRIVER_API
-                            ? cbid == CUPTI_DRIVER_TRACE_CBID_cuProfilerStart
-                            : cbid == CUPTI_RUNTIME_TRACE_CBID_cudaProfilerStart_v4000;
-    if (starts) {
-      range.open(trace::run_clock_ns());
-    } else {
-      range.close(trace::run_clock_ns());
-    }
+    if (!self) return;
+    follow_profiler_call(*static_cast<CuptiSource*>(self)->options_.capture_range, domain, cbid,
+                         data);
   }
 
   Error fail(std::string message) {
@@ -267,12 +269,30 @@ class CuptiSource final : public ActivitySource {
   std::vector<std::string> warnings_;
   std::atomic<bool> stopped_{false};
   CUpti_SubscriberHandle subscriber_ = nullptr;  // the profiler calls' (capture_range)
+  bool on_run_clock_ = true;                     // CUPTI took the timestamp callback
 };
 
 }  // namespace
 
 std::unique_ptr<ActivitySource> make_cupti_source(CuptiSourceOptions options) {
   return std::make_unique<CuptiSource>(options);
+}
+
+void follow_profiler_call(CaptureRange& range, int domain, std::uint32_t cbid, const void* data) {
+  const auto* call = static_cast<const CUpti_CallbackData*>(data);
+  if (!call || call->callbackSite != CUPTI_API_ENTER) return;
+  std::uint32_t start = 0, stop = 0;
+  if (domain == CUPTI_CB_DOMAIN_DRIVER_API) {
+    start = CUPTI_DRIVER_TRACE_CBID_cuProfilerStart;
+    stop = CUPTI_DRIVER_TRACE_CBID_cuProfilerStop;
+  } else if (domain == CUPTI_CB_DOMAIN_RUNTIME_API) {
+    start = CUPTI_RUNTIME_TRACE_CBID_cudaProfilerStart_v4000;
+    stop = CUPTI_RUNTIME_TRACE_CBID_cudaProfilerStop_v4000;
+  } else {
+    return;
+  }
+  if (cbid == start) range.open(trace::run_clock_ns());
+  if (cbid == stop) range.close(trace::run_clock_ns());
 }
 
 std::uint32_t loaded_cupti_version() {

@@ -41,6 +41,13 @@ struct CuptiSourceOptions {
   std::shared_ptr<CaptureRange> capture_range;
 };
 
+// What the program's cudaProfilerStart and cudaProfilerStop (and the
+// driver's cuProfilerStart/Stop) do to a capture range, as CUPTI's callback
+// API reports each call (its domain, callback id and CUpti_CallbackData):
+// a start opens the range at its entry, a stop closes it at its entry, on
+// the run clock; any other call or site does nothing.
+void follow_profiler_call(CaptureRange& range, int domain, std::uint32_t cbid, const void* data);
+
 // Only one CUPTI source runs in a process at a time: CUPTI's callbacks are
 // process-wide. A second start() fails with a sentence saying so.
 std::unique_ptr<ActivitySource> make_cupti_source(CuptiSourceOptions options = {});

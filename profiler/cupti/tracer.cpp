@@ -41,6 +41,7 @@ nlohmann::json counts_json(const DecoderCounts& c) {
           {"nvtx_marks", c.nvtx_marks},
           {"nvtx_steps", c.steps},
           {"outside_capture_range", c.outside_capture_range},
+          {"gpu_work_written", c.gpu_work_written},
           {"overheads", c.overheads},
           {"external_correlations", c.external_correlations},
           {"without_timestamps", c.without_timestamps},
@@ -62,8 +63,11 @@ std::string TracerReport::summary() const {
                      std::to_string(c.api_calls) + " API calls, " + std::to_string(c.syncs) +
                      " syncs, " + std::to_string(c.nvtx_ranges) + " NVTX ranges" +
                      (c.steps > 0 ? " (" + std::to_string(c.steps) + " of them steps)" : "") +
-                     ", " + std::to_string(c.overheads) + " overheads; " +
-                     std::to_string(dropped_records) + " records dropped";
+                     ", " + std::to_string(c.overheads) + " overheads" +
+                     (c.outside_capture_range > 0 ? ", " + std::to_string(c.outside_capture_range) +
+                                                        " outside the capture range (not written)"
+                                                  : std::string()) +
+                     "; " + std::to_string(dropped_records) + " records dropped";
   return text;
 }
 

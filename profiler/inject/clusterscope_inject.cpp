@@ -131,8 +131,9 @@ void finish(Session* s, const char* how) {
   // agent asking for the device count) is not a rank of the run.
   const auto& c = report.counts;
   const bool gpu_work = c.kernels + c.memcpys + c.memsets > 0;
-  // With a capture range that never opened, the store holds nothing either.
-  const bool never_captured = s->tracer_capture_range && s->tracer_capture_range->spans() == 0;
+  // With a capture range, what was written counts: none when the range
+  // never opened, or held none of the program's GPU work.
+  const bool never_captured = s->tracer_capture_range && c.gpu_work_written == 0;
   if ((!gpu_work || never_captured) && closed) {
     s->writer.reset();
     remove_store(s->path);
@@ -140,7 +141,7 @@ void finish(Session* s, const char* how) {
   }
   if (s->verbose || report.dropped_records > 0 || (gpu_work && never_captured)) {
     log_line("pid " + std::to_string(s->pid) + ": " + report.summary() +
-             (never_captured ? std::string("; nothing in the capture range, no store kept")
+             (never_captured ? std::string("; no GPU work in the capture range, no store kept")
               : gpu_work     ? " -> " + s->path
                              : std::string("; no GPU work, no store kept")));
     for (const std::string& warning : report.warnings)

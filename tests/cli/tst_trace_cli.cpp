@@ -1484,11 +1484,6 @@ void TestTraceCli::pytorchStreamSyncs() {
   QVERIFY(chrome.readAll().contains(R"("cat":"cuda_sync","name":"Stream Sync")"));
 }
 
-// HTA's launch statistics count kernel launches. The Nsight export's 15
-// copies are synchronous cudaMemcpy calls, each lasting its whole copy: they
-// were counted as launches too (20, a median delay of -18468 us, 75% of
-// calls "over 50 us"). Now the 5 saxpy kernels, and the copies are named
-// apart, in the text, the JSON and the report.
 // `trace stats --plan`: a run that records no prediction (the GPU check's
 // worker run, a profiled program of the user's own) held against the
 // planner's prediction of the plan the user names: the step the planner gives
@@ -1523,6 +1518,20 @@ void TestTraceCli::runHeldAgainstAPlanOfTheUsers() {
   QVERIFY(close_to(prediction["predicted_step_s"].toDouble(), step));
   QVERIFY(prediction["measured_step_s"].toDouble() > 0);
   QVERIFY(!prediction["breakdown"].toArray().isEmpty());
+  QCOMPARE(prediction["predicted_now"].toObject()["plan_file"].toString(), plan);
+  QVERIFY(prediction["predicted_now"].toObject()["notes"].toArray().isEmpty());
+
+  // A plan of another GPU count than the run's ranks: said.
+  const QString two = dir.filePath("two.json");
+  QFile f2(two);
+  QVERIFY(f2.open(QIODevice::WriteOnly));
+  f2.write(R"({"cluster": {"name": "two-h200", "nodes": 1, "gpus_per_node": 2, "gpu": "h200",
+                           "intra_node": "nvlink4"},
+               "workload": "gpt2-small", "parallel": {"dp": 2, "micro_batch": 8}})");
+  f2.close();
+  const QString mismatch = "the plan runs on 2 GPUs (dp x tp x pp), the run has 1 rank";
+  const Run sized = run_cli({"trace", "stats", store, "--plan", two});
+  QVERIFY2(sized.exit_code == 0 && sized.out.contains("  " + mismatch), qPrintable(sized.out));
 
   // One prediction at a time, of whole steps; a plan that cannot be read is named.
   const Run both = run_cli({"trace", "stats", store, "--plan", plan, "--predict-again"});
@@ -1553,10 +1562,15 @@ void TestTraceCli::runHeldAgainstAPlanOfTheUsers() {
   const Run with_plan = run_cli(
       {"trace", "import", kData + "nsys/saxpy-mpi-cuda.sqlite", "-o", imported, "--plan", plan});
   QVERIFY2(with_plan.exit_code == 0, qPrintable(with_plan.err));
+  QVERIFY2(!with_plan.err.contains("the plan runs on"), qPrintable(with_plan.err));
   const QJsonObject held =
       json_of(run_cli({"trace", "stats", imported, "--json"}))["prediction"].toObject();
   QVERIFY2(close_to(held["predicted_step_s"].toDouble(), step),
            qPrintable(QString::number(held["predicted_step_s"].toDouble())));
+  const Run imported_two = run_cli({"trace", "import", kData + "nsys/saxpy-mpi-cuda.sqlite", "-o",
+                                    dir.filePath("saxpy-two.cstrace"), "--plan", two});
+  QVERIFY2(imported_two.exit_code == 0 && imported_two.err.contains(mismatch),
+           qPrintable(imported_two.err));
   const QString refused_store = dir.filePath("refused.cstrace");
   const Run refused = run_cli({"trace", "import", kData + "nsys/saxpy-mpi-cuda.sqlite", "-o",
                                refused_store, "--plan", bad.fileName()});
@@ -1564,6 +1578,11 @@ void TestTraceCli::runHeldAgainstAPlanOfTheUsers() {
   QVERIFY(!QFile::exists(refused_store));
 }
 
+// HTA's launch statistics count kernel launches. The Nsight export's 15
+// copies are synchronous cudaMemcpy calls, each lasting its whole copy: they
+// were counted as launches too (20, a median delay of -18468 us, 75% of
+// calls "over 50 us"). Now the 5 saxpy kernels, and the copies are named
+// apart, in the text, the JSON and the report.
 void TestTraceCli::launchStatisticsAreKernelLaunches() {
   QTemporaryDir dir;
   const QString store = dir.filePath("saxpy.cstrace");

@@ -533,8 +533,8 @@ void TestTraceImport::nsysProcessesOfNvtxRangesOnly() {
 }
 
 // NVTX ranges named as a step (core/step_names.h) are the process's steps,
-// as the CUPTI tracer takes them under `clusterscope profile`: those of its
-// first thread to start one; another thread's stay annotations.
+// as the CUPTI tracer takes them under `clusterscope profile`: the outermost
+// ones of its first thread to start one; the others stay annotations.
 void TestTraceImport::nsysStepsFromNvtxRanges() {
   QTemporaryDir dir;
   const std::string in = dir.filePath("steps.sqlite").toStdString();
@@ -552,14 +552,15 @@ void TestTraceImport::nsysStepsFromNvtxRanges() {
         (1350000000, 1600000000, 59, 'iteration 2', 302119224788637, 0),
         (1600000000, 1850000000, 59, 'iteration 3', 302119224788637, 0),
         (1850000000, 2100000000, 59, 'iteration 4', 302119224788637, 0),
-        (1200000000, 1210000000, 59, 'step 9', 302119224788638, 0);
+        (1200000000, 1210000000, 59, 'step 9', 302119224788638, 0),
+        (1360000000, 1590000000, 59, 'step 2', 302119224788637, 0);
     )sql");
     sqlite3_close(db);
   }
   const std::string out = dir.filePath("steps.cstrace").toStdString();
   auto report = import_traces({in}, out);
   QVERIFY2(report, report ? "" : report.message().c_str());
-  QCOMPARE(report->events, kNsysEvents + 6);
+  QCOMPARE(report->events, kNsysEvents + 7);
   auto r = open_reader(out);
   auto windows = job_step_windows(*r);
   QVERIFY2(windows, windows ? "" : windows.message().c_str());
@@ -572,9 +573,12 @@ void TestTraceImport::nsysStepsFromNvtxRanges() {
   // Each iteration ran its saxpy kernel.
   for (const auto& step : analysis->ranks.front().steps)
     QVERIFY2(step.breakdown.compute_ns > 0, qPrintable(QString::number(step.step)));
-  auto other = r->find_events("step 9", NameMatch::exact, 10);
-  QCOMPARE(other->size(), std::size_t{1});
-  QCOMPARE(other->front().event.kind, EventKind::annotation);
+  // Another thread's, and one inside a step of the main thread's, stay ranges.
+  for (const char* name : {"step 9", "step 2"}) {
+    auto other = r->find_events(name, NameMatch::exact, 10);
+    QCOMPARE(other->size(), std::size_t{1});
+    QCOMPARE(other->front().event.kind, EventKind::annotation);
+  }
 }
 
 void TestTraceImport::nsysMissingRequiredColumn() {

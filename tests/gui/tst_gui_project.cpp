@@ -19,6 +19,7 @@
 #include "app/gui/analysis.h"
 #include "app/gui/project.h"
 #include "app/gui/workspace.h"
+#include "core/json_reader.h"
 #include "core/model_json.h"
 #include "core/presets.h"
 #include "gui_test_support.h"
@@ -460,6 +461,28 @@ void TestGuiProject::uniqueNames() {
   QCOMPARE(QString::fromStdString(unique_name("plan", {})), QStringLiteral("plan"));
   QCOMPARE(QString::fromStdString(unique_name("plan", {"plan", "plan 2"})),
            QStringLiteral("plan 3"));
+  // A name of the longest length read back gives way to its number: a copy
+  // of it, saved, made a project that did not open again.
+  const std::string longest(cs::kMaxLabelCharacters, 'x');
+  const std::string second = unique_name(longest, {longest});
+  QCOMPARE(second.size(), cs::kMaxLabelCharacters);
+  QVERIFY(second.ends_with("xx 2"));
+  // Cut between characters (two bytes each here), counted as characters.
+  std::string wide;
+  for (std::size_t i = 0; i < cs::kMaxLabelCharacters; ++i)
+    wide += "\u00e9";
+  const std::string copy = label_with_suffix(wide, " (copy)");
+  QCOMPARE(QString::fromStdString(copy).size(), qsizetype(cs::kMaxLabelCharacters));
+  QVERIFY(QString::fromStdString(copy).endsWith(QStringLiteral("\u00e9 (copy)")));
+  QCOMPARE(label_with_suffix("short", " (edited)"), std::string("short (edited)"));
+  // Both read back.
+  Project project = defaults();
+  project.plans[0].name = second;
+  project.clusters[0].display_name = copy;
+  const QString path = dir_.filePath(QStringLiteral("longest.clusterscope.json"));
+  QVERIFY(save_project(path.toStdString(), project).ok());
+  auto reopened = load_project(path.toStdString());
+  QVERIFY2(reopened.ok(), reopened.ok() ? "" : reopened.message().c_str());
 }
 
 // A cluster or workload used by the current plan alone is replaced in

@@ -3244,9 +3244,6 @@ void TestGuiRun::medianStepSaysWhichSteps() {
            qPrintable(c->item(step, 0)->toolTip()));
 }
 
-// Tools ▸ Predict the open run again on the CUDA engine's H200 run, with no
-// calibration of that GPU here: the message bar gives the reason, as
-// `trace stats --predict-again` does (it said only "on this-machine").
 // A run held against a plan the user gives (the current plan in the app,
 // Tools > Hold the open run against the current plan): the planner's step
 // for that plan, in a prediction tab that names the plan.
@@ -3286,6 +3283,9 @@ void TestGuiRun::predictWithAPlan() {
            qPrintable(cells.join(" | ")));
 }
 
+// Tools ▸ Predict the open run again on the CUDA engine's H200 run, with no
+// calibration of that GPU here: the message bar gives the reason, as
+// `trace stats --predict-again` does (it said only "on this-machine").
 void TestGuiRun::predictAgainSaysWhyInTheBar() {
   const QString copy = writableCopy(QStringLiteral(CS_DATA_DIR "/gpu/worker-bf16.db"),
                                     QStringLiteral("predict-again-bar.db"));

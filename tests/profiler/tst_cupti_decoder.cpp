@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/kernel_names.h"
+#include "core/run_clock.h"
 #include "core/step_names.h"
 #include "core/trace_analysis.h"
 #include "core/trace_reader.h"
@@ -218,6 +219,7 @@ class TestCuptiDecoder : public QObject {
   void stepNames();
   void stepsFromNvtxRanges();
   void captureRangeKeepsWhatFallsInIt();
+  void profilerCallsOpenAndCloseTheRange();
   void syncWaitsForItsCall();
   void overflowDropsAndReports();
   void dropWarningSaysWhoDropped_data();
@@ -924,6 +926,16 @@ void TestCuptiDecoder::stepsFromNvtxRanges() {
     range(4, "step 9", T0 + 120, T0 + 130, 101);                   // another thread's
     range(5, "step 3", T0 + 140, T0 + 150, 100, "NCCL");           // NCCL's domain
     range(6, "Iteration 2", T0 + 200, T0 + 290, 100, "training");  // a domain of the program's
+    // PyTorch's step range around one of the program's: the outer one is the
+    // step, whichever order their records come in.
+    range(7, "ProfilerStep#3", T0 + 300, T0 + 400, 100);
+    range(8, "step 3", T0 + 310, T0 + 390, 100);
+    b.add_record(marker(CUPTI_ACTIVITY_FLAG_MARKER_START, T0 + 400, 9, 100),
+                 {{offsetof(CUpti_ActivityMarker2, name), b.add_string("ProfilerStep#4")}});
+    b.add_record(marker(CUPTI_ACTIVITY_FLAG_MARKER_START, T0 + 410, 10, 100),
+                 {{offsetof(CUpti_ActivityMarker2, name), b.add_string("step 4")}});
+    b.add_record(marker(CUPTI_ACTIVITY_FLAG_MARKER_END, T0 + 490, 10, 100));
+    b.add_record(marker(CUPTI_ACTIVITY_FLAG_MARKER_END, T0 + 500, 9, 100));
     add_kernel(b, kernel(T0 + 20, T0 + 60, 0, 7, 1), kGemm);
     b.end_buffer();
     return b.take();
@@ -932,7 +944,7 @@ void TestCuptiDecoder::stepsFromNvtxRanges() {
   options.steps_from_ranges = true;
   const auto run = replay(build(), options);
   const auto steps = run->of_kind(EventKind::step);
-  QCOMPARE(steps.size(), std::size_t(3));
+  QCOMPARE(steps.size(), std::size_t(5));
   for (std::size_t i = 0; i < steps.size(); ++i) {
     QCOMPARE(steps[i].step, static_cast<std::int32_t>(i));
     QCOMPARE(run->lane_name(steps[i]), std::string("steps"));
@@ -940,21 +952,24 @@ void TestCuptiDecoder::stepsFromNvtxRanges() {
   }
   QCOMPARE(steps[1].start_ns, static_cast<std::int64_t>(T0 + 100));
   QCOMPARE(steps[1].end_ns, static_cast<std::int64_t>(T0 + 200));
-  QCOMPARE(run->report.counts.steps, std::uint64_t(3));
-  QCOMPARE(run->report.counts.nvtx_ranges, std::uint64_t(6));
+  QCOMPARE(run->writer.text(steps[3].name), std::string("ProfilerStep#3"));
+  QCOMPARE(run->writer.text(steps[4].name), std::string("ProfilerStep#4"));
+  QCOMPARE(run->report.counts.steps, std::uint64_t(5));
+  QCOMPARE(run->report.counts.nvtx_ranges, std::uint64_t(10));
   QStringList annotations;
   for (const Event& e : run->of_kind(EventKind::annotation))
     annotations << QString::fromStdString(run->writer.text(e.name) + " @ " + run->lane_name(e));
   annotations.sort();
   QCOMPARE(annotations, QStringList({"forward @ NVTX thread 100", "step 3 @ NVTX NCCL thread 100",
+                                     "step 3 @ NVTX thread 100", "step 4 @ NVTX thread 100",
                                      "step 9 @ NVTX thread 101"}));
-  QVERIFY(run->report.summary().find("6 NVTX ranges (3 of them steps)") != std::string::npos);
+  QVERIFY(run->report.summary().find("10 NVTX ranges (5 of them steps)") != std::string::npos);
 
   // Off (the CUDA engine's worker, which records its steps itself): all
   // of them annotations.
   const auto plain = replay(build());
   QVERIFY(plain->of_kind(EventKind::step).empty());
-  QCOMPARE(plain->of_kind(EventKind::annotation).size(), std::size_t(6));
+  QCOMPARE(plain->of_kind(EventKind::annotation).size(), std::size_t(10));
 }
 
 // --capture-range cudaProfilerApi: what falls between the program's
@@ -990,7 +1005,8 @@ void TestCuptiDecoder::captureRangeKeepsWhatFallsInIt() {
   b.add_record(marker(CUPTI_ACTIVITY_FLAG_MARKER_START, T0 + 20, 1, 100),
                {{offsetof(CUpti_ActivityMarker2, name), b.add_string("step 0")}});
   b.add_record(marker(CUPTI_ACTIVITY_FLAG_MARKER_END, T0 + 90, 1, 100));
-  b.add_record(marker(CUPTI_ACTIVITY_FLAG_MARKER_START, T0 + 120, 2, 100),
+  // Started just before cudaProfilerStart: the capture's, as it meets it.
+  b.add_record(marker(CUPTI_ACTIVITY_FLAG_MARKER_START, T0 + 95, 2, 100),
                {{offsetof(CUpti_ActivityMarker2, name), b.add_string("step 1")}});
   b.add_record(marker(CUPTI_ACTIVITY_FLAG_MARKER_END, T0 + 190, 2, 100));
   b.end_buffer();
@@ -1008,8 +1024,14 @@ void TestCuptiDecoder::captureRangeKeepsWhatFallsInIt() {
   const auto steps = run->of_kind(EventKind::step);
   QCOMPARE(steps.size(), std::size_t(1));
   QCOMPARE(steps[0].step, 1);
+  QCOMPARE(steps[0].start_ns, static_cast<std::int64_t>(T0 + 95));
   QCOMPARE(run->report.counts.outside_capture_range, std::uint64_t(5));
   QCOMPARE(run->report.counts.kernels, std::uint64_t(4));  // all seen, two written
+  QCOMPARE(run->report.counts.gpu_work_written, std::uint64_t(2));
+  QCOMPARE(run->report.counts.steps, std::uint64_t(1));  // written, not seen
+  QVERIFY2(
+      run->report.summary().find("5 outside the capture range (not written)") != std::string::npos,
+      run->report.summary().c_str());
   QVERIFY(run->report.warnings.empty());
 
   // A range that never opened: nothing is written, and the report says why.
@@ -1022,6 +1044,7 @@ void TestCuptiDecoder::captureRangeKeepsWhatFallsInIt() {
   const auto none = replay(never.take(), closed);
   QVERIFY(none->of_kind(EventKind::kernel).empty());
   QCOMPARE(none->report.counts.outside_capture_range, std::uint64_t(1));
+  QCOMPARE(none->report.counts.gpu_work_written, std::uint64_t(0));
   QVERIFY2(std::any_of(none->report.warnings.begin(), none->report.warnings.end(),
                        [](const std::string& w) {
                          return w.find(
@@ -1029,6 +1052,45 @@ void TestCuptiDecoder::captureRangeKeepsWhatFallsInIt() {
                                     "cudaProfilerStart") != std::string::npos;
                        }),
            "no warning");
+}
+
+// CUPTI's callbacks of the program's profiler calls, as it delivers them:
+// cudaProfilerStart reaches it as the runtime's call and, inside it, the
+// driver's, each at its entry and its exit.
+void TestCuptiDecoder::profilerCallsOpenAndCloseTheRange() {
+  using cs::profiler::follow_profiler_call;
+  cs::profiler::CaptureRange range;
+  auto call = [&](CUpti_CallbackDomain domain, std::uint32_t cbid, CUpti_ApiCallbackSite site) {
+    CUpti_CallbackData data{};
+    data.callbackSite = site;
+    follow_profiler_call(range, domain, cbid, &data);
+  };
+  const auto runtime = CUPTI_CB_DOMAIN_RUNTIME_API;
+  const auto driver = CUPTI_CB_DOMAIN_DRIVER_API;
+  // Other calls and sites, and no call data, do nothing.
+  call(runtime, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000, CUPTI_API_ENTER);
+  call(runtime, CUPTI_RUNTIME_TRACE_CBID_cudaProfilerStart_v4000, CUPTI_API_EXIT);
+  call(CUPTI_CB_DOMAIN_RESOURCE, CUPTI_RUNTIME_TRACE_CBID_cudaProfilerStart_v4000, CUPTI_API_ENTER);
+  follow_profiler_call(range, runtime, CUPTI_RUNTIME_TRACE_CBID_cudaProfilerStart_v4000, nullptr);
+  QCOMPARE(range.spans(), 0);
+  // torch.cuda.profiler.start(): opened once.
+  call(runtime, CUPTI_RUNTIME_TRACE_CBID_cudaProfilerStart_v4000, CUPTI_API_ENTER);
+  const std::int64_t opened = cs::trace::run_clock_ns();
+  call(driver, CUPTI_DRIVER_TRACE_CBID_cuProfilerStart, CUPTI_API_ENTER);
+  call(driver, CUPTI_DRIVER_TRACE_CBID_cuProfilerStart, CUPTI_API_EXIT);
+  call(runtime, CUPTI_RUNTIME_TRACE_CBID_cudaProfilerStart_v4000, CUPTI_API_EXIT);
+  QCOMPARE(range.spans(), 1);
+  QVERIFY(range.holds(opened));
+  // stop(): closed at its entry.
+  call(runtime, CUPTI_RUNTIME_TRACE_CBID_cudaProfilerStop_v4000, CUPTI_API_ENTER);
+  const std::int64_t closed = cs::trace::run_clock_ns();
+  call(driver, CUPTI_DRIVER_TRACE_CBID_cuProfilerStop, CUPTI_API_ENTER);
+  QVERIFY(range.holds(opened));
+  QVERIFY(!range.holds(closed));
+  // A driver-only start (cuProfilerStart called directly) opens a second span.
+  call(driver, CUPTI_DRIVER_TRACE_CBID_cuProfilerStart, CUPTI_API_ENTER);
+  QCOMPARE(range.spans(), 2);
+  QVERIFY(range.holds(cs::trace::run_clock_ns()));
 }
 
 void TestCuptiDecoder::syncWaitsForItsCall() {

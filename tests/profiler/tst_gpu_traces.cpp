@@ -457,9 +457,6 @@ void TestGpuTraces::attentionKernelsCountAsAttention() {
            qPrintable(QString("%1 of %2 s").arg(launched_in_attention).arg(attention)));
 }
 
-// The worker's fp8 run records what each GEMM ran in: every forward GEMM of
-// the linear layers and the head in FP8 E4M3 (4 x 12 layers + 1 a step, 12
-// steps), their input and weight gradients in BF16, as the engine runs them.
 // `clusterscope profile --capture-range cudaProfilerApi` of the same program
 // calling cudaProfilerStart before its step 8 and cudaProfilerStop after its
 // step 11 (scripts/gpu-check.sh): those steps, and nothing the program did
@@ -507,6 +504,9 @@ void TestGpuTraces::captureRangeOfAPyTorchProgram() {
   QVERIFY(analysis->prediction->measured_step_s > 0);
 }
 
+// The worker's fp8 run records what each GEMM ran in: every forward GEMM of
+// the linear layers and the head in FP8 E4M3 (4 x 12 layers + 1 a step, 12
+// steps), their input and weight gradients in BF16, as the engine runs them.
 void TestGpuTraces::fp8ForwardGemmsRanInFp8() {
   QTemporaryDir dir;
   auto r = open_copy(dir, "worker-fp8.db");
