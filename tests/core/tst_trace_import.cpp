@@ -1870,6 +1870,27 @@ void TestTraceImport::formatDetection() {
              imported.message().c_str());
   }
 
+  // SQLite's header with a page size no database has, over bytes that are
+  // none (SQLITE_NOTADB): damaged too.
+  {
+    const std::string garbled = dir.filePath("garbled.sqlite").toStdString();
+    QByteArray bytes(8192, '\xab');
+    bytes.replace(0, 16, QByteArray("SQLite format 3", 16));
+    bytes[16] = 0;  // page size 3
+    bytes[17] = 3;
+    bytes[28] = bytes[29] = bytes[30] = 0;  // 2 pages: not cut short
+    bytes[31] = 2;
+    QFile f(QString::fromStdString(garbled));
+    QVERIFY(f.open(QIODevice::WriteOnly));
+    f.write(bytes);
+    f.close();
+    auto imported = import_traces({garbled}, dir.filePath("garbled.cstrace").toStdString());
+    QVERIFY(!imported);
+    QCOMPARE(QString::fromStdString(imported.message()),
+             QString::fromStdString(garbled) +
+                 " is damaged: SQLite cannot read its schema (file is not a database)");
+  }
+
   // A byte-order mark, and more spaces before the first bracket than the
   // format's look read (16 bytes): "not JSON" before.
   {
