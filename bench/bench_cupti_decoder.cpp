@@ -132,7 +132,7 @@ struct Figures {
 // decoder (its first use allocates its correlation rings), timing the decoder
 // alone; the bare walk over the same buffers is the reference.
 Figures measure(std::unique_ptr<cs::profiler::ActivitySource> source, std::size_t buffer_bytes,
-                int repeats = 1) {
+                int repeats = 1, cs::profiler::DecoderOptions options = {}) {
   cs::profiler::BufferPool pool(buffer_bytes, std::size_t{8} << 30);
   cs::profiler::BufferQueue queue;
   if (auto started = source->start(pool, queue); !started) {
@@ -151,7 +151,7 @@ Figures measure(std::unique_ptr<cs::profiler::ActivitySource> source, std::size_
   }
   f.walk_s = std::chrono::duration<double>(Clock::now() - start).count();
   CountingWriter writer;
-  cs::profiler::ActivityDecoder decoder(writer, {});
+  cs::profiler::ActivityDecoder decoder(writer, options);
   start = Clock::now();
   for (int r = 0; r < repeats; ++r) {
     for (const auto& b : buffers)
@@ -191,6 +191,16 @@ int main(int argc, char**) {
   if (!print("synthetic step mix (400k kernels)",
              measure(cs::profiler::make_replay_source(synthetic(400'000, kBuffer), "synthetic"),
                      kBuffer)))
+    return 1;
+  // The same under `profile --capture-range cudaProfilerApi`, a range open
+  // throughout: what holding each event against it costs (a lock a look).
+  cs::profiler::DecoderOptions captured;
+  auto range = std::make_shared<cs::profiler::CaptureRange>();
+  range->open_throughout();
+  captured.capture_range = range;
+  if (!print("  ... in a capture range",
+             measure(cs::profiler::make_replay_source(synthetic(400'000, kBuffer), "synthetic"),
+                     kBuffer, 1, captured)))
     return 1;
   const std::string torch =
       std::string(CS_SOURCE_DIR) + "/tests/data/gpu/h200_torch_ddp_rank0.cupti";
