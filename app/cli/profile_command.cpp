@@ -13,6 +13,8 @@
 #include "core/host_probe.h"
 #include "core/json_text.h"
 #include "core/predicted_step.h"
+#include "core/trace_analysis.h"
+#include "core/trace_reader.h"
 #include "profiler/profile_run.h"
 
 namespace cs::cli {
@@ -36,6 +38,24 @@ std::string file_names(const std::vector<std::string>& paths) {
     text += path.substr(path.find_last_of('/') + 1);
   }
   return text;
+}
+
+// The steps the program marked, or how to mark them: without steps the
+// analyses take the whole run as one step.
+void say_steps(const std::string& store) {
+  auto reader = trace::TraceReader::open(store);
+  if (!reader) return;
+  auto steps = trace::job_step_windows(**reader);
+  if (!steps) return;
+  if (steps->empty()) {
+    std::cerr << "clusterscope: note: the program marked no steps, so the analyses take the run "
+                 "as one step; NVTX ranges named step N around each iteration "
+                 "(torch.cuda.nvtx.range_push(f\"step {i}\")) mark them\n";
+  } else {
+    std::cerr << "clusterscope: note: " << steps->size()
+              << (steps->size() == 1 ? " step" : " steps")
+              << ", from the program's NVTX ranges named as steps\n";
+  }
 }
 
 void run(const ProfileOptions& o, Context& ctx) {
@@ -112,6 +132,7 @@ void run(const ProfileOptions& o, Context& ctx) {
             << file_names(outcome.parts) << ")";
   if (outcome.parts_kept) std::cout << "; per-process stores in " << outcome.parts_dir;
   std::cout << '\n';
+  say_steps(o.out);
   if (!outcome.status.success()) throw CliExitCode{outcome.status.shell_code()};
 }
 

@@ -171,6 +171,7 @@ class TestProfileCommand : public QObject {
   void gathersTheStoreOfOneProcess();
   void severalStoresAreMerged();
   void thePlansPredictionGoesIntoTheStore();
+  void theStepsMarkedAreSaid();
   void unreadableStoresAreKept();
   void refusesAPartsDirectoryInUse();
   void missingInjectionLibrary();
@@ -652,6 +653,10 @@ void TestProfileCommand::severalStoresAreMerged() {
   QVERIFY2(merged.ok(), merged.ok() ? "" : merged.message().c_str());
   QCOMPARE(static_cast<int>((*merged)->ranks().size()), 2);
   QCOMPARE((*merged)->event_count(), std::int64_t{2});
+  // No steps: said, with how to mark them.
+  QVERIFY2(r.err.contains("clusterscope: note: the program marked no steps, so the analyses take "
+                          "the run as one step; NVTX ranges named step N"),
+           qPrintable(r.err));
 }
 
 // --plan: the planner's prediction of the plan the program runs goes into the
@@ -702,6 +707,46 @@ void TestProfileCommand::thePlansPredictionGoesIntoTheStore() {
   QVERIFY2(refused.err.contains("bad.json"), qPrintable(refused.err));
   QVERIFY(!QFile::exists(ran));
   QVERIFY(!QFile::exists(tmp.filePath("bad.db")));
+}
+
+// The steps a profiled program marked (NVTX ranges named step N, which the
+// tracer writes as steps) are counted when the store is written.
+void TestProfileCommand::theStepsMarkedAreSaid() {
+  QTemporaryDir tmp;
+  const QString made = tmp.filePath("stepped.db");
+  {
+    cs::trace::RunInfo info{"rank", "cupti", 0, "CLOCK_REALTIME"};
+    auto writer = cs::trace::TraceWriter::create(made.toStdString(), info);
+    QVERIFY(writer.ok());
+    (*writer)->add_rank({0, "host", "GPU 0", 100, 0});
+    const cs::trace::LaneId stream =
+        (*writer)->add_lane(0, cs::trace::LaneKind::gpu_stream, "stream 7");
+    const cs::trace::LaneId steps = (*writer)->add_lane(0, cs::trace::LaneKind::steps, "steps", -1);
+    for (int step = 0; step < 3; ++step) {
+      cs::trace::Event s;
+      s.lane = steps;
+      s.kind = cs::trace::EventKind::step;
+      s.step = step;
+      s.start_ns = 1000 * (step + 1);
+      s.end_ns = s.start_ns + 900;
+      s.name = (*writer)->intern("step " + std::to_string(step));
+      (*writer)->add(s);
+      cs::trace::Event k;
+      k.lane = stream;
+      k.start_ns = s.start_ns + 10;
+      k.end_ns = s.start_ns + 500;
+      k.name = (*writer)->intern("kernel");
+      (*writer)->add(k);
+    }
+    QVERIFY((*writer)->close().ok());
+  }
+  const Run r = profile({"--out", tmp.filePath("run.db"), "--", "sh", "-c",
+                         "cp \"$TMPDIR/stepped.db\" \"$CLUSTERSCOPE_PROFILE_DIR/rank0-pid1.db\""},
+                        with_tmp(tmp));
+  QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+  QVERIFY2(r.err.contains("clusterscope: note: 3 steps, from the program's NVTX ranges named as "
+                          "steps\n"),
+           qPrintable(r.err));
 }
 
 // Stores that are not stores: the error names the file, and nothing is lost.
