@@ -1494,7 +1494,10 @@ void RunView::showAnalysis() {
                  .arg(q(a.prediction_error));
     } else if (!not_predictable_.isEmpty()) {
       // Not sent to Tools ▸ Predict the open run again, which can only refuse it.
-      text = tr("This store records no prediction of its step, and none can be made of it: %1.")
+      // A program of the user's own is held against the plan it ran.
+      text = tr("This store records no prediction of its step, and none can be made of it: %1. "
+                "Tools ▸ Hold the open run against the current plan compares it with the plan it "
+                "ran.")
                  .arg(not_predictable_);
     } else {
       text =

@@ -2036,6 +2036,12 @@ void TestGuiRun::importedTraces() {
                QStringLiteral("none can be made of it: not a training run of the ClusterScope "
                               "engines")),
            qPrintable(view->predictionTable()->item(0, 0)->text()));
+  // ... and points at what can: the plan it ran.
+  QVERIFY(view->predictionTable()->item(0, 0)->text().contains(
+      QStringLiteral("Tools ▸ Hold the open run against the current plan")));
+  auto* with_plan = window.findChild<QAction*>(QStringLiteral("actionPredictWithPlan"));
+  QVERIFY(with_plan);
+  QTRY_VERIFY_WITH_TIMEOUT(with_plan->isEnabled(), 30000);
   // Tools ▸ Compare the open run with… is there once a run is open.
   auto* compare = window.findChild<QAction*>(QStringLiteral("actionCompareRun"));
   QVERIFY(compare);
