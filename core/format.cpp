@@ -1,5 +1,6 @@
 #include "core/format.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <iterator>
@@ -164,15 +165,28 @@ std::size_t display_width(std::string_view utf8) {
   return cells;
 }
 
-std::string cut_for_message(std::string_view utf8, std::size_t chars) {
+namespace {
+bool begins_character(char byte) {
+  return (static_cast<unsigned char>(byte) & 0xC0) != 0x80;
+}
+}  // namespace
+
+std::size_t utf8_characters(std::string_view utf8) {
+  return static_cast<std::size_t>(std::count_if(utf8.begin(), utf8.end(), begins_character));
+}
+
+std::string_view first_characters(std::string_view utf8, std::size_t chars) {
   std::size_t end = 0, count = 0;
   for (; end < utf8.size(); ++end) {
-    // A character starts at each byte that is not a continuation (10xxxxxx).
-    const bool starts = (static_cast<unsigned char>(utf8[end]) & 0xC0) != 0x80;
-    if (starts && count++ == chars) break;
+    if (begins_character(utf8[end]) && count++ == chars) break;
   }
-  if (end == utf8.size()) return std::string(utf8);
-  return std::string(utf8.substr(0, end)) + "…";
+  return utf8.substr(0, end);
+}
+
+std::string cut_for_message(std::string_view utf8, std::size_t chars) {
+  const std::string_view kept = first_characters(utf8, chars);
+  if (kept.size() == utf8.size()) return std::string(utf8);
+  return std::string(kept) + "…";
 }
 
 std::string fit_width(std::string_view utf8, std::size_t cells) {

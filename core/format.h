@@ -41,6 +41,11 @@ std::size_t display_width(std::string_view utf8);
 // <float, 32>") where it is wider: kernel names differ at their ends. Cut
 // between characters, never inside one.
 std::string fit_width(std::string_view utf8, std::size_t cells);
+// Characters (UTF-8 code points: every byte but a continuation, 10xxxxxx,
+// begins one) in `utf8`, and its first `chars` of them, cut between
+// characters.
+std::size_t utf8_characters(std::string_view utf8);
+std::string_view first_characters(std::string_view utf8, std::size_t chars);
 // A key or name as a message quotes it: its first `chars` characters and
 // "…" where it is longer (an unknown key of 100 MB was echoed whole to
 // stderr). Cut between UTF-8 characters; reads no further than it keeps.

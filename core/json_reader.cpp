@@ -226,12 +226,7 @@ void ObjectReader::label(std::string_view key, std::string& out, bool required) 
   if (control != out.end()) {
     diag_.add(pointer(key), "must not hold control characters (a newline, a tab, an escape code)");
   }
-  // UTF-8's continuation bytes (10xxxxxx) begin no character.
-  const auto characters =
-      static_cast<std::size_t>(std::count_if(out.begin(), out.end(), [](char c) {
-        return (static_cast<unsigned char>(c) & 0xc0) != 0x80;
-      }));
-  if (characters > kMaxLabelCharacters) {
+  if (const std::size_t characters = utf8_characters(out); characters > kMaxLabelCharacters) {
     diag_.add(pointer(key), "must be at most " + std::to_string(kMaxLabelCharacters) +
                                 " characters long (it holds " + std::to_string(characters) + ")");
   }

@@ -445,19 +445,9 @@ Result<Project> default_project(const PresetCatalog& catalog) {
 }
 
 std::string label_with_suffix(const std::string& base, std::string_view suffix) {
-  // Characters are UTF-8 code points: continuation bytes (10xxxxxx) begin none.
-  const auto begins_character = [](char c) {
-    return (static_cast<unsigned char>(c) & 0xc0) != 0x80;
-  };
-  const auto suffix_characters =
-      static_cast<std::size_t>(std::count_if(suffix.begin(), suffix.end(), begins_character));
-  const std::size_t room =
-      kMaxLabelCharacters > suffix_characters ? kMaxLabelCharacters - suffix_characters : 0;
-  std::size_t characters = 0, cut = 0;
-  for (; cut < base.size(); ++cut) {
-    if (begins_character(base[cut]) && ++characters > room) break;
-  }
-  return base.substr(0, cut) + std::string(suffix);
+  const std::size_t taken = utf8_characters(suffix);
+  const std::size_t room = kMaxLabelCharacters > taken ? kMaxLabelCharacters - taken : 0;
+  return std::string(first_characters(base, room)) + std::string(suffix);
 }
 
 std::string unique_name(const std::string& base, const std::vector<std::string>& taken) {
