@@ -22,7 +22,6 @@
 #include <QProcess>
 #include <QProgressBar>
 #include <QPushButton>
-#include <QRegularExpression>
 #include <QScrollArea>
 #include <QSpinBox>
 #include <QSplitter>
@@ -36,6 +35,7 @@
 #include <algorithm>
 #include <csignal>
 
+#include <nlohmann/json.hpp>
 #include <unistd.h>
 
 #include "app/calibration/calibration_workflow.h"
@@ -44,7 +44,6 @@
 #include "app/gui/workspace.h"
 #include "core/format.h"
 #include "core/host_probe.h"
-#include "core/json_text.h"
 #include "core/model_json.h"
 #include "core/trace_analysis.h"
 #include "profiler/plan_run.h"
@@ -667,18 +666,14 @@ Status RunsPanel::profileCommand(const QStringList& command) {
           .arg(QDateTime::currentDateTime().toString(QStringLiteral("yyyyMMdd-HHmmss-zzz"))));
   QStringList arguments{QStringLiteral("profile"), QStringLiteral("--out"), store};
   if (profile_plan_->isChecked()) {
-    // The plan beside the store, as the CLI reads it (and a record of what
-    // the run was held against).
+    // The plan beside the store, as a run's (and a record of what the run
+    // was held against).
     auto plan = workspace_->project().resolved_plan();
     if (!plan) return fail(tr("the current plan: %1").arg(q(plan.message())));
-    QString plan_file = store;
-    plan_file.replace(QRegularExpression(QStringLiteral("\\.db$")), QStringLiteral(".plan.json"));
-    QFile out(plan_file);
-    const QByteArray text = QByteArray::fromStdString(json_text(to_json(plan.value())) + "\n");
-    if (!out.open(QIODevice::WriteOnly) || out.write(text) != text.size() || !out.flush())
-      return fail(tr("%1: cannot write the plan: %2").arg(plan_file, out.errorString()));
-    out.close();
-    arguments << QStringLiteral("--plan") << plan_file;
+    const std::string plan_file = launch::run_store_stem(store.toStdString()) + ".plan.json";
+    if (Status written = write_json_file(plan_file, to_json(plan.value())); !written)
+      return fail(q(written.message()));
+    arguments << QStringLiteral("--plan") << q(plan_file);
   }
   if (profile_capture_range_->isChecked())
     arguments << QStringLiteral("--capture-range") << QStringLiteral("cudaProfilerApi");
