@@ -1153,7 +1153,7 @@ Event kineto_event(const KinetoHandler& h, const Parsed& p) {
     case Cat::user_annotation:
       e.kind = EventKind::annotation;
       e.category = Category::other;
-      // PyTorch's profiler's own steps (a trace has no other rule for them).
+      // PyTorch's profiler's own steps (without them, steps_from_annotations).
       if (p.cat == Cat::user_annotation && name.rfind("ProfilerStep#", 0) == 0) {
         if (const auto step = step_of_range_name(name)) {
           e.kind = EventKind::step;
@@ -1187,6 +1187,36 @@ Event kineto_event(const KinetoHandler& h, const Parsed& p) {
       break;
   }
   return e;
+}
+
+// A trace taken without the profiler's schedule has no ProfilerStep#N: its
+// steps are then its record_function ranges named as a step ("step N",
+// "iteration N", ...), by the rule every source follows (core/step_names.h).
+// A trace with the profiler's own steps keeps those alone. Each event's step,
+// -1 where it is none.
+std::vector<std::int32_t> steps_from_annotations(const KinetoHandler& h) {
+  std::vector<std::int32_t> step(h.events.size(), -1);
+  std::vector<std::size_t> ranges;
+  for (std::size_t i = 0; i < h.events.size(); ++i) {
+    if (h.events[i].cat != Cat::user_annotation) continue;
+    if (h.strings[h.events[i].name].starts_with("ProfilerStep#")) return step;
+    ranges.push_back(i);
+  }
+  // In the order they start; of two that start together, the outer first.
+  std::stable_sort(ranges.begin(), ranges.end(), [&](std::size_t a, std::size_t b) {
+    const Parsed& x = h.events[a];
+    const Parsed& y = h.events[b];
+    return x.start != y.start ? x.start < y.start : x.end > y.end;
+  });
+  StepRanges rule;
+  for (const std::size_t i : ranges) {
+    const Parsed& p = h.events[i];
+    if (const auto s = rule.started(p.lane, "", h.strings[p.name], p.start)) {
+      step[i] = *s;
+      rule.ended(p.end);
+    }
+  }
+  return step;
 }
 
 // This product's own export writes each event's stored fields in its args
@@ -1725,9 +1755,15 @@ Result<ImportReport> import_one_kineto(const std::string& file, const std::strin
   const LaneId steps = w.add_lane(rank, LaneKind::steps, "steps", -1);
 
   NamesInterned name_of(h.strings, w);
+  const std::vector<std::int32_t> annotated_steps = steps_from_annotations(h);
 
-  for (const Parsed& p : h.events) {
+  for (std::size_t i = 0; i < h.events.size(); ++i) {
+    const Parsed& p = h.events[i];
     Event e = kineto_event(h, p);
+    if (annotated_steps[i] >= 0) {
+      e.kind = EventKind::step;
+      e.step = annotated_steps[i];
+    }
     e.lane = e.kind == EventKind::step ? steps : lanes[p.lane];
     e.start_ns = p.start;
     e.end_ns = p.end;

@@ -203,6 +203,8 @@ class TestTraceImport : public QObject {
   void kinetoRanksOfTwoRunsRefused();
   void kinetoIdsWrittenAsReals();
   void kinetoStreamsNamedAsText();
+  void kinetoStepsFromAnnotations_data();
+  void kinetoStepsFromAnnotations();
   void kinetoDeviceNamesById_data();
   void kinetoDeviceNamesById();
   void kinetoGemmWorkFromShapes_data();
@@ -1644,6 +1646,83 @@ void TestTraceImport::kinetoStreamsNamedAsText() {
   const auto kinds = count_kinds(*reader);
   QCOMPARE(kinds.at(EventKind::memcpy), 1);
   QCOMPARE(kinds.at(EventKind::kernel), 1);
+}
+
+void TestTraceImport::kinetoStepsFromAnnotations_data() {
+  QTest::addColumn<QString>("profiler_steps");  // ProfilerStep#N ranges added, or none
+  QTest::addColumn<QList<int>>("steps");        // the store's steps, in order
+  QTest::addRow("record_function ranges") << "" << QList<int>{0, 1, 2};
+  // The profiler's own steps win: the ranges stay annotations.
+  QTest::addRow("with ProfilerStep#N")
+      << R"json({"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#7", "pid": 1,
+           "tid": 1, "ts": 1000, "dur": 1500},
+          {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#8", "pid": 1,
+           "tid": 1, "ts": 2500, "dur": 2000},)json"
+      << QList<int>{7, 8};
+}
+
+// A trace taken without the profiler's schedule (torch.profiler.profile()
+// around a loop, no ProfilerStep#N) had no steps: the per-step analyses took
+// it as one. Its record_function ranges named as a step are its steps, by
+// the rule of the CUPTI tracer and the Nsight Systems import.
+void TestTraceImport::kinetoStepsFromAnnotations() {
+  QFETCH(QString, profiler_steps);
+  QFETCH(QList<int>, steps);
+  QTemporaryDir dir;
+  const std::string in = dir.filePath("loop.json").toStdString();
+  {
+    QFile f(QString::fromStdString(in));
+    QVERIFY(f.open(QIODevice::WriteOnly));
+    f.write(R"json({"schemaVersion": 1, "traceEvents": [)json");
+    f.write(profiler_steps.toUtf8());
+    // Three iterations on the main thread, the second given before the
+    // first; a "step 1" inside the second, one on another thread, and a
+    // kernel in each iteration.
+    f.write(R"json(
+      {"ph": "X", "cat": "user_annotation", "name": "iteration 1", "pid": 1, "tid": 1,
+       "ts": 2000, "dur": 1000},
+      {"ph": "X", "cat": "user_annotation", "name": "iteration 0", "pid": 1, "tid": 1,
+       "ts": 1000, "dur": 1000},
+      {"ph": "X", "cat": "user_annotation", "name": "step 1", "pid": 1, "tid": 1,
+       "ts": 2000, "dur": 500},
+      {"ph": "X", "cat": "user_annotation", "name": "iteration 2", "pid": 1, "tid": 1,
+       "ts": 3000, "dur": 1000},
+      {"ph": "X", "cat": "user_annotation", "name": "step 9", "pid": 1, "tid": 2,
+       "ts": 1500, "dur": 100},
+      {"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": 1100, "dur": 50,
+       "args": {"device": 0, "stream": 7}},
+      {"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": 2100, "dur": 50,
+       "args": {"device": 0, "stream": 7}},
+      {"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": 3100, "dur": 50,
+       "args": {"device": 0, "stream": 7}}]})json");
+  }
+  const std::string out = dir.filePath("loop.cstrace").toStdString();
+  auto report = import_kineto({in}, out);
+  QVERIFY2(report, report ? "" : report.message().c_str());
+  auto r = open_reader(out);
+  auto windows = job_step_windows(*r);
+  QVERIFY2(windows, windows ? "" : windows.message().c_str());
+  QList<int> found;
+  for (const auto& w : *windows)
+    found.append(w.step);
+  QCOMPARE(found, steps);
+  auto analysis = analyze_run(*r);
+  QVERIFY2(analysis, analysis ? "" : analysis.message().c_str());
+  QCOMPARE(analysis->ranks.front().steps.size(), static_cast<std::size_t>(steps.size()));
+  for (const auto& step : analysis->ranks.front().steps)
+    QVERIFY2(step.breakdown.compute_ns > 0, qPrintable(QString::number(step.step)));
+  // Another thread's, and one inside a step, stay ranges; with the
+  // profiler's steps, every range does.
+  QStringList ranges{"step 9", "step 1"};
+  if (!profiler_steps.isEmpty())
+    ranges << "iteration 0"
+           << "iteration 1"
+           << "iteration 2";
+  for (const QString& name : ranges) {
+    auto other = r->find_events(name.toStdString(), NameMatch::exact, 10);
+    QCOMPARE(other->size(), std::size_t{1});
+    QCOMPARE(other->front().event.kind, EventKind::annotation);
+  }
 }
 
 void TestTraceImport::kinetoPlainJsonAndErrors() {
