@@ -1115,6 +1115,25 @@ Workload trained_workload(const Workload& planned, const worker::GptConfig& c) {
   return w;
 }
 
+// The planner's estimate of `plan` (`what` it is, for an error) as a run
+// store holds it: the parts, the cluster preset it was made on and how
+// (`calibrated`, `notes`), and the plan itself, which the app draws the
+// predicted timeline from.
+Result<trace::PredictedStep> stored_prediction(const Plan& plan, std::string_view what,
+                                               std::string cluster, bool calibrated,
+                                               std::vector<std::string> notes) {
+  auto estimate = plan::estimate(plan);
+  if (!estimate)
+    return Error{"the planner cannot estimate " + std::string(what) + ": " + estimate.message()};
+  trace::PredictedStep step = plan::predicted_step(*estimate);
+  step.cluster = std::move(cluster);
+  step.calibrated = calibrated;
+  step.workload = shown_name(plan.workload);
+  step.notes = std::move(notes);
+  step.plan_json = json_text(to_json(plan));
+  return step;
+}
+
 // The estimate of a plan whose workload is already what the worker trains,
 // as the engines run it (naive attention, blocking tensor-parallel
 // collectives, the workers' gradient buckets, fp32 gradients; sequence
@@ -1204,17 +1223,13 @@ Result<trace::PredictedStep> predict_trained(const PresetCatalog& catalog, Plan 
                  ": run clusterscope calibrate --ranks " + std::to_string(ranks) +
                  " --precisions " + precision + " (with the others the runs use) for a prediction"};
   }
-  auto estimate = plan::estimate(plan);
-  if (!estimate) return Error{"the planner cannot estimate the run: " + estimate.message()};
-  trace::PredictedStep step = plan::predicted_step(*estimate);
-  step.cluster = predicted_on;
-  step.calibrated = is_calibrated;
-  step.workload = plan.workload.display_name;
-  step.notes = std::move(notes);
   // The plan as predicted (the engines' shape on the calibrated cluster): the
   // app draws its predicted timeline from this one, not from the plan the
   // user asked for (LLaMA-2 7B on H100s under a scaled CPU run).
-  step.plan_json = json_text(to_json(plan));
+  auto predicted =
+      stored_prediction(plan, "the run", predicted_on, is_calibrated, std::move(notes));
+  if (!predicted) return predicted;
+  trace::PredictedStep& step = *predicted;
   // The probe every rank measures before its first step, as this cluster
   // predicts it: the comparison tells a changed machine from a wrong model.
   // (The CPU engine runs a tf32 plan in fp32, and probes fp32.)
@@ -1223,7 +1238,7 @@ Result<trace::PredictedStep> predict_trained(const PresetCatalog& catalog, Plan 
                                : plan.precision.compute;
   step.machine_probe = plan::predict_machine_probe(
       plan.cluster, machine_probe_shape(backend, to_string(probed), ranks));
-  return step;
+  return predicted;
 }
 
 }  // namespace
@@ -1238,17 +1253,9 @@ std::string plan_size_note(const Plan& plan, int ranks) {
 }
 
 Result<trace::PredictedStep> predict_plan(const Plan& plan, const std::string& source, int ranks) {
-  auto estimate = plan::estimate(plan);
-  if (!estimate) return Error{"the planner cannot estimate " + source + ": " + estimate.message()};
-  trace::PredictedStep step = plan::predicted_step(*estimate);
-  step.cluster = shown_name(plan.cluster);
-  step.calibrated = false;
-  step.workload = shown_name(plan.workload);
   std::vector<std::string> notes;
   if (std::string note = plan_size_note(plan, ranks); !note.empty()) notes.push_back(note);
-  step.notes = std::move(notes);
-  step.plan_json = json_text(to_json(plan));
-  return step;
+  return stored_prediction(plan, source, shown_name(plan.cluster), false, std::move(notes));
 }
 
 Result<Workload> executed_workload(const Workload& planned, int tp, int pp, int chunks,
