@@ -224,6 +224,12 @@ void run_flops(const FlopsOptions& o, Context& ctx) {
     iterations = *o.iterations;
   } else if (samples > 0) {
     iterations = plan::iterations_per_run(samples, o.batch, epochs);
+    // 1e-300 epochs: "0 iterations ... = 0.00 FLOP".
+    if (iterations == 0) {
+      throw UsageError("--epochs " + number(epochs) + " of " + number(samples) +
+                       " samples trains on no sample: give at least " + number(1 / samples) +
+                       " (one sample)");
+    }
   } else {
     throw CliError("give --iterations, or --samples (and --epochs) to count them");
   }

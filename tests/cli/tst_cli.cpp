@@ -217,6 +217,13 @@ void TestCli::exitCodes_data() {
       << QStringList{"calc", "flops", "--forward-flops", "1e15", "--batch", "1", "--samples",
                      "1e12", "--epochs", "1e4"}
       << 0 << "= 30.0 QFLOP" << "";
+  // A part of a pass shorter than one sample: "0 iterations ... = 0.00 FLOP".
+  QTest::addRow("calc flops of no sample")
+      << QStringList{"calc", "flops", "--epochs", "1e-300"} << 2 << ""
+      << "--epochs 1e-300 of 50000 samples trains on no sample: give at least 2e-05 (one sample)";
+  QTest::addRow("calc flops of one sample")
+      << QStringList{"calc", "flops", "--epochs", "2e-05"} << 0 << "(2e-05 epochs of 50000 samples"
+      << "";
   QTest::addRow("calc flops, unknown model")
       << QStringList{"calc", "flops", "--model", "resnet18-cifar"} << 1 << ""
       << "did you mean \"resnet18-cifar10\"?";
