@@ -275,7 +275,7 @@ void register_search(CLI::App& app, Context& ctx) {
       ->check(precision_name());
   cmd->add_option("--max-days", o->max_days,
                   "Keep plans that train the workload within this many days")
-      ->check(non_negative_number());
+      ->check(positive_number());  // 0 kept every plan, as if no limit were given
   cmd->add_option("--min-headroom", o->min_headroom_gib,
                   "Keep plans with at least this much GPU memory free (GiB)")
       ->check(non_negative_number());

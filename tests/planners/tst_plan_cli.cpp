@@ -855,6 +855,10 @@ void TestPlanCli::searchErrors_data() {
       << QStringList{"search",         "--cluster", "dgx-h100-8", "--model", "gpt2-small",
                      "--global-batch", "64",        "--max-days", "1e-7"}
       << 2 << "--max-days: gpt2-small has no amount to train on";
+  // A limit of no time at all kept every plan, as if none were given.
+  QTest::addRow("--max-days 0") << base + QStringList{"--global-batch", "64", "--tokens", "1e9",
+                                                      "--max-days",     "0"}
+                                << 2 << "--max-days: must be > 0 (got 0)";
   QTest::addRow("bad objective") << base +
                                         QStringList{"--global-batch", "64", "--objective", "speed"}
                                  << 2 << "--objective must be";
