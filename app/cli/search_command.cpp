@@ -259,16 +259,16 @@ void register_search(CLI::App& app, Context& ctx) {
                   "Sequences (samples) per step; several: 512,1024")
       ->required()
       ->delimiter(',')
-      ->check(positive_number());
+      ->check(positive_int());
   cmd->add_option("--objective", o->objective,
                   "throughput, cost, time, memory (headroom) or gpus (fewest)");
-  cmd->add_option("--top", o->top, "How many plans to list")->check(positive_number());
+  cmd->add_option("--top", o->top, "How many plans to list")->check(positive_int());
   cmd->add_option("--threads", o->threads, "Worker threads (default: every hardware thread)")
       ->check(integer_between(0, 4096));
   cmd->add_option("--node-counts", o->node_counts,
                   "Cluster sizes to try, e.g. 4,8,16,32 (how many nodes does it need?)")
       ->delimiter(',')
-      ->check(positive_number());
+      ->check(positive_int());
   cmd->add_option("--precision", o->precisions,
                   "Precisions to try (default: every one the GPU has)")
       ->delimiter(',')

@@ -31,6 +31,8 @@ class TestCli : public QObject {
  private slots:
   void exitCodes_data();
   void exitCodes();
+  void countsPastAnInt_data();
+  void countsPastAnInt();
   void presetsModelsJson();
   void presetsOfCpuEngineRanks();
   void presetsListedWhenAUserFileIsBroken();
@@ -244,6 +246,43 @@ void TestCli::exitCodes() {
                  r.err.contains(": cannot open file"),
              qPrintable(r.err));
   }
+}
+
+void TestCli::countsPastAnInt_data() {
+  QTest::addColumn<QStringList>("args");  // the flag is the last
+  QTest::addColumn<QString>("rule");
+  const QString positive = "must be > 0 and <= 2147483647";
+  const QString non_negative = "must be between 0 and 2147483647";
+  for (const char* flag :
+       {"--steps", "--ranks", "--dp", "--tp", "--pp", "--virtual-stages", "--micro-batch",
+        "--global-batch", "--slurm-nodes", "--slurm-cpus-per-task"})
+    QTest::addRow("run %s", flag) << QStringList{"run", flag} << positive;
+  for (const char* flag : {"--global-batch", "--top", "--node-counts"}) {
+    QTest::addRow("search %s", flag)
+        << QStringList{"search", "--cluster", "dgx-h100-8", "--model", "gpt2-small", flag}
+        << positive;
+  }
+  QTest::addRow("trace stats --threads")
+      << QStringList{"trace", "stats", "/nonexistent.db", "--threads"} << non_negative;
+  QTest::addRow("trace compare --threads")
+      << QStringList{"trace", "compare", "/nonexistent.db", "/nonexistent.db", "--threads"}
+      << non_negative;
+  QTest::addRow("trace export --rank")
+      << QStringList{"trace", "export", "/nonexistent.db", "-o", "/nonexistent.json", "--rank"}
+      << non_negative;
+  QTest::addRow("calibrate --nics")
+      << QStringList{"calibrate", "--nccl-tests", "/nonexistent.log", "--nics"} << positive;
+}
+
+// A count past what its int holds said its range on the planner's flags
+// (plan --tp), and "Could not convert: --steps = 100000000000" on these.
+void TestCli::countsPastAnInt() {
+  QFETCH(QStringList, args);
+  QFETCH(QString, rule);
+  const QString flag = args.last();
+  const Run r = run_cli(args << "100000000000");
+  QVERIFY2(r.exit_code == 2, qPrintable(QString("exit %1\n%2").arg(r.exit_code).arg(r.err)));
+  QVERIFY2(r.err.contains(flag + ": " + rule + " (got 100000000000)"), qPrintable(r.err));
 }
 
 void TestCli::presetsModelsJson() {
