@@ -156,6 +156,15 @@ void TestCli::exitCodes_data() {
   QTest::addRow("calc alone") << QStringList{"calc"} << 2 << "" << "A subcommand is required";
   QTest::addRow("calc one device") << QStringList{"calc", "communication", "-N", "1"} << 0
                                    << "one device exchanges nothing" << "";
+  // Small S: the ring's 2(N-1) latencies make it the slower ("0.5x faster here").
+  QTest::addRow("calc ring faster")
+      << QStringList{"calc", "communication"} << 0 << "(under 2*S whatever N is), 4.3x faster here."
+      << "";
+  QTest::addRow("calc ring slower")
+      << QStringList{"calc", "communication", "-S", "0.001"} << 0
+      << "(under 2*S whatever N is), yet it is 2.0x slower here: its 2(N-1) latencies outweigh the "
+         "bytes it saves."
+      << "";
   QTest::addRow("calc no devices") << QStringList{"calc", "communication", "-N", "0"} << 2 << ""
                                    << "--devices";
   QTest::addRow("calc empty range")
