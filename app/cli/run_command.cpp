@@ -653,6 +653,7 @@ void run(RunOptions& o, Context& ctx, const std::string& command_line) {
       std::chrono::milliseconds(static_cast<std::int64_t>(o.hang_timeout_s * 1000));
   run_options.command_line = command_line;
   if (!o.hostfile.empty()) {
+    say_if_named_pipe(o.hostfile, "--hostfile");  // it waited for a writer without a word
     run_options.placement = launch::Placement::hostfile;
     run_options.hostfile = o.hostfile;
   }
