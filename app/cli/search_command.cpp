@@ -154,6 +154,15 @@ void run(const SearchCommandOptions& o, Context& ctx) {
   space.use_all_gpus = !o.any_gpu_count;
   space.fp32_main_grad = o.fp32_main_grad;
   space.node_counts = o.node_counts;
+  // The planner refuses to grow a one-node cluster with no link between
+  // nodes; the flag that gives one is the command line's to name.
+  const bool grows =
+      std::any_of(o.node_counts.begin(), o.node_counts.end(), [](int n) { return n > 1; });
+  if (grows && !cluster.inter_node) {
+    throw CliError("search: the cluster \"" + cluster.name +
+                   "\" has no link between nodes, so --node-counts cannot grow it past one "
+                   "node: give one with --inter-link (e.g. ib-ndr)");
+  }
   plan::SearchLimits limits;
   limits.top_k = o.top;
   limits.threads = o.threads;
