@@ -508,6 +508,15 @@ class KinetoHandler : public nlohmann::json_sax<nlohmann::json> {
       input_dims_[input_dims_used_ - 1].push_back(-1);  // a fraction is no dimension: no GEMM
     } else if (c == Ctx::grid || c == Ctx::block) {
       launch_dims_ = 4;  // a fraction is no dimension: no launch
+    } else if (c == Ctx::distributed && (key_ == Key::rank || key_ == Key::world_size)) {
+      // 1.0 is rank 1, as an integer's rules read it (it read as no rank:
+      // rank 0 from the file order); 1.5 or 1e20 is refused, as -3 is.
+      if (std::fabs(v) < 9e18 && v == std::floor(v)) return integer(static_cast<std::int64_t>(v));
+      const bool is_rank = key_ == Key::rank;
+      error = std::string("distributedInfo.") + (is_rank ? "rank" : "world_size") + " is " + raw +
+              ": must be a whole number between " + (is_rank ? "0" : "1") + " and " +
+              std::to_string(INT32_MAX);
+      return false;
     } else if (c == Ctx::event && (key_ == Key::ts || key_ == Key::dur) &&
                !(std::fabs(v) <= kMaxMicros)) {
       time_out_of_range_ = true;

@@ -54,6 +54,9 @@ struct Limits {
   Range efficiency_or_0{0, 1, false, 1e-6};  // 0: not given (gemm_max_by_precision)
   // A float's scale: beyond 1e38 it is infinity, and every scaled loss too.
   Range loss_scale{0, 1e38, true};
+  // 0: none; else a count of at least one (1e-300 tokens trained "1 step, 0.00 FLOP").
+  Range tokens{0, 1e18, false, 1};
+  Range samples{0, 1e15, false, 1};
 };
 const Limits kLimits;
 
@@ -334,7 +337,7 @@ void read_workload(const json& j, const std::string& ptr, Diagnostics& d, Worklo
     r.boolean("dropout", s.dropout);
     r.choice("norm", s.norm, kNormNames);
     r.choice("positions", s.positions, kPositionNames);
-    scaled(r, "training_tokens", w.training_tokens, 1.0, Range::between(0, 1e18));
+    scaled(r, "training_tokens", w.training_tokens, 1.0, kLimits.tokens);
     if (s.heads > 0 && s.hidden > 0 && s.hidden % s.heads != 0) {
       d.add(r.pointer("hidden"), "must be divisible by heads (" + std::to_string(s.heads) + ")");
     }
@@ -348,7 +351,7 @@ void read_workload(const json& j, const std::string& ptr, Diagnostics& d, Worklo
     r.number("activation_bytes_per_sample", g.activation_bytes_per_sample, Range::between(0, 1e18));
     r.integer("weight_layers", g.weight_layers, Range::between(0, kMaxLength));
     r.text("input", g.input);
-    r.number("dataset_samples", w.dataset_samples, Range::between(0, 1e15));
+    r.number("dataset_samples", w.dataset_samples, kLimits.samples);
     r.number("epochs", w.epochs, Range::between(1e-6, 1e6));
   }
   r.finish();

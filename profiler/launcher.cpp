@@ -1716,7 +1716,8 @@ Status Launcher::start() {
   remove_stale_hostfile_copies();
   std::string hostfile_copy;
   if (spec.placement == Placement::hostfile) {
-    auto hosts = read_hostfile(spec.hostfile);
+    auto hosts =
+        spec.hosts.empty() ? read_hostfile(spec.hostfile) : Result<std::vector<Host>>(spec.hosts);
     if (!hosts) return hosts.error();
     const int slots = total_slots(*hosts);
     if (slots < spec.ranks) {

@@ -53,6 +53,9 @@ struct RunSpec {
   int ranks = 1;
   Placement placement = Placement::local;
   std::string hostfile;  // Placement::hostfile
+  // Its hosts as plan_run read them; empty: the launcher reads the file. A
+  // hostfile read once (`--hostfile <(...)`, a pipe) is not there to read again.
+  std::vector<Host> hosts;
   std::string mpirun = "mpirun";
   // The merged run store ("" records nothing). Rank stores go to
   // rank_store_path(run_store, rank); with several hosts that folder must be

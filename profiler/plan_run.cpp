@@ -167,8 +167,11 @@ Result<PlanRun> plan_run(const Plan& plan, const PlanRunOptions& o) {
   PlanRun run;
   run.backend = o.backend;
   // The hosts first: a hostfile that does not read is the first thing to fix.
+  std::vector<Host> hosts;
   if (o.placement == Placement::hostfile) {
-    if (auto hosts = read_hostfile(o.hostfile); !hosts) return hosts.error();
+    auto read = read_hostfile(o.hostfile);
+    if (!read) return read.error();
+    hosts = std::move(*read);
   }
   if (run.backend == "auto" && o.placement != Placement::local) {
     // Decided here, a GPU partition's job trained on the CPU engine because
@@ -379,6 +382,7 @@ Result<PlanRun> plan_run(const Plan& plan, const PlanRunOptions& o) {
   spec.command_line = o.command_line;
   spec.placement = o.placement;
   spec.hostfile = o.hostfile;
+  spec.hosts = std::move(hosts);
   spec.slurm = o.slurm;
   if (spec.placement == Placement::slurm && spec.slurm.after_command.empty()) {
     // Inside the job, after srun: the rank stores merged into the run store,

@@ -77,7 +77,14 @@ void run_communication(const CommunicationOptions& o) {
   t.print(std::cout);
   std::cout << "The simple model counts every device's S crossing one link; a ring sends "
             << number(ring_sent / 1e6) << " MB per device (under 2*S whatever N is)";
-  if (ring > 0) std::cout << ", " << format_fixed(simple / ring, 1) << "x faster here";
+  // Small S over many devices: the ring's 2(N-1) latencies outweigh the
+  // bytes it saves ("0.5x faster" said it was slower).
+  if (ring > 0 && simple >= ring) {
+    std::cout << ", " << format_fixed(simple / ring, 1) << "x faster here";
+  } else if (ring > 0) {
+    std::cout << ", yet it is " << format_fixed(ring / simple, 1)
+              << "x slower here: its 2(N-1) latencies outweigh the bytes it saves";
+  }
   std::cout << ".\n";
 }
 
@@ -224,6 +231,12 @@ void run_flops(const FlopsOptions& o, Context& ctx) {
     iterations = *o.iterations;
   } else if (samples > 0) {
     iterations = plan::iterations_per_run(samples, o.batch, epochs);
+    // 1e-300 epochs: "0 iterations ... = 0.00 FLOP".
+    if (iterations == 0) {
+      throw UsageError("--epochs " + number(epochs) + " of " + number(samples) +
+                       " samples trains on no sample: give at least " + number(1 / samples) +
+                       " (one sample)");
+    }
   } else {
     throw CliError("give --iterations, or --samples (and --epochs) to count them");
   }

@@ -837,7 +837,7 @@ void register_calibrate(CLI::App& app, Context& ctx) {
       ->needs(nccl_tests);
   cmd->add_option("--nics", o->nics,
                   "With --nccl-tests across hosts: NIC ports per node (default: one per GPU)")
-      ->check(positive_number())
+      ->check(positive_int())
       ->needs(nccl_tests);
   // What a measurement of this machine takes means nothing to a source of
   // results measured before: refused, not passed over without a word.

@@ -45,6 +45,12 @@ const CLI::Validator& non_negative_number() {
   return check;
 }
 
+const CLI::Validator& non_negative_int() {
+  static const CLI::Validator check =
+      number_in(Range::between(0, double(std::numeric_limits<int>::max())), "NONNEGATIVE");
+  return check;
+}
+
 const CLI::Validator& seed_number() {
   // Whole and within 64 bits: CLI11 made 1e30 the largest seed, silently.
   static const CLI::Validator check(

@@ -30,6 +30,8 @@ const CLI::Validator& positive_number();
 // A count that fits an int: "--seq: must be > 0 and <= 2147483647 (got 99999999999)".
 const CLI::Validator& positive_int();
 const CLI::Validator& non_negative_number();
+// A count that fits an int, 0 allowed: "--threads: must be between 0 and 2147483647 (got ...)".
+const CLI::Validator& non_negative_int();
 // A seed: a whole number that fits 64 bits.
 const CLI::Validator& seed_number();
 // A number the range holds: "--bandwidth: must be > 0 and <= 1e+06 (got 1e-300)".

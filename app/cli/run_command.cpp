@@ -66,19 +66,19 @@ struct RunPlanOptions {
                        "input)");
     cluster.add_to(command, false);
     model.add_to(command);
-    command.add_option("--dp", dp, "Data-parallel replicas")->check(positive_number());
-    command.add_option("--tp", tp, "Tensor-parallel degree")->check(positive_number());
-    command.add_option("--pp", pp, "Pipeline stages")->check(positive_number());
+    command.add_option("--dp", dp, "Data-parallel replicas")->check(positive_int());
+    command.add_option("--tp", tp, "Tensor-parallel degree")->check(positive_int());
+    command.add_option("--pp", pp, "Pipeline stages")->check(positive_int());
     command
         .add_option("--virtual-stages", virtual_stages,
                     "Model chunks per pipeline rank (> 1: Megatron's interleaved schedule; the "
                     "CUDA engine runs it as 1F1B)")
-        ->check(positive_number());
+        ->check(positive_int());
     command.add_option("--zero", zero, "ZeRO stage")->check(integer_between(0, 3));
     command.add_option("--micro-batch", micro_batch, "Sequences per micro-batch")
-        ->check(positive_number());
+        ->check(positive_int());
     command.add_option("--global-batch", global_batch, "Sequences per step, all replicas")
-        ->check(positive_number());
+        ->check(positive_int());
     command
         .add_option("--recompute", recompute,
                     "Activation recomputation: none, selective (attention scores) or full "
@@ -653,6 +653,7 @@ void run(RunOptions& o, Context& ctx, const std::string& command_line) {
       std::chrono::milliseconds(static_cast<std::int64_t>(o.hang_timeout_s * 1000));
   run_options.command_line = command_line;
   if (!o.hostfile.empty()) {
+    say_if_named_pipe(o.hostfile, "--hostfile");  // it waited for a writer without a word
     run_options.placement = launch::Placement::hostfile;
     run_options.hostfile = o.hostfile;
   }
@@ -823,8 +824,8 @@ void register_run(CLI::App& app, Context& ctx) {
   cmd->add_option("--backend", options->backend, "cpu, cuda, or auto (CUDA when a GPU is present)")
       ->check(CLI::IsMember({"cpu", "cuda", "auto"}));
   cmd->add_option("--ranks", options->ranks, "Ranks to start (default dp x tp x pp)")
-      ->check(positive_number());
-  cmd->add_option("--steps", options->steps, "Training steps")->check(positive_number());
+      ->check(positive_int());
+  cmd->add_option("--steps", options->steps, "Training steps")->check(positive_int());
   // The worker's own bound, checked before anything starts (the worker
   // refused it after mpirun had started and the plan file was replaced).
   cmd->add_option("--threads", options->threads,
@@ -844,10 +845,10 @@ void register_run(CLI::App& app, Context& ctx) {
   cmd->add_option("--slurm-time", options->slurm_options.time_limit,
                   "Slurm time limit (e.g. 1:00:00)");
   cmd->add_option("--slurm-nodes", options->slurm_options.nodes, "Slurm nodes")
-      ->check(positive_number());
+      ->check(positive_int());
   cmd->add_option("--slurm-cpus-per-task", options->slurm_options.cpus_per_task,
                   "CPUs per rank under Slurm")
-      ->check(positive_number());
+      ->check(positive_int());
   cmd->add_option("--slurm-script", options->slurm_options.script_path,
                   "Where to write the batch script (default beside the run store)");
   cmd->add_option("--hang-timeout", options->hang_timeout_s,

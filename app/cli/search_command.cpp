@@ -154,6 +154,15 @@ void run(const SearchCommandOptions& o, Context& ctx) {
   space.use_all_gpus = !o.any_gpu_count;
   space.fp32_main_grad = o.fp32_main_grad;
   space.node_counts = o.node_counts;
+  // The planner refuses to grow a one-node cluster with no link between
+  // nodes; the flag that gives one is the command line's to name.
+  const bool grows =
+      std::any_of(o.node_counts.begin(), o.node_counts.end(), [](int n) { return n > 1; });
+  if (grows && !cluster.inter_node) {
+    throw CliError("search: the cluster \"" + cluster.name +
+                   "\" has no link between nodes, so --node-counts cannot grow it past one "
+                   "node: give one with --inter-link (e.g. ib-ndr)");
+  }
   plan::SearchLimits limits;
   limits.top_k = o.top;
   limits.threads = o.threads;
@@ -259,23 +268,23 @@ void register_search(CLI::App& app, Context& ctx) {
                   "Sequences (samples) per step; several: 512,1024")
       ->required()
       ->delimiter(',')
-      ->check(positive_number());
+      ->check(positive_int());
   cmd->add_option("--objective", o->objective,
                   "throughput, cost, time, memory (headroom) or gpus (fewest)");
-  cmd->add_option("--top", o->top, "How many plans to list")->check(positive_number());
+  cmd->add_option("--top", o->top, "How many plans to list")->check(positive_int());
   cmd->add_option("--threads", o->threads, "Worker threads (default: every hardware thread)")
       ->check(integer_between(0, 4096));
   cmd->add_option("--node-counts", o->node_counts,
                   "Cluster sizes to try, e.g. 4,8,16,32 (how many nodes does it need?)")
       ->delimiter(',')
-      ->check(positive_number());
+      ->check(positive_int());
   cmd->add_option("--precision", o->precisions,
                   "Precisions to try (default: every one the GPU has)")
       ->delimiter(',')
       ->check(precision_name());
   cmd->add_option("--max-days", o->max_days,
                   "Keep plans that train the workload within this many days")
-      ->check(non_negative_number());
+      ->check(positive_number());  // 0 kept every plan, as if no limit were given
   cmd->add_option("--min-headroom", o->min_headroom_gib,
                   "Keep plans with at least this much GPU memory free (GiB)")
       ->check(non_negative_number());

@@ -1929,7 +1929,7 @@ void register_trace(CLI::App& app, Context& ctx) {
               "Leave each rank's per-step breakdowns out of the JSON (the comparison with the "
               "prediction still takes the steps)");
   s->add_option("--threads", stats->threads, "Ranks analysed at once (default: one per core)")
-      ->check(non_negative_number());
+      ->check(non_negative_int());
   s->add_flag("--predict-again", stats->predict_again,
               "Hold the run against the planner's prediction made now, with the presets at hand "
               "(the run's calibrated cluster, or --cluster), instead of the one it recorded");
@@ -1960,7 +1960,7 @@ void register_trace(CLI::App& app, Context& ctx) {
   c->add_option("--top", cmp->top, "Kernels and collectives to list")
       ->check(non_negative_number());
   c->add_option("--threads", cmp->threads, "Ranks analysed at once (default: one per core)")
-      ->check(non_negative_number());
+      ->check(non_negative_int());
   add_json_flag(*c, cmp->json);
   c->callback([cmp] { run_compare(*cmp); });
 
@@ -1979,7 +1979,7 @@ void register_trace(CLI::App& app, Context& ctx) {
                      "the events overlapping the window; a report's or a summary table's "
                      "breakdown of the time inside it, its other tables of every operation that "
                      "overlaps it, whole");
-  e->add_option("--rank", exp->ranks, "Only these ranks (Chrome JSON)");
+  e->add_option("--rank", exp->ranks, "Only these ranks (Chrome JSON)")->check(non_negative_int());
   e->add_flag("--file-per-rank", exp->file_per_rank,
               "Chrome JSON: one file per rank, as Holistic Trace Analysis reads them");
   e->add_flag("--critical-path", exp->critical_path,

@@ -166,15 +166,24 @@ void CommunicationCalculator::recompute() {
   const double b = bandwidth_->value() * 1e9;
   const double simple = plan::simple_communication_seconds(bytes, n, b, latency);
   const double ring = plan::ring_all_reduce_seconds(bytes, n, b, latency);
+  // Small S over many GPUs: the ring's 2(N−1) latencies outweigh the bytes
+  // it saves ("0.5× faster" said it was slower).
+  const QString ratio =
+      ring > 0 && simple >= ring
+          ? tr("so it is %1× faster here.").arg(QString::number(simple / ring, 'f', 1))
+      : ring > 0 ? tr("yet it is %1× slower here: its 2(N−1) latencies outweigh the bytes it "
+                      "saves.")
+                       .arg(QString::number(ring / simple, 'f', 1))
+                 : QStringLiteral("—");
   result_->setText(
       tr("<b>Articles' model</b>: T = S·N/B + L·(N−1) = <b>%1</b><br>"
          "<b>Ring all-reduce</b>: each GPU sends 2(N−1)/N·S = %2, T = <b>%3</b><br>"
          "The simple model counts every GPU's S crossing one link; a ring moves under 2·S per GPU "
-         "whatever N is, so it is %4× faster here.")
+         "whatever N is, %4")
           // In the unit S is given in (MB, not MiB).
-          .arg(q(format_seconds(simple)), q(format_rate(2.0 * (n - 1) / std::max(1, n) * bytes, "B")),
-               q(format_seconds(ring)))
-          .arg(ring > 0 ? QString::number(simple / ring, 'f', 1) : QStringLiteral("—")));
+          .arg(q(format_seconds(simple)),
+               q(format_rate(2.0 * (n - 1) / std::max(1, n) * bytes, "B")), q(format_seconds(ring)),
+               ratio));
 
   // Log-spaced bandwidths: a few hundred points, pushed with replace().
   QList<QPointF> s_points;

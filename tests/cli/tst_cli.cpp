@@ -31,6 +31,8 @@ class TestCli : public QObject {
  private slots:
   void exitCodes_data();
   void exitCodes();
+  void countsPastAnInt_data();
+  void countsPastAnInt();
   void presetsModelsJson();
   void presetsOfCpuEngineRanks();
   void presetsListedWhenAUserFileIsBroken();
@@ -137,6 +139,12 @@ void TestCli::exitCodes_data() {
   QTest::addRow("run threads past the worker's")
       << QStringList{"run", "--threads", "100000", "--steps", "1"} << 2 << ""
       << "--threads: must be between 1 and 4096 (got 100000)";
+  // Fewer than one token: "1 step, 6.15 ms ... compute 0.00 FLOP".
+  QTest::addRow("plan tokens below one")
+      << QStringList{"plan",       "--cluster", "dgx-h100-8", "--model",
+                     "gpt2-small", "--tokens",  "1e-300"}
+      << 1 << ""
+      << "/training_tokens: must be 0 (none) or at least 1 (got 1e-300)";
   QTest::addRow("validate missing file") << QStringList{"validate", "/nonexistent.json"} << 1 << ""
                                          << "/nonexistent.json: cannot open file";
   // The GPU check profiles its PyTorch program against this plan
@@ -148,6 +156,15 @@ void TestCli::exitCodes_data() {
   QTest::addRow("calc alone") << QStringList{"calc"} << 2 << "" << "A subcommand is required";
   QTest::addRow("calc one device") << QStringList{"calc", "communication", "-N", "1"} << 0
                                    << "one device exchanges nothing" << "";
+  // Small S: the ring's 2(N-1) latencies make it the slower ("0.5x faster here").
+  QTest::addRow("calc ring faster")
+      << QStringList{"calc", "communication"} << 0 << "(under 2*S whatever N is), 4.3x faster here."
+      << "";
+  QTest::addRow("calc ring slower")
+      << QStringList{"calc", "communication", "-S", "0.001"} << 0
+      << "(under 2*S whatever N is), yet it is 2.0x slower here: its 2(N-1) latencies outweigh the "
+         "bytes it saves."
+      << "";
   QTest::addRow("calc no devices") << QStringList{"calc", "communication", "-N", "0"} << 2 << ""
                                    << "--devices";
   QTest::addRow("calc empty range")
@@ -211,6 +228,13 @@ void TestCli::exitCodes_data() {
       << QStringList{"calc", "flops", "--forward-flops", "1e15", "--batch", "1", "--samples",
                      "1e12", "--epochs", "1e4"}
       << 0 << "= 30.0 QFLOP" << "";
+  // A part of a pass shorter than one sample: "0 iterations ... = 0.00 FLOP".
+  QTest::addRow("calc flops of no sample")
+      << QStringList{"calc", "flops", "--epochs", "1e-300"} << 2 << ""
+      << "--epochs 1e-300 of 50000 samples trains on no sample: give at least 2e-05 (one sample)";
+  QTest::addRow("calc flops of one sample")
+      << QStringList{"calc", "flops", "--epochs", "2e-05"} << 0 << "(2e-05 epochs of 50000 samples"
+      << "";
   QTest::addRow("calc flops, unknown model")
       << QStringList{"calc", "flops", "--model", "resnet18-cifar"} << 1 << ""
       << "did you mean \"resnet18-cifar10\"?";
@@ -231,6 +255,43 @@ void TestCli::exitCodes() {
                  r.err.contains(": cannot open file"),
              qPrintable(r.err));
   }
+}
+
+void TestCli::countsPastAnInt_data() {
+  QTest::addColumn<QStringList>("args");  // the flag is the last
+  QTest::addColumn<QString>("rule");
+  const QString positive = "must be > 0 and <= 2147483647";
+  const QString non_negative = "must be between 0 and 2147483647";
+  for (const char* flag :
+       {"--steps", "--ranks", "--dp", "--tp", "--pp", "--virtual-stages", "--micro-batch",
+        "--global-batch", "--slurm-nodes", "--slurm-cpus-per-task"})
+    QTest::addRow("run %s", flag) << QStringList{"run", flag} << positive;
+  for (const char* flag : {"--global-batch", "--top", "--node-counts"}) {
+    QTest::addRow("search %s", flag)
+        << QStringList{"search", "--cluster", "dgx-h100-8", "--model", "gpt2-small", flag}
+        << positive;
+  }
+  QTest::addRow("trace stats --threads")
+      << QStringList{"trace", "stats", "/nonexistent.db", "--threads"} << non_negative;
+  QTest::addRow("trace compare --threads")
+      << QStringList{"trace", "compare", "/nonexistent.db", "/nonexistent.db", "--threads"}
+      << non_negative;
+  QTest::addRow("trace export --rank")
+      << QStringList{"trace", "export", "/nonexistent.db", "-o", "/nonexistent.json", "--rank"}
+      << non_negative;
+  QTest::addRow("calibrate --nics")
+      << QStringList{"calibrate", "--nccl-tests", "/nonexistent.log", "--nics"} << positive;
+}
+
+// A count past what its int holds said its range on the planner's flags
+// (plan --tp), and "Could not convert: --steps = 100000000000" on these.
+void TestCli::countsPastAnInt() {
+  QFETCH(QStringList, args);
+  QFETCH(QString, rule);
+  const QString flag = args.last();
+  const Run r = run_cli(args << "100000000000");
+  QVERIFY2(r.exit_code == 2, qPrintable(QString("exit %1\n%2").arg(r.exit_code).arg(r.err)));
+  QVERIFY2(r.err.contains(flag + ": " + rule + " (got 100000000000)"), qPrintable(r.err));
 }
 
 void TestCli::presetsModelsJson() {

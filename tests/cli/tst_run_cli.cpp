@@ -149,6 +149,7 @@ class TestRunCli : public QObject {
   void pathThatIsNotUtf8();
   void divergedRunKeepsItsSteps();
   void closedPipeDoesNotStopTheRun();
+  void hostfileFromAProcessSubstitution();
   void mergeTellsRunsApart();
   void mergeTakesTheWorstEnding_data();
   void mergeTakesTheWorstEnding();
@@ -1114,6 +1115,22 @@ void TestRunCli::closedPipeDoesNotStopTheRun() {
   sh.start("sh", {"-c", "'" + kCli + "' " + args.join(' ') + " 2>&1 | head -1; exit 0"});
   QVERIFY(sh.waitForFinished(120000));
   QTRY_COMPARE_WITH_TIMEOUT(status_of(store), QString("complete"), 60000);
+}
+
+// `--hostfile <(...)`, as a job script writes one from its node list: a
+// pipe, read once. The run read it twice (to check it, then to launch) and
+// the second read found it empty: "/dev/fd/63: no hosts listed".
+void TestRunCli::hostfileFromAProcessSubstitution() {
+  const QString store = dir_.filePath("substituted/run.db");
+  QStringList args =
+      QStringList{"run", "--steps", "2", "--backend", "cpu", "--out", store} + tiny();
+  for (QString& a : args)
+    a = "'" + a + "'";
+  const Run r = cs::test::run_process(
+      "bash", {"-c", "'" + kCli + "' " + args.join(' ') +
+                         " --hostfile <(printf '# the nodes of the job\\nlocalhost slots=2\\n')"});
+  QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+  QCOMPARE(status_of(store), QString("complete"));
 }
 
 // `trace merge` of rank stores: ranks of two different runs are refused

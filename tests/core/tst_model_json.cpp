@@ -485,6 +485,17 @@ void TestModelJson::validationErrors_data() {
       << "link.json: /latency_us: must be between 0 and 10000000 (got 86400000000)";
 
   // Workloads
+  // A count below one: "1 step, 0.00 FLOP" to train 1e-300 tokens.
+  QTest::addRow("training tokens below one")
+      << "workload"
+      << R"({"name": "m", "layers": 2, "hidden": 64, "heads": 2, "seq_len": 8, "vocab": 10,
+            "training_tokens": 1e-300})"
+      << "workload.json: /training_tokens: must be 0 (none) or at least 1 (got 1e-300)";
+  QTest::addRow("dataset samples below one")
+      << "workload"
+      << R"({"name": "cnn", "type": "generic", "parameters": 1e6, "forward_flops_per_sample": 1e9,
+            "dataset_samples": 0.5})"
+      << "workload.json: /dataset_samples: must be 0 (none) or at least 1 (got 0.5)";
   QTest::addRow("sequence past the bound") << "workload"
       << R"({"name": "m", "layers": 2, "hidden": 64, "heads": 2, "seq_len": 2147483647, "vocab": 10})"
       << "workload.json: /seq_len: must be between 1 and 16777216 (got 2147483647)";

@@ -200,6 +200,8 @@ class TestTraceImport : public QObject {
   void kinetoPlainJsonAndErrors();
   void kinetoDistributedInfoThatContradicts_data();
   void kinetoDistributedInfoThatContradicts();
+  void kinetoDistributedInfoAsReals_data();
+  void kinetoDistributedInfoAsReals();
   void kinetoRanksOfTwoRunsRefused();
   void kinetoIdsWrittenAsReals();
   void kinetoStreamsNamedAsText();
@@ -1561,6 +1563,55 @@ void TestTraceImport::kinetoDistributedInfoThatContradicts() {
     QVERIFY2(!warnings.filter(warning).isEmpty(), qPrintable(warnings.join('\n')));
   }
   QCOMPARE(open_reader(out)->meta("world_size").has_value(), world_kept);
+}
+
+void TestTraceImport::kinetoDistributedInfoAsReals_data() {
+  QTest::addColumn<QString>("info");
+  QTest::addColumn<int>("rank");  // -1: the file is refused with `refused`
+  QTest::addColumn<QString>("refused");
+  QTest::addRow("rank and world size as reals") << R"({"rank": 1.0, "world_size": 2.0})" << 1 << "";
+  QTest::addRow("rank a fraction")
+      << R"({"rank": 1.5, "world_size": 2})" << -1
+      << "distributedInfo.rank is 1.5: must be a whole number between 0 and 2147483647";
+  QTest::addRow("rank past a long")
+      << R"({"rank": 1e20})" << -1
+      << "distributedInfo.rank is 1e20: must be a whole number between 0 and 2147483647";
+  QTest::addRow("world size a real past an int")
+      << R"({"rank": 0, "world_size": 3e9})" << -1
+      << "distributedInfo.world_size is 3000000000: must be between 1 and 2147483647";
+}
+
+// A rank or world size written as a real: 1.0 is rank 1, as 1 is; it read
+// as no rank at all ("no distributedInfo.rank: rank 0 from the file order"),
+// and 1.5 or 1e20 likewise, where -3 is refused.
+void TestTraceImport::kinetoDistributedInfoAsReals() {
+  QFETCH(QString, info);
+  QFETCH(int, rank);
+  QFETCH(QString, refused);
+  QTemporaryDir dir;
+  const std::string in = dir.filePath("trace.json").toStdString();
+  {
+    QFile f(QString::fromStdString(in));
+    QVERIFY(f.open(QIODevice::WriteOnly));
+    f.write(QStringLiteral(R"({"distributedInfo": %1, "traceEvents": [
+      {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 1, "dur": 2}]})")
+                .arg(info)
+                .toUtf8());
+  }
+  const std::string out = dir.filePath("t.cstrace").toStdString();
+  auto report = import_kineto({in}, out);
+  if (rank < 0) {
+    QVERIFY(!report);
+    QCOMPARE(QString::fromStdString(report.message()), QString::fromStdString(in) + ": " + refused);
+    QVERIFY(!std::filesystem::exists(out));
+    return;
+  }
+  QVERIFY2(report, report ? "" : report.message().c_str());
+  for (const std::string& w : report->warnings)
+    QVERIFY2(w.find("distributedInfo") == std::string::npos, w.c_str());
+  auto reader = open_reader(out);
+  QCOMPARE(reader->ranks().front().rank, rank);
+  QCOMPARE(reader->meta("world_size").value_or(""), std::string("2"));
 }
 
 // Rank files of two runs (world sizes 2 and 4) are not one run; the error

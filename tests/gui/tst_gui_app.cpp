@@ -2653,6 +2653,14 @@ void TestGuiApp::seedCalculators() {
     QVERIFY(comm->ringSeries()->at(i).y() < comm->simpleSeries()->at(i).y());
   }
   comm->bandwidthBox()->setValue(10);
+  QVERIFY2(comm->resultLabel()->text().contains(QStringLiteral("so it is 4.3× faster here.")),
+           qPrintable(comm->resultLabel()->text()));
+  // A small S: the ring's 2(N−1) latencies make it the slower ("0.5× faster here").
+  comm->bytesBox()->setValue(0.001);
+  QVERIFY2(comm->resultLabel()->text().contains(
+               QStringLiteral("yet it is 2.0× slower here: its 2(N−1) latencies outweigh")),
+           qPrintable(comm->resultLabel()->text()));
+  comm->bytesBox()->setValue(100);
   // From the plan: its data-parallel gradients, once "Follow the current plan" is ticked.
   QCheckBox* follow = window_->calculators()->followPlanBox();
   QVERIFY(!follow->isChecked());  // the articles' example until asked

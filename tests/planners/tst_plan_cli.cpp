@@ -855,14 +855,21 @@ void TestPlanCli::searchErrors_data() {
       << QStringList{"search",         "--cluster", "dgx-h100-8", "--model", "gpt2-small",
                      "--global-batch", "64",        "--max-days", "1e-7"}
       << 2 << "--max-days: gpt2-small has no amount to train on";
+  // A limit of no time at all kept every plan, as if none were given.
+  QTest::addRow("--max-days 0") << base + QStringList{"--global-batch", "64", "--tokens", "1e9",
+                                                      "--max-days",     "0"}
+                                << 2 << "--max-days: must be > 0 (got 0)";
   QTest::addRow("bad objective") << base +
                                         QStringList{"--global-batch", "64", "--objective", "speed"}
                                  << 2 << "--objective must be";
   QTest::addRow("no GPU") << QStringList{"search",     "--cluster",      "laptop-cpu", "--model",
                                          "gpt2-small", "--global-batch", "8"}
                           << 1 << "has no GPU";
-  QTest::addRow("cannot grow") << base + QStringList{"--global-batch", "64", "--node-counts", "4"}
-                               << 1 << "no link between nodes";
+  // It named no way out; --nodes, on plan, takes ib-ndr between the nodes.
+  QTest::addRow("cannot grow")
+      << base + QStringList{"--global-batch", "64", "--node-counts", "4"} << 1
+      << "search: the cluster \"dgx-a100-8\" has no link between nodes, so --node-counts cannot "
+         "grow it past one node: give one with --inter-link (e.g. ib-ndr)";
   QTest::addRow("bad precision") << base + QStringList{"--global-batch", "64", "--precision", "fp6"}
                                  << 2 << "--precision: fp6 not in {fp32,tf32,bf16,fp16,fp8,int8,int4}";
   // Forward-only INT8 plans ranked first by tokens/s among training plans,
